@@ -1,0 +1,132 @@
+"""The only code that finds catalogue files: GPUs, links and models, built in or the user's own.
+
+Resolution order for a name (case-insensitive): user folders given with ``--hardware-db DIR`` (later wins),
+then folders in ``PDPLAN_HARDWARE_DB`` (``os.pathsep``-separated), then the built-in ``hardware_db/``.
+A folder may hold ``gpus/*.yaml``, ``links/*.yaml`` and ``models/*.yaml``; the file name (without ``.yaml``) is the
+name users type and must equal the spec's ``name`` field. Any name may instead be a path to a YAML file
+(models also accept a Hugging Face ``config.json``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
+
+from pdplan.errors import SpecError, UnknownNameError
+from pdplan.specs.hardware import GpuSpec, LinkSpec
+from pdplan.specs.loading import load_spec_file
+from pdplan.specs.model import ModelSpec
+
+HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
+Kind = Literal["gpu", "link", "model"]
+_SUBDIR: dict[Kind, str] = {"gpu": "gpus", "link": "links", "model": "models"}
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+def builtin_hardware_dir() -> Path:
+    """The shipped ``hardware_db/``: inside the wheel (``pdplan/_hardware_db``) or beside the source tree."""
+    packaged = Path(str(resources.files("pdplan"))) / "_hardware_db"
+    if packaged.is_dir():
+        return packaged
+    source_tree = Path(__file__).resolve().parent.parent / "hardware_db"
+    if source_tree.is_dir():
+        return source_tree
+    raise SpecError("the built-in hardware_db/ is missing from this installation; reinstall pdplan")
+
+
+def builtin_models_dir() -> Path:
+    """The shipped model presets (package data ``pdplan/models/``)."""
+    return Path(str(resources.files("pdplan"))) / "models"
+
+
+def looks_like_path(name: str) -> bool:
+    """True for ``./x.yaml``, ``dir/config.json`` and the like: anything with a separator or a file suffix."""
+    return "/" in name or os.sep in name or name.lower().endswith((".yaml", ".yml", ".json"))
+
+
+def _scan(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.stem.lower(): p for p in sorted(folder.glob("*.yaml"))}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Name → file maps for each kind. Build one with :func:`open_catalog`."""
+
+    files: dict[Kind, dict[str, Path]] = field(default_factory=dict)
+
+    def names(self, kind: Kind) -> list[str]:
+        """Sorted names of one kind."""
+        return sorted(self.files.get(kind, {}))
+
+    def path_of(self, kind: Kind, name: str) -> Path:
+        """The file behind a name or path; UnknownNameError with suggestions otherwise."""
+        if looks_like_path(name):
+            return Path(name)
+        known = self.files.get(kind, {})
+        found = known.get(name.strip().lower())
+        if found is None:
+            raise UnknownNameError(kind, name, known)
+        return found
+
+    def gpu(self, name: str) -> GpuSpec:
+        """Load a GPU by name or path."""
+        return _load_named(GpuSpec, self.path_of("gpu", name), looks_like_path(name))
+
+    def link(self, name: str) -> LinkSpec:
+        """Load a link by name or path."""
+        return _load_named(LinkSpec, self.path_of("link", name), looks_like_path(name))
+
+    def model(self, name: str) -> ModelSpec:
+        """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
+        path = self.path_of("model", name)
+        if path.suffix.lower() == ".json":
+            from pdplan.hf_config import load_hf_config
+
+            return load_hf_config(path)
+        return _load_named(ModelSpec, path, looks_like_path(name))
+
+
+def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
+    spec = _load_cached(cls, str(path.resolve()) if path.exists() else str(path))
+    declared = str(getattr(spec, "name", "")).lower()
+    if not by_path and declared != path.stem.lower():
+        raise SpecError(
+            f"name {declared!r} does not match the file name {path.stem!r}", source=str(path), field="name"
+        )
+    return spec
+
+
+@lru_cache(maxsize=256)
+def _load_cached(cls: type[SpecT], path: str) -> SpecT:
+    return load_spec_file(cls, Path(path))
+
+
+def user_dirs_from_env() -> list[Path]:
+    """Folders named in ``PDPLAN_HARDWARE_DB``."""
+    raw = os.environ.get(HARDWARE_DB_ENV, "")
+    return [Path(part) for part in raw.split(os.pathsep) if part.strip()]
+
+
+def open_catalog(extra_dirs: Sequence[Path] = ()) -> Catalog:
+    """Built-in catalogue overlaid by ``PDPLAN_HARDWARE_DB`` folders, then by ``extra_dirs``."""
+    builtin = builtin_hardware_dir()
+    files: dict[Kind, dict[str, Path]] = {
+        "gpu": _scan(builtin / "gpus"),
+        "link": _scan(builtin / "links"),
+        "model": _scan(builtin_models_dir()),
+    }
+    for folder in [*user_dirs_from_env(), *extra_dirs]:
+        if not folder.is_dir():
+            raise SpecError("hardware database folder does not exist", source=str(folder))
+        for kind, sub in _SUBDIR.items():
+            files[kind].update(_scan(folder / sub))
+    return Catalog(files=files)

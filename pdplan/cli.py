@@ -1,0 +1,83 @@
+"""The ``pdplan`` command line: a thin typer view over the library.
+
+Exit codes (documented in ``pdplan --help``): 0 success, 1 a genuine bug (traceback), 2 bad input (one line
+naming the file, field or flag), 3 no feasible plan (one line naming the binding constraint).
+Results go to stdout; progress, warnings and errors to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from typer._click import exceptions as click_exceptions
+
+from pdplan import __version__
+from pdplan.cli_catalog import hardware_app, models_app, validate
+from pdplan.cli_common import stderr_console
+from pdplan.errors import EXIT_BAD_INPUT, PdplanError
+
+HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.
+
+Exit codes: 0 success · 1 bug · 2 bad input · 3 no feasible plan.
+"""
+
+app = typer.Typer(
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(models_app, name="models")
+app.command("validate")(validate)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pdplan {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """pdplan — capacity planner for prefill/decode-disaggregated LLM serving."""
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the app on ``argv`` and return the exit code; errors are mapped here and only here."""
+    try:
+        result = app(args=argv, standalone_mode=False, prog_name="pdplan")
+    except PdplanError as err:
+        _print_error(str(err))
+        return err.exit_code
+    except click_exceptions.NoArgsIsHelpError as err:
+        typer.echo(err.format_message())
+        return 0
+    except click_exceptions.UsageError as err:
+        hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None else ""
+        _print_error(f"{err.format_message()}{hint}")
+        return EXIT_BAD_INPUT
+    except click_exceptions.ClickException as err:
+        _print_error(err.format_message())
+        return EXIT_BAD_INPUT
+    except typer.Abort:
+        _print_error("aborted")
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+def _print_error(message: str) -> None:
+    one_line = " ".join(message.replace("Value error, ", "").split())
+    stderr_console.print(f"error: {one_line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def main() -> None:
+    """Console entry point (``pdplan``)."""
+    sys.exit(run())

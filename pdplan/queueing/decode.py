@@ -1,0 +1,317 @@
+"""Continuous-batching decode pool: mean-field step time, KV/seat capacity, TPOT distribution.
+
+Model (QUEUEING.md §2). Per decode instance, requests arrive Poisson at λ_d (= λ/y) and each needs
+n decode steps with prompt context L (workload bins ``(L_i, n_i, p_i)``). Every iteration runs all B
+in-flight sequences with total context K; the step time is τ(B, K):
+
+* linear ``τ = t0 + t1·B + t2·K`` (:class:`LinearStepTime`; memory-bound regime of §2.1), or
+* any vectorised callable ``τ(B, K)`` (e.g. the roofline ``max(compute, memory)``).
+
+Mean field (§2.2): Little's law on sequences and on context tokens (renewal–reward),
+``N = λ_d E[n] τ̄``, ``K̄ = λ_d τ̄ E[nL + n(n−1)/2]``; linear τ gives ``τ̄ = t0/(1 − u)`` with
+``u = λ_d(t1 E[n] + t2 E[nL + n(n−1)/2])`` (stable iff u < 1); a non-linear τ is solved by brentq on
+``τ̄ = τ(N(τ̄), K̄(τ̄))`` and u := 1 − τ(0, 0)/τ̄. Measured: τ̄ within −4…+3 % of simulated mean TPOT
+for u ≤ 0.5 and −9 % up to u = 0.85 (QUEUEING.md §6.3); cf. Song et al. 2026 (arXiv 2601.21351).
+
+Capacity (§2.3): KV ``K̄ + z·sd(K) ≤ M_kv`` with M/G/∞ shot-noise ``Var K = λ_d τ̄ E[Σ_{j<n}(L+j)²]``
+and seats ``N + z·sqrt(N·F) ≤ max_num_seqs``; both variances are multiplied by the load-feedback
+amplification F = Var X / Var X|no feedback of the §2.4 model (our reading of "× feedback factor").
+Form of the KV bound: Nie, Si, Zhou 2026 (arXiv 2605.04595).
+
+TPOT (§2.4, "shot noise with load feedback", linear-noise approximation in step units): a tagged
+request's TPOT = t0 + w + X̄ where ``w = t1 + t2(L + (n−1)/2)`` is its own weight and X̄ the average
+over its n steps of the others' load X. Kernels ``g_m = E[w·1{n>m}]``, ``r_m = E[w²(n−|m|)^+]``;
+``S_X(f) = λ_d τ̄ R(f)/|1 − λ_d G(f)|²`` (G includes the one-step admission delay),
+``C_X = irfft(S_X)``, ``Var X̄(n) = (n C_0 + 2Σ_{m<n}(n−m)C_m)/n²``, ``E X̄ = u τ̄``;
+X̄ ~ Gamma(mean, var); TPOT cdf = mixture over bins. Non-linear τ is linearised at the fixed point
+(t1 = ∂τ/∂B, t2 = ∂τ/∂K, t0 = τ̄ − t1 N − t2 K̄). Measured (QUEUEING.md §6.3): P50/P90/P99 within
+−4…+2 % for u ≤ 0.5; −7/−15/−12 % at u = 0.7; −9/−6/+3 % at u = 0.85.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import brentq
+
+from pdplan.queueing.distributions import FloatArray, GammaMixture, as_rates, check_pmf
+
+StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
+_MAX_FFT = 2**19
+_Z99 = 2.3263478740408408  # standard normal 0.99 quantile (QUEUEING.md §2.3 uses z_0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class LinearStepTime:
+    """``τ(B, K) = t0 + t1·B + t2·K`` in seconds (B sequences, K context tokens in the batch)."""
+
+    t0_s: float
+    t1_s_per_seq: float
+    t2_s_per_token: float
+
+    def __call__(self, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
+        return np.asarray(
+            self.t0_s + self.t1_s_per_seq * batch + self.t2_s_per_token * context_tokens,
+            dtype=np.float64,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeWorkload:
+    """Decode workload bins: prompt context ``input_tokens``, ``decode_steps`` (≥ 1), ``prob``."""
+
+    input_tokens: FloatArray
+    decode_steps: FloatArray
+    prob: FloatArray
+
+    @property
+    def mean_steps(self) -> float:
+        """E[n]."""
+        return float(self.prob @ self.decode_steps)
+
+    @property
+    def mean_work(self) -> float:
+        """E[nL + n(n−1)/2]: context-token·steps a request holds over its life (§2.2)."""
+        n, lin = self.decode_steps, self.input_tokens
+        return float(self.prob @ (n * lin + n * (n - 1.0) / 2.0))
+
+    @property
+    def context_square_sum(self) -> float:
+        """E[Σ_{j<n} (L+j)²] (M/G/∞ variance of K, §2.3)."""
+        n, lin = self.decode_steps, self.input_tokens
+        s = n * lin**2 + lin * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
+        return float(self.prob @ s)
+
+
+def decode_workload(
+    input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike
+) -> DecodeWorkload:
+    """Validate workload bins (joint (L, n) histogram flattened to M bins)."""
+    lin, p = check_pmf(input_tokens, prob, "input_tokens")
+    n = np.asarray(decode_steps, dtype=np.float64).ravel()
+    if n.shape != lin.shape or np.any(~np.isfinite(n)) or np.any(n < 1):
+        raise ValueError("decode_steps must be finite, >= 1 and match input_tokens in length")
+    return DecodeWorkload(lin, n, p)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFixedPoint:
+    """Mean-field state per rate (shape ``[R]``) plus the local linearisation of τ."""
+
+    rate_per_s: FloatArray
+    tau_mean_s: FloatArray
+    utilisation: FloatArray
+    mean_seqs: FloatArray
+    mean_context_tokens: FloatArray
+    t0_s: FloatArray
+    t1_s_per_seq: FloatArray
+    t2_s_per_token: FloatArray
+
+
+def _solve_tau(rate: float, wl: DecodeWorkload, step: StepTimeFn, tau0: float) -> float:
+    """brentq on ``τ − τ(λE[n]τ, λE[work]τ)`` over ``[τ(0,0), τ_hi]`` (τ_hi found by doubling)."""
+
+    def f(tau: float) -> float:
+        b = np.array([rate * wl.mean_steps * tau])
+        k = np.array([rate * wl.mean_work * tau])
+        return tau - float(step(b, k)[0])
+
+    hi = 2.0 * tau0
+    while f(hi) <= 0.0:
+        hi *= 2.0
+        if hi > 1e6 * tau0:
+            raise ValueError(f"decode: no stable fixed point at rate {rate:.6g}/s (u >= 1)")
+    return float(brentq(f, tau0, hi, xtol=1e-15, rtol=1e-12))
+
+
+def decode_fixed_point(
+    rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn
+) -> DecodeFixedPoint:
+    """Mean-field fixed point τ̄, u, N, K̄ per rate; ValueError if u ≥ 1 (unstable)."""
+    rate = as_rates(rate_per_s)
+    en, ew = workload.mean_steps, workload.mean_work
+    zero = np.zeros(1)
+    tau0 = float(step_time(zero, zero)[0])
+    if tau0 <= 0:
+        raise ValueError("decode step time at B = K = 0 must be > 0")
+    if isinstance(step_time, LinearStepTime):
+        t1 = np.full_like(rate, step_time.t1_s_per_seq)
+        t2 = np.full_like(rate, step_time.t2_s_per_token)
+        u = rate * (t1 * en + t2 * ew)
+        if np.any(u >= 1.0):
+            bad = float(rate[u >= 1.0][0])
+            raise ValueError(
+                f"decode: unstable at rate {bad:.6g}/s (u >= 1); max {bad / u.max():.6g}/s"
+            )
+        tau = tau0 / (1.0 - u)
+    else:
+        tau = np.array([_solve_tau(float(r), workload, step_time, tau0) for r in rate])
+        u = 1.0 - tau0 / tau
+        t1, t2 = _linearise(step_time, rate * en * tau, rate * ew * tau)
+    n_seqs, k_tok = rate * en * tau, rate * ew * tau
+    t0 = tau - t1 * n_seqs - t2 * k_tok
+    return DecodeFixedPoint(rate, tau, u, n_seqs, k_tok, t0, t1, t2)
+
+
+def _linearise(step: StepTimeFn, b: FloatArray, k: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Central-difference ∂τ/∂B and ∂τ/∂K at (B, K) (one-sided at 0)."""
+    db = np.maximum(1e-3 * b, 1e-3)
+    dk = np.maximum(1e-3 * k, 1.0)
+    t1 = (step(b + db, k) - step(np.maximum(b - db, 0.0), k)) / (b + db - np.maximum(b - db, 0.0))
+    t2 = (step(b, k + dk) - step(b, np.maximum(k - dk, 0.0))) / (k + dk - np.maximum(k - dk, 0.0))
+    return np.asarray(t1, dtype=np.float64), np.asarray(t2, dtype=np.float64)
+
+
+def _split_steps(n: FloatArray, mass: FloatArray, length: int) -> FloatArray:
+    """Spread ``mass`` at non-integer step counts over floor/ceil (keeps E[n]); histogram by n."""
+    lo = np.floor(n).astype(np.intp)
+    frac = n - lo
+    out = np.bincount(lo, weights=mass * (1.0 - frac), minlength=length + 2)
+    out += np.bincount(lo + 1, weights=mass * frac, minlength=length + 2)
+    return np.asarray(out[: length + 2], dtype=np.float64)
+
+
+def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[FloatArray, FloatArray]:
+    """§2.4 linear-noise model: ``(Var X̄(n_i)`` per rate and bin ``[R, M]``, feedback factor ``[R])``."""
+    n_max = int(np.ceil(workload.decode_steps.max()))
+    u_top = float(np.clip(state.utilisation.max(), 0.0, 0.999))
+    length = min(_MAX_FFT, 2 ** int(np.ceil(np.log2(8.0 * (n_max + 2) / (1.0 - u_top)))))
+    if length < 4 * (n_max + 2):
+        raise ValueError("decode load noise: step counts too long for the FFT grid")
+    m = np.arange(length // 2 + 1, dtype=np.float64)
+    n_int = np.arange(n_max + 2, dtype=np.float64)
+    var_bins = np.zeros((state.rate_per_s.size, workload.prob.size))
+    factor = np.ones(state.rate_per_s.size)
+    for r in range(state.rate_per_s.size):
+        lam, tau = float(state.rate_per_s[r]), float(state.tau_mean_s[r])
+        if lam == 0.0:
+            continue
+        w = state.t1_s_per_seq[r] + state.t2_s_per_token[r] * (
+            workload.input_tokens + (workload.decode_steps - 1.0) / 2.0
+        )
+        a = _split_steps(workload.decode_steps, workload.prob * w, n_max)  # Σ p w at n = k
+        b = _split_steps(workload.decode_steps, workload.prob * w**2, n_max)
+        g = np.cumsum(a[::-1])[::-1][1:]  # g_m = Σ_{k>m} a_k, m = 0..n_max
+        tail_b = np.cumsum(b[::-1])[::-1]
+        tail_kb = np.cumsum((b * n_int)[::-1])[::-1]
+        r_m = np.zeros(length // 2 + 1)
+        r_m[: n_max + 1] = tail_kb[1:] - m[: n_max + 1] * tail_b[1:]  # Σ_{k>m} b_k (k − m)
+        r_circ = np.concatenate((r_m, r_m[-2:0:-1]))
+        g_delayed = np.zeros(length)
+        g_delayed[1 : n_max + 2] = g
+        spec_r = np.fft.rfft(r_circ).real
+        spec = lam * tau * spec_r / np.abs(1.0 - lam * np.fft.rfft(g_delayed)) ** 2
+        cov = np.fft.irfft(spec, n=length)
+        factor[r] = cov[0] / (lam * tau * r_m[0])
+        var_bins[r] = _average_variance(cov, workload.decode_steps)
+    return var_bins, factor
+
+
+def _average_variance(cov: FloatArray, steps: FloatArray) -> FloatArray:
+    """``Var X̄(n) = (n C_0 + 2Σ_{m=1}^{n−1}(n−m)C_m)/n²``, linearly interpolated at real n."""
+    n_max = int(np.ceil(steps.max())) + 1
+    c = cov[:n_max]
+    m = np.arange(n_max, dtype=np.float64)
+    cs1 = np.concatenate(([0.0], np.cumsum(c[1:])))  # Σ_{m=1}^{j} C_m
+    cs2 = np.concatenate(([0.0], np.cumsum(m[1:] * c[1:])))
+    n = np.arange(1, n_max, dtype=np.float64)
+    var_n = (n * c[0] + 2.0 * (n * cs1[:-1] - cs2[:-1])) / n**2
+    return np.asarray(np.interp(steps, n, np.maximum(var_n, 0.0)), dtype=np.float64)
+
+
+def tpot_distribution(
+    rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn
+) -> GammaMixture:
+    """Per-request TPOT mixture (§2.4): offset t0 + w_i, load X̄ ~ Gamma(u τ̄, Var X̄(n_i))."""
+    st = decode_fixed_point(rate_per_s, workload, step_time)
+    var_bins, _ = load_noise(st, workload)
+    w = st.t1_s_per_seq[:, None] + st.t2_s_per_token[:, None] * (
+        workload.input_tokens + (workload.decode_steps - 1.0) / 2.0
+    )
+    load_mean = st.tau_mean_s - st.t0_s  # = u_lin·τ̄ = t1 N + t2 K̄
+    return GammaMixture(
+        offset_s=st.t0_s[:, None] + w,
+        load_mean_s=np.broadcast_to(load_mean[:, None], w.shape).copy(),
+        load_var_s2=var_bins,
+        prob=workload.prob,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeCapacity:
+    """Max stable per-instance rate and each bound (``inf`` = not binding below the u cap)."""
+
+    max_rate_per_s: float
+    utilisation_rate_per_s: float
+    kv_rate_per_s: float
+    seqs_rate_per_s: float
+    binding: str
+
+
+def _rate_at_utilisation(wl: DecodeWorkload, step: StepTimeFn, u_max: float) -> float:
+    """λ with u(λ) = u_max: solve τ(λE[n]τ*, λE[work]τ*) = τ* for τ* = τ(0,0)/(1 − u_max)."""
+    zero = np.zeros(1)
+    target = float(step(zero, zero)[0]) / (1.0 - u_max)
+
+    def f(lam: float) -> float:
+        return (
+            float(
+                step(
+                    np.array([lam * wl.mean_steps * target]),
+                    np.array([lam * wl.mean_work * target]),
+                )[0]
+            )
+            - target
+        )
+
+    hi = 1.0 / (wl.mean_steps * target)
+    while f(hi) < 0.0:
+        hi *= 2.0
+    return float(brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-12))
+
+
+def decode_capacity(
+    workload: DecodeWorkload,
+    step_time: StepTimeFn,
+    *,
+    kv_capacity_tokens: float,
+    max_num_seqs: float,
+    z: float = _Z99,
+    utilisation_max: float = 0.85,
+) -> DecodeCapacity:
+    """Max per-instance rate meeting u ≤ u_max, ``K̄ + z·sd K ≤ M_kv``, ``N + z·sqrt(N F) ≤ seats``.
+
+    ``utilisation_max`` defaults to 0.85, the highest load at which QUEUEING.md §6.3 validated the
+    model (§5.2 "require u < u_max (≈0.85)"). A single request whose L + n exceeds M_kv gives 0.
+    """
+    if not 0.0 < utilisation_max < 1.0:
+        raise ValueError("utilisation_max must lie in (0, 1)")
+    lam_u = _rate_at_utilisation(workload, step_time, utilisation_max)
+    if float((workload.input_tokens + workload.decode_steps).max()) > kv_capacity_tokens:
+        return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
+
+    def excess(lam: float) -> tuple[float, float]:
+        st = decode_fixed_point([lam], workload, step_time)
+        _, fac = load_noise(st, workload)
+        lt = lam * float(st.tau_mean_s[0])
+        sd_k = math.sqrt(lt * workload.context_square_sum * float(fac[0]))
+        n = float(st.mean_seqs[0])
+        kv = float(st.mean_context_tokens[0]) + z * sd_k - kv_capacity_tokens
+        return kv, n + z * math.sqrt(n * float(fac[0])) - max_num_seqs
+
+    top = excess(lam_u)
+    rates = []
+    for i in range(2):
+        if top[i] <= 0.0:
+            rates.append(math.inf)
+        else:
+            rates.append(
+                float(brentq(lambda x, i=i: excess(x)[i], 1e-12 * lam_u, lam_u, rtol=1e-6))
+            )
+    bounds = {"utilisation": lam_u, "kv": rates[0], "seqs": rates[1]}
+    binding = min(bounds, key=lambda k: bounds[k])
+    return DecodeCapacity(bounds[binding], lam_u, rates[0], rates[1], binding)

@@ -1,0 +1,234 @@
+"""Distribution containers shared by the queueing models.
+
+Every model in :mod:`pdplan.queueing` returns one of three small frozen containers with the same
+interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) and ``quantile(q)``
+(shape ``[R, *q.shape]``) — batched over ``R`` arrival rates:
+
+* :class:`WaitDistribution`: a queueing wait W on a uniform grid ``t_k = k·h`` (one ``h`` per rate)
+  with an atom ``P(W = 0)``; produced by the FFT Pollaczek–Khinchine/Beneš method (QUEUEING.md §1.2(1))
+  and by the M/G/c and round-robin variants built on it (§1.3).
+* :class:`ShiftedMixture`: ``T = W + g_l`` with a request-class dependent deterministic shift
+  ``g_l`` (e.g. TTFT = wait + prefill service + KV transfer, §1.2, §1.5). Because a request's FCFS wait
+  under Poisson arrivals is independent of its own service, ``P(T ≤ a) = Σ_l p_l F_W(a − g_l)``.
+* :class:`GammaMixture`: ``T = offset_i + X_i`` with ``X_i ~ Gamma(mean_i, var_i)`` per request bin
+  ``i`` (TPOT model of §2.4 and §3).
+
+Mixture quantiles are found with :func:`scipy.optimize.brentq` on the monotone mixture cdf, never by
+adding quantiles (QUEUEING.md §1.2 measured −60…+41 % error for that shortcut).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import brentq
+from scipy.special import gammainc
+
+FloatArray = NDArray[np.float64]
+
+
+def check_pmf(values: ArrayLike, prob: ArrayLike, name: str) -> tuple[FloatArray, FloatArray]:
+    """Validate a discretised distribution (support points and probabilities).
+
+    Returns float64 copies with ``prob`` renormalised (it must already sum to 1 within 1e-6).
+    Raises ValueError on shape mismatch, negative or non-finite entries.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    p = np.asarray(prob, dtype=np.float64).ravel()
+    if v.shape != p.shape or v.size == 0:
+        raise ValueError(f"{name}: values and prob must be non-empty and of equal length")
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(p))):
+        raise ValueError(f"{name}: values and prob must be finite")
+    if np.any(v < 0) or np.any(p < 0):
+        raise ValueError(f"{name}: values and prob must be non-negative")
+    total = float(p.sum())
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"{name}: probabilities sum to {total:.9g}, expected 1")
+    return v, p / total
+
+
+def as_rates(rate_per_s: ArrayLike) -> FloatArray:
+    """Arrival rates as a 1-D float64 array; raises ValueError if negative or non-finite."""
+    r = np.atleast_1d(np.asarray(rate_per_s, dtype=np.float64))
+    if r.ndim != 1:
+        raise ValueError("rate_per_s must be a scalar or a 1-D array")
+    if np.any(~np.isfinite(r)) or np.any(r < 0):
+        raise ValueError(f"rate_per_s must be finite and >= 0, got {r}")
+    return r
+
+
+def mixture_quantile(
+    cdf_row: Callable[[float], float], q: float, lo: float, hi: float, what: str
+) -> float:
+    """Quantile of a monotone cdf by brentq on ``cdf(t) − q`` over ``[lo, hi]``.
+
+    Returns ``lo`` when ``cdf(lo) ≥ q``; raises ValueError when ``cdf(hi) < q`` (the quantile lies
+    beyond the modelled range — no number is invented).
+    """
+    if cdf_row(lo) >= q:
+        return lo
+    if cdf_row(hi) < q:
+        raise ValueError(f"{what}: quantile {q} lies beyond the modelled range ({hi:.6g} s)")
+    return float(brentq(lambda t: cdf_row(t) - q, lo, hi, xtol=1e-12, rtol=1e-10))
+
+
+@dataclass(frozen=True, slots=True)
+class WaitDistribution:
+    """Waiting time W on a grid: ``cdf_grid[r, k] = P(W ≤ k·h_s[r])``, ``atom[r] = P(W = 0)``.
+
+    ``mean_s`` is the analytic mean (Pollaczek–Khinchine or its M/G/c / Kingman variant), not a
+    grid sum. Beyond the grid the cdf is held at its last value (the builders check that the missing
+    tail mass is below 1e-4).
+    """
+
+    h_s: FloatArray
+    cdf_grid: FloatArray
+    atom: FloatArray
+    mean_s: FloatArray
+
+    def cdf(self, t_s: ArrayLike) -> FloatArray:
+        """``P(W ≤ t)`` for every rate; shape ``[R, *t.shape]`` (linear interpolation on the grid)."""
+        t = np.asarray(t_s, dtype=np.float64)
+        return self.cdf_rowwise(np.broadcast_to(t, (self.h_s.shape[0], *t.shape)))
+
+    def cdf_rowwise(self, t_s: FloatArray) -> FloatArray:
+        """``P(W_r ≤ t[r, ...])``: a different set of thresholds per rate; ``t`` has shape ``[R, ...]``."""
+        extra = t_s.ndim - 1
+        n_cells = self.cdf_grid.shape[1]
+        x = t_s / self.h_s.reshape((-1,) + (1,) * extra)
+        k = np.clip(np.floor(x), 0, n_cells - 1).astype(np.intp)
+        k1 = np.minimum(k + 1, n_cells - 1)
+        frac = np.clip(x - k, 0.0, 1.0)
+        rows = np.arange(self.cdf_grid.shape[0]).reshape((-1,) + (1,) * extra)
+        lo = self.cdf_grid[rows, k]
+        out = lo + frac * (self.cdf_grid[rows, k1] - lo)
+        return np.asarray(np.where(x < 0, 0.0, out), dtype=np.float64)
+
+    def row(self, r: int) -> WaitDistribution:
+        """The distribution for rate index ``r`` alone (``R = 1``)."""
+        sl = slice(r, r + 1)
+        return WaitDistribution(self.h_s[sl], self.cdf_grid[sl], self.atom[sl], self.mean_s[sl])
+
+    def quantile(self, q: ArrayLike) -> FloatArray:
+        """Inverse cdf per rate; shape ``[R, *q.shape]``. 0 where ``q ≤ atom``."""
+        qa = np.asarray(q, dtype=np.float64)
+        if np.any((qa < 0) | (qa >= 1)):
+            raise ValueError("quantile levels must lie in [0, 1)")
+        out = np.empty((self.cdf_grid.shape[0], *qa.shape))
+        grid = np.arange(self.cdf_grid.shape[1], dtype=np.float64)
+        for r in range(self.cdf_grid.shape[0]):
+            row = self.cdf_grid[r]
+            if np.any(qa > row[-1]):
+                raise ValueError(
+                    f"wait quantile {float(qa.max())} beyond the grid (cdf max {row[-1]:.6f})"
+                )
+            out[r] = np.where(qa <= self.atom[r], 0.0, np.interp(qa, row, grid) * self.h_s[r])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftedMixture:
+    """``T = W + g_l`` with ``l ~ prob``: e.g. TTFT = prefill wait + per-class service/transfer time.
+
+    ``offsets_s`` has shape ``[L]`` (same for every rate) or ``[R, L]``.
+    """
+
+    wait: WaitDistribution
+    offsets_s: FloatArray
+    prob: FloatArray
+
+    def _offsets(self) -> FloatArray:
+        n_rates = self.wait.h_s.shape[0]
+        return np.broadcast_to(self.offsets_s, (n_rates, self.prob.shape[0]))
+
+    @property
+    def mean_s(self) -> FloatArray:
+        """``E[W] + Σ_l p_l g_l`` per rate, shape ``[R]``."""
+        return np.asarray(self.wait.mean_s + self._offsets() @ self.prob, dtype=np.float64)
+
+    def cdf_per_bin(self, a_s: float) -> FloatArray:
+        """``P(T ≤ a | class l) = F_W(a − g_l)``, shape ``[R, L]``."""
+        return self.wait.cdf_rowwise(a_s - self._offsets())
+
+    def cdf(self, a_s: ArrayLike) -> FloatArray:
+        """``Σ_l p_l F_W(a − g_l)`` (one matrix-vector product per threshold); ``[R, *a.shape]``."""
+        a = np.asarray(a_s, dtype=np.float64)
+        off = self._offsets()
+        t = a[None, ..., None] - off.reshape((off.shape[0],) + (1,) * a.ndim + (off.shape[1],))
+        return np.asarray(self.wait.cdf_rowwise(t) @ self.prob, dtype=np.float64)
+
+    def quantile(self, q: float) -> FloatArray:
+        """Mixture quantile per rate by brentq on the cdf; shape ``[R]``."""
+        off = self._offsets()
+        out = np.empty(off.shape[0])
+        for r in range(off.shape[0]):
+            one = ShiftedMixture(self.wait.row(r), off[r], self.prob)
+            hi = float(off[r].max() + one.wait.h_s[0] * (one.wait.cdf_grid.shape[1] - 1))
+            out[r] = mixture_quantile(
+                lambda t, one=one: float(one.cdf(t)[0]), q, float(off[r].min()), hi, "TTFT"
+            )
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GammaMixture:
+    """``T_i = offset_i + X_i``, ``X_i ~ Gamma`` with mean ``load_mean_s`` and variance ``load_var_s2``.
+
+    Arrays have shape ``[R, M]`` (rates × request bins); ``prob`` has shape ``[M]``. A bin with zero
+    variance is deterministic at ``offset + mean``.
+    """
+
+    offset_s: FloatArray
+    load_mean_s: FloatArray
+    load_var_s2: FloatArray
+    prob: FloatArray
+
+    @property
+    def mean_s(self) -> FloatArray:
+        """Mixture mean per rate, shape ``[R]``."""
+        return np.asarray((self.offset_s + self.load_mean_s) @ self.prob, dtype=np.float64)
+
+    @property
+    def bin_mean_s(self) -> FloatArray:
+        """Mean per request bin, shape ``[R, M]``."""
+        return self.offset_s + self.load_mean_s
+
+    def cdf_per_bin(self, b_s: float) -> FloatArray:
+        """``P(T_i ≤ b)`` per bin: regularised lower incomplete gamma; shape ``[R, M]``."""
+        x = b_s - self.offset_s
+        m, v = self.load_mean_s, self.load_var_s2
+        random_part = v > 0
+        safe_v = np.where(random_part, v, 1.0)
+        safe_m = np.where(random_part, m, 1.0)
+        shape = safe_m**2 / safe_v
+        scale = safe_v / safe_m
+        gam = gammainc(shape, np.clip(x, 0.0, None) / scale)
+        det = (x >= m).astype(np.float64)
+        return np.asarray(np.where(random_part, np.where(x > 0, gam, 0.0), det), dtype=np.float64)
+
+    def cdf(self, b_s: ArrayLike) -> FloatArray:
+        """Mixture cdf ``Σ_i p_i P(T_i ≤ b)``, shape ``[R, *b.shape]``."""
+        b = np.asarray(b_s, dtype=np.float64)
+        flat = [self.cdf_per_bin(float(x)) @ self.prob for x in b.ravel()]
+        return np.asarray(np.stack(flat, axis=-1).reshape((-1, *b.shape)), dtype=np.float64)
+
+    def quantile(self, q: float) -> FloatArray:
+        """Mixture quantile per rate by brentq; shape ``[R]``."""
+        out = np.empty(self.offset_s.shape[0])
+        for r in range(out.shape[0]):
+            lo = float(self.offset_s[r].min())
+            sd = np.sqrt(self.load_var_s2[r])
+            hi = float((self.offset_s[r] + self.load_mean_s[r] + 60.0 * sd).max()) + 1e-12
+            row = GammaMixture(
+                self.offset_s[r : r + 1],
+                self.load_mean_s[r : r + 1],
+                self.load_var_s2[r : r + 1],
+                self.prob,
+            )
+            out[r] = mixture_quantile(
+                lambda t, row=row: float(row.cdf_per_bin(t)[0] @ row.prob), q, lo, hi, "TPOT"
+            )
+        return out

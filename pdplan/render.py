@@ -1,0 +1,153 @@
+"""Rendering of results as rich tables, CSV, Markdown or JSON, and whole-or-nothing file output.
+
+The numeric core returns typed results; commands turn them into *records* (flat dicts of SI values with the
+unit in the key) and *documents* (nested dicts for JSON). This module only formats: it never computes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from pdplan.errors import SpecError
+
+
+class Format(str, Enum):
+    """Output formats shared by every command (``--format``)."""
+
+    table = "table"
+    csv = "csv"
+    markdown = "markdown"
+    json = "json"
+
+
+Record = Mapping[str, Any]
+
+
+def format_cell(value: Any) -> str:
+    """Deterministic text for one cell: 4 significant digits for floats, '' for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.4g}"
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, list | tuple):
+        return ", ".join(format_cell(v) for v in value)
+    return str(value)
+
+
+def _columns(records: Sequence[Record], columns: Sequence[str] | None) -> list[str]:
+    if columns is not None:
+        return list(columns)
+    seen: dict[str, None] = {}
+    for record in records:
+        for key in record:
+            seen.setdefault(key, None)
+    return list(seen)
+
+
+def records_to_csv(records: Sequence[Record], columns: Sequence[str] | None = None) -> str:
+    """CSV with a header row; floats written with full precision (repr) for machine use."""
+    cols = _columns(records, columns)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(cols)
+    for record in records:
+        writer.writerow(_csv_value(record.get(col)) for col in cols)
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return ";".join(str(v) for v in value)
+    return str(value)
+
+
+def records_to_markdown(records: Sequence[Record], columns: Sequence[str] | None = None) -> str:
+    """A GitHub-flavoured Markdown table."""
+    cols = _columns(records, columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for record in records:
+        cells = (format_cell(record.get(col)).replace("|", "\\|") for col in cols)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def records_to_table(
+    records: Sequence[Record], columns: Sequence[str] | None = None, title: str | None = None
+) -> Table:
+    """A rich Table of the records."""
+    cols = _columns(records, columns)
+    table = Table(title=title, show_lines=False)
+    for col in cols:
+        table.add_column(col, overflow="fold")
+    for record in records:
+        table.add_row(*(format_cell(record.get(col)) for col in cols))
+    return table
+
+
+def to_json(document: Any) -> str:
+    """Stable JSON: sorted keys are NOT used (contract order is kept); NaN/inf become null."""
+    return json.dumps(_json_safe(document), indent=2) + "\n"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return _json_safe(value.item())
+    return value
+
+
+def table_to_text(table: Table, width: int = 160) -> str:
+    """Plain-text rendering of a rich Table (no colour), for ``--format table -o FILE``."""
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+    console.print(table)
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (temporary file in the same folder + rename)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SpecError("output folder does not exist", source=str(path))
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Validated input specifications (pydantic, frozen, ``extra="forbid"``): hardware, links, models, workloads."""

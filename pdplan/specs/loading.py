@@ -1,0 +1,88 @@
+"""Reading YAML files into validated specs, with every failure turned into one-line :class:`SpecError`.
+
+One place turns the ways a file can be bad — missing, a folder, empty, binary junk, malformed YAML, not a
+mapping, an unknown field, a wrong value — into a single line naming the file, the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from pdplan.errors import SpecError
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+MAX_SPEC_FILE_BYTES = 5_000_000
+
+
+def read_text_file(path: Path) -> str:
+    """Text of a small input file; SpecError if missing, a folder, too large, binary or not UTF-8."""
+    where = str(path)
+    if not path.exists():
+        raise SpecError("file not found", source=where)
+    if path.is_dir():
+        raise SpecError("is a folder, expected a file", source=where)
+    raw = path.read_bytes()
+    if len(raw) > MAX_SPEC_FILE_BYTES:
+        raise SpecError(f"file is {len(raw)} bytes; input files must be under 5 MB", source=where)
+    if b"\x00" in raw:
+        raise SpecError("binary data, expected a UTF-8 text file", source=where)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"not UTF-8 text (byte {err.start})", source=where) from None
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """Parse a YAML file that must hold a mapping at the top level."""
+    text = read_text_file(path)
+    if not text.strip():
+        raise SpecError("file is empty, expected a YAML mapping", source=str(path))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or "malformed YAML"
+        raise SpecError(f"{line}{problem}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"expected a YAML mapping of field: value, got {type(data).__name__}", source=str(path)
+        )
+    return data
+
+
+def first_error_line(err: ValidationError) -> tuple[str, str]:
+    """(field path, message) of the first pydantic error, phrased for a user."""
+    first = err.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    kind = first["type"]
+    message = first["msg"]
+    if kind == "extra_forbidden":
+        message = "unknown field"
+    elif kind == "missing":
+        message = "required field is missing"
+    elif message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    extra = len(err.errors()) - 1
+    if extra:
+        message += f" (and {extra} more error{'s' if extra > 1 else ''})"
+    return field, message
+
+
+def validate_spec(cls: type[SpecT], data: dict[str, Any], source: str) -> SpecT:
+    """Validate ``data`` as ``cls``; a pydantic error becomes one SpecError line naming file and field."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        field, message = first_error_line(err)
+        raise SpecError(message, source=source, field=field) from None
+
+
+def load_spec_file(cls: type[SpecT], path: Path) -> SpecT:
+    """Read and validate one YAML spec file."""
+    return validate_spec(cls, read_yaml_mapping(path), str(path))

@@ -1,0 +1,505 @@
+"""ModelSpec: the architecture facts of one LLM, and the sizes derived from them.
+
+One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), the non-gated LayerNorm
+families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts (Mixtral, Qwen3-MoE,
+DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear attention + gated full attention).
+YAML keys equal field names (``pdplan/models/<id>.yaml``); :func:`load_model_yaml` is the only YAML reader.
+
+Derived sizes are pure functions of the fields, in SI units (bytes, element counts). Parameter counts follow
+the Hugging Face module layout, so a preset's ``total_params()`` matches the checkpoint's tensor count up to
+tiny buffers (DeepSeek's router correction bias). MTP layers are counted by ``mtp_params()`` but excluded
+from totals and weight bytes: serving engines do not run them unless speculative decoding is on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pdplan.errors import SpecError
+
+PosInt = Annotated[int, Field(strict=True, gt=0)]
+NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+PosBytes = Annotated[float, Field(gt=0, le=16)]
+ModelId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=100)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
+
+
+class FieldError(ValueError):
+    """A validator failure that knows which field is wrong (recovered by :func:`spec_error_from`)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MoeSpec(_Frozen):
+    """Routed experts (+ optional always-on shared experts). HF: num_experts / n_routed_experts, etc."""
+
+    num_experts: PosInt
+    experts_per_token: PosInt
+    expert_intermediate_size: PosInt
+    num_shared_experts: NonNegInt = 0
+    shared_expert_intermediate_size: NonNegInt = 0
+    shared_expert_gate: bool = False  # Qwen3-Next: sigmoid gate Linear(hidden, 1) on the shared expert
+    first_dense_layers: NonNegInt = 0  # DeepSeek first_k_dense_replace
+    dense_layers: tuple[NonNegInt, ...] = ()  # further dense-FFN layers (HF mlp_only_layers), 0-based
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeSpec:
+        if self.experts_per_token > self.num_experts:
+            raise FieldError("experts_per_token", f"{self.experts_per_token} > num_experts "
+                             f"{self.num_experts}")
+        if (self.num_shared_experts > 0) != (self.shared_expert_intermediate_size > 0):
+            raise FieldError("shared_expert_intermediate_size", "must be > 0 exactly when "
+                             "num_shared_experts > 0")
+        if self.shared_expert_gate and self.num_shared_experts == 0:
+            raise FieldError("shared_expert_gate", "needs num_shared_experts > 0")
+        return self
+
+
+class MlaSpec(_Frozen):
+    """DeepSeek multi-head latent attention; the KV cache holds kv_lora_rank + qk_rope_head_dim per token."""
+
+    kv_lora_rank: PosInt
+    q_lora_rank: PosInt | None  # None: plain q_proj (DeepSeek-V2-Lite)
+    qk_rope_head_dim: PosInt
+    qk_nope_head_dim: PosInt
+    v_head_dim: PosInt
+
+
+class LinearAttentionSpec(_Frozen):
+    """Qwen3-Next Gated DeltaNet layers; full attention on every ``full_attention_interval``-th layer
+    (0-based layer i is full when (i+1) % interval == 0) or on the explicit ``full_attention_layers``."""
+
+    kind: Literal["gated_deltanet"]
+    full_attention_interval: PosInt | None = None
+    full_attention_layers: tuple[NonNegInt, ...] | None = None
+    num_key_heads: PosInt
+    num_value_heads: PosInt
+    key_head_dim: PosInt
+    value_head_dim: PosInt
+    conv_kernel_size: PosInt
+    state_dtype_bytes: PosBytes  # recurrent (temporal) state element size; implementation-specific
+    conv_state_dtype_bytes: PosBytes
+
+    @model_validator(mode="after")
+    def _check(self) -> LinearAttentionSpec:
+        if (self.full_attention_interval is None) == (self.full_attention_layers is None):
+            raise FieldError("full_attention_interval", "give exactly one of full_attention_interval "
+                             "and full_attention_layers")
+        if self.num_value_heads % self.num_key_heads:
+            raise FieldError("num_value_heads", f"{self.num_value_heads} is not a multiple of "
+                             f"num_key_heads {self.num_key_heads}")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class GemmShape:
+    """One weight matrix y = x·W with W of shape (in_features, out_features)."""
+
+    name: str
+    in_features: int
+    out_features: int
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParamCounts:
+    """Parameters of one layer of each kind (weights + biases + norms), and how many layers of each kind.
+
+    ``shared_experts`` is all shared experts of one MoE layer plus the shared-expert gate; ``layer_norms``
+    is the two per-layer norms. The non-embedding total is
+    ``Σ count·params + num_layers·layer_norms + final_norm``.
+    """
+
+    full_attention: int
+    linear_attention: int
+    dense_mlp: int
+    expert: int
+    shared_experts: int
+    router: int
+    layer_norms: int
+    final_norm: int
+    num_full_attention_layers: int
+    num_linear_attention_layers: int
+    num_dense_mlp_layers: int
+    num_moe_layers: int
+
+
+class ModelSpec(_Frozen):
+    """Architecture of one decoder-only LLM. Sizes are element counts; see the module docstring."""
+
+    schema_version: Literal[1] = 1
+    name: ModelId
+    display_name: str | None = None
+    family: NonEmpty
+    num_layers: PosInt
+    hidden_size: PosInt
+    num_attention_heads: PosInt
+    num_kv_heads: PosInt
+    head_dim: PosInt  # query/key head size; MLA: qk_nope_head_dim + qk_rope_head_dim
+    intermediate_size: PosInt  # dense FFN (dense layers only for MoE models)
+    gated_mlp: bool  # True: SwiGLU gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
+    vocab_size: PosInt
+    tie_word_embeddings: bool
+    max_position_embeddings: PosInt
+    position_embedding: Literal["rope", "learned", "alibi"]
+    position_embedding_offset: NonNegInt = 0  # OPT stores max_pos + 2 learned positions
+    norm: Literal["rmsnorm", "layernorm"]
+    embedding_norm: bool = False  # BLOOM word_embeddings_layernorm
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3 per-head RMSNorm on q and k (head_dim weights each)
+    attention_output_gate: bool = False  # Qwen3-Next: q_proj also emits a sigmoid output gate
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    linear_attention: LinearAttentionSpec | None = None
+    num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; not used for plain serving
+    source: NonEmpty
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise FieldError("num_kv_heads", f"{self.num_kv_heads} does not divide "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.position_embedding_offset and self.position_embedding != "learned":
+            raise FieldError("position_embedding_offset", "only applies to learned positions")
+        if self.moe is not None:
+            _check_moe_layers(self.moe, self.num_layers)
+        if self.mla is not None:
+            self._check_mla(self.mla)
+        if self.linear_attention is not None:
+            _check_hybrid_layers(self.linear_attention, self.num_layers)
+        return self
+
+    def _check_mla(self, mla: MlaSpec) -> None:
+        if self.linear_attention is not None:
+            raise FieldError("mla", "MLA and linear_attention together are not supported")
+        if self.head_dim != mla.qk_nope_head_dim + mla.qk_rope_head_dim:
+            raise FieldError("head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + "
+                             f"mla.qk_rope_head_dim = {mla.qk_nope_head_dim + mla.qk_rope_head_dim}")
+        if self.num_kv_heads != self.num_attention_heads:
+            raise FieldError("num_kv_heads", "MLA expands to one K/V head per query head: must equal "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate:
+            raise FieldError("mla", "attention biases, qk_norm and output gate are not modelled for MLA")
+
+    # ---- structure -------------------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.linear_attention is not None
+
+    @property
+    def attention_kind(self) -> AttentionKind:
+        if self.mla is not None:
+            return "mla"
+        if self.linear_attention is not None:
+            return "hybrid"
+        return "mha" if self.num_kv_heads == self.num_attention_heads else "gqa"
+
+    @property
+    def full_attention_layer_indices(self) -> tuple[int, ...]:
+        """0-based layers that hold a KV cache (all layers unless hybrid)."""
+        return _full_layers(self.linear_attention, self.num_layers)
+
+    @property
+    def num_kv_layers(self) -> int:
+        return len(self.full_attention_layer_indices)
+
+    @property
+    def moe_layer_indices(self) -> tuple[int, ...]:
+        """0-based layers whose FFN is the routed-expert block (empty for dense models)."""
+        if self.moe is None:
+            return ()
+        dense = set(self.moe.dense_layers) | set(range(self.moe.first_dense_layers))
+        return tuple(i for i in range(self.num_layers) if i not in dense)
+
+    # ---- GEMM shapes (per layer) -------------------------------------------------------------------
+
+    def attention_gemms(self) -> tuple[GemmShape, ...]:
+        """Weight matrices of one full-attention layer (q, k, v, o; MLA: q_a, q_b, kv_a, kv_b, o)."""
+        h, heads = self.hidden_size, self.num_attention_heads
+        if self.mla is not None:
+            m = self.mla
+            qk = heads * self.head_dim
+            q = ((GemmShape("q_a", h, m.q_lora_rank), GemmShape("q_b", m.q_lora_rank, qk))
+                 if m.q_lora_rank is not None else (GemmShape("q", h, qk),))
+            return (*q, GemmShape("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim),
+                    GemmShape("kv_b", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim)),
+                    GemmShape("o", heads * m.v_head_dim, h))
+        q_out = heads * self.head_dim * (2 if self.attention_output_gate else 1)
+        kv_out = self.num_kv_heads * self.head_dim
+        return (GemmShape("q", h, q_out), GemmShape("k", h, kv_out), GemmShape("v", h, kv_out),
+                GemmShape("o", heads * self.head_dim, h))
+
+    def linear_attention_gemms(self) -> tuple[GemmShape, ...]:
+        """Gated DeltaNet projections: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α gates), out_proj."""
+        la = self.linear_attention
+        if la is None:
+            return ()
+        key_dim, value_dim = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+        h = self.hidden_size
+        return (GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
+                GemmShape("in_proj_ba", h, 2 * la.num_value_heads), GemmShape("out_proj", value_dim, h))
+
+    def mlp_gemms(self, intermediate_size: int) -> tuple[GemmShape, ...]:
+        """One FFN of the given width: gate/up/down when gated, else up (fc1) and down (fc2)."""
+        h = self.hidden_size
+        up = (GemmShape("gate", h, intermediate_size),) if self.gated_mlp else ()
+        return (*up, GemmShape("up", h, intermediate_size), GemmShape("down", intermediate_size, h))
+
+    # ---- parameter counts --------------------------------------------------------------------------
+
+    def _norm_params(self, width: int) -> int:
+        return width * (2 if self.norm == "layernorm" else 1)
+
+    def _attention_extra(self) -> int:
+        """Biases and norms of one full-attention layer."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)  # q_a / kv_a RMSNorm weights
+        g = self.attention_gemms()
+        bias = sum(x.out_features for x in g[:3]) if self.qkv_bias else 0
+        bias += self.hidden_size if self.o_bias else 0
+        return bias + (2 * self.head_dim if self.qk_norm else 0)
+
+    def _linear_attention_extra(self) -> int:
+        """Gated DeltaNet depthwise conv (no bias), dt_bias, A_log and the gated RMSNorm weight."""
+        la = self.linear_attention
+        if la is None:
+            return 0
+        conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+        return conv_dim * la.conv_kernel_size + 2 * la.num_value_heads + la.value_head_dim
+
+    def _mlp_params(self, intermediate_size: int) -> int:
+        weights = sum(g.params for g in self.mlp_gemms(intermediate_size))
+        bias = intermediate_size * (2 if self.gated_mlp else 1) + self.hidden_size
+        return weights + (bias if self.mlp_bias else 0)
+
+    def layer_param_counts(self) -> LayerParamCounts:
+        """Per-layer parameter breakdown (see :class:`LayerParamCounts`)."""
+        moe, h = self.moe, self.hidden_size
+        n_moe = len(self.moe_layer_indices)
+        n_full = self.num_kv_layers
+        shared = 0
+        if moe is not None and moe.num_shared_experts:
+            shared = moe.num_shared_experts * self._mlp_params(moe.shared_expert_intermediate_size)
+            shared += h if moe.shared_expert_gate else 0
+        la = self.linear_attention_gemms()
+        return LayerParamCounts(
+            full_attention=sum(g.params for g in self.attention_gemms()) + self._attention_extra(),
+            linear_attention=sum(g.params for g in la) + self._linear_attention_extra() if la else 0,
+            dense_mlp=self._mlp_params(self.intermediate_size),
+            expert=self._mlp_params(moe.expert_intermediate_size) if moe else 0,
+            shared_experts=shared,
+            router=h * moe.num_experts if moe else 0,
+            layer_norms=2 * self._norm_params(h),
+            final_norm=self._norm_params(h),
+            num_full_attention_layers=n_full,
+            num_linear_attention_layers=self.num_layers - n_full,
+            num_dense_mlp_layers=self.num_layers - n_moe,
+            num_moe_layers=n_moe,
+        )
+
+    def embedding_params(self) -> int:
+        """Token embedding vocab·h, plus learned positions (max_pos + offset)·h, plus BLOOM's LayerNorm."""
+        h = self.hidden_size
+        positions = 0
+        if self.position_embedding == "learned":
+            positions = (self.max_position_embeddings + self.position_embedding_offset) * h
+        return self.vocab_size * h + positions + (self._norm_params(h) if self.embedding_norm else 0)
+
+    def lm_head_params(self) -> int:
+        """Stored LM-head parameters: vocab·h, or 0 when tied to the embedding (the GEMM still runs)."""
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    def non_embedding_params(self) -> int:
+        """Σ over layers of attention + FFN + norms, plus the final norm. MoE layers hold all experts."""
+        c = self.layer_param_counts()
+        moe_layer = (self.moe.num_experts * c.expert if self.moe else 0) + c.shared_experts + c.router
+        return (c.num_full_attention_layers * c.full_attention
+                + c.num_linear_attention_layers * c.linear_attention
+                + c.num_dense_mlp_layers * c.dense_mlp + c.num_moe_layers * moe_layer
+                + self.num_layers * c.layer_norms + c.final_norm)
+
+    def total_params(self) -> int:
+        """embedding + lm_head + non-embedding parameters (MTP excluded). Llama-3.1-8B: 8,030,261,248."""
+        return self.embedding_params() + self.lm_head_params() + self.non_embedding_params()
+
+    def inactive_expert_params(self) -> int:
+        """Routed-expert parameters a single token does not touch: L_moe·(E − k)·P_expert."""
+        if self.moe is None:
+            return 0
+        c = self.layer_param_counts()
+        return c.num_moe_layers * (self.moe.num_experts - self.moe.experts_per_token) * c.expert
+
+    def active_params(self) -> int:
+        """Parameters one token uses: total − inactive routed experts (embeddings counted, as in
+        Mixtral's published 12.9B). Dense models: equal to total_params()."""
+        return self.total_params() - self.inactive_expert_params()
+
+    def active_non_embedding_params(self) -> int:
+        """active_params() without the token embedding and LM head: ≈ FLOPs/token/2 of the layers."""
+        return self.non_embedding_params() - self.inactive_expert_params()
+
+    def mtp_params(self) -> int:
+        """Rough size of the MTP modules: one decoder layer each (MoE layer for MoE models) plus the
+        2h→h projection and two norms; DeepSeek-V3 ≈ 11.7B + shared embedding/head. Not in totals."""
+        if self.num_mtp_layers == 0:
+            return 0
+        c = self.layer_param_counts()
+        ffn = (self.moe.num_experts * c.expert + c.shared_experts + c.router) if self.moe else c.dense_mlp
+        h = self.hidden_size
+        layer = c.full_attention + ffn + c.layer_norms + 2 * h * h + 3 * self._norm_params(h)
+        return self.num_mtp_layers * layer
+
+    # ---- bytes -------------------------------------------------------------------------------------
+
+    def weight_bytes(self, dtype_bytes: float) -> float:
+        """Bytes of all stored weights at ``dtype_bytes`` per parameter: total_params()·b."""
+        return self.total_params() * dtype_bytes
+
+    def kv_bytes_per_token_per_layer(self, kv_dtype_bytes: float) -> float:
+        """MHA/GQA/hybrid full layer: 2·n_kv·d_h·b; MLA: (kv_lora_rank + qk_rope_head_dim)·b."""
+        if self.mla is not None:
+            return (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * kv_dtype_bytes
+        return 2 * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
+        """KV-cache bytes per token over all KV layers (ARCHITECTURE §2). Llama-3.1-70B bf16: 327,680."""
+        return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
+
+    def linear_state_bytes_per_sequence(self, state_dtype_bytes: float | None = None,
+                                        conv_dtype_bytes: float | None = None) -> float:
+        """Fixed per-sequence state of the linear-attention layers (0 for non-hybrids):
+        L_lin·(n_v·d_k·d_v·b_state + (2·n_k·d_k + n_v·d_v)·(kernel − 1)·b_conv).
+        Qwen3-Next (36 layers, fp32 state, bf16 conv): 75,497,472 + 1,769,472 = 77,266,944 B."""
+        la = self.linear_attention
+        if la is None:
+            return 0.0
+        b_state = la.state_dtype_bytes if state_dtype_bytes is None else state_dtype_bytes
+        b_conv = la.conv_state_dtype_bytes if conv_dtype_bytes is None else conv_dtype_bytes
+        recurrent = la.num_value_heads * la.key_head_dim * la.value_head_dim * b_state
+        conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+        conv = conv_dim * (la.conv_kernel_size - 1) * b_conv
+        return (self.num_layers - self.num_kv_layers) * (recurrent + conv)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> ModelSpec:
+        """Validate a mapping; any failure becomes one :class:`SpecError` naming source and field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise spec_error_from(err, source) from None
+
+
+def _check_moe_layers(moe: MoeSpec, num_layers: int) -> None:
+    bad = [i for i in moe.dense_layers if i >= num_layers]
+    if bad:
+        raise FieldError("moe.dense_layers", f"layer {bad[0]} out of range 0..{num_layers - 1}")
+    dense = set(moe.dense_layers) | set(range(moe.first_dense_layers))
+    if len(dense) >= num_layers:
+        raise FieldError("moe.first_dense_layers", "leaves no MoE layer; drop the moe block")
+
+
+def _full_layers(la: LinearAttentionSpec | None, num_layers: int) -> tuple[int, ...]:
+    if la is None:
+        return tuple(range(num_layers))
+    if la.full_attention_layers is not None:
+        return tuple(sorted(set(la.full_attention_layers)))
+    interval = la.full_attention_interval or 1
+    return tuple(i for i in range(num_layers) if (i + 1) % interval == 0)
+
+
+def _check_hybrid_layers(la: LinearAttentionSpec, num_layers: int) -> None:
+    full = _full_layers(la, num_layers)
+    if any(i >= num_layers for i in full):
+        raise FieldError("linear_attention.full_attention_layers",
+                         f"layer index out of range 0..{num_layers - 1}")
+    if not 0 < len(full) < num_layers:
+        raise FieldError("linear_attention.full_attention_interval",
+                         f"gives {len(full)} full-attention layers of {num_layers}; a hybrid needs "
+                         "at least one full and one linear layer")
+
+
+def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
+    """First pydantic error → one-line SpecError (field path, message, and a hint for typos)."""
+    first = err.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        # a nested block's validator names its own field; prefix the block path
+        field = ".".join([*loc, cause.field]) if loc else cause.field
+        return SpecError(cause.message, source=source, field=field)
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown field" + _did_you_mean(loc)
+    elif first["type"] == "missing":
+        message = "required field is missing"
+    elif "input" in first and first["type"] != "missing":
+        message = f"{message} (got {first['input']!r:.60})"
+    return SpecError(message, source=source, field=".".join(loc) or None)
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    models: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec,
+                                          "linear_attention": LinearAttentionSpec}
+    owner = models.get(loc[0], ModelSpec) if len(loc) > 1 else ModelSpec
+    close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def load_model_yaml(path: str | Path) -> ModelSpec:
+    """Read one model YAML (keys = ModelSpec fields). Any problem → SpecError naming file and field."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as err:
+        raise SpecError(f"cannot read model file ({err.strerror or err})", source=source) from None
+    except UnicodeDecodeError:
+        raise SpecError("not a UTF-8 text file", source=source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "syntax error"
+        raise SpecError(f"invalid YAML{where}: {problem}", source=source) from None
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
+        raise SpecError(f"expected a mapping of model fields, got {got}", source=source)
+    return ModelSpec.from_mapping(data, source=source)
+
+
+def list_preset_paths() -> dict[str, Path]:
+    """Bundled presets, id → path of ``pdplan/models/<id>.yaml`` (package data, found after install)."""
+    folder = importlib.resources.files("pdplan").joinpath("models")
+    return {Path(entry.name).stem: Path(str(entry)) for entry in sorted(folder.iterdir(),
+            key=lambda e: e.name) if entry.name.endswith(".yaml")}

@@ -1,0 +1,429 @@
+"""KV-cache transfer prefill → decode: bytes per request, link time, and the part that adds to TTFT.
+
+Pure numpy, vectorised over prompt lengths ``l`` (any array shape); every knob is a parameter, no default
+number lives here (link facts come from the link YAML, overheads from the caller). SI units throughout.
+
+**Bytes** (ARCHITECTURE §2). ``B(l) = l·kvb·r_d + state``: ``kvb`` = KV bytes per token over all KV
+layers, ``state`` = fixed recurrent state of linear-attention layers (hybrids), ``r_d = tp_d·⌈n_kv/tp_d⌉/n_kv``
+the decode-side replication: with GQA and ``tp_d > n_kv`` every decode GPU needs a whole K/V head, so each
+head is sent to ``tp_d/n_kv`` GPUs (for MLA the latent is one shared "head", ``n_kv = 1``: sent ``tp_d``
+times). Prefill-side replicas are not re-sent. The state is head-sharded and never replicated.
+DistServe §1.7 check: OPT-66B 2·64·9216·2 B/token × 512 = 1.125 GiB.
+
+**Link** (Hockney α–β model). A transfer uses ``lanes = min(nics_prefill, nics_decode)`` NICs (or NVLink/
+PCIe ports) in parallel, one per GPU by default (rail-optimised 1:1 GPU↔NIC, DGX/HGX layout): effective
+``BW = line_rate·efficiency·lanes``. KV sits in per-layer buffers split by head over TP ranks, so one
+granularity unit needs ``L·max(tp_p, tp_d)`` messages (one per layer per overlapping shard pair). α is
+charged per message, serialised per lane — conservative for pipelined RDMA, right for per-message
+software overhead and for request/response transports. A unit of ``b`` bytes and ``m`` messages takes
+``s = α·⌈m/lanes⌉ + b/BW + relayout``. TP mismatch (``tp_p ≠ tp_d``): the decode GPU rewrites what it got
+into its own head layout, a read and a write of its share: ``relayout = 2·B/(tp_d·HBM_BW)``, folded into
+``s`` per unit (one serial stage — conservative).
+
+**Granularity → exposed time** (what adds to TTFT after prefill of duration ``T_p``):
+
+* ``request``: everything after prefill, ``exposed = time_s = α·⌈L·m_l/lanes⌉ + B/BW + relayout``.
+* ``layer``: layer ``i`` is ready at ``i·c`` (``c = T_p/L``) and sends take ``s`` each, FIFO on the link:
+  ``F_i = max(F_{i−1}, i·c) + s``. Unrolling, ``F_L = max_k [k·c + (L−k+1)·s]``, hence exactly
+  ``exposed = F_L − L·c = s + max(0, (L−1)(s − c))``: the last layer's share when the link keeps up,
+  plus the accumulated lag when it does not (≤ L·s = time_s). A per-layer sync cost (event + proxy
+  signal, Splitwise's measured ~5–8 ms constant is dominated by such costs) is reported in
+  ``prefill_extra_s = L·layer_sync_overhead_s``.
+* ``chunk`` (chunked prefill, budget C): ``n = ⌈l/C⌉`` chunks, compute split per token
+  (``c = T_p·C/l``, last chunk ``c_last = T_p·r/l`` with ``r = l − (n−1)C``; attention growth ignored).
+  The first ``n−1`` chunks form the uniform pipeline above, the last one (with the state) follows:
+  ``exposed = max(0, s + max(0, (n−2)(s − c)) − c_last) + s_last`` (``= s_last`` for n = 1).
+  Chunking cost on prefill (caller adds it): ``(n−1)·chunk_overhead_s`` (launch, weight re-read) plus
+  re-reading earlier KV, chunk ``j`` reads ``j·C`` tokens of its shard: ``C·n(n−1)/2·kvb_gpu/HBM_BW``
+  with ``kvb_gpu = kvb·r_p/tp_p`` — a memory-traffic upper bound (QUEUEING §1.4, S = ⌈l/C⌉a + bl + c'l²).
+
+Note: with ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer prefill hides a
+latency-bound link); the completion time ``T_p + exposed`` never does.
+
+**Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill instances feed ``y`` decode instances through an
+even router: ``ρ_decode = λ·E[B]/(y·BW_d)``, ``ρ_prefill = (λ/x)·E[B]/BW_p``, ``BW_side =
+line_rate·efficiency·nics_side``. The busier side is one FCFS M/G/1 server on work, service
+``S = latency + B/BW_side``; Pollaczek–Khinchine ``E[W] = λE[S²]/(2(1−ρ))``. It is always modelled (at
+low ρ the wait is ≈ 0), and the service-time distribution is returned for the FFT machinery.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.errors import SpecError
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Granularity = Literal["request", "layer", "chunk"]
+GRANULARITIES: tuple[Granularity, ...] = ("request", "layer", "chunk")
+
+
+class LinkLike(Protocol):
+    """What transfer needs of a :class:`pdplan.specs.hardware.LinkSpec` (per port, per direction)."""
+
+    @property
+    def line_rate_bytes_per_s(self) -> float: ...
+    @property
+    def per_message_latency_s(self) -> float: ...
+    @property
+    def efficiency(self) -> float: ...
+
+
+class ModelLike(Protocol):
+    """What transfer needs of a :class:`pdplan.specs.model.ModelSpec`."""
+
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_kv_heads(self) -> int: ...
+    @property
+    def attention_kind(self) -> str: ...
+    def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float: ...
+    def linear_state_bytes_per_sequence(self) -> float: ...
+
+
+def _require(ok: bool, field: str, message: str) -> None:
+    if not ok:
+        raise SpecError(message, source="transfer", field=field)
+
+
+@dataclass(frozen=True, slots=True)
+class KvShape:
+    """What is sent: unsharded KV bytes/token (all KV layers), layers, K/V heads (1 for MLA), state."""
+
+    kv_bytes_per_token: float
+    num_layers: int
+    num_kv_heads: int
+    state_bytes_per_sequence: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(self.kv_bytes_per_token >= 0.0, "kv_bytes_per_token", "must be >= 0")
+        _require(self.num_layers >= 1, "num_layers", "must be >= 1")
+        _require(self.num_kv_heads >= 1, "num_kv_heads", "must be >= 1")
+        _require(self.state_bytes_per_sequence >= 0.0, "state_bytes_per_sequence", "must be >= 0")
+
+
+def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
+    """KvShape of a model spec; MLA's shared latent counts as one K/V head (replicated on every rank)."""
+    heads = 1 if model.attention_kind == "mla" else model.num_kv_heads
+    return KvShape(model.kv_bytes_per_token(kv_dtype_bytes), model.num_layers, heads,
+                   model.linear_state_bytes_per_sequence())
+
+
+@dataclass(frozen=True, slots=True)
+class TransferConfig:
+    """How the KV moves. ``nics_*`` None → one NIC/port per GPU of that side (= its TP)."""
+
+    granularity: Granularity = "request"
+    prefill_tp: int = 1
+    decode_tp: int = 1
+    nics_prefill: int | None = None
+    nics_decode: int | None = None
+    chunk_tokens: int | None = None
+    layer_sync_overhead_s: float = 0.0
+    chunk_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(self.granularity in GRANULARITIES, "granularity",
+                 f"{self.granularity!r} is not one of {', '.join(GRANULARITIES)}")
+        for name in ("prefill_tp", "decode_tp", "nics_prefill", "nics_decode", "chunk_tokens"):
+            value = getattr(self, name)
+            _require(value is None or value >= 1, name, f"must be an integer >= 1, got {value!r}")
+        _require(self.granularity != "chunk" or self.chunk_tokens is not None, "chunk_tokens",
+                 "granularity 'chunk' needs chunk_tokens (the chunked-prefill budget C)")
+        _require(self.layer_sync_overhead_s >= 0.0, "layer_sync_overhead_s", "must be >= 0")
+        _require(self.chunk_overhead_s >= 0.0, "chunk_overhead_s", "must be >= 0")
+
+    @property
+    def side_nics(self) -> tuple[int, int]:
+        """(prefill-side, decode-side) NIC or port count per instance."""
+        return (self.nics_prefill or self.prefill_tp, self.nics_decode or self.decode_tp)
+
+    @property
+    def lanes(self) -> int:
+        """Parallel lanes one transfer uses: the smaller side limits it."""
+        return min(self.side_nics)
+
+
+def replication_factor(num_kv_heads: int, tp: int) -> float:
+    """Copies of the KV held by ``tp`` ranks: ``tp·⌈n_kv/tp⌉/n_kv`` (1 if tp | n_kv; 8 heads, tp 16 → 2)."""
+    return tp * math.ceil(num_kv_heads / tp) / num_kv_heads
+
+
+def effective_bandwidth_bytes_per_s(link: LinkLike, nics: int) -> float:
+    """``line_rate·efficiency·nics``: 4 × 200 Gb/s at 0.87 → 8.7e10 B/s (Mooncake's 87 GB/s)."""
+    _require(link.line_rate_bytes_per_s > 0.0, "line_rate_bytes_per_s", "must be > 0")
+    _require(0.0 < link.efficiency <= 1.0, "efficiency", "must be in 0 < efficiency <= 1")
+    _require(link.per_message_latency_s >= 0.0, "per_message_latency_s", "must be >= 0")
+    return link.line_rate_bytes_per_s * link.efficiency * nics
+
+
+def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape, decode_tp: int = 1) -> FloatArray:
+    """Bytes on the link: ``l·kvb·r_d + state``. OPT-66B, 512 tokens, fp16: 1,207,959,552 B (1.125 GiB)."""
+    tokens = np.asarray(prompt_tokens, dtype=np.float64)
+    rep = replication_factor(kv.num_kv_heads, decode_tp)
+    return tokens * kv.kv_bytes_per_token * rep + kv.state_bytes_per_sequence
+
+
+@dataclass(frozen=True, slots=True)
+class TransferResult:
+    """Per-request transfer figures, arrays shaped like ``prompt_tokens`` (SI units).
+
+    ``time_s``: the whole transfer if done after prefill (latency + bytes/BW + re-layout);
+    ``exposed_s``: what adds to TTFT; ``prefill_extra_s``: what the granularity adds to prefill (the
+    caller adds it to the prefill service time); ``latency_s``: the α part of ``time_s``.
+    """
+
+    prompt_tokens: FloatArray
+    bytes: FloatArray
+    time_s: FloatArray
+    exposed_s: FloatArray
+    prefill_extra_s: FloatArray
+    latency_s: FloatArray
+    relayout_s: FloatArray
+    messages: IntArray
+    bandwidth_bytes_per_s: float
+    granularity: Granularity
+
+    def utilisation(self, rate_rps: float, probabilities: npt.ArrayLike | None = None) -> float:
+        """One pair's link busy fraction ``λ·E[bytes]/BW`` (E over ``probabilities`` or uniform)."""
+        return float(rate_rps * _expect(self.bytes, probabilities) / self.bandwidth_bytes_per_s)
+
+
+def _expect(values: FloatArray, probabilities: npt.ArrayLike | None) -> float:
+    if probabilities is None:
+        return float(np.mean(values))
+    p = np.broadcast_to(np.asarray(probabilities, dtype=np.float64), values.shape)
+    _require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
+             "must be >= 0 with a positive sum")
+    return float(np.sum(values * p) / np.sum(p))
+
+
+def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike,
+                       send_s: npt.ArrayLike) -> FloatArray:
+    """Lag after the last of ``n`` units of compute ``c`` each, sent FIFO in ``s`` each:
+    ``s + max(0, (n−1)(s − c))`` (exact, see module docstring). n=80, c=2 ms, s=40 µs → 40 µs."""
+    n = np.asarray(units, dtype=np.float64)
+    c = np.asarray(compute_s, dtype=np.float64)
+    s = np.asarray(send_s, dtype=np.float64)
+    return np.asarray(s + np.maximum(0.0, (n - 1.0) * (s - c)), dtype=np.float64)
+
+
+def _chunk_exposed(tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig,
+                   send: tuple[float, float, float]) -> tuple[FloatArray, FloatArray]:
+    """(exposed_s, n_chunks) for chunk granularity; ``send`` = (α per chunk, s per token, s state)."""
+    alpha_chunk, per_token_s, state_s = send
+    size = float(cfg.chunk_tokens or 1)
+    n = np.ceil(tokens / size)
+    last = tokens - (n - 1.0) * size
+    s_full = alpha_chunk + size * per_token_s
+    s_last = alpha_chunk + last * per_token_s + state_s
+    c_full = prefill_s * size / tokens
+    c_last = prefill_s * last / tokens
+    lag = pipeline_exposed_s(n - 1.0, c_full, s_full) - c_last
+    exposed = np.where(n > 1.0, np.maximum(0.0, lag) + s_last, s_last)
+    return np.asarray(exposed, dtype=np.float64), n
+
+
+def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig,
+                           hbm_bytes_per_s: float) -> FloatArray:
+    """``(n−1)·overhead + C·n(n−1)/2·kvb_gpu/HBM`` (re-read of earlier chunks' KV shard)."""
+    kvb_gpu = kv.kv_bytes_per_token * replication_factor(kv.num_kv_heads, cfg.prefill_tp) / cfg.prefill_tp
+    reread = float(cfg.chunk_tokens or 1) * n * (n - 1.0) / 2.0 * kvb_gpu / hbm_bytes_per_s
+    return np.asarray((n - 1.0) * cfg.chunk_overhead_s + reread, dtype=np.float64)
+
+
+def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None, cfg: TransferConfig,
+                     hbm_bytes_per_s: float | None) -> None:
+    _require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens",
+             "must be finite and > 0")
+    needs_prefill = cfg.granularity != "request"
+    _require(not needs_prefill or prefill_s is not None, "prefill_time_s",
+             f"granularity {cfg.granularity!r} overlaps with prefill: give the prefill time")
+    _require(prefill_s is None or bool(np.all(prefill_s >= 0.0)), "prefill_time_s", "must be >= 0")
+    needs_hbm = cfg.prefill_tp != cfg.decode_tp or cfg.granularity == "chunk"
+    _require(not needs_hbm or (hbm_bytes_per_s or 0.0) > 0.0, "hbm_bytes_per_s",
+             "TP re-layout and chunk re-read need the GPU's HBM bandwidth (> 0)")
+
+
+@dataclass(frozen=True, slots=True)
+class _LinkCosts:
+    """α per layer-unit per lane, seconds per byte on the link (+ re-layout), re-layout per byte."""
+
+    bandwidth_bytes_per_s: float
+    alpha_layer_s: float
+    per_byte_s: float
+    relayout_per_byte_s: float
+
+
+def _link_costs(link: LinkLike, cfg: TransferConfig, hbm_bytes_per_s: float | None) -> _LinkCosts:
+    bw = effective_bandwidth_bytes_per_s(link, cfg.lanes)
+    relayout = (2.0 / (cfg.decode_tp * (hbm_bytes_per_s or 1.0))
+                if cfg.prefill_tp != cfg.decode_tp else 0.0)
+    shards_per_lane = math.ceil(max(cfg.prefill_tp, cfg.decode_tp) / cfg.lanes)
+    return _LinkCosts(bw, link.per_message_latency_s * shards_per_lane, 1.0 / bw + relayout, relayout)
+
+
+def _overlap(tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape,
+             cfg: TransferConfig, cost: _LinkCosts,
+             hbm_bytes_per_s: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(exposed_s, layer-units sent, prefill_extra_s) for layer or chunk granularity."""
+    layers = float(kv.num_layers)
+    if cfg.granularity == "layer":
+        send = cost.alpha_layer_s + total / layers * cost.per_byte_s
+        exposed = pipeline_exposed_s(layers, prefill_s / layers, send)
+        return exposed, np.full(tokens.shape, layers), np.full(tokens.shape,
+                                                               layers * cfg.layer_sync_overhead_s)
+    rep = replication_factor(kv.num_kv_heads, cfg.decode_tp)
+    send3 = (layers * cost.alpha_layer_s, kv.kv_bytes_per_token * rep * cost.per_byte_s,
+             kv.state_bytes_per_sequence * cost.per_byte_s)
+    exposed, n_chunks = _chunk_exposed(tokens, prefill_s, cfg, send3)
+    return exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg, hbm_bytes_per_s)
+
+
+def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
+                config: TransferConfig | None = None, *, prefill_time_s: npt.ArrayLike | None = None,
+                hbm_bytes_per_s: float | None = None) -> TransferResult:
+    """KV transfer for each prompt length (see module docstring for every formula).
+
+    ``prefill_time_s`` (broadcast against ``prompt_tokens``) is needed for layer/chunk granularity,
+    ``hbm_bytes_per_s`` (decode GPU for re-layout, prefill GPU for chunk re-read) when tp_p ≠ tp_d or
+    chunking. Mooncake: 40e9 B over 4×200 Gb/s at 0.87, request granularity → ≈0.46 s.
+    """
+    cfg = config or TransferConfig()
+    tokens = np.asarray(prompt_tokens, dtype=np.float64)
+    prefill_s = None if prefill_time_s is None else np.broadcast_to(
+        np.asarray(prefill_time_s, dtype=np.float64), tokens.shape)
+    _validate_inputs(tokens, prefill_s, cfg, hbm_bytes_per_s)
+    cost = _link_costs(link, cfg, hbm_bytes_per_s)
+    total = kv_bytes_per_request(tokens, kv, cfg.decode_tp)
+    full_s = kv.num_layers * cost.alpha_layer_s + total * cost.per_byte_s
+    if prefill_s is None or cfg.granularity == "request":
+        exposed, units, extra = full_s, np.full(tokens.shape, float(kv.num_layers)), 0.0 * tokens
+    else:
+        exposed, units, extra = _overlap(tokens, total, prefill_s, kv, cfg, cost,
+                                         hbm_bytes_per_s or 1.0)
+    latency = units * cost.alpha_layer_s
+    return TransferResult(
+        prompt_tokens=tokens, bytes=total, time_s=latency + total * cost.per_byte_s,
+        exposed_s=exposed, prefill_extra_s=extra, latency_s=latency,
+        relayout_s=total * cost.relayout_per_byte_s,
+        messages=(units * max(cfg.prefill_tp, cfg.decode_tp)).astype(np.int64),
+        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s, granularity=cfg.granularity)
+
+
+def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float,
+                                   max_utilisation: float = 1.0) -> float:
+    """Link rate that carries ``λ·E[B]`` at utilisation ``max_utilisation``: ``λ·E[B]/ρ_max``.
+    DistServe §1.7: 10 rps × 1.125 GiB → 11.25 GiB/s (= 90 Gib/s)."""
+    _require(0.0 < max_utilisation <= 1.0, "max_utilisation", "must be in 0 < value <= 1")
+    return rate_rps * mean_bytes / max_utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class FanInLoad:
+    """Per-instance NIC utilisation on each side of an xPyD deployment (even routing)."""
+
+    rho_prefill_side: float
+    rho_decode_side: float
+
+    @property
+    def bottleneck(self) -> Literal["prefill", "decode"]:
+        return "decode" if self.rho_decode_side >= self.rho_prefill_side else "prefill"
+
+    @property
+    def rho(self) -> float:
+        return max(self.rho_prefill_side, self.rho_decode_side)
+
+
+def fan_in_load(rate_rps: float, mean_bytes: float, num_prefill: int, num_decode: int,
+                prefill_side_bytes_per_s: float, decode_side_bytes_per_s: float) -> FanInLoad:
+    """``ρ_p = (λ/x)·E[B]/BW_p``, ``ρ_d = λ·E[B]/(y·BW_d)``; linear in λ."""
+    _require(num_prefill >= 1 and num_decode >= 1, "xpyd", "instance counts must be >= 1")
+    return FanInLoad(rate_rps / num_prefill * mean_bytes / prefill_side_bytes_per_s,
+                     rate_rps / num_decode * mean_bytes / decode_side_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkQueue:
+    """The busy side as an M/G/1 server: service-time bins ``service_s`` with ``probabilities``."""
+
+    arrival_rate_per_s: float
+    service_s: FloatArray
+    probabilities: FloatArray
+
+    @property
+    def mean_service_s(self) -> float:
+        return float(np.sum(self.probabilities * self.service_s))
+
+    @property
+    def second_moment_s2(self) -> float:
+        return float(np.sum(self.probabilities * self.service_s**2))
+
+    @property
+    def rho(self) -> float:
+        return self.arrival_rate_per_s * self.mean_service_s
+
+    @property
+    def stable(self) -> bool:
+        return self.rho < 1.0
+
+    @property
+    def mean_wait_s(self) -> float:
+        """Pollaczek–Khinchine ``λE[S²]/(2(1−ρ))``; inf when ρ ≥ 1. M/D/1, λ=1, S=0.5: 0.25 s."""
+        if not self.stable:
+            return math.inf
+        return self.arrival_rate_per_s * self.second_moment_s2 / (2.0 * (1.0 - self.rho))
+
+
+def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None,
+               arrival_rate_per_s: float) -> LinkQueue:
+    """M/G/1 link queue from per-bin service times (probabilities normalised; None = equal)."""
+    s = np.ravel(np.asarray(service_s, dtype=np.float64))
+    p = np.ones_like(s) if probabilities is None else np.ravel(
+        np.broadcast_to(np.asarray(probabilities, dtype=np.float64), np.shape(service_s)))
+    _require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
+             "must be >= 0 with a positive sum")
+    _require(bool(np.all(s >= 0.0)) and arrival_rate_per_s >= 0.0, "service_s",
+             "service times and arrival rate must be >= 0")
+    return LinkQueue(float(arrival_rate_per_s), s, p / p.sum())
+
+
+def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | None, rate_rps: float,
+                      num_prefill: int, num_decode: int, link: LinkLike,
+                      config: TransferConfig | None = None) -> LinkQueue:
+    """Link queue at the busier side: arrivals ``λ/x`` or ``λ/y``, service ``latency + B/BW_side``."""
+    cfg = config or TransferConfig()
+    nics_p, nics_d = cfg.side_nics
+    bw_p = effective_bandwidth_bytes_per_s(link, nics_p)
+    bw_d = effective_bandwidth_bytes_per_s(link, nics_d)
+    load = fan_in_load(rate_rps, _expect(result.bytes, probabilities), num_prefill, num_decode,
+                       bw_p, bw_d)
+    side_decode = load.bottleneck == "decode"
+    bw_side = bw_d if side_decode else bw_p
+    arrivals = rate_rps / (num_decode if side_decode else num_prefill)
+    return link_queue(result.latency_s + result.bytes / bw_side, probabilities, arrivals)
+
+
+def transfer_for_request(kv: KvShape | ModelLike, tokens: float, link: LinkLike,
+                         config: TransferConfig | None = None, *, kv_dtype_bytes: float | None = None,
+                         prefill_time_s: float | None = None,
+                         hbm_bytes_per_s: float | None = None) -> dict[str, float | int | str]:
+    """One request, keyed as the ``pdplan transfer`` JSON contract: ``bytes``, ``time_s``, ``exposed_s``
+    (plus ``messages``, ``prefill_extra_s``, ``relayout_s``, ``bandwidth_bytes_per_s``, ``granularity``).
+    A model spec needs ``kv_dtype_bytes``."""
+    if not isinstance(kv, KvShape):
+        _require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
+        kv = kv_shape_from_model(kv, float(kv_dtype_bytes or 0.0))
+    res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config,
+                      prefill_time_s=prefill_time_s, hbm_bytes_per_s=hbm_bytes_per_s)
+    return {"bytes": float(res.bytes[0]), "time_s": float(res.time_s[0]),
+            "exposed_s": float(res.exposed_s[0]), "messages": int(res.messages[0]),
+            "prefill_extra_s": float(res.prefill_extra_s[0]), "relayout_s": float(res.relayout_s[0]),
+            "bandwidth_bytes_per_s": res.bandwidth_bytes_per_s, "granularity": res.granularity}

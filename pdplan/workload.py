@@ -1,0 +1,388 @@
+"""Workloads: load a workload file or preset, bin it into a joint length histogram, sample it.
+
+**Binning** (:func:`discretize`, QUEUEING §5.1). Each length axis is cut at equal-probability
+quantiles and each bin is represented by its *conditional mean* E[X | bin], so Σ p_k·x_k = E[X]
+exactly (up to float rounding): the mean prefill/decode work is preserved by construction. With
+``max_bins = B`` the body [0, 0.99] gets B − 3 equal-probability bins and the tail gets its own
+bins at probability levels 0.99–0.995, 0.995–0.999 and 0.999–1, so the P99.5/P99.9 requests that
+drive TTFT tails are not averaged into a 1.6 %-wide top bin. A point mass (``fixed``) is one bin,
+exactly.
+
+Independent laws give ``prob = outer(p_in, p_out)``; a trace gives its empirical joint (marginal
+quantile bins on each axis, joint mass per cell, conditional means per marginal bin).
+
+**Context window.** A request with input + output > W is clipped the way serving engines truncate:
+generation stops at the window first (n' = W − l), and only an input that alone fills the window is
+cut to W − 1 (keeping one output token). Clipping never lengthens a request. ``clipped_fraction``
+reports the share of requests affected (a warning for the caller to print); it is an error only
+when the median input alone does not fit (l_median >= W). With clipping the joint is no longer a
+product: the two laws are binned on a fine grid (``FINE_BINS`` per axis), clipped cell by cell and
+re-binned to ``max_bins``. Because the re-binned axes are marginal, a cell next to the window edge
+may show representative lengths whose sum is slightly above W; means remain those of the clipped
+requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import ValidationError
+
+from pdplan.errors import SpecError, UnknownNameError
+from pdplan.specs.loading import first_error_line, read_yaml_mapping
+from pdplan.specs.workload import ParametricDist, UniformDist, WorkloadSpec, allowed_fields
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+DEFAULT_MAX_BINS = 64
+MIN_BINS = 8
+TAIL_LEVELS = (0.99, 0.995, 0.999)
+FINE_BINS = 512
+TRACE_COLUMNS = ("input_tokens", "output_tokens", "arrival_s")
+MAX_TRACE_BYTES = 500_000_000
+
+
+# ---------------------------------------------------------------------------------------- loading
+def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> WorkloadSpec:
+    """Validate a workload mapping (a file, or a scenario's ``workload:`` block) into a spec.
+
+    Relative trace paths resolve against ``base_dir``; a trace file is read once here so that its
+    errors surface at load time. Errors: :class:`SpecError`, one line naming ``source`` and the field.
+    """
+    try:
+        spec = WorkloadSpec.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as err:
+        field, message = first_error_line(err)
+        if err.errors()[0]["type"] == "extra_forbidden":
+            message += f"; allowed: {', '.join(allowed_fields(err.errors()[0]['loc']))}"
+        raise SpecError(message, source=source, field=field) from None
+    if spec.trace is not None:
+        trace = load_trace(spec.trace.file)
+        if spec.arrival == "trace" and trace.arrival_s is None:
+            raise SpecError("arrival: trace needs an arrival_s column in the trace",
+                            source=source, field="arrival")
+    return spec
+
+
+def load_workload(path: str | Path) -> WorkloadSpec:
+    """Read and validate a workload YAML file (ARCHITECTURE §4)."""
+    path = Path(path)
+    return workload_from_dict(read_yaml_mapping(path), source=str(path), base_dir=path.parent)
+
+
+def list_presets() -> dict[str, Path]:
+    """Bundled workload presets: name -> YAML path (package data ``pdplan/workloads/*.yaml``)."""
+    folder = resources.files("pdplan").joinpath("workloads")
+    entries = [e for e in folder.iterdir() if e.name.endswith(".yaml")] if folder.is_dir() else []
+    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in sorted(entries, key=lambda e: e.name)}
+
+
+def load_preset_workload(name: str) -> WorkloadSpec:
+    """A bundled preset by name (``chat``, ``splitwise-coding``, ...); UnknownNameError suggests names."""
+    presets = list_presets()
+    if name not in presets:
+        raise UnknownNameError("workload preset", name, presets)
+    return load_workload(presets[name])
+
+
+# ---------------------------------------------------------------------------------------- traces
+@dataclass(frozen=True, eq=False)
+class TraceData:
+    """A validated trace: integer lengths >= 1 and, if present, non-decreasing arrival times (s)."""
+
+    input_tokens: IntArray
+    output_tokens: IntArray
+    arrival_s: FloatArray | None
+
+
+def load_trace(path: Path) -> TraceData:
+    """Read a trace CSV (header ``input_tokens,output_tokens[,arrival_s]``); SpecError names file/row."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "not found"
+        raise SpecError(f"trace file {what}", source=str(path), field="trace.file")
+    stat = path.stat()
+    return _load_trace_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_trace_cached(path: str, mtime_ns: int, size: int) -> TraceData:
+    del mtime_ns  # part of the cache key only
+    if size > MAX_TRACE_BYTES:
+        raise SpecError(f"trace is {size} bytes; the limit is {MAX_TRACE_BYTES}", source=path)
+    raw = Path(path).read_bytes()
+    if b"\x00" in raw:
+        raise SpecError("binary data, expected a CSV text file", source=path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"not UTF-8 text (byte {err.start})", source=path) from None
+    rows = list(csv.reader(io.StringIO(text)))
+    header = [h.strip() for h in rows[0]] if rows else []
+    _check_header(header, path)
+    body = [r for r in rows[1:] if any(cell.strip() for cell in r)]
+    if not body:
+        raise SpecError("trace has a header but no rows", source=path)
+    cols = {name: _column(body, header, name, path) for name in header}
+    arrival = cols.get("arrival_s")
+    if arrival is not None and np.any(np.diff(arrival) < 0):
+        raise SpecError("arrival_s must be non-decreasing", source=path, field="arrival_s")
+    lengths = [cols[n].astype(np.int64) for n in ("input_tokens", "output_tokens")]
+    for arr in (*lengths, *([arrival] if arrival is not None else [])):
+        arr.setflags(write=False)
+    return TraceData(lengths[0], lengths[1], arrival)
+
+
+def _check_header(header: list[str], path: str) -> None:
+    allowed = ", ".join(TRACE_COLUMNS)
+    if not header:
+        raise SpecError(f"empty trace; expected a header with {allowed}", source=path)
+    for name in header:
+        if name not in TRACE_COLUMNS:
+            raise SpecError(f"unknown column {name!r}; allowed: {allowed}", source=path)
+    if len(set(header)) != len(header):
+        raise SpecError("duplicate column in header", source=path)
+    for name in TRACE_COLUMNS[:2]:
+        if name not in header:
+            raise SpecError(f"missing column {name!r}; header must have {allowed}", source=path)
+
+
+def _column(body: list[list[str]], header: list[str], name: str, path: str) -> FloatArray:
+    """One validated column: lengths are integers >= 1, arrival_s finite and >= 0."""
+    j = header.index(name)
+    out = np.empty(len(body))
+    for i, row in enumerate(body):
+        where = f"row {i + 2}, column {name}"
+        if len(row) != len(header):
+            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}", source=path)
+        try:
+            value = float(row[j])
+        except ValueError:
+            raise SpecError(f"{row[j]!r} is not a number", source=path, field=where) from None
+        if name == "arrival_s":
+            if not (math.isfinite(value) and value >= 0):
+                raise SpecError(f"{row[j]!r} must be a finite time >= 0", source=path, field=where)
+        elif not (math.isfinite(value) and value.is_integer() and value >= 1):
+            raise SpecError(f"{row[j]!r} must be an integer >= 1", source=path, field=where)
+        out[i] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------- binning
+@dataclass(frozen=True, eq=False)
+class JointLengths:
+    """Joint histogram p(l, n) of input length l and output length n (token counts as floats).
+
+    ``input_tokens[K]`` and ``output_tokens[M]`` are increasing bin representatives (conditional means),
+    ``prob[K, M]`` sums to 1, ``clipped_fraction`` is the share of requests cut to the context window.
+    """
+
+    input_tokens: FloatArray
+    output_tokens: FloatArray
+    prob: FloatArray
+    clipped_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("input_tokens", "output_tokens", "prob"):
+            arr = np.array(getattr(self, name), dtype=np.float64)
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        if self.prob.shape != (self.input_tokens.size, self.output_tokens.size):
+            raise ValueError(f"prob shape {self.prob.shape} does not match "
+                             f"({self.input_tokens.size}, {self.output_tokens.size})")
+
+    def input_marginal(self) -> FloatArray:
+        return np.asarray(self.prob.sum(axis=1))
+
+    def output_marginal(self) -> FloatArray:
+        return np.asarray(self.prob.sum(axis=0))
+
+    def expect(self, fn: Callable[[FloatArray, FloatArray], FloatArray]) -> float:
+        """E[fn(l, n)], ``fn`` vectorised over an l column [K, 1] and an n row [1, M]."""
+        values = np.broadcast_to(fn(self.input_tokens[:, None], self.output_tokens[None, :]),
+                                 self.prob.shape)
+        return float(np.sum(self.prob * values))
+
+    def input_moment(self, k: int) -> float:
+        """E[l^k] (k = 2 gives E[l²], the prefill attention term)."""
+        return float(self.input_marginal() @ self.input_tokens**k)
+
+    def output_moment(self, k: int) -> float:
+        """E[n^k]."""
+        return float(self.output_marginal() @ self.output_tokens**k)
+
+    def mean_input(self) -> float:
+        return self.input_moment(1)
+
+    def mean_output(self) -> float:
+        return self.output_moment(1)
+
+    def mean_input_times_output(self) -> float:
+        """E[n·l] (KV-token-steps a request holds in decode, to first order)."""
+        return float(self.input_tokens @ self.prob @ self.output_tokens)
+
+
+def quantile_levels(max_bins: int) -> FloatArray:
+    """Probability edges: B − 3 equal bins over [0, 0.99] plus the tail bins at TAIL_LEVELS and 1."""
+    if max_bins < MIN_BINS:
+        raise ValueError(f"max_bins must be >= {MIN_BINS}, got {max_bins}")
+    body = np.linspace(0.0, TAIL_LEVELS[0], max_bins - len(TAIL_LEVELS) + 1)
+    return np.concatenate([body, TAIL_LEVELS[1:], [1.0]])
+
+
+def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, FloatArray]:
+    """(representatives, probabilities) of one law: quantile bins, conditional means (mean exact)."""
+    point = dist.point_value()
+    if point is not None:
+        return np.array([point]), np.array([1.0])
+    levels = quantile_levels(max_bins)
+    edges = np.concatenate([[dist.lower], dist.ppf(levels[1:-1]), [dist.upper]])
+    edges = np.maximum.accumulate(edges)
+    cdf, part = dist.cdf(edges), dist.partial_mean(edges)
+    cdf[0], cdf[-1], part[0], part[-1] = 0.0, 1.0, 0.0, dist.mean_tokens()
+    p, m = np.diff(cdf), np.diff(part)
+    keep = p > 1e-15
+    reps = np.clip(m[keep] / p[keep], edges[:-1][keep], edges[1:][keep])
+    return reps, p[keep] / p[keep].sum()
+
+
+def bin_points(values: FloatArray, weights: FloatArray, max_bins: int
+               ) -> tuple[FloatArray, FloatArray, IntArray]:
+    """Quantile-bin weighted points: (representatives, probabilities, bin index of each point)."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    w = np.bincount(inverse, weights=weights)
+    w = w / w.sum()
+    if uniq.size <= max_bins:
+        bin_of = np.arange(uniq.size)
+    else:  # ties stay together; the midpoint of a value's mass picks its bin
+        mid = np.cumsum(w) - w / 2.0
+        raw = np.searchsorted(quantile_levels(max_bins)[1:-1], mid, side="right")
+        bin_of = np.unique(raw, return_inverse=True)[1]
+    p = np.bincount(bin_of, weights=w)
+    reps = np.bincount(bin_of, weights=w * uniq) / p
+    return reps, p, bin_of[inverse].astype(np.int64)
+
+
+def _joint_from_points(l: FloatArray, n: FloatArray, w: FloatArray, max_bins: int,
+                       clipped: float) -> JointLengths:
+    l_reps, _, l_idx = bin_points(l, w, max_bins)
+    n_reps, _, n_idx = bin_points(n, w, max_bins)
+    prob = np.zeros((l_reps.size, n_reps.size))
+    np.add.at(prob, (l_idx, n_idx), w / w.sum())
+    return JointLengths(l_reps, n_reps, prob, clipped)
+
+
+def clip_to_window(l: FloatArray, n: FloatArray, window: float) -> tuple[FloatArray, FloatArray]:
+    """Clip (input, output) so input + output <= window: output first, input only if it fills W."""
+    l_c = np.minimum(l, window - 1.0)
+    return l_c, np.minimum(n, window - l_c)
+
+
+def _check_window(median_input: float, window: int | None) -> None:
+    if window is not None and median_input >= window:
+        raise SpecError(f"the median input ({median_input:.0f} tokens) does not fit the context "
+                        f"window of {window} tokens; use a model with a longer window or shorter "
+                        "inputs", field="input_tokens")
+
+
+def discretize(spec: WorkloadSpec, *, max_bins: int = DEFAULT_MAX_BINS,
+               context_window: int | None = None) -> JointLengths:
+    """Joint histogram p(l, n) with at most ``max_bins`` bins per axis (see the module docstring)."""
+    if context_window is not None and context_window < 2:
+        raise SpecError(f"context window {context_window} must be >= 2 tokens", field="context_window")
+    laws = spec.parametric()
+    if laws is None:
+        assert spec.trace is not None
+        trace = load_trace(spec.trace.file)
+        l, n = trace.input_tokens.astype(float), trace.output_tokens.astype(float)
+        _check_window(float(np.median(l)), context_window)
+        w = np.full(l.size, 1.0 / l.size)
+        clipped = 0.0
+        if context_window is not None:
+            clipped = float(w[l + n > context_window].sum())
+            l, n = clip_to_window(l, n, context_window)
+        return _joint_from_points(l, n, w, max_bins, clipped)
+    inp, out = laws
+    _check_window(inp.median_tokens(), context_window)
+    if context_window is None or inp.upper + out.upper <= context_window:
+        return _product(inp, out, max_bins)
+    return _clipped_product(inp, out, max_bins, context_window)
+
+
+def _product(inp: ParametricDist, out: ParametricDist, max_bins: int) -> JointLengths:
+    l, pl = bin_distribution(inp, max_bins)
+    n, pn = bin_distribution(out, max_bins)
+    return JointLengths(l, n, np.outer(pl, pn))
+
+
+def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int,
+                     window: int) -> JointLengths:
+    """Fine product grid, clipped cell by cell, re-binned to ``max_bins``.
+
+    clipped_fraction = Σ_j p_j · P(L > W − n_j) over fine output bins with the exact input CDF
+    (exact when the output length is fixed).
+    """
+    l, pl = bin_distribution(inp, FINE_BINS)
+    n, pn = bin_distribution(out, FINE_BINS)
+    clipped = float(pn @ (1.0 - inp.cdf(window - n)))
+    if not np.any(l[:, None] + n[None, :] > window):
+        base = _product(inp, out, max_bins)
+        return JointLengths(base.input_tokens, base.output_tokens, base.prob, clipped)
+    ll, nn = np.meshgrid(l, n, indexing="ij")
+    lc, nc = clip_to_window(ll.ravel(), nn.ravel(), window)
+    return _joint_from_points(lc, nc, np.outer(pl, pn).ravel(), max_bins, clipped)
+
+
+# ---------------------------------------------------------------------------------------- sampling
+def _sample_dist(dist: ParametricDist, n: int, rng: np.random.Generator) -> IntArray:
+    point = dist.point_value()
+    if isinstance(dist, UniformDist):
+        return rng.integers(dist.min, dist.max + 1, size=n, dtype=np.int64)
+    if point is not None:
+        return np.full(n, round(point), dtype=np.int64)
+    lo, hi = max(1, math.ceil(dist.lower)), math.floor(dist.upper)
+    return np.clip(np.rint(dist.ppf(rng.random(n))), lo, hi).astype(np.int64)
+
+
+def sample(spec: WorkloadSpec, n: int, rng: np.random.Generator, *,
+           context_window: int | None = None) -> tuple[IntArray, IntArray]:
+    """``n`` requests' (input, output) token counts; a trace is resampled with replacement.
+
+    Uses only the ``rng`` passed in (no global state); clipping as in :func:`discretize`.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    laws = spec.parametric()
+    if laws is None:
+        assert spec.trace is not None
+        trace = load_trace(spec.trace.file)
+        idx = rng.integers(0, trace.input_tokens.size, size=n)
+        l, o = trace.input_tokens[idx].copy(), trace.output_tokens[idx].copy()
+    else:
+        l, o = _sample_dist(laws[0], n, rng), _sample_dist(laws[1], n, rng)
+    if context_window is not None:
+        lc, oc = clip_to_window(l.astype(float), o.astype(float), context_window)
+        l, o = lc.astype(np.int64), oc.astype(np.int64)
+    return l, o
+
+
+def trace_arrivals_s(spec: WorkloadSpec) -> FloatArray:
+    """Arrival times (s) of a trace workload with ``arrival: trace``."""
+    if spec.trace is None or spec.arrival != "trace":
+        raise SpecError("arrival times exist only for arrival: trace with a trace file",
+                        field="arrival")
+    arrival = load_trace(spec.trace.file).arrival_s
+    if arrival is None:
+        raise SpecError("trace has no arrival_s column", source=str(spec.trace.file), field="arrival")
+    return arrival
