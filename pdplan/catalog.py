@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -96,7 +96,7 @@ class Catalog:
 
 
 def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
-    spec = _load_cached(cls, str(path.resolve()) if path.exists() else str(path))
+    spec = cast(SpecT, _load_cached(cls, str(path.resolve()) if path.exists() else str(path)))
     declared = str(getattr(spec, "name", "")).lower()
     if not by_path and declared != path.stem.lower():
         raise SpecError(

@@ -16,11 +16,14 @@ from typer._click import exceptions as click_exceptions
 from pdplan import __version__
 from pdplan.cli_catalog import hardware_app, models_app, validate
 from pdplan.cli_common import stderr_console
+from pdplan.cli_perf import calibrate, roofline
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 
 HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.
 
 Exit codes: 0 success · 1 bug · 2 bad input · 3 no feasible plan.
+
+Example: pdplan hardware list --format json
 """
 
 app = typer.Typer(
@@ -33,6 +36,8 @@ app = typer.Typer(
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 app.command("validate")(validate)
+app.command("roofline")(roofline)
+app.command("calibrate")(calibrate)
 
 
 def _version(value: bool) -> None:

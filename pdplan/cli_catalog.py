@@ -7,16 +7,30 @@ from typing import Annotated, Any
 
 import typer
 
-from pdplan.catalog import Catalog
-from pdplan.cli_common import FormatOpt, HardwareDbOpt, OutputOpt, catalog_from, emit
-from pdplan.errors import SpecError
+from pdplan.catalog import Catalog, looks_like_path
+from pdplan.cli_common import (
+    FormatOpt,
+    HardwareDbOpt,
+    OutputOpt,
+    catalog_from,
+    emit,
+    stderr_console,
+)
+from pdplan.errors import SpecError, UnknownNameError
 from pdplan.render import Format
 from pdplan.specs.hardware import GpuSpec, LinkSpec
+from pdplan.specs.loading import read_yaml_mapping
 from pdplan.specs.model import ModelSpec
 from pdplan.validation import validate_files
 
-hardware_app = typer.Typer(help="GPUs and links in the hardware catalogue.", no_args_is_help=True)
-models_app = typer.Typer(help="Model presets (or your own YAML / HF config.json).", no_args_is_help=True)
+hardware_app = typer.Typer(
+    help="GPUs and links in the hardware catalogue.\n\nExample: pdplan hardware show h100-sxm",
+    no_args_is_help=True,
+)
+models_app = typer.Typer(
+    help="Model presets (or your own YAML / HF config.json).\n\nExample: pdplan models list",
+    no_args_is_help=True,
+)
 
 KindOpt = Annotated[str, typer.Option("--kind", help="What to list: gpus or links.")]
 
@@ -74,6 +88,27 @@ def hardware_list(
          document=[s.model_dump(mode="json") for s in specs], title=f"pdplan {kind}")
 
 
+def _is_link_file(path: Path) -> bool:
+    """True if a hardware file given by path is a link (a broken file is left to the GPU loader)."""
+    try:
+        data = read_yaml_mapping(path)
+    except SpecError:
+        return False
+    return "line_rate_bytes_per_s" in data and "bf16_flops_per_s" not in data
+
+
+def _hardware_spec(catalog: Catalog, name: str) -> GpuSpec | LinkSpec:
+    """A GPU or link by name (either catalogue) or by path (kind read from the file)."""
+    if looks_like_path(name):
+        return catalog.link(name) if _is_link_file(Path(name)) else catalog.gpu(name)
+    key = name.strip().lower()
+    if key in catalog.names("link"):
+        return catalog.link(name)
+    if key in catalog.names("gpu"):
+        return catalog.gpu(name)
+    raise UnknownNameError("gpu or link", name, [*catalog.names("gpu"), *catalog.names("link")])
+
+
 @hardware_app.command("show")
 def hardware_show(
     name: Annotated[str, typer.Argument(help="GPU or link name, or a path to a YAML file.")],
@@ -85,12 +120,7 @@ def hardware_show(
 
     Example: pdplan hardware show h100-sxm --format json
     """
-    catalog = catalog_from(hardware_db)
-    spec: GpuSpec | LinkSpec
-    if name.strip().lower() in catalog.names("link"):
-        spec = catalog.link(name)
-    else:
-        spec = catalog.gpu(name)
+    spec = _hardware_spec(catalog_from(hardware_db), name)
     document = spec.model_dump(mode="json")
     records = [{"field": key, "value": value, "source": spec.sources.get(key, "")}
                for key, value in document.items() if key not in ("sources",)]
@@ -174,4 +204,10 @@ def validate(
         "files": records,
     }
     emit(fmt, output, records=records, document=document, title="pdplan validate")
+    bad = [r for r in result.files if not r.ok]
+    if bad:  # exit 2 always comes with one stderr line naming the (first) bad file
+        n_more = len(bad) - 1
+        more = f" (and {n_more} more invalid file{'s' if n_more > 1 else ''})" if n_more else ""
+        message = " ".join(f"{bad[0].error}{more}".split())
+        stderr_console.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
     return 0 if result.ok else 2

@@ -1,11 +1,12 @@
 """Read a Hugging Face ``config.json`` into a :class:`~pdplan.specs.model.ModelSpec`.
 
-One builder per supported ``model_type`` maps HF keys to ModelSpec fields, following the module layout of
-the matching ``transformers`` model. A key the builder needs and the file lacks is an error naming the key.
-A few keys may be absent from real configs because ``transformers`` fills them with a class default
-(``tie_word_embeddings``, bias flags, ``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads); those
-defaults are applied explicitly and listed in the resulting spec's ``notes``. Features pdplan does not
-model (sliding-window attention, OPT's embedding projection, MLA attention biases) raise SpecError.
+One builder per supported ``model_type`` maps HF keys to ModelSpec fields, following the module
+layout of the matching ``transformers`` model. A key the builder needs and the file lacks is an
+error naming the key. Some keys may be absent from real configs because ``transformers`` fills them
+with a class default (``tie_word_embeddings``, bias flags, ``num_key_value_heads`` = heads,
+``head_dim`` = hidden / heads); those defaults are applied explicitly and listed in the spec's
+``notes``. Features pdplan does not model (sliding-window attention, OPT's embedding projection,
+MLA attention biases) raise SpecError.
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ def _rope_decoder(c: _Config, *, qkv_bias: bool, o_bias: bool, head_dim: int) ->
     return {
         "num_layers": c.get_int("num_hidden_layers"), "hidden_size": c.get_int("hidden_size"),
         "num_attention_heads": heads, "num_kv_heads": c.get_int("num_key_value_heads", heads),
-        "head_dim": head_dim, "intermediate_size": c.get_int("intermediate_size"), "gated_mlp": True,
-        "vocab_size": c.get_int("vocab_size"), "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.get_int("max_position_embeddings"), "position_embedding": "rope",
-        "norm": "rmsnorm", "qkv_bias": qkv_bias, "o_bias": o_bias,
+        "head_dim": head_dim, "intermediate_size": c.get_int("intermediate_size"),
+        "gated_mlp": True, "vocab_size": c.get_int("vocab_size"),
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
+        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "position_embedding": "rope", "norm": "rmsnorm", "qkv_bias": qkv_bias, "o_bias": o_bias,
     }
 
 
@@ -114,8 +116,9 @@ def _mistral(c: _Config) -> Fields:
 
 
 def _mixtral(c: _Config) -> Fields:
-    moe = {"num_experts": c.get_int("num_local_experts"), "experts_per_token": c.get_int("num_experts_per_tok"),
-           "expert_intermediate_size": c.get_int("intermediate_size")}
+    moe = {"num_experts": c.get_int("num_local_experts"),
+           "experts_per_token": c.get_int("num_experts_per_tok"),
+           "expert_intermediate_size": c.get_int("intermediate_size")}  # Mixtral: FFN = expert
     return {**_mistral(c), "moe": moe}
 
 
@@ -127,11 +130,12 @@ def _qwen2(c: _Config) -> Fields:
 def _qwen3(c: _Config) -> Fields:
     c.reject_sliding_window(flag="use_sliding_window")
     bias = c.get_bool("attention_bias", False)
-    return {**_rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim")), "qk_norm": True}
+    fields = _rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
+    return {**fields, "qk_norm": True}
 
 
 def _qwen_moe_block(c: _Config) -> Fields | None:
-    """Qwen MoE layer rule: layer i is MoE unless i ∈ mlp_only_layers or (i+1) % decoder_sparse_step."""
+    """Qwen rule: layer i is MoE unless i ∈ mlp_only_layers or (i+1) % decoder_sparse_step."""
     experts = c.get_int("num_experts")
     if experts == 0:
         return None
@@ -154,15 +158,18 @@ def _qwen3_next(c: _Config) -> Fields:
                           "shared_expert_gate": True}
     la: Fields = {
         "kind": "gated_deltanet", "num_key_heads": c.get_int("linear_num_key_heads"),
-        "num_value_heads": c.get_int("linear_num_value_heads"), "key_head_dim": c.get_int("linear_key_head_dim"),
-        "value_head_dim": c.get_int("linear_value_head_dim"), "conv_kernel_size": c.get_int("linear_conv_kernel_dim"),
+        "num_value_heads": c.get_int("linear_num_value_heads"),
+        "key_head_dim": c.get_int("linear_key_head_dim"),
+        "value_head_dim": c.get_int("linear_value_head_dim"),
+        "conv_kernel_size": c.get_int("linear_conv_kernel_dim"),
         "state_dtype_bytes": 4, "conv_state_dtype_bytes": 2,
     }
     c.defaults.append("linear-attention state fp32, conv state bf16 (pdplan assumption)")
     types = c.data.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or not set(types) <= {"full_attention", "linear_attention"}:
-            raise c.error("layer_types", "must list 'full_attention' / 'linear_attention' per layer")
+            raise c.error("layer_types", "must list 'full_attention' or 'linear_attention' "
+                          "for each layer")
         la["full_attention_layers"] = [i for i, t in enumerate(types) if t == "full_attention"]
     else:
         la["full_attention_interval"] = c.get_int("full_attention_interval")
@@ -177,15 +184,17 @@ def _deepseek_v3(c: _Config) -> Fields:
     layers, first = c.get_int("num_hidden_layers"), c.get_int("first_k_dense_replace")
     freq, shared = c.get_int("moe_layer_freq", 1), c.get_int("n_shared_experts", 0)
     fields["moe"] = {
-        "num_experts": c.get_int("n_routed_experts"), "experts_per_token": c.get_int("num_experts_per_tok"),
+        "num_experts": c.get_int("n_routed_experts"),
+        "experts_per_token": c.get_int("num_experts_per_tok"),
         "expert_intermediate_size": c.get_int("moe_intermediate_size"),
         # DeepSeek builds its n shared experts as one MLP of width n·moe_intermediate_size
         "num_shared_experts": min(shared, 1),
         "shared_expert_intermediate_size": c.get_int("moe_intermediate_size") * shared,
         "first_dense_layers": first, "dense_layers": [i for i in range(first, layers) if i % freq],
     }
-    fields["mla"] = {"kv_lora_rank": c.get_int("kv_lora_rank"), "q_lora_rank": c.opt_int("q_lora_rank"),
-                     "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": c.get_int("v_head_dim")}
+    fields["mla"] = {"kv_lora_rank": c.get_int("kv_lora_rank"),
+                     "q_lora_rank": c.opt_int("q_lora_rank"), "qk_rope_head_dim": rope,
+                     "qk_nope_head_dim": nope, "v_head_dim": c.get_int("v_head_dim")}
     return {**fields, "num_mtp_layers": c.get_int("num_nextn_predict_layers", 0)}
 
 
@@ -195,7 +204,8 @@ def _layernorm_decoder(c: _Config, *, hidden: int, heads: int, layers: int, bias
         raise c.error("num_attention_heads", f"{heads} does not divide hidden_size {hidden}")
     return {"num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
             "num_kv_heads": heads, "head_dim": hidden // heads, "gated_mlp": False,
-            "vocab_size": c.get_int("vocab_size"), "norm": "layernorm", "qkv_bias": bias, "o_bias": bias}
+            "vocab_size": c.get_int("vocab_size"), "norm": "layernorm", "qkv_bias": bias,
+            "o_bias": bias}
 
 
 def _opt(c: _Config) -> Fields:
@@ -218,7 +228,8 @@ def _bloom(c: _Config) -> Fields:
     base = _layernorm_decoder(c, hidden=hidden, heads=c.first_int("n_head", "num_attention_heads"),
                               layers=c.first_int("n_layer", "num_hidden_layers"), bias=True)
     if not c.has("seq_length"):
-        c.defaults.append("context 2048 (BLOOM training length, arXiv:2211.05100; ALiBi has no limit)")
+        c.defaults.append("context 2048 (BLOOM training length, arXiv:2211.05100; ALiBi itself "
+                          "has no position limit)")
     return {**base, "intermediate_size": 4 * hidden, "mlp_bias": True, "embedding_norm": True,
             "tie_word_embeddings": c.get_bool("tie_word_embeddings", True),
             "max_position_embeddings": c.get_int("seq_length") if c.has("seq_length") else 2048,
@@ -226,11 +237,14 @@ def _bloom(c: _Config) -> Fields:
 
 
 def _gpt_neox(c: _Config) -> Fields:
-    base = _layernorm_decoder(c, hidden=c.get_int("hidden_size"), heads=c.get_int("num_attention_heads"),
-                              layers=c.get_int("num_hidden_layers"), bias=c.get_bool("attention_bias", True))
+    base = _layernorm_decoder(c, hidden=c.get_int("hidden_size"),
+                              heads=c.get_int("num_attention_heads"),
+                              layers=c.get_int("num_hidden_layers"),
+                              bias=c.get_bool("attention_bias", True))
     return {**base, "intermediate_size": c.get_int("intermediate_size"), "mlp_bias": True,
             "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-            "max_position_embeddings": c.get_int("max_position_embeddings"), "position_embedding": "rope"}
+            "max_position_embeddings": c.get_int("max_position_embeddings"),
+            "position_embedding": "rope"}
 
 
 _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
@@ -269,7 +283,7 @@ def _default_name(path: Path) -> tuple[str, str]:
 def load_hf_config(path: str | Path, *, name: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json (model_type in SUPPORTED_MODEL_TYPES).
 
-    The id is ``name`` if given, else derived from the file name (or its folder for ``config.json``).
+    The id is ``name`` if given, else the file name (its folder's for ``.../config.json``).
     Raises SpecError naming the file and the key on unreadable files, bad JSON, unsupported
     model_type, missing keys or values the spec rejects.
     """
@@ -288,6 +302,7 @@ def load_hf_config(path: str | Path, *, name: str | None = None) -> ModelSpec:
     notes = f"Converted from config.json (model_type {model_type})."
     if cfg.defaults:
         notes += " Defaults applied: " + "; ".join(cfg.defaults) + "."
-    fields |= {"schema_version": 1, "name": name or ident, "display_name": label, "family": model_type,
-               "source": f"Hugging Face config.json: {source}", "notes": notes}
+    fields |= {"schema_version": 1, "name": name or ident, "display_name": label,
+               "family": model_type, "source": f"Hugging Face config.json: {source}",
+               "notes": notes}
     return ModelSpec.from_mapping(fields, source=source)

@@ -13,7 +13,7 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from rich.table import Table
 from pdplan.errors import SpecError
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """Output formats shared by every command (``--format``)."""
 
     table = "table"
@@ -147,7 +147,14 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

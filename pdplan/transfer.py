@@ -1,50 +1,48 @@
-"""KV-cache transfer prefill → decode: bytes per request, link time, and the part that adds to TTFT.
+"""KV-cache transfer prefill → decode: bytes per request, link time, and the part adding to TTFT.
 
-Pure numpy, vectorised over prompt lengths ``l`` (any array shape); every knob is a parameter, no default
-number lives here (link facts come from the link YAML, overheads from the caller). SI units throughout.
+Pure numpy, vectorised over prompt lengths ``l`` (any shape). No default number lives here: link
+facts come from the link YAML, overheads and prefill times from the caller. SI units throughout.
 
-**Bytes** (ARCHITECTURE §2). ``B(l) = l·kvb·r_d + state``: ``kvb`` = KV bytes per token over all KV
-layers, ``state`` = fixed recurrent state of linear-attention layers (hybrids), ``r_d = tp_d·⌈n_kv/tp_d⌉/n_kv``
-the decode-side replication: with GQA and ``tp_d > n_kv`` every decode GPU needs a whole K/V head, so each
-head is sent to ``tp_d/n_kv`` GPUs (for MLA the latent is one shared "head", ``n_kv = 1``: sent ``tp_d``
-times). Prefill-side replicas are not re-sent. The state is head-sharded and never replicated.
-DistServe §1.7 check: OPT-66B 2·64·9216·2 B/token × 512 = 1.125 GiB.
+**Bytes** (ARCHITECTURE §2): ``B(l) = l·kvb·r_d + state``. ``kvb`` = KV bytes/token over all KV
+layers; ``state`` = fixed linear-attention state of hybrids (head-sharded, never replicated);
+``r_d = tp_d·⌈n_kv/tp_d⌉/n_kv``: with GQA and ``tp_d > n_kv`` each decode GPU needs a whole K/V
+head, so each head goes to ``tp_d/n_kv`` GPUs (MLA: one shared latent, ``n_kv = 1``, sent ``tp_d``
+times). Prefill-side replicas are sent once. OPT-66B: 2·64·9216·2 B/token × 512 = 1.125 GiB.
 
-**Link** (Hockney α–β model). A transfer uses ``lanes = min(nics_prefill, nics_decode)`` NICs (or NVLink/
-PCIe ports) in parallel, one per GPU by default (rail-optimised 1:1 GPU↔NIC, DGX/HGX layout): effective
-``BW = line_rate·efficiency·lanes``. KV sits in per-layer buffers split by head over TP ranks, so one
-granularity unit needs ``L·max(tp_p, tp_d)`` messages (one per layer per overlapping shard pair). α is
-charged per message, serialised per lane — conservative for pipelined RDMA, right for per-message
-software overhead and for request/response transports. A unit of ``b`` bytes and ``m`` messages takes
-``s = α·⌈m/lanes⌉ + b/BW + relayout``. TP mismatch (``tp_p ≠ tp_d``): the decode GPU rewrites what it got
-into its own head layout, a read and a write of its share: ``relayout = 2·B/(tp_d·HBM_BW)``, folded into
-``s`` per unit (one serial stage — conservative).
+**Link** (Hockney α–β). A transfer uses ``lanes = min(nics_p, nics_d)`` NICs/ports, by default one
+per GPU (rail-optimised 1:1 GPU↔NIC, as DGX/HGX): ``BW = line_rate·efficiency·lanes``. KV lives in
+per-layer buffers split by head over TP ranks, so a unit of work needs ``L·max(tp_p, tp_d)``
+messages (one per layer per overlapping shard pair). α is charged per message, serialised per lane:
+conservative for pipelined RDMA, right for per-message software cost and request/response
+transports. A unit of ``b`` bytes and ``m`` messages takes ``s = α·⌈m/lanes⌉ + b/BW + relayout``.
+TP mismatch: the decode GPU rewrites its share into its own head layout (read + write),
+``relayout = 2·B/(tp_d·HBM_d)``, folded into ``s`` per unit (one serial stage, conservative).
 
-**Granularity → exposed time** (what adds to TTFT after prefill of duration ``T_p``):
+**Granularity → exposed time** (what adds to TTFT after a prefill of ``T_p``):
 
-* ``request``: everything after prefill, ``exposed = time_s = α·⌈L·m_l/lanes⌉ + B/BW + relayout``.
-* ``layer``: layer ``i`` is ready at ``i·c`` (``c = T_p/L``) and sends take ``s`` each, FIFO on the link:
-  ``F_i = max(F_{i−1}, i·c) + s``. Unrolling, ``F_L = max_k [k·c + (L−k+1)·s]``, hence exactly
-  ``exposed = F_L − L·c = s + max(0, (L−1)(s − c))``: the last layer's share when the link keeps up,
-  plus the accumulated lag when it does not (≤ L·s = time_s). A per-layer sync cost (event + proxy
-  signal, Splitwise's measured ~5–8 ms constant is dominated by such costs) is reported in
+* ``request``: all after prefill, ``exposed = time_s = α·L·⌈m_l/lanes⌉ + B/BW + relayout``.
+* ``layer``: layer ``i`` is ready at ``i·c`` (``c = T_p/L``), sends take ``s`` each, FIFO:
+  ``F_i = max(F_{i−1}, i·c) + s`` ⇒ ``F_L = max_k [k·c + (L−k+1)·s]`` ⇒ exactly
+  ``exposed = F_L − L·c = s + max(0, (L−1)(s − c))``: the last layer's share if the link keeps
+  up, plus the accumulated lag if not (≤ ``L·s = time_s``). A per-layer sync cost (event + proxy
+  signal; Splitwise's ~5–8 ms constant is dominated by such costs) goes to
   ``prefill_extra_s = L·layer_sync_overhead_s``.
 * ``chunk`` (chunked prefill, budget C): ``n = ⌈l/C⌉`` chunks, compute split per token
-  (``c = T_p·C/l``, last chunk ``c_last = T_p·r/l`` with ``r = l − (n−1)C``; attention growth ignored).
-  The first ``n−1`` chunks form the uniform pipeline above, the last one (with the state) follows:
-  ``exposed = max(0, s + max(0, (n−2)(s − c)) − c_last) + s_last`` (``= s_last`` for n = 1).
-  Chunking cost on prefill (caller adds it): ``(n−1)·chunk_overhead_s`` (launch, weight re-read) plus
-  re-reading earlier KV, chunk ``j`` reads ``j·C`` tokens of its shard: ``C·n(n−1)/2·kvb_gpu/HBM_BW``
-  with ``kvb_gpu = kvb·r_p/tp_p`` — a memory-traffic upper bound (QUEUEING §1.4, S = ⌈l/C⌉a + bl + c'l²).
+  (``c = T_p·C/l``, ``c_last = T_p·r/l``, ``r = l − (n−1)C``; attention growth ignored). The
+  first ``n−1`` chunks are the uniform pipeline above, the last (with the state) follows:
+  ``exposed = max(0, s + max(0, (n−2)(s − c)) − c_last) + s_last`` (``s_last`` if n = 1).
+  Chunking cost on prefill, for the caller to add: ``(n−1)·chunk_overhead_s`` (launches, weight
+  re-read) + re-reading earlier KV, chunk ``j`` reads ``j·C`` tokens of its shard:
+  ``C·n(n−1)/2·kvb·r_p/(tp_p·HBM_p)`` — a memory-traffic upper bound (QUEUEING §1.4).
 
-Note: with ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer prefill hides a
+With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer prefill hides a
 latency-bound link); the completion time ``T_p + exposed`` never does.
 
-**Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill instances feed ``y`` decode instances through an
-even router: ``ρ_decode = λ·E[B]/(y·BW_d)``, ``ρ_prefill = (λ/x)·E[B]/BW_p``, ``BW_side =
-line_rate·efficiency·nics_side``. The busier side is one FCFS M/G/1 server on work, service
-``S = latency + B/BW_side``; Pollaczek–Khinchine ``E[W] = λE[S²]/(2(1−ρ))``. It is always modelled (at
-low ρ the wait is ≈ 0), and the service-time distribution is returned for the FFT machinery.
+**Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill feed ``y`` decode instances, evenly:
+``ρ_d = λ·E[B]/(y·BW_d)``, ``ρ_p = (λ/x)·E[B]/BW_p`` with ``BW_side = line_rate·eff·nics_side``.
+The busier side is one FCFS M/G/1 server on work, ``S = latency + B/BW_side``; Pollaczek–Khinchine
+``E[W] = λE[S²]/(2(1−ρ))``. Always modelled (at low ρ the wait is ≈ 0); the service-time
+distribution is returned for the FFT waiting-time machinery.
 """
 
 from __future__ import annotations
@@ -65,7 +63,7 @@ GRANULARITIES: tuple[Granularity, ...] = ("request", "layer", "chunk")
 
 
 class LinkLike(Protocol):
-    """What transfer needs of a :class:`pdplan.specs.hardware.LinkSpec` (per port, per direction)."""
+    """What transfer needs of a :class:`pdplan.specs.hardware.LinkSpec` (per port, per dir)."""
 
     @property
     def line_rate_bytes_per_s(self) -> float: ...
@@ -95,7 +93,7 @@ def _require(ok: bool, field: str, message: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class KvShape:
-    """What is sent: unsharded KV bytes/token (all KV layers), layers, K/V heads (1 for MLA), state."""
+    """What is sent: unsharded KV bytes/token (all KV layers), layers, K/V heads, state."""
 
     kv_bytes_per_token: float
     num_layers: int
@@ -110,7 +108,7 @@ class KvShape:
 
 
 def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
-    """KvShape of a model spec; MLA's shared latent counts as one K/V head (replicated on every rank)."""
+    """KvShape of a model spec; MLA's latent counts as one K/V head (replicated on every rank)."""
     heads = 1 if model.attention_kind == "mla" else model.num_kv_heads
     return KvShape(model.kv_bytes_per_token(kv_dtype_bytes), model.num_layers, heads,
                    model.linear_state_bytes_per_sequence())
@@ -118,7 +116,9 @@ def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
 
 @dataclass(frozen=True, slots=True)
 class TransferConfig:
-    """How the KV moves. ``nics_*`` None → one NIC/port per GPU of that side (= its TP)."""
+    """How the KV moves. ``nics_*`` None → one NIC/port per GPU of that side (= its TP).
+    ``decode_hbm_bytes_per_s`` is needed when tp_p ≠ tp_d (re-layout), ``prefill_hbm_bytes_per_s``
+    for chunk granularity (KV re-read)."""
 
     granularity: Granularity = "request"
     prefill_tp: int = 1
@@ -128,6 +128,8 @@ class TransferConfig:
     chunk_tokens: int | None = None
     layer_sync_overhead_s: float = 0.0
     chunk_overhead_s: float = 0.0
+    prefill_hbm_bytes_per_s: float | None = None
+    decode_hbm_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.granularity in GRANULARITIES, "granularity",
@@ -139,6 +141,12 @@ class TransferConfig:
                  "granularity 'chunk' needs chunk_tokens (the chunked-prefill budget C)")
         _require(self.layer_sync_overhead_s >= 0.0, "layer_sync_overhead_s", "must be >= 0")
         _require(self.chunk_overhead_s >= 0.0, "chunk_overhead_s", "must be >= 0")
+        _require(self.prefill_tp == self.decode_tp or (self.decode_hbm_bytes_per_s or 0.0) > 0.0,
+                 "decode_hbm_bytes_per_s", "TP re-layout (prefill_tp != decode_tp) needs the "
+                 "decode GPU's HBM bandwidth (> 0)")
+        _require(self.granularity != "chunk" or (self.prefill_hbm_bytes_per_s or 0.0) > 0.0,
+                 "prefill_hbm_bytes_per_s", "chunk granularity needs the prefill GPU's HBM "
+                 "bandwidth (> 0) for the KV re-read")
 
     @property
     def side_nics(self) -> tuple[int, int]:
@@ -152,7 +160,7 @@ class TransferConfig:
 
 
 def replication_factor(num_kv_heads: int, tp: int) -> float:
-    """Copies of the KV held by ``tp`` ranks: ``tp·⌈n_kv/tp⌉/n_kv`` (1 if tp | n_kv; 8 heads, tp 16 → 2)."""
+    """KV copies held by ``tp`` ranks: ``tp·⌈n_kv/tp⌉/n_kv`` (1 if tp | n_kv; 8 heads, tp 16: 2)."""
     return tp * math.ceil(num_kv_heads / tp) / num_kv_heads
 
 
@@ -164,8 +172,9 @@ def effective_bandwidth_bytes_per_s(link: LinkLike, nics: int) -> float:
     return link.line_rate_bytes_per_s * link.efficiency * nics
 
 
-def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape, decode_tp: int = 1) -> FloatArray:
-    """Bytes on the link: ``l·kvb·r_d + state``. OPT-66B, 512 tokens, fp16: 1,207,959,552 B (1.125 GiB)."""
+def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape,
+                         decode_tp: int = 1) -> FloatArray:
+    """Bytes on the link: ``l·kvb·r_d + state``. OPT-66B, 512 tokens, fp16: 1,207,959,552 B."""
     tokens = np.asarray(prompt_tokens, dtype=np.float64)
     rep = replication_factor(kv.num_kv_heads, decode_tp)
     return tokens * kv.kv_bytes_per_token * rep + kv.state_bytes_per_sequence
@@ -217,7 +226,7 @@ def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike,
 
 def _chunk_exposed(tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig,
                    send: tuple[float, float, float]) -> tuple[FloatArray, FloatArray]:
-    """(exposed_s, n_chunks) for chunk granularity; ``send`` = (α per chunk, s per token, s state)."""
+    """(exposed_s, n_chunks) for chunks; ``send`` = (α per chunk, s per token, s for state)."""
     alpha_chunk, per_token_s, state_s = send
     size = float(cfg.chunk_tokens or 1)
     n = np.ceil(tokens / size)
@@ -231,30 +240,27 @@ def _chunk_exposed(tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfi
     return np.asarray(exposed, dtype=np.float64), n
 
 
-def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig,
-                           hbm_bytes_per_s: float) -> FloatArray:
-    """``(n−1)·overhead + C·n(n−1)/2·kvb_gpu/HBM`` (re-read of earlier chunks' KV shard)."""
-    kvb_gpu = kv.kv_bytes_per_token * replication_factor(kv.num_kv_heads, cfg.prefill_tp) / cfg.prefill_tp
-    reread = float(cfg.chunk_tokens or 1) * n * (n - 1.0) / 2.0 * kvb_gpu / hbm_bytes_per_s
+def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig) -> FloatArray:
+    """``(n−1)·overhead + C·n(n−1)/2·kvb_gpu/HBM_p`` (re-read of earlier chunks' KV shard)."""
+    rep = replication_factor(kv.num_kv_heads, cfg.prefill_tp)
+    kvb_gpu = kv.kv_bytes_per_token * rep / cfg.prefill_tp
+    reread = (float(cfg.chunk_tokens or 1) * n * (n - 1.0) / 2.0 * kvb_gpu
+              / (cfg.prefill_hbm_bytes_per_s or 1.0))
     return np.asarray((n - 1.0) * cfg.chunk_overhead_s + reread, dtype=np.float64)
 
 
-def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None, cfg: TransferConfig,
-                     hbm_bytes_per_s: float | None) -> None:
+def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None,
+                     cfg: TransferConfig) -> None:
     _require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens",
              "must be finite and > 0")
-    needs_prefill = cfg.granularity != "request"
-    _require(not needs_prefill or prefill_s is not None, "prefill_time_s",
+    _require(cfg.granularity == "request" or prefill_s is not None, "prefill_time_s",
              f"granularity {cfg.granularity!r} overlaps with prefill: give the prefill time")
     _require(prefill_s is None or bool(np.all(prefill_s >= 0.0)), "prefill_time_s", "must be >= 0")
-    needs_hbm = cfg.prefill_tp != cfg.decode_tp or cfg.granularity == "chunk"
-    _require(not needs_hbm or (hbm_bytes_per_s or 0.0) > 0.0, "hbm_bytes_per_s",
-             "TP re-layout and chunk re-read need the GPU's HBM bandwidth (> 0)")
 
 
 @dataclass(frozen=True, slots=True)
 class _LinkCosts:
-    """α per layer-unit per lane, seconds per byte on the link (+ re-layout), re-layout per byte."""
+    """BW, α per layer-unit per lane, s per byte (link + re-layout), re-layout s per byte."""
 
     bandwidth_bytes_per_s: float
     alpha_layer_s: float
@@ -262,53 +268,50 @@ class _LinkCosts:
     relayout_per_byte_s: float
 
 
-def _link_costs(link: LinkLike, cfg: TransferConfig, hbm_bytes_per_s: float | None) -> _LinkCosts:
+def _link_costs(link: LinkLike, cfg: TransferConfig) -> _LinkCosts:
     bw = effective_bandwidth_bytes_per_s(link, cfg.lanes)
-    relayout = (2.0 / (cfg.decode_tp * (hbm_bytes_per_s or 1.0))
-                if cfg.prefill_tp != cfg.decode_tp else 0.0)
+    hbm_d = cfg.decode_hbm_bytes_per_s or 1.0
+    relayout = 2.0 / (cfg.decode_tp * hbm_d) if cfg.prefill_tp != cfg.decode_tp else 0.0
     shards_per_lane = math.ceil(max(cfg.prefill_tp, cfg.decode_tp) / cfg.lanes)
-    return _LinkCosts(bw, link.per_message_latency_s * shards_per_lane, 1.0 / bw + relayout, relayout)
+    alpha = link.per_message_latency_s * shards_per_lane
+    return _LinkCosts(bw, alpha, 1.0 / bw + relayout, relayout)
 
 
 def _overlap(tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape,
-             cfg: TransferConfig, cost: _LinkCosts,
-             hbm_bytes_per_s: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+             cfg: TransferConfig, cost: _LinkCosts) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(exposed_s, layer-units sent, prefill_extra_s) for layer or chunk granularity."""
     layers = float(kv.num_layers)
     if cfg.granularity == "layer":
         send = cost.alpha_layer_s + total / layers * cost.per_byte_s
         exposed = pipeline_exposed_s(layers, prefill_s / layers, send)
-        return exposed, np.full(tokens.shape, layers), np.full(tokens.shape,
-                                                               layers * cfg.layer_sync_overhead_s)
+        extra = np.full(tokens.shape, layers * cfg.layer_sync_overhead_s)
+        return exposed, np.full(tokens.shape, layers), extra
     rep = replication_factor(kv.num_kv_heads, cfg.decode_tp)
     send3 = (layers * cost.alpha_layer_s, kv.kv_bytes_per_token * rep * cost.per_byte_s,
              kv.state_bytes_per_sequence * cost.per_byte_s)
     exposed, n_chunks = _chunk_exposed(tokens, prefill_s, cfg, send3)
-    return exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg, hbm_bytes_per_s)
+    return exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg)
 
 
 def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
-                config: TransferConfig | None = None, *, prefill_time_s: npt.ArrayLike | None = None,
-                hbm_bytes_per_s: float | None = None) -> TransferResult:
-    """KV transfer for each prompt length (see module docstring for every formula).
-
-    ``prefill_time_s`` (broadcast against ``prompt_tokens``) is needed for layer/chunk granularity,
-    ``hbm_bytes_per_s`` (decode GPU for re-layout, prefill GPU for chunk re-read) when tp_p ≠ tp_d or
-    chunking. Mooncake: 40e9 B over 4×200 Gb/s at 0.87, request granularity → ≈0.46 s.
-    """
+                config: TransferConfig | None = None, *,
+                prefill_time_s: npt.ArrayLike | None = None) -> TransferResult:
+    """KV transfer for each prompt length (formulas in the module docstring). ``prefill_time_s``
+    (broadcast to ``prompt_tokens``) is needed for layer/chunk granularity.
+    Mooncake: 40e9 B over 4×200 Gb/s at 0.87, request granularity → 0.46 s."""
     cfg = config or TransferConfig()
     tokens = np.asarray(prompt_tokens, dtype=np.float64)
     prefill_s = None if prefill_time_s is None else np.broadcast_to(
         np.asarray(prefill_time_s, dtype=np.float64), tokens.shape)
-    _validate_inputs(tokens, prefill_s, cfg, hbm_bytes_per_s)
-    cost = _link_costs(link, cfg, hbm_bytes_per_s)
+    _validate_inputs(tokens, prefill_s, cfg)
+    cost = _link_costs(link, cfg)
     total = kv_bytes_per_request(tokens, kv, cfg.decode_tp)
-    full_s = kv.num_layers * cost.alpha_layer_s + total * cost.per_byte_s
     if prefill_s is None or cfg.granularity == "request":
-        exposed, units, extra = full_s, np.full(tokens.shape, float(kv.num_layers)), 0.0 * tokens
+        units = np.full(tokens.shape, float(kv.num_layers))
+        exposed = units * cost.alpha_layer_s + total * cost.per_byte_s
+        extra = np.zeros(tokens.shape)
     else:
-        exposed, units, extra = _overlap(tokens, total, prefill_s, kv, cfg, cost,
-                                         hbm_bytes_per_s or 1.0)
+        exposed, units, extra = _overlap(tokens, total, prefill_s, kv, cfg, cost)
     latency = units * cost.alpha_layer_s
     return TransferResult(
         prompt_tokens=tokens, bytes=total, time_s=latency + total * cost.per_byte_s,
@@ -398,7 +401,7 @@ def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None,
 def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | None, rate_rps: float,
                       num_prefill: int, num_decode: int, link: LinkLike,
                       config: TransferConfig | None = None) -> LinkQueue:
-    """Link queue at the busier side: arrivals ``λ/x`` or ``λ/y``, service ``latency + B/BW_side``."""
+    """Queue at the busier side: arrivals ``λ/x`` or ``λ/y``, service ``latency + B/BW_side``."""
     cfg = config or TransferConfig()
     nics_p, nics_d = cfg.side_nics
     bw_p = effective_bandwidth_bytes_per_s(link, nics_p)
@@ -412,18 +415,19 @@ def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | Non
 
 
 def transfer_for_request(kv: KvShape | ModelLike, tokens: float, link: LinkLike,
-                         config: TransferConfig | None = None, *, kv_dtype_bytes: float | None = None,
-                         prefill_time_s: float | None = None,
-                         hbm_bytes_per_s: float | None = None) -> dict[str, float | int | str]:
-    """One request, keyed as the ``pdplan transfer`` JSON contract: ``bytes``, ``time_s``, ``exposed_s``
-    (plus ``messages``, ``prefill_extra_s``, ``relayout_s``, ``bandwidth_bytes_per_s``, ``granularity``).
-    A model spec needs ``kv_dtype_bytes``."""
+                         config: TransferConfig | None = None, *,
+                         kv_dtype_bytes: float | None = None,
+                         prefill_time_s: float | None = None) -> dict[str, float | int | str]:
+    """One request, keyed as the ``pdplan transfer`` JSON contract (``bytes``, ``time_s``,
+    ``exposed_s``) plus ``messages``, ``prefill_extra_s``, ``relayout_s``,
+    ``bandwidth_bytes_per_s``, ``granularity``. A model spec needs ``kv_dtype_bytes``."""
     if not isinstance(kv, KvShape):
         _require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
         kv = kv_shape_from_model(kv, float(kv_dtype_bytes or 0.0))
     res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config,
-                      prefill_time_s=prefill_time_s, hbm_bytes_per_s=hbm_bytes_per_s)
+                      prefill_time_s=prefill_time_s)
     return {"bytes": float(res.bytes[0]), "time_s": float(res.time_s[0]),
             "exposed_s": float(res.exposed_s[0]), "messages": int(res.messages[0]),
-            "prefill_extra_s": float(res.prefill_extra_s[0]), "relayout_s": float(res.relayout_s[0]),
+            "prefill_extra_s": float(res.prefill_extra_s[0]),
+            "relayout_s": float(res.relayout_s[0]),
             "bandwidth_bytes_per_s": res.bandwidth_bytes_per_s, "granularity": res.granularity}

@@ -58,7 +58,7 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
     """Validate a workload mapping (a file, or a scenario's ``workload:`` block) into a spec.
 
     Relative trace paths resolve against ``base_dir``; a trace file is read once here so that its
-    errors surface at load time. Errors: :class:`SpecError`, one line naming ``source`` and the field.
+    errors surface at load time. Errors: one-line :class:`SpecError` naming ``source`` and field.
     """
     try:
         spec = WorkloadSpec.model_validate(data, context={"base_dir": base_dir})
@@ -66,11 +66,15 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
         field, message = first_error_line(err)
         if err.errors()[0]["type"] == "extra_forbidden":
             message += f"; allowed: {', '.join(allowed_fields(err.errors()[0]['loc']))}"
-        raise SpecError(message, source=source, field=field) from None
+        top = field == "(top level)"
+        raise SpecError(message, source=source, field=None if top else field) from None
     if spec.trace is not None:
-        trace = load_trace(spec.trace.file)
+        try:
+            trace = load_trace(spec.trace.file)
+        except SpecError as err:
+            raise SpecError(str(err), source=source, field="trace") from None
         if spec.arrival == "trace" and trace.arrival_s is None:
-            raise SpecError("arrival: trace needs an arrival_s column in the trace",
+            raise SpecError("the trace has no arrival_s column (needed by arrival: trace)",
                             source=source, field="arrival")
     return spec
 
@@ -85,11 +89,12 @@ def list_presets() -> dict[str, Path]:
     """Bundled workload presets: name -> YAML path (package data ``pdplan/workloads/*.yaml``)."""
     folder = resources.files("pdplan").joinpath("workloads")
     entries = [e for e in folder.iterdir() if e.name.endswith(".yaml")] if folder.is_dir() else []
-    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in sorted(entries, key=lambda e: e.name)}
+    entries.sort(key=lambda e: e.name)
+    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in entries}
 
 
 def load_preset_workload(name: str) -> WorkloadSpec:
-    """A bundled preset by name (``chat``, ``splitwise-coding``, ...); UnknownNameError suggests names."""
+    """A bundled preset by name (``chat``, ``splitwise-coding``, ...); unknown names get hints."""
     presets = list_presets()
     if name not in presets:
         raise UnknownNameError("workload preset", name, presets)
@@ -107,11 +112,11 @@ class TraceData:
 
 
 def load_trace(path: Path) -> TraceData:
-    """Read a trace CSV (header ``input_tokens,output_tokens[,arrival_s]``); SpecError names file/row."""
+    """Read a trace CSV (``input_tokens,output_tokens[,arrival_s]``); errors name file and row."""
     path = Path(path)
     if not path.is_file():
         what = "is a folder" if path.is_dir() else "not found"
-        raise SpecError(f"trace file {what}", source=str(path), field="trace.file")
+        raise SpecError(f"trace file {what}", source=str(path))
     stat = path.stat()
     return _load_trace_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
@@ -165,7 +170,8 @@ def _column(body: list[list[str]], header: list[str], name: str, path: str) -> F
     for i, row in enumerate(body):
         where = f"row {i + 2}, column {name}"
         if len(row) != len(header):
-            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}", source=path)
+            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}",
+                            source=path)
         try:
             value = float(row[j])
         except ValueError:
@@ -184,8 +190,9 @@ def _column(body: list[list[str]], header: list[str], name: str, path: str) -> F
 class JointLengths:
     """Joint histogram p(l, n) of input length l and output length n (token counts as floats).
 
-    ``input_tokens[K]`` and ``output_tokens[M]`` are increasing bin representatives (conditional means),
-    ``prob[K, M]`` sums to 1, ``clipped_fraction`` is the share of requests cut to the context window.
+    ``input_tokens[K]`` and ``output_tokens[M]`` are increasing bin representatives (conditional
+    means), ``prob[K, M]`` sums to 1, ``clipped_fraction`` is the share of requests cut to the
+    context window.
     """
 
     input_tokens: FloatArray
@@ -234,7 +241,7 @@ class JointLengths:
 
 
 def quantile_levels(max_bins: int) -> FloatArray:
-    """Probability edges: B − 3 equal bins over [0, 0.99] plus the tail bins at TAIL_LEVELS and 1."""
+    """Probability edges: B − 3 equal bins over [0, 0.99], then tail bins at TAIL_LEVELS and 1."""
     if max_bins < MIN_BINS:
         raise ValueError(f"max_bins must be >= {MIN_BINS}, got {max_bins}")
     body = np.linspace(0.0, TAIL_LEVELS[0], max_bins - len(TAIL_LEVELS) + 1)
@@ -242,7 +249,7 @@ def quantile_levels(max_bins: int) -> FloatArray:
 
 
 def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, FloatArray]:
-    """(representatives, probabilities) of one law: quantile bins, conditional means (mean exact)."""
+    """(representatives, probabilities) of one law: quantile bins, conditional means."""
     point = dist.point_value()
     if point is not None:
         return np.array([point]), np.array([1.0])
@@ -269,23 +276,27 @@ def bin_points(values: FloatArray, weights: FloatArray, max_bins: int
         mid = np.cumsum(w) - w / 2.0
         raw = np.searchsorted(quantile_levels(max_bins)[1:-1], mid, side="right")
         bin_of = np.unique(raw, return_inverse=True)[1]
-    p = np.bincount(bin_of, weights=w)
-    reps = np.bincount(bin_of, weights=w * uniq) / p
-    return reps, p, bin_of[inverse].astype(np.int64)
+    p = np.asarray(np.bincount(bin_of, weights=w), dtype=np.float64)
+    reps = np.asarray(np.bincount(bin_of, weights=w * uniq), dtype=np.float64) / p
+    first = np.searchsorted(bin_of, np.arange(p.size), side="left")
+    last = np.searchsorted(bin_of, np.arange(p.size), side="right") - 1
+    reps = np.clip(reps, uniq[first], uniq[last])  # a one-value bin is that value, exactly
+    return reps, p, np.asarray(bin_of[inverse], dtype=np.int64)
 
 
-def _joint_from_points(l: FloatArray, n: FloatArray, w: FloatArray, max_bins: int,
+def _joint_from_points(lin: FloatArray, n: FloatArray, w: FloatArray, max_bins: int,
                        clipped: float) -> JointLengths:
-    l_reps, _, l_idx = bin_points(l, w, max_bins)
+    l_reps, _, l_idx = bin_points(lin, w, max_bins)
     n_reps, _, n_idx = bin_points(n, w, max_bins)
     prob = np.zeros((l_reps.size, n_reps.size))
     np.add.at(prob, (l_idx, n_idx), w / w.sum())
     return JointLengths(l_reps, n_reps, prob, clipped)
 
 
-def clip_to_window(l: FloatArray, n: FloatArray, window: float) -> tuple[FloatArray, FloatArray]:
+def clip_to_window(lin: FloatArray, n: FloatArray, window: float
+                   ) -> tuple[FloatArray, FloatArray]:
     """Clip (input, output) so input + output <= window: output first, input only if it fills W."""
-    l_c = np.minimum(l, window - 1.0)
+    l_c = np.minimum(lin, window - 1.0)
     return l_c, np.minimum(n, window - l_c)
 
 
@@ -298,21 +309,22 @@ def _check_window(median_input: float, window: int | None) -> None:
 
 def discretize(spec: WorkloadSpec, *, max_bins: int = DEFAULT_MAX_BINS,
                context_window: int | None = None) -> JointLengths:
-    """Joint histogram p(l, n) with at most ``max_bins`` bins per axis (see the module docstring)."""
+    """Joint histogram p(l, n), at most ``max_bins`` bins per axis (see the module docstring)."""
     if context_window is not None and context_window < 2:
-        raise SpecError(f"context window {context_window} must be >= 2 tokens", field="context_window")
+        raise SpecError(f"context window {context_window} must be >= 2 tokens",
+                        field="context_window")
     laws = spec.parametric()
     if laws is None:
         assert spec.trace is not None
         trace = load_trace(spec.trace.file)
-        l, n = trace.input_tokens.astype(float), trace.output_tokens.astype(float)
-        _check_window(float(np.median(l)), context_window)
-        w = np.full(l.size, 1.0 / l.size)
+        lin, n = trace.input_tokens.astype(float), trace.output_tokens.astype(float)
+        _check_window(float(np.median(lin)), context_window)
+        w = np.full(lin.size, 1.0 / lin.size)
         clipped = 0.0
         if context_window is not None:
-            clipped = float(w[l + n > context_window].sum())
-            l, n = clip_to_window(l, n, context_window)
-        return _joint_from_points(l, n, w, max_bins, clipped)
+            clipped = float(w[lin + n > context_window].sum())
+            lin, n = clip_to_window(lin, n, context_window)
+        return _joint_from_points(lin, n, w, max_bins, clipped)
     inp, out = laws
     _check_window(inp.median_tokens(), context_window)
     if context_window is None or inp.upper + out.upper <= context_window:
@@ -321,9 +333,9 @@ def discretize(spec: WorkloadSpec, *, max_bins: int = DEFAULT_MAX_BINS,
 
 
 def _product(inp: ParametricDist, out: ParametricDist, max_bins: int) -> JointLengths:
-    l, pl = bin_distribution(inp, max_bins)
+    lin, pl = bin_distribution(inp, max_bins)
     n, pn = bin_distribution(out, max_bins)
-    return JointLengths(l, n, np.outer(pl, pn))
+    return JointLengths(lin, n, np.outer(pl, pn))
 
 
 def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int,
@@ -333,13 +345,13 @@ def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int,
     clipped_fraction = Σ_j p_j · P(L > W − n_j) over fine output bins with the exact input CDF
     (exact when the output length is fixed).
     """
-    l, pl = bin_distribution(inp, FINE_BINS)
+    lin, pl = bin_distribution(inp, FINE_BINS)
     n, pn = bin_distribution(out, FINE_BINS)
     clipped = float(pn @ (1.0 - inp.cdf(window - n)))
-    if not np.any(l[:, None] + n[None, :] > window):
+    if not np.any(lin[:, None] + n[None, :] > window):
         base = _product(inp, out, max_bins)
         return JointLengths(base.input_tokens, base.output_tokens, base.prob, clipped)
-    ll, nn = np.meshgrid(l, n, indexing="ij")
+    ll, nn = np.meshgrid(lin, n, indexing="ij")
     lc, nc = clip_to_window(ll.ravel(), nn.ravel(), window)
     return _joint_from_points(lc, nc, np.outer(pl, pn).ravel(), max_bins, clipped)
 
@@ -368,13 +380,13 @@ def sample(spec: WorkloadSpec, n: int, rng: np.random.Generator, *,
         assert spec.trace is not None
         trace = load_trace(spec.trace.file)
         idx = rng.integers(0, trace.input_tokens.size, size=n)
-        l, o = trace.input_tokens[idx].copy(), trace.output_tokens[idx].copy()
+        lin, out = trace.input_tokens[idx].copy(), trace.output_tokens[idx].copy()
     else:
-        l, o = _sample_dist(laws[0], n, rng), _sample_dist(laws[1], n, rng)
+        lin, out = _sample_dist(laws[0], n, rng), _sample_dist(laws[1], n, rng)
     if context_window is not None:
-        lc, oc = clip_to_window(l.astype(float), o.astype(float), context_window)
-        l, o = lc.astype(np.int64), oc.astype(np.int64)
-    return l, o
+        lc, oc = clip_to_window(lin.astype(float), out.astype(float), context_window)
+        lin, out = lc.astype(np.int64), oc.astype(np.int64)
+    return lin, out
 
 
 def trace_arrivals_s(spec: WorkloadSpec) -> FloatArray:
@@ -384,5 +396,6 @@ def trace_arrivals_s(spec: WorkloadSpec) -> FloatArray:
                         field="arrival")
     arrival = load_trace(spec.trace.file).arrival_s
     if arrival is None:
-        raise SpecError("trace has no arrival_s column", source=str(spec.trace.file), field="arrival")
+        raise SpecError("trace has no arrival_s column", source=str(spec.trace.file),
+                        field="arrival")
     return arrival

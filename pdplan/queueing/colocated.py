@@ -16,8 +16,9 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
 ``"chunked"`` (Sarathi-Serve stall-free batching, Agrawal et al. OSDI'24, arXiv 2403.02310): every
   step runs all B decodes plus ≤ C − B prefill tokens. ``τ̄ = t0/(1 − u_d − u_p)`` with
   ``u_p = λ(t_p E[L] + t_a E[L²]/2)``; chunk size ``c = C − N`` must be > 0; a chunk step costs
-  ``extra = c·(t_p + t_a·E[L²]/(2E[L]))`` more than a plain step (token-weighted mean prefix, so that
-  ``π·extra = u_p τ̄`` exactly), ``π = λE[L]τ̄/c`` is the fraction of steps carrying a chunk.
+  ``extra = c·(t_p + t_a·E[L²]/(2E[L]))`` more than a plain step (token-weighted mean
+  prefix, so that ``π·extra = u_p τ̄`` exactly), ``π = λE[L]τ̄/c`` is the fraction of steps carrying
+  a chunk.
   TTFT: prefill tokens are served c per chunk step, so an M/G/1 on ``S_c(L) = L·τ_chunk/c`` with
   τ_chunk = plain + extra (its utilisation π·τ_chunk/τ̄ ≥ π is the binding prefill-capacity bound;
   §3's ``λE[L] ≤ (C − N)/τ̄`` is the looser step-count form). TPOT: §2.4 load noise plus
@@ -128,7 +129,7 @@ def colocated_chunked(
     prefill_s_per_token: float,
     attention_s_per_token2: float,
 ) -> ColocatedResult:
-    """Sarathi-style chunked prefill with token budget C (t_p s/token, t_a s/token² of attention)."""
+    """Sarathi-style chunked prefill, token budget C (t_p s/token, t_a s/token² attention)."""
     rate = as_rates(rate_per_s)
     lin, p = workload.input_tokens, workload.prob
     el, el2 = float(p @ lin), float(p @ lin**2)

@@ -176,7 +176,7 @@ def _split_steps(n: FloatArray, mass: FloatArray, length: int) -> FloatArray:
 
 
 def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[FloatArray, FloatArray]:
-    """§2.4 linear-noise model: ``(Var X̄(n_i)`` per rate and bin ``[R, M]``, feedback factor ``[R])``."""
+    """§2.4 linear-noise model: ``Var X̄(n_i)`` ``[R, M]`` and the feedback factor F ``[R]``."""
     n_max = int(np.ceil(workload.decode_steps.max()))
     u_top = float(np.clip(state.utilisation.max(), 0.0, 0.999))
     length = min(_MAX_FFT, 2 ** int(np.ceil(np.log2(8.0 * (n_max + 2) / (1.0 - u_top)))))

@@ -4,12 +4,13 @@ Every model in :mod:`pdplan.queueing` returns one of three small frozen containe
 interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) and ``quantile(q)``
 (shape ``[R, *q.shape]``) — batched over ``R`` arrival rates:
 
-* :class:`WaitDistribution`: a queueing wait W on a uniform grid ``t_k = k·h`` (one ``h`` per rate)
-  with an atom ``P(W = 0)``; produced by the FFT Pollaczek–Khinchine/Beneš method (QUEUEING.md §1.2(1))
-  and by the M/G/c and round-robin variants built on it (§1.3).
+* :class:`WaitDistribution`: a queueing wait W on a uniform grid ``t_k = k·h`` (one ``h`` per
+  rate) with an atom ``P(W = 0)``; produced by the FFT Pollaczek–Khinchine/Beneš method
+  (QUEUEING.md §1.2(1)) and by the M/G/c and round-robin variants built on it (§1.3).
 * :class:`ShiftedMixture`: ``T = W + g_l`` with a request-class dependent deterministic shift
-  ``g_l`` (e.g. TTFT = wait + prefill service + KV transfer, §1.2, §1.5). Because a request's FCFS wait
-  under Poisson arrivals is independent of its own service, ``P(T ≤ a) = Σ_l p_l F_W(a − g_l)``.
+  ``g_l`` (e.g. TTFT = wait + prefill service + KV transfer, §1.2, §1.5). Because a request's FCFS
+  wait under Poisson arrivals is independent of its own service,
+  ``P(T ≤ a) = Σ_l p_l F_W(a − g_l)``.
 * :class:`GammaMixture`: ``T = offset_i + X_i`` with ``X_i ~ Gamma(mean_i, var_i)`` per request bin
   ``i`` (TPOT model of §2.4 and §3).
 
@@ -90,12 +91,12 @@ class WaitDistribution:
     mean_s: FloatArray
 
     def cdf(self, t_s: ArrayLike) -> FloatArray:
-        """``P(W ≤ t)`` for every rate; shape ``[R, *t.shape]`` (linear interpolation on the grid)."""
+        """``P(W ≤ t)`` for every rate; shape ``[R, *t.shape]`` (linear interpolation)."""
         t = np.asarray(t_s, dtype=np.float64)
         return self.cdf_rowwise(np.broadcast_to(t, (self.h_s.shape[0], *t.shape)))
 
     def cdf_rowwise(self, t_s: FloatArray) -> FloatArray:
-        """``P(W_r ≤ t[r, ...])``: a different set of thresholds per rate; ``t`` has shape ``[R, ...]``."""
+        """``P(W_r ≤ t[r, ...])``: one set of thresholds per rate, ``t`` of shape ``[R, ...]``."""
         extra = t_s.ndim - 1
         n_cells = self.cdf_grid.shape[1]
         x = t_s / self.h_s.reshape((-1,) + (1,) * extra)
@@ -131,7 +132,7 @@ class WaitDistribution:
 
 @dataclass(frozen=True, slots=True)
 class ShiftedMixture:
-    """``T = W + g_l`` with ``l ~ prob``: e.g. TTFT = prefill wait + per-class service/transfer time.
+    """``T = W + g_l``, ``l ~ prob``: e.g. TTFT = prefill wait + per-class service/transfer.
 
     ``offsets_s`` has shape ``[L]`` (same for every rate) or ``[R, L]``.
     """
@@ -160,6 +161,10 @@ class ShiftedMixture:
         t = a[None, ..., None] - off.reshape((off.shape[0],) + (1,) * a.ndim + (off.shape[1],))
         return np.asarray(self.wait.cdf_rowwise(t) @ self.prob, dtype=np.float64)
 
+    def first_cdf(self, a_s: float) -> float:
+        """Mixture cdf of the first rate as a float (root-finding helper)."""
+        return float(self.cdf(a_s)[0])
+
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq on the cdf; shape ``[R]``."""
         off = self._offsets()
@@ -167,15 +172,13 @@ class ShiftedMixture:
         for r in range(off.shape[0]):
             one = ShiftedMixture(self.wait.row(r), off[r], self.prob)
             hi = float(off[r].max() + one.wait.h_s[0] * (one.wait.cdf_grid.shape[1] - 1))
-            out[r] = mixture_quantile(
-                lambda t, one=one: float(one.cdf(t)[0]), q, float(off[r].min()), hi, "TTFT"
-            )
+            out[r] = mixture_quantile(one.first_cdf, q, float(off[r].min()), hi, "TTFT")
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class GammaMixture:
-    """``T_i = offset_i + X_i``, ``X_i ~ Gamma`` with mean ``load_mean_s`` and variance ``load_var_s2``.
+    """``T_i = offset_i + X_i``, ``X_i ~ Gamma(mean = load_mean_s, variance = load_var_s2)``.
 
     Arrays have shape ``[R, M]`` (rates × request bins); ``prob`` has shape ``[M]``. A bin with zero
     variance is deterministic at ``offset + mean``.
@@ -215,6 +218,10 @@ class GammaMixture:
         flat = [self.cdf_per_bin(float(x)) @ self.prob for x in b.ravel()]
         return np.asarray(np.stack(flat, axis=-1).reshape((-1, *b.shape)), dtype=np.float64)
 
+    def first_cdf(self, b_s: float) -> float:
+        """Mixture cdf of the first rate as a float (root-finding helper)."""
+        return float(self.cdf_per_bin(b_s)[0] @ self.prob)
+
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq; shape ``[R]``."""
         out = np.empty(self.offset_s.shape[0])
@@ -228,7 +235,5 @@ class GammaMixture:
                 self.load_var_s2[r : r + 1],
                 self.prob,
             )
-            out[r] = mixture_quantile(
-                lambda t, row=row: float(row.cdf_per_bin(t)[0] @ row.prob), q, lo, hi, "TPOT"
-            )
+            out[r] = mixture_quantile(row.first_cdf, q, lo, hi, "TPOT")
         return out

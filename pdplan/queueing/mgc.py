@@ -12,8 +12,8 @@ service S (discretised), ρ = λE[S]/x < 1 (else ValueError):
   ρ = 0.5–0.9 (QUEUEING.md §6.2). Optimistic for JSQ-by-count routers (P99 up to −24 %).
 * ``"round-robin"``: each instance sees Erlang-x inter-arrivals (c_a² = 1/x), an E_x/G/1 queue.
   Mean by Kingman's GI/G/1 formula ``E[W] ≈ ρ/(1−ρ)·(c_a² + c_s²)/2·E[S]`` (Kingman 1961). Shape
-  (our choice, documented here, not in QUEUEING.md): keep the atom ``P(W = 0) ≈ 1 − ρ`` and the shape
-  of the M/G/1 conditional wait at λ/x, rescaling its time axis by
+  (our choice, documented here, not in QUEUEING.md): keep the atom ``P(W = 0) ≈ 1 − ρ`` and the
+  shape of the M/G/1 conditional wait at λ/x, rescaling its time axis by
   ``k = (c_a² + c_s²)/(1 + c_s²)`` so the mean matches Kingman (k = 1 for x = 1, i.e. exact M/G/1).
   It is a gamma-like tail with the right mean, in place of the cruder exponential-with-atom.
   Measured against an E_x/G/1 Lindley simulation in tests/unit/test_queueing_mgc.py.

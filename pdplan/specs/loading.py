@@ -49,6 +49,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         line = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(err, "problem", None) or "malformed YAML"
         raise SpecError(f"{line}{problem}", source=str(path)) from None
+    if data is None:
+        raise SpecError("file has no YAML content, expected a mapping", source=str(path))
     if not isinstance(data, dict):
         raise SpecError(
             f"expected a YAML mapping of field: value, got {type(data).__name__}", source=str(path)
@@ -56,10 +58,10 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def first_error_line(err: ValidationError) -> tuple[str, str]:
-    """(field path, message) of the first pydantic error, phrased for a user."""
+def first_error_line(err: ValidationError) -> tuple[str | None, str]:
+    """(field path, or None for a whole-object check; message) of the first pydantic error."""
     first = err.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    field = ".".join(str(part) for part in first["loc"]) or None
     kind = first["type"]
     message = first["msg"]
     if kind == "extra_forbidden":

@@ -1,14 +1,15 @@
 """ModelSpec: the architecture facts of one LLM, and the sizes derived from them.
 
-One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), the non-gated LayerNorm
-families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts (Mixtral, Qwen3-MoE,
-DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear attention + gated full attention).
-YAML keys equal field names (``pdplan/models/<id>.yaml``); :func:`load_model_yaml` is the only YAML reader.
+One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), the non-gated
+LayerNorm families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts
+(Mixtral, Qwen3-MoE, DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear
+attention + gated full attention). YAML keys equal field names (``pdplan/models/<id>.yaml``);
+:func:`load_model_yaml` is the only YAML reader.
 
-Derived sizes are pure functions of the fields, in SI units (bytes, element counts). Parameter counts follow
-the Hugging Face module layout, so a preset's ``total_params()`` matches the checkpoint's tensor count up to
-tiny buffers (DeepSeek's router correction bias). MTP layers are counted by ``mtp_params()`` but excluded
-from totals and weight bytes: serving engines do not run them unless speculative decoding is on.
+Derived sizes are pure functions of the fields: element counts and bytes. Parameter counts follow
+the Hugging Face module layout, so ``total_params()`` matches the checkpoint's tensor count up to
+tiny buffers (DeepSeek's router correction bias). MTP modules (``num_mtp_layers``) are not counted
+in totals or weight bytes: engines run them only for speculative decoding.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pdplan.errors import SpecError
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
-PosBytes = Annotated[float, Field(gt=0, le=16)]
+Flag = Annotated[bool, Field(strict=True)]
+ElemBytes = Annotated[float, Field(gt=0, le=16)]
 ModelId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=100)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -34,7 +36,7 @@ AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
 
 
 class FieldError(ValueError):
-    """A validator failure that knows which field is wrong (recovered by :func:`spec_error_from`)."""
+    """A validator failure naming its field (turned into SpecError by :func:`spec_error_from`)."""
 
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")
@@ -47,16 +49,16 @@ class _Frozen(BaseModel):
 
 
 class MoeSpec(_Frozen):
-    """Routed experts (+ optional always-on shared experts). HF: num_experts / n_routed_experts, etc."""
+    """Routed experts plus optional always-on shared experts."""
 
     num_experts: PosInt
-    experts_per_token: PosInt
+    experts_per_token: PosInt  # top-k
     expert_intermediate_size: PosInt
     num_shared_experts: NonNegInt = 0
     shared_expert_intermediate_size: NonNegInt = 0
-    shared_expert_gate: bool = False  # Qwen3-Next: sigmoid gate Linear(hidden, 1) on the shared expert
+    shared_expert_gate: Flag = False  # Qwen3-Next: Linear(hidden, 1) gate on the shared expert
     first_dense_layers: NonNegInt = 0  # DeepSeek first_k_dense_replace
-    dense_layers: tuple[NonNegInt, ...] = ()  # further dense-FFN layers (HF mlp_only_layers), 0-based
+    dense_layers: tuple[NonNegInt, ...] = ()  # more dense-FFN layers (HF mlp_only_layers), 0-based
 
     @model_validator(mode="after")
     def _check(self) -> MoeSpec:
@@ -72,7 +74,7 @@ class MoeSpec(_Frozen):
 
 
 class MlaSpec(_Frozen):
-    """DeepSeek multi-head latent attention; the KV cache holds kv_lora_rank + qk_rope_head_dim per token."""
+    """DeepSeek multi-head latent attention; cache = kv_lora_rank + qk_rope_head_dim per token."""
 
     kv_lora_rank: PosInt
     q_lora_rank: PosInt | None  # None: plain q_proj (DeepSeek-V2-Lite)
@@ -82,8 +84,8 @@ class MlaSpec(_Frozen):
 
 
 class LinearAttentionSpec(_Frozen):
-    """Qwen3-Next Gated DeltaNet layers; full attention on every ``full_attention_interval``-th layer
-    (0-based layer i is full when (i+1) % interval == 0) or on the explicit ``full_attention_layers``."""
+    """Gated DeltaNet layers (Qwen3-Next). 0-based layer i has full attention when
+    (i+1) % full_attention_interval == 0, or when listed in ``full_attention_layers``."""
 
     kind: Literal["gated_deltanet"]
     full_attention_interval: PosInt | None = None
@@ -93,14 +95,14 @@ class LinearAttentionSpec(_Frozen):
     key_head_dim: PosInt
     value_head_dim: PosInt
     conv_kernel_size: PosInt
-    state_dtype_bytes: PosBytes  # recurrent (temporal) state element size; implementation-specific
-    conv_state_dtype_bytes: PosBytes
+    state_dtype_bytes: ElemBytes  # recurrent state element size (implementation-specific)
+    conv_state_dtype_bytes: ElemBytes
 
     @model_validator(mode="after")
     def _check(self) -> LinearAttentionSpec:
         if (self.full_attention_interval is None) == (self.full_attention_layers is None):
-            raise FieldError("full_attention_interval", "give exactly one of full_attention_interval "
-                             "and full_attention_layers")
+            raise FieldError("full_attention_interval", "give exactly one of "
+                             "full_attention_interval and full_attention_layers")
         if self.num_value_heads % self.num_key_heads:
             raise FieldError("num_value_heads", f"{self.num_value_heads} is not a multiple of "
                              f"num_key_heads {self.num_key_heads}")
@@ -109,7 +111,7 @@ class LinearAttentionSpec(_Frozen):
 
 @dataclass(frozen=True, slots=True)
 class GemmShape:
-    """One weight matrix y = x·W with W of shape (in_features, out_features)."""
+    """One weight matrix: y = x·W with W of shape (in_features, out_features)."""
 
     name: str
     in_features: int
@@ -122,11 +124,10 @@ class GemmShape:
 
 @dataclass(frozen=True, slots=True)
 class LayerParamCounts:
-    """Parameters of one layer of each kind (weights + biases + norms), and how many layers of each kind.
+    """Parameters of one layer of each kind (weights + biases + norms) and the layer counts.
 
-    ``shared_experts`` is all shared experts of one MoE layer plus the shared-expert gate; ``layer_norms``
-    is the two per-layer norms. The non-embedding total is
-    ``Σ count·params + num_layers·layer_norms + final_norm``.
+    ``shared_experts``: all shared experts of one MoE layer plus their gate; ``layer_norms``: the
+    two per-layer norms. Non-embedding total = Σ count·params + num_layers·layer_norms + final_norm.
     """
 
     full_attention: int
@@ -144,7 +145,7 @@ class LayerParamCounts:
 
 
 class ModelSpec(_Frozen):
-    """Architecture of one decoder-only LLM. Sizes are element counts; see the module docstring."""
+    """Architecture of one decoder-only LLM (see the module docstring)."""
 
     schema_version: Literal[1] = 1
     name: ModelId
@@ -155,24 +156,24 @@ class ModelSpec(_Frozen):
     num_attention_heads: PosInt
     num_kv_heads: PosInt
     head_dim: PosInt  # query/key head size; MLA: qk_nope_head_dim + qk_rope_head_dim
-    intermediate_size: PosInt  # dense FFN (dense layers only for MoE models)
-    gated_mlp: bool  # True: SwiGLU gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
+    intermediate_size: PosInt  # dense FFN width (used by dense layers only in MoE models)
+    gated_mlp: Flag  # True: SwiGLU gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
     vocab_size: PosInt
-    tie_word_embeddings: bool
+    tie_word_embeddings: Flag
     max_position_embeddings: PosInt
     position_embedding: Literal["rope", "learned", "alibi"]
     position_embedding_offset: NonNegInt = 0  # OPT stores max_pos + 2 learned positions
     norm: Literal["rmsnorm", "layernorm"]
-    embedding_norm: bool = False  # BLOOM word_embeddings_layernorm
-    qkv_bias: bool = False
-    o_bias: bool = False
-    mlp_bias: bool = False
-    qk_norm: bool = False  # Qwen3 per-head RMSNorm on q and k (head_dim weights each)
-    attention_output_gate: bool = False  # Qwen3-Next: q_proj also emits a sigmoid output gate
+    embedding_norm: Flag = False  # BLOOM word_embeddings_layernorm
+    qkv_bias: Flag = False
+    o_bias: Flag = False
+    mlp_bias: Flag = False
+    qk_norm: Flag = False  # Qwen3: per-head RMSNorm on q and k (head_dim weights each)
+    attention_output_gate: Flag = False  # Qwen3-Next: q_proj also emits a sigmoid output gate
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     linear_attention: LinearAttentionSpec | None = None
-    num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; not used for plain serving
+    num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; informational only
     source: NonEmpty
     notes: str = ""
 
@@ -184,26 +185,38 @@ class ModelSpec(_Frozen):
         if self.position_embedding_offset and self.position_embedding != "learned":
             raise FieldError("position_embedding_offset", "only applies to learned positions")
         if self.moe is not None:
-            _check_moe_layers(self.moe, self.num_layers)
+            dense = set(self.moe.dense_layers) | set(range(self.moe.first_dense_layers))
+            if max(self.moe.dense_layers, default=0) >= self.num_layers:
+                raise FieldError("moe.dense_layers", f"index out of range 0..{self.num_layers - 1}")
+            if len(dense) >= self.num_layers:
+                raise FieldError("moe.first_dense_layers", "leaves no MoE layer")
         if self.mla is not None:
             self._check_mla(self.mla)
         if self.linear_attention is not None:
-            _check_hybrid_layers(self.linear_attention, self.num_layers)
+            full = self.full_attention_layer_indices
+            if any(i >= self.num_layers for i in full):
+                raise FieldError("linear_attention.full_attention_layers",
+                                 f"index out of range 0..{self.num_layers - 1}")
+            if not 0 < len(full) < self.num_layers:
+                raise FieldError("linear_attention", f"{len(full)} full-attention layers of "
+                                 f"{self.num_layers}; a hybrid needs at least one of each kind")
         return self
 
     def _check_mla(self, mla: MlaSpec) -> None:
+        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
         if self.linear_attention is not None:
-            raise FieldError("mla", "MLA and linear_attention together are not supported")
-        if self.head_dim != mla.qk_nope_head_dim + mla.qk_rope_head_dim:
+            raise FieldError("mla", "MLA together with linear_attention is not supported")
+        if self.head_dim != qk:
             raise FieldError("head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + "
-                             f"mla.qk_rope_head_dim = {mla.qk_nope_head_dim + mla.qk_rope_head_dim}")
+                             f"mla.qk_rope_head_dim = {qk}")
         if self.num_kv_heads != self.num_attention_heads:
-            raise FieldError("num_kv_heads", "MLA expands to one K/V head per query head: must equal "
+            raise FieldError("num_kv_heads", "MLA has one K/V head per query head: must equal "
                              f"num_attention_heads {self.num_attention_heads}")
         if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate:
-            raise FieldError("mla", "attention biases, qk_norm and output gate are not modelled for MLA")
+            raise FieldError("mla", "attention biases, qk_norm and output gates are not "
+                             "modelled with MLA")
 
-    # ---- structure -------------------------------------------------------------------------------
+    # ---- structure ----------------------------------------------------------------------------
 
     @property
     def label(self) -> str:
@@ -228,7 +241,13 @@ class ModelSpec(_Frozen):
     @property
     def full_attention_layer_indices(self) -> tuple[int, ...]:
         """0-based layers that hold a KV cache (all layers unless hybrid)."""
-        return _full_layers(self.linear_attention, self.num_layers)
+        la = self.linear_attention
+        if la is None:
+            return tuple(range(self.num_layers))
+        if la.full_attention_layers is not None:
+            return tuple(sorted(set(la.full_attention_layers)))
+        step = la.full_attention_interval or 1
+        return tuple(i for i in range(self.num_layers) if (i + 1) % step == 0)
 
     @property
     def num_kv_layers(self) -> int:
@@ -242,14 +261,13 @@ class ModelSpec(_Frozen):
         dense = set(self.moe.dense_layers) | set(range(self.moe.first_dense_layers))
         return tuple(i for i in range(self.num_layers) if i not in dense)
 
-    # ---- GEMM shapes (per layer) -------------------------------------------------------------------
+    # ---- GEMM shapes (per layer) --------------------------------------------------------------
 
     def attention_gemms(self) -> tuple[GemmShape, ...]:
-        """Weight matrices of one full-attention layer (q, k, v, o; MLA: q_a, q_b, kv_a, kv_b, o)."""
+        """Weights of one full-attention layer: q, k, v, o (MLA: q_a, q_b or q, kv_a, kv_b, o)."""
         h, heads = self.hidden_size, self.num_attention_heads
         if self.mla is not None:
-            m = self.mla
-            qk = heads * self.head_dim
+            m, qk = self.mla, heads * self.head_dim
             q = ((GemmShape("q_a", h, m.q_lora_rank), GemmShape("q_b", m.q_lora_rank, qk))
                  if m.q_lora_rank is not None else (GemmShape("q", h, qk),))
             return (*q, GemmShape("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim),
@@ -261,42 +279,45 @@ class ModelSpec(_Frozen):
                 GemmShape("o", heads * self.head_dim, h))
 
     def linear_attention_gemms(self) -> tuple[GemmShape, ...]:
-        """Gated DeltaNet projections: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α gates), out_proj."""
+        """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj; () if none."""
         la = self.linear_attention
         if la is None:
             return ()
-        key_dim, value_dim = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
-        h = self.hidden_size
+        h, key_dim = self.hidden_size, la.num_key_heads * la.key_head_dim
+        value_dim = la.num_value_heads * la.value_head_dim
         return (GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
-                GemmShape("in_proj_ba", h, 2 * la.num_value_heads), GemmShape("out_proj", value_dim, h))
+                GemmShape("in_proj_ba", h, 2 * la.num_value_heads),
+                GemmShape("out_proj", value_dim, h))
 
     def mlp_gemms(self, intermediate_size: int) -> tuple[GemmShape, ...]:
         """One FFN of the given width: gate/up/down when gated, else up (fc1) and down (fc2)."""
         h = self.hidden_size
-        up = (GemmShape("gate", h, intermediate_size),) if self.gated_mlp else ()
-        return (*up, GemmShape("up", h, intermediate_size), GemmShape("down", intermediate_size, h))
+        gate = (GemmShape("gate", h, intermediate_size),) if self.gated_mlp else ()
+        up = GemmShape("up", h, intermediate_size)
+        return (*gate, up, GemmShape("down", intermediate_size, h))
 
-    # ---- parameter counts --------------------------------------------------------------------------
+    # ---- parameter counts ---------------------------------------------------------------------
 
     def _norm_params(self, width: int) -> int:
         return width * (2 if self.norm == "layernorm" else 1)
 
     def _attention_extra(self) -> int:
-        """Biases and norms of one full-attention layer."""
+        """Biases and norms of one full-attention layer (MLA: q_a / kv_a RMSNorm weights)."""
         if self.mla is not None:
-            return self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)  # q_a / kv_a RMSNorm weights
-        g = self.attention_gemms()
-        bias = sum(x.out_features for x in g[:3]) if self.qkv_bias else 0
+            return self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)
+        q, k, v, _ = self.attention_gemms()
+        bias = q.out_features + k.out_features + v.out_features if self.qkv_bias else 0
         bias += self.hidden_size if self.o_bias else 0
         return bias + (2 * self.head_dim if self.qk_norm else 0)
 
-    def _linear_attention_extra(self) -> int:
-        """Gated DeltaNet depthwise conv (no bias), dt_bias, A_log and the gated RMSNorm weight."""
+    def _linear_attention_params(self) -> int:
+        """GEMMs + depthwise conv (no bias) + dt_bias + A_log + gated RMSNorm of one GDN layer."""
         la = self.linear_attention
         if la is None:
             return 0
         conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
-        return conv_dim * la.conv_kernel_size + 2 * la.num_value_heads + la.value_head_dim
+        extra = conv_dim * la.conv_kernel_size + 2 * la.num_value_heads + la.value_head_dim
+        return sum(g.params for g in self.linear_attention_gemms()) + extra
 
     def _mlp_params(self, intermediate_size: int) -> int:
         weights = sum(g.params for g in self.mlp_gemms(intermediate_size))
@@ -306,81 +327,66 @@ class ModelSpec(_Frozen):
     def layer_param_counts(self) -> LayerParamCounts:
         """Per-layer parameter breakdown (see :class:`LayerParamCounts`)."""
         moe, h = self.moe, self.hidden_size
-        n_moe = len(self.moe_layer_indices)
-        n_full = self.num_kv_layers
+        n_moe, n_full = len(self.moe_layer_indices), self.num_kv_layers
         shared = 0
         if moe is not None and moe.num_shared_experts:
             shared = moe.num_shared_experts * self._mlp_params(moe.shared_expert_intermediate_size)
             shared += h if moe.shared_expert_gate else 0
-        la = self.linear_attention_gemms()
         return LayerParamCounts(
             full_attention=sum(g.params for g in self.attention_gemms()) + self._attention_extra(),
-            linear_attention=sum(g.params for g in la) + self._linear_attention_extra() if la else 0,
+            linear_attention=self._linear_attention_params(),
             dense_mlp=self._mlp_params(self.intermediate_size),
             expert=self._mlp_params(moe.expert_intermediate_size) if moe else 0,
-            shared_experts=shared,
-            router=h * moe.num_experts if moe else 0,
-            layer_norms=2 * self._norm_params(h),
-            final_norm=self._norm_params(h),
-            num_full_attention_layers=n_full,
-            num_linear_attention_layers=self.num_layers - n_full,
-            num_dense_mlp_layers=self.num_layers - n_moe,
-            num_moe_layers=n_moe,
+            shared_experts=shared, router=h * moe.num_experts if moe else 0,
+            layer_norms=2 * self._norm_params(h), final_norm=self._norm_params(h),
+            num_full_attention_layers=n_full, num_linear_attention_layers=self.num_layers - n_full,
+            num_dense_mlp_layers=self.num_layers - n_moe, num_moe_layers=n_moe,
         )
 
     def embedding_params(self) -> int:
-        """Token embedding vocab·h, plus learned positions (max_pos + offset)·h, plus BLOOM's LayerNorm."""
+        """Token embedding vocab·h + learned positions (max_pos + offset)·h + BLOOM's LayerNorm."""
         h = self.hidden_size
         positions = 0
         if self.position_embedding == "learned":
             positions = (self.max_position_embeddings + self.position_embedding_offset) * h
-        return self.vocab_size * h + positions + (self._norm_params(h) if self.embedding_norm else 0)
+        norm = self._norm_params(h) if self.embedding_norm else 0
+        return self.vocab_size * h + positions + norm
 
     def lm_head_params(self) -> int:
-        """Stored LM-head parameters: vocab·h, or 0 when tied to the embedding (the GEMM still runs)."""
+        """Stored LM-head parameters: vocab·h, or 0 when tied to the embedding (GEMM still runs)."""
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
     def non_embedding_params(self) -> int:
-        """Σ over layers of attention + FFN + norms, plus the final norm. MoE layers hold all experts."""
+        """Σ over layers of attention + FFN + norms, plus the final norm (all experts counted)."""
         c = self.layer_param_counts()
-        moe_layer = (self.moe.num_experts * c.expert if self.moe else 0) + c.shared_experts + c.router
+        experts = self.moe.num_experts * c.expert if self.moe else 0
+        moe_layer = experts + c.shared_experts + c.router
         return (c.num_full_attention_layers * c.full_attention
                 + c.num_linear_attention_layers * c.linear_attention
                 + c.num_dense_mlp_layers * c.dense_mlp + c.num_moe_layers * moe_layer
                 + self.num_layers * c.layer_norms + c.final_norm)
 
     def total_params(self) -> int:
-        """embedding + lm_head + non-embedding parameters (MTP excluded). Llama-3.1-8B: 8,030,261,248."""
+        """embedding + lm_head + non-embedding (MTP excluded). Llama-3.1-8B: 8,030,261,248."""
         return self.embedding_params() + self.lm_head_params() + self.non_embedding_params()
 
     def inactive_expert_params(self) -> int:
-        """Routed-expert parameters a single token does not touch: L_moe·(E − k)·P_expert."""
+        """Routed-expert parameters one token does not touch: L_moe·(E − k)·P_expert."""
         if self.moe is None:
             return 0
         c = self.layer_param_counts()
         return c.num_moe_layers * (self.moe.num_experts - self.moe.experts_per_token) * c.expert
 
     def active_params(self) -> int:
-        """Parameters one token uses: total − inactive routed experts (embeddings counted, as in
-        Mixtral's published 12.9B). Dense models: equal to total_params()."""
+        """Parameters one token uses: total − inactive routed experts. Embeddings are counted, as in
+        Mixtral's published 12.9B; dense models: equal to total_params()."""
         return self.total_params() - self.inactive_expert_params()
 
     def active_non_embedding_params(self) -> int:
-        """active_params() without the token embedding and LM head: ≈ FLOPs/token/2 of the layers."""
+        """active_params() without token embedding and LM head (≈ layer FLOPs per token / 2)."""
         return self.non_embedding_params() - self.inactive_expert_params()
 
-    def mtp_params(self) -> int:
-        """Rough size of the MTP modules: one decoder layer each (MoE layer for MoE models) plus the
-        2h→h projection and two norms; DeepSeek-V3 ≈ 11.7B + shared embedding/head. Not in totals."""
-        if self.num_mtp_layers == 0:
-            return 0
-        c = self.layer_param_counts()
-        ffn = (self.moe.num_experts * c.expert + c.shared_experts + c.router) if self.moe else c.dense_mlp
-        h = self.hidden_size
-        layer = c.full_attention + ffn + c.layer_norms + 2 * h * h + 3 * self._norm_params(h)
-        return self.num_mtp_layers * layer
-
-    # ---- bytes -------------------------------------------------------------------------------------
+    # ---- bytes --------------------------------------------------------------------------------
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         """Bytes of all stored weights at ``dtype_bytes`` per parameter: total_params()·b."""
@@ -393,14 +399,14 @@ class ModelSpec(_Frozen):
         return 2 * self.num_kv_heads * self.head_dim * kv_dtype_bytes
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
-        """KV-cache bytes per token over all KV layers (ARCHITECTURE §2). Llama-3.1-70B bf16: 327,680."""
+        """KV-cache bytes per token over all KV layers (ARCHITECTURE §2); Llama-3.1-70B: 327,680."""
         return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
 
     def linear_state_bytes_per_sequence(self, state_dtype_bytes: float | None = None,
                                         conv_dtype_bytes: float | None = None) -> float:
-        """Fixed per-sequence state of the linear-attention layers (0 for non-hybrids):
+        """Fixed per-sequence state of the linear layers (0 for non-hybrids):
         L_lin·(n_v·d_k·d_v·b_state + (2·n_k·d_k + n_v·d_v)·(kernel − 1)·b_conv).
-        Qwen3-Next (36 layers, fp32 state, bf16 conv): 75,497,472 + 1,769,472 = 77,266,944 B."""
+        Qwen3-Next, fp32 state + bf16 conv: 75,497,472 + 1,769,472 = 77,266,944 B."""
         la = self.linear_attention
         if la is None:
             return 0.0
@@ -413,71 +419,38 @@ class ModelSpec(_Frozen):
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> ModelSpec:
-        """Validate a mapping; any failure becomes one :class:`SpecError` naming source and field."""
+        """Validate a mapping; a failure becomes one :class:`SpecError` naming source and field."""
         try:
             return cls.model_validate(data)
         except ValidationError as err:
             raise spec_error_from(err, source) from None
 
 
-def _check_moe_layers(moe: MoeSpec, num_layers: int) -> None:
-    bad = [i for i in moe.dense_layers if i >= num_layers]
-    if bad:
-        raise FieldError("moe.dense_layers", f"layer {bad[0]} out of range 0..{num_layers - 1}")
-    dense = set(moe.dense_layers) | set(range(moe.first_dense_layers))
-    if len(dense) >= num_layers:
-        raise FieldError("moe.first_dense_layers", "leaves no MoE layer; drop the moe block")
-
-
-def _full_layers(la: LinearAttentionSpec | None, num_layers: int) -> tuple[int, ...]:
-    if la is None:
-        return tuple(range(num_layers))
-    if la.full_attention_layers is not None:
-        return tuple(sorted(set(la.full_attention_layers)))
-    interval = la.full_attention_interval or 1
-    return tuple(i for i in range(num_layers) if (i + 1) % interval == 0)
-
-
-def _check_hybrid_layers(la: LinearAttentionSpec, num_layers: int) -> None:
-    full = _full_layers(la, num_layers)
-    if any(i >= num_layers for i in full):
-        raise FieldError("linear_attention.full_attention_layers",
-                         f"layer index out of range 0..{num_layers - 1}")
-    if not 0 < len(full) < num_layers:
-        raise FieldError("linear_attention.full_attention_interval",
-                         f"gives {len(full)} full-attention layers of {num_layers}; a hybrid needs "
-                         "at least one full and one linear layer")
-
-
 def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
-    """First pydantic error → one-line SpecError (field path, message, and a hint for typos)."""
-    first = err.errors()[0]
+    """First pydantic error → one-line SpecError (field path, message, a hint for typos)."""
+    errors = err.errors()
+    # an unknown key usually explains a "missing" one (a typo), so report it first
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(p) for p in first["loc"]]
     cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, FieldError):
-        # a nested block's validator names its own field; prefix the block path
-        field = ".".join([*loc, cause.field]) if loc else cause.field
-        return SpecError(cause.message, source=source, field=field)
+    if isinstance(cause, FieldError):  # a nested block's validator names its own field
+        return SpecError(cause.message, source=source, field=".".join([*loc, cause.field]))
     message = first["msg"]
     if first["type"] == "extra_forbidden":
-        message = "unknown field" + _did_you_mean(loc)
+        blocks: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec,
+                                              "linear_attention": LinearAttentionSpec}
+        owner = blocks.get(loc[0], ModelSpec) if len(loc) > 1 else ModelSpec
+        close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
+        message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
     elif first["type"] == "missing":
         message = "required field is missing"
-    elif "input" in first and first["type"] != "missing":
+    else:
         message = f"{message} (got {first['input']!r:.60})"
     return SpecError(message, source=source, field=".".join(loc) or None)
 
 
-def _did_you_mean(loc: list[str]) -> str:
-    models: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec,
-                                          "linear_attention": LinearAttentionSpec}
-    owner = models.get(loc[0], ModelSpec) if len(loc) > 1 else ModelSpec
-    close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def load_model_yaml(path: str | Path) -> ModelSpec:
-    """Read one model YAML (keys = ModelSpec fields). Any problem → SpecError naming file and field."""
+    """Read one model YAML (keys = ModelSpec fields); any problem → SpecError (file, field)."""
     source = str(path)
     try:
         text = Path(path).read_bytes().decode("utf-8")
@@ -499,7 +472,7 @@ def load_model_yaml(path: str | Path) -> ModelSpec:
 
 
 def list_preset_paths() -> dict[str, Path]:
-    """Bundled presets, id → path of ``pdplan/models/<id>.yaml`` (package data, found after install)."""
+    """Bundled presets, id → ``pdplan/models/<id>.yaml`` (package data, found after install)."""
     folder = importlib.resources.files("pdplan").joinpath("models")
-    return {Path(entry.name).stem: Path(str(entry)) for entry in sorted(folder.iterdir(),
-            key=lambda e: e.name) if entry.name.endswith(".yaml")}
+    entries = sorted(folder.iterdir(), key=lambda e: e.name)
+    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in entries if e.name.endswith(".yaml")}

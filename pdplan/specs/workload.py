@@ -40,7 +40,7 @@ from scipy import optimize, special
 FloatArray = npt.NDArray[np.float64]
 TokenCount = Annotated[int, Field(ge=1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-MIN_TRUNCATED_MASS = 1e-9  # below this the [min, max] window holds essentially none of the parent law
+MIN_TRUNCATED_MASS = 1e-9  # below this, [min, max] holds essentially none of the parent law
 
 
 class _Frozen(BaseModel):
@@ -50,8 +50,9 @@ class _Frozen(BaseModel):
 def _phi_diff(z_lo: FloatArray, z_hi: FloatArray) -> FloatArray:
     """Φ(z_hi) − Φ(z_lo) without cancellation in the upper tail (uses survival functions there)."""
     upper = z_lo > 0
-    return np.where(upper, special.ndtr(-z_lo) - special.ndtr(-z_hi),
+    diff = np.where(upper, special.ndtr(-z_lo) - special.ndtr(-z_hi),
                     special.ndtr(z_hi) - special.ndtr(z_lo))
+    return np.asarray(diff, dtype=np.float64)
 
 
 def _pdf_std(z: FloatArray) -> FloatArray:
@@ -146,14 +147,17 @@ class UniformDist(_Continuous):
         return float(self.min) if self.min == self.max else None
 
     def cdf(self, x: FloatArray) -> FloatArray:
-        return np.clip((np.asarray(x, dtype=float) - self.min) / (self.max - self.min), 0.0, 1.0)
+        xa = np.asarray(x, dtype=float)
+        if self.min == self.max:
+            return (xa >= self.min).astype(float)
+        return np.clip((xa - self.min) / (self.max - self.min), 0.0, 1.0)
 
     def ppf(self, q: FloatArray) -> FloatArray:
         return self.min + np.asarray(q, dtype=float) * (self.max - self.min)
 
     def partial_mean(self, x: FloatArray) -> FloatArray:
         xc = np.clip(np.asarray(x, dtype=float), self.min, self.max)
-        return self.cdf(xc) * (self.min + xc) / 2.0
+        return np.asarray(self.cdf(xc) * (self.min + xc) / 2.0, dtype=np.float64)
 
 
 class _Truncated(_Continuous):
@@ -211,7 +215,8 @@ class NormalDist(_Truncated):
         if self.min >= self.max:
             raise ValueError(f"min ({self.min}) must be < max ({self.max}); use dist: fixed")
         if not self.min <= self.mean <= self.max:
-            raise ValueError(f"mean ({self.mean}) must lie within [min, max] = [{self.min}, {self.max}]")
+            raise ValueError(
+                f"mean ({self.mean}) must lie within [min, max] = [{self.min}, {self.max}]")
         return self
 
     def point_value(self) -> float | None:
@@ -231,7 +236,7 @@ class NormalDist(_Truncated):
 
 
 class LognormalDist(_Truncated):
-    """Lognormal truncated to [min, max], given ``mu`` (log-space) or ``mean`` (after truncation)."""
+    """Lognormal on [min, max], given ``mu`` (log-space) or ``mean`` (after truncation)."""
 
     dist: Literal["lognormal"]
     mean: FiniteFloat | None = Field(default=None, gt=0)
@@ -255,7 +260,7 @@ class LognormalDist(_Truncated):
             self._mu = self._solve_mu(float(self.mean))
         if self.mass() < MIN_TRUNCATED_MASS:
             raise ValueError(f"[min, max] = [{self.min}, {self.max}] holds {self.mass():.1e} of "
-                             f"lognormal(mu={self._mu:.3f}, sigma={self.sigma}); widen it or move mu")
+                             f"lognormal(mu={self._mu:.3f}, sigma={self.sigma}); widen it")
         return self
 
     @property
@@ -276,7 +281,7 @@ class LognormalDist(_Truncated):
         raise ValueError(f"mean ({target}) too close to min/max for sigma {self.sigma}")
 
     def _z(self, x: FloatArray) -> FloatArray:
-        return (np.log(np.asarray(x, dtype=float)) - self._mu) / self.sigma
+        return np.asarray((np.log(np.asarray(x, dtype=float)) - self._mu) / self.sigma)
 
     def _x(self, z: FloatArray) -> FloatArray:
         return np.exp(self._mu + self.sigma * np.asarray(z, dtype=float))
@@ -324,11 +329,11 @@ class HistogramDist(_Continuous):
 
     def cdf(self, x: FloatArray) -> FloatArray:
         edges, _, cum = self._cum()
-        return np.interp(np.asarray(x, dtype=float), edges, cum)
+        return np.asarray(np.interp(np.asarray(x, dtype=float), edges, cum), dtype=np.float64)
 
     def ppf(self, q: FloatArray) -> FloatArray:
         edges, _, cum = self._cum()
-        return np.interp(np.asarray(q, dtype=float), cum, edges)
+        return np.asarray(np.interp(np.asarray(q, dtype=float), cum, edges), dtype=np.float64)
 
     def partial_mean(self, x: FloatArray) -> FloatArray:
         edges, p, _ = self._cum()
@@ -336,7 +341,7 @@ class HistogramDist(_Continuous):
         xc = np.clip(np.asarray(x, dtype=float), edges[0], edges[-1])
         k = np.clip(np.searchsorted(edges, xc, side="right") - 1, 0, len(p) - 1)
         frac = (xc - edges[k]) / (edges[k + 1] - edges[k])
-        return cum_m[k] + p[k] * frac * (edges[k] + xc) / 2.0
+        return np.asarray(cum_m[k] + p[k] * frac * (edges[k] + xc) / 2.0, dtype=np.float64)
 
 
 class TraceDist(_Frozen):
@@ -368,7 +373,7 @@ class WorkloadSpec(_Frozen):
     name: str | None = None
     description: str = ""
     source: str = Field(default="", description="citation for the numbers")
-    is_fit: bool = Field(default=False, description="true when parameters are fitted, not published")
+    is_fit: bool = Field(default=False, description="parameters fitted, not published")
     fit_note: str = ""
     input_tokens: LengthDist | None = None
     output_tokens: LengthDist | None = None
@@ -384,9 +389,9 @@ class WorkloadSpec(_Frozen):
         inp, out = data.get("input_tokens"), data.get("output_tokens")
         if isinstance(inp, dict) and inp.get("dist") == "trace":
             if "trace" in data:
-                raise ValueError("give the trace once: either trace: or input_tokens: {dist: trace}")
+                raise ValueError("give the trace once: trace: or input_tokens: {dist: trace}")
             if out is not None and out != inp:
-                raise ValueError("a trace gives both lengths; omit output_tokens or repeat the trace")
+                raise ValueError("a trace gives both lengths; omit output_tokens")
             data = {k: v for k, v in data.items() if k not in ("input_tokens", "output_tokens")}
             data["trace"] = inp
         return data
@@ -400,7 +405,7 @@ class WorkloadSpec(_Frozen):
         if self.trace is None:
             missing = [f for f in ("input_tokens", "output_tokens") if getattr(self, f) is None]
             if missing:
-                raise ValueError(f"missing {' and '.join(missing)} (or give a trace: {{file: ...}})")
+                raise ValueError(f"missing {' and '.join(missing)} (or a trace: {{file: ...}})")
         if self.arrival == "trace" and self.trace is None:
             raise ValueError("arrival: trace needs a trace file with an arrival_s column")
         if self.is_fit and not self.fit_note.strip():
@@ -412,7 +417,8 @@ class WorkloadSpec(_Frozen):
         inp, out = self.input_tokens, self.output_tokens
         if self.trace is not None or inp is None or out is None:
             return None
-        assert not isinstance(inp, TraceDist) and not isinstance(out, TraceDist)
+        assert not isinstance(inp, TraceDist)
+        assert not isinstance(out, TraceDist)
         return inp, out
 
 

@@ -5,7 +5,13 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.units import BINARY_PREFIX, SI_PREFIX, parse_rate_bytes_per_s, parse_size_bytes, parse_time_s
+from pdplan.units import (
+    BINARY_PREFIX,
+    SI_PREFIX,
+    parse_rate_bytes_per_s,
+    parse_size_bytes,
+    parse_time_s,
+)
 
 values = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
 si_prefixes = st.sampled_from(["", "k", "M", "G", "T", "P"])

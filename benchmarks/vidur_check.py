@@ -1,0 +1,85 @@
+"""Generalisation check: the shipped kernel tables against Vidur's independent per-layer operator sums.
+
+Vidur (Microsoft, MLSys'24) published per-operator timings of one transformer layer on one GPU for several models,
+token counts and TP degrees (``../shared/calibration/vidur-profiling/compute/{a100,h100}/*/*/mlp.csv``, a
+sarathi-serve build, bf16). pdplan never saw these rows when its tables were fitted (they were fitted on
+AIConfigurator's kernels), so this is an out-of-sample test of the roofline's non-attention part of a layer:
+
+    measured  = input_layernorm + attn_pre_proj + attn_rope + attn_post_proj + post_attention_layernorm
+                + mlp_up_proj + mlp_act + mlp_down_proj + add            (medians, ms; collectives excluded)
+    predicted = per-layer time of pdplan ops attn.qkv_proj + attn.o_proj + mlp.gate_up (or up) + mlp.down
+                + elementwise                                             (prefill pass of num_tokens tokens)
+
+Run: ``python benchmarks/vidur_check.py`` (prints a Markdown table; docs/accuracy.md records its output).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from pdplan.catalog import open_catalog
+from pdplan.perf.fit import error_stats
+from pdplan.perf.kernels import load_kernel_table
+from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.roofline import Precision, _price_ops
+from pdplan.specs.model import ModelSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+VIDUR = ROOT.parent / "shared" / "calibration" / "vidur-profiling" / "compute"
+GPU_IDS = {"a100": "a100-sxm-80gb", "h100": "h100-sxm"}
+OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
+       "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+PRICED = ("attn.qkv_proj", "attn.o_proj", "mlp.gate_up", "mlp.up", "mlp.down", "elementwise")
+
+
+def spec_from_row(row: dict[str, str], name: str) -> ModelSpec:
+    """A one-layer ModelSpec with the dimensions of a Vidur row (enough for the non-attention ops)."""
+    heads, hidden = int(row["n_head"]), int(row["n_embd"])
+    return ModelSpec.model_validate({
+        "name": name, "family": "vidur", "num_layers": 1, "hidden_size": hidden,
+        "num_attention_heads": heads, "num_kv_heads": int(row["n_kv_head"]),
+        "head_dim": hidden // heads, "intermediate_size": int(row["n_expanded_embd"]),
+        "gated_mlp": row["use_gated_mlp"].strip().lower() == "true", "vocab_size": int(row["vocab_size"]),
+        "tie_word_embeddings": False, "max_position_embeddings": 4096, "position_embedding": "rope",
+        "norm": "rmsnorm", "source": "vidur-profiling row"})
+
+
+def predict_rows(rows: list[dict[str, str]], gpu_key: str, name: str) -> np.ndarray:
+    gpu = open_catalog().gpu(GPU_IDS[gpu_key])
+    table = load_kernel_table(gpu.name)
+    model = spec_from_row(rows[0], name)
+    tokens = np.array([float(r["num_tokens"]) for r in rows])
+    tp = np.array([float(r["num_tensor_parallel_workers"]) for r in rows])
+    shape = PassShape("prefill", np.ones_like(tokens), tokens, tp)
+    ops = [op for op in forward_ops(model, shape) if op.name in PRICED]
+    priced = _price_ops(ops, gpu, table, Precision())
+    return sum((op.time_s for op in priced), np.zeros_like(tokens))
+
+
+def main() -> int:
+    if not VIDUR.is_dir():
+        print(f"no Vidur data at {VIDUR}; nothing to check", file=sys.stderr)
+        return 0
+    print("| GPU | model | rows | median abs % | P90 abs % |\n|---|---|---|---|---|")
+    all_pred, all_meas = [], []
+    for gpu_key in ("a100", "h100"):
+        for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
+            rows = list(csv.DictReader(path.open()))
+            meas = np.array([sum(float(r[f"time_stats.{op}.median"]) for op in OPS) for r in rows]) / 1e3
+            pred = predict_rows(rows, gpu_key, path.parent.name.lower().replace("_", "-"))
+            stats = error_stats(pred, meas)
+            all_pred.append(pred)
+            all_meas.append(meas)
+            print(f"| {gpu_key} | {path.parent.name} | {stats.n} | {stats.median_abs_pct:.1f} | "
+                  f"{stats.p90_abs_pct:.1f} |")
+    total = error_stats(np.concatenate(all_pred), np.concatenate(all_meas))
+    print(f"| all | all | {total.n} | {total.median_abs_pct:.1f} | {total.p90_abs_pct:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

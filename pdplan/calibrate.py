@@ -1,0 +1,202 @@
+"""``pdplan calibrate``: fit a kernel table to measured phase times, or check how well a table predicts them.
+
+Measurements are a CSV with header ``gpu,model,tp,phase,batch,tokens,time_ms`` (ARCHITECTURE §4): prefill rows
+time the prefill of ``batch`` prompts of ``tokens`` tokens; decode rows time one step of ``batch`` sequences at mean
+context ``tokens``. Extra columns are kept and echoed in the per-row output.
+
+Fitting scales a few kernel-table knobs that phase-level times can constrain — the GEMM peak and memory fractions,
+the decode-attention bandwidth fraction, the prefill-attention compute fraction and the per-step framework overhead —
+by ``scipy.optimize.least_squares`` on log residuals (:func:`pdplan.perf.fit.fit_parameters`, the same code that fits
+the shipped tables to kernel measurements). Knobs a data set cannot see (e.g. no decode rows) keep their values.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.catalog import Catalog
+from pdplan.errors import SpecError
+from pdplan.perf.fit import ErrorStats, error_stats, fit_parameters
+from pdplan.perf.kernels import KernelTable, load_kernel_table
+from pdplan.perf.roofline import Precision, phase_time
+from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.loading import read_text_file
+from pdplan.specs.model import ModelSpec
+
+FloatArray = npt.NDArray[np.float64]
+REQUIRED_COLUMNS = ("gpu", "model", "tp", "phase", "batch", "tokens", "time_ms")
+_FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_scale": (0.3, 3.0),
+    "decode_attention_scale": (0.3, 3.0),
+    "prefill_attention_scale": (0.3, 3.0),
+    "decode_step_overhead_s": (1e-6, 0.1),
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured row, parsed (SI) and as written (for echoing)."""
+
+    gpu: str
+    model: str
+    tp: int
+    phase: str
+    batch: float
+    tokens: float
+    time_s: float
+    raw: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """Fit quality: overall, per phase and per GPU, and every row's prediction."""
+
+    stats: ErrorStats
+    by_phase: dict[str, ErrorStats]
+    by_gpu: dict[str, ErrorStats]
+    rows: list[dict[str, Any]]
+    table: KernelTable | None = None
+
+
+def _parse_row(raw: dict[str, str], line: int, source: str) -> Measurement:
+    def number(col: str, integer: bool = False) -> float:
+        text = (raw.get(col) or "").strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise SpecError(f"line {line}: {col}={text!r} is not a number", source=source,
+                            field=col) from None
+        if not np.isfinite(value) or value <= 0 or (integer and value != int(value)):
+            kind = "a positive integer" if integer else "a positive number"
+            raise SpecError(f"line {line}: {col}={text!r} must be {kind}", source=source, field=col)
+        return value
+
+    phase = (raw.get("phase") or "").strip().lower()
+    if phase not in ("prefill", "decode"):
+        raise SpecError(f"line {line}: phase={phase!r}; allowed: prefill, decode", source=source,
+                        field="phase")
+    return Measurement(raw["gpu"].strip(), raw["model"].strip(), int(number("tp", True)), phase,
+                       number("batch", True), number("tokens", True), number("time_ms") / 1e3, raw)
+
+
+def read_measurements(path: Path) -> list[Measurement]:
+    """Parse and validate a measurement CSV; any problem is a one-line SpecError (exit 2)."""
+    text = read_text_file(path)
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise SpecError(f"missing column(s) {missing}; required header: {','.join(REQUIRED_COLUMNS)}",
+                        source=str(path))
+    rows = [_parse_row(raw, i + 2, str(path)) for i, raw in enumerate(reader)]
+    if not rows:
+        raise SpecError("no measurement rows after the header", source=str(path))
+    return rows
+
+
+def _group_predictor(
+    rows: Sequence[Measurement], catalog: Catalog, precision: Precision
+) -> Callable[[Mapping[str, KernelTable]], FloatArray]:
+    """A function tables-by-GPU → predicted seconds per row, vectorised per (gpu, model, phase) group."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault((row.gpu, row.model, row.phase), []).append(i)
+    resolved: dict[tuple[str, str, str], tuple[GpuSpec, ModelSpec, list[int]]] = {
+        key: (catalog.gpu(key[0]), catalog.model(key[1]), idx) for key, idx in groups.items()
+    }
+
+    def predict(tables: Mapping[str, KernelTable]) -> FloatArray:
+        out = np.empty(len(rows))
+        for (gpu_name, _, phase), (gpu, model, idx) in resolved.items():
+            sel = [rows[i] for i in idx]
+            result = phase_time(model, gpu, tables[gpu_name], phase=phase,  # type: ignore[arg-type]
+                                batch=[r.batch for r in sel], tokens=[r.tokens for r in sel],
+                                tp=[r.tp for r in sel], precision=precision)
+            out[idx] = result.time_s
+        return out
+
+    return predict
+
+
+def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
+    """A copy of ``table`` with efficiency knobs multiplied (capped at 1) and the step overhead replaced."""
+    def scale(params: Any, field: str, factor: float) -> Any:
+        return params.model_copy(update={field: min(1.0, getattr(params, field) * factor)})
+
+    g, d, p = knobs.get("gemm_scale", 1.0), knobs.get("decode_attention_scale", 1.0), knobs.get(
+        "prefill_attention_scale", 1.0)
+    update: dict[str, Any] = {
+        "gemm": {k: scale(scale(v, "peak_fraction", g), "memory_fraction", g) for k, v in table.gemm.items()},
+        "decode_attention": {k: scale(v, "memory_fraction", d) for k, v in table.decode_attention.items()},
+        "prefill_attention": {k: scale(v, "compute_fraction", p)
+                              for k, v in table.prefill_attention.items()},
+    }
+    if "decode_step_overhead_s" in knobs:
+        update["framework"] = table.framework.model_copy(
+            update={"decode_step_overhead_s": knobs["decode_step_overhead_s"]})
+    return table.model_copy(update=update)
+
+
+def _stats_by(rows: Sequence[Measurement], key: Callable[[Measurement], str], pred: FloatArray,
+              meas: FloatArray) -> dict[str, ErrorStats]:
+    labels = np.array([key(r) for r in rows])
+    return {lab: error_stats(pred[labels == lab], meas[labels == lab]) for lab in sorted(set(labels))}
+
+
+def _report(rows: Sequence[Measurement], pred: FloatArray, table: KernelTable | None) -> CalibrationReport:
+    meas = np.array([r.time_s for r in rows])
+    out_rows = [{**r.raw, "predicted_ms": float(p * 1e3), "error_pct": float((p / r.time_s - 1.0) * 100)}
+                for r, p in zip(rows, pred, strict=True)]
+    return CalibrationReport(error_stats(pred, meas), _stats_by(rows, lambda r: r.phase, pred, meas),
+                             _stats_by(rows, lambda r: r.gpu, pred, meas), out_rows, table)
+
+
+def _tables_for(rows: Sequence[Measurement], catalog: Catalog, table_path: Path | None) -> dict[str, KernelTable]:
+    names = sorted({r.gpu for r in rows})
+    if table_path is not None:
+        table = load_kernel_table(table_path)
+        return dict.fromkeys(names, table)
+    return {n: load_kernel_table(catalog.gpu(n).name) for n in names}
+
+
+def check(rows: Sequence[Measurement], catalog: Catalog, *, kernel_table: Path | None = None,
+          precision: Precision | None = None) -> CalibrationReport:
+    """How well the current (or given) kernel table predicts the measurements."""
+    predict = _group_predictor(rows, catalog, precision or Precision())
+    return _report(rows, predict(_tables_for(rows, catalog, kernel_table)), None)
+
+
+def fit(rows: Sequence[Measurement], catalog: Catalog, *, kernel_table: Path | None = None,
+        precision: Precision | None = None) -> CalibrationReport:
+    """Fit one GPU's table knobs to the measurements; the report carries the fitted table."""
+    gpus = sorted({r.gpu.lower() for r in rows})
+    if len(gpus) != 1:
+        raise SpecError(f"fitting needs rows of one GPU, got {gpus}; split the CSV or use --check",
+                        field="gpu")
+    base = next(iter(_tables_for(rows, catalog, kernel_table).values()))
+    predict = _group_predictor(rows, catalog, precision or Precision())
+    phases = {r.phase for r in rows}
+    x0 = {"gemm_scale": 1.0, "prefill_attention_scale": 1.0}
+    if "decode" in phases:
+        x0 |= {"decode_attention_scale": 1.0,
+               "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5)}
+    gpu_name = rows[0].gpu
+
+    def predict_knobs(knobs: dict[str, float]) -> FloatArray:
+        return predict({gpu_name: scaled_table(base, knobs)})
+
+    result = fit_parameters(predict_knobs, x0, _FIT_BOUNDS, np.array([r.time_s for r in rows]))
+    fitted = scaled_table(base, result.params)
+    note = (f"pdplan calibrate: {len(rows)} phase rows; knobs " +
+            ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.params.items())))
+    fitted = fitted.model_copy(update={"calibrated": True,
+                                       "sources": {**fitted.sources, "calibrate": note}})
+    return _report(rows, predict({gpu_name: fitted}), fitted)

@@ -1,0 +1,272 @@
+"""Calibrated, torch-free kernel cost table and the primitive kernel cost functions built on it.
+
+A :class:`KernelTable` holds what kernels *achieve* on one GPU and serving stack (dimensionless
+efficiencies, saturation constants, launch overheads, all-reduce α/β); the GPU's datasheet
+peaks come from a :class:`GpuPeaks` object (any ``GpuSpec``). Every cost function is vectorised
+(numpy broadcasting) and has the same shape::
+
+    time_s = overhead_s + smooth_max(compute_s, memory_s; q)
+    smooth_max(a, b; q) = (a**q + b**q)**(1/q)        # q >= 1; q -> inf is max(a, b)
+
+smooth_max is never below max(a, b) and is non-decreasing in a and b, so a larger problem is never
+faster and more FLOP/s or bytes/s is never slower. Units: seconds, FLOP/s, bytes, bytes/s, elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdplan.errors import SpecError, UnknownNameError
+
+ArrayLike = npt.ArrayLike
+FloatArray = npt.NDArray[np.float64]
+GemmFlavour = Literal["bf16", "fp8"]
+KvFlavour = Literal["bf16", "fp8"]
+
+KERNEL_TABLE_SCHEMA_VERSION = 1
+TABLE_DIR = Path(__file__).parent / "kernel_tables"
+_T = TypeVar("_T")
+
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+Exponent = Annotated[float, Field(ge=1.0, le=64.0)]
+
+
+class GpuPeaks(Protocol):
+    """Datasheet numbers the cost functions need (``pdplan.specs.hardware.GpuSpec`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bf16_flops_per_s(self) -> float: ...
+    @property
+    def fp8_flops_per_s(self) -> float | None: ...
+    @property
+    def memory_bytes_per_s(self) -> float: ...
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmParams(_Frozen):
+    """[m×k]·[k×n] GEMM: compute_s = 2·(m+m0)·(n+n0)·(k+k0) / (peak·peak_fraction).
+
+    m0/n0/k0 are saturation constants (elements): efficiency ramps as m/(m+m0) etc. (tile and wave
+    quantisation), reaching ``peak_fraction`` for large sizes.
+    memory_s = bytes / (HBM·memory_fraction), bytes = (m·k + k·n)·in_bytes + m·n·2 (bf16 output).
+    fp8 adds the activation quantisation pass
+    ``quant_bytes_per_element``·m·k / (HBM·memory_fraction) (read bf16, write fp8: 3 bytes).
+    """
+
+    peak_fraction: Fraction
+    m0_tokens: NonNegative
+    n0_elements: NonNegative
+    k0_elements: NonNegative
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    quant_bytes_per_element: NonNegative = 0.0
+
+
+class PrefillAttentionParams(_Frozen):
+    """Causal prefill attention (FlashAttention-style), per GPU after TP (heads = local heads).
+
+    FLOPs: per head, QKᵀ and PV each cost 2·d per (query, key) pair, and a causal prompt of s tokens
+    has s(s+1)/2 pairs, so F = 2·b·h·d·s·(s+1). Compute time uses a tile-padded length and a
+    parallelism ramp: compute_s = 2·d·(s+1)·(s+s0)·(b·h + w0) / (bf16_peak·compute_fraction).
+    memory_s = b·s·(2h·2 + 2·kv·kv_bytes)·d / (HBM·memory_fraction)
+    (Q and O in bf16; K and V in the cache dtype).
+    """
+
+    compute_fraction: Fraction
+    s0_tokens: NonNegative
+    w0_batch_heads: NonNegative
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+
+
+class DecodeAttentionParams(_Frozen):
+    """One decode step of attention over a KV cache of ``context_len`` tokens.
+
+    KV bytes = b·c·kv·d·2·kv_bytes (K and V). memory_s = 2·d·kv_bytes·(c+c0)·(b·kv + w0) /
+    (HBM·memory_fraction): reads ramp with context (c0, split-KV granularity) and with b·kv
+    parallelism (w0). compute_s = 4·b·h·c·d / (bf16_peak·compute_fraction). memory_fraction <= 1
+    keeps the step no faster than reading the KV once at peak bandwidth.
+    """
+
+    memory_fraction: Fraction
+    c0_tokens: NonNegative
+    w0_seq_heads: NonNegative
+    compute_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+
+
+class AllreduceParams(_Frozen):
+    """Ring all-reduce in one node: alpha_s + 2(n−1)/n · message_bytes / bus_bytes_per_s."""
+
+    alpha_s: NonNegative
+    bus_bytes_per_s: Positive
+
+
+class ElementwiseParams(_Frozen):
+    """Memory-bound elementwise/norm kernels: overhead_s + bytes / (HBM·memory_fraction)."""
+
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+
+
+class FrameworkParams(_Frozen):
+    """Per-step framework costs that kernel timings cannot show (scheduling, sampling, gaps)."""
+
+    decode_step_overhead_s: NonNegative
+
+
+class KernelTable(_Frozen):
+    """What kernels achieve on one GPU and serving stack; peaks come from the GPU's datasheet."""
+
+    schema_version: Literal[1]
+    gpu: Annotated[str, Field(min_length=1)]
+    calibrated: bool
+    stack: Annotated[str, Field(min_length=1)]
+    derived_from: str | None
+    gemm: dict[GemmFlavour, GemmParams]
+    prefill_attention: dict[KvFlavour, PrefillAttentionParams]
+    decode_attention: dict[KvFlavour, DecodeAttentionParams]
+    allreduce: AllreduceParams
+    elementwise: ElementwiseParams
+    framework: FrameworkParams
+    sources: dict[str, str]
+
+
+def packaged_table_ids() -> list[str]:
+    """GPU ids with a kernel table shipped inside the package (``pdplan/perf/kernel_tables/``)."""
+    return sorted(p.stem for p in TABLE_DIR.glob("*.yaml"))
+
+
+def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
+    """Load a kernel table from a YAML path or the packaged table of a GPU id (``h100-sxm``)."""
+    from pdplan.specs.loading import load_spec_file
+
+    candidate = Path(path_or_gpu_id)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
+        return load_spec_file(KernelTable, candidate)
+    gpu_id = str(path_or_gpu_id).lower()
+    packaged = TABLE_DIR / f"{gpu_id}.yaml"
+    if not packaged.is_file():
+        raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
+    return load_spec_file(KernelTable, packaged)
+
+
+def _f(x: ArrayLike) -> FloatArray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def smooth_max(a: ArrayLike, b: ArrayLike, q: float) -> FloatArray:
+    """(a**q + b**q)**(1/q) computed without overflow; >= max(a, b), non-decreasing in a and b."""
+    a_, b_ = _f(a), _f(b)
+    hi = np.maximum(a_, b_)
+    lo = np.minimum(a_, b_)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(hi > 0.0, lo / hi, 0.0)
+    result: FloatArray = hi * (1.0 + ratio**q) ** (1.0 / q)
+    return result
+
+
+def _fp8_peak(gpu: GpuPeaks) -> float:
+    if gpu.fp8_flops_per_s is None:
+        raise SpecError(
+            f"GPU {gpu.name!r} has no FP8 tensor peak (fp8_flops_per_s is null); use dtype bf16",
+            field="dtype",
+        )
+    return gpu.fp8_flops_per_s
+
+
+def gemm_time_s(
+    m: ArrayLike, n: ArrayLike, k: ArrayLike, flavour: GemmFlavour, gpu: GpuPeaks,
+    table: KernelTable,
+) -> FloatArray:
+    """Time (s) of one [m×k]·[k×n] GEMM; m = tokens. See :class:`GemmParams` for the formula."""
+    p = _params(table.gemm, flavour, "gemm", table.gpu)
+    m_, n_, k_ = _f(m), _f(n), _f(k)
+    peak = gpu.bf16_flops_per_s if flavour == "bf16" else _fp8_peak(gpu)
+    in_bytes = 2.0 if flavour == "bf16" else 1.0
+    bw = gpu.memory_bytes_per_s * p.memory_fraction
+    compute_s = 2.0 * (m_ + p.m0_tokens) * (n_ + p.n0_elements) * (k_ + p.k0_elements) / (
+        peak * p.peak_fraction
+    )
+    memory_s = ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * 2.0) / bw
+    quant_s = p.quant_bytes_per_element * m_ * k_ / bw
+    return p.overhead_s + quant_s + smooth_max(compute_s, memory_s, p.smooth_q)
+
+
+def prefill_attention_time_s(
+    batch: ArrayLike, seq_len: ArrayLike, heads: ArrayLike, kv_heads: ArrayLike,
+    head_dim: ArrayLike, gpu: GpuPeaks, table: KernelTable, kv_flavour: KvFlavour = "bf16",
+) -> FloatArray:
+    """Time (s) of causal prefill attention: ``batch`` prompts of ``seq_len`` tokens, no prefix."""
+    p = _params(table.prefill_attention, kv_flavour, "prefill_attention", table.gpu)
+    b, s, h, kv, d = _f(batch), _f(seq_len), _f(heads), _f(kv_heads), _f(head_dim)
+    kv_bytes = 2.0 if kv_flavour == "bf16" else 1.0
+    compute_s = 2.0 * d * (s + 1.0) * (s + p.s0_tokens) * (b * h + p.w0_batch_heads) / (
+        gpu.bf16_flops_per_s * p.compute_fraction
+    )
+    memory_s = b * s * d * (4.0 * h + 2.0 * kv * kv_bytes) / (
+        gpu.memory_bytes_per_s * p.memory_fraction
+    )
+    return p.overhead_s + smooth_max(compute_s, memory_s, p.smooth_q)
+
+
+def decode_attention_time_s(
+    batch: ArrayLike, context_len: ArrayLike, heads: ArrayLike, kv_heads: ArrayLike,
+    head_dim: ArrayLike, kv_dtype_bytes: float, gpu: GpuPeaks, table: KernelTable,
+) -> FloatArray:
+    """Time (s) of one decode step of attention; kv_dtype_bytes 2 (bf16) or 1 (fp8)."""
+    flavour: KvFlavour = "fp8" if kv_dtype_bytes <= 1.0 else "bf16"
+    p = _params(table.decode_attention, flavour, "decode_attention", table.gpu)
+    b, c, h, kv, d = _f(batch), _f(context_len), _f(heads), _f(kv_heads), _f(head_dim)
+    memory_s = 2.0 * d * kv_dtype_bytes * (c + p.c0_tokens) * (b * kv + p.w0_seq_heads) / (
+        gpu.memory_bytes_per_s * p.memory_fraction
+    )
+    compute_s = 4.0 * b * h * c * d / (gpu.bf16_flops_per_s * p.compute_fraction)
+    return p.overhead_s + smooth_max(compute_s, memory_s, p.smooth_q)
+
+
+def allreduce_time_s(
+    message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable
+) -> FloatArray:
+    """Time (s) of one all-reduce of ``message_bytes`` per GPU over ``num_gpus`` (0 if 1 GPU)."""
+    del gpu  # the fitted bus bandwidth already carries the link; kept for a uniform signature
+    size, n = _f(message_bytes), _f(num_gpus)
+    ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0)
+    t = table.allreduce.alpha_s + ring * size / table.allreduce.bus_bytes_per_s
+    result: FloatArray = np.where(n > 1.0, t, 0.0)
+    return result
+
+
+def elementwise_time_s(bytes_moved: ArrayLike, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
+    """Time (s) of a memory-bound kernel moving ``bytes_moved`` bytes (reads + writes)."""
+    p = table.elementwise
+    result: FloatArray = p.overhead_s + _f(bytes_moved) / (
+        gpu.memory_bytes_per_s * p.memory_fraction
+    )
+    return result
+
+
+def _params(group: Mapping[GemmFlavour, _T], key: GemmFlavour, what: str, gpu: str) -> _T:
+    try:
+        return group[key]
+    except KeyError:
+        raise SpecError(
+            f"kernel table for {gpu!r} has no {what} entry for {key!r}; has {sorted(group)}",
+            field=what,
+        ) from None

@@ -1,0 +1,110 @@
+"""Memory of one instance: weights per GPU, activation workspace, KV-cache token capacity, max sequences.
+
+Per GPU of an instance with tensor parallelism t and pipeline parallelism p (ARCHITECTURE §2):
+
+    usable      = HBM · gpu_memory_utilization                    (vLLM's budget for weights + activations + KV)
+    weights     = total_params · b_w / (t · p)                    (every weight sharded; vocab-parallel embedding)
+    workspace   = T_max · (4·h + 2·I/t) · b_a                     (peak activations of a T_max-token forward pass:
+                                                                   residual, norm output, QKV/attention output and
+                                                                   the gate/up intermediate; vLLM sizes its profile run
+                                                                   with max_num_batched_tokens = T_max)
+    kv_free     = usable − weights − workspace                    (must be > 0, else the configuration does not fit)
+
+KV bytes per token *per instance* = kv_bytes_per_token · r, with r the replication factor: GQA ranks beyond
+n_kv heads hold copies (r = t / n_kv when t > n_kv), MLA's latent cache is not sharded (r = t). So
+
+    kv_capacity_tokens = t · p · kv_free / (kv_bytes_per_token · r)
+
+and the number of sequences that fit at context c is kv_capacity_tokens / c (hybrids also pay a fixed
+linear-attention state per sequence). Defaults come from ``pdplan/data/serving_defaults.yaml`` (with sources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+
+from pdplan.specs.model import ModelSpec
+
+FloatArray = npt.NDArray[np.float64]
+ArrayLike = npt.ArrayLike
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """Engine settings with their sources (see ``pdplan/data/serving_defaults.yaml``)."""
+
+    gpu_memory_utilization: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefill_chunk_tokens: int
+    sources: dict[str, str]
+
+
+@lru_cache(maxsize=1)
+def serving_defaults() -> ServingDefaults:
+    """The packaged serving defaults."""
+    text = (resources.files("pdplan") / "data" / "serving_defaults.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    data.pop("schema_version")
+    return ServingDefaults(**data)
+
+
+@dataclass(frozen=True)
+class InstanceMemory:
+    """Memory budget of one instance (arrays broadcast over candidates). Bytes are per GPU unless named."""
+
+    usable_bytes: FloatArray
+    weight_bytes: FloatArray
+    workspace_bytes: FloatArray
+    kv_free_bytes: FloatArray
+    kv_bytes_per_token_instance: FloatArray
+    kv_capacity_tokens: FloatArray
+    fits: npt.NDArray[np.bool_]
+    gpus_per_instance: FloatArray
+
+    def max_sequences(self, context_tokens: ArrayLike, state_bytes_per_seq: float = 0.0) -> FloatArray:
+        """Sequences that fit at mean context ``context_tokens`` (0 where the configuration does not fit)."""
+        per_seq = np.asarray(context_tokens, dtype=np.float64) * self.kv_bytes_per_token_instance
+        per_seq = per_seq + state_bytes_per_seq
+        total_free = self.kv_free_bytes * self.gpus_per_instance
+        result: FloatArray = np.where(self.fits, np.floor(total_free / per_seq), 0.0)
+        return result
+
+
+def kv_replication(model: ModelSpec, tp: ArrayLike) -> FloatArray:
+    """How many copies of each KV head an instance holds: max(1, t/n_kv) for GQA/MHA, t for MLA."""
+    t = np.asarray(tp, dtype=np.float64)
+    if model.mla is not None:
+        return t
+    return np.maximum(1.0, t / model.num_kv_heads)
+
+
+def instance_memory(
+    model: ModelSpec, memory_bytes: float, *, tp: ArrayLike = 1, pp: ArrayLike = 1,
+    weight_dtype_bytes: float = 2.0, kv_dtype_bytes: float = 2.0, act_dtype_bytes: float = 2.0,
+    gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
+) -> InstanceMemory:
+    """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
+
+    Example: Llama-3.1-70B BF16 on one 80 GiB H100 (t=p=1): weights 141 GB > 77 GB usable → does not fit.
+    """
+    defaults = serving_defaults()
+    util = defaults.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
+    t_max = defaults.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    t, p = np.broadcast_arrays(np.asarray(tp, dtype=np.float64), np.asarray(pp, dtype=np.float64))
+    usable = np.full_like(t, memory_bytes * util)
+    weights = model.weight_bytes(weight_dtype_bytes) / (t * p)
+    width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
+    workspace = t_max * (4.0 * model.hidden_size + 2.0 * width / t) * act_dtype_bytes
+    kv_free = usable - weights - workspace
+    per_token = model.kv_bytes_per_token(kv_dtype_bytes) * kv_replication(model, t)
+    per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only
+    capacity = np.where(kv_free > 0.0, t * p * kv_free / per_token, 0.0)
+    return InstanceMemory(usable, weights, workspace, kv_free, per_token, capacity, kv_free > 0.0, t * p)

@@ -1,0 +1,210 @@
+"""The operators of one forward pass, with their shapes per GPU under tensor parallelism.
+
+A forward pass of a decoder-only model is enumerated as a short list of :class:`Op` records, each a kernel
+family (GEMM, attention, elementwise, all-reduce, linear-attention scan) with its shape arrays and how many
+times it runs per pass. Shapes broadcast over candidate arrays (``tokens``, ``tp`` ...), so one enumeration
+serves thousands of configurations; :mod:`pdplan.perf.roofline` prices the ops with the kernel table.
+
+Sharding follows Megatron-style tensor parallelism as vLLM/SGLang implement it (Shoeybi et al. 2019,
+arXiv 1909.08053): Q/K/V, gate/up and expert gate/up are column-parallel (output features / tp), O, down and
+expert down are row-parallel (input features / tp), each row-parallel layer ends in an all-reduce of the
+activations (two per layer). K/V heads are split across ranks while tp <= n_kv_heads; beyond that each rank
+keeps ceil(n_kv/tp) = 1 head, i.e. KV is replicated (ARCHITECTURE §2). MLA's down-projections (q_a, kv_a) are
+replicated and its latent cache is not sharded (vLLM DeepSeek-V2/V3 implementation). The LM head is
+column-parallel over the vocabulary; in prefill it runs on the last token of each prompt only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.specs.model import GemmShape, ModelSpec
+
+FloatArray = npt.NDArray[np.float64]
+OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce"]
+Phase = Literal["prefill", "decode"]
+
+# Column-parallel weights (output features split over tp); row-parallel ones split input features.
+_COLUMN_PARALLEL = {"q", "k", "v", "q_b", "kv_b", "gate", "up", "in_proj_qkvz", "in_proj_ba"}
+_ROW_PARALLEL = {"o", "down", "out_proj"}
+_REPLICATED = {"q_a", "kv_a"}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of a forward pass: kernel family, shape arrays, and runs per pass (per GPU)."""
+
+    name: str
+    kind: OpKind
+    count: float
+    dims: dict[str, FloatArray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PassShape:
+    """What one forward pass processes, as broadcastable arrays.
+
+    prefill: ``batch`` prompts of ``tokens`` tokens each (new tokens; ``context`` = tokens).
+    decode: one step for ``batch`` sequences at mean context ``tokens`` (one new token each).
+    """
+
+    phase: Phase
+    batch: FloatArray
+    tokens: FloatArray
+    tp: FloatArray
+    act_bytes: float = 2.0
+    weight_bytes: float = 2.0
+    kv_bytes: float = 2.0
+
+    @property
+    def new_tokens(self) -> FloatArray:
+        """Tokens entering the GEMMs: batch·tokens in prefill, batch in decode."""
+        if self.phase == "prefill":
+            return np.asarray(self.batch * self.tokens, dtype=np.float64)
+        return np.asarray(self.batch, dtype=np.float64)
+
+
+def _gemm_dims(shape: GemmShape, m: FloatArray, tp: FloatArray) -> dict[str, FloatArray]:
+    """(m, n, k) per GPU for one weight under tensor parallelism."""
+    n = np.full_like(tp, float(shape.out_features))
+    k = np.full_like(tp, float(shape.in_features))
+    if shape.name in _COLUMN_PARALLEL:
+        n = np.ceil(n / tp)
+    elif shape.name in _ROW_PARALLEL:
+        k = np.ceil(k / tp)
+    return {"m": m + 0.0 * tp, "n": n, "k": k}
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray) -> FloatArray:
+    """ceil(n_kv / tp): KV heads each rank holds (replicated once tp > n_kv)."""
+    return np.ceil(model.num_kv_heads / tp)
+
+
+def _fused(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[Op]:
+    """Merge GEMMs that read the same input into one wider GEMM (n summed), as engines do.
+
+    vLLM/SGLang run Q, K, V as one ``QKVParallelLinear`` and gate/up as one ``MergedColumnParallelLinear``;
+    a single wide GEMM is more efficient than three narrow ones, so pricing them separately would overstate time.
+    """
+    parts = [op for op in ops if op.name.rsplit(".", 1)[-1].removesuffix("_proj") in names]
+    if len(parts) < 2:
+        return ops
+    first = parts[0]
+    dims = {**first.dims, "n": sum((op.dims["n"] for op in parts), np.zeros_like(first.dims["n"]))}
+    merged = Op(fused_name, first.kind, first.count, dims)
+    rest = [op for op in ops if op not in parts]
+    return [merged, *rest]
+
+
+def _attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    ops: list[Op] = []
+    n_full = float(model.num_kv_layers)
+    for g in model.attention_gemms():
+        dims = _gemm_dims(g, m, s.tp)
+        if g.name in ("k", "v"):  # replicated heads when tp > n_kv
+            dims["n"] = kv_heads_per_gpu(model, s.tp) * model.head_dim
+        ops.append(Op(f"attn.{g.name}_proj", "gemm", n_full, dims))
+    ops = _fused(ops, ("q", "k", "v"), "attn.qkv_proj")
+    for g in model.linear_attention_gemms():
+        n_lin = float(model.num_layers - model.num_kv_layers)
+        ops.append(Op(f"linear_attn.{g.name}", "gemm", n_lin, _gemm_dims(g, m, s.tp)))
+    return ops
+
+
+def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
+    heads = np.ceil(model.num_attention_heads / s.tp)
+    n_full = float(model.num_kv_layers)
+    kv_full_layer = model.kv_bytes_per_token_per_layer(s.kv_bytes)
+    # per-GPU share of a token's KV in one layer: its local heads (MLA's latent is not sharded)
+    kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
+    kv_per_token_layer = kv_full_layer * kv_share
+    dims = {"batch": s.batch + 0.0 * s.tp, "context": s.tokens + 0.0 * s.tp, "heads": heads,
+            "kv_heads": kv_heads_per_gpu(model, s.tp), "head_dim": np.full_like(s.tp, model.head_dim),
+            "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp}
+    kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
+    ops = [Op("attn.core", kind, n_full, dims)]
+    la = model.linear_attention
+    if la is not None:
+        state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
+        lin = {"tokens": s.new_tokens + 0.0 * s.tp, "batch": s.batch + 0.0 * s.tp,
+               "state_bytes": state / s.tp,
+               "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp}
+        ops.append(Op("linear_attn.scan", "linear_attn", float(model.num_layers - n_full), lin))
+    return ops
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: FloatArray) -> FloatArray:
+    """E[# distinct experts hit] = E·(1 − (1 − k/E)^T) for T tokens routed uniformly to k of E experts.
+
+    Uniform, independent routing is the maximum-entropy assumption; real routers are skewed, which touches
+    fewer experts (so this is an upper bound on expert weight traffic). Example: E=8, k=2, T=1 → 2.0.
+    """
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    moe = model.moe
+    n_moe = float(len(model.moe_layer_indices))
+    n_dense = float(model.num_layers) - n_moe
+    ops = [Op(f"mlp.{g.name}", "gemm", n_dense, _gemm_dims(g, m, s.tp))
+           for g in model.mlp_gemms(model.intermediate_size)] if n_dense else []
+    ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
+    if moe is None:
+        return ops
+    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, m)
+    m_per_expert = m * moe.experts_per_token / touched
+    experts = [Op(f"moe.expert_{g.name}", "gemm", n_moe,
+                  {**_gemm_dims(g, m_per_expert, s.tp), "repeat": touched})
+               for g in model.mlp_gemms(moe.expert_intermediate_size)]
+    ops += _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
+    if moe.num_shared_experts:
+        width = moe.shared_expert_intermediate_size * moe.num_shared_experts
+        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp))
+                  for g in model.mlp_gemms(width)]
+        ops += _fused(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
+    router = GemmShape("router", model.hidden_size, moe.num_experts)
+    ops.append(Op("moe.router", "gemm", n_moe, _gemm_dims(router, m, s.tp)))
+    return ops
+
+
+def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """Norms, residual adds, activation, rotary: memory-bound streams of activations.
+
+    Bytes per layer ≈ b·m·(h·(2 norms × 2 + 2 adds × 3 + rope 2) + I/tp·3 (act: read gate, up; write)).
+    """
+    h = float(model.hidden_size)
+    width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
+    per_layer = s.act_bytes * m * (h * 12.0 + 3.0 * width / s.tp)
+    return [Op("elementwise", "elementwise", float(model.num_layers), {"bytes": per_layer})]
+
+
+def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
+    lm_tokens = s.batch + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence
+    head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
+    dims = _gemm_dims(head, lm_tokens, s.tp)
+    dims["n"] = np.ceil(model.vocab_size / s.tp)
+    embed = {"bytes": s.new_tokens * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
+    return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
+
+
+def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
+    message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
+    return [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+
+
+def forward_ops(model: ModelSpec, shape: PassShape) -> list[Op]:
+    """Every operator of one forward pass of ``model`` for ``shape`` (per GPU of one TP group)."""
+    m = shape.new_tokens + 0.0 * shape.tp
+    return [
+        *_attention_projection_ops(model, shape, m),
+        *_attention_core_ops(model, shape),
+        *_ffn_ops(model, shape, m),
+        *_elementwise_ops(model, shape, m),
+        *_head_ops(model, shape),
+        *_allreduce_ops(model, shape, m),
+    ]

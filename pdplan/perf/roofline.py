@@ -1,0 +1,209 @@
+"""Phase times from the per-operator roofline: prefill of a batch of prompts, one decode step.
+
+Each operator of :func:`pdplan.perf.ops.forward_ops` is priced by the calibrated kernel cost functions of
+:mod:`pdplan.perf.kernels` — ``overhead + smooth_max(FLOPs / (peak·η_c), bytes / (BW·η_m))`` per kernel — and
+multiplied by how often it runs. On top come the per-step framework overhead (scheduler, sampling, launch gaps;
+kernel table ``framework``) and pipeline-parallel hand-offs.
+
+Pipeline parallelism (PP = p) splits the layers into p equal stages. A pass's *latency* is the sum of the
+stages plus (p − 1) hand-offs of the activations; its *stage time* (the bottleneck that sets steady-state
+throughput when p micro-batches are in flight) is latency / p plus one hand-off. For p = 1 both are equal.
+
+Everything is vectorised: ``batch``, ``tokens`` and ``tp`` broadcast, so thousands of candidates cost one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.perf.kernels import (
+    GpuPeaks,
+    KernelTable,
+    KvFlavour,
+    allreduce_time_s,
+    decode_attention_time_s,
+    elementwise_time_s,
+    gemm_time_s,
+    prefill_attention_time_s,
+    smooth_max,
+)
+from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
+from pdplan.specs.model import ModelSpec
+
+FloatArray = npt.NDArray[np.float64]
+ArrayLike = npt.ArrayLike
+BOUNDS = ("compute", "memory", "communication", "overhead")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One operator's total over a pass (all its runs): time, FLOPs, bytes, and what bounds it."""
+
+    name: str
+    kind: str
+    count: float
+    time_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
+    bound: str
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """A phase's latency and bottleneck-stage time (s) with the per-operator breakdown."""
+
+    phase: Phase
+    time_s: FloatArray
+    stage_time_s: FloatArray
+    framework_overhead_s: float
+    pp_handoff_s: FloatArray
+    ops: tuple[OpTime, ...]
+
+    def bound(self) -> str:
+        """compute | memory | communication | overhead: the category holding the most time (first element)."""
+        totals = dict.fromkeys(BOUNDS, 0.0)
+        for op in self.ops:
+            totals[op.bound] += float(np.ravel(op.time_s)[0])
+        totals["overhead"] += self.framework_overhead_s
+        totals["communication"] += float(np.ravel(self.pp_handoff_s)[0])
+        return max(BOUNDS, key=lambda b: totals[b])
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element: weights/GEMM inputs (2 bf16, 1 fp8), activations, KV cache."""
+
+    weight_bytes: float = 2.0
+    act_bytes: float = 2.0
+    kv_bytes: float = 2.0
+
+    @property
+    def gemm_flavour(self) -> str:
+        return "fp8" if self.weight_bytes <= 1.0 else "bf16"
+
+
+def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]:
+    """FLOPs and bytes of one run of ``op`` (the textbook roofline numerators)."""
+    d = op.dims
+    if op.kind == "gemm":
+        rep = d.get("repeat", np.ones_like(d["m"]))
+        flops = 2.0 * d["m"] * d["n"] * d["k"] * rep
+        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * prec.weight_bytes
+                  + d["m"] * d["n"] * prec.act_bytes) * rep
+    elif op.kind == "attn_prefill":  # causal: half of 4·b·h·s²·d
+        flops = 2.0 * d["batch"] * d["heads"] * d["context"] ** 2 * d["head_dim"]
+        bytes_ = d["batch"] * d["context"] * d["head_dim"] * (2 * d["heads"] + 2 * d["kv_heads"])
+        bytes_ = bytes_ * prec.act_bytes
+    elif op.kind == "attn_decode":
+        flops = 4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"]
+        bytes_ = d["batch"] * d["context"] * d["kv_bytes_per_token"]
+    elif op.kind == "linear_attn":
+        flops = d["tokens"] * d["flops_per_token"]
+        bytes_ = 2.0 * d["batch"] * d["state_bytes"]
+    else:  # elementwise, allreduce
+        flops = np.zeros_like(d["bytes"])
+        bytes_ = d["bytes"]
+    return flops, bytes_
+
+
+def _linear_attention_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> FloatArray:
+    """Gated DeltaNet scan: roofline with the prefill-attention compute and elementwise memory efficiencies.
+
+    Not separately calibrated (flagged in reports): FLOPs ≈ 4·n_v·d_k·d_v per token (state update + read-out),
+    bytes = read + write of the per-sequence recurrent state.
+    """
+    flops, bytes_ = _ideal_flops_bytes(op, prec)
+    attn = table.prefill_attention["bf16"]
+    compute_s = flops / (gpu.bf16_flops_per_s * attn.compute_fraction)
+    memory_s = bytes_ / (gpu.memory_bytes_per_s * table.elementwise.memory_fraction)
+    result: FloatArray = table.elementwise.overhead_s + smooth_max(compute_s, memory_s, attn.smooth_q)
+    return result
+
+
+def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> FloatArray:
+    """Seconds for ONE run of ``op`` from the kernel table."""
+    d = op.dims
+    if op.kind == "gemm":
+        t = gemm_time_s(d["m"], d["n"], d["k"], prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
+        return t * d.get("repeat", 1.0)
+    if op.kind == "attn_prefill":
+        kv: KvFlavour = "fp8" if prec.kv_bytes <= 1.0 else "bf16"
+        return prefill_attention_time_s(d["batch"], d["context"], d["heads"], d["kv_heads"],
+                                        d["head_dim"], gpu, table, kv)
+    if op.kind == "attn_decode":
+        # head_dim_eff makes 2·kv_heads·head_dim_eff·b equal the per-GPU KV bytes per token (MLA latent too)
+        head_dim_eff = d["kv_bytes_per_token"] / (2.0 * d["kv_heads"] * prec.kv_bytes)
+        return decode_attention_time_s(d["batch"], d["context"], d["heads"], d["kv_heads"],
+                                       head_dim_eff, prec.kv_bytes, gpu, table)
+    if op.kind == "linear_attn":
+        return _linear_attention_time_s(op, gpu, table, prec)
+    if op.kind == "allreduce":
+        return allreduce_time_s(d["bytes"], d["gpus"], gpu, table)
+    return elementwise_time_s(d["bytes"], gpu, table)
+
+
+def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> str:
+    if op.kind == "allreduce":
+        return "communication"
+    compute = float(np.ravel(flops)[0]) / gpu.bf16_flops_per_s
+    memory = float(np.ravel(bytes_)[0]) / gpu.memory_bytes_per_s
+    return "compute" if compute > memory else "memory"
+
+
+def _price_ops(ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision) -> tuple[OpTime, ...]:
+    priced = []
+    for op in ops:
+        flops, bytes_ = _ideal_flops_bytes(op, prec)
+        time_s = _op_time_s(op, gpu, table, prec) * op.count
+        priced.append(OpTime(op.name, op.kind, op.count, time_s, flops * op.count,
+                             bytes_ * op.count, _bound_of(op, flops, bytes_, gpu)))
+    return tuple(priced)
+
+
+def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelTable,
+               pp: FloatArray) -> FloatArray:
+    """One PP stage hand-off: activations tokens·h·b over the scale-up link, plus its latency α."""
+    bandwidth = getattr(gpu, "scale_up_bytes_per_s", gpu.memory_bytes_per_s)
+    send_s = table.allreduce.alpha_s + shape.new_tokens * model.hidden_size * shape.act_bytes / bandwidth
+    result: FloatArray = np.where(pp > 1.0, send_s, 0.0)
+    return result
+
+
+def phase_time(
+    model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, phase: Phase, batch: ArrayLike,
+    tokens: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1, precision: Precision | None = None,
+) -> PhaseTime:
+    """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
+
+    Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
+    """
+    prec = precision or Precision()
+    b, n, t, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp)))
+    shape = PassShape(phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
+    ops = _price_ops(forward_ops(model, shape), gpu, table, prec)
+    compute_s = sum((op.time_s for op in ops), np.zeros_like(b))
+    overhead_s = table.framework.decode_step_overhead_s
+    handoff_s = _handoff_s(model, shape, gpu, table, p)
+    # per GPU of a stage the layer work divides by p; the (un-split) head/embedding is small and kept whole
+    latency_s = compute_s + overhead_s + (p - 1.0) * handoff_s
+    stage_s = compute_s / p + overhead_s + handoff_s
+    return PhaseTime(phase, latency_s, stage_s, overhead_s, handoff_s, ops)
+
+
+def prefill_time_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch: ArrayLike,
+                   tokens: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1,
+                   precision: Precision | None = None) -> FloatArray:
+    """Latency (s) of prefilling ``batch`` prompts of ``tokens`` tokens (vectorised)."""
+    return phase_time(model, gpu, table, phase="prefill", batch=batch, tokens=tokens, tp=tp, pp=pp,
+                      precision=precision).time_s
+
+
+def decode_step_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch: ArrayLike,
+                  context: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1,
+                  precision: Precision | None = None) -> FloatArray:
+    """Latency (s) of one decode step for ``batch`` sequences at mean context ``context`` (vectorised)."""
+    return phase_time(model, gpu, table, phase="decode", batch=batch, tokens=context, tp=tp, pp=pp,
+                      precision=precision).time_s

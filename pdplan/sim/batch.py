@@ -1,0 +1,106 @@
+"""Shared bookkeeping of the step-level simulators: the active decode set and busy-segment records.
+
+Continuous batching (QUEUEING.md §2): a decode instance runs one step at a time over all active
+sequences; each step of duration ``τ(B, K)`` gives every active sequence one token. The active set
+is kept as scalars, not per-sequence arrays: with ``A = Σ (l_i − s_admit_i)`` the batch context at
+step counter s is ``K(s) = A + B·s``, so between two events (admission or completion) the next m
+step times are one vectorised call ``τ(B, A + B·(s + j))``, j = 0 … m−1. Completions are a heap of
+``(finish_step, request)``. A loop therefore runs over *events* (≈ 2 per request), not over steps.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from pdplan.sim.spec import FloatArray, StepTimeFn
+
+SEGMENT_CAP = 256
+"""Most steps planned ahead in one vectorised call (a later event simply re-plans)."""
+_OFFSETS = np.arange(SEGMENT_CAP, dtype=np.float64)
+
+
+class ActiveSet:
+    """Sequences in one instance's decode batch: B, A (context offset), step counter s."""
+
+    __slots__ = ("a", "b", "finish", "s", "step_fn")
+
+    def __init__(self, step_fn: StepTimeFn) -> None:
+        self.step_fn = step_fn
+        self.b = 0
+        self.a = 0
+        self.s = 0
+        self.finish: list[tuple[int, int, int]] = []  # (finish step, request, l − s_admit)
+
+    def add(self, req: int, prompt: int, steps: int) -> None:
+        """Join at the current step: context ``prompt`` now, finishes after ``steps`` steps."""
+        offset = prompt - self.s
+        self.b += 1
+        self.a += offset
+        heapq.heappush(self.finish, (self.s + steps, req, offset))
+
+    def pop_finished(self) -> list[int]:
+        """Remove and return the sequences whose last step has just completed."""
+        done: list[int] = []
+        finish = self.finish
+        while finish and finish[0][0] <= self.s:
+            _, req, offset = heapq.heappop(finish)
+            self.b -= 1
+            self.a -= offset
+            done.append(req)
+        return done
+
+    def context(self) -> int:
+        """Total context K of the batch at the current step."""
+        return self.a + self.b * self.s
+
+    def segment(self, start_s: float) -> FloatArray:
+        """End times of the next m steps (m ≤ SEGMENT_CAP, up to the next completion)."""
+        m = min(self.finish[0][0] - self.s, SEGMENT_CAP)
+        b = float(self.b)
+        context = (self.a + b * self.s) + b * _OFFSETS[:m]
+        tau = np.asarray(self.step_fn(np.full(m, b), context), dtype=np.float64)
+        return start_s + np.cumsum(tau)
+
+
+class Segments:
+    """Busy periods of one pool: (start, end, batch size, steps) per record, in SI seconds."""
+
+    __slots__ = ("batch", "end", "start", "steps")
+
+    def __init__(self) -> None:
+        self.start: list[float] = []
+        self.end: list[float] = []
+        self.batch: list[int] = []
+        self.steps: list[int] = []
+
+    def add(self, start_s: float, end_s: float, batch: int, steps: int) -> None:
+        """Record one busy period: ``steps`` iterations of ``batch`` sequences."""
+        self.start.append(start_s)
+        self.end.append(end_s)
+        self.batch.append(batch)
+        self.steps.append(steps)
+
+    def arrays(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """(start, end, batch, steps) as float64 arrays."""
+        return (
+            np.asarray(self.start, dtype=np.float64),
+            np.asarray(self.end, dtype=np.float64),
+            np.asarray(self.batch, dtype=np.float64),
+            np.asarray(self.steps, dtype=np.float64),
+        )
+
+
+class Timeline:
+    """Per-request event times (absolute seconds; NaN until the event happens)."""
+
+    __slots__ = ("admit", "arrival", "finish", "first_token", "prefill_done")
+
+    def __init__(self, n: int) -> None:
+        nan = float("nan")
+        self.arrival: list[float] = [nan] * n
+        self.prefill_done: list[float] = [nan] * n
+        self.admit: list[float] = [nan] * n  # joined a decode batch
+        self.first_token: list[float] = [nan] * n
+        self.finish: list[float] = [nan] * n

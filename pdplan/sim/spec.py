@@ -1,0 +1,221 @@
+"""Inputs of the discrete-event simulator: plain arrays and callables, validated once.
+
+The simulator knows nothing about GPUs, models or specs: the caller (the serving layer, a test, a
+notebook) computes per-request service times and passes step-time callables, so the DES can replay
+exactly what the analytic model predicts (QUEUEING.md §5.4).
+
+Request ``i`` is described by ``input_tokens[i]`` (prompt length l) and ``output_tokens[i]`` (≥ 1).
+Every per-request array below is indexed by the request id ``i``; in closed-loop mode requests are
+issued in index order.
+
+Decode-step accounting (QUEUEING.md notation, n = decode steps):
+
+* convention ``"B"`` (prefill emits token 1, DistServe): ``n = output_tokens − 1``; a request with
+  one output token never enters decode.
+* convention ``"A"`` (first token streamed by the decode instance, QUEUEING.md §1.5):
+  ``n = output_tokens``; its first step emits token 1.
+* colocated: the iteration that completes the prefill emits token 1, then ``n = output_tokens − 1``.
+
+A sequence admitted to a decode batch at step s with prompt l holds context ``l + j`` at its j-th step
+(j = 0 … n−1), so the batch context is ``K = Σ (l_i + s − s_admit_i)`` (QUEUEING.md §2.2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from pdplan.errors import SpecError
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
+"""``decode_step_s(batch_size[m], total_context_tokens[m]) -> seconds[m]`` (vectorised)."""
+BatchPrefillFn = Callable[[float, float], float]
+"""``prefill_batch_time_s(total_tokens, sum_sq_tokens) -> seconds`` for one prefill batch."""
+ChunkTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
+"""``chunk_time_s(chunk_tokens[m], context_before_chunk[m]) -> seconds[m]`` (vectorised)."""
+
+PrefillRouting = Literal["random", "round-robin", "least-work"]
+ColocatedRouting = Literal["random", "least-work"]
+Scheduler = Literal["prefill-first", "chunked"]
+Convention = Literal["A", "B"]
+PREFILL_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work")
+COLOCATED_ROUTINGS: tuple[str, ...] = ("random", "least-work")
+SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
+
+
+def poisson_arrivals(
+    rate_per_s: float, n: int, rng: np.random.Generator, start_s: float = 0.0
+) -> FloatArray:
+    """Arrival times [n] of a Poisson process: ``start_s + cumsum(Exp(1/rate))``.
+
+    Example: ``poisson_arrivals(2.0, 3, np.random.default_rng(0))`` → three increasing times whose
+    gaps have mean 0.5 s.
+    """
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise SpecError(f"rate_per_s must be finite and > 0, got {rate_per_s}")
+    if n < 0:
+        raise SpecError(f"n must be >= 0, got {n}")
+    gaps = rng.exponential(1.0 / rate_per_s, size=n)
+    return np.asarray(start_s + np.cumsum(gaps), dtype=np.float64)
+
+
+def as_times(values: ArrayLike, n: int, name: str) -> FloatArray:
+    """A finite, non-negative float64 array of length n (a scalar is broadcast)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise SpecError(f"{name} must have shape ({n},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise SpecError(f"{name} must be finite and >= 0")
+    return arr
+
+
+def as_tokens(values: ArrayLike, name: str, minimum: int) -> IntArray:
+    """A 1-D int64 array of token counts, each ≥ ``minimum``."""
+    raw = np.asarray(values)
+    if raw.ndim != 1 or raw.size == 0:
+        raise SpecError(f"{name} must be a non-empty 1-D array")
+    arr = raw.astype(np.int64)
+    if not np.array_equal(arr, raw) or np.any(arr < minimum):
+        raise SpecError(f"{name} must be integers >= {minimum}")
+    return arr
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """Prompt and output lengths of N requests (token counts)."""
+
+    input_tokens: IntArray
+    output_tokens: IntArray
+
+    @staticmethod
+    def of(input_tokens: ArrayLike, output_tokens: ArrayLike) -> Requests:
+        """Validated constructor: equal lengths, prompts ≥ 1 token, outputs ≥ 1 token."""
+        inp = as_tokens(input_tokens, "input_tokens", 1)
+        out = as_tokens(output_tokens, "output_tokens", 1)
+        if inp.shape != out.shape:
+            raise SpecError("input_tokens and output_tokens must have the same length")
+        return Requests(inp, out)
+
+    @property
+    def count(self) -> int:
+        """Number of requests N."""
+        return int(self.input_tokens.size)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillPool:
+    """x prefill instances, each FCFS on its own queue (see :mod:`pdplan.sim.prefill`).
+
+    Give either ``service_s`` (per-request prefill time [N], one prompt at a time) or
+    ``batch_time_s`` (batched prefill: an idle instance takes the FCFS head requests whose token
+    sum fits ``max_batch_tokens`` — at least one — and all finish together after
+    ``batch_time_s(Σl, Σl²)``).
+    """
+
+    instances: int
+    routing: PrefillRouting = "least-work"
+    service_s: ArrayLike | None = None
+    batch_time_s: BatchPrefillFn | None = None
+    max_batch_tokens: int = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class DecodePool:
+    """y decode instances with continuous batching (see :mod:`pdplan.sim.decode`).
+
+    ``max_batch`` seats per instance; ``kv_capacity_tokens`` KV slots per instance (admission
+    reserves ``l + n`` tokens, the sequence's final context).
+    """
+
+    instances: int
+    step_time_s: StepTimeFn
+    max_batch: int = 256
+    kv_capacity_tokens: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class KvTransfer:
+    """KV transfer prefill → decode: latency ``time_s`` [N] from transfer start to "KV ready".
+
+    With ``link_busy_s`` [N] (bytes/BW), each decode instance has one shared inbound link served
+    FIFO in prefill-completion order: start = max(prefill done, link free); the link is then held
+    ``link_busy_s[i]`` and the KV is ready at start + ``time_s[i]``. Without it, ready = done + time.
+    """
+
+    time_s: ArrayLike
+    link_busy_s: ArrayLike | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Disaggregated:
+    """A disaggregated deployment: prefill pool → KV transfer → decode pool."""
+
+    prefill: PrefillPool
+    decode: DecodePool
+    transfer: KvTransfer | None = None
+    convention: Convention = "A"
+
+
+@dataclass(frozen=True, slots=True)
+class Colocated:
+    """z colocated instances (see :mod:`pdplan.sim.colocated`).
+
+    ``"prefill-first"`` needs ``prefill_service_s`` [N]; ``"chunked"`` needs ``token_budget`` C
+    (> ``max_batch``) and ``chunk_time_s``.
+    """
+
+    instances: int
+    step_time_s: StepTimeFn
+    scheduler: Scheduler = "chunked"
+    routing: ColocatedRouting = "least-work"
+    max_batch: int = 256
+    kv_capacity_tokens: float = math.inf
+    prefill_service_s: ArrayLike | None = None
+    token_budget: int = 2048
+    chunk_time_s: ChunkTimeFn | None = None
+
+
+Deployment = Disaggregated | Colocated
+
+
+def check_count(value: int, name: str) -> None:
+    """Raise SpecError unless value is an int ≥ 1."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise SpecError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def check_step_fn(fn: StepTimeFn, max_batch: int, kv_capacity: float, name: str) -> None:
+    """Probe a vectorised step-time callable: shape-preserving, finite and > 0."""
+    top = min(kv_capacity, 1e7)
+    batch = np.array([1.0, float(max_batch), float(max_batch)])
+    context = np.array([1.0, 1.0, top])
+    out = np.asarray(fn(batch, context), dtype=np.float64)
+    if out.shape != (3,) or not np.all(np.isfinite(out)) or np.any(out <= 0):
+        raise SpecError(f"{name} must map arrays [m] to finite positive seconds [m]")
+
+
+def check_capacity(req: Requests, steps: IntArray, max_batch: int, kv_cap: float) -> None:
+    """Every request must fit an empty instance on its own (else it could never be admitted)."""
+    check_count(max_batch, "max_batch")
+    need = req.input_tokens + steps
+    if not kv_cap > 0 or float(need.max()) > kv_cap:
+        raise SpecError(
+            f"kv_capacity_tokens={kv_cap} is smaller than the largest request footprint "
+            f"(input + decode steps = {int(need.max())})"
+        )
+
+
+def decode_steps(req: Requests, convention: str) -> IntArray:
+    """Decode steps n per request: output − 1 (B, colocated) or output (A)."""
+    if convention not in ("A", "B"):
+        raise SpecError(f"convention must be 'A' or 'B', got {convention!r}")
+    return req.output_tokens - (0 if convention == "A" else 1)

@@ -1,0 +1,206 @@
+"""Scenario: one deployment question in YAML — model, hardware per role, link, workload, SLO.
+
+YAML keys equal the field names (no merge magic; STYLE.md). Loaded by :func:`load_scenario`, which
+turns every failure into one-line :class:`~pdplan.errors.SpecError` naming the file and the field.
+
+Two deployment shapes (``mode``):
+
+* ``disaggregated`` (xPyD): ``prefill: {gpu, tp, pp, count}`` and ``decode: {gpu, tp, pp, count}``,
+  joined by ``link`` with ``granularity`` request | layer | chunk and ``routing`` of prompts over
+  the prefill pool (random | round-robin | least-work).
+* ``colocated``: ``colocated: {gpu, tp, pp, count, scheduler, chunk_tokens}`` — every instance does
+  both phases, with ``prefill-first`` (vanilla vLLM) or ``chunked`` (Sarathi-Serve) batching.
+
+``workload`` is an inline block (ARCHITECTURE §4), a bundled preset name (``chat``) or a path to a
+workload YAML (relative to the scenario file). SLO times accept unit strings (``"250ms"``); inside
+they are seconds. Engine settings left out (``max_num_seqs``, ``gpu_memory_utilization``,
+``chunk_tokens``) come from ``pdplan/data/serving_defaults.yaml`` (with sources).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pdplan.errors import SpecError
+from pdplan.specs.loading import first_error_line, read_yaml_mapping
+from pdplan.specs.workload import WorkloadSpec
+from pdplan.units import parse_time_s
+
+Mode = Literal["disaggregated", "colocated"]
+Granularity = Literal["request", "layer", "chunk"]
+Routing = Literal["random", "round-robin", "least-work"]
+Scheduler = Literal["prefill-first", "chunked"]
+Dtype = Literal["bf16", "fp8"]
+Convention = Literal["A", "B"]
+PosInt = Annotated[int, Field(strict=True, ge=1)]
+SCENARIO_KEYS = ("mode", "prefill", "decode", "colocated", "slo")
+"""Top-level keys by which ``pdplan validate`` recognises a scenario file."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RoleSpec(_Frozen):
+    """One instance type of a pool: GPU (name or path), tensor/pipeline parallelism, instances."""
+
+    gpu: Annotated[str, Field(min_length=1)]
+    tp: PosInt = 1
+    pp: PosInt = 1
+    count: PosInt = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the pool: ``tp·pp·count``."""
+        return self.tp * self.pp * self.count
+
+
+class ColocatedSpec(RoleSpec):
+    """Colocated instances; ``chunk_tokens`` None → serving default ``prefill_chunk_tokens``."""
+
+    scheduler: Scheduler = "chunked"
+    chunk_tokens: PosInt | None = None
+
+
+def _seconds(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("expected a time such as '2s' or '100ms', got a boolean")
+    if isinstance(value, str):
+        return parse_time_s(value)
+    return value
+
+
+Seconds = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+
+
+class SloSpec(_Frozen):
+    """TTFT/TPOT thresholds (s), the percentile they are read at, and the target attainment.
+
+    Defaults: DistServe's (OSDI'24 §6) 90 % attainment convention; 2 s / 100 ms are placeholder
+    chat-style thresholds (ARCHITECTURE §2 "default P90, 90 %"), meant to be set per scenario.
+    """
+
+    ttft: Seconds = 2.0
+    tpot: Seconds = 0.1
+    percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 90.0
+    attainment: Annotated[float, Field(gt=0.0, le=1.0)] = 0.9
+
+    @field_validator("ttft", "tpot", mode="before")
+    @classmethod
+    def _parse_time(cls, value: object) -> object:
+        return _seconds(value)
+
+
+class SearchSpace(_Frozen):
+    """Optimiser search space (placeholder for ``pdplan optimize``; every field optional)."""
+
+    prefill_gpus: list[str] | None = None
+    decode_gpus: list[str] | None = None
+    gpus: PosInt | None = None
+    tp: list[PosInt] | None = None
+    max_instances: PosInt | None = None
+    granularities: list[Granularity] | None = None
+    links: list[str] | None = None
+    routing: list[Routing] | None = None
+    rate: Annotated[float, Field(gt=0.0)] | None = None
+    objective: Literal["gpus", "cost"] = "gpus"
+
+
+class Scenario(_Frozen):
+    """One deployment to evaluate (fields documented in the module docstring)."""
+
+    schema_version: Literal[1] = 1
+    name: str | None = None
+    description: str = ""
+    model: Annotated[str, Field(min_length=1)]
+    mode: Mode = "disaggregated"
+    prefill: RoleSpec | None = None
+    decode: RoleSpec | None = None
+    colocated: ColocatedSpec | None = None
+    link: Annotated[str, Field(min_length=1)] = "ib-ndr"
+    nics_per_instance: PosInt | None = None
+    granularity: Granularity = "layer"
+    routing: Routing = "least-work"
+    workload: WorkloadSpec
+    slo: SloSpec = SloSpec()
+    ttft_convention: Convention = "A"
+    dtype: Dtype = "bf16"
+    kv_dtype: Dtype = "bf16"
+    max_num_seqs: PosInt | None = None
+    gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    chunk_tokens: PosInt | None = None
+    search: SearchSpace | None = None
+
+    @field_validator("workload", mode="before")
+    @classmethod
+    def _resolve_workload(cls, value: object, info: Any) -> object:
+        if isinstance(value, str):
+            base = (info.context or {}).get("base_dir", Path.cwd())
+            return resolve_workload(value, Path(base))
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> Scenario:
+        if self.mode == "disaggregated":
+            if self.prefill is None or self.decode is None:
+                raise ValueError("mode disaggregated needs both prefill: and decode: blocks")
+            if self.colocated is not None:
+                raise ValueError("mode disaggregated takes no colocated: block")
+        else:
+            if self.colocated is None:
+                raise ValueError("mode colocated needs a colocated: block")
+            if self.prefill is not None or self.decode is not None:
+                raise ValueError("mode colocated takes no prefill:/decode: blocks")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the whole deployment."""
+        if self.colocated is not None:
+            return self.colocated.gpus
+        assert self.prefill is not None and self.decode is not None
+        return self.prefill.gpus + self.decode.gpus
+
+
+def resolve_workload(name_or_path: str, base_dir: Path) -> WorkloadSpec:
+    """A preset name (``chat``) or a workload YAML path (relative to ``base_dir``)."""
+    from pdplan.workload import list_presets, load_preset_workload, load_workload
+
+    if name_or_path in list_presets():
+        return load_preset_workload(name_or_path)
+    path = Path(name_or_path)
+    if not path.is_absolute():
+        path = base_dir / path
+    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+        return load_workload(path)
+    return load_preset_workload(name_or_path)  # unknown name → error with suggestions
+
+
+def scenario_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> Scenario:
+    """Validate a scenario mapping; pydantic and workload errors become one-line SpecError."""
+    try:
+        return Scenario.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as err:
+        field, message = first_error_line(err)
+        top = field == "(top level)"
+        raise SpecError(message, source=source, field=None if top else field) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file."""
+    path = Path(path)
+    return scenario_from_dict(read_yaml_mapping(path), source=str(path), base_dir=path.parent)
+
+
+def revalidate(scenario: Scenario, update: dict[str, Any], *, source: str = "overrides") -> Scenario:
+    """``scenario`` with ``update`` applied, validated again (CLI overrides; STYLE.md)."""
+    data = scenario.model_dump()
+    data.update(update)
+    try:
+        return Scenario.model_validate(data, context={"base_dir": Path.cwd()})
+    except ValidationError as err:
+        field, message = first_error_line(err)
+        raise SpecError(message, source=source, field=field) from None

@@ -1,0 +1,66 @@
+"""Shared fixtures: repository paths, an isolated catalogue environment and an in-process CLI runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """Outcome of one in-process ``pdplan`` run."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        """Non-empty stderr lines."""
+        return [line for line in self.err.splitlines() if line.strip()]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's PDPLAN_HARDWARE_DB, nor specs cached by an earlier test."""
+    monkeypatch.delenv("PDPLAN_HARDWARE_DB", raising=False)
+    from pdplan import catalog
+
+    catalog._load_cached.cache_clear()
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    """The source tree root (holds ``hardware_db/`` and ``tests/``)."""
+    return REPO_ROOT
+
+
+@pytest.fixture
+def hardware_db() -> Path:
+    """The built-in ``hardware_db/`` folder of the source tree."""
+    return REPO_ROOT / "hardware_db"
+
+
+@pytest.fixture
+def bad_inputs() -> Path:
+    """The corpus of bad input files, ``tests/bad_inputs/``."""
+    return REPO_ROOT / "tests" / "bad_inputs"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``pdplan.cli.run(argv)`` in-process; returns exit code, stdout and stderr."""
+    from pdplan.cli import run
+
+    def _run(*argv: str | Path) -> CliResult:
+        capsys.readouterr()  # drop anything printed before this call
+        code = run([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return CliResult(code=code, out=captured.out, err=captured.err)
+
+    return _run
