@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from fit_kernel_tables import DEFAULT_DATA, MEASURED, REPO, gpu_spec
+
 from pdplan.perf import fit
 from pdplan.perf.kernels import (
     KernelTable,

@@ -21,7 +21,13 @@ from pdplan.render import (
     write_atomic,
 )
 
-stdout_console = Console(soft_wrap=False)
+def _stdout_console() -> Console:
+    """Rich console for results: the terminal's width, or a wide page when piped (no folding in files)."""
+    probe = Console()
+    return Console(soft_wrap=False, width=None if probe.is_terminal else 200)
+
+
+stdout_console = _stdout_console()
 stderr_console = Console(stderr=True)
 
 FormatOpt = Annotated[

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
+from pdplan.specs.loading import read_text_file
 from pdplan.specs.model import ModelSpec
 
 Fields = dict[str, Any]
@@ -256,17 +257,11 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_BUILDERS))
 
 
 def _read_json(path: Path, source: str) -> dict[str, Any]:
+    text = read_text_file(path)
     try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise SpecError(f"cannot read config file ({err.strerror or err})", source=source) from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SpecError("not a UTF-8 text file (expected a Hugging Face config.json)",
-                        source=source) from None
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        what = "empty file" if not raw.strip() else f"invalid JSON at line {err.lineno}: {err.msg}"
+        what = "empty file" if not text.strip() else f"invalid JSON at line {err.lineno}: {err.msg}"
         raise SpecError(f"{what} (expected a Hugging Face config.json)", source=source) from None
     if not isinstance(data, dict):
         raise SpecError(f"expected a JSON object, got {type(data).__name__}", source=source)

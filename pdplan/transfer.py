@@ -36,7 +36,8 @@ TP mismatch: the decode GPU rewrites its share into its own head layout (read + 
   ``C·n(n−1)/2·kvb·r_p/(tp_p·HBM_p)`` — a memory-traffic upper bound (QUEUEING §1.4).
 
 With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer prefill hides a
-latency-bound link); the completion time ``T_p + exposed`` never does.
+latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the
+completion time ``T_p + exposed`` never decreases.
 
 **Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill feed ``y`` decode instances, evenly:
 ``ρ_d = λ·E[B]/(y·BW_d)``, ``ρ_p = (λ/x)·E[B]/BW_p`` with ``BW_side = line_rate·eff·nics_side``.
@@ -218,9 +219,7 @@ def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike,
                        send_s: npt.ArrayLike) -> FloatArray:
     """Lag after the last of ``n`` units of compute ``c`` each, sent FIFO in ``s`` each:
     ``s + max(0, (n−1)(s − c))`` (exact, see module docstring). n=80, c=2 ms, s=40 µs → 40 µs."""
-    n = np.asarray(units, dtype=np.float64)
-    c = np.asarray(compute_s, dtype=np.float64)
-    s = np.asarray(send_s, dtype=np.float64)
+    n, c, s = (np.asarray(x, dtype=np.float64) for x in (units, compute_s, send_s))
     return np.asarray(s + np.maximum(0.0, (n - 1.0) * (s - c)), dtype=np.float64)
 
 

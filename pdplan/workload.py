@@ -261,7 +261,9 @@ def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, F
     p, m = np.diff(cdf), np.diff(part)
     keep = p > 1e-15
     reps = np.clip(m[keep] / p[keep], edges[:-1][keep], edges[1:][keep])
-    return reps, p[keep] / p[keep].sum()
+    uniq, inverse = np.unique(reps, return_inverse=True)  # a near-point law: equal reps merge
+    merged = np.asarray(np.bincount(inverse, weights=p[keep]), dtype=np.float64)
+    return uniq, merged / merged.sum()
 
 
 def bin_points(values: FloatArray, weights: FloatArray, max_bins: int

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from pdplan.errors import SpecError
@@ -38,6 +39,7 @@ MAX_FIT_ROWS = 6000
 """Rows used for fitting one family (every k-th row of the file order); errors use all rows."""
 
 Bounds = Mapping[str, tuple[float, float]]
+IntArray = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,10 @@ def fit_parameters(
     return FitResult(params, error_stats(predict_fn(params), measured), int(measured.size))
 
 
-def subsample_index(n: int, max_rows: int = MAX_FIT_ROWS) -> FloatArray:
+def subsample_index(n: int, max_rows: int = MAX_FIT_ROWS) -> IntArray:
     """Deterministic every-k-th-row index with at most ``max_rows`` rows."""
     step = max(1, -(-n // max_rows))
-    return np.arange(0, n, step)
+    return np.arange(0, n, step, dtype=np.intp)
 
 
 # ---------------------------------------------------------------- AIConfigurator CSV adapters
@@ -172,7 +174,7 @@ def fit_gemm(
     t = t * 1e-3
     idx = subsample_index(t.size)
 
-    def predict(p: dict[str, float], sel: FloatArray = idx) -> FloatArray:
+    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
         table = _stub_table(gpu_id, gemm={flavour: {**p, "quant_bytes_per_element": quant}})
         return gemm_time_s(m[sel], n[sel], k[sel], flavour, gpu, table)
 
@@ -201,7 +203,7 @@ def fit_prefill(
     t = np.asarray(data["latency_ms"]) * 1e-3
     idx = subsample_index(t.size)
 
-    def predict(p: dict[str, float], sel: FloatArray = idx) -> FloatArray:
+    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
         table = _stub_table(gpu_id, prefill_attention={kv: p})
         return prefill_attention_time_s(b[sel], s[sel], h[sel], kvh[sel], d[sel], gpu, table, kv)
 
@@ -225,7 +227,7 @@ def fit_decode(
     idx = subsample_index(t.size)
     kv_bytes = 2.0 if kv == "bf16" else 1.0
 
-    def predict(p: dict[str, float], sel: FloatArray = idx) -> FloatArray:
+    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
         table = _stub_table(gpu_id, decode_attention={kv: p})
         return decode_attention_time_s(b[sel], c[sel], h[sel], kvh[sel], d[sel], kv_bytes, gpu,
                                        table)

@@ -26,6 +26,8 @@ over its n steps of the others' load X. Kernels ``g_m = E[w·1{n>m}]``, ``r_m = 
 X̄ ~ Gamma(mean, var); TPOT cdf = mixture over bins. Non-linear τ is linearised at the fixed point
 (t1 = ∂τ/∂B, t2 = ∂τ/∂K, t0 = τ̄ − t1 N − t2 K̄). Measured (QUEUEING.md §6.3): P50/P90/P99 within
 −4…+2 % for u ≤ 0.5; −7/−15/−12 % at u = 0.7; −9/−6/+3 % at u = 0.85.
+This implementation vs a step-level DES (tests/unit/test_queueing_decode.py, L ~ LN(1000, σ=1),
+n ~ LN(100, σ=1)): mean/P50/P90/P99 within −5.3…+2.4 % for u = .3/.5/.7 (30 k requests).
 """
 
 from __future__ import annotations

@@ -203,11 +203,14 @@ class GammaMixture:
         """``P(T_i ≤ b)`` per bin: regularised lower incomplete gamma; shape ``[R, M]``."""
         x = b_s - self.offset_s
         m, v = self.load_mean_s, self.load_var_s2
-        random_part = v > 0
-        safe_v = np.where(random_part, v, 1.0)
+        # Gamma needs m > 0; a relative sd below 1e-6 (shape > 1e12) is treated as a point mass.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            cv = np.sqrt(v) / m
+        random_part = (m > 0) & (v > 0) & (cv > 1e-6)
         safe_m = np.where(random_part, m, 1.0)
-        shape = safe_m**2 / safe_v
-        scale = safe_v / safe_m
+        safe_cv = np.where(random_part, cv, 1.0)
+        shape = 1.0 / safe_cv**2
+        scale = safe_m * safe_cv**2
         gam = gammainc(shape, np.clip(x, 0.0, None) / scale)
         det = (x >= m).astype(np.float64)
         return np.asarray(np.where(random_part, np.where(x > 0, gam, 0.0), det), dtype=np.float64)

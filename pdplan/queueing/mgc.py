@@ -16,7 +16,8 @@ service S (discretised), ρ = λE[S]/x < 1 (else ValueError):
   shape of the M/G/1 conditional wait at λ/x, rescaling its time axis by
   ``k = (c_a² + c_s²)/(1 + c_s²)`` so the mean matches Kingman (k = 1 for x = 1, i.e. exact M/G/1).
   It is a gamma-like tail with the right mean, in place of the cruder exponential-with-atom.
-  Measured against an E_x/G/1 Lindley simulation in tests/unit/test_queueing_mgc.py.
+  Measured vs an E_x/G/1 Lindley simulation (x = 2, 4; ρ = .5–.9; c_s² = 1.5): T quantiles
+  P90 −4…+9 %, P99 −9…0 %, but P50 +8…+27 % (pessimistic: with smoother arrivals P(W > 0) < ρ).
 
 Erlang C uses the numerically stable Erlang-B recursion ``B_k = a·B_{k−1}/(k + a·B_{k−1})``,
 ``C = c·B_c/(c − a(1 − B_c))`` (e.g. Cooper, Introduction to Queueing Theory, §3.4).

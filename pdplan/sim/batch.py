@@ -82,6 +82,13 @@ class Segments:
         self.batch.append(batch)
         self.steps.append(steps)
 
+    def extend(self, start_s: FloatArray, end_s: FloatArray) -> None:
+        """Record many single-request, single-iteration busy periods at once."""
+        self.start.extend(start_s.tolist())
+        self.end.extend(end_s.tolist())
+        self.batch.extend([1] * start_s.size)
+        self.steps.extend([1] * start_s.size)
+
     def arrays(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """(start, end, batch, steps) as float64 arrays."""
         return (

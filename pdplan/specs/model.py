@@ -4,7 +4,7 @@ One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), 
 LayerNorm families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts
 (Mixtral, Qwen3-MoE, DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear
 attention + gated full attention). YAML keys equal field names (``pdplan/models/<id>.yaml``);
-:func:`load_model_yaml` is the only YAML reader.
+:func:`load_model_yaml` reads them through :mod:`pdplan.specs.loading`.
 
 Derived sizes are pure functions of the fields: element counts and bytes. Parameter counts follow
 the Hugging Face module layout, so ``total_params()`` matches the checkpoint's tensor count up to
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pdplan.errors import SpecError
+from pdplan.specs.loading import read_yaml_mapping
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
@@ -451,24 +451,7 @@ def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
 
 def load_model_yaml(path: str | Path) -> ModelSpec:
     """Read one model YAML (keys = ModelSpec fields); any problem → SpecError (file, field)."""
-    source = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as err:
-        raise SpecError(f"cannot read model file ({err.strerror or err})", source=source) from None
-    except UnicodeDecodeError:
-        raise SpecError("not a UTF-8 text file", source=source) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "syntax error"
-        raise SpecError(f"invalid YAML{where}: {problem}", source=source) from None
-    if not isinstance(data, dict):
-        got = "an empty file" if data is None else type(data).__name__
-        raise SpecError(f"expected a mapping of model fields, got {got}", source=source)
-    return ModelSpec.from_mapping(data, source=source)
+    return ModelSpec.from_mapping(read_yaml_mapping(Path(path)), source=str(path))
 
 
 def list_preset_paths() -> dict[str, Path]:

@@ -1,0 +1,208 @@
+"""Per-role performance characteristics from the perf model: prefill S(l), decode τ(B, K), memory.
+
+* **Prefill service** (QUEUEING §1.1, §1.2): one prompt at a time (batch 1) on an instance with
+  TP = t, PP = p, priced by the roofline (:func:`pdplan.perf.roofline.phase_time`) per input-length
+  bin. ``latency_s`` is the pass latency (all stages plus p − 1 hand-offs); ``service_s`` is what
+  the FCFS queue sees: the bottleneck stage time, because with p stages p prompts are in flight
+  (DistServe's inter-op model waits on D_m ≈ D/2 for p = 2; PUBLISHED_RESULTS §1.2 (2)). For p = 1
+  both are the same. The KV-transfer granularity may add prefill work (``prefill_extra_s``: per-layer
+  sync, chunk launches and the chunked re-read of earlier KV; :mod:`pdplan.transfer`), added to both.
+* **Decode step** (QUEUEING §2.1): the roofline step τ(B, c) for B sequences at mean context c is
+  linearised as ``τ = t0 + t1·B + t2·K`` (K = B·c) by a relative least-squares fit (non-negative
+  coefficients, :func:`scipy.optimize.nnls`) over the operating range B ∈ [1, B_max] (B_max the seat
+  and KV limit) and c ∈ [κ/4, 4κ] around κ, the mean context of an in-flight sequence. The linear
+  form is what the closed-form fixed point and the §2.4 TPOT model use; the fit's median and worst
+  relative error over that grid are reported as an assumption (typically a few per cent: the
+  roofline is memory-bound and nearly linear there). With PP = p a decode instance runs p
+  micro-batches of B/p; a sequence gets one token per pipeline cycle, so
+  ``τ(B, K) = p · stage_time(B/p, K/B)``.
+* **Memory** (:mod:`pdplan.perf.memory`): weights, workspace and KV capacity per instance; an
+  instance whose weights do not fit raises :class:`~pdplan.errors.NoFeasiblePlanError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq, nnls
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.perf.kernels import KernelTable
+from pdplan.perf.memory import InstanceMemory, instance_memory
+from pdplan.perf.roofline import Precision, phase_time
+from pdplan.queueing import (
+    DecodeCapacity,
+    DecodeWorkload,
+    LinearStepTime,
+    decode_fixed_point,
+    load_noise,
+)
+from pdplan.queueing.distributions import FloatArray
+from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.model import ModelSpec
+
+GIB = 2.0**30
+_FIT_BATCHES = 12
+_FIT_CONTEXT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+Z99 = 2.3263478740408408  # standard normal 0.99 quantile, as pdplan.queueing.decode (§2.3)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleHardware:
+    """A resolved instance type: model, GPU spec, kernel table, parallelism, precision."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    table: KernelTable
+    tp: int
+    pp: int
+    precision: Precision
+    gpu_memory_utilization: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu.name} TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+
+
+def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
+    """Memory of one instance; NoFeasiblePlanError (binding "memory") when weights do not fit."""
+    mem = instance_memory(
+        hw.model, hw.gpu.memory_bytes, tp=hw.tp, pp=hw.pp,
+        weight_dtype_bytes=hw.precision.weight_bytes, kv_dtype_bytes=hw.precision.kv_bytes,
+        act_dtype_bytes=hw.precision.act_bytes, gpu_memory_utilization=hw.gpu_memory_utilization,
+    )
+    if not bool(np.all(mem.fits)):
+        need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
+        have = float(mem.usable_bytes.max()) / GIB
+        raise NoFeasiblePlanError(
+            f"{role} instance {hw.label} does not fit {hw.model.name}: weights + workspace "
+            f"{need:.1f} GiB per GPU exceed the usable {have:.1f} GiB; raise TP/PP or use fp8",
+            binding_constraint="memory",
+        )
+    return mem
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillPerf:
+    """Batch-1 prefill per input-length bin (arrays ``[K]``, seconds)."""
+
+    input_tokens: FloatArray
+    latency_s: FloatArray
+    service_s: FloatArray
+
+
+def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
+    """Roofline latency and queue service time of one prompt per bin (module docstring)."""
+    pt = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=1.0,
+                    tokens=input_tokens, tp=hw.tp, pp=hw.pp, precision=hw.precision)
+    latency = np.broadcast_to(pt.time_s, input_tokens.shape).astype(np.float64)
+    stage = np.broadcast_to(pt.stage_time_s, input_tokens.shape).astype(np.float64)
+    return PrefillPerf(input_tokens, latency, stage)
+
+
+def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
+    """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (QUEUEING §1.1)."""
+    design = np.stack([np.ones_like(tokens), tokens, tokens**2], axis=1) / time_s[:, None]
+    scale = np.abs(design).max(axis=0)
+    coef, _ = nnls(design / scale, np.ones_like(tokens))
+    a, b, c = coef / scale
+    return float(a), float(b), float(c)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodePerf:
+    """Linearised decode step, its fit error, and the instance's KV/seat limits."""
+
+    step: LinearStepTime
+    fit_median_rel_err: float
+    fit_max_rel_err: float
+    kv_capacity_tokens: float
+    max_num_seqs: float
+
+
+def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
+    """Roofline token interval ``p·stage_time(B/p, K/B)`` (vectorised; module docstring)."""
+    b = np.maximum(batch, 1e-9)
+    per_seq = context_tokens / b
+    pt = phase_time(hw.model, hw.gpu, hw.table, phase="decode", batch=b / hw.pp,
+                    tokens=np.maximum(per_seq, 1.0), tp=hw.tp, pp=hw.pp, precision=hw.precision)
+    return np.asarray(hw.pp * pt.stage_time_s, dtype=np.float64)
+
+
+def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float) -> DecodePerf:
+    """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range (module docstring)."""
+    mem = instance_budget(hw, "decode")
+    kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
+    kappa = max(mean_context_tokens, 1.0)
+    b_max = max(2.0, min(max_num_seqs, kv_cap / kappa))
+    batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
+    ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
+    bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
+    keep = bb * cc <= kv_cap
+    bb, cc = bb[keep], cc[keep]
+    tau = decode_step_fn(hw, bb, bb * cc)
+    design = np.stack([np.ones_like(bb), bb, bb * cc], axis=1) / tau[:, None]
+    scale = np.abs(design).max(axis=0)
+    coef, _ = nnls(design / scale, np.ones_like(bb))
+    t0, t1, t2 = coef / scale
+    if t0 <= 0.0:  # a pure-overhead floor is needed by the fixed point; keep the smallest step
+        t0 = float(tau.min()) * 0.5
+    fit = t0 + t1 * bb + t2 * bb * cc
+    rel = np.abs(fit / tau - 1.0)
+    return DecodePerf(LinearStepTime(float(t0), float(t1), float(t2)), float(np.median(rel)),
+                      float(rel.max()), kv_cap, float(max_num_seqs))
+
+
+def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
+    """Load-feedback variance factor F of QUEUEING §2.4 at one per-instance rate."""
+    _, fac = load_noise(decode_fixed_point([rate], wl, step), wl)
+    return float(fac[0])
+
+
+def _bound_rates(wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap: float,
+                 seats: float, factor: float) -> tuple[float, float]:
+    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u)."""
+    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
+
+    def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
+        return lam * step.t0_s / (1.0 - lam * per)
+
+    def kv(lam: float) -> float:
+        x = lt(lam)
+        return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum * factor) - kv_cap
+
+    def seq(lam: float) -> float:
+        n = lt(lam) * wl.mean_steps
+        return n + Z99 * math.sqrt(n * factor) - seats
+
+    out = []
+    for fn in (kv, seq):
+        out.append(math.inf if fn(lam_u) <= 0.0 else
+                   float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
+    return out[0], out[1]
+
+
+def fast_decode_capacity(wl: DecodeWorkload, step: LinearStepTime, *, kv_capacity_tokens: float,
+                         max_num_seqs: float, utilisation_max: float) -> DecodeCapacity:
+    """Same bounds as :func:`pdplan.queueing.decode_capacity` for a linear τ, with closed forms.
+
+    ``u(λ) = λ(t1 E[n] + t2 E[work])`` is linear, so λ_u = u_max/(t1 E[n] + t2 E[work]) exactly;
+    the KV and seat bounds are monotone scalar equations in λ solved by brentq with the feedback
+    factor F held fixed, F first taken at λ_u (F grows with load, so this is conservative) and then
+    re-evaluated once at the solution (two §2.4 FFTs instead of one per brentq step; F changes
+    slowly, the refinement moves the rate by well under 1 % in our examples).
+    """
+    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
+    lam_u = utilisation_max / per
+    if float((wl.input_tokens + wl.decode_steps).max()) > kv_capacity_tokens:
+        return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
+    factor = _feedback(lam_u, wl, step)
+    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
+    if min(kv, seq) < lam_u:
+        factor = _feedback(min(kv, seq), wl, step)
+        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
+    bounds = {"utilisation": lam_u, "kv": kv, "seqs": seq}
+    binding = min(bounds, key=lambda k: bounds[k])
+    return DecodeCapacity(bounds[binding], lam_u, kv, seq, binding)

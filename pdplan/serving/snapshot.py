@@ -1,0 +1,94 @@
+"""Distributions of one deployment at a batch of arrival rates, aligned to the workload cells.
+
+A :class:`Snapshot` is what both deployment models (disaggregated, colocated) hand to the SLO and
+goodput code: per rate ``[R]``, a TTFT mixture over prompt bins, a TPOT gamma mixture over the
+flattened (input, output) cells ``[C]``, and pool utilisations. Attainment is
+``A = Σ_c p_c P(TTFT ≤ a | c) P(TPOT ≤ b | c)`` (QUEUEING §5.2): TTFT and TPOT are produced on
+different instances in a disaggregated deployment and are taken conditionally independent given
+the request's cell; for the colocated baseline the product is an approximation (same instance).
+Percentiles come from mixture cdfs by brentq (:func:`pdplan.queueing.mixture_quantile`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.queueing import GammaMixture, joint_attainment
+from pdplan.queueing.distributions import FloatArray
+
+
+class TtftLike(Protocol):
+    """TTFT mixture over ``L`` prompt bins (TtftMixture or queueing.ShiftedMixture)."""
+
+    @property
+    def mean_s(self) -> FloatArray: ...
+    def cdf_per_bin(self, a_s: float) -> FloatArray: ...
+    def quantile(self, q: float) -> FloatArray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Mean and percentiles of one latency (seconds)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    at_percentile: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """TTFT/TPOT distributions at rates ``[R]``; ``ttft_bin[c]`` maps a cell to its TTFT bin."""
+
+    rates: FloatArray
+    prob: FloatArray
+    decode_steps: FloatArray
+    ttft: TtftLike
+    ttft_bin: npt.NDArray[np.intp]
+    tpot: GammaMixture
+    utilisation: dict[str, FloatArray]
+
+    def ttft_ok(self, slo_s: float) -> FloatArray:
+        """``P(TTFT ≤ slo | cell)``, shape ``[R, C]``."""
+        return np.asarray(self.ttft.cdf_per_bin(slo_s)[:, self.ttft_bin], dtype=np.float64)
+
+    def tpot_ok(self, slo_s: float) -> FloatArray:
+        """``P(TPOT ≤ slo | cell)``, shape ``[R, C]``."""
+        return np.asarray(np.clip(self.tpot.cdf_per_bin(slo_s), 0.0, 1.0), dtype=np.float64)
+
+    def attainment(self, ttft_s: float, tpot_s: float) -> FloatArray:
+        """Fraction of requests meeting both thresholds, per rate."""
+        ok_t = np.clip(self.ttft_ok(ttft_s), 0.0, 1.0)
+        return joint_attainment(ok_t, self.tpot_ok(tpot_s), self.prob)
+
+    def ttft_attainment(self, ttft_s: float) -> FloatArray:
+        return np.asarray(self.ttft_ok(ttft_s) @ self.prob, dtype=np.float64)
+
+    def tpot_attainment(self, tpot_s: float) -> FloatArray:
+        return np.asarray(self.tpot_ok(tpot_s) @ self.prob, dtype=np.float64)
+
+    def mean_response_s(self) -> FloatArray:
+        """E[end-to-end latency] = E[TTFT] + Σ_c p_c n_c E[TPOT | c] per rate."""
+        return np.asarray(self.ttft.mean_s + self.tpot.bin_mean_s @ (self.prob * self.decode_steps),
+                          dtype=np.float64)
+
+    def ttft_summary(self, percentile: float) -> list[LatencySummary]:
+        return _summaries(self.ttft.mean_s, self.ttft.quantile, percentile)
+
+    def tpot_summary(self, percentile: float) -> list[LatencySummary]:
+        return _summaries(self.tpot.mean_s, self.tpot.quantile, percentile)
+
+
+def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[LatencySummary]:
+    assert callable(quantile)
+    q50, q90, q99, qp = (quantile(q) for q in (0.5, 0.9, 0.99, percentile / 100.0))
+    return [LatencySummary(float(mean[r]), float(q50[r]), float(q90[r]), float(q99[r]),
+                           float(qp[r])) for r in range(mean.size)]

@@ -1,0 +1,187 @@
+"""One colocated instance: prefill and decode share the GPU (QUEUEING.md §3).
+
+Common model: arriving requests join an FCFS prefill queue. A request is *admitted* (takes a seat out
+of ``max_batch`` and reserves ``l + n`` KV tokens, n = output − 1) when its prefill starts; the
+queue head blocks the rest while it does not fit. The iteration that completes a prompt emits token 1
+(TTFT) and the sequence joins the decode batch for the next iteration; it then needs n decode steps,
+each giving every decoding sequence one token (context ``l + j`` at its j-th step).
+
+``"prefill-first"`` (vanilla vLLM without chunking): at every iteration boundary, if an admissible
+prefill is waiting, the next iteration is that one prompt alone, lasting ``prefill_service_s[i]``,
+and all decodes stall; otherwise the iteration is a decode step ``decode_step_s(B, K)``. Decodes
+therefore starve while prefills queue (§3 "every prefill stalls all decodes for S(l)").
+
+``"chunked"`` (Sarathi-Serve stall-free batching): every iteration runs all B decoding sequences
+plus up to ``C − B`` prefill tokens (C = ``token_budget``) taken FCFS from the queue head — a prompt
+may be split over several iterations and one iteration may carry pieces of several prompts.
+Iteration time = ``decode_step_s(B, K) + Σ_pieces chunk_time_s(tokens, context_before_piece)``;
+``decode_step_s`` is evaluated with B = 0 when only prefill runs, so its fixed part (t0) is paid by
+every iteration, as in §3's ``τ = t0 + t1B + t2K + t_p c_k + …``.
+
+Decode-only stretches are planned as vectorised segments (:class:`~pdplan.sim.batch.ActiveSet`);
+iterations carrying prefill work are simulated one by one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from pdplan.sim.batch import ActiveSet, Segments, Timeline
+from pdplan.sim.spec import ChunkTimeFn, Colocated, FloatArray
+
+_EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
+_IDLE, _DECODE, _PREFILL, _MIXED = 0, 1, 2, 3
+
+
+class ColocatedInstance:
+    """State of one colocated instance; driven by the engine via ``submit`` and ``fire``."""
+
+    def __init__(
+        self,
+        spec: Colocated,
+        prompt: list[int],
+        steps: list[int],
+        service: list[float],
+        left: list[int],
+        timeline: Timeline,
+        segments: Segments,
+    ) -> None:
+        self.act = ActiveSet(spec.step_time_s)
+        self.chunked = spec.scheduler == "chunked"
+        self.chunk_fn: ChunkTimeFn | None = spec.chunk_time_s
+        self.budget = spec.token_budget
+        self.max_batch = spec.max_batch
+        self.kv_cap = spec.kv_capacity_tokens
+        self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
+        self.tl, self.seg = timeline, segments
+        self.kv_used = 0
+        self.prefilling = 0  # seats held by admitted sequences still in prefill
+        self.queue: deque[int] = deque()
+        self.admitted = 0  # queue-head requests holding a seat
+        self.backlog = 0  # prompt tokens not yet prefilled (routing key)
+        self.t = 0.0
+        self.kind = _IDLE
+        self.plan: list[tuple[int, int]] = []  # (request, prefill tokens) of the next iteration
+        self.bounds = _EMPTY
+        self.next_k = -1
+        self.next_time = math.inf
+
+    def load(self) -> tuple[int, int]:
+        """Routing key for least-work: (outstanding prefill tokens, seats in use)."""
+        return self.backlog, self.act.b + self.prefilling
+
+    def submit(self, req: int, now_s: float) -> None:
+        """A request arrives at ``now_s`` (≥ the time of the last processed boundary)."""
+        self.queue.append(req)
+        self.backlog += self.prompt[req]
+        if self.kind == _IDLE:
+            self.next_time = min(self.next_time, now_s)
+        elif self.kind == _DECODE and len(self.queue) == 1:
+            k = int(np.searchsorted(self.bounds, now_s))
+            if k < self.next_k:
+                self.next_k = k
+                self.next_time = float(self.bounds[k])
+
+    def fire(self) -> list[int]:
+        """Process the iteration boundary at ``next_time``; return the requests finished there."""
+        now = self.next_time
+        act = self.act
+        done: list[int] = []
+        if self.kind == _DECODE:
+            k = self.next_k + 1
+            self.seg.add(self.t, now, act.b, k)
+            act.s += k
+        elif self.kind == _PREFILL:
+            self.seg.add(self.t, now, act.b, 0)  # decodes stalled: resident, no step
+        elif self.kind == _MIXED:
+            self.seg.add(self.t, now, act.b, 1 if act.b else 0)
+            act.s += 1
+        self.t = now
+        for req in act.pop_finished():
+            self._finish(req, now, done)
+        for req, tokens in self.plan:
+            self.left[req] -= tokens
+            self.backlog -= tokens
+            if self.left[req] == 0:
+                self._prefilled(req, now, done)
+        self.plan = []
+        if self.chunked:
+            self._plan_chunked()
+        else:
+            self._plan_prefill_first()
+        return done
+
+    def _finish(self, req: int, now: float, done: list[int]) -> None:
+        self.tl.finish[req] = now
+        self.kv_used -= self.prompt[req] + self.steps[req]
+        done.append(req)
+
+    def _prefilled(self, req: int, now: float, done: list[int]) -> None:
+        """Prompt complete at ``now``: token 1 is out; join the decode batch (or finish)."""
+        self.queue.popleft()
+        self.admitted -= 1
+        self.prefilling -= 1
+        self.tl.first_token[req] = now
+        if self.steps[req] > 0:
+            self.act.add(req, self.prompt[req], self.steps[req])
+            self.tl.admit[req] = now
+        else:
+            self._finish(req, now, done)
+
+    def _reserve(self, req: int) -> bool:
+        need = self.prompt[req] + self.steps[req]
+        if self.act.b + self.prefilling >= self.max_batch or self.kv_used + need > self.kv_cap:
+            return False
+        self.kv_used += need
+        self.prefilling += 1
+        self.admitted += 1
+        return True
+
+    def _plan_prefill_first(self) -> None:
+        queue = self.queue
+        if queue and (self.admitted or self._reserve(queue[0])):
+            req = queue[0]
+            self.plan = [(req, self.left[req])]
+            self.kind = _PREFILL
+            self.next_time = self.t + self.service[req]
+        else:
+            self._plan_decode()
+
+    def _plan_chunked(self) -> None:
+        budget = self.budget - self.act.b
+        queue, i = self.queue, 0
+        plan: list[tuple[int, int]] = []
+        while budget > 0 and i < len(queue):
+            req = queue[i]
+            if i >= self.admitted and not self._reserve(req):
+                break
+            take = min(self.left[req], budget)
+            plan.append((req, take))
+            budget -= take
+            i += 1
+        if not plan:
+            self._plan_decode()
+            return
+        assert self.chunk_fn is not None
+        tokens = np.array([p[1] for p in plan], dtype=np.float64)
+        before = np.array([self.prompt[r] - self.left[r] for r, _ in plan], dtype=np.float64)
+        batch = np.array([float(self.act.b)])
+        context = np.array([float(self.act.context())])
+        step = float(np.asarray(self.act.step_fn(batch, context))[0])
+        chunk = float(np.sum(self.chunk_fn(tokens, before)))
+        self.plan = plan
+        self.kind = _MIXED
+        self.next_time = self.t + step + chunk
+
+    def _plan_decode(self) -> None:
+        if self.act.b == 0:
+            self.kind, self.bounds, self.next_k = _IDLE, _EMPTY, -1
+            self.next_time = math.inf
+            return
+        self.kind = _DECODE
+        self.bounds = self.act.segment(self.t)
+        self.next_k = self.bounds.size - 1
+        self.next_time = float(self.bounds[-1])

@@ -1,0 +1,131 @@
+"""One disaggregated decode instance: step-level continuous batching (QUEUEING.md §2, §5.4 item 2).
+
+Model and policy:
+
+* A request becomes *ready* when its KV has arrived (prefill done + transfer, see
+  :class:`~pdplan.sim.spec.KvTransfer`). Ready requests wait in an FCFS queue (ordered by ready
+  time).
+* Admission happens only at a step boundary (or at once when the instance is idle): the queue head
+  is admitted while ``B < max_batch`` and ``kv_used + l + n ≤ kv_capacity_tokens``. A request
+  reserves its final footprint ``l + n`` at admission and releases it at completion, so no
+  preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
+  requests behind it — head-of-line blocking, no skipping).
+* Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
+  active sequence gains one token. A sequence admitted at the boundary of step s finishes at the end
+  of step ``s + n − 1``; under convention A its first token is emitted at the end of step s.
+* Step times between events are planned in one vectorised call (:class:`~pdplan.sim.batch.ActiveSet`);
+  an event is the next completion, or the first boundary at or after the next ready time when a seat
+  may be free. Ties: a request ready exactly at a boundary is admitted at that boundary.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from pdplan.sim.batch import ActiveSet, Segments, Timeline
+from pdplan.sim.spec import FloatArray, StepTimeFn
+
+_EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
+
+
+class DecodeInstance:
+    """State of one decode instance; driven by the engine via ``submit`` and ``fire``."""
+
+    def __init__(
+        self,
+        step_fn: StepTimeFn,
+        max_batch: int,
+        kv_capacity_tokens: float,
+        prompt: list[int],
+        steps: list[int],
+        timeline: Timeline,
+        segments: Segments,
+        emits_first_token: bool,
+    ) -> None:
+        self.act = ActiveSet(step_fn)
+        self.max_batch = max_batch
+        self.kv_cap = kv_capacity_tokens
+        self.kv_used = 0
+        self.prompt = prompt
+        self.steps = steps
+        self.tl = timeline
+        self.seg = segments
+        self.emits_first_token = emits_first_token
+        self.t = 0.0  # time of the last processed boundary
+        self.pending: list[tuple[float, int]] = []  # heap (ready time, request): KV not yet here
+        self.waiting: deque[int] = deque()  # ready, not admitted (FCFS)
+        self.bounds = _EMPTY  # end times of the planned steps, from self.t
+        self.next_k = -1  # index in bounds of the next event (-1: idle)
+        self.next_time = math.inf
+        self.load = 0  # routed here and not finished (routing key)
+
+    def submit(self, req: int, ready_s: float) -> None:
+        """Route request ``req`` here; its KV is ready at ``ready_s`` (≥ the current time)."""
+        heapq.heappush(self.pending, (ready_s, req))
+        self.load += 1
+        if self.act.b == 0:
+            self.next_time = min(self.next_time, ready_s)
+        elif not self.waiting and self.act.b < self.max_batch:
+            k = int(np.searchsorted(self.bounds, ready_s))
+            if k < self.next_k:
+                self.next_k = k
+                self.next_time = float(self.bounds[k])
+
+    def fire(self) -> list[int]:
+        """Process the boundary at ``next_time``; return the requests that finished there."""
+        now = self.next_time
+        act = self.act
+        if act.b > 0:
+            k = self.next_k + 1
+            self.seg.add(self.t, now, act.b, k)
+            act.s += k
+        self.t = now
+        done = act.pop_finished()
+        finish = self.tl.finish
+        for req in done:
+            finish[req] = now
+            self.kv_used -= self.prompt[req] + self.steps[req]
+        self.load -= len(done)
+        admitted = self._admit(now)
+        self._plan(admitted)
+        return done
+
+    def _admit(self, now: float) -> list[int]:
+        pending, waiting = self.pending, self.waiting
+        while pending and pending[0][0] <= now:
+            waiting.append(heapq.heappop(pending)[1])
+        admitted: list[int] = []
+        act = self.act
+        while waiting and act.b < self.max_batch:
+            req = waiting[0]
+            need = self.prompt[req] + self.steps[req]
+            if self.kv_used + need > self.kv_cap:
+                break
+            waiting.popleft()
+            self.kv_used += need
+            act.add(req, self.prompt[req], self.steps[req])
+            self.tl.admit[req] = now
+            admitted.append(req)
+        return admitted
+
+    def _plan(self, admitted: list[int]) -> None:
+        if self.act.b == 0:
+            self.bounds = _EMPTY
+            self.next_k = -1
+            self.next_time = self.pending[0][0] if self.pending else math.inf
+            return
+        bounds = self.act.segment(self.t)
+        if self.emits_first_token and admitted:
+            first = float(bounds[0])
+            for req in admitted:
+                self.tl.first_token[req] = first
+        k = bounds.size - 1
+        if self.pending and not self.waiting and self.act.b < self.max_batch:
+            k = min(k, int(np.searchsorted(bounds, self.pending[0][0])))
+        self.bounds = bounds
+        self.next_k = k
+        self.next_time = float(bounds[k])

@@ -1,0 +1,290 @@
+"""Event loop of the simulator and its public entry points (open and closed loop).
+
+One loop drives everything. External events (arrivals, prefill completions, prefill-batch ends) sit
+in a heap; each step-level instance (decode or colocated) exposes the time of its own next event and
+plans the steps in between itself. The loop always processes the earliest event; on a tie the
+external event goes first (so a request whose KV is ready exactly at a step boundary is admitted at
+that boundary). Decode routing is decided at prefill completion, before the KV transfer.
+
+* :func:`simulate` — open loop: given arrival times (e.g. :func:`~pdplan.sim.spec.poisson_arrivals`
+  or a trace), sorted, one per request.
+* :func:`simulate_closed_loop` — C clients; each sends its next request (next request id) when its
+  previous one finishes, plus ``think_time_s`` (0 by default); all C start at t = 0. The achieved
+  throughput is :attr:`SimResult.throughput_rps` / ``output_tokens_per_s``.
+
+Disaggregated decode routing: the decode instance with the fewest requests routed to it and not yet
+finished (in transfer, waiting or decoding); ties go to the lowest index (JSQ by sequence count).
+Colocated routing: ``"random"`` (pre-drawn, uniform) or ``"least-work"``: fewest outstanding prefill
+tokens, then fewest seats in use, then lowest index.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from itertools import count
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pdplan.errors import SpecError
+from pdplan.sim.batch import Segments, Timeline
+from pdplan.sim.colocated import ColocatedInstance
+from pdplan.sim.decode import DecodeInstance
+from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
+from pdplan.sim.results import SimResult, build_result
+from pdplan.sim.spec import (
+    Colocated,
+    Deployment,
+    Disaggregated,
+    FloatArray,
+    Requests,
+    as_times,
+    decode_steps,
+)
+from pdplan.sim.validate import check_colocated, check_disaggregated
+
+_ARRIVAL, _PREFILL_DONE, _BATCH_DONE = 0, 1, 2
+
+
+class _Server(Protocol):
+    next_time: float
+
+    def fire(self) -> list[int]: ...
+
+
+class _Engine:
+    """Heap of external events + step-level servers; subclasses handle the external events."""
+
+    def __init__(self, req: Requests) -> None:
+        self.req = req
+        self.tl = Timeline(req.count)
+        self.ext: list[tuple[float, int, int, int]] = []
+        self.order = count()
+        self.servers: Sequence[_Server] = []
+        self.clients_next = req.count  # closed loop: next request id to issue
+        self.think_s = 0.0
+
+    def push(self, time_s: float, kind: int, payload: int) -> None:
+        """Schedule an external event."""
+        heapq.heappush(self.ext, (time_s, next(self.order), kind, payload))
+
+    def start_closed_loop(self, concurrency: int, think_time_s: float) -> None:
+        """Issue requests 0 … C−1 at t = 0; later ones are issued on completions."""
+        first = min(concurrency, self.req.count)
+        for req in range(first):
+            self.push(0.0, _ARRIVAL, req)
+        self.clients_next = first
+        self.think_s = think_time_s
+
+    def finished(self, now_s: float) -> None:
+        """A request finished at ``now_s``: its client (if any is still sending) issues the next."""
+        if self.clients_next < self.req.count:
+            self.push(now_s + self.think_s, _ARRIVAL, self.clients_next)
+            self.clients_next += 1
+
+    def run(self) -> None:
+        """Process events in time order until none is left."""
+        ext, servers = self.ext, self.servers
+        single = len(servers) == 1
+        while True:
+            server = servers[0] if single else min(servers, key=lambda s: s.next_time)
+            t_srv = server.next_time
+            if ext and ext[0][0] <= t_srv:
+                time_s, _, kind, payload = heapq.heappop(ext)
+                self.handle(time_s, kind, payload)
+            elif t_srv < math.inf:
+                for _ in server.fire():
+                    self.finished(t_srv)
+            else:
+                return
+
+    def handle(self, time_s: float, kind: int, payload: int) -> None:
+        """Process one external event (implemented by subclasses)."""
+        raise NotImplementedError
+
+
+class _DisaggEngine(_Engine):
+    def __init__(self, dep: Disaggregated, req: Requests, rng: np.random.Generator) -> None:
+        super().__init__(req)
+        check_disaggregated(dep, req)
+        self.dep = dep
+        self.steps = decode_steps(req, dep.convention)
+        self.convention_b = dep.convention == "B"
+        n = req.count
+        self.routes = static_routes(dep.prefill.routing, n, dep.prefill.instances, rng)
+        self.prefill_seg, self.decode_seg = Segments(), Segments()
+        self.service = None if dep.prefill.service_s is None else as_times(
+            dep.prefill.service_s, n, "prefill.service_s")
+        transfer = dep.transfer
+        self.transfer = [0.0] * n if transfer is None else as_times(
+            transfer.time_s, n, "transfer.time_s").tolist()
+        busy = None if transfer is None or transfer.link_busy_s is None else transfer.link_busy_s
+        self.link_busy = None if busy is None else as_times(busy, n, "link_busy_s").tolist()
+        self.link_free = [0.0] * dep.decode.instances
+        prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
+        self.steps_list = steps
+        d = dep.decode
+        self.servers = self.decoders = [
+            DecodeInstance(d.step_time_s, d.max_batch, d.kv_capacity_tokens, prompt, steps,
+                           self.tl, self.decode_seg, not self.convention_b)
+            for _ in range(d.instances)
+        ]
+        self.unbatched = None if self.service is None else UnbatchedPrefill(
+            dep.prefill, self.service, self.routes, self.prefill_seg)
+        self.batched = None if self.service is not None else BatchedPrefill(
+            dep.prefill, req, self.routes, self.prefill_seg,
+            lambda t, inst: self.push(t, _BATCH_DONE, inst))
+
+    def load_open_loop(self, arrival_s: FloatArray) -> None:
+        """Open loop: prefill in bulk when unbatched (vectorised), else queue the arrivals."""
+        self.tl.arrival = arrival_s.tolist()
+        if self.service is None:
+            self.ext = [(float(a), i, _ARRIVAL, i) for i, a in enumerate(arrival_s)]
+            self.order = count(arrival_s.size)
+            return
+        done = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill,
+                                self.prefill_seg)
+        self.tl.prefill_done = done.tolist()
+        if self.convention_b:
+            self.tl.first_token = done.tolist()
+        self.tl.finish = np.where(self.steps == 0, done, np.nan).tolist()
+        todo = np.flatnonzero(self.steps > 0)
+        todo = todo[np.argsort(done[todo], kind="stable")]
+        self.ext = [(float(done[i]), k, _PREFILL_DONE, int(i)) for k, i in enumerate(todo)]
+        self.order = count(todo.size)
+
+    def handle(self, time_s: float, kind: int, payload: int) -> None:
+        if kind == _PREFILL_DONE:
+            self.prefill_done(payload, time_s)
+        elif kind == _ARRIVAL:
+            self.tl.arrival[payload] = time_s
+            if self.unbatched is not None:
+                self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
+            else:
+                assert self.batched is not None
+                self.batched.submit(payload, time_s)
+        else:
+            assert self.batched is not None
+            for req in self.batched.batch_done(payload, time_s):
+                self.prefill_done(req, time_s)
+
+    def prefill_done(self, req: int, now_s: float) -> None:
+        """Prefill of ``req`` ends: finish it (no decode steps) or route it to a decode instance."""
+        tl = self.tl
+        tl.prefill_done[req] = now_s
+        if self.convention_b:
+            tl.first_token[req] = now_s
+        if self.steps_list[req] == 0:
+            tl.finish[req] = now_s
+            self.finished(now_s)
+            return
+        decoders = self.decoders
+        inst = 0 if len(decoders) == 1 else min(range(len(decoders)),
+                                                key=lambda i: decoders[i].load)
+        start = now_s
+        if self.link_busy is not None:
+            start = max(now_s, self.link_free[inst])
+            self.link_free[inst] = start + self.link_busy[req]
+        decoders[inst].submit(req, start + self.transfer[req])
+
+    def result(self, warmup_fraction: float) -> SimResult:
+        pools = [("prefill", self.dep.prefill.instances, self.prefill_seg),
+                 ("decode", self.dep.decode.instances, self.decode_seg)]
+        return build_result(self.req, self.tl, pools, warmup_fraction)
+
+
+class _ColocEngine(_Engine):
+    def __init__(self, dep: Colocated, req: Requests, rng: np.random.Generator) -> None:
+        super().__init__(req)
+        check_colocated(dep, req)
+        self.dep = dep
+        n = req.count
+        self.routes = rng.integers(dep.instances, size=n).tolist() if dep.routing == "random" \
+            else None
+        service = [0.0] * n if dep.prefill_service_s is None else as_times(
+            dep.prefill_service_s, n, "prefill_service_s").tolist()
+        prompt = req.input_tokens.tolist()
+        steps = decode_steps(req, "B").tolist()
+        left = list(prompt)
+        self.seg = Segments()
+        self.servers = self.instances = [
+            ColocatedInstance(dep, prompt, steps, service, left, self.tl, self.seg)
+            for _ in range(dep.instances)
+        ]
+
+    def load_open_loop(self, arrival_s: FloatArray) -> None:
+        """Open loop: all arrivals are known external events."""
+        self.tl.arrival = arrival_s.tolist()
+        self.ext = [(float(a), i, _ARRIVAL, i) for i, a in enumerate(arrival_s)]
+        self.order = count(arrival_s.size)
+
+    def handle(self, time_s: float, kind: int, payload: int) -> None:
+        self.tl.arrival[payload] = time_s
+        insts = self.instances
+        if self.routes is not None:
+            inst = self.routes[payload]
+        else:
+            inst = min(range(len(insts)), key=lambda i: (*insts[i].load(), i))
+        insts[inst].submit(payload, time_s)
+
+    def result(self, warmup_fraction: float) -> SimResult:
+        pools = [("colocated", self.dep.instances, self.seg)]
+        return build_result(self.req, self.tl, pools, warmup_fraction)
+
+
+def _engine(
+    deployment: Deployment, requests: Requests, rng: np.random.Generator
+) -> _DisaggEngine | _ColocEngine:
+    if isinstance(deployment, Disaggregated):
+        return _DisaggEngine(deployment, requests, rng)
+    if isinstance(deployment, Colocated):
+        return _ColocEngine(deployment, requests, rng)
+    raise SpecError(f"deployment must be Disaggregated or Colocated, got {type(deployment)}")
+
+
+def simulate(
+    arrival_s: ArrayLike,
+    requests: Requests,
+    deployment: Deployment,
+    rng: np.random.Generator,
+    *,
+    warmup_fraction: float = 0.1,
+) -> SimResult:
+    """Open-loop simulation of N requests arriving at ``arrival_s`` (sorted, seconds).
+
+    ``rng`` is used only for random routing draws; the same seed gives identical results.
+    """
+    arrival = as_times(arrival_s, requests.count, "arrival_s")
+    if np.any(np.diff(arrival) < 0):
+        raise SpecError("arrival_s must be sorted (non-decreasing)")
+    engine = _engine(deployment, requests, rng)
+    engine.load_open_loop(arrival)
+    engine.run()
+    return engine.result(warmup_fraction)
+
+
+def simulate_closed_loop(
+    concurrency: int,
+    requests: Requests,
+    deployment: Deployment,
+    rng: np.random.Generator,
+    *,
+    think_time_s: float = 0.0,
+    warmup_fraction: float = 0.1,
+) -> SimResult:
+    """Closed-loop simulation: ``concurrency`` clients issue the N requests in id order.
+
+    Each client sends its next request ``think_time_s`` after its previous one finished; the run ends
+    when all N have finished. Throughput is measured over the window of :mod:`pdplan.sim.results`.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise SpecError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    if not (math.isfinite(think_time_s) and think_time_s >= 0):
+        raise SpecError(f"think_time_s must be finite and >= 0, got {think_time_s}")
+    engine = _engine(deployment, requests, rng)
+    engine.start_closed_loop(concurrency, think_time_s)
+    engine.run()
+    return engine.result(warmup_fraction)

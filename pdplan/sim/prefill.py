@@ -1,0 +1,168 @@
+"""Prefill pool: x FCFS instances behind a router (QUEUEING.md §1.2–§1.4).
+
+Routing policies (decided when a request arrives, in arrival order):
+
+* ``"random"``: uniform instance, drawn up front from the seeded generator (one draw per request
+  id, so closed-loop runs are reproducible); each instance is then an independent FCFS queue.
+* ``"round-robin"``: request k (k-th arrival) goes to instance ``k mod x``.
+* ``"least-work"``: the instance with the least unfinished work (idle instances are equivalent). For one prompt
+  at a time this is exactly a central FCFS queue feeding x servers (M/G/c, §1.3): each request
+  starts when the pooled queue would start it. With batching it *is* implemented as a central
+  FCFS queue served by whichever instance frees first.
+
+One prompt at a time (``service_s`` given): completion ``d_k = max(d_{k−1}, a_k) + S_k`` per
+instance (Lindley). For random / round-robin in open loop it is vectorised as
+``d = C + cummax(a − C + S)`` with ``C = cumsum(S)``; least-work and closed loop use an O(log x)
+heap per request.
+
+Batched prefill (``batch_time_s`` given, §1.4 dynamic batching): an instance that becomes idle
+takes the FCFS head requests while their token sum fits ``max_batch_tokens`` (always at least one;
+an idle instance starts at once on arrival, so light load gives batches of one) and all of them
+finish together after ``batch_time_s(Σl, Σl²)``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from pdplan.errors import SpecError
+from pdplan.sim.batch import Segments
+from pdplan.sim.spec import PREFILL_ROUTINGS, FloatArray, IntArray, PrefillPool, Requests
+
+
+def lindley_done_s(arrival_s: FloatArray, service_s: FloatArray) -> FloatArray:
+    """FCFS single-server completion times for sorted arrivals (vectorised Lindley recursion).
+
+    Example: arrivals [0, 1], services [2, 2] → completions [2, 4] (the second waits 1 s).
+    """
+    cum = np.cumsum(service_s)
+    return np.asarray(cum + np.maximum.accumulate(arrival_s - cum + service_s), dtype=np.float64)
+
+
+def static_routes(routing: str, n: int, instances: int, rng: np.random.Generator) -> IntArray:
+    """Instance per request id for random (pre-drawn) or round-robin routing; zeros otherwise."""
+    if routing not in PREFILL_ROUTINGS:
+        raise SpecError(f"routing must be one of {', '.join(PREFILL_ROUTINGS)}, got {routing!r}")
+    if routing == "random":
+        return rng.integers(instances, size=n).astype(np.int64)
+    if routing == "round-robin":
+        return np.arange(n, dtype=np.int64) % instances
+    return np.zeros(n, dtype=np.int64)
+
+
+def open_loop_done_s(
+    arrival_s: FloatArray, service_s: FloatArray, routes: IntArray, pool: PrefillPool,
+    segments: Segments,
+) -> FloatArray:
+    """Completion times of one-at-a-time prefill for sorted arrivals (all routing policies)."""
+    if pool.routing == "least-work":
+        online = UnbatchedPrefill(pool, service_s, routes, segments)
+        return np.array([online.submit(i, float(a)) for i, a in enumerate(arrival_s)])
+    done = np.empty_like(arrival_s)
+    for inst in range(pool.instances):
+        idx = np.flatnonzero(routes == inst)
+        done[idx] = lindley_done_s(arrival_s[idx], service_s[idx])
+    segments.extend(done - service_s, done)
+    return done
+
+
+class UnbatchedPrefill:
+    """One-prompt-at-a-time prefill, decided online at arrival (completion known at once)."""
+
+    def __init__(
+        self, pool: PrefillPool, service_s: FloatArray, routes: IntArray, segments: Segments
+    ) -> None:
+        self.least_work = pool.routing == "least-work"
+        self.round_robin = pool.routing == "round-robin"
+        self.free = [(0.0, i) for i in range(pool.instances)]  # heap for least-work
+        self.free_at = [0.0] * pool.instances
+        self.service: list[float] = service_s.tolist()
+        self.routes = routes.tolist()
+        self.instances = pool.instances
+        self.arrivals = 0
+        self.seg = segments
+
+    def submit(self, req: int, now_s: float) -> float:
+        """Route and enqueue request ``req`` arriving at ``now_s``; return its completion time."""
+        service: float = self.service[req]
+        if self.least_work:
+            free, inst = heapq.heappop(self.free)
+            start = max(free, now_s)
+            heapq.heappush(self.free, (start + service, inst))
+        else:
+            inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
+            start = max(self.free_at[inst], now_s)
+            self.free_at[inst] = start + service
+        self.arrivals += 1
+        self.seg.add(start, start + service, 1, 1)
+        return start + service
+
+
+PushFn = Callable[[float, int], None]
+"""``push(time_s, instance)``: schedule the end of a prefill batch on an instance."""
+
+
+class BatchedPrefill:
+    """Batched prefill, event-driven: ``submit`` on arrival, ``batch_done`` when a batch ends."""
+
+    def __init__(
+        self, pool: PrefillPool, req: Requests, routes: IntArray, segments: Segments, push: PushFn
+    ) -> None:
+        assert pool.batch_time_s is not None
+        self.batch_time_s = pool.batch_time_s
+        self.budget = pool.max_batch_tokens
+        self.central = pool.routing == "least-work"
+        self.round_robin = pool.routing == "round-robin"
+        self.instances = pool.instances
+        queues = 1 if self.central else pool.instances
+        self.queues: list[deque[int]] = [deque() for _ in range(queues)]
+        self.running: list[list[int] | None] = [None] * pool.instances
+        self.started = [0.0] * pool.instances
+        self.prompt = req.input_tokens.tolist()
+        self.routes = routes.tolist()
+        self.arrivals = 0
+        self.seg = segments
+        self.push = push
+
+    def submit(self, req: int, now_s: float) -> None:
+        """Enqueue an arriving request; start a batch at once if its server is idle."""
+        if self.central:
+            self.queues[0].append(req)
+            idle = [i for i in range(self.instances) if self.running[i] is None]
+            if idle:
+                self._start(idle[0], now_s)
+        else:
+            inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
+            self.queues[inst].append(req)
+            if self.running[inst] is None:
+                self._start(inst, now_s)
+        self.arrivals += 1
+
+    def batch_done(self, inst: int, now_s: float) -> list[int]:
+        """End the batch running on ``inst``; start the next one; return the finished requests."""
+        done = self.running[inst]
+        assert done is not None
+        self.seg.add(self.started[inst], now_s, len(done), 1)
+        self.running[inst] = None
+        if self.queues[0 if self.central else inst]:
+            self._start(inst, now_s)
+        return done
+
+    def _start(self, inst: int, now_s: float) -> None:
+        queue = self.queues[0 if self.central else inst]
+        batch = [queue.popleft()]
+        total = self.prompt[batch[0]]
+        while queue and total + self.prompt[queue[0]] <= self.budget:
+            total += self.prompt[queue[0]]
+            batch.append(queue.popleft())
+        sum_sq = float(sum(self.prompt[r] ** 2 for r in batch))
+        duration = float(self.batch_time_s(float(total), sum_sq))
+        if not duration > 0:
+            raise SpecError(f"prefill_batch_time_s must be > 0, got {duration}")
+        self.running[inst] = batch
+        self.started[inst] = now_s
+        self.push(now_s + duration, inst)

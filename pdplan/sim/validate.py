@@ -1,0 +1,62 @@
+"""Input checks of the simulator: one :class:`~pdplan.errors.SpecError` line per problem."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pdplan.errors import SpecError
+from pdplan.sim.spec import (
+    COLOCATED_ROUTINGS,
+    PREFILL_ROUTINGS,
+    SCHEDULERS,
+    Colocated,
+    Disaggregated,
+    Requests,
+    check_capacity,
+    check_count,
+    check_step_fn,
+    decode_steps,
+)
+
+
+def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
+    """Counts ≥ 1, known routing, exactly one prefill-time input, decode fits one request."""
+    pre, dec = dep.prefill, dep.decode
+    check_count(pre.instances, "prefill.instances")
+    check_count(dec.instances, "decode.instances")
+    if pre.routing not in PREFILL_ROUTINGS:
+        raise SpecError(f"prefill.routing must be one of {', '.join(PREFILL_ROUTINGS)}, "
+                        f"got {pre.routing!r}")
+    if (pre.service_s is None) == (pre.batch_time_s is None):
+        raise SpecError("give exactly one of prefill.service_s and prefill.batch_time_s")
+    if pre.batch_time_s is not None:
+        check_count(pre.max_batch_tokens, "prefill.max_batch_tokens")
+    steps = decode_steps(req, dep.convention)
+    check_capacity(req, steps, dec.max_batch, dec.kv_capacity_tokens)
+    check_step_fn(dec.step_time_s, dec.max_batch, dec.kv_capacity_tokens, "decode.step_time_s")
+
+
+def check_colocated(dep: Colocated, req: Requests) -> None:
+    """Counts ≥ 1, known scheduler/routing, the scheduler's prefill input, one request fits."""
+    check_count(dep.instances, "instances")
+    if dep.scheduler not in SCHEDULERS:
+        raise SpecError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {dep.scheduler!r}")
+    if dep.routing not in COLOCATED_ROUTINGS:
+        raise SpecError(f"routing must be one of {', '.join(COLOCATED_ROUTINGS)}, "
+                        f"got {dep.routing!r}")
+    check_capacity(req, decode_steps(req, "B"), dep.max_batch, dep.kv_capacity_tokens)
+    check_step_fn(dep.step_time_s, dep.max_batch, dep.kv_capacity_tokens, "step_time_s")
+    if dep.scheduler == "prefill-first":
+        if dep.prefill_service_s is None:
+            raise SpecError("scheduler 'prefill-first' needs prefill_service_s")
+        return
+    check_count(dep.token_budget, "token_budget")
+    if dep.token_budget <= dep.max_batch:
+        raise SpecError(f"token_budget ({dep.token_budget}) must exceed max_batch "
+                        f"({dep.max_batch}), else prefill can starve")
+    if dep.chunk_time_s is None:
+        raise SpecError("scheduler 'chunked' needs chunk_time_s")
+    probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0])),
+                       dtype=np.float64)
+    if probe.shape != (2,) or not np.all(np.isfinite(probe)) or np.any(probe < 0):
+        raise SpecError("chunk_time_s must map arrays [m] to finite non-negative seconds [m]")
