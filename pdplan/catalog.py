@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.specs.hardware import GpuSpec, LinkSpec
 from pdplan.specs.loading import load_spec_file
-from pdplan.specs.model import ModelSpec
+from pdplan.specs.model import ModelSpec, load_model_yaml
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
 Kind = Literal["gpu", "link", "model"]
@@ -92,7 +92,11 @@ class Catalog:
             from pdplan.hf_config import load_hf_config
 
             return load_hf_config(path)
-        return _load_named(ModelSpec, path, looks_like_path(name))
+        spec = _load_model_cached(str(path.resolve()) if path.exists() else str(path))
+        if not looks_like_path(name) and spec.name.lower() != path.stem.lower():
+            raise SpecError(f"name {spec.name!r} does not match the file name {path.stem!r}", source=str(path),
+                            field="name")
+        return spec
 
 
 def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
@@ -108,6 +112,11 @@ def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
 @lru_cache(maxsize=256)
 def _load_cached(cls: type[SpecT], path: str) -> SpecT:
     return load_spec_file(cls, Path(path))
+
+
+@lru_cache(maxsize=256)
+def _load_model_cached(path: str) -> ModelSpec:
+    return load_model_yaml(Path(path))
 
 
 def user_dirs_from_env() -> list[Path]:

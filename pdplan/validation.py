@@ -49,10 +49,9 @@ def _link(path: Path) -> object:
 
 
 def _model(path: Path) -> object:
-    from pdplan.specs.loading import load_spec_file
-    from pdplan.specs.model import ModelSpec
+    from pdplan.specs.model import load_model_yaml
 
-    return load_spec_file(ModelSpec, path)
+    return load_model_yaml(path)
 
 
 def _hf(path: Path) -> object:

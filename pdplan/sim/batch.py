@@ -16,15 +16,28 @@ import numpy as np
 
 from pdplan.sim.spec import FloatArray, StepTimeFn
 
-SEGMENT_CAP = 256
+SEGMENT_CAP = 128
 """Most steps planned ahead in one vectorised call (a later event simply re-plans)."""
 _OFFSETS = np.arange(SEGMENT_CAP, dtype=np.float64)
+
+
+def _batch_rows(b: int, cache: dict[int, tuple[FloatArray, FloatArray]]) -> tuple[
+    FloatArray, FloatArray
+]:
+    """Cached ``(full(CAP, b), b·arange(CAP))`` so a segment costs one add before the callable."""
+    rows = cache.get(b)
+    if rows is None:
+        rows = (np.full(SEGMENT_CAP, float(b)), float(b) * _OFFSETS)
+        rows[0].flags.writeable = False
+        rows[1].flags.writeable = False
+        cache[b] = rows
+    return rows
 
 
 class ActiveSet:
     """Sequences in one instance's decode batch: B, A (context offset), step counter s."""
 
-    __slots__ = ("a", "b", "finish", "s", "step_fn")
+    __slots__ = ("a", "b", "cache", "finish", "s", "step_fn")
 
     def __init__(self, step_fn: StepTimeFn) -> None:
         self.step_fn = step_fn
@@ -32,6 +45,7 @@ class ActiveSet:
         self.a = 0
         self.s = 0
         self.finish: list[tuple[int, int, int]] = []  # (finish step, request, l − s_admit)
+        self.cache: dict[int, tuple[FloatArray, FloatArray]] = {}
 
     def add(self, req: int, prompt: int, steps: int) -> None:
         """Join at the current step: context ``prompt`` now, finishes after ``steps`` steps."""
@@ -55,13 +69,13 @@ class ActiveSet:
         """Total context K of the batch at the current step."""
         return self.a + self.b * self.s
 
-    def segment(self, start_s: float) -> FloatArray:
-        """End times of the next m steps (m ≤ SEGMENT_CAP, up to the next completion)."""
+    def segment(self) -> FloatArray:
+        """End times of the next m steps relative to the current boundary (m ≤ SEGMENT_CAP,
+        up to the next completion)."""
         m = min(self.finish[0][0] - self.s, SEGMENT_CAP)
-        b = float(self.b)
-        context = (self.a + b * self.s) + b * _OFFSETS[:m]
-        tau = np.asarray(self.step_fn(np.full(m, b), context), dtype=np.float64)
-        return start_s + np.cumsum(tau)
+        batch, offsets = _batch_rows(self.b, self.cache)
+        context = (self.a + self.b * self.s) + offsets[:m]
+        return np.cumsum(self.step_fn(batch[:m], context), dtype=np.float64)
 
 
 class Segments:

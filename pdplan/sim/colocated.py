@@ -79,11 +79,11 @@ class ColocatedInstance:
         self.backlog += self.prompt[req]
         if self.kind == _IDLE:
             self.next_time = min(self.next_time, now_s)
-        elif self.kind == _DECODE and len(self.queue) == 1:
-            k = int(np.searchsorted(self.bounds, now_s))
+        elif self.kind == _DECODE and now_s < self.next_time and len(self.queue) == 1:
+            k = int(np.searchsorted(self.bounds, now_s - self.t))
             if k < self.next_k:
                 self.next_k = k
-                self.next_time = float(self.bounds[k])
+                self.next_time = self.t + float(self.bounds[k])
 
     def fire(self) -> list[int]:
         """Process the iteration boundary at ``next_time``; return the requests finished there."""
@@ -182,6 +182,6 @@ class ColocatedInstance:
             self.next_time = math.inf
             return
         self.kind = _DECODE
-        self.bounds = self.act.segment(self.t)
+        self.bounds = self.act.segment()
         self.next_k = self.bounds.size - 1
-        self.next_time = float(self.bounds[-1])
+        self.next_time = self.t + float(self.bounds[-1])

@@ -58,7 +58,7 @@ class DecodeInstance:
         self.t = 0.0  # time of the last processed boundary
         self.pending: list[tuple[float, int]] = []  # heap (ready time, request): KV not yet here
         self.waiting: deque[int] = deque()  # ready, not admitted (FCFS)
-        self.bounds = _EMPTY  # end times of the planned steps, from self.t
+        self.bounds = _EMPTY  # end times of the planned steps, relative to self.t
         self.next_k = -1  # index in bounds of the next event (-1: idle)
         self.next_time = math.inf
         self.load = 0  # routed here and not finished (routing key)
@@ -69,11 +69,11 @@ class DecodeInstance:
         self.load += 1
         if self.act.b == 0:
             self.next_time = min(self.next_time, ready_s)
-        elif not self.waiting and self.act.b < self.max_batch:
-            k = int(np.searchsorted(self.bounds, ready_s))
+        elif ready_s < self.next_time and not self.waiting and self.act.b < self.max_batch:
+            k = int(np.searchsorted(self.bounds, ready_s - self.t))
             if k < self.next_k:
                 self.next_k = k
-                self.next_time = float(self.bounds[k])
+                self.next_time = self.t + float(self.bounds[k])
 
     def fire(self) -> list[int]:
         """Process the boundary at ``next_time``; return the requests that finished there."""
@@ -118,14 +118,14 @@ class DecodeInstance:
             self.next_k = -1
             self.next_time = self.pending[0][0] if self.pending else math.inf
             return
-        bounds = self.act.segment(self.t)
+        bounds = self.act.segment()
         if self.emits_first_token and admitted:
-            first = float(bounds[0])
+            first = self.t + float(bounds[0])
             for req in admitted:
                 self.tl.first_token[req] = first
         k = bounds.size - 1
         if self.pending and not self.waiting and self.act.b < self.max_batch:
-            k = min(k, int(np.searchsorted(bounds, self.pending[0][0])))
+            k = min(k, int(np.searchsorted(bounds, self.pending[0][0] - self.t)))
         self.bounds = bounds
         self.next_k = k
-        self.next_time = float(bounds[k])
+        self.next_time = self.t + float(bounds[k])

@@ -142,7 +142,7 @@ class _DisaggEngine(_Engine):
         """Open loop: prefill in bulk when unbatched (vectorised), else queue the arrivals."""
         self.tl.arrival = arrival_s.tolist()
         if self.service is None:
-            self.ext = [(float(a), i, _ARRIVAL, i) for i, a in enumerate(arrival_s)]
+            self.ext = [(a, i, _ARRIVAL, i) for i, a in enumerate(arrival_s.tolist())]
             self.order = count(arrival_s.size)
             return
         done = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill,
@@ -153,7 +153,9 @@ class _DisaggEngine(_Engine):
         self.tl.finish = np.where(self.steps == 0, done, np.nan).tolist()
         todo = np.flatnonzero(self.steps > 0)
         todo = todo[np.argsort(done[todo], kind="stable")]
-        self.ext = [(float(done[i]), k, _PREFILL_DONE, int(i)) for k, i in enumerate(todo)]
+        times = done[todo].tolist()
+        self.ext = [(t, k, _PREFILL_DONE, i) for k, (t, i) in enumerate(zip(times, todo.tolist(),
+                                                                          strict=True))]
         self.order = count(todo.size)
 
     def handle(self, time_s: float, kind: int, payload: int) -> None:
@@ -218,7 +220,7 @@ class _ColocEngine(_Engine):
     def load_open_loop(self, arrival_s: FloatArray) -> None:
         """Open loop: all arrivals are known external events."""
         self.tl.arrival = arrival_s.tolist()
-        self.ext = [(float(a), i, _ARRIVAL, i) for i, a in enumerate(arrival_s)]
+        self.ext = [(a, i, _ARRIVAL, i) for i, a in enumerate(arrival_s.tolist())]
         self.order = count(arrival_s.size)
 
     def handle(self, time_s: float, kind: int, payload: int) -> None:

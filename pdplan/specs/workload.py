@@ -189,13 +189,19 @@ class _Truncated(_Continuous):
         return float(_phi_diff(za, zb)[0])
 
     def cdf(self, x: FloatArray) -> FloatArray:
+        point = self.point_value()
+        if point is not None:
+            return (np.asarray(x, dtype=float) >= point).astype(float)
         za, zb = self._z_bounds()
         xc = np.clip(np.asarray(x, dtype=float), self.min, self.max)
         return np.clip(_phi_diff(za, self._z(xc)) / _phi_diff(za, zb), 0.0, 1.0)
 
     def ppf(self, q: FloatArray) -> FloatArray:
-        za, zb = self._z_bounds()
         qa = np.asarray(q, dtype=float)
+        point = self.point_value()
+        if point is not None:
+            return np.full(qa.shape, point)
+        za, zb = self._z_bounds()
         if za[0] > 0:  # window in the upper tail: invert the survival function
             z = -special.ndtri(special.ndtr(-za) - qa * _phi_diff(za, zb))
         else:
@@ -229,6 +235,8 @@ class NormalDist(_Truncated):
         return self.mean + self.std * z
 
     def partial_mean(self, x: FloatArray) -> FloatArray:
+        if self.std == 0:
+            return self.cdf(x) * self.mean
         za, zb = self._z_bounds()
         zx = self._z(np.clip(np.asarray(x, dtype=float), self.min, self.max))
         num = self.mean * _phi_diff(za, zx) - self.std * (_pdf_std(zx) - _pdf_std(za))

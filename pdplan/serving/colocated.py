@@ -1,0 +1,155 @@
+"""Colocated baseline: z instances each doing prefill and decode (QUEUEING §3).
+
+Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
+
+* ``prefill-first`` (vanilla vLLM): prefills stall decodes; TTFT = M/G/1 on the batch-1 roofline
+  prefill time S(l) per cell; mean TPOT = t0/(1 − ρ_p − u_d)
+  (:func:`pdplan.queueing.colocated_prefill_first`).
+* ``chunked`` (Sarathi-Serve, token budget C = ``chunk_tokens``): prefill is served in chunks
+  riding on decode steps; the per-token prefill cost t_p and attention cost t_a come from a
+  non-negative fit ``S(l) ≈ a + b·l + c·l²`` of the roofline prefill (t_p = b, t_a = 2c since
+  causal attention of a prompt costs ∫ t_a·x dx = t_a l²/2) (:func:`pdplan.queueing.colocated_chunked`).
+
+Decode step: the same linearised roofline τ = t0 + t1·B + t2·K as the disaggregated decode pool.
+Stability limit: total utilisation u_d + u_p ≤ 0.85 (the range the TPOT model was validated on,
+QUEUEING §6.3), the chunk-step utilisation ≤ 0.99 (chunked), and the KV and seat bounds
+``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
+dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).
+TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.queueing import DecodeWorkload, colocated_distributions
+from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, decode_cells
+from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.roles import (
+    Z99,
+    DecodePerf,
+    decode_perf,
+    fit_quadratic,
+    instance_budget,
+    prefill_perf,
+)
+from pdplan.serving.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ColocatedModel:
+    """A prepared colocated deployment; :meth:`snapshot` evaluates it at a batch of rates."""
+
+    res: ResolvedScenario
+    scheduler: str
+    cells: DecodeWorkload
+    prefill_cell_s: FloatArray
+    decode: DecodePerf
+    prefill_s_per_token: float
+    attention_s_per_token2: float
+    z: int
+
+    def _tau(self, lam: float) -> float:
+        """Mean-field token interval per instance at per-instance rate ``lam`` (§3)."""
+        st, wl = self.decode.step, self.cells
+        u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+        return st.t0_s / max(1e-12, 1.0 - u_d - self._u_prefill(lam))
+
+    def _u_prefill(self, lam: float) -> float:
+        p, lin = self.cells.prob, self.cells.input_tokens
+        if self.scheduler == "prefill-first":
+            return lam * float(p @ self.prefill_cell_s)
+        return lam * (self.prefill_s_per_token * float(p @ lin)
+                      + self.attention_s_per_token2 * float(p @ lin**2) / 2.0)
+
+    def _utilisation(self, lam: float) -> float:
+        st, wl = self.decode.step, self.cells
+        u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+        return u_d + self._u_prefill(lam)
+
+    def _chunk_rho(self, lam: float) -> float:
+        """Chunk-step utilisation π·τ_chunk/τ̄ of :func:`pdplan.queueing.colocated_chunked`."""
+        wl, st = self.cells, self.decode.step
+        tau = self._tau(lam)
+        n_seqs = lam * wl.mean_steps * tau
+        chunk = self.res.chunk_tokens - n_seqs
+        if chunk <= 0:
+            return math.inf
+        el, el2 = float(wl.prob @ wl.input_tokens), float(wl.prob @ wl.input_tokens**2)
+        extra = chunk * (self.prefill_s_per_token + self.attention_s_per_token2 * el2 / (2 * el))
+        plain = st.t0_s + st.t1_s_per_seq * n_seqs + st.t2_s_per_token * lam * wl.mean_work * tau
+        return lam * el * tau / chunk * (plain + extra) / tau
+
+    def limit(self) -> Limit:
+        wl = self.cells
+        lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
+        cands = [Limit(lam_u, "colocated utilisation")]
+        if self.scheduler == "chunked":
+            cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u),
+                               "prefill chunk capacity"))
+
+        def kv(lam: float) -> float:
+            x = lam * self._tau(lam)
+            return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum) - (
+                self.decode.kv_capacity_tokens)
+
+        def seats(lam: float) -> float:
+            n = lam * self._tau(lam) * wl.mean_steps
+            return n + Z99 * math.sqrt(n) - self.decode.max_num_seqs
+
+        cands.append(Limit(_root(kv, lam_u), "decode KV capacity"))
+        cands.append(Limit(_root(seats, lam_u), "decode seats (max_num_seqs)"))
+        best = min(cands, key=lambda c: c.rate_rps)
+        return Limit(best.rate_rps * self.z, best.binding)
+
+    def snapshot(self, rates: FloatArray) -> Snapshot:
+        rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
+        out = colocated_distributions(
+            self.scheduler, rates / self.z, self.cells, self.decode.step,
+            prefill_service_s=self.prefill_cell_s, token_budget=float(self.res.chunk_tokens),
+            prefill_s_per_token=self.prefill_s_per_token,
+            attention_s_per_token2=self.attention_s_per_token2)
+        fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
+        util = {"prefill": out.prefill_utilisation, "decode": out.decode_utilisation,
+                "decode_kv": fixed_k / self.decode.kv_capacity_tokens}
+        return Snapshot(rates, self.cells.prob, self.cells.decode_steps, out.ttft,
+                        np.arange(self.cells.prob.size), out.tpot, util)
+
+
+def _root(fn: Callable[[float], float], hi: float) -> float:
+    """λ in (0, hi] where an increasing ``fn`` crosses 0 (bisection, robust to inf past a pole);
+    ``hi`` if fn(hi) ≤ 0."""
+    if fn(hi) <= 0.0:
+        return hi
+    lo, top = 0.0, hi
+    for _ in range(80):
+        mid = 0.5 * (lo + top)
+        if fn(mid) <= 0.0:
+            lo = mid
+        else:
+            top = mid
+    return lo
+
+
+def build_colocated(res: ResolvedScenario) -> ColocatedModel:
+    """Price the colocated instance type (NoFeasiblePlanError if it does not fit)."""
+    sc = res.scenario
+    assert res.colocated is not None and sc.colocated is not None
+    cells = decode_cells(res)
+    dperf = decode_perf(res.colocated, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    if float((cells.input_tokens + cells.decode_steps).max()) > dperf.kv_capacity_tokens:
+        raise NoFeasiblePlanError(
+            f"colocated instance {res.colocated.label} holds {dperf.kv_capacity_tokens:.0f} KV "
+            "tokens, less than the longest request", binding_constraint="decode KV capacity")
+    instance_budget(res.colocated, "colocated")
+    lens = res.lengths
+    per_bin = prefill_perf(res.colocated, lens.input_tokens).latency_s
+    _, b, c = fit_quadratic(lens.input_tokens, per_bin)
+    cell_s = np.repeat(per_bin, lens.output_tokens.size)
+    return ColocatedModel(res, sc.colocated.scheduler, cells, cell_s, dperf, b, 2.0 * c,
+                          sc.colocated.count)

@@ -1,0 +1,137 @@
+"""``evaluate``: one deployment → goodput, binding constraint and, at a rate or a concurrency,
+TTFT/TPOT summaries, attainment and utilisations (the library call behind ``pdplan evaluate``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pdplan.catalog import Catalog, open_catalog
+from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.serving.closed_loop import closed_loop_throughput
+from pdplan.serving.colocated import ColocatedModel, build_colocated
+from pdplan.serving.disaggregated import (
+    DECODE_U_MAX,
+    PREFILL_RHO_MAX,
+    DisaggregatedModel,
+    build_disaggregated,
+)
+from pdplan.serving.goodput import ServingModel, find_goodput
+from pdplan.serving.inputs import ResolvedScenario, resolve
+from pdplan.serving.results import Evaluation, OperatingPoint
+from pdplan.serving.snapshot import Snapshot
+from pdplan.specs.scenario import Scenario, SloSpec
+
+CONVENTION_WORDS = {
+    "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
+         "step (decode streams token 1)",
+    "B": "B: TTFT = prefill wait + prefill (prefill streams token 1, as DistServe)",
+}
+
+
+def build_model(res: ResolvedScenario) -> DisaggregatedModel | ColocatedModel:
+    """The deployment model for the scenario's mode."""
+    if res.scenario.mode == "colocated":
+        return build_colocated(res)
+    return build_disaggregated(res)
+
+
+def operating_point(snap: Snapshot, slo: SloSpec) -> OperatingPoint:
+    """Summaries at the snapshot's single rate and the constraint closest to its limit."""
+    ttft = snap.ttft_summary(slo.percentile)[0]
+    tpot = snap.tpot_summary(slo.percentile)[0]
+    util = {k: float(v[0]) for k, v in snap.utilisation.items()}
+    pct = f"P{slo.percentile:g}"
+    pressure = {f"TTFT at {pct}": ttft.at_percentile / slo.ttft,
+                f"TPOT at {pct}": tpot.at_percentile / slo.tpot,
+                "prefill utilisation": util["prefill"] / PREFILL_RHO_MAX,
+                "decode utilisation": util["decode"] / DECODE_U_MAX,
+                "decode KV capacity": util["decode_kv"]}
+    if "link" in util:
+        pressure["link"] = util["link"] / PREFILL_RHO_MAX
+    binding = max(pressure, key=lambda k: pressure[k])
+    attainment = float(snap.attainment(slo.ttft, slo.tpot)[0])
+    return OperatingPoint(float(snap.rates[0]), ttft, tpot, attainment, util, binding)
+
+
+def _deployment(sc: Scenario) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for role in ("prefill", "decode", "colocated"):
+        spec = getattr(sc, role)
+        if spec is not None:
+            out[role] = spec.model_dump()
+    if sc.mode == "disaggregated":
+        out.update(link=sc.link, granularity=sc.granularity, routing=sc.routing)
+    return out
+
+
+def _cost(res: ResolvedScenario) -> float | None:
+    total = 0.0
+    for hw, spec in ((res.prefill, res.scenario.prefill), (res.decode, res.scenario.decode),
+                     (res.colocated, res.scenario.colocated)):
+        if hw is None or spec is None:
+            continue
+        if hw.gpu.price is None:
+            return None
+        total += hw.gpu.price.typical_usd_per_gpu_hour * spec.gpus
+    return total
+
+
+def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario) -> dict[str, Any]:
+    st = model.decode.step
+    out: dict[str, Any] = {
+        "decode_step_t0_s": st.t0_s, "decode_step_t1_s_per_seq": st.t1_s_per_seq,
+        "decode_step_t2_s_per_token": st.t2_s_per_token,
+        "decode_fit_median_rel_err": model.decode.fit_median_rel_err,
+        "decode_fit_max_rel_err": model.decode.fit_max_rel_err,
+        "decode_kv_capacity_tokens": model.decode.kv_capacity_tokens,
+        "max_num_seqs": res.max_num_seqs, "mean_input_tokens": res.lengths.mean_input(),
+        "mean_output_tokens": res.lengths.mean_output(),
+        "kernel_tables": sorted({hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "")
+                                 for hw in (res.prefill, res.decode, res.colocated) if hw}),
+    }
+    if isinstance(model, DisaggregatedModel):
+        p = model.input_prob
+        out.update(mean_prefill_s=float(p @ model.prefill.latency_s),
+                   mean_kv_exposed_s=float(p @ model.exposed_s),
+                   mean_kv_bytes=float(p @ model.transfer_bytes))
+    return out
+
+
+def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float | None = None,
+             concurrency: int | None = None) -> Evaluation:
+    """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally)."""
+    if rate is not None and concurrency is not None:
+        raise SpecError("give either a rate or a concurrency, not both", field="rate")
+    res = resolve(scenario, catalog or open_catalog())
+    model = build_model(res)
+    good = find_goodput(model, scenario.slo)
+    point, loop = None, None
+    if concurrency is not None:
+        loop = closed_loop_throughput(model, concurrency)
+        rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
+    if rate is not None:
+        point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps,
+                                             good.limit.binding), scenario.slo)
+    warnings = list(res.warnings)
+    if _cost(res) is None:
+        warnings.append("a GPU of this deployment has no price in the catalogue: "
+                        "goodput per $/h is not reported")
+    return Evaluation(
+        name=scenario.name, mode=scenario.mode, model=res.model.name,
+        deployment=_deployment(scenario), num_gpus=scenario.num_gpus, goodput_rps=good.rate_rps,
+        stability_limit_rps=good.limit.rate_rps, stability_binding=good.limit.binding,
+        binding_constraint=good.binding,
+        convention=CONVENTION_WORDS[scenario.ttft_convention] if scenario.mode ==
+        "disaggregated" else "colocated: TTFT = wait + prefill on the same instance",
+        slo=scenario.slo.model_dump(), cost_usd_per_hour=_cost(res), operating_point=point,
+        closed_loop=loop, assumptions=_assumptions(model, res), warnings=tuple(warnings))
+
+
+def _snapshot_at(model: ServingModel, rate: float, limit: float, binding: str) -> Snapshot:
+    if rate >= limit:
+        raise NoFeasiblePlanError(
+            f"rate {rate:.4g} req/s is beyond this deployment's stable limit of {limit:.4g} req/s "
+            f"(set by {binding})", binding_constraint=binding)
+    return model.snapshot(np.array([rate]))

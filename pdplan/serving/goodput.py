@@ -1,0 +1,95 @@
+"""Goodput: the highest Poisson rate whose SLO attainment meets the target (QUEUEING §5.2).
+
+``A(λ)`` = fraction of requests meeting both the TTFT and the TPOT threshold, non-increasing in λ.
+Goodput = brentq on ``A(λ) − α*`` over ``(0, λ_stab)`` (:func:`pdplan.queueing.goodput_rate`
+conventions: λ_stab itself when A(λ_stab⁻) ≥ α*). The search is tabulated first: A on a coarse
+grid of ``GRID_POINTS`` rates (one batched evaluation) brackets the crossing, then brentq refines
+inside the bracket to ``REL_TOL`` of λ_stab. A deployment that cannot reach α* even at vanishing
+load raises :class:`~pdplan.errors.NoFeasiblePlanError` naming the latency that fails and its
+zero-load percentile.
+
+The binding constraint, in words: the stability bound's name when goodput = λ_stab ("prefill
+utilisation", "decode KV capacity", "link", ...); otherwise the latency whose P-th percentile is
+closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", "TPOT at P90").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from scipy.optimize import brentq
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.disaggregated import Limit
+from pdplan.serving.snapshot import Snapshot
+from pdplan.specs.scenario import SloSpec
+
+GRID_POINTS = 8
+REL_TOL = 1e-4
+ZERO_LOAD_FRACTION = 1e-4
+
+
+class ServingModel(Protocol):
+    """What a deployment model offers: its stability limit and distributions at rates."""
+
+    def limit(self) -> Limit: ...
+    def snapshot(self, rates: FloatArray) -> Snapshot: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Goodput:
+    """Goodput (req/s), the stability limit, and the binding constraint in words."""
+
+    rate_rps: float
+    limit: Limit
+    binding: str
+
+
+def _words(latency: str, slo: SloSpec) -> str:
+    return f"{latency} at P{slo.percentile:g}"
+
+
+def latency_binding(snap: Snapshot, slo: SloSpec) -> str:
+    """"TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
+    q = slo.percentile / 100.0
+    ttft = float(snap.ttft.quantile(q)[0]) / slo.ttft
+    tpot = float(snap.tpot.quantile(q)[0]) / slo.tpot
+    return _words("TTFT", slo) if ttft >= tpot else _words("TPOT", slo)
+
+
+def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeasiblePlanError:
+    snap = model.snapshot(np.array([rate]))
+    q = slo.percentile / 100.0
+    ttft_q, tpot_q = float(snap.ttft.quantile(q)[0]), float(snap.tpot.quantile(q)[0])
+    att = float(snap.attainment(slo.ttft, slo.tpot)[0])
+    what = latency_binding(snap, slo)
+    return NoFeasiblePlanError(
+        f"the SLO cannot be met at any rate: even at near-zero load only {att:.1%} of requests "
+        f"meet both thresholds (target {slo.attainment:.0%}); P{slo.percentile:g} TTFT "
+        f"{ttft_q:.3g} s vs {slo.ttft:.3g} s, P{slo.percentile:g} TPOT {tpot_q:.3g} s vs "
+        f"{slo.tpot:.3g} s; binding: {what}", binding_constraint=what)
+
+
+def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
+    """Goodput by a tabulated bracket plus brentq (module docstring)."""
+    limit = model.limit()
+    top = limit.rate_rps * (1.0 - 1e-6)
+    target = slo.attainment
+    grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
+    att = model.snapshot(grid).attainment(slo.ttft, slo.tpot)
+    if att[-1] >= target:
+        return Goodput(limit.rate_rps, limit, limit.binding)
+    if att[0] < target:
+        raise _zero_load_failure(model, slo, float(grid[0]))
+    i = int(np.argmax(att < target))
+    lo, hi = float(grid[i - 1]), float(grid[i])
+
+    def gap(lam: float) -> float:
+        return float(model.snapshot(np.array([lam])).attainment(slo.ttft, slo.tpot)[0]) - target
+
+    rate = float(brentq(gap, lo, hi, xtol=REL_TOL * limit.rate_rps, rtol=1e-6))
+    snap = model.snapshot(np.array([rate]))
+    return Goodput(rate, limit, latency_binding(snap, slo))

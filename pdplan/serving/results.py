@@ -1,0 +1,95 @@
+"""Result records of ``evaluate`` (frozen dataclasses, SI units) and their JSON document.
+
+JSON keys (ARCHITECTURE §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
+with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p50 p90 p99`` and
+``attainment``; plus ``utilisation``, ``binding_constraint``, ``convention``, ``warnings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdplan.serving.snapshot import LatencySummary
+
+
+@dataclass(frozen=True, slots=True)
+class OperatingPoint:
+    """Latencies, attainment and utilisations at one Poisson rate."""
+
+    rate_rps: float
+    ttft_s: LatencySummary
+    tpot_s: LatencySummary
+    attainment: float
+    utilisation: dict[str, float]
+    binding_constraint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoop:
+    """Closed-loop fixed point: C clients, throughput X = C / E[response time](X)."""
+
+    concurrency: int
+    throughput_rps: float
+    mean_response_s: float
+    saturated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Everything ``pdplan evaluate`` reports about one deployment."""
+
+    name: str | None
+    mode: str
+    model: str
+    deployment: dict[str, Any]
+    num_gpus: int
+    goodput_rps: float
+    stability_limit_rps: float
+    stability_binding: str
+    binding_constraint: str
+    convention: str
+    slo: dict[str, float]
+    cost_usd_per_hour: float | None
+    operating_point: OperatingPoint | None = None
+    closed_loop: ClosedLoop | None = None
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def goodput_rps_per_gpu(self) -> float:
+        return self.goodput_rps / self.num_gpus
+
+    @property
+    def goodput_rps_per_usd_hour(self) -> float | None:
+        """Goodput per $/h of the deployment at typical prices; None when a price is missing."""
+        if self.cost_usd_per_hour is None:
+            return None
+        return self.goodput_rps / self.cost_usd_per_hour
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON document (stable keys; SI units in names)."""
+        doc: dict[str, Any] = {
+            "name": self.name, "mode": self.mode, "model": self.model, **self.deployment,
+            "num_gpus": self.num_gpus, "goodput_rps": self.goodput_rps,
+            "goodput_rps_per_gpu": self.goodput_rps_per_gpu,
+            "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
+            "cost_usd_per_hour": self.cost_usd_per_hour,
+            "stability_limit_rps": self.stability_limit_rps,
+            "stability_binding": self.stability_binding,
+            "binding_constraint": self.binding_constraint, "convention": self.convention,
+            "slo": self.slo,
+        }
+        op = self.operating_point
+        if op is not None:
+            doc.update({"rate_rps": op.rate_rps, "ttft_s": op.ttft_s.as_dict(),
+                        "tpot_s": op.tpot_s.as_dict(), "attainment": op.attainment,
+                        "utilisation": op.utilisation,
+                        "operating_binding_constraint": op.binding_constraint})
+        if self.closed_loop is not None:
+            cl = self.closed_loop
+            doc.update({"concurrency": cl.concurrency, "throughput_rps": cl.throughput_rps,
+                        "mean_response_s": cl.mean_response_s, "saturated": cl.saturated})
+        doc["assumptions"] = self.assumptions
+        doc["warnings"] = list(self.warnings)
+        return doc

@@ -1,0 +1,59 @@
+"""Published phase characterisations as reference tests for the roofline (issue: phase performance model).
+
+Each test names its source row in ../shared/reference/PUBLISHED_RESULTS.md and states its tolerance and why.
+"""
+
+import numpy as np
+import pytest
+
+from pdplan.catalog import open_catalog
+from pdplan.perf.kernels import load_kernel_table
+from pdplan.perf.roofline import decode_step_s, prefill_time_s
+
+CATALOG = open_catalog()
+
+
+def test_splitwise_prefill_throughput_saturates_by_2k_batched_tokens() -> None:
+    """PUBLISHED_RESULTS §2 (Splitwise, ISCA'24), phase characterisation: "prompt-phase throughput drops beyond
+    2048 batched prompt tokens" (Llama2-70B, TP8, DGX-H100). We check the shape, not a level: tokens/s at 2048
+    is within 5% of the best over 256..16384, and 256 tokens reach clearly less (< 90%) of it."""
+    model, gpu = CATALOG.model("llama-2-70b"), CATALOG.gpu("h100-sxm")
+    tokens = np.array([256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0])
+    t = prefill_time_s(model, gpu, load_kernel_table("h100-sxm"), batch=1, tokens=tokens, tp=8)
+    throughput = tokens / t
+    best = throughput.max()
+    assert throughput[3] >= 0.95 * best
+    assert throughput[0] < 0.90 * best
+
+
+def test_splitwise_decode_batch64_costs_about_twice_batch1() -> None:
+    """PUBLISHED_RESULTS §2 (Splitwise), phase characterisation: "TBT at batch 64 is only about 2x TBT at batch 1"
+    (Llama2-70B, TP8, DGX-H100; prompts ~1500 tokens). "About 2x" is read from a figure on a 2023 vLLM stack, so the
+    test accepts 1.3x-2.6x: decode must stay memory-bound on weights (far below 64x) yet grow with the KV read."""
+    model, gpu = CATALOG.model("llama-2-70b"), CATALOG.gpu("h100-sxm")
+    table = load_kernel_table("h100-sxm")
+    one = float(decode_step_s(model, gpu, table, batch=1, context=1500, tp=8)[()])
+    many = float(decode_step_s(model, gpu, table, batch=64, context=1500, tp=8)[()])
+    assert 1.3 <= many / one <= 2.6
+
+
+def test_distserve_opt66b_kv_cache_of_a_512_token_request() -> None:
+    """PUBLISHED_RESULTS §1.7 (DistServe): OPT-66B, one 512-token request: KV ≈ 1.13 GB (FP16).
+    Exact arithmetic: 2·64 layers·9216·2 B = 2.25 MiB per token; 512 tokens = 1.125 GiB = 1.208 GB.
+    DistServe's "1.13 GB" is the GiB figure, so the tolerance is 1% on GiB."""
+    kv = CATALOG.model("opt-66b").kv_bytes_per_token(2) * 512
+    assert kv / 2**30 == pytest.approx(1.13, rel=0.01)
+
+
+def test_bloom_style_decode_is_memory_bound_and_prefill_compute_bound() -> None:
+    """PUBLISHED_RESULTS §2 (Splitwise): the prompt phase is compute-bound and the token phase memory-bound
+    (the premise of PD disaggregation). Checked on Llama-2-70B TP8 H100 via the roofline's bound label."""
+    from pdplan.perf.roofline import phase_time
+
+    model, gpu = CATALOG.model("llama-2-70b"), CATALOG.gpu("h100-sxm")
+    table = load_kernel_table("h100-sxm")
+    prefill = phase_time(model, gpu, table, phase="prefill", batch=1, tokens=1500, tp=8)
+    decode = phase_time(model, gpu, table, phase="decode", batch=1, tokens=1500, tp=8)
+    gemm_bounds = {op.bound for op in prefill.ops if op.kind == "gemm" and op.name != "lm_head"}
+    assert gemm_bounds == {"compute"}
+    assert decode.bound() == "memory"
