@@ -12,10 +12,8 @@ from pdplan.errors import SpecError
 from pdplan.render import Format
 from pdplan.serving import Evaluation, default_scenario_path, evaluate
 from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
-from pdplan.transfer import TransferConfig, transfer_for_request
 
 Opt = typer.Option
-StrOpt = Annotated[str | None, Opt()]
 
 
 def evaluate_command(
@@ -126,5 +124,3 @@ def transfer_command(
     emit(fmt, output, records=[{"quantity": k, "value": v} for k, v in doc.items()],
          document=doc, columns=["quantity", "value"], title="pdplan transfer")
 
-
-__all__ = ["TransferConfig", "evaluate_command", "transfer_command", "transfer_for_request"]

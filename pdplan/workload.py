@@ -48,7 +48,7 @@ IntArray = npt.NDArray[np.int64]
 DEFAULT_MAX_BINS = 64
 MIN_BINS = 8
 TAIL_LEVELS = (0.99, 0.995, 0.999)
-FINE_BINS = 512
+FINE_BINS = 256
 TRACE_COLUMNS = ("input_tokens", "output_tokens", "arrival_s")
 MAX_TRACE_BYTES = 500_000_000
 

@@ -3,8 +3,9 @@
 :func:`fit_parameters` is generic: any vectorised ``predict(params) -> seconds`` and named, bounded,
 positive parameters. It minimises robust (soft-L1) log-time residuals with
 ``scipy.optimize.least_squares`` in log-parameter space, so a 10% miss counts the same at 3 µs and
-at 30 ms. The adapters below read AIConfigurator kernel CSVs (stdlib ``csv``) and fit one GPU's
-:class:`~pdplan.perf.kernels.KernelTable` groups; ``pdplan calibrate`` reuses the generic part.
+at 30 ms. The readers below load AIConfigurator kernel CSVs (stdlib ``csv``); the per-family fits of one
+GPU's :class:`~pdplan.perf.kernels.KernelTable` live in :mod:`pdplan.perf.fit_families`;
+``pdplan calibrate`` reuses the generic part.
 """
 
 from __future__ import annotations
@@ -19,21 +20,7 @@ import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import (
-    AllreduceParams,
-    DecodeAttentionParams,
-    FloatArray,
-    GemmFlavour,
-    GemmParams,
-    GpuPeaks,
-    KernelTable,
-    KvFlavour,
-    PrefillAttentionParams,
-    allreduce_time_s,
-    decode_attention_time_s,
-    gemm_time_s,
-    prefill_attention_time_s,
-)
+from pdplan.perf.kernels import FloatArray, GemmFlavour, KvFlavour
 
 MAX_FIT_ROWS = 6000
 """Rows used for fitting one family (every k-th row of the file order); errors use all rows."""
@@ -138,123 +125,20 @@ def read_attention(data_dir: Path, phase: str, kv: KvFlavour) -> dict[str, Float
     return read_csv_columns(data_dir / f"{phase}_attention.csv", _ATTN_COLS, where)
 
 
-def read_allreduce(path: Path, op_name: str, dtypes: set[str]) -> dict[str, FloatArray]:
-    """All-reduce rows (custom_allreduce.csv or nccl.csv): num_gpus, message_size, latency_ms."""
+DTYPE_BYTES = {"half": 2.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0, "float": 4.0,
+               "float32": 4.0}
+
+
+def read_allreduce(path: Path, op_name: str, dtype: str) -> dict[str, FloatArray]:
+    """All-reduce rows of one dtype (custom_allreduce.csv or nccl.csv).
+
+    Returns num_gpus, message_size, message_bytes, latency_ms. AIConfigurator's ``message_size`` is
+    a count of ELEMENTS, not bytes: at equal message_size NCCL int8 takes ~half the time of half
+    (e.g. H100 8 GPUs, 268435456: 1.38 vs 2.11 ms), and only elements × 2 B gives 8×H100 NCCL
+    bus bandwidth ≈ 445 GB/s, in line with nccl-tests (460–480 GB/s); as bytes it would be 223 GB/s.
+    """
     dtype_col = "allreduce_dtype" if path.name.startswith("custom") else "nccl_dtype"
-    where = {"op_name": {op_name}, dtype_col: dtypes}
-    return read_csv_columns(path, ["num_gpus", "message_size", "latency_ms"], where)
-
-
-def _stub_table(gpu_id: str, **groups: object) -> KernelTable:
-    """A table holding only the groups being fitted (the rest are inert placeholders)."""
-    base: dict[str, object] = {
-        "schema_version": 1, "gpu": gpu_id, "calibrated": False, "stack": "fit", "derived_from": None,
-        "gemm": {}, "prefill_attention": {}, "decode_attention": {},
-        "allreduce": {"alpha_s": 0.0, "bus_bytes_per_s": 1.0},
-        "elementwise": {"memory_fraction": 1.0, "overhead_s": 0.0},
-        "framework": {"decode_step_overhead_s": 0.0}, "sources": {},
-    }
-    base.update(groups)
-    return KernelTable.model_validate(base)
-
-
-GEMM_START = {"peak_fraction": 0.8, "m0_tokens": 32.0, "n0_elements": 64.0, "k0_elements": 64.0,
-              "memory_fraction": 0.8, "overhead_s": 3e-6, "smooth_q": 2.0}
-GEMM_BOUNDS = {"peak_fraction": (0.05, 1.0), "m0_tokens": (1e-3, 4096.0),
-               "n0_elements": (1e-3, 16384.0), "k0_elements": (1e-3, 16384.0),
-               "memory_fraction": (0.05, 1.0), "overhead_s": (1e-7, 1e-4), "smooth_q": (1.0, 16.0)}
-
-
-def fit_gemm(
-    data: Mapping[str, FloatArray], flavour: GemmFlavour, gpu: GpuPeaks, gpu_id: str
-) -> tuple[GemmParams, ErrorStats]:
-    """Fit one GEMM flavour on a deterministic subsample; judge it on every row."""
-    quant = 3.0 if flavour == "fp8" else 0.0
-    m, n, k, t = (np.asarray(data[c]) for c in ("m", "n", "k", "latency_ms"))
-    t = t * 1e-3
-    idx = subsample_index(t.size)
-
-    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
-        table = _stub_table(gpu_id, gemm={flavour: {**p, "quant_bytes_per_element": quant}})
-        return gemm_time_s(m[sel], n[sel], k[sel], flavour, gpu, table)
-
-    fit = fit_parameters(predict, GEMM_START, GEMM_BOUNDS, t[idx])
-    params = GemmParams(**fit.params, quant_bytes_per_element=quant)
-    return params, error_stats(predict(fit.params, np.arange(t.size)), t)
-
-
-PREFILL_START = {"compute_fraction": 0.6, "s0_tokens": 64.0, "w0_batch_heads": 64.0,
-                 "memory_fraction": 0.5, "overhead_s": 8e-6, "smooth_q": 2.0}
-PREFILL_BOUNDS = {"compute_fraction": (0.05, 1.0), "s0_tokens": (1e-3, 8192.0),
-                  "w0_batch_heads": (1e-3, 8192.0), "memory_fraction": (0.02, 1.0),
-                  "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0)}
-DECODE_START = {"memory_fraction": 0.7, "c0_tokens": 64.0, "w0_seq_heads": 8.0,
-                "compute_fraction": 0.3, "overhead_s": 8e-6, "smooth_q": 2.0}
-DECODE_BOUNDS = {"memory_fraction": (0.05, 1.0), "c0_tokens": (1e-3, 65536.0),
-                 "w0_seq_heads": (1e-3, 4096.0), "compute_fraction": (0.01, 1.0),
-                 "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0)}
-
-
-def fit_prefill(
-    data: Mapping[str, FloatArray], kv: KvFlavour, gpu: GpuPeaks, gpu_id: str
-) -> tuple[PrefillAttentionParams, ErrorStats]:
-    """Fit prefill (context) attention for one KV dtype."""
-    b, s, h, kvh, d = (np.asarray(data[c]) for c in _ATTN_COLS[:5])
-    t = np.asarray(data["latency_ms"]) * 1e-3
-    idx = subsample_index(t.size)
-
-    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
-        table = _stub_table(gpu_id, prefill_attention={kv: p})
-        return prefill_attention_time_s(b[sel], s[sel], h[sel], kvh[sel], d[sel], gpu, table, kv)
-
-    fit = fit_parameters(predict, PREFILL_START, PREFILL_BOUNDS, t[idx])
-    return PrefillAttentionParams(**fit.params), error_stats(predict(fit.params, np.arange(t.size)), t)
-
-
-def decode_context_len(data: Mapping[str, FloatArray]) -> FloatArray:
-    """KV length of a generation row: ``isl + step`` (AIConfigurator's isl=1, step = tokens so far)."""
-    return np.asarray(data["isl"]) + np.asarray(data["step"])
-
-
-def fit_decode(
-    data: Mapping[str, FloatArray], kv: KvFlavour, gpu: GpuPeaks, gpu_id: str
-) -> tuple[DecodeAttentionParams, ErrorStats]:
-    """Fit decode (generation) attention for one KV dtype."""
-    b, h, kvh, d = (np.asarray(data[c]) for c in ("batch_size", "num_heads",
-                                                   "num_key_value_heads", "head_dim"))
-    c = decode_context_len(data)
-    t = np.asarray(data["latency_ms"]) * 1e-3
-    idx = subsample_index(t.size)
-    kv_bytes = 2.0 if kv == "bf16" else 1.0
-
-    def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
-        table = _stub_table(gpu_id, decode_attention={kv: p})
-        return decode_attention_time_s(b[sel], c[sel], h[sel], kvh[sel], d[sel], kv_bytes, gpu,
-                                       table)
-
-    fit = fit_parameters(predict, DECODE_START, DECODE_BOUNDS, t[idx])
-    return DecodeAttentionParams(**fit.params), error_stats(predict(fit.params, np.arange(t.size)), t)
-
-
-def fit_allreduce(
-    data: Mapping[str, FloatArray], gpu: GpuPeaks, gpu_id: str
-) -> tuple[AllreduceParams, ErrorStats]:
-    """Fit α (s) and bus bandwidth β (bytes/s) with the 2(n−1)/n ring factor over all GPU counts."""
-    n, size = np.asarray(data["num_gpus"]), np.asarray(data["message_size"])
-    t = np.asarray(data["latency_ms"]) * 1e-3
-
-    def predict(p: dict[str, float]) -> FloatArray:
-        return allreduce_time_s(size, n, gpu, _stub_table(gpu_id, allreduce=p))
-
-    bounds = {"alpha_s": (1e-7, 1e-3), "bus_bytes_per_s": (1e9, 5e12)}
-    fit = fit_parameters(predict, {"alpha_s": 5e-6, "bus_bytes_per_s": 1e11}, bounds, t)
-    return AllreduceParams(**fit.params), fit.stats
-
-
-def predict_allreduce_stats(
-    data: Mapping[str, FloatArray], params: AllreduceParams, gpu: GpuPeaks, gpu_id: str
-) -> ErrorStats:
-    """Errors of an all-reduce α/β on other measurements (e.g. NCCL as a cross-check)."""
-    n, size = np.asarray(data["num_gpus"]), np.asarray(data["message_size"])
-    table = _stub_table(gpu_id, allreduce=params.model_dump())
-    return error_stats(allreduce_time_s(size, n, gpu, table), np.asarray(data["latency_ms"]) * 1e-3)
+    where = {"op_name": {op_name}, dtype_col: {dtype}}
+    cols = read_csv_columns(path, ["num_gpus", "message_size", "latency_ms"], where)
+    cols["message_bytes"] = cols["message_size"] * DTYPE_BYTES[dtype]
+    return cols

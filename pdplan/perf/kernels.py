@@ -37,6 +37,7 @@ Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 Exponent = Annotated[float, Field(ge=1.0, le=64.0)]
+HeadDimFactor = Annotated[float, Field(ge=0.5, le=1.0)]
 
 
 class GpuPeaks(Protocol):
@@ -64,6 +65,14 @@ class GemmParams(_Frozen):
     memory_s = bytes / (HBM·memory_fraction), bytes = (m·k + k·n)·in_bytes + m·n·2 (bf16 output).
     fp8 adds the activation quantisation pass
     ``quant_bytes_per_element``·m·k / (HBM·memory_fraction) (read bf16, write fp8: 3 bytes).
+
+    Two terms for small GEMMs (both 0/off by default):
+
+    * k-loop latency ``k_latency_s``·k/(k + k_sat_elements): a thin GEMM (few output tiles) runs a
+      serial k loop on few SMs until split-K caps it; it joins compute and memory in the smooth max.
+    * warm L2 (``warm_l2=True`` only): the first ``l2_bytes`` of the weights stream at
+      ``l2_speedup``× the HBM rate. Kernel benchmarks repeat one GEMM, so small weights stay in L2
+      between calls; in serving every layer brings new weights, so the default is off.
     """
 
     peak_fraction: Fraction
@@ -74,6 +83,10 @@ class GemmParams(_Frozen):
     overhead_s: NonNegative
     smooth_q: Exponent
     quant_bytes_per_element: NonNegative = 0.0
+    l2_bytes: NonNegative = 0.0
+    l2_speedup: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0
+    k_latency_s: NonNegative = 0.0
+    k_sat_elements: Positive = 1.0
 
 
 class PrefillAttentionParams(_Frozen):
@@ -84,6 +97,9 @@ class PrefillAttentionParams(_Frozen):
     parallelism ramp: compute_s = 2·d·(s+1)·(s+s0)·(b·h + w0) / (bf16_peak·compute_fraction).
     memory_s = b·s·(2h·2 + 2·kv·kv_bytes)·d / (HBM·memory_fraction)
     (Q and O in bf16; K and V in the cache dtype).
+    ``head_dim_efficiency`` {head_dim: factor in [0.5, 1]} multiplies compute_fraction (kernels are
+    tuned per head size), interpolated log-linearly in head_dim and clamped at the ends; a factor
+    ratio <= 2 per octave keeps time non-decreasing in head_dim. Empty = 1 everywhere.
     """
 
     compute_fraction: Fraction
@@ -92,6 +108,7 @@ class PrefillAttentionParams(_Frozen):
     memory_fraction: Fraction
     overhead_s: NonNegative
     smooth_q: Exponent
+    head_dim_efficiency: dict[int, HeadDimFactor] = Field(default_factory=dict)
 
 
 class DecodeAttentionParams(_Frozen):
@@ -99,8 +116,11 @@ class DecodeAttentionParams(_Frozen):
 
     KV bytes = b·c·kv·d·2·kv_bytes (K and V). memory_s = 2·d·kv_bytes·(c+c0)·(b·kv + w0) /
     (HBM·memory_fraction): reads ramp with context (c0, split-KV granularity) and with b·kv
-    parallelism (w0). compute_s = 4·b·h·c·d / (bf16_peak·compute_fraction). memory_fraction <= 1
-    keeps the step no faster than reading the KV once at peak bandwidth.
+    parallelism (w0). compute_s = 4·b·h·c·d / (bf16_peak·compute_fraction·f(head_dim)), f as in
+    :class:`PrefillAttentionParams`. memory_fraction <= 1 keeps the step no faster than reading the
+    KV once at peak bandwidth, except with ``warm_l2=True`` (benchmarks only): then the first
+    ``l2_bytes`` of a step's KV stream ``l2_speedup``× faster (a small cache stays in L2 between
+    back-to-back repeats; in serving each layer reads a different cache).
     """
 
     memory_fraction: Fraction
@@ -109,13 +129,31 @@ class DecodeAttentionParams(_Frozen):
     compute_fraction: Fraction
     overhead_s: NonNegative
     smooth_q: Exponent
+    head_dim_efficiency: dict[int, HeadDimFactor] = Field(default_factory=dict)
+    l2_bytes: NonNegative = 0.0
+    l2_speedup: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0
 
 
-class AllreduceParams(_Frozen):
-    """Ring all-reduce in one node: alpha_s + 2(n−1)/n · message_bytes / bus_bytes_per_s."""
+class AlphaBeta(_Frozen):
+    """One all-reduce implementation: alpha_s + 2(n−1)/n · message_bytes / bus_bytes_per_s."""
 
     alpha_s: NonNegative
     bus_bytes_per_s: Positive
+
+
+class AllreduceParams(_Frozen):
+    """All-reduce in one node, α-β with the ring factor 2(n−1)/n.
+
+    ``alpha_s``/``bus_bytes_per_s``: the fallback for GPU counts with no entry below (and the
+    per-message α of a pipeline hand-off). ``custom`` / ``nccl``: fitted per GPU count for the
+    engine's custom all-reduce and for NCCL; engines (vLLM, TRT-LLM) pick the custom kernel for
+    small messages and NCCL above a size threshold, so the time is the faster of the two.
+    """
+
+    alpha_s: NonNegative
+    bus_bytes_per_s: Positive
+    custom: dict[int, AlphaBeta] = Field(default_factory=dict)
+    nccl: dict[int, AlphaBeta] = Field(default_factory=dict)
 
 
 class ElementwiseParams(_Frozen):
@@ -191,11 +229,34 @@ def _fp8_peak(gpu: GpuPeaks) -> float:
     return gpu.fp8_flops_per_s
 
 
+def _stream_s(bytes_: FloatArray, bw: float, l2_bytes: float, l2_speedup: float,
+              warm_l2: bool) -> FloatArray:
+    """Seconds to read ``bytes_``: all at ``bw``, or the first ``l2_bytes`` from a warm L2."""
+    if not warm_l2 or l2_bytes <= 0.0:
+        return bytes_ / bw
+    in_l2 = np.minimum(bytes_, l2_bytes)
+    result: FloatArray = in_l2 / (bw * l2_speedup) + (bytes_ - in_l2) / bw
+    return result
+
+
+def head_dim_factor(head_dim: ArrayLike, knots: Mapping[int, float]) -> FloatArray:
+    """Efficiency factor by head size: log-linear in head_dim through ``knots``, clamped; 1 if empty."""
+    d = _f(head_dim)
+    if not knots:
+        return np.ones_like(d)
+    keys = sorted(knots)
+    result: FloatArray = np.exp(np.interp(np.log2(d), np.log2(keys), np.log([knots[k] for k in keys])))
+    return result
+
+
 def gemm_time_s(
     m: ArrayLike, n: ArrayLike, k: ArrayLike, flavour: GemmFlavour, gpu: GpuPeaks,
-    table: KernelTable,
+    table: KernelTable, *, warm_l2: bool = False,
 ) -> FloatArray:
-    """Time (s) of one [m×k]·[k×n] GEMM; m = tokens. See :class:`GemmParams` for the formula."""
+    """Time (s) of one [m×k]·[k×n] GEMM; m = tokens. See :class:`GemmParams` for the formula.
+
+    ``warm_l2=True`` reproduces back-to-back kernel benchmarks (small weights served from L2).
+    """
     p = _params(table.gemm, flavour, "gemm", table.gpu)
     m_, n_, k_ = _f(m), _f(n), _f(k)
     peak = gpu.bf16_flops_per_s if flavour == "bf16" else _fp8_peak(gpu)
@@ -204,9 +265,13 @@ def gemm_time_s(
     compute_s = 2.0 * (m_ + p.m0_tokens) * (n_ + p.n0_elements) * (k_ + p.k0_elements) / (
         peak * p.peak_fraction
     )
-    memory_s = ((m_ * k_ + k_ * n_) * in_bytes + m_ * n_ * 2.0) / bw
+    weights_s = _stream_s(k_ * n_ * in_bytes, bw, p.l2_bytes, p.l2_speedup, warm_l2)
+    memory_s = (m_ * k_ * in_bytes + m_ * n_ * 2.0) / bw + weights_s
     quant_s = p.quant_bytes_per_element * m_ * k_ / bw
-    return p.overhead_s + quant_s + smooth_max(compute_s, memory_s, p.smooth_q)
+    t = smooth_max(compute_s, memory_s, p.smooth_q)
+    if p.k_latency_s > 0.0:
+        t = smooth_max(t, p.k_latency_s * k_ / (k_ + p.k_sat_elements), p.smooth_q)
+    return p.overhead_s + quant_s + t
 
 
 def prefill_attention_time_s(
@@ -217,8 +282,9 @@ def prefill_attention_time_s(
     p = _params(table.prefill_attention, kv_flavour, "prefill_attention", table.gpu)
     b, s, h, kv, d = _f(batch), _f(seq_len), _f(heads), _f(kv_heads), _f(head_dim)
     kv_bytes = 2.0 if kv_flavour == "bf16" else 1.0
+    eff = p.compute_fraction * head_dim_factor(d, p.head_dim_efficiency)
     compute_s = 2.0 * d * (s + 1.0) * (s + p.s0_tokens) * (b * h + p.w0_batch_heads) / (
-        gpu.bf16_flops_per_s * p.compute_fraction
+        gpu.bf16_flops_per_s * eff
     )
     memory_s = b * s * d * (4.0 * h + 2.0 * kv * kv_bytes) / (
         gpu.memory_bytes_per_s * p.memory_fraction
@@ -229,26 +295,49 @@ def prefill_attention_time_s(
 def decode_attention_time_s(
     batch: ArrayLike, context_len: ArrayLike, heads: ArrayLike, kv_heads: ArrayLike,
     head_dim: ArrayLike, kv_dtype_bytes: float, gpu: GpuPeaks, table: KernelTable,
+    *, warm_l2: bool = False,
 ) -> FloatArray:
     """Time (s) of one decode step of attention; kv_dtype_bytes 2 (bf16) or 1 (fp8)."""
     flavour: KvFlavour = "fp8" if kv_dtype_bytes <= 1.0 else "bf16"
     p = _params(table.decode_attention, flavour, "decode_attention", table.gpu)
     b, c, h, kv, d = _f(batch), _f(context_len), _f(heads), _f(kv_heads), _f(head_dim)
-    memory_s = 2.0 * d * kv_dtype_bytes * (c + p.c0_tokens) * (b * kv + p.w0_seq_heads) / (
-        gpu.memory_bytes_per_s * p.memory_fraction
-    )
-    compute_s = 4.0 * b * h * c * d / (gpu.bf16_flops_per_s * p.compute_fraction)
+    kv_read = 2.0 * d * kv_dtype_bytes * (c + p.c0_tokens) * (b * kv + p.w0_seq_heads)
+    memory_s = _stream_s(kv_read, gpu.memory_bytes_per_s * p.memory_fraction, p.l2_bytes,
+                         p.l2_speedup, warm_l2)
+    eff = p.compute_fraction * head_dim_factor(d, p.head_dim_efficiency)
+    compute_s = 4.0 * b * h * c * d / (gpu.bf16_flops_per_s * eff)
     return p.overhead_s + smooth_max(compute_s, memory_s, p.smooth_q)
+
+
+def _alpha_beta_s(size: FloatArray, n: FloatArray, fallback: AlphaBeta,
+                  by_gpus: Mapping[int, AlphaBeta]) -> FloatArray:
+    alpha = np.full_like(size * n, fallback.alpha_s)
+    beta = np.full_like(alpha, fallback.bus_bytes_per_s)
+    for count, ab in by_gpus.items():
+        alpha = np.where(n == count, ab.alpha_s, alpha)
+        beta = np.where(n == count, ab.bus_bytes_per_s, beta)
+    result: FloatArray = alpha + 2.0 * (n - 1.0) / np.maximum(n, 1.0) * size / beta
+    return result
 
 
 def allreduce_time_s(
     message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable
 ) -> FloatArray:
-    """Time (s) of one all-reduce of ``message_bytes`` per GPU over ``num_gpus`` (0 if 1 GPU)."""
+    """Time (s) of one all-reduce of ``message_bytes`` per GPU over ``num_gpus`` (0 if 1 GPU).
+
+    The faster of the custom all-reduce and NCCL where the table has them for this GPU count
+    (engines switch between them by message size); otherwise the fallback α-β.
+    """
     del gpu  # the fitted bus bandwidth already carries the link; kept for a uniform signature
+    p = table.allreduce
     size, n = _f(message_bytes), _f(num_gpus)
-    ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0)
-    t = table.allreduce.alpha_s + ring * size / table.allreduce.bus_bytes_per_s
+    fallback = AlphaBeta(alpha_s=p.alpha_s, bus_bytes_per_s=p.bus_bytes_per_s)
+    t = _alpha_beta_s(size, n, fallback, {})
+    if p.custom or p.nccl:
+        known = np.isin(n, [*p.custom, *p.nccl])
+        best = np.minimum(_alpha_beta_s(size, n, fallback, p.custom),
+                          _alpha_beta_s(size, n, fallback, p.nccl))
+        t = np.where(known, best, t)
     result: FloatArray = np.where(n > 1.0, t, 0.0)
     return result
 

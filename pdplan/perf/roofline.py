@@ -66,6 +66,8 @@ class PhaseTime:
         """compute | memory | communication | overhead: the category holding the most time (first element)."""
         totals = dict.fromkeys(BOUNDS, 0.0)
         for op in self.ops:
+            if op.bound not in totals:
+                raise ValueError("bound() needs the per-op detail: call phase_time(..., detail=True)")
             totals[op.bound] += float(np.ravel(op.time_s)[0])
         totals["overhead"] += self.framework_overhead_s
         totals["communication"] += float(np.ravel(self.pp_handoff_s)[0])
@@ -153,13 +155,19 @@ def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> s
     return "compute" if compute > memory else "memory"
 
 
-def _price_ops(ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision) -> tuple[OpTime, ...]:
+def _price_ops(ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision,
+               detail: bool = True) -> tuple[OpTime, ...]:
+    """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads)."""
     priced = []
     for op in ops:
-        flops, bytes_ = _ideal_flops_bytes(op, prec)
         time_s = _op_time_s(op, gpu, table, prec) * op.count
-        priced.append(OpTime(op.name, op.kind, op.count, time_s, flops * op.count,
-                             bytes_ * op.count, _bound_of(op, flops, bytes_, gpu)))
+        if detail:
+            flops, bytes_ = _ideal_flops_bytes(op, prec)
+            priced.append(OpTime(op.name, op.kind, op.count, time_s, flops * op.count,
+                                 bytes_ * op.count, _bound_of(op, flops, bytes_, gpu)))
+        else:
+            empty = np.zeros(0)
+            priced.append(OpTime(op.name, op.kind, op.count, time_s, empty, empty, "unknown"))
     return tuple(priced)
 
 
@@ -175,6 +183,7 @@ def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelT
 def phase_time(
     model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, phase: Phase, batch: ArrayLike,
     tokens: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1, precision: Precision | None = None,
+    detail: bool = True,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
 
@@ -183,7 +192,7 @@ def phase_time(
     prec = precision or Precision()
     b, n, t, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp)))
     shape = PassShape(phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
-    ops = _price_ops(forward_ops(model, shape), gpu, table, prec)
+    ops = _price_ops(forward_ops(model, shape), gpu, table, prec, detail)
     compute_s = sum((op.time_s for op in ops), np.zeros_like(b))
     overhead_s = table.framework.decode_step_overhead_s
     handoff_s = _handoff_s(model, shape, gpu, table, p)
@@ -198,7 +207,7 @@ def prefill_time_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch
                    precision: Precision | None = None) -> FloatArray:
     """Latency (s) of prefilling ``batch`` prompts of ``tokens`` tokens (vectorised)."""
     return phase_time(model, gpu, table, phase="prefill", batch=batch, tokens=tokens, tp=tp, pp=pp,
-                      precision=precision).time_s
+                      precision=precision, detail=False).time_s
 
 
 def decode_step_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch: ArrayLike,
@@ -206,4 +215,4 @@ def decode_step_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch:
                   precision: Precision | None = None) -> FloatArray:
     """Latency (s) of one decode step for ``batch`` sequences at mean context ``context`` (vectorised)."""
     return phase_time(model, gpu, table, phase="decode", batch=batch, tokens=context, tp=tp, pp=pp,
-                      precision=precision).time_s
+                      precision=precision, detail=False).time_s

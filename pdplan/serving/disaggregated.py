@@ -32,7 +32,6 @@ from pdplan.queueing import (
     decode_fixed_point,
     decode_workload,
     mg1_wait_distribution,
-    prefill_wait_distribution,
     tpot_distribution,
 )
 from pdplan.queueing.distributions import FloatArray
@@ -46,7 +45,7 @@ from pdplan.serving.roles import (
     prefill_perf,
 )
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import discretise_wait, zero_wait
+from pdplan.serving.ttft import GRID_CELLS, TtftMixture, discretise_wait, prefill_wait, zero_wait
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.transfer import (
     TransferConfig,
@@ -118,14 +117,13 @@ class DisaggregatedModel:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
-        wait = prefill_wait_distribution(self.res.scenario.routing, rates, self.prefill.service_s,
-                                         p, self.x)
+        wait = prefill_wait(self.res.scenario.routing, rates, self.prefill.service_s, p, self.x)
         link_rho = rates * self.link_rate_factor * float(p @ self.link_service_s)
         link = zero_wait(rates.size)
         if self.limit().rate_rps * self.link_rate_factor * float(p @ self.link_service_s) >= (
                 LINK_QUEUE_MIN_RHO):
-            link = discretise_wait(mg1_wait_distribution(rates * self.link_rate_factor,
-                                                         self.link_service_s, p))
+            link = discretise_wait(mg1_wait_distribution(
+                rates * self.link_rate_factor, self.link_service_s, p, max_cells=GRID_CELLS))
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
         offsets = np.broadcast_to(self.prefill.latency_s, (rates.size, p.size)).copy()
@@ -133,8 +131,6 @@ class DisaggregatedModel:
             offsets += self.exposed_s[None, :] + 1.5 * tau[:, None]
         else:
             link = zero_wait(rates.size)
-        from pdplan.serving.ttft import TtftMixture
-
         ttft = TtftMixture(wait, link, offsets, p)
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size

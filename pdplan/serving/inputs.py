@@ -10,9 +10,10 @@ window, with a warning naming the fraction of requests affected (ARCHITECTURE §
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pdplan.catalog import Catalog
-from pdplan.perf.kernels import load_kernel_table
+from pdplan.perf.kernels import KernelTable, load_kernel_table
 from pdplan.perf.memory import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.serving.roles import RoleHardware
@@ -24,7 +25,7 @@ from pdplan.workload import JointLengths, discretize
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""
 
-_DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +46,14 @@ class ResolvedScenario:
 
 def precision_of(scenario: Scenario) -> Precision:
     """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``."""
-    return Precision(weight_bytes=_DTYPE_BYTES[scenario.dtype], act_bytes=2.0,
-                     kv_bytes=_DTYPE_BYTES[scenario.kv_dtype])
+    return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0,
+                     kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
+
+
+@lru_cache(maxsize=32)
+def kernel_table(gpu_id: str) -> KernelTable:
+    """Packaged kernel table of a GPU, parsed once per process (tables are immutable)."""
+    return load_kernel_table(gpu_id)
 
 
 def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None,
@@ -54,7 +61,7 @@ def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None,
     if spec is None:
         return None
     gpu = catalog.gpu(spec.gpu)
-    return RoleHardware(model, gpu, load_kernel_table(gpu.name), spec.tp, spec.pp,
+    return RoleHardware(model, gpu, kernel_table(gpu.name), spec.tp, spec.pp,
                         precision_of(scenario), scenario.gpu_memory_utilization)
 
 

@@ -226,7 +226,8 @@ class NormalDist(_Truncated):
         return self
 
     def point_value(self) -> float | None:
-        return float(self.mean) if self.std == 0 else None
+        # a spread below a billionth of the mean is a point mass (and would overflow z-scores)
+        return float(self.mean) if self.std <= 1e-9 * self.mean else None
 
     def _z(self, x: FloatArray) -> FloatArray:
         return (np.asarray(x, dtype=float) - self.mean) / self.std
@@ -235,7 +236,7 @@ class NormalDist(_Truncated):
         return self.mean + self.std * z
 
     def partial_mean(self, x: FloatArray) -> FloatArray:
-        if self.std == 0:
+        if self.point_value() is not None:
             return self.cdf(x) * self.mean
         za, zb = self._z_bounds()
         zx = self._z(np.clip(np.asarray(x, dtype=float), self.min, self.max))

@@ -66,7 +66,7 @@ def test_independent_joint_is_outer_product_and_moments() -> None:
                                atol=1e-15)
     assert joint.mean_output() == pytest.approx(255.0, rel=1e-9)
     assert joint.mean_input_times_output() == pytest.approx(joint.mean_input() * 255.0, rel=1e-9)
-    assert joint.expect(lambda l, n: l * l) == pytest.approx(joint.input_moment(2), rel=1e-12)
+    assert joint.expect(lambda lin, n: lin * lin) == pytest.approx(joint.input_moment(2), rel=1e-12)
     assert joint.input_moment(2) >= joint.mean_input() ** 2
 
 

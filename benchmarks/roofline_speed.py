@@ -1,0 +1,46 @@
+"""Speed of the vectorised roofline: 100,000 (batch, tokens) points in one call (issue target: < 50 ms).
+
+Run: ``python benchmarks/roofline_speed.py``. Prints the best of 5 runs per phase; docs/accuracy.md records it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from pdplan.catalog import open_catalog
+from pdplan.perf.kernels import load_kernel_table
+from pdplan.perf.roofline import phase_time
+
+N = 100_000
+
+
+def best_of(fn: object, repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    catalog = open_catalog()
+    gpu = catalog.gpu("h100-sxm")
+    table = load_kernel_table("h100-sxm")
+    rng = np.random.default_rng(0)
+    batch = rng.integers(1, 256, N).astype(float)
+    tokens = rng.integers(1, 32768, N).astype(float)
+    tp = rng.choice([1.0, 2.0, 4.0, 8.0], N)
+    print("| model | phase | points | best of 5 (ms) |\n|---|---|---|---|")
+    for name in ("llama-3.1-70b", "mixtral-8x7b", "deepseek-v3"):
+        model = catalog.model(name)
+        for phase in ("prefill", "decode"):
+            seconds = best_of(lambda: phase_time(model, gpu, table, phase=phase, batch=batch, tokens=tokens, tp=tp,  # noqa: B023
+                                                 detail=False))
+            print(f"| {name} | {phase} | {N:,} | {seconds * 1e3:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
