@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pdplan.cli_common import FormatOpt, HardwareDbOpt, OutputOpt, catalog_from, emit, warn
 from pdplan.errors import SpecError
 from pdplan.render import Format
-from pdplan.serving import Evaluation, default_scenario_path, evaluate
 from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
+
+if TYPE_CHECKING:
+    from pdplan.serving import Evaluation
 
 Opt = typer.Option
 
@@ -53,6 +55,8 @@ def evaluate_command(
 
     Example: pdplan evaluate examples/default.yaml --rate 8 --format json
     """
+    from pdplan.serving import default_scenario_path, evaluate  # lazy: scipy loads in ~1 s
+
     if rate is not None and rate <= 0:
         raise SpecError("must be > 0", field="--rate")
     base = load_scenario(scenario or default_scenario_path())

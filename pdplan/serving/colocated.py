@@ -74,7 +74,7 @@ class ColocatedModel:
 
     def _chunk_rho(self, lam: float) -> float:
         """Chunk-step utilisation π·τ_chunk/τ̄ of :func:`pdplan.queueing.colocated_chunked`."""
-        wl, st = self.cells, self.decode.step
+        wl = self.cells
         tau = self._tau(lam)
         n_seqs = lam * wl.mean_steps * tau
         chunk = self.res.chunk_tokens - n_seqs
@@ -82,8 +82,7 @@ class ColocatedModel:
             return math.inf
         el, el2 = float(wl.prob @ wl.input_tokens), float(wl.prob @ wl.input_tokens**2)
         extra = chunk * (self.prefill_s_per_token + self.attention_s_per_token2 * el2 / (2 * el))
-        plain = st.t0_s + st.t1_s_per_seq * n_seqs + st.t2_s_per_token * lam * wl.mean_work * tau
-        return lam * el * tau / chunk * (plain + extra) / tau
+        return lam * el * tau / chunk * (tau + extra) / tau  # τ_chunk = τ̄ + extra there
 
     def limit(self) -> Limit:
         wl = self.cells

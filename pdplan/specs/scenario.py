@@ -30,6 +30,7 @@ from pdplan.errors import SpecError
 from pdplan.specs.loading import first_error_line, read_yaml_mapping
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.units import parse_time_s
+from pdplan.validation import register_validator
 
 Mode = Literal["disaggregated", "colocated"]
 Granularity = Literal["request", "layer", "chunk"]
@@ -311,3 +312,10 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
         raise SpecError("--scheduler applies to colocated deployments (--colocated N)",
                         field="--scheduler")
     return revalidate(scenario, update)
+
+
+def _validate_file(path: Path) -> object:
+    return load_scenario(path)
+
+
+register_validator("scenario", SCENARIO_KEYS, _validate_file)

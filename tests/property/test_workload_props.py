@@ -35,7 +35,7 @@ def normals(draw: st.DrawFn) -> tuple[dict[str, object], float]:
     std = draw(st.floats(0.0, 2.0)) * mean
     lo = draw(st.integers(1, int(mean)))
     hi = draw(st.integers(max(lo + 1, math.ceil(mean)), int(mean * 5) + 2))
-    exact = mean if std == 0 else float(
+    exact = mean if std <= 1e-9 * mean else float(
         stats.truncnorm((lo - mean) / std, (hi - mean) / std, loc=mean, scale=std).mean())
     return {"dist": "normal", "mean": mean, "std": std, "min": lo, "max": hi}, exact
 

@@ -149,3 +149,15 @@ def test_closed_loop_concurrency_one_is_sequential(colocated: bool) -> None:
     res = simulate_closed_loop(1, req, dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.e2e_s, [e2e] * 3)
     np.testing.assert_allclose(res.arrival_s[1:], res.finish_s[:-1])
+
+
+def test_decode_routing_spreads_by_active_sequences() -> None:
+    # Both prefills end at 1.0; two decode instances; τ(B) = 0.05 + 0.05·B. Least-loaded routing
+    # puts one request on each: both first tokens at 1.1 (one shared instance would give 1.15).
+    dep = Disaggregated(
+        PrefillPool(2, routing="round-robin", service_s=[1.0, 1.0]),
+        DecodePool(2, step_time_s=lambda b, k: 0.05 + 0.05 * b),
+    )
+    res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
+    np.testing.assert_allclose(res.first_token_s, [1.1, 1.1])
+    assert res.pool("decode").instances == 2

@@ -1,0 +1,154 @@
+"""Serving model pieces, hand-checked (pdplan.serving)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pdplan.catalog import open_catalog
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.queueing import decode_capacity, prefill_wait_distribution
+from pdplan.serving import build_model, evaluate, resolve
+from pdplan.serving.closed_loop import closed_loop_throughput
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.roles import fast_decode_capacity, fit_quadratic
+from pdplan.serving.ttft import discretise_wait, prefill_wait
+from pdplan.specs.scenario import Scenario, scenario_from_dict
+
+CATALOG = open_catalog()
+
+
+def small(**extra: Any) -> Scenario:
+    """Llama-3.1-8B, H100 TP1 1P1D, fixed 1024/128 tokens: one workload cell, fast."""
+    data: dict[str, Any] = {
+        "model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"}, "decode": {"gpu": "h100-sxm"},
+        "workload": {"input_tokens": {"dist": "fixed", "value": 1024},
+                     "output_tokens": {"dist": "fixed", "value": 128}},
+        "slo": {"ttft": "1s", "tpot": "50ms"}}
+    data.update(extra)
+    return scenario_from_dict(data, source="test", base_dir=CATALOG.files["model"][
+        "opt-13b"].parent)
+
+
+def model_of(sc: Scenario) -> Any:
+    return build_model(resolve(sc, CATALOG))
+
+
+def test_fit_quadratic_recovers_coefficients() -> None:
+    l = np.geomspace(16, 16384, 20)
+    a, b, c = fit_quadratic(l, 0.01 + 5e-5 * l + 2e-9 * l**2)
+    assert (a, b, c) == pytest.approx((0.01, 5e-5, 2e-9), rel=1e-6)
+
+
+def test_decode_fit_is_close_to_roofline() -> None:
+    m = model_of(small())
+    assert m.decode.fit_median_rel_err < 0.02
+    assert m.decode.fit_max_rel_err < 0.10
+
+
+def test_fixed_length_ttft_mean_is_pollaczek_khinchine() -> None:
+    """One cell, random routing, convention B: E[TTFT] = D + λD²/(2(1 − λD)) (M/D/1)."""
+    m = model_of(small(routing="random", ttft_convention="B"))
+    d = float(m.prefill.latency_s[0])
+    lam = 0.5 / d
+    snap = m.snapshot(np.array([lam]))
+    assert float(snap.ttft.mean_s[0]) == pytest.approx(d + lam * d**2 / (2 * (1 - lam * d)))
+
+
+def test_convention_a_adds_transfer_and_decode_step() -> None:
+    a = model_of(small(routing="random")).snapshot(np.array([1e-9]))
+    b = model_of(small(routing="random", ttft_convention="B")).snapshot(np.array([1e-9]))
+    m = model_of(small())
+    tau = m.decode.step.t0_s + m.decode.step.t1_s_per_seq + m.decode.step.t2_s_per_token * 1088
+    gap = float(a.ttft.mean_s[0] - b.ttft.mean_s[0])
+    assert gap == pytest.approx(float(m.exposed_s[0]) + 1.5 * m.decode.step.t0_s, rel=0.05)
+    assert gap < float(m.exposed_s[0]) + 1.5 * tau
+
+
+def test_serving_prefill_wait_matches_queueing_grid() -> None:
+    s, p = np.array([0.05, 0.2, 0.8]), np.array([0.6, 0.3, 0.1])
+    rates = np.array([2.0, 5.0])
+    for policy in ("random", "round-robin", "least-work"):
+        ours = prefill_wait(policy, rates, s, p, 3)
+        ref = prefill_wait_distribution(policy, rates, s, p, 3)
+        t = np.array([0.1, 0.5, 1.0])
+        assert np.allclose(ours.cdf(t), ref.cdf(t), atol=2e-3)
+        assert np.allclose(ours.mean_s, ref.mean_s, rtol=1e-9)
+
+
+def test_discretised_link_wait_keeps_atom_and_mean() -> None:
+    from pdplan.queueing import mg1_wait_distribution
+
+    w = mg1_wait_distribution([3.0], [0.1, 0.2], [0.5, 0.5])
+    pm = discretise_wait(w)
+    assert pm.weights[0, 0] == pytest.approx(1 - 0.45)
+    assert float(pm.mean_s[0]) == pytest.approx(float(w.mean_s[0]), rel=0.05)
+
+
+def test_fast_decode_capacity_close_to_queueing() -> None:
+    m: DisaggregatedModel = model_of(small())
+    kw = {"kv_capacity_tokens": 4.0e5, "max_num_seqs": 64.0, "utilisation_max": 0.85}
+    ours = fast_decode_capacity(m.cells, m.decode.step, **kw)
+    ref = decode_capacity(m.cells, m.decode.step, **kw)
+    assert ours.binding == ref.binding
+    assert ours.max_rate_per_s == pytest.approx(ref.max_rate_per_s, rel=0.02)
+
+
+def test_closed_loop_fixed_point() -> None:
+    m = model_of(small())
+    loop = closed_loop_throughput(m, 16)
+    resp = float(m.snapshot(np.array([loop.throughput_rps])).mean_response_s()[0])
+    assert loop.throughput_rps * resp == pytest.approx(16, rel=1e-4)
+    assert not loop.saturated
+
+
+def test_goodput_meets_target_exactly_when_latency_binds() -> None:
+    sc = small(slo={"ttft": "300ms", "tpot": "50ms"})
+    ev = evaluate(sc, catalog=CATALOG, rate=None)
+    assert ev.binding_constraint == "TTFT at P90"
+    att = model_of(sc).snapshot(np.array([ev.goodput_rps])).attainment(0.3, 0.05)
+    assert float(att[0]) == pytest.approx(0.9, abs=2e-3)
+
+
+def test_weights_that_do_not_fit_are_infeasible() -> None:
+    sc = small(model="llama-3.1-70b")
+    with pytest.raises(NoFeasiblePlanError, match="does not fit") as err:
+        evaluate(sc, catalog=CATALOG)
+    assert err.value.binding_constraint == "memory"
+
+
+def test_unreachable_slo_names_the_latency() -> None:
+    with pytest.raises(NoFeasiblePlanError, match="any rate") as err:
+        evaluate(small(slo={"ttft": "1ms"}), catalog=CATALOG)
+    assert err.value.binding_constraint == "TTFT at P90"
+
+
+def test_rate_beyond_limit_is_infeasible() -> None:
+    with pytest.raises(NoFeasiblePlanError, match="stable limit"):
+        evaluate(small(), catalog=CATALOG, rate=1e4)
+
+
+def test_missing_price_is_said_not_invented() -> None:
+    ev = evaluate(small(prefill={"gpu": "h800-sxm"}), catalog=CATALOG)
+    assert ev.goodput_rps_per_usd_hour is None
+    assert any("no price" in w for w in ev.warnings)
+
+
+def test_context_window_clipping_warns() -> None:
+    sc = small(model="opt-13b", workload={
+        "input_tokens": {"dist": "lognormal", "mean": 1200, "sigma": 1.0, "max": 4000},
+        "output_tokens": {"dist": "fixed", "value": 200}})
+    ev = evaluate(sc, catalog=CATALOG)
+    assert any("context window" in w for w in ev.warnings)
+
+
+@pytest.mark.parametrize("scheduler", ["prefill-first", "chunked"])
+def test_colocated_baseline(scheduler: str) -> None:
+    sc = small(mode="colocated", prefill=None, decode=None,
+               colocated={"gpu": "h100-sxm", "count": 2, "scheduler": scheduler})
+    ev = evaluate(sc, catalog=CATALOG, rate=2.0)
+    assert ev.goodput_rps > 0 and ev.num_gpus == 2
+    assert ev.operating_point is not None
+    assert 0 < ev.operating_point.attainment <= 1
