@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from pdplan.perf import fit
+from pdplan.perf import fit_families as ff
 from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, TABLE_DIR, KernelTable
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.loading import load_spec_file
@@ -44,13 +45,27 @@ def _r(value: float) -> float:
 
 
 def _rounded(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: _r(v) if isinstance(v, float) else v for k, v in params.items()}
+    return {k: _r(v) if isinstance(v, float) else _rounded(v) if isinstance(v, dict) else v
+            for k, v in params.items()}
+
+
+def _round_allreduce(ar: dict[str, Any], scale: float = 1.0) -> dict[str, Any]:
+    """Rounded all-reduce block with every bus bandwidth multiplied by ``scale``."""
+    def ab(x: dict[str, Any]) -> dict[str, float]:
+        return {"alpha_s": _r(x["alpha_s"]), "bus_bytes_per_s": _r(x["bus_bytes_per_s"] * scale)}
+
+    return {**ab(ar), "custom": {n: ab(x) for n, x in ar.get("custom", {}).items()},
+            "nccl": {n: ab(x) for n, x in ar.get("nccl", {}).items()}}
 
 
 def _src(csv_name: str, what: str, stats: fit.ErrorStats) -> str:
     return (f"{csv_name} {what}: {stats.n} rows (fit on <= {fit.MAX_FIT_ROWS}, every k-th row), "
-            f"log-residual soft-L1 least squares; median |err| {stats.median_abs_pct:.1f}%, "
-            f"P90 {stats.p90_abs_pct:.1f}%")
+            f"log-residual soft-L1 (f_scale {ff.F_SCALE}) least squares; median |err| "
+            f"{stats.median_abs_pct:.1f}%, P90 {stats.p90_abs_pct:.1f}%")
+
+
+def _pct(stats: fit.ErrorStats) -> str:
+    return f"median {stats.median_abs_pct:.1f}%, P90 {stats.p90_abs_pct:.1f}%"
 
 
 def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
@@ -60,12 +75,12 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
     for flavour in ("bf16", "fp8"):
         rows = fit.read_gemm(data_dir, flavour)  # type: ignore[arg-type]
         if rows["m"].size:
-            params, stats = fit.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
+            params, stats = ff.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
             table["gemm"][flavour] = _rounded(params.model_dump())
             sources[f"gemm.{flavour}"] = _src("gemm.csv", f"gemm_dtype={flavour}", stats)
     for kv in ("bf16", "fp8"):
-        for phase, key, fitter in (("context", "prefill_attention", fit.fit_prefill),
-                                   ("generation", "decode_attention", fit.fit_decode)):
+        for phase, key, fitter in (("context", "prefill_attention", ff.fit_prefill),
+                                   ("generation", "decode_attention", ff.fit_decode)):
             rows = fit.read_attention(data_dir, phase, kv)  # type: ignore[arg-type]
             if rows["isl"].size:
                 params, stats = fitter(rows, kv, gpu, gpu_id)  # type: ignore[operator]
@@ -76,15 +91,17 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
         if "fp8" not in table[key]:
             table[key]["fp8"] = table[key]["bf16"]
             sources[f"{key}.fp8"] = "NOT MEASURED (no fp8-KV rows): copied from the bf16-KV fit"
-    ar_rows = fit.read_allreduce(data_dir / "custom_allreduce.csv", "all_reduce", {"bfloat16"})
-    ar, ar_stats = fit.fit_allreduce(ar_rows, gpu, gpu_id)
-    nccl = fit.read_allreduce(data_dir / "nccl.csv", "all_reduce", {"half"})
-    nccl_stats = fit.predict_allreduce_stats(nccl, ar, gpu, gpu_id)
-    table["allreduce"] = _rounded(ar.model_dump())
-    sources["allreduce"] = (_src("custom_allreduce.csv", "TRT-LLM custom all_reduce bf16, 2/4/8 "
-                                 "GPUs, ring factor 2(n-1)/n", ar_stats)
-                            + f"; cross-check on nccl.csv all_reduce half: median "
-                            f"{nccl_stats.median_abs_pct:.1f}%, P90 {nccl_stats.p90_abs_pct:.1f}%")
+    custom = fit.read_allreduce(data_dir / "custom_allreduce.csv", "all_reduce", "bfloat16")
+    nccl = fit.read_allreduce(data_dir / "nccl.csv", "all_reduce", "half")
+    ar, ar_stats = ff.fit_allreduce(custom, nccl, gpu, gpu_id)
+    table["allreduce"] = _round_allreduce(ar.model_dump())
+    sources["allreduce"] = (
+        "custom_allreduce.csv (TRT-LLM custom all_reduce, bf16) and nccl.csv (NCCL all_reduce, "
+        "half); message_size read as ELEMENTS (x2 bytes). alpha-beta with ring factor 2(n-1)/n "
+        "fitted per GPU count (2/4/8) and per implementation; time = the faster (engines switch "
+        f"custom -> NCCL by size). custom: {_pct(ar_stats['custom'])}; NCCL: "
+        f"{_pct(ar_stats['nccl'])}; faster-of-two vs measured min: {_pct(ar_stats['best'])}. "
+        "Fallback alpha/bus (other GPU counts, PP hand-off alpha): NCCL over all counts")
     bf16 = table["gemm"]["bf16"]
     table["elementwise"] = {"memory_fraction": bf16["memory_fraction"],
                             "overhead_s": bf16["overhead_s"]}
@@ -123,10 +140,10 @@ def derive(gpu_id: str, base_id: str, base: dict[str, Any], pcie_ref: dict[str, 
     else:
         ratio = gpu.scale_up_bytes_per_s / ref.scale_up_bytes_per_s
         ar = base["allreduce"]
-        why = (f"{base_id} fitted all-reduce with β scaled by scale-up bandwidth "
+        why = (f"{base_id} fitted all-reduce with every β scaled by scale-up bandwidth "
                f"{gpu.scale_up_bytes_per_s / 1e9:.0f}/{ref.scale_up_bytes_per_s / 1e9:.0f} GB/s "
                f"({gpu.scale_up_fabric} vs {ref.scale_up_fabric})")
-    table["allreduce"] = {"alpha_s": ar["alpha_s"], "bus_bytes_per_s": _r(ar["bus_bytes_per_s"] * ratio)}
+    table["allreduce"] = _round_allreduce(ar, ratio)
     sources["allreduce"] = why
     return _finish(gpu_id, False, base_id, table, sources, Path())
 

@@ -16,8 +16,8 @@ from typer._click import exceptions as click_exceptions
 from pdplan import __version__
 from pdplan.cli_catalog import hardware_app, models_app, validate
 from pdplan.cli_common import stderr_console
-from pdplan.cli_serving import evaluate_command, transfer_command
 from pdplan.cli_perf import calibrate, roofline
+from pdplan.cli_serving import evaluate_command, transfer_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 
 HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pdplan.catalog import Catalog, open_catalog
 from pdplan.render import (
@@ -20,6 +21,7 @@ from pdplan.render import (
     to_json,
     write_atomic,
 )
+
 
 def _stdout_console() -> Console:
     """Rich console for results: the terminal's width, or a wide page when piped (no folding in files)."""
@@ -84,9 +86,9 @@ def emit(
         typer.echo(text, nl=False)
     else:
         write_atomic(output, text)
-        stderr_console.print(f"wrote {output}")
+        stderr_console.print(f"wrote {output}", markup=False, highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
     """A warning line on stderr (never on stdout, so ``--format json | jq`` keeps working)."""
-    stderr_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    stderr_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)

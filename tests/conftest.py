@@ -27,11 +27,9 @@ class CliResult:
 
 @pytest.fixture(autouse=True)
 def _isolated_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the developer's PDPLAN_HARDWARE_DB, nor specs cached by an earlier test."""
+    """No test sees the developer's PDPLAN_HARDWARE_DB (specs stay cached by resolved path: tests
+    write user files under their own ``tmp_path``, so a cached spec is never stale)."""
     monkeypatch.delenv("PDPLAN_HARDWARE_DB", raising=False)
-    from pdplan import catalog
-
-    catalog._load_cached.cache_clear()
 
 
 @pytest.fixture

@@ -84,25 +84,30 @@ def fit_gemm(
     data: Mapping[str, FloatArray], flavour: GemmFlavour, gpu: GpuPeaks, gpu_id: str
 ) -> tuple[GemmParams, ErrorStats]:
     """Fit one GEMM flavour on a deterministic subsample; judge it on every row."""
-    quant = 3.0 if flavour == "fp8" else 0.0
     m, n, k, t = (np.asarray(data[c]) for c in ("m", "n", "k", "latency_ms"))
     t = t * 1e-3
     idx = subsample_index(t.size)
+    start, bounds = dict(GEMM_START), dict(GEMM_BOUNDS)
+    if flavour == "fp8":  # per-token activation quantisation pass, fitted
+        start.update(quant_bytes_per_element=3.0, quant_s_per_token=3e-9)
+        bounds.update(quant_bytes_per_element=(0.1, 64.0), quant_s_per_token=(1e-13, 1e-7))
 
     def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
-        table = _stub_table(gpu_id, gemm={flavour: {**p, "quant_bytes_per_element": quant}})
+        table = _stub_table(gpu_id, gemm={flavour: p})
         return gemm_time_s(m[sel], n[sel], k[sel], flavour, gpu, table, warm_l2=True)
 
-    fit = fit_parameters(predict, GEMM_START, GEMM_BOUNDS, t[idx], f_scale=F_SCALE)
-    params = GemmParams(**fit.params, quant_bytes_per_element=quant)
+    fit = fit_parameters(predict, start, bounds, t[idx], f_scale=F_SCALE)
+    params = GemmParams(**fit.params)
     return params, error_stats(predict(fit.params, np.arange(t.size)), t)
 
 
 PREFILL_START = {"compute_fraction": 0.6, "s0_tokens": 64.0, "w0_batch_heads": 64.0,
-                 "memory_fraction": 0.5, "overhead_s": 8e-6, "smooth_q": 2.0}
+                 "memory_fraction": 0.5, "overhead_s": 8e-6, "smooth_q": 2.0,
+                 "per_sequence_s": 1e-8}
 PREFILL_BOUNDS = {"compute_fraction": (0.05, 1.0), "s0_tokens": (1e-3, 8192.0),
                   "w0_batch_heads": (1e-3, 8192.0), "memory_fraction": (0.02, 1.0),
-                  "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0)}
+                  "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0),
+                  "per_sequence_s": (1e-12, 1e-5)}
 DECODE_START = {"memory_fraction": 0.7, "c0_tokens": 64.0, "w0_seq_heads": 8.0,
                 "compute_fraction": 0.3, "overhead_s": 8e-6, "smooth_q": 2.0, "l2_bytes": 4e6,
                 "l2_speedup": 2.0}

@@ -63,8 +63,9 @@ class GemmParams(_Frozen):
     m0/n0/k0 are saturation constants (elements): efficiency ramps as m/(m+m0) etc. (tile and wave
     quantisation), reaching ``peak_fraction`` for large sizes.
     memory_s = bytes / (HBM·memory_fraction), bytes = (m·k + k·n)·in_bytes + m·n·2 (bf16 output).
-    fp8 adds the activation quantisation pass
-    ``quant_bytes_per_element``·m·k / (HBM·memory_fraction) (read bf16, write fp8: 3 bytes).
+    fp8 adds the activation quantisation pass m·(``quant_s_per_token`` +
+    ``quant_bytes_per_element``·k / (HBM·memory_fraction)) (ideal: read bf16, write fp8, 3 bytes;
+    fitted, the measured per-token dynamic-scale pass is slower).
 
     Two terms for small GEMMs (both 0/off by default):
 
@@ -83,6 +84,7 @@ class GemmParams(_Frozen):
     overhead_s: NonNegative
     smooth_q: Exponent
     quant_bytes_per_element: NonNegative = 0.0
+    quant_s_per_token: NonNegative = 0.0
     l2_bytes: NonNegative = 0.0
     l2_speedup: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0
     k_latency_s: NonNegative = 0.0
@@ -100,6 +102,7 @@ class PrefillAttentionParams(_Frozen):
     ``head_dim_efficiency`` {head_dim: factor in [0.5, 1]} multiplies compute_fraction (kernels are
     tuned per head size), interpolated log-linearly in head_dim and clamped at the ends; a factor
     ratio <= 2 per octave keeps time non-decreasing in head_dim. Empty = 1 everywhere.
+    ``per_sequence_s``·b is added to the overhead (per-prompt scheduling/varlen bookkeeping).
     """
 
     compute_fraction: Fraction
@@ -109,6 +112,7 @@ class PrefillAttentionParams(_Frozen):
     overhead_s: NonNegative
     smooth_q: Exponent
     head_dim_efficiency: dict[int, HeadDimFactor] = Field(default_factory=dict)
+    per_sequence_s: NonNegative = 0.0
 
 
 class DecodeAttentionParams(_Frozen):
@@ -267,7 +271,7 @@ def gemm_time_s(
     )
     weights_s = _stream_s(k_ * n_ * in_bytes, bw, p.l2_bytes, p.l2_speedup, warm_l2)
     memory_s = (m_ * k_ * in_bytes + m_ * n_ * 2.0) / bw + weights_s
-    quant_s = p.quant_bytes_per_element * m_ * k_ / bw
+    quant_s = m_ * (p.quant_s_per_token + p.quant_bytes_per_element * k_ / bw)
     t = smooth_max(compute_s, memory_s, p.smooth_q)
     if p.k_latency_s > 0.0:
         t = smooth_max(t, p.k_latency_s * k_ / (k_ + p.k_sat_elements), p.smooth_q)
@@ -289,7 +293,7 @@ def prefill_attention_time_s(
     memory_s = b * s * d * (4.0 * h + 2.0 * kv * kv_bytes) / (
         gpu.memory_bytes_per_s * p.memory_fraction
     )
-    return p.overhead_s + smooth_max(compute_s, memory_s, p.smooth_q)
+    return p.overhead_s + p.per_sequence_s * b + smooth_max(compute_s, memory_s, p.smooth_q)
 
 
 def decode_attention_time_s(

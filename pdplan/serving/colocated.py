@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, colocated_distributions
 from pdplan.queueing.distributions import FloatArray
@@ -106,6 +107,10 @@ class ColocatedModel:
         best = min(cands, key=lambda c: c.rate_rps)
         return Limit(best.rate_rps * self.z, best.binding)
 
+    def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]:
+        """Pool utilisations per rate (from the colocated distributions)."""
+        return self.snapshot(rates).utilisation
+
     def snapshot(self, rates: FloatArray) -> Snapshot:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         out = colocated_distributions(
@@ -138,7 +143,8 @@ def _root(fn: Callable[[float], float], hi: float) -> float:
 def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     """Price the colocated instance type (NoFeasiblePlanError if it does not fit)."""
     sc = res.scenario
-    assert res.colocated is not None and sc.colocated is not None
+    assert res.colocated is not None
+    assert sc.colocated is not None
     cells = decode_cells(res)
     dperf = decode_perf(res.colocated, cells.mean_work / cells.mean_steps, res.max_num_seqs)
     if float((cells.input_tokens + cells.decode_steps).max()) > dperf.kv_capacity_tokens:

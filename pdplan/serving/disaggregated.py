@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -46,7 +47,6 @@ from pdplan.serving.roles import (
 )
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftMixture, discretise_wait, prefill_wait, zero_wait
-from pdplan.errors import NoFeasiblePlanError
 from pdplan.transfer import (
     TransferConfig,
     fan_in_link_queue,
@@ -113,12 +113,20 @@ class DisaggregatedModel:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, "link"))
         return min(cands, key=lambda c: c.rate_rps)
 
+    def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]:
+        """Prefill ρ, decode u, decode KV occupancy K̄/M_kv and link ρ per rate (closed forms)."""
+        p = self.input_prob
+        fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
+        return {"prefill": rates * float(p @ self.prefill.service_s) / self.x,
+                "decode": fixed.utilisation,
+                "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
+                "link": rates * self.link_rate_factor * float(p @ self.link_service_s)}
+
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
         wait = prefill_wait(self.res.scenario.routing, rates, self.prefill.service_s, p, self.x)
-        link_rho = rates * self.link_rate_factor * float(p @ self.link_service_s)
         link = zero_wait(rates.size)
         if self.limit().rate_rps * self.link_rate_factor * float(p @ self.link_service_s) >= (
                 LINK_QUEUE_MIN_RHO):
@@ -134,10 +142,7 @@ class DisaggregatedModel:
         ttft = TtftMixture(wait, link, offsets, p)
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
-        util = {"prefill": rates * float(p @ self.prefill.service_s) / self.x,
-                "decode": fixed.utilisation,
-                "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
-                "link": link_rho}
+        util = self.utilisation(rates)
         return Snapshot(rates, self.cells.prob, self.cells.decode_steps, ttft,
                         np.repeat(np.arange(p.size), m), tpot, util)
 
@@ -145,8 +150,11 @@ class DisaggregatedModel:
 def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
     sc, lens = res.scenario, res.lengths
-    assert res.prefill is not None and res.decode is not None and res.link is not None
-    assert sc.prefill is not None and sc.decode is not None
+    assert res.prefill is not None
+    assert res.decode is not None
+    assert res.link is not None
+    assert sc.prefill is not None
+    assert sc.decode is not None
     pmem = instance_budget(res.prefill, "prefill")
     if float(lens.input_tokens.max()) > float(np.ravel(pmem.kv_capacity_tokens)[0]):
         raise NoFeasiblePlanError(

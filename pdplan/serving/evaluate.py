@@ -114,6 +114,7 @@ def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float 
     if rate is not None:
         point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps,
                                              good.limit.binding), scenario.slo)
+    at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
     if _cost(res) is None:
         warnings.append("a GPU of this deployment has no price in the catalogue: "
@@ -125,7 +126,8 @@ def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float 
         binding_constraint=good.binding,
         convention=CONVENTION_WORDS[scenario.ttft_convention] if scenario.mode ==
         "disaggregated" else "colocated: TTFT = wait + prefill on the same instance",
-        slo=scenario.slo.model_dump(), cost_usd_per_hour=_cost(res), operating_point=point,
+        slo=scenario.slo.model_dump(), cost_usd_per_hour=_cost(res),
+        utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()}, operating_point=point,
         closed_loop=loop, assumptions=_assumptions(model, res), warnings=tuple(warnings))
 
 

@@ -2,7 +2,8 @@
 
 JSON keys (ARCHITECTURE §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
 with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p50 p90 p99`` and
-``attainment``; plus ``utilisation``, ``binding_constraint``, ``convention``, ``warnings``.
+``attainment``; plus ``utilisation`` (at that rate, else at the goodput rate),
+``binding_constraint``, ``convention``, ``warnings``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Evaluation:
     convention: str
     slo: dict[str, float]
     cost_usd_per_hour: float | None
+    utilisation_at_goodput: dict[str, float] = field(default_factory=dict)
     operating_point: OperatingPoint | None = None
     closed_loop: ClosedLoop | None = None
     assumptions: dict[str, Any] = field(default_factory=dict)
@@ -80,6 +82,7 @@ class Evaluation:
             "binding_constraint": self.binding_constraint, "convention": self.convention,
             "slo": self.slo,
         }
+        doc["utilisation"] = self.utilisation_at_goodput
         op = self.operating_point
         if op is not None:
             doc.update({"rate_rps": op.rate_rps, "ttft_s": op.ttft_s.as_dict(),

@@ -43,7 +43,7 @@ def one_transfer(catalog: Catalog, *, model: str, tokens: int, link: str, granul
     from pdplan.perf.memory import serving_defaults
 
     chunk = chunk_tokens or serving_defaults().prefill_chunk_tokens
-    cfg = TransferConfig(granularity=granularity,  # type: ignore[arg-type]
+    cfg = TransferConfig(granularity=granularity,
                          prefill_tp=prefill_tp, decode_tp=decode_tp,
                          chunk_tokens=chunk if granularity == "chunk" else None,
                          prefill_hbm_bytes_per_s=hbm, decode_hbm_bytes_per_s=hbm)

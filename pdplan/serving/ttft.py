@@ -113,6 +113,10 @@ class TtftMixture:
         """Mixture cdf per rate, shape ``[R]``."""
         return np.asarray(self.cdf_per_bin(a_s) @ self.prob, dtype=np.float64)
 
+    def first_cdf(self, a_s: float) -> float:
+        """Mixture cdf of the first rate as a float (root-finding helper)."""
+        return float(self.cdf(a_s)[0])
+
     def row(self, r: int) -> TtftMixture:
         sl = slice(r, r + 1)
         return TtftMixture(self.wait.row(r), PointMass(self.link.points_s[sl],
@@ -126,5 +130,5 @@ class TtftMixture:
             lo = float(one.offsets_s.min())
             span = float(one.wait.h_s[0]) * (one.wait.cdf_grid.shape[1] - 1)
             hi = float(one.offsets_s.max() + one.link.points_s.max()) + span
-            out[r] = mixture_quantile(lambda a, m=one: float(m.cdf(a)[0]), q, lo, hi, "TTFT")
+            out[r] = mixture_quantile(one.first_cdf, q, lo, hi, "TTFT")
         return out

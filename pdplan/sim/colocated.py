@@ -69,9 +69,9 @@ class ColocatedInstance:
         self.next_k = -1
         self.next_time = math.inf
 
-    def load(self) -> tuple[int, int]:
-        """Routing key for least-work: (outstanding prefill tokens, seats in use)."""
-        return self.backlog, self.act.b + self.prefilling
+    def load(self) -> int:
+        """Routing key for least-work: outstanding prefill tokens, then seats in use."""
+        return (self.backlog << 32) + self.act.b + self.prefilling
 
     def submit(self, req: int, now_s: float) -> None:
         """A request arrives at ``now_s`` (≥ the time of the last processed boundary)."""

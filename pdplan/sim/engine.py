@@ -64,6 +64,7 @@ class _Engine:
         self.ext: list[tuple[float, int, int, int]] = []
         self.order = count()
         self.servers: Sequence[_Server] = []
+        self.touched: list[int] = []  # servers whose next event changed in ``handle``
         self.clients_next = req.count  # closed loop: next request id to issue
         self.think_s = 0.0
 
@@ -87,17 +88,21 @@ class _Engine:
 
     def run(self) -> None:
         """Process events in time order until none is left."""
-        ext, servers = self.ext, self.servers
-        single = len(servers) == 1
+        ext, servers, touched = self.ext, self.servers, self.touched
+        times = [s.next_time for s in servers]  # cache, refreshed for every server we touch
         while True:
-            server = servers[0] if single else min(servers, key=lambda s: s.next_time)
-            t_srv = server.next_time
+            t_srv = min(times)
             if ext and ext[0][0] <= t_srv:
                 time_s, _, kind, payload = heapq.heappop(ext)
                 self.handle(time_s, kind, payload)
+                for i in touched:
+                    times[i] = servers[i].next_time
+                touched.clear()
             elif t_srv < math.inf:
-                for _ in server.fire():
+                i = times.index(t_srv)
+                for _ in servers[i].fire():
                     self.finished(t_srv)
+                times[i] = servers[i].next_time
             else:
                 return
 
@@ -184,13 +189,17 @@ class _DisaggEngine(_Engine):
             self.finished(now_s)
             return
         decoders = self.decoders
-        inst = 0 if len(decoders) == 1 else min(range(len(decoders)),
-                                                key=lambda i: decoders[i].load)
+        if len(decoders) == 1:
+            inst = 0
+        else:
+            loads = [d.load for d in decoders]
+            inst = loads.index(min(loads))  # ties: lowest index
         start = now_s
         if self.link_busy is not None:
             start = max(now_s, self.link_free[inst])
             self.link_free[inst] = start + self.link_busy[req]
         decoders[inst].submit(req, start + self.transfer[req])
+        self.touched.append(inst)
 
     def result(self, warmup_fraction: float) -> SimResult:
         pools = [("prefill", self.dep.prefill.instances, self.prefill_seg),
@@ -229,8 +238,10 @@ class _ColocEngine(_Engine):
         if self.routes is not None:
             inst = self.routes[payload]
         else:
-            inst = min(range(len(insts)), key=lambda i: (*insts[i].load(), i))
+            loads = [s.load() for s in insts]
+            inst = loads.index(min(loads))  # ties: lowest index
         insts[inst].submit(payload, time_s)
+        self.touched.append(inst)
 
     def result(self, warmup_fraction: float) -> SimResult:
         pools = [("colocated", self.dep.instances, self.seg)]

@@ -164,7 +164,8 @@ class Scenario(_Frozen):
         """GPUs of the whole deployment."""
         if self.colocated is not None:
             return self.colocated.gpus
-        assert self.prefill is not None and self.decode is not None
+        assert self.prefill is not None
+        assert self.decode is not None
         return self.prefill.gpus + self.decode.gpus
 
 
@@ -303,10 +304,11 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
         if value is not None:
             update[key] = value
     slo = scenario.slo.model_dump()
-    for key, value in (("ttft", ov.ttft_slo), ("tpot", ov.tpot_slo),
-                       ("attainment", ov.attainment)):
-        if value is not None:
-            slo[key] = value
+    slo_items: tuple[tuple[str, object], ...] = (
+        ("ttft", ov.ttft_slo), ("tpot", ov.tpot_slo), ("attainment", ov.attainment))
+    for key, item in slo_items:
+        if item is not None:
+            slo[key] = item
     update["slo"] = slo
     if ov.scheduler is not None and update.get("mode") != "colocated":
         raise SpecError("--scheduler applies to colocated deployments (--colocated N)",

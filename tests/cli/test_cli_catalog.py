@@ -276,3 +276,18 @@ def test_catalogue_commands_exist() -> None:
     for expected in [("hardware", "list"), ("hardware", "show"), ("models", "list"),
                      ("models", "show"), ("validate",)]:
         assert expected in paths
+
+
+def test_model_given_as_path(cli: Cli, repo_root: Path) -> None:
+    path = repo_root / "pdplan" / "models" / "deepseek-v3.yaml"
+    assert ok_json(cli("models", "show", path, "--format", "json"))["kv_bytes_per_token"] == 70272
+
+
+def test_bad_model_path_is_exit_2_one_line(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_text("- not\n- a mapping\n")
+    result = cli("models", "show", path)
+    assert result.code == 2
+    assert result.err_lines == [result.err.strip()]
+    assert result.err.startswith("error: ")
+    assert "model.yaml" in result.err

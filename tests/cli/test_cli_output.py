@@ -198,3 +198,22 @@ def test_gpu_given_as_path_needs_no_catalogue(cli: Cli, tmp_path: Path, hardware
     path.rename(renamed)
     doc = json.loads(cli("hardware", "show", renamed, "--format", "json").out)
     assert doc["name"] == "lab-gpu"
+
+
+def test_output_message_keeps_brackets_in_file_name(cli: Cli, tmp_path: Path) -> None:
+    target = tmp_path / "[bold]report.json"
+    result = cli("hardware", "show", "l4", "--format", "json", "-o", target)
+    assert result.code == 0
+    assert result.err.strip() == f"wrote {target}"
+    assert target.is_file()
+
+
+def test_warnings_go_to_stderr_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    from pdplan.cli_common import warn
+
+    warn("clipped [input_tokens] to the [bold]context window " + "x" * 200)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("warning: clipped [input_tokens] to the [bold]context window x")

@@ -23,13 +23,6 @@ def pdplan(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-def test_console_script_version() -> None:
-    proc = pdplan("--version")
-    assert proc.returncode == 0
-    assert proc.stdout.startswith("pdplan ")
-    assert proc.stderr == ""
-
-
 def test_console_script_bad_file_exit_2_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "junk.yaml"
     bad.write_bytes(b"\x00\x01\x02 not yaml \xff")

@@ -12,6 +12,7 @@ from pdplan.perf.kernels import (
     KernelTable,
     allreduce_time_s,
     decode_attention_time_s,
+    head_dim_factor,
     elementwise_time_s,
     gemm_time_s,
     load_kernel_table,
@@ -81,6 +82,44 @@ def test_allreduce_alpha_beta_and_single_gpu() -> None:
     t = table(allreduce={"alpha_s": 5e-6, "bus_bytes_per_s": 1e11})
     assert allreduce_time_s(1e8, 8, Gpu(), t) == pytest.approx(5e-6 + 1.75 * 1e8 / 1e11)
     assert allreduce_time_s(1e8, 1, Gpu(), t) == 0.0
+
+
+def test_allreduce_takes_faster_implementation_per_gpu_count() -> None:
+    t = table(allreduce={"alpha_s": 1e-5, "bus_bytes_per_s": 1e10,
+                         "custom": {8: {"alpha_s": 2e-6, "bus_bytes_per_s": 1e11}},
+                         "nccl": {8: {"alpha_s": 2e-5, "bus_bytes_per_s": 4e11}}})
+    small, large = 1e4, 1e9
+    assert allreduce_time_s(small, 8, Gpu(), t) == pytest.approx(2e-6 + 1.75 * small / 1e11)
+    assert allreduce_time_s(large, 8, Gpu(), t) == pytest.approx(2e-5 + 1.75 * large / 4e11)
+    assert allreduce_time_s(small, 4, Gpu(), t) == pytest.approx(1e-5 + 1.5 * small / 1e10)
+
+
+def test_gemm_warm_l2_and_k_latency() -> None:
+    base = load_kernel_table("h100-sxm").model_dump()
+    gemm = {"peak_fraction": 0.5, "m0_tokens": 0.0, "n0_elements": 0.0, "k0_elements": 0.0,
+            "memory_fraction": 0.5, "overhead_s": 0.0, "smooth_q": 64.0, "l2_bytes": 1e6,
+            "l2_speedup": 4.0}
+    base["gemm"]["bf16"] = gemm
+    t = KernelTable.model_validate(base)
+    # m=1, n=k=1000: 2 MB of weights at 5e11 B/s; warm: the first 1 MB from L2 at 4x
+    act = 4000.0 / 5e11
+    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t) == pytest.approx(act + 2e6 / 5e11,
+                                                                           rel=1e-3)
+    warm = act + 1e6 / 2e12 + 1e6 / 5e11
+    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t, warm_l2=True) == pytest.approx(warm,
+                                                                                      rel=1e-3)
+    base["gemm"]["bf16"] = {**gemm, "k_latency_s": 1e-5, "k_sat_elements": 1000.0}
+    t = KernelTable.model_validate(base)
+    # a 1x1 output with k=1000 is bound by the serial k loop: 1e-5 · k/(k + k_sat)
+    assert gemm_time_s(1, 1, 1000, "bf16", Gpu(), t) == pytest.approx(5e-6, rel=1e-3)
+
+
+def test_head_dim_factor_log_linear_and_clamped() -> None:
+    knots = {64: 0.5, 256: 1.0}
+    assert head_dim_factor(128, knots) == pytest.approx(np.sqrt(0.5))
+    assert head_dim_factor(32, knots) == pytest.approx(0.5)
+    assert head_dim_factor(1024, knots) == pytest.approx(1.0)
+    assert head_dim_factor(77, {}) == 1.0
 
 
 def test_elementwise() -> None:

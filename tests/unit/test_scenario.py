@@ -56,7 +56,7 @@ def test_mode_shape_checked() -> None:
 
 
 def test_bad_time_unit() -> None:
-    with pytest.raises(SpecError, match="slo.ttft"):
+    with pytest.raises(SpecError, match=r"slo\.ttft"):
         scenario_from_dict({**_base(), "slo": {"ttft": "2 parsecs"}}, source="f", base_dir=ROOT)
 
 
@@ -69,7 +69,8 @@ def test_overrides_xpyd_gpu_tp_and_lengths() -> None:
     sc = load_scenario(default_scenario_path())
     out = apply_overrides(sc, ScenarioOverrides(xpyd="3P2D", decode_tp=8, gpu="h200-sxm",
                                                 isl=1000, osl=100, ttft_slo="500ms"))
-    assert out.prefill is not None and out.decode is not None
+    assert out.prefill is not None
+    assert out.decode is not None
     assert (out.prefill.count, out.decode.count, out.decode.tp) == (3, 2, 8)
     assert out.prefill.gpu == out.decode.gpu == "h200-sxm"
     assert out.slo.ttft == pytest.approx(0.5)
@@ -80,10 +81,12 @@ def test_overrides_xpyd_gpu_tp_and_lengths() -> None:
 def test_overrides_colocated_and_back() -> None:
     sc = load_scenario(default_scenario_path())
     co = apply_overrides(sc, ScenarioOverrides(colocated=4, scheduler="prefill-first"))
-    assert co.mode == "colocated" and co.colocated is not None
+    assert co.mode == "colocated"
+    assert co.colocated is not None
     assert (co.colocated.count, co.colocated.scheduler) == (4, "prefill-first")
     back = apply_overrides(co, ScenarioOverrides(xpyd="1P1D"))
-    assert back.mode == "disaggregated" and back.num_gpus == 8
+    assert back.mode == "disaggregated"
+    assert back.num_gpus == 8
 
 
 def test_override_errors() -> None:

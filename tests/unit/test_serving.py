@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,7 @@ def small(**extra: Any) -> Scenario:
                      "output_tokens": {"dist": "fixed", "value": 128}},
         "slo": {"ttft": "1s", "tpot": "50ms"}}
     data.update(extra)
-    return scenario_from_dict(data, source="test", base_dir=CATALOG.files["model"][
-        "opt-13b"].parent)
+    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
 
 def model_of(sc: Scenario) -> Any:
@@ -37,8 +37,8 @@ def model_of(sc: Scenario) -> Any:
 
 
 def test_fit_quadratic_recovers_coefficients() -> None:
-    l = np.geomspace(16, 16384, 20)
-    a, b, c = fit_quadratic(l, 0.01 + 5e-5 * l + 2e-9 * l**2)
+    tokens = np.geomspace(16, 16384, 20)
+    a, b, c = fit_quadratic(tokens, 0.01 + 5e-5 * tokens + 2e-9 * tokens**2)
     assert (a, b, c) == pytest.approx((0.01, 5e-5, 2e-9), rel=1e-6)
 
 
@@ -149,6 +149,7 @@ def test_colocated_baseline(scheduler: str) -> None:
     sc = small(mode="colocated", prefill=None, decode=None,
                colocated={"gpu": "h100-sxm", "count": 2, "scheduler": scheduler})
     ev = evaluate(sc, catalog=CATALOG, rate=2.0)
-    assert ev.goodput_rps > 0 and ev.num_gpus == 2
+    assert ev.goodput_rps > 0
+    assert ev.num_gpus == 2
     assert ev.operating_point is not None
     assert 0 < ev.operating_point.attainment <= 1

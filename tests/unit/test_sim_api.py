@@ -56,7 +56,8 @@ def test_same_seed_gives_identical_results() -> None:
         one = simulate(arrival, req, dep, np.random.default_rng(9))
         two = simulate(arrival, req, dep, np.random.default_rng(9))
         other = simulate(arrival, req, dep, np.random.default_rng(10))
-        assert _same(one.ttft_s, two.ttft_s) and _same(one.tpot_s, two.tpot_s)
+        assert _same(one.ttft_s, two.ttft_s)
+        assert _same(one.tpot_s, two.tpot_s)
         assert one.pools == two.pools
         assert not _same(one.e2e_s, other.e2e_s)  # random routing differs
         closed = [simulate_closed_loop(4, req, dep, np.random.default_rng(9)) for _ in range(2)]
@@ -73,9 +74,11 @@ def test_summary_and_attainment_by_hand() -> None:
     assert res.warmup_count == 2
     ttft = res.summary("ttft")
     assert ttft.count == 18
-    assert ttft.mean_s == pytest.approx(1.1) and ttft.p99_s == pytest.approx(1.1)
+    assert ttft.mean_s == pytest.approx(1.1)
+    assert ttft.p99_s == pytest.approx(1.1)
     tpot = res.summary("tpot")
-    assert tpot.count == 9 and tpot.p50_s == pytest.approx(0.1)
+    assert tpot.count == 9
+    assert tpot.p50_s == pytest.approx(0.1)
     assert res.attainment(1.2, 0.2) == 1.0
     assert res.attainment(1.0, 0.2) == 0.0
     assert res.attainment(1.2, 0.05) == pytest.approx(0.5)  # one-token outputs meet TPOT

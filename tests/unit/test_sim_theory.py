@@ -4,7 +4,6 @@ Each reference formula is written out here (QUEUEING.md §1.2, §1.3, §2.2) so 
 only on the simulator. Seeds are fixed; tolerances are about 3 standard errors of the sample mean.
 """
 
-import math
 
 import numpy as np
 import pytest
@@ -130,16 +129,16 @@ def test_closed_loop_throughput(colocated: bool) -> None:
 
 
 def test_colocated_prefill_first_stretches_tpot() -> None:
-    # Prefill-first stalls decodes: mean TPOT ≈ τ_d/(1 − ρ_p) ≥ τ_d (QUEUEING.md §3); with a
-    # one-sequence batch τ_d ≈ t0, ρ_p = λ E[S] = 0.4.
+    # Prefill-first stalls decodes: mean TPOT ≈ τ_d/(1 − ρ_p) (QUEUEING.md §3) with constant
+    # τ_d = 2 ms and ρ_p = λ E[S] = 2 · 0.2 = 0.4 → 3.33 ms. Long outputs (400 steps) make the
+    # per-request average close to the time average; the sim sits ~12 % above because a request
+    # leaves prefill exactly when the prefill queue is most likely busy.
     rng = np.random.default_rng(5)
-    n = 4000
-    req = Requests.of(np.full(n, 200), np.full(n, 3))
-    service = np.full(n, 0.2)
+    n = 3000
+    req = Requests.of(np.full(n, 200), np.full(n, 401))
     dep = Colocated(1, step_time_s=lambda b, k: np.full(np.shape(b), 0.002),
-                    scheduler="prefill-first", prefill_service_s=service)
+                    scheduler="prefill-first", prefill_service_s=np.full(n, 0.2))
     res = simulate(poisson_arrivals(2.0, n, rng), req, dep, rng)
     tpot = res.summary("tpot").mean_s
-    assert 0.002 < tpot
-    assert res.pool("colocated").utilisation == pytest.approx(0.4 + 2.0 * 2 * 0.002, rel=0.05)
-    assert math.isfinite(res.summary("ttft").p99_s)
+    assert 0.002 / (1 - 0.4) < tpot < 1.2 * 0.002 / (1 - 0.4)
+    assert res.pool("colocated").utilisation > 0.4

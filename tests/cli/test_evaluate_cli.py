@@ -1,0 +1,78 @@
+"""``pdplan evaluate``: JSON keys (ARCHITECTURE §4), overrides, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pdplan.cli import run
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["--model", "llama-3.1-8b", "--tp", "1", "--isl", "1024", "--osl", "128"]
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    code = run(["evaluate", *args, "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    doc: dict[str, object] = json.loads(out)
+    return doc
+
+
+def test_default_scenario_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys)
+    for key in ("goodput_rps", "goodput_rps_per_gpu", "num_gpus", "binding_constraint",
+                "convention", "warnings", "utilisation"):
+        assert key in doc
+    assert doc["num_gpus"] == 12
+
+
+def test_rate_adds_latency_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, *FAST, "--rate", "5")
+    for key in ("ttft_s", "tpot_s"):
+        summary = doc[key]
+        assert isinstance(summary, dict)
+        assert set(summary) >= {"mean", "p50", "p90", "p99"}
+        assert summary["p50"] <= summary["p90"] <= summary["p99"]
+    assert 0.0 <= float(doc["attainment"]) <= 1.0  # type: ignore[arg-type]
+
+
+def test_concurrency_closed_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, *FAST, "--concurrency", "8")
+    assert {"ttft_s", "tpot_s", "attainment", "throughput_rps"} <= set(doc)
+
+
+def test_overrides_reach_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, *FAST, "--xpyd", "2P1D", "--ttft-slo", "400ms", "--link", "roce-100g",
+                "--granularity", "request")
+    assert doc["num_gpus"] == 3
+    assert doc["link"] == "roce-100g"
+    co = _json(capsys, *FAST, "--colocated", "2", "--scheduler", "prefill-first")
+    assert co["mode"] == "colocated"
+    assert co["num_gpus"] == 2
+
+
+def test_example_file_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["evaluate", str(ROOT / "examples/fp8-h200.yaml")]) == 0
+    assert "goodput_rps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--xpyd", "2X1D"], ["--gpu", "h1000"], ["--granularity", "page"], ["--ttft-slo", "2 parsec"],
+     ["--rate", "-1"], [str(ROOT / "pyproject.toml")], ["--dtype", "fp4"]],
+)
+def test_bad_input_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["evaluate", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:")
+    assert "Traceback" not in err
+
+
+def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["evaluate", "--gpu", "h100-sxm", "--tp", "1"]) == 3  # 70B does not fit one GPU
+    assert "does not fit" in capsys.readouterr().err
+    assert run(["evaluate", *FAST, "--ttft-slo", "1ms"]) == 3
+    assert run(["evaluate", *FAST, "--rate", "1e5"]) == 3
