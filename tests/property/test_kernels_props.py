@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.perf.kernels import (
+    allreduce_time_s,
     decode_attention_time_s,
     gemm_time_s,
     load_kernel_table,
@@ -70,3 +71,38 @@ def test_decode_never_beats_one_kv_read_at_peak(gid: str, b: int, c: int, kv: in
     kv_bytes = b * c * kv * 128 * 2 * kvb
     t = decode_attention_time_s(b, c, kv * 8, kv, 128, kvb, Gpu(), TABLES[gid])
     assert t >= kv_bytes / Gpu().memory_bytes_per_s
+
+
+@settings(max_examples=200, deadline=None)
+@given(gpus, dims, dims, dims, st.integers(1, 4096), st.sampled_from(["m", "n", "k"]),
+       st.booleans())
+def test_fp8_and_warm_l2_gemm_non_decreasing(gid: str, m: int, n: int, k: int, extra: int,
+                                             which: str, warm: bool) -> None:
+    t = TABLES[gid]
+    if "fp8" not in t.gemm:
+        return
+    grown = {"m": m, "n": n, "k": k}
+    grown[which] += extra
+    for flavour in ("bf16", "fp8"):
+        big = gemm_time_s(grown["m"], grown["n"], grown["k"], flavour, Gpu(), t, warm_l2=warm)
+        assert big >= gemm_time_s(m, n, k, flavour, Gpu(), t, warm_l2=warm)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gpus, st.integers(1, 256), st.integers(1, 32768), st.integers(1, 64),
+       st.sampled_from([32, 64, 96, 128, 160, 192, 256, 384, 512]), st.integers(1, 256),
+       st.booleans())
+def test_attention_non_decreasing_in_head_dim(gid: str, b: int, s: int, h: int, d: int,
+                                              extra: int, warm: bool) -> None:
+    t = TABLES[gid]
+    assert prefill_attention_time_s(b, s, h, 1, d + extra, Gpu(), t) >= (
+        prefill_attention_time_s(b, s, h, 1, d, Gpu(), t))
+    assert decode_attention_time_s(b, s, h, 1, d + extra, 2.0, Gpu(), t, warm_l2=warm) >= (
+        decode_attention_time_s(b, s, h, 1, d, 2.0, Gpu(), t, warm_l2=warm))
+
+
+@settings(max_examples=200, deadline=None)
+@given(gpus, st.floats(1.0, 1e10), st.floats(1.0, 1e4), st.sampled_from([2, 3, 4, 8, 16]))
+def test_allreduce_non_decreasing_in_size(gid: str, size: float, extra: float, n: int) -> None:
+    t = TABLES[gid]
+    assert allreduce_time_s(size + extra, n, Gpu(), t) >= allreduce_time_s(size, n, Gpu(), t)

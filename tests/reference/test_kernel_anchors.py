@@ -8,12 +8,18 @@ import numpy as np
 import pytest
 
 from pdplan.perf import fit
-from pdplan.perf.kernels import gemm_time_s, load_kernel_table, prefill_attention_time_s
+from pdplan.perf.kernels import (
+    allreduce_time_s,
+    gemm_time_s,
+    load_kernel_table,
+    prefill_attention_time_s,
+)
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.loading import load_spec_file
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels" / "h100_sxm"
+GPU_H100 = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "h100-sxm.yaml")
 
 
 def test_prefill_attention_efficiency_in_flashattention_band() -> None:
@@ -27,24 +33,25 @@ def test_large_bf16_gemm_fraction_matches_readme_sanity_figure() -> None:
     assert 0.6 <= load_kernel_table("h100-sxm").gemm["bf16"].peak_fraction <= 0.96
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: one α-β fitted on small-message custom "
-                   "all-reduce gives β ≈ 144 GB/s, far below large-message NCCL busbw")
-def test_allreduce_beta_vs_nccl_tests_8xh100() -> None:
-    # nccl-tests all_reduce busbw on 8×H100 SXM: 460–480 GB/s (alayanew guide, HARDWARE_FACTS §3)
-    beta = load_kernel_table("h100-sxm").allreduce.bus_bytes_per_s
-    assert 0.7 * 460e9 <= beta <= 480e9
+def test_allreduce_large_message_busbw_vs_nccl_tests_8xh100() -> None:
+    # nccl-tests all_reduce busbw on 8×H100 SXM: 460–480 GB/s (alayanew guide, HARDWARE_FACTS §3).
+    # Model busbw at 1 GiB = 2(n−1)/n · size / time; the α-β fit over all sizes sits a bit low.
+    size = float(2**30)
+    t = float(allreduce_time_s(size, 8, GPU_H100, load_kernel_table("h100-sxm")))
+    busbw = 1.75 * size / t
+    assert 0.7 * 460e9 <= busbw <= 480e9
 
 
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/calibration not present")
 
 
 def _h100_errors() -> tuple[fit.ErrorStats, fit.ErrorStats]:
-    gpu = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "h100-sxm.yaml")
+    gpu = GPU_H100
     table = load_kernel_table("h100-sxm")
     g = fit.read_gemm(DATA, "bf16")
     idx = fit.subsample_index(g["m"].size, 5000)
-    gemm = fit.error_stats(gemm_time_s(g["m"][idx], g["n"][idx], g["k"][idx], "bf16", gpu, table),
-                           g["latency_ms"][idx] * 1e-3)
+    gemm = fit.error_stats(gemm_time_s(g["m"][idx], g["n"][idx], g["k"][idx], "bf16", gpu, table,
+                                       warm_l2=True), g["latency_ms"][idx] * 1e-3)
     a = fit.read_attention(DATA, "context", "bf16")
     j = fit.subsample_index(a["isl"].size, 5000)
     pred = prefill_attention_time_s(a["batch_size"][j], a["isl"][j], a["num_heads"][j],
