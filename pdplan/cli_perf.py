@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
 
-from pdplan.calibrate import CalibrationReport, check, fit, read_measurements
 from pdplan.cli_common import (
     FormatOpt,
     HardwareDbOpt,
@@ -23,6 +22,9 @@ from pdplan.perf.kernels import KernelTable, load_kernel_table
 from pdplan.perf.memory import instance_memory
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.render import Format, write_atomic
+
+if TYPE_CHECKING:
+    from pdplan.calibrate import CalibrationReport
 
 
 class PhaseChoice(StrEnum):
@@ -126,6 +128,8 @@ def calibrate(
 
     Example: pdplan calibrate my_h100_runs.csv --check --format json
     """
+    from pdplan.calibrate import check, fit, read_measurements  # scipy: loaded only when calibrating
+
     catalog = catalog_from(hardware_db)
     rows = read_measurements(measurements)
     report = check(rows, catalog, kernel_table=kernel_table) if check_only else fit(
