@@ -18,6 +18,7 @@ from pdplan.cli_catalog import hardware_app, models_app, validate
 from pdplan.cli_common import stderr_console
 from pdplan.cli_perf import calibrate, roofline
 from pdplan.cli_serving import evaluate_command, transfer_command
+from pdplan.cli_simulate import simulate_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 
 HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.
@@ -38,6 +39,7 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 app.command("validate")(validate)
 app.command("evaluate")(evaluate_command)
+app.command("simulate")(simulate_command)
 app.command("transfer")(transfer_command)
 app.command("roofline")(roofline)
 app.command("calibrate")(calibrate)

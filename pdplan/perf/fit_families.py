@@ -104,7 +104,8 @@ def fit_gemm(
 PREFILL_START = {"compute_fraction": 0.6, "s0_tokens": 64.0, "w0_batch_heads": 64.0,
                  "memory_fraction": 0.5, "overhead_s": 8e-6, "smooth_q": 2.0,
                  "per_sequence_s": 1e-8}
-PREFILL_BOUNDS = {"compute_fraction": (0.05, 0.85),  # FA3 reaches ~75% of H100 peak: cap the fit "s0_tokens": (1e-3, 8192.0),
+# compute_fraction capped at 0.85: FlashAttention-3 reaches ~75% of H100 peak (HARDWARE_FACTS §3)
+PREFILL_BOUNDS = {"compute_fraction": (0.05, 0.85), "s0_tokens": (1e-3, 8192.0),
                   "w0_batch_heads": (1e-3, 8192.0), "memory_fraction": (0.02, 1.0),
                   "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0),
                   "per_sequence_s": (1e-12, 1e-5)}

@@ -55,6 +55,10 @@ class ColocatedModel:
     attention_s_per_token2: float
     z: int
 
+    def token_interval_s(self, lam: float) -> float:
+        """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
+        return self._tau(lam)
+
     def _tau(self, lam: float) -> float:
         """Mean-field token interval per instance at per-instance rate ``lam`` (§3)."""
         st, wl = self.decode.step, self.cells

@@ -103,6 +103,12 @@ class DisaggregatedModel:
     def input_prob(self) -> FloatArray:
         return np.asarray(self.res.lengths.input_marginal(), dtype=np.float64)
 
+    @property
+    def link_queued(self) -> bool:
+        """Whether the link wait is modelled: its ρ at the stability limit ≥ LINK_QUEUE_MIN_RHO."""
+        rho_unit = self.link_rate_factor * float(self.input_prob @ self.link_service_s)
+        return self.limit().rate_rps * rho_unit >= LINK_QUEUE_MIN_RHO
+
     def limit(self) -> Limit:
         p = self.input_prob
         rho_unit = float(p @ self.prefill.service_s) / self.x
@@ -128,8 +134,7 @@ class DisaggregatedModel:
         p = self.input_prob
         wait = prefill_wait(self.res.scenario.routing, rates, self.prefill.service_s, p, self.x)
         link = zero_wait(rates.size)
-        if self.limit().rate_rps * self.link_rate_factor * float(p @ self.link_service_s) >= (
-                LINK_QUEUE_MIN_RHO):
+        if self.link_queued:
             link = discretise_wait(mg1_wait_distribution(
                 rates * self.link_rate_factor, self.link_service_s, p, max_cells=GRID_CELLS))
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
@@ -147,6 +152,21 @@ class DisaggregatedModel:
                         np.repeat(np.arange(p.size), m), tpot, util)
 
 
+def transfer_config(res: ResolvedScenario) -> TransferConfig:
+    """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates)."""
+    sc = res.scenario
+    assert sc.prefill is not None
+    assert sc.decode is not None
+    assert res.prefill is not None
+    assert res.decode is not None
+    return TransferConfig(
+        granularity=sc.granularity, prefill_tp=sc.prefill.tp, decode_tp=sc.decode.tp,
+        nics_prefill=sc.nics_per_instance, nics_decode=sc.nics_per_instance,
+        chunk_tokens=res.chunk_tokens if sc.granularity == "chunk" else None,
+        prefill_hbm_bytes_per_s=res.prefill.gpu.memory_bytes_per_s,
+        decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s)
+
+
 def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
     sc, lens = res.scenario, res.lengths
@@ -162,12 +182,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
             f"KV tokens, less than the longest prompt bin ({lens.input_tokens.max():.0f})",
             binding_constraint="prefill KV capacity")
     base = prefill_perf(res.prefill, lens.input_tokens)
-    cfg = TransferConfig(
-        granularity=sc.granularity, prefill_tp=sc.prefill.tp, decode_tp=sc.decode.tp,
-        nics_prefill=sc.nics_per_instance, nics_decode=sc.nics_per_instance,
-        chunk_tokens=res.chunk_tokens if sc.granularity == "chunk" else None,
-        prefill_hbm_bytes_per_s=res.prefill.gpu.memory_bytes_per_s,
-        decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s)
+    cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
     xfer = kv_transfer(lens.input_tokens, kv, res.link, cfg, prefill_time_s=base.latency_s)
     prefill = PrefillPerf(lens.input_tokens, base.latency_s + xfer.prefill_extra_s,

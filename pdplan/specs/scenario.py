@@ -98,18 +98,26 @@ class SloSpec(_Frozen):
 
 
 class SearchSpace(_Frozen):
-    """Optimiser search space (placeholder for ``pdplan optimize``; every field optional)."""
+    """What ``pdplan optimize`` may choose; a field left out keeps the scenario's own value.
+
+    ``gpus`` is the GPU budget (maximise goodput per GPU within it); ``rate`` a target request rate (meet it at the
+    fewest GPUs or the lowest $/h, per ``objective``). ``tp``/``pp`` are tried per role within one node;
+    ``max_instances`` bounds x and y (and the colocated count); ``max_num_seqs`` lists decode batch caps.
+    """
 
     prefill_gpus: list[str] | None = None
     decode_gpus: list[str] | None = None
     gpus: PosInt | None = None
     tp: list[PosInt] | None = None
+    pp: list[PosInt] | None = None
     max_instances: PosInt | None = None
     granularities: list[Granularity] | None = None
     links: list[str] | None = None
     routing: list[Routing] | None = None
+    max_num_seqs: list[PosInt] | None = None
+    colocated_scheduler: Scheduler = "chunked"
     rate: Annotated[float, Field(gt=0.0)] | None = None
-    objective: Literal["gpus", "cost"] = "gpus"
+    objective: Literal["gpus", "cost", "tokens-per-dollar"] = "gpus"
 
 
 class Scenario(_Frozen):

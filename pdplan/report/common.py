@@ -1,0 +1,232 @@
+"""Shared pieces of the ``optimize`` reports: fixed number formatting (human units), plan facts and warnings.
+
+Every formatter takes SI values and returns text with a fixed number of decimals, so a report is a pure function
+of the :class:`~pdplan.search.results.PlanResult` (no locale, no timestamps). ``None`` prints as ``n/a``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pdplan.search.results import Plan, PlanResult, RoleChoice
+
+NA = "n/a"
+GIB = float(2**30)
+
+
+def fixed(value: float | None, decimals: int, suffix: str = "") -> str:
+    """``value`` with ``decimals`` decimals (thousands separated), ``n/a`` for None/NaN, ``inf`` for infinity."""
+    if value is None or math.isnan(value):
+        return NA
+    if math.isinf(value):
+        return ("inf" if value > 0 else "-inf") + suffix
+    return f"{value:,.{decimals}f}{suffix}"
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds, one decimal: ``0.6125`` → ``612.5``."""
+    return fixed(None if seconds is None else seconds * 1e3, 1)
+
+
+def pct(fraction: float | None) -> str:
+    """A fraction as a percentage, one decimal: ``0.9024`` → ``90.2%``."""
+    return fixed(None if fraction is None else fraction * 100.0, 1, "%")
+
+
+def gib(nbytes: float | None) -> str:
+    """Bytes as GiB, one decimal."""
+    return fixed(None if nbytes is None else nbytes / GIB, 1, " GiB")
+
+
+def usd(value: float | None) -> str:
+    """Dollars with cents: ``$47.60``; ``n/a`` when unpriced."""
+    return NA if value is None else "$" + fixed(value, 2)
+
+
+def times(value: float | None) -> str:
+    """A ratio: ``1.81x``."""
+    return fixed(value, 2, "x")
+
+
+def rps(value: float | None) -> str:
+    return fixed(value, 2)
+
+
+def rps_per_gpu(value: float | None) -> str:
+    return fixed(value, 3)
+
+
+def per_usd_hour(value: float | None) -> str:
+    return fixed(value, 4)
+
+
+def tokens_per_s(value: float | None) -> str:
+    return fixed(value, 0)
+
+
+def role_text(role: RoleChoice | None) -> str:
+    """``2x h100-sxm TP4`` (``PP2`` appended when pipelined)."""
+    if role is None:
+        return NA
+    return f"{role.count}x {role.gpu} TP{role.tp}" + (f" PP{role.pp}" if role.pp > 1 else "")
+
+
+def p90(plan: Plan, which: str) -> float | None:
+    """The plan's TTFT or TPOT P90 in seconds (``which`` is ``"ttft"`` or ``"tpot"``)."""
+    latency = plan.ttft_s if which == "ttft" else plan.tpot_s
+    return None if latency is None else latency.p90
+
+
+def screened_marker(plan: Plan) -> str:
+    """`` (screened)`` for a plan whose numbers come only from the vectorised screen."""
+    return "" if plan.exact else " (screened)"
+
+
+def pareto_sorted(result: PlanResult) -> list[Plan]:
+    """The Pareto front by interactivity: tokens/s per user ascending, then goodput per GPU descending, label."""
+    return sorted(result.pareto, key=lambda p: (p.tokens_per_s_per_user, -p.goodput_rps_per_gpu, p.label))
+
+
+def runner_up(result: PlanResult) -> Plan | None:
+    return result.plans[1] if len(result.plans) > 1 else None
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one (inputs/assumptions are free-form)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def slo_threshold(result: PlanResult, name: str) -> float | None:
+    """An SLO value from ``inputs["slo"]`` under ``name`` or ``name_s`` (e.g. ``ttft`` / ``ttft_s``)."""
+    slo = mapping(result.inputs.get("slo"))
+    for key in (f"{name}_s", name):
+        value = slo.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def gpu_inputs(result: PlanResult) -> dict[str, Mapping[str, Any]]:
+    """``inputs["gpus"]`` as name → facts, sorted by name."""
+    gpus = mapping(result.inputs.get("gpus"))
+    return {name: mapping(gpus[name]) for name in sorted(gpus)}
+
+
+def uncalibrated_gpus(result: PlanResult) -> list[str]:
+    return [name for name, facts in gpu_inputs(result).items() if facts.get("calibrated_kernel_table") is False]
+
+
+def unpriced_gpus(result: PlanResult) -> list[str]:
+    return [name for name, facts in gpu_inputs(result).items()
+            if "price_usd_per_gpu_hour" in facts and facts["price_usd_per_gpu_hour"] is None]
+
+
+def ranked_with_baseline(result: PlanResult) -> list[tuple[str, Plan]]:
+    """``(rank, plan)`` for the ranked plans (``1``, ``2``, ...) then the baseline (``baseline``)."""
+    rows = [(str(i), plan) for i, plan in enumerate(result.plans, start=1)]
+    if result.baseline is not None:
+        rows.append(("baseline", result.baseline))
+    return rows
+
+
+def all_warnings(result: PlanResult) -> list[str]:
+    """Every warning of the report, de-duplicated, in a fixed order.
+
+    The result's own warnings first, then uncalibrated kernel tables and missing prices (from ``inputs``),
+    screened estimates, and each plan's warnings prefixed by its rank.
+    """
+    lines = list(result.warnings)
+    for name in uncalibrated_gpus(result):
+        lines.append(f"kernel table for {name} is not calibrated: its efficiencies are derived, not measured")
+    for name in unpriced_gpus(result):
+        lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
+    screened = [rank for rank, plan in ranked_with_baseline(result) if not plan.exact]
+    if screened:
+        lines.append(f"plan(s) {', '.join(screened)} are screened estimates (vectorised screen only, "
+                     "not re-evaluated with the full serving model)")
+    for rank, plan in ranked_with_baseline(result):
+        lines.extend(f"plan {rank} ({plan.label}): {w}" for w in plan.warnings)
+    return list(dict.fromkeys(lines))
+
+
+ObjectiveMetric = tuple[str, Callable[[Plan], float | None], Callable[[float | None], str], bool]
+
+_OBJECTIVES: dict[str, ObjectiveMetric] = {
+    "cost": ("cost per hour", lambda p: p.cost_usd_per_hour, usd, False),
+    "tokens-per-dollar": ("output tokens/s per $/h", lambda p: p.output_tokens_per_s_per_usd_hour,
+                          lambda v: fixed(v, 1), True),
+}
+_GOODPUT_PER_GPU: ObjectiveMetric = ("goodput per GPU (req/s)", lambda p: p.goodput_rps_per_gpu, rps_per_gpu, True)
+
+
+def objective_metric(result: PlanResult) -> ObjectiveMetric:
+    """(words, getter, formatter, higher_is_better) of the quantity the objective ranks by.
+
+    ``cost`` and ``tokens-per-dollar`` map to their figures; any other objective (``gpus``, a GPU budget) is
+    compared on goodput per GPU, the figure that decides it at a fixed budget.
+    """
+    return _OBJECTIVES.get(result.objective, _GOODPUT_PER_GPU)
+
+
+def relative_change(new: float | None, old: float | None) -> float | None:
+    """``new / old - 1``, None when either is missing or ``old`` is 0."""
+    if new is None or old is None or old == 0 or math.isnan(new) or math.isnan(old):
+        return None
+    return new / old - 1.0
+
+
+def signed_pct(change: float | None) -> str:
+    """``+15.5%`` / ``-3.0%`` / ``n/a``."""
+    if change is None:
+        return NA
+    text = pct(change)
+    return text if text.startswith("-") else "+" + text
+
+
+def union_keys(dicts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Sorted union of the keys of several dicts."""
+    keys: set[str] = set()
+    for d in dicts:
+        keys.update(d)
+    return sorted(keys)
+
+
+PLAN_COLUMNS = ("rank", "plan", "GPUs", "goodput req/s", "req/s per GPU", "req/s per $/h", "output tok/s",
+                "TTFT P90 ms", "TPOT P90 ms", "binding constraint")
+
+
+def plan_cells(rank: str, plan: Plan) -> list[str]:
+    """One row of the plans table in human units (matches :data:`PLAN_COLUMNS`); screened ranks get ``*``."""
+    return [rank + ("" if plan.exact else "*"), plan.label, str(plan.num_gpus), rps(plan.goodput_rps),
+            rps_per_gpu(plan.goodput_rps_per_gpu), per_usd_hour(plan.goodput_rps_per_usd_hour),
+            tokens_per_s(plan.output_tokens_per_s), ms(p90(plan, "ttft")), ms(p90(plan, "tpot")),
+            plan.binding_constraint]
+
+
+PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role")
+
+
+def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
+    """One row of the Pareto table; ``role`` says ``recommended`` / ``rank N`` / ``baseline``."""
+    return [plan.label + screened_marker(plan), str(plan.num_gpus), rps_per_gpu(plan.goodput_rps_per_gpu),
+            fixed(plan.tokens_per_s_per_user, 1), ms(p90(plan, "ttft")), ms(p90(plan, "tpot")),
+            plan_role(result, plan)]
+
+
+def plan_role(result: PlanResult, plan: Plan) -> str:
+    if result.plans and plan == result.plans[0]:
+        return "recommended"
+    if plan in result.plans:
+        return f"rank {result.plans.index(plan) + 1}"
+    return "baseline" if plan == result.baseline else ""
+
+
+def ratio_line(result: PlanResult) -> str:
+    """``disaggregated / colocated = 1.81x goodput per GPU`` (or why there is no ratio)."""
+    ratio = result.baseline_ratio
+    if ratio is None:
+        return ("no colocated baseline to compare with" if result.baseline is None
+                else "no disaggregated plan to compare with the colocated baseline")
+    return f"disaggregated / colocated = {times(ratio)} goodput per GPU"

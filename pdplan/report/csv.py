@@ -1,0 +1,76 @@
+"""CSV of an optimisation: one row per plan, every field flattened, SI units in the column names.
+
+Rows: the ranked plans (``rank`` 1..n), then the colocated baseline (``is_baseline`` true, ``rank`` empty), then
+Pareto plans not among the ranked ones (``is_pareto`` true, ``rank`` empty). Floats at full precision.
+Columns for ``utilisation`` and ``memory_headroom`` are the sorted union of the keys over all rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pdplan.render import records_to_csv
+from pdplan.report.common import union_keys
+from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice
+
+_ROLES = ("prefill", "decode", "colocated")
+_HEAD = ["rank", "is_baseline", "is_pareto", "label", "mode"]
+_MIDDLE = ["granularity", "link", "routing", "scheduler", "max_num_seqs", "num_gpus", "goodput_rps",
+           "goodput_rps_per_gpu", "goodput_rps_per_usd_hour", "output_tokens_per_s",
+           "output_tokens_per_s_per_usd_hour", "cost_usd_per_hour", "operating_rate_rps"]
+_TAIL = ["attainment"]
+_END = ["binding_constraint", "tokens_per_s_per_user", "exact", "warnings"]
+_STATS = ("mean", "p50", "p90", "p99")
+
+
+def _rows(result: PlanResult) -> list[tuple[int | None, bool, Plan]]:
+    rows: list[tuple[int | None, bool, Plan]] = [(i, False, p) for i, p in enumerate(result.plans, start=1)]
+    if result.baseline is not None:
+        rows.append((None, True, result.baseline))
+    rows += [(None, False, p) for p in result.pareto if p not in result.plans and p != result.baseline]
+    return rows
+
+
+def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
+    fields = ("gpu", "tp", "pp", "count", "gpus")
+    if role is None:
+        return {f"{prefix}_{f}": None for f in fields}
+    return {f"{prefix}_gpu": role.gpu, f"{prefix}_tp": role.tp, f"{prefix}_pp": role.pp,
+            f"{prefix}_count": role.count, f"{prefix}_gpus": role.gpus}
+
+
+def _latency(prefix: str, latency: Latency | None) -> dict[str, Any]:
+    return {f"{prefix}_{k}_s": None if latency is None else getattr(latency, k) for k in _STATS}
+
+
+def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: bool) -> dict[str, Any]:
+    """One plan as a flat record (SI units in the keys)."""
+    record: dict[str, Any] = {"rank": rank, "is_baseline": is_baseline, "is_pareto": is_pareto,
+                              "label": plan.label, "mode": plan.mode}
+    for name in _ROLES:
+        record.update(_role(name, getattr(plan, name)))
+    record.update({name: getattr(plan, name) for name in _MIDDLE})
+    record.update(_latency("ttft", plan.ttft_s))
+    record.update(_latency("tpot", plan.tpot_s))
+    record["attainment"] = plan.attainment
+    record.update({f"utilisation_{k}": v for k, v in sorted(plan.utilisation.items())})
+    record.update({f"memory_headroom_{k}_bytes": v for k, v in sorted(plan.memory_headroom.items())})
+    record.update({name: getattr(plan, name) for name in _END})
+    return record
+
+
+def columns(result: PlanResult) -> list[str]:
+    """The CSV header: fixed columns, then one per utilisation and memory-headroom key (sorted)."""
+    plans = [p for _, _, p in _rows(result)]
+    roles = [f"{r}_{f}" for r in _ROLES for f in ("gpu", "tp", "pp", "count", "gpus")]
+    latencies = [f"{n}_{k}_s" for n in ("ttft", "tpot") for k in _STATS]
+    util = [f"utilisation_{k}" for k in union_keys(p.utilisation for p in plans)]
+    headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
+    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END]
+
+
+def to_csv(result: PlanResult) -> str:
+    """The CSV text (header row first; empty cells for missing values; warnings joined by ``;``)."""
+    records = [plan_record(p, rank, is_baseline=base, is_pareto=p in result.pareto)
+               for rank, base, p in _rows(result)]
+    return records_to_csv(records, columns(result))

@@ -1,0 +1,76 @@
+"""Terminal view of an optimisation: rich renderables in human units (ms, req/s), fixed formatting.
+
+Header (question, objective), the top plans with the colocated baseline as a last section, the
+disaggregated / colocated ratio, the Pareto front and the warnings.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pdplan.report import common as c
+from pdplan.search.results import PlanResult
+
+_NUMERIC = {"GPUs", "goodput req/s", "req/s per GPU", "req/s per $/h", "output tok/s", "TTFT P90 ms",
+            "TPOT P90 ms", "tok/s per user"}
+
+
+def _table(title: str, header: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in header:
+        table.add_column(name, justify="right" if name in _NUMERIC else "left", overflow="fold")
+    return table
+
+
+def plans_table(result: PlanResult, top: int | None = None) -> Table:
+    """Ranked plans (``top`` first ones), then the baseline in its own section."""
+    table = _table("Plans", c.PLAN_COLUMNS)
+    for rank, plan in enumerate(result.plans[:top], start=1):
+        table.add_row(*c.plan_cells(str(rank), plan))
+    if result.baseline is not None:
+        table.add_section()
+        table.add_row(*c.plan_cells("baseline", result.baseline), style="dim")
+    return table
+
+
+def pareto_table(result: PlanResult) -> Table:
+    """The Pareto front: goodput per GPU against tokens/s per user."""
+    table = _table("Pareto front (goodput per GPU vs tokens/s per user)", c.PARETO_COLUMNS)
+    for plan in c.pareto_sorted(result):
+        table.add_row(*c.pareto_cells(result, plan))
+    return table
+
+
+def _header(result: PlanResult) -> Text:
+    text = Text()
+    text.append(result.question, style="bold")
+    text.append(f"\nobjective: {result.objective}; {result.search.candidates:,} candidates, "
+                f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated")
+    return text
+
+
+def optimize_renderable(result: PlanResult, top: int | None = 10) -> RenderableType:
+    """Everything for stdout as one rich renderable."""
+    parts: list[RenderableType] = [_header(result), plans_table(result, top)]
+    if any(not p.exact for _, p in c.ranked_with_baseline(result)):
+        parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
+    parts.append(Text(c.ratio_line(result), style="bold"))
+    if result.pareto:
+        parts.append(pareto_table(result))
+    warnings = c.all_warnings(result)
+    if warnings:
+        parts.append(Text("\n".join(f"warning: {w}" for w in warnings), style="yellow"))
+    return Group(*parts)
+
+
+def to_text(renderable: RenderableType, width: int = 160) -> str:
+    """Plain text of a renderable (no colour), for ``--format table -o FILE`` and tests."""
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+    console.print(renderable)
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()

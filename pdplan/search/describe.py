@@ -1,0 +1,78 @@
+"""The inputs and assumptions a capacity review must see, with their sources (for every report)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pdplan import __version__
+from pdplan.catalog import Catalog
+from pdplan.perf.memory import serving_defaults
+from pdplan.search.space import Space
+from pdplan.serving.inputs import ResolvedScenario, kernel_table
+from pdplan.specs.scenario import Scenario
+
+
+def _sha256(path: object) -> str:
+    try:
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]  # type: ignore[call-overload]  # noqa: SIM115
+    except OSError:
+        return "unavailable"
+
+
+def _gpu_names(space: Space) -> list[str]:
+    return sorted({h.gpu.name for h in (*space.prefill, *space.decode, *space.colocated)})
+
+
+def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog) -> dict[str, Any]:
+    """Model, workload, SLO, GPUs and links with the files (and hashes) they came from."""
+    gpus: dict[str, Any] = {}
+    for name in _gpu_names(space):
+        gpu = catalog.gpu(name)
+        path = catalog.path_of("gpu", name)
+        table = kernel_table(name)
+        gpus[name] = {"display_name": gpu.display_name, "source_file": path.name, "sha256": _sha256(path),
+                      "price_usd_per_gpu_hour": None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour,
+                      "price_source": gpu.sources.get("price", ""), "calibrated_kernel_table": table.calibrated,
+                      "kernel_table_derived_from": table.derived_from}
+    links: dict[str, Any] = {}
+    for name in space.links:
+        link = catalog.link(name)
+        links[name] = {"display_name": link.display_name, "line_rate_gbit_per_s": link.line_rate_bytes_per_s * 8e-9,
+                       "efficiency": link.efficiency, "source": link.sources.get("line_rate_bytes_per_s", "")}
+    wl = sc.workload
+    return {
+        "model": {"name": res.model.name, "source": res.model.source,
+                  "total_params": res.model.total_params(), "active_params": res.model.active_params()},
+        "workload": {"name": wl.name, "description": wl.description, "source": wl.source, "is_fit": wl.is_fit,
+                     "mean_input_tokens": res.lengths.mean_input(), "mean_output_tokens": res.lengths.mean_output()},
+        "slo": sc.slo.model_dump(), "ttft_convention": sc.ttft_convention, "dtype": sc.dtype, "kv_dtype": sc.kv_dtype,
+        "gpus": gpus, "links": links, "search_space": space.describe(), "pdplan_version": __version__,
+    }
+
+
+def describe_assumptions(space: Space) -> dict[str, Any]:
+    """Efficiencies per GPU (kernel tables) and engine defaults, each with where it came from."""
+    per_gpu: dict[str, Any] = {}
+    for name in _gpu_names(space):
+        t = kernel_table(name)
+        per_gpu[name] = {
+            "calibrated": t.calibrated, "derived_from": t.derived_from, "stack": t.stack,
+            "gemm_bf16_peak_fraction": t.gemm["bf16"].peak_fraction,
+            "gemm_bf16_memory_fraction": t.gemm["bf16"].memory_fraction,
+            "prefill_attention_compute_fraction": t.prefill_attention["bf16"].compute_fraction,
+            "decode_attention_memory_fraction": t.decode_attention["bf16"].memory_fraction,
+            "allreduce_bus_gb_per_s": t.allreduce.bus_bytes_per_s / 1e9,
+            "decode_step_overhead_s": t.framework.decode_step_overhead_s,
+        }
+    d = serving_defaults()
+    return {
+        "kernel_tables": per_gpu,
+        "engine_defaults": {"gpu_memory_utilization": d.gpu_memory_utilization,
+                            "max_num_batched_tokens": d.max_num_batched_tokens, "max_num_seqs": d.max_num_seqs,
+                            "sources": d.sources},
+        "method": ("roofline per operator on a calibrated kernel table; prefill queue M/G/1 or M/G/c by FFT "
+                   "(Pollaczek-Khinchine); decode continuous-batching fixed point with load-feedback TPOT; "
+                   "percentiles from distributions; candidates screened on tabulated per-instance loads, the "
+                   "top ones re-evaluated exactly"),
+    }

@@ -1,0 +1,161 @@
+"""Exact re-evaluation of the screen's best candidates with the full serving model, and the pick's sensitivity.
+
+A candidate becomes a :class:`~pdplan.specs.scenario.Scenario` (the optimiser's base scenario with the candidate's
+deployment), is resolved and modelled exactly as ``pdplan evaluate`` does (:mod:`pdplan.serving`), and turned into a
+:class:`~pdplan.search.results.Plan` with latencies at the operating rate (the target rate, or the goodput).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pdplan.catalog import Catalog
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.search.results import Latency, Plan, RoleChoice, Sensitivity
+from pdplan.serving.evaluate import build_model, operating_point
+from pdplan.serving.goodput import find_goodput
+from pdplan.serving.inputs import ResolvedScenario, resolve
+from pdplan.serving.roles import instance_budget
+from pdplan.serving.snapshot import LatencySummary
+from pdplan.specs.scenario import Scenario, SloSpec, revalidate
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A candidate deployment in plain values (what a scenario needs)."""
+
+    mode: str
+    prefill: RoleChoice | None = None
+    decode: RoleChoice | None = None
+    colocated: RoleChoice | None = None
+    granularity: str | None = None
+    link: str | None = None
+    routing: str | None = None
+    scheduler: str | None = None
+    max_num_seqs: int = 256
+
+
+def scenario_for(base: Scenario, d: Deployment) -> Scenario:
+    """The base scenario with the deployment swapped in (validated again)."""
+    update: dict[str, Any] = {"mode": d.mode, "max_num_seqs": d.max_num_seqs, "search": None,
+                              "prefill": None, "decode": None, "colocated": None}
+    if d.mode == "colocated":
+        assert d.colocated is not None
+        update["colocated"] = {**d.colocated.as_dict(), "scheduler": d.scheduler}
+    else:
+        assert d.prefill is not None
+        assert d.decode is not None
+        update.update(prefill=d.prefill.as_dict(), decode=d.decode.as_dict(), granularity=d.granularity,
+                      link=d.link, routing=d.routing)
+    return revalidate(base, update, source="optimizer candidate")
+
+
+def _latency(s: LatencySummary) -> Latency:
+    return Latency(s.mean, s.p50, s.p90, s.p99)
+
+
+def _headroom(res: ResolvedScenario, util: dict[str, float]) -> dict[str, float]:
+    """Free HBM per GPU after weights and workspace (bytes) per role, and unused decode KV capacity."""
+    out: dict[str, float] = {}
+    for role, hw in (("prefill", res.prefill), ("decode", res.decode), ("colocated", res.colocated)):
+        if hw is not None:
+            out[f"{role}_kv_free_bytes_per_gpu"] = float(np.ravel(instance_budget(hw, role).kv_free_bytes)[0])
+    if "decode_kv" in util:
+        out["decode_kv_headroom_fraction"] = 1.0 - util["decode_kv"]
+    return out
+
+
+def _cost(res: ResolvedScenario) -> float | None:
+    total = 0.0
+    for hw, spec in ((res.prefill, res.scenario.prefill), (res.decode, res.scenario.decode),
+                     (res.colocated, res.scenario.colocated)):
+        if hw is not None and spec is not None:
+            if hw.gpu.price is None:
+                return None
+            total += hw.gpu.price.typical_usd_per_gpu_hour * spec.gpus
+    return total
+
+
+@dataclass(frozen=True)
+class Exact:
+    """A plan evaluated exactly, with the objects the sensitivity analysis reuses."""
+
+    plan: Plan
+    scenario: Scenario
+    res: ResolvedScenario
+
+
+def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None) -> Exact | None:
+    """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target)."""
+    sc = scenario_for(base, d)
+    try:
+        res = resolve(sc, catalog)
+        model = build_model(res)
+        good = find_goodput(model, sc.slo)
+    except NoFeasiblePlanError:
+        return None
+    if target_rps is not None and good.rate_rps < target_rps:
+        return None
+    rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
+    point = operating_point(model.snapshot(np.array([rate])), sc.slo)
+    mean_out = res.lengths.mean_output()
+    tau = float(point.tpot_s.mean)
+    plan = Plan(
+        mode=d.mode, prefill=d.prefill, decode=d.decode, colocated=d.colocated, granularity=d.granularity,
+        link=d.link, routing=d.routing, scheduler=d.scheduler, max_num_seqs=d.max_num_seqs, num_gpus=sc.num_gpus,
+        goodput_rps=good.rate_rps, output_tokens_per_s=good.rate_rps * mean_out, cost_usd_per_hour=_cost(res),
+        operating_rate_rps=rate, ttft_s=_latency(point.ttft_s), tpot_s=_latency(point.tpot_s),
+        attainment=point.attainment, utilisation=point.utilisation,
+        memory_headroom=_headroom(res, point.utilisation),
+        binding_constraint=good.binding if target_rps is None else point.binding_constraint,
+        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True, warnings=res.warnings)
+    return Exact(plan, sc, res)
+
+
+def _goodput_or_zero(res: ResolvedScenario, slo: SloSpec) -> float:
+    try:
+        return find_goodput(build_model(res), slo).rate_rps
+    except NoFeasiblePlanError:
+        return 0.0
+
+
+def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, ...]:
+    """The pick under rate ±20 %, link bandwidth ×0.5 and SLO thresholds ±20 % (one input at a time)."""
+    slo = pick.scenario.slo
+    model = build_model(pick.res)
+    limit = model.limit().rate_rps
+    rate = pick.plan.operating_rate_rps
+    need = target_rps if target_rps is not None else rate
+    rows: list[Sensitivity] = []
+    for factor in (0.8, 1.2):
+        r = rate * factor
+        att = float(model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0]) if r < limit else 0.0
+        note = "" if r < limit else f"beyond the stable limit of {limit:.4g} req/s"
+        rows.append(Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", pick.plan.goodput_rps, att,
+                                att >= slo.attainment, note))
+    if pick.res.link is not None:
+        link = pick.res.link
+        slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
+        good = _goodput_or_zero(dataclasses.replace(pick.res, link=slower), slo)
+        rows.append(Sensitivity("link bandwidth x0.5", good, None, good >= need))
+    for factor in (0.8, 1.2):
+        scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
+        good = _goodput_or_zero(pick.res, scaled)
+        rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, good >= need))
+    return tuple(rows)
+
+
+def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
+    """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot."""
+    model = build_model(pick.res)
+    slo = pick.scenario.slo
+    rates = model.limit().rate_rps * np.linspace(0.05, 0.98, points)
+    snap = model.snapshot(rates)
+    att = snap.attainment(slo.ttft, slo.tpot)
+    ttft = [s.at_percentile for s in snap.ttft_summary(slo.percentile)]
+    tpot = [s.at_percentile for s in snap.tpot_summary(slo.percentile)]
+    return tuple((float(r), float(a), float(t), float(p)) for r, a, t, p in zip(rates, att, ttft, tpot, strict=True))

@@ -1,0 +1,211 @@
+"""Typed results of the optimiser (frozen dataclasses, SI units); renderers read these and nothing else.
+
+JSON contract (ARCHITECTURE §4): ``plans`` (ranked; each with ``mode``, ``prefill``, ``decode`` (each ``gpu``,
+``tp``, ``count``), ``granularity``, ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``, ``ttft_p90_s``,
+``tpot_p90_s``) and ``search`` (``candidates``, ``seconds``). :meth:`PlanResult.to_document` builds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChoice:
+    """One pool of a plan: GPU type, tensor/pipeline parallelism and instance count."""
+
+    gpu: str
+    tp: int
+    pp: int
+    count: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.count
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "tp": self.tp, "pp": self.pp, "count": self.count}
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Mean and percentiles of one latency (seconds)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One evaluated deployment, with everything a capacity review asks about it.
+
+    ``mode`` is "disaggregated" (``prefill``/``decode`` set) or "colocated" (``colocated`` set). Goodput is the
+    highest Poisson rate meeting the SLO at the target attainment; latencies and utilisations are at
+    ``operating_rate_rps`` (the target rate with ``--rate``, else the goodput itself). ``exact`` says whether the
+    numbers come from the full serving model (:func:`pdplan.serving.evaluate`) or only the vectorised screen.
+    """
+
+    mode: str
+    prefill: RoleChoice | None
+    decode: RoleChoice | None
+    colocated: RoleChoice | None
+    granularity: str | None
+    link: str | None
+    routing: str | None
+    scheduler: str | None
+    max_num_seqs: int
+    num_gpus: int
+    goodput_rps: float
+    output_tokens_per_s: float
+    cost_usd_per_hour: float | None
+    operating_rate_rps: float
+    ttft_s: Latency | None
+    tpot_s: Latency | None
+    attainment: float | None
+    utilisation: dict[str, float]
+    memory_headroom: dict[str, float]
+    binding_constraint: str
+    tokens_per_s_per_user: float
+    exact: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def goodput_rps_per_gpu(self) -> float:
+        return self.goodput_rps / self.num_gpus
+
+    @property
+    def goodput_rps_per_usd_hour(self) -> float | None:
+        return None if not self.cost_usd_per_hour else self.goodput_rps / self.cost_usd_per_hour
+
+    @property
+    def output_tokens_per_s_per_usd_hour(self) -> float | None:
+        return None if not self.cost_usd_per_hour else self.output_tokens_per_s / self.cost_usd_per_hour
+
+    @property
+    def label(self) -> str:
+        """Human label: ``2P1D h100-sxm TP4 / h100-sxm TP4 layer`` or ``colocated 3x h100-sxm TP4 chunked``."""
+        def role(r: RoleChoice) -> str:
+            return f"{r.gpu} TP{r.tp}" + (f"PP{r.pp}" if r.pp > 1 else "")
+
+        if self.colocated is not None:
+            return f"colocated {self.colocated.count}x {role(self.colocated)} {self.scheduler}"
+        assert self.prefill is not None
+        assert self.decode is not None
+        return (f"{self.prefill.count}P{self.decode.count}D {role(self.prefill)} / {role(self.decode)} "
+                f"{self.granularity}")
+
+    def to_document(self) -> dict[str, Any]:
+        """The plan as JSON (contract keys first, SI units in names)."""
+        return {
+            "mode": self.mode,
+            "prefill": None if self.prefill is None else self.prefill.as_dict(),
+            "decode": None if self.decode is None else self.decode.as_dict(),
+            "colocated": None if self.colocated is None else self.colocated.as_dict(),
+            "granularity": self.granularity,
+            "goodput_rps": self.goodput_rps,
+            "goodput_rps_per_gpu": self.goodput_rps_per_gpu,
+            "num_gpus": self.num_gpus,
+            "ttft_p90_s": None if self.ttft_s is None else self.ttft_s.p90,
+            "tpot_p90_s": None if self.tpot_s is None else self.tpot_s.p90,
+            "label": self.label,
+            "link": self.link,
+            "routing": self.routing,
+            "scheduler": self.scheduler,
+            "max_num_seqs": self.max_num_seqs,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "cost_usd_per_hour": self.cost_usd_per_hour,
+            "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
+            "output_tokens_per_s_per_usd_hour": self.output_tokens_per_s_per_usd_hour,
+            "operating_rate_rps": self.operating_rate_rps,
+            "ttft_s": None if self.ttft_s is None else self.ttft_s.as_dict(),
+            "tpot_s": None if self.tpot_s is None else self.tpot_s.as_dict(),
+            "attainment": self.attainment,
+            "utilisation": self.utilisation,
+            "memory_headroom": self.memory_headroom,
+            "binding_constraint": self.binding_constraint,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "exact": self.exact,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStats:
+    """Size and cost of the search."""
+
+    candidates: int
+    feasible: int
+    seconds: float
+    refined: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"candidates": self.candidates, "feasible": self.feasible, "seconds": self.seconds,
+                "refined": self.refined}
+
+
+@dataclass(frozen=True, slots=True)
+class Sensitivity:
+    """How the recommended plan fares when one input moves: its goodput and attainment at the operating rate."""
+
+    change: str
+    goodput_rps: float
+    attainment: float | None
+    meets_target: bool
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    """Everything ``pdplan optimize`` reports: ranked plans, the baseline, the Pareto front and the inputs."""
+
+    question: str
+    objective: str
+    plans: tuple[Plan, ...]
+    baseline: Plan | None
+    pareto: tuple[Plan, ...]
+    search: SearchStats
+    inputs: dict[str, Any]
+    assumptions: dict[str, Any]
+    sensitivity: tuple[Sensitivity, ...] = ()
+    warnings: tuple[str, ...] = ()
+    rate_curve: tuple[tuple[float, float, float, float], ...] = field(default=())
+    """The pick's (rate_rps, attainment, ttft_p90_s, tpot_p90_s) over a range of rates, for the plot."""
+
+    @property
+    def best(self) -> Plan:
+        return self.plans[0]
+
+    @property
+    def baseline_ratio(self) -> float | None:
+        """Best disaggregated goodput per GPU over the colocated baseline's (None without a baseline)."""
+        if self.baseline is None or self.baseline.goodput_rps_per_gpu <= 0:
+            return None
+        disagg = [p for p in self.plans if p.mode == "disaggregated"]
+        if not disagg:
+            return None
+        return disagg[0].goodput_rps_per_gpu / self.baseline.goodput_rps_per_gpu
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON document of ``pdplan optimize --format json``."""
+        return {
+            "question": self.question,
+            "objective": self.objective,
+            "plans": [p.to_document() for p in self.plans],
+            "baseline": None if self.baseline is None else self.baseline.to_document(),
+            "baseline_ratio": self.baseline_ratio,
+            "pareto": [p.to_document() for p in self.pareto],
+            "search": self.search.as_dict(),
+            "sensitivity": [{"change": s.change, "goodput_rps": s.goodput_rps, "attainment": s.attainment,
+                             "meets_target": s.meets_target, "note": s.note} for s in self.sensitivity],
+            "inputs": self.inputs,
+            "assumptions": self.assumptions,
+            "warnings": list(self.warnings),
+            "rate_curve": [{"rate_rps": r, "attainment": a, "ttft_p90_s": t, "tpot_p90_s": p}
+                           for r, a, t, p in self.rate_curve],
+        }

@@ -1,0 +1,186 @@
+"""The optimiser's screen: goodput of every xPyD candidate at once, from the per-role tables.
+
+For a prefill option i (with its transfer option), a decode option k, a routing policy and counts (x, y), the SLO
+attainment at a global rate λ is (QUEUEING §5.2, conditional independence of the two pools given the prompt bin)
+
+    A(λ) = Σ_l T_{i,k,x}(λ)_l · E_{k,y}(λ)_l,   T = P(TTFT ≤ a | l),   E = Σ_n p(l, n) P(TPOT ≤ b | l, n)
+
+with T read from the prefill table at per-instance utilisation ρ = λE[S]/x and E from the decode table at per-instance
+rate λ/y. On one log-spaced grid of λ this is a batched matrix product over all (x, y) at once; goodput is the largest
+λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
+min(ρ_max·x/E[S], y·λ_d,max, link)). The screen approximates the decode step-boundary term of convention-A TTFT
+by its zero-load value (1.5·t0) and ignores link queueing below the link's stability limit; the plans it ranks
+highest are then re-evaluated exactly by :func:`pdplan.serving.evaluate`, which reports the final numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.search.tables import (
+    RHO_GRID,
+    DecodeTable,
+    FloatArray,
+    PrefillBase,
+    erlang_c_grid,
+    interp_rows,
+    prefill_wait_table,
+)
+from pdplan.serving.disaggregated import PREFILL_RHO_MAX, decode_limit_words
+from pdplan.specs.scenario import SloSpec
+
+GRID_POINTS = 192
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Screened xPyD candidates as parallel arrays of length N (indices into the option lists)."""
+
+    prefill: IntArray
+    decode: IntArray
+    routing: IntArray
+    x: IntArray
+    y: IntArray
+    goodput_rps: FloatArray
+    limit_rps: FloatArray
+    tau_s: FloatArray
+    binding: npt.NDArray[np.object_]
+
+    @property
+    def size(self) -> int:
+        return int(self.x.size)
+
+
+def rate_grid(bases: list[PrefillBase], tables: list[DecodeTable], prob: FloatArray, max_instances: int) -> FloatArray:
+    """Log-spaced global rates spanning every candidate: from 1e-3 of the smallest single-instance capacity to the
+    largest pool's."""
+    per_prefill = [1.0 / float(prob @ b.service_s) for b in bases]
+    per_decode = [t.capacity.max_rate_per_s for t in tables]
+    low = 1e-3 * min(min(per_prefill), min(per_decode))
+    high = max_instances * max(max(per_prefill), max(per_decode))
+    return np.geomspace(low, high, GRID_POINTS)
+
+
+def decode_grid_table(table: DecodeTable, lam: FloatArray, ys: FloatArray) -> FloatArray:
+    """E_{k,y}(λ) [Y, G, L] (0 beyond the instance's stable rate)."""
+    per = lam[None, :] / ys[:, None]
+    ok = interp_rows(table.tpot_ok_by_input, table.rates_per_s, per)
+    ok[per >= table.capacity.max_rate_per_s] = 0.0
+    return ok
+
+
+def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, scv: float) -> FloatArray:
+    """Wait cdf table [R, X, L] at the per-bin slack ``targets`` [L] for x instances under ``policy``."""
+    if policy == "least-work":
+        t = targets[None, :] * xs[:, None]
+    elif policy == "round-robin":
+        kingman = (1.0 / xs + scv) / (1.0 + scv)
+        t = targets[None, :] / kingman[:, None]
+    else:
+        t = np.broadcast_to(targets[None, :], (xs.size, targets.size))
+    return np.asarray(wait.cdf(np.maximum(t, 0.0)), dtype=np.float64) * (t > 0.0)[None]  # type: ignore[attr-defined]
+
+
+def ttft_grid(wait: object, mean_s: float, scv: float, targets: FloatArray, policy: str, xs: FloatArray,
+              lam: FloatArray) -> FloatArray:
+    """T_{x}(λ) [X, G, L]: P(TTFT ≤ a | l) for x instances at global rate λ (module docstring)."""
+    table = _policy_cdf(wait, targets, policy, xs, scv)  # [R, X, L]
+    rho = lam[None, :] * mean_s / xs[:, None]  # [X, G]
+    pos = np.interp(rho, RHO_GRID, np.arange(RHO_GRID.size, dtype=np.float64))
+    lo = np.clip(np.floor(pos).astype(np.intp), 0, RHO_GRID.size - 2)
+    frac = (pos - lo)[..., None]
+    xi = np.arange(xs.size)[:, None]
+    cdf = table[lo, xi, :] * (1.0 - frac) + table[lo + 1, xi, :] * frac
+    if policy == "least-work":
+        r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
+        wait_prob = erlang_c_grid(np.broadcast_to(xs[:, None], r.shape), xs[:, None] * r)
+        cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
+    cdf[rho >= PREFILL_RHO_MAX] = 0.0
+    return np.asarray(np.clip(cdf, 0.0, 1.0), dtype=np.float64)
+
+
+def goodput_from_curve(att: FloatArray, lam: FloatArray, target: float) -> tuple[FloatArray, IntArray]:
+    """Largest λ with A(λ) ≥ target along the last axis (A made non-increasing first), and the first failing index."""
+    mono = np.minimum.accumulate(att, axis=-1)
+    n_ok = (mono >= target).sum(axis=-1)
+    first_bad = np.minimum(n_ok, lam.size - 1)
+    prev = np.maximum(n_ok - 1, 0)
+    a_prev = np.take_along_axis(mono, prev[..., None], -1)[..., 0]
+    a_bad = np.take_along_axis(mono, first_bad[..., None], -1)[..., 0]
+    frac = np.clip((a_prev - target) / np.maximum(a_prev - a_bad, 1e-12), 0.0, 1.0)
+    log_lam = np.log(lam[prev]) + frac * (np.log(lam[first_bad]) - np.log(lam[prev]))
+    good = np.where(n_ok == 0, 0.0, np.exp(log_lam))
+    return np.where(n_ok == lam.size, lam[-1], good), first_bad
+
+
+@dataclass(frozen=True)
+class PairInputs:
+    """What one (prefill option, decode option, routing) block of the screen needs."""
+
+    base: PrefillBase
+    table: DecodeTable
+    routing: str
+    slo: SloSpec
+    convention: str
+    prob: FloatArray
+
+
+def screen_pair(p: PairInputs, wait: object, mean_s: float, scv: float, lam: FloatArray, xs: FloatArray,
+                ys: FloatArray, decode_ok: FloatArray) -> dict[str, FloatArray]:
+    """Goodput [X, Y], stable limit, τ̄ at goodput and binding words for one block of candidates."""
+    offsets = p.base.latency_s.copy()
+    if p.convention == "A":
+        offsets += p.base.exposed_s + 1.5 * p.table.perf.step.t0_s
+    ttft = ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)  # [X, G, L]
+    att = np.einsum("xgl,ygl->xyg", ttft, decode_ok)
+    good, first_bad = goodput_from_curve(att, lam, p.slo.attainment)
+    link_cap = PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(
+        p.base.mean_bytes, 1e-30)
+    limits = {"prefill utilisation": np.broadcast_to(PREFILL_RHO_MAX * xs[:, None] / mean_s, good.shape),
+              decode_limit_words(p.table.capacity): np.broadcast_to(ys[None, :] * p.table.capacity.max_rate_per_s,
+                                                                   good.shape),
+              "link": link_cap}
+    stack = np.stack([np.broadcast_to(v, good.shape) for v in limits.values()])
+    limit = stack.min(axis=0)
+    names = np.array(list(limits), dtype=object)[stack.argmin(axis=0)]
+    capped = good >= limit * (1.0 - 1e-9)
+    good = np.minimum(good, limit * (1.0 - 1e-6))
+    ttft_att = np.einsum("xgl,l->xg", ttft, p.prob)  # TTFT-only attainment
+    tpot_att = decode_ok.sum(axis=2)  # TPOT-only attainment
+    xi, yi = np.indices(good.shape)
+    ttft_fail = ttft_att[xi, first_bad] < tpot_att[yi, first_bad]
+    pct = f"P{p.slo.percentile:g}"
+    latency_words = np.where(ttft_fail, f"TTFT at {pct}", f"TPOT at {pct}").astype(object)
+    tau = np.interp(good / ys[None, :], p.table.rates_per_s, p.table.tau_mean_s)  # τ̄ at λ*/y
+    return {"goodput": good, "limit": limit, "binding": np.where(capped, names, latency_words), "tau": tau}
+
+
+def screen_disaggregated(bases: list[PrefillBase], tables: list[DecodeTable], routings: tuple[str, ...],
+                         slo: SloSpec, convention: str, prob: FloatArray, max_instances: int) -> Candidates:
+    """Every (prefill option, matching decode option, routing, x, y) at once (module docstring)."""
+    lam = rate_grid(bases, tables, prob, max_instances)
+    xs = ys = np.arange(1, max_instances + 1, dtype=np.float64)
+    decode = [decode_grid_table(t, lam, ys) for t in tables]
+    waits = [prefill_wait_table(b, prob) for b in bases]
+    parts: list[dict[str, npt.NDArray[Any]]] = []
+    for i, base in enumerate(bases):
+        wait, mean_s, scv = waits[i]
+        for k, table in enumerate(tables):
+            if table.hw.tp != base.decode_tp:
+                continue
+            for r, routing in enumerate(routings):
+                out = screen_pair(PairInputs(base, table, routing, slo, convention, prob), wait, mean_s, scv, lam,
+                                  xs, ys, decode[k])
+                xi, yi = np.indices(out["goodput"].shape)
+                parts.append({"prefill": np.full(xi.size, i), "decode": np.full(xi.size, k),
+                              "routing": np.full(xi.size, r), "x": xi.ravel() + 1, "y": yi.ravel() + 1,
+                              **{key: np.asarray(v).ravel() for key, v in out.items()}})
+    cat = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    return Candidates(cat["prefill"].astype(np.intp), cat["decode"].astype(np.intp), cat["routing"].astype(np.intp),
+                      cat["x"].astype(np.intp), cat["y"].astype(np.intp), cat["goodput"], cat["limit"],
+                      cat["tau"], cat["binding"])

@@ -1,0 +1,78 @@
+"""Ranking candidates by the objective, deterministically, and the Pareto front.
+
+Objectives (ARCHITECTURE §4, ``pdplan optimize``):
+
+* budget (``--gpus N``, the default): among candidates using at most N GPUs (any number without a budget), the
+  highest goodput per GPU — ``objective: cost`` ranks by goodput per $/h instead, ``tokens-per-dollar`` by output
+  tokens/s per $/h;
+* target rate (``--rate R``): among candidates whose goodput reaches R, the fewest GPUs (``objective: gpus``) or the
+  lowest $/h (``objective: cost``), then the highest goodput per GPU.
+
+Ties are broken by fewer GPUs, then by the candidate's position in the (ordered) search space, so results are
+identical run to run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Per-candidate numbers the objective reads (arrays of length N; cost NaN where a price is missing)."""
+
+    goodput_rps: FloatArray
+    num_gpus: FloatArray
+    cost_usd_per_hour: FloatArray
+    output_tokens_per_s: FloatArray
+
+
+def feasible_mask(m: Metrics, *, budget_gpus: int | None, rate_rps: float | None) -> npt.NDArray[np.bool_]:
+    """Candidates that meet the SLO at some rate, fit the budget and reach the target rate."""
+    ok = m.goodput_rps > 0.0
+    if budget_gpus is not None:
+        ok &= m.num_gpus <= budget_gpus
+    if rate_rps is not None:
+        ok &= m.goodput_rps >= rate_rps
+    return np.asarray(ok)
+
+
+def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float | None) -> IntArray:
+    """Indices of the feasible candidates, best first (module docstring)."""
+    ok = feasible_mask(m, budget_gpus=budget_gpus, rate_rps=rate_rps)
+    idx = np.flatnonzero(ok)
+    per_gpu = m.goodput_rps[idx] / m.num_gpus[idx]
+    gpus = m.num_gpus[idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_dollar = np.nan_to_num(m.goodput_rps[idx] / m.cost_usd_per_hour[idx], nan=-np.inf)
+        tok_dollar = np.nan_to_num(m.output_tokens_per_s[idx] / m.cost_usd_per_hour[idx], nan=-np.inf)
+    cost = np.nan_to_num(m.cost_usd_per_hour[idx], nan=np.inf)
+    if rate_rps is not None:
+        primary = cost if objective == "cost" else gpus
+        keys = (idx, gpus, -per_gpu, primary)
+    elif objective == "cost":
+        keys = (idx, gpus, -per_gpu, -per_dollar)
+    elif objective == "tokens-per-dollar":
+        keys = (idx, gpus, -per_gpu, -tok_dollar)
+    else:
+        keys = (idx, gpus, -per_gpu)
+    order = np.lexsort(keys)  # the last key is the primary one
+    return np.asarray(idx[order], dtype=np.intp)
+
+
+def pareto_front(x_better: FloatArray, y_better: FloatArray, limit: int = 12) -> IntArray:
+    """Indices of points not dominated in (higher x, higher y), sorted by x descending; at most ``limit``
+    evenly chosen along the front."""
+    order = np.lexsort((-y_better, -x_better))
+    y_sorted = y_better[order]
+    best_before = np.concatenate(([-np.inf], np.maximum.accumulate(y_sorted)[:-1]))
+    picked = np.asarray(order[y_sorted > best_before], dtype=np.intp)  # each point that improves y
+    if picked.size > limit:
+        picked = picked[np.unique(np.round(np.linspace(0, picked.size - 1, limit)).astype(np.intp))]
+    return picked

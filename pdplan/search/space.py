@@ -1,0 +1,117 @@
+"""The optimiser's search space: which instance types, counts and transfer options are tried.
+
+Built from the scenario's ``search:`` block (:class:`pdplan.specs.scenario.SearchSpace`) with CLI overrides;
+anything the block leaves out keeps the scenario's own value. Per role, GPU × TP (within one node: TP ≤ GPUs per
+node) × PP; pipeline parallelism beyond 1 is tried only for a GPU on which the model does not fit at any TP of the
+list ("PP where the model does not fit"). Instance types whose weights do not fit are dropped with a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pdplan.catalog import Catalog
+from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.perf.memory import serving_defaults
+from pdplan.serving.inputs import kernel_table, precision_of
+from pdplan.serving.roles import RoleHardware, instance_budget
+from pdplan.specs.model import ModelSpec
+from pdplan.specs.scenario import Scenario, SearchSpace
+
+DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_PP = (2, 4)
+DEFAULT_MAX_INSTANCES = 16
+
+
+@dataclass(frozen=True)
+class Space:
+    """Resolved options; every tuple non-empty (else :class:`NoFeasiblePlanError`)."""
+
+    prefill: tuple[RoleHardware, ...]
+    decode: tuple[RoleHardware, ...]
+    colocated: tuple[RoleHardware, ...]
+    granularities: tuple[str, ...]
+    links: tuple[str, ...]
+    routings: tuple[str, ...]
+    max_num_seqs: tuple[int, ...]
+    max_instances: int
+    budget_gpus: int | None
+    rate_rps: float | None
+    objective: str
+    colocated_scheduler: str
+    notes: tuple[str, ...] = field(default=())
+
+    def describe(self) -> dict[str, object]:
+        """The space in plain values (for reports)."""
+        def roles(options: tuple[RoleHardware, ...]) -> list[str]:
+            return [h.label for h in options]
+
+        return {"prefill": roles(self.prefill), "decode": roles(self.decode), "colocated": roles(self.colocated),
+                "granularities": list(self.granularities), "links": list(self.links),
+                "routing": list(self.routings), "max_num_seqs": list(self.max_num_seqs),
+                "max_instances": self.max_instances, "budget_gpus": self.budget_gpus, "rate_rps": self.rate_rps,
+                "objective": self.objective, "colocated_scheduler": self.colocated_scheduler}
+
+
+def _fits(hw: RoleHardware) -> bool:
+    try:
+        instance_budget(hw, "candidate")
+    except NoFeasiblePlanError:
+        return False
+    return True
+
+
+def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...],
+           notes: list[str]) -> tuple[RoleHardware, ...]:
+    """GPU × TP (≤ GPUs per node) × PP options whose weights fit, in a stable order."""
+    out: list[RoleHardware] = []
+    for name in gpu_names:
+        gpu = catalog.gpu(name)
+        table = kernel_table(gpu.name)
+        node_tps = [t for t in tps if t <= gpu.gpus_per_node]
+        fitting = [RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
+                   for t in node_tps]
+        fitting = [h for h in fitting if _fits(h)]
+        if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
+            fitting = [RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
+                       for p in DEFAULT_PP for t in node_tps]
+            fitting = [h for h in fitting if _fits(h)]
+            if fitting:
+                notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
+        if not fitting:
+            notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(DEFAULT_PP)}")
+        out.extend(fitting)
+    return tuple(out)
+
+
+def build_space(scenario: Scenario, catalog: Catalog, *, budget_gpus: int | None = None,
+                rate_rps: float | None = None, objective: str | None = None) -> Space:
+    """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win)."""
+    s = scenario.search or SearchSpace()
+    if budget_gpus is not None and rate_rps is not None:
+        raise SpecError("give either --gpus (budget) or --rate (target), not both", field="--gpus")
+    budget = budget_gpus if budget_gpus is not None else (None if rate_rps is not None else s.gpus)
+    rate = rate_rps if rate_rps is not None else (None if budget_gpus is not None else s.rate)
+    if budget is not None and rate is not None:
+        raise SpecError("the search block gives both gpus (budget) and rate (target); keep one", field="search")
+    model = catalog.model(scenario.model)
+    roles = [r for r in (scenario.prefill, scenario.decode, scenario.colocated) if r is not None]
+    prefill_gpus = s.prefill_gpus or [roles[0].gpu]
+    decode_gpus = s.decode_gpus or [roles[-1].gpu]
+    tps = tuple(s.tp or DEFAULT_TP)
+    notes: list[str] = []
+    prefill = _roles(catalog, model, scenario, prefill_gpus, tps, notes)
+    decode = _roles(catalog, model, scenario, decode_gpus, tps, notes)
+    colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
+    colocated = _roles(catalog, model, scenario, colocated_gpus, tps, [])
+    if not prefill or not decode:
+        raise NoFeasiblePlanError(f"no instance type holds {model.name}: " + "; ".join(notes),
+                                  binding_constraint="memory")
+    defaults = serving_defaults()
+    return Space(
+        prefill=prefill, decode=decode, colocated=colocated,
+        granularities=tuple(s.granularities or [scenario.granularity]),
+        links=tuple(s.links or [scenario.link]), routings=tuple(s.routing or [scenario.routing]),
+        max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or defaults.max_num_seqs]),
+        max_instances=s.max_instances or DEFAULT_MAX_INSTANCES, budget_gpus=budget, rate_rps=rate,
+        objective=objective or s.objective, colocated_scheduler=s.colocated_scheduler, notes=tuple(notes))

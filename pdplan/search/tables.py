@@ -1,0 +1,128 @@
+"""Per-role tables for the optimiser's screen: computed once per instance type, shared by every (x, y).
+
+QUEUEING §5.3: everything about a pool is a function of its *per-instance* load, so each instance type is
+tabulated once on a 1-D load grid and any instance count is an interpolation.
+
+* **Prefill** (per GPU/TP/PP, granularity, link and decode TP — the last two set the exposed KV time): the FCFS
+  M/G/1 waiting-time cdf of one instance at utilisations ρ_r (FFT, :func:`pdplan.queueing.mg1_wait_distribution`).
+  For x instances at per-instance load ρ the wait is, by routing policy (QUEUEING §1.3):
+  random ``F(t) = F_ρ(t)``; round-robin ``F(t) = F_ρ(t/k_x)`` with Kingman's k_x = (1/x + c_s²)/(1 + c_s²);
+  least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
+  M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +
+  exposed KV time (+ 1.5 zero-load decode steps under convention A).
+* **Decode** (per GPU/TP/PP and batch cap): the linearised step, the per-instance stable rate, and per prompt bin
+  the joint weight Σ_n p(l, n)·P(TPOT ≤ b | l, n) at per-instance rates on a grid up to that stable rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
+from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX
+from pdplan.serving.roles import DecodePerf, RoleHardware, decode_perf, fast_decode_capacity, prefill_perf
+from pdplan.specs.hardware import LinkSpec
+from pdplan.transfer import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
+
+FloatArray = npt.NDArray[np.float64]
+RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 40)
+"""Per-instance prefill utilisations tabulated (dense near saturation, where TTFT bends up)."""
+DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 40)
+"""Fractions of a decode instance's stable rate tabulated."""
+SCREEN_CELLS = 2**12
+"""FFT cells of the screen's M/G/1 tables (the exact re-evaluation uses the serving model's finer grid)."""
+
+
+@dataclass(frozen=True)
+class PrefillBase:
+    """Prefill instance type + transfer option before the SLO is applied."""
+
+    hw: RoleHardware
+    granularity: str
+    link: str
+    decode_tp: int
+    latency_s: FloatArray
+    service_s: FloatArray
+    exposed_s: FloatArray
+    mean_bytes: float
+    link_bytes_per_s: float
+
+
+def prefill_base(hw: RoleHardware, granularity: str, link: LinkSpec, decode_tp: int, input_tokens: FloatArray,
+                 input_prob: FloatArray, chunk_tokens: int, nics: int | None) -> PrefillBase:
+    """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`)."""
+    base = prefill_perf(hw, input_tokens)
+    cfg = TransferConfig(granularity=granularity, prefill_tp=hw.tp, decode_tp=decode_tp,  # type: ignore[arg-type]
+                         nics_prefill=nics, nics_decode=nics,
+                         chunk_tokens=chunk_tokens if granularity == "chunk" else None,
+                         prefill_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
+                         decode_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s)
+    kv = kv_shape_from_model(hw.model, hw.precision.kv_bytes)
+    xfer = kv_transfer(input_tokens, kv, link, cfg, prefill_time_s=base.latency_s)
+    lanes = min(nics or hw.tp, nics or decode_tp)
+    return PrefillBase(hw, granularity, link.name, decode_tp, base.latency_s + xfer.prefill_extra_s,
+                       base.service_s + xfer.prefill_extra_s, np.asarray(xfer.exposed_s, dtype=np.float64),
+                       float(input_prob @ np.asarray(xfer.bytes)), effective_bandwidth_bytes_per_s(link, lanes))
+
+
+def prefill_wait_table(base: PrefillBase, prob: FloatArray) -> tuple[object, float, float]:
+    """The per-instance M/G/1 wait at every ρ of :data:`RHO_GRID`, E[S] and the service SCV c_s²."""
+    mean = float(prob @ base.service_s)
+    second = float(prob @ base.service_s**2)
+    wait = mg1_wait_distribution(RHO_GRID / mean, base.service_s, prob, max_cells=SCREEN_CELLS)
+    return wait, mean, second / mean**2 - 1.0
+
+
+@dataclass(frozen=True)
+class DecodeTable:
+    """One decode instance type (GPU/TP/PP, batch cap) tabulated over its per-instance rate."""
+
+    hw: RoleHardware
+    max_num_seqs: int
+    perf: DecodePerf
+    capacity: DecodeCapacity
+    rates_per_s: FloatArray  # [R]
+    tpot_ok_by_input: FloatArray  # [R, L] joint weight Σ_n p(l,n) P(TPOT ≤ b | l, n)
+    tau_mean_s: FloatArray  # [R]
+
+
+def decode_table(hw: RoleHardware, max_num_seqs: int, cells: DecodeWorkload, n_inputs: int,
+                 tpot_slo_s: float) -> DecodeTable | None:
+    """Tabulate one decode instance type; None when it cannot hold the longest request."""
+    perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max_num_seqs)
+    cap = fast_decode_capacity(cells, perf.step, kv_capacity_tokens=perf.kv_capacity_tokens,
+                               max_num_seqs=perf.max_num_seqs, utilisation_max=DECODE_U_MAX)
+    if cap.max_rate_per_s <= 0.0:
+        return None
+    rates = cap.max_rate_per_s * DECODE_GRID
+    ok = tpot_distribution(rates, cells, perf.step).cdf_per_bin(tpot_slo_s)
+    weight = ok * cells.prob[None, :]
+    by_input = weight.reshape(rates.size, n_inputs, -1).sum(axis=2)
+    tau = decode_fixed_point(rates, cells, perf.step).tau_mean_s
+    return DecodeTable(hw, max_num_seqs, perf, cap, rates, by_input, np.asarray(tau, dtype=np.float64))
+
+
+def erlang_c_grid(servers: FloatArray, offered: FloatArray) -> FloatArray:
+    """Erlang C for arrays of server counts and offered loads (a < c), by the stable Erlang-B recursion."""
+    c_max = int(servers.max())
+    b = np.ones_like(offered)
+    out = np.zeros_like(offered)
+    for k in range(1, c_max + 1):
+        b = offered * b / (k + offered * b)
+        out = np.where(servers == k, b, out)
+    rho = offered / servers
+    return np.asarray(out / (1.0 - rho * (1.0 - out)), dtype=np.float64)
+
+
+def interp_rows(table: FloatArray, grid: FloatArray, points: FloatArray) -> FloatArray:
+    """Linear interpolation along axis 0 of ``table`` [R, ...] at ``points`` (any shape, clipped to the grid).
+
+    Returns shape ``points.shape + table.shape[1:]``.
+    """
+    pos = np.interp(points, grid, np.arange(grid.size, dtype=np.float64))
+    lo = np.clip(np.floor(pos).astype(np.intp), 0, grid.size - 2)
+    frac = (pos - lo)[(...,) + (None,) * (table.ndim - 1)]
+    return np.asarray(table[lo] * (1.0 - frac) + table[lo + 1] * frac, dtype=np.float64)

@@ -1,0 +1,264 @@
+"""``simulate_scenario``: the closed form of ``evaluate`` side by side with a discrete-event run.
+
+The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
+:func:`pdplan.serving.evaluate` at the same rate or concurrency; the simulation replays the same
+deployment request by request (:mod:`pdplan.serving.sim_deployment`) with ``n_requests`` sampled
+lengths (:func:`pdplan.workload.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
+(closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.
+
+Seeds: lengths, arrival gaps and routing draws come from three generators derived from ``seed``
+(``default_rng([seed, k])``), so runs are deterministic, and every rate of the goodput search sees
+the same requests and the same unit-exponential gaps scaled by 1/λ (common random numbers: the
+simulated attainment is then almost monotone in λ, which bisection needs).
+
+Simulated goodput (``goodput=True``): bisection on λ for ``A_sim(λ) = α*`` (same SLO), bracketed
+around the closed-form goodput, to ``GOODPUT_REL_TOL``. Relative errors are ``closed/sim − 1``.
+
+Simulated utilisations: prefill = busy fraction of the prefill pool; decode = ``1 − t0/τ_tok``
+with τ_tok the token-weighted mean decode interval (Σ(finish − first token)/Σ(output − 1)), the
+same definition as the closed form's u = 1 − t0/τ̄; ``decode_mean_seqs`` = time-averaged
+sequences in a decode (or colocated) batch per instance.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pdplan.catalog import Catalog, open_catalog
+from pdplan.errors import SpecError
+from pdplan.queueing import decode_fixed_point
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.evaluate import build_model, evaluate
+from pdplan.serving.inputs import resolve
+from pdplan.serving.results import Evaluation
+from pdplan.serving.sim_deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
+from pdplan.serving.snapshot import LatencySummary
+from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
+from pdplan.specs.scenario import Scenario, SloSpec
+from pdplan.workload import sample
+
+DEFAULT_REQUESTS = 20_000
+"""Requests per simulation: ~1 s per run on one core for the chat workload (P99 noise ≈ 3 %)."""
+WARMUP_FRACTION = 0.1
+GOODPUT_REL_TOL = 0.01
+_MAX_BISECTIONS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedPoint:
+    """Simulated latencies, attainment and utilisations at one rate (or concurrency)."""
+
+    rate_rps: float
+    ttft_s: LatencySummary
+    tpot_s: LatencySummary
+    attainment: float
+    utilisation: dict[str, float]
+    throughput_rps: float
+    requests: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rate_rps": self.rate_rps, "ttft_s": self.ttft_s.as_dict(),
+                "tpot_s": self.tpot_s.as_dict(), "attainment": self.attainment,
+                "utilisation": self.utilisation, "throughput_rps": self.throughput_rps,
+                "requests": self.requests}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Closed form vs simulation for one scenario (``to_document`` is the JSON contract)."""
+
+    evaluation: Evaluation
+    closed_form: dict[str, Any]
+    simulated: SimulatedPoint | None
+    goodput_closed_rps: float
+    goodput_simulated_rps: float | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def relative_error(self) -> dict[str, Any]:
+        """``closed/sim − 1`` for every latency statistic, attainment, utilisation, goodput."""
+        out: dict[str, Any] = {}
+        if self.simulated is not None:
+            sim = self.simulated.as_dict()
+            for key in ("ttft_s", "tpot_s", "utilisation"):
+                out[key] = {k: _rel(v, sim[key][k]) for k, v in self.closed_form[key].items()
+                            if k in sim[key]}
+            out["attainment"] = _rel(self.closed_form["attainment"], sim["attainment"])
+        if self.goodput_simulated_rps is not None:
+            out["goodput_rps"] = _rel(self.goodput_closed_rps, self.goodput_simulated_rps)
+        return out
+
+    def to_document(self) -> dict[str, Any]:
+        ev = self.evaluation
+        doc: dict[str, Any] = {"name": ev.name, "mode": ev.mode, "model": ev.model,
+                               **ev.deployment, "num_gpus": ev.num_gpus, "slo": ev.slo,
+                               "convention": ev.convention, "simulation": self.settings}
+        if self.simulated is not None:
+            doc.update({k: v for k, v in self.simulated.as_dict().items() if k != "requests"})
+        doc["goodput_rps"] = self.goodput_closed_rps
+        doc["goodput_simulated_rps"] = self.goodput_simulated_rps
+        doc["closed_form"] = {**self.closed_form, "goodput_rps": self.goodput_closed_rps}
+        doc["simulated"] = {**(self.simulated.as_dict() if self.simulated else {}),
+                            "goodput_rps": self.goodput_simulated_rps}
+        doc["relative_error"] = self.relative_error()
+        doc["seconds"] = self.seconds
+        doc["warnings"] = list(ev.warnings)
+        return doc
+
+
+def _rel(closed: float, sim: float) -> float | None:
+    if not (math.isfinite(closed) and math.isfinite(sim)) or sim == 0.0:
+        return None
+    return closed / sim - 1.0
+
+
+def _summary(values: np.ndarray[Any, Any], percentile: float) -> LatencySummary:
+    v = values[~np.isnan(values)]
+    if v.size == 0:
+        return LatencySummary(math.nan, math.nan, math.nan, math.nan, math.nan)
+    q = np.percentile(v, [50.0, 90.0, 99.0, percentile])
+    return LatencySummary(float(v.mean()), float(q[0]), float(q[1]), float(q[2]), float(q[3]))
+
+
+def _utilisation(run: SimResult, t0_s: float) -> dict[str, float]:
+    """Busy fraction of the prefill pool, decode u = 1 − t0/τ_tok, mean decode batch."""
+    out: dict[str, float] = {}
+    keep = run.counted & (run.output_tokens > 1)
+    steps = float((run.output_tokens[keep] - 1).sum())
+    names = {p.name for p in run.pools}
+    if "prefill" in names:
+        out["prefill"] = run.pool("prefill").utilisation
+    if steps > 0 and "decode" in names:
+        tau = float(np.nansum(run.finish_s[keep] - run.first_token_s[keep])) / steps
+        out["decode"] = 1.0 - t0_s / tau
+    pool = run.pool("decode" if "decode" in names else "colocated")
+    out["decode_mean_seqs"] = pool.mean_active
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Runner:
+    """Seeded simulations of one setup at any rate (common random numbers across rates)."""
+
+    setup: SimSetup
+    seed: int
+    slo: SloSpec
+
+    def run(self, rate: float | None, concurrency: int | None = None) -> SimResult:
+        dep, req = self.setup.deployment, self.setup.requests
+        route = np.random.default_rng([self.seed, 2])
+        if concurrency is not None:
+            return simulate_closed_loop(concurrency, req, dep, route,
+                                        warmup_fraction=WARMUP_FRACTION)
+        assert rate is not None
+        arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
+        return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
+
+    def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
+        run = self.run(rate, concurrency)
+        ttft = run.ttft_s + self.setup.ttft_extra_s
+        warm = run.warmup_count
+        pct = self.slo.percentile
+        att = _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
+        return SimulatedPoint(
+            rate_rps=run.throughput_rps if rate is None else rate,
+            ttft_s=_summary(ttft[warm:], pct), tpot_s=_summary(run.tpot_s[warm:], pct),
+            attainment=att, utilisation=_utilisation(run, self.setup.t0_s),
+            throughput_rps=run.throughput_rps, requests=req_count(run))
+
+    def attainment(self, rate: float) -> float:
+        run = self.run(rate)
+        warm = run.warmup_count
+        ttft = run.ttft_s + self.setup.ttft_extra_s
+        return _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
+
+
+def req_count(run: SimResult) -> int:
+    """Requests entering the statistics (after warm-up)."""
+    return int(run.arrival_s.size - run.warmup_count)
+
+
+def _attainment(ttft: np.ndarray[Any, Any], tpot: np.ndarray[Any, Any], slo: SloSpec) -> float:
+    ok = (ttft <= slo.ttft) & (np.isnan(tpot) | (tpot <= slo.tpot))
+    return float(np.mean(ok))
+
+
+def simulated_goodput(attainment: Callable[[float], float], target: float, guess_rps: float,
+                      rel_tol: float = GOODPUT_REL_TOL) -> float:
+    """Bisection on λ for ``attainment(λ) = target``, bracketed around ``guess_rps``.
+
+    The bracket widens geometrically (×1.25 up, ÷2 down); 0.0 if the target fails even at
+    guess/1000. Returns the midpoint of the final bracket.
+    """
+    lo, hi = 0.8 * guess_rps, 1.2 * guess_rps
+    while attainment(lo) < target:
+        hi, lo = lo, lo / 2.0
+        if lo < guess_rps * 1e-3:
+            return 0.0
+    for _ in range(_MAX_BISECTIONS):
+        if attainment(hi) < target:
+            break
+        lo, hi = hi, hi * 1.25
+    for _ in range(_MAX_BISECTIONS):
+        if hi - lo <= rel_tol * lo:
+            break
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if attainment(mid) >= target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def _closed_form(ev: Evaluation, model: DisaggregatedModel | ColocatedModel) -> dict[str, Any]:
+    op = ev.operating_point
+    assert op is not None
+    util = dict(op.utilisation)
+    if isinstance(model, DisaggregatedModel):
+        fixed = decode_fixed_point([op.rate_rps / model.y], model.cells, model.decode.step)
+        util["decode_mean_seqs"] = float(fixed.mean_seqs[0])
+    else:  # N = λ_c E[n] τ̄ at the colocated token interval
+        lam = op.rate_rps / model.z
+        util["decode_mean_seqs"] = lam * model.cells.mean_steps * model.token_interval_s(lam)
+    return {"rate_rps": op.rate_rps, "ttft_s": op.ttft_s.as_dict(), "tpot_s": op.tpot_s.as_dict(),
+            "attainment": op.attainment, "utilisation": util}
+
+
+def simulate_scenario(scenario: Scenario, *, catalog: Catalog | None = None,
+                      rate: float | None = None, concurrency: int | None = None,
+                      n_requests: int = DEFAULT_REQUESTS, seed: int = 0, goodput: bool = False,
+                      step: StepModel = "linear") -> Comparison:
+    """Closed form and simulation of one deployment at a rate or concurrency (module docstring)."""
+    start = time.perf_counter()
+    if (rate is None) == (concurrency is None) and not goodput:
+        raise SpecError("give a rate or a concurrency (or --goodput)", field="rate")
+    if rate is not None and concurrency is not None:
+        raise SpecError("give either a rate or a concurrency, not both", field="rate")
+    if step not in STEP_MODELS:
+        raise SpecError(f"{step!r} is not one of {', '.join(STEP_MODELS)}", field="step")
+    if n_requests < 100:
+        raise SpecError(f"must be >= 100, got {n_requests}", field="requests")
+    cat = catalog or open_catalog()
+    res = resolve(scenario, cat)
+    model = build_model(res)
+    ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
+    lin, out = sample(scenario.workload, n_requests, np.random.default_rng([seed, 0]),
+                      context_window=res.model.max_position_embeddings)
+    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo)
+    closed: dict[str, Any] = {}
+    point = None
+    if ev.operating_point is not None:
+        closed = _closed_form(ev, model)
+        point = runner.point(rate, concurrency)
+    sim_good = None
+    if goodput:
+        sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment,
+                                     max(ev.goodput_rps, 1e-9))
+    settings = {"requests": n_requests, "seed": seed, "warmup_fraction": WARMUP_FRACTION,
+                "step": step, "concurrency": concurrency}
+    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings,
+                      time.perf_counter() - start)
