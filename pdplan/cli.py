@@ -16,6 +16,7 @@ from typer._click import exceptions as click_exceptions
 from pdplan import __version__
 from pdplan.cli_catalog import hardware_app, models_app, validate
 from pdplan.cli_common import stderr_console
+from pdplan.cli_optimize import optimize_command
 from pdplan.cli_perf import calibrate, roofline
 from pdplan.cli_serving import evaluate_command, transfer_command
 from pdplan.cli_simulate import simulate_command
@@ -37,6 +38,7 @@ app = typer.Typer(
 )
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
+app.command("optimize")(optimize_command)
 app.command("validate")(validate)
 app.command("evaluate")(evaluate_command)
 app.command("simulate")(simulate_command)

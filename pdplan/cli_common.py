@@ -77,16 +77,26 @@ def emit(
     elif fmt is Format.markdown:
         text = markdown() if markdown is not None else records_to_markdown(records, columns)
     else:
-        rich_table = table() if table is not None else records_to_table(records, columns, title)
-        if output is None:
-            stdout_console.print(rich_table)
-            return
-        text = table_to_text(rich_table)
+        write_renderable(table() if table is not None else records_to_table(records, columns, title), output)
+        return
+    write_text(text, output)
+
+
+def write_renderable(renderable: Any, output: Path | None) -> None:
+    """A rich renderable to stdout, or as plain text to ``output`` (atomically)."""
+    if output is None:
+        stdout_console.print(renderable)
+    else:
+        write_text(table_to_text(renderable), output)
+
+
+def write_text(text: str, output: Path | None) -> None:
+    """Text to stdout, or to ``output`` whole or not at all."""
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomic(output, text)
-        stderr_console.print(f"wrote {output}", markup=False, highlight=False, soft_wrap=True)
+        stderr_console.print(f"wrote {output}", highlight=False, markup=False)
 
 
 def warn(message: str) -> None:

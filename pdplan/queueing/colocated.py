@@ -22,12 +22,12 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   TTFT: prefill tokens are served c per chunk step, so an M/G/1 on ``S_c(L) = L·τ_chunk/c`` with
   τ_chunk = plain + extra (its utilisation π·τ_chunk/τ̄ ≥ π is the binding prefill-capacity bound;
   §3's ``λE[L] ≤ (C − N)/τ̄`` is the looser step-count form). TPOT: §2.4 load noise plus
-  ``extra²·π(1−π)·g(2n/D)`` from the count of chunk steps, D = 1 + (1 + c_s²)ρ/(1 − ρ) the
-  busy-period dispersion and ``g(x) = 2(x − 1 + e^{−x})/x²`` (≈ D/n for long requests, ≤ 1 for
-  short ones: an exponentially correlated on/off average; heuristic, untested in QUEUEING.md),
-  variances summed, gamma marginal. Measured against ``pdplan simulate`` (docs/accuracy_serving.md):
-  TTFT P90/P99 within ~10–20 %, but TPOT tails are optimistic (a request's decode starts right
-  after its own prefill, when the chunk queue is more likely busy — not modelled).
+  ``extra²·π(1−π)·D/n`` from the binomial count of chunk steps, D = 1 + (1 + c_s²)ρ/(1 − ρ) the
+  busy-period dispersion (heuristic, untested in QUEUEING.md), variances summed, gamma marginal.
+  Measured against ``pdplan simulate`` (docs/accuracy_serving.md): TTFT P90/P99 within ~10–20 %,
+  but TPOT is optimistic (P99 −15…−60 %): a request's decode starts right after its own prefill,
+  when the chunk queue is more likely busy than on average — not modelled (a widened chunk
+  variance, bounded by π(1−π), did not help).
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
 approximation here (both live on one instance; QUEUEING.md §5.2 flags it).
@@ -163,8 +163,7 @@ def colocated_chunked(
     offsets = lin[None, :] * (tau_chunk / chunk)[:, None]
     var_load, _ = load_noise(st, workload)
     disp = 1.0 + (1.0 + cs2) * rho_c / (1.0 - rho_c)
-    var_chunk = (extra**2 * pi * (1.0 - pi))[:, None] * _window_factor(
-        workload.decode_steps[None, :], disp[:, None])
+    var_chunk = (extra**2 * pi * (1.0 - pi) * disp)[:, None] / workload.decode_steps[None, :]
     w = _own_weight(workload, step_time)
     tpot = GammaMixture(
         offset_s=np.broadcast_to(step_time.t0_s + w, var_load.shape).copy(),
@@ -173,17 +172,6 @@ def colocated_chunked(
         prob=p,
     )
     return ColocatedResult(ShiftedMixture(wait, offsets, p), tpot, tau, u_d, u_p)
-
-
-def _window_factor(steps: FloatArray, dispersion: FloatArray) -> FloatArray:
-    """Variance factor of an n-step average of a correlated on/off process, ``g(x)``, x = 2n/D.
-
-    With exponential correlation of time constant T = D/2 steps, ``Var(mean) = π(1−π)·g(2n/D)``,
-    ``g(x) = 2(x − 1 + e^{−x})/x²``: ``D/n`` for n ≫ D (the long-window limit) and 1 for n ≪ D
-    (a short request sees one state), so the variance never exceeds the Bernoulli bound.
-    """
-    x = 2.0 * steps / dispersion
-    return np.asarray(2.0 * (x - 1.0 + np.exp(-x)) / x**2, dtype=np.float64)
 
 
 def _chunk_wait(

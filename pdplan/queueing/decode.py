@@ -37,13 +37,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from pdplan.queueing.distributions import FloatArray, GammaMixture, as_rates, check_pmf
 
+ComplexArray = npt.NDArray[np.complex128]
+
 StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 _MAX_FFT = 2**19
+_GRID_FACTOR = 2.0
+"""Circular grid length ≥ this × (n_max + 2)/(1 − u): the load covariance must decay before it
+wraps around (the feedback stretches its correlation time by ~1/(1 − u))."""
+_FFT_BUDGET = 2**22  # real entries per batched inverse FFT (32 MiB)
 _Z99 = 2.3263478740408408  # standard normal 0.99 quantile (QUEUEING.md §2.3 uses z_0.99)
 
 
@@ -177,39 +184,81 @@ def _split_steps(n: FloatArray, mass: FloatArray, length: int) -> FloatArray:
     return np.asarray(out[: length + 2], dtype=np.float64)
 
 
+_SPECTRA: dict[tuple[bytes, float, float, int], tuple[FloatArray, ComplexArray, float]] = {}
+_SPECTRA_MAX = 64
+
+
+def _kernel_spectra(workload: DecodeWorkload, t1: float, t2: float, n_max: int,
+                    length: int) -> tuple[FloatArray, ComplexArray, float]:
+    """``(Re rfft(r_circ), rfft(g delayed one step), r_0)`` of the §2.4 kernels (rate-free).
+
+    For a step linear in (B, K), r and g depend on the workload and (t1, t2) only, so they are
+    transformed once per decode configuration (cached on the workload's bytes, t1, t2 and the
+    grid length) and
+    every rate costs one inverse FFT.
+    """
+    key = (_workload_key(workload), t1, t2, length)
+    hit = _SPECTRA.get(key)
+    if hit is not None:
+        return hit
+    w = t1 + t2 * (workload.input_tokens + (workload.decode_steps - 1.0) / 2.0)
+    a = _split_steps(workload.decode_steps, workload.prob * w, n_max)  # Σ p w at n = k
+    b = _split_steps(workload.decode_steps, workload.prob * w**2, n_max)
+    g = np.cumsum(a[::-1])[::-1][1:]  # g_m = Σ_{k>m} a_k, m = 0..n_max
+    n_int = np.arange(n_max + 2, dtype=np.float64)
+    tail_b = np.cumsum(b[::-1])[::-1]
+    tail_kb = np.cumsum((b * n_int)[::-1])[::-1]
+    r_m = np.zeros(length // 2 + 1)
+    r_m[: n_max + 1] = tail_kb[1:] - n_int[: n_max + 1] * tail_b[1:]  # Σ_{k>m} b_k (k − m)
+    r_circ = np.concatenate((r_m, r_m[-2:0:-1]))
+    g_delayed = np.zeros(length)
+    g_delayed[1 : n_max + 2] = g
+    spec_r = np.fft.rfft(r_circ).real
+    g_hat = np.fft.rfft(g_delayed)
+    spec_r.flags.writeable = False
+    g_hat.flags.writeable = False
+    if len(_SPECTRA) >= _SPECTRA_MAX:
+        _SPECTRA.clear()
+    _SPECTRA[key] = (spec_r, g_hat, float(r_m[0]))
+    return _SPECTRA[key]
+
+
+def _workload_key(workload: DecodeWorkload) -> bytes:
+    return b"".join(np.ascontiguousarray(x, dtype=np.float64).tobytes() for x in (
+        workload.input_tokens, workload.decode_steps, workload.prob))
+
+
 def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[FloatArray, FloatArray]:
-    """§2.4 linear-noise model: ``Var X̄(n_i)`` ``[R, M]`` and the feedback factor F ``[R]``."""
+    """§2.4 linear-noise model: ``Var X̄(n_i)`` ``[R, M]`` and the feedback factor F ``[R]``.
+
+    Spectra of the kernels are cached per (workload, t1, t2, grid); the inverse FFTs of all rates
+    sharing (t1, t2) run as one batched call (chunks of ``_FFT_BUDGET`` entries).
+    """
     n_max = int(np.ceil(workload.decode_steps.max()))
     u_top = float(np.clip(state.utilisation.max(), 0.0, 0.999))
-    length = min(_MAX_FFT, 2 ** int(np.ceil(np.log2(8.0 * (n_max + 2) / (1.0 - u_top)))))
+    need = max(4.0, _GRID_FACTOR / (1.0 - u_top)) * (n_max + 2)
+    length = min(_MAX_FFT, 2 ** int(np.ceil(np.log2(need))))
     if length < 4 * (n_max + 2):
         raise ValueError("decode load noise: step counts too long for the FFT grid")
-    m = np.arange(length // 2 + 1, dtype=np.float64)
-    n_int = np.arange(n_max + 2, dtype=np.float64)
     var_bins = np.zeros((state.rate_per_s.size, workload.prob.size))
     factor = np.ones(state.rate_per_s.size)
-    for r in range(state.rate_per_s.size):
-        lam, tau = float(state.rate_per_s[r]), float(state.tau_mean_s[r])
-        if lam == 0.0:
-            continue
-        w = state.t1_s_per_seq[r] + state.t2_s_per_token[r] * (
-            workload.input_tokens + (workload.decode_steps - 1.0) / 2.0
-        )
-        a = _split_steps(workload.decode_steps, workload.prob * w, n_max)  # Σ p w at n = k
-        b = _split_steps(workload.decode_steps, workload.prob * w**2, n_max)
-        g = np.cumsum(a[::-1])[::-1][1:]  # g_m = Σ_{k>m} a_k, m = 0..n_max
-        tail_b = np.cumsum(b[::-1])[::-1]
-        tail_kb = np.cumsum((b * n_int)[::-1])[::-1]
-        r_m = np.zeros(length // 2 + 1)
-        r_m[: n_max + 1] = tail_kb[1:] - m[: n_max + 1] * tail_b[1:]  # Σ_{k>m} b_k (k − m)
-        r_circ = np.concatenate((r_m, r_m[-2:0:-1]))
-        g_delayed = np.zeros(length)
-        g_delayed[1 : n_max + 2] = g
-        spec_r = np.fft.rfft(r_circ).real
-        spec = lam * tau * spec_r / np.abs(1.0 - lam * np.fft.rfft(g_delayed)) ** 2
-        cov = np.fft.irfft(spec, n=length)
-        factor[r] = cov[0] / (lam * tau * r_m[0])
-        var_bins[r] = _average_variance(cov, workload.decode_steps)
+    busy = np.flatnonzero(state.rate_per_s > 0.0)
+    chunk = max(1, _FFT_BUDGET // length)
+    groups: dict[tuple[float, float], list[int]] = {}
+    for r in busy.tolist():
+        groups.setdefault((float(state.t1_s_per_seq[r]), float(state.t2_s_per_token[r])),
+                          []).append(r)
+    for (t1, t2), rows in groups.items():
+        spec_r, g_hat, r0 = _kernel_spectra(workload, t1, t2, n_max, length)
+        for start in range(0, len(rows), chunk):
+            idx = np.asarray(rows[start : start + chunk])
+            lam = state.rate_per_s[idx, None]
+            lt = lam * state.tau_mean_s[idx, None]
+            spec = lt * spec_r[None, :] / np.abs(1.0 - lam * g_hat[None, :]) ** 2
+            cov = np.fft.irfft(spec, n=length, axis=1)[:, : n_max + 2]
+            factor[idx] = cov[:, 0] / (lt[:, 0] * r0)
+            for k, r in enumerate(idx.tolist()):
+                var_bins[r] = _average_variance(cov[k], workload.decode_steps)
     return var_bins, factor
 
 

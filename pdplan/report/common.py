@@ -144,8 +144,9 @@ def all_warnings(result: PlanResult) -> list[str]:
         lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
     screened = [rank for rank, plan in ranked_with_baseline(result) if not plan.exact]
     if screened:
-        lines.append(f"plan(s) {', '.join(screened)} are screened estimates (vectorised screen only, "
-                     "not re-evaluated with the full serving model)")
+        which = (f"plans {', '.join(screened)} are screened estimates" if len(screened) > 1
+                 else f"plan {screened[0]} is a screened estimate")
+        lines.append(f"{which} (vectorised screen only, not re-evaluated with the full serving model)")
     for rank, plan in ranked_with_baseline(result):
         lines.extend(f"plan {rank} ({plan.label}): {w}" for w in plan.warnings)
     return list(dict.fromkeys(lines))

@@ -7,7 +7,7 @@ and no search wall time (``search.seconds`` is in the JSON only).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pdplan.report import common as c
 from pdplan.report.mapping import cell, scalar, sections
@@ -24,9 +24,21 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def _question(result: PlanResult) -> list[str]:
     s = result.search
     return ["## Question", "", result.question, "",
-            f"- Objective: {result.objective}",
+            f"- Objective: {result.objective}{_objective_words(result.objective)}",
             f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
             f"{s.refined:,} re-evaluated with the full serving model"]
+
+
+_OBJECTIVE_WORDS = {
+    "gpus": "most goodput per GPU within a GPU budget, or fewest GPUs at a target rate",
+    "cost": "lowest cost per hour at a target rate, or most goodput per $/h within a budget",
+    "tokens-per-dollar": "most output tokens/s per $/h",
+}
+
+
+def _objective_words(objective: str) -> str:
+    words = _OBJECTIVE_WORDS.get(objective)
+    return f" ({words})" if words else ""
 
 
 def _inputs(result: PlanResult) -> list[str]:
@@ -37,15 +49,12 @@ def _assumptions(result: PlanResult) -> list[str]:
     gpus = c.gpu_inputs(result)
     status = [f"{name} {'calibrated' if facts.get('calibrated_kernel_table') else '**not calibrated**'}"
               for name, facts in gpus.items() if "calibrated_kernel_table" in facts]
-    lines = ["## Assumed efficiencies", ""]
-    if status:
-        lines.append("Kernel tables: " + "; ".join(status) + ".")
+    text = "Kernel tables: " + "; ".join(status) + "." if status else ""
     if c.uncalibrated_gpus(result):
-        lines.append("An uncalibrated table's efficiencies are derived from another GPU, not measured: treat "
-                     "plans on " + ", ".join(c.uncalibrated_gpus(result)) + " as estimates.")
-    if not result.assumptions:
-        return [*lines, "", "None recorded."]
-    return [*lines, *sections(result.assumptions, transpose=True)]
+        text += (" An uncalibrated table's efficiencies are derived from another GPU, not measured: treat plans on "
+                 + ", ".join(c.uncalibrated_gpus(result)) + " as estimates.")
+    lines = ["## Assumed efficiencies", "", text.strip(), ""] if text else ["## Assumed efficiencies", ""]
+    return [*lines, *(sections(result.assumptions, transpose=True) or ["None recorded."])]
 
 
 def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
@@ -86,22 +95,31 @@ def _why(result: PlanResult) -> list[str]:
         lines.append(f"It is the only plan that meets the SLO ({words}: {fmt(get(pick))}).")
     else:
         change = c.relative_change(get(pick), get(second))
-        better = "better" if higher else "lower"
+        lower = "" if higher else ", lower is better"
         lines.append(f"It ranks first on {words}: {fmt(get(pick))} against {fmt(get(second))} for the runner-up, "
-                     f"{second.label} ({c.signed_pct(change)}; {better} wins).")
+                     f"{second.label} ({c.signed_pct(change)}{lower}).")
     lines.append(f"Against the colocated baseline: {c.ratio_line(result)}.")
-    compare = [("recommended", pick)] + ([("runner-up", second)] if second else [])
+    return [" ".join(lines), "", *_compare_table(result)]
+
+
+_COMPARE: tuple[tuple[str, Callable[[Plan], str]], ...] = (
+    ("plan", lambda p: p.label), ("GPUs", lambda p: str(p.num_gpus)),
+    ("goodput req/s", lambda p: c.rps(p.goodput_rps)),
+    ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
+    ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
+    ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
+    ("TTFT P90 ms", lambda p: c.ms(c.p90(p, "ttft"))), ("TPOT P90 ms", lambda p: c.ms(c.p90(p, "tpot"))),
+    ("binding constraint", lambda p: p.binding_constraint),
+)
+
+
+def _compare_table(result: PlanResult) -> list[str]:
+    """The pick beside the runner-up and the baseline."""
+    second = c.runner_up(result)
+    compare = [("recommended", result.best)] + ([("runner-up", second)] if second else [])
     compare += [("baseline", result.baseline)] if result.baseline is not None else []
-    header = ["", *(name for name, _ in compare)]
-    quantities = [("plan", lambda p: p.label), ("GPUs", lambda p: str(p.num_gpus)),
-                  ("goodput req/s", lambda p: c.rps(p.goodput_rps)),
-                  ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
-                  ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
-                  ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
-                  ("TTFT P90 ms", lambda p: c.ms(c.p90(p, "ttft"))), ("TPOT P90 ms", lambda p: c.ms(c.p90(p, "tpot"))),
-                  ("binding constraint", lambda p: p.binding_constraint)]
-    rows = [[q, *(f(p) for _, p in compare)] for q, f in quantities]
-    return [" ".join(lines), "", *_table(header, rows)]
+    rows = [[q, *(f(p) for _, p in compare)] for q, f in _COMPARE]
+    return _table(["", *(name for name, _ in compare)], rows)
 
 
 def _recommended(result: PlanResult) -> list[str]:

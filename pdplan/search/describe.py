@@ -15,7 +15,7 @@ from pdplan.specs.scenario import Scenario
 
 def _sha256(path: object) -> str:
     try:
-        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]  # type: ignore[call-overload]  # noqa: SIM115
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]  # type: ignore[call-overload]
     except OSError:
         return "unavailable"
 

@@ -25,7 +25,7 @@ from pdplan.search.results import Plan, PlanResult, RoleChoice, SearchStats
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
-from pdplan.search.tables import DecodeTable, PrefillBase, decode_table, prefill_base
+from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
 from pdplan.serving.disaggregated import decode_cells
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.goodput import find_goodput
@@ -34,7 +34,7 @@ from pdplan.serving.roles import RoleHardware
 from pdplan.specs.scenario import Scenario
 
 Stage = Callable[[str], None]
-REFINE_FACTOR = 3
+REFINE_FACTOR = 1
 """Exact re-evaluations tried per plan reported (the screen's order can shift a little once exact)."""
 
 
@@ -65,9 +65,8 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
                           res.scenario.nics_per_instance)
              for hw in space.prefill for g in space.granularities for link in space.links for dtp in decode_tps]
     cells = decode_cells(res)
-    tables = [decode_table(hw, seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
-              for hw in space.decode for seqs in space.max_num_seqs]
-    kept = [t for t in tables if t is not None]
+    kept = [t for hw in space.decode
+            for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)]
     if not kept:
         raise NoFeasiblePlanError("no decode instance type holds the longest request's KV cache",
                                   binding_constraint="decode KV capacity")
@@ -92,12 +91,15 @@ def _disaggregated_pool(c: Candidates, bases: list[PrefillBase], tables: list[De
 
 def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: float
                     ) -> tuple[list[Deployment], Metrics, np.ndarray, np.ndarray]:
-    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly)."""
+    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
+
+    The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
+    """
     deps: list[Deployment] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
-        for seqs in space.max_num_seqs:
+        for seqs in (max(space.max_num_seqs),):
             one = Deployment("colocated", colocated=_role(hw, 1), scheduler=space.colocated_scheduler,
                              max_num_seqs=seqs)
             try:
@@ -137,3 +139,140 @@ def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog,
                         ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
     return Pool(deps + cdeps, metrics, np.concatenate([cands.tau_s, ctau]),
                 np.concatenate([cands.binding, cbind]), len(deps))
+
+
+def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
+    slo = sc.slo
+    target = (f"serve {space.rate_rps:g} req/s at the fewest {'dollars' if space.objective == 'cost' else 'GPUs'}"
+              if space.rate_rps is not None else
+              f"maximise {'goodput per $/h' if space.objective == 'cost' else 'goodput per GPU'}"
+              + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else ""))
+    gpus = sorted({h.gpu.name for h in (*space.prefill, *space.decode)})
+    return (f"How should {res.model.name} be deployed on {', '.join(gpus)} for the {sc.workload.name or 'given'} "
+            f"workload so that {slo.attainment:.0%} of requests meet P{slo.percentile:g} TTFT <= {slo.ttft:g} s and "
+            f"TPOT <= {slo.tpot * 1e3:g} ms — to {target}?")
+
+
+def _screen_plan(pool: Pool, i: int) -> Plan:
+    """A plan from screen values only (exact=False): used for the Pareto front."""
+    d = pool.deployments[i]
+    m = pool.metrics
+    cost = float(m.cost_usd_per_hour[i])
+    tau = float(pool.tau_s[i])
+    return Plan(mode=d.mode, prefill=d.prefill, decode=d.decode, colocated=d.colocated, granularity=d.granularity,
+                link=d.link, routing=d.routing, scheduler=d.scheduler, max_num_seqs=d.max_num_seqs,
+                num_gpus=int(m.num_gpus[i]), goodput_rps=float(m.goodput_rps[i]),
+                output_tokens_per_s=float(m.output_tokens_per_s[i]),
+                cost_usd_per_hour=None if np.isnan(cost) else cost, operating_rate_rps=float(m.goodput_rps[i]),
+                ttft_s=None, tpot_s=None, attainment=None, utilisation={}, memory_headroom={},
+                binding_constraint=str(pool.binding[i]), tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
+                exact=False)
+
+
+def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, space: Space, top: int,
+            mode: str | None = None) -> list[Exact]:
+    """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective."""
+    seen: set[tuple[object, ...]] = set()
+    picked: list[int] = []
+    for i in order:  # distinct deployments only: variants differing only in transfer options rank together
+        d = pool.deployments[i]
+        key = (d.mode, d.prefill, d.decode, d.colocated)
+        if (mode is None or d.mode == mode) and key not in seen:
+            seen.add(key)
+            picked.append(int(i))
+        if len(picked) >= top * REFINE_FACTOR:
+            break
+    exact = [evaluate_exact(base, pool.deployments[i], catalog, target_rps=space.rate_rps) for i in picked]
+    kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
+    if not kept:
+        return []
+    m = Metrics(*(np.array([getattr(e.plan, f) or np.nan for e in kept], dtype=np.float64) for f in
+                  ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
+    again = rank(m, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
+    return [kept[i] for i in again][:top]
+
+
+def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
+    """Exit-3 error naming the binding constraint and the closest candidate."""
+    m = pool.metrics
+    if not m.goodput_rps.size or m.goodput_rps.max() <= 0.0:
+        words, counts = np.unique(pool.binding.astype(str), return_counts=True)
+        binding = str(words[counts.argmax()]) if words.size else "memory"
+        return NoFeasiblePlanError(f"no candidate meets the SLO at any rate; most are bound by {binding}",
+                                   binding_constraint=binding)
+    if space.rate_rps is not None:
+        ok = m.num_gpus <= (space.budget_gpus or np.inf)
+        best = int(np.argmax(np.where(ok, m.goodput_rps, -1.0)))
+        label = _screen_plan(pool, best).label
+        return NoFeasiblePlanError(
+            f"no candidate reaches {space.rate_rps:g} req/s within {space.max_instances} instances per pool; closest: "
+            f"{label} at {m.goodput_rps[best]:.4g} req/s (bound by {pool.binding[best]})",
+            binding_constraint=str(pool.binding[best]), closest=label)
+    fewest = int(np.argmin(np.where(m.goodput_rps > 0, m.num_gpus, np.inf)))
+    label = _screen_plan(pool, fewest).label
+    return NoFeasiblePlanError(
+        f"no candidate fits {space.budget_gpus} GPUs while meeting the SLO; the smallest feasible plan is {label} "
+        f"with {int(m.num_gpus[fewest])} GPUs", binding_constraint="GPU budget", closest=label)
+
+
+def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus: int | None = None,
+             rate_rps: float | None = None, objective: str | None = None, top: int = 5,
+             stage: Stage | None = None, analyse: bool = True) -> PlanResult:
+    """Search deployments for ``scenario`` (its ``search:`` block and the arguments) and rank them.
+
+    ``budget_gpus`` (maximise goodput per GPU within it) or ``rate_rps`` (meet it at the fewest GPUs / lowest
+    cost); ``analyse`` adds the pick's sensitivity and latency-vs-rate curve (the capacity-review extras).
+    """
+    started = time.perf_counter()
+    note = stage or (lambda _: None)
+    catalog = catalog or open_catalog()
+    if scenario.mode != "disaggregated" and scenario.colocated is None:
+        raise SpecError("optimize needs a scenario with a deployment", field="mode")
+    space = build_space(scenario, catalog, budget_gpus=budget_gpus, rate_rps=rate_rps, objective=objective)
+    res = resolve(scenario, catalog)
+    pool = _pool(scenario, res, space, catalog, note)
+    order = rank(pool.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
+    if order.size == 0:
+        raise _infeasible(pool, space)
+    note("exact re-evaluation")
+    best = _refine(scenario, pool, order, catalog, space, top)
+    if not best:
+        raise _infeasible(pool, space)
+    baseline = _refine(scenario, pool, order, catalog, space, 1, mode="colocated")
+    feasible = order
+    per_gpu = pool.metrics.goodput_rps[feasible] / pool.metrics.num_gpus[feasible]
+    front = feasible[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[feasible], 1e-12))]
+    note("sensitivity")
+    pick = best[0]
+    return PlanResult(
+        question=_question(scenario, res, space), objective=_objective_words(space),
+        plans=tuple(e.plan for e in best), baseline=baseline[0].plan if baseline else None,
+        pareto=tuple(_screen_plan(pool, int(i)) for i in front),
+        search=SearchStats(candidates=len(pool.deployments), feasible=int(order.size),
+                           seconds=time.perf_counter() - started, refined=len(best) + len(baseline)),
+        inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space),
+        sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
+        warnings=_warnings(res, space, best[0].plan),
+        rate_curve=rate_curve(pick) if analyse else ())
+
+
+def _objective_words(space: Space) -> str:
+    if space.rate_rps is not None:
+        return f"meet {space.rate_rps:g} req/s at the {'lowest cost' if space.objective == 'cost' else 'fewest GPUs'}"
+    what = {"cost": "goodput per $/h", "tokens-per-dollar": "output tokens/s per $/h"}.get(space.objective,
+                                                                                         "goodput per GPU")
+    return f"maximise {what}" + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else "")
+
+
+def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...]:
+    out = list(res.warnings) + list(space.notes)
+    for hw in {h.gpu.name: h for h in (*space.prefill, *space.decode, *space.colocated)}.values():
+        if not hw.table.calibrated:
+            out.append(f"{hw.gpu.name}: kernel table not calibrated on this GPU (efficiencies from "
+                       f"{hw.table.derived_from}); treat its numbers as estimates")
+        if hw.gpu.price is None:
+            out.append(f"{hw.gpu.name}: no price in the catalogue; cost figures leave it out")
+    if any(h.table.framework.decode_step_overhead_s == 0.0 for h in (*space.prefill, *space.decode)):
+        out.append("kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
+                   "on your stack's step times for end-to-end accuracy")
+    return tuple(dict.fromkeys(out))

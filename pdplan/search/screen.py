@@ -166,7 +166,9 @@ def screen_disaggregated(bases: list[PrefillBase], tables: list[DecodeTable], ro
     lam = rate_grid(bases, tables, prob, max_instances)
     xs = ys = np.arange(1, max_instances + 1, dtype=np.float64)
     decode = [decode_grid_table(t, lam, ys) for t in tables]
-    waits = [prefill_wait_table(b, prob) for b in bases]
+    cache: dict[bytes, tuple[object, float, float]] = {}  # one FFT table per distinct service-time vector
+    waits = [cache.setdefault(b.service_s.tobytes(), prefill_wait_table(b, prob))
+             if b.service_s.tobytes() not in cache else cache[b.service_s.tobytes()] for b in bases]
     parts: list[dict[str, npt.NDArray[Any]]] = []
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]

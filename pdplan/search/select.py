@@ -53,6 +53,7 @@ def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float
         per_dollar = np.nan_to_num(m.goodput_rps[idx] / m.cost_usd_per_hour[idx], nan=-np.inf)
         tok_dollar = np.nan_to_num(m.output_tokens_per_s[idx] / m.cost_usd_per_hour[idx], nan=-np.inf)
     cost = np.nan_to_num(m.cost_usd_per_hour[idx], nan=np.inf)
+    keys: tuple[npt.NDArray[np.generic], ...]
     if rate_rps is not None:
         primary = cost if objective == "cost" else gpus
         keys = (idx, gpus, -per_gpu, primary)

@@ -28,9 +28,9 @@ from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
 
 FloatArray = npt.NDArray[np.float64]
-RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 40)
+RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
 """Per-instance prefill utilisations tabulated (dense near saturation, where TTFT bends up)."""
-DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 40)
+DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 24)
 """Fractions of a decode instance's stable rate tabulated."""
 SCREEN_CELLS = 2**12
 """FFT cells of the screen's M/G/1 tables (the exact re-evaluation uses the serving model's finer grid)."""
@@ -89,20 +89,25 @@ class DecodeTable:
     tau_mean_s: FloatArray  # [R]
 
 
-def decode_table(hw: RoleHardware, max_num_seqs: int, cells: DecodeWorkload, n_inputs: int,
-                 tpot_slo_s: float) -> DecodeTable | None:
-    """Tabulate one decode instance type; None when it cannot hold the longest request."""
-    perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max_num_seqs)
-    cap = fast_decode_capacity(cells, perf.step, kv_capacity_tokens=perf.kv_capacity_tokens,
-                               max_num_seqs=perf.max_num_seqs, utilisation_max=DECODE_U_MAX)
-    if cap.max_rate_per_s <= 0.0:
-        return None
-    rates = cap.max_rate_per_s * DECODE_GRID
+def decode_tables(hw: RoleHardware, seat_caps: tuple[int, ...], cells: DecodeWorkload, n_inputs: int,
+                  tpot_slo_s: float) -> list[DecodeTable]:
+    """Tabulate one decode GPU/TP/PP for each batch cap; caps whose instance cannot hold the longest request drop.
+
+    The step-time fit and the TPOT distribution at a given rate do not depend on the cap (it only bounds the stable
+    rate through the seat limit), so the TPOT table is computed once, up to the largest cap's stable rate.
+    """
+    perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps))
+    caps = [fast_decode_capacity(cells, perf.step, kv_capacity_tokens=perf.kv_capacity_tokens,
+                                 max_num_seqs=float(s), utilisation_max=DECODE_U_MAX) for s in seat_caps]
+    top = max(c.max_rate_per_s for c in caps)
+    if top <= 0.0:
+        return []
+    rates = top * DECODE_GRID
     ok = tpot_distribution(rates, cells, perf.step).cdf_per_bin(tpot_slo_s)
-    weight = ok * cells.prob[None, :]
-    by_input = weight.reshape(rates.size, n_inputs, -1).sum(axis=2)
-    tau = decode_fixed_point(rates, cells, perf.step).tau_mean_s
-    return DecodeTable(hw, max_num_seqs, perf, cap, rates, by_input, np.asarray(tau, dtype=np.float64))
+    by_input = (ok * cells.prob[None, :]).reshape(rates.size, n_inputs, -1).sum(axis=2)
+    tau = np.asarray(decode_fixed_point(rates, cells, perf.step).tau_mean_s, dtype=np.float64)
+    return [DecodeTable(hw, seats, perf, cap, rates, by_input, tau)
+            for seats, cap in zip(seat_caps, caps, strict=True) if cap.max_rate_per_s > 0.0]
 
 
 def erlang_c_grid(servers: FloatArray, offered: FloatArray) -> FloatArray:

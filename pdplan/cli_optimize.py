@@ -1,0 +1,110 @@
+"""``pdplan optimize``: the main job — search deployments and write a capacity-review report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from pdplan.cli_common import (
+    FormatOpt,
+    HardwareDbOpt,
+    OutputOpt,
+    catalog_from,
+    stderr_console,
+    warn,
+    write_renderable,
+    write_text,
+)
+from pdplan.errors import SpecError
+from pdplan.render import Format
+from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
+
+if TYPE_CHECKING:
+    from pdplan.search.results import PlanResult
+
+Opt = typer.Option
+
+
+def _progress() -> Progress:
+    """A transient progress display on stderr (silent when stderr is not a terminal)."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                    console=stderr_console, transient=True, disable=not stderr_console.is_terminal)
+
+
+def optimize_command(
+    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).", dir_okay=False)] = None,
+    gpus: Annotated[int | None, Opt("--gpus", min=1, help="GPU budget: maximise goodput per GPU within it.")] = None,
+    rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest cost.")] = None,
+    objective: Annotated[str | None, Opt("--objective", help="gpus | cost | tokens-per-dollar.")] = None,
+    top: Annotated[int, Opt("--top", min=1, max=50, help="Plans to report.")] = 5,
+    plot: Annotated[Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).",
+                                     dir_okay=False)] = None,
+    model: Annotated[str | None, Opt("--model", help="Model name or path.")] = None,
+    gpu: Annotated[str | None, Opt("--gpu", help="GPU(s) for both roles, comma-separated.")] = None,
+    prefill_gpu: Annotated[str | None, Opt("--prefill-gpu", help="Prefill GPU(s), comma-separated.")] = None,
+    decode_gpu: Annotated[str | None, Opt("--decode-gpu", help="Decode GPU(s), comma-separated.")] = None,
+    tp: Annotated[int | None, Opt("--tp", min=1, help="Only this TP degree.")] = None,
+    prefill_tp: Annotated[int | None, Opt("--prefill-tp", min=1)] = None,
+    decode_tp: Annotated[int | None, Opt("--decode-tp", min=1)] = None,
+    link: Annotated[str | None, Opt("--link", help="KV link(s), comma-separated.")] = None,
+    granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk (comma-separated).")] = None,
+    routing: Annotated[str | None, Opt("--routing", help="random|round-robin|least-work.")] = None,
+    scheduler: Annotated[str | None, Opt("--scheduler", help="Colocated baseline: prefill-first|chunked.")] = None,
+    isl: Annotated[int | None, Opt("--isl", min=1, help="Fixed input length.")] = None,
+    osl: Annotated[int | None, Opt("--osl", min=1, help="Fixed output length.")] = None,
+    workload: Annotated[str | None, Opt("--workload", help="Workload YAML or preset.")] = None,
+    ttft_slo: Annotated[str | None, Opt("--ttft-slo", help="e.g. 2s, 250ms.")] = None,
+    tpot_slo: Annotated[str | None, Opt("--tpot-slo", help="e.g. 100ms.")] = None,
+    attainment: Annotated[float | None, Opt("--attainment", help="Target, e.g. 0.9.")] = None,
+    dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
+    kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
+    hardware_db: HardwareDbOpt = None,
+    fmt: FormatOpt = Format.table,
+    output: OutputOpt = None,
+) -> None:
+    """Search xPyD deployments (and the colocated baseline) for the best plan under the SLO.
+
+    Example: pdplan optimize examples/h100-prefill-l40s-decode.yaml --rate 20 --objective cost --format markdown
+    """
+    from pdplan.report import write_plot  # lazy: scipy loads in ~1 s
+    from pdplan.search.optimize import optimize
+    from pdplan.search.space import SearchOverrides, with_search_overrides
+    from pdplan.serving import default_scenario_path
+
+    if rate is not None and rate <= 0:
+        raise SpecError("must be > 0", field="--rate")
+    if objective is not None and objective not in ("gpus", "cost", "tokens-per-dollar"):
+        raise SpecError(f"{objective!r} is not one of gpus, cost, tokens-per-dollar", field="--objective")
+    base = load_scenario(scenario or default_scenario_path())
+    sc = apply_overrides(base, ScenarioOverrides(
+        model=model, isl=isl, osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
+    sc = with_search_overrides(sc, SearchOverrides(gpu, prefill_gpu, decode_gpu, tp, prefill_tp, decode_tp, link,
+                                                   granularity, routing))
+    sc = with_search_overrides(sc, SearchOverrides(scheduler=scheduler))
+    analyse = fmt in (Format.markdown, Format.json) or plot is not None
+    with _progress() as progress:
+        task = progress.add_task("optimizing", total=None)
+        result = optimize(sc, catalog=catalog_from(hardware_db), budget_gpus=gpus, rate_rps=rate,
+                          objective=objective, top=top, analyse=analyse,
+                          stage=lambda name: progress.update(task, description=name))
+    if fmt is not Format.table:  # the table view lists the warnings itself
+        for line in result.warnings:
+            warn(line)
+    if plot is not None:
+        write_plot(result, plot)
+        stderr_console.print(f"wrote {plot}", highlight=False, markup=False)
+    _emit(result, fmt, output)
+
+
+def _emit(result: PlanResult, fmt: Format, output: Path | None) -> None:
+    from pdplan.report import render_optimize
+
+    rendered = render_optimize(result, fmt)
+    if isinstance(rendered, str):
+        write_text(rendered, output)
+    else:
+        write_renderable(rendered, output)

@@ -1,0 +1,52 @@
+"""pdplan.report.plot: the optional matplotlib figure (skipped where matplotlib is not installed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pdplan.errors import SpecError
+from pdplan.report import write_plot
+from support.plan_fixture import minimal_result, plan_result
+
+
+def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    with pytest.raises(SpecError, match=r"^--plot: --plot needs matplotlib: pip install 'pdplan\[plot\]'$") as err:
+        write_plot(plan_result(), tmp_path / "plan.png")
+    assert err.value.field == "--plot"
+    assert not (tmp_path / "plan.png").exists()
+
+
+@pytest.mark.parametrize("name", ["plan.pdf", "plan"])
+def test_unsupported_suffix(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SpecError, match=r"\.png or \.svg"):
+        write_plot(plan_result(), tmp_path / name)
+
+
+def test_svg_is_deterministic(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    first, second = tmp_path / "a.svg", tmp_path / "b.svg"
+    write_plot(plan_result(), first)
+    write_plot(plan_result(), str(second))
+    data = first.read_bytes()
+    assert data == second.read_bytes()
+    assert data.startswith(b"<?xml") and b"<dc:date>" not in data
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_png_and_edge_cases(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "plan.PNG"
+    write_plot(plan_result(), target)
+    assert target.read_bytes().startswith(b"\x89PNG")
+    write_plot(minimal_result(), tmp_path / "minimal.svg")  # no baseline, no Pareto, no rate curve
+    assert (tmp_path / "minimal.svg").stat().st_size > 0
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    with pytest.raises(SpecError, match="output folder does not exist"):
+        write_plot(plan_result(), tmp_path / "nope" / "plan.svg")
