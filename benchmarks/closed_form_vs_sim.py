@@ -93,6 +93,11 @@ def run_grid() -> tuple[list[str], list[str]]:
     return cells, goods
 
 
+HEADER = ("| workload | deployment | load | rate (req/s) | sim TTFT P90 / P99 (s) | "
+          "TTFT err P90 / P99 | sim TPOT P90 / P99 (ms) | TPOT err P90 / P99 |\n"
+          "|---|---|---|---|---|---|---|---|")
+
+
 def render(cells: list[str], goods: list[str], seconds: float) -> str:
     deps = "\n".join(f"* **{d.name}**: {d.describe}." for d in DEPLOYMENTS)
     return f"""## Closed form vs simulation
@@ -109,8 +114,7 @@ with 90 % attainment. Run time: {seconds:.0f} s on one core.
 
 ### Latency percentiles
 
-| workload | deployment | load | rate (req/s) | sim TTFT P90 / P99 (s) | TTFT err P90 / P99 | sim TPOT P90 / P99 (ms) | TPOT err P90 / P99 |
-|---|---|---|---|---|---|---|---|
+{HEADER}
 {chr(10).join(cells)}
 
 ### Goodput
@@ -123,8 +127,9 @@ Simulated goodput: bisection on the rate with common random numbers, to 1 % of t
 """
 
 
-def write_section(text: str) -> None:
-    begin, end = f"<!-- BEGIN {SECTION} -->", f"<!-- END {SECTION} -->"
+def write_section(text: str, section: str = SECTION) -> None:
+    """Replace (or append) the block between this section's markers in docs/accuracy_serving.md."""
+    begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
     doc = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Serving-model accuracy\n"
     block = f"{begin}\n{text}{end}\n"
     if begin in doc:

@@ -96,7 +96,7 @@ def write_text(text: str, output: Path | None) -> None:
         typer.echo(text, nl=False)
     else:
         write_atomic(output, text)
-        stderr_console.print(f"wrote {output}", highlight=False, markup=False)
+        stderr_console.print(f"wrote {output}", highlight=False, markup=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:

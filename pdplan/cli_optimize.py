@@ -96,7 +96,7 @@ def optimize_command(
             warn(line)
     if plot is not None:
         write_plot(result, plot)
-        stderr_console.print(f"wrote {plot}", highlight=False, markup=False)
+        stderr_console.print(f"wrote {plot}", highlight=False, markup=False, soft_wrap=True)
     _emit(result, fmt, output)
 
 

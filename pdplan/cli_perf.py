@@ -139,7 +139,7 @@ def calibrate(
     if report.table is not None and output is not None:
         text = yaml.safe_dump(report.table.model_dump(mode="json"), sort_keys=False)
         write_atomic(output, text)
-        stderr_console.print(f"wrote kernel table {output}")
+        stderr_console.print(f"wrote kernel table {output}", highlight=False, markup=False, soft_wrap=True)
     summary = [{"group": "all", **_stat_row(report.stats)}]
     summary += [{"group": f"phase={k}", **_stat_row(v)} for k, v in report.by_phase.items()]
     summary += [{"group": f"gpu={k}", **_stat_row(v)} for k, v in report.by_gpu.items()]

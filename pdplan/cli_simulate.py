@@ -53,7 +53,7 @@ def simulate_command(
     goodput: Annotated[bool, Opt("--goodput", help="Also find the simulated goodput "
                                  "(bisection on rate, ~8 runs).")] = False,
     step: Annotated[str, Opt("--step", help="Decode step in the simulator: linear (as the "
-                             "closed form) | roofline.")] = "linear",
+                             "closed form) | roofline (slower; tests the linear fit too).")] = "linear",
     hardware_db: HardwareDbOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import FloatArray, WaitDistribution, as_rates, check_pmf
-from pdplan.queueing.mg1 import mg1_wait_distribution, service_moments
+from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 
 RoutingPolicy = Literal["random", "round-robin", "least-work"]
 ROUTING_POLICIES: tuple[str, ...] = ("random", "round-robin", "least-work")
@@ -67,7 +67,8 @@ def allen_cunneen_wait_s(
 
 
 def least_work_wait_distribution(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int
+    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int,
+    *, max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """M/G/c (least-work-left routing) wait: Erlang-C × scaled-M/G/1 conditional wait (FFT)."""
     rate = as_rates(rate_per_s)
@@ -77,7 +78,7 @@ def least_work_wait_distribution(
         raise ValueError(
             f"M/G/{servers}: unstable, utilisation {float(a.max()) / servers:.4f} >= 1"
         )
-    w1 = mg1_wait_distribution(rate, s / servers, p)
+    w1 = mg1_wait_distribution(rate, s / servers, p, max_cells=max_cells)
     c = erlang_c(servers, a)
     rho = a / servers
     busy = rho > 0
@@ -92,7 +93,8 @@ def least_work_wait_distribution(
 
 
 def round_robin_wait_distribution(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int
+    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int,
+    *, max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """E_x/G/1 per instance: Kingman mean (c_a² = 1/x), M/G/1 conditional shape rescaled in time."""
     rate = as_rates(rate_per_s)
@@ -102,26 +104,30 @@ def round_robin_wait_distribution(
     scale = (1.0 / servers + cs2) / (1.0 + cs2)
     if scale <= 0:
         raise ValueError("round-robin: degenerate (deterministic) service with Kingman factor 0")
-    w1 = mg1_wait_distribution(rate / servers, s, p)
+    w1 = mg1_wait_distribution(rate / servers, s, p, max_cells=max_cells)
     return WaitDistribution(
         h_s=w1.h_s * scale, cdf_grid=w1.cdf_grid, atom=w1.atom, mean_s=w1.mean_s * scale
     )
 
 
 def prefill_wait_distribution(
-    policy: str, rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, instances: int
+    policy: str, rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, instances: int,
+    *, max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """Prefill queueing wait for ``instances`` FCFS instances behind a router, total rate λ.
 
-    ``policy`` ∈ {"random", "round-robin", "least-work"} (see the module docstring for each model).
+    ``policy`` ∈ {"random", "round-robin", "least-work"} (see the module docstring for each model);
+    ``max_cells`` caps the FFT lattice (:func:`pdplan.queueing.mg1_wait_distribution`).
     """
     if instances < 1:
         raise ValueError(f"instances must be >= 1, got {instances}")
     rate = as_rates(rate_per_s)
     if policy == "random":
-        return mg1_wait_distribution(rate / instances, service_s, prob)
+        return mg1_wait_distribution(rate / instances, service_s, prob, max_cells=max_cells)
     if policy == "round-robin":
-        return round_robin_wait_distribution(rate, service_s, prob, instances)
+        return round_robin_wait_distribution(rate, service_s, prob, instances,
+                                             max_cells=max_cells)
     if policy == "least-work":
-        return least_work_wait_distribution(rate, service_s, prob, instances)
+        return least_work_wait_distribution(rate, service_s, prob, instances,
+                                            max_cells=max_cells)
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(ROUTING_POLICIES)}")

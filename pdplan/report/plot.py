@@ -84,7 +84,8 @@ def _curve_panel(ax: Any, result: PlanResult) -> None:
     twin.set_ylabel("SLO attainment")
     lines, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
-    ax.legend(lines + more, labels + more_labels, fontsize="small", loc="center left")
+    ax.legend(lines + more, labels + more_labels, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=4)
     ax.grid(True, alpha=0.3)
 
 

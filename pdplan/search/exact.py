@@ -89,16 +89,21 @@ class Exact:
     res: ResolvedScenario
 
 
-def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None) -> Exact | None:
-    """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target)."""
+def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None,
+                   failures: list[NoFeasiblePlanError] | None = None) -> Exact | None:
+    """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
+    with the reason appended to ``failures``."""
     sc = scenario_for(base, d)
     try:
         res = resolve(sc, catalog)
         model = build_model(res)
         good = find_goodput(model, sc.slo)
-    except NoFeasiblePlanError:
-        return None
-    if target_rps is not None and good.rate_rps < target_rps:
+        if target_rps is not None and good.rate_rps < target_rps:
+            raise NoFeasiblePlanError(f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s",
+                                      binding_constraint=good.binding)
+    except NoFeasiblePlanError as err:
+        if failures is not None:
+            failures.append(err)
         return None
     rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
     point = operating_point(model.snapshot(np.array([rate])), sc.slo)

@@ -170,19 +170,22 @@ def _screen_plan(pool: Pool, i: int) -> Plan:
 
 
 def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, space: Space, top: int,
-            mode: str | None = None) -> list[Exact]:
+            mode: str | None = None, failures: list[NoFeasiblePlanError] | None = None) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective."""
     seen: set[tuple[object, ...]] = set()
     picked: list[int] = []
     for i in order:  # distinct deployments only: variants differing only in transfer options rank together
         d = pool.deployments[i]
-        key = (d.mode, d.prefill, d.decode, d.colocated)
+        # colocated replicas scale exactly (z instances = z x one), so one count per instance type is enough
+        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp)
+        key = (d.mode, d.prefill, d.decode, co)
         if (mode is None or d.mode == mode) and key not in seen:
             seen.add(key)
             picked.append(int(i))
         if len(picked) >= top * REFINE_FACTOR:
             break
-    exact = [evaluate_exact(base, pool.deployments[i], catalog, target_rps=space.rate_rps) for i in picked]
+    exact = [evaluate_exact(base, pool.deployments[i], catalog, target_rps=space.rate_rps, failures=failures)
+             for i in picked]
     kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
     if not kept:
         return []
@@ -208,6 +211,8 @@ def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
             f"no candidate reaches {space.rate_rps:g} req/s within {space.max_instances} instances per pool; closest: "
             f"{label} at {m.goodput_rps[best]:.4g} req/s (bound by {pool.binding[best]})",
             binding_constraint=str(pool.binding[best]), closest=label)
+    if space.budget_gpus is None:
+        return NoFeasiblePlanError("no candidate meets the SLO", binding_constraint="SLO")
     fewest = int(np.argmin(np.where(m.goodput_rps > 0, m.num_gpus, np.inf)))
     label = _screen_plan(pool, fewest).label
     return NoFeasiblePlanError(
@@ -235,9 +240,14 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
     if order.size == 0:
         raise _infeasible(pool, space)
     note("exact re-evaluation")
-    best = _refine(scenario, pool, order, catalog, space, top)
+    failures: list[NoFeasiblePlanError] = []
+    best = _refine(scenario, pool, order, catalog, space, top, failures=failures)
     if not best:
-        raise _infeasible(pool, space)
+        reason = failures[0] if failures else _infeasible(pool, space)
+        raise NoFeasiblePlanError(f"the best screened candidates fail when evaluated exactly: {reason}",
+                                  binding_constraint=reason.binding_constraint)
+    if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
+        best += _refine(scenario, pool, order, catalog, space, 1, mode="disaggregated")
     baseline = _refine(scenario, pool, order, catalog, space, 1, mode="colocated")
     feasible = order
     per_gpu = pool.metrics.goodput_rps[feasible] / pool.metrics.num_gpus[feasible]

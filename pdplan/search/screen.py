@@ -100,6 +100,7 @@ def ttft_grid(wait: object, mean_s: float, scv: float, targets: FloatArray, poli
         r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
         wait_prob = erlang_c_grid(np.broadcast_to(xs[:, None], r.shape), xs[:, None] * r)
         cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
+    cdf[..., targets <= 0.0] = 0.0  # no slack left for any wait: the bin misses the TTFT threshold
     cdf[rho >= PREFILL_RHO_MAX] = 0.0
     return np.asarray(np.clip(cdf, 0.0, 1.0), dtype=np.float64)
 

@@ -89,6 +89,8 @@ class Snapshot:
 
 def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[LatencySummary]:
     assert callable(quantile)
-    q50, q90, q99, qp = (quantile(q) for q in (0.5, 0.9, 0.99, percentile / 100.0))
+    levels = {0.5: None, 0.9: None, 0.99: None, percentile / 100.0: None}
+    found = {q: quantile(q) for q in levels}  # the SLO percentile is often one of the three
+    q50, q90, q99, qp = found[0.5], found[0.9], found[0.99], found[percentile / 100.0]
     return [LatencySummary(float(mean[r]), float(q50[r]), float(q90[r]), float(q99[r]),
                            float(qp[r])) for r in range(mean.size)]

@@ -19,39 +19,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.queueing import WaitDistribution, erlang_c, mg1_wait_distribution, mixture_quantile
+from pdplan.queueing import WaitDistribution, mixture_quantile, prefill_wait_distribution
 from pdplan.queueing.distributions import FloatArray
 
 LINK_POINTS = 16
-GRID_CELLS = 2**13
+GRID_CELLS = 2**10
 """FFT lattice cells for waits in the serving model (queueing default 2^16): the grid still spans
-≥ 30 conditional mean waits + max S (§1.2(1) sizing), at 1/8 of the cost; the interpolated cdf at an
-SLO threshold moves by < 1e−3 in our examples."""
+≥ 30 conditional mean waits + max S (§1.2(1) sizing) with a coarser step, read by linear
+interpolation. Against 2^13 on the five examples and two colocated variants (goodput, TTFT/TPOT
+mean/P50/P90/P99 at 60 % of the limit) the largest relative change is 6.4e−4, at 1/8 the cost."""
 
 
 def prefill_wait(policy: str, rates: FloatArray, service_s: FloatArray, prob: FloatArray,
                  instances: int, max_cells: int = GRID_CELLS) -> WaitDistribution:
-    """:func:`pdplan.queueing.prefill_wait_distribution` with a ``max_cells`` lattice (same models:
-    random → M/G/1 at λ/x; round-robin → Kingman-rescaled M/G/1; least-work → Erlang-C × M/G/1 on
-    S/x). Kept in step with ``pdplan.queueing.mgc``; to be dropped when that takes ``max_cells``."""
-    s, p = np.asarray(service_s, dtype=np.float64), np.asarray(prob, dtype=np.float64)
-    if policy == "least-work":
-        a = rates * float(p @ s)
-        w1 = mg1_wait_distribution(rates, s / instances, p, max_cells=max_cells)
-        c = erlang_c(instances, a)
-        rho = a / instances
-        ratio = np.where(rho > 0, c / np.where(rho > 0, rho, 1.0), 0.0)
-        cdf = np.clip(1.0 - ratio[:, None] * (1.0 - w1.cdf_grid), 0.0, 1.0)
-        return WaitDistribution(w1.h_s, cdf, 1.0 - c, ratio * w1.mean_s)
-    w1 = mg1_wait_distribution(rates / instances, s, p, max_cells=max_cells)
-    if policy == "random":
-        return w1
-    m1, m2 = float(p @ s), float(p @ s**2)
-    cs2 = m2 / m1**2 - 1.0
-    scale = (1.0 / instances + cs2) / (1.0 + cs2)
-    if scale <= 0:  # deterministic service, x = 1 impossible here; keep the M/G/1 wait
-        return w1
-    return WaitDistribution(w1.h_s * scale, w1.cdf_grid, w1.atom, w1.mean_s * scale)
+    """:func:`pdplan.queueing.prefill_wait_distribution` on a ``max_cells`` lattice (random →
+    M/G/1 at λ/x; round-robin → Kingman-rescaled M/G/1; least-work → Erlang-C × M/G/1 on S/x)."""
+    return prefill_wait_distribution(policy, rates, service_s, prob, instances,
+                                     max_cells=max_cells)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ pytest reads this file's option only when ``tests/golden`` (or a file in it) is 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,11 +17,9 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    try:
+    with contextlib.suppress(ValueError):  # already registered by a top-level conftest
         parser.addoption("--update-golden", action="store_true", default=False,
                          help="Rewrite tests/golden/* files from the current output instead of comparing.")
-    except ValueError:  # already registered by a top-level conftest
-        pass
 
 
 @pytest.fixture
@@ -36,6 +35,7 @@ def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
         if not path.exists():
             pytest.fail(f"missing golden file {path}; create it with: pytest tests/golden --update-golden")
         expected = path.read_text(encoding="utf-8")
-        assert text == expected, f"{name} differs from its golden file; if intended: pytest tests/golden --update-golden"
+        hint = "if intended, regenerate with: pytest tests/golden --update-golden"
+        assert text == expected, f"{name} differs from its golden file; {hint}"
 
     return check

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from support.plan_fixture import plan_result
 
 from pdplan.report import render_optimize
-from support.plan_fixture import plan_result
 
 
 @pytest.mark.parametrize(("fmt", "name"), [("markdown", "optimize_2p1d_h100.md"),

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 from rich.console import Group
+from support.plan_fixture import baseline, minimal_result, pick, plan_result, runner_up
 
 from pdplan.render import Format
-from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
 from pdplan.report import common as c
-from support.plan_fixture import baseline, minimal_result, pick, plan_result, runner_up
+from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
 
 SECTIONS = ["## Question", "## Inputs and their sources", "## Assumed efficiencies", "## Recommended plan and why",
             "## Alternatives", "## Pareto front", "## Sensitivity", "## Warnings", "## Method"]
@@ -41,7 +41,8 @@ def test_csv_rows_ranked_then_baseline_then_pareto_only() -> None:
     assert [r["is_baseline"] for r in rows] == ["False", "False", "False", "True", "False"]
     assert [r["is_pareto"] for r in rows] == ["True", "True", "False", "False", "True"]
     assert rows[3]["label"] == baseline().label
-    assert rows[3]["prefill_gpu"] == "" and rows[3]["colocated_count"] == "3"
+    assert rows[3]["prefill_gpu"] == ""
+    assert rows[3]["colocated_count"] == "3"
 
 
 def test_csv_columns_carry_units_and_full_precision() -> None:
@@ -54,7 +55,8 @@ def test_csv_columns_carry_units_and_full_precision() -> None:
     assert float(row["ttft_p90_s"]) == 0.8742
     assert float(row["memory_headroom_decode_bytes"]) == result.best.memory_headroom["decode"]
     screened = _csv_rows(to_csv(result))[2]
-    assert screened["cost_usd_per_hour"] == "" and screened["exact"] == "False"
+    assert screened["cost_usd_per_hour"] == ""
+    assert screened["exact"] == "False"
     assert screened["warnings"] == "h20 kernel table derived from h100-sxm"
 
 
@@ -63,7 +65,8 @@ def test_markdown_sections_in_order() -> None:
     positions = [text.index(s) for s in SECTIONS]
     assert positions == sorted(positions)
     assert text.startswith("# Capacity review: llama-3.1-70b\n")
-    assert text.endswith("\n") and not text.endswith("\n\n")
+    assert text.endswith("\n")
+    assert not text.endswith("\n\n")
 
 
 def test_markdown_content() -> None:
@@ -71,10 +74,14 @@ def test_markdown_content() -> None:
     assert "disaggregated / colocated = 1.81x goodput per GPU" in text
     assert "h20 **not calibrated**" in text  # uncalibrated kernel table named in the assumptions
     assert "h20 has no price" in text
-    assert "plan 3 is a screened estimate" in text and "| 3* |" in text
+    assert "plan 3 is a screened estimate" in text
+    assert "| 3* |" in text
     assert "clipped at the model's 131072-token context" in text
-    assert "hardware_db/gpus/h100-sxm.yaml" in text and "3f1c9a0e5b7d" in text  # source file and hash
-    assert "P90 874.2" in text and "31.4 GiB" in text and "$36.00 per hour" in text
+    assert "hardware_db/gpus/h100-sxm.yaml" in text
+    assert "3f1c9a0e5b7d" in text
+    assert "P90 874.2" in text
+    assert "31.4 GiB" in text
+    assert "$36.00 per hour" in text
     assert "+6.7%" in text  # pick vs runner-up on goodput per GPU
     assert "| link bandwidth x0.5 | 9.10 | -5.2% |" in text
 
@@ -92,7 +99,8 @@ def test_markdown_renders_new_keys_generically() -> None:
     assumptions = {**result.assumptions, "new_convention": "B"}
     text = to_markdown(replace(result, inputs=inputs, assumptions=assumptions))
     assert "- zeta_option: 7" in text
-    assert "### Caches" in text and "| a | yes | 1.5 |" in text
+    assert "### Caches" in text
+    assert "| a | yes | 1.5 |" in text
     assert "- new_convention: B" in text
 
 
@@ -102,22 +110,28 @@ def test_markdown_minimal_result() -> None:
     assert "no colocated baseline to compare with" in text
     assert "only plan that meets the SLO" in text
     assert "None: the recommended plan is the only feasible one." in text
-    assert "## Pareto front\n\nNot computed." in text and "## Sensitivity\n\nNot computed." in text
-    assert "None recorded." in text and "## Warnings\n\nNone." in text
+    assert "## Pareto front\n\nNot computed." in text
+    assert "## Sensitivity\n\nNot computed." in text
+    assert "None recorded." in text
+    assert "## Warnings\n\nNone." in text
 
 
 def test_markdown_cost_objective_says_lower_is_better() -> None:
     result = replace(plan_result(), objective="cost")
     text = to_markdown(result)
-    assert "ranks first on cost per hour: $36.00 against $42.00" in text and "lower is better" in text
+    assert "ranks first on cost per hour: $36.00 against $42.00" in text
+    assert "lower is better" in text
 
 
 def test_table_text() -> None:
     text = to_text(optimize_renderable(plan_result()), width=220)
     assert "objective: gpus; 4,312 candidates" in text
     assert "disaggregated / colocated = 1.81x goodput per GPU" in text
-    assert "baseline" in text and "3*" in text and "screened estimate" in text
-    assert "Pareto front" in text and "recommended" in text
+    assert "baseline" in text
+    assert "3*" in text
+    assert "screened estimate" in text
+    assert "Pareto front" in text
+    assert "recommended" in text
     assert "warning: h20 has no price" in text
 
 
@@ -129,7 +143,8 @@ def test_table_top_limits_plans() -> None:
 
 def test_json_document() -> None:
     doc = json.loads(render_optimize(plan_result(), "json"))  # type: ignore[arg-type]
-    assert doc["plans"][0]["goodput_rps"] == 9.6 and doc["search"]["candidates"] == 4312
+    assert doc["plans"][0]["goodput_rps"] == 9.6
+    assert doc["search"]["candidates"] == 4312
     assert doc["rate_curve"][-1]["ttft_p90_s"] is None  # inf → null
     assert doc["baseline_ratio"] == pytest.approx(0.8 / (5.3 / 12))
 
@@ -144,7 +159,10 @@ def test_unit_formatters() -> None:
     assert c.ms(0.87424) == "874.2"
     assert c.pct(0.9003) == "90.0%"
     assert c.gib(6.25 * 2**30) == "6.2 GiB"  # round-half-even of 6.25
-    assert c.usd(None) == "n/a" and c.usd(3.0) == "$3.00"
+    assert c.usd(None) == "n/a"
+    assert c.usd(3.0) == "$3.00"
     assert c.times(1.8113) == "1.81x"
-    assert c.signed_pct(0.155) == "+15.5%" and c.signed_pct(-0.03) == "-3.0%" and c.signed_pct(None) == "n/a"
+    assert c.signed_pct(0.155) == "+15.5%"
+    assert c.signed_pct(-0.03) == "-3.0%"
+    assert c.signed_pct(None) == "n/a"
     assert c.relative_change(1.0, 0.0) is None

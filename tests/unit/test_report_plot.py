@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.plan_fixture import minimal_result, plan_result
 
 from pdplan.errors import SpecError
 from pdplan.report import write_plot
-from support.plan_fixture import minimal_result, plan_result
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -33,7 +33,8 @@ def test_svg_is_deterministic(tmp_path: Path) -> None:
     write_plot(plan_result(), str(second))
     data = first.read_bytes()
     assert data == second.read_bytes()
-    assert data.startswith(b"<?xml") and b"<dc:date>" not in data
+    assert data.startswith(b"<?xml")
+    assert b"<dc:date>" not in data
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 

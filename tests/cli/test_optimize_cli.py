@@ -1,0 +1,99 @@
+"""`pdplan optimize` (ARCHITECTURE §4): JSON contract, CLI equals the library, exit codes, reports written whole."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pdplan.catalog import open_catalog
+from pdplan.cli import run
+from pdplan.search.optimize import optimize
+from pdplan.serving import load_scenario
+
+SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
+PLAN_KEYS = {"mode", "prefill", "decode", "granularity", "goodput_rps", "goodput_rps_per_gpu", "num_gpus",
+             "ttft_p90_s", "tpot_p90_s"}
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert run(["optimize", SMALL, *args, "--format", "json"]) == 0
+    doc: dict[str, object] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_json_has_the_contract_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys)
+    plans = doc["plans"]
+    assert isinstance(plans, list)
+    assert plans
+    for plan in plans:
+        assert PLAN_KEYS <= set(plan)
+        for role in ("prefill", "decode"):
+            if plan["mode"] == "disaggregated":
+                assert {"gpu", "tp", "count"} <= set(plan[role])
+    assert {"candidates", "seconds"} <= set(doc["search"])  # type: ignore[arg-type]
+    assert doc["baseline"] is not None
+
+
+def test_cli_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "--gpus", "8")
+    api = optimize(load_scenario(SMALL), catalog=open_catalog(), budget_gpus=8).to_document()
+    for cli_plan, api_plan in zip(doc["plans"], api["plans"], strict=True):  # type: ignore[arg-type]
+        assert cli_plan["label"] == api_plan["label"]
+        assert cli_plan["goodput_rps"] == pytest.approx(api_plan["goodput_rps"], rel=1e-9)
+        assert cli_plan["ttft_p90_s"] == pytest.approx(api_plan["ttft_p90_s"], rel=1e-9)
+    assert doc["search"]["candidates"] == api["search"]["candidates"]  # type: ignore[index]
+
+
+def test_results_are_identical_run_to_run(capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = _json(capsys, "--rate", "40"), _json(capsys, "--rate", "40")
+    for doc in (first, second):
+        doc["search"]["seconds"] = 0.0  # type: ignore[index]
+    assert first == second
+
+
+def test_rate_objective_meets_the_target_at_the_fewest_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "--rate", "60")
+    plans = doc["plans"]
+    assert all(p["goodput_rps"] >= 60.0 for p in plans)  # type: ignore[union-attr]
+    gpus = [p["num_gpus"] for p in plans]  # type: ignore[union-attr]
+    assert gpus == sorted(gpus)
+
+
+def test_no_feasible_plan_is_exit_3_naming_the_constraint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["optimize", SMALL, "--ttft-slo", "1ms"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "TTFT" in err[0]
+
+
+def test_unreachable_rate_names_the_closest_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["optimize", SMALL, "--rate", "100000"]) == 3
+    err = capsys.readouterr().err
+    assert "closest" in err
+
+
+@pytest.mark.parametrize("args", [["--objective", "speed"], ["--gpus", "8", "--rate", "3"], ["--rate", "-1"],
+                                  ["--gpu", "h1OO"]])
+def test_bad_input_is_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["optimize", SMALL, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error:")
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_reports_are_written_whole(fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / f"report.{fmt}"
+    assert run(["optimize", SMALL, "--format", fmt, "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "h100-sxm" in text
+    assert not list(tmp_path.glob(".*tmp"))
+    capsys.readouterr()
+
+
+def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["optimize", SMALL, "--format", "markdown"]) == 0
+    text = capsys.readouterr().out
+    for heading in ("Question", "Inputs", "Recommended plan", "Alternatives", "Pareto", "Sensitivity"):
+        assert heading in text
