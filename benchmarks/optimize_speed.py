@@ -1,0 +1,44 @@
+"""Speed of ``pdplan optimize`` (issue targets: the default scenario with >= 10,000 candidates in < 1 s wall on
+2 cores; a heterogeneous search over 4 GPU types in < 3 s).
+
+Times the library call (``pdplan.search.optimize``) in a warm process — the same work the CLI does after its
+imports — as the best of 3 runs, with and without the capacity-review extras (sensitivity and latency-vs-rate curve,
+computed only for Markdown/JSON/plot output). Run: ``python benchmarks/optimize_speed.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pdplan.catalog import open_catalog
+from pdplan.search.optimize import optimize
+from pdplan.serving import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ("default.yaml", "mixed-fleet.yaml", "opt-13b-a100-distserve.yaml", "h100-prefill-l40s-decode.yaml",
+         "long-context-summarisation.yaml", "fp8-h200.yaml")
+
+
+def best_of(fn: object, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    catalog = open_catalog()
+    print("| scenario | candidates | table output (s) | with review extras (s) |\n|---|---|---|---|")
+    for name in CASES:
+        scenario = load_scenario(ROOT / "examples" / name)
+        result = optimize(scenario, catalog=catalog, analyse=False)
+        plain = best_of(lambda: optimize(scenario, catalog=catalog, analyse=False))  # noqa: B023
+        full = best_of(lambda: optimize(scenario, catalog=catalog, analyse=True))  # noqa: B023
+        print(f"| {name} | {result.search.candidates:,} | {plain:.2f} | {full:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
