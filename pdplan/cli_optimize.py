@@ -37,7 +37,7 @@ def _progress() -> Progress:
 def optimize_command(
     scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).", dir_okay=False)] = None,
     gpus: Annotated[int | None, Opt("--gpus", min=1, help="GPU budget: maximise goodput per GPU within it.")] = None,
-    rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest cost.")] = None,
+    rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest $.")] = None,
     objective: Annotated[str | None, Opt("--objective", help="gpus | cost | tokens-per-dollar.")] = None,
     top: Annotated[int, Opt("--top", min=1, max=50, help="Plans to report.")] = 5,
     plot: Annotated[Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).",

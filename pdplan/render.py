@@ -17,7 +17,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 
 from pdplan.errors import SpecError
@@ -129,8 +129,8 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def table_to_text(table: Table, width: int = 160) -> str:
-    """Plain-text rendering of a rich Table (no colour), for ``--format table -o FILE``."""
+def table_to_text(table: RenderableType, width: int = 160) -> str:
+    """Plain-text rendering of a rich renderable (no colour), for ``--format table -o FILE``."""
     console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
     console.print(table)
     out = console.file

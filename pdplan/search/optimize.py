@@ -276,12 +276,7 @@ def _objective_words(space: Space) -> str:
 
 def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...]:
     out = list(res.warnings) + list(space.notes)
-    for hw in {h.gpu.name: h for h in (*space.prefill, *space.decode, *space.colocated)}.values():
-        if not hw.table.calibrated:
-            out.append(f"{hw.gpu.name}: kernel table not calibrated on this GPU (efficiencies from "
-                       f"{hw.table.derived_from}); treat its numbers as estimates")
-        if hw.gpu.price is None:
-            out.append(f"{hw.gpu.name}: no price in the catalogue; cost figures leave it out")
+    # uncalibrated kernel tables and missing prices are reported from ``inputs`` by every renderer
     if any(h.table.framework.decode_step_overhead_s == 0.0 for h in (*space.prefill, *space.decode)):
         out.append("kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
                    "on your stack's step times for end-to-end accuracy")
