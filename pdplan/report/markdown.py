@@ -178,6 +178,8 @@ def _method(result: PlanResult) -> list[str]:
 def to_markdown(result: PlanResult) -> str:
     """The whole document (ends with one newline)."""
     model = result.inputs.get("model")
+    if isinstance(model, dict):
+        model = model.get("name")
     parts = [[f"# Capacity review: {scalar(model)}" if model is not None else "# Capacity review"],
              _question(result), _inputs(result), _assumptions(result), _recommended(result), _alternatives(result),
              _pareto(result), _sensitivity(result), _warnings(result), _method(result)]

@@ -59,13 +59,11 @@ def _latency(s: LatencySummary) -> Latency:
 
 
 def _headroom(res: ResolvedScenario, util: dict[str, float]) -> dict[str, float]:
-    """Free HBM per GPU after weights and workspace (bytes) per role, and unused decode KV capacity."""
+    """Free HBM per GPU after weights and workspace, in bytes, per role (KV occupancy is in the utilisations)."""
     out: dict[str, float] = {}
     for role, hw in (("prefill", res.prefill), ("decode", res.decode), ("colocated", res.colocated)):
         if hw is not None:
             out[f"{role}_kv_free_bytes_per_gpu"] = float(np.ravel(instance_budget(hw, role).kv_free_bytes)[0])
-    if "decode_kv" in util:
-        out["decode_kv_headroom_fraction"] = 1.0 - util["decode_kv"]
     return out
 
 

@@ -257,13 +257,20 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
     return PlanResult(
         question=_question(scenario, res, space), objective=_objective_words(space),
         plans=tuple(e.plan for e in best), baseline=baseline[0].plan if baseline else None,
-        pareto=tuple(_screen_plan(pool, int(i)) for i in front),
+        pareto=_pareto_plans(pool, front, [*best, *baseline]),
         search=SearchStats(candidates=len(pool.deployments), feasible=int(order.size),
                            seconds=time.perf_counter() - started, refined=len(best) + len(baseline)),
         inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
         warnings=_warnings(res, space, best[0].plan),
         rate_curve=rate_curve(pick) if analyse else ())
+
+
+def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Plan, ...]:
+    """Pareto-front plans; any that was re-evaluated exactly is shown with its exact numbers."""
+    by_label = {e.plan.label: e.plan for e in exact}
+    screened = [_screen_plan(pool, int(i)) for i in front]
+    return tuple(by_label.get(p.label, p) for p in screened)
 
 
 def _objective_words(space: Space) -> str:

@@ -98,6 +98,6 @@ def test_decode_littles_law_and_stability(bins: list[tuple[float, int]], load: f
     if load < 0.9:
         d = tpot_distribution([rate], wl, step)
         q50, q90, q99 = (d.quantile(q)[0] for q in (0.5, 0.9, 0.99))
-        assert q50 <= q90 + 1e-12
-        assert q90 <= q99 + 1e-12
+        assert q50 <= q90 * (1 + 1e-9)  # quantiles come from brentq with rtol 1e-10
+        assert q90 <= q99 * (1 + 1e-9)
         assert np.all(d.load_var_s2 >= 0)
