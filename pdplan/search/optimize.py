@@ -40,13 +40,30 @@ REFINE_FACTOR = 1
 
 @dataclass(frozen=True)
 class Pool:
-    """All screened candidates, disaggregated then colocated, as parallel arrays plus how to rebuild each."""
+    """All screened candidates, disaggregated then colocated, as parallel arrays; :meth:`deployment` rebuilds one."""
 
-    deployments: list[Deployment]
+    screened: Candidates
+    bases: list[PrefillBase]
+    tables: list[DecodeTable]
+    routings: tuple[str, ...]
+    colocated: list[Deployment]
     metrics: Metrics
     tau_s: np.ndarray
     binding: np.ndarray
-    n_disaggregated: int
+
+    @property
+    def size(self) -> int:
+        return self.screened.size + len(self.colocated)
+
+    def deployment(self, i: int) -> Deployment:
+        """Candidate ``i`` as a deployment (built on demand: only the few that are reported need one)."""
+        c = self.screened
+        if i >= c.size:
+            return self.colocated[i - c.size]
+        base, table = self.bases[int(c.prefill[i])], self.tables[int(c.decode[i])]
+        return Deployment("disaggregated", _role(base.hw, int(c.x[i])), _role(table.hw, int(c.y[i])),
+                          granularity=base.granularity, link=base.link, routing=self.routings[int(c.routing[i])],
+                          max_num_seqs=table.max_num_seqs)
 
 
 def _role(hw: RoleHardware, count: int) -> RoleChoice:
@@ -73,20 +90,15 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
     return bases, kept
 
 
-def _disaggregated_pool(c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable], space: Space,
-                        mean_out: float) -> tuple[list[Deployment], Metrics]:
-    pb = [bases[i] for i in c.prefill]
-    dt = [tables[k] for k in c.decode]
-    deps = [Deployment("disaggregated", _role(b.hw, int(x)), _role(t.hw, int(y)), granularity=b.granularity,
-                       link=b.link, routing=space.routings[int(r)], max_num_seqs=t.max_num_seqs)
-            for b, t, x, y, r in zip(pb, dt, c.x, c.y, c.routing, strict=True)]
+def _disaggregated_metrics(c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable],
+                           mean_out: float) -> Metrics:
     p_gpus = np.array([b.hw.tp * b.hw.pp for b in bases], dtype=np.float64)[c.prefill]
     d_gpus = np.array([t.hw.tp * t.hw.pp for t in tables], dtype=np.float64)[c.decode]
     p_cost = np.array([_price(b.hw) for b in bases])[c.prefill]
     d_cost = np.array([_price(t.hw) for t in tables])[c.decode]
     gpus = c.x * p_gpus + c.y * d_gpus
     cost = c.x * p_gpus * p_cost + c.y * d_gpus * d_cost
-    return deps, Metrics(c.goodput_rps, gpus, cost, c.goodput_rps * mean_out)
+    return Metrics(c.goodput_rps, gpus, cost, c.goodput_rps * mean_out)
 
 
 def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: float
@@ -132,13 +144,13 @@ def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog,
     cands = screen_disaggregated(bases, tables, space.routings, base.slo, base.ttft_convention, prob,
                                  space.max_instances)
     mean_out = res.lengths.mean_output()
-    deps, m = _disaggregated_pool(cands, bases, tables, space, mean_out)
+    m = _disaggregated_metrics(cands, bases, tables, mean_out)
     stage("colocated baseline")
     cdeps, cm, ctau, cbind = _colocated_pool(base, space, catalog, mean_out)
     metrics = Metrics(*(np.concatenate([getattr(m, f), getattr(cm, f)]) for f in
                         ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
-    return Pool(deps + cdeps, metrics, np.concatenate([cands.tau_s, ctau]),
-                np.concatenate([cands.binding, cbind]), len(deps))
+    return Pool(cands, bases, tables, space.routings, cdeps, metrics, np.concatenate([cands.tau_s, ctau]),
+                np.concatenate([cands.binding, cbind]))
 
 
 def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
@@ -155,7 +167,7 @@ def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
 
 def _screen_plan(pool: Pool, i: int) -> Plan:
     """A plan from screen values only (exact=False): used for the Pareto front."""
-    d = pool.deployments[i]
+    d = pool.deployment(int(i))
     m = pool.metrics
     cost = float(m.cost_usd_per_hour[i])
     tau = float(pool.tau_s[i])
@@ -175,7 +187,7 @@ def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, spa
     seen: set[tuple[object, ...]] = set()
     picked: list[int] = []
     for i in order:  # distinct deployments only: variants differing only in transfer options rank together
-        d = pool.deployments[i]
+        d = pool.deployment(int(i))
         # colocated replicas scale exactly (z instances = z x one), so one count per instance type is enough
         co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp)
         key = (d.mode, d.prefill, d.decode, co)
@@ -184,7 +196,7 @@ def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, spa
             picked.append(int(i))
         if len(picked) >= top * REFINE_FACTOR:
             break
-    exact = [evaluate_exact(base, pool.deployments[i], catalog, target_rps=space.rate_rps, failures=failures)
+    exact = [evaluate_exact(base, pool.deployment(int(i)), catalog, target_rps=space.rate_rps, failures=failures)
              for i in picked]
     kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
     if not kept:
@@ -258,7 +270,7 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
         question=_question(scenario, res, space), objective=_objective_words(space),
         plans=tuple(e.plan for e in best), baseline=baseline[0].plan if baseline else None,
         pareto=_pareto_plans(pool, front, [*best, *baseline]),
-        search=SearchStats(candidates=len(pool.deployments), feasible=int(order.size),
+        search=SearchStats(candidates=pool.size, feasible=int(order.size),
                            seconds=time.perf_counter() - started, refined=len(best) + len(baseline)),
         inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),

@@ -33,7 +33,7 @@ from pdplan.search.tables import (
 from pdplan.serving.disaggregated import PREFILL_RHO_MAX, decode_limit_words
 from pdplan.specs.scenario import SloSpec
 
-GRID_POINTS = 192
+GRID_POINTS = 128
 IntArray = npt.NDArray[np.intp]
 
 
@@ -131,13 +131,17 @@ class PairInputs:
     prob: FloatArray
 
 
-def screen_pair(p: PairInputs, wait: object, mean_s: float, scv: float, lam: FloatArray, xs: FloatArray,
-                ys: FloatArray, decode_ok: FloatArray) -> dict[str, FloatArray]:
-    """Goodput [X, Y], stable limit, τ̄ at goodput and binding words for one block of candidates."""
+def pair_ttft(p: PairInputs, wait: object, mean_s: float, scv: float, lam: FloatArray, xs: FloatArray) -> FloatArray:
+    """T [X, G, L] of one prefill option for a decode option's zero-load step (shared by its batch caps)."""
     offsets = p.base.latency_s.copy()
     if p.convention == "A":
         offsets += p.base.exposed_s + 1.5 * p.table.perf.step.t0_s
-    ttft = ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)  # [X, G, L]
+    return ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)
+
+
+def screen_pair(p: PairInputs, ttft: FloatArray, mean_s: float, lam: FloatArray, xs: FloatArray,
+                ys: FloatArray, decode_ok: FloatArray) -> dict[str, FloatArray]:
+    """Goodput [X, Y], stable limit, τ̄ at goodput and binding words for one block of candidates."""
     att = np.einsum("xgl,ygl->xyg", ttft, decode_ok)
     good, first_bad = goodput_from_curve(att, lam, p.slo.attainment)
     link_cap = PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(
@@ -173,12 +177,16 @@ def screen_disaggregated(bases: list[PrefillBase], tables: list[DecodeTable], ro
     parts: list[dict[str, npt.NDArray[Any]]] = []
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]
+        ttft_cache: dict[tuple[float, str], FloatArray] = {}
         for k, table in enumerate(tables):
             if table.hw.tp != base.decode_tp:
                 continue
             for r, routing in enumerate(routings):
-                out = screen_pair(PairInputs(base, table, routing, slo, convention, prob), wait, mean_s, scv, lam,
-                                  xs, ys, decode[k])
+                pair = PairInputs(base, table, routing, slo, convention, prob)
+                key = (table.perf.step.t0_s, routing)
+                if key not in ttft_cache:
+                    ttft_cache[key] = pair_ttft(pair, wait, mean_s, scv, lam, xs)
+                out = screen_pair(pair, ttft_cache[key], mean_s, lam, xs, ys, decode[k])
                 xi, yi = np.indices(out["goodput"].shape)
                 parts.append({"prefill": np.full(xi.size, i), "decode": np.full(xi.size, k),
                               "routing": np.full(xi.size, r), "x": xi.ravel() + 1, "y": yi.ravel() + 1,

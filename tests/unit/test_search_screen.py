@@ -28,7 +28,7 @@ def pool_and_scenario() -> tuple[object, object, object]:
 def test_screen_counts_every_candidate(pool_and_scenario: tuple[object, object, object]) -> None:
     _, _, pool = pool_and_scenario
     # prefill TP1/TP2 x decode TP1/TP2 x 4 x 4 counts (one granularity, routing, cap) + colocated TP1/TP2 x 4
-    assert len(pool.deployments) == 2 * 2 * 16 + 2 * 4  # type: ignore[attr-defined]
+    assert pool.size == 2 * 2 * 16 + 2 * 4  # type: ignore[attr-defined]
 
 
 def test_screen_goodput_is_within_5_percent_of_the_exact_model(
@@ -37,10 +37,10 @@ def test_screen_goodput_is_within_5_percent_of_the_exact_model(
     scenario it stays within ~1.5% of the exact goodput (the default scenario: within ~4%). 5% is the gate."""
     sc, _, pool = pool_and_scenario
     order = rank(pool.metrics, objective="gpus", budget_gpus=None, rate_rps=None)  # type: ignore[attr-defined]
-    disagg = [int(i) for i in order if pool.deployments[i].mode == "disaggregated"][:6]  # type: ignore[attr-defined]
+    disagg = [int(i) for i in order if pool.deployment(int(i)).mode == "disaggregated"][:6]  # type: ignore[attr-defined]
     cat = open_catalog()
     for i in disagg:
-        exact = evaluate_exact(sc, pool.deployments[i], cat, target_rps=None)  # type: ignore[arg-type, attr-defined]
+        exact = evaluate_exact(sc, pool.deployment(i), cat, target_rps=None)  # type: ignore[arg-type, attr-defined]
         assert exact is not None
         screened = float(pool.metrics.goodput_rps[i])  # type: ignore[attr-defined]
         assert screened == pytest.approx(exact.plan.goodput_rps, rel=0.05)
@@ -49,7 +49,7 @@ def test_screen_goodput_is_within_5_percent_of_the_exact_model(
 def test_colocated_replicas_scale_exactly(pool_and_scenario: tuple[object, object, object]) -> None:
     _, _, pool = pool_and_scenario
     m = pool.metrics  # type: ignore[attr-defined]
-    co = np.array([d.mode == "colocated" for d in pool.deployments])  # type: ignore[attr-defined]
+    co = np.array([pool.deployment(i).mode == "colocated" for i in range(pool.size)])  # type: ignore[attr-defined]
     per_gpu = m.goodput_rps[co] / m.num_gpus[co]
     tp1 = per_gpu[:4]  # TP1, z = 1..4: the same goodput per GPU
     assert tp1 == pytest.approx(np.full(4, tp1[0]))
