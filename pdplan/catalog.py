@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -23,6 +23,9 @@ from pdplan.errors import SpecError, UnknownNameError
 from pdplan.specs.hardware import GpuSpec, LinkSpec
 from pdplan.specs.loading import load_spec_file
 from pdplan.specs.model import ModelSpec, load_model_yaml
+
+if TYPE_CHECKING:
+    from pdplan.perf.kernels import KernelTable
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
 Kind = Literal["gpu", "link", "model"]
@@ -62,6 +65,8 @@ class Catalog:
     """Name → file maps for each kind. Build one with :func:`open_catalog`."""
 
     files: dict[Kind, dict[str, Path]] = field(default_factory=dict)
+    kernel_table_files: tuple[Path, ...] = ()
+    """User kernel tables (``--kernel-table``), each applying to the GPU its ``gpu:`` field names."""
 
     def names(self, kind: Kind) -> list[str]:
         """Sorted names of one kind."""
@@ -84,6 +89,14 @@ class Catalog:
     def link(self, name: str) -> LinkSpec:
         """Load a link by name or path."""
         return _load_named(LinkSpec, self.path_of("link", name), looks_like_path(name))
+
+    def kernel_table(self, gpu_name: str) -> KernelTable:
+        """The user's kernel table for this GPU if one was given, else the packaged one."""
+        for path in self.kernel_table_files:
+            table = _load_table_cached(str(path.resolve()) if path.exists() else str(path))
+            if table.gpu.lower() == gpu_name.lower():
+                return table
+        return _load_table_cached(gpu_name)
 
     def model(self, name: str) -> ModelSpec:
         """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
@@ -114,6 +127,13 @@ def _load_cached(cls: type[SpecT], path: str) -> SpecT:
     return load_spec_file(cls, Path(path))
 
 
+@lru_cache(maxsize=64)
+def _load_table_cached(path_or_gpu: str) -> KernelTable:
+    from pdplan.perf.kernels import load_kernel_table
+
+    return load_kernel_table(path_or_gpu)
+
+
 @lru_cache(maxsize=256)
 def _load_model_cached(path: str) -> ModelSpec:
     return load_model_yaml(Path(path))
@@ -125,8 +145,9 @@ def user_dirs_from_env() -> list[Path]:
     return [Path(part) for part in raw.split(os.pathsep) if part.strip()]
 
 
-def open_catalog(extra_dirs: Sequence[Path] = ()) -> Catalog:
-    """Built-in catalogue overlaid by ``PDPLAN_HARDWARE_DB`` folders, then by ``extra_dirs``."""
+def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] = ()) -> Catalog:
+    """Built-in catalogue overlaid by ``PDPLAN_HARDWARE_DB`` folders, then by ``extra_dirs``; ``kernel_tables``
+    replace the packaged kernel table of the GPU each names."""
     builtin = builtin_hardware_dir()
     files: dict[Kind, dict[str, Path]] = {
         "gpu": _scan(builtin / "gpus"),
@@ -138,4 +159,6 @@ def open_catalog(extra_dirs: Sequence[Path] = ()) -> Catalog:
             raise SpecError("hardware database folder does not exist", source=str(folder))
         for kind, sub in _SUBDIR.items():
             files[kind].update(_scan(folder / sub))
-    return Catalog(files=files)
+    for path in kernel_tables:
+        _load_table_cached(str(path))  # fail early, naming the file, if a table is bad
+    return Catalog(files=files, kernel_table_files=tuple(kernel_tables))

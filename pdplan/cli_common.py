@@ -49,9 +49,16 @@ HardwareDbOpt = Annotated[
 ]
 
 
-def catalog_from(hardware_db: list[Path] | None) -> Catalog:
-    """The catalogue with the user's folders (``--hardware-db``, ``PDPLAN_HARDWARE_DB``) applied."""
-    return open_catalog(hardware_db or [])
+KernelTablesOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--kernel-table", help="Kernel table YAML (e.g. from `pdplan calibrate`) replacing the packaged "
+                 "table of the GPU it names. Repeatable.", dir_okay=False),
+]
+
+
+def catalog_from(hardware_db: list[Path] | None, kernel_tables: list[Path] | None = None) -> Catalog:
+    """The catalogue with the user's folders (``--hardware-db``, ``PDPLAN_HARDWARE_DB``) and kernel tables."""
+    return open_catalog(hardware_db or [], kernel_tables or [])
 
 
 def emit(

@@ -11,6 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from pdplan.cli_common import (
     FormatOpt,
     HardwareDbOpt,
+    KernelTablesOpt,
     OutputOpt,
     catalog_from,
     stderr_console,
@@ -62,6 +63,7 @@ def optimize_command(
     dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
     kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
     hardware_db: HardwareDbOpt = None,
+    kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -88,7 +90,7 @@ def optimize_command(
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
     with _progress() as progress:
         task = progress.add_task("optimizing", total=None)
-        result = optimize(sc, catalog=catalog_from(hardware_db), budget_gpus=gpus, rate_rps=rate,
+        result = optimize(sc, catalog=catalog_from(hardware_db, kernel_tables), budget_gpus=gpus, rate_rps=rate,
                           objective=objective, top=top, analyse=analyse,
                           stage=lambda name: progress.update(task, description=name))
     if fmt is not Format.table:  # the table view lists the warnings itself

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pdplan.cli_common import FormatOpt, HardwareDbOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
 from pdplan.errors import SpecError
 from pdplan.render import Format
 from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
@@ -48,6 +48,7 @@ def evaluate_command(
     dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
     kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
     hardware_db: HardwareDbOpt = None,
+    kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -67,7 +68,7 @@ def evaluate_command(
         osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
         attainment=attainment, dtype=dtype, kv_dtype=kv_dtype)
     sc = apply_overrides(base, ov)
-    result = evaluate(sc, catalog=catalog_from(hardware_db), rate=rate, concurrency=concurrency)
+    result = evaluate(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate, concurrency=concurrency)
     for line in result.warnings:
         warn(line)
     emit(fmt, output, records=evaluation_records(result), document=result.to_document(),
@@ -113,6 +114,7 @@ def transfer_command(
                                    "HBM for TP re-layout).")] = None,
     kv_dtype: Annotated[str, Opt("--kv-dtype", help="bf16|fp8.")] = "bf16",
     hardware_db: HardwareDbOpt = None,
+    kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -122,7 +124,7 @@ def transfer_command(
     """
     from pdplan.serving.transfer_one import one_transfer
 
-    doc = one_transfer(catalog_from(hardware_db), model=model, tokens=tokens, link=link,
+    doc = one_transfer(catalog_from(hardware_db, kernel_tables), model=model, tokens=tokens, link=link,
                        granularity=granularity, prefill_tp=prefill_tp, decode_tp=decode_tp,
                        gpu=gpu, kv_dtype=kv_dtype)
     emit(fmt, output, records=[{"quantity": k, "value": v} for k, v in doc.items()],

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pdplan.cli_common import FormatOpt, HardwareDbOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
 from pdplan.errors import SpecError
 from pdplan.render import Format
 from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
@@ -55,6 +55,7 @@ def simulate_command(
     step: Annotated[str, Opt("--step", help="Decode step in the simulator: linear (as the "
                              "closed form) | roofline (slower; tests the linear fit too).")] = "linear",
     hardware_db: HardwareDbOpt = None,
+    kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -79,7 +80,7 @@ def simulate_command(
     sc = apply_overrides(base, ov)
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
-    result = simulate_scenario(sc, catalog=catalog_from(hardware_db), rate=rate,
+    result = simulate_scenario(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate,
                                concurrency=concurrency, n_requests=requests, seed=seed,
                                goodput=goodput, step="roofline" if step == "roofline" else "linear")
     for line in result.evaluation.warnings:

@@ -9,7 +9,7 @@ from pdplan import __version__
 from pdplan.catalog import Catalog
 from pdplan.perf.memory import serving_defaults
 from pdplan.search.space import Space
-from pdplan.serving.inputs import ResolvedScenario, kernel_table
+from pdplan.serving.inputs import ResolvedScenario
 from pdplan.specs.scenario import Scenario
 
 
@@ -30,7 +30,7 @@ def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: 
     for name in _gpu_names(space):
         gpu = catalog.gpu(name)
         path = catalog.path_of("gpu", name)
-        table = kernel_table(name)
+        table = catalog.kernel_table(name)
         gpus[name] = {"display_name": gpu.display_name, "source_file": path.name, "sha256": _sha256(path),
                       "price_usd_per_gpu_hour": None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour,
                       "price_source": gpu.sources.get("price", ""), "calibrated_kernel_table": table.calibrated,
@@ -51,11 +51,11 @@ def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: 
     }
 
 
-def describe_assumptions(space: Space) -> dict[str, Any]:
+def describe_assumptions(space: Space, catalog: Catalog) -> dict[str, Any]:
     """Efficiencies per GPU (kernel tables) and engine defaults, each with where it came from."""
     per_gpu: dict[str, Any] = {}
     for name in _gpu_names(space):
-        t = kernel_table(name)
+        t = catalog.kernel_table(name)
         per_gpu[name] = {
             "calibrated": t.calibrated, "derived_from": t.derived_from, "stack": t.stack,
             "gemm_bf16_peak_fraction": t.gemm["bf16"].peak_fraction,

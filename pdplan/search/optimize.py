@@ -272,7 +272,7 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
         pareto=_pareto_plans(pool, front, [*best, *baseline]),
         search=SearchStats(candidates=pool.size, feasible=int(order.size),
                            seconds=time.perf_counter() - started, refined=len(best) + len(baseline)),
-        inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space),
+        inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space, catalog),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
         warnings=_warnings(res, space, best[0].plan),
         rate_curve=rate_curve(pick) if analyse else ())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pdplan.catalog import Catalog
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.perf.memory import serving_defaults
-from pdplan.serving.inputs import kernel_table, precision_of
+from pdplan.serving.inputs import precision_of
 from pdplan.serving.roles import RoleHardware, instance_budget
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
@@ -67,7 +67,7 @@ def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: li
     out: list[RoleHardware] = []
     for name in gpu_names:
         gpu = catalog.gpu(name)
-        table = kernel_table(gpu.name)
+        table = catalog.kernel_table(gpu.name)
         node_tps = [t for t in tps if t <= gpu.gpus_per_node]
         fitting = [RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
                    for t in node_tps]

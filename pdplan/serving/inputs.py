@@ -1,7 +1,7 @@
 """Resolve a :class:`~pdplan.specs.scenario.Scenario` into specs, kernel tables and length bins.
 
 Catalogue names become :class:`GpuSpec` / :class:`LinkSpec` / :class:`ModelSpec`; each GPU gets its
-packaged kernel table (:func:`pdplan.perf.kernels.load_kernel_table`); the workload is binned into
+kernel table (packaged, or the user's via ``--kernel-table``: :meth:`Catalog.kernel_table`); the workload is binned into
 a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (the 3 tail bins of
 :func:`pdplan.workload.discretize` keep P99+ prompts separate) and clipped to the model's context
 window, with a warning naming the fraction of requests affected (ARCHITECTURE §2).
@@ -10,10 +10,8 @@ window, with a warning naming the fraction of requests affected (ARCHITECTURE §
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from pdplan.catalog import Catalog
-from pdplan.perf.kernels import KernelTable, load_kernel_table
 from pdplan.perf.memory import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.serving.roles import RoleHardware
@@ -50,18 +48,12 @@ def precision_of(scenario: Scenario) -> Precision:
                      kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
 
 
-@lru_cache(maxsize=32)
-def kernel_table(gpu_id: str) -> KernelTable:
-    """Packaged kernel table of a GPU, parsed once per process (tables are immutable)."""
-    return load_kernel_table(gpu_id)
-
-
 def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None,
           scenario: Scenario) -> RoleHardware | None:
     if spec is None:
         return None
     gpu = catalog.gpu(spec.gpu)
-    return RoleHardware(model, gpu, kernel_table(gpu.name), spec.tp, spec.pp,
+    return RoleHardware(model, gpu, catalog.kernel_table(gpu.name), spec.tp, spec.pp,
                         precision_of(scenario), scenario.gpu_memory_utilization)
 
 

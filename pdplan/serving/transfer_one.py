@@ -6,7 +6,6 @@ from typing import Any
 
 from pdplan.catalog import Catalog
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import load_kernel_table
 from pdplan.perf.roofline import Precision, prefill_time_s
 from pdplan.serving.inputs import DTYPE_BYTES
 from pdplan.transfer import GRANULARITIES, TransferConfig, transfer_for_request
@@ -37,7 +36,7 @@ def one_transfer(catalog: Catalog, *, model: str, tokens: int, link: str, granul
         gpu_spec = catalog.gpu(gpu)
         hbm = gpu_spec.memory_bytes_per_s
         kvb = DTYPE_BYTES[kv_dtype]
-        prefill_s = float(prefill_time_s(spec, gpu_spec, load_kernel_table(gpu_spec.name),
+        prefill_s = float(prefill_time_s(spec, gpu_spec, catalog.kernel_table(gpu_spec.name),
                                          batch=1, tokens=tokens, tp=prefill_tp,
                                          precision=Precision(kv_bytes=kvb)))
     from pdplan.perf.memory import serving_defaults

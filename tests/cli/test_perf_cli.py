@@ -89,3 +89,25 @@ def test_calibrate_bad_csv_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "missing column" in err[0]
+
+
+def test_every_predicting_command_takes_a_user_kernel_table(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A table whose GEMMs run at half the shipped efficiency must lower evaluate's goodput and be accepted by
+    optimize and simulate too (the table applies to the GPU its `gpu:` field names)."""
+    import yaml
+
+    from pdplan.calibrate import scaled_table
+    from pdplan.perf.kernels import load_kernel_table
+
+    slow = scaled_table(load_kernel_table("h100-sxm"), {"gemm_scale": 0.5, "prefill_attention_scale": 0.5})
+    path = tmp_path / "slow-h100.yaml"
+    path.write_text(yaml.safe_dump(slow.model_dump(mode="json"), sort_keys=False))
+    assert run(["evaluate", "--format", "json"]) == 0
+    base = json.loads(capsys.readouterr().out)["goodput_rps"]
+    assert run(["evaluate", "--kernel-table", str(path), "--format", "json"]) == 0
+    slower = json.loads(capsys.readouterr().out)["goodput_rps"]
+    assert slower < base * 0.9
+    small = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
+    assert run(["optimize", small, "--kernel-table", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plans"]
