@@ -8,7 +8,7 @@ AIConfigurator's kernels), so this is an out-of-sample test of the roofline's no
     measured  = input_layernorm + attn_pre_proj + attn_rope + attn_post_proj + post_attention_layernorm
                 + mlp_up_proj + mlp_act + mlp_down_proj + add            (medians, ms; collectives excluded)
     predicted = per-layer time of pdplan ops attn.qkv_proj + attn.o_proj + mlp.gate_up (or up) + mlp.down
-                + elementwise                                             (prefill pass of num_tokens tokens)
+                + norm (x2) + activation + rotary                          (prefill pass of num_tokens tokens)
 
 Run: ``python benchmarks/vidur_check.py`` (prints a Markdown table; docs/accuracy.md records its output).
 """
@@ -33,7 +33,7 @@ VIDUR = ROOT.parent / "shared" / "calibration" / "vidur-profiling" / "compute"
 GPU_IDS = {"a100": "a100-sxm-80gb", "h100": "h100-sxm"}
 OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
        "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
-PRICED = ("attn.qkv_proj", "attn.o_proj", "mlp.gate_up", "mlp.up", "mlp.down", "elementwise")
+PRICED = ("attn.qkv_proj", "attn.o_proj", "mlp.gate_up", "mlp.up", "mlp.down", "norm", "activation", "rotary")
 
 
 def spec_from_row(row: dict[str, str], name: str) -> ModelSpec:

@@ -172,14 +172,25 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
 
 
 def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
-    """Norms, residual adds, activation, rotary: memory-bound streams of activations.
+    """Norms with their residual adds, rotary embedding and the MLP activation: memory-bound kernels, one launch each.
 
-    Bytes per layer ≈ b·m·(h·(2 norms × 2 + 2 adds × 3 + rope 2) + I/tp·3 (act: read gate, up; write)).
+    As vLLM runs a layer (fused add + RMSNorm twice, rotary once, SiLU·mul once), per token with b bytes/element:
+    each norm reads x and the residual and writes both, 4·h·b; rotary reads and writes q and k, ≈ 4·(h/tp)·b;
+    the activation reads gate and up and writes their product, 3·(I/tp)·b, with I the dense width or, for MoE, the
+    top-k experts' widths plus the shared experts'. Separate launches matter at small batches, where each kernel
+    costs its launch overhead regardless of bytes.
     """
     h = float(model.hidden_size)
-    width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
-    per_layer = s.act_bytes * m * (h * 12.0 + 3.0 * width / s.tp)
-    return [Op("elementwise", "elementwise", float(model.num_layers), {"bytes": per_layer})]
+    moe = model.moe
+    width = (moe.experts_per_token * moe.expert_intermediate_size
+             + moe.num_shared_experts * moe.shared_expert_intermediate_size) if moe else model.intermediate_size
+    layers = float(model.num_layers)
+    ops = [Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp}),
+           Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * width / s.tp})]
+    if model.position_embedding == "rope":
+        ops.append(Op("rotary", "elementwise", float(model.num_kv_layers),
+                      {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
+    return ops
 
 
 def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:

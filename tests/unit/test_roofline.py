@@ -38,7 +38,8 @@ def test_prefill_long_prompt_is_compute_bound(llama8: object) -> None:
     # 4096-token prompt on Llama-3.1-8B: GEMM FLOPs = 2·(non-embedding params)·s at 1 PFLOP/s,
     # causal attention FLOPs = 2·d·(s+1)·s·h per layer (kernel convention), at 1 PFLOP/s,
     # the LM head on the last token reads its 128256·4096·2 B weights at 1 TB/s,
-    # elementwise traffic s·(12·h + 3·I)·2 B per layer and the embedding gather s·h·2·2 B at 1 TB/s.
+    # elementwise traffic per layer s·(2 norms x 4·h + rotary 4·h + activation 3·I)·2 B and the embedding
+    # gather s·h·2·2 B at 1 TB/s.
     s = 4096
     m = llama8
     gemm = 2 * m.non_embedding_params() * s / 1e15  # type: ignore[attr-defined]
