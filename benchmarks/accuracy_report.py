@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import optimize_speed  # noqa: E402
-import roofline_speed  # noqa: E402
-import vidur_check  # noqa: E402
+import optimize_speed
+import roofline_speed
+import vidur_check
 
 ROOT = Path(__file__).resolve().parents[1]
 
