@@ -54,6 +54,11 @@ def scenario_for(base: Scenario, d: Deployment) -> Scenario:
     return revalidate(base, update, source="optimizer candidate")
 
 
+def base_warnings(base: Scenario, catalog: Catalog) -> tuple[str, ...]:
+    """Warnings every candidate shares (the workload's context-window clipping): reported once, not per plan."""
+    return resolve(base, catalog).warnings
+
+
 def _latency(s: LatencySummary) -> Latency:
     return Latency(s.mean, s.p50, s.p90, s.p99)
 
@@ -115,7 +120,8 @@ def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rp
         attainment=point.attainment, utilisation=point.utilisation,
         memory_headroom=_headroom(res, point.utilisation),
         binding_constraint=good.binding if target_rps is None else point.binding_constraint,
-        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True, warnings=res.warnings)
+        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True,
+        warnings=tuple(w for w in res.warnings if w not in base_warnings(base, catalog)))
     return Exact(plan, sc, res)
 
 

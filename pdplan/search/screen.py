@@ -67,11 +67,10 @@ def rate_grid(bases: list[PrefillBase], tables: list[DecodeTable], prob: FloatAr
 
 
 def decode_grid_table(table: DecodeTable, lam: FloatArray, ys: FloatArray) -> FloatArray:
-    """E_{k,y}(λ) [Y, G, L] (0 beyond the instance's stable rate)."""
-    per = lam[None, :] / ys[:, None]
-    ok = interp_rows(table.tpot_ok_by_input, table.rates_per_s, per)
-    ok[per >= table.capacity.max_rate_per_s] = 0.0
-    return ok
+    """E_{k,y}(λ) [Y, G, L]; beyond the instance's stable rate the value at that rate is held (the stability
+    limit is applied to goodput separately, so the attainment curve stays continuous up to it)."""
+    per = np.minimum(lam[None, :] / ys[:, None], table.capacity.max_rate_per_s)
+    return interp_rows(table.tpot_ok_by_input, table.rates_per_s, per)
 
 
 def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, scv: float) -> FloatArray:
@@ -88,7 +87,8 @@ def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, 
 
 def ttft_grid(wait: object, mean_s: float, scv: float, targets: FloatArray, policy: str, xs: FloatArray,
               lam: FloatArray) -> FloatArray:
-    """T_{x}(λ) [X, G, L]: P(TTFT ≤ a | l) for x instances at global rate λ (module docstring)."""
+    """T_{x}(λ) [X, G, L]: P(TTFT ≤ a | l) for x instances at global rate λ (module docstring); beyond the highest
+    tabulated utilisation the value there is held (the stability limit caps goodput separately)."""
     table = _policy_cdf(wait, targets, policy, xs, scv)  # [R, X, L]
     rho = lam[None, :] * mean_s / xs[:, None]  # [X, G]
     pos = np.interp(rho, RHO_GRID, np.arange(RHO_GRID.size, dtype=np.float64))
@@ -101,7 +101,6 @@ def ttft_grid(wait: object, mean_s: float, scv: float, targets: FloatArray, poli
         wait_prob = erlang_c_grid(np.broadcast_to(xs[:, None], r.shape), xs[:, None] * r)
         cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
     cdf[..., targets <= 0.0] = 0.0  # no slack left for any wait: the bin misses the TTFT threshold
-    cdf[rho >= PREFILL_RHO_MAX] = 0.0
     return np.asarray(np.clip(cdf, 0.0, 1.0), dtype=np.float64)
 
 

@@ -31,10 +31,10 @@ def test_screen_counts_every_candidate(pool_and_scenario: tuple[object, object, 
     assert pool.size == 2 * 2 * 16 + 2 * 4  # type: ignore[attr-defined]
 
 
-def test_screen_goodput_is_within_5_percent_of_the_exact_model(
+def test_screen_goodput_is_within_3_percent_of_the_exact_model(
         pool_and_scenario: tuple[object, object, object]) -> None:
     """The screen tabulates per-instance loads and uses the zero-load decode step in TTFT; measured on this
-    scenario it stays within ~1.5% of the exact goodput (the default scenario: within ~4%). 5% is the gate."""
+    scenario and the shipped examples it stays within ~1% of the exact goodput (top 8 candidates). 3% is the gate."""
     sc, _, pool = pool_and_scenario
     order = rank(pool.metrics, objective="gpus", budget_gpus=None, rate_rps=None)  # type: ignore[attr-defined]
     disagg = [int(i) for i in order if pool.deployment(int(i)).mode == "disaggregated"][:6]  # type: ignore[attr-defined]
@@ -43,7 +43,7 @@ def test_screen_goodput_is_within_5_percent_of_the_exact_model(
         exact = evaluate_exact(sc, pool.deployment(i), cat, target_rps=None)  # type: ignore[arg-type, attr-defined]
         assert exact is not None
         screened = float(pool.metrics.goodput_rps[i])  # type: ignore[attr-defined]
-        assert screened == pytest.approx(exact.plan.goodput_rps, rel=0.05)
+        assert screened == pytest.approx(exact.plan.goodput_rps, rel=0.03)
 
 
 def test_colocated_replicas_scale_exactly(pool_and_scenario: tuple[object, object, object]) -> None:
