@@ -30,7 +30,7 @@ from pdplan.transfer import TransferConfig, effective_bandwidth_bytes_per_s, kv_
 FloatArray = npt.NDArray[np.float64]
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
 """Per-instance prefill utilisations tabulated (dense near saturation, where TTFT bends up)."""
-DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 40)
+DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 24)
 """Fractions of a decode instance's stable rate tabulated."""
 SCREEN_CELLS = 2**12
 """FFT cells of the screen's M/G/1 tables (the exact re-evaluation uses the serving model's finer grid)."""
