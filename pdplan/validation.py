@@ -66,7 +66,14 @@ def _workload(path: Path) -> object:
     return load_workload(path)
 
 
+def _kernel_table(path: Path) -> object:
+    from pdplan.perf.kernels import load_kernel_table
+
+    return load_kernel_table(path)
+
+
 VALIDATORS: dict[str, Validator] = {
+    "kernel-table": _kernel_table,
     "gpu": _gpu,
     "link": _link,
     "model": _model,
@@ -75,6 +82,7 @@ VALIDATORS: dict[str, Validator] = {
 }
 
 _KIND_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("kernel-table", ("gemm", "decode_attention")),
     ("gpu", ("scale_up_fabric", "bf16_flops_per_s")),
     ("link", ("line_rate_bytes_per_s",)),
     ("model", ("num_layers", "hidden_size")),
