@@ -19,9 +19,23 @@ from pdplan.cli_common import (
     write_renderable,
     write_text,
 )
+from pdplan.cli_options import (
+    AttainmentOpt,
+    DtypeOpt,
+    IslOpt,
+    KvDtypeOpt,
+    ModelOpt,
+    OslOpt,
+    ScenarioArg,
+    TpotSloOpt,
+    TtftSloOpt,
+    WorkloadOpt,
+    positive_rate,
+    scenario_from_flags,
+)
 from pdplan.errors import SpecError
 from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.specs.scenario import ScenarioOverrides
 
 if TYPE_CHECKING:
     from pdplan.search.results import PlanResult
@@ -36,14 +50,14 @@ def _progress() -> Progress:
 
 
 def optimize_command(
-    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).", dir_okay=False)] = None,
+    scenario: ScenarioArg = None,
     gpus: Annotated[int | None, Opt("--gpus", min=1, help="GPU budget: maximise goodput per GPU within it.")] = None,
     rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest $.")] = None,
     objective: Annotated[str | None, Opt("--objective", help="gpus | cost | tokens-per-dollar.")] = None,
     top: Annotated[int, Opt("--top", min=1, max=50, help="Plans to report.")] = 5,
     plot: Annotated[Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).",
                                      dir_okay=False)] = None,
-    model: Annotated[str | None, Opt("--model", help="Model name or path.")] = None,
+    model: ModelOpt = None,
     gpu: Annotated[str | None, Opt("--gpu", help="GPU(s) for both roles, comma-separated.")] = None,
     prefill_gpu: Annotated[str | None, Opt("--prefill-gpu", help="Prefill GPU(s), comma-separated.")] = None,
     decode_gpu: Annotated[str | None, Opt("--decode-gpu", help="Decode GPU(s), comma-separated.")] = None,
@@ -54,14 +68,14 @@ def optimize_command(
     granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk (comma-separated).")] = None,
     routing: Annotated[str | None, Opt("--routing", help="random|round-robin|least-work.")] = None,
     scheduler: Annotated[str | None, Opt("--scheduler", help="Colocated baseline: prefill-first|chunked.")] = None,
-    isl: Annotated[int | None, Opt("--isl", min=1, help="Fixed input length.")] = None,
-    osl: Annotated[int | None, Opt("--osl", min=1, help="Fixed output length.")] = None,
-    workload: Annotated[str | None, Opt("--workload", help="Workload YAML or preset.")] = None,
-    ttft_slo: Annotated[str | None, Opt("--ttft-slo", help="e.g. 2s, 250ms.")] = None,
-    tpot_slo: Annotated[str | None, Opt("--tpot-slo", help="e.g. 100ms.")] = None,
-    attainment: Annotated[float | None, Opt("--attainment", help="Target, e.g. 0.9.")] = None,
-    dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
-    kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    workload: WorkloadOpt = None,
+    ttft_slo: TtftSloOpt = None,
+    tpot_slo: TpotSloOpt = None,
+    attainment: AttainmentOpt = None,
+    dtype: DtypeOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
@@ -74,14 +88,11 @@ def optimize_command(
     from pdplan.report import write_plot  # lazy: scipy loads in ~1 s
     from pdplan.search.optimize import optimize
     from pdplan.search.space import SearchOverrides, with_search_overrides
-    from pdplan.serving import default_scenario_path
 
-    if rate is not None and rate <= 0:
-        raise SpecError("must be > 0", field="--rate")
+    positive_rate(rate)
     if objective is not None and objective not in ("gpus", "cost", "tokens-per-dollar"):
         raise SpecError(f"{objective!r} is not one of gpus, cost, tokens-per-dollar", field="--objective")
-    base = load_scenario(scenario or default_scenario_path())
-    sc = apply_overrides(base, ScenarioOverrides(
+    sc = scenario_from_flags(scenario, ScenarioOverrides(
         model=model, isl=isl, osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
         attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
     sc = with_search_overrides(sc, SearchOverrides(gpu, prefill_gpu, decode_gpu, tp, prefill_tp, decode_tp, link,

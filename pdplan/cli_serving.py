@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
-from pdplan.errors import SpecError
+from pdplan.cli_options import (
+    AttainmentOpt,
+    ColocatedOpt,
+    ConcurrencyOpt,
+    DecodeGpuOpt,
+    DecodeTpOpt,
+    DtypeOpt,
+    GpuOpt,
+    GranularityOpt,
+    IslOpt,
+    KvDtypeOpt,
+    LinkOpt,
+    ModelOpt,
+    OslOpt,
+    PrefillGpuOpt,
+    PrefillTpOpt,
+    RoutingOpt,
+    ScenarioArg,
+    SchedulerOpt,
+    TpOpt,
+    TpotSloOpt,
+    TtftSloOpt,
+    WorkloadOpt,
+    XpydOpt,
+    positive_rate,
+    scenario_from_flags,
+)
 from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.specs.scenario import ScenarioOverrides
 
 if TYPE_CHECKING:
     from pdplan.serving import Evaluation
@@ -19,34 +44,30 @@ Opt = typer.Option
 
 
 def evaluate_command(
-    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).",
-                                                    dir_okay=False)] = None,
-    model: Annotated[str | None, Opt("--model", help="Model name or path.")] = None,
-    gpu: Annotated[str | None, Opt("--gpu", help="GPU for both roles.")] = None,
-    prefill_gpu: Annotated[str | None, Opt("--prefill-gpu")] = None,
-    decode_gpu: Annotated[str | None, Opt("--decode-gpu")] = None,
-    tp: Annotated[int | None, Opt("--tp", min=1, help="TP for both roles.")] = None,
-    prefill_tp: Annotated[int | None, Opt("--prefill-tp", min=1)] = None,
-    decode_tp: Annotated[int | None, Opt("--decode-tp", min=1)] = None,
-    xpyd: Annotated[str | None, Opt("--xpyd", help="Disaggregated counts, e.g. 2P1D.")] = None,
-    colocated: Annotated[int | None, Opt("--colocated", min=1,
-                                         help="N colocated instances.")] = None,
-    scheduler: Annotated[str | None, Opt("--scheduler", help="prefill-first|chunked.")] = None,
-    link: Annotated[str | None, Opt("--link", help="KV link name or path.")] = None,
-    granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk.")] = None,
-    routing: Annotated[str | None, Opt("--routing",
-                                       help="random|round-robin|least-work.")] = None,
-    isl: Annotated[int | None, Opt("--isl", min=1, help="Fixed input length.")] = None,
-    osl: Annotated[int | None, Opt("--osl", min=1, help="Fixed output length.")] = None,
-    workload: Annotated[str | None, Opt("--workload", help="Workload YAML or preset.")] = None,
-    ttft_slo: Annotated[str | None, Opt("--ttft-slo", help="e.g. 2s, 250ms.")] = None,
-    tpot_slo: Annotated[str | None, Opt("--tpot-slo", help="e.g. 100ms.")] = None,
-    attainment: Annotated[float | None, Opt("--attainment", help="Target, e.g. 0.9.")] = None,
+    scenario: ScenarioArg = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    prefill_gpu: PrefillGpuOpt = None,
+    decode_gpu: DecodeGpuOpt = None,
+    tp: TpOpt = None,
+    prefill_tp: PrefillTpOpt = None,
+    decode_tp: DecodeTpOpt = None,
+    xpyd: XpydOpt = None,
+    colocated: ColocatedOpt = None,
+    scheduler: SchedulerOpt = None,
+    link: LinkOpt = None,
+    granularity: GranularityOpt = None,
+    routing: RoutingOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    workload: WorkloadOpt = None,
+    ttft_slo: TtftSloOpt = None,
+    tpot_slo: TpotSloOpt = None,
+    attainment: AttainmentOpt = None,
     rate: Annotated[float | None, Opt("--rate", help="Poisson rate (req/s) to report at.")] = None,
-    concurrency: Annotated[int | None, Opt("--concurrency", min=1,
-                                           help="Closed loop: C clients.")] = None,
-    dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
-    kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
+    concurrency: ConcurrencyOpt = None,
+    dtype: DtypeOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
@@ -56,18 +77,15 @@ def evaluate_command(
 
     Example: pdplan evaluate examples/default.yaml --rate 8 --format json
     """
-    from pdplan.serving import default_scenario_path, evaluate  # lazy: scipy loads in ~1 s
+    from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
-    if rate is not None and rate <= 0:
-        raise SpecError("must be > 0", field="--rate")
-    base = load_scenario(scenario or default_scenario_path())
-    ov = ScenarioOverrides(
+    positive_rate(rate)
+    sc = scenario_from_flags(scenario, ScenarioOverrides(
         model=model, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, tp=tp,
         prefill_tp=prefill_tp, decode_tp=decode_tp, xpyd=xpyd, colocated=colocated,
         scheduler=scheduler, link=link, granularity=granularity, routing=routing, isl=isl,
         osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
-        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype)
-    sc = apply_overrides(base, ov)
+        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
     result = evaluate(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate, concurrency=concurrency)
     for line in result.warnings:
         warn(line)

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli_options import (
+    AttainmentOpt,
+    ColocatedOpt,
+    ConcurrencyOpt,
+    DecodeGpuOpt,
+    DecodeTpOpt,
+    DtypeOpt,
+    GpuOpt,
+    GranularityOpt,
+    IslOpt,
+    KvDtypeOpt,
+    LinkOpt,
+    ModelOpt,
+    OslOpt,
+    PrefillGpuOpt,
+    PrefillTpOpt,
+    RoutingOpt,
+    ScenarioArg,
+    SchedulerOpt,
+    TpOpt,
+    TpotSloOpt,
+    TtftSloOpt,
+    WorkloadOpt,
+    XpydOpt,
+    positive_rate,
+    scenario_from_flags,
+)
 from pdplan.errors import SpecError
 from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.specs.scenario import ScenarioOverrides
 
 if TYPE_CHECKING:
     from pdplan.serving.simulate import Comparison
@@ -19,34 +45,30 @@ Opt = typer.Option
 
 
 def simulate_command(
-    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).",
-                                                    dir_okay=False)] = None,
-    model: Annotated[str | None, Opt("--model", help="Model name or path.")] = None,
-    gpu: Annotated[str | None, Opt("--gpu", help="GPU for both roles.")] = None,
-    prefill_gpu: Annotated[str | None, Opt("--prefill-gpu")] = None,
-    decode_gpu: Annotated[str | None, Opt("--decode-gpu")] = None,
-    tp: Annotated[int | None, Opt("--tp", min=1, help="TP for both roles.")] = None,
-    prefill_tp: Annotated[int | None, Opt("--prefill-tp", min=1)] = None,
-    decode_tp: Annotated[int | None, Opt("--decode-tp", min=1)] = None,
-    xpyd: Annotated[str | None, Opt("--xpyd", help="Disaggregated counts, e.g. 2P1D.")] = None,
-    colocated: Annotated[int | None, Opt("--colocated", min=1,
-                                         help="N colocated instances.")] = None,
-    scheduler: Annotated[str | None, Opt("--scheduler", help="prefill-first|chunked.")] = None,
-    link: Annotated[str | None, Opt("--link", help="KV link name or path.")] = None,
-    granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk.")] = None,
-    routing: Annotated[str | None, Opt("--routing",
-                                       help="random|round-robin|least-work.")] = None,
-    isl: Annotated[int | None, Opt("--isl", min=1, help="Fixed input length.")] = None,
-    osl: Annotated[int | None, Opt("--osl", min=1, help="Fixed output length.")] = None,
-    workload: Annotated[str | None, Opt("--workload", help="Workload YAML or preset.")] = None,
-    ttft_slo: Annotated[str | None, Opt("--ttft-slo", help="e.g. 2s, 250ms.")] = None,
-    tpot_slo: Annotated[str | None, Opt("--tpot-slo", help="e.g. 100ms.")] = None,
-    attainment: Annotated[float | None, Opt("--attainment", help="Target, e.g. 0.9.")] = None,
+    scenario: ScenarioArg = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    prefill_gpu: PrefillGpuOpt = None,
+    decode_gpu: DecodeGpuOpt = None,
+    tp: TpOpt = None,
+    prefill_tp: PrefillTpOpt = None,
+    decode_tp: DecodeTpOpt = None,
+    xpyd: XpydOpt = None,
+    colocated: ColocatedOpt = None,
+    scheduler: SchedulerOpt = None,
+    link: LinkOpt = None,
+    granularity: GranularityOpt = None,
+    routing: RoutingOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    workload: WorkloadOpt = None,
+    ttft_slo: TtftSloOpt = None,
+    tpot_slo: TpotSloOpt = None,
+    attainment: AttainmentOpt = None,
     rate: Annotated[float | None, Opt("--rate", help="Poisson rate (req/s).")] = None,
-    concurrency: Annotated[int | None, Opt("--concurrency", min=1,
-                                           help="Closed loop: C clients.")] = None,
-    dtype: Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")] = None,
-    kv_dtype: Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")] = None,
+    concurrency: ConcurrencyOpt = None,
+    dtype: DtypeOpt = None,
+    kv_dtype: KvDtypeOpt = None,
     requests: Annotated[int, Opt("--requests", min=100,
                                  help="Simulated requests per run.")] = 20_000,
     seed: Annotated[int, Opt("--seed", min=0, help="Seed of lengths, arrivals, routing.")] = 0,
@@ -63,21 +85,17 @@ def simulate_command(
 
     Example: pdplan simulate examples/default.yaml --rate 8 --goodput --format json
     """
-    from pdplan.serving import default_scenario_path
     from pdplan.serving.simulate import simulate_scenario
 
-    if rate is not None and rate <= 0:
-        raise SpecError("must be > 0", field="--rate")
+    positive_rate(rate)
     if rate is None and concurrency is None and not goodput:
         raise SpecError("give --rate R or --concurrency C (or --goodput)", field="--rate")
-    base = load_scenario(scenario or default_scenario_path())
-    ov = ScenarioOverrides(
+    sc = scenario_from_flags(scenario, ScenarioOverrides(
         model=model, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, tp=tp,
         prefill_tp=prefill_tp, decode_tp=decode_tp, xpyd=xpyd, colocated=colocated,
         scheduler=scheduler, link=link, granularity=granularity, routing=routing, isl=isl,
         osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
-        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype)
-    sc = apply_overrides(base, ov)
+        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
     result = simulate_scenario(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate,

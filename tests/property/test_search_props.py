@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from pdplan.catalog import open_catalog
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.search.exact import Deployment, scenario_for
 from pdplan.search.optimize import optimize
 from pdplan.serving import evaluate, load_scenario
-from pdplan.specs.scenario import revalidate
 
 SMALL = load_scenario(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
 CATALOG = open_catalog()
@@ -42,17 +42,9 @@ def test_a_looser_slo_never_lowers_the_best_goodput(factor: float) -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"rate_rps": 50.0}, {"budget_gpus": 4}])
 def test_the_best_plan_meets_the_slo_when_evaluated_alone(kwargs: dict[str, object]) -> None:
     best = optimize(SMALL, catalog=CATALOG, analyse=False, top=1, **kwargs).best  # type: ignore[arg-type]
-    update: dict[str, object] = {"mode": best.mode, "search": None, "max_num_seqs": best.max_num_seqs,
-                                 "prefill": None, "decode": None, "colocated": None}
-    if best.mode == "colocated":
-        assert best.colocated is not None
-        update["colocated"] = {**best.colocated.as_dict(), "scheduler": best.scheduler}
-    else:
-        assert best.prefill is not None
-        assert best.decode is not None
-        update.update(prefill=best.prefill.as_dict(), decode=best.decode.as_dict(), granularity=best.granularity,
-                      link=best.link, routing=best.routing)
-    alone = evaluate(revalidate(SMALL, update), catalog=CATALOG, rate=best.operating_rate_rps)
+    deployment = Deployment(best.mode, best.prefill, best.decode, best.colocated, best.granularity, best.link,
+                            best.routing, best.scheduler, best.max_num_seqs)
+    alone = evaluate(scenario_for(SMALL, deployment), catalog=CATALOG, rate=best.operating_rate_rps)
     assert alone.operating_point is not None
     assert alone.operating_point.attainment >= SMALL.slo.attainment - 1e-3
     assert alone.goodput_rps == pytest.approx(best.goodput_rps, rel=1e-6)
