@@ -1,6 +1,8 @@
 """Every `pdplan` command shown in README.md still runs (exit 0), in-process, from the repository root.
 
-Output files named with `-o` go to a temporary folder; shell globs are expanded as a shell would.
+Output files named with `-o` go to a temporary folder; shell globs are expanded as a shell would. The README's
+`my_*` files stand for the reader's own: a measurement CSV is written here from pdplan's roofline (synthetic test
+data, not a measurement) and a kernel table from `pdplan calibrate` on it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,30 @@ def test_the_readme_has_commands_for_every_pdplan_command() -> None:
     assert {"optimize", "evaluate", "simulate", "transfer", "roofline", "hardware", "models", "validate"} <= shown
 
 
+def _users_file(folder: Path, name: str) -> Path:
+    """Stand-ins for the reader's files: phase times (CSV) and a kernel table fitted to them (YAML)."""
+    csv_path = folder / "my_runs.csv"
+    if not csv_path.exists():
+        from pdplan.catalog import open_catalog
+        from pdplan.perf.kernels import load_kernel_table
+        from pdplan.perf.roofline import phase_time
+
+        catalog = open_catalog()
+        lines = ["gpu,model,tp,phase,batch,tokens,time_ms"]
+        for phase, batch, tokens in (("prefill", 1, 1024), ("prefill", 2, 2048), ("decode", 8, 1024),
+                                     ("decode", 64, 2048)):
+            t = phase_time(catalog.model("llama-3.1-8b"), catalog.gpu("h100-sxm"), load_kernel_table("h100-sxm"),
+                           phase=phase, batch=batch, tokens=tokens).time_s  # type: ignore[arg-type]
+            lines.append(f"h100-sxm,llama-3.1-8b,1,{phase},{batch},{tokens},{1.2e3 * float(t[()]):.4f}")
+        csv_path.write_text("\n".join(lines) + "\n")
+    if name.endswith(".csv"):
+        return csv_path
+    table = folder / "my-table.yaml"
+    if not table.exists():
+        assert run(["calibrate", str(csv_path), "-o", str(table), "--format", "json"]) == 0
+    return table
+
+
 @pytest.mark.parametrize("command", readme_commands())
 def test_readme_command_runs(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +69,9 @@ def test_readme_command_runs(command: str, tmp_path: Path, monkeypatch: pytest.M
     args: list[str] = []
     words = shlex.split(command)[1:]
     for i, word in enumerate(words):
-        if i > 0 and words[i - 1] in ("-o", "--output", "--plot"):
+        if word.startswith("my"):
+            args.append(str(_users_file(tmp_path, word)))
+        elif i > 0 and words[i - 1] in ("-o", "--output", "--plot"):
             args.append(str(tmp_path / Path(word).name))
         elif any(ch in word for ch in "*?["):
             args.extend(sorted(glob.glob(word)))
