@@ -15,6 +15,7 @@ import io
 import math
 import os
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def render_plot(result: PlanResult, fmt: str) -> bytes:
         left, right = fig.subplots(1, 2)
         _pareto_panel(left, result)
         _curve_panel(right, result)
-        fig.suptitle(result.question, fontsize="medium")
+        fig.suptitle(textwrap.fill(result.question, width=130), fontsize="medium")
         metadata: dict[str, Any] = ({"Date": None, "Creator": "pdplan"} if fmt == "svg"
                                     else {"Software": "pdplan"})
         buffer = io.BytesIO()
