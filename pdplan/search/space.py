@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from pdplan.catalog import Catalog
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.perf.memory import serving_defaults
 from pdplan.serving.inputs import precision_of
 from pdplan.serving.roles import RoleHardware, instance_budget
+from pdplan.specs.loading import first_error_line
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
 
@@ -63,12 +66,17 @@ def _fits(hw: RoleHardware) -> bool:
 
 def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...],
            notes: list[str]) -> tuple[RoleHardware, ...]:
-    """GPU × TP (≤ GPUs per node) × PP options whose weights fit, in a stable order."""
+    """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
+    sharding) and stay within one node (≤ GPUs per node)."""
     out: list[RoleHardware] = []
     for name in gpu_names:
         gpu = catalog.gpu(name)
         table = catalog.kernel_table(gpu.name)
-        node_tps = [t for t in tps if t <= gpu.gpus_per_node]
+        node_tps = [t for t in tps if t <= gpu.gpus_per_node and model.num_attention_heads % t == 0]
+        if not node_tps:
+            notes.append(f"no TP in {list(tps)} divides {model.name}'s {model.num_attention_heads} attention heads "
+                         f"within one {gpu.gpus_per_node}-GPU {gpu.name} node")
+            continue
         fitting = [RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
                    for t in node_tps]
         fitting = [h for h in fitting if _fits(h)]
@@ -104,6 +112,7 @@ def build_space(scenario: Scenario, catalog: Catalog, *, budget_gpus: int | None
     decode = _roles(catalog, model, scenario, decode_gpus, tps, notes)
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
     colocated = _roles(catalog, model, scenario, colocated_gpus, tps, [])
+    notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(f"no instance type holds {model.name}: " + "; ".join(notes),
                                   binding_constraint="memory")
@@ -166,6 +175,7 @@ def with_search_overrides(scenario: Scenario, ov: SearchOverrides) -> Scenario:
         return scenario
     try:
         search = SearchSpace.model_validate({**s.model_dump(), **update})
-    except ValueError as err:
-        raise SpecError(str(err).splitlines()[-1].strip(), field="search") from None
+    except ValidationError as err:
+        field, message = first_error_line(err)
+        raise SpecError(message, source="command line", field=f"search.{field}") from None
     return scenario.model_copy(update={"search": search})

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pdplan.catalog import Catalog
+from pdplan.errors import SpecError
 from pdplan.perf.memory import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.serving.roles import RoleHardware
@@ -53,6 +54,12 @@ def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None,
     if spec is None:
         return None
     gpu = catalog.gpu(spec.gpu)
+    if model.num_attention_heads % spec.tp:
+        raise SpecError(f"TP {spec.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
+                        "(tensor parallelism shards heads evenly)", field="tp")
+    if spec.tp > gpu.gpus_per_node:
+        raise SpecError(f"TP {spec.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
+                        "parallelism stays inside a node; use PP across nodes)", field="tp")
     return RoleHardware(model, gpu, catalog.kernel_table(gpu.name), spec.tp, spec.pp,
                         precision_of(scenario), scenario.gpu_memory_utilization)
 
