@@ -7,11 +7,11 @@ warm-up (catalogue and kernel tables cached, as in an optimiser loop). Run:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from closed_form_vs_sim import write_section
+from timing import best_of
 
 from pdplan.catalog import open_catalog
 from pdplan.serving import evaluate, load_scenario
@@ -22,13 +22,7 @@ REPEATS = 15
 
 
 def best_ms(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return 1e3 * best
+    return 1e3 * best_of(fn, repeats)
 
 
 def scenarios() -> dict[str, Scenario]:

@@ -8,8 +8,9 @@ computed only for Markdown/JSON/plot output). Run: ``python benchmarks/optimize_
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+from timing import best_of
 
 from pdplan.catalog import open_catalog
 from pdplan.search.optimize import optimize
@@ -20,14 +21,6 @@ CASES = ("default.yaml", "mixed-fleet.yaml", "opt-13b-a100-distserve.yaml", "h10
          "long-context-summarisation.yaml", "fp8-h200.yaml")
 
 
-def best_of(fn: object, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return min(times)
-
 
 def main() -> None:
     catalog = open_catalog()
@@ -35,8 +28,8 @@ def main() -> None:
     for name in CASES:
         scenario = load_scenario(ROOT / "examples" / name)
         result = optimize(scenario, catalog=catalog, analyse=False)
-        plain = best_of(lambda: optimize(scenario, catalog=catalog, analyse=False))  # noqa: B023
-        full = best_of(lambda: optimize(scenario, catalog=catalog, analyse=True))  # noqa: B023
+        plain = best_of(lambda: optimize(scenario, catalog=catalog, analyse=False), 3)  # noqa: B023
+        full = best_of(lambda: optimize(scenario, catalog=catalog, analyse=True), 3)  # noqa: B023
         print(f"| {name} | {result.search.candidates:,} | {plain:.2f} | {full:.2f} |")
 
 

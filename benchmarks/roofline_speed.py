@@ -5,9 +5,8 @@ Run: ``python benchmarks/roofline_speed.py``. Prints the best of 5 runs per phas
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from timing import best_of
 
 from pdplan.catalog import open_catalog
 from pdplan.perf.kernels import load_kernel_table
@@ -15,14 +14,6 @@ from pdplan.perf.roofline import phase_time
 
 N = 100_000
 
-
-def best_of(fn: object, repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
