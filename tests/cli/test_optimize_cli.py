@@ -97,3 +97,17 @@ def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> No
     text = capsys.readouterr().out
     for heading in ("Question", "Inputs", "Recommended plan", "Alternatives", "Pareto", "Sensitivity"):
         assert heading in text
+
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_cli_equals_the_library_for_every_example(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pdplan optimize EXAMPLE --format json` is a view of `pdplan.search.optimize` (same plans, same numbers)."""
+    assert run(["optimize", str(example), "--format", "json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    api = json.loads(json.dumps(optimize(load_scenario(example), catalog=open_catalog()).to_document()))
+    for doc in (cli, api):
+        doc["search"]["seconds"] = 0.0
+    assert cli == api
