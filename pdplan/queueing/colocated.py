@@ -21,13 +21,12 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   a chunk.
   TTFT: prefill tokens are served c per chunk step, so an M/G/1 on ``S_c(L) = L·τ_chunk/c`` with
   τ_chunk = plain + extra (its utilisation π·τ_chunk/τ̄ ≥ π is the binding prefill-capacity bound;
-  §3's ``λE[L] ≤ (C − N)/τ̄`` is the looser step-count form). TPOT: §2.4 load noise plus
-  ``extra²·π(1−π)·D/n`` from the binomial count of chunk steps, D = 1 + (1 + c_s²)ρ/(1 − ρ) the
-  busy-period dispersion (heuristic, untested in QUEUEING.md), variances summed, gamma marginal.
-  Measured against ``pdplan simulate`` (docs/accuracy_serving.md): TTFT P90/P99 within ~10–20 %,
-  but TPOT is optimistic (P99 −15…−60 %): a request's decode starts right after its own prefill,
-  when the chunk queue is more likely busy than on average — not modelled (a widened chunk
-  variance, bounded by π(1−π), did not help).
+  §3's ``λE[L] ≤ (C − N)/τ̄`` is the looser step-count form). TPOT: §2.4 load noise plus the chunk
+  steps a request sees: chunk steps come in runs (busy stretches of the chunk queue) and a request's
+  decode starts as its own prefill leaves that queue, when it is busy with the time fraction ρ_c > π;
+  :func:`_chunk_step_fraction` gives the per-bin mean and variance of the fraction of chunk steps over
+  the request's n steps (two-state correlated process started at a departure; chunk steps conserved),
+  variances summed, gamma marginal. Measured against ``pdplan simulate`` (docs/accuracy_serving.md).
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
 approximation here (both live on one instance; QUEUEING.md §5.2 flags it).
@@ -158,20 +157,47 @@ def colocated_chunked(
         raise ValueError(
             f"chunked: prefill capacity exceeded (chunk-step utilisation {rho_c.max():.4f} >= 1)"
         )
-    cs2 = el2 / el**2 - 1.0
     wait = _chunk_wait(rate, lin, p, tau_chunk / chunk)
     offsets = lin[None, :] * (tau_chunk / chunk)[:, None]
     var_load, _ = load_noise(st, workload)
-    disp = 1.0 + (1.0 + cs2) * rho_c / (1.0 - rho_c)
-    var_chunk = (extra**2 * pi * (1.0 - pi) * disp)[:, None] / workload.decode_steps[None, :]
+    frac, frac_var = _chunk_step_fraction(rate, workload, pi, rho_c, el / chunk, tau_chunk - extra)
     w = _own_weight(workload, step_time)
     tpot = GammaMixture(
         offset_s=np.broadcast_to(step_time.t0_s + w, var_load.shape).copy(),
-        load_mean_s=np.broadcast_to(((u_d + u_p) * tau)[:, None], var_load.shape).copy(),
-        load_var_s2=var_load + var_chunk,
+        load_mean_s=(u_d * tau)[:, None] + extra[:, None] * frac,
+        load_var_s2=var_load + extra[:, None] ** 2 * frac_var,
         prob=p,
     )
     return ColocatedResult(ShiftedMixture(wait, offsets, p), tpot, tau, u_d, u_p)
+
+
+def _chunk_step_fraction(rate: FloatArray, workload: DecodeWorkload, pi: FloatArray, rho_c: FloatArray,
+                         steps_per_prompt: FloatArray, tau_plain: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Mean and variance of the fraction of a request's n decode steps that carry a prefill chunk, per bin [R, M].
+
+    Chunk steps come in runs: the chunk queue alternates busy stretches of R_on = (E[L]/c)/(1 − ρ_c) steps (an M/G/1
+    busy period in chunk steps) and idle stretches of R_off = 1/(λ τ_plain) plain steps. As a two-state process its
+    correlation time is τ_c = R_on R_off/(R_on + R_off) steps, and the average of the on/off indicator over a window of
+    n steps has variance ``p(1 − p)·h(n)``, ``h(n) = (2τ_c/n)(1 − (τ_c/n)(1 − e^{−n/τ_c}))`` (→ 1 for n ≪ τ_c,
+    → 2τ_c/n for n ≫ τ_c). A request's decode starts when its own prefill leaves the chunk queue; by the M/G/1
+    departure property the queue is then busy with the *time* fraction ρ_c (> the step fraction π, chunk steps being
+    longer), relaxing to the stationary level over τ_c: mean ``p + (ρ_c − p)·g(n)``, ``g(n) = (τ_c/n)(1 − e^{−n/τ_c})``.
+    The stationary level p is set so that the token-weighted mean is π (chunk steps are conserved). This replaces the
+    earlier binomial-with-dispersion term, which treated steps as nearly independent and missed the start effect.
+    """
+    n = workload.decode_steps[None, :]
+    r_on = (steps_per_prompt / (1.0 - rho_c))[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_off = (1.0 / (rate * tau_plain))[:, None]  # inf at zero load: never busy, τ_c = R_on
+        tc = np.where(np.isfinite(r_off), r_on * r_off / (r_on + r_off), r_on)
+    decay = 1.0 - np.exp(-n / tc)
+    g = tc / n * decay
+    h = 2.0 * tc / n * (1.0 - tc / n * decay)
+    weight = workload.prob[None, :] * n
+    mean_g = (weight * g).sum(axis=1) / weight.sum(axis=1)
+    level = np.clip((pi - rho_c * mean_g) / np.maximum(1.0 - mean_g, 1e-12), 0.0, 1.0)[:, None]
+    frac = np.clip(level + (rho_c[:, None] - level) * g, 0.0, 1.0)
+    return frac, frac * (1.0 - frac) * h
 
 
 def _chunk_wait(
