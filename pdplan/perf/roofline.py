@@ -190,10 +190,13 @@ def phase_time(
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
     prec = precision or Precision()
-    b, n, t, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp)))
+    # broadcast lazily: a scalar TP/PP stays a scalar, so every weight shape (n, k) stays a scalar too and only
+    # the token-dependent terms are arrays (about half the work for the common one-TP call)
+    b, n, t, p = (np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp))
+    full = np.broadcast_shapes(b.shape, n.shape, t.shape, p.shape)
     shape = PassShape(phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
     ops = _price_ops(forward_ops(model, shape), gpu, table, prec, detail)
-    compute_s = sum((op.time_s for op in ops), np.zeros_like(b))
+    compute_s = np.broadcast_to(sum((op.time_s for op in ops), np.zeros(full)), full)
     overhead_s = table.framework.decode_step_overhead_s
     handoff_s = _handoff_s(model, shape, gpu, table, p)
     # per GPU of a stage the layer work divides by p; the (un-split) head/embedding is small and kept whole
