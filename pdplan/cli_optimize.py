@@ -35,7 +35,7 @@ from pdplan.cli_options import (
 )
 from pdplan.errors import SpecError
 from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides
+from pdplan.specs.scenario import ScenarioOverrides, parse_xpyd
 
 if TYPE_CHECKING:
     from pdplan.search.results import PlanResult
@@ -68,6 +68,8 @@ def optimize_command(
     granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk (comma-separated).")] = None,
     routing: Annotated[str | None, Opt("--routing", help="random|round-robin|least-work.")] = None,
     scheduler: Annotated[str | None, Opt("--scheduler", help="Colocated baseline: prefill-first|chunked.")] = None,
+    xpyd: Annotated[str | None, Opt("--xpyd", help="Only plans with these counts, e.g. 2P1D.")] = None,
+    colocated: Annotated[int | None, Opt("--colocated", min=1, help="Only N colocated instances.")] = None,
     isl: IslOpt = None,
     osl: OslOpt = None,
     workload: WorkloadOpt = None,
@@ -90,6 +92,9 @@ def optimize_command(
     from pdplan.search.space import SearchOverrides, with_search_overrides
 
     positive_rate(rate)
+    if xpyd is not None and colocated is not None:
+        raise SpecError("give either --xpyd or --colocated, not both", field="--xpyd")
+    counts = parse_xpyd(xpyd) if xpyd is not None else None
     if objective is not None and objective not in ("gpus", "cost", "tokens-per-dollar"):
         raise SpecError(f"{objective!r} is not one of gpus, cost, tokens-per-dollar", field="--objective")
     sc = scenario_from_flags(scenario, ScenarioOverrides(
@@ -102,7 +107,7 @@ def optimize_command(
     with _progress() as progress:
         task = progress.add_task("optimizing", total=None)
         result = optimize(sc, catalog=catalog_from(hardware_db, kernel_tables), budget_gpus=gpus, rate_rps=rate,
-                          objective=objective, top=top, analyse=analyse,
+                          objective=objective, top=top, analyse=analyse, xpyd=counts, colocated_count=colocated,
                           stage=lambda name: progress.update(task, description=name))
     if fmt is not Format.table:  # the table view lists the warnings itself
         for line in result.warnings:

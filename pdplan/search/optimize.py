@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -232,13 +233,33 @@ def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
         f"with {int(m.num_gpus[fewest])} GPUs", binding_constraint="GPU budget", closest=label)
 
 
+def _restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int | None) -> Pool:
+    """The pool with only the asked-for instance counts left rankable (others get zero goodput)."""
+    if xpyd is None and colocated_count is None:
+        return pool
+    c = pool.screened
+    if xpyd is not None:
+        disagg = (c.x == xpyd[0]) & (c.y == xpyd[1])
+        co = np.zeros(len(pool.colocated), dtype=bool)
+    else:
+        disagg = np.zeros(c.size, dtype=bool)
+        co = np.array([d.colocated is not None and d.colocated.count == colocated_count for d in pool.colocated],
+                      dtype=bool)
+    keep = np.concatenate([disagg, co])
+    return dataclasses.replace(pool, metrics=dataclasses.replace(
+        pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0)))
+
+
 def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus: int | None = None,
              rate_rps: float | None = None, objective: str | None = None, top: int = 5,
-             stage: Stage | None = None, analyse: bool = True) -> PlanResult:
+             stage: Stage | None = None, analyse: bool = True, xpyd: tuple[int, int] | None = None,
+             colocated_count: int | None = None) -> PlanResult:
     """Search deployments for ``scenario`` (its ``search:`` block and the arguments) and rank them.
 
     ``budget_gpus`` (maximise goodput per GPU within it) or ``rate_rps`` (meet it at the fewest GPUs / lowest
-    cost); ``analyse`` adds the pick's sensitivity and latency-vs-rate curve (the capacity-review extras).
+    cost); ``xpyd`` fixes the instance counts of the plans (``colocated_count`` ranks only that many colocated
+    instances); ``analyse`` adds the pick's sensitivity and latency-vs-rate curve (the capacity-review extras).
+    The colocated baseline is always chosen from the whole colocated search.
     """
     started = time.perf_counter()
     note = stage or (lambda _: None)
@@ -247,7 +268,8 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
     space = build_space(scenario, catalog, budget_gpus=budget_gpus, rate_rps=rate_rps, objective=objective)
     res = resolve(scenario, catalog)
-    pool = _pool(scenario, res, space, catalog, note)
+    full = _pool(scenario, res, space, catalog, note)
+    pool = _restricted(full, xpyd, colocated_count)
     order = rank(pool.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
     if order.size == 0:
         raise _infeasible(pool, space)
@@ -260,7 +282,9 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
                                   binding_constraint=reason.binding_constraint)
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
         best += _refine(scenario, pool, order, catalog, space, 1, mode="disaggregated")
-    baseline = _refine(scenario, pool, order, catalog, space, 1, mode="colocated")
+    full_order = rank(full.metrics, objective=space.objective, budget_gpus=space.budget_gpus,
+                      rate_rps=space.rate_rps)
+    baseline = _refine(scenario, full, full_order, catalog, space, 1, mode="colocated")
     feasible = order
     per_gpu = pool.metrics.goodput_rps[feasible] / pool.metrics.num_gpus[feasible]
     front = feasible[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[feasible], 1e-12))]

@@ -111,3 +111,13 @@ def test_cli_equals_the_library_for_every_example(example: Path, capsys: pytest.
     for doc in (cli, api):
         doc["search"]["seconds"] = 0.0
     assert cli == api
+
+
+def test_xpyd_and_colocated_fix_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shared overrides `--xpyd` / `--colocated` (ARCHITECTURE §4) narrow optimize to those counts."""
+    doc = _json(capsys, "--xpyd", "2P1D")
+    assert {(p["prefill"]["count"], p["decode"]["count"]) for p in doc["plans"]} == {(2, 1)}  # type: ignore[index]
+    assert doc["baseline"] is not None  # the baseline still comes from the whole colocated search
+    doc = _json(capsys, "--colocated", "2")
+    assert {(p["mode"], p["colocated"]["count"]) for p in doc["plans"]} == {("colocated", 2)}  # type: ignore[index]
+    assert run(["optimize", SMALL, "--xpyd", "2P1D", "--colocated", "2"]) == 2
