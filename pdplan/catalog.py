@@ -93,7 +93,7 @@ class Catalog:
     def kernel_table(self, gpu_name: str) -> KernelTable:
         """The user's kernel table for this GPU if one was given, else the packaged one."""
         for path in self.kernel_table_files:
-            table = _load_table_cached(str(path.resolve()) if path.exists() else str(path))
+            table = _load_table_cached(_cache_key(path))
             if table.gpu.lower() == gpu_name.lower():
                 return table
         return _load_table_cached(gpu_name)
@@ -105,20 +105,27 @@ class Catalog:
             from pdplan.hf_config import load_hf_config
 
             return load_hf_config(path)
-        spec = _load_model_cached(str(path.resolve()) if path.exists() else str(path))
-        if not looks_like_path(name) and spec.name.lower() != path.stem.lower():
-            raise SpecError(f"name {spec.name!r} does not match the file name {path.stem!r}", source=str(path),
-                            field="name")
+        spec = _load_model_cached(_cache_key(path))
+        _check_name(spec.name, path, looks_like_path(name))
         return spec
 
 
-def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
-    spec = cast(SpecT, _load_cached(cls, str(path.resolve()) if path.exists() else str(path)))
-    declared = str(getattr(spec, "name", "")).lower()
-    if not by_path and declared != path.stem.lower():
+def _cache_key(path: Path) -> str:
+    """The resolved path when the file exists (one cache entry per file), else the path as given."""
+    return str(path.resolve()) if path.exists() else str(path)
+
+
+def _check_name(declared: str, path: Path, by_path: bool) -> None:
+    """A catalogue entry's ``name`` must equal its file name (a file given as a path may be named anything)."""
+    if not by_path and declared.lower() != path.stem.lower():
         raise SpecError(
-            f"name {declared!r} does not match the file name {path.stem!r}", source=str(path), field="name"
+            f"name {declared.lower()!r} does not match the file name {path.stem!r}", source=str(path), field="name"
         )
+
+
+def _load_named(cls: type[SpecT], path: Path, by_path: bool) -> SpecT:
+    spec = cast(SpecT, _load_cached(cls, _cache_key(path)))
+    _check_name(str(getattr(spec, "name", "")), path, by_path)
     return spec
 
 
