@@ -54,11 +54,6 @@ def scenario_for(base: Scenario, d: Deployment) -> Scenario:
     return revalidate(base, update, source="optimizer candidate")
 
 
-def base_warnings(base: Scenario, catalog: Catalog) -> tuple[str, ...]:
-    """Warnings every candidate shares (the workload's context-window clipping): reported once, not per plan."""
-    return resolve(base, catalog).warnings
-
-
 def _latency(s: LatencySummary) -> Latency:
     return Latency(s.mean, s.p50, s.p90, s.p99)
 
@@ -93,9 +88,11 @@ class Exact:
 
 
 def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None,
-                   failures: list[NoFeasiblePlanError] | None = None) -> Exact | None:
+                   failures: list[NoFeasiblePlanError] | None = None,
+                   shared_warnings: tuple[str, ...] = ()) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
-    with the reason appended to ``failures``."""
+    with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
+    clipping, the same for every candidate) are reported once for the whole result, not per plan."""
     sc = scenario_for(base, d)
     try:
         res = resolve(sc, catalog)
@@ -121,7 +118,7 @@ def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rp
         memory_headroom=_headroom(res, point.utilisation),
         binding_constraint=good.binding if target_rps is None else point.binding_constraint,
         tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True,
-        warnings=tuple(w for w in res.warnings if w not in base_warnings(base, catalog)))
+        warnings=tuple(w for w in res.warnings if w not in shared_warnings))
     return Exact(plan, sc, res)
 
 

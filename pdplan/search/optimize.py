@@ -31,7 +31,7 @@ from pdplan.serving.disaggregated import decode_cells
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.goodput import find_goodput
 from pdplan.serving.inputs import ResolvedScenario, resolve
-from pdplan.serving.roles import RoleHardware
+from pdplan.serving.roles import RoleHardware, prefill_perf
 from pdplan.specs.scenario import Scenario
 
 Stage = Callable[[str], None]
@@ -51,6 +51,8 @@ class Pool:
     metrics: Metrics
     tau_s: np.ndarray
     binding: np.ndarray
+    shared_warnings: tuple[str, ...] = ()
+    """Warnings of the base scenario (e.g. context-window clipping): every candidate has them; reported once."""
 
     @property
     def size(self) -> int:
@@ -79,9 +81,10 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
     lens = res.lengths
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
-    bases = [prefill_base(hw, g, catalog.link(link), dtp, lens.input_tokens, prob, res.chunk_tokens,
-                          res.scenario.nics_per_instance)
-             for hw in space.prefill for g in space.granularities for link in space.links for dtp in decode_tps]
+    perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
+    bases = [prefill_base(perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance)
+             for hw, perf in zip(space.prefill, perfs, strict=True)
+             for g in space.granularities for link in space.links for dtp in decode_tps]
     cells = decode_cells(res)
     kept = [t for hw in space.decode
             for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)]
@@ -151,7 +154,7 @@ def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog,
     metrics = Metrics(*(np.concatenate([getattr(m, f), getattr(cm, f)]) for f in
                         ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
     return Pool(cands, bases, tables, space.routings, cdeps, metrics, np.concatenate([cands.tau_s, ctau]),
-                np.concatenate([cands.binding, cbind]))
+                np.concatenate([cands.binding, cbind]), res.warnings)
 
 
 def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
@@ -197,8 +200,8 @@ def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, spa
             picked.append(int(i))
         if len(picked) >= top * REFINE_FACTOR:
             break
-    exact = [evaluate_exact(base, pool.deployment(int(i)), catalog, target_rps=space.rate_rps, failures=failures)
-             for i in picked]
+    exact = [evaluate_exact(base, pool.deployment(int(i)), catalog, target_rps=space.rate_rps, failures=failures,
+                            shared_warnings=pool.shared_warnings) for i in picked]
     kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
     if not kept:
         return []

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
 from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX
-from pdplan.serving.roles import DecodePerf, RoleHardware, decode_perf, fast_decode_capacity, prefill_perf
+from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf, fast_decode_capacity
 from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
 
@@ -51,10 +51,11 @@ class PrefillBase:
     link_bytes_per_s: float
 
 
-def prefill_base(hw: RoleHardware, granularity: str, link: LinkSpec, decode_tp: int, input_tokens: FloatArray,
+def prefill_base(base: PrefillPerf, hw: RoleHardware, granularity: str, link: LinkSpec, decode_tp: int,
                  input_prob: FloatArray, chunk_tokens: int, nics: int | None) -> PrefillBase:
-    """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`)."""
-    base = prefill_perf(hw, input_tokens)
+    """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`) for one
+    transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type)."""
+    input_tokens = base.input_tokens
     cfg = TransferConfig(granularity=granularity, prefill_tp=hw.tp, decode_tp=decode_tp,  # type: ignore[arg-type]
                          nics_prefill=nics, nics_decode=nics,
                          chunk_tokens=chunk_tokens if granularity == "chunk" else None,
