@@ -6,12 +6,11 @@ disaggregated / colocated ratio, the Pareto front and the warnings.
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pdplan.render import table_to_text
 from pdplan.report import common as c
 from pdplan.search.results import PlanResult
 
@@ -67,10 +66,5 @@ def optimize_renderable(result: PlanResult, top: int | None = 10) -> RenderableT
     return Group(*parts)
 
 
-def to_text(renderable: RenderableType, width: int = 160) -> str:
-    """Plain text of a renderable (no colour), for ``--format table -o FILE`` and tests."""
-    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
-    console.print(renderable)
-    out = console.file
-    assert isinstance(out, io.StringIO)
-    return out.getvalue()
+to_text = table_to_text
+"""Plain text of a renderable (no colour); the same function as :func:`pdplan.render.table_to_text`."""
