@@ -17,7 +17,7 @@ from pdplan.catalog import Catalog
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.results import Latency, Plan, RoleChoice, Sensitivity
 from pdplan.serving.evaluate import build_model, operating_point
-from pdplan.serving.goodput import find_goodput
+from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, resolve
 from pdplan.serving.roles import instance_budget
 from pdplan.serving.snapshot import LatencySummary
@@ -85,6 +85,7 @@ class Exact:
     plan: Plan
     scenario: Scenario
     res: ResolvedScenario
+    model: ServingModel
 
 
 def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None,
@@ -119,12 +120,12 @@ def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rp
         binding_constraint=good.binding if target_rps is None else point.binding_constraint,
         tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True,
         warnings=tuple(w for w in res.warnings if w not in shared_warnings))
-    return Exact(plan, sc, res)
+    return Exact(plan, sc, res, model)
 
 
-def _goodput_or_zero(res: ResolvedScenario, slo: SloSpec) -> float:
+def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:
     try:
-        return find_goodput(build_model(res), slo).rate_rps
+        return find_goodput(model, slo).rate_rps
     except NoFeasiblePlanError:
         return 0.0
 
@@ -132,7 +133,7 @@ def _goodput_or_zero(res: ResolvedScenario, slo: SloSpec) -> float:
 def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, ...]:
     """The pick under rate ±20 %, link bandwidth ×0.5 and SLO thresholds ±20 % (one input at a time)."""
     slo = pick.scenario.slo
-    model = build_model(pick.res)
+    model = pick.model
     limit = model.limit().rate_rps
     rate = pick.plan.operating_rate_rps
     need = target_rps if target_rps is not None else rate
@@ -146,18 +147,18 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
     if pick.res.link is not None:
         link = pick.res.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
-        good = _goodput_or_zero(dataclasses.replace(pick.res, link=slower), slo)
+        good = _goodput_or_zero(build_model(dataclasses.replace(pick.res, link=slower)), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, good >= need))
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
-        good = _goodput_or_zero(pick.res, scaled)
+        good = _goodput_or_zero(model, scaled)  # the model does not depend on the SLO: reuse it
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, good >= need))
     return tuple(rows)
 
 
 def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
     """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot."""
-    model = build_model(pick.res)
+    model = pick.model
     slo = pick.scenario.slo
     rates = model.limit().rate_rps * np.linspace(0.05, 0.98, points)
     snap = model.snapshot(rates)
