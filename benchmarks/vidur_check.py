@@ -30,6 +30,7 @@ from pdplan.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDUR = ROOT.parent / "shared" / "calibration" / "vidur-profiling" / "compute"
+AIC = ROOT.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 GPU_IDS = {"a100": "a100-sxm-80gb", "h100": "h100-sxm"}
 OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
        "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
@@ -60,6 +61,44 @@ def predict_rows(rows: list[dict[str, str]], gpu_key: str, name: str) -> np.ndar
     return sum((op.time_s for op in priced), np.zeros_like(tokens))
 
 
+def gemm_shapes(row: dict[str, str]) -> dict[str, tuple[int, int, int]]:
+    """(m, n, k) of the four GEMMs of a Vidur row, per GPU after TP (as AIConfigurator's gemm.csv names them)."""
+    hidden, heads, kv = int(row["n_embd"]), int(row["n_head"]), int(row["n_kv_head"])
+    head_dim, inter = hidden // heads, int(row["n_expanded_embd"])
+    tp, m = int(row["num_tensor_parallel_workers"]), int(row["num_tokens"])
+    up = (2 if row["use_gated_mlp"].strip().lower() == "true" else 1) * inter // tp
+    return {"attn_pre_proj": (m, (heads + 2 * kv) * head_dim // tp, hidden),
+            "attn_post_proj": (m, hidden, heads * head_dim // tp),
+            "mlp_up_proj": (m, up, hidden), "mlp_down_proj": (m, hidden, inter // tp)}
+
+
+def dataset_agreement() -> None:
+    """Vidur's GEMM time / AIConfigurator's at the very same (m, n, k): how far apart the two measurements are.
+
+    No table fitted to one set can be closer to the other than this ratio allows.
+    """
+    print("\n| GPU | tokens m | same-shape GEMMs | Vidur / AIConfigurator median | P10 | P90 |")
+    print("|---|---|---|---|---|---|")
+    for gpu_key, aic_dir in (("a100", "a100_sxm"), ("h100", "h100_sxm")):
+        with (AIC / aic_dir / "gemm.csv").open() as f:
+            aic = {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency_ms"])
+                   for r in csv.DictReader(f) if r["gemm_dtype"] in ("bfloat16", "float16")}
+        ms, ratios = [], []
+        for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
+            for row in csv.DictReader(path.open()):
+                for op, shape in gemm_shapes(row).items():
+                    if shape in aic:
+                        ms.append(shape[0])
+                        ratios.append(float(row[f"time_stats.{op}.median"]) / aic[shape])
+        m_arr, r_arr = np.array(ms), np.array(ratios)
+        for lo, hi in ((1, 64), (64, 512), (512, 4096), (4096, 1 << 30)):
+            sel = (m_arr >= lo) & (m_arr < hi)
+            if sel.any():
+                p10, med, p90 = np.percentile(r_arr[sel], [10, 50, 90])
+                band = f"{lo}-{hi - 1}" if hi < 1 << 30 else f">= {lo}"
+                print(f"| {gpu_key} | {band} | {int(sel.sum())} | {med:.3f} | {p10:.3f} | {p90:.3f} |")
+
+
 def main() -> int:
     if not VIDUR.is_dir():
         print(f"no Vidur data at {VIDUR}; nothing to check", file=sys.stderr)
@@ -82,6 +121,8 @@ def main() -> int:
     total = error_stats(np.concatenate(all_pred), np.concatenate(all_meas))
     signed = float(np.median(np.concatenate(all_pred) / np.concatenate(all_meas) - 1.0) * 100)
     print(f"| all | all | {total.n} | {total.median_abs_pct:.1f} | {total.p90_abs_pct:.1f} | {signed:+.1f} |")
+    if AIC.is_dir():
+        dataset_agreement()
     return 0
 
 

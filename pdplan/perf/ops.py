@@ -22,7 +22,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.specs.model import GemmShape, ModelSpec
+from pdplan.specs.model import ModelSpec
+from pdplan.specs.model_parts import GemmShape
 
 FloatArray = npt.NDArray[np.float64]
 OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce"]

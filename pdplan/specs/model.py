@@ -16,132 +16,28 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from pdplan.errors import SpecError
 from pdplan.specs.loading import read_yaml_mapping
-
-PosInt = Annotated[int, Field(strict=True, gt=0)]
-NonNegInt = Annotated[int, Field(strict=True, ge=0)]
-Flag = Annotated[bool, Field(strict=True)]
-ElemBytes = Annotated[float, Field(gt=0, le=16)]
-ModelId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=100)]
-NonEmpty = Annotated[str, Field(min_length=1)]
-
-AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
-
-
-class FieldError(ValueError):
-    """A validator failure naming its field (turned into SpecError by :func:`spec_error_from`)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class MoeSpec(_Frozen):
-    """Routed experts plus optional always-on shared experts."""
-
-    num_experts: PosInt
-    experts_per_token: PosInt  # top-k
-    expert_intermediate_size: PosInt
-    num_shared_experts: NonNegInt = 0
-    shared_expert_intermediate_size: NonNegInt = 0
-    shared_expert_gate: Flag = False  # Qwen3-Next: Linear(hidden, 1) gate on the shared expert
-    first_dense_layers: NonNegInt = 0  # DeepSeek first_k_dense_replace
-    dense_layers: tuple[NonNegInt, ...] = ()  # more dense-FFN layers (HF mlp_only_layers), 0-based
-
-    @model_validator(mode="after")
-    def _check(self) -> MoeSpec:
-        if self.experts_per_token > self.num_experts:
-            raise FieldError("experts_per_token", f"{self.experts_per_token} > num_experts "
-                             f"{self.num_experts}")
-        if (self.num_shared_experts > 0) != (self.shared_expert_intermediate_size > 0):
-            raise FieldError("shared_expert_intermediate_size", "must be > 0 exactly when "
-                             "num_shared_experts > 0")
-        if self.shared_expert_gate and self.num_shared_experts == 0:
-            raise FieldError("shared_expert_gate", "needs num_shared_experts > 0")
-        return self
-
-
-class MlaSpec(_Frozen):
-    """DeepSeek multi-head latent attention; cache = kv_lora_rank + qk_rope_head_dim per token."""
-
-    kv_lora_rank: PosInt
-    q_lora_rank: PosInt | None  # None: plain q_proj (DeepSeek-V2-Lite)
-    qk_rope_head_dim: PosInt
-    qk_nope_head_dim: PosInt
-    v_head_dim: PosInt
-
-
-class LinearAttentionSpec(_Frozen):
-    """Gated DeltaNet layers (Qwen3-Next). 0-based layer i has full attention when
-    (i+1) % full_attention_interval == 0, or when listed in ``full_attention_layers``."""
-
-    kind: Literal["gated_deltanet"]
-    full_attention_interval: PosInt | None = None
-    full_attention_layers: tuple[NonNegInt, ...] | None = None
-    num_key_heads: PosInt
-    num_value_heads: PosInt
-    key_head_dim: PosInt
-    value_head_dim: PosInt
-    conv_kernel_size: PosInt
-    state_dtype_bytes: ElemBytes  # recurrent state element size (implementation-specific)
-    conv_state_dtype_bytes: ElemBytes
-
-    @model_validator(mode="after")
-    def _check(self) -> LinearAttentionSpec:
-        if (self.full_attention_interval is None) == (self.full_attention_layers is None):
-            raise FieldError("full_attention_interval", "give exactly one of "
-                             "full_attention_interval and full_attention_layers")
-        if self.num_value_heads % self.num_key_heads:
-            raise FieldError("num_value_heads", f"{self.num_value_heads} is not a multiple of "
-                             f"num_key_heads {self.num_key_heads}")
-        return self
-
-
-@dataclass(frozen=True, slots=True)
-class GemmShape:
-    """One weight matrix: y = x·W with W of shape (in_features, out_features)."""
-
-    name: str
-    in_features: int
-    out_features: int
-
-    @property
-    def params(self) -> int:
-        return self.in_features * self.out_features
-
-
-@dataclass(frozen=True, slots=True)
-class LayerParamCounts:
-    """Parameters of one layer of each kind (weights + biases + norms) and the layer counts.
-
-    ``shared_experts``: all shared experts of one MoE layer plus their gate; ``layer_norms``: the
-    two per-layer norms. Non-embedding total = Σ count·params + num_layers·layer_norms + final_norm.
-    """
-
-    full_attention: int
-    linear_attention: int
-    dense_mlp: int
-    expert: int
-    shared_experts: int
-    router: int
-    layer_norms: int
-    final_norm: int
-    num_full_attention_layers: int
-    num_linear_attention_layers: int
-    num_dense_mlp_layers: int
-    num_moe_layers: int
+from pdplan.specs.model_parts import (
+    AttentionKind,
+    FieldError,
+    Flag,
+    GemmShape,
+    LayerParamCounts,
+    LinearAttentionSpec,
+    MlaSpec,
+    ModelId,
+    MoeSpec,
+    NonEmpty,
+    NonNegInt,
+    PosInt,
+    _Frozen,
+)
 
 
 class ModelSpec(_Frozen):
