@@ -14,19 +14,19 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   ``(1 − ρ_p)·τ_step/2`` (our addition; decode steps are not preempted).
 
 ``"chunked"`` (Sarathi-Serve stall-free batching, Agrawal et al. OSDI'24, arXiv 2403.02310): every
-  step runs all B decodes plus ≤ C − B prefill tokens. ``τ̄ = t0/(1 − u_d − u_p)`` with
-  ``u_p = λ(t_p E[L] + t_a E[L²]/2)``; chunk size ``c = C − N`` must be > 0; a chunk step costs
-  ``extra = c·(t_p + t_a·E[L²]/(2E[L]))`` more than a plain step (token-weighted mean
-  prefix, so that ``π·extra = u_p τ̄`` exactly), ``π = λE[L]τ̄/c`` is the fraction of steps carrying
-  a chunk.
-  TTFT: prefill tokens are served c per chunk step, so an M/G/1 on ``S_c(L) = L·τ_chunk/c`` with
-  τ_chunk = plain + extra (its utilisation π·τ_chunk/τ̄ ≥ π is the binding prefill-capacity bound;
-  §3's ``λE[L] ≤ (C − N)/τ̄`` is the looser step-count form). TPOT: §2.4 load noise plus the chunk
-  steps a request sees: chunk steps come in runs (busy stretches of the chunk queue) and a request's
-  decode starts as its own prefill leaves that queue, when it is busy with the time fraction ρ_c > π;
-  :func:`_chunk_step_fraction` gives the per-bin mean and variance of the fraction of chunk steps over
-  the request's n steps (two-state correlated process started at a departure; chunk steps conserved),
-  variances summed, gamma marginal. Measured against ``pdplan simulate`` (docs/accuracy_serving.md).
+  step runs all B decodes plus ≤ C − B prefill tokens. Mean field, the plain step τ_p, the full
+  chunk step τ_c = τ_p + e and the chunk queue (an M/G/1 in time with per-prompt service S_L plus
+  the drain waste of partly filled last chunks) are derived in :mod:`pdplan.queueing.chunk_window`.
+  TTFT: wait of that M/G/1 (FFT) + S_L + δ_L + the residual of the plain step in progress when the
+  chunk queue is empty (M/G/1 with multiple vacations, Fuhrmann–Cooper decomposition: the vacation
+  is one plain step τ_p, residual τ_p/2, taken while decodes run, P(B > 0) = 1 − e^{−N}).
+  TPOT per cell: ``t0 + w_i + X`` with the others' decode load (mean u_d τ̄, §2.4 load-noise
+  variance) plus e times the fraction of chunk steps among its n steps, whose four-part law (none,
+  idle start, busy start, all) comes from the departure-started window of
+  :func:`~pdplan.queueing.chunk_window.window_components`; the parts are gammas on the load
+  (:class:`~pdplan.queueing.components.ComponentMixture`), the two spread ones cut at f = 1, plus
+  the variance of a chunk's attention cost (:func:`_chunk_cost_var`). Measured against ``pdplan
+  simulate`` (docs/accuracy_serving.md).
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
 approximation here (both live on one instance; QUEUEING.md §5.2 flags it).
@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pdplan.queueing.chunk_window import chunk_queue, window_components
+from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.decode import DecodeFixedPoint, DecodeWorkload, LinearStepTime, load_noise
 from pdplan.queueing.distributions import (
     FloatArray,
@@ -57,7 +59,7 @@ class ColocatedResult:
     """TTFT and TPOT distributions per rate, with the mean-field state (arrays ``[R]``)."""
 
     ttft: ShiftedMixture
-    tpot: GammaMixture
+    tpot: GammaMixture  # a ComponentMixture for the chunked scheduler
     tpot_mean_s: FloatArray
     decode_utilisation: FloatArray
     prefill_utilisation: FloatArray
@@ -97,8 +99,10 @@ def colocated_prefill_first(
     workload: DecodeWorkload,
     step_time: LinearStepTime,
     prefill_service_s: ArrayLike,
+    max_cells: int = 2**16,
 ) -> ColocatedResult:
-    """Prefill-first colocated instance; ``prefill_service_s[i]`` = S(L_i) for each workload bin."""
+    """Prefill-first colocated instance; ``prefill_service_s[i]`` = S(L_i) for each workload bin
+    (``max_cells`` caps the FFT lattice of the wait)."""
     rate = as_rates(rate_per_s)
     s = np.asarray(prefill_service_s, dtype=np.float64).ravel()
     if s.shape != workload.prob.shape or np.any(s <= 0):
@@ -109,7 +113,7 @@ def colocated_prefill_first(
     _check_total(rho_p + u_d, "prefill-first")
     tpot_mean = step_time.t0_s / (1.0 - rho_p - u_d)
     tau_step = (1.0 - rho_p) * tpot_mean
-    wait = mg1_wait_distribution(rate, s, p)
+    wait = mg1_wait_distribution(rate, s, p, max_cells=max_cells)
     offsets = s[None, :] + ((1.0 - rho_p) * tau_step / 2.0)[:, None]
     var_load, _ = load_noise(_state(rate, tpot_mean, workload, step_time), workload)
     var_stall = (rate * tpot_mean * float(p @ s**2))[:, None] / workload.decode_steps[None, :]
@@ -131,82 +135,66 @@ def colocated_chunked(
     token_budget: float,
     prefill_s_per_token: float,
     attention_s_per_token2: float,
+    max_cells: int = 2**16,
 ) -> ColocatedResult:
-    """Sarathi-style chunked prefill, token budget C (t_p s/token, t_a s/token² attention)."""
-    rate = as_rates(rate_per_s)
-    lin, p = workload.input_tokens, workload.prob
-    el, el2 = float(p @ lin), float(p @ lin**2)
-    u_d = _decode_util(rate, workload, step_time)
-    u_p = rate * (prefill_s_per_token * el + attention_s_per_token2 * el2 / 2.0)
-    _check_total(u_d + u_p, "chunked")
-    tau = step_time.t0_s / (1.0 - u_d - u_p)
-    st = _state(rate, tau, workload, step_time)
-    chunk = token_budget - st.mean_seqs
-    if np.any(chunk <= 0):
-        raise ValueError(
-            f"chunked: token budget {token_budget} <= mean decode batch {st.mean_seqs.max():.1f}"
-        )
-    extra = chunk * (prefill_s_per_token + attention_s_per_token2 * el2 / (2.0 * el))
-    tau_chunk = (
-        st.t0_s + st.t1_s_per_seq * st.mean_seqs + st.t2_s_per_token * st.mean_context_tokens
-    )
-    tau_chunk = tau_chunk + extra
-    pi = rate * el * tau / chunk
-    rho_c = pi * tau_chunk / tau
-    if np.any(rho_c >= 1.0):
-        raise ValueError(
-            f"chunked: prefill capacity exceeded (chunk-step utilisation {rho_c.max():.4f} >= 1)"
-        )
-    wait = _chunk_wait(rate, lin, p, tau_chunk / chunk)
-    offsets = lin[None, :] * (tau_chunk / chunk)[:, None]
-    var_load, _ = load_noise(st, workload)
-    frac, frac_var = _chunk_step_fraction(rate, workload, pi, rho_c, el / chunk, tau_chunk - extra)
-    w = _own_weight(workload, step_time)
-    tpot = GammaMixture(
-        offset_s=np.broadcast_to(step_time.t0_s + w, var_load.shape).copy(),
-        load_mean_s=(u_d * tau)[:, None] + extra[:, None] * frac,
-        load_var_s2=var_load + extra[:, None] ** 2 * frac_var,
-        prob=p,
-    )
-    return ColocatedResult(ShiftedMixture(wait, offsets, p), tpot, tau, u_d, u_p)
+    """Sarathi-style chunked prefill, token budget C (t_p s/token, t_a s/token² attention).
 
-
-def _chunk_step_fraction(rate: FloatArray, workload: DecodeWorkload, pi: FloatArray, rho_c: FloatArray,
-                         steps_per_prompt: FloatArray, tau_plain: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Mean and variance of the fraction of a request's n decode steps that carry a prefill chunk, per bin [R, M].
-
-    Chunk steps come in runs: the chunk queue alternates busy stretches of R_on = (E[L]/c)/(1 − ρ_c) steps (an M/G/1
-    busy period in chunk steps) and idle stretches of R_off = 1/(λ τ_plain) plain steps. As a two-state process its
-    correlation time is τ_c = R_on R_off/(R_on + R_off) steps, and the average of the on/off indicator over a window of
-    n steps has variance ``p(1 − p)·h(n)``, ``h(n) = (2τ_c/n)(1 − (τ_c/n)(1 − e^{−n/τ_c}))`` (→ 1 for n ≪ τ_c,
-    → 2τ_c/n for n ≫ τ_c). A request's decode starts when its own prefill leaves the chunk queue; by the M/G/1
-    departure property the queue is then busy with the *time* fraction ρ_c (> the step fraction π, chunk steps being
-    longer), relaxing to the stationary level over τ_c: mean ``p + (ρ_c − p)·g(n)``, ``g(n) = (τ_c/n)(1 − e^{−n/τ_c})``.
-    The stationary level p is set so that the token-weighted mean is π (chunk steps are conserved). This replaces the
-    earlier binomial-with-dispersion term, which treated steps as nearly independent and missed the start effect.
+    ``max_cells`` caps the FFT lattice of the chunk-queue wait (:func:`mg1_wait_distribution`).
     """
-    n = workload.decode_steps[None, :]
-    r_on = (steps_per_prompt / (1.0 - rho_c))[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_off = (1.0 / (rate * tau_plain))[:, None]  # inf at zero load: never busy, τ_c = R_on
-        tc = np.where(np.isfinite(r_off), r_on * r_off / (r_on + r_off), r_on)
-    decay = 1.0 - np.exp(-n / tc)
-    g = tc / n * decay
-    h = 2.0 * tc / n * (1.0 - tc / n * decay)
-    weight = workload.prob[None, :] * n
-    mean_g = (weight * g).sum(axis=1) / weight.sum(axis=1)
-    level = np.clip((pi - rho_c * mean_g) / np.maximum(1.0 - mean_g, 1e-12), 0.0, 1.0)[:, None]
-    frac = np.clip(level + (rho_c[:, None] - level) * g, 0.0, 1.0)
-    return frac, frac * (1.0 - frac) * h
+    rate = as_rates(rate_per_s)
+    p = workload.prob
+    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token,
+                    attention_s_per_token2)
+    if np.any(q.rho >= 1.0):
+        raise ValueError(
+            f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)"
+        )
+    wait = _chunk_wait(rate, workload, q.service_s, max_cells)
+    n_seqs = rate * workload.mean_steps * q.tau_mean_s
+    residual = q.tau_plain_s / 2.0 * -np.expm1(-n_seqs)  # vacation residual, P(B > 0) = 1 − e^{−N}
+    st = _state(rate, q.tau_mean_s, workload, step_time)
+    var_load, _ = load_noise(st, workload)
+    win = window_components(q, workload)
+    e = q.extra_s[None, :, None]
+    var_e = _chunk_cost_var(workload, q.chunk_tokens, attention_s_per_token2)[None, :, None]
+    base = np.broadcast_to((q.u_decode * q.tau_mean_s)[:, None], var_load.shape)[None]
+    w = _own_weight(workload, step_time)
+    tpot = ComponentMixture.of(
+        offset_s=np.broadcast_to(step_time.t0_s + w, var_load.shape).copy(),
+        weights=win.weights,
+        mean_s=base + e * win.mean,
+        var_s2=var_load[None] + e**2 * win.var + win.mean**2 * var_e,
+        prob=p,
+        lo_s=np.where(win.partial, base, 0.0),
+        hi_s=np.where(win.partial, base + e, np.inf),
+    )
+    ttft = ShiftedMixture(wait, q.service_s + residual[:, None], p)
+    return ColocatedResult(ttft, tpot, q.tau_mean_s, q.u_decode, q.u_prefill)
 
 
-def _chunk_wait(
-    rate: FloatArray, lin: FloatArray, p: FloatArray, s_per_token: FloatArray
-) -> WaitDistribution:
-    """M/G/1 wait per rate with S_c(L) = L·s_per_token[r] (one FFT per rate: scale differs)."""
-    rows = [
-        mg1_wait_distribution(rate[r : r + 1], lin * s_per_token[r], p) for r in range(rate.size)
-    ]
+def _chunk_cost_var(workload: DecodeWorkload, chunk: FloatArray, t_a: float) -> FloatArray:
+    """Variance of a full chunk step's cost over chunks, ``(t_a c)²·Var(mid)`` per rate.
+
+    A chunk of c tokens starting at position s costs ``t_p c + t_a c(s + c/2)``: t_a c times its
+    midpoint. Token positions x are uniform within a prompt, so over tokens ``E[x] = E[L²]/(2E[L])``,
+    ``E[x²] = E[L³]/(3E[L])``; a chunk's midpoint averages c consecutive positions (−c²/12). A
+    request's chunk steps in one window mostly come from the same prompt, so this variance is not
+    divided by their number (an upper bound on that side).
+    """
+    lin, p = workload.input_tokens, workload.prob
+    el = float(p @ lin)
+    var_x = float(p @ lin**3) / (3.0 * el) - (float(p @ lin**2) / (2.0 * el)) ** 2
+    return np.asarray((t_a * chunk) ** 2 * np.maximum(var_x - chunk**2 / 12.0, 0.0), np.float64)
+
+
+def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray,
+                max_cells: int) -> WaitDistribution:
+    """M/G/1 wait per rate with service ``service_s[r]`` per cell (one FFT per rate: the service
+    differs), on the distinct prompt lengths."""
+    _, first, inverse = np.unique(workload.input_tokens, return_index=True, return_inverse=True)
+    prob = np.bincount(inverse.ravel(), weights=workload.prob)
+    rows = [mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells)
+            for r in range(rate.size)]
     n = max(d.cdf_grid.shape[1] for d in rows)
     grid = np.stack(
         [np.pad(d.cdf_grid[0], (0, n - d.cdf_grid.shape[1]), mode="edge") for d in rows]
@@ -229,12 +217,14 @@ def colocated_distributions(
     token_budget: float | None = None,
     prefill_s_per_token: float | None = None,
     attention_s_per_token2: float = 0.0,
+    max_cells: int = 2**16,
 ) -> ColocatedResult:
     """Dispatch on ``scheduler`` ∈ {"prefill-first", "chunked"}; ValueError on missing inputs."""
     if scheduler == "prefill-first":
         if prefill_service_s is None:
             raise ValueError("prefill-first needs prefill_service_s")
-        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s)
+        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s,
+                                       max_cells)
     if scheduler == "chunked":
         if token_budget is None or prefill_s_per_token is None:
             raise ValueError("chunked needs token_budget and prefill_s_per_token")
@@ -245,5 +235,6 @@ def colocated_distributions(
             token_budget=token_budget,
             prefill_s_per_token=prefill_s_per_token,
             attention_s_per_token2=attention_s_per_token2,
+            max_cells=max_cells,
         )
     raise ValueError(f"unknown scheduler {scheduler!r}; valid: {', '.join(SCHEDULERS)}")

@@ -12,7 +12,8 @@ Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
 
 Decode step: the same linearised roofline τ = t0 + t1·B + t2·K as the disaggregated decode pool.
 Stability limit: total utilisation u_d + u_p ≤ 0.85 (the range the TPOT model was validated on,
-QUEUEING §6.3), the chunk-step utilisation ≤ 0.99 (chunked), and the KV and seat bounds
+QUEUEING §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-corrected,
+:func:`pdplan.queueing.chunk_window.chunk_queue`), and the KV and seat bounds
 ``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
 dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
@@ -28,6 +29,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, colocated_distributions
+from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, decode_cells
 from pdplan.serving.inputs import ResolvedScenario
@@ -40,6 +42,7 @@ from pdplan.serving.roles import (
     prefill_perf,
 )
 from pdplan.serving.snapshot import Snapshot
+from pdplan.serving.ttft import GRID_CELLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +81,14 @@ class ColocatedModel:
         return u_d + self._u_prefill(lam)
 
     def _chunk_rho(self, lam: float) -> float:
-        """Chunk-step utilisation π·τ_chunk/τ̄ of :func:`pdplan.queueing.colocated_chunked`."""
-        wl = self.cells
-        tau = self._tau(lam)
-        n_seqs = lam * wl.mean_steps * tau
-        chunk = self.res.chunk_tokens - n_seqs
-        if chunk <= 0:
+        """Chunk-queue utilisation ρ (drain-corrected) of :func:`pdplan.queueing.chunk_queue`."""
+        try:
+            q = chunk_queue(np.array([lam]), self.cells, self.decode.step,
+                            float(self.res.chunk_tokens), self.prefill_s_per_token,
+                            self.attention_s_per_token2)
+        except ValueError:  # unstable mean field or the decode batch fills the budget
             return math.inf
-        el, el2 = float(wl.prob @ wl.input_tokens), float(wl.prob @ wl.input_tokens**2)
-        extra = chunk * (self.prefill_s_per_token + self.attention_s_per_token2 * el2 / (2 * el))
-        return lam * el * tau / chunk * (tau + extra) / tau  # τ_chunk = τ̄ + extra there
+        return float(q.rho[0])
 
     def limit(self) -> Limit:
         wl = self.cells
@@ -112,8 +113,14 @@ class ColocatedModel:
         return Limit(best.rate_rps * self.z, best.binding)
 
     def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]:
-        """Pool utilisations per rate (from the colocated distributions)."""
-        return self.snapshot(rates).utilisation
+        """Pool utilisations per rate: the mean-field part of :meth:`snapshot` (no distributions)."""
+        lam = np.atleast_1d(np.asarray(rates, dtype=np.float64)) / self.z
+        u_p = np.array([self._u_prefill(float(x)) for x in lam])
+        tau = np.array([self._tau(float(x)) for x in lam])
+        st, wl = self.decode.step, self.cells
+        u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+        return {"prefill": u_p, "decode": u_d,
+                "decode_kv": lam * tau * wl.mean_work / self.decode.kv_capacity_tokens}
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
@@ -121,7 +128,7 @@ class ColocatedModel:
             self.scheduler, rates / self.z, self.cells, self.decode.step,
             prefill_service_s=self.prefill_cell_s, token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
-            attention_s_per_token2=self.attention_s_per_token2)
+            attention_s_per_token2=self.attention_s_per_token2, max_cells=GRID_CELLS)
         fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
         util = {"prefill": out.prefill_utilisation, "decode": out.decode_utilisation,
                 "decode_kv": fixed_k / self.decode.kv_capacity_tokens}

@@ -1,0 +1,268 @@
+"""Chunked-prefill colocated instance: the prefill chunk queue and the decode window it overlaps.
+
+Model (QUEUEING.md §3, Sarathi-Serve stall-free batching). One instance, Poisson arrivals at λ,
+workload cells ``(L_i, n_i, p_i)``, linear decode step ``τ = t0 + t1·B + t2·K``, token budget C,
+prefill cost ``t_p`` per token plus causal attention ``t_a·x`` for the token at position x.
+
+Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + t_a E[L²]/2)``,
+``τ̄ = t0/(1 − u_d − u_p)``, N = λE[n]τ̄, K̄ = λE[work]τ̄, chunk ``c = C − N``. A *plain* step (no
+prefill) lasts ``τ_p = t0 + t1 N + t2 K̄ = t0 + u_d τ̄``; a full chunk step adds
+``e = c(t_p + t_a E[L²]/(2E[L]))`` (token-weighted mean position E[x] = E[L²]/(2E[L])), so
+``τ_c = τ_p + e`` and ``π·e = u_p τ̄`` with ``π = λE[L]τ̄/c``. (Until this module the chunk step was
+taken as ``τ̄ + e``, which counts the prefill share ``u_p τ̄`` of τ̄ twice.)
+
+Chunk queue: prompts queue FCFS for tokens; while it holds work every step is a chunk step. As an
+M/G/1 in time (the *fluid* queue) a prompt of L tokens occupies L/c steps, each with the plain part
+τ_p, plus its own prefill work: ``S_L = L·τ_p/c + t_p L + t_a L²/2`` (E[S] = E[L]τ_c/c, so
+``ρ_f = λE[L]τ_c/c``; using the prompt's own attention cost rather than the mean per token keeps the
+variance of S that drives the wait). On top comes the *drain* waste δ_L: the step that empties
+the queue carries m < c tokens but still costs τ_p, wasting ``τ_p(1 − m/c)``. For a lone prompt m
+is its remainder ``m_L = L − C(⌈L/C⌉ − 1)`` capped at c (taken at the budget C rather than c, which
+keeps δ continuous in the rate and is exact at λ → 0, where S_L + δ_L = ⌈L/C⌉t0 + t_p L +
+t_a L²/2). Drains happen once per queue busy stretch and again after every drain step during which a
+prompt arrived: busy stretches start at rate λ(1 − ρ) (arrivals finding the queue empty, PASTA) and
+each has ``1/P(no arrival in a drain step) ≈ e^{λτ_d}`` drain steps, ``τ_d = τ_p + e·m̄/c``.
+Spreading the waste over prompts, ``δ_L = τ_p(1 − m_L/c)(1 − ρ)e^{λτ_d}``; the utilisation then
+solves ``ρ = ρ_f + κ(1 − ρ)``, i.e. ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λτ_p e^{λτ_d}(1 − m̄/c)``,
+m̄ = E[min(m_L, c)]. (Against ``pdplan simulate`` at 70 % load: ρ within 1 % of the simulated
+chunk-busy fraction, drain steps per busy stretch 1.09–1.37 predicted within 2 %.)
+
+Decode window of a tagged request (:func:`window_components`): its n decode steps start at its own
+departure from the chunk queue. What is left then is the work of the N prompts that arrived during
+its sojourn T = W + S_L, N ~ Poisson(λT); the queue stays busy for ``R = Σ_{j≤N} B_j`` (each of them
+opens a sub-busy period B), i.e. ``R/τ_c`` chunk steps; afterwards it alternates idle stretches
+(``Exp(λ)`` in time, ``a = 1/(λτ_p)`` plain steps on average) and busy periods (``B/τ_c`` steps).
+The fraction of chunk steps X/n a request sees is a four-part mixture: none (R = 0 and no arrival
+in its n plain steps), idle start (R = 0, some arrival), busy start (0 < R < nτ_c) and all
+(R ≥ nτ_c). A request's TPOT is ``τ_p + e·X/n`` plus its own weight and the decode load noise:
+short requests are nearly all-or-nothing (a request whose decode lies inside one long busy stretch
+sees every step carry a chunk), long ones average towards π.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.special import gammainc, gammaln
+
+from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
+from pdplan.queueing.distributions import FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkQueue:
+    """Mean-field state and chunk-queue service per rate (``[R]``) and cell (``[R, M]``)."""
+
+    rate: FloatArray
+    u_decode: FloatArray
+    u_prefill: FloatArray
+    tau_mean_s: FloatArray
+    tau_plain_s: FloatArray
+    tau_chunk_s: FloatArray
+    chunk_tokens: FloatArray
+    rho: FloatArray
+    service_s: FloatArray
+    rho_fluid: FloatArray
+    fluid_service_s: FloatArray
+
+    def fluid(self) -> ChunkQueue:
+        """The same queue without the drain waste: service ``L·τ_c/c``, utilisation ρ_f."""
+        return replace(self, service_s=self.fluid_service_s, rho=self.rho_fluid)
+
+    @property
+    def extra_s(self) -> FloatArray:
+        """Extra time of a full chunk step, ``e = τ_c − τ_p``."""
+        return np.asarray(self.tau_chunk_s - self.tau_plain_s, dtype=np.float64)
+
+
+def chunk_queue(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, token_budget: float,
+                t_p: float, t_a: float) -> ChunkQueue:
+    """Mean field, plain/chunk step times and drain-corrected service (module docstring).
+
+    ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
+    """
+    lin, p = wl.input_tokens, wl.prob
+    el, el2 = float(p @ lin), float(p @ lin**2)
+    u_d = rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+    u_p = rate * (t_p * el + t_a * el2 / 2.0)
+    if np.any(u_d + u_p >= 1.0):
+        raise ValueError(f"colocated chunked: unstable, prefill + decode utilisation "
+                         f"{float((u_d + u_p).max()):.4f} >= 1")
+    tau = st.t0_s / (1.0 - u_d - u_p)
+    chunk = token_budget - rate * wl.mean_steps * tau
+    if np.any(chunk <= 0):
+        raise ValueError(f"chunked: token budget {token_budget} <= mean decode batch "
+                         f"{float((token_budget - chunk).max()):.1f}")
+    tau_p = st.t0_s + u_d * tau
+    extra = chunk * (t_p + t_a * el2 / (2.0 * el))
+    tau_c = tau_p + extra
+    rem = lin - token_budget * (np.ceil(lin / token_budget) - 1.0)  # m_L: last chunk, alone
+    m = np.minimum(rem[None, :], chunk[:, None])
+    waste = 1.0 - m / chunk[:, None]
+    m_mean = m @ p
+    tau_d = tau_p + extra * m_mean / chunk
+    boost = np.exp(rate * tau_d)  # drain steps per busy stretch
+    kappa = rate * tau_p * boost * (waste @ p)
+    rho_f = rate * el * tau_c / chunk
+    rho = (rho_f + kappa) / (1.0 + kappa)
+    fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + t_a * lin**2 / 2.0)[None, :]
+    service = fluid + (tau_p * (1.0 - rho) * boost)[:, None] * waste
+    return ChunkQueue(rate, u_d, u_p, tau, tau_p, tau_c, chunk, rho, service, rho_f, fluid)
+
+
+def _relax(m: FloatArray, theta: FloatArray) -> FloatArray:
+    """``m − θ(1 − e^{−m/θ})``: the integrated relaxation of a process started off (≥ 0)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = m / theta
+        out = np.where(x < 1e-6, m * x / 2.0, m - theta * -np.expm1(-x))
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
+
+
+def _idle_start_var(m: FloatArray, p: FloatArray, theta: FloatArray) -> FloatArray:
+    """``Var Y_m`` of a two-state Markov on/off process started off (time constant θ, p = P(on)).
+
+    ``Cov(I_s, I_t) = p(1 − e^{−s/θ})[(1 − p)e^{−(t−s)/θ} + p e^{−t/θ}]`` for s < t; integrating
+    twice over [0, m] with x = m/θ gives ``2θ²p[(1 − p)I₁ + pI₂]``, ``I₁ = x − 2(1 − e^{−x}) + xe^{−x}``,
+    ``I₂ = (1 − e^{−x}) − xe^{−x} − (1 − e^{−2x})/2 + e^{−x}(1 − e^{−x})``: → p m³/(3θ) for m ≪ θ
+    and → 2p(1 − p)θ·m for m ≫ θ (the renewal CLT rate of :func:`_alternation`).
+    """
+    x = m / theta
+    em = np.exp(-x)
+    i1 = np.where(x < 1e-3, x**3 / 6.0, x - 2.0 * (1.0 - em) + x * em)
+    i2 = np.where(x < 1e-3, x**3 / 6.0,
+                  (1.0 - em) - x * em - (1.0 - em**2) / 2.0 + em * (1.0 - em))
+    return np.asarray(np.maximum(2.0 * theta**2 * p * ((1.0 - p) * i1 + p * i2), 0.0), np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowComponents:
+    """Chunk-step fraction f = X/n a request sees, as four parts per rate and cell, each array
+    ``[4, R, M]`` in the order none (f = 0), idle start (the queue was empty at its departure, some
+    prompt arrived during its window), busy start (it left work behind that ended within its
+    window) and all (f = 1): weights, and mean and variance of f within each part."""
+
+    weights: FloatArray
+    mean: FloatArray
+    var: FloatArray
+
+    partial = np.array([False, True, True, False])[:, None, None]
+    """Parts with f spread over [0, 1] (the others are the points f = 0 and f = 1)."""
+
+
+def _part(weight: FloatArray, s1: FloatArray, s2: FloatArray, n: FloatArray) -> tuple[
+        FloatArray, FloatArray]:
+    """Mean and variance of f = X/n within a part from its weight and raw moments Σ E[X^j; part],
+    clipped to [0, 1] and the Bhatia–Davis bound."""
+    ok = weight > 1e-12
+    w = np.where(ok, weight, 1.0)
+    mean = np.clip(np.where(ok, s1 / w, 0.0) / n, 0.0, 1.0)
+    var = np.clip(np.where(ok, s2 / w, 0.0) / n**2 - mean**2, 0.0, mean * (1.0 - mean))
+    return mean, var
+
+
+def wait_moments(q: ChunkQueue, prob: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Pollaczek–Khinchine ``E[W]``, ``E[W²]`` of the chunk queue per rate (service ``[R, M]``)."""
+    s = q.service_s
+    m2, m3 = (s**2) @ prob, (s**3) @ prob
+    mean = q.rate * m2 / (2.0 * (1.0 - q.rho))
+    return mean, 2.0 * mean**2 + q.rate * m3 / (3.0 * (1.0 - q.rho))
+
+
+def _remaining_busy(q: ChunkQueue, prob: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
+        FloatArray, FloatArray, FloatArray]:
+    """Busy time R left behind by a departing prompt of cell i: ``P(R = 0)`` and the gamma shape
+    and scale (in chunk steps) of R given R > 0, each ``[R, M]``.
+
+    ``R = Σ_{j≤N} B_j``, N = arrivals during the sojourn T = W + S_i. P-K transform at s = λ:
+    ``E[e^{−λW}] = (1 − ρ)/S̃(λ)``, so ``P(N = 0) = (1 − ρ)e^{−λS_i}/S̃(λ)`` (its p-mean is 1 − ρ, the
+    M/G/1 probability of leaving the queue empty). ``E[N] = λE[T]``, ``E[N(N−1)] = λ²E[T²]``;
+    busy period ``E[B] = E[S]/(1 − ρ)``, ``E[B²] = E[S²]/(1 − ρ)³`` (Kleinrock Vol. 1 §5.8); hence
+    ``E[R] = E[N]E[B]``, ``E[R²] = E[N]E[B²] + E[N(N−1)]E[B]²``, matched by a gamma given R > 0.
+    """
+    lam, s, rho = q.rate[:, None], q.service_s, q.rho[:, None]
+    eb = (s @ prob)[:, None] / (1.0 - rho)
+    eb2 = ((s**2) @ prob)[:, None] / (1.0 - rho) ** 3
+    decay = np.exp(-lam * s)
+    p0 = np.clip((1.0 - rho) * decay / (decay @ prob)[:, None], 0.0, 1.0)
+    en = lam * (w1[:, None] + s)
+    en2 = lam**2 * (w2[:, None] + 2.0 * w1[:, None] * s + s**2)
+    busy = np.maximum(1.0 - p0, 1e-300)
+    m1 = en * eb / busy
+    m2 = (en * eb2 + en2 * eb**2) / busy
+    var = np.maximum(m2 - m1**2, 1e-12 * m1**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shape = np.where(m1 > 0, m1**2 / var, 1.0)
+        scale = np.where(m1 > 0, var / m1, 1.0) / q.tau_chunk_s[:, None]
+    return p0, shape, scale
+
+
+def _alternation(q: ChunkQueue, prob: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Chunk-step alternation after the queue first empties, per rate ``[R, 1]``: mean idle run
+    ``a = 1/(λτ_p)`` steps, stationary chunk-step fraction ``p = b/(a + b)`` (b = E[B]/τ_c) and the
+    time constant θ of the two-state form (below).
+
+    Alternating renewal started at the start of an off (idle) period, off ~ Exp (mean a, E[off²] =
+    2a²), on = B/τ_c (mean b, second moment b₂), cycle μ = a + b. Laplace asymptotics of P(on at
+    s): ``∫(P(on) − p)ds = −a·b₂/(2μ²)`` and the on-time CLT rate ``(a²Var(on) + b²Var(off))/μ³ =
+    a²b₂/μ³``. Both are those of a two-state Markov process started off with ``θ = a·b₂/(2μb)``,
+    which we use for all m: ``E[Y_m] = p(m − θ(1 − e^{−m/θ}))``, Var from :func:`_idle_start_var`.
+    """
+    lam, tau_c, rho = q.rate[:, None], q.tau_chunk_s[:, None], q.rho[:, None]
+    b = (q.service_s @ prob)[:, None] / (1.0 - rho) / tau_c
+    b2 = ((q.service_s**2) @ prob)[:, None] / (1.0 - rho) ** 3 / tau_c**2
+    with np.errstate(divide="ignore"):
+        a = np.where(lam > 0, 1.0 / (lam * q.tau_plain_s[:, None]), np.inf)
+    finite = np.isfinite(a)
+    mu = np.where(finite, a + b, 1.0)
+    p = np.where(finite, b / mu, 0.0)
+    theta = np.where(finite, np.where(finite, a, 1.0) * b2 / (2.0 * mu * b), 1.0)
+    return a, p, theta
+
+
+def _gamma_p012(a: FloatArray, x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Regularised ``P(a, x)``, ``P(a + 1, x)``, ``P(a + 2, x)`` from one incomplete-gamma call by
+    ``P(a + 1, x) = P(a, x) − x^a e^{−x}/Γ(a + 1)`` (Abramowitz & Stegun 6.5.21)."""
+    p0 = gammainc(a, x)
+    with np.errstate(divide="ignore"):
+        d = np.exp(a * np.log(x) - x - gammaln(a + 1.0))
+    p1 = np.clip(p0 - d, 0.0, p0)
+    return p0, p1, np.clip(p1 - d * x / (a + 1.0), 0.0, p1)
+
+
+def window_components(q: ChunkQueue, wl: DecodeWorkload) -> WindowComponents:
+    """Chunk steps X among a request's n decode steps, started at its prefill departure.
+
+    ``X = min(K, n) + Y_{(n−K)⁺}``, K = R/τ_c the steps of the busy stretch it starts in
+    (:func:`_remaining_busy`), Y the alternation afterwards (:func:`_alternation`); both in the
+    fluid queue (service L·τ_c/c): the drain waste lengthens busy time but adds no prefill work, and
+    TPOT·n = n·τ_p + (prefill work done in the window) is what the window has to get right. Parts:
+    *none* ``P₀e^{−n/a}`` (no arrival during n plain steps); *idle start* ``P₀(1 − e^{−n/a})`` with
+    ``E[X^j] = E[Y_n^j]/(1 − e^{−n/a})``; *all* ``(1 − P₀)P(K ≥ n)``; *busy start*
+    ``P_m = (1 − P₀)P(K < n)`` with X = K + Y_{n−K} taken at the conditional mean k̄ of the truncated
+    gamma, ``Var ≈ Var(K|·)(1 − y'(n − k̄))² + Var Y_{n−k̄}`` (y' = p(1 − e^{−m/θ}): each step K
+    holds displaces a step of Y). Truncated gamma: ``E[K^j; K < n] = θ^j Γ(α + j)/Γ(α)·P(α + j, n/θ)``.
+    """
+    q = q.fluid()
+    p0, shape, scale = _remaining_busy(q, wl.prob, *wait_moments(q, wl.prob))
+    a, p, theta = _alternation(q, wl.prob)
+    n = wl.decode_steps[None, :]
+    x = n / scale
+    k_lt, p1, p2 = _gamma_p012(shape, x)
+    safe = np.maximum(k_lt, 1e-300)
+    k1 = np.clip(shape * scale * p1 / safe, 0.0, n)
+    var_k = np.clip(shape * (shape + 1.0) * scale**2 * p2 / safe - k1**2, 0.0, None)
+    rest = n - k1
+    y_n, y_r = p * _relax(n, theta), p * _relax(rest, theta)
+    v_n, v_r = _idle_start_var(n, p, theta), _idle_start_var(rest, p, theta)
+    slope = p * -np.expm1(-rest / theta)
+    quiet = np.exp(-n / a)
+    w_idle = p0 * (1.0 - quiet)
+    w_busy = (1.0 - p0) * k_lt
+    idle = _part(w_idle, p0 * y_n, p0 * (v_n + y_n**2), n)
+    busy = _part(w_busy, w_busy * (k1 + y_r),
+                 w_busy * (var_k * (1.0 - slope) ** 2 + v_r + (k1 + y_r) ** 2), n)
+    zero, one = np.zeros_like(k1), np.ones_like(k1)
+    weights = np.stack([p0 * quiet, w_idle, w_busy, (1.0 - p0) * (1.0 - k_lt)])
+    return WindowComponents(weights, np.stack([zero, idle[0], busy[0], one]),
+                            np.stack([zero, idle[1], busy[1], zero]))
