@@ -323,10 +323,6 @@ def _objective_words(space: Space) -> str:
 def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...]:
     out = list(res.warnings) + list(space.notes)
     # uncalibrated kernel tables and missing prices are reported from ``inputs`` by every renderer
-    if space.colocated_scheduler == "chunked":
-        out.append("the colocated chunked-prefill model can be optimistic on TPOT at high load against simulation "
-                   "(P90 down to -41 %, goodput up to +24 % for prefill-heavy traffic; docs/accuracy_serving.md): "
-                   "read the disaggregated/colocated ratio as a lower bound")
     if any(h.table.framework.decode_step_overhead_s == 0.0 for h in (*space.prefill, *space.decode)):
         out.append("kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
                    "on your stack's step times for end-to-end accuracy")
