@@ -12,7 +12,9 @@ interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) a
   wait under Poisson arrivals is independent of its own service,
   ``P(T ≤ a) = Σ_l p_l F_W(a − g_l)``.
 * :class:`GammaMixture`: ``T = offset_i + X_i`` with ``X_i ~ Gamma(mean_i, var_i)`` per request bin
-  ``i`` (TPOT model of §2.4 and §3).
+  ``i`` (TPOT model of §2.4 and §3), optionally plus ``D/n_i``: a random delay D independent of
+  X_i, given as discrete points with weights per rate (e.g. the KV link wait that token 2 waits
+  for under TTFT convention B, spread over the request's n_i intervals).
 
 Mixture quantiles are found with :func:`scipy.optimize.brentq` on the monotone mixture cdf, never by
 adding quantiles (QUEUEING.md §1.2 measured −60…+41 % error for that shortcut).
@@ -188,21 +190,50 @@ class GammaMixture:
     load_mean_s: FloatArray
     load_var_s2: FloatArray
     prob: FloatArray
+    delay_points_s: FloatArray | None = None
+    """``[R, P]`` (or per bin ``[R, M, P]``) points of the random delay D (None: no delay)."""
+    delay_weights: FloatArray | None = None
+    """``[R, P]`` their probabilities (rows sum to 1)."""
+    delay_intervals: FloatArray | None = None
+    """``[M]`` the n_i over which bin i spreads D."""
 
     @property
     def mean_s(self) -> FloatArray:
         """Mixture mean per rate, shape ``[R]``."""
-        return np.asarray((self.offset_s + self.load_mean_s) @ self.prob, dtype=np.float64)
+        return np.asarray(self.bin_mean_s @ self.prob, dtype=np.float64)
 
     @property
     def bin_mean_s(self) -> FloatArray:
         """Mean per request bin, shape ``[R, M]``."""
-        return self.offset_s + self.load_mean_s
+        mean = self.offset_s + self.load_mean_s
+        if self.delay_points_s is not None:
+            assert self.delay_weights is not None
+            assert self.delay_intervals is not None
+            d = np.sum(self._points() * self.delay_weights[:, None, :], axis=2)
+            mean = mean + d / self.delay_intervals[None, :]
+        return np.asarray(mean, dtype=np.float64)
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
-        """``P(T_i ≤ b)`` per bin: regularised lower incomplete gamma; shape ``[R, M]``."""
-        x = b_s - self.offset_s
-        m, v = self.load_mean_s, self.load_var_s2
+        """``P(T_i ≤ b)`` per bin; shape ``[R, M]`` (mixed over the delay points if any)."""
+        if self.delay_points_s is None:
+            return self._gamma_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2)
+        assert self.delay_weights is not None
+        assert self.delay_intervals is not None
+        shift = self._points() / self.delay_intervals[None, :, None]
+        x = b_s - self.offset_s[:, :, None] - shift
+        c = self._gamma_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None])
+        return np.asarray(np.einsum("rmp,rp->rm", c, self.delay_weights), dtype=np.float64)
+
+    def _points(self) -> FloatArray:
+        """Delay points as ``[R, M, P]``."""
+        assert self.delay_points_s is not None
+        pts = self.delay_points_s
+        return pts[:, None, :] if pts.ndim == 2 else pts
+
+    @staticmethod
+    def _gamma_cdf(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
+        """``P(X ≤ x)`` for X ~ Gamma(mean m, variance v) (a point mass when v ≈ 0)."""
+        m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)
         # Gamma needs m > 0; a relative sd below 1e-6 (shape > 1e12) is treated as a point mass.
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             cv = np.sqrt(v) / m
@@ -225,6 +256,14 @@ class GammaMixture:
         """Mixture cdf of the first rate as a float (root-finding helper)."""
         return float(self.cdf_per_bin(b_s)[0] @ self.prob)
 
+    def row(self, r: int) -> GammaMixture:
+        """The mixture at rate index ``r`` alone."""
+        sl = slice(r, r + 1)
+        points = None if self.delay_points_s is None else self.delay_points_s[sl]
+        weights = None if self.delay_weights is None else self.delay_weights[sl]
+        return GammaMixture(self.offset_s[sl], self.load_mean_s[sl], self.load_var_s2[sl],
+                            self.prob, points, weights, self.delay_intervals)
+
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq; shape ``[R]``."""
         out = np.empty(self.offset_s.shape[0])
@@ -232,11 +271,8 @@ class GammaMixture:
             lo = float(self.offset_s[r].min())
             sd = np.sqrt(self.load_var_s2[r])
             hi = float((self.offset_s[r] + self.load_mean_s[r] + 60.0 * sd).max()) + 1e-12
-            row = GammaMixture(
-                self.offset_s[r : r + 1],
-                self.load_mean_s[r : r + 1],
-                self.load_var_s2[r : r + 1],
-                self.prob,
-            )
-            out[r] = mixture_quantile(row.first_cdf, q, lo, hi, "TPOT")
+            if self.delay_points_s is not None:
+                assert self.delay_intervals is not None
+                hi += float(self.delay_points_s[r].max() / self.delay_intervals.min())
+            out[r] = mixture_quantile(self.row(r).first_cdf, q, lo, hi, "TPOT")
         return out

@@ -1,20 +1,36 @@
 """Disaggregated xPyD deployment: prefill pool → KV link → decode pool (QUEUEING §1, §2, §5.2).
 
-* **Prefill pool**: x FCFS instances behind the router (``routing``): random → x independent
-  M/G/1 at λ/x (exact); least-work → M/G/c (Erlang-C × scaled M/G/1); round-robin → E_x/G/1
-  (Kingman mean); all by FFT (:func:`pdplan.queueing.prefill_wait_distribution`). Service = the
-  batch-1 roofline stage time per prompt bin (:mod:`pdplan.serving.roles`).
+* **Prefill pool** (:mod:`pdplan.serving.prefill_pool`): x FCFS instances behind the router
+  (``routing``): random → x independent M/G/1 at λ/x (exact); least-work → M/G/c (Erlang-C ×
+  scaled M/G/1); round-robin → E_x/G/1 (Kingman mean); all by FFT
+  (:func:`pdplan.queueing.prefill_wait_distribution`). Service = the batch-1 roofline stage time
+  per prompt (:mod:`pdplan.serving.roles`). With ``prefill_max_batch_tokens`` each instance is
+  the batched-prefill queue of :mod:`pdplan.queueing.batched` instead (at λ/x; least-work: one
+  central queue over the x instances).
 * **KV transfer** (:mod:`pdplan.transfer`): the exposed time per prompt bin for the granularity,
   TP mismatch and NICs; the busier side of the fan-in is an M/G/1 on transfer times, included as
-  its own wait when its utilisation at the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``.
+  its own wait when its utilisation at the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``. Known
+  bias when the busier side is a prefill instance's own NICs: its transfers arrive as that
+  instance's prefill departures, back to back in busy periods, and a short prompt right behind a
+  long one waits most; the Poisson M/G/1 wait is then optimistic in the tail (against the
+  simulator: TPOT P99 −20 % at 30 % load for the coding workload over RoCE 100G, convention B,
+  where token 2 of short outputs waits for the link).
 * **Decode pool**: y instances with continuous batching, λ_d = λ/y; mean-field fixed point and the
-  shot-noise TPOT model with load feedback (:func:`pdplan.queueing.tpot_distribution`).
+  shot-noise TPOT model with load feedback (:func:`pdplan.queueing.tpot_distribution`). The
+  router's policy also picks the decode instance (:mod:`pdplan.specs.scenario`); each instance
+  is modelled with Poisson arrivals at λ/y: exact for random routing (thinning), pessimistic for
+  round-robin and least-work (fewest outstanding requests), which smooth each instance's load.
+  TPOT is undefined for one-token outputs (:mod:`pdplan.serving.snapshot`).
 * **TTFT** (QUEUEING §1.5): convention A (default; the decode instance streams token 1)
   ``W_p + S_p(l) + W_link + T_kv(l) + E[J_d] + τ̄_d`` with the step-boundary wait J_d ≈ U(0, τ̄_d)
   taken at its mean τ̄_d/2; convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``,
-  and then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + E[W_link] + τ̄_d/2)/n``
-  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow link).
-* **Stability limit**: the smallest of prefill ρ = λE[S]/x ≤ ``PREFILL_RHO_MAX``, the decode
+  and then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + W_link + J_d)/n``
+  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow link),
+  with the link wait W_link mixed in as a random delay (its atom plus ``TPOT_LINK_POINTS``
+  quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d ~ U(0, τ̄_d) through its mean
+  τ̄_d/2 and variance τ̄_d²/12 added to the load noise.
+* **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
+  for batch-1 prefill; λ/(x·λ_cap) batched), the decode
   capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.decode_capacity`)
   times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
 
@@ -27,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import (
@@ -40,6 +57,7 @@ from pdplan.queueing import (
 )
 from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.roles import (
     DecodePerf,
     PrefillPerf,
@@ -49,7 +67,13 @@ from pdplan.serving.roles import (
     prefill_perf,
 )
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS, TtftMixture, discretise_wait, prefill_wait, zero_wait
+from pdplan.serving.ttft import (
+    GRID_CELLS,
+    LINK_POINTS,
+    TtftMixture,
+    discretise_wait,
+    zero_wait,
+)
 from pdplan.transfer import (
     TransferConfig,
     fan_in_link_queue,
@@ -61,6 +85,8 @@ PREFILL_RHO_MAX = 0.99
 """Highest prefill/link utilisation evaluated (the FFT grid and any SLO fail beyond it)."""
 LINK_QUEUE_MIN_RHO = 0.01
 """Below this link utilisation at the stability limit the link wait is negligible and skipped."""
+TPOT_LINK_POINTS = 8
+"""Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
 DECODE_U_MAX = 0.85
 """Highest decode utilisation trusted: QUEUEING §6.3 validated the TPOT model up to u = 0.85."""
 
@@ -81,6 +107,12 @@ def decode_cells(res: ResolvedScenario) -> DecodeWorkload:
     return decode_workload(lin, steps, lens.prob.ravel())
 
 
+def tpot_defined(res: ResolvedScenario) -> npt.NDArray[np.bool_]:
+    """Cells whose TPOT exists: more than one output token (:mod:`pdplan.serving.snapshot`)."""
+    lens = res.lengths
+    return np.asarray(np.tile(lens.output_tokens > 1.0, lens.input_tokens.size))
+
+
 def decode_limit_words(cap: DecodeCapacity) -> str:
     return {"utilisation": "decode utilisation", "kv": "decode KV capacity",
             "seqs": "decode seats (max_num_seqs)"}[cap.binding]
@@ -88,11 +120,16 @@ def decode_limit_words(cap: DecodeCapacity) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DisaggregatedModel:
-    """A prepared xPyD deployment; :meth:`snapshot` evaluates it at a batch of rates."""
+    """A prepared xPyD deployment; :meth:`snapshot` evaluates it at a batch of rates.
+
+    Per prompt bin ``[K]``: exposed transfer, bytes and link service; per quadrature length
+    ``[K, J]``: the exposed transfer that enters TTFT (``point_exposed_s``).
+    """
 
     res: ResolvedScenario
-    prefill: PrefillPerf
+    pool: PrefillPool
     exposed_s: FloatArray
+    point_exposed_s: FloatArray
     transfer_bytes: FloatArray
     decode: DecodePerf
     cells: DecodeWorkload
@@ -107,6 +144,14 @@ class DisaggregatedModel:
         return np.asarray(self.res.lengths.input_marginal(), dtype=np.float64)
 
     @property
+    def prefill(self) -> PrefillPerf:
+        """Per prompt bin: the own-prefill TTFT offset and the FCFS service (means over the bin's
+        quadrature lengths; batched prefill: the prompt's single-prompt batch)."""
+        pool = self.pool
+        return PrefillPerf(self.res.lengths.input_tokens, pool.point_latency_s.mean(axis=1),
+                           pool.point_service_s.mean(axis=1))
+
+    @property
     def link_queued(self) -> bool:
         """Whether the link wait is modelled: its ρ at the stability limit ≥ LINK_QUEUE_MIN_RHO."""
         rho_unit = self.link_rate_factor * float(self.input_prob @ self.link_service_s)
@@ -114,48 +159,59 @@ class DisaggregatedModel:
 
     def limit(self) -> Limit:
         p = self.input_prob
-        rho_unit = float(p @ self.prefill.service_s) / self.x
         link_unit = self.link_rate_factor * float(p @ self.link_service_s)
-        cands = [Limit(PREFILL_RHO_MAX / rho_unit, "prefill utilisation"),
+        cands = [Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, "prefill utilisation"),
                  Limit(self.y * self.capacity.max_rate_per_s, decode_limit_words(self.capacity))]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, "link"))
         return min(cands, key=lambda c: c.rate_rps)
 
-    def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]:
-        """Prefill ρ, decode u, decode KV occupancy K̄/M_kv and link ρ per rate (closed forms)."""
+    def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None
+                    ) -> dict[str, FloatArray]:
+        """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.
+
+        ``prefill`` is the load over the pool's capacity (ρ = λE[S]/x for batch-1 prefill, also
+        its busy fraction). Batched prefill adds ``prefill_busy``, the busy time fraction of an
+        instance (what the simulator measures), from the chain when given.
+        """
         p = self.input_prob
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
-        return {"prefill": rates * float(p @ self.prefill.service_s) / self.x,
-                "decode": fixed.utilisation,
-                "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
-                "link": rates * self.link_rate_factor * float(p @ self.link_service_s)}
+        out = {"prefill": self.pool.load(rates), "decode": fixed.utilisation,
+               "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
+               "link": rates * self.link_rate_factor * float(p @ self.link_service_s)}
+        if self.pool.batched is not None and prefill_busy is not None:
+            out["prefill_busy"] = prefill_busy
+        return out
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
-        wait = prefill_wait(self.res.scenario.routing, rates, self.prefill.service_s, p, self.x)
+        wait, busy = self.pool.wait(rates)
         link = zero_wait(rates.size)
         if self.link_queued:
             link = discretise_wait(mg1_wait_distribution(
-                rates * self.link_rate_factor, self.link_service_s, p, max_cells=GRID_CELLS))
+                rates * self.link_rate_factor, self.link_service_s, p, max_cells=GRID_CELLS),
+                LINK_POINTS if self.res.scenario.ttft_convention == "A" else TPOT_LINK_POINTS)
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
-        offsets = np.broadcast_to(self.prefill.latency_s, (rates.size, p.size)).copy()
+        offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s
+                                                             .shape)).copy()
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":
-            offsets += self.exposed_s[None, :] + 1.5 * tau[:, None]
+            offsets += self.point_exposed_s[None, :, :] + 1.5 * tau[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
-            gap = np.repeat(self.exposed_s, m)[None, :] + (link.mean_s + 0.5 * tau)[:, None]
-            tpot = GammaMixture(tpot.offset_s + gap / self.cells.decode_steps[None, :],
-                                tpot.load_mean_s, tpot.load_var_s2, tpot.prob)
+            n = self.cells.decode_steps
+            gap = np.repeat(self.exposed_s, m)[None, :] + 0.5 * tau[:, None]
+            tpot = GammaMixture(tpot.offset_s + gap / n[None, :], tpot.load_mean_s,
+                                tpot.load_var_s2 + (tau**2 / 12.0)[:, None] / n[None, :]**2,
+                                tpot.prob, link.points_s, link.weights, n)
             link = zero_wait(rates.size)
         ttft = TtftMixture(wait, link, offsets, p)
-        util = self.utilisation(rates)
+        util = self.utilisation(rates, busy)
         return Snapshot(rates, self.cells.prob, self.cells.decode_steps, ttft,
-                        np.repeat(np.arange(p.size), m), tpot, util)
+                        np.repeat(np.arange(p.size), m), tpot, util, tpot_defined(self.res))
 
 
 def transfer_config(res: ResolvedScenario) -> TransferConfig:
@@ -181,18 +237,19 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     assert res.link is not None
     assert sc.prefill is not None
     assert sc.decode is not None
-    pmem = instance_budget(res.prefill, "prefill")
-    if float(lens.input_tokens.max()) > float(np.ravel(pmem.kv_capacity_tokens)[0]):
-        raise NoFeasiblePlanError(
-            f"prefill instance {res.prefill.label} holds {float(pmem.kv_capacity_tokens[0]):.0f} "
-            f"KV tokens, less than the longest prompt bin ({lens.input_tokens.max():.0f})",
-            binding_constraint="prefill KV capacity")
-    base = prefill_perf(res.prefill, lens.input_tokens)
+    _check_prefill_memory(res)
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
+    base = prefill_perf(res.prefill, lens.input_tokens)
     xfer = kv_transfer(lens.input_tokens, kv, res.link, cfg, prefill_time_s=base.latency_s)
-    prefill = PrefillPerf(lens.input_tokens, base.latency_s + xfer.prefill_extra_s,
-                          base.service_s + xfer.prefill_extra_s)
+    points = res.input_points
+    point_base = prefill_perf(res.prefill, points.ravel())
+    point_xfer = kv_transfer(points.ravel(), kv, res.link, cfg,
+                             prefill_time_s=point_base.latency_s)
+    pool = prefill_pool(res.prefill, sc.routing, sc.prefill.count, points, lens.input_tokens,
+                        lens.input_marginal(),
+                        np.asarray(point_xfer.prefill_extra_s).reshape(points.shape),
+                        res.prefill_batch_tokens)
     cells = decode_cells(res)
     dperf = decode_perf(res.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
     cap = fast_decode_capacity(cells, dperf.step, kv_capacity_tokens=dperf.kv_capacity_tokens,
@@ -203,6 +260,22 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
             "less than the longest request (input + output)", binding_constraint="decode KV capacity")
     lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, sc.prefill.count, sc.decode.count,
                            res.link, cfg)
-    return DisaggregatedModel(res, prefill, np.asarray(xfer.exposed_s), np.asarray(xfer.bytes),
-                              dperf, cells, cap, np.asarray(lq.service_s), lq.arrival_rate_per_s,
-                              sc.prefill.count, sc.decode.count)
+    return DisaggregatedModel(res, pool, np.asarray(xfer.exposed_s),
+                              np.asarray(point_xfer.exposed_s).reshape(points.shape),
+                              np.asarray(xfer.bytes), dperf, cells, cap, np.asarray(lq.service_s),
+                              lq.arrival_rate_per_s, sc.prefill.count, sc.decode.count)
+
+
+def _check_prefill_memory(res: ResolvedScenario) -> None:
+    """The prefill instance must hold the longest prompt's (or a full batch's) KV."""
+    assert res.prefill is not None
+    pmem = instance_budget(res.prefill, "prefill")
+    hold = float(np.ravel(pmem.kv_capacity_tokens)[0])
+    need = max(float(res.lengths.input_tokens.max()), float(res.prefill_batch_tokens or 0))
+    if need > hold:
+        what = "the longest prompt bin" if res.prefill_batch_tokens is None or float(
+            res.lengths.input_tokens.max()) >= res.prefill_batch_tokens else \
+            "prefill_max_batch_tokens"
+        raise NoFeasiblePlanError(
+            f"prefill instance {res.prefill.label} holds {hold:.0f} KV tokens, less than "
+            f"{what} ({need:.0f})", binding_constraint="prefill KV capacity")

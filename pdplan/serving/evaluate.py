@@ -63,6 +63,8 @@ def _deployment(sc: Scenario) -> dict[str, Any]:
             out[role] = spec.model_dump()
     if sc.mode == "disaggregated":
         out.update(link=sc.link, granularity=sc.granularity, routing=sc.routing)
+        if sc.prefill_max_batch_tokens is not None:
+            out["prefill_max_batch_tokens"] = sc.prefill_max_batch_tokens
     return out
 
 
@@ -92,10 +94,14 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
                                  for hw in (res.prefill, res.decode, res.colocated) if hw}),
     }
     if isinstance(model, DisaggregatedModel):
-        p = model.input_prob
-        out.update(mean_prefill_s=float(p @ model.prefill.latency_s),
+        p, pool = model.input_prob, model.pool
+        out.update(mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
                    mean_kv_exposed_s=float(p @ model.exposed_s),
                    mean_kv_bytes=float(p @ model.transfer_bytes))
+        if pool.batched is not None:
+            out.update(prefill_full_batch_tokens=pool.batched.full_tokens,
+                       prefill_full_batch_s=pool.batched.full_s,
+                       prefill_capacity_rps=pool.capacity_rps)
     return out
 
 

@@ -57,14 +57,14 @@ def latency_binding(snap: Snapshot, slo: SloSpec) -> str:
     """"TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
     q = slo.percentile / 100.0
     ttft = float(snap.ttft.quantile(q)[0]) / slo.ttft
-    tpot = float(snap.tpot.quantile(q)[0]) / slo.tpot
+    tpot = float(snap.tpot_reported.quantile(q)[0]) / slo.tpot
     return _words("TTFT", slo) if ttft >= tpot else _words("TPOT", slo)
 
 
 def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeasiblePlanError:
     snap = model.snapshot(np.array([rate]))
     q = slo.percentile / 100.0
-    ttft_q, tpot_q = float(snap.ttft.quantile(q)[0]), float(snap.tpot.quantile(q)[0])
+    ttft_q, tpot_q = float(snap.ttft.quantile(q)[0]), float(snap.tpot_reported.quantile(q)[0])
     att = float(snap.attainment(slo.ttft, slo.tpot)[0])
     what = latency_binding(snap, slo)
     return NoFeasiblePlanError(

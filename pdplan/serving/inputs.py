@@ -4,7 +4,9 @@ Catalogue names become :class:`GpuSpec` / :class:`LinkSpec` / :class:`ModelSpec`
 kernel table (packaged, or the user's via ``--kernel-table``: :meth:`Catalog.kernel_table`); the workload is binned into
 a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (the 3 tail bins of
 :func:`pdplan.workload.discretize` keep P99+ prompts separate) and clipped to the model's context
-window, with a warning naming the fraction of requests affected (ARCHITECTURE §2).
+window, with a warning naming the fraction of requests affected (ARCHITECTURE §2). The one-token
+output mass gets its own output bin and each input bin a set of quadrature lengths
+(:mod:`pdplan.serving.lengths`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pdplan.catalog import Catalog
 from pdplan.errors import SpecError
 from pdplan.perf.memory import serving_defaults
 from pdplan.perf.roofline import Precision
+from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
@@ -41,6 +45,10 @@ class ResolvedScenario:
     max_num_seqs: int
     chunk_tokens: int
     warnings: tuple[str, ...]
+    input_points: FloatArray
+    """``[K, J]`` quadrature lengths per input bin (:func:`pdplan.serving.lengths.input_quadrature`)."""
+    prefill_batch_tokens: int | None = None
+    """Token budget of a batched prefill instance (None: one prompt at a time)."""
 
 
 def precision_of(scenario: Scenario) -> Precision:
@@ -69,6 +77,7 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
     model = catalog.model(scenario.model)
     window = model.max_position_embeddings
     lengths = discretize(scenario.workload, max_bins=WORKLOAD_BINS, context_window=window)
+    lengths = split_one_token(lengths, one_token_fraction(scenario.workload))
     warnings = []
     if lengths.clipped_fraction > 0.0:
         warnings.append(
@@ -88,4 +97,6 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
         max_num_seqs=scenario.max_num_seqs or defaults.max_num_seqs,
         chunk_tokens=chunk or defaults.prefill_chunk_tokens,
         warnings=tuple(warnings),
+        input_points=input_quadrature(lengths.input_tokens, lengths.input_marginal()),
+        prefill_batch_tokens=scenario.prefill_max_batch_tokens,
     )

@@ -102,6 +102,69 @@ def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
     return PrefillPerf(input_tokens, latency, stage)
 
 
+_TABLE_TOKENS = 256
+_TABLE_PROMPTS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillBatchTime:
+    """Roofline stage time of one prefill batch as a function of ``(Σl, Σl²)`` (vectorised).
+
+    A batch of prompts l_i costs what the roofline (:func:`pdplan.perf.roofline.phase_time`) gives
+    for ``B_eq = (Σl)²/Σl²`` prompts of ``l_eq = Σl²/Σl`` tokens: the same token count Σl (GEMMs,
+    norms, all-reduces) and the same causal-attention work Σl² (``B_eq·l_eq = Σl``,
+    ``B_eq·l_eq² = Σl²``); one prompt gives exactly its batch-1 time. The roofline is tabulated
+    once on a log grid of Σl (``_TABLE_TOKENS`` points up to ``max_tokens``) × B_eq
+    (``_TABLE_PROMPTS`` points) and read by bilinear interpolation in (log Σl, log B_eq): against
+    direct calls the P99 relative error is < 1 %, the worst a few per cent next to the roofline's
+    tile-wave steps (tests/unit/test_batched_prefill.py). ``extra_s`` is added
+    once per batch (the transfer granularity's per-pass prefill work, e.g. per-layer syncs). The
+    simulator and the closed form both price batches with this one function.
+    """
+
+    log_tokens: FloatArray
+    log_prompts: FloatArray
+    table_s: FloatArray
+    extra_s: float
+
+    def __call__(self, tokens: FloatArray, sum_sq_tokens: FloatArray) -> FloatArray:
+        """Batch time (s) for Σl = ``tokens`` and Σl² = ``sum_sq_tokens`` (broadcast)."""
+        tok = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+        sq = np.clip(np.asarray(sum_sq_tokens, dtype=np.float64), tok, tok**2)
+        x = _grid_pos(np.log(tok), self.log_tokens)
+        y = _grid_pos(np.log(tok**2 / sq), self.log_prompts)
+        i, j = np.floor(x).astype(np.intp), np.floor(y).astype(np.intp)
+        fx, fy = x - i, y - j
+        t = self.table_s
+        out = ((1 - fx) * (1 - fy) * t[i, j] + fx * (1 - fy) * t[i + 1, j]
+               + (1 - fx) * fy * t[i, j + 1] + fx * fy * t[i + 1, j + 1])
+        return np.asarray(out + self.extra_s, dtype=np.float64)
+
+    def single_s(self, tokens: FloatArray) -> FloatArray:
+        """One prompt of ``tokens`` tokens alone."""
+        tok = np.asarray(tokens, dtype=np.float64)
+        return self(tok, tok**2)
+
+
+def _grid_pos(value: FloatArray, grid: FloatArray) -> FloatArray:
+    """Fractional index of ``value`` on a uniform ``grid`` (clamped to [0, n − 1 − 1e-9])."""
+    step = grid[1] - grid[0]
+    return np.asarray(np.clip((value - grid[0]) / step, 0.0, grid.size - 1 - 1e-9),
+                      dtype=np.float64)
+
+
+def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> PrefillBatchTime:
+    """Tabulate the roofline batch *stage* time up to ``max_tokens`` per batch (class docstring)."""
+    log_tok = np.linspace(0.0, np.log(max(max_tokens, 2.0) * 1.01), _TABLE_TOKENS)
+    log_b = np.linspace(0.0, log_tok[-1], _TABLE_PROMPTS)
+    tok, prompts = np.exp(log_tok)[:, None], np.exp(log_b)[None, :]
+    per_prompt = np.maximum(tok / prompts, 1.0)
+    pt = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=tok / per_prompt,
+                    tokens=per_prompt, tp=hw.tp, pp=hw.pp, precision=hw.precision, detail=False)
+    table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
+    return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
+
+
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
     """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (QUEUEING §1.1)."""
     design = np.stack([np.ones_like(tokens), tokens, tokens**2], axis=1) / time_s[:, None]

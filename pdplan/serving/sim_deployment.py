@@ -7,16 +7,22 @@ the queueing approximations and nothing else:
 * **Prefill** (disaggregated): per-request service = batch-1 roofline *stage* time at the sampled
   prompt length plus the granularity's prefill extra (:func:`pdplan.serving.roles.prefill_perf`,
   :func:`pdplan.transfer.kv_transfer`), FCFS per instance, the scenario's routing policy. With
-  PP > 1 the pass latency exceeds the stage time; the difference is added after prefill (to the KV
-  transfer time, and to TTFT under convention B), as the closed form adds it to every request.
+  ``prefill_max_batch_tokens`` the pool batches instead (:class:`pdplan.sim.PrefillPool`
+  ``batch_time_s``/``max_batch_tokens``), each batch priced by the closed form's own
+  :class:`~pdplan.serving.roles.PrefillBatchTime` (roofline, granularity extra once per batch).
+  With PP > 1 the pass latency exceeds the stage time; the (batch-1) difference is added after
+  prefill (to the KV transfer time, and to TTFT under convention B), as the closed form adds it
+  to every request.
 * **KV transfer**: the exposed time per request from :func:`pdplan.transfer.kv_transfer` (same
   :func:`~pdplan.serving.disaggregated.transfer_config`). When the closed form models the link
-  queue, each decode instance has one FIFO inbound link held ``latency + bytes/BW_side`` per
-  request (the fan-in service time of :func:`pdplan.transfer.fan_in_link_queue`).
+  queue, both ends are FIFO resources: the serving prefill instance's NICs and the chosen decode
+  instance's NICs, each held ``latency + bytes/BW_side`` per request (the fan-in service time of
+  :func:`pdplan.transfer.fan_in_link_queue`, whose closed form queues at the busier side only).
 * **Decode**: the linearised step ``t0 + t1·B + t2·K`` the closed form uses (``step="linear"``), or
   the full roofline step (``step="roofline"``, which also tests the linearisation); seats =
   ``max_num_seqs``, KV capacity from memory; the simulator reserves ``l + n`` tokens at admission.
-  Decode routing in the simulator is JSQ by sequence count (the closed form splits λ evenly).
+  The decode instance is picked by the scenario's routing policy (random, round-robin in
+  prefill-completion order, or least-work = fewest outstanding requests).
 * **Colocated**: z instances with random routing (the closed form's even split into z M/G/1
   queues); prefill-first serves the batch-1 roofline prefill latency per prompt; chunked serves
   chunks of ``chunk_tokens − B`` tokens costing ``t_p·c + t_a·(c·before + c²/2)`` — the same
@@ -40,7 +46,7 @@ from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import IntArray, StepTimeFn
-from pdplan.transfer import fan_in_link_queue, kv_shape_from_model, kv_transfer
+from pdplan.transfer import effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")
@@ -86,23 +92,40 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
     xfer = kv_transfer(lens, kv, res.link, cfg, prefill_time_s=base.latency_s)
-    service = base.service_s + xfer.prefill_extra_s
     pipe = base.latency_s - base.service_s  # PP > 1: pass latency beyond the stage time
-    busy = None
+    busy = pbusy = None
     if model.link_queued:
-        lq = fan_in_link_queue(xfer, None, 1.0, model.x, model.y, res.link, cfg)
-        busy = np.asarray(lq.service_s, dtype=np.float64)
+        nics_p, nics_d = cfg.side_nics
+        busy = xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(res.link, nics_d)
+        pbusy = xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(res.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
     _check_fits(req, steps, dec.kv_capacity_tokens, "decode")
     dep = Disaggregated(
-        prefill=PrefillPool(model.x, sc.routing, service_s=service),
+        prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(model.y, _step_fn(res.decode, dec.step, step),
-                          max_batch=res.max_num_seqs, kv_capacity_tokens=dec.kv_capacity_tokens),
-        transfer=KvTransfer(time_s=pipe + np.asarray(xfer.exposed_s), link_busy_s=busy),
+                          max_batch=res.max_num_seqs, kv_capacity_tokens=dec.kv_capacity_tokens,
+                          routing=sc.routing),
+        transfer=KvTransfer(time_s=pipe + np.asarray(xfer.exposed_s), link_busy_s=busy,
+                            prefill_link_busy_s=pbusy),
         convention=sc.ttft_convention)
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
     return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)
+
+
+def _prefill_pool(model: DisaggregatedModel, service_s: FloatArray) -> PrefillPool:
+    """Batch-1 FCFS pool with per-request ``service_s``, or the batched pool of the scenario."""
+    routing = model.res.scenario.routing
+    batched = model.pool.batched
+    if batched is None:
+        return PrefillPool(model.x, routing, service_s=service_s)
+    price = batched.batch_time
+
+    def batch_time_s(tokens: float, sum_sq_tokens: float) -> float:
+        return float(price(np.array([tokens]), np.array([sum_sq_tokens]))[0])
+
+    return PrefillPool(model.x, routing, batch_time_s=batch_time_s,
+                       max_batch_tokens=int(batched.budget_tokens))
 
 
 def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetup:

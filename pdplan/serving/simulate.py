@@ -218,6 +218,8 @@ def _closed_form(ev: Evaluation, model: DisaggregatedModel | ColocatedModel) -> 
     op = ev.operating_point
     assert op is not None
     util = dict(op.utilisation)
+    if "prefill_busy" in util:  # batched prefill: compare busy fractions, as the simulator
+        util["prefill"] = util.pop("prefill_busy")
     if isinstance(model, DisaggregatedModel):
         fixed = decode_fixed_point([op.rate_rps / model.y], model.cells, model.decode.step)
         util["decode_mean_seqs"] = float(fixed.mean_seqs[0])

@@ -7,11 +7,16 @@ flattened (input, output) cells ``[C]``, and pool utilisations. Attainment is
 different instances in a disaggregated deployment and are taken conditionally independent given
 the request's cell; for the colocated baseline the product is an approximation (same instance).
 Percentiles come from mixture cdfs by brentq (:func:`pdplan.queueing.mixture_quantile`).
+
+TPOT convention (the simulator's, :mod:`pdplan.sim.results`): TPOT is the mean interval between
+output tokens after the first, so it is *undefined* for a one-token output. Cells flagged in
+``tpot_defined`` (False: one output token) are left out of the TPOT mean and percentiles (the
+mixture is renormalised over the defined cells) and meet any TPOT threshold in the attainment.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -55,14 +60,27 @@ class Snapshot:
     ttft_bin: npt.NDArray[np.intp]
     tpot: GammaMixture
     utilisation: dict[str, FloatArray]
+    tpot_defined: npt.NDArray[np.bool_] | None = None
+    """``[C]``: False where the output is one token (TPOT undefined); None = all defined."""
+
+    @property
+    def tpot_reported(self) -> GammaMixture:
+        """The TPOT mixture over cells with a defined TPOT (weights renormalised)."""
+        if self.tpot_defined is None or bool(self.tpot_defined.all()):
+            return self.tpot
+        w = np.where(self.tpot_defined, self.tpot.prob, 0.0)
+        return replace(self.tpot, prob=w / w.sum())
 
     def ttft_ok(self, slo_s: float) -> FloatArray:
         """``P(TTFT ≤ slo | cell)``, shape ``[R, C]``."""
         return np.asarray(self.ttft.cdf_per_bin(slo_s)[:, self.ttft_bin], dtype=np.float64)
 
     def tpot_ok(self, slo_s: float) -> FloatArray:
-        """``P(TPOT ≤ slo | cell)``, shape ``[R, C]``."""
-        return np.asarray(np.clip(self.tpot.cdf_per_bin(slo_s), 0.0, 1.0), dtype=np.float64)
+        """``P(TPOT ≤ slo | cell)``, shape ``[R, C]`` (1 where TPOT is undefined)."""
+        ok = np.clip(self.tpot.cdf_per_bin(slo_s), 0.0, 1.0)
+        if self.tpot_defined is not None:
+            ok = np.where(self.tpot_defined[None, :], ok, 1.0)
+        return np.asarray(ok, dtype=np.float64)
 
     def attainment(self, ttft_s: float, tpot_s: float) -> FloatArray:
         """Fraction of requests meeting both thresholds, per rate."""
@@ -77,14 +95,17 @@ class Snapshot:
 
     def mean_response_s(self) -> FloatArray:
         """E[end-to-end latency] = E[TTFT] + Σ_c p_c n_c E[TPOT | c] per rate."""
-        return np.asarray(self.ttft.mean_s + self.tpot.bin_mean_s @ (self.prob * self.decode_steps),
+        steps = self.decode_steps if self.tpot_defined is None else np.where(
+            self.tpot_defined, self.decode_steps, 0.0)
+        return np.asarray(self.ttft.mean_s + self.tpot.bin_mean_s @ (self.prob * steps),
                           dtype=np.float64)
 
     def ttft_summary(self, percentile: float) -> list[LatencySummary]:
         return _summaries(self.ttft.mean_s, self.ttft.quantile, percentile)
 
     def tpot_summary(self, percentile: float) -> list[LatencySummary]:
-        return _summaries(self.tpot.mean_s, self.tpot.quantile, percentile)
+        tpot = self.tpot_reported
+        return _summaries(tpot.mean_s, tpot.quantile, percentile)
 
 
 def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[LatencySummary]:

@@ -1,6 +1,7 @@
 """TTFT of a disaggregated deployment as a mixture over prompt bins (QUEUEING §1.2, §1.5).
 
-``TTFT = W_p + W_link + g_l`` with ``W_p`` the prefill-pool wait (FFT, by routing policy),
+``TTFT = W_p + W_link + g_l`` with ``W_p`` the prefill-pool wait (FFT, by routing policy; for
+batched prefill a per-prompt-bin wait that includes the batch beyond the prompt's own time),
 ``W_link`` the KV link's own FCFS wait when it is busy (an independent M/G/1 on the transfer
 times) and ``g_l`` everything deterministic given the prompt bin l (prefill latency, exposed
 transfer, decode step boundary and first step for convention A). Because a request's FCFS wait is
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.queueing import WaitDistribution, mixture_quantile, prefill_wait_distribution
+from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import FloatArray
 
 LINK_POINTS = 16
@@ -74,24 +76,34 @@ def discretise_wait(wait: WaitDistribution, points: int = LINK_POINTS) -> PointM
 
 @dataclass(frozen=True, slots=True)
 class TtftMixture:
-    """TTFT per rate: prefill wait ``[R]`` ⊕ link wait points ⊕ bin offsets ``[R, K]``."""
+    """TTFT per rate: prefill wait ``[R]`` (or per bin) ⊕ link wait points ⊕ offsets ``[R, K, J]``.
 
-    wait: WaitDistribution
+    ``offsets_s[r, k, j]`` is everything deterministic for quadrature length j of prompt bin k
+    (equal weights within a bin, :func:`pdplan.serving.lengths.input_quadrature`). ``wait`` is a
+    :class:`~pdplan.queueing.WaitDistribution` shared by all prompts (FCFS prefill) or a
+    :class:`~pdplan.queueing.batched_ttft.PerBinWait` (batched prefill: the wait depends on the
+    prompt).
+    """
+
+    wait: WaitDistribution | PerBinWait
     link: PointMass
     offsets_s: FloatArray
     prob: FloatArray
 
     @property
     def mean_s(self) -> FloatArray:
-        """``E[W_p] + E[W_link] + Σ_l p_l g_l`` per rate."""
-        return np.asarray(self.wait.mean_s + self.link.mean_s + self.offsets_s @ self.prob,
+        """``E[W_p] + E[W_link] + Σ_k p_k mean_j g_kj`` per rate."""
+        wait = self.wait.mean_s
+        wait_mean = wait @ self.prob if wait.ndim == 2 else wait
+        return np.asarray(wait_mean + self.link.mean_s + self.offsets_s.mean(axis=2) @ self.prob,
                           dtype=np.float64)
 
     def cdf_per_bin(self, a_s: float) -> FloatArray:
-        """``P(TTFT ≤ a | l)``, shape ``[R, K]``."""
-        t = a_s - self.offsets_s[:, :, None] - self.link.points_s[:, None, :]
-        return np.asarray(np.einsum("rkj,rj->rk", self.wait.cdf_rowwise(t), self.link.weights),
-                          dtype=np.float64)
+        """``P(TTFT ≤ a | k)``, shape ``[R, K]`` (mean over the bin's quadrature lengths)."""
+        t = a_s - self.offsets_s[:, :, :, None] - self.link.points_s[:, None, None, :]
+        c = self.wait.cdf_rowwise(t)
+        j = self.offsets_s.shape[2]
+        return np.asarray(np.einsum("rkjp,rp->rk", c, self.link.weights) / j, dtype=np.float64)
 
     def cdf(self, a_s: float) -> FloatArray:
         """Mixture cdf per rate, shape ``[R]``."""
@@ -112,7 +124,12 @@ class TtftMixture:
         for r in range(out.size):
             one = self.row(r)
             lo = float(one.offsets_s.min())
-            span = float(one.wait.h_s[0]) * (one.wait.cdf_grid.shape[1] - 1)
+            span = float(np.max(_span_s(one.wait)))
             hi = float(one.offsets_s.max() + one.link.points_s.max()) + span
             out[r] = mixture_quantile(one.first_cdf, q, lo, hi, "TTFT")
         return out
+
+
+def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:
+    """Largest lattice time of a wait distribution per rate."""
+    return np.asarray(wait.h_s * (wait.cdf_grid.shape[-1] - 1), dtype=np.float64)

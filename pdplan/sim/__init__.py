@@ -2,7 +2,8 @@
 
 It validates the closed forms of :mod:`pdplan.queueing` by replaying the same model event by event:
 prefill pools (FCFS per instance, random / round-robin / least-work routing, optional batching),
-KV transfer (optional shared FIFO link per decode instance), decode pools (step-level continuous
+KV transfer (optional FIFO links: each decode instance's inbound and each prefill instance's
+outbound NICs), decode pools (random / round-robin / least-work routing, step-level continuous
 batching with seat and KV admission limits), and colocated instances (prefill-first or chunked
 prefill). It takes plain arrays and callables — never the perf model or specs — so any step-time
 model can be simulated. Everything is deterministic given the seeded ``np.random.Generator``

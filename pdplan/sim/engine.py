@@ -12,10 +12,16 @@ that boundary). Decode routing is decided at prefill completion, before the KV t
   previous one finishes, plus ``think_time_s`` (0 by default); all C start at t = 0. The achieved
   throughput is :attr:`SimResult.throughput_rps` / ``output_tokens_per_s``.
 
-Disaggregated decode routing: the decode instance with the fewest requests routed to it and not yet
-finished (in transfer, waiting or decoding); ties go to the lowest index (JSQ by sequence count).
-Colocated routing: ``"random"`` (pre-drawn, uniform) or ``"least-work"``: fewest outstanding prefill
-tokens, then fewest seats in use, then lowest index.
+Disaggregated decode routing (:attr:`~pdplan.sim.spec.DecodePool.routing`), decided when a prefill
+ends: ``"least-work"`` = the decode instance with the fewest requests routed to it and not yet
+finished (in transfer, waiting or decoding; ties go to the lowest index: JSQ by count);
+``"random"`` = a uniform instance drawn up front per request (after the prefill draws);
+``"round-robin"`` = the next instance in prefill-completion order. The KV transfer then waits for
+the modelled links (:class:`~pdplan.sim.spec.KvTransfer`: the decode instance's inbound and/or the
+serving prefill instance's outbound NICs, FIFO in prefill-completion order).
+
+Colocated routing: ``"random"`` (pre-drawn, uniform) or ``"least-work"``: fewest outstanding
+prefill tokens, then fewest seats in use, then lowest index.
 """
 
 from __future__ import annotations
@@ -119,19 +125,26 @@ class _DisaggEngine(_Engine):
         self.steps = decode_steps(req, dep.convention)
         self.convention_b = dep.convention == "B"
         n = req.count
+        d = dep.decode
         self.routes = static_routes(dep.prefill.routing, n, dep.prefill.instances, rng)
+        self.decode_routes = rng.integers(d.instances, size=n).tolist() \
+            if d.routing == "random" else None
+        self.decode_rr = 0 if d.routing == "round-robin" else -1
+        self.prefill_inst = self.routes.tolist()
         self.prefill_seg, self.decode_seg = Segments(), Segments()
         self.service = None if dep.prefill.service_s is None else as_times(
             dep.prefill.service_s, n, "prefill.service_s")
         transfer = dep.transfer
         self.transfer = [0.0] * n if transfer is None else as_times(
             transfer.time_s, n, "transfer.time_s").tolist()
-        busy = None if transfer is None or transfer.link_busy_s is None else transfer.link_busy_s
-        self.link_busy = None if busy is None else as_times(busy, n, "link_busy_s").tolist()
-        self.link_free = [0.0] * dep.decode.instances
+        self.link_busy = _busy(None if transfer is None else transfer.link_busy_s, n,
+                               "link_busy_s")
+        self.plink_busy = _busy(None if transfer is None else transfer.prefill_link_busy_s, n,
+                                "prefill_link_busy_s")
+        self.link_free = [0.0] * d.instances
+        self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
-        d = dep.decode
         self.servers = self.decoders = [
             DecodeInstance(d.step_time_s, d.max_batch, d.kv_capacity_tokens, prompt, steps,
                            self.tl, self.decode_seg, not self.convention_b)
@@ -150,8 +163,9 @@ class _DisaggEngine(_Engine):
             self.ext = [(a, i, _ARRIVAL, i) for i, a in enumerate(arrival_s.tolist())]
             self.order = count(arrival_s.size)
             return
-        done = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill,
-                                self.prefill_seg)
+        done, inst = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill,
+                                      self.prefill_seg)
+        self.prefill_inst = inst.tolist()
         self.tl.prefill_done = done.tolist()
         if self.convention_b:
             self.tl.first_token = done.tolist()
@@ -170,12 +184,14 @@ class _DisaggEngine(_Engine):
             self.tl.arrival[payload] = time_s
             if self.unbatched is not None:
                 self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
+                self.prefill_inst[payload] = self.unbatched.instance_of[payload]
             else:
                 assert self.batched is not None
                 self.batched.submit(payload, time_s)
         else:
             assert self.batched is not None
             for req in self.batched.batch_done(payload, time_s):
+                self.prefill_inst[req] = payload
                 self.prefill_done(req, time_s)
 
     def prefill_done(self, req: int, now_s: float) -> None:
@@ -188,18 +204,34 @@ class _DisaggEngine(_Engine):
             tl.finish[req] = now_s
             self.finished(now_s)
             return
+        inst = self.route_decode(req)
+        start = now_s
+        link, plink = self.link_busy, self.plink_busy
+        pre = self.prefill_inst[req]
+        if link is not None:
+            start = max(start, self.link_free[inst])
+        if plink is not None:
+            start = max(start, self.plink_free[pre])
+        if link is not None:
+            self.link_free[inst] = start + link[req]
+        if plink is not None:
+            self.plink_free[pre] = start + plink[req]
+        self.decoders[inst].submit(req, start + self.transfer[req])
+        self.touched.append(inst)
+
+    def route_decode(self, req: int) -> int:
+        """The decode instance for ``req`` by the pool's routing (module docstring)."""
         decoders = self.decoders
         if len(decoders) == 1:
-            inst = 0
-        else:
-            loads = [d.load for d in decoders]
-            inst = loads.index(min(loads))  # ties: lowest index
-        start = now_s
-        if self.link_busy is not None:
-            start = max(now_s, self.link_free[inst])
-            self.link_free[inst] = start + self.link_busy[req]
-        decoders[inst].submit(req, start + self.transfer[req])
-        self.touched.append(inst)
+            return 0
+        if self.decode_routes is not None:
+            return int(self.decode_routes[req])
+        if self.decode_rr >= 0:
+            inst = self.decode_rr % len(decoders)
+            self.decode_rr += 1
+            return inst
+        loads = [d.load for d in decoders]
+        return loads.index(min(loads))  # ties: lowest index
 
     def result(self, warmup_fraction: float) -> SimResult:
         pools = [("prefill", self.dep.prefill.instances, self.prefill_seg),
@@ -246,6 +278,11 @@ class _ColocEngine(_Engine):
     def result(self, warmup_fraction: float) -> SimResult:
         pools = [("colocated", self.dep.instances, self.seg)]
         return build_result(self.req, self.tl, pools, warmup_fraction)
+
+
+def _busy(values: ArrayLike | None, n: int, name: str) -> list[float] | None:
+    """Per-request link busy times as a list, or None when that link is not modelled."""
+    return None if values is None else as_times(values, n, name).tolist()
 
 
 def _engine(

@@ -57,17 +57,18 @@ def static_routes(routing: str, n: int, instances: int, rng: np.random.Generator
 def open_loop_done_s(
     arrival_s: FloatArray, service_s: FloatArray, routes: IntArray, pool: PrefillPool,
     segments: Segments,
-) -> FloatArray:
-    """Completion times of one-at-a-time prefill for sorted arrivals (all routing policies)."""
+) -> tuple[FloatArray, IntArray]:
+    """Completion times and serving instance of one-at-a-time prefill for sorted arrivals."""
     if pool.routing == "least-work":
         online = UnbatchedPrefill(pool, service_s, routes, segments)
-        return np.array([online.submit(i, float(a)) for i, a in enumerate(arrival_s)])
+        done = np.array([online.submit(i, float(a)) for i, a in enumerate(arrival_s)])
+        return done, np.asarray(online.instance_of, dtype=np.int64)
     done = np.empty_like(arrival_s)
     for inst in range(pool.instances):
         idx = np.flatnonzero(routes == inst)
         done[idx] = lindley_done_s(arrival_s[idx], service_s[idx])
     segments.extend(done - service_s, done)
-    return done
+    return done, routes
 
 
 class UnbatchedPrefill:
@@ -85,6 +86,7 @@ class UnbatchedPrefill:
         self.instances = pool.instances
         self.arrivals = 0
         self.seg = segments
+        self.instance_of = [0] * len(self.service)  # prefill instance that served each request
 
     def submit(self, req: int, now_s: float) -> float:
         """Route and enqueue request ``req`` arriving at ``now_s``; return its completion time."""
@@ -98,6 +100,7 @@ class UnbatchedPrefill:
             start = max(self.free_at[inst], now_s)
             self.free_at[inst] = start + service
         self.arrivals += 1
+        self.instance_of[req] = inst
         self.seg.add(start, start + service, 1, 1)
         return start + service
 

@@ -42,10 +42,12 @@ ChunkTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``chunk_time_s(chunk_tokens[m], context_before_chunk[m]) -> seconds[m]`` (vectorised)."""
 
 PrefillRouting = Literal["random", "round-robin", "least-work"]
+DecodeRouting = Literal["random", "round-robin", "least-work"]
 ColocatedRouting = Literal["random", "least-work"]
 Scheduler = Literal["prefill-first", "chunked"]
 Convention = Literal["A", "B"]
 PREFILL_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work")
+DECODE_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work")
 COLOCATED_ROUTINGS: tuple[str, ...] = ("random", "least-work")
 SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
 
@@ -133,26 +135,34 @@ class DecodePool:
     """y decode instances with continuous batching (see :mod:`pdplan.sim.decode`).
 
     ``max_batch`` seats per instance; ``kv_capacity_tokens`` KV slots per instance (admission
-    reserves ``l + n`` tokens, the sequence's final context).
+    reserves ``l + n`` tokens, the sequence's final context). ``routing`` picks the decode instance
+    when a prefill ends (:mod:`pdplan.sim.engine`): ``"random"`` (uniform, pre-drawn per request),
+    ``"round-robin"`` (in prefill-completion order) or ``"least-work"`` (fewest requests routed
+    there and not finished: join-the-shortest-queue by count).
     """
 
     instances: int
     step_time_s: StepTimeFn
     max_batch: int = 256
     kv_capacity_tokens: float = math.inf
+    routing: DecodeRouting = "least-work"
 
 
 @dataclass(frozen=True, slots=True)
 class KvTransfer:
     """KV transfer prefill → decode: latency ``time_s`` [N] from transfer start to "KV ready".
 
-    With ``link_busy_s`` [N] (bytes/BW), each decode instance has one shared inbound link served
-    FIFO in prefill-completion order: start = max(prefill done, link free); the link is then held
-    ``link_busy_s[i]`` and the KV is ready at start + ``time_s[i]``. Without it, ready = done + time.
+    Each instance's NICs are one FIFO resource, taken in prefill-completion order. With
+    ``link_busy_s`` [N] (latency + bytes/BW on the decode side) the decode instance's inbound link
+    is held that long per request; with ``prefill_link_busy_s`` [N] the serving prefill
+    instance's outbound link likewise. A transfer starts when the prefill ends and every modelled
+    link is free (start = max(prefill done, link(s) free)), holds each for its busy time, and the
+    KV is ready at start + ``time_s[i]``. Without either, ready = done + time.
     """
 
     time_s: ArrayLike
     link_busy_s: ArrayLike | None = None
+    prefill_link_busy_s: ArrayLike | None = None
 
 
 @dataclass(frozen=True, slots=True)

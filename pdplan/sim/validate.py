@@ -7,6 +7,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.sim.spec import (
     COLOCATED_ROUTINGS,
+    DECODE_ROUTINGS,
     PREFILL_ROUTINGS,
     SCHEDULERS,
     Colocated,
@@ -27,6 +28,9 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
     if pre.routing not in PREFILL_ROUTINGS:
         raise SpecError(f"prefill.routing must be one of {', '.join(PREFILL_ROUTINGS)}, "
                         f"got {pre.routing!r}")
+    if dec.routing not in DECODE_ROUTINGS:
+        raise SpecError(f"decode.routing must be one of {', '.join(DECODE_ROUTINGS)}, "
+                        f"got {dec.routing!r}")
     if (pre.service_s is None) == (pre.batch_time_s is None):
         raise SpecError("give exactly one of prefill.service_s and prefill.batch_time_s")
     if pre.batch_time_s is not None:

@@ -11,6 +11,18 @@ Two deployment shapes (``mode``):
 * ``colocated``: ``colocated: {gpu, tp, pp, count, scheduler, chunk_tokens}`` — every instance does
   both phases, with ``prefill-first`` (vanilla vLLM) or ``chunked`` (Sarathi-Serve) batching.
 
+``routing`` is the router's policy for both pools, as in vLLM's disaggregated proxy and SGLang's
+mini load balancer (one policy picks the prefill and the decode instance): ``random``,
+``round-robin`` (decode in prefill-completion order) or ``least-work`` (prefill: least unfinished
+work; decode: fewest outstanding requests).
+
+``prefill_max_batch_tokens`` (a positive integer; default none = one prompt at a time) turns on
+batched prefill on each prefill instance of a disaggregated deployment, with this token budget
+(vLLM's ``max_num_batched_tokens``): an idle instance takes the FCFS head requests whose prompt
+tokens fit the budget (always at least one; a longer prompt runs alone) and all finish together
+(:mod:`pdplan.queueing.batched`, :mod:`pdplan.serving.prefill_pool`). Colocated deployments
+ignore it (their batching is ``scheduler``/``chunk_tokens``), so a search may swap modes freely.
+
 ``workload`` is an inline block (ARCHITECTURE §4), a bundled preset name (``chat``) or a path to a
 workload YAML (relative to the scenario file). SLO times accept unit strings (``"250ms"``); inside
 they are seconds. Engine settings left out (``max_num_seqs``, ``gpu_memory_utilization``,
@@ -143,6 +155,7 @@ class Scenario(_Frozen):
     max_num_seqs: PosInt | None = None
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     chunk_tokens: PosInt | None = None
+    prefill_max_batch_tokens: PosInt | None = None
     search: SearchSpace | None = None
 
     @field_validator("workload", mode="before")

@@ -101,3 +101,26 @@ def test_decode_littles_law_and_stability(bins: list[tuple[float, int]], load: f
         assert q50 <= q90 * (1 + 1e-9)  # quantiles come from brentq with rtol 1e-10
         assert q90 <= q99 * (1 + 1e-9)
         assert np.all(d.load_var_s2 >= 0)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.lists(st.floats(16.0, 6000.0), min_size=1, max_size=6),
+       st.floats(1e-4, 0.02), st.floats(1e-6, 1e-4), st.floats(0.0, 1e-8),
+       st.lists(st.floats(256.0, 32768.0), min_size=2, max_size=4))
+def test_bigger_batch_budget_never_lowers_prefill_capacity(
+        lengths: list[float], a: float, b: float, c: float, budgets: list[float]) -> None:
+    """Batched prefill (pdplan.queueing.batched): with a batch time a + b·Σl + c·Σl² (per-batch
+    cost amortised, attention additive per prompt) a larger token budget serves at least as many
+    requests per second (1 % tolerance), and a budget holding every prompt at least as many as
+    one prompt at a time (3 %: the packing lattice of B/256 tokens rounds lengths)."""
+    from pdplan.queueing.batched import batched_prefill
+
+    lens, p = _pmf(lengths)
+
+    def price(tokens: np.ndarray, sq: np.ndarray) -> np.ndarray:
+        return a + b * np.asarray(tokens) + c * np.asarray(sq)
+
+    caps = [batched_prefill(lens, p, budget, price).capacity_rps for budget in sorted(budgets)]
+    assert np.all(np.diff(caps) >= -0.01 * np.asarray(caps[:-1]))
+    alone = 1.0 / float(p @ price(lens, lens**2))
+    assert caps[-1] >= alone * 0.97 or max(budgets) < float(lens.max())

@@ -161,3 +161,47 @@ def test_decode_routing_spreads_by_active_sequences() -> None:
     res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.first_token_s, [1.1, 1.1])
     assert res.pool("decode").instances == 2
+
+
+# Decode routing by hand (convention B, τ(B) = 0.1·B). Prefill (one instance, arrivals at 0):
+# r0 0.01 s, r1 0.01 s, r2 0.5 s → done 0.01, 0.02, 0.52. r0 decodes 10 steps on d0 (boundaries
+# 0.11 … 1.01 alone); r1 one step on d1 (0.02 → 0.12). r2 (one step) ends prefill at 0.52:
+# round-robin sends it to d0, admitted at the boundary 0.61 and batched with r0 (τ = 0.2): done
+# 0.81; least-work (fewest outstanding requests) sends it to the idle d1: done 0.62.
+@pytest.mark.parametrize(("routing", "finish"), [("round-robin", 0.81), ("least-work", 0.62)])
+def test_decode_routing_by_hand(routing: str, finish: float) -> None:
+    dep = Disaggregated(PrefillPool(1, service_s=[0.01, 0.01, 0.5]),
+                        DecodePool(2, lambda b, k: 0.1 * np.asarray(b), routing=routing),  # type: ignore[arg-type]
+                        convention="B")
+    res = simulate([0.0, 0.0, 0.0], Requests.of([10, 10, 10], [11, 2, 2]), dep, _rng(),
+                   warmup_fraction=0.0)
+    np.testing.assert_allclose(res.finish_s[1:], [0.12, finish])
+
+
+@pytest.mark.parametrize(("routing", "shared"), [("random", 0.5), ("least-work", 0.0),
+                                                 ("round-robin", 0.0)])
+def test_decode_routing_random_collides_half_the_time(routing: str, shared: float) -> None:
+    # Pairs of one-step requests, ready 1e-4 s apart, pairs 10 s apart, τ = 0.1 s per step: the
+    # second of a pair takes 0.1 s on an idle instance, ≈ 0.2 s behind its partner on the same one.
+    # Random routing picks the partner's instance half the time; the others never do.
+    n = 2000
+    arrival = np.repeat(np.arange(n // 2) * 10.0, 2)
+    dep = Disaggregated(PrefillPool(1, service_s=np.full(n, 1e-4)),
+                        DecodePool(2, _const(0.1), routing=routing),  # type: ignore[arg-type]
+                        convention="B")
+    res = simulate(arrival, Requests.of(np.full(n, 8), np.full(n, 2)), dep, _rng(),
+                   warmup_fraction=0.0)
+    slow = float(np.mean(res.tpot_s[1::2] > 0.15))
+    assert slow == pytest.approx(shared, abs=0.04)
+
+
+def test_prefill_side_link_is_one_fifo_per_prefill_instance() -> None:
+    # One prefill instance feeds two decode instances; its NIC is held 0.5 s per transfer, the
+    # decode NICs 0.01 s. r1 (prefill done 0.02) waits for r0's transfer (0.01 → 0.51): KV ready at
+    # 0.51 + 0.05 although it goes to the other decode instance.
+    dep = Disaggregated(PrefillPool(1, service_s=[0.01, 0.01]),
+                        DecodePool(2, _const(0.1), routing="round-robin"),
+                        KvTransfer(time_s=[0.05, 0.05], link_busy_s=[0.01, 0.01],
+                                   prefill_link_busy_s=[0.5, 0.5]), convention="B")
+    res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
+    np.testing.assert_allclose(res.decode_admit_s, [0.06, 0.56])

@@ -1,0 +1,101 @@
+"""The prefill pool of an xPyD deployment: x instances behind the router, batch-1 or batched.
+
+* **One prompt at a time** (default; QUEUEING §1.2–1.3): FCFS service S(l) = the batch-1 roofline
+  *stage* time plus the transfer granularity's prefill extra; the wait by routing policy
+  (:func:`pdplan.serving.ttft.prefill_wait`); capacity x/E[S].
+* **Batched** (scenario ``prefill_max_batch_tokens``; QUEUEING §1.4): each instance is the
+  dynamic-batching queue of :mod:`pdplan.queueing.batched`, with batches priced by the roofline
+  (:class:`pdplan.serving.roles.PrefillBatchTime`); the transfer granularity's prefill extra is
+  paid once per batch (layer: the per-layer syncs of one pass; chunk: its largest value over the
+  prompts, a pessimistic simplification); capacity x·λ_cap. Random routing: one chain per
+  instance at λ/x (exact thinning); round-robin: the same (pessimistic: its arrivals are
+  smoother); least-work (the simulator's central FCFS queue, taken by whichever instance frees
+  first): the chain with batch durations T/x and Erlang-C idle instances
+  (:func:`pdplan.queueing.batched_ttft.batched_wait`).
+
+TTFT offsets are taken per quadrature length l_kj of each prompt bin
+(:func:`pdplan.serving.lengths.input_quadrature`): the prompt's own prefill (its batch-1 pass
+latency; batched: its single-prompt batch time plus the pipeline latency beyond the stage time,
+PP > 1) enters TTFT directly, so it is resolved within bins; the FCFS wait uses the same points as
+its service-time law (weights p_k/J).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.queueing import WaitDistribution
+from pdplan.queueing.batched import BatchedPrefill, batched_prefill
+from pdplan.queueing.batched_ttft import PerBinWait, batched_wait
+from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.roles import RoleHardware, prefill_batch_time, prefill_perf
+from pdplan.serving.ttft import prefill_wait
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillPool:
+    """Prefill instances of one type; per-point arrays have shape ``[K, J]``."""
+
+    routing: str
+    instances: int
+    bin_prob: FloatArray
+    point_latency_s: FloatArray
+    point_service_s: FloatArray
+    batched: BatchedPrefill | None = None
+
+    @property
+    def point_prob(self) -> FloatArray:
+        """Weights of the flattened points: p_k/J each."""
+        j = self.point_latency_s.shape[1]
+        return np.asarray(np.repeat(self.bin_prob / j, j), dtype=np.float64)
+
+    @property
+    def capacity_rps(self) -> float:
+        """Largest stable total rate of the pool (req/s)."""
+        if self.batched is not None:
+            return self.instances * self.batched.capacity_rps
+        return self.instances / float(self.point_prob @ self.point_service_s.ravel())
+
+    def load(self, rates: FloatArray) -> FloatArray:
+        """Rate over capacity: ρ = λE[S]/x for batch-1 prefill (its busy fraction too)."""
+        return np.asarray(rates / self.capacity_rps, dtype=np.float64)
+
+    def wait(self, rates: FloatArray) -> tuple[WaitDistribution | PerBinWait, FloatArray]:
+        """(wait before the own prefill, busy time fraction of an instance) per rate.
+
+        Batched: the wait is per prompt bin, ``Z_k = TTFT − F(l_k)`` (its prefill included
+        beyond the single-prompt time), so the offsets are the single-prompt times.
+        """
+        if self.batched is not None:
+            if self.routing == "least-work" and self.instances > 1:
+                wait = batched_wait(self.batched, rates, self.instances)
+            else:
+                wait = batched_wait(self.batched, rates / self.instances)
+            return wait, wait.busy
+        out = prefill_wait(self.routing, rates, self.point_service_s.ravel(), self.point_prob,
+                           self.instances)
+        return out, self.load(rates)
+
+
+def prefill_pool(hw: RoleHardware, routing: str, instances: int, points: FloatArray,
+                 bin_lengths: FloatArray, bin_prob: FloatArray, extra_s: FloatArray,
+                 budget_tokens: int | None) -> PrefillPool:
+    """Price the pool at the quadrature ``points`` ``[K, J]`` (module docstring).
+
+    ``extra_s`` ``[K, J]``: the transfer granularity's prefill extra per point (batch-1: added to
+    each prompt; batched: once per batch, its value being the same for every prompt).
+    """
+    base = prefill_perf(hw, points.ravel())
+    shape = points.shape
+    latency = base.latency_s.reshape(shape) + extra_s
+    service = base.service_s.reshape(shape) + extra_s
+    if budget_tokens is None:
+        return PrefillPool(routing, instances, bin_prob, latency, service)
+    top = max(float(budget_tokens), float(points.max()), float(bin_lengths.max()))
+    table = prefill_batch_time(hw, 1.1 * top, float(extra_s.max()))
+    model = batched_prefill(bin_lengths, bin_prob, float(budget_tokens), table)
+    pipe = (base.latency_s - base.service_s).reshape(shape)
+    own = table.single_s(points) + pipe
+    return PrefillPool(routing, instances, bin_prob, own, service, model)
