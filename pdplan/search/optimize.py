@@ -323,6 +323,11 @@ def _objective_words(space: Space) -> str:
 def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...]:
     out = list(res.warnings) + list(space.notes)
     # uncalibrated kernel tables and missing prices are reported from ``inputs`` by every renderer
+    if res.prefill_batch_tokens is not None:
+        out.append(f"prefill batching (prefill_max_batch_tokens {res.prefill_batch_tokens}): the screen ranks "
+                   "candidates with one prompt at a time per prefill instance (a lower bound on batched capacity); "
+                   "the reported plans are evaluated exactly with batching, but a plan with fewer prefill "
+                   "instances may have been screened out")
     if any(h.table.framework.decode_step_overhead_s == 0.0 for h in (*space.prefill, *space.decode)):
         out.append("kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
                    "on your stack's step times for end-to-end accuracy")
