@@ -16,8 +16,15 @@ from typing import Any
 import yaml
 
 from pdplan.perf import fit
+from pdplan.perf import fit_allreduce as fa
 from pdplan.perf import fit_families as ff
-from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, TABLE_DIR, KernelTable
+from pdplan.perf.kernels import (
+    KERNEL_TABLE_SCHEMA_VERSION,
+    TABLE_DIR,
+    DecodeTiling,
+    KernelTable,
+    PrefillTiling,
+)
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.loading import load_spec_file
 
@@ -29,6 +36,37 @@ DERIVED = {"a100-sxm-40gb": "a100-sxm-80gb", "a100-pcie-80gb": "a100-sxm-80gb",
            "h100-pcie": "h100-sxm", "h800-sxm": "h100-sxm", "h20": "h100-sxm",
            "l40": "l40s", "l4": "l40s", "mi300x": "h100-sxm"}
 PCIE_REFERENCE = "l40s"  # the one measured PCIe-only part: its all-reduce α/β scale to other PCIe parts
+# Attention kernels per (GPU, KV dtype), from AIConfigurator's kernel_source column, and their tiling.
+KERNELS = {("a100-sxm-80gb", "bf16"): "fa2", ("h100-sxm", "bf16"): "fa3", ("h100-sxm", "fp8"): "fa3",
+           ("h200-sxm", "bf16"): "fa3", ("h200-sxm", "fp8"): "fa3", ("l40s", "bf16"): "fa2",
+           ("l40s", "fp8"): "flashinfer", ("b200", "bf16"): "trtllm", ("b200", "fp8"): "trtllm"}
+_DECODE_FIT = {"cta_bytes_per_s": 2e10}  # placeholder, fitted
+TILINGS: dict[str, tuple[PrefillTiling, DecodeTiling, str]] = {
+    "fa2": (PrefillTiling(tile_q=64, tile_kv=64, pack_gqa=False, ctas_per_sm=2),
+            DecodeTiling(tile_q=64, tile_kv=128, pack_gqa=True, ctas_per_sm=2, split_mha=False,
+                         **_DECODE_FIT),
+            "FlashAttention-2 (vllm_flash_attn): causal prefill in 64x64 tiles (flash_fwd_launch_"
+            "template.h: 'for sm86 or sm89, 64 x 64 is the fastest for causal'; on A100 64x64 and "
+            "the split kernel's 64x128 fit alike), one head per CTA, 2 CTAs/SM (its split heuristic "
+            "counts 2 per SM); decode: the paged split-KV kernel, 64-row tiles of the GQA group "
+            "(seqlenq_ngroups_swapped), 128-key blocks; plain MHA takes the unswapped path and never "
+            "splits"),
+    "fa3": (PrefillTiling(tile_q=128, tile_kv=128, pack_gqa=True),
+            DecodeTiling(tile_q=64, tile_kv=128, pack_gqa=True, **_DECODE_FIT),
+            "FlashAttention-3 (vllm_flash_attn_fa3): 128x128 causal tiles at head_dim 128 "
+            "(hopper/tile_size.h), PackGQA always for varlen (hopper/heuristics.h), 1 CTA/SM; "
+            "head_dim 512 rows run FA4 and share the fit"),
+    "flashinfer": (PrefillTiling(tile_q=64, tile_kv=32, pack_gqa=True),
+                   DecodeTiling(tile_q=64, tile_kv=128, pack_gqa=True, **_DECODE_FIT),
+                   "FlashInfer (fp8 KV on L40S): GQA packed into the query rows; prefill tiles "
+                   "64x32, the lowest fit P90 of 16/64/128 x 32/64/128 (its CTA_TILE_Q adapts to "
+                   "the packed length); head_dim 192 rows run Triton"),
+    "trtllm": (PrefillTiling(tile_q=128, tile_kv=128, pack_gqa=False),
+               DecodeTiling(tile_q=64, tile_kv=128, pack_gqa=True, **_DECODE_FIT),
+               "TensorRT-LLM FMHA via FlashInfer (trtllm-gen): prefill 128x128 tiles, one head per "
+               "CTA (no GQA packing; the lowest fit P90 of 64/128/256 tiles, packed or not), decode "
+               "packed; one-token prompts run the decode kernel; head_dim 192 fp8 rows run Triton"),
+}
 FRAMEWORK_NOTE = (
     "ASSUMPTION, not fitted: kernel tables cannot show per-step framework time (scheduling, sampling, "
     "launch gaps). 0 s here so nothing is double counted; fit it with `pdplan calibrate` on "
@@ -79,21 +117,23 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
             table["gemm"][flavour] = _rounded(params.model_dump())
             sources[f"gemm.{flavour}"] = _src("gemm.csv", f"gemm_dtype={flavour}", stats)
     for kv in ("bf16", "fp8"):
-        for phase, key, fitter in (("context", "prefill_attention", ff.fit_prefill),
-                                   ("generation", "decode_attention", ff.fit_decode)):
+        prefill_tiling, decode_tiling, why = TILINGS[KERNELS.get((gpu_id, kv), "fa3")]
+        for phase, key, fitter, tiling in (
+                ("context", "prefill_attention", ff.fit_prefill, prefill_tiling),
+                ("generation", "decode_attention", ff.fit_decode, decode_tiling)):
             rows = fit.read_attention(data_dir, phase, kv)  # type: ignore[arg-type]
             if rows["isl"].size:
-                params, stats = fitter(rows, kv, gpu, gpu_id)  # type: ignore[operator]
+                params, stats = fitter(rows, kv, gpu, gpu_id, tiling)  # type: ignore[operator]
                 table[key][kv] = _rounded(params.model_dump())
                 sources[f"{key}.{kv}"] = _src(f"{phase}_attention.csv", f"kv_cache_dtype={kv}",
-                                              stats)
+                                              stats) + f". Tiling: {why}"
     for key in ("prefill_attention", "decode_attention"):
         if "fp8" not in table[key]:
             table[key]["fp8"] = table[key]["bf16"]
             sources[f"{key}.fp8"] = "NOT MEASURED (no fp8-KV rows): copied from the bf16-KV fit"
     custom = fit.read_allreduce(data_dir / "custom_allreduce.csv", "all_reduce", "bfloat16")
     nccl = fit.read_allreduce(data_dir / "nccl.csv", "all_reduce", "half")
-    ar, ar_stats = ff.fit_allreduce(custom, nccl, gpu, gpu_id)
+    ar, ar_stats = fa.fit_allreduce(custom, nccl, gpu, gpu_id)
     table["allreduce"] = _round_allreduce(ar.model_dump())
     sources["allreduce"] = (
         "custom_allreduce.csv (TRT-LLM custom all_reduce, bf16) and nccl.csv (NCCL all_reduce, "
@@ -116,8 +156,10 @@ def _finish(gpu_id: str, calibrated: bool, derived_from: str | None, table: dict
     stack = (f"AIConfigurator 0.12.0 kernel tables, {version} backend kernels; TRT-LLM custom "
              "all-reduce; NCCL cross-check")
     sources["framework"] = FRAMEWORK_NOTE
+    sources["sm_count"] = f"hardware_db/gpus/{gpu_id}.yaml (sm_count and its source)"
     return {"schema_version": KERNEL_TABLE_SCHEMA_VERSION, "gpu": gpu_id, "calibrated": calibrated,
-            "stack": stack, "derived_from": derived_from, **table,
+            "stack": stack, "derived_from": derived_from, "sm_count": gpu_spec(gpu_id).sm_count,
+            **table,
             "framework": {"decode_step_overhead_s": 0.0}, "sources": dict(sorted(sources.items()))}
 
 

@@ -5,7 +5,8 @@ time the prefill of ``batch`` prompts of ``tokens`` tokens; decode rows time one
 context ``tokens``. Extra columns are kept and echoed in the per-row output.
 
 Fitting scales a few kernel-table knobs that phase-level times can constrain — the GEMM peak and memory fractions,
-the decode-attention bandwidth fraction, the prefill-attention compute fraction and the per-step framework overhead —
+the decode-attention bandwidth fraction (and, in a tiled entry, its per-CTA stream rate), the prefill-attention
+compute fraction (which also paces a tiled entry's CTAs) and the per-step framework overhead —
 by ``scipy.optimize.least_squares`` on log residuals (:func:`pdplan.perf.fit.fit_parameters`, the same code that fits
 the shipped tables to kernel measurements). Knobs a data set cannot see (e.g. no decode rows) keep their values.
 """
@@ -135,7 +136,8 @@ def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
         "prefill_attention_scale", 1.0)
     update: dict[str, Any] = {
         "gemm": {k: scale(scale(v, "peak_fraction", g), "memory_fraction", g) for k, v in table.gemm.items()},
-        "decode_attention": {k: scale(v, "memory_fraction", d) for k, v in table.decode_attention.items()},
+        "decode_attention": {k: _scale_decode(scale(v, "memory_fraction", d), d)
+                             for k, v in table.decode_attention.items()},
         "prefill_attention": {k: scale(v, "compute_fraction", p)
                               for k, v in table.prefill_attention.items()},
     }
@@ -143,6 +145,14 @@ def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
         update["framework"] = table.framework.model_copy(
             update={"decode_step_overhead_s": knobs["decode_step_overhead_s"]})
     return table.model_copy(update=update)
+
+
+def _scale_decode(params: Any, factor: float) -> Any:
+    """A tiled decode entry streams per CTA too: its ``cta_bytes_per_s`` scales with the bandwidth knob."""
+    if params.tiling is None:
+        return params
+    tiling = params.tiling.model_copy(update={"cta_bytes_per_s": params.tiling.cta_bytes_per_s * factor})
+    return params.model_copy(update={"tiling": tiling})
 
 
 def _stats_by(rows: Sequence[Measurement], key: Callable[[Measurement], str], pred: FloatArray,

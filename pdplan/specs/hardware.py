@@ -14,6 +14,9 @@ Conventions:
 * Bandwidths are **per GPU (or per port), per direction**. A "900 GB/s NVLink" datasheet figure is
   bidirectional, i.e. 450 GB/s here.
 * ``memory_bytes`` is what the part exposes; HBM parts marketed as "80GB" are 80 GiB parts.
+* ``sm_count`` counts the enabled streaming multiprocessors (AMD: compute units) of the product, not
+  of the full die (H100 SXM5: 132 of GH100's 144); the tiled attention cost model spreads CTAs over
+  them. Optional (null = unknown).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ GPU_FACT_FIELDS: tuple[str, ...] = (
     "tdp_w",
     "gpus_per_node",
     "price",
+    "sm_count",
 )
 """GpuSpec fields that are facts: each non-null one needs a ``sources`` entry."""
 
@@ -165,6 +169,7 @@ class GpuSpec(BaseModel):
     tdp_w: Watts
     gpus_per_node: Annotated[int, Field(strict=True, ge=1)]
     price: PriceRange | None
+    sm_count: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = None
     sources: dict[str, str]
     notes: list[str] = []
 

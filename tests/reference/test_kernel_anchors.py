@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.perf import fit
+from pdplan.perf import accuracy, fit
 from pdplan.perf.kernels import (
     allreduce_time_s,
     gemm_time_s,
@@ -18,7 +18,10 @@ from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.loading import load_spec_file
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels" / "h100_sxm"
+KERNELS = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
+DATA = KERNELS / "h100_sxm"
+MEASURED = {"a100-sxm-80gb": "a100_sxm", "h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm",
+            "l40s": "l40s", "b200": "b200_sxm"}
 GPU_H100 = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "h100-sxm.yaml")
 
 
@@ -61,19 +64,40 @@ def _h100_errors() -> tuple[fit.ErrorStats, fit.ErrorStats]:
 
 @needs_data
 def test_h100_accuracy_regression_gate() -> None:
-    # Achieved today (docs/kernel_accuracy.md): GEMM 5.0/14.8, prefill 8.0/27.3 (median/P90 %).
+    # Achieved today (docs/kernel_accuracy.md, all rows): GEMM 4.9/14.6, prefill 6.3/19.5.
     gemm, attn = _h100_errors()
     assert gemm.median_abs_pct <= 7.0
     assert gemm.p90_abs_pct <= 18.0
-    assert attn.median_abs_pct <= 10.0
-    assert attn.p90_abs_pct <= 31.0
+    assert attn.median_abs_pct <= 8.0
+    assert attn.p90_abs_pct <= 23.0
     assert np.isfinite([gemm.median_abs_pct, attn.median_abs_pct]).all()
 
 
+# Cells (GPU, family, flavour) that miss the issue target with the shipped tables, and why
+# (docs/kernel_accuracy.md "What remains"). Every other measured cell must meet it.
+MISSES = {
+    ("a100-sxm-80gb", "decode_attention", "bf16"): "FA2 decode 11.3 / 38 %: one CTA cost for a "
+    "lone CTA and a full machine, MHA (unsplit, serial) and GQA (split-KV) rows",
+    ("b200", "prefill_attention", "fp8"): "P90 31 %: head_dim 192 rows run a Triton fallback "
+    "4x slower than the TRT-LLM kernel (23 % without them)",
+    **{("l40s", f, v): "L40S: kernel-choice jumps (FA2 4.3x time for 2x tokens at s 64->128) and "
+       "run-to-run spread (large GEMMs scatter 160-280 TFLOPS; a constant-TFLOPS oracle scores "
+       "median 12 %, P90 22 % on them)" for f, v in accuracy.FAMILIES},
+}
+CELLS = [(g, f, v) for g in MEASURED for f, v in accuracy.FAMILIES
+         if not (g == "a100-sxm-80gb" and v == "fp8")]
+
+
 @needs_data
-@pytest.mark.xfail(strict=True, reason="issue target (median <= 10%, P90 <= 25%) not yet met "
-                   "for H100 prefill attention P90 (GEMM bf16 now meets it)")
-def test_h100_accuracy_issue_target() -> None:
-    gemm, attn = _h100_errors()
-    assert max(gemm.median_abs_pct, attn.median_abs_pct) <= 10.0
-    assert max(gemm.p90_abs_pct, attn.p90_abs_pct) <= 25.0
+@pytest.mark.parametrize(("gpu_id", "family", "flavour"), [
+    pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=MISSES[c])) if c in MISSES else c
+    for c in CELLS])
+def test_kernel_table_issue_target(gpu_id: str, family: str, flavour: str) -> None:
+    # Issue target per kernel family and GPU, every measured row: median <= 10 %, P90 <= 25 %.
+    gpu = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / f"{gpu_id}.yaml")
+    cell = accuracy.cell(load_kernel_table(gpu_id), gpu, KERNELS / MEASURED[gpu_id], family,
+                         flavour)
+    assert cell is not None
+    stats = cell.stats()
+    assert stats.median_abs_pct <= accuracy.TARGET_MEDIAN_PCT, stats
+    assert stats.p90_abs_pct <= accuracy.TARGET_P90_PCT, stats

@@ -229,3 +229,20 @@ def test_link_missing_source_for_a_fact_raises(link_data: dict[str, Any], field:
     del link_data["sources"][field]
     with pytest.raises(ValidationError, match=field):
         LinkSpec.model_validate(link_data)
+
+
+@pytest.mark.parametrize(("name", "sms"), [("a100-sxm-80gb", 108), ("h100-sxm", 132),
+                                           ("h100-pcie", 114), ("h200-sxm", 132), ("l40s", 142),
+                                           ("b200", 148)])
+def test_sm_count_is_the_enabled_product_count(name: str, sms: int) -> None:
+    # Whitepapers: GH100 has 144 SMs, the H100 SXM5 product enables 132, the PCIe card 114;
+    # GA100 128 -> A100 108; AD102 L40S 142; B200 2 x 74.
+    spec = _gpu(name)
+    assert spec.sm_count == sms
+    assert spec.sources["sm_count"].strip()
+
+
+def test_sm_count_is_optional(gpu_data: dict[str, Any]) -> None:
+    del gpu_data["sm_count"]
+    del gpu_data["sources"]["sm_count"]
+    assert GpuSpec.model_validate(gpu_data).sm_count is None

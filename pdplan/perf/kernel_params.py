@@ -1,0 +1,288 @@
+"""The kernel cost table: what kernels *achieve* on one GPU and serving stack (pydantic schema, loading).
+
+A :class:`KernelTable` holds dimensionless efficiencies, saturation constants, launch overheads, the
+kernels' CTA tiling and all-reduce α/β; the GPU's datasheet peaks come from a :class:`GpuPeaks` object
+(any ``GpuSpec``). The formulas that use these numbers are in :mod:`pdplan.perf.kernels`; each class
+here says which formula its fields enter. Units: seconds, FLOP/s, bytes, bytes/s, elements.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pdplan.errors import UnknownNameError
+
+ArrayLike = npt.ArrayLike
+FloatArray = npt.NDArray[np.float64]
+GemmFlavour = Literal["bf16", "fp8"]
+KvFlavour = Literal["bf16", "fp8"]
+L2Mode = Literal["first", "lru"]
+
+KERNEL_TABLE_SCHEMA_VERSION = 1
+TABLE_DIR = Path(__file__).parent / "kernel_tables"
+
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+Exponent = Annotated[float, Field(ge=1.0, le=64.0)]
+HeadDimFactor = Annotated[float, Field(ge=0.5, le=1.0)]
+Speedup = Annotated[float, Field(ge=1.0, le=64.0)]
+TileSize = Annotated[int, Field(strict=True, ge=1, le=1024)]
+
+
+class GpuPeaks(Protocol):
+    """Datasheet numbers the cost functions need (``pdplan.specs.hardware.GpuSpec`` fits).
+
+    The tiled attention model also reads an optional ``sm_count`` attribute (streaming
+    multiprocessors); objects without one fall back to :attr:`KernelTable.sm_count`.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bf16_flops_per_s(self) -> float: ...
+    @property
+    def fp8_flops_per_s(self) -> float | None: ...
+    @property
+    def memory_bytes_per_s(self) -> float: ...
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmParams(_Frozen):
+    """[m×k]·[k×n] GEMM: compute_s = 2·(m'+m0)·(n+n0)·(k+k0) / (peak·peak_fraction).
+
+    m0/n0/k0 are saturation constants (elements): efficiency ramps as m/(m+m0) etc. (tile and wave
+    quantisation), reaching ``peak_fraction`` for large sizes. m' = m, or with ``m_tile`` > 0 and
+    m > m_tile the tile-padded ceil(m/m_tile)·m_tile (the kernel's M tile: a 129-token GEMM runs two
+    128-row tiles; below one tile the m0 ramp covers the small-m kernels).
+    memory_s = bytes / (HBM·memory_fraction), bytes = (m·k + k·n)·in_bytes + m·n·2 (bf16 output).
+    fp8 adds the activation quantisation pass m·(``quant_s_per_token`` +
+    ``quant_bytes_per_element``·k / (HBM·memory_fraction)) (ideal: read bf16, write fp8, 3 bytes;
+    fitted, the measured per-token dynamic-scale pass is slower).
+
+    Two terms for small GEMMs (both 0/off by default):
+
+    * k-loop latency ``k_latency_s``·k/(k + k_sat_elements): a thin GEMM (few output tiles) runs a
+      serial k loop on few SMs until split-K caps it; it joins compute and memory in the smooth max.
+    * warm L2 (``warm_l2=True`` only): weights served from L2 at ``l2_speedup``× the HBM rate.
+      ``l2_mode`` "first": the first ``l2_bytes`` hit; "lru": the whole working set hits up to
+      ``l2_bytes``, the hit fraction falls linearly to 0 at 2·``l2_bytes`` (cyclic reuse of a set
+      larger than an LRU cache misses). Kernel benchmarks repeat one GEMM, so small weights stay
+      in L2 between calls; in serving every layer brings new weights, so the default is off.
+    """
+
+    peak_fraction: Fraction
+    m0_tokens: NonNegative
+    n0_elements: NonNegative
+    k0_elements: NonNegative
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    quant_bytes_per_element: NonNegative = 0.0
+    quant_s_per_token: NonNegative = 0.0
+    l2_bytes: NonNegative = 0.0
+    l2_speedup: Speedup = 1.0
+    l2_mode: L2Mode = "first"
+    k_latency_s: NonNegative = 0.0
+    k_sat_elements: Positive = 1.0
+    m_tile: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
+
+
+class Tiling(_Frozen):
+    """How an attention kernel cuts its work into CTAs (thread blocks); null = untiled smooth model.
+
+    FlashAttention-style kernels give each CTA ``tile_q`` query rows and loop over the keys in
+    blocks of ``tile_kv``. With ``pack_gqa`` the query heads sharing one KV head are packed into the
+    rows (FlashAttention-3 always does this for variable-length batches, hopper/heuristics.h;
+    FlashInfer too), so a CTA holds tile_q/g tokens of all g = heads/kv_heads heads; without it a CTA
+    holds tile_q tokens of one head. ``ctas_per_sm`` CTAs run at once on one SM (occupancy; the
+    machine has sm_count·ctas_per_sm slots). ``cta_overhead_s`` is the fixed time a CTA holds a
+    slot besides its tile work (launch, prologue, Q load, epilogue, O store).
+    """
+
+    tile_q: TileSize
+    tile_kv: TileSize
+    pack_gqa: bool
+    ctas_per_sm: Annotated[int, Field(strict=True, ge=1, le=32)] = 1
+    cta_overhead_s: NonNegative = 0.0
+
+
+class PrefillTiling(Tiling):
+    """Causal prefill tiling: query tiles walk different numbers of KV blocks.
+
+    ``span_exposed`` λ places the time of the CTAs between Brent's bounds on the work W/P and the
+    longest CTA T∞: max(W/P, T∞) + λ·min(W/P, T∞); λ = 1 is the greedy upper bound (the long CTAs
+    start late), λ → 0 a scheduler that starts the longest first (FlashAttention-3's persistent
+    LPT scheduler).
+    """
+
+    span_exposed: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+
+
+class DecodeTiling(Tiling):
+    """Decode (split-KV) tiling: one CTA per (sequence, KV head, row tile, KV split).
+
+    All CTAs of a step are equally long, so their makespan is a wave count, C/P waves (no λ as for
+    prefill). The kernel may split a sequence's KV loop over ``splits`` CTAs to fill the machine, then runs a
+    combine (reduction) kernel, ``split_combine_s``. ``cta_bytes_per_s``: how fast one CTA streams its
+    KV share alone (the latency-bound critical path of a long, unsplit sequence).
+    ``split_mha`` False: the kernel splits only when heads are grouped (FlashAttention-2 takes its
+    split-KV decode path only for GQA, seqlen_q·g packed rows; plain MHA runs one CTA per head).
+    """
+
+    cta_bytes_per_s: Positive
+    split_combine_s: NonNegative = 0.0
+    split_mha: bool = True
+    max_splits: Annotated[int, Field(strict=True, ge=1, le=1024)] = 128
+
+
+class PrefillAttentionParams(_Frozen):
+    """Causal prefill attention (FlashAttention-style), per GPU after TP (heads = local heads).
+
+    FLOPs: per head, QKᵀ and PV each cost 2·d per (query, key) pair, and a causal prompt of s tokens
+    has s(s+1)/2 pairs, so F = 2·b·h·d·s·(s+1). Untiled (``tiling`` null): compute_s =
+    2·d·(s+1)·(s+s0)·(b·h + w0) / (bf16_peak·compute_fraction), i.e. F with ramps (s+s0)/s and
+    (b·h+w0)/(b·h). Tiled: F is replaced by the tile-padded work (tile-padded FLOPs, CTA overhead and
+    the critical path, see :func:`pdplan.perf.kernels.prefill_attention_time_s`), with the same ramps.
+    memory_s = b·s·(2h·2 + ``kv_reread``·2·kv·kv_bytes)·d / (HBM·memory_fraction)
+    (Q and O in bf16; K and V in the cache dtype, fetched ``kv_reread`` times on average because CTAs
+    of one KV head that do not run together miss in L2).
+    ``head_dim_efficiency`` {head_dim: factor in [0.5, 1]} multiplies compute_fraction (kernels are
+    tuned per head size), interpolated log-linearly in head_dim and clamped at the ends; a factor
+    ratio <= 2 per octave keeps time non-decreasing in head_dim. Empty = 1 everywhere.
+    ``per_sequence_s``·b is added to the overhead (per-prompt scheduling/varlen bookkeeping).
+    """
+
+    compute_fraction: Fraction
+    s0_tokens: NonNegative
+    w0_batch_heads: NonNegative
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    head_dim_efficiency: dict[int, HeadDimFactor] = Field(default_factory=dict)
+    per_sequence_s: NonNegative = 0.0
+    kv_reread: Annotated[float, Field(ge=1.0, le=256.0)] = 1.0
+    tiling: PrefillTiling | None = None
+
+
+class DecodeAttentionParams(_Frozen):
+    """One decode step of attention over a KV cache of ``context_len`` tokens.
+
+    KV bytes = b·c·kv·d·2·kv_bytes (K and V). memory_s = 2·d·kv_bytes·(c+c0)·(b·kv + w0) /
+    (HBM·memory_fraction): reads ramp with context (c0) and with b·kv parallelism (w0).
+    compute_s = 4·b·h·c·d / (bf16_peak·compute_fraction·f(head_dim)), f as in
+    :class:`PrefillAttentionParams`. With ``tiling`` the CTA overheads, the critical path and the
+    split-KV choice join compute (see :func:`pdplan.perf.kernels.decode_attention_time_s`), and f
+    divides the whole kernel — memory_s and the per-CTA stream rate too (f <= 1 only slows it).
+    memory_fraction <= 1 keeps the step no faster than reading the KV once at peak bandwidth, except
+    with ``warm_l2=True`` (benchmarks only): then KV bytes stream ``l2_speedup``× faster as for
+    :class:`GemmParams` (``l2_bytes``, ``l2_mode``; a small cache stays in L2 between back-to-back
+    repeats; in serving each layer reads a different cache).
+    """
+
+    memory_fraction: Fraction
+    c0_tokens: NonNegative
+    w0_seq_heads: NonNegative
+    compute_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    head_dim_efficiency: dict[int, HeadDimFactor] = Field(default_factory=dict)
+    l2_bytes: NonNegative = 0.0
+    l2_speedup: Speedup = 1.0
+    l2_mode: L2Mode = "first"
+    tiling: DecodeTiling | None = None
+
+
+class AlphaBeta(_Frozen):
+    """One all-reduce implementation: alpha_s + 2(n−1)/n · message_bytes / bus_bytes_per_s."""
+
+    alpha_s: NonNegative
+    bus_bytes_per_s: Positive
+
+
+class AllreduceParams(_Frozen):
+    """All-reduce in one node, α-β with the ring factor 2(n−1)/n.
+
+    ``alpha_s``/``bus_bytes_per_s``: the fallback for GPU counts with no entry below (and the
+    per-message α of a pipeline hand-off). ``custom`` / ``nccl``: fitted per GPU count for the
+    engine's custom all-reduce and for NCCL; engines (vLLM, TRT-LLM) pick the custom kernel for
+    small messages and NCCL above a size threshold, so the time is the faster of the two.
+    """
+
+    alpha_s: NonNegative
+    bus_bytes_per_s: Positive
+    custom: dict[int, AlphaBeta] = Field(default_factory=dict)
+    nccl: dict[int, AlphaBeta] = Field(default_factory=dict)
+
+
+class ElementwiseParams(_Frozen):
+    """Memory-bound elementwise/norm kernels: overhead_s + bytes / (HBM·memory_fraction)."""
+
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+
+
+class FrameworkParams(_Frozen):
+    """Per-step framework costs that kernel timings cannot show (scheduling, sampling, gaps)."""
+
+    decode_step_overhead_s: NonNegative
+
+
+class KernelTable(_Frozen):
+    """What kernels achieve on one GPU and serving stack; peaks come from the GPU's datasheet.
+
+    ``sm_count``: streaming multiprocessors of the GPU the table describes (its datasheet, as in
+    ``hardware_db``); the tiled attention model uses the GPU object's own ``sm_count`` when it has
+    one and this otherwise. Required when any attention entry has a ``tiling``.
+    """
+
+    schema_version: Literal[1]
+    gpu: Annotated[str, Field(min_length=1)]
+    calibrated: bool
+    stack: Annotated[str, Field(min_length=1)]
+    derived_from: str | None
+    sm_count: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = None
+    gemm: dict[GemmFlavour, GemmParams]
+    prefill_attention: dict[KvFlavour, PrefillAttentionParams]
+    decode_attention: dict[KvFlavour, DecodeAttentionParams]
+    allreduce: AllreduceParams
+    elementwise: ElementwiseParams
+    framework: FrameworkParams
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _tiled_needs_sm_count(self) -> KernelTable:
+        tiled = [f"{group}.{k}" for group, entries in (("prefill_attention", self.prefill_attention),
+                                                       ("decode_attention", self.decode_attention))
+                 for k, v in entries.items() if v.tiling is not None]
+        if tiled and self.sm_count is None:
+            raise ValueError(f"sm_count: required when attention entries are tiled ({tiled}); "
+                             "give the GPU's streaming-multiprocessor count from its datasheet")
+        return self
+
+
+def packaged_table_ids() -> list[str]:
+    """GPU ids with a kernel table shipped inside the package (``pdplan/perf/kernel_tables/``)."""
+    return sorted(p.stem for p in TABLE_DIR.glob("*.yaml"))
+
+
+def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
+    """Load a kernel table from a YAML path or the packaged table of a GPU id (``h100-sxm``)."""
+    from pdplan.specs.loading import load_spec_file
+
+    candidate = Path(path_or_gpu_id)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
+        return load_spec_file(KernelTable, candidate)
+    gpu_id = str(path_or_gpu_id).lower()
+    packaged = TABLE_DIR / f"{gpu_id}.yaml"
+    if not packaged.is_file():
+        raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
+    return load_spec_file(KernelTable, packaged)
