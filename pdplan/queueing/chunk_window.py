@@ -169,28 +169,43 @@ def wait_moments(q: ChunkQueue, prob: FloatArray) -> tuple[FloatArray, FloatArra
     return mean, 2.0 * mean**2 + q.rate * m3 / (3.0 * (1.0 - q.rho))
 
 
-def _remaining_busy(q: ChunkQueue, prob: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
+def busy_left(rate: FloatArray, rho: FloatArray, service_s: FloatArray, prob: FloatArray,
+              window_s: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
         FloatArray, FloatArray, FloatArray]:
-    """Busy time R left behind by a departing prompt of cell i: ``P(R = 0)`` and the gamma shape
-    and scale (in chunk steps) of R given R > 0, each ``[R, M]``.
+    """Busy time Z an M/G/1 queue still owes from a tagged departure on, counting the arrivals of a
+    window ``W + c_i``: ``P(Z = 0)``, ``E[Z | Z > 0]``, ``Var(Z | Z > 0)`` (seconds), each ``[R, M]``.
 
-    ``R = Σ_{j≤N} B_j``, N = arrivals during the sojourn T = W + S_i. P-K transform at s = λ:
-    ``E[e^{−λW}] = (1 − ρ)/S̃(λ)``, so ``P(N = 0) = (1 − ρ)e^{−λS_i}/S̃(λ)`` (its p-mean is 1 − ρ, the
-    M/G/1 probability of leaving the queue empty). ``E[N] = λE[T]``, ``E[N(N−1)] = λ²E[T²]``;
-    busy period ``E[B] = E[S]/(1 − ρ)``, ``E[B²] = E[S²]/(1 − ρ)³`` (Kleinrock Vol. 1 §5.8); hence
-    ``E[R] = E[N]E[B]``, ``E[R²] = E[N]E[B²] + E[N(N−1)]E[B]²``, matched by a gamma given R > 0.
+    The queue: rate λ, utilisation ρ, service ``service_s`` (``[M]`` or ``[R, M]``) with cell
+    probabilities ``prob``, FCFS wait W with moments ``w1 = E[W]``, ``w2 = E[W²]``; ``window_s[r,
+    i] = c_i`` is deterministic (the tagged prompt's own service S_i, plus whatever else the
+    caller's window holds). ``Z = Σ_{j≤N} B_j``, N ~ Poisson(λ(W + c_i)): each arrival of the window
+    opens a sub-busy period B, served before the queue next empties. P-K transform at s = λ:
+    ``E[e^{−λW}] = (1 − ρ)/S̃(λ)``, so ``P(N = 0) = (1 − ρ)e^{−λc_i}/S̃(λ)`` (with c_i = S_i its
+    p-mean is 1 − ρ, the M/G/1 probability of leaving the queue empty). ``E[N] = λ(E[W] + c)``,
+    ``E[N(N−1)] = λ²E[(W + c)²]``; busy period ``E[B] = E[S]/(1 − ρ)``, ``E[B²] = E[S²]/(1 − ρ)³``
+    (Kleinrock Vol. 1 §5.8); hence ``E[Z] = E[N]E[B]``, ``E[Z²] = E[N]E[B²] + E[N(N−1)]E[B]²``.
     """
-    lam, s, rho = q.rate[:, None], q.service_s, q.rho[:, None]
-    eb = (s @ prob)[:, None] / (1.0 - rho)
-    eb2 = ((s**2) @ prob)[:, None] / (1.0 - rho) ** 3
-    decay = np.exp(-lam * s)
-    p0 = np.clip((1.0 - rho) * decay / (decay @ prob)[:, None], 0.0, 1.0)
-    en = lam * (w1[:, None] + s)
-    en2 = lam**2 * (w2[:, None] + 2.0 * w1[:, None] * s + s**2)
+    lam, rho2 = rate[:, None], rho[:, None]
+    s = np.broadcast_to(service_s, (rate.size, prob.size))
+    eb = (s @ prob)[:, None] / (1.0 - rho2)
+    eb2 = ((s**2) @ prob)[:, None] / (1.0 - rho2) ** 3
+    s_tilde = np.exp(-lam * s) @ prob
+    p0 = np.clip((1.0 - rho2) * np.exp(-lam * window_s) / s_tilde[:, None], 0.0, 1.0)
+    en = lam * (w1[:, None] + window_s)
+    en2 = lam**2 * (w2[:, None] + 2.0 * w1[:, None] * window_s + window_s**2)
     busy = np.maximum(1.0 - p0, 1e-300)
     m1 = en * eb / busy
     m2 = (en * eb2 + en2 * eb**2) / busy
-    var = np.maximum(m2 - m1**2, 1e-12 * m1**2)
+    return p0, m1, np.maximum(m2 - m1**2, 1e-12 * m1**2)
+
+
+def _remaining_busy(q: ChunkQueue, prob: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
+        FloatArray, FloatArray, FloatArray]:
+    """Busy time R left behind by a departing prompt of cell i: ``P(R = 0)`` and the gamma shape
+    and scale (in chunk steps) of R given R > 0, each ``[R, M]``: :func:`busy_left` with the
+    window the prompt's own sojourn T = W + S_i (c_i = S_i), matched by a gamma given R > 0.
+    """
+    p0, m1, var = busy_left(q.rate, q.rho, q.service_s, prob, q.service_s, w1, w2)
     with np.errstate(divide="ignore", invalid="ignore"):
         shape = np.where(m1 > 0, m1**2 / var, 1.0)
         scale = np.where(m1 > 0, var / m1, 1.0) / q.tau_chunk_s[:, None]

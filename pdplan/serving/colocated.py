@@ -2,8 +2,10 @@
 
 Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
 
-* ``prefill-first`` (vanilla vLLM): prefills stall decodes; TTFT = M/G/1 on the batch-1 roofline
-  prefill time S(l) per cell; mean TPOT = t0/(1 − ρ_p − u_d)
+* ``prefill-first`` (vanilla vLLM): prefills stall decodes; TTFT = M/G/1 (with decode steps as
+  vacations) on the batch-1 roofline prefill time S(l) per cell; mean token interval t0/(1 − ρ_p −
+  u_d), and per request the stall of its decode window, which starts at its own prefill departure
+  while the prompt queue is still busy with probability ρ_p
   (:func:`pdplan.queueing.colocated_prefill_first`).
 * ``chunked`` (Sarathi-Serve, token budget C = ``chunk_tokens``): prefill is served in chunks
   riding on decode steps; the per-token prefill cost t_p and attention cost t_a come from a
@@ -17,6 +19,10 @@ QUEUEING §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-correct
 ``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
 dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
+One-token outputs have no TPOT (:func:`~pdplan.serving.disaggregated.tpot_defined`): they are left
+out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
+model (they used to count as one-step requests, which for the coding workload put the busy time
+their prompt leaves behind into the TPOT tail).
 """
 
 from __future__ import annotations
@@ -31,7 +37,13 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.distributions import FloatArray
-from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, decode_cells
+from pdplan.serving.disaggregated import (
+    DECODE_U_MAX,
+    PREFILL_RHO_MAX,
+    Limit,
+    decode_cells,
+    tpot_defined,
+)
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.roles import (
     Z99,
@@ -133,7 +145,7 @@ class ColocatedModel:
         util = {"prefill": out.prefill_utilisation, "decode": out.decode_utilisation,
                 "decode_kv": fixed_k / self.decode.kv_capacity_tokens}
         return Snapshot(rates, self.cells.prob, self.cells.decode_steps, out.ttft,
-                        np.arange(self.cells.prob.size), out.tpot, util)
+                        np.arange(self.cells.prob.size), out.tpot, util, tpot_defined(self.res))
 
 
 def _root(fn: Callable[[float], float], hi: float) -> float:

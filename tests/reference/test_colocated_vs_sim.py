@@ -1,9 +1,13 @@
-"""Colocated chunked prefill (3x-CHUNKED of benchmarks/closed_form_vs_sim.py) vs the simulator.
+"""Colocated deployments (3x-CHUNKED of benchmarks/closed_form_vs_sim.py, and the same three
+instances with the prefill-first scheduler) vs the simulator.
 
 A fast subset of the benchmark grid (6,000 requests instead of 20,000, so the tolerances of
 tests/reference/test_closed_form_vs_sim.py apply: P90 within ±12 %, P99 within ±15 %, goodput within
-±10 %). The coding workload is the hard case: short outputs make a request's share of chunk-carrying
-steps nearly all-or-nothing (pdplan/queueing/chunk_window.py). Seeds fixed: deterministic.
+±10 %). The coding workload is the hard case for both schedulers: with short outputs a request's
+decode window is dominated by what the prefill queue still holds when its own prompt leaves it
+(chunked: the share of chunk-carrying steps is nearly all-or-nothing,
+pdplan/queueing/chunk_window.py; prefill-first: the stall is the busy time it starts in, spread
+over few steps, pdplan/queueing/colocated.py). Seeds fixed: deterministic.
 """
 
 from __future__ import annotations
@@ -17,14 +21,15 @@ from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides
 REQUESTS = 6_000
 
 
-def _chunked(workload: str) -> Scenario:
+def _colocated(workload: str, scheduler: str = "chunked") -> Scenario:
     return apply_overrides(load_scenario(default_scenario_path()),
-                           ScenarioOverrides(workload=workload, colocated=3, scheduler="chunked"))
+                           ScenarioOverrides(workload=workload, colocated=3, scheduler=scheduler))
 
 
+@pytest.mark.parametrize("scheduler", ["chunked", "prefill-first"])
 @pytest.mark.parametrize("workload", ["chat", "splitwise-coding"])
-def test_colocated_chunked_percentiles(workload: str) -> None:
-    sc = _chunked(workload)
+def test_colocated_percentiles(workload: str, scheduler: str) -> None:
+    sc = _colocated(workload, scheduler)
     rate = 0.5 * evaluate(sc).stability_limit_rps
     err = simulate_scenario(sc, rate=rate, n_requests=REQUESTS).relative_error()
     for key in ("ttft_s", "tpot_s"):
@@ -32,6 +37,7 @@ def test_colocated_chunked_percentiles(workload: str) -> None:
         assert abs(err[key]["p99"]) < 0.15, (key, err[key])
 
 
-def test_colocated_chunked_goodput() -> None:
-    cmp = simulate_scenario(_chunked("splitwise-coding"), goodput=True, n_requests=4_000)
+@pytest.mark.parametrize("scheduler", ["chunked", "prefill-first"])
+def test_colocated_goodput(scheduler: str) -> None:
+    cmp = simulate_scenario(_colocated("splitwise-coding", scheduler), goodput=True, n_requests=4_000)
     assert abs(cmp.relative_error()["goodput_rps"]) < 0.10

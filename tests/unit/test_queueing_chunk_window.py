@@ -16,6 +16,7 @@ from pdplan.queueing.chunk_window import (
     _gamma_p012,
     _idle_start_var,
     _remaining_busy,
+    busy_left,
     chunk_queue,
     wait_moments,
     window_components,
@@ -74,6 +75,22 @@ def test_remaining_busy_md1_by_hand() -> None:
     assert p0[0, 0] == pytest.approx(0.5)
     assert shape[0, 0] == pytest.approx(27.0 / 26.0)
     assert scale[0, 0] == pytest.approx(26.0 / 9.0)
+
+
+def test_busy_left_longer_window_by_hand() -> None:
+    # M/D/1, S = 1, λ = .5 (E[W] = .5, E[W²] = .8333), window c = S + 2 (the prefill-first decode
+    # window of 3 steps of τ_p = 1): P(Z = 0) = (1 − ρ)e^{−λc}/e^{−λS} = .5e^{−1} = .18394
+    # E[N] = λ(E[W] + c) = 1.75, E[N(N−1)] = λ²(E[W²] + 2E[W]c + c²) = .25(.8333 + 3 + 9) = 3.2083
+    # E[Z] = 1.75·2 = 3.5, E[Z²] = 1.75·8 + 3.2083·4 = 26.8333; given Z > 0: m1 = 3.5/.81606 = 4.2889
+    # var = 26.8333/.81606 − 4.2889² = 14.4869
+    one = np.array([1.0])
+    p0, m1, var = busy_left(0.5 * one, 0.5 * one, one, one, np.array([[3.0]]),
+                            0.5 * one, (0.5 + 1.0 / 3.0) * one)
+    z = 1.0 - 0.5 * math.exp(-1.0)
+    assert p0[0, 0] == pytest.approx(0.5 * math.exp(-1.0))
+    assert m1[0, 0] == pytest.approx(3.5 / z)
+    assert var[0, 0] == pytest.approx((14.0 + 0.25 * (0.5 + 1 / 3 + 3 + 9) * 4) / z - (3.5 / z) ** 2)
+    assert var[0, 0] == pytest.approx(14.4869, rel=1e-4)
 
 
 def test_departures_leave_the_queue_empty_with_probability_one_minus_rho() -> None:

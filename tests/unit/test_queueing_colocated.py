@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
+from pdplan.queueing.components import ComponentMixture
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
 WL = decode_workload([500.0, 2000.0], [50.0, 200.0], [0.5, 0.5])
@@ -20,18 +23,67 @@ S = np.array([0.05, 0.2])  # prefill seconds per bin
 
 def test_prefill_first_by_hand() -> None:
     # E[n] = 125, E[work] = .5(50·500 + 1225) + .5(200·2000 + 19900) = 13112.5 + 209950 = 223062.5
-    # λ = 2: u_d = 2(50e-6·125 + 3.9e-8·223062.5) = 2(6.25e-3 + 8.6994e-3) = .0298988
-    # ρ_p = 2·.125 = .25 → TPOT̄ = 8e-3/(1 − .25 − .0298988) = 11.1096 ms
+    # λ = 2: u_d = 2(50e-6·125 + 3.9e-8·223062.5) = 2(6.25e-3 + 8.6994e-3) = .0298989
+    # ρ_p = 2·.125 = .25 → TPOT̄ = 8e-3/(1 − .25 − .0298989) = 11.10955 ms, τ_p = .75·TPOT̄ = 8.33216 ms
     r = colocated_distributions("prefill-first", [2.0], WL, STEP, prefill_service_s=S)
     assert r.prefill_utilisation[0] == pytest.approx(0.25)
     assert r.decode_utilisation[0] == pytest.approx(2 * (6.25e-3 + 3.9e-8 * 223062.5))
-    assert r.tpot_mean_s[0] == pytest.approx(8e-3 / (1 - 0.25 - r.decode_utilisation[0]))
-    # mixture mean = TPOT̄ + E[w]; E[w] = 50e-6 + 3.9e-8·E[L + (n−1)/2] = 50e-6 + 3.9e-8·1312.0
-    assert r.tpot.mean_s[0] == pytest.approx(r.tpot_mean_s[0] + 50e-6 + 3.9e-8 * 1312.0)
-    # TTFT mean = P-K wait + E[S] + (1 − ρ_p)·τ_step/2, τ_step = (1 − ρ_p)·TPOT̄
+    tbar = 8e-3 / (1 - 0.25 - r.decode_utilisation[0])
+    assert r.tpot_mean_s[0] == pytest.approx(tbar)
+    assert tbar == pytest.approx(11.10955e-3, rel=1e-6)
+    # vacation residual: N = 2·125·TPOT̄ = 2.77739, v = τ_p/2·(1 − e^{−N}) = 3.906948 ms
+    # TTFT mean = P-K wait + E[S] + v
+    v = 0.75 * tbar / 2 * -np.expm1(-2 * 125 * tbar)
+    assert v == pytest.approx(3.906948e-3, rel=1e-6)
     wait = mg1_wait_distribution([2.0], S, WL.prob).mean_s[0]
-    step = 0.75 * r.tpot_mean_s[0]
-    assert r.ttft.mean_s[0] == pytest.approx(wait + 0.125 + 0.75 * step / 2)
+    assert r.ttft.mean_s[0] == pytest.approx(wait + 0.125 + v)
+    # group mates: m = (ρ(1 − ρ) + λ²E[S²])/(1 − ρ)² + ρ/(1 − ρ) = (.1875 + .085)/.5625 + 1/3 = .817778
+    # one mate's load per step of cell 0 (n = 50): E_j[50(t1 + t2 L_j) + t2·50·49/2]/50
+    #   = .5(3.522775e-3 + 6.447775e-3)/50 = 9.97055e-5; cell 1 (n = 200): j = 0 overlaps 50 steps,
+    #   j = 1 all 200: .5(3.522775e-3 + 200·1.28e-4 + 3.9e-8·19900)/200 = 7.474719e-5
+    #   → mates = [8.15369e-5, 6.11266e-5]; own weight w = t1 + t2(L + (n−1)/2) = [7.04555e-5,
+    #   1.318805e-4]; mean step τ_i = t0 + w + u_d TPOT̄ (.332164 ms) + mates = [8.484157, 8.525171] ms
+    assert isinstance(r.tpot, ComponentMixture)
+    np.testing.assert_allclose(r.tpot.comp_mean_s[0, 0] - r.decode_utilisation[0] * tbar,
+                               [8.15369e-5, 6.11266e-5], rtol=1e-5)
+    # stall window: E[W] = 2·.02125/(2·.75) = .0283333, S̃(2) = .5(e^{−.1} + e^{−.4}) = .787579,
+    # c_i = S_i + v + (n_i − 1)τ_i = .469631 / 1.900416; E[B] = .125/.75 = 1/6
+    # P(Z = 0) = .75 e^{−2c}/S̃ = .372264 / .021286; E[Z] = 2(E[W] + c)E[B] = .165988 / .642916
+    np.testing.assert_allclose(r.tpot.weights[0, 0], [0.372264, 0.021286], rtol=1e-4)
+    stall = r.tpot.weights[1, 0] * (r.tpot.comp_mean_s[1, 0] - r.tpot.comp_mean_s[0, 0])
+    np.testing.assert_allclose(stall * WL.decode_steps, [0.165988, 0.642916], rtol=1e-5)
+    # Σ p E[Z] = ρ/(1 − ρ)(E[W] + v + E[S] + E[(n − 1)τ_i]) = .4044522
+    assert float(WL.prob @ (stall * WL.decode_steps)) == pytest.approx(0.4044522, rel=1e-6)
+    # TPOT mean = t0 + E[w] + u_d TPOT̄ + E[mates] + Σ p E[Z]/n
+    # = 8e-3 + .101168e-3 + .332164e-3 + .071332e-3 + .5(3.31976 + 3.21458)e-3 = 11.771833 ms
+    assert r.tpot.mean_s[0] == pytest.approx(11.771833e-3, rel=1e-6)
+
+
+def test_prefill_first_stall_window() -> None:
+    # equal prompts (S = .1 s), n = 1 / 10 / 3,000 decode steps, λ = 3 (ρ_p = .3), no context cost
+    wl = decode_workload([1000.0] * 3, [1.0, 10.0, 3000.0], [0.4, 0.4, 0.2])
+    step = LinearStepTime(8e-3, 50e-6, 0.0)
+    r = colocated_distributions("prefill-first", [3.0], wl, step, prefill_service_s=[0.1] * 3)
+    tpot = r.tpot
+    assert isinstance(tpot, ComponentMixture)
+    per_step = tpot.weights[1, 0] * (tpot.comp_mean_s[1, 0] - tpot.comp_mean_s[0, 0])
+    tau_p = 0.7 * r.tpot_mean_s[0]
+    # n = 1 only sees the busy time its own prompt leaves: P(Z = 0) = (1 − ρ)e^{−λ(S + v)}/e^{−λS}
+    v = tau_p / 2 * -np.expm1(-3.0 * float(wl.mean_steps) * r.tpot_mean_s[0])
+    assert tpot.weights[0, 0, 0] == pytest.approx(0.7 * np.exp(-3.0 * v))
+    # a short request pays that start-up stall over few steps; a long one tends to the mean field,
+    # stall per step ρ_p τ/(1 − ρ_p) with τ its own mean step, t0 + w + u_d TPOT̄ + mates (up to the
+    # start-up stall over 3,000 steps); ≈ TPOT̄ − τ_p, as τ is τ_p plus small own/mate weights
+    assert per_step[0] > per_step[1] > 2 * per_step[2]
+    tau = tpot.offset_s[0, 2] + tpot.comp_mean_s[0, 0, 2]
+    assert per_step[2] == pytest.approx(0.3 / 0.7 * tau, rel=1e-2)
+    assert per_step[2] == pytest.approx(r.tpot_mean_s[0] - tau_p, rel=2e-2)
+    # and so a higher P90 per step for short outputs
+    q = [ComponentMixture.of(tpot.offset_s[:, [i]], tpot.weights[:, :, [i]],
+                             tpot.comp_mean_s[:, :, [i]], tpot.comp_var_s2[:, :, [i]],
+                             np.array([1.0]), tpot.comp_lo_s[:, :, [i]],
+                             tpot.comp_hi_s[:, :, [i]]).quantile(0.9)[0] for i in range(3)]
+    assert q[0] > q[1] > q[2]
 
 
 def test_prefill_first_reduces_to_decode_at_tiny_prefill() -> None:
@@ -41,7 +93,7 @@ def test_prefill_first_reduces_to_decode_at_tiny_prefill() -> None:
 
 
 def test_chunked_identities() -> None:
-    kw = {"token_budget": 512.0, "prefill_s_per_token": 6e-5, "attention_s_per_token2": 1e-9}
+    kw: dict[str, Any] = {"token_budget": 512.0, "prefill_s_per_token": 6e-5, "attention_s_per_token2": 1e-9}
     r = colocated_distributions("chunked", [0.0, 1.0, 2.0], WL, STEP, **kw)
     # u_p = λ(t_p E[L] + t_a E[L²]/2) = λ(6e-5·1250 + 1e-9·2125000/2) = λ·.0760625
     np.testing.assert_allclose(r.prefill_utilisation, [0.0, 0.0760625, 0.152125])
