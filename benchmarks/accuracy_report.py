@@ -57,7 +57,7 @@ def main() -> None:
         "## 3. Roofline speed\n\n100,000 (batch, tokens, TP) points in one vectorised call (issue target: < 50 ms).\n\n"
         + captured(roofline_speed.main),
         "## 4. Serving model against simulation, and evaluate speed\n\nSee [accuracy_serving.md](accuracy_serving.md): "
-        "closed form vs the discrete-event simulator over 3 workloads x 3 loads x 3 deployments, and the speed of "
+        "closed form vs the discrete-event simulator over 3 workloads x 3 loads x 4 deployments, and the speed of "
         "one `evaluate` including its goodput root.",
         "## 5. Optimiser speed\n\nLibrary call `pdplan.search.optimize` (the CLI adds about 1-1.5 s of Python and "
         "SciPy imports). Issue targets: default scenario (>= 10,000 candidates) < 1 s; heterogeneous search over "

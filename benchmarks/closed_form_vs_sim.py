@@ -1,12 +1,12 @@
 """Closed form (``pdplan evaluate``) vs discrete-event simulation (``pdplan simulate``).
 
-Grid: 3 workloads × 3 deployments × utilisation 0.3/0.5/0.7 of the deployment's stable limit;
+Grid: 3 workloads × 4 deployments × utilisation 0.3/0.5/0.7 of the deployment's stable limit;
 per cell the relative error ``closed/sim − 1`` of P90/P99 TTFT and TPOT, and per (workload,
 deployment) the goodput error (closed-form goodput vs the simulated goodput found by bisection on
 rate with the same SLO). Seeds are fixed (seed 0, 20,000 requests per run, 10 % warm-up), so the
 tables are deterministic; only the run time line changes between machines.
 
-Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 3–4 min on one core); rewrites its section of
+Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 5 min on one core); rewrites its section of
 docs/accuracy_serving.md.
 """
 
@@ -48,6 +48,9 @@ DEPLOYMENTS = (
     Deployment("3x-CHUNKED", "Llama-3.1-70B, 3 colocated H100 TP4 instances, chunked prefill "
                "(C = 2048), random split", default_scenario_path(),
                ScenarioOverrides(colocated=3, scheduler="chunked"), {}),
+    Deployment("3x-PREFILL-FIRST", "Llama-3.1-70B, 3 colocated H100 TP4 instances, prefill-first "
+               "(each prompt stalls the running decodes, vanilla vLLM), random split", default_scenario_path(),
+               ScenarioOverrides(colocated=3, scheduler="prefill-first"), {}),
 )
 
 
