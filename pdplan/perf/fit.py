@@ -84,7 +84,31 @@ def fit_parameters(
 
     res = least_squares(residuals, start, bounds=(lo, hi), loss="soft_l1", f_scale=f_scale)
     params = unpack(res.x)
+    if "smooth_q" in params and params["smooth_q"] not in FAST_EXPONENTS:
+        return _refit_with_power_of_two_q(predict_fn, params, bounds, measured, f_scale)
     return FitResult(params, error_stats(predict_fn(params), measured), int(measured.size))
+
+
+FAST_EXPONENTS = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""Smooth-max exponents with a fast exact path (:func:`pdplan.perf.kernels.smooth_max`)."""
+
+
+def snap_exponent(q: float) -> float:
+    """The nearest of :data:`FAST_EXPONENTS` in log2 (the blend's shape is weakly identified; speed is not)."""
+    return float(2.0 ** np.clip(np.round(np.log2(q)), 0.0, 4.0))
+
+
+def _refit_with_power_of_two_q(predict_fn: Callable[[dict[str, float]], FloatArray], params: dict[str, float],
+                               bounds: Bounds, measured: FloatArray, f_scale: float) -> FitResult:
+    """Fix smooth_q at :func:`snap_exponent` of the free fit and refit the other parameters from there."""
+    q = snap_exponent(params["smooth_q"])
+    rest = {k: v for k, v in params.items() if k != "smooth_q"}
+
+    def with_q(p: dict[str, float]) -> FloatArray:
+        return predict_fn({**p, "smooth_q": q})
+
+    inner = fit_parameters(with_q, rest, {k: bounds[k] for k in rest}, measured, f_scale=f_scale)
+    return FitResult({**inner.params, "smooth_q": q}, inner.stats, inner.n_fit)
 
 
 def subsample_index(n: int, max_rows: int = MAX_FIT_ROWS) -> IntArray:

@@ -77,7 +77,7 @@ def _gemm_dims(shape: GemmShape, m: FloatArray, tp: FloatArray) -> dict[str, Flo
         n = np.ceil(n / tp)
     elif shape.name in _ROW_PARALLEL:
         k = np.ceil(k / tp)
-    return {"m": m + 0.0 * tp, "n": n, "k": k}
+    return {"m": m if tp.ndim == 0 else m + 0.0 * tp, "n": n, "k": k}
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray) -> FloatArray:
@@ -144,7 +144,11 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens: FloatArray) 
     Uniform, independent routing is the maximum-entropy assumption; real routers are skewed, which touches
     fewer experts (so this is an upper bound on expert weight traffic). Example: E=8, k=2, T=1 → 2.0.
     """
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+    if top_k >= num_experts:  # every expert is hit by any token
+        every: FloatArray = np.where(np.asarray(tokens) > 0.0, float(num_experts), 0.0)
+        return every
+    result: FloatArray = num_experts * -np.expm1(tokens * np.log1p(-top_k / num_experts))  # (1-k/E)^T, one exp
+    return result
 
 
 def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:

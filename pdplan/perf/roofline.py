@@ -196,7 +196,9 @@ def phase_time(
     full = np.broadcast_shapes(b.shape, n.shape, t.shape, p.shape)
     shape = PassShape(phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
     ops = _price_ops(forward_ops(model, shape), gpu, table, prec, detail)
-    compute_s = np.broadcast_to(sum((op.time_s for op in ops), np.zeros(full)), full)
+    compute_s = np.zeros(full)
+    for op in ops:  # in place: one pass per op, no temporaries
+        np.add(compute_s, op.time_s, out=compute_s)
     overhead_s = table.framework.decode_step_overhead_s
     handoff_s = _handoff_s(model, shape, gpu, table, p)
     # per GPU of a stage the layer work divides by p; the (un-split) head/embedding is small and kept whole
