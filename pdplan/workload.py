@@ -349,7 +349,7 @@ def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int,
     """
     lin, pl = bin_distribution(inp, FINE_BINS)
     n, pn = bin_distribution(out, FINE_BINS)
-    clipped = float(pn @ (1.0 - inp.cdf(window - n)))
+    clipped = min(1.0, max(0.0, float(pn @ (1.0 - inp.cdf(window - n)))))  # a probability: no rounding past 1
     if not np.any(lin[:, None] + n[None, :] > window):
         base = _product(inp, out, max_bins)
         return JointLengths(base.input_tokens, base.output_tokens, base.prob, clipped)
