@@ -88,9 +88,13 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
     i = int(np.argmax(att < target))
     lo, hi = float(grid[i - 1]), float(grid[i])
 
+    seen: dict[float, Snapshot] = {}  # brentq's root is almost always its last evaluation: reuse that snapshot
+
     def gap(lam: float) -> float:
-        return float(model.snapshot(np.array([lam])).attainment(slo.ttft, slo.tpot)[0]) - target
+        seen.clear()
+        seen[lam] = model.snapshot(np.array([lam]))
+        return float(seen[lam].attainment(slo.ttft, slo.tpot)[0]) - target
 
     rate = float(brentq(gap, lo, hi, xtol=REL_TOL * limit.rate_rps, rtol=1e-6))
-    snap = model.snapshot(np.array([rate]))
+    snap = seen[rate] if rate in seen else model.snapshot(np.array([rate]))
     return Goodput(rate, limit, latency_binding(snap, slo))
