@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
+from support.tables import ToyGpu
 
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.perf.kernels import (
@@ -21,13 +20,7 @@ from pdplan.perf.kernels import (
     smooth_max,
 )
 
-
-@dataclass(frozen=True)
-class Gpu:
-    name: str = "test"
-    bf16_flops_per_s: float = 1e15
-    fp8_flops_per_s: float | None = 2e15
-    memory_bytes_per_s: float = 1e12
+Gpu = ToyGpu  # 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM
 
 
 def table(**over: object) -> KernelTable:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from support.tables import ToyGpu
 
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import (
@@ -21,17 +22,11 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
 
-
-@dataclass(frozen=True)
-class Gpu:
-    name: str = "test"
-    bf16_flops_per_s: float = 1e15
-    fp8_flops_per_s: float | None = 2e15
-    memory_bytes_per_s: float = 1e12
+Gpu = ToyGpu  # 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM
 
 
 @dataclass(frozen=True)
-class GpuWithSms(Gpu):
+class GpuWithSms(ToyGpu):
     sm_count: int = 50
 
 
