@@ -12,7 +12,6 @@ library user may call it once. Elsewhere (macOS, Windows, musl) it does nothing 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 M_TRIM_THRESHOLD = -1
@@ -28,13 +27,9 @@ def keep_freed_memory(trim_bytes: int = 512 * 1024 * 1024) -> bool:
     """
     if not sys.platform.startswith("linux"):
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    try:  # the running process's own symbols: glibc's mallopt, without find_library's ldconfig subprocess
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # e.g. musl has no mallopt
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
