@@ -93,16 +93,15 @@ def smooth_max_of(terms: tuple[ArrayLike, ...], q: float) -> FloatArray:
         hi = np.maximum(hi, x)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratios = [np.where(hi > 0.0, x / hi, 0.0) for x in xs]
-        if steps is not None:
+        if steps is not None:  # q = 8, 16: r**q by squarings, the root by square roots
             for _ in range(steps):
                 ratios = [r * r for r in ratios]
-        else:
-            ratios = [np.exp(q * np.log(r)) for r in ratios]
-        s_q = sum(ratios[1:], ratios[0])  # includes hi's own ratio, 1
-        root = np.sqrt(s_q) if steps is not None else np.exp(np.log(s_q) / q)
-        if steps is not None:
-            for _ in range(steps - 1):
+            root = sum(ratios[1:], ratios[0])  # includes hi's own ratio, 1
+            for _ in range(steps):
                 root = np.sqrt(root)
+        else:
+            s_q = sum((np.exp(q * np.log(r)) for r in ratios[1:]), np.exp(q * np.log(ratios[0])))
+            root = np.exp(np.log(s_q) / q)
     result: FloatArray = np.where(hi > 0.0, hi * root, 0.0)
     return result
 
