@@ -20,7 +20,7 @@ import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import FloatArray, GemmFlavour, KvFlavour
+from pdplan.perf.kernels import POW2_Q_STEPS, FloatArray, GemmFlavour, KvFlavour
 
 MAX_FIT_ROWS = 6000
 """Rows used for fitting one family (every k-th row of the file order); errors use all rows."""
@@ -89,13 +89,13 @@ def fit_parameters(
     return FitResult(params, error_stats(predict_fn(params), measured), int(measured.size))
 
 
-FAST_EXPONENTS = (1.0, 2.0, 4.0, 8.0, 16.0)
-"""Smooth-max exponents with a fast exact path (:func:`pdplan.perf.kernels.smooth_max`)."""
+FAST_EXPONENTS = (1.0, *POW2_Q_STEPS)
+"""Smooth-max exponents with a fast exact path (:func:`pdplan.perf.kernels.smooth_max_of`): 1, 2, 4, 8, 16."""
 
 
 def snap_exponent(q: float) -> float:
     """The nearest of :data:`FAST_EXPONENTS` in log2 (the blend's shape is weakly identified; speed is not)."""
-    return float(2.0 ** np.clip(np.round(np.log2(q)), 0.0, 4.0))
+    return float(2.0 ** np.clip(np.round(np.log2(q)), 0.0, max(POW2_Q_STEPS.values())))
 
 
 def _refit_with_power_of_two_q(predict_fn: Callable[[dict[str, float]], FloatArray], params: dict[str, float],
