@@ -6,7 +6,7 @@ deployment) the goodput error (closed-form goodput vs the simulated goodput foun
 rate with the same SLO). Seeds are fixed (seed 0, 20,000 requests per run, 10 % warm-up), so the
 tables are deterministic; only the run time line changes between machines.
 
-Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 5 min on one core); rewrites its section of
+Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 4 min on one core); rewrites its section of
 docs/accuracy_serving.md.
 """
 
