@@ -98,7 +98,8 @@ def _round_allreduce(ar: dict[str, Any], scale: float = 1.0) -> dict[str, Any]:
 
 def _src(csv_name: str, what: str, stats: fit.ErrorStats) -> str:
     return (f"{csv_name} {what}: {stats.n} rows (fit on <= {fit.MAX_FIT_ROWS}, every k-th row), "
-            f"log-residual soft-L1 (f_scale {ff.F_SCALE}) least squares; median |err| "
+            f"log-residual soft-L1 (f_scale {ff.F_SCALE}) least squares, smooth_q then fixed at the nearest of "
+            f"{'/'.join(f'{q:g}' for q in fit.FAST_EXPONENTS)} and the rest refitted; median |err| "
             f"{stats.median_abs_pct:.1f}%, P90 {stats.p90_abs_pct:.1f}%")
 
 
