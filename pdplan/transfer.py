@@ -187,7 +187,13 @@ class TransferResult:
 
     ``time_s``: the whole transfer if done after prefill (latency + bytes/BW + re-layout);
     ``exposed_s``: what adds to TTFT; ``prefill_extra_s``: what the granularity adds to prefill (the
-    caller adds it to the prefill service time); ``latency_s``: the α part of ``time_s``.
+    caller adds it to the prefill service time); ``latency_s``: the α part of ``time_s``;
+    ``overlap_s``: how long before the prefill ends the stream may start (the prefill time after
+    the first unit's KV is ready: ``T_p(L−1)/L`` per layer, ``T_p − c_first`` per chunk, 0 per
+    request). A stream started then on a free link ends no later than ``T_p + exposed``:
+    ``T_p − overlap + time ≤ T_p + exposed`` (module docstring), so a link wait ``W`` counted
+    from the stream start delays the KV by ``max(0, W − slack)``, ``slack = exposed + overlap −
+    time`` (:mod:`pdplan.queueing.link_delay`).
     """
 
     prompt_tokens: FloatArray
@@ -200,6 +206,13 @@ class TransferResult:
     messages: IntArray
     bandwidth_bytes_per_s: float
     granularity: Granularity
+    overlap_s: FloatArray
+
+    @property
+    def slack_s(self) -> FloatArray:
+        """``exposed + overlap − time`` ≥ 0: link wait a stream absorbs before the KV is late."""
+        return np.asarray(np.maximum(0.0, self.exposed_s + self.overlap_s - self.time_s),
+                          dtype=np.float64)
 
     def utilisation(self, rate_rps: float, probabilities: npt.ArrayLike | None = None) -> float:
         """One pair's link busy fraction ``λ·E[bytes]/BW`` (E over ``probabilities`` or uniform)."""
@@ -277,19 +290,22 @@ def _link_costs(link: LinkLike, cfg: TransferConfig) -> _LinkCosts:
 
 
 def _overlap(tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape,
-             cfg: TransferConfig, cost: _LinkCosts) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(exposed_s, layer-units sent, prefill_extra_s) for layer or chunk granularity."""
+             cfg: TransferConfig, cost: _LinkCosts
+             ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """(exposed_s, layer-units sent, prefill_extra_s, overlap_s) for layer or chunk granularity."""
     layers = float(kv.num_layers)
     if cfg.granularity == "layer":
         send = cost.alpha_layer_s + total / layers * cost.per_byte_s
         exposed = pipeline_exposed_s(layers, prefill_s / layers, send)
         extra = np.full(tokens.shape, layers * cfg.layer_sync_overhead_s)
-        return exposed, np.full(tokens.shape, layers), extra
+        return exposed, np.full(tokens.shape, layers), extra, prefill_s * (layers - 1.0) / layers
     rep = replication_factor(kv.num_kv_heads, cfg.decode_tp)
     send3 = (layers * cost.alpha_layer_s, kv.kv_bytes_per_token * rep * cost.per_byte_s,
              kv.state_bytes_per_sequence * cost.per_byte_s)
     exposed, n_chunks = _chunk_exposed(tokens, prefill_s, cfg, send3)
-    return exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg)
+    first = prefill_s * np.minimum(float(cfg.chunk_tokens or 1), tokens) / tokens
+    return (exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg),
+            np.asarray(prefill_s - first, dtype=np.float64))
 
 
 def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
@@ -308,16 +324,17 @@ def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
     if prefill_s is None or cfg.granularity == "request":
         units = np.full(tokens.shape, float(kv.num_layers))
         exposed = units * cost.alpha_layer_s + total * cost.per_byte_s
-        extra = np.zeros(tokens.shape)
+        extra = overlap = np.zeros(tokens.shape)
     else:
-        exposed, units, extra = _overlap(tokens, total, prefill_s, kv, cfg, cost)
+        exposed, units, extra, overlap = _overlap(tokens, total, prefill_s, kv, cfg, cost)
     latency = units * cost.alpha_layer_s
     return TransferResult(
         prompt_tokens=tokens, bytes=total, time_s=latency + total * cost.per_byte_s,
         exposed_s=exposed, prefill_extra_s=extra, latency_s=latency,
         relayout_s=total * cost.relayout_per_byte_s,
         messages=(units * max(cfg.prefill_tp, cfg.decode_tp)).astype(np.int64),
-        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s, granularity=cfg.granularity)
+        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s, granularity=cfg.granularity,
+        overlap_s=np.asarray(overlap, dtype=np.float64))
 
 
 def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float,

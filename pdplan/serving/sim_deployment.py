@@ -107,7 +107,8 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
                           max_batch=res.max_num_seqs, kv_capacity_tokens=dec.kv_capacity_tokens,
                           routing=sc.routing),
         transfer=KvTransfer(time_s=pipe + np.asarray(xfer.exposed_s), link_busy_s=busy,
-                            prefill_link_busy_s=pbusy),
+                            prefill_link_busy_s=pbusy, stream_lead_s=xfer.overlap_s - pipe,
+                            stream_s=xfer.time_s),
         convention=sc.ttft_convention)
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
     return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)

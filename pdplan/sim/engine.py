@@ -141,6 +141,9 @@ class _DisaggEngine(_Engine):
                                "link_busy_s")
         self.plink_busy = _busy(None if transfer is None else transfer.prefill_link_busy_s, n,
                                 "prefill_link_busy_s")
+        self.lead = _busy(None if transfer is None else transfer.stream_lead_s, n,
+                          "stream_lead_s", signed=True)
+        self.stream = _busy(None if transfer is None else transfer.stream_s, n, "stream_s")
         self.link_free = [0.0] * d.instances
         self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
@@ -205,9 +208,20 @@ class _DisaggEngine(_Engine):
             self.finished(now_s)
             return
         inst = self.route_decode(req)
-        start = now_s
+        self.decoders[inst].submit(req, self.kv_ready(req, inst, now_s))
+        self.touched.append(inst)
+
+    def kv_ready(self, req: int, inst: int, now_s: float) -> float:
+        """When the KV of ``req`` is on decode instance ``inst`` (:class:`~pdplan.sim.spec.KvTransfer`).
+
+        The stream starts at ``max(done − lead, links free)``, holds each modelled link for its
+        busy time, and the KV is ready at ``max(done + time, start + stream)``.
+        """
         link, plink = self.link_busy, self.plink_busy
+        if link is None and plink is None:
+            return now_s + self.transfer[req]
         pre = self.prefill_inst[req]
+        start = now_s - (0.0 if self.lead is None else self.lead[req])
         if link is not None:
             start = max(start, self.link_free[inst])
         if plink is not None:
@@ -216,8 +230,8 @@ class _DisaggEngine(_Engine):
             self.link_free[inst] = start + link[req]
         if plink is not None:
             self.plink_free[pre] = start + plink[req]
-        self.decoders[inst].submit(req, start + self.transfer[req])
-        self.touched.append(inst)
+        stream = self.transfer[req] if self.stream is None else self.stream[req]
+        return max(now_s + self.transfer[req], start + stream)
 
     def route_decode(self, req: int) -> int:
         """The decode instance for ``req`` by the pool's routing (module docstring)."""
@@ -280,9 +294,18 @@ class _ColocEngine(_Engine):
         return build_result(self.req, self.tl, pools, warmup_fraction)
 
 
-def _busy(values: ArrayLike | None, n: int, name: str) -> list[float] | None:
-    """Per-request link busy times as a list, or None when that link is not modelled."""
-    return None if values is None else as_times(values, n, name).tolist()
+def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False
+          ) -> list[float] | None:
+    """Per-request link times as a list (``signed``: may be negative), or None when not given."""
+    if values is None:
+        return None
+    arr = np.asarray(values, dtype=np.float64)
+    if not signed:
+        arr = as_times(arr, n, name)
+    elif arr.shape != (n,) or not bool(np.all(np.isfinite(arr))):
+        raise SpecError(f"{name} must be {n} finite values")
+    out: list[float] = arr.tolist()
+    return out
 
 
 def _engine(

@@ -156,13 +156,20 @@ class KvTransfer:
     ``link_busy_s`` [N] (latency + bytes/BW on the decode side) the decode instance's inbound link
     is held that long per request; with ``prefill_link_busy_s`` [N] the serving prefill
     instance's outbound link likewise. A transfer starts when the prefill ends and every modelled
-    link is free (start = max(prefill done, link(s) free)), holds each for its busy time, and the
-    KV is ready at start + ``time_s[i]``. Without either, ready = done + time.
+    link is free (start = max(prefill done − ``stream_lead_s``, link(s) free)), holds each for its
+    busy time, and the KV is ready at ``max(done + time_s, start + stream_s)``. Overlapped
+    granularities (layer, chunk) stream while the prefill runs: ``stream_lead_s`` is how long
+    before the prefill ends the stream may start (:attr:`pdplan.transfer.TransferResult.overlap_s`
+    less any pipeline-parallel pass latency) and ``stream_s`` the whole transfer; by default
+    (lead 0, stream = time) start = max(done, links free) and ready = start + time. Without
+    either link, ready = done + time.
     """
 
     time_s: ArrayLike
     link_busy_s: ArrayLike | None = None
     prefill_link_busy_s: ArrayLike | None = None
+    stream_lead_s: ArrayLike | None = None
+    stream_s: ArrayLike | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,3 +205,26 @@ def test_prefill_side_link_is_one_fifo_per_prefill_instance() -> None:
                                    prefill_link_busy_s=[0.5, 0.5]), convention="B")
     res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.decode_admit_s, [0.06, 0.56])
+
+
+def test_overlapped_stream_starts_before_the_prefill_ends() -> None:
+    # Layer-wise: r0's stream may start 0.8 s before its prefill ends (done 1.0 → 0.2), holds the
+    # link 0.5 s and needs 0.5 s in all, but its last layer is exposed only 0.05 s: ready at
+    # max(1.0 + 0.05, 0.2 + 0.5) = 1.05. r1 (done 2.0, stream from 1.2, link free since 0.7):
+    # ready 2.05. The link never delays a stream that keeps up with the compute.
+    dep = Disaggregated(PrefillPool(1, service_s=[1.0, 1.0]), DecodePool(1, _const(0.1)),
+                        KvTransfer(time_s=[0.05, 0.05], prefill_link_busy_s=[0.5, 0.5],
+                                   stream_lead_s=[0.8, 0.8], stream_s=[0.5, 0.5]))
+    res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
+    np.testing.assert_allclose(res.decode_admit_s, [1.05, 2.05])
+
+
+def test_overlapped_stream_behind_a_busy_link_finishes_late() -> None:
+    # r0 holds the link 1.9 s from 0.2 (its stream lead 0.8 before done 1.0): free at 2.1. r1's
+    # prefill ends at 1.1 (service 0.1), its stream could start at 1.1 − 0.05 = 1.05 but starts at
+    # 2.1 and needs 0.3 s: ready max(1.1 + 0.02, 2.1 + 0.3) = 2.4 (r0: max(1.0 + 1.2, 0.2 + 1.9)).
+    dep = Disaggregated(PrefillPool(1, service_s=[1.0, 0.1]), DecodePool(1, _const(0.1)),
+                        KvTransfer(time_s=[1.2, 0.02], prefill_link_busy_s=[1.9, 0.3],
+                                   stream_lead_s=[0.8, 0.05], stream_s=[1.9, 0.3]))
+    res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
+    np.testing.assert_allclose(res.decode_admit_s, [2.2, 2.4])

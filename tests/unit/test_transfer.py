@@ -212,3 +212,41 @@ def test_transfer_for_request_contract_keys() -> None:
     assert {"bytes", "time_s", "exposed_s"} <= set(out)
     assert out["bytes"] == pytest.approx(1000 * 2 * 4 * 8 * 128 * 2)
     assert out["exposed_s"] == out["time_s"]
+
+
+def _pipeline_from(busy_until_s: float, ready_s: list[float], send_s: list[float]) -> float:
+    finish = busy_until_s
+    for ready, send in zip(ready_s, send_s, strict=True):
+        finish = max(finish, ready) + send
+    return finish
+
+
+@pytest.mark.parametrize("granularity", ["layer", "chunk"])
+def test_stream_behind_a_busy_link_is_late_by_wait_minus_slack(granularity: str) -> None:
+    """Units ready at c_i (prefill from 0 to T_p) on a link busy until f: the last unit lands at
+    ``T_p + exposed + max(0, W − slack)`` with ``W = f − (T_p − overlap)``, the link wait counted
+    from the earliest stream start (pdplan.queueing.link_delay)."""
+    link = Link(line_rate_bytes_per_s=1e9, per_message_latency_s=1e-5)
+    cfg = TransferConfig(granularity=granularity, chunk_tokens=300,  # type: ignore[arg-type]
+                         prefill_hbm_bytes_per_s=1e12)
+    tokens = 1000
+    for prefill_s in (1e-3, 0.02, 0.5):
+        res = kv_transfer([tokens], KV, link, cfg, prefill_time_s=prefill_s)
+        if granularity == "layer":
+            ready = [prefill_s * (i + 1) / 4 for i in range(4)]
+            sends = [res.time_s[0] / 4] * 4
+        else:
+            ready = [prefill_s * 300 / tokens * (i + 1) for i in range(3)] + [prefill_s]
+            sends = [4e-5 + k * 1000 / 0.8e9 for k in (300, 300, 300, 100)]
+        assert ready[0] == pytest.approx(prefill_s - res.overlap_s[0])
+        for busy_until in (0.0, 0.5 * prefill_s, prefill_s, 2.0 * prefill_s):
+            wait = max(0.0, busy_until - ready[0])
+            late = max(0.0, wait - float(res.slack_s[0]))
+            assert _pipeline_from(busy_until, ready, sends) == pytest.approx(
+                prefill_s + res.exposed_s[0] + late)
+
+
+def test_request_granularity_has_no_overlap() -> None:
+    res = kv_transfer([1000, 4000], KV, Link(), TransferConfig())
+    assert np.all(res.overlap_s == 0.0)
+    assert np.all(res.slack_s == 0.0)
