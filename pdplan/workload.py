@@ -1,8 +1,10 @@
 """Workloads: load a workload file or preset, bin it into a joint length histogram, sample it.
 
 **Binning** (:func:`discretize`, QUEUEING §5.1). Each length axis is cut at equal-probability
-quantiles and each bin is represented by its *conditional mean* E[X | bin], so Σ p_k·x_k = E[X]
-exactly (up to float rounding): the mean prefill/decode work is preserved by construction. With
+quantiles, snapped to whole token counts (the law binned is that of the sampled integer lengths,
+:func:`sample`), and each bin is represented by its *conditional mean* E[X | bin], so Σ p_k·x_k =
+E[X] up to the rounding of a draw to whole tokens (< ½ token): the mean prefill/decode work is
+preserved by construction, and a bin of one token count is that count exactly. With
 ``max_bins = B`` the body [0, 0.99] gets B − 3 equal-probability bins and the tail gets its own
 bins at probability levels 0.99–0.995, 0.995–0.999 and 0.999–1, so the P99.5/P99.9 requests that
 drive TTFT tails are not averaged into a 1.6 %-wide top bin. A point mass (``fixed``) is one bin,
@@ -249,21 +251,44 @@ def quantile_levels(max_bins: int) -> FloatArray:
 
 
 def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, FloatArray]:
-    """(representatives, probabilities) of one law: quantile bins, conditional means."""
+    """(representatives, probabilities) of one law: quantile bins, conditional means.
+
+    The binned law is that of the sampled token count (:func:`_sample_dist`: ``rint`` of a draw,
+    clipped to the integer range): quantile cuts snap to half-integers, so a bin is a range of
+    whole token counts with its exact probability, and a one-count bin (the short outputs whose
+    TPOT spans one or two intervals) is represented by that count exactly; wider bins by the law's
+    conditional mean over the bin (one-token outputs are split off later for TPOT:
+    :func:`pdplan.serving.lengths.split_one_token`).
+    """
     point = dist.point_value()
     if point is not None:
         return np.array([point]), np.array([1.0])
-    levels = quantile_levels(max_bins)
-    edges = np.concatenate([[dist.lower], dist.ppf(levels[1:-1]), [dist.upper]])
-    edges = np.maximum.accumulate(edges)
-    cdf, part = dist.cdf(edges), dist.partial_mean(edges)
-    cdf[0], cdf[-1], part[0], part[-1] = 0.0, 1.0, 0.0, dist.mean_tokens()
+    lo, hi = max(1, math.ceil(dist.lower)), math.floor(dist.upper)
+    cuts = np.floor(dist.ppf(quantile_levels(max_bins)[1:-1])) + 0.5
+    cuts = np.unique(cuts[(cuts > lo) & (cuts < hi)])
+    edges = np.concatenate([[lo - 0.5], cuts, [hi + 0.5]])
+    cdf, part = _integer_cdf(dist, edges, lo, hi)
     p, m = np.diff(cdf), np.diff(part)
     keep = p > 1e-15
-    reps = np.clip(m[keep] / p[keep], edges[:-1][keep], edges[1:][keep])
+    reps = np.clip(m[keep] / p[keep], np.ceil(edges[:-1][keep]), np.floor(edges[1:][keep]))
     uniq, inverse = np.unique(reps, return_inverse=True)  # a near-point law: equal reps merge
     merged = np.asarray(np.bincount(inverse, weights=p[keep]), dtype=np.float64)
     return uniq, merged / merged.sum()
+
+
+def _integer_cdf(dist: ParametricDist, edges: FloatArray, lo: int, hi: int
+                 ) -> tuple[FloatArray, FloatArray]:
+    """P(N < e) and E[N·1{N < e}] of the sampled count N at half-integer ``edges`` (first lo − ½,
+    last hi + ½); a uniform law is sampled as whole counts, others by rounding (conditional means
+    over a bin are those of the continuous law)."""
+    if isinstance(dist, UniformDist):
+        j = np.floor(edges)  # counts below e: lo .. j
+        count = np.clip(j - lo + 1.0, 0.0, hi - lo + 1.0)
+        top = lo + count - 1.0
+        return count / (hi - lo + 1.0), (top * (top + 1.0) - (lo - 1.0) * lo) / 2.0 / (hi - lo + 1.0)
+    cdf, part = dist.cdf(edges), dist.partial_mean(edges)
+    cdf[0], cdf[-1], part[0], part[-1] = 0.0, 1.0, 0.0, dist.mean_tokens()
+    return np.asarray(cdf, dtype=np.float64), np.asarray(part, dtype=np.float64)
 
 
 def bin_points(values: FloatArray, weights: FloatArray, max_bins: int

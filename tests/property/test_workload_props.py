@@ -69,8 +69,10 @@ def test_binning_preserves_means_and_probability(law: tuple[dict[str, object], f
                                                   max_bins: int) -> None:
     spec = WorkloadSpec.model_validate({"input_tokens": law[0], "output_tokens": out[0]})
     joint = discretize(spec, max_bins=max_bins)
-    assert abs(joint.mean_input() - law[1]) <= 0.01 * law[1]
-    assert abs(joint.mean_output() - out[1]) <= 0.01 * out[1]
+    # the binned law is that of the sampled whole counts (rint, clipped to the integer range):
+    # its mean is within half a token of the continuous law's
+    assert abs(joint.mean_input() - law[1]) <= 0.01 * law[1] + 0.5
+    assert abs(joint.mean_output() - out[1]) <= 0.01 * out[1] + 0.5
     assert abs(joint.prob.sum() - 1.0) < 1e-9
     assert np.all(joint.prob >= 0)
     assert joint.prob.shape[0] <= max_bins
@@ -89,7 +91,9 @@ def test_clipping_never_lengthens(law: tuple[dict[str, object], float],
     window = max(2, math.ceil(laws[0].median_tokens() * slack) + 1)
     plain, clipped = discretize(spec), discretize(spec, context_window=window)
     assert 0.0 <= clipped.clipped_fraction <= 1.0
-    assert clipped.mean_input() <= plain.mean_input() * (1 + 1e-9)
+    # 1e-6: bins are whole-count ranges, so the binned mean is the sampled (rounded) law's up to
+    # conditional means inside wide bins, which differ between the fine and the coarse grid
+    assert clipped.mean_input() <= plain.mean_input() * (1 + 1e-6)
     assert clipped.mean_output() <= plain.mean_output() * (1 + 1e-9)
     assert clipped.input_tokens.max() <= plain.input_tokens.max() * (1 + 1e-9)
     assert abs(clipped.prob.sum() - 1.0) < 1e-9

@@ -54,7 +54,8 @@ def test_lognormal_binning_preserves_mean_and_sorts_bins() -> None:
 def test_tail_has_its_own_bins() -> None:
     joint = discretize(_spec(LOGNORMAL, FIXED_128))
     marginal = joint.input_marginal()
-    np.testing.assert_allclose(marginal[-3:], [0.005, 0.004, 0.001], rtol=1e-6)
+    # cuts snap to whole token counts (half-integer edges): each tail bin moves by < one count's mass
+    np.testing.assert_allclose(marginal[-3:], [0.005, 0.004, 0.001], rtol=1e-3)
     p999 = LognormalDist.model_validate(LOGNORMAL).ppf(np.array([0.999]))[0]
     assert joint.input_tokens[-1] > p999  # the top 0.1 % is represented beyond P99.9
 
