@@ -1,12 +1,12 @@
 """Closed form (``pdplan evaluate``) vs discrete-event simulation (``pdplan simulate``).
 
-Grid: 3 workloads × 4 deployments × utilisation 0.3/0.5/0.7 of the deployment's stable limit;
+Grid: 3 workloads × 5 deployments × utilisation 0.3/0.5/0.7 of the deployment's stable limit;
 per cell the relative error ``closed/sim − 1`` of P90/P99 TTFT and TPOT, and per (workload,
 deployment) the goodput error (closed-form goodput vs the simulated goodput found by bisection on
 rate with the same SLO). Seeds are fixed (seed 0, 20,000 requests per run, 10 % warm-up), so the
 tables are deterministic; only the run time line changes between machines.
 
-Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 4 min on one core); rewrites its section of
+Run: ``python benchmarks/closed_form_vs_sim.py`` (≈ 4.5 min on one core); rewrites its section of
 docs/accuracy_serving.md.
 """
 
@@ -45,6 +45,11 @@ DEPLOYMENTS = (
                "RoCE 100G, convention B, TPOT SLO 50 ms",
                ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
                ScenarioOverrides(routing="random", tpot_slo="50ms"), {"ttft_convention": "B"}),
+    Deployment("1P2D-RND-B-REQ", "as 1P2D-RND-B with request granularity: the whole KV is sent "
+               "after the prefill, so the prefill NIC queues (tandem link chain)",
+               ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
+               ScenarioOverrides(routing="random", tpot_slo="50ms", granularity="request"),
+               {"ttft_convention": "B"}),
     Deployment("3x-CHUNKED", "Llama-3.1-70B, 3 colocated H100 TP4 instances, chunked prefill "
                "(C = 2048), random split", default_scenario_path(),
                ScenarioOverrides(colocated=3, scheduler="chunked"), {}),

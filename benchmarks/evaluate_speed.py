@@ -33,6 +33,8 @@ def scenarios() -> dict[str, Scenario]:
     for sched in ("chunked", "prefill-first"):
         out[f"default, 3× colocated {sched}"] = apply_overrides(
             base, ScenarioOverrides(colocated=3, scheduler=sched))
+    out["h100-prefill-l40s-decode, request granularity (tandem link chain)"] = apply_overrides(
+        out["h100-prefill-l40s-decode"], ScenarioOverrides(granularity="request"))
     return out
 
 

@@ -183,7 +183,10 @@ class GammaMixture:
     """``T_i = offset_i + X_i``, ``X_i ~ Gamma(mean = load_mean_s, variance = load_var_s2)``.
 
     Arrays have shape ``[R, M]`` (rates × request bins); ``prob`` has shape ``[M]``. A bin with zero
-    variance is deterministic at ``offset + mean``.
+    variance is deterministic at ``offset + mean``. Optionally plus an independent ``U(0, w_i)``
+    (``spread_s``) with probability ``spread_prob`` (else 0), e.g. the wait for a decode step
+    boundary; its cdf is exact: with ``Γ(x) = ∫₀ˣ F_X = x·P(k, x/θ) − kθ·P(k+1, x/θ)`` (shape k,
+    scale θ; ``(x − m)⁺`` for a point mass), ``P(X + U ≤ x) = (Γ(x) − Γ(x − w))/w``.
     """
 
     offset_s: FloatArray
@@ -193,9 +196,13 @@ class GammaMixture:
     delay_points_s: FloatArray | None = None
     """``[R, P]`` (or per bin ``[R, M, P]``) points of the random delay D (None: no delay)."""
     delay_weights: FloatArray | None = None
-    """``[R, P]`` their probabilities (rows sum to 1)."""
+    """``[R, P]`` (or per bin ``[R, M, P]``) their probabilities (summing to 1 over P)."""
     delay_intervals: FloatArray | None = None
     """``[M]`` the n_i over which bin i spreads D."""
+    spread_s: FloatArray | None = None
+    """``[R, M]`` width of the uniform part (None: none)."""
+    spread_prob: FloatArray | None = None
+    """``[R]`` probability that the uniform part is present."""
 
     @property
     def mean_s(self) -> FloatArray:
@@ -209,26 +216,64 @@ class GammaMixture:
         if self.delay_points_s is not None:
             assert self.delay_weights is not None
             assert self.delay_intervals is not None
-            d = np.sum(self._points() * self.delay_weights[:, None, :], axis=2)
+            d = np.sum(self._points() * self._weights(), axis=2)
             mean = mean + d / self.delay_intervals[None, :]
+        if self.spread_s is not None:
+            assert self.spread_prob is not None
+            mean = mean + self.spread_prob[:, None] * self.spread_s / 2.0
         return np.asarray(mean, dtype=np.float64)
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``P(T_i ≤ b)`` per bin; shape ``[R, M]`` (mixed over the delay points if any)."""
         if self.delay_points_s is None:
-            return self._gamma_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2)
+            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2,
+                                  self.spread_s)
         assert self.delay_weights is not None
         assert self.delay_intervals is not None
         shift = self._points() / self.delay_intervals[None, :, None]
         x = b_s - self.offset_s[:, :, None] - shift
-        c = self._gamma_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None])
-        return np.asarray(np.einsum("rmp,rp->rm", c, self.delay_weights), dtype=np.float64)
+        spread = None if self.spread_s is None else self.spread_s[:, :, None]
+        c = self._load_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None], spread)
+        return np.asarray(np.sum(c * self._weights(), axis=2), dtype=np.float64)
+
+    def _load_cdf(self, x: FloatArray, m: FloatArray, v: FloatArray,
+                  spread: FloatArray | None) -> FloatArray:
+        """``P(X (+ U) ≤ x)``: the gamma load, mixed with its uniform-shifted law if any."""
+        c = self._gamma_cdf(x, m, v)
+        if spread is None:
+            return c
+        assert self.spread_prob is not None
+        q = self.spread_prob.reshape((-1,) + (1,) * (x.ndim - 1))
+        w = np.broadcast_to(spread, x.shape)
+        wide = w > 1e-12
+        safe_w = np.where(wide, w, 1.0)
+        with_u = (self._gamma_integral(x, m, v) - self._gamma_integral(x - safe_w, m, v)) / safe_w
+        return np.asarray((1.0 - q) * c + q * np.where(wide, with_u, c), dtype=np.float64)
+
+    @staticmethod
+    def _gamma_integral(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
+        """``∫₀ˣ P(X ≤ u) du`` for X ~ Gamma(mean m, variance v) (point mass when v ≈ 0)."""
+        m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            cv = np.sqrt(v) / m
+        random_part = (m > 0) & (v > 0) & (cv > 1e-6)
+        shape = 1.0 / np.where(random_part, cv, 1.0)**2
+        scale = np.where(random_part, m, 1.0) / shape
+        xp = np.clip(x, 0.0, None)
+        gam = xp * gammainc(shape, xp / scale) - shape * scale * gammainc(shape + 1.0, xp / scale)
+        return np.asarray(np.where(random_part, gam, np.maximum(x - m, 0.0)), dtype=np.float64)
 
     def _points(self) -> FloatArray:
-        """Delay points as ``[R, M, P]``."""
+        """Delay points as ``[R, M or 1, P]``."""
         assert self.delay_points_s is not None
         pts = self.delay_points_s
         return pts[:, None, :] if pts.ndim == 2 else pts
+
+    def _weights(self) -> FloatArray:
+        """Delay weights as ``[R, M or 1, P]``."""
+        assert self.delay_weights is not None
+        wts = self.delay_weights
+        return wts[:, None, :] if wts.ndim == 2 else wts
 
     @staticmethod
     def _gamma_cdf(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
@@ -261,8 +306,10 @@ class GammaMixture:
         sl = slice(r, r + 1)
         points = None if self.delay_points_s is None else self.delay_points_s[sl]
         weights = None if self.delay_weights is None else self.delay_weights[sl]
+        spread = None if self.spread_s is None else self.spread_s[sl]
+        spread_prob = None if self.spread_prob is None else self.spread_prob[sl]
         return GammaMixture(self.offset_s[sl], self.load_mean_s[sl], self.load_var_s2[sl],
-                            self.prob, points, weights, self.delay_intervals)
+                            self.prob, points, weights, self.delay_intervals, spread, spread_prob)
 
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq; shape ``[R]``."""
@@ -274,5 +321,7 @@ class GammaMixture:
             if self.delay_points_s is not None:
                 assert self.delay_intervals is not None
                 hi += float(self.delay_points_s[r].max() / self.delay_intervals.min())
+            if self.spread_s is not None:
+                hi += float(self.spread_s[r].max())
             out[r] = mixture_quantile(self.row(r).first_cdf, q, lo, hi, "TPOT")
         return out

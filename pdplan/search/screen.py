@@ -8,8 +8,9 @@ attainment at a global rate λ is (QUEUEING §5.2, conditional independence of t
 with T read from the prefill table at per-instance utilisation ρ = λE[S]/x and E from the decode table at per-instance
 rate λ/y. On one log-spaced grid of λ this is a batched matrix product over all (x, y) at once; goodput is the largest
 λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
-min(ρ_max·x/E[S], y·λ_d,max, link)). The screen approximates the decode step-boundary term of convention-A TTFT
-by its zero-load value (1.5·t0) and ignores link queueing below the link's stability limit; the plans it ranks
+min(ρ_max·x/E[S], y·λ_d,max, link)). The screen approximates the decode term of convention-A TTFT (first step plus
+the step-boundary wait of a busy instance) by 1.5·t0, the zero-load step time, and ignores link queueing below the
+link's stability limit; the plans it ranks
 highest are then re-evaluated exactly by :func:`pdplan.serving.evaluate`, which reports the final numbers.
 """
 

@@ -9,7 +9,8 @@ tabulated once on a 1-D load grid and any instance count is an interpolation.
   random ``F(t) = F_ρ(t)``; round-robin ``F(t) = F_ρ(t/k_x)`` with Kingman's k_x = (1/x + c_s²)/(1 + c_s²);
   least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
   M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +
-  exposed KV time (+ 1.5 zero-load decode steps under convention A).
+  exposed KV time (+ 1.5 zero-load decode steps under convention A: first step and a busy instance's mean
+  step-boundary wait).
 * **Decode** (per GPU/TP/PP and batch cap): the linearised step, the per-instance stable rate, and per prompt bin
   the joint weight Σ_n p(l, n)·P(TPOT ≤ b | l, n) at per-instance rates on a grid up to that stable rate.
 """

@@ -8,13 +8,16 @@
   the batched-prefill queue of :mod:`pdplan.queueing.batched` instead (at λ/x; least-work: one
   central queue over the x instances).
 * **KV transfer** (:mod:`pdplan.transfer`): the exposed time per prompt bin for the granularity,
-  TP mismatch and NICs; the busier side of the fan-in is an M/G/1 on transfer times, included as
-  its own wait when its utilisation at the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``. Known
-  bias when the busier side is a prefill instance's own NICs: its transfers arrive as that
-  instance's prefill departures, back to back in busy periods, and a short prompt right behind a
-  long one waits most; the Poisson M/G/1 wait is then optimistic in the tail (against the
-  simulator: TPOT P99 −20 % at 30 % load for the coding workload over RoCE 100G, convention B,
-  where token 2 of short outputs waits for the link).
+  TP mismatch and NICs. Layer and chunk streams start while the prefill runs (``overlap``), so a
+  link wait W counted from the stream start delays the KV only by ``max(0, W − slack_l)``
+  (:mod:`pdplan.queueing.link_delay`). The busier side of the fan-in sets W: a prefill instance's
+  own NICs (at least as busy as a decode instance's) → the tandem chain of that one FCFS server
+  and its link (its stream starts are the server's output, not Poisson: a layer stream that keeps
+  up with the compute never waits, a short prompt right behind a long request-granularity
+  transfer waits for most of it); the decode side (fed by several prefill instances), or any
+  batched prefill → an M/G/1 on the side's busy times. Modelled when the link's utilisation at
+  the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``. The link delay is taken independent of the
+  request's prefill wait given its prompt bin.
 * **Decode pool**: y instances with continuous batching, λ_d = λ/y; mean-field fixed point and the
   shot-noise TPOT model with load feedback (:func:`pdplan.queueing.tpot_distribution`). The
   router's policy also picks the decode instance (:mod:`pdplan.specs.scenario`); each instance
@@ -22,13 +25,16 @@
   round-robin and least-work (fewest outstanding requests), which smooth each instance's load.
   TPOT is undefined for one-token outputs (:mod:`pdplan.serving.snapshot`).
 * **TTFT** (QUEUEING §1.5): convention A (default; the decode instance streams token 1)
-  ``W_p + S_p(l) + W_link + T_kv(l) + E[J_d] + τ̄_d`` with the step-boundary wait J_d ≈ U(0, τ̄_d)
-  taken at its mean τ̄_d/2; convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``,
-  and then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + W_link + J_d)/n``
-  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow link),
-  with the link wait W_link mixed in as a random delay (its atom plus ``TPOT_LINK_POINTS``
-  quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d ~ U(0, τ̄_d) through its mean
-  τ̄_d/2 and variance τ̄_d²/12 added to the load noise.
+  ``W_p + S_p(l) + D_link(l) + T_kv(l) + E[J_d] + τ̄_d``. J_d, the wait for the decode step
+  boundary, is 0 when the decode instance is idle (probability ``e^{−N}``, N the mean sequences
+  in flight: M/G/∞ occupancy seen at arrival) and else ≈ U(0, τ̄_d), so ``E[J_d] = (1 −
+  e^{−N}) τ̄_d/2``; convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``, and
+  then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + D_link(l) + J_d)/n``
+  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow
+  link), with D_link mixed in per prompt bin as a random delay (its atom plus
+  ``TPOT_LINK_POINTS`` quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d exactly
+  as that idle/uniform mixture (:class:`~pdplan.queueing.GammaMixture` ``spread_s``; moment
+  matching it into the load's gamma put the n = 1 tail 10 % low).
 * **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
   for batch-1 prefill; λ/(x·λ_cap) batched), the decode
   capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.decode_capacity`)
@@ -50,12 +56,21 @@ from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
     GammaMixture,
+    WaitDistribution,
     decode_fixed_point,
     decode_workload,
     mg1_wait_distribution,
     tpot_distribution,
 )
+from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import FloatArray
+from pdplan.queueing.link_delay import (
+    BinDelay,
+    TandemLink,
+    no_delay,
+    slack_delay,
+    tandem_delay,
+)
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.roles import (
@@ -67,16 +82,14 @@ from pdplan.serving.roles import (
     prefill_perf,
 )
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import (
-    GRID_CELLS,
-    LINK_POINTS,
-    TtftMixture,
-    discretise_wait,
-    zero_wait,
-)
+from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftMixture
 from pdplan.transfer import (
+    LinkQueue,
     TransferConfig,
+    TransferResult,
+    effective_bandwidth_bytes_per_s,
     fan_in_link_queue,
+    fan_in_load,
     kv_shape_from_model,
     kv_transfer,
 )
@@ -136,6 +149,8 @@ class DisaggregatedModel:
     capacity: DecodeCapacity
     link_service_s: FloatArray
     link_rate_factor: float
+    link_slack_s: FloatArray
+    tandem: TandemLink | None
     x: int
     y: int
 
@@ -183,31 +198,42 @@ class DisaggregatedModel:
             out["prefill_busy"] = prefill_busy
         return out
 
+    def link_delay(self, rates: FloatArray, wait: WaitDistribution | PerBinWait) -> BinDelay:
+        """What the busy link adds per prompt bin (:mod:`pdplan.queueing.link_delay`)."""
+        if not self.link_queued:
+            return no_delay(rates.size)
+        points = LINK_POINTS if self.res.scenario.ttft_convention == "A" else TPOT_LINK_POINTS
+        if self.tandem is not None:
+            assert isinstance(wait, WaitDistribution)
+            return tandem_delay(self.tandem, rates / self.x, wait, points)
+        return slack_delay(mg1_wait_distribution(
+            rates * self.link_rate_factor, self.link_service_s, self.input_prob,
+            max_cells=GRID_CELLS), self.link_slack_s, points)
+
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
         wait, busy = self.pool.wait(rates)
-        link = zero_wait(rates.size)
-        if self.link_queued:
-            link = discretise_wait(mg1_wait_distribution(
-                rates * self.link_rate_factor, self.link_service_s, p, max_cells=GRID_CELLS),
-                LINK_POINTS if self.res.scenario.ttft_convention == "A" else TPOT_LINK_POINTS)
+        link = self.link_delay(rates, wait)
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
+        busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
         offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s
                                                              .shape)).copy()
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":
-            offsets += self.point_exposed_s[None, :, :] + 1.5 * tau[:, None, None]
+            boundary = (1.0 + 0.5 * busy_p) * tau  # first step + E[J_d]
+            offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
             n = self.cells.decode_steps
-            gap = np.repeat(self.exposed_s, m)[None, :] + 0.5 * tau[:, None]
+            gap = np.repeat(self.exposed_s, m)[None, :]
+            cell_bins = np.repeat(np.arange(p.size), m) if link.points_s.shape[1] > 1 else [0]
             tpot = GammaMixture(tpot.offset_s + gap / n[None, :], tpot.load_mean_s,
-                                tpot.load_var_s2 + (tau**2 / 12.0)[:, None] / n[None, :]**2,
-                                tpot.prob, link.points_s, link.weights, n)
-            link = zero_wait(rates.size)
+                                tpot.load_var_s2, tpot.prob, link.points_s[:, cell_bins],
+                                link.weights[:, cell_bins], n, tau[:, None] / n[None, :], busy_p)
+            link = no_delay(rates.size)
         ttft = TtftMixture(wait, link, offsets, p)
         util = self.utilisation(rates, busy)
         return Snapshot(rates, self.cells.prob, self.cells.decode_steps, ttft,
@@ -260,10 +286,33 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
             "less than the longest request (input + output)", binding_constraint="decode KV capacity")
     lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, sc.prefill.count, sc.decode.count,
                            res.link, cfg)
+    pipe = base.latency_s - base.service_s
+    tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
     return DisaggregatedModel(res, pool, np.asarray(xfer.exposed_s),
                               np.asarray(point_xfer.exposed_s).reshape(points.shape),
                               np.asarray(xfer.bytes), dperf, cells, cap, np.asarray(lq.service_s),
-                              lq.arrival_rate_per_s, sc.prefill.count, sc.decode.count)
+                              lq.arrival_rate_per_s, xfer.slack_s, tandem, sc.prefill.count,
+                              sc.decode.count)
+
+
+def _tandem_link(res: ResolvedScenario, xfer: TransferResult, pool: PrefillPool, lq: LinkQueue,
+                 pipe_s: FloatArray, cfg: TransferConfig) -> TandemLink | None:
+    """The one-server-fed link model when each prefill instance's own NICs are at least as busy
+    as a decode instance's and prefill is batch-1 FCFS; else None (M/G/1 with slack)."""
+    sc = res.scenario
+    assert res.link is not None
+    assert sc.prefill is not None
+    assert sc.decode is not None
+    nics_p, nics_d = cfg.side_nics
+    load = fan_in_load(1.0, float(res.lengths.input_marginal() @ xfer.bytes), sc.prefill.count,
+                       sc.decode.count, effective_bandwidth_bytes_per_s(res.link, nics_p),
+                       effective_bandwidth_bytes_per_s(res.link, nics_d))
+    if pool.batched is not None or load.rho_prefill_side < load.rho_decode_side:
+        return None
+    lead = xfer.overlap_s - pipe_s
+    service = pool.point_service_s.mean(axis=1)
+    return TandemLink(res.lengths.input_marginal(), service, lq.service_s - lead,
+                      service - lead, xfer.slack_s)
 
 
 def _check_prefill_memory(res: ResolvedScenario) -> None:

@@ -2,15 +2,15 @@
 
 ``TTFT = W_p + W_link + g_l`` with ``W_p`` the prefill-pool wait (FFT, by routing policy; for
 batched prefill a per-prompt-bin wait that includes the batch beyond the prompt's own time),
-``W_link`` the KV link's own FCFS wait when it is busy (an independent M/G/1 on the transfer
-times) and ``g_l`` everything deterministic given the prompt bin l (prefill latency, exposed
-transfer, decode step boundary and first step for convention A). Because a request's FCFS wait is
-independent of its own service under Poisson arrivals,
+``W_link`` what the busy KV link adds for prompt bin l (:mod:`pdplan.queueing.link_delay`; taken
+independent of the prefill wait given l) and ``g_l`` everything deterministic given the prompt
+bin l (prefill latency, exposed transfer, decode step boundary and first step for convention A).
+Because a request's FCFS wait is independent of its own service under Poisson arrivals,
 
-    P(TTFT ≤ a | l) = E_{W_link}[ F_{W_p}(a − g_l − W_link) ]
+    P(TTFT ≤ a | l) = E_{W_link | l}[ F_{W_p}(a − g_l − W_link) ]
 
-where the outer expectation runs over a discretised link wait: its atom ``P(W_link = 0)`` plus
-``LINK_POINTS`` equal-probability conditional quantile points (a midpoint rule; the link wait is a
+where the outer expectation runs over a discretised link delay per bin: its atom plus
+``LINK_POINTS`` equal-probability conditional quantile points (a midpoint rule; the link delay is a
 second-order term). Percentiles come from this mixture cdf by brentq — never by adding quantiles.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 from pdplan.queueing import WaitDistribution, mixture_quantile, prefill_wait_distribution
 from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import FloatArray
+from pdplan.queueing.link_delay import BinDelay, slack_delay
 
 LINK_POINTS = 16
 GRID_CELLS = 2**10
@@ -40,43 +41,14 @@ def prefill_wait(policy: str, rates: FloatArray, service_s: FloatArray, prob: Fl
                                      max_cells=max_cells)
 
 
-@dataclass(frozen=True, slots=True)
-class PointMass:
-    """A per-rate discrete distribution: ``points_s[r, j]`` with weights ``weights[r, j]``."""
-
-    points_s: FloatArray
-    weights: FloatArray
-
-    @property
-    def mean_s(self) -> FloatArray:
-        return np.asarray(np.sum(self.points_s * self.weights, axis=1), dtype=np.float64)
-
-
-def zero_wait(n_rates: int) -> PointMass:
-    """No link queue: W_link ≡ 0."""
-    return PointMass(np.zeros((n_rates, 1)), np.ones((n_rates, 1)))
-
-
-def discretise_wait(wait: WaitDistribution, points: int = LINK_POINTS) -> PointMass:
-    """Atom at 0 plus ``points`` mid-probability conditional quantiles, per rate."""
-    n_rates = wait.h_s.size
-    pts = np.zeros((n_rates, points + 1))
-    wts = np.zeros((n_rates, points + 1))
-    mids = (np.arange(points) + 0.5) / points
-    for r in range(n_rates):
-        atom = float(wait.atom[r])
-        top = float(wait.cdf_grid[r, -1])
-        levels = np.minimum(atom + (1.0 - atom) * mids, top - 1e-12)
-        levels = np.maximum(levels, atom)
-        pts[r, 1:] = wait.row(r).quantile(levels)[0]
-        wts[r, 0] = atom
-        wts[r, 1:] = (1.0 - atom) / points
-    return PointMass(pts, wts)
+def discretise_wait(wait: WaitDistribution, points: int = LINK_POINTS) -> BinDelay:
+    """Atom at 0 plus ``points`` mid-probability conditional quantiles, per rate (one bin axis)."""
+    return slack_delay(wait, np.zeros(1), points)
 
 
 @dataclass(frozen=True, slots=True)
 class TtftMixture:
-    """TTFT per rate: prefill wait ``[R]`` (or per bin) ⊕ link wait points ⊕ offsets ``[R, K, J]``.
+    """TTFT per rate: prefill wait ``[R]`` (or per bin) ⊕ link delay per bin ⊕ offsets ``[R, K, J]``.
 
     ``offsets_s[r, k, j]`` is everything deterministic for quadrature length j of prompt bin k
     (equal weights within a bin, :func:`pdplan.serving.lengths.input_quadrature`). ``wait`` is a
@@ -86,7 +58,7 @@ class TtftMixture:
     """
 
     wait: WaitDistribution | PerBinWait
-    link: PointMass
+    link: BinDelay
     offsets_s: FloatArray
     prob: FloatArray
 
@@ -95,15 +67,17 @@ class TtftMixture:
         """``E[W_p] + E[W_link] + Σ_k p_k mean_j g_kj`` per rate."""
         wait = self.wait.mean_s
         wait_mean = wait @ self.prob if wait.ndim == 2 else wait
-        return np.asarray(wait_mean + self.link.mean_s + self.offsets_s.mean(axis=2) @ self.prob,
+        link = np.broadcast_to(self.link.bin_mean_s, self.offsets_s.shape[:2])
+        return np.asarray(wait_mean + (link + self.offsets_s.mean(axis=2)) @ self.prob,
                           dtype=np.float64)
 
     def cdf_per_bin(self, a_s: float) -> FloatArray:
         """``P(TTFT ≤ a | k)``, shape ``[R, K]`` (mean over the bin's quadrature lengths)."""
-        t = a_s - self.offsets_s[:, :, :, None] - self.link.points_s[:, None, None, :]
+        t = a_s - self.offsets_s[:, :, :, None] - self.link.points_s[:, :, None, :]
         c = self.wait.cdf_rowwise(t)
         j = self.offsets_s.shape[2]
-        return np.asarray(np.einsum("rkjp,rp->rk", c, self.link.weights) / j, dtype=np.float64)
+        wts = np.broadcast_to(self.link.weights, (*self.offsets_s.shape[:2], c.shape[3]))
+        return np.asarray(np.einsum("rkjp,rkp->rk", c, wts) / j, dtype=np.float64)
 
     def cdf(self, a_s: float) -> FloatArray:
         """Mixture cdf per rate, shape ``[R]``."""
@@ -115,8 +89,7 @@ class TtftMixture:
 
     def row(self, r: int) -> TtftMixture:
         sl = slice(r, r + 1)
-        return TtftMixture(self.wait.row(r), PointMass(self.link.points_s[sl],
-                           self.link.weights[sl]), self.offsets_s[sl], self.prob)
+        return TtftMixture(self.wait.row(r), self.link.row(r), self.offsets_s[sl], self.prob)
 
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate (brentq on the cdf), shape ``[R]``."""
