@@ -43,7 +43,10 @@ completion time ``T_p + exposed`` never decreases.
 ``ρ_d = λ·E[B]/(y·BW_d)``, ``ρ_p = (λ/x)·E[B]/BW_p`` with ``BW_side = line_rate·eff·nics_side``.
 The busier side is one FCFS M/G/1 server on work, ``S = latency + B/BW_side``; Pollaczek–Khinchine
 ``E[W] = λE[S²]/(2(1−ρ))``. Always modelled (at low ρ the wait is ≈ 0); the service-time
-distribution is returned for the FFT waiting-time machinery.
+distribution is returned for the FFT waiting-time machinery. The serving model refines this per
+prompt bin (:mod:`pdplan.queueing.link_delay`): a stream absorbs ``slack = exposed + overlap −
+time`` of any wait, and a prefill instance's own NICs are fed by that one server, not by Poisson
+arrivals (a tandem chain instead of the M/G/1).
 """
 
 from __future__ import annotations
