@@ -259,7 +259,8 @@ def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[Float
             lt = lam * state.tau_mean_s[idx, None]
             spec = lt * spec_r[None, :] / np.abs(1.0 - lam * g_hat[None, :]) ** 2
             cov = np.fft.irfft(spec, n=length, axis=1)[:, : n_max + 2]
-            factor[idx] = cov[:, 0] / (lt[:, 0] * r0) if r0 > 0.0 else 1.0  # w ≡ 0: no noise
+            denom = lt[:, 0] * r0  # 0 when w ≡ 0 or λτ̄ underflows: no noise, F = 1
+            factor[idx] = np.where(denom > 0.0, cov[:, 0] / np.where(denom > 0.0, denom, 1.0), 1.0)
             for k, r in enumerate(idx.tolist()):
                 var_bins[r] = _average_variance(cov[k], workload.decode_steps)
     return var_bins, factor
