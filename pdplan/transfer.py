@@ -39,14 +39,8 @@ With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer pre
 latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the
 completion time ``T_p + exposed`` never decreases.
 
-**Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill feed ``y`` decode instances, evenly:
-``ρ_d = λ·E[B]/(y·BW_d)``, ``ρ_p = (λ/x)·E[B]/BW_p`` with ``BW_side = line_rate·eff·nics_side``.
-The busier side is one FCFS M/G/1 server on work, ``S = latency + B/BW_side``; Pollaczek–Khinchine
-``E[W] = λE[S²]/(2(1−ρ))``. Always modelled (at low ρ the wait is ≈ 0); the service-time
-distribution is returned for the FFT waiting-time machinery. The serving model refines this per
-prompt bin (:mod:`pdplan.queueing.link_delay`): a stream absorbs ``slack = exposed + overlap −
-time`` of any wait, and a prefill instance's own NICs are fed by that one server, not by Poisson
-arrivals (a tandem chain instead of the M/G/1).
+**Fan-in / link queue**: :mod:`pdplan.fan_in` (which side of the x→y fan-in is busier, and its
+M/G/1).
 """
 
 from __future__ import annotations
@@ -90,7 +84,8 @@ class ModelLike(Protocol):
     def linear_state_bytes_per_sequence(self) -> float: ...
 
 
-def _require(ok: bool, field: str, message: str) -> None:
+def require(ok: bool, field: str, message: str) -> None:
+    """Raise a SpecError naming ``field`` unless ``ok``."""
     if not ok:
         raise SpecError(message, source="transfer", field=field)
 
@@ -105,10 +100,10 @@ class KvShape:
     state_bytes_per_sequence: float = 0.0
 
     def __post_init__(self) -> None:
-        _require(self.kv_bytes_per_token >= 0.0, "kv_bytes_per_token", "must be >= 0")
-        _require(self.num_layers >= 1, "num_layers", "must be >= 1")
-        _require(self.num_kv_heads >= 1, "num_kv_heads", "must be >= 1")
-        _require(self.state_bytes_per_sequence >= 0.0, "state_bytes_per_sequence", "must be >= 0")
+        require(self.kv_bytes_per_token >= 0.0, "kv_bytes_per_token", "must be >= 0")
+        require(self.num_layers >= 1, "num_layers", "must be >= 1")
+        require(self.num_kv_heads >= 1, "num_kv_heads", "must be >= 1")
+        require(self.state_bytes_per_sequence >= 0.0, "state_bytes_per_sequence", "must be >= 0")
 
 
 def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
@@ -136,19 +131,19 @@ class TransferConfig:
     decode_hbm_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        _require(self.granularity in GRANULARITIES, "granularity",
+        require(self.granularity in GRANULARITIES, "granularity",
                  f"{self.granularity!r} is not one of {', '.join(GRANULARITIES)}")
         for name in ("prefill_tp", "decode_tp", "nics_prefill", "nics_decode", "chunk_tokens"):
             value = getattr(self, name)
-            _require(value is None or value >= 1, name, f"must be an integer >= 1, got {value!r}")
-        _require(self.granularity != "chunk" or self.chunk_tokens is not None, "chunk_tokens",
+            require(value is None or value >= 1, name, f"must be an integer >= 1, got {value!r}")
+        require(self.granularity != "chunk" or self.chunk_tokens is not None, "chunk_tokens",
                  "granularity 'chunk' needs chunk_tokens (the chunked-prefill budget C)")
-        _require(self.layer_sync_overhead_s >= 0.0, "layer_sync_overhead_s", "must be >= 0")
-        _require(self.chunk_overhead_s >= 0.0, "chunk_overhead_s", "must be >= 0")
-        _require(self.prefill_tp == self.decode_tp or (self.decode_hbm_bytes_per_s or 0.0) > 0.0,
+        require(self.layer_sync_overhead_s >= 0.0, "layer_sync_overhead_s", "must be >= 0")
+        require(self.chunk_overhead_s >= 0.0, "chunk_overhead_s", "must be >= 0")
+        require(self.prefill_tp == self.decode_tp or (self.decode_hbm_bytes_per_s or 0.0) > 0.0,
                  "decode_hbm_bytes_per_s", "TP re-layout (prefill_tp != decode_tp) needs the "
                  "decode GPU's HBM bandwidth (> 0)")
-        _require(self.granularity != "chunk" or (self.prefill_hbm_bytes_per_s or 0.0) > 0.0,
+        require(self.granularity != "chunk" or (self.prefill_hbm_bytes_per_s or 0.0) > 0.0,
                  "prefill_hbm_bytes_per_s", "chunk granularity needs the prefill GPU's HBM "
                  "bandwidth (> 0) for the KV re-read")
 
@@ -170,9 +165,9 @@ def replication_factor(num_kv_heads: int, tp: int) -> float:
 
 def effective_bandwidth_bytes_per_s(link: LinkLike, nics: int) -> float:
     """``line_rate·efficiency·nics``: 4 × 200 Gb/s at 0.87 → 8.7e10 B/s (Mooncake's 87 GB/s)."""
-    _require(link.line_rate_bytes_per_s > 0.0, "line_rate_bytes_per_s", "must be > 0")
-    _require(0.0 < link.efficiency <= 1.0, "efficiency", "must be in 0 < efficiency <= 1")
-    _require(link.per_message_latency_s >= 0.0, "per_message_latency_s", "must be >= 0")
+    require(link.line_rate_bytes_per_s > 0.0, "line_rate_bytes_per_s", "must be > 0")
+    require(0.0 < link.efficiency <= 1.0, "efficiency", "must be in 0 < efficiency <= 1")
+    require(link.per_message_latency_s >= 0.0, "per_message_latency_s", "must be >= 0")
     return link.line_rate_bytes_per_s * link.efficiency * nics
 
 
@@ -219,14 +214,15 @@ class TransferResult:
 
     def utilisation(self, rate_rps: float, probabilities: npt.ArrayLike | None = None) -> float:
         """One pair's link busy fraction ``λ·E[bytes]/BW`` (E over ``probabilities`` or uniform)."""
-        return float(rate_rps * _expect(self.bytes, probabilities) / self.bandwidth_bytes_per_s)
+        return float(rate_rps * expectation(self.bytes, probabilities) / self.bandwidth_bytes_per_s)
 
 
-def _expect(values: FloatArray, probabilities: npt.ArrayLike | None) -> float:
+def expectation(values: FloatArray, probabilities: npt.ArrayLike | None) -> float:
+    """``E[values]`` under ``probabilities`` (normalised; None = uniform)."""
     if probabilities is None:
         return float(np.mean(values))
     p = np.broadcast_to(np.asarray(probabilities, dtype=np.float64), values.shape)
-    _require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
+    require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
              "must be >= 0 with a positive sum")
     return float(np.sum(values * p) / np.sum(p))
 
@@ -266,11 +262,11 @@ def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig) -> F
 
 def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None,
                      cfg: TransferConfig) -> None:
-    _require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens",
+    require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens",
              "must be finite and > 0")
-    _require(cfg.granularity == "request" or prefill_s is not None, "prefill_time_s",
+    require(cfg.granularity == "request" or prefill_s is not None, "prefill_time_s",
              f"granularity {cfg.granularity!r} overlaps with prefill: give the prefill time")
-    _require(prefill_s is None or bool(np.all(prefill_s >= 0.0)), "prefill_time_s", "must be >= 0")
+    require(prefill_s is None or bool(np.all(prefill_s >= 0.0)), "prefill_time_s", "must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,99 +336,6 @@ def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
         overlap_s=np.asarray(overlap, dtype=np.float64))
 
 
-def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float,
-                                   max_utilisation: float = 1.0) -> float:
-    """Link rate that carries ``λ·E[B]`` at utilisation ``max_utilisation``: ``λ·E[B]/ρ_max``.
-    DistServe §1.7: 10 rps × 1.125 GiB → 11.25 GiB/s (= 90 Gib/s)."""
-    _require(0.0 < max_utilisation <= 1.0, "max_utilisation", "must be in 0 < value <= 1")
-    return rate_rps * mean_bytes / max_utilisation
-
-
-@dataclass(frozen=True, slots=True)
-class FanInLoad:
-    """Per-instance NIC utilisation on each side of an xPyD deployment (even routing)."""
-
-    rho_prefill_side: float
-    rho_decode_side: float
-
-    @property
-    def bottleneck(self) -> Literal["prefill", "decode"]:
-        return "decode" if self.rho_decode_side >= self.rho_prefill_side else "prefill"
-
-    @property
-    def rho(self) -> float:
-        return max(self.rho_prefill_side, self.rho_decode_side)
-
-
-def fan_in_load(rate_rps: float, mean_bytes: float, num_prefill: int, num_decode: int,
-                prefill_side_bytes_per_s: float, decode_side_bytes_per_s: float) -> FanInLoad:
-    """``ρ_p = (λ/x)·E[B]/BW_p``, ``ρ_d = λ·E[B]/(y·BW_d)``; linear in λ."""
-    _require(num_prefill >= 1 and num_decode >= 1, "xpyd", "instance counts must be >= 1")
-    return FanInLoad(rate_rps / num_prefill * mean_bytes / prefill_side_bytes_per_s,
-                     rate_rps / num_decode * mean_bytes / decode_side_bytes_per_s)
-
-
-@dataclass(frozen=True, slots=True)
-class LinkQueue:
-    """The busy side as an M/G/1 server: service-time bins ``service_s`` with ``probabilities``."""
-
-    arrival_rate_per_s: float
-    service_s: FloatArray
-    probabilities: FloatArray
-
-    @property
-    def mean_service_s(self) -> float:
-        return float(np.sum(self.probabilities * self.service_s))
-
-    @property
-    def second_moment_s2(self) -> float:
-        return float(np.sum(self.probabilities * self.service_s**2))
-
-    @property
-    def rho(self) -> float:
-        return self.arrival_rate_per_s * self.mean_service_s
-
-    @property
-    def stable(self) -> bool:
-        return self.rho < 1.0
-
-    @property
-    def mean_wait_s(self) -> float:
-        """Pollaczek–Khinchine ``λE[S²]/(2(1−ρ))``; inf when ρ ≥ 1. M/D/1, λ=1, S=0.5: 0.25 s."""
-        if not self.stable:
-            return math.inf
-        return self.arrival_rate_per_s * self.second_moment_s2 / (2.0 * (1.0 - self.rho))
-
-
-def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None,
-               arrival_rate_per_s: float) -> LinkQueue:
-    """M/G/1 link queue from per-bin service times (probabilities normalised; None = equal)."""
-    s = np.ravel(np.asarray(service_s, dtype=np.float64))
-    p = np.ones_like(s) if probabilities is None else np.ravel(
-        np.broadcast_to(np.asarray(probabilities, dtype=np.float64), np.shape(service_s)))
-    _require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
-             "must be >= 0 with a positive sum")
-    _require(bool(np.all(s >= 0.0)) and arrival_rate_per_s >= 0.0, "service_s",
-             "service times and arrival rate must be >= 0")
-    return LinkQueue(float(arrival_rate_per_s), s, p / p.sum())
-
-
-def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | None, rate_rps: float,
-                      num_prefill: int, num_decode: int, link: LinkLike,
-                      config: TransferConfig | None = None) -> LinkQueue:
-    """Queue at the busier side: arrivals ``λ/x`` or ``λ/y``, service ``latency + B/BW_side``."""
-    cfg = config or TransferConfig()
-    nics_p, nics_d = cfg.side_nics
-    bw_p = effective_bandwidth_bytes_per_s(link, nics_p)
-    bw_d = effective_bandwidth_bytes_per_s(link, nics_d)
-    load = fan_in_load(rate_rps, _expect(result.bytes, probabilities), num_prefill, num_decode,
-                       bw_p, bw_d)
-    side_decode = load.bottleneck == "decode"
-    bw_side = bw_d if side_decode else bw_p
-    arrivals = rate_rps / (num_decode if side_decode else num_prefill)
-    return link_queue(result.latency_s + result.bytes / bw_side, probabilities, arrivals)
-
-
 def transfer_for_request(kv: KvShape | ModelLike, tokens: float, link: LinkLike,
                          config: TransferConfig | None = None, *,
                          kv_dtype_bytes: float | None = None,
@@ -441,7 +344,7 @@ def transfer_for_request(kv: KvShape | ModelLike, tokens: float, link: LinkLike,
     ``exposed_s``) plus ``messages``, ``prefill_extra_s``, ``relayout_s``,
     ``bandwidth_bytes_per_s``, ``granularity``. A model spec needs ``kv_dtype_bytes``."""
     if not isinstance(kv, KvShape):
-        _require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
+        require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
         kv = kv_shape_from_model(kv, float(kv_dtype_bytes or 0.0))
     res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config,
                       prefill_time_s=prefill_time_s)

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.fan_in import LinkQueue, fan_in_link_queue, fan_in_load
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -84,12 +85,9 @@ from pdplan.serving.roles import (
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftMixture
 from pdplan.transfer import (
-    LinkQueue,
     TransferConfig,
     TransferResult,
     effective_bandwidth_bytes_per_s,
-    fan_in_link_queue,
-    fan_in_load,
     kv_shape_from_model,
     kv_transfer,
 )

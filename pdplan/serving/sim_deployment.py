@@ -17,7 +17,7 @@ the queueing approximations and nothing else:
   :func:`~pdplan.serving.disaggregated.transfer_config`). When the closed form models the link
   queue, both ends are FIFO resources: the serving prefill instance's NICs and the chosen decode
   instance's NICs, each held ``latency + bytes/BW_side`` per request (the fan-in service time of
-  :func:`pdplan.transfer.fan_in_link_queue`, whose closed form queues at the busier side only).
+  :func:`pdplan.fan_in.fan_in_link_queue`, whose closed form queues at the busier side only).
 * **Decode**: the linearised step ``t0 + t1·B + t2·K`` the closed form uses (``step="linear"``), or
   the full roofline step (``step="roofline"``, which also tests the linearisation); seats =
   ``max_num_seqs``, KV capacity from memory; the simulator reserves ``l + n`` tokens at admission.

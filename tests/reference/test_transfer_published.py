@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from pdplan.fan_in import required_bandwidth_bytes_per_s
 from pdplan.transfer import (
     KvShape,
     TransferConfig,
     kv_bytes_per_request,
     kv_transfer,
-    required_bandwidth_bytes_per_s,
 )
 
 GIB = 2.0**30

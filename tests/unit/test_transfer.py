@@ -9,19 +9,16 @@ import numpy as np
 import pytest
 
 from pdplan.errors import SpecError
+from pdplan.fan_in import fan_in_link_queue, fan_in_load, link_queue, required_bandwidth_bytes_per_s
 from pdplan.transfer import (
     KvShape,
     TransferConfig,
     effective_bandwidth_bytes_per_s,
-    fan_in_link_queue,
-    fan_in_load,
     kv_bytes_per_request,
     kv_shape_from_model,
     kv_transfer,
-    link_queue,
     pipeline_exposed_s,
     replication_factor,
-    required_bandwidth_bytes_per_s,
     transfer_for_request,
 )
 
