@@ -41,8 +41,9 @@ import numpy.typing as npt
 from pydantic import ValidationError
 
 from pdplan.errors import SpecError, UnknownNameError
+from pdplan.specs.length_laws import ParametricDist, UniformDist
 from pdplan.specs.loading import first_error_line, read_yaml_mapping
-from pdplan.specs.workload import ParametricDist, UniformDist, WorkloadSpec, allowed_fields
+from pdplan.specs.workload import WorkloadSpec, allowed_fields
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.queueing.distributions import FloatArray
-from pdplan.specs.workload import FixedDist, UniformDist, WorkloadSpec
+from pdplan.specs.length_laws import FixedDist, UniformDist
+from pdplan.specs.workload import WorkloadSpec
 from pdplan.workload import JointLengths, load_trace
 
 QUADRATURE_POINTS = 4

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from pdplan.errors import SpecError
-from pdplan.specs.workload import LognormalDist, WorkloadSpec
+from pdplan.specs.length_laws import LognormalDist
+from pdplan.specs.workload import WorkloadSpec
 from pdplan.workload import (
     JointLengths,
     discretize,
