@@ -52,6 +52,10 @@ DEFAULT_MAX_BINS = 64
 MIN_BINS = 8
 TAIL_LEVELS = (0.99, 0.995, 0.999)
 FINE_BINS = 256
+EXACT_MEAN_COUNTS = 64
+"""Bins spanning fewer token counts than this take the mean of the counts themselves (the law's
+continuous conditional mean is off by up to ½ token there: a {1, 2} output bin was 1.86, not the
+1.77 the sampler draws)."""
 TRACE_COLUMNS = ("input_tokens", "output_tokens", "arrival_s")
 MAX_TRACE_BYTES = 500_000_000
 
@@ -256,9 +260,10 @@ def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, F
 
     The binned law is that of the sampled token count (:func:`_sample_dist`: ``rint`` of a draw,
     clipped to the integer range): quantile cuts snap to half-integers, so a bin is a range of
-    whole token counts with its exact probability, and a one-count bin (the short outputs whose
-    TPOT spans one or two intervals) is represented by that count exactly; wider bins by the law's
-    conditional mean over the bin (one-token outputs are split off later for TPOT:
+    whole token counts with its exact probability. A bin of fewer than ``EXACT_MEAN_COUNTS``
+    counts is represented by the mean of those counts (a one-count bin by that count: the short
+    outputs whose TPOT spans one or two intervals), wider bins by the law's conditional mean over
+    the bin (one-token outputs are split off later for TPOT:
     :func:`pdplan.serving.lengths.split_one_token`).
     """
     point = dist.point_value()
@@ -271,10 +276,27 @@ def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, F
     cdf, part = _integer_cdf(dist, edges, lo, hi)
     p, m = np.diff(cdf), np.diff(part)
     keep = p > 1e-15
-    reps = np.clip(m[keep] / p[keep], np.ceil(edges[:-1][keep]), np.floor(edges[1:][keep]))
+    first, last = np.ceil(edges[:-1][keep]), np.floor(edges[1:][keep])
+    reps = np.clip(m[keep] / p[keep], first, last)
+    for i in np.flatnonzero(last - first < EXACT_MEAN_COUNTS):
+        reps[i] = _count_mean(dist, int(first[i]), int(last[i]), lo, hi)
     uniq, inverse = np.unique(reps, return_inverse=True)  # a near-point law: equal reps merge
     merged = np.asarray(np.bincount(inverse, weights=p[keep]), dtype=np.float64)
     return uniq, merged / merged.sum()
+
+
+def _count_mean(dist: ParametricDist, first: int, last: int, lo: int, hi: int) -> float:
+    """``E[N | first ≤ N ≤ last]`` of the sampled count N, summed count by count."""
+    counts = np.arange(first, last + 1, dtype=np.float64)
+    if isinstance(dist, UniformDist):
+        return float(counts.mean())
+    cdf = dist.cdf(np.concatenate([counts - 0.5, [last + 0.5]]))
+    if first == lo:
+        cdf[0] = 0.0  # draws below lo − ½ round up to lo
+    if last == hi:
+        cdf[-1] = 1.0  # draws above hi + ½ are clipped to hi
+    mass = np.diff(cdf)
+    return float(counts @ mass / mass.sum()) if mass.sum() > 0 else float(first)
 
 
 def _integer_cdf(dist: ParametricDist, edges: FloatArray, lo: int, hi: int

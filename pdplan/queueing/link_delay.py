@@ -14,23 +14,16 @@ the KV by ``D_k = max(0, W − slack_k)`` (``slack = exposed + overlap − time`
   NICs): its stream starts are that server's output, serialised, so a Poisson model is wrong both
   ways (a layer-wise stream that keeps up with the compute never waits; a short prompt right behind
   a long request-granularity transfer waits for most of it). Lindley's recursion over the
-  server's consecutive requests, with ``a_k = busy_k − lead_k`` and ``b_k = S_k − lead_k``
-  (S = prefill service): the next stream starts ``S_{k+1} + I_{k+1} + lead_k − lead_{k+1}`` after
-  this one, so ``W_{k+1} = max(0, W_k + a_k − b_{k+1} − I_{k+1})`` with the idle gap ``I`` before
-  the next prefill. For an FCFS M/G/1 prefill at rate θ the server is empty after request k
-  leaves iff nobody arrived during its sojourn, probability ``e^{−θ(W1_k + S_k)}``, and then
-  ``I ~ Exp(θ)`` (memoryless); otherwise ``I = 0``. The chain state is (W, whether k found the
-  server idle, k's bin): ``W1_k = 0`` when it did, else ``E[e^{−θW1} | W1 > 0]`` from the prefill
-  wait distribution (the one approximation: W1 and W are taken independent given that flag). The
-  stationary law is found by iterating the chain on a lattice. Against a direct simulation of the
-  recursion (Llama-3.1-8B on an H100, splitwise-coding prompts, request granularity over RoCE
-  100G, loads 0.3–0.7): per-bin P(W > 0) within 0.03, P99 within 2.5 %, means 8–12 % low; on a
-  two-humped three-bin case (tests/unit/test_link_delay.py) P(W > 0) −0.05…+0.02, P90 within 2 %.
-  When no carry exceeds any clearance (``max a ≤ min b``: a layer stream that keeps up with its
-  compute) W ≡ 0 exactly and the chain is skipped.
+  server's consecutive requests with ``a_k = busy_k − lead_k`` and ``b_k = S_k − lead_k``
+  (S = prefill service; the next stream starts ``S_{k+1} + I_{k+1} + lead_k − lead_{k+1}`` after
+  this one): ``W_{k+1} = max(0, W_k + a_k − b_{k+1} − I_{k+1})``, solved as a Markov chain with
+  the server's embedded M/G/1 chain (:mod:`pdplan.queueing.tandem_chain`). When no carry exceeds
+  any clearance (``max a ≤ min b``: a layer stream that keeps up with its compute) W ≡ 0 exactly
+  and the chain is skipped.
 
-Both return a :class:`BinDelay`: per rate and bin an atom at 0 plus ``points`` equal-probability
-conditional quantiles of the positive part (a midpoint rule).
+Both return a :class:`BinDelay`: per rate and bin an atom at 0 plus ``points`` conditional
+quantiles of the positive part at the middles of probability bands that refine toward the tail
+(:func:`tail_bands`).
 """
 
 from __future__ import annotations
@@ -38,11 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.queueing.distributions import FloatArray, WaitDistribution
-
-IntArray = npt.NDArray[np.intp]
+from pdplan.queueing.tandem_chain import ChainInputs, stationary_wait
 
 DELAY_POINTS = 16
 TANDEM_CELLS = 1024
@@ -79,13 +70,23 @@ def no_delay(n_rates: int) -> BinDelay:
     return BinDelay(np.zeros((n_rates, 1, 1)), np.ones((n_rates, 1, 1)))
 
 
-def discretise(atom: float, levels: FloatArray, cdf: FloatArray, values_s: FloatArray,
-               points: int) -> tuple[FloatArray, FloatArray]:
-    """Atom plus ``points`` mid-probability quantiles of one cdf row (``cdf`` over ``values_s``)."""
+def tail_bands(points: int) -> tuple[FloatArray, FloatArray]:
+    """(mid-levels, widths) of ``points`` probability bands of a delay's positive part, finer toward
+    the tail: edges ``1 − (1 − j/P)²`` (the top band holds 1/P² of the mass). Equal bands put the
+    top point at the 1 − 1/(2P) quantile, which cuts off the tail a P99 reads when the delay *is*
+    the latency (short outputs under convention B)."""
+    edges = 1.0 - (1.0 - np.linspace(0.0, 1.0, points + 1)) ** 2
+    return (edges[:-1] + edges[1:]) / 2.0, np.diff(edges)
+
+
+def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int
+               ) -> tuple[FloatArray, FloatArray]:
+    """Atom plus ``points`` band quantiles (:func:`tail_bands`) of one cdf row over ``values_s``."""
+    mids, widths = tail_bands(points)
     top = float(cdf[-1])
-    lv = np.clip(atom + (1.0 - atom) * levels, atom, top - 1e-12)
+    lv = np.clip(atom + (1.0 - atom) * mids, atom, top - 1e-12)
     pts = np.concatenate(([0.0], np.interp(lv, cdf, values_s)))
-    wts = np.concatenate(([atom], np.full(points, (1.0 - atom) / points)))
+    wts = np.concatenate(([atom], (1.0 - atom) * widths))
     return pts, wts
 
 
@@ -93,12 +94,11 @@ def slack_delay(wait: WaitDistribution, slack_s: FloatArray, points: int = DELAY
                 ) -> BinDelay:
     """``D_k = max(0, W − slack_k)`` for an M/G/1 link wait W, shape ``[R, K, points + 1]``."""
     n_rates, cells = wait.cdf_grid.shape
-    mids = (np.arange(points) + 0.5) / points
     pts = np.zeros((n_rates, points + 1))
     wts = np.zeros((n_rates, points + 1))
     for r in range(n_rates):
         grid = np.arange(cells) * wait.h_s[r]
-        pts[r], wts[r] = discretise(float(wait.atom[r]), mids, wait.cdf_grid[r], grid, points)
+        pts[r], wts[r] = discretise(float(wait.atom[r]), wait.cdf_grid[r], grid, points)
     shifted = np.maximum(0.0, pts[:, None, :] - np.asarray(slack_s)[None, :, None])
     return BinDelay(shifted, np.broadcast_to(wts[:, None, :], shifted.shape).copy())
 
@@ -116,38 +116,31 @@ class TandemLink:
     slack_s: FloatArray
 
 
-def idle_exp_pmf(theta: FloatArray, h_s: FloatArray, cells: int) -> FloatArray:
-    """``P(round(I/h) = m)`` for ``I ~ Exp(θ)``, shape ``[R, cells]``."""
-    edges = (np.arange(cells + 1) - 0.5).clip(0.0)[None, :] * h_s[:, None]
-    surv = np.exp(-theta[:, None] * edges)
-    return np.asarray(surv[:, :-1] - surv[:, 1:], dtype=np.float64)
+def tandem_delay(link: TandemLink, theta: FloatArray, points: int = DELAY_POINTS,
+                 cells: int = TANDEM_CELLS, other: WaitDistribution | None = None) -> BinDelay:
+    """Stationary per-bin ``D_k`` of the one-server-fed link at per-instance rates ``θ``.
 
-
-def busy_laplace(wait: WaitDistribution, theta: FloatArray) -> FloatArray:
-    """``E[e^{−θW} | W > 0]`` per rate from a lattice wait (1 when W ≡ 0)."""
-    mass = np.diff(wait.cdf_grid, axis=1, prepend=0.0)
-    mass[:, 0] = 0.0
-    t = np.arange(wait.cdf_grid.shape[1])[None, :] * wait.h_s[:, None]
-    pos = mass.sum(axis=1)
-    lap = np.sum(mass * np.exp(-theta[:, None] * t), axis=1)
-    return np.asarray(np.where(pos > 1e-15, lap / np.maximum(pos, 1e-300), 1.0), dtype=np.float64)
-
-
-def tandem_delay(link: TandemLink, theta: FloatArray, prefill_wait: WaitDistribution,
-                 points: int = DELAY_POINTS, cells: int = TANDEM_CELLS) -> BinDelay:
-    """Stationary per-bin ``D_k`` of the one-server-fed link at per-instance rates ``θ``."""
+    ``other``: an independent wait V the stream must also clear (the far side's NICs, busy with
+    other servers' streams): each stream starts after ``max(W, V)`` and holds this link from then,
+    so V also lengthens what the next request finds.
+    """
     theta = np.asarray(theta, dtype=np.float64)
     if float(link.carry_s.max()) <= float(link.clear_s.min()):  # W_{k+1} ≤ W_k + a_k − b_{k+1}
-        return no_delay(theta.size)  # never carries over: a stream that keeps up never waits
-    lap = busy_laplace(prefill_wait, theta)
+        if other is None:  # never carries over: a stream that keeps up never waits
+            return no_delay(theta.size)
+        return slack_delay(other, link.slack_s, points)
+    inputs = ChainInputs(link.prob, link.service_s, link.carry_s, link.clear_s)
     for widen in (1.0, 4.0, 16.0):
         h = widen * _lattice_step(link, theta, cells)
-        pmf = _stationary(link, theta, lap, h, cells)
+        far = None if other is None else other.cdf_rowwise(np.arange(cells)[None, :] * h[:, None])
+        pmf = np.concatenate([  # one rate at a time: each stops at its own convergence
+            stationary_wait(inputs, theta[r:r + 1], h[r:r + 1], cells,
+                            far_cdf=None if far is None else far[r:r + 1], tol=TANDEM_TOL,
+                            max_iter=TANDEM_MAX_ITER) for r in range(theta.size)])
         if float(pmf[:, :, -1].sum(axis=1).max()) <= TAIL_MAX:
             break
     else:
         raise ValueError("KV link wait: the tandem chain's tail runs past its lattice")
-    mids = (np.arange(points) + 0.5) / points
     n_rates, n_bins = theta.size, link.prob.size
     pts = np.zeros((n_rates, n_bins, points + 1))
     wts = np.zeros_like(pts)
@@ -155,8 +148,7 @@ def tandem_delay(link: TandemLink, theta: FloatArray, prefill_wait: WaitDistribu
         grid = np.arange(cells) * h[r]
         for k in range(n_bins):
             row = pmf[r, k] / max(float(pmf[r, k].sum()), 1e-300)
-            cdf = np.cumsum(row)
-            pts[r, k], wts[r, k] = discretise(float(row[0]), mids, cdf, grid, points)
+            pts[r, k], wts[r, k] = discretise(float(row[0]), np.cumsum(row), grid, points)
     return BinDelay(np.maximum(0.0, pts - link.slack_s[None, :, None]), wts)
 
 
@@ -167,79 +159,3 @@ def _lattice_step(link: TandemLink, theta: FloatArray, cells: int) -> FloatArray
     rho = np.minimum(theta * ea, 0.99)
     span = 4.0 * float(a.max()) + 30.0 * theta * ea2 / (2.0 * (1.0 - rho))
     return np.asarray(np.maximum(span, 1e-12) / cells, dtype=np.float64)
-
-
-def _stationary(link: TandemLink, theta: FloatArray, lap_busy: FloatArray, h: FloatArray,
-                cells: int) -> FloatArray:
-    """Per-bin sub-pmf ``[R, K, cells]`` of W, by iterating the chain (module docstring).
-
-    State ``g[r, f, k, i] = P(W = i·h, flag f, bin k)`` (flag 0: the request found its prefill
-    server busy, 1: idle). One step: ``Y = W + a_k`` split by whether the server empties after
-    the request (probability ``q[f, k]``), the idle branch less an ``Exp(θ)`` gap (FFT
-    correlation), then ``W' = max(0, Y − b_k')`` for the next request's bin k'.
-    """
-    n_rates, n_bins = theta.size, link.prob.size
-    p = link.prob
-    rho = np.clip(theta * float(p @ link.service_s), 0.0, 0.999)
-    a_cell = np.rint(np.maximum(link.carry_s, 0.0)[None, :] / h[:, None]).astype(np.intp)
-    b_cell = np.rint(link.clear_s[None, :] / h[:, None]).astype(np.intp)
-    g = np.zeros((n_rates, 2, n_bins, cells))
-    g[:, 0, :, 0] = rho[:, None] * p[None, :]
-    g[:, 1, :, 0] = (1.0 - rho)[:, None] * p[None, :]
-    empty = np.exp(-theta[:, None] * link.service_s[None, :])
-    q_idle = np.stack([lap_busy[:, None] * empty, empty], axis=1)[..., None]  # [R, 2, K, 1]
-    width = cells + int(a_cell.max()) + 1
-    size = 1 << int(np.ceil(np.log2(2 * width)))
-    idle_fft = np.fft.rfft(idle_exp_pmf(theta, h, width), size)
-    flat = (np.arange(n_rates)[:, None, None] * width + a_cell[:, :, None]
-            + np.arange(cells)[None, None, :]).ravel()
-    for _ in range(TANDEM_MAX_ITER):
-        y_idle = _shifted_sum((g * q_idle).sum(axis=1), flat, n_rates, width)
-        y_busy = _shifted_sum((g * (1.0 - q_idle)).sum(axis=1), flat, n_rates, width)
-        z = np.zeros((n_rates, 2, 2 * width + cells))  # Z = 0 at index ``width``
-        z[:, 0, width:2 * width] = y_busy
-        z[:, 1, :2 * width] = _minus_idle(y_idle, idle_fft, size)
-        totals = np.stack([y_busy.sum(axis=1), y_idle.sum(axis=1)], axis=1)
-        new = _clear(z, width, totals, b_cell, p, cells)
-        diff = float(np.abs(new - g).sum(axis=(1, 2, 3)).max())
-        g = new
-        if diff < TANDEM_TOL:
-            break
-    return np.asarray(g.sum(axis=1), dtype=np.float64)
-
-
-def _shifted_sum(per_bin: FloatArray, flat_idx: IntArray, n_rates: int, width: int
-                 ) -> FloatArray:
-    """``Y[r, i] = Σ_k per_bin[r, k, i − a_rk]`` on ``width`` cells (``flat_idx = r·width + i``)."""
-    out = np.bincount(flat_idx, weights=per_bin.ravel(), minlength=n_rates * width)
-    return np.asarray(out.reshape(n_rates, width), dtype=np.float64)
-
-
-def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int) -> FloatArray:
-    """Law of ``Y − I`` on cells ``−width … width−1`` (zero at index ``width``) by FFT."""
-    width = y.shape[1]
-    corr = np.fft.irfft(np.fft.rfft(y[:, ::-1], size) * idle_fft, size)[:, :2 * width]
-    return np.asarray(np.maximum(corr[:, ::-1], 0.0), dtype=np.float64)  # P(Y − I = i − width)
-
-
-def _clear(z: FloatArray, zero_index: int, total: FloatArray, b_cell: IntArray,
-           p: FloatArray, cells: int) -> FloatArray:
-    """``W' = max(0, Z − b_k)`` per next bin k (prob p_k), shape ``[R, 2, K, cells]``.
-
-    ``z[r, f, i]`` is ``P(Z = i − zero_index)`` on the lattice (zero-padded by ``cells`` at the
-    top) and ``total[r, f]`` Z's whole mass (any part below the lattice is ≤ b_k: the atom). Mass
-    at or beyond the last cell is kept there (:func:`tandem_delay` checks it stays below
-    ``TAIL_MAX``).
-    """
-    n_rates = z.shape[0]
-    n = z.shape[2] - cells
-    start = np.minimum(zero_index + b_cell, n - 1)[:, None, :]  # [R, 1, K]: index of Z = b_k
-    win = np.lib.stride_tricks.sliding_window_view(z, cells - 1, axis=2)
-    rows, flags = np.arange(n_rates)[:, None, None], np.arange(2)[None, :, None]
-    out = np.zeros((n_rates, 2, p.size, cells))
-    out[:, :, :, 1:] = win[rows, flags, start + 1]
-    cum = np.cumsum(z, axis=2)
-    beyond = cum[:, :, -1:] - cum[rows, flags, start + cells - 1]
-    out[:, :, :, -1] += np.maximum(beyond, 0.0)
-    out[:, :, :, 0] = np.maximum(total[:, :, None] - out[:, :, :, 1:].sum(axis=3), 0.0)
-    return np.asarray(out * p[None, None, :, None], dtype=np.float64)

@@ -47,7 +47,9 @@ def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float
     """Indices of the feasible candidates, best first (module docstring)."""
     ok = feasible_mask(m, budget_gpus=budget_gpus, rate_rps=rate_rps)
     idx = np.flatnonzero(ok)
-    per_gpu = m.goodput_rps[idx] / m.num_gpus[idx]
+    # equal to 12 significant digits counts as a tie (k identical colocated instances score the same
+    # per GPU up to float rounding), so the documented tie-breaks decide, not the last bit
+    per_gpu = _tie_round(m.goodput_rps[idx] / m.num_gpus[idx])
     gpus = m.num_gpus[idx]
     with np.errstate(divide="ignore", invalid="ignore"):
         per_dollar = np.nan_to_num(m.goodput_rps[idx] / m.cost_usd_per_hour[idx], nan=-np.inf)
@@ -65,6 +67,16 @@ def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float
         keys = (idx, gpus, -per_gpu)
     order = np.lexsort(keys)  # the last key is the primary one
     return np.asarray(idx[order], dtype=np.intp)
+
+
+def _tie_round(values: FloatArray) -> FloatArray:
+    """``values`` rounded to 12 significant digits (inf and nan pass through)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        digits = 11 - np.floor(np.log10(np.abs(values)))
+    digits = np.where(np.isfinite(digits), digits, 0.0)
+    scale = 10.0 ** digits
+    return np.asarray(np.where(np.isfinite(values) & (values != 0.0),
+                               np.round(values * scale) / scale, values), dtype=np.float64)
 
 
 def pareto_front(x_better: FloatArray, y_better: FloatArray, limit: int = 12) -> IntArray:

@@ -14,8 +14,9 @@
   own NICs (at least as busy as a decode instance's) → the tandem chain of that one FCFS server
   and its link (its stream starts are the server's output, not Poisson: a layer stream that keeps
   up with the compute never waits, a short prompt right behind a long request-granularity
-  transfer waits for most of it); the decode side (fed by several prefill instances), or any
-  batched prefill → an M/G/1 on the side's busy times. Modelled when the link's utilisation at
+  transfer waits for most of it), and with x ≥ 2 the stream also clears the decode NIC, busy with
+  the other x − 1 instances' streams (an independent M/G/1 at λ(x−1)/(x·y)); the decode side
+  (fed by several prefill instances), or any batched prefill → an M/G/1 on the side's busy times. Modelled when the link's utilisation at
   the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``. The link delay is taken independent of the
   request's prefill wait given its prompt bin.
 * **Decode pool**: y instances with continuous batching, λ_d = λ/y; mean-field fixed point and the
@@ -57,13 +58,11 @@ from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
     GammaMixture,
-    WaitDistribution,
     decode_fixed_point,
     decode_workload,
     mg1_wait_distribution,
     tpot_distribution,
 )
-from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import FloatArray
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -149,6 +148,8 @@ class DisaggregatedModel:
     link_rate_factor: float
     link_slack_s: FloatArray
     tandem: TandemLink | None
+    far_service_s: FloatArray | None
+    """With the tandem chain: a decode instance's NIC busy time per bin (the far side)."""
     x: int
     y: int
 
@@ -196,14 +197,18 @@ class DisaggregatedModel:
             out["prefill_busy"] = prefill_busy
         return out
 
-    def link_delay(self, rates: FloatArray, wait: WaitDistribution | PerBinWait) -> BinDelay:
+    def link_delay(self, rates: FloatArray) -> BinDelay:
         """What the busy link adds per prompt bin (:mod:`pdplan.queueing.link_delay`)."""
         if not self.link_queued:
             return no_delay(rates.size)
         points = LINK_POINTS if self.res.scenario.ttft_convention == "A" else TPOT_LINK_POINTS
         if self.tandem is not None:
-            assert isinstance(wait, WaitDistribution)
-            return tandem_delay(self.tandem, rates / self.x, wait, points)
+            other = None
+            if self.x > 1 and self.far_service_s is not None:  # the others' streams at a decode NIC
+                other = mg1_wait_distribution(rates * (self.x - 1) / (self.x * self.y),
+                                              self.far_service_s, self.input_prob,
+                                              max_cells=GRID_CELLS)
+            return tandem_delay(self.tandem, rates / self.x, points, other=other)
         return slack_delay(mg1_wait_distribution(
             rates * self.link_rate_factor, self.link_service_s, self.input_prob,
             max_cells=GRID_CELLS), self.link_slack_s, points)
@@ -213,7 +218,7 @@ class DisaggregatedModel:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
         wait, busy = self.pool.wait(rates)
-        link = self.link_delay(rates, wait)
+        link = self.link_delay(rates)
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
         busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
@@ -286,10 +291,12 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
                            res.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
+    far = None if tandem is None else xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(
+        res.link, cfg.side_nics[1])
     return DisaggregatedModel(res, pool, np.asarray(xfer.exposed_s),
                               np.asarray(point_xfer.exposed_s).reshape(points.shape),
                               np.asarray(xfer.bytes), dperf, cells, cap, np.asarray(lq.service_s),
-                              lq.arrival_rate_per_s, xfer.slack_s, tandem, sc.prefill.count,
+                              lq.arrival_rate_per_s, xfer.slack_s, tandem, far, sc.prefill.count,
                               sc.decode.count)
 
 

@@ -76,14 +76,16 @@ def test_histogram_mean_matches_numpy_semantics() -> None:
     edges, weights = [1.0, 100.0, 1000.0, 4000.0], [5.0, 3.0, 2.0]
     joint = discretize(_spec({"dist": "histogram", "bins": edges, "weights": weights}, FIXED_128))
     mids = (np.array(edges[:-1]) + np.array(edges[1:])) / 2
-    assert joint.mean_input() == pytest.approx(float(np.dot(mids, weights) / 10.0), rel=1e-9)
+    # bins are whole-count ranges (the sampled law): narrow bins at the edges take the counts' own
+    # mean, which differs from the continuous law's by far less than a token here
+    assert joint.mean_input() == pytest.approx(float(np.dot(mids, weights) / 10.0), abs=0.01)
 
 
 def test_normal_is_truncated_parent() -> None:
     spec = _spec({"dist": "normal", "mean": 1000, "std": 400, "min": 500, "max": 3000}, FIXED_128)
     a, b = (500 - 1000) / 400, (3000 - 1000) / 400
     exact = stats.truncnorm(a, b, loc=1000, scale=400).mean()
-    assert discretize(spec).mean_input() == pytest.approx(exact, rel=1e-9)
+    assert discretize(spec).mean_input() == pytest.approx(exact, abs=0.01)  # whole-count bins
 
 
 def test_lognormal_mean_form_is_the_truncated_mean() -> None:
