@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from closed_form_vs_sim import HEADER, pct, write_section
+from closed_form_vs_sim import HEADER, cell_row, pct, write_section
 
-from pdplan.serving.simulate import Comparison, simulate_scenario
+from pdplan.serving.simulate import simulate_scenario
 from pdplan.specs.scenario import Scenario, scenario_from_dict
 
 UTILISATIONS = (0.3, 0.5, 0.7)
@@ -41,16 +41,6 @@ def scenario(count: int, routing: str, workload: Any, ttft: str) -> Scenario:
     return scenario_from_dict(data, source="batched_vs_sim", base_dir=Path.cwd())
 
 
-def row(name: str, util: float, cmp: Comparison) -> str:
-    sim, err = cmp.simulated, cmp.relative_error()
-    assert sim is not None
-    t, p = err["ttft_s"], err["tpot_s"]
-    return (f"| batched | {name} | {util:.1f} | {cmp.closed_form['rate_rps']:.3g} | "
-            f"{sim.ttft_s.p90:.3f} / {sim.ttft_s.p99:.3f} | {pct(t['p90'])} / {pct(t['p99'])} | "
-            f"{1e3 * sim.tpot_s.p90:.1f} / {1e3 * sim.tpot_s.p99:.1f} | "
-            f"{pct(p['p90'])} / {pct(p['p99'])} |")
-
-
 def main() -> None:
     start = time.perf_counter()
     cells, goods = [], []
@@ -59,7 +49,8 @@ def main() -> None:
         good = simulate_scenario(sc, goodput=True, n_requests=REQUESTS)
         limit = good.evaluation.stability_limit_rps
         for util in UTILISATIONS:
-            cells.append(row(name, util, simulate_scenario(sc, rate=util * limit, n_requests=REQUESTS)))
+            cmp = simulate_scenario(sc, rate=util * limit, n_requests=REQUESTS)
+            cells.append(cell_row("batched", name, util, cmp))
             print(cells[-1], flush=True)
         goods.append(f"| {name} | {ttft} / 50 ms | {limit:.3g} | {good.goodput_closed_rps:.3g} | "
                      f"{good.goodput_simulated_rps:.3g} | "

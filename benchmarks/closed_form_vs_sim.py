@@ -70,11 +70,12 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{100.0 * x:+.1f}"
 
 
-def cell_row(wl: str, dep: Deployment, util: float, cmp: Comparison) -> str:
+def cell_row(wl: str, name: str, util: float, cmp: Comparison) -> str:
+    """One table row: workload, deployment name, load, rate, simulated percentiles and errors."""
     sim, err = cmp.simulated, cmp.relative_error()
     assert sim is not None
     t, p = err["ttft_s"], err["tpot_s"]
-    return (f"| {wl} | {dep.name} | {util:.1f} | {cmp.closed_form['rate_rps']:.3g} | "
+    return (f"| {wl} | {name} | {util:.1f} | {cmp.closed_form['rate_rps']:.3g} | "
             f"{sim.ttft_s.p90:.3f} / {sim.ttft_s.p99:.3f} | {pct(t['p90'])} / {pct(t['p99'])} | "
             f"{1e3 * sim.tpot_s.p90:.1f} / {1e3 * sim.tpot_s.p99:.1f} | "
             f"{pct(p['p90'])} / {pct(p['p99'])} |")
@@ -89,7 +90,7 @@ def run_grid() -> tuple[list[str], list[str]]:
             limit = good.evaluation.stability_limit_rps
             for util in UTILISATIONS:
                 cmp = simulate_scenario(sc, rate=util * limit, n_requests=REQUESTS)
-                cells.append(cell_row(wl, dep, util, cmp))
+                cells.append(cell_row(wl, dep.name, util, cmp))
                 print(cells[-1], flush=True)
             ev = good.evaluation
             goods.append(

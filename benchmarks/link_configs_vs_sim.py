@@ -42,7 +42,8 @@ CASES: dict[str, tuple[Path, dict[str, str], str]] = {
 
 
 def scenario(path: Path, overrides: dict[str, str], convention: str) -> Scenario:
-    sc = apply_overrides(load_scenario(path), ScenarioOverrides(**{**COMMON, **overrides}))
+    sc = apply_overrides(load_scenario(path),
+                         ScenarioOverrides(**{**COMMON, **overrides}))  # type: ignore[arg-type]
     return revalidate(sc, {"ttft_convention": convention}) if convention != sc.ttft_convention \
         else sc
 
@@ -55,7 +56,7 @@ def main() -> None:
         limit = simulate_scenario(sc, rate=1e-3, n_requests=100).evaluation.stability_limit_rps
         for util in UTILISATIONS:
             cmp = simulate_scenario(sc, rate=util * limit, n_requests=REQUESTS)
-            rows.append(cell_row("splitwise-coding", _Named(name), util, cmp))
+            rows.append(cell_row("splitwise-coding", name, util, cmp))
             print(rows[-1], flush=True)
     text = f"""## KV-link configurations beyond the grid
 
@@ -68,13 +69,6 @@ prefill per instance and L40S decode (`examples/h100-prefill-l40s-decode.yaml`) 
 {chr(10).join(rows)}
 """
     write_section(text, "link_configs_vs_sim")
-
-
-class _Named:
-    """What :func:`closed_form_vs_sim.cell_row` reads of a deployment: its name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.special import gammainc
@@ -253,15 +254,11 @@ class GammaMixture:
     @staticmethod
     def _gamma_integral(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
         """``∫₀ˣ P(X ≤ u) du`` for X ~ Gamma(mean m, variance v) (point mass when v ≈ 0)."""
-        m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            cv = np.sqrt(v) / m
-        random_part = (m > 0) & (v > 0) & (cv > 1e-6)
-        shape = 1.0 / np.where(random_part, cv, 1.0)**2
-        scale = np.where(random_part, m, 1.0) / shape
+        random_part, shape, scale = _gamma_shape(x, m, v)
         xp = np.clip(x, 0.0, None)
         gam = xp * gammainc(shape, xp / scale) - shape * scale * gammainc(shape + 1.0, xp / scale)
-        return np.asarray(np.where(random_part, gam, np.maximum(x - m, 0.0)), dtype=np.float64)
+        mean = np.broadcast_to(m, x.shape)
+        return np.asarray(np.where(random_part, gam, np.maximum(x - mean, 0.0)), dtype=np.float64)
 
     def _points(self) -> FloatArray:
         """Delay points as ``[R, M or 1, P]``."""
@@ -278,17 +275,9 @@ class GammaMixture:
     @staticmethod
     def _gamma_cdf(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
         """``P(X ≤ x)`` for X ~ Gamma(mean m, variance v) (a point mass when v ≈ 0)."""
-        m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)
-        # Gamma needs m > 0; a relative sd below 1e-6 (shape > 1e12) is treated as a point mass.
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            cv = np.sqrt(v) / m
-        random_part = (m > 0) & (v > 0) & (cv > 1e-6)
-        safe_m = np.where(random_part, m, 1.0)
-        safe_cv = np.where(random_part, cv, 1.0)
-        shape = 1.0 / safe_cv**2
-        scale = safe_m * safe_cv**2
+        random_part, shape, scale = _gamma_shape(x, m, v)
         gam = gammainc(shape, np.clip(x, 0.0, None) / scale)
-        det = (x >= m).astype(np.float64)
+        det = (x >= np.broadcast_to(m, x.shape)).astype(np.float64)
         return np.asarray(np.where(random_part, np.where(x > 0, gam, 0.0), det), dtype=np.float64)
 
     def cdf(self, b_s: ArrayLike) -> FloatArray:
@@ -325,3 +314,15 @@ class GammaMixture:
                 hi += float(self.spread_s[r].max())
             out[r] = mixture_quantile(self.row(r).first_cdf, q, lo, hi, "TPOT")
         return out
+
+
+def _gamma_shape(x: FloatArray, m: FloatArray, v: FloatArray
+                 ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+    """(random part, shape k, scale θ) of Gamma(mean m, variance v) broadcast to ``x``; m ≤ 0,
+    v ≤ 0 or a relative sd below 1e-6 (k > 1e12) is a point mass (k = θ = 1 placeholders)."""
+    m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cv = np.sqrt(v) / m
+    random_part = (m > 0) & (v > 0) & (cv > 1e-6)
+    safe_cv = np.where(random_part, cv, 1.0)
+    return random_part, 1.0 / safe_cv**2, np.where(random_part, m, 1.0) * safe_cv**2

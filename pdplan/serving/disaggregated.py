@@ -16,9 +16,10 @@
   up with the compute never waits, a short prompt right behind a long request-granularity
   transfer waits for most of it), and with x ≥ 2 the stream also clears the decode NIC, busy with
   the other x − 1 instances' streams (an independent M/G/1 at λ(x−1)/(x·y)); the decode side
-  (fed by several prefill instances), or any batched prefill → an M/G/1 on the side's busy times. Modelled when the link's utilisation at
-  the stability limit is ≥ ``LINK_QUEUE_MIN_RHO``. The link delay is taken independent of the
-  request's prefill wait given its prompt bin.
+  (fed by several prefill instances), or any batched prefill → an M/G/1 on the side's busy
+  times. Modelled when the link's utilisation at the stability limit is ≥
+  ``LINK_QUEUE_MIN_RHO``. The link delay is taken independent of the request's prefill wait given
+  its prompt bin.
 * **Decode pool**: y instances with continuous batching, λ_d = λ/y; mean-field fixed point and the
   shot-noise TPOT model with load feedback (:func:`pdplan.queueing.tpot_distribution`). The
   router's policy also picks the decode instance (:mod:`pdplan.specs.scenario`); each instance

@@ -10,8 +10,9 @@ Because a request's FCFS wait is independent of its own service under Poisson ar
     P(TTFT ≤ a | l) = E_{W_link | l}[ F_{W_p}(a − g_l − W_link) ]
 
 where the outer expectation runs over a discretised link delay per bin: its atom plus
-``LINK_POINTS`` equal-probability conditional quantile points (a midpoint rule; the link delay is a
-second-order term). Percentiles come from this mixture cdf by brentq — never by adding quantiles.
+``LINK_POINTS`` conditional quantile points on tail-refined probability bands
+(:func:`pdplan.queueing.link_delay.tail_bands`). Percentiles come from this mixture cdf by brentq —
+never by adding quantiles.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def prefill_wait(policy: str, rates: FloatArray, service_s: FloatArray, prob: Fl
 
 
 def discretise_wait(wait: WaitDistribution, points: int = LINK_POINTS) -> BinDelay:
-    """Atom at 0 plus ``points`` mid-probability conditional quantiles, per rate (one bin axis)."""
+    """Atom at 0 plus ``points`` tail-refined conditional quantiles, per rate (one bin axis)."""
     return slack_delay(wait, np.zeros(1), points)
 
 
