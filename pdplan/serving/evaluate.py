@@ -97,12 +97,25 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
         p, pool = model.input_prob, model.pool
         out.update(mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
                    mean_kv_exposed_s=float(p @ model.exposed_s),
-                   mean_kv_bytes=float(p @ model.transfer_bytes))
+                   mean_kv_bytes=float(p @ model.transfer_bytes), kv_link_queue=_link_words(model))
         if pool.batched is not None:
             out.update(prefill_full_batch_tokens=pool.batched.full_tokens,
                        prefill_full_batch_s=pool.batched.full_s,
                        prefill_capacity_rps=pool.capacity_rps)
     return out
+
+
+def _link_words(model: DisaggregatedModel) -> str:
+    """Which KV-link queue the model uses (:mod:`pdplan.queueing.link_delay`), in words."""
+    if not model.link_queued:
+        return "none (link utilisation below 1 % at the stability limit)"
+    if model.tandem is None:
+        return "M/G/1 at the busier NICs, less each prompt's stream slack"
+    if float(model.tandem.carry_s.max()) <= float(model.tandem.clear_s.min()):
+        return "none on the prefill NICs (the stream keeps up with the prefill)" + (
+            "; M/G/1 at the decode NICs from the other prefill instances" if model.x > 1 else "")
+    return "tandem chain behind each prefill instance (its own NICs)" + (
+        " plus the decode NICs shared with the other prefill instances" if model.x > 1 else "")
 
 
 def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float | None = None,

@@ -177,3 +177,18 @@ def test_layer_stream_that_keeps_up_adds_no_link_wait() -> None:
         assert m.link_service_s[0] < m.prefill.service_s[0]
         rate = 0.8 * m.limit().rate_rps
         assert float(np.abs(m.link_delay(np.array([rate])).points_s).max()) == 0.0
+
+
+def test_evaluate_names_its_kv_link_queue() -> None:
+    """The assumptions say which link model was used (pdplan.queueing.link_delay)."""
+    one_to_two = dict(prefill={"gpu": "h100-sxm", "count": 1}, decode={"gpu": "h100-sxm", "count": 2},
+                      link="roce-100g")
+    words = {g: evaluate(small(granularity=g, **one_to_two)).assumptions["kv_link_queue"]
+             for g in ("request", "layer")}
+    assert words["request"].startswith("none on the prefill NICs")  # fixed lengths: T < S
+    assert words["layer"].startswith("none on the prefill NICs")
+    coding = evaluate(small(granularity="request", workload="splitwise-coding", **one_to_two))
+    assert coding.assumptions["kv_link_queue"].startswith("tandem chain")  # long prompts carry over
+    two_to_one = dict(prefill={"gpu": "h100-sxm", "count": 2}, decode={"gpu": "h100-sxm", "count": 1},
+                      link="roce-100g", granularity="request")
+    assert evaluate(small(**two_to_one)).assumptions["kv_link_queue"].startswith("M/G/1")
