@@ -64,7 +64,7 @@ def test_stream_that_keeps_up_never_waits() -> None:
 def test_tandem_matches_direct_lindley(load: float) -> None:
     """Against the recursion simulated on an M/G/1 prefill (200,000 requests): per bin P(W > 0)
     within 0.03, the mean within 6 % and the short bin's P90 within 2 % (measured: P(W > 0)
-    within 0.02, means −4…+1 %, P90 within 0.5 %; the only approximation is the lumped N ≥ 3)."""
+    within 0.01, means −2.7…+0.1 %, P90 within 1.7 %; the only approximation is the lumped N ≥ 3)."""
     link = TandemLink(PROB, SERVICE_S, BUSY_S, SERVICE_S, np.zeros(3))
     theta = load / float(PROB @ SERVICE_S)
     d = tandem_delay(link, np.array([theta]), points=64)
