@@ -143,6 +143,7 @@ def stationary_wait(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells
     lat = _lattice(inputs, theta, h, cells, levels)
     g = np.zeros((n_rates, levels, p.size, cells))
     g[:, :, :, 0] = head[:, :levels, None] * p[None, None, :]
+    diff = np.inf
     for _ in range(max_iter):
         y = _carry(g if far_cdf is None else _later(g, far_cdf), lat, n_rates, levels)
         z, totals = _base_levels(y, share, lat, cells)
@@ -152,6 +153,9 @@ def stationary_wait(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells
         g = new
         if diff < tol:
             break
+    else:  # ~20 iterations suffice even at ρ = 0.99 (coding prompts): never a silent estimate
+        raise ValueError(f"KV link chain: no convergence in {max_iter} iterations "
+                         f"(last L1 change {diff:.2e})")
     out = g if far_cdf is None else _later(g, far_cdf)
     return np.asarray(out.sum(axis=1), dtype=np.float64)
 
