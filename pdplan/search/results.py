@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.serving.snapshot import Latency
+
+__all__ = ["Latency", "Plan", "PlanResult", "RoleChoice", "SearchStats", "Sensitivity"]
+
 
 @dataclass(frozen=True, slots=True)
 class RoleChoice:
@@ -26,19 +30,6 @@ class RoleChoice:
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "tp": self.tp, "pp": self.pp, "count": self.count}
-
-
-@dataclass(frozen=True, slots=True)
-class Latency:
-    """Mean and percentiles of one latency (seconds)."""
-
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,17 +36,23 @@ class TtftLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class LatencySummary:
+class Latency:
     """Mean and percentiles of one latency (seconds)."""
 
     mean: float
     p50: float
     p90: float
     p99: float
-    at_percentile: float
 
     def as_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary(Latency):
+    """:class:`Latency` plus its value at the SLO's percentile (seconds)."""
+
+    at_percentile: float
 
 
 @dataclass(frozen=True, slots=True)
