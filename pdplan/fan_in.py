@@ -12,6 +12,7 @@ arrivals (a tandem chain instead of the M/G/1).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -69,6 +70,8 @@ class LinkQueue:
     arrival_rate_per_s: float
     service_s: FloatArray
     probabilities: FloatArray
+    load: FanInLoad | None = None
+    """Both sides' utilisation, when built by :func:`fan_in_link_queue`."""
 
     @property
     def mean_service_s(self) -> float:
@@ -107,6 +110,12 @@ def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None,
     return LinkQueue(float(arrival_rate_per_s), s, p / p.sum())
 
 
+def side_busy_s(result: TransferResult, link: LinkLike, nics: int) -> FloatArray:
+    """How long one side's ``nics`` are held per transfer: ``latency + B/BW_side``."""
+    return np.asarray(result.latency_s + result.bytes / effective_bandwidth_bytes_per_s(link, nics),
+                      dtype=np.float64)
+
+
 def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | None, rate_rps: float,
                       num_prefill: int, num_decode: int, link: LinkLike,
                       config: TransferConfig | None = None) -> LinkQueue:
@@ -118,6 +127,7 @@ def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | Non
     load = fan_in_load(rate_rps, expectation(result.bytes, probabilities), num_prefill, num_decode,
                        bw_p, bw_d)
     side_decode = load.bottleneck == "decode"
-    bw_side = bw_d if side_decode else bw_p
     arrivals = rate_rps / (num_decode if side_decode else num_prefill)
-    return link_queue(result.latency_s + result.bytes / bw_side, probabilities, arrivals)
+    queue = link_queue(side_busy_s(result, link, nics_d if side_decode else nics_p),
+                       probabilities, arrivals)
+    return dataclasses.replace(queue, load=load)

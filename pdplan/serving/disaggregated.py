@@ -54,7 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.fan_in import LinkQueue, fan_in_link_queue, fan_in_load
+from pdplan.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -87,7 +87,6 @@ from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftMixture
 from pdplan.transfer import (
     TransferConfig,
     TransferResult,
-    effective_bandwidth_bytes_per_s,
     kv_shape_from_model,
     kv_transfer,
 )
@@ -292,8 +291,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
                            res.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
-    far = None if tandem is None else xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(
-        res.link, cfg.side_nics[1])
+    far = None if tandem is None else side_busy_s(xfer, res.link, cfg.side_nics[1])
     return DisaggregatedModel(res, pool, np.asarray(xfer.exposed_s),
                               np.asarray(point_xfer.exposed_s).reshape(points.shape),
                               np.asarray(xfer.bytes), dperf, cells, cap, np.asarray(lq.service_s),
@@ -305,20 +303,15 @@ def _tandem_link(res: ResolvedScenario, xfer: TransferResult, pool: PrefillPool,
                  pipe_s: FloatArray, cfg: TransferConfig) -> TandemLink | None:
     """The one-server-fed link model when each prefill instance's own NICs are at least as busy
     as a decode instance's and prefill is batch-1 FCFS; else None (M/G/1 with slack)."""
-    sc = res.scenario
     assert res.link is not None
-    assert sc.prefill is not None
-    assert sc.decode is not None
-    nics_p, nics_d = cfg.side_nics
-    load = fan_in_load(1.0, float(res.lengths.input_marginal() @ xfer.bytes), sc.prefill.count,
-                       sc.decode.count, effective_bandwidth_bytes_per_s(res.link, nics_p),
-                       effective_bandwidth_bytes_per_s(res.link, nics_d))
-    if pool.batched is not None or load.rho_prefill_side < load.rho_decode_side:
+    assert lq.load is not None
+    if pool.batched is not None or lq.load.rho_prefill_side < lq.load.rho_decode_side:
         return None
     lead = xfer.overlap_s - pipe_s
     service = pool.point_service_s.mean(axis=1)
-    return TandemLink(res.lengths.input_marginal(), service, lq.service_s - lead,
-                      service - lead, xfer.slack_s)
+    busy = side_busy_s(xfer, res.link, cfg.side_nics[0])  # the prefill instance's own NICs
+    return TandemLink(res.lengths.input_marginal(), service, busy - lead, service - lead,
+                      xfer.slack_s)
 
 
 def _check_prefill_memory(res: ResolvedScenario) -> None:

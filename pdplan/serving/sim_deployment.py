@@ -40,13 +40,14 @@ from typing import Literal
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.fan_in import side_busy_s
 from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import IntArray, StepTimeFn
-from pdplan.transfer import effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
+from pdplan.transfer import kv_shape_from_model, kv_transfer
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")
@@ -96,8 +97,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     busy = pbusy = None
     if model.link_queued:
         nics_p, nics_d = cfg.side_nics
-        busy = xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(res.link, nics_d)
-        pbusy = xfer.latency_s + xfer.bytes / effective_bandwidth_bytes_per_s(res.link, nics_p)
+        busy, pbusy = side_busy_s(xfer, res.link, nics_d), side_busy_s(xfer, res.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
     _check_fits(req, steps, dec.kv_capacity_tokens, "decode")

@@ -24,7 +24,7 @@ import numpy as np
 from pdplan.queueing import WaitDistribution, mixture_quantile, prefill_wait_distribution
 from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import FloatArray
-from pdplan.queueing.link_delay import BinDelay, slack_delay
+from pdplan.queueing.link_delay import BinDelay
 
 LINK_POINTS = 16
 GRID_CELLS = 2**10
@@ -40,11 +40,6 @@ def prefill_wait(policy: str, rates: FloatArray, service_s: FloatArray, prob: Fl
     M/G/1 at λ/x; round-robin → Kingman-rescaled M/G/1; least-work → Erlang-C × M/G/1 on S/x)."""
     return prefill_wait_distribution(policy, rates, service_s, prob, instances,
                                      max_cells=max_cells)
-
-
-def discretise_wait(wait: WaitDistribution, points: int = LINK_POINTS) -> BinDelay:
-    """Atom at 0 plus ``points`` tail-refined conditional quantiles, per rate (one bin axis)."""
-    return slack_delay(wait, np.zeros(1), points)
 
 
 @dataclass(frozen=True, slots=True)

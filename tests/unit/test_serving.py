@@ -11,11 +11,12 @@ import pytest
 from pdplan.catalog import open_catalog
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import decode_capacity, prefill_wait_distribution
+from pdplan.queueing.link_delay import slack_delay
 from pdplan.serving import build_model, evaluate, resolve
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import fast_decode_capacity, fit_quadratic
-from pdplan.serving.ttft import discretise_wait, prefill_wait
+from pdplan.serving.ttft import prefill_wait
 from pdplan.specs.scenario import Scenario, scenario_from_dict
 
 CATALOG = open_catalog()
@@ -83,7 +84,7 @@ def test_discretised_link_wait_keeps_atom_and_mean() -> None:
     from pdplan.queueing import mg1_wait_distribution
 
     w = mg1_wait_distribution([3.0], [0.1, 0.2], [0.5, 0.5])
-    pm = discretise_wait(w)
+    pm = slack_delay(w, np.zeros(1))  # no slack: the link wait itself, discretised
     assert pm.weights[0, 0, 0] == pytest.approx(1 - 0.45)
     assert float(pm.bin_mean_s[0, 0]) == pytest.approx(float(w.mean_s[0]), rel=0.05)
 
