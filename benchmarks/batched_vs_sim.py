@@ -23,8 +23,10 @@ from pdplan.specs.scenario import Scenario, scenario_from_dict
 
 UTILISATIONS = (0.3, 0.5, 0.7)
 REQUESTS = 20_000
-SHORT_CHAT = {"input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16, "max": 4096},
-              "output_tokens": {"dist": "lognormal", "mean": 64, "sigma": 1.0, "min": 1, "max": 1024}}
+SHORT_CHAT = {
+    "input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16, "max": 4096},
+    "output_tokens": {"dist": "lognormal", "mean": 64, "sigma": 1.0, "min": 1, "max": 1024},
+}
 CASES: dict[str, tuple[int, str, Any, str]] = {
     "1P1D random, short chat": (1, "random", SHORT_CHAT, "100ms"),
     "2P2D random, short chat": (2, "random", SHORT_CHAT, "100ms"),
@@ -34,10 +36,16 @@ CASES: dict[str, tuple[int, str, Any, str]] = {
 
 
 def scenario(count: int, routing: str, workload: Any, ttft: str) -> Scenario:
-    data = {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm", "count": count},
-            "decode": {"gpu": "h100-sxm", "count": count}, "link": "ib-ndr", "routing": routing,
-            "prefill_max_batch_tokens": 8192, "workload": workload,
-            "slo": {"ttft": ttft, "tpot": "50ms"}}
+    data = {
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm", "count": count},
+        "decode": {"gpu": "h100-sxm", "count": count},
+        "link": "ib-ndr",
+        "routing": routing,
+        "prefill_max_batch_tokens": 8192,
+        "workload": workload,
+        "slo": {"ttft": ttft, "tpot": "50ms"},
+    }
     return scenario_from_dict(data, source="batched_vs_sim", base_dir=Path.cwd())
 
 
@@ -52,9 +60,11 @@ def main() -> None:
             cmp = simulate_scenario(sc, rate=util * limit, n_requests=REQUESTS)
             cells.append(cell_row("batched", name, util, cmp))
             print(cells[-1], flush=True)
-        goods.append(f"| {name} | {ttft} / 50 ms | {limit:.3g} | {good.goodput_closed_rps:.3g} | "
-                     f"{good.goodput_simulated_rps:.3g} | "
-                     f"{pct(good.relative_error().get('goodput_rps'))} |")
+        goods.append(
+            f"| {name} | {ttft} / 50 ms | {limit:.3g} | {good.goodput_closed_rps:.3g} | "
+            f"{good.goodput_simulated_rps:.3g} | "
+            f"{pct(good.relative_error().get('goodput_rps'))} |"
+        )
         print(goods[-1], flush=True)
     text = f"""## Batched prefill: closed form vs simulation
 

@@ -39,29 +39,48 @@ class Deployment:
 
 
 DEPLOYMENTS = (
-    Deployment("2P1D-LW", "Llama-3.1-70B, H100 TP4, 2P1D, least-work routing, layer transfer over "
-               "IB NDR, convention A", default_scenario_path(), ScenarioOverrides(), {}),
-    Deployment("1P2D-RND-B", "Llama-3.1-8B, 1× H100 prefill + 2× L40S decode, random routing, "
-               "RoCE 100G, convention B, TPOT SLO 50 ms",
-               ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
-               ScenarioOverrides(routing="random", tpot_slo="50ms"), {"ttft_convention": "B"}),
-    Deployment("1P2D-RND-B-REQ", "as 1P2D-RND-B with request granularity: the whole KV is sent "
-               "after the prefill, so the prefill NIC queues (tandem link chain)",
-               ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
-               ScenarioOverrides(routing="random", tpot_slo="50ms", granularity="request"),
-               {"ttft_convention": "B"}),
-    Deployment("3x-CHUNKED", "Llama-3.1-70B, 3 colocated H100 TP4 instances, chunked prefill "
-               "(C = 2048), random split", default_scenario_path(),
-               ScenarioOverrides(colocated=3, scheduler="chunked"), {}),
-    Deployment("3x-PREFILL-FIRST", "Llama-3.1-70B, 3 colocated H100 TP4 instances, prefill-first "
-               "(each prompt stalls the running decodes, vanilla vLLM), random split", default_scenario_path(),
-               ScenarioOverrides(colocated=3, scheduler="prefill-first"), {}),
+    Deployment(
+        "2P1D-LW",
+        "Llama-3.1-70B, H100 TP4, 2P1D, least-work routing, layer transfer over IB NDR, convention A",
+        default_scenario_path(),
+        ScenarioOverrides(),
+        {},
+    ),
+    Deployment(
+        "1P2D-RND-B",
+        "Llama-3.1-8B, 1× H100 prefill + 2× L40S decode, random routing, RoCE 100G, convention B, TPOT SLO 50 ms",
+        ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
+        ScenarioOverrides(routing="random", tpot_slo="50ms"),
+        {"ttft_convention": "B"},
+    ),
+    Deployment(
+        "1P2D-RND-B-REQ",
+        "as 1P2D-RND-B with request granularity: the whole KV is sent "
+        "after the prefill, so the prefill NIC queues (tandem link chain)",
+        ROOT / "examples" / "h100-prefill-l40s-decode.yaml",
+        ScenarioOverrides(routing="random", tpot_slo="50ms", granularity="request"),
+        {"ttft_convention": "B"},
+    ),
+    Deployment(
+        "3x-CHUNKED",
+        "Llama-3.1-70B, 3 colocated H100 TP4 instances, chunked prefill (C = 2048), random split",
+        default_scenario_path(),
+        ScenarioOverrides(colocated=3, scheduler="chunked"),
+        {},
+    ),
+    Deployment(
+        "3x-PREFILL-FIRST",
+        "Llama-3.1-70B, 3 colocated H100 TP4 instances, prefill-first "
+        "(each prompt stalls the running decodes, vanilla vLLM), random split",
+        default_scenario_path(),
+        ScenarioOverrides(colocated=3, scheduler="prefill-first"),
+        {},
+    ),
 )
 
 
 def scenario(dep: Deployment, workload: str, ttft_slo: str) -> Scenario:
-    ov = ScenarioOverrides(**{**dep.overrides.__dict__, "workload": workload,
-                              "ttft_slo": ttft_slo})
+    ov = ScenarioOverrides(**{**dep.overrides.__dict__, "workload": workload, "ttft_slo": ttft_slo})
     sc = apply_overrides(load_scenario(dep.scenario), ov)
     return revalidate(sc, dep.update) if dep.update else sc
 
@@ -75,10 +94,12 @@ def cell_row(wl: str, name: str, util: float, cmp: Comparison) -> str:
     sim, err = cmp.simulated, cmp.relative_error()
     assert sim is not None
     t, p = err["ttft_s"], err["tpot_s"]
-    return (f"| {wl} | {name} | {util:.1f} | {cmp.closed_form['rate_rps']:.3g} | "
-            f"{sim.ttft_s.p90:.3f} / {sim.ttft_s.p99:.3f} | {pct(t['p90'])} / {pct(t['p99'])} | "
-            f"{1e3 * sim.tpot_s.p90:.1f} / {1e3 * sim.tpot_s.p99:.1f} | "
-            f"{pct(p['p90'])} / {pct(p['p99'])} |")
+    return (
+        f"| {wl} | {name} | {util:.1f} | {cmp.closed_form['rate_rps']:.3g} | "
+        f"{sim.ttft_s.p90:.3f} / {sim.ttft_s.p99:.3f} | {pct(t['p90'])} / {pct(t['p99'])} | "
+        f"{1e3 * sim.tpot_s.p90:.1f} / {1e3 * sim.tpot_s.p99:.1f} | "
+        f"{pct(p['p90'])} / {pct(p['p99'])} |"
+    )
 
 
 def run_grid() -> tuple[list[str], list[str]]:
@@ -97,14 +118,17 @@ def run_grid() -> tuple[list[str], list[str]]:
                 f"| {wl} | {dep.name} | {ttft_slo} / {1e3 * sc.slo.tpot:.0f} ms | "
                 f"{limit:.3g} ({ev.stability_binding}) | {good.goodput_closed_rps:.3g} "
                 f"({ev.binding_constraint}) | {good.goodput_simulated_rps:.3g} | "
-                f"{pct(good.relative_error().get('goodput_rps'))} |")
+                f"{pct(good.relative_error().get('goodput_rps'))} |"
+            )
             print(goods[-1], flush=True)
     return cells, goods
 
 
-HEADER = ("| workload | deployment | load | rate (req/s) | sim TTFT P90 / P99 (s) | "
-          "TTFT err P90 / P99 | sim TPOT P90 / P99 (ms) | TPOT err P90 / P99 |\n"
-          "|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| workload | deployment | load | rate (req/s) | sim TTFT P90 / P99 (s) | "
+    "TTFT err P90 / P99 | sim TPOT P90 / P99 (ms) | TPOT err P90 / P99 |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
 
 
 def render(cells: list[str], goods: list[str], seconds: float) -> str:

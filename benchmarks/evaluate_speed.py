@@ -31,10 +31,10 @@ def scenarios() -> dict[str, Scenario]:
     out = {p.stem: load_scenario(p) for p in sorted((ROOT / "examples").glob("*.yaml"))}
     base = out["default"]
     for sched in ("chunked", "prefill-first"):
-        out[f"default, 3× colocated {sched}"] = apply_overrides(
-            base, ScenarioOverrides(colocated=3, scheduler=sched))
+        out[f"default, 3× colocated {sched}"] = apply_overrides(base, ScenarioOverrides(colocated=3, scheduler=sched))
     out["h100-prefill-l40s-decode, request granularity (tandem link chain)"] = apply_overrides(
-        out["h100-prefill-l40s-decode"], ScenarioOverrides(granularity="request"))
+        out["h100-prefill-l40s-decode"], ScenarioOverrides(granularity="request")
+    )
     return out
 
 

@@ -29,23 +29,33 @@ REQUESTS = 20_000
 COMMON = {"workload": "splitwise-coding", "ttft_slo": "2s"}
 CASES: dict[str, tuple[Path, dict[str, str], str]] = {
     "1P2D chunk, B": (SPLIT, {"routing": "random", "granularity": "chunk", "tpot_slo": "50ms"}, "B"),
-    "1P2D request, 25GbE, A": (SPLIT, {"routing": "random", "granularity": "request",
-                                       "link": "eth-25g", "tpot_slo": "50ms"}, "A"),
-    "1P2D layer, 10GbE, A": (SPLIT, {"routing": "random", "granularity": "layer",
-                                     "link": "eth-10g", "tpot_slo": "50ms"}, "A"),
-    "2P4D request, random, B": (SPLIT, {"routing": "random", "granularity": "request",
-                                        "xpyd": "2P4D", "tpot_slo": "50ms"}, "B"),
-    "2P4D request, least-work, B": (SPLIT, {"routing": "least-work", "granularity": "request",
-                                            "xpyd": "2P4D", "tpot_slo": "50ms"}, "B"),
+    "1P2D request, 25GbE, A": (
+        SPLIT,
+        {"routing": "random", "granularity": "request", "link": "eth-25g", "tpot_slo": "50ms"},
+        "A",
+    ),
+    "1P2D layer, 10GbE, A": (
+        SPLIT,
+        {"routing": "random", "granularity": "layer", "link": "eth-10g", "tpot_slo": "50ms"},
+        "A",
+    ),
+    "2P4D request, random, B": (
+        SPLIT,
+        {"routing": "random", "granularity": "request", "xpyd": "2P4D", "tpot_slo": "50ms"},
+        "B",
+    ),
+    "2P4D request, least-work, B": (
+        SPLIT,
+        {"routing": "least-work", "granularity": "request", "xpyd": "2P4D", "tpot_slo": "50ms"},
+        "B",
+    ),
     "default 2P1D request, A": (default_scenario_path(), {"granularity": "request"}, "A"),
 }
 
 
 def scenario(path: Path, overrides: dict[str, str], convention: str) -> Scenario:
-    sc = apply_overrides(load_scenario(path),
-                         ScenarioOverrides(**{**COMMON, **overrides}))  # type: ignore[arg-type]
-    return revalidate(sc, {"ttft_convention": convention}) if convention != sc.ttft_convention \
-        else sc
+    sc = apply_overrides(load_scenario(path), ScenarioOverrides(**{**COMMON, **overrides}))  # type: ignore[arg-type]
+    return revalidate(sc, {"ttft_convention": convention}) if convention != sc.ttft_convention else sc
 
 
 def main() -> None:

@@ -17,9 +17,14 @@ from pdplan.search.optimize import optimize
 from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ("default.yaml", "mixed-fleet.yaml", "opt-13b-a100-distserve.yaml", "h100-prefill-l40s-decode.yaml",
-         "long-context-summarisation.yaml", "fp8-h200.yaml")
-
+CASES = (
+    "default.yaml",
+    "mixed-fleet.yaml",
+    "opt-13b-a100-distserve.yaml",
+    "h100-prefill-l40s-decode.yaml",
+    "long-context-summarisation.yaml",
+    "fp8-h200.yaml",
+)
 
 
 def main() -> None:

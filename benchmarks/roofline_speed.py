@@ -19,7 +19,6 @@ from pdplan.perf.roofline import phase_time
 N = 100_000
 
 
-
 def timings() -> list[tuple[str, str, float, float]]:
     catalog = open_catalog()
     gpu = catalog.gpu("h100-sxm")
@@ -32,10 +31,30 @@ def timings() -> list[tuple[str, str, float, float]]:
     for name in ("llama-3.1-70b", "mixtral-8x7b", "deepseek-v3"):
         model = catalog.model(name)
         for phase in ("prefill", "decode"):
-            one = best_of(lambda: phase_time(model, gpu, table, phase=phase, batch=batch, tokens=tokens,  # noqa: B023
-                                             tp=4, detail=False))
-            mixed = best_of(lambda: phase_time(model, gpu, table, phase=phase, batch=batch,  # noqa: B023
-                                               tokens=tokens, tp=mixed_tp, detail=False))
+            one = best_of(
+                lambda: phase_time(
+                    model,  # noqa: B023
+                    gpu,
+                    table,
+                    phase=phase,  # noqa: B023
+                    batch=batch,
+                    tokens=tokens,
+                    tp=4,
+                    detail=False,
+                )
+            )
+            mixed = best_of(
+                lambda: phase_time(
+                    model,  # noqa: B023
+                    gpu,
+                    table,
+                    phase=phase,  # noqa: B023
+                    batch=batch,
+                    tokens=tokens,
+                    tp=mixed_tp,
+                    detail=False,
+                )
+            )
             rows.append((name, phase, one, mixed))
     return rows
 
@@ -44,11 +63,15 @@ def main() -> None:
     default = timings()
     kept = keep_freed_memory()
     tuned = timings() if kept else default
-    print("| model | phase | points | one TP (ms) | TP mixed per point (ms) | one TP, freed memory kept (ms) "
-          "| TP mixed, freed memory kept (ms) |\n|---|---|---|---|---|---|---|")
+    print(
+        "| model | phase | points | one TP (ms) | TP mixed per point (ms) | one TP, freed memory kept (ms) "
+        "| TP mixed, freed memory kept (ms) |\n|---|---|---|---|---|---|---|"
+    )
     for (name, phase, one, mixed), (_, _, one_k, mixed_k) in zip(default, tuned, strict=True):
-        print(f"| {name} | {phase} | {N:,} | {one * 1e3:.1f} | {mixed * 1e3:.1f} | {one_k * 1e3:.1f} | "
-              f"{mixed_k * 1e3:.1f} |")
+        print(
+            f"| {name} | {phase} | {N:,} | {one * 1e3:.1f} | {mixed * 1e3:.1f} | {one_k * 1e3:.1f} | "
+            f"{mixed_k * 1e3:.1f} |"
+        )
     if not kept:
         print("\n(keep_freed_memory() is glibc-only: the last two columns repeat the first two here)")
 

@@ -32,21 +32,42 @@ ROOT = Path(__file__).resolve().parents[1]
 VIDUR = ROOT.parent / "shared" / "calibration" / "vidur-profiling" / "compute"
 AIC = ROOT.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 GPU_IDS = {"a100": "a100-sxm-80gb", "h100": "h100-sxm"}
-OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
-       "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 PRICED = ("attn.qkv_proj", "attn.o_proj", "mlp.gate_up", "mlp.up", "mlp.down", "norm", "activation", "rotary")
 
 
 def spec_from_row(row: dict[str, str], name: str) -> ModelSpec:
     """A one-layer ModelSpec with the dimensions of a Vidur row (enough for the non-attention ops)."""
     heads, hidden = int(row["n_head"]), int(row["n_embd"])
-    return ModelSpec.model_validate({
-        "name": name, "family": "vidur", "num_layers": 1, "hidden_size": hidden,
-        "num_attention_heads": heads, "num_kv_heads": int(row["n_kv_head"]),
-        "head_dim": hidden // heads, "intermediate_size": int(row["n_expanded_embd"]),
-        "gated_mlp": row["use_gated_mlp"].strip().lower() == "true", "vocab_size": int(row["vocab_size"]),
-        "tie_word_embeddings": False, "max_position_embeddings": 4096, "position_embedding": "rope",
-        "norm": "rmsnorm", "source": "vidur-profiling row"})
+    return ModelSpec.model_validate(
+        {
+            "name": name,
+            "family": "vidur",
+            "num_layers": 1,
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "num_kv_heads": int(row["n_kv_head"]),
+            "head_dim": hidden // heads,
+            "intermediate_size": int(row["n_expanded_embd"]),
+            "gated_mlp": row["use_gated_mlp"].strip().lower() == "true",
+            "vocab_size": int(row["vocab_size"]),
+            "tie_word_embeddings": False,
+            "max_position_embeddings": 4096,
+            "position_embedding": "rope",
+            "norm": "rmsnorm",
+            "source": "vidur-profiling row",
+        }
+    )
 
 
 def predict_rows(rows: list[dict[str, str]], gpu_key: str, name: str) -> np.ndarray:
@@ -67,9 +88,12 @@ def gemm_shapes(row: dict[str, str]) -> dict[str, tuple[int, int, int]]:
     head_dim, inter = hidden // heads, int(row["n_expanded_embd"])
     tp, m = int(row["num_tensor_parallel_workers"]), int(row["num_tokens"])
     up = (2 if row["use_gated_mlp"].strip().lower() == "true" else 1) * inter // tp
-    return {"attn_pre_proj": (m, (heads + 2 * kv) * head_dim // tp, hidden),
-            "attn_post_proj": (m, hidden, heads * head_dim // tp),
-            "mlp_up_proj": (m, up, hidden), "mlp_down_proj": (m, hidden, inter // tp)}
+    return {
+        "attn_pre_proj": (m, (heads + 2 * kv) * head_dim // tp, hidden),
+        "attn_post_proj": (m, hidden, heads * head_dim // tp),
+        "mlp_up_proj": (m, up, hidden),
+        "mlp_down_proj": (m, hidden, inter // tp),
+    }
 
 
 def dataset_agreement() -> None:
@@ -81,8 +105,11 @@ def dataset_agreement() -> None:
     print("|---|---|---|---|---|---|")
     for gpu_key, aic_dir in (("a100", "a100_sxm"), ("h100", "h100_sxm")):
         with (AIC / aic_dir / "gemm.csv").open() as f:
-            aic = {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency_ms"])
-                   for r in csv.DictReader(f) if r["gemm_dtype"] in ("bfloat16", "float16")}
+            aic = {
+                (int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency_ms"])
+                for r in csv.DictReader(f)
+                if r["gemm_dtype"] in ("bfloat16", "float16")
+            }
         ms, ratios = [], []
         for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
             for row in csv.DictReader(path.open()):
@@ -109,15 +136,16 @@ def main() -> int:
         for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
             rows = list(csv.DictReader(path.open()))
             # phi-2 (parallel attention/MLP) has no post_attention_layernorm column: that op is absent, not zero-cost
-            meas = np.array([sum(float(r.get(f"time_stats.{op}.median") or 0.0) for op in OPS)
-                             for r in rows]) / 1e3
+            meas = np.array([sum(float(r.get(f"time_stats.{op}.median") or 0.0) for op in OPS) for r in rows]) / 1e3
             pred = predict_rows(rows, gpu_key, path.parent.name.lower().replace("_", "-"))
             stats = error_stats(pred, meas)
             all_pred.append(pred)
             all_meas.append(meas)
             signed = float(np.median(pred / meas - 1.0) * 100)
-            print(f"| {gpu_key} | {path.parent.name} | {stats.n} | {stats.median_abs_pct:.1f} | "
-                  f"{stats.p90_abs_pct:.1f} | {signed:+.1f} |")
+            print(
+                f"| {gpu_key} | {path.parent.name} | {stats.n} | {stats.median_abs_pct:.1f} | "
+                f"{stats.p90_abs_pct:.1f} | {signed:+.1f} |"
+            )
     total = error_stats(np.concatenate(all_pred), np.concatenate(all_meas))
     signed = float(np.median(np.concatenate(all_pred) / np.concatenate(all_meas) - 1.0) * 100)
     print(f"| all | all | {total.n} | {total.median_abs_pct:.1f} | {total.p90_abs_pct:.1f} | {signed:+.1f} |")

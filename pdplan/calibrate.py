@@ -73,8 +73,7 @@ def _parse_row(raw: dict[str, str], line: int, source: str) -> Measurement:
         try:
             value = float(text)
         except ValueError:
-            raise SpecError(f"line {line}: {col}={text!r} is not a number", source=source,
-                            field=col) from None
+            raise SpecError(f"line {line}: {col}={text!r} is not a number", source=source, field=col) from None
         if not np.isfinite(value) or value <= 0 or (integer and value != int(value)):
             kind = "a positive integer" if integer else "a positive number"
             raise SpecError(f"line {line}: {col}={text!r} must be {kind}", source=source, field=col)
@@ -82,10 +81,17 @@ def _parse_row(raw: dict[str, str], line: int, source: str) -> Measurement:
 
     phase = (raw.get("phase") or "").strip().lower()
     if phase not in ("prefill", "decode"):
-        raise SpecError(f"line {line}: phase={phase!r}; allowed: prefill, decode", source=source,
-                        field="phase")
-    return Measurement(raw["gpu"].strip(), raw["model"].strip(), int(number("tp", True)), phase,
-                       number("batch", True), number("tokens", True), number("time_ms") / 1e3, raw)
+        raise SpecError(f"line {line}: phase={phase!r}; allowed: prefill, decode", source=source, field="phase")
+    return Measurement(
+        raw["gpu"].strip(),
+        raw["model"].strip(),
+        int(number("tp", True)),
+        phase,
+        number("batch", True),
+        number("tokens", True),
+        number("time_ms") / 1e3,
+        raw,
+    )
 
 
 def read_measurements(path: Path) -> list[Measurement]:
@@ -95,8 +101,7 @@ def read_measurements(path: Path) -> list[Measurement]:
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise SpecError(f"missing column(s) {missing}; required header: {','.join(REQUIRED_COLUMNS)}",
-                        source=str(path))
+        raise SpecError(f"missing column(s) {missing}; required header: {','.join(REQUIRED_COLUMNS)}", source=str(path))
     rows = [_parse_row(raw, i + 2, str(path)) for i, raw in enumerate(reader)]
     if not rows:
         raise SpecError("no measurement rows after the header", source=str(path))
@@ -118,9 +123,16 @@ def _group_predictor(
         out = np.empty(len(rows))
         for (gpu_name, _, phase), (gpu, model, idx) in resolved.items():
             sel = [rows[i] for i in idx]
-            result = phase_time(model, gpu, tables[gpu_name], phase=phase,  # type: ignore[arg-type]
-                                batch=[r.batch for r in sel], tokens=[r.tokens for r in sel],
-                                tp=[r.tp for r in sel], precision=precision)
+            result = phase_time(
+                model,
+                gpu,
+                tables[gpu_name],
+                phase=phase,  # type: ignore[arg-type]
+                batch=[r.batch for r in sel],
+                tokens=[r.tokens for r in sel],
+                tp=[r.tp for r in sel],
+                precision=precision,
+            )
             out[idx] = result.time_s
         return out
 
@@ -129,21 +141,26 @@ def _group_predictor(
 
 def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
     """A copy of ``table`` with efficiency knobs multiplied (capped at 1) and the step overhead replaced."""
+
     def scale(params: Any, field: str, factor: float) -> Any:
         return params.model_copy(update={field: min(1.0, getattr(params, field) * factor)})
 
-    g, d, p = knobs.get("gemm_scale", 1.0), knobs.get("decode_attention_scale", 1.0), knobs.get(
-        "prefill_attention_scale", 1.0)
+    g, d, p = (
+        knobs.get("gemm_scale", 1.0),
+        knobs.get("decode_attention_scale", 1.0),
+        knobs.get("prefill_attention_scale", 1.0),
+    )
     update: dict[str, Any] = {
         "gemm": {k: scale(scale(v, "peak_fraction", g), "memory_fraction", g) for k, v in table.gemm.items()},
-        "decode_attention": {k: _scale_decode(scale(v, "memory_fraction", d), d)
-                             for k, v in table.decode_attention.items()},
-        "prefill_attention": {k: scale(v, "compute_fraction", p)
-                              for k, v in table.prefill_attention.items()},
+        "decode_attention": {
+            k: _scale_decode(scale(v, "memory_fraction", d), d) for k, v in table.decode_attention.items()
+        },
+        "prefill_attention": {k: scale(v, "compute_fraction", p) for k, v in table.prefill_attention.items()},
     }
     if "decode_step_overhead_s" in knobs:
         update["framework"] = table.framework.model_copy(
-            update={"decode_step_overhead_s": knobs["decode_step_overhead_s"]})
+            update={"decode_step_overhead_s": knobs["decode_step_overhead_s"]}
+        )
     return table.model_copy(update=update)
 
 
@@ -155,18 +172,26 @@ def _scale_decode(params: Any, factor: float) -> Any:
     return params.model_copy(update={"tiling": tiling})
 
 
-def _stats_by(rows: Sequence[Measurement], key: Callable[[Measurement], str], pred: FloatArray,
-              meas: FloatArray) -> dict[str, ErrorStats]:
+def _stats_by(
+    rows: Sequence[Measurement], key: Callable[[Measurement], str], pred: FloatArray, meas: FloatArray
+) -> dict[str, ErrorStats]:
     labels = np.array([key(r) for r in rows])
     return {lab: error_stats(pred[labels == lab], meas[labels == lab]) for lab in sorted(set(labels))}
 
 
 def _report(rows: Sequence[Measurement], pred: FloatArray, table: KernelTable | None) -> CalibrationReport:
     meas = np.array([r.time_s for r in rows])
-    out_rows = [{**r.raw, "predicted_ms": float(p * 1e3), "error_pct": float((p / r.time_s - 1.0) * 100)}
-                for r, p in zip(rows, pred, strict=True)]
-    return CalibrationReport(error_stats(pred, meas), _stats_by(rows, lambda r: r.phase, pred, meas),
-                             _stats_by(rows, lambda r: r.gpu, pred, meas), out_rows, table)
+    out_rows = [
+        {**r.raw, "predicted_ms": float(p * 1e3), "error_pct": float((p / r.time_s - 1.0) * 100)}
+        for r, p in zip(rows, pred, strict=True)
+    ]
+    return CalibrationReport(
+        error_stats(pred, meas),
+        _stats_by(rows, lambda r: r.phase, pred, meas),
+        _stats_by(rows, lambda r: r.gpu, pred, meas),
+        out_rows,
+        table,
+    )
 
 
 def _tables_for(rows: Sequence[Measurement], catalog: Catalog, table_path: Path | None) -> dict[str, KernelTable]:
@@ -177,27 +202,38 @@ def _tables_for(rows: Sequence[Measurement], catalog: Catalog, table_path: Path 
     return {n: load_kernel_table(catalog.gpu(n).name) for n in names}
 
 
-def check(rows: Sequence[Measurement], catalog: Catalog, *, kernel_table: Path | None = None,
-          precision: Precision | None = None) -> CalibrationReport:
+def check(
+    rows: Sequence[Measurement],
+    catalog: Catalog,
+    *,
+    kernel_table: Path | None = None,
+    precision: Precision | None = None,
+) -> CalibrationReport:
     """How well the current (or given) kernel table predicts the measurements."""
     predict = _group_predictor(rows, catalog, precision or Precision())
     return _report(rows, predict(_tables_for(rows, catalog, kernel_table)), None)
 
 
-def fit(rows: Sequence[Measurement], catalog: Catalog, *, kernel_table: Path | None = None,
-        precision: Precision | None = None) -> CalibrationReport:
+def fit(
+    rows: Sequence[Measurement],
+    catalog: Catalog,
+    *,
+    kernel_table: Path | None = None,
+    precision: Precision | None = None,
+) -> CalibrationReport:
     """Fit one GPU's table knobs to the measurements; the report carries the fitted table."""
     gpus = sorted({r.gpu.lower() for r in rows})
     if len(gpus) != 1:
-        raise SpecError(f"fitting needs rows of one GPU, got {gpus}; split the CSV or use --check",
-                        field="gpu")
+        raise SpecError(f"fitting needs rows of one GPU, got {gpus}; split the CSV or use --check", field="gpu")
     base = next(iter(_tables_for(rows, catalog, kernel_table).values()))
     predict = _group_predictor(rows, catalog, precision or Precision())
     phases = {r.phase for r in rows}
     x0 = {"gemm_scale": 1.0, "prefill_attention_scale": 1.0}
     if "decode" in phases:
-        x0 |= {"decode_attention_scale": 1.0,
-               "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5)}
+        x0 |= {
+            "decode_attention_scale": 1.0,
+            "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5),
+        }
     gpu_name = rows[0].gpu
 
     def predict_knobs(knobs: dict[str, float]) -> FloatArray:
@@ -205,8 +241,8 @@ def fit(rows: Sequence[Measurement], catalog: Catalog, *, kernel_table: Path | N
 
     result = fit_parameters(predict_knobs, x0, _FIT_BOUNDS, np.array([r.time_s for r in rows]))
     fitted = scaled_table(base, result.params)
-    note = (f"pdplan calibrate: {len(rows)} phase rows; knobs " +
-            ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.params.items())))
-    fitted = fitted.model_copy(update={"calibrated": True,
-                                       "sources": {**fitted.sources, "calibrate": note}})
+    note = f"pdplan calibrate: {len(rows)} phase rows; knobs " + ", ".join(
+        f"{k}={v:.4g}" for k, v in sorted(result.params.items())
+    )
+    fitted = fitted.model_copy(update={"calibrated": True, "sources": {**fitted.sources, "calibrate": note}})
     return _report(rows, predict({gpu_name: fitted}), fitted)

@@ -84,8 +84,13 @@ def hardware_list(
     """
     specs = _load_all(catalog_from(hardware_db), kind)
     to_record = gpu_record if kind == "gpus" else link_record
-    emit(fmt, output, records=[to_record(s) for s in specs],
-         document=[s.model_dump(mode="json") for s in specs], title=f"pdplan {kind}")
+    emit(
+        fmt,
+        output,
+        records=[to_record(s) for s in specs],
+        document=[s.model_dump(mode="json") for s in specs],
+        title=f"pdplan {kind}",
+    )
 
 
 def _is_link_file(path: Path) -> bool:
@@ -122,8 +127,11 @@ def hardware_show(
     """
     spec = _hardware_spec(catalog_from(hardware_db), name)
     document = spec.model_dump(mode="json")
-    records = [{"field": key, "value": value, "source": spec.sources.get(key, "")}
-               for key, value in document.items() if key not in ("sources",)]
+    records = [
+        {"field": key, "value": value, "source": spec.sources.get(key, "")}
+        for key, value in document.items()
+        if key not in ("sources",)
+    ]
     emit(fmt, output, records=records, document=document, title=spec.display_name)
 
 
@@ -166,8 +174,13 @@ def models_list(
     """
     catalog = catalog_from(hardware_db)
     models = [catalog.model(n) for n in catalog.names("model")]
-    emit(fmt, output, records=[model_record(m) for m in models],
-         document=[model_document(m) for m in models], title="pdplan models")
+    emit(
+        fmt,
+        output,
+        records=[model_record(m) for m in models],
+        document=[model_document(m) for m in models],
+        title="pdplan models",
+    )
 
 
 @models_app.command("show")

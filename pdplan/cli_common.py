@@ -32,9 +32,7 @@ def _stdout_console() -> Console:
 stdout_console = _stdout_console()
 stderr_console = Console(stderr=True)
 
-FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
-]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)]
 OutputOpt = Annotated[
     Path | None,
     typer.Option("--output", "-o", help="Write the result to FILE (whole or not at all).", dir_okay=False),
@@ -51,8 +49,12 @@ HardwareDbOpt = Annotated[
 
 KernelTablesOpt = Annotated[
     list[Path] | None,
-    typer.Option("--kernel-table", help="Kernel table YAML (e.g. from `pdplan calibrate`) replacing the packaged "
-                 "table of the GPU it names. Repeatable.", dir_okay=False),
+    typer.Option(
+        "--kernel-table",
+        help="Kernel table YAML (e.g. from `pdplan calibrate`) replacing the packaged "
+        "table of the GPU it names. Repeatable.",
+        dir_okay=False,
+    ),
 ]
 
 

@@ -45,8 +45,14 @@ Opt = typer.Option
 
 def _progress() -> Progress:
     """A transient progress display on stderr (silent when stderr is not a terminal)."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                    console=stderr_console, transient=True, disable=not stderr_console.is_terminal)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=stderr_console,
+        transient=True,
+        disable=not stderr_console.is_terminal,
+    )
 
 
 def optimize_command(
@@ -55,8 +61,9 @@ def optimize_command(
     rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest $.")] = None,
     objective: Annotated[str | None, Opt("--objective", help="gpus | cost | tokens-per-dollar.")] = None,
     top: Annotated[int, Opt("--top", min=1, max=50, help="Plans to report.")] = 5,
-    plot: Annotated[Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).",
-                                     dir_okay=False)] = None,
+    plot: Annotated[
+        Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).", dir_okay=False)
+    ] = None,
     model: ModelOpt = None,
     gpu: Annotated[str | None, Opt("--gpu", help="GPU(s) for both roles, comma-separated.")] = None,
     prefill_gpu: Annotated[str | None, Opt("--prefill-gpu", help="Prefill GPU(s), comma-separated.")] = None,
@@ -97,18 +104,39 @@ def optimize_command(
     counts = parse_xpyd(xpyd) if xpyd is not None else None
     if objective is not None and objective not in ("gpus", "cost", "tokens-per-dollar"):
         raise SpecError(f"{objective!r} is not one of gpus, cost, tokens-per-dollar", field="--objective")
-    sc = scenario_from_flags(scenario, ScenarioOverrides(
-        model=model, isl=isl, osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
-        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
-    sc = with_search_overrides(sc, SearchOverrides(gpu, prefill_gpu, decode_gpu, tp, prefill_tp, decode_tp, link,
-                                                   granularity, routing))
+    sc = scenario_from_flags(
+        scenario,
+        ScenarioOverrides(
+            model=model,
+            isl=isl,
+            osl=osl,
+            workload=workload,
+            ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo,
+            attainment=attainment,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+        ),
+    )
+    sc = with_search_overrides(
+        sc, SearchOverrides(gpu, prefill_gpu, decode_gpu, tp, prefill_tp, decode_tp, link, granularity, routing)
+    )
     sc = with_search_overrides(sc, SearchOverrides(scheduler=scheduler))
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
     with _progress() as progress:
         task = progress.add_task("optimizing", total=None)
-        result = optimize(sc, catalog=catalog_from(hardware_db, kernel_tables), budget_gpus=gpus, rate_rps=rate,
-                          objective=objective, top=top, analyse=analyse, xpyd=counts, colocated_count=colocated,
-                          stage=lambda name: progress.update(task, description=name))
+        result = optimize(
+            sc,
+            catalog=catalog_from(hardware_db, kernel_tables),
+            budget_gpus=gpus,
+            rate_rps=rate,
+            objective=objective,
+            top=top,
+            analyse=analyse,
+            xpyd=counts,
+            colocated_count=colocated,
+            stage=lambda name: progress.update(task, description=name),
+        )
     if fmt is not Format.table:  # the table view lists the warnings itself
         for line in result.warnings:
             warn(line)

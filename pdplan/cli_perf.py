@@ -45,14 +45,31 @@ KernelTableOpt = Annotated[
 
 def _op_records(result: PhaseTime) -> list[dict[str, Any]]:
     total = float(result.time_s.ravel()[0])
-    records = [{
-        "op": op.name, "kind": op.kind, "count": op.count, "time_s": float(op.time_s.ravel()[0]),
-        "share": float(op.time_s.ravel()[0]) / total, "flops": float(op.flops.ravel()[0]),
-        "bytes": float(op.bytes.ravel()[0]), "bound": op.bound,
-    } for op in result.ops]
-    records.append({"op": "framework", "kind": "overhead", "count": 1.0,
-                    "time_s": result.framework_overhead_s, "share": result.framework_overhead_s / total,
-                    "flops": 0.0, "bytes": 0.0, "bound": "overhead"})
+    records = [
+        {
+            "op": op.name,
+            "kind": op.kind,
+            "count": op.count,
+            "time_s": float(op.time_s.ravel()[0]),
+            "share": float(op.time_s.ravel()[0]) / total,
+            "flops": float(op.flops.ravel()[0]),
+            "bytes": float(op.bytes.ravel()[0]),
+            "bound": op.bound,
+        }
+        for op in result.ops
+    ]
+    records.append(
+        {
+            "op": "framework",
+            "kind": "overhead",
+            "count": 1.0,
+            "time_s": result.framework_overhead_s,
+            "share": result.framework_overhead_s / total,
+            "flops": 0.0,
+            "bytes": 0.0,
+            "bound": "overhead",
+        }
+    )
     return records
 
 
@@ -79,21 +96,38 @@ def roofline(
     model_spec, gpu_spec = catalog.model(model), catalog.gpu(gpu)
     table: KernelTable = load_kernel_table(kernel_table or gpu_spec.name)
     precision = Precision(weight_bytes=DTYPE_BYTES[dtype], kv_bytes=DTYPE_BYTES[kv_dtype])
-    result = phase_time(model_spec, gpu_spec, table, phase=phase.value, batch=batch, tokens=tokens,
-                        tp=tp, pp=pp, precision=precision)
-    memory = instance_memory(model_spec, gpu_spec.memory_bytes, tp=tp, pp=pp,
-                             weight_dtype_bytes=precision.weight_bytes, kv_dtype_bytes=precision.kv_bytes)
+    result = phase_time(
+        model_spec, gpu_spec, table, phase=phase.value, batch=batch, tokens=tokens, tp=tp, pp=pp, precision=precision
+    )
+    memory = instance_memory(
+        model_spec,
+        gpu_spec.memory_bytes,
+        tp=tp,
+        pp=pp,
+        weight_dtype_bytes=precision.weight_bytes,
+        kv_dtype_bytes=precision.kv_bytes,
+    )
     fits = bool(memory.fits.ravel()[0])
     if not fits:
-        warn(f"{model_spec.name} does not fit on {tp * pp}x {gpu_spec.name} "
-             f"(weights {memory.weight_bytes.ravel()[0] / 2**30:.1f} GiB per GPU); time shown anyway")
+        warn(
+            f"{model_spec.name} does not fit on {tp * pp}x {gpu_spec.name} "
+            f"(weights {memory.weight_bytes.ravel()[0] / 2**30:.1f} GiB per GPU); time shown anyway"
+        )
     if not table.calibrated:
         warn(f"kernel table for {gpu_spec.name} is not calibrated (derived from {table.derived_from})")
     records = _op_records(result)
     document = {
-        "time_s": float(result.time_s.ravel()[0]), "stage_time_s": float(result.stage_time_s.ravel()[0]),
-        "bound": result.bound(), "phase": phase.value, "model": model_spec.name, "gpu": gpu_spec.name,
-        "tp": tp, "pp": pp, "batch": batch, "tokens": tokens, "fits_in_memory": fits,
+        "time_s": float(result.time_s.ravel()[0]),
+        "stage_time_s": float(result.stage_time_s.ravel()[0]),
+        "bound": result.bound(),
+        "phase": phase.value,
+        "model": model_spec.name,
+        "gpu": gpu_spec.name,
+        "tp": tp,
+        "pp": pp,
+        "batch": batch,
+        "tokens": tokens,
+        "fits_in_memory": fits,
         "kv_capacity_tokens": float(memory.kv_capacity_tokens.ravel()[0]),
         "kernel_table": {"gpu": table.gpu, "calibrated": table.calibrated, "stack": table.stack},
         "ops": records,
@@ -108,7 +142,8 @@ def _calibration_document(report: CalibrationReport) -> dict[str, Any]:
         return {"median_abs_pct": s.median_abs_pct, "p90_abs_pct": s.p90_abs_pct, "n": s.n}
 
     return {
-        "mape": report.stats.median_abs_pct, "p90_abs_pct": report.stats.p90_abs_pct,
+        "mape": report.stats.median_abs_pct,
+        "p90_abs_pct": report.stats.p90_abs_pct,
         "n": report.stats.n,
         "by_phase": {k: stats(v) for k, v in report.by_phase.items()},
         "by_gpu": {k: stats(v) for k, v in report.by_gpu.items()},
@@ -132,8 +167,9 @@ def calibrate(
 
     catalog = catalog_from(hardware_db)
     rows = read_measurements(measurements)
-    report = check(rows, catalog, kernel_table=kernel_table) if check_only else fit(
-        rows, catalog, kernel_table=kernel_table)
+    report = (
+        check(rows, catalog, kernel_table=kernel_table) if check_only else fit(rows, catalog, kernel_table=kernel_table)
+    )
     document = _calibration_document(report)
     report_output = output if check_only else None
     if report.table is not None and output is not None:
@@ -143,8 +179,13 @@ def calibrate(
     summary = [{"group": "all", **_stat_row(report.stats)}]
     summary += [{"group": f"phase={k}", **_stat_row(v)} for k, v in report.by_phase.items()]
     summary += [{"group": f"gpu={k}", **_stat_row(v)} for k, v in report.by_gpu.items()]
-    emit(fmt, report_output, records=summary if fmt is Format.table else report.rows, document=document,
-         title="calibration error (absolute %)")
+    emit(
+        fmt,
+        report_output,
+        records=summary if fmt is Format.table else report.rows,
+        document=document,
+        title="calibration error (absolute %)",
+    )
 
 
 def _stat_row(stats: Any) -> dict[str, Any]:

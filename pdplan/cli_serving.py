@@ -80,17 +80,43 @@ def evaluate_command(
     from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
     positive_rate(rate)
-    sc = scenario_from_flags(scenario, ScenarioOverrides(
-        model=model, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, tp=tp,
-        prefill_tp=prefill_tp, decode_tp=decode_tp, xpyd=xpyd, colocated=colocated,
-        scheduler=scheduler, link=link, granularity=granularity, routing=routing, isl=isl,
-        osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
-        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
+    sc = scenario_from_flags(
+        scenario,
+        ScenarioOverrides(
+            model=model,
+            gpu=gpu,
+            prefill_gpu=prefill_gpu,
+            decode_gpu=decode_gpu,
+            tp=tp,
+            prefill_tp=prefill_tp,
+            decode_tp=decode_tp,
+            xpyd=xpyd,
+            colocated=colocated,
+            scheduler=scheduler,
+            link=link,
+            granularity=granularity,
+            routing=routing,
+            isl=isl,
+            osl=osl,
+            workload=workload,
+            ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo,
+            attainment=attainment,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+        ),
+    )
     result = evaluate(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate, concurrency=concurrency)
     for line in result.warnings:
         warn(line)
-    emit(fmt, output, records=evaluation_records(result), document=result.to_document(),
-         columns=["quantity", "value"], title=f"pdplan evaluate — {result.name or 'scenario'}")
+    emit(
+        fmt,
+        output,
+        records=evaluation_records(result),
+        document=result.to_document(),
+        columns=["quantity", "value"],
+        title=f"pdplan evaluate — {result.name or 'scenario'}",
+    )
 
 
 def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
@@ -100,17 +126,19 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         spec = ev.deployment.get(role)
         if spec:
             extra = f" {spec['scheduler']}" if "scheduler" in spec else ""
-            rows.append((role, f"{spec['count']}× {spec['gpu']} TP{spec['tp']} PP{spec['pp']}"
-                         f"{extra}"))
-    rows += [("num_gpus", ev.num_gpus), ("goodput_rps", ev.goodput_rps),
-             ("goodput_rps_per_gpu", ev.goodput_rps_per_gpu),
-             ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
-             ("stability_limit_rps", f"{ev.stability_limit_rps:.4g} ({ev.stability_binding})"),
-             ("binding_constraint", ev.binding_constraint), ("convention", ev.convention)]
+            rows.append((role, f"{spec['count']}× {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{extra}"))
+    rows += [
+        ("num_gpus", ev.num_gpus),
+        ("goodput_rps", ev.goodput_rps),
+        ("goodput_rps_per_gpu", ev.goodput_rps_per_gpu),
+        ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
+        ("stability_limit_rps", f"{ev.stability_limit_rps:.4g} ({ev.stability_binding})"),
+        ("binding_constraint", ev.binding_constraint),
+        ("convention", ev.convention),
+    ]
     op = ev.operating_point
     if ev.closed_loop is not None:
-        rows += [("concurrency", ev.closed_loop.concurrency),
-                 ("throughput_rps", ev.closed_loop.throughput_rps)]
+        rows += [("concurrency", ev.closed_loop.concurrency), ("throughput_rps", ev.closed_loop.throughput_rps)]
     if op is not None:
         rows.append(("rate_rps", op.rate_rps))
         for name, summ in (("ttft", op.ttft_s), ("tpot", op.tpot_s)):
@@ -128,8 +156,7 @@ def transfer_command(
     granularity: Annotated[str, Opt("--granularity", help="request|layer|chunk.")] = "request",
     prefill_tp: Annotated[int, Opt("--prefill-tp", min=1)] = 1,
     decode_tp: Annotated[int, Opt("--decode-tp", min=1)] = 1,
-    gpu: Annotated[str | None, Opt("--gpu", help="GPU (prefill time for layer/chunk; "
-                                   "HBM for TP re-layout).")] = None,
+    gpu: Annotated[str | None, Opt("--gpu", help="GPU (prefill time for layer/chunk; HBM for TP re-layout).")] = None,
     kv_dtype: Annotated[str, Opt("--kv-dtype", help="bf16|fp8.")] = "bf16",
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
@@ -142,9 +169,22 @@ def transfer_command(
     """
     from pdplan.serving.transfer_one import one_transfer
 
-    doc = one_transfer(catalog_from(hardware_db, kernel_tables), model=model, tokens=tokens, link=link,
-                       granularity=granularity, prefill_tp=prefill_tp, decode_tp=decode_tp,
-                       gpu=gpu, kv_dtype=kv_dtype)
-    emit(fmt, output, records=[{"quantity": k, "value": v} for k, v in doc.items()],
-         document=doc, columns=["quantity", "value"], title="pdplan transfer")
-
+    doc = one_transfer(
+        catalog_from(hardware_db, kernel_tables),
+        model=model,
+        tokens=tokens,
+        link=link,
+        granularity=granularity,
+        prefill_tp=prefill_tp,
+        decode_tp=decode_tp,
+        gpu=gpu,
+        kv_dtype=kv_dtype,
+    )
+    emit(
+        fmt,
+        output,
+        records=[{"quantity": k, "value": v} for k, v in doc.items()],
+        document=doc,
+        columns=["quantity", "value"],
+        title="pdplan transfer",
+    )

@@ -69,13 +69,19 @@ def simulate_command(
     concurrency: ConcurrencyOpt = None,
     dtype: DtypeOpt = None,
     kv_dtype: KvDtypeOpt = None,
-    requests: Annotated[int, Opt("--requests", min=100,
-                                 help="Simulated requests per run.")] = 20_000,
+    requests: Annotated[int, Opt("--requests", min=100, help="Simulated requests per run.")] = 20_000,
     seed: Annotated[int, Opt("--seed", min=0, help="Seed of lengths, arrivals, routing.")] = 0,
-    goodput: Annotated[bool, Opt("--goodput", help="Also find the simulated goodput "
-                                 "(bisection on rate, ~8 runs).")] = False,
-    step: Annotated[str, Opt("--step", help="Decode step in the simulator: linear (as the "
-                             "closed form) | roofline (slower; tests the linear fit too).")] = "linear",
+    goodput: Annotated[
+        bool, Opt("--goodput", help="Also find the simulated goodput (bisection on rate, ~8 runs).")
+    ] = False,
+    step: Annotated[
+        str,
+        Opt(
+            "--step",
+            help="Decode step in the simulator: linear (as the "
+            "closed form) | roofline (slower; tests the linear fit too).",
+        ),
+    ] = "linear",
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
@@ -90,22 +96,54 @@ def simulate_command(
     positive_rate(rate)
     if rate is None and concurrency is None and not goodput:
         raise SpecError("give --rate R or --concurrency C (or --goodput)", field="--rate")
-    sc = scenario_from_flags(scenario, ScenarioOverrides(
-        model=model, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, tp=tp,
-        prefill_tp=prefill_tp, decode_tp=decode_tp, xpyd=xpyd, colocated=colocated,
-        scheduler=scheduler, link=link, granularity=granularity, routing=routing, isl=isl,
-        osl=osl, workload=workload, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
-        attainment=attainment, dtype=dtype, kv_dtype=kv_dtype))
+    sc = scenario_from_flags(
+        scenario,
+        ScenarioOverrides(
+            model=model,
+            gpu=gpu,
+            prefill_gpu=prefill_gpu,
+            decode_gpu=decode_gpu,
+            tp=tp,
+            prefill_tp=prefill_tp,
+            decode_tp=decode_tp,
+            xpyd=xpyd,
+            colocated=colocated,
+            scheduler=scheduler,
+            link=link,
+            granularity=granularity,
+            routing=routing,
+            isl=isl,
+            osl=osl,
+            workload=workload,
+            ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo,
+            attainment=attainment,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+        ),
+    )
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
-    result = simulate_scenario(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate,
-                               concurrency=concurrency, n_requests=requests, seed=seed,
-                               goodput=goodput, step="roofline" if step == "roofline" else "linear")
+    result = simulate_scenario(
+        sc,
+        catalog=catalog_from(hardware_db, kernel_tables),
+        rate=rate,
+        concurrency=concurrency,
+        n_requests=requests,
+        seed=seed,
+        goodput=goodput,
+        step="roofline" if step == "roofline" else "linear",
+    )
     for line in result.evaluation.warnings:
         warn(line)
-    emit(fmt, output, records=comparison_records(result), document=result.to_document(),
-         columns=["quantity", "closed_form", "simulated", "rel_error"],
-         title=f"pdplan simulate — {result.evaluation.name or 'scenario'}")
+    emit(
+        fmt,
+        output,
+        records=comparison_records(result),
+        document=result.to_document(),
+        columns=["quantity", "closed_form", "simulated", "rel_error"],
+        title=f"pdplan simulate — {result.evaluation.name or 'scenario'}",
+    )
 
 
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
@@ -114,9 +152,14 @@ def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
     err = cmp.relative_error()
 
     def add(name: str, closed: Any, sim: Any, rel: Any, scale: float = 1.0) -> None:
-        rows.append({"quantity": name,
-                     "closed_form": None if closed is None else closed * scale,
-                     "simulated": None if sim is None else sim * scale, "rel_error": rel})
+        rows.append(
+            {
+                "quantity": name,
+                "closed_form": None if closed is None else closed * scale,
+                "simulated": None if sim is None else sim * scale,
+                "rel_error": rel,
+            }
+        )
 
     if cmp.simulated is not None:
         sim = cmp.simulated.as_dict()

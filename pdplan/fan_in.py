@@ -31,8 +31,7 @@ from pdplan.transfer import (
 )
 
 
-def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float,
-                                   max_utilisation: float = 1.0) -> float:
+def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float, max_utilisation: float = 1.0) -> float:
     """Link rate that carries ``λ·E[B]`` at utilisation ``max_utilisation``: ``λ·E[B]/ρ_max``.
     DistServe §1.7: 10 rps × 1.125 GiB → 11.25 GiB/s (= 90 Gib/s)."""
     require(0.0 < max_utilisation <= 1.0, "max_utilisation", "must be in 0 < value <= 1")
@@ -55,12 +54,20 @@ class FanInLoad:
         return max(self.rho_prefill_side, self.rho_decode_side)
 
 
-def fan_in_load(rate_rps: float, mean_bytes: float, num_prefill: int, num_decode: int,
-                prefill_side_bytes_per_s: float, decode_side_bytes_per_s: float) -> FanInLoad:
+def fan_in_load(
+    rate_rps: float,
+    mean_bytes: float,
+    num_prefill: int,
+    num_decode: int,
+    prefill_side_bytes_per_s: float,
+    decode_side_bytes_per_s: float,
+) -> FanInLoad:
     """``ρ_p = (λ/x)·E[B]/BW_p``, ``ρ_d = λ·E[B]/(y·BW_d)``; linear in λ."""
     require(num_prefill >= 1 and num_decode >= 1, "xpyd", "instance counts must be >= 1")
-    return FanInLoad(rate_rps / num_prefill * mean_bytes / prefill_side_bytes_per_s,
-                     rate_rps / num_decode * mean_bytes / decode_side_bytes_per_s)
+    return FanInLoad(
+        rate_rps / num_prefill * mean_bytes / prefill_side_bytes_per_s,
+        rate_rps / num_decode * mean_bytes / decode_side_bytes_per_s,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,37 +104,42 @@ class LinkQueue:
         return self.arrival_rate_per_s * self.second_moment_s2 / (2.0 * (1.0 - self.rho))
 
 
-def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None,
-               arrival_rate_per_s: float) -> LinkQueue:
+def link_queue(service_s: npt.ArrayLike, probabilities: npt.ArrayLike | None, arrival_rate_per_s: float) -> LinkQueue:
     """M/G/1 link queue from per-bin service times (probabilities normalised; None = equal)."""
     s = np.ravel(np.asarray(service_s, dtype=np.float64))
-    p = np.ones_like(s) if probabilities is None else np.ravel(
-        np.broadcast_to(np.asarray(probabilities, dtype=np.float64), np.shape(service_s)))
-    require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
-             "must be >= 0 with a positive sum")
-    require(bool(np.all(s >= 0.0)) and arrival_rate_per_s >= 0.0, "service_s",
-             "service times and arrival rate must be >= 0")
+    p = (
+        np.ones_like(s)
+        if probabilities is None
+        else np.ravel(np.broadcast_to(np.asarray(probabilities, dtype=np.float64), np.shape(service_s)))
+    )
+    require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities", "must be >= 0 with a positive sum")
+    require(
+        bool(np.all(s >= 0.0)) and arrival_rate_per_s >= 0.0, "service_s", "service times and arrival rate must be >= 0"
+    )
     return LinkQueue(float(arrival_rate_per_s), s, p / p.sum())
 
 
 def side_busy_s(result: TransferResult, link: LinkLike, nics: int) -> FloatArray:
     """How long one side's ``nics`` are held per transfer: ``latency + B/BW_side``."""
-    return np.asarray(result.latency_s + result.bytes / effective_bandwidth_bytes_per_s(link, nics),
-                      dtype=np.float64)
+    return np.asarray(result.latency_s + result.bytes / effective_bandwidth_bytes_per_s(link, nics), dtype=np.float64)
 
 
-def fan_in_link_queue(result: TransferResult, probabilities: npt.ArrayLike | None, rate_rps: float,
-                      num_prefill: int, num_decode: int, link: LinkLike,
-                      config: TransferConfig | None = None) -> LinkQueue:
+def fan_in_link_queue(
+    result: TransferResult,
+    probabilities: npt.ArrayLike | None,
+    rate_rps: float,
+    num_prefill: int,
+    num_decode: int,
+    link: LinkLike,
+    config: TransferConfig | None = None,
+) -> LinkQueue:
     """Queue at the busier side: arrivals ``λ/x`` or ``λ/y``, service ``latency + B/BW_side``."""
     cfg = config or TransferConfig()
     nics_p, nics_d = cfg.side_nics
     bw_p = effective_bandwidth_bytes_per_s(link, nics_p)
     bw_d = effective_bandwidth_bytes_per_s(link, nics_d)
-    load = fan_in_load(rate_rps, expectation(result.bytes, probabilities), num_prefill, num_decode,
-                       bw_p, bw_d)
+    load = fan_in_load(rate_rps, expectation(result.bytes, probabilities), num_prefill, num_decode, bw_p, bw_d)
     side_decode = load.bottleneck == "decode"
     arrivals = rate_rps / (num_decode if side_decode else num_prefill)
-    queue = link_queue(side_busy_s(result, link, nics_d if side_decode else nics_p),
-                       probabilities, arrivals)
+    queue = link_queue(side_busy_s(result, link, nics_d if side_decode else nics_p), probabilities, arrivals)
     return dataclasses.replace(queue, load=load)

@@ -69,8 +69,7 @@ class _Config:
 
     def int_list(self, key: str) -> tuple[int, ...]:
         value = self.data.get(key) or []
-        if not isinstance(value, list) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise self.error(key, f"must be a list of integers, got {value!r:.40}")
         return tuple(value)
 
@@ -87,28 +86,39 @@ class _Config:
         window = self.data.get("sliding_window")
         enabled = self.get_bool(flag, False) if flag else True
         if enabled and window is not None and window < self.get_int("max_position_embeddings"):
-            raise self.error("sliding_window", f"sliding-window attention ({window} tokens) is not "
-                             "modelled; only full-context attention is supported")
+            raise self.error(
+                "sliding_window",
+                f"sliding-window attention ({window} tokens) is not modelled; only full-context attention is supported",
+            )
 
 
 def _rope_decoder(c: _Config, *, qkv_bias: bool, o_bias: bool, head_dim: int) -> Fields:
     """Fields shared by Llama-style decoders: RoPE, RMSNorm, SwiGLU, GQA."""
     heads = c.get_int("num_attention_heads")
     return {
-        "num_layers": c.get_int("num_hidden_layers"), "hidden_size": c.get_int("hidden_size"),
-        "num_attention_heads": heads, "num_kv_heads": c.get_int("num_key_value_heads", heads),
-        "head_dim": head_dim, "intermediate_size": c.get_int("intermediate_size"),
-        "gated_mlp": True, "vocab_size": c.get_int("vocab_size"),
+        "num_layers": c.get_int("num_hidden_layers"),
+        "hidden_size": c.get_int("hidden_size"),
+        "num_attention_heads": heads,
+        "num_kv_heads": c.get_int("num_key_value_heads", heads),
+        "head_dim": head_dim,
+        "intermediate_size": c.get_int("intermediate_size"),
+        "gated_mlp": True,
+        "vocab_size": c.get_int("vocab_size"),
         "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
         "max_position_embeddings": c.get_int("max_position_embeddings"),
-        "position_embedding": "rope", "norm": "rmsnorm", "qkv_bias": qkv_bias, "o_bias": o_bias,
+        "position_embedding": "rope",
+        "norm": "rmsnorm",
+        "qkv_bias": qkv_bias,
+        "o_bias": o_bias,
     }
 
 
 def _llama(c: _Config) -> Fields:
     bias = c.get_bool("attention_bias", False)
-    return {**_rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.head_dim()),
-            "mlp_bias": c.get_bool("mlp_bias", False)}
+    return {
+        **_rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.head_dim()),
+        "mlp_bias": c.get_bool("mlp_bias", False),
+    }
 
 
 def _mistral(c: _Config) -> Fields:
@@ -117,9 +127,11 @@ def _mistral(c: _Config) -> Fields:
 
 
 def _mixtral(c: _Config) -> Fields:
-    moe = {"num_experts": c.get_int("num_local_experts"),
-           "experts_per_token": c.get_int("num_experts_per_tok"),
-           "expert_intermediate_size": c.get_int("intermediate_size")}  # Mixtral: FFN = expert
+    moe = {
+        "num_experts": c.get_int("num_local_experts"),
+        "experts_per_token": c.get_int("num_experts_per_tok"),
+        "expert_intermediate_size": c.get_int("intermediate_size"),
+    }  # Mixtral: FFN = expert
     return {**_mistral(c), "moe": moe}
 
 
@@ -143,8 +155,12 @@ def _qwen_moe_block(c: _Config) -> Fields | None:
     layers, step = c.get_int("num_hidden_layers"), c.get_int("decoder_sparse_step", 1)
     only = set(c.int_list("mlp_only_layers"))
     dense = sorted(only | {i for i in range(layers) if (i + 1) % step})
-    return {"num_experts": experts, "experts_per_token": c.get_int("num_experts_per_tok"),
-            "expert_intermediate_size": c.get_int("moe_intermediate_size"), "dense_layers": dense}
+    return {
+        "num_experts": experts,
+        "experts_per_token": c.get_int("num_experts_per_tok"),
+        "expert_intermediate_size": c.get_int("moe_intermediate_size"),
+        "dense_layers": dense,
+    }
 
 
 def _qwen3_moe(c: _Config) -> Fields:
@@ -155,22 +171,26 @@ def _qwen3_next(c: _Config) -> Fields:
     fields = {**_qwen3_moe(c), "attention_output_gate": True}
     shared = c.get_int("shared_expert_intermediate_size")
     if fields["moe"] is not None and shared > 0:
-        fields["moe"] |= {"num_shared_experts": 1, "shared_expert_intermediate_size": shared,
-                          "shared_expert_gate": True}
+        fields["moe"] |= {
+            "num_shared_experts": 1,
+            "shared_expert_intermediate_size": shared,
+            "shared_expert_gate": True,
+        }
     la: Fields = {
-        "kind": "gated_deltanet", "num_key_heads": c.get_int("linear_num_key_heads"),
+        "kind": "gated_deltanet",
+        "num_key_heads": c.get_int("linear_num_key_heads"),
         "num_value_heads": c.get_int("linear_num_value_heads"),
         "key_head_dim": c.get_int("linear_key_head_dim"),
         "value_head_dim": c.get_int("linear_value_head_dim"),
         "conv_kernel_size": c.get_int("linear_conv_kernel_dim"),
-        "state_dtype_bytes": 4, "conv_state_dtype_bytes": 2,
+        "state_dtype_bytes": 4,
+        "conv_state_dtype_bytes": 2,
     }
     c.defaults.append("linear-attention state fp32, conv state bf16 (pdplan assumption)")
     types = c.data.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or not set(types) <= {"full_attention", "linear_attention"}:
-            raise c.error("layer_types", "must list 'full_attention' or 'linear_attention' "
-                          "for each layer")
+            raise c.error("layer_types", "must list 'full_attention' or 'linear_attention' for each layer")
         la["full_attention_layers"] = [i for i, t in enumerate(types) if t == "full_attention"]
     else:
         la["full_attention_interval"] = c.get_int("full_attention_interval")
@@ -191,11 +211,16 @@ def _deepseek_v3(c: _Config) -> Fields:
         # DeepSeek builds its n shared experts as one MLP of width n·moe_intermediate_size
         "num_shared_experts": min(shared, 1),
         "shared_expert_intermediate_size": c.get_int("moe_intermediate_size") * shared,
-        "first_dense_layers": first, "dense_layers": [i for i in range(first, layers) if i % freq],
+        "first_dense_layers": first,
+        "dense_layers": [i for i in range(first, layers) if i % freq],
     }
-    fields["mla"] = {"kv_lora_rank": c.get_int("kv_lora_rank"),
-                     "q_lora_rank": c.opt_int("q_lora_rank"), "qk_rope_head_dim": rope,
-                     "qk_nope_head_dim": nope, "v_head_dim": c.get_int("v_head_dim")}
+    fields["mla"] = {
+        "kv_lora_rank": c.get_int("kv_lora_rank"),
+        "q_lora_rank": c.opt_int("q_lora_rank"),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": c.get_int("v_head_dim"),
+    }
     return {**fields, "num_mtp_layers": c.get_int("num_nextn_predict_layers", 0)}
 
 
@@ -203,55 +228,95 @@ def _layernorm_decoder(c: _Config, *, hidden: int, heads: int, layers: int, bias
     """Fields shared by OPT / BLOOM / GPT-NeoX: MHA, LayerNorm, 2-matrix GELU/ReLU FFN."""
     if hidden % heads:
         raise c.error("num_attention_heads", f"{heads} does not divide hidden_size {hidden}")
-    return {"num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-            "num_kv_heads": heads, "head_dim": hidden // heads, "gated_mlp": False,
-            "vocab_size": c.get_int("vocab_size"), "norm": "layernorm", "qkv_bias": bias,
-            "o_bias": bias}
+    return {
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": hidden // heads,
+        "gated_mlp": False,
+        "vocab_size": c.get_int("vocab_size"),
+        "norm": "layernorm",
+        "qkv_bias": bias,
+        "o_bias": bias,
+    }
 
 
 def _opt(c: _Config) -> Fields:
     hidden = c.get_int("hidden_size")
     proj = c.get_int("word_embed_proj_dim", hidden)
     if proj != hidden:
-        raise c.error("word_embed_proj_dim", f"{proj} != hidden_size {hidden}: OPT embedding "
-                      "projections (opt-350m) are not modelled")
+        raise c.error(
+            "word_embed_proj_dim",
+            f"{proj} != hidden_size {hidden}: OPT embedding projections (opt-350m) are not modelled",
+        )
     bias = c.get_bool("enable_bias", True)
-    base = _layernorm_decoder(c, hidden=hidden, heads=c.get_int("num_attention_heads"),
-                              layers=c.get_int("num_hidden_layers"), bias=bias)
-    return {**base, "intermediate_size": c.get_int("ffn_dim"), "mlp_bias": bias,
-            "tie_word_embeddings": c.get_bool("tie_word_embeddings", True),
-            "max_position_embeddings": c.get_int("max_position_embeddings"),
-            "position_embedding": "learned", "position_embedding_offset": 2}
+    base = _layernorm_decoder(
+        c, hidden=hidden, heads=c.get_int("num_attention_heads"), layers=c.get_int("num_hidden_layers"), bias=bias
+    )
+    return {
+        **base,
+        "intermediate_size": c.get_int("ffn_dim"),
+        "mlp_bias": bias,
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", True),
+        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "position_embedding": "learned",
+        "position_embedding_offset": 2,
+    }
 
 
 def _bloom(c: _Config) -> Fields:
     hidden = c.first_int("hidden_size", "n_embed")
-    base = _layernorm_decoder(c, hidden=hidden, heads=c.first_int("n_head", "num_attention_heads"),
-                              layers=c.first_int("n_layer", "num_hidden_layers"), bias=True)
+    base = _layernorm_decoder(
+        c,
+        hidden=hidden,
+        heads=c.first_int("n_head", "num_attention_heads"),
+        layers=c.first_int("n_layer", "num_hidden_layers"),
+        bias=True,
+    )
     if not c.has("seq_length"):
-        c.defaults.append("context 2048 (BLOOM training length, arXiv:2211.05100; ALiBi itself "
-                          "has no position limit)")
-    return {**base, "intermediate_size": 4 * hidden, "mlp_bias": True, "embedding_norm": True,
-            "tie_word_embeddings": c.get_bool("tie_word_embeddings", True),
-            "max_position_embeddings": c.get_int("seq_length") if c.has("seq_length") else 2048,
-            "position_embedding": "alibi"}
+        c.defaults.append("context 2048 (BLOOM training length, arXiv:2211.05100; ALiBi itself has no position limit)")
+    return {
+        **base,
+        "intermediate_size": 4 * hidden,
+        "mlp_bias": True,
+        "embedding_norm": True,
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", True),
+        "max_position_embeddings": c.get_int("seq_length") if c.has("seq_length") else 2048,
+        "position_embedding": "alibi",
+    }
 
 
 def _gpt_neox(c: _Config) -> Fields:
-    base = _layernorm_decoder(c, hidden=c.get_int("hidden_size"),
-                              heads=c.get_int("num_attention_heads"),
-                              layers=c.get_int("num_hidden_layers"),
-                              bias=c.get_bool("attention_bias", True))
-    return {**base, "intermediate_size": c.get_int("intermediate_size"), "mlp_bias": True,
-            "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-            "max_position_embeddings": c.get_int("max_position_embeddings"),
-            "position_embedding": "rope"}
+    base = _layernorm_decoder(
+        c,
+        hidden=c.get_int("hidden_size"),
+        heads=c.get_int("num_attention_heads"),
+        layers=c.get_int("num_hidden_layers"),
+        bias=c.get_bool("attention_bias", True),
+    )
+    return {
+        **base,
+        "intermediate_size": c.get_int("intermediate_size"),
+        "mlp_bias": True,
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
+        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "position_embedding": "rope",
+    }
 
 
 _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
-    "bloom": _bloom, "deepseek_v3": _deepseek_v3, "gpt_neox": _gpt_neox, "llama": _llama,
-    "mistral": _mistral, "mixtral": _mixtral, "opt": _opt, "qwen2": _qwen2, "qwen3": _qwen3,
-    "qwen3_moe": _qwen3_moe, "qwen3_next": _qwen3_next,
+    "bloom": _bloom,
+    "deepseek_v3": _deepseek_v3,
+    "gpt_neox": _gpt_neox,
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "opt": _opt,
+    "qwen2": _qwen2,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "qwen3_next": _qwen3_next,
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_BUILDERS))
 
@@ -289,15 +354,23 @@ def load_hf_config(path: str | Path, *, name: str | None = None) -> ModelSpec:
         raise SpecError("missing required key 'model_type'", source=source, field="model_type")
     builder = _BUILDERS.get(model_type)
     if builder is None:
-        raise SpecError(f"unsupported model_type {model_type!r}; supported: "
-                        f"{', '.join(SUPPORTED_MODEL_TYPES)}", source=source, field="model_type")
+        raise SpecError(
+            f"unsupported model_type {model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}",
+            source=source,
+            field="model_type",
+        )
     cfg = _Config(data, source)
     fields = builder(cfg)
     ident, label = _default_name(p)
     notes = f"Converted from config.json (model_type {model_type})."
     if cfg.defaults:
         notes += " Defaults applied: " + "; ".join(cfg.defaults) + "."
-    fields |= {"schema_version": 1, "name": name or ident, "display_name": label,
-               "family": model_type, "source": f"Hugging Face config.json: {source}",
-               "notes": notes}
+    fields |= {
+        "schema_version": 1,
+        "name": name or ident,
+        "display_name": label,
+        "family": model_type,
+        "source": f"Hugging Face config.json: {source}",
+        "notes": notes,
+    }
     return ModelSpec.from_mapping(fields, source=source)

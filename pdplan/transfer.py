@@ -109,8 +109,9 @@ class KvShape:
 def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
     """KvShape of a model spec; MLA's latent counts as one K/V head (replicated on every rank)."""
     heads = 1 if model.attention_kind == "mla" else model.num_kv_heads
-    return KvShape(model.kv_bytes_per_token(kv_dtype_bytes), model.num_layers, heads,
-                   model.linear_state_bytes_per_sequence())
+    return KvShape(
+        model.kv_bytes_per_token(kv_dtype_bytes), model.num_layers, heads, model.linear_state_bytes_per_sequence()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,21 +132,31 @@ class TransferConfig:
     decode_hbm_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        require(self.granularity in GRANULARITIES, "granularity",
-                 f"{self.granularity!r} is not one of {', '.join(GRANULARITIES)}")
+        require(
+            self.granularity in GRANULARITIES,
+            "granularity",
+            f"{self.granularity!r} is not one of {', '.join(GRANULARITIES)}",
+        )
         for name in ("prefill_tp", "decode_tp", "nics_prefill", "nics_decode", "chunk_tokens"):
             value = getattr(self, name)
             require(value is None or value >= 1, name, f"must be an integer >= 1, got {value!r}")
-        require(self.granularity != "chunk" or self.chunk_tokens is not None, "chunk_tokens",
-                 "granularity 'chunk' needs chunk_tokens (the chunked-prefill budget C)")
+        require(
+            self.granularity != "chunk" or self.chunk_tokens is not None,
+            "chunk_tokens",
+            "granularity 'chunk' needs chunk_tokens (the chunked-prefill budget C)",
+        )
         require(self.layer_sync_overhead_s >= 0.0, "layer_sync_overhead_s", "must be >= 0")
         require(self.chunk_overhead_s >= 0.0, "chunk_overhead_s", "must be >= 0")
-        require(self.prefill_tp == self.decode_tp or (self.decode_hbm_bytes_per_s or 0.0) > 0.0,
-                 "decode_hbm_bytes_per_s", "TP re-layout (prefill_tp != decode_tp) needs the "
-                 "decode GPU's HBM bandwidth (> 0)")
-        require(self.granularity != "chunk" or (self.prefill_hbm_bytes_per_s or 0.0) > 0.0,
-                 "prefill_hbm_bytes_per_s", "chunk granularity needs the prefill GPU's HBM "
-                 "bandwidth (> 0) for the KV re-read")
+        require(
+            self.prefill_tp == self.decode_tp or (self.decode_hbm_bytes_per_s or 0.0) > 0.0,
+            "decode_hbm_bytes_per_s",
+            "TP re-layout (prefill_tp != decode_tp) needs the decode GPU's HBM bandwidth (> 0)",
+        )
+        require(
+            self.granularity != "chunk" or (self.prefill_hbm_bytes_per_s or 0.0) > 0.0,
+            "prefill_hbm_bytes_per_s",
+            "chunk granularity needs the prefill GPU's HBM bandwidth (> 0) for the KV re-read",
+        )
 
     @property
     def side_nics(self) -> tuple[int, int]:
@@ -171,8 +182,7 @@ def effective_bandwidth_bytes_per_s(link: LinkLike, nics: int) -> float:
     return link.line_rate_bytes_per_s * link.efficiency * nics
 
 
-def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape,
-                         decode_tp: int = 1) -> FloatArray:
+def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape, decode_tp: int = 1) -> FloatArray:
     """Bytes on the link: ``l·kvb·r_d + state``. OPT-66B, 512 tokens, fp16: 1,207,959,552 B."""
     tokens = np.asarray(prompt_tokens, dtype=np.float64)
     rep = replication_factor(kv.num_kv_heads, decode_tp)
@@ -209,8 +219,7 @@ class TransferResult:
     @property
     def slack_s(self) -> FloatArray:
         """``exposed + overlap − time`` ≥ 0: link wait a stream absorbs before the KV is late."""
-        return np.asarray(np.maximum(0.0, self.exposed_s + self.overlap_s - self.time_s),
-                          dtype=np.float64)
+        return np.asarray(np.maximum(0.0, self.exposed_s + self.overlap_s - self.time_s), dtype=np.float64)
 
     def utilisation(self, rate_rps: float, probabilities: npt.ArrayLike | None = None) -> float:
         """One pair's link busy fraction ``λ·E[bytes]/BW`` (E over ``probabilities`` or uniform)."""
@@ -222,21 +231,20 @@ def expectation(values: FloatArray, probabilities: npt.ArrayLike | None) -> floa
     if probabilities is None:
         return float(np.mean(values))
     p = np.broadcast_to(np.asarray(probabilities, dtype=np.float64), values.shape)
-    require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities",
-             "must be >= 0 with a positive sum")
+    require(bool(np.all(p >= 0.0)) and float(p.sum()) > 0.0, "probabilities", "must be >= 0 with a positive sum")
     return float(np.sum(values * p) / np.sum(p))
 
 
-def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike,
-                       send_s: npt.ArrayLike) -> FloatArray:
+def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike, send_s: npt.ArrayLike) -> FloatArray:
     """Lag after the last of ``n`` units of compute ``c`` each, sent FIFO in ``s`` each:
     ``s + max(0, (n−1)(s − c))`` (exact, see module docstring). n=80, c=2 ms, s=40 µs → 40 µs."""
     n, c, s = (np.asarray(x, dtype=np.float64) for x in (units, compute_s, send_s))
     return np.asarray(s + np.maximum(0.0, (n - 1.0) * (s - c)), dtype=np.float64)
 
 
-def _chunk_exposed(tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig,
-                   send: tuple[float, float, float]) -> tuple[FloatArray, FloatArray]:
+def _chunk_exposed(
+    tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig, send: tuple[float, float, float]
+) -> tuple[FloatArray, FloatArray]:
     """(exposed_s, n_chunks) for chunks; ``send`` = (α per chunk, s per token, s for state)."""
     alpha_chunk, per_token_s, state_s = send
     size = float(cfg.chunk_tokens or 1)
@@ -255,17 +263,17 @@ def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig) -> F
     """``(n−1)·overhead + C·n(n−1)/2·kvb_gpu/HBM_p`` (re-read of earlier chunks' KV shard)."""
     rep = replication_factor(kv.num_kv_heads, cfg.prefill_tp)
     kvb_gpu = kv.kv_bytes_per_token * rep / cfg.prefill_tp
-    reread = (float(cfg.chunk_tokens or 1) * n * (n - 1.0) / 2.0 * kvb_gpu
-              / (cfg.prefill_hbm_bytes_per_s or 1.0))
+    reread = float(cfg.chunk_tokens or 1) * n * (n - 1.0) / 2.0 * kvb_gpu / (cfg.prefill_hbm_bytes_per_s or 1.0)
     return np.asarray((n - 1.0) * cfg.chunk_overhead_s + reread, dtype=np.float64)
 
 
-def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None,
-                     cfg: TransferConfig) -> None:
-    require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens",
-             "must be finite and > 0")
-    require(cfg.granularity == "request" or prefill_s is not None, "prefill_time_s",
-             f"granularity {cfg.granularity!r} overlaps with prefill: give the prefill time")
+def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None, cfg: TransferConfig) -> None:
+    require(bool(np.all(np.isfinite(tokens) & (tokens > 0.0))), "prompt_tokens", "must be finite and > 0")
+    require(
+        cfg.granularity == "request" or prefill_s is not None,
+        "prefill_time_s",
+        f"granularity {cfg.granularity!r} overlaps with prefill: give the prefill time",
+    )
     require(prefill_s is None or bool(np.all(prefill_s >= 0.0)), "prefill_time_s", "must be >= 0")
 
 
@@ -288,9 +296,9 @@ def _link_costs(link: LinkLike, cfg: TransferConfig) -> _LinkCosts:
     return _LinkCosts(bw, alpha, 1.0 / bw + relayout, relayout)
 
 
-def _overlap(tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape,
-             cfg: TransferConfig, cost: _LinkCosts
-             ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _overlap(
+    tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape, cfg: TransferConfig, cost: _LinkCosts
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """(exposed_s, layer-units sent, prefill_extra_s, overlap_s) for layer or chunk granularity."""
     layers = float(kv.num_layers)
     if cfg.granularity == "layer":
@@ -299,24 +307,37 @@ def _overlap(tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: K
         extra = np.full(tokens.shape, layers * cfg.layer_sync_overhead_s)
         return exposed, np.full(tokens.shape, layers), extra, prefill_s * (layers - 1.0) / layers
     rep = replication_factor(kv.num_kv_heads, cfg.decode_tp)
-    send3 = (layers * cost.alpha_layer_s, kv.kv_bytes_per_token * rep * cost.per_byte_s,
-             kv.state_bytes_per_sequence * cost.per_byte_s)
+    send3 = (
+        layers * cost.alpha_layer_s,
+        kv.kv_bytes_per_token * rep * cost.per_byte_s,
+        kv.state_bytes_per_sequence * cost.per_byte_s,
+    )
     exposed, n_chunks = _chunk_exposed(tokens, prefill_s, cfg, send3)
     first = prefill_s * np.minimum(float(cfg.chunk_tokens or 1), tokens) / tokens
-    return (exposed, n_chunks * layers, _chunk_prefill_extra_s(n_chunks, kv, cfg),
-            np.asarray(prefill_s - first, dtype=np.float64))
+    return (
+        exposed,
+        n_chunks * layers,
+        _chunk_prefill_extra_s(n_chunks, kv, cfg),
+        np.asarray(prefill_s - first, dtype=np.float64),
+    )
 
 
-def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
-                config: TransferConfig | None = None, *,
-                prefill_time_s: npt.ArrayLike | None = None) -> TransferResult:
+def kv_transfer(
+    prompt_tokens: npt.ArrayLike,
+    kv: KvShape,
+    link: LinkLike,
+    config: TransferConfig | None = None,
+    *,
+    prefill_time_s: npt.ArrayLike | None = None,
+) -> TransferResult:
     """KV transfer for each prompt length (formulas in the module docstring). ``prefill_time_s``
     (broadcast to ``prompt_tokens``) is needed for layer/chunk granularity.
     Mooncake: 40e9 B over 4×200 Gb/s at 0.87, request granularity → 0.46 s."""
     cfg = config or TransferConfig()
     tokens = np.asarray(prompt_tokens, dtype=np.float64)
-    prefill_s = None if prefill_time_s is None else np.broadcast_to(
-        np.asarray(prefill_time_s, dtype=np.float64), tokens.shape)
+    prefill_s = (
+        None if prefill_time_s is None else np.broadcast_to(np.asarray(prefill_time_s, dtype=np.float64), tokens.shape)
+    )
     _validate_inputs(tokens, prefill_s, cfg)
     cost = _link_costs(link, cfg)
     total = kv_bytes_per_request(tokens, kv, cfg.decode_tp)
@@ -328,28 +349,43 @@ def kv_transfer(prompt_tokens: npt.ArrayLike, kv: KvShape, link: LinkLike,
         exposed, units, extra, overlap = _overlap(tokens, total, prefill_s, kv, cfg, cost)
     latency = units * cost.alpha_layer_s
     return TransferResult(
-        prompt_tokens=tokens, bytes=total, time_s=latency + total * cost.per_byte_s,
-        exposed_s=exposed, prefill_extra_s=extra, latency_s=latency,
+        prompt_tokens=tokens,
+        bytes=total,
+        time_s=latency + total * cost.per_byte_s,
+        exposed_s=exposed,
+        prefill_extra_s=extra,
+        latency_s=latency,
         relayout_s=total * cost.relayout_per_byte_s,
         messages=(units * max(cfg.prefill_tp, cfg.decode_tp)).astype(np.int64),
-        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s, granularity=cfg.granularity,
-        overlap_s=np.asarray(overlap, dtype=np.float64))
+        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s,
+        granularity=cfg.granularity,
+        overlap_s=np.asarray(overlap, dtype=np.float64),
+    )
 
 
-def transfer_for_request(kv: KvShape | ModelLike, tokens: float, link: LinkLike,
-                         config: TransferConfig | None = None, *,
-                         kv_dtype_bytes: float | None = None,
-                         prefill_time_s: float | None = None) -> dict[str, float | int | str]:
+def transfer_for_request(
+    kv: KvShape | ModelLike,
+    tokens: float,
+    link: LinkLike,
+    config: TransferConfig | None = None,
+    *,
+    kv_dtype_bytes: float | None = None,
+    prefill_time_s: float | None = None,
+) -> dict[str, float | int | str]:
     """One request, keyed as the ``pdplan transfer`` JSON contract (``bytes``, ``time_s``,
     ``exposed_s``) plus ``messages``, ``prefill_extra_s``, ``relayout_s``,
     ``bandwidth_bytes_per_s``, ``granularity``. A model spec needs ``kv_dtype_bytes``."""
     if not isinstance(kv, KvShape):
         require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
         kv = kv_shape_from_model(kv, float(kv_dtype_bytes or 0.0))
-    res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config,
-                      prefill_time_s=prefill_time_s)
-    return {"bytes": float(res.bytes[0]), "time_s": float(res.time_s[0]),
-            "exposed_s": float(res.exposed_s[0]), "messages": int(res.messages[0]),
-            "prefill_extra_s": float(res.prefill_extra_s[0]),
-            "relayout_s": float(res.relayout_s[0]),
-            "bandwidth_bytes_per_s": res.bandwidth_bytes_per_s, "granularity": res.granularity}
+    res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config, prefill_time_s=prefill_time_s)
+    return {
+        "bytes": float(res.bytes[0]),
+        "time_s": float(res.time_s[0]),
+        "exposed_s": float(res.exposed_s[0]),
+        "messages": int(res.messages[0]),
+        "prefill_extra_s": float(res.prefill_extra_s[0]),
+        "relayout_s": float(res.relayout_s[0]),
+        "bandwidth_bytes_per_s": res.bandwidth_bytes_per_s,
+        "granularity": res.granularity,
+    }

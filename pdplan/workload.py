@@ -81,8 +81,9 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
         except SpecError as err:
             raise SpecError(str(err), source=source, field="trace") from None
         if spec.arrival == "trace" and trace.arrival_s is None:
-            raise SpecError("the trace has no arrival_s column (needed by arrival: trace)",
-                            source=source, field="arrival")
+            raise SpecError(
+                "the trace has no arrival_s column (needed by arrival: trace)", source=source, field="arrival"
+            )
     return spec
 
 
@@ -177,8 +178,7 @@ def _column(body: list[list[str]], header: list[str], name: str, path: str) -> F
     for i, row in enumerate(body):
         where = f"row {i + 2}, column {name}"
         if len(row) != len(header):
-            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}",
-                            source=path)
+            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}", source=path)
         try:
             value = float(row[j])
         except ValueError:
@@ -213,8 +213,9 @@ class JointLengths:
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
         if self.prob.shape != (self.input_tokens.size, self.output_tokens.size):
-            raise ValueError(f"prob shape {self.prob.shape} does not match "
-                             f"({self.input_tokens.size}, {self.output_tokens.size})")
+            raise ValueError(
+                f"prob shape {self.prob.shape} does not match ({self.input_tokens.size}, {self.output_tokens.size})"
+            )
 
     def input_marginal(self) -> FloatArray:
         return np.asarray(self.prob.sum(axis=1))
@@ -224,8 +225,7 @@ class JointLengths:
 
     def expect(self, fn: Callable[[FloatArray, FloatArray], FloatArray]) -> float:
         """E[fn(l, n)], ``fn`` vectorised over an l column [K, 1] and an n row [1, M]."""
-        values = np.broadcast_to(fn(self.input_tokens[:, None], self.output_tokens[None, :]),
-                                 self.prob.shape)
+        values = np.broadcast_to(fn(self.input_tokens[:, None], self.output_tokens[None, :]), self.prob.shape)
         return float(np.sum(self.prob * values))
 
     def input_moment(self, k: int) -> float:
@@ -299,8 +299,7 @@ def _count_mean(dist: ParametricDist, first: int, last: int, lo: int, hi: int) -
     return float(counts @ mass / mass.sum()) if mass.sum() > 0 else float(first)
 
 
-def _integer_cdf(dist: ParametricDist, edges: FloatArray, lo: int, hi: int
-                 ) -> tuple[FloatArray, FloatArray]:
+def _integer_cdf(dist: ParametricDist, edges: FloatArray, lo: int, hi: int) -> tuple[FloatArray, FloatArray]:
     """P(N < e) and E[N·1{N < e}] of the sampled count N at half-integer ``edges`` (first lo − ½,
     last hi + ½); a uniform law is sampled as whole counts, others by rounding (conditional means
     over a bin are those of the continuous law)."""
@@ -314,8 +313,7 @@ def _integer_cdf(dist: ParametricDist, edges: FloatArray, lo: int, hi: int
     return np.asarray(cdf, dtype=np.float64), np.asarray(part, dtype=np.float64)
 
 
-def bin_points(values: FloatArray, weights: FloatArray, max_bins: int
-               ) -> tuple[FloatArray, FloatArray, IntArray]:
+def bin_points(values: FloatArray, weights: FloatArray, max_bins: int) -> tuple[FloatArray, FloatArray, IntArray]:
     """Quantile-bin weighted points: (representatives, probabilities, bin index of each point)."""
     uniq, inverse = np.unique(values, return_inverse=True)
     w = np.bincount(inverse, weights=weights)
@@ -334,8 +332,7 @@ def bin_points(values: FloatArray, weights: FloatArray, max_bins: int
     return reps, p, np.asarray(bin_of[inverse], dtype=np.int64)
 
 
-def _joint_from_points(lin: FloatArray, n: FloatArray, w: FloatArray, max_bins: int,
-                       clipped: float) -> JointLengths:
+def _joint_from_points(lin: FloatArray, n: FloatArray, w: FloatArray, max_bins: int, clipped: float) -> JointLengths:
     l_reps, _, l_idx = bin_points(lin, w, max_bins)
     n_reps, _, n_idx = bin_points(n, w, max_bins)
     prob = np.zeros((l_reps.size, n_reps.size))
@@ -343,8 +340,7 @@ def _joint_from_points(lin: FloatArray, n: FloatArray, w: FloatArray, max_bins: 
     return JointLengths(l_reps, n_reps, prob, clipped)
 
 
-def clip_to_window(lin: FloatArray, n: FloatArray, window: float
-                   ) -> tuple[FloatArray, FloatArray]:
+def clip_to_window(lin: FloatArray, n: FloatArray, window: float) -> tuple[FloatArray, FloatArray]:
     """Clip (input, output) so input + output <= window: output first, input only if it fills W."""
     l_c = np.minimum(lin, window - 1.0)
     return l_c, np.minimum(n, window - l_c)
@@ -352,17 +348,20 @@ def clip_to_window(lin: FloatArray, n: FloatArray, window: float
 
 def _check_window(median_input: float, window: int | None) -> None:
     if window is not None and median_input >= window:
-        raise SpecError(f"the median input ({median_input:.0f} tokens) does not fit the context "
-                        f"window of {window} tokens; use a model with a longer window or shorter "
-                        "inputs", field="input_tokens")
+        raise SpecError(
+            f"the median input ({median_input:.0f} tokens) does not fit the context "
+            f"window of {window} tokens; use a model with a longer window or shorter "
+            "inputs",
+            field="input_tokens",
+        )
 
 
-def discretize(spec: WorkloadSpec, *, max_bins: int = DEFAULT_MAX_BINS,
-               context_window: int | None = None) -> JointLengths:
+def discretize(
+    spec: WorkloadSpec, *, max_bins: int = DEFAULT_MAX_BINS, context_window: int | None = None
+) -> JointLengths:
     """Joint histogram p(l, n), at most ``max_bins`` bins per axis (see the module docstring)."""
     if context_window is not None and context_window < 2:
-        raise SpecError(f"context window {context_window} must be >= 2 tokens",
-                        field="context_window")
+        raise SpecError(f"context window {context_window} must be >= 2 tokens", field="context_window")
     laws = spec.parametric()
     if laws is None:
         assert spec.trace is not None
@@ -388,8 +387,7 @@ def _product(inp: ParametricDist, out: ParametricDist, max_bins: int) -> JointLe
     return JointLengths(lin, n, np.outer(pl, pn))
 
 
-def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int,
-                     window: int) -> JointLengths:
+def _clipped_product(inp: ParametricDist, out: ParametricDist, max_bins: int, window: int) -> JointLengths:
     """Fine product grid, clipped cell by cell, re-binned to ``max_bins``.
 
     clipped_fraction = Σ_j p_j · P(L > W − n_j) over fine output bins with the exact input CDF
@@ -417,8 +415,9 @@ def _sample_dist(dist: ParametricDist, n: int, rng: np.random.Generator) -> IntA
     return np.clip(np.rint(dist.ppf(rng.random(n))), lo, hi).astype(np.int64)
 
 
-def sample(spec: WorkloadSpec, n: int, rng: np.random.Generator, *,
-           context_window: int | None = None) -> tuple[IntArray, IntArray]:
+def sample(
+    spec: WorkloadSpec, n: int, rng: np.random.Generator, *, context_window: int | None = None
+) -> tuple[IntArray, IntArray]:
     """``n`` requests' (input, output) token counts; a trace is resampled with replacement.
 
     Uses only the ``rng`` passed in (no global state); clipping as in :func:`discretize`.
@@ -442,10 +441,8 @@ def sample(spec: WorkloadSpec, n: int, rng: np.random.Generator, *,
 def trace_arrivals_s(spec: WorkloadSpec) -> FloatArray:
     """Arrival times (s) of a trace workload with ``arrival: trace``."""
     if spec.trace is None or spec.arrival != "trace":
-        raise SpecError("arrival times exist only for arrival: trace with a trace file",
-                        field="arrival")
+        raise SpecError("arrival times exist only for arrival: trace with a trace file", field="arrival")
     arrival = load_trace(spec.trace.file).arrival_s
     if arrival is None:
-        raise SpecError("trace has no arrival_s column", source=str(spec.trace.file),
-                        field="arrival")
+        raise SpecError("trace has no arrival_s column", source=str(spec.trace.file), field="arrival")
     return arrival

@@ -13,8 +13,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``pytest --update-golden`` rewrites the golden reports (tests/golden) instead of comparing them."""
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite golden report files instead of comparing with them")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden report files instead of comparing with them",
+    )
 
 
 @dataclass(frozen=True)

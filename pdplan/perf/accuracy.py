@@ -32,8 +32,14 @@ from pdplan.perf.kernels import (
     prefill_attention_time_s,
 )
 
-FAMILIES = (("gemm", "bf16"), ("gemm", "fp8"), ("prefill_attention", "bf16"),
-            ("prefill_attention", "fp8"), ("decode_attention", "bf16"), ("decode_attention", "fp8"))
+FAMILIES = (
+    ("gemm", "bf16"),
+    ("gemm", "fp8"),
+    ("prefill_attention", "bf16"),
+    ("prefill_attention", "fp8"),
+    ("decode_attention", "bf16"),
+    ("decode_attention", "fp8"),
+)
 TARGET_MEDIAN_PCT = 10.0
 TARGET_P90_PCT = 25.0
 _PHASE = {"prefill_attention": "context", "decode_attention": "generation"}
@@ -60,19 +66,16 @@ class Cell:
 def kernel_sources(path: Path, where: dict[str, set[str]]) -> list[str]:
     """``kernel_source`` of the rows matching ``where``, in file order (as the numeric readers)."""
     with path.open(newline="") as fh:
-        return [r["kernel_source"] for r in csv.DictReader(fh)
-                if all(r[c] in ok for c, ok in where.items())]
+        return [r["kernel_source"] for r in csv.DictReader(fh) if all(r[c] in ok for c, ok in where.items())]
 
 
-def cell(table: KernelTable, gpu: GpuPeaks, data_dir: Path, family: str,
-         flavour: str) -> Cell | None:
+def cell(table: KernelTable, gpu: GpuPeaks, data_dir: Path, family: str, flavour: str) -> Cell | None:
     """Predictions of ``table`` on every measured row of one cell, or None without rows/entry."""
     if family == "gemm":
         r = fit.read_gemm(data_dir, flavour)  # type: ignore[arg-type]
         if not r["m"].size or flavour not in table.gemm:
             return None
-        pred = gemm_time_s(r["m"], r["n"], r["k"], flavour, gpu, table,
-                           warm_l2=True)
+        pred = gemm_time_s(r["m"], r["n"], r["k"], flavour, gpu, table, warm_l2=True)
         kernels = kernel_sources(data_dir / "gemm.csv", {"gemm_dtype": fit.GEMM_DTYPES[flavour]})
     else:
         phase = _PHASE[family]
@@ -81,15 +84,13 @@ def cell(table: KernelTable, gpu: GpuPeaks, data_dir: Path, family: str,
             return None
         b, h, kv, d = r["batch_size"], r["num_heads"], r["num_key_value_heads"], r["head_dim"]
         if family == "prefill_attention":
-            pred = prefill_attention_time_s(b, r["isl"], h, kv, d, gpu, table,
-                                            flavour)  # type: ignore[arg-type]
+            pred = prefill_attention_time_s(b, r["isl"], h, kv, d, gpu, table, flavour)  # type: ignore[arg-type]
         else:
             kvb = 2.0 if flavour == "bf16" else 1.0
-            pred = decode_attention_time_s(b, decode_context_len(r), h, kv, d, kvb, gpu, table,
-                                           warm_l2=True)
-        kernels = kernel_sources(data_dir / f"{phase}_attention.csv",
-                                 {"kv_cache_dtype": fit.KV_DTYPES[flavour],
-                                  "attn_dtype": {"bfloat16"}})
+            pred = decode_attention_time_s(b, decode_context_len(r), h, kv, d, kvb, gpu, table, warm_l2=True)
+        kernels = kernel_sources(
+            data_dir / f"{phase}_attention.csv", {"kv_cache_dtype": fit.KV_DTYPES[flavour], "attn_dtype": {"bfloat16"}}
+        )
     primary_kernel = Counter(kernels).most_common(1)[0][0]
     primary = np.array([k == primary_kernel for k in kernels], dtype=bool)
     return Cell(pred, r["latency_ms"] * 1e-3, primary, primary_kernel)

@@ -98,8 +98,13 @@ def snap_exponent(q: float) -> float:
     return float(2.0 ** np.clip(np.round(np.log2(q)), 0.0, max(POW2_Q_STEPS.values())))
 
 
-def _refit_with_power_of_two_q(predict_fn: Callable[[dict[str, float]], FloatArray], params: dict[str, float],
-                               bounds: Bounds, measured: FloatArray, f_scale: float) -> FitResult:
+def _refit_with_power_of_two_q(
+    predict_fn: Callable[[dict[str, float]], FloatArray],
+    params: dict[str, float],
+    bounds: Bounds,
+    measured: FloatArray,
+    f_scale: float,
+) -> FitResult:
     """Fix smooth_q at :func:`snap_exponent` of the free fit and refit the other parameters from there."""
     q = snap_exponent(params["smooth_q"])
     rest = {k: v for k, v in params.items() if k != "smooth_q"}
@@ -120,9 +125,7 @@ def subsample_index(n: int, max_rows: int = MAX_FIT_ROWS) -> IntArray:
 # ---------------------------------------------------------------- AIConfigurator CSV adapters
 
 
-def read_csv_columns(
-    path: Path, columns: list[str], where: Mapping[str, set[str]]
-) -> dict[str, FloatArray]:
+def read_csv_columns(path: Path, columns: list[str], where: Mapping[str, set[str]]) -> dict[str, FloatArray]:
     """Numeric columns of the rows whose string columns match ``where`` (column -> allowed)."""
     if not path.is_file():
         raise SpecError("file not found", source=str(path))
@@ -133,8 +136,7 @@ def read_csv_columns(
 
 GEMM_DTYPES: dict[str, set[str]] = {"bf16": {"bfloat16"}, "fp8": {"fp8"}}
 KV_DTYPES: dict[str, set[str]] = {"bf16": {"bfloat16"}, "fp8": {"fp8"}}
-_ATTN_COLS = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "step",
-              "latency_ms"]
+_ATTN_COLS = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "step", "latency_ms"]
 
 
 def read_gemm(data_dir: Path, flavour: GemmFlavour) -> dict[str, FloatArray]:
@@ -149,8 +151,7 @@ def read_attention(data_dir: Path, phase: str, kv: KvFlavour) -> dict[str, Float
     return read_csv_columns(data_dir / f"{phase}_attention.csv", _ATTN_COLS, where)
 
 
-DTYPE_BYTES = {"half": 2.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0, "float": 4.0,
-               "float32": 4.0}
+DTYPE_BYTES = {"half": 2.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0, "float": 4.0, "float32": 4.0}
 
 
 def read_allreduce(path: Path, op_name: str, dtype: str) -> dict[str, FloatArray]:

@@ -20,8 +20,9 @@ AB_START = {"alpha_s": 5e-6, "bus_bytes_per_s": 1e11}
 AB_BOUNDS = {"alpha_s": (1e-7, 1e-3), "bus_bytes_per_s": (1e8, 5e12)}
 
 
-def fit_alpha_beta(data: Mapping[str, FloatArray], gpu: GpuPeaks, gpu_id: str,
-                   sel: IntArray | None = None) -> AlphaBeta:
+def fit_alpha_beta(
+    data: Mapping[str, FloatArray], gpu: GpuPeaks, gpu_id: str, sel: IntArray | None = None
+) -> AlphaBeta:
     """α (s) and bus bandwidth β (bytes/s), ring factor 2(n−1)/n, on rows ``sel`` (default all)."""
     pick = np.arange(data["num_gpus"].size) if sel is None else sel
     n, size = data["num_gpus"][pick], data["message_bytes"][pick]
@@ -29,8 +30,7 @@ def fit_alpha_beta(data: Mapping[str, FloatArray], gpu: GpuPeaks, gpu_id: str,
     def predict(p: dict[str, float]) -> FloatArray:
         return allreduce_time_s(size, n, gpu, stub_table(gpu_id, allreduce=p))
 
-    fit = fit_parameters(predict, AB_START, AB_BOUNDS, data["latency_ms"][pick] * 1e-3,
-                         f_scale=F_SCALE)
+    fit = fit_parameters(predict, AB_START, AB_BOUNDS, data["latency_ms"][pick] * 1e-3, f_scale=F_SCALE)
     return AlphaBeta(**fit.params)
 
 
@@ -48,8 +48,9 @@ def fit_allreduce(
         for count in np.unique(rows["num_gpus"]):
             sel = np.flatnonzero(rows["num_gpus"] == count)
             by[name][int(count)] = fit_alpha_beta(rows, gpu, gpu_id, sel)
-    params = AllreduceParams(alpha_s=fallback.alpha_s, bus_bytes_per_s=fallback.bus_bytes_per_s,
-                             custom=by["custom"], nccl=by["nccl"])
+    params = AllreduceParams(
+        alpha_s=fallback.alpha_s, bus_bytes_per_s=fallback.bus_bytes_per_s, custom=by["custom"], nccl=by["nccl"]
+    )
     stats = {}
     for name, rows in (("custom", custom), ("nccl", nccl)):
         one = params.model_copy(update={"custom": by[name], "nccl": by[name]})
@@ -60,14 +61,23 @@ def fit_allreduce(
     return params, stats
 
 
-def best_allreduce_stats(custom: Mapping[str, FloatArray], nccl: Mapping[str, FloatArray],
-                         params: AllreduceParams, gpu: GpuPeaks, gpu_id: str) -> ErrorStats:
+def best_allreduce_stats(
+    custom: Mapping[str, FloatArray],
+    nccl: Mapping[str, FloatArray],
+    params: AllreduceParams,
+    gpu: GpuPeaks,
+    gpu_id: str,
+) -> ErrorStats:
     """Model (faster implementation) against min(custom, NCCL) measured at matching size and count."""
-    meas = {(float(n), float(s)): t for n, s, t in zip(custom["num_gpus"], custom["message_bytes"],
-                                                        custom["latency_ms"], strict=True)}
-    pairs = [(n, s, min(meas[(float(n), float(s))], t))
-             for n, s, t in zip(nccl["num_gpus"], nccl["message_bytes"], nccl["latency_ms"],
-                                strict=True) if (float(n), float(s)) in meas]
+    meas = {
+        (float(n), float(s)): t
+        for n, s, t in zip(custom["num_gpus"], custom["message_bytes"], custom["latency_ms"], strict=True)
+    }
+    pairs = [
+        (n, s, min(meas[(float(n), float(s))], t))
+        for n, s, t in zip(nccl["num_gpus"], nccl["message_bytes"], nccl["latency_ms"], strict=True)
+        if (float(n), float(s)) in meas
+    ]
     arr = np.array(pairs, dtype=float).reshape(-1, 3)
     table = stub_table(gpu_id, allreduce=params.model_dump())
     return error_stats(allreduce_time_s(arr[:, 1], arr[:, 0], gpu, table), arr[:, 2] * 1e-3)

@@ -54,11 +54,19 @@ DEFAULT_SM_COUNT = 132
 def stub_table(gpu_id: str, sm_count: int | None = DEFAULT_SM_COUNT, **groups: object) -> KernelTable:
     """A table holding only the groups being fitted (the rest are inert placeholders)."""
     base: dict[str, object] = {
-        "schema_version": 1, "gpu": gpu_id, "calibrated": False, "stack": "fit", "derived_from": None,
-        "sm_count": sm_count, "gemm": {}, "prefill_attention": {}, "decode_attention": {},
+        "schema_version": 1,
+        "gpu": gpu_id,
+        "calibrated": False,
+        "stack": "fit",
+        "derived_from": None,
+        "sm_count": sm_count,
+        "gemm": {},
+        "prefill_attention": {},
+        "decode_attention": {},
         "allreduce": {"alpha_s": 0.0, "bus_bytes_per_s": 1.0},
         "elementwise": {"memory_fraction": 1.0, "overhead_s": 0.0},
-        "framework": {"decode_step_overhead_s": 0.0}, "sources": {},
+        "framework": {"decode_step_overhead_s": 0.0},
+        "sources": {},
     }
     base.update(groups)
     return KernelTable.model_validate(base)
@@ -68,8 +76,9 @@ def _knot_names(head_dims: FloatArray) -> dict[str, int]:
     return {f"hd{int(d)}": int(d) for d in np.unique(head_dims)}
 
 
-def _assemble(p: Mapping[str, float], knots: Mapping[str, int], rate_keys: tuple[str, ...],
-              tiling: Tiling | None) -> dict[str, object]:
+def _assemble(
+    p: Mapping[str, float], knots: Mapping[str, int], rate_keys: tuple[str, ...], tiling: Tiling | None
+) -> dict[str, object]:
     """Flat fitted numbers → one params entry: head-dim knots folded into {head_dim: factor <= 1}
     (the rates the factor divides, ``rate_keys``, rescaled by the best knot so every prediction is
     unchanged), tiling numbers moved into ``tiling``."""
@@ -99,14 +108,32 @@ def _monotone_knots(factors: Mapping[int, float]) -> dict[int, float]:
     return out
 
 
-GEMM_START = {"peak_fraction": 0.8, "m0_tokens": 32.0, "n0_elements": 64.0, "k0_elements": 64.0,
-              "memory_fraction": 0.8, "overhead_s": 3e-6, "smooth_q": 2.0, "l2_bytes": 4e6,
-              "l2_speedup": 2.0, "k_latency_s": 3e-6, "k_sat_elements": 2048.0}
-GEMM_BOUNDS = {"peak_fraction": (0.05, 1.0), "m0_tokens": (1e-3, 4096.0),
-               "n0_elements": (1e-3, 16384.0), "k0_elements": (1e-3, 16384.0),
-               "memory_fraction": (0.05, 1.0), "overhead_s": (1e-7, 1e-4), "smooth_q": (1.0, 16.0),
-               "l2_bytes": (1e3, 5e8), "l2_speedup": (1.0, 16.0), "k_latency_s": (1e-9, 1e-3),
-               "k_sat_elements": (1.0, 1e6)}
+GEMM_START = {
+    "peak_fraction": 0.8,
+    "m0_tokens": 32.0,
+    "n0_elements": 64.0,
+    "k0_elements": 64.0,
+    "memory_fraction": 0.8,
+    "overhead_s": 3e-6,
+    "smooth_q": 2.0,
+    "l2_bytes": 4e6,
+    "l2_speedup": 2.0,
+    "k_latency_s": 3e-6,
+    "k_sat_elements": 2048.0,
+}
+GEMM_BOUNDS = {
+    "peak_fraction": (0.05, 1.0),
+    "m0_tokens": (1e-3, 4096.0),
+    "n0_elements": (1e-3, 16384.0),
+    "k0_elements": (1e-3, 16384.0),
+    "memory_fraction": (0.05, 1.0),
+    "overhead_s": (1e-7, 1e-4),
+    "smooth_q": (1.0, 16.0),
+    "l2_bytes": (1e3, 5e8),
+    "l2_speedup": (1.0, 16.0),
+    "k_latency_s": (1e-9, 1e-3),
+    "k_sat_elements": (1.0, 1e6),
+}
 GEMM_M_TILES = (0, 128, 256)
 """M-tile candidates: 0 = none (cuBLAS picks among many tiles), 128 / 256 (CUTLASS FP8 kernels in
 vLLM dispatch M > 128 to 128-row tiles, clustered in pairs)."""
@@ -129,8 +156,7 @@ def fit_gemm(
         for l2_mode in ("first", "lru"):
             fixed = {"m_tile": m_tile, "l2_mode": l2_mode}
 
-            def predict(p: dict[str, float], sel: IntArray = idx,
-                        fixed: dict[str, Any] = fixed) -> FloatArray:
+            def predict(p: dict[str, float], sel: IntArray = idx, fixed: dict[str, Any] = fixed) -> FloatArray:
                 table = stub_table(gpu_id, gemm={flavour: {**p, **fixed}})
                 return gemm_time_s(m[sel], n[sel], k[sel], flavour, gpu, table, warm_l2=True)
 
@@ -143,34 +169,68 @@ def fit_gemm(
     return params, error_stats(gemm_time_s(m, n, k, flavour, gpu, table, warm_l2=True), t)
 
 
-PREFILL_START = {"compute_fraction": 0.6, "s0_tokens": 64.0, "w0_batch_heads": 64.0,
-                 "memory_fraction": 0.5, "overhead_s": 8e-6, "smooth_q": 2.0,
-                 "per_sequence_s": 1e-8}
+PREFILL_START = {
+    "compute_fraction": 0.6,
+    "s0_tokens": 64.0,
+    "w0_batch_heads": 64.0,
+    "memory_fraction": 0.5,
+    "overhead_s": 8e-6,
+    "smooth_q": 2.0,
+    "per_sequence_s": 1e-8,
+}
 # compute_fraction capped at 0.85: FlashAttention-3 reaches ~75% of H100 peak (HARDWARE_FACTS §3)
-PREFILL_BOUNDS = {"compute_fraction": (0.05, 0.85), "s0_tokens": (1e-3, 8192.0),
-                  "w0_batch_heads": (1e-3, 8192.0), "memory_fraction": (0.02, 1.0),
-                  "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0),
-                  "per_sequence_s": (1e-12, 1e-5)}
-PREFILL_TILED = {"kv_reread": ((1.0, 64.0), 2.0), "cta_overhead_s": ((1e-9, 1e-4), 1e-6),
-                 "span_exposed": ((1e-3, 1.0), 0.5)}
+PREFILL_BOUNDS = {
+    "compute_fraction": (0.05, 0.85),
+    "s0_tokens": (1e-3, 8192.0),
+    "w0_batch_heads": (1e-3, 8192.0),
+    "memory_fraction": (0.02, 1.0),
+    "overhead_s": (1e-7, 1e-3),
+    "smooth_q": (1.0, 16.0),
+    "per_sequence_s": (1e-12, 1e-5),
+}
+PREFILL_TILED = {
+    "kv_reread": ((1.0, 64.0), 2.0),
+    "cta_overhead_s": ((1e-9, 1e-4), 1e-6),
+    "span_exposed": ((1e-3, 1.0), 0.5),
+}
 """Tiled prefill: s0 and w0 drop out (tile padding and the CTA terms replace the ramps); these join."""
-DECODE_START = {"memory_fraction": 0.7, "c0_tokens": 64.0, "w0_seq_heads": 8.0,
-                "compute_fraction": 0.3, "overhead_s": 8e-6, "smooth_q": 2.0, "l2_bytes": 4e6,
-                "l2_speedup": 2.0}
-DECODE_BOUNDS = {"memory_fraction": (0.05, 1.0), "c0_tokens": (1e-3, 65536.0),
-                 "w0_seq_heads": (1e-3, 4096.0), "compute_fraction": (0.01, 1.0),
-                 "overhead_s": (1e-7, 1e-3), "smooth_q": (1.0, 16.0), "l2_bytes": (1e3, 5e8),
-                 "l2_speedup": (1.0, 16.0)}
-DECODE_TILED = {"cta_overhead_s": ((1e-9, 1e-4), 2e-6), "cta_bytes_per_s": ((1e8, 1e12), 2e10),
-                "split_combine_s": ((1e-9, 1e-4), 3e-6)}
+DECODE_START = {
+    "memory_fraction": 0.7,
+    "c0_tokens": 64.0,
+    "w0_seq_heads": 8.0,
+    "compute_fraction": 0.3,
+    "overhead_s": 8e-6,
+    "smooth_q": 2.0,
+    "l2_bytes": 4e6,
+    "l2_speedup": 2.0,
+}
+DECODE_BOUNDS = {
+    "memory_fraction": (0.05, 1.0),
+    "c0_tokens": (1e-3, 65536.0),
+    "w0_seq_heads": (1e-3, 4096.0),
+    "compute_fraction": (0.01, 1.0),
+    "overhead_s": (1e-7, 1e-3),
+    "smooth_q": (1.0, 16.0),
+    "l2_bytes": (1e3, 5e8),
+    "l2_speedup": (1.0, 16.0),
+}
+DECODE_TILED = {
+    "cta_overhead_s": ((1e-9, 1e-4), 2e-6),
+    "cta_bytes_per_s": ((1e8, 1e12), 2e10),
+    "split_combine_s": ((1e-9, 1e-4), 3e-6),
+}
 """Tiled decode: c0 and w0 drop out, the CTA overhead, one CTA's stream rate and the combine join."""
 KNOT_BOUNDS = (0.5, 1.0)
 
 
-def _start_bounds(start: Mapping[str, float], bounds: Mapping[str, tuple[float, float]],
-                  tiled: Mapping[str, tuple[tuple[float, float], float]], dropped: tuple[str, ...],
-                  knots: Mapping[str, int], tiling: Tiling | None,
-                  ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+def _start_bounds(
+    start: Mapping[str, float],
+    bounds: Mapping[str, tuple[float, float]],
+    tiled: Mapping[str, tuple[tuple[float, float], float]],
+    dropped: tuple[str, ...],
+    knots: Mapping[str, int],
+    tiling: Tiling | None,
+) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
     s, b = dict(start), dict(bounds)
     if tiling is not None:
         for key in dropped:
@@ -186,12 +246,15 @@ ALT_STARTS = ({"span_exposed": 0.1, "smooth_q": 4.0}, {"span_exposed": 0.9, "smo
 whose fit has the lowest P90 on the fit subsample wins."""
 
 
-def _best_of_starts(predict: Any, start: Mapping[str, float],
-                    bounds: Mapping[str, tuple[float, float]], measured: FloatArray,
-                    tiled: bool) -> FitResult:
+def _best_of_starts(
+    predict: Any,
+    start: Mapping[str, float],
+    bounds: Mapping[str, tuple[float, float]],
+    measured: FloatArray,
+    tiled: bool,
+) -> FitResult:
     alts = [{k: v for k, v in alt.items() if k in start} for alt in ALT_STARTS] if tiled else []
-    fits = [fit_parameters(predict, {**start, **alt}, bounds, measured, f_scale=F_SCALE)
-            for alt in ({}, *alts)]
+    fits = [fit_parameters(predict, {**start, **alt}, bounds, measured, f_scale=F_SCALE) for alt in ({}, *alts)]
     return min(fits, key=lambda f: f.stats.p90_abs_pct)
 
 
@@ -200,12 +263,16 @@ def _fixed_zeros(tiling: Tiling | None, keys: tuple[str, ...]) -> dict[str, floa
 
 
 def fit_prefill(
-    data: Mapping[str, FloatArray], kv: KvFlavour, gpu: GpuPeaks, gpu_id: str,
+    data: Mapping[str, FloatArray],
+    kv: KvFlavour,
+    gpu: GpuPeaks,
+    gpu_id: str,
     tiling: PrefillTiling | None = None,
 ) -> tuple[PrefillAttentionParams, ErrorStats]:
     """Fit prefill (context) attention for one KV dtype, with a compute factor per head size."""
-    b, s, h, kvh, d = (np.asarray(data[c]) for c in ("batch_size", "isl", "num_heads",
-                                                      "num_key_value_heads", "head_dim"))
+    b, s, h, kvh, d = (
+        np.asarray(data[c]) for c in ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim")
+    )
     t = np.asarray(data["latency_ms"]) * 1e-3
     idx = subsample_index(t.size)
     knots = _knot_names(d)
@@ -219,8 +286,9 @@ def fit_prefill(
         table = stub_table(gpu_id, sms, prefill_attention={kv: entry(p)})
         return prefill_attention_time_s(b[sel], s[sel], h[sel], kvh[sel], d[sel], gpu, table, kv)
 
-    start, bounds = _start_bounds(PREFILL_START, PREFILL_BOUNDS, PREFILL_TILED,
-                                  ("s0_tokens", "w0_batch_heads"), knots, tiling)
+    start, bounds = _start_bounds(
+        PREFILL_START, PREFILL_BOUNDS, PREFILL_TILED, ("s0_tokens", "w0_batch_heads"), knots, tiling
+    )
     fit = _best_of_starts(predict, start, bounds, t[idx], tiling is not None)
     params = PrefillAttentionParams.model_validate(entry(fit.params))
     return params, error_stats(predict(fit.params, np.arange(t.size)), t)
@@ -232,15 +300,17 @@ def decode_context_len(data: Mapping[str, FloatArray]) -> FloatArray:
 
 
 def fit_decode(
-    data: Mapping[str, FloatArray], kv: KvFlavour, gpu: GpuPeaks, gpu_id: str,
+    data: Mapping[str, FloatArray],
+    kv: KvFlavour,
+    gpu: GpuPeaks,
+    gpu_id: str,
     tiling: DecodeTiling | None = None,
 ) -> tuple[DecodeAttentionParams, ErrorStats]:
     """Fit decode (generation) attention for one KV dtype (warm-L2 term on, as benchmarked).
 
     Tiled fits use the LRU warm-L2 mode (a step re-reads its whole cache; the untiled model keeps
     the "first bytes" mode of the earlier tables)."""
-    b, h, kvh, d = (np.asarray(data[c]) for c in ("batch_size", "num_heads",
-                                                   "num_key_value_heads", "head_dim"))
+    b, h, kvh, d = (np.asarray(data[c]) for c in ("batch_size", "num_heads", "num_key_value_heads", "head_dim"))
     c = decode_context_len(data)
     t = np.asarray(data["latency_ms"]) * 1e-3
     idx = subsample_index(t.size)
@@ -258,12 +328,11 @@ def fit_decode(
 
     def predict(p: dict[str, float], sel: IntArray = idx) -> FloatArray:
         table = stub_table(gpu_id, sms, decode_attention={kv: entry(p)})
-        return decode_attention_time_s(b[sel], c[sel], h[sel], kvh[sel], d[sel], kv_bytes, gpu,
-                                       table, warm_l2=True)
+        return decode_attention_time_s(b[sel], c[sel], h[sel], kvh[sel], d[sel], kv_bytes, gpu, table, warm_l2=True)
 
-    start, bounds = _start_bounds(DECODE_START, DECODE_BOUNDS, DECODE_TILED,
-                                  ("c0_tokens", "w0_seq_heads"), knots, tiling)
+    start, bounds = _start_bounds(
+        DECODE_START, DECODE_BOUNDS, DECODE_TILED, ("c0_tokens", "w0_seq_heads"), knots, tiling
+    )
     fit = _best_of_starts(predict, start, bounds, t[idx], tiling is not None)
     params = DecodeAttentionParams.model_validate(entry(fit.params))
     return params, error_stats(predict(fit.params, np.arange(t.size)), t)
-

@@ -260,12 +260,20 @@ class KernelTable(_Frozen):
 
     @model_validator(mode="after")
     def _tiled_needs_sm_count(self) -> KernelTable:
-        tiled = [f"{group}.{k}" for group, entries in (("prefill_attention", self.prefill_attention),
-                                                       ("decode_attention", self.decode_attention))
-                 for k, v in entries.items() if v.tiling is not None]
+        tiled = [
+            f"{group}.{k}"
+            for group, entries in (
+                ("prefill_attention", self.prefill_attention),
+                ("decode_attention", self.decode_attention),
+            )
+            for k, v in entries.items()
+            if v.tiling is not None
+        ]
         if tiled and self.sm_count is None:
-            raise ValueError(f"sm_count: required when attention entries are tiled ({tiled}); "
-                             "give the GPU's streaming-multiprocessor count from its datasheet")
+            raise ValueError(
+                f"sm_count: required when attention entries are tiled ({tiled}); "
+                "give the GPU's streaming-multiprocessor count from its datasheet"
+            )
         return self
 
 

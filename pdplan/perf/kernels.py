@@ -46,12 +46,35 @@ from pdplan.perf.kernel_params import (
 from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
 
 __all__ = [
-    "KERNEL_TABLE_SCHEMA_VERSION", "TABLE_DIR", "AllreduceParams", "AlphaBeta", "ArrayLike",
-    "DecodeAttentionParams", "DecodeTiling", "ElementwiseParams", "FloatArray", "FrameworkParams",
-    "GemmFlavour", "GemmParams", "GpuPeaks", "KernelTable", "KvFlavour", "PrefillAttentionParams",
-    "PrefillTiling", "Tiling", "allreduce_time_s", "decode_attention_time_s", "elementwise_time_s", "gemm_time_s",
-    "head_dim_factor", "load_kernel_table", "packaged_table_ids", "prefill_attention_time_s",
-    "smooth_max", "smooth_max_of", "stream_s",
+    "KERNEL_TABLE_SCHEMA_VERSION",
+    "TABLE_DIR",
+    "AllreduceParams",
+    "AlphaBeta",
+    "ArrayLike",
+    "DecodeAttentionParams",
+    "DecodeTiling",
+    "ElementwiseParams",
+    "FloatArray",
+    "FrameworkParams",
+    "GemmFlavour",
+    "GemmParams",
+    "GpuPeaks",
+    "KernelTable",
+    "KvFlavour",
+    "PrefillAttentionParams",
+    "PrefillTiling",
+    "Tiling",
+    "allreduce_time_s",
+    "decode_attention_time_s",
+    "elementwise_time_s",
+    "gemm_time_s",
+    "head_dim_factor",
+    "load_kernel_table",
+    "packaged_table_ids",
+    "prefill_attention_time_s",
+    "smooth_max",
+    "smooth_max_of",
+    "stream_s",
 ]
 
 _T = TypeVar("_T")
@@ -127,8 +150,9 @@ def _fp8_peak(gpu: GpuPeaks) -> float:
     return gpu.fp8_flops_per_s
 
 
-def stream_s(bytes_: FloatArray, bw: float, l2_bytes: float, l2_speedup: float, warm_l2: bool,
-             mode: L2Mode = "first") -> FloatArray:
+def stream_s(
+    bytes_: FloatArray, bw: float, l2_bytes: float, l2_speedup: float, warm_l2: bool, mode: L2Mode = "first"
+) -> FloatArray:
     """Seconds to read ``bytes_`` at ``bw``, part of it from a warm L2 at ``l2_speedup``× ``bw``.
 
     "first": the first ``l2_bytes`` hit. "lru": hit fraction h = clip(2 − bytes/l2_bytes, 0, 1), so
@@ -158,8 +182,14 @@ def head_dim_factor(head_dim: ArrayLike, knots: Mapping[int, float]) -> FloatArr
 
 
 def gemm_time_s(
-    m: ArrayLike, n: ArrayLike, k: ArrayLike, flavour: GemmFlavour, gpu: GpuPeaks,
-    table: KernelTable, *, warm_l2: bool = False,
+    m: ArrayLike,
+    n: ArrayLike,
+    k: ArrayLike,
+    flavour: GemmFlavour,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    *,
+    warm_l2: bool = False,
 ) -> FloatArray:
     """Time (s) of one [m×k]·[k×n] GEMM; m = tokens. See :class:`GemmParams` for the formula.
 
@@ -174,8 +204,7 @@ def gemm_time_s(
     if p.m_tile > 0:  # tile-padded rows above one M tile
         m_c = np.where(m_ > p.m_tile, np.ceil(m_ / p.m_tile) * p.m_tile, m_)
     # grouped so that with scalar n, k (one weight shape) every m-array term is one multiply-add
-    compute_s = (m_c + p.m0_tokens) * ((n_ + p.n0_elements) * (k_ + p.k0_elements) * (
-        2.0 / (peak * p.peak_fraction)))
+    compute_s = (m_c + p.m0_tokens) * ((n_ + p.n0_elements) * (k_ + p.k0_elements) * (2.0 / (peak * p.peak_fraction)))
     weights_s = stream_s(k_ * n_ * in_bytes, bw, p.l2_bytes, p.l2_speedup, warm_l2, p.l2_mode)
     memory_s = m_ * ((k_ * in_bytes + n_ * 2.0) / bw) + weights_s
     if p.k_latency_s > 0.0:  # the same as smooth_max(smooth_max(compute, memory), k-loop), in one pass
@@ -188,8 +217,14 @@ def gemm_time_s(
 
 
 def prefill_attention_time_s(
-    batch: ArrayLike, seq_len: ArrayLike, heads: ArrayLike, kv_heads: ArrayLike,
-    head_dim: ArrayLike, gpu: GpuPeaks, table: KernelTable, kv_flavour: KvFlavour = "bf16",
+    batch: ArrayLike,
+    seq_len: ArrayLike,
+    heads: ArrayLike,
+    kv_heads: ArrayLike,
+    head_dim: ArrayLike,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    kv_flavour: KvFlavour = "bf16",
 ) -> FloatArray:
     """Time (s) of causal prefill attention: ``batch`` prompts of ``seq_len`` tokens, no prefix.
 
@@ -206,18 +241,24 @@ def prefill_attention_time_s(
     else:
         compute_s = prefill_cta_s(b, s, h, kv, d, rate, p.tiling, sm_count(gpu, table))
         if p.s0_tokens > 0.0 or p.w0_batch_heads > 0.0:
-            compute_s = compute_s * (s + p.s0_tokens) / np.maximum(s, 1.0) * (
-                b * h + p.w0_batch_heads) / np.maximum(b * h, 1.0)
-    memory_s = b * s * d * (4.0 * h + p.kv_reread * 2.0 * kv * kv_bytes) / (
-        gpu.memory_bytes_per_s * p.memory_fraction
-    )
+            compute_s = (
+                compute_s * (s + p.s0_tokens) / np.maximum(s, 1.0) * (b * h + p.w0_batch_heads) / np.maximum(b * h, 1.0)
+            )
+    memory_s = b * s * d * (4.0 * h + p.kv_reread * 2.0 * kv * kv_bytes) / (gpu.memory_bytes_per_s * p.memory_fraction)
     return p.overhead_s + p.per_sequence_s * b + smooth_max(compute_s, memory_s, p.smooth_q)
 
 
 def decode_attention_time_s(
-    batch: ArrayLike, context_len: ArrayLike, heads: ArrayLike, kv_heads: ArrayLike,
-    head_dim: ArrayLike, kv_dtype_bytes: float, gpu: GpuPeaks, table: KernelTable,
-    *, warm_l2: bool = False,
+    batch: ArrayLike,
+    context_len: ArrayLike,
+    heads: ArrayLike,
+    kv_heads: ArrayLike,
+    head_dim: ArrayLike,
+    kv_dtype_bytes: float,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    *,
+    warm_l2: bool = False,
 ) -> FloatArray:
     """Time (s) of one decode step of attention; kv_dtype_bytes 2 (bf16) or 1 (fp8).
 
@@ -229,18 +270,17 @@ def decode_attention_time_s(
     b, c, h, kv, d = _f(batch), _f(context_len), _f(heads), _f(kv_heads), _f(head_dim)
     f_d = head_dim_factor(d, p.head_dim_efficiency)
     kv_read = 2.0 * d * kv_dtype_bytes * (c + p.c0_tokens) * (b * kv + p.w0_seq_heads)
-    memory_s = stream_s(kv_read, gpu.memory_bytes_per_s * p.memory_fraction, p.l2_bytes,
-                        p.l2_speedup, warm_l2, p.l2_mode)
+    memory_s = stream_s(
+        kv_read, gpu.memory_bytes_per_s * p.memory_fraction, p.l2_bytes, p.l2_speedup, warm_l2, p.l2_mode
+    )
     compute_s = 4.0 * b * h * c * d / (gpu.bf16_flops_per_s * p.compute_fraction * f_d)
     if p.tiling is not None:  # the head-size factor slows the whole tiled kernel, streams too
         memory_s = memory_s / f_d
-        compute_s = compute_s + decode_cta_s(b, c, h, kv, d / f_d, kv_dtype_bytes, p.tiling,
-                                             sm_count(gpu, table))
+        compute_s = compute_s + decode_cta_s(b, c, h, kv, d / f_d, kv_dtype_bytes, p.tiling, sm_count(gpu, table))
     return p.overhead_s + smooth_max(compute_s, memory_s, p.smooth_q)
 
 
-def _alpha_beta_s(size: FloatArray, n: FloatArray, fallback: AlphaBeta,
-                  by_gpus: Mapping[int, AlphaBeta]) -> FloatArray:
+def _alpha_beta_s(size: FloatArray, n: FloatArray, fallback: AlphaBeta, by_gpus: Mapping[int, AlphaBeta]) -> FloatArray:
     alpha = np.full_like(size * n, fallback.alpha_s)
     beta = np.full_like(alpha, fallback.bus_bytes_per_s)
     for count, ab in by_gpus.items():
@@ -250,9 +290,7 @@ def _alpha_beta_s(size: FloatArray, n: FloatArray, fallback: AlphaBeta,
     return result
 
 
-def allreduce_time_s(
-    message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable
-) -> FloatArray:
+def allreduce_time_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
     """Time (s) of one all-reduce of ``message_bytes`` per GPU over ``num_gpus`` (0 if 1 GPU).
 
     The faster of the custom all-reduce and NCCL where the table has them for this GPU count
@@ -267,8 +305,7 @@ def allreduce_time_s(
     t = _alpha_beta_s(size, n, fallback, {})
     if p.custom or p.nccl:
         known = np.isin(n, [*p.custom, *p.nccl])
-        best = np.minimum(_alpha_beta_s(size, n, fallback, p.custom),
-                          _alpha_beta_s(size, n, fallback, p.nccl))
+        best = np.minimum(_alpha_beta_s(size, n, fallback, p.custom), _alpha_beta_s(size, n, fallback, p.nccl))
         t = np.where(known, best, t)
     result: FloatArray = np.where(n > 1.0, t, 0.0)
     return result
@@ -283,8 +320,10 @@ def _allreduce_one_count_s(size: FloatArray, n: float, fallback: AlphaBeta, p: A
     if count not in p.custom and count not in p.nccl:
         plain: FloatArray = fallback.alpha_s + size * (ring / fallback.bus_bytes_per_s)
         return plain
-    times = [ab.alpha_s + size * (ring / ab.bus_bytes_per_s)
-             for ab in (p.custom.get(count, fallback), p.nccl.get(count, fallback))]
+    times = [
+        ab.alpha_s + size * (ring / ab.bus_bytes_per_s)
+        for ab in (p.custom.get(count, fallback), p.nccl.get(count, fallback))
+    ]
     result: FloatArray = np.minimum(times[0], times[1])
     return result
 
@@ -292,9 +331,7 @@ def _allreduce_one_count_s(size: FloatArray, n: float, fallback: AlphaBeta, p: A
 def elementwise_time_s(bytes_moved: ArrayLike, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
     """Time (s) of a memory-bound kernel moving ``bytes_moved`` bytes (reads + writes)."""
     p = table.elementwise
-    result: FloatArray = p.overhead_s + _f(bytes_moved) / (
-        gpu.memory_bytes_per_s * p.memory_fraction
-    )
+    result: FloatArray = p.overhead_s + _f(bytes_moved) / (gpu.memory_bytes_per_s * p.memory_fraction)
     return result
 
 

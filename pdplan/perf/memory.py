@@ -87,9 +87,16 @@ def kv_replication(model: ModelSpec, tp: ArrayLike) -> FloatArray:
 
 
 def instance_memory(
-    model: ModelSpec, memory_bytes: float, *, tp: ArrayLike = 1, pp: ArrayLike = 1,
-    weight_dtype_bytes: float = 2.0, kv_dtype_bytes: float = 2.0, act_dtype_bytes: float = 2.0,
-    gpu_memory_utilization: float | None = None, max_num_batched_tokens: int | None = None,
+    model: ModelSpec,
+    memory_bytes: float,
+    *,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    weight_dtype_bytes: float = 2.0,
+    kv_dtype_bytes: float = 2.0,
+    act_dtype_bytes: float = 2.0,
+    gpu_memory_utilization: float | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> InstanceMemory:
     """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
 

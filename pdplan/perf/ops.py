@@ -123,17 +123,25 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     # per-GPU share of a token's KV in one layer: its local heads (MLA's latent is not sharded)
     kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
     kv_per_token_layer = kv_full_layer * kv_share
-    dims = {"batch": s.batch + 0.0 * s.tp, "context": s.tokens + 0.0 * s.tp, "heads": heads,
-            "kv_heads": kv_heads_per_gpu(model, s.tp), "head_dim": np.full_like(s.tp, model.head_dim),
-            "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp}
+    dims = {
+        "batch": s.batch + 0.0 * s.tp,
+        "context": s.tokens + 0.0 * s.tp,
+        "heads": heads,
+        "kv_heads": kv_heads_per_gpu(model, s.tp),
+        "head_dim": np.full_like(s.tp, model.head_dim),
+        "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp,
+    }
     kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
     ops = [Op("attn.core", kind, n_full, dims)]
     la = model.linear_attention
     if la is not None:
         state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
-        lin = {"tokens": s.new_tokens + 0.0 * s.tp, "batch": s.batch + 0.0 * s.tp,
-               "state_bytes": state / s.tp,
-               "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp}
+        lin = {
+            "tokens": s.new_tokens + 0.0 * s.tp,
+            "batch": s.batch + 0.0 * s.tp,
+            "state_bytes": state / s.tp,
+            "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
+        }
         ops.append(Op("linear_attn.scan", "linear_attn", float(model.num_layers - n_full), lin))
     return ops
 
@@ -155,21 +163,24 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     moe = model.moe
     n_moe = float(len(model.moe_layer_indices))
     n_dense = float(model.num_layers) - n_moe
-    ops = [Op(f"mlp.{g.name}", "gemm", n_dense, _gemm_dims(g, m, s.tp))
-           for g in model.mlp_gemms(model.intermediate_size)] if n_dense else []
+    ops = (
+        [Op(f"mlp.{g.name}", "gemm", n_dense, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(model.intermediate_size)]
+        if n_dense
+        else []
+    )
     ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
     if moe is None:
         return ops
     touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, m)
     m_per_expert = m * moe.experts_per_token / touched
-    experts = [Op(f"moe.expert_{g.name}", "gemm", n_moe,
-                  {**_gemm_dims(g, m_per_expert, s.tp), "repeat": touched})
-               for g in model.mlp_gemms(moe.expert_intermediate_size)]
+    experts = [
+        Op(f"moe.expert_{g.name}", "gemm", n_moe, {**_gemm_dims(g, m_per_expert, s.tp), "repeat": touched})
+        for g in model.mlp_gemms(moe.expert_intermediate_size)
+    ]
     ops += _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
     if moe.num_shared_experts:
         width = moe.shared_expert_intermediate_size * moe.num_shared_experts
-        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp))
-                  for g in model.mlp_gemms(width)]
+        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
         ops += _fused(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
     router = GemmShape("router", model.hidden_size, moe.num_experts)
     ops.append(Op("moe.router", "gemm", n_moe, _gemm_dims(router, m, s.tp)))
@@ -187,14 +198,21 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """
     h = float(model.hidden_size)
     moe = model.moe
-    width = (moe.experts_per_token * moe.expert_intermediate_size
-             + moe.num_shared_experts * moe.shared_expert_intermediate_size) if moe else model.intermediate_size
+    width = (
+        (
+            moe.experts_per_token * moe.expert_intermediate_size
+            + moe.num_shared_experts * moe.shared_expert_intermediate_size
+        )
+        if moe
+        else model.intermediate_size
+    )
     layers = float(model.num_layers)
-    ops = [Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp}),
-           Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * width / s.tp})]
+    ops = [
+        Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp}),
+        Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * width / s.tp}),
+    ]
     if model.position_embedding == "rope":
-        ops.append(Op("rotary", "elementwise", float(model.num_kv_layers),
-                      {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
+        ops.append(Op("rotary", "elementwise", float(model.num_kv_layers), {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
     return ops
 
 

@@ -93,8 +93,7 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
     if op.kind == "gemm":
         rep = d.get("repeat", np.ones_like(d["m"]))
         flops = 2.0 * d["m"] * d["n"] * d["k"] * rep
-        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * prec.weight_bytes
-                  + d["m"] * d["n"] * prec.act_bytes) * rep
+        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * prec.weight_bytes + d["m"] * d["n"] * prec.act_bytes) * rep
     elif op.kind == "attn_prefill":  # causal: half of 4·b·h·s²·d
         flops = 2.0 * d["batch"] * d["heads"] * d["context"] ** 2 * d["head_dim"]
         bytes_ = d["batch"] * d["context"] * d["head_dim"] * (2 * d["heads"] + 2 * d["kv_heads"])
@@ -133,13 +132,15 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
         return t * d.get("repeat", 1.0)
     if op.kind == "attn_prefill":
         kv: KvFlavour = "fp8" if prec.kv_bytes <= 1.0 else "bf16"
-        return prefill_attention_time_s(d["batch"], d["context"], d["heads"], d["kv_heads"],
-                                        d["head_dim"], gpu, table, kv)
+        return prefill_attention_time_s(
+            d["batch"], d["context"], d["heads"], d["kv_heads"], d["head_dim"], gpu, table, kv
+        )
     if op.kind == "attn_decode":
         # head_dim_eff makes 2·kv_heads·head_dim_eff·b equal the per-GPU KV bytes per token (MLA latent too)
         head_dim_eff = d["kv_bytes_per_token"] / (2.0 * d["kv_heads"] * prec.kv_bytes)
-        return decode_attention_time_s(d["batch"], d["context"], d["heads"], d["kv_heads"],
-                                       head_dim_eff, prec.kv_bytes, gpu, table)
+        return decode_attention_time_s(
+            d["batch"], d["context"], d["heads"], d["kv_heads"], head_dim_eff, prec.kv_bytes, gpu, table
+        )
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
@@ -155,24 +156,33 @@ def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> s
     return "compute" if compute > memory else "memory"
 
 
-def _price_ops(ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision,
-               detail: bool = True) -> tuple[OpTime, ...]:
+def _price_ops(
+    ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision, detail: bool = True
+) -> tuple[OpTime, ...]:
     """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads)."""
     priced = []
     for op in ops:
         time_s = _op_time_s(op, gpu, table, prec) * op.count
         if detail:
             flops, bytes_ = _ideal_flops_bytes(op, prec)
-            priced.append(OpTime(op.name, op.kind, op.count, time_s, flops * op.count,
-                                 bytes_ * op.count, _bound_of(op, flops, bytes_, gpu)))
+            priced.append(
+                OpTime(
+                    op.name,
+                    op.kind,
+                    op.count,
+                    time_s,
+                    flops * op.count,
+                    bytes_ * op.count,
+                    _bound_of(op, flops, bytes_, gpu),
+                )
+            )
         else:
             empty = np.zeros(0)
             priced.append(OpTime(op.name, op.kind, op.count, time_s, empty, empty, "unknown"))
     return tuple(priced)
 
 
-def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelTable,
-               pp: FloatArray) -> FloatArray:
+def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelTable, pp: FloatArray) -> FloatArray:
     """One PP stage hand-off: activations tokens·h·b over the scale-up link, plus its latency α."""
     bandwidth = getattr(gpu, "scale_up_bytes_per_s", gpu.memory_bytes_per_s)
     send_s = table.allreduce.alpha_s + shape.new_tokens * model.hidden_size * shape.act_bytes / bandwidth
@@ -181,8 +191,16 @@ def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelT
 
 
 def phase_time(
-    model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, phase: Phase, batch: ArrayLike,
-    tokens: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1, precision: Precision | None = None,
+    model: ModelSpec,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    *,
+    phase: Phase,
+    batch: ArrayLike,
+    tokens: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    precision: Precision | None = None,
     detail: bool = True,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
@@ -207,17 +225,35 @@ def phase_time(
     return PhaseTime(phase, latency_s, stage_s, overhead_s, handoff_s, ops)
 
 
-def prefill_time_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch: ArrayLike,
-                   tokens: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1,
-                   precision: Precision | None = None) -> FloatArray:
+def prefill_time_s(
+    model: ModelSpec,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    *,
+    batch: ArrayLike,
+    tokens: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    precision: Precision | None = None,
+) -> FloatArray:
     """Latency (s) of prefilling ``batch`` prompts of ``tokens`` tokens (vectorised)."""
-    return phase_time(model, gpu, table, phase="prefill", batch=batch, tokens=tokens, tp=tp, pp=pp,
-                      precision=precision, detail=False).time_s
+    return phase_time(
+        model, gpu, table, phase="prefill", batch=batch, tokens=tokens, tp=tp, pp=pp, precision=precision, detail=False
+    ).time_s
 
 
-def decode_step_s(model: ModelSpec, gpu: GpuPeaks, table: KernelTable, *, batch: ArrayLike,
-                  context: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1,
-                  precision: Precision | None = None) -> FloatArray:
+def decode_step_s(
+    model: ModelSpec,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    *,
+    batch: ArrayLike,
+    context: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    precision: Precision | None = None,
+) -> FloatArray:
     """Latency (s) of one decode step for ``batch`` sequences at mean context ``context`` (vectorised)."""
-    return phase_time(model, gpu, table, phase="decode", batch=batch, tokens=context, tp=tp, pp=pp,
-                      precision=precision, detail=False).time_s
+    return phase_time(
+        model, gpu, table, phase="decode", batch=batch, tokens=context, tp=tp, pp=pp, precision=precision, detail=False
+    ).time_s

@@ -31,13 +31,23 @@ def sm_count(gpu: GpuPeaks, table: KernelTable) -> float:
     own = getattr(gpu, "sm_count", None)
     count = own if own else table.sm_count
     if not count:
-        raise SpecError(f"kernel table for {table.gpu!r} is tiled but neither the GPU {gpu.name!r} "
-                        "nor the table gives sm_count", field="sm_count")
+        raise SpecError(
+            f"kernel table for {table.gpu!r} is tiled but neither the GPU {gpu.name!r} nor the table gives sm_count",
+            field="sm_count",
+        )
     return float(count)
 
 
-def prefill_cta_s(b: FloatArray, s: FloatArray, h: FloatArray, kv: FloatArray, d: FloatArray,
-                  rate: FloatArray, t: PrefillTiling, sms: float) -> FloatArray:
+def prefill_cta_s(
+    b: FloatArray,
+    s: FloatArray,
+    h: FloatArray,
+    kv: FloatArray,
+    d: FloatArray,
+    rate: FloatArray,
+    t: PrefillTiling,
+    sms: float,
+) -> FloatArray:
     """Seconds of causal prefill CTAs at ``rate`` FLOP/s (peak·efficiency): W/P and T∞ combined.
 
     Rows: a CTA holds tile_q rows of g' = h/kv packed heads (g' = 1 unpacked; a one-token prompt is
@@ -65,8 +75,16 @@ def brent(work: FloatArray, span: FloatArray, exposed: float) -> FloatArray:
     return result
 
 
-def decode_cta_s(b: FloatArray, c: FloatArray, h: FloatArray, kv: FloatArray, d: FloatArray,
-                 kv_bytes: float, t: DecodeTiling, sms: float) -> FloatArray:
+def decode_cta_s(
+    b: FloatArray,
+    c: FloatArray,
+    h: FloatArray,
+    kv: FloatArray,
+    d: FloatArray,
+    kv_bytes: float,
+    t: DecodeTiling,
+    sms: float,
+) -> FloatArray:
     """Seconds of the CTA waves of one split-KV decode step (joins compute; memory is separate).
 
     Base CTAs B = b·kv·ceil(g/tile_q) with packed GQA rows (b·h unpacked), n_kv = ceil(c/tile_kv),
@@ -86,8 +104,7 @@ def decode_cta_s(b: FloatArray, c: FloatArray, h: FloatArray, kv: FloatArray, d:
     t_blk = t.tile_kv * 2.0 * d * kv_bytes / t.cta_bytes_per_s
     unsplit = np.maximum(base / slots, 1.0) * (t.cta_overhead_s + n_kv * t_blk)
     splits = np.clip(np.floor(slots / base), 1.0, np.minimum(n_kv, t.max_splits))
-    split = np.maximum(base * splits / slots, 1.0) * (
-        t.cta_overhead_s + np.ceil(n_kv / splits) * t_blk)
+    split = np.maximum(base * splits / slots, 1.0) * (t.cta_overhead_s + np.ceil(n_kv / splits) * t_blk)
     best = np.minimum(unsplit, split + t.split_combine_s)
     result: FloatArray = best if t.split_mha else np.where(g > 1.0, best, unsplit)
     return result

@@ -22,9 +22,7 @@ from scipy.optimize import brentq
 from pdplan.queueing.distributions import FloatArray, WaitDistribution, check_pmf
 
 
-def ttft_attainment(
-    wait: WaitDistribution, offsets_s: ArrayLike, prob: ArrayLike, slo_s: float
-) -> FloatArray:
+def ttft_attainment(wait: WaitDistribution, offsets_s: ArrayLike, prob: ArrayLike, slo_s: float) -> FloatArray:
     """``Σ_l p_l F_W(slo − g_l)`` per rate (shape ``[R]``); offsets shape ``[L]`` or ``[R, L]``."""
     _, p = check_pmf(np.zeros(np.size(prob)), prob, "prob")
     off = np.broadcast_to(np.asarray(offsets_s, dtype=np.float64), (wait.h_s.size, p.size))

@@ -91,8 +91,9 @@ class BatchedPrefill:
         return self.batch_time(tok, tok * np.minimum(self.kappa_tokens, 0.5 * tok))
 
 
-def batched_prefill(lengths: FloatArray, prob: FloatArray, budget_tokens: float,
-                    batch_time: BatchTimeFn) -> BatchedPrefill:
+def batched_prefill(
+    lengths: FloatArray, prob: FloatArray, budget_tokens: float, batch_time: BatchTimeFn
+) -> BatchedPrefill:
     """Validate the inputs and compute κ, the single-prompt times and the full batch."""
     lens, p = check_pmf(lengths, prob, "lengths")
     if not budget_tokens >= 1.0:
@@ -101,8 +102,7 @@ def batched_prefill(lengths: FloatArray, prob: FloatArray, budget_tokens: float,
     single = np.asarray(batch_time(lens, lens**2), dtype=np.float64)
     base = BatchedPrefill(lens, p, float(budget_tokens), batch_time, single, kappa, 1.0, 1.0)
     tokens, time_s = full_batch(base)
-    return BatchedPrefill(lens, p, float(budget_tokens), batch_time, single, kappa, tokens,
-                          time_s)
+    return BatchedPrefill(lens, p, float(budget_tokens), batch_time, single, kappa, tokens, time_s)
 
 
 def lattice_pmf(lengths: FloatArray, prob: FloatArray, step: float, cells: int) -> FloatArray:
@@ -147,21 +147,19 @@ def full_batch(model: BatchedPrefill) -> tuple[float, float]:
     gap = np.clip(room - idx[None, :], 0, n - 1)
     weight = np.where(inside, renewal[None, :] * surv[gap], 0.0)
     weight /= np.maximum(weight.sum(axis=1, keepdims=True), 1e-300)
-    head = _head_law(weight, np.where(inside, weight / surv[gap], 0.0), pmf,
-                     model.prob[~small], room[:, 0])
-    head_sq = lattice_pmf(lens, p * lens**3, step, n) / np.maximum(
-        lattice_pmf(lens, p * lens, step, n), 1e-300)
+    head = _head_law(weight, np.where(inside, weight / surv[gap], 0.0), pmf, model.prob[~small], room[:, 0])
+    head_sq = lattice_pmf(lens, p * lens**3, step, n) / np.maximum(lattice_pmf(lens, p * lens, step, n), 1e-300)
     tokens = (idx[:, None] + idx[None, :]) * step
-    time_s = model.batch_time(np.maximum(tokens, 1.0),
-                              np.maximum(head_sq[:, None] + fresh_sq[None, :], 1.0))
+    time_s = model.batch_time(np.maximum(tokens, 1.0), np.maximum(head_sq[:, None] + fresh_sq[None, :], 1.0))
     small_w, big_w = head[:n], head[n:]
     b_full = float(small_w @ (weight * tokens).sum(axis=1) + big_w @ model.lengths[~small])
     f_full = float(small_w @ (weight * time_s).sum(axis=1) + big_w @ model.single_s[~small])
     return b_full, f_full
 
 
-def _head_law(weight: FloatArray, ratio: FloatArray, pmf: FloatArray, big: FloatArray,
-              room: npt.NDArray[np.intp]) -> FloatArray:
+def _head_law(
+    weight: FloatArray, ratio: FloatArray, pmf: FloatArray, big: FloatArray, room: npt.NDArray[np.intp]
+) -> FloatArray:
     """Stationary law of full-batch heads (lattice cells, then prompts over the budget).
 
     From head cell i the next head x is the first prompt with x > room_i − s: probability
@@ -211,8 +209,9 @@ class ChainState:
 def lattice_step(model: BatchedPrefill, rate: float, servers: int = 1) -> float:
     """Token lattice step at ``rate`` (module docstring); ValueError at or above capacity."""
     if rate >= servers * model.capacity_rps:
-        raise ValueError(f"batched prefill: unstable at rate {rate:.6g}/s "
-                         f"(capacity {servers * model.capacity_rps:.6g}/s)")
+        raise ValueError(
+            f"batched prefill: unstable at rate {rate:.6g}/s (capacity {servers * model.capacity_rps:.6g}/s)"
+        )
     second = float(model.prob @ model.lengths**2)
     full_s = model.full_s / servers
     drift = model.full_tokens - rate * model.mean_tokens * full_s
@@ -277,8 +276,7 @@ def chain_state(model: BatchedPrefill, rate: float, servers: int = 1) -> ChainSt
     busy = pi * dur
     idle = np.where(free, pi * np.exp(-mu) / rate, 0.0)
     total = float(busy.sum() + idle.sum())
-    return ChainState(rate, step, dur, carry, cp, busy / total, float(idle.sum()) / total,
-                      servers)
+    return ChainState(rate, step, dur, carry, cp, busy / total, float(idle.sum()) / total, servers)
 
 
 def _stationary(trans: FloatArray) -> FloatArray:

@@ -82,8 +82,7 @@ class PerBinWait:
         return np.asarray(self.h_s * (self.cdf_grid.shape[2] - 1), dtype=np.float64)
 
 
-def batched_wait(model: BatchedPrefill, rate_per_s: FloatArray, servers: int = 1
-                 ) -> PerBinWait:
+def batched_wait(model: BatchedPrefill, rate_per_s: FloatArray, servers: int = 1) -> PerBinWait:
     """:class:`PerBinWait` for each rate (one chain solve and one lattice per rate).
 
     ``servers`` = c > 1 models c instances fed by one central FCFS queue (least-work routing),
@@ -156,8 +155,7 @@ def _pool(values: FloatArray, nodes: FloatArray, weights: FloatArray) -> FloatAr
     return np.asarray(np.einsum("ns,sm->nm", split, weights), dtype=np.float64)
 
 
-def _pairs(model: BatchedPrefill, state: ChainState
-           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _pairs(model: BatchedPrefill, state: ChainState) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """(T, C, N, weight) of the (pooled state, arrival cell) pairs with non-negligible weight.
 
     The tagged request's outcome depends on a state only through T, C and the arrival law, so
@@ -169,15 +167,12 @@ def _pairs(model: BatchedPrefill, state: ChainState
     free = state.carry_tokens <= 0.0
     busy = state.busy_prob[:, None] * state.arrivals
     t_free = state.duration_s[free]
-    t_nodes = np.geomspace(t_free.min(), max(t_free.max(), t_free.min() * 1.0001),
-                           DURATION_NODES)
-    groups = [(t_nodes, np.zeros(DURATION_NODES),
-               _pool(np.log(t_free), np.log(t_nodes), busy[free]))]
+    t_nodes = np.geomspace(t_free.min(), max(t_free.max(), t_free.min() * 1.0001), DURATION_NODES)
+    groups = [(t_nodes, np.zeros(DURATION_NODES), _pool(np.log(t_free), np.log(t_nodes), busy[free]))]
     if np.any(~free):
         c_full = state.carry_tokens[~free]
         c_nodes = np.linspace(c_full.min(), max(c_full.max(), c_full.min() + 1.0), CARRY_NODES)
-        groups.append((np.full(CARRY_NODES, model.full_s), c_nodes,
-                       _pool(c_full, c_nodes, busy[~free])))
+        groups.append((np.full(CARRY_NODES, model.full_s), c_nodes, _pool(c_full, c_nodes, busy[~free])))
     dur = np.concatenate([g[0] for g in groups])
     carry = np.concatenate([g[1] for g in groups])
     weight = np.concatenate([g[2] for g in groups])
@@ -196,8 +191,9 @@ def _own_s(model: BatchedPrefill, lens: FloatArray, tokens: FloatArray) -> Float
     return model.batch_time(np.maximum(tokens, lens), sq)
 
 
-def _segments(model: BatchedPrefill, state: ChainState, bins: IntArray
-              ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+def _segments(
+    model: BatchedPrefill, state: ChainState, bins: IntArray
+) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
     """Flat segments of Z for prompt ``bins``: ``(lo, hi, weight, index into bins)``.
 
     The common case — the request fits the next batch and that batch stays within the budget —
@@ -210,8 +206,7 @@ def _segments(model: BatchedPrefill, state: ChainState, bins: IntArray
     budget, step = model.budget_tokens, state.step_tokens
     room = budget - lens - c[:, None]
     nn = n[:, None]
-    u_star = np.where(nn > 0, np.clip(room / np.where(nn > 0, nn, 1.0), 0.0, 1.0),
-                      (room >= 0).astype(np.float64))
+    u_star = np.where(nn > 0, np.clip(room / np.where(nn > 0, nn, 1.0), 0.0, 1.0), (room >= 0).astype(np.float64))
     u_star = np.where(lens > budget, 0.0, u_star)
     total = (c + n)[:, None]
     grid = np.arange(int(np.ceil(float(total.max()) / step)) + 2) * step
@@ -227,21 +222,35 @@ def _segments(model: BatchedPrefill, state: ChainState, bins: IntArray
         x = np.maximum(model.full_tokens, lens[0, q] + c[r] + 0.5 * u_star[r, q] * n[r])
         y_fit[r, q] = _own_s(model, lens[0, q], x) - single[0, q]
     cut = t[:, None] * (1.0 - u_star)
-    segs = [(cut + np.maximum(y_fit, 0.0), t[:, None] + np.maximum(y_fit, 0.0),
-             w[:, None] * u_star, np.broadcast_to(kk, u_star.shape))]
+    segs = [
+        (
+            cut + np.maximum(y_fit, 0.0),
+            t[:, None] + np.maximum(y_fit, 0.0),
+            w[:, None] * u_star,
+            np.broadcast_to(kk, u_star.shape),
+        )
+    ]
     over = (u_star < 1.0) & (w[:, None] * (1.0 - u_star) > _PAIR_FLOOR)
     if np.any(over):
         r, q = np.nonzero(over)
-        y_over = _overflow(model, state.rate_per_s, c[r], n[r], lens[0, q], single[0, q],
-                           u_star[r, q], state.servers)
+        y_over = _overflow(model, state.rate_per_s, c[r], n[r], lens[0, q], single[0, q], u_star[r, q], state.servers)
         segs.append((y_over, cut[r, q] + y_over, w[r] * (1.0 - u_star[r, q]), q))
-    return tuple(np.concatenate([np.ravel(x[j]) for x in segs])  # type: ignore[return-value]
-                 for j in range(4))
+    return tuple(
+        np.concatenate([np.ravel(x[j]) for x in segs])  # type: ignore[return-value]
+        for j in range(4)
+    )
 
 
-def _overflow(model: BatchedPrefill, rate: float, c: FloatArray, n: FloatArray,
-              lens: FloatArray, single: FloatArray, u_star: FloatArray,
-              servers: int) -> FloatArray:
+def _overflow(
+    model: BatchedPrefill,
+    rate: float,
+    c: FloatArray,
+    n: FloatArray,
+    lens: FloatArray,
+    single: FloatArray,
+    u_star: FloatArray,
+    servers: int,
+) -> FloatArray:
     """``Z − R`` when the request misses the next batch (module docstring), u at the midpoint."""
     alone = lens > model.budget_tokens
     u_o = 0.5 * (1.0 + u_star)
@@ -254,21 +263,22 @@ def _overflow(model: BatchedPrefill, rate: float, c: FloatArray, n: FloatArray,
     return np.asarray(np.maximum(extra + own - single, 0.0), dtype=np.float64)
 
 
-def _ahead_wait(model: BatchedPrefill, ahead: FloatArray, lens: FloatArray,
-                alone: npt.NDArray[np.bool_]) -> tuple[FloatArray, FloatArray]:
+def _ahead_wait(
+    model: BatchedPrefill, ahead: FloatArray, lens: FloatArray, alone: npt.NDArray[np.bool_]
+) -> tuple[FloatArray, FloatArray]:
     """(wait for the batches ahead, tokens still ahead in the own batch) after an overflow."""
     b_full, f_full = model.full_tokens, model.full_s
     fits = np.maximum(np.ceil((ahead + lens - model.budget_tokens) / b_full), 0.0)
     shared = (fits * f_full, np.maximum(ahead - fits * b_full, 0.0))
     batches = np.ceil(ahead / b_full)
     last = ahead - np.maximum(batches - 1.0, 0.0) * b_full
-    solo = np.maximum(batches - 1.0, 0.0) * f_full + np.where(
-        ahead > 0, model.batch_s(np.maximum(last, 1.0)), 0.0)
+    solo = np.maximum(batches - 1.0, 0.0) * f_full + np.where(ahead > 0, model.batch_s(np.maximum(last, 1.0)), 0.0)
     return np.where(alone, solo, shared[0]), np.where(alone, 0.0, shared[1])
 
 
-def _deposit(lo: FloatArray, hi: FloatArray, w: FloatArray, bins: IntArray, k: int,
-             idle: float) -> tuple[float, FloatArray, FloatArray]:
+def _deposit(
+    lo: FloatArray, hi: FloatArray, w: FloatArray, bins: IntArray, k: int, idle: float
+) -> tuple[float, FloatArray, FloatArray]:
     """Lattice cdf ``[K, TTFT_CELLS]`` of uniform segments plus the idle atom at 0, and means."""
     total = np.bincount(bins, w, k) + idle
     mean = np.bincount(bins, 0.5 * (lo + hi) * w, k) / total
@@ -287,11 +297,14 @@ def _deposit(lo: FloatArray, hi: FloatArray, w: FloatArray, bins: IntArray, k: i
         frac = j + 1.0 - x
         second += np.bincount(row + j + 1, sign * ramp * frac, size)
         second += np.bincount(row + j + 2, sign * ramp * (1.0 - frac), size)
-    first = np.asarray(np.bincount(row + np.minimum(np.ceil(lo_c), TTFT_CELLS - 1).astype(np.intp),
-                                   np.where(point, scale, 0.0), size), dtype=np.float64)
+    first = np.asarray(
+        np.bincount(row + np.minimum(np.ceil(lo_c), TTFT_CELLS - 1).astype(np.intp), np.where(point, scale, 0.0), size),
+        dtype=np.float64,
+    )
     first[np.arange(k) * (TTFT_CELLS + 2)] += idle / total
-    cdf = (np.cumsum(np.cumsum(second.reshape(k, -1), axis=1), axis=1)
-           + np.cumsum(first.reshape(k, -1), axis=1))[:, :TTFT_CELLS]
+    cdf = (np.cumsum(np.cumsum(second.reshape(k, -1), axis=1), axis=1) + np.cumsum(first.reshape(k, -1), axis=1))[
+        :, :TTFT_CELLS
+    ]
     cdf = np.clip(np.maximum.accumulate(cdf, axis=1), 0.0, 1.0)
     cdf[:, -1] = 1.0
     return h, cdf, np.asarray(mean, dtype=np.float64)

@@ -76,8 +76,9 @@ class ChunkQueue:
         return np.asarray(self.tau_chunk_s - self.tau_plain_s, dtype=np.float64)
 
 
-def chunk_queue(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, token_budget: float,
-                t_p: float, t_a: float) -> ChunkQueue:
+def chunk_queue(
+    rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, token_budget: float, t_p: float, t_a: float
+) -> ChunkQueue:
     """Mean field, plain/chunk step times and drain-corrected service (module docstring).
 
     ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
@@ -87,13 +88,15 @@ def chunk_queue(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, token_
     u_d = rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
     u_p = rate * (t_p * el + t_a * el2 / 2.0)
     if np.any(u_d + u_p >= 1.0):
-        raise ValueError(f"colocated chunked: unstable, prefill + decode utilisation "
-                         f"{float((u_d + u_p).max()):.4f} >= 1")
+        raise ValueError(
+            f"colocated chunked: unstable, prefill + decode utilisation {float((u_d + u_p).max()):.4f} >= 1"
+        )
     tau = st.t0_s / (1.0 - u_d - u_p)
     chunk = token_budget - rate * wl.mean_steps * tau
     if np.any(chunk <= 0):
-        raise ValueError(f"chunked: token budget {token_budget} <= mean decode batch "
-                         f"{float((token_budget - chunk).max()):.1f}")
+        raise ValueError(
+            f"chunked: token budget {token_budget} <= mean decode batch {float((token_budget - chunk).max()):.1f}"
+        )
     tau_p = st.t0_s + u_d * tau
     extra = chunk * (t_p + t_a * el2 / (2.0 * el))
     tau_c = tau_p + extra
@@ -130,8 +133,7 @@ def _idle_start_var(m: FloatArray, p: FloatArray, theta: FloatArray) -> FloatArr
     x = m / theta
     em = np.exp(-x)
     i1 = np.where(x < 1e-3, x**3 / 6.0, x - 2.0 * (1.0 - em) + x * em)
-    i2 = np.where(x < 1e-3, x**3 / 6.0,
-                  (1.0 - em) - x * em - (1.0 - em**2) / 2.0 + em * (1.0 - em))
+    i2 = np.where(x < 1e-3, x**3 / 6.0, (1.0 - em) - x * em - (1.0 - em**2) / 2.0 + em * (1.0 - em))
     return np.asarray(np.maximum(2.0 * theta**2 * p * ((1.0 - p) * i1 + p * i2), 0.0), np.float64)
 
 
@@ -150,8 +152,7 @@ class WindowComponents:
     """Parts with f spread over [0, 1] (the others are the points f = 0 and f = 1)."""
 
 
-def _part(weight: FloatArray, s1: FloatArray, s2: FloatArray, n: FloatArray) -> tuple[
-        FloatArray, FloatArray]:
+def _part(weight: FloatArray, s1: FloatArray, s2: FloatArray, n: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Mean and variance of f = X/n within a part from its weight and raw moments Σ E[X^j; part],
     clipped to [0, 1] and the Bhatia–Davis bound."""
     ok = weight > 1e-12
@@ -169,9 +170,15 @@ def wait_moments(q: ChunkQueue, prob: FloatArray) -> tuple[FloatArray, FloatArra
     return mean, 2.0 * mean**2 + q.rate * m3 / (3.0 * (1.0 - q.rho))
 
 
-def busy_left(rate: FloatArray, rho: FloatArray, service_s: FloatArray, prob: FloatArray,
-              window_s: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
-        FloatArray, FloatArray, FloatArray]:
+def busy_left(
+    rate: FloatArray,
+    rho: FloatArray,
+    service_s: FloatArray,
+    prob: FloatArray,
+    window_s: FloatArray,
+    w1: FloatArray,
+    w2: FloatArray,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Busy time Z an M/G/1 queue still owes from a tagged departure on, counting the arrivals of a
     window ``W + c_i``: ``P(Z = 0)``, ``E[Z | Z > 0]``, ``Var(Z | Z > 0)`` (seconds), each ``[R, M]``.
 
@@ -199,8 +206,9 @@ def busy_left(rate: FloatArray, rho: FloatArray, service_s: FloatArray, prob: Fl
     return p0, m1, np.maximum(m2 - m1**2, 1e-12 * m1**2)
 
 
-def _remaining_busy(q: ChunkQueue, prob: FloatArray, w1: FloatArray, w2: FloatArray) -> tuple[
-        FloatArray, FloatArray, FloatArray]:
+def _remaining_busy(
+    q: ChunkQueue, prob: FloatArray, w1: FloatArray, w2: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Busy time R left behind by a departing prompt of cell i: ``P(R = 0)`` and the gamma shape
     and scale (in chunk steps) of R given R > 0, each ``[R, M]``: :func:`busy_left` with the
     window the prompt's own sojourn T = W + S_i (c_i = S_i), matched by a gamma given R > 0.
@@ -275,9 +283,7 @@ def window_components(q: ChunkQueue, wl: DecodeWorkload) -> WindowComponents:
     w_idle = p0 * (1.0 - quiet)
     w_busy = (1.0 - p0) * k_lt
     idle = _part(w_idle, p0 * y_n, p0 * (v_n + y_n**2), n)
-    busy = _part(w_busy, w_busy * (k1 + y_r),
-                 w_busy * (var_k * (1.0 - slope) ** 2 + v_r + (k1 + y_r) ** 2), n)
+    busy = _part(w_busy, w_busy * (k1 + y_r), w_busy * (var_k * (1.0 - slope) ** 2 + v_r + (k1 + y_r) ** 2), n)
     zero, one = np.zeros_like(k1), np.ones_like(k1)
     weights = np.stack([p0 * quiet, w_idle, w_busy, (1.0 - p0) * (1.0 - k_lt)])
-    return WindowComponents(weights, np.stack([zero, idle[0], busy[0], one]),
-                            np.stack([zero, idle[1], busy[1], zero]))
+    return WindowComponents(weights, np.stack([zero, idle[0], busy[0], one]), np.stack([zero, idle[1], busy[1], zero]))

@@ -103,14 +103,10 @@ class ColocatedResult:
 
 
 def _decode_util(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
-    return np.asarray(
-        rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work), np.float64
-    )
+    return np.asarray(rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work), np.float64)
 
 
-def _state(
-    rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, st: LinearStepTime
-) -> DecodeFixedPoint:
+def _state(rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, st: LinearStepTime) -> DecodeFixedPoint:
     """A decode fixed-point record at a given token interval τ (for the §2.4 load-noise model)."""
     n_seqs, k_tok = rate * wl.mean_steps * tau, rate * wl.mean_work * tau
     t1 = np.full_like(rate, st.t1_s_per_seq)
@@ -126,9 +122,7 @@ def _own_weight(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
 
 def _check_total(total: FloatArray, what: str) -> None:
     if np.any(total >= 1.0):
-        raise ValueError(
-            f"colocated {what}: unstable, prefill + decode utilisation {total.max():.4f} >= 1"
-        )
+        raise ValueError(f"colocated {what}: unstable, prefill + decode utilisation {total.max():.4f} >= 1")
 
 
 def colocated_prefill_first(
@@ -161,8 +155,7 @@ def _group_mates(rate: FloatArray, rho: FloatArray, es2: float) -> FloatArray:
     """Mean number of prompts that join the decode batch with a tagged one (module docstring):
     ``E[X(X−1)]/E[X] = (ρ(1 − ρ) + λ²E[S²])/(1 − ρ)² + ρ/(1 − ρ)``, X = prompts served in an
     M/G/1 busy period."""
-    return np.asarray((rho * (1.0 - rho) + rate**2 * es2) / (1.0 - rho) ** 2 + rho / (1.0 - rho),
-                      dtype=np.float64)
+    return np.asarray((rho * (1.0 - rho) + rate**2 * es2) / (1.0 - rho) ** 2 + rho / (1.0 - rho), dtype=np.float64)
 
 
 def _mate_load(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
@@ -172,13 +165,13 @@ def _mate_load(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
     n, lin = wl.decode_steps, wl.input_tokens
     uniq, inverse = np.unique(n, return_inverse=True)
     m = np.minimum(uniq[:, None], n[None, :])
-    total = m * (st.t1_s_per_seq + st.t2_s_per_token * lin[None, :]) + (
-        st.t2_s_per_token * m * (m - 1.0) / 2.0)
+    total = m * (st.t1_s_per_seq + st.t2_s_per_token * lin[None, :]) + (st.t2_s_per_token * m * (m - 1.0) / 2.0)
     return np.asarray((total @ wl.prob / uniq)[inverse.ravel()], dtype=np.float64)
 
 
-def _stall_tpot(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, s: FloatArray,
-                tpot_mean: FloatArray, vacation: FloatArray) -> ComponentMixture:
+def _stall_tpot(
+    rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, s: FloatArray, tpot_mean: FloatArray, vacation: FloatArray
+) -> ComponentMixture:
     """TPOT of prefill-first: load (others' plus group mates') and the stall Z/n of the
     departure-started window (module docstring), as the parts none (Z = 0) and stalled (a gamma
     above ``S_min/n``)."""
@@ -218,12 +211,9 @@ def colocated_chunked(
     """
     rate = as_rates(rate_per_s)
     p = workload.prob
-    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token,
-                    attention_s_per_token2)
+    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2)
     if np.any(q.rho >= 1.0):
-        raise ValueError(
-            f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)"
-        )
+        raise ValueError(f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)")
     wait = _chunk_wait(rate, workload, q.service_s, max_cells)
     n_seqs = rate * workload.mean_steps * q.tau_mean_s
     residual = q.tau_plain_s / 2.0 * -np.expm1(-n_seqs)  # vacation residual, P(B > 0) = 1 − e^{−N}
@@ -262,18 +252,16 @@ def _chunk_cost_var(workload: DecodeWorkload, chunk: FloatArray, t_a: float) -> 
     return np.asarray((t_a * chunk) ** 2 * np.maximum(var_x - chunk**2 / 12.0, 0.0), np.float64)
 
 
-def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray,
-                max_cells: int) -> WaitDistribution:
+def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray, max_cells: int) -> WaitDistribution:
     """M/G/1 wait per rate with service ``service_s[r]`` per cell (one FFT per rate: the service
     differs), on the distinct prompt lengths."""
     _, first, inverse = np.unique(workload.input_tokens, return_index=True, return_inverse=True)
     prob = np.bincount(inverse.ravel(), weights=workload.prob)
-    rows = [mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells)
-            for r in range(rate.size)]
+    rows = [
+        mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells) for r in range(rate.size)
+    ]
     n = max(d.cdf_grid.shape[1] for d in rows)
-    grid = np.stack(
-        [np.pad(d.cdf_grid[0], (0, n - d.cdf_grid.shape[1]), mode="edge") for d in rows]
-    )
+    grid = np.stack([np.pad(d.cdf_grid[0], (0, n - d.cdf_grid.shape[1]), mode="edge") for d in rows])
     return WaitDistribution(
         h_s=np.concatenate([d.h_s for d in rows]),
         cdf_grid=grid,
@@ -298,8 +286,7 @@ def colocated_distributions(
     if scheduler == "prefill-first":
         if prefill_service_s is None:
             raise ValueError("prefill-first needs prefill_service_s")
-        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s,
-                                       max_cells)
+        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s, max_cells)
     if scheduler == "chunked":
         if token_budget is None or prefill_s_per_token is None:
             raise ValueError("chunked needs token_budget and prefill_s_per_token")

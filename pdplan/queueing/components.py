@@ -35,8 +35,16 @@ class ComponentMixture(GammaMixture):
     norm: FloatArray
 
     @classmethod
-    def of(cls, offset_s: FloatArray, weights: FloatArray, mean_s: FloatArray, var_s2: FloatArray,
-           prob: FloatArray, lo_s: FloatArray, hi_s: FloatArray) -> ComponentMixture:
+    def of(
+        cls,
+        offset_s: FloatArray,
+        weights: FloatArray,
+        mean_s: FloatArray,
+        var_s2: FloatArray,
+        prob: FloatArray,
+        lo_s: FloatArray,
+        hi_s: FloatArray,
+    ) -> ComponentMixture:
         """Build from components; fills in the mixture load mean and (law of total) variance."""
         lo = np.minimum(np.broadcast_to(lo_s, mean_s.shape), mean_s)
         hi = np.broadcast_to(hi_s, mean_s.shape)
@@ -51,9 +59,20 @@ class ComponentMixture(GammaMixture):
         norm = np.ones_like(mean_s)
         cut = np.isfinite(top)
         norm[cut] = np.maximum(gammainc(shape[cut], top[cut]), 1e-300)
-        return cls(offset_s, mean, var, prob, weights=weights, comp_mean_s=mean_s,
-                   comp_var_s2=var_s2, comp_lo_s=lo.copy(), comp_hi_s=hi.copy(), shape=shape,
-                   scale=scale, norm=norm)
+        return cls(
+            offset_s,
+            mean,
+            var,
+            prob,
+            weights=weights,
+            comp_mean_s=mean_s,
+            comp_var_s2=var_s2,
+            comp_lo_s=lo.copy(),
+            comp_hi_s=hi.copy(),
+            shape=shape,
+            scale=scale,
+            norm=norm,
+        )
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``Σ_k w_k P(offset + X_k ≤ b)`` per bin, shape ``[R, M]``."""
@@ -63,19 +82,30 @@ class ComponentMixture(GammaMixture):
             z = np.where(random, np.clip(x, 0.0, None) / np.where(random, self.scale, 1.0), 0.0)
         gam = gammainc(np.where(random, self.shape, 1.0), z) / self.norm
         below = b_s - self.offset_s[None] < self.comp_hi_s
-        per = np.where(random, np.where(below, np.minimum(gam, 1.0), 1.0),
-                       (b_s - self.offset_s[None] >= self.comp_mean_s).astype(np.float64))
+        per = np.where(
+            random,
+            np.where(below, np.minimum(gam, 1.0), 1.0),
+            (b_s - self.offset_s[None] >= self.comp_mean_s).astype(np.float64),
+        )
         return np.asarray(np.sum(per * self.weights, axis=0), dtype=np.float64)
 
     def row(self, r: int) -> ComponentMixture:
         """The mixture at rate index ``r`` alone (``R = 1``)."""
         sl = slice(r, r + 1)
         return ComponentMixture(
-            self.offset_s[sl], self.load_mean_s[sl], self.load_var_s2[sl], self.prob,
-            weights=self.weights[:, sl], comp_mean_s=self.comp_mean_s[:, sl],
-            comp_var_s2=self.comp_var_s2[:, sl], comp_lo_s=self.comp_lo_s[:, sl],
-            comp_hi_s=self.comp_hi_s[:, sl], shape=self.shape[:, sl], scale=self.scale[:, sl],
-            norm=self.norm[:, sl])
+            self.offset_s[sl],
+            self.load_mean_s[sl],
+            self.load_var_s2[sl],
+            self.prob,
+            weights=self.weights[:, sl],
+            comp_mean_s=self.comp_mean_s[:, sl],
+            comp_var_s2=self.comp_var_s2[:, sl],
+            comp_lo_s=self.comp_lo_s[:, sl],
+            comp_hi_s=self.comp_hi_s[:, sl],
+            shape=self.shape[:, sl],
+            scale=self.scale[:, sl],
+            norm=self.norm[:, sl],
+        )
 
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq on the cdf; shape ``[R]``."""

@@ -99,9 +99,7 @@ class DecodeWorkload:
         return float(self.prob @ s)
 
 
-def decode_workload(
-    input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike
-) -> DecodeWorkload:
+def decode_workload(input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike) -> DecodeWorkload:
     """Validate workload bins (joint (L, n) histogram flattened to M bins)."""
     lin, p = check_pmf(input_tokens, prob, "input_tokens")
     n = np.asarray(decode_steps, dtype=np.float64).ravel()
@@ -140,9 +138,7 @@ def _solve_tau(rate: float, wl: DecodeWorkload, step: StepTimeFn, tau0: float) -
     return float(brentq(f, tau0, hi, xtol=1e-15, rtol=1e-12))
 
 
-def decode_fixed_point(
-    rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn
-) -> DecodeFixedPoint:
+def decode_fixed_point(rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn) -> DecodeFixedPoint:
     """Mean-field fixed point τ̄, u, N, K̄ per rate; ValueError if u ≥ 1 (unstable)."""
     rate = as_rates(rate_per_s)
     en, ew = workload.mean_steps, workload.mean_work
@@ -156,9 +152,7 @@ def decode_fixed_point(
         u = rate * (t1 * en + t2 * ew)
         if np.any(u >= 1.0):
             bad = float(rate[u >= 1.0][0])
-            raise ValueError(
-                f"decode: unstable at rate {bad:.6g}/s (u >= 1); max {bad / u.max():.6g}/s"
-            )
+            raise ValueError(f"decode: unstable at rate {bad:.6g}/s (u >= 1); max {bad / u.max():.6g}/s")
         tau = tau0 / (1.0 - u)
     else:
         tau = np.array([_solve_tau(float(r), workload, step_time, tau0) for r in rate])
@@ -191,8 +185,9 @@ _SPECTRA: dict[tuple[bytes, float, float, int], tuple[FloatArray, ComplexArray, 
 _SPECTRA_MAX = 64
 
 
-def _kernel_spectra(workload: DecodeWorkload, t1: float, t2: float, n_max: int,
-                    length: int) -> tuple[FloatArray, ComplexArray, float]:
+def _kernel_spectra(
+    workload: DecodeWorkload, t1: float, t2: float, n_max: int, length: int
+) -> tuple[FloatArray, ComplexArray, float]:
     """``(Re rfft(r_circ), rfft(g delayed one step), r_0)`` of the §2.4 kernels (rate-free).
 
     For a step linear in (B, K), r and g depend on the workload and (t1, t2) only, so they are
@@ -227,8 +222,10 @@ def _kernel_spectra(workload: DecodeWorkload, t1: float, t2: float, n_max: int,
 
 
 def _workload_key(workload: DecodeWorkload) -> bytes:
-    return b"".join(np.ascontiguousarray(x, dtype=np.float64).tobytes() for x in (
-        workload.input_tokens, workload.decode_steps, workload.prob))
+    return b"".join(
+        np.ascontiguousarray(x, dtype=np.float64).tobytes()
+        for x in (workload.input_tokens, workload.decode_steps, workload.prob)
+    )
 
 
 def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[FloatArray, FloatArray]:
@@ -249,8 +246,7 @@ def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[Float
     chunk = max(1, _FFT_BUDGET // length)
     groups: dict[tuple[float, float], list[int]] = {}
     for r in busy.tolist():
-        groups.setdefault((float(state.t1_s_per_seq[r]), float(state.t2_s_per_token[r])),
-                          []).append(r)
+        groups.setdefault((float(state.t1_s_per_seq[r]), float(state.t2_s_per_token[r])), []).append(r)
     for (t1, t2), rows in groups.items():
         spec_r, g_hat, r0 = _kernel_spectra(workload, t1, t2, n_max, length)
         for start in range(0, len(rows), chunk):
@@ -278,9 +274,7 @@ def _average_variance(cov: FloatArray, steps: FloatArray) -> FloatArray:
     return np.asarray(np.interp(steps, n, np.maximum(var_n, 0.0)), dtype=np.float64)
 
 
-def tpot_distribution(
-    rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn
-) -> GammaMixture:
+def tpot_distribution(rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn) -> GammaMixture:
     """Per-request TPOT mixture (§2.4): offset t0 + w_i, load X̄ ~ Gamma(u τ̄, Var X̄(n_i))."""
     st = decode_fixed_point(rate_per_s, workload, step_time)
     var_bins, _ = load_noise(st, workload)
@@ -364,9 +358,7 @@ def decode_capacity(
         if top[i] <= 0.0:
             rates.append(math.inf)
         else:
-            rates.append(
-                float(brentq(lambda x, i=i: excess(x)[i], 1e-12 * lam_u, lam_u, rtol=1e-6))
-            )
+            rates.append(float(brentq(lambda x, i=i: excess(x)[i], 1e-12 * lam_u, lam_u, rtol=1e-6)))
     bounds = {"utilisation": lam_u, "kv": rates[0], "seqs": rates[1]}
     binding = min(bounds, key=lambda k: bounds[k])
     return DecodeCapacity(bounds[binding], lam_u, rates[0], rates[1], binding)

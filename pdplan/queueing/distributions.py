@@ -64,9 +64,7 @@ def as_rates(rate_per_s: ArrayLike) -> FloatArray:
     return r
 
 
-def mixture_quantile(
-    cdf_row: Callable[[float], float], q: float, lo: float, hi: float, what: str
-) -> float:
+def mixture_quantile(cdf_row: Callable[[float], float], q: float, lo: float, hi: float, what: str) -> float:
     """Quantile of a monotone cdf by brentq on ``cdf(t) − q`` over ``[lo, hi]``.
 
     Returns ``lo`` when ``cdf(lo) ≥ q``; raises ValueError when ``cdf(hi) < q`` (the quantile lies
@@ -126,9 +124,7 @@ class WaitDistribution:
         for r in range(self.cdf_grid.shape[0]):
             row = self.cdf_grid[r]
             if np.any(qa > row[-1]):
-                raise ValueError(
-                    f"wait quantile {float(qa.max())} beyond the grid (cdf max {row[-1]:.6f})"
-                )
+                raise ValueError(f"wait quantile {float(qa.max())} beyond the grid (cdf max {row[-1]:.6f})")
             out[r] = np.where(qa <= self.atom[r], 0.0, np.interp(qa, row, grid) * self.h_s[r])
         return out
 
@@ -227,8 +223,7 @@ class GammaMixture:
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``P(T_i ≤ b)`` per bin; shape ``[R, M]`` (mixed over the delay points if any)."""
         if self.delay_points_s is None:
-            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2,
-                                  self.spread_s)
+            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2, self.spread_s)
         assert self.delay_weights is not None
         assert self.delay_intervals is not None
         shift = self._points() / self.delay_intervals[None, :, None]
@@ -237,8 +232,7 @@ class GammaMixture:
         c = self._load_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None], spread)
         return np.asarray(np.sum(c * self._weights(), axis=2), dtype=np.float64)
 
-    def _load_cdf(self, x: FloatArray, m: FloatArray, v: FloatArray,
-                  spread: FloatArray | None) -> FloatArray:
+    def _load_cdf(self, x: FloatArray, m: FloatArray, v: FloatArray, spread: FloatArray | None) -> FloatArray:
         """``P(X (+ U) ≤ x)``: the gamma load, mixed with its uniform-shifted law if any."""
         c = self._gamma_cdf(x, m, v)
         if spread is None:
@@ -297,8 +291,17 @@ class GammaMixture:
         weights = None if self.delay_weights is None else self.delay_weights[sl]
         spread = None if self.spread_s is None else self.spread_s[sl]
         spread_prob = None if self.spread_prob is None else self.spread_prob[sl]
-        return GammaMixture(self.offset_s[sl], self.load_mean_s[sl], self.load_var_s2[sl],
-                            self.prob, points, weights, self.delay_intervals, spread, spread_prob)
+        return GammaMixture(
+            self.offset_s[sl],
+            self.load_mean_s[sl],
+            self.load_var_s2[sl],
+            self.prob,
+            points,
+            weights,
+            self.delay_intervals,
+            spread,
+            spread_prob,
+        )
 
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq; shape ``[R]``."""
@@ -316,8 +319,7 @@ class GammaMixture:
         return out
 
 
-def _gamma_shape(x: FloatArray, m: FloatArray, v: FloatArray
-                 ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+def _gamma_shape(x: FloatArray, m: FloatArray, v: FloatArray) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
     """(random part, shape k, scale θ) of Gamma(mean m, variance v) broadcast to ``x``; m ≤ 0,
     v ≤ 0 or a relative sd below 1e-6 (k > 1e12) is a point mass (k = θ = 1 placeholders)."""
     m, v = np.broadcast_to(m, x.shape), np.broadcast_to(v, x.shape)

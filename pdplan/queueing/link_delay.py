@@ -63,7 +63,7 @@ class BinDelay:
         return np.asarray(np.sum(self.points_s * self.weights, axis=2), dtype=np.float64)
 
     def row(self, r: int) -> BinDelay:
-        return BinDelay(self.points_s[r:r + 1], self.weights[r:r + 1])
+        return BinDelay(self.points_s[r : r + 1], self.weights[r : r + 1])
 
 
 def no_delay(n_rates: int) -> BinDelay:
@@ -80,8 +80,7 @@ def tail_bands(points: int) -> tuple[FloatArray, FloatArray]:
     return (edges[:-1] + edges[1:]) / 2.0, np.diff(edges)
 
 
-def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int
-               ) -> tuple[FloatArray, FloatArray]:
+def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int) -> tuple[FloatArray, FloatArray]:
     """Atom plus ``points`` band quantiles (:func:`tail_bands`) of one cdf row over ``values_s``."""
     mids, widths = tail_bands(points)
     top = float(cdf[-1])
@@ -91,8 +90,7 @@ def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int
     return pts, wts
 
 
-def slack_delay(wait: WaitDistribution, slack_s: FloatArray, points: int = DELAY_POINTS
-                ) -> BinDelay:
+def slack_delay(wait: WaitDistribution, slack_s: FloatArray, points: int = DELAY_POINTS) -> BinDelay:
     """``D_k = max(0, W − slack_k)`` for an M/G/1 link wait W, shape ``[R, K, points + 1]``."""
     n_rates, cells = wait.cdf_grid.shape
     pts = np.zeros((n_rates, points + 1))
@@ -117,8 +115,13 @@ class TandemLink:
     slack_s: FloatArray
 
 
-def tandem_delay(link: TandemLink, theta: FloatArray, points: int = DELAY_POINTS,
-                 cells: int = TANDEM_CELLS, other: WaitDistribution | None = None) -> BinDelay:
+def tandem_delay(
+    link: TandemLink,
+    theta: FloatArray,
+    points: int = DELAY_POINTS,
+    cells: int = TANDEM_CELLS,
+    other: WaitDistribution | None = None,
+) -> BinDelay:
     """Stationary per-bin ``D_k`` of the one-server-fed link at per-instance rates ``θ``.
 
     ``other``: an independent wait V the stream must also clear (the far side's NICs, busy with
@@ -134,10 +137,20 @@ def tandem_delay(link: TandemLink, theta: FloatArray, points: int = DELAY_POINTS
     for widen in (1.0, 4.0, 16.0):
         h = widen * _lattice_step(link, theta, cells)
         far = None if other is None else other.cdf_rowwise(np.arange(cells)[None, :] * h[:, None])
-        pmf = np.concatenate([  # one rate at a time: each stops at its own convergence
-            stationary_wait(inputs, theta[r:r + 1], h[r:r + 1], cells,
-                            far_cdf=None if far is None else far[r:r + 1], tol=TANDEM_TOL,
-                            max_iter=TANDEM_MAX_ITER) for r in range(theta.size)])
+        pmf = np.concatenate(
+            [  # one rate at a time: each stops at its own convergence
+                stationary_wait(
+                    inputs,
+                    theta[r : r + 1],
+                    h[r : r + 1],
+                    cells,
+                    far_cdf=None if far is None else far[r : r + 1],
+                    tol=TANDEM_TOL,
+                    max_iter=TANDEM_MAX_ITER,
+                )
+                for r in range(theta.size)
+            ]
+        )
         if float(pmf[:, :, -1].sum(axis=1).max()) <= TAIL_MAX:
             break
     else:

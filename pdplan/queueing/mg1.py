@@ -58,9 +58,7 @@ def _utilisation(rate: FloatArray, mean_s: float, what: str) -> FloatArray:
     return rho
 
 
-def pk_wait_moments(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike
-) -> tuple[FloatArray, FloatArray]:
+def pk_wait_moments(rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Pollaczek–Khinchine ``(E[W], E[W²])`` per rate (shape ``[R]``); ValueError if ρ ≥ 1.
 
     Example: M/M/1-like check with S ≡ 1 s, λ = 0.5/s: E[W] = 0.5·1/(2·0.5) = 0.5 s.
@@ -81,9 +79,7 @@ def _min_mean(e: FloatArray, s_sorted: FloatArray, p_sorted: FloatArray) -> Floa
     return np.asarray(cum_ps[idx] + e * (1.0 - cum_p[idx]), dtype=np.float64)
 
 
-def _equilibrium_masses(
-    h_s: FloatArray, n_cells: int, s_sorted: FloatArray, p_sorted: FloatArray
-) -> FloatArray:
+def _equilibrium_masses(h_s: FloatArray, n_cells: int, s_sorted: FloatArray, p_sorted: FloatArray) -> FloatArray:
     """Rounding-discretised equilibrium masses, shape ``[R, n_cells]`` (cell k ↦ point k·h)."""
     k = np.arange(n_cells + 1, dtype=np.float64)
     edges = np.maximum(k - 0.5, 0.0)[None, :] * h_s[:, None]
@@ -173,9 +169,7 @@ def distserve_inter_op_ttft_s(rate_per_s: ArrayLike, exec_time_s: float) -> Floa
     return np.asarray(d + r * d**2 / (4.0 * (2.0 - r * d)), dtype=np.float64)
 
 
-def distserve_intra_op_ttft_s(
-    rate_per_s: ArrayLike, exec_time_s: float, speedup: float
-) -> FloatArray:
+def distserve_intra_op_ttft_s(rate_per_s: ArrayLike, exec_time_s: float, speedup: float) -> FloatArray:
     """DistServe 2-way intra-op (TP) mean TTFT with speedup K: ``D/K + R·D²/(2K(K − R·D))``."""
     if speedup <= 0:
         raise ValueError("speedup must be > 0")
@@ -185,9 +179,7 @@ def distserve_intra_op_ttft_s(
     return np.asarray(d / speedup + r * d**2 / (2.0 * speedup * (speedup - r * d)), np.float64)
 
 
-def pipeline_mean_ttft_s(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, stages: int
-) -> FloatArray:
+def pipeline_mean_ttft_s(rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, stages: int) -> FloatArray:
     """p-stage pipeline mean latency: ``E[S] + λE[(S/p)²]/(2(1 − λE[S]/p))`` (QUEUEING.md §1.2).
 
     Waiting is governed by the per-stage time S/p (an M/G/1 on S/p); the request still needs S.

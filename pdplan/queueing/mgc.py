@@ -53,9 +53,7 @@ def erlang_c(servers: int, offered_load: ArrayLike) -> FloatArray:
     return np.asarray(servers * b / (servers - a * (1.0 - b)), dtype=np.float64)
 
 
-def allen_cunneen_wait_s(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int
-) -> FloatArray:
+def allen_cunneen_wait_s(rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int) -> FloatArray:
     """Allen–Cunneen M/G/c mean wait ``(1 + c_s²)/2 · C(c, a)·E[S]/(c(1 − ρ))`` per rate."""
     rate = as_rates(rate_per_s)
     m1, m2, _ = service_moments(service_s, prob)
@@ -67,17 +65,19 @@ def allen_cunneen_wait_s(
 
 
 def least_work_wait_distribution(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int,
-    *, max_cells: int = _MAX_CELLS,
+    rate_per_s: ArrayLike,
+    service_s: ArrayLike,
+    prob: ArrayLike,
+    servers: int,
+    *,
+    max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """M/G/c (least-work-left routing) wait: Erlang-C × scaled-M/G/1 conditional wait (FFT)."""
     rate = as_rates(rate_per_s)
     s, p = check_pmf(service_s, prob, "service_s")
     a = rate * float(p @ s)
     if np.any(a >= servers):
-        raise ValueError(
-            f"M/G/{servers}: unstable, utilisation {float(a.max()) / servers:.4f} >= 1"
-        )
+        raise ValueError(f"M/G/{servers}: unstable, utilisation {float(a.max()) / servers:.4f} >= 1")
     w1 = mg1_wait_distribution(rate, s / servers, p, max_cells=max_cells)
     c = erlang_c(servers, a)
     rho = a / servers
@@ -93,8 +93,12 @@ def least_work_wait_distribution(
 
 
 def round_robin_wait_distribution(
-    rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int,
-    *, max_cells: int = _MAX_CELLS,
+    rate_per_s: ArrayLike,
+    service_s: ArrayLike,
+    prob: ArrayLike,
+    servers: int,
+    *,
+    max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """E_x/G/1 per instance: Kingman mean (c_a² = 1/x), M/G/1 conditional shape rescaled in time."""
     rate = as_rates(rate_per_s)
@@ -105,14 +109,17 @@ def round_robin_wait_distribution(
     if scale <= 0:
         raise ValueError("round-robin: degenerate (deterministic) service with Kingman factor 0")
     w1 = mg1_wait_distribution(rate / servers, s, p, max_cells=max_cells)
-    return WaitDistribution(
-        h_s=w1.h_s * scale, cdf_grid=w1.cdf_grid, atom=w1.atom, mean_s=w1.mean_s * scale
-    )
+    return WaitDistribution(h_s=w1.h_s * scale, cdf_grid=w1.cdf_grid, atom=w1.atom, mean_s=w1.mean_s * scale)
 
 
 def prefill_wait_distribution(
-    policy: str, rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, instances: int,
-    *, max_cells: int = _MAX_CELLS,
+    policy: str,
+    rate_per_s: ArrayLike,
+    service_s: ArrayLike,
+    prob: ArrayLike,
+    instances: int,
+    *,
+    max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
     """Prefill queueing wait for ``instances`` FCFS instances behind a router, total rate λ.
 
@@ -125,9 +132,7 @@ def prefill_wait_distribution(
     if policy == "random":
         return mg1_wait_distribution(rate / instances, service_s, prob, max_cells=max_cells)
     if policy == "round-robin":
-        return round_robin_wait_distribution(rate, service_s, prob, instances,
-                                             max_cells=max_cells)
+        return round_robin_wait_distribution(rate, service_s, prob, instances, max_cells=max_cells)
     if policy == "least-work":
-        return least_work_wait_distribution(rate, service_s, prob, instances,
-                                            max_cells=max_cells)
+        return least_work_wait_distribution(rate, service_s, prob, instances, max_cells=max_cells)
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(ROUTING_POLICIES)}")

@@ -55,16 +55,14 @@ class ChainInputs:
     clear_s: FloatArray
 
 
-def arrivals_pmf(theta: FloatArray, prob: FloatArray, service_s: FloatArray, top: int
-                 ) -> FloatArray:
+def arrivals_pmf(theta: FloatArray, prob: FloatArray, service_s: FloatArray, top: int) -> FloatArray:
     """``a_j = P(A = j)`` for j = 0 … top, A the arrivals during one service; ``[R, top + 1]``."""
     j = np.arange(top + 1)
     pmf = poisson.pmf(j[None, None, :], theta[:, None, None] * service_s[None, :, None])
     return np.asarray(np.einsum("k,rkj->rj", prob, pmf), dtype=np.float64)
 
 
-def embedded_head(theta: FloatArray, prob: FloatArray, service_s: FloatArray, lump: int
-                  ) -> FloatArray:
+def embedded_head(theta: FloatArray, prob: FloatArray, service_s: FloatArray, lump: int) -> FloatArray:
     """Stationary ``π_0 … π_{L−1}`` and the lump ``Σ_{n≥L} π_n`` of the embedded chain, ``[R, L+1]``,
     plus (as the last column) ``r = π_L / Σ_{n≥L} π_n``: shape ``[R, L + 2]``."""
     a = arrivals_pmf(theta, prob, service_s, lump)
@@ -76,8 +74,7 @@ def embedded_head(theta: FloatArray, prob: FloatArray, service_s: FloatArray, lu
         pi[:, n + 1] = (pi[:, n] - pi[:, 0] * a[:, n] - tail) / np.maximum(a[:, 0], 1e-300)
     pi = np.clip(pi, 0.0, 1.0)
     lumped = np.maximum(1.0 - pi[:, :lump].sum(axis=1), 0.0)
-    share = np.where(lumped > 1e-15, np.minimum(pi[:, lump] / np.maximum(lumped, 1e-300), 1.0),
-                     1.0)
+    share = np.where(lumped > 1e-15, np.minimum(pi[:, lump] / np.maximum(lumped, 1e-300), 1.0), 1.0)
     return np.asarray(np.column_stack([pi[:, :lump], lumped, share]), dtype=np.float64)
 
 
@@ -85,11 +82,12 @@ def level_matrix(theta: FloatArray, service_s: FloatArray, lump: int) -> FloatAr
     """``P[r, k, n', m]``: base level m (m = L: the lump) to N' = m + A, A ~ Poisson(θ S_k),
     with N' ≥ L lumped; ``[R, K, L + 1, L + 1]``."""
     levels = lump + 1
-    pmf = poisson.pmf(np.arange(levels)[None, None, :],
-                      theta[:, None, None] * service_s[None, :, None])  # [R, K, levels]
+    pmf = poisson.pmf(
+        np.arange(levels)[None, None, :], theta[:, None, None] * service_s[None, :, None]
+    )  # [R, K, levels]
     out = np.zeros((theta.size, service_s.size, levels, levels))
     for m in range(lump):
-        out[:, :, m:lump, m] = pmf[:, :, :lump - m]
+        out[:, :, m:lump, m] = pmf[:, :, : lump - m]
         out[:, :, lump, m] = np.maximum(1.0 - out[:, :, :lump, m].sum(axis=2), 0.0)
     out[:, :, lump, lump] = 1.0
     return out
@@ -114,8 +112,7 @@ class _Lattice:
     flat: IntArray
 
 
-def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, levels: int
-             ) -> _Lattice:
+def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, levels: int) -> _Lattice:
     n_rates = theta.size
     a_cell = np.rint(np.maximum(inputs.carry_s, 0.0)[None, :] / h[:, None]).astype(np.intp)
     b_cell = np.rint(inputs.clear_s[None, :] / h[:, None]).astype(np.intp)
@@ -123,14 +120,21 @@ def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, 
     size = 1 << int(np.ceil(np.log2(2 * width)))
     idle_fft = np.fft.rfft(idle_exp_pmf(theta, h, width), size)
     row = np.arange(n_rates * levels).reshape(n_rates, levels)
-    flat = (row[:, :, None, None] * width + a_cell[:, None, :, None]
-            + np.arange(cells)[None, None, None, :]).ravel()
+    flat = (row[:, :, None, None] * width + a_cell[:, None, :, None] + np.arange(cells)[None, None, None, :]).ravel()
     return _Lattice(a_cell, b_cell, width, size, idle_fft, flat)
 
 
-def stationary_wait(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, *,
-                    far_cdf: FloatArray | None = None, lump: int = LUMP_LEVEL,
-                    tol: float = 1e-6, max_iter: int = 2000) -> FloatArray:
+def stationary_wait(
+    inputs: ChainInputs,
+    theta: FloatArray,
+    h: FloatArray,
+    cells: int,
+    *,
+    far_cdf: FloatArray | None = None,
+    lump: int = LUMP_LEVEL,
+    tol: float = 1e-6,
+    max_iter: int = 2000,
+) -> FloatArray:
     """Per-bin sub-pmf ``[R, K, cells]`` of each stream's start wait (module docstring).
 
     ``far_cdf`` ``[R, cells]``: cdf of an independent wait V the stream must also clear (the far
@@ -154,8 +158,7 @@ def stationary_wait(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells
         if diff < tol:
             break
     else:  # ~20 iterations suffice even at ρ = 0.99 (coding prompts): never a silent estimate
-        raise ValueError(f"KV link chain: no convergence in {max_iter} iterations "
-                         f"(last L1 change {diff:.2e})")
+        raise ValueError(f"KV link chain: no convergence in {max_iter} iterations (last L1 change {diff:.2e})")
     out = g if far_cdf is None else _later(g, far_cdf)
     return np.asarray(out.sum(axis=1), dtype=np.float64)
 
@@ -166,22 +169,21 @@ def _carry(g: FloatArray, lat: _Lattice, n_rates: int, levels: int) -> FloatArra
     return np.asarray(out.reshape(n_rates, levels, lat.width), dtype=np.float64)
 
 
-def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int
-                 ) -> tuple[FloatArray, FloatArray]:
+def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> tuple[FloatArray, FloatArray]:
     """Z by base level ``m = (N − 1)⁺`` (N = 0 less the idle gap; the lump N ≥ L splits by r),
     on ``2·width + cells`` cells with Z = 0 at index ``width``; and each level's mass."""
     n_rates, levels, width = y.shape
     lump = levels - 1
     z = np.zeros((n_rates, levels, 2 * width + cells))
-    z[:, 0, :2 * width] = _minus_idle(y[:, 0], lat.idle_fft, lat.size)
-    z[:, 0, width:2 * width] += y[:, 1]
-    z[:, 1:lump - 1, width:2 * width] = y[:, 2:lump]
-    z[:, lump - 1, width:2 * width] += share[:, None] * y[:, lump]
-    z[:, lump, width:2 * width] = (1.0 - share[:, None]) * y[:, lump]
+    z[:, 0, : 2 * width] = _minus_idle(y[:, 0], lat.idle_fft, lat.size)
+    z[:, 0, width : 2 * width] += y[:, 1]
+    z[:, 1 : lump - 1, width : 2 * width] = y[:, 2:lump]
+    z[:, lump - 1, width : 2 * width] += share[:, None] * y[:, lump]
+    z[:, lump, width : 2 * width] = (1.0 - share[:, None]) * y[:, lump]
     mass = y.sum(axis=2)
     totals = np.zeros((n_rates, levels))
     totals[:, 0] = mass[:, 0] + mass[:, 1]
-    totals[:, 1:lump - 1] = mass[:, 2:lump]
+    totals[:, 1 : lump - 1] = mass[:, 2:lump]
     totals[:, lump - 1] += share * mass[:, lump]
     totals[:, lump] = (1.0 - share) * mass[:, lump]
     return z, totals
@@ -190,12 +192,11 @@ def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int
 def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int) -> FloatArray:
     """Law of ``Y − I`` on cells ``−width … width−1`` (zero at index ``width``) by FFT."""
     width = y.shape[1]
-    corr = np.fft.irfft(np.fft.rfft(y[:, ::-1], size) * idle_fft, size)[:, :2 * width]
+    corr = np.fft.irfft(np.fft.rfft(y[:, ::-1], size) * idle_fft, size)[:, : 2 * width]
     return np.asarray(np.maximum(corr[:, ::-1], 0.0), dtype=np.float64)  # P(Y − I = i − width)
 
 
-def _clear(z: FloatArray, zero_index: int, total: FloatArray, b_cell: IntArray, cells: int
-           ) -> FloatArray:
+def _clear(z: FloatArray, zero_index: int, total: FloatArray, b_cell: IntArray, cells: int) -> FloatArray:
     """``W' = max(0, Z − b_k)`` per level and next bin k, shape ``[R, levels, K, cells]``.
 
     ``z[r, m, i]`` is ``P(Z = i − zero_index)`` (zero-padded by ``cells`` at the top) and

@@ -19,8 +19,7 @@ from pdplan.report.plot import write_plot
 from pdplan.report.table import optimize_renderable, to_text
 from pdplan.search.results import PlanResult
 
-__all__ = ["optimize_renderable", "render_optimize", "to_csv", "to_json_text", "to_markdown", "to_text",
-           "write_plot"]
+__all__ = ["optimize_renderable", "render_optimize", "to_csv", "to_json_text", "to_markdown", "to_text", "write_plot"]
 
 
 def to_json_text(result: PlanResult) -> str:

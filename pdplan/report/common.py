@@ -119,8 +119,11 @@ def uncalibrated_gpus(result: PlanResult) -> list[str]:
 
 
 def unpriced_gpus(result: PlanResult) -> list[str]:
-    return [name for name, facts in gpu_inputs(result).items()
-            if "price_usd_per_gpu_hour" in facts and facts["price_usd_per_gpu_hour"] is None]
+    return [
+        name
+        for name, facts in gpu_inputs(result).items()
+        if "price_usd_per_gpu_hour" in facts and facts["price_usd_per_gpu_hour"] is None
+    ]
 
 
 def ranked_with_baseline(result: PlanResult) -> list[tuple[str, Plan]]:
@@ -144,8 +147,11 @@ def all_warnings(result: PlanResult) -> list[str]:
         lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
     screened = [rank for rank, plan in ranked_with_baseline(result) if not plan.exact]
     if screened:
-        which = (f"plans {', '.join(screened)} are screened estimates" if len(screened) > 1
-                 else f"plan {screened[0]} is a screened estimate")
+        which = (
+            f"plans {', '.join(screened)} are screened estimates"
+            if len(screened) > 1
+            else f"plan {screened[0]} is a screened estimate"
+        )
         lines.append(f"{which} (vectorised screen only, not re-evaluated with the full serving model)")
     for rank, plan in ranked_with_baseline(result):
         lines.extend(f"plan {rank} ({plan.label}): {w}" for w in plan.warnings)
@@ -156,8 +162,12 @@ ObjectiveMetric = tuple[str, Callable[[Plan], float | None], Callable[[float | N
 
 _OBJECTIVES: dict[str, ObjectiveMetric] = {
     "cost": ("cost per hour", lambda p: p.cost_usd_per_hour, usd, False),
-    "tokens-per-dollar": ("output tokens/s per $/h", lambda p: p.output_tokens_per_s_per_usd_hour,
-                          lambda v: fixed(v, 1), True),
+    "tokens-per-dollar": (
+        "output tokens/s per $/h",
+        lambda p: p.output_tokens_per_s_per_usd_hour,
+        lambda v: fixed(v, 1),
+        True,
+    ),
 }
 _GOODPUT_PER_GPU: ObjectiveMetric = ("goodput per GPU (req/s)", lambda p: p.goodput_rps_per_gpu, rps_per_gpu, True)
 
@@ -194,16 +204,34 @@ def union_keys(dicts: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(keys)
 
 
-PLAN_COLUMNS = ("rank", "plan", "GPUs", "goodput req/s", "req/s per GPU", "req/s per $/h", "output tok/s",
-                "TTFT P90 ms", "TPOT P90 ms", "binding constraint")
+PLAN_COLUMNS = (
+    "rank",
+    "plan",
+    "GPUs",
+    "goodput req/s",
+    "req/s per GPU",
+    "req/s per $/h",
+    "output tok/s",
+    "TTFT P90 ms",
+    "TPOT P90 ms",
+    "binding constraint",
+)
 
 
 def plan_cells(rank: str, plan: Plan) -> list[str]:
     """One row of the plans table in human units (matches :data:`PLAN_COLUMNS`); screened ranks get ``*``."""
-    return [rank + ("" if plan.exact else "*"), plan.label, str(plan.num_gpus), rps(plan.goodput_rps),
-            rps_per_gpu(plan.goodput_rps_per_gpu), per_usd_hour(plan.goodput_rps_per_usd_hour),
-            tokens_per_s(plan.output_tokens_per_s), ms(p90(plan, "ttft")), ms(p90(plan, "tpot")),
-            plan.binding_constraint]
+    return [
+        rank + ("" if plan.exact else "*"),
+        plan.label,
+        str(plan.num_gpus),
+        rps(plan.goodput_rps),
+        rps_per_gpu(plan.goodput_rps_per_gpu),
+        per_usd_hour(plan.goodput_rps_per_usd_hour),
+        tokens_per_s(plan.output_tokens_per_s),
+        ms(p90(plan, "ttft")),
+        ms(p90(plan, "tpot")),
+        plan.binding_constraint,
+    ]
 
 
 PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role")
@@ -211,9 +239,15 @@ PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 m
 
 def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
     """One row of the Pareto table; ``role`` says ``recommended`` / ``rank N`` / ``baseline``."""
-    return [plan.label + screened_marker(plan), str(plan.num_gpus), rps_per_gpu(plan.goodput_rps_per_gpu),
-            fixed(plan.tokens_per_s_per_user, 1), ms(p90(plan, "ttft")), ms(p90(plan, "tpot")),
-            plan_role(result, plan)]
+    return [
+        plan.label + screened_marker(plan),
+        str(plan.num_gpus),
+        rps_per_gpu(plan.goodput_rps_per_gpu),
+        fixed(plan.tokens_per_s_per_user, 1),
+        ms(p90(plan, "ttft")),
+        ms(p90(plan, "tpot")),
+        plan_role(result, plan),
+    ]
 
 
 def plan_role(result: PlanResult, plan: Plan) -> str:
@@ -228,6 +262,9 @@ def ratio_line(result: PlanResult) -> str:
     """``disaggregated / colocated = 1.81x goodput per GPU`` (or why there is no ratio)."""
     ratio = result.baseline_ratio
     if ratio is None:
-        return ("no colocated baseline to compare with" if result.baseline is None
-                else "no disaggregated plan to compare with the colocated baseline")
+        return (
+            "no colocated baseline to compare with"
+            if result.baseline is None
+            else "no disaggregated plan to compare with the colocated baseline"
+        )
     return f"disaggregated / colocated = {times(ratio)} goodput per GPU"

@@ -15,9 +15,21 @@ from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice
 
 _ROLES = ("prefill", "decode", "colocated")
 _HEAD = ["rank", "is_baseline", "is_pareto", "label", "mode"]
-_MIDDLE = ["granularity", "link", "routing", "scheduler", "max_num_seqs", "num_gpus", "goodput_rps",
-           "goodput_rps_per_gpu", "goodput_rps_per_usd_hour", "output_tokens_per_s",
-           "output_tokens_per_s_per_usd_hour", "cost_usd_per_hour", "operating_rate_rps"]
+_MIDDLE = [
+    "granularity",
+    "link",
+    "routing",
+    "scheduler",
+    "max_num_seqs",
+    "num_gpus",
+    "goodput_rps",
+    "goodput_rps_per_gpu",
+    "goodput_rps_per_usd_hour",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_usd_hour",
+    "cost_usd_per_hour",
+    "operating_rate_rps",
+]
 _TAIL = ["attainment"]
 _END = ["binding_constraint", "tokens_per_s_per_user", "exact", "warnings"]
 _STATS = ("mean", "p50", "p90", "p99")
@@ -35,8 +47,13 @@ def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
     fields = ("gpu", "tp", "pp", "count", "gpus")
     if role is None:
         return {f"{prefix}_{f}": None for f in fields}
-    return {f"{prefix}_gpu": role.gpu, f"{prefix}_tp": role.tp, f"{prefix}_pp": role.pp,
-            f"{prefix}_count": role.count, f"{prefix}_gpus": role.gpus}
+    return {
+        f"{prefix}_gpu": role.gpu,
+        f"{prefix}_tp": role.tp,
+        f"{prefix}_pp": role.pp,
+        f"{prefix}_count": role.count,
+        f"{prefix}_gpus": role.gpus,
+    }
 
 
 def _latency(prefix: str, latency: Latency | None) -> dict[str, Any]:
@@ -45,8 +62,13 @@ def _latency(prefix: str, latency: Latency | None) -> dict[str, Any]:
 
 def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: bool) -> dict[str, Any]:
     """One plan as a flat record (SI units in the keys)."""
-    record: dict[str, Any] = {"rank": rank, "is_baseline": is_baseline, "is_pareto": is_pareto,
-                              "label": plan.label, "mode": plan.mode}
+    record: dict[str, Any] = {
+        "rank": rank,
+        "is_baseline": is_baseline,
+        "is_pareto": is_pareto,
+        "label": plan.label,
+        "mode": plan.mode,
+    }
     for name in _ROLES:
         record.update(_role(name, getattr(plan, name)))
     record.update({name: getattr(plan, name) for name in _MIDDLE})
@@ -71,6 +93,5 @@ def columns(result: PlanResult) -> list[str]:
 
 def to_csv(result: PlanResult) -> str:
     """The CSV text (header row first; empty cells for missing values; warnings joined by ``;``)."""
-    records = [plan_record(p, rank, is_baseline=base, is_pareto=p in result.pareto)
-               for rank, base, p in _rows(result)]
+    records = [plan_record(p, rank, is_baseline=base, is_pareto=p in result.pareto) for rank, base, p in _rows(result)]
     return records_to_csv(records, columns(result))

@@ -66,8 +66,7 @@ def bullets(value: Mapping[str, Any]) -> list[str]:
 
 
 def _is_table(value: Any) -> bool:
-    return (isinstance(value, Mapping) and bool(value)
-            and all(isinstance(v, Mapping) and v for v in value.values()))
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, Mapping) and v for v in value.values())
 
 
 def table(value: Mapping[str, Any], *, transpose: bool = False, first: str = "name") -> list[str]:
@@ -84,8 +83,9 @@ def table(value: Mapping[str, Any], *, transpose: bool = False, first: str = "na
     return lines
 
 
-def sections(value: Mapping[str, Any], *, level: int = 3, first_keys: tuple[str, ...] = (),
-             transpose: bool = False) -> list[str]:
+def sections(
+    value: Mapping[str, Any], *, level: int = 3, first_keys: tuple[str, ...] = (), transpose: bool = False
+) -> list[str]:
     """Markdown lines for a whole dict: scalar bullets first, then one sub-section per nested dict.
 
     ``first_keys`` come first in that order; the other keys follow sorted.

@@ -23,10 +23,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _question(result: PlanResult) -> list[str]:
     s = result.search
-    return ["## Question", "", result.question, "",
-            f"- Objective: {result.objective}{_objective_words(result.objective)}",
-            f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
-            f"{s.refined:,} re-evaluated with the full serving model"]
+    return [
+        "## Question",
+        "",
+        result.question,
+        "",
+        f"- Objective: {result.objective}{_objective_words(result.objective)}",
+        f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
+        f"{s.refined:,} re-evaluated with the full serving model",
+    ]
 
 
 _OBJECTIVE_WORDS = {
@@ -47,34 +52,55 @@ def _inputs(result: PlanResult) -> list[str]:
 
 def _assumptions(result: PlanResult) -> list[str]:
     gpus = c.gpu_inputs(result)
-    status = [f"{name} {'calibrated' if facts.get('calibrated_kernel_table') else '**not calibrated**'}"
-              for name, facts in gpus.items() if "calibrated_kernel_table" in facts]
+    status = [
+        f"{name} {'calibrated' if facts.get('calibrated_kernel_table') else '**not calibrated**'}"
+        for name, facts in gpus.items()
+        if "calibrated_kernel_table" in facts
+    ]
     text = "Kernel tables: " + "; ".join(status) + "." if status else ""
     if c.uncalibrated_gpus(result):
-        text += (" An uncalibrated table's efficiencies are derived from another GPU, not measured: treat plans on "
-                 + ", ".join(c.uncalibrated_gpus(result)) + " as estimates.")
+        text += (
+            " An uncalibrated table's efficiencies are derived from another GPU, not measured: treat plans on "
+            + ", ".join(c.uncalibrated_gpus(result))
+            + " as estimates."
+        )
     lines = ["## Assumed efficiencies", "", text.strip(), ""] if text else ["## Assumed efficiencies", ""]
     return [*lines, *(sections(result.assumptions, transpose=True) or ["None recorded."])]
 
 
 def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
     rate = c.rps(plan.operating_rate_rps)
-    rows = [["deployment", _deployment(plan)],
-            ["goodput", f"{c.rps(plan.goodput_rps)} req/s ({c.rps_per_gpu(plan.goodput_rps_per_gpu)} per GPU, "
-                        f"{c.per_usd_hour(plan.goodput_rps_per_usd_hour)} per $/h)"],
-            ["output tokens/s", f"{c.tokens_per_s(plan.output_tokens_per_s)} "
-                                f"({c.fixed(plan.tokens_per_s_per_user, 1)} per user)"],
-            ["cost", f"{c.usd(plan.cost_usd_per_hour)} per hour"],
-            ["operating rate", f"{rate} req/s"]]
+    rows = [
+        ["deployment", _deployment(plan)],
+        [
+            "goodput",
+            f"{c.rps(plan.goodput_rps)} req/s ({c.rps_per_gpu(plan.goodput_rps_per_gpu)} per GPU, "
+            f"{c.per_usd_hour(plan.goodput_rps_per_usd_hour)} per $/h)",
+        ],
+        [
+            "output tokens/s",
+            f"{c.tokens_per_s(plan.output_tokens_per_s)} ({c.fixed(plan.tokens_per_s_per_user, 1)} per user)",
+        ],
+        ["cost", f"{c.usd(plan.cost_usd_per_hour)} per hour"],
+        ["operating rate", f"{rate} req/s"],
+    ]
     for name, latency in (("TTFT", plan.ttft_s), ("TPOT", plan.tpot_s)):
-        text = c.NA if latency is None else (f"mean {c.ms(latency.mean)}, P50 {c.ms(latency.p50)}, "
-                                             f"P90 {c.ms(latency.p90)}, P99 {c.ms(latency.p99)} ms")
+        text = (
+            c.NA
+            if latency is None
+            else (
+                f"mean {c.ms(latency.mean)}, P50 {c.ms(latency.p50)}, "
+                f"P90 {c.ms(latency.p90)}, P99 {c.ms(latency.p99)} ms"
+            )
+        )
         rows.append([f"{name} at {rate} req/s", text])
     rows.append(["SLO attainment", c.pct(plan.attainment)])
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
-    rows += [["binding constraint", plan.binding_constraint],
-             ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"]]
+    rows += [
+        ["binding constraint", plan.binding_constraint],
+        ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"],
+    ]
     return rows
 
 
@@ -82,8 +108,13 @@ def _deployment(plan: Plan) -> str:
     if plan.colocated is not None:
         parts = [f"colocated {c.role_text(plan.colocated)}", f"scheduler {plan.scheduler}"]
     else:
-        parts = [f"prefill {c.role_text(plan.prefill)}", f"decode {c.role_text(plan.decode)}",
-                 f"link {plan.link}", f"{plan.granularity}-wise KV transfer", f"routing {plan.routing}"]
+        parts = [
+            f"prefill {c.role_text(plan.prefill)}",
+            f"decode {c.role_text(plan.decode)}",
+            f"link {plan.link}",
+            f"{plan.granularity}-wise KV transfer",
+            f"routing {plan.routing}",
+        ]
     return ", ".join([*parts, f"max {plan.max_num_seqs} sequences per instance", f"{plan.num_gpus} GPUs"])
 
 
@@ -96,19 +127,23 @@ def _why(result: PlanResult) -> list[str]:
     else:
         change = c.relative_change(get(pick), get(second))
         lower = "" if higher else ", lower is better"
-        lines.append(f"It ranks first on {words}: {fmt(get(pick))} against {fmt(get(second))} for the runner-up, "
-                     f"{second.label} ({c.signed_pct(change)}{lower}).")
+        lines.append(
+            f"It ranks first on {words}: {fmt(get(pick))} against {fmt(get(second))} for the runner-up, "
+            f"{second.label} ({c.signed_pct(change)}{lower})."
+        )
     lines.append(f"Against the colocated baseline: {c.ratio_line(result)}.")
     return [" ".join(lines), "", *_compare_table(result)]
 
 
 _COMPARE: tuple[tuple[str, Callable[[Plan], str]], ...] = (
-    ("plan", lambda p: p.label), ("GPUs", lambda p: str(p.num_gpus)),
+    ("plan", lambda p: p.label),
+    ("GPUs", lambda p: str(p.num_gpus)),
     ("goodput req/s", lambda p: c.rps(p.goodput_rps)),
     ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
     ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
     ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
-    ("TTFT P90 ms", lambda p: c.ms(c.p90(p, "ttft"))), ("TPOT P90 ms", lambda p: c.ms(c.p90(p, "tpot"))),
+    ("TTFT P90 ms", lambda p: c.ms(c.p90(p, "ttft"))),
+    ("TPOT P90 ms", lambda p: c.ms(c.p90(p, "tpot"))),
     ("binding constraint", lambda p: p.binding_constraint),
 )
 
@@ -125,35 +160,60 @@ def _compare_table(result: PlanResult) -> list[str]:
 def _recommended(result: PlanResult) -> list[str]:
     pick = result.best
     head = f"**{pick.label}**" + (" — screened estimate, not re-evaluated" if not pick.exact else "")
-    return ["## Recommended plan and why", "", head, "", *_table(["quantity", "value"], _pick_facts(result, pick)),
-            "", *_why(result)]
+    return [
+        "## Recommended plan and why",
+        "",
+        head,
+        "",
+        *_table(["quantity", "value"], _pick_facts(result, pick)),
+        "",
+        *_why(result),
+    ]
 
 
 def _alternatives(result: PlanResult) -> list[str]:
     rows = [c.plan_cells(rank, p) for rank, p in c.ranked_with_baseline(result)[1:]]
     if not rows:
         return ["## Alternatives", "", "None: the recommended plan is the only feasible one."]
-    return ["## Alternatives", "", *_table(c.PLAN_COLUMNS, rows), "",
-            "`*` screened estimate (vectorised screen only)."]
+    return ["## Alternatives", "", *_table(c.PLAN_COLUMNS, rows), "", "`*` screened estimate (vectorised screen only)."]
 
 
 def _pareto(result: PlanResult) -> list[str]:
     plans = c.pareto_sorted(result)
     if not plans:
         return ["## Pareto front", "", "Not computed."]
-    return ["## Pareto front", "", "Goodput per GPU against tokens/s per user (interactivity); no plan on the front "
-            "is beaten on both.", "", *_table(c.PARETO_COLUMNS, [c.pareto_cells(result, p) for p in plans])]
+    return [
+        "## Pareto front",
+        "",
+        "Goodput per GPU against tokens/s per user (interactivity); no plan on the front is beaten on both.",
+        "",
+        *_table(c.PARETO_COLUMNS, [c.pareto_cells(result, p) for p in plans]),
+    ]
 
 
 def _sensitivity(result: PlanResult) -> list[str]:
     if not result.sensitivity:
         return ["## Sensitivity", "", "Not computed."]
     base = result.best.goodput_rps
-    rows = [[s.change, c.rps(s.goodput_rps), c.signed_pct(c.relative_change(s.goodput_rps, base)),
-             c.pct(s.attainment), "yes" if s.meets_target else "**no**", s.note] for s in result.sensitivity]
+    rows = [
+        [
+            s.change,
+            c.rps(s.goodput_rps),
+            c.signed_pct(c.relative_change(s.goodput_rps, base)),
+            c.pct(s.attainment),
+            "yes" if s.meets_target else "**no**",
+            s.note,
+        ]
+        for s in result.sensitivity
+    ]
     header = ["change", "goodput req/s", "vs recommended", "attainment at operating rate", "meets target", "note"]
-    return ["## Sensitivity", "", f"The recommended plan ({result.best.label}) when one input moves.", "",
-            *_table(header, rows)]
+    return [
+        "## Sensitivity",
+        "",
+        f"The recommended plan ({result.best.label}) when one input moves.",
+        "",
+        *_table(header, rows),
+    ]
 
 
 def _warnings(result: PlanResult) -> list[str]:
@@ -163,16 +223,22 @@ def _warnings(result: PlanResult) -> list[str]:
 
 def _method(result: PlanResult) -> list[str]:
     convention = result.assumptions.get("ttft_convention")
-    ttft = (f"TTFT follows convention {scalar(convention)}" if convention is not None
-            else "TTFT runs from arrival to the first token, including queueing, prefill and the exposed part of "
-                 "the KV transfer")
-    return ["## Method", "",
-            "Step times come from a per-operator roofline priced with each GPU's kernel-efficiency table (above); "
-            "prefill and decode pools are modelled as queues fed by a Poisson arrival stream with the workload's "
-            f"length distributions. {ttft}; TPOT is the time per output token after the first. Percentiles are read "
-            "from the modelled latency distributions, not from means, and goodput is the highest arrival rate at "
-            "which the share of requests meeting both SLOs reaches the target attainment. Screened plans come from "
-            "the vectorised screen only; the others were re-evaluated with the full serving model."]
+    ttft = (
+        f"TTFT follows convention {scalar(convention)}"
+        if convention is not None
+        else "TTFT runs from arrival to the first token, including queueing, prefill and the exposed part of "
+        "the KV transfer"
+    )
+    return [
+        "## Method",
+        "",
+        "Step times come from a per-operator roofline priced with each GPU's kernel-efficiency table (above); "
+        "prefill and decode pools are modelled as queues fed by a Poisson arrival stream with the workload's "
+        f"length distributions. {ttft}; TPOT is the time per output token after the first. Percentiles are read "
+        "from the modelled latency distributions, not from means, and goodput is the highest arrival rate at "
+        "which the share of requests meeting both SLOs reaches the target attainment. Screened plans come from "
+        "the vectorised screen only; the others were re-evaluated with the full serving model.",
+    ]
 
 
 def to_markdown(result: PlanResult) -> str:
@@ -180,7 +246,16 @@ def to_markdown(result: PlanResult) -> str:
     model = result.inputs.get("model")
     if isinstance(model, dict):
         model = model.get("name")
-    parts = [[f"# Capacity review: {scalar(model)}" if model is not None else "# Capacity review"],
-             _question(result), _inputs(result), _assumptions(result), _recommended(result), _alternatives(result),
-             _pareto(result), _sensitivity(result), _warnings(result), _method(result)]
+    parts = [
+        [f"# Capacity review: {scalar(model)}" if model is not None else "# Capacity review"],
+        _question(result),
+        _inputs(result),
+        _assumptions(result),
+        _recommended(result),
+        _alternatives(result),
+        _pareto(result),
+        _sensitivity(result),
+        _warnings(result),
+        _method(result),
+    ]
     return "\n\n".join("\n".join(part) for part in parts) + "\n"

@@ -44,15 +44,32 @@ def _finite(values: list[float]) -> list[float]:
 
 def _pareto_panel(ax: Any, result: PlanResult) -> None:
     front = c.pareto_sorted(result)
-    ax.plot([p.tokens_per_s_per_user for p in front], [p.goodput_rps_per_gpu for p in front],
-            "o-", color="tab:blue", label="Pareto front")
+    ax.plot(
+        [p.tokens_per_s_per_user for p in front],
+        [p.goodput_rps_per_gpu for p in front],
+        "o-",
+        color="tab:blue",
+        label="Pareto front",
+    )
     pick = result.best
-    ax.plot([pick.tokens_per_s_per_user], [pick.goodput_rps_per_gpu], "*", color="tab:red", markersize=16,
-            label=f"recommended: {pick.label}")
+    ax.plot(
+        [pick.tokens_per_s_per_user],
+        [pick.goodput_rps_per_gpu],
+        "*",
+        color="tab:red",
+        markersize=16,
+        label=f"recommended: {pick.label}",
+    )
     if result.baseline is not None:
         base = result.baseline
-        ax.plot([base.tokens_per_s_per_user], [base.goodput_rps_per_gpu], "X", color="tab:gray", markersize=10,
-                label=f"colocated baseline: {base.label}")
+        ax.plot(
+            [base.tokens_per_s_per_user],
+            [base.goodput_rps_per_gpu],
+            "X",
+            color="tab:gray",
+            markersize=10,
+            label=f"colocated baseline: {base.label}",
+        )
     ax.set_xlabel("output tokens/s per user")
     ax.set_ylabel("goodput per GPU (req/s)")
     ax.set_title("Pareto front")
@@ -85,8 +102,9 @@ def _curve_panel(ax: Any, result: PlanResult) -> None:
     twin.set_ylabel("SLO attainment")
     lines, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
-    ax.legend(lines + more, labels + more_labels, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14),
-              ncol=4)
+    ax.legend(
+        lines + more, labels + more_labels, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4
+    )
     ax.grid(True, alpha=0.3)
 
 
@@ -102,8 +120,7 @@ def render_plot(result: PlanResult, fmt: str) -> bytes:
         _pareto_panel(left, result)
         _curve_panel(right, result)
         fig.suptitle(textwrap.fill(result.question, width=130), fontsize="medium")
-        metadata: dict[str, Any] = ({"Date": None, "Creator": "pdplan"} if fmt == "svg"
-                                    else {"Software": "pdplan"})
+        metadata: dict[str, Any] = {"Date": None, "Creator": "pdplan"} if fmt == "svg" else {"Software": "pdplan"}
         buffer = io.BytesIO()
         fig.savefig(buffer, format=fmt, metadata=metadata, dpi=100)
     return buffer.getvalue()
@@ -114,8 +131,7 @@ def write_plot(result: PlanResult, path: Path | str) -> None:
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
-        raise SpecError(f"unsupported plot file type {suffix or '(none)'!r}; use {' or '.join(SUFFIXES)}",
-                        field=_FIELD)
+        raise SpecError(f"unsupported plot file type {suffix or '(none)'!r}; use {' or '.join(SUFFIXES)}", field=_FIELD)
     data = render_plot(result, suffix[1:])
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():

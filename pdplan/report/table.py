@@ -14,8 +14,16 @@ from pdplan.render import table_to_text
 from pdplan.report import common as c
 from pdplan.search.results import PlanResult
 
-_NUMERIC = {"GPUs", "goodput req/s", "req/s per GPU", "req/s per $/h", "output tok/s", "TTFT P90 ms",
-            "TPOT P90 ms", "tok/s per user"}
+_NUMERIC = {
+    "GPUs",
+    "goodput req/s",
+    "req/s per GPU",
+    "req/s per $/h",
+    "output tok/s",
+    "TTFT P90 ms",
+    "TPOT P90 ms",
+    "tok/s per user",
+}
 
 
 def _table(title: str, header: tuple[str, ...]) -> Table:
@@ -47,8 +55,10 @@ def pareto_table(result: PlanResult) -> Table:
 def _header(result: PlanResult) -> Text:
     text = Text()
     text.append(result.question, style="bold")
-    text.append(f"\nobjective: {result.objective}; {result.search.candidates:,} candidates, "
-                f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated")
+    text.append(
+        f"\nobjective: {result.objective}; {result.search.candidates:,} candidates, "
+        f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated"
+    )
     return text
 
 

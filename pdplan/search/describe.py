@@ -31,23 +31,48 @@ def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: 
         gpu = catalog.gpu(name)
         path = catalog.path_of("gpu", name)
         table = catalog.kernel_table(name)
-        gpus[name] = {"display_name": gpu.display_name, "source_file": path.name, "sha256": _sha256(path),
-                      "price_usd_per_gpu_hour": None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour,
-                      "price_source": gpu.sources.get("price", ""), "calibrated_kernel_table": table.calibrated,
-                      "kernel_table_derived_from": table.derived_from}
+        gpus[name] = {
+            "display_name": gpu.display_name,
+            "source_file": path.name,
+            "sha256": _sha256(path),
+            "price_usd_per_gpu_hour": None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour,
+            "price_source": gpu.sources.get("price", ""),
+            "calibrated_kernel_table": table.calibrated,
+            "kernel_table_derived_from": table.derived_from,
+        }
     links: dict[str, Any] = {}
     for name in space.links:
         link = catalog.link(name)
-        links[name] = {"display_name": link.display_name, "line_rate_gbit_per_s": link.line_rate_bytes_per_s * 8e-9,
-                       "efficiency": link.efficiency, "source": link.sources.get("line_rate_bytes_per_s", "")}
+        links[name] = {
+            "display_name": link.display_name,
+            "line_rate_gbit_per_s": link.line_rate_bytes_per_s * 8e-9,
+            "efficiency": link.efficiency,
+            "source": link.sources.get("line_rate_bytes_per_s", ""),
+        }
     wl = sc.workload
     return {
-        "model": {"name": res.model.name, "source": res.model.source,
-                  "total_params": res.model.total_params(), "active_params": res.model.active_params()},
-        "workload": {"name": wl.name, "description": wl.description, "source": wl.source, "is_fit": wl.is_fit,
-                     "mean_input_tokens": res.lengths.mean_input(), "mean_output_tokens": res.lengths.mean_output()},
-        "slo": sc.slo.model_dump(), "ttft_convention": sc.ttft_convention, "dtype": sc.dtype, "kv_dtype": sc.kv_dtype,
-        "gpus": gpus, "links": links, "search_space": space.describe(), "pdplan_version": __version__,
+        "model": {
+            "name": res.model.name,
+            "source": res.model.source,
+            "total_params": res.model.total_params(),
+            "active_params": res.model.active_params(),
+        },
+        "workload": {
+            "name": wl.name,
+            "description": wl.description,
+            "source": wl.source,
+            "is_fit": wl.is_fit,
+            "mean_input_tokens": res.lengths.mean_input(),
+            "mean_output_tokens": res.lengths.mean_output(),
+        },
+        "slo": sc.slo.model_dump(),
+        "ttft_convention": sc.ttft_convention,
+        "dtype": sc.dtype,
+        "kv_dtype": sc.kv_dtype,
+        "gpus": gpus,
+        "links": links,
+        "search_space": space.describe(),
+        "pdplan_version": __version__,
     }
 
 
@@ -57,7 +82,9 @@ def describe_assumptions(space: Space, catalog: Catalog) -> dict[str, Any]:
     for name in _gpu_names(space):
         t = catalog.kernel_table(name)
         per_gpu[name] = {
-            "calibrated": t.calibrated, "derived_from": t.derived_from, "stack": t.stack,
+            "calibrated": t.calibrated,
+            "derived_from": t.derived_from,
+            "stack": t.stack,
             "gemm_bf16_peak_fraction": t.gemm["bf16"].peak_fraction,
             "gemm_bf16_memory_fraction": t.gemm["bf16"].memory_fraction,
             "prefill_attention_compute_fraction": t.prefill_attention["bf16"].compute_fraction,
@@ -68,11 +95,16 @@ def describe_assumptions(space: Space, catalog: Catalog) -> dict[str, Any]:
     d = serving_defaults()
     return {
         "kernel_tables": per_gpu,
-        "engine_defaults": {"gpu_memory_utilization": d.gpu_memory_utilization,
-                            "max_num_batched_tokens": d.max_num_batched_tokens, "max_num_seqs": d.max_num_seqs,
-                            "sources": d.sources},
-        "method": ("roofline per operator on a calibrated kernel table; prefill queue M/G/1 or M/G/c by FFT "
-                   "(Pollaczek-Khinchine); decode continuous-batching fixed point with load-feedback TPOT; "
-                   "percentiles from distributions; candidates screened on tabulated per-instance loads, the "
-                   "top ones re-evaluated exactly"),
+        "engine_defaults": {
+            "gpu_memory_utilization": d.gpu_memory_utilization,
+            "max_num_batched_tokens": d.max_num_batched_tokens,
+            "max_num_seqs": d.max_num_seqs,
+            "sources": d.sources,
+        },
+        "method": (
+            "roofline per operator on a calibrated kernel table; prefill queue M/G/1 or M/G/c by FFT "
+            "(Pollaczek-Khinchine); decode continuous-batching fixed point with load-feedback TPOT; "
+            "percentiles from distributions; candidates screened on tabulated per-instance loads, the "
+            "top ones re-evaluated exactly"
+        ),
     }

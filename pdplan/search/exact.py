@@ -41,16 +41,27 @@ class Deployment:
 
 def scenario_for(base: Scenario, d: Deployment) -> Scenario:
     """The base scenario with the deployment swapped in (validated again)."""
-    update: dict[str, Any] = {"mode": d.mode, "max_num_seqs": d.max_num_seqs, "search": None,
-                              "prefill": None, "decode": None, "colocated": None}
+    update: dict[str, Any] = {
+        "mode": d.mode,
+        "max_num_seqs": d.max_num_seqs,
+        "search": None,
+        "prefill": None,
+        "decode": None,
+        "colocated": None,
+    }
     if d.mode == "colocated":
         assert d.colocated is not None
         update["colocated"] = {**d.colocated.as_dict(), "scheduler": d.scheduler}
     else:
         assert d.prefill is not None
         assert d.decode is not None
-        update.update(prefill=d.prefill.as_dict(), decode=d.decode.as_dict(), granularity=d.granularity,
-                      link=d.link, routing=d.routing)
+        update.update(
+            prefill=d.prefill.as_dict(),
+            decode=d.decode.as_dict(),
+            granularity=d.granularity,
+            link=d.link,
+            routing=d.routing,
+        )
     return revalidate(base, update, source="optimizer candidate")
 
 
@@ -69,8 +80,11 @@ def _headroom(res: ResolvedScenario, util: dict[str, float]) -> dict[str, float]
 
 def _cost(res: ResolvedScenario) -> float | None:
     total = 0.0
-    for hw, spec in ((res.prefill, res.scenario.prefill), (res.decode, res.scenario.decode),
-                     (res.colocated, res.scenario.colocated)):
+    for hw, spec in (
+        (res.prefill, res.scenario.prefill),
+        (res.decode, res.scenario.decode),
+        (res.colocated, res.scenario.colocated),
+    ):
         if hw is not None and spec is not None:
             if hw.gpu.price is None:
                 return None
@@ -88,9 +102,15 @@ class Exact:
     model: ServingModel
 
 
-def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rps: float | None,
-                   failures: list[NoFeasiblePlanError] | None = None,
-                   shared_warnings: tuple[str, ...] = ()) -> Exact | None:
+def evaluate_exact(
+    base: Scenario,
+    d: Deployment,
+    catalog: Catalog,
+    *,
+    target_rps: float | None,
+    failures: list[NoFeasiblePlanError] | None = None,
+    shared_warnings: tuple[str, ...] = (),
+) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
     clipping, the same for every candidate) are reported once for the whole result, not per plan."""
@@ -100,8 +120,9 @@ def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rp
         model = build_model(res)
         good = find_goodput(model, sc.slo)
         if target_rps is not None and good.rate_rps < target_rps:
-            raise NoFeasiblePlanError(f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s",
-                                      binding_constraint=good.binding)
+            raise NoFeasiblePlanError(
+                f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s", binding_constraint=good.binding
+            )
     except NoFeasiblePlanError as err:
         if failures is not None:
             failures.append(err)
@@ -111,15 +132,30 @@ def evaluate_exact(base: Scenario, d: Deployment, catalog: Catalog, *, target_rp
     mean_out = res.lengths.mean_output()
     tau = float(point.tpot_s.mean)
     plan = Plan(
-        mode=d.mode, prefill=d.prefill, decode=d.decode, colocated=d.colocated, granularity=d.granularity,
-        link=d.link, routing=d.routing, scheduler=d.scheduler, max_num_seqs=d.max_num_seqs, num_gpus=sc.num_gpus,
-        goodput_rps=good.rate_rps, output_tokens_per_s=good.rate_rps * mean_out, cost_usd_per_hour=_cost(res),
-        operating_rate_rps=rate, ttft_s=_latency(point.ttft_s), tpot_s=_latency(point.tpot_s),
-        attainment=point.attainment, utilisation=point.utilisation,
+        mode=d.mode,
+        prefill=d.prefill,
+        decode=d.decode,
+        colocated=d.colocated,
+        granularity=d.granularity,
+        link=d.link,
+        routing=d.routing,
+        scheduler=d.scheduler,
+        max_num_seqs=d.max_num_seqs,
+        num_gpus=sc.num_gpus,
+        goodput_rps=good.rate_rps,
+        output_tokens_per_s=good.rate_rps * mean_out,
+        cost_usd_per_hour=_cost(res),
+        operating_rate_rps=rate,
+        ttft_s=_latency(point.ttft_s),
+        tpot_s=_latency(point.tpot_s),
+        attainment=point.attainment,
+        utilisation=point.utilisation,
         memory_headroom=_headroom(res, point.utilisation),
         binding_constraint=good.binding if target_rps is None else point.binding_constraint,
-        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0, exact=True,
-        warnings=tuple(w for w in res.warnings if w not in shared_warnings))
+        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
+        exact=True,
+        warnings=tuple(w for w in res.warnings if w not in shared_warnings),
+    )
     return Exact(plan, sc, res, model)
 
 
@@ -142,8 +178,9 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
         r = rate * factor
         att = float(model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0]) if r < limit else 0.0
         note = "" if r < limit else f"beyond the stable limit of {limit:.4g} req/s"
-        rows.append(Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", pick.plan.goodput_rps, att,
-                                att >= slo.attainment, note))
+        rows.append(
+            Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", pick.plan.goodput_rps, att, att >= slo.attainment, note)
+        )
     if pick.res.link is not None:
         link = pick.res.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})

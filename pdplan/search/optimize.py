@@ -64,9 +64,15 @@ class Pool:
         if i >= c.size:
             return self.colocated[i - c.size]
         base, table = self.bases[int(c.prefill[i])], self.tables[int(c.decode[i])]
-        return Deployment("disaggregated", _role(base.hw, int(c.x[i])), _role(table.hw, int(c.y[i])),
-                          granularity=base.granularity, link=base.link, routing=self.routings[int(c.routing[i])],
-                          max_num_seqs=table.max_num_seqs)
+        return Deployment(
+            "disaggregated",
+            _role(base.hw, int(c.x[i])),
+            _role(table.hw, int(c.y[i])),
+            granularity=base.granularity,
+            link=base.link,
+            routing=self.routings[int(c.routing[i])],
+            max_num_seqs=table.max_num_seqs,
+        )
 
 
 def _role(hw: RoleHardware, count: int) -> RoleChoice:
@@ -82,20 +88,29 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
     perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
-    bases = [prefill_base(perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance)
-             for hw, perf in zip(space.prefill, perfs, strict=True)
-             for g in space.granularities for link in space.links for dtp in decode_tps]
+    bases = [
+        prefill_base(perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance)
+        for hw, perf in zip(space.prefill, perfs, strict=True)
+        for g in space.granularities
+        for link in space.links
+        for dtp in decode_tps
+    ]
     cells = decode_cells(res)
-    kept = [t for hw in space.decode
-            for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)]
+    kept = [
+        t
+        for hw in space.decode
+        for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
+    ]
     if not kept:
-        raise NoFeasiblePlanError("no decode instance type holds the longest request's KV cache",
-                                  binding_constraint="decode KV capacity")
+        raise NoFeasiblePlanError(
+            "no decode instance type holds the longest request's KV cache", binding_constraint="decode KV capacity"
+        )
     return bases, kept
 
 
-def _disaggregated_metrics(c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable],
-                           mean_out: float) -> Metrics:
+def _disaggregated_metrics(
+    c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable], mean_out: float
+) -> Metrics:
     p_gpus = np.array([b.hw.tp * b.hw.pp for b in bases], dtype=np.float64)[c.prefill]
     d_gpus = np.array([t.hw.tp * t.hw.pp for t in tables], dtype=np.float64)[c.decode]
     p_cost = np.array([_price(b.hw) for b in bases])[c.prefill]
@@ -105,8 +120,9 @@ def _disaggregated_metrics(c: Candidates, bases: list[PrefillBase], tables: list
     return Metrics(c.goodput_rps, gpus, cost, c.goodput_rps * mean_out)
 
 
-def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: float
-                    ) -> tuple[list[Deployment], Metrics, np.ndarray, np.ndarray]:
+def _colocated_pool(
+    base: Scenario, space: Space, catalog: Catalog, mean_out: float
+) -> tuple[list[Deployment], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
@@ -116,8 +132,9 @@ def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: fl
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
         for seqs in (max(space.max_num_seqs),):
-            one = Deployment("colocated", colocated=_role(hw, 1), scheduler=space.colocated_scheduler,
-                             max_num_seqs=seqs)
+            one = Deployment(
+                "colocated", colocated=_role(hw, 1), scheduler=space.colocated_scheduler, max_num_seqs=seqs
+            )
             try:
                 model = build_model(resolve(scenario_for(base, one), catalog))
                 g1 = find_goodput(model, base.slo)
@@ -125,8 +142,11 @@ def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: fl
                 continue
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
-                deps.append(Deployment("colocated", colocated=_role(hw, int(z)), scheduler=space.colocated_scheduler,
-                                       max_num_seqs=seqs))
+                deps.append(
+                    Deployment(
+                        "colocated", colocated=_role(hw, int(z)), scheduler=space.colocated_scheduler, max_num_seqs=seqs
+                    )
+                )
             good.append(zs * g1.rate_rps)
             gpus.append(zs * float(hw.tp * hw.pp))
             cost.append(zs * hw.tp * hw.pp * _price(hw))
@@ -136,8 +156,12 @@ def _colocated_pool(base: Scenario, space: Space, catalog: Catalog, mean_out: fl
         empty = np.zeros(0)
         return [], Metrics(empty, empty, empty, empty), empty, np.zeros(0, dtype=object)
     g = np.concatenate(good)
-    return deps, Metrics(g, np.concatenate(gpus), np.concatenate(cost), g * mean_out), np.concatenate(tau), \
-        np.concatenate(binding)
+    return (
+        deps,
+        Metrics(g, np.concatenate(gpus), np.concatenate(cost), g * mean_out),
+        np.concatenate(tau),
+        np.concatenate(binding),
+    )
 
 
 def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog, stage: Stage) -> Pool:
@@ -145,28 +169,46 @@ def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog,
     bases, tables = _tables(space, res, catalog)
     stage("screening candidates")
     prob = np.asarray(res.lengths.input_marginal(), dtype=np.float64)
-    cands = screen_disaggregated(bases, tables, space.routings, base.slo, base.ttft_convention, prob,
-                                 space.max_instances)
+    cands = screen_disaggregated(
+        bases, tables, space.routings, base.slo, base.ttft_convention, prob, space.max_instances
+    )
     mean_out = res.lengths.mean_output()
     m = _disaggregated_metrics(cands, bases, tables, mean_out)
     stage("colocated baseline")
     cdeps, cm, ctau, cbind = _colocated_pool(base, space, catalog, mean_out)
-    metrics = Metrics(*(np.concatenate([getattr(m, f), getattr(cm, f)]) for f in
-                        ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
-    return Pool(cands, bases, tables, space.routings, cdeps, metrics, np.concatenate([cands.tau_s, ctau]),
-                np.concatenate([cands.binding, cbind]), res.warnings)
+    metrics = Metrics(
+        *(
+            np.concatenate([getattr(m, f), getattr(cm, f)])
+            for f in ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")
+        )
+    )
+    return Pool(
+        cands,
+        bases,
+        tables,
+        space.routings,
+        cdeps,
+        metrics,
+        np.concatenate([cands.tau_s, ctau]),
+        np.concatenate([cands.binding, cbind]),
+        res.warnings,
+    )
 
 
 def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
     slo = sc.slo
-    target = (f"serve {space.rate_rps:g} req/s at the fewest {'dollars' if space.objective == 'cost' else 'GPUs'}"
-              if space.rate_rps is not None else
-              f"maximise {'goodput per $/h' if space.objective == 'cost' else 'goodput per GPU'}"
-              + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else ""))
+    target = (
+        f"serve {space.rate_rps:g} req/s at the fewest {'dollars' if space.objective == 'cost' else 'GPUs'}"
+        if space.rate_rps is not None
+        else f"maximise {'goodput per $/h' if space.objective == 'cost' else 'goodput per GPU'}"
+        + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else "")
+    )
     gpus = sorted({h.gpu.name for h in (*space.prefill, *space.decode)})
-    return (f"How should {res.model.name} be deployed on {', '.join(gpus)} for the {sc.workload.name or 'given'} "
-            f"workload so that {slo.attainment:.0%} of requests meet P{slo.percentile:g} TTFT <= {slo.ttft:g} s and "
-            f"TPOT <= {slo.tpot * 1e3:g} ms — to {target}?")
+    return (
+        f"How should {res.model.name} be deployed on {', '.join(gpus)} for the {sc.workload.name or 'given'} "
+        f"workload so that {slo.attainment:.0%} of requests meet P{slo.percentile:g} TTFT <= {slo.ttft:g} s and "
+        f"TPOT <= {slo.tpot * 1e3:g} ms — to {target}?"
+    )
 
 
 def _screen_plan(pool: Pool, i: int) -> Plan:
@@ -175,18 +217,42 @@ def _screen_plan(pool: Pool, i: int) -> Plan:
     m = pool.metrics
     cost = float(m.cost_usd_per_hour[i])
     tau = float(pool.tau_s[i])
-    return Plan(mode=d.mode, prefill=d.prefill, decode=d.decode, colocated=d.colocated, granularity=d.granularity,
-                link=d.link, routing=d.routing, scheduler=d.scheduler, max_num_seqs=d.max_num_seqs,
-                num_gpus=int(m.num_gpus[i]), goodput_rps=float(m.goodput_rps[i]),
-                output_tokens_per_s=float(m.output_tokens_per_s[i]),
-                cost_usd_per_hour=None if np.isnan(cost) else cost, operating_rate_rps=float(m.goodput_rps[i]),
-                ttft_s=None, tpot_s=None, attainment=None, utilisation={}, memory_headroom={},
-                binding_constraint=str(pool.binding[i]), tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
-                exact=False)
+    return Plan(
+        mode=d.mode,
+        prefill=d.prefill,
+        decode=d.decode,
+        colocated=d.colocated,
+        granularity=d.granularity,
+        link=d.link,
+        routing=d.routing,
+        scheduler=d.scheduler,
+        max_num_seqs=d.max_num_seqs,
+        num_gpus=int(m.num_gpus[i]),
+        goodput_rps=float(m.goodput_rps[i]),
+        output_tokens_per_s=float(m.output_tokens_per_s[i]),
+        cost_usd_per_hour=None if np.isnan(cost) else cost,
+        operating_rate_rps=float(m.goodput_rps[i]),
+        ttft_s=None,
+        tpot_s=None,
+        attainment=None,
+        utilisation={},
+        memory_headroom={},
+        binding_constraint=str(pool.binding[i]),
+        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
+        exact=False,
+    )
 
 
-def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, space: Space, top: int,
-            mode: str | None = None, failures: list[NoFeasiblePlanError] | None = None) -> list[Exact]:
+def _refine(
+    base: Scenario,
+    pool: Pool,
+    order: np.ndarray,
+    catalog: Catalog,
+    space: Space,
+    top: int,
+    mode: str | None = None,
+    failures: list[NoFeasiblePlanError] | None = None,
+) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective."""
     seen: set[tuple[object, ...]] = set()
     picked: list[int] = []
@@ -200,13 +266,26 @@ def _refine(base: Scenario, pool: Pool, order: np.ndarray, catalog: Catalog, spa
             picked.append(int(i))
         if len(picked) >= top * REFINE_FACTOR:
             break
-    exact = [evaluate_exact(base, pool.deployment(int(i)), catalog, target_rps=space.rate_rps, failures=failures,
-                            shared_warnings=pool.shared_warnings) for i in picked]
+    exact = [
+        evaluate_exact(
+            base,
+            pool.deployment(int(i)),
+            catalog,
+            target_rps=space.rate_rps,
+            failures=failures,
+            shared_warnings=pool.shared_warnings,
+        )
+        for i in picked
+    ]
     kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
     if not kept:
         return []
-    m = Metrics(*(np.array([getattr(e.plan, f) or np.nan for e in kept], dtype=np.float64) for f in
-                  ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")))
+    m = Metrics(
+        *(
+            np.array([getattr(e.plan, f) or np.nan for e in kept], dtype=np.float64)
+            for f in ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")
+        )
+    )
     again = rank(m, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
     return [kept[i] for i in again][:top]
 
@@ -217,8 +296,9 @@ def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
     if not m.goodput_rps.size or m.goodput_rps.max() <= 0.0:
         words, counts = np.unique(pool.binding.astype(str), return_counts=True)
         binding = str(words[counts.argmax()]) if words.size else "memory"
-        return NoFeasiblePlanError(f"no candidate meets the SLO at any rate; most are bound by {binding}",
-                                   binding_constraint=binding)
+        return NoFeasiblePlanError(
+            f"no candidate meets the SLO at any rate; most are bound by {binding}", binding_constraint=binding
+        )
     if space.rate_rps is not None:
         ok = m.num_gpus <= (space.budget_gpus or np.inf)
         best = int(np.argmax(np.where(ok, m.goodput_rps, -1.0)))
@@ -226,14 +306,19 @@ def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
         return NoFeasiblePlanError(
             f"no candidate reaches {space.rate_rps:g} req/s within {space.max_instances} instances per pool; closest: "
             f"{label} at {m.goodput_rps[best]:.4g} req/s (bound by {pool.binding[best]})",
-            binding_constraint=str(pool.binding[best]), closest=label)
+            binding_constraint=str(pool.binding[best]),
+            closest=label,
+        )
     if space.budget_gpus is None:
         return NoFeasiblePlanError("no candidate meets the SLO", binding_constraint="SLO")
     fewest = int(np.argmin(np.where(m.goodput_rps > 0, m.num_gpus, np.inf)))
     label = _screen_plan(pool, fewest).label
     return NoFeasiblePlanError(
         f"no candidate fits {space.budget_gpus} GPUs while meeting the SLO; the smallest feasible plan is {label} "
-        f"with {int(m.num_gpus[fewest])} GPUs", binding_constraint="GPU budget", closest=label)
+        f"with {int(m.num_gpus[fewest])} GPUs",
+        binding_constraint="GPU budget",
+        closest=label,
+    )
 
 
 def _restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int | None) -> Pool:
@@ -246,17 +331,28 @@ def _restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int |
         co = np.zeros(len(pool.colocated), dtype=bool)
     else:
         disagg = np.zeros(c.size, dtype=bool)
-        co = np.array([d.colocated is not None and d.colocated.count == colocated_count for d in pool.colocated],
-                      dtype=bool)
+        co = np.array(
+            [d.colocated is not None and d.colocated.count == colocated_count for d in pool.colocated], dtype=bool
+        )
     keep = np.concatenate([disagg, co])
-    return dataclasses.replace(pool, metrics=dataclasses.replace(
-        pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0)))
+    return dataclasses.replace(
+        pool, metrics=dataclasses.replace(pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0))
+    )
 
 
-def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus: int | None = None,
-             rate_rps: float | None = None, objective: str | None = None, top: int = 5,
-             stage: Stage | None = None, analyse: bool = True, xpyd: tuple[int, int] | None = None,
-             colocated_count: int | None = None) -> PlanResult:
+def optimize(
+    scenario: Scenario,
+    *,
+    catalog: Catalog | None = None,
+    budget_gpus: int | None = None,
+    rate_rps: float | None = None,
+    objective: str | None = None,
+    top: int = 5,
+    stage: Stage | None = None,
+    analyse: bool = True,
+    xpyd: tuple[int, int] | None = None,
+    colocated_count: int | None = None,
+) -> PlanResult:
     """Search deployments for ``scenario`` (its ``search:`` block and the arguments) and rank them.
 
     ``budget_gpus`` (maximise goodput per GPU within it) or ``rate_rps`` (meet it at the fewest GPUs / lowest
@@ -281,12 +377,13 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
     best = _refine(scenario, pool, order, catalog, space, top, failures=failures)
     if not best:
         reason = failures[0] if failures else _infeasible(pool, space)
-        raise NoFeasiblePlanError(f"the best screened candidates fail when evaluated exactly: {reason}",
-                                  binding_constraint=reason.binding_constraint)
+        raise NoFeasiblePlanError(
+            f"the best screened candidates fail when evaluated exactly: {reason}",
+            binding_constraint=reason.binding_constraint,
+        )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
         best += _refine(scenario, pool, order, catalog, space, 1, mode="disaggregated")
-    full_order = rank(full.metrics, objective=space.objective, budget_gpus=space.budget_gpus,
-                      rate_rps=space.rate_rps)
+    full_order = rank(full.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
     baseline = _refine(scenario, full, full_order, catalog, space, 1, mode="colocated")
     feasible = order
     per_gpu = pool.metrics.goodput_rps[feasible] / pool.metrics.num_gpus[feasible]
@@ -294,15 +391,23 @@ def optimize(scenario: Scenario, *, catalog: Catalog | None = None, budget_gpus:
     note("sensitivity")
     pick = best[0]
     return PlanResult(
-        question=_question(scenario, res, space), objective=_objective_words(space),
-        plans=tuple(e.plan for e in best), baseline=baseline[0].plan if baseline else None,
+        question=_question(scenario, res, space),
+        objective=_objective_words(space),
+        plans=tuple(e.plan for e in best),
+        baseline=baseline[0].plan if baseline else None,
         pareto=_pareto_plans(pool, front, [*best, *baseline]),
-        search=SearchStats(candidates=pool.size, feasible=int(order.size),
-                           seconds=time.perf_counter() - started, refined=len(best) + len(baseline)),
-        inputs=describe_inputs(scenario, res, space, catalog), assumptions=describe_assumptions(space, catalog),
+        search=SearchStats(
+            candidates=pool.size,
+            feasible=int(order.size),
+            seconds=time.perf_counter() - started,
+            refined=len(best) + len(baseline),
+        ),
+        inputs=describe_inputs(scenario, res, space, catalog),
+        assumptions=describe_assumptions(space, catalog),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
         warnings=_warnings(res, space, best[0].plan),
-        rate_curve=rate_curve(pick) if analyse else ())
+        rate_curve=rate_curve(pick) if analyse else (),
+    )
 
 
 def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Plan, ...]:
@@ -315,8 +420,9 @@ def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Pl
 def _objective_words(space: Space) -> str:
     if space.rate_rps is not None:
         return f"meet {space.rate_rps:g} req/s at the {'lowest cost' if space.objective == 'cost' else 'fewest GPUs'}"
-    what = {"cost": "goodput per $/h", "tokens-per-dollar": "output tokens/s per $/h"}.get(space.objective,
-                                                                                         "goodput per GPU")
+    what = {"cost": "goodput per $/h", "tokens-per-dollar": "output tokens/s per $/h"}.get(
+        space.objective, "goodput per GPU"
+    )
     return f"maximise {what}" + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else "")
 
 
@@ -324,11 +430,15 @@ def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...
     out = list(res.warnings) + list(space.notes)
     # uncalibrated kernel tables and missing prices are reported from ``inputs`` by every renderer
     if res.prefill_batch_tokens is not None:
-        out.append(f"prefill batching (prefill_max_batch_tokens {res.prefill_batch_tokens}): the screen ranks "
-                   "candidates with one prompt at a time per prefill instance (a lower bound on batched capacity); "
-                   "the reported plans are evaluated exactly with batching, but a plan with fewer prefill "
-                   "instances may have been screened out")
+        out.append(
+            f"prefill batching (prefill_max_batch_tokens {res.prefill_batch_tokens}): the screen ranks "
+            "candidates with one prompt at a time per prefill instance (a lower bound on batched capacity); "
+            "the reported plans are evaluated exactly with batching, but a plan with fewer prefill "
+            "instances may have been screened out"
+        )
     if any(h.table.framework.decode_step_overhead_s == 0.0 for h in (*space.prefill, *space.decode)):
-        out.append("kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
-                   "on your stack's step times for end-to-end accuracy")
+        out.append(
+            "kernel tables carry no per-step framework overhead (0 s): calibrate with `pdplan calibrate` "
+            "on your stack's step times for end-to-end accuracy"
+        )
     return tuple(dict.fromkeys(out))

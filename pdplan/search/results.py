@@ -81,6 +81,7 @@ class Plan:
     @property
     def label(self) -> str:
         """Human label: ``2P1D h100-sxm TP4 / h100-sxm TP4 layer`` or ``colocated 3x h100-sxm TP4 chunked``."""
+
         def role(r: RoleChoice) -> str:
             return f"{r.gpu} TP{r.tp}" + (f"PP{r.pp}" if r.pp > 1 else "")
 
@@ -88,8 +89,9 @@ class Plan:
             return f"colocated {self.colocated.count}x {role(self.colocated)} {self.scheduler}"
         assert self.prefill is not None
         assert self.decode is not None
-        return (f"{self.prefill.count}P{self.decode.count}D {role(self.prefill)} / {role(self.decode)} "
-                f"{self.granularity}")
+        return (
+            f"{self.prefill.count}P{self.decode.count}D {role(self.prefill)} / {role(self.decode)} {self.granularity}"
+        )
 
     def to_document(self) -> dict[str, Any]:
         """The plan as JSON (contract keys first, SI units in names)."""
@@ -136,8 +138,12 @@ class SearchStats:
     refined: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"candidates": self.candidates, "feasible": self.feasible, "seconds": self.seconds,
-                "refined": self.refined}
+        return {
+            "candidates": self.candidates,
+            "feasible": self.feasible,
+            "seconds": self.seconds,
+            "refined": self.refined,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,11 +198,20 @@ class PlanResult:
             "baseline_ratio": self.baseline_ratio,
             "pareto": [p.to_document() for p in self.pareto],
             "search": self.search.as_dict(),
-            "sensitivity": [{"change": s.change, "goodput_rps": s.goodput_rps, "attainment": s.attainment,
-                             "meets_target": s.meets_target, "note": s.note} for s in self.sensitivity],
+            "sensitivity": [
+                {
+                    "change": s.change,
+                    "goodput_rps": s.goodput_rps,
+                    "attainment": s.attainment,
+                    "meets_target": s.meets_target,
+                    "note": s.note,
+                }
+                for s in self.sensitivity
+            ],
             "inputs": self.inputs,
             "assumptions": self.assumptions,
             "warnings": list(self.warnings),
-            "rate_curve": [{"rate_rps": r, "attainment": a, "ttft_p90_s": t, "tpot_p90_s": p}
-                           for r, a, t, p in self.rate_curve],
+            "rate_curve": [
+                {"rate_rps": r, "attainment": a, "ttft_p90_s": t, "tpot_p90_s": p} for r, a, t, p in self.rate_curve
+            ],
         }

@@ -86,8 +86,9 @@ def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, 
     return np.asarray(wait.cdf(np.maximum(t, 0.0)), dtype=np.float64) * (t > 0.0)[None]  # type: ignore[attr-defined]
 
 
-def ttft_grid(wait: object, mean_s: float, scv: float, targets: FloatArray, policy: str, xs: FloatArray,
-              lam: FloatArray) -> FloatArray:
+def ttft_grid(
+    wait: object, mean_s: float, scv: float, targets: FloatArray, policy: str, xs: FloatArray, lam: FloatArray
+) -> FloatArray:
     """T_{x}(λ) [X, G, L]: P(TTFT ≤ a | l) for x instances at global rate λ (module docstring); beyond the highest
     tabulated utilisation the value there is held (the stability limit caps goodput separately)."""
     table = _policy_cdf(wait, targets, policy, xs, scv)  # [R, X, L]
@@ -139,17 +140,28 @@ def pair_ttft(p: PairInputs, wait: object, mean_s: float, scv: float, lam: Float
     return ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)
 
 
-def screen_pair(p: PairInputs, ttft: FloatArray, mean_s: float, lam: FloatArray, xs: FloatArray,
-                ys: FloatArray, decode_ok: FloatArray) -> dict[str, FloatArray]:
+def screen_pair(
+    p: PairInputs,
+    ttft: FloatArray,
+    mean_s: float,
+    lam: FloatArray,
+    xs: FloatArray,
+    ys: FloatArray,
+    decode_ok: FloatArray,
+) -> dict[str, FloatArray]:
     """Goodput [X, Y], stable limit, τ̄ at goodput and binding words for one block of candidates."""
     att = np.einsum("xgl,ygl->xyg", ttft, decode_ok)
     good, first_bad = goodput_from_curve(att, lam, p.slo.attainment)
-    link_cap = PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(
-        p.base.mean_bytes, 1e-30)
-    limits = {"prefill utilisation": np.broadcast_to(PREFILL_RHO_MAX * xs[:, None] / mean_s, good.shape),
-              decode_limit_words(p.table.capacity): np.broadcast_to(ys[None, :] * p.table.capacity.max_rate_per_s,
-                                                                   good.shape),
-              "link": link_cap}
+    link_cap = (
+        PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(p.base.mean_bytes, 1e-30)
+    )
+    limits = {
+        "prefill utilisation": np.broadcast_to(PREFILL_RHO_MAX * xs[:, None] / mean_s, good.shape),
+        decode_limit_words(p.table.capacity): np.broadcast_to(
+            ys[None, :] * p.table.capacity.max_rate_per_s, good.shape
+        ),
+        "link": link_cap,
+    }
     stack = np.stack([np.broadcast_to(v, good.shape) for v in limits.values()])
     limit = stack.min(axis=0)
     names = np.array(list(limits), dtype=object)[stack.argmin(axis=0)]
@@ -165,15 +177,26 @@ def screen_pair(p: PairInputs, ttft: FloatArray, mean_s: float, lam: FloatArray,
     return {"goodput": good, "limit": limit, "binding": np.where(capped, names, latency_words), "tau": tau}
 
 
-def screen_disaggregated(bases: list[PrefillBase], tables: list[DecodeTable], routings: tuple[str, ...],
-                         slo: SloSpec, convention: str, prob: FloatArray, max_instances: int) -> Candidates:
+def screen_disaggregated(
+    bases: list[PrefillBase],
+    tables: list[DecodeTable],
+    routings: tuple[str, ...],
+    slo: SloSpec,
+    convention: str,
+    prob: FloatArray,
+    max_instances: int,
+) -> Candidates:
     """Every (prefill option, matching decode option, routing, x, y) at once (module docstring)."""
     lam = rate_grid(bases, tables, prob, max_instances)
     xs = ys = np.arange(1, max_instances + 1, dtype=np.float64)
     decode = [decode_grid_table(t, lam, ys) for t in tables]
     cache: dict[bytes, tuple[object, float, float]] = {}  # one FFT table per distinct service-time vector
-    waits = [cache.setdefault(b.service_s.tobytes(), prefill_wait_table(b, prob))
-             if b.service_s.tobytes() not in cache else cache[b.service_s.tobytes()] for b in bases]
+    waits = [
+        cache.setdefault(b.service_s.tobytes(), prefill_wait_table(b, prob))
+        if b.service_s.tobytes() not in cache
+        else cache[b.service_s.tobytes()]
+        for b in bases
+    ]
     parts: list[dict[str, npt.NDArray[Any]]] = []
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]
@@ -188,10 +211,25 @@ def screen_disaggregated(bases: list[PrefillBase], tables: list[DecodeTable], ro
                     ttft_cache[key] = pair_ttft(pair, wait, mean_s, scv, lam, xs)
                 out = screen_pair(pair, ttft_cache[key], mean_s, lam, xs, ys, decode[k])
                 xi, yi = np.indices(out["goodput"].shape)
-                parts.append({"prefill": np.full(xi.size, i), "decode": np.full(xi.size, k),
-                              "routing": np.full(xi.size, r), "x": xi.ravel() + 1, "y": yi.ravel() + 1,
-                              **{key: np.asarray(v).ravel() for key, v in out.items()}})
+                parts.append(
+                    {
+                        "prefill": np.full(xi.size, i),
+                        "decode": np.full(xi.size, k),
+                        "routing": np.full(xi.size, r),
+                        "x": xi.ravel() + 1,
+                        "y": yi.ravel() + 1,
+                        **{key: np.asarray(v).ravel() for key, v in out.items()},
+                    }
+                )
     cat = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-    return Candidates(cat["prefill"].astype(np.intp), cat["decode"].astype(np.intp), cat["routing"].astype(np.intp),
-                      cat["x"].astype(np.intp), cat["y"].astype(np.intp), cat["goodput"], cat["limit"],
-                      cat["tau"], cat["binding"])
+    return Candidates(
+        cat["prefill"].astype(np.intp),
+        cat["decode"].astype(np.intp),
+        cat["routing"].astype(np.intp),
+        cat["x"].astype(np.intp),
+        cat["y"].astype(np.intp),
+        cat["goodput"],
+        cat["limit"],
+        cat["tau"],
+        cat["binding"],
+    )

@@ -74,9 +74,10 @@ def _tie_round(values: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         digits = 11 - np.floor(np.log10(np.abs(values)))
     digits = np.where(np.isfinite(digits), digits, 0.0)
-    scale = 10.0 ** digits
-    return np.asarray(np.where(np.isfinite(values) & (values != 0.0),
-                               np.round(values * scale) / scale, values), dtype=np.float64)
+    scale = 10.0**digits
+    return np.asarray(
+        np.where(np.isfinite(values) & (values != 0.0), np.round(values * scale) / scale, values), dtype=np.float64
+    )
 
 
 def pareto_front(x_better: FloatArray, y_better: FloatArray, limit: int = 12) -> IntArray:

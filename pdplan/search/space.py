@@ -46,14 +46,24 @@ class Space:
 
     def describe(self) -> dict[str, object]:
         """The space in plain values (for reports)."""
+
         def roles(options: tuple[RoleHardware, ...]) -> list[str]:
             return [h.label for h in options]
 
-        return {"prefill": roles(self.prefill), "decode": roles(self.decode), "colocated": roles(self.colocated),
-                "granularities": list(self.granularities), "links": list(self.links),
-                "routing": list(self.routings), "max_num_seqs": list(self.max_num_seqs),
-                "max_instances": self.max_instances, "budget_gpus": self.budget_gpus, "rate_rps": self.rate_rps,
-                "objective": self.objective, "colocated_scheduler": self.colocated_scheduler}
+        return {
+            "prefill": roles(self.prefill),
+            "decode": roles(self.decode),
+            "colocated": roles(self.colocated),
+            "granularities": list(self.granularities),
+            "links": list(self.links),
+            "routing": list(self.routings),
+            "max_num_seqs": list(self.max_num_seqs),
+            "max_instances": self.max_instances,
+            "budget_gpus": self.budget_gpus,
+            "rate_rps": self.rate_rps,
+            "objective": self.objective,
+            "colocated_scheduler": self.colocated_scheduler,
+        }
 
 
 def _fits(hw: RoleHardware) -> bool:
@@ -64,8 +74,9 @@ def _fits(hw: RoleHardware) -> bool:
     return True
 
 
-def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...],
-           notes: list[str]) -> tuple[RoleHardware, ...]:
+def _roles(
+    catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...], notes: list[str]
+) -> tuple[RoleHardware, ...]:
     """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
     sharding) and stay within one node (≤ GPUs per node)."""
     out: list[RoleHardware] = []
@@ -74,15 +85,22 @@ def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: li
         table = catalog.kernel_table(gpu.name)
         node_tps = [t for t in tps if t <= gpu.gpus_per_node and model.num_attention_heads % t == 0]
         if not node_tps:
-            notes.append(f"no TP in {list(tps)} divides {model.name}'s {model.num_attention_heads} attention heads "
-                         f"within one {gpu.gpus_per_node}-GPU {gpu.name} node")
+            notes.append(
+                f"no TP in {list(tps)} divides {model.name}'s {model.num_attention_heads} attention heads "
+                f"within one {gpu.gpus_per_node}-GPU {gpu.name} node"
+            )
             continue
-        fitting = [RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
-                   for t in node_tps]
+        fitting = [
+            RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
+            for t in node_tps
+        ]
         fitting = [h for h in fitting if _fits(h)]
         if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
-            fitting = [RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
-                       for p in DEFAULT_PP for t in node_tps]
+            fitting = [
+                RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
+                for p in DEFAULT_PP
+                for t in node_tps
+            ]
             fitting = [h for h in fitting if _fits(h)]
             if fitting:
                 notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
@@ -92,8 +110,14 @@ def _roles(catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: li
     return tuple(out)
 
 
-def build_space(scenario: Scenario, catalog: Catalog, *, budget_gpus: int | None = None,
-                rate_rps: float | None = None, objective: str | None = None) -> Space:
+def build_space(
+    scenario: Scenario,
+    catalog: Catalog,
+    *,
+    budget_gpus: int | None = None,
+    rate_rps: float | None = None,
+    objective: str | None = None,
+) -> Space:
     """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win)."""
     s = scenario.search or SearchSpace()
     if budget_gpus is not None and rate_rps is not None:
@@ -114,16 +138,25 @@ def build_space(scenario: Scenario, catalog: Catalog, *, budget_gpus: int | None
     colocated = _roles(catalog, model, scenario, colocated_gpus, tps, [])
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
-        raise NoFeasiblePlanError(f"no instance type holds {model.name}: " + "; ".join(notes),
-                                  binding_constraint="memory")
+        raise NoFeasiblePlanError(
+            f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint="memory"
+        )
     defaults = serving_defaults()
     return Space(
-        prefill=prefill, decode=decode, colocated=colocated,
+        prefill=prefill,
+        decode=decode,
+        colocated=colocated,
         granularities=tuple(s.granularities or [scenario.granularity]),
-        links=tuple(s.links or [scenario.link]), routings=tuple(s.routing or [scenario.routing]),
+        links=tuple(s.links or [scenario.link]),
+        routings=tuple(s.routing or [scenario.routing]),
         max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or defaults.max_num_seqs]),
-        max_instances=s.max_instances or DEFAULT_MAX_INSTANCES, budget_gpus=budget, rate_rps=rate,
-        objective=objective or s.objective, colocated_scheduler=s.colocated_scheduler, notes=tuple(notes))
+        max_instances=s.max_instances or DEFAULT_MAX_INSTANCES,
+        budget_gpus=budget,
+        rate_rps=rate,
+        objective=objective or s.objective,
+        colocated_scheduler=s.colocated_scheduler,
+        notes=tuple(notes),
+    )
 
 
 def _names(text: str | None) -> list[str] | None:

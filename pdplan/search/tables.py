@@ -52,22 +52,43 @@ class PrefillBase:
     link_bytes_per_s: float
 
 
-def prefill_base(base: PrefillPerf, hw: RoleHardware, granularity: str, link: LinkSpec, decode_tp: int,
-                 input_prob: FloatArray, chunk_tokens: int, nics: int | None) -> PrefillBase:
+def prefill_base(
+    base: PrefillPerf,
+    hw: RoleHardware,
+    granularity: str,
+    link: LinkSpec,
+    decode_tp: int,
+    input_prob: FloatArray,
+    chunk_tokens: int,
+    nics: int | None,
+) -> PrefillBase:
     """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`) for one
     transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type)."""
     input_tokens = base.input_tokens
-    cfg = TransferConfig(granularity=granularity, prefill_tp=hw.tp, decode_tp=decode_tp,  # type: ignore[arg-type]
-                         nics_prefill=nics, nics_decode=nics,
-                         chunk_tokens=chunk_tokens if granularity == "chunk" else None,
-                         prefill_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
-                         decode_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s)
+    cfg = TransferConfig(
+        granularity=granularity,  # type: ignore[arg-type]
+        prefill_tp=hw.tp,
+        decode_tp=decode_tp,
+        nics_prefill=nics,
+        nics_decode=nics,
+        chunk_tokens=chunk_tokens if granularity == "chunk" else None,
+        prefill_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
+        decode_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
+    )
     kv = kv_shape_from_model(hw.model, hw.precision.kv_bytes)
     xfer = kv_transfer(input_tokens, kv, link, cfg, prefill_time_s=base.latency_s)
     lanes = min(nics or hw.tp, nics or decode_tp)
-    return PrefillBase(hw, granularity, link.name, decode_tp, base.latency_s + xfer.prefill_extra_s,
-                       base.service_s + xfer.prefill_extra_s, np.asarray(xfer.exposed_s, dtype=np.float64),
-                       float(input_prob @ np.asarray(xfer.bytes)), effective_bandwidth_bytes_per_s(link, lanes))
+    return PrefillBase(
+        hw,
+        granularity,
+        link.name,
+        decode_tp,
+        base.latency_s + xfer.prefill_extra_s,
+        base.service_s + xfer.prefill_extra_s,
+        np.asarray(xfer.exposed_s, dtype=np.float64),
+        float(input_prob @ np.asarray(xfer.bytes)),
+        effective_bandwidth_bytes_per_s(link, lanes),
+    )
 
 
 def prefill_wait_table(base: PrefillBase, prob: FloatArray) -> tuple[object, float, float]:
@@ -91,16 +112,25 @@ class DecodeTable:
     tau_mean_s: FloatArray  # [R]
 
 
-def decode_tables(hw: RoleHardware, seat_caps: tuple[int, ...], cells: DecodeWorkload, n_inputs: int,
-                  tpot_slo_s: float) -> list[DecodeTable]:
+def decode_tables(
+    hw: RoleHardware, seat_caps: tuple[int, ...], cells: DecodeWorkload, n_inputs: int, tpot_slo_s: float
+) -> list[DecodeTable]:
     """Tabulate one decode GPU/TP/PP for each batch cap; caps whose instance cannot hold the longest request drop.
 
     The step-time fit and the TPOT distribution at a given rate do not depend on the cap (it only bounds the stable
     rate through the seat limit), so the TPOT table is computed once, up to the largest cap's stable rate.
     """
     perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps))
-    caps = [fast_decode_capacity(cells, perf.step, kv_capacity_tokens=perf.kv_capacity_tokens,
-                                 max_num_seqs=float(s), utilisation_max=DECODE_U_MAX) for s in seat_caps]
+    caps = [
+        fast_decode_capacity(
+            cells,
+            perf.step,
+            kv_capacity_tokens=perf.kv_capacity_tokens,
+            max_num_seqs=float(s),
+            utilisation_max=DECODE_U_MAX,
+        )
+        for s in seat_caps
+    ]
     top = max(c.max_rate_per_s for c in caps)
     if top <= 0.0:
         return []
@@ -108,8 +138,11 @@ def decode_tables(hw: RoleHardware, seat_caps: tuple[int, ...], cells: DecodeWor
     ok = tpot_distribution(rates, cells, perf.step).cdf_per_bin(tpot_slo_s)
     by_input = (ok * cells.prob[None, :]).reshape(rates.size, n_inputs, -1).sum(axis=2)
     tau = np.asarray(decode_fixed_point(rates, cells, perf.step).tau_mean_s, dtype=np.float64)
-    return [DecodeTable(hw, seats, perf, cap, rates, by_input, tau)
-            for seats, cap in zip(seat_caps, caps, strict=True) if cap.max_rate_per_s > 0.0]
+    return [
+        DecodeTable(hw, seats, perf, cap, rates, by_input, tau)
+        for seats, cap in zip(seat_caps, caps, strict=True)
+        if cap.max_rate_per_s > 0.0
+    ]
 
 
 def erlang_c_grid(servers: FloatArray, offered: FloatArray) -> FloatArray:

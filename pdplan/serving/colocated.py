@@ -84,8 +84,7 @@ class ColocatedModel:
         p, lin = self.cells.prob, self.cells.input_tokens
         if self.scheduler == "prefill-first":
             return lam * float(p @ self.prefill_cell_s)
-        return lam * (self.prefill_s_per_token * float(p @ lin)
-                      + self.attention_s_per_token2 * float(p @ lin**2) / 2.0)
+        return lam * (self.prefill_s_per_token * float(p @ lin) + self.attention_s_per_token2 * float(p @ lin**2) / 2.0)
 
     def _utilisation(self, lam: float) -> float:
         st, wl = self.decode.step, self.cells
@@ -95,9 +94,14 @@ class ColocatedModel:
     def _chunk_rho(self, lam: float) -> float:
         """Chunk-queue utilisation ρ (drain-corrected) of :func:`pdplan.queueing.chunk_queue`."""
         try:
-            q = chunk_queue(np.array([lam]), self.cells, self.decode.step,
-                            float(self.res.chunk_tokens), self.prefill_s_per_token,
-                            self.attention_s_per_token2)
+            q = chunk_queue(
+                np.array([lam]),
+                self.cells,
+                self.decode.step,
+                float(self.res.chunk_tokens),
+                self.prefill_s_per_token,
+                self.attention_s_per_token2,
+            )
         except ValueError:  # unstable mean field or the decode batch fills the budget
             return math.inf
         return float(q.rho[0])
@@ -107,13 +111,13 @@ class ColocatedModel:
         lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
         cands = [Limit(lam_u, "colocated utilisation")]
         if self.scheduler == "chunked":
-            cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u),
-                               "prefill chunk capacity"))
+            cands.append(
+                Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), "prefill chunk capacity")
+            )
 
         def kv(lam: float) -> float:
             x = lam * self._tau(lam)
-            return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum) - (
-                self.decode.kv_capacity_tokens)
+            return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum) - (self.decode.kv_capacity_tokens)
 
         def seats(lam: float) -> float:
             n = lam * self._tau(lam) * wl.mean_steps
@@ -131,21 +135,37 @@ class ColocatedModel:
         tau = np.array([self._tau(float(x)) for x in lam])
         st, wl = self.decode.step, self.cells
         u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
-        return {"prefill": u_p, "decode": u_d,
-                "decode_kv": lam * tau * wl.mean_work / self.decode.kv_capacity_tokens}
+        return {"prefill": u_p, "decode": u_d, "decode_kv": lam * tau * wl.mean_work / self.decode.kv_capacity_tokens}
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         out = colocated_distributions(
-            self.scheduler, rates / self.z, self.cells, self.decode.step,
-            prefill_service_s=self.prefill_cell_s, token_budget=float(self.res.chunk_tokens),
+            self.scheduler,
+            rates / self.z,
+            self.cells,
+            self.decode.step,
+            prefill_service_s=self.prefill_cell_s,
+            token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
-            attention_s_per_token2=self.attention_s_per_token2, max_cells=GRID_CELLS)
+            attention_s_per_token2=self.attention_s_per_token2,
+            max_cells=GRID_CELLS,
+        )
         fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
-        util = {"prefill": out.prefill_utilisation, "decode": out.decode_utilisation,
-                "decode_kv": fixed_k / self.decode.kv_capacity_tokens}
-        return Snapshot(rates, self.cells.prob, self.cells.decode_steps, out.ttft,
-                        np.arange(self.cells.prob.size), out.tpot, util, tpot_defined(self.res))
+        util = {
+            "prefill": out.prefill_utilisation,
+            "decode": out.decode_utilisation,
+            "decode_kv": fixed_k / self.decode.kv_capacity_tokens,
+        }
+        return Snapshot(
+            rates,
+            self.cells.prob,
+            self.cells.decode_steps,
+            out.ttft,
+            np.arange(self.cells.prob.size),
+            out.tpot,
+            util,
+            tpot_defined(self.res),
+        )
 
 
 def _root(fn: Callable[[float], float], hi: float) -> float:
@@ -173,11 +193,12 @@ def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     if float((cells.input_tokens + cells.decode_steps).max()) > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {res.colocated.label} holds {dperf.kv_capacity_tokens:.0f} KV "
-            "tokens, less than the longest request", binding_constraint="decode KV capacity")
+            "tokens, less than the longest request",
+            binding_constraint="decode KV capacity",
+        )
     instance_budget(res.colocated, "colocated")
     lens = res.lengths
     per_bin = prefill_perf(res.colocated, lens.input_tokens).latency_s
     _, b, c = fit_quadratic(lens.input_tokens, per_bin)
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
-    return ColocatedModel(res, sc.colocated.scheduler, cells, cell_s, dperf, b, 2.0 * c,
-                          sc.colocated.count)
+    return ColocatedModel(res, sc.colocated.scheduler, cells, cell_s, dperf, b, 2.0 * c, sc.colocated.count)

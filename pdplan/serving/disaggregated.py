@@ -124,8 +124,9 @@ def tpot_defined(res: ResolvedScenario) -> npt.NDArray[np.bool_]:
 
 
 def decode_limit_words(cap: DecodeCapacity) -> str:
-    return {"utilisation": "decode utilisation", "kv": "decode KV capacity",
-            "seqs": "decode seats (max_num_seqs)"}[cap.binding]
+    return {"utilisation": "decode utilisation", "kv": "decode KV capacity", "seqs": "decode seats (max_num_seqs)"}[
+        cap.binding
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +163,9 @@ class DisaggregatedModel:
         """Per prompt bin: the own-prefill TTFT offset and the FCFS service (means over the bin's
         quadrature lengths; batched prefill: the prompt's single-prompt batch)."""
         pool = self.pool
-        return PrefillPerf(self.res.lengths.input_tokens, pool.point_latency_s.mean(axis=1),
-                           pool.point_service_s.mean(axis=1))
+        return PrefillPerf(
+            self.res.lengths.input_tokens, pool.point_latency_s.mean(axis=1), pool.point_service_s.mean(axis=1)
+        )
 
     @property
     def link_queued(self) -> bool:
@@ -174,14 +176,15 @@ class DisaggregatedModel:
     def limit(self) -> Limit:
         p = self.input_prob
         link_unit = self.link_rate_factor * float(p @ self.link_service_s)
-        cands = [Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, "prefill utilisation"),
-                 Limit(self.y * self.capacity.max_rate_per_s, decode_limit_words(self.capacity))]
+        cands = [
+            Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, "prefill utilisation"),
+            Limit(self.y * self.capacity.max_rate_per_s, decode_limit_words(self.capacity)),
+        ]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, "link"))
         return min(cands, key=lambda c: c.rate_rps)
 
-    def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None
-                    ) -> dict[str, FloatArray]:
+    def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> dict[str, FloatArray]:
         """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.
 
         ``prefill`` is the load over the pool's capacity (ρ = λE[S]/x for batch-1 prefill, also
@@ -190,9 +193,12 @@ class DisaggregatedModel:
         """
         p = self.input_prob
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
-        out = {"prefill": self.pool.load(rates), "decode": fixed.utilisation,
-               "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
-               "link": rates * self.link_rate_factor * float(p @ self.link_service_s)}
+        out = {
+            "prefill": self.pool.load(rates),
+            "decode": fixed.utilisation,
+            "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
+            "link": rates * self.link_rate_factor * float(p @ self.link_service_s),
+        }
         if self.pool.batched is not None and prefill_busy is not None:
             out["prefill_busy"] = prefill_busy
         return out
@@ -205,13 +211,17 @@ class DisaggregatedModel:
         if self.tandem is not None:
             other = None
             if self.x > 1 and self.far_service_s is not None:  # the others' streams at a decode NIC
-                other = mg1_wait_distribution(rates * (self.x - 1) / (self.x * self.y),
-                                              self.far_service_s, self.input_prob,
-                                              max_cells=GRID_CELLS)
+                other = mg1_wait_distribution(
+                    rates * (self.x - 1) / (self.x * self.y), self.far_service_s, self.input_prob, max_cells=GRID_CELLS
+                )
             return tandem_delay(self.tandem, rates / self.x, points, other=other)
-        return slack_delay(mg1_wait_distribution(
-            rates * self.link_rate_factor, self.link_service_s, self.input_prob,
-            max_cells=GRID_CELLS), self.link_slack_s, points)
+        return slack_delay(
+            mg1_wait_distribution(
+                rates * self.link_rate_factor, self.link_service_s, self.input_prob, max_cells=GRID_CELLS
+            ),
+            self.link_slack_s,
+            points,
+        )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
@@ -222,8 +232,7 @@ class DisaggregatedModel:
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
         busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
-        offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s
-                                                             .shape)).copy()
+        offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s.shape)).copy()
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":
@@ -233,14 +242,30 @@ class DisaggregatedModel:
             n = self.cells.decode_steps
             gap = np.repeat(self.exposed_s, m)[None, :]
             cell_bins = np.repeat(np.arange(p.size), m) if link.points_s.shape[1] > 1 else [0]
-            tpot = GammaMixture(tpot.offset_s + gap / n[None, :], tpot.load_mean_s,
-                                tpot.load_var_s2, tpot.prob, link.points_s[:, cell_bins],
-                                link.weights[:, cell_bins], n, tau[:, None] / n[None, :], busy_p)
+            tpot = GammaMixture(
+                tpot.offset_s + gap / n[None, :],
+                tpot.load_mean_s,
+                tpot.load_var_s2,
+                tpot.prob,
+                link.points_s[:, cell_bins],
+                link.weights[:, cell_bins],
+                n,
+                tau[:, None] / n[None, :],
+                busy_p,
+            )
             link = no_delay(rates.size)
         ttft = TtftMixture(wait, link, offsets, p)
         util = self.utilisation(rates, busy)
-        return Snapshot(rates, self.cells.prob, self.cells.decode_steps, ttft,
-                        np.repeat(np.arange(p.size), m), tpot, util, tpot_defined(self.res))
+        return Snapshot(
+            rates,
+            self.cells.prob,
+            self.cells.decode_steps,
+            ttft,
+            np.repeat(np.arange(p.size), m),
+            tpot,
+            util,
+            tpot_defined(self.res),
+        )
 
 
 def transfer_config(res: ResolvedScenario) -> TransferConfig:
@@ -251,11 +276,15 @@ def transfer_config(res: ResolvedScenario) -> TransferConfig:
     assert res.prefill is not None
     assert res.decode is not None
     return TransferConfig(
-        granularity=sc.granularity, prefill_tp=sc.prefill.tp, decode_tp=sc.decode.tp,
-        nics_prefill=sc.nics_per_instance, nics_decode=sc.nics_per_instance,
+        granularity=sc.granularity,
+        prefill_tp=sc.prefill.tp,
+        decode_tp=sc.decode.tp,
+        nics_prefill=sc.nics_per_instance,
+        nics_decode=sc.nics_per_instance,
         chunk_tokens=res.chunk_tokens if sc.granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=res.prefill.gpu.memory_bytes_per_s,
-        decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s)
+        decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s,
+    )
 
 
 def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
@@ -273,34 +302,63 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     xfer = kv_transfer(lens.input_tokens, kv, res.link, cfg, prefill_time_s=base.latency_s)
     points = res.input_points
     point_base = prefill_perf(res.prefill, points.ravel())
-    point_xfer = kv_transfer(points.ravel(), kv, res.link, cfg,
-                             prefill_time_s=point_base.latency_s)
-    pool = prefill_pool(res.prefill, sc.routing, sc.prefill.count, points, lens.input_tokens,
-                        lens.input_marginal(),
-                        np.asarray(point_xfer.prefill_extra_s).reshape(points.shape),
-                        res.prefill_batch_tokens)
+    point_xfer = kv_transfer(points.ravel(), kv, res.link, cfg, prefill_time_s=point_base.latency_s)
+    pool = prefill_pool(
+        res.prefill,
+        sc.routing,
+        sc.prefill.count,
+        points,
+        lens.input_tokens,
+        lens.input_marginal(),
+        np.asarray(point_xfer.prefill_extra_s).reshape(points.shape),
+        res.prefill_batch_tokens,
+    )
     cells = decode_cells(res)
     dperf = decode_perf(res.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
-    cap = fast_decode_capacity(cells, dperf.step, kv_capacity_tokens=dperf.kv_capacity_tokens,
-                          max_num_seqs=dperf.max_num_seqs, utilisation_max=DECODE_U_MAX)
+    cap = fast_decode_capacity(
+        cells,
+        dperf.step,
+        kv_capacity_tokens=dperf.kv_capacity_tokens,
+        max_num_seqs=dperf.max_num_seqs,
+        utilisation_max=DECODE_U_MAX,
+    )
     if cap.max_rate_per_s <= 0.0:
         raise NoFeasiblePlanError(
             f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
-            "less than the longest request (input + output)", binding_constraint="decode KV capacity")
-    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, sc.prefill.count, sc.decode.count,
-                           res.link, cfg)
+            "less than the longest request (input + output)",
+            binding_constraint="decode KV capacity",
+        )
+    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, sc.prefill.count, sc.decode.count, res.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
     far = None if tandem is None else side_busy_s(xfer, res.link, cfg.side_nics[1])
-    return DisaggregatedModel(res, pool, np.asarray(xfer.exposed_s),
-                              np.asarray(point_xfer.exposed_s).reshape(points.shape),
-                              np.asarray(xfer.bytes), dperf, cells, cap, np.asarray(lq.service_s),
-                              lq.arrival_rate_per_s, xfer.slack_s, tandem, far, sc.prefill.count,
-                              sc.decode.count)
+    return DisaggregatedModel(
+        res,
+        pool,
+        np.asarray(xfer.exposed_s),
+        np.asarray(point_xfer.exposed_s).reshape(points.shape),
+        np.asarray(xfer.bytes),
+        dperf,
+        cells,
+        cap,
+        np.asarray(lq.service_s),
+        lq.arrival_rate_per_s,
+        xfer.slack_s,
+        tandem,
+        far,
+        sc.prefill.count,
+        sc.decode.count,
+    )
 
 
-def _tandem_link(res: ResolvedScenario, xfer: TransferResult, pool: PrefillPool, lq: LinkQueue,
-                 pipe_s: FloatArray, cfg: TransferConfig) -> TandemLink | None:
+def _tandem_link(
+    res: ResolvedScenario,
+    xfer: TransferResult,
+    pool: PrefillPool,
+    lq: LinkQueue,
+    pipe_s: FloatArray,
+    cfg: TransferConfig,
+) -> TandemLink | None:
     """The one-server-fed link model when each prefill instance's own NICs are at least as busy
     as a decode instance's and prefill is batch-1 FCFS; else None (M/G/1 with slack)."""
     assert res.link is not None
@@ -310,8 +368,7 @@ def _tandem_link(res: ResolvedScenario, xfer: TransferResult, pool: PrefillPool,
     lead = xfer.overlap_s - pipe_s
     service = pool.point_service_s.mean(axis=1)
     busy = side_busy_s(xfer, res.link, cfg.side_nics[0])  # the prefill instance's own NICs
-    return TandemLink(res.lengths.input_marginal(), service, busy - lead, service - lead,
-                      xfer.slack_s)
+    return TandemLink(res.lengths.input_marginal(), service, busy - lead, service - lead, xfer.slack_s)
 
 
 def _check_prefill_memory(res: ResolvedScenario) -> None:
@@ -321,9 +378,12 @@ def _check_prefill_memory(res: ResolvedScenario) -> None:
     hold = float(np.ravel(pmem.kv_capacity_tokens)[0])
     need = max(float(res.lengths.input_tokens.max()), float(res.prefill_batch_tokens or 0))
     if need > hold:
-        what = "the longest prompt bin" if res.prefill_batch_tokens is None or float(
-            res.lengths.input_tokens.max()) >= res.prefill_batch_tokens else \
-            "prefill_max_batch_tokens"
+        what = (
+            "the longest prompt bin"
+            if res.prefill_batch_tokens is None or float(res.lengths.input_tokens.max()) >= res.prefill_batch_tokens
+            else "prefill_max_batch_tokens"
+        )
         raise NoFeasiblePlanError(
-            f"prefill instance {res.prefill.label} holds {hold:.0f} KV tokens, less than "
-            f"{what} ({need:.0f})", binding_constraint="prefill KV capacity")
+            f"prefill instance {res.prefill.label} holds {hold:.0f} KV tokens, less than {what} ({need:.0f})",
+            binding_constraint="prefill KV capacity",
+        )

@@ -25,7 +25,7 @@ from pdplan.specs.scenario import Scenario, SloSpec
 
 CONVENTION_WORDS = {
     "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
-         "step (decode streams token 1)",
+    "step (decode streams token 1)",
     "B": "B: TTFT = prefill wait + prefill (prefill streams token 1, as DistServe)",
 }
 
@@ -43,11 +43,13 @@ def operating_point(snap: Snapshot, slo: SloSpec) -> OperatingPoint:
     tpot = snap.tpot_summary(slo.percentile)[0]
     util = {k: float(v[0]) for k, v in snap.utilisation.items()}
     pct = f"P{slo.percentile:g}"
-    pressure = {f"TTFT at {pct}": ttft.at_percentile / slo.ttft,
-                f"TPOT at {pct}": tpot.at_percentile / slo.tpot,
-                "prefill utilisation": util["prefill"] / PREFILL_RHO_MAX,
-                "decode utilisation": util["decode"] / DECODE_U_MAX,
-                "decode KV capacity": util["decode_kv"]}
+    pressure = {
+        f"TTFT at {pct}": ttft.at_percentile / slo.ttft,
+        f"TPOT at {pct}": tpot.at_percentile / slo.tpot,
+        "prefill utilisation": util["prefill"] / PREFILL_RHO_MAX,
+        "decode utilisation": util["decode"] / DECODE_U_MAX,
+        "decode KV capacity": util["decode_kv"],
+    }
     if "link" in util:
         pressure["link"] = util["link"] / PREFILL_RHO_MAX
     binding = max(pressure, key=lambda k: pressure[k])
@@ -70,8 +72,11 @@ def _deployment(sc: Scenario) -> dict[str, Any]:
 
 def _cost(res: ResolvedScenario) -> float | None:
     total = 0.0
-    for hw, spec in ((res.prefill, res.scenario.prefill), (res.decode, res.scenario.decode),
-                     (res.colocated, res.scenario.colocated)):
+    for hw, spec in (
+        (res.prefill, res.scenario.prefill),
+        (res.decode, res.scenario.decode),
+        (res.colocated, res.scenario.colocated),
+    ):
         if hw is None or spec is None:
             continue
         if hw.gpu.price is None:
@@ -83,25 +88,37 @@ def _cost(res: ResolvedScenario) -> float | None:
 def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario) -> dict[str, Any]:
     st = model.decode.step
     out: dict[str, Any] = {
-        "decode_step_t0_s": st.t0_s, "decode_step_t1_s_per_seq": st.t1_s_per_seq,
+        "decode_step_t0_s": st.t0_s,
+        "decode_step_t1_s_per_seq": st.t1_s_per_seq,
         "decode_step_t2_s_per_token": st.t2_s_per_token,
         "decode_fit_median_rel_err": model.decode.fit_median_rel_err,
         "decode_fit_max_rel_err": model.decode.fit_max_rel_err,
         "decode_kv_capacity_tokens": model.decode.kv_capacity_tokens,
-        "max_num_seqs": res.max_num_seqs, "mean_input_tokens": res.lengths.mean_input(),
+        "max_num_seqs": res.max_num_seqs,
+        "mean_input_tokens": res.lengths.mean_input(),
         "mean_output_tokens": res.lengths.mean_output(),
-        "kernel_tables": sorted({hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "")
-                                 for hw in (res.prefill, res.decode, res.colocated) if hw}),
+        "kernel_tables": sorted(
+            {
+                hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "")
+                for hw in (res.prefill, res.decode, res.colocated)
+                if hw
+            }
+        ),
     }
     if isinstance(model, DisaggregatedModel):
         p, pool = model.input_prob, model.pool
-        out.update(mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
-                   mean_kv_exposed_s=float(p @ model.exposed_s),
-                   mean_kv_bytes=float(p @ model.transfer_bytes), kv_link_queue=_link_words(model))
+        out.update(
+            mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
+            mean_kv_exposed_s=float(p @ model.exposed_s),
+            mean_kv_bytes=float(p @ model.transfer_bytes),
+            kv_link_queue=_link_words(model),
+        )
         if pool.batched is not None:
-            out.update(prefill_full_batch_tokens=pool.batched.full_tokens,
-                       prefill_full_batch_s=pool.batched.full_s,
-                       prefill_capacity_rps=pool.capacity_rps)
+            out.update(
+                prefill_full_batch_tokens=pool.batched.full_tokens,
+                prefill_full_batch_s=pool.batched.full_s,
+                prefill_capacity_rps=pool.capacity_rps,
+            )
     return out
 
 
@@ -113,13 +130,16 @@ def _link_words(model: DisaggregatedModel) -> str:
         return "M/G/1 at the busier NICs, less each prompt's stream slack"
     if float(model.tandem.carry_s.max()) <= float(model.tandem.clear_s.min()):
         return "none on the prefill NICs (the stream keeps up with the prefill)" + (
-            "; M/G/1 at the decode NICs from the other prefill instances" if model.x > 1 else "")
+            "; M/G/1 at the decode NICs from the other prefill instances" if model.x > 1 else ""
+        )
     return "tandem chain behind each prefill instance (its own NICs)" + (
-        " plus the decode NICs shared with the other prefill instances" if model.x > 1 else "")
+        " plus the decode NICs shared with the other prefill instances" if model.x > 1 else ""
+    )
 
 
-def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float | None = None,
-             concurrency: int | None = None) -> Evaluation:
+def evaluate(
+    scenario: Scenario, *, catalog: Catalog | None = None, rate: float | None = None, concurrency: int | None = None
+) -> Evaluation:
     """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally)."""
     if rate is not None and concurrency is not None:
         raise SpecError("give either a rate or a concurrency, not both", field="rate")
@@ -131,28 +151,38 @@ def evaluate(scenario: Scenario, *, catalog: Catalog | None = None, rate: float 
         loop = closed_loop_throughput(model, concurrency)
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
     if rate is not None:
-        point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps,
-                                             good.limit.binding), scenario.slo)
+        point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding), scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
     if _cost(res) is None:
-        warnings.append("a GPU of this deployment has no price in the catalogue: "
-                        "goodput per $/h is not reported")
+        warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
     return Evaluation(
-        name=scenario.name, mode=scenario.mode, model=res.model.name,
-        deployment=_deployment(scenario), num_gpus=scenario.num_gpus, goodput_rps=good.rate_rps,
-        stability_limit_rps=good.limit.rate_rps, stability_binding=good.limit.binding,
+        name=scenario.name,
+        mode=scenario.mode,
+        model=res.model.name,
+        deployment=_deployment(scenario),
+        num_gpus=scenario.num_gpus,
+        goodput_rps=good.rate_rps,
+        stability_limit_rps=good.limit.rate_rps,
+        stability_binding=good.limit.binding,
         binding_constraint=good.binding,
-        convention=CONVENTION_WORDS[scenario.ttft_convention] if scenario.mode ==
-        "disaggregated" else "colocated: TTFT = wait + prefill on the same instance",
-        slo=scenario.slo.model_dump(), cost_usd_per_hour=_cost(res),
-        utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()}, operating_point=point,
-        closed_loop=loop, assumptions=_assumptions(model, res), warnings=tuple(warnings))
+        convention=CONVENTION_WORDS[scenario.ttft_convention]
+        if scenario.mode == "disaggregated"
+        else "colocated: TTFT = wait + prefill on the same instance",
+        slo=scenario.slo.model_dump(),
+        cost_usd_per_hour=_cost(res),
+        utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()},
+        operating_point=point,
+        closed_loop=loop,
+        assumptions=_assumptions(model, res),
+        warnings=tuple(warnings),
+    )
 
 
 def _snapshot_at(model: ServingModel, rate: float, limit: float, binding: str) -> Snapshot:
     if rate >= limit:
         raise NoFeasiblePlanError(
-            f"rate {rate:.4g} req/s is beyond this deployment's stable limit of {limit:.4g} req/s "
-            f"(set by {binding})", binding_constraint=binding)
+            f"rate {rate:.4g} req/s is beyond this deployment's stable limit of {limit:.4g} req/s (set by {binding})",
+            binding_constraint=binding,
+        )
     return model.snapshot(np.array([rate]))

@@ -54,7 +54,7 @@ def _words(latency: str, slo: SloSpec) -> str:
 
 
 def latency_binding(snap: Snapshot, slo: SloSpec) -> str:
-    """"TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
+    """ "TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
     q = slo.percentile / 100.0
     ttft = float(snap.ttft.quantile(q)[0]) / slo.ttft
     tpot = float(snap.tpot_reported.quantile(q)[0]) / slo.tpot
@@ -71,7 +71,9 @@ def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeas
         f"the SLO cannot be met at any rate: even at near-zero load only {att:.1%} of requests "
         f"meet both thresholds (target {slo.attainment:.0%}); P{slo.percentile:g} TTFT "
         f"{ttft_q:.3g} s vs {slo.ttft:.3g} s, P{slo.percentile:g} TPOT {tpot_q:.3g} s vs "
-        f"{slo.tpot:.3g} s; binding: {what}", binding_constraint=what)
+        f"{slo.tpot:.3g} s; binding: {what}",
+        binding_constraint=what,
+    )
 
 
 def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:

@@ -53,23 +53,34 @@ class ResolvedScenario:
 
 def precision_of(scenario: Scenario) -> Precision:
     """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``."""
-    return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0,
-                     kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
+    return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
 
 
-def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None,
-          scenario: Scenario) -> RoleHardware | None:
+def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None, scenario: Scenario) -> RoleHardware | None:
     if spec is None:
         return None
     gpu = catalog.gpu(spec.gpu)
     if model.num_attention_heads % spec.tp:
-        raise SpecError(f"TP {spec.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
-                        "(tensor parallelism shards heads evenly)", field="tp")
+        raise SpecError(
+            f"TP {spec.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
+            "(tensor parallelism shards heads evenly)",
+            field="tp",
+        )
     if spec.tp > gpu.gpus_per_node:
-        raise SpecError(f"TP {spec.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
-                        "parallelism stays inside a node; use PP across nodes)", field="tp")
-    return RoleHardware(model, gpu, catalog.kernel_table(gpu.name), spec.tp, spec.pp,
-                        precision_of(scenario), scenario.gpu_memory_utilization)
+        raise SpecError(
+            f"TP {spec.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
+            "parallelism stays inside a node; use PP across nodes)",
+            field="tp",
+        )
+    return RoleHardware(
+        model,
+        gpu,
+        catalog.kernel_table(gpu.name),
+        spec.tp,
+        spec.pp,
+        precision_of(scenario),
+        scenario.gpu_memory_utilization,
+    )
 
 
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
@@ -89,7 +100,9 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
     chunk = scenario.chunk_tokens or (colocated.chunk_tokens if colocated else None)
     link = catalog.link(scenario.link) if scenario.mode == "disaggregated" else None
     return ResolvedScenario(
-        scenario=scenario, model=model, lengths=lengths,
+        scenario=scenario,
+        model=model,
+        lengths=lengths,
         prefill=_role(catalog, model, scenario.prefill, scenario),
         decode=_role(catalog, model, scenario.decode, scenario),
         colocated=_role(catalog, model, colocated, scenario),

@@ -71,19 +71,16 @@ def split_one_token(lengths: JointLengths, p1: float) -> JointLengths:
     rest = marg[k] - inside
     if rest <= 1e-12 * marg[k]:
         new_reps[k] = 1.0
-        return JointLengths(lengths.input_tokens, new_reps, lengths.prob,
-                            lengths.clipped_fraction)
+        return JointLengths(lengths.input_tokens, new_reps, lengths.prob, lengths.clipped_fraction)
     new_reps[k] = max((marg[k] * reps[k] - inside) / rest, 1.0)
     share = inside / marg[k]
     col = lengths.prob[:, k : k + 1]
-    prob = np.concatenate((lengths.prob[:, :k], col * share, col * (1.0 - share),
-                           lengths.prob[:, k + 1 :]), axis=1)
+    prob = np.concatenate((lengths.prob[:, :k], col * share, col * (1.0 - share), lengths.prob[:, k + 1 :]), axis=1)
     out = np.concatenate((new_reps[:k], [1.0], new_reps[k:]))
     return JointLengths(lengths.input_tokens, out, prob, lengths.clipped_fraction)
 
 
-def input_quadrature(reps: FloatArray, prob: FloatArray,
-                     points: int = QUADRATURE_POINTS) -> FloatArray:
+def input_quadrature(reps: FloatArray, prob: FloatArray, points: int = QUADRATURE_POINTS) -> FloatArray:
     """``[K, points]`` lengths per input bin, equal weights, each row's mean = its representative.
 
     A single bin (a fixed length) stays a point: ``[[l]] * points``.

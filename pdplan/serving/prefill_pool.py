@@ -74,14 +74,20 @@ class PrefillPool:
             else:
                 wait = batched_wait(self.batched, rates / self.instances)
             return wait, wait.busy
-        out = prefill_wait(self.routing, rates, self.point_service_s.ravel(), self.point_prob,
-                           self.instances)
+        out = prefill_wait(self.routing, rates, self.point_service_s.ravel(), self.point_prob, self.instances)
         return out, self.load(rates)
 
 
-def prefill_pool(hw: RoleHardware, routing: str, instances: int, points: FloatArray,
-                 bin_lengths: FloatArray, bin_prob: FloatArray, extra_s: FloatArray,
-                 budget_tokens: int | None) -> PrefillPool:
+def prefill_pool(
+    hw: RoleHardware,
+    routing: str,
+    instances: int,
+    points: FloatArray,
+    bin_lengths: FloatArray,
+    bin_prob: FloatArray,
+    extra_s: FloatArray,
+    budget_tokens: int | None,
+) -> PrefillPool:
     """Price the pool at the quadrature ``points`` ``[K, J]`` (module docstring).
 
     ``extra_s`` ``[K, J]``: the transfer granularity's prefill extra per point (batch-1: added to

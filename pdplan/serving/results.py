@@ -72,27 +72,44 @@ class Evaluation:
     def to_document(self) -> dict[str, Any]:
         """The JSON document (stable keys; SI units in names)."""
         doc: dict[str, Any] = {
-            "name": self.name, "mode": self.mode, "model": self.model, **self.deployment,
-            "num_gpus": self.num_gpus, "goodput_rps": self.goodput_rps,
+            "name": self.name,
+            "mode": self.mode,
+            "model": self.model,
+            **self.deployment,
+            "num_gpus": self.num_gpus,
+            "goodput_rps": self.goodput_rps,
             "goodput_rps_per_gpu": self.goodput_rps_per_gpu,
             "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
             "cost_usd_per_hour": self.cost_usd_per_hour,
             "stability_limit_rps": self.stability_limit_rps,
             "stability_binding": self.stability_binding,
-            "binding_constraint": self.binding_constraint, "convention": self.convention,
+            "binding_constraint": self.binding_constraint,
+            "convention": self.convention,
             "slo": self.slo,
         }
         doc["utilisation"] = self.utilisation_at_goodput
         op = self.operating_point
         if op is not None:
-            doc.update({"rate_rps": op.rate_rps, "ttft_s": op.ttft_s.as_dict(),
-                        "tpot_s": op.tpot_s.as_dict(), "attainment": op.attainment,
-                        "utilisation": op.utilisation,
-                        "operating_binding_constraint": op.binding_constraint})
+            doc.update(
+                {
+                    "rate_rps": op.rate_rps,
+                    "ttft_s": op.ttft_s.as_dict(),
+                    "tpot_s": op.tpot_s.as_dict(),
+                    "attainment": op.attainment,
+                    "utilisation": op.utilisation,
+                    "operating_binding_constraint": op.binding_constraint,
+                }
+            )
         if self.closed_loop is not None:
             cl = self.closed_loop
-            doc.update({"concurrency": cl.concurrency, "throughput_rps": cl.throughput_rps,
-                        "mean_response_s": cl.mean_response_s, "saturated": cl.saturated})
+            doc.update(
+                {
+                    "concurrency": cl.concurrency,
+                    "throughput_rps": cl.throughput_rps,
+                    "mean_response_s": cl.mean_response_s,
+                    "saturated": cl.saturated,
+                }
+            )
         doc["assumptions"] = self.assumptions
         doc["warnings"] = list(self.warnings)
         return doc

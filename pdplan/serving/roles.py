@@ -69,9 +69,14 @@ class RoleHardware:
 def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
     """Memory of one instance; NoFeasiblePlanError (binding "memory") when weights do not fit."""
     mem = instance_memory(
-        hw.model, hw.gpu.memory_bytes, tp=hw.tp, pp=hw.pp,
-        weight_dtype_bytes=hw.precision.weight_bytes, kv_dtype_bytes=hw.precision.kv_bytes,
-        act_dtype_bytes=hw.precision.act_bytes, gpu_memory_utilization=hw.gpu_memory_utilization,
+        hw.model,
+        hw.gpu.memory_bytes,
+        tp=hw.tp,
+        pp=hw.pp,
+        weight_dtype_bytes=hw.precision.weight_bytes,
+        kv_dtype_bytes=hw.precision.kv_bytes,
+        act_dtype_bytes=hw.precision.act_bytes,
+        gpu_memory_utilization=hw.gpu_memory_utilization,
     )
     if not bool(np.all(mem.fits)):
         need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
@@ -95,8 +100,17 @@ class PrefillPerf:
 
 def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
     """Roofline latency and queue service time of one prompt per bin (module docstring)."""
-    pt = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=1.0,
-                    tokens=input_tokens, tp=hw.tp, pp=hw.pp, precision=hw.precision)
+    pt = phase_time(
+        hw.model,
+        hw.gpu,
+        hw.table,
+        phase="prefill",
+        batch=1.0,
+        tokens=input_tokens,
+        tp=hw.tp,
+        pp=hw.pp,
+        precision=hw.precision,
+    )
     latency = np.broadcast_to(pt.time_s, input_tokens.shape).astype(np.float64)
     stage = np.broadcast_to(pt.stage_time_s, input_tokens.shape).astype(np.float64)
     return PrefillPerf(input_tokens, latency, stage)
@@ -136,8 +150,12 @@ class PrefillBatchTime:
         i, j = np.floor(x).astype(np.intp), np.floor(y).astype(np.intp)
         fx, fy = x - i, y - j
         t = self.table_s
-        out = ((1 - fx) * (1 - fy) * t[i, j] + fx * (1 - fy) * t[i + 1, j]
-               + (1 - fx) * fy * t[i, j + 1] + fx * fy * t[i + 1, j + 1])
+        out = (
+            (1 - fx) * (1 - fy) * t[i, j]
+            + fx * (1 - fy) * t[i + 1, j]
+            + (1 - fx) * fy * t[i, j + 1]
+            + fx * fy * t[i + 1, j + 1]
+        )
         return np.asarray(out + self.extra_s, dtype=np.float64)
 
     def single_s(self, tokens: FloatArray) -> FloatArray:
@@ -149,8 +167,7 @@ class PrefillBatchTime:
 def _grid_pos(value: FloatArray, grid: FloatArray) -> FloatArray:
     """Fractional index of ``value`` on a uniform ``grid`` (clamped to [0, n − 1 − 1e-9])."""
     step = grid[1] - grid[0]
-    return np.asarray(np.clip((value - grid[0]) / step, 0.0, grid.size - 1 - 1e-9),
-                      dtype=np.float64)
+    return np.asarray(np.clip((value - grid[0]) / step, 0.0, grid.size - 1 - 1e-9), dtype=np.float64)
 
 
 def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> PrefillBatchTime:
@@ -159,8 +176,18 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
     log_b = np.linspace(0.0, log_tok[-1], _TABLE_PROMPTS)
     tok, prompts = np.exp(log_tok)[:, None], np.exp(log_b)[None, :]
     per_prompt = np.maximum(tok / prompts, 1.0)
-    pt = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=tok / per_prompt,
-                    tokens=per_prompt, tp=hw.tp, pp=hw.pp, precision=hw.precision, detail=False)
+    pt = phase_time(
+        hw.model,
+        hw.gpu,
+        hw.table,
+        phase="prefill",
+        batch=tok / per_prompt,
+        tokens=per_prompt,
+        tp=hw.tp,
+        pp=hw.pp,
+        precision=hw.precision,
+        detail=False,
+    )
     table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
 
@@ -189,8 +216,17 @@ def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArr
     """Roofline token interval ``p·stage_time(B/p, K/B)`` (vectorised; module docstring)."""
     b = np.maximum(batch, 1e-9)
     per_seq = context_tokens / b
-    pt = phase_time(hw.model, hw.gpu, hw.table, phase="decode", batch=b / hw.pp,
-                    tokens=np.maximum(per_seq, 1.0), tp=hw.tp, pp=hw.pp, precision=hw.precision)
+    pt = phase_time(
+        hw.model,
+        hw.gpu,
+        hw.table,
+        phase="decode",
+        batch=b / hw.pp,
+        tokens=np.maximum(per_seq, 1.0),
+        tp=hw.tp,
+        pp=hw.pp,
+        precision=hw.precision,
+    )
     return np.asarray(hw.pp * pt.stage_time_s, dtype=np.float64)
 
 
@@ -214,8 +250,13 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
         t0 = float(tau.min()) * 0.5
     fit = t0 + t1 * bb + t2 * bb * cc
     rel = np.abs(fit / tau - 1.0)
-    return DecodePerf(LinearStepTime(float(t0), float(t1), float(t2)), float(np.median(rel)),
-                      float(rel.max()), kv_cap, float(max_num_seqs))
+    return DecodePerf(
+        LinearStepTime(float(t0), float(t1), float(t2)),
+        float(np.median(rel)),
+        float(rel.max()),
+        kv_cap,
+        float(max_num_seqs),
+    )
 
 
 def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
@@ -224,8 +265,9 @@ def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
     return float(fac[0])
 
 
-def _bound_rates(wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap: float,
-                 seats: float, factor: float) -> tuple[float, float]:
+def _bound_rates(
+    wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap: float, seats: float, factor: float
+) -> tuple[float, float]:
     """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u)."""
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
 
@@ -242,13 +284,13 @@ def _bound_rates(wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap:
 
     out = []
     for fn in (kv, seq):
-        out.append(math.inf if fn(lam_u) <= 0.0 else
-                   float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
+        out.append(math.inf if fn(lam_u) <= 0.0 else float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
     return out[0], out[1]
 
 
-def fast_decode_capacity(wl: DecodeWorkload, step: LinearStepTime, *, kv_capacity_tokens: float,
-                         max_num_seqs: float, utilisation_max: float) -> DecodeCapacity:
+def fast_decode_capacity(
+    wl: DecodeWorkload, step: LinearStepTime, *, kv_capacity_tokens: float, max_num_seqs: float, utilisation_max: float
+) -> DecodeCapacity:
     """Same bounds as :func:`pdplan.queueing.decode_capacity` for a linear τ, with closed forms.
 
     ``u(λ) = λ(t1 E[n] + t2 E[work])`` is linear, so λ_u = u_max/(t1 E[n] + t2 E[work]) exactly;

@@ -79,7 +79,8 @@ def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str) -> No
         raise NoFeasiblePlanError(
             f"a sampled request needs {int(need.max())} KV tokens, more than the {label} "
             f"instance's {kv_cap:.0f}; the simulator cannot admit it",
-            binding_constraint="decode KV capacity")
+            binding_constraint="decode KV capacity",
+        )
 
 
 def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) -> SimSetup:
@@ -103,13 +104,22 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     _check_fits(req, steps, dec.kv_capacity_tokens, "decode")
     dep = Disaggregated(
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
-        decode=DecodePool(model.y, _step_fn(res.decode, dec.step, step),
-                          max_batch=res.max_num_seqs, kv_capacity_tokens=dec.kv_capacity_tokens,
-                          routing=sc.routing),
-        transfer=KvTransfer(time_s=pipe + np.asarray(xfer.exposed_s), link_busy_s=busy,
-                            prefill_link_busy_s=pbusy, stream_lead_s=xfer.overlap_s - pipe,
-                            stream_s=xfer.time_s),
-        convention=sc.ttft_convention)
+        decode=DecodePool(
+            model.y,
+            _step_fn(res.decode, dec.step, step),
+            max_batch=res.max_num_seqs,
+            kv_capacity_tokens=dec.kv_capacity_tokens,
+            routing=sc.routing,
+        ),
+        transfer=KvTransfer(
+            time_s=pipe + np.asarray(xfer.exposed_s),
+            link_busy_s=busy,
+            prefill_link_busy_s=pbusy,
+            stream_lead_s=xfer.overlap_s - pipe,
+            stream_s=xfer.time_s,
+        ),
+        convention=sc.ttft_convention,
+    )
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
     return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)
 
@@ -125,8 +135,7 @@ def _prefill_pool(model: DisaggregatedModel, service_s: FloatArray) -> PrefillPo
     def batch_time_s(tokens: float, sum_sq_tokens: float) -> float:
         return float(price(np.array([tokens]), np.array([sum_sq_tokens]))[0])
 
-    return PrefillPool(model.x, routing, batch_time_s=batch_time_s,
-                       max_batch_tokens=int(batched.budget_tokens))
+    return PrefillPool(model.x, routing, batch_time_s=batch_time_s, max_batch_tokens=int(batched.budget_tokens))
 
 
 def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetup:
@@ -143,15 +152,25 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
     if model.scheduler == "prefill-first":
         service = prefill_perf(res.colocated, req.input_tokens.astype(np.float64)).latency_s
     dep = Colocated(
-        instances=model.z, step_time_s=_step_fn(res.colocated, dec.step, step),
+        instances=model.z,
+        step_time_s=_step_fn(res.colocated, dec.step, step),
         scheduler="chunked" if model.scheduler == "chunked" else "prefill-first",
-        routing="random", max_batch=res.max_num_seqs, kv_capacity_tokens=dec.kv_capacity_tokens,
-        prefill_service_s=service, token_budget=res.chunk_tokens, chunk_time_s=chunk_time)
+        routing="random",
+        max_batch=res.max_num_seqs,
+        kv_capacity_tokens=dec.kv_capacity_tokens,
+        prefill_service_s=service,
+        token_budget=res.chunk_tokens,
+        chunk_time_s=chunk_time,
+    )
     return SimSetup(dep, req, np.zeros(req.count), dec.step.t0_s)
 
 
-def sim_deployment(model: DisaggregatedModel | ColocatedModel, input_tokens: IntArray,
-                   output_tokens: IntArray, step: StepModel = "linear") -> SimSetup:
+def sim_deployment(
+    model: DisaggregatedModel | ColocatedModel,
+    input_tokens: IntArray,
+    output_tokens: IntArray,
+    step: StepModel = "linear",
+) -> SimSetup:
     """The simulator deployment of ``model`` for sampled request lengths (module docstring)."""
     req = Requests.of(input_tokens, np.maximum(output_tokens, 1))
     if isinstance(model, DisaggregatedModel):

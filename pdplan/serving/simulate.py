@@ -64,10 +64,15 @@ class SimulatedPoint:
     requests: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rate_rps": self.rate_rps, "ttft_s": self.ttft_s.as_dict(),
-                "tpot_s": self.tpot_s.as_dict(), "attainment": self.attainment,
-                "utilisation": self.utilisation, "throughput_rps": self.throughput_rps,
-                "requests": self.requests}
+        return {
+            "rate_rps": self.rate_rps,
+            "ttft_s": self.ttft_s.as_dict(),
+            "tpot_s": self.tpot_s.as_dict(),
+            "attainment": self.attainment,
+            "utilisation": self.utilisation,
+            "throughput_rps": self.throughput_rps,
+            "requests": self.requests,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +93,7 @@ class Comparison:
         if self.simulated is not None:
             sim = self.simulated.as_dict()
             for key in ("ttft_s", "tpot_s", "utilisation"):
-                out[key] = {k: _rel(v, sim[key][k]) for k, v in self.closed_form[key].items()
-                            if k in sim[key]}
+                out[key] = {k: _rel(v, sim[key][k]) for k, v in self.closed_form[key].items() if k in sim[key]}
             out["attainment"] = _rel(self.closed_form["attainment"], sim["attainment"])
         if self.goodput_simulated_rps is not None:
             out["goodput_rps"] = _rel(self.goodput_closed_rps, self.goodput_simulated_rps)
@@ -97,16 +101,25 @@ class Comparison:
 
     def to_document(self) -> dict[str, Any]:
         ev = self.evaluation
-        doc: dict[str, Any] = {"name": ev.name, "mode": ev.mode, "model": ev.model,
-                               **ev.deployment, "num_gpus": ev.num_gpus, "slo": ev.slo,
-                               "convention": ev.convention, "simulation": self.settings}
+        doc: dict[str, Any] = {
+            "name": ev.name,
+            "mode": ev.mode,
+            "model": ev.model,
+            **ev.deployment,
+            "num_gpus": ev.num_gpus,
+            "slo": ev.slo,
+            "convention": ev.convention,
+            "simulation": self.settings,
+        }
         if self.simulated is not None:
             doc.update({k: v for k, v in self.simulated.as_dict().items() if k != "requests"})
         doc["goodput_rps"] = self.goodput_closed_rps
         doc["goodput_simulated_rps"] = self.goodput_simulated_rps
         doc["closed_form"] = {**self.closed_form, "goodput_rps": self.goodput_closed_rps}
-        doc["simulated"] = {**(self.simulated.as_dict() if self.simulated else {}),
-                            "goodput_rps": self.goodput_simulated_rps}
+        doc["simulated"] = {
+            **(self.simulated.as_dict() if self.simulated else {}),
+            "goodput_rps": self.goodput_simulated_rps,
+        }
         doc["relative_error"] = self.relative_error()
         doc["seconds"] = self.seconds
         doc["warnings"] = list(ev.warnings)
@@ -155,8 +168,7 @@ class _Runner:
         dep, req = self.setup.deployment, self.setup.requests
         route = np.random.default_rng([self.seed, 2])
         if concurrency is not None:
-            return simulate_closed_loop(concurrency, req, dep, route,
-                                        warmup_fraction=WARMUP_FRACTION)
+            return simulate_closed_loop(concurrency, req, dep, route, warmup_fraction=WARMUP_FRACTION)
         assert rate is not None
         arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
@@ -169,9 +181,13 @@ class _Runner:
         att = _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
         return SimulatedPoint(
             rate_rps=run.throughput_rps if rate is None else rate,
-            ttft_s=_summary(ttft[warm:], pct), tpot_s=_summary(run.tpot_s[warm:], pct),
-            attainment=att, utilisation=_utilisation(run, self.setup.t0_s),
-            throughput_rps=run.throughput_rps, requests=req_count(run))
+            ttft_s=_summary(ttft[warm:], pct),
+            tpot_s=_summary(run.tpot_s[warm:], pct),
+            attainment=att,
+            utilisation=_utilisation(run, self.setup.t0_s),
+            throughput_rps=run.throughput_rps,
+            requests=req_count(run),
+        )
 
     def attainment(self, rate: float) -> float:
         run = self.run(rate)
@@ -190,8 +206,9 @@ def _attainment(ttft: np.ndarray[Any, Any], tpot: np.ndarray[Any, Any], slo: Slo
     return float(np.mean(ok))
 
 
-def simulated_goodput(attainment: Callable[[float], float], target: float, guess_rps: float,
-                      rel_tol: float = GOODPUT_REL_TOL) -> float:
+def simulated_goodput(
+    attainment: Callable[[float], float], target: float, guess_rps: float, rel_tol: float = GOODPUT_REL_TOL
+) -> float:
     """Bisection on λ for ``attainment(λ) = target``, bracketed around ``guess_rps``.
 
     The bracket widens geometrically (×1.25 up, ÷2 down); 0.0 if the target fails even at
@@ -226,14 +243,26 @@ def _closed_form(ev: Evaluation, model: DisaggregatedModel | ColocatedModel) -> 
     else:  # N = λ_c E[n] τ̄ at the colocated token interval
         lam = op.rate_rps / model.z
         util["decode_mean_seqs"] = lam * model.cells.mean_steps * model.token_interval_s(lam)
-    return {"rate_rps": op.rate_rps, "ttft_s": op.ttft_s.as_dict(), "tpot_s": op.tpot_s.as_dict(),
-            "attainment": op.attainment, "utilisation": util}
+    return {
+        "rate_rps": op.rate_rps,
+        "ttft_s": op.ttft_s.as_dict(),
+        "tpot_s": op.tpot_s.as_dict(),
+        "attainment": op.attainment,
+        "utilisation": util,
+    }
 
 
-def simulate_scenario(scenario: Scenario, *, catalog: Catalog | None = None,
-                      rate: float | None = None, concurrency: int | None = None,
-                      n_requests: int = DEFAULT_REQUESTS, seed: int = 0, goodput: bool = False,
-                      step: StepModel = "linear") -> Comparison:
+def simulate_scenario(
+    scenario: Scenario,
+    *,
+    catalog: Catalog | None = None,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    n_requests: int = DEFAULT_REQUESTS,
+    seed: int = 0,
+    goodput: bool = False,
+    step: StepModel = "linear",
+) -> Comparison:
     """Closed form and simulation of one deployment at a rate or concurrency (module docstring)."""
     start = time.perf_counter()
     if (rate is None) == (concurrency is None) and not goodput:
@@ -248,8 +277,12 @@ def simulate_scenario(scenario: Scenario, *, catalog: Catalog | None = None,
     res = resolve(scenario, cat)
     model = build_model(res)
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
-    lin, out = sample(scenario.workload, n_requests, np.random.default_rng([seed, 0]),
-                      context_window=res.model.max_position_embeddings)
+    lin, out = sample(
+        scenario.workload,
+        n_requests,
+        np.random.default_rng([seed, 0]),
+        context_window=res.model.max_position_embeddings,
+    )
     runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo)
     closed: dict[str, Any] = {}
     point = None
@@ -258,9 +291,12 @@ def simulate_scenario(scenario: Scenario, *, catalog: Catalog | None = None,
         point = runner.point(rate, concurrency)
     sim_good = None
     if goodput:
-        sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment,
-                                     max(ev.goodput_rps, 1e-9))
-    settings = {"requests": n_requests, "seed": seed, "warmup_fraction": WARMUP_FRACTION,
-                "step": step, "concurrency": concurrency}
-    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings,
-                      time.perf_counter() - start)
+        sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
+    settings = {
+        "requests": n_requests,
+        "seed": seed,
+        "warmup_fraction": WARMUP_FRACTION,
+        "step": step,
+        "concurrency": concurrency,
+    }
+    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start)

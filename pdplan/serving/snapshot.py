@@ -101,10 +101,8 @@ class Snapshot:
 
     def mean_response_s(self) -> FloatArray:
         """E[end-to-end latency] = E[TTFT] + Σ_c p_c n_c E[TPOT | c] per rate."""
-        steps = self.decode_steps if self.tpot_defined is None else np.where(
-            self.tpot_defined, self.decode_steps, 0.0)
-        return np.asarray(self.ttft.mean_s + self.tpot.bin_mean_s @ (self.prob * steps),
-                          dtype=np.float64)
+        steps = self.decode_steps if self.tpot_defined is None else np.where(self.tpot_defined, self.decode_steps, 0.0)
+        return np.asarray(self.ttft.mean_s + self.tpot.bin_mean_s @ (self.prob * steps), dtype=np.float64)
 
     def ttft_summary(self, percentile: float) -> list[LatencySummary]:
         return _summaries(self.ttft.mean_s, self.ttft.quantile, percentile)
@@ -119,5 +117,7 @@ def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[La
     levels = {0.5: None, 0.9: None, 0.99: None, percentile / 100.0: None}
     found = {q: quantile(q) for q in levels}  # the SLO percentile is often one of the three
     q50, q90, q99, qp = found[0.5], found[0.9], found[0.99], found[percentile / 100.0]
-    return [LatencySummary(float(mean[r]), float(q50[r]), float(q90[r]), float(q99[r]),
-                           float(qp[r])) for r in range(mean.size)]
+    return [
+        LatencySummary(float(mean[r]), float(q50[r]), float(q90[r]), float(q99[r]), float(qp[r]))
+        for r in range(mean.size)
+    ]

@@ -21,9 +21,7 @@ SEGMENT_CAP = 128
 _OFFSETS = np.arange(SEGMENT_CAP, dtype=np.float64)
 
 
-def _batch_rows(b: int, cache: dict[int, tuple[FloatArray, FloatArray]]) -> tuple[
-    FloatArray, FloatArray
-]:
+def _batch_rows(b: int, cache: dict[int, tuple[FloatArray, FloatArray]]) -> tuple[FloatArray, FloatArray]:
     """Cached ``(full(CAP, b), b·arange(CAP))`` so a segment costs one add before the callable."""
     rows = cache.get(b)
     if rows is None:

@@ -127,37 +127,46 @@ class _DisaggEngine(_Engine):
         n = req.count
         d = dep.decode
         self.routes = static_routes(dep.prefill.routing, n, dep.prefill.instances, rng)
-        self.decode_routes = rng.integers(d.instances, size=n).tolist() \
-            if d.routing == "random" else None
+        self.decode_routes = rng.integers(d.instances, size=n).tolist() if d.routing == "random" else None
         self.decode_rr = 0 if d.routing == "round-robin" else -1
         self.prefill_inst = self.routes.tolist()
         self.prefill_seg, self.decode_seg = Segments(), Segments()
-        self.service = None if dep.prefill.service_s is None else as_times(
-            dep.prefill.service_s, n, "prefill.service_s")
+        self.service = (
+            None if dep.prefill.service_s is None else as_times(dep.prefill.service_s, n, "prefill.service_s")
+        )
         transfer = dep.transfer
-        self.transfer = [0.0] * n if transfer is None else as_times(
-            transfer.time_s, n, "transfer.time_s").tolist()
-        self.link_busy = _busy(None if transfer is None else transfer.link_busy_s, n,
-                               "link_busy_s")
-        self.plink_busy = _busy(None if transfer is None else transfer.prefill_link_busy_s, n,
-                                "prefill_link_busy_s")
-        self.lead = _busy(None if transfer is None else transfer.stream_lead_s, n,
-                          "stream_lead_s", signed=True)
+        self.transfer = [0.0] * n if transfer is None else as_times(transfer.time_s, n, "transfer.time_s").tolist()
+        self.link_busy = _busy(None if transfer is None else transfer.link_busy_s, n, "link_busy_s")
+        self.plink_busy = _busy(None if transfer is None else transfer.prefill_link_busy_s, n, "prefill_link_busy_s")
+        self.lead = _busy(None if transfer is None else transfer.stream_lead_s, n, "stream_lead_s", signed=True)
         self.stream = _busy(None if transfer is None else transfer.stream_s, n, "stream_s")
         self.link_free = [0.0] * d.instances
         self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
         self.servers = self.decoders = [
-            DecodeInstance(d.step_time_s, d.max_batch, d.kv_capacity_tokens, prompt, steps,
-                           self.tl, self.decode_seg, not self.convention_b)
+            DecodeInstance(
+                d.step_time_s,
+                d.max_batch,
+                d.kv_capacity_tokens,
+                prompt,
+                steps,
+                self.tl,
+                self.decode_seg,
+                not self.convention_b,
+            )
             for _ in range(d.instances)
         ]
-        self.unbatched = None if self.service is None else UnbatchedPrefill(
-            dep.prefill, self.service, self.routes, self.prefill_seg)
-        self.batched = None if self.service is not None else BatchedPrefill(
-            dep.prefill, req, self.routes, self.prefill_seg,
-            lambda t, inst: self.push(t, _BATCH_DONE, inst))
+        self.unbatched = (
+            None if self.service is None else UnbatchedPrefill(dep.prefill, self.service, self.routes, self.prefill_seg)
+        )
+        self.batched = (
+            None
+            if self.service is not None
+            else BatchedPrefill(
+                dep.prefill, req, self.routes, self.prefill_seg, lambda t, inst: self.push(t, _BATCH_DONE, inst)
+            )
+        )
 
     def load_open_loop(self, arrival_s: FloatArray) -> None:
         """Open loop: prefill in bulk when unbatched (vectorised), else queue the arrivals."""
@@ -166,8 +175,7 @@ class _DisaggEngine(_Engine):
             self.ext = [(a, i, _ARRIVAL, i) for i, a in enumerate(arrival_s.tolist())]
             self.order = count(arrival_s.size)
             return
-        done, inst = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill,
-                                      self.prefill_seg)
+        done, inst = open_loop_done_s(arrival_s, self.service, self.routes, self.dep.prefill, self.prefill_seg)
         self.prefill_inst = inst.tolist()
         self.tl.prefill_done = done.tolist()
         if self.convention_b:
@@ -176,8 +184,7 @@ class _DisaggEngine(_Engine):
         todo = np.flatnonzero(self.steps > 0)
         todo = todo[np.argsort(done[todo], kind="stable")]
         times = done[todo].tolist()
-        self.ext = [(t, k, _PREFILL_DONE, i) for k, (t, i) in enumerate(zip(times, todo.tolist(),
-                                                                          strict=True))]
+        self.ext = [(t, k, _PREFILL_DONE, i) for k, (t, i) in enumerate(zip(times, todo.tolist(), strict=True))]
         self.order = count(todo.size)
 
     def handle(self, time_s: float, kind: int, payload: int) -> None:
@@ -248,8 +255,10 @@ class _DisaggEngine(_Engine):
         return loads.index(min(loads))  # ties: lowest index
 
     def result(self, warmup_fraction: float) -> SimResult:
-        pools = [("prefill", self.dep.prefill.instances, self.prefill_seg),
-                 ("decode", self.dep.decode.instances, self.decode_seg)]
+        pools = [
+            ("prefill", self.dep.prefill.instances, self.prefill_seg),
+            ("decode", self.dep.decode.instances, self.decode_seg),
+        ]
         return build_result(self.req, self.tl, pools, warmup_fraction)
 
 
@@ -259,17 +268,18 @@ class _ColocEngine(_Engine):
         check_colocated(dep, req)
         self.dep = dep
         n = req.count
-        self.routes = rng.integers(dep.instances, size=n).tolist() if dep.routing == "random" \
-            else None
-        service = [0.0] * n if dep.prefill_service_s is None else as_times(
-            dep.prefill_service_s, n, "prefill_service_s").tolist()
+        self.routes = rng.integers(dep.instances, size=n).tolist() if dep.routing == "random" else None
+        service = (
+            [0.0] * n
+            if dep.prefill_service_s is None
+            else as_times(dep.prefill_service_s, n, "prefill_service_s").tolist()
+        )
         prompt = req.input_tokens.tolist()
         steps = decode_steps(req, "B").tolist()
         left = list(prompt)
         self.seg = Segments()
         self.servers = self.instances = [
-            ColocatedInstance(dep, prompt, steps, service, left, self.tl, self.seg)
-            for _ in range(dep.instances)
+            ColocatedInstance(dep, prompt, steps, service, left, self.tl, self.seg) for _ in range(dep.instances)
         ]
 
     def load_open_loop(self, arrival_s: FloatArray) -> None:
@@ -294,8 +304,7 @@ class _ColocEngine(_Engine):
         return build_result(self.req, self.tl, pools, warmup_fraction)
 
 
-def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False
-          ) -> list[float] | None:
+def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False) -> list[float] | None:
     """Per-request link times as a list (``signed``: may be negative), or None when not given."""
     if values is None:
         return None
@@ -308,9 +317,7 @@ def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False
     return out
 
 
-def _engine(
-    deployment: Deployment, requests: Requests, rng: np.random.Generator
-) -> _DisaggEngine | _ColocEngine:
+def _engine(deployment: Deployment, requests: Requests, rng: np.random.Generator) -> _DisaggEngine | _ColocEngine:
     if isinstance(deployment, Disaggregated):
         return _DisaggEngine(deployment, requests, rng)
     if isinstance(deployment, Colocated):

@@ -55,7 +55,10 @@ def static_routes(routing: str, n: int, instances: int, rng: np.random.Generator
 
 
 def open_loop_done_s(
-    arrival_s: FloatArray, service_s: FloatArray, routes: IntArray, pool: PrefillPool,
+    arrival_s: FloatArray,
+    service_s: FloatArray,
+    routes: IntArray,
+    pool: PrefillPool,
     segments: Segments,
 ) -> tuple[FloatArray, IntArray]:
     """Completion times and serving instance of one-at-a-time prefill for sorted arrivals."""
@@ -74,9 +77,7 @@ def open_loop_done_s(
 class UnbatchedPrefill:
     """One-prompt-at-a-time prefill, decided online at arrival (completion known at once)."""
 
-    def __init__(
-        self, pool: PrefillPool, service_s: FloatArray, routes: IntArray, segments: Segments
-    ) -> None:
+    def __init__(self, pool: PrefillPool, service_s: FloatArray, routes: IntArray, segments: Segments) -> None:
         self.least_work = pool.routing == "least-work"
         self.round_robin = pool.routing == "round-robin"
         self.free = [(0.0, i) for i in range(pool.instances)]  # heap for least-work
@@ -112,9 +113,7 @@ PushFn = Callable[[float, int], None]
 class BatchedPrefill:
     """Batched prefill, event-driven: ``submit`` on arrival, ``batch_done`` when a batch ends."""
 
-    def __init__(
-        self, pool: PrefillPool, req: Requests, routes: IntArray, segments: Segments, push: PushFn
-    ) -> None:
+    def __init__(self, pool: PrefillPool, req: Requests, routes: IntArray, segments: Segments, push: PushFn) -> None:
         assert pool.batch_time_s is not None
         self.batch_time_s = pool.batch_time_s
         self.budget = pool.max_batch_tokens

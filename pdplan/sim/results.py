@@ -163,8 +163,7 @@ def build_result(
     finish = np.asarray(tl.finish, dtype=np.float64)
     out = req.output_tokens
     after_first = np.where(out > 1, out - 1, 0).astype(np.float64)
-    tpot = np.divide(finish - first, after_first, out=np.full_like(first, np.nan),
-                     where=after_first > 0)
+    tpot = np.divide(finish - first, after_first, out=np.full_like(first, np.nan), where=after_first > 0)
     window = _window(arrival, finish, warm)
     w0, w1 = window
     inside = (finish > w0) & (finish <= w1)

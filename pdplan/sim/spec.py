@@ -52,9 +52,7 @@ COLOCATED_ROUTINGS: tuple[str, ...] = ("random", "least-work")
 SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
 
 
-def poisson_arrivals(
-    rate_per_s: float, n: int, rng: np.random.Generator, start_s: float = 0.0
-) -> FloatArray:
+def poisson_arrivals(rate_per_s: float, n: int, rng: np.random.Generator, start_s: float = 0.0) -> FloatArray:
     """Arrival times [n] of a Poisson process: ``start_s + cumsum(Exp(1/rate))``.
 
     Example: ``poisson_arrivals(2.0, 3, np.random.default_rng(0))`` → three increasing times whose

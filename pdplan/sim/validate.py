@@ -26,11 +26,9 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
     check_count(pre.instances, "prefill.instances")
     check_count(dec.instances, "decode.instances")
     if pre.routing not in PREFILL_ROUTINGS:
-        raise SpecError(f"prefill.routing must be one of {', '.join(PREFILL_ROUTINGS)}, "
-                        f"got {pre.routing!r}")
+        raise SpecError(f"prefill.routing must be one of {', '.join(PREFILL_ROUTINGS)}, got {pre.routing!r}")
     if dec.routing not in DECODE_ROUTINGS:
-        raise SpecError(f"decode.routing must be one of {', '.join(DECODE_ROUTINGS)}, "
-                        f"got {dec.routing!r}")
+        raise SpecError(f"decode.routing must be one of {', '.join(DECODE_ROUTINGS)}, got {dec.routing!r}")
     if (pre.service_s is None) == (pre.batch_time_s is None):
         raise SpecError("give exactly one of prefill.service_s and prefill.batch_time_s")
     if pre.batch_time_s is not None:
@@ -46,8 +44,7 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
     if dep.scheduler not in SCHEDULERS:
         raise SpecError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {dep.scheduler!r}")
     if dep.routing not in COLOCATED_ROUTINGS:
-        raise SpecError(f"routing must be one of {', '.join(COLOCATED_ROUTINGS)}, "
-                        f"got {dep.routing!r}")
+        raise SpecError(f"routing must be one of {', '.join(COLOCATED_ROUTINGS)}, got {dep.routing!r}")
     check_capacity(req, decode_steps(req, "B"), dep.max_batch, dep.kv_capacity_tokens)
     check_step_fn(dep.step_time_s, dep.max_batch, dep.kv_capacity_tokens, "step_time_s")
     if dep.scheduler == "prefill-first":
@@ -56,11 +53,11 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
         return
     check_count(dep.token_budget, "token_budget")
     if dep.token_budget <= dep.max_batch:
-        raise SpecError(f"token_budget ({dep.token_budget}) must exceed max_batch "
-                        f"({dep.max_batch}), else prefill can starve")
+        raise SpecError(
+            f"token_budget ({dep.token_budget}) must exceed max_batch ({dep.max_batch}), else prefill can starve"
+        )
     if dep.chunk_time_s is None:
         raise SpecError("scheduler 'chunked' needs chunk_time_s")
-    probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0])),
-                       dtype=np.float64)
+    probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0])), dtype=np.float64)
     if probe.shape != (2,) or not np.all(np.isfinite(probe)) or np.any(probe < 0):
         raise SpecError("chunk_time_s must map arrays [m] to finite non-negative seconds [m]")

@@ -61,9 +61,7 @@ _WATTS = re.compile(r"^\s*(?P<num>\d+(?:\.\d*)?|\.\d+)\s*W?\s*$")
 def _positive(value: float) -> float:
     """Reject zero, negative and non-finite quantities, naming the allowed range."""
     if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(
-            f"must be a finite number > 0 (allowed range: 0 < value < inf), got {value!r}"
-        )
+        raise ValueError(f"must be a finite number > 0 (allowed range: 0 < value < inf), got {value!r}")
     return value
 
 
@@ -94,26 +92,18 @@ FlopsPerS = Annotated[float, BeforeValidator(parse_flops_per_s), AfterValidator(
 Bytes = Annotated[float, BeforeValidator(parse_size_bytes), AfterValidator(_positive)]
 BytesPerS = Annotated[float, BeforeValidator(parse_rate_bytes_per_s), AfterValidator(_positive)]
 Seconds = Annotated[float, BeforeValidator(parse_time_s), AfterValidator(_positive)]
-Watts = Annotated[float, BeforeValidator(_parse_watts), BeforeValidator(_not_bool),
-                  AfterValidator(_positive)]
+Watts = Annotated[float, BeforeValidator(_parse_watts), BeforeValidator(_not_bool), AfterValidator(_positive)]
 UsdPerHour = Annotated[float, BeforeValidator(_not_bool), AfterValidator(_positive)]
 Fraction = Annotated[float, BeforeValidator(_not_bool), AfterValidator(_fraction)]
 CatalogueId = Annotated[str, Field(pattern=_ID_PATTERN, min_length=1, max_length=64)]
 
 
-def _check_sources(
-    sources: dict[str, str], facts: dict[str, object], allowed: tuple[str, ...]
-) -> None:
+def _check_sources(sources: dict[str, str], facts: dict[str, object], allowed: tuple[str, ...]) -> None:
     """Every non-null fact has a non-blank source; every source key names a fact field."""
     unknown = sorted(set(sources) - set(allowed))
     if unknown:
-        raise ValueError(
-            f"sources: unknown key(s) {unknown}; allowed keys are the fact fields {list(allowed)}"
-        )
-    missing = [
-        field for field in allowed
-        if facts[field] is not None and not sources.get(field, "").strip()
-    ]
+        raise ValueError(f"sources: unknown key(s) {unknown}; allowed keys are the fact fields {list(allowed)}")
+    missing = [field for field in allowed if facts[field] is not None and not sources.get(field, "").strip()]
     if missing:
         raise ValueError(
             f"sources: no source given for fact field(s) {missing}; every non-null fact needs "

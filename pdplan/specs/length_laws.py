@@ -13,7 +13,6 @@ sampling rounds (:func:`pdplan.workload.sample`).
   a bin (as ``numpy.histogram``).
 """
 
-
 from __future__ import annotations
 
 import math
@@ -45,8 +44,7 @@ class FrozenModel(BaseModel):
 def _phi_diff(z_lo: FloatArray, z_hi: FloatArray) -> FloatArray:
     """Φ(z_hi) − Φ(z_lo) without cancellation in the upper tail (uses survival functions there)."""
     upper = z_lo > 0
-    diff = np.where(upper, special.ndtr(-z_lo) - special.ndtr(-z_hi),
-                    special.ndtr(z_hi) - special.ndtr(z_lo))
+    diff = np.where(upper, special.ndtr(-z_lo) - special.ndtr(-z_hi), special.ndtr(z_hi) - special.ndtr(z_lo))
     return np.asarray(diff, dtype=np.float64)
 
 
@@ -216,8 +214,7 @@ class NormalDist(_Truncated):
         if self.min >= self.max:
             raise ValueError(f"min ({self.min}) must be < max ({self.max}); use dist: fixed")
         if not self.min <= self.mean <= self.max:
-            raise ValueError(
-                f"mean ({self.mean}) must lie within [min, max] = [{self.min}, {self.max}]")
+            raise ValueError(f"mean ({self.mean}) must lie within [min, max] = [{self.min}, {self.max}]")
         return self
 
     def point_value(self) -> float | None:
@@ -259,12 +256,13 @@ class LognormalDist(_Truncated):
         else:
             assert self.mean is not None
             if not self.min < self.mean < self.max:
-                raise ValueError(f"mean ({self.mean}) must lie strictly inside (min, max) = "
-                                 f"({self.min}, {self.max})")
+                raise ValueError(f"mean ({self.mean}) must lie strictly inside (min, max) = ({self.min}, {self.max})")
             self._mu = self._solve_mu(float(self.mean))
         if self.mass() < MIN_TRUNCATED_MASS:
-            raise ValueError(f"[min, max] = [{self.min}, {self.max}] holds {self.mass():.1e} of "
-                             f"lognormal(mu={self._mu:.3f}, sigma={self.sigma}); widen it")
+            raise ValueError(
+                f"[min, max] = [{self.min}, {self.max}] holds {self.mass():.1e} of "
+                f"lognormal(mu={self._mu:.3f}, sigma={self.sigma}); widen it"
+            )
         return self
 
     @property
@@ -310,8 +308,9 @@ class HistogramDist(_Continuous):
     def _check(self) -> HistogramDist:
         edges = np.asarray(self.bins)
         if len(self.weights) != len(self.bins) - 1:
-            raise ValueError(f"need len(weights) = len(bins) - 1; got {len(self.weights)} weights "
-                             f"for {len(self.bins)} edges")
+            raise ValueError(
+                f"need len(weights) = len(bins) - 1; got {len(self.weights)} weights for {len(self.bins)} edges"
+            )
         if np.any(np.diff(edges) <= 0):
             raise ValueError("bins (edges) must be strictly increasing")
         if edges[0] < 1:

@@ -52,9 +52,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if data is None:
         raise SpecError("file has no YAML content, expected a mapping", source=str(path))
     if not isinstance(data, dict):
-        raise SpecError(
-            f"expected a YAML mapping of field: value, got {type(data).__name__}", source=str(path)
-        )
+        raise SpecError(f"expected a YAML mapping of field: value, got {type(data).__name__}", source=str(path))
     return data
 
 

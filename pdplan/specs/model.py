@@ -76,8 +76,9 @@ class ModelSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.num_attention_heads % self.num_kv_heads:
-            raise FieldError("num_kv_heads", f"{self.num_kv_heads} does not divide "
-                             f"num_attention_heads {self.num_attention_heads}")
+            raise FieldError(
+                "num_kv_heads", f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
+            )
         if self.position_embedding_offset and self.position_embedding != "learned":
             raise FieldError("position_embedding_offset", "only applies to learned positions")
         if self.moe is not None:
@@ -91,11 +92,14 @@ class ModelSpec(_Frozen):
         if self.linear_attention is not None:
             full = self.full_attention_layer_indices
             if any(i >= self.num_layers for i in full):
-                raise FieldError("linear_attention.full_attention_layers",
-                                 f"index out of range 0..{self.num_layers - 1}")
+                raise FieldError(
+                    "linear_attention.full_attention_layers", f"index out of range 0..{self.num_layers - 1}"
+                )
             if not 0 < len(full) < self.num_layers:
-                raise FieldError("linear_attention", f"{len(full)} full-attention layers of "
-                                 f"{self.num_layers}; a hybrid needs at least one of each kind")
+                raise FieldError(
+                    "linear_attention",
+                    f"{len(full)} full-attention layers of {self.num_layers}; a hybrid needs at least one of each kind",
+                )
         return self
 
     def _check_mla(self, mla: MlaSpec) -> None:
@@ -103,14 +107,16 @@ class ModelSpec(_Frozen):
         if self.linear_attention is not None:
             raise FieldError("mla", "MLA together with linear_attention is not supported")
         if self.head_dim != qk:
-            raise FieldError("head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + "
-                             f"mla.qk_rope_head_dim = {qk}")
+            raise FieldError(
+                "head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk}"
+            )
         if self.num_kv_heads != self.num_attention_heads:
-            raise FieldError("num_kv_heads", "MLA has one K/V head per query head: must equal "
-                             f"num_attention_heads {self.num_attention_heads}")
+            raise FieldError(
+                "num_kv_heads",
+                f"MLA has one K/V head per query head: must equal num_attention_heads {self.num_attention_heads}",
+            )
         if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate:
-            raise FieldError("mla", "attention biases, qk_norm and output gates are not "
-                             "modelled with MLA")
+            raise FieldError("mla", "attention biases, qk_norm and output gates are not modelled with MLA")
 
     # ---- structure ----------------------------------------------------------------------------
 
@@ -164,15 +170,25 @@ class ModelSpec(_Frozen):
         h, heads = self.hidden_size, self.num_attention_heads
         if self.mla is not None:
             m, qk = self.mla, heads * self.head_dim
-            q = ((GemmShape("q_a", h, m.q_lora_rank), GemmShape("q_b", m.q_lora_rank, qk))
-                 if m.q_lora_rank is not None else (GemmShape("q", h, qk),))
-            return (*q, GemmShape("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim),
-                    GemmShape("kv_b", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim)),
-                    GemmShape("o", heads * m.v_head_dim, h))
+            q = (
+                (GemmShape("q_a", h, m.q_lora_rank), GemmShape("q_b", m.q_lora_rank, qk))
+                if m.q_lora_rank is not None
+                else (GemmShape("q", h, qk),)
+            )
+            return (
+                *q,
+                GemmShape("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim),
+                GemmShape("kv_b", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim)),
+                GemmShape("o", heads * m.v_head_dim, h),
+            )
         q_out = heads * self.head_dim * (2 if self.attention_output_gate else 1)
         kv_out = self.num_kv_heads * self.head_dim
-        return (GemmShape("q", h, q_out), GemmShape("k", h, kv_out), GemmShape("v", h, kv_out),
-                GemmShape("o", heads * self.head_dim, h))
+        return (
+            GemmShape("q", h, q_out),
+            GemmShape("k", h, kv_out),
+            GemmShape("v", h, kv_out),
+            GemmShape("o", heads * self.head_dim, h),
+        )
 
     def linear_attention_gemms(self) -> tuple[GemmShape, ...]:
         """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj; () if none."""
@@ -181,9 +197,11 @@ class ModelSpec(_Frozen):
             return ()
         h, key_dim = self.hidden_size, la.num_key_heads * la.key_head_dim
         value_dim = la.num_value_heads * la.value_head_dim
-        return (GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
-                GemmShape("in_proj_ba", h, 2 * la.num_value_heads),
-                GemmShape("out_proj", value_dim, h))
+        return (
+            GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
+            GemmShape("in_proj_ba", h, 2 * la.num_value_heads),
+            GemmShape("out_proj", value_dim, h),
+        )
 
     def mlp_gemms(self, intermediate_size: int) -> tuple[GemmShape, ...]:
         """One FFN of the given width: gate/up/down when gated, else up (fc1) and down (fc2)."""
@@ -233,10 +251,14 @@ class ModelSpec(_Frozen):
             linear_attention=self._linear_attention_params(),
             dense_mlp=self._mlp_params(self.intermediate_size),
             expert=self._mlp_params(moe.expert_intermediate_size) if moe else 0,
-            shared_experts=shared, router=h * moe.num_experts if moe else 0,
-            layer_norms=2 * self._norm_params(h), final_norm=self._norm_params(h),
-            num_full_attention_layers=n_full, num_linear_attention_layers=self.num_layers - n_full,
-            num_dense_mlp_layers=self.num_layers - n_moe, num_moe_layers=n_moe,
+            shared_experts=shared,
+            router=h * moe.num_experts if moe else 0,
+            layer_norms=2 * self._norm_params(h),
+            final_norm=self._norm_params(h),
+            num_full_attention_layers=n_full,
+            num_linear_attention_layers=self.num_layers - n_full,
+            num_dense_mlp_layers=self.num_layers - n_moe,
+            num_moe_layers=n_moe,
         )
 
     def embedding_params(self) -> int:
@@ -257,10 +279,14 @@ class ModelSpec(_Frozen):
         c = self.layer_param_counts()
         experts = self.moe.num_experts * c.expert if self.moe else 0
         moe_layer = experts + c.shared_experts + c.router
-        return (c.num_full_attention_layers * c.full_attention
-                + c.num_linear_attention_layers * c.linear_attention
-                + c.num_dense_mlp_layers * c.dense_mlp + c.num_moe_layers * moe_layer
-                + self.num_layers * c.layer_norms + c.final_norm)
+        return (
+            c.num_full_attention_layers * c.full_attention
+            + c.num_linear_attention_layers * c.linear_attention
+            + c.num_dense_mlp_layers * c.dense_mlp
+            + c.num_moe_layers * moe_layer
+            + self.num_layers * c.layer_norms
+            + c.final_norm
+        )
 
     def total_params(self) -> int:
         """embedding + lm_head + non-embedding (MTP excluded). Llama-3.1-8B: 8,030,261,248."""
@@ -298,8 +324,9 @@ class ModelSpec(_Frozen):
         """KV-cache bytes per token over all KV layers (ARCHITECTURE §2); Llama-3.1-70B: 327,680."""
         return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
 
-    def linear_state_bytes_per_sequence(self, state_dtype_bytes: float | None = None,
-                                        conv_dtype_bytes: float | None = None) -> float:
+    def linear_state_bytes_per_sequence(
+        self, state_dtype_bytes: float | None = None, conv_dtype_bytes: float | None = None
+    ) -> float:
         """Fixed per-sequence state of the linear layers (0 for non-hybrids):
         L_lin·(n_v·d_k·d_v·b_state + (2·n_k·d_k + n_v·d_v)·(kernel − 1)·b_conv).
         Qwen3-Next, fp32 state + bf16 conv: 75,497,472 + 1,769,472 = 77,266,944 B."""
@@ -333,8 +360,7 @@ def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
         return SpecError(cause.message, source=source, field=".".join([*loc, cause.field]))
     message = first["msg"]
     if first["type"] == "extra_forbidden":
-        blocks: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec,
-                                              "linear_attention": LinearAttentionSpec}
+        blocks: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec, "linear_attention": LinearAttentionSpec}
         owner = blocks.get(loc[0], ModelSpec) if len(loc) > 1 else ModelSpec
         close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
         message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")

@@ -47,11 +47,9 @@ class MoeSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> MoeSpec:
         if self.experts_per_token > self.num_experts:
-            raise FieldError("experts_per_token", f"{self.experts_per_token} > num_experts "
-                             f"{self.num_experts}")
+            raise FieldError("experts_per_token", f"{self.experts_per_token} > num_experts {self.num_experts}")
         if (self.num_shared_experts > 0) != (self.shared_expert_intermediate_size > 0):
-            raise FieldError("shared_expert_intermediate_size", "must be > 0 exactly when "
-                             "num_shared_experts > 0")
+            raise FieldError("shared_expert_intermediate_size", "must be > 0 exactly when num_shared_experts > 0")
         if self.shared_expert_gate and self.num_shared_experts == 0:
             raise FieldError("shared_expert_gate", "needs num_shared_experts > 0")
         return self
@@ -85,11 +83,13 @@ class LinearAttentionSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> LinearAttentionSpec:
         if (self.full_attention_interval is None) == (self.full_attention_layers is None):
-            raise FieldError("full_attention_interval", "give exactly one of "
-                             "full_attention_interval and full_attention_layers")
+            raise FieldError(
+                "full_attention_interval", "give exactly one of full_attention_interval and full_attention_layers"
+            )
         if self.num_value_heads % self.num_key_heads:
-            raise FieldError("num_value_heads", f"{self.num_value_heads} is not a multiple of "
-                             f"num_key_heads {self.num_key_heads}")
+            raise FieldError(
+                "num_value_heads", f"{self.num_value_heads} is not a multiple of num_key_heads {self.num_key_heads}"
+            )
         return self
 
 

@@ -279,15 +279,14 @@ def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     """New prefill/decode/colocated blocks after --xpyd / --colocated / --gpu / --tp flags."""
     if ov.xpyd is not None and ov.colocated is not None:
         raise SpecError("give either --xpyd or --colocated, not both", field="--xpyd")
-    mode = "colocated" if ov.colocated is not None else (
-        "disaggregated" if ov.xpyd is not None else sc.mode)
+    mode = "colocated" if ov.colocated is not None else ("disaggregated" if ov.xpyd is not None else sc.mode)
     if mode == "colocated":
-        co = sc.colocated.model_dump() if sc.colocated else {
-            **_role_dict(sc.decode, sc.prefill), "scheduler": "chunked"}
+        co = (
+            sc.colocated.model_dump() if sc.colocated else {**_role_dict(sc.decode, sc.prefill), "scheduler": "chunked"}
+        )
         if ov.colocated is not None:
             co["count"] = ov.colocated
-        co.update({k: v for k, v in (("gpu", ov.gpu), ("tp", ov.tp), ("scheduler", ov.scheduler))
-                   if v is not None})
+        co.update({k: v for k, v in (("gpu", ov.gpu), ("tp", ov.tp), ("scheduler", ov.scheduler)) if v is not None})
         return {"mode": mode, "colocated": co, "prefill": None, "decode": None}
     pre = _role_dict(sc.prefill, sc.colocated)
     dec = _role_dict(sc.decode, sc.colocated)
@@ -320,20 +319,28 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
     """``scenario`` with CLI overrides applied and validated again (one-line SpecError)."""
     update: dict[str, Any] = _deployment_update(scenario, ov)
     update.update(_workload_update(scenario, ov))
-    for key, value in (("model", ov.model), ("link", ov.link), ("granularity", ov.granularity),
-                       ("routing", ov.routing), ("dtype", ov.dtype), ("kv_dtype", ov.kv_dtype)):
+    for key, value in (
+        ("model", ov.model),
+        ("link", ov.link),
+        ("granularity", ov.granularity),
+        ("routing", ov.routing),
+        ("dtype", ov.dtype),
+        ("kv_dtype", ov.kv_dtype),
+    ):
         if value is not None:
             update[key] = value
     slo = scenario.slo.model_dump()
     slo_items: tuple[tuple[str, object], ...] = (
-        ("ttft", ov.ttft_slo), ("tpot", ov.tpot_slo), ("attainment", ov.attainment))
+        ("ttft", ov.ttft_slo),
+        ("tpot", ov.tpot_slo),
+        ("attainment", ov.attainment),
+    )
     for key, item in slo_items:
         if item is not None:
             slo[key] = item
     update["slo"] = slo
     if ov.scheduler is not None and update.get("mode") != "colocated":
-        raise SpecError("--scheduler applies to colocated deployments (--colocated N)",
-                        field="--scheduler")
+        raise SpecError("--scheduler applies to colocated deployments (--colocated N)", field="--scheduler")
     return revalidate(scenario, update)
 
 

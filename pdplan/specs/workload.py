@@ -113,8 +113,12 @@ class WorkloadSpec(FrozenModel):
 def allowed_fields(loc: tuple[str | int, ...]) -> list[str]:
     """Field names allowed at a pydantic error location (for 'unknown field' messages)."""
     kinds: dict[str, type[BaseModel]] = {
-        "fixed": FixedDist, "uniform": UniformDist, "normal": NormalDist,
-        "lognormal": LognormalDist, "histogram": HistogramDist, "trace": TraceDist,
+        "fixed": FixedDist,
+        "uniform": UniformDist,
+        "normal": NormalDist,
+        "lognormal": LognormalDist,
+        "histogram": HistogramDist,
+        "trace": TraceDist,
     }
     model: type[BaseModel] = WorkloadSpec
     if len(loc) >= 3 and loc[0] in ("input_tokens", "output_tokens"):

@@ -80,9 +80,7 @@ def assert_one_error_line(result: Any, *needles: str) -> str:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("name", sorted(CORPUS))
-def test_corpus_file_is_exit_2_one_line(
-    cli: Callable[..., Any], bad_inputs: Path, name: str, command: str
-) -> None:
+def test_corpus_file_is_exit_2_one_line(cli: Callable[..., Any], bad_inputs: Path, name: str, command: str) -> None:
     field, phrase = CORPUS[name]
     path = bad_inputs / name
     assert path.is_file(), f"corpus file {name} is missing"

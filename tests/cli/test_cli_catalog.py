@@ -16,17 +16,53 @@ from pdplan import __version__
 
 # ARCHITECTURE.md §3: identifiers users type (stable).
 GPU_IDS = [
-    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200-sxm",
-    "h800-sxm", "h20", "l40s", "l40", "l4", "b200", "mi300x",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200-sxm",
+    "h800-sxm",
+    "h20",
+    "l40s",
+    "l40",
+    "l4",
+    "b200",
+    "mi300x",
 ]
 LINK_IDS = [
-    "nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr", "ib-xdr", "roce-100g",
-    "roce-200g", "roce-400g", "eth-10g", "eth-25g", "eth-100g",
+    "nvlink3",
+    "nvlink4",
+    "nvlink5",
+    "pcie4",
+    "pcie5",
+    "ib-hdr",
+    "ib-ndr",
+    "ib-xdr",
+    "roce-100g",
+    "roce-200g",
+    "roce-400g",
+    "eth-10g",
+    "eth-25g",
+    "eth-100g",
 ]
 MODEL_IDS = [
-    "opt-13b", "opt-66b", "opt-175b", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b",
-    "llama-3.1-70b", "llama-3.1-405b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-32b",
-    "qwen3-235b-a22b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b",
+    "opt-13b",
+    "opt-66b",
+    "opt-175b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
 ]
 
 Cli = Callable[..., Any]
@@ -273,8 +309,7 @@ def test_every_command_has_help_with_an_example(cli: Cli, path: tuple[str, ...])
 
 def test_catalogue_commands_exist() -> None:
     paths = set(_command_paths())
-    for expected in [("hardware", "list"), ("hardware", "show"), ("models", "list"),
-                     ("models", "show"), ("validate",)]:
+    for expected in [("hardware", "list"), ("hardware", "show"), ("models", "list"), ("models", "show"), ("validate",)]:
         assert expected in paths
 
 

@@ -132,9 +132,7 @@ def test_hardware_db_adds_a_gpu(cli: Cli, tmp_path: Path, hardware_db: Path) -> 
     assert cli("hardware", "show", "my-gpu").code == 2
 
 
-def test_env_var_adds_a_gpu(
-    cli: Cli, tmp_path: Path, hardware_db: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_env_var_adds_a_gpu(cli: Cli, tmp_path: Path, hardware_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = make_user_db(tmp_path / "db", hardware_db, "my-gpu")
     other = tmp_path / "empty-db"
     other.mkdir()
@@ -152,9 +150,7 @@ def test_hardware_db_overrides_a_builtin(cli: Cli, tmp_path: Path, hardware_db: 
     assert builtin["memory_bytes_per_s"] == pytest.approx(3.35e12)
 
 
-def test_flag_wins_over_env_var(
-    cli: Cli, tmp_path: Path, hardware_db: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_flag_wins_over_env_var(cli: Cli, tmp_path: Path, hardware_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env_db = make_user_db(tmp_path / "env", hardware_db, "h100-sxm", memory_bytes_per_s="4 TB/s")
     flag_db = make_user_db(tmp_path / "flag", hardware_db, "h100-sxm", memory_bytes_per_s="5 TB/s")
     monkeypatch.setenv("PDPLAN_HARDWARE_DB", str(env_db))

@@ -18,9 +18,7 @@ def pdplan(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
     assert PDPLAN is not None
     full_env = {k: v for k, v in os.environ.items() if k != "PDPLAN_HARDWARE_DB"}
     full_env.update(env or {})
-    return subprocess.run(
-        [PDPLAN, *argv], capture_output=True, text=True, timeout=60, env=full_env, check=False
-    )
+    return subprocess.run([PDPLAN, *argv], capture_output=True, text=True, timeout=60, env=full_env, check=False)
 
 
 def test_console_script_bad_file_exit_2_one_line(tmp_path: Path) -> None:

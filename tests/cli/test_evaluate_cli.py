@@ -23,8 +23,15 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
 
 def test_default_scenario_keys(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _json(capsys)
-    for key in ("goodput_rps", "goodput_rps_per_gpu", "num_gpus", "binding_constraint",
-                "convention", "warnings", "utilisation"):
+    for key in (
+        "goodput_rps",
+        "goodput_rps_per_gpu",
+        "num_gpus",
+        "binding_constraint",
+        "convention",
+        "warnings",
+        "utilisation",
+    ):
         assert key in doc
     assert doc["num_gpus"] == 12
 
@@ -45,8 +52,9 @@ def test_concurrency_closed_loop(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_overrides_reach_the_model(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _json(capsys, *FAST, "--xpyd", "2P1D", "--ttft-slo", "400ms", "--link", "roce-100g",
-                "--granularity", "request")
+    doc = _json(
+        capsys, *FAST, "--xpyd", "2P1D", "--ttft-slo", "400ms", "--link", "roce-100g", "--granularity", "request"
+    )
     assert doc["num_gpus"] == 3
     assert doc["link"] == "roce-100g"
     co = _json(capsys, *FAST, "--colocated", "2", "--scheduler", "prefill-first")
@@ -61,8 +69,15 @@ def test_example_file_and_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--xpyd", "2X1D"], ["--gpu", "h1000"], ["--granularity", "page"], ["--ttft-slo", "2 parsec"],
-     ["--rate", "-1"], [str(ROOT / "pyproject.toml")], ["--dtype", "fp4"]],
+    [
+        ["--xpyd", "2X1D"],
+        ["--gpu", "h1000"],
+        ["--granularity", "page"],
+        ["--ttft-slo", "2 parsec"],
+        ["--rate", "-1"],
+        [str(ROOT / "pyproject.toml")],
+        ["--dtype", "fp4"],
+    ],
 )
 def test_bad_input_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["evaluate", *args]) == 2

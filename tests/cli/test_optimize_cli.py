@@ -11,8 +11,17 @@ from pdplan.search.optimize import optimize
 from pdplan.serving import load_scenario
 
 SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
-PLAN_KEYS = {"mode", "prefill", "decode", "granularity", "goodput_rps", "goodput_rps_per_gpu", "num_gpus",
-             "ttft_p90_s", "tpot_p90_s"}
+PLAN_KEYS = {
+    "mode",
+    "prefill",
+    "decode",
+    "granularity",
+    "goodput_rps",
+    "goodput_rps_per_gpu",
+    "num_gpus",
+    "ttft_p90_s",
+    "tpot_p90_s",
+}
 
 
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
@@ -73,8 +82,9 @@ def test_unreachable_rate_names_the_closest_plan(capsys: pytest.CaptureFixture[s
     assert "closest" in err
 
 
-@pytest.mark.parametrize("args", [["--objective", "speed"], ["--gpus", "8", "--rate", "3"], ["--rate", "-1"],
-                                  ["--gpu", "h1OO"]])
+@pytest.mark.parametrize(
+    "args", [["--objective", "speed"], ["--gpus", "8", "--rate", "3"], ["--rate", "-1"], ["--gpu", "h1OO"]]
+)
 def test_bad_input_is_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["optimize", SMALL, *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -7,8 +7,21 @@ import pytest
 
 from pdplan.cli import run
 
-ROOFLINE = ["roofline", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "4", "--phase", "decode",
-            "--batch", "64", "--tokens", "2048"]
+ROOFLINE = [
+    "roofline",
+    "--model",
+    "llama-3.1-70b",
+    "--gpu",
+    "h100-sxm",
+    "--tp",
+    "4",
+    "--phase",
+    "decode",
+    "--batch",
+    "64",
+    "--tokens",
+    "2048",
+]
 
 
 def test_roofline_json_has_contract_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -27,8 +40,23 @@ def test_roofline_other_formats(fmt: str, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_roofline_warns_when_the_model_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(["roofline", "--model", "llama-3.1-405b", "--gpu", "l4", "--phase", "decode", "--batch", "1",
-                "--tokens", "128", "--format", "json"])
+    code = run(
+        [
+            "roofline",
+            "--model",
+            "llama-3.1-405b",
+            "--gpu",
+            "l4",
+            "--phase",
+            "decode",
+            "--batch",
+            "1",
+            "--tokens",
+            "128",
+            "--format",
+            "json",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert json.loads(captured.out)["fits_in_memory"] is False
@@ -36,8 +64,23 @@ def test_roofline_warns_when_the_model_does_not_fit(capsys: pytest.CaptureFixtur
 
 
 def test_roofline_fp8_on_ampere_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(["roofline", "--model", "llama-3.1-8b", "--gpu", "a100-sxm-80gb", "--phase", "prefill",
-                "--batch", "1", "--tokens", "128", "--dtype", "fp8"])
+    code = run(
+        [
+            "roofline",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "a100-sxm-80gb",
+            "--phase",
+            "prefill",
+            "--batch",
+            "1",
+            "--tokens",
+            "128",
+            "--dtype",
+            "fp8",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1
@@ -45,18 +88,36 @@ def test_roofline_fp8_on_ampere_is_a_clear_error(capsys: pytest.CaptureFixture[s
 
 
 def test_roofline_unknown_model_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["roofline", "--model", "llama-3.1-7b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "1",
-                "--tokens", "1"]) == 2
+    assert (
+        run(
+            [
+                "roofline",
+                "--model",
+                "llama-3.1-7b",
+                "--gpu",
+                "h100-sxm",
+                "--phase",
+                "decode",
+                "--batch",
+                "1",
+                "--tokens",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "did you mean" in capsys.readouterr().err
 
 
 def _measurements(tmp_path: Path) -> Path:
     path = tmp_path / "m.csv"
-    path.write_text("gpu,model,tp,phase,batch,tokens,time_ms\n"
-                    "h100-sxm,llama-3.1-8b,1,prefill,1,2048,70\n"
-                    "h100-sxm,llama-3.1-8b,1,prefill,4,1024,140\n"
-                    "h100-sxm,llama-3.1-8b,1,decode,1,1024,7.5\n"
-                    "h100-sxm,llama-3.1-8b,1,decode,64,1024,12\n")
+    path.write_text(
+        "gpu,model,tp,phase,batch,tokens,time_ms\n"
+        "h100-sxm,llama-3.1-8b,1,prefill,1,2048,70\n"
+        "h100-sxm,llama-3.1-8b,1,prefill,4,1024,140\n"
+        "h100-sxm,llama-3.1-8b,1,decode,1,1024,7.5\n"
+        "h100-sxm,llama-3.1-8b,1,decode,64,1024,12\n"
+    )
     return path
 
 
@@ -66,7 +127,8 @@ def test_calibrate_check_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert {"mape", "n", "rows"} <= set(doc)
     assert doc["n"] == 4
     assert {"gpu", "model", "tp", "phase", "batch", "tokens", "time_ms", "predicted_ms", "error_pct"} <= set(
-        doc["rows"][0])
+        doc["rows"][0]
+    )
 
 
 def test_calibrate_fit_writes_a_table_that_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,8 +137,9 @@ def test_calibrate_fit_writes_a_table_that_validates(tmp_path: Path, capsys: pyt
     doc = json.loads(capsys.readouterr().out)
     assert out.is_file()
     # the fitted table is usable by every predicting command
-    assert run(["calibrate", str(_measurements(tmp_path)), "--check", "--kernel-table", str(out),
-                "--format", "json"]) == 0
+    assert (
+        run(["calibrate", str(_measurements(tmp_path)), "--check", "--kernel-table", str(out), "--format", "json"]) == 0
+    )
     again = json.loads(capsys.readouterr().out)
     assert again["mape"] == pytest.approx(doc["mape"], rel=1e-6)
     assert run([*ROOFLINE, "--kernel-table", str(out), "--format", "json"]) == 0
@@ -91,8 +154,7 @@ def test_calibrate_bad_csv_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "missing column" in err[0]
 
 
-def test_every_predicting_command_takes_a_user_kernel_table(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_predicting_command_takes_a_user_kernel_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A table whose GEMMs run at half the shipped efficiency must lower evaluate's goodput and be accepted by
     optimize and simulate too (the table applies to the GPU its `gpu:` field names)."""
     import yaml

@@ -48,10 +48,20 @@ def _users_file(folder: Path, name: str) -> Path:
 
         catalog = open_catalog()
         lines = ["gpu,model,tp,phase,batch,tokens,time_ms"]
-        for phase, batch, tokens in (("prefill", 1, 1024), ("prefill", 2, 2048), ("decode", 8, 1024),
-                                     ("decode", 64, 2048)):
-            t = phase_time(catalog.model("llama-3.1-8b"), catalog.gpu("h100-sxm"), load_kernel_table("h100-sxm"),
-                           phase=phase, batch=batch, tokens=tokens).time_s  # type: ignore[arg-type]
+        for phase, batch, tokens in (
+            ("prefill", 1, 1024),
+            ("prefill", 2, 2048),
+            ("decode", 8, 1024),
+            ("decode", 64, 2048),
+        ):
+            t = phase_time(
+                catalog.model("llama-3.1-8b"),
+                catalog.gpu("h100-sxm"),
+                load_kernel_table("h100-sxm"),
+                phase=phase,
+                batch=batch,
+                tokens=tokens,
+            ).time_s  # type: ignore[arg-type]
             lines.append(f"h100-sxm,llama-3.1-8b,1,{phase},{batch},{tokens},{1.2e3 * float(t[()]):.4f}")
         csv_path.write_text("\n".join(lines) + "\n")
     if name.endswith(".csv"):
@@ -63,8 +73,9 @@ def _users_file(folder: Path, name: str) -> Path:
 
 
 @pytest.mark.parametrize("command", readme_commands())
-def test_readme_command_runs(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_command_runs(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(ROOT)
     args: list[str] = []
     words = shlex.split(command)[1:]

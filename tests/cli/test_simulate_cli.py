@@ -8,8 +8,7 @@ import pytest
 
 from pdplan.cli import run
 
-FAST = ["--model", "llama-3.1-8b", "--tp", "1", "--isl", "512", "--osl", "64",
-        "--requests", "1000"]
+FAST = ["--model", "llama-3.1-8b", "--tp", "1", "--isl", "512", "--osl", "64", "--requests", "1000"]
 
 
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
@@ -22,8 +21,17 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
 
 def test_rate_keys_mirror_evaluate(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _json(capsys, *FAST, "--rate", "4")
-    for key in ("ttft_s", "tpot_s", "attainment", "utilisation", "goodput_rps", "closed_form",
-                "simulated", "relative_error", "num_gpus"):
+    for key in (
+        "ttft_s",
+        "tpot_s",
+        "attainment",
+        "utilisation",
+        "goodput_rps",
+        "closed_form",
+        "simulated",
+        "relative_error",
+        "num_gpus",
+    ):
         assert key in doc
     for side in ("closed_form", "simulated"):
         part = doc[side]

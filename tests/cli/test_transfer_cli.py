@@ -10,8 +10,23 @@ from pdplan.cli import run
 
 
 def test_keys_and_layer_overlap(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["transfer", "--model", "llama-3.1-70b", "--tokens", "4096", "--link", "ib-ndr",
-            "--gpu", "h100-sxm", "--prefill-tp", "4", "--decode-tp", "4", "--format", "json"]
+    base = [
+        "transfer",
+        "--model",
+        "llama-3.1-70b",
+        "--tokens",
+        "4096",
+        "--link",
+        "ib-ndr",
+        "--gpu",
+        "h100-sxm",
+        "--prefill-tp",
+        "4",
+        "--decode-tp",
+        "4",
+        "--format",
+        "json",
+    ]
     assert run(base) == 0
     req = json.loads(capsys.readouterr().out)
     assert run([*base, "--granularity", "layer"]) == 0
@@ -24,8 +39,7 @@ def test_keys_and_layer_overlap(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--link", "ib-nd"], ["--granularity", "layer"], ["--granularity", "page", "--gpu", "l4"],
-     ["--tokens", "0"]],
+    [["--link", "ib-nd"], ["--granularity", "layer"], ["--granularity", "page", "--gpu", "l4"], ["--tokens", "0"]],
 )
 def test_bad_input_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["transfer", "--model", "opt-66b", "--tokens", "512", "--link", "ib-hdr", *args]

@@ -18,8 +18,12 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     with contextlib.suppress(ValueError):  # already registered by a top-level conftest
-        parser.addoption("--update-golden", action="store_true", default=False,
-                         help="Rewrite tests/golden/* files from the current output instead of comparing.")
+        parser.addoption(
+            "--update-golden",
+            action="store_true",
+            default=False,
+            help="Rewrite tests/golden/* files from the current output instead of comparing.",
+        )
 
 
 @pytest.fixture

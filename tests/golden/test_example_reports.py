@@ -41,8 +41,11 @@ def example(request: pytest.FixtureRequest) -> tuple[str, PlanResult]:
 
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, int | float) and isinstance(b, int | float) and math.isclose(a, b, rel_tol=1e-6,
-                                                                                            abs_tol=1e-12)
+        return (
+            isinstance(a, int | float)
+            and isinstance(b, int | float)
+            and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+        )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -64,23 +67,32 @@ def _check(path: Path, text: str, update: bool, same: Callable[[str, str], bool]
     if not path.exists():
         pytest.fail(f"missing golden file {path}; create it with: pytest tests/golden --update-golden")
     assert same(path.read_text(encoding="utf-8"), text), (
-        f"{path.name} differs from its golden file; if intended: pytest tests/golden --update-golden")
+        f"{path.name} differs from its golden file; if intended: pytest tests/golden --update-golden"
+    )
 
 
 def test_markdown(example: tuple[str, PlanResult], request: pytest.FixtureRequest) -> None:
     name, result = example
     text = render_optimize(result, "markdown")
     assert isinstance(text, str)
-    _check(ROOT / "tests" / "golden" / "examples" / f"{name}.md", text,
-           bool(request.config.getoption("--update-golden")), lambda a, b: a == b)
+    _check(
+        ROOT / "tests" / "golden" / "examples" / f"{name}.md",
+        text,
+        bool(request.config.getoption("--update-golden")),
+        lambda a, b: a == b,
+    )
 
 
 def test_json(example: tuple[str, PlanResult], request: pytest.FixtureRequest) -> None:
     name, result = example
     text = render_optimize(result, "json")
     assert isinstance(text, str)
-    _check(ROOT / "tests" / "golden" / "examples" / f"{name}.json", text,
-           bool(request.config.getoption("--update-golden")), lambda a, b: _close(json.loads(a), json.loads(b)))
+    _check(
+        ROOT / "tests" / "golden" / "examples" / f"{name}.json",
+        text,
+        bool(request.config.getoption("--update-golden")),
+        lambda a, b: _close(json.loads(a), json.loads(b)),
+    )
 
 
 def test_csv(example: tuple[str, PlanResult], request: pytest.FixtureRequest) -> None:
@@ -91,5 +103,9 @@ def test_csv(example: tuple[str, PlanResult], request: pytest.FixtureRequest) ->
     def rows(t: str) -> list[list[Any]]:
         return [[_cell(c) for c in row] for row in csv.reader(io.StringIO(t))]
 
-    _check(ROOT / "tests" / "golden" / "examples" / f"{name}.csv", text,
-           bool(request.config.getoption("--update-golden")), lambda a, b: _close(rows(a), rows(b)))
+    _check(
+        ROOT / "tests" / "golden" / "examples" / f"{name}.csv",
+        text,
+        bool(request.config.getoption("--update-golden")),
+        lambda a, b: _close(rows(a), rows(b)),
+    )

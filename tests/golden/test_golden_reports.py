@@ -10,9 +10,10 @@ from support.plan_fixture import plan_result
 from pdplan.report import render_optimize
 
 
-@pytest.mark.parametrize(("fmt", "name"), [("markdown", "optimize_2p1d_h100.md"),
-                                           ("csv", "optimize_2p1d_h100.csv"),
-                                           ("json", "optimize_2p1d_h100.json")])
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("markdown", "optimize_2p1d_h100.md"), ("csv", "optimize_2p1d_h100.csv"), ("json", "optimize_2p1d_h100.json")],
+)
 def test_report_matches_golden(fmt: str, name: str, golden: Callable[[str, str], None]) -> None:
     text = render_optimize(plan_result(), fmt)
     assert isinstance(text, str)

@@ -36,8 +36,7 @@ def test_gemm_non_decreasing(gid: str, m: int, n: int, k: int, extra: int, which
     t = TABLES[gid]
     grown = {"m": m, "n": n, "k": k}
     grown[which] += extra
-    assert gemm_time_s(grown["m"], grown["n"], grown["k"], "bf16", Gpu(), t) >= gemm_time_s(
-        m, n, k, "bf16", Gpu(), t)
+    assert gemm_time_s(grown["m"], grown["n"], grown["k"], "bf16", Gpu(), t) >= gemm_time_s(m, n, k, "bf16", Gpu(), t)
 
 
 @settings(max_examples=200, deadline=None)
@@ -56,28 +55,26 @@ def test_attention_non_decreasing(gid: str, b: int, s: int, h: int, extra: int) 
 @given(gpus, dims, dims, st.floats(1.0, 10.0), st.floats(1.0, 10.0))
 def test_more_peak_never_slower(gid: str, m: int, c: int, fx: float, bx: float) -> None:
     t, slow = TABLES[gid], Gpu()
-    fast = Gpu(bf16_flops_per_s=slow.bf16_flops_per_s * fx,
-               memory_bytes_per_s=slow.memory_bytes_per_s * bx)
+    fast = Gpu(bf16_flops_per_s=slow.bf16_flops_per_s * fx, memory_bytes_per_s=slow.memory_bytes_per_s * bx)
     assert gemm_time_s(m, 4096, 4096, "bf16", fast, t) <= gemm_time_s(m, 4096, 4096, "bf16", slow, t)
     assert decode_attention_time_s(m % 512 + 1, c, 32, 8, 128, 2.0, fast, t) <= (
-        decode_attention_time_s(m % 512 + 1, c, 32, 8, 128, 2.0, slow, t))
+        decode_attention_time_s(m % 512 + 1, c, 32, 8, 128, 2.0, slow, t)
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(gpus, st.integers(1, 2048), st.integers(1, 131072), st.integers(1, 8),
-       st.sampled_from([1.0, 2.0]))
-def test_decode_never_beats_one_kv_read_at_peak(gid: str, b: int, c: int, kv: int,
-                                                kvb: float) -> None:
+@given(gpus, st.integers(1, 2048), st.integers(1, 131072), st.integers(1, 8), st.sampled_from([1.0, 2.0]))
+def test_decode_never_beats_one_kv_read_at_peak(gid: str, b: int, c: int, kv: int, kvb: float) -> None:
     kv_bytes = b * c * kv * 128 * 2 * kvb
     t = decode_attention_time_s(b, c, kv * 8, kv, 128, kvb, Gpu(), TABLES[gid])
     assert t >= kv_bytes / Gpu().memory_bytes_per_s
 
 
 @settings(max_examples=200, deadline=None)
-@given(gpus, dims, dims, dims, st.integers(1, 4096), st.sampled_from(["m", "n", "k"]),
-       st.booleans())
-def test_fp8_and_warm_l2_gemm_non_decreasing(gid: str, m: int, n: int, k: int, extra: int,
-                                             which: str, warm: bool) -> None:
+@given(gpus, dims, dims, dims, st.integers(1, 4096), st.sampled_from(["m", "n", "k"]), st.booleans())
+def test_fp8_and_warm_l2_gemm_non_decreasing(
+    gid: str, m: int, n: int, k: int, extra: int, which: str, warm: bool
+) -> None:
     t = TABLES[gid]
     if "fp8" not in t.gemm:
         return
@@ -89,16 +86,23 @@ def test_fp8_and_warm_l2_gemm_non_decreasing(gid: str, m: int, n: int, k: int, e
 
 
 @settings(max_examples=200, deadline=None)
-@given(gpus, st.integers(1, 256), st.integers(1, 32768), st.integers(1, 64),
-       st.sampled_from([32, 64, 96, 128, 160, 192, 256, 384, 512]), st.integers(1, 256),
-       st.booleans())
-def test_attention_non_decreasing_in_head_dim(gid: str, b: int, s: int, h: int, d: int,
-                                              extra: int, warm: bool) -> None:
+@given(
+    gpus,
+    st.integers(1, 256),
+    st.integers(1, 32768),
+    st.integers(1, 64),
+    st.sampled_from([32, 64, 96, 128, 160, 192, 256, 384, 512]),
+    st.integers(1, 256),
+    st.booleans(),
+)
+def test_attention_non_decreasing_in_head_dim(gid: str, b: int, s: int, h: int, d: int, extra: int, warm: bool) -> None:
     t = TABLES[gid]
     assert prefill_attention_time_s(b, s, h, 1, d + extra, Gpu(), t) >= (
-        prefill_attention_time_s(b, s, h, 1, d, Gpu(), t))
+        prefill_attention_time_s(b, s, h, 1, d, Gpu(), t)
+    )
     assert decode_attention_time_s(b, s, h, 1, d + extra, 2.0, Gpu(), t, warm_l2=warm) >= (
-        decode_attention_time_s(b, s, h, 1, d, 2.0, Gpu(), t, warm_l2=warm))
+        decode_attention_time_s(b, s, h, 1, d, 2.0, Gpu(), t, warm_l2=warm)
+    )
 
 
 @settings(max_examples=200, deadline=None)

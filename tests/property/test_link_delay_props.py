@@ -10,8 +10,7 @@ from pdplan.queueing import mg1_wait_distribution
 from pdplan.queueing.link_delay import TandemLink, slack_delay, tandem_delay
 
 PROPS = settings(deadline=None, max_examples=25)
-bins = st.lists(st.tuples(st.floats(0.05, 1.0), st.floats(1e-3, 0.5), st.floats(0.05, 2.0)),
-                min_size=1, max_size=5)
+bins = st.lists(st.tuples(st.floats(0.05, 1.0), st.floats(1e-3, 0.5), st.floats(0.05, 2.0)), min_size=1, max_size=5)
 """(weight, prefill service s, link busy time as a multiple of the service) per prompt bin."""
 
 
@@ -24,8 +23,7 @@ def _link(spec: list[tuple[float, float, float]], speedup: float) -> TandemLink:
 
 @PROPS
 @given(spec=bins, load=st.floats(0.1, 0.8), speedup=st.floats(1.0, 4.0))
-def test_a_faster_link_never_delays_more(spec: list[tuple[float, float, float]], load: float,
-                                         speedup: float) -> None:
+def test_a_faster_link_never_delays_more(spec: list[tuple[float, float, float]], load: float, speedup: float) -> None:
     """Request-wise transfers out of one prefill server: dividing every transfer time by
     ``speedup`` never raises the mean delay of a bin (lattice rounding: 1 % of the largest
     transfer time)."""

@@ -104,11 +104,16 @@ def test_decode_littles_law_and_stability(bins: list[tuple[float, int]], load: f
 
 
 @settings(deadline=None, max_examples=25)
-@given(st.lists(st.floats(16.0, 6000.0), min_size=1, max_size=6),
-       st.floats(1e-4, 0.02), st.floats(1e-6, 1e-4), st.floats(0.0, 1e-8),
-       st.lists(st.floats(256.0, 32768.0), min_size=2, max_size=4))
+@given(
+    st.lists(st.floats(16.0, 6000.0), min_size=1, max_size=6),
+    st.floats(1e-4, 0.02),
+    st.floats(1e-6, 1e-4),
+    st.floats(0.0, 1e-8),
+    st.lists(st.floats(256.0, 32768.0), min_size=2, max_size=4),
+)
 def test_bigger_batch_budget_never_lowers_prefill_capacity(
-        lengths: list[float], a: float, b: float, c: float, budgets: list[float]) -> None:
+    lengths: list[float], a: float, b: float, c: float, budgets: list[float]
+) -> None:
     """Batched prefill (pdplan.queueing.batched): with a batch time a + b·Σl + c·Σl² (per-batch
     cost amortised, attention additive per prompt) a larger token budget serves at least as many
     requests per second (1 % tolerance), and a budget holding every prompt at least as many as

@@ -34,10 +34,17 @@ def test_time_grows_with_tokens_and_batch(name: str, tp: int, phase: str, batch:
 
 
 @settings(deadline=None, max_examples=40)
-@given(name=model_names, tp=tps, phase=phases, batch=st.integers(1, 64), tokens=st.integers(1, 8192),
-       factor=st.floats(1.0, 8.0))
-def test_more_bandwidth_or_flops_is_never_slower(name: str, tp: int, phase: str, batch: int, tokens: int,
-                                                 factor: float) -> None:
+@given(
+    name=model_names,
+    tp=tps,
+    phase=phases,
+    batch=st.integers(1, 64),
+    tokens=st.integers(1, 8192),
+    factor=st.floats(1.0, 8.0),
+)
+def test_more_bandwidth_or_flops_is_never_slower(
+    name: str, tp: int, phase: str, batch: int, tokens: int, factor: float
+) -> None:
     model = MODELS[name]
     args = {"phase": phase, "batch": batch, "tokens": tokens, "tp": tp}
     base = phase_time(model, GPU, TABLE, **args).time_s  # type: ignore[arg-type]
@@ -54,11 +61,16 @@ def test_tensor_parallelism_never_increases_per_gpu_weights(name: str, tp: int) 
     one = instance_memory(model, GPU.memory_bytes, tp=tp).weight_bytes
     two = instance_memory(model, GPU.memory_bytes, tp=tp * 2).weight_bytes
     assert two <= one
+
     # and the GEMM weight traffic of a decode step per GPU does not grow either
     def gemm_weight_elems(t: int) -> float:
         shape = PassShape("decode", np.array(1.0), np.array(64.0), np.array(float(t)))
-        return sum(float(op.dims["k"] * op.dims["n"] * op.dims.get("repeat", 1.0)) * op.count
-                   for op in forward_ops(model, shape) if op.kind == "gemm")
+        return sum(
+            float(op.dims["k"] * op.dims["n"] * op.dims.get("repeat", 1.0)) * op.count
+            for op in forward_ops(model, shape)
+            if op.kind == "gemm"
+        )
+
     assert gemm_weight_elems(tp * 2) <= gemm_weight_elems(tp) * (1 + 1e-12)
 
 

@@ -42,8 +42,17 @@ def test_a_looser_slo_never_lowers_the_best_goodput(factor: float) -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"rate_rps": 50.0}, {"budget_gpus": 4}])
 def test_the_best_plan_meets_the_slo_when_evaluated_alone(kwargs: dict[str, object]) -> None:
     best = optimize(SMALL, catalog=CATALOG, analyse=False, top=1, **kwargs).best  # type: ignore[arg-type]
-    deployment = Deployment(best.mode, best.prefill, best.decode, best.colocated, best.granularity, best.link,
-                            best.routing, best.scheduler, best.max_num_seqs)
+    deployment = Deployment(
+        best.mode,
+        best.prefill,
+        best.decode,
+        best.colocated,
+        best.granularity,
+        best.link,
+        best.routing,
+        best.scheduler,
+        best.max_num_seqs,
+    )
     alone = evaluate(scenario_for(SMALL, deployment), catalog=CATALOG, rate=best.operating_rate_rps)
     assert alone.operating_point is not None
     assert alone.operating_point.attainment >= SMALL.slo.attainment - 1e-3

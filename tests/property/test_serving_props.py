@@ -21,11 +21,16 @@ CATALOG = open_catalog()
 
 def scenario(**extra: Any) -> Scenario:
     data: dict[str, Any] = {
-        "model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm", "count": 2},
-        "decode": {"gpu": "h100-sxm"}, "granularity": "request",
-        "workload": {"input_tokens": {"dist": "uniform", "min": 500, "max": 3000},
-                     "output_tokens": {"dist": "uniform", "min": 50, "max": 300}},
-        "slo": {"ttft": "600ms", "tpot": "40ms"}}
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm", "count": 2},
+        "decode": {"gpu": "h100-sxm"},
+        "granularity": "request",
+        "workload": {
+            "input_tokens": {"dist": "uniform", "min": 500, "max": 3000},
+            "output_tokens": {"dist": "uniform", "min": 50, "max": 300},
+        },
+        "slo": {"ttft": "600ms", "tpot": "40ms"},
+    }
     data.update(extra)
     return scenario_from_dict(data, source="prop", base_dir=Path.cwd())
 
@@ -76,6 +81,5 @@ def test_goodput_never_rises_with_a_slower_link() -> None:
 def test_goodput_never_rises_with_fewer_instances() -> None:
     g = [_goodput(prefill={"gpu": "h100-sxm", "count": n}) for n in (3, 2, 1)]
     assert g[0] >= g[1] >= g[2]
-    d = [_goodput(decode={"gpu": "h100-sxm", "count": n}, prefill={"gpu": "h100-sxm",
-                                                                 "count": 4}) for n in (2, 1)]
+    d = [_goodput(decode={"gpu": "h100-sxm", "count": n}, prefill={"gpu": "h100-sxm", "count": 4}) for n in (2, 1)]
     assert d[0] >= d[1]

@@ -35,8 +35,11 @@ def normals(draw: st.DrawFn) -> tuple[dict[str, object], float]:
     std = draw(st.floats(0.0, 2.0)) * mean
     lo = draw(st.integers(1, int(mean)))
     hi = draw(st.integers(max(lo + 1, math.ceil(mean)), int(mean * 5) + 2))
-    exact = mean if std <= 1e-9 * mean else float(
-        stats.truncnorm((lo - mean) / std, (hi - mean) / std, loc=mean, scale=std).mean())
+    exact = (
+        mean
+        if std <= 1e-9 * mean
+        else float(stats.truncnorm((lo - mean) / std, (hi - mean) / std, loc=mean, scale=std).mean())
+    )
     return {"dist": "normal", "mean": mean, "std": std, "min": lo, "max": hi}, exact
 
 
@@ -64,9 +67,9 @@ LAWS = st.one_of(lognormals(), normals(), histograms(), uniforms())
 
 @PROPS
 @given(law=LAWS, out=LAWS, max_bins=st.integers(8, 96))
-def test_binning_preserves_means_and_probability(law: tuple[dict[str, object], float],
-                                                  out: tuple[dict[str, object], float],
-                                                  max_bins: int) -> None:
+def test_binning_preserves_means_and_probability(
+    law: tuple[dict[str, object], float], out: tuple[dict[str, object], float], max_bins: int
+) -> None:
     spec = WorkloadSpec.model_validate({"input_tokens": law[0], "output_tokens": out[0]})
     joint = discretize(spec, max_bins=max_bins)
     # the binned law is that of the sampled whole counts (rint, clipped to the integer range):
@@ -82,9 +85,9 @@ def test_binning_preserves_means_and_probability(law: tuple[dict[str, object], f
 
 @PROPS
 @given(law=LAWS, out=LAWS, slack=st.floats(1.05, 4.0), seed=st.integers(0, 2**32 - 1))
-def test_clipping_never_lengthens(law: tuple[dict[str, object], float],
-                                  out: tuple[dict[str, object], float],
-                                  slack: float, seed: int) -> None:
+def test_clipping_never_lengthens(
+    law: tuple[dict[str, object], float], out: tuple[dict[str, object], float], slack: float, seed: int
+) -> None:
     spec = WorkloadSpec.model_validate({"input_tokens": law[0], "output_tokens": out[0]})
     laws = spec.parametric()
     assert laws is not None
@@ -107,10 +110,8 @@ def test_clipping_never_lengthens(law: tuple[dict[str, object], float],
 
 @PROPS
 @given(law=st.one_of(lognormals(), histograms(), uniforms()), seed=st.integers(0, 2**32 - 1))
-def test_sample_mean_matches_discretised_mean(law: tuple[dict[str, object], float],
-                                              seed: int) -> None:
-    spec = WorkloadSpec.model_validate({"input_tokens": law[0],
-                                        "output_tokens": {"dist": "fixed", "value": 1}})
+def test_sample_mean_matches_discretised_mean(law: tuple[dict[str, object], float], seed: int) -> None:
+    spec = WorkloadSpec.model_validate({"input_tokens": law[0], "output_tokens": {"dist": "fixed", "value": 1}})
     lin, _ = sample(spec, 40_000, np.random.default_rng(seed))
     laws = spec.parametric()
     assert laws is not None

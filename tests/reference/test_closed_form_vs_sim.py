@@ -29,8 +29,7 @@ REQUESTS = 6_000
 
 @pytest.mark.parametrize(("workload", "load"), [("chat", 0.5), ("splitwise-coding", 0.5)])
 def test_disaggregated_percentiles(workload: str, load: float) -> None:
-    sc = apply_overrides(load_scenario(default_scenario_path()),
-                         ScenarioOverrides(workload=workload, ttft_slo="8s"))
+    sc = apply_overrides(load_scenario(default_scenario_path()), ScenarioOverrides(workload=workload, ttft_slo="8s"))
     rate = load * evaluate(sc).stability_limit_rps
     err = simulate_scenario(sc, rate=rate, n_requests=REQUESTS).relative_error()
     for key in ("ttft_s", "tpot_s"):
@@ -43,9 +42,10 @@ def test_prefill_nic_tandem_link() -> None:
     prompts, convention B): token 2 waits for the KV behind the prefill NIC's earlier transfers,
     the tandem chain of pdplan.queueing.link_delay (benchmark at 20,000 requests: TPOT P99 −9 %)."""
     root = Path(__file__).resolve().parents[2]
-    sc = apply_overrides(load_scenario(root / "examples" / "h100-prefill-l40s-decode.yaml"),
-                         ScenarioOverrides(routing="random", granularity="request",
-                                           workload="splitwise-coding", ttft_slo="2s"))
+    sc = apply_overrides(
+        load_scenario(root / "examples" / "h100-prefill-l40s-decode.yaml"),
+        ScenarioOverrides(routing="random", granularity="request", workload="splitwise-coding", ttft_slo="2s"),
+    )
     sc = revalidate(sc, {"ttft_convention": "B"})
     rate = 0.5 * evaluate(sc).stability_limit_rps
     err = simulate_scenario(sc, rate=rate, n_requests=10_000).relative_error()
@@ -62,14 +62,19 @@ def test_goodput_within_ten_percent() -> None:
 
 def _batched_short_chat() -> Scenario:
     """Llama-3.1-8B, 1P1D on H100 TP1, batched prefill (8192-token budget), short chat prompts."""
-    data = {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"}, "decode": {"gpu": "h100-sxm"},
-            "link": "ib-ndr", "routing": "random", "prefill_max_batch_tokens": 8192,
-            "workload": {
-                "input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16,
-                                 "max": 4096},
-                "output_tokens": {"dist": "lognormal", "mean": 64, "sigma": 1.0, "min": 1,
-                                  "max": 1024}},
-            "slo": {"ttft": "100ms", "tpot": "50ms"}}
+    data = {
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm"},
+        "decode": {"gpu": "h100-sxm"},
+        "link": "ib-ndr",
+        "routing": "random",
+        "prefill_max_batch_tokens": 8192,
+        "workload": {
+            "input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16, "max": 4096},
+            "output_tokens": {"dist": "lognormal", "mean": 64, "sigma": 1.0, "min": 1, "max": 1024},
+        },
+        "slo": {"ttft": "100ms", "tpot": "50ms"},
+    }
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
 

@@ -22,8 +22,9 @@ REQUESTS = 6_000
 
 
 def _colocated(workload: str, scheduler: str = "chunked") -> Scenario:
-    return apply_overrides(load_scenario(default_scenario_path()),
-                           ScenarioOverrides(workload=workload, colocated=3, scheduler=scheduler))
+    return apply_overrides(
+        load_scenario(default_scenario_path()), ScenarioOverrides(workload=workload, colocated=3, scheduler=scheduler)
+    )
 
 
 @pytest.mark.parametrize("scheduler", ["chunked", "prefill-first"])

@@ -20,8 +20,13 @@ from pdplan.specs.loading import load_spec_file
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 DATA = KERNELS / "h100_sxm"
-MEASURED = {"a100-sxm-80gb": "a100_sxm", "h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm",
-            "l40s": "l40s", "b200": "b200_sxm"}
+MEASURED = {
+    "a100-sxm-80gb": "a100_sxm",
+    "h100-sxm": "h100_sxm",
+    "h200-sxm": "h200_sxm",
+    "l40s": "l40s",
+    "b200": "b200_sxm",
+}
 GPU_H100 = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "h100-sxm.yaml")
 
 
@@ -53,12 +58,15 @@ def _h100_errors() -> tuple[fit.ErrorStats, fit.ErrorStats]:
     table = load_kernel_table("h100-sxm")
     g = fit.read_gemm(DATA, "bf16")
     idx = fit.subsample_index(g["m"].size, 5000)
-    gemm = fit.error_stats(gemm_time_s(g["m"][idx], g["n"][idx], g["k"][idx], "bf16", gpu, table,
-                                       warm_l2=True), g["latency_ms"][idx] * 1e-3)
+    gemm = fit.error_stats(
+        gemm_time_s(g["m"][idx], g["n"][idx], g["k"][idx], "bf16", gpu, table, warm_l2=True),
+        g["latency_ms"][idx] * 1e-3,
+    )
     a = fit.read_attention(DATA, "context", "bf16")
     j = fit.subsample_index(a["isl"].size, 5000)
-    pred = prefill_attention_time_s(a["batch_size"][j], a["isl"][j], a["num_heads"][j],
-                                    a["num_key_value_heads"][j], a["head_dim"][j], gpu, table)
+    pred = prefill_attention_time_s(
+        a["batch_size"][j], a["isl"][j], a["num_heads"][j], a["num_key_value_heads"][j], a["head_dim"][j], gpu, table
+    )
     return gemm, fit.error_stats(pred, a["latency_ms"][j] * 1e-3)
 
 
@@ -80,23 +88,25 @@ MISSES = {
     "lone CTA and a full machine, MHA (unsplit, serial) and GQA (split-KV) rows",
     ("b200", "prefill_attention", "fp8"): "P90 31 %: head_dim 192 rows run a Triton fallback "
     "4x slower than the TRT-LLM kernel (23 % without them)",
-    **{("l40s", f, v): "L40S: kernel-choice jumps (FA2 4.3x time for 2x tokens at s 64->128) and "
-       "run-to-run spread (large GEMMs scatter 160-280 TFLOPS; a constant-TFLOPS oracle scores "
-       "median 12 %, P90 22 % on them)" for f, v in accuracy.FAMILIES},
+    **{
+        ("l40s", f, v): "L40S: kernel-choice jumps (FA2 4.3x time for 2x tokens at s 64->128) and "
+        "run-to-run spread (large GEMMs scatter 160-280 TFLOPS; a constant-TFLOPS oracle scores "
+        "median 12 %, P90 22 % on them)"
+        for f, v in accuracy.FAMILIES
+    },
 }
-CELLS = [(g, f, v) for g in MEASURED for f, v in accuracy.FAMILIES
-         if not (g == "a100-sxm-80gb" and v == "fp8")]
+CELLS = [(g, f, v) for g in MEASURED for f, v in accuracy.FAMILIES if not (g == "a100-sxm-80gb" and v == "fp8")]
 
 
 @needs_data
-@pytest.mark.parametrize(("gpu_id", "family", "flavour"), [
-    pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=MISSES[c])) if c in MISSES else c
-    for c in CELLS])
+@pytest.mark.parametrize(
+    ("gpu_id", "family", "flavour"),
+    [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=MISSES[c])) if c in MISSES else c for c in CELLS],
+)
 def test_kernel_table_issue_target(gpu_id: str, family: str, flavour: str) -> None:
     # Issue target per kernel family and GPU, every measured row: median <= 10 %, P90 <= 25 %.
     gpu = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / f"{gpu_id}.yaml")
-    cell = accuracy.cell(load_kernel_table(gpu_id), gpu, KERNELS / MEASURED[gpu_id], family,
-                         flavour)
+    cell = accuracy.cell(load_kernel_table(gpu_id), gpu, KERNELS / MEASURED[gpu_id], family, flavour)
     assert cell is not None
     stats = cell.stats()
     assert stats.median_abs_pct <= accuracy.TARGET_MEDIAN_PCT, stats

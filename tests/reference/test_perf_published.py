@@ -44,8 +44,11 @@ def test_decode_batch64_grows_with_kv_read_but_stays_weight_bound() -> None:
     assert bytes_ratio <= ratio <= 2.6
 
 
-@pytest.mark.xfail(strict=True, reason="pdplan gives ~1.28x: its tables are fitted to 2025 vLLM decode kernels "
-                   "(KV streamed at ~90 % of HBM bandwidth); Splitwise's ~2x was measured on a 2023 vLLM stack")
+@pytest.mark.xfail(
+    strict=True,
+    reason="pdplan gives ~1.28x: its tables are fitted to 2025 vLLM decode kernels "
+    "(KV streamed at ~90 % of HBM bandwidth); Splitwise's ~2x was measured on a 2023 vLLM stack",
+)
 def test_splitwise_decode_batch64_costs_about_twice_batch1() -> None:
     """PUBLISHED_RESULTS §2 (Splitwise), phase characterisation: "TBT at batch 64 is only about 2x TBT at batch 1"
     (Llama2-70B, TP8, DGX-H100; prompts ~1500 tokens). "About 2x" is read from a figure, so 1.5x-2.6x counts."""

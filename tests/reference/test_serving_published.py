@@ -22,14 +22,16 @@ GIB = 2.0**30
 def _distserve(x: int = 1, pp: int = 1) -> Any:
     """DistServe §3.1 setup: uniform 512-token inputs, FCFS, batch-1 prefill, random routing;
     convention B (prefill streams the first token, as DistServe)."""
-    data = {"model": "opt-66b", "prefill": {"gpu": "a100-sxm-80gb", "tp": 4, "pp": pp,
-                                            "count": x},
-            "decode": {"gpu": "a100-sxm-80gb", "tp": 4}, "routing": "random",
-            "ttft_convention": "B", "granularity": "request",
-            "workload": {"input_tokens": {"dist": "fixed", "value": 512},
-                         "output_tokens": {"dist": "fixed", "value": 64}}}
-    return build_model(resolve(scenario_from_dict(data, source="t", base_dir=Path.cwd()),
-                               CATALOG))
+    data = {
+        "model": "opt-66b",
+        "prefill": {"gpu": "a100-sxm-80gb", "tp": 4, "pp": pp, "count": x},
+        "decode": {"gpu": "a100-sxm-80gb", "tp": 4},
+        "routing": "random",
+        "ttft_convention": "B",
+        "granularity": "request",
+        "workload": {"input_tokens": {"dist": "fixed", "value": 512}, "output_tokens": {"dist": "fixed", "value": 64}},
+    }
+    return build_model(resolve(scenario_from_dict(data, source="t", base_dir=Path.cwd()), CATALOG))
 
 
 @pytest.mark.parametrize("load", [0.1, 0.5, 0.9])
@@ -65,8 +67,7 @@ def test_distserve_inter_op_general_form() -> None:
 def test_opt66b_kv_and_bandwidth_via_transfer_command(capsys: pytest.CaptureFixture[str]) -> None:
     """PUBLISHED_RESULTS §1.7: OPT-66B, 512 tokens → KV ≈ 1.13 GB (1.125 GiB exactly);
     10 rps → 11.25 GiB/s = 90 Gib/s needed to hide the transfer."""
-    code = run(["transfer", "--model", "opt-66b", "--tokens", "512", "--link", "ib-hdr",
-                "--format", "json"])
+    code = run(["transfer", "--model", "opt-66b", "--tokens", "512", "--link", "ib-hdr", "--format", "json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["bytes"] / GIB == 1.125

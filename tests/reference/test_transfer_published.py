@@ -87,12 +87,12 @@ def test_splitwise_layerwise_constant_vs_serialized_linear(
     # Serialized grows linearly (affine: latency term + bytes/BW); layer-wise grows 1/L as fast
     # (only the last layer's share is exposed while the link keeps up) and stays sub-ms.
     assert np.diff(ser.exposed_s) / np.diff(lengths) == pytest.approx(
-        2 * [LLAMA_70B.kv_bytes_per_token / (8 * nic_bytes_per_s * 0.8)])
+        2 * [LLAMA_70B.kv_bytes_per_token / (8 * nic_bytes_per_s * 0.8)]
+    )
     assert np.diff(lw.exposed_s) == pytest.approx(np.diff(ser.exposed_s) / 80, rel=0.01)
     assert np.all(lw.exposed_s < 1e-3)
     assert np.all(lw.exposed_s < ser.exposed_s / 40)
-    synced = TransferConfig(granularity="layer", prefill_tp=8, decode_tp=8,
-                            layer_sync_overhead_s=80e-6)
+    synced = TransferConfig(granularity="layer", prefill_tp=8, decode_tp=8, layer_sync_overhead_s=80e-6)
     cost = kv_transfer([1500], LLAMA_70B, link, synced, prefill_time_s=prefill_s[1])
     non_overlapped = cost.exposed_s[0] + cost.prefill_extra_s[0]
     assert published_s / 2 <= non_overlapped <= published_s * 2
@@ -110,22 +110,24 @@ def test_mooncake_transfer_engine_40gb() -> None:
     assert res.bandwidth_bytes_per_s == pytest.approx(87e9)
     assert res.time_s[0] == pytest.approx(0.46, rel=0.01)
     # 8×400G at 190 GB/s ⇔ efficiency 0.475 (PUBLISHED_RESULTS: "about 48 % of nominal").
-    res8 = kv_transfer([128 * 1024], shape, Link(50e9, 2e-6, 0.475),
-                       TransferConfig(nics_prefill=8, nics_decode=8))
+    res8 = kv_transfer([128 * 1024], shape, Link(50e9, 2e-6, 0.475), TransferConfig(nics_prefill=8, nics_decode=8))
     assert res8.time_s[0] == pytest.approx(40e9 / 190e9, rel=0.01)
 
 
 # PrfaaS Table 5: internal 1T hybrid (KDA:MLA = 3:1) on 8×H200 — tokens, KV MiB, prefill s, Gbps.
-PRFAAS_T5 = [(1024, 190.8, 0.44, 3.61), (8192, 308.9, 0.72, 3.59),
-             (32768, 701.3, 1.84, 3.19), (131072, 2316.3, 7.40, 2.62)]
+PRFAAS_T5 = [
+    (1024, 190.8, 0.44, 3.61),
+    (8192, 308.9, 0.72, 3.59),
+    (32768, 701.3, 1.84, 3.19),
+    (131072, 2316.3, 7.40, 2.62),
+]
 
 
 def _prfaas_hybrid() -> KvShape:
     """KV/token and fixed state fitted on the 1K and 8K rows only (two equations, two unknowns)."""
     (l1, m1, _, _), (l2, m2, _, _) = PRFAAS_T5[:2]
     slope = (m2 - m1) * 2**20 / (l2 - l1)
-    return KvShape(slope, num_layers=64, num_kv_heads=1,
-                   state_bytes_per_sequence=m1 * 2**20 - l1 * slope)
+    return KvShape(slope, num_layers=64, num_kv_heads=1, state_bytes_per_sequence=m1 * 2**20 - l1 * slope)
 
 
 def test_prfaas_hybrid_kv_is_linear_plus_state() -> None:

@@ -19,15 +19,29 @@ H100_PRICE = 3.0  # $/GPU-hour
 
 def _plan(**overrides: Any) -> Plan:
     base: dict[str, Any] = dict(
-        mode="disaggregated", prefill=RoleChoice("h100-sxm", 4, 1, 2), decode=RoleChoice("h100-sxm", 4, 1, 1),
-        colocated=None, granularity="layer", link="ib-ndr", routing="least-work", scheduler=None,
-        max_num_seqs=256, num_gpus=12, goodput_rps=9.6, output_tokens_per_s=2476.8,
-        cost_usd_per_hour=12 * H100_PRICE, operating_rate_rps=9.6,
-        ttft_s=Latency(0.4125, 0.3310, 0.8742, 1.6120), tpot_s=Latency(0.0351, 0.0342, 0.0419, 0.0533),
-        attainment=0.9003, utilisation={"prefill": 0.7124, "decode": 0.6481, "link": 0.0815},
+        mode="disaggregated",
+        prefill=RoleChoice("h100-sxm", 4, 1, 2),
+        decode=RoleChoice("h100-sxm", 4, 1, 1),
+        colocated=None,
+        granularity="layer",
+        link="ib-ndr",
+        routing="least-work",
+        scheduler=None,
+        max_num_seqs=256,
+        num_gpus=12,
+        goodput_rps=9.6,
+        output_tokens_per_s=2476.8,
+        cost_usd_per_hour=12 * H100_PRICE,
+        operating_rate_rps=9.6,
+        ttft_s=Latency(0.4125, 0.3310, 0.8742, 1.6120),
+        tpot_s=Latency(0.0351, 0.0342, 0.0419, 0.0533),
+        attainment=0.9003,
+        utilisation={"prefill": 0.7124, "decode": 0.6481, "link": 0.0815},
         memory_headroom={"prefill": 31.4 * GIB, "decode": 6.25 * GIB},
         binding_constraint="TTFT at P90 (874 ms of 2000 ms with queueing; attainment 90.0%)",
-        tokens_per_s_per_user=28.5, exact=True)
+        tokens_per_s_per_user=28.5,
+        exact=True,
+    )
     base.update(overrides)
     return Plan(**base)
 
@@ -37,68 +51,133 @@ def pick() -> Plan:
 
 
 def runner_up() -> Plan:
-    return _plan(prefill=RoleChoice("h100-sxm", 2, 1, 3), decode=RoleChoice("h100-sxm", 4, 1, 2), num_gpus=14,
-                 goodput_rps=10.5, output_tokens_per_s=2709.0, cost_usd_per_hour=14 * H100_PRICE,
-                 operating_rate_rps=10.5, ttft_s=Latency(0.5530, 0.4410, 1.1520, 1.9870),
-                 tpot_s=Latency(0.0298, 0.0291, 0.0352, 0.0447), attainment=0.9001,
-                 utilisation={"prefill": 0.7930, "decode": 0.4712, "link": 0.0934},
-                 memory_headroom={"prefill": 52.8 * GIB, "decode": 22.5 * GIB},
-                 binding_constraint="TTFT at P90 (1152 ms of 2000 ms; prefill TP2 is slower per prompt)",
-                 tokens_per_s_per_user=33.6)
+    return _plan(
+        prefill=RoleChoice("h100-sxm", 2, 1, 3),
+        decode=RoleChoice("h100-sxm", 4, 1, 2),
+        num_gpus=14,
+        goodput_rps=10.5,
+        output_tokens_per_s=2709.0,
+        cost_usd_per_hour=14 * H100_PRICE,
+        operating_rate_rps=10.5,
+        ttft_s=Latency(0.5530, 0.4410, 1.1520, 1.9870),
+        tpot_s=Latency(0.0298, 0.0291, 0.0352, 0.0447),
+        attainment=0.9001,
+        utilisation={"prefill": 0.7930, "decode": 0.4712, "link": 0.0934},
+        memory_headroom={"prefill": 52.8 * GIB, "decode": 22.5 * GIB},
+        binding_constraint="TTFT at P90 (1152 ms of 2000 ms; prefill TP2 is slower per prompt)",
+        tokens_per_s_per_user=33.6,
+    )
 
 
 def screened() -> Plan:
-    return _plan(decode=RoleChoice("h20", 8, 1, 1), granularity="chunk", num_gpus=16, goodput_rps=11.2,
-                 output_tokens_per_s=2889.6, cost_usd_per_hour=None, operating_rate_rps=11.2,
-                 ttft_s=Latency(0.4410, 0.3620, 0.9100, 1.7010), tpot_s=Latency(0.0612, 0.0598, 0.0731, 0.0911),
-                 attainment=0.9010, utilisation={"prefill": 0.8311, "decode": 0.7702, "link": 0.0951},
-                 memory_headroom={"prefill": 31.4 * GIB, "decode": 40.1 * GIB},
-                 binding_constraint="prefill utilisation (stability limit at 13.5 req/s)",
-                 tokens_per_s_per_user=16.4, exact=False,
-                 warnings=("h20 kernel table derived from h100-sxm",))
+    return _plan(
+        decode=RoleChoice("h20", 8, 1, 1),
+        granularity="chunk",
+        num_gpus=16,
+        goodput_rps=11.2,
+        output_tokens_per_s=2889.6,
+        cost_usd_per_hour=None,
+        operating_rate_rps=11.2,
+        ttft_s=Latency(0.4410, 0.3620, 0.9100, 1.7010),
+        tpot_s=Latency(0.0612, 0.0598, 0.0731, 0.0911),
+        attainment=0.9010,
+        utilisation={"prefill": 0.8311, "decode": 0.7702, "link": 0.0951},
+        memory_headroom={"prefill": 31.4 * GIB, "decode": 40.1 * GIB},
+        binding_constraint="prefill utilisation (stability limit at 13.5 req/s)",
+        tokens_per_s_per_user=16.4,
+        exact=False,
+        warnings=("h20 kernel table derived from h100-sxm",),
+    )
 
 
 def interactive() -> Plan:
     """On the Pareto front (fastest per user) but not among the ranked plans."""
-    return _plan(prefill=RoleChoice("h100-sxm", 4, 1, 1), decode=RoleChoice("h100-sxm", 8, 1, 1), num_gpus=12,
-                 goodput_rps=5.4, output_tokens_per_s=1393.2, operating_rate_rps=5.4,
-                 ttft_s=Latency(0.6010, 0.4820, 1.2870, 2.3040), tpot_s=Latency(0.0188, 0.0183, 0.0221, 0.0270),
-                 attainment=0.9002, utilisation={"prefill": 0.8012, "decode": 0.2650, "link": 0.0458},
-                 memory_headroom={"prefill": 31.4 * GIB, "decode": 58.0 * GIB},
-                 binding_constraint="TTFT at P90 (one prefill instance)", tokens_per_s_per_user=53.2)
+    return _plan(
+        prefill=RoleChoice("h100-sxm", 4, 1, 1),
+        decode=RoleChoice("h100-sxm", 8, 1, 1),
+        num_gpus=12,
+        goodput_rps=5.4,
+        output_tokens_per_s=1393.2,
+        operating_rate_rps=5.4,
+        ttft_s=Latency(0.6010, 0.4820, 1.2870, 2.3040),
+        tpot_s=Latency(0.0188, 0.0183, 0.0221, 0.0270),
+        attainment=0.9002,
+        utilisation={"prefill": 0.8012, "decode": 0.2650, "link": 0.0458},
+        memory_headroom={"prefill": 31.4 * GIB, "decode": 58.0 * GIB},
+        binding_constraint="TTFT at P90 (one prefill instance)",
+        tokens_per_s_per_user=53.2,
+    )
 
 
 def baseline() -> Plan:
-    return _plan(mode="colocated", prefill=None, decode=None, colocated=RoleChoice("h100-sxm", 4, 1, 3),
-                 granularity=None, link=None, routing="least-work", scheduler="chunked", goodput_rps=5.3,
-                 output_tokens_per_s=1367.4, operating_rate_rps=5.3, ttft_s=Latency(0.7020, 0.5810, 1.4910, 2.6120),
-                 tpot_s=Latency(0.0712, 0.0680, 0.0951, 0.1340), attainment=0.9004,
-                 utilisation={"colocated": 0.8817}, memory_headroom={"colocated": 18.9 * GIB},
-                 binding_constraint="TPOT at P90 (prefill chunks stall decode steps)", tokens_per_s_per_user=14.0)
+    return _plan(
+        mode="colocated",
+        prefill=None,
+        decode=None,
+        colocated=RoleChoice("h100-sxm", 4, 1, 3),
+        granularity=None,
+        link=None,
+        routing="least-work",
+        scheduler="chunked",
+        goodput_rps=5.3,
+        output_tokens_per_s=1367.4,
+        operating_rate_rps=5.3,
+        ttft_s=Latency(0.7020, 0.5810, 1.4910, 2.6120),
+        tpot_s=Latency(0.0712, 0.0680, 0.0951, 0.1340),
+        attainment=0.9004,
+        utilisation={"colocated": 0.8817},
+        memory_headroom={"colocated": 18.9 * GIB},
+        binding_constraint="TPOT at P90 (prefill chunks stall decode steps)",
+        tokens_per_s_per_user=14.0,
+    )
 
 
 def _inputs() -> dict[str, Any]:
     return {
         "model": "llama-3.1-70b",
         "model_source": "built-in pdplan/models/llama-3.1-70b.yaml",
-        "workload": {"name": "chat", "description": "Splitwise conversation trace, lognormal fit",
-                     "source": "Patel et al., Splitwise (ISCA 2024), Table 2 medians",
-                     "mean_input_tokens": 1155.0, "mean_output_tokens": 258.0},
+        "workload": {
+            "name": "chat",
+            "description": "Splitwise conversation trace, lognormal fit",
+            "source": "Patel et al., Splitwise (ISCA 2024), Table 2 medians",
+            "mean_input_tokens": 1155.0,
+            "mean_output_tokens": 258.0,
+        },
         "slo": {"ttft": 2.0, "tpot": 0.1, "percentile": 90.0, "attainment": 0.9},
         "gpus": {
-            "h100-sxm": {"display_name": "NVIDIA H100 SXM5 80GB", "source_file": "hardware_db/gpus/h100-sxm.yaml",
-                         "sha256": "3f1c9a0e5b7d2c4a8e6f1b3d5c7a9e0f2b4d6c8a0e1f3b5d7c9a2e4f6b8d0c1a",
-                         "price_usd_per_gpu_hour": H100_PRICE, "calibrated_kernel_table": True},
-            "h20": {"display_name": "NVIDIA H20 96GB", "source_file": "hardware_db/gpus/h20.yaml",
-                    "sha256": "9b2e4d6f8a0c1e3b5d7f9a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b",
-                    "price_usd_per_gpu_hour": None, "calibrated_kernel_table": False},
+            "h100-sxm": {
+                "display_name": "NVIDIA H100 SXM5 80GB",
+                "source_file": "hardware_db/gpus/h100-sxm.yaml",
+                "sha256": "3f1c9a0e5b7d2c4a8e6f1b3d5c7a9e0f2b4d6c8a0e1f3b5d7c9a2e4f6b8d0c1a",
+                "price_usd_per_gpu_hour": H100_PRICE,
+                "calibrated_kernel_table": True,
+            },
+            "h20": {
+                "display_name": "NVIDIA H20 96GB",
+                "source_file": "hardware_db/gpus/h20.yaml",
+                "sha256": "9b2e4d6f8a0c1e3b5d7f9a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b",
+                "price_usd_per_gpu_hour": None,
+                "calibrated_kernel_table": False,
+            },
         },
-        "links": {"ib-ndr": {"display_name": "InfiniBand NDR 400G", "source_file": "hardware_db/links/ib-ndr.yaml",
-                             "bandwidth_bytes_per_s": 5.0e10, "latency_s": 5e-06}},
-        "search_space": {"prefill": ["h100-sxm TP2", "h100-sxm TP4", "h100-sxm TP8"],
-                         "decode": ["h100-sxm TP4", "h100-sxm TP8", "h20 TP8"], "granularities": ["layer", "chunk"],
-                         "links": ["ib-ndr"], "max_instances": 16, "budget_gpus": 16, "rate_rps": None,
-                         "objective": "gpus"},
+        "links": {
+            "ib-ndr": {
+                "display_name": "InfiniBand NDR 400G",
+                "source_file": "hardware_db/links/ib-ndr.yaml",
+                "bandwidth_bytes_per_s": 5.0e10,
+                "latency_s": 5e-06,
+            }
+        },
+        "search_space": {
+            "prefill": ["h100-sxm TP2", "h100-sxm TP4", "h100-sxm TP8"],
+            "decode": ["h100-sxm TP4", "h100-sxm TP8", "h20 TP8"],
+            "granularities": ["layer", "chunk"],
+            "links": ["ib-ndr"],
+            "max_instances": 16,
+            "budget_gpus": 16,
+            "rate_rps": None,
+            "objective": "gpus",
+        },
         "pdplan_version": "0.1.0",
     }
 
@@ -106,13 +185,19 @@ def _inputs() -> dict[str, Any]:
 def _assumptions() -> dict[str, Any]:
     return {
         "kernel_tables": {
-            "h100-sxm": {"gemm": {"bf16": {"peak_fraction": 0.8465, "memory_fraction": 0.8655}},
-                         "decode_attention": {"bf16": {"memory_fraction": 0.7812}}, "stack": "vLLM 0.24.0"},
-            "h20": {"gemm": {"bf16": {"peak_fraction": 0.81, "memory_fraction": 0.84}},
-                    "decode_attention": {"bf16": {"memory_fraction": 0.75}}, "derived_from": "h100-sxm"},
+            "h100-sxm": {
+                "gemm": {"bf16": {"peak_fraction": 0.8465, "memory_fraction": 0.8655}},
+                "decode_attention": {"bf16": {"memory_fraction": 0.7812}},
+                "stack": "vLLM 0.24.0",
+            },
+            "h20": {
+                "gemm": {"bf16": {"peak_fraction": 0.81, "memory_fraction": 0.84}},
+                "decode_attention": {"bf16": {"memory_fraction": 0.75}},
+                "derived_from": "h100-sxm",
+            },
         },
         "ttft_convention": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
-                           "step (decode streams token 1)",
+        "step (decode streams token 1)",
         "gpu_memory_utilization": 0.9,
         "decode_fit_median_rel_err": 0.012,
     }
@@ -138,16 +223,29 @@ def plan_result() -> PlanResult:
     )
     return PlanResult(
         question="Most goodput per GPU for llama-3.1-70b (chat) within 16 GPUs at TTFT P90 <= 2 s, "
-                 "TPOT P90 <= 100 ms, 90% attainment",
-        objective="gpus", plans=(p, runner_up(), screened()), baseline=baseline(),
-        pareto=(interactive(), runner_up(), p), search=SearchStats(candidates=4312, feasible=1187, seconds=3.42,
-                                                                    refined=24),
-        inputs=_inputs(), assumptions=_assumptions(), sensitivity=sensitivity,
+        "TPOT P90 <= 100 ms, 90% attainment",
+        objective="gpus",
+        plans=(p, runner_up(), screened()),
+        baseline=baseline(),
+        pareto=(interactive(), runner_up(), p),
+        search=SearchStats(candidates=4312, feasible=1187, seconds=3.42, refined=24),
+        inputs=_inputs(),
+        assumptions=_assumptions(),
+        sensitivity=sensitivity,
         warnings=("workload input_tokens clipped at the model's 131072-token context for 0.4% of requests",),
-        rate_curve=_rate_curve())
+        rate_curve=_rate_curve(),
+    )
 
 
 def minimal_result() -> PlanResult:
     """One plan, no baseline, no Pareto, no sensitivity, empty inputs/assumptions (edge cases)."""
-    return PlanResult(question="q", objective="cost", plans=(replace(pick(), cost_usd_per_hour=None),),
-                      baseline=None, pareto=(), search=SearchStats(1, 1, 0.01, 1), inputs={}, assumptions={})
+    return PlanResult(
+        question="q",
+        objective="cost",
+        plans=(replace(pick(), cost_usd_per_hour=None),),
+        baseline=None,
+        pareto=(),
+        search=SearchStats(1, 1, 0.01, 1),
+        inputs={},
+        assumptions={},
+    )

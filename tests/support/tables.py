@@ -23,18 +23,44 @@ class ToyGpu:
 
 def ideal_table(*, step_overhead_s: float = 0.0, bus_bytes_per_s: float = 1e11) -> KernelTable:
     """Kernel table of a perfect machine: every fraction 1, no saturation constants or overheads."""
-    gemm = {"peak_fraction": 1.0, "m0_tokens": 0.0, "n0_elements": 0.0, "k0_elements": 0.0,
-            "memory_fraction": 1.0, "overhead_s": 0.0, "smooth_q": SHARP_Q}
-    prefill = {"compute_fraction": 1.0, "s0_tokens": 0.0, "w0_batch_heads": 0.0, "memory_fraction": 1.0,
-               "overhead_s": 0.0, "smooth_q": SHARP_Q}
-    decode = {"memory_fraction": 1.0, "c0_tokens": 0.0, "w0_seq_heads": 0.0, "compute_fraction": 1.0,
-              "overhead_s": 0.0, "smooth_q": SHARP_Q}
-    return KernelTable.model_validate({
-        "schema_version": 1, "gpu": "toy", "calibrated": False, "stack": "ideal (tests)", "derived_from": None,
-        "gemm": {"bf16": gemm, "fp8": gemm}, "prefill_attention": {"bf16": prefill, "fp8": prefill},
-        "decode_attention": {"bf16": decode, "fp8": decode},
-        "allreduce": {"alpha_s": 0.0, "bus_bytes_per_s": bus_bytes_per_s},
-        "elementwise": {"memory_fraction": 1.0, "overhead_s": 0.0},
-        "framework": {"decode_step_overhead_s": step_overhead_s},
-        "sources": {"all": "synthetic test table"},
-    })
+    gemm = {
+        "peak_fraction": 1.0,
+        "m0_tokens": 0.0,
+        "n0_elements": 0.0,
+        "k0_elements": 0.0,
+        "memory_fraction": 1.0,
+        "overhead_s": 0.0,
+        "smooth_q": SHARP_Q,
+    }
+    prefill = {
+        "compute_fraction": 1.0,
+        "s0_tokens": 0.0,
+        "w0_batch_heads": 0.0,
+        "memory_fraction": 1.0,
+        "overhead_s": 0.0,
+        "smooth_q": SHARP_Q,
+    }
+    decode = {
+        "memory_fraction": 1.0,
+        "c0_tokens": 0.0,
+        "w0_seq_heads": 0.0,
+        "compute_fraction": 1.0,
+        "overhead_s": 0.0,
+        "smooth_q": SHARP_Q,
+    }
+    return KernelTable.model_validate(
+        {
+            "schema_version": 1,
+            "gpu": "toy",
+            "calibrated": False,
+            "stack": "ideal (tests)",
+            "derived_from": None,
+            "gemm": {"bf16": gemm, "fp8": gemm},
+            "prefill_attention": {"bf16": prefill, "fp8": prefill},
+            "decode_attention": {"bf16": decode, "fp8": decode},
+            "allreduce": {"alpha_s": 0.0, "bus_bytes_per_s": bus_bytes_per_s},
+            "elementwise": {"memory_fraction": 1.0, "overhead_s": 0.0},
+            "framework": {"decode_step_overhead_s": step_overhead_s},
+            "sources": {"all": "synthetic test table"},
+        }
+    )

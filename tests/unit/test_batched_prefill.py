@@ -19,8 +19,10 @@ from pdplan.serving.roles import RoleHardware, prefill_batch_time
 from pdplan.specs.scenario import Scenario, scenario_from_dict
 
 CATALOG = open_catalog()
-SHORT = {"input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16, "max": 4096},
-         "output_tokens": {"dist": "fixed", "value": 32}}
+SHORT = {
+    "input_tokens": {"dist": "lognormal", "mean": 256, "sigma": 1.0, "min": 16, "max": 4096},
+    "output_tokens": {"dist": "fixed", "value": 32},
+}
 
 
 def linear(a: float = 0.006, b: float = 2e-5, c: float = 1e-9) -> Any:
@@ -29,10 +31,15 @@ def linear(a: float = 0.006, b: float = 2e-5, c: float = 1e-9) -> Any:
 
 
 def scenario(**extra: Any) -> Scenario:
-    data: dict[str, Any] = {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"},
-                            "decode": {"gpu": "h100-sxm"}, "routing": "random",
-                            "prefill_max_batch_tokens": 8192, "workload": SHORT,
-                            "slo": {"ttft": "100ms", "tpot": "50ms"}}
+    data: dict[str, Any] = {
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm"},
+        "decode": {"gpu": "h100-sxm"},
+        "routing": "random",
+        "prefill_max_batch_tokens": 8192,
+        "workload": SHORT,
+        "slo": {"ttft": "100ms", "tpot": "50ms"},
+    }
     data.update(extra)
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
@@ -112,20 +119,34 @@ def test_anchor_interpolation_matches_all_bins(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_batch_time_table_matches_roofline() -> None:
-    hw = RoleHardware(CATALOG.model("llama-3.1-8b"), CATALOG.gpu("h100-sxm"),
-                      CATALOG.kernel_table("h100-sxm"), 1, 1, precision_of(scenario()))
+    hw = RoleHardware(
+        CATALOG.model("llama-3.1-8b"),
+        CATALOG.gpu("h100-sxm"),
+        CATALOG.kernel_table("h100-sxm"),
+        1,
+        1,
+        precision_of(scenario()),
+    )
     table = prefill_batch_time(hw, 16384, 0.0)
     rng = np.random.default_rng(0)
     prompts = rng.integers(1, 40, 2000).astype(float)
     tokens = np.exp(rng.uniform(0.0, np.log(16000.0 / prompts)))
-    direct = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=prompts,
-                        tokens=tokens, precision=hw.precision, detail=False).stage_time_s
+    direct = phase_time(
+        hw.model, hw.gpu, hw.table, phase="prefill", batch=prompts, tokens=tokens, precision=hw.precision, detail=False
+    ).stage_time_s
     rel = np.abs(table(prompts * tokens, prompts * tokens**2) / direct - 1.0)
     assert np.percentile(rel, 99) < 0.01  # the roofline's tile-wave steps limit interpolation
     assert rel.max() < 0.05
-    one = phase_time(hw.model, hw.gpu, hw.table, phase="prefill", batch=1.0,
-                     tokens=np.array([100.0, 3000.0]), precision=hw.precision,
-                     detail=False).stage_time_s
+    one = phase_time(
+        hw.model,
+        hw.gpu,
+        hw.table,
+        phase="prefill",
+        batch=1.0,
+        tokens=np.array([100.0, 3000.0]),
+        precision=hw.precision,
+        detail=False,
+    ).stage_time_s
     np.testing.assert_allclose(table.single_s(np.array([100.0, 3000.0])), one, rtol=0.01)
 
 
@@ -149,12 +170,15 @@ def test_batch_option_validation() -> None:
     with pytest.raises(SpecError, match="greater than or equal to 1") as err:
         scenario(prefill_max_batch_tokens=0)
     assert "\n" not in str(err.value)
-    colocated = scenario(mode="colocated", prefill=None, decode=None,
-                         colocated={"gpu": "h100-sxm"})  # ignored there: searches swap modes
+    colocated = scenario(
+        mode="colocated", prefill=None, decode=None, colocated={"gpu": "h100-sxm"}
+    )  # ignored there: searches swap modes
     assert evaluate(colocated).goodput_rps > 0.0
     chunked = evaluate(scenario(granularity="chunk"))
-    assert chunked.stability_limit_rps > evaluate(
-        scenario(granularity="chunk", prefill_max_batch_tokens=None)).stability_limit_rps
+    assert (
+        chunked.stability_limit_rps
+        > evaluate(scenario(granularity="chunk", prefill_max_batch_tokens=None)).stability_limit_rps
+    )
 
 
 def test_least_work_pools_the_prefill_instances() -> None:

@@ -12,8 +12,16 @@ from pdplan.perf.kernels import load_kernel_table
 from pdplan.perf.roofline import phase_time
 
 CATALOG = open_catalog()
-POINTS = [("prefill", 1, 512), ("prefill", 1, 2048), ("prefill", 4, 1024), ("prefill", 1, 8192),
-          ("decode", 1, 1024), ("decode", 16, 2048), ("decode", 64, 1024), ("decode", 128, 4096)]
+POINTS = [
+    ("prefill", 1, 512),
+    ("prefill", 1, 2048),
+    ("prefill", 4, 1024),
+    ("prefill", 1, 8192),
+    ("decode", 1, 1024),
+    ("decode", 16, 2048),
+    ("decode", 64, 1024),
+    ("decode", 128, 4096),
+]
 
 
 def _write_csv(path: Path, knobs: dict[str, float], model: str = "llama-3.1-8b", tp: int = 1) -> None:
@@ -51,13 +59,16 @@ def test_fit_recovers_a_slower_stack_with_framework_overhead(tmp_path: Path) -> 
     assert after.table is not None
     assert after.table.framework.decode_step_overhead_s == pytest.approx(2e-3, rel=0.05)
     assert after.table.gemm["bf16"].peak_fraction == pytest.approx(
-        0.8 * load_kernel_table("h100-sxm").gemm["bf16"].peak_fraction, rel=0.05)
+        0.8 * load_kernel_table("h100-sxm").gemm["bf16"].peak_fraction, rel=0.05
+    )
 
 
 def test_fit_refuses_rows_of_two_gpus(tmp_path: Path) -> None:
     csv = tmp_path / "m.csv"
-    csv.write_text("gpu,model,tp,phase,batch,tokens,time_ms\n"
-                   "h100-sxm,llama-3.1-8b,1,prefill,1,512,40\na100-sxm-80gb,llama-3.1-8b,1,prefill,1,512,90\n")
+    csv.write_text(
+        "gpu,model,tp,phase,batch,tokens,time_ms\n"
+        "h100-sxm,llama-3.1-8b,1,prefill,1,512,40\na100-sxm-80gb,llama-3.1-8b,1,prefill,1,512,90\n"
+    )
     rows = read_measurements(csv)
     with pytest.raises(SpecError, match="one GPU"):
         fit(rows, CATALOG)

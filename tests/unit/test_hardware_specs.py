@@ -24,12 +24,35 @@ LINK_FILES = sorted((DB / "links").glob("*.yaml"))
 
 # ARCHITECTURE.md §3, identifiers users type.
 GPU_IDS = [
-    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200-sxm",
-    "h800-sxm", "h20", "l40s", "l40", "l4", "b200", "mi300x",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200-sxm",
+    "h800-sxm",
+    "h20",
+    "l40s",
+    "l40",
+    "l4",
+    "b200",
+    "mi300x",
 ]
 LINK_IDS = [
-    "nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr", "ib-xdr",
-    "roce-100g", "roce-200g", "roce-400g", "eth-10g", "eth-25g", "eth-100g",
+    "nvlink3",
+    "nvlink4",
+    "nvlink5",
+    "pcie4",
+    "pcie5",
+    "ib-hdr",
+    "ib-ndr",
+    "ib-xdr",
+    "roce-100g",
+    "roce-200g",
+    "roce-400g",
+    "eth-10g",
+    "eth-25g",
+    "eth-100g",
 ]
 
 
@@ -95,6 +118,7 @@ def test_price_typical_is_the_midpoint() -> None:
 
 
 # --- rejection ---
+
 
 @pytest.fixture
 def gpu_data() -> dict[str, Any]:
@@ -231,9 +255,10 @@ def test_link_missing_source_for_a_fact_raises(link_data: dict[str, Any], field:
         LinkSpec.model_validate(link_data)
 
 
-@pytest.mark.parametrize(("name", "sms"), [("a100-sxm-80gb", 108), ("h100-sxm", 132),
-                                           ("h100-pcie", 114), ("h200-sxm", 132), ("l40s", 142),
-                                           ("b200", 148)])
+@pytest.mark.parametrize(
+    ("name", "sms"),
+    [("a100-sxm-80gb", 108), ("h100-sxm", 132), ("h100-pcie", 114), ("h200-sxm", 132), ("l40s", 142), ("b200", 148)],
+)
 def test_sm_count_is_the_enabled_product_count(name: str, sms: int) -> None:
     # Whitepapers: GH100 has 144 SMs, the H100 SXM5 product enables 132, the PCIe card 114;
     # GA100 128 -> A100 108; AD102 L40S 142; B200 2 x 74.

@@ -25,9 +25,16 @@ Gpu = ToyGpu  # 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM
 
 def table(**over: object) -> KernelTable:
     base = load_kernel_table("h100-sxm").model_dump()
-    base["gemm"]["bf16"] = {"peak_fraction": 0.5, "m0_tokens": 0.0, "n0_elements": 0.0,
-                            "k0_elements": 0.0, "memory_fraction": 0.5, "overhead_s": 1e-6,
-                            "smooth_q": 64.0, "quant_bytes_per_element": 0.0}
+    base["gemm"]["bf16"] = {
+        "peak_fraction": 0.5,
+        "m0_tokens": 0.0,
+        "n0_elements": 0.0,
+        "k0_elements": 0.0,
+        "memory_fraction": 0.5,
+        "overhead_s": 1e-6,
+        "smooth_q": 64.0,
+        "quant_bytes_per_element": 0.0,
+    }
     base.update(over)
     return KernelTable.model_validate(base)
 
@@ -78,9 +85,14 @@ def test_allreduce_alpha_beta_and_single_gpu() -> None:
 
 
 def test_allreduce_takes_faster_implementation_per_gpu_count() -> None:
-    t = table(allreduce={"alpha_s": 1e-5, "bus_bytes_per_s": 1e10,
-                         "custom": {8: {"alpha_s": 2e-6, "bus_bytes_per_s": 1e11}},
-                         "nccl": {8: {"alpha_s": 2e-5, "bus_bytes_per_s": 4e11}}})
+    t = table(
+        allreduce={
+            "alpha_s": 1e-5,
+            "bus_bytes_per_s": 1e10,
+            "custom": {8: {"alpha_s": 2e-6, "bus_bytes_per_s": 1e11}},
+            "nccl": {8: {"alpha_s": 2e-5, "bus_bytes_per_s": 4e11}},
+        }
+    )
     small, large = 1e4, 1e9
     assert allreduce_time_s(small, 8, Gpu(), t) == pytest.approx(2e-6 + 1.75 * small / 1e11)
     assert allreduce_time_s(large, 8, Gpu(), t) == pytest.approx(2e-5 + 1.75 * large / 4e11)
@@ -89,18 +101,24 @@ def test_allreduce_takes_faster_implementation_per_gpu_count() -> None:
 
 def test_gemm_warm_l2_and_k_latency() -> None:
     base = load_kernel_table("h100-sxm").model_dump()
-    gemm = {"peak_fraction": 0.5, "m0_tokens": 0.0, "n0_elements": 0.0, "k0_elements": 0.0,
-            "memory_fraction": 0.5, "overhead_s": 0.0, "smooth_q": 64.0, "l2_bytes": 1e6,
-            "l2_speedup": 4.0}
+    gemm = {
+        "peak_fraction": 0.5,
+        "m0_tokens": 0.0,
+        "n0_elements": 0.0,
+        "k0_elements": 0.0,
+        "memory_fraction": 0.5,
+        "overhead_s": 0.0,
+        "smooth_q": 64.0,
+        "l2_bytes": 1e6,
+        "l2_speedup": 4.0,
+    }
     base["gemm"]["bf16"] = gemm
     t = KernelTable.model_validate(base)
     # m=1, n=k=1000: 2 MB of weights at 5e11 B/s; warm: the first 1 MB from L2 at 4x
     act = 4000.0 / 5e11
-    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t) == pytest.approx(act + 2e6 / 5e11,
-                                                                           rel=1e-3)
+    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t) == pytest.approx(act + 2e6 / 5e11, rel=1e-3)
     warm = act + 1e6 / 2e12 + 1e6 / 5e11
-    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t, warm_l2=True) == pytest.approx(warm,
-                                                                                      rel=1e-3)
+    assert gemm_time_s(1, 1000, 1000, "bf16", Gpu(), t, warm_l2=True) == pytest.approx(warm, rel=1e-3)
     base["gemm"]["bf16"] = {**gemm, "k_latency_s": 1e-5, "k_sat_elements": 1000.0}
     t = KernelTable.model_validate(base)
     # a 1x1 output with k=1000 is bound by the serial k loop: 1e-5 · k/(k + k_sat)

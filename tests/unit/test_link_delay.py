@@ -16,8 +16,7 @@ SERVICE_S = np.array([0.008, 0.04, 0.4])
 BUSY_S = np.array([0.003, 0.02, 0.19])
 
 
-def _lindley(theta: float, link: TandemLink, n: int = 200_000, seed: int = 1
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _lindley(theta: float, link: TandemLink, n: int = 200_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Direct simulation: M/G/1 prefill, then W_{k+1} = max(0, W_k + a_k − b_{k+1} − I_{k+1})."""
     rng = np.random.default_rng(seed)
     k = rng.choice(PROB.size, size=n, p=link.prob)
@@ -30,7 +29,7 @@ def _lindley(theta: float, link: TandemLink, n: int = 200_000, seed: int = 1
         done = start + s[i]
         if i:
             w[i] = max(0.0, w[i - 1] + a[i - 1] - b[i] - idle)
-    return k[n // 10:], w[n // 10:]
+    return k[n // 10 :], w[n // 10 :]
 
 
 def test_slack_delay_shifts_the_wait_per_bin() -> None:
@@ -54,8 +53,7 @@ def test_tandem_with_instant_prefill_is_the_mg1_link() -> None:
 
 
 def test_stream_that_keeps_up_never_waits() -> None:
-    link = TandemLink(PROB, SERVICE_S, np.array([0.002, 0.004, 0.006]), SERVICE_S * 0.9,
-                      np.zeros(3))
+    link = TandemLink(PROB, SERVICE_S, np.array([0.002, 0.004, 0.006]), SERVICE_S * 0.9, np.zeros(3))
     d = tandem_delay(link, np.array([5.0]))
     assert float(np.abs(d.points_s).max()) == 0.0
 
@@ -89,8 +87,9 @@ def test_far_side_wait_only_adds_delay() -> None:
     shared = tandem_delay(link, theta, other=far).bin_mean_s[0]
     assert np.all(shared >= alone - 1e-12)
     assert shared[2] > 0.0  # the long prompt never waits for its own NIC, only for the far side
-    keeps_up = TandemLink(PROB, SERVICE_S, np.array([0.002, 0.004, 0.006]), SERVICE_S * 0.9,
-                          np.array([0.0, 0.01, 0.02]))
+    keeps_up = TandemLink(
+        PROB, SERVICE_S, np.array([0.002, 0.004, 0.006]), SERVICE_S * 0.9, np.array([0.0, 0.01, 0.02])
+    )
     expect = slack_delay(far, keeps_up.slack_s).bin_mean_s
     got = tandem_delay(keeps_up, theta, other=far).bin_mean_s
     np.testing.assert_allclose(got, expect)

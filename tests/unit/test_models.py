@@ -12,9 +12,22 @@ import pytest
 from pdplan.specs.model import ModelSpec, list_preset_paths, load_model_yaml
 
 PRESET_IDS = {
-    "opt-13b", "opt-66b", "opt-175b", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b",
-    "llama-3.1-70b", "llama-3.1-405b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-32b", "qwen3-235b-a22b",
-    "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b",
+    "opt-13b",
+    "opt-66b",
+    "opt-175b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
 }
 
 
@@ -32,8 +45,7 @@ def test_preset_loads_and_name_matches_file(name: str) -> None:
     spec = load_model_yaml(path)
     assert spec.name == name == Path(path).stem
     assert spec.source.strip()
-    assert spec.total_params() == (spec.embedding_params() + spec.lm_head_params()
-                                   + spec.non_embedding_params())
+    assert spec.total_params() == (spec.embedding_params() + spec.lm_head_params() + spec.non_embedding_params())
 
 
 # (name, published total params, published active params or None), sources in each preset's notes.
@@ -58,8 +70,7 @@ PUBLISHED_PARAMS = [
 
 
 @pytest.mark.parametrize(("name", "total", "active"), PUBLISHED_PARAMS)
-def test_published_parameter_counts_within_2_percent(name: str, total: float,
-                                                     active: float | None) -> None:
+def test_published_parameter_counts_within_2_percent(name: str, total: float, active: float | None) -> None:
     spec = preset(name)
     assert spec.total_params() == pytest.approx(total, rel=0.02)
     if active is not None or not spec.is_moe:
@@ -82,11 +93,21 @@ def test_qwen3_next_active_params_around_nominal_3b() -> None:
 
 
 KV_BF16 = {
-    "llama-2-7b": 524_288, "llama-2-13b": 819_200, "llama-2-70b": 327_680,
-    "llama-3.1-8b": 131_072, "llama-3.1-70b": 327_680, "llama-3.1-405b": 516_096,
-    "opt-13b": 819_200, "opt-66b": 2_359_296, "opt-175b": 4_718_592,
-    "qwen2.5-32b": 262_144, "qwen2.5-72b": 327_680, "qwen3-32b": 262_144,
-    "qwen3-235b-a22b": 192_512, "mixtral-8x7b": 131_072, "deepseek-v3": 70_272,
+    "llama-2-7b": 524_288,
+    "llama-2-13b": 819_200,
+    "llama-2-70b": 327_680,
+    "llama-3.1-8b": 131_072,
+    "llama-3.1-70b": 327_680,
+    "llama-3.1-405b": 516_096,
+    "opt-13b": 819_200,
+    "opt-66b": 2_359_296,
+    "opt-175b": 4_718_592,
+    "qwen2.5-32b": 262_144,
+    "qwen2.5-72b": 327_680,
+    "qwen3-32b": 262_144,
+    "qwen3-235b-a22b": 192_512,
+    "mixtral-8x7b": 131_072,
+    "deepseek-v3": 70_272,
     "qwen3-next-80b-a3b": 24_576,
 }
 
@@ -104,10 +125,8 @@ def test_opt_66b_kv_matches_distserve() -> None:
 
 
 def test_attention_kinds() -> None:
-    kinds = {n: preset(n).attention_kind for n in ("llama-2-7b", "llama-3.1-8b", "deepseek-v3",
-                                                   "qwen3-next-80b-a3b")}
-    assert kinds == {"llama-2-7b": "mha", "llama-3.1-8b": "gqa", "deepseek-v3": "mla",
-                     "qwen3-next-80b-a3b": "hybrid"}
+    kinds = {n: preset(n).attention_kind for n in ("llama-2-7b", "llama-3.1-8b", "deepseek-v3", "qwen3-next-80b-a3b")}
+    assert kinds == {"llama-2-7b": "mha", "llama-3.1-8b": "gqa", "deepseek-v3": "mla", "qwen3-next-80b-a3b": "hybrid"}
 
 
 def test_qwen3_next_hybrid_layout_and_state() -> None:

@@ -20,17 +20,21 @@ WITH_PRESET = sorted(p.stem for p in HF.glob("*.json") if p.stem in list_preset_
 
 def derived(spec: ModelSpec) -> dict[str, object]:
     return {
-        "total": spec.total_params(), "active": spec.active_params(),
-        "embedding": spec.embedding_params(), "lm_head": spec.lm_head_params(),
-        "layers": spec.layer_param_counts(), "kv_bf16": spec.kv_bytes_per_token(2),
-        "state": spec.linear_state_bytes_per_sequence(), "kind": spec.attention_kind,
-        "max_pos": spec.max_position_embeddings, "gemms": spec.attention_gemms(),
+        "total": spec.total_params(),
+        "active": spec.active_params(),
+        "embedding": spec.embedding_params(),
+        "lm_head": spec.lm_head_params(),
+        "layers": spec.layer_param_counts(),
+        "kv_bf16": spec.kv_bytes_per_token(2),
+        "state": spec.linear_state_bytes_per_sequence(),
+        "kind": spec.attention_kind,
+        "max_pos": spec.max_position_embeddings,
+        "gemms": spec.attention_gemms(),
     }
 
 
 def test_fixtures_cover_the_main_families() -> None:
-    assert {"llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b",
-            "opt-66b"} <= set(WITH_PRESET)
+    assert {"llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b", "opt-66b"} <= set(WITH_PRESET)
 
 
 @pytest.mark.parametrize("name", WITH_PRESET)
@@ -80,18 +84,21 @@ def test_qwen3_next_layer_types_list(tmp_path: Path) -> None:
     assert spec.kv_bytes_per_token(2) == 2 * 2 * 256 * 2
 
 
-@pytest.mark.parametrize(("fixture", "field", "words"), [
-    ("unsupported_model_type.json", "model_type", "unsupported model_type 'gpt2'; supported:"),
-    ("missing_hidden_size.json", "hidden_size", "missing required key 'hidden_size'"),
-    ("no_model_type.json", "model_type", "missing required key 'model_type'"),
-    ("truncated.json", None, "invalid JSON"),
-    ("empty.json", None, "empty file"),
-    ("junk.json", None, "binary data"),
-    ("string_int.json", "hidden_size", "must be an integer"),
-    ("sliding_window.json", "sliding_window", "not modelled"),
-    ("list_toplevel.json", None, "expected a JSON object"),
-    ("does_not_exist.json", None, "file not found"),
-])
+@pytest.mark.parametrize(
+    ("fixture", "field", "words"),
+    [
+        ("unsupported_model_type.json", "model_type", "unsupported model_type 'gpt2'; supported:"),
+        ("missing_hidden_size.json", "hidden_size", "missing required key 'hidden_size'"),
+        ("no_model_type.json", "model_type", "missing required key 'model_type'"),
+        ("truncated.json", None, "invalid JSON"),
+        ("empty.json", None, "empty file"),
+        ("junk.json", None, "binary data"),
+        ("string_int.json", "hidden_size", "must be an integer"),
+        ("sliding_window.json", "sliding_window", "not modelled"),
+        ("list_toplevel.json", None, "expected a JSON object"),
+        ("does_not_exist.json", None, "file not found"),
+    ],
+)
 def test_bad_hf_configs(fixture: str, field: str | None, words: str) -> None:
     with pytest.raises(SpecError) as info:
         load_hf_config(BAD / fixture)
@@ -109,17 +116,20 @@ def test_unsupported_lists_every_supported_type() -> None:
     assert len(SUPPORTED_MODEL_TYPES) == 11
 
 
-@pytest.mark.parametrize(("fixture", "field", "words"), [
-    ("typo_field.yaml", "hidden_sise", "did you mean 'hidden_size'"),
-    ("bad_kv_heads.yaml", "num_kv_heads", "does not divide"),
-    ("bad_moe_topk.yaml", "moe.experts_per_token", "> num_experts"),
-    ("negative_layers.yaml", "num_layers", "greater than 0"),
-    ("list_toplevel.yaml", None, "expected a YAML mapping"),
-    ("bad_syntax.yaml", None, "line 3:"),
-    ("empty.yaml", None, "file is empty"),
-    ("junk.json", None, "binary data"),
-    ("missing.yaml", None, "file not found"),
-])
+@pytest.mark.parametrize(
+    ("fixture", "field", "words"),
+    [
+        ("typo_field.yaml", "hidden_sise", "did you mean 'hidden_size'"),
+        ("bad_kv_heads.yaml", "num_kv_heads", "does not divide"),
+        ("bad_moe_topk.yaml", "moe.experts_per_token", "> num_experts"),
+        ("negative_layers.yaml", "num_layers", "greater than 0"),
+        ("list_toplevel.yaml", None, "expected a YAML mapping"),
+        ("bad_syntax.yaml", None, "line 3:"),
+        ("empty.yaml", None, "file is empty"),
+        ("junk.json", None, "binary data"),
+        ("missing.yaml", None, "file not found"),
+    ],
+)
 def test_bad_model_yaml(fixture: str, field: str | None, words: str) -> None:
     with pytest.raises(SpecError) as info:
         load_model_yaml(BAD / fixture)

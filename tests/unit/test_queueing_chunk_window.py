@@ -55,10 +55,19 @@ def _md1(rate: float = 0.5, service: float = 1.0, tau_plain: float = 0.25) -> Ch
     """A one-bin chunk queue with deterministic service (M/D/1), τ_c = 1 s = one chunk step."""
     one = np.array([1.0])
     s = np.array([[service]])
-    return ChunkQueue(rate=np.array([rate]), u_decode=0 * one, u_prefill=one * rate * service,
-                      tau_mean_s=one, tau_plain_s=tau_plain * one, tau_chunk_s=one,
-                      chunk_tokens=one, rho=np.array([rate * service]), service_s=s,
-                      rho_fluid=np.array([rate * service]), fluid_service_s=s)
+    return ChunkQueue(
+        rate=np.array([rate]),
+        u_decode=0 * one,
+        u_prefill=one * rate * service,
+        tau_mean_s=one,
+        tau_plain_s=tau_plain * one,
+        tau_chunk_s=one,
+        chunk_tokens=one,
+        rho=np.array([rate * service]),
+        service_s=s,
+        rho_fluid=np.array([rate * service]),
+        fluid_service_s=s,
+    )
 
 
 def test_remaining_busy_md1_by_hand() -> None:
@@ -84,8 +93,7 @@ def test_busy_left_longer_window_by_hand() -> None:
     # E[Z] = 1.75·2 = 3.5, E[Z²] = 1.75·8 + 3.2083·4 = 26.8333; given Z > 0: m1 = 3.5/.81606 = 4.2889
     # var = 26.8333/.81606 − 4.2889² = 14.4869
     one = np.array([1.0])
-    p0, m1, var = busy_left(0.5 * one, 0.5 * one, one, one, np.array([[3.0]]),
-                            0.5 * one, (0.5 + 1.0 / 3.0) * one)
+    p0, m1, var = busy_left(0.5 * one, 0.5 * one, one, one, np.array([[3.0]]), 0.5 * one, (0.5 + 1.0 / 3.0) * one)
     z = 1.0 - 0.5 * math.exp(-1.0)
     assert p0[0, 0] == pytest.approx(0.5 * math.exp(-1.0))
     assert m1[0, 0] == pytest.approx(3.5 / z)
@@ -116,8 +124,7 @@ def test_idle_start_variance() -> None:
     s = np.linspace(0.0, m, 1201)
     ss, tt = np.meshgrid(s, s, indexing="ij")
     lo, hi = np.minimum(ss, tt), np.maximum(ss, tt)
-    cov = p * (1 - np.exp(-lo / theta)) * ((1 - p) * np.exp(-(hi - lo) / theta)
-                                            + p * np.exp(-hi / theta))
+    cov = p * (1 - np.exp(-lo / theta)) * ((1 - p) * np.exp(-(hi - lo) / theta) + p * np.exp(-hi / theta))
     direct = np.trapezoid(np.trapezoid(cov, s, axis=1), s)
     assert float(_idle_start_var(np.array(m), p, theta)) == pytest.approx(direct, rel=1e-4)
     # limits: p m³/(3θ) for m ≪ θ, slope 2p(1 − p)θ for m ≫ θ
@@ -155,8 +162,9 @@ def test_window_components_limits() -> None:
     assert mean_f == pytest.approx(pi, rel=0.01)
 
 
-def _fluid_mg1_windows(lam: float, service: np.ndarray, tau_p: float, steps: int,
-                       rng: np.random.Generator, count: int) -> np.ndarray:
+def _fluid_mg1_windows(
+    lam: float, service: np.ndarray, tau_p: float, steps: int, rng: np.random.Generator, count: int
+) -> np.ndarray:
     """Chunk-step fraction of the ``steps`` decode steps after each departure of a FCFS M/G/1
     (time in chunk-step units: a busy second holds one chunk step, an idle one 1/τ_p steps)."""
     arr = np.cumsum(rng.exponential(1.0 / lam, count))
@@ -186,10 +194,19 @@ def _fluid_mg1_windows(lam: float, service: np.ndarray, tau_p: float, steps: int
 def test_window_matches_fluid_monte_carlo(steps: int) -> None:
     lam, tau_p = 0.4, 0.12  # service in chunk steps: ρ = .4·1.25 = .5
     service = np.array([0.25, 0.75, 1.5, 2.5])
-    q = ChunkQueue(rate=np.array([lam]), u_decode=np.zeros(1), u_prefill=np.zeros(1),
-                   tau_mean_s=np.ones(1), tau_plain_s=np.array([tau_p]), tau_chunk_s=np.ones(1),
-                   chunk_tokens=np.ones(1), rho=np.array([0.5]), service_s=service[None, :],
-                   rho_fluid=np.array([0.5]), fluid_service_s=service[None, :])
+    q = ChunkQueue(
+        rate=np.array([lam]),
+        u_decode=np.zeros(1),
+        u_prefill=np.zeros(1),
+        tau_mean_s=np.ones(1),
+        tau_plain_s=np.array([tau_p]),
+        tau_chunk_s=np.ones(1),
+        chunk_tokens=np.ones(1),
+        rho=np.array([0.5]),
+        service_s=service[None, :],
+        rho_fluid=np.array([0.5]),
+        fluid_service_s=service[None, :],
+    )
     wl = decode_workload(service, np.full(4, float(steps)), np.full(4, 0.25))
     win = window_components(q, wl)
     f = _fluid_mg1_windows(lam, service, tau_p, steps, np.random.default_rng(3), 40_000)
@@ -204,8 +221,9 @@ def test_component_mixture() -> None:
     mean, var = np.array([[0.02, 0.03]]), np.array([[1e-5, 4e-5]])
     prob = np.array([0.5, 0.5])
     plain = GammaMixture(offset, mean, var, prob)
-    one = ComponentMixture.of(offset, np.ones((1, 1, 2)), mean[None], var[None], prob,
-                              np.zeros((1, 1, 2)), np.full((1, 1, 2), np.inf))
+    one = ComponentMixture.of(
+        offset, np.ones((1, 1, 2)), mean[None], var[None], prob, np.zeros((1, 1, 2)), np.full((1, 1, 2), np.inf)
+    )
     for b in (0.015, 0.03, 0.05):
         np.testing.assert_allclose(one.cdf_per_bin(b), plain.cdf_per_bin(b))
     np.testing.assert_allclose(one.quantile(0.9), plain.quantile(0.9))
@@ -213,9 +231,15 @@ def test_component_mixture() -> None:
     w = np.array([0.3, 0.7])[:, None, None] * np.ones((2, 1, 2))
     m = np.stack([np.full((1, 2), 0.02), np.full((1, 2), 0.03)])
     v = np.stack([np.zeros((1, 2)), np.full((1, 2), 1e-4)])
-    mix = ComponentMixture.of(offset, w, m, v, prob, np.stack([np.zeros((1, 2)),
-                                                               np.full((1, 2), 0.01)]),
-                              np.stack([np.full((1, 2), np.inf), np.full((1, 2), 0.05)]))
+    mix = ComponentMixture.of(
+        offset,
+        w,
+        m,
+        v,
+        prob,
+        np.stack([np.zeros((1, 2)), np.full((1, 2), 0.01)]),
+        np.stack([np.full((1, 2), np.inf), np.full((1, 2), 0.05)]),
+    )
     # load mean .3·.02 + .7·.03 = .027; var .7e-4 + .3·4e-4 + .7·9e-4 − .027² = 9.1e-5
     assert mix.load_mean_s[0, 0] == pytest.approx(0.027)
     assert mix.load_var_s2[0, 0] == pytest.approx(9.1e-5)
@@ -225,6 +249,5 @@ def test_component_mixture() -> None:
     norm = gammainc(shape, 0.04 / scale)
     expect = 0.7 * gammainc(shape, 0.0099 / scale) / norm
     np.testing.assert_allclose(mix.cdf_per_bin(0.0299), expect)
-    np.testing.assert_allclose(mix.cdf_per_bin(0.0301), 0.3 + 0.7 * gammainc(shape, 0.0101 / scale)
-                               / norm)
+    np.testing.assert_allclose(mix.cdf_per_bin(0.0301), 0.3 + 0.7 * gammainc(shape, 0.0101 / scale) / norm)
     assert math.isfinite(float(mix.quantile(0.5)[0]))

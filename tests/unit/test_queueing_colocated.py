@@ -44,8 +44,9 @@ def test_prefill_first_by_hand() -> None:
     #   → mates = [8.15369e-5, 6.11266e-5]; own weight w = t1 + t2(L + (n−1)/2) = [7.04555e-5,
     #   1.318805e-4]; mean step τ_i = t0 + w + u_d TPOT̄ (.332164 ms) + mates = [8.484157, 8.525171] ms
     assert isinstance(r.tpot, ComponentMixture)
-    np.testing.assert_allclose(r.tpot.comp_mean_s[0, 0] - r.decode_utilisation[0] * tbar,
-                               [8.15369e-5, 6.11266e-5], rtol=1e-5)
+    np.testing.assert_allclose(
+        r.tpot.comp_mean_s[0, 0] - r.decode_utilisation[0] * tbar, [8.15369e-5, 6.11266e-5], rtol=1e-5
+    )
     # stall window: E[W] = 2·.02125/(2·.75) = .0283333, S̃(2) = .5(e^{−.1} + e^{−.4}) = .787579,
     # c_i = S_i + v + (n_i − 1)τ_i = .469631 / 1.900416; E[B] = .125/.75 = 1/6
     # P(Z = 0) = .75 e^{−2c}/S̃ = .372264 / .021286; E[Z] = 2(E[W] + c)E[B] = .165988 / .642916
@@ -79,10 +80,18 @@ def test_prefill_first_stall_window() -> None:
     assert per_step[2] == pytest.approx(0.3 / 0.7 * tau, rel=1e-2)
     assert per_step[2] == pytest.approx(r.tpot_mean_s[0] - tau_p, rel=2e-2)
     # and so a higher P90 per step for short outputs
-    q = [ComponentMixture.of(tpot.offset_s[:, [i]], tpot.weights[:, :, [i]],
-                             tpot.comp_mean_s[:, :, [i]], tpot.comp_var_s2[:, :, [i]],
-                             np.array([1.0]), tpot.comp_lo_s[:, :, [i]],
-                             tpot.comp_hi_s[:, :, [i]]).quantile(0.9)[0] for i in range(3)]
+    q = [
+        ComponentMixture.of(
+            tpot.offset_s[:, [i]],
+            tpot.weights[:, :, [i]],
+            tpot.comp_mean_s[:, :, [i]],
+            tpot.comp_var_s2[:, :, [i]],
+            np.array([1.0]),
+            tpot.comp_lo_s[:, :, [i]],
+            tpot.comp_hi_s[:, :, [i]],
+        ).quantile(0.9)[0]
+        for i in range(3)
+    ]
     assert q[0] > q[1] > q[2]
 
 
@@ -97,9 +106,7 @@ def test_chunked_identities() -> None:
     r = colocated_distributions("chunked", [0.0, 1.0, 2.0], WL, STEP, **kw)
     # u_p = λ(t_p E[L] + t_a E[L²]/2) = λ(6e-5·1250 + 1e-9·2125000/2) = λ·.0760625
     np.testing.assert_allclose(r.prefill_utilisation, [0.0, 0.0760625, 0.152125])
-    np.testing.assert_allclose(
-        r.tpot_mean_s, 8e-3 / (1 - r.decode_utilisation - r.prefill_utilisation)
-    )
+    np.testing.assert_allclose(r.tpot_mean_s, 8e-3 / (1 - r.decode_utilisation - r.prefill_utilisation))
     # a request's decode starts as its own prompt leaves the chunk queue, which it leaves busy with
     # probability ρ: with equal prompts, short requests (n = 5) see a larger share of chunk steps
     # than long ones (n = 500), whose share tends to the step fraction π (work (u_d + u_p)τ̄ a step)
@@ -107,9 +114,9 @@ def test_chunked_identities() -> None:
     same = decode_workload([1000.0, 1000.0], [5.0, 500.0], [0.5, 0.5])
     s = colocated_distributions("chunked", [1.0, 2.0], same, STEP, **kw)
     assert np.all(s.tpot.load_mean_s[:, 0] > 1.2 * s.tpot.load_mean_s[:, 1])
-    np.testing.assert_allclose(s.tpot.load_mean_s[:, 1],
-                               (s.decode_utilisation + s.prefill_utilisation) * s.tpot_mean_s,
-                               rtol=0.03)
+    np.testing.assert_allclose(
+        s.tpot.load_mean_s[:, 1], (s.decode_utilisation + s.prefill_utilisation) * s.tpot_mean_s, rtol=0.03
+    )
     # TTFT at λ → 0: a lone prompt takes ⌈L/C⌉ plain steps of t0 plus its prefill work:
     # L = 500: 8e-3 + 6e-5·500 + 1e-9·500²/2 = .038125; L = 2000: 4·8e-3 + .12 + .002 = .154
     assert r.ttft.mean_s[0] == pytest.approx(0.5 * (0.038125 + 0.154))
@@ -121,13 +128,9 @@ def test_errors() -> None:
     with pytest.raises(ValueError, match="unstable"):
         colocated_distributions("prefill-first", [8.0], WL, STEP, prefill_service_s=S)
     with pytest.raises(ValueError, match="prefill capacity"):
-        colocated_distributions(
-            "chunked", [7.0], WL, STEP, token_budget=64.0, prefill_s_per_token=1e-5
-        )
+        colocated_distributions("chunked", [7.0], WL, STEP, token_budget=64.0, prefill_s_per_token=1e-5)
     with pytest.raises(ValueError, match="token budget"):
-        colocated_distributions(
-            "chunked", [20.0], WL, STEP, token_budget=8.0, prefill_s_per_token=1e-6
-        )
+        colocated_distributions("chunked", [20.0], WL, STEP, token_budget=8.0, prefill_s_per_token=1e-6)
     with pytest.raises(ValueError, match="unknown scheduler"):
         colocated_distributions("fcfs", [1.0], WL, STEP)
     with pytest.raises(ValueError, match="needs"):

@@ -38,9 +38,11 @@ def test_callable_step_time_matches_linear_and_handles_max() -> None:
     gen = decode_fixed_point(rates, wl, lambda b, k: 8e-3 + 50e-6 * b + 3.9e-8 * k)
     np.testing.assert_allclose(gen.tau_mean_s, lin.tau_mean_s, rtol=1e-9)
     np.testing.assert_allclose(gen.t1_s_per_seq, 50e-6, rtol=1e-6)
+
     # roofline-like max(compute, memory): fixed point satisfies τ̄ = τ(N(τ̄), K̄(τ̄))
     def roof(b: np.ndarray, k: np.ndarray) -> np.ndarray:
         return np.maximum(8e-3 + 3.9e-8 * k, 2e-3 + 2e-4 * b)
+
     st = decode_fixed_point(rates, wl, roof)
     np.testing.assert_allclose(st.tau_mean_s, roof(st.mean_seqs, st.mean_context_tokens))
 

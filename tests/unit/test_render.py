@@ -119,8 +119,16 @@ def test_json_is_strict_json_and_keeps_key_order() -> None:
     class Colour(Enum):
         red = "red"
 
-    doc = {"z": 1, "a": (1, 2), "path": Path("x/y"), "enum": Colour.red, "np": np.float64(2.5),
-           "npi": np.int64(3), "npnan": np.float64("nan"), 3: "int key"}
+    doc = {
+        "z": 1,
+        "a": (1, 2),
+        "path": Path("x/y"),
+        "enum": Colour.red,
+        "np": np.float64(2.5),
+        "npi": np.int64(3),
+        "npnan": np.float64("nan"),
+        3: "int key",
+    }
     text = to_json(doc)
     parsed = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert list(parsed) == ["z", "a", "path", "enum", "np", "npi", "npnan", "3"]
@@ -147,9 +155,7 @@ def test_write_atomic_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert (tmp_path / "plain.txt").read_text() == "x"
 
 
-def test_write_atomic_leaves_no_temp_file_on_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_write_atomic_leaves_no_temp_file_on_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "out.txt"
     target.write_text("previous")
 

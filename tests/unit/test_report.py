@@ -15,8 +15,17 @@ from pdplan.render import Format
 from pdplan.report import common as c
 from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
 
-SECTIONS = ["## Question", "## Inputs and their sources", "## Assumed efficiencies", "## Recommended plan and why",
-            "## Alternatives", "## Pareto front", "## Sensitivity", "## Warnings", "## Method"]
+SECTIONS = [
+    "## Question",
+    "## Inputs and their sources",
+    "## Assumed efficiencies",
+    "## Recommended plan and why",
+    "## Alternatives",
+    "## Pareto front",
+    "## Sensitivity",
+    "## Warnings",
+    "## Method",
+]
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:
@@ -48,8 +57,17 @@ def test_csv_rows_ranked_then_baseline_then_pareto_only() -> None:
 def test_csv_columns_carry_units_and_full_precision() -> None:
     result = plan_result()
     row = _csv_rows(to_csv(result))[0]
-    for column in ("goodput_rps", "goodput_rps_per_gpu", "ttft_p90_s", "tpot_p99_s", "utilisation_prefill",
-                   "utilisation_colocated", "memory_headroom_decode_bytes", "cost_usd_per_hour", "exact"):
+    for column in (
+        "goodput_rps",
+        "goodput_rps_per_gpu",
+        "ttft_p90_s",
+        "tpot_p99_s",
+        "utilisation_prefill",
+        "utilisation_colocated",
+        "memory_headroom_decode_bytes",
+        "cost_usd_per_hour",
+        "exact",
+    ):
         assert column in row
     assert float(row["goodput_rps_per_gpu"]) == result.best.goodput_rps_per_gpu  # repr round-trips exactly
     assert float(row["ttft_p90_s"]) == 0.8742
@@ -149,8 +167,10 @@ def test_json_document() -> None:
     assert doc["baseline_ratio"] == pytest.approx(0.8 / (5.3 / 12))
 
 
-@pytest.mark.parametrize(("value", "text"), [(None, "n/a"), (float("nan"), "n/a"), (float("inf"), "inf"),
-                                             (1234.567, "1,234.57"), (-0.004, "-0.00")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(None, "n/a"), (float("nan"), "n/a"), (float("inf"), "inf"), (1234.567, "1,234.57"), (-0.004, "-0.00")],
+)
 def test_fixed(value: float | None, text: str) -> None:
     assert c.fixed(value, 2) == text
 

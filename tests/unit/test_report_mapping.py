@@ -7,9 +7,20 @@ import pytest
 from pdplan.report.mapping import bullets, flatten, scalar, sections, table, title
 
 
-@pytest.mark.parametrize(("value", "text"), [(None, "none"), (True, "yes"), (0.1 + 0.2, "0.3"), (5e10, "5e+10"),
-                                             ([1, "a"], "1, a"), ([], "none"), ({"b": 1, "a": 2}, "a: 2; b: 1"),
-                                             (float("nan"), "nan"), (3, "3")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "none"),
+        (True, "yes"),
+        (0.1 + 0.2, "0.3"),
+        (5e10, "5e+10"),
+        ([1, "a"], "1, a"),
+        ([], "none"),
+        ({"b": 1, "a": 2}, "a: 2; b: 1"),
+        (float("nan"), "nan"),
+        (3, "3"),
+    ],
+)
 def test_scalar(value: object, text: str) -> None:
     assert scalar(value) == text
 
@@ -33,8 +44,12 @@ def test_bullets_escape_pipes() -> None:
 def test_table_rows_and_transpose() -> None:
     value = {"h20": {"x": 1}, "a100": {"x": 2, "y": {"z": 3}}}
     assert table(value) == ["| name | x | y.z |", "|---|---|---|", "| a100 | 2 | 3 |", "| h20 | 1 | none |"]
-    assert table(value, transpose=True) == ["| parameter | a100 | h20 |", "|---|---|---|", "| x | 2 | 1 |",
-                                            "| y.z | 3 | none |"]
+    assert table(value, transpose=True) == [
+        "| parameter | a100 | h20 |",
+        "|---|---|---|",
+        "| x | 2 | 1 |",
+        "| y.z | 3 | none |",
+    ]
 
 
 def test_sections_order_and_layout() -> None:

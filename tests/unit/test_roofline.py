@@ -84,8 +84,14 @@ def test_allreduce_cost_is_alpha_beta_ring() -> None:
 
 def test_fp8_weights_halve_decode_weight_time(llama70: object) -> None:
     bf16 = decode_step_s(llama70, GPU, TABLE, batch=1, context=16)  # type: ignore[arg-type]
-    fp8 = decode_step_s(llama70, GPU, TABLE, batch=1, context=16,  # type: ignore[arg-type]
-                        precision=Precision(weight_bytes=1.0))
+    fp8 = decode_step_s(
+        llama70,
+        GPU,
+        TABLE,
+        batch=1,
+        context=16,  # type: ignore[arg-type]
+        precision=Precision(weight_bytes=1.0),
+    )
     assert float(fp8[()]) == pytest.approx(float(bf16[()]) / 2, rel=0.02)
 
 

@@ -39,8 +39,7 @@ def test_units_and_defaults() -> None:
 
 
 def _base() -> dict[str, object]:
-    return {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"},
-            "decode": {"gpu": "h100-sxm"}, "workload": "chat"}
+    return {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"}, "decode": {"gpu": "h100-sxm"}, "workload": "chat"}
 
 
 def test_unknown_field_is_one_line_error() -> None:
@@ -67,8 +66,9 @@ def test_unknown_workload_preset() -> None:
 
 def test_overrides_xpyd_gpu_tp_and_lengths() -> None:
     sc = load_scenario(default_scenario_path())
-    out = apply_overrides(sc, ScenarioOverrides(xpyd="3P2D", decode_tp=8, gpu="h200-sxm",
-                                                isl=1000, osl=100, ttft_slo="500ms"))
+    out = apply_overrides(
+        sc, ScenarioOverrides(xpyd="3P2D", decode_tp=8, gpu="h200-sxm", isl=1000, osl=100, ttft_slo="500ms")
+    )
     assert out.prefill is not None
     assert out.decode is not None
     assert (out.prefill.count, out.decode.count, out.decode.tp) == (3, 2, 8)

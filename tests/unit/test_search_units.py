@@ -48,9 +48,13 @@ def test_erlang_c_grid_matches_the_scalar_recursion() -> None:
 
 def test_goodput_from_curve_interpolates_in_log_rate() -> None:
     lam = np.array([1.0, 2.0, 4.0, 8.0])
-    att = np.array([[0.99, 0.95, 0.85, 0.5],   # crosses 0.9 halfway between 2 and 4 (log-linear): 2·√2
-                    [0.99, 0.99, 0.99, 0.99],  # never fails on the grid: the last rate
-                    [0.5, 0.4, 0.3, 0.2]])     # fails even at the lowest rate: 0
+    att = np.array(
+        [
+            [0.99, 0.95, 0.85, 0.5],  # crosses 0.9 halfway between 2 and 4 (log-linear): 2·√2
+            [0.99, 0.99, 0.99, 0.99],  # never fails on the grid: the last rate
+            [0.5, 0.4, 0.3, 0.2],
+        ]
+    )  # fails even at the lowest rate: 0
     good, first_bad = goodput_from_curve(att, lam, 0.9)
     assert good.tolist() == pytest.approx([2.0 * np.sqrt(2.0), 8.0, 0.0])
     assert first_bad.tolist() == [2, 3, 0]

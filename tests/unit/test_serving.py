@@ -25,10 +25,15 @@ CATALOG = open_catalog()
 def small(**extra: Any) -> Scenario:
     """Llama-3.1-8B, H100 TP1 1P1D, fixed 1024/128 tokens: one workload cell, fast."""
     data: dict[str, Any] = {
-        "model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"}, "decode": {"gpu": "h100-sxm"},
-        "workload": {"input_tokens": {"dist": "fixed", "value": 1024},
-                     "output_tokens": {"dist": "fixed", "value": 128}},
-        "slo": {"ttft": "1s", "tpot": "50ms"}}
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm"},
+        "decode": {"gpu": "h100-sxm"},
+        "workload": {
+            "input_tokens": {"dist": "fixed", "value": 1024},
+            "output_tokens": {"dist": "fixed", "value": 128},
+        },
+        "slo": {"ttft": "1s", "tpot": "50ms"},
+    }
     data.update(extra)
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
@@ -139,17 +144,22 @@ def test_missing_price_is_said_not_invented() -> None:
 
 
 def test_context_window_clipping_warns() -> None:
-    sc = small(model="opt-13b", workload={
-        "input_tokens": {"dist": "lognormal", "mean": 1200, "sigma": 1.0, "max": 4000},
-        "output_tokens": {"dist": "fixed", "value": 200}})
+    sc = small(
+        model="opt-13b",
+        workload={
+            "input_tokens": {"dist": "lognormal", "mean": 1200, "sigma": 1.0, "max": 4000},
+            "output_tokens": {"dist": "fixed", "value": 200},
+        },
+    )
     ev = evaluate(sc, catalog=CATALOG)
     assert any("context window" in w for w in ev.warnings)
 
 
 @pytest.mark.parametrize("scheduler", ["prefill-first", "chunked"])
 def test_colocated_baseline(scheduler: str) -> None:
-    sc = small(mode="colocated", prefill=None, decode=None,
-               colocated={"gpu": "h100-sxm", "count": 2, "scheduler": scheduler})
+    sc = small(
+        mode="colocated", prefill=None, decode=None, colocated={"gpu": "h100-sxm", "count": 2, "scheduler": scheduler}
+    )
     ev = evaluate(sc, catalog=CATALOG, rate=2.0)
     assert ev.goodput_rps > 0
     assert ev.num_gpus == 2
@@ -160,10 +170,12 @@ def test_colocated_baseline(scheduler: str) -> None:
 def test_link_model_follows_the_busier_side() -> None:
     """One prefill instance's own NICs (1P2D) → the tandem chain; two prefill instances into one
     decode instance's NICs (2P1D) → M/G/1 with the stream's slack."""
-    one_to_two = model_of(small(prefill={"gpu": "h100-sxm", "count": 1},
-                                decode={"gpu": "h100-sxm", "count": 2}, granularity="request"))
-    two_to_one = model_of(small(prefill={"gpu": "h100-sxm", "count": 2},
-                                decode={"gpu": "h100-sxm", "count": 1}, granularity="request"))
+    one_to_two = model_of(
+        small(prefill={"gpu": "h100-sxm", "count": 1}, decode={"gpu": "h100-sxm", "count": 2}, granularity="request")
+    )
+    two_to_one = model_of(
+        small(prefill={"gpu": "h100-sxm", "count": 2}, decode={"gpu": "h100-sxm", "count": 1}, granularity="request")
+    )
     assert one_to_two.tandem is not None
     assert two_to_one.tandem is None
 
@@ -182,14 +194,16 @@ def test_layer_stream_that_keeps_up_adds_no_link_wait() -> None:
 
 def test_evaluate_names_its_kv_link_queue() -> None:
     """The assumptions say which link model was used (pdplan.queueing.link_delay)."""
-    one_to_two = dict(prefill={"gpu": "h100-sxm", "count": 1}, decode={"gpu": "h100-sxm", "count": 2},
-                      link="roce-100g")
-    words = {g: evaluate(small(granularity=g, **one_to_two)).assumptions["kv_link_queue"]
-             for g in ("request", "layer")}
+    one_to_two = dict(prefill={"gpu": "h100-sxm", "count": 1}, decode={"gpu": "h100-sxm", "count": 2}, link="roce-100g")
+    words = {g: evaluate(small(granularity=g, **one_to_two)).assumptions["kv_link_queue"] for g in ("request", "layer")}
     assert words["request"].startswith("none on the prefill NICs")  # fixed lengths: T < S
     assert words["layer"].startswith("none on the prefill NICs")
     coding = evaluate(small(granularity="request", workload="splitwise-coding", **one_to_two))
     assert coding.assumptions["kv_link_queue"].startswith("tandem chain")  # long prompts carry over
-    two_to_one = dict(prefill={"gpu": "h100-sxm", "count": 2}, decode={"gpu": "h100-sxm", "count": 1},
-                      link="roce-100g", granularity="request")
+    two_to_one = dict(
+        prefill={"gpu": "h100-sxm", "count": 2},
+        decode={"gpu": "h100-sxm", "count": 1},
+        link="roce-100g",
+        granularity="request",
+    )
     assert evaluate(small(**two_to_one)).assumptions["kv_link_queue"].startswith("M/G/1")

@@ -17,8 +17,7 @@ from pdplan.workload import JointLengths, discretize
 
 
 def _workload(output: dict[str, object]) -> WorkloadSpec:
-    return WorkloadSpec.model_validate({"input_tokens": {"dist": "fixed", "value": 100},
-                                        "output_tokens": output})
+    return WorkloadSpec.model_validate({"input_tokens": {"dist": "fixed", "value": 100}, "output_tokens": output})
 
 
 def test_one_token_fraction_by_hand() -> None:
@@ -29,6 +28,7 @@ def test_one_token_fraction_by_hand() -> None:
     # lognormal mu = 0, sigma = 1 on [1, 100]: P(X < 1.5 | X ≥ 1) = (Φ(ln 1.5) − ½)/(Φ(ln 100) − ½)
     law = {"dist": "lognormal", "mu": 0.0, "sigma": 1.0, "min": 1, "max": 100}
     from scipy.stats import norm
+
     expected = (norm.cdf(np.log(1.5)) - 0.5) / (norm.cdf(np.log(100.0)) - 0.5)
     assert one_token_fraction(_workload(law)) == pytest.approx(expected, rel=1e-9)
 
@@ -36,8 +36,7 @@ def test_one_token_fraction_by_hand() -> None:
 def test_split_one_token_keeps_mass_and_mean() -> None:
     # Output bins 1.8 (p 0.25), 5 (p 0.75); 10 % of requests have one token: the first bin
     # becomes 1 (p 0.10) and (0.25·1.8 − 0.10)/0.15 = 2.333… (p 0.15).
-    lens = JointLengths(np.array([10.0, 20.0]), np.array([1.8, 5.0]),
-                        np.array([[0.125, 0.375], [0.125, 0.375]]))
+    lens = JointLengths(np.array([10.0, 20.0]), np.array([1.8, 5.0]), np.array([[0.125, 0.375], [0.125, 0.375]]))
     out = split_one_token(lens, 0.10)
     np.testing.assert_allclose(out.output_tokens, [1.0, 0.35 / 0.15, 5.0])
     np.testing.assert_allclose(out.output_marginal(), [0.10, 0.15, 0.75])
@@ -54,9 +53,12 @@ def test_split_one_token_spanning_bins() -> None:
 
 
 def test_input_quadrature_keeps_bin_means() -> None:
-    spec = WorkloadSpec.model_validate({
-        "input_tokens": {"dist": "lognormal", "mean": 2000, "sigma": 1.0, "min": 1, "max": 16384},
-        "output_tokens": {"dist": "fixed", "value": 10}})
+    spec = WorkloadSpec.model_validate(
+        {
+            "input_tokens": {"dist": "lognormal", "mean": 2000, "sigma": 1.0, "min": 1, "max": 16384},
+            "output_tokens": {"dist": "fixed", "value": 10},
+        }
+    )
     lens = discretize(spec, max_bins=24)
     q = input_quadrature(lens.input_tokens, lens.input_marginal(), 8)
     assert q.shape == (lens.input_tokens.size, 8)
@@ -64,14 +66,20 @@ def test_input_quadrature_keeps_bin_means() -> None:
     assert np.all(np.diff(q, axis=1) >= 0.0)
     assert np.all(q >= 1.0)
     # a fixed length stays a point
-    np.testing.assert_array_equal(input_quadrature(np.array([512.0]), np.array([1.0]), 4),
-                                  [[512.0] * 4])
+    np.testing.assert_array_equal(input_quadrature(np.array([512.0]), np.array([1.0]), 4), [[512.0] * 4])
 
 
 def test_gamma_mixture_with_delay_by_hand() -> None:
     # T = 0.01 + D/2, D ∈ {0, 0.04} with probability ½ each (load deterministic at 0.01).
-    mix = GammaMixture(np.zeros((1, 1)), np.full((1, 1), 0.01), np.zeros((1, 1)), np.ones(1),
-                       np.array([[0.0, 0.04]]), np.array([[0.5, 0.5]]), np.array([2.0]))
+    mix = GammaMixture(
+        np.zeros((1, 1)),
+        np.full((1, 1), 0.01),
+        np.zeros((1, 1)),
+        np.ones(1),
+        np.array([[0.0, 0.04]]),
+        np.array([[0.5, 0.5]]),
+        np.array([2.0]),
+    )
     assert float(mix.mean_s[0]) == pytest.approx(0.02)
     assert float(mix.cdf_per_bin(0.015)[0, 0]) == pytest.approx(0.5)
     assert float(mix.cdf_per_bin(0.031)[0, 0]) == pytest.approx(1.0)
@@ -80,8 +88,14 @@ def test_gamma_mixture_with_delay_by_hand() -> None:
 
 def test_gamma_mixture_with_uniform_spread_by_hand() -> None:
     # T = 0.005 + 0.01 + U(0, 0.02) with probability 0.7 (else + 0): the step-boundary wait J_d.
-    mix = GammaMixture(np.full((1, 1), 0.005), np.full((1, 1), 0.01), np.zeros((1, 1)), np.ones(1),
-                       spread_s=np.full((1, 1), 0.02), spread_prob=np.array([0.7]))
+    mix = GammaMixture(
+        np.full((1, 1), 0.005),
+        np.full((1, 1), 0.01),
+        np.zeros((1, 1)),
+        np.ones(1),
+        spread_s=np.full((1, 1), 0.02),
+        spread_prob=np.array([0.7]),
+    )
     assert float(mix.mean_s[0]) == pytest.approx(0.015 + 0.7 * 0.01)
     assert float(mix.cdf_per_bin(0.0149)[0, 0]) == 0.0
     assert float(mix.cdf_per_bin(0.021)[0, 0]) == pytest.approx(0.3 + 0.7 * 0.3)
@@ -92,21 +106,32 @@ def test_gamma_mixture_uniform_spread_matches_sampling() -> None:
     """Gamma load (mean 10 ms, sd 4 ms) plus U(0, 20 ms) w.p. 0.7: the exact convolution
     (Γ(x) − Γ(x − w))/w against 10^6 draws (sampling error of a cdf ≈ 5e−4)."""
     m, sd, w, q = 0.01, 0.004, 0.02, 0.7
-    mix = GammaMixture(np.full((1, 1), 0.005), np.full((1, 1), m), np.full((1, 1), sd**2),
-                       np.ones(1), spread_s=np.full((1, 1), w), spread_prob=np.array([q]))
+    mix = GammaMixture(
+        np.full((1, 1), 0.005),
+        np.full((1, 1), m),
+        np.full((1, 1), sd**2),
+        np.ones(1),
+        spread_s=np.full((1, 1), w),
+        spread_prob=np.array([q]),
+    )
     rng = np.random.default_rng(1)
     k, theta = (m / sd) ** 2, sd**2 / m
-    draws = (0.005 + rng.gamma(k, theta, 10**6)
-             + (rng.random(10**6) < q) * rng.uniform(0.0, w, 10**6))
+    draws = 0.005 + rng.gamma(k, theta, 10**6) + (rng.random(10**6) < q) * rng.uniform(0.0, w, 10**6)
     for t in (0.01, 0.015, 0.02, 0.03, 0.04):
         assert float(mix.cdf_per_bin(t)[0, 0]) == pytest.approx(np.mean(draws <= t), abs=2e-3)
 
 
 def _coding_b() -> object:
-    data = {"model": "llama-3.1-8b", "prefill": {"gpu": "h100-sxm"},
-            "decode": {"gpu": "l40s", "count": 2}, "link": "roce-100g", "routing": "random",
-            "ttft_convention": "B", "workload": "splitwise-coding",
-            "slo": {"ttft": "2s", "tpot": "50ms"}}
+    data = {
+        "model": "llama-3.1-8b",
+        "prefill": {"gpu": "h100-sxm"},
+        "decode": {"gpu": "l40s", "count": 2},
+        "link": "roce-100g",
+        "routing": "random",
+        "ttft_convention": "B",
+        "workload": "splitwise-coding",
+        "slo": {"ttft": "2s", "tpot": "50ms"},
+    }
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
 

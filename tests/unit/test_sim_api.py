@@ -34,14 +34,26 @@ def _workload(n: int, seed: int) -> tuple[np.ndarray, Requests]:
 def _deployments(n: int, req: Requests) -> list[Disaggregated | Colocated]:
     service = 1e-4 * req.input_tokens + 0.01
     return [
-        Disaggregated(PrefillPool(3, routing="random", service_s=service), DecodePool(2, _step),
-                      KvTransfer(np.full(n, 0.01), np.full(n, 0.005))),
-        Disaggregated(PrefillPool(2, routing="random", batch_time_s=lambda t, q: 0.01 + 1e-4 * t),
-                      DecodePool(2, _step, max_batch=8), convention="B"),
-        Colocated(3, _step, scheduler="prefill-first", routing="random",
-                  prefill_service_s=service),
-        Colocated(3, _step, scheduler="chunked", routing="random", token_budget=256, max_batch=64,
-                  chunk_time_s=lambda c, ctx: 1e-4 * c),
+        Disaggregated(
+            PrefillPool(3, routing="random", service_s=service),
+            DecodePool(2, _step),
+            KvTransfer(np.full(n, 0.01), np.full(n, 0.005)),
+        ),
+        Disaggregated(
+            PrefillPool(2, routing="random", batch_time_s=lambda t, q: 0.01 + 1e-4 * t),
+            DecodePool(2, _step, max_batch=8),
+            convention="B",
+        ),
+        Colocated(3, _step, scheduler="prefill-first", routing="random", prefill_service_s=service),
+        Colocated(
+            3,
+            _step,
+            scheduler="chunked",
+            routing="random",
+            token_budget=256,
+            max_batch=64,
+            chunk_time_s=lambda c, ctx: 1e-4 * c,
+        ),
     ]
 
 
@@ -68,8 +80,7 @@ def test_summary_and_attainment_by_hand() -> None:
     # Constant services: S = 1 s, step 0.1 s, far apart arrivals: TTFT (A) = 1 + 0.1, TPOT 0.1.
     n = 20
     req = Requests.of(np.full(n, 10), np.array([1, 3] * (n // 2)))
-    dep = Disaggregated(PrefillPool(1, service_s=np.ones(n)),
-                        DecodePool(1, lambda b, k: np.full(np.shape(b), 0.1)))
+    dep = Disaggregated(PrefillPool(1, service_s=np.ones(n)), DecodePool(1, lambda b, k: np.full(np.shape(b), 0.1)))
     res = simulate(np.arange(n) * 10.0, req, dep, np.random.default_rng(0))
     assert res.warmup_count == 2
     ttft = res.summary("ttft")
@@ -103,22 +114,27 @@ _REQ = Requests.of([10, 10], [2, 2])
         (Disaggregated(PrefillPool(1), DecodePool(1, _step)), [0, 1], "exactly one"),
         (Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, _step)), [1, 0], "sorted"),
         (Disaggregated(PrefillPool(0, service_s=[1, 1]), DecodePool(1, _step)), [0, 1], "instances"),
-        (Disaggregated(PrefillPool(1, routing="jsq", service_s=[1, 1]),  # type: ignore[arg-type]
-                       DecodePool(1, _step)), [0, 1], "routing"),
-        (Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, _step,
-                                                                    kv_capacity_tokens=5)),
-         [0, 1], "kv_capacity"),
+        (
+            Disaggregated(
+                PrefillPool(1, routing="jsq", service_s=[1, 1]),  # type: ignore[arg-type]
+                DecodePool(1, _step),
+            ),
+            [0, 1],
+            "routing",
+        ),
+        (
+            Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, _step, kv_capacity_tokens=5)),
+            [0, 1],
+            "kv_capacity",
+        ),
         (Disaggregated(PrefillPool(1, service_s=[1, -1]), DecodePool(1, _step)), [0, 1], ">= 0"),
-        (Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, lambda b, k: 0 * b)),
-         [0, 1], "positive"),
+        (Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, lambda b, k: 0 * b)), [0, 1], "positive"),
         (Colocated(1, _step, scheduler="prefill-first"), [0, 1], "prefill_service_s"),
-        (Colocated(1, _step, token_budget=8, max_batch=8, chunk_time_s=lambda c, x: c),
-         [0, 1], "token_budget"),
+        (Colocated(1, _step, token_budget=8, max_batch=8, chunk_time_s=lambda c, x: c), [0, 1], "token_budget"),
         (Colocated(1, _step, chunk_time_s=None), [0, 1], "chunk_time_s"),
     ],
 )
-def test_bad_inputs_raise_spec_error(dep: Disaggregated | Colocated, arrival: list[float],
-                                     match: str) -> None:
+def test_bad_inputs_raise_spec_error(dep: Disaggregated | Colocated, arrival: list[float], match: str) -> None:
     with pytest.raises(SpecError, match=match):
         simulate(arrival, _REQ, dep, np.random.default_rng(0))
 
@@ -143,8 +159,7 @@ def test_bad_requests_and_options() -> None:
     which=st.integers(0, 3),
     concurrency=st.one_of(st.none(), st.integers(1, 6)),
 )
-def test_every_request_finishes_in_causal_order(seed: int, which: int,
-                                                concurrency: int | None) -> None:
+def test_every_request_finishes_in_causal_order(seed: int, which: int, concurrency: int | None) -> None:
     n = 60
     arrival, req = _workload(n, seed)
     dep = _deployments(n, req)[which]

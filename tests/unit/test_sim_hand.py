@@ -114,8 +114,7 @@ def test_batched_prefill_by_hand() -> None:
 def test_colocated_prefill_first_by_hand() -> None:
     # S = 0.5, τ = 0.1. r0 (out 4 → 3 steps) prefills [0, 0.5]; decodes 0.6, 0.7; r1 arrives 0.62,
     # prefills [0.7, 1.2] stalling r0; at 1.3 both finish (r0 step 3, r1 step 1).
-    dep = Colocated(1, step_time_s=_const(0.1), scheduler="prefill-first",
-                    prefill_service_s=[0.5, 0.5])
+    dep = Colocated(1, step_time_s=_const(0.1), scheduler="prefill-first", prefill_service_s=[0.5, 0.5])
     res = simulate([0.0, 0.62], Requests.of([10, 10], [4, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.first_token_s, [0.5, 1.2])
     np.testing.assert_allclose(res.finish_s, [1.3, 1.3])
@@ -126,8 +125,14 @@ def test_colocated_chunked_by_hand() -> None:
     # C = 8, τ_d = 0.1 (also with B = 0), chunk = 0.01·tokens + 0.001·context_before.
     # it1 [0, 0.18]: r0 8 tokens. it2: r0 2 tokens (ctx 8) + r1 4 tokens → 0.1 + 0.028 + 0.04
     # → 0.348: both prompts done (token 1). Decodes: 0.448 (r1 done), 0.548 (r0 done).
-    dep = Colocated(1, step_time_s=_const(0.1), scheduler="chunked", token_budget=8, max_batch=4,
-                    chunk_time_s=lambda c, ctx: 0.01 * c + 0.001 * ctx)
+    dep = Colocated(
+        1,
+        step_time_s=_const(0.1),
+        scheduler="chunked",
+        token_budget=8,
+        max_batch=4,
+        chunk_time_s=lambda c, ctx: 0.01 * c + 0.001 * ctx,
+    )
     res = simulate([0.0, 0.05], Requests.of([10, 4], [3, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.first_token_s, [0.348, 0.348])
     np.testing.assert_allclose(res.finish_s, [0.548, 0.448])
@@ -140,11 +145,11 @@ def test_closed_loop_concurrency_one_is_sequential(colocated: bool) -> None:
     req = Requests.of([10, 20, 30], [3, 3, 3])
     if colocated:
         dep: Disaggregated | Colocated = Colocated(
-            1, step_time_s=_const(0.1), scheduler="prefill-first", prefill_service_s=[0.5] * 3)
+            1, step_time_s=_const(0.1), scheduler="prefill-first", prefill_service_s=[0.5] * 3
+        )
         e2e = 0.5 + 2 * 0.1
     else:
-        dep = Disaggregated(PrefillPool(1, service_s=[0.5] * 3), DecodePool(1, _const(0.1)),
-                            KvTransfer([0.2] * 3))
+        dep = Disaggregated(PrefillPool(1, service_s=[0.5] * 3), DecodePool(1, _const(0.1)), KvTransfer([0.2] * 3))
         e2e = 0.5 + 0.2 + 3 * 0.1
     res = simulate_closed_loop(1, req, dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.e2e_s, [e2e] * 3)
@@ -170,27 +175,28 @@ def test_decode_routing_spreads_by_active_sequences() -> None:
 # 0.81; least-work (fewest outstanding requests) sends it to the idle d1: done 0.62.
 @pytest.mark.parametrize(("routing", "finish"), [("round-robin", 0.81), ("least-work", 0.62)])
 def test_decode_routing_by_hand(routing: str, finish: float) -> None:
-    dep = Disaggregated(PrefillPool(1, service_s=[0.01, 0.01, 0.5]),
-                        DecodePool(2, lambda b, k: 0.1 * np.asarray(b), routing=routing),  # type: ignore[arg-type]
-                        convention="B")
-    res = simulate([0.0, 0.0, 0.0], Requests.of([10, 10, 10], [11, 2, 2]), dep, _rng(),
-                   warmup_fraction=0.0)
+    dep = Disaggregated(
+        PrefillPool(1, service_s=[0.01, 0.01, 0.5]),
+        DecodePool(2, lambda b, k: 0.1 * np.asarray(b), routing=routing),  # type: ignore[arg-type]
+        convention="B",
+    )
+    res = simulate([0.0, 0.0, 0.0], Requests.of([10, 10, 10], [11, 2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.finish_s[1:], [0.12, finish])
 
 
-@pytest.mark.parametrize(("routing", "shared"), [("random", 0.5), ("least-work", 0.0),
-                                                 ("round-robin", 0.0)])
+@pytest.mark.parametrize(("routing", "shared"), [("random", 0.5), ("least-work", 0.0), ("round-robin", 0.0)])
 def test_decode_routing_random_collides_half_the_time(routing: str, shared: float) -> None:
     # Pairs of one-step requests, ready 1e-4 s apart, pairs 10 s apart, τ = 0.1 s per step: the
     # second of a pair takes 0.1 s on an idle instance, ≈ 0.2 s behind its partner on the same one.
     # Random routing picks the partner's instance half the time; the others never do.
     n = 2000
     arrival = np.repeat(np.arange(n // 2) * 10.0, 2)
-    dep = Disaggregated(PrefillPool(1, service_s=np.full(n, 1e-4)),
-                        DecodePool(2, _const(0.1), routing=routing),  # type: ignore[arg-type]
-                        convention="B")
-    res = simulate(arrival, Requests.of(np.full(n, 8), np.full(n, 2)), dep, _rng(),
-                   warmup_fraction=0.0)
+    dep = Disaggregated(
+        PrefillPool(1, service_s=np.full(n, 1e-4)),
+        DecodePool(2, _const(0.1), routing=routing),  # type: ignore[arg-type]
+        convention="B",
+    )
+    res = simulate(arrival, Requests.of(np.full(n, 8), np.full(n, 2)), dep, _rng(), warmup_fraction=0.0)
     slow = float(np.mean(res.tpot_s[1::2] > 0.15))
     assert slow == pytest.approx(shared, abs=0.04)
 
@@ -199,10 +205,12 @@ def test_prefill_side_link_is_one_fifo_per_prefill_instance() -> None:
     # One prefill instance feeds two decode instances; its NIC is held 0.5 s per transfer, the
     # decode NICs 0.01 s. r1 (prefill done 0.02) waits for r0's transfer (0.01 → 0.51): KV ready at
     # 0.51 + 0.05 although it goes to the other decode instance.
-    dep = Disaggregated(PrefillPool(1, service_s=[0.01, 0.01]),
-                        DecodePool(2, _const(0.1), routing="round-robin"),
-                        KvTransfer(time_s=[0.05, 0.05], link_busy_s=[0.01, 0.01],
-                                   prefill_link_busy_s=[0.5, 0.5]), convention="B")
+    dep = Disaggregated(
+        PrefillPool(1, service_s=[0.01, 0.01]),
+        DecodePool(2, _const(0.1), routing="round-robin"),
+        KvTransfer(time_s=[0.05, 0.05], link_busy_s=[0.01, 0.01], prefill_link_busy_s=[0.5, 0.5]),
+        convention="B",
+    )
     res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.decode_admit_s, [0.06, 0.56])
 
@@ -212,9 +220,11 @@ def test_overlapped_stream_starts_before_the_prefill_ends() -> None:
     # link 0.5 s and needs 0.5 s in all, but its last layer is exposed only 0.05 s: ready at
     # max(1.0 + 0.05, 0.2 + 0.5) = 1.05. r1 (done 2.0, stream from 1.2, link free since 0.7):
     # ready 2.05. The link never delays a stream that keeps up with the compute.
-    dep = Disaggregated(PrefillPool(1, service_s=[1.0, 1.0]), DecodePool(1, _const(0.1)),
-                        KvTransfer(time_s=[0.05, 0.05], prefill_link_busy_s=[0.5, 0.5],
-                                   stream_lead_s=[0.8, 0.8], stream_s=[0.5, 0.5]))
+    dep = Disaggregated(
+        PrefillPool(1, service_s=[1.0, 1.0]),
+        DecodePool(1, _const(0.1)),
+        KvTransfer(time_s=[0.05, 0.05], prefill_link_busy_s=[0.5, 0.5], stream_lead_s=[0.8, 0.8], stream_s=[0.5, 0.5]),
+    )
     res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.decode_admit_s, [1.05, 2.05])
 
@@ -223,8 +233,10 @@ def test_overlapped_stream_behind_a_busy_link_finishes_late() -> None:
     # r0 holds the link 1.9 s from 0.2 (its stream lead 0.8 before done 1.0): free at 2.1. r1's
     # prefill ends at 1.1 (service 0.1), its stream could start at 1.1 − 0.05 = 1.05 but starts at
     # 2.1 and needs 0.3 s: ready max(1.1 + 0.02, 2.1 + 0.3) = 2.4 (r0: max(1.0 + 1.2, 0.2 + 1.9)).
-    dep = Disaggregated(PrefillPool(1, service_s=[1.0, 0.1]), DecodePool(1, _const(0.1)),
-                        KvTransfer(time_s=[1.2, 0.02], prefill_link_busy_s=[1.9, 0.3],
-                                   stream_lead_s=[0.8, 0.05], stream_s=[1.9, 0.3]))
+    dep = Disaggregated(
+        PrefillPool(1, service_s=[1.0, 0.1]),
+        DecodePool(1, _const(0.1)),
+        KvTransfer(time_s=[1.2, 0.02], prefill_link_busy_s=[1.9, 0.3], stream_lead_s=[0.8, 0.05], stream_s=[1.9, 0.3]),
+    )
     res = simulate([0.0, 0.0], Requests.of([10, 10], [2, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.decode_admit_s, [2.2, 2.4])

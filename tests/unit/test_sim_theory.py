@@ -4,7 +4,6 @@ Each reference formula is written out here (QUEUEING.md §1.2, §1.3, §2.2) so 
 only on the simulator. Seeds are fixed; tolerances are about 3 standard errors of the sample mean.
 """
 
-
 import numpy as np
 import pytest
 
@@ -87,9 +86,7 @@ def _decode_run(u: float, n: int = 8000, seed: int = 3):
     steps = out - 1  # convention B
     work = _T1 * steps.mean() + _T2 * np.mean(steps * prompt + steps * (steps - 1) / 2)
     rate = u / work  # u = λ(t1 E[n] + t2 E[nL + n(n−1)/2])  (QUEUEING.md §2.2)
-    dep = Disaggregated(
-        PrefillPool(8, service_s=np.full(n, 1e-3)), DecodePool(1, _step), convention="B"
-    )
+    dep = Disaggregated(PrefillPool(8, service_s=np.full(n, 1e-3)), DecodePool(1, _step), convention="B")
     return simulate(poisson_arrivals(rate, n, rng), Requests.of(prompt, out), dep, rng)
 
 
@@ -113,8 +110,13 @@ def test_closed_loop_throughput(colocated: bool) -> None:
     service = 1e-4 * req.input_tokens
     if colocated:
         dep: Disaggregated | Colocated = Colocated(
-            2, step_time_s=_step, scheduler="chunked", token_budget=512, max_batch=64,
-            chunk_time_s=lambda c, ctx: 1e-4 * c + 1e-8 * c * ctx)
+            2,
+            step_time_s=_step,
+            scheduler="chunked",
+            token_budget=512,
+            max_batch=64,
+            chunk_time_s=lambda c, ctx: 1e-4 * c + 1e-8 * c * ctx,
+        )
     else:
         dep = Disaggregated(PrefillPool(1, service_s=service), DecodePool(2, _step))
     one = simulate_closed_loop(1, req, dep, rng)
@@ -136,8 +138,12 @@ def test_colocated_prefill_first_stretches_tpot() -> None:
     rng = np.random.default_rng(5)
     n = 3000
     req = Requests.of(np.full(n, 200), np.full(n, 401))
-    dep = Colocated(1, step_time_s=lambda b, k: np.full(np.shape(b), 0.002),
-                    scheduler="prefill-first", prefill_service_s=np.full(n, 0.2))
+    dep = Colocated(
+        1,
+        step_time_s=lambda b, k: np.full(np.shape(b), 0.002),
+        scheduler="prefill-first",
+        prefill_service_s=np.full(n, 0.2),
+    )
     res = simulate(poisson_arrivals(2.0, n, rng), req, dep, rng)
     tpot = res.summary("tpot").mean_s
     assert 0.002 / (1 - 0.4) < tpot < 1.2 * 0.002 / (1 - 0.4)

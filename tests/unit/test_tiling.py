@@ -34,10 +34,10 @@ def _f(x: float) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
-PREFILL = PrefillTiling(tile_q=128, tile_kv=128, pack_gqa=True, cta_overhead_s=1e-6,
-                        span_exposed=0.5)
-DECODE = DecodeTiling(tile_q=64, tile_kv=128, pack_gqa=True, cta_overhead_s=2e-6,
-                      cta_bytes_per_s=1e10, split_combine_s=1e-6)
+PREFILL = PrefillTiling(tile_q=128, tile_kv=128, pack_gqa=True, cta_overhead_s=1e-6, span_exposed=0.5)
+DECODE = DecodeTiling(
+    tile_q=64, tile_kv=128, pack_gqa=True, cta_overhead_s=2e-6, cta_bytes_per_s=1e10, split_combine_s=1e-6
+)
 
 
 def test_prefill_cta_work_and_critical_path() -> None:
@@ -75,7 +75,8 @@ def test_decode_split_kv_fills_the_machine() -> None:
     assert float(got) == pytest.approx(9.5536e-6, rel=1e-12)
     mha = DECODE.model_copy(update={"split_mha": False})
     assert float(decode_cta_s(_f(1), _f(1024), _f(1), _f(1), _f(128), 2.0, mha, 100.0)) == (
-        pytest.approx(54.4288e-6, rel=1e-12))
+        pytest.approx(54.4288e-6, rel=1e-12)
+    )
 
 
 def test_decode_waves_with_batch() -> None:
@@ -86,8 +87,7 @@ def test_decode_waves_with_batch() -> None:
         got = decode_cta_s(_f(b), _f(128), _f(8), _f(1), _f(128), 2.0, DECODE, 100.0)
         assert float(got) == pytest.approx(waves * tau)
     double = DECODE.model_copy(update={"ctas_per_sm": 2})  # 200 slots: one wave
-    assert float(decode_cta_s(_f(200), _f(128), _f(8), _f(1), _f(128), 2.0, double, 100.0)) == (
-        pytest.approx(tau))
+    assert float(decode_cta_s(_f(200), _f(128), _f(8), _f(1), _f(128), 2.0, double, 100.0)) == (pytest.approx(tau))
 
 
 def test_decode_cta_time_never_decreases_with_batch_or_context() -> None:
@@ -112,9 +112,16 @@ def test_lru_warm_l2_ramp() -> None:
 
 def _table(**gemm: object) -> KernelTable:
     base = load_kernel_table("h100-sxm").model_dump()
-    base["gemm"]["bf16"] = {"peak_fraction": 0.5, "m0_tokens": 0.0, "n0_elements": 0.0,
-                            "k0_elements": 0.0, "memory_fraction": 0.5, "overhead_s": 0.0,
-                            "smooth_q": 64.0, **gemm}
+    base["gemm"]["bf16"] = {
+        "peak_fraction": 0.5,
+        "m0_tokens": 0.0,
+        "n0_elements": 0.0,
+        "k0_elements": 0.0,
+        "memory_fraction": 0.5,
+        "overhead_s": 0.0,
+        "smooth_q": 64.0,
+        **gemm,
+    }
     return KernelTable.model_validate(base)
 
 
@@ -123,10 +130,8 @@ def test_gemm_m_tile_pads_rows_above_one_tile() -> None:
     t = _table(m_tile=128)
     fast_hbm = Gpu(memory_bytes_per_s=1e15)  # compute-bound: 1 PFLOP/s at half efficiency
     # m = 129 runs two 128-row tiles: compute as m = 256
-    assert gemm_time_s(129, n, k, "bf16", fast_hbm, t) == pytest.approx(
-        2 * 256 * n * k / 0.5e15, rel=1e-3)
-    assert gemm_time_s(128, n, k, "bf16", fast_hbm, t) == pytest.approx(
-        2 * 128 * n * k / 0.5e15, rel=1e-3)
+    assert gemm_time_s(129, n, k, "bf16", fast_hbm, t) == pytest.approx(2 * 256 * n * k / 0.5e15, rel=1e-3)
+    assert gemm_time_s(128, n, k, "bf16", fast_hbm, t) == pytest.approx(2 * 128 * n * k / 0.5e15, rel=1e-3)
 
 
 def test_sm_count_comes_from_the_gpu_else_the_table() -> None:
@@ -137,9 +142,11 @@ def test_sm_count_comes_from_the_gpu_else_the_table() -> None:
     # fewer SMs: fewer slots, so a many-CTA decode step gets slower
     many = 512
     assert decode_attention_time_s(many, 256, 32, 8, 128, 2.0, GpuWithSms(), table) > (
-        decode_attention_time_s(many, 256, 32, 8, 128, 2.0, Gpu(), table))
+        decode_attention_time_s(many, 256, 32, 8, 128, 2.0, Gpu(), table)
+    )
     assert prefill_attention_time_s(4, 4096, 32, 8, 128, GpuWithSms(), table) > (
-        prefill_attention_time_s(4, 4096, 32, 8, 128, Gpu(), table))
+        prefill_attention_time_s(4, 4096, 32, 8, 128, Gpu(), table)
+    )
 
 
 def test_tiled_table_needs_sm_count() -> None:

@@ -74,7 +74,10 @@ def test_kv_shape_from_model_mla_counts_one_head() -> None:
     assert kv_shape_from_model(FakeModel(attention_kind="mla"), 2).num_kv_heads == 1
     shape = kv_shape_from_model(FakeModel(state=7.0), 2)
     assert (shape.num_kv_heads, shape.kv_bytes_per_token, shape.state_bytes_per_sequence) == (
-        8, 2 * 4 * 8 * 128 * 2, 7.0)
+        8,
+        2 * 4 * 8 * 128 * 2,
+        7.0,
+    )
 
 
 def test_effective_bandwidth_mooncake() -> None:
@@ -104,8 +107,7 @@ def test_nics_override_and_lanes() -> None:
 def test_layer_granularity_matches_simulation() -> None:
     link = Link(line_rate_bytes_per_s=1e9, per_message_latency_s=1e-5)
     for prefill_s in (1e-4, 4e-3, 0.5):
-        res = kv_transfer([1000], KV, link, TransferConfig(granularity="layer"),
-                          prefill_time_s=prefill_s)
+        res = kv_transfer([1000], KV, link, TransferConfig(granularity="layer"), prefill_time_s=prefill_s)
         s = 1e-5 + 1e6 / 4 / 0.8e9
         c = prefill_s / 4
         expected = simulate_pipeline([c * (i + 1) for i in range(4)], [s] * 4) - prefill_s
@@ -122,8 +124,7 @@ def test_pipeline_closed_form() -> None:
 def test_chunk_granularity_matches_simulation() -> None:
     kv = KvShape(1000.0, 4, 8, state_bytes_per_sequence=3e5)
     link = Link(line_rate_bytes_per_s=1e9, per_message_latency_s=1e-5)
-    cfg = TransferConfig(granularity="chunk", chunk_tokens=300, chunk_overhead_s=1e-3,
-                         prefill_hbm_bytes_per_s=1e12)
+    cfg = TransferConfig(granularity="chunk", chunk_tokens=300, chunk_overhead_s=1e-3, prefill_hbm_bytes_per_s=1e12)
     for tokens, prefill_s in ((1000, 0.5), (1000, 1e-3), (200, 0.1), (900, 0.03)):
         res = kv_transfer([tokens], kv, link, cfg, prefill_time_s=prefill_s)
         n = math.ceil(tokens / 300)
@@ -193,8 +194,7 @@ def test_pollaczek_khinchine() -> None:
 def test_fan_in_load_and_queue() -> None:
     # λ=10, E[B]=1e9: 4 prefill @ 50e9 → 2.5·1e9/50e9 = 0.05; 1 decode @ 20e9 → 0.5.
     load = fan_in_load(10.0, 1e9, 4, 1, 50e9, 20e9)
-    assert (load.rho_prefill_side, load.rho_decode_side, load.bottleneck) == pytest.approx(
-        (0.05, 0.5, "decode"))
+    assert (load.rho_prefill_side, load.rho_decode_side, load.bottleneck) == pytest.approx((0.05, 0.5, "decode"))
     assert required_bandwidth_bytes_per_s(10.0, 1e9, 0.5) == pytest.approx(2e10)
     cfg = TransferConfig()
     res = kv_transfer([1000, 3000], KV, Link(), cfg)
@@ -224,8 +224,11 @@ def test_stream_behind_a_busy_link_is_late_by_wait_minus_slack(granularity: str)
     ``T_p + exposed + max(0, W − slack)`` with ``W = f − (T_p − overlap)``, the link wait counted
     from the earliest stream start (pdplan.queueing.link_delay)."""
     link = Link(line_rate_bytes_per_s=1e9, per_message_latency_s=1e-5)
-    cfg = TransferConfig(granularity=granularity, chunk_tokens=300,  # type: ignore[arg-type]
-                         prefill_hbm_bytes_per_s=1e12)
+    cfg = TransferConfig(
+        granularity=granularity,
+        chunk_tokens=300,  # type: ignore[arg-type]
+        prefill_hbm_bytes_per_s=1e12,
+    )
     tokens = 1000
     for prefill_s in (1e-3, 0.02, 0.5):
         res = kv_transfer([tokens], KV, link, cfg, prefill_time_s=prefill_s)
@@ -239,8 +242,7 @@ def test_stream_behind_a_busy_link_is_late_by_wait_minus_slack(granularity: str)
         for busy_until in (0.0, 0.5 * prefill_s, prefill_s, 2.0 * prefill_s):
             wait = max(0.0, busy_until - ready[0])
             late = max(0.0, wait - float(res.slack_s[0]))
-            assert _pipeline_from(busy_until, ready, sends) == pytest.approx(
-                prefill_s + res.exposed_s[0] + late)
+            assert _pipeline_from(busy_until, ready, sends) == pytest.approx(prefill_s + res.exposed_s[0] + late)
 
 
 def test_request_granularity_has_no_overlap() -> None:

@@ -56,8 +56,16 @@ def test_flops(text: object, expected: float) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("400ms", 0.4), ("1.5 s", 1.5), ("2 us", 2e-6), ("2 µs", 2e-6), ("3", 3.0), (0.25, 0.25),
-     ("1 min", 60.0), ("10ns", 1e-8)],
+    [
+        ("400ms", 0.4),
+        ("1.5 s", 1.5),
+        ("2 us", 2e-6),
+        ("2 µs", 2e-6),
+        ("3", 3.0),
+        (0.25, 0.25),
+        ("1 min", 60.0),
+        ("10ns", 1e-8),
+    ],
 )
 def test_times(text: object, expected: float) -> None:
     assert parse_time_s(text) == pytest.approx(expected, rel=1e-12)

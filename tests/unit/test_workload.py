@@ -64,8 +64,7 @@ def test_tail_has_its_own_bins() -> None:
 def test_independent_joint_is_outer_product_and_moments() -> None:
     spec = _spec(LOGNORMAL, {"dist": "uniform", "min": 10, "max": 500})
     joint = discretize(spec, max_bins=32)
-    np.testing.assert_allclose(joint.prob, np.outer(joint.input_marginal(), joint.output_marginal()),
-                               atol=1e-15)
+    np.testing.assert_allclose(joint.prob, np.outer(joint.input_marginal(), joint.output_marginal()), atol=1e-15)
     assert joint.mean_output() == pytest.approx(255.0, rel=1e-9)
     assert joint.mean_input_times_output() == pytest.approx(joint.mean_input() * 255.0, rel=1e-9)
     assert joint.expect(lambda lin, n: lin * lin) == pytest.approx(joint.input_moment(2), rel=1e-12)
@@ -96,8 +95,15 @@ def test_lognormal_mean_form_is_the_truncated_mean() -> None:
 
 def test_presets_load_with_sources() -> None:
     presets = list_presets()
-    expected = {"chat", "splitwise-coding", "splitwise-conversation", "mooncake-arxiv",
-                "mooncake-leval", "mooncake-kimi", "prfaas-long"}
+    expected = {
+        "chat",
+        "splitwise-coding",
+        "splitwise-conversation",
+        "mooncake-arxiv",
+        "mooncake-leval",
+        "mooncake-kimi",
+        "prfaas-long",
+    }
     assert expected <= set(presets)
     for name in presets:
         spec = load_preset_workload(name)
@@ -107,8 +113,9 @@ def test_presets_load_with_sources() -> None:
         assert not spec.is_fit if name == "prfaas-long" else spec.is_fit
 
 
-@pytest.mark.parametrize(("name", "median_in", "median_out"),
-                         [("splitwise-coding", 1500, 13), ("splitwise-conversation", 1020, 129)])
+@pytest.mark.parametrize(
+    ("name", "median_in", "median_out"), [("splitwise-coding", 1500, 13), ("splitwise-conversation", 1020, 129)]
+)
 def test_splitwise_fits_match_published_medians(name: str, median_in: int, median_out: int) -> None:
     laws = load_preset_workload(name).parametric()
     assert laws is not None
@@ -116,9 +123,10 @@ def test_splitwise_fits_match_published_medians(name: str, median_in: int, media
     assert laws[1].median_tokens() == pytest.approx(median_out, rel=5e-3)
 
 
-@pytest.mark.parametrize(("name", "mean_in", "mean_out"),
-                         [("mooncake-arxiv", 8088, 229), ("mooncake-leval", 19019, 72),
-                          ("mooncake-kimi", 7590, 182)])
+@pytest.mark.parametrize(
+    ("name", "mean_in", "mean_out"),
+    [("mooncake-arxiv", 8088, 229), ("mooncake-leval", 19019, 72), ("mooncake-kimi", 7590, 182)],
+)
 def test_mooncake_fits_match_published_means(name: str, mean_in: int, mean_out: int) -> None:
     joint = discretize(load_preset_workload(name))
     assert joint.mean_input() == pytest.approx(mean_in, rel=1e-6)
