@@ -18,8 +18,9 @@ from typing import Any
 
 from closed_form_vs_sim import HEADER, cell_row, pct, write_section
 
-from pdplan.serving.simulate import simulate_scenario
-from pdplan.specs.scenario import Scenario, scenario_from_dict
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.sim.compare import simulate_scenario
+from pdplan.specs.scenario import Scenario
 
 UTILISATIONS = (0.3, 0.5, 0.7)
 REQUESTS = 20_000

@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate
 from pdplan.serving import default_scenario_path, load_scenario
-from pdplan.serving.simulate import Comparison, simulate_scenario
-from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides, revalidate
+from pdplan.sim.compare import Comparison, simulate_scenario
+from pdplan.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "accuracy_serving.md"

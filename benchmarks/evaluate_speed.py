@@ -14,10 +14,11 @@ from pathlib import Path
 from closed_form_vs_sim import write_section
 from timing import best_of
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides
 from pdplan.perf.allocator import keep_freed_memory
 from pdplan.serving import evaluate, load_scenario
-from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides
+from pdplan.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 40

@@ -15,18 +15,13 @@ from typing import Any
 
 import yaml
 
-from pdplan.perf import fit
-from pdplan.perf import fit_allreduce as fa
-from pdplan.perf import fit_families as ff
-from pdplan.perf.kernels import (
-    KERNEL_TABLE_SCHEMA_VERSION,
-    TABLE_DIR,
-    DecodeTiling,
-    KernelTable,
-    PrefillTiling,
-)
+from pdplan.calibrate import fit
+from pdplan.calibrate import fit_allreduce as fa
+from pdplan.calibrate import fit_families as ff
+from pdplan.io.files import load_spec_file
+from pdplan.io.kernel_tables import TABLE_DIR
+from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, KernelTable, PrefillTiling
 from pdplan.specs.hardware import GpuSpec
-from pdplan.specs.loading import load_spec_file
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"

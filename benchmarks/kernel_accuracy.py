@@ -3,7 +3,7 @@
 Usage: python benchmarks/kernel_accuracy.py [--data DIR] [--out docs/kernel_accuracy.md]
 
 Per GPU × family: median and P90 absolute % error of the shipped table on every measured row
-(:mod:`pdplan.perf.accuracy`), and on the rows of the cell's primary kernel only.
+(:mod:`pdplan.calibrate.accuracy`), and on the rows of the cell's primary kernel only.
 Leave-one-GPU-out (LOGO): each measured GPU predicted from its datasheet peaks and the median of the
 other measured GPUs' fitted parameters (no data of its own).
 """
@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
 
-from pdplan.perf import accuracy, fit
-from pdplan.perf import fit_allreduce as fa
-from pdplan.perf.kernels import KernelTable, load_kernel_table
+from pdplan.calibrate import accuracy, fit
+from pdplan.calibrate import fit_allreduce as fa
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.perf.kernels import KernelTable
 
 FAMILIES = accuracy.FAMILIES
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from closed_form_vs_sim import HEADER, cell_row, write_section
 
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate
 from pdplan.serving import default_scenario_path, load_scenario
-from pdplan.serving.simulate import simulate_scenario
-from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides, revalidate
+from pdplan.sim.compare import simulate_scenario
+from pdplan.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLIT = ROOT / "examples" / "h100-prefill-l40s-decode.yaml"

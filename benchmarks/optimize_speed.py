@@ -12,7 +12,7 @@ from pathlib import Path
 
 from timing import best_of
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
 from pdplan.search.optimize import optimize
 from pdplan.serving import load_scenario
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from timing import best_of
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
+from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.allocator import keep_freed_memory
-from pdplan.perf.kernels import load_kernel_table
 from pdplan.perf.roofline import phase_time
 
 N = 100_000

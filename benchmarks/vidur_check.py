@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pdplan.catalog import open_catalog
-from pdplan.perf.fit import error_stats
-from pdplan.perf.kernels import load_kernel_table
+from pdplan.calibrate.fit import error_stats
+from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.perf.roofline import Precision, _price_ops
+from pdplan.sim.compare import open_catalog
 from pdplan.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Primitive kernel cost functions on the calibrated kernel table (:mod:`pdplan.perf.kernel_params`).
+"""Primitive kernel cost functions on the calibrated kernel table (:mod:`pdplan.specs.kernel_table`).
 
 Every cost function is vectorised (numpy broadcasting) and has the same shape::
 
@@ -20,9 +20,9 @@ from typing import TypeVar
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernel_params import (
+from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
+from pdplan.specs.kernel_table import (
     KERNEL_TABLE_SCHEMA_VERSION,
-    TABLE_DIR,
     AllreduceParams,
     AlphaBeta,
     ArrayLike,
@@ -40,14 +40,10 @@ from pdplan.perf.kernel_params import (
     PrefillAttentionParams,
     PrefillTiling,
     Tiling,
-    load_kernel_table,
-    packaged_table_ids,
 )
-from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
 
 __all__ = [
     "KERNEL_TABLE_SCHEMA_VERSION",
-    "TABLE_DIR",
     "AllreduceParams",
     "AlphaBeta",
     "ArrayLike",
@@ -69,8 +65,6 @@ __all__ = [
     "elementwise_time_s",
     "gemm_time_s",
     "head_dim_factor",
-    "load_kernel_table",
-    "packaged_table_ids",
     "prefill_attention_time_s",
     "smooth_max",
     "smooth_max_of",

@@ -22,38 +22,15 @@ linear-attention state per sequence). Defaults come from ``pdplan/data/serving_d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.specs.model import ModelSpec
 
 FloatArray = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
-
-
-@dataclass(frozen=True)
-class ServingDefaults:
-    """Engine settings with their sources (see ``pdplan/data/serving_defaults.yaml``)."""
-
-    gpu_memory_utilization: float
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    prefill_chunk_tokens: int
-    sources: dict[str, str]
-
-
-@lru_cache(maxsize=1)
-def serving_defaults() -> ServingDefaults:
-    """The packaged serving defaults."""
-    text = (resources.files("pdplan") / "data" / "serving_defaults.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
-    data.pop("schema_version")
-    return ServingDefaults(**data)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ prefill CTAs are not (a query tile walks the blocks up to its last token): their
 Brent's bounds max(W/P, T∞) <= T <= W/P + T∞ (work W over P slots, T∞ the longest CTA), and the model
 takes T = max(W/P, T∞) + λ·min(W/P, T∞) with the fitted λ = ``span_exposed`` in [0, 1]. Every count
 is a ceil() of the problem size, so each term is non-decreasing in batch, length and heads. The
-fields are documented on :class:`pdplan.perf.kernel_params.Tiling` and its subclasses.
+fields are documented on :class:`pdplan.specs.kernel_table.Tiling` and its subclasses.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernel_params import (
+from pdplan.specs.kernel_table import (
     DecodeTiling,
     FloatArray,
     GpuPeaks,

@@ -5,7 +5,7 @@ A transfer stream of a request with prompt bin ``k`` may start ``lead_k`` before
 granularity waits for the end), holds the link for ``busy_k`` and, on a free link, ends no later
 than the KV would be ready anyway. A link wait ``W`` counted from the stream start therefore delays
 the KV by ``D_k = max(0, W − slack_k)`` (``slack = exposed + overlap − time``,
-:attr:`pdplan.transfer.TransferResult.slack_s`; 0 for request granularity). Two models of ``W``:
+:attr:`pdplan.transfer.kv.TransferResult.slack_s`; 0 for request granularity). Two models of ``W``:
 
 * :func:`slack_delay` — the link is fed by many prefill instances (the decode side of an x→y
   fan-in): an M/G/1 wait (Poisson stream starts; :func:`pdplan.queueing.mg1_wait_distribution`)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from rich.console import RenderableType
 
-from pdplan.render import Format, to_json
 from pdplan.report.csv import to_csv
 from pdplan.report.markdown import to_markdown
 from pdplan.report.plot import write_plot
+from pdplan.report.render import Format, to_json
 from pdplan.report.table import optimize_renderable, to_text
 from pdplan.search.results import PlanResult
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdplan.render import records_to_csv
 from pdplan.report.common import union_keys
+from pdplan.report.render import records_to_csv
 from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice
 
 _ROLES = ("prefill", "decode", "colocated")

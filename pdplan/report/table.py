@@ -10,8 +10,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pdplan.render import table_to_text
 from pdplan.report import common as c
+from pdplan.report.render import table_to_text
 from pdplan.search.results import PlanResult
 
 _NUMERIC = {
@@ -77,4 +77,4 @@ def optimize_renderable(result: PlanResult, top: int | None = 10) -> RenderableT
 
 
 to_text = table_to_text
-"""Plain text of a renderable (no colour); the same function as :func:`pdplan.render.table_to_text`."""
+"""Plain text of a renderable (no colour); the same function as :func:`pdplan.report.render.table_to_text`."""

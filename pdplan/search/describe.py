@@ -6,8 +6,8 @@ import hashlib
 from typing import Any
 
 from pdplan import __version__
-from pdplan.catalog import Catalog
-from pdplan.perf.memory import serving_defaults
+from pdplan.io.catalog import Catalog
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.search.space import Space
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.specs.scenario import Scenario

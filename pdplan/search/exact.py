@@ -13,15 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.catalog import Catalog
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import Catalog
+from pdplan.io.scenario import revalidate
 from pdplan.search.results import Latency, Plan, RoleChoice, Sensitivity
 from pdplan.serving.evaluate import build_model, operating_point
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, resolve
 from pdplan.serving.roles import instance_budget
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.specs.scenario import Scenario, SloSpec, revalidate
+from pdplan.specs.scenario import Scenario, SloSpec
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.catalog import Catalog, open_catalog
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.describe import describe_assumptions, describe_inputs
 from pdplan.search.exact import Deployment, Exact, evaluate_exact, rate_curve, scenario_for, sensitivity
 from pdplan.search.results import Plan, PlanResult, RoleChoice, SearchStats

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from pdplan.catalog import Catalog
 from pdplan.errors import NoFeasiblePlanError, SpecError
-from pdplan.perf.memory import serving_defaults
+from pdplan.io.catalog import Catalog
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.serving.inputs import precision_of
 from pdplan.serving.roles import RoleHardware, instance_budget
-from pdplan.specs.loading import first_error_line
+from pdplan.specs.base import first_error_line
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
 

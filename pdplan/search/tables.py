@@ -23,10 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
+from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX
-from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf, fast_decode_capacity
+from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.hardware import LinkSpec
-from pdplan.transfer import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
+from pdplan.transfer.kv import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
 
 FloatArray = npt.NDArray[np.float64]
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)

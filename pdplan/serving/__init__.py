@@ -15,12 +15,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from pdplan.io.scenario import load_scenario
 from pdplan.serving.evaluate import build_model, evaluate, operating_point
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, resolve
 from pdplan.serving.results import ClosedLoop, Evaluation, OperatingPoint
 from pdplan.serving.snapshot import LatencySummary, Snapshot
-from pdplan.specs.scenario import Scenario, load_scenario
+from pdplan.specs.scenario import Scenario
 
 
 def default_scenario_path() -> Path:

@@ -45,16 +45,10 @@ from pdplan.serving.disaggregated import (
     tpot_defined,
 )
 from pdplan.serving.inputs import ResolvedScenario
-from pdplan.serving.roles import (
-    Z99,
-    DecodePerf,
-    decode_perf,
-    fit_quadratic,
-    instance_budget,
-    prefill_perf,
-)
+from pdplan.serving.roles import DecodePerf, decode_perf, fit_quadratic, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
+from pdplan.types import Z99
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@
   per prompt (:mod:`pdplan.serving.roles`). With ``prefill_max_batch_tokens`` each instance is
   the batched-prefill queue of :mod:`pdplan.queueing.batched` instead (at λ/x; least-work: one
   central queue over the x instances).
-* **KV transfer** (:mod:`pdplan.transfer`): the exposed time per prompt bin for the granularity,
+* **KV transfer** (:mod:`pdplan.transfer.kv`): the exposed time per prompt bin for the granularity,
   TP mismatch and NICs. Layer and chunk streams start while the prefill runs (``overlap``), so a
   link wait W counted from the stream start delays the KV only by ``max(0, W − slack_l)``
   (:mod:`pdplan.queueing.link_delay`). The busier side of the fan-in sets W: a prefill instance's
@@ -39,7 +39,7 @@
   matching it into the load's gamma put the n = 1 tail 10 % low).
 * **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
   for batch-1 prefill; λ/(x·λ_cap) batched), the decode
-  capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.decode_capacity`)
+  capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.linear_capacity`)
   times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
@@ -54,7 +54,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -65,6 +64,7 @@ from pdplan.queueing import (
     tpot_distribution,
 )
 from pdplan.queueing.distributions import FloatArray
+from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
     TandemLink,
@@ -72,19 +72,14 @@ from pdplan.queueing.link_delay import (
     slack_delay,
     tandem_delay,
 )
+from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
-from pdplan.serving.roles import (
-    DecodePerf,
-    PrefillPerf,
-    decode_perf,
-    fast_decode_capacity,
-    instance_budget,
-    prefill_perf,
-)
+from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftMixture
-from pdplan.transfer import (
+from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS
+from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
+from pdplan.transfer.kv import (
     TransferConfig,
     TransferResult,
     kv_shape_from_model,

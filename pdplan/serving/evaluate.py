@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.catalog import Catalog, open_catalog
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.disaggregated import (

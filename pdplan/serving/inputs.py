@@ -3,7 +3,7 @@
 Catalogue names become :class:`GpuSpec` / :class:`LinkSpec` / :class:`ModelSpec`; each GPU gets its
 kernel table (packaged, or the user's via ``--kernel-table``: :meth:`Catalog.kernel_table`); the workload is binned into
 a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (the 3 tail bins of
-:func:`pdplan.workload.discretize` keep P99+ prompts separate) and clipped to the model's context
+:func:`pdplan.serving.workload_bins.discretize` keep P99+ prompts separate) and clipped to the model's context
 window, with a warning naming the fraction of requests affected (ARCHITECTURE §2). The one-token
 output mass gets its own output bin and each input bin a set of quadrature lengths
 (:mod:`pdplan.serving.lengths`).
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdplan.catalog import Catalog
 from pdplan.errors import SpecError
-from pdplan.perf.memory import serving_defaults
+from pdplan.io.catalog import Catalog
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
+from pdplan.serving.workload_bins import JointLengths, discretize
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import RoleSpec, Scenario
-from pdplan.workload import JointLengths, discretize
 
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""

@@ -1,6 +1,6 @@
 """Refinements of the binned workload that the serving models need beyond the joint histogram.
 
-:func:`pdplan.workload.discretize` represents each length bin by its conditional mean (means are
+:func:`pdplan.serving.workload_bins.discretize` represents each length bin by its conditional mean (means are
 exact; QUEUEING §5.1). Two quantities are sensitive to what happens *inside* a bin:
 
 * **One-token outputs** (:func:`split_one_token`). TPOT is undefined for a request with a single
@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from pdplan.io.workloads import load_trace
 from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.workload_bins import JointLengths
 from pdplan.specs.length_laws import FixedDist, UniformDist
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.workload import JointLengths, load_trace
 
 QUADRATURE_POINTS = 4
 """Quadrature lengths per input bin: TTFT cdf steps of ≤ p_k/8 (0.6 % for the 21 body bins)."""
 _ONE_TOKEN = 1.5
-"""Sampling rounds to the nearest integer (:func:`pdplan.workload.sample`): 1 token ⇔ X < 1.5."""
+"""Sampling rounds to the nearest integer (:func:`pdplan.serving.workload_bins.sample`): 1 token ⇔ X < 1.5."""
 
 
 def one_token_fraction(spec: WorkloadSpec) -> float:

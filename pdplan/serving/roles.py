@@ -6,7 +6,7 @@
   the FCFS queue sees: the bottleneck stage time, because with p stages p prompts are in flight
   (DistServe's inter-op model waits on D_m ≈ D/2 for p = 2; PUBLISHED_RESULTS §1.2 (2)). For p = 1
   both are the same. The KV-transfer granularity may add prefill work (``prefill_extra_s``: per-layer
-  sync, chunk launches and the chunked re-read of earlier KV; :mod:`pdplan.transfer`), added to both.
+  sync, chunk launches and the chunked re-read of earlier KV; :mod:`pdplan.transfer.kv`), added to both.
 * **Decode step** (QUEUEING §2.1): the roofline step τ(B, c) for B sequences at mean context c is
   linearised as ``τ = t0 + t1·B + t2·K`` (K = B·c) by a relative least-squares fit (non-negative
   coefficients, :func:`scipy.optimize.nnls`) over the operating range B ∈ [1, B_max] (B_max the seat
@@ -22,31 +22,23 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq, nnls
+from scipy.optimize import nnls
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
 from pdplan.perf.roofline import Precision, phase_time
-from pdplan.queueing import (
-    DecodeCapacity,
-    DecodeWorkload,
-    LinearStepTime,
-    decode_fixed_point,
-    load_noise,
-)
-from pdplan.queueing.distributions import FloatArray
+from pdplan.queueing import LinearStepTime
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
+from pdplan.types import FloatArray
+from pdplan.units import GIB
 
-GIB = 2.0**30
 _FIT_BATCHES = 12
 _FIT_CONTEXT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
-Z99 = 2.3263478740408408  # standard normal 0.99 quantile, as pdplan.queueing.decode (§2.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,57 +249,3 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
         kv_cap,
         float(max_num_seqs),
     )
-
-
-def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
-    """Load-feedback variance factor F of QUEUEING §2.4 at one per-instance rate."""
-    _, fac = load_noise(decode_fixed_point([rate], wl, step), wl)
-    return float(fac[0])
-
-
-def _bound_rates(
-    wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap: float, seats: float, factor: float
-) -> tuple[float, float]:
-    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u)."""
-    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
-
-    def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
-        return lam * step.t0_s / (1.0 - lam * per)
-
-    def kv(lam: float) -> float:
-        x = lt(lam)
-        return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum * factor) - kv_cap
-
-    def seq(lam: float) -> float:
-        n = lt(lam) * wl.mean_steps
-        return n + Z99 * math.sqrt(n * factor) - seats
-
-    out = []
-    for fn in (kv, seq):
-        out.append(math.inf if fn(lam_u) <= 0.0 else float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
-    return out[0], out[1]
-
-
-def fast_decode_capacity(
-    wl: DecodeWorkload, step: LinearStepTime, *, kv_capacity_tokens: float, max_num_seqs: float, utilisation_max: float
-) -> DecodeCapacity:
-    """Same bounds as :func:`pdplan.queueing.decode_capacity` for a linear τ, with closed forms.
-
-    ``u(λ) = λ(t1 E[n] + t2 E[work])`` is linear, so λ_u = u_max/(t1 E[n] + t2 E[work]) exactly;
-    the KV and seat bounds are monotone scalar equations in λ solved by brentq with the feedback
-    factor F held fixed, F first taken at λ_u (F grows with load, so this is conservative) and then
-    re-evaluated once at the solution (two §2.4 FFTs instead of one per brentq step; F changes
-    slowly, the refinement moves the rate by well under 1 % in our examples).
-    """
-    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
-    lam_u = utilisation_max / per
-    if float((wl.input_tokens + wl.decode_steps).max()) > kv_capacity_tokens:
-        return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
-    factor = _feedback(lam_u, wl, step)
-    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
-    if min(kv, seq) < lam_u:
-        factor = _feedback(min(kv, seq), wl, step)
-        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
-    bounds = {"utilisation": lam_u, "kv": kv, "seqs": seq}
-    binding = min(bounds, key=lambda k: bounds[k])
-    return DecodeCapacity(bounds[binding], lam_u, kv, seq, binding)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdplan.catalog import Catalog
 from pdplan.errors import SpecError
+from pdplan.io.catalog import Catalog
 from pdplan.perf.roofline import Precision, prefill_time_s
 from pdplan.serving.inputs import DTYPE_BYTES
-from pdplan.transfer import GRANULARITIES, TransferConfig, transfer_for_request
+from pdplan.transfer.kv import GRANULARITIES, TransferConfig, transfer_for_request
 
 
 def one_transfer(
@@ -57,7 +57,7 @@ def one_transfer(
                 precision=Precision(kv_bytes=kvb),
             )
         )
-    from pdplan.perf.memory import serving_defaults
+    from pdplan.io.serving_defaults import serving_defaults
 
     chunk = chunk_tokens or serving_defaults().prefill_chunk_tokens
     cfg = TransferConfig(

@@ -157,7 +157,7 @@ class KvTransfer:
     link is free (start = max(prefill done − ``stream_lead_s``, link(s) free)), holds each for its
     busy time, and the KV is ready at ``max(done + time_s, start + stream_s)``. Overlapped
     granularities (layer, chunk) stream while the prefill runs: ``stream_lead_s`` is how long
-    before the prefill ends the stream may start (:attr:`pdplan.transfer.TransferResult.overlap_s`
+    before the prefill ends the stream may start (:attr:`pdplan.transfer.kv.TransferResult.overlap_s`
     less any pipeline-parallel pass latency) and ``stream_s`` the whole transfer; by default
     (lead 0, stream = time) start = max(done, links free) and ready = start + time. Without
     either link, ready = done + time.

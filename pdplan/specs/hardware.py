@@ -27,14 +27,13 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
 
+from pdplan.specs.base import FrozenModel
 from pdplan.units import parse_flops_per_s, parse_rate_bytes_per_s, parse_size_bytes, parse_time_s
 
 GPU_FACT_FIELDS: tuple[str, ...] = (
@@ -111,10 +110,8 @@ def _check_sources(sources: dict[str, str], facts: dict[str, object], allowed: t
         )
 
 
-class PriceRange(BaseModel):
+class PriceRange(FrozenModel):
     """Approximate on-demand rental price per GPU-hour, in US dollars, as a low-high range."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     low_usd_per_gpu_hour: UsdPerHour
     high_usd_per_gpu_hour: UsdPerHour
@@ -139,10 +136,8 @@ class PriceRange(BaseModel):
         return self.typical_usd_per_gpu_hour
 
 
-class GpuSpec(BaseModel):
+class GpuSpec(FrozenModel):
     """One accelerator as its datasheet describes it; all quantities SI after validation."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1]
     name: CatalogueId
@@ -161,7 +156,7 @@ class GpuSpec(BaseModel):
     price: PriceRange | None
     sm_count: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = None
     sources: dict[str, str]
-    notes: list[str] = []
+    notes: list[str] = Field(default_factory=list)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -175,10 +170,8 @@ class GpuSpec(BaseModel):
         return self
 
 
-class LinkSpec(BaseModel):
+class LinkSpec(FrozenModel):
     """One transport (NVLink, PCIe, RDMA NIC, TCP NIC) as a KV-transfer or collective link."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1]
     name: CatalogueId
@@ -189,7 +182,7 @@ class LinkSpec(BaseModel):
     per_message_latency_s: Seconds
     efficiency: Fraction
     sources: dict[str, str]
-    notes: list[str] = []
+    notes: list[str] = Field(default_factory=list)
 
     @field_validator("name", mode="before")
     @classmethod

@@ -1,9 +1,9 @@
 """Token-length laws of a workload file: fixed, uniform, truncated normal and lognormal, histogram.
 
 Each is a frozen pydantic model selected by its ``dist`` tag and exposes its closed-form ``cdf``,
-``ppf`` and partial mean ``E[X; X <= x]`` so that :mod:`pdplan.workload` can bin it exactly
+``ppf`` and partial mean ``E[X; X <= x]`` so that :mod:`pdplan.serving.workload_bins` can bin it exactly
 (conditional means preserve the mean). Token lengths are integers >= 1; the laws are continuous and
-sampling rounds (:func:`pdplan.workload.sample`).
+sampling rounds (:func:`pdplan.serving.workload_bins.sample`).
 
 * ``normal``: ``mean``/``std`` are the parent normal's parameters, truncated to ``[min, max]``.
 * ``lognormal``: ``mu``/``sigma`` are the parent's log-space parameters; ``mean`` instead asks for
@@ -21,24 +21,18 @@ from typing import Annotated, Literal
 import numpy as np
 import numpy.typing as npt
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     model_validator,
 )
 from scipy import special
 
+from pdplan.specs.base import FrozenModel
+
 FloatArray = npt.NDArray[np.float64]
 TokenCount = Annotated[int, Field(ge=1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 MIN_TRUNCATED_MASS = 1e-9  # below this, [min, max] holds essentially none of the parent law
-
-
-class FrozenModel(BaseModel):
-    """Immutable spec that rejects unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def _phi_diff(z_lo: FloatArray, z_hi: FloatArray) -> FloatArray:

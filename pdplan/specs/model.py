@@ -4,7 +4,7 @@ One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), 
 LayerNorm families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts
 (Mixtral, Qwen3-MoE, DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear
 attention + gated full attention). YAML keys equal field names (``pdplan/models/<id>.yaml``);
-:func:`load_model_yaml` reads them through :mod:`pdplan.specs.loading`.
+:func:`load_model_yaml` reads them through :mod:`pdplan.io.files`.
 
 Derived sizes are pure functions of the fields: element counts and bytes. Parameter counts follow
 the Hugging Face module layout, so ``total_params()`` matches the checkpoint's tensor count up to
@@ -15,14 +15,12 @@ in totals or weight bytes: engines run them only for speculative decoding.
 from __future__ import annotations
 
 import difflib
-import importlib.resources
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 
 from pdplan.errors import SpecError
-from pdplan.specs.loading import read_yaml_mapping
+from pdplan.specs.base import FrozenModel
 from pdplan.specs.model_parts import (
     AttentionKind,
     FieldError,
@@ -36,11 +34,10 @@ from pdplan.specs.model_parts import (
     NonEmpty,
     NonNegInt,
     PosInt,
-    _Frozen,
 )
 
 
-class ModelSpec(_Frozen):
+class ModelSpec(FrozenModel):
     """Architecture of one decoder-only LLM (see the module docstring)."""
 
     schema_version: Literal[1] = 1
@@ -369,15 +366,3 @@ def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
     else:
         message = f"{message} (got {first['input']!r:.60})"
     return SpecError(message, source=source, field=".".join(loc) or None)
-
-
-def load_model_yaml(path: str | Path) -> ModelSpec:
-    """Read one model YAML (keys = ModelSpec fields); any problem → SpecError (file, field)."""
-    return ModelSpec.from_mapping(read_yaml_mapping(Path(path)), source=str(path))
-
-
-def list_preset_paths() -> dict[str, Path]:
-    """Bundled presets, id → ``pdplan/models/<id>.yaml`` (package data, found after install)."""
-    folder = importlib.resources.files("pdplan").joinpath("models")
-    entries = sorted(folder.iterdir(), key=lambda e: e.name)
-    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in entries if e.name.endswith(".yaml")}

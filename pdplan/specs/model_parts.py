@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from pdplan.specs.base import FrozenModel
 
 PosInt = Annotated[int, Field(strict=True, gt=0)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
@@ -28,11 +30,7 @@ class FieldError(ValueError):
         self.message = message
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class MoeSpec(_Frozen):
+class MoeSpec(FrozenModel):
     """Routed experts plus optional always-on shared experts."""
 
     num_experts: PosInt
@@ -55,7 +53,7 @@ class MoeSpec(_Frozen):
         return self
 
 
-class MlaSpec(_Frozen):
+class MlaSpec(FrozenModel):
     """DeepSeek multi-head latent attention; cache = kv_lora_rank + qk_rope_head_dim per token."""
 
     kv_lora_rank: PosInt
@@ -65,7 +63,7 @@ class MlaSpec(_Frozen):
     v_head_dim: PosInt
 
 
-class LinearAttentionSpec(_Frozen):
+class LinearAttentionSpec(FrozenModel):
     """Gated DeltaNet layers (Qwen3-Next). 0-based layer i has full attention when
     (i+1) % full_attention_interval == 0, or when listed in ``full_attention_layers``."""
 

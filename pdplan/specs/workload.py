@@ -22,15 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from pdplan.specs.length_laws import (
-    FixedDist,
-    FrozenModel,
-    HistogramDist,
-    LognormalDist,
-    NormalDist,
-    ParametricDist,
-    UniformDist,
-)
+from pdplan.specs.base import FrozenModel
+from pdplan.specs.length_laws import FixedDist, HistogramDist, LognormalDist, NormalDist, ParametricDist, UniformDist
 
 
 class TraceDist(FrozenModel):

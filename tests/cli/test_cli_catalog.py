@@ -314,7 +314,7 @@ def test_catalogue_commands_exist() -> None:
 
 
 def test_model_given_as_path(cli: Cli, repo_root: Path) -> None:
-    path = repo_root / "pdplan" / "models" / "deepseek-v3.yaml"
+    path = repo_root / "pdplan" / "data" / "models" / "deepseek-v3.yaml"
     assert ok_json(cli("models", "show", path, "--format", "json"))["kv_bytes_per_token"] == 70272
 
 

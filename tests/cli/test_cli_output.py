@@ -205,7 +205,7 @@ def test_output_message_keeps_brackets_in_file_name(cli: Cli, tmp_path: Path) ->
 
 
 def test_warnings_go_to_stderr_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
-    from pdplan.cli_common import warn
+    from pdplan.cli.common import warn
 
     warn("clipped [input_tokens] to the [bold]context window " + "x" * 200)
     captured = capsys.readouterr()

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pdplan.catalog import open_catalog
 from pdplan.cli import run
+from pdplan.io.catalog import open_catalog
 from pdplan.search.optimize import optimize
 from pdplan.serving import load_scenario
 

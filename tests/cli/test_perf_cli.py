@@ -159,8 +159,8 @@ def test_every_predicting_command_takes_a_user_kernel_table(tmp_path: Path, caps
     optimize and simulate too (the table applies to the GPU its `gpu:` field names)."""
     import yaml
 
-    from pdplan.calibrate import scaled_table
-    from pdplan.perf.kernels import load_kernel_table
+    from pdplan.calibrate.phase_times import scaled_table
+    from pdplan.io.kernel_tables import load_kernel_table
 
     slow = scaled_table(load_kernel_table("h100-sxm"), {"gemm_scale": 0.5, "prefill_attention_scale": 0.5})
     path = tmp_path / "slow-h100.yaml"

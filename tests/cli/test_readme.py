@@ -42,8 +42,8 @@ def _users_file(folder: Path, name: str) -> Path:
     """Stand-ins for the reader's files: phase times (CSV) and a kernel table fitted to them (YAML)."""
     csv_path = folder / "my_runs.csv"
     if not csv_path.exists():
-        from pdplan.catalog import open_catalog
-        from pdplan.perf.kernels import load_kernel_table
+        from pdplan.io.catalog import open_catalog
+        from pdplan.io.kernel_tables import load_kernel_table
         from pdplan.perf.roofline import phase_time
 
         catalog = open_catalog()

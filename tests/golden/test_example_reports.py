@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
 from pdplan.report import render_optimize
 from pdplan.search.optimize import optimize
 from pdplan.search.results import PlanResult

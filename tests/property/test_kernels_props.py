@@ -7,14 +7,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.perf.kernels import (
-    allreduce_time_s,
-    decode_attention_time_s,
-    gemm_time_s,
-    load_kernel_table,
-    packaged_table_ids,
-    prefill_attention_time_s,
-)
+from pdplan.io.kernel_tables import load_kernel_table, packaged_table_ids
+from pdplan.perf.kernels import allreduce_time_s, decode_attention_time_s, gemm_time_s, prefill_attention_time_s
 
 
 @dataclass(frozen=True)

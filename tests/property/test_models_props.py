@@ -9,7 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.specs.model import ModelSpec, load_model_yaml
+from pdplan.io.models import load_model_yaml
+from pdplan.specs.model import ModelSpec
 
 SETTINGS = settings(deadline=None, max_examples=50)
 

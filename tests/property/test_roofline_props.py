@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.tables import ToyGpu, ideal_table
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
 from pdplan.perf.memory import instance_memory
 from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.perf.roofline import decode_step_s, phase_time

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.catalog import open_catalog
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import open_catalog
 from pdplan.search.exact import Deployment, scenario_for
 from pdplan.search.optimize import optimize
 from pdplan.serving import evaluate, load_scenario

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.catalog import open_catalog
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.specs.scenario import Scenario, scenario_from_dict
+from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
 

@@ -1,4 +1,4 @@
-"""Invariants of pdplan.transfer over random links, models, layouts and prompt lengths."""
+"""Invariants of pdplan.transfer.kv over random links, models, layouts and prompt lengths."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.transfer import GRANULARITIES, Granularity, KvShape, TransferConfig, kv_transfer
+from pdplan.transfer.kv import GRANULARITIES, Granularity, KvShape, TransferConfig, kv_transfer
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from pdplan.serving.workload_bins import discretize, sample
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.workload import discretize, sample
 
 PROPS = settings(deadline=None, max_examples=50)
 

@@ -14,15 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate, scenario_from_dict
 from pdplan.serving import default_scenario_path, evaluate, load_scenario
-from pdplan.serving.simulate import simulate_scenario
-from pdplan.specs.scenario import (
-    Scenario,
-    ScenarioOverrides,
-    apply_overrides,
-    revalidate,
-    scenario_from_dict,
-)
+from pdplan.sim.compare import simulate_scenario
+from pdplan.specs.scenario import Scenario
 
 REQUESTS = 6_000
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides
 from pdplan.serving import default_scenario_path, evaluate, load_scenario
-from pdplan.serving.simulate import simulate_scenario
-from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides
+from pdplan.sim.compare import simulate_scenario
+from pdplan.specs.scenario import Scenario
 
 REQUESTS = 6_000
 

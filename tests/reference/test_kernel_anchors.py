@@ -7,15 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.perf import accuracy, fit
-from pdplan.perf.kernels import (
-    allreduce_time_s,
-    gemm_time_s,
-    load_kernel_table,
-    prefill_attention_time_s,
-)
+from pdplan.calibrate import accuracy, fit
+from pdplan.io.files import load_spec_file
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.perf.kernels import allreduce_time_s, gemm_time_s, prefill_attention_time_s
 from pdplan.specs.hardware import GpuSpec
-from pdplan.specs.loading import load_spec_file
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"

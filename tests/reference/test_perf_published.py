@@ -6,8 +6,8 @@ Each test names its source row in ../shared/reference/PUBLISHED_RESULTS.md and s
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
-from pdplan.perf.kernels import load_kernel_table
+from pdplan.io.catalog import open_catalog
+from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.roofline import decode_step_s, prefill_time_s
 
 CATALOG = open_catalog()

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
 from pdplan.cli import run
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import distserve_md1_ttft_s
 from pdplan.serving import build_model, resolve
-from pdplan.specs.scenario import scenario_from_dict
 
 CATALOG = open_catalog()
 GIB = 2.0**30

@@ -1,4 +1,4 @@
-"""pdplan.transfer against published KV-transfer figures (shared/reference/PUBLISHED_RESULTS.md).
+"""pdplan.transfer.kv against published KV-transfer figures (shared/reference/PUBLISHED_RESULTS.md).
 
 Each test names the source row it checks and says which inputs are ours (assumed) and which are
 the source's. Tolerances are the honest ones: exact arithmetic where the source gives arithmetic,
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pdplan.fan_in import required_bandwidth_bytes_per_s
-from pdplan.transfer import (
+from pdplan.transfer.fan_in import required_bandwidth_bytes_per_s
+from pdplan.transfer.kv import (
     KvShape,
     TransferConfig,
     kv_bytes_per_request,

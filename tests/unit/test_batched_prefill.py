@@ -8,15 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
 from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.roofline import phase_time
 from pdplan.queueing.batched import batched_prefill, chain_state, full_batch
 from pdplan.queueing.batched_ttft import batched_wait
 from pdplan.serving import build_model, evaluate, resolve
 from pdplan.serving.inputs import precision_of
 from pdplan.serving.roles import RoleHardware, prefill_batch_time
-from pdplan.specs.scenario import Scenario, scenario_from_dict
+from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
 SHORT = {

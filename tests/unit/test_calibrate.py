@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.calibrate import check, fit, read_measurements, scaled_table
-from pdplan.catalog import open_catalog
+from pdplan.calibrate.phase_times import check, fit, read_measurements, scaled_table
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import load_kernel_table
+from pdplan.io.catalog import open_catalog
+from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.roofline import phase_time
 
 CATALOG = open_catalog()

@@ -1,4 +1,4 @@
-"""pdplan.catalog: names, paths, user folders, the env var, and one-line errors."""
+"""pdplan.io.catalog: names, paths, user folders, the env var, and one-line errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pdplan.catalog import (
+from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.catalog import (
     HARDWARE_DB_ENV,
     builtin_hardware_dir,
     builtin_models_dir,
@@ -16,7 +17,6 @@ from pdplan.catalog import (
     open_catalog,
     user_dirs_from_env,
 )
-from pdplan.errors import SpecError, UnknownNameError
 
 
 def user_gpu(root: Path, hardware_db: Path, file_stem: str, **changes: object) -> Path:

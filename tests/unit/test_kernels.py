@@ -7,6 +7,7 @@ import pytest
 from support.tables import ToyGpu
 
 from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.kernel_tables import load_kernel_table, packaged_table_ids
 from pdplan.perf.kernels import (
     KernelTable,
     allreduce_time_s,
@@ -14,8 +15,6 @@ from pdplan.perf.kernels import (
     elementwise_time_s,
     gemm_time_s,
     head_dim_factor,
-    load_kernel_table,
-    packaged_table_ids,
     prefill_attention_time_s,
     smooth_max,
 )

@@ -1,4 +1,4 @@
-"""pdplan.specs.loading: every way a file can be bad is one SpecError line naming the file (and field)."""
+"""pdplan.io.files: every way a file can be bad is one SpecError line naming the file (and field)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from pdplan.errors import SpecError
-from pdplan.specs.hardware import GpuSpec, LinkSpec
-from pdplan.specs.loading import (
+from pdplan.io.files import (
     MAX_SPEC_FILE_BYTES,
     load_spec_file,
     read_text_file,
     read_yaml_mapping,
     validate_spec,
 )
+from pdplan.specs.hardware import GpuSpec, LinkSpec
 
 
 class Toy(BaseModel):

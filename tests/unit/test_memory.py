@@ -2,8 +2,9 @@
 
 import pytest
 
-from pdplan.catalog import open_catalog
-from pdplan.perf.memory import instance_memory, kv_replication, serving_defaults
+from pdplan.io.catalog import open_catalog
+from pdplan.io.serving_defaults import serving_defaults
+from pdplan.perf.memory import instance_memory, kv_replication
 
 GIB = 2**30
 

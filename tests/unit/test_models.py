@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pdplan.specs.model import ModelSpec, list_preset_paths, load_model_yaml
+from pdplan.io.models import list_preset_paths, load_model_yaml
+from pdplan.specs.model import ModelSpec
 
 PRESET_IDS = {
     "opt-13b",

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pdplan.errors import SpecError
-from pdplan.hf_config import SUPPORTED_MODEL_TYPES, load_hf_config
-from pdplan.specs.model import ModelSpec, list_preset_paths, load_model_yaml
+from pdplan.io.hf_config import SUPPORTED_MODEL_TYPES, load_hf_config
+from pdplan.io.models import list_preset_paths, load_model_yaml
+from pdplan.specs.model import ModelSpec
 
 HF = Path(__file__).parent / "data" / "hf"
 BAD = Path(__file__).parents[1] / "bad_inputs" / "models"

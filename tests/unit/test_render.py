@@ -1,4 +1,4 @@
-"""pdplan.render: CSV, Markdown, table and JSON rendering, and whole-or-nothing file output."""
+"""pdplan.report.render: CSV, Markdown, table and JSON rendering, and whole-or-nothing file output."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pdplan.errors import SpecError
-from pdplan.render import (
+from pdplan.report.render import (
     Format,
     format_cell,
     records_to_csv,
@@ -162,7 +162,7 @@ def test_write_atomic_leaves_no_temp_file_on_error(tmp_path: Path, monkeypatch: 
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("pdplan.render.os.replace", broken_replace)
+    monkeypatch.setattr("pdplan.report.render.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         write_atomic(target, "new")
     assert target.read_text() == "previous"

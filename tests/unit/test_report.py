@@ -11,9 +11,9 @@ import pytest
 from rich.console import Group
 from support.plan_fixture import baseline, minimal_result, pick, plan_result, runner_up
 
-from pdplan.render import Format
 from pdplan.report import common as c
 from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
+from pdplan.report.render import Format
 
 SECTIONS = [
     "## Question",

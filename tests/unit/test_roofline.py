@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from support.tables import ToyGpu, ideal_table
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
 from pdplan.perf.ops import PassShape, expected_distinct_experts, forward_ops, kv_heads_per_gpu
 from pdplan.perf.roofline import Precision, decode_step_s, phase_time, prefill_time_s
 

@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from pdplan.errors import SpecError
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides, load_scenario, parse_xpyd, scenario_from_dict
 from pdplan.serving import default_scenario_path
-from pdplan.specs.scenario import (
-    ScenarioOverrides,
-    apply_overrides,
-    load_scenario,
-    parse_xpyd,
-    scenario_from_dict,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

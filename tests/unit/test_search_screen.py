@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
 from pdplan.search.exact import evaluate_exact
 from pdplan.search.optimize import _pool
 from pdplan.search.select import rank

@@ -8,16 +8,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import decode_capacity, prefill_wait_distribution
+from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import slack_delay
 from pdplan.serving import build_model, evaluate, resolve
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.roles import fast_decode_capacity, fit_quadratic
+from pdplan.serving.roles import fit_quadratic
 from pdplan.serving.ttft import prefill_wait
-from pdplan.specs.scenario import Scenario, scenario_from_dict
+from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
 

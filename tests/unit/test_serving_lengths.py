@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.catalog import open_catalog
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing.distributions import GammaMixture
 from pdplan.serving import build_model, evaluate, resolve
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
-from pdplan.specs.scenario import scenario_from_dict
+from pdplan.serving.workload_bins import JointLengths, discretize
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.workload import JointLengths, discretize
 
 
 def _workload(output: dict[str, object]) -> WorkloadSpec:

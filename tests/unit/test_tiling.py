@@ -10,13 +10,13 @@ from pydantic import ValidationError
 from support.tables import ToyGpu
 
 from pdplan.errors import SpecError
+from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.kernels import (
     DecodeTiling,
     KernelTable,
     PrefillTiling,
     decode_attention_time_s,
     gemm_time_s,
-    load_kernel_table,
     prefill_attention_time_s,
     stream_s,
 )
@@ -170,7 +170,7 @@ def test_packaged_head_dim_factors_keep_time_non_decreasing_in_head_dim() -> Non
     import itertools
     import math
 
-    from pdplan.perf.kernels import packaged_table_ids
+    from pdplan.io.kernel_tables import packaged_table_ids
 
     for gid in packaged_table_ids():
         t = load_kernel_table(gid)

@@ -1,4 +1,4 @@
-"""Hand-checked formulas of pdplan.transfer (numbers worked out in the comments)."""
+"""Hand-checked formulas of pdplan.transfer.kv (numbers worked out in the comments)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pdplan.errors import SpecError
-from pdplan.fan_in import fan_in_link_queue, fan_in_load, link_queue, required_bandwidth_bytes_per_s
-from pdplan.transfer import (
+from pdplan.transfer.fan_in import fan_in_link_queue, fan_in_load, link_queue, required_bandwidth_bytes_per_s
+from pdplan.transfer.kv import (
     KvShape,
     TransferConfig,
     effective_bandwidth_bytes_per_s,

@@ -10,17 +10,10 @@ import pytest
 from scipy import stats
 
 from pdplan.errors import SpecError
+from pdplan.io.workloads import list_presets, load_preset_workload, load_workload
+from pdplan.serving.workload_bins import JointLengths, discretize, sample, trace_arrivals_s
 from pdplan.specs.length_laws import LognormalDist
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.workload import (
-    JointLengths,
-    discretize,
-    list_presets,
-    load_preset_workload,
-    load_workload,
-    sample,
-    trace_arrivals_s,
-)
 
 
 def _spec(inp: dict[str, object], out: dict[str, object]) -> WorkloadSpec:

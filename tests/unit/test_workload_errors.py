@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pdplan.errors import EXIT_BAD_INPUT, SpecError, UnknownNameError
-from pdplan.workload import load_preset_workload, load_trace, load_workload
+from pdplan.io.workloads import load_preset_workload, load_trace, load_workload
 
 CORPUS = Path(__file__).parents[1] / "bad_inputs" / "workloads"
 BAD_FILES = sorted(CORPUS.glob("*.yaml"))

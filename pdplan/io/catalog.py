@@ -15,17 +15,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
 from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.files import load_spec_file
+from pdplan.io.hf_config import load_hf_config
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.io.models import builtin_models_dir, load_model_yaml
 from pdplan.specs.hardware import GpuSpec, LinkSpec
-from pdplan.specs.loading import load_spec_file
-from pdplan.specs.model import ModelSpec, load_model_yaml
-
-if TYPE_CHECKING:
-    from pdplan.perf.kernels import KernelTable
+from pdplan.specs.kernel_table import KernelTable
+from pdplan.specs.model import ModelSpec
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
 Kind = Literal["gpu", "link", "model"]
@@ -38,15 +39,10 @@ def builtin_hardware_dir() -> Path:
     packaged = Path(str(resources.files("pdplan"))) / "_hardware_db"
     if packaged.is_dir():
         return packaged
-    source_tree = Path(__file__).resolve().parent.parent / "hardware_db"
+    source_tree = Path(__file__).resolve().parents[2] / "hardware_db"
     if source_tree.is_dir():
         return source_tree
     raise SpecError("the built-in hardware_db/ is missing from this installation; reinstall pdplan")
-
-
-def builtin_models_dir() -> Path:
-    """The shipped model presets (package data ``pdplan/models/``)."""
-    return Path(str(resources.files("pdplan"))) / "models"
 
 
 def looks_like_path(name: str) -> bool:
@@ -102,8 +98,6 @@ class Catalog:
         """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
         path = self.path_of("model", name)
         if path.suffix.lower() == ".json":
-            from pdplan.hf_config import load_hf_config
-
             return load_hf_config(path)
         spec = _load_model_cached(_cache_key(path))
         _check_name(spec.name, path, looks_like_path(name))
@@ -136,8 +130,6 @@ def _load_cached(cls: type[SpecT], path: str) -> SpecT:
 
 @lru_cache(maxsize=64)
 def _load_table_cached(path_or_gpu: str) -> KernelTable:
-    from pdplan.perf.kernels import load_kernel_table
-
     return load_kernel_table(path_or_gpu)
 
 

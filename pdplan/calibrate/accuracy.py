@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.perf import fit
-from pdplan.perf.fit_families import decode_context_len
+from pdplan.calibrate import fit
+from pdplan.calibrate.fit_families import decode_context_len
 from pdplan.perf.kernels import (
     FloatArray,
     GpuPeaks,

@@ -14,12 +14,12 @@ import typer
 from typer._click import exceptions as click_exceptions
 
 from pdplan import __version__
-from pdplan.cli_catalog import hardware_app, models_app, validate
-from pdplan.cli_common import stderr_console
-from pdplan.cli_optimize import optimize_command
-from pdplan.cli_perf import calibrate, roofline
-from pdplan.cli_serving import evaluate_command, transfer_command
-from pdplan.cli_simulate import simulate_command
+from pdplan.cli.catalog import hardware_app, models_app, validate
+from pdplan.cli.common import stderr_console
+from pdplan.cli.optimize import optimize_command
+from pdplan.cli.perf import calibrate, roofline
+from pdplan.cli.serving import evaluate_command, transfer_command
+from pdplan.cli.simulate import simulate_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 
 HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.

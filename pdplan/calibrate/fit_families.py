@@ -1,14 +1,14 @@
 """Per-family fits of one GPU's kernel table to AIConfigurator kernel measurements.
 
-Each fitter takes the arrays read by :mod:`pdplan.perf.fit`, fits on a deterministic every-k-th
-subsample (:func:`~pdplan.perf.fit.subsample_index`) with :func:`~pdplan.perf.fit.fit_parameters`
+Each fitter takes the arrays read by :mod:`pdplan.calibrate.fit`, fits on a deterministic every-k-th
+subsample (:func:`~pdplan.calibrate.fit.subsample_index`) with :func:`~pdplan.calibrate.fit.fit_parameters`
 and judges the result on every row. GEMM and decode fits evaluate the cost functions with
 ``warm_l2=True``, because the benchmark repeats one kernel back to back (small operands stay in L2).
 
 Discrete structure — a GEMM's M tile and L2 mode, an attention kernel's tiling — is not fitted by
 least squares: the GEMM fitter tries each candidate and keeps the one with the lowest P90 on the
 fit subsample; attention tilings are given by the caller (the kernel's documented tile sizes).
-All-reduce fits live in :mod:`pdplan.perf.fit_allreduce`.
+All-reduce fits live in :mod:`pdplan.calibrate.fit_allreduce`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.perf.fit import (
+from pdplan.calibrate.fit import (
     ErrorStats,
     FitResult,
     IntArray,

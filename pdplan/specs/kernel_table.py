@@ -1,4 +1,5 @@
-"""The kernel cost table: what kernels *achieve* on one GPU and serving stack (pydantic schema, loading).
+"""The kernel cost table: what kernels *achieve* on one GPU and serving stack (the pydantic schema; files are
+read by :mod:`pdplan.io.kernel_tables`).
 
 A :class:`KernelTable` holds dimensionless efficiencies, saturation constants, launch overheads, the
 kernels' CTA tiling and all-reduce α/β; the GPU's datasheet peaks come from a :class:`GpuPeaks` object
@@ -8,14 +9,13 @@ here says which formula its fields enter. Units: seconds, FLOP/s, bytes, bytes/s
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from pdplan.errors import UnknownNameError
+from pdplan.specs.base import FrozenModel
 
 ArrayLike = npt.ArrayLike
 FloatArray = npt.NDArray[np.float64]
@@ -24,7 +24,6 @@ KvFlavour = Literal["bf16", "fp8"]
 L2Mode = Literal["first", "lru"]
 
 KERNEL_TABLE_SCHEMA_VERSION = 1
-TABLE_DIR = Path(__file__).parent / "kernel_tables"
 
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
@@ -52,11 +51,7 @@ class GpuPeaks(Protocol):
     def memory_bytes_per_s(self) -> float: ...
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class GemmParams(_Frozen):
+class GemmParams(FrozenModel):
     """[m×k]·[k×n] GEMM: compute_s = 2·(m'+m0)·(n+n0)·(k+k0) / (peak·peak_fraction).
 
     m0/n0/k0 are saturation constants (elements): efficiency ramps as m/(m+m0) etc. (tile and wave
@@ -96,7 +91,7 @@ class GemmParams(_Frozen):
     m_tile: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
 
 
-class Tiling(_Frozen):
+class Tiling(FrozenModel):
     """How an attention kernel cuts its work into CTAs (thread blocks); null = untiled smooth model.
 
     FlashAttention-style kernels give each CTA ``tile_q`` query rows and loop over the keys in
@@ -144,7 +139,7 @@ class DecodeTiling(Tiling):
     max_splits: Annotated[int, Field(strict=True, ge=1, le=1024)] = 128
 
 
-class PrefillAttentionParams(_Frozen):
+class PrefillAttentionParams(FrozenModel):
     """Causal prefill attention (FlashAttention-style), per GPU after TP (heads = local heads).
 
     FLOPs: per head, QKᵀ and PV each cost 2·d per (query, key) pair, and a causal prompt of s tokens
@@ -173,7 +168,7 @@ class PrefillAttentionParams(_Frozen):
     tiling: PrefillTiling | None = None
 
 
-class DecodeAttentionParams(_Frozen):
+class DecodeAttentionParams(FrozenModel):
     """One decode step of attention over a KV cache of ``context_len`` tokens.
 
     KV bytes = b·c·kv·d·2·kv_bytes (K and V). memory_s = 2·d·kv_bytes·(c+c0)·(b·kv + w0) /
@@ -201,14 +196,14 @@ class DecodeAttentionParams(_Frozen):
     tiling: DecodeTiling | None = None
 
 
-class AlphaBeta(_Frozen):
+class AlphaBeta(FrozenModel):
     """One all-reduce implementation: alpha_s + 2(n−1)/n · message_bytes / bus_bytes_per_s."""
 
     alpha_s: NonNegative
     bus_bytes_per_s: Positive
 
 
-class AllreduceParams(_Frozen):
+class AllreduceParams(FrozenModel):
     """All-reduce in one node, α-β with the ring factor 2(n−1)/n.
 
     ``alpha_s``/``bus_bytes_per_s``: the fallback for GPU counts with no entry below (and the
@@ -223,20 +218,20 @@ class AllreduceParams(_Frozen):
     nccl: dict[int, AlphaBeta] = Field(default_factory=dict)
 
 
-class ElementwiseParams(_Frozen):
+class ElementwiseParams(FrozenModel):
     """Memory-bound elementwise/norm kernels: overhead_s + bytes / (HBM·memory_fraction)."""
 
     memory_fraction: Fraction
     overhead_s: NonNegative
 
 
-class FrameworkParams(_Frozen):
+class FrameworkParams(FrozenModel):
     """Per-step framework costs that kernel timings cannot show (scheduling, sampling, gaps)."""
 
     decode_step_overhead_s: NonNegative
 
 
-class KernelTable(_Frozen):
+class KernelTable(FrozenModel):
     """What kernels achieve on one GPU and serving stack; peaks come from the GPU's datasheet.
 
     ``sm_count``: streaming multiprocessors of the GPU the table describes (its datasheet, as in
@@ -275,22 +270,3 @@ class KernelTable(_Frozen):
                 "give the GPU's streaming-multiprocessor count from its datasheet"
             )
         return self
-
-
-def packaged_table_ids() -> list[str]:
-    """GPU ids with a kernel table shipped inside the package (``pdplan/perf/kernel_tables/``)."""
-    return sorted(p.stem for p in TABLE_DIR.glob("*.yaml"))
-
-
-def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
-    """Load a kernel table from a YAML path or the packaged table of a GPU id (``h100-sxm``)."""
-    from pdplan.specs.loading import load_spec_file
-
-    candidate = Path(path_or_gpu_id)
-    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
-        return load_spec_file(KernelTable, candidate)
-    gpu_id = str(path_or_gpu_id).lower()
-    packaged = TABLE_DIR / f"{gpu_id}.yaml"
-    if not packaged.is_file():
-        raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
-    return load_spec_file(KernelTable, packaged)

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.transfer import (
+from pdplan.transfer.kv import (
     FloatArray,
     LinkLike,
     TransferConfig,

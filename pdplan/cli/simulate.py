@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
-from pdplan.cli_options import (
+from pdplan.cli.common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli.options import (
     AttainmentOpt,
     ColocatedOpt,
     ConcurrencyOpt,
@@ -35,11 +35,11 @@ from pdplan.cli_options import (
     scenario_from_flags,
 )
 from pdplan.errors import SpecError
-from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides
+from pdplan.io.scenario import ScenarioOverrides
+from pdplan.report.render import Format
 
 if TYPE_CHECKING:
-    from pdplan.serving.simulate import Comparison
+    from pdplan.sim.compare import Comparison
 
 Opt = typer.Option
 
@@ -91,7 +91,7 @@ def simulate_command(
 
     Example: pdplan simulate examples/default.yaml --rate 8 --goodput --format json
     """
-    from pdplan.serving.simulate import simulate_scenario
+    from pdplan.sim.compare import simulate_scenario
 
     positive_rate(rate)
     if rate is None and concurrency is None and not goodput:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import yaml
 
-from pdplan.cli_common import (
+from pdplan.cli.common import (
     FormatOpt,
     HardwareDbOpt,
     OutputOpt,
@@ -18,13 +18,14 @@ from pdplan.cli_common import (
     stderr_console,
     warn,
 )
-from pdplan.perf.kernels import KernelTable, load_kernel_table
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import instance_memory
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
-from pdplan.render import Format, write_atomic
+from pdplan.report.render import Format, write_atomic
 
 if TYPE_CHECKING:
-    from pdplan.calibrate import CalibrationReport
+    from pdplan.calibrate.phase_times import CalibrationReport
 
 
 class PhaseChoice(StrEnum):
@@ -163,7 +164,7 @@ def calibrate(
 
     Example: pdplan calibrate my_h100_runs.csv --check --format json
     """
-    from pdplan.calibrate import check, fit, read_measurements  # scipy: loaded only when calibrating
+    from pdplan.calibrate.phase_times import check, fit, read_measurements  # scipy: loaded only when calibrating
 
     catalog = catalog_from(hardware_db)
     rows = read_measurements(measurements)

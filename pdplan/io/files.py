@@ -7,14 +7,12 @@ mapping, an unknown field, a wrong value — into a single line naming the file,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from pdplan.errors import SpecError
-
-SpecT = TypeVar("SpecT", bound=BaseModel)
+from pdplan.specs.base import SpecT, validate_spec
 
 MAX_SPEC_FILE_BYTES = 5_000_000
 
@@ -54,33 +52,6 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"expected a YAML mapping of field: value, got {type(data).__name__}", source=str(path))
     return data
-
-
-def first_error_line(err: ValidationError) -> tuple[str | None, str]:
-    """(field path, or None for a whole-object check; message) of the first pydantic error."""
-    first = err.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or None
-    kind = first["type"]
-    message = first["msg"]
-    if kind == "extra_forbidden":
-        message = "unknown field"
-    elif kind == "missing":
-        message = "required field is missing"
-    elif message.startswith("Value error, "):
-        message = message.removeprefix("Value error, ")
-    extra = len(err.errors()) - 1
-    if extra:
-        message += f" (and {extra} more error{'s' if extra > 1 else ''})"
-    return field, message
-
-
-def validate_spec(cls: type[SpecT], data: dict[str, Any], source: str) -> SpecT:
-    """Validate ``data`` as ``cls``; a pydantic error becomes one SpecError line naming file and field."""
-    try:
-        return cls.model_validate(data)
-    except ValidationError as err:
-        field, message = first_error_line(err)
-        raise SpecError(message, source=source, field=field) from None
 
 
 def load_spec_file(cls: type[SpecT], path: Path) -> SpecT:

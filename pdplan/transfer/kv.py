@@ -39,7 +39,7 @@ With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer pre
 latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the
 completion time ``T_p + exposed`` never decreases.
 
-**Fan-in / link queue**: :mod:`pdplan.fan_in` (which side of the x→y fan-in is busier, and its
+**Fan-in / link queue**: :mod:`pdplan.transfer.fan_in` (which side of the x→y fan-in is busier, and its
 M/G/1).
 """
 

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
-from pdplan.specs.loading import read_yaml_mapping
+from pdplan.io.files import load_spec_file, read_yaml_mapping
+from pdplan.io.hf_config import load_hf_config
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.io.models import load_model_yaml
+from pdplan.io.scenario import SCENARIO_KEYS, load_scenario
+from pdplan.io.workloads import load_workload
+from pdplan.specs.hardware import GpuSpec, LinkSpec
 
 Validator = Callable[[Path], object]
 
@@ -35,66 +41,34 @@ class ValidationResult:
 
 
 def _gpu(path: Path) -> object:
-    from pdplan.specs.hardware import GpuSpec
-    from pdplan.specs.loading import load_spec_file
-
     return load_spec_file(GpuSpec, path)
 
 
 def _link(path: Path) -> object:
-    from pdplan.specs.hardware import LinkSpec
-    from pdplan.specs.loading import load_spec_file
-
     return load_spec_file(LinkSpec, path)
 
 
-def _model(path: Path) -> object:
-    from pdplan.specs.model import load_model_yaml
-
-    return load_model_yaml(path)
-
-
-def _hf(path: Path) -> object:
-    from pdplan.hf_config import load_hf_config
-
-    return load_hf_config(path)
-
-
-def _workload(path: Path) -> object:
-    from pdplan.workload import load_workload
-
-    return load_workload(path)
-
-
-def _kernel_table(path: Path) -> object:
-    from pdplan.perf.kernels import load_kernel_table
-
-    return load_kernel_table(path)
-
-
 VALIDATORS: dict[str, Validator] = {
-    "kernel-table": _kernel_table,
+    "scenario": load_scenario,
+    "kernel-table": load_kernel_table,
     "gpu": _gpu,
     "link": _link,
-    "model": _model,
-    "hf-config": _hf,
-    "workload": _workload,
+    "model": load_model_yaml,
+    "hf-config": load_hf_config,
+    "workload": load_workload,
 }
+"""Every kind of input file ``pdplan validate`` knows, with its loader (an explicit table: no import-time registry)."""
 
 _KIND_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("scenario", SCENARIO_KEYS),
     ("kernel-table", ("gemm", "decode_attention")),
     ("gpu", ("scale_up_fabric", "bf16_flops_per_s")),
     ("link", ("line_rate_bytes_per_s",)),
     ("model", ("num_layers", "hidden_size")),
     ("workload", ("input_tokens", "output_tokens", "trace")),
 )
-
-
-def register_validator(kind: str, keys: tuple[str, ...], validator: Validator) -> None:
-    """Let later modules (scenarios, kernel tables) add a kind recognised by its top-level keys."""
-    VALIDATORS[kind] = validator
-    global _KIND_KEYS
-    _KIND_KEYS = ((kind, keys), *_KIND_KEYS)
+"""Kinds in detection order, each recognised by any of its top-level keys (a scenario's inline workload block
+holds workload keys, so scenarios are tried first)."""
 
 
 def detect_kind(path: Path, data: dict[str, Any] | None) -> str:

@@ -7,8 +7,9 @@ context ``tokens``. Extra columns are kept and echoed in the per-row output.
 Fitting scales a few kernel-table knobs that phase-level times can constrain — the GEMM peak and memory fractions,
 the decode-attention bandwidth fraction (and, in a tiled entry, its per-CTA stream rate), the prefill-attention
 compute fraction (which also paces a tiled entry's CTAs) and the per-step framework overhead —
-by ``scipy.optimize.least_squares`` on log residuals (:func:`pdplan.perf.fit.fit_parameters`, the same code that fits
-the shipped tables to kernel measurements). Knobs a data set cannot see (e.g. no decode rows) keep their values.
+by ``scipy.optimize.least_squares`` on log residuals (:func:`pdplan.calibrate.fit.fit_parameters`, the same code
+that fits the shipped tables to kernel measurements). Knobs a data set cannot see (e.g. no decode rows) keep their
+values.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.catalog import Catalog
+from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
 from pdplan.errors import SpecError
-from pdplan.perf.fit import ErrorStats, error_stats, fit_parameters
-from pdplan.perf.kernels import KernelTable, load_kernel_table
+from pdplan.io.catalog import Catalog
+from pdplan.io.files import read_text_file
+from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.perf.kernels import KernelTable
 from pdplan.perf.roofline import Precision, phase_time
 from pdplan.specs.hardware import GpuSpec
-from pdplan.specs.loading import read_text_file
 from pdplan.specs.model import ModelSpec
 
 FloatArray = npt.NDArray[np.float64]

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pdplan.cli_common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
-from pdplan.cli_options import (
+from pdplan.cli.common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli.options import (
     AttainmentOpt,
     ColocatedOpt,
     ConcurrencyOpt,
@@ -34,8 +34,8 @@ from pdplan.cli_options import (
     positive_rate,
     scenario_from_flags,
 )
-from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides
+from pdplan.io.scenario import ScenarioOverrides
+from pdplan.report.render import Format
 
 if TYPE_CHECKING:
     from pdplan.serving import Evaluation

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pdplan.catalog import Catalog, looks_like_path
-from pdplan.cli_common import (
+from pdplan.cli.common import (
     FormatOpt,
     HardwareDbOpt,
     OutputOpt,
@@ -17,11 +16,12 @@ from pdplan.cli_common import (
     stderr_console,
 )
 from pdplan.errors import SpecError, UnknownNameError
-from pdplan.render import Format
+from pdplan.io.catalog import Catalog, looks_like_path
+from pdplan.io.files import read_yaml_mapping
+from pdplan.io.validation import validate_files
+from pdplan.report.render import Format
 from pdplan.specs.hardware import GpuSpec, LinkSpec
-from pdplan.specs.loading import read_yaml_mapping
 from pdplan.specs.model import ModelSpec
-from pdplan.validation import validate_files
 
 hardware_app = typer.Typer(
     help="GPUs and links in the hardware catalogue.\n\nExample: pdplan hardware show h100-sxm",

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from pdplan.errors import SpecError
-from pdplan.specs.scenario import Scenario, ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.io.scenario import ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.specs.scenario import Scenario
 
 Opt = typer.Option
 

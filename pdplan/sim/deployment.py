@@ -6,18 +6,18 @@ the queueing approximations and nothing else:
 
 * **Prefill** (disaggregated): per-request service = batch-1 roofline *stage* time at the sampled
   prompt length plus the granularity's prefill extra (:func:`pdplan.serving.roles.prefill_perf`,
-  :func:`pdplan.transfer.kv_transfer`), FCFS per instance, the scenario's routing policy. With
+  :func:`pdplan.transfer.kv.kv_transfer`), FCFS per instance, the scenario's routing policy. With
   ``prefill_max_batch_tokens`` the pool batches instead (:class:`pdplan.sim.PrefillPool`
   ``batch_time_s``/``max_batch_tokens``), each batch priced by the closed form's own
   :class:`~pdplan.serving.roles.PrefillBatchTime` (roofline, granularity extra once per batch).
   With PP > 1 the pass latency exceeds the stage time; the (batch-1) difference is added after
   prefill (to the KV transfer time, and to TTFT under convention B), as the closed form adds it
   to every request.
-* **KV transfer**: the exposed time per request from :func:`pdplan.transfer.kv_transfer` (same
+* **KV transfer**: the exposed time per request from :func:`pdplan.transfer.kv.kv_transfer` (same
   :func:`~pdplan.serving.disaggregated.transfer_config`). When the closed form models the link
   queue, both ends are FIFO resources: the serving prefill instance's NICs and the chosen decode
   instance's NICs, each held ``latency + bytes/BW_side`` per request (the fan-in service time of
-  :func:`pdplan.fan_in.fan_in_link_queue`, whose closed form queues at the busier side only).
+  :func:`pdplan.transfer.fan_in.fan_in_link_queue`, whose closed form queues at the busier side only).
 * **Decode**: the linearised step ``t0 + t1·B + t2·K`` the closed form uses (``step="linear"``), or
   the full roofline step (``step="roofline"``, which also tests the linearisation); seats =
   ``max_num_seqs``, KV capacity from memory; the simulator reserves ``l + n`` tokens at admission.
@@ -40,14 +40,14 @@ from typing import Literal
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.fan_in import side_busy_s
 from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import IntArray, StepTimeFn
-from pdplan.transfer import kv_shape_from_model, kv_transfer
+from pdplan.transfer.fan_in import side_busy_s
+from pdplan.transfer.kv import kv_shape_from_model, kv_transfer
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")

@@ -1,4 +1,4 @@
-"""Workloads: load a workload file or preset, bin it into a joint length histogram, sample it.
+"""Workloads as numbers: bin a workload into a joint length histogram, or sample it.
 
 **Binning** (:func:`discretize`, QUEUEING §5.1). Each length axis is cut at equal-probability
 quantiles, snapped to whole token counts (the law binned is that of the sampled integer lengths,
@@ -26,28 +26,19 @@ requests.
 
 from __future__ import annotations
 
-import csv
-import functools
-import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from pydantic import ValidationError
 
-from pdplan.errors import SpecError, UnknownNameError
+from pdplan.errors import SpecError
+from pdplan.io.workloads import load_trace
 from pdplan.specs.length_laws import ParametricDist, UniformDist
-from pdplan.specs.loading import first_error_line, read_yaml_mapping
-from pdplan.specs.workload import WorkloadSpec, allowed_fields
+from pdplan.specs.workload import WorkloadSpec
+from pdplan.types import FloatArray, Int64Array
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-
+IntArray = Int64Array
 DEFAULT_MAX_BINS = 64
 MIN_BINS = 8
 TAIL_LEVELS = (0.99, 0.995, 0.999)
@@ -56,143 +47,8 @@ EXACT_MEAN_COUNTS = 64
 """Bins spanning fewer token counts than this take the mean of the counts themselves (the law's
 continuous conditional mean is off by up to ½ token there: a {1, 2} output bin was 1.86, not the
 1.77 the sampler draws)."""
-TRACE_COLUMNS = ("input_tokens", "output_tokens", "arrival_s")
-MAX_TRACE_BYTES = 500_000_000
 
 
-# ---------------------------------------------------------------------------------------- loading
-def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> WorkloadSpec:
-    """Validate a workload mapping (a file, or a scenario's ``workload:`` block) into a spec.
-
-    Relative trace paths resolve against ``base_dir``; a trace file is read once here so that its
-    errors surface at load time. Errors: one-line :class:`SpecError` naming ``source`` and field.
-    """
-    try:
-        spec = WorkloadSpec.model_validate(data, context={"base_dir": base_dir})
-    except ValidationError as err:
-        field, message = first_error_line(err)
-        if err.errors()[0]["type"] == "extra_forbidden":
-            message += f"; allowed: {', '.join(allowed_fields(err.errors()[0]['loc']))}"
-        top = field == "(top level)"
-        raise SpecError(message, source=source, field=None if top else field) from None
-    if spec.trace is not None:
-        try:
-            trace = load_trace(spec.trace.file)
-        except SpecError as err:
-            raise SpecError(str(err), source=source, field="trace") from None
-        if spec.arrival == "trace" and trace.arrival_s is None:
-            raise SpecError(
-                "the trace has no arrival_s column (needed by arrival: trace)", source=source, field="arrival"
-            )
-    return spec
-
-
-def load_workload(path: str | Path) -> WorkloadSpec:
-    """Read and validate a workload YAML file (ARCHITECTURE §4)."""
-    path = Path(path)
-    return workload_from_dict(read_yaml_mapping(path), source=str(path), base_dir=path.parent)
-
-
-def list_presets() -> dict[str, Path]:
-    """Bundled workload presets: name -> YAML path (package data ``pdplan/workloads/*.yaml``)."""
-    folder = resources.files("pdplan").joinpath("workloads")
-    entries = [e for e in folder.iterdir() if e.name.endswith(".yaml")] if folder.is_dir() else []
-    entries.sort(key=lambda e: e.name)
-    return {e.name.removesuffix(".yaml"): Path(str(e)) for e in entries}
-
-
-def load_preset_workload(name: str) -> WorkloadSpec:
-    """A bundled preset by name (``chat``, ``splitwise-coding``, ...); unknown names get hints."""
-    presets = list_presets()
-    if name not in presets:
-        raise UnknownNameError("workload preset", name, presets)
-    return load_workload(presets[name])
-
-
-# ---------------------------------------------------------------------------------------- traces
-@dataclass(frozen=True, eq=False)
-class TraceData:
-    """A validated trace: integer lengths >= 1 and, if present, non-decreasing arrival times (s)."""
-
-    input_tokens: IntArray
-    output_tokens: IntArray
-    arrival_s: FloatArray | None
-
-
-def load_trace(path: Path) -> TraceData:
-    """Read a trace CSV (``input_tokens,output_tokens[,arrival_s]``); errors name file and row."""
-    path = Path(path)
-    if not path.is_file():
-        what = "is a folder" if path.is_dir() else "not found"
-        raise SpecError(f"trace file {what}", source=str(path))
-    stat = path.stat()
-    return _load_trace_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _load_trace_cached(path: str, mtime_ns: int, size: int) -> TraceData:
-    del mtime_ns  # part of the cache key only
-    if size > MAX_TRACE_BYTES:
-        raise SpecError(f"trace is {size} bytes; the limit is {MAX_TRACE_BYTES}", source=path)
-    raw = Path(path).read_bytes()
-    if b"\x00" in raw:
-        raise SpecError("binary data, expected a CSV text file", source=path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"not UTF-8 text (byte {err.start})", source=path) from None
-    rows = list(csv.reader(io.StringIO(text)))
-    header = [h.strip() for h in rows[0]] if rows else []
-    _check_header(header, path)
-    body = [r for r in rows[1:] if any(cell.strip() for cell in r)]
-    if not body:
-        raise SpecError("trace has a header but no rows", source=path)
-    cols = {name: _column(body, header, name, path) for name in header}
-    arrival = cols.get("arrival_s")
-    if arrival is not None and np.any(np.diff(arrival) < 0):
-        raise SpecError("arrival_s must be non-decreasing", source=path, field="arrival_s")
-    lengths = [cols[n].astype(np.int64) for n in ("input_tokens", "output_tokens")]
-    for arr in (*lengths, *([arrival] if arrival is not None else [])):
-        arr.setflags(write=False)
-    return TraceData(lengths[0], lengths[1], arrival)
-
-
-def _check_header(header: list[str], path: str) -> None:
-    allowed = ", ".join(TRACE_COLUMNS)
-    if not header:
-        raise SpecError(f"empty trace; expected a header with {allowed}", source=path)
-    for name in header:
-        if name not in TRACE_COLUMNS:
-            raise SpecError(f"unknown column {name!r}; allowed: {allowed}", source=path)
-    if len(set(header)) != len(header):
-        raise SpecError("duplicate column in header", source=path)
-    for name in TRACE_COLUMNS[:2]:
-        if name not in header:
-            raise SpecError(f"missing column {name!r}; header must have {allowed}", source=path)
-
-
-def _column(body: list[list[str]], header: list[str], name: str, path: str) -> FloatArray:
-    """One validated column: lengths are integers >= 1, arrival_s finite and >= 0."""
-    j = header.index(name)
-    out = np.empty(len(body))
-    for i, row in enumerate(body):
-        where = f"row {i + 2}, column {name}"
-        if len(row) != len(header):
-            raise SpecError(f"row {i + 2} has {len(row)} cells, header has {len(header)}", source=path)
-        try:
-            value = float(row[j])
-        except ValueError:
-            raise SpecError(f"{row[j]!r} is not a number", source=path, field=where) from None
-        if name == "arrival_s":
-            if not (math.isfinite(value) and value >= 0):
-                raise SpecError(f"{row[j]!r} must be a finite time >= 0", source=path, field=where)
-        elif not (math.isfinite(value) and value.is_integer() and value >= 1):
-            raise SpecError(f"{row[j]!r} must be an integer >= 1", source=path, field=where)
-        out[i] = value
-    return out
-
-
-# ---------------------------------------------------------------------------------------- binning
 @dataclass(frozen=True, eq=False)
 class JointLengths:
     """Joint histogram p(l, n) of input length l and output length n (token counts as floats).

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pdplan.catalog import Catalog, open_catalog
-from pdplan.render import (
+from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.report.render import (
     Format,
     Record,
     records_to_csv,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pdplan.cli_common import (
+from pdplan.cli.common import (
     FormatOpt,
     HardwareDbOpt,
     KernelTablesOpt,
@@ -19,7 +19,7 @@ from pdplan.cli_common import (
     write_renderable,
     write_text,
 )
-from pdplan.cli_options import (
+from pdplan.cli.options import (
     AttainmentOpt,
     DtypeOpt,
     IslOpt,
@@ -34,8 +34,8 @@ from pdplan.cli_options import (
     scenario_from_flags,
 )
 from pdplan.errors import SpecError
-from pdplan.render import Format
-from pdplan.specs.scenario import ScenarioOverrides, parse_xpyd
+from pdplan.io.scenario import ScenarioOverrides, parse_xpyd
+from pdplan.report.render import Format
 
 if TYPE_CHECKING:
     from pdplan.search.results import PlanResult

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
-from pdplan.specs.loading import read_text_file
+from pdplan.io.files import read_text_file
 from pdplan.specs.model import ModelSpec
 
 Fields = dict[str, Any]

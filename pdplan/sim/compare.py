@@ -2,8 +2,8 @@
 
 The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
 :func:`pdplan.serving.evaluate` at the same rate or concurrency; the simulation replays the same
-deployment request by request (:mod:`pdplan.serving.sim_deployment`) with ``n_requests`` sampled
-lengths (:func:`pdplan.workload.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
+deployment request by request (:mod:`pdplan.sim.deployment`) with ``n_requests`` sampled
+lengths (:func:`pdplan.serving.workload_bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
 (closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.
 
 Seeds: lengths, arrival gaps and routing draws come from three generators derived from ``seed``
@@ -30,19 +30,19 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.catalog import Catalog, open_catalog
 from pdplan.errors import SpecError
+from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.queueing import decode_fixed_point
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model, evaluate
 from pdplan.serving.inputs import resolve
 from pdplan.serving.results import Evaluation
-from pdplan.serving.sim_deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.serving.snapshot import LatencySummary
+from pdplan.serving.workload_bins import sample
 from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
+from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.specs.scenario import Scenario, SloSpec
-from pdplan.workload import sample
 
 DEFAULT_REQUESTS = 20_000
 """Requests per simulation: ~1 s per run on one core for the chat workload (P99 noise ≈ 3 %)."""

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pdplan.perf.fit import ErrorStats, IntArray, error_stats, fit_parameters
-from pdplan.perf.fit_families import F_SCALE, stub_table
+from pdplan.calibrate.fit import ErrorStats, IntArray, error_stats, fit_parameters
+from pdplan.calibrate.fit_families import F_SCALE, stub_table
 from pdplan.perf.kernels import (
     AllreduceParams,
     AlphaBeta,

@@ -1,0 +1,30 @@
+"""Kernel cost tables on disk: the packaged ones (``pdplan/data/kernel_tables/<gpu>.yaml``) and the user's own."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from pdplan.errors import UnknownNameError
+from pdplan.io.files import load_spec_file
+from pdplan.specs.kernel_table import KernelTable
+
+TABLE_DIR = Path(str(resources.files("pdplan"))) / "data" / "kernel_tables"
+"""Folder of the packaged kernel tables (package data)."""
+
+
+def packaged_table_ids() -> list[str]:
+    """GPU ids with a kernel table shipped inside the package (``pdplan/data/kernel_tables/``)."""
+    return sorted(p.stem for p in TABLE_DIR.glob("*.yaml"))
+
+
+def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
+    """Load a kernel table from a YAML path or the packaged table of a GPU id (``h100-sxm``)."""
+    candidate = Path(path_or_gpu_id)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
+        return load_spec_file(KernelTable, candidate)
+    gpu_id = str(path_or_gpu_id).lower()
+    packaged = TABLE_DIR / f"{gpu_id}.yaml"
+    if not packaged.is_file():
+        raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
+    return load_spec_file(KernelTable, packaged)

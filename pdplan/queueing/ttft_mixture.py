@@ -1,0 +1,83 @@
+"""TTFT as a mixture over prompt bins: prefill wait ⊕ KV-link delay per bin ⊕ deterministic offsets
+(QUEUEING §1.2, §1.5).
+
+``TTFT = W_p + W_link + g_l``: a request's FCFS wait is independent of its own service under Poisson arrivals, so
+
+    P(TTFT ≤ a | l) = E_{W_link | l}[ F_{W_p}(a − g_l − W_link) ]
+
+with the outer expectation over a discretised link delay per bin (:mod:`pdplan.queueing.link_delay`). Percentiles
+come from this mixture cdf by brentq — never by adding quantiles. The serving model that fills it in is
+:mod:`pdplan.serving.ttft`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.queueing.batched_ttft import PerBinWait
+from pdplan.queueing.distributions import WaitDistribution, mixture_quantile
+from pdplan.queueing.link_delay import BinDelay
+from pdplan.types import FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class TtftMixture:
+    """TTFT per rate: prefill wait ``[R]`` (or per bin) ⊕ link delay per bin ⊕ offsets ``[R, K, J]``.
+
+    ``offsets_s[r, k, j]`` is everything deterministic for quadrature length j of prompt bin k
+    (equal weights within a bin, :func:`pdplan.serving.lengths.input_quadrature`). ``wait`` is a
+    :class:`~pdplan.queueing.WaitDistribution` shared by all prompts (FCFS prefill) or a
+    :class:`~pdplan.queueing.batched_ttft.PerBinWait` (batched prefill: the wait depends on the
+    prompt).
+    """
+
+    wait: WaitDistribution | PerBinWait
+    link: BinDelay
+    offsets_s: FloatArray
+    prob: FloatArray
+
+    @property
+    def mean_s(self) -> FloatArray:
+        """``E[W_p] + E[W_link] + Σ_k p_k mean_j g_kj`` per rate."""
+        wait = self.wait.mean_s
+        wait_mean = wait @ self.prob if wait.ndim == 2 else wait
+        link = np.broadcast_to(self.link.bin_mean_s, self.offsets_s.shape[:2])
+        return np.asarray(wait_mean + (link + self.offsets_s.mean(axis=2)) @ self.prob, dtype=np.float64)
+
+    def cdf_per_bin(self, a_s: float) -> FloatArray:
+        """``P(TTFT ≤ a | k)``, shape ``[R, K]`` (mean over the bin's quadrature lengths)."""
+        t = a_s - self.offsets_s[:, :, :, None] - self.link.points_s[:, :, None, :]
+        c = self.wait.cdf_rowwise(t)
+        j = self.offsets_s.shape[2]
+        wts = np.broadcast_to(self.link.weights, (*self.offsets_s.shape[:2], c.shape[3]))
+        return np.asarray(np.einsum("rkjp,rkp->rk", c, wts) / j, dtype=np.float64)
+
+    def cdf(self, a_s: float) -> FloatArray:
+        """Mixture cdf per rate, shape ``[R]``."""
+        return np.asarray(self.cdf_per_bin(a_s) @ self.prob, dtype=np.float64)
+
+    def first_cdf(self, a_s: float) -> float:
+        """Mixture cdf of the first rate as a float (root-finding helper)."""
+        return float(self.cdf(a_s)[0])
+
+    def row(self, r: int) -> TtftMixture:
+        sl = slice(r, r + 1)
+        return TtftMixture(self.wait.row(r), self.link.row(r), self.offsets_s[sl], self.prob)
+
+    def quantile(self, q: float) -> FloatArray:
+        """Mixture quantile per rate (brentq on the cdf), shape ``[R]``."""
+        out = np.empty(self.offsets_s.shape[0])
+        for r in range(out.size):
+            one = self.row(r)
+            lo = float(one.offsets_s.min())
+            span = float(np.max(_span_s(one.wait)))
+            hi = float(one.offsets_s.max() + one.link.points_s.max()) + span
+            out[r] = mixture_quantile(one.first_cdf, q, lo, hi, "TTFT")
+        return out
+
+
+def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:
+    """Largest lattice time of a wait distribution per rate."""
+    return np.asarray(wait.h_s * (wait.cdf_grid.shape[-1] - 1), dtype=np.float64)
