@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
+from pdplan.io.scenario import revalidate
 from pdplan.serving import default_scenario_path, load_scenario
 from pdplan.sim.compare import Comparison, simulate_scenario
 from pdplan.specs.scenario import Scenario

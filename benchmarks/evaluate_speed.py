@@ -15,7 +15,7 @@ from closed_form_vs_sim import write_section
 from timing import best_of
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
 from pdplan.perf.allocator import keep_freed_memory
 from pdplan.serving import evaluate, load_scenario
 from pdplan.specs.scenario import Scenario

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from closed_form_vs_sim import HEADER, cell_row, write_section
 
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
+from pdplan.io.scenario import revalidate
 from pdplan.serving import default_scenario_path, load_scenario
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario

@@ -34,7 +34,7 @@ from pdplan.cli.options import (
     scenario_from_flags,
 )
 from pdplan.errors import SpecError
-from pdplan.io.scenario import ScenarioOverrides, parse_xpyd
+from pdplan.io.overrides import ScenarioOverrides, parse_xpyd
 from pdplan.report.render import Format
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def optimize_command(
     """
     from pdplan.report import write_plot  # lazy: scipy loads in ~1 s
     from pdplan.search.optimize import optimize
-    from pdplan.search.space import SearchOverrides, with_search_overrides
+    from pdplan.search.overrides import SearchOverrides, with_search_overrides
 
     positive_rate(rate)
     if xpyd is not None and colocated is not None:

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from pdplan.errors import SpecError
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides, load_scenario
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
+from pdplan.io.scenario import load_scenario
 from pdplan.specs.scenario import Scenario
 
 Opt = typer.Option

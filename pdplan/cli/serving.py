@@ -34,7 +34,7 @@ from pdplan.cli.options import (
     positive_rate,
     scenario_from_flags,
 )
-from pdplan.io.scenario import ScenarioOverrides
+from pdplan.io.overrides import ScenarioOverrides
 from pdplan.report.render import Format
 
 if TYPE_CHECKING:

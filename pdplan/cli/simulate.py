@@ -35,7 +35,7 @@ from pdplan.cli.options import (
     scenario_from_flags,
 )
 from pdplan.errors import SpecError
-from pdplan.io.scenario import ScenarioOverrides
+from pdplan.io.overrides import ScenarioOverrides
 from pdplan.report.render import Format
 
 if TYPE_CHECKING:

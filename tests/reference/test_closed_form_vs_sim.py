@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides, revalidate, scenario_from_dict
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
+from pdplan.io.scenario import revalidate, scenario_from_dict
 from pdplan.serving import default_scenario_path, evaluate, load_scenario
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario

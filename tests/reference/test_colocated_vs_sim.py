@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides
 from pdplan.serving import default_scenario_path, evaluate, load_scenario
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pdplan.errors import SpecError
-from pdplan.io.scenario import ScenarioOverrides, apply_overrides, load_scenario, parse_xpyd, scenario_from_dict
+from pdplan.io.overrides import ScenarioOverrides, apply_overrides, parse_xpyd
+from pdplan.io.scenario import load_scenario, scenario_from_dict
 from pdplan.serving import default_scenario_path
 
 ROOT = Path(__file__).resolve().parents[2]
