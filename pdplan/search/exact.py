@@ -1,69 +1,27 @@
 """Exact re-evaluation of the screen's best candidates with the full serving model, and the pick's sensitivity.
 
-A candidate becomes a :class:`~pdplan.specs.scenario.Scenario` (the optimiser's base scenario with the candidate's
-deployment), is resolved and modelled exactly as ``pdplan evaluate`` does (:mod:`pdplan.serving`), and turned into a
-:class:`~pdplan.search.results.Plan` with latencies at the operating rate (the target rate, or the goodput).
+A candidate is a :class:`~pdplan.serving.deployment.Deployment`, bound to the search's resolved scenario (resolved
+once per search) and modelled exactly as ``pdplan evaluate`` does (:func:`pdplan.serving.evaluate.build`), then
+turned into a :class:`~pdplan.search.results.Plan` with latencies at the operating rate (the target rate, or the
+goodput).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.io.catalog import Catalog
-from pdplan.io.scenario import revalidate
-from pdplan.search.results import Latency, Plan, RoleChoice, Sensitivity
+from pdplan.search.results import Latency, Plan, Sensitivity
+from pdplan.serving.deployment import Deployment
 from pdplan.serving.evaluate import build_model, operating_point
 from pdplan.serving.goodput import ServingModel, find_goodput
-from pdplan.serving.inputs import ResolvedScenario, resolve
+from pdplan.serving.inputs import ResolvedScenario, bind
 from pdplan.serving.roles import instance_budget
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.specs.scenario import Scenario, SloSpec
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """A candidate deployment in plain values (what a scenario needs)."""
-
-    mode: str
-    prefill: RoleChoice | None = None
-    decode: RoleChoice | None = None
-    colocated: RoleChoice | None = None
-    granularity: str | None = None
-    link: str | None = None
-    routing: str | None = None
-    scheduler: str | None = None
-    max_num_seqs: int = 256
-
-
-def scenario_for(base: Scenario, d: Deployment) -> Scenario:
-    """The base scenario with the deployment swapped in (validated again)."""
-    update: dict[str, Any] = {
-        "mode": d.mode,
-        "max_num_seqs": d.max_num_seqs,
-        "search": None,
-        "prefill": None,
-        "decode": None,
-        "colocated": None,
-    }
-    if d.mode == "colocated":
-        assert d.colocated is not None
-        update["colocated"] = {**d.colocated.as_dict(), "scheduler": d.scheduler}
-    else:
-        assert d.prefill is not None
-        assert d.decode is not None
-        update.update(
-            prefill=d.prefill.as_dict(),
-            decode=d.decode.as_dict(),
-            granularity=d.granularity,
-            link=d.link,
-            routing=d.routing,
-        )
-    return revalidate(base, update, source="optimizer candidate")
+from pdplan.specs.scenario import SloSpec
 
 
 def _latency(s: LatencySummary) -> Latency:
@@ -79,34 +37,18 @@ def _headroom(res: ResolvedScenario, util: dict[str, float]) -> dict[str, float]
     return out
 
 
-def _cost(res: ResolvedScenario) -> float | None:
-    total = 0.0
-    for hw, spec in (
-        (res.prefill, res.scenario.prefill),
-        (res.decode, res.scenario.decode),
-        (res.colocated, res.scenario.colocated),
-    ):
-        if hw is not None and spec is not None:
-            if hw.gpu.price is None:
-                return None
-            total += hw.gpu.price.typical_usd_per_gpu_hour * spec.gpus
-    return total
-
-
 @dataclass(frozen=True)
 class Exact:
     """A plan evaluated exactly, with the objects the sensitivity analysis reuses."""
 
     plan: Plan
-    scenario: Scenario
     res: ResolvedScenario
     model: ServingModel
 
 
 def evaluate_exact(
-    base: Scenario,
+    base: ResolvedScenario,
     d: Deployment,
-    catalog: Catalog,
     *,
     target_rps: float | None,
     failures: list[NoFeasiblePlanError] | None = None,
@@ -115,11 +57,11 @@ def evaluate_exact(
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
     clipping, the same for every candidate) are reported once for the whole result, not per plan."""
-    sc = scenario_for(base, d)
+    slo = base.scenario.slo
     try:
-        res = resolve(sc, catalog)
+        res = bind(base, d)
         model = build_model(res)
-        good = find_goodput(model, sc.slo)
+        good = find_goodput(model, slo)
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
                 f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s", binding_constraint=good.binding
@@ -129,7 +71,7 @@ def evaluate_exact(
             failures.append(err)
         return None
     rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
-    point = operating_point(model.snapshot(np.array([rate])), sc.slo)
+    point = operating_point(model.snapshot(np.array([rate])), slo)
     mean_out = res.lengths.mean_output()
     tau = float(point.tpot_s.mean)
     plan = Plan(
@@ -141,11 +83,11 @@ def evaluate_exact(
         link=d.link,
         routing=d.routing,
         scheduler=d.scheduler,
-        max_num_seqs=d.max_num_seqs,
-        num_gpus=sc.num_gpus,
+        max_num_seqs=res.max_num_seqs,
+        num_gpus=d.num_gpus,
         goodput_rps=good.rate_rps,
         output_tokens_per_s=good.rate_rps * mean_out,
-        cost_usd_per_hour=_cost(res),
+        cost_usd_per_hour=res.cost_usd_per_hour(),
         operating_rate_rps=rate,
         ttft_s=_latency(point.ttft_s),
         tpot_s=_latency(point.tpot_s),
@@ -157,7 +99,7 @@ def evaluate_exact(
         exact=True,
         warnings=tuple(w for w in res.warnings if w not in shared_warnings),
     )
-    return Exact(plan, sc, res, model)
+    return Exact(plan, res, model)
 
 
 def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:
@@ -169,7 +111,7 @@ def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:
 
 def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, ...]:
     """The pick under rate ±20 %, link bandwidth ×0.5 and SLO thresholds ±20 % (one input at a time)."""
-    slo = pick.scenario.slo
+    slo = pick.res.scenario.slo
     model = pick.model
     limit = model.limit().rate_rps
     rate = pick.plan.operating_rate_rps
@@ -197,7 +139,7 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
 def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
     """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot."""
     model = pick.model
-    slo = pick.scenario.slo
+    slo = pick.res.scenario.slo
     rates = model.limit().rate_rps * np.linspace(0.05, 0.98, points)
     snap = model.snapshot(rates)
     att = snap.attainment(slo.ttft, slo.tpot)

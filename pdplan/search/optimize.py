@@ -21,18 +21,20 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.describe import describe_assumptions, describe_inputs
-from pdplan.search.exact import Deployment, Exact, evaluate_exact, rate_curve, scenario_for, sensitivity
-from pdplan.search.results import Plan, PlanResult, RoleChoice, SearchStats
+from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity
+from pdplan.search.results import Plan, PlanResult, SearchStats
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
 from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
+from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.disaggregated import decode_cells
-from pdplan.serving.evaluate import build_model
+from pdplan.serving.evaluate import build
 from pdplan.serving.goodput import find_goodput
 from pdplan.serving.inputs import ResolvedScenario, resolve
 from pdplan.serving.roles import RoleHardware, prefill_perf
 from pdplan.specs.scenario import Scenario
+from pdplan.types import Routing
 
 Stage = Callable[[str], None]
 REFINE_FACTOR = 1
@@ -46,13 +48,17 @@ class Pool:
     screened: Candidates
     bases: list[PrefillBase]
     tables: list[DecodeTable]
-    routings: tuple[str, ...]
+    routings: tuple[Routing, ...]
     colocated: list[Deployment]
     metrics: Metrics
     tau_s: np.ndarray
     binding: np.ndarray
     shared_warnings: tuple[str, ...] = ()
     """Warnings of the base scenario (e.g. context-window clipping): every candidate has them; reported once."""
+    chunk_tokens: int | None = None
+    """The base scenario's prefill chunk size (None: the serving default), kept by every candidate."""
+    prefill_batch_tokens: int | None = None
+    """The base scenario's batched-prefill budget, kept by every disaggregated candidate."""
 
     @property
     def size(self) -> int:
@@ -72,11 +78,13 @@ class Pool:
             link=base.link,
             routing=self.routings[int(c.routing[i])],
             max_num_seqs=table.max_num_seqs,
+            chunk_tokens=self.chunk_tokens,
+            prefill_max_batch_tokens=self.prefill_batch_tokens,
         )
 
 
-def _role(hw: RoleHardware, count: int) -> RoleChoice:
-    return RoleChoice(hw.gpu.name, hw.tp, hw.pp, count)
+def _role(hw: RoleHardware, count: int) -> Role:
+    return Role(hw.gpu.name, hw.tp, hw.pp, count)
 
 
 def _price(hw: RoleHardware) -> float:
@@ -121,7 +129,7 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    base: Scenario, space: Space, catalog: Catalog, mean_out: float
+    res: ResolvedScenario, space: Space, mean_out: float
 ) -> tuple[list[Deployment], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
 
@@ -132,21 +140,22 @@ def _colocated_pool(
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
         for seqs in (max(space.max_num_seqs),):
+            chunk = res.scenario.chunk_tokens
             one = Deployment(
-                "colocated", colocated=_role(hw, 1), scheduler=space.colocated_scheduler, max_num_seqs=seqs
+                "colocated",
+                colocated=_role(hw, 1),
+                scheduler=space.colocated_scheduler,
+                max_num_seqs=seqs,
+                chunk_tokens=chunk,
             )
             try:
-                model = build_model(resolve(scenario_for(base, one), catalog))
-                g1 = find_goodput(model, base.slo)
+                model = build(res, one)
+                g1 = find_goodput(model, res.scenario.slo)
             except NoFeasiblePlanError:
                 continue
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
-                deps.append(
-                    Deployment(
-                        "colocated", colocated=_role(hw, int(z)), scheduler=space.colocated_scheduler, max_num_seqs=seqs
-                    )
-                )
+                deps.append(dataclasses.replace(one, colocated=_role(hw, int(z))))
             good.append(zs * g1.rate_rps)
             gpus.append(zs * float(hw.tp * hw.pp))
             cost.append(zs * hw.tp * hw.pp * _price(hw))
@@ -164,18 +173,19 @@ def _colocated_pool(
     )
 
 
-def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog, stage: Stage) -> Pool:
+def _pool(res: ResolvedScenario, space: Space, catalog: Catalog, stage: Stage) -> Pool:
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
     stage("screening candidates")
     prob = np.asarray(res.lengths.input_marginal(), dtype=np.float64)
+    base = res.scenario
     cands = screen_disaggregated(
         bases, tables, space.routings, base.slo, base.ttft_convention, prob, space.max_instances
     )
     mean_out = res.lengths.mean_output()
     m = _disaggregated_metrics(cands, bases, tables, mean_out)
     stage("colocated baseline")
-    cdeps, cm, ctau, cbind = _colocated_pool(base, space, catalog, mean_out)
+    cdeps, cm, ctau, cbind = _colocated_pool(res, space, mean_out)
     metrics = Metrics(
         *(
             np.concatenate([getattr(m, f), getattr(cm, f)])
@@ -192,6 +202,8 @@ def _pool(base: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog,
         np.concatenate([cands.tau_s, ctau]),
         np.concatenate([cands.binding, cbind]),
         res.warnings,
+        base.chunk_tokens,
+        base.prefill_max_batch_tokens,
     )
 
 
@@ -211,6 +223,11 @@ def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
     )
 
 
+def _seats(d: Deployment) -> int:
+    assert d.max_num_seqs is not None  # every candidate of the pool names its batch cap
+    return d.max_num_seqs
+
+
 def _screen_plan(pool: Pool, i: int) -> Plan:
     """A plan from screen values only (exact=False): used for the Pareto front."""
     d = pool.deployment(int(i))
@@ -226,7 +243,7 @@ def _screen_plan(pool: Pool, i: int) -> Plan:
         link=d.link,
         routing=d.routing,
         scheduler=d.scheduler,
-        max_num_seqs=d.max_num_seqs,
+        max_num_seqs=_seats(d),
         num_gpus=int(m.num_gpus[i]),
         goodput_rps=float(m.goodput_rps[i]),
         output_tokens_per_s=float(m.output_tokens_per_s[i]),
@@ -244,10 +261,9 @@ def _screen_plan(pool: Pool, i: int) -> Plan:
 
 
 def _refine(
-    base: Scenario,
+    base: ResolvedScenario,
     pool: Pool,
     order: np.ndarray,
-    catalog: Catalog,
     space: Space,
     top: int,
     mode: str | None = None,
@@ -270,7 +286,6 @@ def _refine(
         evaluate_exact(
             base,
             pool.deployment(int(i)),
-            catalog,
             target_rps=space.rate_rps,
             failures=failures,
             shared_warnings=pool.shared_warnings,
@@ -367,14 +382,14 @@ def optimize(
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
     space = build_space(scenario, catalog, budget_gpus=budget_gpus, rate_rps=rate_rps, objective=objective)
     res = resolve(scenario, catalog)
-    full = _pool(scenario, res, space, catalog, note)
+    full = _pool(res, space, catalog, note)
     pool = _restricted(full, xpyd, colocated_count)
     order = rank(pool.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
     if order.size == 0:
         raise _infeasible(pool, space)
     note("exact re-evaluation")
     failures: list[NoFeasiblePlanError] = []
-    best = _refine(scenario, pool, order, catalog, space, top, failures=failures)
+    best = _refine(res, pool, order, space, top, failures=failures)
     if not best:
         reason = failures[0] if failures else _infeasible(pool, space)
         raise NoFeasiblePlanError(
@@ -382,9 +397,9 @@ def optimize(
             binding_constraint=reason.binding_constraint,
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
-        best += _refine(scenario, pool, order, catalog, space, 1, mode="disaggregated")
+        best += _refine(res, pool, order, space, 1, mode="disaggregated")
     full_order = rank(full.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
-    baseline = _refine(scenario, full, full_order, catalog, space, 1, mode="colocated")
+    baseline = _refine(res, full, full_order, space, 1, mode="colocated")
     feasible = order
     per_gpu = pool.metrics.goodput_rps[feasible] / pool.metrics.num_gpus[feasible]
     front = feasible[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[feasible], 1e-12))]

@@ -10,26 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.serving.deployment import Role
 from pdplan.serving.snapshot import Latency
 
 __all__ = ["Latency", "Plan", "PlanResult", "RoleChoice", "SearchStats", "Sensitivity"]
 
 
-@dataclass(frozen=True, slots=True)
-class RoleChoice:
-    """One pool of a plan: GPU type, tensor/pipeline parallelism and instance count."""
-
-    gpu: str
-    tp: int
-    pp: int
-    count: int
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.count
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "tp": self.tp, "pp": self.pp, "count": self.count}
+RoleChoice = Role
+"""One pool of a plan: GPU type, tensor/pipeline parallelism and instance count (:class:`pdplan.serving.Role`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from pdplan.search.tables import (
 )
 from pdplan.serving.disaggregated import PREFILL_RHO_MAX, decode_limit_words
 from pdplan.specs.scenario import SloSpec
+from pdplan.types import Routing
 
 GRID_POINTS = 128
 IntArray = npt.NDArray[np.intp]
@@ -180,7 +181,7 @@ def screen_pair(
 def screen_disaggregated(
     bases: list[PrefillBase],
     tables: list[DecodeTable],
-    routings: tuple[str, ...],
+    routings: tuple[Routing, ...],
     slo: SloSpec,
     convention: str,
     prob: FloatArray,

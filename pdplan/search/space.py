@@ -9,6 +9,7 @@ list ("PP where the model does not fit"). Instance types whose weights do not fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast, get_args
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
@@ -17,6 +18,7 @@ from pdplan.serving.inputs import precision_of
 from pdplan.serving.roles import RoleHardware, instance_budget
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
+from pdplan.types import Granularity, Objective, Routing, Scheduler
 
 DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_PP = (2, 4)
@@ -30,15 +32,15 @@ class Space:
     prefill: tuple[RoleHardware, ...]
     decode: tuple[RoleHardware, ...]
     colocated: tuple[RoleHardware, ...]
-    granularities: tuple[str, ...]
+    granularities: tuple[Granularity, ...]
     links: tuple[str, ...]
-    routings: tuple[str, ...]
+    routings: tuple[Routing, ...]
     max_num_seqs: tuple[int, ...]
     max_instances: int
     budget_gpus: int | None
     rate_rps: float | None
-    objective: str
-    colocated_scheduler: str
+    objective: Objective
+    colocated_scheduler: Scheduler
     notes: tuple[str, ...] = field(default=())
 
     def describe(self) -> dict[str, object]:
@@ -107,6 +109,14 @@ def _roles(
     return tuple(out)
 
 
+def _objective(text: str) -> Objective:
+    """A library or CLI objective, checked against :data:`pdplan.types.Objective`."""
+    allowed = get_args(Objective)
+    if text not in allowed:
+        raise SpecError(f"{text!r} is not one of {', '.join(allowed)}", field="--objective")
+    return cast(Objective, text)
+
+
 def build_space(
     scenario: Scenario,
     catalog: Catalog,
@@ -150,7 +160,7 @@ def build_space(
         max_instances=s.max_instances or DEFAULT_MAX_INSTANCES,
         budget_gpus=budget,
         rate_rps=rate,
-        objective=objective or s.objective,
+        objective=_objective(objective) if objective is not None else s.objective,
         colocated_scheduler=s.colocated_scheduler,
         notes=tuple(notes),
     )

@@ -28,6 +28,7 @@ from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer.kv import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
+from pdplan.types import Granularity
 
 FloatArray = npt.NDArray[np.float64]
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
@@ -43,7 +44,7 @@ class PrefillBase:
     """Prefill instance type + transfer option before the SLO is applied."""
 
     hw: RoleHardware
-    granularity: str
+    granularity: Granularity
     link: str
     decode_tp: int
     latency_s: FloatArray
@@ -56,7 +57,7 @@ class PrefillBase:
 def prefill_base(
     base: PrefillPerf,
     hw: RoleHardware,
-    granularity: str,
+    granularity: Granularity,
     link: LinkSpec,
     decode_tp: int,
     input_prob: FloatArray,
@@ -67,7 +68,7 @@ def prefill_base(
     transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type)."""
     input_tokens = base.input_tokens
     cfg = TransferConfig(
-        granularity=granularity,  # type: ignore[arg-type]
+        granularity=granularity,
         prefill_tp=hw.tp,
         decode_tp=decode_tp,
         nics_prefill=nics,

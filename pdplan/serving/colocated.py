@@ -179,9 +179,10 @@ def _root(fn: Callable[[float], float], hi: float) -> float:
 
 def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     """Price the colocated instance type (NoFeasiblePlanError if it does not fit)."""
-    sc = res.scenario
+    d = res.deployment
     assert res.colocated is not None
-    assert sc.colocated is not None
+    assert d.colocated is not None
+    assert d.scheduler is not None
     cells = decode_cells(res)
     dperf = decode_perf(res.colocated, cells.mean_work / cells.mean_steps, res.max_num_seqs)
     if float((cells.input_tokens + cells.decode_steps).max()) > dperf.kv_capacity_tokens:
@@ -195,4 +196,4 @@ def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     per_bin = prefill_perf(res.colocated, lens.input_tokens).latency_s
     _, b, c = fit_quadratic(lens.input_tokens, per_bin)
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
-    return ColocatedModel(res, sc.colocated.scheduler, cells, cell_s, dperf, b, 2.0 * c, sc.colocated.count)
+    return ColocatedModel(res, d.scheduler, cells, cell_s, dperf, b, 2.0 * c, d.colocated.count)

@@ -265,18 +265,19 @@ class DisaggregatedModel:
 
 def transfer_config(res: ResolvedScenario) -> TransferConfig:
     """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates)."""
-    sc = res.scenario
-    assert sc.prefill is not None
-    assert sc.decode is not None
+    d, nics = res.deployment, res.scenario.nics_per_instance
+    assert d.prefill is not None
+    assert d.decode is not None
+    assert d.granularity is not None
     assert res.prefill is not None
     assert res.decode is not None
     return TransferConfig(
-        granularity=sc.granularity,
-        prefill_tp=sc.prefill.tp,
-        decode_tp=sc.decode.tp,
-        nics_prefill=sc.nics_per_instance,
-        nics_decode=sc.nics_per_instance,
-        chunk_tokens=res.chunk_tokens if sc.granularity == "chunk" else None,
+        granularity=d.granularity,
+        prefill_tp=d.prefill.tp,
+        decode_tp=d.decode.tp,
+        nics_prefill=nics,
+        nics_decode=nics,
+        chunk_tokens=res.chunk_tokens if d.granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=res.prefill.gpu.memory_bytes_per_s,
         decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s,
     )
@@ -284,12 +285,13 @@ def transfer_config(res: ResolvedScenario) -> TransferConfig:
 
 def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
-    sc, lens = res.scenario, res.lengths
+    d, lens = res.deployment, res.lengths
     assert res.prefill is not None
     assert res.decode is not None
     assert res.link is not None
-    assert sc.prefill is not None
-    assert sc.decode is not None
+    assert d.prefill is not None
+    assert d.decode is not None
+    assert d.routing is not None
     _check_prefill_memory(res)
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
@@ -300,8 +302,8 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     point_xfer = kv_transfer(points.ravel(), kv, res.link, cfg, prefill_time_s=point_base.latency_s)
     pool = prefill_pool(
         res.prefill,
-        sc.routing,
-        sc.prefill.count,
+        d.routing,
+        d.prefill.count,
         points,
         lens.input_tokens,
         lens.input_marginal(),
@@ -323,7 +325,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
             "less than the longest request (input + output)",
             binding_constraint="decode KV capacity",
         )
-    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, sc.prefill.count, sc.decode.count, res.link, cfg)
+    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, res.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
     far = None if tandem is None else side_busy_s(xfer, res.link, cfg.side_nics[1])
@@ -341,8 +343,8 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
         xfer.slack_s,
         tandem,
         far,
-        sc.prefill.count,
-        sc.decode.count,
+        d.prefill.count,
+        d.decode.count,
     )
 
 

@@ -11,6 +11,7 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
+from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import (
     DECODE_U_MAX,
     PREFILL_RHO_MAX,
@@ -18,7 +19,7 @@ from pdplan.serving.disaggregated import (
     build_disaggregated,
 )
 from pdplan.serving.goodput import ServingModel, find_goodput
-from pdplan.serving.inputs import ResolvedScenario, resolve
+from pdplan.serving.inputs import ResolvedScenario, bind, resolve
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import Scenario, SloSpec
@@ -31,10 +32,16 @@ CONVENTION_WORDS = {
 
 
 def build_model(res: ResolvedScenario) -> DisaggregatedModel | ColocatedModel:
-    """The deployment model for the scenario's mode."""
-    if res.scenario.mode == "colocated":
+    """The serving model of the deployment ``res`` is bound to."""
+    if res.deployment.mode == "colocated":
         return build_colocated(res)
     return build_disaggregated(res)
+
+
+def build(res: ResolvedScenario, deployment: Deployment) -> DisaggregatedModel | ColocatedModel:
+    """The serving model of ``deployment`` on a resolved scenario (what ``evaluate`` and the optimiser's exact
+    re-evaluation both use; the scenario is resolved once, each deployment only bound: :func:`bind`)."""
+    return build_model(bind(res, deployment))
 
 
 def operating_point(snap: Snapshot, slo: SloSpec) -> OperatingPoint:
@@ -68,21 +75,6 @@ def _deployment(sc: Scenario) -> dict[str, Any]:
         if sc.prefill_max_batch_tokens is not None:
             out["prefill_max_batch_tokens"] = sc.prefill_max_batch_tokens
     return out
-
-
-def _cost(res: ResolvedScenario) -> float | None:
-    total = 0.0
-    for hw, spec in (
-        (res.prefill, res.scenario.prefill),
-        (res.decode, res.scenario.decode),
-        (res.colocated, res.scenario.colocated),
-    ):
-        if hw is None or spec is None:
-            continue
-        if hw.gpu.price is None:
-            return None
-        total += hw.gpu.price.typical_usd_per_gpu_hour * spec.gpus
-    return total
 
 
 def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario) -> dict[str, Any]:
@@ -154,7 +146,7 @@ def evaluate(
         point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding), scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
-    if _cost(res) is None:
+    if res.cost_usd_per_hour() is None:
         warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
     return Evaluation(
         name=scenario.name,
@@ -170,7 +162,7 @@ def evaluate(
         if scenario.mode == "disaggregated"
         else "colocated: TTFT = wait + prefill on the same instance",
         slo=scenario.slo.model_dump(),
-        cost_usd_per_hour=_cost(res),
+        cost_usd_per_hour=res.cost_usd_per_hour(),
         utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()},
         operating_point=point,
         closed_loop=loop,

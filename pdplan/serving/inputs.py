@@ -7,10 +7,15 @@ a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (
 window, with a warning naming the fraction of requests affected (ARCHITECTURE §2). The one-token
 output mass gets its own output bin and each input bin a set of quadrature lengths
 (:mod:`pdplan.serving.lengths`).
+
+:func:`resolve` does this once per scenario; :func:`bind` then puts any :class:`~pdplan.serving.deployment.Deployment`
+on the result (its GPUs, kernel tables and link looked up in the catalogue, whose files are cached), which is how the
+optimiser re-evaluates candidates without re-validating a scenario or re-binning the workload.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pdplan.errors import SpecError
@@ -18,12 +23,13 @@ from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.queueing.distributions import FloatArray
+from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
 from pdplan.serving.workload_bins import JointLengths, discretize
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
-from pdplan.specs.scenario import RoleSpec, Scenario
+from pdplan.specs.scenario import Scenario
 
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""
@@ -33,9 +39,15 @@ DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
 
 @dataclass(frozen=True, slots=True)
 class ResolvedScenario:
-    """Everything the serving models need, looked up once."""
+    """Everything the serving models need, looked up once.
+
+    ``scenario`` supplies what does not depend on the deployment (SLO, TTFT convention, dtypes, NICs per instance,
+    memory utilisation); the deployment itself is ``deployment`` (its blocks in ``scenario`` are not read).
+    """
 
     scenario: Scenario
+    deployment: Deployment
+    catalog: Catalog
     model: ModelSpec
     lengths: JointLengths
     prefill: RoleHardware | None
@@ -50,25 +62,36 @@ class ResolvedScenario:
     prefill_batch_tokens: int | None = None
     """Token budget of a batched prefill instance (None: one prompt at a time)."""
 
+    def cost_usd_per_hour(self) -> float | None:
+        """Typical rental price of the deployment's GPUs (None if a GPU has no price in the catalogue)."""
+        total = 0.0
+        for name, role in self.deployment.roles:
+            hw = getattr(self, name)
+            if hw.gpu.price is None:
+                return None
+            total += hw.gpu.price.typical_usd_per_gpu_hour * role.gpus
+        return total
+
 
 def precision_of(scenario: Scenario) -> Precision:
     """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``."""
     return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
 
 
-def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None, scenario: Scenario) -> RoleHardware | None:
-    if spec is None:
+def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenario: Scenario) -> RoleHardware | None:
+    """One pool's instance type (GPU spec, kernel table, TP/PP, precision); SpecError if TP cannot shard it."""
+    if role is None:
         return None
-    gpu = catalog.gpu(spec.gpu)
-    if model.num_attention_heads % spec.tp:
+    gpu = catalog.gpu(role.gpu)
+    if model.num_attention_heads % role.tp:
         raise SpecError(
-            f"TP {spec.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
+            f"TP {role.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
             "(tensor parallelism shards heads evenly)",
             field="tp",
         )
-    if spec.tp > gpu.gpus_per_node:
+    if role.tp > gpu.gpus_per_node:
         raise SpecError(
-            f"TP {spec.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
+            f"TP {role.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
             "parallelism stays inside a node; use PP across nodes)",
             field="tp",
         )
@@ -76,15 +99,15 @@ def _role(catalog: Catalog, model: ModelSpec, spec: RoleSpec | None, scenario: S
         model,
         gpu,
         catalog.kernel_table(gpu.name),
-        spec.tp,
-        spec.pp,
+        role.tp,
+        role.pp,
         precision_of(scenario),
         scenario.gpu_memory_utilization,
     )
 
 
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
-    """Look up every name and bin the workload (warnings collected, not printed)."""
+    """Look up every name, bin the workload (warnings collected, not printed) and bind the scenario's deployment."""
     model = catalog.model(scenario.model)
     window = model.max_position_embeddings
     lengths = discretize(scenario.workload, max_bins=WORKLOAD_BINS, context_window=window)
@@ -95,21 +118,36 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
             f"{lengths.clipped_fraction:.2%} of requests exceed {model.name}'s context window of "
             f"{window} tokens and are clipped to it"
         )
-    defaults = serving_defaults()
-    colocated = scenario.colocated
-    chunk = scenario.chunk_tokens or (colocated.chunk_tokens if colocated else None)
-    link = catalog.link(scenario.link) if scenario.mode == "disaggregated" else None
-    return ResolvedScenario(
+    deployment = Deployment.of(scenario)
+    base = ResolvedScenario(
         scenario=scenario,
+        deployment=deployment,
+        catalog=catalog,
         model=model,
         lengths=lengths,
-        prefill=_role(catalog, model, scenario.prefill, scenario),
-        decode=_role(catalog, model, scenario.decode, scenario),
-        colocated=_role(catalog, model, colocated, scenario),
-        link=link,
-        max_num_seqs=scenario.max_num_seqs or defaults.max_num_seqs,
-        chunk_tokens=chunk or defaults.prefill_chunk_tokens,
+        prefill=None,
+        decode=None,
+        colocated=None,
+        link=None,
+        max_num_seqs=0,
+        chunk_tokens=0,
         warnings=tuple(warnings),
         input_points=input_quadrature(lengths.input_tokens, lengths.input_marginal()),
-        prefill_batch_tokens=scenario.prefill_max_batch_tokens,
+    )
+    return bind(base, deployment)
+
+
+def bind(res: ResolvedScenario, d: Deployment) -> ResolvedScenario:
+    """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted."""
+    catalog, sc, defaults = res.catalog, res.scenario, serving_defaults()
+    return dataclasses.replace(
+        res,
+        prefill=role_hardware(catalog, res.model, d.prefill, sc),
+        decode=role_hardware(catalog, res.model, d.decode, sc),
+        colocated=role_hardware(catalog, res.model, d.colocated, sc),
+        link=catalog.link(d.link) if d.mode == "disaggregated" and d.link is not None else None,
+        max_num_seqs=d.max_num_seqs or defaults.max_num_seqs,
+        chunk_tokens=d.chunk_tokens or defaults.prefill_chunk_tokens,
+        prefill_batch_tokens=d.prefill_max_batch_tokens,
+        deployment=d,
     )

@@ -88,7 +88,8 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     assert res.prefill is not None
     assert res.decode is not None
     assert res.link is not None
-    sc = res.scenario
+    sc, routing = res.scenario, res.deployment.routing
+    assert routing is not None  # a disaggregated deployment always names its routing
     lens = req.input_tokens.astype(np.float64)
     base = prefill_perf(res.prefill, lens)
     cfg = transfer_config(res)
@@ -109,7 +110,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             _step_fn(res.decode, dec.step, step),
             max_batch=res.max_num_seqs,
             kv_capacity_tokens=dec.kv_capacity_tokens,
-            routing=sc.routing,
+            routing=routing,
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -126,7 +127,8 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
 
 def _prefill_pool(model: DisaggregatedModel, service_s: FloatArray) -> PrefillPool:
     """Batch-1 FCFS pool with per-request ``service_s``, or the batched pool of the scenario."""
-    routing = model.res.scenario.routing
+    routing = model.res.deployment.routing
+    assert routing is not None  # a disaggregated deployment always names its routing
     batched = model.pool.batched
     if batched is None:
         return PrefillPool(model.x, routing, service_s=service_s)

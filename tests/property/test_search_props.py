@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
-from pdplan.search.exact import Deployment, scenario_for
 from pdplan.search.optimize import optimize
 from pdplan.serving import evaluate, load_scenario
+from pdplan.serving.deployment import Deployment, scenario_with
 
 SMALL = load_scenario(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
 CATALOG = open_catalog()
@@ -53,7 +53,7 @@ def test_the_best_plan_meets_the_slo_when_evaluated_alone(kwargs: dict[str, obje
         best.scheduler,
         best.max_num_seqs,
     )
-    alone = evaluate(scenario_for(SMALL, deployment), catalog=CATALOG, rate=best.operating_rate_rps)
+    alone = evaluate(scenario_with(SMALL, deployment), catalog=CATALOG, rate=best.operating_rate_rps)
     assert alone.operating_point is not None
     assert alone.operating_point.attainment >= SMALL.slo.attainment - 1e-3
     assert alone.goodput_rps == pytest.approx(best.goodput_rps, rel=1e-6)

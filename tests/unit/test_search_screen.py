@@ -19,10 +19,9 @@ SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"
 @pytest.fixture(scope="module")
 def pool_and_scenario() -> tuple[object, object, object]:
     sc = load_scenario(SMALL)
-    cat = open_catalog()
     space = build_space(sc, cat)
-    pool = _pool(sc, resolve(sc, cat), space, cat, lambda _: None)
-    return sc, space, pool
+    pool = _pool(resolve(sc, cat), space, cat, lambda _: None)
+    return resolve(sc, cat), space, pool
 
 
 def test_screen_counts_every_candidate(pool_and_scenario: tuple[object, object, object]) -> None:
@@ -39,9 +38,8 @@ def test_screen_goodput_is_within_3_percent_of_the_exact_model(
     sc, _, pool = pool_and_scenario
     order = rank(pool.metrics, objective="gpus", budget_gpus=None, rate_rps=None)  # type: ignore[attr-defined]
     disagg = [int(i) for i in order if pool.deployment(int(i)).mode == "disaggregated"][:6]  # type: ignore[attr-defined]
-    cat = open_catalog()
     for i in disagg:
-        exact = evaluate_exact(sc, pool.deployment(i), cat, target_rps=None)  # type: ignore[arg-type, attr-defined]
+        exact = evaluate_exact(sc, pool.deployment(i), target_rps=None)  # type: ignore[arg-type, attr-defined]
         assert exact is not None
         screened = float(pool.metrics.goodput_rps[i])  # type: ignore[attr-defined]
         assert screened == pytest.approx(exact.plan.goodput_rps, rel=0.03)
