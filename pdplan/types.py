@@ -44,6 +44,12 @@ class Binding(StrEnum):
     DECODE_KV = "decode KV capacity"
     DECODE_SEATS = "decode seats (max_num_seqs)"
     LINK = "link"
+    COLOCATED_UTILISATION = "colocated utilisation"
+    MEMORY = "memory"
+    """No instance type holds the model's weights."""
+    SLO = "SLO"
+    """The SLO cannot be met (no search budget or target to name)."""
+    GPU_BUDGET = "GPU budget"
 
 
 def percentile_label(percentile: float) -> str:

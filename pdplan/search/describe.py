@@ -9,7 +9,7 @@ from pdplan import __version__
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.search.space import Space
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving import ResolvedScenario
 from pdplan.specs.scenario import Scenario
 
 

@@ -15,12 +15,17 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.results import Latency, Plan, Sensitivity
-from pdplan.serving.deployment import Deployment
-from pdplan.serving.evaluate import build_model, operating_point
-from pdplan.serving.goodput import ServingModel, find_goodput
-from pdplan.serving.inputs import ResolvedScenario, bind
-from pdplan.serving.roles import instance_budget
-from pdplan.serving.snapshot import LatencySummary
+from pdplan.serving import (
+    Deployment,
+    LatencySummary,
+    ResolvedScenario,
+    ServingModel,
+    bind,
+    build_model,
+    find_goodput,
+    instance_budget,
+    operating_point,
+)
 from pdplan.specs.scenario import SloSpec
 
 

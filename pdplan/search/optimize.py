@@ -27,14 +27,19 @@ from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
 from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
-from pdplan.serving.deployment import Deployment, Role
-from pdplan.serving.disaggregated import decode_cells
-from pdplan.serving.evaluate import build
-from pdplan.serving.goodput import find_goodput
-from pdplan.serving.inputs import ResolvedScenario, resolve
-from pdplan.serving.roles import RoleHardware, prefill_perf
+from pdplan.serving import (
+    Deployment,
+    ResolvedScenario,
+    Role,
+    RoleHardware,
+    build,
+    decode_cells,
+    find_goodput,
+    prefill_perf,
+    resolve,
+)
 from pdplan.specs.scenario import Scenario
-from pdplan.types import Routing
+from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
 REFINE_FACTOR = 1
@@ -111,7 +116,7 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
     ]
     if not kept:
         raise NoFeasiblePlanError(
-            "no decode instance type holds the longest request's KV cache", binding_constraint="decode KV capacity"
+            "no decode instance type holds the longest request's KV cache", binding_constraint=Binding.DECODE_KV
         )
     return bases, kept
 
@@ -325,13 +330,13 @@ def _infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
             closest=label,
         )
     if space.budget_gpus is None:
-        return NoFeasiblePlanError("no candidate meets the SLO", binding_constraint="SLO")
+        return NoFeasiblePlanError("no candidate meets the SLO", binding_constraint=Binding.SLO)
     fewest = int(np.argmin(np.where(m.goodput_rps > 0, m.num_gpus, np.inf)))
     label = _screen_plan(pool, fewest).label
     return NoFeasiblePlanError(
         f"no candidate fits {space.budget_gpus} GPUs while meeting the SLO; the smallest feasible plan is {label} "
         f"with {int(m.num_gpus[fewest])} GPUs",
-        binding_constraint="GPU budget",
+        binding_constraint=Binding.GPU_BUDGET,
         closest=label,
     )
 

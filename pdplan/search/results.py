@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdplan.serving.deployment import Role
-from pdplan.serving.snapshot import Latency
+from pdplan.serving import Latency, Role
 
 __all__ = ["Latency", "Plan", "PlanResult", "RoleChoice", "SearchStats", "Sensitivity"]
 

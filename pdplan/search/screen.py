@@ -31,9 +31,9 @@ from pdplan.search.tables import (
     interp_rows,
     prefill_wait_table,
 )
-from pdplan.serving.disaggregated import PREFILL_RHO_MAX, decode_limit_words
+from pdplan.serving import PREFILL_RHO_MAX, Binding, decode_binding
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import Routing
+from pdplan.types import Routing, tpot_at, ttft_at
 
 GRID_POINTS = 128
 IntArray = npt.NDArray[np.intp]
@@ -157,11 +157,9 @@ def screen_pair(
         PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(p.base.mean_bytes, 1e-30)
     )
     limits = {
-        "prefill utilisation": np.broadcast_to(PREFILL_RHO_MAX * xs[:, None] / mean_s, good.shape),
-        decode_limit_words(p.table.capacity): np.broadcast_to(
-            ys[None, :] * p.table.capacity.max_rate_per_s, good.shape
-        ),
-        "link": link_cap,
+        Binding.PREFILL_UTILISATION: np.broadcast_to(PREFILL_RHO_MAX * xs[:, None] / mean_s, good.shape),
+        decode_binding(p.table.capacity): np.broadcast_to(ys[None, :] * p.table.capacity.max_rate_per_s, good.shape),
+        Binding.LINK: link_cap,
     }
     stack = np.stack([np.broadcast_to(v, good.shape) for v in limits.values()])
     limit = stack.min(axis=0)
@@ -172,8 +170,7 @@ def screen_pair(
     tpot_att = decode_ok.sum(axis=2)  # TPOT-only attainment
     xi, yi = np.indices(good.shape)
     ttft_fail = ttft_att[xi, first_bad] < tpot_att[yi, first_bad]
-    pct = f"P{p.slo.percentile:g}"
-    latency_words = np.where(ttft_fail, f"TTFT at {pct}", f"TPOT at {pct}").astype(object)
+    latency_words = np.where(ttft_fail, ttft_at(p.slo.percentile), tpot_at(p.slo.percentile)).astype(object)
     tau = np.interp(good / ys[None, :], p.table.rates_per_s, p.table.tau_mean_s)  # τ̄ at λ*/y
     return {"goodput": good, "limit": limit, "binding": np.where(capped, names, latency_words), "tau": tau}
 

@@ -14,11 +14,10 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
-from pdplan.serving.inputs import precision_of
-from pdplan.serving.roles import RoleHardware, instance_budget
+from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
-from pdplan.types import Granularity, Objective, Routing, Scheduler
+from pdplan.types import Binding, Granularity, Objective, Routing, Scheduler
 
 DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_PP = (2, 4)
@@ -146,7 +145,7 @@ def build_space(
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(
-            f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint="memory"
+            f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint=Binding.MEMORY
         )
     defaults = serving_defaults()
     return Space(

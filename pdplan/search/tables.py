@@ -24,8 +24,7 @@ import numpy.typing as npt
 
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
 from pdplan.queueing.linear_capacity import fast_decode_capacity
-from pdplan.serving.disaggregated import DECODE_U_MAX, PREFILL_RHO_MAX
-from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf
+from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer.kv import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
 from pdplan.types import Granularity

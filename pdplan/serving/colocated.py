@@ -37,14 +37,9 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.distributions import FloatArray
-from pdplan.serving.disaggregated import (
-    DECODE_U_MAX,
-    PREFILL_RHO_MAX,
-    Limit,
-    decode_cells,
-    tpot_defined,
-)
+from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
 from pdplan.serving.roles import DecodePerf, decode_perf, fit_quadratic, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
@@ -103,11 +98,9 @@ class ColocatedModel:
     def limit(self) -> Limit:
         wl = self.cells
         lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
-        cands = [Limit(lam_u, "colocated utilisation")]
+        cands = [Limit(lam_u, Binding.COLOCATED_UTILISATION)]
         if self.scheduler == "chunked":
-            cands.append(
-                Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), "prefill chunk capacity")
-            )
+            cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), Binding.PREFILL_CHUNK))
 
         def kv(lam: float) -> float:
             x = lam * self._tau(lam)
@@ -117,8 +110,8 @@ class ColocatedModel:
             n = lam * self._tau(lam) * wl.mean_steps
             return n + Z99 * math.sqrt(n) - self.decode.max_num_seqs
 
-        cands.append(Limit(_root(kv, lam_u), "decode KV capacity"))
-        cands.append(Limit(_root(seats, lam_u), "decode seats (max_num_seqs)"))
+        cands.append(Limit(_root(kv, lam_u), Binding.DECODE_KV))
+        cands.append(Limit(_root(seats, lam_u), Binding.DECODE_SEATS))
         best = min(cands, key=lambda c: c.rate_rps)
         return Limit(best.rate_rps * self.z, best.binding)
 
@@ -189,7 +182,7 @@ def build_colocated(res: ResolvedScenario) -> ColocatedModel:
         raise NoFeasiblePlanError(
             f"colocated instance {res.colocated.label} holds {dperf.kv_capacity_tokens:.0f} KV "
             "tokens, less than the longest request",
-            binding_constraint="decode KV capacity",
+            binding_constraint=Binding.DECODE_KV,
         )
     instance_budget(res.colocated, "colocated")
     lens = res.lengths

@@ -51,7 +51,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import (
@@ -59,7 +58,6 @@ from pdplan.queueing import (
     DecodeWorkload,
     GammaMixture,
     decode_fixed_point,
-    decode_workload,
     mg1_wait_distribution,
     tpot_distribution,
 )
@@ -73,7 +71,9 @@ from pdplan.queueing.link_delay import (
     tandem_delay,
 )
 from pdplan.queueing.ttft_mixture import TtftMixture
+from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Binding, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
@@ -86,42 +86,8 @@ from pdplan.transfer.kv import (
     kv_transfer,
 )
 
-PREFILL_RHO_MAX = 0.99
-"""Highest prefill/link utilisation evaluated (the FFT grid and any SLO fail beyond it)."""
-LINK_QUEUE_MIN_RHO = 0.01
-"""Below this link utilisation at the stability limit the link wait is negligible and skipped."""
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
-DECODE_U_MAX = 0.85
-"""Highest decode utilisation trusted: QUEUEING §6.3 validated the TPOT model up to u = 0.85."""
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """Largest stable rate (req/s) and which constraint sets it, in words."""
-
-    rate_rps: float
-    binding: str
-
-
-def decode_cells(res: ResolvedScenario) -> DecodeWorkload:
-    """Flattened (input, output) cells: context L = input, n = max(output − 1, 1) decode steps."""
-    lens = res.lengths
-    lin = np.repeat(lens.input_tokens, lens.output_tokens.size)
-    steps = np.maximum(np.tile(lens.output_tokens, lens.input_tokens.size) - 1.0, 1.0)
-    return decode_workload(lin, steps, lens.prob.ravel())
-
-
-def tpot_defined(res: ResolvedScenario) -> npt.NDArray[np.bool_]:
-    """Cells whose TPOT exists: more than one output token (:mod:`pdplan.serving.snapshot`)."""
-    lens = res.lengths
-    return np.asarray(np.tile(lens.output_tokens > 1.0, lens.input_tokens.size))
-
-
-def decode_limit_words(cap: DecodeCapacity) -> str:
-    return {"utilisation": "decode utilisation", "kv": "decode KV capacity", "seqs": "decode seats (max_num_seqs)"}[
-        cap.binding
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,11 +138,11 @@ class DisaggregatedModel:
         p = self.input_prob
         link_unit = self.link_rate_factor * float(p @ self.link_service_s)
         cands = [
-            Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, "prefill utilisation"),
-            Limit(self.y * self.capacity.max_rate_per_s, decode_limit_words(self.capacity)),
+            Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, Binding.PREFILL_UTILISATION),
+            Limit(self.y * self.capacity.max_rate_per_s, decode_binding(self.capacity)),
         ]
         if link_unit > 0:
-            cands.append(Limit(PREFILL_RHO_MAX / link_unit, "link"))
+            cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
         return min(cands, key=lambda c: c.rate_rps)
 
     def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> dict[str, FloatArray]:
@@ -323,7 +289,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
         raise NoFeasiblePlanError(
             f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
             "less than the longest request (input + output)",
-            binding_constraint="decode KV capacity",
+            binding_constraint=Binding.DECODE_KV,
         )
     lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, res.link, cfg)
     pipe = base.latency_s - base.service_s
@@ -382,5 +348,5 @@ def _check_prefill_memory(res: ResolvedScenario) -> None:
         )
         raise NoFeasiblePlanError(
             f"prefill instance {res.prefill.label} holds {hold:.0f} KV tokens, less than {what} ({need:.0f})",
-            binding_constraint="prefill KV capacity",
+            binding_constraint=Binding.PREFILL_KV,
         )

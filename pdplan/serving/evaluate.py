@@ -12,17 +12,14 @@ from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
-from pdplan.serving.disaggregated import (
-    DECODE_U_MAX,
-    PREFILL_RHO_MAX,
-    DisaggregatedModel,
-    build_disaggregated,
-)
+from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, resolve
+from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import Scenario, SloSpec
+from pdplan.types import Binding, tpot_at, ttft_at
 
 CONVENTION_WORDS = {
     "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
@@ -49,16 +46,15 @@ def operating_point(snap: Snapshot, slo: SloSpec) -> OperatingPoint:
     ttft = snap.ttft_summary(slo.percentile)[0]
     tpot = snap.tpot_summary(slo.percentile)[0]
     util = {k: float(v[0]) for k, v in snap.utilisation.items()}
-    pct = f"P{slo.percentile:g}"
-    pressure = {
-        f"TTFT at {pct}": ttft.at_percentile / slo.ttft,
-        f"TPOT at {pct}": tpot.at_percentile / slo.tpot,
-        "prefill utilisation": util["prefill"] / PREFILL_RHO_MAX,
-        "decode utilisation": util["decode"] / DECODE_U_MAX,
-        "decode KV capacity": util["decode_kv"],
+    pressure: dict[str, float] = {
+        ttft_at(slo.percentile): ttft.at_percentile / slo.ttft,
+        tpot_at(slo.percentile): tpot.at_percentile / slo.tpot,
+        Binding.PREFILL_UTILISATION: util["prefill"] / PREFILL_RHO_MAX,
+        Binding.DECODE_UTILISATION: util["decode"] / DECODE_U_MAX,
+        Binding.DECODE_KV: util["decode_kv"],
     }
     if "link" in util:
-        pressure["link"] = util["link"] / PREFILL_RHO_MAX
+        pressure[Binding.LINK] = util["link"] / PREFILL_RHO_MAX
     binding = max(pressure, key=lambda k: pressure[k])
     attainment = float(snap.attainment(slo.ttft, slo.tpot)[0])
     return OperatingPoint(float(snap.rates[0]), ttft, tpot, attainment, util, binding)

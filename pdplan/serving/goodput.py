@@ -23,9 +23,10 @@ from scipy.optimize import brentq
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing.distributions import FloatArray
-from pdplan.serving.disaggregated import Limit
+from pdplan.serving.limits import Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
+from pdplan.types import tpot_at, ttft_at
 
 GRID_POINTS = 8
 REL_TOL = 1e-3
@@ -49,16 +50,12 @@ class Goodput:
     binding: str
 
 
-def _words(latency: str, slo: SloSpec) -> str:
-    return f"{latency} at P{slo.percentile:g}"
-
-
 def latency_binding(snap: Snapshot, slo: SloSpec) -> str:
     """ "TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
     q = slo.percentile / 100.0
     ttft = float(snap.ttft.quantile(q)[0]) / slo.ttft
     tpot = float(snap.tpot_reported.quantile(q)[0]) / slo.tpot
-    return _words("TTFT", slo) if ttft >= tpot else _words("TPOT", slo)
+    return ttft_at(slo.percentile) if ttft >= tpot else tpot_at(slo.percentile)
 
 
 def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeasiblePlanError:

@@ -48,6 +48,7 @@ from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, Prefill
 from pdplan.sim.spec import IntArray, StepTimeFn
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_shape_from_model, kv_transfer
+from pdplan.types import Binding
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")
@@ -79,7 +80,7 @@ def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str) -> No
         raise NoFeasiblePlanError(
             f"a sampled request needs {int(need.max())} KV tokens, more than the {label} "
             f"instance's {kv_cap:.0f}; the simulator cannot admit it",
-            binding_constraint="decode KV capacity",
+            binding_constraint=Binding.DECODE_KV,
         )
 
 

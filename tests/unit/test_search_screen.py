@@ -19,6 +19,7 @@ SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"
 @pytest.fixture(scope="module")
 def pool_and_scenario() -> tuple[object, object, object]:
     sc = load_scenario(SMALL)
+    cat = open_catalog()
     space = build_space(sc, cat)
     pool = _pool(resolve(sc, cat), space, cat, lambda _: None)
     return resolve(sc, cat), space, pool

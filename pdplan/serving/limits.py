@@ -1,0 +1,40 @@
+"""Stability limits of the serving model and the words that name them — one module that the exact model
+(:mod:`pdplan.serving.disaggregated`, :mod:`pdplan.serving.colocated`, :func:`pdplan.serving.evaluate.operating_point`)
+and the optimiser's vectorised screen (:mod:`pdplan.search.screen`) both import, so the two cannot drift apart.
+
+* ``PREFILL_RHO_MAX``: highest prefill (and KV-link) utilisation evaluated; the FFT wait grid and any SLO fail beyond.
+* ``DECODE_U_MAX``: highest decode utilisation trusted (QUEUEING §6.3 validated the TPOT model up to u = 0.85).
+* ``LINK_QUEUE_MIN_RHO``: below this link utilisation at the stability limit the link wait is negligible and skipped.
+
+The constraint names are :class:`pdplan.types.Binding` members (and :func:`pdplan.types.ttft_at` /
+:func:`~pdplan.types.tpot_at` for the latency SLOs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pdplan.queueing.decode import DecodeCapacity
+from pdplan.types import Binding
+
+PREFILL_RHO_MAX = 0.99
+LINK_QUEUE_MIN_RHO = 0.01
+DECODE_U_MAX = 0.85
+
+__all__ = ["DECODE_U_MAX", "LINK_QUEUE_MIN_RHO", "PREFILL_RHO_MAX", "Binding", "Limit", "decode_binding"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """Largest stable rate (req/s) and which constraint sets it, in words."""
+
+    rate_rps: float
+    binding: str
+
+
+_DECODE_BINDING = {"utilisation": Binding.DECODE_UTILISATION, "kv": Binding.DECODE_KV, "seqs": Binding.DECODE_SEATS}
+
+
+def decode_binding(cap: DecodeCapacity) -> Binding:
+    """The decode pool's binding bound (utilisation, KV occupancy or seats) as a :class:`Binding`."""
+    return _DECODE_BINDING[cap.binding]
