@@ -23,14 +23,8 @@ import numpy.typing as npt
 
 from pdplan.calibrate import fit
 from pdplan.calibrate.fit_families import decode_context_len
-from pdplan.perf.kernels import (
-    FloatArray,
-    GpuPeaks,
-    KernelTable,
-    decode_attention_time_s,
-    gemm_time_s,
-    prefill_attention_time_s,
-)
+from pdplan.perf.kernels import GpuPeaks, KernelTable, decode_attention_time_s, gemm_time_s, prefill_attention_time_s
+from pdplan.types import FloatArray
 
 FAMILIES = (
     ("gemm", "bf16"),

@@ -16,17 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import POW2_Q_STEPS, FloatArray, GemmFlavour, KvFlavour
+from pdplan.perf.kernels import POW2_Q_STEPS, GemmFlavour, KvFlavour
+from pdplan.types import FloatArray, IntArray
 
 MAX_FIT_ROWS = 6000
 """Rows used for fitting one family (every k-th row of the file order); errors use all rows."""
 
 Bounds = Mapping[str, tuple[float, float]]
-IntArray = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pdplan.calibrate.fit import ErrorStats, IntArray, error_stats, fit_parameters
+from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
 from pdplan.calibrate.fit_families import F_SCALE, stub_table
-from pdplan.perf.kernels import (
-    AllreduceParams,
-    AlphaBeta,
-    FloatArray,
-    GpuPeaks,
-    allreduce_time_s,
-)
+from pdplan.perf.kernels import AllreduceParams, AlphaBeta, GpuPeaks, allreduce_time_s
+from pdplan.types import FloatArray, IntArray
 
 AB_START = {"alpha_s": 5e-6, "bus_bytes_per_s": 1e11}
 AB_BOUNDS = {"alpha_s": (1e-7, 1e-3), "bus_bytes_per_s": (1e8, 5e12)}

@@ -18,18 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.calibrate.fit import (
-    ErrorStats,
-    FitResult,
-    IntArray,
-    error_stats,
-    fit_parameters,
-    subsample_index,
-)
+from pdplan.calibrate.fit import ErrorStats, FitResult, error_stats, fit_parameters, subsample_index
 from pdplan.perf.kernels import (
     DecodeAttentionParams,
     DecodeTiling,
-    FloatArray,
     GemmFlavour,
     GemmParams,
     GpuPeaks,
@@ -42,6 +34,7 @@ from pdplan.perf.kernels import (
     gemm_time_s,
     prefill_attention_time_s,
 )
+from pdplan.types import FloatArray, IntArray
 
 F_SCALE = 0.05
 """Soft-L1 knee (≈ a 5% log residual): rows beyond it count linearly, so outliers (kernel-choice

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
 from pdplan.errors import SpecError
@@ -33,8 +32,8 @@ from pdplan.perf.kernels import KernelTable
 from pdplan.perf.roofline import Precision, phase_time
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
+from pdplan.types import FloatArray
 
-FloatArray = npt.NDArray[np.float64]
 REQUIRED_COLUMNS = ("gpu", "model", "tp", "phase", "batch", "tokens", "time_ms")
 _FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_scale": (0.3, 3.0),

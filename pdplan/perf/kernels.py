@@ -25,11 +25,9 @@ from pdplan.specs.kernel_table import (
     KERNEL_TABLE_SCHEMA_VERSION,
     AllreduceParams,
     AlphaBeta,
-    ArrayLike,
     DecodeAttentionParams,
     DecodeTiling,
     ElementwiseParams,
-    FloatArray,
     FrameworkParams,
     GemmFlavour,
     GemmParams,
@@ -41,6 +39,7 @@ from pdplan.specs.kernel_table import (
     PrefillTiling,
     Tiling,
 )
+from pdplan.types import ArrayLike, FloatArray
 
 __all__ = [
     "KERNEL_TABLE_SCHEMA_VERSION",

@@ -28,9 +28,7 @@ import numpy.typing as npt
 
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.specs.model import ModelSpec
-
-FloatArray = npt.NDArray[np.float64]
-ArrayLike = npt.ArrayLike
+from pdplan.types import ArrayLike, FloatArray
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
+from pdplan.types import FloatArray
 
-FloatArray = npt.NDArray[np.float64]
 OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce"]
 Phase = Literal["prefill", "decode"]
 

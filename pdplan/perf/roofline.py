@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.perf.kernels import (
     GpuPeaks,
@@ -32,9 +31,8 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
 from pdplan.specs.model import ModelSpec
+from pdplan.types import ArrayLike, FloatArray
 
-FloatArray = npt.NDArray[np.float64]
-ArrayLike = npt.ArrayLike
 BOUNDS = ("compute", "memory", "communication", "overhead")
 
 

@@ -17,13 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.specs.kernel_table import (
-    DecodeTiling,
-    FloatArray,
-    GpuPeaks,
-    KernelTable,
-    PrefillTiling,
-)
+from pdplan.specs.kernel_table import DecodeTiling, GpuPeaks, KernelTable, PrefillTiling
+from pdplan.types import FloatArray
 
 
 def sm_count(gpu: GpuPeaks, table: KernelTable) -> float:

@@ -19,7 +19,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from pdplan.queueing.distributions import FloatArray, WaitDistribution, check_pmf
+from pdplan.queueing.distributions import WaitDistribution, check_pmf
+from pdplan.types import FloatArray
 
 
 def ttft_attainment(wait: WaitDistribution, offsets_s: ArrayLike, prob: ArrayLike, slo_s: float) -> FloatArray:

@@ -53,7 +53,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.linalg import solve_triangular
 
-from pdplan.queueing.distributions import FloatArray, check_pmf
+from pdplan.queueing.distributions import check_pmf
+from pdplan.types import FloatArray
 
 BatchTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``F(Σl [..], Σl² [..]) -> seconds [..]``: the duration of one prefill batch (vectorised)."""

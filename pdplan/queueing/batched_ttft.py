@@ -32,10 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing.batched import BatchedPrefill, ChainState, chain_state
-from pdplan.queueing.distributions import FloatArray, as_rates
+from pdplan.queueing.distributions import as_rates
 from pdplan.queueing.mgc import erlang_c
-
-IntArray = npt.NDArray[np.intp]
+from pdplan.types import FloatArray, IntArray
 
 TTFT_CELLS = 2**11
 ANCHORS = 8

@@ -47,7 +47,7 @@ import numpy as np
 from scipy.special import gammainc, gammaln
 
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
-from pdplan.queueing.distributions import FloatArray
+from pdplan.types import FloatArray
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,14 +79,9 @@ from numpy.typing import ArrayLike
 from pdplan.queueing.chunk_window import busy_left, chunk_queue, window_components
 from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.decode import DecodeFixedPoint, DecodeWorkload, LinearStepTime, load_noise
-from pdplan.queueing.distributions import (
-    FloatArray,
-    GammaMixture,
-    ShiftedMixture,
-    WaitDistribution,
-    as_rates,
-)
+from pdplan.queueing.distributions import GammaMixture, ShiftedMixture, WaitDistribution, as_rates
 from pdplan.queueing.mg1 import mg1_wait_distribution, pk_wait_moments
+from pdplan.types import FloatArray
 
 SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammainc
 
-from pdplan.queueing.distributions import FloatArray, GammaMixture, mixture_quantile
+from pdplan.queueing.distributions import GammaMixture, mixture_quantile
+from pdplan.types import FloatArray
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

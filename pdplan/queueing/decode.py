@@ -41,7 +41,8 @@ import numpy.typing as npt
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from pdplan.queueing.distributions import FloatArray, GammaMixture, as_rates, check_pmf
+from pdplan.queueing.distributions import GammaMixture, as_rates, check_pmf
+from pdplan.types import Z99, FloatArray
 
 ComplexArray = npt.NDArray[np.complex128]
 
@@ -54,7 +55,6 @@ Measured against factor 8 on the examples and the chat / coding / arxiv / leval 
 presets for u = 0.1…0.99: sd X̄ and F agree to < 3e−8, except prfaas-long (fixed 1024-token
 outputs, the slowest decay): 0.5 % in sd X̄ and 1 % in F (factor 1: up to 16 %)."""
 _FFT_BUDGET = 2**22  # real entries per batched inverse FFT (32 MiB)
-_Z99 = 2.3263478740408408  # standard normal 0.99 quantile (QUEUEING.md §2.3 uses z_0.99)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +329,7 @@ def decode_capacity(
     *,
     kv_capacity_tokens: float,
     max_num_seqs: float,
-    z: float = _Z99,
+    z: float = Z99,
     utilisation_max: float = 0.85,
 ) -> DecodeCapacity:
     """Max per-instance rate meeting u ≤ u_max, ``K̄ + z·sd K ≤ M_kv``, ``N + z·sqrt(N F) ≤ seats``.

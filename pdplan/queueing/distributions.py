@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import gammainc
 
-FloatArray = NDArray[np.float64]
+from pdplan.types import FloatArray
 
 
 def check_pmf(values: ArrayLike, prob: ArrayLike, name: str) -> tuple[FloatArray, FloatArray]:

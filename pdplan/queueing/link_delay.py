@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.queueing.distributions import FloatArray, WaitDistribution
+from pdplan.queueing.distributions import WaitDistribution
 from pdplan.queueing.tandem_chain import ChainInputs, stationary_wait
+from pdplan.types import FloatArray
 
 DELAY_POINTS = 16
 TANDEM_CELLS = 1024

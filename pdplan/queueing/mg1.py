@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pdplan.queueing.distributions import FloatArray, WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.types import FloatArray
 
 _CELLS_PER_MEAN = 400.0
 _TAIL_MEANS = 30.0

@@ -30,8 +30,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pdplan.queueing.distributions import FloatArray, WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
+from pdplan.types import FloatArray
 
 RoutingPolicy = Literal["random", "round-robin", "least-work"]
 ROUTING_POLICIES: tuple[str, ...] = ("random", "round-robin", "least-work")

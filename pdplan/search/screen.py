@@ -22,21 +22,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.search.tables import (
-    RHO_GRID,
-    DecodeTable,
-    FloatArray,
-    PrefillBase,
-    erlang_c_grid,
-    interp_rows,
-    prefill_wait_table,
-)
+from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
 from pdplan.serving import PREFILL_RHO_MAX, Binding, decode_binding
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import Routing, tpot_at, ttft_at
+from pdplan.types import FloatArray, IntArray, Routing, tpot_at, ttft_at
 
 GRID_POINTS = 128
-IntArray = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.intp]
+from pdplan.types import FloatArray, IntArray
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer.kv import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
-from pdplan.types import Granularity
+from pdplan.types import FloatArray, Granularity
 
-FloatArray = npt.NDArray[np.float64]
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
 """Per-instance prefill utilisations tabulated (dense near saturation, where TTFT bends up)."""
 DECODE_GRID = 1.0 - np.geomspace(0.995, 0.002, 24)

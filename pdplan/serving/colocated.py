@@ -36,14 +36,13 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
-from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
 from pdplan.serving.roles import DecodePerf, decode_perf, fit_quadratic, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
-from pdplan.types import Z99
+from pdplan.types import Z99, FloatArray
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,6 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
-from pdplan.queueing.distributions import FloatArray
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -85,6 +84,7 @@ from pdplan.transfer.kv import (
     kv_shape_from_model,
     kv_transfer,
 )
+from pdplan.types import FloatArray
 
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""

@@ -22,11 +22,10 @@ import numpy as np
 from scipy.optimize import brentq
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.limits import Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import tpot_at, ttft_at
+from pdplan.types import FloatArray, tpot_at, ttft_at
 
 GRID_POINTS = 8
 REL_TOL = 1e-3

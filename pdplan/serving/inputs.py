@@ -22,7 +22,6 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.roofline import Precision
-from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
@@ -30,6 +29,7 @@ from pdplan.serving.workload_bins import JointLengths, discretize
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario
+from pdplan.types import FloatArray
 
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing import GammaMixture, joint_attainment
-from pdplan.queueing.distributions import FloatArray
+from pdplan.types import FloatArray
 
 
 class TtftLike(Protocol):

@@ -36,9 +36,9 @@ from pdplan.errors import SpecError
 from pdplan.io.workloads import load_trace
 from pdplan.specs.length_laws import ParametricDist, UniformDist
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.types import FloatArray, Int64Array
+from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
-IntArray = Int64Array
 DEFAULT_MAX_BINS = 64
 MIN_BINS = 8
 TAIL_LEVELS = (0.99, 0.995, 0.999)

@@ -14,7 +14,8 @@ import heapq
 
 import numpy as np
 
-from pdplan.sim.spec import FloatArray, StepTimeFn
+from pdplan.sim.spec import StepTimeFn
+from pdplan.types import FloatArray
 
 SEGMENT_CAP = 128
 """Most steps planned ahead in one vectorised call (a later event simply re-plans)."""

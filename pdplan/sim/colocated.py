@@ -30,7 +30,8 @@ from collections import deque
 import numpy as np
 
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
-from pdplan.sim.spec import ChunkTimeFn, Colocated, FloatArray
+from pdplan.sim.spec import ChunkTimeFn, Colocated
+from pdplan.types import FloatArray
 
 _EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
 _IDLE, _DECODE, _PREFILL, _MIXED = 0, 1, 2, 3

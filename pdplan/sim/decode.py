@@ -27,7 +27,8 @@ from collections import deque
 import numpy as np
 
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
-from pdplan.sim.spec import FloatArray, StepTimeFn
+from pdplan.sim.spec import StepTimeFn
+from pdplan.types import FloatArray
 
 _EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
 

@@ -40,15 +40,15 @@ from typing import Literal
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.queueing.distributions import FloatArray
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
-from pdplan.sim.spec import IntArray, StepTimeFn
+from pdplan.sim.spec import StepTimeFn
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_shape_from_model, kv_transfer
-from pdplan.types import Binding
+from pdplan.types import Binding, FloatArray
+from pdplan.types import Int64Array as IntArray
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")

@@ -41,16 +41,9 @@ from pdplan.sim.colocated import ColocatedInstance
 from pdplan.sim.decode import DecodeInstance
 from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
 from pdplan.sim.results import SimResult, build_result
-from pdplan.sim.spec import (
-    Colocated,
-    Deployment,
-    Disaggregated,
-    FloatArray,
-    Requests,
-    as_times,
-    decode_steps,
-)
+from pdplan.sim.spec import Colocated, Deployment, Disaggregated, Requests, as_times, decode_steps
 from pdplan.sim.validate import check_colocated, check_disaggregated
+from pdplan.types import FloatArray
 
 _ARRIVAL, _PREFILL_DONE, _BATCH_DONE = 0, 1, 2
 

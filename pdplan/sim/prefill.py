@@ -31,7 +31,9 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments
-from pdplan.sim.spec import PREFILL_ROUTINGS, FloatArray, IntArray, PrefillPool, Requests
+from pdplan.sim.spec import PREFILL_ROUTINGS, PrefillPool, Requests
+from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
 
 def lindley_done_s(arrival_s: FloatArray, service_s: FloatArray) -> FloatArray:

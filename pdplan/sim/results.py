@@ -29,7 +29,9 @@ from numpy.typing import NDArray
 
 from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments, Timeline
-from pdplan.sim.spec import FloatArray, IntArray, Requests
+from pdplan.sim.spec import Requests
+from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
 Metric = Literal["ttft", "tpot", "e2e"]
 

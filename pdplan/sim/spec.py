@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
+from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``decode_step_s(batch_size[m], total_context_tokens[m]) -> seconds[m]`` (vectorised)."""
 BatchPrefillFn = Callable[[float, float], float]

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Protocol
 
-import numpy as np
-import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from pdplan.specs.base import FrozenModel
 
-ArrayLike = npt.ArrayLike
-FloatArray = npt.NDArray[np.float64]
 GemmFlavour = Literal["bf16", "fp8"]
 KvFlavour = Literal["bf16", "fp8"]
 L2Mode = Literal["first", "lru"]

@@ -19,7 +19,6 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import (
     Field,
     PrivateAttr,
@@ -28,8 +27,8 @@ from pydantic import (
 from scipy import special
 
 from pdplan.specs.base import FrozenModel
+from pdplan.types import FloatArray
 
-FloatArray = npt.NDArray[np.float64]
 TokenCount = Annotated[int, Field(ge=1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 MIN_TRUNCATED_MASS = 1e-9  # below this, [min, max] holds essentially none of the parent law

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.transfer.kv import (
-    FloatArray,
     LinkLike,
     TransferConfig,
     TransferResult,
@@ -29,6 +28,7 @@ from pdplan.transfer.kv import (
     expectation,
     require,
 )
+from pdplan.types import FloatArray
 
 
 def required_bandwidth_bytes_per_s(rate_rps: float, mean_bytes: float, max_utilisation: float = 1.0) -> float:

@@ -53,9 +53,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import SpecError
+from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 Granularity = Literal["request", "layer", "chunk"]
 GRANULARITIES: tuple[Granularity, ...] = ("request", "layer", "chunk")
 

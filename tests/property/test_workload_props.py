@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -85,6 +85,15 @@ def test_binning_preserves_means_and_probability(
 
 @PROPS
 @given(law=LAWS, out=LAWS, slack=st.floats(1.05, 4.0), seed=st.integers(0, 2**32 - 1))
+@example(
+    law=(
+        {"dist": "histogram", "bins": [1.0, 2.0, 3.0, 1007.0, 1008.0, 2031.0, 2822.0], "weights": [0, 0, 0, 5, 1, 0]},
+        0,
+    ),
+    out=({"dist": "lognormal", "mu": 2.0, "sigma": 1.0, "min": 1, "max": 14}, 0),
+    slack=2.0,
+    seed=0,
+)
 def test_clipping_never_lengthens(
     law: tuple[dict[str, object], float], out: tuple[dict[str, object], float], slack: float, seed: int
 ) -> None:
@@ -94,9 +103,10 @@ def test_clipping_never_lengthens(
     window = max(2, math.ceil(laws[0].median_tokens() * slack) + 1)
     plain, clipped = discretize(spec), discretize(spec, context_window=window)
     assert 0.0 <= clipped.clipped_fraction <= 1.0
-    # 1e-6: bins are whole-count ranges, so the binned mean is the sampled (rounded) law's up to
-    # conditional means inside wide bins, which differ between the fine and the coarse grid
-    assert clipped.mean_input() <= plain.mean_input() * (1 + 1e-6)
+    # each binned mean is the sampled (rounded) law's to within half a token (pdplan.serving.workload_bins), and
+    # the clipped path bins on a finer grid than the plain one, so the two agree to that bound, not to 1e-6:
+    # hypothesis found a histogram law whose plain binned mean is 0.10 token below the law's, the clipped one 0.01
+    assert clipped.mean_input() <= plain.mean_input() + 0.5
     assert clipped.mean_output() <= plain.mean_output() * (1 + 1e-9)
     assert clipped.input_tokens.max() <= plain.input_tokens.max() * (1 + 1e-9)
     assert abs(clipped.prob.sum() - 1.0) < 1e-9
