@@ -32,6 +32,11 @@ Dtype = Literal["bf16", "fp8"]
 Convention = Literal["A", "B"]
 Objective = Literal["gpus", "cost", "tokens-per-dollar"]
 Role = Literal["prefill", "decode", "colocated"]
+UtilisationKey = Literal["prefill", "prefill_busy", "decode", "decode_kv", "link"]
+"""Keys of a serving model's utilisations: prefill load (ρ over capacity), batched prefill's busy fraction,
+decode utilisation u, decode KV occupancy K̄/M_kv, KV-link ρ."""
+Utilisation = dict[UtilisationKey, FloatArray]
+"""Utilisations per rate, by :data:`UtilisationKey`."""
 
 
 class Binding(StrEnum):

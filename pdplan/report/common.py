@@ -196,11 +196,11 @@ def signed_pct(change: float | None) -> str:
     return text if text.startswith("-") else "+" + text
 
 
-def union_keys(dicts: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Sorted union of the keys of several dicts."""
+def union_keys(dicts: Iterable[Mapping[Any, Any]]) -> list[str]:
+    """Sorted union of the (string) keys of several dicts."""
     keys: set[str] = set()
     for d in dicts:
-        keys.update(d)
+        keys.update(str(k) for k in d)
     return sorted(keys)
 
 

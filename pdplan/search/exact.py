@@ -33,7 +33,7 @@ def _latency(s: LatencySummary) -> Latency:
     return Latency(s.mean, s.p50, s.p90, s.p99)
 
 
-def _headroom(res: ResolvedScenario, util: dict[str, float]) -> dict[str, float]:
+def _headroom(res: ResolvedScenario) -> dict[str, float]:
     """Free HBM per GPU after weights and workspace, in bytes, per role (KV occupancy is in the utilisations)."""
     out: dict[str, float] = {}
     for role, hw in (("prefill", res.prefill), ("decode", res.decode), ("colocated", res.colocated)):
@@ -98,7 +98,7 @@ def evaluate_exact(
         tpot_s=_latency(point.tpot_s),
         attainment=point.attainment,
         utilisation=point.utilisation,
-        memory_headroom=_headroom(res, point.utilisation),
+        memory_headroom=_headroom(res),
         binding_constraint=good.binding if target_rps is None else point.binding_constraint,
         tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
         exact=True,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdplan.serving import Latency, Role
+from pdplan.types import UtilisationKey
 
 __all__ = ["Latency", "Plan", "PlanResult", "RoleChoice", "SearchStats", "Sensitivity"]
 
@@ -46,7 +47,7 @@ class Plan:
     ttft_s: Latency | None
     tpot_s: Latency | None
     attainment: float | None
-    utilisation: dict[str, float]
+    utilisation: dict[UtilisationKey, float]
     memory_headroom: dict[str, float]
     binding_constraint: str
     tokens_per_s_per_user: float

@@ -42,7 +42,7 @@ from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
 from pdplan.serving.roles import DecodePerf, decode_perf, fit_quadratic, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
-from pdplan.types import Z99, FloatArray
+from pdplan.types import Z99, FloatArray, Utilisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +114,7 @@ class ColocatedModel:
         best = min(cands, key=lambda c: c.rate_rps)
         return Limit(best.rate_rps * self.z, best.binding)
 
-    def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]:
+    def utilisation(self, rates: FloatArray) -> Utilisation:
         """Pool utilisations per rate: the mean-field part of :meth:`snapshot` (no distributions)."""
         lam = np.atleast_1d(np.asarray(rates, dtype=np.float64)) / self.z
         u_p = np.array([self._u_prefill(float(x)) for x in lam])
@@ -137,7 +137,7 @@ class ColocatedModel:
             max_cells=GRID_CELLS,
         )
         fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
-        util = {
+        util: Utilisation = {
             "prefill": out.prefill_utilisation,
             "decode": out.decode_utilisation,
             "decode_kv": fixed_k / self.decode.kv_capacity_tokens,

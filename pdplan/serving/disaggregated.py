@@ -84,7 +84,7 @@ from pdplan.transfer.kv import (
     kv_shape_from_model,
     kv_transfer,
 )
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
@@ -145,7 +145,7 @@ class DisaggregatedModel:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
         return min(cands, key=lambda c: c.rate_rps)
 
-    def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> dict[str, FloatArray]:
+    def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> Utilisation:
         """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.
 
         ``prefill`` is the load over the pool's capacity (ρ = λE[S]/x for batch-1 prefill, also
@@ -154,7 +154,7 @@ class DisaggregatedModel:
         """
         p = self.input_prob
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
-        out = {
+        out: Utilisation = {
             "prefill": self.pool.load(rates),
             "decode": fixed.utilisation,
             "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,

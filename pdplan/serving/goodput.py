@@ -25,7 +25,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.serving.limits import Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import FloatArray, tpot_at, ttft_at
+from pdplan.types import FloatArray, Utilisation, tpot_at, ttft_at
 
 GRID_POINTS = 8
 REL_TOL = 1e-3
@@ -37,7 +37,7 @@ class ServingModel(Protocol):
 
     def limit(self) -> Limit: ...
     def snapshot(self, rates: FloatArray) -> Snapshot: ...
-    def utilisation(self, rates: FloatArray) -> dict[str, FloatArray]: ...
+    def utilisation(self, rates: FloatArray) -> Utilisation: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdplan.serving.snapshot import LatencySummary
+from pdplan.types import UtilisationKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ class OperatingPoint:
     ttft_s: LatencySummary
     tpot_s: LatencySummary
     attainment: float
-    utilisation: dict[str, float]
+    utilisation: dict[UtilisationKey, float]
     binding_constraint: str
 
 
@@ -52,7 +53,7 @@ class Evaluation:
     convention: str
     slo: dict[str, float]
     cost_usd_per_hour: float | None
-    utilisation_at_goodput: dict[str, float] = field(default_factory=dict)
+    utilisation_at_goodput: dict[UtilisationKey, float] = field(default_factory=dict)
     operating_point: OperatingPoint | None = None
     closed_loop: ClosedLoop | None = None
     assumptions: dict[str, Any] = field(default_factory=dict)

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing import GammaMixture, joint_attainment
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, Utilisation
 
 
 class TtftLike(Protocol):
@@ -65,7 +65,7 @@ class Snapshot:
     ttft: TtftLike
     ttft_bin: npt.NDArray[np.intp]
     tpot: GammaMixture
-    utilisation: dict[str, FloatArray]
+    utilisation: Utilisation
     tpot_defined: npt.NDArray[np.bool_] | None = None
     """``[C]``: False where the output is one token (TPOT undefined); None = all defined."""
 

@@ -234,7 +234,8 @@ def simulated_goodput(
 def _closed_form(ev: Evaluation, model: DisaggregatedModel | ColocatedModel) -> dict[str, Any]:
     op = ev.operating_point
     assert op is not None
-    util = dict(op.utilisation)
+    # the closed form's utilisations, plus the simulator's own key, decode_mean_seqs
+    util: dict[str, float] = {str(k): v for k, v in op.utilisation.items()}
     if "prefill_busy" in util:  # batched prefill: compare busy fractions, as the simulator
         util["prefill"] = util.pop("prefill_busy")
     if isinstance(model, DisaggregatedModel):
