@@ -17,7 +17,9 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.results import Latency, Plan, Sensitivity
 from pdplan.serving import (
     Deployment,
+    Goodput,
     LatencySummary,
+    OperatingPoint,
     ResolvedScenario,
     ServingModel,
     bind,
@@ -77,9 +79,16 @@ def evaluate_exact(
         return None
     rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
     point = operating_point(model.snapshot(np.array([rate])), slo)
-    mean_out = res.lengths.mean_output()
+    binding = good.binding if target_rps is None else point.binding_constraint
+    plan = _plan(res, good, point, binding, tuple(w for w in res.warnings if w not in shared_warnings))
+    return Exact(plan, res, model)
+
+
+def _plan(res: ResolvedScenario, good: Goodput, point: OperatingPoint, binding: str, warnings: tuple[str, ...]) -> Plan:
+    """The exactly evaluated plan of ``res``'s deployment at ``point`` (the target rate, or just below goodput)."""
+    d = res.deployment
     tau = float(point.tpot_s.mean)
-    plan = Plan(
+    return Plan(
         mode=d.mode,
         prefill=d.prefill,
         decode=d.decode,
@@ -91,20 +100,19 @@ def evaluate_exact(
         max_num_seqs=res.max_num_seqs,
         num_gpus=d.num_gpus,
         goodput_rps=good.rate_rps,
-        output_tokens_per_s=good.rate_rps * mean_out,
+        output_tokens_per_s=good.rate_rps * res.lengths.mean_output(),
         cost_usd_per_hour=res.cost_usd_per_hour(),
-        operating_rate_rps=rate,
+        operating_rate_rps=point.rate_rps,
         ttft_s=_latency(point.ttft_s),
         tpot_s=_latency(point.tpot_s),
         attainment=point.attainment,
         utilisation=point.utilisation,
         memory_headroom=_headroom(res),
-        binding_constraint=good.binding if target_rps is None else point.binding_constraint,
+        binding_constraint=binding,
         tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
         exact=True,
-        warnings=tuple(w for w in res.warnings if w not in shared_warnings),
+        warnings=warnings,
     )
-    return Exact(plan, res, model)
 
 
 def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:

@@ -179,13 +179,7 @@ def screen_disaggregated(
     lam = rate_grid(bases, tables, prob, max_instances)
     xs = ys = np.arange(1, max_instances + 1, dtype=np.float64)
     decode = [decode_grid_table(t, lam, ys) for t in tables]
-    cache: dict[bytes, tuple[object, float, float]] = {}  # one FFT table per distinct service-time vector
-    waits = [
-        cache.setdefault(b.service_s.tobytes(), prefill_wait_table(b, prob))
-        if b.service_s.tobytes() not in cache
-        else cache[b.service_s.tobytes()]
-        for b in bases
-    ]
+    waits = _wait_tables(bases, prob)
     parts: list[dict[str, npt.NDArray[Any]]] = []
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]
@@ -210,6 +204,21 @@ def screen_disaggregated(
                         **{key: np.asarray(v).ravel() for key, v in out.items()},
                     }
                 )
+    return _candidates(parts)
+
+
+def _wait_tables(bases: list[PrefillBase], prob: FloatArray) -> list[tuple[object, float, float]]:
+    """The prefill wait table of each option, one FFT table per distinct service-time vector."""
+    cache: dict[bytes, tuple[object, float, float]] = {}
+    for b in bases:
+        key = b.service_s.tobytes()
+        if key not in cache:
+            cache[key] = prefill_wait_table(b, prob)
+    return [cache[b.service_s.tobytes()] for b in bases]
+
+
+def _candidates(parts: list[dict[str, npt.NDArray[Any]]]) -> Candidates:
+    """The screened blocks concatenated into one set of parallel candidate arrays."""
     cat = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     return Candidates(
         cat["prefill"].astype(np.intp),

@@ -277,20 +277,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
         res.prefill_batch_tokens,
     )
     cells = decode_cells(res)
-    dperf = decode_perf(res.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
-    cap = fast_decode_capacity(
-        cells,
-        dperf.step,
-        kv_capacity_tokens=dperf.kv_capacity_tokens,
-        max_num_seqs=dperf.max_num_seqs,
-        utilisation_max=DECODE_U_MAX,
-    )
-    if cap.max_rate_per_s <= 0.0:
-        raise NoFeasiblePlanError(
-            f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
-            "less than the longest request (input + output)",
-            binding_constraint=Binding.DECODE_KV,
-        )
+    dperf, cap = _decode_capacity(res, cells)
     lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, res.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
@@ -312,6 +299,26 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
         d.prefill.count,
         d.decode.count,
     )
+
+
+def _decode_capacity(res: ResolvedScenario, cells: DecodeWorkload) -> tuple[DecodePerf, DecodeCapacity]:
+    """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits)."""
+    assert res.decode is not None
+    dperf = decode_perf(res.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    cap = fast_decode_capacity(
+        cells,
+        dperf.step,
+        kv_capacity_tokens=dperf.kv_capacity_tokens,
+        max_num_seqs=dperf.max_num_seqs,
+        utilisation_max=DECODE_U_MAX,
+    )
+    if cap.max_rate_per_s <= 0.0:
+        raise NoFeasiblePlanError(
+            f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
+            "less than the longest request (input + output)",
+            binding_constraint=Binding.DECODE_KV,
+        )
+    return dperf, cap
 
 
 def _tandem_link(

@@ -7,7 +7,7 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.search.exact import evaluate_exact
-from pdplan.search.optimize import _pool
+from pdplan.search.pool import build_pool
 from pdplan.search.select import rank
 from pdplan.search.space import build_space
 from pdplan.serving import load_scenario
@@ -21,7 +21,7 @@ def pool_and_scenario() -> tuple[object, object, object]:
     sc = load_scenario(SMALL)
     cat = open_catalog()
     space = build_space(sc, cat)
-    pool = _pool(resolve(sc, cat), space, cat, lambda _: None)
+    pool = build_pool(resolve(sc, cat), space, cat, lambda _: None)
     return resolve(sc, cat), space, pool
 
 
