@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pdplan.queueing import mg1_wait_distribution
@@ -23,6 +23,7 @@ def _link(spec: list[tuple[float, float, float]], speedup: float) -> TandemLink:
 
 @PROPS
 @given(spec=bins, load=st.floats(0.1, 0.8), speedup=st.floats(1.0, 4.0))
+@example(spec=[(1.0, 0.0625, 0.5), (0.5, 0.40625, 1.6875)], load=0.59375, speedup=1.0)  # λ₂ = 0.998: slow mixing
 def test_a_faster_link_never_delays_more(spec: list[tuple[float, float, float]], load: float, speedup: float) -> None:
     """Request-wise transfers out of one prefill server: dividing every transfer time by
     ``speedup`` never raises the mean delay of a bin (lattice rounding: 1 % of the largest

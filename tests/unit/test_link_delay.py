@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pdplan.queueing import mg1_wait_distribution
+from pdplan.queueing import mg1_wait_distribution, tandem_chain
 from pdplan.queueing.link_delay import TandemLink, slack_delay, tandem_delay
-from pdplan.queueing.tandem_chain import embedded_head
+from pdplan.queueing.tandem_chain import ChainInputs, embedded_head, stationary_wait
 
 # Three prompt bins of one prefill server feeding its link, request granularity (lead 0):
 # prefill S_k, link busy a_k (a short prompt right behind a long one waits: a_2 > S_0).
@@ -103,3 +103,41 @@ def test_embedded_chain_head_by_hand() -> None:
     assert head[0, 1] == pytest.approx(0.5 * (np.exp(0.5) - 1.0))
     assert head[0, :4].sum() == pytest.approx(1.0)
     assert 0.0 < head[0, 4] <= 1.0
+
+
+# The hypothesis case of tests/property/test_link_delay_props.py that 2,000 plain steps did not
+# converge: link load 0.84 (0.89 once the carries are rounded to 0.05 s cells), the chain's second
+# eigenvalue 0.998, so each step shrinks the L1 change by only 0.2 %.
+SLOW = ChainInputs(
+    np.array([2.0, 1.0]) / 3.0,
+    np.array([0.0625, 0.40625]),
+    np.array([0.03125, 0.685546875]),
+    np.array([0.0625, 0.40625]),
+)
+SLOW_THETA = np.array([0.59375 / float(SLOW.prob @ SLOW.service_s)])
+SLOW_H = np.array([0.05])
+
+
+def test_slowly_mixing_chain_reaches_its_fixed_point() -> None:
+    """Extrapolated past the 2,000 plain steps, the law is within the tolerance (L1 1e-6) of the
+    fixed point that ~6,000 plain steps reach (their L1 change 1e-10: within ~1e-7 of it)."""
+    got = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512)
+    ref = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, tol=1e-10, max_iter=20_000)
+    assert float(np.abs(got - ref).sum()) < 1e-6
+    assert float(got.sum()) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_chain_short_of_its_budget_raises() -> None:
+    with pytest.raises(ValueError, match="no convergence"):
+        stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=50)
+
+
+@pytest.mark.parametrize("lam", [0.9, -1.0])
+def test_aitken_jump_removes_a_geometric_mode(lam: float) -> None:
+    """One mode, ``T g = g* + λ (g − g*)``: the jump from two iterates lands on g* (λ = −1, a swing
+    that plain steps never damp, makes it the average of the two)."""
+    fixed = np.array([0.5, 0.3, 0.2]).reshape(1, 1, 1, 3)
+    mode = np.array([0.1, -0.05, -0.05]).reshape(1, 1, 1, 3)
+    run = tandem_chain._power(lambda g: fixed + lam * (g - fixed), fixed + mode, 0.0, 2)
+    assert run.ratio[0] == pytest.approx(lam)
+    np.testing.assert_allclose(tandem_chain._aitken(run, np.array([True])), fixed, atol=1e-12)
