@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -32,22 +33,33 @@ from pdplan.specs.scenario import Scenario
 
 REFINE_FACTOR = 1
 """Exact re-evaluations tried per plan reported (the screen's order can shift a little once exact)."""
+MAX_TRIES_PER_PLAN = 4
+"""Candidates evaluated exactly at most, per plan asked for, when screened ones fail once exact."""
 
 
 def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
     slo = sc.slo
-    target = (
-        f"serve {space.rate_rps:g} req/s at the fewest {'dollars' if space.objective == 'cost' else 'GPUs'}"
-        if space.rate_rps is not None
-        else f"maximise {'goodput per $/h' if space.objective == 'cost' else 'goodput per GPU'}"
-        + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else "")
-    )
+    target = _objective_words(space)  # the same words as the result's objective line
     gpus = sorted({h.gpu.name for h in (*space.prefill, *space.decode)})
     return (
         f"How should {res.model.name} be deployed on {', '.join(gpus)} for the {sc.workload.name or 'given'} "
         f"workload so that {slo.attainment:.0%} of requests meet P{slo.percentile:g} TTFT <= {slo.ttft:g} s and "
         f"TPOT <= {slo.tpot * 1e3:g} ms — to {target}?"
     )
+
+
+def _distinct(pool: Pool, order: np.ndarray, mode: str | None) -> Iterator[int]:
+    """Candidates in rank order, one per distinct deployment (of one mode if given): variants differing only in
+    transfer options rank together, and colocated replicas scale exactly (z instances = z × one), so one count per
+    colocated instance type is enough."""
+    seen: set[tuple[object, ...]] = set()
+    for i in order:
+        d = pool.deployment(int(i))
+        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp)
+        key = (d.mode, d.prefill, d.decode, co)
+        if (mode is None or d.mode == mode) and key not in seen:
+            seen.add(key)
+            yield int(i)
 
 
 def _refine(
@@ -59,30 +71,19 @@ def _refine(
     mode: str | None = None,
     failures: list[NoFeasiblePlanError] | None = None,
 ) -> list[Exact]:
-    """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective."""
-    seen: set[tuple[object, ...]] = set()
-    picked: list[int] = []
-    for i in order:  # distinct deployments only: variants differing only in transfer options rank together
-        d = pool.deployment(int(i))
-        # colocated replicas scale exactly (z instances = z x one), so one count per instance type is enough
-        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp)
-        key = (d.mode, d.prefill, d.decode, co)
-        if (mode is None or d.mode == mode) and key not in seen:
-            seen.add(key)
-            picked.append(int(i))
-        if len(picked) >= top * REFINE_FACTOR:
+    """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective.
+
+    Candidates are evaluated in screen order until ``top`` pass exactly (a candidate the screen passes may miss
+    the SLO or the target rate once exact), trying at most ``MAX_TRIES_PER_PLAN`` per plan asked for."""
+    kept: list[Exact] = []
+    for tried, i in enumerate(_distinct(pool, order, mode)):
+        if len(kept) >= top * REFINE_FACTOR or tried >= top * MAX_TRIES_PER_PLAN:
             break
-    exact = [
-        evaluate_exact(
-            base,
-            pool.deployment(int(i)),
-            target_rps=space.rate_rps,
-            failures=failures,
-            shared_warnings=pool.shared_warnings,
+        e = evaluate_exact(
+            base, pool.deployment(i), target_rps=space.rate_rps, failures=failures, shared_warnings=pool.shared_warnings
         )
-        for i in picked
-    ]
-    kept = [e for e in exact if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus)]
+        if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus):
+            kept.append(e)
     if not kept:
         return []
     m = Metrics(
@@ -180,14 +181,22 @@ def _result(
 
 
 def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Plan, ...]:
-    """Pareto-front plans; any that was re-evaluated exactly is shown with its exact numbers."""
+    """The Pareto front of goodput per GPU against tokens/s per user over the final numbers: the screen's front
+    and every exactly evaluated plan, each exact plan with its exact numbers, dominance decided after the swap
+    (a plan the exact numbers dominate leaves the front; an exact plan no other dominates joins it)."""
     by_label = {e.plan.label: e.plan for e in exact}
-    screened = [screen_plan(pool, int(i)) for i in front]
-    return tuple(by_label.get(p.label, p) for p in screened)
+    shown = {p.label: by_label.get(p.label, p) for p in (screen_plan(pool, int(i)) for i in front)}
+    shown.update(by_label)
+    plans = list(shown.values())
+    per_gpu = np.array([p.goodput_rps_per_gpu for p in plans])
+    per_user = np.array([p.tokens_per_s_per_user for p in plans])
+    return tuple(plans[int(i)] for i in pareto_front(per_gpu, per_user, limit=len(plans)))
 
 
 def _objective_words(space: Space) -> str:
     if space.rate_rps is not None:
+        if space.objective == "tokens-per-dollar":
+            return f"meet {space.rate_rps:g} req/s at the lowest cost (the most output tokens per dollar at that rate)"
         return f"meet {space.rate_rps:g} req/s at the {'lowest cost' if space.objective == 'cost' else 'fewest GPUs'}"
     what = {"cost": "goodput per $/h", "tokens-per-dollar": "output tokens/s per $/h"}.get(
         space.objective, "goodput per GPU"

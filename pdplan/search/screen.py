@@ -143,6 +143,11 @@ def screen_pair(
 ) -> dict[str, FloatArray]:
     """Goodput [X, Y], stable limit, τ̄ at goodput and binding words for one block of candidates."""
     att = np.einsum("xgl,ygl->xyg", ttft, decode_ok)
+    ttft_att = np.einsum("xgl,l->xg", ttft, p.prob)  # TTFT-only attainment
+    tpot_att = decode_ok.sum(axis=2)  # TPOT-only attainment
+    # the SLO percentile as a constraint beside the joint target (Snapshot.slo_margin): A ≥ α and F_TTFT, F_TPOT ≥ p
+    shift = p.slo.attainment - p.slo.percentile / 100.0
+    att = np.minimum(att, np.minimum(ttft_att[:, None, :], tpot_att[None, :, :]) + shift)
     good, first_bad = goodput_from_curve(att, lam, p.slo.attainment)
     link_cap = (
         PREFILL_RHO_MAX * np.minimum(xs[:, None], ys[None, :]) * p.base.link_bytes_per_s / max(p.base.mean_bytes, 1e-30)
@@ -157,8 +162,6 @@ def screen_pair(
     names = np.array(list(limits), dtype=object)[stack.argmin(axis=0)]
     capped = good >= limit * (1.0 - 1e-9)
     good = np.minimum(good, limit * (1.0 - 1e-6))
-    ttft_att = np.einsum("xgl,l->xg", ttft, p.prob)  # TTFT-only attainment
-    tpot_att = decode_ok.sum(axis=2)  # TPOT-only attainment
     xi, yi = np.indices(good.shape)
     ttft_fail = ttft_att[xi, first_bad] < tpot_att[yi, first_bad]
     latency_words = np.where(ttft_fail, ttft_at(p.slo.percentile), tpot_at(p.slo.percentile)).astype(object)

@@ -56,7 +56,8 @@ def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float
     cost = np.nan_to_num(m.cost_usd_per_hour[idx], nan=np.inf)
     keys: tuple[npt.NDArray[np.generic], ...]
     if rate_rps is not None:
-        primary = cost if objective == "cost" else gpus
+        # at a fixed rate the output tokens/s are fixed too, so most tokens per dollar = lowest cost
+        primary = cost if objective in ("cost", "tokens-per-dollar") else gpus
         keys = (idx, gpus, -per_gpu, primary)
     elif objective == "cost":
         keys = (idx, gpus, -per_gpu, -per_dollar)

@@ -15,6 +15,7 @@ closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -72,27 +73,44 @@ def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeas
     )
 
 
+def slo_margin(snap: Snapshot, slo: SloSpec) -> FloatArray:
+    """≥ 0 where the SLO holds, per rate: joint attainment and both percentile thresholds
+    (:meth:`Snapshot.slo_margin`)."""
+    return snap.slo_margin(slo.ttft, slo.tpot, slo.percentile, slo.attainment)
+
+
 def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
-    """Goodput by a tabulated bracket plus brentq (module docstring)."""
+    """Goodput by a tabulated bracket plus brentq (module docstring); the rate returned meets the SLO."""
     limit = model.limit()
     top = limit.rate_rps * (1.0 - 1e-6)
-    target = slo.attainment
     grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
-    att = model.snapshot(grid).attainment(slo.ttft, slo.tpot)
-    if att[-1] >= target:
+    margin = slo_margin(model.snapshot(grid), slo)
+    if margin[-1] >= 0.0:
         return Goodput(limit.rate_rps, limit, limit.binding)
-    if att[0] < target:
+    if margin[0] < 0.0:
         raise _zero_load_failure(model, slo, float(grid[0]))
-    i = int(np.argmax(att < target))
+    i = int(np.argmax(margin < 0.0))
     lo, hi = float(grid[i - 1]), float(grid[i])
 
     seen: dict[float, Snapshot] = {}  # brentq's root is almost always its last evaluation: reuse that snapshot
 
     def gap(lam: float) -> float:
-        seen.clear()
-        seen[lam] = model.snapshot(np.array([lam]))
-        return float(seen[lam].attainment(slo.ttft, slo.tpot)[0]) - target
+        if lam not in seen:
+            seen.clear()
+            seen[lam] = model.snapshot(np.array([lam]))
+        return float(slo_margin(seen[lam], slo)[0])
 
-    rate = float(brentq(gap, lo, hi, xtol=REL_TOL * limit.rate_rps, rtol=1e-6))
-    snap = seen[rate] if rate in seen else model.snapshot(np.array([rate]))
-    return Goodput(rate, limit, latency_binding(snap, slo))
+    xtol = REL_TOL * limit.rate_rps
+    rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))
+    rate = _feasible_side(gap, rate, lo, xtol)
+    return Goodput(rate, limit, latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo))
+
+
+def _feasible_side(gap: Callable[[float], float], rate: float, lo: float, xtol: float) -> float:
+    """brentq's root lies within its tolerance of the crossing, on either side; a goodput must meet the SLO, so
+    an infeasible root steps back by that tolerance (``xtol + rtol·rate``, doubled), or to the bracket's feasible
+    end ``lo``."""
+    if gap(rate) >= 0.0:
+        return rate
+    back = max(lo, rate - 2.0 * (xtol + 1e-6 * rate))
+    return back if gap(back) >= 0.0 else lo

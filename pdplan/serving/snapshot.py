@@ -93,6 +93,25 @@ class Snapshot:
         ok_t = np.clip(self.ttft_ok(ttft_s), 0.0, 1.0)
         return joint_attainment(ok_t, self.tpot_ok(tpot_s), self.prob)
 
+    def reported_tpot_attainment(self, tpot_s: float) -> FloatArray:
+        """``P(TPOT ≤ slo)`` over the requests whose TPOT is defined (the law the TPOT percentiles read)."""
+        if self.tpot_defined is None:
+            return self.tpot_attainment(tpot_s)
+        w = np.where(self.tpot_defined, self.prob, 0.0)
+        return np.asarray(self.tpot_ok(tpot_s) @ (w / w.sum()), dtype=np.float64)
+
+    def slo_margin(self, ttft_s: float, tpot_s: float, percentile: float, attainment: float) -> FloatArray:
+        """How far each rate is inside the SLO (≥ 0: met), per rate: the least of the joint attainment's margin
+        ``A − α*`` and, for the percentile thresholds "P-th percentile TTFT ≤ ttft_s" and "… TPOT ≤ tpot_s",
+        ``F(threshold) − p``. With p ≤ α* the percentile terms are implied by the joint one (a request meeting both
+        meets each), so the default P90 / 90 % SLO reads the attainment alone; P99 at 90 % attainment also needs
+        99 % of requests within each threshold."""
+        p = percentile / 100.0
+        joint = self.attainment(ttft_s, tpot_s) - attainment
+        ttft = self.ttft_attainment(ttft_s) - p
+        tpot = self.reported_tpot_attainment(tpot_s) - p
+        return np.asarray(np.minimum(joint, np.minimum(ttft, tpot)), dtype=np.float64)
+
     def ttft_attainment(self, ttft_s: float) -> FloatArray:
         return np.asarray(self.ttft_ok(ttft_s) @ self.prob, dtype=np.float64)
 
