@@ -177,6 +177,7 @@ def _result(
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
         warnings=_warnings(res, space, pick.plan),
         rate_curve=rate_curve(pick) if analyse else (),
+        slo_percentile=res.scenario.slo.percentile,
     )
 
 

@@ -160,7 +160,9 @@ class PlanResult:
     sensitivity: tuple[Sensitivity, ...] = ()
     warnings: tuple[str, ...] = ()
     rate_curve: tuple[tuple[float, float, float, float], ...] = field(default=())
-    """The pick's (rate_rps, attainment, ttft_p90_s, tpot_p90_s) over a range of rates, for the plot."""
+    """The pick's (rate_rps, attainment, TTFT and TPOT at the SLO percentile, s) over a range of rates (the plot)."""
+    slo_percentile: float = 90.0
+    """The SLO percentile the rate curve's latencies are read at."""
 
     @property
     def best(self) -> Plan:
@@ -199,7 +201,9 @@ class PlanResult:
             "inputs": self.inputs,
             "assumptions": self.assumptions,
             "warnings": list(self.warnings),
+            "slo_percentile": self.slo_percentile,
             "rate_curve": [
-                {"rate_rps": r, "attainment": a, "ttft_p90_s": t, "tpot_p90_s": p} for r, a, t, p in self.rate_curve
+                {"rate_rps": r, "attainment": a, "ttft_at_percentile_s": t, "tpot_at_percentile_s": p}
+                for r, a, t, p in self.rate_curve
             ],
         }

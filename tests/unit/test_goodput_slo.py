@@ -56,3 +56,11 @@ def test_a_percentile_at_or_below_the_attainment_changes_nothing(percentile: flo
     """A request meeting both thresholds meets each, so P ≤ 100·attainment is implied by the joint target."""
     sc = DEFAULT.model_copy(update={"slo": DEFAULT.slo.model_copy(update={"percentile": percentile})})
     assert evaluate(sc, catalog=CATALOG).goodput_rps == pytest.approx(evaluate(DEFAULT, catalog=CATALOG).goodput_rps)
+
+
+def test_the_rate_curve_is_read_at_the_slo_percentile() -> None:
+    """Its keys used to say P90 whatever the SLO percentile was."""
+    strict = DEFAULT.model_copy(update={"slo": DEFAULT.slo.model_copy(update={"percentile": 99.0})})
+    doc = optimize(strict, catalog=CATALOG, top=1).to_document()
+    assert doc["slo_percentile"] == 99.0
+    assert set(doc["rate_curve"][0]) == {"rate_rps", "attainment", "ttft_at_percentile_s", "tpot_at_percentile_s"}

@@ -163,7 +163,7 @@ def test_json_document() -> None:
     doc = json.loads(render_optimize(plan_result(), "json"))  # type: ignore[arg-type]
     assert doc["plans"][0]["goodput_rps"] == 9.6
     assert doc["search"]["candidates"] == 4312
-    assert doc["rate_curve"][-1]["ttft_p90_s"] is None  # inf → null
+    assert doc["rate_curve"][-1]["ttft_at_percentile_s"] is None  # inf → null
     assert doc["baseline_ratio"] == pytest.approx(0.8 / (5.3 / 12))
 
 
