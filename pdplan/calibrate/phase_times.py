@@ -235,6 +235,12 @@ def fit(
             "decode_attention_scale": 1.0,
             "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5),
         }
+    if len(rows) < len(x0):
+        raise SpecError(
+            f"{len(rows)} measured row(s) cannot fit {len(x0)} parameters ({', '.join(sorted(x0))}); "
+            f"give at least {len(x0)} rows, or use --check to only compare",
+            field="rows",
+        )
     gpu_name = rows[0].gpu
 
     def predict_knobs(knobs: dict[str, float]) -> FloatArray:

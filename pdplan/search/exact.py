@@ -16,6 +16,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.results import Latency, Plan, Sensitivity
 from pdplan.serving import (
+    GOODPUT_REL_TOL,
     Deployment,
     Goodput,
     LatencySummary,
@@ -122,6 +123,13 @@ def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:
         return 0.0
 
 
+def _meets(goodput_rps: float, need_rps: float) -> bool:
+    """Whether a recomputed goodput still meets the need, to the goodput root's own resolution: its tolerance
+    ``GOODPUT_REL_TOL`` of the stable limit plus the step of up to twice that back to the feasible side
+    (:func:`pdplan.serving.find_goodput`), so an unchanged deployment does not read 55.5353 < 55.5354 as a miss."""
+    return goodput_rps >= need_rps * (1.0 - 3.0 * GOODPUT_REL_TOL)
+
+
 def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, ...]:
     """The pick under rate ±20 %, link bandwidth ×0.5 and SLO thresholds ±20 % (one input at a time)."""
     slo = pick.res.scenario.slo
@@ -141,11 +149,11 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
         link = pick.res.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
         good = _goodput_or_zero(build_model(dataclasses.replace(pick.res, link=slower)), slo)
-        rows.append(Sensitivity("link bandwidth x0.5", good, None, good >= need))
+        rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
         good = _goodput_or_zero(model, scaled)  # the model does not depend on the SLO: reuse it
-        rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, good >= need))
+        rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
     return tuple(rows)
 
 

@@ -24,6 +24,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.deployment import Deployment, Role, scenario_with
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build, build_model, evaluate, operating_point
+from pdplan.serving.goodput import REL_TOL as GOODPUT_REL_TOL
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, precision_of, resolve
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit, decode_binding
@@ -40,6 +41,7 @@ def default_scenario_path() -> Path:
 
 __all__ = [
     "DECODE_U_MAX",
+    "GOODPUT_REL_TOL",
     "PREFILL_RHO_MAX",
     "Binding",
     "ClosedLoop",

@@ -73,6 +73,14 @@ class ResolvedScenario:
         return total
 
 
+def _share(fraction: float) -> str:
+    """A share of requests for a warning: ``2.31%``, and for a small nonzero one its leading digits (``0.0042%``),
+    never ``0.00%``."""
+    if fraction >= 1e-4:
+        return f"{fraction:.2%}"
+    return f"{fraction * 100:.2g}%"
+
+
 def precision_of(scenario: Scenario) -> Precision:
     """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``."""
     return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
@@ -115,7 +123,7 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
     warnings = []
     if lengths.clipped_fraction > 0.0:
         warnings.append(
-            f"{lengths.clipped_fraction:.2%} of requests exceed {model.name}'s context window of "
+            f"{_share(lengths.clipped_fraction)} of requests exceed {model.name}'s context window of "
             f"{window} tokens and are clipped to it"
         )
     deployment = Deployment.of(scenario)
