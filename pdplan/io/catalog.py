@@ -9,6 +9,7 @@ name users type and must equal the spec's ``name`` field. Any name may instead b
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,15 +23,15 @@ from pydantic import BaseModel
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.files import load_spec_file
 from pdplan.io.hf_config import load_hf_config
-from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.io.models import builtin_models_dir, load_model_yaml
 from pdplan.specs.hardware import GpuSpec, LinkSpec
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
-Kind = Literal["gpu", "link", "model"]
-_SUBDIR: dict[Kind, str] = {"gpu": "gpus", "link": "links", "model": "models"}
+Kind = Literal["gpu", "link", "model", "kernel table"]
+_SUBDIR: dict[Kind, str] = {"gpu": "gpus", "link": "links", "model": "models", "kernel table": "kernel_tables"}
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
 
@@ -87,12 +88,52 @@ class Catalog:
         return _load_named(LinkSpec, self.path_of("link", name), looks_like_path(name))
 
     def kernel_table(self, gpu_name: str) -> KernelTable:
-        """The user's kernel table for this GPU if one was given, else the packaged one."""
+        """The kernel table for this GPU: a ``--kernel-table`` file naming it, else ``kernel_tables/<gpu>.yaml`` of a
+        ``--hardware-db`` folder or the package, else one borrowed from the nearest measured GPU
+        (:meth:`borrowed_kernel_table`)."""
         for path in self.kernel_table_files:
             table = _load_table_cached(_cache_key(path))
             if table.gpu.lower() == gpu_name.lower():
                 return table
-        return _load_table_cached(gpu_name)
+        found = self.files.get("kernel table", {}).get(gpu_name.strip().lower())
+        if found is not None:
+            return _load_table_cached(_cache_key(found))
+        return self.borrowed_kernel_table(gpu_name)
+
+    def borrowed_kernel_table(self, gpu_name: str) -> KernelTable:
+        """A GPU with no kernel table of its own borrows the efficiencies of the nearest part with one: the same
+        architecture, a measured (calibrated) table first, then the closest HBM bandwidth (log ratio), as the
+        packaged tables of unmeasured parts were derived (``derived_from``). The copy says so: ``calibrated:
+        false``, ``derived_from`` the source, and a ``sources`` entry every report prints. Its peaks are the GPU's
+        own datasheet numbers; a GPU file without ``sm_count`` takes the source's (stated in the sources)."""
+        gpu = self.gpu(gpu_name)
+        donors = []
+        for name, path in sorted(self.files.get("kernel table", {}).items()):
+            if name in self.files.get("gpu", {}):
+                donor_gpu = self.gpu(name)
+                if donor_gpu.architecture == gpu.architecture:
+                    table = _load_table_cached(_cache_key(path))
+                    gap = abs(math.log(donor_gpu.memory_bytes_per_s / gpu.memory_bytes_per_s))
+                    donors.append((not table.calibrated, gap, name, table))
+        if not donors:
+            raise SpecError(
+                f"no kernel table for GPU {gpu.name!r} and none for another {gpu.architecture} GPU to borrow from; "
+                "give one with --kernel-table FILE or put it in a --hardware-db folder's kernel_tables/",
+                field="gpu",
+            )
+        _, _, name, table = min(donors, key=lambda d: d[:3])
+        note = f"borrowed by pdplan from {name} (nearest {gpu.architecture} part with a table, by HBM bandwidth)"
+        if gpu.sm_count is None and table.sm_count is not None:
+            note += f"; sm_count {table.sm_count} from {name} ({gpu.name}'s file gives none)"
+        return table.model_copy(
+            update={
+                "gpu": gpu.name,
+                "calibrated": False,
+                "derived_from": name,
+                "sm_count": gpu.sm_count or table.sm_count,
+                "sources": {**table.sources, "borrowed": note},
+            }
+        )
 
     def model(self, name: str) -> ModelSpec:
         """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
@@ -152,6 +193,7 @@ def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] 
         "gpu": _scan(builtin / "gpus"),
         "link": _scan(builtin / "links"),
         "model": _scan(builtin_models_dir()),
+        "kernel table": _scan(TABLE_DIR),
     }
     for folder in [*user_dirs_from_env(), *extra_dirs]:
         if not folder.is_dir():
