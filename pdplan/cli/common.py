@@ -1,26 +1,18 @@
-"""Options and output plumbing shared by every command: ``--format``, ``-o``, ``--hardware-db``."""
+"""Options and output plumbing shared by every command: ``--format``, ``-o``, ``--hardware-db``, ``--kernel-table``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 
-from pdplan.io.catalog import Catalog, open_catalog
-from pdplan.report.render import (
-    Format,
-    Record,
-    records_to_csv,
-    records_to_markdown,
-    records_to_table,
-    table_to_text,
-    to_json,
-    write_atomic,
-)
+from pdplan.report.render import Format, View, render_view, table_to_text, write_atomic
+
+if TYPE_CHECKING:
+    from pdplan.io.catalog import Catalog
 
 
 def _stdout_console() -> Console:
@@ -56,42 +48,34 @@ KernelTablesOpt = Annotated[
         dir_okay=False,
     ),
 ]
+KernelTableOpt = Annotated[
+    Path | None, typer.Option("--kernel-table", help="Kernel table YAML to use instead of the packaged one.")
+]
+"""``roofline`` and ``calibrate``: one table, used whichever GPU it names (the commands that predict a deployment take
+:data:`KernelTablesOpt`, one table per GPU)."""
 
 
 def catalog_from(hardware_db: list[Path] | None, kernel_tables: list[Path] | None = None) -> Catalog:
     """The catalogue with the user's folders (``--hardware-db``, ``PDPLAN_HARDWARE_DB``) and kernel tables."""
+    from pdplan.io.catalog import open_catalog  # lazy: `pdplan --version` loads no spec
+
     return open_catalog(hardware_db or [], kernel_tables or [])
 
 
-def emit(
-    fmt: Format,
-    output: Path | None,
-    *,
-    records: Sequence[Record],
-    document: Any,
-    columns: Sequence[str] | None = None,
-    title: str | None = None,
-    markdown: Callable[[], str] | None = None,
-    table: Callable[[], Any] | None = None,
-) -> None:
-    """Render one result in the chosen format to stdout or, atomically, to ``output``.
+def emit(view: View, fmt: Format, output: Path | None) -> None:
+    """A command's view rendered in ``fmt``, to stdout or (whole or not at all) to ``output``."""
+    write_rendered(render_view(view, fmt), output)
 
-    ``records`` feed table/CSV/Markdown; ``document`` feeds JSON. ``markdown``/``table`` override the default
-    rendering for commands with richer reports.
-    """
-    if fmt is Format.json:
-        text = to_json(document)
-    elif fmt is Format.csv:
-        text = records_to_csv(records, columns)
-    elif fmt is Format.markdown:
-        text = markdown() if markdown is not None else records_to_markdown(records, columns)
+
+def write_rendered(rendered: str | RenderableType, output: Path | None) -> None:
+    """What a renderer produced: text as it is, a rich renderable (the table view) printed or as plain text."""
+    if isinstance(rendered, str):
+        write_text(rendered, output)
     else:
-        write_renderable(table() if table is not None else records_to_table(records, columns, title), output)
-        return
-    write_text(text, output)
+        write_renderable(rendered, output)
 
 
-def write_renderable(renderable: Any, output: Path | None) -> None:
+def write_renderable(renderable: RenderableType, output: Path | None) -> None:
     """A rich renderable to stdout, or as plain text to ``output`` (atomically)."""
     if output is None:
         stdout_console.print(renderable)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -16,26 +16,12 @@ from pdplan.cli.common import (
     catalog_from,
     stderr_console,
     warn,
-    write_renderable,
-    write_text,
+    write_rendered,
 )
-from pdplan.cli.options import (
-    AttainmentOpt,
-    DtypeOpt,
-    IslOpt,
-    KvDtypeOpt,
-    ModelOpt,
-    OslOpt,
-    ScenarioArg,
-    TpotSloOpt,
-    TtftSloOpt,
-    WorkloadOpt,
-    positive_rate,
-    scenario_from_flags,
-)
+from pdplan.cli.options import RateOpt, ScenarioArg, load_scenario_arg, positive_rate, takes_overrides
 from pdplan.errors import SpecError
-from pdplan.io.overrides import ScenarioOverrides, parse_xpyd
 from pdplan.report.render import Format
+from pdplan.specs.overrides import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
     from pdplan.search.results import PlanResult
@@ -55,36 +41,21 @@ def _progress() -> Progress:
     )
 
 
+@takes_overrides
 def optimize_command(
     scenario: ScenarioArg = None,
-    gpus: Annotated[int | None, Opt("--gpus", min=1, help="GPU budget: maximise goodput per GPU within it.")] = None,
-    rate: Annotated[float | None, Opt("--rate", help="Target req/s: meet it at the fewest GPUs or lowest $.")] = None,
+    gpus: Annotated[
+        int | None, Opt(FLAGS["gpus"], min=1, help="GPU budget: maximise goodput per GPU within it.")
+    ] = None,
+    rate: RateOpt = None,
     objective: Annotated[str | None, Opt("--objective", help="gpus | cost | tokens-per-dollar.")] = None,
     top: Annotated[int, Opt("--top", min=1, max=50, help="Plans to report.")] = 5,
     plot: Annotated[
-        Path | None, Opt("--plot", help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).", dir_okay=False)
+        Path | None,
+        Opt(FLAGS["plot"], help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).", dir_okay=False),
     ] = None,
-    model: ModelOpt = None,
-    gpu: Annotated[str | None, Opt("--gpu", help="GPU(s) for both roles, comma-separated.")] = None,
-    prefill_gpu: Annotated[str | None, Opt("--prefill-gpu", help="Prefill GPU(s), comma-separated.")] = None,
-    decode_gpu: Annotated[str | None, Opt("--decode-gpu", help="Decode GPU(s), comma-separated.")] = None,
-    tp: Annotated[int | None, Opt("--tp", min=1, help="Only this TP degree.")] = None,
-    prefill_tp: Annotated[int | None, Opt("--prefill-tp", min=1)] = None,
-    decode_tp: Annotated[int | None, Opt("--decode-tp", min=1)] = None,
-    link: Annotated[str | None, Opt("--link", help="KV link(s), comma-separated.")] = None,
-    granularity: Annotated[str | None, Opt("--granularity", help="request|layer|chunk (comma-separated).")] = None,
-    routing: Annotated[str | None, Opt("--routing", help="random|round-robin|least-work.")] = None,
-    scheduler: Annotated[str | None, Opt("--scheduler", help="Colocated baseline: prefill-first|chunked.")] = None,
-    xpyd: Annotated[str | None, Opt("--xpyd", help="Only plans with these counts, e.g. 2P1D.")] = None,
-    colocated: Annotated[int | None, Opt("--colocated", min=1, help="Only N colocated instances.")] = None,
-    isl: IslOpt = None,
-    osl: OslOpt = None,
-    workload: WorkloadOpt = None,
-    ttft_slo: TtftSloOpt = None,
-    tpot_slo: TpotSloOpt = None,
-    attainment: AttainmentOpt = None,
-    dtype: DtypeOpt = None,
-    kv_dtype: KvDtypeOpt = None,
+    *,
+    overrides: ScenarioOverrides,
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
@@ -94,34 +65,15 @@ def optimize_command(
 
     Example: pdplan optimize examples/h100-prefill-l40s-decode.yaml --rate 20 --objective cost --format markdown
     """
-    from pdplan.report import write_plot  # lazy: scipy loads in ~1 s
-    from pdplan.search.optimize import optimize
-    from pdplan.search.overrides import SearchOverrides, with_search_overrides
+    from pdplan.search.optimize import optimize  # lazy: scipy loads in ~1 s
+    from pdplan.search.overrides import instance_counts, search_scenario
+    from pdplan.types import Objective
 
     positive_rate(rate)
-    if xpyd is not None and colocated is not None:
-        raise SpecError("give either --xpyd or --colocated, not both", field="--xpyd")
-    counts = parse_xpyd(xpyd) if xpyd is not None else None
-    if objective is not None and objective not in ("gpus", "cost", "tokens-per-dollar"):
-        raise SpecError(f"{objective!r} is not one of gpus, cost, tokens-per-dollar", field="--objective")
-    sc = scenario_from_flags(
-        scenario,
-        ScenarioOverrides(
-            model=model,
-            isl=isl,
-            osl=osl,
-            workload=workload,
-            ttft_slo=ttft_slo,
-            tpot_slo=tpot_slo,
-            attainment=attainment,
-            dtype=dtype,
-            kv_dtype=kv_dtype,
-        ),
-    )
-    sc = with_search_overrides(
-        sc, SearchOverrides(gpu, prefill_gpu, decode_gpu, tp, prefill_tp, decode_tp, link, granularity, routing)
-    )
-    sc = with_search_overrides(sc, SearchOverrides(scheduler=scheduler))
+    counts, colocated = instance_counts(overrides)
+    if objective is not None and objective not in get_args(Objective):
+        raise SpecError(f"{objective!r} is not one of {', '.join(get_args(Objective))}", field="--objective")
+    sc = search_scenario(load_scenario_arg(scenario), overrides)
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
     with _progress() as progress:
         task = progress.add_task("optimizing", total=None)
@@ -137,20 +89,17 @@ def optimize_command(
             colocated_count=colocated,
             stage=lambda name: progress.update(task, description=name),
         )
-    if fmt is not Format.table:  # the table view lists the warnings itself
+    _report(result, fmt, output, plot)
+
+
+def _report(result: PlanResult, fmt: Format, output: Path | None, plot: Path | None) -> None:
+    """Warnings on stderr (the table view lists them itself), the plot file if asked, the report."""
+    from pdplan.report import render_optimize, write_plot
+
+    if fmt is not Format.table:
         for line in result.warnings:
             warn(line)
     if plot is not None:
         write_plot(result, plot)
         stderr_console.print(f"wrote {plot}", highlight=False, markup=False, soft_wrap=True)
-    _emit(result, fmt, output)
-
-
-def _emit(result: PlanResult, fmt: Format, output: Path | None) -> None:
-    from pdplan.report import render_optimize
-
-    rendered = render_optimize(result, fmt)
-    if isinstance(rendered, str):
-        write_text(rendered, output)
-    else:
-        write_renderable(rendered, output)
+    write_rendered(render_optimize(result, fmt), output)

@@ -1,53 +1,122 @@
-"""Option types shared by ``evaluate``, ``simulate`` and ``optimize`` (ARCHITECTURE §4), defined once."""
+"""The options shared by ``evaluate``, ``simulate`` and ``optimize`` (ARCHITECTURE §4), each defined once.
+
+:data:`OVERRIDE_OPTIONS` declares one option per :class:`~pdplan.specs.overrides.ScenarioOverrides` field: its flag
+(from :data:`~pdplan.specs.overrides.FLAGS`), type and help text. A command takes them all with
+:func:`takes_overrides`: it declares one keyword-only parameter ``overrides: ScenarioOverrides``, typer shows the
+options in its place, and the command receives their values as one object::
+
+    @takes_overrides
+    def evaluate_command(scenario: ScenarioArg = None, *, overrides: ScenarioOverrides, rate: RateOpt = None) -> None:
+        scenario_from_flags(scenario, overrides)
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from pdplan.errors import SpecError
-from pdplan.io.overrides import ScenarioOverrides, apply_overrides
-from pdplan.io.scenario import load_scenario
-from pdplan.specs.scenario import Scenario
+from pdplan.specs.overrides import FLAGS, ScenarioOverrides
 
+if TYPE_CHECKING:
+    from pdplan.specs.scenario import Scenario
+
+R = TypeVar("R")
 Opt = typer.Option
+_SEARCH = "optimize: a comma-separated list to search"
+
+OVERRIDE_OPTIONS: dict[str, Any] = {
+    "model": Annotated[str | None, Opt(FLAGS["model"], help="Model name or path.")],
+    "gpu": Annotated[str | None, Opt(FLAGS["gpu"], help=f"GPU for both roles ({_SEARCH}).")],
+    "prefill_gpu": Annotated[str | None, Opt(FLAGS["prefill_gpu"], help=f"Prefill GPU ({_SEARCH}).")],
+    "decode_gpu": Annotated[str | None, Opt(FLAGS["decode_gpu"], help=f"Decode GPU ({_SEARCH}).")],
+    "tp": Annotated[int | None, Opt(FLAGS["tp"], min=1, help="TP for both roles (optimize: only this degree).")],
+    "prefill_tp": Annotated[
+        int | None, Opt(FLAGS["prefill_tp"], min=1, help="Prefill TP (optimize: joins the --tp degrees searched).")
+    ],
+    "decode_tp": Annotated[
+        int | None, Opt(FLAGS["decode_tp"], min=1, help="Decode TP (optimize: joins the --tp degrees searched).")
+    ],
+    "xpyd": Annotated[
+        str | None, Opt(FLAGS["xpyd"], help="Disaggregated counts, e.g. 2P1D (optimize: only plans with these).")
+    ],
+    "colocated": Annotated[
+        int | None, Opt(FLAGS["colocated"], min=1, help="N colocated instances (optimize: only plans with N).")
+    ],
+    "scheduler": Annotated[
+        str | None,
+        Opt(FLAGS["scheduler"], help="Colocated batching: prefill-first|chunked (optimize: the baseline's)."),
+    ],
+    "link": Annotated[str | None, Opt(FLAGS["link"], help=f"KV link name or path ({_SEARCH}).")],
+    "granularity": Annotated[
+        str | None, Opt(FLAGS["granularity"], help=f"KV transfer: request|layer|chunk ({_SEARCH}).")
+    ],
+    "routing": Annotated[
+        str | None, Opt(FLAGS["routing"], help=f"Prefill routing: random|round-robin|least-work ({_SEARCH}).")
+    ],
+    "isl": Annotated[int | None, Opt(FLAGS["isl"], min=1, help="Fixed input length (tokens).")],
+    "osl": Annotated[int | None, Opt(FLAGS["osl"], min=1, help="Fixed output length (tokens).")],
+    "workload": Annotated[str | None, Opt(FLAGS["workload"], help="Workload YAML or preset.")],
+    "ttft_slo": Annotated[str | None, Opt(FLAGS["ttft_slo"], help="e.g. 2s, 250ms.")],
+    "tpot_slo": Annotated[str | None, Opt(FLAGS["tpot_slo"], help="e.g. 100ms.")],
+    "attainment": Annotated[float | None, Opt(FLAGS["attainment"], help="Target fraction of requests, e.g. 0.9.")],
+    "dtype": Annotated[str | None, Opt(FLAGS["dtype"], help="bf16|fp8 weights/GEMMs.")],
+    "kv_dtype": Annotated[str | None, Opt(FLAGS["kv_dtype"], help="bf16|fp8 KV cache.")],
+}
+"""Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 
 ScenarioArg = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: bundled).", dir_okay=False)]
-ModelOpt = Annotated[str | None, Opt("--model", help="Model name or path.")]
-GpuOpt = Annotated[str | None, Opt("--gpu", help="GPU for both roles.")]
-PrefillGpuOpt = Annotated[str | None, Opt("--prefill-gpu", help="Prefill GPU.")]
-DecodeGpuOpt = Annotated[str | None, Opt("--decode-gpu", help="Decode GPU.")]
-TpOpt = Annotated[int | None, Opt("--tp", min=1, help="TP for both roles.")]
-PrefillTpOpt = Annotated[int | None, Opt("--prefill-tp", min=1, help="Prefill TP.")]
-DecodeTpOpt = Annotated[int | None, Opt("--decode-tp", min=1, help="Decode TP.")]
-XpydOpt = Annotated[str | None, Opt("--xpyd", help="Disaggregated counts, e.g. 2P1D.")]
-ColocatedOpt = Annotated[int | None, Opt("--colocated", min=1, help="N colocated instances.")]
-SchedulerOpt = Annotated[str | None, Opt("--scheduler", help="Colocated batching: prefill-first|chunked.")]
-LinkOpt = Annotated[str | None, Opt("--link", help="KV link name or path.")]
-GranularityOpt = Annotated[str | None, Opt("--granularity", help="KV transfer: request|layer|chunk.")]
-RoutingOpt = Annotated[str | None, Opt("--routing", help="Prefill routing: random|round-robin|least-work.")]
-IslOpt = Annotated[int | None, Opt("--isl", min=1, help="Fixed input length (tokens).")]
-OslOpt = Annotated[int | None, Opt("--osl", min=1, help="Fixed output length (tokens).")]
-WorkloadOpt = Annotated[str | None, Opt("--workload", help="Workload YAML or preset.")]
-TtftSloOpt = Annotated[str | None, Opt("--ttft-slo", help="e.g. 2s, 250ms.")]
-TpotSloOpt = Annotated[str | None, Opt("--tpot-slo", help="e.g. 100ms.")]
-AttainmentOpt = Annotated[float | None, Opt("--attainment", help="Target fraction of requests, e.g. 0.9.")]
-DtypeOpt = Annotated[str | None, Opt("--dtype", help="bf16|fp8 weights/GEMMs.")]
-KvDtypeOpt = Annotated[str | None, Opt("--kv-dtype", help="bf16|fp8 KV cache.")]
-ConcurrencyOpt = Annotated[int | None, Opt("--concurrency", min=1, help="Closed loop: C clients.")]
+RateOpt = Annotated[
+    float | None,
+    Opt(FLAGS["rate"], help="Poisson rate, req/s (optimize: the target to meet at the fewest GPUs or lowest $)."),
+]
+ConcurrencyOpt = Annotated[int | None, Opt(FLAGS["concurrency"], min=1, help="Closed loop: C clients.")]
+
+
+def takes_overrides(command: Callable[..., R]) -> Callable[..., R]:
+    """``command`` with the :data:`OVERRIDE_OPTIONS` in place of its ``overrides`` parameter (keyword-only): typer
+    parses one option per field and ``command`` receives them as one :class:`ScenarioOverrides`."""
+    signature = inspect.signature(command, eval_str=True)
+    params = list(signature.parameters.values())
+    at = [p.name for p in params].index("overrides")
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+        for name, option in OVERRIDE_OPTIONS.items()
+    ]
+    options = signature.replace(parameters=[*params[:at], *shared, *params[at + 1 :]])
+
+    @functools.wraps(command)
+    def with_overrides(*args: Any, **kwargs: Any) -> R:
+        values = {name: kwargs.pop(name) for name in OVERRIDE_OPTIONS}
+        return command(*args, overrides=ScenarioOverrides(**values), **kwargs)
+
+    with_overrides.__signature__ = options  # type: ignore[attr-defined]  # what typer reads the options from
+    with_overrides.__annotations__ = {p.name: p.annotation for p in options.parameters.values()}
+    return with_overrides
 
 
 def positive_rate(rate: float | None) -> float | None:
     """``--rate`` must be > 0 when given."""
     if rate is not None and rate <= 0:
-        raise SpecError("must be > 0", field="--rate")
+        raise SpecError("must be > 0", field=FLAGS["rate"])
     return rate
+
+
+def load_scenario_arg(path: Path | None) -> Scenario:
+    """The scenario file given on the command line, or the bundled default."""
+    from pdplan.io.scenario import load_scenario  # lazy: workload laws load scipy
+    from pdplan.serving import default_scenario_path
+
+    return load_scenario(path or default_scenario_path())
 
 
 def scenario_from_flags(path: Path | None, overrides: ScenarioOverrides) -> Scenario:
     """The scenario file (or the bundled default) with the command line's overrides applied."""
-    from pdplan.serving import default_scenario_path
+    from pdplan.io.overrides import apply_overrides
 
-    return apply_overrides(load_scenario(path or default_scenario_path()), overrides)
+    return apply_overrides(load_scenario_arg(path), overrides)

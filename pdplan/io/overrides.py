@@ -1,16 +1,19 @@
-"""CLI overrides shared by ``evaluate``, ``simulate`` and ``optimize`` (ARCHITECTURE §4), applied to a scenario and
-validated again."""
+"""The command line's overrides (:class:`~pdplan.specs.overrides.ScenarioOverrides`, ARCHITECTURE §4) applied to a
+scenario and validated again: the deployment (``--xpyd``, ``--colocated``, ``--gpu``, ``--tp``...), the workload
+(``--isl``/``--osl`` or ``--workload``), the SLO and the dtypes."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
+from pdplan.specs.overrides import ScenarioOverrides, flag
 from pdplan.specs.scenario import RoleSpec, Scenario
+
+__all__ = ["ScenarioOverrides", "apply_overrides", "parse_xpyd"]
 
 _XPYD = re.compile(r"^\s*(\d+)\s*[pP]\s*(\d+)\s*[dD]\s*$")
 
@@ -19,35 +22,14 @@ def parse_xpyd(text: str) -> tuple[int, int]:
     """``"2P1D"`` → (2, 1); SpecError otherwise."""
     match = _XPYD.match(text)
     if match is None or int(match.group(1)) < 1 or int(match.group(2)) < 1:
-        raise SpecError(f"expected counts like 2P1D, got {text!r}", field="--xpyd")
+        raise SpecError(f"expected counts like 2P1D, got {text!r}", field=flag("xpyd"))
     return int(match.group(1)), int(match.group(2))
 
 
-@dataclass(frozen=True)
-class ScenarioOverrides:
-    """CLI overrides shared by ``evaluate`` and ``optimize`` (ARCHITECTURE §4); None = keep."""
-
-    model: str | None = None
-    gpu: str | None = None
-    prefill_gpu: str | None = None
-    decode_gpu: str | None = None
-    tp: int | None = None
-    prefill_tp: int | None = None
-    decode_tp: int | None = None
-    xpyd: str | None = None
-    colocated: int | None = None
-    scheduler: str | None = None
-    link: str | None = None
-    granularity: str | None = None
-    routing: str | None = None
-    isl: int | None = None
-    osl: int | None = None
-    workload: str | None = None
-    ttft_slo: str | None = None
-    tpot_slo: str | None = None
-    attainment: float | None = None
-    dtype: str | None = None
-    kv_dtype: str | None = None
+def check_one_mode(ov: ScenarioOverrides) -> None:
+    """``--xpyd`` and ``--colocated`` choose different modes: at most one of them."""
+    if ov.xpyd is not None and ov.colocated is not None:
+        raise SpecError(f"give either {flag('xpyd')} or {flag('colocated')}, not both", field=flag("xpyd"))
 
 
 def _role_dict(role: RoleSpec | None, fallback: RoleSpec | None) -> dict[str, Any]:
@@ -58,8 +40,7 @@ def _role_dict(role: RoleSpec | None, fallback: RoleSpec | None) -> dict[str, An
 
 def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     """New prefill/decode/colocated blocks after --xpyd / --colocated / --gpu / --tp flags."""
-    if ov.xpyd is not None and ov.colocated is not None:
-        raise SpecError("give either --xpyd or --colocated, not both", field="--xpyd")
+    check_one_mode(ov)
     mode = "colocated" if ov.colocated is not None else ("disaggregated" if ov.xpyd is not None else sc.mode)
     if mode == "colocated":
         co = (
@@ -86,7 +67,9 @@ def _workload_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
         return {}
     data = sc.workload.model_dump(exclude_none=True)
     if "trace" in data and (ov.isl is None or ov.osl is None):
-        raise SpecError("a trace workload needs both --isl and --osl to be replaced", field="--isl")
+        raise SpecError(
+            f"a trace workload needs both {flag('isl')} and {flag('osl')} to be replaced", field=flag("isl")
+        )
     data.pop("trace", None)
     if ov.isl is not None:
         data["input_tokens"] = {"dist": "fixed", "value": ov.isl}
@@ -121,5 +104,7 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
             slo[key] = item
     update["slo"] = slo
     if ov.scheduler is not None and update.get("mode") != "colocated":
-        raise SpecError("--scheduler applies to colocated deployments (--colocated N)", field="--scheduler")
+        raise SpecError(
+            f"{flag('scheduler')} applies to colocated deployments ({flag('colocated')} N)", field=flag("scheduler")
+        )
     return revalidate(scenario, update)

@@ -22,9 +22,10 @@ from typing import Any
 from pdplan.errors import SpecError
 from pdplan.report import common as c
 from pdplan.search.results import PlanResult
+from pdplan.specs.overrides import flag
 
 SUFFIXES = (".png", ".svg")
-_FIELD = "--plot"
+_FIELD = flag("plot")
 
 
 def _matplotlib() -> tuple[Any, Any]:
@@ -34,7 +35,7 @@ def _matplotlib() -> tuple[Any, Any]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise SpecError("--plot needs matplotlib: pip install 'pdplan[plot]'", field=_FIELD) from err
+        raise SpecError(f"{_FIELD} needs matplotlib: pip install 'pdplan[plot]'", field=_FIELD) from err
     return Figure, FigureCanvasAgg
 
 

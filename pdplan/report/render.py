@@ -1,7 +1,9 @@
 """Rendering of results as rich tables, CSV, Markdown or JSON, and whole-or-nothing file output.
 
-The numeric core returns typed results; commands turn them into *records* (flat dicts of SI values with the
-unit in the key) and *documents* (nested dicts for JSON). This module only formats: it never computes.
+The numeric core returns typed results; the report builders (:mod:`pdplan.report.catalog`, :mod:`pdplan.report.perf`,
+:mod:`pdplan.report.serving`) turn them into a :class:`View`: *records* (flat dicts of SI values with the unit in the
+key) for the table, CSV and Markdown views and a *document* (nested dicts) for JSON. This module only formats: it never
+computes. ``optimize`` has its own richer reports (:func:`pdplan.report.render_optimize`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,45 @@ class Format(StrEnum):
 
 
 Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class View:
+    """One command's result, ready to render in any :class:`Format` (:func:`render_view`).
+
+    ``records`` feed the CSV and Markdown views (and the table, unless ``table_records`` gives it rows of its own);
+    ``document`` is the JSON document; ``columns`` fixes the column order (default: first appearance); ``title``
+    heads the terminal table.
+    """
+
+    records: Sequence[Record]
+    document: Any
+    columns: Sequence[str] | None = None
+    title: str | None = None
+    table_records: Sequence[Record] | None = None
+
+
+def render_view(view: View, fmt: Format | str) -> str | RenderableType:
+    """``view`` in ``fmt``: text for csv/markdown/json, a rich Table for table."""
+    match Format(fmt):
+        case Format.json:
+            return to_json(view.document)
+        case Format.csv:
+            return records_to_csv(view.records, view.columns)
+        case Format.markdown:
+            return records_to_markdown(view.records, view.columns)
+        case Format.table:
+            rows = view.records if view.table_records is None else view.table_records
+            return records_to_table(rows, view.columns, view.title)
+
+
+def quantity_records(items: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Two-column ``quantity``/``value`` rows (``evaluate``, ``transfer``)."""
+    pairs = items.items() if isinstance(items, Mapping) else items
+    return [{"quantity": k, "value": v} for k, v in pairs]
+
+
+QUANTITY_COLUMNS = ("quantity", "value")
 
 
 def format_cell(value: Any) -> str:

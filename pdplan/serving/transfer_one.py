@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.roofline import Precision, prefill_time_s
 from pdplan.serving.inputs import DTYPE_BYTES
+from pdplan.specs.overrides import flag
 from pdplan.transfer.kv import GRANULARITIES, TransferConfig, transfer_for_request
+
+if TYPE_CHECKING:
+    from pdplan.specs.model import ModelSpec
 
 
 def one_transfer(
@@ -30,33 +34,18 @@ def one_transfer(
     time comes from the roofline at batch 1); a TP mismatch needs it for the re-layout HBM rate.
     """
     if granularity not in GRANULARITIES:
-        raise SpecError(f"{granularity!r} is not one of {', '.join(GRANULARITIES)}", field="--granularity")
+        raise SpecError(f"{granularity!r} is not one of {', '.join(GRANULARITIES)}", field=flag("granularity"))
     if kv_dtype not in DTYPE_BYTES:
-        raise SpecError(f"{kv_dtype!r} is not one of bf16, fp8", field="--kv-dtype")
+        raise SpecError(f"{kv_dtype!r} is not one of bf16, fp8", field=flag("kv_dtype"))
     spec = catalog.model(model)
     link_spec = catalog.link(link)
     needs_gpu = granularity != "request" or prefill_tp != decode_tp
     if needs_gpu and gpu is None:
         raise SpecError(
-            "layer/chunk granularity and a TP mismatch need --gpu (prefill time, HBM bandwidth)", field="--gpu"
+            f"layer/chunk granularity and a TP mismatch need {flag('gpu')} (prefill time, HBM bandwidth)",
+            field=flag("gpu"),
         )
-    prefill_s: float | None = None
-    hbm: float | None = None
-    if gpu is not None:
-        gpu_spec = catalog.gpu(gpu)
-        hbm = gpu_spec.memory_bytes_per_s
-        kvb = DTYPE_BYTES[kv_dtype]
-        prefill_s = float(
-            prefill_time_s(
-                spec,
-                gpu_spec,
-                catalog.kernel_table(gpu_spec.name),
-                batch=1,
-                tokens=tokens,
-                tp=prefill_tp,
-                precision=Precision(kv_bytes=kvb),
-            )
-        )
+    prefill_s, hbm = (None, None) if gpu is None else _prefill(catalog, spec, gpu, tokens, prefill_tp, kv_dtype)
     from pdplan.io.serving_defaults import serving_defaults
 
     chunk = chunk_tokens or serving_defaults().prefill_chunk_tokens
@@ -76,3 +65,18 @@ def one_transfer(
     )
     doc["prefill_time_s"] = prefill_s
     return doc
+
+
+def _prefill(catalog: Catalog, model: ModelSpec, gpu: str, tokens: int, tp: int, kv_dtype: str) -> tuple[float, float]:
+    """(prefill time of the request alone on ``gpu`` at TP ``tp``, s; the GPU's HBM bandwidth, B/s)."""
+    gpu_spec = catalog.gpu(gpu)
+    time_s = prefill_time_s(
+        model,
+        gpu_spec,
+        catalog.kernel_table(gpu_spec.name),
+        batch=1,
+        tokens=tokens,
+        tp=tp,
+        precision=Precision(kv_bytes=DTYPE_BYTES[kv_dtype]),
+    )
+    return float(time_s), gpu_spec.memory_bytes_per_s

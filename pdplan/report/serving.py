@@ -1,0 +1,119 @@
+"""Serving reports: ``pdplan evaluate`` (one deployment), ``pdplan simulate`` (closed form next to the simulator)
+and ``pdplan transfer`` (one request's KV transfer).
+
+The JSON documents are the results' own (:meth:`Evaluation.to_document`, :meth:`Comparison.to_document`, the
+transfer's mapping); the records are the two-column (or closed form / simulated) rows of the other views, latencies
+in ms. Library use::
+
+    from pdplan import evaluate, load_scenario
+    from pdplan.report.serving import evaluation_view
+    evaluation_view(evaluate(load_scenario("examples/default.yaml"), rate=8.0)).records
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
+
+if TYPE_CHECKING:
+    from pdplan.serving.results import Evaluation
+    from pdplan.sim.compare import Comparison
+
+COMPARISON_COLUMNS = ("quantity", "closed_form", "simulated", "rel_error")
+
+
+def _deployment_rows(ev: Evaluation) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for role in ("prefill", "decode", "colocated"):
+        spec = ev.deployment.get(role)
+        if spec:
+            extra = f" {spec['scheduler']}" if "scheduler" in spec else ""
+            rows.append((role, f"{spec['count']}× {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{extra}"))
+    return rows
+
+
+def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
+    """Two-column quantity/value rows for the table, CSV and Markdown views (human units)."""
+    rows: list[tuple[str, Any]] = [("mode", ev.mode), ("model", ev.model), *_deployment_rows(ev)]
+    rows += [
+        ("num_gpus", ev.num_gpus),
+        ("goodput_rps", ev.goodput_rps),
+        ("goodput_rps_per_gpu", ev.goodput_rps_per_gpu),
+        ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
+        ("stability_limit_rps", f"{ev.stability_limit_rps:.4g} ({ev.stability_binding})"),
+        ("binding_constraint", ev.binding_constraint),
+        ("convention", ev.convention),
+    ]
+    op = ev.operating_point
+    if ev.closed_loop is not None:
+        rows += [("concurrency", ev.closed_loop.concurrency), ("throughput_rps", ev.closed_loop.throughput_rps)]
+    if op is not None:
+        rows.append(("rate_rps", op.rate_rps))
+        for name, summ in (("ttft", op.ttft_s), ("tpot", op.tpot_s)):
+            rows += [(f"{name}_{k}_ms", v * 1e3) for k, v in summ.as_dict().items()]
+        rows.append(("attainment", op.attainment))
+        rows += [(f"utilisation_{k}", v) for k, v in op.utilisation.items()]
+        rows.append(("operating_binding_constraint", op.binding_constraint))
+    return quantity_records(rows)
+
+
+def evaluation_view(ev: Evaluation) -> View:
+    """``pdplan evaluate``: :func:`evaluation_records`; JSON is :meth:`Evaluation.to_document`."""
+    return View(
+        records=evaluation_records(ev),
+        document=ev.to_document(),
+        columns=QUANTITY_COLUMNS,
+        title=f"pdplan evaluate — {ev.name or 'scenario'}",
+    )
+
+
+def transfer_view(transfer: Mapping[str, Any]) -> View:
+    """``pdplan transfer``: one quantity/value row per key of :func:`pdplan.serving.transfer_one.one_transfer`'s
+    mapping (``bytes``, ``time_s``, ``exposed_s``...), which is also the JSON document."""
+    return View(
+        records=quantity_records(transfer),
+        document=transfer,
+        columns=QUANTITY_COLUMNS,
+        title="pdplan transfer",
+    )
+
+
+def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
+    """Rows quantity / closed form / simulated / relative error (latencies in ms)."""
+    rows: list[dict[str, Any]] = []
+    err = cmp.relative_error()
+
+    def add(name: str, closed: Any, sim: Any, rel: Any, scale: float = 1.0) -> None:
+        rows.append(
+            {
+                "quantity": name,
+                "closed_form": None if closed is None else closed * scale,
+                "simulated": None if sim is None else sim * scale,
+                "rel_error": rel,
+            }
+        )
+
+    if cmp.simulated is not None:
+        sim = cmp.simulated.as_dict()
+        add("rate_rps", cmp.closed_form["rate_rps"], sim["rate_rps"], None)
+        for key in ("ttft_s", "tpot_s"):
+            for stat, value in cmp.closed_form[key].items():
+                add(f"{key[:-2]}_{stat}_ms", value, sim[key][stat], err[key][stat], 1e3)
+        add("attainment", cmp.closed_form["attainment"], sim["attainment"], err["attainment"])
+        for k, v in cmp.closed_form["utilisation"].items():
+            add(f"utilisation_{k}", v, sim["utilisation"].get(k), err["utilisation"].get(k))
+    add("goodput_rps", cmp.goodput_closed_rps, cmp.goodput_simulated_rps, err.get("goodput_rps"))
+    add("seconds", None, cmp.seconds, None)
+    return rows
+
+
+def comparison_view(cmp: Comparison) -> View:
+    """``pdplan simulate``: :func:`comparison_records`; JSON is :meth:`Comparison.to_document`."""
+    return View(
+        records=comparison_records(cmp),
+        document=cmp.to_document(),
+        columns=COMPARISON_COLUMNS,
+        title=f"pdplan simulate — {cmp.evaluation.name or 'scenario'}",
+    )

@@ -1,0 +1,106 @@
+"""The command line's overrides of a scenario (ARCHITECTURE §4) and the flag that names each field.
+
+One frozen model, :class:`ScenarioOverrides`, carries what ``evaluate``, ``simulate`` and ``optimize`` take on top of a
+scenario file; ``None`` keeps the scenario's value. Prefill and decode values stay apart (``prefill_gpu``,
+``decode_tp``...); the role-less ``gpu``/``tp`` apply to a role that has no value of its own. Two readers:
+
+* :func:`pdplan.io.overrides.apply_overrides` sets the scenario's deployment, workload, SLO and dtypes
+  (``evaluate``, ``simulate``; ``optimize`` for the non-deployment fields);
+* :func:`pdplan.search.overrides.with_search_overrides` narrows ``optimize``'s search (comma-separated lists).
+
+:data:`FLAGS` is the one place below the CLI where flag words live: library code names the flag of a bad value with
+:func:`flag` (``SpecError(..., field=flag("isl"))``), and :mod:`pdplan.cli.options` declares each option with it.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from pdplan.specs.base import FrozenModel
+
+
+class ScenarioOverrides(FrozenModel):
+    """Values from the command line that replace a scenario's own; ``None`` keeps the scenario's.
+
+    Strings stay as typed (``xpyd="2P1D"``, ``ttft_slo="400ms"``, ``gpu="h100-sxm,l40s"`` for a search): they are
+    parsed and validated where they are applied, so an error names the scenario field or the flag it came from.
+    """
+
+    model: str | None = None
+    gpu: str | None = None
+    prefill_gpu: str | None = None
+    decode_gpu: str | None = None
+    tp: int | None = None
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    xpyd: str | None = None
+    colocated: int | None = None
+    scheduler: str | None = None
+    link: str | None = None
+    granularity: str | None = None
+    routing: str | None = None
+    isl: int | None = None
+    osl: int | None = None
+    workload: str | None = None
+    ttft_slo: str | None = None
+    tpot_slo: str | None = None
+    attainment: float | None = None
+    dtype: str | None = None
+    kv_dtype: str | None = None
+
+    def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
+        """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
+        return self.model_copy(update=dict.fromkeys(fields))
+
+
+DEPLOYMENT_FIELDS = (
+    "gpu",
+    "prefill_gpu",
+    "decode_gpu",
+    "tp",
+    "prefill_tp",
+    "decode_tp",
+    "xpyd",
+    "colocated",
+    "scheduler",
+    "link",
+    "granularity",
+    "routing",
+)
+"""Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
+
+FLAGS = MappingProxyType(
+    {
+        "model": "--model",
+        "gpu": "--gpu",
+        "prefill_gpu": "--prefill-gpu",
+        "decode_gpu": "--decode-gpu",
+        "tp": "--tp",
+        "prefill_tp": "--prefill-tp",
+        "decode_tp": "--decode-tp",
+        "xpyd": "--xpyd",
+        "colocated": "--colocated",
+        "scheduler": "--scheduler",
+        "link": "--link",
+        "granularity": "--granularity",
+        "routing": "--routing",
+        "isl": "--isl",
+        "osl": "--osl",
+        "workload": "--workload",
+        "ttft_slo": "--ttft-slo",
+        "tpot_slo": "--tpot-slo",
+        "attainment": "--attainment",
+        "dtype": "--dtype",
+        "kv_dtype": "--kv-dtype",
+        "gpus": "--gpus",  # optimize's GPU budget (search.gpus, optimize(budget_gpus=...))
+        "rate": "--rate",
+        "concurrency": "--concurrency",
+        "plot": "--plot",  # optimize's plot file (pdplan.report.write_plot)
+    }
+)
+"""Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""
+
+
+def flag(field: str) -> str:
+    """The flag that sets ``field``, for error messages: ``flag("isl")`` → ``"--isl"``."""
+    return FLAGS[field]
