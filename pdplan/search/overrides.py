@@ -35,12 +35,11 @@ def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
         update["prefill_gpus"] = prefill
     if decode:
         update["decode_gpus"] = decode
-    # Known bug (issue #12 item 5), kept while this restructure changes no behaviour: the search has one TP set for
-    # both roles, so --prefill-tp and --decode-tp join --tp's set instead of narrowing their own role. The overrides
-    # keep the two values apart; the fix is to set per-role TP sets from ov.prefill_tp / ov.decode_tp here.
-    tps = {t for t in (ov.tp, ov.prefill_tp, ov.decode_tp) if t is not None}
-    if tps:
-        update["tp"] = sorted(tps)
+    # --tp narrows both roles; --prefill-tp / --decode-tp narrow their own role only (issue #12 item 5: they used
+    # to join one TP set searched for both roles)
+    for key, degree in (("tp", ov.tp), ("prefill_tp", ov.prefill_tp), ("decode_tp", ov.decode_tp)):
+        if degree is not None:
+            update[key] = [degree]
     for key, value in (("links", ov.link), ("granularities", ov.granularity), ("routing", ov.routing)):
         names = _names(value)
         if names:

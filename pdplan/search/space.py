@@ -136,12 +136,14 @@ def build_space(
     roles = [r for r in (scenario.prefill, scenario.decode, scenario.colocated) if r is not None]
     prefill_gpus = s.prefill_gpus or [roles[0].gpu]
     decode_gpus = s.decode_gpus or [roles[-1].gpu]
-    tps = tuple(s.tp or DEFAULT_TP)
+    prefill_tps = tuple(s.prefill_tp or s.tp or DEFAULT_TP)
+    decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
+    colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
     notes: list[str] = []
-    prefill = _roles(catalog, model, scenario, prefill_gpus, tps, notes)
-    decode = _roles(catalog, model, scenario, decode_gpus, tps, notes)
+    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes)
+    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes)
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
-    colocated = _roles(catalog, model, scenario, colocated_gpus, tps, [])
+    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [])
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(

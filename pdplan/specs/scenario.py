@@ -106,6 +106,10 @@ class SearchSpace(FrozenModel):
     decode_gpus: list[str] | None = None
     gpus: PosInt | None = None
     tp: list[PosInt] | None = None
+    prefill_tp: list[PosInt] | None = None
+    """TP degrees for prefill instances only (default: ``tp``)."""
+    decode_tp: list[PosInt] | None = None
+    """TP degrees for decode instances only (default: ``tp``)."""
     pp: list[PosInt] | None = None
     max_instances: PosInt | None = None
     granularities: list[Granularity] | None = None

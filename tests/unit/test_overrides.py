@@ -41,11 +41,21 @@ def test_per_role_values_stay_apart_in_the_scenario() -> None:
     assert (out.prefill.gpu, out.prefill.tp, out.decode.gpu, out.decode.tp) == ("h100-sxm", 2, "h200-sxm", 4)
 
 
-def test_search_narrowing_merges_the_tp_degrees_for_now() -> None:
-    """Known bug kept by the restructure (issue #12 item 5): --prefill-tp/--decode-tp join one TP set for both roles."""
+def test_search_narrowing_keeps_the_tp_degrees_per_role() -> None:
+    """Issue #12 item 5: --prefill-tp/--decode-tp used to join one TP set searched for both roles."""
     sc = with_search_overrides(load_scenario(SMALL), ScenarioOverrides(tp=2, prefill_tp=1, decode_tp=4))
     assert sc.search is not None
-    assert sc.search.tp == [1, 2, 4]
+    assert (sc.search.tp, sc.search.prefill_tp, sc.search.decode_tp) == ([2], [1], [4])
+
+
+def test_optimize_searches_each_role_at_its_own_tp() -> None:
+    from pdplan.io.catalog import open_catalog
+    from pdplan.search.space import build_space
+
+    sc = with_search_overrides(load_scenario(SMALL), ScenarioOverrides(prefill_tp=1, decode_tp=2))
+    space = build_space(sc, open_catalog())
+    assert {h.tp for h in space.prefill} == {1}
+    assert {h.tp for h in space.decode} == {2}
 
 
 def test_search_narrowing_per_role_gpus_lists_and_scheduler() -> None:
