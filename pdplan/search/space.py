@@ -16,6 +16,7 @@ from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.overrides import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
 from pdplan.types import Binding, Granularity, Objective, Routing, Scheduler
 
@@ -112,7 +113,7 @@ def _objective(text: str) -> Objective:
     """A library or CLI objective, checked against :data:`pdplan.types.Objective`."""
     allowed = get_args(Objective)
     if text not in allowed:
-        raise SpecError(f"{text!r} is not one of {', '.join(allowed)}", field="--objective")
+        raise SpecError(f"{text!r} is not one of {', '.join(allowed)}", field=flag("objective"))
     return cast(Objective, text)
 
 
@@ -127,7 +128,7 @@ def build_space(
     """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win)."""
     s = scenario.search or SearchSpace()
     if budget_gpus is not None and rate_rps is not None:
-        raise SpecError("give either --gpus (budget) or --rate (target), not both", field="--gpus")
+        raise SpecError(f"give either {flag('gpus')} (budget) or {flag('rate')} (target), not both", field=flag("gpus"))
     budget = budget_gpus if budget_gpus is not None else (None if rate_rps is not None else s.gpus)
     rate = rate_rps if rate_rps is not None else (None if budget_gpus is not None else s.rate)
     if budget is not None and rate is not None:

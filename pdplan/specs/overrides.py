@@ -95,7 +95,8 @@ FLAGS = MappingProxyType(
         "gpus": "--gpus",  # optimize's GPU budget (search.gpus, optimize(budget_gpus=...))
         "rate": "--rate",
         "concurrency": "--concurrency",
-        "plot": "--plot",  # optimize's plot file (pdplan.report.write_plot)
+        "plot": "--plot",
+        "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""
