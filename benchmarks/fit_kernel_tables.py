@@ -1,4 +1,4 @@
-"""Regenerate pdplan/perf/kernel_tables/*.yaml from the AIConfigurator kernel measurements.
+"""Regenerate pdplan/data/kernel_tables/*.yaml from the AIConfigurator kernel measurements.
 
 Usage: python benchmarks/fit_kernel_tables.py [--data ../shared/calibration/aiconfigurator-kernels]
 

@@ -3,7 +3,7 @@
 One frozen pydantic model covers dense MHA/GQA decoders (Llama, Qwen, Mistral), the non-gated
 LayerNorm families with learned or ALiBi positions (OPT, BLOOM, GPT-NeoX), MoE with shared experts
 (Mixtral, Qwen3-MoE, DeepSeek), DeepSeek MLA, and Qwen3-Next hybrids (Gated DeltaNet linear
-attention + gated full attention). YAML keys equal field names (``pdplan/models/<id>.yaml``);
+attention + gated full attention). YAML keys equal field names (``pdplan/data/models/<id>.yaml``);
 :func:`load_model_yaml` reads them through :mod:`pdplan.io.files`.
 
 Derived sizes are pure functions of the fields: element counts and bytes. Parameter counts follow
