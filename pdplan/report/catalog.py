@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pdplan.report.render import View
+from pdplan.units import GIB
 
 if TYPE_CHECKING:
     from pdplan.io.validation import ValidationResult
@@ -27,7 +28,7 @@ def gpu_record(gpu: GpuSpec) -> dict[str, Any]:
         "name": gpu.name,
         "bf16_tflops": gpu.bf16_flops_per_s / 1e12,
         "fp8_tflops": None if gpu.fp8_flops_per_s is None else gpu.fp8_flops_per_s / 1e12,
-        "memory_gib": gpu.memory_bytes / 2**30,
+        "memory_gib": gpu.memory_bytes / GIB,
         "memory_tb_per_s": gpu.memory_bytes_per_s / 1e12,
         "scale_up": gpu.scale_up_fabric,
         "scale_up_gb_per_s": gpu.scale_up_bytes_per_s / 1e9,

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pdplan.search.results import Plan, PlanResult, RoleChoice
+from pdplan.units import GIB
 
 NA = "n/a"
-GIB = float(2**30)
 
 
 def fixed(value: float | None, decimals: int, suffix: str = "") -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pdplan.report.render import View
+from pdplan.units import GIB
 
 if TYPE_CHECKING:
     from pdplan.calibrate.phase_times import CalibrationReport
@@ -124,7 +125,7 @@ def roofline_warnings(run: RooflineRun) -> list[str]:
     if not run.fits:
         warnings.append(
             f"{run.model.name} does not fit on {run.tp * run.pp}x {run.gpu.name} "
-            f"(weights {run.memory.weight_bytes.ravel()[0] / 2**30:.1f} GiB per GPU); time shown anyway"
+            f"(weights {run.memory.weight_bytes.ravel()[0] / GIB:.1f} GiB per GPU); time shown anyway"
         )
     if not run.table.calibrated:
         warnings.append(f"kernel table for {run.gpu.name} is not calibrated (derived from {run.table.derived_from})")
