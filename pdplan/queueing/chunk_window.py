@@ -2,29 +2,37 @@
 
 Model (QUEUEING.md §3, Sarathi-Serve stall-free batching). One instance, Poisson arrivals at λ,
 workload cells ``(L_i, n_i, p_i)``, linear decode step ``τ = t0 + t1·B + t2·K``, token budget C,
-prefill cost ``t_p`` per token plus causal attention ``t_a·x`` for the token at position x.
+prefill cost ``t_p`` per token plus the causal attention of the prompt's chunks over the context
+already prefilled, ``A_i`` in all for a prompt of L_i tokens (:func:`pdplan.serving.roles.chunk_price`
+prices both from the roofline at the scheduler's chunk sizes). Without per-cell ``A_i`` the attention
+is ``t_a·x`` for the token at position x, ``A_i = t_a L_i²/2``.
 
-Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + t_a E[L²]/2)``,
+Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + E[A])``,
 ``τ̄ = t0/(1 − u_d − u_p)``, N = λE[n]τ̄, K̄ = λE[work]τ̄, chunk ``c = C − N``. A *plain* step (no
 prefill) lasts ``τ_p = t0 + t1 N + t2 K̄ = t0 + u_d τ̄``; a full chunk step adds
-``e = c(t_p + t_a E[L²]/(2E[L]))`` (token-weighted mean position E[x] = E[L²]/(2E[L])), so
+``e = c(t_p + E[A]/E[L])`` (the attention work per prefilled token, token-weighted; with
+``A = t_a L²/2`` that is t_a times the mean position E[x] = E[L²]/(2E[L])), so
 ``τ_c = τ_p + e`` and ``π·e = u_p τ̄`` with ``π = λE[L]τ̄/c``. (Until this module the chunk step was
 taken as ``τ̄ + e``, which counts the prefill share ``u_p τ̄`` of τ̄ twice.)
 
 Chunk queue: prompts queue FCFS for tokens; while it holds work every step is a chunk step. As an
 M/G/1 in time (the *fluid* queue) a prompt of L tokens occupies L/c steps, each with the plain part
-τ_p, plus its own prefill work: ``S_L = L·τ_p/c + t_p L + t_a L²/2`` (E[S] = E[L]τ_c/c, so
+τ_p, plus its own prefill work: ``S_L = L·τ_p/c + t_p L + A_L`` (E[S] = E[L]τ_c/c, so
 ``ρ_f = λE[L]τ_c/c``; using the prompt's own attention cost rather than the mean per token keeps the
 variance of S that drives the wait). On top comes the *drain* waste δ_L: the step that empties
-the queue carries m < c tokens but still costs τ_p, wasting ``τ_p(1 − m/c)``. For a lone prompt m
-is its remainder ``m_L = L − C(⌈L/C⌉ − 1)`` capped at c (taken at the budget C rather than c, which
-keeps δ continuous in the rate and is exact at λ → 0, where S_L + δ_L = ⌈L/C⌉t0 + t_p L +
-t_a L²/2). Drains happen once per queue busy stretch and again after every drain step during which a
-prompt arrived: busy stretches start at rate λ(1 − ρ) (arrivals finding the queue empty, PASTA) and
-each has ``1/P(no arrival in a drain step) ≈ e^{λτ_d}`` drain steps, ``τ_d = τ_p + e·m̄/c``.
-Spreading the waste over prompts, ``δ_L = τ_p(1 − m_L/c)(1 − ρ)e^{λτ_d}``; the utilisation then
-solves ``ρ = ρ_f + κ(1 − ρ)``, i.e. ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λτ_p e^{λτ_d}(1 − m̄/c)``,
-m̄ = E[min(m_L, c)]. (Against ``pdplan simulate`` at 70 % load: ρ within 1 % of the simulated
+the queue carries m < c tokens but still costs τ_p plus its own prefill work d(m), where the fluid
+queue charged ``m·τ_p/c + t_p m``, wasting ``w_L = τ_p(1 − m/c) + d(m) − t_p m`` (≥ 0). d is the
+caller's: by default ``t_p m`` (w = τ_p(1 − m/c)); from the roofline, ``g(m) = G(m) − G(1)`` (a
+partial chunk below the GEMM ridge rides on the weight read; :func:`pdplan.serving.roles.
+chunk_price`). For a lone prompt m is its remainder ``m_L = L − C(⌈L/C⌉ − 1)`` capped at c, d
+scaled by that cap (taken at the budget C rather than c, which keeps δ continuous in the rate and
+is exact at λ → 0, where S_L + δ_L = ⌈L/C⌉t0 + t_p(L − m_L) + d_L + A_L: the prompt's own chunks
+at zero load). Drains happen once per queue busy stretch and again after every drain step during
+which a prompt arrived: busy stretches start at rate λ(1 − ρ) (arrivals finding the queue empty,
+PASTA) and each has ``1/P(no arrival in a drain step) ≈ e^{λτ_d}`` drain steps, ``τ_d = τ_p +
+E[d(m) + m·E[A]/E[L]]``. Spreading the waste over prompts, ``δ_L = w_L(1 − ρ)e^{λτ_d}``; the
+utilisation then solves ``ρ = ρ_f + κ(1 − ρ)``, i.e. ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λe^{λτ_d}
+E[w_L]``. (Against ``pdplan simulate`` at 70 % load: ρ within 1 % of the simulated
 chunk-busy fraction, drain steps per busy stretch 1.09–1.37 predicted within 2 %.)
 
 Decode window of a tagged request (:func:`window_components`): its n decode steps start at its own
@@ -65,6 +73,8 @@ class ChunkQueue:
     service_s: FloatArray
     rho_fluid: FloatArray
     fluid_service_s: FloatArray
+    attention_s_per_token2: float = 0.0
+    """Effective t_a = 2E[A]/E[L²] (exact for ``A = t_a L²/2``): the chunk-cost variance's slope."""
 
     def fluid(self) -> ChunkQueue:
         """The same queue without the drain waste: service ``L·τ_c/c``, utilisation ρ_f."""
@@ -76,17 +86,48 @@ class ChunkQueue:
         return np.asarray(self.tau_chunk_s - self.tau_plain_s, dtype=np.float64)
 
 
+def _cell_costs(
+    wl: DecodeWorkload,
+    budget: float,
+    t_p: float,
+    t_a: float,
+    attention_s: FloatArray | None,
+    drain_s: FloatArray | None,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per cell: attention A_i (default ``t_a L²/2``), last-chunk tokens m_L and that chunk's own prefill
+    work d_L (default ``t_p m_L``), validated."""
+    lin = wl.input_tokens
+    rem = lin - budget * (np.ceil(lin / budget) - 1.0)  # m_L: last chunk, alone
+    attn = t_a * lin**2 / 2.0 if attention_s is None else np.asarray(attention_s, dtype=np.float64)
+    drain = t_p * rem if drain_s is None else np.asarray(drain_s, dtype=np.float64)
+    for name, x in (("attention_s", attn), ("drain_s", drain)):
+        if x.shape != lin.shape or np.any(~np.isfinite(x)) or np.any(x < 0):
+            raise ValueError(f"{name} must be finite, >= 0 and have one entry per workload cell")
+    return attn, rem, drain
+
+
 def chunk_queue(
-    rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, token_budget: float, t_p: float, t_a: float
+    rate: FloatArray,
+    wl: DecodeWorkload,
+    st: LinearStepTime,
+    token_budget: float,
+    t_p: float,
+    t_a: float,
+    attention_s: FloatArray | None = None,
+    drain_s: FloatArray | None = None,
 ) -> ChunkQueue:
-    """Mean field, plain/chunk step times and drain-corrected service (module docstring).
+    """Mean field, plain/chunk step times and drain-corrected service (module docstring);
+    ``attention_s[i]`` = A_i per cell (None: ``t_a L_i²/2``), ``drain_s[i]`` = d_L, the GEMM-side work
+    of its last chunk alone (None: ``t_p m_L``).
 
     ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
     """
     lin, p = wl.input_tokens, wl.prob
     el, el2 = float(p @ lin), float(p @ lin**2)
+    attn, rem, drain = _cell_costs(wl, token_budget, t_p, t_a, attention_s, drain_s)
+    ea = float(p @ attn)
     u_d = rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
-    u_p = rate * (t_p * el + t_a * el2 / 2.0)
+    u_p = rate * (t_p * el + ea)
     if np.any(u_d + u_p >= 1.0):
         raise ValueError(
             f"colocated chunked: unstable, prefill + decode utilisation {float((u_d + u_p).max()):.4f} >= 1"
@@ -98,20 +139,17 @@ def chunk_queue(
             f"chunked: token budget {token_budget} <= mean decode batch {float((token_budget - chunk).max()):.1f}"
         )
     tau_p = st.t0_s + u_d * tau
-    extra = chunk * (t_p + t_a * el2 / (2.0 * el))
-    tau_c = tau_p + extra
-    rem = lin - token_budget * (np.ceil(lin / token_budget) - 1.0)  # m_L: last chunk, alone
+    extra = chunk * (t_p + ea / el)
     m = np.minimum(rem[None, :], chunk[:, None])
-    waste = 1.0 - m / chunk[:, None]
-    m_mean = m @ p
-    tau_d = tau_p + extra * m_mean / chunk
-    boost = np.exp(rate * tau_d)  # drain steps per busy stretch
-    kappa = rate * tau_p * boost * (waste @ p)
-    rho_f = rate * el * tau_c / chunk
+    own = drain[None, :] * m / rem[None, :]  # the drain step's own GEMM work, d_L at m = m_L
+    waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - t_p * m, 0.0)
+    boost = np.exp(rate * (tau_p + (own + m * ea / el) @ p))  # drain steps per busy stretch, e^{λτ_d}
+    kappa = rate * boost * (waste @ p)
+    rho_f = rate * el * (tau_p + extra) / chunk
     rho = (rho_f + kappa) / (1.0 + kappa)
-    fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + t_a * lin**2 / 2.0)[None, :]
-    service = fluid + (tau_p * (1.0 - rho) * boost)[:, None] * waste
-    return ChunkQueue(rate, u_d, u_p, tau, tau_p, tau_c, chunk, rho, service, rho_f, fluid)
+    fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + attn)[None, :]
+    service = fluid + ((1.0 - rho) * boost)[:, None] * waste
+    return ChunkQueue(rate, u_d, u_p, tau, tau_p, tau_p + extra, chunk, rho, service, rho_f, fluid, 2.0 * ea / el2)
 
 
 def _relax(m: FloatArray, theta: FloatArray) -> FloatArray:

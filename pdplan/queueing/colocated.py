@@ -60,7 +60,8 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   idle start, busy start, all) comes from the departure-started window of
   :func:`~pdplan.queueing.chunk_window.window_components`; the parts are gammas on the load
   (:class:`~pdplan.queueing.components.ComponentMixture`), the two spread ones cut at f = 1, plus
-  the variance of a chunk's attention cost (:func:`_chunk_cost_var`). Measured against ``pdplan
+  the variance of a chunk's attention cost (:func:`_chunk_cost_var`, at the effective slope
+  t_a = 2E[A]/E[L²] when the attention is given per prompt). Measured against ``pdplan
   simulate`` (docs/accuracy_serving.md).
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
@@ -198,15 +199,22 @@ def colocated_chunked(
     token_budget: float,
     prefill_s_per_token: float,
     attention_s_per_token2: float,
+    attention_s: ArrayLike | None = None,
+    drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
 ) -> ColocatedResult:
-    """Sarathi-style chunked prefill, token budget C (t_p s/token, t_a s/token² attention).
+    """Sarathi-style chunked prefill, token budget C (t_p s/token; attention ``attention_s[i]`` s
+    per prompt of cell i, or t_a s/token² as ``t_a L²/2`` when None; ``drain_s[i]`` the GEMM-side
+    work of its last chunk alone, or ``t_p m_L`` when None: :func:`~pdplan.queueing.chunk_window.
+    chunk_queue`).
 
     ``max_cells`` caps the FFT lattice of the chunk-queue wait (:func:`mg1_wait_distribution`).
     """
     rate = as_rates(rate_per_s)
     p = workload.prob
-    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2)
+    attn = None if attention_s is None else np.asarray(attention_s, dtype=np.float64).ravel()
+    drain = None if drain_s is None else np.asarray(drain_s, dtype=np.float64).ravel()
+    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2, attn, drain)
     if np.any(q.rho >= 1.0):
         raise ValueError(f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)")
     wait = _chunk_wait(rate, workload, q.service_s, max_cells)
@@ -216,7 +224,7 @@ def colocated_chunked(
     var_load, _ = load_noise(st, workload)
     win = window_components(q, workload)
     e = q.extra_s[None, :, None]
-    var_e = _chunk_cost_var(workload, q.chunk_tokens, attention_s_per_token2)[None, :, None]
+    var_e = _chunk_cost_var(workload, q.chunk_tokens, q.attention_s_per_token2)[None, :, None]
     base = np.broadcast_to((q.u_decode * q.tau_mean_s)[:, None], var_load.shape)[None]
     w = _own_weight(workload, step_time)
     tpot = ComponentMixture.of(
@@ -275,6 +283,8 @@ def colocated_distributions(
     token_budget: float | None = None,
     prefill_s_per_token: float | None = None,
     attention_s_per_token2: float = 0.0,
+    attention_s: ArrayLike | None = None,
+    drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
 ) -> ColocatedResult:
     """Dispatch on ``scheduler`` ∈ {"prefill-first", "chunked"}; ValueError on missing inputs."""
@@ -292,6 +302,8 @@ def colocated_distributions(
             token_budget=token_budget,
             prefill_s_per_token=prefill_s_per_token,
             attention_s_per_token2=attention_s_per_token2,
+            attention_s=attention_s,
+            drain_s=drain_s,
             max_cells=max_cells,
         )
     raise ValueError(f"unknown scheduler {scheduler!r}; valid: {', '.join(SCHEDULERS)}")

@@ -8,9 +8,15 @@ Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
   while the prompt queue is still busy with probability ρ_p
   (:func:`pdplan.queueing.colocated_prefill_first`).
 * ``chunked`` (Sarathi-Serve, token budget C = ``chunk_tokens``): prefill is served in chunks
-  riding on decode steps; the per-token prefill cost t_p and attention cost t_a come from a
-  non-negative fit ``S(l) ≈ a + b·l + c·l²`` of the roofline prefill (t_p = b, t_a = 2c since
-  causal attention of a prompt costs ∫ t_a·x dx = t_a l²/2) (:func:`pdplan.queueing.colocated_chunked`).
+  riding on decode steps (:func:`pdplan.queueing.colocated_chunked`), priced from the roofline at
+  the chunk sizes the scheduler runs (:func:`pdplan.serving.roles.chunk_price`): t_p per chunk
+  token is the secant ``(G(C) − G(1))/(C − 1)`` of the pass without attention between one token
+  and a full budget, a prompt's attention is that of its chunks over the context already
+  prefilled (full chunks of C tokens and a last one of m_L), and that last chunk alone costs
+  ``G(m_L) − G(1)`` on the GEMM side (the drain step of the chunk queue). This used to
+  be a fit ``S(l) ≈ a + b·l + c·l²`` to the workload's own prompt lengths (t_p = b, t_a = 2c),
+  which for one fixed length returns (S, 0, 0): chunked prefill was free (opt-13b on an A100,
+  512/64 tokens: 22.3 req/s where the prefill alone caps it at 16.7).
 
 Decode step: the same linearised roofline τ = t0 + t1·B + t2·K as the disaggregated decode pool.
 Stability limit: total utilisation u_d + u_p ≤ 0.85 (the range the TPOT model was validated on,
@@ -19,10 +25,13 @@ QUEUEING §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-correct
 ``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
 dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
-One-token outputs have no TPOT (:func:`~pdplan.serving.disaggregated.tpot_defined`): they are left
+One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
 model (they used to count as one-step requests, which for the coding workload put the busy time
-their prompt leaves behind into the TPOT tail).
+their prompt leaves behind into the TPOT tail). When *every* output is one token there is no TPOT
+at all: the snapshot's TPOT is then a point mass at 0 (no time after the only token, E2E = TTFT)
+over all cells, met by any threshold (:func:`no_tpot`; an all-undefined mask left nothing to
+normalise the TPOT percentiles over and ``--osl 1`` died on a NaN).
 """
 
 from __future__ import annotations
@@ -32,14 +41,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.queueing import DecodeWorkload, colocated_distributions
+from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
-from pdplan.serving.roles import DecodePerf, decode_perf, fit_quadratic, instance_budget, prefill_perf
+from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
 from pdplan.types import Z99, FloatArray, Utilisation
@@ -55,7 +65,11 @@ class ColocatedModel:
     prefill_cell_s: FloatArray
     decode: DecodePerf
     prefill_s_per_token: float
-    attention_s_per_token2: float
+    """t_p: seconds per chunk token (GEMM side, :func:`~pdplan.serving.roles.chunk_price`)."""
+    attention_cell_s: FloatArray
+    """Per cell: the causal attention of its prompt's chunks, seconds."""
+    drain_cell_s: FloatArray
+    """Per cell: g(m_L), the GEMM side of its prompt's last chunk alone, seconds."""
     z: int
 
     def token_interval_s(self, lam: float) -> float:
@@ -72,7 +86,7 @@ class ColocatedModel:
         p, lin = self.cells.prob, self.cells.input_tokens
         if self.scheduler == "prefill-first":
             return lam * float(p @ self.prefill_cell_s)
-        return lam * (self.prefill_s_per_token * float(p @ lin) + self.attention_s_per_token2 * float(p @ lin**2) / 2.0)
+        return lam * (self.prefill_s_per_token * float(p @ lin) + float(p @ self.attention_cell_s))
 
     def _utilisation(self, lam: float) -> float:
         st, wl = self.decode.step, self.cells
@@ -88,7 +102,9 @@ class ColocatedModel:
                 self.decode.step,
                 float(self.res.chunk_tokens),
                 self.prefill_s_per_token,
-                self.attention_s_per_token2,
+                0.0,
+                self.attention_cell_s,
+                self.drain_cell_s,
             )
         except ValueError:  # unstable mean field or the decode batch fills the budget
             return math.inf
@@ -133,7 +149,8 @@ class ColocatedModel:
             prefill_service_s=self.prefill_cell_s,
             token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
-            attention_s_per_token2=self.attention_s_per_token2,
+            attention_s=self.attention_cell_s,
+            drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
         )
         fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
@@ -142,16 +159,26 @@ class ColocatedModel:
             "decode": out.decode_utilisation,
             "decode_kv": fixed_k / self.decode.kv_capacity_tokens,
         }
+        tpot, defined = no_tpot(out.tpot, tpot_defined(self.res))
         return Snapshot(
             rates,
             self.cells.prob,
             self.cells.decode_steps,
             out.ttft,
             np.arange(self.cells.prob.size),
-            out.tpot,
+            tpot,
             util,
-            tpot_defined(self.res),
+            defined,
         )
+
+
+def no_tpot(tpot: GammaMixture, defined: npt.NDArray[np.bool_]) -> tuple[GammaMixture, npt.NDArray[np.bool_] | None]:
+    """``(tpot, defined)`` unchanged when some cell has a TPOT; when none has (every output one
+    token) a point mass at 0 on every cell and no mask (module docstring)."""
+    if bool(defined.any()):
+        return tpot, defined
+    zero = np.zeros_like(tpot.offset_s)
+    return GammaMixture(zero, zero.copy(), zero.copy(), tpot.prob), None
 
 
 def _root(fn: Callable[[float], float], hi: float) -> float:
@@ -186,6 +213,8 @@ def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     instance_budget(res.colocated, "colocated")
     lens = res.lengths
     per_bin = prefill_perf(res.colocated, lens.input_tokens).latency_s
-    _, b, c = fit_quadratic(lens.input_tokens, per_bin)
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
-    return ColocatedModel(res, d.scheduler, cells, cell_s, dperf, b, 2.0 * c, d.colocated.count)
+    price = chunk_price(res.colocated, float(res.chunk_tokens), cells.input_tokens)
+    return ColocatedModel(
+        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.colocated.count
+    )

@@ -25,7 +25,8 @@
   router's policy also picks the decode instance (:mod:`pdplan.specs.scenario`); each instance
   is modelled with Poisson arrivals at λ/y: exact for random routing (thinning), pessimistic for
   round-robin and least-work (fewest outstanding requests), which smooth each instance's load.
-  TPOT is undefined for one-token outputs (:mod:`pdplan.serving.snapshot`).
+  TPOT is undefined for one-token outputs (:mod:`pdplan.serving.snapshot`; all of them one token:
+  :func:`pdplan.serving.colocated.no_tpot`).
 * **TTFT** (QUEUEING §1.5): convention A (default; the decode instance streams token 1)
   ``W_p + S_p(l) + D_link(l) + T_kv(l) + E[J_d] + τ̄_d``. J_d, the wait for the decode step
   boundary, is 0 when the decode instance is idle (probability ``e^{−N}``, N the mean sequences
@@ -71,6 +72,7 @@ from pdplan.queueing.link_delay import (
 )
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cells import decode_cells, tpot_defined
+from pdplan.serving.colocated import no_tpot
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Binding, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
@@ -217,6 +219,7 @@ class DisaggregatedModel:
             link = no_delay(rates.size)
         ttft = TtftMixture(wait, link, offsets, p)
         util = self.utilisation(rates, busy)
+        tpot, defined = no_tpot(tpot, tpot_defined(self.res))
         return Snapshot(
             rates,
             self.cells.prob,
@@ -225,7 +228,7 @@ class DisaggregatedModel:
             np.repeat(np.arange(p.size), m),
             tpot,
             util,
-            tpot_defined(self.res),
+            defined,
         )
 
 

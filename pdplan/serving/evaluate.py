@@ -1,5 +1,9 @@
 """``evaluate``: one deployment → goodput, binding constraint and, at a rate or a concurrency,
-TTFT/TPOT summaries, attainment and utilisations (the library call behind ``pdplan evaluate``)."""
+TTFT/TPOT summaries, attainment and utilisations (the library call behind ``pdplan evaluate``).
+
+Before a result is returned it is checked against the physics invariants
+(:mod:`pdplan.serving.invariants`, :func:`check_physics`): a plan that breaks one is a bug and
+raises, it is never reported."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, resolve
+from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
@@ -134,12 +139,15 @@ def evaluate(
     res = resolve(scenario, catalog or open_catalog())
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
+    bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
     point, loop = None, None
     if concurrency is not None:
         loop = closed_loop_throughput(model, concurrency)
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
     if rate is not None:
-        point = operating_point(_snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding), scenario.slo)
+        snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
+        check_operating_point(res, model, rate, snapshot=snap, bounds=bounds)
+        point = operating_point(snap, scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
     if res.cost_usd_per_hour() is None:
@@ -165,6 +173,20 @@ def evaluate(
         assumptions=_assumptions(model, res),
         warnings=tuple(warnings),
     )
+
+
+def check_physics(
+    res: ResolvedScenario, model: DisaggregatedModel | ColocatedModel, goodput: float, limit: float
+) -> PhysicsBounds:
+    """The physics invariants (:mod:`pdplan.serving.invariants`) of a result before it is reported: every
+    ceiling and floor at the goodput rate, the ceilings at the stability limit (both are rates the
+    result claims the deployment sustains); :class:`~pdplan.serving.invariants.PhysicsInvariantError`
+    (exit 1) on a breach. Returns the bounds, for more rates."""
+    top = limit * (1.0 - 1e-6)
+    bounds = physics_bounds(res, model)
+    check_operating_point(res, model, min(max(goodput, 1e-12), top), bounds=bounds)
+    check_ceilings(res, model, top, bounds=bounds)
+    return bounds
 
 
 def _snapshot_at(model: ServingModel, rate: float, limit: float, binding: str) -> Snapshot:

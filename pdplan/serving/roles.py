@@ -13,9 +13,32 @@
   and KV limit) and c ∈ [κ/4, 4κ] around κ, the mean context of an in-flight sequence. The linear
   form is what the closed-form fixed point and the §2.4 TPOT model use; the fit's median and worst
   relative error over that grid are reported as an assumption (typically a few per cent: the
-  roofline is memory-bound and nearly linear there). With PP = p a decode instance runs p
+  roofline is memory-bound and nearly linear there). The fit never undercuts the HBM floor (the
+  physics invariant of :mod:`pdplan.serving.invariants`): ``t2`` is at least the KV read per
+  context token at full bandwidth and ``t0 + t1·B`` at least the weight read of B sequences
+  (:func:`step_bytes`; a constrained least squares when the plain one breaks it). That binds for
+  MoE, whose expert reads saturate in B (Mixtral-8x7B on H100 TP2: at B ≈ 7 the plain fit gave
+  10.4 ms, the weights alone take 11.9 ms at 3.35 TB/s, the roofline 16.1 ms): the linear form
+  cannot follow that curve, and is kept physically possible rather than close. With PP = p a decode instance runs p
   micro-batches of B/p; a sequence gets one token per pipeline cycle, so
   ``τ(B, K) = p · stage_time(B/p, K/B)``.
+* **Chunked prefill** (:func:`chunk_price`, Sarathi-Serve token budget C): a chunk step runs the
+  decode batch plus up to C prefill tokens through the same GEMMs, so the chunk adds what the
+  roofline pass of its tokens costs beyond the weight read and fixed costs the decode step pays
+  anyway. Split a batch-1 prefill pass of n tokens into its causal-attention kernels A(n) (op kind
+  ``attn_prefill``) and the rest G(n) (GEMMs, norms, all-reduces, embedding, hand-offs). Per chunk
+  token ``t_p = (G(C) − G(1))/(C − 1)``: the secant of G between the decode step's one token and a
+  full budget, i.e. the price at the chunk size the scheduler runs, taken from the roofline and not
+  from the workload's lengths (a fit ``a + b·l + c·l²`` to the workload's own prompt lengths
+  degenerates to (S, 0, 0) for one fixed length: chunked prefill came out free). A chunk of c
+  tokens after b already prefilled attends to all b + c: causal FLOPs ∝ (b + c)² − b², priced as
+  one causal-attention kernel of the same FLOPs, ``A(s_eq)`` at ``s_eq = √(c(2b + c))``; a prompt of
+  L tokens runs as ⌈L/C⌉ − 1 full chunks and a last one of ``m_L = L − C(⌈L/C⌉ − 1)`` tokens, so its
+  attention is the sum over those chunks (for L ≤ C, A(L)). The last chunk alone (at low load, or
+  the chunk that drains the queue) costs ``g(m_L) = G(m_L) − G(1)`` on the GEMM side — less than
+  t_p·m_L, because below the GEMM ridge extra tokens ride on the weight read: at λ → 0 a lone prompt
+  of L ≤ C tokens then costs t0 + g(L) + A(L), its batch-1 roofline prefill. All evaluated at the
+  scheduler's chunk sizes, none fitted: one length gives one exact value.
 * **Memory** (:mod:`pdplan.perf.memory`): weights, workspace and KV capacity per instance; an
   instance whose weights do not fit raises :class:`~pdplan.errors.NoFeasiblePlanError`.
 """
@@ -25,11 +48,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import minimize, nnls
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
+from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.perf.roofline import Precision, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.specs.hardware import GpuSpec
@@ -184,8 +208,66 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkPrice:
+    """Roofline price of chunked prefill per prompt length (module docstring): ``s_per_token`` = t_p,
+    ``attention_s`` = the attention of the prompt's chunks, ``drain_s`` = g(m_L) of its last chunk."""
+
+    budget_tokens: float
+    s_per_token: float
+    attention_s: FloatArray
+    drain_s: FloatArray
+
+
+def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Batch-1 prefill pass latency of ``tokens`` tokens split into (G, A): everything but the causal
+    attention kernels, and those kernels (op kind ``attn_prefill``), seconds (module docstring)."""
+    tok = np.asarray(tokens, dtype=np.float64)
+    pt = phase_time(
+        hw.model,
+        hw.gpu,
+        hw.table,
+        phase="prefill",
+        batch=1.0,
+        tokens=tok,
+        tp=hw.tp,
+        pp=hw.pp,
+        precision=hw.precision,
+        detail=False,
+    )
+    attn = np.zeros(tok.shape)
+    for op in pt.ops:
+        if op.kind == "attn_prefill":
+            attn = attn + op.time_s
+    total = np.broadcast_to(pt.time_s, tok.shape)
+    return np.asarray(total - attn, dtype=np.float64), np.asarray(attn, dtype=np.float64)
+
+
+def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray) -> ChunkPrice:
+    """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
+    one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
+    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring)."""
+    budget = float(max(int(budget_tokens), 2))
+    lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
+    full = np.ceil(lens / budget) - 1.0
+    last = lens - budget * full
+    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
+    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    k_max = int(full.max())
+    _, attn = prefill_split_s(
+        hw,
+        np.concatenate((budget * np.sqrt(2.0 * np.arange(k_max) + 1.0), np.sqrt(last * (2.0 * budget * full + last)))),
+    )
+    full_sum = np.concatenate(([0.0], np.cumsum(attn[:k_max])))
+    attention = full_sum[full.astype(np.intp)] + attn[k_max:]
+    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+
+
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
-    """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (QUEUEING §1.1)."""
+    """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (QUEUEING §1.1).
+
+    Not for pricing a workload's own lengths: with one length the fit is (S, 0, 0) (see
+    :func:`chunk_price`)."""
     design = np.stack([np.ones_like(tokens), tokens, tokens**2], axis=1) / time_s[:, None]
     scale = np.abs(design).max(axis=0)
     coef, _ = nnls(design / scale, np.ones_like(tokens))
@@ -222,8 +304,62 @@ def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArr
     return np.asarray(hw.pp * pt.stage_time_s, dtype=np.float64)
 
 
+def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> FloatArray:
+    """``B(b, c)``: bytes one decode step of ``batch`` sequences at mean context ``context`` must read from
+    HBM per GPU of a TP group over all layers, from :func:`pdplan.perf.ops.forward_ops` (no efficiencies):
+    the GEMM weights (MoE: the experts the batch touches, as the roofline counts them), the KV of every
+    sequence (``b·c`` tokens of the per-GPU KV share) and the recurrent state of linear-attention layers."""
+    b = np.asarray(batch, dtype=np.float64)
+    c = np.asarray(context, dtype=np.float64)
+    prec = hw.precision
+    shape = PassShape("decode", b, c, np.asarray(float(hw.tp)), prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
+    total = np.zeros(np.broadcast_shapes(b.shape, c.shape))
+    for op in forward_ops(hw.model, shape):
+        d = op.dims
+        if op.kind == "gemm":
+            total = total + op.count * d["k"] * d["n"] * d.get("repeat", 1.0) * prec.weight_bytes
+        elif op.kind == "attn_decode":
+            total = total + op.count * d["batch"] * d["context"] * d["kv_bytes_per_token"]
+        elif op.kind == "linear_attn":
+            total = total + op.count * d["batch"] * d["state_bytes"]
+    return np.asarray(total, dtype=np.float64)
+
+
+_FLOOR_BATCHES = 160
+_FLOOR_MARGIN = 1e-3
+
+
+def _above_floor(hw: RoleHardware, a: FloatArray, scale: FloatArray, coef: FloatArray, b_max: float) -> FloatArray:
+    """Coefficients (of the columns of ``a``, the design divided by ``scale``) of the least-squares ``τ``
+    nearest to ``coef`` that never undercuts the HBM floor ``B(B/p, K/B)/BW`` (module docstring): ``t2`` at
+    least the KV read per context token, ``t0 + t1·B`` at least the weight read on a dense grid of B (plus a
+    0.1 % margin for the concave MoE expert reads between grid points). Unchanged when it already holds."""
+    p, bw = float(hw.pp), hw.gpu.memory_bytes_per_s
+    t2_min = float(step_bytes(hw, np.array(1.0), np.array(1.0)) - step_bytes(hw, np.array(1.0), np.array(0.0)))
+    t2_min /= p * bw
+    grid = np.geomspace(1e-3, b_max, _FLOOR_BATCHES)  # MoE weights rise with B: below 1e-3, t0 covers them
+    need = step_bytes(hw, grid / p, np.zeros_like(grid)) / bw * (1.0 + _FLOOR_MARGIN)
+    rows = np.stack([np.ones_like(grid) / scale[0], grid / scale[1], np.zeros_like(grid)], axis=1) / need[:, None]
+    x = coef.copy()
+    x[2] = max(x[2], t2_min * scale[2])
+    if float((rows @ x).min()) >= 1.0:
+        return x
+    x[0] += float(np.max(need - (x[0] / scale[0] + grid * x[1] / scale[1]))) * scale[0]  # feasible start
+    sol = minimize(
+        lambda v: float(np.sum((a @ v - 1.0) ** 2)),
+        x,
+        jac=lambda v: 2.0 * a.T @ (a @ v - 1.0),
+        bounds=[(0.0, None), (0.0, None), (t2_min * scale[2], None)],
+        constraints=[{"type": "ineq", "fun": lambda v: rows @ v - 1.0, "jac": lambda v: rows}],
+        method="SLSQP",
+    )
+    ok = sol.success and float((rows @ sol.x).min()) >= 1.0 - 1e-9
+    return np.asarray(sol.x if ok else x, dtype=np.float64)
+
+
 def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float) -> DecodePerf:
-    """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range (module docstring)."""
+    """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range, above the HBM floor
+    (module docstring)."""
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
     kappa = max(mean_context_tokens, 1.0)
@@ -237,9 +373,9 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
     design = np.stack([np.ones_like(bb), bb, bb * cc], axis=1) / tau[:, None]
     scale = np.abs(design).max(axis=0)
     coef, _ = nnls(design / scale, np.ones_like(bb))
-    t0, t1, t2 = coef / scale
-    if t0 <= 0.0:  # a pure-overhead floor is needed by the fixed point; keep the smallest step
-        t0 = float(tau.min()) * 0.5
+    if coef[0] <= 0.0:  # a pure-overhead floor is needed by the fixed point; keep the smallest step
+        coef[0] = float(tau.min()) * 0.5 * scale[0]
+    t0, t1, t2 = _above_floor(hw, design / scale, scale, coef, b_max) / scale
     fit = t0 + t1 * bb + t2 * bb * cc
     rel = np.abs(fit / tau - 1.0)
     return DecodePerf(

@@ -132,10 +132,12 @@ def _rel(closed: float, sim: float) -> float | None:
     return closed / sim - 1.0
 
 
-def _summary(values: np.ndarray[Any, Any], percentile: float) -> LatencySummary:
+def _summary(values: np.ndarray[Any, Any], percentile: float, none: float = math.nan) -> LatencySummary:
+    """Mean and percentiles of the defined (non-NaN) values; all ``none`` when there are none (TPOT
+    with every output one token: 0, the closed form's convention, :func:`pdplan.serving.colocated.no_tpot`)."""
     v = values[~np.isnan(values)]
     if v.size == 0:
-        return LatencySummary(math.nan, math.nan, math.nan, math.nan, math.nan)
+        return LatencySummary(none, none, none, none, none)
     q = np.percentile(v, [50.0, 90.0, 99.0, percentile])
     return LatencySummary(float(v.mean()), float(q[0]), float(q[1]), float(q[2]), float(q[3]))
 
@@ -182,7 +184,7 @@ class _Runner:
         return SimulatedPoint(
             rate_rps=run.throughput_rps if rate is None else rate,
             ttft_s=_summary(ttft[warm:], pct),
-            tpot_s=_summary(run.tpot_s[warm:], pct),
+            tpot_s=_summary(run.tpot_s[warm:], pct, none=0.0),
             attainment=att,
             utilisation=_utilisation(run, self.setup.t0_s),
             throughput_rps=run.throughput_rps,
