@@ -25,6 +25,7 @@ from pdplan.serving import (
     ServingModel,
     bind,
     build_model,
+    check_operating_point,
     find_goodput,
     instance_budget,
     operating_point,
@@ -79,7 +80,9 @@ def evaluate_exact(
             failures.append(err)
         return None
     rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
-    point = operating_point(model.snapshot(np.array([rate])), slo)
+    snap = model.snapshot(np.array([rate]))
+    check_operating_point(res, model, rate, snapshot=snap)  # a plan that breaks physics is a bug, never output
+    point = operating_point(snap, slo)
     binding = good.binding if target_rps is None else point.binding_constraint
     plan = _plan(res, good, point, binding, tuple(w for w in res.warnings if w not in shared_warnings))
     return Exact(plan, res, model)
