@@ -108,7 +108,9 @@ def test_clipping_never_lengthens(
     # hypothesis found a histogram law whose plain binned mean is 0.10 token below the law's, the clipped one 0.01
     assert clipped.mean_input() <= plain.mean_input() + 0.5
     assert clipped.mean_output() <= plain.mean_output() * (1 + 1e-9)
-    assert clipped.input_tokens.max() <= plain.input_tokens.max() * (1 + 1e-9)
+    # the top representatives are conditional means of different binnings (plain grid vs fine clipped grid): the
+    # plain top bin may merge counts 66 and 67 (mean 66.6) where the fine grid keeps 67 alone (found by hypothesis)
+    assert clipped.input_tokens.max() <= plain.input_tokens.max() + 1.0
     assert abs(clipped.prob.sum() - 1.0) < 1e-9
     l0, n0 = sample(spec, 500, np.random.default_rng(seed))
     l1, n1 = sample(spec, 500, np.random.default_rng(seed), context_window=window)
