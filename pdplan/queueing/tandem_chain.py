@@ -18,28 +18,65 @@ whose service lets a queue build, so the link's backlog and the prefill queue ri
 **Truncation.** N is kept exactly for 0 … L−1 and lumped at ≥ L (``LEVELS = L + 1``). From the
 lump, N = L exactly with its stationary share ``r = π_L / Σ_{n≥L} π_n`` of the embedded chain
 (``π_0 = 1 − ρ``, ``π_{n+1} = (π_n − π_0 a_n − Σ_{j=1..n} π_j a_{n+1−j}) / a_0`` with ``a_j =
-P(A = j)``), the only approximation. Against a direct simulation of the recursion
-(splitwise-coding prompts, Llama-3.1-8B on an H100, request-wise transfers over RoCE 100G, loads
-0.3–0.95): L = 2 puts per-bin means within 6 % and P99 within 2 %; L = 3 (shipped) means within 4 %;
-on a three-bin case (tests/unit/test_link_delay.py, loads 0.3–0.9) P(W > 0) within 0.01, means
-−2.7…+0.1 %, P90 within 1.7 %.
+P(A = j)``), the only approximation besides the lattice. Against a direct simulation of the
+recursion (10⁶ requests): splitwise-coding prompts, Llama-3.1-8B on an H100, request-wise
+transfers over RoCE 100G, prefill loads 0.3–0.95 (link loads 0.16–0.51): mean wait −0.8…0.0 %,
+P90 −2.4…+1.2 %, P99 within 0.4 %; the same over 25 GbE at link loads 0.5–0.9: mean −0.2…+4.0 %,
+P99 −1.2…+2.7 %. On the three-bin case of tests/unit/test_link_delay.py (prefill loads 0.3–0.9)
+P(W > 0) within 0.005, means −1.5…−0.6 %, P90 within 1.1 %. The lump costs most when a busy
+prefill queue meets a nearly saturated link: at prefill loads 0.55–0.64 with link loads 0.84–0.9
+means come out 9–15 % low with L = 3 (within 1 % with L = 8 on two of them).
 
-W lives on a lattice of ``cells`` cells per rate; one step shifts by ``a_k`` (a bincount), takes
-the idle branch's ``Exp(θ)`` off by an FFT correlation, clears ``b_k'`` for each next bin and
-mixes N by the Poisson matrix of that bin. The iteration runs to an L1 change below ``tol``.
+**Lattice.** W lives on the lattice ``{0, h, 2h, …}`` of ``cells`` cells per rate; one step shifts
+by ``a_k`` (a bincount), takes the idle branch's ``Exp(θ)`` off by an FFT correlation, clears
+``b_k'`` for each next bin and mixes N by the Poisson matrix of that bin. The iteration runs to an
+L1 change below ``tol``. A shift x (a carry or a clearance) is rarely a whole number of cells:
+with ``x/h = i + f``, ``i = ⌊x/h⌋``, ``0 ≤ f < 1``, each shift moves a cell's mass i cells with
+weight ``1 − f`` and ``i + 1`` cells with weight f (:func:`split_cells`), a two-point shift x̃ with
+
+* the exact mean: ``E[x̃] = (1 − f)·ih + f·(i + 1)h = (i + f)·h = x``. So ``E[ã_k] = a_k`` and
+  ``E[b̃_k'] = b_k'`` for every bin, and W's drift per request ``E[a − b′ − I]`` and the link load
+  ``θ·E[a]`` are those of the continuous recursion. The clearance is even exact after the
+  reflection: for Z = jh on the lattice both points ``ih``, ``(i + 1)h`` lie on one side of Z, where
+  ``max(0, Z − ·)`` is linear, so ``E[max(0, Z − b̃)] = max(0, Z − b)``;
+* variance ``f(1 − f)·h² ≤ h²/4`` per shift (at most h²/2 per step, carry and clearance), added to
+  the increment's σ² whatever the state.
+
+Rounding to the nearest cell instead keeps σ² but moves every request of a bin by the same error,
+up to h/2, so when carries are a few cells long (the lattice spans 30 M/G/1 means, so that happens
+near link saturation) the errors of the bins that carry most do not average out and the drift μ
+moves by O(h). Near saturation μ is itself small and the wait scales like ``σ²/(2|μ|)`` (Kingman):
+a first-order relative error ``δμ/μ`` there, against ``h²/(2σ²)`` (second order in h/σ) from the
+split. The split is the linear-interpolation (hat-function) projection of the shifted point mass
+onto the lattice, the only law on the two cells around x with its mass and mean. Measured against a
+direct simulation of the recursion: the hypothesis case of tests/property/test_link_delay_props.py
+(carries 0.6 and 13.7 cells: nearest-cell rounding takes the drift from −0.049 to −0.022 s per
+request and the link load from 0.84 to 0.89) moves from 2.2–2.4× the simulated mean wait to
+−9…−11 % (the lump above); the 25 GbE link of benchmarks/link_configs_vs_sim.py at link load 0.9
+(3.4 cells per mean carry) from +90 % to +4 %. Dividing h by 4 moves the split's mean wait by
+< 0.01 % on the three-bin case of tests/unit/test_link_delay.py (carries 1.6–170 cells) and by
+0.9–5 % (down: its added variance) on hypothesis cases with carries of 0.2–14 cells, where
+nearest-cell rounding's mean changes by factors up to 3, in either direction. The idle gap, a
+continuous law, is rounded to the nearest cell (:func:`idle_exp_pmf`): its mean
+``h/(2 sinh(θh/2))`` is 1/θ to a relative ``(θh)²/24``. The far side's wait V enters by its cdf at
+the lattice points, i.e. rounded up to the next cell (up to h high).
 
 **Slow mixing.** On the non-negative iterates it is applied to, a step is a linear Markov operator
 T, so ``g_n − g*`` has zero mass and decays like ``λ₂ⁿ`` (λ₂: T's second eigenvalue), as does the
 L1 change, which understates the distance to g* by ~1/(1 − λ₂). λ₂ nears 1 as W's drift per
-request, ``E[a − b′ − I]``, nears 0: near link saturation, and more so on the lattice, where a and
-b are rounded to whole cells. The hypothesis case of tests/property/test_link_delay_props.py (link
-load 0.84, rounded 0.89; drift −0.022 s per request against −0.049 s unrounded) has λ₂ = 0.998:
-2,000 plain steps leave a change of 3e-6 and a distance of 1.5e-3 to g*. There the changes keep
-one direction (successive changes at cosine 1 − 1e-8: λ₂ real and positive, no oscillation, no
-rounding floor: the change keeps falling to 1e-13), the regime in which Aitken's extrapolation
-removes the slow mode (:func:`_accelerated`). Only runs that fail the change test within
-``max_iter`` steps get there, so every law that converged before is returned as before, bit for
-bit. (Whole-cell rounding also biases such laws: 2.2–2.4× the simulated mean wait on that case.)
+request, ``E[a − b′ − I]``, nears 0: near link saturation (which nearest-cell rounding also
+brought nearer: the hypothesis case above had λ₂ = 0.998 with it and 2,000 plain steps did not
+reach the change test; with the split it needs 651). Link-bound deployments are evaluated up to
+link load 0.99, and near 0.9 with a busy prefill queue 2,000 plain steps are still too few: two
+five-bin cases found by hypothesis, link loads 0.89 (prefill load 0.56) and 0.95, need 320 and 440
+extrapolated steps more. There the changes
+keep one direction (on the hypothesis case, successive changes at cosine 1 − 1e-8: λ₂ real and
+positive, no oscillation, no rounding floor: the change keeps falling to 1e-13), the regime in
+which Aitken's extrapolation removes the slow mode (:func:`_accelerated`). Only runs that fail the
+change test within ``max_iter`` steps get there. Closer still to saturation even that can fail,
+and then it raises: on the links of benchmarks/link_configs_vs_sim.py over 25 GbE at link loads
+0.95 and 0.99 (the goodput search's top) and layer-wise over 10 GbE from 0.9 (decay ratios
+0.9998–0.99995: after 4,000 steps the law is still spreading over the lattice).
 """
 
 from __future__ import annotations
@@ -61,8 +98,9 @@ so the last two changes measure the slow modes again."""
 GAP_MARGIN = 2.0
 """The distance estimate divides the spectral gap 1 − q (q: the largest decay ratio measured) by
 this. Measured ratios approach λ₂ from below as faster modes fade: after 2,000 plain steps the
-measured gap was 1.2–1.8× the true one on the four slow cases found (link loads 0.84–0.9); at
-the stop the true distance was 0.05–0.3 of ``tol``."""
+measured gap was 1.2–1.8× the true one on the four slow cases found with nearest-cell rounding
+(link loads 0.84–0.9), 1.2–1.5× on the two still slow with split shifts (0.89 and 0.95); at the
+stop the true distance was 0.05–0.3 of ``tol`` (split: 0.06–0.18)."""
 
 Step = Callable[[FloatArray], FloatArray]
 
@@ -124,26 +162,40 @@ def idle_exp_pmf(theta: FloatArray, h_s: FloatArray, cells: int) -> FloatArray:
 
 @dataclass(frozen=True, slots=True)
 class _Lattice:
-    """Cell shifts and the fixed transforms of one solve."""
+    """Cell shifts (whole cells ``a_cell = ⌊a/h⌋``, ``b_cell = ⌊b/h⌋`` and the split weights of the
+    cell above, ``a_frac``, ``b_frac``: module docstring) and the fixed transforms of one solve."""
 
     a_cell: IntArray
+    a_frac: FloatArray
     b_cell: IntArray
+    b_frac: FloatArray
     width: int
     size: int
     idle_fft: npt.NDArray[np.complex128]
     flat: IntArray
+    """Target cell of each ``[r, k, n, i]`` (bin-major; i = 0 … cells: the spread law, :func:`_carry`)
+    after the ``⌊a⌋`` shift."""
+
+
+def split_cells(x_s: FloatArray, h: FloatArray) -> tuple[IntArray, FloatArray]:
+    """``x / h = i + f`` per rate and bin: ``(i, f)``, ``i = ⌊x/h⌋``, ``0 ≤ f < 1``. A shift by x
+    moves mass to i cells with weight ``1 − f`` and to ``i + 1`` with weight f: mean ``(i + f)·h = x``
+    exactly, variance ``f(1 − f)·h² ≤ h²/4`` (module docstring)."""
+    cells = np.asarray(x_s, dtype=np.float64)[None, :] / h[:, None]
+    whole = np.floor(cells)
+    return whole.astype(np.intp), np.asarray(cells - whole, dtype=np.float64)
 
 
 def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, levels: int) -> _Lattice:
     n_rates = theta.size
-    a_cell = np.rint(np.maximum(inputs.carry_s, 0.0)[None, :] / h[:, None]).astype(np.intp)
-    b_cell = np.rint(inputs.clear_s[None, :] / h[:, None]).astype(np.intp)
-    width = cells + int(a_cell.max()) + 1
+    a_cell, a_frac = split_cells(np.maximum(inputs.carry_s, 0.0), h)
+    b_cell, b_frac = split_cells(inputs.clear_s, h)
+    width = cells + int(a_cell.max()) + 1  # the top cell, shifted by ⌊a⌋ + 1, lands on width − 1
     size = 1 << int(np.ceil(np.log2(2 * width)))
     idle_fft = np.fft.rfft(idle_exp_pmf(theta, h, width), size)
-    row = np.arange(n_rates * levels).reshape(n_rates, levels)
-    flat = (row[:, :, None, None] * width + a_cell[:, None, :, None] + np.arange(cells)[None, None, None, :]).ravel()
-    return _Lattice(a_cell, b_cell, width, size, idle_fft, flat)
+    row = np.arange(n_rates * levels).reshape(n_rates, 1, levels, 1)  # bin-major: [R, K, levels, cells + 1]
+    flat = row * width + a_cell[:, :, None, None] + np.arange(cells + 1)[None, None, None, :]
+    return _Lattice(a_cell, a_frac, b_cell, b_frac, width, size, idle_fft, flat.ravel())
 
 
 def stationary_wait(
@@ -169,14 +221,15 @@ def stationary_wait(
     share = head[:, -1]
     mix = level_matrix(theta, inputs.service_s, lump)
     lat = _lattice(inputs, theta, h, cells, levels)
+    mix_p = mix * p[None, :, None, None]  # and the next bin's probability
 
     def step(g: FloatArray) -> FloatArray:
         y = _carry(g if far_cdf is None else _later(g, far_cdf), lat, n_rates, levels)
         z, totals = _base_levels(y, share, lat, cells)
-        cleared = _clear(z, lat.width, totals, lat.b_cell, cells)  # [R, m, K, cells]
-        return np.asarray(np.einsum("rknm,rmkc->rnkc", mix, cleared) * p[None, None, :, None], dtype=np.float64)
+        cleared = _clear(z, lat.width, totals, lat, cells)  # [R, m, K, cells]
+        return _mix(mix_p, cleared)
 
-    g = np.zeros((n_rates, levels, p.size, cells))
+    g = _bin_major((n_rates, levels, p.size, cells))
     g[:, :, :, 0] = head[:, :levels, None] * p[None, None, :]
     run = _power(step, g, tol, max_iter)
     # Slow mixing near link saturation (module docstring): extrapolate, never a silent estimate.
@@ -257,9 +310,30 @@ def _aitken(run: _Run, live: npt.NDArray[np.bool_]) -> FloatArray:
     return np.asarray(jump * mass[:, None, None, None], dtype=np.float64)
 
 
+def _bin_major(shape: tuple[int, int, int, int]) -> FloatArray:
+    """Zeros of logical shape ``[R, levels, K, c]`` stored bin-major, ``[R, K, levels, c]`` in memory:
+    the layout :func:`_mix` writes the iterates in, so that their element-wise steps run in order."""
+    n_rates, levels, n_bins, c = shape
+    return np.zeros((n_rates, n_bins, levels, c)).transpose(0, 2, 1, 3)
+
+
+def _mix(mix_p: FloatArray, cleared: FloatArray) -> FloatArray:
+    """``g'[r, n, k, c] = Σ_m mix_p[r, k, n, m]·cleared[r, m, k, c]`` (one small matrix product per
+    rate and bin), stored bin-major (:func:`_bin_major`)."""
+    return np.asarray(np.matmul(mix_p, cleared.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), dtype=np.float64)
+
+
 def _carry(g: FloatArray, lat: _Lattice, n_rates: int, levels: int) -> FloatArray:
-    """``Y[r, n, i] = Σ_k g[r, n, k, i − a_rk]`` on ``width`` cells."""
-    out = np.bincount(lat.flat, weights=g.ravel(), minlength=n_rates * levels * lat.width)
+    """``Y[r, n, i] = Σ_k (1 − f_rk)·g[r, n, k, i − ⌊a_rk⌋] + f_rk·g[r, n, k, i − ⌊a_rk⌋ − 1]`` on
+    ``width`` cells (``f = a_frac``: the mean-preserving split of the carry): each bin's law is
+    first spread over one more cell (``(1 − f)·g`` in place, ``f·g`` a cell up), then shifted by
+    ``⌊a⌋`` in one bincount (bin-major, as :data:`_Lattice.flat`)."""
+    up = g * lat.a_frac[:, None, :, None]
+    spread = _bin_major((*g.shape[:-1], g.shape[-1] + 1))
+    np.subtract(g, up, out=spread[..., :-1])
+    spread[..., 1:] += up
+    weights = spread.transpose(0, 2, 1, 3).ravel()  # memory order: a view
+    out = np.bincount(lat.flat, weights=weights, minlength=n_rates * levels * lat.width)
     return np.asarray(out.reshape(n_rates, levels, lat.width), dtype=np.float64)
 
 
@@ -290,8 +364,9 @@ def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int) 
     return np.asarray(np.maximum(corr[:, ::-1], 0.0), dtype=np.float64)  # P(Y − I = i − width)
 
 
-def _clear(z: FloatArray, zero_index: int, total: FloatArray, b_cell: IntArray, cells: int) -> FloatArray:
-    """``W' = max(0, Z − b_k)`` per level and next bin k, shape ``[R, levels, K, cells]``.
+def _clear(z: FloatArray, zero_index: int, total: FloatArray, lat: _Lattice, cells: int) -> FloatArray:
+    """``W' = max(0, Z − b_k)`` per level and next bin k, shape ``[R, levels, K, cells]``, with b_k
+    split between ``⌊b_k⌋`` (weight ``1 − f``) and ``⌊b_k⌋ + 1`` cells (weight f = ``b_frac``).
 
     ``z[r, m, i]`` is ``P(Z = i − zero_index)`` (zero-padded by ``cells`` at the top) and
     ``total[r, m]`` Z's whole mass (any part below the lattice is ≤ b_k: the atom). Mass at or
@@ -299,13 +374,20 @@ def _clear(z: FloatArray, zero_index: int, total: FloatArray, b_cell: IntArray, 
     """
     n_rates, levels, length = z.shape
     n = length - cells
-    start = np.minimum(zero_index + b_cell, n - 1)[:, None, :]  # [R, 1, K]: index of Z = b_k
+    start = np.minimum(zero_index + lat.b_cell, n - 1)[:, None, :]  # [R, 1, K]: index of Z = ⌊b_k⌋
     win = np.lib.stride_tricks.sliding_window_view(z, cells - 1, axis=2)
     rows, lv = np.arange(n_rates)[:, None, None], np.arange(levels)[None, :, None]
-    out = np.zeros((n_rates, levels, b_cell.shape[1], cells))
-    out[..., 1:] = win[rows, lv, start + 1]
+    low = win[rows, lv, start + 1]  # P(Z − ⌊b_k⌋ = j), j = 1 … cells − 1
+    body = win[rows, lv, start + 2]  # P(Z − ⌊b_k⌋ − 1 = j), then in place (a contiguous copy: fast)
+    f = lat.b_frac[:, None, :]
+    body -= low
+    body *= f[..., None]
+    body += low  # (1 − f)·P(Z − ⌊b⌋ = j) + f·P(Z − ⌊b⌋ − 1 = j)
+    out = np.empty((n_rates, levels, lat.b_cell.shape[1], cells))
+    out[..., 1:] = body
     cum = np.cumsum(z, axis=2)
-    out[..., -1] += np.maximum(cum[:, :, -1:] - cum[rows, lv, start + cells - 1], 0.0)
+    beyond = cum[:, :, -1:] - (1.0 - f) * cum[rows, lv, start + cells - 1] - f * cum[rows, lv, start + cells]
+    out[..., -1] += np.maximum(beyond, 0.0)
     out[..., 0] = np.maximum(total[:, :, None] - out[..., 1:].sum(axis=3), 0.0)
     return out
 
