@@ -54,7 +54,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
 from pdplan.perf.ops import PassShape, forward_ops
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
@@ -114,19 +114,25 @@ class PrefillPerf:
     service_s: FloatArray
 
 
-def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
-    """Roofline latency and queue service time of one prompt per bin (module docstring)."""
-    pt = phase_time(
+def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) -> PhaseTime:
+    """The roofline prefill of one prompt of ``tokens`` tokens on ``hw`` (per element of ``tokens``)."""
+    return phase_time(
         hw.model,
         hw.gpu,
         hw.table,
         phase="prefill",
         batch=1.0,
-        tokens=input_tokens,
+        tokens=tokens,
         tp=hw.tp,
         pp=hw.pp,
         precision=hw.precision,
+        detail=detail,
     )
+
+
+def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
+    """Roofline latency and queue service time of one prompt per bin (module docstring)."""
+    pt = _one_prompt(hw, input_tokens)
     latency = np.broadcast_to(pt.time_s, input_tokens.shape).astype(np.float64)
     stage = np.broadcast_to(pt.stage_time_s, input_tokens.shape).astype(np.float64)
     return PrefillPerf(input_tokens, latency, stage)
@@ -223,18 +229,7 @@ def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, F
     """Batch-1 prefill pass latency of ``tokens`` tokens split into (G, A): everything but the causal
     attention kernels, and those kernels (op kind ``attn_prefill``), seconds (module docstring)."""
     tok = np.asarray(tokens, dtype=np.float64)
-    pt = phase_time(
-        hw.model,
-        hw.gpu,
-        hw.table,
-        phase="prefill",
-        batch=1.0,
-        tokens=tok,
-        tp=hw.tp,
-        pp=hw.pp,
-        precision=hw.precision,
-        detail=False,
-    )
+    pt = _one_prompt(hw, tok, detail=False)
     attn = np.zeros(tok.shape)
     for op in pt.ops:
         if op.kind == "attn_prefill":

@@ -95,10 +95,14 @@ class Snapshot:
 
     def reported_tpot_attainment(self, tpot_s: float) -> FloatArray:
         """``P(TPOT ≤ slo)`` over the requests whose TPOT is defined (the law the TPOT percentiles read)."""
+        return self._reported_tpot_share(self.tpot_ok(tpot_s))
+
+    def _reported_tpot_share(self, ok_tpot: FloatArray) -> FloatArray:
+        """Per-cell TPOT successes ``[R, C]`` weighted over the cells whose TPOT is defined."""
         if self.tpot_defined is None:
-            return self.tpot_attainment(tpot_s)
+            return np.asarray(ok_tpot @ self.prob, dtype=np.float64)
         w = np.where(self.tpot_defined, self.prob, 0.0)
-        return np.asarray(self.tpot_ok(tpot_s) @ (w / w.sum()), dtype=np.float64)
+        return np.asarray(ok_tpot @ (w / w.sum()), dtype=np.float64)
 
     def slo_margin(self, ttft_s: float, tpot_s: float, percentile: float, attainment: float) -> FloatArray:
         """How far each rate is inside the SLO (≥ 0: met), per rate: the least of the joint attainment's margin
@@ -107,9 +111,10 @@ class Snapshot:
         meets each), so the default P90 / 90 % SLO reads the attainment alone; P99 at 90 % attainment also needs
         99 % of requests within each threshold."""
         p = percentile / 100.0
-        joint = self.attainment(ttft_s, tpot_s) - attainment
-        ttft = self.ttft_attainment(ttft_s) - p
-        tpot = self.reported_tpot_attainment(tpot_s) - p
+        ok_ttft, ok_tpot = self.ttft_ok(ttft_s), self.tpot_ok(tpot_s)  # each cdf once, for all three terms
+        joint = joint_attainment(np.clip(ok_ttft, 0.0, 1.0), ok_tpot, self.prob) - attainment
+        ttft = np.asarray(ok_ttft @ self.prob, dtype=np.float64) - p
+        tpot = self._reported_tpot_share(ok_tpot) - p
         return np.asarray(np.minimum(joint, np.minimum(ttft, tpot)), dtype=np.float64)
 
     def ttft_attainment(self, ttft_s: float) -> FloatArray:
