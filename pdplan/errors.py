@@ -66,6 +66,17 @@ class NoFeasiblePlanError(PdplanError):
         self.closest = closest
 
 
+class UnsettledWaitError(NoFeasiblePlanError):
+    """A queue whose stationary law cannot be trusted at the rate asked (the KV link's tandem chain mixes too
+    slowly near saturation to converge within its iteration budget). The goodput search counts such rates as
+    missing the SLO; at a rate the user asks for it is an error (exit 3): the wait there is not computable, so
+    no latency is reported."""
+
+    def __init__(self, message: str, *, rate_index: int | None = None):
+        super().__init__(message, binding_constraint="link")
+        self.rate_index = rate_index  # which of the rates asked failed first (rates before it settled)
+
+
 def exit_code_for(err: BaseException) -> int:
     """Exit code for an exception reaching the CLI: 2 bad input, 3 infeasible, 1 a bug."""
     if isinstance(err, PdplanError):

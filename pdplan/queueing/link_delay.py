@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.errors import UnsettledWaitError
 from pdplan.queueing.distributions import WaitDistribution
 from pdplan.queueing.tandem_chain import ChainInputs, stationary_wait
 from pdplan.types import FloatArray
@@ -143,22 +144,14 @@ def tandem_delay(
         far = None if other is None else other.cdf_rowwise(np.arange(cells)[None, :] * h[:, None])
         pmf = np.concatenate(
             [  # one rate at a time: each stops at its own convergence
-                stationary_wait(
-                    inputs,
-                    theta[r : r + 1],
-                    h[r : r + 1],
-                    cells,
-                    far_cdf=None if far is None else far[r : r + 1],
-                    tol=TANDEM_TOL,
-                    max_iter=TANDEM_MAX_ITER,
-                )
+                _settled(r, inputs, theta[r : r + 1], h[r : r + 1], cells, None if far is None else far[r : r + 1])
                 for r in range(theta.size)
             ]
         )
         if float(pmf[:, :, -1].sum(axis=1).max()) <= TAIL_MAX:
             break
     else:
-        raise ValueError("KV link wait: the tandem chain's tail runs past its lattice")
+        raise UnsettledWaitError("KV link wait: the tandem chain's tail runs past its lattice; evaluate a lower rate")
     n_rates, n_bins = theta.size, link.prob.size
     pts = np.zeros((n_rates, n_bins, points + 1))
     wts = np.zeros_like(pts)
@@ -168,6 +161,16 @@ def tandem_delay(
             row = pmf[r, k] / max(float(pmf[r, k].sum()), 1e-300)
             pts[r, k], wts[r, k] = discretise(float(row[0]), np.cumsum(row), grid, points)
     return BinDelay(np.maximum(0.0, pts - link.slack_s[None, :, None]), wts)
+
+
+def _settled(
+    r: int, inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, far: FloatArray | None
+) -> FloatArray:
+    """The chain's stationary wait at rate number ``r``; a chain that does not settle says which rate."""
+    try:
+        return stationary_wait(inputs, theta, h, cells, far_cdf=far, tol=TANDEM_TOL, max_iter=TANDEM_MAX_ITER)
+    except UnsettledWaitError as err:
+        raise UnsettledWaitError(str(err), rate_index=r) from None
 
 
 def _lattice_step(link: TandemLink, theta: FloatArray, cells: int) -> FloatArray:

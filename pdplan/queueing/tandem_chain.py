@@ -88,6 +88,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import poisson
 
+from pdplan.errors import UnsettledWaitError
 from pdplan.types import FloatArray, IntArray
 
 LUMP_LEVEL = 3
@@ -294,9 +295,10 @@ def _accelerated(step: Step, run: _Run, tol: float, budget: int) -> FloatArray:
         bound = np.divide(run.change * q, 1.0 - q, out=np.full_like(q, np.inf), where=q < 1.0)
         if float(bound[live].max()) < tol:
             return np.where(live[:, None, None, None], run.last, settled)
-    raise ValueError(
+    raise UnsettledWaitError(
         f"KV link chain: no convergence in {budget} plain and {rounds * SETTLE_STEPS} extrapolated iterations "
-        f"(decay ratio {float(q[live].max()):.6f}, L1 distance estimated at {float(bound[live].max()):.2e})"
+        f"(decay ratio {float(q[live].max()):.6f}, L1 distance estimated at {float(bound[live].max()):.2e}): "
+        "the KV link wait this near saturation cannot be computed; evaluate a lower rate"
     )
 
 

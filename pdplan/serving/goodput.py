@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 from scipy.optimize import brentq
 
-from pdplan.errors import NoFeasiblePlanError
+from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
 from pdplan.serving.limits import Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
@@ -31,6 +31,7 @@ from pdplan.types import FloatArray, Utilisation, tpot_at, ttft_at
 GRID_POINTS = 8
 REL_TOL = 1e-3
 ZERO_LOAD_FRACTION = 1e-4
+UNSETTLED_MARGIN = -1.0  # a rate whose wait cannot be computed misses the SLO (_grid_margin)
 
 
 class ServingModel(Protocol):
@@ -84,7 +85,7 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
     limit = model.limit()
     top = limit.rate_rps * (1.0 - 1e-6)
     grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
-    margin = slo_margin(model.snapshot(grid), slo)
+    margin = _grid_margin(model, grid, slo)
     if margin[-1] >= 0.0:
         return Goodput(limit.rate_rps, limit, limit.binding)
     if margin[0] < 0.0:
@@ -96,14 +97,33 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
 
     def gap(lam: float) -> float:
         if lam not in seen:
+            try:
+                snap = model.snapshot(np.array([lam]))
+            except UnsettledWaitError:
+                return UNSETTLED_MARGIN
             seen.clear()
-            seen[lam] = model.snapshot(np.array([lam]))
+            seen[lam] = snap
         return float(slo_margin(seen[lam], slo)[0])
 
     xtol = REL_TOL * limit.rate_rps
     rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))
     rate = _feasible_side(gap, rate, lo, xtol)
     return Goodput(rate, limit, latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo))
+
+
+def _grid_margin(model: ServingModel, grid: FloatArray, slo: SloSpec) -> FloatArray:
+    """SLO margin on the rate grid. Where a wait's stationary law cannot be computed
+    (:class:`~pdplan.errors.UnsettledWaitError`: the KV link's chain near saturation), the rates from the
+    first that fails upwards count as missing the SLO (:data:`UNSETTLED_MARGIN`): mixing only slows as the
+    load grows, and a wait that does not settle within the budget is far past any latency threshold."""
+    try:
+        return slo_margin(model.snapshot(grid), slo)
+    except UnsettledWaitError as err:
+        first = err.rate_index if err.rate_index is not None else 0
+    margin = np.full(grid.size, UNSETTLED_MARGIN)
+    if first > 0:
+        margin[:first] = slo_margin(model.snapshot(grid[:first]), slo)
+    return margin
 
 
 def _feasible_side(gap: Callable[[float], float], rate: float, lo: float, xtol: float) -> float:

@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 
 from pdplan import evaluate, load_scenario, optimize
+from pdplan.errors import UnsettledWaitError
 from pdplan.io.catalog import open_catalog
 from pdplan.serving import build_model, find_goodput, resolve
 from pdplan.serving.goodput import slo_margin
+from pdplan.serving.limits import Limit
+from pdplan.serving.snapshot import Snapshot
+from pdplan.types import FloatArray, Utilisation
 
 ROOT = Path(__file__).parents[2]
 DEFAULT = load_scenario(ROOT / "examples" / "default.yaml")
@@ -64,3 +68,35 @@ def test_the_rate_curve_is_read_at_the_slo_percentile() -> None:
     doc = optimize(strict, catalog=CATALOG, top=1).to_document()
     assert doc["slo_percentile"] == 99.0
     assert set(doc["rate_curve"][0]) == {"rate_rps", "attainment", "ttft_at_percentile_s", "tpot_at_percentile_s"}
+
+
+class _UnsettledAbove:
+    """The default model, except that (as the KV link's tandem chain near saturation) its snapshot raises
+    :class:`UnsettledWaitError` naming the first rate at or above ``cut_rps``."""
+
+    def __init__(self, cut_rps: float) -> None:
+        self.inner = build_model(resolve(DEFAULT, CATALOG))
+        self.cut_rps = cut_rps
+
+    def limit(self) -> Limit:
+        return self.inner.limit()
+
+    def utilisation(self, rates: FloatArray) -> Utilisation:
+        return self.inner.utilisation(rates)
+
+    def snapshot(self, rates: FloatArray) -> Snapshot:
+        bad = np.flatnonzero(np.asarray(rates) >= self.cut_rps)
+        if bad.size:
+            raise UnsettledWaitError("KV link chain: no convergence", rate_index=int(bad[0]))
+        return self.inner.snapshot(rates)
+
+
+def test_rates_whose_wait_does_not_settle_count_as_missing_the_slo() -> None:
+    """benchmarks/link_configs_vs_sim.py crashed (link load 0.96 on 25 GbE at the top of the goodput grid):
+    now the goodput search treats those rates as missing the SLO, and the answer stays below them."""
+    plain = find_goodput(build_model(resolve(DEFAULT, CATALOG)), DEFAULT.slo)
+    above = find_goodput(_UnsettledAbove(2.0 * plain.rate_rps), DEFAULT.slo)  # the cut is past the crossing
+    assert above.rate_rps == pytest.approx(plain.rate_rps, rel=1e-6)
+    cut = 0.5 * plain.rate_rps  # the cut is before the crossing: goodput stays below it
+    below = find_goodput(_UnsettledAbove(cut), DEFAULT.slo)
+    assert 0.0 < below.rate_rps < cut

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pdplan.errors import UnsettledWaitError, exit_code_for
 from pdplan.queueing import mg1_wait_distribution, tandem_chain
 from pdplan.queueing.link_delay import TandemLink, slack_delay, tandem_delay
 from pdplan.queueing.tandem_chain import ChainInputs, embedded_head, stationary_wait
@@ -162,8 +163,9 @@ def test_slowly_mixing_chain_reaches_its_fixed_point() -> None:
 
 
 def test_chain_short_of_its_budget_raises() -> None:
-    with pytest.raises(ValueError, match="no convergence"):
+    with pytest.raises(UnsettledWaitError, match="no convergence") as err:
         stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=50)
+    assert exit_code_for(err.value) == 3
 
 
 @pytest.mark.parametrize("lam", [0.9, -1.0])
