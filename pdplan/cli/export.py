@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from pdplan.cli.common import HardwareDbOpt, OutputOpt, catalog_from, warn, write_text
-
-if TYPE_CHECKING:
-    from pdplan.io.catalog import Catalog
-    from pdplan.report.export import ExportContext
-    from pdplan.specs.export import PlanDocument
 
 Opt = typer.Option
 
@@ -48,50 +43,13 @@ def export_command(
     """
     from pdplan.io.export_data import read_plan_document
     from pdplan.report.export import export_plan, plan_gpus
+    from pdplan.report.export.context import export_context
 
     source = "<stdin>" if plan == "-" else plan
     doc = read_plan_document(plan, sys.stdin.read() if plan == "-" else None)
     gpus = plan_gpus(doc, rank, source)
-    ctx = _context(catalog_from(hardware_db), doc, gpus, model_id, source)
+    ctx = export_context(catalog_from(hardware_db), doc, gpus, model_id=model_id, source=source)
     result = export_plan(doc, target=to.value, rank=rank, ctx=ctx, source=source, backend=backend.value)
     for line in result.warnings:
         warn(line)
     write_text(result.text, output)
-
-
-def _context(catalog: Catalog, doc: PlanDocument, gpus: list[str], model_id: str | None, source: str) -> ExportContext:
-    """The catalogue facts and export data an export needs, looked up once."""
-    from pdplan.io.export_data import export_targets, node_labels
-    from pdplan.io.serving_defaults import serving_defaults
-    from pdplan.report.export import ExportContext, GpuFacts
-
-    facts = {}
-    for name in gpus:
-        spec = catalog.gpu(name)
-        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, spec.gpus_per_node)
-    defaults = serving_defaults()
-    return ExportContext(
-        model_id=model_id or _hf_id(catalog, doc, source),
-        gpus=facts,
-        targets=export_targets(),
-        node_labels=node_labels().labels,
-        colocated_chunk_tokens=defaults.prefill_chunk_tokens,
-        colocated_chunk_source=defaults.sources["prefill_chunk_tokens"],
-    )
-
-
-def _hf_id(catalog: Catalog, doc: PlanDocument, source: str) -> str:
-    from pdplan.errors import SpecError
-
-    name = doc.model_name
-    if name is None:
-        raise SpecError("the plan document names no model (inputs.model); pass --model-id", source=source)
-    try:
-        model = catalog.model(name)
-    except SpecError as err:
-        raise SpecError(f"{err}; pass --model-id (or --hardware-db with the model's YAML)", source=source) from None
-    if model.hf_id is None:
-        raise SpecError(
-            f"model {name!r} has no hf_id (no public checkpoint is recorded); pass --model-id", source=source
-        )
-    return model.hf_id
