@@ -76,7 +76,7 @@ def _users_file(folder: Path, name: str) -> Path:
 
 
 def _stage_args(stage: str, folder: Path) -> list[str]:
-    """One `pdplan ...` command's arguments: the reader's `my_*` files made, `-o` files in ``folder``, globs expanded."""
+    """A `pdplan ...` stage as arguments: the `my_*` files made, `-o` files put in ``folder``, globs expanded."""
     args: list[str] = []
     words = shlex.split(stage)[1:]
     for i, word in enumerate(words):
