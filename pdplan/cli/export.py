@@ -34,6 +34,10 @@ def export_command(
     model_id: Annotated[
         str | None, Opt("--model-id", help="Hugging Face id or path to serve (default: the model preset's hf_id).")
     ] = None,
+    node_label: Annotated[
+        list[str] | None,
+        Opt("--node-label", help="GPU=KEY=VALUE: the node label that places a GPU type (mixed-GPU Dynamo plans)."),
+    ] = None,
     hardware_db: HardwareDbOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -48,7 +52,9 @@ def export_command(
     source = "<stdin>" if plan == "-" else plan
     doc = read_plan_document(plan, sys.stdin.read() if plan == "-" else None)
     gpus = plan_gpus(doc, rank, source)
-    ctx = export_context(catalog_from(hardware_db), doc, gpus, model_id=model_id, source=source)
+    ctx = export_context(
+        catalog_from(hardware_db), doc, gpus, model_id=model_id, node_labels_given=node_label or (), source=source
+    )
     result = export_plan(doc, target=to.value, rank=rank, ctx=ctx, source=source, backend=backend.value)
     for line in result.warnings:
         warn(line)

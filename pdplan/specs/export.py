@@ -93,6 +93,17 @@ class PlanDocument(_Lenient):
     plans: list[dict[str, object]] = Field(min_length=1)
     inputs: dict[str, object] = Field(default_factory=dict)
     assumptions: PlanAssumptions = PlanAssumptions()
+    engine: dict[str, object] | str | None = None
+
+    @property
+    def engine_name(self) -> str | None:
+        """The serving engine the plan was priced for (``engine: {name, version, source}``, top level or in
+        ``inputs``; ARCHITECTURE §4), or None when the document predates it."""
+        for value in (self.engine, self.inputs.get("engine")):
+            name = value.get("name") if isinstance(value, dict) else value
+            if isinstance(name, str):
+                return name
+        return None
 
     @property
     def model_name(self) -> str | None:

@@ -5,6 +5,7 @@ accept (``pdplan/data/export/engine_flags.yaml``), follows Dynamo's example mani
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shlex
 import shutil
@@ -313,3 +314,27 @@ def test_plan_documents_are_not_modified() -> None:
     before = copy.deepcopy(doc.plans)
     _export(doc, "sglang")
     assert doc.plans == before
+
+
+def test_a_plan_priced_for_another_engine_is_warned() -> None:
+    data = {"plans": [_plan()], "inputs": {"model": "llama-3.1-70b"}, "engine": {"name": "sglang", "version": "x"}}
+    doc = validate_spec(PlanDocument, data, "test")
+    assert any("priced with the sglang engine profile" in w for w in _export(doc, "vllm").warnings)
+    assert not any("engine profile" in w for w in _export(doc, "sglang").warnings)
+
+
+def test_node_labels_can_be_given_for_gpus_without_one() -> None:
+    doc = _doc(_plan(decode={"gpu": "mi300x", "tp": 4, "count": 1}, prefill={"gpu": "mi300x", "tp": 8, "count": 1}))
+    given = export_context(open_catalog(), doc, ["mi300x"], node_labels_given=["MI300X=amd.com/gpu.product=X"])
+    assert given.node_labels["mi300x"].key == "amd.com/gpu.product"
+    with pytest.raises(SpecError, match="GPU=KEY=VALUE"):
+        export_context(open_catalog(), doc, ["mi300x"], node_labels_given=["mi300x=amd.com/gpu.product"])
+
+
+def test_a_mixed_gpu_plan_without_a_known_label_is_bad_input() -> None:
+    plan = _plan(decode={"gpu": "l40s", "tp": 2, "count": 4})
+    doc = _doc(plan)
+    ctx = export_context(open_catalog(), doc, ["h100-sxm", "l40s"])
+    ctx = dataclasses.replace(ctx, node_labels={"h100-sxm": ctx.node_labels["h100-sxm"]})
+    with pytest.raises(SpecError, match="--node-label"):
+        export_plan(doc, target="dynamo", rank=1, ctx=ctx, source="test")

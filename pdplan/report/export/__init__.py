@@ -50,7 +50,7 @@ def export_plan(
     chosen = choose_plan(doc, rank, source)
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
-    warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine]) + setting_warnings(chosen)
+    warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine]) + setting_warnings(chosen, engine)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

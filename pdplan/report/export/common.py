@@ -141,9 +141,13 @@ def granularity_warnings(plan: ExportPlan, engine: Engine, data: EngineData) -> 
     ]
 
 
-def setting_warnings(chosen: Chosen) -> list[str]:
-    """Warnings for settings the plan document does not record (the engine's own default applies instead)."""
+def setting_warnings(chosen: Chosen, engine: Engine) -> list[str]:
+    """Warnings for settings the plan document does not record (the engine's own default applies instead), and
+    for a plan priced with another engine's profile."""
     out = []
+    priced = chosen.doc.engine_name
+    if priced is not None and priced != engine:
+        out.append(f"the plan was priced with the {priced} engine profile, but it is exported for {engine}")
     defaults = chosen.doc.assumptions.engine_defaults
     if defaults.gpu_memory_utilization is None or defaults.max_num_batched_tokens is None:
         out.append(

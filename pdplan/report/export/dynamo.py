@@ -4,11 +4,12 @@ Format followed (ai-dynamo/dynamo): ``examples/backends/vllm/deploy/disagg.yaml`
 ``examples/backends/sglang/deploy/disagg.yaml`` for disaggregated plans (a ``Frontend`` service plus prefill and
 decode worker services with ``componentType: worker``, ``subComponentType: prefill|decode``, ``replicas``,
 ``resources.limits.gpu``, ``envFromSecret``, ``extraPodSpec.mainContainer`` image / workingDir / command / args with
-``--disaggregation-mode prefill|decode``); ``examples/backends/vllm/deploy/agg.yaml`` for colocated plans (one
-worker service, no subComponentType); ``examples/backends/vllm/deploy/disagg-multinode.yaml`` for instances wider
-than a node (``multinode.nodeCount``, ``resources.limits.gpu`` per node) and the frontend command
-(``python3 -m dynamo.frontend --http-port``). Service names follow those files (``VllmPrefillWorker`` /
-``VllmDecodeWorker`` for vLLM, ``prefill`` / ``decode`` for SGLang). Images: ``pdplan/data/export/targets.yaml``.
+``--disaggregation-mode prefill|decode``); ``examples/backends/vllm/deploy/agg.yaml`` and
+``examples/backends/sglang/deploy/agg.yaml`` for colocated plans (one worker service, no subComponentType);
+``examples/backends/vllm/deploy/disagg-multinode.yaml`` for instances wider than a node (``multinode.nodeCount``,
+``resources.limits.gpu`` per node) and the frontend command (``python3 -m dynamo.frontend --http-port``). Service
+names follow those files (``VllmPrefillWorker`` / ``VllmDecodeWorker`` for vLLM, ``prefill`` / ``decode`` for
+SGLang). Images: ``pdplan/data/export/targets.yaml``.
 
 Mixed-GPU plans pin each worker to its GPU type with ``extraPodSpec.nodeSelector`` (``extraPodSpec`` carries a pod
 spec) on the label NVIDIA GPU Feature Discovery sets, ``nvidia.com/gpu.product`` (values in
@@ -68,7 +69,8 @@ def _node_selector(ctx: ExportContext, role: PlanRole, source: str) -> dict[str,
     if label is None:
         raise SpecError(
             f"no node label known for GPU {role.gpu!r}, needed to place the roles of a mixed-GPU plan; "
-            f"known: {', '.join(sorted(ctx.node_labels))} (pdplan/data/export/node_labels.yaml)",
+            f"known: {', '.join(sorted(ctx.node_labels))} (pdplan/data/export/node_labels.yaml); give one with "
+            "--node-label GPU=KEY=VALUE",
             source=source,
         )
     return {label.key: label.value}
