@@ -25,8 +25,13 @@ class DynamoBackend(StrEnum):
 
 
 def export_command(
-    plan: Annotated[str, typer.Argument(help="`pdplan optimize --format json` output, or - to read it from stdin.")],
-    to: Annotated[ExportTarget, Opt("--to", help="dynamo|vllm|sglang.", case_sensitive=False)],
+    plan: Annotated[
+        str,
+        typer.Argument(metavar="PLAN.json|-", help="`pdplan optimize --format json` output; - reads it from stdin."),
+    ],
+    to: Annotated[
+        ExportTarget, Opt("--to", help="A Dynamo manifest, or vLLM / SGLang launch commands.", case_sensitive=False)
+    ],
     rank: Annotated[int, Opt("--rank", help="Which ranked plan (1 = the recommended one).")] = 1,
     backend: Annotated[
         DynamoBackend, Opt("--backend", help="Engine of Dynamo's workers (with --to dynamo).", case_sensitive=False)
