@@ -50,7 +50,7 @@ case "$role" in
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 2 instance addresses}"
     [ "${#decode_hosts[@]}" -eq 2 ] || { echo "DECODE_HOSTS needs 2 addresses" >&2; exit 2; }
     urls=()
-    for h in "${prefill_hosts[@]}"; do urls+=(--prefill "http://$h:30000"); done
+    for h in "${prefill_hosts[@]}"; do urls+=(--prefill "http://$h:30000" 8998); done
     for h in "${decode_hosts[@]}"; do urls+=(--decode "http://$h:30001"); done
     exec python -m sglang_router.launch_router \
       --pd-disaggregation \

@@ -192,7 +192,7 @@ def test_sglang_commands_carry_disaggregation_mode_and_backend() -> None:
     assert _flag(decode, "--max-running-requests") == "128"
     assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
     assert "--pd-disaggregation" in router
-    assert 'urls+=(--prefill "http://$h:30000")' in result.text
+    assert 'urls+=(--prefill "http://$h:30000" 8998)' in result.text  # the bootstrap port the prefill serves
     _assert_accepted(result)
 
 

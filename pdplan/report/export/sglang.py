@@ -3,11 +3,13 @@
 Format followed (sgl-project/sglang ``docs/advanced_features/pd_disaggregation.md``, NIXL "Usage"): each instance
 runs ``python -m sglang.launch_server --model-path MODEL --disaggregation-mode prefill|decode --port P
 --disaggregation-transfer-backend nixl`` (with ``--host`` its address, as the multi-node example does), and
-``python -m sglang_router.launch_router --pd-disaggregation --prefill URL ... --decode URL ... --host 0.0.0.0
---port 8000`` routes requests (one ``--prefill`` / ``--decode`` per instance, "Router Integration"). The prefill
-bootstrap port is ``--disaggregation-bootstrap-port`` (default 8998, docs/advanced_features/server_arguments.md,
-"PD disaggregation"). Colocated plans: one plain ``launch_server`` per instance. Ports and the transfer backend:
-``pdplan/data/export/targets.yaml``; engine arguments: :mod:`pdplan.report.export.engine_args`.
+``python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...
+--host 0.0.0.0 --port 8000`` routes requests (one ``--prefill`` / ``--decode`` per instance; "Router Integration",
+and docs/advanced_features/sgl_model_gateway.md, "Prefill-Decode Disaggregation": prefill entries take an optional
+bootstrap port). The prefill bootstrap port is ``--disaggregation-bootstrap-port`` (default 8998,
+docs/advanced_features/server_arguments.md, "PD disaggregation"), written on both sides. Colocated plans: one plain
+``launch_server`` per instance. Ports and the transfer backend: ``pdplan/data/export/targets.yaml``; engine
+arguments: :mod:`pdplan.report.export.engine_args`.
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str
     )
     checks += [
         "    urls=()",
-        f'    for h in "${{prefill_hosts[@]}}"; do urls+=(--prefill "http://$h:{data.prefill_port}"); done',
+        f'    for h in "${{prefill_hosts[@]}}"; do '
+        f'urls+=(--prefill "http://$h:{data.prefill_port}" {data.bootstrap_port}); done',
         f'    for h in "${{decode_hosts[@]}}"; do urls+=(--decode "http://$h:{data.decode_port}"); done',
     ]
     flags: tuple[tuple[str, str | None], ...] = (
         ("--pd-disaggregation", None),
-        ("--prefill", Raw(f'"http://$h:{data.prefill_port}"')),
+        ("--prefill", Raw(f'"http://$h:{data.prefill_port}" {data.bootstrap_port}')),
         ("--decode", Raw(f'"http://$h:{data.decode_port}"')),
         ("--host", "0.0.0.0"),
         ("--port", str(data.router_port)),
