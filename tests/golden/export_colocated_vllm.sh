@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pdplan export --to vllm: plan 1 of 5 from tests/golden/examples/opt-13b-a100-distserve.json
+# pdplan export --to vllm: plan 1 of 5 from examples/opt-13b-a100-distserve.yaml
 # plan: colocated 1x a100-sxm-80gb TP2 chunked; 2 GPUs; goodput 9.413 req/s
 # at that rate: TTFT P90 249.8 ms, TPOT P90 61.02 ms
 # model: facebook/opt-13b

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pdplan export --to sglang: plan 1 of 5 from tests/golden/examples/default.json
+# pdplan export --to sglang: plan 1 of 5 from examples/default.yaml
 # plan: 10P2D h100-sxm TP2 / h100-sxm TP4 layer; 28 GPUs; goodput 55.54 req/s
 # at that rate: TTFT P90 1992 ms, TPOT P90 33.72 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
