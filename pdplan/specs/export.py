@@ -55,9 +55,12 @@ class ExportPlan(_Lenient):
     goodput_rps: float = Field(ge=0)
     ttft_p90_s: float | None = None
     tpot_p90_s: float | None = None
+    prfaas: dict[str, object] | None = None
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:
+        if self.prfaas is not None:
+            raise ValueError("plans with a Prefill-as-a-Service cluster (prfaas) cannot be exported yet")
         if self.mode == "disaggregated" and (self.prefill is None or self.decode is None):
             raise ValueError("a disaggregated plan needs 'prefill' and 'decode' objects")
         if self.mode == "disaggregated" and self.granularity is None:

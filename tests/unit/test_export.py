@@ -278,6 +278,7 @@ def _export_file(path: Path) -> ExportResult:
         ("{", "not JSON"),
         ('{"plans": [1]}', r"plans\.0: Input should be a valid dictionary"),
         ('{"plans": [{"mode": "prfaas"}]}', "mode"),
+        (json.dumps({"plans": [_plan(prfaas={"threshold_tokens": 8192})]}), "Prefill-as-a-Service"),
     ],
 )
 def test_not_a_plan_document_is_bad_input(tmp_path: Path, text: str, match: str) -> None:
