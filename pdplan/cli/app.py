@@ -16,6 +16,7 @@ from typer._click import exceptions as click_exceptions
 from pdplan import __version__
 from pdplan.cli.catalog import hardware_app, models_app, validate
 from pdplan.cli.common import stderr_console
+from pdplan.cli.export import export_command
 from pdplan.cli.optimize import optimize_command
 from pdplan.cli.perf import calibrate, roofline
 from pdplan.cli.serving import evaluate_command, transfer_command
@@ -45,6 +46,7 @@ app.command("simulate")(simulate_command)
 app.command("transfer")(transfer_command)
 app.command("roofline")(roofline)
 app.command("calibrate")(calibrate)
+app.command("export")(export_command)
 
 
 def _version(value: bool) -> None:

@@ -69,6 +69,7 @@ class ModelSpec(FrozenModel):
     num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; informational only
     source: NonEmpty
     notes: str = ""
+    hf_id: str | None = None  # Hugging Face repo id of the checkpoint `source` cites; what `pdplan export` serves
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

@@ -8,8 +8,10 @@ data, not a measurement) and a kernel table from `pdplan calibrate` on it.
 from __future__ import annotations
 
 import glob
+import io
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,8 +36,9 @@ def readme_commands() -> list[str]:
 
 
 def test_the_readme_has_commands_for_every_pdplan_command() -> None:
-    shown = {c.split()[1] for c in readme_commands()}
+    shown = {stage.split()[1] for c in readme_commands() for stage in c.split(" | ")}
     assert {"optimize", "evaluate", "simulate", "transfer", "roofline", "hardware", "models", "validate"} <= shown
+    assert "export" in shown
 
 
 def _users_file(folder: Path, name: str) -> Path:
@@ -72,22 +75,33 @@ def _users_file(folder: Path, name: str) -> Path:
     return table
 
 
-@pytest.mark.parametrize("command", readme_commands())
-def test_readme_command_runs(
-    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(ROOT)
+def _stage_args(stage: str, folder: Path) -> list[str]:
+    """A `pdplan ...` stage as arguments: the `my_*` files made, `-o` files put in ``folder``, globs expanded."""
     args: list[str] = []
-    words = shlex.split(command)[1:]
+    words = shlex.split(stage)[1:]
     for i, word in enumerate(words):
         if word.startswith("my"):
-            args.append(str(_users_file(tmp_path, word)))
+            args.append(str(_users_file(folder, word)))
         elif i > 0 and words[i - 1] in ("-o", "--output", "--plot"):
-            args.append(str(tmp_path / Path(word).name))
+            args.append(str(folder / Path(word).name))
         elif any(ch in word for ch in "*?["):
             args.extend(sorted(glob.glob(word)))
         else:
             args.append(word)
-    code = run(args)
-    captured = capsys.readouterr()
-    assert code == 0, f"{command!r} exited {code}: {captured.err.strip()[:300]}"
+    return args
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_command_runs(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each stage of `pdplan A | pdplan B` runs in turn, the next one reading the last one's stdout."""
+    monkeypatch.chdir(ROOT)
+    piped: str | None = None
+    for stage in command.split(" | "):
+        if piped is not None:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(piped))
+        code = run(_stage_args(stage, tmp_path))
+        captured = capsys.readouterr()
+        assert code == 0, f"{stage!r} exited {code}: {captured.err.strip()[:300]}"
+        piped = captured.out

@@ -1,0 +1,70 @@
+"""Deployable exports of a plan: ``optimize --format json`` → a Dynamo manifest or vLLM / SGLang launch commands.
+
+Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.cli.export`) reads the files and the
+catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
+across a KV transfer, a vendor the target does not support, instances wider than a node for the shell targets),
+and warns — in the output and on stderr — where the engine will not do what the plan priced (KV-transfer
+granularity) or where the plan document leaves a setting to the engine's default.
+"""
+
+from __future__ import annotations
+
+from pdplan.errors import SpecError
+from pdplan.report.export.common import (
+    TARGETS,
+    Engine,
+    ExportContext,
+    ExportResult,
+    GpuFacts,
+    LaunchCommand,
+    Target,
+    check_vendors,
+    choose_plan,
+    granularity_warnings,
+    setting_warnings,
+)
+from pdplan.report.export.dynamo import dynamo_manifest
+from pdplan.report.export.sglang import sglang_script
+from pdplan.report.export.vllm import vllm_script
+from pdplan.specs.export import PlanDocument
+
+__all__ = [
+    "TARGETS",
+    "ExportContext",
+    "ExportResult",
+    "GpuFacts",
+    "LaunchCommand",
+    "export_plan",
+    "plan_gpus",
+]
+
+
+def export_plan(
+    doc: PlanDocument, *, target: str, rank: int, ctx: ExportContext, source: str, backend: str = "vllm"
+) -> ExportResult:
+    """The chosen plan (``rank``, 1-based) as ``target`` text; ``backend`` is Dynamo's worker engine."""
+    if target not in TARGETS:
+        raise SpecError(f"unknown export target {target!r}; allowed: {', '.join(TARGETS)}", field="--to")
+    if backend not in ("vllm", "sglang"):
+        raise SpecError(f"unknown Dynamo backend {backend!r}; allowed: vllm, sglang", field="--backend")
+    chosen = choose_plan(doc, rank, source)
+    engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
+    check_vendors(chosen, ctx, _target(target), engine)
+    warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine]) + setting_warnings(chosen, engine)
+    if target == "dynamo":
+        return dynamo_manifest(chosen, ctx, engine, warnings)
+    if target == "vllm":
+        return vllm_script(chosen, ctx, warnings)
+    return sglang_script(chosen, ctx, warnings)
+
+
+def plan_gpus(doc: PlanDocument, rank: int, source: str) -> list[str]:
+    """GPU types of the plan ``rank`` picks (the CLI looks up their vendor and node size in the catalogue)."""
+    return sorted({role.gpu for _, role in choose_plan(doc, rank, source).plan.roles()})
+
+
+def _target(name: str) -> Target:
+    for target in TARGETS:
+        if target == name:
+            return target
+    raise SpecError(f"unknown export target {name!r}", field="--to")

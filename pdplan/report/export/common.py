@@ -1,0 +1,204 @@
+"""What every export target shares: the chosen plan, the facts the CLI looked up, the checks, and the engine
+arguments that carry the plan's numbers.
+
+Every number an export writes comes from the plan document (TP, PP, DP, EP, instance counts, ``max_num_seqs``,
+``assumptions.engine_defaults``: ``gpu_memory_utilization``, ``max_num_batched_tokens``; ``inputs.dtype`` and
+``inputs.kv_dtype``) or from sourced data (``pdplan/data/export/targets.yaml``: images, versions, ports; the colocated
+chunk from ``pdplan/data/serving_defaults.yaml``, which is what pdplan priced chunked prefill with).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pdplan.errors import SpecError
+from pdplan.specs.base import validate_spec
+from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel, PlanDocument, PlanRole
+
+Target = Literal["dynamo", "vllm", "sglang"]
+Engine = Literal["vllm", "sglang"]
+TARGETS: tuple[Target, ...] = ("dynamo", "vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """Catalogue facts about one GPU type that an export needs (looked up by the CLI)."""
+
+    name: str
+    display_name: str
+    vendor: str
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class ExportContext:
+    """Everything an export reads besides the plan: looked up in the catalogue and the export data files."""
+
+    model_id: str
+    gpus: Mapping[str, GpuFacts]
+    targets: ExportTargets
+    node_labels: Mapping[str, NodeLabel]
+    colocated_chunk_tokens: int
+    colocated_chunk_source: str
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """One program launch: ``program`` (a key of ``engine_flags.yaml``), positional words, then (flag, value) pairs."""
+
+    role: str
+    program: str
+    flags: tuple[tuple[str, str | None], ...]
+    positional: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def argv(self) -> list[str]:
+        words = list(self.positional)
+        for flag, value in self.flags:
+            words.append(flag)
+            if value is not None:
+                words.append(value)
+        return words
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The exported text, the launches it contains (for checks), and warnings for stderr (also in the text)."""
+
+    text: str
+    commands: tuple[LaunchCommand, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The plan picked by ``--rank``, with the document it came from."""
+
+    rank: int
+    plan: ExportPlan
+    doc: PlanDocument
+    source: str
+
+
+def choose_plan(doc: PlanDocument, rank: int, source: str) -> Chosen:
+    """``plans[rank - 1]`` validated as an exportable plan; SpecError naming the allowed ranks otherwise."""
+    if not 1 <= rank <= len(doc.plans):
+        raise SpecError(f"--rank {rank} is out of range; the document has plans 1..{len(doc.plans)}", source=source)
+    plan = validate_spec(ExportPlan, doc.plans[rank - 1], f"{source}: plans[{rank - 1}]")
+    return Chosen(rank, plan, doc, source)
+
+
+def gpu_facts(ctx: ExportContext, role: PlanRole) -> GpuFacts:
+    return ctx.gpus[role.gpu]
+
+
+def check_vendors(chosen: Chosen, ctx: ExportContext, target: Target, engine: Engine) -> None:
+    """Refuse (exit 2) plans no engine can run: two GPU vendors across a KV transfer, or a vendor the target lacks.
+
+    Refusing rather than warning: a manifest for an NVIDIA prefill / AMD decode pair would deploy, then fail at the
+    first KV transfer (NIXL and Mooncake need one vendor's build on both ends; no documented engine pairs CUDA with
+    ROCm), and the plan's TTFT assumes a transfer path that does not exist.
+    """
+    plan = chosen.plan
+    vendors = {name: gpu_facts(ctx, role).vendor for name, role in plan.roles()}
+    where = f"{chosen.source}: plans[{chosen.rank - 1}]"
+    if len(set(vendors.values())) > 1:
+        pairs = ", ".join(f"{name} {plan_role.gpu} ({vendors[name]})" for name, plan_role in plan.roles())
+        raise SpecError(
+            f"plan {chosen.rank} ({plan.label}) pairs GPUs of two vendors: {pairs}; no serving engine transfers KV "
+            "between NVIDIA and AMD GPUs (NIXL/Mooncake need one vendor's build on both ends): export a plan with "
+            "one vendor (see --rank)",
+            source=where,
+        )
+    vendor = next(iter(vendors.values()))
+    data = ctx.targets.engines[engine]
+    if target == "dynamo":
+        allowed, what = ctx.targets.dynamo.vendors, f"Dynamo {ctx.targets.dynamo.release} runtime images"
+    elif plan.mode == "colocated":
+        allowed, what = data.vendors_colocated, f"{engine} (colocated)"
+    else:
+        allowed, what = data.vendors_disaggregated, f"{engine} prefill/decode disaggregation"
+    if vendor not in allowed:
+        raise SpecError(
+            f"plan {chosen.rank} ({plan.label}) runs on {vendor} GPUs; {what} support {', '.join(allowed)} "
+            f"(pdplan/data/export/targets.yaml names the sources)",
+            source=where,
+        )
+
+
+def granularity_warnings(plan: ExportPlan, engine: Engine, data: EngineData) -> list[str]:
+    """A warning when the plan priced a KV-transfer granularity the engine does not implement."""
+    if plan.mode != "disaggregated" or plan.granularity == data.kv_transfer_granularity:
+        return []
+    return [
+        f"the plan priced {plan.granularity}-granularity KV transfer, but {engine} transfers KV per "
+        f"{data.kv_transfer_granularity} (engines.{engine}.sources in pdplan/data/export/targets.yaml), so its TTFT "
+        f"may exceed the plan's: re-run `pdplan optimize --granularity {data.kv_transfer_granularity}` for numbers "
+        "this engine can meet"
+    ]
+
+
+def setting_warnings(chosen: Chosen, engine: Engine) -> list[str]:
+    """Warnings for settings the plan document does not record (the engine's own default applies instead), and
+    for a plan priced with another engine's profile."""
+    out = []
+    priced = chosen.doc.engine_name
+    if priced is not None and priced != engine:
+        out.append(f"the plan was priced with the {priced} engine profile, but it is exported for {engine}")
+    defaults = chosen.doc.assumptions.engine_defaults
+    if defaults.gpu_memory_utilization is None or defaults.max_num_batched_tokens is None:
+        out.append(
+            "the plan document has no assumptions.engine_defaults (gpu_memory_utilization, max_num_batched_tokens): "
+            "the engine's defaults apply"
+        )
+    if chosen.doc.input_str("dtype") is None:
+        out.append("the plan document has no inputs.dtype: the engine loads the checkpoint's dtype")
+    if chosen.plan.max_num_seqs is None:
+        out.append("the plan has no max_num_seqs: the engine's default batch limit applies")
+    return out
+
+
+def nodes_for(role: PlanRole, facts: GpuFacts, source: str) -> tuple[int, int]:
+    """(nodes per instance, GPUs per node) for one instance of ``role`` on nodes of ``facts.gpus_per_node`` GPUs."""
+    gpus = role.gpus_per_instance
+    nodes = math.ceil(gpus / facts.gpus_per_node)
+    if gpus % nodes:
+        raise SpecError(
+            f"{role.gpu}: {gpus} GPUs per instance do not split evenly over {nodes} nodes of "
+            f"{facts.gpus_per_node} GPUs",
+            source=source,
+        )
+    return nodes, gpus // nodes
+
+
+def role_summary(name: str, role: PlanRole, facts: GpuFacts) -> str:
+    """``prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)``."""
+    par = f"TP{role.tp}" + (f" PP{role.pp}" if role.pp > 1 else "") + (f" DP{role.dp}" if role.dp > 1 else "")
+    par += f" EP{role.ep}" if role.ep > 1 else ""
+    each = role.gpus_per_instance
+    return (
+        f"{name}: {role.count} x {par} ({each} GPU{'s' if each > 1 else ''} each) on {role.gpu} ({facts.display_name})"
+    )
+
+
+def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list[str]) -> list[str]:
+    """Comment lines that say what was exported, from which plan, with what promise, and any warnings."""
+    plan = chosen.plan
+    lines = [
+        f"pdplan export --to {target}: plan {chosen.rank} of {len(chosen.doc.plans)} from {chosen.source}",
+        f"plan: {plan.label}; {plan.num_gpus} GPUs; goodput {plan.goodput_rps:.4g} req/s",
+    ]
+    if plan.ttft_p90_s is not None and plan.tpot_p90_s is not None:
+        lines.append(f"at that rate: TTFT P90 {plan.ttft_p90_s * 1e3:.4g} ms, TPOT P90 {plan.tpot_p90_s * 1e3:.4g} ms")
+    lines.append(f"model: {ctx.model_id}")
+    lines += [role_summary(name, role, gpu_facts(ctx, role)) for name, role in plan.roles()]
+    if plan.mode == "colocated" and plan.scheduler == "chunked":
+        lines.append(
+            f"tokens per step: {ctx.colocated_chunk_tokens}, the chunk pdplan priced chunked prefill with "
+            "(serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)"
+        )
+    lines += [f"WARNING: {w}" for w in warnings]
+    return lines

@@ -1,0 +1,160 @@
+"""A plan as an NVIDIA Dynamo ``DynamoGraphDeployment`` manifest (Kubernetes YAML).
+
+Format followed (ai-dynamo/dynamo): ``examples/backends/vllm/deploy/disagg.yaml`` and
+``examples/backends/sglang/deploy/disagg.yaml`` for disaggregated plans (a ``Frontend`` service plus prefill and
+decode worker services with ``componentType: worker``, ``subComponentType: prefill|decode``, ``replicas``,
+``resources.limits.gpu``, ``envFromSecret``, ``extraPodSpec.mainContainer`` image / workingDir / command / args with
+``--disaggregation-mode prefill|decode``); ``examples/backends/vllm/deploy/agg.yaml`` and
+``examples/backends/sglang/deploy/agg.yaml`` for colocated plans (one worker service, no subComponentType);
+``examples/backends/vllm/deploy/disagg-multinode.yaml`` for instances wider than a node (``multinode.nodeCount``,
+``resources.limits.gpu`` per node) and the frontend command (``python3 -m dynamo.frontend --http-port``). Service
+names follow those files (``VllmPrefillWorker`` / ``VllmDecodeWorker`` for vLLM, ``prefill`` / ``decode`` for
+SGLang). Images: ``pdplan/data/export/targets.yaml``.
+
+Mixed-GPU plans pin each worker to its GPU type with ``extraPodSpec.nodeSelector`` (``extraPodSpec`` carries a pod
+spec) on the label NVIDIA GPU Feature Discovery sets, ``nvidia.com/gpu.product`` (values in
+``pdplan/data/export/node_labels.yaml``); single-GPU-type plans carry no selector, as Dynamo's examples.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from pdplan.errors import SpecError
+from pdplan.report.export.common import (
+    Chosen,
+    Engine,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    gpu_facts,
+    header_lines,
+    nodes_for,
+)
+from pdplan.report.export.engine_args import role_engine_flags
+from pdplan.specs.export import PlanRole
+
+SERVICE_NAMES: dict[Engine, dict[str, str]] = {
+    "vllm": {"prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker", "colocated": "VllmDecodeWorker"},
+    "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode"},
+}
+
+
+def _worker_command(
+    chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine
+) -> LaunchCommand:
+    flags: list[tuple[str, str | None]]
+    if engine == "vllm":
+        flags = [("--model", ctx.model_id)]
+        if role_name != "colocated":
+            flags.append(("--disaggregation-mode", role_name))
+    else:
+        flags = [("--model-path", ctx.model_id), ("--served-model-name", ctx.model_id), ("--skip-tokenizer-init", None)]
+        if role_name != "colocated":
+            flags += [
+                ("--disaggregation-mode", role_name),
+                ("--disaggregation-transfer-backend", str(ctx.targets.engines["sglang"].transfer_backend)),
+                ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
+            ]
+        flags.append(("--host", "0.0.0.0"))
+    flags += role_engine_flags(chosen, ctx, role_name, role, engine)
+    return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
+
+
+def _node_selector(ctx: ExportContext, role: PlanRole, source: str) -> dict[str, str]:
+    label = ctx.node_labels.get(role.gpu)
+    if label is None:
+        raise SpecError(
+            f"no node label known for GPU {role.gpu!r}, needed to place the roles of a mixed-GPU plan; "
+            f"known: {', '.join(sorted(ctx.node_labels))} (pdplan/data/export/node_labels.yaml); give one with "
+            "--node-label GPU=KEY=VALUE",
+            source=source,
+        )
+    return {label.key: label.value}
+
+
+def _worker_service(
+    chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine, mixed: bool
+) -> tuple[dict[str, Any], LaunchCommand]:
+    command = _worker_command(chosen, ctx, role_name, role, engine)
+    nodes, gpus_per_node = nodes_for(role, gpu_facts(ctx, role), chosen.source)
+    service: dict[str, Any] = {
+        "envFromSecret": ctx.targets.dynamo.hf_token_secret,
+        "componentType": "worker",
+    }
+    if role_name != "colocated":
+        service["subComponentType"] = role_name
+    service["replicas"] = role.count
+    if nodes > 1:
+        service["multinode"] = {"nodeCount": nodes}
+    service["resources"] = {"limits": {"gpu": str(gpus_per_node)}}
+    pod: dict[str, Any] = {}
+    if mixed:
+        pod["nodeSelector"] = _node_selector(ctx, role, chosen.source)
+    pod["mainContainer"] = {
+        "image": ctx.targets.dynamo.images[engine],
+        "workingDir": ctx.targets.dynamo.working_dirs[engine],
+        "command": command.program.split(),
+        "args": command.argv(),
+    }
+    service["extraPodSpec"] = pod
+    return service, command
+
+
+def _frontend(ctx: ExportContext, engine: Engine) -> tuple[dict[str, Any], LaunchCommand]:
+    command = LaunchCommand(
+        role="frontend",
+        program="python3 -m dynamo.frontend",
+        flags=(("--http-port", str(ctx.targets.dynamo.frontend_http_port)),),
+    )
+    service = {
+        "componentType": "frontend",
+        "replicas": 1,
+        "extraPodSpec": {
+            "mainContainer": {
+                "image": ctx.targets.dynamo.images[engine],
+                "command": command.program.split(),
+                "args": command.argv(),
+            }
+        },
+    }
+    return service, command
+
+
+def deployment_name(model_name: str | None, mode: str) -> str:
+    """A DNS-1123 name: ``llama-3-1-70b-disagg`` (Kubernetes object names: lowercase alphanumerics and '-')."""
+    stem = re.sub(r"[^a-z0-9]+", "-", (model_name or "pdplan").lower()).strip("-") or "pdplan"
+    return f"{stem}-{'agg' if mode == 'colocated' else 'disagg'}"[:63].strip("-")
+
+
+def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings: list[str]) -> ExportResult:
+    """The ``DynamoGraphDeployment`` for the chosen plan, with ``engine`` as the worker backend."""
+    plan = chosen.plan
+    mixed = len({role.gpu for _, role in plan.roles()}) > 1
+    services: dict[str, Any] = {}
+    frontend, frontend_cmd = _frontend(ctx, engine)
+    services["Frontend"] = frontend
+    commands = [frontend_cmd]
+    for role_name, role in reversed(plan.roles()):  # decode first, as the examples list them
+        service, command = _worker_service(chosen, ctx, role_name, role, engine, mixed)
+        services[SERVICE_NAMES[engine][role_name]] = service
+        commands.append(command)
+    manifest = {
+        "apiVersion": ctx.targets.dynamo.api_version,
+        "kind": ctx.targets.dynamo.kind,
+        "metadata": {"name": deployment_name(chosen.doc.model_name, plan.mode)},
+        "spec": {"services": services},
+    }
+    header = header_lines(chosen, ctx, f"dynamo (backend {engine})", warnings)
+    header.append(f"images: {ctx.targets.dynamo.images[engine]} (Dynamo {ctx.targets.dynamo.release})")
+    header.append(
+        f"needs: the Dynamo platform installed and a secret {ctx.targets.dynamo.hf_token_secret} with HF_TOKEN"
+    )
+    if mixed:
+        header.append("roles are pinned to their GPU type by nodeSelector on nvidia.com/gpu.product (NVIDIA GFD)")
+    body = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
+    text = "".join(f"# {line}\n" for line in header) + body
+    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

@@ -1,0 +1,94 @@
+"""The engine arguments that carry a plan's numbers into vLLM and SGLang (and their Dynamo workers).
+
+vLLM (vllm-project/vllm ``vllm/engine/arg_utils.py``): ``--tensor-parallel-size``, ``--pipeline-parallel-size``,
+``--data-parallel-size`` and ``--enable-expert-parallel`` (EP size = TP × DP), ``--max-num-seqs``,
+``--max-num-batched-tokens``, ``--gpu-memory-utilization``, ``--quantization fp8`` (online FP8 weights,
+docs/features/quantization/fp8.md), ``--kv-cache-dtype fp8``, ``--[no-]enable-chunked-prefill``.
+
+SGLang (sgl-project/sglang ``docs/advanced_features/server_arguments.md``): ``--tp-size`` is the instance's GPU
+count, so attention data parallelism is ``--tp-size TP×DP --dp-size DP --enable-dp-attention`` (as in
+docs/advanced_features/pd_disaggregation.md's DeepSeek example); ``--pp-size``, ``--ep-size``,
+``--max-running-requests`` (the batch limit), ``--mem-fraction-static`` (weights + KV pool, the nearest knob to vLLM's
+``gpu_memory_utilization``), ``--chunked-prefill-size`` (``-1`` disables chunking), ``--quantization fp8``,
+``--kv-cache-dtype fp8_e4m3``.
+
+Batch limits go where pdplan's model uses them: ``max_num_seqs`` bounds the decode batch (decode and colocated
+roles); the token budget is ``max_num_batched_tokens`` for prefill and decode roles, and the colocated chunk
+(``prefill_chunk_tokens``) for colocated chunked plans, whose TPOT pdplan priced with that chunk.
+"""
+
+from __future__ import annotations
+
+from pdplan.report.export.common import Chosen, Engine, ExportContext
+from pdplan.specs.export import PlanRole
+
+Flags = list[tuple[str, str | None]]
+
+
+def _parallel_vllm(role: PlanRole) -> Flags:
+    out: Flags = [("--tensor-parallel-size", str(role.tp))]
+    if role.pp > 1:
+        out.append(("--pipeline-parallel-size", str(role.pp)))
+    if role.dp > 1:
+        out.append(("--data-parallel-size", str(role.dp)))
+    if role.ep > 1:
+        out.append(("--enable-expert-parallel", None))
+    return out
+
+
+def _parallel_sglang(role: PlanRole) -> Flags:
+    out: Flags = [("--tp-size", str(role.tp * role.dp))]
+    if role.dp > 1:
+        out += [("--dp-size", str(role.dp)), ("--enable-dp-attention", None)]
+    if role.pp > 1:
+        out.append(("--pp-size", str(role.pp)))
+    if role.ep > 1:
+        out.append(("--ep-size", str(role.ep)))
+    return out
+
+
+def token_budget(chosen: Chosen, ctx: ExportContext, role_name: str) -> int | None:
+    """Tokens per engine step the plan was priced with for this role (None if the document does not say)."""
+    if role_name == "colocated" and chosen.plan.scheduler == "chunked":
+        return ctx.colocated_chunk_tokens
+    return chosen.doc.assumptions.engine_defaults.max_num_batched_tokens
+
+
+def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> Flags:
+    plan, out = chosen.plan, Flags()
+    if plan.max_num_seqs is not None and role_name != "prefill":
+        out.append(("--max-num-seqs" if engine == "vllm" else "--max-running-requests", str(plan.max_num_seqs)))
+    budget = token_budget(chosen, ctx, role_name)
+    if engine == "vllm":
+        if budget is not None:
+            out.append(("--max-num-batched-tokens", str(budget)))
+        if role_name == "colocated" and plan.scheduler is not None:
+            out.append(
+                ("--enable-chunked-prefill" if plan.scheduler == "chunked" else "--no-enable-chunked-prefill", None)
+            )
+    elif role_name == "colocated" and plan.scheduler == "prefill-first":
+        out.append(("--chunked-prefill-size", "-1"))
+    elif budget is not None:
+        out.append(("--chunked-prefill-size", str(budget)))
+    return out
+
+
+def _memory_and_dtype(chosen: Chosen, engine: Engine) -> Flags:
+    out = Flags()
+    fraction = chosen.doc.assumptions.engine_defaults.gpu_memory_utilization
+    if fraction is not None:
+        out.append(("--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static", f"{fraction:g}"))
+    dtype, kv_dtype = chosen.doc.input_str("dtype"), chosen.doc.input_str("kv_dtype")
+    if dtype == "bf16":
+        out.append(("--dtype", "bfloat16"))
+    elif dtype == "fp8":
+        out.append(("--quantization", "fp8"))
+    if kv_dtype == "fp8":
+        out.append(("--kv-cache-dtype", "fp8" if engine == "vllm" else "fp8_e4m3"))
+    return out
+
+
+def role_engine_flags(chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine) -> Flags:
+    """Parallelism, batching, memory and dtype flags for one role on ``engine``."""
+    parallel = _parallel_vllm(role) if engine == "vllm" else _parallel_sglang(role)
+    return parallel + _batching(chosen, ctx, role_name, engine) + _memory_and_dtype(chosen, engine)

@@ -1,0 +1,100 @@
+"""A plan as ``vllm serve`` launch commands (one bash script, a case per role).
+
+Format followed (vllm-project/vllm ``docs/features/nixl_connector_usage.md``, "Multi-Instance Setup"): prefillers
+run ``vllm serve MODEL --port 8100 --tensor-parallel-size T --kv-transfer-config
+'{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'`` with
+``VLLM_NIXL_SIDE_CHANNEL_HOST`` (this host's address), ``VLLM_NIXL_SIDE_CHANNEL_PORT`` and ``UCX_NET_DEVICES=all``;
+decoders the same with ``kv_role`` ``kv_consumer`` on port 8200; ``toy_proxy_server.py`` (in the vLLM repository,
+``tests/v1/kv_connector/nixl_integration/``) routes each request to a prefiller, then a decoder, given
+``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance).
+Colocated plans: one plain ``vllm serve`` per instance, no connector. Ports and connector settings:
+``pdplan/data/export/targets.yaml``; engine arguments: :mod:`pdplan.report.export.engine_args`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand, header_lines
+from pdplan.report.export.engine_args import role_engine_flags
+from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
+
+PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
+
+
+def _kv_transfer_config(ctx: ExportContext, kv_role: str) -> str:
+    data = ctx.targets.engines["vllm"]
+    config = {
+        "kv_connector": data.kv_connector,
+        "kv_role": kv_role,
+        "kv_load_failure_policy": data.kv_load_failure_policy,
+    }
+    return json.dumps(config, separators=(",", ":"))
+
+
+def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
+    data = ctx.targets.engines["vllm"]
+    role = dict(chosen.plan.roles())[role_name]
+    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(role_name, data.colocated_port)
+    flags: list[tuple[str, str | None]] = [("--port", str(port))]
+    flags += role_engine_flags(chosen, ctx, role_name, role, "vllm")
+    env: tuple[tuple[str, str], ...] = ()
+    if role_name != "colocated":
+        kv_role = "kv_producer" if role_name == "prefill" else "kv_consumer"
+        flags.append(("--kv-transfer-config", _kv_transfer_config(ctx, kv_role)))
+        env = (
+            ("VLLM_NIXL_SIDE_CHANNEL_HOST", HOST_ENV),
+            ("VLLM_NIXL_SIDE_CHANNEL_PORT", str(data.nixl_side_channel_port)),
+            ("UCX_NET_DEVICES", "all"),
+        )
+    return LaunchCommand(role=role_name, program="vllm serve", positional=(ctx.model_id,), flags=tuple(flags), env=env)
+
+
+def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+    data = ctx.targets.engines["vllm"]
+    plan = chosen.plan
+    assert plan.prefill is not None
+    assert plan.decode is not None
+    checks = host_checks(
+        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
+    )
+    flags: tuple[tuple[str, str | None], ...] = (
+        ("--port", str(data.proxy_port)),
+        ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
+        ("--prefiller-ports", Raw(" ".join([str(data.prefill_port)] * plan.prefill.count))),
+        ("--decoder-hosts", Raw('"${decode_hosts[@]}"')),
+        ("--decoder-ports", Raw(" ".join([str(data.decode_port)] * plan.decode.count))),
+    )
+    return LaunchCommand(role="proxy", program=PROXY, flags=flags), checks
+
+
+USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode|proxy
+  prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share
+    a node need their own GPUs (CUDA_VISIBLE_DEVICES), --port and VLLM_NIXL_SIDE_CHANNEL_PORT.
+  proxy: once, from a vLLM source checkout, with PREFILL_HOSTS and DECODE_HOSTS (space-separated addresses)."""
+USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
+  once per instance, on its host; put the instances behind one load balancer."""
+
+
+def vllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
+    """The ``vllm serve`` launch script for the chosen plan."""
+    single_node_only(chosen, ctx, "vllm")
+    header = header_lines(chosen, ctx, "vllm", warnings)
+    header.append(f"engine: vLLM {ctx.targets.engines['vllm'].version}")
+    commands: list[LaunchCommand] = []
+    cases: list[tuple[str, list[str]]] = []
+    for role_name, _ in chosen.plan.roles():
+        cmd = _serve(chosen, ctx, role_name)
+        commands.append(cmd)
+        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
+    usage = USAGE_COLOCATED
+    if chosen.plan.mode == "disaggregated":
+        proxy, checks = _proxy(chosen, ctx)
+        commands.append(proxy)
+        cases.append(
+            ("proxy", ["    # routes each request to a prefiller, then to a decoder", *checks, *command_lines(proxy)])
+        )
+        usage = USAGE_DISAGG
+    text = script(header, usage, cases)
+    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

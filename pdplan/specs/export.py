@@ -1,0 +1,189 @@
+"""Specs for ``pdplan export``: the part of an ``optimize --format json`` document an export reads, and the
+export data files (``pdplan/data/export/*.yaml``: images, versions, ports, engine behaviour, accepted flags).
+
+The plan models ignore keys they do not use (an export reads a report, which carries much more) but check every
+key they do use: a plan must name its mode, its roles' GPU / TP / count, and for disaggregated plans the KV
+transfer granularity it was priced with. The data models forbid unknown keys, like every other pdplan data file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pdplan.specs.base import FrozenModel
+
+Granularity = Literal["request", "layer", "chunk"]
+Vendor = Literal["nvidia", "amd"]
+
+
+class _Lenient(BaseModel):
+    """A view of a report object: unknown keys are ignored, the keys read are validated."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class PlanRole(_Lenient):
+    """One role of a plan (``prefill``, ``decode`` or ``colocated``): GPU type, parallelism, instance count."""
+
+    gpu: str = Field(min_length=1)
+    tp: int = Field(ge=1)
+    pp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    count: int = Field(ge=1)
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """GPUs one instance occupies (ARCHITECTURE §4: tp × dp × pp)."""
+        return self.tp * self.dp * self.pp
+
+
+class ExportPlan(_Lenient):
+    """One ranked plan of ``optimize --format json`` (ARCHITECTURE §4 ``plans`` keys)."""
+
+    mode: Literal["disaggregated", "colocated"]
+    label: str
+    prefill: PlanRole | None = None
+    decode: PlanRole | None = None
+    colocated: PlanRole | None = None
+    granularity: Granularity | None = None
+    scheduler: Literal["chunked", "prefill-first"] | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    num_gpus: int = Field(ge=1)
+    goodput_rps: float = Field(ge=0)
+    ttft_p90_s: float | None = None
+    tpot_p90_s: float | None = None
+    prfaas: dict[str, object] | None = None
+
+    @model_validator(mode="after")
+    def _roles(self) -> ExportPlan:
+        if self.prfaas is not None:
+            raise ValueError("plans with a Prefill-as-a-Service cluster (prfaas) cannot be exported yet")
+        if self.mode == "disaggregated" and (self.prefill is None or self.decode is None):
+            raise ValueError("a disaggregated plan needs 'prefill' and 'decode' objects")
+        if self.mode == "disaggregated" and self.granularity is None:
+            raise ValueError("a disaggregated plan needs 'granularity' (request|layer|chunk)")
+        if self.mode == "colocated" and self.colocated is None:
+            raise ValueError("a colocated plan needs a 'colocated' object")
+        return self
+
+    def roles(self) -> list[tuple[str, PlanRole]]:
+        """(role name, role) in launch order: prefill then decode, or the one colocated pool."""
+        if self.mode == "colocated":
+            assert self.colocated is not None
+            return [("colocated", self.colocated)]
+        assert self.prefill is not None
+        assert self.decode is not None
+        return [("prefill", self.prefill), ("decode", self.decode)]
+
+
+class EngineDefaults(_Lenient):
+    """``assumptions.engine_defaults``: the engine settings the plan was priced with."""
+
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+
+
+class PlanAssumptions(_Lenient):
+    engine_defaults: EngineDefaults = EngineDefaults()
+
+
+class PlanDocument(_Lenient):
+    """The top level of ``optimize --format json``: the ranked plans and the inputs they were computed for."""
+
+    plans: list[dict[str, object]] = Field(min_length=1)
+    inputs: dict[str, object] = Field(default_factory=dict)
+    assumptions: PlanAssumptions = PlanAssumptions()
+    engine: dict[str, object] | str | None = None
+
+    @property
+    def engine_name(self) -> str | None:
+        """The serving engine the plan was priced for (``engine: {name, version, source}``, top level or in
+        ``inputs``; ARCHITECTURE §4), or None when the document predates it."""
+        for value in (self.engine, self.inputs.get("engine")):
+            name = value.get("name") if isinstance(value, dict) else value
+            if isinstance(name, str):
+                return name
+        return None
+
+    @property
+    def model_name(self) -> str | None:
+        """``inputs.model``: an object with ``name`` (current reports) or a bare name (older ones)."""
+        model = self.inputs.get("model")
+        if isinstance(model, dict):
+            name = model.get("name")
+            return name if isinstance(name, str) else None
+        return model if isinstance(model, str) else None
+
+    def input_str(self, key: str) -> str | None:
+        value = self.inputs.get(key)
+        return value if isinstance(value, str) else None
+
+
+# ---- data files ---------------------------------------------------------------------------------------------
+
+
+class DynamoData(FrozenModel):
+    release: str
+    api_version: str
+    kind: str
+    images: dict[Literal["vllm", "sglang"], str]
+    working_dirs: dict[Literal["vllm", "sglang"], str]
+    hf_token_secret: str
+    frontend_http_port: int = Field(ge=1, le=65535)
+    sglang_bootstrap_port: int = Field(ge=1, le=65535)
+    vendors: list[Vendor]
+    sources: dict[str, str]
+
+
+class EngineData(FrozenModel):
+    version: str
+    kv_transfer_granularity: Granularity
+    colocated_port: int = Field(ge=1, le=65535)
+    prefill_port: int = Field(ge=1, le=65535)
+    decode_port: int = Field(ge=1, le=65535)
+    vendors_colocated: list[Vendor]
+    vendors_disaggregated: list[Vendor]
+    sources: dict[str, str]
+    kv_connector: str | None = None
+    kv_load_failure_policy: str | None = None
+    transfer_backend: str | None = None
+    proxy_port: int | None = Field(default=None, ge=1, le=65535)
+    router_port: int | None = Field(default=None, ge=1, le=65535)
+    nixl_side_channel_port: int | None = Field(default=None, ge=1, le=65535)
+    bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class ExportTargets(FrozenModel):
+    """``pdplan/data/export/targets.yaml``."""
+
+    schema_version: Literal[1] = 1
+    dynamo: DynamoData
+    engines: dict[Literal["vllm", "sglang"], EngineData]
+
+
+class NodeLabel(FrozenModel):
+    key: str
+    value: str
+    source: str
+
+
+class NodeLabels(FrozenModel):
+    """``pdplan/data/export/node_labels.yaml``: the node label that pins a role to a GPU type."""
+
+    schema_version: Literal[1] = 1
+    labels: dict[str, NodeLabel]
+
+
+class ProgramFlags(FrozenModel):
+    source: str
+    flags: list[str] = Field(min_length=1)
+
+
+class EngineFlags(FrozenModel):
+    """``pdplan/data/export/engine_flags.yaml``: the flags each launched program accepts, with the source."""
+
+    schema_version: Literal[1] = 1
+    programs: dict[str, ProgramFlags]

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# pdplan export --to vllm: plan 1 of 5 from examples/opt-13b-a100-distserve.yaml
+# plan: colocated 1x a100-sxm-80gb TP2 chunked; 2 GPUs; goodput 9.413 req/s
+# at that rate: TTFT P90 249.8 ms, TPOT P90 61.02 ms
+# model: facebook/opt-13b
+# colocated: 1 x TP2 (2 GPUs each) on a100-sxm-80gb (NVIDIA A100 SXM4 80GB)
+# tokens per step: 2048, the chunk pdplan priced chunked prefill with (serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)
+# engine: vLLM 0.20.1
+#
+# Usage: bash THIS_FILE colocated
+#   once per instance, on its host; put the instances behind one load balancer.
+set -euo pipefail
+role="${1:?usage: $0 colocated}"
+case "$role" in
+  colocated)
+    # colocated: 1 x TP2 (2 GPUs each) on a100-sxm-80gb (NVIDIA A100 SXM4 80GB); run once per instance, on its host
+    exec vllm serve facebook/opt-13b \
+      --port 8000 \
+      --tensor-parallel-size 2 \
+      --max-num-seqs 256 \
+      --max-num-batched-tokens 2048 \
+      --enable-chunked-prefill \
+      --gpu-memory-utilization 0.9 \
+      --dtype bfloat16
+    ;;
+  *) echo "usage: $0 colocated" >&2; exit 2 ;;
+esac

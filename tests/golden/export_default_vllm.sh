@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# pdplan export --to vllm: plan 1 of 5 from examples/default.yaml
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 layer; 28 GPUs; goodput 55.54 req/s
+# at that rate: TTFT P90 1992 ms, TPOT P90 33.72 ms
+# model: meta-llama/Llama-3.1-70B-Instruct
+# prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# WARNING: the plan priced layer-granularity KV transfer, but vllm transfers KV per request (engines.vllm.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity request` for numbers this engine can meet
+# engine: vLLM 0.20.1
+#
+# Usage: bash THIS_FILE prefill|decode|proxy
+#   prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share
+#     a node need their own GPUs (CUDA_VISIBLE_DEVICES), --port and VLLM_NIXL_SIDE_CHANNEL_PORT.
+#   proxy: once, from a vLLM source checkout, with PREFILL_HOSTS and DECODE_HOSTS (space-separated addresses).
+set -euo pipefail
+role="${1:?usage: $0 prefill|decode|proxy}"
+case "$role" in
+  prefill)
+    # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB); run once per instance, on its host
+    VLLM_NIXL_SIDE_CHANNEL_HOST="${HOST_IP:?set HOST_IP to the address of this instance}" \
+    VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
+    UCX_NET_DEVICES=all \
+    exec vllm serve meta-llama/Llama-3.1-70B-Instruct \
+      --port 8100 \
+      --tensor-parallel-size 2 \
+      --max-num-batched-tokens 8192 \
+      --gpu-memory-utilization 0.9 \
+      --dtype bfloat16 \
+      --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
+    ;;
+  decode)
+    # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB); run once per instance, on its host
+    VLLM_NIXL_SIDE_CHANNEL_HOST="${HOST_IP:?set HOST_IP to the address of this instance}" \
+    VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
+    UCX_NET_DEVICES=all \
+    exec vllm serve meta-llama/Llama-3.1-70B-Instruct \
+      --port 8200 \
+      --tensor-parallel-size 4 \
+      --max-num-seqs 256 \
+      --max-num-batched-tokens 8192 \
+      --gpu-memory-utilization 0.9 \
+      --dtype bfloat16 \
+      --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'
+    ;;
+  proxy)
+    # routes each request to a prefiller, then to a decoder
+    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 10 instance addresses}"
+    [ "${#prefill_hosts[@]}" -eq 10 ] || { echo "PREFILL_HOSTS needs 10 addresses" >&2; exit 2; }
+    read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 2 instance addresses}"
+    [ "${#decode_hosts[@]}" -eq 2 ] || { echo "DECODE_HOSTS needs 2 addresses" >&2; exit 2; }
+    exec python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py \
+      --port 8192 \
+      --prefiller-hosts "${prefill_hosts[@]}" \
+      --prefiller-ports 8100 8100 8100 8100 8100 8100 8100 8100 8100 8100 \
+      --decoder-hosts "${decode_hosts[@]}" \
+      --decoder-ports 8200 8200
+    ;;
+  *) echo "usage: $0 prefill|decode|proxy" >&2; exit 2 ;;
+esac

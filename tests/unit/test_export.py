@@ -1,0 +1,341 @@
+"""``pdplan export`` builders: what they write parses, carries the plan's numbers, uses only flags the engines
+accept (``pdplan/data/export/engine_flags.yaml``), follows Dynamo's example manifests, and refuses what no engine runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.export_data import engine_flags, export_targets, node_labels, read_plan_document
+from pdplan.report.export import ExportResult, export_plan, plan_gpus
+from pdplan.report.export.context import export_context
+from pdplan.specs.base import validate_spec
+from pdplan.specs.export import PlanDocument
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_JSON = ROOT / "tests" / "golden" / "examples" / "default.json"
+COLOCATED_JSON = ROOT / "tests" / "golden" / "examples" / "opt-13b-a100-distserve.json"
+
+
+def _plan(**overrides: Any) -> dict[str, Any]:
+    plan: dict[str, Any] = {
+        "mode": "disaggregated",
+        "label": "3P1D h100-sxm TP2 / h100-sxm TP4 request",
+        "prefill": {"gpu": "h100-sxm", "tp": 2, "pp": 1, "count": 3},
+        "decode": {"gpu": "h100-sxm", "tp": 4, "pp": 1, "count": 1},
+        "colocated": None,
+        "granularity": "request",
+        "scheduler": None,
+        "max_num_seqs": 128,
+        "num_gpus": 10,
+        "goodput_rps": 12.5,
+        "ttft_p90_s": 1.5,
+        "tpot_p90_s": 0.04,
+    }
+    plan.update(overrides)
+    return plan
+
+
+def _doc(*plans: dict[str, Any], dtype: str = "bf16", kv_dtype: str = "bf16") -> PlanDocument:
+    data = {
+        "plans": list(plans) or [_plan()],
+        "inputs": {"model": {"name": "llama-3.1-70b"}, "dtype": dtype, "kv_dtype": kv_dtype},
+        "assumptions": {"engine_defaults": {"gpu_memory_utilization": 0.85, "max_num_batched_tokens": 4096}},
+    }
+    return validate_spec(PlanDocument, data, "test")
+
+
+def _export(doc: PlanDocument, target: str, rank: int = 1, backend: str = "vllm") -> ExportResult:
+    ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, "test"), source="test")
+    return export_plan(doc, target=target, rank=rank, ctx=ctx, source="test", backend=backend)
+
+
+def _flag(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def _assert_accepted(result: ExportResult) -> None:
+    programs = engine_flags().programs
+    for cmd in result.commands:
+        assert cmd.program in programs, cmd.program
+        accepted = set(programs[cmd.program].flags)
+        for flag, _ in cmd.flags:
+            assert flag in accepted, f"{cmd.program} does not accept {flag}"
+
+
+# ---- Dynamo -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_dynamo_manifest_has_the_fields_of_dynamos_examples(backend: str) -> None:
+    result = _export(_doc(), "dynamo", backend=backend)
+    manifest = yaml.safe_load(result.text)
+    assert manifest["apiVersion"] == "nvidia.com/v1alpha1"
+    assert manifest["kind"] == "DynamoGraphDeployment"
+    services = manifest["spec"]["services"]
+    assert services["Frontend"]["componentType"] == "frontend"
+    workers = {s["subComponentType"]: s for s in services.values() if s["componentType"] == "worker"}
+    assert set(workers) == {"prefill", "decode"}
+    for role, count, tp in (("prefill", 3, 2), ("decode", 1, 4)):
+        worker = workers[role]
+        assert worker["replicas"] == count
+        assert worker["resources"]["limits"]["gpu"] == str(tp)
+        assert worker["envFromSecret"] == "hf-token-secret"
+        container = worker["extraPodSpec"]["mainContainer"]
+        assert container["image"] == export_targets().dynamo.images[backend]  # type: ignore[index]
+        assert container["command"] == ["python3", "-m", f"dynamo.{backend}"]
+        args = container["args"]
+        assert _flag(args, "--disaggregation-mode") == role
+        assert _flag(args, "--model" if backend == "vllm" else "--model-path") == "meta-llama/Llama-3.1-70B-Instruct"
+        assert _flag(args, "--tensor-parallel-size" if backend == "vllm" else "--tp-size") == str(tp)
+        assert "nodeSelector" not in worker["extraPodSpec"]  # one GPU type: no selector, as the examples
+    decode_args = workers["decode"]["extraPodSpec"]["mainContainer"]["args"]
+    assert _flag(decode_args, "--max-num-seqs" if backend == "vllm" else "--max-running-requests") == "128"
+    _assert_accepted(result)
+
+
+def test_dynamo_colocated_plan_is_one_aggregated_worker() -> None:
+    plan = _plan(
+        mode="colocated",
+        prefill=None,
+        decode=None,
+        colocated={"gpu": "h100-sxm", "tp": 4, "count": 3},
+        granularity=None,
+        scheduler="chunked",
+    )
+    result = _export(_doc(plan), "dynamo")
+    services = yaml.safe_load(result.text)["spec"]["services"]
+    workers = [s for s in services.values() if s["componentType"] == "worker"]
+    assert len(workers) == 1
+    assert "subComponentType" not in workers[0]
+    assert workers[0]["replicas"] == 3
+    args = workers[0]["extraPodSpec"]["mainContainer"]["args"]
+    assert "--disaggregation-mode" not in args
+    assert _flag(args, "--max-num-batched-tokens") == "2048"  # the serving-default chunk pdplan priced
+    assert "--enable-chunked-prefill" in args
+    _assert_accepted(result)
+
+
+def test_mixed_gpu_plan_pins_each_role_to_its_gpu_type() -> None:
+    plan = _plan(decode={"gpu": "l40s", "tp": 2, "count": 4})
+    services = yaml.safe_load(_export(_doc(plan), "dynamo").text)["spec"]["services"]
+    selectors = {
+        s["subComponentType"]: s["extraPodSpec"]["nodeSelector"] for s in services.values() if "subComponentType" in s
+    }
+    assert selectors == {
+        "prefill": {"nvidia.com/gpu.product": node_labels().labels["h100-sxm"].value},
+        "decode": {"nvidia.com/gpu.product": "NVIDIA-L40S"},
+    }
+
+
+def test_instances_wider_than_a_node_are_multinode_workers() -> None:
+    plan = _plan(prefill={"gpu": "h100-sxm", "tp": 8, "pp": 2, "count": 1})
+    workers = yaml.safe_load(_export(_doc(plan), "dynamo").text)["spec"]["services"]
+    prefill = workers["VllmPrefillWorker"]
+    assert prefill["multinode"] == {"nodeCount": 2}
+    assert prefill["resources"]["limits"]["gpu"] == "8"
+    assert _flag(prefill["extraPodSpec"]["mainContainer"]["args"], "--pipeline-parallel-size") == "2"
+    with pytest.raises(SpecError, match="use --to dynamo"):
+        _export(_doc(plan), "vllm")
+
+
+# ---- vLLM / SGLang ------------------------------------------------------------------------------------------
+
+
+def _script_commands(text: str) -> list[list[str]]:
+    """Each ``exec`` command of a script, joined over its continuation lines and split as a shell would."""
+    joined = text.replace("\\\n", " ")
+    lines = [line for line in joined.splitlines() if not line.strip().startswith("#")]
+    return [shlex.split(line.split("exec ", 1)[1]) for line in lines if "exec " in line]
+
+
+def test_vllm_commands_carry_the_nixl_connector_and_the_plan_numbers() -> None:
+    result = _export(_doc(dtype="fp8", kv_dtype="fp8"), "vllm")
+    prefill, decode, proxy = _script_commands(result.text)
+    for argv, role, tp in ((prefill, "kv_producer", "2"), (decode, "kv_consumer", "4")):
+        assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"]
+        config = json.loads(_flag(argv, "--kv-transfer-config"))
+        assert config == {"kv_connector": "NixlConnector", "kv_role": role, "kv_load_failure_policy": "fail"}
+        assert _flag(argv, "--tensor-parallel-size") == tp
+        assert _flag(argv, "--gpu-memory-utilization") == "0.85"
+        assert _flag(argv, "--max-num-batched-tokens") == "4096"
+        assert _flag(argv, "--quantization") == "fp8"
+        assert _flag(argv, "--kv-cache-dtype") == "fp8"
+    assert _flag(decode, "--max-num-seqs") == "128"
+    assert "--max-num-seqs" not in prefill
+    ports = proxy[proxy.index("--prefiller-ports") + 1 : proxy.index("--decoder-hosts")]
+    assert ports == ["8100"] * 3  # one port per prefill instance
+    _assert_accepted(result)
+
+
+def test_sglang_commands_carry_disaggregation_mode_and_backend() -> None:
+    result = _export(_doc(kv_dtype="fp8"), "sglang")
+    prefill, decode, router = _script_commands(result.text)
+    for argv, mode in ((prefill, "prefill"), (decode, "decode")):
+        assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+        assert _flag(argv, "--disaggregation-mode") == mode
+        assert _flag(argv, "--disaggregation-transfer-backend") == "nixl"
+        assert _flag(argv, "--mem-fraction-static") == "0.85"
+        assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+    assert _flag(decode, "--max-running-requests") == "128"
+    assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
+    assert "--pd-disaggregation" in router
+    assert 'urls+=(--prefill "http://$h:30000" 8998)' in result.text  # the bootstrap port the prefill serves
+    _assert_accepted(result)
+
+
+def test_attention_data_and_expert_parallel_map_to_each_engine() -> None:
+    plan = _plan(decode={"gpu": "h100-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1})
+    vllm_decode = _script_commands(_export(_doc(plan), "vllm").text)[1]
+    assert _flag(vllm_decode, "--tensor-parallel-size") == "1"
+    assert _flag(vllm_decode, "--data-parallel-size") == "8"
+    assert "--enable-expert-parallel" in vllm_decode
+    sglang_decode = _script_commands(_export(_doc(plan), "sglang").text)[1]
+    assert _flag(sglang_decode, "--tp-size") == "8"  # SGLang's tp-size is the instance's GPU count
+    assert _flag(sglang_decode, "--dp-size") == "8"
+    assert "--enable-dp-attention" in sglang_decode
+    assert _flag(sglang_decode, "--ep-size") == "8"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("target", ["vllm", "sglang"])
+def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_path: Path) -> None:
+    script = tmp_path / "launch.sh"
+    script.write_text(_export(_doc(), target).text)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    router = "proxy" if target == "vllm" else "router"
+    env = {"PATH": "/usr/bin:/bin", "PREFILL_HOSTS": "a b", "DECODE_HOSTS": "c"}
+    run = subprocess.run(["bash", str(script), router], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 2
+    assert "PREFILL_HOSTS needs 3 addresses" in run.stderr
+
+
+# ---- warnings and refusals ----------------------------------------------------------------------------------
+
+
+def test_granularity_the_engine_does_not_implement_is_warned_in_output_and_result() -> None:
+    layer = _doc(_plan(granularity="layer"))
+    result = _export(layer, "vllm")
+    assert any("layer-granularity" in w and "--granularity request" in w for w in result.warnings)
+    assert "# WARNING: the plan priced layer-granularity" in result.text
+    assert not _export(_doc(_plan(granularity="chunk")), "sglang").warnings  # SGLang sends per chunk
+    assert not _export(_doc(_plan(granularity="request")), "vllm").warnings
+
+
+def test_a_plan_pairing_two_vendors_is_refused() -> None:
+    doc = _doc(_plan(decode={"gpu": "mi300x", "tp": 4, "count": 1}))
+    for target in ("dynamo", "vllm", "sglang"):
+        with pytest.raises(SpecError, match="two vendors"):
+            _export(doc, target)
+
+
+def test_a_vendor_the_target_does_not_run_on_is_refused() -> None:
+    amd = _doc(_plan(prefill={"gpu": "mi300x", "tp": 2, "count": 1}, decode={"gpu": "mi300x", "tp": 2, "count": 1}))
+    with pytest.raises(SpecError, match="Dynamo"):
+        _export(amd, "dynamo")
+    with pytest.raises(SpecError, match="sglang prefill/decode"):
+        _export(amd, "sglang")
+    _export(amd, "vllm")  # vLLM documents NIXL on ROCm (RIXL)
+
+
+def test_rank_out_of_range_and_unknown_targets_are_bad_input() -> None:
+    doc = _doc()
+    with pytest.raises(SpecError, match=r"plans 1\.\.1"):
+        _export(doc, "vllm", rank=2)
+    with pytest.raises(SpecError, match="unknown export target"):
+        _export(doc, "trtllm")
+
+
+def test_a_model_without_hf_id_needs_model_id() -> None:
+    doc = validate_spec(PlanDocument, {"plans": [_plan()], "inputs": {"model": "opt-175b"}}, "test")
+    with pytest.raises(SpecError, match="--model-id"):
+        export_context(open_catalog(), doc, ["h100-sxm"])
+    ctx = export_context(open_catalog(), doc, ["h100-sxm"], model_id="/models/opt-175b")
+    assert ctx.model_id == "/models/opt-175b"
+
+
+def _export_file(path: Path) -> ExportResult:
+    return _export(read_plan_document(str(path)), "vllm")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "empty"),
+        ("[1]", "no 'plans'"),
+        ("{", "not JSON"),
+        ('{"plans": [1]}', r"plans\.0: Input should be a valid dictionary"),
+        ('{"plans": [{"mode": "prfaas"}]}', "mode"),
+        (json.dumps({"plans": [_plan(prfaas={"threshold_tokens": 8192})]}), "Prefill-as-a-Service"),
+    ],
+)
+def test_not_a_plan_document_is_bad_input(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=match):
+        _export_file(path)
+
+
+def test_every_number_comes_from_the_plan_of_a_real_report() -> None:
+    doc = read_plan_document(str(DEFAULT_JSON))
+    for rank, plan in enumerate(doc.plans, start=1):
+        result = _export(doc, "dynamo", rank=rank)
+        workers = yaml.safe_load(result.text)["spec"]["services"]
+        for role in ("prefill", "decode"):
+            want: dict[str, Any] = plan[role]  # type: ignore[assignment]
+            service = next(s for s in workers.values() if s.get("subComponentType") == role)
+            assert service["replicas"] == want["count"]
+            assert service["resources"]["limits"]["gpu"] == str(want["tp"] * want["pp"])
+            args = service["extraPodSpec"]["mainContainer"]["args"]
+            assert _flag(args, "--tensor-parallel-size") == str(want["tp"])
+
+
+def test_model_presets_name_the_checkpoint_their_source_cites() -> None:
+    catalog = open_catalog()
+    for name in catalog.names("model"):
+        model = catalog.model(name)
+        if model.hf_id is not None:
+            assert model.hf_id.removesuffix("-Instruct").lower() in model.source.lower(), name
+
+
+def test_plan_documents_are_not_modified() -> None:
+    doc = read_plan_document(str(COLOCATED_JSON))
+    before = copy.deepcopy(doc.plans)
+    _export(doc, "sglang")
+    assert doc.plans == before
+
+
+def test_a_plan_priced_for_another_engine_is_warned() -> None:
+    data = {"plans": [_plan()], "inputs": {"model": "llama-3.1-70b"}, "engine": {"name": "sglang", "version": "x"}}
+    doc = validate_spec(PlanDocument, data, "test")
+    assert any("priced with the sglang engine profile" in w for w in _export(doc, "vllm").warnings)
+    assert not any("engine profile" in w for w in _export(doc, "sglang").warnings)
+
+
+def test_node_labels_can_be_given_for_gpus_without_one() -> None:
+    doc = _doc(_plan(decode={"gpu": "mi300x", "tp": 4, "count": 1}, prefill={"gpu": "mi300x", "tp": 8, "count": 1}))
+    given = export_context(open_catalog(), doc, ["mi300x"], node_labels_given=["MI300X=amd.com/gpu.product=X"])
+    assert given.node_labels["mi300x"].key == "amd.com/gpu.product"
+    with pytest.raises(SpecError, match="GPU=KEY=VALUE"):
+        export_context(open_catalog(), doc, ["mi300x"], node_labels_given=["mi300x=amd.com/gpu.product"])
+
+
+def test_a_mixed_gpu_plan_without_a_known_label_is_bad_input() -> None:
+    plan = _plan(decode={"gpu": "l40s", "tp": 2, "count": 4})
+    doc = _doc(plan)
+    ctx = export_context(open_catalog(), doc, ["h100-sxm", "l40s"])
+    ctx = dataclasses.replace(ctx, node_labels={"h100-sxm": ctx.node_labels["h100-sxm"]})
+    with pytest.raises(SpecError, match="--node-label"):
+        export_plan(doc, target="dynamo", rank=1, ctx=ctx, source="test")
