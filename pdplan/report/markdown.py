@@ -96,8 +96,9 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
             )
         )
         rows.append([f"{name} at {rate} req/s", text])
-    rows.append([f"E2E latency at {rate} req/s", f"mean {c.fixed(plan.e2e_mean_s, 2)} s"])
-    rows.append([f"ITL at {rate} req/s", f"mean {c.ms(plan.itl_mean_s)} ms"])
+    e2e = c.NA if plan.e2e_mean_s is None else f"mean {c.fixed(plan.e2e_mean_s, 2)} s"
+    itl = c.NA if plan.itl_mean_s is None else f"mean {c.ms(plan.itl_mean_s)} ms"
+    rows += [[f"E2E latency at {rate} req/s", e2e], [f"ITL at {rate} req/s", itl]]
     rows.append(["SLO attainment", c.pct(plan.attainment)])
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
