@@ -338,3 +338,25 @@ def test_pp_in_the_search_block_is_honoured() -> None:
     space = build_space(_small(pp=[2]), open_catalog())
     assert {h.pp for h in (*space.prefill, *space.decode)} == {2}
     assert np.all([h.pp == 1 for h in build_space(_small(), open_catalog()).prefill])
+
+
+def test_rank_skips_unpriced_candidates_only_when_the_objective_reads_prices() -> None:
+    """Hand-worked: three candidates, the best per GPU unpriced (NaN cost)."""
+    from pdplan.search.select import Metrics, rank
+
+    m = Metrics(
+        goodput_rps=np.array([10.0, 8.0, 6.0]),
+        num_gpus=np.array([4.0, 4.0, 4.0]),
+        cost_usd_per_hour=np.array([np.nan, 12.0, 8.0]),
+        output_tokens_per_s=np.array([1000.0, 800.0, 600.0]),
+    )
+    assert rank(m, objective="gpus", budget_gpus=None, rate_rps=None).tolist() == [0, 1, 2]
+    assert rank(m, objective="cost", budget_gpus=None, rate_rps=None).tolist() == [2, 1]  # 0.75 vs 0.667 req/s per $/h
+    assert rank(m, objective="gpus", budget_gpus=None, rate_rps=None, budget_usd_per_hour=10.0).tolist() == [2]
+
+
+def test_planning_margins_from_the_search_block() -> None:
+    space = build_space(_small(headroom=0.1, redundancy="n+1", budget_usd_per_hour=50.0), open_catalog())
+    assert (space.headroom, space.redundancy, space.budget_usd_per_hour) == (0.1, "n+1", 50.0)
+    wins = build_space(_small(headroom=0.1), open_catalog(), headroom=0.3)
+    assert wins.headroom == 0.3  # the argument (command line) wins over the block
