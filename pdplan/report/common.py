@@ -268,7 +268,7 @@ def planning_line(result: PlanResult) -> str:
     return text + (f", budget {usd(float(budget))}/h" if budget is not None else "")
 
 
-PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role")
+PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role", "$/h")
 
 
 def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
@@ -281,6 +281,7 @@ def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
         ms(p90(plan, "ttft")),
         ms(p90(plan, "tpot")),
         plan_role(result, plan),
+        usd(plan.cost_usd_per_hour),
     ]
 
 
