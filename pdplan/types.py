@@ -31,6 +31,8 @@ Scheduler = Literal["prefill-first", "chunked"]
 Dtype = Literal["bf16", "fp8"]
 Convention = Literal["A", "B"]
 Objective = Literal["gpus", "cost", "tokens-per-dollar"]
+Redundancy = Literal["none", "n+1"]
+"""Instance redundancy of a plan: ``n+1`` must meet the SLO with one instance of each pool down."""
 Role = Literal["prefill", "decode", "colocated"]
 UtilisationKey = Literal["prefill", "prefill_busy", "decode", "decode_kv", "link"]
 """Keys of a serving model's utilisations: prefill load (ρ over capacity), batched prefill's busy fraction,
@@ -55,6 +57,11 @@ class Binding(StrEnum):
     SLO = "SLO"
     """The SLO cannot be met (no search budget or target to name)."""
     GPU_BUDGET = "GPU budget"
+    REDUNDANCY = "n+1 redundancy (a single instance in a pool)"
+    """``--redundancy n+1`` with one instance in a pool: none is left when it is down."""
+    DOLLAR_BUDGET = "dollar budget"
+    PRICE = "no price"
+    """A cost search cannot rank a GPU without a price."""
 
 
 def percentile_label(percentile: float) -> str:

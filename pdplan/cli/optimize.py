@@ -18,7 +18,18 @@ from pdplan.cli.common import (
     warn,
     write_rendered,
 )
-from pdplan.cli.options import RateOpt, ScenarioArg, load_scenario_arg, positive_rate, takes_overrides
+from pdplan.cli.options import (
+    BudgetUsdOpt,
+    HeadroomOpt,
+    PriceOpt,
+    RateOpt,
+    RedundancyOpt,
+    ScenarioArg,
+    load_scenario_arg,
+    parse_prices,
+    positive_rate,
+    takes_overrides,
+)
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
 from pdplan.specs.overrides import FLAGS, ScenarioOverrides
@@ -60,6 +71,10 @@ def optimize_command(
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    headroom: HeadroomOpt = None,
+    redundancy: RedundancyOpt = None,
+    price: PriceOpt = None,
+    budget_usd_per_hour: BudgetUsdOpt = None,
 ) -> None:
     """Search xPyD deployments (and the colocated baseline) for the best plan under the SLO.
 
@@ -87,6 +102,10 @@ def optimize_command(
             analyse=analyse,
             xpyd=counts,
             colocated_count=colocated,
+            headroom=headroom,
+            redundancy=redundancy,
+            prices=parse_prices(price),
+            budget_usd_per_hour=budget_usd_per_hour,
             stage=lambda name: progress.update(task, description=name),
         )
     _report(result, fmt, output, plot)

@@ -67,6 +67,13 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "attainment": Annotated[float | None, Opt(FLAGS["attainment"], help="Target fraction of requests, e.g. 0.9.")],
     "dtype": Annotated[str | None, Opt(FLAGS["dtype"], help="bf16|fp8 weights/GEMMs.")],
     "kv_dtype": Annotated[str | None, Opt(FLAGS["kv_dtype"], help="bf16|fp8 KV cache.")],
+    "max_instances": Annotated[
+        int | None, Opt(FLAGS["max_instances"], min=1, help="optimize: most instances per pool (search.max_instances).")
+    ],
+    "pp": Annotated[int | None, Opt(FLAGS["pp"], min=1, help="Pipeline-parallel degree (optimize: only this degree).")],
+    "percentile": Annotated[
+        float | None, Opt(FLAGS["percentile"], min=0.0, max=100.0, help="SLO percentile, e.g. 90 or 99.")
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 
@@ -76,6 +83,40 @@ RateOpt = Annotated[
     Opt(FLAGS["rate"], help="Poisson rate, req/s (optimize: the target to meet at the fewest GPUs or lowest $)."),
 ]
 ConcurrencyOpt = Annotated[int | None, Opt(FLAGS["concurrency"], min=1, help="Closed loop: C clients.")]
+HeadroomOpt = Annotated[
+    float | None,
+    Opt(
+        FLAGS["headroom"],
+        min=0.0,
+        help="Planning margin H: the SLO must hold at (1+H)x the operating rate (goodput = SLO-meeting rate / (1+H)).",
+    ),
+]
+RedundancyOpt = Annotated[
+    str | None, Opt(FLAGS["redundancy"], help="none | n+1 (the SLO must hold with one instance of each pool down).")
+]
+PriceOpt = Annotated[
+    list[str] | None, Opt(FLAGS["prices"], help="GPU=USD_PER_GPU_HOUR, replaces the catalogue price (repeatable).")
+]
+BudgetUsdOpt = Annotated[
+    float | None, Opt(FLAGS["budget_usd_per_hour"], min=0.0, help="Dollar budget: only plans costing at most this $/h.")
+]
+
+
+def parse_prices(items: list[str] | None) -> dict[str, float] | None:
+    """``["h20=1.5", "h100-sxm=3"]`` -> ``{"h20": 1.5, "h100-sxm": 3.0}`` (SpecError naming ``--price``)."""
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not sep or not name.strip() or not price > 0:
+            raise SpecError(f"expected GPU=USD_PER_GPU_HOUR with a positive price, got {item!r}", field=FLAGS["prices"])
+        out[name.strip().lower()] = price
+    return out
 
 
 def takes_overrides(command: Callable[..., R]) -> Callable[..., R]:

@@ -9,6 +9,7 @@ name users type and must equal the spec's ``name`` field. Any name may instead b
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from pdplan.io.files import load_spec_file
 from pdplan.io.hf_config import load_hf_config
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.io.models import builtin_models_dir, load_model_yaml
-from pdplan.specs.hardware import GpuSpec, LinkSpec
+from pdplan.specs.hardware import GpuSpec, LinkSpec, PriceRange
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 
@@ -64,6 +65,8 @@ class Catalog:
     files: dict[Kind, dict[str, Path]] = field(default_factory=dict)
     kernel_table_files: tuple[Path, ...] = ()
     """User kernel tables (``--kernel-table``), each applying to the GPU its ``gpu:`` field names."""
+    prices: tuple[tuple[str, float], ...] = ()
+    """(GPU name, USD per GPU-hour) replacing the catalogue's price range (``optimize --price``)."""
 
     def names(self, kind: Kind) -> list[str]:
         """Sorted names of one kind."""
@@ -80,8 +83,26 @@ class Catalog:
         return found
 
     def gpu(self, name: str) -> GpuSpec:
-        """Load a GPU by name or path."""
-        return _load_named(GpuSpec, self.path_of("gpu", name), looks_like_path(name))
+        """Load a GPU by name or path (its price replaced where :attr:`prices` names it)."""
+        spec = _load_named(GpuSpec, self.path_of("gpu", name), looks_like_path(name))
+        price = dict(self.prices).get(spec.name)
+        if price is None:
+            return spec
+        return spec.model_copy(
+            update={
+                "price": PriceRange(low_usd_per_gpu_hour=price, high_usd_per_gpu_hour=price),
+                "sources": {**spec.sources, "price": f"command line (--price {spec.name}={price:g})"},
+            }
+        )
+
+    def with_prices(self, prices: dict[str, float] | None) -> Catalog:
+        """This catalogue with GPU prices replaced (USD per GPU-hour by GPU name; each name must be known)."""
+        if not prices:
+            return self
+        for name in prices:
+            self.path_of("gpu", name)  # an unknown GPU fails here, with suggestions
+        merged = {**dict(self.prices), **{k.lower(): v for k, v in prices.items()}}
+        return dataclasses.replace(self, prices=tuple(sorted(merged.items())))
 
     def link(self, name: str) -> LinkSpec:
         """Load a link by name or path."""

@@ -48,7 +48,13 @@ def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
         )
         if ov.colocated is not None:
             co["count"] = ov.colocated
-        co.update({k: v for k, v in (("gpu", ov.gpu), ("tp", ov.tp), ("scheduler", ov.scheduler)) if v is not None})
+        co.update(
+            {
+                k: v
+                for k, v in (("gpu", ov.gpu), ("tp", ov.tp), ("pp", ov.pp), ("scheduler", ov.scheduler))
+                if v is not None
+            }
+        )
         return {"mode": mode, "colocated": co, "prefill": None, "decode": None}
     pre = _role_dict(sc.prefill, sc.colocated)
     dec = _role_dict(sc.decode, sc.colocated)
@@ -57,6 +63,7 @@ def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     for role, gpu, tp in ((pre, ov.prefill_gpu, ov.prefill_tp), (dec, ov.decode_gpu, ov.decode_tp)):
         role["gpu"] = gpu or ov.gpu or role["gpu"]
         role["tp"] = tp or ov.tp or role["tp"]
+        role["pp"] = ov.pp or role["pp"]
     return {"mode": mode, "prefill": pre, "decode": dec, "colocated": None}
 
 
@@ -98,11 +105,14 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
         ("ttft", ov.ttft_slo),
         ("tpot", ov.tpot_slo),
         ("attainment", ov.attainment),
+        ("percentile", ov.percentile),
     )
     for key, item in slo_items:
         if item is not None:
             slo[key] = item
     update["slo"] = slo
+    if ov.max_instances is not None:
+        raise SpecError(f"{flag('max_instances')} bounds optimize's search only", field=flag("max_instances"))
     if ov.scheduler is not None and update.get("mode") != "colocated":
         raise SpecError(
             f"{flag('scheduler')} applies to colocated deployments ({flag('colocated')} N)", field=flag("scheduler")

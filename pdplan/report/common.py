@@ -144,7 +144,8 @@ def all_warnings(result: PlanResult) -> list[str]:
     for name in uncalibrated_gpus(result):
         lines.append(f"kernel table for {name} is not calibrated: its efficiencies are derived, not measured")
     for name in unpriced_gpus(result):
-        lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
+        if not any(line.startswith(f"{name} skipped:") for line in lines):  # a cost search says it skipped it
+            lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
     screened = [rank for rank, plan in ranked_with_baseline(result) if not plan.exact]
     if screened:
         which = (
@@ -172,13 +173,23 @@ _OBJECTIVES: dict[str, ObjectiveMetric] = {
 _GOODPUT_PER_GPU: ObjectiveMetric = ("goodput per GPU (req/s)", lambda p: p.goodput_rps_per_gpu, rps_per_gpu, True)
 
 
-def objective_metric(result: PlanResult) -> ObjectiveMetric:
-    """(words, getter, formatter, higher_is_better) of the quantity the objective ranks by.
+_BUDGET_OBJECTIVES: dict[str, ObjectiveMetric] = {
+    "cost": ("goodput per $/h (req/s per $/h)", lambda p: p.goodput_rps_per_usd_hour, per_usd_hour, True),
+    "tokens-per-dollar": _OBJECTIVES["tokens-per-dollar"],
+}
+_FEWEST_GPUS: ObjectiveMetric = ("GPU count", lambda p: float(p.num_gpus), lambda v: fixed(v, 0), False)
 
-    ``cost`` and ``tokens-per-dollar`` map to their figures; any other objective (``gpus``, a GPU budget) is
-    compared on goodput per GPU, the figure that decides it at a fixed budget.
-    """
-    return _OBJECTIVES.get(result.objective, _GOODPUT_PER_GPU)
+
+def objective_metric(result: PlanResult) -> ObjectiveMetric:
+    """(words, getter, formatter, higher_is_better) of the quantity the objective ranks by, as
+    :func:`pdplan.search.select.rank` does: at a target rate, ``cost`` and ``tokens-per-dollar`` rank by cost per
+    hour (lower is better; the tokens/s are fixed by the rate) and ``gpus`` by the GPU count; within a budget,
+    ``cost`` ranks by goodput per $/h, ``tokens-per-dollar`` by output tokens/s per $/h and ``gpus`` by goodput
+    per GPU."""
+    key = result.objective_key
+    if result.rate_target_rps is not None:
+        return _OBJECTIVES["cost"] if key in ("cost", "tokens-per-dollar") else _FEWEST_GPUS
+    return _BUDGET_OBJECTIVES.get(key, _GOODPUT_PER_GPU)
 
 
 def relative_change(new: float | None, old: float | None) -> float | None:
@@ -215,6 +226,11 @@ PLAN_COLUMNS = (
     "TTFT P90 ms",
     "TPOT P90 ms",
     "binding constraint",
+    "$/h",
+    "tok/s per GPU",
+    "tok/s per user",
+    "E2E mean s",
+    "ITL mean ms",
 )
 
 
@@ -231,10 +247,28 @@ def plan_cells(rank: str, plan: Plan) -> list[str]:
         ms(p90(plan, "ttft")),
         ms(p90(plan, "tpot")),
         plan.binding_constraint,
+        usd(plan.cost_usd_per_hour),
+        tokens_per_s(plan.output_tokens_per_s_per_gpu),
+        fixed(plan.tokens_per_s_per_user, 1),
+        fixed(plan.e2e_mean_s, 2),
+        ms(plan.itl_mean_s),
     ]
 
 
-PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role")
+def planning_line(result: PlanResult) -> str:
+    """The planning margins in one line (every report prints it): headroom, redundancy, dollar budget."""
+    p = mapping(result.planning)
+    headroom = p.get("headroom", 0.0)
+    text = (
+        f"planning: headroom {fixed(float(headroom) * 100.0, 0)}% (the SLO holds at {fixed(1.0 + float(headroom), 2)}x "
+        f"the operating rate; goodput = SLO-meeting rate / {fixed(1.0 + float(headroom), 2)}), "
+        f"redundancy {p.get('redundancy', 'none')}"
+    )
+    budget = p.get("budget_usd_per_hour")
+    return text + (f", budget {usd(float(budget))}/h" if budget is not None else "")
+
+
+PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role", "$/h")
 
 
 def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
@@ -247,6 +281,7 @@ def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
         ms(p90(plan, "ttft")),
         ms(p90(plan, "tpot")),
         plan_role(result, plan),
+        usd(plan.cost_usd_per_hour),
     ]
 
 
@@ -268,3 +303,15 @@ def ratio_line(result: PlanResult) -> str:
             else "no disaggregated plan to compare with the colocated baseline"
         )
     return f"disaggregated / colocated = {times(ratio)} goodput per GPU"
+
+
+WHY_NOT_COLUMNS = ("role", "GPU", "TP", "PP", "stage", "reason")
+
+
+def why_not_cells(row: Mapping[str, Any]) -> list[str]:
+    """One row of the why-not table (``None`` TP/PP: every degree)."""
+
+    def text(value: object) -> str:
+        return NA if value is None else str(value)
+
+    return [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "stage", "reason")]

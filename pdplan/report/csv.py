@@ -32,6 +32,8 @@ _MIDDLE = [
 ]
 _TAIL = ["attainment"]
 _END = ["binding_constraint", "tokens_per_s_per_user", "exact", "warnings"]
+_METRICS = ["e2e_mean_s", "itl_mean_s", "output_tokens_per_s_per_gpu"]
+"""Appended after the original columns (kept in place for readers of older CSVs)."""
 _STATS = ("mean", "p50", "p90", "p99")
 
 
@@ -78,6 +80,7 @@ def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: b
     record.update({f"utilisation_{k}": v for k, v in sorted(plan.utilisation.items())})
     record.update({f"memory_headroom_{k}_bytes": v for k, v in sorted(plan.memory_headroom.items())})
     record.update({name: getattr(plan, name) for name in _END})
+    record.update({name: getattr(plan, name) for name in _METRICS})
     return record
 
 
@@ -88,7 +91,7 @@ def columns(result: PlanResult) -> list[str]:
     latencies = [f"{n}_{k}_s" for n in ("ttft", "tpot") for k in _STATS]
     util = [f"utilisation_{k}" for k in union_keys(p.utilisation for p in plans)]
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
-    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END]
+    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS]
 
 
 def to_csv(result: PlanResult) -> str:

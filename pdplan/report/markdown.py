@@ -1,8 +1,8 @@
 """The capacity-review document of an optimisation (Markdown), for a PR or a design review.
 
 Sections: Question, Inputs and their sources, Assumed efficiencies, Recommended plan and why, Alternatives,
-Pareto front, Sensitivity, Warnings, Method. Deterministic: fixed formatting, dict keys sorted, no timestamps
-and no search wall time (``search.seconds`` is in the JSON only).
+Pareto front, Sensitivity (with GPU prices), Why not, Warnings, Method. Deterministic: fixed formatting, dict keys
+sorted, no timestamps and no search wall time (``search.seconds`` is in the JSON only).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def _question(result: PlanResult) -> list[str]:
         "",
         result.question,
         "",
-        f"- Objective: {result.objective}{_objective_words(result.objective)}",
+        f"- Objective: {result.objective}{_objective_words(result.objective_key)}",
+        f"- {c.planning_line(result)[:1].upper()}{c.planning_line(result)[1:]}",
         f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
         f"{s.refined:,} re-evaluated with the full serving model",
     ]
@@ -37,7 +38,7 @@ def _question(result: PlanResult) -> list[str]:
 _OBJECTIVE_WORDS = {
     "gpus": "most goodput per GPU within a GPU budget, or fewest GPUs at a target rate",
     "cost": "lowest cost per hour at a target rate, or most goodput per $/h within a budget",
-    "tokens-per-dollar": "most output tokens/s per $/h",
+    "tokens-per-dollar": "most output tokens/s per $/h within a budget, or lowest cost per hour at a target rate",
 }
 
 
@@ -79,7 +80,8 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
         ],
         [
             "output tokens/s",
-            f"{c.tokens_per_s(plan.output_tokens_per_s)} ({c.fixed(plan.tokens_per_s_per_user, 1)} per user)",
+            f"{c.tokens_per_s(plan.output_tokens_per_s)} ({c.tokens_per_s(plan.output_tokens_per_s_per_gpu)} per GPU, "
+            f"{c.fixed(plan.tokens_per_s_per_user, 1)} per user)",
         ],
         ["cost", f"{c.usd(plan.cost_usd_per_hour)} per hour"],
         ["operating rate", f"{rate} req/s"],
@@ -94,6 +96,9 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
             )
         )
         rows.append([f"{name} at {rate} req/s", text])
+    e2e = c.NA if plan.e2e_mean_s is None else f"mean {c.fixed(plan.e2e_mean_s, 2)} s"
+    itl = c.NA if plan.itl_mean_s is None else f"mean {c.ms(plan.itl_mean_s)} ms"
+    rows += [[f"E2E latency at {rate} req/s", e2e], [f"ITL at {rate} req/s", itl]]
     rows.append(["SLO attainment", c.pct(plan.attainment)])
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
@@ -213,6 +218,40 @@ def _sensitivity(result: PlanResult) -> list[str]:
         f"The recommended plan ({result.best.label}) when one input moves.",
         "",
         *_table(header, rows),
+        *_price_sensitivity(result),
+    ]
+
+
+def _price_sensitivity(result: PlanResult) -> list[str]:
+    if not result.price_sensitivity:
+        return []
+    rows = [
+        [
+            f"{p.gpu} price x{p.factor:g} ({c.usd(p.price_usd_per_gpu_hour)} per GPU-hour)",
+            c.usd(p.pick_cost_usd_per_hour),
+            c.NA if p.winner is None else p.winner,
+            "**yes**" if p.winner_changes else "no",
+        ]
+        for p in result.price_sensitivity
+    ]
+    return [
+        "",
+        "Prices: each GPU's price moved on its own; the exactly evaluated plans re-ranked by the objective.",
+        "",
+        *_table(["change", "recommended plan $/h", "ranks first", "pick changes"], rows),
+    ]
+
+
+def _why_not(result: PlanResult) -> list[str]:
+    if not result.rejected:
+        return ["## Why not", "", "Every GPU type and TP size searched appears in a reported plan."]
+    rows = [c.why_not_cells(r) for r in result.rejected]
+    return [
+        "## Why not",
+        "",
+        "GPU types and TP/PP sizes the search tried (or dropped) that no reported plan uses, with the binding reason.",
+        "",
+        *_table(c.WHY_NOT_COLUMNS, rows),
     ]
 
 
@@ -255,6 +294,7 @@ def to_markdown(result: PlanResult) -> str:
         _alternatives(result),
         _pareto(result),
         _sensitivity(result),
+        _why_not(result),
         _warnings(result),
         _method(result),
     ]

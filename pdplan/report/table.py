@@ -23,6 +23,10 @@ _NUMERIC = {
     "TTFT P90 ms",
     "TPOT P90 ms",
     "tok/s per user",
+    "$/h",
+    "tok/s per GPU",
+    "E2E mean s",
+    "ITL mean ms",
 }
 
 
@@ -52,6 +56,14 @@ def pareto_table(result: PlanResult) -> Table:
     return table
 
 
+def why_not_table(result: PlanResult) -> Table:
+    """GPU types / TP sizes the search tried that no reported plan uses, with the binding reason."""
+    table = _table("Why not (GPU types / TP sizes in no reported plan)", c.WHY_NOT_COLUMNS)
+    for row in result.rejected:
+        table.add_row(*c.why_not_cells(row))
+    return table
+
+
 def _header(result: PlanResult) -> Text:
     text = Text()
     text.append(result.question, style="bold")
@@ -59,6 +71,7 @@ def _header(result: PlanResult) -> Text:
         f"\nobjective: {result.objective}; {result.search.candidates:,} candidates, "
         f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated"
     )
+    text.append("\n" + c.planning_line(result))
     return text
 
 
@@ -70,6 +83,8 @@ def optimize_renderable(result: PlanResult, top: int | None = 10) -> RenderableT
     parts.append(Text(c.ratio_line(result), style="bold"))
     if result.pareto:
         parts.append(pareto_table(result))
+    if result.rejected:
+        parts.append(why_not_table(result))
     warnings = c.all_warnings(result)
     if warnings:
         parts.append(Text("\n".join(f"warning: {w}" for w in warnings), style="yellow"))

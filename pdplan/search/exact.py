@@ -17,12 +17,15 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.results import Latency, Plan, Sensitivity
 from pdplan.serving import (
     GOODPUT_REL_TOL,
+    Binding,
     Deployment,
     Goodput,
     LatencySummary,
     OperatingPoint,
     ResolvedScenario,
+    Role,
     ServingModel,
+    Snapshot,
     bind,
     build_model,
     check_operating_point,
@@ -30,6 +33,7 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
+from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
 
 
@@ -53,6 +57,29 @@ class Exact:
     plan: Plan
     res: ResolvedScenario
     model: ServingModel
+    capacity: ServingModel | None = None
+    """The model goodput is found on: the deployment with one instance of each pool down under ``n+1``
+    (None: :attr:`model`)."""
+    headroom: float = 0.0
+    """Planning margin H: the reported goodput is the SLO-meeting rate / (1 + H)."""
+
+    def goodput_rps(self, model: ServingModel, slo: SloSpec) -> float:
+        """The goodput the plan reports for ``model`` (built like :attr:`capacity`) under ``slo``, margins applied."""
+        return _goodput_or_zero(model, slo) / (1.0 + self.headroom)
+
+
+def degraded(d: Deployment) -> Deployment:
+    """``d`` with one instance of each pool down (``n+1`` redundancy); NoFeasiblePlanError for a single one."""
+    roles = [r for r in (d.prefill, d.decode, d.colocated) if r is not None]
+    if any(r.count < 2 for r in roles):
+        raise NoFeasiblePlanError(
+            "n+1 redundancy needs at least two instances in every pool", binding_constraint=Binding.REDUNDANCY
+        )
+
+    def less(r: Role | None) -> Role | None:
+        return None if r is None else dataclasses.replace(r, count=r.count - 1)
+
+    return dataclasses.replace(d, prefill=less(d.prefill), decode=less(d.decode), colocated=less(d.colocated))
 
 
 def evaluate_exact(
@@ -62,15 +89,23 @@ def evaluate_exact(
     target_rps: float | None,
     failures: list[NoFeasiblePlanError] | None = None,
     shared_warnings: tuple[str, ...] = (),
+    headroom: float = 0.0,
+    redundancy: str = "none",
 ) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
-    clipping, the same for every candidate) are reported once for the whole result, not per plan."""
+    clipping, the same for every candidate) are reported once for the whole result, not per plan.
+
+    Planning margins: under ``redundancy="n+1"`` goodput is found with one instance of each pool down; the
+    reported goodput is that SLO-meeting rate divided by ``1 + headroom``; latencies and utilisations are those of
+    the whole deployment at the operating rate (the target, or the reported goodput)."""
     slo = base.scenario.slo
     try:
         res = bind(base, d)
         model = build_model(res)
-        good = find_goodput(model, slo)
+        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
+        good = find_goodput(capacity, slo)
+        good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
                 f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s", binding_constraint=good.binding
@@ -85,7 +120,17 @@ def evaluate_exact(
     point = operating_point(snap, slo)
     binding = good.binding if target_rps is None else point.binding_constraint
     plan = _plan(res, good, point, binding, tuple(w for w in res.warnings if w not in shared_warnings))
-    return Exact(plan, res, model)
+    plan = dataclasses.replace(plan, e2e_mean_s=float(snap.mean_response_s()[0]), itl_mean_s=_itl_mean_s(snap))
+    return Exact(plan, res, model, None if capacity is model else capacity, headroom)
+
+
+def _itl_mean_s(snap: Snapshot) -> float:
+    """Mean time between output tokens over every token after the first: TPOT per bin weighted by its decode
+    steps (a request of n tokens has n - 1 gaps; one-token requests have none)."""
+    steps = snap.decode_steps if snap.tpot_defined is None else np.where(snap.tpot_defined, snap.decode_steps, 0.0)
+    weights = snap.prob * steps
+    total = float(np.sum(weights))
+    return float((snap.tpot.bin_mean_s @ weights)[0] / total) if total > 0 else 0.0
 
 
 def _plan(res: ResolvedScenario, good: Goodput, point: OperatingPoint, binding: str, warnings: tuple[str, ...]) -> Plan:
@@ -134,30 +179,67 @@ def _meets(goodput_rps: float, need_rps: float) -> bool:
 
 
 def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, ...]:
-    """The pick under rate ±20 %, link bandwidth ×0.5 and SLO thresholds ±20 % (one input at a time)."""
+    """The pick under rate ±20 %, link bandwidth ×0.5, SLO thresholds ±20 % and ISL / OSL ±20 % (one input at a
+    time), with the plan's margins (headroom, redundancy) applied to every recomputed goodput."""
     slo = pick.res.scenario.slo
-    model = pick.model
-    limit = model.limit().rate_rps
-    rate = pick.plan.operating_rate_rps
-    need = target_rps if target_rps is not None else rate
-    rows: list[Sensitivity] = []
-    for factor in (0.8, 1.2):
-        r = rate * factor
-        att = float(model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0]) if r < limit else 0.0
-        note = "" if r < limit else f"beyond the stable limit of {limit:.4g} req/s"
-        rows.append(
-            Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", pick.plan.goodput_rps, att, att >= slo.attainment, note)
-        )
+    need = target_rps if target_rps is not None else pick.plan.operating_rate_rps
+    rows = list(_rate_rows(pick))
     if pick.res.link is not None:
         link = pick.res.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
-        good = _goodput_or_zero(build_model(dataclasses.replace(pick.res, link=slower)), slo)
+        good = pick.goodput_rps(_rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
+    capacity = pick.capacity or pick.model
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
-        good = _goodput_or_zero(model, scaled)  # the model does not depend on the SLO: reuse it
+        good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
+    for which in ("input", "output"):
+        for factor in (0.8, 1.2):
+            good = pick.goodput_rps(_rebuilt(pick, lengths=_scaled_lengths(pick.res, which, factor)), slo)
+            name = "ISL" if which == "input" else "OSL"
+            rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
     return tuple(rows)
+
+
+def _rate_rows(pick: Exact) -> tuple[Sensitivity, ...]:
+    """The offered rate ±20 %: the plan does not change, so its goodput (a highest rate) does not either; the
+    rows report what does — the attainment at that rate and the requests/s meeting both SLOs there
+    (rate × attainment), the quantity a moved load changes."""
+    slo = pick.res.scenario.slo
+    limit = pick.model.limit().rate_rps
+    rate = pick.plan.operating_rate_rps
+    rows = []
+    for factor in (0.8, 1.2):
+        r = rate * factor
+        att = float(pick.model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0]) if r < limit else 0.0
+        note = "goodput here: req/s meeting both SLOs at this rate (rate x attainment)"
+        if r >= limit:
+            note += f"; beyond the stable limit of {limit:.4g} req/s"
+        rows.append(Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", r * att, att, att >= slo.attainment, note))
+    return tuple(rows)
+
+
+def _scaled_lengths(res: ResolvedScenario, which: str, factor: float) -> ResolvedScenario:
+    """``res`` with every input (or output) length scaled by ``factor`` (at least one token), bins and
+    probabilities kept."""
+    lens = res.lengths
+    if which == "input":
+        inputs = np.maximum(lens.input_tokens * factor, 1.0)
+        scaled = dataclasses.replace(lens, input_tokens=inputs)
+        return dataclasses.replace(res, lengths=scaled, input_points=np.maximum(res.input_points * factor, 1.0))
+    outputs = np.maximum(lens.output_tokens * factor, 1.0)
+    return dataclasses.replace(res, lengths=dataclasses.replace(lens, output_tokens=outputs))
+
+
+def _rebuilt(pick: Exact, *, link: LinkSpec | None = None, lengths: ResolvedScenario | None = None) -> ServingModel:
+    """The pick's capacity model (one instance of each pool down under n+1) with a slower link or scaled lengths."""
+    res = lengths if lengths is not None else pick.res
+    if pick.capacity is not None:
+        res = bind(res, degraded(res.deployment))  # before the link: bind looks the link up again
+    if link is not None:
+        res = dataclasses.replace(res, link=link)
+    return build_model(res)
 
 
 def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:

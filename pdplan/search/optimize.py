@@ -21,6 +21,15 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.describe import describe_assumptions, describe_inputs
 from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity
+from pdplan.search.planning import (
+    comparable_baseline,
+    plan_metrics,
+    planning_inputs,
+    price_sensitivity,
+    unpriced_infeasible,
+    unpriced_warnings,
+    why_not,
+)
 from pdplan.search.pool import Pool, Stage, build_pool, infeasible, restricted, screen_plan
 from pdplan.search.results import Plan, PlanResult, SearchStats
 from pdplan.search.select import Metrics, pareto_front, rank
@@ -80,20 +89,30 @@ def _refine(
         if len(kept) >= top * REFINE_FACTOR or tried >= top * MAX_TRIES_PER_PLAN:
             break
         e = evaluate_exact(
-            base, pool.deployment(i), target_rps=space.rate_rps, failures=failures, shared_warnings=pool.shared_warnings
+            base,
+            pool.deployment(i),
+            target_rps=space.rate_rps,
+            failures=failures,
+            shared_warnings=pool.shared_warnings,
+            headroom=space.headroom,
+            redundancy=space.redundancy,
         )
         if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus):
             kept.append(e)
     if not kept:
         return []
-    m = Metrics(
-        *(
-            np.array([getattr(e.plan, f) or np.nan for e in kept], dtype=np.float64)
-            for f in ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")
-        )
-    )
-    again = rank(m, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
+    again = _rank(plan_metrics([e.plan for e in kept]), space)
     return [kept[i] for i in again][:top]
+
+
+def _rank(m: Metrics, space: Space) -> np.ndarray:
+    return rank(
+        m,
+        objective=space.objective,
+        budget_gpus=space.budget_gpus,
+        rate_rps=space.rate_rps,
+        budget_usd_per_hour=space.budget_usd_per_hour,
+    )
 
 
 def optimize(
@@ -108,26 +127,45 @@ def optimize(
     analyse: bool = True,
     xpyd: tuple[int, int] | None = None,
     colocated_count: int | None = None,
+    headroom: float | None = None,
+    redundancy: str | None = None,
+    prices: dict[str, float] | None = None,
+    budget_usd_per_hour: float | None = None,
 ) -> PlanResult:
     """Search deployments for ``scenario`` (its ``search:`` block and the arguments) and rank them.
 
     ``budget_gpus`` (maximise goodput per GPU within it) or ``rate_rps`` (meet it at the fewest GPUs / lowest
     cost); ``xpyd`` fixes the instance counts of the plans (``colocated_count`` ranks only that many colocated
     instances); ``analyse`` adds the pick's sensitivity and latency-vs-rate curve (the capacity-review extras).
-    The colocated baseline is always chosen from the whole colocated search.
+    The colocated baseline is chosen from the whole colocated search, at the size comparable to the pick (the
+    ``colocated_count`` asked for, else the most instances within the pick's GPU count).
+
+    Planning margins (each None: the ``search:`` block's, then ``pdplan/data/planning_defaults.yaml``):
+    ``headroom`` H reports a plan's goodput as its SLO-meeting rate / (1 + H), so the SLO holds at (1+H)x the
+    operating rate; ``redundancy="n+1"`` finds goodput with one instance of each pool down; ``prices`` (GPU name →
+    USD per GPU-hour) replace the catalogue's; ``budget_usd_per_hour`` keeps plans costing at most that.
     """
     started = time.perf_counter()
     note = stage or (lambda _: None)
-    catalog = catalog or open_catalog()
+    catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     if scenario.mode != "disaggregated" and scenario.colocated is None:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
-    space = build_space(scenario, catalog, budget_gpus=budget_gpus, rate_rps=rate_rps, objective=objective)
+    space = build_space(
+        scenario,
+        catalog,
+        budget_gpus=budget_gpus,
+        rate_rps=rate_rps,
+        objective=objective,
+        headroom=headroom,
+        redundancy=redundancy,
+        budget_usd_per_hour=budget_usd_per_hour,
+    )
     res = resolve(scenario, catalog)
     full = build_pool(res, space, catalog, note)
     pool = restricted(full, xpyd, colocated_count)
-    order = rank(pool.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
+    order = _rank(pool.metrics, space)
     if order.size == 0:
-        raise infeasible(pool, space)
+        raise unpriced_infeasible(pool, space) or infeasible(pool, space)
     note("exact re-evaluation")
     failures: list[NoFeasiblePlanError] = []
     best = _refine(res, pool, order, space, top, failures=failures)
@@ -139,7 +177,7 @@ def optimize(
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
         best += _refine(res, pool, order, space, 1, mode="disaggregated")
-    full_order = rank(full.metrics, objective=space.objective, budget_gpus=space.budget_gpus, rate_rps=space.rate_rps)
+    full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated_count)
     baseline = _refine(res, full, full_order, space, 1, mode="colocated")
     note("sensitivity")
     return _result(res, space, catalog, pool, order, best, baseline, started, analyse)
@@ -172,12 +210,17 @@ def _result(
             seconds=time.perf_counter() - started,
             refined=len(best) + len(baseline),
         ),
-        inputs=describe_inputs(res.scenario, res, space, catalog),
+        inputs={**describe_inputs(res.scenario, res, space, catalog), "planning": planning_inputs(space)},
         assumptions=describe_assumptions(space, catalog),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
-        warnings=_warnings(res, space, pick.plan),
+        warnings=_warnings(res, space, pick.plan) + unpriced_warnings(space),
         rate_curve=rate_curve(pick) if analyse else (),
         slo_percentile=res.scenario.slo.percentile,
+        planning=planning_inputs(space),
+        price_sensitivity=price_sensitivity([e.plan for e in best], space, catalog) if analyse else (),
+        objective_key=space.objective,
+        rate_target_rps=space.rate_rps,
+        rejected=why_not(pool, space, order, pick.plan, tuple(e.plan for e in (*best, *baseline))),
     )
 
 
@@ -195,6 +238,13 @@ def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Pl
 
 
 def _objective_words(space: Space) -> str:
+    words = _target_words(space)
+    if space.budget_usd_per_hour is not None:
+        words += f"{' and' if space.budget_gpus is not None else ' within'} ${space.budget_usd_per_hour:g}/h"
+    return words
+
+
+def _target_words(space: Space) -> str:
     if space.rate_rps is not None:
         if space.objective == "tokens-per-dollar":
             return f"meet {space.rate_rps:g} req/s at the lowest cost (the most output tokens per dollar at that rate)"

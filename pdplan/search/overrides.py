@@ -37,9 +37,11 @@ def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
         update["decode_gpus"] = decode
     # --tp narrows both roles; --prefill-tp / --decode-tp narrow their own role only (issue #12 item 5: they used
     # to join one TP set searched for both roles)
-    for key, degree in (("tp", ov.tp), ("prefill_tp", ov.prefill_tp), ("decode_tp", ov.decode_tp)):
+    for key, degree in (("tp", ov.tp), ("prefill_tp", ov.prefill_tp), ("decode_tp", ov.decode_tp), ("pp", ov.pp)):
         if degree is not None:
             update[key] = [degree]
+    if ov.max_instances is not None:
+        update["max_instances"] = ov.max_instances
     for key, value in (("links", ov.link), ("granularities", ov.granularity), ("routing", ov.routing)):
         names = _names(value)
         if names:

@@ -150,7 +150,8 @@ def _colocated_pool(
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
                 deps.append(dataclasses.replace(one, colocated=_role(hw, int(z))))
-            good.append(zs * g1.rate_rps)
+            serving = zs - 1 if space.redundancy == "n+1" else zs  # one instance down under n+1
+            good.append(serving * g1.rate_rps / (1.0 + space.headroom))
             gpus.append(zs * float(hw.tp * hw.pp))
             cost.append(zs * hw.tp * hw.pp * _price(hw))
             tau.append(np.full(zs.size, mean_tpot))
@@ -177,6 +178,7 @@ def build_pool(res: ResolvedScenario, space: Space, catalog: Catalog, stage: Sta
         bases, tables, space.routings, base.slo, base.ttft_convention, prob, space.max_instances
     )
     mean_out = res.lengths.mean_output()
+    cands = with_margins(cands, space)
     m = _disaggregated_metrics(cands, bases, tables, mean_out)
     stage("colocated baseline")
     cdeps, cm, ctau, cbind = _colocated_pool(res, space, mean_out)
@@ -286,3 +288,21 @@ def restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int | 
     return dataclasses.replace(
         pool, metrics=dataclasses.replace(pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0))
     )
+
+
+def with_margins(c: Candidates, space: Space) -> Candidates:
+    """The screened candidates under the planning margins: ``n+1`` redundancy gives candidate (x, y) the goodput,
+    stable limit, τ̄ and binding of (x-1, y-1) of the same instance types (one instance of each pool down; none
+    with a single instance in a pool), and headroom H divides goodput and limit by 1 + H (the SLO must hold at
+    (1+H)x the operating rate). The screen's blocks are [X, Y] grids raveled x-major over 1..max_instances, so
+    (x-1, y-1) sits ``max_instances + 1`` places earlier in the same block."""
+    good, limit, tau, binding = c.goodput_rps, c.limit_rps, c.tau_s, c.binding
+    if space.redundancy == "n+1":
+        spare = (c.x >= 2) & (c.y >= 2)
+        down = np.where(spare, np.arange(c.size) - space.max_instances - 1, 0)
+        good = np.where(spare, good[down], 0.0)
+        limit = np.where(spare, limit[down], 0.0)
+        tau = np.where(spare, tau[down], tau)
+        binding = np.where(spare, binding[down], Binding.REDUNDANCY)
+    scale = 1.0 / (1.0 + space.headroom)
+    return dataclasses.replace(c, goodput_rps=good * scale, limit_rps=limit * scale, tau_s=tau, binding=binding)

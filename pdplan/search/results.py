@@ -13,7 +13,7 @@ from typing import Any
 from pdplan.serving import Latency, Role
 from pdplan.types import UtilisationKey
 
-__all__ = ["Latency", "Plan", "PlanResult", "RoleChoice", "SearchStats", "Sensitivity"]
+__all__ = ["Latency", "Plan", "PlanResult", "PriceSensitivity", "RoleChoice", "SearchStats", "Sensitivity"]
 
 
 RoleChoice = Role
@@ -53,10 +53,20 @@ class Plan:
     tokens_per_s_per_user: float
     exact: bool
     warnings: tuple[str, ...] = ()
+    e2e_mean_s: float | None = None
+    """Mean end-to-end latency (arrival to last token) at the operating rate: E[TTFT] + Σ p n E[TPOT | bin]."""
+    itl_mean_s: float | None = None
+    """Mean inter-token latency over all output tokens after the first (token-weighted TPOT) at the operating
+    rate."""
 
     @property
     def goodput_rps_per_gpu(self) -> float:
         return self.goodput_rps / self.num_gpus
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        """Output tokens/s per GPU at goodput (AIConfigurator's headline throughput figure)."""
+        return self.output_tokens_per_s / self.num_gpus
 
     @property
     def goodput_rps_per_usd_hour(self) -> float | None:
@@ -113,6 +123,10 @@ class Plan:
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "exact": self.exact,
             "warnings": list(self.warnings),
+            "e2e_mean_s": self.e2e_mean_s,
+            "itl_mean_s": self.itl_mean_s,
+            "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+            "output_tokens_per_s_per_user": self.tokens_per_s_per_user,
         }
 
 
@@ -146,6 +160,28 @@ class Sensitivity:
 
 
 @dataclass(frozen=True, slots=True)
+class PriceSensitivity:
+    """One GPU's price moved: the pick's $/h and which exactly evaluated plan the objective then ranks first."""
+
+    gpu: str
+    factor: float
+    price_usd_per_gpu_hour: float
+    pick_cost_usd_per_hour: float
+    winner: str | None
+    winner_changes: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "factor": self.factor,
+            "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
+            "pick_cost_usd_per_hour": self.pick_cost_usd_per_hour,
+            "winner": self.winner,
+            "winner_changes": self.winner_changes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PlanResult:
     """Everything ``pdplan optimize`` reports: ranked plans, the baseline, the Pareto front and the inputs."""
 
@@ -163,6 +199,15 @@ class PlanResult:
     """The pick's (rate_rps, attainment, TTFT and TPOT at the SLO percentile, s) over a range of rates (the plot)."""
     slo_percentile: float = 90.0
     """The SLO percentile the rate curve's latencies are read at."""
+    planning: dict[str, Any] = field(default_factory=dict)
+    """The planning margins of the search (headroom, redundancy, dollar budget) with their meaning and sources."""
+    price_sensitivity: tuple[PriceSensitivity, ...] = ()
+    rejected: tuple[dict[str, Any], ...] = ()
+    """Why not: each GPU type / TP size tried but in no reported plan, with the binding reason."""
+    objective_key: str = "gpus"
+    """The objective's name (``gpus`` | ``cost`` | ``tokens-per-dollar``); :attr:`objective` is its words."""
+    rate_target_rps: float | None = None
+    """The target rate of a ``--rate`` search (None: a budget search)."""
 
     @property
     def best(self) -> Plan:
@@ -206,4 +251,9 @@ class PlanResult:
                 {"rate_rps": r, "attainment": a, "ttft_at_percentile_s": t, "tpot_at_percentile_s": p}
                 for r, a, t, p in self.rate_curve
             ],
+            "planning": self.planning,
+            "price_sensitivity": [p.as_dict() for p in self.price_sensitivity],
+            "why_not": [dict(r) for r in self.rejected],
+            "objective_name": self.objective_key,
+            "rate_target_rps": self.rate_target_rps,
         }

@@ -32,19 +32,55 @@ class Metrics:
     output_tokens_per_s: FloatArray
 
 
-def feasible_mask(m: Metrics, *, budget_gpus: int | None, rate_rps: float | None) -> npt.NDArray[np.bool_]:
-    """Candidates that meet the SLO at some rate, fit the budget and reach the target rate."""
+PRICED_OBJECTIVES = ("cost", "tokens-per-dollar")
+"""Objectives that rank by price: a candidate without one cannot be ranked and is skipped (and reported)."""
+
+
+def needs_price(objective: str, budget_usd_per_hour: float | None) -> bool:
+    """Whether candidates without a price are skipped: a cost objective or a dollar budget reads the price."""
+    return objective in PRICED_OBJECTIVES or budget_usd_per_hour is not None
+
+
+def feasible_mask(
+    m: Metrics,
+    *,
+    budget_gpus: int | None,
+    rate_rps: float | None,
+    budget_usd_per_hour: float | None = None,
+    priced: bool = False,
+) -> npt.NDArray[np.bool_]:
+    """Candidates that meet the SLO at some rate, fit the GPU and dollar budgets and reach the target rate;
+    ``priced`` also drops candidates without a price (NaN cost)."""
     ok = m.goodput_rps > 0.0
     if budget_gpus is not None:
         ok &= m.num_gpus <= budget_gpus
     if rate_rps is not None:
         ok &= m.goodput_rps >= rate_rps
+    if priced or budget_usd_per_hour is not None:
+        ok &= np.isfinite(m.cost_usd_per_hour)
+    if budget_usd_per_hour is not None:
+        with np.errstate(invalid="ignore"):
+            ok &= m.cost_usd_per_hour <= budget_usd_per_hour
     return np.asarray(ok)
 
 
-def rank(m: Metrics, *, objective: str, budget_gpus: int | None, rate_rps: float | None) -> IntArray:
-    """Indices of the feasible candidates, best first (module docstring)."""
-    ok = feasible_mask(m, budget_gpus=budget_gpus, rate_rps=rate_rps)
+def rank(
+    m: Metrics,
+    *,
+    objective: str,
+    budget_gpus: int | None,
+    rate_rps: float | None,
+    budget_usd_per_hour: float | None = None,
+) -> IntArray:
+    """Indices of the feasible candidates, best first (module docstring); under a cost objective or a dollar
+    budget, candidates without a price are not feasible (:func:`needs_price`)."""
+    ok = feasible_mask(
+        m,
+        budget_gpus=budget_gpus,
+        rate_rps=rate_rps,
+        budget_usd_per_hour=budget_usd_per_hour,
+        priced=needs_price(objective, budget_usd_per_hour),
+    )
     idx = np.flatnonzero(ok)
     # equal to 12 significant digits counts as a tie (k identical colocated instances score the same
     # per GPU up to float rounding), so the documented tie-breaks decide, not the last bit

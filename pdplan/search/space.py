@@ -13,12 +13,15 @@ from typing import cast, get_args
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
+from pdplan.io.planning_defaults import planning_defaults
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.serving import RoleHardware, instance_budget, precision_of
+from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.overrides import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
-from pdplan.types import Binding, Granularity, Objective, Routing, Scheduler
+from pdplan.types import Binding, Granularity, Objective, Redundancy, Routing, Scheduler
 
 DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_PP = (2, 4)
@@ -42,6 +45,13 @@ class Space:
     objective: Objective
     colocated_scheduler: Scheduler
     notes: tuple[str, ...] = field(default=())
+    headroom: float = 0.0
+    """Planning margin H: a plan's goodput is its SLO-meeting rate / (1 + H)."""
+    redundancy: Redundancy = "none"
+    """``n+1``: a plan's goodput is that of the plan with one instance of each pool down."""
+    budget_usd_per_hour: float | None = None
+    rejected: tuple[dict[str, object], ...] = field(default=())
+    """GPU types and TP/PP sizes the search dropped before screening, each with the binding reason (why not)."""
 
     def describe(self) -> dict[str, object]:
         """The space in plain values (for reports)."""
@@ -62,6 +72,9 @@ class Space:
             "rate_rps": self.rate_rps,
             "objective": self.objective,
             "colocated_scheduler": self.colocated_scheduler,
+            "headroom": self.headroom,
+            "redundancy": self.redundancy,
+            "budget_usd_per_hour": self.budget_usd_per_hour,
         }
 
 
@@ -73,38 +86,76 @@ def _fits(hw: RoleHardware) -> bool:
     return True
 
 
+def _reject(rejected: list[dict[str, object]], role: str, gpu: str, tp: int | None, pp: int | None, why: str) -> None:
+    rejected.append({"role": role, "gpu": gpu, "tp": tp, "pp": pp, "stage": "space", "reason": why})
+
+
+def _tp_reason(model: ModelSpec, gpus_per_node: int, t: int) -> str | None:
+    if t > gpus_per_node:
+        return f"TP{t} spans more than one {gpus_per_node}-GPU node"
+    if model.num_attention_heads % t:
+        return f"TP{t} does not divide {model.name}'s {model.num_attention_heads} attention heads"
+    return None
+
+
+_Make = tuple[ModelSpec, GpuSpec, KernelTable, list[int], Scenario]
+
+
+def _options(
+    make: _Make, degrees: tuple[int, ...], rejected: tuple[str, list[dict[str, object]]]
+) -> list[RoleHardware]:
+    """The instance types of one GPU at ``degrees`` PP × its node TPs whose weights fit (the others rejected)."""
+    model, gpu, table, node_tps, scenario = make
+    out = []
+    for p in degrees:
+        for t in node_tps:
+            h = RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
+            if _fits(h):
+                out.append(h)
+            else:
+                _reject(rejected[1], rejected[0], gpu.name, t, p, f"weights do not fit {gpu.name} at TP{t} PP{p}")
+    return out
+
+
 def _roles(
-    catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...], notes: list[str]
+    catalog: Catalog,
+    model: ModelSpec,
+    scenario: Scenario,
+    gpu_names: list[str],
+    tps: tuple[int, ...],
+    notes: list[str],
+    pps: tuple[int, ...] | None = None,
+    rejected: tuple[str, list[dict[str, object]]] | None = None,
 ) -> tuple[RoleHardware, ...]:
     """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
-    sharding) and stay within one node (≤ GPUs per node)."""
+    sharding) and stay within one node (≤ GPUs per node). ``pps`` (``--pp``, ``search.pp``) lists the PP degrees
+    to try; without it PP > 1 is tried only where TP alone cannot hold the model. ``rejected`` (role, list)
+    collects each dropped GPU/TP/PP with its reason."""
+    role, why_not = rejected if rejected is not None else ("", [])
     out: list[RoleHardware] = []
     for name in gpu_names:
         gpu = catalog.gpu(name)
         table = catalog.kernel_table(gpu.name)
-        node_tps = [t for t in tps if t <= gpu.gpus_per_node and model.num_attention_heads % t == 0]
+        for t in tps:
+            reason = _tp_reason(model, gpu.gpus_per_node, t)
+            if reason is not None:
+                _reject(why_not, role, gpu.name, t, None, reason)
+        node_tps = [t for t in tps if _tp_reason(model, gpu.gpus_per_node, t) is None]
         if not node_tps:
             notes.append(
                 f"no TP in {list(tps)} divides {model.name}'s {model.num_attention_heads} attention heads "
                 f"within one {gpu.gpus_per_node}-GPU {gpu.name} node"
             )
             continue
-        fitting = [
-            RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
-            for t in node_tps
-        ]
-        fitting = [h for h in fitting if _fits(h)]
-        if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
-            fitting = [
-                RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
-                for p in DEFAULT_PP
-                for t in node_tps
-            ]
-            fitting = [h for h in fitting if _fits(h)]
+
+        make = (model, gpu, table, node_tps, scenario)
+        fitting = _options(make, pps or (1,), (role, why_not))
+        if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
+            fitting = _options(make, DEFAULT_PP, (role, why_not))
             if fitting:
                 notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
         if not fitting:
-            notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(DEFAULT_PP)}")
+            notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(pps or DEFAULT_PP)}")
         out.extend(fitting)
     return tuple(out)
 
@@ -124,8 +175,10 @@ def build_space(
     budget_gpus: int | None = None,
     rate_rps: float | None = None,
     objective: str | None = None,
+    **planning: object,
 ) -> Space:
-    """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win)."""
+    """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win); ``planning``
+    holds ``headroom``, ``redundancy`` and ``budget_usd_per_hour`` (None: the block's, then the defaults)."""
     s = scenario.search or SearchSpace()
     if budget_gpus is not None and rate_rps is not None:
         raise SpecError(f"give either {flag('gpus')} (budget) or {flag('rate')} (target), not both", field=flag("gpus"))
@@ -141,10 +194,12 @@ def build_space(
     decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
     colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
     notes: list[str] = []
-    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes)
-    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes)
+    pps = tuple(s.pp) if s.pp else None
+    why_not: list[dict[str, object]] = []
+    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pps, ("prefill", why_not))
+    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, pps, ("decode", why_not))
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
-    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [])
+    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps)
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(
@@ -165,4 +220,28 @@ def build_space(
         objective=_objective(objective) if objective is not None else s.objective,
         colocated_scheduler=s.colocated_scheduler,
         notes=tuple(notes),
+        **_planning(s, planning),  # type: ignore[arg-type]  # headroom, redundancy, budget_usd_per_hour
+        rejected=tuple(why_not),
     )
+
+
+def _planning(s: SearchSpace, planning: dict[str, object]) -> dict[str, object]:
+    """Headroom, redundancy and the dollar budget: arguments win over the ``search:`` block, then the packaged
+    defaults (``pdplan/data/planning_defaults.yaml``)."""
+    defaults = planning_defaults()
+    headroom = planning.get("headroom")
+    redundancy = planning.get("redundancy")
+    budget = planning.get("budget_usd_per_hour")
+    headroom = headroom if headroom is not None else s.headroom
+    redundancy = redundancy if redundancy is not None else s.redundancy
+    if redundancy is not None and redundancy not in get_args(Redundancy):
+        raise SpecError(f"{redundancy!r} is not one of {', '.join(get_args(Redundancy))}", field=flag("redundancy"))
+    if headroom is not None and not 0.0 <= float(cast(float, headroom)) <= 10.0:
+        raise SpecError(f"must be between 0 and 10, got {headroom}", field=flag("headroom"))
+    if budget is not None and not float(cast(float, budget)) > 0.0:
+        raise SpecError(f"must be > 0, got {budget}", field=flag("budget_usd_per_hour"))
+    return {
+        "headroom": float(cast(float, headroom)) if headroom is not None else defaults.headroom,
+        "redundancy": redundancy if redundancy is not None else defaults.redundancy,
+        "budget_usd_per_hour": budget if budget is not None else s.budget_usd_per_hour,
+    }

@@ -47,6 +47,9 @@ class ScenarioOverrides(FrozenModel):
     attainment: float | None = None
     dtype: str | None = None
     kv_dtype: str | None = None
+    max_instances: int | None = None
+    pp: int | None = None
+    percentile: float | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -66,6 +69,8 @@ DEPLOYMENT_FIELDS = (
     "link",
     "granularity",
     "routing",
+    "max_instances",
+    "pp",
 )
 """Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
 
@@ -97,6 +102,13 @@ FLAGS = MappingProxyType(
         "concurrency": "--concurrency",
         "plot": "--plot",
         "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
+        "max_instances": "--max-instances",  # optimize: search.max_instances
+        "pp": "--pp",
+        "percentile": "--percentile",  # slo.percentile
+        "headroom": "--headroom",  # optimize: search.headroom
+        "redundancy": "--redundancy",  # optimize: search.redundancy
+        "prices": "--price",  # optimize: search.prices (GPU=USD_PER_HOUR, repeatable)
+        "budget_usd_per_hour": "--budget-usd-per-hour",  # optimize: search.budget_usd_per_hour
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

@@ -38,7 +38,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pdplan.specs.base import FrozenModel
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.types import Convention, Dtype, Granularity, Mode, Objective, Routing, Scheduler
+from pdplan.types import Convention, Dtype, Granularity, Mode, Objective, Redundancy, Routing, Scheduler
 from pdplan.units import parse_time_s
 
 PosInt = Annotated[int, Field(strict=True, ge=1)]
@@ -119,6 +119,14 @@ class SearchSpace(FrozenModel):
     colocated_scheduler: Scheduler = "chunked"
     rate: Annotated[float, Field(gt=0.0)] | None = None
     objective: Objective = "gpus"
+    headroom: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
+    """Planning margin H: the SLO must hold at (1+H)x the operating rate (default: pdplan/data/planning_defaults)."""
+    redundancy: Redundancy | None = None
+    """``n+1``: the SLO must hold with one instance of each pool down (default ``none``)."""
+    budget_usd_per_hour: Annotated[float, Field(gt=0.0)] | None = None
+    """A dollar budget: only plans costing at most this per hour."""
+    prices: dict[str, Annotated[float, Field(gt=0.0)]] | None = None
+    """GPU name -> USD per GPU-hour, replacing the catalogue's typical price."""
 
 
 class Scenario(FrozenModel):

@@ -135,10 +135,14 @@ def test_markdown_minimal_result() -> None:
 
 
 def test_markdown_cost_objective_says_lower_is_better() -> None:
-    result = replace(plan_result(), objective="cost")
+    # at a target rate the cost objective ranks by $/h (issue #12 item 6: the words follow the objective's name,
+    # not the free-text objective line); within a budget it ranks by goodput per $/h, higher is better
+    result = replace(plan_result(), objective_key="cost", rate_target_rps=9.0)
     text = to_markdown(result)
     assert "ranks first on cost per hour: $36.00 against $42.00" in text
     assert "lower is better" in text
+    budget = to_markdown(replace(plan_result(), objective_key="cost"))
+    assert "ranks first on goodput per $/h (req/s per $/h)" in budget
 
 
 def test_table_text() -> None:

@@ -1,0 +1,227 @@
+"""The capacity review's planning extras around a search: the margins it was run with, GPUs a cost search skips for
+want of a price, the colocated baseline at a comparable size, the pick's sensitivity to GPU prices and why each GPU
+type / TP size the search tried is absent from the reported plans ("why not")."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import Catalog
+from pdplan.io.planning_defaults import planning_defaults
+from pdplan.search.pool import Pool
+from pdplan.search.results import Plan, PriceSensitivity
+from pdplan.search.select import Metrics, needs_price, rank
+from pdplan.search.space import Space
+from pdplan.serving import RoleHardware
+from pdplan.specs.overrides import flag
+from pdplan.types import Binding
+
+HEADROOM_MEANING = (
+    "the SLO must hold at (1 + headroom) x the operating rate: a plan's goodput is its SLO-meeting rate / "
+    "(1 + headroom)"
+)
+REDUNDANCY_MEANING = {
+    "none": "every instance up",
+    "n+1": "the SLO must hold with one instance of each pool down (goodput of the plan less one instance per pool)",
+}
+
+
+def planning_inputs(space: Space) -> dict[str, Any]:
+    """The margins of the search as every report prints them (``inputs.planning``)."""
+    return {
+        "headroom": space.headroom,
+        "headroom_meaning": HEADROOM_MEANING,
+        "redundancy": space.redundancy,
+        "redundancy_meaning": REDUNDANCY_MEANING[space.redundancy],
+        "budget_usd_per_hour": space.budget_usd_per_hour,
+        "sources": dict(planning_defaults().sources),
+    }
+
+
+def plan_metrics(plans: list[Plan]) -> Metrics:
+    """The objective's numbers of evaluated plans (NaN cost where unpriced)."""
+    return Metrics(
+        *(
+            np.array([getattr(p, f) or np.nan for p in plans], dtype=np.float64)
+            for f in ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")
+        )
+    )
+
+
+def _options(space: Space) -> list[tuple[str, RoleHardware]]:
+    return [
+        *(("prefill", h) for h in space.prefill),
+        *(("decode", h) for h in space.decode),
+        *(("colocated", h) for h in space.colocated),
+    ]
+
+
+def unpriced(space: Space) -> list[str]:
+    """GPU types of the search that have no price (after ``--price`` overrides), sorted."""
+    return sorted({h.gpu.name for _, h in _options(space) if h.gpu.price is None})
+
+
+def _price_reason(space: Space) -> str:
+    what = "a dollar budget" if space.objective not in ("cost", "tokens-per-dollar") else f"objective {space.objective}"
+    return f"no price in the catalogue, and {what} ranks by price"
+
+
+def unpriced_warnings(space: Space) -> tuple[str, ...]:
+    """One warning per GPU a cost search skipped (no silent vanishing): why, and how to price it."""
+    if not needs_price(space.objective, space.budget_usd_per_hour):
+        return ()
+    return tuple(
+        f"{name} skipped: {_price_reason(space)}; give {flag('prices')} {name}=USD_PER_GPU_HOUR to include it"
+        for name in unpriced(space)
+    )
+
+
+def unpriced_infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError | None:
+    """The exit-3 error when every candidate meeting the SLO was skipped for want of a price (else None)."""
+    m = pool.metrics
+    if not needs_price(space.objective, space.budget_usd_per_hour) or not (m.goodput_rps > 0).any():
+        return None
+    if np.isfinite(m.cost_usd_per_hour[m.goodput_rps > 0]).any():
+        return None
+    names = ", ".join(unpriced(space))
+    return NoFeasiblePlanError(
+        f"every candidate meeting the SLO uses a GPU without a price ({names}); give {flag('prices')} "
+        "GPU=USD_PER_GPU_HOUR",
+        binding_constraint=Binding.PRICE,
+    )
+
+
+def comparable_baseline(pool: Pool, order: np.ndarray, pick: Plan, space: Space, count: int | None) -> np.ndarray:
+    """The colocated candidates of ``order`` at a size comparable to the pick: ``count`` instances when asked
+    (``--colocated N``), else the best instance type at the most instances within the pick's GPU count (at
+    least one); with a target rate, the ranking's own (fewest GPUs meeting it). Falls back to ``order``."""
+    start = pool.screened.size
+    colocated = [int(i) for i in order if i >= start]
+    if space.rate_rps is not None or not colocated:
+        return order
+    if count is not None:
+        sized = [i for i in colocated if pool.colocated[i - start].colocated.count == count]  # type: ignore[union-attr]
+        return np.array(sized or colocated, dtype=np.intp)
+    first = pool.colocated[colocated[0] - start].colocated
+    assert first is not None
+    same = [
+        i
+        for i in colocated
+        if (role := pool.colocated[i - start].colocated) is not None
+        and (role.gpu, role.tp, role.pp) == (first.gpu, first.tp, first.pp)
+        and pool.metrics.num_gpus[i] <= pick.num_gpus
+    ]
+    if not same:
+        return order
+    return np.array([max(same, key=lambda i: pool.metrics.num_gpus[i])], dtype=np.intp)
+
+
+def _cost(plan: Plan, prices: dict[str, float | None]) -> float:
+    total = 0.0
+    for role in (plan.prefill, plan.decode, plan.colocated):
+        if role is not None:
+            price = prices.get(role.gpu)
+            if price is None:
+                return float("nan")
+            total += price * role.gpus
+    return total
+
+
+def price_sensitivity(plans: list[Plan], space: Space, catalog: Catalog) -> tuple[PriceSensitivity, ...]:
+    """Each priced GPU's price moved by ±``price_sensitivity`` (planning defaults, 20 %): the pick's $/h and which
+    of the exactly evaluated plans the objective then ranks first (the plans are re-ranked, not re-searched)."""
+    step = planning_defaults().price_sensitivity
+    names = sorted({r.gpu for p in plans for r in (p.prefill, p.decode, p.colocated) if r is not None})
+    base: dict[str, float | None] = {}
+    for name in names:
+        price = catalog.gpu(name).price
+        base[name] = None if price is None else price.typical_usd_per_gpu_hour
+    rows: list[PriceSensitivity] = []
+    for name in names:
+        typical = base[name]
+        if typical is None:
+            continue
+        for factor in (1.0 - step, 1.0 + step):
+            moved = {**base, name: typical * factor}
+            costs = np.array([_cost(p, moved) for p in plans])
+            m = plan_metrics(plans)
+            m = Metrics(m.goodput_rps, m.num_gpus, costs, m.output_tokens_per_s)
+            order = rank(
+                m,
+                objective=space.objective,
+                budget_gpus=space.budget_gpus,
+                rate_rps=space.rate_rps,
+                budget_usd_per_hour=space.budget_usd_per_hour,
+            )
+            winner = plans[int(order[0])].label if order.size else None
+            rows.append(
+                PriceSensitivity(name, factor, typical * factor, float(costs[0]), winner, winner != plans[0].label)
+            )
+    return tuple(rows)
+
+
+def _role_indices(pool: Pool, role: str, hw: RoleHardware) -> np.ndarray:
+    """Pool indices of the candidates that use instance type ``hw`` in ``role``."""
+    c = pool.screened
+    if role == "colocated":
+        hits = [
+            pool.screened.size + j
+            for j, d in enumerate(pool.colocated)
+            if d.colocated is not None
+            and (d.colocated.gpu, d.colocated.tp, d.colocated.pp) == (hw.gpu.name, hw.tp, hw.pp)
+        ]
+        return np.array(hits, dtype=np.intp)
+    if role == "prefill":
+        options = np.array([b.hw.label == hw.label for b in pool.bases])
+        return np.flatnonzero(options[c.prefill]) if c.size else np.zeros(0, dtype=np.intp)
+    options = np.array([t.hw.label == hw.label for t in pool.tables])
+    return np.flatnonzero(options[c.decode]) if c.size else np.zeros(0, dtype=np.intp)
+
+
+def _used(plans: tuple[Plan, ...], role: str, hw: RoleHardware) -> bool:
+    for p in plans:
+        r = getattr(p, role)
+        if r is not None and (r.gpu, r.tp, r.pp) == (hw.gpu.name, hw.tp, hw.pp):
+            return True
+    return False
+
+
+def why_not(
+    pool: Pool, space: Space, order: np.ndarray, pick: Plan, plans: tuple[Plan, ...] = ()
+) -> tuple[dict[str, Any], ...]:
+    """Each GPU type / TP size the search tried (or dropped) that no reported plan uses, with the binding reason:
+    dropped before the screen (TP/node/heads, weights), skipped for want of a price, no candidate meeting the SLO
+    (the most common binding constraint), none within the budget or reaching the target, or outranked (its best
+    candidate's goodput per GPU beside the pick's)."""
+    rows = [dict(r) for r in space.rejected]
+    feasible = np.zeros(pool.size, dtype=bool)
+    feasible[order] = True
+    shown = plans or (pick,)
+    priced = needs_price(space.objective, space.budget_usd_per_hour)
+    for role, hw in _options(space):
+        if _used(shown, role, hw):
+            continue
+        idx = _role_indices(pool, role, hw)
+        row: dict[str, Any] = {"role": role, "gpu": hw.gpu.name, "tp": hw.tp, "pp": hw.pp, "stage": "screen"}
+        m = pool.metrics
+        if idx.size == 0:
+            row["reason"] = "no decode table: the longest request's KV cache does not fit"
+        elif priced and hw.gpu.price is None:
+            row["reason"] = _price_reason(space)
+        elif feasible[idx].any():
+            best = idx[feasible[idx]][np.argmax((m.goodput_rps / m.num_gpus)[idx[feasible[idx]]])]
+            row["reason"] = (
+                f"feasible but outranked: best {m.goodput_rps[best] / m.num_gpus[best]:.3f} req/s per GPU "
+                f"(screened) against the pick's {pick.goodput_rps_per_gpu:.3f}"
+            )
+        elif (m.goodput_rps[idx] > 0).any():
+            row["reason"] = "meets the SLO only outside the GPU / dollar budget or below the target rate"
+        else:
+            words = Counter(str(b) for b in pool.binding[idx])
+            row["reason"] = f"no candidate meets the SLO at any rate; most are bound by {words.most_common(1)[0][0]}"
+        rows.append(row)
+    return tuple(rows)

@@ -1,0 +1,84 @@
+"""Issue #12: flags that existed only in YAML (--max-instances, --pp, --percentile) and the capacity-review flags
+(--headroom, --redundancy, --price, --budget-usd-per-hour) on the command line, with their bad-input exits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import CliResult
+
+SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
+Cli = Callable[..., CliResult]
+
+
+def _doc(cli: Cli, *args: str) -> dict[str, Any]:
+    result = cli("optimize", SMALL, "--format", "json", *args)
+    assert result.code == 0, result.err
+    doc: dict[str, Any] = json.loads(result.out)
+    return doc
+
+
+def test_max_instances_flag_bounds_the_search(cli: Cli) -> None:
+    doc = _doc(cli, "--max-instances", "2")
+    assert doc["inputs"]["search_space"]["max_instances"] == 2
+    for plan in doc["plans"]:
+        for role in ("prefill", "decode", "colocated"):
+            assert plan[role] is None or plan[role]["count"] <= 2
+
+
+def test_percentile_flag_sets_the_slo_percentile(cli: Cli) -> None:
+    doc = _doc(cli, "--percentile", "99", "--max-instances", "2")
+    assert doc["inputs"]["slo"]["percentile"] == 99
+    assert doc["slo_percentile"] == 99
+
+
+def test_pp_flag_searches_only_that_degree(cli: Cli) -> None:
+    doc = _doc(cli, "--pp", "2", "--max-instances", "2")
+    for plan in doc["plans"]:
+        for role in ("prefill", "decode", "colocated"):
+            assert plan[role] is None or plan[role]["pp"] == 2
+
+
+def test_headroom_redundancy_price_and_budget_flags(cli: Cli) -> None:
+    doc = _doc(cli, "--headroom", "0.2", "--redundancy", "n+1", "--price", "h100-sxm=2", "--budget-usd-per-hour", "16")
+    assert doc["planning"]["headroom"] == 0.2
+    assert doc["planning"]["redundancy"] == "n+1"
+    assert doc["planning"]["budget_usd_per_hour"] == 16
+    assert doc["inputs"]["gpus"]["h100-sxm"]["price_usd_per_gpu_hour"] == 2
+    for plan in doc["plans"]:
+        assert plan["cost_usd_per_hour"] == plan["num_gpus"] * 2
+        assert plan["cost_usd_per_hour"] <= 16
+
+
+def test_table_prints_the_planning_margins(cli: Cli) -> None:
+    result = cli("optimize", SMALL, "--headroom", "0.2", "--max-instances", "2")
+    assert result.code == 0
+    assert "headroom 20%" in result.out
+    assert "$/h" in result.out
+
+
+def test_bad_planning_values_exit_2(cli: Cli) -> None:
+    for args in (
+        ("--price", "h100-sxm"),
+        ("--price", "h100-sxm=-1"),
+        ("--price", "nosuchgpu=2"),
+        ("--redundancy", "n+2"),
+        ("--headroom", "-0.5"),
+    ):
+        result = cli("optimize", SMALL, *args)
+        assert result.code == 2, (args, result.err)
+
+
+def test_max_instances_is_refused_by_evaluate(cli: Cli) -> None:
+    result = cli("evaluate", SMALL, "--max-instances", "2")
+    assert result.code == 2
+    assert "--max-instances" in result.err
+
+
+def test_percentile_and_pp_apply_to_evaluate(cli: Cli) -> None:
+    result = cli("evaluate", SMALL, "--percentile", "99", "--format", "json")
+    assert result.code == 0, result.err
+    assert '"percentile": 99' in result.out
