@@ -67,6 +67,19 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "attainment": Annotated[float | None, Opt(FLAGS["attainment"], help="Target fraction of requests, e.g. 0.9.")],
     "dtype": Annotated[str | None, Opt(FLAGS["dtype"], help="bf16|fp8 weights/GEMMs.")],
     "kv_dtype": Annotated[str | None, Opt(FLAGS["kv_dtype"], help="bf16|fp8 KV cache.")],
+    "prfaas_gpu": Annotated[
+        str | None, Opt(FLAGS["prfaas_gpu"], help="PrfaaS: remote prefill GPU (adds a prfaas: block if none).")
+    ],
+    "prfaas_tp": Annotated[int | None, Opt(FLAGS["prfaas_tp"], min=1, help="PrfaaS: remote prefill TP.")],
+    "prfaas_instances": Annotated[
+        int | None, Opt(FLAGS["prfaas_instances"], min=1, help="PrfaaS: remote prefill instances.")
+    ],
+    "prfaas_link": Annotated[str | None, Opt(FLAGS["prfaas_link"], help="PrfaaS: cross-DC link, e.g. dci-100g.")],
+    "prfaas_rtt": Annotated[str | None, Opt(FLAGS["prfaas_rtt"], help="PrfaaS: cross-DC round trip, e.g. 2ms.")],
+    "prfaas_threshold": Annotated[
+        int | None,
+        Opt(FLAGS["prfaas_threshold"], min=1, help="PrfaaS: offload prompts longer than this (default: searched)."),
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 

@@ -48,6 +48,10 @@ class SplitLaw(Protocol):
         """``E[f(L); L ≤ t]``."""
         ...
 
+    def points(self, t: float, above: bool) -> tuple[FloatArray, FloatArray]:
+        """Lengths and probabilities (summing to the side's mass) of ``L > t`` or ``L ≤ t``."""
+        ...
+
 
 @functools.cache
 def _reference_rule() -> tuple[FloatArray, FloatArray]:
@@ -103,6 +107,13 @@ class QuantileLaw:
     def head(self, f: Curve, t: float) -> float:
         return self._integral(f, 0.0, self._cdf(t))
 
+    def points(self, t: float, above: bool) -> tuple[FloatArray, FloatArray]:
+        u_lo, u_hi = (self._cdf(t), 1.0) if above else (0.0, self._cdf(t))
+        if u_hi <= u_lo:
+            return np.empty(0), np.empty(0)
+        nodes, weights = _gauss_legendre(u_lo, u_hi)
+        return np.clip(np.asarray(self.dist.ppf(nodes), np.float64), self.lower, self.upper), weights
+
 
 @dataclass(frozen=True)
 class PointsLaw:
@@ -135,6 +146,10 @@ class PointsLaw:
     def head(self, f: Curve, t: float) -> float:
         below = self.tokens <= t
         return float(np.dot(self.prob[below], f(self.tokens[below])))
+
+    def points(self, t: float, above: bool) -> tuple[FloatArray, FloatArray]:
+        side = self.tokens > t if above else self.tokens <= t
+        return self.tokens[side], self.prob[side]
 
 
 def split_law(dist: ParametricDist) -> QuantileLaw:
