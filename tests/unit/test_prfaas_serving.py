@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pdplan.report.serving import evaluation_records
 from pdplan.serving import evaluate
 from pdplan.serving.inputs import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
-from pdplan.serving.prfaas.queue import WAIT_CELLS, path_mixture, percentile_s
+from pdplan.serving.prfaas.queue import WAIT_CELLS, goodput, path_mixture, percentile_s
 from pdplan.specs.overrides import ScenarioOverrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,11 +102,16 @@ def test_wait_lattice_is_fine_enough() -> None:
 
 
 def test_threshold_above_longest_prompt_is_homogeneous() -> None:
+    """Same 3P5D split, no remote cluster: exactly the same goodput; the report's baseline re-splits to 6P2D."""
     sc = load_scenario(PAPER)
-    doc = _paper_doc()
     pinned = apply_overrides(sc, ScenarioOverrides(prfaas_threshold=200_000))
     ev = evaluate(pinned, catalog=open_catalog())
     assert ev.prfaas is not None
     assert ev.prfaas["offload_fraction"] == 0.0
-    assert ev.prfaas["goodput_rps"] == doc["homogeneous_goodput_rps"]
     assert math.isnan(ev.prfaas["remote_ttft_p90_s"])
+    setup = prfaas_setup(resolve(sc, open_catalog()))
+    no_remote = replace(setup, capacity=replace(setup.capacity, remote=replace(setup.capacity.remote, instances=0)))
+    slo = sc.slo
+    assert ev.prfaas["goodput_rps"] == goodput(no_remote, 200_000.0, slo.ttft, slo.attainment).goodput_rps
+    assert ev.prfaas["homogeneous_split"] == [6, 2]
+    assert ev.prfaas["homogeneous_goodput_rps"] >= ev.prfaas["goodput_rps"]

@@ -4,8 +4,9 @@ comparisons the reports print.
 * the threshold: ``prfaas.threshold`` when given, else the goodput-maximising one (bounded scalar search,
   :func:`.queue.search_goodput_threshold`); the capacity-only optimum (Eq. 7) is reported beside it;
 * the baselines on the same local GPUs, with the same curves and queueing: **homogeneous PD** (nothing
-  offloaded) and **naive heterogeneous PD** (everything prefilled remotely; the local prefill instances become
-  decode instances when they are the same GPU × TP as the decode ones, as in the paper's 4/—/8);
+  offloaded; its local instances re-split to their best prefill/decode ratio when interchangeable) and
+  **naive heterogeneous PD** (everything prefilled remotely; the local prefill instances become decode instances
+  when they are the same GPU × TP as the decode ones, as in the paper's 4/—/8);
 * link sensitivity: threshold and goodput re-searched with the link bandwidth halved and doubled.
 """
 
@@ -31,10 +32,14 @@ def _best(setup: PrfaasSetup, ttft_s: float, attainment: float) -> PathGoodput:
     return search_goodput_threshold(setup, ttft_s, attainment, THRESHOLD_XATOL_TOKENS)
 
 
+def _same_roles(res: ResolvedScenario) -> bool:
+    """Local prefill and decode instances are the same GPU × TP (so a baseline may re-split them)."""
+    return res.prefill is not None and res.decode is not None and res.prefill.label == res.decode.label
+
+
 def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
     cap = setup.capacity
-    same = res.prefill is not None and res.decode is not None and res.prefill.label == res.decode.label
-    extra = cap.local.instances if same else 0
+    extra = cap.local.instances if _same_roles(res) else 0
     naive = replace(
         cap,
         local=replace(cap.local, instances=0),
@@ -43,9 +48,17 @@ def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
     return replace(setup, capacity=naive, spec=setup.spec.model_copy(update={"threshold": 1}))
 
 
-def _homogeneous_setup(setup: PrfaasSetup) -> PrfaasSetup:
+def _homogeneous_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
+    """Nothing offloaded; with interchangeable local instances, the best prefill/decode split of them (Eq. 8)."""
     cap = setup.capacity
     homo = replace(cap, remote=replace(cap.remote, instances=0))
+    total = cap.local.instances + cap.decode.instances
+    if _same_roles(res) and total >= 2:
+        splits = [
+            replace(homo, local=replace(cap.local, instances=n_p), decode=replace(cap.decode, instances=total - n_p))
+            for n_p in range(1, total)
+        ]
+        homo = max(splits, key=lambda c: capacity_at(c, c.law.upper).lambda_max_rps)
     return replace(setup, capacity=homo, spec=setup.spec.model_copy(update={"threshold": int(cap.law.upper) + 1}))
 
 
@@ -78,7 +91,8 @@ def evaluate_prfaas(res: ResolvedScenario) -> dict[str, Any]:
     best = _best(setup, slo.ttft, slo.attainment)
     at = _at(setup, best, q)
     eq7 = search_threshold(setup.capacity)
-    homo = goodput(_homogeneous_setup(setup), setup.capacity.law.upper, slo.ttft, slo.attainment)
+    homo_setup = _homogeneous_setup(setup, res)
+    homo = goodput(homo_setup, setup.capacity.law.upper, slo.ttft, slo.attainment)
     naive = goodput(_naive_setup(setup, res), setup.capacity.law.lower - 1.0, slo.ttft, slo.attainment)
     sensitivity = []
     for scale in LINK_SCALES:
@@ -105,6 +119,7 @@ def evaluate_prfaas(res: ResolvedScenario) -> dict[str, Any]:
         "stability_limit_rps": best.stability_rps,
         "egress_gbps": at["egress"] * 8 / 1e9,
         "homogeneous_goodput_rps": homo.goodput_rps,
+        "homogeneous_split": [homo_setup.capacity.local.instances, homo_setup.capacity.decode.instances],
         "naive_goodput_rps": naive.goodput_rps,
         "gain_vs_homogeneous": _ratio(best.goodput_rps, homo.goodput_rps),
         "gain_vs_naive": _ratio(best.goodput_rps, naive.goodput_rps),
