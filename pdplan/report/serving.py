@@ -119,6 +119,25 @@ def transfer_view(transfer: Mapping[str, Any]) -> View:
     )
 
 
+KV_SWEEP_COLUMNS = ("tokens", "kv_mib", "prefill_ms", "kv_gbps")
+
+
+def kv_sweep_view(sweep: Mapping[str, Any]) -> View:
+    """``pdplan transfer --sweep``: one row per prompt length (KV in MiB, prefill in ms, KV throughput in Gb/s);
+    the JSON document keeps SI units (``kv_bytes``, ``prefill_s``)."""
+    records = [
+        {
+            "tokens": r["tokens"],
+            "kv_mib": r["kv_bytes"] / 2**20,
+            "prefill_ms": r["prefill_s"] * 1e3,
+            "kv_gbps": r["kv_gbps"],
+        }
+        for r in sweep["rows"]
+    ]
+    title = f"pdplan transfer --sweep — {sweep['model']} on {sweep['gpu']} TP{sweep['tp']}"
+    return View(records=records, document=dict(sweep), columns=KV_SWEEP_COLUMNS, title=title)
+
+
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:
     """Rows quantity / closed form / simulated / relative error (latencies in ms)."""
     rows: list[dict[str, Any]] = []

@@ -65,6 +65,8 @@ MODEL_IDS = [
     "mixtral-8x7b",
     "deepseek-v3",
     "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
+    "minimax-m2.5",
 ]
 
 Cli = Callable[..., Any]

@@ -112,3 +112,13 @@ def test_profile_files(tmp_path: Path) -> None:
         load_profile(bad)
     with pytest.raises(SpecError, match="unknown prefill profile"):
         resolve_profile("no-such-profile")
+
+
+def test_parse_lengths() -> None:
+    from pdplan.serving.prfaas.sweep import parse_lengths
+
+    assert parse_lengths("1K, 8k,32K,128K,500") == [1024, 8192, 32768, 131072, 500]
+    with pytest.raises(SpecError, match="token count"):
+        parse_lengths("1K,lots")
+    with pytest.raises(SpecError, match="whole number"):
+        parse_lengths("0.5K,0")
