@@ -74,6 +74,19 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "percentile": Annotated[
         float | None, Opt(FLAGS["percentile"], min=0.0, max=100.0, help="SLO percentile, e.g. 90 or 99.")
     ],
+    "prfaas_gpu": Annotated[
+        str | None, Opt(FLAGS["prfaas_gpu"], help="PrfaaS: remote prefill GPU (adds a prfaas: block if none).")
+    ],
+    "prfaas_tp": Annotated[int | None, Opt(FLAGS["prfaas_tp"], min=1, help="PrfaaS: remote prefill TP.")],
+    "prfaas_instances": Annotated[
+        int | None, Opt(FLAGS["prfaas_instances"], min=1, help="PrfaaS: remote prefill instances.")
+    ],
+    "prfaas_link": Annotated[str | None, Opt(FLAGS["prfaas_link"], help="PrfaaS: cross-DC link, e.g. dci-100g.")],
+    "prfaas_rtt": Annotated[str | None, Opt(FLAGS["prfaas_rtt"], help="PrfaaS: cross-DC round trip, e.g. 2ms.")],
+    "prfaas_threshold": Annotated[
+        int | None,
+        Opt(FLAGS["prfaas_threshold"], min=1, help="PrfaaS: offload prompts longer than this (default: searched)."),
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 

@@ -50,8 +50,8 @@ def evaluate_command(
 
 def transfer_command(
     model: Annotated[str, Opt("--model", help="Model name or path.")],
-    tokens: Annotated[int, Opt("--tokens", min=1, help="Prompt tokens of the request.")],
-    link: Annotated[str, Opt("--link", help="Link name or path.")],
+    tokens: Annotated[int | None, Opt("--tokens", min=1, help="Prompt tokens of the request.")] = None,
+    link: Annotated[str | None, Opt("--link", help="Link name or path.")] = None,
     granularity: Annotated[str, Opt("--granularity", help="request|layer|chunk.")] = "request",
     prefill_tp: Annotated[int, Opt("--prefill-tp", min=1)] = 1,
     decode_tp: Annotated[int, Opt("--decode-tp", min=1)] = 1,
@@ -61,13 +61,44 @@ def transfer_command(
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    sweep: Annotated[
+        str | None,
+        Opt("--sweep", help="KV throughput per length, e.g. 1K,8K,32K,128K (needs --gpu; K = 1024)."),
+    ] = None,
+    tp: Annotated[int | None, Opt("--tp", min=1, help="--sweep: TP of the prefill instance.")] = None,
 ) -> None:
     """KV-cache transfer of one request: bytes, link time, and the part exposed in TTFT.
 
+    With --sweep: per prompt length, the KV bytes, prefill time and KV throughput (Gb/s) one prefill instance
+    emits (PrfaaS, arXiv 2604.15039 Table 3).
+
     Example: pdplan transfer --model opt-66b --tokens 512 --link ib-hdr --format json
     """
-    from pdplan.report.serving import transfer_view
+    from pdplan.report.serving import kv_sweep_view, transfer_view
     from pdplan.serving.transfer_one import one_transfer
+
+    if sweep is not None:
+        from pdplan.errors import SpecError
+        from pdplan.serving.prfaas.sweep import kv_throughput_sweep, parse_lengths
+
+        if gpu is None:
+            raise SpecError("--sweep needs --gpu (the prefill time comes from its roofline)", field="--gpu")
+        sweep_doc = kv_throughput_sweep(
+            catalog_from(hardware_db, kernel_tables),
+            model=model,
+            gpu=gpu,
+            tp=tp or prefill_tp,
+            lengths=parse_lengths(sweep),
+            kv_dtype=kv_dtype,
+        )
+        emit(kv_sweep_view(sweep_doc), fmt, output)
+        return
+    if tokens is None or link is None:
+        from pdplan.errors import SpecError
+
+        raise SpecError(
+            "give --tokens and --link (or --sweep with --gpu)", field="--tokens" if tokens is None else "--link"
+        )
 
     doc = one_transfer(
         catalog_from(hardware_db, kernel_tables),

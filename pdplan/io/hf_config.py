@@ -197,6 +197,31 @@ def _qwen3_next(c: _Config) -> Fields:
     return {**fields, "linear_attention": la}
 
 
+def _qwen3_5_moe(c: _Config) -> Fields:
+    """Qwen3.5 MoE: the Qwen3-Next layout (Gated DeltaNet + gated full attention), its decoder keys under
+    ``text_config`` in the multimodal checkpoints. ``intermediate_size`` is absent when every layer is MoE."""
+    text = c.data.get("text_config")
+    inner = _Config(text if isinstance(text, dict) else c.data, c.source)
+    if not inner.has("intermediate_size"):
+        if inner.int_list("mlp_only_layers"):
+            raise inner.error("intermediate_size", "missing required key (mlp_only_layers lists dense layers)")
+        inner.data = {**inner.data, "intermediate_size": inner.get_int("moe_intermediate_size")}
+        inner.defaults.append("intermediate_size=moe_intermediate_size (unused: every layer is MoE)")
+    fields = _qwen3_next(inner)
+    c.defaults.extend(inner.defaults)
+    return fields
+
+
+def _minimax_m2(c: _Config) -> Fields:
+    """MiniMax-M2: full GQA attention in every layer (the PrfaaS paper's dense baseline), Mixtral-style MoE
+    (``intermediate_size`` is the expert width), q/k RMSNorm. ``qk_norm_type: per_layer`` normalises the
+    whole q/k projection rather than each head: the spec's per-head norm undercounts its weights by
+    (heads − 1)·head_dim per projection (≈ 0.01 % of the parameters)."""
+    if c.get_int("shared_intermediate_size", 0):
+        raise c.error("shared_intermediate_size", "shared experts of MiniMax-M2 are not modelled")
+    return {**_mixtral(c), "qk_norm": c.get_bool("use_qk_norm", True)}
+
+
 def _deepseek_v3(c: _Config) -> Fields:
     if c.get_bool("attention_bias", False):
         raise c.error("attention_bias", "MLA attention biases are not modelled")
@@ -310,6 +335,7 @@ _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
     "deepseek_v3": _deepseek_v3,
     "gpt_neox": _gpt_neox,
     "llama": _llama,
+    "minimax_m2": _minimax_m2,
     "mistral": _mistral,
     "mixtral": _mixtral,
     "opt": _opt,
@@ -317,6 +343,8 @@ _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
     "qwen3_next": _qwen3_next,
+    "qwen3_5_moe": _qwen3_5_moe,
+    "qwen3_5_moe_text": _qwen3_5_moe,
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_BUILDERS))
 

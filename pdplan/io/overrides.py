@@ -10,7 +10,7 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
-from pdplan.specs.overrides import ScenarioOverrides, flag
+from pdplan.specs.overrides import PRFAAS_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import RoleSpec, Scenario
 
 __all__ = ["ScenarioOverrides", "apply_overrides", "parse_xpyd"]
@@ -86,10 +86,31 @@ def _workload_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     return {"workload": data}
 
 
+def _prfaas_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
+    """The ``prfaas:`` block after the ``--prfaas-*`` flags (``--prfaas-gpu`` creates one)."""
+    values = {
+        "gpu": ov.prfaas_gpu,
+        "tp": ov.prfaas_tp,
+        "count": ov.prfaas_instances,
+        "link": ov.prfaas_link,
+        "rtt": ov.prfaas_rtt,
+        "threshold": ov.prfaas_threshold,
+    }
+    given = {k: v for k, v in values.items() if v is not None}
+    if not given:
+        return {}
+    if sc.prfaas is None and ov.prfaas_gpu is None:
+        field = flag(next(f for f in PRFAAS_FIELDS if getattr(ov, f) is not None))
+        raise SpecError(f"the scenario has no prfaas: block; give {flag('prfaas_gpu')} to add one", field=field)
+    block = sc.prfaas.model_dump(exclude_none=True) if sc.prfaas is not None else {}
+    return {"prfaas": {**block, **given}}
+
+
 def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
     """``scenario`` with CLI overrides applied and validated again (one-line SpecError)."""
     update: dict[str, Any] = _deployment_update(scenario, ov)
     update.update(_workload_update(scenario, ov))
+    update.update(_prfaas_update(scenario, ov))
     for key, value in (
         ("model", ov.model),
         ("link", ov.link),

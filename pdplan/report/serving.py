@@ -56,7 +56,46 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         rows.append(("attainment", op.attainment))
         rows += [(f"utilisation_{k}", v) for k, v in op.utilisation.items()]
         rows.append(("operating_binding_constraint", op.binding_constraint))
+    if ev.prfaas is not None:
+        rows += prfaas_rows(ev.prfaas)
     return quantity_records(rows)
+
+
+def prfaas_rows(pf: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The PrfaaS section: threshold, paths, link, gains over the two baselines, link sensitivity, sources."""
+    remote = pf["remote"]
+    how = "searched" if pf["threshold_searched"] else "fixed"
+    rows: list[tuple[str, Any]] = [
+        ("prfaas_remote", f"{remote['count']}× {remote['gpu']} TP{remote['tp']} over {pf['link']}"),
+        ("prfaas_threshold_tokens", f"{pf['threshold_tokens']:,.0f} ({how})"),
+        ("prfaas_offload_fraction", pf["offload_fraction"]),
+        ("prfaas_goodput_rps", f"{pf['goodput_rps']:.4g} ({pf['binding_constraint']})"),
+        ("prfaas_stability_limit_rps", pf["stability_limit_rps"]),
+        ("prfaas_remote_ttft_p90_ms", pf["remote_ttft_p90_s"] * 1e3),
+        ("prfaas_local_ttft_p90_ms", pf["local_ttft_p90_s"] * 1e3),
+        ("prfaas_ttft_p90_ms", pf["ttft_p90_s"] * 1e3),
+        ("prfaas_egress_gbps", pf["egress_gbps"]),
+        ("prfaas_link_utilization", pf["link_utilization"]),
+        (
+            "prfaas_homogeneous_goodput_rps",
+            f"{pf['homogeneous_goodput_rps']:.4g} (gain {pf['gain_vs_homogeneous']:.2f}x)",
+        ),
+        ("prfaas_naive_goodput_rps", f"{pf['naive_goodput_rps']:.4g} (gain {pf['gain_vs_naive']:.2f}x)"),
+        (
+            "prfaas_capacity_eq7",
+            f"t* {pf['capacity_threshold_tokens']:,.0f}, Λ_max {pf['capacity_lambda_max_rps']:.4g} req/s "
+            f"({pf['capacity_binding']})",
+        ),
+    ]
+    for item in pf["link_sensitivity"]:
+        rows.append(
+            (
+                f"prfaas_link_x{item['link_scale']:g}",
+                f"threshold {item['threshold_tokens']:,.0f}, goodput {item['goodput_rps']:.4g} req/s",
+            )
+        )
+    rows += [(f"prfaas_source_{k.replace(' ', '_')}", v) for k, v in pf["sources"].items()]
+    return rows
 
 
 def evaluation_view(ev: Evaluation) -> View:
@@ -78,6 +117,25 @@ def transfer_view(transfer: Mapping[str, Any]) -> View:
         columns=QUANTITY_COLUMNS,
         title="pdplan transfer",
     )
+
+
+KV_SWEEP_COLUMNS = ("tokens", "kv_mib", "prefill_ms", "kv_gbps")
+
+
+def kv_sweep_view(sweep: Mapping[str, Any]) -> View:
+    """``pdplan transfer --sweep``: one row per prompt length (KV in MiB, prefill in ms, KV throughput in Gb/s);
+    the JSON document keeps SI units (``kv_bytes``, ``prefill_s``)."""
+    records = [
+        {
+            "tokens": r["tokens"],
+            "kv_mib": r["kv_bytes"] / 2**20,
+            "prefill_ms": r["prefill_s"] * 1e3,
+            "kv_gbps": r["kv_gbps"],
+        }
+        for r in sweep["rows"]
+    ]
+    title = f"pdplan transfer --sweep — {sweep['model']} on {sweep['gpu']} TP{sweep['tp']}"
+    return View(records=records, document=dict(sweep), columns=KV_SWEEP_COLUMNS, title=title)
 
 
 def comparison_records(cmp: Comparison) -> list[dict[str, Any]]:

@@ -150,6 +150,12 @@ def optimize(
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     if scenario.mode != "disaggregated" and scenario.colocated is None:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
+    if scenario.prfaas is not None:  # not silently dropped: the search space has no remote cluster yet
+        raise SpecError(
+            "optimize does not search PrfaaS deployments yet; `pdplan evaluate` searches the threshold of this "
+            "deployment (remove the prfaas: block to optimize the local cluster alone)",
+            field="prfaas",
+        )
     space = build_space(
         scenario,
         catalog,

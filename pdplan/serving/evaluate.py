@@ -172,7 +172,17 @@ def evaluate(
         closed_loop=loop,
         assumptions=_assumptions(model, res),
         warnings=tuple(warnings),
+        prfaas=_prfaas(res),
     )
+
+
+def _prfaas(res: ResolvedScenario) -> dict[str, Any] | None:
+    """The PrfaaS analysis when the scenario has a ``prfaas:`` block (lazy import: only those pay for it)."""
+    if res.scenario.prfaas is None:
+        return None
+    from pdplan.serving.prfaas.evaluate import evaluate_prfaas
+
+    return evaluate_prfaas(res)
 
 
 def check_physics(

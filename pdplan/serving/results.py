@@ -58,6 +58,8 @@ class Evaluation:
     closed_loop: ClosedLoop | None = None
     assumptions: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    prfaas: dict[str, Any] | None = None
+    """A ``prfaas:`` scenario's remote-prefill analysis (:func:`pdplan.serving.prfaas.evaluate.evaluate_prfaas`)."""
 
     @property
     def goodput_rps_per_gpu(self) -> float:
@@ -113,4 +115,6 @@ class Evaluation:
             )
         doc["assumptions"] = self.assumptions
         doc["warnings"] = list(self.warnings)
+        if self.prfaas is not None:
+            doc["prfaas"] = self.prfaas
         return doc

@@ -50,6 +50,12 @@ class ScenarioOverrides(FrozenModel):
     max_instances: int | None = None
     pp: int | None = None
     percentile: float | None = None
+    prfaas_gpu: str | None = None
+    prfaas_tp: int | None = None
+    prfaas_instances: int | None = None
+    prfaas_link: str | None = None
+    prfaas_rtt: str | None = None
+    prfaas_threshold: int | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -73,6 +79,17 @@ DEPLOYMENT_FIELDS = (
     "pp",
 )
 """Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
+
+PRFAAS_FIELDS = (
+    "prfaas_gpu",
+    "prfaas_tp",
+    "prfaas_instances",
+    "prfaas_link",
+    "prfaas_rtt",
+    "prfaas_threshold",
+)
+"""Fields that set the scenario's ``prfaas:`` block (:mod:`pdplan.specs.prfaas`); ``evaluate`` and ``optimize`` both
+apply them (``optimize`` searches the threshold unless ``--prfaas-threshold`` pins it)."""
 
 FLAGS = MappingProxyType(
     {
@@ -109,6 +126,12 @@ FLAGS = MappingProxyType(
         "redundancy": "--redundancy",  # optimize: search.redundancy
         "prices": "--price",  # optimize: search.prices (GPU=USD_PER_HOUR, repeatable)
         "budget_usd_per_hour": "--budget-usd-per-hour",  # optimize: search.budget_usd_per_hour
+        "prfaas_gpu": "--prfaas-gpu",
+        "prfaas_tp": "--prfaas-tp",
+        "prfaas_instances": "--prfaas-instances",
+        "prfaas_link": "--prfaas-link",
+        "prfaas_rtt": "--prfaas-rtt",
+        "prfaas_threshold": "--prfaas-threshold",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.prfaas import PrfaasSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import Convention, Dtype, Granularity, Mode, Objective, Redundancy, Routing, Scheduler
 from pdplan.units import parse_time_s
@@ -154,6 +155,8 @@ class Scenario(FrozenModel):
     chunk_tokens: PosInt | None = None
     prefill_max_batch_tokens: PosInt | None = None
     search: SearchSpace | None = None
+    prfaas: PrfaasSpec | None = None
+    """A remote prefill cluster for long prompts (:mod:`pdplan.specs.prfaas`); disaggregated mode only."""
 
     @field_validator("workload", mode="before")
     @classmethod
@@ -180,6 +183,8 @@ class Scenario(FrozenModel):
                 raise ValueError("mode colocated needs a colocated: block")
             if self.prefill is not None or self.decode is not None:
                 raise ValueError("mode colocated takes no prefill:/decode: blocks")
+        if self.prfaas is not None and self.mode != "disaggregated":
+            raise ValueError("prfaas: needs mode disaggregated (the local cluster's prefill and decode pools)")
         return self
 
     @property

@@ -45,6 +45,8 @@ LINK_IDS = [
     "eth-10g",
     "eth-25g",
     "eth-100g",
+    "dci-100g",
+    "dci-400g",
 ]
 MODEL_IDS = [
     "opt-13b",
@@ -63,6 +65,8 @@ MODEL_IDS = [
     "mixtral-8x7b",
     "deepseek-v3",
     "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
+    "minimax-m2.5",
 ]
 
 Cli = Callable[..., Any]

@@ -109,7 +109,15 @@ def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> No
         assert heading in text
 
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+EXAMPLE_DIR = Path(__file__).parents[2] / "examples"
+EXAMPLES = sorted(p for p in EXAMPLE_DIR.glob("*.yaml") if "\nprfaas:" not in p.read_text())
+"""Optimize examples (the PrfaaS examples are evaluate examples: optimize refuses a prfaas: block, below)."""
+
+
+def test_optimize_refuses_a_prfaas_block(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parents[2] / "examples" / "prfaas-h200-h20.yaml"
+    assert run(["optimize", str(example)]) == 2
+    assert "prfaas: optimize does not search PrfaaS deployments yet" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -53,6 +53,8 @@ LINK_IDS = [
     "eth-10g",
     "eth-25g",
     "eth-100g",
+    "dci-100g",
+    "dci-400g",
 ]
 
 

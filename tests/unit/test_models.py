@@ -29,6 +29,8 @@ PRESET_IDS = {
     "mixtral-8x7b",
     "deepseek-v3",
     "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
+    "minimax-m2.5",
 }
 
 
@@ -67,6 +69,8 @@ PUBLISHED_PARAMS = [
     ("qwen3-235b-a22b", 235e9, 22e9),
     ("deepseek-v3", 671e9, 37e9),
     ("qwen3-next-80b-a3b", 80e9, None),  # active: see the dedicated test
+    ("qwen3.5-397b-a17b", 397e9, None),  # "A17B" is nominal: 17.35B active computed (embeddings included)
+    ("minimax-m2.5", 229e9, None),  # published 10B active counts no embeddings
 ]
 
 

@@ -114,7 +114,7 @@ def test_unsupported_lists_every_supported_type() -> None:
     with pytest.raises(SpecError) as info:
         load_hf_config(BAD / "unsupported_model_type.json")
     assert all(t in str(info.value) for t in SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 11
+    assert len(SUPPORTED_MODEL_TYPES) == 14
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,143 @@
+"""A scenario's ``prfaas:`` block → the capacity model's inputs (curves, pools, link) and the queueing extras.
+
+Each number comes from a measured profile when the scenario gives one and from pdplan's own models otherwise;
+:attr:`PrfaasSetup.sources` says which, per input (reports print it):
+
+* remote / local prefill time ``T(l)``: ``remote_profile`` / ``local_profile`` (PCHIP, :mod:`.profile`) or the
+  roofline of one prompt on that GPU × TP (:func:`pdplan.serving.roles.prefill_perf`);
+* KV bytes ``S(l)`` crossing the link: the profile's ``kv_bytes`` column or the KV model
+  (:func:`pdplan.transfer.kv.kv_bytes_per_request`, hybrid layers' fixed state included, replicated for the
+  local decode TP);
+* decode capacity per local decode instance ``C_d = BS_max / T_decode`` (Eq. 5): ``decode_tokens_per_s`` or the
+  fitted decode step ``τ(B) = t0 + (t1 + t2·κ)·B`` (κ = mean context) at the largest batch whose step meets the
+  TPOT SLO, within ``max_num_seqs`` and the KV capacity (``C_d = B*/τ(B*)``);
+* the link: ``B_out = line rate × efficiency`` of the ``prfaas.link`` entry; RTT ``prfaas.rtt`` or the entry's
+  ``per_message_latency_s`` (for a cross-datacenter entry, the fibre round trip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.io.profiles import load_profile, resolve_profile
+from pdplan.serving.deployment import Role
+from pdplan.serving.inputs import ResolvedScenario, role_hardware
+from pdplan.serving.prfaas.capacity import DECODE, LINK, LOCAL, REMOTE, CapacityInputs, DecodePool, PrefillPool
+from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw, SplitLaw
+from pdplan.serving.prfaas.profile import Curves, MeasuredProfile
+from pdplan.serving.roles import RoleHardware, decode_perf, prefill_perf
+from pdplan.specs.prfaas import PrfaasSpec
+from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.types import FloatArray
+
+
+@dataclass(frozen=True)
+class PrfaasSetup:
+    """The capacity inputs plus what the queueing model needs beyond them."""
+
+    capacity: CapacityInputs
+    spec: PrfaasSpec
+    rtt_s: float
+    num_layers: int
+    link_name: str
+    sources: dict[str, str]
+    routing: str
+
+
+def _law(res: ResolvedScenario) -> SplitLaw:
+    parametric = res.scenario.workload.parametric()
+    if parametric is not None:
+        return QuantileLaw(parametric[0])
+    return PointsLaw(res.lengths.input_tokens, res.lengths.input_marginal())
+
+
+def _profile(ref: str) -> MeasuredProfile:
+    table = load_profile(resolve_profile(ref))
+    return MeasuredProfile(table.tokens, table.prefill_s, table.kv_bytes, source=table.source)
+
+
+def _roofline_curve(hw: RoleHardware) -> Curves:
+    def time_s(tokens: FloatArray) -> FloatArray:
+        return np.asarray(prefill_perf(hw, np.asarray(tokens, np.float64)).latency_s, dtype=np.float64)
+
+    return Curves(prefill_s=time_s, kv_bytes=time_s, source=f"roofline {hw.label}")
+
+
+def _kv_curve(res: ResolvedScenario, decode_tp: int) -> Curves:
+    shape = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes if res.prefill else 2.0)
+
+    def kv(tokens: FloatArray) -> FloatArray:
+        return kv_bytes_per_request(np.asarray(tokens, np.float64), shape, decode_tp=decode_tp)
+
+    return Curves(prefill_s=kv, kv_bytes=kv, source=f"KV model {res.model.name}")
+
+
+def _prefill_curves(
+    ref: str | None, hw: RoleHardware, kv: Curves, upper_tokens: float, what: str
+) -> tuple[Curves, str, str]:
+    """``(curves, time source, kv source)`` of one prefill pool."""
+    if ref is None:
+        roof = _roofline_curve(hw)
+        return Curves(roof.prefill_s, kv.kv_bytes, roof.source), roof.source, kv.source
+    prof = _profile(ref)
+    prof.check_covers(upper_tokens, f"the workload ({what} prefill)")
+    if prof.kv_bytes is None:
+        return prof.curves(kv_bytes=kv.kv_bytes), f"profile {prof.source}", kv.source
+    return prof.curves(), f"profile {prof.source}", f"profile {prof.source}"
+
+
+def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_seqs: int, tpot_s: float) -> float:
+    """``B*/τ(B*)``: the decode tokens/s one instance sustains with every step within ``tpot_s`` (Eq. 5)."""
+    perf = decode_perf(hw, mean_context, float(max_num_seqs))
+    step = perf.step
+    per_seq = step.t1_s_per_seq + step.t2_s_per_token * mean_context
+    b_slo = (tpot_s - step.t0_s) / per_seq if per_seq > 0 else float(max_num_seqs)
+    b_star = min(float(max_num_seqs), perf.kv_capacity_tokens / max(mean_context, 1.0), b_slo)
+    if b_star < 1.0:
+        one_s = float(step(np.array(1.0), np.array(mean_context)))
+        raise NoFeasiblePlanError(
+            f"a decode step of one sequence on {hw.label} takes {one_s:.3g} s, above the TPOT SLO {tpot_s:.3g} s",
+            binding_constraint="decode utilisation",
+        )
+    return b_star / float(step(np.array(b_star), np.array(b_star * mean_context)))
+
+
+def prfaas_setup(res: ResolvedScenario) -> PrfaasSetup:
+    """Resolve the scenario's ``prfaas:`` block (SpecError when there is none)."""
+    sc, spec = res.scenario, res.scenario.prfaas
+    if spec is None or res.prefill is None or res.decode is None:
+        raise SpecError("the scenario has no prfaas: block (or is not disaggregated)", field="prfaas")
+    remote_hw = role_hardware(res.catalog, res.model, Role(spec.gpu, spec.tp, 1, spec.count), sc)
+    assert remote_hw is not None
+    link = res.catalog.link(spec.link)
+    law = _law(res)
+    kv = _kv_curve(res, res.decode.tp)
+    remote, remote_src, kv_src = _prefill_curves(spec.remote_profile, remote_hw, kv, law.upper, "remote")
+    local, local_src, _ = _prefill_curves(spec.local_profile, res.prefill, kv, law.upper, "local")
+    out_mean = res.lengths.mean_output()
+    if spec.decode_tokens_per_s is not None:
+        c_d, dec_src = spec.decode_tokens_per_s, "measured (prfaas.decode_tokens_per_s)"
+    else:
+        context = res.lengths.mean_input() + 0.5 * out_mean
+        c_d = decode_capacity_tokens_per_s(res.decode, context, res.max_num_seqs, sc.slo.tpot)
+        dec_src = f"roofline {res.decode.label} at the TPOT SLO"
+    capacity = CapacityInputs(
+        law=law,
+        mean_output_tokens=out_mean,
+        remote=PrefillPool(remote, spec.count),
+        local=PrefillPool(local, res.deployment.prefill.count if res.deployment.prefill else 0),
+        decode=DecodePool(c_d, res.deployment.decode.count if res.deployment.decode else 0, dec_src),
+        link_bytes_per_s=link.achievable_bytes_per_s,
+    )
+    rtt = spec.rtt if spec.rtt is not None else link.per_message_latency_s
+    sources = {
+        REMOTE: remote_src,
+        LOCAL: local_src,
+        DECODE: dec_src,
+        LINK: f"{link.name} ({link.efficiency:g} × line rate), RTT {'prfaas.rtt' if spec.rtt else link.name}",
+        "kv bytes": kv_src,
+    }
+    return PrfaasSetup(capacity, spec, float(rtt), res.model.num_layers, link.name, sources, sc.routing)
