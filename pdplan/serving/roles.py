@@ -313,6 +313,8 @@ def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> Floa
         d = op.dims
         if op.kind == "gemm":
             total = total + op.count * d["k"] * d["n"] * d.get("repeat", 1.0) * prec.weight_bytes
+        elif op.kind == "moe":  # the experts the batch hits on the busiest GPU (pdplan.perf.moe)
+            total = total + op.count * d["weight_bytes"]
         elif op.kind == "attn_decode":
             total = total + op.count * d["batch"] * d["context"] * d["kv_bytes_per_token"]
         elif op.kind == "linear_attn":
