@@ -135,5 +135,5 @@ def moe_time_s(
     w_bytes = r.hit * 3.0 * s.hidden * inter * s.weight_bytes
     act_bytes = r.pairs * (2.0 * s.hidden + 6.0 * inter) * 2.0
     memory_s = (w_bytes + act_bytes) / (gpu.memory_bytes_per_s * p.memory_fraction)
-    t: FloatArray = p.overhead_s + p.per_token_s * s.tokens + smooth_max(compute_s, memory_s, p.smooth_q)
+    t: FloatArray = p.overhead_s + p.per_token_s * s.tokens * s.top_k + smooth_max(compute_s, memory_s, p.smooth_q)
     return np.where(s.tokens > 0.0, t, 0.0)

@@ -188,7 +188,7 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         moe.experts_per_token,
         ep=s.ep,
         moe_tp=s.tp if s.moe_tp is None else s.moe_tp,
-        weight_bytes=s.weight_bytes,
+        weight_bytes=model.expert_bytes(s.weight_bytes),
         law=s.routing,
     )
     flops, _ = moe_flops_bytes(layer)

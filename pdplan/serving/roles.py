@@ -45,6 +45,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,12 @@ class RoleHardware:
     pp: int
     precision: Precision
     gpu_memory_utilization: float | None = None
+
+    def __post_init__(self) -> None:
+        """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
+        stored = self.model.checkpoint_weight_bytes
+        if self.precision.weight_bytes > stored:
+            object.__setattr__(self, "precision", dataclasses.replace(self.precision, weight_bytes=stored))
 
     @property
     def label(self) -> str:

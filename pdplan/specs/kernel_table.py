@@ -236,8 +236,9 @@ class MoeParams(FrozenModel):
     (gate+up and down of every row; m0 ramps each expert's efficiency as m/(m+m0)),
     memory_s = (H·3·h·I·w_bytes + P·(2h + 6I)·2) / (HBM·memory_fraction) (expert weights once per hit
     expert; gathered input, intermediate write/read and output in bf16),
-    time = overhead_s + per_token_s·T + smooth_max(compute_s, memory_s; smooth_q)
-    with T the tokens entering the layer (routing, permute and un-permute passes).
+    time = overhead_s + per_token_s·T·k + smooth_max(compute_s, memory_s; smooth_q)
+    with T the tokens entering the layer: routing, sorting/aligning and un-permuting all T·k token-expert
+    pairs runs on every GPU, also under EP (vLLM maps other ranks' experts to −1 and skips their blocks).
     """
 
     peak_fraction: Fraction
