@@ -26,14 +26,15 @@ from pdplan.types import FloatArray
 
 MOE_KERNELS: dict[str, dict[GemmFlavour, tuple[str, str]]] = {
     # (moe_dtype, kernel_source) fitted per GPU and pdplan dtype: vLLM 0.24's default path for BF16 and for
-    # block-scaled FP8 checkpoints (DeepSeek-V3/R1, Qwen3-FP8), the form FP8 MoE models ship in
+    # block-scaled FP8 checkpoints (DeepSeek-V3/R1, Qwen3-FP8, the form FP8 MoE models ship in): the Triton
+    # fused MoE on Hopper (FlashInfer's CUTLASS path is opt-in there), TRT-LLM kernels via FlashInfer on B200
     "h100_sxm": {
         "bf16": ("bfloat16", "vllm_unquantizedfusedmoe_triton_tritonexperts"),
-        "fp8": ("fp8_block", "vllm_fp8moe_flashinfer_cutlass_flashinferexperts"),
+        "fp8": ("fp8_block", "vllm_fp8moe_triton_tritonexperts"),
     },
     "h200_sxm": {
         "bf16": ("bfloat16", "vllm_unquantizedfusedmoe_triton_tritonexperts"),
-        "fp8": ("fp8_block", "vllm_fp8moe_flashinfer_cutlass_flashinferexperts"),
+        "fp8": ("fp8_block", "vllm_fp8moe_triton_tritonexperts"),
     },
     "b200_sxm": {
         "bf16": ("bfloat16", "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts"),

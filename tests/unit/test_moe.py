@@ -7,7 +7,7 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_flops_bytes, moe_params_from_gemm, moe_shape, moe_time_s
-from pdplan.perf.moe_routing import RoutingLaw, route
+from pdplan.perf.moe_routing import RoutingLaw, route, routing_law
 from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.specs.kernel_table import MoeParams
 
@@ -82,3 +82,10 @@ def test_ep_lowers_moe_weight_bytes_per_gpu() -> None:
     w = [next(o for o in forward_ops(model, s) if o.kind == "moe").dims["weight_bytes"] for s in (tp8, ep8)]
     # same GPUs: EP8 holds 32 whole experts per GPU, TP8 1/8 of all 256: equal bytes for a batch that hits all
     assert float(w[1]) <= float(w[0]) * (1 + 1e-9)
+
+
+def test_named_routing_laws() -> None:
+    assert routing_law("power-law-1.2") == RoutingLaw("power_law", 1.2)
+    assert routing_law("eplb").kind == "eplb"
+    with pytest.raises(Exception, match="unknown MoE routing law"):
+        routing_law("zipf")
