@@ -23,45 +23,51 @@ from fit_moe_tables import DEFAULT_MOE_DATA, MOE_GPUS, gpu_spec
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.roofline import Precision, phase_time
+from pdplan.types import FloatArray
 
-GEMM = {"bfloat16": 1.0 * 2, "fp8_block": 1.0}
+GEMM = {"bfloat16": 2.0, "fp8_block": 1.0}
 KV = {"bfloat16": 2.0, "fp8": 1.0}
 
 
-def module_s(phase: str, batch: float, tokens: float, tp: float, prec: Precision, gpu_id: str) -> float:
+def module_s(phase: str, batch: FloatArray, tokens: FloatArray, tp: float, prec: Precision, gpu_id: str) -> FloatArray:
+    """pdplan's attention module of one layer: the attn.* operators of a pass, per layer (vectorised)."""
     cat = open_catalog()
-    model = cat.model("deepseek-v3")
     pt = phase_time(
-        model,
+        cat.model("deepseek-v3"),
         gpu_spec(gpu_id),
         cat.kernel_table(gpu_id),
-        phase=phase,
+        phase=phase,  # type: ignore[arg-type]
         batch=batch,
         tokens=tokens,
-        tp=tp,  # type: ignore[arg-type]
+        tp=tp,
         precision=prec,
     )
-    return sum(float(op.time_s) / op.count for op in pt.ops if op.name.startswith("attn."))
+    total = np.zeros(np.broadcast_shapes(batch.shape, tokens.shape))
+    for op in pt.ops:
+        if op.name.startswith("attn."):
+            total = total + op.time_s / op.count
+    return total
 
 
 def cells(gpu_id: str, data: Path) -> dict[tuple[str, str, str], ErrorStats]:
     out: dict[tuple[str, str, str], ErrorStats] = {}
     for phase, name in (("prefill", "context"), ("decode", "generation")):
         with (data / MOE_GPUS[gpu_id] / f"mla_{name}_module_vllm.csv").open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        groups: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+            rows = [r for r in csv.DictReader(fh) if r["gemm_type"] in GEMM and r["kv_cache_dtype"] in KV]
+        groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
         for r in rows:
-            if r["gemm_type"] not in GEMM or r["kv_cache_dtype"] not in KV:
-                continue
-            prec = Precision(weight_bytes=GEMM[r["gemm_type"]], kv_bytes=KV[r["kv_cache_dtype"]])
-            tp = 128.0 / float(r["num_heads"])
-            tokens = float(r["isl"]) if phase == "prefill" else float(r["step"])
-            pred = module_s(phase, float(r["batch_size"]), tokens, tp, prec, gpu_id)
-            key = (phase, r["gemm_type"], r["kv_cache_dtype"])
-            groups.setdefault(key, []).append((pred, float(r["latency"]) * 1e-3))
-        for key, pairs in groups.items():
-            arr = np.array(pairs)
-            out[key] = error_stats(arr[:, 0], arr[:, 1])
+            groups.setdefault((r["gemm_type"], r["kv_cache_dtype"], r["num_heads"]), []).append(r)
+        pairs: dict[tuple[str, str, str], list[FloatArray]] = {}
+        for (gemm, kv, heads), rs in groups.items():
+            prec = Precision(weight_bytes=GEMM[gemm], kv_bytes=KV[kv])
+            batch = np.array([float(r["batch_size"]) for r in rs])
+            tokens = np.array([float(r["isl"] if phase == "prefill" else r["step"]) for r in rs])
+            pred = module_s(phase, batch, tokens, 128.0 / float(heads), prec, gpu_id)
+            meas = np.array([float(r["latency"]) * 1e-3 for r in rs])
+            pairs.setdefault((phase, gemm, kv), []).append(np.stack([pred, meas]))
+        for key, chunks in pairs.items():
+            arr = np.concatenate(chunks, axis=1)
+            out[key] = error_stats(arr[0], arr[1])
     return out
 
 
