@@ -258,8 +258,8 @@ def _moe_section(data: Path) -> list[str]:
         "(low-latency mode), one node of 8 GPUs. The vLLM column predicts vLLM's own DeepEP backends "
         "(`moe_a2a_vllm.csv`, `deepep_ht` / `deepep_ll`, EP 8) with the same numbers: vLLM's calls take "
         "2-4x longer than SGLang's at equal bytes (not explained here; possibly BF16 dispatch or another SM "
-        "budget), so they are not predicted by the SGLang fit. Across nodes no measurement exists here; the inter-node share uses "
-        "DeepEP's published RDMA fractions (`pdplan/data/ep_a2a.yaml`).",
+        "budget), so they are not predicted by the SGLang fit. Across nodes no measurement exists here; "
+        "the inter-node share uses DeepEP's published RDMA fractions (`pdplan/data/ep_a2a.yaml`).",
         "",
         *a2a_accuracy_lines(data),
         "",
