@@ -153,6 +153,19 @@ def cell_a2a(gpu_id: str, mode: A2aMode, phase: A2aPhase, data: Path) -> ErrorSt
     return error_stats(predict_s(ab, t, h, k, mode, phase), measured)
 
 
+MOE_DERIVED = {"h100-pcie": "h100-sxm", "h800-sxm": "h100-sxm", "h20": "h100-sxm"}
+"""Hopper parts without MoE rows: the fused-MoE efficiencies of H100 SXM (same kernels; peaks from their own
+datasheets). Their ep_a2a stays absent: its β is a measured NVLink rate, which differs per part."""
+
+
+def derive_moe() -> None:
+    for gpu_id, base in MOE_DERIVED.items():
+        table = load_kernel_table(base)
+        entries = {k: v.model_dump() for k, v in table.moe.items()}
+        sources = {f"moe.{k}": f"NOT MEASURED: copied from {base} ({table.sources[f'moe.{k}']})" for k in entries}
+        write_gpu(gpu_id, "moe", entries, sources)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
@@ -173,6 +186,8 @@ def main() -> None:
                 print(f"{gpu_id} {key}: {a2a[key.split('.')[1]]}\n  {line}")
             if args.write:
                 write_gpu(gpu_id, "ep_a2a", a2a, a2a_sources)
+    if args.write and args.only != "ep_a2a":
+        derive_moe()
 
 
 if __name__ == "__main__":
