@@ -21,11 +21,13 @@ from typing import Literal
 
 import numpy as np
 
+from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
+from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import FloatArray
 
-OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce"]
+OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "moe"]
 Phase = Literal["prefill", "decode"]
 
 # Column-parallel weights (output features split over tp); row-parallel ones split input features.
@@ -42,6 +44,7 @@ class Op:
     kind: OpKind
     count: float
     dims: dict[str, FloatArray] = field(default_factory=dict)
+    moe: MoeLayerShape | None = None  # kind "moe": the grouped expert GEMM's per-GPU shape
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class PassShape:
     act_bytes: float = 2.0
     weight_bytes: float = 2.0
     kv_bytes: float = 2.0
+    # MoE layers (pdplan.perf.moe): expert-parallel size, moe-TP split of the expert intermediate size
+    # (None: tp, i.e. experts TP-sharded like dense layers), tokens of how many attention-DP ranks meet in
+    # one MoE layer, and the routing law. Defaults reproduce plain tensor parallelism.
+    ep: FloatArray | float = 1.0
+    moe_tp: FloatArray | float | None = None
+    moe_dp: FloatArray | float = 1.0
+    routing: RoutingLaw = UNIFORM
 
     @property
     def new_tokens(self) -> FloatArray:
@@ -170,13 +180,22 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
     if moe is None:
         return ops
-    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, m)
-    m_per_expert = m * moe.experts_per_token / touched
-    experts = [
-        Op(f"moe.expert_{g.name}", "gemm", n_moe, {**_gemm_dims(g, m_per_expert, s.tp), "repeat": touched})
-        for g in model.mlp_gemms(moe.expert_intermediate_size)
-    ]
-    ops += _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
+    layer = moe_shape(
+        m * s.moe_dp,
+        model.hidden_size,
+        moe.expert_intermediate_size,
+        moe.num_experts,
+        moe.experts_per_token,
+        ep=s.ep,
+        moe_tp=s.tp if s.moe_tp is None else s.moe_tp,
+        weight_bytes=model.expert_bytes(s.weight_bytes),
+        law=s.routing,
+        gated=model.gated_mlp,
+    )
+    flops, _ = moe_flops_bytes(layer)
+    weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
+    dims = {"tokens": layer.tokens + 0.0 * s.tp, "flops": flops + 0.0 * s.tp, "weight_bytes": weights + 0.0 * s.tp}
+    ops.append(Op("moe.experts", "moe", n_moe, dims, layer))
     if moe.num_shared_experts:
         width = moe.shared_expert_intermediate_size * moe.num_shared_experts
         shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
@@ -197,19 +216,20 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """
     h = float(model.hidden_size)
     moe = model.moe
-    width = (
-        (
-            moe.experts_per_token * moe.expert_intermediate_size
-            + moe.num_shared_experts * moe.shared_expert_intermediate_size
-        )
-        if moe
-        else model.intermediate_size
-    )
     layers = float(model.num_layers)
-    ops = [
-        Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp}),
-        Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * width / s.tp}),
-    ]
+    ops = [Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp})]
+    if moe is None:
+        ops.append(
+            Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * model.intermediate_size / s.tp})
+        )
+    else:  # the routed experts' activation runs inside the fused MoE kernel (its measured time)
+        n_moe = float(len(model.moe_layer_indices))
+        if layers > n_moe:
+            dense = s.act_bytes * m * 3.0 * model.intermediate_size / s.tp
+            ops.append(Op("activation", "elementwise", layers - n_moe, {"bytes": dense}))
+        if moe.num_shared_experts:
+            shared = s.act_bytes * m * 3.0 * moe.num_shared_experts * moe.shared_expert_intermediate_size / s.tp
+            ops.append(Op("moe.shared_activation", "elementwise", n_moe, {"bytes": shared}))
     if model.position_embedding == "rope":
         ops.append(Op("rotary", "elementwise", float(model.num_kv_layers), {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
     return ops

@@ -29,6 +29,8 @@ from pdplan.perf.kernels import (
     prefill_attention_time_s,
     smooth_max,
 )
+from pdplan.perf.moe import moe_flops_bytes, moe_time_s
+from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
@@ -99,6 +101,8 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
     elif op.kind == "attn_decode":
         flops = 4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"]
         bytes_ = d["batch"] * d["context"] * d["kv_bytes_per_token"]
+    elif op.kind == "moe" and op.moe is not None:
+        flops, bytes_ = moe_flops_bytes(op.moe)
     elif op.kind == "linear_attn":
         flops = d["tokens"] * d["flops_per_token"]
         bytes_ = 2.0 * d["batch"] * d["state_bytes"]
@@ -139,6 +143,8 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
         return decode_attention_time_s(
             d["batch"], d["context"], d["heads"], d["kv_heads"], head_dim_eff, prec.kv_bytes, gpu, table
         )
+    if op.kind == "moe" and op.moe is not None:
+        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
@@ -200,8 +206,17 @@ def phase_time(
     pp: ArrayLike = 1,
     precision: Precision | None = None,
     detail: bool = True,
+    ep: ArrayLike = 1,
+    moe_tp: ArrayLike | None = None,
+    moe_dp: ArrayLike = 1,
+    routing: RoutingLaw | None = None,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
+
+    MoE layers: ``ep`` experts-parallel GPUs (E/ep experts each), ``moe_tp`` the split of the expert
+    intermediate size (None: ``tp``), ``moe_dp`` attention-DP ranks whose tokens meet in one MoE layer,
+    ``routing`` the routing law (default uniform); see :mod:`pdplan.perf.moe`. EP all-to-all is not included
+    here (:mod:`pdplan.perf.moe_a2a`).
 
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
@@ -210,7 +225,19 @@ def phase_time(
     # the token-dependent terms are arrays (about half the work for the common one-TP call)
     b, n, t, p = (np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp))
     full = np.broadcast_shapes(b.shape, n.shape, t.shape, p.shape)
-    shape = PassShape(phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
+    shape = PassShape(
+        phase,
+        b,
+        n,
+        t,
+        prec.act_bytes,
+        prec.weight_bytes,
+        prec.kv_bytes,
+        ep=np.asarray(ep, dtype=np.float64),
+        moe_tp=None if moe_tp is None else np.asarray(moe_tp, dtype=np.float64),
+        moe_dp=np.asarray(moe_dp, dtype=np.float64),
+        routing=routing or RoutingLaw(),
+    )
     ops = _price_ops(forward_ops(model, shape), gpu, table, prec, detail)
     compute_s = np.zeros(full)
     for op in ops:  # in place: one pass per op, no temporaries

@@ -45,6 +45,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,12 @@ class RoleHardware:
     pp: int
     precision: Precision
     gpu_memory_utilization: float | None = None
+
+    def __post_init__(self) -> None:
+        """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
+        stored = self.model.checkpoint_weight_bytes
+        if self.precision.weight_bytes > stored:
+            object.__setattr__(self, "precision", dataclasses.replace(self.precision, weight_bytes=stored))
 
     @property
     def label(self) -> str:
@@ -313,6 +320,8 @@ def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> Floa
         d = op.dims
         if op.kind == "gemm":
             total = total + op.count * d["k"] * d["n"] * d.get("repeat", 1.0) * prec.weight_bytes
+        elif op.kind == "moe":  # the experts the batch hits on the busiest GPU (pdplan.perf.moe)
+            total = total + op.count * d["weight_bytes"]
         elif op.kind == "attn_decode":
             total = total + op.count * d["batch"] * d["context"] * d["kv_bytes_per_token"]
         elif op.kind == "linear_attn":

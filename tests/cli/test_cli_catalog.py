@@ -67,6 +67,10 @@ MODEL_IDS = [
     "qwen3-next-80b-a3b",
     "qwen3.5-397b-a17b",
     "minimax-m2.5",
+    "deepseek-r1",
+    "kimi-k2",
+    "gpt-oss-120b",
+    "qwen3-30b-a3b",
 ]
 
 Cli = Callable[..., Any]
