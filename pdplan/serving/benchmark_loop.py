@@ -55,6 +55,8 @@ class LoopInputs:
     mixed: bool
     request_delay_s: float
     overlap_steps: float
+    spread: bool = False
+    """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -154,7 +156,7 @@ def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int
     extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, c_eff)
     if inp.mixed:
         burst_ttft, burst_tpot, groups = _burst_mixed(inp, c_eff)
-        steady_ttft, steady_tpot, x = _mixed_steady(inp, groups)
+        steady_ttft, steady_tpot, x = _mixed_steady(inp, np.ones(c_eff, dtype=np.int64) if inp.spread else groups)
     else:
         burst_ttft, burst_tpot, x = _cohort(inp, c_eff)
         steady_ttft, steady_tpot = burst_ttft, burst_tpot
