@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pdplan.errors import SpecError
 from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
@@ -35,8 +37,12 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     )
 
 
-def benchmark_of(model: ColocatedModel, concurrency: int, requests: int | None, warmup: int | None) -> BenchmarkLoop:
-    """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's)."""
+def benchmark_of(
+    model: ColocatedModel, concurrency: int, requests: int | None, warmup: int | None, *, grouped: bool = False
+) -> BenchmarkLoop:
+    """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's);
+    ``grouped`` forces the phase-locked steady state (what the deterministic replay of :mod:`pdplan.sim.bench` runs)
+    whatever the profile's ``steady_arrivals``."""
     engine = model.res.colocated.engine if model.res.colocated is not None else None
     tool = engine.benchmark.tool if engine is not None else "closed loop"
     n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
@@ -45,4 +51,7 @@ def benchmark_of(model: ColocatedModel, concurrency: int, requests: int | None, 
     if n < 1 or w < 0:
         raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
     per_instance = max(1, round(concurrency / model.z))
-    return benchmark_loop(loop_inputs(model), per_instance, n, w, tool)
+    inputs = loop_inputs(model)
+    if grouped:
+        inputs = dataclasses.replace(inputs, spread=False)
+    return benchmark_loop(inputs, per_instance, n, w, tool)

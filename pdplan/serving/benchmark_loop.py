@@ -10,14 +10,12 @@ in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughpu
 ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) and a prompt's
 prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.serving.roles.chunk_price`).
 
-* **Mixed, decode-first** (vLLM, TensorRT-LLM in-flight batching): every step carries all B running decodes and
-  up to ``budget − B`` prefill tokens. In steady state arrivals are spread over the cycle; a prompt takes
-  ``k = ⌈ISL/(budget − B)⌉`` steps of ``τ_m = τ_d(B) + c_p/k``; a share ``f = X·k·τ̄`` of the steps carry prefill,
-  so every decoding request pays ``τ̄ = f·τ_m + (1 − f)·τ_d`` per token (prefill chunks land on TPOT). A new
-  request arrives just after a step boundary (its predecessor ended there) and waits for the step in flight
-  (step quantisation, ``τ̄``), queues behind other prompts with the M/D/1 wait of utilisation f, then runs its k
-  steps: ``TTFT = τ̄ + f·k·τ_m/(2(1 − f)) + k·τ_m``. Fixed point in X = C_eff/(TTFT + (OSL − 1)·τ̄) by bisection;
-  when f reaches 1 the engine is prefill-bound and X = the prefill token rate / ISL.
+* **Mixed, decode-first** (vLLM, TensorRT-LLM in-flight batching): every step carries all running decodes and up to
+  ``budget − B`` prefill tokens. The start-up burst leaves groups (the prompts whose prefill ended in the same step);
+  with fixed lengths they stay phase-locked (:func:`_mixed_steady`): each cycle a group arrives at once, waits for
+  the step in flight (step quantisation), is prefilled in one step ``τ_d(B) + g·c_p`` beside the other decodes,
+  and its TPOT carries the other groups' prefill steps. A profile with ``steady_arrivals: spread`` (host jitter
+  desynchronises the clients) prices the same with every request its own group.
 * **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
