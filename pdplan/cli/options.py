@@ -87,6 +87,9 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
         int | None,
         Opt(FLAGS["prfaas_threshold"], min=1, help="PrfaaS: offload prompts longer than this (default: searched)."),
     ],
+    "engine": Annotated[
+        str | None, Opt(FLAGS["engine"], help="Serving engine: vllm|sglang|trtllm|kernels or a profile YAML.")
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 
@@ -130,6 +133,14 @@ def parse_prices(items: list[str] | None) -> dict[str, float] | None:
             raise SpecError(f"expected GPU=USD_PER_GPU_HOUR with a positive price, got {item!r}", field=FLAGS["prices"])
         out[name.strip().lower()] = price
     return out
+
+
+RequestsOpt = Annotated[
+    int | None, Opt(FLAGS["requests"], min=1, help="Closed loop: measured requests (default: the engine's tool's).")
+]
+WarmupOpt = Annotated[
+    int | None, Opt(FLAGS["warmup"], min=0, help="Closed loop: warm-up requests (default: the engine's tool's).")
+]
 
 
 def takes_overrides(command: Callable[..., R]) -> Callable[..., R]:

@@ -14,8 +14,9 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
-from pdplan.io.serving_defaults import serving_defaults
 from pdplan.serving import RoleHardware, instance_budget, precision_of
+from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
@@ -98,18 +99,19 @@ def _tp_reason(model: ModelSpec, gpus_per_node: int, t: int) -> str | None:
     return None
 
 
-_Make = tuple[ModelSpec, GpuSpec, KernelTable, list[int], Scenario]
+_Make = tuple[ModelSpec, GpuSpec, KernelTable, list[int], Scenario, EngineProfile]
 
 
 def _options(
     make: _Make, degrees: tuple[int, ...], rejected: tuple[str, list[dict[str, object]]]
 ) -> list[RoleHardware]:
     """The instance types of one GPU at ``degrees`` PP × its node TPs whose weights fit (the others rejected)."""
-    model, gpu, table, node_tps, scenario = make
+    model, gpu, table, node_tps, scenario, engine = make
     out = []
     for p in degrees:
         for t in node_tps:
-            h = RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
+            h = RoleHardware(model, gpu, table, t, p, precision_of(scenario))
+            h = with_engine(h, engine, scenario.gpu_memory_utilization)
             if _fits(h):
                 out.append(h)
             else:
@@ -133,6 +135,7 @@ def _roles(
     collects each dropped GPU/TP/PP with its reason."""
     role, why_not = rejected if rejected is not None else ("", [])
     out: list[RoleHardware] = []
+    engine = scenario_engine(catalog, scenario)
     for name in gpu_names:
         gpu = catalog.gpu(name)
         table = catalog.kernel_table(gpu.name)
@@ -148,7 +151,7 @@ def _roles(
             )
             continue
 
-        make = (model, gpu, table, node_tps, scenario)
+        make = (model, gpu, table, node_tps, scenario, engine)
         fitting = _options(make, pps or (1,), (role, why_not))
         if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
             fitting = _options(make, DEFAULT_PP, (role, why_not))
@@ -205,7 +208,7 @@ def build_space(
         raise NoFeasiblePlanError(
             f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint=Binding.MEMORY
         )
-    defaults = serving_defaults()
+    seats = engine_limits(scenario_engine(catalog, scenario), decode[0].gpu).max_seqs
     return Space(
         prefill=prefill,
         decode=decode,
@@ -213,7 +216,7 @@ def build_space(
         granularities=tuple(s.granularities or [scenario.granularity]),
         links=tuple(s.links or [scenario.link]),
         routings=tuple(s.routing or [scenario.routing]),
-        max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or defaults.max_num_seqs]),
+        max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or seats]),
         max_instances=s.max_instances or DEFAULT_MAX_INSTANCES,
         budget_gpus=budget,
         rate_rps=rate,

@@ -56,6 +56,7 @@ class ScenarioOverrides(FrozenModel):
     prfaas_link: str | None = None
     prfaas_rtt: str | None = None
     prfaas_threshold: int | None = None
+    engine: str | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -132,6 +133,9 @@ FLAGS = MappingProxyType(
         "prfaas_link": "--prfaas-link",
         "prfaas_rtt": "--prfaas-rtt",
         "prfaas_threshold": "--prfaas-threshold",
+        "engine": "--engine",
+        "requests": "--requests",
+        "warmup": "--warmup",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

@@ -157,6 +157,8 @@ class Scenario(FrozenModel):
     search: SearchSpace | None = None
     prfaas: PrfaasSpec | None = None
     """A remote prefill cluster for long prompts (:mod:`pdplan.specs.prfaas`); disaggregated mode only."""
+    engine: Annotated[str, Field(min_length=1)] | None = None
+    """Serving engine profile: vllm | sglang | trtllm | kernels or a YAML path (None: vllm; pdplan.io.engines)."""
 
     @field_validator("workload", mode="before")
     @classmethod
