@@ -21,17 +21,25 @@ from typing import Literal, TypeVar, cast
 from pydantic import BaseModel
 
 from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.engines import ENGINE_DIR, load_engine
 from pdplan.io.files import load_spec_file
 from pdplan.io.hf_config import load_hf_config
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.io.models import builtin_models_dir, load_model_yaml
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec, LinkSpec
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
-Kind = Literal["gpu", "link", "model", "kernel table"]
-_SUBDIR: dict[Kind, str] = {"gpu": "gpus", "link": "links", "model": "models", "kernel table": "kernel_tables"}
+Kind = Literal["gpu", "link", "model", "kernel table", "engine"]
+_SUBDIR: dict[Kind, str] = {
+    "gpu": "gpus",
+    "link": "links",
+    "model": "models",
+    "kernel table": "kernel_tables",
+    "engine": "engines",
+}
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
 
@@ -135,6 +143,10 @@ class Catalog:
             }
         )
 
+    def engine(self, name: str) -> EngineProfile:
+        """An engine profile by name (``--hardware-db`` folders' ``engines/``, then the package) or YAML path."""
+        return load_engine(name, self.files.get("engine", {}))
+
     def model(self, name: str) -> ModelSpec:
         """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
         path = self.path_of("model", name)
@@ -194,6 +206,7 @@ def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] 
         "link": _scan(builtin / "links"),
         "model": _scan(builtin_models_dir()),
         "kernel table": _scan(TABLE_DIR),
+        "engine": _scan(ENGINE_DIR),
     }
     for folder in [*user_dirs_from_env(), *extra_dirs]:
         if not folder.is_dir():

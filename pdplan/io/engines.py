@@ -1,0 +1,56 @@
+"""Engine profiles on disk: the packaged ones (``pdplan/data/engines/<name>.yaml``) and the user's own.
+
+A name (``vllm``, case-insensitive) is looked up in ``--hardware-db`` folders' ``engines/`` and then the package
+(:meth:`pdplan.io.catalog.Catalog.engine`); anything that looks like a path is read as a YAML file.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.files import load_spec_file
+from pdplan.specs.engine import EngineProfile
+
+ENGINE_DIR = Path(str(resources.files("pdplan"))) / "data" / "engines"
+"""Folder of the packaged engine profiles (package data)."""
+
+DEFAULT_ENGINE = "vllm"
+"""The profile used when a scenario and the command line name none (ARCHITECTURE §4: default ``vllm``)."""
+
+
+def packaged_engine_names() -> list[str]:
+    """Names of the engine profiles shipped inside the package."""
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+def load_engine_file(path: Path, *, by_name: bool = False) -> EngineProfile:
+    """Read and validate one engine YAML; a catalogue entry's ``name`` must equal its file name."""
+    profile = _load_cached(str(path.resolve()) if path.exists() else str(path))
+    if by_name and profile.name.lower() != path.stem.lower():
+        raise SpecError(
+            f"name {profile.name.lower()!r} does not match the file name {path.stem!r}", source=str(path), field="name"
+        )
+    return profile
+
+
+def load_engine(name_or_path: str | Path, user_files: dict[str, Path] | None = None) -> EngineProfile:
+    """An engine profile by name (``user_files`` first, then the package) or by YAML path."""
+    text = str(name_or_path)
+    candidate = Path(text)
+    if candidate.suffix.lower() in {".yaml", ".yml"} or "/" in text or candidate.exists():
+        return load_engine_file(candidate)
+    key = text.strip().lower()
+    files = {p.stem.lower(): p for p in sorted(ENGINE_DIR.glob("*.yaml"))}
+    files.update(user_files or {})
+    found = files.get(key)
+    if found is None:
+        raise UnknownNameError("engine", text, files)
+    return load_engine_file(found, by_name=True)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: str) -> EngineProfile:
+    return load_spec_file(EngineProfile, Path(path))

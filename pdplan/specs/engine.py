@@ -1,0 +1,212 @@
+"""Engine profile: what a serving engine (vLLM, SGLang, TensorRT-LLM) adds to the kernels' time, and how it schedules.
+
+A profile is data (``pdplan/data/engines/<name>.yaml``, or a user's YAML given as ``--engine FILE``); every number
+carries its ``source`` and the profile names the engine ``version`` it holds for. Five groups:
+
+* ``limits``: the chunked-prefill token budget (vLLM ``max_num_batched_tokens``, SGLang ``chunked_prefill_size``,
+  TensorRT-LLM ``max_num_tokens``) and the seat cap (``max_num_seqs`` / ``max_running_requests`` /
+  ``max_batch_size``) by GPU memory class: the first class (in file order) whose ``min_memory_gib`` the GPU
+  reaches and whose ``exclude_gpus`` does not name it applies.
+* ``kv_memory``: how the engine sizes its KV pool. ``basis: total``: a fraction of the GPU's whole memory (vLLM
+  ``gpu_memory_utilization``); ``basis: free``: a fraction of what is left after weights and workspace (TensorRT-LLM
+  ``free_gpu_memory_fraction``); ``basis: reserve``: total minus a reserve (SGLang ``mem_fraction_static``:
+  ``base + per_chunk_token·max(chunk, min_chunk_tokens) + per_graph_seq·cuda_graph_max_seqs + per_gpu·tp·pp``,
+  floored at ``floor_bytes`` on GPUs above ``floor_above_bytes``).
+* ``scheduling``: chunked prefill on/off, decode-first, prefill chunks riding in decode steps, partial prefills
+  at a time, overlap/async scheduling and the extra steps it costs a request's first token.
+* ``overheads``: host time the kernel tables cannot show, each a :class:`Sourced` value. Per step:
+  ``step_s`` (scheduler, input preparation, sampling), ``collective_s`` per all-reduce (two per layer at TP > 1),
+  ``launch_gap_s_per_layer``. Per request, on TTFT: ``request_s`` (API server, dispatch),
+  ``request_s_per_layer`` (per-layer dispatch, as AIConfigurator's vLLM backend), ``tokenize_s_per_1k_tokens``.
+* ``benchmark``: the closed-loop benchmark tool usually run against this engine and its defaults (requests and
+  warm-up), used by ``evaluate --concurrency`` when ``--requests`` / ``--warmup`` are not given.
+
+``kernels`` is the profile with no engine at all: zero overheads, pdplan's former serving defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from pdplan.specs.base import FrozenModel
+
+PosInt = Annotated[int, Field(strict=True, ge=1)]
+NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+Text = Annotated[str, Field(min_length=1)]
+
+
+class Sourced(FrozenModel):
+    """One non-negative number (SI units, named by the field holding it) and where it comes from."""
+
+    value: NonNegative
+    source: Text
+
+
+class MemoryClass(FrozenModel):
+    """Scheduler limits for GPUs of at least ``min_memory_gib`` (binary GiB) not named in ``exclude_gpus``."""
+
+    min_memory_gib: NonNegative = 0.0
+    exclude_gpus: list[Text] = Field(default_factory=list)
+    """Substrings of GPU names (case-insensitive) this class does not apply to (vLLM: ``a100``)."""
+    max_batched_tokens: PosInt
+    """Tokens one step may carry: the chunked-prefill budget."""
+    max_seqs: PosInt
+    """Sequences one step may carry: the seat cap."""
+    cuda_graph_max_seqs: PosInt | None = None
+    """Largest CUDA-graph batch (SGLang ``cuda_graph_max_bs``; enters the ``reserve`` memory basis)."""
+    workspace_tokens: PosInt | None = None
+    """Tokens the activation workspace is sized for (None: ``max_batched_tokens``)."""
+
+
+class Limits(FrozenModel):
+    """Token budget and seat cap by GPU memory class; the last class should catch every GPU (``min_memory_gib: 0``)."""
+
+    classes: Annotated[list[MemoryClass], Field(min_length=1)]
+    source: Text
+
+    @model_validator(mode="after")
+    def _catch_all(self) -> Limits:
+        last = self.classes[-1]
+        if last.min_memory_gib != 0.0 or last.exclude_gpus:
+            raise ValueError("the last class must apply to every GPU: min_memory_gib 0 and no exclude_gpus")
+        return self
+
+    def for_gpu(self, gpu_name: str, memory_bytes: float) -> MemoryClass:
+        """The first class this GPU falls in (file order)."""
+        name = gpu_name.lower()
+        for cls in self.classes:
+            excluded = any(word.lower() in name for word in cls.exclude_gpus)
+            if memory_bytes >= cls.min_memory_gib * 2**30 and not excluded:
+                return cls
+        return self.classes[-1]
+
+
+class KvMemory(FrozenModel):
+    """How the engine sizes the memory that holds weights, workspace and the KV cache (module docstring)."""
+
+    basis: Literal["total", "free", "reserve"]
+    fraction: Fraction = 1.0
+    """``total``: share of the GPU's memory; ``free``: share of what weights and workspace leave; ``reserve``: unused.
+    """
+    reserve_base_bytes: NonNegative = 0.0
+    reserve_per_chunk_token_bytes: NonNegative = 0.0
+    reserve_min_chunk_tokens: NonNegInt = 0
+    reserve_per_graph_seq_bytes: NonNegative = 0.0
+    reserve_per_gpu_bytes: NonNegative = 0.0
+    """Reserve per GPU of the model-parallel group (SGLang: tp·pp/8 GiB)."""
+    reserve_floor_bytes: NonNegative = 0.0
+    reserve_floor_above_bytes: NonNegative = 0.0
+    """The floor applies to GPUs with more memory than this."""
+    source: Text
+
+    def usable_fraction(self, memory_bytes: float, *, chunk_tokens: int, graph_seqs: int, gpus: int) -> float:
+        """Share of the GPU's memory the engine gives to weights, workspace and KV (``total``/``reserve``), or 1.0
+        for ``free`` (whose :attr:`fraction` then applies to what is left after weights and workspace)."""
+        if self.basis == "total":
+            return self.fraction
+        if self.basis == "free":
+            return 1.0
+        reserve = (
+            self.reserve_base_bytes
+            + self.reserve_per_chunk_token_bytes * max(chunk_tokens, self.reserve_min_chunk_tokens)
+            + self.reserve_per_graph_seq_bytes * graph_seqs
+            + self.reserve_per_gpu_bytes * gpus
+        )
+        if memory_bytes > self.reserve_floor_above_bytes:
+            reserve = max(reserve, self.reserve_floor_bytes)
+        return max(0.0, (memory_bytes - reserve) / memory_bytes)
+
+    @property
+    def free_fraction(self) -> float:
+        """Share of the memory left after weights and workspace that becomes KV cache."""
+        return self.fraction if self.basis == "free" else 1.0
+
+
+class Scheduling(FrozenModel):
+    """The engine's batching policy (defaults of the version named by the profile)."""
+
+    chunked_prefill: bool
+    """Long prompts are split into chunks of the token budget (off: a prompt runs whole in one step)."""
+    decode_first: bool
+    """Running decodes are scheduled before new prefill tokens (they always ride in the step)."""
+    mixed_batches: bool
+    """Prefill chunks and decode tokens share one step (off: a step is all-prefill or all-decode)."""
+    max_partial_prefills: PosInt = 1
+    """Prompts that may be partly prefilled at once."""
+    overlap_scheduling: bool
+    """The host prepares step n+1 while step n runs (vLLM async scheduling, SGLang overlap, TRT-LLM overlap)."""
+    overlap_extra_steps: NonNegative = 0.0
+    """Steps a request's first token waits extra because of the overlap (TRT-LLM: "one extra decoding step")."""
+    source: Text
+
+
+class Overheads(FrozenModel):
+    """Host time kernel tables do not contain, each with its source (module docstring)."""
+
+    step_s: Sourced
+    """Per engine step (any phase): scheduling, input preparation, sampling, output processing."""
+    collective_s: Sourced
+    """Per all-reduce, two per layer at TP > 1 (launch and synchronisation beyond the kernel's own latency)."""
+    launch_gap_s_per_layer: Sourced
+    """Per layer per step: kernel launch gaps the kernel timings do not show."""
+    request_s: Sourced
+    """Per request, on TTFT: API server, HTTP/SSE, detokenised first chunk, dispatch."""
+    tokenize_s_per_1k_tokens: Sourced
+    """Per request, on TTFT: tokenisation per 1,000 prompt tokens."""
+    request_s_per_layer: Sourced | None = None
+    """Per request per layer, on TTFT (AIConfigurator's vLLM prefill dispatch overhead); None = 0."""
+
+    def step_overhead_s(self, num_layers: int, tp: float) -> float:
+        """Host time one engine step adds to its kernels: step + layers·launch gap + 2·layers·collective at TP > 1."""
+        collectives = 2.0 * num_layers if tp > 1 else 0.0
+        return (
+            self.step_s.value + num_layers * self.launch_gap_s_per_layer.value + collectives * self.collective_s.value
+        )
+
+    def request_overhead_s(self, num_layers: int, prompt_tokens: float) -> float:
+        """Time a request's TTFT carries beyond the engine's steps: server, per-layer dispatch, tokenisation."""
+        per_layer = self.request_s_per_layer.value if self.request_s_per_layer is not None else 0.0
+        return (
+            self.request_s.value + num_layers * per_layer + prompt_tokens / 1000.0 * self.tokenize_s_per_1k_tokens.value
+        )
+
+
+class BenchmarkDefaults(FrozenModel):
+    """The closed-loop benchmark tool and its defaults: requests = ``requests`` + ``requests_per_concurrency``·C,
+    warm-up = ``warmup`` + ``warmup_per_concurrency``·C (warm-up requests are not measured)."""
+
+    tool: Text
+    requests: NonNegInt = 0
+    requests_per_concurrency: NonNegInt = 0
+    warmup: NonNegInt = 0
+    warmup_per_concurrency: NonNegInt = 0
+    source: Text
+
+    def counts(self, concurrency: int) -> tuple[int, int]:
+        """(measured requests, warm-up requests) at concurrency C; at least C measured."""
+        measured = self.requests + self.requests_per_concurrency * concurrency
+        return max(measured, concurrency), self.warmup + self.warmup_per_concurrency * concurrency
+
+
+class EngineProfile(FrozenModel):
+    """One serving engine at one version (fields in the module docstring)."""
+
+    schema_version: Literal[1] = 1
+    name: Text
+    engine: Text
+    """The engine it describes: vllm | sglang | trtllm | none (kernels only), or a user's own word."""
+    version: Text
+    description: str = ""
+    limits: Limits
+    kv_memory: KvMemory
+    scheduling: Scheduling
+    overheads: Overheads
+    benchmark: BenchmarkDefaults
+    fitted: bool = False
+    """True when overhead constants were fitted to measurements (their sources say on which)."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Extra notes (fit residuals, the data a fit used), printed with the profile."""

@@ -1,0 +1,67 @@
+"""Engine profiles: the packaged YAMLs load, memory classes and the memory basis follow their sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.engines import load_engine, packaged_engine_names
+
+GIB = 2**30
+
+
+def test_packaged_profiles_load_with_versions() -> None:
+    assert packaged_engine_names() == ["kernels", "sglang", "trtllm", "vllm"]
+    for name in packaged_engine_names():
+        profile = load_engine(name)
+        assert profile.name == name
+        assert profile.version
+
+
+def test_vllm_memory_classes_exclude_a100() -> None:
+    limits = load_engine("vllm").limits
+    h100 = limits.for_gpu("h100-sxm", 80 * GIB)
+    a100 = limits.for_gpu("a100-sxm-80gb", 80 * GIB)
+    assert (h100.max_batched_tokens, h100.max_seqs) == (8192, 1024)
+    assert (a100.max_batched_tokens, a100.max_seqs) == (2048, 256)
+
+
+def test_sglang_reserve_matches_aic_mirror_on_h100() -> None:
+    # AIC derive_sglang_mem_fraction_static gives 0.836 on H100 TP1 (ENGINES.md §4 5.2):
+    # reserve = 512 MiB + 1.5 MiB x 8192 + 2 MiB x 256 + 1/8 GiB = 13.125 GiB of 80 GiB
+    profile = load_engine("sglang")
+    cls = profile.limits.for_gpu("h100-sxm", 80 * GIB)
+    frac = profile.kv_memory.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=1)
+    assert cls.cuda_graph_max_seqs == 256
+    assert frac == pytest.approx((80 - 13.125) / 80)
+
+
+def test_step_and_request_overheads_by_hand() -> None:
+    over = load_engine("vllm").overheads
+    # 64 layers, TP 1: only the per-step constant (launch gaps and collectives are 0 in the shipped profile)
+    assert over.step_overhead_s(64, 1) == pytest.approx(over.step_s.value)
+    # request: 5 ms + 64 x 0.8 ms + 4.096 x 2 ms
+    assert over.request_overhead_s(64, 4096) == pytest.approx(0.005 + 0.0512 + 0.008192)
+
+
+def test_engine_by_path_and_from_hardware_db(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "pdplan" / "data" / "engines" / "vllm.yaml").read_text()
+    own = tmp_path / "engines"
+    own.mkdir()
+    (own / "myvllm.yaml").write_text(text.replace("name: vllm", "name: myvllm"))
+    catalog = open_catalog([tmp_path])
+    assert catalog.engine("MyVllm").name == "myvllm"
+    assert catalog.engine(str(own / "myvllm.yaml")).name == "myvllm"
+    with pytest.raises(SpecError, match="unknown engine"):
+        catalog.engine("vlm2")
+
+
+def test_bad_profile_names_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    text = (Path(__file__).parents[2] / "pdplan" / "data" / "engines" / "vllm.yaml").read_text()
+    path.write_text(text.replace("fraction: 0.9", "fraction: 1.5"))
+    with pytest.raises(SpecError, match=r"bad.yaml: kv_memory.fraction"):
+        load_engine(path)
