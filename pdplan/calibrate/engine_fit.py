@@ -13,7 +13,7 @@ parameter per iteration, for ten or more iterations). Instead, Gauss–Newton on
    on a 20 ms TTFT and a 20 s one) over the bounds (:data:`BOUNDS_S`) with ``scipy.optimize.least_squares``
    (``trf``; plain squares first, then from there a soft-L1 loss with a 10 % scale, so a few rows the model cannot
    follow — a KV-capacity cliff — do not drag the terms);
-3. repeat from the new θ until no term moves by more than a fraction of its step (at most
+3. repeat from the new θ until no term moves by more than a quarter of its step (at most
    :data:`MAX_LINEARISATIONS` times); the reported predictions are one more exact pass.
 
 Uncertainty: the 1σ standard error of each term from the final linearisation, σ² = s²·[(JᵀJ)⁻¹]_jj with J the
@@ -52,7 +52,7 @@ STEPS_S: Mapping[str, float] = {
     "request_s": 5e-3,
 }
 """Forward-difference steps: about the size of each term's typical value, so the secant spans the range it moves in."""
-MAX_LINEARISATIONS = 4
+MAX_LINEARISATIONS = 3
 _F_SCALE = 0.1
 
 
@@ -79,6 +79,8 @@ class OverheadFit:
     ttft_s: FloatArray
     tpot_s: FloatArray
     passes: int
+    jacobian: FloatArray
+    """d(TTFT, TPOT stacked)/d(term) of the last linearisation, columns in :attr:`terms` order."""
 
     def values(self) -> dict[str, float]:
         return {t.name: t.value_s for t in self.terms}
@@ -141,20 +143,21 @@ def fit_overheads(
         if not free:
             break
         cols = [names.index(k) for k in free]
-        new = _solve_linear(base, jac[:, cols], {k: theta[k] for k in free}, meas_ttft, meas_tpot)
+        new = solve_linearised(base, jac[:, cols], {k: theta[k] for k in free}, meas_ttft, meas_tpot)
         moved = max(abs(new[k] - theta[k]) / STEPS_S[k] for k in free)
         theta.update(new)
-        if moved < 0.05:
+        if moved < 0.25:
             break
     ttft, tpot = full(theta)
     terms = _uncertainty(theta, frozen, jac, ttft, tpot, meas_ttft, meas_tpot)
-    return OverheadFit(terms, ttft, tpot, passes + 1)
+    return OverheadFit(terms, ttft, tpot, passes + 1, jac)
 
 
-def _solve_linear(
+def solve_linearised(
     base: FloatArray, jac: FloatArray, theta: dict[str, float], meas_ttft: FloatArray, meas_tpot: FloatArray
 ) -> dict[str, float]:
-    """Bounded robust least squares of the log residuals of the linearised predictions around ``theta``."""
+    """Bounded robust least squares of the log residuals of the linearised predictions ``base + jac·(θ − theta)``
+    (``base``, ``jac`` rows: TTFT of every run, then TPOT); one Gauss–Newton step of :func:`fit_overheads`."""
     names = list(theta)
     x0 = np.array([theta[k] for k in names])
     lo = np.array([BOUNDS_S[k][0] for k in names])
