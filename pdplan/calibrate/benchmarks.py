@@ -172,11 +172,18 @@ def _report(
 
 
 def check_runs(
-    runs: Sequence[BenchmarkRun], catalog: Catalog, engine: str, predictor: RunsPredictor = predict_runs
+    runs: Sequence[BenchmarkRun], catalog: Catalog, engine: str | None, predictor: RunsPredictor = predict_runs
 ) -> RunsReport:
-    """How well the profile ``engine`` (name or path) predicts the runs."""
-    ttft, tpot = predictor(runs, engine, catalog)
-    return _report(runs, ttft, tpot, catalog.engine(engine), None)
+    """How well the profile ``engine`` (name or path) predicts the runs; ``None``: each run's own engine's
+    packaged profile (the report then names the first)."""
+    if engine is not None:
+        ttft, tpot = predictor(runs, engine, catalog)
+        return _report(runs, ttft, tpot, catalog.engine(engine), None)
+    ttft, tpot = np.empty(len(runs)), np.empty(len(runs))
+    for name in sorted({r.engine.lower() for r in runs}):
+        idx = [i for i, r in enumerate(runs) if r.engine.lower() == name]
+        ttft[idx], tpot[idx] = predictor([runs[i] for i in idx], name, catalog)
+    return _report(runs, ttft, tpot, catalog.engine(runs[0].engine.lower()), None)
 
 
 def one_engine(runs: Sequence[BenchmarkRun]) -> str:

@@ -158,11 +158,11 @@ def _calibrate_runs(
 
     catalog = catalog_from(hardware_db, [kernel_table] if kernel_table is not None else None)
     runs = read_benchmark_results(files, flags)
-    base = flags.engine or one_engine(runs)
     if check_only:
-        emit(runs_view(check_runs(runs, catalog, base)), fmt, output)
+        emit(runs_view(check_runs(runs, catalog, flags.engine)), fmt, output)
         return
-    one_engine(runs)
+    engine = one_engine(runs)  # a profile holds one engine's overheads
+    base = flags.engine or engine
     name = output.stem if output is not None else f"{base}-fitted"
     report = fit_runs(runs, catalog, base, files=[str(f) for f in files], name=name)
     for run in runs:
