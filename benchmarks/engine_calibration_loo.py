@@ -234,7 +234,7 @@ def _table(rows: Sequence[dict[str, object]]) -> list[str]:
         if isinstance(v, float):
             if not np.isfinite(v):
                 return "-"
-            return "0" if abs(v) < 1e-12 else f"{v:.3g}" if abs(v) < 1e-2 else f"{v:.1f}"
+            return "0" if abs(v) < 1e-12 else f"{v:.3g}"
         return str(v)
 
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

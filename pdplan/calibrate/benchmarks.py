@@ -65,18 +65,30 @@ def run_scenario(run: BenchmarkRun, engine_ref: str, catalog: Catalog, base: Sce
             source=run.source,
             field="pp" if run.pp > 1 else "ep" if run.ep > 1 else "dp",
         )
-    overrides = ScenarioOverrides(
-        model=catalogue_model_name(run.model, catalog.names("model")),
-        gpu=run.gpu,
-        tp=run.tp,
-        colocated=1,
-        isl=max(1, round(run.isl)),
-        osl=max(1, round(run.osl)),
-        dtype=run.dtype,
-        kv_dtype=run.kv_dtype,
-        engine=engine_ref,
+    if not engines_wired():
+        raise SpecError(
+            "this build has no engine profiles in its scenarios (--engine); benchmark runs cannot be predicted",
+            field="engine",
+        )
+    overrides = ScenarioOverrides.model_validate(
+        {
+            "model": catalogue_model_name(run.model, catalog.names("model")),
+            "gpu": run.gpu,
+            "tp": run.tp,
+            "colocated": 1,
+            "isl": max(1, round(run.isl)),
+            "osl": max(1, round(run.osl)),
+            "dtype": run.dtype,
+            "kv_dtype": run.kv_dtype,
+            "engine": engine_ref,
+        }
     )
     return apply_overrides(base, overrides)
+
+
+def engines_wired() -> bool:
+    """Whether scenarios carry an engine profile (``--engine``; the engine-profile work of issue #11 item 2)."""
+    return "engine" in ScenarioOverrides.model_fields
 
 
 RunsPredictor = Callable[[Sequence[BenchmarkRun], str, Catalog], tuple[FloatArray, FloatArray]]
