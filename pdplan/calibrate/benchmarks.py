@@ -4,13 +4,15 @@ and fit the engine profile's overhead terms (:mod:`pdplan.calibrate.engine_fit`)
 Each run becomes the scenario ``pdplan evaluate --model M --gpu G --tp T --colocated 1 --isl I --osl O --dtype D
 --kv-dtype K --engine E --concurrency C`` would build (the packaged default scenario with those overrides: one
 colocated instance, fixed lengths at the run's means rounded to whole tokens), evaluated at the run's concurrency
-in closed loop; the predicted TTFT and TPOT are the means over requests, as the benchmark tools report them.
+in closed loop (with the run's measured request count where the file records it: ``num_prompts``); the predicted
+TTFT and TPOT are the means over requests as the benchmark tools report them (the evaluation's benchmark average).
 During a fit each trial profile is written to a temporary YAML file and named by its path, exactly as a user's
 ``--engine FILE`` (the public path: the fit sees what a user of the written profile will see).
 """
 
 from __future__ import annotations
 
+import inspect
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,16 +101,28 @@ caller's parallel version of it."""
 def predict_runs(runs: Sequence[BenchmarkRun], engine_ref: str, catalog: Catalog) -> tuple[FloatArray, FloatArray]:
     """Mean TTFT and TPOT (s) of every run under the profile ``engine_ref`` (a name or a YAML path)."""
     base = default_scenario()
+    takes_requests = "requests" in inspect.signature(evaluate).parameters
     ttft, tpot = np.empty(len(runs)), np.empty(len(runs))
     for i, run in enumerate(runs):
+        extra: dict[str, Any] = {"requests": run.num_requests} if takes_requests and run.num_requests else {}
         try:
-            ev = evaluate(run_scenario(run, engine_ref, catalog, base), catalog=catalog, concurrency=run.concurrency)
+            sc = run_scenario(run, engine_ref, catalog, base)
+            ev = evaluate(sc, catalog=catalog, concurrency=run.concurrency, **extra)
         except (SpecError, NoFeasiblePlanError) as err:
             raise SpecError(f"this run cannot be predicted: {err}", source=run.source) from None
-        point = ev.operating_point
-        assert point is not None
-        ttft[i], tpot[i] = point.ttft_s.mean, point.tpot_s.mean
+        ttft[i], tpot[i] = _benchmark_means(ev)
     return ttft, tpot
+
+
+def _benchmark_means(ev: Any) -> tuple[float, float]:
+    """Mean TTFT and TPOT as the benchmark tool reports them: the evaluation's benchmark average (start-up burst
+    and the measured requests included) where it has one, else the closed loop's operating point."""
+    bench = getattr(ev, "benchmark", None)
+    if bench is not None:
+        return float(bench.mean_ttft_s), float(bench.mean_tpot_s)
+    point = ev.operating_point
+    assert point is not None
+    return float(point.ttft_s.mean), float(point.tpot_s.mean)
 
 
 def with_terms(profile: EngineProfile, terms: Mapping[str, float], note: str | None = None) -> EngineProfile:
