@@ -60,6 +60,7 @@ def main() -> None:
             ttft_s=1,
             tpot_s=1,
             source="-",
+            num_requests=10 * c,
         )
         for m, t, c in SWEEP
     ]

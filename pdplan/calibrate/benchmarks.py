@@ -136,7 +136,9 @@ def with_terms(profile: EngineProfile, terms: Mapping[str, float], note: str | N
 
 def profile_yaml(profile: EngineProfile) -> str:
     """An engine profile as YAML (``pdplan calibrate -o ENGINE.yaml``), keys in schema order."""
-    return yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False, width=110)
+    return yaml.safe_dump(
+        profile.model_dump(mode="json", exclude_none=True), sort_keys=False, width=110, allow_unicode=True
+    )
 
 
 class TrialProfiles:
@@ -254,7 +256,9 @@ def fitted_profile(
 ) -> EngineProfile:
     """``base`` with the fitted terms, each sourced "fitted by pdplan calibrate on FILES, N rows, DATE"."""
     day = datetime.now(UTC).date().isoformat()
-    where = f"fitted by pdplan calibrate on {', '.join(files)}, {rows} rows, {day}"
+    names = [Path(f).name for f in files]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more files" if len(names) > 3 else "")
+    where = f"fitted by pdplan calibrate on {shown}, {rows} rows, {day}"
     profile = base
     for term in result.terms:
         if term.status == "not constrained":

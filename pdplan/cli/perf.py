@@ -158,16 +158,17 @@ def _calibrate_runs(
 
     catalog = catalog_from(hardware_db, [kernel_table] if kernel_table is not None else None)
     runs = read_benchmark_results(files, flags)
+    taken = sorted({f for run in runs for f in run.from_flags})
+    if taken:
+        count = sum(1 for run in runs if run.from_flags)
+        warn(f"{', '.join(taken)} of {count} of {len(runs)} runs from the command line (their files do not say)")
     if check_only:
         emit(runs_view(check_runs(runs, catalog, flags.engine)), fmt, output)
         return
     engine = one_engine(runs)  # a profile holds one engine's overheads
     base = flags.engine or engine
-    name = output.stem if output is not None else f"{base}-fitted"
+    name = output.stem if output is not None else f"{Path(base).stem}-fitted"
     report = fit_runs(runs, catalog, base, files=[str(f) for f in files], name=name)
-    for run in runs:
-        if run.from_flags:
-            warn(f"{run.source}: {', '.join(run.from_flags)} from the command line (not in the file)")
     if output is not None:
         write_atomic(output, profile_yaml(report.engine))
         stderr_console.print(f"wrote engine profile {output}", highlight=False, markup=False, soft_wrap=True)
