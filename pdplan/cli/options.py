@@ -67,6 +67,9 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "attainment": Annotated[float | None, Opt(FLAGS["attainment"], help="Target fraction of requests, e.g. 0.9.")],
     "dtype": Annotated[str | None, Opt(FLAGS["dtype"], help="bf16|fp8 weights/GEMMs.")],
     "kv_dtype": Annotated[str | None, Opt(FLAGS["kv_dtype"], help="bf16|fp8 KV cache.")],
+    "engine": Annotated[
+        str | None, Opt(FLAGS["engine"], help="Serving engine: vllm|sglang|trtllm|kernels or a profile YAML.")
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 
@@ -76,6 +79,12 @@ RateOpt = Annotated[
     Opt(FLAGS["rate"], help="Poisson rate, req/s (optimize: the target to meet at the fewest GPUs or lowest $)."),
 ]
 ConcurrencyOpt = Annotated[int | None, Opt(FLAGS["concurrency"], min=1, help="Closed loop: C clients.")]
+RequestsOpt = Annotated[
+    int | None, Opt(FLAGS["requests"], min=1, help="Closed loop: measured requests (default: the engine's tool's).")
+]
+WarmupOpt = Annotated[
+    int | None, Opt(FLAGS["warmup"], min=0, help="Closed loop: warm-up requests (default: the engine's tool's).")
+]
 
 
 def takes_overrides(command: Callable[..., R]) -> Callable[..., R]:

@@ -10,7 +10,9 @@ from pdplan.cli.common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputO
 from pdplan.cli.options import (
     ConcurrencyOpt,
     RateOpt,
+    RequestsOpt,
     ScenarioArg,
+    WarmupOpt,
     positive_rate,
     scenario_from_flags,
     takes_overrides,
@@ -28,6 +30,8 @@ def evaluate_command(
     overrides: ScenarioOverrides,
     rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None,
+    requests: RequestsOpt = None,
+    warmup: WarmupOpt = None,
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
@@ -42,7 +46,14 @@ def evaluate_command(
 
     positive_rate(rate)
     sc = scenario_from_flags(scenario, overrides)
-    result = evaluate(sc, catalog=catalog_from(hardware_db, kernel_tables), rate=rate, concurrency=concurrency)
+    result = evaluate(
+        sc,
+        catalog=catalog_from(hardware_db, kernel_tables),
+        rate=rate,
+        concurrency=concurrency,
+        requests=requests,
+        warmup=warmup,
+    )
     for line in result.warnings:
         warn(line)
     emit(evaluation_view(result), fmt, output)

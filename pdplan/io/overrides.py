@@ -90,6 +90,7 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
         ("routing", ov.routing),
         ("dtype", ov.dtype),
         ("kv_dtype", ov.kv_dtype),
+        ("engine", ov.engine),
     ):
         if value is not None:
             update[key] = value

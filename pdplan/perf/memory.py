@@ -72,6 +72,7 @@ def instance_memory(
     act_dtype_bytes: float = 2.0,
     gpu_memory_utilization: float | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_free_fraction: float = 1.0,
 ) -> InstanceMemory:
     """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
 
@@ -85,7 +86,7 @@ def instance_memory(
     weights = model.weight_bytes(weight_dtype_bytes) / (t * p)
     width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
     workspace = t_max * (4.0 * model.hidden_size + 2.0 * width / t) * act_dtype_bytes
-    kv_free = usable - weights - workspace
+    kv_free = (usable - weights - workspace) * kv_free_fraction  # TensorRT-LLM: a share of the free memory
     per_token = model.kv_bytes_per_token(kv_dtype_bytes) * kv_replication(model, t)
     per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only
     capacity = np.where(kv_free > 0.0, t * p * kv_free / per_token, 0.0)

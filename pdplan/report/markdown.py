@@ -58,6 +58,9 @@ def _assumptions(result: PlanResult) -> list[str]:
         if "calibrated_kernel_table" in facts
     ]
     text = "Kernel tables: " + "; ".join(status) + "." if status else ""
+    engine = c.mapping(result.assumptions.get("engine"))
+    if engine.get("version"):
+        text += f" Engine: {engine['name']} {engine['version']} ({engine.get('source', '')})."
     if c.uncalibrated_gpus(result):
         text += (
             " An uncalibrated table's efficiencies are derived from another GPU, not measured: treat plans on "

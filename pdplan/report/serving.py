@@ -46,6 +46,8 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         ("binding_constraint", ev.binding_constraint),
         ("convention", ev.convention),
     ]
+    if ev.engine:
+        rows.append(("engine", f"{ev.engine['name']} {ev.engine['version']} ({ev.engine['source']})"))
     op = ev.operating_point
     if ev.closed_loop is not None:
         rows += [("concurrency", ev.closed_loop.concurrency), ("throughput_rps", ev.closed_loop.throughput_rps)]
@@ -56,6 +58,18 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         rows.append(("attainment", op.attainment))
         rows += [(f"utilisation_{k}", v) for k, v in op.utilisation.items()]
         rows.append(("operating_binding_constraint", op.binding_constraint))
+    if ev.benchmark is not None:  # what the benchmark tool reports (serving/benchmark_loop.py)
+        b = ev.benchmark
+        rows += [
+            ("benchmark", f"{b.tool}: {b.requests} requests after {b.warmup} warm-up"),
+            ("benchmark_mean_ttft_ms", b.mean_ttft_s * 1e3),
+            ("benchmark_mean_tpot_ms", b.mean_tpot_s * 1e3),
+            ("benchmark_throughput_rps", b.throughput_rps),
+            ("steady_ttft_ms", b.steady_ttft_s * 1e3),
+            ("steady_tpot_ms", b.steady_tpot_s * 1e3),
+            ("burst_ttft_ms", b.burst_ttft_s * 1e3),
+            ("effective_concurrency", b.effective_concurrency),
+        ]
     return quantity_records(rows)
 
 

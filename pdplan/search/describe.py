@@ -7,9 +7,9 @@ from typing import Any
 
 from pdplan import __version__
 from pdplan.io.catalog import Catalog
-from pdplan.io.serving_defaults import serving_defaults
 from pdplan.search.space import Space
 from pdplan.serving import ResolvedScenario
+from pdplan.serving.engine_bind import engine_record
 from pdplan.specs.scenario import Scenario
 
 
@@ -76,7 +76,7 @@ def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: 
     }
 
 
-def describe_assumptions(space: Space, catalog: Catalog) -> dict[str, Any]:
+def describe_assumptions(space: Space, catalog: Catalog, scenario: Scenario | None = None) -> dict[str, Any]:
     """Efficiencies per GPU (kernel tables) and engine defaults, each with where it came from."""
     per_gpu: dict[str, Any] = {}
     for name in _gpu_names(space):
@@ -92,14 +92,22 @@ def describe_assumptions(space: Space, catalog: Catalog) -> dict[str, Any]:
             "allreduce_bus_gb_per_s": t.allreduce.bus_bytes_per_s / 1e9,
             "decode_step_overhead_s": t.framework.decode_step_overhead_s,
         }
-    d = serving_defaults()
+    hw = space.decode[0]
+    engine = hw.engine
+    assert engine is not None  # every candidate is bound to the scenario's engine (search/space.py)
+    limits = engine.limits.for_gpu(hw.gpu.name, hw.gpu.memory_bytes)
     return {
         "kernel_tables": per_gpu,
+        "engine": engine_record(catalog, scenario) if scenario is not None else {"name": engine.name},
         "engine_defaults": {
-            "gpu_memory_utilization": d.gpu_memory_utilization,
-            "max_num_batched_tokens": d.max_num_batched_tokens,
-            "max_num_seqs": d.max_num_seqs,
-            "sources": d.sources,
+            "gpu_memory_utilization": hw.gpu_memory_utilization,
+            "max_num_batched_tokens": limits.max_batched_tokens,
+            "max_num_seqs": limits.max_seqs,
+            "sources": {
+                "limits": engine.limits.source,
+                "kv_memory": engine.kv_memory.source,
+                "step_overhead": engine.overheads.step_s.source,
+            },
         },
         "method": (
             "roofline per operator on a calibrated kernel table; prefill queue M/G/1 or M/G/c by FFT "

@@ -173,7 +173,7 @@ def _result(
             refined=len(best) + len(baseline),
         ),
         inputs=describe_inputs(res.scenario, res, space, catalog),
-        assumptions=describe_assumptions(space, catalog),
+        assumptions=describe_assumptions(space, catalog, res.scenario),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
         warnings=_warnings(res, space, pick.plan),
         rate_curve=rate_curve(pick) if analyse else (),

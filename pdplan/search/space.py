@@ -13,8 +13,8 @@ from typing import cast, get_args
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.io.serving_defaults import serving_defaults
 from pdplan.serving import RoleHardware, instance_budget, precision_of
+from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.overrides import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
@@ -79,6 +79,7 @@ def _roles(
     """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
     sharding) and stay within one node (≤ GPUs per node)."""
     out: list[RoleHardware] = []
+    engine, util = scenario_engine(catalog, scenario), scenario.gpu_memory_utilization
     for name in gpu_names:
         gpu = catalog.gpu(name)
         table = catalog.kernel_table(gpu.name)
@@ -90,13 +91,13 @@ def _roles(
             )
             continue
         fitting = [
-            RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
+            with_engine(RoleHardware(model, gpu, table, t, 1, precision_of(scenario)), engine, util)
             for t in node_tps
         ]
         fitting = [h for h in fitting if _fits(h)]
         if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
             fitting = [
-                RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
+                with_engine(RoleHardware(model, gpu, table, t, p, precision_of(scenario)), engine, util)
                 for p in DEFAULT_PP
                 for t in node_tps
             ]
@@ -150,7 +151,7 @@ def build_space(
         raise NoFeasiblePlanError(
             f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint=Binding.MEMORY
         )
-    defaults = serving_defaults()
+    seats = engine_limits(scenario_engine(catalog, scenario), decode[0].gpu).max_seqs
     return Space(
         prefill=prefill,
         decode=decode,
@@ -158,7 +159,7 @@ def build_space(
         granularities=tuple(s.granularities or [scenario.granularity]),
         links=tuple(s.links or [scenario.link]),
         routings=tuple(s.routing or [scenario.routing]),
-        max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or defaults.max_num_seqs]),
+        max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or seats]),
         max_instances=s.max_instances or DEFAULT_MAX_INSTANCES,
         budget_gpus=budget,
         rate_rps=rate,

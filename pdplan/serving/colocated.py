@@ -49,6 +49,7 @@ from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
+from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
@@ -164,7 +165,7 @@ class ColocatedModel:
             rates,
             self.cells.prob,
             self.cells.decode_steps,
-            out.ttft,
+            DelayedTtft(out.ttft, request_delay_s(self.res.colocated, self.res.lengths.mean_input())),
             np.arange(self.cells.prob.size),
             tpot,
             util,

@@ -76,6 +76,7 @@ from pdplan.serving.colocated import no_tpot
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Binding, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
+from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, instance_budget, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS
@@ -196,6 +197,7 @@ class DisaggregatedModel:
         tau = fixed.tau_mean_s
         busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
         offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s.shape)).copy()
+        offsets += request_delay_s(self.res.prefill, self.res.lengths.mean_input())  # engine: API server, tokeniser
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":

@@ -13,10 +13,12 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.serving.benchmark_inputs import benchmark_of
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
+from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, resolve
 from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
@@ -131,18 +133,31 @@ def _link_words(model: DisaggregatedModel) -> str:
 
 
 def evaluate(
-    scenario: Scenario, *, catalog: Catalog | None = None, rate: float | None = None, concurrency: int | None = None
+    scenario: Scenario,
+    *,
+    catalog: Catalog | None = None,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    requests: int | None = None,
+    warmup: int | None = None,
 ) -> Evaluation:
-    """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally)."""
+    """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally). With a concurrency,
+    ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's)."""
     if rate is not None and concurrency is not None:
         raise SpecError("give either a rate or a concurrency, not both", field="rate")
+    if (requests is not None or warmup is not None) and concurrency is None:
+        raise SpecError(
+            "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
+        )
     res = resolve(scenario, catalog or open_catalog())
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
     bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
-    point, loop = None, None
+    point, loop, bench = None, None, None
     if concurrency is not None:
         loop = closed_loop_throughput(model, concurrency)
+        if isinstance(model, ColocatedModel):
+            bench = benchmark_of(model, concurrency, requests, warmup)
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
     if rate is not None:
         snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
@@ -172,6 +187,8 @@ def evaluate(
         closed_loop=loop,
         assumptions=_assumptions(model, res),
         warnings=tuple(warnings),
+        engine=engine_record(res.catalog, scenario),
+        benchmark=bench,
     )
 
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.roofline import Precision
 from pdplan.serving.deployment import Deployment, Role
+from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
 from pdplan.serving.workload_bins import JointLengths, discretize
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario
@@ -61,6 +62,8 @@ class ResolvedScenario:
     """``[K, J]`` quadrature lengths per input bin (:func:`pdplan.serving.lengths.input_quadrature`)."""
     prefill_batch_tokens: int | None = None
     """Token budget of a batched prefill instance (None: one prompt at a time)."""
+    engine: EngineProfile | None = None
+    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`)."""
 
     def cost_usd_per_hour(self) -> float | None:
         """Typical rental price of the deployment's GPUs (None if a GPU has no price in the catalogue)."""
@@ -86,7 +89,9 @@ def precision_of(scenario: Scenario) -> Precision:
     return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
 
 
-def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenario: Scenario) -> RoleHardware | None:
+def role_hardware(
+    catalog: Catalog, model: ModelSpec, role: Role | None, scenario: Scenario, engine: EngineProfile | None = None
+) -> RoleHardware | None:
     """One pool's instance type (GPU spec, kernel table, TP/PP, precision); SpecError if TP cannot shard it."""
     if role is None:
         return None
@@ -103,7 +108,7 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
             "parallelism stays inside a node; use PP across nodes)",
             field="tp",
         )
-    return RoleHardware(
+    hw = RoleHardware(
         model,
         gpu,
         catalog.kernel_table(gpu.name),
@@ -112,6 +117,7 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
         precision_of(scenario),
         scenario.gpu_memory_utilization,
     )
+    return with_engine(hw, engine or scenario_engine(catalog, scenario), scenario.gpu_memory_utilization)
 
 
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
@@ -141,21 +147,27 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
         chunk_tokens=0,
         warnings=tuple(warnings),
         input_points=input_quadrature(lengths.input_tokens, lengths.input_marginal()),
+        engine=scenario_engine(catalog, scenario),
     )
     return bind(base, deployment)
 
 
 def bind(res: ResolvedScenario, d: Deployment) -> ResolvedScenario:
     """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted."""
-    catalog, sc, defaults = res.catalog, res.scenario, serving_defaults()
+    catalog, sc = res.catalog, res.scenario
+    engine = res.engine or scenario_engine(catalog, sc)
+    colocated = role_hardware(catalog, res.model, d.colocated, sc, engine)
+    serving = colocated or role_hardware(catalog, res.model, d.decode, sc, engine)
+    assert serving is not None
+    limits = engine_limits(engine, serving.gpu)  # seat cap and chunk budget of the decoding GPU's memory class
     return dataclasses.replace(
         res,
-        prefill=role_hardware(catalog, res.model, d.prefill, sc),
-        decode=role_hardware(catalog, res.model, d.decode, sc),
-        colocated=role_hardware(catalog, res.model, d.colocated, sc),
+        prefill=role_hardware(catalog, res.model, d.prefill, sc, engine),
+        decode=role_hardware(catalog, res.model, d.decode, sc, engine),
+        colocated=colocated,
         link=catalog.link(d.link) if d.mode == "disaggregated" and d.link is not None else None,
-        max_num_seqs=d.max_num_seqs or defaults.max_num_seqs,
-        chunk_tokens=d.chunk_tokens or defaults.prefill_chunk_tokens,
+        max_num_seqs=d.max_num_seqs or limits.max_seqs,
+        chunk_tokens=d.chunk_tokens or limits.max_batched_tokens,
         prefill_batch_tokens=d.prefill_max_batch_tokens,
         deployment=d,
     )

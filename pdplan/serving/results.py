@@ -38,6 +38,42 @@ class ClosedLoop:
 
 
 @dataclass(frozen=True, slots=True)
+class BenchmarkLoop:
+    """What a closed-loop benchmark at concurrency C reports (:mod:`pdplan.serving.benchmark_loop`)."""
+
+    tool: str
+    concurrency: int
+    requests: int
+    warmup: int
+    effective_concurrency: int
+    throughput_rps: float
+    mean_ttft_s: float
+    mean_tpot_s: float
+    steady_ttft_s: float
+    steady_tpot_s: float
+    burst_ttft_s: float
+    server_queue_s: float
+    request_overhead_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "concurrency": self.concurrency,
+            "requests": self.requests,
+            "warmup": self.warmup,
+            "effective_concurrency": self.effective_concurrency,
+            "throughput_rps": self.throughput_rps,
+            "mean_ttft_s": self.mean_ttft_s,
+            "mean_tpot_s": self.mean_tpot_s,
+            "steady_ttft_s": self.steady_ttft_s,
+            "steady_tpot_s": self.steady_tpot_s,
+            "burst_ttft_s": self.burst_ttft_s,
+            "server_queue_s": self.server_queue_s,
+            "request_overhead_s": self.request_overhead_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
     """Everything ``pdplan evaluate`` reports about one deployment."""
 
@@ -58,6 +94,10 @@ class Evaluation:
     closed_loop: ClosedLoop | None = None
     assumptions: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    engine: dict[str, str] = field(default_factory=dict)
+    """The engine profile: ``{name, version, source}``."""
+    benchmark: BenchmarkLoop | None = None
+    """With a concurrency on a colocated deployment: what the benchmark tool would report."""
 
     @property
     def goodput_rps_per_gpu(self) -> float:
@@ -111,6 +151,13 @@ class Evaluation:
                     "saturated": cl.saturated,
                 }
             )
+        if self.benchmark is not None:
+            bench = self.benchmark
+            doc["ttft_s"] = {**doc.get("ttft_s", {}), "mean": bench.mean_ttft_s}
+            doc["tpot_s"] = {**doc.get("tpot_s", {}), "mean": bench.mean_tpot_s}
+            doc["throughput_rps"] = bench.throughput_rps
+            doc["closed_loop"] = bench.as_dict()
+        doc["engine"] = self.engine
         doc["assumptions"] = self.assumptions
         doc["warnings"] = list(self.warnings)
         return doc

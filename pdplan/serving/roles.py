@@ -56,6 +56,7 @@ from pdplan.perf.memory import InstanceMemory, instance_memory
 from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.queueing import LinearStepTime
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.types import FloatArray
@@ -76,6 +77,12 @@ class RoleHardware:
     pp: int
     precision: Precision
     gpu_memory_utilization: float | None = None
+    kv_free_fraction: float = 1.0
+    """Share of the memory left after weights and workspace that holds KV (TensorRT-LLM's basis; 1 otherwise)."""
+    workspace_tokens: int | None = None
+    """Tokens the activation workspace is sized for (None: the serving default)."""
+    engine: EngineProfile | None = None
+    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`); None: kernel time only."""
 
     @property
     def label(self) -> str:
@@ -93,6 +100,8 @@ def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
         kv_dtype_bytes=hw.precision.kv_bytes,
         act_dtype_bytes=hw.precision.act_bytes,
         gpu_memory_utilization=hw.gpu_memory_utilization,
+        max_num_batched_tokens=hw.workspace_tokens,
+        kv_free_fraction=hw.kv_free_fraction,
     )
     if not bool(np.all(mem.fits)):
         need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB

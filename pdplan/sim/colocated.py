@@ -54,6 +54,7 @@ class ColocatedInstance:
         self.chunked = spec.scheduler == "chunked"
         self.chunk_fn: ChunkTimeFn | None = spec.chunk_time_s
         self.budget = spec.token_budget
+        self.mixed = spec.mixed
         self.max_batch = spec.max_batch
         self.kv_cap = spec.kv_capacity_tokens
         self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
@@ -152,7 +153,7 @@ class ColocatedInstance:
             self._plan_decode()
 
     def _plan_chunked(self) -> None:
-        budget = self.budget - self.act.b
+        budget = self.budget - self.act.b if self.mixed else self.budget
         queue, i = self.queue, 0
         plan: list[tuple[int, int]] = []
         while budget > 0 and i < len(queue):
@@ -169,12 +170,13 @@ class ColocatedInstance:
         assert self.chunk_fn is not None
         tokens = np.array([p[1] for p in plan], dtype=np.float64)
         before = np.array([self.prompt[r] - self.left[r] for r, _ in plan], dtype=np.float64)
-        batch = np.array([float(self.act.b)])
-        context = np.array([float(self.act.context())])
+        riding = float(self.act.b) if self.mixed else 0.0  # unmixed: a prefill-only step, the decodes wait
+        batch = np.array([riding])
+        context = np.array([float(self.act.context()) if riding else 0.0])
         step = float(np.asarray(self.act.step_fn(batch, context))[0])
         chunk = float(np.sum(self.chunk_fn(tokens, before)))
         self.plan = plan
-        self.kind = _MIXED
+        self.kind = _MIXED if self.mixed else _PREFILL
         self.next_time = self.t + step + chunk
 
     def _plan_decode(self) -> None:

@@ -197,6 +197,9 @@ class Colocated:
     prefill_service_s: ArrayLike | None = None
     token_budget: int = 2048
     chunk_time_s: ChunkTimeFn | None = None
+    mixed: bool = True
+    """``"chunked"`` only: False runs prefill chunks in steps of their own (up to the whole budget) while the decodes
+    wait, as SGLang without ``enable_mixed_chunk``; True puts them beside the decodes (decode-first)."""
 
 
 Deployment = Disaggregated | Colocated

@@ -141,6 +141,9 @@ class Scheduling(FrozenModel):
     """The host prepares step n+1 while step n runs (vLLM async scheduling, SGLang overlap, TRT-LLM overlap)."""
     overlap_extra_steps: NonNegative = 0.0
     """Steps a request's first token waits extra because of the overlap (TRT-LLM: "one extra decoding step")."""
+    steady_arrivals: Literal["grouped", "spread"] = "grouped"
+    """Closed-loop benchmarks with fixed lengths: ``grouped`` = the clients stay in the groups the start-up burst
+    formed (phase-locked to steps); ``spread`` = host-side jitter desynchronises them, each request arrives alone."""
     source: Text
 
 

@@ -47,6 +47,7 @@ class ScenarioOverrides(FrozenModel):
     attainment: float | None = None
     dtype: str | None = None
     kv_dtype: str | None = None
+    engine: str | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -97,6 +98,9 @@ FLAGS = MappingProxyType(
         "concurrency": "--concurrency",
         "plot": "--plot",
         "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
+        "engine": "--engine",
+        "requests": "--requests",
+        "warmup": "--warmup",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

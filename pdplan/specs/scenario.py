@@ -146,6 +146,8 @@ class Scenario(FrozenModel):
     chunk_tokens: PosInt | None = None
     prefill_max_batch_tokens: PosInt | None = None
     search: SearchSpace | None = None
+    engine: Annotated[str, Field(min_length=1)] | None = None
+    """Serving engine profile: vllm | sglang | trtllm | kernels or a YAML path (None: vllm; pdplan.io.engines)."""
 
     @field_validator("workload", mode="before")
     @classmethod

@@ -63,6 +63,7 @@ def _colocated(**extra: Any) -> Scenario:
         "colocated": {"gpu": "a100-sxm-80gb", "tp": 1, "count": 1, "scheduler": "chunked"},
         "workload": {"input_tokens": {"dist": "fixed", "value": 512}, "output_tokens": {"dist": "fixed", "value": 64}},
         "slo": {"ttft": "400ms", "tpot": "40ms"},
+        "engine": "kernels",  # kernel time only: the broken models below must show without engine overheads
     }
     base.update(extra)
     return scenario_from_dict(base, source="test", base_dir=Path.cwd())

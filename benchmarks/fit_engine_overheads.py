@@ -1,0 +1,73 @@
+"""Fit each shipped engine profile's per-step overhead and per-collective latency to the H100 closed-loop runs.
+
+The only end-to-end data pdplan fits on (``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv``, the colocated
+rows that ``benchmarks/engine_accuracy.py`` prices). With the profile's step and collective terms set to 0, the TPOT
+deficit of each row (measured − predicted, seconds) is regressed on ``[1, 2·layers·(TP > 1)]`` with non-negative
+coefficients (scipy ``nnls``, relative weights 1/measured): every engine step pays both terms and a TPOT is one
+step per token, so the deficit moves 1:1 with them. Prints the fitted values and the residual median; the profiles'
+``source`` texts quote them. Run: ``python benchmarks/fit_engine_overheads.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine_accuracy import CSV, predict, rows
+
+from pdplan.io.catalog import open_catalog
+from pdplan.io.engines import load_engine
+
+
+def zeroed_profile(engine: str, folder: Path) -> None:
+    """A copy of the shipped profile with step and collective overheads 0, in ``folder/engines/``."""
+    import yaml
+
+    from pdplan.io.engines import ENGINE_DIR
+
+    data = yaml.safe_load((ENGINE_DIR / f"{engine}.yaml").read_text())
+    data["overheads"]["step_s"]["value"] = 0.0
+    data["overheads"]["collective_s"]["value"] = 0.0
+    (folder / "engines").mkdir(parents=True, exist_ok=True)
+    (folder / "engines" / f"{engine}.yaml").write_text(yaml.safe_dump(data))
+
+
+def main() -> None:
+    import tempfile
+
+    layers = {"qwen3-32b": 64, "llama-3.1-8b": 32, "llama-3.1-70b": 80}
+    with tempfile.TemporaryDirectory() as tmp:
+        for engine in ("vllm", "sglang", "trtllm"):
+            zeroed_profile(engine, Path(tmp))
+        catalog = open_catalog([Path(tmp)])
+        data = rows(CSV, moe=False)
+        for engine in ("vllm", "sglang", "trtllm"):
+            sel = [r for r in data if r["engine"] == engine]
+            a, y, meas = [], [], []
+            for r in sel:
+                out = predict(r, catalog)
+                if "error" in out:
+                    continue
+                coll = 2.0 * layers[r["model"]] * (r["tp"] > 1)
+                w = 1.0 / r["tpot_ms"]
+                a.append([w, w * coll])
+                y.append(w * (r["tpot_ms"] - out["pred_tpot_ms"]) * 1e-3)
+                meas.append((r["tpot_ms"], out["pred_tpot_ms"], coll))
+            coef, _ = nnls(np.array(a), np.array(y))
+            errs = [abs((p + 1e3 * (coef[0] + coef[1] * c)) / m - 1) * 100 for m, p, c in meas]
+            base = [abs(p / m - 1) * 100 for m, p, c in meas]
+            print(
+                f"{engine} ({load_engine(engine).version}): {len(meas)} rows; step_s {coef[0] * 1e3:.3f} ms, "
+                f"collective_s {coef[1] * 1e6:.2f} us; TPOT median |err| {statistics.median(base):.1f} % -> "
+                f"{statistics.median(errs):.1f} %"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The colocated serving model's numbers handed to the benchmark closed loop (:mod:`pdplan.serving.benchmark_loop`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pdplan.errors import SpecError
+from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.request_overhead import request_delay_s
+from pdplan.serving.results import BenchmarkLoop
+
+
+def loop_inputs(model: ColocatedModel) -> LoopInputs:
+    """Mean lengths, step prices, limits and engine terms of one colocated instance (its share of the clients is
+    C/z per instance, as the closed form splits load evenly)."""
+    res = model.res
+    hw = res.colocated
+    assert hw is not None
+    isl, osl = res.lengths.mean_input(), res.lengths.mean_output()
+    prompt_s = model.prefill_s_per_token * isl + float(model.cells.prob @ model.attention_cell_s)
+    engine = hw.engine
+    mixed = model.scheduler == "chunked" and (engine is None or engine.scheduling.mixed_batches)
+    budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
+    return LoopInputs(
+        step=model.decode.step,
+        prompt_s=prompt_s,
+        input_tokens=isl,
+        output_tokens=osl,
+        budget_tokens=budget,
+        seats=res.max_num_seqs,
+        kv_tokens=model.decode.kv_capacity_tokens,
+        mixed=mixed,
+        request_delay_s=request_delay_s(hw, isl),
+        overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
+        spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
+    )
+
+
+def benchmark_of(
+    model: ColocatedModel, concurrency: int, requests: int | None, warmup: int | None, *, grouped: bool = False
+) -> BenchmarkLoop:
+    """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's);
+    ``grouped`` forces the phase-locked steady state (what the deterministic replay of :mod:`pdplan.sim.bench` runs)
+    whatever the profile's ``steady_arrivals``."""
+    engine = model.res.colocated.engine if model.res.colocated is not None else None
+    tool = engine.benchmark.tool if engine is not None else "closed loop"
+    n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
+    n = requests if requests is not None else n_default
+    w = warmup if warmup is not None else w_default
+    if n < 1 or w < 0:
+        raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
+    per_instance = max(1, round(concurrency / model.z))
+    inputs = loop_inputs(model)
+    if grouped:
+        inputs = dataclasses.replace(inputs, spread=False)
+    return benchmark_loop(inputs, per_instance, n, w, tool)

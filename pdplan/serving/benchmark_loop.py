@@ -1,0 +1,184 @@
+"""What a closed-loop benchmark reports (``vllm bench serve --max-concurrency C``, SGLang ``bench_serving``, aiperf).
+
+The benchmark (ENGINES.md §3): C clients start together at t = 0 and each sends its next request the moment its
+last one ends, until N measured requests (after W warm-up ones) are done. TTFT is send → first token (it includes
+any wait inside the server), TPOT = (E2E − TTFT)/(OSL − 1) per request, both averaged over requests. Lengths are
+taken fixed at the workload's means (the benchmarks compared here use fixed ISL/OSL with ``ignore_eos``).
+
+The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1)⌋)`` requests; the other ``C − C_eff`` wait
+in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughput). Step prices: the decode step
+``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) and a prompt's
+prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.serving.roles.chunk_price`).
+
+* **Mixed, decode-first** (vLLM, TensorRT-LLM in-flight batching): every step carries all running decodes and up to
+  ``budget − B`` prefill tokens. The start-up burst leaves groups (the prompts whose prefill ended in the same step);
+  with fixed lengths they stay phase-locked (:func:`_mixed_steady`): each cycle a group arrives at once, waits for
+  the step in flight (step quantisation), is prefilled in one step ``τ_d(B) + g·c_p`` beside the other decodes,
+  and its TPOT carries the other groups' prefill steps. A profile with ``steady_arrivals: spread`` (host jitter
+  desynchronises the clients) prices the same with every request its own group.
+* **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
+  decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
+  in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
+  for OSL − 1 steps at B = C_eff; request i's TPOT carries the prefill steps after its own.
+* **Start-up burst**: the first C_eff requests of a mixed engine arrive together; their staircase (the steps that
+  prefill them FCFS, each with the decodes already running) is priced step by step; requests that are not
+  warm-up (``max(0, C − W)`` of the first cohort) enter the benchmark average with their burst TTFT and TPOT, the
+  rest with the steady state. The drain at the end (the last C requests see fewer peers) is not modelled.
+* **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) and the overlap
+  scheduler's extra step(s) (``overlap_extra_steps·τ_d``) are added to every TTFT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.queueing import LinearStepTime
+from pdplan.serving.results import BenchmarkLoop
+
+
+@dataclass(frozen=True, slots=True)
+class LoopInputs:
+    """Everything the benchmark model needs (SI units; lengths are the workload means)."""
+
+    step: LinearStepTime
+    prompt_s: float
+    """c_p: prefill work of one prompt added to the steps that carry it (s)."""
+    input_tokens: float
+    output_tokens: float
+    budget_tokens: int
+    seats: int
+    kv_tokens: float
+    mixed: bool
+    request_delay_s: float
+    overlap_steps: float
+    spread: bool = False
+    """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
+
+
+def decode_s(inp: LoopInputs, batch: float) -> float:
+    """τ_d(B) at the mean context (module docstring)."""
+    context = inp.input_tokens + inp.output_tokens / 2.0
+    st = inp.step
+    return st.t0_s + st.t1_s_per_seq * batch + st.t2_s_per_token * batch * context
+
+
+def admitted(inp: LoopInputs, concurrency: int) -> int:
+    """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each)."""
+    per_request = inp.input_tokens + max(inp.output_tokens - 1.0, 0.0)
+    return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
+
+
+def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-request (engine TTFT, TPOT) and throughput of the mixed engine in steady state.
+
+    With fixed lengths the groups the start-up staircase formed (prompts whose prefill ended in the same step)
+    stay together: each cycle group j arrives at once, waits for the step in flight (which carries group j − 1's
+    prefill: its predecessor finished one step earlier), then has its g_j prompts prefilled in one step beside the
+    other decodes. A cycle is the G prefill steps plus decode-only steps, n + 2 steps in all (wait, prefill, n
+    decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. One group
+    arrives to an idle engine (no step in flight). More groups than n + 2 steps cannot keep the pattern; they are
+    priced as the prefill-bound fluid: every step carries a prefill.
+    """
+    n = max(inp.output_tokens - 1.0, 0.0)
+    c_eff = int(groups.sum())
+    count = groups.size
+    prev = np.roll(groups, 1)
+    riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
+    k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
+    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + inp.prompt_s * groups
+    wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
+    ttft = wait_s + step_s
+    tau_d = decode_s(inp, c_eff)
+    if count <= n + 2:
+        others = step_s.sum() - step_s - (np.roll(step_s, 1) if count > 1 else 0.0)
+        tpot = (others + (n - (count - 2 if count > 1 else 0)) * tau_d) / max(n, 1.0)
+        tpot = np.maximum(tpot, tau_d) if count > 1 else np.full(1, tau_d)
+    else:  # prefill-bound: all steps carry prefill, a cycle is the G steps
+        tpot = np.full(count, step_s.mean())
+        ttft = step_s.sum() - n * tpot
+    cycle = float(np.average(ttft + n * tpot, weights=groups))
+    return np.repeat(ttft, groups), np.repeat(tpot, groups), c_eff / cycle
+
+
+def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-request (engine TTFT, TPOT) of a cohort of C_eff prefilled FCFS in budget-sized steps, then decoded."""
+    n = max(inp.output_tokens - 1.0, 0.0)
+    ends = np.ceil((np.arange(c_eff) + 1.0) * inp.input_tokens / inp.budget_tokens)  # step that ends prompt i
+    steps = int(ends[-1])
+    total = c_eff * inp.input_tokens
+    per_step = np.full(steps, float(inp.budget_tokens))
+    per_step[-1] = total - inp.budget_tokens * (steps - 1)
+    step_s = inp.step.t0_s + inp.prompt_s * per_step / inp.input_tokens
+    done_s = np.cumsum(step_s)
+    ttft = done_s[ends.astype(int) - 1]
+    tau = decode_s(inp, c_eff)
+    tpot = (done_s[-1] - ttft + n * tau) / max(n, 1.0)
+    return ttft, tpot, c_eff / (done_s[-1] + n * tau)
+
+
+def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-request (engine TTFT, TPOT) of the first cohort of a mixed engine: FCFS prompts, decodes riding along."""
+    n = max(inp.output_tokens - 1.0, 0.0)
+    left = np.full(c_eff, inp.input_tokens)
+    done = np.zeros(c_eff)
+    times: list[float] = []
+    now, i, decoding = 0.0, 0, 0
+    while i < c_eff:
+        room, step_tokens, ended = inp.budget_tokens - decoding, 0.0, 0
+        while room > 0 and i + ended < c_eff:
+            take = min(room, left[i + ended])
+            left[i + ended] -= take
+            room -= take
+            step_tokens += take
+            if left[i + ended] > 0:
+                break
+            ended += 1
+        now += decode_s(inp, decoding) + inp.prompt_s * step_tokens / inp.input_tokens
+        times.append(now)
+        done[i : i + ended] = now
+        i += ended
+        decoding += ended
+    last = now
+    _, groups = np.unique(done, return_counts=True)
+    later = np.array([sum(1 for t in times if t > d) for d in done])  # burst steps after one's own prefill
+    tail = np.maximum(n - later, 0.0) * decode_s(inp, c_eff)
+    tpot = (last - done + tail) / max(n, 1.0)
+    return done, tpot, groups
+
+
+def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int, tool: str) -> BenchmarkLoop:
+    """Benchmark-average and steady-state TTFT/TPOT at closed-loop concurrency C (module docstring)."""
+    c_eff = admitted(inp, concurrency)
+    extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, c_eff)
+    if inp.mixed:
+        burst_ttft, burst_tpot, groups = _burst_mixed(inp, c_eff)
+        steady_ttft, steady_tpot, x = _mixed_steady(inp, np.ones(c_eff, dtype=np.int64) if inp.spread else groups)
+    else:
+        burst_ttft, burst_tpot, x = _cohort(inp, c_eff)
+        steady_ttft, steady_tpot = burst_ttft, burst_tpot
+    queue_s = (concurrency - c_eff) / x
+    burst_n = min(max(concurrency - warmup, 0), requests, c_eff)
+    w_burst = burst_n / requests
+    mean_ttft = w_burst * float(burst_ttft[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
+        steady_ttft.mean()
+    )
+    mean_tpot = w_burst * float(burst_tpot[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
+        steady_tpot.mean()
+    )
+    return BenchmarkLoop(
+        tool=tool,
+        concurrency=concurrency,
+        requests=requests,
+        warmup=warmup,
+        effective_concurrency=c_eff,
+        throughput_rps=x,
+        mean_ttft_s=mean_ttft + extra + queue_s,
+        mean_tpot_s=mean_tpot,
+        steady_ttft_s=float(steady_ttft.mean()) + extra + queue_s,
+        steady_tpot_s=float(steady_tpot.mean()),
+        burst_ttft_s=float(burst_ttft.mean()) + extra,
+        server_queue_s=queue_s,
+        request_overhead_s=extra,
+    )

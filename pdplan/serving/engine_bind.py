@@ -1,0 +1,75 @@
+"""An engine profile (:mod:`pdplan.specs.engine`) put on an instance type: what the engine adds to the kernels.
+
+* **Step time.** Every engine step pays the profile's host overhead on top of its kernels:
+  ``step_s + L·launch_gap_s_per_layer + 2L·collective_s`` (the two all-reduces per layer only at TP > 1;
+  :meth:`~pdplan.specs.engine.Overheads.step_overhead_s`). It is added to the kernel table's own
+  ``framework.decode_step_overhead_s`` (0 s in the shipped tables), so the roofline, the decode fit, the chunk
+  price and the simulator's tables all carry it without a second code path.
+* **Memory.** The engine's KV basis sets the usable share of the GPU (``total``: vLLM ``gpu_memory_utilization``;
+  ``reserve``: SGLang ``mem_fraction_static`` from its reserve formula; ``free``: all of it, with TensorRT-LLM's
+  ``free_gpu_memory_fraction`` applied to what weights and workspace leave). A scenario's own
+  ``gpu_memory_utilization`` wins over the profile. The workspace is sized for the class's token budget.
+* **Limits.** The seat cap and chunk budget of the GPU's memory class (:meth:`~pdplan.specs.engine.Limits.for_gpu`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pdplan.io.catalog import Catalog, looks_like_path
+from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
+from pdplan.serving.roles import RoleHardware
+from pdplan.specs.engine import EngineProfile, MemoryClass
+from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.scenario import Scenario
+
+
+def scenario_engine(catalog: Catalog, scenario: Scenario) -> EngineProfile:
+    """The scenario's engine profile (``engine:`` / ``--engine``), else the default (vLLM)."""
+    return catalog.engine(scenario.engine or DEFAULT_ENGINE)
+
+
+def engine_limits(engine: EngineProfile, gpu: GpuSpec) -> MemoryClass:
+    """Token budget and seat cap of this GPU's memory class."""
+    return engine.limits.for_gpu(gpu.name, gpu.memory_bytes)
+
+
+def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: float | None = None) -> RoleHardware:
+    """``hw`` run by ``engine`` (module docstring); ``memory_utilization`` (the scenario's) overrides the profile's."""
+    cls = engine_limits(engine, hw.gpu)
+    step_s = engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp)
+    table = hw.table
+    if step_s > 0.0:
+        framework = table.framework.model_copy(
+            update={"decode_step_overhead_s": table.framework.decode_step_overhead_s + step_s}
+        )
+        table = table.model_copy(update={"framework": framework})
+    util = memory_utilization
+    if util is None:
+        util = engine.kv_memory.usable_fraction(
+            hw.gpu.memory_bytes,
+            chunk_tokens=cls.max_batched_tokens,
+            graph_seqs=cls.cuda_graph_max_seqs or 0,
+            gpus=hw.tp * hw.pp,
+        )
+    return dataclasses.replace(
+        hw,
+        table=table,
+        gpu_memory_utilization=util,
+        kv_free_fraction=engine.kv_memory.free_fraction,
+        workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
+        engine=engine,
+    )
+
+
+def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:
+    """``{name, version, source}`` of the scenario's engine profile, for every report (source: the file it came from,
+    ``pdplan/data/engines/<name>.yaml`` for a packaged one)."""
+    profile = scenario_engine(catalog, scenario)
+    name = scenario.engine or DEFAULT_ENGINE
+    path = catalog.path_of("engine", name) if looks_like_path(name) else catalog.files["engine"].get(name.lower())
+    source = str(path) if path is not None else name
+    packaged = str(ENGINE_DIR)
+    if source.startswith(packaged):
+        source = "pdplan/data/engines/" + source[len(packaged) :].lstrip("/")
+    return {"name": profile.name, "version": profile.version, "source": source, "engine": profile.engine}

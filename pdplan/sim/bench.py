@@ -1,0 +1,61 @@
+"""The closed-loop benchmark replayed event by event: C clients start together at t = 0, each sends its next request
+when its last one ends, W warm-up requests first (not measured), then N measured ones (ENGINES.md §3).
+
+It checks :mod:`pdplan.serving.benchmark_loop` without sharing its cohort, burst or fixed-point arithmetic: the
+colocated instance of :mod:`pdplan.sim.colocated` schedules every step itself (token budget, seats, KV reservation,
+decode-first mixed steps or prefill-only steps), and prices chunks by its own roofline tables
+(:func:`pdplan.sim.deployment.sim_chunk_price`). Lengths are fixed at the workload's means (rounded), as in the
+benchmarks. The engine's per-request overhead and overlap step are constants outside the steps; they are added to
+every simulated TTFT exactly as the closed form adds them (``extra_s``), so comparisons may leave them out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.serving.benchmark_inputs import loop_inputs
+from pdplan.serving.benchmark_loop import admitted, decode_s
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.sim.deployment import StepModel, sim_deployment
+from pdplan.sim.engine import simulate_closed_loop
+from pdplan.sim.spec import Colocated
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedBenchmark:
+    """Means over the measured requests of one simulated benchmark run (seconds, req/s)."""
+
+    mean_ttft_s: float
+    mean_tpot_s: float
+    throughput_rps: float
+    extra_s: float
+    """Per-request overhead and overlap step added to every TTFT (the same constants as the closed form's)."""
+
+
+def simulate_benchmark(
+    model: ColocatedModel, concurrency: int, requests: int, warmup: int, *, step: StepModel = "roofline", seed: int = 0
+) -> SimulatedBenchmark:
+    """One instance's benchmark at C clients (module docstring)."""
+    inp = loop_inputs(model)
+    total = requests + warmup
+    isl, osl = max(round(inp.input_tokens), 1), max(round(inp.output_tokens), 1)
+    setup = sim_deployment(model, np.full(total, isl), np.full(total, osl), step)
+    dep = setup.deployment
+    assert isinstance(dep, Colocated)
+    dep = dataclasses.replace(dep, instances=1, mixed=inp.mixed)
+    run = simulate_closed_loop(
+        concurrency,
+        setup.requests,
+        dep,
+        np.random.default_rng(seed),
+        warmup_fraction=(warmup + 0.5) / total if warmup else 0.0,
+    )
+    extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, admitted(inp, concurrency))
+    ttft = run.values("ttft")
+    tpot = run.values("tpot")
+    return SimulatedBenchmark(
+        float(np.nanmean(ttft)) + extra, float(np.nanmean(tpot)), float(run.throughput_rps), extra
+    )
