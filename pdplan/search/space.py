@@ -91,8 +91,7 @@ def _roles(
             )
             continue
         fitting = [
-            with_engine(RoleHardware(model, gpu, table, t, 1, precision_of(scenario)), engine, util)
-            for t in node_tps
+            with_engine(RoleHardware(model, gpu, table, t, 1, precision_of(scenario)), engine, util) for t in node_tps
         ]
         fitting = [h for h in fitting if _fits(h)]
         if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model

@@ -54,6 +54,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.roofline import phase_time
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
+from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import StepTimeFn
@@ -135,6 +136,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         convention=sc.ttft_convention,
     )
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
+    extra = extra + request_delay_s(res.prefill, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)
 
 
@@ -217,7 +219,8 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,
     )
-    return SimSetup(dep, req, np.zeros(req.count), dec.step.t0_s)
+    delay = request_delay_s(res.colocated, res.lengths.mean_input())  # engine host time, as the closed form
+    return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)
 
 
 def sim_deployment(

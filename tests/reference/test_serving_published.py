@@ -30,6 +30,7 @@ def _distserve(x: int = 1, pp: int = 1) -> Any:
         "ttft_convention": "B",
         "granularity": "request",
         "workload": {"input_tokens": {"dist": "fixed", "value": 512}, "output_tokens": {"dist": "fixed", "value": 64}},
+        "engine": "kernels",  # DistServe's formulas are for kernel time; no engine host terms
     }
     return build_model(resolve(scenario_from_dict(data, source="t", base_dir=Path.cwd()), CATALOG))
 

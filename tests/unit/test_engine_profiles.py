@@ -65,3 +65,35 @@ def test_bad_profile_names_file_and_field(tmp_path: Path) -> None:
     path.write_text(text.replace("fraction: 0.9", "fraction: 1.5"))
     with pytest.raises(SpecError, match=r"bad.yaml: kv_memory.fraction"):
         load_engine(path)
+
+
+def test_evaluate_names_the_engine_and_reports_the_benchmark() -> None:
+    from pdplan.io.scenario import scenario_from_dict
+    from pdplan.serving import evaluate
+
+    sc = scenario_from_dict(
+        {
+            "model": "llama-3.1-8b",
+            "mode": "colocated",
+            "colocated": {"gpu": "h100-sxm", "tp": 1, "count": 1, "scheduler": "chunked"},
+            "workload": {
+                "input_tokens": {"dist": "fixed", "value": 512},
+                "output_tokens": {"dist": "fixed", "value": 64},
+            },
+            "engine": "sglang",
+        },
+        source="test",
+        base_dir=Path.cwd(),
+    )
+    doc = evaluate(sc, concurrency=8, requests=80, warmup=8).to_document()
+    assert doc["engine"] == {
+        "name": "sglang",
+        "version": "0.5.1.post1",
+        "source": "pdplan/data/engines/sglang.yaml",
+        "engine": "sglang",
+    }
+    loop = doc["closed_loop"]
+    assert (loop["requests"], loop["warmup"], loop["effective_concurrency"]) == (80, 8, 8)
+    assert doc["ttft_s"]["mean"] == loop["mean_ttft_s"] >= loop["request_overhead_s"] > 0.0
+    with pytest.raises(SpecError, match="--concurrency"):
+        evaluate(sc, requests=10)

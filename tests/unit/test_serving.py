@@ -35,6 +35,7 @@ def small(**extra: Any) -> Scenario:
             "output_tokens": {"dist": "fixed", "value": 128},
         },
         "slo": {"ttft": "1s", "tpot": "50ms"},
+        "engine": "kernels",  # kernel time only: the exact queueing formulas below, without engine host terms
     }
     data.update(extra)
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
