@@ -6,10 +6,13 @@ context ``tokens``. Extra columns are kept and echoed in the per-row output.
 
 Fitting scales a few kernel-table knobs that phase-level times can constrain — the GEMM peak and memory fractions,
 the decode-attention bandwidth fraction (and, in a tiled entry, its per-CTA stream rate), the prefill-attention
-compute fraction (which also paces a tiled entry's CTAs) and the per-step framework overhead —
-by ``scipy.optimize.least_squares`` on log residuals (:func:`pdplan.calibrate.fit.fit_parameters`, the same code
-that fits the shipped tables to kernel measurements). Knobs a data set cannot see (e.g. no decode rows) keep their
-values.
+compute fraction (which also paces a tiled entry's CTAs), the per-step framework overhead, and two additive terms
+that scale with the deployment rather than the step: a per-collective latency added to every all-reduce α (a step
+pays it 2·layers times at TP > 1, never at TP 1) and a per-kernel launch gap added to every kernel's fixed overhead
+(paid kernels-per-layer × layers times) — by ``scipy.optimize.least_squares`` on log residuals
+(:func:`pdplan.calibrate.fit.fit_parameters`, the same code that fits the shipped tables to kernel measurements), in
+two stages (:func:`_fit_in_two_stages`: the additive terms first, then all knobs if that is better and sane).
+Knobs a data set cannot see (e.g. no decode rows) keep their values.
 """
 
 from __future__ import annotations
@@ -40,7 +43,11 @@ _FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "decode_attention_scale": (0.3, 3.0),
     "prefill_attention_scale": (0.3, 3.0),
     "decode_step_overhead_s": (1e-6, 0.1),
+    "collective_latency_s": (1e-8, 2e-4),
+    "launch_gap_s": (1e-8, 1e-4),
 }
+"""Multiplicative knobs within 0.3–3× of the table; additive ones (s) from ~0 to well past ENGINES.md §1's reported
+values (per-step host overhead up to 13 ms; per all-reduce and per kernel a few to tens of µs)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,40 @@ def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
         update["framework"] = table.framework.model_copy(
             update={"decode_step_overhead_s": knobs["decode_step_overhead_s"]}
         )
+    if "collective_latency_s" in knobs:
+        update["allreduce"] = _add_collective_latency(table.allreduce, knobs["collective_latency_s"])
+    if "launch_gap_s" in knobs:
+        _add_launch_gap(update, table, knobs["launch_gap_s"])
     return table.model_copy(update=update)
+
+
+def _add_collective_latency(params: Any, latency_s: float) -> Any:
+    """Every all-reduce α (fallback, custom and NCCL per GPU count) plus ``latency_s``: one more fixed cost per
+    collective, so the step pays it 2·layers times at TP > 1 and never at TP 1 (the fallback α also prices a PP
+    hand-off's message)."""
+
+    def plus(ab: Any) -> Any:
+        return ab.model_copy(update={"alpha_s": ab.alpha_s + latency_s})
+
+    return params.model_copy(
+        update={
+            "alpha_s": params.alpha_s + latency_s,
+            "custom": {n: plus(ab) for n, ab in params.custom.items()},
+            "nccl": {n: plus(ab) for n, ab in params.nccl.items()},
+        }
+    )
+
+
+def _add_launch_gap(update: dict[str, Any], table: KernelTable, gap_s: float) -> None:
+    """Every kernel's fixed ``overhead_s`` (GEMM, both attentions, elementwise) plus ``gap_s``: a launch gap per
+    kernel, paid ops-per-layer × layers times per pass (on the already-scaled entries in ``update``)."""
+
+    def plus(params: Any) -> Any:
+        return params.model_copy(update={"overhead_s": params.overhead_s + gap_s})
+
+    for group in ("gemm", "decode_attention", "prefill_attention"):
+        update[group] = {k: plus(v) for k, v in update[group].items()}
+    update["elementwise"] = plus(table.elementwise)
 
 
 def _scale_decode(params: Any, factor: float) -> Any:
@@ -215,6 +255,23 @@ def check(
     return _report(rows, predict(_tables_for(rows, catalog, kernel_table)), None)
 
 
+def _start_knobs(rows: Sequence[Measurement], base: KernelTable) -> dict[str, float]:
+    """The knobs the rows can constrain, at their starting values: efficiencies ×1; the per-kernel launch gap (rows
+    of two models, or prefill only) and the per-collective latency (a TP > 1 row) at 1 µs; the per-step overhead
+    (decode rows) as the table's."""
+    x0 = {"gemm_scale": 1.0, "prefill_attention_scale": 1.0}
+    if len({r.model for r in rows}) > 1 or all(r.phase == "prefill" for r in rows):
+        x0["launch_gap_s"] = 1e-6  # one model's decode steps cannot tell a per-kernel gap from a per-step cost
+    if any(r.phase == "decode" for r in rows):
+        x0 |= {
+            "decode_attention_scale": 1.0,
+            "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5),
+        }
+    if any(r.tp > 1 for r in rows):
+        x0["collective_latency_s"] = 1e-6
+    return x0
+
+
 def fit(
     rows: Sequence[Measurement],
     catalog: Catalog,
@@ -228,13 +285,7 @@ def fit(
         raise SpecError(f"fitting needs rows of one GPU, got {gpus}; split the CSV or use --check", field="gpu")
     base = next(iter(_tables_for(rows, catalog, kernel_table).values()))
     predict = _group_predictor(rows, catalog, precision or Precision())
-    phases = {r.phase for r in rows}
-    x0 = {"gemm_scale": 1.0, "prefill_attention_scale": 1.0}
-    if "decode" in phases:
-        x0 |= {
-            "decode_attention_scale": 1.0,
-            "decode_step_overhead_s": max(base.framework.decode_step_overhead_s, 1e-5),
-        }
+    x0 = _start_knobs(rows, base)
     if len(rows) < len(x0):
         raise SpecError(
             f"{len(rows)} measured row(s) cannot fit {len(x0)} parameters ({', '.join(sorted(x0))}); "
@@ -246,10 +297,33 @@ def fit(
     def predict_knobs(knobs: dict[str, float]) -> FloatArray:
         return predict({gpu_name: scaled_table(base, knobs)})
 
-    result = fit_parameters(predict_knobs, x0, _FIT_BOUNDS, np.array([r.time_s for r in rows]))
-    fitted = scaled_table(base, result.params)
+    params = _fit_in_two_stages(predict_knobs, x0, np.array([r.time_s for r in rows]))
+    fitted = scaled_table(base, params)
     note = f"pdplan calibrate: {len(rows)} phase rows; knobs " + ", ".join(
-        f"{k}={v:.4g}" for k, v in sorted(result.params.items())
+        f"{k}={v:.4g}" for k, v in sorted(params.items())
     )
     fitted = fitted.model_copy(update={"calibrated": True, "sources": {**fitted.sources, "calibrate": note}})
     return _report(rows, predict({gpu_name: fitted}), fitted)
+
+
+ADDITIVE_KNOBS = ("launch_gap_s", "collective_latency_s", "decode_step_overhead_s")
+
+
+def _fit_in_two_stages(
+    predict_knobs: Callable[[dict[str, float]], FloatArray], x0: dict[str, float], measured_s: FloatArray
+) -> dict[str, float]:
+    """Additive terms first, with the kernel efficiencies as the table has them (fitted on kernel measurements);
+    then every knob from there. The second fit is kept only if it lowers the median error with no efficiency at
+    the edge of its range: at one TP a lower GEMM or attention efficiency reproduces a per-step cost just as
+    well, but follows the kernels' 1/TP scaling instead of the collectives' and launches' count (fitted on TP 8
+    decode steps, the efficiency-only answer misses TP 1 by +77 %, the additive one by −5 %)."""
+    additive = {k: v for k, v in x0.items() if k in ADDITIVE_KNOBS}
+    first = fit_parameters(predict_knobs, additive, _FIT_BOUNDS, measured_s)
+    both = fit_parameters(predict_knobs, {**x0, **first.params}, _FIT_BOUNDS, measured_s)
+    edge = any(
+        min(v / _FIT_BOUNDS[k][0], _FIT_BOUNDS[k][1] / v) < 1.01
+        for k, v in both.params.items()
+        if k not in ADDITIVE_KNOBS
+    )
+    better = both.stats.median_abs_pct < first.stats.median_abs_pct
+    return both.params if better and not edge else first.params

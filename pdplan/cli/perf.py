@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,7 +18,11 @@ from pdplan.cli.common import (
     stderr_console,
     warn,
 )
+from pdplan.errors import SpecError
 from pdplan.report.render import Format
+
+if TYPE_CHECKING:
+    from pdplan.io.benchmark_results import RunFlags
 
 
 class PhaseChoice(StrEnum):
@@ -82,23 +86,54 @@ def roofline(
 
 
 def calibrate(
-    measurements: Annotated[Path, typer.Argument(help="CSV: gpu,model,tp,phase,batch,tokens,time_ms")],
+    measurements: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Phase times CSV (gpu,model,tp,phase,batch,tokens,time_ms), or benchmark results: CSV "
+            "(engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms), vllm bench serve JSON, "
+            "SGLang bench_serving JSONL."
+        ),
+    ],
     check_only: Annotated[bool, typer.Option("--check", help="Only report the fit of the current table.")] = False,
     kernel_table: KernelTableOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     hardware_db: HardwareDbOpt = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="Benchmark runs: the profile to check or to start the fit from (name or YAML)."),
+    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Benchmark JSON: the GPU (not recorded).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Benchmark JSON: the model, if not recorded.")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Benchmark JSON: tensor parallelism.")] = None,
+    isl: Annotated[float | None, typer.Option("--isl", min=1, help="Benchmark JSON: mean input length.")] = None,
+    osl: Annotated[float | None, typer.Option("--osl", min=1, help="Benchmark JSON: mean output length.")] = None,
+    dtype: Annotated[Dtype | None, typer.Option("--dtype", help="Benchmark JSON: weights/GEMM dtype.")] = None,
+    kv_dtype: Annotated[Dtype | None, typer.Option("--kv-dtype", help="Benchmark JSON: KV-cache dtype.")] = None,
 ) -> None:
-    """Fit a kernel table to measured phase times (-o TABLE.yaml), or --check the current table's error.
+    """Fit a kernel table to measured phase times (-o TABLE.yaml), or an engine profile to benchmark results
+    (-o ENGINE.yaml, usable as --engine FILE); --check only reports the current error.
 
     Example: pdplan calibrate my_h100_runs.csv --check --format json
+    Example: pdplan calibrate results/*.json --gpu h100-sxm --tp 2 --engine vllm -o my-vllm.yaml
     """
+    from pdplan.io.benchmark_results import RunFlags, looks_like_benchmark_csv
+
+    if any(p.suffix.lower() != ".csv" or looks_like_benchmark_csv(p) for p in measurements):
+        flags = RunFlags(
+            engine=engine, gpu=gpu, model=model, tp=tp, isl=isl, osl=osl,
+            dtype=dtype.value if dtype else None, kv_dtype=kv_dtype.value if kv_dtype else None,
+        )  # fmt: skip
+        _calibrate_runs(measurements, flags, check_only, kernel_table, fmt, output, hardware_db)
+        return
+    if len(measurements) != 1:
+        raise SpecError(f"phase-time calibration reads one CSV, got {len(measurements)} files", field="MEASUREMENTS")
     from pdplan.calibrate.phase_times import check, fit, read_measurements  # scipy: loaded only when calibrating
     from pdplan.report.perf import calibration_view, kernel_table_yaml
     from pdplan.report.render import write_atomic
 
     catalog = catalog_from(hardware_db)
-    rows = read_measurements(measurements)
+    rows = read_measurements(measurements[0])
     report = (
         check(rows, catalog, kernel_table=kernel_table) if check_only else fit(rows, catalog, kernel_table=kernel_table)
     )
@@ -106,3 +141,37 @@ def calibrate(
         write_atomic(output, kernel_table_yaml(report.table))
         stderr_console.print(f"wrote kernel table {output}", highlight=False, markup=False, soft_wrap=True)
     emit(calibration_view(report), fmt, output if check_only else None)
+
+
+def _calibrate_runs(
+    files: list[Path],
+    flags: RunFlags,
+    check_only: bool,
+    kernel_table: Path | None,
+    fmt: Format,
+    output: Path | None,
+    hardware_db: list[Path] | None,
+) -> None:
+    """``pdplan calibrate`` on benchmark results (:mod:`pdplan.calibrate.benchmarks`)."""
+    from pdplan.calibrate.benchmarks import check_runs, fit_runs, one_engine, profile_yaml
+    from pdplan.io.benchmark_results import read_benchmark_results
+    from pdplan.report.calibrate_runs import runs_view
+    from pdplan.report.render import write_atomic
+
+    catalog = catalog_from(hardware_db, [kernel_table] if kernel_table is not None else None)
+    runs = read_benchmark_results(files, flags)
+    taken = sorted({f for run in runs for f in run.from_flags})
+    if taken:
+        count = sum(1 for run in runs if run.from_flags)
+        warn(f"{', '.join(taken)} of {count} of {len(runs)} runs from the command line (their files do not say)")
+    if check_only:
+        emit(runs_view(check_runs(runs, catalog, flags.engine)), fmt, output)
+        return
+    engine = one_engine(runs)  # a profile holds one engine's overheads
+    base = flags.engine or engine
+    name = output.stem if output is not None else f"{Path(base).stem}-fitted"
+    report = fit_runs(runs, catalog, base, files=[str(f) for f in files], name=name)
+    if output is not None:
+        write_atomic(output, profile_yaml(report.engine))
+        stderr_console.print(f"wrote engine profile {output}", highlight=False, markup=False, soft_wrap=True)
+    emit(runs_view(report), fmt, None)

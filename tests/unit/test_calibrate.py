@@ -24,14 +24,18 @@ POINTS = [
 ]
 
 
-def _write_csv(path: Path, knobs: dict[str, float], model: str = "llama-3.1-8b", tp: int = 1) -> None:
-    """Measurements 'taken' on an H100 whose kernels differ from the shipped table by ``knobs``."""
+def _write_csv(
+    path: Path, knobs: dict[str, float], model: str = "llama-3.1-8b", tp: int = 1, more: tuple[str, ...] = ()
+) -> None:
+    """Measurements 'taken' on an H100 whose kernels differ from the shipped table by ``knobs`` (``more`` models
+    measured at the same points)."""
     gpu = CATALOG.gpu("h100-sxm")
     truth = scaled_table(load_kernel_table("h100-sxm"), knobs)
     lines = ["gpu,model,tp,phase,batch,tokens,time_ms,run"]
-    for i, (phase, batch, tokens) in enumerate(POINTS):
-        t = phase_time(CATALOG.model(model), gpu, truth, phase=phase, batch=batch, tokens=tokens, tp=tp)  # type: ignore[arg-type]
-        lines.append(f"h100-sxm,{model},{tp},{phase},{batch},{tokens},{float(t.time_s[()]) * 1e3!r},r{i}")
+    for name in (model, *more):
+        for i, (phase, batch, tokens) in enumerate(POINTS):
+            t = phase_time(CATALOG.model(name), gpu, truth, phase=phase, batch=batch, tokens=tokens, tp=tp)  # type: ignore[arg-type]
+            lines.append(f"h100-sxm,{name},{tp},{phase},{batch},{tokens},{float(t.time_s[()]) * 1e3!r},r{i}")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -50,7 +54,8 @@ def test_fit_recovers_a_slower_stack_with_framework_overhead(tmp_path: Path) -> 
     # the "measured" stack runs GEMMs at 80% of the table's efficiency and pays 2 ms per step
     knobs = {"gemm_scale": 0.8, "decode_step_overhead_s": 2e-3}
     csv = tmp_path / "m.csv"
-    _write_csv(csv, knobs)
+    # two depths (32 and 64 layers): with one model a per-step cost and a per-kernel gap are the same constant
+    _write_csv(csv, knobs, more=("qwen3-32b",))
     rows = read_measurements(csv)
     before = check(rows, CATALOG)
     after = fit(rows, CATALOG)

@@ -35,5 +35,5 @@ def test_calibrate_refuses_a_fit_with_fewer_rows_than_parameters(tmp_path: Path)
 
     csv = tmp_path / "one.csv"
     csv.write_text("gpu,model,tp,phase,batch,tokens,time_ms\nh100-sxm,llama-3.1-8b,1,prefill,1,1024,40\n")
-    with pytest.raises(SpecError, match="cannot fit 2 parameters"):
+    with pytest.raises(SpecError, match="cannot fit 3 parameters"):
         fit(read_measurements(csv), open_catalog())
