@@ -51,6 +51,7 @@ DIST_KINDS = ("fixed", "uniform", "normal", "lognormal", "histogram", "trace")
 class WorkloadSpec(FrozenModel):
     """A workload: independent input/output length laws, or one trace; Poisson or trace arrivals."""
 
+    schema_version: Literal[1] = 1
     name: str | None = None
     description: str = ""
     source: str = Field(default="", description="citation for the numbers")
@@ -64,9 +65,12 @@ class WorkloadSpec(FrozenModel):
     @model_validator(mode="before")
     @classmethod
     def _trace_as_dist(cls, data: Any) -> Any:
-        """Accept ``input_tokens: {dist: trace, file: F}`` (the §4 form) as ``trace: {file: F}``."""
+        """Accept ``input_tokens: {dist: trace, file: F}`` (the §4 form) and ``trace: F`` (the README's) as
+        ``trace: {file: F}``."""
         if not isinstance(data, dict):
             return data
+        if isinstance(data.get("trace"), str | Path):
+            data = {**data, "trace": {"file": data["trace"]}}
         inp, out = data.get("input_tokens"), data.get("output_tokens")
         if isinstance(inp, dict) and inp.get("dist") == "trace":
             if "trace" in data:
