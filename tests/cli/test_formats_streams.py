@@ -66,7 +66,8 @@ def test_missing_output_folder_fails_before_the_search(
     _no_search(monkeypatch)
     result = cli("optimize", SMALL, "-o", tmp_path / "missing" / "report.md")
     assert result.code == 2
-    assert "does not exist" in result.err and "--output" in result.err
+    assert "does not exist" in result.err
+    assert "--output" in result.err
 
 
 def test_bad_plot_suffix_fails_before_the_search(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

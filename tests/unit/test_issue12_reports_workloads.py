@@ -86,9 +86,10 @@ def test_simulate_replays_the_trace_arrivals(tmp_path: Path) -> None:
     assert replay.settings["requests"] == 400
     assert replay.evaluation.operating_point is not None
     assert replay.evaluation.operating_point.rate_rps == pytest.approx(399 / 380)
-    poisson = simulate_scenario(sc.model_copy(update={"workload": sc.workload.model_copy(update={"arrival": "poisson"})}),
-                                rate=399 / 380, n_requests=400)  # fmt: skip
-    assert replay.simulated is not None and poisson.simulated is not None
+    as_poisson = sc.model_copy(update={"workload": sc.workload.model_copy(update={"arrival": "poisson"})})
+    poisson = simulate_scenario(as_poisson, rate=399 / 380, n_requests=400)
+    assert replay.simulated is not None
+    assert poisson.simulated is not None
     # bursts of 20 queue behind each other: the replay's TTFT tail is far above Poisson arrivals at the same rate
     assert replay.simulated.ttft_s.p90 > 3.0 * poisson.simulated.ttft_s.p90
 
@@ -147,7 +148,8 @@ def test_optimize_markdown_explains_the_kv_limit(cli: Cli) -> None:
     result = cli("optimize", "--format", "markdown")
     assert result.code == 0
     assert "decode KV capacity" in result.out  # rank 2 of the default run binds on it
-    assert "P99 KV occupancy" in result.out and "mean occupancy" in result.out
+    assert "P99 KV occupancy" in result.out
+    assert "mean occupancy" in result.out
 
 
 # --- evaluate --format markdown ------------------------------------------------------------------------------------
@@ -200,3 +202,27 @@ def test_cross_vendor_plans_are_flagged_in_optimize(cli: Cli) -> None:
     )
     assert result.code == 0, result.err
     assert "b200 prefill (nvidia) with mi300x decode (amd)" in result.out
+
+
+# --- mooncake-leval's context-window share -------------------------------------------------------------------------
+
+
+def test_mooncake_leval_clipped_share_is_the_exact_tail() -> None:
+    """The preset bounds inputs at 131072 tokens, Llama-3.1's window, so only a prompt within its output of the bound
+    is clipped: P(L + n > W) = sum_n P(n) P(L > W - n) = 2.60e-6 by direct summation, which the binned share (and the
+    warning, "0.00026%") must match; it was printed as "0.00 %"."""
+    from pdplan.io.workloads import load_preset_workload
+    from pdplan.serving.inputs import WORKLOAD_BINS
+    from pdplan.serving.workload_bins import discretize
+
+    spec = load_preset_workload("mooncake-leval")
+    laws = spec.parametric()
+    assert laws is not None
+    inp, out = laws
+    window = 131072
+    n = np.arange(1, 4097, dtype=float)
+    p_n = out.cdf(n + 0.5) - out.cdf(n - 0.5)
+    exact = float(np.sum(p_n / p_n.sum() * (1.0 - inp.cdf(window - n))))
+    assert exact == pytest.approx(2.6e-6, rel=0.01)
+    binned = discretize(spec, max_bins=WORKLOAD_BINS, context_window=window).clipped_fraction
+    assert binned == pytest.approx(exact, rel=1e-3)
