@@ -60,7 +60,9 @@ def plans_table(result: PlanResult, top: int | None = None) -> Table:
         table.add_row(*c.plan_cells(str(rank), plan))
     if result.baseline is not None:
         table.add_section()
-        table.add_row(*c.plan_cells("base", result.baseline), style="dim")  # "base": the rank column stays 4 wide
+        cells = c.plan_cells("", result.baseline)  # "baseline" heads the plan cell: the rank column stays 4 wide
+        cells[1] = f"baseline: {cells[1]}"
+        table.add_row(*cells, style="dim")
     return table
 
 

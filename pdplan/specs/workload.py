@@ -51,7 +51,6 @@ DIST_KINDS = ("fixed", "uniform", "normal", "lognormal", "histogram", "trace")
 class WorkloadSpec(FrozenModel):
     """A workload: independent input/output length laws, or one trace; Poisson or trace arrivals."""
 
-    schema_version: Literal[1] = 1
     name: str | None = None
     description: str = ""
     source: str = Field(default="", description="citation for the numbers")
@@ -61,6 +60,7 @@ class WorkloadSpec(FrozenModel):
     output_tokens: LengthDist | None = None
     trace: TraceDist | None = None
     arrival: Literal["poisson", "trace"] = "poisson"
+    schema_version: Literal[1] = 1
 
     @model_validator(mode="before")
     @classmethod

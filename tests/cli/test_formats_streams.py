@@ -185,13 +185,14 @@ def test_implausible_bare_slo_numbers_warn(cli: Cli, flag: str, value: str, warn
 # --- 100 columns -------------------------------------------------------------------------------------------------
 
 
-def test_plans_table_fits_100_columns_without_splitting_words() -> None:
+@pytest.mark.parametrize("example", ["default.yaml", "h100-prefill-l40s-decode.yaml"])
+def test_plans_table_fits_100_columns_without_splitting_words(example: str) -> None:
     from pdplan.io.catalog import open_catalog
     from pdplan.report.table import optimize_renderable
     from pdplan.search.optimize import optimize
     from pdplan.serving import load_scenario
 
-    scenario = load_scenario(Path(__file__).parents[2] / "examples" / "h100-prefill-l40s-decode.yaml")
+    scenario = load_scenario(Path(__file__).parents[2] / "examples" / example)
     result = optimize(scenario, catalog=open_catalog(), top=5)
     console = Console(file=io.StringIO(), width=100, color_system=None)
     console.print(optimize_renderable(result, 5))
