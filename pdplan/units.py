@@ -146,3 +146,15 @@ def format_time(seconds: float) -> str:
     if abs(seconds) >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds * 1e6:.1f} µs"
+
+
+def is_bare_number(text: object) -> bool:
+    """Whether ``text`` is a number with no unit (``100``, ``'100'``, ``' 0.2 '``), read in the base unit."""
+    if isinstance(text, bool):
+        return False
+    if isinstance(text, int | float):
+        return True
+    if not isinstance(text, str):
+        return False
+    match = _QUANTITY.match(text)
+    return match is not None and not match["unit"]

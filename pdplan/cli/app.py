@@ -36,6 +36,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")

@@ -41,6 +41,7 @@ def hardware_list(
     from pdplan.report.catalog import gpus_view, links_view
 
     catalog = catalog_from(hardware_db)
+    kind = kind.lower()
     if kind == "gpus":
         view = gpus_view([catalog.gpu(n) for n in catalog.names("gpu")])
     elif kind == "links":

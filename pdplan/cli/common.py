@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, RenderableType
 from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pdplan.report.render import Format, View, render_view, table_to_text, write_atomic
 
@@ -63,8 +65,9 @@ def catalog_from(hardware_db: list[Path] | None, kernel_tables: list[Path] | Non
 
 
 def emit(view: View, fmt: Format, output: Path | None) -> None:
-    """A command's view rendered in ``fmt``, to stdout or (whole or not at all) to ``output``."""
-    write_rendered(render_view(view, fmt), output)
+    """A command's view rendered in ``fmt`` (or the format ``output``'s suffix names, :func:`output_format`), to
+    stdout or (whole or not at all) to ``output``."""
+    write_rendered(render_view(view, output_format(fmt, output)), output)
 
 
 def write_rendered(rendered: str | RenderableType, output: Path | None) -> None:
@@ -95,3 +98,61 @@ def write_text(text: str, output: Path | None) -> None:
 def warn(message: str) -> None:
     """A warning line on stderr (never on stdout, so ``--format json | jq`` keeps working)."""
     stderr_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+# --- output format from the file suffix, early checks, progress --------------------------------------------------
+
+SUFFIX_FORMATS = {".json": Format.json, ".csv": Format.csv, ".md": Format.markdown, ".markdown": Format.markdown}
+"""``-o FILE`` without ``--format``: the format its suffix names (ARCHITECTURE §4); any other suffix: the table."""
+
+
+def output_format(fmt: Format, output: Path | None) -> Format:
+    """``fmt`` when ``--format`` was given (or no ``-o``), else the format ``output``'s suffix names."""
+    if output is None or _format_given():
+        return fmt
+    return SUFFIX_FORMATS.get(output.suffix.lower(), Format.table)
+
+
+def _format_given() -> bool:
+    """Whether the running command's ``--format`` came from the command line (True outside a command)."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None or "fmt" not in ctx.params:
+        return True
+    return ctx.get_parameter_source("fmt") is not ParameterSource.DEFAULT
+
+
+def prepare_output(fmt: Format, output: Path | None) -> Format:
+    """The format to write (:func:`output_format`), after checking that ``output``'s folder exists and is writable,
+    so that a long search does not end on an unwritable path."""
+    if output is not None:
+        check_writable_folder(output, field="--output")
+    return output_format(fmt, output)
+
+
+def check_writable_folder(path: Path, *, field: str) -> None:
+    """``path``'s folder exists and can be written (bad input, exit 2, otherwise)."""
+    from pdplan.errors import SpecError
+
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SpecError(f"output folder {str(folder)!r} does not exist", field=field)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SpecError(f"output folder {str(folder)!r} is not writable", field=field)
+    if path.is_dir():
+        raise SpecError(f"{str(path)!r} is a folder, not a file", field=field)
+
+
+def progress() -> Progress:
+    """A transient spinner with the stage's name and the elapsed time on stderr (off when stderr is not a terminal,
+    so pipes, files and CI logs see nothing)."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=stderr_console,
+        transient=True,
+        disable=not stderr_console.is_terminal,
+    )

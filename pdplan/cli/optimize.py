@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pdplan.cli.common import (
     FormatOpt,
@@ -14,6 +13,8 @@ from pdplan.cli.common import (
     KernelTablesOpt,
     OutputOpt,
     catalog_from,
+    prepare_output,
+    progress,
     stderr_console,
     warn,
     write_rendered,
@@ -38,18 +39,6 @@ if TYPE_CHECKING:
     from pdplan.search.results import PlanResult
 
 Opt = typer.Option
-
-
-def _progress() -> Progress:
-    """A transient progress display on stderr (silent when stderr is not a terminal)."""
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=stderr_console,
-        transient=True,
-        disable=not stderr_console.is_terminal,
-    )
 
 
 @takes_overrides
@@ -80,18 +69,23 @@ def optimize_command(
 
     Example: pdplan optimize examples/h100-prefill-l40s-decode.yaml --rate 20 --objective cost --format markdown
     """
+    from pdplan.report.plot import check_plot_path
     from pdplan.search.optimize import optimize  # lazy: scipy loads in ~1 s
     from pdplan.search.overrides import instance_counts, search_scenario
     from pdplan.types import Objective
 
+    fmt = prepare_output(fmt, output)
+    if plot is not None:
+        check_plot_path(plot)
     positive_rate(rate)
+    objective = objective.lower() if objective is not None else None
     counts, colocated = instance_counts(overrides)
     if objective is not None and objective not in get_args(Objective):
         raise SpecError(f"{objective!r} is not one of {', '.join(get_args(Objective))}", field="--objective")
     sc = search_scenario(load_scenario_arg(scenario), overrides)
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
-    with _progress() as progress:
-        task = progress.add_task("optimizing", total=None)
+    with progress() as shown:
+        task = shown.add_task("optimizing", total=None)
         result = optimize(
             sc,
             catalog=catalog_from(hardware_db, kernel_tables),
@@ -106,19 +100,31 @@ def optimize_command(
             redundancy=redundancy,
             prices=parse_prices(price),
             budget_usd_per_hour=budget_usd_per_hour,
-            stage=lambda name: progress.update(task, description=name),
+            stage=lambda name: shown.update(task, description=name),
         )
     _report(result, fmt, output, plot)
 
 
 def _report(result: PlanResult, fmt: Format, output: Path | None, plot: Path | None) -> None:
-    """Warnings on stderr (the table view lists them itself), the plot file if asked, the report."""
+    """Warnings on stderr, the plot file if asked, the report (Markdown embeds the plot)."""
     from pdplan.report import render_optimize, write_plot
+    from pdplan.report.common import all_warnings
 
-    if fmt is not Format.table:
-        for line in result.warnings:
-            warn(line)
+    # the table's warnings go to stderr (its own list: all_warnings); the other formats carry theirs in the report
+    for line in all_warnings(result) if fmt is Format.table else result.warnings:
+        warn(line)
+    chart = None
     if plot is not None:
         write_plot(result, plot)
         stderr_console.print(f"wrote {plot}", highlight=False, markup=False, soft_wrap=True)
-    write_rendered(render_optimize(result, fmt), output)
+        chart = chart_link(plot, output)
+    write_rendered(render_optimize(result, fmt, chart=chart, inline_warnings=False), output)
+
+
+def chart_link(plot: Path, output: Path | None) -> str:
+    """The plot's path as the Markdown links it: relative to the report's folder (the working folder for stdout),
+    with forward slashes."""
+    import os
+
+    folder = output.parent if output is not None else Path(".")
+    return Path(os.path.relpath(plot.resolve(), folder.resolve())).as_posix()

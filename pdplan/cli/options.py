@@ -157,12 +157,46 @@ def takes_overrides(command: Callable[..., R]) -> Callable[..., R]:
 
     @functools.wraps(command)
     def with_overrides(*args: Any, **kwargs: Any) -> R:
-        values = {name: kwargs.pop(name) for name in OVERRIDE_OPTIONS}
+        values = lower_choices({name: kwargs.pop(name) for name in OVERRIDE_OPTIONS})
+        warn_bare_durations(values)
         return command(*args, overrides=ScenarioOverrides(**values), **kwargs)
 
     with_overrides.__signature__ = options  # type: ignore[attr-defined]  # what typer reads the options from
     with_overrides.__annotations__ = {p.name: p.annotation for p in options.parameters.values()}
     return with_overrides
+
+
+CHOICE_FIELDS = ("scheduler", "granularity", "routing", "dtype", "kv_dtype")
+"""Overrides whose values are words from a fixed vocabulary: read case-insensitively (``--dtype FP8``)."""
+
+
+def lower_choices(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the :data:`CHOICE_FIELDS` lower-cased (names of GPUs and models are matched
+    case-insensitively where they are looked up)."""
+    return {k: v.lower() if k in CHOICE_FIELDS and isinstance(v, str) else v for k, v in values.items()}
+
+
+BARE_SECONDS_ABOVE = {"ttft_slo": 60.0, "tpot_slo": 1.0}
+"""A bare number (seconds) above which an SLO is implausible for its quantity, so probably meant in ms: a time to
+first token over a minute, a time per output token over a second (interactive serving targets are 0.1-10 s and
+10-200 ms). A warning, never a change: the value is used as given."""
+
+
+def warn_bare_durations(values: dict[str, Any]) -> None:
+    """Warn (stderr) when ``--ttft-slo``/``--tpot-slo`` is a bare number implausibly large in seconds."""
+    from pdplan.cli.common import warn
+    from pdplan.units import is_bare_number, parse_time_s
+
+    for name, limit_s in BARE_SECONDS_ABOVE.items():
+        text = values.get(name)
+        if text is None or not is_bare_number(text):
+            continue
+        seconds = parse_time_s(text)
+        if seconds > limit_s:
+            warn(
+                f"{FLAGS[name]} {text} has no unit and is read as {seconds:g} s; "
+                f"did you mean {text}ms? (give a unit: {text}ms or {text}s)"
+            )
 
 
 def positive_rate(rate: float | None) -> float | None:

@@ -6,7 +6,18 @@ from typing import Annotated
 
 import typer
 
-from pdplan.cli.common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli.common import (
+    FormatOpt,
+    HardwareDbOpt,
+    KernelTablesOpt,
+    OutputOpt,
+    catalog_from,
+    emit,
+    prepare_output,
+    progress,
+    warn,
+    write_text,
+)
 from pdplan.cli.options import (
     ConcurrencyOpt,
     RateOpt,
@@ -44,18 +55,26 @@ def evaluate_command(
     from pdplan.report.serving import evaluation_view
     from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
+    fmt = prepare_output(fmt, output)
     positive_rate(rate)
     sc = scenario_from_flags(scenario, overrides)
-    result = evaluate(
-        sc,
-        catalog=catalog_from(hardware_db, kernel_tables),
-        rate=rate,
-        concurrency=concurrency,
-        requests=requests,
-        warmup=warmup,
-    )
+    with progress() as shown:
+        shown.add_task("evaluating", total=None)
+        result = evaluate(
+            sc,
+            catalog=catalog_from(hardware_db, kernel_tables),
+            rate=rate,
+            concurrency=concurrency,
+            requests=requests,
+            warmup=warmup,
+        )
     for line in result.warnings:
         warn(line)
+    if fmt is Format.markdown:  # a one-deployment review, not the quantity table
+        from pdplan.report.evaluate_markdown import evaluation_markdown
+
+        write_text(evaluation_markdown(result), output)
+        return
     emit(evaluation_view(result), fmt, output)
 
 
@@ -116,10 +135,10 @@ def transfer_command(
         model=model,
         tokens=tokens,
         link=link,
-        granularity=granularity,
+        granularity=granularity.lower(),
         prefill_tp=prefill_tp,
         decode_tp=decode_tp,
         gpu=gpu,
-        kv_dtype=kv_dtype,
+        kv_dtype=kv_dtype.lower(),
     )
     emit(transfer_view(doc), fmt, output)

@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from pdplan.cli.common import FormatOpt, HardwareDbOpt, KernelTablesOpt, OutputOpt, catalog_from, emit, warn
+from pdplan.cli.common import (
+    FormatOpt,
+    HardwareDbOpt,
+    KernelTablesOpt,
+    OutputOpt,
+    catalog_from,
+    emit,
+    prepare_output,
+    progress,
+    warn,
+)
 from pdplan.cli.options import (
     ConcurrencyOpt,
     RateOpt,
@@ -53,23 +63,29 @@ def simulate_command(
     """
     from pdplan.report.serving import comparison_view
     from pdplan.sim.compare import simulate_scenario
+    from pdplan.sim.trace_replay import replays_trace
 
+    fmt = prepare_output(fmt, output)
     positive_rate(rate)
-    if rate is None and concurrency is None and not goodput:
-        raise SpecError("give --rate R or --concurrency C (or --goodput)", field=FLAGS["rate"])
     sc = scenario_from_flags(scenario, overrides)
+    if rate is None and concurrency is None and not goodput and not replays_trace(sc.workload):
+        raise SpecError("give --rate R or --concurrency C (or --goodput)", field=FLAGS["rate"])
+    step = step.lower()
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
-    result = simulate_scenario(
-        sc,
-        catalog=catalog_from(hardware_db, kernel_tables),
-        rate=rate,
-        concurrency=concurrency,
-        n_requests=requests,
-        seed=seed,
-        goodput=goodput,
-        step="roofline" if step == "roofline" else "linear",
-    )
+    with progress() as shown:
+        task = shown.add_task("simulating", total=None)
+        result = simulate_scenario(
+            sc,
+            catalog=catalog_from(hardware_db, kernel_tables),
+            rate=rate,
+            concurrency=concurrency,
+            n_requests=requests,
+            seed=seed,
+            goodput=goodput,
+            step="roofline" if step == "roofline" else "linear",
+            stage=lambda name: shown.update(task, description=name),
+        )
     for line in result.evaluation.warnings:
         warn(line)
     emit(comparison_view(result), fmt, output)

@@ -83,6 +83,7 @@ def _workload_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     if ov.osl is not None:
         data["output_tokens"] = {"dist": "fixed", "value": ov.osl}
     data["arrival"] = "poisson"
+    data["name"] = _overridden_name(sc.workload.name, ov)
     return {"workload": data}
 
 
@@ -104,6 +105,12 @@ def _prfaas_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
         raise SpecError(f"the scenario has no prfaas: block; give {flag('prfaas_gpu')} to add one", field=field)
     block = sc.prfaas.model_dump(exclude_none=True) if sc.prfaas is not None else {}
     return {"prfaas": {**block, **given}}
+
+
+def _overridden_name(name: str | None, ov: ScenarioOverrides) -> str:
+    """The workload's name with the fixed lengths that replaced its own: ``chat (isl=2048)``."""
+    fixed = ", ".join(f"{key}={value}" for key, value in (("isl", ov.isl), ("osl", ov.osl)) if value is not None)
+    return f"{name} ({fixed})" if name else fixed
 
 
 def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:

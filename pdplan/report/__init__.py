@@ -60,8 +60,17 @@ def to_json_text(result: PlanResult) -> str:
     return to_json(result.to_document())
 
 
-def render_optimize(result: PlanResult, fmt: Format | str, *, top: int | None = 10) -> str | RenderableType:
-    """The result in ``fmt``: text for csv/markdown/json, a rich renderable for table (``top`` plans shown)."""
+def render_optimize(
+    result: PlanResult,
+    fmt: Format | str,
+    *,
+    top: int | None = 10,
+    chart: str | None = None,
+    inline_warnings: bool = True,
+) -> str | RenderableType:
+    """The result in ``fmt``: text for csv/markdown/json, a rich renderable for table (``top`` plans shown);
+    ``chart``: the plot's path relative to the Markdown file, embedded in it; ``inline_warnings=False``: the table
+    leaves its warnings out (the CLI prints them on stderr)."""
     from pdplan.report.csv import to_csv
     from pdplan.report.markdown import to_markdown
     from pdplan.report.table import optimize_renderable
@@ -70,8 +79,8 @@ def render_optimize(result: PlanResult, fmt: Format | str, *, top: int | None = 
         case Format.csv:
             return to_csv(result)
         case Format.markdown:
-            return to_markdown(result)
+            return to_markdown(result, chart=chart)
         case Format.json:
             return to_json_text(result)
         case Format.table:
-            return optimize_renderable(result, top)
+            return optimize_renderable(result, top, warnings=inline_warnings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pdplan.report import common as c
+from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, scalar, sections
 from pdplan.search.results import Plan, PlanResult
 
@@ -106,7 +107,7 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
     rows += [
-        ["binding constraint", plan.binding_constraint],
+        ["binding constraint", binding_words(plan.binding_constraint, plan.utilisation)],
         ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"],
     ]
     return rows
@@ -283,8 +284,21 @@ def _method(result: PlanResult) -> list[str]:
     ]
 
 
-def to_markdown(result: PlanResult) -> str:
-    """The whole document (ends with one newline)."""
+def _chart(chart: str | None) -> list[list[str]]:
+    """The ``--plot`` figure embedded (``chart``: its path relative to the Markdown file), or nothing."""
+    if chart is None:
+        return []
+    return [["## Chart", "", f"![Pareto front and the recommended plan's latency vs rate]({chart})"]]
+
+
+def _kv_note(result: PlanResult) -> list[list[str]]:
+    """The decode KV limit explained (:mod:`pdplan.report.kv_words`) when a reported plan binds on it."""
+    plans = [p for _, p in c.ranked_with_baseline(result)]
+    return [[f"Note: {KV_LIMIT_NOTE}."]] if binds_on_kv(p.binding_constraint for p in plans) else []
+
+
+def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
+    """The whole document (ends with one newline); ``chart`` (a path relative to the document) embeds the plot."""
     model = result.inputs.get("model")
     if isinstance(model, dict):
         model = model.get("name")
@@ -294,7 +308,9 @@ def to_markdown(result: PlanResult) -> str:
         _inputs(result),
         _assumptions(result),
         _recommended(result),
+        *_chart(chart),
         _alternatives(result),
+        *_kv_note(result),
         _pareto(result),
         _sensitivity(result),
         _why_not(result),

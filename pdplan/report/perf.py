@@ -51,8 +51,24 @@ class RooflineRun:
     memory: InstanceMemory
 
     @property
-    def fits(self) -> bool:
+    def weights_fit(self) -> bool:
+        """The weights (and workspace) leave room for KV on each GPU."""
         return bool(self.memory.fits.ravel()[0])
+
+    @property
+    def kv_tokens_needed(self) -> int:
+        """KV tokens the pass holds: ``batch`` prompts of ``tokens`` (prefill) or sequences of mean context ``tokens``
+        (decode)."""
+        return self.batch * self.tokens
+
+    @property
+    def kv_capacity_tokens(self) -> float:
+        return float(self.memory.kv_capacity_tokens.ravel()[0])
+
+    @property
+    def fits(self) -> bool:
+        """Weights fit and the pass's KV (:attr:`kv_tokens_needed`) fits the instance's KV capacity."""
+        return self.weights_fit and self.kv_tokens_needed <= self.kv_capacity_tokens
 
     @property
     def time_s(self) -> float:
@@ -108,7 +124,8 @@ def roofline_view(run: RooflineRun) -> View:
         "batch": run.batch,
         "tokens": run.tokens,
         "fits_in_memory": run.fits,
-        "kv_capacity_tokens": float(run.memory.kv_capacity_tokens.ravel()[0]),
+        "kv_capacity_tokens": run.kv_capacity_tokens,
+        "kv_tokens_needed": run.kv_tokens_needed,
         "kernel_table": {"gpu": run.table.gpu, "calibrated": run.table.calibrated, "stack": run.table.stack},
         "ops": records,
     }
@@ -122,10 +139,15 @@ def roofline_view(run: RooflineRun) -> View:
 def roofline_warnings(run: RooflineRun) -> list[str]:
     """What the reader should know about the numbers: the model does not fit; the kernel table is not calibrated."""
     warnings = []
-    if not run.fits:
+    if not run.weights_fit:
         warnings.append(
             f"{run.model.name} does not fit on {run.tp * run.pp}x {run.gpu.name} "
             f"(weights {run.memory.weight_bytes.ravel()[0] / GIB:.1f} GiB per GPU); time shown anyway"
+        )
+    elif not run.fits:
+        warnings.append(
+            f"the pass holds {run.kv_tokens_needed:,} KV tokens ({run.batch} x {run.tokens}) but "
+            f"{run.tp * run.pp}x {run.gpu.name} has room for {run.kv_capacity_tokens:,.0f}; time shown anyway"
         )
     if not run.table.calibrated:
         warnings.append(f"kernel table for {run.gpu.name} is not calibrated (derived from {run.table.derived_from})")

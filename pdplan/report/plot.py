@@ -130,13 +130,9 @@ def render_plot(result: PlanResult, fmt: str) -> bytes:
 def write_plot(result: PlanResult, path: Path | str) -> None:
     """Write the two-panel figure to ``path`` (``.png`` or ``.svg``), whole or not at all."""
     target = Path(path)
-    suffix = target.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise SpecError(f"unsupported plot file type {suffix or '(none)'!r}; use {' or '.join(SUFFIXES)}", field=_FIELD)
-    data = render_plot(result, suffix[1:])
+    check_plot_path(target)
+    data = render_plot(result, target.suffix.lower()[1:])
     folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise SpecError("output folder does not exist", source=str(target), field=_FIELD)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -146,3 +142,14 @@ def write_plot(result: PlanResult, path: Path | str) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def check_plot_path(path: Path | str) -> None:
+    """``path`` can take a plot: a ``.png``/``.svg`` suffix and an existing folder (checked before a long search)."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise SpecError(f"unsupported plot file type {suffix or '(none)'!r}; use {' or '.join(SUFFIXES)}", field=_FIELD)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise SpecError("output folder does not exist", source=str(target), field=_FIELD)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pdplan.report.kv_words import binding_words
 from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
 
 if TYPE_CHECKING:
@@ -42,7 +43,10 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         ("goodput_rps", ev.goodput_rps),
         ("goodput_rps_per_gpu", ev.goodput_rps_per_gpu),
         ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
-        ("stability_limit_rps", f"{ev.stability_limit_rps:.4g} ({ev.stability_binding})"),
+        (
+            "stability_limit_rps",
+            f"{ev.stability_limit_rps:.4g} ({binding_words(ev.stability_binding, ev.utilisation_at_goodput)})",
+        ),
         ("binding_constraint", ev.binding_constraint),
         ("convention", ev.convention),
     ]

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdplan.report import common as c
+from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
 from pdplan.report.render import table_to_text
 from pdplan.search.results import PlanResult
 
@@ -30,10 +31,29 @@ _NUMERIC = {
 }
 
 
+_MIN_WIDTH = {"plan": 14, "binding constraint": 14}
+"""Text columns that wrap at spaces, never mid-word for the catalogue's names and the binding words
+(``a100-pcie-80gb``, ``(max_num_seqs)``: 14 characters); a longer word folds."""
+
+
+def _stacked(name: str) -> str:
+    """A header with one word per line (``req/s\nper\nGPU``): a column is then as wide as its longest word or value."""
+    return name.replace(" ", "\n")
+
+
 def _table(title: str, header: tuple[str, ...]) -> Table:
-    table = Table(title=title, title_justify="left")
+    """Numbers never wrap and headers stack their words, so that the plans fit a 100-column terminal with the text
+    columns wrapped at spaces."""
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for name in header:
-        table.add_column(name, justify="right" if name in _NUMERIC else "left", overflow="fold")
+        numeric = name in _NUMERIC
+        table.add_column(
+            _stacked(name),
+            justify="right" if numeric else "left",
+            overflow="fold",
+            no_wrap=numeric,
+            min_width=_MIN_WIDTH.get(name),
+        )
     return table
 
 
@@ -44,7 +64,9 @@ def plans_table(result: PlanResult, top: int | None = None) -> Table:
         table.add_row(*c.plan_cells(str(rank), plan))
     if result.baseline is not None:
         table.add_section()
-        table.add_row(*c.plan_cells("baseline", result.baseline), style="dim")
+        cells = c.plan_cells("", result.baseline)  # "baseline" heads the plan cell: the rank column stays 4 wide
+        cells[1] = f"baseline: {cells[1]}"
+        table.add_row(*cells, style="dim")
     return table
 
 
@@ -75,19 +97,23 @@ def _header(result: PlanResult) -> Text:
     return text
 
 
-def optimize_renderable(result: PlanResult, top: int | None = 10) -> RenderableType:
-    """Everything for stdout as one rich renderable."""
+def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: bool = True) -> RenderableType:
+    """Everything for stdout as one rich renderable; ``warnings=False`` leaves the warnings out (the CLI prints them
+    on stderr)."""
     parts: list[RenderableType] = [_header(result), plans_table(result, top)]
-    if any(not p.exact for _, p in c.ranked_with_baseline(result)):
+    shown = [p for _, p in c.ranked_with_baseline(result)]
+    if any(not p.exact for p in shown):
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
+    if binds_on_kv(p.binding_constraint for p in shown):
+        parts.append(Text(KV_LIMIT_NOTE, style="dim"))
     parts.append(Text(c.ratio_line(result), style="bold"))
     if result.pareto:
         parts.append(pareto_table(result))
     if result.rejected:
         parts.append(why_not_table(result))
-    warnings = c.all_warnings(result)
-    if warnings:
-        parts.append(Text("\n".join(f"warning: {w}" for w in warnings), style="yellow"))
+    lines = c.all_warnings(result) if warnings else []
+    if lines:
+        parts.append(Text("\n".join(f"warning: {w}" for w in lines), style="yellow"))
     return Group(*parts)
 
 

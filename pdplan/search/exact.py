@@ -33,6 +33,7 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
+from pdplan.serving.vendors import cross_vendor_warning
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
 
@@ -119,7 +120,9 @@ def evaluate_exact(
     check_operating_point(res, model, rate, snapshot=snap)  # a plan that breaks physics is a bug, never output
     point = operating_point(snap, slo)
     binding = good.binding if target_rps is None else point.binding_constraint
-    plan = _plan(res, good, point, binding, tuple(w for w in res.warnings if w not in shared_warnings))
+    own = tuple(w for w in res.warnings if w not in shared_warnings)
+    vendors = cross_vendor_warning(res)
+    plan = _plan(res, good, point, binding, own if vendors is None else (*own, vendors))
     plan = dataclasses.replace(plan, e2e_mean_s=float(snap.mean_response_s()[0]), itl_mean_s=_itl_mean_s(snap))
     return Exact(plan, res, model, None if capacity is model else capacity, headroom)
 

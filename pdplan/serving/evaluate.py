@@ -25,6 +25,7 @@ from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_opera
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
+from pdplan.serving.vendors import cross_vendor_warning
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import Binding, tpot_at, ttft_at
 
@@ -165,6 +166,9 @@ def evaluate(
         point = operating_point(snap, scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
+    vendors = cross_vendor_warning(res)
+    if vendors is not None:
+        warnings.append(vendors)
     if res.cost_usd_per_hour() is None:
         warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
     return Evaluation(

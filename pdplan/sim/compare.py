@@ -42,7 +42,9 @@ from pdplan.serving.snapshot import LatencySummary
 from pdplan.serving.workload_bins import sample
 from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
+from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.scenario import Scenario, SloSpec
+from pdplan.types import FloatArray
 
 DEFAULT_REQUESTS = 20_000
 """Requests per simulation: ~1 s per run on one core for the chat workload (P99 noise ≈ 3 %)."""
@@ -165,6 +167,8 @@ class _Runner:
     setup: SimSetup
     seed: int
     slo: SloSpec
+    trace_arrival_s: FloatArray | None = None
+    """``arrival: trace``: the recorded arrivals, time-scaled to each rate (:mod:`pdplan.sim.trace_replay`)."""
 
     def run(self, rate: float | None, concurrency: int | None = None) -> SimResult:
         dep, req = self.setup.deployment, self.setup.requests
@@ -172,7 +176,10 @@ class _Runner:
         if concurrency is not None:
             return simulate_closed_loop(concurrency, req, dep, route, warmup_fraction=WARMUP_FRACTION)
         assert rate is not None
-        arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
+        if self.trace_arrival_s is not None:
+            arrivals = scaled_arrivals_s(self.trace_arrival_s, rate)
+        else:
+            arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
 
     def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
@@ -265,9 +272,16 @@ def simulate_scenario(
     seed: int = 0,
     goodput: bool = False,
     step: StepModel = "linear",
+    stage: Callable[[str], None] | None = None,
 ) -> Comparison:
-    """Closed form and simulation of one deployment at a rate or concurrency (module docstring)."""
+    """Closed form and simulation of one deployment at a rate or concurrency (module docstring); ``stage`` hears
+    the name of each step as it starts (the CLI's progress line). ``arrival: trace`` replays the trace's requests
+    at its recorded arrivals (:mod:`pdplan.sim.trace_replay`; without a rate, at the trace's own rate)."""
     start = time.perf_counter()
+    tell = stage or (lambda _name: None)
+    replay = replays_trace(scenario.workload)
+    if replay and rate is None and concurrency is None:
+        rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
     if (rate is None) == (concurrency is None) and not goodput:
         raise SpecError("give a rate or a concurrency (or --goodput)", field="rate")
     if rate is not None and concurrency is not None:
@@ -277,25 +291,31 @@ def simulate_scenario(
     if n_requests < 100:
         raise SpecError(f"must be >= 100, got {n_requests}", field="requests")
     cat = catalog or open_catalog()
+    tell("closed form")
     res = resolve(scenario, cat)
     model = build_model(res)
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
-    lin, out = sample(
-        scenario.workload,
-        n_requests,
-        np.random.default_rng([seed, 0]),
-        context_window=res.model.max_position_embeddings,
-    )
-    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo)
+    window = res.model.max_position_embeddings
+    arrivals: FloatArray | None = None
+    if replay:
+        lin, out, arrivals = trace_requests(scenario.workload, window)
+        n_requests = int(lin.size)
+    else:
+        lin, out = sample(scenario.workload, n_requests, np.random.default_rng([seed, 0]), context_window=window)
+    tell("building the simulated deployment")
+    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
     closed: dict[str, Any] = {}
     point = None
     if ev.operating_point is not None:
         closed = _closed_form(ev, model)
+        tell(f"simulating {n_requests:,} requests")
         point = runner.point(rate, concurrency)
     sim_good = None
     if goodput:
+        tell("simulated goodput (bisection on the rate)")
         sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
     settings = {
+        "arrivals": "trace" if replay else "poisson",
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,

@@ -60,13 +60,17 @@ class WorkloadSpec(FrozenModel):
     output_tokens: LengthDist | None = None
     trace: TraceDist | None = None
     arrival: Literal["poisson", "trace"] = "poisson"
+    schema_version: Literal[1] = 1
 
     @model_validator(mode="before")
     @classmethod
     def _trace_as_dist(cls, data: Any) -> Any:
-        """Accept ``input_tokens: {dist: trace, file: F}`` (the §4 form) as ``trace: {file: F}``."""
+        """Accept ``input_tokens: {dist: trace, file: F}`` (the §4 form) and ``trace: F`` (the README's) as
+        ``trace: {file: F}``."""
         if not isinstance(data, dict):
             return data
+        if isinstance(data.get("trace"), str | Path):
+            data = {**data, "trace": {"file": data["trace"]}}
         inp, out = data.get("input_tokens"), data.get("output_tokens")
         if isinstance(inp, dict) and inp.get("dist") == "trace":
             if "trace" in data:
