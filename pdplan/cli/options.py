@@ -67,6 +67,12 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "attainment": Annotated[float | None, Opt(FLAGS["attainment"], help="Target fraction of requests, e.g. 0.9.")],
     "dtype": Annotated[str | None, Opt(FLAGS["dtype"], help="bf16|fp8 weights/GEMMs.")],
     "kv_dtype": Annotated[str | None, Opt(FLAGS["kv_dtype"], help="bf16|fp8 KV cache.")],
+    "ep": Annotated[str | None, Opt(FLAGS["ep"], help=f"Expert-parallel size, both roles, MoE ({_SEARCH}).")],
+    "prefill_ep": Annotated[str | None, Opt(FLAGS["prefill_ep"], help=f"Prefill EP size ({_SEARCH}).")],
+    "decode_ep": Annotated[str | None, Opt(FLAGS["decode_ep"], help=f"Decode EP size ({_SEARCH}).")],
+    "dp": Annotated[str | None, Opt(FLAGS["dp"], help=f"Attention data-parallel ranks, both roles ({_SEARCH}).")],
+    "prefill_dp": Annotated[str | None, Opt(FLAGS["prefill_dp"], help=f"Prefill attention DP ranks ({_SEARCH}).")],
+    "decode_dp": Annotated[str | None, Opt(FLAGS["decode_dp"], help=f"Decode attention DP ranks ({_SEARCH}).")],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 

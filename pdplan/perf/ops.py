@@ -25,7 +25,9 @@ from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import FloatArray
 
-OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce"]
+OpKind = Literal[
+    "gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "alltoall", "weight_gather"
+]
 Phase = Literal["prefill", "decode"]
 
 # Column-parallel weights (output features split over tp); row-parallel ones split input features.
@@ -59,10 +61,16 @@ class PassShape:
     act_bytes: float = 2.0
     weight_bytes: float = 2.0
     kv_bytes: float = 2.0
+    dp: float = 1.0
+    """Attention data-parallel ranks; ``batch`` is the instance's, split evenly over them (:mod:`.expert_parallel`)."""
+    ep: float = 1.0
+    """Expert-parallel size (MoE layers run as ``moe_tp × ep`` over the ``tp·dp`` GPUs)."""
+    expert_gather: bool = False
+    """ZeRO-Prefill: all-gather expert weights instead of the EP all-to-all (prefill only)."""
 
     @property
     def new_tokens(self) -> FloatArray:
-        """Tokens entering the GEMMs: batch·tokens in prefill, batch in decode."""
+        """Tokens entering the GEMMs: batch·tokens in prefill, batch in decode (the whole instance)."""
         if self.phase == "prefill":
             return np.asarray(self.batch * self.tokens, dtype=np.float64)
         return np.asarray(self.batch, dtype=np.float64)
@@ -123,7 +131,7 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
     kv_per_token_layer = kv_full_layer * kv_share
     dims = {
-        "batch": s.batch + 0.0 * s.tp,
+        "batch": s.batch / s.dp + 0.0 * s.tp,
         "context": s.tokens + 0.0 * s.tp,
         "heads": heads,
         "kv_heads": kv_heads_per_gpu(model, s.tp),
@@ -136,8 +144,8 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     if la is not None:
         state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
         lin = {
-            "tokens": s.new_tokens + 0.0 * s.tp,
-            "batch": s.batch + 0.0 * s.tp,
+            "tokens": s.new_tokens / s.dp + 0.0 * s.tp,
+            "batch": s.batch / s.dp + 0.0 * s.tp,
             "state_bytes": state / s.tp,
             "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
         }
@@ -170,19 +178,54 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
     if moe is None:
         return ops
-    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, m)
-    m_per_expert = m * moe.experts_per_token / touched
-    experts = [
-        Op(f"moe.expert_{g.name}", "gemm", n_moe, {**_gemm_dims(g, m_per_expert, s.tp), "repeat": touched})
-        for g in model.mlp_gemms(moe.expert_intermediate_size)
-    ]
-    ops += _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
+    ops += expert_ops(model, s)
     if moe.num_shared_experts:
         width = moe.shared_expert_intermediate_size * moe.num_shared_experts
         shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
         ops += _fused(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
     router = GemmShape("router", model.hidden_size, moe.num_experts)
     ops.append(Op("moe.router", "gemm", n_moe, _gemm_dims(router, m, s.tp)))
+    return ops
+
+
+def expert_ops(model: ModelSpec, s: PassShape) -> list[Op]:
+    """The routed experts of the MoE layers, per GPU (:mod:`pdplan.perf.expert_parallel`).
+
+    All ``T`` tokens of the instance's DP ranks are routed to top-k of E experts; each GPU holds E/ep experts split
+    ``moe_tp = tp·dp/ep`` ways, so it runs ``touched/ep`` of the ``touched`` experts the batch hits (balanced) with
+    ``T·k/touched`` tokens each. EP > 1 adds the dispatch + combine all-to-all per layer. With ``expert_gather``
+    (ZeRO-Prefill) each GPU instead runs all experts on its own ``T/(tp·dp)`` tokens after gathering the weights.
+    For tp = dp = ep = 1 this is the plain TP expert GEMM set.
+    """
+    moe = model.moe
+    assert moe is not None
+    n_moe = float(len(model.moe_layer_indices))
+    group = s.tp * s.dp
+    total = s.new_tokens + 0.0 * s.tp
+    gather = s.expert_gather and s.ep > 1.0
+    tokens = total / group if gather else total
+    split = np.ones_like(s.tp) if gather else s.tp * s.dp / s.ep
+    share = 1.0 if gather else s.ep
+    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, tokens)
+    m_per_expert = tokens * moe.experts_per_token / np.maximum(touched, 1e-30)
+    experts = [
+        Op(f"moe.expert_{g.name}", "gemm", n_moe, {**_gemm_dims(g, m_per_expert, split), "repeat": touched / share})
+        for g in model.mlp_gemms(moe.expert_intermediate_size)
+    ]
+    ops = _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
+    if gather:
+        layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * s.weight_bytes)
+        dims = {"ep": s.ep + 0.0 * s.tp, "group_gpus": group, "layer_expert_bytes": layer_bytes}
+        ops.append(Op("ep.weight_gather", "weight_gather", n_moe, dims))
+    elif s.ep > 1.0:
+        routing = {
+            "hidden": np.asarray(float(model.hidden_size)),
+            "top_k": np.asarray(float(moe.experts_per_token)),
+            "num_experts": np.asarray(float(moe.num_experts)),
+            "low_latency": np.asarray(1.0 if s.phase == "decode" else 0.0),  # DeepEP low-latency mode decodes
+        }
+        dims = {"tokens": total / group, "ep": s.ep + 0.0 * s.tp, "group_gpus": group, **routing}
+        ops.append(Op("ep.all_to_all", "alltoall", n_moe, dims))
     return ops
 
 
@@ -216,23 +259,28 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
 
 
 def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
-    lm_tokens = s.batch + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence
+    lm_tokens = s.batch / s.dp + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence (per rank)
     head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
     dims = _gemm_dims(head, lm_tokens, s.tp)
     dims["n"] = np.ceil(model.vocab_size / s.tp)
-    embed = {"bytes": s.new_tokens * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
+    embed = {"bytes": s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
     return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
 
 
 def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
-    return [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    if s.dp > 1.0 and s.ep == 1.0 and model.moe is not None:  # MoE TP over all tp·dp GPUs: gather + reduce-scatter
+        whole = s.new_tokens * model.hidden_size * s.act_bytes + 0.0 * s.tp
+        n_moe = float(len(model.moe_layer_indices))
+        ops.append(Op("dp.moe_allreduce", "allreduce", n_moe, {"bytes": whole, "gpus": s.tp * s.dp}))
+    return ops
 
 
 def forward_ops(model: ModelSpec, shape: PassShape) -> list[Op]:
     """Every operator of one forward pass of ``model`` for ``shape`` (per GPU of one TP group)."""
-    m = shape.new_tokens + 0.0 * shape.tp
+    m = shape.new_tokens / shape.dp + 0.0 * shape.tp  # tokens of one DP rank
     return [
         *_attention_projection_ops(model, shape, m),
         *_attention_core_ops(model, shape),

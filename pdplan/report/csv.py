@@ -44,7 +44,7 @@ def _rows(result: PlanResult) -> list[tuple[int | None, bool, Plan]]:
 
 
 def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
-    fields = ("gpu", "tp", "pp", "count", "gpus")
+    fields = ("gpu", "tp", "pp", "count", "gpus", "dp", "ep")
     if role is None:
         return {f"{prefix}_{f}": None for f in fields}
     return {
@@ -53,6 +53,8 @@ def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
         f"{prefix}_pp": role.pp,
         f"{prefix}_count": role.count,
         f"{prefix}_gpus": role.gpus,
+        f"{prefix}_dp": role.dp,
+        f"{prefix}_ep": role.ep,
     }
 
 

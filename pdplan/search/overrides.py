@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from pdplan.errors import SpecError
 from pdplan.io.overrides import apply_overrides, check_one_mode, parse_xpyd
 from pdplan.specs.base import first_error_line
-from pdplan.specs.overrides import DEPLOYMENT_FIELDS, ScenarioOverrides
+from pdplan.specs.degrees import parse_degrees
+from pdplan.specs.overrides import DEPLOYMENT_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import Scenario, SearchSpace
 
 
@@ -40,6 +41,10 @@ def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
     for key, degree in (("tp", ov.tp), ("prefill_tp", ov.prefill_tp), ("decode_tp", ov.decode_tp)):
         if degree is not None:
             update[key] = [degree]
+    for key in ("ep", "prefill_ep", "decode_ep", "dp", "prefill_dp", "decode_dp"):
+        text = getattr(ov, key)
+        if text is not None:
+            update[key] = parse_degrees(text, flag(key))
     for key, value in (("links", ov.link), ("granularities", ov.granularity), ("routing", ov.routing)):
         names = _names(value)
         if names:

@@ -14,6 +14,7 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
+from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.overrides import flag
@@ -74,10 +75,17 @@ def _fits(hw: RoleHardware) -> bool:
 
 
 def _roles(
-    catalog: Catalog, model: ModelSpec, scenario: Scenario, gpu_names: list[str], tps: tuple[int, ...], notes: list[str]
+    catalog: Catalog,
+    model: ModelSpec,
+    scenario: Scenario,
+    gpu_names: list[str],
+    tps: tuple[int, ...],
+    notes: list[str],
+    parallel: _Parallel | None = None,
 ) -> tuple[RoleHardware, ...]:
-    """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
-    sharding) and stay within one node (≤ GPUs per node)."""
+    """GPU × (TP, DP, EP) × PP options whose weights fit, in a stable order; TP must divide the attention heads
+    (Megatron sharding) and stay within one node (≤ GPUs per node); DP/EP shapes from :mod:`pdplan.search.parallel`."""
+    par = parallel or _Parallel()
     out: list[RoleHardware] = []
     for name in gpu_names:
         gpu = catalog.gpu(name)
@@ -89,17 +97,28 @@ def _roles(
                 f"within one {gpu.gpus_per_node}-GPU {gpu.name} node"
             )
             continue
-        fitting = [
-            RoleHardware(model, gpu, table, t, 1, precision_of(scenario), scenario.gpu_memory_utilization)
-            for t in node_tps
-        ]
+        shapes = parallel_shapes(
+            model,
+            tuple(node_tps),
+            par.dps,
+            par.eps,
+            redundant_experts=scenario.redundant_experts,
+            budget_gpus=par.budget_gpus,
+            allow_dp=par.allow_dp,
+        )
+
+        def hw(t: int, p: int, d: int = 1, e: int = 1, gather: bool = False) -> RoleHardware:
+            return RoleHardware(
+                model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization,
+                dp=d, ep=e, expert_gather=gather, redundant_experts=scenario.redundant_experts,
+            )
+
+        fitting = [hw(t, 1, d, e) for t, d, e in shapes]
+        if par.gather:
+            fitting += [hw(t, 1, d, e, True) for t, d, e in shapes if e > 1]
         fitting = [h for h in fitting if _fits(h)]
         if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
-            fitting = [
-                RoleHardware(model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization)
-                for p in DEFAULT_PP
-                for t in node_tps
-            ]
+            fitting = [hw(t, p) for p in DEFAULT_PP for t in node_tps]
             fitting = [h for h in fitting if _fits(h)]
             if fitting:
                 notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
@@ -107,6 +126,26 @@ def _roles(
             notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(DEFAULT_PP)}")
         out.extend(fitting)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    """DP/EP lists of one role (None: the ladder), the GPU budget, and whether DP and ZeRO-Prefill are tried."""
+
+    dps: list[int] | None = None
+    eps: list[int] | None = None
+    budget_gpus: int | None = None
+    allow_dp: bool = True
+    gather: bool = False
+
+
+def _check_ep_lists(model: ModelSpec, s: SearchSpace) -> None:
+    """EP above 1 asked of a dense model is an input error, not an empty search."""
+    if model.moe is not None:
+        return
+    for key in ("ep", "prefill_ep", "decode_ep"):
+        if any(e > 1 for e in getattr(s, key) or []):
+            raise SpecError(f"EP needs an MoE model; {model.name} is dense (use ep 1)", field=flag(key))
 
 
 def _objective(text: str) -> Objective:
@@ -141,10 +180,14 @@ def build_space(
     decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
     colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
     notes: list[str] = []
-    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes)
-    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes)
+    _check_ep_lists(model, s)
+    pre_par = _Parallel(s.prefill_dp or s.dp, s.prefill_ep or s.ep, budget, gather=True)
+    dec_par = _Parallel(s.decode_dp or s.dp, s.decode_ep or s.ep, budget)
+    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pre_par)
+    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, dec_par)
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
-    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [])
+    co_par = _Parallel(None, s.ep, budget, allow_dp=False)
+    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], co_par)
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(

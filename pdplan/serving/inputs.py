@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
+from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.roofline import Precision
 from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
@@ -103,6 +104,9 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
             "parallelism stays inside a node; use PP across nodes)",
             field="tp",
         )
+    problem = parallelism_error(model, role.tp, role.dp, role.ep, scenario.redundant_experts)
+    if problem is not None:
+        raise SpecError(problem, field="ep")
     return RoleHardware(
         model,
         gpu,
@@ -111,7 +115,20 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
         role.pp,
         precision_of(scenario),
         scenario.gpu_memory_utilization,
+        dp=role.dp,
+        ep=role.ep,
+        redundant_experts=scenario.redundant_experts,
     )
+
+
+def _colocated_role(role: Role | None) -> Role | None:
+    """A colocated instance with attention DP is not modelled (its chunked batches would span DP ranks): SpecError."""
+    if role is not None and role.dp > 1:
+        raise SpecError(
+            "attention DP (dp > 1) is modelled for disaggregated prefill/decode instances only; use dp 1 colocated",
+            field="colocated.dp",
+        )
+    return role
 
 
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
@@ -152,7 +169,7 @@ def bind(res: ResolvedScenario, d: Deployment) -> ResolvedScenario:
         res,
         prefill=role_hardware(catalog, res.model, d.prefill, sc),
         decode=role_hardware(catalog, res.model, d.decode, sc),
-        colocated=role_hardware(catalog, res.model, d.colocated, sc),
+        colocated=role_hardware(catalog, res.model, _colocated_role(d.colocated), sc),
         link=catalog.link(d.link) if d.mode == "disaggregated" and d.link is not None else None,
         max_num_seqs=d.max_num_seqs or defaults.max_num_seqs,
         chunk_tokens=d.chunk_tokens or defaults.prefill_chunk_tokens,

@@ -47,6 +47,12 @@ class ScenarioOverrides(FrozenModel):
     attainment: float | None = None
     dtype: str | None = None
     kv_dtype: str | None = None
+    ep: str | None = None
+    prefill_ep: str | None = None
+    decode_ep: str | None = None
+    dp: str | None = None
+    prefill_dp: str | None = None
+    decode_dp: str | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -66,6 +72,12 @@ DEPLOYMENT_FIELDS = (
     "link",
     "granularity",
     "routing",
+    "ep",
+    "prefill_ep",
+    "decode_ep",
+    "dp",
+    "prefill_dp",
+    "decode_dp",
 )
 """Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
 
@@ -97,6 +109,12 @@ FLAGS = MappingProxyType(
         "concurrency": "--concurrency",
         "plot": "--plot",
         "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
+        "ep": "--ep",
+        "prefill_ep": "--prefill-ep",
+        "decode_ep": "--decode-ep",
+        "dp": "--dp",
+        "prefill_dp": "--prefill-dp",
+        "decode_dp": "--decode-dp",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

@@ -45,17 +45,27 @@ PosInt = Annotated[int, Field(strict=True, ge=1)]
 
 
 class RoleSpec(FrozenModel):
-    """One instance type of a pool: GPU (name or path), tensor/pipeline parallelism, instances."""
+    """One instance type of a pool: GPU (name or path), tensor/pipeline parallelism, instances; ``dp`` attention
+    data-parallel ranks and ``ep`` expert-parallel size (MoE; ``ep`` divides ``tp·dp``: MoE layers run as
+    ``moe_tp × ep`` over the ``tp·dp`` GPUs of a stage, :mod:`pdplan.perf.expert_parallel`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
     tp: PosInt = 1
     pp: PosInt = 1
     count: PosInt = 1
+    dp: PosInt = 1
+    ep: PosInt = 1
+
+    @model_validator(mode="after")
+    def _ep_divides(self) -> RoleSpec:
+        if (self.tp * self.dp) % self.ep:
+            raise ValueError(f"ep {self.ep} must divide tp·dp = {self.tp * self.dp} (moe_tp = tp·dp/ep GPUs)")
+        return self
 
     @property
     def gpus(self) -> int:
-        """GPUs in the pool: ``tp·pp·count``."""
-        return self.tp * self.pp * self.count
+        """GPUs in the pool: ``tp·dp·pp·count``."""
+        return self.tp * self.dp * self.pp * self.count
 
 
 class ColocatedSpec(RoleSpec):
@@ -119,6 +129,14 @@ class SearchSpace(FrozenModel):
     colocated_scheduler: Scheduler = "chunked"
     rate: Annotated[float, Field(gt=0.0)] | None = None
     objective: Objective = "gpus"
+    ep: list[PosInt] | None = None
+    """Expert-parallel sizes for both roles (MoE models; default: the ladder of :mod:`pdplan.search.parallel`)."""
+    prefill_ep: list[PosInt] | None = None
+    decode_ep: list[PosInt] | None = None
+    dp: list[PosInt] | None = None
+    """Attention data-parallel ranks per instance for both roles (MoE models)."""
+    prefill_dp: list[PosInt] | None = None
+    decode_dp: list[PosInt] | None = None
 
 
 class Scenario(FrozenModel):
@@ -146,6 +164,8 @@ class Scenario(FrozenModel):
     chunk_tokens: PosInt | None = None
     prefill_max_batch_tokens: PosInt | None = None
     search: SearchSpace | None = None
+    redundant_experts: Annotated[int, Field(strict=True, ge=0)] = 0
+    """EPLB redundant expert slots (SGLang ``--ep-num-redundant-experts``): E + r slots spread over EP ranks."""
 
     @field_validator("workload", mode="before")
     @classmethod
