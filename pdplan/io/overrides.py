@@ -36,7 +36,7 @@ def check_one_mode(ov: ScenarioOverrides) -> None:
 def _role_dict(role: RoleSpec | None, fallback: RoleSpec | None) -> dict[str, Any]:
     base = role or fallback
     assert base is not None
-    return {k: getattr(base, k) for k in ("gpu", "tp", "pp", "count", "dp", "ep")}
+    return {k: getattr(base, k) for k in ("gpu", "tp", "pp", "count", "dp", "ep", "expert_gather")}
 
 
 def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:

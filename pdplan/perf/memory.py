@@ -17,7 +17,8 @@ moe_tp = t·d/e ways), so
 
     weights     = (W_dense / t + W_experts · (E + r)/E / (t · d)) / p
 
-which never rises with e and falls with d. Each DP rank holds its own sequences' KV, sharded over its t GPUs as
+which never rises with e and falls with d. ZeRO-Prefill's weight gather (``expert_gather``) adds a double buffer of
+one MoE layer's experts (the layer computing and the next one arriving) to the workspace. Each DP rank holds its own sequences' KV, sharded over its t GPUs as
 below, so the KV capacity multiplies by d.
 
 KV bytes per token *per instance* = kv_bytes_per_token · r, with r the replication factor: GQA ranks beyond
@@ -85,6 +86,7 @@ def instance_memory(
     dp: int = 1,
     ep: int = 1,
     redundant_experts: int = 0,
+    expert_gather: bool = False,
 ) -> InstanceMemory:
     """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
 
@@ -105,6 +107,8 @@ def instance_memory(
         weights = (dense_bytes / t + expert_bytes * slots / (t * dp)) / p
     width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
     workspace = t_max * (4.0 * model.hidden_size + 2.0 * width / t) * act_dtype_bytes
+    if expert_gather and model.moe is not None:  # ZeRO-Prefill: the layer computing and the one being gathered
+        workspace = workspace + 2.0 * expert_weight_bytes(model, weight_dtype_bytes) / len(model.moe_layer_indices)
     kv_free = usable - weights - workspace
     per_token = model.kv_bytes_per_token(kv_dtype_bytes) * kv_replication(model, t)
     per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only

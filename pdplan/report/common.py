@@ -75,6 +75,7 @@ def role_text(role: RoleChoice | None) -> str:
         + (f" PP{role.pp}" if role.pp > 1 else "")
         + (f" DP{role.dp}" if role.dp > 1 else "")
         + (f" EP{role.ep}" if role.ep > 1 else "")
+        + (" ZeRO-gather" if role.expert_gather else "")
     )
 
 

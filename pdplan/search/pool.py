@@ -78,7 +78,7 @@ class Pool:
 
 
 def _role(hw: RoleHardware, count: int) -> Role:
-    return Role(hw.gpu.name, hw.tp, hw.pp, count, hw.dp, hw.ep)
+    return Role(hw.gpu.name, hw.tp, hw.pp, count, hw.dp, hw.ep, hw.expert_gather)
 
 
 def _price(hw: RoleHardware) -> float:

@@ -76,6 +76,7 @@ class Plan:
                 + (f"PP{r.pp}" if r.pp > 1 else "")
                 + (f" DP{r.dp}" if r.dp > 1 else "")
                 + (f" EP{r.ep}" if r.ep > 1 else "")
+                + (" ZeRO-gather" if r.expert_gather else "")
             )
 
         if self.colocated is not None:

@@ -117,6 +117,7 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
         scenario.gpu_memory_utilization,
         dp=role.dp,
         ep=role.ep,
+        expert_gather=role.expert_gather and role.ep > 1,
         redundant_experts=scenario.redundant_experts,
     )
 

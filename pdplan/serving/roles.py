@@ -92,7 +92,7 @@ class RoleHardware:
             + (f" PP{self.pp}" if self.pp > 1 else "")
             + (f" DP{self.dp}" if self.dp > 1 else "")
             + (f" EP{self.ep}" if self.ep > 1 else "")
-            + (" gather" if self.expert_gather and self.ep > 1 else "")
+            + (" ZeRO-gather" if self.expert_gather and self.ep > 1 else "")
         )
 
     @property
@@ -120,6 +120,7 @@ def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
         dp=hw.dp,
         ep=hw.ep,
         redundant_experts=hw.redundant_experts,
+        expert_gather=hw.expert_gather and hw.ep > 1,
     )
     if not bool(np.all(mem.fits)):
         need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB

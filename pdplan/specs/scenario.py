@@ -55,6 +55,8 @@ class RoleSpec(FrozenModel):
     count: PosInt = 1
     dp: PosInt = 1
     ep: PosInt = 1
+    expert_gather: bool = False
+    """Prefill, ep > 1: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
 
     @model_validator(mode="after")
     def _ep_divides(self) -> RoleSpec:
