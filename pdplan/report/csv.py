@@ -90,7 +90,8 @@ def columns(result: PlanResult) -> list[str]:
     latencies = [f"{n}_{k}_s" for n in ("ttft", "tpot") for k in _STATS]
     util = [f"utilisation_{k}" for k in union_keys(p.utilisation for p in plans)]
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
-    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END]
+    parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
+    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *parallel]
 
 
 def to_csv(result: PlanResult) -> str:

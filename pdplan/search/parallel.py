@@ -11,7 +11,8 @@ and EP needs experts. For an MoE model the default ladder per attention TP degre
   node (e.g. DP72/EP72 on nine 8-GPU nodes, the LMSYS decode run).
 
 ``ep``/``dp`` lists from the scenario's ``search:`` block or the CLI (``--ep``, ``--prefill-dp``...) replace the
-ladder's values: every ``(t, d, e)`` of the lists with ``e`` dividing ``t·d`` and the expert slots is tried. Shapes
+ladder's values (a DP list alone pairs each ``d > 1`` with EP ``t·d``, ``d = 1`` with EP 1 and ``t``): every
+``(t, d, e)`` of the lists with ``e`` dividing ``t·d`` and the expert slots is tried. Shapes
 over the GPU budget are dropped. Prefill shapes with EP also get a ZeRO-Prefill variant (expert weights all-gathered
 instead of the all-to-all, :mod:`pdplan.perf.expert_parallel`): both are priced, the search keeps the better.
 """
@@ -47,7 +48,7 @@ def parallel_shapes(
         if allow_dp:
             shapes += [(t, d, t * d) for t in tps for d in DEFAULT_DP]
     else:
-        shapes = [(t, d, e) for t in tps for d in (dps or [1]) for e in (eps or [1, t * d])]
+        shapes = [(t, d, e) for t in tps for d in (dps or [1]) for e in (eps or _default_eps(t, d, model))]
     out = []
     for t, d, e in dict.fromkeys(shapes):
         if d > 1 and not allow_dp:
@@ -58,3 +59,10 @@ def parallel_shapes(
             continue
         out.append((t, d, e))
     return out
+
+
+def _default_eps(t: int, d: int, model: ModelSpec) -> list[int]:
+    """EP sizes to pair with a listed DP degree when no EP list is given (module docstring)."""
+    if model.moe is None:
+        return [1]
+    return [1, t] if d == 1 else [t * d]
