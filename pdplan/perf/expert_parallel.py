@@ -52,7 +52,8 @@ def parallelism_error(model: ModelSpec, tp: int, dp: int, ep: int, redundant_exp
         return f"EP {ep} must divide tp·dp = {tp * dp} GPUs (MoE layers split as moe_tp × ep over them)"
     slots = model.moe.num_experts + redundant_experts
     if slots % ep:
-        return f"EP {ep} does not divide {model.name}'s {slots} expert slots ({model.moe.num_experts} + {redundant_experts} redundant)"
+        parts = f"{model.moe.num_experts} + {redundant_experts} redundant"
+        return f"EP {ep} does not divide {model.name}'s {slots} expert slots ({parts})"
     return None
 
 
@@ -131,7 +132,10 @@ def ep_comm_time_s(op: Op, gpu: GpuPeaks) -> FloatArray:
     per_node, scale_up = _node_shape(gpu)
     if op.kind == "weight_gather":
         return expert_gather_s(
-            d["layer_expert_bytes"], ep=d["ep"], group_gpus=d["group_gpus"], gpus_per_node=per_node,
+            d["layer_expert_bytes"],
+            ep=d["ep"],
+            group_gpus=d["group_gpus"],
+            gpus_per_node=per_node,
             scale_up_bytes_per_s=scale_up,
         )
     return a2a_time_s(

@@ -18,8 +18,8 @@ moe_tp = t·d/e ways), so
     weights     = (W_dense / t + W_experts · (E + r)/E / (t · d)) / p
 
 which never rises with e and falls with d. ZeRO-Prefill's weight gather (``expert_gather``) adds a double buffer of
-one MoE layer's experts (the layer computing and the next one arriving) to the workspace. Each DP rank holds its own sequences' KV, sharded over its t GPUs as
-below, so the KV capacity multiplies by d.
+one MoE layer's experts (the layer computing and the next one arriving) to the workspace. Each DP rank holds its own
+sequences' KV, sharded over its t GPUs as below, so the KV capacity multiplies by d.
 
 KV bytes per token *per instance* = kv_bytes_per_token · r, with r the replication factor: GQA ranks beyond
 n_kv heads hold copies (r = t / n_kv when t > n_kv), MLA's latent cache is not sharded (r = t). So

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.perf.expert_parallel import ep_comm_time_s, exposed_gather_s
 from pdplan.perf.kernels import (
     GpuPeaks,
     KernelTable,
@@ -30,7 +31,6 @@ from pdplan.perf.kernels import (
     prefill_attention_time_s,
     smooth_max,
 )
-from pdplan.perf.expert_parallel import ep_comm_time_s, exposed_gather_s
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray

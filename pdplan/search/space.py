@@ -14,8 +14,10 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.serving_defaults import serving_defaults
+from pdplan.perf.kernels import KernelTable
 from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
+from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.overrides import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
@@ -106,19 +108,12 @@ def _roles(
             budget_gpus=par.budget_gpus,
             allow_dp=par.allow_dp,
         )
-
-        def hw(t: int, p: int, d: int = 1, e: int = 1, gather: bool = False) -> RoleHardware:
-            return RoleHardware(
-                model, gpu, table, t, p, precision_of(scenario), scenario.gpu_memory_utilization,
-                dp=d, ep=e, expert_gather=gather, redundant_experts=scenario.redundant_experts,
-            )
-
-        fitting = [hw(t, 1, d, e) for t, d, e in shapes]
+        fitting = [_hardware(model, gpu, table, scenario, t, 1, d, e) for t, d, e in shapes]
         if par.gather:
-            fitting += [hw(t, 1, d, e, True) for t, d, e in shapes if e > 1]
+            fitting += [_hardware(model, gpu, table, scenario, t, 1, d, e, True) for t, d, e in shapes if e > 1]
         fitting = [h for h in fitting if _fits(h)]
         if not fitting:  # pipeline parallelism only where tensor parallelism alone cannot hold the model
-            fitting = [hw(t, p) for p in DEFAULT_PP for t in node_tps]
+            fitting = [_hardware(model, gpu, table, scenario, t, p) for p in DEFAULT_PP for t in node_tps]
             fitting = [h for h in fitting if _fits(h)]
             if fitting:
                 notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
@@ -126,6 +121,33 @@ def _roles(
             notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(DEFAULT_PP)}")
         out.extend(fitting)
     return tuple(out)
+
+
+def _hardware(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: KernelTable,
+    scenario: Scenario,
+    tp: int,
+    pp: int,
+    dp: int = 1,
+    ep: int = 1,
+    gather: bool = False,
+) -> RoleHardware:
+    """One instance type of the space (precision, memory utilisation and redundant experts from the scenario)."""
+    return RoleHardware(
+        model,
+        gpu,
+        table,
+        tp,
+        pp,
+        precision_of(scenario),
+        scenario.gpu_memory_utilization,
+        dp=dp,
+        ep=ep,
+        expert_gather=gather,
+        redundant_experts=scenario.redundant_experts,
+    )
 
 
 @dataclass(frozen=True)

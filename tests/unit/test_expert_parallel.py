@@ -16,8 +16,15 @@ CAT = open_catalog()
 def test_a2a_hand_worked() -> None:
     """128 tokens/GPU, h 7168, top-8, EP72 over nodes (50 GB/s), low latency: 8·128·7168·3 B / 50 GB/s + 21 µs."""
     t = a2a_time_s(
-        128, hidden=7168, top_k=8, num_experts=256, ep=72, group_gpus=72, gpus_per_node=8,
-        scale_up_bytes_per_s=450e9, mode="low_latency",
+        128,
+        hidden=7168,
+        top_k=8,
+        num_experts=256,
+        ep=72,
+        group_gpus=72,
+        gpus_per_node=8,
+        scale_up_bytes_per_s=450e9,
+        mode="low_latency",
     )
     assert float(t) == pytest.approx(8 * 128 * 7168 * 3 / 50e9 + 21e-6, rel=1e-12)
 
@@ -70,7 +77,8 @@ def test_ep_moves_expert_work_and_adds_all_to_all() -> None:
     tp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, precision=prec)
     ep = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, ep=8, precision=prec)
     names = {op.name: op for op in ep.ops}
-    assert "ep.all_to_all" in names and names["ep.all_to_all"].count == 58.0
+    assert "ep.all_to_all" in names
+    assert names["ep.all_to_all"].count == 58.0
     assert "ep.all_to_all" not in {op.name for op in tp.ops}
 
     def expert_bytes(pt: object) -> float:
