@@ -19,6 +19,7 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.files import read_text_file
+from pdplan.io.hf_quant import quantization_fields
 from pdplan.specs.model import ModelSpec
 
 Fields = dict[str, Any]
@@ -224,6 +225,26 @@ def _deepseek_v3(c: _Config) -> Fields:
     return {**fields, "num_mtp_layers": c.get_int("num_nextn_predict_layers", 0)}
 
 
+def _gpt_oss(c: _Config) -> Fields:
+    """OpenAI gpt-oss: GQA with q/k/v/o biases, SwiGLU experts with biases, every layer MoE.
+
+    Half its layers use a 128-token sliding window (``layer_types``); pdplan prices every layer as full
+    attention (an upper bound on KV bytes and attention time, stated in the notes). The learned attention
+    sinks (one scalar per head) and the router bias are not counted (< 0.01 % of the parameters).
+    """
+    bias = c.get_bool("attention_bias", True)
+    fields = _rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
+    fields["moe"] = {
+        "num_experts": c.get_int("num_local_experts"),
+        "experts_per_token": c.get_int("num_experts_per_tok"),
+        "expert_intermediate_size": c.get_int("intermediate_size"),
+    }
+    fields["mlp_bias"] = True  # GptOssExperts: gate_up_proj_bias, down_proj_bias
+    if c.has("sliding_window"):
+        c.defaults.append(f"sliding-window layers ({c.data['sliding_window']} tokens) priced as full attention")
+    return fields
+
+
 def _layernorm_decoder(c: _Config, *, hidden: int, heads: int, layers: int, bias: bool) -> Fields:
     """Fields shared by OPT / BLOOM / GPT-NeoX: MHA, LayerNorm, 2-matrix GELU/ReLU FFN."""
     if hidden % heads:
@@ -309,6 +330,8 @@ _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
     "bloom": _bloom,
     "deepseek_v3": _deepseek_v3,
     "gpt_neox": _gpt_neox,
+    "gpt_oss": _gpt_oss,
+    "kimi_k2": _deepseek_v3,  # Kimi K2: the DeepSeek-V3 architecture (DeepseekV3ForCausalLM)
     "llama": _llama,
     "mistral": _mistral,
     "mixtral": _mixtral,
@@ -360,7 +383,7 @@ def load_hf_config(path: str | Path, *, name: str | None = None) -> ModelSpec:
             field="model_type",
         )
     cfg = _Config(data, source)
-    fields = builder(cfg)
+    fields = builder(cfg) | quantization_fields(cfg.data.get("quantization_config"), cfg.source, cfg.defaults)
     ident, label = _default_name(p)
     notes = f"Converted from config.json (model_type {model_type})."
     if cfg.defaults:

@@ -122,4 +122,4 @@ def expert_weight_bytes(model: ModelSpec, dtype_bytes: float) -> float:
     if model.moe is None:
         return 0.0
     counts = model.layer_param_counts()
-    return float(counts.num_moe_layers * model.moe.num_experts * counts.expert) * dtype_bytes
+    return float(counts.num_moe_layers * model.moe.num_experts * counts.expert) * model.expert_bytes(dtype_bytes)

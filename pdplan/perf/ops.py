@@ -21,12 +21,14 @@ from typing import Literal
 
 import numpy as np
 
+from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
+from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
-from pdplan.types import FloatArray
+from pdplan.types import ArrayLike, FloatArray
 
 OpKind = Literal[
-    "gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "alltoall", "weight_gather"
+    "gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "moe", "alltoall", "weight_gather"
 ]
 Phase = Literal["prefill", "decode"]
 
@@ -44,6 +46,7 @@ class Op:
     kind: OpKind
     count: float
     dims: dict[str, FloatArray] = field(default_factory=dict)
+    moe: MoeLayerShape | None = None  # kind "moe": the grouped expert GEMM's per-GPU shape
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,15 @@ class PassShape:
     act_bytes: float = 2.0
     weight_bytes: float = 2.0
     kv_bytes: float = 2.0
+    # MoE layers (pdplan.perf.moe): expert-parallel size, moe-TP split of the expert intermediate size
+    # (None: tp, i.e. experts TP-sharded like dense layers), tokens of how many attention-DP ranks meet in
+    # one MoE layer, and the routing law. Defaults reproduce plain tensor parallelism.
+    ep: FloatArray | float = 1.0
+    moe_tp: FloatArray | float | None = None
+    moe_dp: FloatArray | float = 1.0
+    routing: RoutingLaw = UNIFORM
     dp: float = 1.0
     """Attention data-parallel ranks; ``batch`` is the instance's, split evenly over them (:mod:`.expert_parallel`)."""
-    ep: float = 1.0
-    """Expert-parallel size (MoE layers run as ``moe_tp × ep`` over the ``tp·dp`` GPUs)."""
     expert_gather: bool = False
     """ZeRO-Prefill: all-gather expert weights instead of the EP all-to-all (prefill only)."""
 
@@ -178,7 +186,7 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
     if moe is None:
         return ops
-    ops += expert_ops(model, s)
+    ops += expert_ops(model, s, m)
     if moe.num_shared_experts:
         width = moe.shared_expert_intermediate_size * moe.num_shared_experts
         shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
@@ -188,43 +196,60 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     return ops
 
 
-def expert_ops(model: ModelSpec, s: PassShape) -> list[Op]:
-    """The routed experts of the MoE layers, per GPU (:mod:`pdplan.perf.expert_parallel`).
+def parallel_fields(tp: FloatArray, dp: int, ep: ArrayLike, moe_tp: ArrayLike | None = None) -> dict[str, object]:
+    """The :class:`PassShape` DP/EP fields of an instance of ``tp × dp`` GPUs with expert parallelism ``ep``: the
+    expert split ``moe_tp`` as given, else ``tp·dp/ep`` once DP or EP is in use (None: plain ``tp``), and the DP
+    ranks whose tokens meet in each MoE layer (``moe_dp = dp``)."""
+    e = np.asarray(ep, dtype=np.float64)
+    split: FloatArray | None = None if moe_tp is None else np.asarray(moe_tp, dtype=np.float64)
+    if split is None and (dp > 1 or bool(np.any(e > 1.0))):
+        split = np.asarray(tp * dp / e, dtype=np.float64)
+    return {"ep": e, "moe_tp": split, "moe_dp": np.asarray(float(dp)), "dp": float(dp)}
 
-    All ``T`` tokens of the instance's DP ranks are routed to top-k of E experts; each GPU holds E/ep experts split
-    ``moe_tp = tp·dp/ep`` ways, so it runs ``touched/ep`` of the ``touched`` experts the batch hits (balanced) with
-    ``T·k/touched`` tokens each. EP > 1 adds the dispatch + combine all-to-all per layer. With ``expert_gather``
-    (ZeRO-Prefill) each GPU instead runs all experts on its own ``T/(tp·dp)`` tokens after gathering the weights.
-    For tp = dp = ep = 1 this is the plain TP expert GEMM set.
+
+def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """The routed experts of the MoE layers as one grouped-GEMM op per layer (:mod:`pdplan.perf.moe`), plus the EP
+    communication (:mod:`pdplan.perf.expert_parallel`).
+
+    The ``m·moe_dp`` tokens of the instance's DP ranks meet in each MoE layer; each GPU holds E/ep experts split
+    ``moe_tp`` ways. EP > 1 adds the dispatch + combine all-to-all per layer. With ``expert_gather`` (ZeRO-Prefill)
+    each GPU instead runs all experts whole on its own ``T/(tp·dp)`` tokens after gathering the weights.
     """
     moe = model.moe
     assert moe is not None
     n_moe = float(len(model.moe_layer_indices))
     group = s.tp * s.dp
-    total = s.new_tokens + 0.0 * s.tp
-    gather = s.expert_gather and s.ep > 1.0
-    tokens = total / group if gather else total
-    split = np.ones_like(s.tp) if gather else s.tp * s.dp / s.ep
-    share = 1.0 if gather else s.ep
-    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, tokens)
-    m_per_expert = tokens * moe.experts_per_token / np.maximum(touched, 1e-30)
-    experts = [
-        Op(f"moe.expert_{g.name}", "gemm", n_moe, {**_gemm_dims(g, m_per_expert, split), "repeat": touched / share})
-        for g in model.mlp_gemms(moe.expert_intermediate_size)
-    ]
-    ops = _fused(experts, ("expert_gate", "expert_up"), "moe.expert_gate_up")
+    total = m * s.moe_dp
+    wide = bool(np.any(np.asarray(s.ep) > 1.0))
+    gather = s.expert_gather and wide
+    layer = moe_shape(
+        total / group if gather else total,
+        model.hidden_size,
+        moe.expert_intermediate_size,
+        moe.num_experts,
+        moe.experts_per_token,
+        ep=1.0 if gather else s.ep,
+        moe_tp=1.0 if gather else (s.tp if s.moe_tp is None else s.moe_tp),
+        weight_bytes=model.expert_bytes(s.weight_bytes),
+        law=s.routing,
+    )
+    flops, _ = moe_flops_bytes(layer)
+    weights = layer.routing().hit * 3.0 * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
+    dims = {"tokens": layer.tokens + 0.0 * s.tp, "flops": flops + 0.0 * s.tp, "weight_bytes": weights + 0.0 * s.tp}
+    ops = [Op("moe.experts", "moe", n_moe, dims, layer)]
+    ep = np.asarray(s.ep, dtype=np.float64) + 0.0 * s.tp
     if gather:
-        layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * s.weight_bytes)
-        dims = {"ep": s.ep + 0.0 * s.tp, "group_gpus": group, "layer_expert_bytes": layer_bytes}
+        layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * layer.weight_bytes)
+        dims = {"ep": ep, "group_gpus": group, "layer_expert_bytes": layer_bytes}
         ops.append(Op("ep.weight_gather", "weight_gather", n_moe, dims))
-    elif s.ep > 1.0:
+    elif wide:
         routing = {
             "hidden": np.asarray(float(model.hidden_size)),
             "top_k": np.asarray(float(moe.experts_per_token)),
             "num_experts": np.asarray(float(moe.num_experts)),
             "low_latency": np.asarray(1.0 if s.phase == "decode" else 0.0),  # DeepEP low-latency mode decodes
         }
-        dims = {"tokens": total / group, "ep": s.ep + 0.0 * s.tp, "group_gpus": group, **routing}
+        dims = {"tokens": total / group, "ep": ep, "group_gpus": group, **routing}
         ops.append(Op("ep.all_to_all", "alltoall", n_moe, dims))
     return ops
 
@@ -240,19 +265,20 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """
     h = float(model.hidden_size)
     moe = model.moe
-    width = (
-        (
-            moe.experts_per_token * moe.expert_intermediate_size
-            + moe.num_shared_experts * moe.shared_expert_intermediate_size
-        )
-        if moe
-        else model.intermediate_size
-    )
     layers = float(model.num_layers)
-    ops = [
-        Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp}),
-        Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * width / s.tp}),
-    ]
+    ops = [Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp})]
+    if moe is None:
+        ops.append(
+            Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * model.intermediate_size / s.tp})
+        )
+    else:  # the routed experts' activation runs inside the fused MoE kernel (its measured time)
+        n_moe = float(len(model.moe_layer_indices))
+        if layers > n_moe:
+            dense = s.act_bytes * m * 3.0 * model.intermediate_size / s.tp
+            ops.append(Op("activation", "elementwise", layers - n_moe, {"bytes": dense}))
+        if moe.num_shared_experts:
+            shared = s.act_bytes * m * 3.0 * moe.num_shared_experts * moe.shared_expert_intermediate_size / s.tp
+            ops.append(Op("moe.shared_activation", "elementwise", n_moe, {"bytes": shared}))
     if model.position_embedding == "rope":
         ops.append(Op("rotary", "elementwise", float(model.num_kv_layers), {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
     return ops
@@ -271,8 +297,8 @@ def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
     ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
-    if s.dp > 1.0 and s.ep == 1.0 and model.moe is not None:  # MoE TP over all tp·dp GPUs: gather + reduce-scatter
-        whole = s.new_tokens * model.hidden_size * s.act_bytes + 0.0 * s.tp
+    if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:  # MoE TP over all tp·dp GPUs: gather + reduce-scatter
+        whole = m * s.moe_dp * model.hidden_size * s.act_bytes + 0.0 * s.tp
         n_moe = float(len(model.moe_layer_indices))
         ops.append(Op("dp.moe_allreduce", "allreduce", n_moe, {"bytes": whole, "gpus": s.tp * s.dp}))
     return ops

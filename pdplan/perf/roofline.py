@@ -31,7 +31,9 @@ from pdplan.perf.kernels import (
     prefill_attention_time_s,
     smooth_max,
 )
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
+from pdplan.perf.moe import moe_flops_bytes, moe_time_s
+from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -101,6 +103,8 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
     elif op.kind == "attn_decode":
         flops = 4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"]
         bytes_ = d["batch"] * d["context"] * d["kv_bytes_per_token"]
+    elif op.kind == "moe" and op.moe is not None:
+        flops, bytes_ = moe_flops_bytes(op.moe)
     elif op.kind == "linear_attn":
         flops = d["tokens"] * d["flops_per_token"]
         bytes_ = 2.0 * d["batch"] * d["state_bytes"]
@@ -144,6 +148,8 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
         return decode_attention_time_s(
             d["batch"], d["context"], d["heads"], d["kv_heads"], head_dim_eff, prec.kv_bytes, gpu, table
         )
+    if op.kind == "moe" and op.moe is not None:
+        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
@@ -220,15 +226,22 @@ def phase_time(
     pp: ArrayLike = 1,
     precision: Precision | None = None,
     detail: bool = True,
+    ep: ArrayLike = 1,
+    moe_tp: ArrayLike | None = None,
+    moe_dp: ArrayLike = 1,
+    routing: RoutingLaw | None = None,
     dp: int = 1,
-    ep: int = 1,
     expert_gather: bool = False,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
 
-    With attention data parallelism ``dp`` the ``batch`` is the instance's, spread evenly over its ranks; ``ep`` is
-    the expert-parallel size and ``expert_gather`` prices ZeRO-Prefill's weight gather instead of the all-to-all
-    (:mod:`pdplan.perf.expert_parallel`).
+    MoE layers: ``ep`` experts-parallel GPUs (E/ep experts each), ``moe_tp`` the split of the expert
+    intermediate size (None: ``tp·dp/ep``, i.e. plain ``tp`` without DP/EP), ``moe_dp`` attention-DP ranks whose
+    tokens meet in one MoE layer, ``routing`` the routing law (default uniform); see :mod:`pdplan.perf.moe`.
+
+    With attention data parallelism ``dp`` the ``batch`` is the instance's, spread evenly over its ranks (``moe_dp``
+    then defaults to ``dp``); EP > 1 adds the dispatch + combine all-to-all, and ``expert_gather`` prices
+    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`).
 
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
@@ -238,8 +251,19 @@ def phase_time(
     b, n, t, p = (np.asarray(x, dtype=np.float64) for x in (batch, tokens, tp, pp))
     full = np.broadcast_shapes(b.shape, n.shape, t.shape, p.shape)
     shape = PassShape(
-        phase, b, n, t, prec.act_bytes, prec.weight_bytes, prec.kv_bytes, float(dp), float(ep), expert_gather
+        phase,
+        b,
+        n,
+        t,
+        prec.act_bytes,
+        prec.weight_bytes,
+        prec.kv_bytes,
+        **parallel_fields(t, dp, ep, moe_tp),  # type: ignore[arg-type]
+        routing=routing or RoutingLaw(),
+        expert_gather=expert_gather,
     )
+    if dp == 1 and bool(np.any(np.asarray(moe_dp) != 1.0)):  # the per-rank interface: batch of one rank, moe_dp ranks meet in the MoE layers
+        shape = dataclasses.replace(shape, moe_dp=np.asarray(moe_dp, dtype=np.float64))
     ops = hide_gather(_price_ops(forward_ops(model, shape), gpu, table, prec, detail), float(model.num_layers))
     compute_s = np.zeros(full)
     for op in ops:  # in place: one pass per op, no temporaries

@@ -82,9 +82,17 @@ def _share(fraction: float) -> str:
     return f"{fraction * 100:.2g}%"
 
 
-def precision_of(scenario: Scenario) -> Precision:
-    """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``."""
-    return Precision(weight_bytes=DTYPE_BYTES[scenario.dtype], act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
+def precision_of(scenario: Scenario, model: ModelSpec | None = None) -> Precision:
+    """Bytes per weight / activation / KV element from ``dtype`` and ``kv_dtype``.
+
+    With ``model``, weights are never wider than the checkpoint stores them: an FP8 checkpoint
+    (``weight_dtype: fp8``, from HF ``quantization_config``) is served in FP8 whatever ``dtype`` says,
+    as vLLM and SGLang load it.
+    """
+    weight = DTYPE_BYTES[scenario.dtype]
+    if model is not None:
+        weight = min(weight, model.checkpoint_weight_bytes)
+    return Precision(weight_bytes=weight, act_bytes=2.0, kv_bytes=DTYPE_BYTES[scenario.kv_dtype])
 
 
 def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenario: Scenario) -> RoleHardware | None:
@@ -113,7 +121,7 @@ def role_hardware(catalog: Catalog, model: ModelSpec, role: Role | None, scenari
         catalog.kernel_table(gpu.name),
         role.tp,
         role.pp,
-        precision_of(scenario),
+        precision_of(scenario, model),
         scenario.gpu_memory_utilization,
         dp=role.dp,
         ep=role.ep,

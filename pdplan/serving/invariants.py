@@ -111,6 +111,8 @@ def _op_flops(kind: str, d: dict[str, FloatArray]) -> FloatArray:
         return np.asarray(4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"], dtype=np.float64)
     if kind == "linear_attn":
         return np.asarray(d["tokens"] * d["flops_per_token"], dtype=np.float64)
+    if kind == "moe":
+        return np.asarray(d["flops"], dtype=np.float64)
     return np.zeros(())
 
 
@@ -125,7 +127,7 @@ def peak_time_s(hw: RoleHardware, phase: Phase, batch: FloatArray, tokens: Float
     gemm_peak, attn_peak = _peaks(hw)
     out = np.zeros(np.broadcast_shapes(b.shape, n.shape))
     for op in forward_ops(hw.model, shape):
-        out = out + op.count * _op_flops(op.kind, op.dims) / (gemm_peak if op.kind == "gemm" else attn_peak)
+        out = out + op.count * _op_flops(op.kind, op.dims) / (gemm_peak if op.kind in ("gemm", "moe") else attn_peak)
     return np.asarray(out, dtype=np.float64)
 
 

@@ -45,6 +45,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +54,7 @@ from scipy.optimize import minimize, nnls
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.specs.hardware import GpuSpec
@@ -84,6 +85,12 @@ class RoleHardware:
     """Prefill only: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
     redundant_experts: int = 0
     """EPLB redundant expert slots held besides the model's experts."""
+
+    def __post_init__(self) -> None:
+        """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
+        stored = self.model.checkpoint_weight_bytes
+        if self.precision.weight_bytes > stored:
+            object.__setattr__(self, "precision", dataclasses.replace(self.precision, weight_bytes=stored))
 
     @property
     def label(self) -> str:
@@ -343,14 +350,16 @@ def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> Floa
     b = np.asarray(batch, dtype=np.float64)
     c = np.asarray(context, dtype=np.float64)
     prec = hw.precision
-    shape = PassShape(
-        "decode", b, c, np.asarray(float(hw.tp)), prec.act_bytes, prec.weight_bytes, prec.kv_bytes, hw.dp, hw.ep
-    )
+    tp = np.asarray(float(hw.tp))
+    par = parallel_fields(tp, hw.dp, hw.ep)
+    shape = PassShape("decode", b, c, tp, prec.act_bytes, prec.weight_bytes, prec.kv_bytes, **par)  # type: ignore[arg-type]
     total = np.zeros(np.broadcast_shapes(b.shape, c.shape))
     for op in forward_ops(hw.model, shape):
         d = op.dims
         if op.kind == "gemm":
             total = total + op.count * d["k"] * d["n"] * d.get("repeat", 1.0) * prec.weight_bytes
+        elif op.kind == "moe":  # the experts the batch hits on the busiest GPU (pdplan.perf.moe)
+            total = total + op.count * d["weight_bytes"]
         elif op.kind == "attn_decode":
             total = total + op.count * d["batch"] * d["context"] * d["kv_bytes_per_token"]
         elif op.kind == "linear_attn":

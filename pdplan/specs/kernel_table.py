@@ -227,6 +227,29 @@ class FrameworkParams(FrozenModel):
     decode_step_overhead_s: NonNegative
 
 
+class MoeParams(FrozenModel):
+    """One fused/grouped MoE layer (all routed experts in one kernel), per GPU after EP and moe-TP.
+
+    With P token-expert pairs over H hit experts of hidden size h and (per GPU) intermediate size I,
+    each expert's rows padded to the kernel's ``m_tile`` (vLLM's ``moe_align_block_size``):
+    P' = H·⌈(P/H)/m_tile⌉·m_tile, compute_s = 2·3·h·I·(P' + m0_tokens·H) / (peak·peak_fraction)
+    (gate+up and down of every row; m0 ramps each expert's efficiency as m/(m+m0)),
+    memory_s = (H·3·h·I·w_bytes + P·(2h + 6I)·2) / (HBM·memory_fraction) (expert weights once per hit
+    expert; gathered input, intermediate write/read and output in bf16),
+    time = overhead_s + per_token_s·T·k + smooth_max(compute_s, memory_s; smooth_q)
+    with T the tokens entering the layer: routing, sorting/aligning and un-permuting all T·k token-expert
+    pairs runs on every GPU, also under EP (vLLM maps other ranks' experts to −1 and skips their blocks).
+    """
+
+    peak_fraction: Fraction
+    m0_tokens: NonNegative
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    per_token_s: NonNegative = 0.0
+    m_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 64
+
+
 class KernelTable(FrozenModel):
     """What kernels achieve on one GPU and serving stack; peaks come from the GPU's datasheet.
 
@@ -248,6 +271,7 @@ class KernelTable(FrozenModel):
     elementwise: ElementwiseParams
     framework: FrameworkParams
     sources: dict[str, str]
+    moe: dict[GemmFlavour, MoeParams] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _tiled_needs_sm_count(self) -> KernelTable:

@@ -15,9 +15,9 @@ in totals or weight bytes: engines run them only for speculative decoding.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from pdplan.errors import SpecError
 from pdplan.specs.base import FrozenModel
@@ -69,6 +69,11 @@ class ModelSpec(FrozenModel):
     num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; informational only
     source: NonEmpty
     notes: str = ""
+    # how the checkpoint stores its weights (HF quantization_config): "fp8" for FP8 checkpoints (block scales
+    # included, DeepSeek-V3/R1, Kimi K2), which engines serve in FP8; and the bytes per routed-expert weight
+    # when only the experts are narrower (gpt-oss MXFP4: 4-bit values + one 8-bit scale per 32 = 0.53125 B)
+    weight_dtype: Literal["bf16", "fp8"] = "bf16"
+    expert_weight_bytes: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -308,8 +313,23 @@ class ModelSpec(FrozenModel):
     # ---- bytes --------------------------------------------------------------------------------
 
     def weight_bytes(self, dtype_bytes: float) -> float:
-        """Bytes of all stored weights at ``dtype_bytes`` per parameter: total_params()·b."""
-        return self.total_params() * dtype_bytes
+        """Bytes of all stored weights at ``dtype_bytes`` per parameter: total_params()·b, the routed experts at
+        min(b, ``expert_weight_bytes``) when the checkpoint stores them narrower."""
+        expert_b = self.expert_bytes(dtype_bytes)
+        if expert_b == dtype_bytes or self.moe is None:
+            return self.total_params() * dtype_bytes
+        c = self.layer_param_counts()
+        routed = c.num_moe_layers * self.moe.num_experts * c.expert
+        return (self.total_params() - routed) * dtype_bytes + routed * expert_b
+
+    def expert_bytes(self, dtype_bytes: float) -> float:
+        """Bytes per routed-expert weight when served at ``dtype_bytes``: never wider than stored."""
+        return dtype_bytes if self.expert_weight_bytes is None else min(dtype_bytes, self.expert_weight_bytes)
+
+    @property
+    def checkpoint_weight_bytes(self) -> float:
+        """Bytes per weight as stored: 1 for FP8 checkpoints, else 2 (BF16/FP16)."""
+        return 1.0 if self.weight_dtype == "fp8" else 2.0
 
     def kv_bytes_per_token_per_layer(self, kv_dtype_bytes: float) -> float:
         """MHA/GQA/hybrid full layer: 2·n_kv·d_h·b; MLA: (kv_lora_rank + qk_rope_head_dim)·b."""

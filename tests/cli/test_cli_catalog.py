@@ -63,6 +63,10 @@ MODEL_IDS = [
     "mixtral-8x7b",
     "deepseek-v3",
     "qwen3-next-80b-a3b",
+    "deepseek-r1",
+    "kimi-k2",
+    "gpt-oss-120b",
+    "qwen3-30b-a3b",
 ]
 
 Cli = Callable[..., Any]

@@ -45,15 +45,15 @@ def _decode_tok_s_per_node() -> float:
 
 
 PREFILL_GAP = (
-    "measured 2026-12-01: pdplan 26.1k / 25.7k / 24.9k tok/s per node (-55 % / -53 % / -50 %): the all-to-all "
+    "measured 2026-12-01: pdplan 27.5k / 27.0k / 26.2k tok/s per node (-52 % / -50 % / -48 %): the all-to-all "
     "is priced at AIConfigurator's speed of light per (token, expert) over 50 GB/s per GPU without DeepEP's "
-    "node-limited dedup (a token crosses to at most 4 nodes) or two-batch overlap (3.3 s of the 5.1 s pass), and "
-    "experts as separate GEMMs until the grouped-GEMM MoE fit lands"
+    "node-limited dedup (a token crosses to at most 4 nodes) or two-batch overlap (3.3 s of the 4.8 s pass), and "
+    "the grouped MoE GEMM still on dense-GEMM efficiencies until its fit lands"
 )
 DECODE_GAP = (
-    "measured 2026-12-01: pdplan 15.0k tok/s per node (-33 %): the low-latency all-to-all (52 ms of 137 ms per step) "
-    "is not overlapped (SGLang runs two-batch overlap) and MLA decode attention is priced as 128-head MHA until the "
-    "MLA kernel fit lands"
+    "measured 2026-12-01: pdplan 15.6k tok/s per node (-30 %): the low-latency all-to-all (52 ms of 131 ms per step) "
+    "is not overlapped (SGLang runs two-batch overlap) and MLA decode attention is priced as 128-head MHA (49 ms) "
+    "until the MLA kernel fit lands"
 )
 
 

@@ -98,7 +98,7 @@ def test_peak_time_uses_the_roofline_flop_counts() -> None:
             )
             gemm = hw.gpu.fp8_flops_per_s if hw.precision.weight_bytes <= 1.0 else PEAK
             assert gemm is not None
-            ref = sum(op.flops / (gemm if op.kind == "gemm" else PEAK) for op in pt.ops)
+            ref = sum(op.flops / (gemm if op.kind in ("gemm", "moe") else PEAK) for op in pt.ops)
             got = peak_time_s(hw, phase, np.asarray(batch), np.asarray(tokens))
             np.testing.assert_allclose(got, ref, rtol=1e-12)
 

@@ -29,6 +29,10 @@ PRESET_IDS = {
     "mixtral-8x7b",
     "deepseek-v3",
     "qwen3-next-80b-a3b",
+    "deepseek-r1",
+    "kimi-k2",
+    "gpt-oss-120b",
+    "qwen3-30b-a3b",
 }
 
 
@@ -67,6 +71,10 @@ PUBLISHED_PARAMS = [
     ("qwen3-235b-a22b", 235e9, 22e9),
     ("deepseek-v3", 671e9, 37e9),
     ("qwen3-next-80b-a3b", 80e9, None),  # active: see the dedicated test
+    ("deepseek-r1", 671e9, 37e9),  # DeepSeek-V3 architecture (arXiv:2501.12948)
+    ("kimi-k2", 1.04e12, None),  # Kimi Team, arXiv:2507.20534; its "32B activated" is rounded (count: 32.86B)
+    ("gpt-oss-120b", 116.8e9, None),  # OpenAI model card, arXiv:2508.10925 (5.1B active excludes embeddings)
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9),  # Qwen Team, arXiv:2505.09388 Table 2
 ]
 
 

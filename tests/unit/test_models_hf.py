@@ -31,6 +31,9 @@ def derived(spec: ModelSpec) -> dict[str, object]:
         "kind": spec.attention_kind,
         "max_pos": spec.max_position_embeddings,
         "gemms": spec.attention_gemms(),
+        "weight_dtype": spec.weight_dtype,
+        "expert_bytes": spec.expert_weight_bytes,
+        "moe": spec.moe,
     }
 
 
@@ -114,7 +117,7 @@ def test_unsupported_lists_every_supported_type() -> None:
     with pytest.raises(SpecError) as info:
         load_hf_config(BAD / "unsupported_model_type.json")
     assert all(t in str(info.value) for t in SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 11
+    assert len(SUPPORTED_MODEL_TYPES) == 13
 
 
 @pytest.mark.parametrize(
@@ -148,3 +151,31 @@ def test_missing_required_field_named(tmp_path: Path) -> None:
     path.write_text(text)
     with pytest.raises(SpecError, match="head_dim: required field is missing"):
         load_model_yaml(path)
+
+
+def test_quantization_config_sets_the_stored_weight_dtype() -> None:
+    # DeepSeek-V3/R1 and Kimi K2 ship FP8 with 128x128 block scales; gpt-oss MXFP4 experts; Qwen3-30B-A3B BF16
+    assert load_hf_config(HF / "deepseek-v3.json").weight_dtype == "fp8"
+    assert load_hf_config(HF / "kimi-k2.json").checkpoint_weight_bytes == 1.0
+    oss = load_hf_config(HF / "gpt-oss-120b.json")
+    assert (oss.weight_dtype, oss.expert_weight_bytes) == ("bf16", 0.53125)
+    assert "priced as full attention" in oss.notes
+    assert load_hf_config(HF / "qwen3-30b-a3b.json").weight_dtype == "bf16"
+
+
+def test_mxfp4_experts_shrink_the_weight_bytes() -> None:
+    # 36 layers x 128 experts x (3 x 2880 x 2880 + biases) routed weights at 0.53125 B instead of 2 B
+    oss = load_hf_config(HF / "gpt-oss-120b.json")
+    c = oss.layer_param_counts()
+    routed = 36 * 128 * c.expert
+    assert oss.weight_bytes(2.0) == pytest.approx((oss.total_params() - routed) * 2.0 + routed * 0.53125)
+    assert 60e9 < oss.weight_bytes(2.0) < 66e9  # the published ~63 GB checkpoint (MXFP4 experts)
+
+
+def test_unmodelled_quantization_is_an_error(tmp_path: Path) -> None:
+    data = json.loads((HF / "qwen3-30b-a3b.json").read_text())
+    data["quantization_config"] = {"quant_method": "awq", "bits": 4}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="quant_method 'awq' is not modelled"):
+        load_hf_config(path)

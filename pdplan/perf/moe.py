@@ -1,0 +1,139 @@
+"""One MoE layer as the engines run it: a single fused, grouped expert GEMM per layer, priced per GPU.
+
+The caller gives the per-GPU shape: ``tokens`` entering the layer on this GPU group (under attention DP,
+all DP ranks' tokens; under EP every GPU sees them all and computes only its own experts), ``experts_per_gpu``
+= E/ep resident experts, ``moe_tp`` (the intermediate dimension split over moe_tp GPUs) and the routing law.
+The routing (:mod:`pdplan.perf.moe_routing`) gives the busiest GPU's token-expert pairs P and hit experts H;
+the grouped GEMM then reads H experts' weights once and computes P rows, each expert's rows padded to the
+kernel's M tile (vLLM ``fused_moe``'s ``moe_align_block_size``; DeepGEMM's grouped layout pads the same way).
+The cost formula and its fitted numbers are :class:`pdplan.specs.kernel_table.MoeParams`. A table without
+a ``moe`` entry for the dtype prices the same grouped GEMM with its dense GEMM efficiencies
+(:func:`moe_params_from_gemm`; stated in reports as not separately calibrated).
+
+Shared experts are not here: they are dense GEMMs every token runs (:mod:`pdplan.perf.ops`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.errors import SpecError
+from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable, smooth_max
+from pdplan.perf.moe_routing import UNIFORM, Routing, RoutingLaw, route
+from pdplan.specs.kernel_table import MoeParams
+from pdplan.types import ArrayLike, FloatArray
+
+
+@dataclass(frozen=True)
+class MoeLayerShape:
+    """Per-GPU shape of one MoE layer (broadcastable arrays); see the module docstring.
+
+    ``tokens``: tokens entering the layer on this GPU group; ``hidden``: model width h;
+    ``intermediate``: the expert's full intermediate size (split over ``moe_tp`` here);
+    ``num_experts``/``top_k``: E and k; ``ep``: expert-parallel size (E/ep experts per GPU);
+    ``weight_bytes``: bytes per expert weight element (2 bf16, 1 fp8, 0.53 mxfp4 with its scales).
+    """
+
+    tokens: FloatArray
+    hidden: float
+    intermediate: float
+    num_experts: int
+    top_k: int
+    ep: FloatArray
+    moe_tp: FloatArray
+    weight_bytes: float = 2.0
+    law: RoutingLaw = UNIFORM
+
+    @property
+    def inter_per_gpu(self) -> FloatArray:
+        out: FloatArray = np.ceil(self.intermediate / np.asarray(self.moe_tp, dtype=np.float64))
+        return out
+
+    def routing(self) -> Routing:
+        return route(self.tokens, self.num_experts, self.top_k, self.ep, self.law)
+
+
+def moe_shape(
+    tokens: ArrayLike,
+    hidden: float,
+    intermediate: float,
+    num_experts: int,
+    top_k: int,
+    *,
+    ep: ArrayLike = 1,
+    moe_tp: ArrayLike = 1,
+    weight_bytes: float = 2.0,
+    law: RoutingLaw | None = None,
+) -> MoeLayerShape:
+    """A :class:`MoeLayerShape` from plain numbers (ep must divide into at least one expert per GPU)."""
+    ep_ = np.asarray(ep, dtype=np.float64)
+    if np.any(ep_ < 1.0) or np.any(ep_ > num_experts):
+        raise SpecError(f"ep must lie in 1..num_experts ({num_experts}); got {ep_.tolist()}", field="ep")
+    return MoeLayerShape(
+        np.asarray(tokens, dtype=np.float64),
+        float(hidden),
+        float(intermediate),
+        int(num_experts),
+        int(top_k),
+        ep_,
+        np.asarray(moe_tp, dtype=np.float64),
+        float(weight_bytes),
+        law or RoutingLaw(),
+    )
+
+
+def moe_params_from_gemm(table: KernelTable, flavour: GemmFlavour) -> MoeParams:
+    """The table's fitted MoE entry, or one built from its dense GEMM entry (same efficiencies, one launch)."""
+    if flavour in table.moe:
+        return table.moe[flavour]
+    if flavour not in table.gemm:
+        raise SpecError(f"kernel table for {table.gpu!r} has no gemm or moe entry for {flavour!r}", field="moe")
+    g = table.gemm[flavour]
+    return MoeParams(
+        peak_fraction=g.peak_fraction,
+        m0_tokens=g.m0_tokens,
+        memory_fraction=g.memory_fraction,
+        overhead_s=g.overhead_s,
+        smooth_q=g.smooth_q,
+        m_tile=max(g.m_tile, 16),
+    )
+
+
+def moe_flops_bytes(s: MoeLayerShape) -> tuple[FloatArray, FloatArray]:
+    """Ideal FLOPs 2·3·h·I·P and bytes H·3·h·I·w + P·(2h + 6I)·2 of one layer on the busiest GPU."""
+    r = s.routing()
+    inter = s.inter_per_gpu
+    flops: FloatArray = 6.0 * s.hidden * inter * r.pairs
+    bytes_: FloatArray = (
+        r.hit * 3.0 * s.hidden * inter * s.weight_bytes + r.pairs * (2.0 * s.hidden + 6.0 * inter) * 2.0
+    )
+    return flops, bytes_
+
+
+def _peak(gpu: GpuPeaks, flavour: GemmFlavour) -> float:
+    if flavour == "bf16":
+        return gpu.bf16_flops_per_s
+    if gpu.fp8_flops_per_s is None:
+        raise SpecError(
+            f"GPU {gpu.name!r} has no FP8 tensor peak (fp8_flops_per_s is null); use dtype bf16", field="dtype"
+        )
+    return gpu.fp8_flops_per_s
+
+
+def moe_time_s(
+    s: MoeLayerShape, flavour: GemmFlavour, gpu: GpuPeaks, table: KernelTable, params: MoeParams | None = None
+) -> FloatArray:
+    """Seconds of one MoE layer's routed experts on the busiest GPU (formula: :class:`MoeParams`)."""
+    p = params or moe_params_from_gemm(table, flavour)
+    r = s.routing()
+    inter = s.inter_per_gpu
+    hit = np.maximum(r.hit, 1e-9)
+    rows = hit * np.ceil(r.pairs / hit / p.m_tile) * p.m_tile
+    compute_s = 6.0 * s.hidden * inter * (rows + p.m0_tokens * r.hit) / (_peak(gpu, flavour) * p.peak_fraction)
+    w_bytes = r.hit * 3.0 * s.hidden * inter * s.weight_bytes
+    act_bytes = r.pairs * (2.0 * s.hidden + 6.0 * inter) * 2.0
+    memory_s = (w_bytes + act_bytes) / (gpu.memory_bytes_per_s * p.memory_fraction)
+    t: FloatArray = p.overhead_s + p.per_token_s * s.tokens * s.top_k + smooth_max(compute_s, memory_s, p.smooth_q)
+    return np.where(s.tokens > 0.0, t, 0.0)

@@ -1,0 +1,136 @@
+"""How tokens spread over experts: distinct experts hit and token-expert pairs on the busiest GPU.
+
+A MoE layer routes each of T tokens to k of E experts. Under expert parallelism (EP = ep) each GPU holds
+E/ep experts; the layer waits for the busiest GPU, so what a GPU's grouped GEMM sees is
+
+* ``pairs``: token-expert pairs routed to its experts (rows of the grouped GEMM), and
+* ``hit``: how many of its experts receive at least one token (expert weights it must read).
+
+Routing laws (``RoutingLaw``; named presets with their sources in ``pdplan/data/moe_routing.yaml``):
+
+* ``balanced``: each expert gets T·k/E tokens (AIConfigurator's ``balanced_logits``: token i picks experts
+  (i + j·⌈E/k⌉) mod E): hit = min(E, T·k)/ep, pairs = T·k/ep.
+* ``uniform``: independent uniform choices: E[hit] = (E/ep)·(1 − (1 − k/E)^T), pairs = T·k/ep.
+* ``power_law``: per-expert loads drawn from a power law p(x) ∝ x^−α on [a, b] and scaled to T·k
+  (AIConfigurator's ``power_law_logits_v3``: a = 1, b = 0.8·T when T·k > E, else a = 0.01, b = 2; the
+  benchmark swaps the busiest EP rank onto the measured GPU). Expected values in closed form: an expert with
+  draw x gets T·k·x/(E·μ) tokens (μ the law's mean) and is hit when that rounds to >= 1; the busiest rank
+  holds the largest expert (the 1 − 1/(E+1) quantile, capped at T: a token picks an expert once) plus
+  E/ep − 1 average others, and never fewer than T·k/ep.
+* ``eplb``: an expert-parallel load balancer (DeepSeek EPLB) replicates hot experts so every rank carries the
+  mean load T·k/ep; experts are hit as under ``uniform``.
+
+All functions are vectorised over ``tokens`` and ``ep``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from pdplan.types import ArrayLike, FloatArray
+
+LawKind = Literal["balanced", "uniform", "power_law", "eplb"]
+
+
+@dataclass(frozen=True)
+class RoutingLaw:
+    """A routing law: ``kind`` and, for ``power_law``, its exponent ``alpha`` (> 0, != 1, != 2 handled)."""
+
+    kind: LawKind = "uniform"
+    alpha: float = 0.0
+
+
+UNIFORM = RoutingLaw()
+"""The default law: independent uniform expert choices (the maximum-entropy assumption)."""
+
+
+@dataclass(frozen=True)
+class Routing:
+    """What the busiest GPU's experts receive: token-expert ``pairs`` and experts ``hit`` (expected values)."""
+
+    pairs: FloatArray
+    hit: FloatArray
+
+
+def _f(x: ArrayLike) -> FloatArray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _uniform_hit(tokens: FloatArray, experts: int, top_k: int) -> FloatArray:
+    """E·(1 − (1 − k/E)^T): expected distinct experts for T tokens each picking k of E uniformly."""
+    if top_k >= experts:
+        every: FloatArray = np.where(tokens > 0.0, float(experts), 0.0)
+        return every
+    hit: FloatArray = experts * -np.expm1(tokens * np.log1p(-top_k / experts))
+    return hit
+
+
+def _pow(x: FloatArray, e: float) -> FloatArray:
+    out: FloatArray = np.exp(e * np.log(x))
+    return out
+
+
+def _law_moments(alpha: float, a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Mean of the power law p(x) ∝ x^−α on [a, b], and the normaliser ∫ x^−α dx (α = 1, 2 as limits)."""
+    one = np.log(b / a) if abs(alpha - 1.0) < 1e-9 else (_pow(b, 1.0 - alpha) - _pow(a, 1.0 - alpha)) / (1.0 - alpha)
+    two = np.log(b / a) if abs(alpha - 2.0) < 1e-9 else (_pow(b, 2.0 - alpha) - _pow(a, 2.0 - alpha)) / (2.0 - alpha)
+    return two / one, one
+
+
+def _law_quantile(alpha: float, a: FloatArray, b: FloatArray, u: FloatArray) -> FloatArray:
+    """Inverse CDF of the power law on [a, b] (the sampler AIConfigurator uses)."""
+    if abs(alpha - 1.0) < 1e-9:
+        q1: FloatArray = a * _pow(b / a, 1.0) ** u
+        return q1
+    e = 1.0 - alpha
+    q: FloatArray = _pow((_pow(b, e) - _pow(a, e)) * u + _pow(a, e), 1.0 / e)
+    return q
+
+
+def _law_cdf(alpha: float, a: FloatArray, b: FloatArray, x: FloatArray) -> FloatArray:
+    x = np.clip(x, a, b)
+    if abs(alpha - 1.0) < 1e-9:
+        c1: FloatArray = np.log(x / a) / np.log(b / a)
+        return c1
+    e = 1.0 - alpha
+    c: FloatArray = (_pow(x, e) - _pow(a, e)) / (_pow(b, e) - _pow(a, e))
+    return c
+
+
+def _power_law(tokens: FloatArray, experts: int, top_k: int, ep: FloatArray, alpha: float) -> Routing:
+    pairs_all = tokens * top_k
+    big = pairs_all > experts
+    t = np.maximum(tokens, 1.0)
+    a = np.where(big, 1.0, 0.01)
+    b = np.where(big, np.maximum(0.8 * t, 1.0 + 1e-6), 2.0)
+    mean, _ = _law_moments(alpha, a, b)
+    scale = pairs_all / (experts * mean)  # tokens per unit draw
+    # hit when the expert's rounded load is >= 1, i.e. draw x >= 0.5/scale
+    hit_all = experts * (1.0 - _law_cdf(alpha, a, b, 0.5 / np.maximum(scale, 1e-30)))
+    top = np.minimum(_law_quantile(alpha, a, b, np.asarray(1.0 - 1.0 / (experts + 1.0))) * scale, t)
+    per_rank = experts / ep
+    rest = np.maximum(pairs_all - top, 0.0) / max(experts - 1, 1)
+    hot = np.maximum(top + (per_rank - 1.0) * rest, pairs_all / ep)
+    hot = np.minimum(hot, pairs_all)
+    hit = np.minimum(np.maximum(hit_all / ep, np.minimum(1.0, hit_all)), per_rank)
+    return Routing(np.where(tokens > 0.0, hot, 0.0), np.where(tokens > 0.0, hit, 0.0))
+
+
+def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, law: RoutingLaw | None = None) -> Routing:
+    """Pairs and hit experts on the busiest of ``ep`` GPUs for ``tokens`` tokens entering the MoE layer.
+
+    Example: E = 128, k = 8, T = 64, ep = 1, uniform: pairs 512, hit 128·(1 − (15/16)^64) ≈ 124.7.
+    """
+    rule = law or UNIFORM
+    t, e = _f(tokens), _f(ep)
+    pairs = t * top_k / e
+    if rule.kind == "power_law":
+        return _power_law(t, num_experts, top_k, e, rule.alpha)
+    if rule.kind == "balanced":
+        hit = np.minimum(float(num_experts), t * top_k) / e
+    else:  # uniform, eplb
+        hit = _uniform_hit(t, num_experts, top_k) / e
+    return Routing(pairs + 0.0 * hit, hit + 0.0 * pairs)
