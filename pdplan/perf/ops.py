@@ -297,7 +297,8 @@ def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
     ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
-    if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:  # MoE TP over all tp·dp GPUs: gather + reduce-scatter
+    # DP attention without EP: the MoE layers are TP over all tp·dp GPUs (token all-gather + reduce-scatter)
+    if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:
         whole = m * s.moe_dp * model.hidden_size * s.act_bytes + 0.0 * s.tp
         n_moe = float(len(model.moe_layer_indices))
         ops.append(Op("dp.moe_allreduce", "allreduce", n_moe, {"bytes": whole, "gpus": s.tp * s.dp}))

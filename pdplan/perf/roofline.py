@@ -262,7 +262,8 @@ def phase_time(
         routing=routing or RoutingLaw(),
         expert_gather=expert_gather,
     )
-    if dp == 1 and bool(np.any(np.asarray(moe_dp) != 1.0)):  # the per-rank interface: batch of one rank, moe_dp ranks meet in the MoE layers
+    # the per-rank interface: the batch of one rank, moe_dp ranks meeting in the MoE layers
+    if dp == 1 and bool(np.any(np.asarray(moe_dp) != 1.0)):
         shape = dataclasses.replace(shape, moe_dp=np.asarray(moe_dp, dtype=np.float64))
     ops = hide_gather(_price_ops(forward_ops(model, shape), gpu, table, prec, detail), float(model.num_layers))
     compute_s = np.zeros(full)

@@ -65,7 +65,12 @@ def _moe_deployment(draw: st.DrawFn) -> dict[str, object]:
         },
         "dtype": draw(st.sampled_from(("bf16", "fp8"))),
         "workload": {
-            "input_tokens": {"dist": "lognormal", "mean": draw(st.sampled_from((512, 2048))), "sigma": 0.8, "max": 8192},
+            "input_tokens": {
+                "dist": "lognormal",
+                "mean": draw(st.sampled_from((512, 2048))),
+                "sigma": 0.8,
+                "max": 8192,
+            },
             "output_tokens": {"dist": "fixed", "value": draw(st.sampled_from((64, 256)))},
         },
         "slo": {"ttft": "4s", "tpot": "200ms"},
