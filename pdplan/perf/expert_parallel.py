@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.io.expert_parallel import expert_parallel_defaults
+from pdplan.perf.kernels import KernelTable
+from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
 from pdplan.perf.ops import Op
 from pdplan.specs.kernel_table import GpuPeaks
 from pdplan.specs.model import ModelSpec
@@ -126,8 +128,13 @@ def _node_shape(gpu: GpuPeaks) -> tuple[float, float]:
         raise ValueError(f"expert parallelism on {gpu.name} needs gpus_per_node and scale_up_bytes_per_s") from None
 
 
-def ep_comm_time_s(op: Op, gpu: GpuPeaks) -> FloatArray:
-    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`."""
+def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
+    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`.
+
+    The all-to-all is the fitted DeepEP dispatch + combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's
+    kernel table has an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
+    (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`a2a_time_s` above, which the
+    report's kernel-table notes flag as not measured."""
     d = op.dims
     per_node, scale_up = _node_shape(gpu)
     if op.kind == "weight_gather":
@@ -138,6 +145,14 @@ def ep_comm_time_s(op: Op, gpu: GpuPeaks) -> FloatArray:
             gpus_per_node=per_node,
             scale_up_bytes_per_s=scale_up,
         )
+    mode = "low_latency" if float(d["low_latency"]) else "normal"
+    if mode in table.ep_a2a:
+        rdma = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
+        kw = {"gpus_per_node": int(per_node), "rdma_bytes_per_s": rdma}
+        args = (d["tokens"], float(d["hidden"]), int(d["top_k"]), d["ep"], mode)
+        dispatch = fitted_a2a_s(*args, "dispatch", table, **kw)  # type: ignore[arg-type]
+        combine = fitted_a2a_s(*args, "combine", table, **kw)  # type: ignore[arg-type]
+        return np.asarray(dispatch + combine, dtype=np.float64)
     return a2a_time_s(
         d["tokens"],
         hidden=int(d["hidden"]),
@@ -147,5 +162,5 @@ def ep_comm_time_s(op: Op, gpu: GpuPeaks) -> FloatArray:
         group_gpus=d["group_gpus"],
         gpus_per_node=per_node,
         scale_up_bytes_per_s=scale_up,
-        mode="low_latency" if float(d["low_latency"]) else "normal",
+        mode=mode,
     )

@@ -45,6 +45,7 @@ class MoeLayerShape:
     moe_tp: FloatArray
     weight_bytes: float = 2.0
     law: RoutingLaw = UNIFORM
+    matrices: float = 3.0  # gate, up, down (SwiGLU); 2 for non-gated experts (up, down)
 
     @property
     def inter_per_gpu(self) -> FloatArray:
@@ -66,6 +67,7 @@ def moe_shape(
     moe_tp: ArrayLike = 1,
     weight_bytes: float = 2.0,
     law: RoutingLaw | None = None,
+    gated: bool = True,
 ) -> MoeLayerShape:
     """A :class:`MoeLayerShape` from plain numbers (ep must divide into at least one expert per GPU)."""
     ep_ = np.asarray(ep, dtype=np.float64)
@@ -102,12 +104,13 @@ def moe_params_from_gemm(table: KernelTable, flavour: GemmFlavour) -> MoeParams:
 
 
 def moe_flops_bytes(s: MoeLayerShape) -> tuple[FloatArray, FloatArray]:
-    """Ideal FLOPs 2·3·h·I·P and bytes H·3·h·I·w + P·(2h + 6I)·2 of one layer on the busiest GPU."""
+    """Ideal FLOPs 2·g·h·I·P and bytes H·g·h·I·w + P·(2h + 2g·I)·2 of one layer on the busiest GPU (g matrices)."""
     r = s.routing()
     inter = s.inter_per_gpu
-    flops: FloatArray = 6.0 * s.hidden * inter * r.pairs
+    g = s.matrices
+    flops: FloatArray = 2.0 * g * s.hidden * inter * r.pairs
     bytes_: FloatArray = (
-        r.hit * 3.0 * s.hidden * inter * s.weight_bytes + r.pairs * (2.0 * s.hidden + 6.0 * inter) * 2.0
+        r.hit * g * s.hidden * inter * s.weight_bytes + r.pairs * (2.0 * s.hidden + 2.0 * g * inter) * 2.0
     )
     return flops, bytes_
 
@@ -131,9 +134,11 @@ def moe_time_s(
     inter = s.inter_per_gpu
     hit = np.maximum(r.hit, 1e-9)
     rows = hit * np.ceil(r.pairs / hit / p.m_tile) * p.m_tile
-    compute_s = 6.0 * s.hidden * inter * (rows + p.m0_tokens * r.hit) / (_peak(gpu, flavour) * p.peak_fraction)
-    w_bytes = r.hit * 3.0 * s.hidden * inter * s.weight_bytes
-    act_bytes = r.pairs * (2.0 * s.hidden + 6.0 * inter) * 2.0
+    g = s.matrices
+    compute_s = 2.0 * g * s.hidden * inter * (rows + p.m0_tokens * r.hit) / (_peak(gpu, flavour) * p.peak_fraction)
+    w_bytes = r.hit * g * s.hidden * inter * s.weight_bytes
+    act_bytes = r.pairs * (2.0 * s.hidden + 2.0 * g * inter) * 2.0
     memory_s = (w_bytes + act_bytes) / (gpu.memory_bytes_per_s * p.memory_fraction)
-    t: FloatArray = p.overhead_s + p.per_token_s * s.tokens * s.top_k + smooth_max(compute_s, memory_s, p.smooth_q)
+    fixed_s = p.overhead_s + p.per_token_s * s.tokens * s.top_k + p.per_expert_s * r.hit
+    t: FloatArray = fixed_s + smooth_max(compute_s, memory_s, p.smooth_q)
     return np.where(s.tokens > 0.0, t, 0.0)

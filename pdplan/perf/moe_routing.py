@@ -119,6 +119,20 @@ def _power_law(tokens: FloatArray, experts: int, top_k: int, ep: FloatArray, alp
     return Routing(np.where(tokens > 0.0, hot, 0.0), np.where(tokens > 0.0, hit, 0.0))
 
 
+def routing_law(name: str) -> RoutingLaw:
+    """A named law of ``pdplan/data/moe_routing.yaml`` (``uniform``, ``balanced``, ``power-law-1.2``, ``eplb`` ...)."""
+    from pathlib import Path
+
+    from pdplan.errors import SpecError
+    from pdplan.io.files import read_yaml_mapping
+
+    laws = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "moe_routing.yaml")["laws"]
+    if name not in laws:
+        raise SpecError(f"unknown MoE routing law {name!r}; known: {', '.join(sorted(laws))}", field="routing")
+    entry = laws[name]
+    return RoutingLaw(entry["kind"], float(entry.get("alpha", 0.0)))
+
+
 def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, law: RoutingLaw | None = None) -> Routing:
     """Pairs and hit experts on the busiest of ``ep`` GPUs for ``tokens`` tokens entering the MoE layer.
 

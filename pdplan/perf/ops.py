@@ -232,9 +232,10 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         moe_tp=1.0 if gather else (s.tp if s.moe_tp is None else s.moe_tp),
         weight_bytes=model.expert_bytes(s.weight_bytes),
         law=s.routing,
+        gated=model.gated_mlp,
     )
     flops, _ = moe_flops_bytes(layer)
-    weights = layer.routing().hit * 3.0 * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
+    weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
     dims = {"tokens": layer.tokens + 0.0 * s.tp, "flops": flops + 0.0 * s.tp, "weight_bytes": weights + 0.0 * s.tp}
     ops = [Op("moe.experts", "moe", n_moe, dims, layer)]
     ep = np.asarray(s.ep, dtype=np.float64) + 0.0 * s.tp

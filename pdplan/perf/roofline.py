@@ -155,7 +155,7 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
     if op.kind == "allreduce":
         return allreduce_time_s(d["bytes"], d["gpus"], gpu, table)
     if op.kind in ("alltoall", "weight_gather"):
-        return ep_comm_time_s(op, gpu)
+        return ep_comm_time_s(op, gpu, table)
     return elementwise_time_s(d["bytes"], gpu, table)
 
 

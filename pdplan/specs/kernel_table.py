@@ -232,11 +232,12 @@ class MoeParams(FrozenModel):
 
     With P token-expert pairs over H hit experts of hidden size h and (per GPU) intermediate size I,
     each expert's rows padded to the kernel's ``m_tile`` (vLLM's ``moe_align_block_size``):
-    P' = H·⌈(P/H)/m_tile⌉·m_tile, compute_s = 2·3·h·I·(P' + m0_tokens·H) / (peak·peak_fraction)
-    (gate+up and down of every row; m0 ramps each expert's efficiency as m/(m+m0)),
-    memory_s = (H·3·h·I·w_bytes + P·(2h + 6I)·2) / (HBM·memory_fraction) (expert weights once per hit
-    expert; gathered input, intermediate write/read and output in bf16),
-    time = overhead_s + per_token_s·T·k + smooth_max(compute_s, memory_s; smooth_q)
+    P' = H·⌈(P/H)/m_tile⌉·m_tile, compute_s = 2·g·h·I·(P' + m0_tokens·H) / (peak·peak_fraction)
+    (g = 3 weight matrices, gate/up/down, for SwiGLU experts, 2 for non-gated ones; m0 ramps each expert's
+    efficiency as m/(m+m0)), memory_s = (H·g·h·I·w_bytes + P·(2h + 2g·I)·2) / (HBM·memory_fraction)
+    (expert weights once per hit expert; gathered input, intermediate write/read and output in bf16),
+    ``per_expert_s``·H: a fixed cost per hit expert (its blocks' prologue/epilogue),
+    time = overhead_s + per_token_s·T·k + per_expert_s·H + smooth_max(compute_s, memory_s; smooth_q)
     with T the tokens entering the layer: routing, sorting/aligning and un-permuting all T·k token-expert
     pairs runs on every GPU, also under EP (vLLM maps other ranks' experts to −1 and skips their blocks).
     """
@@ -247,7 +248,25 @@ class MoeParams(FrozenModel):
     overhead_s: NonNegative
     smooth_q: Exponent
     per_token_s: NonNegative = 0.0
+    per_expert_s: NonNegative = 0.0
     m_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 64
+
+
+A2aMode = Literal["normal", "low_latency"]
+
+
+class A2aParams(FrozenModel):
+    """EP dispatch and combine (DeepEP) inside one NVLink domain: α + bytes / β per GPU each.
+
+    bytes per GPU: dispatch T·c·h·b_d, combine T·c·h·2 (BF16), with T tokens on the GPU, h the hidden
+    size and c the copies each token sends over the fabric: normal mode sends once per remote rank
+    holding one of its k experts, c = (ep − 1)·(1 − (1 − 1/ep)^k) (ranks hit other than its own, for
+    uniform routing); low-latency mode sends once per remote expert, c = k·(ep − 1)/ep. b_d = 1 + 4/128
+    (FP8 with one fp32 scale per 128 values, as the DeepEP benchmarks dispatch) or 2 (BF16).
+    """
+
+    dispatch: AlphaBeta
+    combine: AlphaBeta
 
 
 class KernelTable(FrozenModel):
@@ -272,6 +291,7 @@ class KernelTable(FrozenModel):
     framework: FrameworkParams
     sources: dict[str, str]
     moe: dict[GemmFlavour, MoeParams] = Field(default_factory=dict)
+    ep_a2a: dict[A2aMode, A2aParams] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _tiled_needs_sm_count(self) -> KernelTable:

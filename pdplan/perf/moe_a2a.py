@@ -1,0 +1,97 @@
+"""Expert-parallel all-to-all: the dispatch and combine of one MoE layer (DeepEP normal / low-latency modes).
+
+Each of the ``tokens`` tokens on a GPU goes to the GPUs holding its k experts (dispatch) and comes back weighted
+(combine). Inside one NVLink domain the time is the fitted α + bytes/β of the kernel table's ``ep_a2a`` entry
+(:class:`pdplan.specs.kernel_table.A2aParams`, bytes per GPU as defined there). When the EP group spans
+``ep / gpus_per_node`` nodes, the share of the copies bound for other nodes, (ep − g)/(ep − 1) of the remote
+copies, crosses the scale-out network at ``rdma_bytes_per_s`` × the achieved fraction of
+``pdplan/data/ep_a2a.yaml`` (DeepEP's published inter-node figures); the two domains run concurrently and the
+slower sets the time. Normal mode is what engines use for prefill, low-latency mode for decode (SGLang
+``--deepep-mode auto``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from pdplan.errors import SpecError
+from pdplan.io.files import read_yaml_mapping
+from pdplan.perf.kernels import KernelTable
+from pdplan.specs.kernel_table import A2aMode, AlphaBeta
+from pdplan.types import ArrayLike, FloatArray
+
+A2aPhase = Literal["dispatch", "combine"]
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
+"""FP8 values plus one fp32 scale per 128 (DeepEP's FP8 dispatch)."""
+
+
+@lru_cache(maxsize=1)
+def rdma_fraction(mode: A2aMode) -> float:
+    """Achieved inter-node bandwidth / NIC line rate for ``mode`` (``pdplan/data/ep_a2a.yaml``)."""
+    from pathlib import Path
+
+    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "ep_a2a.yaml")
+    return float(data["rdma_fraction"][mode])
+
+
+def copies_per_token(top_k: int, ep: ArrayLike, mode: A2aMode) -> FloatArray:
+    """Remote copies of one token: ranks hit other than its own (normal) or remote experts (low-latency)."""
+    e = np.asarray(ep, dtype=np.float64)
+    if mode == "normal":
+        hit = e * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(e, 1.0 + 1e-12)))
+        out: FloatArray = np.where(e > 1.0, hit * (e - 1.0) / e, 0.0)
+        return out
+    ll: FloatArray = top_k * (e - 1.0) / np.maximum(e, 1.0)
+    return ll
+
+
+def a2a_bytes(
+    tokens: ArrayLike,
+    hidden: float,
+    top_k: int,
+    ep: ArrayLike,
+    mode: A2aMode,
+    phase: A2aPhase,
+    dispatch_bytes: float = FP8_DISPATCH_BYTES,
+) -> FloatArray:
+    """Bytes one GPU sends in a dispatch or combine (combine in BF16)."""
+    per = dispatch_bytes if phase == "dispatch" else 2.0
+    out: FloatArray = np.asarray(tokens, dtype=np.float64) * hidden * per * copies_per_token(top_k, ep, mode)
+    return out
+
+
+def a2a_time_s(
+    tokens: ArrayLike,
+    hidden: float,
+    top_k: int,
+    ep: ArrayLike,
+    mode: A2aMode,
+    phase: A2aPhase,
+    table: KernelTable,
+    *,
+    dispatch_bytes: float = FP8_DISPATCH_BYTES,
+    gpus_per_node: int = 8,
+    rdma_bytes_per_s: float | None = None,
+) -> FloatArray:
+    """Seconds of one dispatch or combine per MoE layer for ``tokens`` tokens per GPU (0 when ep = 1).
+
+    ``rdma_bytes_per_s``: the GPU's scale-out NIC line rate, required once ep > gpus_per_node.
+    Example: H100, 128 tokens, h 7168, k 8, ep 8, low-latency dispatch: α + 128·7·7168·1.03 B / β.
+    """
+    if mode not in table.ep_a2a:
+        raise SpecError(f"kernel table for {table.gpu!r} has no ep_a2a entry for mode {mode!r}", field="ep_a2a")
+    ab: AlphaBeta = getattr(table.ep_a2a[mode], phase)
+    e = np.asarray(ep, dtype=np.float64)
+    total = a2a_bytes(tokens, hidden, top_k, e, mode, phase, dispatch_bytes)
+    cross = np.where(e > gpus_per_node, (e - gpus_per_node) / np.maximum(e - 1.0, 1.0), 0.0)
+    intra_s = ab.alpha_s + total * (1.0 - cross) / ab.bus_bytes_per_s
+    if np.any(cross > 0.0):
+        if rdma_bytes_per_s is None:
+            raise SpecError(f"ep > {gpus_per_node} spans nodes: give the NIC rate (rdma_bytes_per_s)", field="ep")
+        inter_s = ab.alpha_s + total * cross / (rdma_bytes_per_s * rdma_fraction(mode))
+        intra_s = np.maximum(intra_s, np.where(cross > 0.0, inter_s, 0.0))
+    out: FloatArray = np.where(e > 1.0, intra_s, 0.0)
+    return out

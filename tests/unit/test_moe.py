@@ -1,0 +1,91 @@
+"""The grouped-GEMM MoE op: routing expectations and the kernel cost, hand-worked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdplan.io.catalog import open_catalog
+from pdplan.perf.moe import moe_flops_bytes, moe_params_from_gemm, moe_shape, moe_time_s
+from pdplan.perf.moe_routing import RoutingLaw, route, routing_law
+from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.specs.kernel_table import MoeParams
+
+CAT = open_catalog()
+
+
+def test_uniform_routing_hits_the_expected_distinct_experts() -> None:
+    # E = 128, k = 8, T = 64: 128·(1 − (15/16)^64) = 124.68; pairs = 512
+    r = route(64.0, 128, 8)
+    assert float(r.hit) == pytest.approx(128 * (1 - (15 / 16) ** 64))
+    assert float(r.pairs) == 512.0
+
+
+def test_ep_divides_pairs_and_experts() -> None:
+    one, eight = route(1024.0, 256, 8, 1), route(1024.0, 256, 8, 8)
+    assert float(eight.pairs) == pytest.approx(float(one.pairs) / 8)
+    assert float(eight.hit) == pytest.approx(float(one.hit) / 8)
+
+
+def test_balanced_routing() -> None:
+    # balanced_logits: T·k distinct experts until all E are hit
+    assert float(route(4.0, 128, 8, law=RoutingLaw("balanced")).hit) == 32.0
+    assert float(route(64.0, 128, 8, 4, law=RoutingLaw("balanced")).hit) == 32.0
+
+
+def test_power_law_loads_the_hot_rank_more_and_touches_fewer_experts() -> None:
+    law = RoutingLaw("power_law", 1.2)
+    t = np.array([16.0, 4096.0])
+    skew, flat = route(t, 128, 8, 8, law), route(t, 128, 8, 8)
+    assert np.all(skew.pairs >= flat.pairs)  # the busiest of 8 ranks carries at least the mean
+    assert float(skew.hit[0]) < float(flat.hit[0])  # a skewed router touches fewer experts at small T
+    assert np.all(skew.pairs <= t * 8)
+
+
+def test_moe_time_is_the_grouped_gemm_formula() -> None:
+    gpu = CAT.gpu("h200-sxm")
+    table = CAT.kernel_table("h200-sxm")
+    p = MoeParams(peak_fraction=0.5, m0_tokens=0.0, memory_fraction=0.8, overhead_s=1e-5, smooth_q=1.0, m_tile=16)
+    s = moe_shape(16.0, 4096, 1536, 128, 8, law=RoutingLaw("balanced"))
+    # 128 experts hit, 128 pairs: one row per expert padded to a 16-row tile
+    w = 128 * 3 * 4096 * 1536 * 2.0
+    act = 128 * (2 * 4096 + 6 * 1536) * 2.0
+    compute = 6 * 4096 * 1536 * (128 * 16) / (gpu.bf16_flops_per_s * 0.5)
+    memory = (w + act) / (gpu.memory_bytes_per_s * 0.8)
+    assert float(moe_time_s(s, "bf16", gpu, table, p)) == pytest.approx(1e-5 + compute + memory)
+    flops, bytes_ = moe_flops_bytes(s)
+    assert float(flops) == pytest.approx(6 * 4096 * 1536 * 128)
+    assert float(bytes_) == pytest.approx(w + act)
+
+
+def test_table_without_moe_entry_uses_its_gemm_efficiencies() -> None:
+    table = CAT.kernel_table("a100-sxm-80gb")
+    p = moe_params_from_gemm(table, "bf16")
+    assert p.peak_fraction == table.gemm["bf16"].peak_fraction
+    assert p.memory_fraction == table.gemm["bf16"].memory_fraction
+
+
+def test_forward_ops_default_is_plain_tp() -> None:
+    model = CAT.model("qwen3-235b-a22b")
+    shape = PassShape("decode", np.array(64.0), np.array(2048.0), np.array(8.0))
+    (op,) = [o for o in forward_ops(model, shape) if o.kind == "moe"]
+    assert op.moe is not None
+    assert float(op.moe.ep) == 1.0
+    assert float(op.moe.inter_per_gpu) == 1536 / 8
+    assert op.count == 94
+
+
+def test_ep_lowers_moe_weight_bytes_per_gpu() -> None:
+    model = CAT.model("deepseek-r1")
+    tp8 = PassShape("decode", np.array(32.0), np.array(2048.0), np.array(8.0), weight_bytes=1.0)
+    ep8 = PassShape("decode", np.array(32.0), np.array(2048.0), np.array(8.0), weight_bytes=1.0, ep=8.0, moe_tp=1.0)
+    w = [next(o for o in forward_ops(model, s) if o.kind == "moe").dims["weight_bytes"] for s in (tp8, ep8)]
+    # same GPUs: EP8 holds 32 whole experts per GPU, TP8 1/8 of all 256: equal bytes for a batch that hits all
+    assert float(w[1]) <= float(w[0]) * (1 + 1e-9)
+
+
+def test_named_routing_laws() -> None:
+    assert routing_law("power-law-1.2") == RoutingLaw("power_law", 1.2)
+    assert routing_law("eplb").kind == "eplb"
+    with pytest.raises(Exception, match="unknown MoE routing law"):
+        routing_law("zipf")

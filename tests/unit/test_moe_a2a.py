@@ -1,0 +1,43 @@
+"""EP dispatch/combine (pdplan.perf.moe_a2a), hand-worked on the shipped H100 entries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES, a2a_time_s, copies_per_token, rdma_fraction
+
+TABLE = open_catalog().kernel_table("h100-sxm")
+
+
+def test_copies_per_token() -> None:
+    # normal mode: remote ranks hit, (ep-1)·(1-(1-1/ep)^k); low-latency: remote experts k·(ep-1)/ep
+    assert float(copies_per_token(8, 8, "normal")) == pytest.approx(7 * (1 - (7 / 8) ** 8))
+    assert float(copies_per_token(8, 8, "low_latency")) == pytest.approx(7.0)
+    assert float(copies_per_token(8, 1, "normal")) == 0.0
+
+
+def test_intra_node_is_alpha_plus_bytes_over_beta() -> None:
+    ab = TABLE.ep_a2a["low_latency"].dispatch
+    got = float(a2a_time_s(128, 7168, 8, 8, "low_latency", "dispatch", TABLE))
+    assert got == pytest.approx(ab.alpha_s + 128 * 7168 * FP8_DISPATCH_BYTES * 7.0 / ab.bus_bytes_per_s)
+    assert float(a2a_time_s(128, 7168, 8, 1, "normal", "combine", TABLE)) == 0.0
+
+
+def test_across_nodes_needs_the_nic_rate_and_is_slower() -> None:
+    with pytest.raises(SpecError, match="rdma_bytes_per_s"):
+        a2a_time_s(128, 7168, 8, 32, "low_latency", "dispatch", TABLE)
+    one = a2a_time_s(128, 7168, 8, 8, "low_latency", "dispatch", TABLE)
+    four = a2a_time_s(128, 7168, 8, 32, "low_latency", "dispatch", TABLE, rdma_bytes_per_s=50e9)
+    assert float(four) > float(one)
+    # 24 of the 31 remote peers are off-node: that share at 0.78 of a 50 GB/s NIC
+    cross = 128 * 7168 * FP8_DISPATCH_BYTES * float(copies_per_token(8, 32, "low_latency")) * 24 / 31
+    ab = TABLE.ep_a2a["low_latency"].dispatch
+    assert float(four) == pytest.approx(ab.alpha_s + cross / (50e9 * rdma_fraction("low_latency")))
+
+
+def test_time_grows_with_tokens() -> None:
+    t = a2a_time_s(np.array([1.0, 64.0, 4096.0]), 7168, 8, 8, "normal", "combine", TABLE)
+    assert np.all(np.diff(t) > 0.0)
