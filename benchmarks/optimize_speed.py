@@ -1,5 +1,5 @@
 """Speed of ``pdplan optimize`` (issue targets: the default scenario with >= 10,000 candidates in < 1 s wall on
-2 cores; a heterogeneous search over 4 GPU types in < 3 s).
+2 cores; a heterogeneous search over 4 GPU types in < 3 s; an MoE search with EP/DP per role in < 3 s).
 
 Times the library call (``pdplan.search.optimize``) in a warm process — the same work the CLI does after its
 imports — as the best of 3 runs, with and without the capacity-review extras (sensitivity and latency-vs-rate curve,
@@ -24,6 +24,7 @@ CASES = (
     "h100-prefill-l40s-decode.yaml",
     "long-context-summarisation.yaml",
     "fp8-h200.yaml",
+    "deepseek-v3-wide-ep.yaml",  # MoE with EP/DP per role in the space (issue #13 target: < 3 s on 2 cores)
 )
 
 

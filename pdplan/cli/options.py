@@ -90,6 +90,12 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "engine": Annotated[
         str | None, Opt(FLAGS["engine"], help="Serving engine: vllm|sglang|trtllm|kernels or a profile YAML.")
     ],
+    "ep": Annotated[str | None, Opt(FLAGS["ep"], help=f"Expert-parallel size, both roles, MoE ({_SEARCH}).")],
+    "prefill_ep": Annotated[str | None, Opt(FLAGS["prefill_ep"], help=f"Prefill EP size ({_SEARCH}).")],
+    "decode_ep": Annotated[str | None, Opt(FLAGS["decode_ep"], help=f"Decode EP size ({_SEARCH}).")],
+    "dp": Annotated[str | None, Opt(FLAGS["dp"], help=f"Attention data-parallel ranks, both roles ({_SEARCH}).")],
+    "prefill_dp": Annotated[str | None, Opt(FLAGS["prefill_dp"], help=f"Prefill attention DP ranks ({_SEARCH}).")],
+    "decode_dp": Annotated[str | None, Opt(FLAGS["decode_dp"], help=f"Decode attention DP ranks ({_SEARCH}).")],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 

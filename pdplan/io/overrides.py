@@ -10,6 +10,7 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
+from pdplan.specs.degrees import parse_degree
 from pdplan.specs.overrides import PRFAAS_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import RoleSpec, Scenario
 
@@ -35,7 +36,7 @@ def check_one_mode(ov: ScenarioOverrides) -> None:
 def _role_dict(role: RoleSpec | None, fallback: RoleSpec | None) -> dict[str, Any]:
     base = role or fallback
     assert base is not None
-    return {k: getattr(base, k) for k in ("gpu", "tp", "pp", "count")}
+    return {k: getattr(base, k) for k in ("gpu", "tp", "pp", "count", "dp", "ep", "expert_gather")}
 
 
 def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
@@ -55,6 +56,7 @@ def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
                 if v is not None
             }
         )
+        co.update(_parallel_update(ov.ep, ov.dp))
         return {"mode": mode, "colocated": co, "prefill": None, "decode": None}
     pre = _role_dict(sc.prefill, sc.colocated)
     dec = _role_dict(sc.decode, sc.colocated)
@@ -64,7 +66,18 @@ def _deployment_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
         role["gpu"] = gpu or ov.gpu or role["gpu"]
         role["tp"] = tp or ov.tp or role["tp"]
         role["pp"] = ov.pp or role["pp"]
+    pre.update(_parallel_update(ov.prefill_ep or ov.ep, ov.prefill_dp or ov.dp, "prefill_"))
+    dec.update(_parallel_update(ov.decode_ep or ov.ep, ov.decode_dp or ov.dp, "decode_"))
     return {"mode": mode, "prefill": pre, "decode": dec, "colocated": None}
+
+
+def _parallel_update(ep: str | None, dp: str | None, prefix: str = "") -> dict[str, int]:
+    """``ep``/``dp`` of one role from ``--ep``/``--dp`` (or the role's own flag); one value each."""
+    out: dict[str, int] = {}
+    for key, text in (("ep", ep), ("dp", dp)):
+        if text is not None:
+            out[key] = parse_degree(text, flag(f"{prefix}{key}") if prefix else flag(key))
+    return out
 
 
 def _workload_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:

@@ -10,6 +10,17 @@ Per GPU of an instance with tensor parallelism t and pipeline parallelism p (ARC
                                                                    with max_num_batched_tokens = T_max)
     kv_free     = usable − weights − workspace                    (must be > 0, else the configuration does not fit)
 
+With attention data parallelism d and expert parallelism e (:mod:`pdplan.perf.expert_parallel`) an instance has
+t·d·p GPUs: the non-expert weights are replicated over the d ranks and sharded t ways within one, the routed experts
+(E + r slots, r redundant EPLB copies) are spread over all t·d GPUs of a stage (E/e experts per GPU, each split
+moe_tp = t·d/e ways), so
+
+    weights     = (W_dense / t + W_experts · (E + r)/E / (t · d)) / p
+
+which never rises with e and falls with d. ZeRO-Prefill's weight gather (``expert_gather``) adds a double buffer of
+one MoE layer's experts (the layer computing and the next one arriving) to the workspace. Each DP rank holds its own
+sequences' KV, sharded over its t GPUs as below, so the KV capacity multiplies by d.
+
 KV bytes per token *per instance* = kv_bytes_per_token · r, with r the replication factor: GQA ranks beyond
 n_kv heads hold copies (r = t / n_kv when t > n_kv), MLA's latent cache is not sharded (r = t). So
 
@@ -73,6 +84,10 @@ def instance_memory(
     gpu_memory_utilization: float | None = None,
     max_num_batched_tokens: int | None = None,
     kv_free_fraction: float = 1.0,
+    dp: int = 1,
+    ep: int = 1,
+    redundant_experts: int = 0,
+    expert_gather: bool = False,
 ) -> InstanceMemory:
     """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
 
@@ -83,11 +98,29 @@ def instance_memory(
     t_max = defaults.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     t, p = np.broadcast_arrays(np.asarray(tp, dtype=np.float64), np.asarray(pp, dtype=np.float64))
     usable = np.full_like(t, memory_bytes * util)
-    weights = model.weight_bytes(weight_dtype_bytes) / (t * p)
+    del ep  # the expert bytes per GPU depend on t·d only (module docstring); ep only sets how they are split
+    expert_bytes = expert_weight_bytes(model, weight_dtype_bytes)
+    slots = 1.0 + (redundant_experts / model.moe.num_experts if model.moe else 0.0)
+    dense_bytes = model.weight_bytes(weight_dtype_bytes) - expert_bytes
+    if dp == 1 and redundant_experts == 0:
+        weights = model.weight_bytes(weight_dtype_bytes) / (t * p)  # the same bytes, the plain TP expression
+    else:
+        weights = (dense_bytes / t + expert_bytes * slots / (t * dp)) / p
     width = model.moe.expert_intermediate_size if model.moe else model.intermediate_size
     workspace = t_max * (4.0 * model.hidden_size + 2.0 * width / t) * act_dtype_bytes
+    if expert_gather and model.moe is not None:  # ZeRO-Prefill: the layer computing and the one being gathered
+        workspace = workspace + 2.0 * expert_weight_bytes(model, weight_dtype_bytes) / len(model.moe_layer_indices)
     kv_free = (usable - weights - workspace) * kv_free_fraction  # TensorRT-LLM: a share of the free memory
     per_token = model.kv_bytes_per_token(kv_dtype_bytes) * kv_replication(model, t)
     per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only
     capacity = np.where(kv_free > 0.0, t * p * kv_free / per_token, 0.0)
-    return InstanceMemory(usable, weights, workspace, kv_free, per_token, capacity, kv_free > 0.0, t * p)
+    capacity = capacity * dp
+    return InstanceMemory(usable, weights, workspace, kv_free, per_token, capacity, kv_free > 0.0, t * p * dp)
+
+
+def expert_weight_bytes(model: ModelSpec, dtype_bytes: float) -> float:
+    """Bytes of all routed experts of all MoE layers (0 for a dense model)."""
+    if model.moe is None:
+        return 0.0
+    counts = model.layer_param_counts()
+    return float(counts.num_moe_layers * model.moe.num_experts * counts.expert) * model.expert_bytes(dtype_bytes)

@@ -25,9 +25,11 @@ from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
 from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
-from pdplan.types import FloatArray
+from pdplan.types import ArrayLike, FloatArray
 
-OpKind = Literal["gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "moe"]
+OpKind = Literal[
+    "gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "moe", "alltoall", "weight_gather"
+]
 Phase = Literal["prefill", "decode"]
 
 # Column-parallel weights (output features split over tp); row-parallel ones split input features.
@@ -69,10 +71,14 @@ class PassShape:
     moe_tp: FloatArray | float | None = None
     moe_dp: FloatArray | float = 1.0
     routing: RoutingLaw = UNIFORM
+    dp: float = 1.0
+    """Attention data-parallel ranks; ``batch`` is the instance's, split evenly over them (:mod:`.expert_parallel`)."""
+    expert_gather: bool = False
+    """ZeRO-Prefill: all-gather expert weights instead of the EP all-to-all (prefill only)."""
 
     @property
     def new_tokens(self) -> FloatArray:
-        """Tokens entering the GEMMs: batch·tokens in prefill, batch in decode."""
+        """Tokens entering the GEMMs: batch·tokens in prefill, batch in decode (the whole instance)."""
         if self.phase == "prefill":
             return np.asarray(self.batch * self.tokens, dtype=np.float64)
         return np.asarray(self.batch, dtype=np.float64)
@@ -133,7 +139,7 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
     kv_per_token_layer = kv_full_layer * kv_share
     dims = {
-        "batch": s.batch + 0.0 * s.tp,
+        "batch": s.batch / s.dp + 0.0 * s.tp,
         "context": s.tokens + 0.0 * s.tp,
         "heads": heads,
         "kv_heads": kv_heads_per_gpu(model, s.tp),
@@ -146,8 +152,8 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     if la is not None:
         state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
         lin = {
-            "tokens": s.new_tokens + 0.0 * s.tp,
-            "batch": s.batch + 0.0 * s.tp,
+            "tokens": s.new_tokens / s.dp + 0.0 * s.tp,
+            "batch": s.batch / s.dp + 0.0 * s.tp,
             "state_bytes": state / s.tp,
             "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
         }
@@ -180,14 +186,50 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     ops = _fused(ops, ("gate", "up"), "mlp.gate_up")
     if moe is None:
         return ops
+    ops += expert_ops(model, s, m)
+    if moe.num_shared_experts:
+        width = moe.shared_expert_intermediate_size * moe.num_shared_experts
+        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
+        ops += _fused(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
+    router = GemmShape("router", model.hidden_size, moe.num_experts)
+    ops.append(Op("moe.router", "gemm", n_moe, _gemm_dims(router, m, s.tp)))
+    return ops
+
+
+def parallel_fields(tp: FloatArray, dp: int, ep: ArrayLike, moe_tp: ArrayLike | None = None) -> dict[str, object]:
+    """The :class:`PassShape` DP/EP fields of an instance of ``tp × dp`` GPUs with expert parallelism ``ep``: the
+    expert split ``moe_tp`` as given, else ``tp·dp/ep`` once DP or EP is in use (None: plain ``tp``), and the DP
+    ranks whose tokens meet in each MoE layer (``moe_dp = dp``)."""
+    e = np.asarray(ep, dtype=np.float64)
+    split: FloatArray | None = None if moe_tp is None else np.asarray(moe_tp, dtype=np.float64)
+    if split is None and (dp > 1 or bool(np.any(e > 1.0))):
+        split = np.asarray(tp * dp / e, dtype=np.float64)
+    return {"ep": e, "moe_tp": split, "moe_dp": np.asarray(float(dp)), "dp": float(dp)}
+
+
+def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """The routed experts of the MoE layers as one grouped-GEMM op per layer (:mod:`pdplan.perf.moe`), plus the EP
+    communication (:mod:`pdplan.perf.expert_parallel`).
+
+    The ``m·moe_dp`` tokens of the instance's DP ranks meet in each MoE layer; each GPU holds E/ep experts split
+    ``moe_tp`` ways. EP > 1 adds the dispatch + combine all-to-all per layer. With ``expert_gather`` (ZeRO-Prefill)
+    each GPU instead runs all experts whole on its own ``T/(tp·dp)`` tokens after gathering the weights.
+    """
+    moe = model.moe
+    assert moe is not None
+    n_moe = float(len(model.moe_layer_indices))
+    group = s.tp * s.dp
+    total = m * s.moe_dp
+    wide = bool(np.any(np.asarray(s.ep) > 1.0))
+    gather = s.expert_gather and wide
     layer = moe_shape(
-        m * s.moe_dp,
+        total / group if gather else total,
         model.hidden_size,
         moe.expert_intermediate_size,
         moe.num_experts,
         moe.experts_per_token,
-        ep=s.ep,
-        moe_tp=s.tp if s.moe_tp is None else s.moe_tp,
+        ep=1.0 if gather else s.ep,
+        moe_tp=1.0 if gather else (s.tp if s.moe_tp is None else s.moe_tp),
         weight_bytes=model.expert_bytes(s.weight_bytes),
         law=s.routing,
         gated=model.gated_mlp,
@@ -195,13 +237,21 @@ def _ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     flops, _ = moe_flops_bytes(layer)
     weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
     dims = {"tokens": layer.tokens + 0.0 * s.tp, "flops": flops + 0.0 * s.tp, "weight_bytes": weights + 0.0 * s.tp}
-    ops.append(Op("moe.experts", "moe", n_moe, dims, layer))
-    if moe.num_shared_experts:
-        width = moe.shared_expert_intermediate_size * moe.num_shared_experts
-        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, _gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
-        ops += _fused(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
-    router = GemmShape("router", model.hidden_size, moe.num_experts)
-    ops.append(Op("moe.router", "gemm", n_moe, _gemm_dims(router, m, s.tp)))
+    ops = [Op("moe.experts", "moe", n_moe, dims, layer)]
+    ep = np.asarray(s.ep, dtype=np.float64) + 0.0 * s.tp
+    if gather:
+        layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * layer.weight_bytes)
+        dims = {"ep": ep, "group_gpus": group, "layer_expert_bytes": layer_bytes}
+        ops.append(Op("ep.weight_gather", "weight_gather", n_moe, dims))
+    elif wide:
+        routing = {
+            "hidden": np.asarray(float(model.hidden_size)),
+            "top_k": np.asarray(float(moe.experts_per_token)),
+            "num_experts": np.asarray(float(moe.num_experts)),
+            "low_latency": np.asarray(1.0 if s.phase == "decode" else 0.0),  # DeepEP low-latency mode decodes
+        }
+        dims = {"tokens": total / group, "ep": ep, "group_gpus": group, **routing}
+        ops.append(Op("ep.all_to_all", "alltoall", n_moe, dims))
     return ops
 
 
@@ -236,23 +286,29 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
 
 
 def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
-    lm_tokens = s.batch + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence
+    lm_tokens = s.batch / s.dp + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence (per rank)
     head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
     dims = _gemm_dims(head, lm_tokens, s.tp)
     dims["n"] = np.ceil(model.vocab_size / s.tp)
-    embed = {"bytes": s.new_tokens * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
+    embed = {"bytes": s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
     return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
 
 
 def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
-    return [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    # DP attention without EP: the MoE layers are TP over all tp·dp GPUs (token all-gather + reduce-scatter)
+    if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:
+        whole = m * s.moe_dp * model.hidden_size * s.act_bytes + 0.0 * s.tp
+        n_moe = float(len(model.moe_layer_indices))
+        ops.append(Op("dp.moe_allreduce", "allreduce", n_moe, {"bytes": whole, "gpus": s.tp * s.dp}))
+    return ops
 
 
 def forward_ops(model: ModelSpec, shape: PassShape) -> list[Op]:
     """Every operator of one forward pass of ``model`` for ``shape`` (per GPU of one TP group)."""
-    m = shape.new_tokens + 0.0 * shape.tp
+    m = shape.new_tokens / shape.dp + 0.0 * shape.tp  # tokens of one DP rank
     return [
         *_attention_projection_ops(model, shape, m),
         *_attention_core_ops(model, shape),

@@ -14,10 +14,12 @@ Everything is vectorised: ``batch``, ``tokens`` and ``tp`` broadcast, so thousan
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.perf.expert_parallel import ep_comm_time_s, exposed_gather_s
 from pdplan.perf.kernels import (
     GpuPeaks,
     KernelTable,
@@ -31,7 +33,7 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops
+from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -106,6 +108,9 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
     elif op.kind == "linear_attn":
         flops = d["tokens"] * d["flops_per_token"]
         bytes_ = 2.0 * d["batch"] * d["state_bytes"]
+    elif op.kind in ("alltoall", "weight_gather"):  # link traffic, no HBM roofline term
+        flops = np.zeros_like(d["ep"])
+        bytes_ = np.zeros_like(d["ep"])
     else:  # elementwise, allreduce
         flops = np.zeros_like(d["bytes"])
         bytes_ = d["bytes"]
@@ -149,11 +154,13 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
         return allreduce_time_s(d["bytes"], d["gpus"], gpu, table)
+    if op.kind in ("alltoall", "weight_gather"):
+        return ep_comm_time_s(op, gpu, table)
     return elementwise_time_s(d["bytes"], gpu, table)
 
 
 def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> str:
-    if op.kind == "allreduce":
+    if op.kind in ("allreduce", "alltoall", "weight_gather"):
         return "communication"
     compute = float(np.ravel(flops)[0]) / gpu.bf16_flops_per_s
     memory = float(np.ravel(bytes_)[0]) / gpu.memory_bytes_per_s
@@ -186,6 +193,19 @@ def _price_ops(
     return tuple(priced)
 
 
+def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...]:
+    """ZeRO-Prefill: each MoE layer's weight gather runs behind the previous layer's compute, so only its exposed part
+    ``max(0, γ·t_gather − t_layer)`` counts (t_layer = the pass's other op time per layer;
+    :func:`pdplan.perf.expert_parallel.exposed_gather_s`). Ops without a gather come back unchanged."""
+    gathers = [op for op in ops if op.kind == "weight_gather"]
+    if not gathers:
+        return ops
+    gather = gathers[0]
+    others = sum((op.time_s for op in ops if op.kind != "weight_gather"), np.zeros(()))
+    exposed = exposed_gather_s(gather.time_s / gather.count, others / num_layers) * gather.count
+    return tuple(dataclasses.replace(op, time_s=exposed) if op is gather else op for op in ops)
+
+
 def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelTable, pp: FloatArray) -> FloatArray:
     """One PP stage hand-off: activations tokens·h·b over the scale-up link, plus its latency α."""
     bandwidth = getattr(gpu, "scale_up_bytes_per_s", gpu.memory_bytes_per_s)
@@ -210,13 +230,18 @@ def phase_time(
     moe_tp: ArrayLike | None = None,
     moe_dp: ArrayLike = 1,
     routing: RoutingLaw | None = None,
+    dp: int = 1,
+    expert_gather: bool = False,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
 
     MoE layers: ``ep`` experts-parallel GPUs (E/ep experts each), ``moe_tp`` the split of the expert
-    intermediate size (None: ``tp``), ``moe_dp`` attention-DP ranks whose tokens meet in one MoE layer,
-    ``routing`` the routing law (default uniform); see :mod:`pdplan.perf.moe`. EP all-to-all is not included
-    here (:mod:`pdplan.perf.moe_a2a`).
+    intermediate size (None: ``tp·dp/ep``, i.e. plain ``tp`` without DP/EP), ``moe_dp`` attention-DP ranks whose
+    tokens meet in one MoE layer, ``routing`` the routing law (default uniform); see :mod:`pdplan.perf.moe`.
+
+    With attention data parallelism ``dp`` the ``batch`` is the instance's, spread evenly over its ranks (``moe_dp``
+    then defaults to ``dp``); EP > 1 adds the dispatch + combine all-to-all, and ``expert_gather`` prices
+    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`).
 
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
@@ -233,12 +258,14 @@ def phase_time(
         prec.act_bytes,
         prec.weight_bytes,
         prec.kv_bytes,
-        ep=np.asarray(ep, dtype=np.float64),
-        moe_tp=None if moe_tp is None else np.asarray(moe_tp, dtype=np.float64),
-        moe_dp=np.asarray(moe_dp, dtype=np.float64),
+        **parallel_fields(t, dp, ep, moe_tp),  # type: ignore[arg-type]
         routing=routing or RoutingLaw(),
+        expert_gather=expert_gather,
     )
-    ops = _price_ops(forward_ops(model, shape), gpu, table, prec, detail)
+    # the per-rank interface: the batch of one rank, moe_dp ranks meeting in the MoE layers
+    if dp == 1 and bool(np.any(np.asarray(moe_dp) != 1.0)):
+        shape = dataclasses.replace(shape, moe_dp=np.asarray(moe_dp, dtype=np.float64))
+    ops = hide_gather(_price_ops(forward_ops(model, shape), gpu, table, prec, detail), float(model.num_layers))
     compute_s = np.zeros(full)
     for op in ops:  # in place: one pass per op, no temporaries
         np.add(compute_s, op.time_s, out=compute_s)

@@ -70,7 +70,13 @@ def role_text(role: RoleChoice | None) -> str:
     """``2x h100-sxm TP4`` (``PP2`` appended when pipelined)."""
     if role is None:
         return NA
-    return f"{role.count}x {role.gpu} TP{role.tp}" + (f" PP{role.pp}" if role.pp > 1 else "")
+    return (
+        f"{role.count}x {role.gpu} TP{role.tp}"
+        + (f" PP{role.pp}" if role.pp > 1 else "")
+        + (f" DP{role.dp}" if role.dp > 1 else "")
+        + (f" EP{role.ep}" if role.ep > 1 else "")
+        + (" ZeRO-gather" if role.expert_gather else "")
+    )
 
 
 def p90(plan: Plan, which: str) -> float | None:

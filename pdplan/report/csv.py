@@ -46,7 +46,7 @@ def _rows(result: PlanResult) -> list[tuple[int | None, bool, Plan]]:
 
 
 def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
-    fields = ("gpu", "tp", "pp", "count", "gpus")
+    fields = ("gpu", "tp", "pp", "count", "gpus", "dp", "ep")
     if role is None:
         return {f"{prefix}_{f}": None for f in fields}
     return {
@@ -55,6 +55,8 @@ def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
         f"{prefix}_pp": role.pp,
         f"{prefix}_count": role.count,
         f"{prefix}_gpus": role.gpus,
+        f"{prefix}_dp": role.dp,
+        f"{prefix}_ep": role.ep,
     }
 
 
@@ -91,7 +93,8 @@ def columns(result: PlanResult) -> list[str]:
     latencies = [f"{n}_{k}_s" for n in ("ttft", "tpot") for k in _STATS]
     util = [f"utilisation_{k}" for k in union_keys(p.utilisation for p in plans)]
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
-    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS]
+    parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
+    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS, *parallel]
 
 
 def to_csv(result: PlanResult) -> str:

@@ -31,7 +31,9 @@ def _deployment_rows(ev: Evaluation) -> list[tuple[str, Any]]:
         spec = ev.deployment.get(role)
         if spec:
             extra = f" {spec['scheduler']}" if "scheduler" in spec else ""
-            rows.append((role, f"{spec['count']}× {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{extra}"))
+            extra += " ZeRO-gather" if spec.get("expert_gather") else ""
+            par = "".join(f" {k.upper()}{spec[k]}" for k in ("dp", "ep") if spec.get(k, 1) > 1)
+            rows.append((role, f"{spec['count']}× {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{par}{extra}"))
     return rows
 
 

@@ -64,7 +64,7 @@ def _distinct(pool: Pool, order: np.ndarray, mode: str | None) -> Iterator[int]:
     seen: set[tuple[object, ...]] = set()
     for i in order:
         d = pool.deployment(int(i))
-        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp)
+        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp, d.colocated.ep)
         key = (d.mode, d.prefill, d.decode, co)
         if (mode is None or d.mode == mode) and key not in seen:
             seen.add(key)

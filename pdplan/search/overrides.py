@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from pdplan.errors import SpecError
 from pdplan.io.overrides import apply_overrides, check_one_mode, parse_xpyd
 from pdplan.specs.base import first_error_line
-from pdplan.specs.overrides import DEPLOYMENT_FIELDS, ScenarioOverrides
+from pdplan.specs.degrees import parse_degrees
+from pdplan.specs.overrides import DEPLOYMENT_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import Scenario, SearchSpace
 
 
@@ -42,6 +43,10 @@ def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
             update[key] = [degree]
     if ov.max_instances is not None:
         update["max_instances"] = ov.max_instances
+    for key in ("ep", "prefill_ep", "decode_ep", "dp", "prefill_dp", "decode_dp"):
+        text = getattr(ov, key)
+        if text is not None:
+            update[key] = parse_degrees(text, flag(key))
     for key, value in (("links", ov.link), ("granularities", ov.granularity), ("routing", ov.routing)):
         names = _names(value)
         if names:

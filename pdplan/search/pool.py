@@ -78,7 +78,7 @@ class Pool:
 
 
 def _role(hw: RoleHardware, count: int) -> Role:
-    return Role(hw.gpu.name, hw.tp, hw.pp, count)
+    return Role(hw.gpu.name, hw.tp, hw.pp, count, hw.dp, hw.ep, hw.expert_gather)
 
 
 def _price(hw: RoleHardware) -> float:
@@ -113,8 +113,8 @@ def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list
 def _disaggregated_metrics(
     c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable], mean_out: float
 ) -> Metrics:
-    p_gpus = np.array([b.hw.tp * b.hw.pp for b in bases], dtype=np.float64)[c.prefill]
-    d_gpus = np.array([t.hw.tp * t.hw.pp for t in tables], dtype=np.float64)[c.decode]
+    p_gpus = np.array([b.hw.gpus_per_instance for b in bases], dtype=np.float64)[c.prefill]
+    d_gpus = np.array([t.hw.gpus_per_instance for t in tables], dtype=np.float64)[c.decode]
     p_cost = np.array([_price(b.hw) for b in bases])[c.prefill]
     d_cost = np.array([_price(t.hw) for t in tables])[c.decode]
     gpus = c.x * p_gpus + c.y * d_gpus
@@ -152,8 +152,8 @@ def _colocated_pool(
                 deps.append(dataclasses.replace(one, colocated=_role(hw, int(z))))
             serving = zs - 1 if space.redundancy == "n+1" else zs  # one instance down under n+1
             good.append(serving * g1.rate_rps / (1.0 + space.headroom))
-            gpus.append(zs * float(hw.tp * hw.pp))
-            cost.append(zs * hw.tp * hw.pp * _price(hw))
+            gpus.append(zs * float(hw.gpus_per_instance))
+            cost.append(zs * hw.gpus_per_instance * _price(hw))
             tau.append(np.full(zs.size, mean_tpot))
             binding.append(np.full(zs.size, g1.binding, dtype=object))
     if not deps:

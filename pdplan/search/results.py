@@ -81,7 +81,13 @@ class Plan:
         """Human label: ``2P1D h100-sxm TP4 / h100-sxm TP4 layer`` or ``colocated 3x h100-sxm TP4 chunked``."""
 
         def role(r: RoleChoice) -> str:
-            return f"{r.gpu} TP{r.tp}" + (f"PP{r.pp}" if r.pp > 1 else "")
+            return (
+                f"{r.gpu} TP{r.tp}"
+                + (f"PP{r.pp}" if r.pp > 1 else "")
+                + (f" DP{r.dp}" if r.dp > 1 else "")
+                + (f" EP{r.ep}" if r.ep > 1 else "")
+                + (" ZeRO-gather" if r.expert_gather else "")
+            )
 
         if self.colocated is not None:
             return f"colocated {self.colocated.count}x {role(self.colocated)} {self.scheduler}"

@@ -52,7 +52,7 @@ class Candidates:
 def rate_grid(bases: list[PrefillBase], tables: list[DecodeTable], prob: FloatArray, max_instances: int) -> FloatArray:
     """Log-spaced global rates spanning every candidate: from 1e-3 of the smallest single-instance capacity to the
     largest pool's."""
-    per_prefill = [1.0 / float(prob @ b.service_s) for b in bases]
+    per_prefill = [b.hw.dp / float(prob @ b.service_s) for b in bases]  # each attention DP rank a server
     per_decode = [t.capacity.max_rate_per_s for t in tables]
     low = 1e-3 * min(min(per_prefill), min(per_decode))
     high = max_instances * max(max(per_prefill), max(per_decode))
@@ -186,6 +186,7 @@ def screen_disaggregated(
     parts: list[dict[str, npt.NDArray[Any]]] = []
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]
+        servers = xs * base.hw.dp  # prefill servers of x instances: one per attention DP rank
         ttft_cache: dict[tuple[float, str], FloatArray] = {}
         for k, table in enumerate(tables):
             if table.hw.tp != base.decode_tp:
@@ -194,8 +195,8 @@ def screen_disaggregated(
                 pair = PairInputs(base, table, routing, slo, convention, prob)
                 key = (table.perf.step.t0_s, routing)
                 if key not in ttft_cache:
-                    ttft_cache[key] = pair_ttft(pair, wait, mean_s, scv, lam, xs)
-                out = screen_pair(pair, ttft_cache[key], mean_s, lam, xs, ys, decode[k])
+                    ttft_cache[key] = pair_ttft(pair, wait, mean_s, scv, lam, servers)
+                out = screen_pair(pair, ttft_cache[key], mean_s, lam, servers, ys, decode[k])
                 xi, yi = np.indices(out["goodput"].shape)
                 parts.append(
                     {

@@ -14,11 +14,12 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
+from pdplan.perf.kernels import KernelTable
+from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
-from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.overrides import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
@@ -99,23 +100,30 @@ def _tp_reason(model: ModelSpec, gpus_per_node: int, t: int) -> str | None:
     return None
 
 
-_Make = tuple[ModelSpec, GpuSpec, KernelTable, list[int], Scenario, EngineProfile]
+_Make = tuple[ModelSpec, GpuSpec, KernelTable, Scenario, EngineProfile]
 
 
 def _options(
-    make: _Make, degrees: tuple[int, ...], rejected: tuple[str, list[dict[str, object]]]
+    make: _Make,
+    shapes: list[tuple[int, int, int]],
+    degrees: tuple[int, ...],
+    gather: bool,
+    rejected: tuple[str, list[dict[str, object]]],
 ) -> list[RoleHardware]:
-    """The instance types of one GPU at ``degrees`` PP × its node TPs whose weights fit (the others rejected)."""
-    model, gpu, table, node_tps, scenario, engine = make
+    """The instance types of one GPU at ``degrees`` PP × its (TP, DP, EP) ``shapes`` whose weights fit (the others
+    rejected), run by the scenario's engine; ``gather`` adds ZeRO-Prefill's expert gather where EP > 1."""
+    model, gpu, table, scenario, engine = make
     out = []
     for p in degrees:
-        for t in node_tps:
-            h = RoleHardware(model, gpu, table, t, p, precision_of(scenario))
-            h = with_engine(h, engine, scenario.gpu_memory_utilization)
-            if _fits(h):
-                out.append(h)
-            else:
-                _reject(rejected[1], rejected[0], gpu.name, t, p, f"weights do not fit {gpu.name} at TP{t} PP{p}")
+        for t, d, e in shapes:
+            for g in (False, True) if gather and e > 1 else (False,):
+                h = _hardware(model, gpu, table, scenario, t, p, d, e, g)
+                h = with_engine(h, engine, scenario.gpu_memory_utilization)
+                if _fits(h):
+                    out.append(h)
+                elif not g:
+                    shape = f"TP{t}" + (f" DP{d}" if d > 1 else "") + (f" EP{e}" if e > 1 else "")
+                    _reject(rejected[1], rejected[0], gpu.name, t, p, f"weights do not fit {gpu.name} at {shape} PP{p}")
     return out
 
 
@@ -128,12 +136,14 @@ def _roles(
     notes: list[str],
     pps: tuple[int, ...] | None = None,
     rejected: tuple[str, list[dict[str, object]]] | None = None,
+    parallel: _Parallel | None = None,
 ) -> tuple[RoleHardware, ...]:
     """GPU × TP × PP options whose weights fit, in a stable order; TP must divide the attention heads (Megatron
     sharding) and stay within one node (≤ GPUs per node). ``pps`` (``--pp``, ``search.pp``) lists the PP degrees
     to try; without it PP > 1 is tried only where TP alone cannot hold the model. ``rejected`` (role, list)
-    collects each dropped GPU/TP/PP with its reason."""
+    collects each dropped GPU/TP/PP with its reason; DP/EP shapes from :mod:`pdplan.search.parallel`."""
     role, why_not = rejected if rejected is not None else ("", [])
+    par = parallel or _Parallel()
     out: list[RoleHardware] = []
     engine = scenario_engine(catalog, scenario)
     for name in gpu_names:
@@ -150,17 +160,72 @@ def _roles(
                 f"within one {gpu.gpus_per_node}-GPU {gpu.name} node"
             )
             continue
-
-        make = (model, gpu, table, node_tps, scenario, engine)
-        fitting = _options(make, pps or (1,), (role, why_not))
+        shapes = parallel_shapes(
+            model,
+            tuple(node_tps),
+            par.dps,
+            par.eps,
+            redundant_experts=scenario.redundant_experts,
+            budget_gpus=par.budget_gpus,
+            allow_dp=par.allow_dp,
+        )
+        make = (model, gpu, table, scenario, engine)
+        fitting = _options(make, shapes, pps or (1,), par.gather, (role, why_not))
         if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
-            fitting = _options(make, DEFAULT_PP, (role, why_not))
+            fitting = _options(make, [(t, 1, 1) for t in node_tps], DEFAULT_PP, False, (role, why_not))
             if fitting:
                 notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
         if not fitting:
             notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(pps or DEFAULT_PP)}")
         out.extend(fitting)
     return tuple(out)
+
+
+def _hardware(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: KernelTable,
+    scenario: Scenario,
+    tp: int,
+    pp: int,
+    dp: int = 1,
+    ep: int = 1,
+    gather: bool = False,
+) -> RoleHardware:
+    """One instance type of the space (precision, memory utilisation and redundant experts from the scenario)."""
+    return RoleHardware(
+        model,
+        gpu,
+        table,
+        tp,
+        pp,
+        precision_of(scenario),
+        scenario.gpu_memory_utilization,
+        dp=dp,
+        ep=ep,
+        expert_gather=gather,
+        redundant_experts=scenario.redundant_experts,
+    )
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    """DP/EP lists of one role (None: the ladder), the GPU budget, and whether DP and ZeRO-Prefill are tried."""
+
+    dps: list[int] | None = None
+    eps: list[int] | None = None
+    budget_gpus: int | None = None
+    allow_dp: bool = True
+    gather: bool = False
+
+
+def _check_ep_lists(model: ModelSpec, s: SearchSpace) -> None:
+    """EP above 1 asked of a dense model is an input error, not an empty search."""
+    if model.moe is not None:
+        return
+    for key in ("ep", "prefill_ep", "decode_ep"):
+        if any(e > 1 for e in getattr(s, key) or []):
+            raise SpecError(f"EP needs an MoE model; {model.name} is dense (use ep 1)", field=flag(key))
 
 
 def _objective(text: str) -> Objective:
@@ -197,12 +262,16 @@ def build_space(
     decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
     colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
     notes: list[str] = []
+    _check_ep_lists(model, s)
     pps = tuple(s.pp) if s.pp else None
     why_not: list[dict[str, object]] = []
-    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pps, ("prefill", why_not))
-    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, pps, ("decode", why_not))
+    pre_par = _Parallel(s.prefill_dp or s.dp, s.prefill_ep or s.ep, budget, gather=True)
+    dec_par = _Parallel(s.decode_dp or s.dp, s.decode_ep or s.ep, budget)
+    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pps, ("prefill", why_not), pre_par)
+    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, pps, ("decode", why_not), dec_par)
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
-    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps)
+    co_par = _Parallel(None, s.ep, budget, allow_dp=False)
+    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps, None, co_par)
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(

@@ -21,25 +21,34 @@ from pdplan.types import Granularity, Mode, Routing, Scheduler
 
 @dataclass(frozen=True, slots=True)
 class Role:
-    """One pool: GPU type (catalogue name or path), tensor/pipeline parallelism and instance count."""
+    """One pool: GPU type (catalogue name or path), tensor/pipeline parallelism, instance count, and attention
+    data parallelism ``dp`` / expert parallelism ``ep`` (GPUs per instance ``tp·dp·pp``)."""
 
     gpu: str
     tp: int
     pp: int
     count: int
+    dp: int = 1
+    ep: int = 1
+    expert_gather: bool = False
+    """ZeRO-Prefill (prefill, ep > 1): expert weights all-gathered instead of the EP all-to-all."""
 
     @property
     def gpus(self) -> int:
-        """GPUs in the pool: ``tp·pp·count``."""
-        return self.tp * self.pp * self.count
+        """GPUs in the pool: ``tp·dp·pp·count``."""
+        return self.tp * self.dp * self.pp * self.count
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "tp": self.tp, "pp": self.pp, "count": self.count}
+        out: dict[str, Any] = {"gpu": self.gpu, "tp": self.tp, "pp": self.pp, "dp": self.dp, "ep": self.ep}
+        out["count"] = self.count
+        if self.expert_gather:  # said only where chosen (ZeRO-Prefill)
+            out["expert_gather"] = True
+        return out
 
     @classmethod
     def of(cls, spec: RoleSpec) -> Role:
         """The role of a scenario block."""
-        return cls(spec.gpu, spec.tp, spec.pp, spec.count)
+        return cls(spec.gpu, spec.tp, spec.pp, spec.count, spec.dp, spec.ep, spec.expert_gather)
 
 
 @dataclass(frozen=True, slots=True)

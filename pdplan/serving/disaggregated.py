@@ -274,7 +274,7 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     pool = prefill_pool(
         res.prefill,
         d.routing,
-        d.prefill.count,
+        d.prefill.count * res.prefill.dp,  # each attention DP rank takes its own prompts
         points,
         lens.input_tokens,
         lens.input_marginal(),

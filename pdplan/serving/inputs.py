@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
+from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.roofline import Precision
 from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
@@ -116,6 +117,9 @@ def role_hardware(
             "parallelism stays inside a node; use PP across nodes)",
             field="tp",
         )
+    problem = parallelism_error(model, role.tp, role.dp, role.ep, scenario.redundant_experts)
+    if problem is not None:
+        raise SpecError(problem, field="ep")
     hw = RoleHardware(
         model,
         gpu,
@@ -124,8 +128,22 @@ def role_hardware(
         role.pp,
         precision_of(scenario, model),
         scenario.gpu_memory_utilization,
+        dp=role.dp,
+        ep=role.ep,
+        expert_gather=role.expert_gather and role.ep > 1,
+        redundant_experts=scenario.redundant_experts,
     )
     return with_engine(hw, engine or scenario_engine(catalog, scenario), scenario.gpu_memory_utilization)
+
+
+def _colocated_role(role: Role | None) -> Role | None:
+    """A colocated instance with attention DP is not modelled (its chunked batches would span DP ranks): SpecError."""
+    if role is not None and role.dp > 1:
+        raise SpecError(
+            "attention DP (dp > 1) is modelled for disaggregated prefill/decode instances only; use dp 1 colocated",
+            field="colocated.dp",
+        )
+    return role
 
 
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
@@ -164,7 +182,7 @@ def bind(res: ResolvedScenario, d: Deployment) -> ResolvedScenario:
     """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted."""
     catalog, sc = res.catalog, res.scenario
     engine = res.engine or scenario_engine(catalog, sc)
-    colocated = role_hardware(catalog, res.model, d.colocated, sc, engine)
+    colocated = role_hardware(catalog, res.model, _colocated_role(d.colocated), sc, engine)
     serving = colocated or role_hardware(catalog, res.model, d.decode, sc, engine)
     assert serving is not None
     limits = engine_limits(engine, serving.gpu)  # seat cap and chunk budget of the decoding GPU's memory class

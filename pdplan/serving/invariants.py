@@ -156,11 +156,12 @@ def _pools(res: ResolvedScenario, model: ServingModelT) -> list[_Pool]:
         assert res.prefill is not None
         assert res.decode is not None
         return [
-            _Pool("prefill", res.prefill, model.x, prefill(res.prefill)),
-            _Pool("decode", res.decode, model.y, decode(res.decode)),
+            _Pool("prefill", res.prefill, model.x, prefill(res.prefill) / res.prefill.dp),
+            _Pool("decode", res.decode, model.y, decode(res.decode) / res.decode.dp),
         ]
     assert res.colocated is not None
-    return [_Pool("colocated", res.colocated, model.z, prefill(res.colocated) + decode(res.colocated))]
+    both = prefill(res.colocated) + decode(res.colocated)
+    return [_Pool("colocated", res.colocated, model.z, both / res.colocated.dp)]
 
 
 def _ceiling(name: str, value: float, bound: float, detail: str) -> list[Breach]:
@@ -201,7 +202,7 @@ class PhysicsBounds:
                 float(pool.hw.pp),
                 f"{rate_rps:.6g} req/s over {pool.count} instance(s) need {need:.4g} s of peak compute per "
                 f"second on each TP rank of an instance, more than its {pool.hw.pp} stage(s) "
-                f"({pool.count * pool.hw.tp * pool.hw.pp} GPUs × peak in all)",
+                f"({pool.count * pool.hw.gpus_per_instance} GPUs × peak in all)",
             )
         return out
 
@@ -215,7 +216,7 @@ class PhysicsBounds:
         traffic = float(step_bytes(hw, np.array(n_bar / hw.pp), np.array(ctx))) / tau
         cap, tau_min = self.model.decode.kv_capacity_tokens, self.tau_min_s
         resident = max(lam * wl.mean_work * tau_min, k_bar)
-        seats = self.res.max_num_seqs
+        seats = self.res.max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs
         return [
             *_ceiling(
                 f"decode HBM traffic ({pool.name})",

@@ -54,7 +54,7 @@ from scipy.optimize import minimize, nnls
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.specs.engine import EngineProfile
@@ -84,6 +84,14 @@ class RoleHardware:
     """Tokens the activation workspace is sized for (None: the serving default)."""
     engine: EngineProfile | None = None
     """The serving engine's profile (:mod:`pdplan.serving.engine_bind`); None: kernel time only."""
+    dp: int = 1
+    """Attention data-parallel ranks per instance (:mod:`pdplan.perf.expert_parallel`)."""
+    ep: int = 1
+    """Expert-parallel size of the MoE layers."""
+    expert_gather: bool = False
+    """Prefill only: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
+    redundant_experts: int = 0
+    """EPLB redundant expert slots held besides the model's experts."""
 
     def __post_init__(self) -> None:
         """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
@@ -93,7 +101,23 @@ class RoleHardware:
 
     @property
     def label(self) -> str:
-        return f"{self.gpu.name} TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+        return (
+            f"{self.gpu.name} TP{self.tp}"
+            + (f" PP{self.pp}" if self.pp > 1 else "")
+            + (f" DP{self.dp}" if self.dp > 1 else "")
+            + (f" EP{self.ep}" if self.ep > 1 else "")
+            + (" ZeRO-gather" if self.expert_gather and self.ep > 1 else "")
+        )
+
+    @property
+    def parallel(self) -> dict[str, object]:
+        """The DP/EP keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
+        return {"dp": self.dp, "ep": self.ep, "expert_gather": self.expert_gather}
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """``tp·dp·pp``."""
+        return self.tp * self.dp * self.pp
 
 
 def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
@@ -109,6 +133,10 @@ def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
         gpu_memory_utilization=hw.gpu_memory_utilization,
         max_num_batched_tokens=hw.workspace_tokens,
         kv_free_fraction=hw.kv_free_fraction,
+        dp=hw.dp,
+        ep=hw.ep,
+        redundant_experts=hw.redundant_experts,
+        expert_gather=hw.expert_gather and hw.ep > 1,
     )
     if not bool(np.all(mem.fits)):
         need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
@@ -137,12 +165,15 @@ def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) ->
         hw.gpu,
         hw.table,
         phase="prefill",
-        batch=1.0,
+        batch=float(hw.dp),  # one prompt on each DP rank (each rank is a server of the prefill pool)
         tokens=tokens,
         tp=hw.tp,
         pp=hw.pp,
         precision=hw.precision,
         detail=detail,
+        dp=hw.dp,
+        ep=hw.ep,
+        expert_gather=hw.expert_gather,
     )
 
 
@@ -219,12 +250,15 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
         hw.gpu,
         hw.table,
         phase="prefill",
-        batch=tok / per_prompt,
+        batch=hw.dp * tok / per_prompt,  # the same batch on every DP rank
         tokens=per_prompt,
         tp=hw.tp,
         pp=hw.pp,
         precision=hw.precision,
         detail=False,
+        dp=hw.dp,
+        ep=hw.ep,
+        expert_gather=hw.expert_gather,
     )
     table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
@@ -311,6 +345,8 @@ def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArr
         tp=hw.tp,
         pp=hw.pp,
         precision=hw.precision,
+        dp=hw.dp,
+        ep=hw.ep,
     )
     return np.asarray(hw.pp * pt.stage_time_s, dtype=np.float64)
 
@@ -323,7 +359,9 @@ def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> Floa
     b = np.asarray(batch, dtype=np.float64)
     c = np.asarray(context, dtype=np.float64)
     prec = hw.precision
-    shape = PassShape("decode", b, c, np.asarray(float(hw.tp)), prec.act_bytes, prec.weight_bytes, prec.kv_bytes)
+    tp = np.asarray(float(hw.tp))
+    par = parallel_fields(tp, hw.dp, hw.ep)
+    shape = PassShape("decode", b, c, tp, prec.act_bytes, prec.weight_bytes, prec.kv_bytes, **par)  # type: ignore[arg-type]
     total = np.zeros(np.broadcast_shapes(b.shape, c.shape))
     for op in forward_ops(hw.model, shape):
         d = op.dims
@@ -375,6 +413,7 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
     (module docstring)."""
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
+    max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
     b_max = max(2.0, min(max_num_seqs, kv_cap / kappa))
     batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))

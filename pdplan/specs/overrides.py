@@ -57,6 +57,12 @@ class ScenarioOverrides(FrozenModel):
     prfaas_rtt: str | None = None
     prfaas_threshold: int | None = None
     engine: str | None = None
+    ep: str | None = None
+    prefill_ep: str | None = None
+    decode_ep: str | None = None
+    dp: str | None = None
+    prefill_dp: str | None = None
+    decode_dp: str | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -78,6 +84,12 @@ DEPLOYMENT_FIELDS = (
     "routing",
     "max_instances",
     "pp",
+    "ep",
+    "prefill_ep",
+    "decode_ep",
+    "dp",
+    "prefill_dp",
+    "decode_dp",
 )
 """Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
 
@@ -136,6 +148,12 @@ FLAGS = MappingProxyType(
         "engine": "--engine",
         "requests": "--requests",
         "warmup": "--warmup",
+        "ep": "--ep",
+        "prefill_ep": "--prefill-ep",
+        "decode_ep": "--decode-ep",
+        "dp": "--dp",
+        "prefill_dp": "--prefill-dp",
+        "decode_dp": "--decode-dp",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

@@ -46,17 +46,29 @@ PosInt = Annotated[int, Field(strict=True, ge=1)]
 
 
 class RoleSpec(FrozenModel):
-    """One instance type of a pool: GPU (name or path), tensor/pipeline parallelism, instances."""
+    """One instance type of a pool: GPU (name or path), tensor/pipeline parallelism, instances; ``dp`` attention
+    data-parallel ranks and ``ep`` expert-parallel size (MoE; ``ep`` divides ``tp·dp``: MoE layers run as
+    ``moe_tp × ep`` over the ``tp·dp`` GPUs of a stage, :mod:`pdplan.perf.expert_parallel`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
     tp: PosInt = 1
     pp: PosInt = 1
     count: PosInt = 1
+    dp: PosInt = 1
+    ep: PosInt = 1
+    expert_gather: bool = False
+    """Prefill, ep > 1: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
+
+    @model_validator(mode="after")
+    def _ep_divides(self) -> RoleSpec:
+        if (self.tp * self.dp) % self.ep:
+            raise ValueError(f"ep {self.ep} must divide tp·dp = {self.tp * self.dp} (moe_tp = tp·dp/ep GPUs)")
+        return self
 
     @property
     def gpus(self) -> int:
-        """GPUs in the pool: ``tp·pp·count``."""
-        return self.tp * self.pp * self.count
+        """GPUs in the pool: ``tp·dp·pp·count``."""
+        return self.tp * self.dp * self.pp * self.count
 
 
 class ColocatedSpec(RoleSpec):
@@ -128,6 +140,14 @@ class SearchSpace(FrozenModel):
     """A dollar budget: only plans costing at most this per hour."""
     prices: dict[str, Annotated[float, Field(gt=0.0)]] | None = None
     """GPU name -> USD per GPU-hour, replacing the catalogue's typical price."""
+    ep: list[PosInt] | None = None
+    """Expert-parallel sizes for both roles (MoE models; default: the ladder of :mod:`pdplan.search.parallel`)."""
+    prefill_ep: list[PosInt] | None = None
+    decode_ep: list[PosInt] | None = None
+    dp: list[PosInt] | None = None
+    """Attention data-parallel ranks per instance for both roles (MoE models)."""
+    prefill_dp: list[PosInt] | None = None
+    decode_dp: list[PosInt] | None = None
 
 
 class Scenario(FrozenModel):
@@ -159,6 +179,8 @@ class Scenario(FrozenModel):
     """A remote prefill cluster for long prompts (:mod:`pdplan.specs.prfaas`); disaggregated mode only."""
     engine: Annotated[str, Field(min_length=1)] | None = None
     """Serving engine profile: vllm | sglang | trtllm | kernels or a YAML path (None: vllm; pdplan.io.engines)."""
+    redundant_experts: Annotated[int, Field(strict=True, ge=0)] = 0
+    """EPLB redundant expert slots (SGLang ``--ep-num-redundant-experts``): E + r slots spread over EP ranks."""
 
     @field_validator("workload", mode="before")
     @classmethod

@@ -1,0 +1,166 @@
+"""Expert parallelism (EP) and attention data parallelism (DP) of one instance: widths, all-to-all, weight gather.
+
+An instance of ``tp × dp`` GPUs per pipeline stage runs attention as ``dp`` data-parallel ranks of ``tp``-way
+tensor parallelism (each rank its own batch and KV cache) and its MoE layers as ``moe_tp × ep`` over the same GPUs,
+
+    moe_tp = tp · dp / ep                           (AIConfigurator: tp·attention_dp == moe_tp·moe_ep)
+
+so every MoE layer sees the tokens of all ``dp`` ranks (AIConfigurator MoeOp: "every dp rank's tokens all-gather
+into the SHARED expert pool"). Dense layers (the attention projections, dense FFNs, shared experts, LM head) are
+replicated across DP ranks and tensor-parallel within one: vLLM's data-parallel + EP deployment (each DP rank a full
+replica of the non-expert layers) and SGLang's ``--enable-dp-attention --moe-dense-tp-size 1`` (dense FFN and LM head
+data-parallel; LMSYS large-scale EP blog 2025-05-05, MISSION_FEATURES.md §5.2).
+
+**All-to-all** (EP > 1): per MoE layer a dispatch (tokens to their experts' GPUs) and a combine (expert outputs
+back), each moving ``tokens_per_gpu · min(top_k, E, ep − 1) · h · b`` bytes per GPU, dispatch at b = 1 (FP8 with
+block scales) and combine at b = 2 (BF16); over NVLink (the GPU's scale-up bandwidth) while the ``tp·dp`` GPUs stay
+in one node, else over the scale-out NIC (50 GB/s per GPU). This is AIConfigurator's ``alltoall_sol_ms``
+(MISSION_FEATURES.md §5.1) plus a per-call latency from the measured DeepEP tables; DeepEP's normal mode serves
+prefill and its low-latency mode decode (SGLang large-scale EP). Constants: ``pdplan/data/expert_parallel.yaml``.
+
+**ZeRO-Prefill weight gather** (arXiv 2605.02960, MISSION_FEATURES.md §4): instead of routing tokens, each prefill
+GPU all-gathers the next MoE layer's experts (the ``(ep − 1)/ep`` it does not hold) while it computes the current
+layer, then runs every expert on its own tokens. The gather hides behind compute when the layer's compute time is at
+least ``γ·t_gather`` (the paper's saturation threshold ``T = t_EP·F_GPU·γ`` in FLOPs); the exposed part is
+``max(0, γ·t_gather − t_layer)`` per MoE layer (:func:`exposed_gather_s`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pdplan.io.expert_parallel import expert_parallel_defaults
+from pdplan.perf.kernels import KernelTable
+from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
+from pdplan.perf.ops import Op
+from pdplan.specs.kernel_table import GpuPeaks
+from pdplan.specs.model import ModelSpec
+from pdplan.types import ArrayLike, FloatArray
+
+
+def moe_tp_size(tp: ArrayLike, dp: ArrayLike, ep: ArrayLike) -> FloatArray:
+    """Tensor-parallel width of each expert: ``tp·dp/ep``."""
+    return np.asarray(np.asarray(tp, dtype=np.float64) * np.asarray(dp, dtype=np.float64) / np.asarray(ep), float)
+
+
+def parallelism_error(model: ModelSpec, tp: int, dp: int, ep: int, redundant_experts: int = 0) -> str | None:
+    """Why ``(tp, dp, ep)`` cannot shard ``model`` (None when it can): EP needs an MoE model, must divide ``tp·dp``
+    (``moe_tp`` whole) and the expert slots ``E + redundant`` (whole experts per GPU)."""
+    if ep == 1:
+        return None
+    if model.moe is None:
+        return f"EP {ep} needs an MoE model; {model.name} is dense (use ep 1)"
+    if (tp * dp) % ep:
+        return f"EP {ep} must divide tp·dp = {tp * dp} GPUs (MoE layers split as moe_tp × ep over them)"
+    slots = model.moe.num_experts + redundant_experts
+    if slots % ep:
+        parts = f"{model.moe.num_experts} + {redundant_experts} redundant"
+        return f"EP {ep} does not divide {model.name}'s {slots} expert slots ({parts})"
+    return None
+
+
+def _link_bytes_per_s(group_gpus: FloatArray, gpus_per_node: float, scale_up_bytes_per_s: float) -> FloatArray:
+    """NVLink inside a node, the scale-out NIC once the EP group spans nodes."""
+    inter = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
+    return np.asarray(np.where(group_gpus > gpus_per_node, inter, scale_up_bytes_per_s), dtype=np.float64)
+
+
+def a2a_time_s(
+    tokens_per_gpu: ArrayLike,
+    *,
+    hidden: int,
+    top_k: int,
+    num_experts: int,
+    ep: ArrayLike,
+    group_gpus: ArrayLike,
+    gpus_per_node: float,
+    scale_up_bytes_per_s: float,
+    mode: str,
+) -> FloatArray:
+    """Dispatch + combine of one MoE layer (s), ``mode`` "normal" (prefill) or "low_latency" (decode); 0 at EP 1.
+
+    Example: 128 tokens per GPU, h = 7168, top-8, EP 72 across nodes at 50 GB/s, low-latency mode: 8 destinations ·
+    128 · 7168 · (1 + 2) B = 22.02 MB → 440.4 µs + 21 µs latency = 461.4 µs."""
+    d = expert_parallel_defaults()
+    e = np.asarray(ep, dtype=np.float64)
+    dest = np.minimum(float(min(top_k, num_experts)), e - 1.0)
+    per_elem = d.dispatch_bytes_per_element + d.combine_bytes_per_element
+    bytes_ = np.asarray(tokens_per_gpu, dtype=np.float64) * dest * hidden * per_elem
+    bw = _link_bytes_per_s(np.asarray(group_gpus, dtype=np.float64), gpus_per_node, scale_up_bytes_per_s)
+    latency = d.dispatch_latency_s[mode] + d.combine_latency_s[mode]
+    return np.asarray(np.where(e > 1.0, latency + bytes_ / bw, 0.0), dtype=np.float64)
+
+
+def expert_gather_s(
+    layer_expert_bytes: ArrayLike,
+    *,
+    ep: ArrayLike,
+    group_gpus: ArrayLike,
+    gpus_per_node: float,
+    scale_up_bytes_per_s: float,
+) -> FloatArray:
+    """One MoE layer's expert all-gather per GPU (s): the ``(ep − 1)/ep`` of the layer's expert bytes ``E·P_expert·b``
+    it does not hold, over NVLink or the scale-out NIC."""
+    e = np.asarray(ep, dtype=np.float64)
+    bytes_ = (e - 1.0) / e * np.asarray(layer_expert_bytes, dtype=np.float64)
+    bw = _link_bytes_per_s(np.asarray(group_gpus, dtype=np.float64), gpus_per_node, scale_up_bytes_per_s)
+    return np.asarray(bytes_ / bw, dtype=np.float64)
+
+
+def exposed_gather_s(gather_s: FloatArray, layer_compute_s: FloatArray) -> FloatArray:
+    """Part of one layer's gather not hidden behind the previous layer's compute: ``max(0, γ·t_g − t_layer)``."""
+    gamma = expert_parallel_defaults().gather_overlap_jitter
+    return np.asarray(np.maximum(gamma * gather_s - layer_compute_s, 0.0), dtype=np.float64)
+
+
+def saturation_tokens(gather_s: ArrayLike, flops_per_token_per_layer: float, peak_flops_per_s: float) -> FloatArray:
+    """Tokens per GPU from which a layer's compute hides its gather: ``T = γ·t_g·F_GPU / FLOPs per token``
+    (ZeRO-Prefill's threshold in tokens at peak compute; more tokens never expose more)."""
+    gamma = expert_parallel_defaults().gather_overlap_jitter
+    return np.asarray(gamma * np.asarray(gather_s) * peak_flops_per_s / flops_per_token_per_layer, dtype=np.float64)
+
+
+def _node_shape(gpu: GpuPeaks) -> tuple[float, float]:
+    """GPUs per node and scale-up bytes/s of ``gpu`` (a :class:`~pdplan.specs.hardware.GpuSpec` has both)."""
+    try:
+        return float(getattr(gpu, "gpus_per_node")), float(getattr(gpu, "scale_up_bytes_per_s"))  # noqa: B009
+    except AttributeError:
+        raise ValueError(f"expert parallelism on {gpu.name} needs gpus_per_node and scale_up_bytes_per_s") from None
+
+
+def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
+    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`.
+
+    The all-to-all is the fitted DeepEP dispatch + combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's
+    kernel table has an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
+    (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`a2a_time_s` above, which the
+    report's kernel-table notes flag as not measured."""
+    d = op.dims
+    per_node, scale_up = _node_shape(gpu)
+    if op.kind == "weight_gather":
+        return expert_gather_s(
+            d["layer_expert_bytes"],
+            ep=d["ep"],
+            group_gpus=d["group_gpus"],
+            gpus_per_node=per_node,
+            scale_up_bytes_per_s=scale_up,
+        )
+    mode = "low_latency" if float(d["low_latency"]) else "normal"
+    if mode in table.ep_a2a:
+        rdma = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
+        kw = {"gpus_per_node": int(per_node), "rdma_bytes_per_s": rdma}
+        args = (d["tokens"], float(d["hidden"]), int(d["top_k"]), d["ep"], mode)
+        dispatch = fitted_a2a_s(*args, "dispatch", table, **kw)  # type: ignore[arg-type]
+        combine = fitted_a2a_s(*args, "combine", table, **kw)  # type: ignore[arg-type]
+        return np.asarray(dispatch + combine, dtype=np.float64)
+    return a2a_time_s(
+        d["tokens"],
+        hidden=int(d["hidden"]),
+        top_k=int(d["top_k"]),
+        num_experts=int(d["num_experts"]),
+        ep=d["ep"],
+        group_gpus=d["group_gpus"],
+        gpus_per_node=per_node,
+        scale_up_bytes_per_s=scale_up,
+        mode=mode,
+    )
