@@ -303,9 +303,8 @@ def test_metrics_in_json_csv_and_tables() -> None:
     assert {"e2e_mean_s", "itl_mean_s", "output_tokens_per_s_per_gpu", "cost_usd_per_hour"} <= set(header)
     text = to_text(optimize_renderable(result), width=400)
     assert "$/h" in text
-    assert "E2E" in text and "ITL" in text  # headers break one word per line (report/table.py)
-    assert "ITL mean ms" in text
-    assert "tok/s per GPU" in text
+    for word in ("E2E", "ITL", "tok/s"):  # headers break one word per line (report/table.py)
+        assert word in text
 
 
 # --- why not ------------------------------------------------------------------------------------------------
