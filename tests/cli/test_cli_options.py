@@ -3,6 +3,7 @@ command, received as one `ScenarioOverrides`; and `pdplan --version` loads none 
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from typing import Any
@@ -19,8 +20,10 @@ from pdplan.specs.overrides import FLAGS, ScenarioOverrides
 SHARING = ("evaluate", "simulate", "optimize")
 
 
+@functools.cache
 def _options(command: str) -> dict[str, tuple[str, str, Any]]:
-    """Flag → (field name, help line as `--help` prints it, default) of one command's options."""
+    """Flag → (field name, help line as `--help` prints it, default) of one command's options (built once per
+    command: building typer's click command for the whole app takes about a second)."""
     click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
     ctx = click_command.make_context(command, [], resilient_parsing=True)
     return {
