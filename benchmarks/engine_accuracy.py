@@ -27,8 +27,11 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.benchmark_inputs import benchmark_of
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.disagg_benchmark import disagg_benchmark_of
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.inputs import resolve
+
+from moe_rows import moe_rows, scenario_dict  # benchmarks/moe_rows.py (the script's own folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"
@@ -37,13 +40,12 @@ MODELS = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
 }
-MOE_MODELS = {"Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
 BANDS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, 100000))
 
 
-def rows(path: Path, moe: bool) -> list[dict[str, Any]]:
-    """The colocated rows of catalogue models, with pdplan's names and dtypes."""
-    names = {**MODELS, **(MOE_MODELS if moe else {})}
+def rows(path: Path) -> list[dict[str, Any]]:
+    """The colocated rows of the dense catalogue models, with pdplan's names and dtypes (MoE rows: moe_rows.py)."""
+    names = MODELS
     out = []
     with path.open(newline="") as fh:
         for r in csv.DictReader(fh):
@@ -63,41 +65,46 @@ def rows(path: Path, moe: bool) -> list[dict[str, Any]]:
                     "concurrency": int(r["batch_size"]),
                     "ttft_ms": float(r["silicon_ttft_ms"]),
                     "tpot_ms": float(r["silicon_tpot_ms"]),
+                    "mode": "agg",
                 }
             )
     return out
 
 
+def _dense_scenario(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": row["model"],
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": row["tp"], "count": 1, "scheduler": "chunked"},
+        "workload": {
+            "input_tokens": {"dist": "fixed", "value": row["isl"]},
+            "output_tokens": {"dist": "fixed", "value": row["osl"]},
+        },
+        "dtype": row["dtype"],
+        "kv_dtype": row["dtype"],
+        "engine": row["engine"],
+    }
+
+
 def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     """pdplan's benchmark prediction for one row (or the reason there is none)."""
-    sc = scenario_from_dict(
-        {
-            "model": row["model"],
-            "mode": "colocated",
-            "colocated": {"gpu": "h100-sxm", "tp": row["tp"], "count": 1, "scheduler": "chunked"},
-            "workload": {
-                "input_tokens": {"dist": "fixed", "value": row["isl"]},
-                "output_tokens": {"dist": "fixed", "value": row["osl"]},
-            },
-            "dtype": row["dtype"],
-            "kv_dtype": row["dtype"],
-            "engine": row["engine"],
-        },
-        source=row["id"],
-        base_dir=Path.cwd(),
-    )
+    spec = scenario_dict(row) if "prefill" in row or "ep" in row else _dense_scenario(row)
     try:
+        sc = scenario_from_dict(spec, source=row["id"], base_dir=Path.cwd())
         model = build_model(resolve(sc, catalog))
     except PdplanError as err:
         return {"error": str(err)}
-    assert isinstance(model, ColocatedModel)
     c = row["concurrency"]
-    b = benchmark_of(model, c, 20 * c, 2 * c)
+    if isinstance(model, ColocatedModel):
+        b = benchmark_of(model, c, 20 * c, 2 * c)
+    else:
+        b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
     return {
         "pred_ttft_ms": b.mean_ttft_s * 1e3,
         "pred_tpot_ms": b.mean_tpot_s * 1e3,
         "c_eff": b.effective_concurrency,
         "queue_ms": b.server_queue_s * 1e3,
+        "step0_ms": model.decode.step.t0_s * 1e3,
     }
 
 

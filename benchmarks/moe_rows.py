@@ -9,6 +9,9 @@ Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
   concurrency ``decode_batch_size × decode_num_workers × decode_attention_dp_size`` [I: AIC's ``d_bs × y`` with the
   per-rank batch of attention-DP workers];
 * colocated rows: ``tp_size`` attention TP, ``moe_ep_size`` expert parallelism (0 or empty = 1), attention DP 1;
+  the MiniMax-M2.5 rows of the 2026-04-06 dump give ``moe_ep_size`` 16 (and ``batch_size`` C/4) for the TP4 EP4
+  runs their ids name (the 2026-03-25 dump has the same measurements at ``moe_ep_size`` 4): where ``moe_ep_size``
+  does not divide ``tp_size`` the id's ``_ep<N>_`` is taken;
 * disaggregated rows: ``{prefill,decode}_{tp,attention_dp,moe_ep}_size`` per role and ``*_num_workers`` the instance
   counts. The DeepSeek-R1 rows of the 2026-03-25 / 2026-04-06 dumps leave the worker counts empty; where a row of
   the ``dsr1_*_cfg*`` dump records the same measurement (same ISL/OSL, C and TTFT) its deployment is taken from
@@ -79,9 +82,7 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
     """(rows to price, rows skipped with the reason): every MoE row and every disaggregated row of the CSV."""
     with path.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
-    known = {
-        (r["isl"], r["osl"], _concurrency(r), r["silicon_ttft_ms"]): r for r in raw if r["id"].startswith("dsr1_")
-    }
+    known = {(r["isl"], r["osl"], _concurrency(r), r["silicon_ttft_ms"]): r for r in raw if r["id"].startswith("dsr1_")}
     out, skipped = [], []
     for r in raw:
         name = MOE_MODELS.get(r["model_path"]) or (DENSE_DISAGG.get(r["model_path"]) if r["mode"] == "disagg" else None)
@@ -90,7 +91,11 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
         row = _base(r, name)
         row["concurrency"] = _concurrency(r)
         if r["mode"] == "agg":
-            row.update(tp=_int(r["tp_size"]), dp=_int(r["attention_dp_size"]), ep=_int(r["moe_ep_size"]))
+            tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
+            if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it
+                found = re.search(r"_ep(\d+)_", r["id"])
+                ep = int(found.group(1)) if found else ep
+            row.update(tp=tp, dp=_int(r["attention_dp_size"]), ep=ep)
             out.append(row)
             continue
         source = r

@@ -134,10 +134,12 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     wider than a node) the hierarchical form NCCL runs: the node's own all-reduce (reduce-scatter + all-gather over
     NVLink, the same bytes) plus a ring over the nodes of each GPU's ``1/g`` shard through its own NIC,
     ``α + 2(N − 1)/N · (m/g)/BW_NIC`` with ``g`` GPUs per node, BW_NIC the scale-out bandwidth per GPU and α one
-    cross-node RDMA message (the measured DeepEP normal-mode transmit latency; ``pdplan/data/expert_parallel.yaml``).
+    small cross-node RDMA message: the measured DeepEP low-latency dispatch latency (``pdplan/data/expert_parallel.yaml``;
+    NCCL runs small all-reduces with its low-latency protocol [I: the nearest measured cross-node small-message
+    latency on these nodes; no cross-node all-reduce table is stored]).
 
-    Example: 14,336 B (one token, h = 7168, BF16) over 16 H100s: 8-GPU NVLink all-reduce 3.6 µs + 25 µs + 2·½ ·
-    1792 B / 50 GB/s = 0.04 µs → 28.6 µs."""
+    Example: 14,336 B (one token, h = 7168, BF16) over 16 H100s: 8-GPU NVLink all-reduce 3.6 µs + 10 µs + 2·½ ·
+    1792 B / 50 GB/s = 0.04 µs → 13.6 µs."""
     n = np.asarray(num_gpus, dtype=np.float64)
     per_node = float(getattr(gpu, "gpus_per_node", 0) or 0)
     if per_node <= 0.0 or not bool(np.any(n > per_node)):
@@ -146,7 +148,7 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     nodes = np.ceil(n / per_node)
     intra = allreduce_time_s(message_bytes, np.minimum(n, per_node), gpu, table)
     shard = np.asarray(message_bytes, dtype=np.float64) / per_node
-    inter = d.dispatch_latency_s["normal"] + 2.0 * (nodes - 1.0) / nodes * shard / d.inter_node_bytes_per_s_per_gpu
+    inter = d.dispatch_latency_s["low_latency"] + 2.0 * (nodes - 1.0) / nodes * shard / d.inter_node_bytes_per_s_per_gpu
     return np.asarray(np.where(n > per_node, intra + inter, intra), dtype=np.float64)
 
 

@@ -11,13 +11,13 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
   *Queueing Systems* vol. 1 §3.10): C clients, each away from the pool for ``Z`` (transfer, decode, overheads), so
   with C ≤ m nobody ever waits and at saturation the extra clients queue there.
 * **KV transfer and first token** (convention A, as the open model): the exposed transfer ``T_kv``, the wait for the
-  decode step in flight ``(1 − e^{−B})·τ_d/2`` and the first step ``τ_d``; the engine's per-request time (API server,
+  decode step in flight ``(1 − e^{−B'})·τ_d/2`` (B' the others' sequences in decode) and the first step ``τ_d``; the engine's per-request time (API server,
   tokeniser: :func:`pdplan.serving.request_overhead.request_delay_s`) and its overlap scheduler's extra steps
   (``overlap_extra_steps·τ_d``) are added to TTFT.
 * **Decode pool**: y instances, each batching all its attention-DP ranks' sequences, step
   ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the decode step model, κ = ISL + OSL/2) at the instance batch B given by Little's
-  law, ``B = (X/y)·OSL·τ_d(B)`` (a sequence holds its seat for OSL steps), so
-  ``B = r·n·t0/(1 − r·n·(t1 + t2·κ))`` with ``r = X/y``, ``n = OSL``. B cannot exceed the instance's seats or KV
+  law (a sequence holds its seat for OSL steps), a decoding sequence seeing the step at its own seat plus the
+  others' (:func:`decode_batch`). B cannot exceed the instance's seats or KV
   tokens (``⌊KV/(ISL + OSL)⌋``): there the decode pool saturates at ``X_d = y·B_max/(OSL·τ_d(B_max))`` and the clients
   it cannot admit wait before their first token.
 
@@ -86,13 +86,16 @@ def batch_max(inp: DisaggLoopInputs) -> float:
     )
 
 
-def decode_batch(inp: DisaggLoopInputs, rate_rps: float) -> float:
-    """B at throughput X by Little's law ``B = (X/y)·OSL·τ_d(B)`` (module docstring); inf past the pool's capacity."""
+def decode_batch(inp: DisaggLoopInputs, rate_rps: float, clients: int) -> float:
+    """B at throughput X (module docstring): ``B = (X/y)·OSL·τ_d(1 + B·(C − 1)/C)``, the step a decoding sequence
+    sees being the one at its own seat plus the others' (the arrival theorem of closed networks: a tagged request
+    sees the network with C − 1 requests; Reiser & Lavenberg 1980), so with ``k = t1 + t2·κ`` and ``rn = (X/y)·OSL``:
+    ``B = rn·(t0 + k)/(1 − rn·k·(C − 1)/C)``; inf past the pool's capacity."""
     st = inp.step
-    kappa = inp.input_tokens + inp.output_tokens / 2.0
+    k = st.t1_s_per_seq + st.t2_s_per_token * (inp.input_tokens + inp.output_tokens / 2.0)
     r_n = rate_rps / inp.decode_instances * inp.output_tokens
-    denom = 1.0 - r_n * (st.t1_s_per_seq + st.t2_s_per_token * kappa)
-    return math.inf if denom <= 0.0 else r_n * st.t0_s / denom
+    denom = 1.0 - r_n * k * (clients - 1.0) / clients
+    return math.inf if denom <= 0.0 else r_n * (st.t0_s + k) / denom
 
 
 def decode_capacity_rps(inp: DisaggLoopInputs) -> float:
@@ -125,14 +128,15 @@ def finite_source(servers: int, clients: int, service_s: float, away_s: float) -
     return rate, max(busy_and_waiting / rate - service_s, 0.0)
 
 
-def _away_s(inp: DisaggLoopInputs, rate: float) -> tuple[float, float]:
-    """(Z, τ_d): time a request spends away from the prefill pool at throughput ``rate``, and the decode step."""
-    b = min(decode_batch(inp, rate), batch_max(inp))
-    tau = decode_step_s(inp, b)
-    first = inp.transfer_s + (1.0 - math.exp(-b)) * tau / 2.0 + tau + inp.overlap_steps * tau
-    return inp.request_delay_s + first + (inp.output_tokens - 1.0) * tau + (
-        inp.prefill_latency_s - inp.prefill_service_s
-    ), tau
+def _away_s(inp: DisaggLoopInputs, rate: float, clients: int) -> tuple[float, float]:
+    """(Z, τ_d): time a request spends away from the prefill pool at throughput ``rate``, and the step it decodes in
+    (at its own seat plus the others', :func:`decode_batch`)."""
+    b = min(decode_batch(inp, rate, clients), batch_max(inp), float(clients))
+    others = b * (clients - 1.0) / clients
+    tau = decode_step_s(inp, min(1.0 + others, batch_max(inp)))
+    first = inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + (1.0 + inp.overlap_steps) * tau
+    pipeline = inp.prefill_latency_s - inp.prefill_service_s
+    return inp.request_delay_s + first + (inp.output_tokens - 1.0) * tau + pipeline, tau
 
 
 def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float, float]:
@@ -140,7 +144,7 @@ def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float,
     cap = min(inp.servers / inp.prefill_service_s, decode_capacity_rps(inp) * (1.0 - 1e-9))
 
     def gap(x: float) -> float:
-        return finite_source(inp.servers, concurrency, inp.prefill_service_s, _away_s(inp, x)[0])[0] - x
+        return finite_source(inp.servers, concurrency, inp.prefill_service_s, _away_s(inp, x, concurrency)[0])[0] - x
 
     lo, hi = 0.0, cap
     if gap(hi) >= 0.0:
@@ -150,7 +154,7 @@ def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float,
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if gap(mid) > 0.0 else (lo, mid)
         x = 0.5 * (lo + hi)
-    tau = _away_s(inp, x)[1]
+    tau = _away_s(inp, x, concurrency)[1]
     n = max(inp.output_tokens - 1.0, 0.0)
     return x, concurrency / x - n * tau, tau
 
@@ -162,9 +166,8 @@ def disagg_benchmark_loop(
     x, steady_ttft, tau = steady_state(inp, concurrency)
     b_max = batch_max(inp)
     admitted = int(min(concurrency, b_max * inp.decode_instances))
-    first_wait = (
-        inp.transfer_s + (1.0 - math.exp(-min(concurrency, b_max))) * tau / 2.0 + (1.0 + inp.overlap_steps) * tau
-    )
+    others = min(concurrency - 1.0, b_max)  # the rest of the cohort decodes beside it
+    first_wait = inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + (1.0 + inp.overlap_steps) * tau
     rounds = np.ceil((np.arange(admitted) + 1.0) / inp.servers)
     extra = inp.prefill_latency_s - inp.prefill_service_s
     burst = inp.request_delay_s + rounds * inp.prefill_service_s + extra + first_wait
