@@ -22,16 +22,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from moe_report import moe_section  # benchmarks/moe_report.py and moe_rows.py: the script's own folder is on sys.path
+from moe_rows import moe_rows, scenario_dict
+
 from pdplan.errors import PdplanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import benchmark_of
+from pdplan.serving.benchmark_inputs import benchmark_of, loop_inputs
+from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.disagg_benchmark import disagg_benchmark_of
+from pdplan.serving.disagg_benchmark import disagg_benchmark_of, disagg_loop_inputs
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.inputs import resolve
-
-from moe_rows import moe_rows, scenario_dict  # benchmarks/moe_rows.py (the script's own folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"
@@ -43,9 +47,10 @@ MODELS = {
 BANDS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, 100000))
 
 
-def rows(path: Path) -> list[dict[str, Any]]:
-    """The colocated rows of the dense catalogue models, with pdplan's names and dtypes (MoE rows: moe_rows.py)."""
-    names = MODELS
+def rows(path: Path, moe: bool = False) -> list[dict[str, Any]]:
+    """The colocated rows of catalogue models, with pdplan's names and dtypes; ``moe`` adds Qwen3-235B's colocated
+    rows to them (the main tables keep dense models only: the MoE section reads its rows with moe_rows.py)."""
+    names = {**MODELS, **({"Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"} if moe else {})}
     out = []
     with path.open(newline="") as fh:
         for r in csv.DictReader(fh):
@@ -97,15 +102,32 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     c = row["concurrency"]
     if isinstance(model, ColocatedModel):
         b = benchmark_of(model, c, 20 * c, 2 * c)
+        inp = loop_inputs(model)
+        prefill_s, delay_s = inp.prompt_s, inp.request_delay_s
+        hw = model.res.colocated
     else:
         b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
-    return {
+        dinp = disagg_loop_inputs(model)
+        prefill_s, delay_s = dinp.prefill_latency_s + dinp.transfer_s, dinp.request_delay_s
+        hw = model.res.decode
+    assert hw is not None
+    host_s = hw.engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp) if hw.engine is not None else 0.0
+    out = {
         "pred_ttft_ms": b.mean_ttft_s * 1e3,
         "pred_tpot_ms": b.mean_tpot_s * 1e3,
         "c_eff": b.effective_concurrency,
         "queue_ms": b.server_queue_s * 1e3,
-        "step0_ms": model.decode.step.t0_s * 1e3,
+        "host_ms": host_s * 1e3,
+        "prefill_ms": prefill_s * 1e3,
+        "request_ms": delay_s * 1e3,
     }
+    if isinstance(model, DisaggregatedModel):  # what evaluate --concurrency reported before: the open-model MVA
+        loop = closed_loop_throughput(model, c)
+        rate = loop.throughput_rps * (1.0 - 1e-6)
+        snap = model.snapshot(np.array([rate]))
+        out["mva_ttft_ms"] = float(snap.ttft_summary(50.0)[0].mean) * 1e3
+        out["mva_tpot_ms"] = float(snap.tpot_summary(50.0)[0].mean) * 1e3
+    return out
 
 
 def _err(pred: float, meas: float) -> float:
@@ -152,6 +174,11 @@ def _reason(r: dict[str, Any]) -> str:
         return "TPOT under-predicted: step time above the kernel roofline + profile overhead (host/launch cost)"
     return "TPOT over-predicted: the kernel tables are pessimistic for this shape"
 
+
+MOE_NOTES = """### Findings (MoE and disaggregated rows)
+
+(written from the run above; see the tables for the figures)
+"""
 
 NOTES = """### Findings
 
@@ -218,19 +245,9 @@ def report(data: list[dict[str, Any]], skipped: list[tuple[dict[str, Any], str]]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=CSV)
-    ap.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "accuracy_engines.md")
-    ap.add_argument("--moe", action="store_true", help="include MoE rows of catalogue models")
-    ap.add_argument("--limit", type=int, default=0, help="price only every k-th row (quick look)")
-    args = ap.parse_args()
-    catalog = open_catalog()
-    start = time.perf_counter()
+def price(todo: list[dict[str, Any]], catalog: Any) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """Predict every row; (priced rows with their errors, skipped rows with the reason)."""
     data, skipped = [], []
-    todo = rows(args.csv, args.moe)
-    if args.limit:
-        todo = todo[:: args.limit]
     for row in todo:
         out = predict(row, catalog)
         if "error" in out:
@@ -243,7 +260,39 @@ def main() -> None:
             skipped.append((row, "non-finite prediction"))
             continue
         data.append(row)
+    return data, skipped
+
+
+def moe_text(path: Path, catalog: Any) -> str:
+    """The "MoE and disaggregated rows" section (benchmarks/moe_report.py)."""
+    start = time.perf_counter()
+    todo, skipped = moe_rows(path)
+    data, more = price(todo, catalog)
+    profiles = {name: catalog.engine(name).version for name in ("vllm", "sglang", "trtllm")}
+    lines = moe_section(data, skipped + more, time.perf_counter() - start, profiles)
+    return "\n".join([*lines, MOE_NOTES])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=CSV)
+    ap.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "accuracy_engines.md")
+    ap.add_argument("--moe", action="store_true", help="add the MoE and disaggregated rows' section")
+    ap.add_argument("--moe-only", action="store_true", help="print only that section (nothing written)")
+    ap.add_argument("--limit", type=int, default=0, help="price only every k-th row (quick look)")
+    args = ap.parse_args()
+    catalog = open_catalog()
+    if args.moe_only:
+        print(moe_text(args.csv, catalog))
+        return
+    start = time.perf_counter()
+    todo = rows(args.csv)
+    if args.limit:
+        todo = todo[:: args.limit]
+    data, skipped = price(todo, catalog)
     text = report(data, skipped, time.perf_counter() - start)
+    if args.moe:
+        text += "\n" + moe_text(args.csv, catalog)
     args.output.write_text(text, encoding="utf-8")
     print(text)
 

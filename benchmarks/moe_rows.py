@@ -44,6 +44,10 @@ def _int(value: str, default: int = 1) -> int:
     return int(value) if value and int(value) > 0 else default
 
 
+def _recorded(r: dict[str, str]) -> bool:
+    return re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) is not None
+
+
 def _concurrency(r: dict[str, str]) -> int | None:
     found = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"])
     if found:
@@ -90,6 +94,7 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
             continue
         row = _base(r, name)
         row["concurrency"] = _concurrency(r)
+        row["c_inferred"] = not _recorded(r) and r["mode"] == "disagg"
         if r["mode"] == "agg":
             tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
             if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it

@@ -134,9 +134,9 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     wider than a node) the hierarchical form NCCL runs: the node's own all-reduce (reduce-scatter + all-gather over
     NVLink, the same bytes) plus a ring over the nodes of each GPU's ``1/g`` shard through its own NIC,
     ``α + 2(N − 1)/N · (m/g)/BW_NIC`` with ``g`` GPUs per node, BW_NIC the scale-out bandwidth per GPU and α one
-    small cross-node RDMA message: the measured DeepEP low-latency dispatch latency (``pdplan/data/expert_parallel.yaml``;
-    NCCL runs small all-reduces with its low-latency protocol [I: the nearest measured cross-node small-message
-    latency on these nodes; no cross-node all-reduce table is stored]).
+    small cross-node RDMA message: the measured DeepEP low-latency dispatch latency
+    (``pdplan/data/expert_parallel.yaml``; NCCL runs small all-reduces with its low-latency protocol [I: the nearest
+    measured cross-node small-message latency on these nodes; no cross-node all-reduce table is stored]).
 
     Example: 14,336 B (one token, h = 7168, BF16) over 16 H100s: 8-GPU NVLink all-reduce 3.6 µs + 10 µs + 2·½ ·
     1792 B / 50 GB/s = 0.04 µs → 13.6 µs."""

@@ -11,8 +11,9 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
   *Queueing Systems* vol. 1 §3.10): C clients, each away from the pool for ``Z`` (transfer, decode, overheads), so
   with C ≤ m nobody ever waits and at saturation the extra clients queue there.
 * **KV transfer and first token** (convention A, as the open model): the exposed transfer ``T_kv``, the wait for the
-  decode step in flight ``(1 − e^{−B'})·τ_d/2`` (B' the others' sequences in decode) and the first step ``τ_d``; the engine's per-request time (API server,
-  tokeniser: :func:`pdplan.serving.request_overhead.request_delay_s`) and its overlap scheduler's extra steps
+  decode step in flight ``(1 − e^{−B'})·τ_d/2`` (B' the other clients' sequences in decode) and the first step
+  ``τ_d``; the engine's per-request time (API server, tokeniser:
+  :func:`pdplan.serving.request_overhead.request_delay_s`) and its overlap scheduler's extra steps
   (``overlap_extra_steps·τ_d``) are added to TTFT.
 * **Decode pool**: y instances, each batching all its attention-DP ranks' sequences, step
   ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the decode step model, κ = ISL + OSL/2) at the instance batch B given by Little's
@@ -24,9 +25,10 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
 Steady state: X solves ``X = X_mr(Z(X))`` (the machine-repairman throughput at the away time that X implies;
 ``X_mr`` falls as Z grows and Z grows with X, so the root is unique: bisection), capped at ``X_d``. By Little's law
 the mean response is ``C/X`` and ``TTFT = C/X − (OSL − 1)·τ_d`` (every wait the model does not place elsewhere lands
-before the first token), ``TPOT = τ_d(B)``. Start-up burst: the first C requests reach the pool together and
-prompt i ends its prefill at ``⌈(i + 1)/m⌉·S_p``; those that are not warm-up enter the average with that TTFT (and
-the steady TPOT), the rest with the steady state (as :mod:`pdplan.serving.benchmark_loop` weighs its burst).
+before the first token), TPOT = τ_d at the batch a decoding sequence sees. Start-up burst: the first C requests reach
+the pool together and prompt i ends its prefill at ``⌈(i + 1)/m⌉·S_p``; those that are not warm-up enter the average
+with that TTFT (and the steady TPOT), the rest with the steady state (as :mod:`pdplan.serving.benchmark_loop` weighs
+its burst).
 
 Invariants by construction: TTFT ≥ the prompt's own prefill (``S_p`` plus non-negative waits) and a decode step is
 ``τ_d``, which the step model keeps above its HBM read floor (:func:`pdplan.serving.roles.decode_perf`). Not

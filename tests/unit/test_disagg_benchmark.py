@@ -9,8 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.perf.expert_parallel import allreduce_s
+from pdplan.perf.kernels import allreduce_time_s
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.disagg_benchmark import (
     DisaggLoopInputs,
@@ -150,3 +153,36 @@ def test_moe_deployment_respects_the_physics(clients: int) -> None:
     floor_s = float(step_bytes(res.decode, batch, np.array(2048.0 + 128.0))) / res.decode.gpu.memory_bytes_per_s
     assert bench.mean_tpot_s >= floor_s
     assert bench.tool == "sglang.bench_serving"
+
+
+def test_cross_node_allreduce_by_hand() -> None:
+    """TP 16 on two 8-GPU H100 nodes: the node's own all-reduce plus the ring over 2 nodes of each GPU's 1/8 shard,
+    α 10 µs (DeepEP low-latency message) + 2·½·(14,336/8) B / 50 GB/s = 10.036 µs over the 8-GPU time."""
+    catalog = open_catalog()
+    gpu, table = catalog.gpu("h100-sxm"), catalog.kernel_table("h100-sxm")
+    message = np.array(14336.0)
+    inside = float(allreduce_time_s(message, 8, gpu, table))
+    assert float(allreduce_s(message, 8, gpu, table)) == inside
+    assert float(allreduce_s(message, 16, gpu, table)) == pytest.approx(inside + 10e-6 + 1792.0 / 50e9, rel=1e-12)
+
+
+def test_tp_across_whole_nodes_only() -> None:
+    """TP 16 (two whole 8-GPU nodes) is accepted; TP 12 is not a whole number of nodes: SpecError."""
+    sc = {
+        "model": "deepseek-r1",
+        "mode": "disaggregated",
+        "prefill": {"gpu": "h100-sxm", "tp": 16},
+        "decode": {"gpu": "h100-sxm", "tp": 16},
+        "link": "ib-ndr",
+        "granularity": "layer",
+        "routing": "least-work",
+        "workload": {"input_tokens": {"dist": "fixed", "value": 1024}, "output_tokens": {"dist": "fixed", "value": 64}},
+        "dtype": "fp8",
+        "kv_dtype": "fp8",
+    }
+    res = resolve(scenario_from_dict(sc, source="t", base_dir=Path.cwd()), open_catalog())
+    assert res.decode is not None
+    assert res.decode.tp == 16
+    bad = {**sc, "decode": {"gpu": "h100-sxm", "tp": 12}, "model": "opt-175b"}  # 96 heads: 12 divides them
+    with pytest.raises(SpecError, match="not a multiple"):
+        resolve(scenario_from_dict(bad, source="t", base_dir=Path.cwd()), open_catalog())
