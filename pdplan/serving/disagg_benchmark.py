@@ -47,8 +47,10 @@ from scipy.special import gammaln
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.invariants import Breach, PhysicsInvariantError
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.serving.roles import step_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +222,8 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
 def disagg_benchmark_of(
     model: DisaggregatedModel, concurrency: int, requests: int | None, warmup: int | None
 ) -> BenchmarkLoop:
-    """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the decode engine's tool's)."""
+    """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the decode engine's tool's),
+    checked against its physics floors (:func:`check_floors`)."""
     assert model.res.decode is not None
     engine = model.res.decode.engine
     tool = engine.benchmark.tool if engine is not None else "closed loop"
@@ -229,4 +232,25 @@ def disagg_benchmark_of(
     w = warmup if warmup is not None else w_default
     if n < 1 or w < 0:
         raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
-    return disagg_benchmark_loop(disagg_loop_inputs(model), concurrency, n, w, tool)
+    inp = disagg_loop_inputs(model)
+    bench = disagg_benchmark_loop(inp, concurrency, n, w, tool)
+    check_floors(model, inp, bench)
+    return bench
+
+
+def check_floors(model: DisaggregatedModel, inp: DisaggLoopInputs, bench: BenchmarkLoop) -> None:
+    """The physics floors of a benchmark result (:mod:`pdplan.serving.invariants`): every TTFT ≥ the prompt's own
+    prefill pass (the roofline's, each op at or below its peak), and the TPOT ≥ one decode step of a single sequence
+    at the prompt's context, ``B(1, ISL)/BW`` (:func:`pdplan.serving.roles.step_bytes`: weights it touches plus its
+    KV). A breach is a bug: :class:`~pdplan.serving.invariants.PhysicsInvariantError`."""
+    hw = model.res.decode
+    assert hw is not None
+    floor_s = float(step_bytes(hw, np.array(1.0), np.array(inp.input_tokens))) / hw.gpu.memory_bytes_per_s
+    breaches = []
+    if bench.mean_tpot_s < floor_s * (1.0 - 1e-9):
+        breaches.append(Breach("decode step floor", bench.mean_tpot_s, floor_s, "benchmark TPOT below B(1, ISL)/BW"))
+    for name, ttft in (("mean", bench.mean_ttft_s), ("steady", bench.steady_ttft_s), ("burst", bench.burst_ttft_s)):
+        if ttft < inp.prefill_latency_s * (1.0 - 1e-9):
+            breaches.append(Breach("TTFT floor", ttft, inp.prefill_latency_s, f"benchmark {name} TTFT below prefill"))
+    if breaches:
+        raise PhysicsInvariantError(bench.throughput_rps, breaches)

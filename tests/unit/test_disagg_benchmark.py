@@ -17,15 +17,18 @@ from pdplan.perf.kernels import allreduce_time_s
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.disagg_benchmark import (
     DisaggLoopInputs,
+    check_floors,
     decode_capacity_rps,
     disagg_benchmark_loop,
     disagg_benchmark_of,
+    disagg_loop_inputs,
     finite_source,
     steady_state,
 )
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.inputs import resolve
+from pdplan.serving.invariants import PhysicsInvariantError
 from pdplan.serving.roles import step_bytes
 
 BASE = DisaggLoopInputs(
@@ -186,3 +189,15 @@ def test_tp_across_whole_nodes_only() -> None:
     bad = {**sc, "decode": {"gpu": "h100-sxm", "tp": 12}, "model": "opt-175b"}  # 96 heads: 12 divides them
     with pytest.raises(SpecError, match="not a multiple"):
         resolve(scenario_from_dict(bad, source="t", base_dir=Path.cwd()), open_catalog())
+
+
+def test_floor_check_catches_an_impossible_step() -> None:
+    """A decode step model below the HBM floor (t0 = 1 µs for a 30B MoE on one GPU) is caught: the benchmark TPOT
+    of one sequence cannot beat reading its weights and KV once."""
+    model = _moe_model()
+    inp = dataclasses.replace(disagg_loop_inputs(model), step=LinearStepTime(1e-6, 0.0, 0.0))
+    bench = disagg_benchmark_loop(inp, 1, 10, 0, "aiperf")
+    with pytest.raises(PhysicsInvariantError, match="decode step floor"):
+        check_floors(model, inp, bench)
+    fine = disagg_loop_inputs(model)
+    check_floors(model, fine, disagg_benchmark_loop(fine, 1, 10, 0, "aiperf"))
