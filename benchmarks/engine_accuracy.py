@@ -220,7 +220,7 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   being refitted elsewhere, so a host constant fitted now would absorb kernel error and count it twice after that
   merge.
 * **Assumptions.** KV dtype = weight dtype (FP8 rows get FP8 KV; SGLang's default `auto` would be BF16). KV moves
-  by layer over IB NDR, so the exposed transfer is under 1 ms on every row. The recipe is aiperf with 20·C requests
+  by layer over IB NDR, so the exposed transfer is at most 1.8 ms on any row. The recipe is aiperf with 20·C requests
   after 2·C warm-up (ENGINES.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row is
   left out of the medians.
 """
