@@ -15,6 +15,8 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
   ``τ_d``; the engine's per-request time (API server, tokeniser:
   :func:`pdplan.serving.request_overhead.request_delay_s`) and its overlap scheduler's extra steps
   (``overlap_extra_steps·τ_d``) are added to TTFT.
+  Convention B (DistServe: the prefill instance streams token 1) moves all of that but the per-request time and the
+  prompt's own wait and prefill onto token 2, i.e. onto the TPOT, as the open model does.
 * **Decode pool**: y instances, each batching all its attention-DP ranks' sequences, step
   ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the decode step model, κ = ISL + OSL/2) at the instance batch B given by Little's
   law (a sequence holds its seat for OSL steps), a decoding sequence seeing the step at its own seat plus the
@@ -73,6 +75,14 @@ class DisaggLoopInputs:
     decode_instances: int
     seats_per_instance: float
     kv_tokens_per_instance: float
+    prefill_streams_token_1: bool = False
+    """TTFT convention B (DistServe): the prefill instance streams token 1, and token 2 waits for the KV."""
+
+
+def seat_steps(inp: DisaggLoopInputs) -> float:
+    """Decode steps a sequence holds its seat for: OSL (convention A: the decode instance makes token 1 too) or
+    OSL − 1 (convention B: the prefill instance made it)."""
+    return max(inp.output_tokens - (1.0 if inp.prefill_streams_token_1 else 0.0), 1.0)
 
 
 def decode_step_s(inp: DisaggLoopInputs, batch: float) -> float:
@@ -97,15 +107,15 @@ def decode_batch(inp: DisaggLoopInputs, rate_rps: float, clients: int) -> float:
     ``B = rn·(t0 + k)/(1 − rn·k·(C − 1)/C)``; inf past the pool's capacity."""
     st = inp.step
     k = st.t1_s_per_seq + st.t2_s_per_token * (inp.input_tokens + inp.output_tokens / 2.0)
-    r_n = rate_rps / inp.decode_instances * inp.output_tokens
+    r_n = rate_rps / inp.decode_instances * seat_steps(inp)
     denom = 1.0 - r_n * k * (clients - 1.0) / clients
     return math.inf if denom <= 0.0 else r_n * (st.t0_s + k) / denom
 
 
 def decode_capacity_rps(inp: DisaggLoopInputs) -> float:
-    """X_d = y·B_max/(OSL·τ_d(B_max))."""
+    """X_d = y·B_max/(n·τ_d(B_max)), n the steps a sequence holds its seat (:func:`seat_steps`)."""
     b = batch_max(inp)
-    return inp.decode_instances * b / (inp.output_tokens * decode_step_s(inp, b))
+    return inp.decode_instances * b / (seat_steps(inp) * decode_step_s(inp, b))
 
 
 def finite_source(servers: int, clients: int, service_s: float, away_s: float) -> tuple[float, float]:
@@ -138,9 +148,16 @@ def _away_s(inp: DisaggLoopInputs, rate: float, clients: int) -> tuple[float, fl
     b = min(decode_batch(inp, rate, clients), batch_max(inp), float(clients))
     others = b * (clients - 1.0) / clients
     tau = decode_step_s(inp, min(1.0 + others, batch_max(inp)))
-    first = inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + (1.0 + inp.overlap_steps) * tau
+    first = _first_wait_s(inp, others, tau)
     pipeline = inp.prefill_latency_s - inp.prefill_service_s
     return inp.request_delay_s + first + (inp.output_tokens - 1.0) * tau + pipeline, tau
+
+
+def _first_wait_s(inp: DisaggLoopInputs, others: float, tau: float) -> float:
+    """From the prefill's end to the decode instance's first step of this request: the exposed KV transfer, the step
+    in flight ``(1 − e^{−B'})·τ/2``, the overlap scheduler's extra steps and (convention A) the step making token 1."""
+    own = 0.0 if inp.prefill_streams_token_1 else tau
+    return inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + inp.overlap_steps * tau + own
 
 
 def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float, float]:
@@ -158,20 +175,26 @@ def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float,
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if gap(mid) > 0.0 else (lo, mid)
         x = 0.5 * (lo + hi)
-    tau = _away_s(inp, x, concurrency)[1]
+    away, tau = _away_s(inp, x, concurrency)
     n = max(inp.output_tokens - 1.0, 0.0)
-    return x, concurrency / x - n * tau, tau
+    if not inp.prefill_streams_token_1:
+        return x, concurrency / x - n * tau, tau
+    wait = finite_source(inp.servers, concurrency, inp.prefill_service_s, away)[1]
+    excess = max(concurrency / x - (wait + inp.prefill_service_s + away), 0.0)  # clients the decode pool cannot admit
+    ttft = inp.request_delay_s + wait + inp.prefill_latency_s + excess
+    return x, ttft, (concurrency / x - ttft) / max(n, 1.0)
 
 
 def disagg_benchmark_loop(
     inp: DisaggLoopInputs, concurrency: int, requests: int, warmup: int, tool: str
 ) -> BenchmarkLoop:
     """Benchmark-average and steady-state TTFT/TPOT of an xPyD deployment at closed-loop concurrency C."""
-    x, steady_ttft, tau = steady_state(inp, concurrency)
+    x, steady_ttft, tpot = steady_state(inp, concurrency)
     b_max = batch_max(inp)
     admitted = int(min(concurrency, b_max * inp.decode_instances))
     others = min(concurrency - 1.0, b_max)  # the rest of the cohort decodes beside it
-    first_wait = inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + (1.0 + inp.overlap_steps) * tau
+    tau = _away_s(inp, x, concurrency)[1]
+    first_wait = 0.0 if inp.prefill_streams_token_1 else _first_wait_s(inp, others, tau)
     rounds = np.ceil((np.arange(admitted) + 1.0) / inp.servers)
     extra = inp.prefill_latency_s - inp.prefill_service_s
     burst = inp.request_delay_s + rounds * inp.prefill_service_s + extra + first_wait
@@ -187,9 +210,9 @@ def disagg_benchmark_loop(
         effective_concurrency=admitted,
         throughput_rps=x,
         mean_ttft_s=mean_ttft,
-        mean_tpot_s=tau,
+        mean_tpot_s=tpot,
         steady_ttft_s=steady_ttft,
-        steady_tpot_s=tau,
+        steady_tpot_s=tpot,
         burst_ttft_s=float(burst.mean()),
         server_queue_s=queue_s,
         request_overhead_s=inp.request_delay_s + inp.overlap_steps * tau,
@@ -216,6 +239,7 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         decode_instances=model.y,
         seats_per_instance=model.decode.max_num_seqs,
         kv_tokens_per_instance=model.decode.kv_capacity_tokens,
+        prefill_streams_token_1=res.scenario.ttft_convention == "B",
     )
 
 

@@ -80,6 +80,20 @@ def test_steady_state_by_hand() -> None:
     assert ttft == pytest.approx(expect, rel=1e-6)
 
 
+def test_convention_b_moves_the_hand_off_onto_token_2() -> None:
+    """Convention B, C = 2 ≤ 4 servers: TTFT = delay + S_p = 0.105 s exactly; the transfer, the step in flight and
+    the 100 decode steps (token 1 came from the prefill) make E2E − TTFT, so TPOT = τ + (T_kv + (1 − e^{−B'})·τ/2)/100,
+    and TTFT + 100·TPOT = C/X (Little)."""
+    inp = dataclasses.replace(BASE, prefill_streams_token_1=True)
+    x, ttft, tpot = steady_state(inp, 2)
+    assert ttft == pytest.approx(0.105, rel=1e-12)
+    rn = x * 100.0  # a sequence holds its seat for OSL − 1 = 100 steps
+    others = rn * (0.01 + 1e-4) / (1.0 - rn * 1e-4 / 2.0) / 2.0
+    tau = 0.01 + 1e-4 * (1.0 + others)
+    assert tpot == pytest.approx(tau + (0.01 + (1.0 - math.exp(-others)) * tau / 2.0) / 100.0, rel=1e-9)
+    assert ttft + 100.0 * tpot == pytest.approx(2.0 / x, rel=1e-9)
+
+
 def test_decode_seats_bind_and_the_rest_wait() -> None:
     """2 seats, 10 clients: X = X_d = 2/(OSL·τ(2)) and the 8 clients the pool cannot admit wait before token 1."""
     inp = dataclasses.replace(BASE, seats_per_instance=2.0)
