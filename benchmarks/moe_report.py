@@ -86,10 +86,20 @@ def reason(r: dict[str, Any], profile_versions: dict[str, str]) -> str:
         return (
             "benchmark concurrency not recorded; C inferred as decode batch x workers (the TPOT shows fewer decoding)"
         )
+    if r["mode"] == "disagg" and r["ttft_err"] < -70.0 and r["osl"] >= 4096:
+        return (
+            f"measured TTFT {r['ttft_ms'] / 1e3:.1f} s at {r['isl'] + r['osl']} tokens per request: the decode server "
+            f"held fewer of the C = {r['concurrency']} requests than pdplan's KV capacity admits (all), the rest waited"
+        )
     if r["mode"] == "disagg" and r["ttft_err"] < -70.0:
         return (
             f"measured TTFT {r['ttft_ms'] / 1e3:.1f} s where the prompt's prefill + KV is {r['prefill_ms']:.0f} ms and "
-            "no pool is saturated: time outside the modelled path (PD hand-off, start-up of the run)"
+            "no pool of pdplan's loop is saturated: time outside the modelled path (PD hand-off, start-up of the run)"
+        )
+    if r["mode"] != "disagg" and r["ttft_ms"] > 5000.0 and r["tpot_err"] > 100.0:
+        return (
+            f"the run queued most clients (TTFT {r['ttft_ms'] / 1e3:.0f} s) and decoded few at a time (TPOT "
+            f"{r['tpot_ms']:.1f} ms); pdplan admits {r['c_eff']} of C={r['concurrency']}, prices their prefill chunks"
         )
     if r["queue_ms"] > 0 and r["ttft_err"] > 0:
         return f"engine admits {r['c_eff']} of C={r['concurrency']} (seats/KV): the rest queue, measured far less"
@@ -147,18 +157,11 @@ def moe_section(
         *_before_table(main),
     ]
     worst = sorted(main, key=lambda r: -max(abs(r["ttft_err"]), abs(r["tpot_err"])))[:10]
-    lines += [
-        "### Ten worst rows",
-        "",
-        "| row | C | deployment | ISL/OSL | TTFT meas / pred ms | TPOT meas / pred ms | reason |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in worst:
-        lines.append(
-            f"| {r['engine']} {r['version']} {r['model']} {r['dtype']} | {r['concurrency']} | {_shape(r)} | "
-            f"{r['isl']}/{r['osl']} | {r['ttft_ms']:.0f} / {r['pred_ttft_ms']:.0f} | "
-            f"{r['tpot_ms']:.1f} / {r['pred_tpot_ms']:.1f} | {reason(r, profiles)} |"
-        )
+    lines += _rows_table("Ten worst rows", worst, profiles)
+    disagg = sorted(
+        (r for r in main if r["mode"] == "disagg"), key=lambda r: -max(abs(r["ttft_err"]), abs(r["tpot_err"]))
+    )
+    lines += ["", *_rows_table("Five worst disaggregated rows", disagg[:5], profiles)]
     lines += ["", "### Rows without a recorded concurrency (not in the medians)", ""]
     lines += [
         f"- {r['engine']} {r['version']} {r['model']} {_shape(r)} {r['isl']}/{r['osl']} C={r['concurrency']} "
@@ -172,6 +175,22 @@ def moe_section(
     lines += ["", "### Skipped rows", ""]
     lines += [f"- {n} × {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])] or ["- none"]
     return [*lines, ""]
+
+
+def _rows_table(title: str, rows: list[dict[str, Any]], profiles: dict[str, str]) -> list[str]:
+    lines = [
+        f"### {title}",
+        "",
+        "| row | C | deployment | ISL/OSL | TTFT meas / pred ms | TPOT meas / pred ms | reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['engine']} {r['version']} {r['model']} {r['dtype']} | {r['concurrency']} | {_shape(r)} | "
+            f"{r['isl']}/{r['osl']} | {r['ttft_ms']:.0f} / {r['pred_ttft_ms']:.0f} | "
+            f"{r['tpot_ms']:.1f} / {r['pred_tpot_ms']:.1f} | {reason(r, profiles)} |"
+        )
+    return lines
 
 
 def _shape(r: dict[str, Any]) -> str:
