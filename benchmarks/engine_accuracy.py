@@ -195,7 +195,10 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   queued prompts) adds waiting that the loop does not have. TPOT: the TP16 decode step at batch 1-4 is priced at
   14.5-15 ms (kernels 12.8 ms, 1.7 ms of them the cross-node all-reduce, plus SGLang's 1.8 ms of per-collective
   host time) against 7.7-9.8 ms measured; from C = 32 the TPOT is within 10 %. Repeated measurements in the CSV
-  disagree by up to 2x (1024/1024 C = 16: TPOT 14.8 and 26.8 ms).
+  disagree by up to 2x (1024/1024 C = 16: TPOT 14.8 and 26.8 ms). The long-request rows (C = 64 at 9,216 tokens,
+  11.1 s and 4.4 s TTFT) hinge on the decode KV pool: with FP8 KV pdplan admits all 64 (152 ms and 0.9 s
+  predicted); with BF16 KV (SGLang's default `auto`) it admits 42 and predicts 127 s and 19 s, while the
+  C = 128 8192/1024 row (71 s measured) then comes out at 75 s. The run's pool lies between the two.
 * **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
   5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
   5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode

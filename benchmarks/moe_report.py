@@ -89,7 +89,7 @@ def reason(r: dict[str, Any], profile_versions: dict[str, str]) -> str:
     if r["mode"] == "disagg" and r["ttft_err"] < -70.0 and r["osl"] >= 4096:
         return (
             f"measured TTFT {r['ttft_ms'] / 1e3:.1f} s at {r['isl'] + r['osl']} tokens per request: the decode server "
-            f"held fewer of the C = {r['concurrency']} requests than pdplan's KV capacity admits (all), the rest waited"
+            f"probably held fewer of the C = {r['concurrency']} than pdplan's KV capacity admits (all); the rest waited"
         )
     if r["mode"] == "disagg" and r["ttft_err"] < -70.0:
         return (
