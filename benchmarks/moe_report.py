@@ -114,13 +114,8 @@ def reason(r: dict[str, Any], profile_versions: dict[str, str]) -> str:
     return "TTFT under: measured wait beyond the prompt's prefill and the closed loop's queue"
 
 
-def moe_section(
-    data: list[dict[str, Any]], skipped: list[tuple[dict[str, Any], str]], seconds: float, profiles: dict[str, str]
-) -> list[str]:
-    """The whole section as Markdown lines."""
-    main = [r for r in data if not r.get("c_inferred")]
-    inferred = [r for r in data if r.get("c_inferred")]
-    lines = [
+def _intro(main: int, inferred: int, skipped: int, seconds: float) -> list[str]:
+    return [
         "## MoE and disaggregated rows",
         "",
         "Rows: every MoE row and every disaggregated row of the CSV (`benchmarks/moe_rows.py` reads the",
@@ -128,16 +123,30 @@ def moe_section(
         "rows are priced by `evaluate --colocated 1 --tp T --ep E --concurrency C`, disaggregated rows by",
         "`evaluate --xpyd xPyD --prefill-tp/--prefill-dp/--prefill-ep ... --concurrency C` (the disaggregated",
         "benchmark loop, `pdplan/serving/disagg_benchmark.py`), each with the shipped profile of its engine, aiperf's",
-        f"20·C requests after 2·C warm-up. {len(main)} rows priced in the medians, {len(inferred)} more without a",
-        f"recorded concurrency (listed apart), {len(skipped)} skipped; {seconds:.0f} s. The CSV repeats some",
+        f"20·C requests after 2·C warm-up. {main} rows priced in the medians, {inferred} more without a",
+        f"recorded concurrency (listed apart), {skipped} skipped; {seconds:.0f} s. The CSV repeats some",
         "measurements (the 2026-03-25 and 2026-04-06 dumps and the `dsr1_*_cfg*` rows overlap); every row counts,",
         "as the CSV has it.",
         "",
+    ]
+
+
+def moe_section(
+    data: list[dict[str, Any]], skipped: list[tuple[dict[str, Any], str]], seconds: float, profiles: dict[str, str]
+) -> list[str]:
+    """The whole section as Markdown lines."""
+    main = [r for r in data if not r.get("c_inferred")]
+    inferred = [r for r in data if r.get("c_inferred")]
+    lines = [
+        *_intro(len(main), len(inferred), len(skipped), seconds),
         f"Targets (issue #13): TPOT median |error| ≤ {TARGET_TPOT:.0f} % and TTFT ≤ {TARGET_TTFT:.0f} %.",
         "",
         "### Per engine, model and mode",
         "",
         *_accuracy_table(main, _group_name),
+        "Repeated measurements counted once (same engine, model, deployment, ISL/OSL, C, TTFT and TPOT):",
+        "",
+        *_accuracy_table(_unique(main), _group_name),
         "### Per engine, model, TP and EP (colocated) or deployment (disaggregated)",
         "",
         *_accuracy_table(main, lambda r: f"{_group_name(r)} {_shape(r)}"),
@@ -175,6 +184,14 @@ def moe_section(
     lines += ["", "### Skipped rows", ""]
     lines += [f"- {n} × {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])] or ["- none"]
     return [*lines, ""]
+
+
+def _unique(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in data:
+        key = (r["engine"], r["model"], _shape(r), r["isl"], r["osl"], r["concurrency"], r["ttft_ms"], r["tpot_ms"])
+        seen.setdefault(key, r)
+    return list(seen.values())
 
 
 def _rows_table(title: str, rows: list[dict[str, Any]], profiles: dict[str, str]) -> list[str]:
