@@ -11,12 +11,14 @@ replicated across DP ranks and tensor-parallel within one: vLLM's data-parallel 
 replica of the non-expert layers) and SGLang's ``--enable-dp-attention --moe-dense-tp-size 1`` (dense FFN and LM head
 data-parallel; LMSYS large-scale EP blog 2025-05-05, MISSION_FEATURES.md §5.2).
 
-**All-to-all** (EP > 1): per MoE layer a dispatch (tokens to their experts' GPUs) and a combine (expert outputs
-back), each moving ``tokens_per_gpu · min(top_k, E, ep − 1) · h · b`` bytes per GPU, dispatch at b = 1 (FP8 with
-block scales) and combine at b = 2 (BF16); over NVLink (the GPU's scale-up bandwidth) while the ``tp·dp`` GPUs stay
-in one node, else over the scale-out NIC (50 GB/s per GPU). This is AIConfigurator's ``alltoall_sol_ms``
-(MISSION_FEATURES.md §5.1) plus a per-call latency from the measured DeepEP tables; DeepEP's normal mode serves
-prefill and its low-latency mode decode (SGLang large-scale EP). Constants: ``pdplan/data/expert_parallel.yaml``.
+**All-to-all** (EP > 1 with attention DP; with dp = 1 the tokens are replicated over the TP group and the layer's TP
+all-reduce combines the experts' outputs: :func:`pdplan.perf.ops.expert_ops`): per MoE layer a dispatch (tokens to
+their experts' GPUs) and a combine (expert outputs back), each moving ``tokens_per_gpu · min(top_k, E, ep − 1) · h ·
+b`` bytes per GPU, dispatch at b = 1 (FP8 with block scales) and combine at b = 2 (BF16); over NVLink (the GPU's
+scale-up bandwidth) while the ``tp·dp`` GPUs stay in one node, else over the scale-out NIC (50 GB/s per GPU). This is
+AIConfigurator's ``alltoall_sol_ms`` (MISSION_FEATURES.md §5.1) plus a per-call latency from the measured DeepEP
+tables; DeepEP's normal mode serves prefill and its low-latency mode decode (SGLang large-scale EP). Constants:
+``pdplan/data/expert_parallel.yaml``.
 
 **ZeRO-Prefill weight gather** (arXiv 2605.02960, MISSION_FEATURES.md §4): instead of routing tokens, each prefill
 GPU all-gathers the next MoE layer's experts (the ``(ep − 1)/ep`` it does not hold) while it computes the current
@@ -30,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.io.expert_parallel import expert_parallel_defaults
-from pdplan.perf.kernels import KernelTable
+from pdplan.perf.kernels import KernelTable, allreduce_time_s
 from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
 from pdplan.perf.ops import Op
 from pdplan.specs.kernel_table import GpuPeaks
@@ -126,6 +128,30 @@ def _node_shape(gpu: GpuPeaks) -> tuple[float, float]:
         return float(getattr(gpu, "gpus_per_node")), float(getattr(gpu, "scale_up_bytes_per_s"))  # noqa: B009
     except AttributeError:
         raise ValueError(f"expert parallelism on {gpu.name} needs gpus_per_node and scale_up_bytes_per_s") from None
+
+
+def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
+    """One all-reduce of ``message_bytes`` per GPU over ``num_gpus`` GPUs (s). Inside a node the kernel table's
+    (:func:`pdplan.perf.kernels.allreduce_time_s`); over ``N`` whole nodes (a TP group or a DP-attention MoE group
+    wider than a node) the hierarchical form NCCL runs: the node's own all-reduce (reduce-scatter + all-gather over
+    NVLink, the same bytes) plus a ring over the nodes of each GPU's ``1/g`` shard through its own NIC,
+    ``α + 2(N − 1)/N · (m/g)/BW_NIC`` with ``g`` GPUs per node, BW_NIC the scale-out bandwidth per GPU and α one
+    small cross-node RDMA message: the measured DeepEP low-latency dispatch latency
+    (``pdplan/data/expert_parallel.yaml``; NCCL runs small all-reduces with its low-latency protocol [I: the nearest
+    measured cross-node small-message latency on these nodes; no cross-node all-reduce table is stored]).
+
+    Example: 14,336 B (one token, h = 7168, BF16) over 16 H100s: 8-GPU NVLink all-reduce 3.6 µs + 10 µs + 2·½ ·
+    1792 B / 50 GB/s = 0.04 µs → 13.6 µs."""
+    n = np.asarray(num_gpus, dtype=np.float64)
+    per_node = float(getattr(gpu, "gpus_per_node", 0) or 0)
+    if per_node <= 0.0 or not bool(np.any(n > per_node)):
+        return allreduce_time_s(message_bytes, num_gpus, gpu, table)
+    d = expert_parallel_defaults()
+    nodes = np.ceil(n / per_node)
+    intra = allreduce_time_s(message_bytes, np.minimum(n, per_node), gpu, table)
+    shard = np.asarray(message_bytes, dtype=np.float64) / per_node
+    inter = d.dispatch_latency_s["low_latency"] + 2.0 * (nodes - 1.0) / nodes * shard / d.inter_node_bytes_per_s_per_gpu
+    return np.asarray(np.where(n > per_node, intra + inter, intra), dtype=np.float64)
 
 
 def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:

@@ -212,7 +212,12 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     communication (:mod:`pdplan.perf.expert_parallel`).
 
     The ``m·moe_dp`` tokens of the instance's DP ranks meet in each MoE layer; each GPU holds E/ep experts split
-    ``moe_tp`` ways. EP > 1 adds the dispatch + combine all-to-all per layer. With ``expert_gather`` (ZeRO-Prefill)
+    ``moe_tp`` ways. EP > 1 with attention DP (dp > 1: each rank holds its own tokens) adds the dispatch + combine
+    all-to-all per layer; with dp = 1 the TP group's tokens are already on every GPU (the attention's all-reduce
+    replicates them), each GPU runs its experts on all of them and the layer's TP all-reduce combines the outputs, so
+    there is no all-to-all (vLLM ``FusedMoEParallelConfig.use_all2all_kernels = dp_size > 1 and use_ep``,
+    vllm/model_executor/layers/fused_moe/config.py [P]; TensorRT-LLM and SGLang likewise run their all-to-all
+    backends with attention DP [I]). With ``expert_gather`` (ZeRO-Prefill)
     each GPU instead runs all experts whole on its own ``T/(tp·dp)`` tokens after gathering the weights.
     """
     moe = model.moe
@@ -243,7 +248,7 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * layer.weight_bytes)
         dims = {"ep": ep, "group_gpus": group, "layer_expert_bytes": layer_bytes}
         ops.append(Op("ep.weight_gather", "weight_gather", n_moe, dims))
-    elif wide:
+    elif wide and float(np.max(np.asarray(s.dp))) > 1.0:  # tokens spread over DP ranks: dispatch + combine
         routing = {
             "hidden": np.asarray(float(model.hidden_size)),
             "top_k": np.asarray(float(moe.experts_per_token)),

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.perf.expert_parallel import ep_comm_time_s, exposed_gather_s
+from pdplan.perf.expert_parallel import allreduce_s, ep_comm_time_s, exposed_gather_s
 from pdplan.perf.kernels import (
     GpuPeaks,
     KernelTable,
     KvFlavour,
-    allreduce_time_s,
     decode_attention_time_s,
     elementwise_time_s,
     gemm_time_s,
@@ -153,7 +152,7 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
-        return allreduce_time_s(d["bytes"], d["gpus"], gpu, table)
+        return allreduce_s(d["bytes"], d["gpus"], gpu, table)
     if op.kind in ("alltoall", "weight_gather"):
         return ep_comm_time_s(op, gpu, table)
     return elementwise_time_s(d["bytes"], gpu, table)

@@ -17,6 +17,7 @@ from pdplan.serving.benchmark_inputs import benchmark_of
 from pdplan.serving.closed_loop import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
+from pdplan.serving.disagg_benchmark import disagg_benchmark_of
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel, find_goodput
@@ -159,6 +160,8 @@ def evaluate(
         loop = closed_loop_throughput(model, concurrency)
         if isinstance(model, ColocatedModel):
             bench = benchmark_of(model, concurrency, requests, warmup)
+        else:
+            bench = disagg_benchmark_of(model, concurrency, requests, warmup)
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
     if rate is not None:
         snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)

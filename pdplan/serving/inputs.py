@@ -111,10 +111,10 @@ def role_hardware(
             "(tensor parallelism shards heads evenly)",
             field="tp",
         )
-    if role.tp > gpu.gpus_per_node:
+    if role.tp > gpu.gpus_per_node and role.tp % gpu.gpus_per_node:
         raise SpecError(
-            f"TP {role.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node (tensor "
-            "parallelism stays inside a node; use PP across nodes)",
+            f"TP {role.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node and is not a multiple of it "
+            "(tensor parallelism across nodes takes whole nodes: its all-reduce crosses the scale-out NIC)",
             field="tp",
         )
     problem = parallelism_error(model, role.tp, role.dp, role.ep, scenario.redundant_experts)

@@ -99,7 +99,8 @@ class Evaluation:
     engine: dict[str, str] = field(default_factory=dict)
     """The engine profile: ``{name, version, source}``."""
     benchmark: BenchmarkLoop | None = None
-    """With a concurrency on a colocated deployment: what the benchmark tool would report."""
+    """With a concurrency: what the benchmark tool would report (colocated: :mod:`pdplan.serving.benchmark_loop`;
+    disaggregated: :mod:`pdplan.serving.disagg_benchmark`)."""
 
     @property
     def goodput_rps_per_gpu(self) -> float:

@@ -91,3 +91,24 @@ def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert "does not fit" in capsys.readouterr().err
     assert run(["evaluate", *FAST, "--ttft-slo", "1ms"]) == 3
     assert run(["evaluate", *FAST, "--rate", "1e5"]) == 3
+
+
+def test_concurrency_disaggregated_moe(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--concurrency`` on an xPyD MoE deployment (attention DP + EP prefill, TP + EP decode): the benchmark closed
+    loop of serving/disagg_benchmark.py reports the engine's tool, C, and TTFT ≥ the prompt's own prefill."""
+    doc = _json(
+        capsys,
+        *("--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--xpyd", "1P1D", "--isl", "2048", "--osl", "256"),
+        *("--prefill-tp", "1", "--prefill-dp", "2", "--prefill-ep", "2", "--decode-tp", "2", "--decode-ep", "2"),
+        *("--dtype", "fp8", "--kv-dtype", "fp8", "--engine", "sglang", "--concurrency", "32"),
+    )
+    loop = doc["closed_loop"]
+    assert isinstance(loop, dict)
+    assert loop["tool"] == "sglang.bench_serving"
+    assert loop["concurrency"] == 32
+    assert doc["prefill"] == {"gpu": "h100-sxm", "tp": 1, "pp": 1, "count": 1, "dp": 2, "ep": 2, "expert_gather": False}
+    assumptions = doc["assumptions"]
+    assert isinstance(assumptions, dict)
+    assert loop["mean_ttft_s"] >= assumptions["mean_prefill_s"]
+    assert doc["ttft_s"]["mean"] == loop["mean_ttft_s"]  # type: ignore[index]
+    assert 0.0 < loop["mean_tpot_s"] < 1.0

@@ -71,15 +71,18 @@ def test_dense_dp_ranks_are_independent_replicas() -> None:
 
 def test_ep_moves_expert_work_and_adds_all_to_all() -> None:
     """DeepSeek-V3 decode, 8 GPUs: TP8 splits every expert 8 ways; TP8+EP8 runs whole experts, 1/8 of them per GPU,
-    with the same expert bytes per GPU and an all-to-all per MoE layer (58 of 61 layers)."""
+    with the same expert bytes per GPU; its tokens are replicated over the TP group, so the TP all-reduce combines
+    and there is no all-to-all; DP8+EP8 (each rank its own tokens) adds one per MoE layer (58 of 61 layers)."""
     ds, gpu, table = CAT.model("deepseek-v3"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
     prec = Precision(1.0, 2.0, 1.0)
     tp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, precision=prec)
     ep = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, ep=8, precision=prec)
-    names = {op.name: op for op in ep.ops}
+    dp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=1, dp=8, ep=8, precision=prec)
+    names = {op.name: op for op in dp.ops}
     assert "ep.all_to_all" in names
     assert names["ep.all_to_all"].count == 58.0
     assert "ep.all_to_all" not in {op.name for op in tp.ops}
+    assert "ep.all_to_all" not in {op.name for op in ep.ops}
 
     def expert_bytes(pt: object) -> float:
         return sum(float(op.bytes) for op in pt.ops if op.name.startswith("moe.expert"))  # type: ignore[attr-defined]

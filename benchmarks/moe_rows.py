@@ -1,0 +1,140 @@
+"""The MoE and disaggregated rows of ``aiconfigurator-silicon/h100_sxm.csv`` as pdplan scenarios (for
+``benchmarks/engine_accuracy.py --moe``).
+
+Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
+
+* the benchmark concurrency C is ``silicon_concurrency=`` in ``silicon_data_source`` where the row has it (the
+  ``batch_size`` column is C in some dumps and C/4 in others for the same measurement: MiniMax-M2.5 2026-03-25 vs
+  2026-04-06); a disaggregated row without it (the Dynamo 0.8 Qwen3 rows) takes AIC's reported disaggregated
+  concurrency ``decode_batch_size × decode_num_workers × decode_attention_dp_size`` [I: AIC's ``d_bs × y`` with the
+  per-rank batch of attention-DP workers];
+* colocated rows: ``tp_size`` attention TP, ``moe_ep_size`` expert parallelism (0 or empty = 1), attention DP 1;
+  the MiniMax-M2.5 rows of the 2026-04-06 dump give ``moe_ep_size`` 16 (and ``batch_size`` C/4) for the TP4 EP4
+  runs their ids name (the 2026-03-25 dump has the same measurements at ``moe_ep_size`` 4): where ``moe_ep_size``
+  does not divide ``tp_size`` the id's ``_ep<N>_`` is taken;
+* disaggregated rows: ``{prefill,decode}_{tp,attention_dp,moe_ep}_size`` per role and ``*_num_workers`` the instance
+  counts. The DeepSeek-R1 rows of the 2026-03-25 / 2026-04-06 dumps leave the worker counts empty; where a row of
+  the ``dsr1_*_cfg*`` dump records the same measurement (same ISL/OSL, C and TTFT) its deployment is taken from
+  there; SGLang's TP16 rows are one prefill and one decode instance of 16 GPUs each [I: the SGLang PD recipe for
+  DeepSeek on H100 runs ``--tp 16 --nnodes 2`` per role, and the rows give no other count]; the other TRT-LLM rows
+  have no deployment we can reconstruct and are skipped with that reason.
+
+KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
+its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+MOE_MODELS = {
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+}
+DENSE_DISAGG = {"Qwen/Qwen3-32B": "qwen3-32b"}
+
+
+def _int(value: str, default: int = 1) -> int:
+    return int(value) if value and int(value) > 0 else default
+
+
+def _recorded(r: dict[str, str]) -> bool:
+    return re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) is not None
+
+
+def _concurrency(r: dict[str, str]) -> int | None:
+    found = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"])
+    if found:
+        return int(found.group(1))
+    if r["mode"] == "disagg" and r["decode_batch_size"] and r["decode_num_workers"]:
+        return int(r["decode_batch_size"]) * int(r["decode_num_workers"]) * _int(r["decode_attention_dp_size"])
+    return int(r["batch_size"]) if r["batch_size"] else None
+
+
+def _role(r: dict[str, str], side: str) -> dict[str, int]:
+    return {
+        "tp": _int(r[f"{side}_tp_size"]),
+        "dp": _int(r[f"{side}_attention_dp_size"]),
+        "ep": _int(r[f"{side}_moe_ep_size"]),
+        "count": _int(r[f"{side}_num_workers"], 0),
+    }
+
+
+def _base(r: dict[str, str], name: str) -> dict[str, Any]:
+    fp8 = r["precision"] == "fp8" or r["gemm_quant_mode"].startswith("fp8")
+    return {
+        "id": r["id"],
+        "engine": r["backend"],
+        "version": r["backend_version"] or "?",
+        "model": name,
+        "dtype": "fp8" if fp8 else "bf16",
+        "isl": int(r["isl"]),
+        "osl": int(r["osl"]),
+        "ttft_ms": float(r["silicon_ttft_ms"]),
+        "tpot_ms": float(r["silicon_tpot_ms"]),
+        "mode": r["mode"],
+    }
+
+
+def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """(rows to price, rows skipped with the reason): every MoE row and every disaggregated row of the CSV."""
+    with path.open(newline="") as fh:
+        raw = list(csv.DictReader(fh))
+    known = {(r["isl"], r["osl"], _concurrency(r), r["silicon_ttft_ms"]): r for r in raw if r["id"].startswith("dsr1_")}
+    out, skipped = [], []
+    for r in raw:
+        name = MOE_MODELS.get(r["model_path"]) or (DENSE_DISAGG.get(r["model_path"]) if r["mode"] == "disagg" else None)
+        if name is None:
+            continue
+        row = _base(r, name)
+        row["concurrency"] = _concurrency(r)
+        row["c_inferred"] = not _recorded(r) and r["mode"] == "disagg"
+        if r["mode"] == "agg":
+            tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
+            if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it
+                found = re.search(r"_ep(\d+)_", r["id"])
+                ep = int(found.group(1)) if found else ep
+            row.update(tp=tp, dp=_int(r["attention_dp_size"]), ep=ep)
+            out.append(row)
+            continue
+        source = r
+        if not r["decode_num_workers"]:
+            source = known.get((r["isl"], r["osl"], row["concurrency"], r["silicon_ttft_ms"]), r)
+        prefill, decode = _role(source, "prefill"), _role(source, "decode")
+        if source is r and not r["decode_num_workers"]:
+            if r["backend"] != "sglang":
+                skipped.append((row, "disaggregated row without worker counts (no cfg row records its deployment)"))
+                continue
+            prefill["count"] = decode["count"] = 1  # module docstring: SGLang's one 16-GPU instance per role
+        row.update(prefill=prefill, decode=decode)
+        out.append(row)
+    return out, skipped
+
+
+def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """The pdplan scenario of one row (fixed ISL/OSL; the row's engine)."""
+    sc: dict[str, Any] = {
+        "model": row["model"],
+        "workload": {
+            "input_tokens": {"dist": "fixed", "value": row["isl"]},
+            "output_tokens": {"dist": "fixed", "value": row["osl"]},
+        },
+        "dtype": row["dtype"],
+        "kv_dtype": row["dtype"],
+        "engine": row["engine"],
+    }
+    if row["mode"] == "agg":
+        sc["mode"] = "colocated"
+        sc["colocated"] = {"gpu": "h100-sxm", "tp": row["tp"], "ep": row["ep"], "count": 1, "scheduler": "chunked"}
+        return sc
+    sc.update(mode="disaggregated", link="ib-ndr", granularity="layer", routing="least-work")
+    for side in ("prefill", "decode"):
+        role = row[side]
+        sc[side] = {"gpu": "h100-sxm", "tp": role["tp"], "dp": role["dp"], "ep": role["ep"], "count": role["count"]}
+    return sc
