@@ -32,11 +32,22 @@ from pdplan.errors import SpecError
 from pdplan.perf.kernels import GpuPeaks, KernelTable, smooth_max
 from pdplan.perf.moe import MoeLayerShape
 from pdplan.perf.moe_routing import Routing
-from pdplan.specs.moe_wideep import WideEpMoeParams, WideEpPhase
+from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams, WideEpPhase
 from pdplan.types import ArrayLike, FloatArray
 
 MoeKernel = Literal["fused", "deepgemm_wideep"]
 """The MoE kernel families: ``fused`` (:mod:`pdplan.perf.moe`), ``deepgemm_wideep`` (this module)."""
+
+
+def moe_kernel_for(runtime: MoeRuntime | None, ep: int, weight_bytes: float, table: KernelTable) -> MoeKernel:
+    """The expert kernel an engine runs for one instance type (the rule of :class:`~pdplan.specs.moe_wideep.MoeRuntime`):
+    ``deepgemm_wideep`` when the engine's EP kernel is DeepGEMM, EP > 1, the experts are FP8 (<= 1 byte per
+    weight) and the GPU's table has both ``moe_wideep`` phases (Hopper/Blackwell); ``fused`` otherwise.
+
+    Example: SGLang, EP 72, FP8 on H100 -> deepgemm_wideep; the same at EP 1, in BF16, or under vLLM -> fused."""
+    if runtime is None or runtime.ep_kernel != "deepgemm_wideep" or ep <= 1 or weight_bytes > 1.0:
+        return "fused"
+    return "deepgemm_wideep" if {"prefill", "decode"} <= set(table.moe_wideep) else "fused"
 
 
 def received_rows(tokens: ArrayLike, pairs: ArrayLike, top_k: int, ep: ArrayLike) -> FloatArray:

@@ -10,6 +10,9 @@
   ``free_gpu_memory_fraction`` applied to what weights and workspace leave). A scenario's own
   ``gpu_memory_utilization`` wins over the profile. The workspace is sized for the class's token budget.
 * **Limits.** The seat cap and chunk budget of the GPU's memory class (:meth:`~pdplan.specs.engine.Limits.for_gpu`).
+* **MoE.** The expert kernel the engine runs at this instance's EP, dtype and GPU (the profile's ``moe`` rule,
+  :func:`pdplan.perf.moe_wideep.moe_kernel_for`) and its two-batch-overlap default, unless the instance already
+  states one (a scenario's ``two_batch_overlap``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import dataclasses
 
 from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
+from pdplan.perf.moe_wideep import moe_kernel_for
 from pdplan.serving.roles import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
@@ -44,6 +48,7 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
             update={"decode_step_overhead_s": table.framework.decode_step_overhead_s + step_s}
         )
         table = table.model_copy(update={"framework": framework})
+    tbo_default = engine.moe.two_batch_overlap if engine.moe is not None else False
     util = memory_utilization
     if util is None:
         util = engine.kv_memory.usable_fraction(
@@ -59,6 +64,8 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         kv_free_fraction=engine.kv_memory.free_fraction,
         workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
         engine=engine,
+        moe_kernel=moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table),
+        two_batch_overlap=hw.two_batch_overlap if hw.two_batch_overlap is not None else tbo_default,
     )
 
 

@@ -49,3 +49,19 @@ class WideEpMoeParams(FrozenModel):
     per_row_s: NonNegative = 0.0
     per_expert_s: NonNegative = 0.0
     m_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 128
+
+
+class MoeRuntime(FrozenModel):
+    """How an engine runs MoE layers (an engine profile's ``moe`` block; None there: fused kernel, no overlap).
+
+    ``ep_kernel``: the expert kernel at expert parallelism > 1 with FP8 experts, on GPUs whose kernel table has a
+    ``moe_wideep`` entry (the DeepGEMM kernels need Hopper or Blackwell): ``deepgemm_wideep`` (SGLang's DeepEP +
+    DeepGEMM layer) or ``fused`` (the engine's fused MoE, :mod:`pdplan.perf.moe`), which also prices EP 1, BF16
+    experts and every other GPU. ``two_batch_overlap``: the engine's default for splitting each EP step into two
+    micro-batches whose all-to-all overlaps the other's compute (:mod:`pdplan.perf.two_batch_overlap`); a
+    scenario's ``two_batch_overlap`` overrides it.
+    """
+
+    ep_kernel: Literal["fused", "deepgemm_wideep"] = "fused"
+    two_batch_overlap: bool = False
+    source: Annotated[str, Field(min_length=1)]
