@@ -53,7 +53,7 @@ def moe_kernel_for(runtime: MoeRuntime | None, ep: int, weight_bytes: float, tab
 def received_rows(tokens: ArrayLike, pairs: ArrayLike, top_k: int, ep: ArrayLike) -> FloatArray:
     """R = min(T, P·ρ), ρ = ep·(1 − (1 − 1/ep)^k)/k: tokens a GPU receives (module docstring).
 
-    Example: T = 524,288, k = 8, ep = 32, P = T·k/ep = 131,072: ρ = 32·(1 − (31/32)^8)/8 = 0.8966, R = 117,522."""
+    Example: T = 524,288, k = 8, ep = 32, P = T·k/ep = 131,072: ρ = 32·(1 − (31/32)^8)/8 = 0.8972, R = 117,598."""
     t = np.asarray(tokens, dtype=np.float64)
     e = np.maximum(np.asarray(ep, dtype=np.float64), 1.0)
     rho = e * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(e, 1.0 + 1e-12))) / top_k
