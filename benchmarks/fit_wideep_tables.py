@@ -82,7 +82,8 @@ def section_lines(data: Path) -> list[str]:
         "",
         "`moe_wideep` entries (`pdplan/perf/moe_wideep.py`, formula in `WideEpMoeParams`): SGLang's DeepEPMoE layer "
         "(DeepGEMM grouped FP8 GEMMs, contiguous layout in prefill, masked in decode; the DeepEP dispatch/combine is "
-        "the `ep_a2a` entry) against every row of `aiconfigurator-moe/<gpu>/wideep_{context,generation}_moe_sglang.csv` "
+        "the `ep_a2a` entry) against every row of "
+        "`aiconfigurator-moe/<gpu>/wideep_{context,generation}_moe_sglang.csv` "
         "(SGLang 0.5.10, DeepSeek-V3's MoE shape, FP8 block weights, EP 2-256). The collector's inputs are modelled "
         "as it builds them (`pdplan/calibrate/fit_wideep.py`): `num_tokens` is the global batch, `uniform` routing "
         "is balanced (and unaligned to the 128-row layout in prefill), power-law rows take the mean of its "

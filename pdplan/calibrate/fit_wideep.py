@@ -115,7 +115,9 @@ def power_law_draws(tokens: int, experts: int, top_k: int, ep: int, alpha: float
     return out
 
 
-def collector_routing(shape: MoeLayerShape, phase: WideEpPhase, m_tile: int, rows: WideEpRows, idx: IntArray) -> Routing:
+def collector_routing(
+    shape: MoeLayerShape, phase: WideEpPhase, m_tile: int, rows: WideEpRows, idx: IntArray
+) -> Routing:
     """Pairs and experts read as the collector's inputs make the kernel see them (module docstring):
 
     * ``uniform`` (balanced): in prefill ``num_recv_tokens_per_expert`` is T·k/E per expert, not padded to

@@ -40,9 +40,10 @@ MoeKernel = Literal["fused", "deepgemm_wideep"]
 
 
 def moe_kernel_for(runtime: MoeRuntime | None, ep: int, weight_bytes: float, table: KernelTable) -> MoeKernel:
-    """The expert kernel an engine runs for one instance type (the rule of :class:`~pdplan.specs.moe_wideep.MoeRuntime`):
-    ``deepgemm_wideep`` when the engine's EP kernel is DeepGEMM, EP > 1, the experts are FP8 (<= 1 byte per
-    weight) and the GPU's table has both ``moe_wideep`` phases (Hopper/Blackwell); ``fused`` otherwise.
+    """The expert kernel an engine runs for one instance type (the rule of
+    :class:`~pdplan.specs.moe_wideep.MoeRuntime`): ``deepgemm_wideep`` when the engine's EP kernel is DeepGEMM,
+    EP > 1, the experts are FP8 (<= 1 byte per weight) and the GPU's table has both ``moe_wideep`` phases
+    (Hopper/Blackwell); ``fused`` otherwise.
 
     Example: SGLang, EP 72, FP8 on H100 -> deepgemm_wideep; the same at EP 1, in BF16, or under vLLM -> fused."""
     if runtime is None or runtime.ep_kernel != "deepgemm_wideep" or ep <= 1 or weight_bytes > 1.0:

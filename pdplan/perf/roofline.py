@@ -221,7 +221,7 @@ def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...
 def overlap_two_batches(half_ops: tuple[OpTime, ...], model: ModelSpec) -> tuple[OpTime, ...]:
     """The pass as two micro-batches (:mod:`pdplan.perf.two_batch_overlap`): every op of the half batch runs twice,
     and the all-to-all keeps only its exposed part ``T_TBO − 2·C_half``, so the ops still sum to the pass time."""
-    comm = [op for op in half_ops if op.kind == "alltoall"][0]
+    comm = next(op for op in half_ops if op.kind == "alltoall")
     compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
     exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count)
     out = []

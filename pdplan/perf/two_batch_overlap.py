@@ -42,7 +42,9 @@ def tbo_time_s(half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: fl
     return np.asarray(np.where(comm > 0.0, total, 2.0 * compute), dtype=np.float64)
 
 
-def exposed_comm_s(half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: float, moe_layers: float) -> FloatArray:
+def exposed_comm_s(
+    half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: float, moe_layers: float
+) -> FloatArray:
     """The all-to-all time TBO leaves on the critical path: T_TBO − 2·C_half."""
     total = tbo_time_s(half_compute_s, half_comm_s, num_layers, moe_layers)
     return np.asarray(total - 2.0 * np.asarray(half_compute_s, dtype=np.float64), dtype=np.float64)
