@@ -71,7 +71,8 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
 
 def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:
     """``{name, version, source}`` of the scenario's engine profile, for every report (source: the file it came from,
-    ``pdplan/data/engines/<name>.yaml`` for a packaged one)."""
+    ``pdplan/data/engines/<name>.yaml`` for a packaged one); for an MoE model also ``moe``, the profile's expert
+    kernel at EP > 1 and whether two-batch overlap is on (the scenario's word, else the profile's)."""
     profile = scenario_engine(catalog, scenario)
     name = scenario.engine or DEFAULT_ENGINE
     path = catalog.path_of("engine", name) if looks_like_path(name) else catalog.files["engine"].get(name.lower())
@@ -79,4 +80,10 @@ def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:
     packaged = str(ENGINE_DIR)
     if source.startswith(packaged):
         source = "pdplan/data/engines/" + source[len(packaged) :].lstrip("/")
-    return {"name": profile.name, "version": profile.version, "source": source, "engine": profile.engine}
+    record = {"name": profile.name, "version": profile.version, "source": source, "engine": profile.engine}
+    moe = profile.moe
+    if moe is not None and catalog.model(scenario.model).moe is not None:
+        tbo = scenario.two_batch_overlap if scenario.two_batch_overlap is not None else moe.two_batch_overlap
+        overlap = "on" if tbo else "off"
+        record["moe"] = f"{moe.ep_kernel} experts at EP > 1 with FP8 experts; two-batch overlap {overlap}"
+    return record
