@@ -140,11 +140,11 @@ def predict_wideep_s(
     """Model seconds per row, with the collector's row count (prefill: all T tokens; decode: no row term)."""
     c = rows.cols
     out = np.empty_like(rows.measured_s)
-    groups: dict[tuple[float, ...], list[int]] = {}
+    groups: dict[tuple[float, float, float, float, RoutingLaw], list[int]] = {}
     for i, law in enumerate(rows.laws):
-        key = (c["hidden_size"][i], c["inter_size"][i], c["topk"][i], c["num_experts"][i], law.alpha, len(law.kind))
+        key = (c["hidden_size"][i], c["inter_size"][i], c["topk"][i], c["num_experts"][i], law)
         groups.setdefault(key, []).append(i)
-    for (h, inter, k, e, _, _), members in groups.items():
+    for (h, inter, k, e, law), members in groups.items():
         idx = np.array(members)
         shape = moe_shape(
             c["num_tokens"][idx],
@@ -155,7 +155,7 @@ def predict_wideep_s(
             ep=c["moe_ep_size"][idx],
             moe_tp=c["moe_tp_size"][idx],
             weight_bytes=FP8_BLOCK_WEIGHT_BYTES,
-            law=rows.laws[members[0]],
+            law=law,
         )
         collector_rows = c["num_tokens"][idx] if phase == "prefill" else np.zeros(idx.size)
         routing = collector_routing(shape, phase, params.m_tile, rows, idx)

@@ -120,3 +120,21 @@ def test_shipped_fit_within_target() -> None:
             s = error_stats(predict_wideep_s(rows, table.moe_wideep[phase], phase, gpu, table), rows.measured_s)  # type: ignore[index, arg-type]
             assert s.median_abs_pct <= 10.0, (gpu_id, phase, s)
             assert s.p90_abs_pct <= 25.0, (gpu_id, phase, s)
+
+
+def test_scenario_states_the_overlap() -> None:
+    """The wide-EP example (engine sglang, two_batch_overlap true) binds DeepGEMM experts and TBO to both roles; the
+    same scenario without the key keeps SGLang's default (off)."""
+    from pdplan.serving import load_scenario
+    from pdplan.serving.inputs import role_hardware
+
+    c = open_catalog()
+    sc = load_scenario(Path(__file__).resolve().parents[2] / "examples" / "deepseek-v3-wide-ep.yaml")
+    model = c.model(sc.model)
+    for role in (sc.prefill, sc.decode):
+        hw = role_hardware(c, model, role, sc)
+        assert hw is not None
+        assert (hw.moe_kernel, hw.two_batch_overlap) == ("deepgemm_wideep", True)
+    default = role_hardware(c, model, sc.decode, sc.model_copy(update={"two_batch_overlap": None}))
+    assert default is not None
+    assert default.two_batch_overlap is False
