@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
 from fit_moe_tables import DEFAULT_MOE_DATA, a2a_accuracy_lines, accuracy_lines
+from fit_wideep_tables import section_lines as wideep_lines
 from mla_accuracy import accuracy_lines as mla_accuracy_lines
 
 from pdplan.calibrate import accuracy, fit
@@ -104,7 +105,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.moe_only:
         dense = args.out.read_text(encoding="utf-8").split("## Fused MoE")[0].rstrip("\n").split("\n")
-        args.out.write_text("\n".join([*dense, "", *_moe_section(args.moe_data)]), encoding="utf-8")
+        moe = [*_moe_section(args.moe_data), *wideep_lines(args.moe_data)]
+        args.out.write_text("\n".join([*dense, "", *moe]), encoding="utf-8")
         return
     tables = {g: load_kernel_table(g) for g in MEASURED}
     head = "| GPU | " + " | ".join(f"{f} {v}" for f, v in FAMILIES) + " |"
@@ -123,7 +125,7 @@ def main() -> None:
         )
         ar.append(_allreduce_row(gid, tables[gid], d))
     lines = _document(fitted, primary, logo, ar, _l40s_gemm_oracle(args.data))
-    text = "\n".join([*lines, *_moe_section(args.moe_data)])
+    text = "\n".join([*lines, *_moe_section(args.moe_data), *wideep_lines(args.moe_data)])
     args.out.parent.mkdir(exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)

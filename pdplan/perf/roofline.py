@@ -32,7 +32,9 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.two_batch_overlap import exposed_comm_s
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -130,8 +132,10 @@ def _linear_attention_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Pr
     return result
 
 
-def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> FloatArray:
-    """Seconds for ONE run of ``op`` from the kernel table."""
+def _op_time_s(
+    op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision, kernel: MoeKernel = "fused", phase: Phase = "prefill"
+) -> FloatArray:
+    """Seconds for ONE run of ``op`` from the kernel table (``kernel``: the MoE expert family, run for ``phase``)."""
     d = op.dims
     if op.kind == "gemm":
         t = gemm_time_s(d["m"], d["n"], d["k"], prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
@@ -148,6 +152,8 @@ def _op_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> Fl
             d["batch"], d["context"], d["heads"], d["kv_heads"], head_dim_eff, prec.kv_bytes, gpu, table
         )
     if op.kind == "moe" and op.moe is not None:
+        if kernel == "deepgemm_wideep":  # SGLang DeepEP + DeepGEMM (pdplan.perf.moe_wideep)
+            return wideep_moe_time_s(op.moe, phase, gpu, table)
         return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
@@ -167,12 +173,18 @@ def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> s
 
 
 def _price_ops(
-    ops: list[Op], gpu: GpuPeaks, table: KernelTable, prec: Precision, detail: bool = True
+    ops: list[Op],
+    gpu: GpuPeaks,
+    table: KernelTable,
+    prec: Precision,
+    detail: bool = True,
+    kernel: tuple[MoeKernel, Phase] = ("fused", "prefill"),
 ) -> tuple[OpTime, ...]:
-    """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads)."""
+    """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads);
+    ``kernel``: the MoE expert family and the phase it runs."""
     priced = []
     for op in ops:
-        time_s = _op_time_s(op, gpu, table, prec) * op.count
+        time_s = _op_time_s(op, gpu, table, prec, *kernel) * op.count
         if detail:
             flops, bytes_ = _ideal_flops_bytes(op, prec)
             priced.append(
@@ -205,6 +217,19 @@ def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...
     return tuple(dataclasses.replace(op, time_s=exposed) if op is gather else op for op in ops)
 
 
+def overlap_two_batches(half_ops: tuple[OpTime, ...], model: ModelSpec) -> tuple[OpTime, ...]:
+    """The pass as two micro-batches (:mod:`pdplan.perf.two_batch_overlap`): every op of the half batch runs twice,
+    and the all-to-all keeps only its exposed part ``T_TBO − 2·C_half``, so the ops still sum to the pass time."""
+    comm = next(op for op in half_ops if op.kind == "alltoall")
+    compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
+    exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count)
+    out = []
+    for op in half_ops:
+        time_s = exposed if op is comm else 2.0 * op.time_s
+        out.append(dataclasses.replace(op, time_s=time_s, flops=2.0 * op.flops, bytes=2.0 * op.bytes))
+    return tuple(out)
+
+
 def _handoff_s(model: ModelSpec, shape: PassShape, gpu: GpuPeaks, table: KernelTable, pp: FloatArray) -> FloatArray:
     """One PP stage hand-off: activations tokens·h·b over the scale-up link, plus its latency α."""
     bandwidth = getattr(gpu, "scale_up_bytes_per_s", gpu.memory_bytes_per_s)
@@ -231,6 +256,8 @@ def phase_time(
     routing: RoutingLaw | None = None,
     dp: int = 1,
     expert_gather: bool = False,
+    moe_kernel: MoeKernel = "fused",
+    two_batch_overlap: bool = False,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
 
@@ -240,7 +267,9 @@ def phase_time(
 
     With attention data parallelism ``dp`` the ``batch`` is the instance's, spread evenly over its ranks (``moe_dp``
     then defaults to ``dp``); EP > 1 adds the dispatch + combine all-to-all, and ``expert_gather`` prices
-    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`).
+    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`). ``moe_kernel`` names the
+    expert family (``fused`` or SGLang's ``deepgemm_wideep``, :func:`pdplan.perf.moe_wideep.moe_kernel_for`);
+    ``two_batch_overlap`` runs an EP pass as two overlapped micro-batches (:func:`overlap_two_batches`).
 
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
@@ -264,7 +293,12 @@ def phase_time(
     # the per-rank interface: the batch of one rank, moe_dp ranks meeting in the MoE layers
     if dp == 1 and bool(np.any(np.asarray(moe_dp) != 1.0)):
         shape = dataclasses.replace(shape, moe_dp=np.asarray(moe_dp, dtype=np.float64))
-    ops = hide_gather(_price_ops(forward_ops(model, shape), gpu, table, prec, detail), float(model.num_layers))
+    kernel = (moe_kernel, phase)
+    ops = hide_gather(_price_ops(forward_ops(model, shape), gpu, table, prec, detail, kernel), float(model.num_layers))
+    if two_batch_overlap and any(op.kind == "alltoall" for op in ops):
+        half = dataclasses.replace(shape, batch=shape.batch / 2.0)
+        half_ops = _price_ops(forward_ops(model, half), gpu, table, prec, detail, kernel)
+        ops = overlap_two_batches(half_ops, model)
     compute_s = np.zeros(full)
     for op in ops:  # in place: one pass per op, no temporaries
         np.add(compute_s, op.time_s, out=compute_s)

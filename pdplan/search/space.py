@@ -205,6 +205,7 @@ def _hardware(
         ep=ep,
         expert_gather=gather,
         redundant_experts=scenario.redundant_experts,
+        two_batch_overlap=scenario.two_batch_overlap,
     )
 
 

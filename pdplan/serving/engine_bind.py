@@ -10,6 +10,9 @@
   ``free_gpu_memory_fraction`` applied to what weights and workspace leave). A scenario's own
   ``gpu_memory_utilization`` wins over the profile. The workspace is sized for the class's token budget.
 * **Limits.** The seat cap and chunk budget of the GPU's memory class (:meth:`~pdplan.specs.engine.Limits.for_gpu`).
+* **MoE.** The expert kernel the engine runs at this instance's EP, dtype and GPU (the profile's ``moe`` rule,
+  :func:`pdplan.perf.moe_wideep.moe_kernel_for`) and its two-batch-overlap default, unless the instance already
+  states one (a scenario's ``two_batch_overlap``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import dataclasses
 
 from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
+from pdplan.perf.moe_wideep import moe_kernel_for
 from pdplan.serving.roles import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
@@ -44,6 +48,7 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
             update={"decode_step_overhead_s": table.framework.decode_step_overhead_s + step_s}
         )
         table = table.model_copy(update={"framework": framework})
+    tbo_default = engine.moe.two_batch_overlap if engine.moe is not None else False
     util = memory_utilization
     if util is None:
         util = engine.kv_memory.usable_fraction(
@@ -59,12 +64,15 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         kv_free_fraction=engine.kv_memory.free_fraction,
         workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
         engine=engine,
+        moe_kernel=moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table),
+        two_batch_overlap=hw.two_batch_overlap if hw.two_batch_overlap is not None else tbo_default,
     )
 
 
 def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:
     """``{name, version, source}`` of the scenario's engine profile, for every report (source: the file it came from,
-    ``pdplan/data/engines/<name>.yaml`` for a packaged one)."""
+    ``pdplan/data/engines/<name>.yaml`` for a packaged one); for an MoE model also ``moe``, the profile's expert
+    kernel at EP > 1 and whether two-batch overlap is on (the scenario's word, else the profile's)."""
     profile = scenario_engine(catalog, scenario)
     name = scenario.engine or DEFAULT_ENGINE
     path = catalog.path_of("engine", name) if looks_like_path(name) else catalog.files["engine"].get(name.lower())
@@ -72,4 +80,10 @@ def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:
     packaged = str(ENGINE_DIR)
     if source.startswith(packaged):
         source = "pdplan/data/engines/" + source[len(packaged) :].lstrip("/")
-    return {"name": profile.name, "version": profile.version, "source": source, "engine": profile.engine}
+    record = {"name": profile.name, "version": profile.version, "source": source, "engine": profile.engine}
+    moe = profile.moe
+    if moe is not None and catalog.model(scenario.model).moe is not None:
+        tbo = scenario.two_batch_overlap if scenario.two_batch_overlap is not None else moe.two_batch_overlap
+        overlap = "on" if tbo else "off"
+        record["moe"] = f"{moe.ep_kernel} experts at EP > 1 with FP8 experts; two-batch overlap {overlap}"
+    return record

@@ -132,6 +132,7 @@ def role_hardware(
         ep=role.ep,
         expert_gather=role.expert_gather and role.ep > 1,
         redundant_experts=scenario.redundant_experts,
+        two_batch_overlap=scenario.two_batch_overlap,
     )
     return with_engine(hw, engine or scenario_engine(catalog, scenario), scenario.gpu_memory_utilization)
 

@@ -54,6 +54,7 @@ from scipy.optimize import minimize, nnls
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
+from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
 from pdplan.perf.roofline import PhaseTime, Precision, phase_time
 from pdplan.queueing import LinearStepTime
@@ -92,6 +93,10 @@ class RoleHardware:
     """Prefill only: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
     redundant_experts: int = 0
     """EPLB redundant expert slots held besides the model's experts."""
+    moe_kernel: MoeKernel = "fused"
+    """The expert kernel family the engine runs here (:func:`pdplan.perf.moe_wideep.moe_kernel_for`)."""
+    two_batch_overlap: bool | None = None
+    """EP passes as two overlapped micro-batches (:mod:`pdplan.perf.two_batch_overlap`); None: the engine's default."""
 
     def __post_init__(self) -> None:
         """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
@@ -113,6 +118,11 @@ class RoleHardware:
     def parallel(self) -> dict[str, object]:
         """The DP/EP keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
         return {"dp": self.dp, "ep": self.ep, "expert_gather": self.expert_gather}
+
+    @property
+    def moe_options(self) -> dict[str, object]:
+        """The MoE-kernel keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
+        return {"moe_kernel": self.moe_kernel, "two_batch_overlap": bool(self.two_batch_overlap)}
 
     @property
     def gpus_per_instance(self) -> int:
@@ -174,6 +184,7 @@ def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) ->
         dp=hw.dp,
         ep=hw.ep,
         expert_gather=hw.expert_gather,
+        **hw.moe_options,  # type: ignore[arg-type]
     )
 
 
@@ -259,6 +270,7 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
         dp=hw.dp,
         ep=hw.ep,
         expert_gather=hw.expert_gather,
+        **hw.moe_options,  # type: ignore[arg-type]
     )
     table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
@@ -347,6 +359,7 @@ def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArr
         precision=hw.precision,
         dp=hw.dp,
         ep=hw.ep,
+        **hw.moe_options,  # type: ignore[arg-type]
     )
     return np.asarray(hw.pp * pt.stage_time_s, dtype=np.float64)
 

@@ -31,6 +31,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.moe_wideep import MoeRuntime
 
 PosInt = Annotated[int, Field(strict=True, ge=1)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]
@@ -209,6 +210,8 @@ class EngineProfile(FrozenModel):
     scheduling: Scheduling
     overheads: Overheads
     benchmark: BenchmarkDefaults
+    moe: MoeRuntime | None = None
+    """Which MoE kernel runs at EP > 1 and whether two-batch overlap is on (:class:`MoeRuntime`; None: fused, off)."""
     fitted: bool = False
     """True when overhead constants were fitted to measurements (their sources say on which)."""
     sources: dict[str, str] = Field(default_factory=dict)

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.moe_wideep import WideEpMoeParams, WideEpPhase
 
 GemmFlavour = Literal["bf16", "fp8"]
 KvFlavour = Literal["bf16", "fp8"]
@@ -292,6 +293,8 @@ class KernelTable(FrozenModel):
     sources: dict[str, str]
     moe: dict[GemmFlavour, MoeParams] = Field(default_factory=dict)
     ep_a2a: dict[A2aMode, A2aParams] = Field(default_factory=dict)
+    moe_wideep: dict[WideEpPhase, WideEpMoeParams] = Field(default_factory=dict)
+    """SGLang's wide-EP MoE (DeepEP + DeepGEMM, FP8) per phase (:mod:`pdplan.specs.moe_wideep`)."""
 
     @model_validator(mode="after")
     def _tiled_needs_sm_count(self) -> KernelTable:

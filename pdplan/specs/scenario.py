@@ -181,6 +181,8 @@ class Scenario(FrozenModel):
     """Serving engine profile: vllm | sglang | trtllm | kernels or a YAML path (None: vllm; pdplan.io.engines)."""
     redundant_experts: Annotated[int, Field(strict=True, ge=0)] = 0
     """EPLB redundant expert slots (SGLang ``--ep-num-redundant-experts``): E + r slots spread over EP ranks."""
+    two_batch_overlap: bool | None = None
+    """EP steps as two overlapped micro-batches (SGLang ``--enable-two-batch-overlap``); None: the engine's default."""
 
     @field_validator("workload", mode="before")
     @classmethod
