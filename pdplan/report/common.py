@@ -261,6 +261,39 @@ def plan_cells(rank: str, plan: Plan) -> list[str]:
     ]
 
 
+PLAN_SUMMARY_COLUMNS = (
+    "rank",
+    "plan",
+    "GPUs",
+    "goodput req/s",
+    "req/s per GPU",
+    "TTFT P90 ms",
+    "TPOT P90 ms",
+    "binding constraint",
+    "$/h",
+)
+"""The terminal's first plans table: what a plan is, what it serves, its SLO latencies, what binds it, its cost."""
+
+PLAN_METRIC_COLUMNS = (
+    "rank",
+    "$/h",
+    "req/s per $/h",
+    "output tok/s",
+    "tok/s per GPU",
+    "tok/s per user",
+    "E2E mean s",
+    "ITL mean ms",
+)
+"""The terminal's second plans table (by rank): cost efficiency and the metrics people compare with. The two
+together hold every column of :data:`PLAN_COLUMNS` and fit a 100-column terminal, which one table of 15 does not."""
+
+
+def plan_cells_of(columns: tuple[str, ...], rank: str, plan: Plan) -> list[str]:
+    """The cells of :func:`plan_cells` for ``columns`` (a selection of :data:`PLAN_COLUMNS`), in that order."""
+    cells = dict(zip(PLAN_COLUMNS, plan_cells(rank, plan), strict=True))
+    return [cells[name] for name in columns]
+
+
 def planning_line(result: PlanResult) -> str:
     """The planning margins in one line (every report prints it): headroom, redundancy, dollar budget."""
     p = mapping(result.planning)

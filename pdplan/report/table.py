@@ -1,7 +1,7 @@
 """Terminal view of an optimisation: rich renderables in human units (ms, req/s), fixed formatting.
 
-Header (question, objective), the top plans with the colocated baseline as a last section, the
-disaggregated / colocated ratio, the Pareto front and the warnings.
+Header (question, objective), the top plans with the colocated baseline as a last section (two tables keyed by rank,
+so that each fits a 100-column terminal), the disaggregated / colocated ratio, the Pareto front and the warnings.
 """
 
 from __future__ import annotations
@@ -58,15 +58,26 @@ def _table(title: str, header: tuple[str, ...]) -> Table:
 
 
 def plans_table(result: PlanResult, top: int | None = None) -> Table:
-    """Ranked plans (``top`` first ones), then the baseline in its own section."""
-    table = _table("Plans", c.PLAN_COLUMNS)
+    """Ranked plans (``top`` first ones), then the baseline in its own section: the summary columns."""
+    table = _table("Plans", c.PLAN_SUMMARY_COLUMNS)
     for rank, plan in enumerate(result.plans[:top], start=1):
-        table.add_row(*c.plan_cells(str(rank), plan))
+        table.add_row(*c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, str(rank), plan))
     if result.baseline is not None:
         table.add_section()
-        cells = c.plan_cells("", result.baseline)  # "baseline" heads the plan cell: the rank column stays 4 wide
+        cells = c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, "", result.baseline)  # the rank column stays 4 wide
         cells[1] = f"baseline: {cells[1]}"
         table.add_row(*cells, style="dim")
+    return table
+
+
+def plan_metrics_table(result: PlanResult, top: int | None = None) -> Table:
+    """The same plans by rank (``baseline`` last): cost efficiency, tokens/s per GPU and per user, E2E and ITL."""
+    table = _table("Plans: throughput and latency (by rank)", c.PLAN_METRIC_COLUMNS)
+    for rank, plan in enumerate(result.plans[:top], start=1):
+        table.add_row(*c.plan_cells_of(c.PLAN_METRIC_COLUMNS, str(rank), plan))
+    if result.baseline is not None:
+        table.add_section()
+        table.add_row(*c.plan_cells_of(c.PLAN_METRIC_COLUMNS, "baseline", result.baseline), style="dim")
     return table
 
 
@@ -100,7 +111,7 @@ def _header(result: PlanResult) -> Text:
 def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: bool = True) -> RenderableType:
     """Everything for stdout as one rich renderable; ``warnings=False`` leaves the warnings out (the CLI prints them
     on stderr)."""
-    parts: list[RenderableType] = [_header(result), plans_table(result, top)]
+    parts: list[RenderableType] = [_header(result), plans_table(result, top), plan_metrics_table(result, top)]
     shown = [p for _, p in c.ranked_with_baseline(result)]
     if any(not p.exact for p in shown):
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
