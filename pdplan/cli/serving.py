@@ -20,10 +20,12 @@ from pdplan.cli.common import (
 )
 from pdplan.cli.options import (
     ConcurrencyOpt,
+    PriceOpt,
     RateOpt,
     RequestsOpt,
     ScenarioArg,
     WarmupOpt,
+    parse_prices,
     positive_rate,
     scenario_from_flags,
     takes_overrides,
@@ -47,6 +49,7 @@ def evaluate_command(
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    price: PriceOpt = None,
 ) -> None:
     """Evaluate one deployment: goodput, binding constraint, and latencies at a rate.
 
@@ -67,6 +70,7 @@ def evaluate_command(
             concurrency=concurrency,
             requests=requests,
             warmup=warmup,
+            prices=parse_prices(price),
         )
     for line in result.warnings:
         warn(line)

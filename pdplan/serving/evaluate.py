@@ -141,16 +141,20 @@ def evaluate(
     concurrency: int | None = None,
     requests: int | None = None,
     warmup: int | None = None,
+    prices: dict[str, float] | None = None,
 ) -> Evaluation:
     """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally). With a concurrency,
-    ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's)."""
+    ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's).
+    ``prices`` (GPU name → USD per GPU-hour, ``--price``; else the scenario's ``search.prices``) replace the
+    catalogue's typical prices in the cost, as in :func:`pdplan.search.optimize.optimize`."""
     if rate is not None and concurrency is not None:
         raise SpecError("give either a rate or a concurrency, not both", field="rate")
     if (requests is not None or warmup is not None) and concurrency is None:
         raise SpecError(
             "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
         )
-    res = resolve(scenario, catalog or open_catalog())
+    catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
+    res = resolve(scenario, catalog)
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
     bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
@@ -186,6 +190,7 @@ def evaluate(
         else "colocated: TTFT = wait + prefill on the same instance",
         slo=scenario.slo.model_dump(),
         cost_usd_per_hour=res.cost_usd_per_hour(),
+        price_usd_per_gpu_hour=res.gpu_prices_usd_per_hour(),
         utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()},
         operating_point=point,
         closed_loop=loop,

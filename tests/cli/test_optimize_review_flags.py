@@ -82,3 +82,34 @@ def test_percentile_and_pp_apply_to_evaluate(cli: Cli) -> None:
     result = cli("evaluate", SMALL, "--percentile", "99", "--format", "json")
     assert result.code == 0, result.err
     assert '"percentile": 99' in result.out
+
+
+def test_evaluate_takes_price_and_reports_the_cost(cli: Cli) -> None:
+    """#12 (cost): ``--price`` on evaluate as on optimize; the $/h in the JSON, the table and the Markdown."""
+    result = cli("evaluate", SMALL, "--format", "json", "--price", "h100-sxm=2")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["cost_usd_per_hour"] == doc["num_gpus"] * 2
+    assert doc["price_usd_per_gpu_hour"] == {"h100-sxm": 2}
+    assert doc["goodput_rps_per_usd_hour"] == doc["goodput_rps"] / (doc["num_gpus"] * 2)
+    table = cli("evaluate", SMALL, "--price", "h100-sxm=2")
+    assert table.code == 0, table.err
+    assert "cost_usd_per_hour" in table.out
+    assert f"${doc['num_gpus'] * 2:,.2f}" in table.out
+    markdown = cli("evaluate", SMALL, "--format", "markdown", "--price", "h100-sxm=2")
+    assert f"${doc['num_gpus'] * 2:,.2f} per hour" in markdown.out
+
+
+def test_evaluate_price_flag_is_optimize_s(cli: Cli) -> None:
+    import typer.main
+
+    from pdplan.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    helps = set()
+    for name in ("optimize", "evaluate"):
+        ctx = commands[name].make_context(name, [], resilient_parsing=True)
+        helps |= {p.get_help_record(ctx) for p in commands[name].params if "--price" in p.opts}
+    assert len(helps) == 1
+    for args in (("--price", "h100-sxm"), ("--price", "nosuchgpu=2")):
+        assert cli("evaluate", SMALL, *args).code == 2, args
