@@ -14,7 +14,14 @@ arguments: :mod:`pdplan.report.export.engine_args`.
 
 from __future__ import annotations
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand, header_lines
+from pdplan.report.export.common import (
+    Chosen,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    engine_line,
+    header_lines,
+)
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
 
@@ -86,7 +93,7 @@ def sglang_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> Ex
     """The SGLang launch script for the chosen plan."""
     single_node_only(chosen, ctx, "sglang")
     header = header_lines(chosen, ctx, "sglang", warnings)
-    header.append(f"engine: SGLang {ctx.targets.engines['sglang'].version}")
+    header.append(engine_line(chosen, ctx, "sglang"))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     for role_name, _ in chosen.plan.roles():

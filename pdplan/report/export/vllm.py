@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import json
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand, header_lines
+from pdplan.report.export.common import (
+    Chosen,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    engine_line,
+    header_lines,
+)
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
 
@@ -81,7 +88,7 @@ def vllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> Expo
     """The ``vllm serve`` launch script for the chosen plan."""
     single_node_only(chosen, ctx, "vllm")
     header = header_lines(chosen, ctx, "vllm", warnings)
-    header.append(f"engine: vLLM {ctx.targets.engines['vllm'].version}")
+    header.append(engine_line(chosen, ctx, "vllm"))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     for role_name, _ in chosen.plan.roles():
