@@ -21,8 +21,7 @@ _NUMERIC = {
     "req/s per GPU",
     "req/s per $/h",
     "output tok/s",
-    "TTFT P90 ms",
-    "TPOT P90 ms",
+    *(f"{which} P{pct} ms" for which in ("TTFT", "TPOT") for pct in (50, 90, 99)),
     "tok/s per user",
     "$/h",
     "tok/s per GPU",
@@ -59,12 +58,13 @@ def _table(title: str, header: tuple[str, ...]) -> Table:
 
 def plans_table(result: PlanResult, top: int | None = None) -> Table:
     """Ranked plans (``top`` first ones), then the baseline in its own section: the summary columns."""
-    table = _table("Plans", c.PLAN_SUMMARY_COLUMNS)
+    pct = c.shown_percentile(result)
+    table = _table("Plans", c.at_columns(c.PLAN_SUMMARY_COLUMNS, pct))
     for rank, plan in enumerate(result.plans[:top], start=1):
-        table.add_row(*c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, str(rank), plan))
+        table.add_row(*c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, str(rank), plan, pct))
     if result.baseline is not None:
         table.add_section()
-        cells = c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, "", result.baseline)  # the rank column stays 4 wide
+        cells = c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, "", result.baseline, pct)  # the rank column stays 4 wide
         cells[1] = f"baseline: {cells[1]}"
         table.add_row(*cells, style="dim")
     return table
@@ -83,7 +83,8 @@ def plan_metrics_table(result: PlanResult, top: int | None = None) -> Table:
 
 def pareto_table(result: PlanResult) -> Table:
     """The Pareto front: goodput per GPU against tokens/s per user."""
-    table = _table("Pareto front (goodput per GPU vs tokens/s per user)", c.PARETO_COLUMNS)
+    columns = c.at_columns(c.PARETO_COLUMNS, c.shown_percentile(result))
+    table = _table("Pareto front (goodput per GPU vs tokens/s per user)", columns)
     for plan in c.pareto_sorted(result):
         table.add_row(*c.pareto_cells(result, plan))
     return table

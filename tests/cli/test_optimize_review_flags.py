@@ -113,3 +113,17 @@ def test_evaluate_price_flag_is_optimize_s(cli: Cli) -> None:
     assert len(helps) == 1
     for args in (("--price", "h100-sxm"), ("--price", "nosuchgpu=2")):
         assert cli("evaluate", SMALL, *args).code == 2, args
+
+
+def test_latency_columns_follow_the_slo_percentile(cli: Cli) -> None:
+    """#12 item 2: at ``--percentile 99`` the binding reads "TTFT at P99", so the latency columns are the P99 ones."""
+    doc = _doc(cli, "--percentile", "99", "--max-instances", "2")
+    p99_ms = f"{doc['plans'][0]['ttft_s']['p99'] * 1e3:,.1f}"
+    for fmt in ("table", "markdown"):
+        result = cli("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", fmt)
+        assert result.code == 0, result.err
+        text = result.out.replace("\n", " ")
+        assert "P90" not in text.replace("P90 TTFT", "").replace(", P90 ", ""), fmt
+        assert p99_ms in result.out, fmt
+    markdown = cli("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", "markdown").out
+    assert "TTFT P99 ms" in markdown
