@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pdplan.search.results import Plan, PlanResult, RoleChoice
+from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
 
 NA = "n/a"
@@ -166,8 +167,10 @@ def all_warnings(result: PlanResult) -> list[str]:
     screened estimates, and each plan's warnings prefixed by its rank.
     """
     lines = list(result.warnings)
+    gpus = gpu_inputs(result)
     for name in uncalibrated_gpus(result):
-        lines.append(f"kernel table for {name} is not calibrated: its efficiencies are derived, not measured")
+        derived = gpus[name].get("kernel_table_derived_from")
+        lines.append(uncalibrated_warning(name, derived if isinstance(derived, str) else None))
     for name in unpriced_gpus(result):
         if not any(line.startswith(f"{name} skipped:") for line in lines):  # a cost search says it skipped it
             lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")

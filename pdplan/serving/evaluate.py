@@ -26,6 +26,7 @@ from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.vendors import cross_vendor_warning
+from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import Binding, tpot_at, ttft_at
 
@@ -170,6 +171,8 @@ def evaluate(
         point = operating_point(snap, scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
+    tables = {hw.table.gpu: hw.table for hw in (res.prefill, res.decode, res.colocated) if hw}
+    warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
     vendors = cross_vendor_warning(res)
     if vendors is not None:
         warnings.append(vendors)

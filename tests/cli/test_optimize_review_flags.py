@@ -127,3 +127,19 @@ def test_latency_columns_follow_the_slo_percentile(cli: Cli) -> None:
         assert p99_ms in result.out, fmt
     markdown = cli("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", "markdown").out
     assert "TTFT P99 ms" in markdown
+
+
+def test_a_gpu_of_your_own_says_whose_kernel_table_it_borrows(cli: Cli, tmp_path: Path) -> None:
+    """#12 item 8: an uncatalogued GPU borrows the nearest measured table, and every report says from which GPU."""
+    gpus = tmp_path / "gpus"
+    gpus.mkdir()
+    h100 = (Path(__file__).parents[2] / "hardware_db" / "gpus" / "h100-sxm.yaml").read_text()
+    (gpus / "h100-nvl.yaml").write_text(h100.replace("name: h100-sxm", "name: h100-nvl", 1))
+    said = "kernel table for h100-nvl is not calibrated: its efficiencies are derived from h100-sxm's"
+    db = ("--hardware-db", str(tmp_path), "--gpu", "h100-nvl")
+    evaluated = cli("evaluate", SMALL, *db, "--format", "json")
+    assert evaluated.code == 0, evaluated.err
+    assert said in " ".join(json.loads(evaluated.out)["warnings"])
+    optimized = cli("optimize", SMALL, *db, "--max-instances", "2")
+    assert optimized.code == 0, optimized.err
+    assert said in optimized.err
