@@ -14,16 +14,9 @@ arguments: :mod:`pdplan.report.export.engine_args`.
 
 from __future__ import annotations
 
-from pdplan.report.export.common import (
-    Chosen,
-    ExportContext,
-    ExportResult,
-    LaunchCommand,
-    engine_line,
-    header_lines,
-)
+from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
+from pdplan.report.export.shell import FrontCase, Launcher, Raw, host_checks, launch_script
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
@@ -89,27 +82,15 @@ USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
   once per instance, on its host, with HOST_IP set; put the instances behind one load balancer."""
 
 
+def _front(chosen: Chosen, ctx: ExportContext) -> FrontCase:
+    router, checks = _router(chosen, ctx)
+    comment = "    # routes each request to a prefill and a decode instance"
+    return FrontCase("router", router, [comment, *checks, *_router_lines(router)])
+
+
+LAUNCHER = Launcher("sglang", _server, _front, USAGE_COLOCATED, USAGE_DISAGG)
+
+
 def sglang_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
     """The SGLang launch script for the chosen plan."""
-    single_node_only(chosen, ctx, "sglang")
-    header = header_lines(chosen, ctx, "sglang", warnings)
-    header.append(engine_line(chosen, ctx, "sglang"))
-    commands: list[LaunchCommand] = []
-    cases: list[tuple[str, list[str]]] = []
-    for role_name, _ in chosen.plan.roles():
-        cmd = _server(chosen, ctx, role_name)
-        commands.append(cmd)
-        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
-    usage = USAGE_COLOCATED
-    if chosen.plan.mode == "disaggregated":
-        router, checks = _router(chosen, ctx)
-        commands.append(router)
-        cases.append(
-            (
-                "router",
-                ["    # routes each request to a prefill and a decode instance", *checks, *_router_lines(router)],
-            )
-        )
-        usage = USAGE_DISAGG
-    text = script(header, usage, cases)
-    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))
+    return launch_script(LAUNCHER, chosen, ctx, warnings)

@@ -8,9 +8,22 @@ as many as the plan has instances. Values are shell-quoted except :class:`Raw` o
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pdplan.errors import SpecError
-from pdplan.report.export.common import Chosen, ExportContext, LaunchCommand, gpu_facts, nodes_for, role_summary
+from pdplan.report.export.common import (
+    Chosen,
+    Engine,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    engine_line,
+    gpu_facts,
+    header_lines,
+    nodes_for,
+    role_summary,
+)
 
 
 class Raw(str):
@@ -74,3 +87,46 @@ def script(header: list[str], usage: str, cases: list[tuple[str, list[str]]]) ->
 def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> str:
     role = dict(chosen.plan.roles())[name]
     return f"    # {role_summary(name, role, gpu_facts(ctx, role))}; run once per instance, on its host"
+
+
+@dataclass(frozen=True)
+class FrontCase:
+    """The case of the program that runs once in front of a disaggregated plan (vLLM's proxy, SGLang's router)."""
+
+    name: str
+    command: LaunchCommand
+    body: list[str]
+    """The case's lines: a comment, the host checks, the command."""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one engine launches a plan: a command per role, the front case, and the usage texts."""
+
+    engine: Engine
+    role_command: Callable[[Chosen, ExportContext, str], LaunchCommand]
+    front: Callable[[Chosen, ExportContext], FrontCase]
+    usage_colocated: str
+    usage_disaggregated: str
+
+
+def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
+    """The launch script: header (with both engine versions), one case per role, then the front case when the plan
+    is disaggregated."""
+    single_node_only(chosen, ctx, launcher.engine)
+    header = header_lines(chosen, ctx, launcher.engine, warnings)
+    header.append(engine_line(chosen, ctx, launcher.engine))
+    commands: list[LaunchCommand] = []
+    cases: list[tuple[str, list[str]]] = []
+    for role_name, _ in chosen.plan.roles():
+        cmd = launcher.role_command(chosen, ctx, role_name)
+        commands.append(cmd)
+        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
+    usage = launcher.usage_colocated
+    if chosen.plan.mode == "disaggregated":
+        front = launcher.front(chosen, ctx)
+        commands.append(front.command)
+        cases.append((front.name, front.body))
+        usage = launcher.usage_disaggregated
+    text = script(header, usage, cases)
+    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))
