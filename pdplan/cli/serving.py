@@ -13,9 +13,9 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     emit,
-    prepare_output,
-    progress,
+    start_scenario,
     warn,
+    with_progress,
     write_text,
 )
 from pdplan.cli.options import (
@@ -26,8 +26,6 @@ from pdplan.cli.options import (
     ScenarioArg,
     WarmupOpt,
     parse_prices,
-    positive_rate,
-    scenario_from_flags,
     takes_overrides,
 )
 from pdplan.report.render import Format
@@ -58,12 +56,10 @@ def evaluate_command(
     from pdplan.report.serving import evaluation_view
     from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
-    fmt = prepare_output(fmt, output)
-    positive_rate(rate)
-    sc = scenario_from_flags(scenario, overrides)
-    with progress() as shown:
-        shown.add_task("evaluating", total=None)
-        result = evaluate(
+    fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
+    result = with_progress(
+        "evaluating",
+        lambda _stage: evaluate(
             sc,
             catalog=catalog_from(hardware_db, kernel_tables),
             rate=rate,
@@ -71,7 +67,8 @@ def evaluate_command(
             requests=requests,
             warmup=warmup,
             prices=parse_prices(price),
-        )
+        ),
+    )
     for line in result.warnings:
         warn(line)
     if fmt is Format.markdown:  # a one-deployment review, not the quantity table
