@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import FrontCase, Launcher, Raw, host_checks, launch_script
+from pdplan.report.export.shell import Launcher, Raw, host_checks, launch_script
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
@@ -82,13 +82,16 @@ USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
   once per instance, on its host, with HOST_IP set; put the instances behind one load balancer."""
 
 
-def _front(chosen: Chosen, ctx: ExportContext) -> FrontCase:
-    router, checks = _router(chosen, ctx)
-    comment = "    # routes each request to a prefill and a decode instance"
-    return FrontCase("router", router, [comment, *checks, *_router_lines(router)])
-
-
-LAUNCHER = Launcher("sglang", _server, _front, USAGE_COLOCATED, USAGE_DISAGG)
+LAUNCHER = Launcher(
+    "sglang",
+    _server,
+    "router",
+    "routes each request to a prefill and a decode instance",
+    _router,
+    USAGE_COLOCATED,
+    USAGE_DISAGG,
+    front_lines=_router_lines,
+)
 
 
 def sglang_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:

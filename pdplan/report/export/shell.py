@@ -90,24 +90,19 @@ def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> str:
 
 
 @dataclass(frozen=True)
-class FrontCase:
-    """The case of the program that runs once in front of a disaggregated plan (vLLM's proxy, SGLang's router)."""
-
-    name: str
-    command: LaunchCommand
-    body: list[str]
-    """The case's lines: a comment, the host checks, the command."""
-
-
-@dataclass(frozen=True)
 class Launcher:
-    """How one engine launches a plan: a command per role, the front case, and the usage texts."""
+    """How one engine launches a plan: a command per role; for a disaggregated plan, the program that runs once in
+    front of it (vLLM's proxy, SGLang's router: its case name, comment, command with host checks, and how its command
+    is written); the usage texts."""
 
     engine: Engine
     role_command: Callable[[Chosen, ExportContext, str], LaunchCommand]
-    front: Callable[[Chosen, ExportContext], FrontCase]
+    front_name: str
+    front_comment: str
+    front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]]
     usage_colocated: str
     usage_disaggregated: str
+    front_lines: Callable[[LaunchCommand], list[str]] = command_lines
 
 
 def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
@@ -124,9 +119,9 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
         cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
     usage = launcher.usage_colocated
     if chosen.plan.mode == "disaggregated":
-        front = launcher.front(chosen, ctx)
-        commands.append(front.command)
-        cases.append((front.name, front.body))
+        front, checks = launcher.front(chosen, ctx)
+        commands.append(front)
+        cases.append((launcher.front_name, [f"    # {launcher.front_comment}", *checks, *launcher.front_lines(front)]))
         usage = launcher.usage_disaggregated
     text = script(header, usage, cases)
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

@@ -17,7 +17,7 @@ import json
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import FrontCase, Launcher, Raw, command_lines, host_checks, launch_script
+from pdplan.report.export.shell import Launcher, Raw, host_checks, launch_script
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -77,13 +77,15 @@ USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
   once per instance, on its host; put the instances behind one load balancer."""
 
 
-def _front(chosen: Chosen, ctx: ExportContext) -> FrontCase:
-    proxy, checks = _proxy(chosen, ctx)
-    comment = "    # routes each request to a prefiller, then to a decoder"
-    return FrontCase("proxy", proxy, [comment, *checks, *command_lines(proxy)])
-
-
-LAUNCHER = Launcher("vllm", _serve, _front, USAGE_COLOCATED, USAGE_DISAGG)
+LAUNCHER = Launcher(
+    "vllm",
+    _serve,
+    "proxy",
+    "routes each request to a prefiller, then to a decoder",
+    _proxy,
+    USAGE_COLOCATED,
+    USAGE_DISAGG,
+)
 
 
 def vllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
