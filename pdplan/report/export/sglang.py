@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Launcher, Raw, host_checks, launch_script
+from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
@@ -42,11 +42,7 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand
 def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
     data = ctx.targets.engines["sglang"]
     plan = chosen.plan
-    assert plan.prefill is not None
-    assert plan.decode is not None
-    checks = host_checks(
-        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
-    )
+    checks = pool_host_checks(plan)
     checks += [
         "    urls=()",
         f'    for h in "${{prefill_hosts[@]}}"; do '

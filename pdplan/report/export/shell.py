@@ -24,6 +24,7 @@ from pdplan.report.export.common import (
     nodes_for,
     role_summary,
 )
+from pdplan.specs.export import ExportPlan
 
 
 class Raw(str):
@@ -57,6 +58,16 @@ def host_checks(names: list[tuple[str, str, int]]) -> list[str]:
             f'    [ "${{#{array}[@]}}" -eq {count} ] || {{ echo "{var} needs {count} addresses" >&2; exit 2; }}'
         )
     return lines
+
+
+def pool_host_checks(plan: ExportPlan) -> list[str]:
+    """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` and ``DECODE_HOSTS``, one address per
+    instance."""
+    assert plan.prefill is not None
+    assert plan.decode is not None
+    return host_checks(
+        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
+    )
 
 
 def single_node_only(chosen: Chosen, ctx: ExportContext, target: str) -> None:

@@ -17,7 +17,7 @@ import json
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Launcher, Raw, host_checks, launch_script
+from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -56,9 +56,7 @@ def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]
     plan = chosen.plan
     assert plan.prefill is not None
     assert plan.decode is not None
-    checks = host_checks(
-        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
-    )
+    checks = pool_host_checks(plan)
     flags: tuple[tuple[str, str | None], ...] = (
         ("--port", str(data.proxy_port)),
         ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
