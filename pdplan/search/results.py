@@ -23,6 +23,10 @@ RoleChoice = Role
 """One pool of a plan: GPU type, tensor/pipeline parallelism and instance count (:class:`pdplan.serving.Role`)."""
 
 
+_DEPLOYMENT_FIELDS = ("mode", "prefill", "decode", "colocated", "granularity", "link", "routing", "scheduler")
+"""The fields a :class:`Plan` takes from its :class:`~pdplan.serving.deployment.Deployment` as they are."""
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One evaluated deployment, with everything a capacity review asks about it.
@@ -86,14 +90,7 @@ class Plan:
         """The plan of deployment ``d``: its mode, roles, granularity, link, routing and scheduler, the given
         figures, and tokens/s per user = 1 / mean TPOT (0 when the mean TPOT is 0)."""
         return cls(
-            mode=d.mode,
-            prefill=d.prefill,
-            decode=d.decode,
-            colocated=d.colocated,
-            granularity=d.granularity,
-            link=d.link,
-            routing=d.routing,
-            scheduler=d.scheduler,
+            **{name: getattr(d, name) for name in _DEPLOYMENT_FIELDS},
             max_num_seqs=max_num_seqs,
             num_gpus=num_gpus,
             goodput_rps=goodput_rps,
