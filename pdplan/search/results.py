@@ -132,7 +132,7 @@ class Plan:
         def role(r: RoleChoice) -> str:
             return (
                 f"{r.gpu} TP{r.tp}"
-                + (f"PP{r.pp}" if r.pp > 1 else "")
+                + (f" PP{r.pp}" if r.pp > 1 else "")
                 + (f" DP{r.dp}" if r.dp > 1 else "")
                 + (f" EP{r.ep}" if r.ep > 1 else "")
                 + (" ZeRO-gather" if r.expert_gather else "")
