@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console, RenderableType
@@ -15,6 +16,10 @@ from pdplan.report.render import Format, View, render_view, table_to_text, write
 
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
+    from pdplan.specs.overrides import ScenarioOverrides
+    from pdplan.specs.scenario import Scenario
+
+T = TypeVar("T")
 
 
 def _stdout_console() -> Console:
@@ -156,3 +161,22 @@ def progress() -> Progress:
         transient=True,
         disable=not stderr_console.is_terminal,
     )
+
+
+def with_progress(name: str, run: Callable[[Callable[[str], None]], T]) -> T:
+    """``run(stage)`` under the :func:`progress` spinner, which starts as ``name``; ``stage(text)`` renames it."""
+    with progress() as shown:
+        task = shown.add_task(name, total=None)
+        return run(lambda stage: shown.update(task, description=stage))
+
+
+def start_scenario(
+    scenario: Path | None, overrides: ScenarioOverrides, fmt: Format, output: Path | None, rate: float | None
+) -> tuple[Format, Scenario]:
+    """What ``evaluate`` and ``simulate`` check first: the output (its format, :func:`prepare_output`), ``--rate``
+    > 0, then the scenario file (or the bundled default) with the command line's overrides."""
+    from pdplan.cli.options import positive_rate, scenario_from_flags
+
+    fmt = prepare_output(fmt, output)
+    positive_rate(rate)
+    return fmt, scenario_from_flags(scenario, overrides)

@@ -14,9 +14,9 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     prepare_output,
-    progress,
     stderr_console,
     warn,
+    with_progress,
     write_rendered,
 )
 from pdplan.cli.options import (
@@ -84,9 +84,9 @@ def optimize_command(
         raise SpecError(f"{objective!r} is not one of {', '.join(get_args(Objective))}", field="--objective")
     sc = search_scenario(load_scenario_arg(scenario), overrides)
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
-    with progress() as shown:
-        task = shown.add_task("optimizing", total=None)
-        result = optimize(
+    result = with_progress(
+        "optimizing",
+        lambda stage: optimize(
             sc,
             catalog=catalog_from(hardware_db, kernel_tables),
             budget_gpus=gpus,
@@ -100,8 +100,9 @@ def optimize_command(
             redundancy=redundancy,
             prices=parse_prices(price),
             budget_usd_per_hour=budget_usd_per_hour,
-            stage=lambda name: shown.update(task, description=name),
-        )
+            stage=stage,
+        ),
+    )
     _report(result, fmt, output, plot)
 
 

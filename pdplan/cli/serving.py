@@ -13,19 +13,19 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     emit,
-    prepare_output,
-    progress,
+    start_scenario,
     warn,
+    with_progress,
     write_text,
 )
 from pdplan.cli.options import (
     ConcurrencyOpt,
+    PriceOpt,
     RateOpt,
     RequestsOpt,
     ScenarioArg,
     WarmupOpt,
-    positive_rate,
-    scenario_from_flags,
+    parse_prices,
     takes_overrides,
 )
 from pdplan.report.render import Format
@@ -47,6 +47,7 @@ def evaluate_command(
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    price: PriceOpt = None,
 ) -> None:
     """Evaluate one deployment: goodput, binding constraint, and latencies at a rate.
 
@@ -55,19 +56,19 @@ def evaluate_command(
     from pdplan.report.serving import evaluation_view
     from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
-    fmt = prepare_output(fmt, output)
-    positive_rate(rate)
-    sc = scenario_from_flags(scenario, overrides)
-    with progress() as shown:
-        shown.add_task("evaluating", total=None)
-        result = evaluate(
+    fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
+    result = with_progress(
+        "evaluating",
+        lambda _stage: evaluate(
             sc,
             catalog=catalog_from(hardware_db, kernel_tables),
             rate=rate,
             concurrency=concurrency,
             requests=requests,
             warmup=warmup,
-        )
+            prices=parse_prices(price),
+        ),
+    )
     for line in result.warnings:
         warn(line)
     if fmt is Format.markdown:  # a one-deployment review, not the quantity table

@@ -13,16 +13,14 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     emit,
-    prepare_output,
-    progress,
+    start_scenario,
     warn,
+    with_progress,
 )
 from pdplan.cli.options import (
     ConcurrencyOpt,
     RateOpt,
     ScenarioArg,
-    positive_rate,
-    scenario_from_flags,
     takes_overrides,
 )
 from pdplan.errors import SpecError
@@ -65,17 +63,15 @@ def simulate_command(
     from pdplan.sim.compare import simulate_scenario
     from pdplan.sim.trace_replay import replays_trace
 
-    fmt = prepare_output(fmt, output)
-    positive_rate(rate)
-    sc = scenario_from_flags(scenario, overrides)
+    fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
     if rate is None and concurrency is None and not goodput and not replays_trace(sc.workload):
         raise SpecError("give --rate R or --concurrency C (or --goodput)", field=FLAGS["rate"])
     step = step.lower()
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
-    with progress() as shown:
-        task = shown.add_task("simulating", total=None)
-        result = simulate_scenario(
+    result = with_progress(
+        "simulating",
+        lambda stage: simulate_scenario(
             sc,
             catalog=catalog_from(hardware_db, kernel_tables),
             rate=rate,
@@ -84,8 +80,9 @@ def simulate_command(
             seed=seed,
             goodput=goodput,
             step="roofline" if step == "roofline" else "linear",
-            stage=lambda name: shown.update(task, description=name),
-        )
+            stage=stage,
+        ),
+    )
     for line in result.evaluation.warnings:
         warn(line)
     emit(comparison_view(result), fmt, output)

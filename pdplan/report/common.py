@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pdplan.search.results import Plan, PlanResult, RoleChoice
+from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
 
 NA = "n/a"
@@ -81,8 +82,27 @@ def role_text(role: RoleChoice | None) -> str:
 
 def p90(plan: Plan, which: str) -> float | None:
     """The plan's TTFT or TPOT P90 in seconds (``which`` is ``"ttft"`` or ``"tpot"``)."""
+    return at_percentile(plan, which, 90)
+
+
+def at_percentile(plan: Plan, which: str, percentile: int) -> float | None:
+    """The plan's TTFT or TPOT at ``percentile`` (50, 90 or 99: the percentiles a plan records) in seconds."""
     latency = plan.ttft_s if which == "ttft" else plan.tpot_s
-    return None if latency is None else latency.p90
+    if latency is None:
+        return None
+    return {50: latency.p50, 90: latency.p90, 99: latency.p99}[percentile]
+
+
+def shown_percentile(result: PlanResult) -> int:
+    """The latency percentile the plan tables show: the SLO's where a plan records it (50, 90, 99), else 90 (the
+    JSON and CSV carry every recorded percentile)."""
+    pct = result.slo_percentile
+    return int(pct) if pct in (50.0, 90.0, 99.0) else 90
+
+
+def at_columns(columns: tuple[str, ...], percentile: int) -> tuple[str, ...]:
+    """Column names with ``P90`` read as the shown percentile (``TTFT P99 ms``)."""
+    return tuple(name.replace("P90", f"P{percentile}") for name in columns)
 
 
 def screened_marker(plan: Plan) -> str:
@@ -147,8 +167,10 @@ def all_warnings(result: PlanResult) -> list[str]:
     screened estimates, and each plan's warnings prefixed by its rank.
     """
     lines = list(result.warnings)
+    gpus = gpu_inputs(result)
     for name in uncalibrated_gpus(result):
-        lines.append(f"kernel table for {name} is not calibrated: its efficiencies are derived, not measured")
+        derived = gpus[name].get("kernel_table_derived_from")
+        lines.append(uncalibrated_warning(name, derived if isinstance(derived, str) else None))
     for name in unpriced_gpus(result):
         if not any(line.startswith(f"{name} skipped:") for line in lines):  # a cost search says it skipped it
             lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
@@ -240,8 +262,9 @@ PLAN_COLUMNS = (
 )
 
 
-def plan_cells(rank: str, plan: Plan) -> list[str]:
-    """One row of the plans table in human units (matches :data:`PLAN_COLUMNS`); screened ranks get ``*``."""
+def plan_cells(rank: str, plan: Plan, percentile: int = 90) -> list[str]:
+    """One row of the plans table in human units (matches :data:`PLAN_COLUMNS`, latencies at ``percentile``);
+    screened ranks get ``*``."""
     return [
         rank + ("" if plan.exact else "*"),
         plan.label,
@@ -250,8 +273,8 @@ def plan_cells(rank: str, plan: Plan) -> list[str]:
         rps_per_gpu(plan.goodput_rps_per_gpu),
         per_usd_hour(plan.goodput_rps_per_usd_hour),
         tokens_per_s(plan.output_tokens_per_s),
-        ms(p90(plan, "ttft")),
-        ms(p90(plan, "tpot")),
+        ms(at_percentile(plan, "ttft", percentile)),
+        ms(at_percentile(plan, "tpot", percentile)),
         plan.binding_constraint,
         usd(plan.cost_usd_per_hour),
         tokens_per_s(plan.output_tokens_per_s_per_gpu),
@@ -259,6 +282,39 @@ def plan_cells(rank: str, plan: Plan) -> list[str]:
         fixed(plan.e2e_mean_s, 2),
         ms(plan.itl_mean_s),
     ]
+
+
+PLAN_SUMMARY_COLUMNS = (
+    "rank",
+    "plan",
+    "GPUs",
+    "goodput req/s",
+    "req/s per GPU",
+    "TTFT P90 ms",
+    "TPOT P90 ms",
+    "binding constraint",
+    "$/h",
+)
+"""The terminal's first plans table: what a plan is, what it serves, its SLO latencies, what binds it, its cost."""
+
+PLAN_METRIC_COLUMNS = (
+    "rank",
+    "$/h",
+    "req/s per $/h",
+    "output tok/s",
+    "tok/s per GPU",
+    "tok/s per user",
+    "E2E mean s",
+    "ITL mean ms",
+)
+"""The terminal's second plans table (by rank): cost efficiency and the metrics people compare with. The two
+together hold every column of :data:`PLAN_COLUMNS` and fit a 100-column terminal, which one table of 15 does not."""
+
+
+def plan_cells_of(columns: tuple[str, ...], rank: str, plan: Plan, percentile: int = 90) -> list[str]:
+    """The cells of :func:`plan_cells` for ``columns`` (a selection of :data:`PLAN_COLUMNS`), in that order."""
+    cells = dict(zip(PLAN_COLUMNS, plan_cells(rank, plan, percentile), strict=True))
+    return [cells[name] for name in columns]
 
 
 def planning_line(result: PlanResult) -> str:
@@ -279,13 +335,14 @@ PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 m
 
 def pareto_cells(result: PlanResult, plan: Plan) -> list[str]:
     """One row of the Pareto table; ``role`` says ``recommended`` / ``rank N`` / ``baseline``."""
+    pct = shown_percentile(result)
     return [
         plan.label + screened_marker(plan),
         str(plan.num_gpus),
         rps_per_gpu(plan.goodput_rps_per_gpu),
         fixed(plan.tokens_per_s_per_user, 1),
-        ms(p90(plan, "ttft")),
-        ms(p90(plan, "tpot")),
+        ms(at_percentile(plan, "ttft", pct)),
+        ms(at_percentile(plan, "tpot", pct)),
         plan_role(result, plan),
         usd(plan.cost_usd_per_hour),
     ]

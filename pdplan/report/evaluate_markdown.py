@@ -48,12 +48,18 @@ def _deployment(ev: Evaluation) -> list[str]:
     return ["## Deployment", "", *_table(["item", "value"], rows)]
 
 
+def _prices(prices: dict[str, float | None]) -> str:
+    """``h100-sxm $2.50/GPU-hour`` per GPU type (``--price`` or the catalogue's typical rental price)."""
+    return ", ".join(f"{gpu} " + ("n/a" if p is None else f"${p:,.2f}/GPU-hour") for gpu, p in prices.items())
+
+
 def _capacity(ev: Evaluation) -> list[str]:
     per_usd = ev.goodput_rps_per_usd_hour
     cost = ev.cost_usd_per_hour
     rows = [
         ["goodput", f"{ev.goodput_rps:.2f} req/s ({ev.goodput_rps_per_gpu:.3f} per GPU)"],
         ["cost", "n/a (a GPU has no price)" if cost is None else f"${cost:,.2f} per hour"],
+        ["GPU prices", _prices(ev.price_usd_per_gpu_hour)],
         ["goodput per $/h", "n/a" if per_usd is None else f"{per_usd:.4f} req/s"],
         [
             "stability limit",

@@ -151,10 +151,17 @@ _COMPARE: tuple[tuple[str, Callable[[Plan], str]], ...] = (
     ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
     ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
     ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
-    ("TTFT P90 ms", lambda p: c.ms(c.p90(p, "ttft"))),
-    ("TPOT P90 ms", lambda p: c.ms(c.p90(p, "tpot"))),
     ("binding constraint", lambda p: p.binding_constraint),
 )
+
+
+def _compare_rows(pct: int) -> tuple[tuple[str, Callable[[Plan], str]], ...]:
+    """:data:`_COMPARE` with the latencies at the shown percentile before the binding constraint."""
+    latencies: tuple[tuple[str, Callable[[Plan], str]], ...] = (
+        (f"TTFT P{pct} ms", lambda p: c.ms(c.at_percentile(p, "ttft", pct))),
+        (f"TPOT P{pct} ms", lambda p: c.ms(c.at_percentile(p, "tpot", pct))),
+    )
+    return (*_COMPARE[:-1], *latencies, _COMPARE[-1])
 
 
 def _compare_table(result: PlanResult) -> list[str]:
@@ -162,7 +169,7 @@ def _compare_table(result: PlanResult) -> list[str]:
     second = c.runner_up(result)
     compare = [("recommended", result.best)] + ([("runner-up", second)] if second else [])
     compare += [("baseline", result.baseline)] if result.baseline is not None else []
-    rows = [[q, *(f(p) for _, p in compare)] for q, f in _COMPARE]
+    rows = [[q, *(f(p) for _, p in compare)] for q, f in _compare_rows(c.shown_percentile(result))]
     return _table(["", *(name for name, _ in compare)], rows)
 
 
@@ -181,10 +188,12 @@ def _recommended(result: PlanResult) -> list[str]:
 
 
 def _alternatives(result: PlanResult) -> list[str]:
-    rows = [c.plan_cells(rank, p) for rank, p in c.ranked_with_baseline(result)[1:]]
+    pct = c.shown_percentile(result)
+    rows = [c.plan_cells(rank, p, pct) for rank, p in c.ranked_with_baseline(result)[1:]]
     if not rows:
         return ["## Alternatives", "", "None: the recommended plan is the only feasible one."]
-    return ["## Alternatives", "", *_table(c.PLAN_COLUMNS, rows), "", "`*` screened estimate (vectorised screen only)."]
+    columns = c.at_columns(c.PLAN_COLUMNS, pct)
+    return ["## Alternatives", "", *_table(columns, rows), "", "`*` screened estimate (vectorised screen only)."]
 
 
 def _pareto(result: PlanResult) -> list[str]:
@@ -196,7 +205,7 @@ def _pareto(result: PlanResult) -> list[str]:
         "",
         "Goodput per GPU against tokens/s per user (interactivity); no plan on the front is beaten on both.",
         "",
-        *_table(c.PARETO_COLUMNS, [c.pareto_cells(result, p) for p in plans]),
+        *_table(c.at_columns(c.PARETO_COLUMNS, c.shown_percentile(result)), [c.pareto_cells(result, p) for p in plans]),
     ]
 
 

@@ -44,6 +44,10 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         ("num_gpus", ev.num_gpus),
         ("goodput_rps", ev.goodput_rps),
         ("goodput_rps_per_gpu", ev.goodput_rps_per_gpu),
+        (
+            "cost_usd_per_hour",
+            "n/a (a GPU has no price)" if ev.cost_usd_per_hour is None else f"${ev.cost_usd_per_hour:,.2f}",
+        ),
         ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
         (
             "stability_limit_rps",

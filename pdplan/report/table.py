@@ -1,7 +1,7 @@
 """Terminal view of an optimisation: rich renderables in human units (ms, req/s), fixed formatting.
 
-Header (question, objective), the top plans with the colocated baseline as a last section, the
-disaggregated / colocated ratio, the Pareto front and the warnings.
+Header (question, objective), the top plans with the colocated baseline as a last section (two tables keyed by rank,
+so that each fits a 100-column terminal), the disaggregated / colocated ratio, the Pareto front and the warnings.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ _NUMERIC = {
     "req/s per GPU",
     "req/s per $/h",
     "output tok/s",
-    "TTFT P90 ms",
-    "TPOT P90 ms",
+    *(f"{which} P{pct} ms" for which in ("TTFT", "TPOT") for pct in (50, 90, 99)),
     "tok/s per user",
     "$/h",
     "tok/s per GPU",
@@ -58,21 +57,34 @@ def _table(title: str, header: tuple[str, ...]) -> Table:
 
 
 def plans_table(result: PlanResult, top: int | None = None) -> Table:
-    """Ranked plans (``top`` first ones), then the baseline in its own section."""
-    table = _table("Plans", c.PLAN_COLUMNS)
+    """Ranked plans (``top`` first ones), then the baseline in its own section: the summary columns."""
+    pct = c.shown_percentile(result)
+    table = _table("Plans", c.at_columns(c.PLAN_SUMMARY_COLUMNS, pct))
     for rank, plan in enumerate(result.plans[:top], start=1):
-        table.add_row(*c.plan_cells(str(rank), plan))
+        table.add_row(*c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, str(rank), plan, pct))
     if result.baseline is not None:
         table.add_section()
-        cells = c.plan_cells("", result.baseline)  # "baseline" heads the plan cell: the rank column stays 4 wide
+        cells = c.plan_cells_of(c.PLAN_SUMMARY_COLUMNS, "", result.baseline, pct)  # the rank column stays 4 wide
         cells[1] = f"baseline: {cells[1]}"
         table.add_row(*cells, style="dim")
     return table
 
 
+def plan_metrics_table(result: PlanResult, top: int | None = None) -> Table:
+    """The same plans by rank (``baseline`` last): cost efficiency, tokens/s per GPU and per user, E2E and ITL."""
+    table = _table("Plans: throughput and latency (by rank)", c.PLAN_METRIC_COLUMNS)
+    for rank, plan in enumerate(result.plans[:top], start=1):
+        table.add_row(*c.plan_cells_of(c.PLAN_METRIC_COLUMNS, str(rank), plan))
+    if result.baseline is not None:
+        table.add_section()
+        table.add_row(*c.plan_cells_of(c.PLAN_METRIC_COLUMNS, "baseline", result.baseline), style="dim")
+    return table
+
+
 def pareto_table(result: PlanResult) -> Table:
     """The Pareto front: goodput per GPU against tokens/s per user."""
-    table = _table("Pareto front (goodput per GPU vs tokens/s per user)", c.PARETO_COLUMNS)
+    columns = c.at_columns(c.PARETO_COLUMNS, c.shown_percentile(result))
+    table = _table("Pareto front (goodput per GPU vs tokens/s per user)", columns)
     for plan in c.pareto_sorted(result):
         table.add_row(*c.pareto_cells(result, plan))
     return table
@@ -100,7 +112,7 @@ def _header(result: PlanResult) -> Text:
 def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: bool = True) -> RenderableType:
     """Everything for stdout as one rich renderable; ``warnings=False`` leaves the warnings out (the CLI prints them
     on stderr)."""
-    parts: list[RenderableType] = [_header(result), plans_table(result, top)]
+    parts: list[RenderableType] = [_header(result), plans_table(result, top), plan_metrics_table(result, top)]
     shown = [p for _, p in c.ranked_with_baseline(result)]
     if any(not p.exact for p in shown):
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))

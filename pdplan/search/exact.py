@@ -139,16 +139,8 @@ def _itl_mean_s(snap: Snapshot) -> float:
 def _plan(res: ResolvedScenario, good: Goodput, point: OperatingPoint, binding: str, warnings: tuple[str, ...]) -> Plan:
     """The exactly evaluated plan of ``res``'s deployment at ``point`` (the target rate, or just below goodput)."""
     d = res.deployment
-    tau = float(point.tpot_s.mean)
-    return Plan(
-        mode=d.mode,
-        prefill=d.prefill,
-        decode=d.decode,
-        colocated=d.colocated,
-        granularity=d.granularity,
-        link=d.link,
-        routing=d.routing,
-        scheduler=d.scheduler,
+    return Plan.of(
+        d,
         max_num_seqs=res.max_num_seqs,
         num_gpus=d.num_gpus,
         goodput_rps=good.rate_rps,
@@ -161,7 +153,7 @@ def _plan(res: ResolvedScenario, good: Goodput, point: OperatingPoint, binding: 
         utilisation=point.utilisation,
         memory_headroom=_headroom(res),
         binding_constraint=binding,
-        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
+        tpot_mean_s=float(point.tpot_s.mean),
         exact=True,
         warnings=warnings,
     )

@@ -213,29 +213,16 @@ def screen_plan(pool: Pool, i: int) -> Plan:
     d = pool.deployment(int(i))
     m = pool.metrics
     cost = float(m.cost_usd_per_hour[i])
-    tau = float(pool.tau_s[i])
-    return Plan(
-        mode=d.mode,
-        prefill=d.prefill,
-        decode=d.decode,
-        colocated=d.colocated,
-        granularity=d.granularity,
-        link=d.link,
-        routing=d.routing,
-        scheduler=d.scheduler,
+    return Plan.of(
+        d,
         max_num_seqs=_seats(d),
         num_gpus=int(m.num_gpus[i]),
         goodput_rps=float(m.goodput_rps[i]),
         output_tokens_per_s=float(m.output_tokens_per_s[i]),
         cost_usd_per_hour=None if np.isnan(cost) else cost,
         operating_rate_rps=float(m.goodput_rps[i]),
-        ttft_s=None,
-        tpot_s=None,
-        attainment=None,
-        utilisation={},
-        memory_headroom={},
         binding_constraint=str(pool.binding[i]),
-        tokens_per_s_per_user=1.0 / tau if tau > 0 else 0.0,
+        tpot_mean_s=float(pool.tau_s[i]),
         exact=False,
     )
 

@@ -8,16 +8,23 @@ JSON contract (ARCHITECTURE §4): ``plans`` (ranked; each with ``mode``, ``prefi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdplan.serving import Latency, Role
 from pdplan.types import UtilisationKey
+
+if TYPE_CHECKING:
+    from pdplan.serving.deployment import Deployment
 
 __all__ = ["Latency", "Plan", "PlanResult", "PriceSensitivity", "RoleChoice", "SearchStats", "Sensitivity"]
 
 
 RoleChoice = Role
 """One pool of a plan: GPU type, tensor/pipeline parallelism and instance count (:class:`pdplan.serving.Role`)."""
+
+
+_DEPLOYMENT_FIELDS = ("mode", "prefill", "decode", "colocated", "granularity", "link", "routing", "scheduler")
+"""The fields a :class:`Plan` takes from its :class:`~pdplan.serving.deployment.Deployment` as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,48 @@ class Plan:
     """Mean inter-token latency over all output tokens after the first (token-weighted TPOT) at the operating
     rate."""
 
+    @classmethod
+    def of(
+        cls,
+        d: Deployment,
+        *,
+        max_num_seqs: int,
+        num_gpus: int,
+        goodput_rps: float,
+        output_tokens_per_s: float,
+        cost_usd_per_hour: float | None,
+        operating_rate_rps: float,
+        binding_constraint: str,
+        tpot_mean_s: float,
+        exact: bool,
+        ttft_s: Latency | None = None,
+        tpot_s: Latency | None = None,
+        attainment: float | None = None,
+        utilisation: dict[UtilisationKey, float] | None = None,
+        memory_headroom: dict[str, float] | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> Plan:
+        """The plan of deployment ``d``: its mode, roles, granularity, link, routing and scheduler, the given
+        figures, and tokens/s per user = 1 / mean TPOT (0 when the mean TPOT is 0)."""
+        return cls(
+            **{name: getattr(d, name) for name in _DEPLOYMENT_FIELDS},
+            max_num_seqs=max_num_seqs,
+            num_gpus=num_gpus,
+            goodput_rps=goodput_rps,
+            output_tokens_per_s=output_tokens_per_s,
+            cost_usd_per_hour=cost_usd_per_hour,
+            operating_rate_rps=operating_rate_rps,
+            ttft_s=ttft_s,
+            tpot_s=tpot_s,
+            attainment=attainment,
+            utilisation=utilisation or {},
+            memory_headroom=memory_headroom or {},
+            binding_constraint=binding_constraint,
+            tokens_per_s_per_user=1.0 / tpot_mean_s if tpot_mean_s > 0 else 0.0,
+            exact=exact,
+            warnings=warnings,
+        )
+
     @property
     def goodput_rps_per_gpu(self) -> float:
         return self.goodput_rps / self.num_gpus
@@ -83,7 +132,7 @@ class Plan:
         def role(r: RoleChoice) -> str:
             return (
                 f"{r.gpu} TP{r.tp}"
-                + (f"PP{r.pp}" if r.pp > 1 else "")
+                + (f" PP{r.pp}" if r.pp > 1 else "")
                 + (f" DP{r.dp}" if r.dp > 1 else "")
                 + (f" EP{r.ep}" if r.ep > 1 else "")
                 + (" ZeRO-gather" if r.expert_gather else "")

@@ -27,6 +27,7 @@ from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.vendors import cross_vendor_warning
+from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import Binding, tpot_at, ttft_at
 
@@ -142,16 +143,20 @@ def evaluate(
     concurrency: int | None = None,
     requests: int | None = None,
     warmup: int | None = None,
+    prices: dict[str, float] | None = None,
 ) -> Evaluation:
     """Evaluate one deployment (goodput always; a rate or a closed-loop concurrency optionally). With a concurrency,
-    ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's)."""
+    ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's).
+    ``prices`` (GPU name → USD per GPU-hour, ``--price``; else the scenario's ``search.prices``) replace the
+    catalogue's typical prices in the cost, as in :func:`pdplan.search.optimize.optimize`."""
     if rate is not None and concurrency is not None:
         raise SpecError("give either a rate or a concurrency, not both", field="rate")
     if (requests is not None or warmup is not None) and concurrency is None:
         raise SpecError(
             "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
         )
-    res = resolve(scenario, catalog or open_catalog())
+    catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
+    res = resolve(scenario, catalog)
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
     bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
@@ -169,6 +174,8 @@ def evaluate(
         point = operating_point(snap, scenario.slo)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = list(res.warnings)
+    tables = {hw.table.gpu: hw.table for hw in (res.prefill, res.decode, res.colocated) if hw}
+    warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
     vendors = cross_vendor_warning(res)
     if vendors is not None:
         warnings.append(vendors)
@@ -189,6 +196,7 @@ def evaluate(
         else "colocated: TTFT = wait + prefill on the same instance",
         slo=scenario.slo.model_dump(),
         cost_usd_per_hour=res.cost_usd_per_hour(),
+        price_usd_per_gpu_hour=res.gpu_prices_usd_per_hour(),
         utilisation_at_goodput={k: float(v[0]) for k, v in at_good.items()},
         operating_point=point,
         closed_loop=loop,

@@ -76,6 +76,14 @@ class ResolvedScenario:
             total += hw.gpu.price.typical_usd_per_gpu_hour * role.gpus
         return total
 
+    def gpu_prices_usd_per_hour(self) -> dict[str, float | None]:
+        """USD per GPU-hour of each GPU type the deployment uses (a ``--price`` override where given), sorted."""
+        prices: dict[str, float | None] = {}
+        for name, _ in self.deployment.roles:
+            gpu = getattr(self, name).gpu
+            prices[gpu.name] = None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour
+        return dict(sorted(prices.items()))
+
 
 def _share(fraction: float) -> str:
     """A share of requests for a warning: ``2.31%``, and for a small nonzero one its leading digits (``0.0042%``),

@@ -89,6 +89,8 @@ class Evaluation:
     convention: str
     slo: dict[str, float]
     cost_usd_per_hour: float | None
+    price_usd_per_gpu_hour: dict[str, float | None] = field(default_factory=dict)
+    """USD per GPU-hour per GPU type priced in :attr:`cost_usd_per_hour` (``--price`` or the catalogue's typical)."""
     utilisation_at_goodput: dict[UtilisationKey, float] = field(default_factory=dict)
     operating_point: OperatingPoint | None = None
     closed_loop: ClosedLoop | None = None
@@ -125,6 +127,7 @@ class Evaluation:
             "goodput_rps_per_gpu": self.goodput_rps_per_gpu,
             "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
             "cost_usd_per_hour": self.cost_usd_per_hour,
+            "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
             "stability_limit_rps": self.stability_limit_rps,
             "stability_binding": self.stability_binding,
             "binding_constraint": self.binding_constraint,

@@ -39,124 +39,26 @@
   t_p·m_L, because below the GEMM ridge extra tokens ride on the weight read: at λ → 0 a lone prompt
   of L ≤ C tokens then costs t0 + g(L) + A(L), its batch-1 roofline prefill. All evaluated at the
   scheduler's chunk sizes, none fitted: one length gives one exact value.
-* **Memory** (:mod:`pdplan.perf.memory`): weights, workspace and KV capacity per instance; an
-  instance whose weights do not fit raises :class:`~pdplan.errors.NoFeasiblePlanError`.
+* **Memory**: :func:`instance_budget` and the instance type :class:`RoleHardware` live in
+  :mod:`pdplan.serving.role_hardware` (imported here as well, so ``pdplan.serving.roles`` still names them).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize, nnls
 
-from pdplan.errors import NoFeasiblePlanError
-from pdplan.perf.kernels import KernelTable
-from pdplan.perf.memory import InstanceMemory, instance_memory
-from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
-from pdplan.perf.roofline import PhaseTime, Precision, phase_time
+from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
-from pdplan.specs.engine import EngineProfile
-from pdplan.specs.hardware import GpuSpec
-from pdplan.specs.model import ModelSpec
+from pdplan.serving.role_hardware import RoleHardware as RoleHardware
+from pdplan.serving.role_hardware import instance_budget as instance_budget
 from pdplan.types import FloatArray
-from pdplan.units import GIB
 
 _FIT_BATCHES = 12
 _FIT_CONTEXT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
-
-
-@dataclass(frozen=True, slots=True)
-class RoleHardware:
-    """A resolved instance type: model, GPU spec, kernel table, parallelism, precision."""
-
-    model: ModelSpec
-    gpu: GpuSpec
-    table: KernelTable
-    tp: int
-    pp: int
-    precision: Precision
-    gpu_memory_utilization: float | None = None
-    kv_free_fraction: float = 1.0
-    """Share of the memory left after weights and workspace that holds KV (TensorRT-LLM's basis; 1 otherwise)."""
-    workspace_tokens: int | None = None
-    """Tokens the activation workspace is sized for (None: the serving default)."""
-    engine: EngineProfile | None = None
-    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`); None: kernel time only."""
-    dp: int = 1
-    """Attention data-parallel ranks per instance (:mod:`pdplan.perf.expert_parallel`)."""
-    ep: int = 1
-    """Expert-parallel size of the MoE layers."""
-    expert_gather: bool = False
-    """Prefill only: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
-    redundant_experts: int = 0
-    """EPLB redundant expert slots held besides the model's experts."""
-    moe_kernel: MoeKernel = "fused"
-    """The expert kernel family the engine runs here (:func:`pdplan.perf.moe_wideep.moe_kernel_for`)."""
-    two_batch_overlap: bool | None = None
-    """EP passes as two overlapped micro-batches (:mod:`pdplan.perf.two_batch_overlap`); None: the engine's default."""
-
-    def __post_init__(self) -> None:
-        """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
-        stored = self.model.checkpoint_weight_bytes
-        if self.precision.weight_bytes > stored:
-            object.__setattr__(self, "precision", dataclasses.replace(self.precision, weight_bytes=stored))
-
-    @property
-    def label(self) -> str:
-        return (
-            f"{self.gpu.name} TP{self.tp}"
-            + (f" PP{self.pp}" if self.pp > 1 else "")
-            + (f" DP{self.dp}" if self.dp > 1 else "")
-            + (f" EP{self.ep}" if self.ep > 1 else "")
-            + (" ZeRO-gather" if self.expert_gather and self.ep > 1 else "")
-        )
-
-    @property
-    def parallel(self) -> dict[str, object]:
-        """The DP/EP keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
-        return {"dp": self.dp, "ep": self.ep, "expert_gather": self.expert_gather}
-
-    @property
-    def moe_options(self) -> dict[str, object]:
-        """The MoE-kernel keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
-        return {"moe_kernel": self.moe_kernel, "two_batch_overlap": bool(self.two_batch_overlap)}
-
-    @property
-    def gpus_per_instance(self) -> int:
-        """``tp·dp·pp``."""
-        return self.tp * self.dp * self.pp
-
-
-def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
-    """Memory of one instance; NoFeasiblePlanError (binding "memory") when weights do not fit."""
-    mem = instance_memory(
-        hw.model,
-        hw.gpu.memory_bytes,
-        tp=hw.tp,
-        pp=hw.pp,
-        weight_dtype_bytes=hw.precision.weight_bytes,
-        kv_dtype_bytes=hw.precision.kv_bytes,
-        act_dtype_bytes=hw.precision.act_bytes,
-        gpu_memory_utilization=hw.gpu_memory_utilization,
-        max_num_batched_tokens=hw.workspace_tokens,
-        kv_free_fraction=hw.kv_free_fraction,
-        dp=hw.dp,
-        ep=hw.ep,
-        redundant_experts=hw.redundant_experts,
-        expert_gather=hw.expert_gather and hw.ep > 1,
-    )
-    if not bool(np.all(mem.fits)):
-        need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
-        have = float(mem.usable_bytes.max()) / GIB
-        raise NoFeasiblePlanError(
-            f"{role} instance {hw.label} does not fit {hw.model.name}: weights + workspace "
-            f"{need:.1f} GiB per GPU exceed the usable {have:.1f} GiB; raise TP/PP or use fp8",
-            binding_constraint="memory",
-        )
-    return mem
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +70,15 @@ class PrefillPerf:
     service_s: FloatArray
 
 
-def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) -> PhaseTime:
-    """The roofline prefill of one prompt of ``tokens`` tokens on ``hw`` (per element of ``tokens``)."""
+def _prefill_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
+    """The roofline prefill pass of ``batch`` prompts × ``tokens`` on one instance of ``hw`` (its TP, PP, DP, EP,
+    precision and ZeRO-Prefill gather)."""
     return phase_time(
         hw.model,
         hw.gpu,
         hw.table,
         phase="prefill",
-        batch=float(hw.dp),  # one prompt on each DP rank (each rank is a server of the prefill pool)
+        batch=batch,
         tokens=tokens,
         tp=hw.tp,
         pp=hw.pp,
@@ -186,6 +89,12 @@ def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) ->
         expert_gather=hw.expert_gather,
         **hw.moe_options,  # type: ignore[arg-type]
     )
+
+
+def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) -> PhaseTime:
+    """The roofline prefill of one prompt of ``tokens`` tokens on ``hw`` (per element of ``tokens``)."""
+    # one prompt on each DP rank (each rank is a server of the prefill pool)
+    return _prefill_time(hw, batch=float(hw.dp), tokens=tokens, detail=detail)
 
 
 def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
@@ -256,22 +165,7 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
     log_b = np.linspace(0.0, log_tok[-1], _TABLE_PROMPTS)
     tok, prompts = np.exp(log_tok)[:, None], np.exp(log_b)[None, :]
     per_prompt = np.maximum(tok / prompts, 1.0)
-    pt = phase_time(
-        hw.model,
-        hw.gpu,
-        hw.table,
-        phase="prefill",
-        batch=hw.dp * tok / per_prompt,  # the same batch on every DP rank
-        tokens=per_prompt,
-        tp=hw.tp,
-        pp=hw.pp,
-        precision=hw.precision,
-        detail=False,
-        dp=hw.dp,
-        ep=hw.ep,
-        expert_gather=hw.expert_gather,
-        **hw.moe_options,  # type: ignore[arg-type]
-    )
+    pt = _prefill_time(hw, batch=hw.dp * tok / per_prompt, tokens=per_prompt, detail=False)  # same batch per DP rank
     table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
 

@@ -88,6 +88,8 @@ class EngineDefaults(_Lenient):
 
 class PlanAssumptions(_Lenient):
     engine_defaults: EngineDefaults = EngineDefaults()
+    engine: dict[str, object] | None = None
+    """The engine profile the plan was priced with: ``{name, version, source, engine}`` (``optimize --format json``)."""
 
 
 class PlanDocument(_Lenient):
@@ -98,15 +100,29 @@ class PlanDocument(_Lenient):
     assumptions: PlanAssumptions = PlanAssumptions()
     engine: dict[str, object] | str | None = None
 
+    def _engine_field(self, *keys: str) -> str | None:
+        """The first string under ``keys`` of the engine record: top level, ``inputs.engine`` or
+        ``assumptions.engine`` (where ``optimize --format json`` writes it); a bare string is the engine's name."""
+        for value in (self.engine, self.inputs.get("engine"), self.assumptions.engine):
+            if isinstance(value, str) and "name" in keys:
+                return value
+            if isinstance(value, dict):
+                for key in keys:
+                    found = value.get(key)
+                    if isinstance(found, str):
+                        return found
+        return None
+
     @property
     def engine_name(self) -> str | None:
-        """The serving engine the plan was priced for (``engine: {name, version, source}``, top level or in
-        ``inputs``; ARCHITECTURE §4), or None when the document predates it."""
-        for value in (self.engine, self.inputs.get("engine")):
-            name = value.get("name") if isinstance(value, dict) else value
-            if isinstance(name, str):
-                return name
-        return None
+        """The serving engine the plan was priced for (the profile's ``engine``, else its ``name``; ARCHITECTURE
+        §4), or None when the document predates it."""
+        return self._engine_field("engine", "name")
+
+    @property
+    def engine_version(self) -> str | None:
+        """The version of the engine profile the plan was priced with (``0.12.0``), or None when not recorded."""
+        return self._engine_field("version")
 
     @property
     def model_name(self) -> str | None:
@@ -180,6 +196,8 @@ class NodeLabels(FrozenModel):
 class ProgramFlags(FrozenModel):
     source: str
     flags: list[str] = Field(min_length=1)
+    version: str | None = None
+    """The release the flags were read at (``vLLM 0.20.1``): the one the export targets (``targets.yaml``)."""
 
 
 class EngineFlags(FrozenModel):

@@ -270,6 +270,13 @@ class A2aParams(FrozenModel):
     combine: AlphaBeta
 
 
+def uncalibrated_warning(gpu: str, derived_from: str | None) -> str:
+    """The words every report prints for a GPU whose kernel table is not measured: derived from which GPU's (a
+    packaged derived table, or one pdplan borrowed for a GPU without its own, :meth:`Catalog.borrowed_kernel_table`)."""
+    source = f" from {derived_from}'s" if derived_from else ""
+    return f"kernel table for {gpu} is not calibrated: its efficiencies are derived{source}, not measured"
+
+
 class KernelTable(FrozenModel):
     """What kernels achieve on one GPU and serving stack; peaks come from the GPU's datasheet.
 

@@ -6,7 +6,8 @@
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
-# engine: SGLang 0.5.11
+# WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
+# engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 #
 # Usage: bash THIS_FILE prefill|decode|router
 #   prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share

@@ -6,7 +6,8 @@
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced layer-granularity KV transfer, but vllm transfers KV per request (engines.vllm.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity request` for numbers this engine can meet
-# engine: vLLM 0.20.1
+# WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
+# engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 #
 # Usage: bash THIS_FILE prefill|decode|proxy
 #   prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share

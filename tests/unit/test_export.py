@@ -321,7 +321,7 @@ def test_a_plan_priced_for_another_engine_is_warned() -> None:
     data = {"plans": [_plan()], "inputs": {"model": "llama-3.1-70b"}, "engine": {"name": "sglang", "version": "x"}}
     doc = validate_spec(PlanDocument, data, "test")
     assert any("priced with the sglang engine profile" in w for w in _export(doc, "vllm").warnings)
-    assert not any("engine profile" in w for w in _export(doc, "sglang").warnings)
+    assert not any("but it is exported for" in w for w in _export(doc, "sglang").warnings)
 
 
 def test_node_labels_can_be_given_for_gpus_without_one() -> None:
@@ -339,3 +339,47 @@ def test_a_mixed_gpu_plan_without_a_known_label_is_bad_input() -> None:
     ctx = dataclasses.replace(ctx, node_labels={"h100-sxm": ctx.node_labels["h100-sxm"]})
     with pytest.raises(SpecError, match="--node-label"):
         export_plan(doc, target="dynamo", rank=1, ctx=ctx, source="test")
+
+
+# --- #12: the engine version a file targets against the one the plan was priced with -----------------------------
+
+
+def _real_doc() -> PlanDocument:
+    return read_plan_document(str(DEFAULT_JSON))
+
+
+def test_a_real_report_names_the_engine_profile_it_was_priced_with() -> None:
+    """``optimize --format json`` records the profile under ``assumptions.engine`` (vLLM 0.12.0 by default)."""
+    doc = _real_doc()
+    assert doc.engine_name == "vllm"
+    assert doc.engine_version == "0.12.0"
+    assert any("priced with the vllm engine profile" in w for w in _export(doc, "sglang").warnings)
+
+
+@pytest.mark.parametrize(("target", "backend"), [("vllm", "vllm"), ("dynamo", "vllm"), ("sglang", "vllm")])
+def test_export_states_both_engine_versions_and_warns_when_they_differ(target: str, backend: str) -> None:
+    doc = _real_doc()
+    result = _export(doc, target, backend=backend)
+    engine = "sglang" if target == "sglang" else "vllm"
+    targeted = export_targets().engines[engine].version
+    assert "priced with the vllm 0.12.0 engine profile" in result.text
+    assert f"targets {'SGLang' if engine == 'sglang' else 'vLLM'} {targeted}" in result.text
+    if engine == "vllm":
+        assert targeted != "0.12.0"
+        assert any("0.12.0" in w and targeted in w for w in result.warnings)
+
+
+def test_no_version_warning_when_the_plan_was_priced_with_the_targeted_version() -> None:
+    version = export_targets().engines["vllm"].version
+    data = {"plans": [_plan()], "inputs": {"model": "llama-3.1-70b"}, "engine": {"name": "vllm", "version": version}}
+    doc = validate_spec(PlanDocument, data, "test")
+    assert not any("0.12.0" in w or "version" in w for w in _export(doc, "vllm").warnings)
+
+
+def test_flag_lists_were_read_at_the_versions_the_exports_target() -> None:
+    """engine_flags.yaml says at which version each program's flags were read; it must be the version targeted."""
+    targets, flags = export_targets(), engine_flags().programs
+    assert flags["vllm serve"].version == f"vLLM {targets.engines['vllm'].version}"
+    assert flags["python -m sglang.launch_server"].version == f"SGLang {targets.engines['sglang'].version}"
+    for program in ("python3 -m dynamo.vllm", "python3 -m dynamo.sglang", "python3 -m dynamo.frontend"):
+        assert flags[program].version == f"Dynamo {targets.dynamo.release}"

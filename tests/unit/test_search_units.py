@@ -65,3 +65,32 @@ def test_interp_rows_is_linear_between_grid_rows() -> None:
     grid = np.array([0.0, 1.0, 2.0])
     got = interp_rows(table, grid, np.array([0.5, 1.5, 5.0]))
     assert got.tolist() == [[0.5, 15.0], [2.0, 30.0], [3.0, 40.0]]
+
+
+def test_plan_label_spaces_pipeline_parallelism_like_every_other_label() -> None:
+    """``h100-sxm TP4 PP2``, as the report's role text and RoleHardware.label write it (was ``TP4PP2``)."""
+    from pdplan.search.results import Plan
+    from pdplan.serving.deployment import Deployment, Role
+
+    d = Deployment(
+        "disaggregated",
+        prefill=Role("h100-sxm", tp=4, pp=2, count=2),
+        decode=Role("h100-sxm", tp=4, pp=1, count=1),
+        granularity="layer",
+        link="ib-ndr",
+        routing="least-work",
+    )
+    plan = Plan.of(
+        d,
+        max_num_seqs=256,
+        num_gpus=20,
+        goodput_rps=1.0,
+        output_tokens_per_s=100.0,
+        cost_usd_per_hour=None,
+        operating_rate_rps=1.0,
+        binding_constraint="TTFT at P90",
+        tpot_mean_s=0.05,
+        exact=False,
+    )
+    assert plan.label == "2P1D h100-sxm TP4 PP2 / h100-sxm TP4 layer"
+    assert plan.tokens_per_s_per_user == pytest.approx(20.0)

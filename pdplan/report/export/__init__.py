@@ -22,6 +22,7 @@ from pdplan.report.export.common import (
     choose_plan,
     granularity_warnings,
     setting_warnings,
+    version_warnings,
 )
 from pdplan.report.export.dynamo import dynamo_manifest
 from pdplan.report.export.sglang import sglang_script
@@ -50,7 +51,8 @@ def export_plan(
     chosen = choose_plan(doc, rank, source)
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
-    warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine]) + setting_warnings(chosen, engine)
+    warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine])
+    warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

@@ -141,6 +141,42 @@ def granularity_warnings(plan: ExportPlan, engine: Engine, data: EngineData) -> 
     ]
 
 
+ENGINE_WORDS: dict[Engine, str] = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def _priced_words(chosen: Chosen) -> str:
+    name, version = chosen.doc.engine_name, chosen.doc.engine_version
+    if name is None:
+        return "an engine profile the plan document does not record"
+    return f"the {name}{'' if version is None else ' ' + version} engine profile"
+
+
+def engine_line(chosen: Chosen, ctx: ExportContext, engine: Engine) -> str:
+    """Both versions in one header line: the engine release the file's flags are for, and the profile the plan's
+    numbers were priced with (``assumptions.engine``)."""
+    target = f"{ENGINE_WORDS[engine]} {ctx.targets.engines[engine].version}"
+    return (
+        f"engine: targets {target} (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with "
+        f"{_priced_words(chosen)}"
+    )
+
+
+def version_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> list[str]:
+    """A warning when the plan was priced with another release of the same engine than the one the file targets:
+    the flags are the target's, the latencies the priced profile's (host time per step, scheduler defaults)."""
+    version, target = chosen.doc.engine_version, ctx.targets.engines[engine].version
+    if chosen.doc.engine_name != engine or version is None or version == target:
+        return []
+    words = ENGINE_WORDS[engine]
+    return [
+        f"the plan was priced with the {engine} {version} engine profile, but this file targets {words} {target} "
+        f"(the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are "
+        f"{words} {version}'s (host time per step, scheduler defaults); before relying on them, fit a profile to "
+        f"{words} {target} benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run "
+        "`pdplan optimize --engine ENGINE.yaml`"
+    ]
+
+
 def setting_warnings(chosen: Chosen, engine: Engine) -> list[str]:
     """Warnings for settings the plan document does not record (the engine's own default applies instead), and
     for a plan priced with another engine's profile."""

@@ -30,6 +30,7 @@ from pdplan.report.export.common import (
     ExportContext,
     ExportResult,
     LaunchCommand,
+    engine_line,
     gpu_facts,
     header_lines,
     nodes_for,
@@ -150,6 +151,7 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
     }
     header = header_lines(chosen, ctx, f"dynamo (backend {engine})", warnings)
     header.append(f"images: {ctx.targets.dynamo.images[engine]} (Dynamo {ctx.targets.dynamo.release})")
+    header.append(engine_line(chosen, ctx, engine))
     header.append(
         f"needs: the Dynamo platform installed and a secret {ctx.targets.dynamo.hf_token_secret} with HF_TOKEN"
     )

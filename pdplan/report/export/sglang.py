@@ -14,9 +14,9 @@ arguments: :mod:`pdplan.report.export.engine_args`.
 
 from __future__ import annotations
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand, header_lines
+from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
+from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
@@ -42,11 +42,7 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand
 def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
     data = ctx.targets.engines["sglang"]
     plan = chosen.plan
-    assert plan.prefill is not None
-    assert plan.decode is not None
-    checks = host_checks(
-        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
-    )
+    checks = pool_host_checks(plan)
     checks += [
         "    urls=()",
         f'    for h in "${{prefill_hosts[@]}}"; do '
@@ -82,27 +78,18 @@ USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
   once per instance, on its host, with HOST_IP set; put the instances behind one load balancer."""
 
 
+LAUNCHER = Launcher(
+    "sglang",
+    _server,
+    "router",
+    "routes each request to a prefill and a decode instance",
+    _router,
+    USAGE_COLOCATED,
+    USAGE_DISAGG,
+    front_lines=_router_lines,
+)
+
+
 def sglang_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
     """The SGLang launch script for the chosen plan."""
-    single_node_only(chosen, ctx, "sglang")
-    header = header_lines(chosen, ctx, "sglang", warnings)
-    header.append(f"engine: SGLang {ctx.targets.engines['sglang'].version}")
-    commands: list[LaunchCommand] = []
-    cases: list[tuple[str, list[str]]] = []
-    for role_name, _ in chosen.plan.roles():
-        cmd = _server(chosen, ctx, role_name)
-        commands.append(cmd)
-        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
-    usage = USAGE_COLOCATED
-    if chosen.plan.mode == "disaggregated":
-        router, checks = _router(chosen, ctx)
-        commands.append(router)
-        cases.append(
-            (
-                "router",
-                ["    # routes each request to a prefill and a decode instance", *checks, *_router_lines(router)],
-            )
-        )
-        usage = USAGE_DISAGG
-    text = script(header, usage, cases)
-    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))
+    return launch_script(LAUNCHER, chosen, ctx, warnings)

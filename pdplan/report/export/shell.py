@@ -8,9 +8,23 @@ as many as the plan has instances. Values are shell-quoted except :class:`Raw` o
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pdplan.errors import SpecError
-from pdplan.report.export.common import Chosen, ExportContext, LaunchCommand, gpu_facts, nodes_for, role_summary
+from pdplan.report.export.common import (
+    Chosen,
+    Engine,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    engine_line,
+    gpu_facts,
+    header_lines,
+    nodes_for,
+    role_summary,
+)
+from pdplan.specs.export import ExportPlan
 
 
 class Raw(str):
@@ -46,6 +60,16 @@ def host_checks(names: list[tuple[str, str, int]]) -> list[str]:
     return lines
 
 
+def pool_host_checks(plan: ExportPlan) -> list[str]:
+    """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` and ``DECODE_HOSTS``, one address per
+    instance."""
+    assert plan.prefill is not None
+    assert plan.decode is not None
+    return host_checks(
+        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
+    )
+
+
 def single_node_only(chosen: Chosen, ctx: ExportContext, target: str) -> None:
     """Launch commands here start one process group per instance on one host: refuse instances wider than a node."""
     for name, role in chosen.plan.roles():
@@ -74,3 +98,41 @@ def script(header: list[str], usage: str, cases: list[tuple[str, list[str]]]) ->
 def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> str:
     role = dict(chosen.plan.roles())[name]
     return f"    # {role_summary(name, role, gpu_facts(ctx, role))}; run once per instance, on its host"
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one engine launches a plan: a command per role; for a disaggregated plan, the program that runs once in
+    front of it (vLLM's proxy, SGLang's router: its case name, comment, command with host checks, and how its command
+    is written); the usage texts."""
+
+    engine: Engine
+    role_command: Callable[[Chosen, ExportContext, str], LaunchCommand]
+    front_name: str
+    front_comment: str
+    front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]]
+    usage_colocated: str
+    usage_disaggregated: str
+    front_lines: Callable[[LaunchCommand], list[str]] = command_lines
+
+
+def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
+    """The launch script: header (with both engine versions), one case per role, then the front case when the plan
+    is disaggregated."""
+    single_node_only(chosen, ctx, launcher.engine)
+    header = header_lines(chosen, ctx, launcher.engine, warnings)
+    header.append(engine_line(chosen, ctx, launcher.engine))
+    commands: list[LaunchCommand] = []
+    cases: list[tuple[str, list[str]]] = []
+    for role_name, _ in chosen.plan.roles():
+        cmd = launcher.role_command(chosen, ctx, role_name)
+        commands.append(cmd)
+        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
+    usage = launcher.usage_colocated
+    if chosen.plan.mode == "disaggregated":
+        front, checks = launcher.front(chosen, ctx)
+        commands.append(front)
+        cases.append((launcher.front_name, [f"    # {launcher.front_comment}", *checks, *launcher.front_lines(front)]))
+        usage = launcher.usage_disaggregated
+    text = script(header, usage, cases)
+    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand, header_lines
+from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Raw, command_lines, host_checks, role_comment, script, single_node_only
+from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -56,9 +56,7 @@ def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]
     plan = chosen.plan
     assert plan.prefill is not None
     assert plan.decode is not None
-    checks = host_checks(
-        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
-    )
+    checks = pool_host_checks(plan)
     flags: tuple[tuple[str, str | None], ...] = (
         ("--port", str(data.proxy_port)),
         ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
@@ -77,24 +75,17 @@ USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
   once per instance, on its host; put the instances behind one load balancer."""
 
 
+LAUNCHER = Launcher(
+    "vllm",
+    _serve,
+    "proxy",
+    "routes each request to a prefiller, then to a decoder",
+    _proxy,
+    USAGE_COLOCATED,
+    USAGE_DISAGG,
+)
+
+
 def vllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
     """The ``vllm serve`` launch script for the chosen plan."""
-    single_node_only(chosen, ctx, "vllm")
-    header = header_lines(chosen, ctx, "vllm", warnings)
-    header.append(f"engine: vLLM {ctx.targets.engines['vllm'].version}")
-    commands: list[LaunchCommand] = []
-    cases: list[tuple[str, list[str]]] = []
-    for role_name, _ in chosen.plan.roles():
-        cmd = _serve(chosen, ctx, role_name)
-        commands.append(cmd)
-        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
-    usage = USAGE_COLOCATED
-    if chosen.plan.mode == "disaggregated":
-        proxy, checks = _proxy(chosen, ctx)
-        commands.append(proxy)
-        cases.append(
-            ("proxy", ["    # routes each request to a prefiller, then to a decoder", *checks, *command_lines(proxy)])
-        )
-        usage = USAGE_DISAGG
-    text = script(header, usage, cases)
-    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))
+    return launch_script(LAUNCHER, chosen, ctx, warnings)

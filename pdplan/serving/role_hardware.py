@@ -1,0 +1,115 @@
+"""A resolved instance type of one role (:class:`RoleHardware`: model, GPU, kernel table, parallelism, precision,
+engine) and its memory budget (:func:`instance_budget`).
+
+**Memory** (:mod:`pdplan.perf.memory`): weights, workspace and KV capacity per instance; an instance whose weights do
+not fit raises :class:`~pdplan.errors.NoFeasiblePlanError`. The performance of a role built on this (prefill S(l),
+decode τ(B, K), chunk prices) is :mod:`pdplan.serving.roles`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.perf.kernels import KernelTable
+from pdplan.perf.memory import InstanceMemory, instance_memory
+from pdplan.perf.moe_wideep import MoeKernel
+from pdplan.perf.roofline import Precision
+from pdplan.specs.engine import EngineProfile
+from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.model import ModelSpec
+from pdplan.units import GIB
+
+
+@dataclass(frozen=True, slots=True)
+class RoleHardware:
+    """A resolved instance type: model, GPU spec, kernel table, parallelism, precision."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    table: KernelTable
+    tp: int
+    pp: int
+    precision: Precision
+    gpu_memory_utilization: float | None = None
+    kv_free_fraction: float = 1.0
+    """Share of the memory left after weights and workspace that holds KV (TensorRT-LLM's basis; 1 otherwise)."""
+    workspace_tokens: int | None = None
+    """Tokens the activation workspace is sized for (None: the serving default)."""
+    engine: EngineProfile | None = None
+    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`); None: kernel time only."""
+    dp: int = 1
+    """Attention data-parallel ranks per instance (:mod:`pdplan.perf.expert_parallel`)."""
+    ep: int = 1
+    """Expert-parallel size of the MoE layers."""
+    expert_gather: bool = False
+    """Prefill only: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
+    redundant_experts: int = 0
+    """EPLB redundant expert slots held besides the model's experts."""
+    moe_kernel: MoeKernel = "fused"
+    """The expert kernel family the engine runs here (:func:`pdplan.perf.moe_wideep.moe_kernel_for`)."""
+    two_batch_overlap: bool | None = None
+    """EP passes as two overlapped micro-batches (:mod:`pdplan.perf.two_batch_overlap`); None: the engine's default."""
+
+    def __post_init__(self) -> None:
+        """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
+        stored = self.model.checkpoint_weight_bytes
+        if self.precision.weight_bytes > stored:
+            object.__setattr__(self, "precision", dataclasses.replace(self.precision, weight_bytes=stored))
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.gpu.name} TP{self.tp}"
+            + (f" PP{self.pp}" if self.pp > 1 else "")
+            + (f" DP{self.dp}" if self.dp > 1 else "")
+            + (f" EP{self.ep}" if self.ep > 1 else "")
+            + (" ZeRO-gather" if self.expert_gather and self.ep > 1 else "")
+        )
+
+    @property
+    def parallel(self) -> dict[str, object]:
+        """The DP/EP keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
+        return {"dp": self.dp, "ep": self.ep, "expert_gather": self.expert_gather}
+
+    @property
+    def moe_options(self) -> dict[str, object]:
+        """The MoE-kernel keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
+        return {"moe_kernel": self.moe_kernel, "two_batch_overlap": bool(self.two_batch_overlap)}
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """``tp·dp·pp``."""
+        return self.tp * self.dp * self.pp
+
+
+def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
+    """Memory of one instance; NoFeasiblePlanError (binding "memory") when weights do not fit."""
+    mem = instance_memory(
+        hw.model,
+        hw.gpu.memory_bytes,
+        tp=hw.tp,
+        pp=hw.pp,
+        weight_dtype_bytes=hw.precision.weight_bytes,
+        kv_dtype_bytes=hw.precision.kv_bytes,
+        act_dtype_bytes=hw.precision.act_bytes,
+        gpu_memory_utilization=hw.gpu_memory_utilization,
+        max_num_batched_tokens=hw.workspace_tokens,
+        kv_free_fraction=hw.kv_free_fraction,
+        dp=hw.dp,
+        ep=hw.ep,
+        redundant_experts=hw.redundant_experts,
+        expert_gather=hw.expert_gather and hw.ep > 1,
+    )
+    if not bool(np.all(mem.fits)):
+        need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
+        have = float(mem.usable_bytes.max()) / GIB
+        raise NoFeasiblePlanError(
+            f"{role} instance {hw.label} does not fit {hw.model.name}: weights + workspace "
+            f"{need:.1f} GiB per GPU exceed the usable {have:.1f} GiB; raise TP/PP or use fp8",
+            binding_constraint="memory",
+        )
+    return mem
