@@ -241,9 +241,9 @@ def derive(gpu_id: str, base_id: str, base: dict[str, Any], pcie_ref: dict[str, 
 
 def write(table: dict[str, Any]) -> None:
     old = TABLE_DIR / f"{table['gpu']}.yaml"
-    if old.is_file():  # fused-MoE and EP all-to-all entries come from benchmarks/fit_moe_tables.py: keep them
+    if old.is_file():  # fused-MoE / EP all-to-all (fit_moe_tables.py) and GDN (fit_gdn_tables.py) entries: keep them
         previous = yaml.safe_load(old.read_text(encoding="utf-8"))
-        for group in ("moe", "ep_a2a"):
+        for group in ("moe", "ep_a2a", "linear_attention"):
             if previous.get(group) and group not in table and previous.get("calibrated") == table.get("calibrated"):
                 table[group] = previous[group]
                 table["sources"] |= {k: v for k, v in previous["sources"].items() if k.startswith(f"{group}.")}

@@ -156,6 +156,13 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
             "batch": s.batch / s.dp + 0.0 * s.tp,
             "state_bytes": state / s.tp,
             "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
+            # per-GPU q, k, v and o elements per token (what the fitted kernel family reads and writes)
+            "io_elems_per_token": (
+                2.0 * la.num_key_heads * la.key_head_dim + 2.0 * la.num_value_heads * la.value_head_dim
+            )
+            / s.tp,
+            "value_heads": la.num_value_heads / s.tp,
+            "prefill": np.full_like(s.tp, 1.0 if s.phase == "prefill" else 0.0),
         }
         ops.append(Op("linear_attn.scan", "linear_attn", float(model.num_layers - n_full), lin))
     return ops
