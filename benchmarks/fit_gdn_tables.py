@@ -51,7 +51,9 @@ def fit_gpu(gpu_id: str, data: Path) -> list[dict[str, Any]]:
             f"{stats.median_abs_pct:.1f} / {stats.p90_abs_pct:.1f} %"
         )
         ok = stats.p90_abs_pct <= MAX_P90_PCT
-        out.append({"phase": phase, "entry": entry, "source": source, "stats": stats, "kernels": rows.kernels, "ok": ok})
+        out.append(
+            {"phase": phase, "entry": entry, "source": source, "stats": stats, "kernels": rows.kernels, "ok": ok}
+        )
     return out
 
 

@@ -107,8 +107,6 @@ class ModelSpec(FrozenModel):
 
     def _check_mla(self, mla: MlaSpec) -> None:
         qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        if self.linear_attention is not None:
-            raise FieldError("mla", "MLA together with linear_attention is not supported")
         if self.head_dim != qk:
             raise FieldError(
                 "head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk}"
@@ -194,12 +192,25 @@ class ModelSpec(FrozenModel):
         )
 
     def linear_attention_gemms(self) -> tuple[GemmShape, ...]:
-        """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj; () if none."""
+        """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj. KDA (Kimi Linear, HF
+        modeling_kimi.py): q/k/v (fused here), f_a/f_b (decay gate, rank d_k), b (β), g_a/g_b (output gate,
+        rank d_k), o_proj. () if none."""
         la = self.linear_attention
         if la is None:
             return ()
         h, key_dim = self.hidden_size, la.num_key_heads * la.key_head_dim
         value_dim = la.num_value_heads * la.value_head_dim
+        if la.kind == "kda":
+            rank = la.key_head_dim
+            return (
+                GemmShape("qkv_proj", h, 2 * key_dim + value_dim),
+                GemmShape("f_a_proj", h, rank),
+                GemmShape("f_b_proj", rank, key_dim),
+                GemmShape("b_proj", h, la.num_value_heads),
+                GemmShape("g_a_proj", h, rank),
+                GemmShape("g_b_proj", rank, value_dim),
+                GemmShape("o_proj", value_dim, h),
+            )
         return (
             GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
             GemmShape("in_proj_ba", h, 2 * la.num_value_heads),
@@ -228,12 +239,14 @@ class ModelSpec(FrozenModel):
         return bias + (2 * self.head_dim if self.qk_norm else 0)
 
     def _linear_attention_params(self) -> int:
-        """GEMMs + depthwise conv (no bias) + dt_bias + A_log + gated RMSNorm of one GDN layer."""
+        """GEMMs + depthwise conv over q, k, v (no bias) + dt_bias + A_log + gated RMSNorm of one linear layer
+        (GDN: dt_bias and A_log per value head; KDA: dt_bias per channel, A_log per head)."""
         la = self.linear_attention
         if la is None:
             return 0
         conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
-        extra = conv_dim * la.conv_kernel_size + 2 * la.num_value_heads + la.value_head_dim
+        dt_bias = la.num_value_heads * la.key_head_dim if la.kind == "kda" else la.num_value_heads
+        extra = conv_dim * la.conv_kernel_size + dt_bias + la.num_value_heads + la.value_head_dim
         return sum(g.params for g in self.linear_attention_gemms()) + extra
 
     def _mlp_params(self, intermediate_size: int) -> int:

@@ -35,6 +35,7 @@ PRESET_IDS = {
     "kimi-k2",
     "gpt-oss-120b",
     "qwen3-30b-a3b",
+    "kimi-linear-48b-a3b",
 }
 
 
