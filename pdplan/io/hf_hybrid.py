@@ -22,8 +22,10 @@ def _one_based(c: _Config, block: dict[str, Any], key: str, layers: int) -> list
 
 
 def _deepseek_moe(c: _Config, layers: int, *, experts: str, top_k: str) -> Fields:
-    first, freq, shared = c.get_int("first_k_dense_replace"), c.get_int("moe_layer_freq", 1), c.get_int(
-        "num_shared_experts", 0
+    first, freq, shared = (
+        c.get_int("first_k_dense_replace"),
+        c.get_int("moe_layer_freq", 1),
+        c.get_int("num_shared_experts", 0),
     )
     width = c.get_int("moe_intermediate_size")
     return {
@@ -101,3 +103,57 @@ class _Sub:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.c.error(f"linear_attn_config.{key}", f"must be an integer, got {value!r:.40}")
         return value
+
+
+def _pattern(c: _Config, key: str, layers: int) -> list[int]:
+    """A per-layer 0/1 list (``hybrid_layer_pattern``: 1 = sliding window; ``moe_layer_freq``: 1 = MoE)."""
+    value = c.data.get(key)
+    if not isinstance(value, list) or len(value) != layers or not set(value) <= {0, 1}:
+        raise c.error(key, f"must list 0 or 1 for each of the {layers} layers")
+    return [int(v) for v in value]
+
+
+def mimo_v2_flash(c: _Config) -> Fields:
+    """MiMo-V2-Flash: global GQA layers (``hybrid_layer_pattern`` 0) and sliding-window GQA layers (1) with their
+    own K/V head count (``swa_num_key_value_heads``) and window (``sliding_window``); q/k heads of ``head_dim``, v
+    heads of ``v_head_dim``; MoE per ``moe_layer_freq`` (0 = dense FFN of ``intermediate_size``). Not counted:
+    the SWA layers' attention-sink biases (one scalar per head, ``add_swa_attention_sink_bias``) and the MTP
+    layers (``num_nextn_predict_layers``, speculative decoding only)."""
+    layers, heads = c.get_int("num_hidden_layers"), c.get_int("num_attention_heads")
+    for key, base in (("swa_num_attention_heads", heads), ("swa_head_dim", c.get_int("head_dim"))):
+        if c.has(key) and c.get_int(key) != base:
+            raise c.error(key, f"sliding-window layers with {key} != the global layers' ({base}) are not modelled")
+    if c.has("swa_v_head_dim") and c.get_int("swa_v_head_dim") != c.get_int("v_head_dim"):
+        raise c.error("swa_v_head_dim", "must equal v_head_dim (one value head size is modelled)")
+    swa = [i for i, v in enumerate(_pattern(c, "hybrid_layer_pattern", layers)) if v == 1]
+    moe = _pattern(c, "moe_layer_freq", layers)
+    if c.get_int("n_shared_experts", 0):
+        raise c.error("n_shared_experts", "shared experts of MiMo-V2-Flash are not modelled")
+    c.defaults.append("attention-sink biases of the sliding-window layers not counted")
+    return {
+        "num_layers": layers,
+        "hidden_size": c.get_int("hidden_size"),
+        "num_attention_heads": heads,
+        "num_kv_heads": c.get_int("num_key_value_heads"),
+        "head_dim": c.get_int("head_dim"),
+        "v_head_dim": c.get_int("v_head_dim"),
+        "intermediate_size": c.get_int("intermediate_size"),
+        "gated_mlp": True,
+        "vocab_size": c.get_int("vocab_size"),
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
+        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "position_embedding": "rope",
+        "norm": "rmsnorm",
+        "moe": {
+            "num_experts": c.get_int("n_routed_experts"),
+            "experts_per_token": c.get_int("num_experts_per_tok"),
+            "expert_intermediate_size": c.get_int("moe_intermediate_size"),
+            "dense_layers": [i for i, v in enumerate(moe) if v == 0],
+        },
+        "sliding_window": {
+            "window": c.first_int("sliding_window", "sliding_window_size"),
+            "layers": swa,
+            "num_kv_heads": c.get_int("swa_num_key_value_heads", c.get_int("num_key_value_heads")),
+        },
+        "num_mtp_layers": c.get_int("num_nextn_predict_layers", 0),
+    }

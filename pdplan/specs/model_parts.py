@@ -100,6 +100,17 @@ class LinearAttentionSpec(FrozenModel):
         return self
 
 
+class SlidingWindowSpec(FrozenModel):
+    """Sliding-window attention layers (MiMo-V2-Flash): each query attends to the last ``window`` keys, so such a
+    layer's KV cache holds at most ``window`` tokens per sequence. ``layers``: the 0-based SWA layers (the others
+    are global full attention, or linear attention in a hybrid); ``num_kv_heads``: their K/V heads (None: the
+    model's). Query heads and head sizes are the model's."""
+
+    window: PosInt
+    layers: tuple[NonNegInt, ...]
+    num_kv_heads: PosInt | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class GemmShape:
     """One weight matrix: y = x·W with W of shape (in_features, out_features)."""
@@ -133,3 +144,5 @@ class LayerParamCounts:
     num_linear_attention_layers: int
     num_dense_mlp_layers: int
     num_moe_layers: int
+    sliding_attention: int = 0
+    num_sliding_attention_layers: int = 0

@@ -61,6 +61,32 @@ def test_kimi_linear_layer_lists_must_partition(tmp_path: Path) -> None:
     assert info.value.field == "linear_attn_config.kda_layers"
 
 
+def test_mimo_v2_flash_sliding_window_kv() -> None:
+    """MiMo-V2-Flash (fixture: its config.json as AIConfigurator ships it): 9 global layers of 4 KV heads x (192 + 128)
+    x 2 B = 23,040 B/token; 39 sliding-window layers of 8 KV heads, 5,120 B/token each, at most 128 tokens:
+    39 x 5,120 x 128 = 25,559,040 B per sequence, whatever the prompt length."""
+    from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+
+    spec = load_hf_config(HF / "mimo-v2-flash.json")
+    assert (spec.num_kv_layers, spec.num_swa_layers, spec.swa_kv_heads) == (9, 39, 8)
+    assert spec.kv_bytes_per_token(2) == 9 * 4 * 320 * 2 == 23_040
+    assert spec.window_kv_bytes_per_token(2) == 39 * 8 * 320 * 2
+    shape = kv_shape_from_model(spec, 2.0)
+    assert shape.state_bytes_per_sequence == 39 * 5120 * 128 == 25_559_040
+    kv = kv_bytes_per_request([8192, 32768], shape)
+    assert kv[1] - kv[0] == (32768 - 8192) * 23_040  # the window part does not grow with the prompt
+
+
+def test_sliding_window_layers_must_leave_a_global_one(tmp_path: Path) -> None:
+    data = json.loads((HF / "mimo-v2-flash.json").read_text())
+    data["hybrid_layer_pattern"] = [1] * 48
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="global layer") as info:
+        load_hf_config(path)
+    assert info.value.field == "sliding_window.layers"
+
+
 def test_fixtures_cover_the_main_families() -> None:
     assert {"llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b", "opt-66b"} <= set(WITH_PRESET)
 
@@ -141,7 +167,7 @@ def test_unsupported_lists_every_supported_type() -> None:
     with pytest.raises(SpecError) as info:
         load_hf_config(BAD / "unsupported_model_type.json")
     assert all(t in str(info.value) for t in SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 17
+    assert len(SUPPORTED_MODEL_TYPES) == 18
 
 
 @pytest.mark.parametrize(
