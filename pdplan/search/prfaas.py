@@ -163,10 +163,13 @@ def _price(catalog: Catalog, gpu: str) -> float | None:
 
 
 def _cost(catalog: Catalog, roles: list[tuple[str, int]]) -> float | None:
-    prices = [_price(catalog, g) for g, _ in roles]
-    if any(p is None for p in prices):
-        return None
-    return sum(float(p) * n for p, (_, n) in zip(prices, roles, strict=True))  # type: ignore[arg-type]
+    total = 0.0
+    for gpu, count in roles:
+        price = _price(catalog, gpu)
+        if price is None:
+            return None
+        total += price * count
+    return total
 
 
 def _utilisation(cap: SplitCapacity, rate_rps: float, link_bytes_per_s: float) -> dict[UtilisationKey, float]:
