@@ -145,16 +145,15 @@ def _exact(res: ResolvedScenario, shortlist: list[Candidate], headroom: float) -
     return out
 
 
-def _latency(setup: PrfaasSetup, threshold: float, rate_rps: float) -> Latency | None:
-    """TTFT of the path mixture at ``rate_rps`` (mean and P50/P90/P99)."""
-    if rate_rps <= 0:
-        return None
+def _latency(setup: PrfaasSetup, threshold: float, rate_rps: float, ttft_slo_s: float) -> tuple[Latency, float]:
+    """TTFT of the path mixture at ``rate_rps`` (mean and P50/P90/P99) and the share of requests within the TTFT
+    SLO (the attainment the goodput root holds at its target; decode runs at the TPOT SLO by construction)."""
     mix = path_mixture(setup, threshold, rate_rps)
     p = mix.offload_fraction
     mean = (p * float(mix.remote.mean_s[0]) if mix.remote is not None else 0.0) + (
         (1 - p) * float(mix.local.mean_s[0]) if mix.local is not None else 0.0
     )
-    return Latency(mean, mix.quantile(0.5), mix.quantile(0.9), mix.quantile(0.99))
+    return Latency(mean, mix.quantile(0.5), mix.quantile(0.9), mix.quantile(0.99)), mix.cdf(ttft_slo_s)
 
 
 def _price(catalog: Catalog, gpu: str) -> float | None:
@@ -191,6 +190,7 @@ def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float 
     remote_gpus = c.n_remote * c.setup.spec.tp
     cap = capacity_at(c.setup.capacity, e.good.threshold_tokens)
     out_mean = c.setup.capacity.mean_output_tokens
+    ttft, attainment = _latency(c.setup, e.good.threshold_tokens, operating, slo.ttft)
     return Plan(
         mode="disaggregated",
         prefill=prefill,
@@ -208,9 +208,9 @@ def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float 
             catalog, [(prefill.gpu, prefill.gpus), (decode.gpu, decode.gpus), (c.setup.spec.gpu, remote_gpus)]
         ),
         operating_rate_rps=operating,
-        ttft_s=_latency(c.setup, e.good.threshold_tokens, operating),
+        ttft_s=ttft,
         tpot_s=None,
-        attainment=None,
+        attainment=attainment,
         utilisation=_utilisation(cap, operating, c.setup.capacity.link_bytes_per_s),
         memory_headroom={},
         binding_constraint=e.good.binding,
@@ -238,7 +238,7 @@ def _warnings(res: ResolvedScenario, docs: list[dict[str, Any]]) -> tuple[str, .
     out = [
         *res.warnings,
         "PrfaaS plans: decode capacity is taken at the TPOT SLO (Eq. 5), TPOT percentiles are not modelled; "
-        "tokens/s per user is 1 / TPOT SLO, a floor",
+        "tokens/s per user is 1 / TPOT SLO, a floor, and SLO attainment is the share within the TTFT SLO",
     ]
     srcs = docs[0]["sources"] if docs else {}
     measured = [k for k, v in srcs.items() if str(v).startswith(("profile", "measured"))]

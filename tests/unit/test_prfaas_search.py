@@ -143,3 +143,23 @@ def test_roofline_example_and_formats() -> None:
     assert "link bandwidth x0.5" in md
     csv = str(render_optimize(result, "csv"))
     assert "prfaas_threshold_tokens" in csv.splitlines()[0]
+
+
+def test_invariants_catch_a_profile_faster_than_peak_and_an_overloaded_pool() -> None:
+    """A remote curve of 1 µs per prompt beats the H200s' FLOP peak for Qwen3-Next (a prefill of 20K tokens needs
+    ~2·3.9e9·2e4 FLOPs ≈ 1.6e14, tens of ms at TP4 peak): the TTFT floor breaks. 1,000 req/s on 1 local prefill
+    instance breaks its compute ceiling."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    res = resolve(load_scenario(H100), open_catalog())
+    setup = prfaas_setup(res)
+    cap = setup.capacity
+    fast = replace(cap.remote.curves, prefill_s=lambda x: np.full_like(np.asarray(x, float), 1e-6))
+    broken = replace(setup, capacity=replace(cap, remote=replace(cap.remote, curves=fast)))
+    names = {b.invariant for b in prfaas_breaches(res, broken, 20000.0, 1.0)}
+    assert "remote prefill TTFT floor" in names
+    names = {b.invariant for b in prfaas_breaches(res, setup, 20000.0, 1000.0)}
+    assert "local prefill compute" in names
+    assert prfaas_breaches(res, setup, 20000.0, 1.0) == []
