@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, scalar, sections
-from pdplan.report.prfaas import prfaas_facts, prfaas_pick
+from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.search.results import Plan, PlanResult
 
 _INPUT_ORDER = ("model", "model_source", "workload", "slo", "gpus", "links", "search_space")
@@ -302,7 +302,7 @@ def _prfaas(result: PlanResult) -> list[list[str]]:
     pick = prfaas_pick(result)
     if pick is None or pick.prfaas is None:
         return []
-    rows = [[name, value] for name, value in prfaas_facts(pick.prfaas)]
+    rows = [[name, value] for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]]
     return [["## Prefill-as-a-Service", "", *_table(["quantity", "value"], rows)]]
 
 

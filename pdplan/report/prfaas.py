@@ -75,6 +75,22 @@ def prfaas_facts(pf: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows + [(f"source: {k}", str(v)) for k, v in pf["sources"].items()]
 
 
+def other_plans(result: PlanResult) -> list[tuple[str, str]]:
+    """One (rank, summary) row per ranked PrfaaS plan after the pick: its threshold, offloaded share, path TTFTs."""
+    rows = []
+    for rank, plan in enumerate(result.plans[1:], start=2):
+        pf = plan.prfaas
+        if pf is None or plan.prefill is None or plan.decode is None:
+            continue
+        ttft = f"{c.ms(pf['remote_ttft_p90_s'])} / {c.ms(pf['local_ttft_p90_s'])} ms"
+        summary = (
+            f"threshold {c.fixed(pf['threshold_tokens'], 0)} tokens, {c.pct(pf['offload_fraction'])} offloaded, "
+            f"TTFT P90 remote / local {ttft}, egress {c.fixed(pf['egress_gbps'], 2)} Gb/s"
+        )
+        rows.append((f"plan {rank}: {plan.prefill.count}P{plan.decode.count}D", summary))
+    return rows
+
+
 def prfaas_pick(result: PlanResult) -> Plan | None:
     """The recommended plan when it is a PrfaaS plan."""
     return result.best if result.plans and result.best.prfaas is not None else None

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
-from pdplan.report.prfaas import prfaas_facts, prfaas_pick
+from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.report.render import table_to_text
 from pdplan.search.results import PlanResult
 
@@ -97,7 +97,7 @@ def prfaas_table(result: PlanResult) -> Table | None:
     )
     table.add_column("quantity", overflow="fold")
     table.add_column("value", overflow="fold")
-    for name, value in prfaas_facts(pick.prfaas):
+    for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]:
         table.add_row(name, value)
     return table
 
