@@ -243,9 +243,9 @@ def write(table: dict[str, Any]) -> None:
     old = TABLE_DIR / f"{table['gpu']}.yaml"
     if (
         old.is_file()
-    ):  # fused-MoE, EP all-to-all (fit_moe_tables.py) and wide-EP (fit_wideep_tables.py) entries: keep them
+    ):  # fused-MoE / EP all-to-all (fit_moe_tables.py), wide-EP (fit_wideep_tables.py), GDN (fit_gdn_tables.py)
         previous = yaml.safe_load(old.read_text(encoding="utf-8"))
-        for group in ("moe", "ep_a2a", "moe_wideep"):
+        for group in ("moe", "ep_a2a", "moe_wideep", "linear_attention"):
             if previous.get(group) and group not in table and previous.get("calibrated") == table.get("calibrated"):
                 table[group] = previous[group]
                 table["sources"] |= {k: v for k, v in previous["sources"].items() if k.startswith(f"{group}.")}

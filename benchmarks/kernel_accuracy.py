@@ -96,6 +96,17 @@ def _tiling_lines() -> list[str]:
     ]
 
 
+GDN_HEADING = "## Gated DeltaNet (linear attention)"
+
+
+def _gdn_section(path: Path) -> list[str]:
+    """The Gated DeltaNet section ``benchmarks/fit_gdn_tables.py --write`` appends, kept as it is."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if GDN_HEADING not in text:
+        return []
+    return ["", *(GDN_HEADING + text.split(GDN_HEADING, 1)[1]).rstrip("\n").split("\n")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -103,10 +114,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "kernel_accuracy.md")
     parser.add_argument("--moe-only", action="store_true", help="regenerate only the MoE/MLA/EP sections of --out")
     args = parser.parse_args()
+    gdn = _gdn_section(args.out)
     if args.moe_only:
         dense = args.out.read_text(encoding="utf-8").split("## Fused MoE")[0].rstrip("\n").split("\n")
         moe = [*_moe_section(args.moe_data), *wideep_lines(args.moe_data)]
-        args.out.write_text("\n".join([*dense, "", *moe]), encoding="utf-8")
+        args.out.write_text("\n".join([*dense, "", *moe, *gdn]), encoding="utf-8")
         return
     tables = {g: load_kernel_table(g) for g in MEASURED}
     head = "| GPU | " + " | ".join(f"{f} {v}" for f, v in FAMILIES) + " |"
@@ -125,7 +137,7 @@ def main() -> None:
         )
         ar.append(_allreduce_row(gid, tables[gid], d))
     lines = _document(fitted, primary, logo, ar, _l40s_gemm_oracle(args.data))
-    text = "\n".join([*lines, *_moe_section(args.moe_data), *wideep_lines(args.moe_data)])
+    text = "\n".join([*lines, *_moe_section(args.moe_data), *wideep_lines(args.moe_data), *gdn])
     args.out.parent.mkdir(exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)

@@ -19,6 +19,7 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.files import read_text_file
+from pdplan.io.hf_hybrid import kimi_linear, mimo_v2_flash
 from pdplan.io.hf_quant import quantization_fields
 from pdplan.specs.model import ModelSpec
 
@@ -357,7 +358,9 @@ _BUILDERS: dict[str, Callable[[_Config], Fields]] = {
     "gpt_neox": _gpt_neox,
     "gpt_oss": _gpt_oss,
     "kimi_k2": _deepseek_v3,  # Kimi K2: the DeepSeek-V3 architecture (DeepseekV3ForCausalLM)
+    "kimi_linear": kimi_linear,  # KDA + MLA hybrid (pdplan.io.hf_hybrid)
     "llama": _llama,
+    "mimo_v2_flash": mimo_v2_flash,  # sliding-window + global GQA hybrid (pdplan.io.hf_hybrid)
     "minimax_m2": _minimax_m2,
     "mistral": _mistral,
     "mixtral": _mixtral,

@@ -33,9 +33,24 @@ OpKind = Literal[
 Phase = Literal["prefill", "decode"]
 
 # Column-parallel weights (output features split over tp); row-parallel ones split input features.
-_COLUMN_PARALLEL = {"q", "k", "v", "q_b", "kv_b", "gate", "up", "in_proj_qkvz", "in_proj_ba"}
-_ROW_PARALLEL = {"o", "down", "out_proj"}
-_REPLICATED = {"q_a", "kv_a"}
+_COLUMN_PARALLEL = {
+    "q",
+    "k",
+    "v",
+    "q_b",
+    "kv_b",
+    "gate",
+    "up",
+    "in_proj_qkvz",
+    "in_proj_ba",
+    # KDA (vLLM kimi_linear: ColumnParallelLinear q/k/v, f_b, g_b, b; RowParallelLinear o; ReplicatedLinear f_a, g_a)
+    "qkv_proj",
+    "f_b_proj",
+    "g_b_proj",
+    "b_proj",
+}
+_ROW_PARALLEL = {"o", "down", "out_proj", "o_proj"}
+_REPLICATED = {"q_a", "kv_a", "f_a_proj", "g_a_proj"}
 
 
 @dataclass(frozen=True)
@@ -95,9 +110,9 @@ def _gemm_dims(shape: GemmShape, m: FloatArray, tp: FloatArray) -> dict[str, Flo
     return {"m": m if tp.ndim == 0 else m + 0.0 * tp, "n": n, "k": k}
 
 
-def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray) -> FloatArray:
-    """ceil(n_kv / tp): KV heads each rank holds (replicated once tp > n_kv)."""
-    return np.ceil(model.num_kv_heads / tp)
+def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray, kv_heads: int | None = None) -> FloatArray:
+    """ceil(n_kv / tp): KV heads each rank holds (replicated once tp > n_kv); ``kv_heads``: another layer kind's."""
+    return np.ceil((model.num_kv_heads if kv_heads is None else kv_heads) / tp)
 
 
 def _fused(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[Op]:
@@ -116,19 +131,39 @@ def _fused(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[Op]:
     return [merged, *rest]
 
 
-def _attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+def _projections(model: ModelSpec, s: PassShape, m: FloatArray, prefix: str, count: float, kv: int) -> list[Op]:
     ops: list[Op] = []
-    n_full = float(model.num_kv_layers)
-    for g in model.attention_gemms():
+    for g in model.attention_gemms(kv):
         dims = _gemm_dims(g, m, s.tp)
         if g.name in ("k", "v"):  # replicated heads when tp > n_kv
-            dims["n"] = kv_heads_per_gpu(model, s.tp) * model.head_dim
-        ops.append(Op(f"attn.{g.name}_proj", "gemm", n_full, dims))
-    ops = _fused(ops, ("q", "k", "v"), "attn.qkv_proj")
+            dim = model.head_dim if g.name == "k" else model.value_head_dim
+            dims["n"] = kv_heads_per_gpu(model, s.tp, kv) * dim
+        ops.append(Op(f"{prefix}.{g.name}_proj", "gemm", count, dims))
+    return _fused(ops, ("q", "k", "v"), f"{prefix}.qkv_proj")
+
+
+def _attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    ops = _projections(model, s, m, "attn", float(model.num_kv_layers), model.num_kv_heads)
+    if model.num_swa_layers:
+        ops += _projections(model, s, m, "swa", float(model.num_swa_layers), model.swa_kv_heads)
     for g in model.linear_attention_gemms():
-        n_lin = float(model.num_layers - model.num_kv_layers)
-        ops.append(Op(f"linear_attn.{g.name}", "gemm", n_lin, _gemm_dims(g, m, s.tp)))
+        ops.append(Op(f"linear_attn.{g.name}", "gemm", float(model.num_linear_layers), _gemm_dims(g, m, s.tp)))
     return ops
+
+
+def _window_dims(s: PassShape, window: float) -> tuple[FloatArray, FloatArray]:
+    """(batch, context) that give a sliding-window pass the FLOPs the attention kernels price.
+
+    Prefill of c tokens with window w: query i sees min(i, w) keys, c·w − w²/2 pairs for c > w (c²/2 otherwise,
+    the full causal count the kernels assume); priced as c/w blocks of w queries at a context whose causal pair
+    count matches: batch·max(c/w, 1) sequences of sqrt(2·pairs/blocks) tokens (c itself when c ≤ w). Decode: the
+    context is capped at w."""
+    c = s.tokens + 0.0 * s.tp
+    if s.phase != "prefill":
+        return s.batch / s.dp + 0.0 * s.tp, np.minimum(c, window)
+    blocks = np.maximum(c / window, 1.0)
+    pairs = np.where(c > window, c * window - window * window / 2.0, c * c / 2.0)
+    return s.batch / s.dp * blocks + 0.0 * s.tp, np.sqrt(2.0 * pairs / blocks)
 
 
 def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
@@ -138,16 +173,30 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     # per-GPU share of a token's KV in one layer: its local heads (MLA's latent is not sharded)
     kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
     kv_per_token_layer = kv_full_layer * kv_share
+    # QK^T runs at the q/k head size, PV at the v head size: their mean prices both products
+    head_dim = (model.head_dim + model.value_head_dim) / 2.0 if model.mla is None else model.head_dim
     dims = {
         "batch": s.batch / s.dp + 0.0 * s.tp,
         "context": s.tokens + 0.0 * s.tp,
         "heads": heads,
         "kv_heads": kv_heads_per_gpu(model, s.tp),
-        "head_dim": np.full_like(s.tp, model.head_dim),
+        "head_dim": np.full_like(s.tp, head_dim),
         "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp,
     }
     kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
     ops = [Op("attn.core", kind, n_full, dims)]
+    if model.sliding_window is not None:
+        kv = model.swa_kv_heads
+        batch, context = _window_dims(s, float(model.sliding_window.window))
+        per_layer = model.window_kv_bytes_per_token(s.kv_bytes) / model.num_swa_layers
+        swa = {
+            **dims,
+            "batch": batch,
+            "context": context,
+            "kv_heads": kv_heads_per_gpu(model, s.tp, kv),
+            "kv_bytes_per_token": per_layer * kv_heads_per_gpu(model, s.tp, kv) / kv + 0.0 * s.tp,
+        }
+        ops.append(Op("swa.core", kind, float(model.num_swa_layers), swa))
     la = model.linear_attention
     if la is not None:
         state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
@@ -156,8 +205,15 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
             "batch": s.batch / s.dp + 0.0 * s.tp,
             "state_bytes": state / s.tp,
             "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
+            # per-GPU q, k, v and o elements per token (what the fitted kernel family reads and writes)
+            "io_elems_per_token": (
+                2.0 * la.num_key_heads * la.key_head_dim + 2.0 * la.num_value_heads * la.value_head_dim
+            )
+            / s.tp,
+            "value_heads": la.num_value_heads / s.tp,
+            "prefill": np.full_like(s.tp, 1.0 if s.phase == "prefill" else 0.0),
         }
-        ops.append(Op("linear_attn.scan", "linear_attn", float(model.num_layers - n_full), lin))
+        ops.append(Op("linear_attn.scan", "linear_attn", float(model.num_linear_layers), lin))
     return ops
 
 
@@ -286,7 +342,8 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
             shared = s.act_bytes * m * 3.0 * moe.num_shared_experts * moe.shared_expert_intermediate_size / s.tp
             ops.append(Op("moe.shared_activation", "elementwise", n_moe, {"bytes": shared}))
     if model.position_embedding == "rope":
-        ops.append(Op("rotary", "elementwise", float(model.num_kv_layers), {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
+        layers = float(model.num_kv_layers + model.num_swa_layers)
+        ops.append(Op("rotary", "elementwise", layers, {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
     return ops
 
 

@@ -29,12 +29,15 @@ from pdplan.perf.kernels import (
     gemm_time_s,
     prefill_attention_time_s,
     smooth_max,
+    smooth_max_of,
 )
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.tiling import sm_count
 from pdplan.perf.two_batch_overlap import exposed_comm_s
+from pdplan.specs.kernel_table import LinearAttentionParams
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -119,16 +122,49 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
 
 
 def _linear_attention_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> FloatArray:
-    """Gated DeltaNet scan: roofline with the prefill-attention compute and elementwise memory efficiencies.
+    """Gated DeltaNet mixer (conv + scan) of one layer.
 
-    Not separately calibrated (flagged in reports): FLOPs ≈ 4·n_v·d_k·d_v per token (state update + read-out),
-    bytes = read + write of the per-sequence recurrent state.
+    With a fitted entry for the pass's phase (``table.linear_attention``, formula in
+    :class:`pdplan.specs.kernel_table.LinearAttentionParams`): that family. Otherwise the roofline with the
+    prefill-attention compute and elementwise memory efficiencies (flagged: not calibrated), FLOPs ≈
+    4·n_v·d_k·d_v per token, bytes = read + write of the per-sequence recurrent state.
     """
+    d = op.dims
+    phase = "prefill" if float(np.ravel(d.get("prefill", np.zeros(1)))[0]) > 0.5 else "decode"
+    fitted = table.linear_attention.get(phase)  # type: ignore[call-overload]
+    if fitted is not None and "io_elems_per_token" in d:
+        heads = (d["value_heads"], float(sm_count(gpu, table)))
+        return linear_attention_kernel_s(
+            d["tokens"], d["batch"], d["io_elems_per_token"], d["state_bytes"], d["flops_per_token"], heads, gpu, fitted
+        )
     flops, bytes_ = _ideal_flops_bytes(op, prec)
     attn = table.prefill_attention["bf16"]
     compute_s = flops / (gpu.bf16_flops_per_s * attn.compute_fraction)
     memory_s = bytes_ / (gpu.memory_bytes_per_s * table.elementwise.memory_fraction)
     result: FloatArray = table.elementwise.overhead_s + smooth_max(compute_s, memory_s, attn.smooth_q)
+    return result
+
+
+def linear_attention_kernel_s(
+    tokens: FloatArray,
+    batch: FloatArray,
+    io_elems_per_token: FloatArray,
+    state_bytes: FloatArray,
+    flops_per_token: FloatArray,
+    heads_sms: tuple[FloatArray, float],
+    gpu: GpuPeaks,
+    p: LinearAttentionParams,
+) -> FloatArray:
+    """The fitted Gated DeltaNet family (:class:`pdplan.specs.kernel_table.LinearAttentionParams`); ``state_bytes``
+    per sequence per GPU at the model's state dtype (the fit's rows carry fp32 state); ``heads_sms``: value heads
+    on the GPU and its streaming multiprocessors."""
+    compute_s = tokens * flops_per_token / (gpu.bf16_flops_per_s * p.compute_fraction)
+    bytes_ = tokens * io_elems_per_token * 2.0 + 2.0 * batch * state_bytes
+    memory_s = bytes_ / (gpu.memory_bytes_per_s * p.memory_fraction)
+    heads, sms = heads_sms
+    b = np.maximum(batch, 1.0)
+    serial_s = np.ceil(b * heads / sms) * (tokens / b) * p.serial_s_per_token
+    result: FloatArray = p.overhead_s + smooth_max_of((compute_s, memory_s, serial_s), p.smooth_q)
     return result
 
 

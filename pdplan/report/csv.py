@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pdplan.report.common import union_keys
+from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
 from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice
 
@@ -83,6 +84,8 @@ def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: b
     record.update({f"memory_headroom_{k}_bytes": v for k, v in sorted(plan.memory_headroom.items())})
     record.update({name: getattr(plan, name) for name in _END})
     record.update({name: getattr(plan, name) for name in _METRICS})
+    if plan.prfaas is not None:
+        record.update(csv_record(plan))
     return record
 
 
@@ -94,7 +97,8 @@ def columns(result: PlanResult) -> list[str]:
     util = [f"utilisation_{k}" for k in union_keys(p.utilisation for p in plans)]
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
     parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
-    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS, *parallel]
+    prfaas = csv_columns(plans)  # PrfaaS plans only (issue #14), appended
+    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS, *parallel, *prfaas]
 
 
 def to_csv(result: PlanResult) -> str:

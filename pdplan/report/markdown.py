@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, scalar, sections
+from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.search.results import Plan, PlanResult
 
 _INPUT_ORDER = ("model", "model_source", "workload", "slo", "gpus", "links", "search_space")
@@ -306,6 +307,14 @@ def _kv_note(result: PlanResult) -> list[list[str]]:
     return [[f"Note: {KV_LIMIT_NOTE}."]] if binds_on_kv(p.binding_constraint for p in plans) else []
 
 
+def _prfaas(result: PlanResult) -> list[list[str]]:
+    pick = prfaas_pick(result)
+    if pick is None or pick.prfaas is None:
+        return []
+    rows = [[name, value] for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]]
+    return [["## Prefill-as-a-Service", "", *_table(["quantity", "value"], rows)]]
+
+
 def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
     """The whole document (ends with one newline); ``chart`` (a path relative to the document) embeds the plot."""
     model = result.inputs.get("model")
@@ -317,6 +326,7 @@ def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
         _inputs(result),
         _assumptions(result),
         _recommended(result),
+        *_prfaas(result),
         *_chart(chart),
         _alternatives(result),
         *_kv_note(result),

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
+from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.report.render import table_to_text
 from pdplan.search.results import PlanResult
 
@@ -98,6 +99,21 @@ def why_not_table(result: PlanResult) -> Table:
     return table
 
 
+def prfaas_table(result: PlanResult) -> Table | None:
+    """The recommended PrfaaS plan's threshold, paths, link and gains (None when the pick is not PrfaaS)."""
+    pick = prfaas_pick(result)
+    if pick is None or pick.prfaas is None:
+        return None
+    table = Table(
+        title="Prefill-as-a-Service (recommended plan)", title_justify="left", show_edge=False, pad_edge=False
+    )
+    table.add_column("quantity", overflow="fold")
+    table.add_column("value", overflow="fold")
+    for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]:
+        table.add_row(name, value)
+    return table
+
+
 def _header(result: PlanResult) -> Text:
     text = Text()
     text.append(result.question, style="bold")
@@ -118,7 +134,8 @@ def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: b
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
     if binds_on_kv(p.binding_constraint for p in shown):
         parts.append(Text(KV_LIMIT_NOTE, style="dim"))
-    parts.append(Text(c.ratio_line(result), style="bold"))
+    prfaas = prfaas_table(result)
+    parts += [prfaas] if prfaas is not None else [Text(c.ratio_line(result), style="bold")]
     if result.pareto:
         parts.append(pareto_table(result))
     if result.rejected:

@@ -150,12 +150,6 @@ def optimize(
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     if scenario.mode != "disaggregated" and scenario.colocated is None:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
-    if scenario.prfaas is not None:  # not silently dropped: the search space has no remote cluster yet
-        raise SpecError(
-            "optimize does not search PrfaaS deployments yet; `pdplan evaluate` searches the threshold of this "
-            "deployment (remove the prfaas: block to optimize the local cluster alone)",
-            field="prfaas",
-        )
     space = build_space(
         scenario,
         catalog,
@@ -167,6 +161,12 @@ def optimize(
         budget_usd_per_hour=budget_usd_per_hour,
     )
     res = resolve(scenario, catalog)
+    if scenario.prfaas is not None:  # a remote prefill cluster: its own search (pdplan.search.prfaas)
+        from pdplan.search.prfaas import optimize_prfaas
+
+        if colocated_count is not None:
+            raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
+        return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=started)
     full = build_pool(res, space, catalog, note)
     pool = restricted(full, xpyd, colocated_count)
     order = _rank(pool.metrics, space)

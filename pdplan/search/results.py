@@ -65,6 +65,10 @@ class Plan:
     itl_mean_s: float | None = None
     """Mean inter-token latency over all output tokens after the first (token-weighted TPOT) at the operating
     rate."""
+    prfaas: dict[str, Any] | None = None
+    """A PrfaaS plan's remote prefill cluster and threshold (ARCHITECTURE §4: ``threshold_tokens``,
+    ``offload_fraction``, ``link_utilization``, ``remote_instances``, ``remote_ttft_p90_s``, ``local_ttft_p90_s``,
+    then the comparisons; :func:`pdplan.serving.prfaas.evaluate.prfaas_document`); None otherwise."""
 
     @classmethod
     def of(
@@ -142,13 +146,17 @@ class Plan:
             return f"colocated {self.colocated.count}x {role(self.colocated)} {self.scheduler}"
         assert self.prefill is not None
         assert self.decode is not None
-        return (
+        label = (
             f"{self.prefill.count}P{self.decode.count}D {role(self.prefill)} / {role(self.decode)} {self.granularity}"
         )
+        if self.prfaas is not None:
+            remote = self.prfaas["remote"]
+            label += f" + PrfaaS {remote['count']}x {remote['gpu']} TP{remote['tp']}"
+        return label
 
     def to_document(self) -> dict[str, Any]:
-        """The plan as JSON (contract keys first, SI units in names)."""
-        return {
+        """The plan as JSON (contract keys first, SI units in names; ``prfaas`` only on PrfaaS plans)."""
+        doc = {
             "mode": self.mode,
             "prefill": None if self.prefill is None else self.prefill.as_dict(),
             "decode": None if self.decode is None else self.decode.as_dict(),
@@ -183,6 +191,9 @@ class Plan:
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "output_tokens_per_s_per_user": self.tokens_per_s_per_user,
         }
+        if self.prfaas is not None:
+            doc["prfaas"] = self.prfaas
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

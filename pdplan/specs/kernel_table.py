@@ -253,6 +253,28 @@ class MoeParams(FrozenModel):
     m_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 64
 
 
+class LinearAttentionParams(FrozenModel):
+    """One Gated DeltaNet layer's mixer kernels (short causal conv + chunked / recurrent delta-rule scan), per GPU:
+
+    compute_s = T·4·n_v·d_k·d_v / (bf16 peak·compute_fraction) (state update and read-out per token),
+    memory_s = (T·(2·n_k·d_k + 2·n_v·d_v)·2 + 2·B·n_v·d_k·d_v·4) / (HBM·memory_fraction) (q, k, v in and o out in
+    bf16; the fp32 recurrent state of each of the B sequences read and written once),
+    serial_s = ⌈B·n_v / SMs⌉ · (T/B) · serial_s_per_token: the scan walks each sequence's chunks in order, one
+    (sequence, value head) per CTA, so with few sequences × heads the GPU waits on that chain, not on FLOPs or bytes,
+    time = overhead_s + smooth_max(compute_s, memory_s, serial_s; smooth_q), with T the new tokens of the pass and
+    n_k, n_v the heads on the GPU. Fitted per phase (``prefill``: the chunked kernel, ``decode``: the recurrent one).
+    """
+
+    compute_fraction: Fraction
+    memory_fraction: Fraction
+    overhead_s: NonNegative
+    smooth_q: Exponent
+    serial_s_per_token: NonNegative = 0.0
+
+
+LinearPhase = Literal["prefill", "decode"]
+
+
 A2aMode = Literal["normal", "low_latency"]
 
 
@@ -302,6 +324,8 @@ class KernelTable(FrozenModel):
     ep_a2a: dict[A2aMode, A2aParams] = Field(default_factory=dict)
     moe_wideep: dict[WideEpPhase, WideEpMoeParams] = Field(default_factory=dict)
     """SGLang's wide-EP MoE (DeepEP + DeepGEMM, FP8) per phase (:mod:`pdplan.specs.moe_wideep`)."""
+    linear_attention: dict[LinearPhase, LinearAttentionParams] = Field(default_factory=dict)
+    """Fitted Gated DeltaNet kernels (``benchmarks/fit_gdn_tables.py``); empty: the roofline fallback."""
 
     @model_validator(mode="after")
     def _tiled_needs_sm_count(self) -> KernelTable:

@@ -14,13 +14,12 @@ in totals or weight bytes: engines run them only for speculative decoding.
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from pdplan.errors import SpecError
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.model_errors import spec_error_from
 from pdplan.specs.model_parts import (
     AttentionKind,
     FieldError,
@@ -34,6 +33,7 @@ from pdplan.specs.model_parts import (
     NonEmpty,
     NonNegInt,
     PosInt,
+    SlidingWindowSpec,
 )
 
 
@@ -49,6 +49,7 @@ class ModelSpec(FrozenModel):
     num_attention_heads: PosInt
     num_kv_heads: PosInt
     head_dim: PosInt  # query/key head size; MLA: qk_nope_head_dim + qk_rope_head_dim
+    v_head_dim: PosInt | None = None  # value head size when it differs from head_dim (MiMo-V2-Flash: 128 vs 192)
     intermediate_size: PosInt  # dense FFN width (used by dense layers only in MoE models)
     gated_mlp: Flag  # True: SwiGLU gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
     vocab_size: PosInt
@@ -66,6 +67,7 @@ class ModelSpec(FrozenModel):
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     linear_attention: LinearAttentionSpec | None = None
+    sliding_window: SlidingWindowSpec | None = None
     num_mtp_layers: NonNegInt = 0  # multi-token-prediction modules; informational only
     source: NonEmpty
     notes: str = ""
@@ -92,6 +94,8 @@ class ModelSpec(FrozenModel):
                 raise FieldError("moe.first_dense_layers", "leaves no MoE layer")
         if self.mla is not None:
             self._check_mla(self.mla)
+        if self.sliding_window is not None:
+            self._check_sliding_window(self.sliding_window)
         if self.linear_attention is not None:
             full = self.full_attention_layer_indices
             if any(i >= self.num_layers for i in full):
@@ -105,10 +109,18 @@ class ModelSpec(FrozenModel):
                 )
         return self
 
+    def _check_sliding_window(self, sw: SlidingWindowSpec) -> None:
+        if self.mla is not None or self.linear_attention is not None:
+            raise FieldError("sliding_window", "sliding-window layers beside MLA or linear attention are not modelled")
+        if any(i >= self.num_layers for i in sw.layers) or len(set(sw.layers)) != len(sw.layers):
+            raise FieldError("sliding_window.layers", f"distinct indices in 0..{self.num_layers - 1}")
+        if not 0 < len(sw.layers) < self.num_layers:
+            raise FieldError("sliding_window.layers", "needs at least one sliding-window and one global layer")
+        if self.num_attention_heads % self.swa_kv_heads:
+            raise FieldError("sliding_window.num_kv_heads", f"does not divide {self.num_attention_heads} heads")
+
     def _check_mla(self, mla: MlaSpec) -> None:
         qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        if self.linear_attention is not None:
-            raise FieldError("mla", "MLA together with linear_attention is not supported")
         if self.head_dim != qk:
             raise FieldError(
                 "head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk}"
@@ -118,8 +130,8 @@ class ModelSpec(FrozenModel):
                 "num_kv_heads",
                 f"MLA has one K/V head per query head: must equal num_attention_heads {self.num_attention_heads}",
             )
-        if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate:
-            raise FieldError("mla", "attention biases, qk_norm and output gates are not modelled with MLA")
+        if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate or self.v_head_dim:
+            raise FieldError("mla", "attention biases, qk_norm, output gates and v_head_dim are not modelled with MLA")
 
     # ---- structure ----------------------------------------------------------------------------
 
@@ -145,8 +157,10 @@ class ModelSpec(FrozenModel):
 
     @property
     def full_attention_layer_indices(self) -> tuple[int, ...]:
-        """0-based layers that hold a KV cache (all layers unless hybrid)."""
-        la = self.linear_attention
+        """0-based layers that hold a full-context KV cache (all layers unless hybrid or sliding-window)."""
+        la, sw = self.linear_attention, self.sliding_window
+        if sw is not None:
+            return tuple(i for i in range(self.num_layers) if i not in set(sw.layers))
         if la is None:
             return tuple(range(self.num_layers))
         if la.full_attention_layers is not None:
@@ -159,6 +173,27 @@ class ModelSpec(FrozenModel):
         return len(self.full_attention_layer_indices)
 
     @property
+    def num_swa_layers(self) -> int:
+        """Sliding-window attention layers (0 without ``sliding_window``)."""
+        return 0 if self.sliding_window is None else len(self.sliding_window.layers)
+
+    @property
+    def num_linear_layers(self) -> int:
+        """Linear-attention layers: the layers that are neither full nor sliding-window attention."""
+        return 0 if self.linear_attention is None else self.num_layers - self.num_kv_layers
+
+    @property
+    def swa_kv_heads(self) -> int:
+        """K/V heads of the sliding-window layers."""
+        sw = self.sliding_window
+        return self.num_kv_heads if sw is None or sw.num_kv_heads is None else sw.num_kv_heads
+
+    @property
+    def value_head_dim(self) -> int:
+        """V head size (``v_head_dim``, else ``head_dim``)."""
+        return self.v_head_dim or self.head_dim
+
+    @property
     def moe_layer_indices(self) -> tuple[int, ...]:
         """0-based layers whose FFN is the routed-expert block (empty for dense models)."""
         if self.moe is None:
@@ -168,8 +203,9 @@ class ModelSpec(FrozenModel):
 
     # ---- GEMM shapes (per layer) --------------------------------------------------------------
 
-    def attention_gemms(self) -> tuple[GemmShape, ...]:
-        """Weights of one full-attention layer: q, k, v, o (MLA: q_a, q_b or q, kv_a, kv_b, o)."""
+    def attention_gemms(self, kv_heads: int | None = None) -> tuple[GemmShape, ...]:
+        """Weights of one full-attention layer: q, k, v, o (MLA: q_a, q_b or q, kv_a, kv_b, o); ``kv_heads``: K/V
+        heads of this layer kind (sliding-window layers may have their own)."""
         h, heads = self.hidden_size, self.num_attention_heads
         if self.mla is not None:
             m, qk = self.mla, heads * self.head_dim
@@ -185,21 +221,34 @@ class ModelSpec(FrozenModel):
                 GemmShape("o", heads * m.v_head_dim, h),
             )
         q_out = heads * self.head_dim * (2 if self.attention_output_gate else 1)
-        kv_out = self.num_kv_heads * self.head_dim
+        n_kv = self.num_kv_heads if kv_heads is None else kv_heads
         return (
             GemmShape("q", h, q_out),
-            GemmShape("k", h, kv_out),
-            GemmShape("v", h, kv_out),
-            GemmShape("o", heads * self.head_dim, h),
+            GemmShape("k", h, n_kv * self.head_dim),
+            GemmShape("v", h, n_kv * self.value_head_dim),
+            GemmShape("o", heads * self.value_head_dim, h),
         )
 
     def linear_attention_gemms(self) -> tuple[GemmShape, ...]:
-        """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj; () if none."""
+        """Gated DeltaNet: in_proj_qkvz (q, k, v, z), in_proj_ba (β, α), out_proj. KDA (Kimi Linear, HF
+        modeling_kimi.py): q/k/v (fused here), f_a/f_b (decay gate, rank d_k), b (β), g_a/g_b (output gate,
+        rank d_k), o_proj. () if none."""
         la = self.linear_attention
         if la is None:
             return ()
         h, key_dim = self.hidden_size, la.num_key_heads * la.key_head_dim
         value_dim = la.num_value_heads * la.value_head_dim
+        if la.kind == "kda":
+            rank = la.key_head_dim
+            return (
+                GemmShape("qkv_proj", h, 2 * key_dim + value_dim),
+                GemmShape("f_a_proj", h, rank),
+                GemmShape("f_b_proj", rank, key_dim),
+                GemmShape("b_proj", h, la.num_value_heads),
+                GemmShape("g_a_proj", h, rank),
+                GemmShape("g_b_proj", rank, value_dim),
+                GemmShape("o_proj", value_dim, h),
+            )
         return (
             GemmShape("in_proj_qkvz", h, 2 * key_dim + 2 * value_dim),
             GemmShape("in_proj_ba", h, 2 * la.num_value_heads),
@@ -218,22 +267,24 @@ class ModelSpec(FrozenModel):
     def _norm_params(self, width: int) -> int:
         return width * (2 if self.norm == "layernorm" else 1)
 
-    def _attention_extra(self) -> int:
+    def _attention_extra(self, kv_heads: int | None = None) -> int:
         """Biases and norms of one full-attention layer (MLA: q_a / kv_a RMSNorm weights)."""
         if self.mla is not None:
             return self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)
-        q, k, v, _ = self.attention_gemms()
+        q, k, v, _ = self.attention_gemms(kv_heads)
         bias = q.out_features + k.out_features + v.out_features if self.qkv_bias else 0
         bias += self.hidden_size if self.o_bias else 0
         return bias + (2 * self.head_dim if self.qk_norm else 0)
 
     def _linear_attention_params(self) -> int:
-        """GEMMs + depthwise conv (no bias) + dt_bias + A_log + gated RMSNorm of one GDN layer."""
+        """GEMMs + depthwise conv over q, k, v (no bias) + dt_bias + A_log + gated RMSNorm of one linear layer
+        (GDN: dt_bias and A_log per value head; KDA: dt_bias per channel, A_log per head)."""
         la = self.linear_attention
         if la is None:
             return 0
         conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
-        extra = conv_dim * la.conv_kernel_size + 2 * la.num_value_heads + la.value_head_dim
+        dt_bias = la.num_value_heads * la.key_head_dim if la.kind == "kda" else la.num_value_heads
+        extra = conv_dim * la.conv_kernel_size + dt_bias + la.num_value_heads + la.value_head_dim
         return sum(g.params for g in self.linear_attention_gemms()) + extra
 
     def _mlp_params(self, intermediate_size: int) -> int:
@@ -259,9 +310,12 @@ class ModelSpec(FrozenModel):
             layer_norms=2 * self._norm_params(h),
             final_norm=self._norm_params(h),
             num_full_attention_layers=n_full,
-            num_linear_attention_layers=self.num_layers - n_full,
+            num_linear_attention_layers=self.num_linear_layers,
             num_dense_mlp_layers=self.num_layers - n_moe,
             num_moe_layers=n_moe,
+            sliding_attention=sum(g.params for g in self.attention_gemms(self.swa_kv_heads))
+            + self._attention_extra(self.swa_kv_heads),
+            num_sliding_attention_layers=self.num_swa_layers,
         )
 
     def embedding_params(self) -> int:
@@ -285,6 +339,7 @@ class ModelSpec(FrozenModel):
         return (
             c.num_full_attention_layers * c.full_attention
             + c.num_linear_attention_layers * c.linear_attention
+            + c.num_sliding_attention_layers * c.sliding_attention
             + c.num_dense_mlp_layers * c.dense_mlp
             + c.num_moe_layers * moe_layer
             + self.num_layers * c.layer_norms
@@ -333,10 +388,16 @@ class ModelSpec(FrozenModel):
         return 1.0 if self.weight_dtype == "fp8" else 2.0
 
     def kv_bytes_per_token_per_layer(self, kv_dtype_bytes: float) -> float:
-        """MHA/GQA/hybrid full layer: 2·n_kv·d_h·b; MLA: (kv_lora_rank + qk_rope_head_dim)·b."""
+        """MHA/GQA/hybrid full layer: n_kv·(d_k + d_v)·b (2·n_kv·d_h·b when they are equal); MLA:
+        (kv_lora_rank + qk_rope_head_dim)·b."""
         if self.mla is not None:
             return (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * kv_dtype_bytes
-        return 2 * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+        return self.num_kv_heads * (self.head_dim + self.value_head_dim) * kv_dtype_bytes
+
+    def window_kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
+        """K/V bytes one token adds over all sliding-window layers, n_swa·n_kv,swa·(d_k + d_v)·b, while it is within
+        the window (a sequence holds at most ``window`` such tokens). 0 without sliding-window layers."""
+        return self.num_swa_layers * self.swa_kv_heads * (self.head_dim + self.value_head_dim) * kv_dtype_bytes
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """KV-cache bytes per token over all KV layers (ARCHITECTURE §2); Llama-3.1-70B: 327,680."""
@@ -356,7 +417,7 @@ class ModelSpec(FrozenModel):
         recurrent = la.num_value_heads * la.key_head_dim * la.value_head_dim * b_state
         conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
         conv = conv_dim * (la.conv_kernel_size - 1) * b_conv
-        return (self.num_layers - self.num_kv_layers) * (recurrent + conv)
+        return self.num_linear_layers * (recurrent + conv)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> ModelSpec:
@@ -364,26 +425,4 @@ class ModelSpec(FrozenModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise spec_error_from(err, source) from None
-
-
-def spec_error_from(err: ValidationError, source: str | None) -> SpecError:
-    """First pydantic error → one-line SpecError (field path, message, a hint for typos)."""
-    errors = err.errors()
-    # an unknown key usually explains a "missing" one (a typo), so report it first
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = [str(p) for p in first["loc"]]
-    cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, FieldError):  # a nested block's validator names its own field
-        return SpecError(cause.message, source=source, field=".".join([*loc, cause.field]))
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        blocks: dict[str, type[BaseModel]] = {"moe": MoeSpec, "mla": MlaSpec, "linear_attention": LinearAttentionSpec}
-        owner = blocks.get(loc[0], ModelSpec) if len(loc) > 1 else ModelSpec
-        close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
-        message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
-    elif first["type"] == "missing":
-        message = "required field is missing"
-    else:
-        message = f"{message} (got {first['input']!r:.60})"
-    return SpecError(message, source=source, field=".".join(loc) or None)
+            raise spec_error_from(err, source, cls) from None

@@ -64,10 +64,15 @@ class MlaSpec(FrozenModel):
 
 
 class LinearAttentionSpec(FrozenModel):
-    """Gated DeltaNet layers (Qwen3-Next). 0-based layer i has full attention when
-    (i+1) % full_attention_interval == 0, or when listed in ``full_attention_layers``."""
+    """Linear-attention layers beside a few full-attention ones. 0-based layer i has full attention when
+    (i+1) % full_attention_interval == 0, or when listed in ``full_attention_layers``.
 
-    kind: Literal["gated_deltanet"]
+    ``kind``: ``gated_deltanet`` (Qwen3-Next, Qwen3.5: in_proj_qkvz + in_proj_ba, out_proj) or ``kda`` (Kimi Delta
+    Attention, Kimi Linear: separate q/k/v projections of n_k = n_v heads of d_k = d_v, a per-channel decay gate
+    through a rank-d_k bottleneck f_a/f_b, a β projection, a low-rank output gate g_a/g_b, out_proj). Both keep an
+    n_v·d_k·d_v recurrent state and a short causal conv over q, k and v per sequence."""
+
+    kind: Literal["gated_deltanet", "kda"]
     full_attention_interval: PosInt | None = None
     full_attention_layers: tuple[NonNegInt, ...] | None = None
     num_key_heads: PosInt
@@ -84,11 +89,26 @@ class LinearAttentionSpec(FrozenModel):
             raise FieldError(
                 "full_attention_interval", "give exactly one of full_attention_interval and full_attention_layers"
             )
+        if self.kind == "kda" and (
+            self.num_key_heads != self.num_value_heads or self.key_head_dim != self.value_head_dim
+        ):
+            raise FieldError("kind", "kda has one head count and one head size for q/k and v (n_k = n_v, d_k = d_v)")
         if self.num_value_heads % self.num_key_heads:
             raise FieldError(
                 "num_value_heads", f"{self.num_value_heads} is not a multiple of num_key_heads {self.num_key_heads}"
             )
         return self
+
+
+class SlidingWindowSpec(FrozenModel):
+    """Sliding-window attention layers (MiMo-V2-Flash): each query attends to the last ``window`` keys, so such a
+    layer's KV cache holds at most ``window`` tokens per sequence. ``layers``: the 0-based SWA layers (the others
+    are global full attention, or linear attention in a hybrid); ``num_kv_heads``: their K/V heads (None: the
+    model's). Query heads and head sizes are the model's."""
+
+    window: PosInt
+    layers: tuple[NonNegInt, ...]
+    num_kv_heads: PosInt | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +144,5 @@ class LayerParamCounts:
     num_linear_attention_layers: int
     num_dense_mlp_layers: int
     num_moe_layers: int
+    sliding_attention: int = 0
+    num_sliding_attention_layers: int = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -36,3 +38,17 @@ def test_evaluate_flags_pin_the_threshold(cli: Any) -> None:
     assert result.code == 0, result.err
     pf = json.loads(result.out)["prfaas"]
     assert (pf["threshold_tokens"], pf["remote_instances"], pf["threshold_searched"]) == (32768.0, 2, False)
+
+
+def test_transfer_sweep_runs_on_the_papers_hybrids(cli: Any) -> None:
+    """Kimi Linear (KDA + MLA) and MiMo-V2-Flash (SWA + GQA): their KV grows by the full layers only, so the KV
+    throughput falls from 8K on, and stays far below the dense models' (Table 3's hybrid columns are 1.5-8.3 Gb/s;
+    pdplan's roofline, with no framework overhead, is higher in absolute terms)."""
+    for model in ("kimi-linear-48b-a3b", "mimo-v2-flash"):
+        result = cli(
+            "transfer", "--model", model, "--gpu", "h200-sxm", "--tp", "8", "--sweep", "8K,32K,128K", "--format", "csv"
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        gbps = [float(r["kv_gbps"]) for r in csv.DictReader(io.StringIO(result.out))]
+        assert gbps[0] > gbps[1] > gbps[2]
+        assert max(gbps) < 25.0

@@ -110,14 +110,34 @@ def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> No
 
 
 EXAMPLE_DIR = Path(__file__).parents[2] / "examples"
-EXAMPLES = sorted(p for p in EXAMPLE_DIR.glob("*.yaml") if "\nprfaas:" not in p.read_text())
-"""Optimize examples (the PrfaaS examples are evaluate examples: optimize refuses a prfaas: block, below)."""
+EXAMPLES = sorted(EXAMPLE_DIR.glob("*.yaml"))
+"""Every example, the PrfaaS ones included (their search is pdplan.search.prfaas)."""
 
 
-def test_optimize_refuses_a_prfaas_block(capsys: pytest.CaptureFixture[str]) -> None:
-    example = Path(__file__).parents[2] / "examples" / "prfaas-h200-h20.yaml"
-    assert run(["optimize", str(example)]) == 2
-    assert "prfaas: optimize does not search PrfaaS deployments yet" in capsys.readouterr().err
+def test_optimize_searches_a_prfaas_block(capsys: pytest.CaptureFixture[str]) -> None:
+    """A prfaas: block is searched (issue #14): every plan carries the prfaas object, the table shows its section."""
+    example = EXAMPLE_DIR / "prfaas-h200-h20.yaml"
+    assert run(["optimize", str(example), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for plan in doc["plans"]:
+        assert {
+            "threshold_tokens",
+            "offload_fraction",
+            "link_utilization",
+            "remote_instances",
+            "remote_ttft_p90_s",
+            "local_ttft_p90_s",
+        } <= set(plan["prfaas"])
+    assert run(["optimize", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "Prefill-as-a-Service" in out
+    assert "vs homogeneous PD" in out
+
+
+def test_optimize_prfaas_refuses_what_it_does_not_model(capsys: pytest.CaptureFixture[str]) -> None:
+    example = EXAMPLE_DIR / "prfaas-h200-h20.yaml"
+    assert run(["optimize", str(example), "--objective", "cost"]) == 2
+    assert "not supported with PrfaaS" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])

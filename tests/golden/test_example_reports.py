@@ -26,7 +26,7 @@ from pdplan.search.results import PlanResult
 from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ("default", "opt-13b-a100-distserve", "deepseek-v3-wide-ep")
+EXAMPLES = ("default", "opt-13b-a100-distserve", "deepseek-v3-wide-ep", "prfaas-h200-h20", "prfaas-h200-h100")
 
 
 def _result(name: str) -> PlanResult:

@@ -35,6 +35,8 @@ PRESET_IDS = {
     "kimi-k2",
     "gpt-oss-120b",
     "qwen3-30b-a3b",
+    "kimi-linear-48b-a3b",
+    "mimo-v2-flash",
 }
 
 
@@ -79,6 +81,11 @@ PUBLISHED_PARAMS = [
     ("kimi-k2", 1.04e12, None),  # Kimi Team, arXiv:2507.20534; its "32B activated" is rounded (count: 32.86B)
     ("gpt-oss-120b", 116.8e9, None),  # OpenAI model card, arXiv:2508.10925 (5.1B active excludes embeddings)
     ("qwen3-30b-a3b", 30.5e9, 3.3e9),  # Qwen Team, arXiv:2505.09388 Table 2
+    (
+        "mimo-v2-flash",
+        309e9,
+        None,
+    ),  # model card XiaomiMiMo/MiMo-V2-Flash; its 15B active: 15.4B counted with embeddings
 ]
 
 

@@ -37,6 +37,56 @@ def derived(spec: ModelSpec) -> dict[str, object]:
     }
 
 
+def test_kimi_linear_kda_and_mla() -> None:
+    """Kimi-Linear-48B-A3B (fixture transcribed from its public config.json): 7 MLA layers of 512 + 64 latent values
+    (8,064 B/token in bf16); 20 KDA layers, each 32 x 128 x 128 fp32 state (2,097,152 B) + q/k/v conv tails
+    3 x 4096 x 3 x 2 B (73,728 B): 43,417,600 B per sequence. KDA projections per layer: q/k/v 3 x 2304 x 4096,
+    f_a/g_a 2 x 2304 x 128, f_b/g_b 2 x 128 x 4096, b 2304 x 32, o 4096 x 2304 = 39,460,864 + convs 49,152 + A_log 32 +
+    dt_bias 4,096 + o_norm 128 = 39,514,272."""
+    spec = load_hf_config(HF / "kimi-linear-48b-a3b.json")
+    assert spec.attention_kind == "mla"
+    assert spec.full_attention_layer_indices == (3, 7, 11, 15, 19, 23, 26)
+    assert spec.kv_bytes_per_token(2) == 7 * 576 * 2 == 8064
+    assert spec.linear_state_bytes_per_sequence() == 20 * (32 * 128 * 128 * 4 + 3 * 4096 * 3 * 2) == 43_417_600
+    assert spec.layer_param_counts().linear_attention == 39_514_272
+
+
+def test_kimi_linear_layer_lists_must_partition(tmp_path: Path) -> None:
+    data = json.loads((HF / "kimi-linear-48b-a3b.json").read_text())
+    data["linear_attn_config"]["kda_layers"] = [1, 2]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="partition") as info:
+        load_hf_config(path)
+    assert info.value.field == "linear_attn_config.kda_layers"
+
+
+def test_mimo_v2_flash_sliding_window_kv() -> None:
+    """MiMo-V2-Flash (fixture: its config.json as AIConfigurator ships it): 9 global layers of 4 KV heads x (192 + 128)
+    x 2 B = 23,040 B/token; 39 sliding-window layers of 8 KV heads, 5,120 B/token each, at most 128 tokens:
+    39 x 5,120 x 128 = 25,559,040 B per sequence, whatever the prompt length."""
+    from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+
+    spec = load_hf_config(HF / "mimo-v2-flash.json")
+    assert (spec.num_kv_layers, spec.num_swa_layers, spec.swa_kv_heads) == (9, 39, 8)
+    assert spec.kv_bytes_per_token(2) == 9 * 4 * 320 * 2 == 23_040
+    assert spec.window_kv_bytes_per_token(2) == 39 * 8 * 320 * 2
+    shape = kv_shape_from_model(spec, 2.0)
+    assert shape.state_bytes_per_sequence == 39 * 5120 * 128 == 25_559_040
+    kv = kv_bytes_per_request([8192, 32768], shape)
+    assert kv[1] - kv[0] == (32768 - 8192) * 23_040  # the window part does not grow with the prompt
+
+
+def test_sliding_window_layers_must_leave_a_global_one(tmp_path: Path) -> None:
+    data = json.loads((HF / "mimo-v2-flash.json").read_text())
+    data["hybrid_layer_pattern"] = [1] * 48
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="global layer") as info:
+        load_hf_config(path)
+    assert info.value.field == "sliding_window.layers"
+
+
 def test_fixtures_cover_the_main_families() -> None:
     assert {"llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b-a3b", "opt-66b"} <= set(WITH_PRESET)
 
@@ -117,7 +167,7 @@ def test_unsupported_lists_every_supported_type() -> None:
     with pytest.raises(SpecError) as info:
         load_hf_config(BAD / "unsupported_model_type.json")
     assert all(t in str(info.value) for t in SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 16
+    assert len(SUPPORTED_MODEL_TYPES) == 18
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,10 @@ class PrfaasSetup:
     link_name: str
     sources: dict[str, str]
     routing: str
+    remote_hw: RoleHardware | None = None
+    """The remote instance type (for the physics invariants, :mod:`.invariants`)."""
+    link_line_rate_bytes_per_s: float = float("inf")
+    """The link's line rate (the invariants' ceiling on egress; ``capacity.link_bytes_per_s`` is the usable part)."""
 
 
 def _law(res: ResolvedScenario) -> SplitLaw:
@@ -59,9 +63,22 @@ def _profile(ref: str) -> MeasuredProfile:
     return MeasuredProfile(table.tokens, table.prefill_s, table.kv_bytes, source=table.source)
 
 
+ROOFLINE_MEMO_ENTRIES = 512
+"""Token arrays whose roofline prefill times one curve keeps: the queueing model asks for the same quadrature
+points at every rate of a goodput root, so a memo (exact: the same inputs give the same times) saves most calls."""
+
+
 def _roofline_curve(hw: RoleHardware) -> Curves:
+    memo: dict[bytes, FloatArray] = {}
+
     def time_s(tokens: FloatArray) -> FloatArray:
-        return np.asarray(prefill_perf(hw, np.asarray(tokens, np.float64)).latency_s, dtype=np.float64)
+        tok = np.asarray(tokens, np.float64)
+        key = tok.tobytes() + str(tok.shape).encode()
+        if key not in memo:
+            if len(memo) >= ROOFLINE_MEMO_ENTRIES:
+                memo.pop(next(iter(memo)))
+            memo[key] = np.asarray(prefill_perf(hw, tok).latency_s, dtype=np.float64)
+        return memo[key]
 
     return Curves(prefill_s=time_s, kv_bytes=time_s, source=f"roofline {hw.label}")
 
@@ -140,4 +157,14 @@ def prfaas_setup(res: ResolvedScenario) -> PrfaasSetup:
         LINK: f"{link.name} ({link.efficiency:g} × line rate), RTT {'prfaas.rtt' if spec.rtt else link.name}",
         "kv bytes": kv_src,
     }
-    return PrfaasSetup(capacity, spec, float(rtt), res.model.num_layers, link.name, sources, sc.routing)
+    return PrfaasSetup(
+        capacity,
+        spec,
+        float(rtt),
+        res.model.num_layers,
+        link.name,
+        sources,
+        sc.routing,
+        remote_hw,
+        link.line_rate_bytes_per_s,
+    )

@@ -19,14 +19,21 @@ from typing import Any
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_setup
 from pdplan.serving.prfaas.capacity import capacity_at, search_threshold
-from pdplan.serving.prfaas.queue import PathGoodput, goodput, path_mixture, percentile_s, search_goodput_threshold
+from pdplan.serving.prfaas.queue import (
+    STABLE,
+    PathGoodput,
+    goodput,
+    path_mixture,
+    percentile_s,
+    search_goodput_threshold,
+)
 
 THRESHOLD_XATOL_TOKENS = 256.0
 """Goodput threshold search tolerance (tokens): on the case study goodput moves < 0.1 % within 256 tokens of t*."""
 LINK_SCALES = (0.5, 2.0)
 
 
-def _best(setup: PrfaasSetup, ttft_s: float, attainment: float) -> PathGoodput:
+def best_goodput(setup: PrfaasSetup, ttft_s: float, attainment: float) -> PathGoodput:
     if setup.spec.threshold is not None:
         return goodput(setup, float(setup.spec.threshold), ttft_s, attainment)
     return search_goodput_threshold(setup, ttft_s, attainment, THRESHOLD_XATOL_TOKENS)
@@ -48,18 +55,41 @@ def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
     return replace(setup, capacity=naive, spec=setup.spec.model_copy(update={"threshold": 1}))
 
 
-def _homogeneous_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
-    """Nothing offloaded; with interchangeable local instances, the best prefill/decode split of them (Eq. 8)."""
+def homogeneous(
+    setup: PrfaasSetup, res: ResolvedScenario, splits: list[tuple[int, int]] | None = None
+) -> tuple[PrfaasSetup, PathGoodput]:
+    """Homogeneous PD: nothing offloaded, on the local split of ``splits`` with the most goodput (default: every
+    prefill/decode split of the local instances when they are interchangeable, else the setup's own).
+
+    Branch and bound: splits in decreasing capacity (Eq. 6 with ``p = 0``), stopping once a split's capacity
+    (× the lattice's stability margin, the most goodput can reach) is below the best goodput found: exact, and
+    usually one or two goodput roots."""
+    slo = res.scenario.slo
     cap = setup.capacity
-    homo = replace(cap, remote=replace(cap.remote, instances=0))
     total = cap.local.instances + cap.decode.instances
-    if _same_roles(res) and total >= 2:
-        splits = [
-            replace(homo, local=replace(cap.local, instances=n_p), decode=replace(cap.decode, instances=total - n_p))
-            for n_p in range(1, total)
-        ]
-        homo = max(splits, key=lambda c: capacity_at(c, c.law.upper).lambda_max_rps)
-    return replace(setup, capacity=homo, spec=setup.spec.model_copy(update={"threshold": int(cap.law.upper) + 1}))
+    if splits is None:
+        same = _same_roles(res) and total >= 2
+        splits = [(n, total - n) for n in range(1, total)] if same else [(cap.local.instances, cap.decode.instances)]
+    pinned = setup.spec.model_copy(update={"threshold": int(cap.law.upper) + 1})
+    trials = []
+    for n_p, n_d in splits:
+        c = replace(
+            cap,
+            remote=replace(cap.remote, instances=0),
+            local=replace(cap.local, instances=n_p),
+            decode=replace(cap.decode, instances=n_d),
+        )
+        trials.append((capacity_at(c, c.law.upper).lambda_max_rps, replace(setup, capacity=c, spec=pinned)))
+    trials.sort(key=lambda x: -x[0])
+    best: tuple[PrfaasSetup, PathGoodput] | None = None
+    for lam, trial in trials:
+        if best is not None and lam * STABLE <= best[1].goodput_rps:
+            break
+        g = goodput(trial, cap.law.upper, slo.ttft, slo.attainment)
+        if best is None or g.goodput_rps > best[1].goodput_rps:
+            best = (trial, g)
+    assert best is not None
+    return best
 
 
 def _ratio(a: float, b: float) -> float:
@@ -85,22 +115,41 @@ def _at(setup: PrfaasSetup, g: PathGoodput, q: float) -> dict[str, float]:
 
 def evaluate_prfaas(res: ResolvedScenario) -> dict[str, Any]:
     """The ``prfaas`` document of one scenario (keys in ARCHITECTURE §4, then the report's extras)."""
-    setup = prfaas_setup(res)
-    slo = res.scenario.slo
-    q = slo.percentile / 100.0
-    best = _best(setup, slo.ttft, slo.attainment)
-    at = _at(setup, best, q)
-    eq7 = search_threshold(setup.capacity)
-    homo_setup = _homogeneous_setup(setup, res)
-    homo = goodput(homo_setup, setup.capacity.law.upper, slo.ttft, slo.attainment)
-    naive = goodput(_naive_setup(setup, res), setup.capacity.law.lower - 1.0, slo.ttft, slo.attainment)
-    sensitivity = []
+    return prfaas_document(res, prfaas_setup(res))
+
+
+def link_sensitivity(setup: PrfaasSetup, ttft_s: float, attainment: float) -> list[dict[str, float]]:
+    """Threshold and goodput re-searched with the link bandwidth scaled by each of :data:`LINK_SCALES`."""
+    out = []
     for scale in LINK_SCALES:
         scaled = replace(
             setup, capacity=replace(setup.capacity, link_bytes_per_s=setup.capacity.link_bytes_per_s * scale)
         )
-        g = _best(scaled, slo.ttft, slo.attainment)
-        sensitivity.append({"link_scale": scale, "threshold_tokens": g.threshold_tokens, "goodput_rps": g.goodput_rps})
+        g = best_goodput(scaled, ttft_s, attainment)
+        out.append({"link_scale": scale, "threshold_tokens": g.threshold_tokens, "goodput_rps": g.goodput_rps})
+    return out
+
+
+def prfaas_document(
+    res: ResolvedScenario,
+    setup: PrfaasSetup,
+    *,
+    best: PathGoodput | None = None,
+    with_link_sensitivity: bool = True,
+    homo_best: tuple[PrfaasSetup, PathGoodput] | None = None,
+) -> dict[str, Any]:
+    """The ``prfaas`` document of ``setup`` (its instance counts may differ from ``res``'s deployment, as in a
+    search): ``best`` is its goodput when already found; ``with_link_sensitivity=False`` leaves out the
+    link ×0.5/×2 re-searches (an empty list); ``homo_best``: homogeneous PD when already found
+    (:func:`homogeneous`)."""
+    slo = res.scenario.slo
+    q = slo.percentile / 100.0
+    best = best if best is not None else best_goodput(setup, slo.ttft, slo.attainment)
+    at = _at(setup, best, q)
+    eq7 = search_threshold(setup.capacity)
+    homo_setup, homo = homo_best if homo_best is not None else homogeneous(setup, res)
+    naive = goodput(_naive_setup(setup, res), setup.capacity.law.lower - 1.0, slo.ttft, slo.attainment)
+    sensitivity = link_sensitivity(setup, slo.ttft, slo.attainment) if with_link_sensitivity else []
     link_bps = setup.capacity.link_bytes_per_s
     return {
         "threshold_tokens": best.threshold_tokens,
@@ -111,7 +160,7 @@ def evaluate_prfaas(res: ResolvedScenario) -> dict[str, Any]:
         "local_ttft_p90_s": at["local"],
         "ttft_p90_s": at["all"],
         "threshold_searched": setup.spec.threshold is None,
-        "remote": {"gpu": setup.spec.gpu, "tp": setup.spec.tp, "count": setup.spec.count},
+        "remote": {"gpu": setup.spec.gpu, "tp": setup.spec.tp, "count": setup.capacity.remote.instances},
         "link": setup.link_name,
         "rtt_s": setup.rtt_s,
         "goodput_rps": best.goodput_rps,
