@@ -43,7 +43,11 @@ def mla_key(phase: str, gemm: GemmFlavour, kv_bytes: float) -> str:
 
 def mla_params(table: KernelTable, phase: str, gemm: GemmFlavour, kv_bytes: float) -> MlaParams | None:
     """The table's fitted MLA entry for this phase and dtypes, or None (then the generic families price MLA)."""
-    return table.mla.get(mla_key(phase, gemm, kv_bytes))
+    key = mla_key(phase, gemm, kv_bytes)
+    for k, p in table.mla.items():
+        if k == key:
+            return p
+    return None
 
 
 def mla_gemms(
