@@ -260,7 +260,7 @@ def _moe_section(data: Path) -> list[str]:
         "matrices larger than the L2 re-streamed per M tile (B200's large-expert Mixtral/Llama-4 shapes were "
         "1.5x faster in the model); "
         "(6) shards whose intermediate size per GPU is not a multiple of 16 elements (I/tp = 22-232 at moe-TP "
-        "8-32) run 2.6-2.9x slower on the Triton kernel (no aligned vector loads); block-FP8 needs 128 | I/tp, "
+        "8-32) run 2.6-3.0x slower on the Triton kernel (no aligned vector loads); block-FP8 needs 128 | I/tp, "
         "so the FP8 cells have no such rows and no penalty; (7) warm L2 in the benchmark only. The gate flag of "
         "the layer shape is now honoured (it was dropped, so non-gated experts were priced as three matrices). "
         "What remains: B200 FP8 (TRT-LLM monolithic FP8 kernel) sits at the P90 edge: large-T DeepSeek shapes "

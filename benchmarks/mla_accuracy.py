@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fit_moe_tables import DEFAULT_MOE_DATA, MOE_GPUS, gpu_spec, write_gpu
+from fit_moe_tables import DEFAULT_MOE_DATA, MOE_DERIVED, MOE_GPUS, gpu_spec, write_gpu
 
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.calibrate.fit_mla import GEMM_TYPES, KV_TYPES, MlaRows, fit_mla, held_out_heads, predict_mla_s, read_mla
@@ -106,6 +106,16 @@ def accuracy_lines(data: Path) -> list[str]:
     return lines
 
 
+def derive_mla() -> None:
+    """Hopper parts without MLA rows take H100 SXM's entries (same kernels; peaks from their own datasheets),
+    as the fused-MoE entries do (:data:`fit_moe_tables.MOE_DERIVED`)."""
+    for gpu_id, base in MOE_DERIVED.items():
+        table = load_kernel_table(base)
+        entries = {k: v.model_dump() for k, v in table.mla.items()}
+        sources = {f"mla.{k}": f"NOT MEASURED: copied from {base} ({table.sources[f'mla.{k}']})" for k in entries}
+        write_gpu(gpu_id, "mla", entries, sources)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
@@ -118,6 +128,8 @@ def main() -> None:
             print(f"{gpu_id} {key}: {entries[key.removeprefix('mla.')]}\n  {line}")
         if args.write:
             write_gpu(gpu_id, "mla", entries, sources)
+    if args.write:
+        derive_mla()
 
 
 if __name__ == "__main__":

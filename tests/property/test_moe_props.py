@@ -134,7 +134,7 @@ def test_moe_decode_between_read_floor_and_three_times_it(
     step runs below a third of peak bandwidth or far above its measured minimum) and never below the read floor.
 
     Outside the claim: expert shards whose intermediate size per GPU is not a multiple of 16 elements (gpt-oss-120b
-    at TP 8: 2880/8 = 360). The measured Triton fused MoE runs such shards 2.6-2.9x slower than aligned ones
+    at TP 8: 2880/8 = 360). The measured Triton fused MoE runs such shards 2.6-3.0x slower than aligned ones
     (moe_vllm.csv, seven shapes at I/tp = 22-232; the fitted ``unaligned_penalty``), so no model true to the
     measurements keeps them within 3x of F; the planner prices them that way rather than hiding the penalty.
     """
