@@ -1,7 +1,8 @@
 """One MoE layer as the engines run it: a single fused, grouped expert GEMM per layer, priced per GPU.
 
 The caller gives the per-GPU shape: ``tokens`` entering the layer on this GPU group (under attention DP,
-all DP ranks' tokens; under EP every GPU sees them all and computes only its own experts), ``experts_per_gpu``
+all DP ranks' tokens; under EP every GPU computes only its own experts, and with an all-to-all dispatch
+(``dispatched``) it also receives only their token-expert pairs), ``experts_per_gpu``
 = E/ep resident experts, ``moe_tp`` (the intermediate dimension split over moe_tp GPUs) and the routing law.
 The routing (:mod:`pdplan.perf.moe_routing`) gives the busiest GPU's token-expert pairs P and hit experts H;
 the grouped GEMM then reads H experts' weights once and computes P rows, each expert's rows padded to the
@@ -15,7 +16,7 @@ Shared experts are not here: they are dense GEMMs every token runs (:mod:`pdplan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +48,9 @@ class MoeLayerShape:
     weight_bytes: float = 2.0
     law: RoutingLaw = UNIFORM
     matrices: float = 3.0  # gate, up, down (SwiGLU); 2 for non-gated experts (up, down)
+    dispatched: FloatArray = field(default_factory=lambda: np.asarray(0.0))
+    """1 where the tokens reach the experts by an EP all-to-all dispatch (each GPU receives only its own pairs),
+    0 where every GPU holds all T tokens and masks other ranks' experts (one GPU, TP, or DP all-gather)."""
 
     @property
     def inter_per_gpu(self) -> FloatArray:
@@ -69,6 +73,7 @@ def moe_shape(
     weight_bytes: float = 2.0,
     law: RoutingLaw | None = None,
     gated: bool = True,
+    dispatched: ArrayLike = 0.0,
 ) -> MoeLayerShape:
     """A :class:`MoeLayerShape` from plain numbers (ep must divide into at least one expert per GPU)."""
     ep_ = np.asarray(ep, dtype=np.float64)
@@ -85,6 +90,7 @@ def moe_shape(
         float(weight_bytes),
         law or RoutingLaw(),
         3.0 if gated else 2.0,
+        np.asarray(dispatched, dtype=np.float64),
     )
 
 
@@ -185,10 +191,11 @@ def moe_time_s(
     gemms = _gemm_s(s, r, up_n, np.asarray(h, dtype=np.float64), c, p, warm_l2) + _gemm_s(
         s, r, np.asarray(h, dtype=np.float64), inter, c, p, warm_l2
     )
-    all_pairs = s.tokens * s.top_k
-    moved = all_pairs if p.all_pairs else r.pairs
+    # all T·k pairs where every GPU holds every token (the measured single-GPU path); the GPU's own after a dispatch
+    seen = np.where(s.dispatched > 0.0, r.pairs, s.tokens * s.top_k)
+    moved = seen if p.all_pairs else r.pairs
     pair_s = moved * 2.0 * ((2.0 * g - 1.0) * inter + 2.0 * h) / (gpu.memory_bytes_per_s * p.pair_memory_fraction)
-    body = p.per_token_s * all_pairs + p.per_expert_s * r.hit + pair_s + gemms
+    body = p.per_token_s * seen + p.per_expert_s * r.hit + pair_s + gemms
     misaligned = np.mod(inter, p.align_elements) != 0.0
     t: FloatArray = p.overhead_s + body * np.where(misaligned, 1.0 + p.unaligned_penalty, 1.0)
     return np.where(s.tokens > 0.0, t, 0.0)

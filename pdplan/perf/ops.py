@@ -260,6 +260,7 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         weight_bytes=model.expert_bytes(s.weight_bytes),
         law=s.routing,
         gated=model.gated_mlp,
+        dispatched=0.0 if gather else np.asarray(s.ep, dtype=np.float64) > 1.0,
     )
     flops, _ = moe_flops_bytes(layer)
     weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes

@@ -251,8 +251,10 @@ class MoeParams(FrozenModel):
     Around the GEMMs, activation (SiLU·mul), routing and un-permute move every routed pair's rows:
     pair_s = n_p·2·((2g−1)·I + 2h) / (HBM·``pair_memory_fraction``), with n_p = T·k when the engine
     materialises all pairs on every GPU (``all_pairs``: vLLM's Triton path allocates its intermediate
-    caches for all T·k rows, also under EP, and writes zeros for other ranks' experts) or n_p = P.
-    time = overhead_s + per_token_s·T·k + per_expert_s·H + pair_s + GEMMs, and (time − overhead_s)·
+    caches for all T·k rows when every GPU holds every token, and writes zeros for other ranks' experts) or
+    n_p = P (also wherever an EP all-to-all dispatch delivers each GPU only its own pairs).
+    time = overhead_s + per_token_s·n + per_expert_s·H + pair_s + GEMMs (n: the pairs the GPU holds, T·k or P),
+    and (time − overhead_s)·
     (1 + ``unaligned_penalty``) when I is not a multiple of ``align_elements`` (rows of the down weights
     and of the intermediate then miss the vectorised, aligned load path).
     """

@@ -144,3 +144,16 @@ def test_named_routing_laws() -> None:
     assert routing_law("eplb").kind == "eplb"
     with pytest.raises(Exception, match="unknown MoE routing law"):
         routing_law("zipf")
+
+
+def test_dispatch_delivers_only_the_gpus_own_pairs() -> None:
+    # EP 8 without a dispatch: every GPU holds all 1024·8 pairs (vLLM's Triton path, as measured); with the
+    # all-to-all dispatch only its own 1024 (uniform routing: T·k/ep): the pair traffic falls by the difference
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = table.moe["bf16"]
+    kw = {"ep": 8, "moe_tp": 1}
+    held = moe_time_s(moe_shape(1024.0, 4096, 1536, 128, 8, **kw), "bf16", gpu, table, p)
+    sent = moe_time_s(moe_shape(1024.0, 4096, 1536, 128, 8, dispatched=1.0, **kw), "bf16", gpu, table, p)
+    per_pair = 2.0 * (5 * 1536 + 2 * 4096) / (gpu.memory_bytes_per_s * p.pair_memory_fraction) + p.per_token_s
+    assert p.all_pairs
+    assert float(held - sent) == pytest.approx((1024 * 8 - 1024) * per_pair)
