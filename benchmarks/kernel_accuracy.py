@@ -245,9 +245,9 @@ def _moe_section(data: Path) -> list[str]:
         "",
         *accuracy_lines(data),
         "",
-        "Terms of the model (each with its derivation in `MoeParams`; 11 fitted numbers per GPU x dtype, plus "
-        "two discrete choices): (1) the busiest GPU's routing: `balanced` rows hit ceil(T·k/ep) experts on rank 0 "
-        "(which holds expert 0), power-law loads that round to zero are handed back one per expert, and the "
+        "Terms of the model (each with its derivation in `MoeParams`; 11 fitted numbers per GPU x dtype, 10 for "
+        "FP8, plus one discrete choice): (1) the busiest GPU's routing: `balanced` rows hit ceil(T·k/ep) "
+        "experts on rank 0 (which holds expert 0), power-law loads that round to zero are handed back one per expert, and the "
         "busiest GPU always holds at least one hit expert (1-token rows at EP 8-128 take one whole expert's "
         "read: 127 us on H100 for 5120x8192, where the expected 1/EP of an expert gave 48 us); (2) two grouped "
         "GEMMs (gate/up, down) with the M tile adapting to the tokens per expert (16-64 rows) and N/K tiles of "
@@ -256,7 +256,9 @@ def _moe_section(data: Path) -> list[str]:
         "waves (tiny shards: many short CTAs); (4) activation, routing and un-permute traffic of every routed "
         "pair: all T·k pairs on every GPU for vLLM's Triton path (it allocates its intermediate caches for all "
         "pairs and writes zeros for other ranks' experts; H100 BF16 median error at EP 64-256 fell from "
-        "22-27 % to 11-12 %), only the local pairs for the TRT-LLM BF16 kernel (chosen by the fit); (5) expert "
+        "22-27 % to 11-12 %), only the local pairs for the TRT-LLM BF16 kernel (chosen by the fit), and only the GPU's own pairs "
+        "wherever serving dispatches tokens by an EP all-to-all (the benchmark holds every token on the measured "
+        "GPU); (5) expert "
         "matrices larger than the L2 re-streamed per M tile (B200's large-expert Mixtral/Llama-4 shapes were "
         "1.5x faster in the model); "
         "(6) shards whose intermediate size per GPU is not a multiple of 16 elements (I/tp = 22-232 at moe-TP "
