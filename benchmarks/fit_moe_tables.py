@@ -23,7 +23,7 @@ from fit_kernel_tables import REPO, gpu_spec
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.calibrate.fit_a2a import fit_a2a, predict_s, read_deepep, read_vllm_a2a
 from pdplan.calibrate.fit_families import stub_table
-from pdplan.calibrate.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, predict_moe_s, read_moe
+from pdplan.calibrate.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, held_out, predict_moe_s, read_moe
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.perf.kernels import GemmFlavour
 from pdplan.perf.moe_a2a import A2aPhase
@@ -111,16 +111,23 @@ def cell_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> dict[str, Error
 
 
 def accuracy_lines(data: Path) -> list[str]:
-    """The "Fused MoE" table of docs/kernel_accuracy.md (shipped entries against every measured row)."""
-    lines = ["| GPU | dtype | kernel | rows | all | balanced | power-law |", "|---|---|---|---|---|---|---|"]
+    """The "Fused MoE" table of docs/kernel_accuracy.md: shipped entries against every measured row, and the
+    held-out check (:func:`pdplan.calibrate.fit_moe.held_out`: fit on 3/4 of the model shapes, score the rest)."""
+    lines = [
+        "| GPU | dtype | kernel | rows | all | balanced | power-law | held-out shapes (rows) | all-pairs traffic |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for gpu_id in MOE_GPUS:
         for flavour in FLAVOURS:
             s = cell_stats(gpu_id, flavour, data)
             moe_dtype, kernel = MOE_KERNELS[MOE_GPUS[gpu_id]][flavour]
+            rows = read_moe(data / MOE_GPUS[gpu_id] / "moe_vllm.csv", moe_dtype, kernel)
+            shapes, held, h = held_out(rows, flavour, gpu_spec(gpu_id), stub_table(gpu_id))
             mark = " ✗" if s["all"].median_abs_pct > 10.0 or s["all"].p90_abs_pct > 25.0 else ""
+            pairs = "T·k" if load_kernel_table(gpu_id).moe[flavour].all_pairs else "local"
             lines.append(
                 f"| {gpu_id} | {flavour} ({moe_dtype}) | `{kernel}` | {s['all'].n} | {_pct(s['all'])}{mark} | "
-                f"{_pct(s['balanced'])} | {_pct(s['power_law'])} |"
+                f"{_pct(s['balanced'])} | {_pct(s['power_law'])} | {_pct(h)}, {held} of {shapes} ({h.n}) | {pairs} |"
             )
     return lines
 

@@ -9,12 +9,16 @@ E/ep experts; the layer waits for the busiest GPU, so what a GPU's grouped GEMM 
 Routing laws (``RoutingLaw``; named presets with their sources in ``pdplan/data/moe_routing.yaml``):
 
 * ``balanced``: each expert gets T·k/E tokens (AIConfigurator's ``balanced_logits``: token i picks experts
-  (i + j·⌈E/k⌉) mod E): hit = min(E, T·k)/ep, pairs = T·k/ep.
-* ``uniform``: independent uniform choices: E[hit] = (E/ep)·(1 − (1 − k/E)^T), pairs = T·k/ep.
+  (i + j·⌈E/k⌉) mod E, or T·k evenly spaced ones when T < ⌈E/k⌉): the busiest rank (rank 0, which holds
+  expert 0) hits ⌈min(E, T·k)/ep⌉ of its E/ep experts, pairs = max(T·k/ep, hit).
+* ``uniform``: independent uniform choices: E[hit] = E·(1 − (1 − k/E)^T) over all GPUs, the busiest GPU
+  max(E[hit]/ep, min(1, E[hit])) (some GPU holds a hit expert), pairs = max(T·k/ep, hit).
 * ``power_law``: per-expert loads drawn from a power law p(x) ∝ x^−α on [a, b] and scaled to T·k
   (AIConfigurator's ``power_law_logits_v3``: a = 1, b = 0.8·T when T·k > E, else a = 0.01, b = 2; the
   benchmark swaps the busiest EP rank onto the measured GPU). Expected values in closed form: an expert with
-  draw x gets T·k·x/(E·μ) tokens (μ the law's mean) and is hit when that rounds to >= 1; the busiest rank
+  draw x gets T·k·x/(E·μ) tokens (μ the law's mean) and is hit when that rounds to >= 1; the pairs lost to
+  rounding (loads below 1/2) are handed back one per expert in descending load order, so at least that many
+  experts are hit (all T·k picks land on distinct experts when every load rounds to zero); the busiest rank
   holds the largest expert (the 1 − 1/(E+1) quantile, capped at T: a token picks an expert once) plus
   E/ep − 1 average others, and never fewer than T·k/ep.
 * ``eplb``: an expert-parallel load balancer (DeepSeek EPLB) replicates hot experts so every rank carries the
@@ -109,14 +113,26 @@ def _power_law(tokens: FloatArray, experts: int, top_k: int, ep: FloatArray, alp
     mean, _ = _law_moments(alpha, a, b)
     scale = pairs_all / (experts * mean)  # tokens per unit draw
     # hit when the expert's rounded load is >= 1, i.e. draw x >= 0.5/scale
-    hit_all = experts * (1.0 - _law_cdf(alpha, a, b, 0.5 / np.maximum(scale, 1e-30)))
+    cut = np.clip(0.5 / np.maximum(scale, 1e-30), a, b)
+    below = _law_cdf(alpha, a, b, cut)
+    rounded_hit = experts * (1.0 - below)
+    # the pairs lost by rounding loads below one to zero (share F(c)·mean[a,c]/mean[a,b] of all pairs) are put
+    # back one each on the experts in descending load order: they hit new experts once they exceed rounded_hit
+    lost = pairs_all * below * _law_moments(alpha, a, np.maximum(cut, a * (1.0 + 1e-9)))[0] / mean
+    hit_all = np.maximum(rounded_hit, np.minimum(float(experts), lost))
     top = np.minimum(_law_quantile(alpha, a, b, np.asarray(1.0 - 1.0 / (experts + 1.0))) * scale, t)
     per_rank = experts / ep
     rest = np.maximum(pairs_all - top, 0.0) / max(experts - 1, 1)
     hot = np.maximum(top + (per_rank - 1.0) * rest, pairs_all / ep)
     hot = np.minimum(hot, pairs_all)
     hit = np.minimum(np.maximum(hit_all / ep, np.minimum(1.0, hit_all)), per_rank)
-    return Routing(np.where(tokens > 0.0, hot, 0.0), np.where(tokens > 0.0, hit, 0.0))
+    return _busiest(tokens, hot, hit)
+
+
+def _busiest(tokens: FloatArray, pairs: FloatArray, hit: FloatArray) -> Routing:
+    """The busiest GPU's expected load, at least one pair per expert it hits (zero without tokens)."""
+    live = tokens > 0.0
+    return Routing(np.where(live, np.maximum(pairs, hit), 0.0), np.where(live, hit, 0.0))
 
 
 def routing_law(name: str) -> RoutingLaw:
@@ -140,11 +156,12 @@ def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, la
     """
     rule = law or UNIFORM
     t, e = _f(tokens), _f(ep)
-    pairs = t * top_k / e
     if rule.kind == "power_law":
         return _power_law(t, num_experts, top_k, e, rule.alpha)
-    if rule.kind == "balanced":
-        hit = np.minimum(float(num_experts), t * top_k) / e
-    else:  # uniform, eplb
-        hit = _uniform_hit(t, num_experts, top_k) / e
-    return Routing(pairs + 0.0 * hit, hit + 0.0 * pairs)
+    per_rank = num_experts / e
+    if rule.kind == "balanced":  # the T·k picks (<= E distinct) spread evenly; rank 0 holds expert 0
+        hit = np.minimum(per_rank, np.ceil(np.minimum(float(num_experts), t * top_k) / e - 1e-9))
+    else:  # uniform, eplb: the expected share, and the busiest GPU hits at least one expert
+        hit_all = _uniform_hit(t, num_experts, top_k)
+        hit = np.minimum(np.maximum(hit_all / e, np.minimum(1.0, hit_all)), per_rank)
+    return _busiest(t + 0.0 * e, t * top_k / e + 0.0 * hit, hit + 0.0 * t)

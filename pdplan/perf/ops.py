@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from pdplan.perf.mla import mla_gemms
 from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
 from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
 from pdplan.specs.model import ModelSpec
@@ -131,6 +132,23 @@ def _fused(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[Op]:
     return [merged, *rest]
 
 
+MLA_PHASE = {"prefill": 0.0, "decode": 1.0}
+"""``dims["mla_phase"]`` of MLA ops: which fitted MLA entry (:mod:`pdplan.perf.mla`) prices them."""
+
+
+def _mla_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """MLA's projections as vLLM runs them (absorbed in decode, decompressed in prefill; :mod:`pdplan.perf.mla`)."""
+    assert model.mla is not None
+    heads = np.ceil(model.num_attention_heads / s.tp)
+    ops = []
+    for name, dims, bf16 in mla_gemms(model.mla, model.hidden_size, heads, s.phase, m):
+        dims["mla_phase"] = np.asarray(MLA_PHASE[s.phase])
+        if bf16:
+            dims["bf16"] = np.asarray(1.0)
+        ops.append(Op(name, "gemm", float(model.num_kv_layers), dims))
+    return ops
+
+
 def _projections(model: ModelSpec, s: PassShape, m: FloatArray, prefix: str, count: float, kv: int) -> list[Op]:
     ops: list[Op] = []
     for g in model.attention_gemms(kv):
@@ -143,7 +161,10 @@ def _projections(model: ModelSpec, s: PassShape, m: FloatArray, prefix: str, cou
 
 
 def _attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
-    ops = _projections(model, s, m, "attn", float(model.num_kv_layers), model.num_kv_heads)
+    if model.mla is not None:
+        ops = _mla_projection_ops(model, s, m)
+    else:
+        ops = _projections(model, s, m, "attn", float(model.num_kv_layers), model.num_kv_heads)
     if model.num_swa_layers:
         ops += _projections(model, s, m, "swa", float(model.num_swa_layers), model.swa_kv_heads)
     for g in model.linear_attention_gemms():
@@ -183,6 +204,13 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
         "head_dim": np.full_like(s.tp, head_dim),
         "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp,
     }
+    if model.mla is not None:  # the latent's sizes, for the fitted MLA core (pdplan.perf.mla)
+        mla = model.mla
+        dims["mla_phase"] = np.asarray(MLA_PHASE[s.phase])
+        dims["mla_rank"] = np.asarray(float(mla.kv_lora_rank))
+        dims["mla_rope"] = np.asarray(float(mla.qk_rope_head_dim))
+        dims["mla_nope"] = np.asarray(float(mla.qk_nope_head_dim))
+        dims["mla_v"] = np.asarray(float(mla.v_head_dim))
     kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
     ops = [Op("attn.core", kind, n_full, dims)]
     if model.sliding_window is not None:
@@ -294,6 +322,7 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         weight_bytes=model.expert_bytes(s.weight_bytes),
         law=s.routing,
         gated=model.gated_mlp,
+        dispatched=0.0 if gather else np.asarray(s.ep, dtype=np.float64) > 1.0,
     )
     flops, _ = moe_flops_bytes(layer)
     weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes

@@ -31,14 +31,16 @@ from pdplan.perf.kernels import (
     smooth_max,
     smooth_max_of,
 )
+from pdplan.perf.mla import mla_core_flops_bytes, mla_core_time_s, mla_params
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.ops import MLA_PHASE, Op, PassShape, Phase, forward_ops, parallel_fields
 from pdplan.perf.tiling import sm_count
 from pdplan.perf.two_batch_overlap import exposed_comm_s
-from pdplan.specs.kernel_table import LinearAttentionParams
+from pdplan.specs.kernel_table import LinearAttentionParams, MlaParams
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.model_parts import MlaSpec
 from pdplan.types import ArrayLike, FloatArray
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
@@ -99,7 +101,11 @@ def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]
     if op.kind == "gemm":
         rep = d.get("repeat", np.ones_like(d["m"]))
         flops = 2.0 * d["m"] * d["n"] * d["k"] * rep
-        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * prec.weight_bytes + d["m"] * d["n"] * prec.act_bytes) * rep
+        w = 2.0 if "bf16" in d else prec.weight_bytes
+        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * w + d["m"] * d["n"] * prec.act_bytes) * rep
+    elif op.kind in ("attn_prefill", "attn_decode") and "mla_phase" in d:
+        phase = "prefill" if op.kind == "attn_prefill" else "decode"
+        flops, bytes_ = mla_core_flops_bytes(_mla_spec(d), phase, d["batch"], d["context"], d["heads"], prec.kv_bytes)
     elif op.kind == "attn_prefill":  # causal: half of 4·b·h·s²·d
         flops = 2.0 * d["batch"] * d["heads"] * d["context"] ** 2 * d["head_dim"]
         bytes_ = d["batch"] * d["context"] * d["head_dim"] * (2 * d["heads"] + 2 * d["kv_heads"])
@@ -168,14 +174,39 @@ def linear_attention_kernel_s(
     return result
 
 
+def _mla_spec(d: dict[str, FloatArray]) -> MlaSpec:
+    """The latent's sizes carried by an MLA core op (:func:`pdplan.perf.ops._attention_core_ops`)."""
+    return MlaSpec(
+        kv_lora_rank=int(d["mla_rank"]),
+        q_lora_rank=None,
+        qk_rope_head_dim=int(d["mla_rope"]),
+        qk_nope_head_dim=int(d["mla_nope"]),
+        v_head_dim=int(d["mla_v"]),
+    )
+
+
+def _mla_entry(op: Op, table: KernelTable, prec: Precision) -> MlaParams | None:
+    """The fitted MLA entry that prices an MLA op (its projections and core), or None for other ops / no entry."""
+    if "mla_phase" not in op.dims:
+        return None
+    phase = "prefill" if float(op.dims["mla_phase"]) == MLA_PHASE["prefill"] else "decode"
+    return mla_params(table, phase, prec.gemm_flavour, prec.kv_bytes)  # type: ignore[arg-type]
+
+
 def _op_time_s(
     op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision, kernel: MoeKernel = "fused", phase: Phase = "prefill"
 ) -> FloatArray:
     """Seconds for ONE run of ``op`` from the kernel table (``kernel``: the MoE expert family, run for ``phase``)."""
     d = op.dims
     if op.kind == "gemm":
-        t = gemm_time_s(d["m"], d["n"], d["k"], prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
-        return t * d.get("repeat", 1.0)
+        flavour = "bf16" if "bf16" in d else prec.gemm_flavour
+        t = gemm_time_s(d["m"], d["n"], d["k"], flavour, gpu, table)  # type: ignore[arg-type]
+        mla = _mla_entry(op, table, prec)
+        return t * d.get("repeat", 1.0) * (1.0 if mla is None else mla.gemm_scale)
+    mla = _mla_entry(op, table, prec)
+    if mla is not None and op.kind in ("attn_prefill", "attn_decode"):
+        phase = "prefill" if op.kind == "attn_prefill" else "decode"
+        return mla_core_time_s(_mla_spec(d), phase, d["batch"], d["context"], d["heads"], prec.kv_bytes, mla, gpu)
     if op.kind == "attn_prefill":
         kv: KvFlavour = "fp8" if prec.kv_bytes <= 1.0 else "bf16"
         return prefill_attention_time_s(

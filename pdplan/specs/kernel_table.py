@@ -229,18 +229,35 @@ class FrameworkParams(FrozenModel):
 
 
 class MoeParams(FrozenModel):
-    """One fused/grouped MoE layer (all routed experts in one kernel), per GPU after EP and moe-TP.
+    """One fused/grouped MoE layer (all routed experts in one kernel chain), per GPU after EP and moe-TP.
 
-    With P token-expert pairs over H hit experts of hidden size h and (per GPU) intermediate size I,
-    each expert's rows padded to the kernel's ``m_tile`` (vLLM's ``moe_align_block_size``):
-    P' = H·⌈(P/H)/m_tile⌉·m_tile, compute_s = 2·g·h·I·(P' + m0_tokens·H) / (peak·peak_fraction)
-    (g = 3 weight matrices, gate/up/down, for SwiGLU experts, 2 for non-gated ones; m0 ramps each expert's
-    efficiency as m/(m+m0)), memory_s = (H·g·h·I·w_bytes + P·(2h + 2g·I)·2) / (HBM·memory_fraction)
-    (expert weights once per hit expert; gathered input, intermediate write/read and output in bf16),
-    ``per_expert_s``·H: a fixed cost per hit expert (its blocks' prologue/epilogue),
-    time = overhead_s + per_token_s·T·k + per_expert_s·H + smooth_max(compute_s, memory_s; smooth_q)
-    with T the tokens entering the layer: routing, sorting/aligning and un-permuting all T·k token-expert
-    pairs runs on every GPU, also under EP (vLLM maps other ranks' experts to −1 and skips their blocks).
+    The routing gives the busiest GPU's P token-expert pairs over H hit experts; T·k pairs enter the layer.
+    Each expert's rows are padded to the M tile (vLLM ``moe_align_block_size``), which adapts to the
+    tokens per expert as the engines' tuned tile tables do: b_M = clip(2^⌈log2(P/H)⌉, 16, ``m_tile``),
+    b_N = ``n_tile`` (``n_tile_small`` when b_M = 16: the small-batch configuration), b_K = ``k_tile``.
+    Two grouped GEMMs run per layer, gate/up (N = (g−1)·I, K = h) and down (N = h, K = I), with g = 3
+    weight matrices for SwiGLU experts (2 for non-gated ones) and I the per-GPU intermediate size. Each,
+    with M tiles m = H·⌈(P/H)/b_M⌉ and CTAs C = m·⌈N/b_N⌉, takes smooth_max(compute, memory, latency; q):
+
+    * compute_s = 2·(m·b_M + m0_tokens·H)·⌈N/b_N⌉b_N·⌈K/b_K⌉b_K / (peak·peak_fraction): padded tiles;
+    * memory_s = W / min(HBM·memory_fraction, C·``cta_bytes_per_s``) + P·(K + N)·2 / (HBM·memory_fraction):
+      the weights W = H·N·K·w of the hit experts, streamed by at most C CTAs at a per-CTA rate (one or two
+      hit experts with a narrow N cannot fill the GPU), plus the gathered input and the output in bf16;
+      W grows by ``reread_fraction``·H·N·K·w·(m_e − 1)·min(1, N·K·w / ``l2_bytes``) when an expert has
+      m_e > 1 M tiles and its matrix outgrows the L2 (re-streamed per M tile instead of served from L2);
+      with ``warm_l2`` (back-to-back benchmarks only) a hit share clip(2 − W_all/``l2_bytes``, 0, 1) of W
+      streams ``l2_speedup``× faster (W_all: all hit experts' weights of both GEMMs);
+    * latency_s = max(C/SMs, 1)·``cta_s``: waves of CTAs of a minimum duration (tiny shards: many short CTAs).
+
+    Around the GEMMs, activation (SiLU·mul), routing and un-permute move every routed pair's rows:
+    pair_s = n_p·2·((2g−1)·I + 2h) / (HBM·``pair_memory_fraction``), with n_p = T·k when the engine
+    materialises all pairs on every GPU (``all_pairs``: vLLM's Triton path allocates its intermediate
+    caches for all T·k rows when every GPU holds every token, and writes zeros for other ranks' experts) or
+    n_p = P (also wherever an EP all-to-all dispatch delivers each GPU only its own pairs).
+    time = overhead_s + per_token_s·n + per_expert_s·H + pair_s + GEMMs (n: the pairs the GPU holds, T·k or P),
+    and (time − overhead_s)·
+    (1 + ``unaligned_penalty``) when I is not a multiple of ``align_elements`` (rows of the down weights
+    and of the intermediate then miss the vectorised, aligned load path).
     """
 
     peak_fraction: Fraction
@@ -251,6 +268,49 @@ class MoeParams(FrozenModel):
     per_token_s: NonNegative = 0.0
     per_expert_s: NonNegative = 0.0
     m_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 64
+    n_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 1
+    n_tile_small: Annotated[int, Field(strict=True, ge=1, le=512)] = 1
+    k_tile: Annotated[int, Field(strict=True, ge=1, le=512)] = 1
+    pair_memory_fraction: Fraction = 1.0
+    all_pairs: bool = False
+    cta_bytes_per_s: NonNegative = 0.0  # 0: no per-CTA limit
+    cta_s: NonNegative = 0.0
+    l2_bytes: NonNegative = 0.0
+    l2_speedup: Speedup = 1.0
+    reread_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    unaligned_penalty: NonNegative = 0.0
+    align_elements: Annotated[int, Field(strict=True, ge=1, le=512)] = 16
+
+
+MlaKey = Literal[
+    "prefill.bf16.bf16",
+    "prefill.bf16.fp8",
+    "prefill.fp8.bf16",
+    "prefill.fp8.fp8",
+    "decode.bf16.bf16",
+    "decode.bf16.fp8",
+    "decode.fp8.bf16",
+    "decode.fp8.fp8",
+]
+
+
+class MlaParams(FrozenModel):
+    """DeepSeek MLA attention module of one layer (``pdplan.perf.mla``), per phase × GEMM dtype × KV dtype.
+
+    time = gemm_scale·Σ projection GEMMs (dense GEMM family) + overhead_s + per_token_s·T + per_sequence_s·B
+    + smooth_max(FLOPs·(x + ramp)/x / (bf16 peak·compute_fraction), bytes / (HBM·memory_fraction); smooth_q),
+    x = prompt length (prefill) or heads per GPU (decode); FLOPs and bytes of the latent (decode) or
+    decompressed (prefill) attention as in :mod:`pdplan.perf.mla`.
+    """
+
+    overhead_s: NonNegative
+    per_token_s: NonNegative = 0.0
+    per_sequence_s: NonNegative = 0.0
+    compute_fraction: Fraction
+    memory_fraction: Fraction
+    ramp: NonNegative = 0.0
+    gemm_scale: Annotated[float, Field(gt=0.0, le=10.0)] = 1.0
+    smooth_q: Exponent = 4.0
 
 
 class LinearAttentionParams(FrozenModel):
@@ -321,6 +381,7 @@ class KernelTable(FrozenModel):
     framework: FrameworkParams
     sources: dict[str, str]
     moe: dict[GemmFlavour, MoeParams] = Field(default_factory=dict)
+    mla: dict[MlaKey, MlaParams] = Field(default_factory=dict)
     ep_a2a: dict[A2aMode, A2aParams] = Field(default_factory=dict)
     moe_wideep: dict[WideEpPhase, WideEpMoeParams] = Field(default_factory=dict)
     """SGLang's wide-EP MoE (DeepEP + DeepGEMM, FP8) per phase (:mod:`pdplan.specs.moe_wideep`)."""

@@ -47,15 +47,70 @@ def test_moe_time_is_the_grouped_gemm_formula() -> None:
     table = CAT.kernel_table("h200-sxm")
     p = MoeParams(peak_fraction=0.5, m0_tokens=0.0, memory_fraction=0.8, overhead_s=1e-5, smooth_q=1.0, m_tile=16)
     s = moe_shape(16.0, 4096, 1536, 128, 8, law=RoutingLaw("balanced"))
-    # 128 experts hit, 128 pairs: one row per expert padded to a 16-row tile
+    # 128 experts hit, 128 pairs: one row per expert padded to a 16-row tile; gate/up (3072 x 4096) and down
+    # (4096 x 1536) GEMMs, each compute + memory at q = 1; activation/un-permute traffic of the 128 local pairs
+    bw = gpu.memory_bytes_per_s
     w = 128 * 3 * 4096 * 1536 * 2.0
-    act = 128 * (2 * 4096 + 6 * 1536) * 2.0
+    gathered = 128 * ((4096 + 3072) + (1536 + 4096)) * 2.0
     compute = 6 * 4096 * 1536 * (128 * 16) / (gpu.bf16_flops_per_s * 0.5)
-    memory = (w + act) / (gpu.memory_bytes_per_s * 0.8)
-    assert float(moe_time_s(s, "bf16", gpu, table, p)) == pytest.approx(1e-5 + compute + memory)
+    memory = (w + gathered) / (bw * 0.8)
+    pairs = 128 * 2.0 * (5 * 1536 + 2 * 4096) / bw
+    assert float(moe_time_s(s, "bf16", gpu, table, p)) == pytest.approx(1e-5 + compute + memory + pairs)
     flops, bytes_ = moe_flops_bytes(s)
     assert float(flops) == pytest.approx(6 * 4096 * 1536 * 128)
-    assert float(bytes_) == pytest.approx(w + act)
+    assert float(bytes_) == pytest.approx(w + 128 * (2 * 4096 + 6 * 1536) * 2.0)
+
+
+def test_tiles_pad_rows_columns_and_depth() -> None:
+    gpu, table = CAT.gpu("h200-sxm"), CAT.kernel_table("h200-sxm")
+    base = {"peak_fraction": 0.5, "m0_tokens": 0.0, "memory_fraction": 1.0, "overhead_s": 0.0, "smooth_q": 1.0}
+    # 40 pairs on 8 experts: 5 rows each, M tile 2^ceil(log2 5) = 8 raised to the 16-row minimum (either way);
+    # the tiles add only padding FLOPs: gate/up N = 200 -> 256, down K = 100 -> 128 (N tile 64, K tile 32)
+    s = moe_shape(5.0, 256, 100, 8, 8, law=RoutingLaw("balanced"))
+    plain = MoeParams(**base, m_tile=64)
+    tiled = MoeParams(**base, m_tile=64, n_tile=64, n_tile_small=64, k_tile=32)
+    dt = float(moe_time_s(s, "bf16", gpu, table, tiled) - moe_time_s(s, "bf16", gpu, table, plain))
+    rate = gpu.bf16_flops_per_s * 0.5
+    extra = 2.0 * 8 * 16 * ((256 - 200) * 256 + 256 * (128 - 100)) / rate  # 8 experts x 16 rows
+    assert dt == pytest.approx(extra)
+
+
+def test_misaligned_shard_pays_the_penalty_on_all_but_the_launch() -> None:
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = table.moe["bf16"].model_copy(update={"unaligned_penalty": 1.5})
+    aligned = moe_time_s(moe_shape(64.0, 2048, 96 * 8, 128, 8, moe_tp=8), "bf16", gpu, table, p)
+    misaligned = moe_time_s(moe_shape(64.0, 2048, 88 * 8, 128, 8, moe_tp=8), "bf16", gpu, table, p)
+    clean = moe_time_s(
+        moe_shape(64.0, 2048, 88 * 8, 128, 8, moe_tp=8),
+        "bf16",
+        gpu,
+        table,
+        p.model_copy(update={"unaligned_penalty": 0.0}),
+    )
+    assert float(misaligned - p.overhead_s) == pytest.approx(2.5 * float(clean - p.overhead_s))
+    assert float(misaligned) > float(aligned)
+
+
+def test_warm_l2_only_speeds_benchmark_repeats() -> None:
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    s = moe_shape(1.0, 2048, 768, 128, 8, moe_tp=8)  # 8 experts' shards: 9.4 MB, within the fitted L2 share
+    cold = moe_time_s(s, "bf16", gpu, table)
+    warm = moe_time_s(s, "bf16", gpu, table, warm_l2=True)
+    assert float(warm) < float(cold)
+
+
+def test_non_gated_experts_have_two_matrices() -> None:
+    assert moe_shape(8.0, 2688, 1856, 128, 6, gated=False).matrices == 2.0
+    assert moe_shape(8.0, 2688, 1856, 128, 6).matrices == 3.0
+
+
+def test_busiest_gpu_holds_at_least_one_hit_expert() -> None:
+    # balanced_logits, 1 token, k = 1: expert 0 on rank 0 of 64 (the measured GPU), hit = 1 not 1/64
+    one = route(1.0, 128, 1, 64, RoutingLaw("balanced"))
+    assert (float(one.hit), float(one.pairs)) == (1.0, 1.0)
+    # power law at 4 tokens, k = 1: every load rounds to 0; the 4 picks go back one each to distinct experts
+    assert float(route(4.0, 128, 1, 1, RoutingLaw("power_law", 1.01)).hit) == pytest.approx(4.0)
+    assert float(route(0.0, 128, 8, 8).hit) == 0.0
 
 
 def test_table_without_moe_entry_uses_its_gemm_efficiencies() -> None:
@@ -89,3 +144,16 @@ def test_named_routing_laws() -> None:
     assert routing_law("eplb").kind == "eplb"
     with pytest.raises(Exception, match="unknown MoE routing law"):
         routing_law("zipf")
+
+
+def test_dispatch_delivers_only_the_gpus_own_pairs() -> None:
+    # EP 8 without a dispatch: every GPU holds all 1024·8 pairs (vLLM's Triton path, as measured); with the
+    # all-to-all dispatch only its own 1024 (uniform routing: T·k/ep): the pair traffic falls by the difference
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = table.moe["bf16"]
+    kw = {"ep": 8, "moe_tp": 1}
+    held = moe_time_s(moe_shape(1024.0, 4096, 1536, 128, 8, **kw), "bf16", gpu, table, p)
+    sent = moe_time_s(moe_shape(1024.0, 4096, 1536, 128, 8, dispatched=1.0, **kw), "bf16", gpu, table, p)
+    per_pair = 2.0 * (5 * 1536 + 2 * 4096) / (gpu.memory_bytes_per_s * p.pair_memory_fraction) + p.per_token_s
+    assert p.all_pairs
+    assert float(held - sent) == pytest.approx((1024 * 8 - 1024) * per_pair)
