@@ -117,6 +117,18 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
     return out, skipped
 
 
+VERSION_PROFILES = {("vllm", "0.18"): "vllm-0.18"}
+"""Rows of these (engine, version prefix) are priced with the named profile; the rest with the engine's default."""
+
+
+def profile_of(row: dict[str, Any]) -> str:
+    """The engine profile a row is priced with (:data:`VERSION_PROFILES`, else the engine's own name)."""
+    for (engine, prefix), profile in VERSION_PROFILES.items():
+        if row["engine"] == engine and row["version"].startswith(prefix):
+            return profile
+    return str(row["engine"])
+
+
 def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
     """The pdplan scenario of one row (fixed ISL/OSL; the row's engine)."""
     sc: dict[str, Any] = {
@@ -127,7 +139,7 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
         },
         "dtype": row["dtype"],
         "kv_dtype": row["dtype"],
-        "engine": row["engine"],
+        "engine": profile_of(row),
     }
     if row["mode"] == "agg":
         sc["mode"] = "colocated"

@@ -32,6 +32,7 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
 from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
 from pdplan.perf.two_batch_overlap import exposed_comm_s
@@ -154,7 +155,8 @@ def _op_time_s(
     if op.kind == "moe" and op.moe is not None:
         if kernel == "deepgemm_wideep":  # SGLang DeepEP + DeepGEMM (pdplan.perf.moe_wideep)
             return wideep_moe_time_s(op.moe, phase, gpu, table)
-        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
+        w4 = w4a16_params(table.gpu) if uses_w4a16(op.moe.weight_bytes, prec.gemm_flavour) else None
+        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table, w4)  # type: ignore[arg-type]  # w4: MXFP4 W4A16
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":
