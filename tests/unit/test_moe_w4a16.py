@@ -1,0 +1,93 @@
+"""MXFP4 experts on Hopper: the W4A16 fused-MoE entry, its hook in the roofline, and its fit (hand-worked)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdplan.calibrate.fit_moe import MoeRows
+from pdplan.calibrate.fit_moe_w4a16 import MXFP4_WEIGHT_BYTES, predict_w4a16_s
+from pdplan.io.catalog import open_catalog
+from pdplan.perf.moe import moe_shape, moe_time_s
+from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
+from pdplan.perf.roofline import phase_time
+from pdplan.specs.kernel_table import MoeParams
+
+CAT = open_catalog()
+
+
+def test_mxfp4_weight_bytes_are_four_bits_plus_a_scale_per_32() -> None:
+    assert MXFP4_WEIGHT_BYTES == (32 * 4 + 8) / (32 * 8)
+
+
+def test_only_sub_byte_experts_with_bf16_activations_take_the_w4a16_path() -> None:
+    assert uses_w4a16(0.53125, "bf16")
+    assert not uses_w4a16(1.0, "bf16")  # FP8 experts
+    assert not uses_w4a16(2.0, "bf16")
+    assert not uses_w4a16(0.53125, "fp8")  # W4A8: another kernel, not fitted
+
+
+def test_shipped_entries_exist_for_hopper_only() -> None:
+    for gpu in ("h100-sxm", "h200-sxm"):
+        p = w4a16_params(gpu)
+        assert p is not None and 0.0 < p.memory_fraction <= 1.0
+    assert w4a16_params("b200") is None  # native FP4 tensor cores: another kernel
+    assert w4a16_params("a100-sxm-80gb") is None
+
+
+def test_w4a16_time_is_the_grouped_gemm_formula_with_mxfp4_weights() -> None:
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = MoeParams(peak_fraction=0.5, m0_tokens=0.0, memory_fraction=0.8, overhead_s=4e-5, smooth_q=1.0, m_tile=16)
+    # gpt-oss-120b layer, one token, TP2: 4 experts hit, 4 pairs, each padded to one 16-row tile
+    s = moe_shape(1.0, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=MXFP4_WEIGHT_BYTES, law=RoutingLaw("balanced"))
+    w = 4 * 3 * 2880 * 1440 * 0.53125  # 26.44 MB of expert weights
+    act = 4 * (2 * 2880 + 6 * 1440) * 2.0
+    compute = 6 * 2880 * 1440 * (4 * 16) / (gpu.bf16_flops_per_s * 0.5)
+    memory = (w + act) / (gpu.memory_bytes_per_s * 0.8)
+    assert float(moe_time_s(s, "bf16", gpu, table, p)) == pytest.approx(4e-5 + compute + memory)
+    assert w == pytest.approx(26_438_400.0)
+
+
+def test_roofline_prices_gpt_oss_experts_with_the_w4a16_entry() -> None:
+    model, gpu, table = CAT.model("gpt-oss-120b"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    pt = phase_time(model, gpu, table, phase="decode", batch=64, tokens=2048, tp=2)
+    experts = next(op for op in pt.ops if op.name == "moe.experts")
+    s = moe_shape(64.0, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=0.53125)
+    want = moe_time_s(s, "bf16", gpu, table, w4a16_params("h100-sxm")) * model.num_layers
+    assert float(experts.time_s) == pytest.approx(float(want))
+    bf16_entry = moe_time_s(s, "bf16", gpu, table) * model.num_layers
+    assert float(experts.time_s) < float(bf16_entry)
+    # physics: never below the read of the hit experts' MXFP4 weights at full HBM bandwidth
+    assert float(experts.time_s) >= float(experts.bytes) / gpu.memory_bytes_per_s
+
+
+def test_w4a16_never_slower_than_the_same_experts_in_bf16() -> None:
+    model, gpu, table = CAT.model("gpt-oss-120b"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = w4a16_params("h100-sxm")
+    assert p is not None
+    for tokens in (1.0, 16.0, 64.0, 256.0):
+        four = moe_shape(tokens, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=0.53125)
+        two = moe_shape(tokens, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=2.0)
+        assert float(moe_time_s(four, "bf16", gpu, table, p)) <= float(moe_time_s(two, "bf16", gpu, table))
+    assert model.num_layers == 36
+
+
+def test_fit_prediction_groups_rows_by_shape_and_law() -> None:
+    gpu, table = CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    p = MoeParams(peak_fraction=0.5, m0_tokens=0.0, memory_fraction=0.8, overhead_s=4e-5, smooth_q=1.0, m_tile=16)
+    cols = {
+        "num_tokens": np.array([1.0, 1.0]),
+        "hidden_size": np.array([2880.0, 2880.0]),
+        "inter_size": np.array([2880.0, 2880.0]),
+        "topk": np.array([4.0, 4.0]),
+        "num_experts": np.array([128.0, 128.0]),
+        "moe_tp_size": np.array([2.0, 2.0]),
+        "moe_ep_size": np.array([1.0, 1.0]),
+        "latency": np.array([0.05, 0.05]),
+    }
+    rows = MoeRows(cols, (RoutingLaw("balanced"), RoutingLaw("power_law", 1.2)), cols["latency"] * 1e-3)
+    got = predict_w4a16_s(rows, p, gpu, table)
+    s = moe_shape(1.0, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=0.53125, law=RoutingLaw("balanced"))
+    assert got[0] == pytest.approx(float(moe_time_s(s, "bf16", gpu, table, p)))
+    assert got.shape == (2,)
