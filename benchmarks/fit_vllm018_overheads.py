@@ -1,4 +1,4 @@
-"""Fit the ``vllm-0.18`` profile's per-step host time on the vLLM 0.18 rows of the H100 silicon CSV, with held-out checks.
+"""Fit the ``vllm-0.18`` profile's per-step host time on the vLLM 0.18 rows of the H100 silicon CSV (held out too).
 
 Rows: the colocated vLLM 0.18.0 rows of ``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv`` (gpt-oss-120b
 MXFP4 TP2/4/8, MiniMax-M2.5 FP8 TP4 EP4; read by ``benchmarks/moe_rows.py``), priced with the profile's step term set
@@ -63,11 +63,16 @@ def main() -> None:
     gpt = [r for r in rows if r["model"] == "gpt-oss-120b"]
     mm = [r for r in rows if r["model"] == "minimax-m2.5"]
     step = _fit(rows)
-    print(f"all {len(rows)} rows: step {step:.3f} ms; median |TPOT err| gpt-oss {_abs_err(gpt, step):.1f} %, "
-          f"MiniMax {_abs_err(mm, step):.1f} %")
+    print(
+        f"all {len(rows)} rows: step {step:.3f} ms; median |TPOT err| gpt-oss {_abs_err(gpt, step):.1f} %, "
+        f"MiniMax {_abs_err(mm, step):.1f} %"
+    )
     for name, fit_on, check in (("gpt-oss", gpt, mm), ("MiniMax", mm, gpt)):
         s = _fit(fit_on)
-        print(f"fitted on {name} ({len(fit_on)} rows): step {s:.3f} ms; held-out median |TPOT err| {_abs_err(check, s):.1f} %")
+        print(
+            f"fitted on {name} ({len(fit_on)} rows): step {s:.3f} ms; "
+            f"held-out median |TPOT err| {_abs_err(check, s):.1f} %"
+        )
     tp4 = [r for r in gpt if r["tp"] == 4]
     s = _fit([r for r in gpt if r["tp"] != 4])
     print(f"fitted on gpt-oss TP2+TP8: step {s:.3f} ms; held-out TP4 median |TPOT err| {_abs_err(tp4, s):.1f} %")

@@ -19,6 +19,9 @@ Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
   DeepSeek on H100 runs ``--tp 16 --nnodes 2`` per role, and the rows give no other count]; the other TRT-LLM rows
   have no deployment we can reconstruct and are skipped with that reason.
 
+Engine profile: the engine's shipped one, except where :data:`VERSION_PROFILES` names a profile for the row's version
+(vLLM 0.18 rows: ``vllm-0.18``, async scheduling).
+
 KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
 """

@@ -10,8 +10,10 @@ CAT = open_catalog()
 
 def test_vllm_018_profile_loads_with_async_scheduling() -> None:
     p = CAT.engine("vllm-0.18")
-    assert p.engine == "vllm" and p.version == "0.18.0"
-    assert p.scheduling.overlap_scheduling and p.scheduling.overlap_extra_steps == 1.0
+    assert p.engine == "vllm"
+    assert p.version == "0.18.0"
+    assert p.scheduling.overlap_scheduling
+    assert p.scheduling.overlap_extra_steps == 1.0
     assert p.overheads.step_overhead_s(36, 2) == 0.0  # fitted 0 on the 0.18 rows: hidden behind the GPU step
     assert "vllm-0.18" in packaged_engine_names()
 

@@ -31,7 +31,8 @@ def test_only_sub_byte_experts_with_bf16_activations_take_the_w4a16_path() -> No
 def test_shipped_entries_exist_for_hopper_only() -> None:
     for gpu in ("h100-sxm", "h200-sxm"):
         p = w4a16_params(gpu)
-        assert p is not None and 0.0 < p.memory_fraction <= 1.0
+        assert p is not None
+        assert 0.0 < p.memory_fraction <= 1.0
     assert w4a16_params("b200") is None  # native FP4 tensor cores: another kernel
     assert w4a16_params("a100-sxm-80gb") is None
 
