@@ -23,6 +23,7 @@ import numpy as np
 
 from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
 from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
+from pdplan.perf.sliding_window import window_decode_context, window_prefill_shape
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import ArrayLike, FloatArray
@@ -131,6 +132,14 @@ def _attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> 
     return ops
 
 
+def _window_dims(s: PassShape, dims: dict[str, FloatArray], model: ModelSpec) -> dict[str, FloatArray]:
+    window = float(model.sliding_window or 0)
+    if s.phase == "decode":
+        return {**dims, "context": window_decode_context(dims["context"], window)}
+    batch, context = window_prefill_shape(dims["batch"], dims["context"], window)
+    return {**dims, "batch": batch, "context": context}
+
+
 def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     heads = np.ceil(model.num_attention_heads / s.tp)
     n_full = float(model.num_kv_layers)
@@ -147,7 +156,9 @@ def _attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
         "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp,
     }
     kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
-    ops = [Op("attn.core", kind, n_full, dims)]
+    ops = [Op("attn.core", kind, n_full - model.sliding_window_layers, dims)]
+    if model.sliding_window is not None:  # the window layers' equivalent shape (pdplan.perf.sliding_window)
+        ops.append(Op("attn.core_window", kind, float(model.sliding_window_layers), _window_dims(s, dims, model)))
     la = model.linear_attention
     if la is not None:
         state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes

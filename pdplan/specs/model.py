@@ -75,6 +75,10 @@ class ModelSpec(FrozenModel):
     # when only the experts are narrower (gpt-oss MXFP4: 4-bit values + one 8-bit scale per 32 = 0.53125 B)
     weight_dtype: Literal["bf16", "fp8"] = "bf16"
     expert_weight_bytes: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    # sliding-window attention (HF ``sliding_window`` + ``layer_types``): ``sliding_window_layers`` of the KV
+    # layers attend only to the last ``sliding_window`` tokens (gpt-oss: 18 of 36 layers, window 128)
+    sliding_window: PosInt | None = None
+    sliding_window_layers: NonNegInt = 0
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -92,6 +96,10 @@ class ModelSpec(FrozenModel):
                 raise FieldError("moe.first_dense_layers", "leaves no MoE layer")
         if self.mla is not None:
             self._check_mla(self.mla)
+        if (self.sliding_window is None) != (self.sliding_window_layers == 0):
+            raise FieldError("sliding_window_layers", "give sliding_window and sliding_window_layers (> 0) together")
+        if self.sliding_window_layers > self.num_kv_layers:
+            raise FieldError("sliding_window_layers", f"exceeds the {self.num_kv_layers} attention layers")
         if self.linear_attention is not None:
             full = self.full_attention_layer_indices
             if any(i >= self.num_layers for i in full):

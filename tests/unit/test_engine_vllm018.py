@@ -14,7 +14,7 @@ def test_vllm_018_profile_loads_with_async_scheduling() -> None:
     assert p.version == "0.18.0"
     assert p.scheduling.overlap_scheduling
     assert p.scheduling.overlap_extra_steps == 1.0
-    assert p.overheads.step_overhead_s(36, 2) == 0.000588  # fitted on the 0.18 rows: mostly hidden by async scheduling
+    assert p.overheads.step_overhead_s(36, 2) == 0.000739  # fitted on the 0.18 rows: mostly hidden by async scheduling
     assert "vllm-0.18" in packaged_engine_names()
 
 
