@@ -245,7 +245,9 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   batch_size column is C/TP (48 at C = 192 TP4, 160 at C = 320 TP2, 96 at C = 384 TP4): the per-rank batch of an
   attention-DP layout rather than a TP one, which the rows do not record (attention_dp_size empty), so the
   deployment is not reconstructed. Their experts are W4A8 (MXFP4 weights, FP8 activations), a kernel with no
-  measured table here; they keep the FP8 fused-MoE entry (TPOT -33 %).
+  measured table here; they are priced with the W4A16 entry, its upper bound (same 4-bit weight reads, compute no
+  faster than BF16), and still come out 35 % fast: the runs decode at 48-60 ms per step with C = 160-384 in
+  flight, a batch the profile's 256 seats do not admit at once.
 * **Colocated TTFT** (Qwen3-235B +49 %, MiniMax +19 %). Qwen3-235B on TensorRT-LLM measures a nearly flat
   TTFT of 230-270 ms at TP4 EP4 for ISL 128-1,024 and C = 8-64, where the prompt's own prefill is 6-40 ms: a
   per-request floor of ~0.2 s and no growth with C·ISL. The dense TensorRT-LLM 1.0.0rc3 rows show the same floor

@@ -12,8 +12,11 @@ The BF16 fused-MoE entry (fitted on 2-byte weights, where the weight read hides 
 W4A16 kernel exposes less) over-prices these layers 2-3x.
 
 :func:`w4a16_params` is the hook :mod:`pdplan.perf.roofline` calls for an MoE op whose expert weights are
-narrower than one byte and whose GEMM dtype is BF16: the fitted entry for the GPU, or None where no table
-exists (the roofline then keeps the BF16 fused-MoE entry, as it did before this module).
+narrower than one byte, whatever the GEMM dtype: the fitted entry for the GPU (priced at the BF16 peak), or None
+where no table exists (the roofline then keeps the dtype's fused-MoE entry, as it did before this module). With
+FP8 activations (TensorRT-LLM's W4A8 MXFP4 path on Hopper) no measured table exists; the same 4-bit weights are
+read and FP8 compute could only be faster, so the W4A16 entry is its upper bound, and an FP8 plan of an MXFP4
+model is never priced slower than its BF16 one.
 """
 
 from __future__ import annotations
@@ -43,6 +46,6 @@ def w4a16_params(gpu_name: str) -> MoeParams | None:
         raise SpecError(f"bad moe_w4a16 entry: {err}", source=str(path), field="moe_w4a16") from err
 
 
-def uses_w4a16(weight_bytes: float, gemm_flavour: str) -> bool:
-    """True for 4-bit expert weights run with BF16 activations (the W4A16 kernel; module docstring)."""
-    return weight_bytes < W4_WEIGHT_BYTES_MAX and gemm_flavour == "bf16"
+def uses_w4a16(weight_bytes: float) -> bool:
+    """True for 4-bit expert weights (the W4A16 kernel, also the bound for W4A8; module docstring)."""
+    return weight_bytes < W4_WEIGHT_BYTES_MAX

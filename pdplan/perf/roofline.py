@@ -155,8 +155,10 @@ def _op_time_s(
     if op.kind == "moe" and op.moe is not None:
         if kernel == "deepgemm_wideep":  # SGLang DeepEP + DeepGEMM (pdplan.perf.moe_wideep)
             return wideep_moe_time_s(op.moe, phase, gpu, table)
-        w4 = w4a16_params(table.gpu) if uses_w4a16(op.moe.weight_bytes, prec.gemm_flavour) else None
-        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table, w4)  # type: ignore[arg-type]  # w4: MXFP4 W4A16
+        w4 = w4a16_params(table.gpu) if uses_w4a16(op.moe.weight_bytes) else None
+        if w4 is not None:  # MXFP4 experts: the W4A16 kernel at the BF16 peak (pdplan.perf.moe_w4a16)
+            return moe_time_s(op.moe, "bf16", gpu, table, w4)
+        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)
     if op.kind == "allreduce":

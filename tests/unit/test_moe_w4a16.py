@@ -11,7 +11,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
-from pdplan.perf.roofline import phase_time
+from pdplan.perf.roofline import Precision, phase_time
 from pdplan.specs.kernel_table import MoeParams
 
 CAT = open_catalog()
@@ -21,11 +21,22 @@ def test_mxfp4_weight_bytes_are_four_bits_plus_a_scale_per_32() -> None:
     assert MXFP4_WEIGHT_BYTES == (32 * 4 + 8) / (32 * 8)
 
 
-def test_only_sub_byte_experts_with_bf16_activations_take_the_w4a16_path() -> None:
-    assert uses_w4a16(0.53125, "bf16")
-    assert not uses_w4a16(1.0, "bf16")  # FP8 experts
-    assert not uses_w4a16(2.0, "bf16")
-    assert not uses_w4a16(0.53125, "fp8")  # W4A8: another kernel, not fitted
+def test_only_sub_byte_experts_take_the_w4a16_path() -> None:
+    assert uses_w4a16(0.53125)
+    assert not uses_w4a16(1.0)  # FP8 experts
+    assert not uses_w4a16(2.0)
+
+
+def test_fp8_plan_of_an_mxfp4_model_is_priced_as_its_bf16_one() -> None:
+    # the same 4-bit weights are read; FP8 activations (W4A8) have no table and could only compute faster
+    model, gpu, table = CAT.model("gpt-oss-120b"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
+    for batch in (1, 64):
+        t = {}
+        for dtype, wb in (("bf16", 2.0), ("fp8", 1.0)):
+            prec = Precision(weight_bytes=wb, act_bytes=wb, kv_bytes=2.0)
+            pt = phase_time(model, gpu, table, phase="decode", batch=batch, tokens=2048, tp=2, precision=prec)
+            t[dtype] = float(next(op for op in pt.ops if op.name == "moe.experts").time_s)
+        assert t["fp8"] == pytest.approx(t["bf16"])
 
 
 def test_shipped_entries_exist_for_hopper_only() -> None:
