@@ -19,6 +19,9 @@ Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
   DeepSeek on H100 runs ``--tp 16 --nnodes 2`` per role, and the rows give no other count]; the other TRT-LLM rows
   have no deployment we can reconstruct and are skipped with that reason.
 
+Engine profile: the engine's shipped one, except where :data:`VERSION_PROFILES` names a profile for the row's version
+(vLLM 0.18 rows: ``vllm-0.18``, async scheduling).
+
 KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
 """
@@ -117,6 +120,18 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
     return out, skipped
 
 
+VERSION_PROFILES = {("vllm", "0.18"): "vllm-0.18"}
+"""Rows of these (engine, version prefix) are priced with the named profile; the rest with the engine's default."""
+
+
+def profile_of(row: dict[str, Any]) -> str:
+    """The engine profile a row is priced with (:data:`VERSION_PROFILES`, else the engine's own name)."""
+    for (engine, prefix), profile in VERSION_PROFILES.items():
+        if row["engine"] == engine and row["version"].startswith(prefix):
+            return profile
+    return str(row["engine"])
+
+
 def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
     """The pdplan scenario of one row (fixed ISL/OSL; the row's engine)."""
     sc: dict[str, Any] = {
@@ -127,7 +142,7 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
         },
         "dtype": row["dtype"],
         "kv_dtype": row["dtype"],
-        "engine": row["engine"],
+        "engine": profile_of(row),
     }
     if row["mode"] == "agg":
         sc["mode"] = "colocated"

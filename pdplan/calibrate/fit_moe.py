@@ -151,8 +151,8 @@ TILES: tuple[dict[str, int], ...] = (
     # fit fast and the tiles the same on every GPU).
     {"m_tile": 64, "n_tile": 64, "n_tile_small": 32, "k_tile": 32},
 )
-_FIXED = {"m0_tokens": 0.0, "per_expert_s": 0.0, "smooth_q": 4.0}
-_X0 = {
+FIXED = {"m0_tokens": 0.0, "per_expert_s": 0.0, "smooth_q": 4.0}
+X0 = {
     "peak_fraction": 0.5,
     "memory_fraction": 0.8,
     "pair_memory_fraction": 0.5,
@@ -165,7 +165,7 @@ _X0 = {
     "reread_fraction": 0.1,
     "unaligned_penalty": 0.5,
 }
-_BOUNDS = {
+BOUNDS = {
     "peak_fraction": (0.05, 1.0),
     "memory_fraction": (0.1, 1.0),
     "pair_memory_fraction": (0.05, 1.0),
@@ -189,7 +189,7 @@ def fit_moe(rows: MoeRows, flavour: GemmFlavour, gpu: GpuPeaks, table: KernelTab
     sub = _subset(rows, subsample_index(rows.measured_s.size, MAX_MOE_FIT_ROWS))
     shapes, n = layer_shapes(sub, flavour), sub.measured_s.size
     inter = np.ceil(rows.cols["inter_size"] / rows.cols["moe_tp_size"])
-    fixed, x0 = dict(_FIXED), dict(_X0)
+    fixed, x0 = dict(FIXED), dict(X0)
     if not np.any(np.mod(inter, 16.0) != 0.0):  # no misaligned shard measured (block-FP8 needs 128 | I/tp)
         fixed["unaligned_penalty"] = x0.pop("unaligned_penalty") * 0.0
     best: tuple[float, MoeParams] | None = None
@@ -200,7 +200,7 @@ def fit_moe(rows: MoeRows, flavour: GemmFlavour, gpu: GpuPeaks, table: KernelTab
                 params = MoeParams(**p, **fixed, **tiles, all_pairs=all_pairs)
                 return _predict(shapes, n, params, flavour, gpu, table)
 
-            res = fit_parameters(predict, x0, _BOUNDS, sub.measured_s, f_scale=0.05)
+            res = fit_parameters(predict, x0, BOUNDS, sub.measured_s, f_scale=0.05)
             if best is None or res.stats.p90_abs_pct < best[0]:
                 best = (res.stats.p90_abs_pct, MoeParams(**res.params, **fixed, **tiles, all_pairs=all_pairs))
     assert best is not None

@@ -254,9 +254,10 @@ def _deepseek_v3(c: _Config) -> Fields:
 def _gpt_oss(c: _Config) -> Fields:
     """OpenAI gpt-oss: GQA with q/k/v/o biases, SwiGLU experts with biases, every layer MoE.
 
-    Half its layers use a 128-token sliding window (``layer_types``); pdplan prices every layer as full
-    attention (an upper bound on KV bytes and attention time, stated in the notes). The learned attention
-    sinks (one scalar per head) and the router bias are not counted (< 0.01 % of the parameters).
+    Half its layers use a 128-token sliding window: ``sliding_window`` with ``layer_types`` naming each layer
+    ``sliding_attention`` or ``full_attention`` (without ``layer_types``, every other layer, as the config's
+    default). The learned attention sinks (one scalar per head) and the router bias are not counted (< 0.01 %
+    of the parameters).
     """
     bias = c.get_bool("attention_bias", True)
     fields = _rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
@@ -267,7 +268,17 @@ def _gpt_oss(c: _Config) -> Fields:
     }
     fields["mlp_bias"] = True  # GptOssExperts: gate_up_proj_bias, down_proj_bias
     if c.has("sliding_window"):
-        c.defaults.append(f"sliding-window layers ({c.data['sliding_window']} tokens) priced as full attention")
+        layers = fields["num_layers"]
+        types = c.data.get("layer_types") or [
+            "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
+        ]
+        if len(types) != layers or not set(types) <= {"sliding_attention", "full_attention"}:
+            raise c.error("layer_types", "must list 'sliding_attention' or 'full_attention' for each layer")
+        if "sliding_attention" in types and "full_attention" in types:
+            fields["sliding_window"] = {
+                "window": c.get_int("sliding_window"),
+                "layers": [i for i, t in enumerate(types) if t == "sliding_attention"],
+            }
     return fields
 
 

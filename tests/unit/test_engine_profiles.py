@@ -14,7 +14,7 @@ GIB = 2**30
 
 
 def test_packaged_profiles_load_with_versions() -> None:
-    assert packaged_engine_names() == ["kernels", "sglang", "trtllm", "vllm"]
+    assert packaged_engine_names() == ["kernels", "sglang", "trtllm", "vllm", "vllm-0.18"]
     for name in packaged_engine_names():
         profile = load_engine(name)
         assert profile.name == name

@@ -209,7 +209,8 @@ def test_quantization_config_sets_the_stored_weight_dtype() -> None:
     assert load_hf_config(HF / "kimi-k2.json").checkpoint_weight_bytes == 1.0
     oss = load_hf_config(HF / "gpt-oss-120b.json")
     assert (oss.weight_dtype, oss.expert_weight_bytes) == ("bf16", 0.53125)
-    assert "priced as full attention" in oss.notes
+    assert oss.sliding_window is not None
+    assert (oss.sliding_window.window, oss.sliding_window.layers) == (128, tuple(range(0, 36, 2)))  # every even layer
     assert load_hf_config(HF / "qwen3-30b-a3b.json").weight_dtype == "bf16"
 
 
