@@ -24,6 +24,7 @@ from pdplan.queueing.decode import (
     decode_capacity,
     decode_fixed_point,
     decode_workload,
+    kv_footprint,
     load_noise,
     tpot_distribution,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "decode_capacity",
     "decode_fixed_point",
     "decode_workload",
+    "kv_footprint",
     "distserve_inter_op_ttft_s",
     "distserve_intra_op_ttft_s",
     "distserve_md1_ttft_s",
