@@ -57,7 +57,8 @@ class LoopInputs:
     spread: bool = False
     """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
     state_tokens_per_seq: float = 0.0
-    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models, :mod:`pdplan.perf.memory`)."""
+    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
+    :mod:`pdplan.perf.memory`)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:

@@ -158,7 +158,8 @@ class ColocatedModel:
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
         )
-        fixed_k = (rates / self.z) * out.tpot_mean_s * kv_footprint(self.cells, self.decode.state_tokens_per_seq).mean_work
+        held = kv_footprint(self.cells, self.decode.state_tokens_per_seq)  # contexts + fixed state per sequence
+        fixed_k = (rates / self.z) * out.tpot_mean_s * held.mean_work
         util: Utilisation = {
             "prefill": out.prefill_utilisation,
             "decode": out.decode_utilisation,

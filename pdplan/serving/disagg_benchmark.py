@@ -78,7 +78,8 @@ class DisaggLoopInputs:
     prefill_streams_token_1: bool = False
     """TTFT convention B (DistServe): the prefill instance streams token 1, and token 2 waits for the KV."""
     state_tokens_per_seq: float = 0.0
-    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models, :mod:`pdplan.perf.memory`)."""
+    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
+    :mod:`pdplan.perf.memory`)."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:

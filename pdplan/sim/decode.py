@@ -7,8 +7,8 @@ Model and policy:
   time).
 * Admission happens only at a step boundary (or at once when the instance is idle): the queue head
   is admitted while ``B < max_batch`` and ``kv_used + l + n + s ≤ kv_capacity_tokens`` (s: the slots of a
-  hybrid's fixed state). A request reserves its final footprint ``l + n + s`` at admission and releases it at completion, so no
-  preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
+  hybrid's fixed state). A request reserves its final footprint ``l + n + s`` at admission and releases it at
+  completion, so no preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
   requests behind it — head-of-line blocking, no skipping).
 * Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
   active sequence gains one token. A sequence admitted at the boundary of step s finishes at the end
