@@ -26,8 +26,16 @@ n_kv heads hold copies (r = t / n_kv when t > n_kv), MLA's latent cache is not s
 
     kv_capacity_tokens = t · p · kv_free / (kv_bytes_per_token · r)
 
-and the number of sequences that fit at context c is kv_capacity_tokens / c (hybrids also pay a fixed
-linear-attention state per sequence). Defaults come from ``pdplan/data/serving_defaults.yaml`` (with sources).
+Hybrid and sliding-window models also hold a fixed state per sequence whatever its length (linear-attention
+recurrent + conv state, the window layers' K/V: :meth:`pdplan.specs.model.ModelSpec.sequence_state_bytes`),
+S = t · sequence_state_bytes(t) bytes per instance (per DP rank). A sequence of L tokens then holds L·k + S bytes
+(k = kv_bytes_per_token · r), so N sequences fit iff Σ_i (L_i·k + S) ≤ kv_capacity_tokens · k, i.e.
+
+    Σ_i (L_i + s) ≤ kv_capacity_tokens,   s = state_tokens_per_seq = S / k
+
+every sequence costs s token slots on top of its context (Qwen3-Next, bf16 KV, t = 1: 77,266,944 / 24,576 =
+3,144 slots). Token-based KV checks add s per sequence; dense and MLA models have s = 0 and are unchanged.
+Defaults come from ``pdplan/data/serving_defaults.yaml`` (with sources).
 """
 
 from __future__ import annotations
@@ -54,11 +62,18 @@ class InstanceMemory:
     kv_capacity_tokens: FloatArray
     fits: npt.NDArray[np.bool_]
     gpus_per_instance: FloatArray
+    state_bytes_per_seq_instance: FloatArray | float = 0.0  # S of the module docstring, per DP rank
 
-    def max_sequences(self, context_tokens: ArrayLike, state_bytes_per_seq: float = 0.0) -> FloatArray:
-        """Sequences that fit at mean context ``context_tokens`` (0 where the configuration does not fit)."""
+    @property
+    def state_tokens_per_seq(self) -> FloatArray:
+        """s = S / k: the token slots a sequence's fixed state takes (module docstring; 0 for dense and MLA)."""
+        return np.asarray(self.state_bytes_per_seq_instance / self.kv_bytes_per_token_instance, dtype=np.float64)
+
+    def max_sequences(self, context_tokens: ArrayLike) -> FloatArray:
+        """Sequences that fit at mean context ``context_tokens``, kv_capacity_tokens / (c + s), each paying its fixed
+        state (0 where the configuration does not fit)."""
         per_seq = np.asarray(context_tokens, dtype=np.float64) * self.kv_bytes_per_token_instance
-        per_seq = per_seq + state_bytes_per_seq
+        per_seq = per_seq + self.state_bytes_per_seq_instance
         total_free = self.kv_free_bytes * self.gpus_per_instance
         result: FloatArray = np.where(self.fits, np.floor(total_free / per_seq), 0.0)
         return result
@@ -115,7 +130,18 @@ def instance_memory(
     per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only
     capacity = np.where(kv_free > 0.0, t * p * kv_free / per_token, 0.0)
     capacity = capacity * dp
-    return InstanceMemory(usable, weights, workspace, kv_free, per_token, capacity, kv_free > 0.0, t * p * dp)
+    state = sequence_state_bytes_instance(model, t, kv_dtype_bytes)
+    return InstanceMemory(usable, weights, workspace, kv_free, per_token, capacity, kv_free > 0.0, t * p * dp, state)
+
+
+def sequence_state_bytes_instance(model: ModelSpec, tp: ArrayLike, kv_dtype_bytes: float) -> FloatArray | float:
+    """S: fixed bytes one sequence holds over the t GPUs of a TP group, t · sequence_state_bytes(t) (module
+    docstring); pipeline stages split the layers, so the sum over all t·p GPUs is the same. 0.0 for dense/MLA."""
+    if model.linear_attention is None and model.sliding_window is None:
+        return 0.0
+    t = np.asarray(tp, dtype=np.float64)
+    per_gpu = np.vectorize(lambda x: model.sequence_state_bytes(kv_dtype_bytes, float(x)), otypes=[np.float64])(t)
+    return np.asarray(t * per_gpu, dtype=np.float64)
 
 
 def expert_weight_bytes(model: ModelSpec, dtype_bytes: float) -> float:

@@ -24,6 +24,7 @@ from pdplan.queueing.decode import (
     decode_capacity,
     decode_fixed_point,
     decode_workload,
+    kv_footprint,
     load_noise,
     tpot_distribution,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "erlang_c",
     "goodput_rate",
     "joint_attainment",
+    "kv_footprint",
     "least_work_wait_distribution",
     "load_noise",
     "mg1_wait_distribution",

@@ -99,6 +99,17 @@ class DecodeWorkload:
         return float(self.prob @ s)
 
 
+def kv_footprint(workload: DecodeWorkload, state_tokens_per_seq: float) -> DecodeWorkload:
+    """The workload as the KV pool sees it: each sequence holds ``s`` token slots of fixed state on top of its
+    context (:mod:`pdplan.perf.memory`), i.e. its context shifted by s, so ``mean_work`` gains s·E[n] (K̄ + s·N by
+    Little's law) and ``context_square_sum`` becomes E[Σ_{j<n}(L+s+j)²]. Unchanged when s = 0."""
+    if state_tokens_per_seq == 0.0:
+        return workload
+    if not state_tokens_per_seq > 0.0:
+        raise ValueError(f"state_tokens_per_seq must be >= 0, got {state_tokens_per_seq}")
+    return DecodeWorkload(workload.input_tokens + state_tokens_per_seq, workload.decode_steps, workload.prob)
+
+
 def decode_workload(input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike) -> DecodeWorkload:
     """Validate workload bins (joint (L, n) histogram flattened to M bins)."""
     lin, p = check_pmf(input_tokens, prob, "input_tokens")
@@ -331,25 +342,29 @@ def decode_capacity(
     max_num_seqs: float,
     z: float = Z99,
     utilisation_max: float = 0.85,
+    state_tokens_per_seq: float = 0.0,
 ) -> DecodeCapacity:
     """Max per-instance rate meeting u ≤ u_max, ``K̄ + z·sd K ≤ M_kv``, ``N + z·sqrt(N F) ≤ seats``.
 
     ``utilisation_max`` defaults to 0.85, the highest load at which QUEUEING.md §6.3 validated the
     model (§5.2 "require u < u_max (≈0.85)"). A single request whose L + n exceeds M_kv gives 0.
+    ``state_tokens_per_seq``: KV slots of fixed state per sequence; K counts them (:func:`kv_footprint`).
     """
     if not 0.0 < utilisation_max < 1.0:
         raise ValueError("utilisation_max must lie in (0, 1)")
     lam_u = _rate_at_utilisation(workload, step_time, utilisation_max)
-    if float((workload.input_tokens + workload.decode_steps).max()) > kv_capacity_tokens:
+    held = kv_footprint(workload, state_tokens_per_seq)
+    if float((held.input_tokens + held.decode_steps).max()) > kv_capacity_tokens:
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
 
     def excess(lam: float) -> tuple[float, float]:
         st = decode_fixed_point([lam], workload, step_time)
         _, fac = load_noise(st, workload)
         lt = lam * float(st.tau_mean_s[0])
-        sd_k = math.sqrt(lt * workload.context_square_sum * float(fac[0]))
+        sd_k = math.sqrt(lt * held.context_square_sum * float(fac[0]))
         n = float(st.mean_seqs[0])
-        kv = float(st.mean_context_tokens[0]) + z * sd_k - kv_capacity_tokens
+        k_mean = float(st.mean_context_tokens[0]) + state_tokens_per_seq * n
+        kv = k_mean + z * sd_k - kv_capacity_tokens
         return kv, n + z * math.sqrt(n * float(fac[0])) - max_num_seqs
 
     top = excess(lam_u)

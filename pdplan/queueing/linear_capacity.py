@@ -16,6 +16,7 @@ from pdplan.queueing.decode import (
     DecodeWorkload,
     LinearStepTime,
     decode_fixed_point,
+    kv_footprint,
     load_noise,
 )
 from pdplan.types import Z99
@@ -28,9 +29,16 @@ def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
 
 
 def _bound_rates(
-    wl: DecodeWorkload, step: LinearStepTime, lam_u: float, kv_cap: float, seats: float, factor: float
+    wl: DecodeWorkload,
+    step: LinearStepTime,
+    lam_u: float,
+    kv_cap: float,
+    seats: float,
+    factor: float,
+    held: DecodeWorkload,
 ) -> tuple[float, float]:
-    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u)."""
+    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u); K counts the KV
+    footprint ``held`` (:func:`pdplan.queueing.decode.kv_footprint`)."""
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
 
     def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
@@ -38,7 +46,7 @@ def _bound_rates(
 
     def kv(lam: float) -> float:
         x = lt(lam)
-        return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum * factor) - kv_cap
+        return x * held.mean_work + Z99 * math.sqrt(x * held.context_square_sum * factor) - kv_cap
 
     def seq(lam: float) -> float:
         n = lt(lam) * wl.mean_steps
@@ -51,7 +59,13 @@ def _bound_rates(
 
 
 def fast_decode_capacity(
-    wl: DecodeWorkload, step: LinearStepTime, *, kv_capacity_tokens: float, max_num_seqs: float, utilisation_max: float
+    wl: DecodeWorkload,
+    step: LinearStepTime,
+    *,
+    kv_capacity_tokens: float,
+    max_num_seqs: float,
+    utilisation_max: float,
+    state_tokens_per_seq: float = 0.0,
 ) -> DecodeCapacity:
     """Same bounds as :func:`pdplan.queueing.linear_capacity` for a linear τ, with closed forms.
 
@@ -59,17 +73,19 @@ def fast_decode_capacity(
     the KV and seat bounds are monotone scalar equations in λ solved by brentq with the feedback
     factor F held fixed, F first taken at λ_u (F grows with load, so this is conservative) and then
     re-evaluated once at the solution (two §2.4 FFTs instead of one per brentq step; F changes
-    slowly, the refinement moves the rate by well under 1 % in our examples).
+    slowly, the refinement moves the rate by well under 1 % in our examples). ``state_tokens_per_seq``: KV slots of
+    fixed state per sequence, counted in the KV bound only (:func:`pdplan.queueing.decode.kv_footprint`).
     """
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
     lam_u = utilisation_max / per
-    if float((wl.input_tokens + wl.decode_steps).max()) > kv_capacity_tokens:
+    held = kv_footprint(wl, state_tokens_per_seq)
+    if float((held.input_tokens + held.decode_steps).max()) > kv_capacity_tokens:
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
     factor = _feedback(lam_u, wl, step)
-    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
+    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor, held)
     if min(kv, seq) < lam_u:
         factor = _feedback(min(kv, seq), wl, step)
-        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor)
+        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor, held)
     bounds = {"utilisation": lam_u, "kv": kv, "seqs": seq}
     binding = min(bounds, key=lambda k: bounds[k])
     return DecodeCapacity(bounds[binding], lam_u, kv, seq, binding)

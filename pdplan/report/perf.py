@@ -18,6 +18,7 @@ Library use::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,9 +58,10 @@ class RooflineRun:
 
     @property
     def kv_tokens_needed(self) -> int:
-        """KV tokens the pass holds: ``batch`` prompts of ``tokens`` (prefill) or sequences of mean context ``tokens``
-        (decode)."""
-        return self.batch * self.tokens
+        """KV token slots the pass holds: ``batch`` prompts of ``tokens`` (prefill) or sequences of mean context
+        ``tokens`` (decode), plus each sequence's fixed state of a hybrid, ⌈batch·s⌉ (:mod:`pdplan.perf.memory`)."""
+        state = float(self.memory.state_tokens_per_seq.ravel()[0])
+        return self.batch * self.tokens + math.ceil(self.batch * state)
 
     @property
     def kv_capacity_tokens(self) -> float:
@@ -146,7 +148,8 @@ def roofline_warnings(run: RooflineRun) -> list[str]:
         )
     elif not run.fits:
         warnings.append(
-            f"the pass holds {run.kv_tokens_needed:,} KV tokens ({run.batch} x {run.tokens}) but "
+            f"the pass holds {run.kv_tokens_needed:,} KV tokens ({run.batch} x {run.tokens}"
+            f"{' + fixed state' if run.kv_tokens_needed > run.batch * run.tokens else ''}) but "
             f"{run.tp * run.pp}x {run.gpu.name} has room for {run.kv_capacity_tokens:,.0f}; time shown anyway"
         )
     if not run.table.calibrated:

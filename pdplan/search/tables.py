@@ -127,6 +127,7 @@ def decode_tables(
             kv_capacity_tokens=perf.kv_capacity_tokens,
             max_num_seqs=float(s),
             utilisation_max=DECODE_U_MAX,
+            state_tokens_per_seq=perf.state_tokens_per_seq,
         )
         for s in seat_caps
     ]

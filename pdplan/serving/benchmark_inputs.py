@@ -34,6 +34,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         request_delay_s=request_delay_s(hw, isl),
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
+        state_tokens_per_seq=model.decode.state_tokens_per_seq,
     )
 
 

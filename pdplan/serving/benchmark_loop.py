@@ -5,7 +5,8 @@ last one ends, until N measured requests (after W warm-up ones) are done. TTFT i
 any wait inside the server), TPOT = (E2E − TTFT)/(OSL − 1) per request, both averaged over requests. Lengths are
 taken fixed at the workload's means (the benchmarks compared here use fixed ISL/OSL with ``ignore_eos``).
 
-The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1)⌋)`` requests; the other ``C − C_eff`` wait
+The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1 + s)⌋)`` requests (s: the KV token slots of a
+hybrid's fixed per-sequence state, :mod:`pdplan.perf.memory`); the other ``C − C_eff`` wait
 in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughput). Step prices: the decode step
 ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) and a prompt's
 prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.serving.roles.chunk_price`).
@@ -55,6 +56,9 @@ class LoopInputs:
     overlap_steps: float
     spread: bool = False
     """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
+    state_tokens_per_seq: float = 0.0
+    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
+    :mod:`pdplan.perf.memory`)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -66,7 +70,7 @@ def decode_s(inp: LoopInputs, batch: float) -> float:
 
 def admitted(inp: LoopInputs, concurrency: int) -> int:
     """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each)."""
-    per_request = inp.input_tokens + max(inp.output_tokens - 1.0, 0.0)
+    per_request = inp.input_tokens + max(inp.output_tokens - 1.0, 0.0) + inp.state_tokens_per_seq
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 
 

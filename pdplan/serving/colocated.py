@@ -46,6 +46,7 @@ import numpy.typing as npt
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
+from pdplan.queueing.decode import kv_footprint
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
@@ -118,9 +119,11 @@ class ColocatedModel:
         if self.scheduler == "chunked":
             cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), Binding.PREFILL_CHUNK))
 
+        held = kv_footprint(wl, self.decode.state_tokens_per_seq)  # contexts + fixed state per sequence
+
         def kv(lam: float) -> float:
             x = lam * self._tau(lam)
-            return x * wl.mean_work + Z99 * math.sqrt(x * wl.context_square_sum) - (self.decode.kv_capacity_tokens)
+            return x * held.mean_work + Z99 * math.sqrt(x * held.context_square_sum) - (self.decode.kv_capacity_tokens)
 
         def seats(lam: float) -> float:
             n = lam * self._tau(lam) * wl.mean_steps
@@ -138,7 +141,8 @@ class ColocatedModel:
         tau = np.array([self._tau(float(x)) for x in lam])
         st, wl = self.decode.step, self.cells
         u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
-        return {"prefill": u_p, "decode": u_d, "decode_kv": lam * tau * wl.mean_work / self.decode.kv_capacity_tokens}
+        held = kv_footprint(wl, self.decode.state_tokens_per_seq)
+        return {"prefill": u_p, "decode": u_d, "decode_kv": lam * tau * held.mean_work / self.decode.kv_capacity_tokens}
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
@@ -154,7 +158,8 @@ class ColocatedModel:
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
         )
-        fixed_k = (rates / self.z) * out.tpot_mean_s * self.cells.mean_work
+        held = kv_footprint(self.cells, self.decode.state_tokens_per_seq)  # contexts + fixed state per sequence
+        fixed_k = (rates / self.z) * out.tpot_mean_s * held.mean_work
         util: Utilisation = {
             "prefill": out.prefill_utilisation,
             "decode": out.decode_utilisation,
@@ -205,10 +210,10 @@ def build_colocated(res: ResolvedScenario) -> ColocatedModel:
     assert d.scheduler is not None
     cells = decode_cells(res)
     dperf = decode_perf(res.colocated, cells.mean_work / cells.mean_steps, res.max_num_seqs)
-    if float((cells.input_tokens + cells.decode_steps).max()) > dperf.kv_capacity_tokens:
+    if float((cells.input_tokens + cells.decode_steps).max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {res.colocated.label} holds {dperf.kv_capacity_tokens:.0f} KV "
-            "tokens, less than the longest request",
+            f"tokens, less than the longest request (with {dperf.state_tokens_per_seq:.0f} of fixed state)",
             binding_constraint=Binding.DECODE_KV,
         )
     instance_budget(res.colocated, "colocated")

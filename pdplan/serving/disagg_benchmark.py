@@ -77,6 +77,9 @@ class DisaggLoopInputs:
     kv_tokens_per_instance: float
     prefill_streams_token_1: bool = False
     """TTFT convention B (DistServe): the prefill instance streams token 1, and token 2 waits for the KV."""
+    state_tokens_per_seq: float = 0.0
+    """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
+    :mod:`pdplan.perf.memory`)."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:
@@ -93,11 +96,9 @@ def decode_step_s(inp: DisaggLoopInputs, batch: float) -> float:
 
 
 def batch_max(inp: DisaggLoopInputs) -> float:
-    """B_max: the seats or the KV tokens (ISL + OSL per sequence) of one decode instance, whichever binds."""
-    return max(
-        1.0,
-        min(inp.seats_per_instance, math.floor(inp.kv_tokens_per_instance / (inp.input_tokens + inp.output_tokens))),
-    )
+    """B_max: the seats or the KV tokens (ISL + OSL + s per sequence) of one decode instance, whichever binds."""
+    per_seq = inp.input_tokens + inp.output_tokens + inp.state_tokens_per_seq
+    return max(1.0, min(inp.seats_per_instance, math.floor(inp.kv_tokens_per_instance / per_seq)))
 
 
 def decode_batch(inp: DisaggLoopInputs, rate_rps: float, clients: int) -> float:
@@ -240,6 +241,7 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         seats_per_instance=model.decode.max_num_seqs,
         kv_tokens_per_instance=model.decode.kv_capacity_tokens,
         prefill_streams_token_1=res.scenario.ttft_convention == "B",
+        state_tokens_per_seq=model.decode.state_tokens_per_seq,
     )
 
 

@@ -160,7 +160,8 @@ class DisaggregatedModel:
         out: Utilisation = {
             "prefill": self.pool.load(rates),
             "decode": fixed.utilisation,
-            "decode_kv": fixed.mean_context_tokens / self.decode.kv_capacity_tokens,
+            "decode_kv": (fixed.mean_context_tokens + self.decode.state_tokens_per_seq * fixed.mean_seqs)
+            / self.decode.kv_capacity_tokens,
             "link": rates * self.link_rate_factor * float(p @ self.link_service_s),
         }
         if self.pool.batched is not None and prefill_busy is not None:
@@ -316,11 +317,12 @@ def _decode_capacity(res: ResolvedScenario, cells: DecodeWorkload) -> tuple[Deco
         kv_capacity_tokens=dperf.kv_capacity_tokens,
         max_num_seqs=dperf.max_num_seqs,
         utilisation_max=DECODE_U_MAX,
+        state_tokens_per_seq=dperf.state_tokens_per_seq,
     )
     if cap.max_rate_per_s <= 0.0:
         raise NoFeasiblePlanError(
             f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
-            "less than the longest request (input + output)",
+            f"less than the longest request (input + output + {dperf.state_tokens_per_seq:.0f} of fixed state)",
             binding_constraint=Binding.DECODE_KV,
         )
     return dperf, cap
@@ -347,11 +349,13 @@ def _tandem_link(
 
 
 def _check_prefill_memory(res: ResolvedScenario) -> None:
-    """The prefill instance must hold the longest prompt's (or a full batch's) KV."""
+    """The prefill instance must hold the longest prompt's (or a full batch's) KV, plus one sequence's fixed state
+    (hybrids; a batch of several prompts holds one per prompt, so this is a lower bound there)."""
     assert res.prefill is not None
     pmem = instance_budget(res.prefill, "prefill")
     hold = float(np.ravel(pmem.kv_capacity_tokens)[0])
     need = max(float(res.lengths.input_tokens.max()), float(res.prefill_batch_tokens or 0))
+    need += float(np.ravel(pmem.state_tokens_per_seq)[0])
     if need > hold:
         what = (
             "the longest prompt bin"

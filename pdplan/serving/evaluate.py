@@ -92,6 +92,11 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
         "decode_fit_median_rel_err": model.decode.fit_median_rel_err,
         "decode_fit_max_rel_err": model.decode.fit_max_rel_err,
         "decode_kv_capacity_tokens": model.decode.kv_capacity_tokens,
+        **(
+            {"decode_state_tokens_per_seq": model.decode.state_tokens_per_seq}
+            if model.decode.state_tokens_per_seq
+            else {}
+        ),
         "max_num_seqs": res.max_num_seqs,
         "mean_input_tokens": res.lengths.mean_input(),
         "mean_output_tokens": res.lengths.mean_output(),

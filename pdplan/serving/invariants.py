@@ -32,10 +32,11 @@ Ceilings, at total rate λ on a pool of k instances (``λ_k = λ/k``):
   sequence's KV once.
 * **KV capacity**: resident KV ``λ_k E[work] τ_min ≤ M_kv`` by Little's law at the fastest step
   physics allows, ``τ_min = B(1/p, 0)/BW``, with E[work] = E[nL + n(n − 1)/2] (and the model's own
-  K̄ = λ_k E[work] τ̄ ≤ M_kv); seats ``λ_k E[n] τ_min ≤ max_num_seqs``.
-* **link**: KV bytes per second ``λ E[L] kv_bytes_per_token ≤ k_side ν R`` on each side (ν NICs per
-  instance, ``nics_per_instance`` or one per GPU, at line rate R; the unique KV, a lower bound on
-  what any granularity sends).
+  K̄ = λ_k E[work] τ̄ ≤ M_kv); seats ``λ_k E[n] τ_min ≤ max_num_seqs``. Hybrid and sliding-window models add
+  s token slots of fixed state per sequence (:mod:`pdplan.perf.memory`): E[work] + s·E[n], K̄ + s·N̄.
+* **link**: KV bytes per second ``λ (E[L] kv_bytes_per_token + S) ≤ k_side ν R`` on each side (ν NICs per
+  instance, ``nics_per_instance`` or one per GPU, at line rate R; the unique KV plus the fixed per-sequence state S
+  that :func:`pdplan.transfer.kv.kv_shape_from_model` sends once, a lower bound on what any granularity sends).
 
 Floors, at the same rate, on the model's distributions:
 
@@ -55,13 +56,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.perf.ops import PassShape, Phase, forward_ops
-from pdplan.queueing import decode_fixed_point
+from pdplan.queueing import decode_fixed_point, kv_footprint
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.inputs import ResolvedScenario
 from pdplan.serving.roles import RoleHardware, step_bytes
 from pdplan.serving.snapshot import Snapshot
+from pdplan.transfer.kv import kv_shape_from_model
 from pdplan.types import FloatArray
 
 REL_TOL = 1e-9
@@ -215,7 +217,9 @@ class PhysicsBounds:
         ctx = k_bar / max(n_bar, 1e-300)
         traffic = float(step_bytes(hw, np.array(n_bar / hw.pp), np.array(ctx))) / tau
         cap, tau_min = self.model.decode.kv_capacity_tokens, self.tau_min_s
-        resident = max(lam * wl.mean_work * tau_min, k_bar)
+        state = self.model.decode.state_tokens_per_seq
+        held = kv_footprint(wl, state)  # each sequence also holds its fixed state's token slots (perf.memory)
+        resident = max(lam * held.mean_work * tau_min, k_bar + state * n_bar)
         seats = self.res.max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs
         return [
             *_ceiling(
@@ -245,7 +249,9 @@ class PhysicsBounds:
         if not isinstance(model, DisaggregatedModel) or res.link is None:
             return []
         assert res.prefill is not None
-        need = rate_rps * res.lengths.mean_input() * res.model.kv_bytes_per_token(res.prefill.precision.kv_bytes)
+        kv_b = res.prefill.precision.kv_bytes
+        need = rate_rps * res.lengths.mean_input() * res.model.kv_bytes_per_token(kv_b)
+        need += rate_rps * kv_shape_from_model(res.model, kv_b).state_bytes_per_sequence  # sent once per request
         out: list[Breach] = []
         for side, count, hw in (("prefill", model.x, res.prefill), ("decode", model.y, res.decode)):
             assert hw is not None

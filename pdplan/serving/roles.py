@@ -228,13 +228,16 @@ def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float,
 
 @dataclass(frozen=True, slots=True)
 class DecodePerf:
-    """Linearised decode step, its fit error, and the instance's KV/seat limits."""
+    """Linearised decode step, its fit error, and the instance's KV/seat limits. ``state_tokens_per_seq``: the KV
+    token slots each sequence's fixed state takes on top of its context (hybrid / sliding-window models; 0 otherwise;
+    :mod:`pdplan.perf.memory`): a KV check is Σ (context + s) ≤ kv_capacity_tokens."""
 
     step: LinearStepTime
     fit_median_rel_err: float
     fit_max_rel_err: float
     kv_capacity_tokens: float
     max_num_seqs: float
+    state_tokens_per_seq: float = 0.0
 
 
 def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
@@ -320,13 +323,14 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
     (module docstring)."""
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
+    state = float(np.ravel(mem.state_tokens_per_seq)[0])
     max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
-    b_max = max(2.0, min(max_num_seqs, kv_cap / kappa))
+    b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))
     batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
     ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
     bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
-    keep = bb * cc <= kv_cap
+    keep = bb * (cc + state) <= kv_cap
     bb, cc = bb[keep], cc[keep]
     tau = decode_step_fn(hw, bb, bb * cc)
     design = np.stack([np.ones_like(bb), bb, bb * cc], axis=1) / tau[:, None]
@@ -343,4 +347,5 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
         float(rel.max()),
         kv_cap,
         float(max_num_seqs),
+        state,
     )

@@ -57,9 +57,10 @@ class ColocatedInstance:
         self.mixed = spec.mixed
         self.max_batch = spec.max_batch
         self.kv_cap = spec.kv_capacity_tokens
+        self.state = spec.state_tokens_per_seq  # fixed-state slots per sequence
         self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
         self.tl, self.seg = timeline, segments
-        self.kv_used = 0
+        self.kv_used = 0.0
         self.prefilling = 0  # seats held by admitted sequences still in prefill
         self.queue: deque[int] = deque()
         self.admitted = 0  # queue-head requests holding a seat
@@ -118,7 +119,7 @@ class ColocatedInstance:
 
     def _finish(self, req: int, now: float, done: list[int]) -> None:
         self.tl.finish[req] = now
-        self.kv_used -= self.prompt[req] + self.steps[req]
+        self.kv_used -= self.prompt[req] + self.steps[req] + self.state
         done.append(req)
 
     def _prefilled(self, req: int, now: float, done: list[int]) -> None:
@@ -134,7 +135,7 @@ class ColocatedInstance:
             self._finish(req, now, done)
 
     def _reserve(self, req: int) -> bool:
-        need = self.prompt[req] + self.steps[req]
+        need = self.prompt[req] + self.steps[req] + self.state
         if self.act.b + self.prefilling >= self.max_batch or self.kv_used + need > self.kv_cap:
             return False
         self.kv_used += need

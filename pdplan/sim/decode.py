@@ -6,9 +6,9 @@ Model and policy:
   :class:`~pdplan.sim.spec.KvTransfer`). Ready requests wait in an FCFS queue (ordered by ready
   time).
 * Admission happens only at a step boundary (or at once when the instance is idle): the queue head
-  is admitted while ``B < max_batch`` and ``kv_used + l + n ≤ kv_capacity_tokens``. A request
-  reserves its final footprint ``l + n`` at admission and releases it at completion, so no
-  preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
+  is admitted while ``B < max_batch`` and ``kv_used + l + n + s ≤ kv_capacity_tokens`` (s: the slots of a
+  hybrid's fixed state). A request reserves its final footprint ``l + n + s`` at admission and releases it at
+  completion, so no preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
   requests behind it — head-of-line blocking, no skipping).
 * Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
   active sequence gains one token. A sequence admitted at the boundary of step s finishes at the end
@@ -46,11 +46,13 @@ class DecodeInstance:
         timeline: Timeline,
         segments: Segments,
         emits_first_token: bool,
+        state_tokens: float = 0.0,
     ) -> None:
         self.act = ActiveSet(step_fn)
         self.max_batch = max_batch
         self.kv_cap = kv_capacity_tokens
-        self.kv_used = 0
+        self.state = state_tokens  # fixed-state slots per sequence (DecodePool.state_tokens_per_seq)
+        self.kv_used = 0.0
         self.prompt = prompt
         self.steps = steps
         self.tl = timeline
@@ -89,7 +91,7 @@ class DecodeInstance:
         finish = self.tl.finish
         for req in done:
             finish[req] = now
-            self.kv_used -= self.prompt[req] + self.steps[req]
+            self.kv_used -= self.prompt[req] + self.steps[req] + self.state
         self.load -= len(done)
         admitted = self._admit(now)
         self._plan(admitted)
@@ -103,7 +105,7 @@ class DecodeInstance:
         act = self.act
         while waiting and act.b < self.max_batch:
             req = waiting[0]
-            need = self.prompt[req] + self.steps[req]
+            need = self.prompt[req] + self.steps[req] + self.state
             if self.kv_used + need > self.kv_cap:
                 break
             waiting.popleft()

@@ -87,11 +87,11 @@ def _step_fn(hw: RoleHardware, linear: StepTimeFn, step: StepModel) -> StepTimeF
     return roofline
 
 
-def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str) -> None:
-    need = req.input_tokens + steps
-    if float(need.max()) > kv_cap:
+def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str, state: float) -> None:
+    need = float((req.input_tokens + steps).max()) + state  # + the fixed state's slots (pdplan.perf.memory)
+    if need > kv_cap:
         raise NoFeasiblePlanError(
-            f"a sampled request needs {int(need.max())} KV tokens, more than the {label} "
+            f"a sampled request needs {int(need)} KV tokens, more than the {label} "
             f"instance's {kv_cap:.0f}; the simulator cannot admit it",
             binding_constraint=Binding.DECODE_KV,
         )
@@ -116,7 +116,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         busy, pbusy = side_busy_s(xfer, res.link, nics_d), side_busy_s(xfer, res.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
-    _check_fits(req, steps, dec.kv_capacity_tokens, "decode")
+    _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq)
     dep = Disaggregated(
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(
@@ -125,6 +125,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             max_batch=res.max_num_seqs,
             kv_capacity_tokens=dec.kv_capacity_tokens,
             routing=routing,
+            state_tokens_per_seq=dec.state_tokens_per_seq,
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -203,7 +204,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
     res = model.res
     assert res.colocated is not None
     dec = model.decode
-    _check_fits(req, req.output_tokens - 1, dec.kv_capacity_tokens, "colocated")
+    _check_fits(req, req.output_tokens - 1, dec.kv_capacity_tokens, "colocated", dec.state_tokens_per_seq)
     chunk_time = sim_chunk_price(res.colocated, res.chunk_tokens, float(req.input_tokens.max()))
     service = None
     if model.scheduler == "prefill-first":
@@ -215,6 +216,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         routing="random",
         max_batch=res.max_num_seqs,
         kv_capacity_tokens=dec.kv_capacity_tokens,
+        state_tokens_per_seq=dec.state_tokens_per_seq,
         prefill_service_s=service,
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,

@@ -147,6 +147,7 @@ class _DisaggEngine(_Engine):
                 self.tl,
                 self.decode_seg,
                 not self.convention_b,
+                d.state_tokens_per_seq,
             )
             for _ in range(d.instances)
         ]

@@ -144,6 +144,9 @@ class DecodePool:
     max_batch: int = 256
     kv_capacity_tokens: float = math.inf
     routing: DecodeRouting = "least-work"
+    state_tokens_per_seq: float = 0.0
+    """KV token slots each sequence's fixed state takes on top of ``l + n`` (hybrid / sliding-window models,
+    :mod:`pdplan.perf.memory`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,7 @@ class Colocated:
     prefill_service_s: ArrayLike | None = None
     token_budget: int = 2048
     chunk_time_s: ChunkTimeFn | None = None
+    state_tokens_per_seq: float = 0.0  # as DecodePool's
     mixed: bool = True
     """``"chunked"`` only: False runs prefill chunks in steps of their own (up to the whole budget) while the decodes
     wait, as SGLang without ``enable_mixed_chunk``; True puts them beside the decodes (decode-first)."""
@@ -221,14 +225,17 @@ def check_step_fn(fn: StepTimeFn, max_batch: int, kv_capacity: float, name: str)
         raise SpecError(f"{name} must map arrays [m] to finite positive seconds [m]")
 
 
-def check_capacity(req: Requests, steps: IntArray, max_batch: int, kv_cap: float) -> None:
-    """Every request must fit an empty instance on its own (else it could never be admitted)."""
+def check_capacity(req: Requests, steps: IntArray, max_batch: int, kv_cap: float, state: float = 0.0) -> None:
+    """Every request must fit an empty instance on its own (else it could never be admitted); ``state``: the slots
+    of a sequence's fixed state (``state_tokens_per_seq``, >= 0)."""
     check_count(max_batch, "max_batch")
-    need = req.input_tokens + steps
-    if not kv_cap > 0 or float(need.max()) > kv_cap:
+    if not state >= 0.0:
+        raise SpecError(f"state_tokens_per_seq must be >= 0, got {state!r}")
+    need = float((req.input_tokens + steps).max()) + state
+    if not kv_cap > 0 or need > kv_cap:
         raise SpecError(
             f"kv_capacity_tokens={kv_cap} is smaller than the largest request footprint "
-            f"(input + decode steps = {int(need.max())})"
+            f"(input + decode steps + state = {need:.0f})"
         )
 
 

@@ -419,6 +419,43 @@ class ModelSpec(FrozenModel):
         conv = conv_dim * (la.conv_kernel_size - 1) * b_conv
         return self.num_linear_layers * (recurrent + conv)
 
+    def window_kv_bytes_per_sequence(self, kv_dtype_bytes: float) -> float:
+        """K/V a sequence holds in its sliding-window layers once it has ``window`` tokens, window·
+        :meth:`window_kv_bytes_per_token` (an upper bound for shorter sequences, by at most that much; vLLM's
+        per-request KV estimate counts the full window too). MiMo-V2-Flash, bf16: 128·199,680 = 25,559,040 B."""
+        sw = self.sliding_window
+        return 0.0 if sw is None else sw.window * self.window_kv_bytes_per_token(kv_dtype_bytes)
+
+    def sequence_state_bytes(self, kv_dtype_bytes: float, tp: float = 1.0) -> float:
+        """Fixed bytes one sequence holds on each GPU of a TP group of ``tp``, whatever its length (0 unless hybrid or
+        sliding-window): the linear layers' recurrent and conv state (:meth:`linear_state_bytes_per_sequence`) plus
+        the sliding-window K/V (:meth:`window_kv_bytes_per_sequence`). Each part is split over the ranks like its
+        heads, a share of max(1, tp/n)/tp for n heads (copies beyond n heads, as :func:`pdplan.perf.memory.
+        kv_replication`): recurrent state and the v part of the conv state by value heads, the q/k conv parts by
+        key heads, window K/V by the window layers' K/V heads. Qwen3-Next, tp 1: 77,266,944 B; tp 4: 19,316,736 B."""
+        la, t = self.linear_attention, float(tp)
+
+        def share(heads: int) -> float:
+            return max(1.0, t / heads) / t
+
+        out = self.window_kv_bytes_per_sequence(kv_dtype_bytes) * share(self.swa_kv_heads)
+        if la is not None:
+            recurrent = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
+            conv_qk = 2 * la.num_key_heads * la.key_head_dim * (la.conv_kernel_size - 1) * la.conv_state_dtype_bytes
+            conv_v = la.num_value_heads * la.value_head_dim * (la.conv_kernel_size - 1) * la.conv_state_dtype_bytes
+            per_layer = (recurrent + conv_v) * share(la.num_value_heads) + conv_qk * share(la.num_key_heads)
+            out += self.num_linear_layers * per_layer
+        return out
+
+    def sequence_cache_bytes(self, tokens: float, kv_dtype_bytes: float, tp: float = 1.0) -> float:
+        """Bytes a sequence of ``tokens`` holds on each GPU of a TP group of ``tp`` (all layers on it): the fixed
+        :meth:`sequence_state_bytes` + tokens·kv_bytes_per_token·r/tp, r = max(1, tp/n_kv) copies of each K/V head
+        (MLA: r = tp, the latent on every rank). Every KV-capacity check prices a sequence with this. Llama-3.1-70B,
+        1,000 tokens, tp 8: 40,960,000 B; Qwen3-Next, 1,000 tokens, tp 1: 77,266,944 + 24,576,000 B."""
+        t = float(tp)
+        rep = t if self.mla is not None else max(1.0, t / self.num_kv_heads)
+        return self.sequence_state_bytes(kv_dtype_bytes, t) + tokens * self.kv_bytes_per_token(kv_dtype_bytes) * rep / t
+
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> ModelSpec:
         """Validate a mapping; a failure becomes one :class:`SpecError` naming source and field."""

@@ -112,7 +112,8 @@ def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_
     step = perf.step
     per_seq = step.t1_s_per_seq + step.t2_s_per_token * mean_context
     b_slo = (tpot_s - step.t0_s) / per_seq if per_seq > 0 else float(max_num_seqs)
-    b_star = min(float(max_num_seqs), perf.kv_capacity_tokens / max(mean_context, 1.0), b_slo)
+    seat_tokens = max(mean_context, 1.0) + perf.state_tokens_per_seq  # context + fixed state (pdplan.perf.memory)
+    b_star = min(float(max_num_seqs), perf.kv_capacity_tokens / seat_tokens, b_slo)
     if b_star < 1.0:
         one_s = float(step(np.array(1.0), np.array(mean_context)))
         raise NoFeasiblePlanError(
