@@ -9,6 +9,7 @@ from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.specs.engine import EngineProfile
 
 
 def loop_inputs(model: ColocatedModel) -> LoopInputs:
@@ -34,15 +35,23 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         request_delay_s=request_delay_s(hw, isl),
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
+        startup_cohorts=_startup_cohorts(engine),
     )
+
+
+def _startup_cohorts(engine: EngineProfile | None) -> float:
+    """The profile's ``startup_cohorts`` (1 without one: the burst cohort alone)."""
+    if engine is None or engine.scheduling.startup_cohorts is None:
+        return 1.0
+    return engine.scheduling.startup_cohorts.value
 
 
 def benchmark_of(
     model: ColocatedModel, concurrency: int, requests: int | None, warmup: int | None, *, grouped: bool = False
 ) -> BenchmarkLoop:
     """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's);
-    ``grouped`` forces the phase-locked steady state (what the deterministic replay of :mod:`pdplan.sim.bench` runs)
-    whatever the profile's ``steady_arrivals``."""
+    ``grouped`` prices what the deterministic replay of :mod:`pdplan.sim.bench` runs whatever the profile says: the
+    phase-locked steady state, and the burst cohort alone as start-up excess (no jitter dissolves the groups)."""
     engine = model.res.colocated.engine if model.res.colocated is not None else None
     tool = engine.benchmark.tool if engine is not None else "closed loop"
     n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
@@ -53,5 +62,5 @@ def benchmark_of(
     per_instance = max(1, round(concurrency / model.z))
     inputs = loop_inputs(model)
     if grouped:
-        inputs = dataclasses.replace(inputs, spread=False)
+        inputs = dataclasses.replace(inputs, spread=False, startup_cohorts=1.0)
     return benchmark_loop(inputs, per_instance, n, w, tool)

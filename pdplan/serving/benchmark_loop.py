@@ -20,12 +20,20 @@ prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.servi
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
   for OSL − 1 steps at B = C_eff; request i's TPOT carries the prefill steps after its own.
-* **Start-up burst**: the first C_eff requests of a mixed engine arrive together; their staircase (the steps that
-  prefill them FCFS, each with the decodes already running) is priced step by step; requests that are not
-  warm-up (``max(0, C − W)`` of the first cohort) enter the benchmark average with their burst TTFT and TPOT, the
-  rest with the steady state. The drain at the end (the last C requests see fewer peers) is not modelled.
-* **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) and the overlap
-  scheduler's extra step(s) (``overlap_extra_steps·τ_d``) are added to every TTFT.
+* **Start-up burst**: every tool runs its warm-up requests to completion before the measured phase (vLLM
+  ``--num-warmups``, SGLang ``--warmup-requests``, aiperf's warm-up phase; ENGINES.md §3), and the measured phase
+  starts its C clients together, so its first cohort is a burst whatever the warm-up: the first C_eff requests of a
+  mixed engine are prefilled FCFS in budget steps (each with the decodes already running), priced step by step; an
+  unmixed engine's cohort is its steady state. The burst leaves phase-locked groups that real clients shed over the
+  next cycles (host jitter), so the benchmark-average TTFT is ``(1 − w)·steady + w·burst`` with
+  ``w = min(1, k·C_eff/N)``: the burst cohort's share of the N measured requests times ``k``, the profile's
+  ``startup_cohorts`` (1 = the burst cohort alone; fitted per engine where the groups persist longer). TPOT takes
+  the burst cohort alone (``k = 1``): a request's decode steps carry the same prefill work per cycle whether the
+  others arrive grouped or alone, so the lingering groups move TTFT only. The drain at the end (the last C
+  requests see fewer peers) is not modelled.
+* **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) is added to every TTFT, and
+  the overlap scheduler's extra step(s) ``overlap_extra_steps·τ_d`` to the burst's and the unmixed cohort's (a mixed
+  engine's steady state prices them as the steps in flight: :func:`_mixed_steady`).
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ class LoopInputs:
     overlap_steps: float
     spread: bool = False
     """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
+    startup_cohorts: float = 1.0
+    """k: first cohorts' worth of start-up excess in the benchmark average (module docstring)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -80,6 +90,11 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.n
     decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. One group
     arrives to an idle engine (no step in flight). More groups than n + 2 steps cannot keep the pattern; they are
     priced as the prefill-bound fluid: every step carries a prefill.
+
+    Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also
+    misses the step already scheduled behind the one in flight, m more steps of the same kind (group j − 2's
+    prefill in the pattern): AIConfigurator's "TTFT = 3 × mixed step" from TensorRT-LLM iteration logs for a
+    singleton pattern (ENGINES.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
     """
     n = max(inp.output_tokens - 1.0, 0.0)
     c_eff = int(groups.sum())
@@ -88,9 +103,9 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.n
     riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
     k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
     step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + inp.prompt_s * groups
-    wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
-    ttft = wait_s + step_s
     tau_d = decode_s(inp, c_eff)
+    wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
+    ttft = wait_s * (1.0 + inp.overlap_steps) + step_s if count > 1 else step_s + inp.overlap_steps * tau_d
     if count <= n + 2:
         others = step_s.sum() - step_s - (np.roll(step_s, 1) if count > 1 else 0.0)
         tpot = (others + (n - (count - 2 if count > 1 else 0)) * tau_d) / max(n, 1.0)
@@ -148,25 +163,29 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
     return done, tpot, groups
 
 
+def startup_weight(inp: LoopInputs, c_eff: int, requests: int) -> float:
+    """w = min(1, k·C_eff/N): the start-up burst's weight in the average over N measured requests."""
+    return min(1.0, inp.startup_cohorts * c_eff / requests)
+
+
 def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int, tool: str) -> BenchmarkLoop:
-    """Benchmark-average and steady-state TTFT/TPOT at closed-loop concurrency C (module docstring)."""
+    """Benchmark-average and steady-state TTFT/TPOT at closed-loop concurrency C (module docstring); ``warmup``
+    requests run before the measured phase and leave no trace in it (they only name the recipe)."""
     c_eff = admitted(inp, concurrency)
-    extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, c_eff)
-    if inp.mixed:
+    overlap_s = inp.overlap_steps * decode_s(inp, c_eff)
+    extra = inp.request_delay_s + overlap_s
+    if inp.mixed:  # the steady state prices its own overlap steps (:func:`_mixed_steady`)
         burst_ttft, burst_tpot, groups = _burst_mixed(inp, c_eff)
         steady_ttft, steady_tpot, x = _mixed_steady(inp, np.ones(c_eff, dtype=np.int64) if inp.spread else groups)
+        steady_ttft = steady_ttft - overlap_s
     else:
         burst_ttft, burst_tpot, x = _cohort(inp, c_eff)
         steady_ttft, steady_tpot = burst_ttft, burst_tpot
     queue_s = (concurrency - c_eff) / x
-    burst_n = min(max(concurrency - warmup, 0), requests, c_eff)
-    w_burst = burst_n / requests
-    mean_ttft = w_burst * float(burst_ttft[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
-        steady_ttft.mean()
-    )
-    mean_tpot = w_burst * float(burst_tpot[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
-        steady_tpot.mean()
-    )
+    w = startup_weight(inp, c_eff, requests)
+    w_tpot = min(1.0, c_eff / requests)  # groups carry the same prefill work as singletons: only the burst differs
+    mean_ttft = w * float(burst_ttft.mean()) + (1.0 - w) * float(steady_ttft.mean())
+    mean_tpot = w_tpot * float(burst_tpot.mean()) + (1.0 - w_tpot) * float(steady_tpot.mean())
     return BenchmarkLoop(
         tool=tool,
         concurrency=concurrency,
