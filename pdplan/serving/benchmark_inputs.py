@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from pdplan.errors import SpecError
 from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
+from pdplan.serving.roles import prefill_split_s
 from pdplan.serving.results import BenchmarkLoop
 from pdplan.specs.engine import EngineProfile
 
@@ -19,10 +22,13 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     hw = res.colocated
     assert hw is not None
     isl, osl = res.lengths.mean_input(), res.lengths.mean_output()
-    prompt_s = model.prefill_s_per_token * isl + float(model.cells.prob @ model.attention_cell_s)
+    attention_s = float(model.cells.prob @ model.attention_cell_s)
+    prompt_s = model.prefill_s_per_token * isl + attention_s
     engine = hw.engine
     mixed = model.scheduler == "chunked" and (engine is None or engine.scheduling.mixed_batches)
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
+    grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0), 48))
+    gemm, _ = prefill_split_s(hw, grid)
     return LoopInputs(
         step=model.decode.step,
         prompt_s=prompt_s,
@@ -36,6 +42,9 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
         startup_cohorts=_startup_cohorts(engine),
+        gemm_tokens=grid,
+        gemm_s=np.maximum(gemm - gemm[0], 0.0),
+        attention_s=attention_s,
     )
 
 

@@ -63,6 +63,12 @@ class LoopInputs:
     overlap_steps: float
     spread: bool = False
     """Steady state with every request arriving alone (the profile's ``steady_arrivals: spread``)."""
+    gemm_tokens: np.ndarray | None = None
+    """Prefill tokens in one step (grid, increasing) for :attr:`gemm_s`; None = price tokens at the secant."""
+    gemm_s: np.ndarray | None = None
+    """G(T) − G(1): the GEMM side of T prefill tokens in one pass above the decode step's own (roofline)."""
+    attention_s: float = 0.0
+    """A(ISL): one prompt's causal attention (the part of ``prompt_s`` that is not GEMM)."""
     startup_cohorts: float = 1.0
     """k: first cohorts' worth of start-up excess in the benchmark average (module docstring)."""
 
@@ -74,21 +80,34 @@ def decode_s(inp: LoopInputs, batch: float) -> float:
     return st.t0_s + st.t1_s_per_seq * batch + st.t2_s_per_token * batch * context
 
 
+def prefill_work_s(inp: LoopInputs, tokens: np.ndarray | float) -> np.ndarray:
+    """Time T prefill tokens of fixed-length prompts add to a step: the GEMM side at T tokens in one pass (the
+    roofline at the step's own size, ``G(T) − G(1)``) and each prompt's attention pro rata; without a table,
+    T/ISL prompts at ``prompt_s`` (the secant over the budget, :func:`pdplan.serving.roles.chunk_price`)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if inp.gemm_tokens is None or inp.gemm_s is None:
+        return np.asarray(inp.prompt_s * t / inp.input_tokens, dtype=np.float64)
+    gemm = np.interp(t, inp.gemm_tokens, inp.gemm_s)
+    return np.asarray(np.where(t > 0, gemm, 0.0) + inp.attention_s * t / inp.input_tokens, dtype=np.float64)
+
+
 def admitted(inp: LoopInputs, concurrency: int) -> int:
     """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each)."""
     per_request = inp.input_tokens + max(inp.output_tokens - 1.0, 0.0)
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 
 
-def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def _mixed_steady(
+    inp: LoopInputs, groups: np.ndarray, *, settle: bool = True
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) and throughput of the mixed engine in steady state.
 
     With fixed lengths the groups the start-up staircase formed (prompts whose prefill ended in the same step)
     stay together: each cycle group j arrives at once, waits for the step in flight (which carries group j − 1's
     prefill: its predecessor finished one step earlier), then has its g_j prompts prefilled in one step beside the
     other decodes. A cycle is the G prefill steps plus decode-only steps, n + 2 steps in all (wait, prefill, n
-    decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. One group
-    arrives to an idle engine (no step in flight). More groups than n + 2 steps cannot keep the pattern; they are
+    decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. The first group
+    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack (:func:`_settled`). More groups than n + 2 steps cannot keep the pattern; they are
     priced as the prefill-bound fluid: every step carries a prefill.
 
     Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also
@@ -97,14 +116,17 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.n
     singleton pattern (ENGINES.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
     """
     n = max(inp.output_tokens - 1.0, 0.0)
+    groups = _settled(inp, groups) if settle else groups
     c_eff = int(groups.sum())
     count = groups.size
     prev = np.roll(groups, 1)
     riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
     k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
-    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + inp.prompt_s * groups
+    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(inp, groups * inp.input_tokens)
     tau_d = decode_s(inp, c_eff)
     wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
+    if 1 < count <= n + 2:  # the cycle has decode-only steps: the first group arrives during one of them
+        wait_s[0] = decode_s(inp, float(c_eff - groups[0]))
     ttft = wait_s * (1.0 + inp.overlap_steps) + step_s if count > 1 else step_s + inp.overlap_steps * tau_d
     if count <= n + 2:
         others = step_s.sum() - step_s - (np.roll(step_s, 1) if count > 1 else 0.0)
@@ -117,6 +139,32 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.n
     return np.repeat(ttft, groups), np.repeat(tpot, groups), c_eff / cycle
 
 
+def _settled(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
+    """The groups the steady state keeps. Each cycle the groups' prompts queue FCFS and group j's step takes what
+    its budget leaves after the riding decodes B_j: ``cap_j = ⌊(budget − B_j)/ISL⌋`` prompts (at least 1); a prompt
+    left over finishes a step later, with the next group. So each group keeps at most cap_j and hands the rest to
+    the next (the last one's rest forms groups of its cap); repeated until the groups (and with them each B_j) no
+    longer move. Groups that fit are never merged: singletons stay singletons."""
+    c_eff = int(groups.sum())
+    for _ in range(64):
+        count = groups.size
+        riding = np.maximum(c_eff - groups - (np.roll(groups, 1) if count > 1 else 0), 0)
+        cap = np.maximum(np.floor((inp.budget_tokens - riding) / inp.input_tokens), 1).astype(np.int64)
+        packed: list[int] = []
+        carry = 0
+        for g, c in zip(groups.tolist(), cap.tolist(), strict=True):
+            packed.append(min(c, g + carry))
+            carry = g + carry - packed[-1]
+        while carry > 0:
+            packed.append(min(int(cap[-1]), carry))
+            carry -= packed[-1]
+        new = np.array(packed, dtype=np.int64)
+        if new.size == groups.size and np.array_equal(new, groups):
+            break
+        groups = new
+    return groups
+
+
 def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) of a cohort of C_eff prefilled FCFS in budget-sized steps, then decoded."""
     n = max(inp.output_tokens - 1.0, 0.0)
@@ -125,7 +173,7 @@ def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]
     total = c_eff * inp.input_tokens
     per_step = np.full(steps, float(inp.budget_tokens))
     per_step[-1] = total - inp.budget_tokens * (steps - 1)
-    step_s = inp.step.t0_s + inp.prompt_s * per_step / inp.input_tokens
+    step_s = inp.step.t0_s + prefill_work_s(inp, per_step)
     done_s = np.cumsum(step_s)
     ttft = done_s[ends.astype(int) - 1]
     tau = decode_s(inp, c_eff)
@@ -150,7 +198,7 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
             if left[i + ended] > 0:
                 break
             ended += 1
-        now += decode_s(inp, decoding) + inp.prompt_s * step_tokens / inp.input_tokens
+        now += decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens))
         times.append(now)
         done[i : i + ended] = now
         i += ended
@@ -161,6 +209,23 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
     tail = np.maximum(n - later, 0.0) * decode_s(inp, c_eff)
     tpot = (last - done + tail) / max(n, 1.0)
     return done, tpot, groups
+
+
+def _fragmenting_s(inp: LoopInputs, groups: np.ndarray, settled_s: float, share: float) -> float:
+    """Excess mean TTFT while the burst's groups repack into the settled ones (phase-locked clients only).
+
+    The deterministic replay forms the settled groups one per cycle, in order (the group arriving in the cycle's
+    decode-only gap takes its settled size first, and the rest repack behind it): with G_s settled groups the last
+    forms by itself, so the transient lasts m = G_s − 1 cycles after the burst, its excess over the settled state
+    falling linearly from the unsettled groups' ``G_u − S``. Over the N measured requests, cycles 2 …
+    min(m, N/C_eff − 1) + 1 carry it, each with weight ``share = C_eff/N``."""
+    settled = _settled(inp, groups)
+    if np.array_equal(settled, groups) or settled.size < 2:
+        return 0.0
+    m = settled.size - 1
+    unsettled = float(_mixed_steady(inp, groups, settle=False)[0].mean())
+    cycles = int(min(m, max(1.0 / share - 1.0, 0.0)))
+    return share * (unsettled - settled_s) * sum(1.0 - j / m for j in range(cycles))
 
 
 def startup_weight(inp: LoopInputs, c_eff: int, requests: int) -> float:
@@ -185,6 +250,8 @@ def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int
     w = startup_weight(inp, c_eff, requests)
     w_tpot = min(1.0, c_eff / requests)  # groups carry the same prefill work as singletons: only the burst differs
     mean_ttft = w * float(burst_ttft.mean()) + (1.0 - w) * float(steady_ttft.mean())
+    if inp.mixed and not inp.spread:
+        mean_ttft += _fragmenting_s(inp, groups, float(steady_ttft.mean()) + overlap_s, c_eff / requests)
     mean_tpot = w_tpot * float(burst_tpot.mean()) + (1.0 - w_tpot) * float(steady_tpot.mean())
     return BenchmarkLoop(
         tool=tool,
