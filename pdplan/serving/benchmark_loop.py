@@ -107,7 +107,7 @@ def _mixed_steady(
     prefill: its predecessor finished one step earlier), then has its g_j prompts prefilled in one step beside the
     other decodes. A cycle is the G prefill steps plus decode-only steps, n + 2 steps in all (wait, prefill, n
     decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. The first group
-    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack (:func:`_settled`). More groups than n + 2 steps cannot keep the pattern; they are
+    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack (:func:`settled_groups`). More groups than n + 2 steps cannot keep the pattern; they are
     priced as the prefill-bound fluid: every step carries a prefill.
 
     Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also
@@ -116,7 +116,7 @@ def _mixed_steady(
     singleton pattern (ENGINES.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
     """
     n = max(inp.output_tokens - 1.0, 0.0)
-    groups = _settled(inp, groups) if settle else groups
+    groups = settled_groups(inp, groups) if settle else groups
     c_eff = int(groups.sum())
     count = groups.size
     prev = np.roll(groups, 1)
@@ -139,7 +139,7 @@ def _mixed_steady(
     return np.repeat(ttft, groups), np.repeat(tpot, groups), c_eff / cycle
 
 
-def _settled(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
+def settled_groups(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
     """The groups the steady state keeps. Each cycle the groups' prompts queue FCFS and group j's step takes what
     its budget leaves after the riding decodes B_j: ``cap_j = ⌊(budget − B_j)/ISL⌋`` prompts (at least 1); a prompt
     left over finishes a step later, with the next group. So each group keeps at most cap_j and hands the rest to
@@ -219,7 +219,7 @@ def _fragmenting_s(inp: LoopInputs, groups: np.ndarray, settled_s: float, share:
     forms by itself, so the transient lasts m = G_s − 1 cycles after the burst, its excess over the settled state
     falling linearly from the unsettled groups' ``G_u − S``. Over the N measured requests, cycles 2 …
     min(m, N/C_eff − 1) + 1 carry it, each with weight ``share = C_eff/N``."""
-    settled = _settled(inp, groups)
+    settled = settled_groups(inp, groups)
     if np.array_equal(settled, groups) or settled.size < 2:
         return 0.0
     m = settled.size - 1
