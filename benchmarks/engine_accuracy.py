@@ -142,7 +142,7 @@ def _reason(r: dict[str, Any]) -> str:
     if abs(r["ttft_err"]) > abs(r["tpot_err"]) and r["ttft_err"] < 0:
         return "TTFT under-predicted: more start-up excess than the fitted transient, or a wait the admission misses"
     if abs(r["ttft_err"]) > abs(r["tpot_err"]):
-        return "TTFT over-predicted: arrivals found no prefill step in flight (random phase: about one step + one prompt)"
+        return "TTFT over-predicted: arrivals found no prefill in flight (random phase: about one step + one prompt)"
     if r["tpot_err"] < 0:
         return "TPOT under-predicted: step time above the kernel roofline + profile overhead (host/launch cost)"
     return "TPOT over-predicted: the kernel tables are pessimistic for this shape"

@@ -10,8 +10,8 @@ from pdplan.errors import SpecError
 from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.roles import prefill_split_s
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.serving.roles import prefill_split_s
 from pdplan.specs.engine import EngineProfile
 
 

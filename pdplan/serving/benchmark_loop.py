@@ -97,9 +97,7 @@ def admitted(inp: LoopInputs, concurrency: int) -> int:
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 
 
-def _mixed_steady(
-    inp: LoopInputs, groups: np.ndarray, *, settle: bool = True
-) -> tuple[np.ndarray, np.ndarray, float]:
+def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) and throughput of the mixed engine in steady state.
 
     With fixed lengths the groups the start-up staircase formed (prompts whose prefill ended in the same step)
@@ -107,7 +105,8 @@ def _mixed_steady(
     prefill: its predecessor finished one step earlier), then has its g_j prompts prefilled in one step beside the
     other decodes. A cycle is the G prefill steps plus decode-only steps, n + 2 steps in all (wait, prefill, n
     decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. The first group
-    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack (:func:`settled_groups`). More groups than n + 2 steps cannot keep the pattern; they are
+    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack
+    (:func:`settled_groups`). More groups than n + 2 steps cannot keep the pattern; they are
     priced as the prefill-bound fluid: every step carries a prefill.
 
     Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also

@@ -18,7 +18,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.benchmark_inputs import benchmark_of
-from pdplan.serving.benchmark_loop import LoopInputs, settled_groups, admitted, benchmark_loop
+from pdplan.serving.benchmark_loop import LoopInputs, admitted, benchmark_loop, settled_groups
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.inputs import resolve
