@@ -7,15 +7,19 @@ taken fixed at the workload's means (the benchmarks compared here use fixed ISL/
 
 The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1)⌋)`` requests; the other ``C − C_eff`` wait
 in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughput). Step prices: the decode step
-``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) and a prompt's
-prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.serving.roles.chunk_price`).
+``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) plus the
+prefill tokens T the step carries, priced at the step's own size: the GEMM side ``G(T) − G(1)`` of the kernel
+roofline (a 1,024-token step is not 1/8 of an 8,192-token one: below the compute-bound knee the weights are read
+anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`).
 
 * **Mixed, decode-first** (vLLM, TensorRT-LLM in-flight batching): every step carries all running decodes and up to
   ``budget − B`` prefill tokens. The start-up burst leaves groups (the prompts whose prefill ended in the same step);
   with fixed lengths they stay phase-locked (:func:`_mixed_steady`): each cycle a group arrives at once, waits for
-  the step in flight (step quantisation), is prefilled in one step ``τ_d(B) + g·c_p`` beside the other decodes,
-  and its TPOT carries the other groups' prefill steps. A profile with ``steady_arrivals: spread`` (host jitter
-  desynchronises the clients) prices the same with every request its own group.
+  the step in flight (step quantisation), is prefilled in one step beside the other decodes, and its TPOT carries
+  the other groups' prefill steps. Groups that overflow the budget with the decodes riding repack FCFS
+  (:func:`settled_groups`); the deterministic replay reaches that packing one group per cycle
+  (:func:`_fragmenting_s`). A profile with ``steady_arrivals: spread`` (host jitter splits the burst's groups:
+  measured at C = 8, ISL 1,024 on vLLM 0.12 and TensorRT-LLM) prices the same with every request its own group.
 * **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
