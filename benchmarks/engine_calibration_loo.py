@@ -318,6 +318,9 @@ def main() -> None:
     parser.add_argument("--max-rows", type=int, default=120, help="rows per engine (every k-th in file order)")
     parser.add_argument("--round-trip", default="vllm", help="engines that get the CSV round trip")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--profile-version-only", action="store_true", help="keep only rows of the profile's own engine version"
+    )
     args = parser.parse_args()
     global PREDICT
     PREDICT = ParallelPredictor(args.workers)
@@ -326,6 +329,9 @@ def main() -> None:
     body, summary = [], []
     for engine in args.engines.split(","):
         every = [r for r in runs if r.engine == engine]
+        if args.profile_version_only:
+            version = catalog.engine(engine).version
+            every = [r for r in every if r.extra.get("version") == version]
         step = -(-len(every) // args.max_rows)
         mine = every[::step]
         body += [f"<!-- {engine}: {len(mine)} of {len(every)} rows (every {step}) -->", ""]
