@@ -158,8 +158,8 @@ NOTES = """### Findings
   cohort of C prompts is prefilled in budget steps and decodes together. The measured phase of every tool starts
   its C clients together, so the average carries the start-up burst with weight k·C/N (N = 20·C here); k
   (`startup_cohorts`) and the per-request time are fitted per engine on these rows only
-  (`benchmarks/fit_startup_cohorts.py`, `docs/accuracy_engines_startup.md`: vLLM 0.12 k = 2.70 ± 0.20,
-  21 ± 19 ms; TensorRT-LLM 1.0.0rc3 k = 1.90 ± 0.17, 40 ± 9 ms; leave-one-TP-out and leave-one-model-out refits
+  (`benchmarks/fit_startup_cohorts.py`, `docs/accuracy_engines_startup.md`: vLLM 0.12 k = 2.90 ± 0.18,
+  22 ± 19 ms; TensorRT-LLM 1.0.0rc3 k = 1.85 ± 0.17, 44 ± 9 ms; leave-one-TP-out and leave-one-model-out refits
   there). TPOT takes the burst cohort alone (lingering groups carry the same prefill work per cycle).
 * Why these regimes: at fixed C the measured vLLM 0.12 and TensorRT-LLM Qwen3-32B TTFTs do not change with OSL
   (128 to 1024), so the clients stay phase-locked (an open-loop or random-phase model would scale with C/OSL);

@@ -27,7 +27,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     engine = hw.engine
     mixed = model.scheduler == "chunked" and (engine is None or engine.scheduling.mixed_batches)
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
-    grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0), 48))
+    grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
     gemm, _ = prefill_split_s(hw, grid)
     return LoopInputs(
         step=model.decode.step,

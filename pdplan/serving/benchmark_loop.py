@@ -84,14 +84,16 @@ def decode_s(inp: LoopInputs, batch: float) -> float:
     return st.t0_s + st.t1_s_per_seq * batch + st.t2_s_per_token * batch * context
 
 
-def prefill_work_s(inp: LoopInputs, tokens: np.ndarray | float) -> np.ndarray:
-    """Time T prefill tokens of fixed-length prompts add to a step: the GEMM side at T tokens in one pass (the
-    roofline at the step's own size, ``G(T) − G(1)``) and each prompt's attention pro rata; without a table,
-    T/ISL prompts at ``prompt_s`` (the secant over the budget, :func:`pdplan.serving.roles.chunk_price`)."""
+def prefill_work_s(inp: LoopInputs, tokens: np.ndarray | float, riding: np.ndarray | float = 0.0) -> np.ndarray:
+    """Time T prefill tokens of fixed-length prompts add to a step with B decodes riding: the GEMM side of the pass
+    at its own size, ``G(B + T) − G(B)`` from the kernel roofline (below the compute-bound knee the weight reads are
+    shared, above it every token costs its FLOPs), and each prompt's attention pro rata; without a table, T/ISL
+    prompts at ``prompt_s`` (the secant over the budget, :func:`pdplan.serving.roles.chunk_price`)."""
     t = np.asarray(tokens, dtype=np.float64)
     if inp.gemm_tokens is None or inp.gemm_s is None:
         return np.asarray(inp.prompt_s * t / inp.input_tokens, dtype=np.float64)
-    gemm = np.interp(t, inp.gemm_tokens, inp.gemm_s)
+    b = np.maximum(np.asarray(riding, dtype=np.float64), 1.0)
+    gemm = np.interp(b + t, inp.gemm_tokens, inp.gemm_s) - np.interp(b, inp.gemm_tokens, inp.gemm_s)
     return np.asarray(np.where(t > 0, gemm, 0.0) + inp.attention_s * t / inp.input_tokens, dtype=np.float64)
 
 
@@ -125,7 +127,9 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -
     prev = np.roll(groups, 1)
     riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
     k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
-    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(inp, groups * inp.input_tokens)
+    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(
+        inp, groups * inp.input_tokens, riding
+    )
     tau_d = decode_s(inp, c_eff)
     wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
     if 1 < count <= n + 2:  # the cycle has decode-only steps: the first group arrives during one of them
@@ -201,7 +205,7 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
             if left[i + ended] > 0:
                 break
             ended += 1
-        now += decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens))
+        now += decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens, decoding))
         times.append(now)
         done[i : i + ended] = now
         i += ended
