@@ -171,7 +171,7 @@ NOTES = """### Findings
 * Left: (1) the unversioned vLLM Llama-3.1-70B fp8 rows (45, OSL 1024-8192, C 4-64) measure about one step plus
   one prompt: their arrivals find no prefill in flight (random phase, as when completions are spread over a long
   cycle), a different client or version than the 0.12.0 rows; pdplan cannot tell the regime from the workload and
-  over-predicts them ~1.8x. (2) TensorRT-LLM Llama-3.1-8B: at C = 8 the measured TTFT grows with OSL (191 / 318 /
+  over-predicts them ~1.9x. (2) TensorRT-LLM Llama-3.1-8B: at C = 8 the measured TTFT grows with OSL (191 / 318 /
   550 ms for OSL 128 / 256 / 512, TP1 ISL 1024), which no closed-loop steady state does; at C >= 64 on TP4/TP8
   TPOT and TTFT both rise beyond the step model (host-bound steps of a small model at large batch). (3) Rows of
   other engine versions (SGLang 0.5.8 KV-limited TP1, TensorRT-LLM 1.2, the three vLLM 0.12 fp8 4000/1000 rows
