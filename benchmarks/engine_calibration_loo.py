@@ -6,7 +6,9 @@ Data: the colocated (``mode: agg``) rows of dense catalogue models in AIConfigur
 (``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv``: TensorRT-LLM 1.0.0rc3 Llama-3.1-8B and Qwen3-32B
 fp8, vLLM 0.12.0 Qwen3-32B and (version not recorded) Llama-3.1-70B fp8, SGLang 0.5.1.post1/0.5.8.post1 Qwen3-32B;
 fixed ISL/OSL, closed-loop concurrency = the ``batch_size`` column, mean TTFT/TPOT). The KV-cache dtype is not
-recorded: bf16 is assumed. A row pdplan cannot evaluate with the shipped profile is dropped and counted.
+recorded: bf16 is assumed. The benchmark recipe is not recorded either: AIConfigurator's aiperf script, 20·C measured
+requests (``num_requests``), is assumed as in ``benchmarks/engine_accuracy.py``. A row pdplan cannot evaluate with
+the shipped profile is dropped and counted.
 
 Per engine (one profile holds one engine's overheads):
 
@@ -73,6 +75,7 @@ def silicon_runs(path: Path) -> list[BenchmarkRun]:
                     ttft_s=float(r["silicon_ttft_ms"]) / 1e3,
                     tpot_s=float(r["silicon_tpot_ms"]) / 1e3,
                     dtype="fp8" if r["precision"] == "fp8" else "bf16",
+                    num_requests=20 * int(r["batch_size"]),
                     source=f"{path.name}:{r['id']}",
                     extra={"version": r["backend_version"] or "?"},
                 )
@@ -196,10 +199,10 @@ def round_trip(runs: list[BenchmarkRun], catalog: Catalog, engine: str) -> dict[
         paths = []
         for part, mask in (("fit", ~test), ("held", test)):
             path = Path(tmp) / f"{part}.csv"
-            lines = ["engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms,dtype"]
+            lines = ["engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms,dtype,num_requests"]
             lines += [
                 f"{r.engine},{r.gpu},{r.model},{r.tp},{r.isl:g},{r.osl:g},{r.concurrency},"
-                f"{r.ttft_s * 1e3!r},{r.tpot_s * 1e3!r},{r.dtype}"
+                f"{r.ttft_s * 1e3!r},{r.tpot_s * 1e3!r},{r.dtype},{r.num_requests}"
                 for r, m in zip(runs, mask, strict=True)
                 if m
             ]
@@ -315,6 +318,9 @@ def main() -> None:
     parser.add_argument("--max-rows", type=int, default=120, help="rows per engine (every k-th in file order)")
     parser.add_argument("--round-trip", default="vllm", help="engines that get the CSV round trip")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--profile-version-only", action="store_true", help="keep only rows of the profile's own engine version"
+    )
     args = parser.parse_args()
     global PREDICT
     PREDICT = ParallelPredictor(args.workers)
@@ -323,6 +329,9 @@ def main() -> None:
     body, summary = [], []
     for engine in args.engines.split(","):
         every = [r for r in runs if r.engine == engine]
+        if args.profile_version_only:
+            version = catalog.engine(engine).version
+            every = [r for r in every if r.extra.get("version") == version]
         step = -(-len(every) // args.max_rows)
         mine = every[::step]
         body += [f"<!-- {engine}: {len(mine)} of {len(every)} rows (every {step}) -->", ""]

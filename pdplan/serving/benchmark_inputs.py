@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from pdplan.errors import SpecError
 from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.serving.roles import prefill_split_s
+from pdplan.specs.engine import EngineProfile
 
 
 def loop_inputs(model: ColocatedModel) -> LoopInputs:
@@ -18,10 +22,13 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     hw = res.colocated
     assert hw is not None
     isl, osl = res.lengths.mean_input(), res.lengths.mean_output()
-    prompt_s = model.prefill_s_per_token * isl + float(model.cells.prob @ model.attention_cell_s)
+    attention_s = float(model.cells.prob @ model.attention_cell_s)
+    prompt_s = model.prefill_s_per_token * isl + attention_s
     engine = hw.engine
     mixed = model.scheduler == "chunked" and (engine is None or engine.scheduling.mixed_batches)
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
+    grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
+    gemm, _ = prefill_split_s(hw, grid)
     return LoopInputs(
         step=model.decode.step,
         prompt_s=prompt_s,
@@ -35,15 +42,26 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
         state_tokens_per_seq=model.decode.state_tokens_per_seq,
+        startup_cohorts=_startup_cohorts(engine),
+        gemm_tokens=grid,
+        gemm_s=np.maximum(gemm - gemm[0], 0.0),
+        attention_s=attention_s,
     )
+
+
+def _startup_cohorts(engine: EngineProfile | None) -> float:
+    """The profile's ``startup_cohorts`` (1 without one: the burst cohort alone)."""
+    if engine is None or engine.scheduling.startup_cohorts is None:
+        return 1.0
+    return engine.scheduling.startup_cohorts.value
 
 
 def benchmark_of(
     model: ColocatedModel, concurrency: int, requests: int | None, warmup: int | None, *, grouped: bool = False
 ) -> BenchmarkLoop:
     """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's);
-    ``grouped`` forces the phase-locked steady state (what the deterministic replay of :mod:`pdplan.sim.bench` runs)
-    whatever the profile's ``steady_arrivals``."""
+    ``grouped`` prices what the deterministic replay of :mod:`pdplan.sim.bench` runs whatever the profile says: the
+    phase-locked steady state, and the burst cohort alone as start-up excess (no jitter dissolves the groups)."""
     engine = model.res.colocated.engine if model.res.colocated is not None else None
     tool = engine.benchmark.tool if engine is not None else "closed loop"
     n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
@@ -54,5 +72,5 @@ def benchmark_of(
     per_instance = max(1, round(concurrency / model.z))
     inputs = loop_inputs(model)
     if grouped:
-        inputs = dataclasses.replace(inputs, spread=False)
+        inputs = dataclasses.replace(inputs, spread=False, startup_cohorts=1.0)
     return benchmark_loop(inputs, per_instance, n, w, tool)

@@ -8,25 +8,37 @@ taken fixed at the workload's means (the benchmarks compared here use fixed ISL/
 The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1 + s)⌋)`` requests (s: the KV token slots of a
 hybrid's fixed per-sequence state, :mod:`pdplan.perf.memory`); the other ``C − C_eff`` wait
 in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughput). Step prices: the decode step
-``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) and a prompt's
-prefill work ``c_p = t_p·ISL + A(ISL)`` (the chunk price of :func:`pdplan.serving.roles.chunk_price`).
+``τ_d(B) = t0 + t1·B + t2·B·κ`` (the serving model's linear fit, κ = ISL + OSL/2 the mean context) plus the
+prefill tokens T the step carries, priced at the step's own size: the GEMM side ``G(T) − G(1)`` of the kernel
+roofline (a 1,024-token step is not 1/8 of an 8,192-token one: below the compute-bound knee the weights are read
+anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`).
 
 * **Mixed, decode-first** (vLLM, TensorRT-LLM in-flight batching): every step carries all running decodes and up to
   ``budget − B`` prefill tokens. The start-up burst leaves groups (the prompts whose prefill ended in the same step);
   with fixed lengths they stay phase-locked (:func:`_mixed_steady`): each cycle a group arrives at once, waits for
-  the step in flight (step quantisation), is prefilled in one step ``τ_d(B) + g·c_p`` beside the other decodes,
-  and its TPOT carries the other groups' prefill steps. A profile with ``steady_arrivals: spread`` (host jitter
-  desynchronises the clients) prices the same with every request its own group.
+  the step in flight (step quantisation), is prefilled in one step beside the other decodes, and its TPOT carries
+  the other groups' prefill steps. Groups that overflow the budget with the decodes riding repack FCFS
+  (:func:`settled_groups`); the deterministic replay reaches that packing one group per cycle
+  (:func:`_fragmenting_s`). A profile with ``steady_arrivals: spread`` (host jitter splits the burst's groups:
+  measured at C = 8, ISL 1,024 on vLLM 0.12 and TensorRT-LLM) prices the same with every request its own group.
 * **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
   for OSL − 1 steps at B = C_eff; request i's TPOT carries the prefill steps after its own.
-* **Start-up burst**: the first C_eff requests of a mixed engine arrive together; their staircase (the steps that
-  prefill them FCFS, each with the decodes already running) is priced step by step; requests that are not
-  warm-up (``max(0, C − W)`` of the first cohort) enter the benchmark average with their burst TTFT and TPOT, the
-  rest with the steady state. The drain at the end (the last C requests see fewer peers) is not modelled.
-* **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) and the overlap
-  scheduler's extra step(s) (``overlap_extra_steps·τ_d``) are added to every TTFT.
+* **Start-up burst**: every tool runs its warm-up requests to completion before the measured phase (vLLM
+  ``--num-warmups``, SGLang ``--warmup-requests``, aiperf's warm-up phase; ENGINES.md §3), and the measured phase
+  starts its C clients together, so its first cohort is a burst whatever the warm-up: the first C_eff requests of a
+  mixed engine are prefilled FCFS in budget steps (each with the decodes already running), priced step by step; an
+  unmixed engine's cohort is its steady state. The burst leaves phase-locked groups that real clients shed over the
+  next cycles (host jitter), so the benchmark-average TTFT is ``(1 − w)·steady + w·burst`` with
+  ``w = min(1, k·C_eff/N)``: the burst cohort's share of the N measured requests times ``k``, the profile's
+  ``startup_cohorts`` (1 = the burst cohort alone; fitted per engine where the groups persist longer). TPOT takes
+  the burst cohort alone (``k = 1``): a request's decode steps carry the same prefill work per cycle whether the
+  others arrive grouped or alone, so the lingering groups move TTFT only. The drain at the end (the last C
+  requests see fewer peers) is not modelled.
+* **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) is added to every TTFT, and
+  the overlap scheduler's extra step(s) ``overlap_extra_steps·τ_d`` to the burst's and the unmixed cohort's (a mixed
+  engine's steady state prices them as the steps in flight: :func:`_mixed_steady`).
 """
 
 from __future__ import annotations
@@ -59,6 +71,14 @@ class LoopInputs:
     state_tokens_per_seq: float = 0.0
     """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
     :mod:`pdplan.perf.memory`)."""
+    gemm_tokens: np.ndarray | None = None
+    """Prefill tokens in one step (grid, increasing) for :attr:`gemm_s`; None = price tokens at the secant."""
+    gemm_s: np.ndarray | None = None
+    """G(T) − G(1): the GEMM side of T prefill tokens in one pass above the decode step's own (roofline)."""
+    attention_s: float = 0.0
+    """A(ISL): one prompt's causal attention (the part of ``prompt_s`` that is not GEMM)."""
+    startup_cohorts: float = 1.0
+    """k: first cohorts' worth of start-up excess in the benchmark average (module docstring)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -68,33 +88,57 @@ def decode_s(inp: LoopInputs, batch: float) -> float:
     return st.t0_s + st.t1_s_per_seq * batch + st.t2_s_per_token * batch * context
 
 
+def prefill_work_s(inp: LoopInputs, tokens: np.ndarray | float, riding: np.ndarray | float = 0.0) -> np.ndarray:
+    """Time T prefill tokens of fixed-length prompts add to a step with B decodes riding: the GEMM side of the pass
+    at its own size, ``G(B + T) − G(B)`` from the kernel roofline (below the compute-bound knee the weight reads are
+    shared, above it every token costs its FLOPs), and each prompt's attention pro rata; without a table, T/ISL
+    prompts at ``prompt_s`` (the secant over the budget, :func:`pdplan.serving.roles.chunk_price`)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if inp.gemm_tokens is None or inp.gemm_s is None:
+        return np.asarray(inp.prompt_s * t / inp.input_tokens, dtype=np.float64)
+    b = np.maximum(np.asarray(riding, dtype=np.float64), 1.0)
+    gemm = np.interp(b + t, inp.gemm_tokens, inp.gemm_s) - np.interp(b, inp.gemm_tokens, inp.gemm_s)
+    return np.asarray(np.where(t > 0, gemm, 0.0) + inp.attention_s * t / inp.input_tokens, dtype=np.float64)
+
+
 def admitted(inp: LoopInputs, concurrency: int) -> int:
     """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each)."""
     per_request = inp.input_tokens + max(inp.output_tokens - 1.0, 0.0) + inp.state_tokens_per_seq
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 
 
-def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) and throughput of the mixed engine in steady state.
 
     With fixed lengths the groups the start-up staircase formed (prompts whose prefill ended in the same step)
     stay together: each cycle group j arrives at once, waits for the step in flight (which carries group j − 1's
     prefill: its predecessor finished one step earlier), then has its g_j prompts prefilled in one step beside the
     other decodes. A cycle is the G prefill steps plus decode-only steps, n + 2 steps in all (wait, prefill, n
-    decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. One group
-    arrives to an idle engine (no step in flight). More groups than n + 2 steps cannot keep the pattern; they are
+    decode steps); group j's n decode steps hold every prefill step but its own and group j − 1's. The first group
+    arrives during a decode-only step (the cycle's gap). Groups that overflow the budget repack
+    (:func:`settled_groups`). More groups than n + 2 steps cannot keep the pattern; they are
     priced as the prefill-bound fluid: every step carries a prefill.
+
+    Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also
+    misses the step already scheduled behind the one in flight, m more steps of the same kind (group j − 2's
+    prefill in the pattern): AIConfigurator's "TTFT = 3 × mixed step" from TensorRT-LLM iteration logs for a
+    singleton pattern (ENGINES.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
     """
     n = max(inp.output_tokens - 1.0, 0.0)
+    groups = settled_groups(inp, groups) if settle else groups
     c_eff = int(groups.sum())
     count = groups.size
     prev = np.roll(groups, 1)
     riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
     k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
-    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + inp.prompt_s * groups
-    wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
-    ttft = wait_s + step_s
+    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(
+        inp, groups * inp.input_tokens, riding
+    )
     tau_d = decode_s(inp, c_eff)
+    wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
+    if 1 < count <= n + 2:  # the cycle has decode-only steps: the first group arrives during one of them
+        wait_s[0] = decode_s(inp, float(c_eff - groups[0]))
+    ttft = wait_s * (1.0 + inp.overlap_steps) + step_s if count > 1 else step_s + inp.overlap_steps * tau_d
     if count <= n + 2:
         others = step_s.sum() - step_s - (np.roll(step_s, 1) if count > 1 else 0.0)
         tpot = (others + (n - (count - 2 if count > 1 else 0)) * tau_d) / max(n, 1.0)
@@ -106,6 +150,32 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray) -> tuple[np.ndarray, np.n
     return np.repeat(ttft, groups), np.repeat(tpot, groups), c_eff / cycle
 
 
+def settled_groups(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
+    """The groups the steady state keeps. Each cycle the groups' prompts queue FCFS and group j's step takes what
+    its budget leaves after the riding decodes B_j: ``cap_j = ⌊(budget − B_j)/ISL⌋`` prompts (at least 1); a prompt
+    left over finishes a step later, with the next group. So each group keeps at most cap_j and hands the rest to
+    the next (the last one's rest forms groups of its cap); repeated until the groups (and with them each B_j) no
+    longer move. Groups that fit are never merged: singletons stay singletons."""
+    c_eff = int(groups.sum())
+    for _ in range(64):
+        count = groups.size
+        riding = np.maximum(c_eff - groups - (np.roll(groups, 1) if count > 1 else 0), 0)
+        cap = np.maximum(np.floor((inp.budget_tokens - riding) / inp.input_tokens), 1).astype(np.int64)
+        packed: list[int] = []
+        carry = 0
+        for g, c in zip(groups.tolist(), cap.tolist(), strict=True):
+            packed.append(min(c, g + carry))
+            carry = g + carry - packed[-1]
+        while carry > 0:
+            packed.append(min(int(cap[-1]), carry))
+            carry -= packed[-1]
+        new = np.array(packed, dtype=np.int64)
+        if new.size == groups.size and np.array_equal(new, groups):
+            break
+        groups = new
+    return groups
+
+
 def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) of a cohort of C_eff prefilled FCFS in budget-sized steps, then decoded."""
     n = max(inp.output_tokens - 1.0, 0.0)
@@ -114,7 +184,7 @@ def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]
     total = c_eff * inp.input_tokens
     per_step = np.full(steps, float(inp.budget_tokens))
     per_step[-1] = total - inp.budget_tokens * (steps - 1)
-    step_s = inp.step.t0_s + inp.prompt_s * per_step / inp.input_tokens
+    step_s = inp.step.t0_s + prefill_work_s(inp, per_step)
     done_s = np.cumsum(step_s)
     ttft = done_s[ends.astype(int) - 1]
     tau = decode_s(inp, c_eff)
@@ -139,7 +209,7 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
             if left[i + ended] > 0:
                 break
             ended += 1
-        now += decode_s(inp, decoding) + inp.prompt_s * step_tokens / inp.input_tokens
+        now += decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens, decoding))
         times.append(now)
         done[i : i + ended] = now
         i += ended
@@ -152,25 +222,48 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
     return done, tpot, groups
 
 
+def _fragmenting_s(inp: LoopInputs, groups: np.ndarray, settled_s: float, share: float) -> float:
+    """Excess mean TTFT while the burst's groups repack into the settled ones (phase-locked clients only).
+
+    The deterministic replay forms the settled groups one per cycle, in order (the group arriving in the cycle's
+    decode-only gap takes its settled size first, and the rest repack behind it): with G_s settled groups the last
+    forms by itself, so the transient lasts m = G_s − 1 cycles after the burst, its excess over the settled state
+    falling linearly from the unsettled groups' ``G_u − S``. Over the N measured requests, cycles 2 …
+    min(m, N/C_eff − 1) + 1 carry it, each with weight ``share = C_eff/N``."""
+    settled = settled_groups(inp, groups)
+    if np.array_equal(settled, groups) or settled.size < 2:
+        return 0.0
+    m = settled.size - 1
+    unsettled = float(_mixed_steady(inp, groups, settle=False)[0].mean())
+    cycles = int(min(m, max(1.0 / share - 1.0, 0.0)))
+    return share * (unsettled - settled_s) * sum(1.0 - j / m for j in range(cycles))
+
+
+def startup_weight(inp: LoopInputs, c_eff: int, requests: int) -> float:
+    """w = min(1, k·C_eff/N): the start-up burst's weight in the average over N measured requests."""
+    return min(1.0, inp.startup_cohorts * c_eff / requests)
+
+
 def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int, tool: str) -> BenchmarkLoop:
-    """Benchmark-average and steady-state TTFT/TPOT at closed-loop concurrency C (module docstring)."""
+    """Benchmark-average and steady-state TTFT/TPOT at closed-loop concurrency C (module docstring); ``warmup``
+    requests run before the measured phase and leave no trace in it (they only name the recipe)."""
     c_eff = admitted(inp, concurrency)
-    extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, c_eff)
-    if inp.mixed:
+    overlap_s = inp.overlap_steps * decode_s(inp, c_eff)
+    extra = inp.request_delay_s + overlap_s
+    if inp.mixed:  # the steady state prices its own overlap steps (:func:`_mixed_steady`)
         burst_ttft, burst_tpot, groups = _burst_mixed(inp, c_eff)
         steady_ttft, steady_tpot, x = _mixed_steady(inp, np.ones(c_eff, dtype=np.int64) if inp.spread else groups)
+        steady_ttft = steady_ttft - overlap_s
     else:
         burst_ttft, burst_tpot, x = _cohort(inp, c_eff)
         steady_ttft, steady_tpot = burst_ttft, burst_tpot
     queue_s = (concurrency - c_eff) / x
-    burst_n = min(max(concurrency - warmup, 0), requests, c_eff)
-    w_burst = burst_n / requests
-    mean_ttft = w_burst * float(burst_ttft[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
-        steady_ttft.mean()
-    )
-    mean_tpot = w_burst * float(burst_tpot[:burst_n].mean() if burst_n else 0.0) + (1 - w_burst) * float(
-        steady_tpot.mean()
-    )
+    w = startup_weight(inp, c_eff, requests)
+    w_tpot = min(1.0, c_eff / requests)  # groups carry the same prefill work as singletons: only the burst differs
+    mean_ttft = w * float(burst_ttft.mean()) + (1.0 - w) * float(steady_ttft.mean())
+    if inp.mixed and not inp.spread:
+        mean_ttft += _fragmenting_s(inp, groups, float(steady_ttft.mean()) + overlap_s, c_eff / requests)
+    mean_tpot = w_tpot * float(burst_tpot.mean()) + (1.0 - w_tpot) * float(steady_tpot.mean())
     return BenchmarkLoop(
         tool=tool,
         concurrency=concurrency,

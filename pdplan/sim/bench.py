@@ -1,5 +1,7 @@
 """The closed-loop benchmark replayed event by event: C clients start together at t = 0, each sends its next request
-when its last one ends, W warm-up requests first (not measured), then N measured ones (ENGINES.md §3).
+when its last one ends, until N measured requests are done (ENGINES.md §3). The tools run their W warm-up requests to
+completion first, so the measured phase starts from an idle engine with its own C-wide burst: a warm-up changes
+nothing in a deterministic replay and is not replayed.
 
 It checks :mod:`pdplan.serving.benchmark_loop` without sharing its cohort, burst or fixed-point arithmetic: the
 colocated instance of :mod:`pdplan.sim.colocated` schedules every step itself (token budget, seats, KV reservation,
@@ -40,9 +42,9 @@ def simulate_benchmark(
 ) -> SimulatedBenchmark:
     """One instance's benchmark at C clients (module docstring)."""
     inp = loop_inputs(model)
-    total = requests + warmup
+    del warmup  # drained before the measured phase (module docstring)
     isl, osl = max(round(inp.input_tokens), 1), max(round(inp.output_tokens), 1)
-    setup = sim_deployment(model, np.full(total, isl), np.full(total, osl), step)
+    setup = sim_deployment(model, np.full(requests, isl), np.full(requests, osl), step)
     dep = setup.deployment
     assert isinstance(dep, Colocated)
     dep = dataclasses.replace(dep, instances=1, mixed=inp.mixed)
@@ -51,7 +53,7 @@ def simulate_benchmark(
         setup.requests,
         dep,
         np.random.default_rng(seed),
-        warmup_fraction=(warmup + 0.5) / total if warmup else 0.0,
+        warmup_fraction=0.0,
     )
     extra = inp.request_delay_s + inp.overlap_steps * decode_s(inp, admitted(inp, concurrency))
     ttft = run.values("ttft")

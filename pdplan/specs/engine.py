@@ -145,6 +145,10 @@ class Scheduling(FrozenModel):
     steady_arrivals: Literal["grouped", "spread"] = "grouped"
     """Closed-loop benchmarks with fixed lengths: ``grouped`` = the clients stay in the groups the start-up burst
     formed (phase-locked to steps); ``spread`` = host-side jitter desynchronises them, each request arrives alone."""
+    startup_cohorts: Sourced | None = None
+    """Closed-loop benchmarks: how many first cohorts' worth of start-up excess TTFT/TPOT (the C-wide burst at the
+    start of the measured phase and the groups it leaves until they desynchronise) the benchmark average carries
+    (:mod:`pdplan.serving.benchmark_loop`); None = 1, the burst cohort alone."""
     source: Text
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.benchmark_inputs import benchmark_of
-from pdplan.serving.benchmark_loop import LoopInputs, admitted, benchmark_loop
+from pdplan.serving.benchmark_loop import LoopInputs, admitted, benchmark_loop, settled_groups
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
 from pdplan.serving.inputs import resolve
@@ -87,3 +88,34 @@ def test_excess_clients_wait_by_littles_law() -> None:
     out = benchmark_loop(seats, 8, 1000, 8, "test")
     assert out.effective_concurrency == 4
     assert out.server_queue_s == pytest.approx(4 / out.throughput_rps)
+
+
+def test_steady_groups_repack_when_they_overflow_the_budget() -> None:
+    """Budget 4,000, ISL 1,000, C = 8 from burst groups 4/3/1: with 3 decodes riding, a step fits 3 prompts, so the
+    4-group hands one prompt on, the next 3-group keeps 3 and hands one on: 3/3/2. Singletons fit and stay."""
+    inp = _hand_inputs(True)
+    assert settled_groups(inp, np.array([4, 3, 1])).tolist() == [3, 3, 2]
+    assert settled_groups(inp, np.ones(8, dtype=np.int64)).tolist() == [1] * 8
+
+
+def test_spread_steady_with_an_overlap_step_by_hand() -> None:
+    """C = 4 singletons, one overlap step: a step carrying one prompt with 2 decodes riding is 10.2 + 50 ms. The first
+    request arrives in the cycle's decode gap (τ_d(3) = 10.3 ms) and also misses the step scheduled behind it
+    (2 x 10.3 + 60.2 = 80.8 ms); the others wait for two prompt steps (3 x 60.2 = 180.6 ms). TPOT: the two other
+    prompt steps and 98 decode steps of 10.4 ms over 100 tokens."""
+    inp = dataclasses.replace(_hand_inputs(True), spread=True, overlap_steps=1.0)
+    out = benchmark_loop(inp, 4, 4000, 0, "test")
+    assert out.steady_ttft_s == pytest.approx((0.0808 + 3 * 0.1806) / 4)
+    assert out.steady_tpot_s == pytest.approx((2 * 0.0602 + 98 * 0.0104) / 100)
+
+
+def test_startup_burst_weight_by_hand() -> None:
+    """C = 4, N = 40, k = 2: w = 2·4/40 = 0.2 on TTFT, 4/40 on TPOT. Burst: one step of 4 prompts (10 + 200 ms), then
+    100 decode steps of 10.4 ms. Steady (singletons, no overlap): 10.3 + 60.2 ms for the first, 2 x 60.2 for the
+    others; TPOT (2 x 60.2 + 98 x 10.4)/100 ms."""
+    inp = dataclasses.replace(_hand_inputs(True), spread=True, startup_cohorts=2.0)
+    out = benchmark_loop(inp, 4, 40, 8, "test")
+    steady = (0.0705 + 3 * 0.1204) / 4
+    assert out.burst_ttft_s == pytest.approx(0.210)
+    assert out.mean_ttft_s == pytest.approx(0.2 * 0.210 + 0.8 * steady)
+    assert out.mean_tpot_s == pytest.approx(0.1 * 0.0104 + 0.9 * (2 * 0.0602 + 98 * 0.0104) / 100)
