@@ -29,8 +29,11 @@ def _roles(ev: Evaluation) -> list[list[str]]:
     for role in ("prefill", "decode", "colocated"):
         spec = ev.deployment.get(role)
         if spec:
+            parallel = "".join(f" {k.upper()}{spec[k]}" for k in ("dp", "ep") if spec.get(k, 1) > 1)
+            gather = " ZeRO-gather" if spec.get("expert_gather") and spec.get("ep", 1) > 1 else ""
             extra = f", scheduler {spec['scheduler']}" if "scheduler" in spec else ""
-            rows.append([role, f"{spec['count']}x {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{extra}"])
+            label = f"{spec['count']}x {spec['gpu']} TP{spec['tp']} PP{spec['pp']}{parallel}{gather}{extra}"
+            rows.append([role, label])
     for key in ("link", "granularity", "routing"):
         if ev.deployment.get(key) is not None:
             rows.append([key, str(ev.deployment[key])])

@@ -168,6 +168,18 @@ def test_evaluate_markdown_is_a_deployment_review(cli: Cli, tmp_path: Path) -> N
     assert f"P99 {doc['ttft_s']['p99'] * 1e3:,.1f} ms" in text
 
 
+def test_evaluate_markdown_names_attention_dp_and_ep(cli: Cli, tmp_path: Path) -> None:
+    """A wide-EP deployment's review says DP and EP per role (it printed 'TP1 PP1' only)."""
+    target = tmp_path / "review.md"
+    args = ("--model", "deepseek-v3", "--gpu", "h200-sxm", "--dtype", "fp8", "--kv-dtype", "fp8", "--xpyd", "1P2D")
+    roles = ("--prefill-tp", "8", "--prefill-ep", "8", "--decode-tp", "1", "--decode-dp", "16", "--decode-ep", "16")
+    result = cli("evaluate", *args, *roles, "-o", target)
+    assert result.code == 0, result.err
+    text = target.read_text()
+    assert "| prefill | 1x h200-sxm TP8 PP1 EP8 |" in text
+    assert "| decode | 2x h200-sxm TP1 PP1 DP16 EP16 |" in text
+
+
 # --- the chart in the Markdown -------------------------------------------------------------------------------------
 
 
