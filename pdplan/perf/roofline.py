@@ -176,7 +176,7 @@ def linear_attention_kernel_s(
 
 
 def _mla_spec(d: dict[str, FloatArray]) -> MlaSpec:
-    """The latent's sizes carried by an MLA core op (:func:`pdplan.perf.ops._attention_core_ops`)."""
+    """The latent's sizes carried by an MLA core op (:func:`pdplan.perf.ops_attention.attention_core_ops`)."""
     return MlaSpec(
         kv_lora_rank=int(d["mla_rank"]),
         q_lora_rank=None,
