@@ -146,11 +146,23 @@ def phase_time(
         phase, (b, n, t), prec, dp=dp, ep=ep, moe_tp=moe_tp, moe_dp=moe_dp, routing=routing, gather=expert_gather
     )
     ops = _priced_pass(model, shape, gpu, table, prec, detail, (moe_kernel, phase), two_batch_overlap)
+    handoff_s = _handoff_s(model, shape, gpu, table, p)
+    return _assemble(phase, ops, full, table.framework.decode_step_overhead_s, (handoff_s, p))
+
+
+def _assemble(
+    phase: Phase,
+    ops: tuple[OpTime, ...],
+    full: tuple[int, ...],
+    overhead_s: float,
+    pipeline: tuple[FloatArray, FloatArray],
+) -> PhaseTime:
+    """The pass from its priced ops: their sum plus the framework overhead; ``pipeline`` (hand-off s, PP degree p)
+    adds p − 1 hand-offs to the latency and one to the stage time (module docstring)."""
+    handoff_s, p = pipeline
     compute_s = np.zeros(full)
     for op in ops:  # in place: one pass per op, no temporaries
         np.add(compute_s, op.time_s, out=compute_s)
-    overhead_s = table.framework.decode_step_overhead_s
-    handoff_s = _handoff_s(model, shape, gpu, table, p)
     # per GPU of a stage the layer work divides by p; the (un-split) head/embedding is small and kept whole
     latency_s = compute_s + overhead_s + (p - 1.0) * handoff_s
     stage_s = compute_s / p + overhead_s + handoff_s
