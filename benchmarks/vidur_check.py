@@ -23,8 +23,8 @@ import numpy as np
 
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.perf.op_pricing import Precision, price_ops
 from pdplan.perf.ops import PassShape, forward_ops
-from pdplan.perf.roofline import Precision, _price_ops
 from pdplan.sim.compare import open_catalog
 from pdplan.specs.model import ModelSpec
 
@@ -78,7 +78,7 @@ def predict_rows(rows: list[dict[str, str]], gpu_key: str, name: str) -> np.ndar
     tp = np.array([float(r["num_tensor_parallel_workers"]) for r in rows])
     shape = PassShape("prefill", np.ones_like(tokens), tokens, tp)
     ops = [op for op in forward_ops(model, shape) if op.name in PRICED]
-    priced = _price_ops(ops, gpu, table, Precision())
+    priced = price_ops(ops, gpu, table, Precision())
     return sum((op.time_s for op in priced), np.zeros_like(tokens))
 
 

@@ -1,19 +1,16 @@
 """Hugging Face config.json builders of the hybrid-attention families the PrfaaS paper uses (arXiv 2604.15039
 Table 3): Kimi Linear (``kimi_linear``: KDA linear attention + MLA, 3:1) and MiMo-V2-Flash (``mimo_v2_flash``:
-sliding-window + global GQA, 5:1). Registered in :data:`pdplan.io.hf_config._BUILDERS`; ``c`` is its typed reader.
+sliding-window + global GQA, 5:1). Registered in :data:`pdplan.io.hf_families.BUILDERS`; ``c`` is its typed reader.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from pdplan.io.hf_config import _Config
-
-Fields = dict[str, Any]
+from pdplan.io.hf_reader import Fields, HfConfig
 
 
-def _one_based(c: _Config, block: dict[str, Any], key: str, layers: int) -> list[int]:
+def _one_based(c: HfConfig, block: dict[str, Any], key: str, layers: int) -> list[int]:
     """A 1-based layer list of ``linear_attn_config`` (as Kimi Linear publishes it) as 0-based indices."""
     value = block.get(key)
     if not isinstance(value, list) or not all(isinstance(v, int) and 1 <= v <= layers for v in value):
@@ -21,7 +18,7 @@ def _one_based(c: _Config, block: dict[str, Any], key: str, layers: int) -> list
     return sorted(v - 1 for v in value)
 
 
-def _deepseek_moe(c: _Config, layers: int, *, experts: str, top_k: str) -> Fields:
+def _deepseek_moe(c: HfConfig, layers: int, *, experts: str, top_k: str) -> Fields:
     first, freq, shared = (
         c.get_int("first_k_dense_replace"),
         c.get_int("moe_layer_freq", 1),
@@ -39,7 +36,7 @@ def _deepseek_moe(c: _Config, layers: int, *, experts: str, top_k: str) -> Field
     }
 
 
-def kimi_linear(c: _Config) -> Fields:
+def kimi_linear(c: HfConfig) -> Fields:
     """Kimi Linear: MLA full-attention layers (``linear_attn_config.full_attn_layers``, 1-based) and KDA layers
     (``kda_layers``) of ``num_heads`` × ``head_dim``; DeepSeek-style MoE with shared experts. ``mla_use_nope``:
     the MLA layers carry no rotary embedding (KDA's decay encodes position); the rope fields still size the
@@ -70,24 +67,8 @@ def kimi_linear(c: _Config) -> Fields:
         "position_embedding": "rope",
         "norm": "rmsnorm",
         "moe": _deepseek_moe(c, layers, experts="num_experts", top_k="num_experts_per_token"),
-        "mla": {
-            "kv_lora_rank": c.get_int("kv_lora_rank"),
-            "q_lora_rank": c.opt_int("q_lora_rank"),
-            "qk_rope_head_dim": rope,
-            "qk_nope_head_dim": nope,
-            "v_head_dim": c.get_int("v_head_dim"),
-        },
-        "linear_attention": {
-            "kind": "kda",
-            "full_attention_layers": full,
-            "num_key_heads": lin.get_int("num_heads"),
-            "num_value_heads": lin.get_int("num_heads"),
-            "key_head_dim": lin.get_int("head_dim"),
-            "value_head_dim": lin.get_int("head_dim"),
-            "conv_kernel_size": lin.get_int("short_conv_kernel_size"),
-            "state_dtype_bytes": 4,
-            "conv_state_dtype_bytes": 2,
-        },
+        "mla": deepseek_mla(c, rope=rope, nope=nope),
+        "linear_attention": _kda_fields(lin, full),
         "num_mtp_layers": c.get_int("num_nextn_predict_layers", 0),
     }
 
@@ -95,7 +76,7 @@ def kimi_linear(c: _Config) -> Fields:
 class _Sub:
     """Integer reads from a nested block, errors named ``<block>.<key>`` in the parent file."""
 
-    def __init__(self, c: _Config, block: dict[str, Any]) -> None:
+    def __init__(self, c: HfConfig, block: dict[str, Any]) -> None:
         self.c, self.block = c, block
 
     def get_int(self, key: str) -> int:
@@ -105,7 +86,34 @@ class _Sub:
         return value
 
 
-def _pattern(c: _Config, key: str, layers: int) -> list[int]:
+def deepseek_mla(c: HfConfig, *, rope: int, nope: int) -> Fields:
+    """The MLA block of a DeepSeek-V3-style config (``q_lora_rank`` absent or null: no query compression)."""
+    return {
+        "kv_lora_rank": c.get_int("kv_lora_rank"),
+        "q_lora_rank": c.opt_int("q_lora_rank"),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": c.get_int("v_head_dim"),
+    }
+
+
+def _kda_fields(lin: _Sub, full: list[int]) -> Fields:
+    """Kimi Linear's KDA layers from ``linear_attn_config``: ``num_heads`` × ``head_dim`` for q/k and v alike;
+    recurrent state fp32 and conv state bf16 (pdplan assumption, listed in the notes)."""
+    return {
+        "kind": "kda",
+        "full_attention_layers": full,
+        "num_key_heads": lin.get_int("num_heads"),
+        "num_value_heads": lin.get_int("num_heads"),
+        "key_head_dim": lin.get_int("head_dim"),
+        "value_head_dim": lin.get_int("head_dim"),
+        "conv_kernel_size": lin.get_int("short_conv_kernel_size"),
+        "state_dtype_bytes": 4,
+        "conv_state_dtype_bytes": 2,
+    }
+
+
+def _pattern(c: HfConfig, key: str, layers: int) -> list[int]:
     """A per-layer 0/1 list (``hybrid_layer_pattern``: 1 = sliding window; ``moe_layer_freq``: 1 = MoE)."""
     value = c.data.get(key)
     if not isinstance(value, list) or len(value) != layers or not set(value) <= {0, 1}:
@@ -113,7 +121,7 @@ def _pattern(c: _Config, key: str, layers: int) -> list[int]:
     return [int(v) for v in value]
 
 
-def mimo_v2_flash(c: _Config) -> Fields:
+def mimo_v2_flash(c: HfConfig) -> Fields:
     """MiMo-V2-Flash: global GQA layers (``hybrid_layer_pattern`` 0) and sliding-window GQA layers (1) with their
     own K/V head count (``swa_num_key_value_heads``) and window (``sliding_window``); q/k heads of ``head_dim``, v
     heads of ``v_head_dim``; MoE per ``moe_layer_freq`` (0 = dense FFN of ``intermediate_size``). Not counted:

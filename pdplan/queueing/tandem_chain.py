@@ -61,49 +61,23 @@ continuous law, is rounded to the nearest cell (:func:`idle_exp_pmf`): its mean
 ``h/(2 sinh(θh/2))`` is 1/θ to a relative ``(θh)²/24``. The far side's wait V enters by its cdf at
 the lattice points, i.e. rounded up to the next cell (up to h high).
 
-**Slow mixing.** On the non-negative iterates it is applied to, a step is a linear Markov operator
-T, so ``g_n − g*`` has zero mass and decays like ``λ₂ⁿ`` (λ₂: T's second eigenvalue), as does the
-L1 change, which understates the distance to g* by ~1/(1 − λ₂). λ₂ nears 1 as W's drift per
-request, ``E[a − b′ − I]``, nears 0: near link saturation (which nearest-cell rounding also
-brought nearer: the hypothesis case above had λ₂ = 0.998 with it and 2,000 plain steps did not
-reach the change test; with the split it needs 651). Link-bound deployments are evaluated up to
-link load 0.99, and near 0.9 with a busy prefill queue 2,000 plain steps are still too few: two
-five-bin cases found by hypothesis, link loads 0.89 (prefill load 0.56) and 0.95, need 320 and 440
-extrapolated steps more. There the changes
-keep one direction (on the hypothesis case, successive changes at cosine 1 − 1e-8: λ₂ real and
-positive, no oscillation, no rounding floor: the change keeps falling to 1e-13), the regime in
-which Aitken's extrapolation removes the slow mode (:func:`_accelerated`). Only runs that fail the
-change test within ``max_iter`` steps get there. Closer still to saturation even that can fail,
-and then it raises: on the links of benchmarks/link_configs_vs_sim.py over 25 GbE at link loads
-0.95 and 0.99 (the goodput search's top) and layer-wise over 10 GbE from 0.9 (decay ratios
-0.9998–0.99995: after 4,000 steps the law is still spreading over the lattice).
+**Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps, Aitken's extrapolation,
+and the error it raises when even that does not settle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import poisson
 
-from pdplan.errors import UnsettledWaitError
+from pdplan.queueing.chain_accel import accelerated, power
 from pdplan.types import FloatArray, IntArray
 
 LUMP_LEVEL = 3
 """L: N = 0, 1, 2 kept exactly, N ≥ 3 lumped (module docstring)."""
-SETTLE_STEPS = 40
-"""Plain steps after each extrapolation: modes with |λ| ≤ 0.8 that a jump stirs up shrink by 1e-4,
-so the last two changes measure the slow modes again."""
-GAP_MARGIN = 2.0
-"""The distance estimate divides the spectral gap 1 − q (q: the largest decay ratio measured) by
-this. Measured ratios approach λ₂ from below as faster modes fade: after 2,000 plain steps the
-measured gap was 1.2–1.8× the true one on the four slow cases found with nearest-cell rounding
-(link loads 0.84–0.9), 1.2–1.5× on the two still slow with split shifts (0.89 and 0.95); at the
-stop the true distance was 0.05–0.3 of ``tol`` (split: 0.06–0.18)."""
-
-Step = Callable[[FloatArray], FloatArray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +189,8 @@ def stationary_wait(
     ``far_cdf`` ``[R, cells]``: cdf of an independent wait V the stream must also clear (the far
     side's NICs); the stream starts after ``max(W, V)`` and holds the link from then. Up to
     ``max_iter`` plain steps to an L1 change below ``tol``; a chain that mixes slower gets up to
-    ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol`` (:func:`_accelerated`).
+    ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol``
+    (:func:`pdplan.queueing.chain_accel.accelerated`).
     """
     n_rates, levels, p = theta.size, lump + 1, inputs.prob
     head = embedded_head(theta, p, inputs.service_s, lump)
@@ -232,84 +207,11 @@ def stationary_wait(
 
     g = _bin_major((n_rates, levels, p.size, cells))
     g[:, :, :, 0] = head[:, :levels, None] * p[None, None, :]
-    run = _power(step, g, tol, max_iter)
+    run = power(step, g, tol, max_iter)
     # Slow mixing near link saturation (module docstring): extrapolate, never a silent estimate.
-    g = run.last if float(run.change.max()) < tol else _accelerated(step, run, tol, max_iter)
+    g = run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
     out = g if far_cdf is None else _later(g, far_cdf)
     return np.asarray(out.sum(axis=1), dtype=np.float64)
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """The last two iterates ``g_{n−1}``, ``g_n`` of a run of plain steps; per rate the L1 change
-    ``‖d‖`` (``d = g_n − g_{n−1}``) and the decay ``‖d‖/‖d⁻‖`` from the change before, signed by
-    ``⟨d, d⁻⟩`` (negative: the iterates swing; 0 after a single step)."""
-
-    prev: FloatArray
-    last: FloatArray
-    change: FloatArray
-    ratio: FloatArray
-
-
-def _power(step: Step, g: FloatArray, tol: float, steps: int) -> _Run:
-    """Up to ``steps`` plain steps from ``g``, stopping once every rate's L1 change is below ``tol``."""
-    prev, d = g, np.zeros_like(g)
-    d_before, before, change = d, np.zeros(g.shape[0]), np.full(g.shape[0], np.inf)
-    for _ in range(steps):
-        prev, g, before, d_before = g, step(g), change, d
-        d = g - prev
-        change = np.abs(d).sum(axis=(1, 2, 3))
-        if float(change.max()) < tol:
-            break
-    ratio = np.divide(change, before, out=np.zeros_like(change), where=np.isfinite(before) & (before > 0.0))
-    return _Run(prev, g, change, np.copysign(ratio, (d * d_before).sum(axis=(1, 2, 3))))
-
-
-def _accelerated(step: Step, run: _Run, tol: float, budget: int) -> FloatArray:
-    """Stationary law of a slowly mixing chain by Aitken's extrapolation of plain iterates.
-
-    When one real mode leads, ``g_n − g* ≈ c λⁿ v``, the changes ``d_n = g_{n+1} − g_n`` are
-    geometric and ``g* = g_{n+1} + Σ_{j≥1} d_{n+j} = g_{n+1} + λ/(1 − λ)·d_n``: one jump removes the
-    mode (λ < 0, a period-2 swing, makes it the average of the last two iterates: Cesàro). λ is the
-    measured signed decay; cells a jump leaves negative (the law is ≥ 0) are clipped, the mass kept.
-    Slow modes come in a cluster below λ₂, so :data:`SETTLE_STEPS` plain steps follow each jump
-    and the next jump takes the mode that then leads.
-
-    The stop is tested on plain iterates: as ``‖d_{n+j}‖ ≤ q^j‖d_n‖`` for a decay rate q,
-    ``‖g_{n+1} − g*‖ ≤ Σ_{j≥1} ‖d_{n+j}‖ ≤ q/(1 − q)·‖d_n‖``. A Markov operator never expands L1,
-    so ``‖d‖`` never grows; its rate tends to |λ₂|, taken as the largest measured |decay| with the
-    gap 1 − q narrowed by :data:`GAP_MARGIN` (an estimate, not a proof: measured decays approach
-    λ₂ from below). Returns once the distance so estimated is below ``tol``; raises after
-    ``budget`` more steps (a chain so near criticality is better refused than returned). Rates
-    (independent chains) whose change is already below ``tol`` keep their law: their changes are
-    round-off, whose ratios mean nothing.
-    """
-    live, settled = run.change >= tol, run.last
-    slowest = np.where(live, np.abs(run.ratio), 0.0)
-    q, bound = np.ones_like(slowest), np.full_like(slowest, np.inf)
-    rounds = -(-budget // SETTLE_STEPS)
-    for _ in range(rounds):
-        run = _power(step, _aitken(run, live), 0.0, SETTLE_STEPS)
-        slowest = np.where(live, np.maximum(slowest, np.abs(run.ratio)), 0.0)
-        q = 1.0 - (1.0 - np.minimum(slowest, 1.0)) / GAP_MARGIN
-        bound = np.divide(run.change * q, 1.0 - q, out=np.full_like(q, np.inf), where=q < 1.0)
-        if float(bound[live].max()) < tol:
-            return np.where(live[:, None, None, None], run.last, settled)
-    raise UnsettledWaitError(
-        f"KV link chain: no convergence in {budget} plain and {rounds * SETTLE_STEPS} extrapolated iterations "
-        f"(decay ratio {float(q[live].max()):.6f}, L1 distance estimated at {float(bound[live].max()):.2e}): "
-        "the KV link wait this near saturation cannot be computed; evaluate a lower rate"
-    )
-
-
-def _aitken(run: _Run, live: npt.NDArray[np.bool_]) -> FloatArray:
-    """``g_n + λ/(1 − λ)·(g_n − g_{n−1})`` per ``live`` rate (the others: ``g_n``), λ the signed
-    decay (:func:`_accelerated`), clipped at 0 with the mass kept."""
-    lam = np.where(live, np.minimum(run.ratio, 1.0), 0.0)
-    factor = np.divide(lam, 1.0 - lam, out=np.zeros_like(lam), where=lam < 1.0)
-    jump = np.maximum(run.last + factor[:, None, None, None] * (run.last - run.prev), 0.0)
-    mass = run.last.sum(axis=(1, 2, 3)) / jump.sum(axis=(1, 2, 3))
-    return np.asarray(jump * mass[:, None, None, None], dtype=np.float64)
 
 
 def _bin_major(shape: tuple[int, int, int, int]) -> FloatArray:

@@ -146,7 +146,6 @@ def optimize(
     USD per GPU-hour) replace the catalogue's; ``budget_usd_per_hour`` keeps plans costing at most that.
     """
     started = time.perf_counter()
-    note = stage or (lambda _: None)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     if scenario.mode != "disaggregated" and scenario.colocated is None:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
@@ -161,18 +160,48 @@ def optimize(
         budget_usd_per_hour=budget_usd_per_hour,
     )
     res = resolve(scenario, catalog)
-    if scenario.prfaas is not None:  # a remote prefill cluster: its own search (pdplan.search.prfaas)
+    note = stage or (lambda _: None)
+    return _search(
+        res, space, catalog, note, top=top, analyse=analyse, xpyd=xpyd, colocated=colocated_count, t0=started
+    )
+
+
+def _search(
+    res: ResolvedScenario,
+    space: Space,
+    catalog: Catalog,
+    note: Stage,
+    *,
+    top: int,
+    analyse: bool,
+    xpyd: tuple[int, int] | None,
+    colocated: int | None,
+    t0: float,
+) -> PlanResult:
+    """:func:`optimize` once the space is built: the PrfaaS search, or screen the pool, re-evaluate its best
+    exactly, and pick the comparable colocated baseline (``colocated``: the colocated instance count asked for)."""
+    if res.scenario.prfaas is not None:  # a remote prefill cluster: its own search (pdplan.search.prfaas)
         from pdplan.search.prfaas import optimize_prfaas
 
-        if colocated_count is not None:
+        if colocated is not None:
             raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
-        return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=started)
+        return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=t0)
     full = build_pool(res, space, catalog, note)
-    pool = restricted(full, xpyd, colocated_count)
+    pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
     if order.size == 0:
         raise unpriced_infeasible(pool, space) or infeasible(pool, space)
     note("exact re-evaluation")
+    best = _best_exact(res, pool, order, space, top)
+    full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
+    baseline = _refine(res, full, full_order, space, 1, mode="colocated")
+    note("sensitivity")
+    return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
+
+
+def _best_exact(res: ResolvedScenario, pool: Pool, order: np.ndarray, space: Space, top: int) -> list[Exact]:
+    """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
+    they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
     best = _refine(res, pool, order, space, top, failures=failures)
     if not best:
@@ -183,10 +212,7 @@ def optimize(
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
         best += _refine(res, pool, order, space, 1, mode="disaggregated")
-    full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated_count)
-    baseline = _refine(res, full, full_order, space, 1, mode="colocated")
-    note("sensitivity")
-    return _result(res, space, catalog, pool, order, best, baseline, started, analyse)
+    return best
 
 
 def _result(

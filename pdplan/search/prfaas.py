@@ -26,10 +26,17 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
-from pdplan.search.describe import describe_assumptions, describe_inputs
+from pdplan.search.describe import describe_assumptions
 from pdplan.search.planning import planning_inputs
+from pdplan.search.prfaas_describe import (
+    check_supported,
+    prfaas_inputs,
+    prfaas_objective,
+    prfaas_question,
+    prfaas_warnings,
+)
 from pdplan.search.results import Plan, PlanResult, SearchStats
 from pdplan.search.space import Space
 from pdplan.serving import Latency, ResolvedScenario, Role
@@ -236,75 +243,6 @@ def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float 
     )
 
 
-def _check_supported(space: Space) -> None:
-    """Planning options this search does not model: refused, never silently dropped."""
-    if space.objective != "gpus":
-        raise SpecError(
-            f"optimize with a prfaas: block ranks by goodput (or by GPUs with --rate); --objective {space.objective} "
-            "is not supported with PrfaaS yet",
-            field="--objective",
-        )
-    if space.redundancy != "none" or space.budget_usd_per_hour is not None:
-        raise SpecError(
-            "--redundancy and --budget-usd-per-hour are not supported with a prfaas: block yet", field="prfaas"
-        )
-
-
-def _warnings(res: ResolvedScenario, docs: list[dict[str, Any]]) -> tuple[str, ...]:
-    out = [
-        *res.warnings,
-        "PrfaaS plans: decode capacity is taken at the TPOT SLO (Eq. 5), TPOT percentiles are not modelled; "
-        "tokens/s per user is 1 / TPOT SLO, a floor, and SLO attainment is the share within the TTFT SLO",
-    ]
-    srcs = docs[0]["sources"] if docs else {}
-    measured = [k for k, v in srcs.items() if str(v).startswith(("profile", "measured"))]
-    if measured:
-        out.append(f"PrfaaS inputs from measured profiles, not pdplan's roofline: {', '.join(measured)}")
-    return tuple(dict.fromkeys(out))
-
-
-def _inputs(
-    res: ResolvedScenario,
-    space: Space,
-    catalog: Catalog,
-    setup: PrfaasSetup,
-    splits: list[tuple[int, int]],
-    remotes: range | tuple[int, ...],
-) -> dict[str, Any]:
-    link = catalog.link(setup.link_name)
-    remote = catalog.gpu(setup.spec.gpu)
-    prfaas = {
-        "remote_gpu": remote.name,
-        "remote_tp": setup.spec.tp,
-        "remote_instances_max": setup.spec.count,
-        "link": link.name,
-        "link_line_rate_gbit_per_s": link.line_rate_bytes_per_s * 8e-9,
-        "link_efficiency": link.efficiency,
-        "link_source": link.sources.get("line_rate_bytes_per_s", ""),
-        "rtt_s": setup.rtt_s,
-        "threshold_pinned_tokens": setup.spec.threshold,
-        "sources": setup.sources,
-    }
-    assert res.prefill is not None
-    assert res.decode is not None
-    searched = {
-        "prefill": res.prefill.label,
-        "decode": res.decode.label,
-        "local_splits": [f"{n_p}P{n_d}D" for n_p, n_d in splits],
-        "remote_instances": list(remotes),
-        "threshold": "pinned" if setup.spec.threshold is not None else "searched (bounded scalar search)",
-        "budget_gpus": space.budget_gpus,
-        "rate_rps": space.rate_rps,
-        "headroom": space.headroom,
-    }
-    return {
-        **describe_inputs(res.scenario, res, space, catalog),
-        "search_space": searched,
-        "planning": planning_inputs(space),
-        "prfaas": prfaas,
-    }
-
-
 def optimize_prfaas(
     res: ResolvedScenario,
     space: Space,
@@ -317,7 +255,7 @@ def optimize_prfaas(
 ) -> PlanResult:
     """Search the PrfaaS deployments of ``res`` (module docstring); ``analyse`` adds the pick's link ×0.5/×2
     re-searches."""
-    _check_supported(space)
+    check_supported(space)
     setup = prfaas_setup(res)
     splits = local_splits(res, space.budget_gpus, xpyd)
     remotes = range(1, setup.spec.count + 1) if space.rate_rps is not None else (setup.spec.count,)
@@ -325,24 +263,9 @@ def optimize_prfaas(
     ordered = _ordered(cands, space.rate_rps)
     exact, tried = _refine(res, ordered, space)
     homo_setup, homo = homogeneous(setup, res, splits)
-    homo_split = (homo_setup.capacity.local.instances, homo_setup.capacity.decode.instances)
     if not exact or homo.goodput_rps / (1.0 + space.headroom) > max(e.rate_rps for e in exact):
-        # homogeneous PD beats every plan searched so far: search its split too (at the most remote instances); its
-        # threshold search includes "offload nothing", so the pick is never below homogeneous PD
-        done = {id(e.cand) for e in exact}
-        same = [c for c in cands if (c.n_prefill, c.n_decode) == homo_split and id(c) not in done]
-        if same:
-            tried += 1
-            e = _exact(res, max(same, key=lambda c: c.n_remote), space.headroom)
-            if e is not None and (space.rate_rps is None or e.rate_rps >= space.rate_rps):
-                exact.append(e)
-    if not exact:
-        what = f"{space.rate_rps:g} req/s" if space.rate_rps is not None else "the SLO at any rate"
-        raise NoFeasiblePlanError(
-            f"no PrfaaS deployment of the {len(cands)} searched meets {what}", binding_constraint="TTFT"
-        )
-    exact.sort(key=lambda e: _key(space.rate_rps, e.rate_rps, e.cand.gpus))
-    exact = exact[:top]
+        tried += _add_homogeneous_split(res, cands, exact, space, homo_setup)
+    exact = _top_exact(exact, len(cands), space.rate_rps, top)
     docs = [
         prfaas_document(
             res, e.cand.setup, best=e.good, with_link_sensitivity=analyse and i == 0, homo_best=(homo_setup, homo)
@@ -351,8 +274,8 @@ def optimize_prfaas(
     ]
     plans = tuple(_plan(res, catalog, e, space.rate_rps, d) for e, d in zip(exact, docs, strict=True))
     return PlanResult(
-        question=_question(res, space, setup),
-        objective=_objective(space),
+        question=prfaas_question(res, space, setup),
+        objective=prfaas_objective(space),
         plans=plans,
         baseline=None,
         pareto=(),
@@ -362,9 +285,9 @@ def optimize_prfaas(
             seconds=time.perf_counter() - started,
             refined=tried,
         ),
-        inputs=_inputs(res, space, catalog, setup, splits, remotes),
+        inputs=prfaas_inputs(res, space, catalog, setup, splits, remotes),
         assumptions=describe_assumptions(space, catalog, res.scenario),
-        warnings=_warnings(res, docs),
+        warnings=prfaas_warnings(res, docs),
         slo_percentile=res.scenario.slo.percentile,
         planning=planning_inputs(space),
         objective_key=space.objective,
@@ -372,21 +295,29 @@ def optimize_prfaas(
     )
 
 
-def _question(res: ResolvedScenario, space: Space, setup: PrfaasSetup) -> str:
-    slo, dep = res.scenario.slo, res.deployment
-    assert dep.prefill is not None
-    assert dep.decode is not None
-    return (
-        f"How should {res.model.name} be split between a local {dep.prefill.gpu} / {dep.decode.gpu} PD cluster and "
-        f"up to {setup.spec.count} remote {setup.spec.gpu} TP{setup.spec.tp} prefill instances over "
-        f"{setup.link_name} for the {res.scenario.workload.name or 'given'} workload so that "
-        f"{slo.attainment:.0%} of requests meet P{slo.percentile:g} TTFT <= {slo.ttft:g} s and TPOT <= "
-        f"{slo.tpot * 1e3:g} ms — to {_objective(space)}?"
-    )
+def _add_homogeneous_split(
+    res: ResolvedScenario, cands: list[Candidate], exact: list[Exact], space: Space, homo_setup: PrfaasSetup
+) -> int:
+    """Homogeneous PD beats every plan searched so far: search its split too (at the most remote instances), adding
+    the plan to ``exact`` when it meets the target; its threshold search includes "offload nothing", so the pick is
+    never below homogeneous PD. Returns the candidates tried (0 or 1)."""
+    homo_split = (homo_setup.capacity.local.instances, homo_setup.capacity.decode.instances)
+    done = {id(e.cand) for e in exact}
+    same = [c for c in cands if (c.n_prefill, c.n_decode) == homo_split and id(c) not in done]
+    if not same:
+        return 0
+    e = _exact(res, max(same, key=lambda c: c.n_remote), space.headroom)
+    if e is not None and (space.rate_rps is None or e.rate_rps >= space.rate_rps):
+        exact.append(e)
+    return 1
 
 
-def _objective(space: Space) -> str:
-    if space.rate_rps is not None:
-        return f"meet {space.rate_rps:g} req/s at the fewest GPUs (remote ones counted)"
-    where = f"{space.budget_gpus} local GPUs" if space.budget_gpus is not None else "the scenario's local GPUs"
-    return f"maximise goodput on {where} with the remote prefill cluster (PrfaaS)"
+def _top_exact(exact: list[Exact], searched: int, rate_rps: float | None, top: int) -> list[Exact]:
+    """The ``top`` plans in rank order (:func:`_key`); none raises, naming the ``searched`` candidate count."""
+    if not exact:
+        what = f"{rate_rps:g} req/s" if rate_rps is not None else "the SLO at any rate"
+        raise NoFeasiblePlanError(
+            f"no PrfaaS deployment of the {searched} searched meets {what}", binding_constraint="TTFT"
+        )
+    exact.sort(key=lambda e: _key(rate_rps, e.rate_rps, e.cand.gpus))
+    return exact[:top]

@@ -149,36 +149,58 @@ def _roles(
     for name in gpu_names:
         gpu = catalog.gpu(name)
         table = catalog.kernel_table(gpu.name)
-        for t in tps:
-            reason = _tp_reason(model, gpu.gpus_per_node, t)
-            if reason is not None:
-                _reject(why_not, role, gpu.name, t, None, reason)
-        node_tps = [t for t in tps if _tp_reason(model, gpu.gpus_per_node, t) is None]
+        node_tps = _node_tps(model, gpu, tps, (role, why_not))
         if not node_tps:
             notes.append(
                 f"no TP in {list(tps)} divides {model.name}'s {model.num_attention_heads} attention heads "
                 f"within one {gpu.gpus_per_node}-GPU {gpu.name} node"
             )
             continue
-        shapes = parallel_shapes(
-            model,
-            tuple(node_tps),
-            par.dps,
-            par.eps,
-            redundant_experts=scenario.redundant_experts,
-            budget_gpus=par.budget_gpus,
-            allow_dp=par.allow_dp,
-        )
         make = (model, gpu, table, scenario, engine)
-        fitting = _options(make, shapes, pps or (1,), par.gather, (role, why_not))
-        if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
-            fitting = _options(make, [(t, 1, 1) for t in node_tps], DEFAULT_PP, False, (role, why_not))
-            if fitting:
-                notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
-        if not fitting:
-            notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(pps or DEFAULT_PP)}")
-        out.extend(fitting)
+        out.extend(_fitting(make, node_tps, par, pps, (role, why_not), notes))
     return tuple(out)
+
+
+def _node_tps(
+    model: ModelSpec, gpu: GpuSpec, tps: tuple[int, ...], rejected: tuple[str, list[dict[str, object]]]
+) -> list[int]:
+    """The TPs that divide the attention heads within one node of ``gpu``; the others rejected with their reason."""
+    role, why_not = rejected
+    for t in tps:
+        reason = _tp_reason(model, gpu.gpus_per_node, t)
+        if reason is not None:
+            _reject(why_not, role, gpu.name, t, None, reason)
+    return [t for t in tps if _tp_reason(model, gpu.gpus_per_node, t) is None]
+
+
+def _fitting(
+    make: _Make,
+    node_tps: list[int],
+    par: _Parallel,
+    pps: tuple[int, ...] | None,
+    rejected: tuple[str, list[dict[str, object]]],
+    notes: list[str],
+) -> list[RoleHardware]:
+    """The instance types of one GPU whose weights fit: its DP/EP shapes at ``pps`` (default PP 1), else (no
+    ``pps`` given) PP where tensor parallelism alone cannot hold the model; a note when nothing fits."""
+    model, gpu, _, scenario, _ = make
+    shapes = parallel_shapes(
+        model,
+        tuple(node_tps),
+        par.dps,
+        par.eps,
+        redundant_experts=scenario.redundant_experts,
+        budget_gpus=par.budget_gpus,
+        allow_dp=par.allow_dp,
+    )
+    fitting = _options(make, shapes, pps or (1,), par.gather, rejected)
+    if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
+        fitting = _options(make, [(t, 1, 1) for t in node_tps], DEFAULT_PP, False, rejected)
+        if fitting:
+            notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
+    if not fitting:
+        notes.append(f"{model.name} does not fit {gpu.name} at any TP {node_tps} / PP {list(pps or DEFAULT_PP)}")
+    return fitting
 
 
 def _hardware(
@@ -237,6 +259,46 @@ def _objective(text: str) -> Objective:
     return cast(Objective, text)
 
 
+def _target(s: SearchSpace, budget_gpus: int | None, rate_rps: float | None) -> tuple[int | None, float | None]:
+    """(GPU budget, target rate): the CLI's, else the ``search:`` block's; one of them at most."""
+    if budget_gpus is not None and rate_rps is not None:
+        raise SpecError(f"give either {flag('gpus')} (budget) or {flag('rate')} (target), not both", field=flag("gpus"))
+    budget = budget_gpus if budget_gpus is not None else (None if rate_rps is not None else s.gpus)
+    rate = rate_rps if rate_rps is not None else (None if budget_gpus is not None else s.rate)
+    if budget is not None and rate is not None:
+        raise SpecError("the search block gives both gpus (budget) and rate (target); keep one", field="search")
+    return budget, rate
+
+
+def _space_roles(
+    catalog: Catalog,
+    model: ModelSpec,
+    scenario: Scenario,
+    budget: int | None,
+    notes: list[str],
+    why_not: list[dict[str, object]],
+) -> tuple[tuple[RoleHardware, ...], tuple[RoleHardware, ...], tuple[RoleHardware, ...]]:
+    """(prefill, decode, colocated) instance types from the ``search:`` block (default: the scenario's GPUs and
+    :data:`DEFAULT_TP`); a colocated instance does both phases, so it tries both roles' GPUs and TPs."""
+    s = scenario.search or SearchSpace()
+    roles = [r for r in (scenario.prefill, scenario.decode, scenario.colocated) if r is not None]
+    prefill_gpus = s.prefill_gpus or [roles[0].gpu]
+    decode_gpus = s.decode_gpus or [roles[-1].gpu]
+    prefill_tps = tuple(s.prefill_tp or s.tp or DEFAULT_TP)
+    decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
+    colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
+    _check_ep_lists(model, s)
+    pps = tuple(s.pp) if s.pp else None
+    pre_par = _Parallel(s.prefill_dp or s.dp, s.prefill_ep or s.ep, budget, gather=True)
+    dec_par = _Parallel(s.decode_dp or s.dp, s.decode_ep or s.ep, budget)
+    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pps, ("prefill", why_not), pre_par)
+    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, pps, ("decode", why_not), dec_par)
+    colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
+    co_par = _Parallel(None, s.ep, budget, allow_dp=False)
+    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps, None, co_par)
+    return prefill, decode, colocated
+
+
 def build_space(
     scenario: Scenario,
     catalog: Catalog,
@@ -249,30 +311,11 @@ def build_space(
     """Options for the optimiser from the scenario, its ``search:`` block and CLI values (which win); ``planning``
     holds ``headroom``, ``redundancy`` and ``budget_usd_per_hour`` (None: the block's, then the defaults)."""
     s = scenario.search or SearchSpace()
-    if budget_gpus is not None and rate_rps is not None:
-        raise SpecError(f"give either {flag('gpus')} (budget) or {flag('rate')} (target), not both", field=flag("gpus"))
-    budget = budget_gpus if budget_gpus is not None else (None if rate_rps is not None else s.gpus)
-    rate = rate_rps if rate_rps is not None else (None if budget_gpus is not None else s.rate)
-    if budget is not None and rate is not None:
-        raise SpecError("the search block gives both gpus (budget) and rate (target); keep one", field="search")
+    budget, rate = _target(s, budget_gpus, rate_rps)
     model = catalog.model(scenario.model)
-    roles = [r for r in (scenario.prefill, scenario.decode, scenario.colocated) if r is not None]
-    prefill_gpus = s.prefill_gpus or [roles[0].gpu]
-    decode_gpus = s.decode_gpus or [roles[-1].gpu]
-    prefill_tps = tuple(s.prefill_tp or s.tp or DEFAULT_TP)
-    decode_tps = tuple(s.decode_tp or s.tp or DEFAULT_TP)
-    colocated_tps = tuple(s.tp or sorted({*prefill_tps, *decode_tps}))  # a colocated instance does both phases
     notes: list[str] = []
-    _check_ep_lists(model, s)
-    pps = tuple(s.pp) if s.pp else None
     why_not: list[dict[str, object]] = []
-    pre_par = _Parallel(s.prefill_dp or s.dp, s.prefill_ep or s.ep, budget, gather=True)
-    dec_par = _Parallel(s.decode_dp or s.dp, s.decode_ep or s.ep, budget)
-    prefill = _roles(catalog, model, scenario, prefill_gpus, prefill_tps, notes, pps, ("prefill", why_not), pre_par)
-    decode = _roles(catalog, model, scenario, decode_gpus, decode_tps, notes, pps, ("decode", why_not), dec_par)
-    colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
-    co_par = _Parallel(None, s.ep, budget, allow_dp=False)
-    colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps, None, co_par)
+    prefill, decode, colocated = _space_roles(catalog, model, scenario, budget, notes, why_not)
     notes = list(dict.fromkeys(notes))
     if not prefill or not decode:
         raise NoFeasiblePlanError(

@@ -20,11 +20,11 @@ from pdplan.serving.deployment import Deployment
 from pdplan.serving.disagg_benchmark import disagg_benchmark_of
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.engine_bind import engine_record
-from pdplan.serving.goodput import ServingModel, find_goodput
+from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, resolve
 from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
-from pdplan.serving.results import Evaluation, OperatingPoint
+from pdplan.serving.results import BenchmarkLoop, ClosedLoop, Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.vendors import cross_vendor_warning
 from pdplan.specs.kernel_table import uncalibrated_warning
@@ -154,38 +154,19 @@ def evaluate(
     ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's).
     ``prices`` (GPU name → USD per GPU-hour, ``--price``; else the scenario's ``search.prices``) replace the
     catalogue's typical prices in the cost, as in :func:`pdplan.search.optimize.optimize`."""
-    if rate is not None and concurrency is not None:
-        raise SpecError("give either a rate or a concurrency, not both", field="rate")
-    if (requests is not None or warmup is not None) and concurrency is None:
-        raise SpecError(
-            "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
-        )
+    _check_load(rate, concurrency, requests, warmup)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     res = resolve(scenario, catalog)
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
     bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
-    point, loop, bench = None, None, None
+    loop, bench = None, None
     if concurrency is not None:
-        loop = closed_loop_throughput(model, concurrency)
-        if isinstance(model, ColocatedModel):
-            bench = benchmark_of(model, concurrency, requests, warmup)
-        else:
-            bench = disagg_benchmark_of(model, concurrency, requests, warmup)
+        loop, bench = _closed_loop(model, concurrency, requests, warmup)
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
-    if rate is not None:
-        snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
-        check_operating_point(res, model, rate, snapshot=snap, bounds=bounds)
-        point = operating_point(snap, scenario.slo)
+    point = None if rate is None else _operating_point(res, model, rate, good, bounds)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
-    warnings = list(res.warnings)
-    tables = {hw.table.gpu: hw.table for hw in (res.prefill, res.decode, res.colocated) if hw}
-    warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
-    vendors = cross_vendor_warning(res)
-    if vendors is not None:
-        warnings.append(vendors)
-    if res.cost_usd_per_hour() is None:
-        warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
+    warnings = _warnings(res)
     return Evaluation(
         name=scenario.name,
         mode=scenario.mode,
@@ -196,9 +177,7 @@ def evaluate(
         stability_limit_rps=good.limit.rate_rps,
         stability_binding=good.limit.binding,
         binding_constraint=good.binding,
-        convention=CONVENTION_WORDS[scenario.ttft_convention]
-        if scenario.mode == "disaggregated"
-        else "colocated: TTFT = wait + prefill on the same instance",
+        convention=_convention(scenario),
         slo=scenario.slo.model_dump(),
         cost_usd_per_hour=res.cost_usd_per_hour(),
         price_usd_per_gpu_hour=res.gpu_prices_usd_per_hour(),
@@ -206,11 +185,60 @@ def evaluate(
         operating_point=point,
         closed_loop=loop,
         assumptions=_assumptions(model, res),
-        warnings=tuple(warnings),
+        warnings=warnings,
         prfaas=_prfaas(res),
         engine=engine_record(res.catalog, scenario),
         benchmark=bench,
     )
+
+
+def _check_load(rate: float | None, concurrency: int | None, requests: int | None, warmup: int | None) -> None:
+    """A rate or a concurrency, not both; benchmark request counts only with a concurrency."""
+    if rate is not None and concurrency is not None:
+        raise SpecError("give either a rate or a concurrency, not both", field="rate")
+    if (requests is not None or warmup is not None) and concurrency is None:
+        raise SpecError(
+            "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
+        )
+
+
+def _convention(scenario: Scenario) -> str:
+    """The TTFT convention in words (disaggregated: the scenario's; colocated: one instance does both)."""
+    if scenario.mode == "disaggregated":
+        return CONVENTION_WORDS[scenario.ttft_convention]
+    return "colocated: TTFT = wait + prefill on the same instance"
+
+
+def _closed_loop(
+    model: ColocatedModel | DisaggregatedModel, concurrency: int, requests: int | None, warmup: int | None
+) -> tuple[ClosedLoop, BenchmarkLoop]:
+    """The closed loop at ``concurrency`` and what the engine's benchmark tool would report of it."""
+    loop = closed_loop_throughput(model, concurrency)
+    if isinstance(model, ColocatedModel):
+        return loop, benchmark_of(model, concurrency, requests, warmup)
+    return loop, disagg_benchmark_of(model, concurrency, requests, warmup)
+
+
+def _operating_point(
+    res: ResolvedScenario, model: ColocatedModel | DisaggregatedModel, rate: float, good: Goodput, bounds: PhysicsBounds
+) -> OperatingPoint:
+    """The latencies at ``rate``, checked against the physics bounds."""
+    snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
+    check_operating_point(res, model, rate, snapshot=snap, bounds=bounds)
+    return operating_point(snap, res.scenario.slo)
+
+
+def _warnings(res: ResolvedScenario) -> tuple[str, ...]:
+    """The scenario's warnings, plus uncalibrated kernel tables, mixed vendors and a missing price."""
+    warnings = list(res.warnings)
+    tables = {hw.table.gpu: hw.table for hw in (res.prefill, res.decode, res.colocated) if hw}
+    warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
+    vendors = cross_vendor_warning(res)
+    if vendors is not None:
+        warnings.append(vendors)
+    if res.cost_usd_per_hour() is None:
+        warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
+    return tuple(warnings)
 
 
 def _prfaas(res: ResolvedScenario) -> dict[str, Any] | None:

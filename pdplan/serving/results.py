@@ -135,6 +135,18 @@ class Evaluation:
             "slo": self.slo,
         }
         doc["utilisation"] = self.utilisation_at_goodput
+        doc.update(self._load_fields())
+        doc["engine"] = self.engine
+        doc["assumptions"] = self.assumptions
+        doc["warnings"] = list(self.warnings)
+        if self.prfaas is not None:
+            doc["prfaas"] = self.prfaas
+        return doc
+
+    def _load_fields(self) -> dict[str, Any]:
+        """The document's keys at the asked load: the operating point's (open loop), the closed loop's, and the
+        benchmark tool's means over them (updated in this order, as :meth:`to_document` has always written)."""
+        doc: dict[str, Any] = {}
         op = self.operating_point
         if op is not None:
             doc.update(
@@ -163,9 +175,4 @@ class Evaluation:
             doc["tpot_s"] = {**doc.get("tpot_s", {}), "mean": bench.mean_tpot_s}
             doc["throughput_rps"] = bench.throughput_rps
             doc["closed_loop"] = bench.as_dict()
-        doc["engine"] = self.engine
-        doc["assumptions"] = self.assumptions
-        doc["warnings"] = list(self.warnings)
-        if self.prfaas is not None:
-            doc["prfaas"] = self.prfaas
         return doc

@@ -44,7 +44,7 @@ from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_lo
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.scenario import Scenario, SloSpec
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, Int64Array
 
 DEFAULT_REQUESTS = 20_000
 """Requests per simulation: ~1 s per run on one core for the chat workload (P99 noise ≈ 3 %)."""
@@ -282,26 +282,14 @@ def simulate_scenario(
     replay = replays_trace(scenario.workload)
     if replay and rate is None and concurrency is None:
         rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
-    if (rate is None) == (concurrency is None) and not goodput:
-        raise SpecError("give a rate or a concurrency (or --goodput)", field="rate")
-    if rate is not None and concurrency is not None:
-        raise SpecError("give either a rate or a concurrency, not both", field="rate")
-    if step not in STEP_MODELS:
-        raise SpecError(f"{step!r} is not one of {', '.join(STEP_MODELS)}", field="step")
-    if n_requests < 100:
-        raise SpecError(f"must be >= 100, got {n_requests}", field="requests")
+    _check_arguments(rate, concurrency, goodput=goodput, step=step, n_requests=n_requests)
     cat = catalog or open_catalog()
     tell("closed form")
     res = resolve(scenario, cat)
     model = build_model(res)
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
-    window = res.model.max_position_embeddings
-    arrivals: FloatArray | None = None
-    if replay:
-        lin, out, arrivals = trace_requests(scenario.workload, window)
-        n_requests = int(lin.size)
-    else:
-        lin, out = sample(scenario.workload, n_requests, np.random.default_rng([seed, 0]), context_window=window)
+    lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
+    n_requests = int(lin.size) if replay else n_requests
     tell("building the simulated deployment")
     runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
     closed: dict[str, Any] = {}
@@ -323,3 +311,26 @@ def simulate_scenario(
         "concurrency": concurrency,
     }
     return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start)
+
+
+def _check_arguments(rate: float | None, concurrency: int | None, *, goodput: bool, step: str, n_requests: int) -> None:
+    """One of rate / concurrency (or the goodput search), a known step model, at least 100 requests."""
+    if (rate is None) == (concurrency is None) and not goodput:
+        raise SpecError("give a rate or a concurrency (or --goodput)", field="rate")
+    if rate is not None and concurrency is not None:
+        raise SpecError("give either a rate or a concurrency, not both", field="rate")
+    if step not in STEP_MODELS:
+        raise SpecError(f"{step!r} is not one of {', '.join(STEP_MODELS)}", field="step")
+    if n_requests < 100:
+        raise SpecError(f"must be >= 100, got {n_requests}", field="requests")
+
+
+def _requests(
+    scenario: Scenario, window: int, replay: bool, n_requests: int, seed: int
+) -> tuple[Int64Array, Int64Array, FloatArray | None]:
+    """(prompt lengths, output lengths, arrival times or None): the trace's requests when it is replayed, else
+    ``n_requests`` sampled from the workload (seeded; lengths within the model's context ``window``)."""
+    if replay:
+        return trace_requests(scenario.workload, window)
+    lin, out = sample(scenario.workload, n_requests, np.random.default_rng([seed, 0]), context_window=window)
+    return lin, out, None

@@ -17,12 +17,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.kernel_fields import Exponent, Fraction, NonNegative
 
 WideEpPhase = Literal["prefill", "decode"]
-
-Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
-NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-Exponent = Annotated[float, Field(ge=1.0, le=64.0)]
 
 
 class WideEpMoeParams(FrozenModel):

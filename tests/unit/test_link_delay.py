@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pdplan.errors import UnsettledWaitError, exit_code_for
-from pdplan.queueing import mg1_wait_distribution, tandem_chain
+from pdplan.queueing import chain_accel, mg1_wait_distribution, tandem_chain
 from pdplan.queueing.link_delay import TandemLink, slack_delay, tandem_delay
 from pdplan.queueing.tandem_chain import ChainInputs, embedded_head, stationary_wait
 
@@ -174,6 +174,6 @@ def test_aitken_jump_removes_a_geometric_mode(lam: float) -> None:
     that plain steps never damp, makes it the average of the two)."""
     fixed = np.array([0.5, 0.3, 0.2]).reshape(1, 1, 1, 3)
     mode = np.array([0.1, -0.05, -0.05]).reshape(1, 1, 1, 3)
-    run = tandem_chain._power(lambda g: fixed + lam * (g - fixed), fixed + mode, 0.0, 2)
+    run = chain_accel.power(lambda g: fixed + lam * (g - fixed), fixed + mode, 0.0, 2)
     assert run.ratio[0] == pytest.approx(lam)
-    np.testing.assert_allclose(tandem_chain._aitken(run, np.array([True])), fixed, atol=1e-12)
+    np.testing.assert_allclose(chain_accel.aitken(run, np.array([True])), fixed, atol=1e-12)

@@ -1,0 +1,96 @@
+"""The typed reader of one Hugging Face ``config.json`` (:class:`HfConfig`) that every family builder uses.
+
+Every failed read names the file and the key; every class default applied for an absent key is recorded in
+``defaults`` (listed in the spec's ``notes``). Split out of :mod:`pdplan.io.hf_config`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pdplan.errors import SpecError
+from pdplan.io.files import read_text_file
+
+Fields = dict[str, Any]
+
+
+class HfConfig:
+    """Typed reads from one config.json; every failure names the file and the key."""
+
+    def __init__(self, data: dict[str, Any], source: str):
+        self.data = data
+        self.source = source
+        self.defaults: list[str] = []
+
+    def error(self, key: str, message: str) -> SpecError:
+        return SpecError(message, source=self.source, field=key)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def get_int(self, key: str, default: int | None = None) -> int:
+        if not self.has(key):
+            if default is None:
+                raise self.error(key, f"missing required key '{key}'")
+            self.defaults.append(f"{key}={default}")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r:.40}")
+        return value
+
+    def opt_int(self, key: str) -> int | None:
+        return self.get_int(key) if self.has(key) else None
+
+    def first_int(self, *keys: str) -> int:
+        for key in keys:
+            if self.has(key):
+                return self.get_int(key)
+        raise self.error(keys[0], f"missing required key '{keys[0]}' (or {', '.join(keys[1:])})")
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        if not self.has(key):
+            self.defaults.append(f"{key}={str(default).lower()}")
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, got {value!r:.40}")
+        return value
+
+    def int_list(self, key: str) -> tuple[int, ...]:
+        value = self.data.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise self.error(key, f"must be a list of integers, got {value!r:.40}")
+        return tuple(value)
+
+    def head_dim(self) -> int:
+        hidden, heads = self.get_int("hidden_size"), self.get_int("num_attention_heads")
+        if self.has("head_dim"):
+            return self.get_int("head_dim")
+        if hidden % heads:
+            raise self.error("num_attention_heads", f"{heads} does not divide hidden_size {hidden}")
+        return hidden // heads
+
+    def reject_sliding_window(self, *, flag: str | None) -> None:
+        """Sliding-window attention bounds the KV cache; pdplan does not model it."""
+        window = self.data.get("sliding_window")
+        enabled = self.get_bool(flag, False) if flag else True
+        if enabled and window is not None and window < self.get_int("max_position_embeddings"):
+            raise self.error(
+                "sliding_window",
+                f"sliding-window attention ({window} tokens) is not modelled; only full-context attention is supported",
+            )
+
+
+def read_json(path: Path, source: str) -> dict[str, Any]:
+    text = read_text_file(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        what = "empty file" if not text.strip() else f"invalid JSON at line {err.lineno}: {err.msg}"
+        raise SpecError(f"{what} (expected a Hugging Face config.json)", source=source) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a JSON object, got {type(data).__name__}", source=source)
+    return data

@@ -1,0 +1,139 @@
+"""Attention operators of a forward pass: projections (MHA/GQA, MLA, sliding-window, linear attention) and the
+attention cores (full, sliding-window, linear-attention scan), per GPU under tensor parallelism.
+
+Split out of :mod:`pdplan.perf.ops` (sharding rules in its docstring), which assembles the whole pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pdplan.perf.mla import mla_gemms
+from pdplan.perf.op_types import MLA_PHASE, Op, OpKind, PassShape, fused_gemms, gemm_dims, kv_heads_per_gpu
+from pdplan.specs.model import ModelSpec
+from pdplan.types import FloatArray
+
+
+def _mla_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    """MLA's projections as vLLM runs them (absorbed in decode, decompressed in prefill; :mod:`pdplan.perf.mla`)."""
+    assert model.mla is not None
+    heads = np.ceil(model.num_attention_heads / s.tp)
+    ops = []
+    for name, dims, bf16 in mla_gemms(model.mla, model.hidden_size, heads, s.phase, m):
+        dims["mla_phase"] = np.asarray(MLA_PHASE[s.phase])
+        if bf16:
+            dims["bf16"] = np.asarray(1.0)
+        ops.append(Op(name, "gemm", float(model.num_kv_layers), dims))
+    return ops
+
+
+def _projections(model: ModelSpec, s: PassShape, m: FloatArray, prefix: str, count: float, kv: int) -> list[Op]:
+    ops: list[Op] = []
+    for g in model.attention_gemms(kv):
+        dims = gemm_dims(g, m, s.tp)
+        if g.name in ("k", "v"):  # replicated heads when tp > n_kv
+            dim = model.head_dim if g.name == "k" else model.value_head_dim
+            dims["n"] = kv_heads_per_gpu(model, s.tp, kv) * dim
+        ops.append(Op(f"{prefix}.{g.name}_proj", "gemm", count, dims))
+    return fused_gemms(ops, ("q", "k", "v"), f"{prefix}.qkv_proj")
+
+
+def attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+    if model.mla is not None:
+        ops = _mla_projection_ops(model, s, m)
+    else:
+        ops = _projections(model, s, m, "attn", float(model.num_kv_layers), model.num_kv_heads)
+    if model.num_swa_layers:
+        ops += _projections(model, s, m, "swa", float(model.num_swa_layers), model.swa_kv_heads)
+    for g in model.linear_attention_gemms():
+        ops.append(Op(f"linear_attn.{g.name}", "gemm", float(model.num_linear_layers), gemm_dims(g, m, s.tp)))
+    return ops
+
+
+def _window_dims(s: PassShape, window: float) -> tuple[FloatArray, FloatArray]:
+    """(batch, context) that give a sliding-window pass the FLOPs the attention kernels price.
+
+    Prefill of c tokens with window w: query i sees min(i, w) keys, c·w − w²/2 pairs for c > w (c²/2 otherwise,
+    the full causal count the kernels assume); priced as c/w blocks of w queries at a context whose causal pair
+    count matches: batch·max(c/w, 1) sequences of sqrt(2·pairs/blocks) tokens (c itself when c ≤ w). Decode: the
+    context is capped at w."""
+    c = s.tokens + 0.0 * s.tp
+    if s.phase != "prefill":
+        return s.batch / s.dp + 0.0 * s.tp, np.minimum(c, window)
+    blocks = np.maximum(c / window, 1.0)
+    pairs = np.where(c > window, c * window - window * window / 2.0, c * c / 2.0)
+    return s.batch / s.dp * blocks + 0.0 * s.tp, np.sqrt(2.0 * pairs / blocks)
+
+
+def attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
+    """The attention cores: full attention over the KV layers, then the sliding-window and linear-attention ones."""
+    kind: OpKind = "attn_prefill" if s.phase == "prefill" else "attn_decode"
+    dims = _full_core_dims(model, s)
+    ops = [Op("attn.core", kind, float(model.num_kv_layers), dims)]
+    if model.sliding_window is not None:
+        ops.append(_swa_core_op(model, s, dims, kind))
+    if model.linear_attention is not None:
+        ops.append(_linear_scan_op(model, s))
+    return ops
+
+
+def _full_core_dims(model: ModelSpec, s: PassShape) -> dict[str, FloatArray]:
+    """Shape of one full-attention layer's core per GPU (MLA: plus the latent's sizes)."""
+    heads = np.ceil(model.num_attention_heads / s.tp)
+    kv_full_layer = model.kv_bytes_per_token_per_layer(s.kv_bytes)
+    # per-GPU share of a token's KV in one layer: its local heads (MLA's latent is not sharded)
+    kv_share = 1.0 if model.mla is not None else kv_heads_per_gpu(model, s.tp) / model.num_kv_heads
+    kv_per_token_layer = kv_full_layer * kv_share
+    # QK^T runs at the q/k head size, PV at the v head size: their mean prices both products
+    head_dim = (model.head_dim + model.value_head_dim) / 2.0 if model.mla is None else model.head_dim
+    dims = {
+        "batch": s.batch / s.dp + 0.0 * s.tp,
+        "context": s.tokens + 0.0 * s.tp,
+        "heads": heads,
+        "kv_heads": kv_heads_per_gpu(model, s.tp),
+        "head_dim": np.full_like(s.tp, head_dim),
+        "kv_bytes_per_token": kv_per_token_layer + 0.0 * s.tp,
+    }
+    if model.mla is not None:  # the latent's sizes, for the fitted MLA core (pdplan.perf.mla)
+        mla = model.mla
+        dims["mla_phase"] = np.asarray(MLA_PHASE[s.phase])
+        dims["mla_rank"] = np.asarray(float(mla.kv_lora_rank))
+        dims["mla_rope"] = np.asarray(float(mla.qk_rope_head_dim))
+        dims["mla_nope"] = np.asarray(float(mla.qk_nope_head_dim))
+        dims["mla_v"] = np.asarray(float(mla.v_head_dim))
+    return dims
+
+
+def _swa_core_op(model: ModelSpec, s: PassShape, dims: dict[str, FloatArray], kind: OpKind) -> Op:
+    """The sliding-window layers' core: the full core's shape at the window's batch, context and K/V heads."""
+    assert model.sliding_window is not None
+    kv = model.swa_kv_heads
+    batch, context = _window_dims(s, float(model.sliding_window.window))
+    per_layer = model.window_kv_bytes_per_token(s.kv_bytes) / model.num_swa_layers
+    swa = {
+        **dims,
+        "batch": batch,
+        "context": context,
+        "kv_heads": kv_heads_per_gpu(model, s.tp, kv),
+        "kv_bytes_per_token": per_layer * kv_heads_per_gpu(model, s.tp, kv) / kv + 0.0 * s.tp,
+    }
+    return Op("swa.core", kind, float(model.num_swa_layers), swa)
+
+
+def _linear_scan_op(model: ModelSpec, s: PassShape) -> Op:
+    """The linear-attention layers' recurrent scan: state, FLOPs and q/k/v/o traffic per token, per GPU."""
+    la = model.linear_attention
+    assert la is not None
+    state = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_dtype_bytes
+    lin = {
+        "tokens": s.new_tokens / s.dp + 0.0 * s.tp,
+        "batch": s.batch / s.dp + 0.0 * s.tp,
+        "state_bytes": state / s.tp,
+        "flops_per_token": 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim / s.tp,
+        # per-GPU q, k, v and o elements per token (what the fitted kernel family reads and writes)
+        "io_elems_per_token": (2.0 * la.num_key_heads * la.key_head_dim + 2.0 * la.num_value_heads * la.value_head_dim)
+        / s.tp,
+        "value_heads": la.num_value_heads / s.tp,
+        "prefill": np.full_like(s.tp, 1.0 if s.phase == "prefill" else 0.0),
+    }
+    return Op("linear_attn.scan", "linear_attn", float(model.num_linear_layers), lin)
