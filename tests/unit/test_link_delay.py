@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -177,3 +179,12 @@ def test_aitken_jump_removes_a_geometric_mode(lam: float) -> None:
     run = chain_accel.power(lambda g: fixed + lam * (g - fixed), fixed + mode, 0.0, 2)
     assert run.ratio[0] == pytest.approx(lam)
     np.testing.assert_allclose(chain_accel.aitken(run, np.array([True])), fixed, atol=1e-12)
+
+
+def test_poisson_pmf_by_hand() -> None:
+    """P(A = k) for A ~ Poisson(m): P(0; 0) = 1, P(3; 0) = 0, P(2; 1.5) = e^-1.5 · 1.5² / 2 = 0.251021."""
+    from pdplan.queueing.tandem_chain import poisson_pmf
+
+    got = poisson_pmf(np.array([0.0, 3.0, 2.0]), np.array([0.0, 0.0, 1.5]))
+    assert got == pytest.approx([1.0, 0.0, math.exp(-1.5) * 1.5**2 / 2.0], rel=1e-12, abs=1e-300)
+    assert got[2] == pytest.approx(0.251021, abs=1e-6)
