@@ -142,13 +142,17 @@ def search_goodput_threshold(
     law = setup.capacity.law
     lo, hi = law.lower - 1.0, law.upper
     t_star = search_threshold(setup.capacity).threshold_tokens
+    seen: dict[float, PathGoodput] = {}
+
+    def at(t: float) -> PathGoodput:  # each threshold's goodput root once (the search revisits its best point)
+        if t not in seen:
+            seen[t] = goodput(setup, t, ttft_slo_s, attainment)
+        return seen[t]
+
     res = optimize.minimize_scalar(
-        lambda t: -goodput(setup, float(t), ttft_slo_s, attainment).goodput_rps,
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": xatol_tokens},
+        lambda t: -at(float(t)).goodput_rps, bounds=(lo, hi), method="bounded", options={"xatol": xatol_tokens}
     )
-    trials = [goodput(setup, t, ttft_slo_s, attainment) for t in (t_star, float(res.x), lo, hi)]
+    trials = [at(float(t)) for t in (t_star, float(res.x), lo, hi)]
     top = max(g.goodput_rps for g in trials)
     near_top = [g for g in trials if g.goodput_rps >= top * (1.0 - RATE_XTOL)]
     return min(near_top, key=lambda g: abs(g.threshold_tokens - t_star))
