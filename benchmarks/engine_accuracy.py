@@ -179,26 +179,29 @@ def _reason(r: dict[str, Any]) -> str:
 
 MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
-* **Targets (issue #13).** TPOT ≤ 12 % holds for Qwen3-235B on TensorRT-LLM, MiniMax-M2.5 on vLLM and gpt-oss-120b
-  on vLLM at TP2; gpt-oss on vLLM as a whole is at 13.6 % (TP4/TP8 15 %), and it is missed for gpt-oss on
-  TensorRT-LLM and the DeepSeek disaggregated rows. TTFT ≤ 25 % holds for no engine-model group (gpt-oss TP2 on
-  vLLM 26 %, the two Qwen3-235B TP4 EP2 rows on TensorRT-LLM 24 %).
+* **Targets (issue #13).** With the merged kernel fits and closed loop (2026-12-02): TPOT ≤ 12 % holds for
+  Qwen3-235B on TensorRT-LLM (10.1 %) and DeepSeek-R1 disaggregated on SGLang (11.7 %); it is missed for gpt-oss on
+  vLLM (16.7 %), MiniMax-M2.5 on vLLM (15.5 %: the refitted FP8 fused-MoE kernels are faster, and the vLLM 0.18 host
+  time fitted on both models leaves MiniMax low), gpt-oss on TensorRT-LLM and the TensorRT-LLM DeepSeek rows. TTFT
+  ≤ 25 % holds for no engine-model group (the tables above; the causes below). The bullets below were written
+  while the work was in progress: where a figure in them differs from the tables, the tables are current.
 * **What moved the numbers.** (1) Expert parallelism without attention DP has no all-to-all: the TP group's tokens
-  are already on every GPU and the layer's TP all-reduce combines the experts' outputs (vLLM
-  `use_all2all_kernels = dp_size > 1 and use_ep`). Qwen3-235B TP4/TP8 EP4/EP8 TPOT went from +8.0 / 11.4 % to the
-  figure above, MiniMax-M2.5 TP4 EP4 from +9.0 / 10.2 %. (2) TP across whole nodes (the TP16 DeepSeek rows), with
-  the all-reduce over the scale-out NIC. (3) The disaggregated benchmark loop replaces the open-model fixed point
-  (table above). (4) MXFP4 experts on Hopper run the W4A16 kernel (4-bit weights read, BF16 compute): they are
-  priced with their own fused-MoE entry fitted on the measured gpt-oss OAI Triton layers
-  (`pdplan/data/moe_w4a16/`, `benchmarks/fit_moe_w4a16.py`; H100 median / P90 |err| 15.0 / 41.6 % over 1,944
-  layers, against 34.3 / 114.4 % for the BF16 entry with 0.53-byte weights it used before, whose 64-row tile and
-  m0 = 96 ramp over-priced a TP2 batch-64 decode layer 2.3x: 0.90 vs 0.39 ms measured). (5) vLLM 0.18 rows take the
-  `vllm-0.18` profile: async scheduling (one extra step before a token returns) and a per-step host time fitted 0
-  on the 88 vLLM 0.18 rows (`benchmarks/fit_vllm018_overheads.py`; the 0.12 profile's 2.23 ms is hidden behind the
-  GPU step). (6) Sliding-window attention (gpt-oss: 18 of 36 layers, W = 128; `pdplan/perf/sliding_window.py`):
-  those layers' decode reads min(context, W) tokens of KV and their prefill does the window's query-key pairs.
-  vLLM gpt-oss TPOT: +74.8 / 74.8 % before; +3.2 / 11.8 % with (4) and (5); -1.5 / 13.6 % with (6) as well
-  (with the step host time refitted each time).
+  are already on every GPU and the layer's TP all-reduce combines the experts' outputs (vLLM `use_all2all_kernels =
+  dp_size > 1 and use_ep`). Qwen3-235B TP4/TP8 EP4/EP8 TPOT went from +8.0 / 11.4 % to the figure above,
+  MiniMax-M2.5 TP4 EP4 from +9.0 / 10.2 %. (2) TP across whole nodes (the TP16 DeepSeek rows), with the all-reduce
+  over the scale-out NIC. (3) The disaggregated benchmark loop replaces the open-model fixed point (table above).
+  (4) MXFP4 experts on Hopper run the W4A16 kernel (4-bit weights read, BF16 compute): they are priced with their
+  own fused-MoE entry fitted on the measured gpt-oss OAI Triton layers (`pdplan/data/moe_w4a16/`,
+  `benchmarks/fit_moe_w4a16.py`; refitted on the merged fused-MoE model: H100 median / P90 |err| 8.4 / 23.4 % on the
+  972 EP 1 layers (35.0 / 63.7 % on EP > 1), against 30.3 / 110.8 % for the BF16 entry with 0.53-byte weights it
+  used before, whose 64-row tile and m0 = 96 ramp over-priced a TP2 batch-64 decode layer 2.3x: 0.90 vs 0.39 ms
+  measured). (5) vLLM 0.18 rows take the `vllm-0.18` profile: async scheduling (one extra step before a token
+  returns) and a per-step host time fitted on the 88 vLLM 0.18 rows (0.79 ms)
+  (`benchmarks/fit_vllm018_overheads.py`; the 0.12 profile's 2.23 ms is hidden behind the GPU step). (6)
+  Sliding-window attention (gpt-oss: 18 of 36 layers, W = 128; the sliding-window layer kind of
+  `pdplan/perf/ops_attention.py`): those layers' decode reads min(context, W) tokens of KV and their prefill does
+  the window's query-key pairs. vLLM gpt-oss TPOT: +74.8 / 74.8 % before; +3.2 / 11.8 % with (4) and (5); -1.5 /
+  13.6 % with (6) as well (with the step host time refitted each time).
 * **DeepSeek-R1 on SGLang, 1P1D TP16 (two nodes per role).** At C = 1-4 the runs measure 211-246 ms TTFT for
   1,024-token prompts and 859-861 ms for 8,192 tokens (C = 2-4). pdplan prices 103-112 and 413-434 ms, of which the
   prompt's own prefill at TP16 is 67 and 351 ms. A fixed ~50 ms plus 2.1x the priced prefill fits those rows: the
@@ -226,22 +229,21 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   run's start-up, or the DP16 to TP16 KV hand-off of this Dynamo version), so pdplan is 92 % low. TPOT is 18-24 %
   low: the TP16 EP16 decode step across two nodes. 36 more TensorRT-LLM DeepSeek-R1 rows give no worker counts and
   are skipped.
-* **gpt-oss-120b on vLLM.** TPOT -1.5 / 13.6 % (was +74.8 / 74.8 %); kernels-only -9.9 %. What is left has a
-  shape: the C = 4 rows are 15-25 % high (TP8 1024/1024: 4.5 ms priced, 3.6 measured, where the kernels alone
-  are 3.8 ms: the small per-layer ops' fixed costs, summed over 36 layers, exceed what the CUDA-graph replay
-  costs), and the 1024/1024 rows at C = 32-64 are 25-50 % low (TP8 C = 64: 11.4 ms measured against 7.1 ms for
-  1024/8192 at the same C; the prompt chunks mixed into decode steps cost the run more than pdplan's mixed
-  step, a closed-loop matter). The TP4 1024/1024 C = 32 rows (measured twice, 15.9 ms) lie above the C = 64
-  rows (9.7 ms) of the same deployment. KV memory is still counted for the whole context on the window layers
-  (vLLM's hybrid KV-cache manager frees their out-of-window blocks), which only moves the C = 512 rows'
-  admission. The vLLM 0.18 host time: fitted on gpt-oss alone 0.66 ms, on MiniMax-M2.5 (same version) 1.83 ms;
-  the pooled 0.74 ms leaves MiniMax at -9.9 %. TTFT: measured grows with C (TP8 1024/1024: 32 ms at C = 4,
-  135 ms at C = 64) where pdplan's is nearly flat (63-66 ms): at C = 4 the profile's per-request time (5 ms +
-  0.8 ms x 36 layers + tokenising, from AIC's H200 calibration) alone exceeds the measured TTFT, and the growth
-  with C is the colocated loop's spread-arrival wait, reworked on another branch. The nine C = 512 rows (vLLM
-  0.11.2 and unversioned) measure TPOT 3.6-27 ms with TTFT 20-460 s: the engine decoded about 100 sequences at a
-  time and queued the rest; pdplan admits up to 512 (its KV and seat caps) and prices the admitted prompts'
-  prefill chunks into their TPOT.
+* **gpt-oss-120b on vLLM.** TPOT -3.7 / 16.7 % after the merge (-1.5 / 13.6 % on its branch; was +74.8 / 74.8 %).
+  What is left has a shape: the C = 4 rows are 15-25 % high (TP8 1024/1024: 4.5 ms priced, 3.6 measured, where the
+  kernels alone are 3.8 ms: the small per-layer ops' fixed costs, summed over 36 layers, exceed what the CUDA-graph
+  replay costs), and the 1024/1024 rows at C = 32-64 are 25-50 % low (TP8 C = 64: 11.4 ms measured against 7.1 ms
+  for 1024/8192 at the same C; the prompt chunks mixed into decode steps cost the run more than pdplan's mixed step,
+  a closed-loop matter). The TP4 1024/1024 C = 32 rows (measured twice, 15.9 ms) lie above the C = 64 rows (9.7 ms)
+  of the same deployment. The window layers' KV is counted for the window only (the sliding-window layer kind). The
+  vLLM 0.18 host time: fitted on gpt-oss alone 0.66 ms, on MiniMax-M2.5 (same version) 1.83 ms; the pooled 0.79 ms
+  (refitted after the merge) leaves MiniMax at -15 %. TTFT: measured grows with C (TP8 1024/1024: 32 ms at C = 4,
+  135 ms at C = 64) where pdplan's is nearly flat (63-66 ms): at C = 4 the profile's per-request time (5 ms + 0.8 ms
+  x 36 layers + tokenising, from AIC's H200 calibration) alone exceeds the measured TTFT, and the growth with C is
+  the colocated loop's spread-arrival wait, reworked on another branch. The nine C = 512 rows (vLLM 0.11.2 and
+  unversioned) measure TPOT 3.6-27 ms with TTFT 20-460 s: the engine decoded about 100 sequences at a time and
+  queued the rest; pdplan admits up to 512 (its KV and seat caps) and prices the admitted prompts' prefill chunks
+  into their TPOT.
 * **gpt-oss-120b on TensorRT-LLM** (5 rows, 1.3.0rc1 behind Dynamo 0.9.0, FP8 activations). C = 160-384 is above
   the profile's 256 seats, so pdplan queues the rest (TTFT +526 %), while the runs admitted all of them. Their
   batch_size column is C/TP (48 at C = 192 TP4, 160 at C = 320 TP2, 96 at C = 384 TP4): the per-rank batch of an
@@ -263,8 +265,8 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   TensorRT-LLM the misses are not a per-step or per-request constant: they grow with ISL and C (SGLang) or are not
   monotone in C (TensorRT-LLM). The fused-MoE and MLA kernels are being refitted elsewhere, so a host constant
   fitted now would absorb kernel error and count it twice after that merge.
-* **Assumptions.** KV dtype = weight dtype (FP8 rows get FP8 KV; SGLang's default `auto` would be BF16). KV moves
-  by layer over IB NDR, so the exposed transfer is at most 1.8 ms on any row. The recipe is aiperf with 20·C requests
+* **Assumptions.** KV dtype = weight dtype (FP8 rows get FP8 KV; SGLang's default `auto` would be BF16). KV moves by
+  layer over IB NDR, so the exposed transfer is at most 1.8 ms on any row. The recipe is aiperf with 20·C requests
   after 2·C warm-up (ENGINES.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row is
   left out of the medians.
 """
