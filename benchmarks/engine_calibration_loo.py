@@ -14,7 +14,7 @@ Per engine (one profile holds one engine's overheads):
 
 1. the shipped profile's errors (no fit);
 2. the fit on all rows (:func:`pdplan.calibrate.benchmarks.fit_runs`: Gauss–Newton on the exact model);
-3. leave-one-model-out and leave-one-TP-out: for each fold the overhead terms are fitted on the other rows only and
+3. leave-one-model-out and leave-one-TP-out: for each fold the closed-loop terms are fitted on the other rows only and
    the held-out rows are predicted exactly (a fresh ``evaluate`` per row with the fold's profile). To keep the
    run within minutes, a fold's fit minimises its training rows' residuals on the model linearised at the all-rows
    fit (predictions and slopes there are properties of the model; no held-out measurement enters a fold's fit);

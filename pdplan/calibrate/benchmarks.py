@@ -1,5 +1,5 @@
 """``pdplan calibrate`` on closed-loop benchmark runs: predict each run through the library's ``evaluate``, compare,
-and fit the engine profile's overhead terms (:mod:`pdplan.calibrate.engine_fit`).
+and fit the engine profile's closed-loop terms (overheads and start-up cohorts: :mod:`pdplan.calibrate.engine_fit`).
 
 Each run becomes the scenario ``pdplan evaluate --model M --gpu G --tp T --colocated 1 --isl I --osl O --dtype D
 --kv-dtype K --engine E --concurrency C`` would build (the packaged default scenario with those overrides: one
@@ -256,8 +256,9 @@ def fit_runs(
     name: str,
     predictor: RunsPredictor = predict_runs,
 ) -> RunsReport:
-    """Fit the overhead terms of the profile ``engine`` to the runs; the report carries the fitted profile, whose
-    terms' sources say what they were fitted on, and its predictions of the runs."""
+    """Fit the closed-loop terms (:data:`~pdplan.calibrate.engine_fit.TERMS`) of the profile ``engine`` to the runs;
+    the report carries the fitted profile, whose terms' sources say what they were fitted on, and its predictions of
+    the runs."""
     base = catalog.engine(engine)
     trials = TrialProfiles(base)
     try:
