@@ -1,5 +1,5 @@
 """``pdplan calibrate`` on closed-loop benchmark runs: predict each run through the library's ``evaluate``, compare,
-and fit the engine profile's overhead terms (:mod:`pdplan.calibrate.engine_fit`).
+and fit the engine profile's closed-loop terms (overheads and start-up cohorts: :mod:`pdplan.calibrate.engine_fit`).
 
 Each run becomes the scenario ``pdplan evaluate --model M --gpu G --tp T --colocated 1 --isl I --osl O --dtype D
 --kv-dtype K --engine E --concurrency C`` would build (the packaged default scenario with those overrides: one
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from pdplan.calibrate.engine_fit import TERMS, OverheadFit, TermFit, fit_overheads
+from pdplan.calibrate.engine_fit import COUNT_TERMS, TERMS, OverheadFit, TermFit, fit_overheads
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.benchmark_results import catalogue_model_name
@@ -125,13 +125,36 @@ def _benchmark_means(ev: Any) -> tuple[float, float]:
     return float(point.ttft_s.mean), float(point.tpot_s.mean)
 
 
+SCHEDULING_TERMS = frozenset({"startup_cohorts"})
+"""Fitted terms that live in the profile's ``scheduling`` block, not its ``overheads``."""
+_NO_COHORTS = "unset in the base profile: the burst cohort alone (1), as the closed loop reads an unset value"
+
+
 def with_terms(profile: EngineProfile, terms: Mapping[str, float], note: str | None = None) -> EngineProfile:
-    """``profile`` with overhead terms replaced (``note`` becomes each replaced term's source when given)."""
+    """``profile`` with closed-loop terms replaced (``note`` becomes each replaced term's source when given): the
+    overheads, and ``startup_cohorts`` in the scheduling policy."""
+    sched = profile.scheduling
     update = {
         k: Sourced(value=max(0.0, float(v)), source=note or getattr(profile.overheads, k).source)
         for k, v in terms.items()
+        if k not in SCHEDULING_TERMS
     }
-    return profile.model_copy(update={"overheads": profile.overheads.model_copy(update=update)})
+    if "startup_cohorts" in terms:
+        was = sched.startup_cohorts.source if sched.startup_cohorts is not None else _NO_COHORTS
+        cohorts = Sourced(value=max(0.0, float(terms["startup_cohorts"])), source=note or was)
+        sched = sched.model_copy(update={"startup_cohorts": cohorts})
+    overheads = profile.overheads.model_copy(update=update)
+    return profile.model_copy(update={"overheads": overheads, "scheduling": sched})
+
+
+def term_value(profile: EngineProfile, name: str) -> float:
+    """A closed-loop term's value in ``profile`` (``startup_cohorts`` unset: 1, the burst cohort alone, as the closed
+    loop reads it: :func:`pdplan.serving.benchmark_inputs.loop_inputs`)."""
+    if name == "startup_cohorts":
+        cohorts = profile.scheduling.startup_cohorts
+        return 1.0 if cohorts is None else cohorts.value
+    value: float = getattr(profile.overheads, name).value
+    return value
 
 
 def profile_yaml(profile: EngineProfile) -> str:
@@ -233,8 +256,9 @@ def fit_runs(
     name: str,
     predictor: RunsPredictor = predict_runs,
 ) -> RunsReport:
-    """Fit the overhead terms of the profile ``engine`` to the runs; the report carries the fitted profile, whose
-    terms' sources say what they were fitted on, and its predictions of the runs."""
+    """Fit the closed-loop terms (:data:`~pdplan.calibrate.engine_fit.TERMS`) of the profile ``engine`` to the runs;
+    the report carries the fitted profile, whose terms' sources say what they were fitted on, and its predictions of
+    the runs."""
     base = catalog.engine(engine)
     trials = TrialProfiles(base)
     try:
@@ -242,7 +266,7 @@ def fit_runs(
         def predict(terms: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
             return predictor(runs, trials.path_for(terms), catalog)
 
-        start = {k: getattr(base.overheads, k).value for k in TERMS}
+        start = {k: term_value(base, k) for k in TERMS}
         meas = [np.array([getattr(r, k) for r in runs]) for k in ("ttft_s", "tpot_s")]
         result = fit_overheads(predict, start, meas[0], meas[1])
     finally:
@@ -263,8 +287,10 @@ def fitted_profile(
     for term in result.terms:
         if term.status == "not constrained":
             continue
-        error = f" ± {term.std_s:.3g} s (1σ, from the Jacobian)" if term.std_s is not None else f" ({term.status})"
-        profile = with_terms(profile, {term.name: term.value_s}, f"{where}: {term.value_s:.4g} s{error}")
+        unit = "cohorts" if term.name in COUNT_TERMS else "s"
+        error = f" ± {term.std_s:.3g} {unit} (1σ, from the Jacobian)" if term.std_s is not None else ""
+        error = error or f" ({term.status})"
+        profile = with_terms(profile, {term.name: term.value_s}, f"{where}: {term.value_s:.4g} {unit}{error}")
     kept = [t.name for t in result.terms if t.status == "not constrained"]
     note = f"{where}; kept from {base.name} {base.version} (not constrained by the runs): {', '.join(kept) or 'none'}"
     return profile.model_copy(update={"name": name, "fitted": True, "sources": {**profile.sources, "calibrate": note}})

@@ -1,27 +1,58 @@
-"""Fitting an engine profile's overhead terms to benchmark runs: bounded least squares with a reported uncertainty.
+"""Fitting an engine profile's closed-loop terms to benchmark runs: bounded least squares with a reported uncertainty.
 
-The terms (:data:`TERMS`) are the host costs kernel tables cannot show, as :class:`pdplan.specs.engine.Overheads`
-names them: ``step_s`` per engine step, ``collective_s`` per all-reduce (two per layer at TP > 1),
-``launch_gap_s_per_layer`` per layer per step, and ``request_s`` per request on TTFT. A prediction of every run
-(TTFT and TPOT, through the library's ``evaluate`` at the run's concurrency) is one *pass*; a pass costs tens of
-milliseconds per run, so the fit does not hand the exact model to ``least_squares`` (which would spend a pass per
-parameter per iteration, for ten or more iterations). Instead, Gauss–Newton on the exact model:
+The terms (:data:`TERMS`) are those the shipped profiles were fitted with: the host costs kernel tables cannot show,
+as :class:`pdplan.specs.engine.Overheads` names them — ``step_s`` per engine step, ``collective_s`` per all-reduce
+(two per layer at TP > 1), ``launch_gap_s_per_layer`` per layer per step, ``request_s`` per request on TTFT — and the
+closed loop's start-up transient ``startup_cohorts`` (:class:`pdplan.specs.engine.Scheduling`; a count of first
+cohorts, dimensionless, not seconds: :mod:`pdplan.serving.benchmark_loop`). A prediction of every run (TTFT and
+TPOT, through the library's ``evaluate`` at the run's concurrency) is one *pass*; a pass costs tens of milliseconds
+per run, so the fit does not hand the exact model to ``least_squares`` (which would spend a pass per parameter per
+iteration, for ten or more iterations). Instead, Gauss–Newton on the exact model:
 
 1. linearise the predictions at θ_k: one pass at θ_k and one per term at θ_k + h_j (forward differences, steps
    :data:`STEPS_S`), giving p(θ) ≈ p_k + J_k (θ − θ_k);
-2. minimise the log residuals log(p(θ)/measured) of TTFT and TPOT (both, stacked; a 10 % miss counts the same
-   on a 20 ms TTFT and a 20 s one) over the bounds (:data:`BOUNDS_S`) with ``scipy.optimize.least_squares``
-   (``trf``; plain squares first, then from there a soft-L1 loss with a 10 % scale, so a few rows the model cannot
-   follow — a KV-capacity cliff — do not drag the terms);
+2. minimise log residuals log(p(θ)/measured) (a 10 % miss counts the same on a 20 ms TTFT and a 20 s one) over
+   the bounds (:data:`BOUNDS_S`) with ``scipy.optimize.least_squares`` (``trf``; plain squares first, then from
+   there a soft-L1 loss with a 10 % scale, so a few rows the model cannot follow — a KV-capacity cliff — do not drag
+   the terms), in two stages (:func:`solve_linearised`): the step terms (:data:`TPOT_TERMS`) on the TPOT residuals,
+   then the TTFT terms (:data:`TTFT_TERMS`) on the TTFT residuals with the step terms at their new values, this
+   stage ending with a Cauchy loss (same scale) started from the soft-L1 optimum;
 3. repeat from the new θ until no term moves by more than a quarter of its step (at most
    :data:`MAX_LINEARISATIONS` times); the reported predictions are one more exact pass.
 
-Uncertainty: the 1σ standard error of each term from the final linearisation, σ² = s²·[(JᵀJ)⁻¹]_jj with J the
-Jacobian of the log residuals and s² = Σr²/(n − k) their variance (the textbook asymptotic covariance of a
-least-squares estimate; it assumes independent residuals and ignores the soft-L1 weights, so read it as a scale,
-not a confidence interval). A term at a bound has no two-sided error (reported as ``at_bound``); a term the rows
-cannot see (its Jacobian column is zero: no TP > 1 row for ``collective_s``) keeps the base profile's value and
-is reported as ``not constrained``.
+Why two stages, not one joint fit of TTFT and TPOT: the model is block-structured. A decode step's time — TPOT, up to
+the start-up transient's small share — is kernels plus ``step_s + layers·gap + 2·layers·collective``; ``request_s``
+and ``startup_cohorts`` only enter TPOT through second-order closed-loop effects (a longer request delay lowers the
+effective concurrency), while TTFT carries every term. TPOT is the better-determined figure (a mean over every
+decode step of every request, and the model follows it to a few %), TTFT the worse (some runs follow no closed-loop
+regime the model has: a joint fit lets their TTFT misses pull the step terms, which TPOT then pays for, and lets
+``step_s`` trade against ``request_s`` on TTFT, which is how the joint fit put TensorRT-LLM's ``request_s`` at
+63–77 ms against the 44 ms of the least-median TTFT fit; ``docs/accuracy_engines_calibration.md``). So each block
+is identified by the figure that determines it: the step terms by TPOT, and given them, the per-request and
+start-up terms by TTFT — the order ``benchmarks/fit_startup_cohorts.py`` fitted the shipped profiles in (step terms
+fixed, then ``startup_cohorts`` and ``request_s`` on TTFT). Iterating the Gauss–Newton loop lets the blocks see each
+other's updates (block coordinate descent).
+
+Why Cauchy on TTFT: whole groups of runs sit in a TTFT regime the closed loop does not have (TensorRT-LLM Llama-3.1-8B
+TTFTs that grow with OSL at C = 8; unversioned vLLM Llama-3.1-70B runs over-predicted ~1.9×:
+``docs/accuracy_engines.md``), misses of 30–90 % against the 5–15 % of the rest. Soft-L1's influence ψ(r) tends to a
+constant for large r, so every such row keeps pulling with full L1 weight (soft-L1 alone on this stage put
+TensorRT-LLM's ``request_s`` at 56 ms and ``startup_cohorts`` at 2.5 on its 60 sampled rows; with Cauchy 51 ms and 2.2,
+against the least-median 44 ms and 1.85 on all 353); Cauchy's ψ(r) = r/(1 + (r/c)²) redescends (at c = 0.1, a 0.5 log
+miss pulls 0.38 times as hard as a 0.1 one, a 0.9 miss 0.22 times; soft-L1's ψ = r/√(1 + (r/c)²): 1.4 times), the smooth
+M-estimator counterpart of the least-median fit that set the shipped profiles' ``startup_cohorts`` and ``request_s``
+(``benchmarks/fit_startup_cohorts.py``, which ignores up to half the rows), so a calibration fits these terms as the
+shipped profiles were fitted. TPOT keeps soft-L1: its misses are a few % with isolated cliffs (no row regime to reject),
+where a convex loss is safer. Cauchy is not convex, hence the start at the soft-L1 optimum.
+
+Uncertainty: the 1σ standard error of each term from the final linearisation, per stage: σ² = s²·[(JᵀJ)⁻¹]_jj with
+J the Jacobian of that stage's log residuals (TPOT rows for the step terms, TTFT rows for the others) and
+s² = Σr²/(n − k) their variance (the textbook asymptotic covariance of a least-squares estimate; it assumes
+independent residuals, ignores the soft-L1 weights and the other stage's uncertainty, so read it as a scale, not a
+confidence interval). A term at a bound has no two-sided error (reported as ``at_bound``); a term the rows cannot
+see (its Jacobian column is zero: no TP > 1 row for ``collective_s``, an unmixed engine for ``startup_cohorts``)
+keeps the base profile's value and is reported as ``not constrained``. Values and errors are in seconds, except
+``startup_cohorts`` (cohorts).
 """
 
 from __future__ import annotations
@@ -35,21 +66,31 @@ from scipy.optimize import least_squares
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray
 
-TERMS = ("step_s", "collective_s", "launch_gap_s_per_layer", "request_s")
+TPOT_TERMS = ("step_s", "collective_s", "launch_gap_s_per_layer")
+"""Fitted on the TPOT residuals (first stage; module docstring)."""
+TTFT_TERMS = ("request_s", "startup_cohorts")
+"""Fitted on the TTFT residuals with the step terms fixed (second stage)."""
+TERMS = TPOT_TERMS + TTFT_TERMS
+COUNT_TERMS = frozenset({"startup_cohorts"})
+"""Terms that are counts (dimensionless), not seconds."""
 BOUNDS_S: Mapping[str, tuple[float, float]] = {
     "step_s": (0.0, 0.05),
     "collective_s": (0.0, 5e-4),
     "launch_gap_s_per_layer": (0.0, 5e-4),
     "request_s": (0.0, 1.0),
+    "startup_cohorts": (0.0, 6.0),
 }
 """Physical ranges (seconds), wide around ENGINES.md §1: host step overheads of 0.2–13 ms (V0 bubbles up to 13 ms),
 per-collective and per-layer costs of microseconds to tens of µs (a 50 ms step over 80 layers is 0.6 ms/layer),
-per-request costs of tens of ms (AIC: 40–64 ms); the upper ends are 4–50× beyond the largest reported value."""
+per-request costs of tens of ms (AIC: 40–64 ms); the upper ends are 4–50× beyond the largest reported value.
+``startup_cohorts`` (cohorts): 0 = steady state only; 6 = twice the largest fitted value (vLLM 0.12.0, 2.9) and the
+grid of ``benchmarks/fit_startup_cohorts.py``."""
 STEPS_S: Mapping[str, float] = {
     "step_s": 5e-4,
     "collective_s": 5e-6,
     "launch_gap_s_per_layer": 5e-6,
     "request_s": 5e-3,
+    "startup_cohorts": 0.25,
 }
 """Forward-difference steps: about the size of each term's typical value, so the secant spans the range it moves in."""
 MAX_LINEARISATIONS = 3
@@ -62,7 +103,8 @@ Predictor = Callable[[Mapping[str, float]], tuple[FloatArray, FloatArray]]
 
 @dataclass(frozen=True)
 class TermFit:
-    """One fitted term: value (s), 1σ standard error (s, None when not defined) and how it came out."""
+    """One fitted term: value (s; cohorts for ``startup_cohorts``), 1σ standard error (same unit, None when not
+    defined) and how it came out."""
 
     name: str
     value_s: float
@@ -84,13 +126,6 @@ class OverheadFit:
 
     def values(self) -> dict[str, float]:
         return {t.name: t.value_s for t in self.terms}
-
-
-def _log_residuals(ttft: FloatArray, tpot: FloatArray, meas_ttft: FloatArray, meas_tpot: FloatArray) -> FloatArray:
-    pred = np.concatenate([ttft, tpot])
-    meas = np.concatenate([meas_ttft, meas_tpot])
-    out: FloatArray = np.log(np.maximum(pred, 1e-9) / meas)
-    return out
 
 
 def _jacobian(predict: Predictor, theta: dict[str, float], base: FloatArray) -> FloatArray:
@@ -119,7 +154,7 @@ def fit_overheads(
     meas_ttft, meas_tpot = np.asarray(measured_ttft_s, float), np.asarray(measured_tpot_s, float)
     if meas_ttft.size < len(start):
         raise SpecError(
-            f"{meas_ttft.size} benchmark run(s) cannot fit {len(start)} overhead terms ({', '.join(start)}); "
+            f"{meas_ttft.size} benchmark run(s) cannot fit {len(start)} closed-loop terms ({', '.join(start)}); "
             f"give at least {len(start)} runs, or use --check to only compare",
             field="rows",
         )
@@ -156,13 +191,35 @@ def fit_overheads(
 def solve_linearised(
     base: FloatArray, jac: FloatArray, theta: dict[str, float], meas_ttft: FloatArray, meas_tpot: FloatArray
 ) -> dict[str, float]:
-    """Bounded robust least squares of the log residuals of the linearised predictions ``base + jac·(θ − theta)``
-    (``base``, ``jac`` rows: TTFT of every run, then TPOT); one Gauss–Newton step of :func:`fit_overheads`."""
+    """One Gauss–Newton step of :func:`fit_overheads` on the linearised predictions ``base + jac·(θ − theta)``
+    (``base``, ``jac`` rows: TTFT of every run, then TPOT; columns in ``theta`` order): the terms of
+    :data:`TPOT_TERMS` by bounded robust least squares of the TPOT log residuals, then those of :data:`TTFT_TERMS` on
+    the TTFT log residuals with the first stage's move applied (module docstring)."""
     names = list(theta)
+    unknown = [k for k in names if k not in TERMS]
+    if unknown:
+        raise SpecError(f"unknown calibration term(s) {unknown}; allowed: {', '.join(TERMS)}", field="terms")
+    n = meas_ttft.size
     x0 = np.array([theta[k] for k in names])
+    delta = np.zeros(len(names))
+    for stage, rows, meas in ((TPOT_TERMS, slice(n, 2 * n), meas_tpot), (TTFT_TERMS, slice(0, n), meas_ttft)):
+        cols = [i for i, k in enumerate(names) if k in stage]
+        if not cols:
+            continue
+        stage_base = base[rows] + jac[rows] @ delta  # the other stage's move, where it has been made
+        robust = stage is TTFT_TERMS
+        step = _solve_stage(stage_base, jac[rows][:, cols], [names[i] for i in cols], x0[cols], meas, robust)
+        delta[cols] = step - x0[cols]
+    return {k: float(np.clip(x0[i] + delta[i], *BOUNDS_S[k])) for i, k in enumerate(names)}
+
+
+def _solve_stage(
+    base: FloatArray, jac: FloatArray, names: list[str], x0: FloatArray, meas: FloatArray, redescend: bool
+) -> FloatArray:
+    """Bounded least squares, then soft-L1 from there (and Cauchy from that, when ``redescend``), of
+    log((base + jac·(x − x0)) / meas) over the terms ``names``."""
     lo = np.array([BOUNDS_S[k][0] for k in names])
     hi = np.array([BOUNDS_S[k][1] for k in names])
-    meas = np.concatenate([meas_ttft, meas_tpot])
     scale = np.array([STEPS_S[k] for k in names])  # solve in units of each term's step: comparable magnitudes
 
     def residuals(z: FloatArray) -> FloatArray:
@@ -170,11 +227,14 @@ def solve_linearised(
         out: FloatArray = np.log(np.maximum(pred, 1e-9) / meas)
         return out
 
-    z, box = x0 / scale, (lo / scale, hi / scale)
+    z, box = np.clip(x0, lo, hi) / scale, (lo / scale, hi / scale)
     # plain least squares first: from far off, soft-L1's flat tails stop trf on ftol before it has moved
     z = least_squares(residuals, z, bounds=box, xtol=1e-12, ftol=1e-12).x
-    res = least_squares(residuals, z, bounds=box, loss="soft_l1", f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12)
-    return {k: float(np.clip(v, BOUNDS_S[k][0], BOUNDS_S[k][1])) for k, v in zip(names, res.x * scale, strict=True)}
+    z = least_squares(residuals, z, bounds=box, loss="soft_l1", f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12).x
+    if redescend:  # non-convex: started from the soft-L1 optimum
+        z = least_squares(residuals, z, bounds=box, loss="cauchy", f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12).x
+    out: FloatArray = np.clip(z * scale, lo, hi)
+    return out
 
 
 def _uncertainty(
@@ -186,22 +246,29 @@ def _uncertainty(
     meas_ttft: FloatArray,
     meas_tpot: FloatArray,
 ) -> tuple[TermFit, ...]:
-    """1σ standard errors from the last linearisation's Jacobian of the log residuals (module docstring)."""
+    """1σ standard errors from the last linearisation's Jacobian of each stage's log residuals (module docstring)."""
     names = list(values)
     free = [k for k in names if k not in frozen]
-    resid = _log_residuals(ttft, tpot, meas_ttft, meas_tpot)
-    pred = np.maximum(np.concatenate([ttft, tpot]), 1e-12)
-    jac_log = jac[:, [names.index(k) for k in free]] / pred[:, None]
-    dof = max(resid.size - len(free), 1)
-    cov = float(resid @ resid) / dof * np.linalg.pinv(jac_log.T @ jac_log) if free else np.zeros((0, 0))
+    n = meas_ttft.size
+    std: dict[str, float] = {}
+    for stage, rows, pred, meas in (
+        (TPOT_TERMS, slice(n, 2 * n), tpot, meas_tpot),
+        (TTFT_TERMS, slice(0, n), ttft, meas_ttft),
+    ):
+        mine = [k for k in free if k in stage]
+        if not mine:
+            continue
+        resid = np.log(np.maximum(pred, 1e-9) / meas)
+        jac_log = jac[rows][:, [names.index(k) for k in mine]] / np.maximum(pred, 1e-12)[:, None]
+        dof = max(resid.size - len(mine), 1)
+        cov = float(resid @ resid) / dof * np.linalg.pinv(jac_log.T @ jac_log)
+        std.update({k: float(np.sqrt(max(cov[j, j], 0.0))) for j, k in enumerate(mine)})
     out = []
     for k in names:
         if k in frozen:
             out.append(TermFit(k, values[k], None, "not constrained"))
             continue
-        j = free.index(k)
         lo, hi = BOUNDS_S[k]
         at_bound = min(values[k] - lo, hi - values[k]) <= 1e-3 * STEPS_S[k]
-        std = float(np.sqrt(max(cov[j, j], 0.0)))
-        out.append(TermFit(k, values[k], None if at_bound else std, "at_bound" if at_bound else "fitted"))
+        out.append(TermFit(k, values[k], None if at_bound else std[k], "at_bound" if at_bound else "fitted"))
     return tuple(out)

@@ -4,7 +4,8 @@ JSON keys (ARCHITECTURE §4, "calibrate from benchmarks"): ``mape`` (median abso
 errors together), ``n`` (runs), ``rows`` (each run's fields plus ``predicted_ttft_ms``, ``predicted_tpot_ms``,
 ``ttft_error_pct``, ``tpot_error_pct``: signed, predicted/measured − 1), ``ttft`` / ``tpot`` (median and P90
 absolute % error), ``engine`` (``name``, ``version``, ``fitted``) and after a fit ``terms`` (each term's
-``value_s``, ``std_s`` and ``status``) with ``uncertainty`` saying what ``std_s`` is.
+``value_s``, ``std_s`` and ``status``; seconds, except ``startup_cohorts``: a count of cohorts) with ``uncertainty``
+saying what ``std_s`` is.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ if TYPE_CHECKING:
     from pdplan.calibrate.benchmarks import RunsReport
 
 UNCERTAINTY_WORDS = (
-    "std_s: 1-sigma standard error from the Jacobian of the log residuals at the fit (s^2 (J^T J)^-1); "
-    "none for a term at a bound or not constrained by the runs"
+    "std_s: 1-sigma standard error from the Jacobian of the log residuals at the fit (s^2 (J^T J)^-1; TPOT residuals "
+    "for the step terms, TTFT for request_s and startup_cohorts); none for a term at a bound or not constrained by "
+    "the runs; value_s and std_s of startup_cohorts are counts of cohorts, not seconds"
 )
 
 
@@ -46,7 +48,10 @@ def runs_document(report: RunsReport) -> dict[str, Any]:
     return doc
 
 
-def _term_cell(value_s: float, std_s: float | None, status: str) -> str:
+def _term_cell(name: str, value_s: float, std_s: float | None, status: str) -> str:
+    if name == "startup_cohorts":  # a count, not seconds
+        text = f"{value_s:.3g} cohorts" + (f" ± {std_s:.2g}" if std_s is not None else "")
+        return text if status == "fitted" else f"{text} ({status})"
     text = f"{value_s * 1e3:.4g} ms" if value_s >= 1e-4 else f"{value_s * 1e6:.3g} µs"
     if std_s is not None:
         text += f" ± {std_s * 1e3:.2g} ms" if value_s >= 1e-4 else f" ± {std_s * 1e6:.2g} µs"
@@ -61,7 +66,7 @@ def runs_view(report: RunsReport) -> View:
         {"what": "TPOT median |error|", "value": f"{report.tpot.median_abs_pct:.1f} %"},
         {"what": "engine profile", "value": f"{report.engine.name} {report.engine.version}"},
     ]
-    summary += [{"what": t.name, "value": _term_cell(t.value_s, t.std_s, t.status)} for t in report.terms]
+    summary += [{"what": t.name, "value": _term_cell(t.name, t.value_s, t.std_s, t.status)} for t in report.terms]
     return View(
         records=report.rows,
         document=runs_document(report),
