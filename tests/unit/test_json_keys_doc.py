@@ -8,12 +8,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from conftest import CliResult
-
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "json_keys.md").read_text(encoding="utf-8")
 SMALL = ROOT / "tests" / "data" / "small_scenario.yaml"
 GOLDEN = ROOT / "tests" / "golden" / "examples"
+Cli = Callable[..., Any]  # the `cli` fixture of tests/conftest.py
 
 
 def _keys(doc: dict[str, Any], nested: tuple[str, ...]) -> Iterator[str]:
@@ -38,7 +37,7 @@ def test_optimize_keys_are_documented() -> None:
     assert not missing, f"docs/json_keys.md does not name: {sorted(missing)}"
 
 
-def test_evaluate_keys_are_documented(cli: Callable[..., CliResult]) -> None:
+def test_evaluate_keys_are_documented(cli: Cli) -> None:
     missing: set[str] = set()
     for extra in (("--rate", "1"), ("--concurrency", "4")):
         result = cli("evaluate", SMALL, *extra, "--format", "json")
