@@ -101,8 +101,13 @@ def _groups(rows: MoeRows) -> dict[tuple[float, ...], np.ndarray]:
 
 def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, MoeLayerShape]]:
     """Row indices and their layer shape (weights at 2 B for bf16, 1 B plus block scales for fp8), per group."""
+    return row_shapes(rows, 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0))
+
+
+def row_shapes(rows: MoeRows, weight_bytes: float) -> list[tuple[np.ndarray, MoeLayerShape]]:
+    """Row indices and their layer shape at ``weight_bytes`` per expert weight, per (shape, routing law) group
+    (:data:`NON_GATED` shapes as two-matrix experts); shared by every MoE kernel family's fit."""
     c = rows.cols
-    w_bytes = 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0)
     return [
         (
             idx,
@@ -114,7 +119,7 @@ def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, 
                 int(k),
                 ep=c["moe_ep_size"][idx],
                 moe_tp=c["moe_tp_size"][idx],
-                weight_bytes=w_bytes,
+                weight_bytes=weight_bytes,
                 law=rows.laws[int(idx[0])],
                 gated=(h, inter, k, e) not in NON_GATED,
             ),

@@ -17,9 +17,9 @@ from pdplan.calibrate.fit_moe import BOUNDS as MOE_BOUNDS
 from pdplan.calibrate.fit_moe import FIXED as MOE_FIXED
 from pdplan.calibrate.fit_moe import TILES as MOE_TILES
 from pdplan.calibrate.fit_moe import X0 as MOE_X0
-from pdplan.calibrate.fit_moe import MoeRows
+from pdplan.calibrate.fit_moe import MoeRows, row_shapes
 from pdplan.perf.kernels import GpuPeaks, KernelTable
-from pdplan.perf.moe import moe_shape, moe_time_s
+from pdplan.perf.moe import moe_time_s
 from pdplan.specs.kernel_table import MoeParams
 from pdplan.types import FloatArray
 
@@ -32,25 +32,8 @@ MAX_ROWS = 2500
 
 def predict_w4a16_s(rows: MoeRows, params: MoeParams, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
     """Model seconds of every row (gated SwiGLU experts, MXFP4 weights, BF16 compute)."""
-    c = rows.cols
     out = np.empty_like(rows.measured_s)
-    keys: dict[tuple[float, ...], list[int]] = {}
-    for i, law in enumerate(rows.laws):
-        key = (c["hidden_size"][i], c["inter_size"][i], c["topk"][i], c["num_experts"][i], hash(law))
-        keys.setdefault(key, []).append(i)
-    for (h, inter, k, e, _), members in keys.items():
-        idx = np.array(members)
-        shape = moe_shape(
-            c["num_tokens"][idx],
-            h,
-            inter,
-            int(e),
-            int(k),
-            ep=c["moe_ep_size"][idx],
-            moe_tp=c["moe_tp_size"][idx],
-            weight_bytes=MXFP4_WEIGHT_BYTES,
-            law=rows.laws[members[0]],
-        )
+    for idx, shape in row_shapes(rows, MXFP4_WEIGHT_BYTES):
         out[idx] = moe_time_s(shape, "bf16", gpu, table, params)
     return out
 
