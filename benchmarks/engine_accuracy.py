@@ -76,7 +76,8 @@ def rows(path: Path, moe: bool = False) -> list[dict[str, Any]]:
     return out
 
 
-def _dense_scenario(row: dict[str, Any]) -> dict[str, Any]:
+def dense_scenario(row: dict[str, Any]) -> dict[str, Any]:
+    """The colocated scenario of one dense row: its model, TP, fixed ISL/OSL, dtype and engine on one H100."""
     return {
         "model": row["model"],
         "mode": "colocated",
@@ -93,7 +94,7 @@ def _dense_scenario(row: dict[str, Any]) -> dict[str, Any]:
 
 def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     """pdplan's benchmark prediction for one row (or the reason there is none)."""
-    spec = scenario_dict(row) if "prefill" in row or "ep" in row else _dense_scenario(row)
+    spec = scenario_dict(row) if "prefill" in row or "ep" in row else dense_scenario(row)
     try:
         sc = scenario_from_dict(spec, source=row["id"], base_dir=Path.cwd())
         model = build_model(resolve(sc, catalog))

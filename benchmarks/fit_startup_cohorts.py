@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_accuracy import CSV, rows
+from engine_accuracy import CSV, dense_scenario, rows
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
@@ -46,18 +46,7 @@ SEED = 11
 def pieces(row: dict[str, Any], catalog: Any) -> dict[str, float]:
     """B, S (engine TTFT), D + Q, C_eff and N of one row at the shipped profile, request_s excluded."""
     sc = scenario_from_dict(
-        {
-            "model": row["model"],
-            "mode": "colocated",
-            "colocated": {"gpu": "h100-sxm", "tp": row["tp"], "count": 1, "scheduler": "chunked"},
-            "workload": {
-                "input_tokens": {"dist": "fixed", "value": row["isl"]},
-                "output_tokens": {"dist": "fixed", "value": row["osl"]},
-            },
-            "dtype": row["dtype"],
-            "kv_dtype": row["dtype"],
-            "engine": row["engine"],
-        },
+        dense_scenario(row),
         source=row["id"],
         base_dir=Path.cwd(),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -88,7 +89,16 @@ def read_moe(path: Path, moe_dtype: str, kernel_source: str | None = None) -> Mo
     return MoeRows(cols, laws, cols["latency"] * 1e-3)
 
 
-def _groups(rows: MoeRows) -> dict[tuple[float, ...], np.ndarray]:
+class LayerRows(Protocol):
+    """Measured MoE layer rows of any kernel family: shape columns, routing law per row, latency in seconds."""
+
+    @property
+    def cols(self) -> dict[str, FloatArray]: ...
+    @property
+    def laws(self) -> tuple[RoutingLaw, ...]: ...
+
+
+def _groups(rows: LayerRows) -> dict[tuple[float, ...], np.ndarray]:
     """Row indices per (shape, routing law): each group shares scalars, so one vectorised call prices it."""
     keys: dict[tuple[float, ...], list[int]] = {}
     c = rows.cols
@@ -104,7 +114,7 @@ def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, 
     return row_shapes(rows, 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0))
 
 
-def row_shapes(rows: MoeRows, weight_bytes: float) -> list[tuple[np.ndarray, MoeLayerShape]]:
+def row_shapes(rows: LayerRows, weight_bytes: float) -> list[tuple[np.ndarray, MoeLayerShape]]:
     """Row indices and their layer shape at ``weight_bytes`` per expert weight, per (shape, routing law) group
     (:data:`NON_GATED` shapes as two-matrix experts); shared by every MoE kernel family's fit."""
     c = rows.cols

@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
+from pdplan.calibrate.fit_moe import row_shapes
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import GpuPeaks, KernelTable
-from pdplan.perf.moe import MoeLayerShape, moe_shape
+from pdplan.perf.moe import MoeLayerShape
 from pdplan.perf.moe_routing import Routing, RoutingLaw
 from pdplan.perf.moe_wideep import wideep_moe_time_s
 from pdplan.specs.moe_wideep import WideEpMoeParams, WideEpPhase
@@ -140,23 +141,7 @@ def predict_wideep_s(
     """Model seconds per row, with the collector's row count (prefill: all T tokens; decode: no row term)."""
     c = rows.cols
     out = np.empty_like(rows.measured_s)
-    groups: dict[tuple[float, float, float, float, RoutingLaw], list[int]] = {}
-    for i, law in enumerate(rows.laws):
-        key = (c["hidden_size"][i], c["inter_size"][i], c["topk"][i], c["num_experts"][i], law)
-        groups.setdefault(key, []).append(i)
-    for (h, inter, k, e, law), members in groups.items():
-        idx = np.array(members)
-        shape = moe_shape(
-            c["num_tokens"][idx],
-            h,
-            inter,
-            int(e),
-            int(k),
-            ep=c["moe_ep_size"][idx],
-            moe_tp=c["moe_tp_size"][idx],
-            weight_bytes=FP8_BLOCK_WEIGHT_BYTES,
-            law=law,
-        )
+    for idx, shape in row_shapes(rows, FP8_BLOCK_WEIGHT_BYTES):
         collector_rows = c["num_tokens"][idx] if phase == "prefill" else np.zeros(idx.size)
         routing = collector_routing(shape, phase, params.m_tile, rows, idx)
         out[idx] = wideep_moe_time_s(shape, phase, gpu, table, params, rows=collector_rows, routing=routing)
