@@ -36,10 +36,6 @@ A2A_MODES: tuple[A2aMode, ...] = ("normal", "low_latency")
 A2A_PHASES: tuple[A2aPhase, ...] = ("dispatch", "combine")
 
 
-def _pct(s: ErrorStats) -> str:
-    return f"{s.median_abs_pct:.1f} / {s.p90_abs_pct:.1f}"
-
-
 def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """``moe`` entries and their source lines for one GPU."""
     gpu, stub = gpu_spec(gpu_id), stub_table(gpu_id)
@@ -55,7 +51,7 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         sources[f"moe.{flavour}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/moe_vllm.csv, moe_dtype={moe_dtype}, kernel_source={kernel} "
             f"(balanced and power-law routing); fitted on <= {MAX_MOE_FIT_ROWS} rows, median / P90 |err| over "
-            f"all {stats.n} rows: {_pct(stats)} %"
+            f"all {stats.n} rows: {stats.cell()} %"
         )
     return entries, sources
 
@@ -76,7 +72,7 @@ def fit_a2a_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]
             }
             t, h, k, measured = read_vllm_a2a(data / MOE_GPUS[gpu_id], mode, phase)
             checks[f"{mode}.{phase}"] = error_stats(predict_s(ab, t, h, k, mode, phase), measured)
-            fits.append(f"{phase} {_pct(stats)} % ({stats.n} rows)")
+            fits.append(f"{phase} {stats.cell()} % ({stats.n} rows)")
         name = "deepep_normal_sglang.csv (20 SMs)" if mode == "normal" else "deepep_ll_sglang.csv"
         sources[f"ep_a2a.{mode}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/{name}, one node of 8 GPUs (EP 8), FP8 dispatch and BF16 combine; "
@@ -126,8 +122,8 @@ def accuracy_lines(data: Path) -> list[str]:
             mark = " ✗" if s["all"].median_abs_pct > 10.0 or s["all"].p90_abs_pct > 25.0 else ""
             pairs = "T·k" if load_kernel_table(gpu_id).moe[flavour].all_pairs else "local"
             lines.append(
-                f"| {gpu_id} | {flavour} ({moe_dtype}) | `{kernel}` | {s['all'].n} | {_pct(s['all'])}{mark} | "
-                f"{_pct(s['balanced'])} | {_pct(s['power_law'])} | {_pct(h)}, {held} of {shapes} ({h.n}) | {pairs} |"
+                f"| {gpu_id} | {flavour} ({moe_dtype}) | `{kernel}` | {s['all'].n} | {s['all'].cell()}{mark} | "
+                f"{s['balanced'].cell()} | {s['power_law'].cell()} | {h.cell()}, {held} of {shapes} ({h.n}) | {pairs} |"
             )
     return lines
 
@@ -148,8 +144,8 @@ def a2a_accuracy_lines(data: Path) -> list[str]:
             lines.append(
                 f"| {gpu_id} | {mode} | {p.dispatch.alpha_s * 1e6:.1f} / {p.dispatch.bus_bytes_per_s / 1e9:.0f} | "
                 f"{p.combine.alpha_s * 1e6:.1f} / {p.combine.bus_bytes_per_s / 1e9:.0f} | "
-                f"{_pct(fit_err[0])} ; {_pct(fit_err[1])} | "
-                f"{_pct(checks[mode + '.dispatch'])} ; {_pct(checks[mode + '.combine'])} |"
+                f"{fit_err[0].cell()} ; {fit_err[1].cell()} | "
+                f"{checks[mode + '.dispatch'].cell()} ; {checks[mode + '.combine'].cell()} |"
             )
     return lines
 

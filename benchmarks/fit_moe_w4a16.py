@@ -21,7 +21,7 @@ import yaml
 from fit_kernel_tables import gpu_spec
 from fit_moe_tables import DEFAULT_MOE_DATA
 
-from pdplan.calibrate.fit import ErrorStats, error_stats
+from pdplan.calibrate.fit import error_stats
 from pdplan.calibrate.fit_families import stub_table
 from pdplan.calibrate.fit_moe import MoeRows, read_moe
 from pdplan.calibrate.fit_moe_w4a16 import MAX_ROWS, W4A16_DTYPE, W4A16_KERNEL, fit_w4a16, predict_w4a16_s
@@ -29,10 +29,6 @@ from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.moe_w4a16 import W4A16_DIR
 
 GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm"}
-
-
-def _pct(s: ErrorStats) -> str:
-    return f"{s.median_abs_pct:.1f} / {s.p90_abs_pct:.1f}"
 
 
 def _split(rows: MoeRows, keep: np.ndarray) -> MoeRows:
@@ -54,8 +50,8 @@ def main() -> None:
         shipped = load_kernel_table(gpu_id)
         before = error_stats(predict_w4a16_s(ep1, shipped.moe["bf16"], gpu, shipped), ep1.measured_s)
         print(
-            f"{gpu_id}: {stats.n} EP 1 rows, W4A16 fit median/P90 |err| {_pct(stats)} % (EP > 1: {_pct(ep_stats)} %); "
-            f"BF16 fused-MoE entry on the EP 1 rows {_pct(before)} %; {params}"
+            f"{gpu_id}: {stats.n} EP 1 rows, W4A16 fit median/P90 |err| {stats.cell()} % "
+            f"(EP > 1: {ep_stats.cell()} %); BF16 fused-MoE entry on the EP 1 rows {before.cell()} %; {params}"
         )
         if args.write:
             entry = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in params.model_dump().items()}
@@ -63,9 +59,9 @@ def main() -> None:
                 f"aiconfigurator-moe/{folder}/moe_vllm.csv, moe_dtype={W4A16_DTYPE}, kernel_source={W4A16_KERNEL} "
                 f"(gpt-oss shapes: hidden 2880, inter 2880, top-4 of 32/128 experts, balanced and power-law "
                 f"routing), the EP 1 rows (moe_tp 1-32); fitted on <= {MAX_ROWS} rows by "
-                f"benchmarks/fit_moe_w4a16.py, median / P90 |err| over all {stats.n} EP 1 rows: {_pct(stats)} % "
-                f"(the BF16 fused-MoE entry with 0.53125-byte weights: {_pct(before)} %); on the {ep_stats.n} "
-                f"EP 2-128 rows {_pct(ep_stats)} % (the EP expert map adds ~30 us per layer)"
+                f"benchmarks/fit_moe_w4a16.py, median / P90 |err| over all {stats.n} EP 1 rows: {stats.cell()} % "
+                f"(the BF16 fused-MoE entry with 0.53125-byte weights: {before.cell()} %); on the {ep_stats.n} "
+                f"EP 2-128 rows {ep_stats.cell()} % (the EP expert map adds ~30 us per layer)"
             )
             W4A16_DIR.mkdir(exist_ok=True)
             text = yaml.safe_dump({"gpu": gpu_id, "moe_w4a16": entry, "source": source}, sort_keys=False, width=100)

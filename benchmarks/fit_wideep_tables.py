@@ -31,10 +31,6 @@ WIDEEP_DERIVED = {"h100-pcie": "h100-sxm", "h800-sxm": "h100-sxm", "h20": "h100-
 SECTION = "## Wide-EP MoE (SGLang DeepEP + DeepGEMM)"
 
 
-def _pct(s: ErrorStats) -> str:
-    return f"{s.median_abs_pct:.1f} / {s.p90_abs_pct:.1f}"
-
-
 def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """``moe_wideep`` entries (prefill, decode) and their source lines for one GPU."""
     gpu, stub = gpu_spec(gpu_id), stub_table(gpu_id)
@@ -47,7 +43,7 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         sources[f"moe_wideep.{phase}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/{FILES[phase]} (SGLang 0.5.10 DeepEPMoE.run_moe_core, DeepGEMM "
             f"FP8 block, DeepSeek-V3 shape, EP 2-256, uniform and power-law routing; pdplan/calibrate/fit_wideep.py), "
-            f"median / P90 |err| over all {stats.n} rows: {_pct(stats)} %"
+            f"median / P90 |err| over all {stats.n} rows: {stats.cell()} %"
         )
     return entries, sources
 
@@ -100,8 +96,8 @@ def section_lines(data: Path) -> list[str]:
             s = cell_stats(gpu_id, phase, data)
             mark = " ✗" if s["all"].median_abs_pct > 10.0 or s["all"].p90_abs_pct > 25.0 else ""
             lines.append(
-                f"| {gpu_id} | {phase} | {s['all'].n} | {_pct(s['all'])}{mark} | {_pct(s['uniform'])} | "
-                f"{_pct(s['power_law'])} |"
+                f"| {gpu_id} | {phase} | {s['all'].n} | {s['all'].cell()}{mark} | {s['uniform'].cell()} | "
+                f"{s['power_law'].cell()} |"
             )
     lines += [
         "",

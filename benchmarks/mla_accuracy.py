@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from fit_moe_tables import DEFAULT_MOE_DATA, MOE_DERIVED, MOE_GPUS, gpu_spec, write_gpu
 
-from pdplan.calibrate.fit import ErrorStats, error_stats
+from pdplan.calibrate.fit import error_stats
 from pdplan.calibrate.fit_mla import GEMM_TYPES, KV_TYPES, MlaRows, fit_mla, held_out_heads, predict_mla_s, read_mla
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
@@ -35,10 +35,6 @@ MODEL = "deepseek-v3"
 
 def _cells() -> list[tuple[MlaPhase, str, str]]:
     return [(ph, g, kv) for ph in PHASES for g in GEMM_TYPES for kv in KV_TYPES]
-
-
-def _pct(s: ErrorStats) -> str:
-    return f"{s.median_abs_pct:.1f} / {s.p90_abs_pct:.1f}"
 
 
 def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
@@ -56,7 +52,7 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         sources[f"mla.{key}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/mla_{name}_module_vllm.csv, gemm_type={gemm_type}, "
             f"kv_cache_dtype={kv_type}, kernel_source={rows.kernel} (DeepSeek-V3, 1-128 heads per GPU); "
-            f"median / P90 |err| over all {stats.n} rows: {_pct(stats)} %"
+            f"median / P90 |err| over all {stats.n} rows: {stats.cell()} %"
         )
     return entries, sources
 
@@ -100,8 +96,8 @@ def accuracy_lines(data: Path) -> list[str]:
             comp = error_stats(_composition_s(rows, phase, gemm_type, kv_type, gpu_id), rows.measured_s)
             mark = " ✗" if s.median_abs_pct > 10.0 or s.p90_abs_pct > 25.0 else ""
             lines.append(
-                f"| {gpu_id} | {phase} | {gemm_type} | {kv_type} | `{rows.kernel}` | {s.n} | {_pct(s)}{mark} | "
-                f"{_pct(held)} | {_pct(comp)} |"
+                f"| {gpu_id} | {phase} | {gemm_type} | {kv_type} | `{rows.kernel}` | {s.n} | {s.cell()}{mark} | "
+                f"{held.cell()} | {comp.cell()} |"
             )
     return lines
 

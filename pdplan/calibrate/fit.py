@@ -36,6 +36,10 @@ class ErrorStats:
     p90_abs_pct: float
     n: int
 
+    def cell(self) -> str:
+        """``median / P90`` in percent with one decimal, as the accuracy tables print them."""
+        return f"{self.median_abs_pct:.1f} / {self.p90_abs_pct:.1f}"
+
 
 @dataclass(frozen=True)
 class FitResult:
