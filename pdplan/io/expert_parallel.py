@@ -7,7 +7,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from pdplan.io.files import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,6 @@ class ExpertParallelDefaults:
 def expert_parallel_defaults() -> ExpertParallelDefaults:
     """The packaged EP defaults."""
     text = (resources.files("pdplan") / "data" / "expert_parallel.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = parse_yaml(text)
     data.pop("schema_version")
     return ExpertParallelDefaults(**data)

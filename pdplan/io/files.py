@@ -15,6 +15,14 @@ from pdplan.errors import SpecError
 from pdplan.specs.base import SpecT, validate_spec
 
 MAX_SPEC_FILE_BYTES = 5_000_000
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it (its wheels are), else the pure-Python one: the same
+documents and errors, about 10x faster on the kernel tables read at every start."""
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` through :data:`SAFE_LOADER`."""
+    return yaml.load(text, Loader=SAFE_LOADER)
 
 
 def read_text_file(path: Path) -> str:
@@ -41,7 +49,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise SpecError("file is empty, expected a YAML mapping", source=str(path))
     try:
-        data = yaml.safe_load(text)
+        data = parse_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""

@@ -9,7 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from pdplan.io.files import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,6 @@ class PlanningDefaults:
 def planning_defaults() -> PlanningDefaults:
     """The packaged planning defaults."""
     text = (resources.files("pdplan") / "data" / "planning_defaults.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = parse_yaml(text)
     data.pop("schema_version")
     return PlanningDefaults(**data)

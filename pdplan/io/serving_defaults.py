@@ -7,7 +7,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from pdplan.io.files import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,6 @@ class ServingDefaults:
 def serving_defaults() -> ServingDefaults:
     """The packaged serving defaults."""
     text = (resources.files("pdplan") / "data" / "serving_defaults.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = parse_yaml(text)
     data.pop("schema_version")
     return ServingDefaults(**data)
