@@ -83,13 +83,31 @@ def a2a_time_s(
 
     Example: 128 tokens per GPU, h = 7168, top-8, EP 72 across nodes at 50 GB/s, low-latency mode: 8 destinations ·
     128 · 7168 · (1 + 2) B = 22.02 MB → 440.4 µs + 21 µs latency = 461.4 µs."""
+    args = (tokens_per_gpu, hidden, top_k, num_experts, ep, group_gpus, gpus_per_node, scale_up_bytes_per_s, mode)
+    return np.asarray(sol_a2a_phase_s(*args, "dispatch") + sol_a2a_phase_s(*args, "combine"), dtype=np.float64)
+
+
+def sol_a2a_phase_s(
+    tokens_per_gpu: ArrayLike,
+    hidden: int,
+    top_k: int,
+    num_experts: int,
+    ep: ArrayLike,
+    group_gpus: ArrayLike,
+    gpus_per_node: float,
+    scale_up_bytes_per_s: float,
+    mode: str,
+    phase: str,
+) -> FloatArray:
+    """The dispatch or the combine (``phase``) of :func:`a2a_time_s`: its latency plus its bytes over the link."""
     d = expert_parallel_defaults()
     e = np.asarray(ep, dtype=np.float64)
     dest = np.minimum(float(min(top_k, num_experts)), e - 1.0)
-    per_elem = d.dispatch_bytes_per_element + d.combine_bytes_per_element
+    dispatch = phase == "dispatch"
+    per_elem = d.dispatch_bytes_per_element if dispatch else d.combine_bytes_per_element
+    latency = (d.dispatch_latency_s if dispatch else d.combine_latency_s)[mode]
     bytes_ = np.asarray(tokens_per_gpu, dtype=np.float64) * dest * hidden * per_elem
     bw = _link_bytes_per_s(np.asarray(group_gpus, dtype=np.float64), gpus_per_node, scale_up_bytes_per_s)
-    latency = d.dispatch_latency_s[mode] + d.combine_latency_s[mode]
     return np.asarray(np.where(e > 1.0, latency + bytes_ / bw, 0.0), dtype=np.float64)
 
 
@@ -155,15 +173,11 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
 
 
 def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
-    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`.
-
-    The all-to-all is the fitted DeepEP dispatch + combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's
-    kernel table has an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
-    (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`a2a_time_s` above, which the
-    report's kernel-table notes flag as not measured."""
-    d = op.dims
-    per_node, scale_up = _node_shape(gpu)
+    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`: the
+    weight gather, or the dispatch + combine of :func:`a2a_phases_s`."""
     if op.kind == "weight_gather":
+        d = op.dims
+        per_node, scale_up = _node_shape(gpu)
         return expert_gather_s(
             d["layer_expert_bytes"],
             ep=d["ep"],
@@ -171,6 +185,19 @@ def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
             gpus_per_node=per_node,
             scale_up_bytes_per_s=scale_up,
         )
+    dispatch, combine = a2a_phases_s(op, gpu, table)
+    return np.asarray(dispatch + combine, dtype=np.float64)
+
+
+def a2a_phases_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> tuple[FloatArray, FloatArray]:
+    """The dispatch and the combine (s) of one MoE layer's ``alltoall`` op.
+
+    The fitted DeepEP dispatch / combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's kernel table has
+    an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
+    (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`sol_a2a_phase_s`, which the
+    report's kernel-table notes flag as not measured."""
+    d = op.dims
+    per_node, scale_up = _node_shape(gpu)
     mode = "low_latency" if float(d["low_latency"]) else "normal"
     if mode in table.ep_a2a:
         rdma = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
@@ -178,15 +205,16 @@ def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
         args = (d["tokens"], float(d["hidden"]), int(d["top_k"]), d["ep"], mode)
         dispatch = fitted_a2a_s(*args, "dispatch", table, **kw)  # type: ignore[arg-type]
         combine = fitted_a2a_s(*args, "combine", table, **kw)  # type: ignore[arg-type]
-        return np.asarray(dispatch + combine, dtype=np.float64)
-    return a2a_time_s(
+        return dispatch, combine
+    sol = (
         d["tokens"],
-        hidden=int(d["hidden"]),
-        top_k=int(d["top_k"]),
-        num_experts=int(d["num_experts"]),
-        ep=d["ep"],
-        group_gpus=d["group_gpus"],
-        gpus_per_node=per_node,
-        scale_up_bytes_per_s=scale_up,
-        mode=mode,
+        int(d["hidden"]),
+        int(d["top_k"]),
+        int(d["num_experts"]),
+        d["ep"],
+        d["group_gpus"],
+        per_node,
+        scale_up,
+        mode,
     )
+    return sol_a2a_phase_s(*sol, "dispatch"), sol_a2a_phase_s(*sol, "combine")

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.perf.expert_parallel import exposed_gather_s
+from pdplan.perf.expert_parallel import a2a_phases_s, exposed_gather_s
 from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.op_pricing import OpTime, Precision, linear_attention_kernel_s, price_ops
 from pdplan.perf.ops import PassShape, Phase, forward_ops, parallel_fields
-from pdplan.perf.two_batch_overlap import exposed_comm_s
+from pdplan.perf.two_batch_overlap import decode_windows, exposed_comm_s, staged_exposed_comm_s, window_s
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -81,12 +81,28 @@ def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...
     return tuple(dataclasses.replace(op, time_s=exposed) if op is gather else op for op in ops)
 
 
-def overlap_two_batches(half_ops: tuple[OpTime, ...], model: ModelSpec) -> tuple[OpTime, ...]:
+def overlap_two_batches(
+    half_ops: tuple[OpTime, ...], model: ModelSpec, phases_s: tuple[FloatArray, FloatArray] | None = None
+) -> tuple[OpTime, ...]:
     """The pass as two micro-batches (:mod:`pdplan.perf.two_batch_overlap`): every op of the half batch runs twice,
-    and the all-to-all keeps only its exposed part ``T_TBO − 2·C_half``, so the ops still sum to the pass time."""
+    and the all-to-all keeps only its exposed part, so the ops still sum to the pass time. ``phases_s``: the half
+    batch's dispatch and combine per MoE layer for the staged decode form (hidden only by the compute of the
+    windows that SGLang's decode schedule puts between send and receive); None: the two-resource form
+    ``T_TBO − 2·C_half`` (prefill)."""
     comm = next(op for op in half_ops if op.kind == "alltoall")
-    compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
-    exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count)
+    if phases_s is None:
+        compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
+        exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count)
+    else:
+        layers, moe_layers = float(model.num_layers), comm.count
+        per_layer = {
+            op.name: op.time_s / (moe_layers if op.name.startswith("moe.") else layers)
+            for op in half_ops
+            if op is not comm
+        }
+        windows = decode_windows()
+        w_d, w_k = (window_s(per_layer, windows[w]) for w in ("dispatch_window", "combine_window"))
+        exposed = staged_exposed_comm_s(phases_s[0], phases_s[1], w_d, w_k, moe_layers)
     out = []
     for op in half_ops:
         time_s = exposed if op is comm else 2.0 * op.time_s
@@ -216,8 +232,12 @@ def _priced_pass(
     ops = hide_gather(price_ops(forward_ops(model, shape), gpu, table, prec, detail, kernel), float(model.num_layers))
     if two_batch_overlap and any(op.kind == "alltoall" for op in ops):
         half = dataclasses.replace(shape, batch=shape.batch / 2.0)
-        half_ops = price_ops(forward_ops(model, half), gpu, table, prec, detail, kernel)
-        ops = overlap_two_batches(half_ops, model)
+        half_pass = forward_ops(model, half)
+        half_ops = price_ops(half_pass, gpu, table, prec, detail, kernel)
+        phases_s = None
+        if shape.phase == "decode":  # SGLang's staged decode schedule (pdplan.perf.two_batch_overlap)
+            phases_s = a2a_phases_s(next(op for op in half_pass if op.kind == "alltoall"), gpu, table)
+        ops = overlap_two_batches(half_ops, model, phases_s)
     return ops
 
 

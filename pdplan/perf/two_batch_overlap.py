@@ -19,14 +19,38 @@ C + A (whole batch). TBO wins when the all-to-all is large against the weight-bo
 and loses at small batches where 2·C_half ≈ 2·C (the blog: decode −27 % at 32 tokens per GPU, +25.5 % at 256).
 
 Assumptions: compute and communication do not slow each other (DeepEP's normal mode occupies 20 SMs while it runs,
-not modelled), and the per-layer work is uniform over layers (c = C_half/L).
+not modelled), and the per-layer work is uniform over layers (c = C_half/L). This two-resource form is the prefill
+model (SGLang's prefill TBO runs DeepEP normal mode on its own stream, so the two halves' transfers may share the
+links); it is the best case, where a half's all-to-all may hide behind all of the other half's layer compute.
+
+**Decode: the staged form** (:func:`staged_exposed_comm_s`). SGLang's decode TBO runs both micro-batches on one CUDA
+stream, their stages interleaved two apart, with DeepEP's low-latency kernels in hook mode: a half's dispatch is
+hidden only by the compute that runs between its send and its receive (its own shared experts and the other half's
+attention preparation), its combine only by the other half's attention core, o_proj and router
+(``pdplan/data/two_batch_overlap.yaml``, from SGLang's ``operations_strategy.py``). Per MoE layer and half the
+stream stalls ``max(0, d − W_d) + max(0, k − W_k)`` (d, k: the half's dispatch and combine; W_d, W_k: the
+windows), and the step is
+
+    T_TBO = 2·C_half + 2·n·[max(0, d − W_d) + max(0, k − W_k)].
+
+The transfers of the two halves never overlap in this schedule (each is in flight only inside its own window), so
+the link is not shared. Not modelled: the GPU time of the send/receive kernels themselves, and that SGLang runs the
+first dense layers on the whole batch outside TBO (pdplan runs every layer as two halves).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+
 import numpy as np
 
+from pdplan.errors import SpecError
+from pdplan.io.files import read_yaml_mapping
 from pdplan.types import ArrayLike, FloatArray
+
+WINDOWS = ("dispatch_window", "combine_window")
 
 
 def tbo_time_s(half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: float, moe_layers: float) -> FloatArray:
@@ -48,3 +72,41 @@ def exposed_comm_s(
     """The all-to-all time TBO leaves on the critical path: T_TBO − 2·C_half."""
     total = tbo_time_s(half_compute_s, half_comm_s, num_layers, moe_layers)
     return np.asarray(total - 2.0 * np.asarray(half_compute_s, dtype=np.float64), dtype=np.float64)
+
+
+@lru_cache(maxsize=1)
+def decode_windows() -> dict[str, dict[str, float]]:
+    """The decode overlap windows of ``pdplan/data/two_batch_overlap.yaml``: per window, op name → share of the op's
+    per-layer time that runs in it."""
+    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "two_batch_overlap.yaml")
+    decode = data.get("decode")
+    if not isinstance(decode, dict) or set(decode) != set(WINDOWS):
+        raise SpecError(f"two_batch_overlap.yaml: decode must have exactly {', '.join(WINDOWS)}", field="decode")
+    return {w: {str(k): float(v) for k, v in decode[w].items()} for w in WINDOWS}
+
+
+def window_s(per_layer_s: Mapping[str, FloatArray], shares: Mapping[str, float]) -> FloatArray:
+    """Compute time of one window: Σ share × the op's per-layer time (ops the pass lacks count nothing).
+
+    Example: {attn.core: 160 µs, attn.o_proj: 90 µs, norm: 10 µs} with shares {attn.core: 1, attn.o_proj: 1,
+    norm: 0.5} → 255 µs."""
+    terms: Iterable[FloatArray] = (share * per_layer_s[name] for name, share in shares.items() if name in per_layer_s)
+    return np.asarray(sum(terms, np.zeros(())), dtype=np.float64)
+
+
+def staged_exposed_comm_s(
+    dispatch_s: ArrayLike,
+    combine_s: ArrayLike,
+    dispatch_window_s: ArrayLike,
+    combine_window_s: ArrayLike,
+    moe_layers: float,
+) -> FloatArray:
+    """The all-to-all time left on the stream by decode TBO (module docstring, staged form):
+    ``2·n·[max(0, d − W_d) + max(0, k − W_k)]``, all per MoE layer and half batch.
+
+    Example: n = 58, d = 184 µs, W_d = 126 µs, k = 346 µs, W_k = 283 µs: 2·58·(58 + 63) µs = 14.0 ms."""
+    d, k, wd, wk = (
+        np.asarray(x, dtype=np.float64) for x in (dispatch_s, combine_s, dispatch_window_s, combine_window_s)
+    )
+    stall = np.maximum(d - wd, 0.0) + np.maximum(k - wk, 0.0)
+    return np.asarray(2.0 * moe_layers * stall, dtype=np.float64)

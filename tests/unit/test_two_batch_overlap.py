@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.roofline import Precision, phase_time
-from pdplan.perf.two_batch_overlap import exposed_comm_s, tbo_time_s
+from pdplan.perf.two_batch_overlap import (
+    decode_windows,
+    exposed_comm_s,
+    staged_exposed_comm_s,
+    tbo_time_s,
+    window_s,
+)
 
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
 
@@ -83,3 +89,54 @@ def test_no_ep_no_overlap() -> None:
     on = phase_time(*args, phase="decode", batch=64, tokens=2000, tp=8, precision=FP8, two_batch_overlap=True)
     off = phase_time(*args, phase="decode", batch=64, tokens=2000, tp=8, precision=FP8)
     np.testing.assert_allclose(on.time_s, off.time_s)
+
+
+def test_staged_hand_worked() -> None:
+    # the docstring example: n = 58, d = 184 µs vs W_d = 126 µs (58 µs stall), k = 346 µs vs W_k = 283 µs (63 µs):
+    # 2·58·121 µs = 14.036 ms; fully covered transfers leave nothing
+    assert float(staged_exposed_comm_s(184e-6, 346e-6, 126e-6, 283e-6, 58)) == pytest.approx(14.036e-3)
+    assert float(staged_exposed_comm_s(90e-6, 150e-6, 126e-6, 283e-6, 58)) == 0.0
+
+
+def test_window_sums_shares() -> None:
+    per_layer = {"attn.core": np.asarray(160e-6), "attn.o_proj": np.asarray(90e-6), "norm": np.asarray(10e-6)}
+    shares = {"attn.core": 1.0, "attn.o_proj": 1.0, "norm": 0.5, "attn.qkv_proj": 1.0}  # qkv_proj: absent, nothing
+    assert float(window_s(per_layer, shares)) == pytest.approx(255e-6)
+
+
+def test_decode_windows_split_the_layer() -> None:
+    """SGLang's decode stages: each op sits in at most one window (norms and all-reduces split between the two)."""
+    w = decode_windows()
+    for name in set(w["dispatch_window"]) | set(w["combine_window"]):
+        total = w["dispatch_window"].get(name, 0.0) + w["combine_window"].get(name, 0.0)
+        assert 0.0 < total <= 1.0, name
+    assert "moe.experts" not in w["dispatch_window"]
+    assert "moe.experts" not in w["combine_window"]
+
+
+@given(
+    st.floats(0.0, 1e-3),
+    st.floats(0.0, 1e-3),
+    st.floats(0.0, 1e-3),
+    st.floats(0.0, 1e-3),
+)
+def test_staged_bounds(d: float, k: float, wd: float, wk: float) -> None:
+    """Never negative, never more than the transfers themselves, and more cover never exposes more."""
+    exposed = float(staged_exposed_comm_s(d, k, wd, wk, 10))
+    assert 0.0 <= exposed <= 2.0 * 10 * (d + k) * (1 + 1e-12)
+    assert float(staged_exposed_comm_s(d, k, wd * 2.0, wk * 2.0, 10)) <= exposed
+
+
+def test_decode_staged_between_ideal_and_serial() -> None:
+    """The staged decode step lies between the ideal two-resource overlap and the half batches run back to back with
+    their whole all-to-all (EP72 at 256 sequences per GPU)."""
+    c = open_catalog()
+    args = (c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm"))
+    kw = {"tokens": 2000, "tp": 1, "dp": 72, "ep": 72, "precision": FP8, "moe_kernel": "deepgemm_wideep"}
+    staged = phase_time(*args, phase="decode", batch=72 * 256, two_batch_overlap=True, **kw)  # type: ignore[arg-type]
+    comm = next(op for op in staged.ops if op.kind == "alltoall")
+    compute = float(staged.time_s) - float(comm.time_s)
+    assert float(comm.time_s) > 0.0  # the windows do not cover the 128-token transfers
+    half = phase_time(*args, phase="decode", batch=72 * 128, **kw)  # type: ignore[arg-type]
+    half_comm = float(next(op for op in half.ops if op.kind == "alltoall").time_s)
+    assert float(staged.time_s) < compute + 2.0 * half_comm
