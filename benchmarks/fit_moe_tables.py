@@ -106,6 +106,18 @@ def cell_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> dict[str, Error
     return out
 
 
+def rerouted_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> tuple[int, ErrorStats]:
+    """Rows the reader drops for re-routing in the kernel (:data:`pdplan.calibrate.fit_moe.REROUTED_IN_KERNEL`),
+    and the shipped entry's errors over every row, those included."""
+    table = load_kernel_table(gpu_id)
+    moe_dtype, kernel = MOE_KERNELS[MOE_GPUS[gpu_id]][flavour]
+    path = data / MOE_GPUS[gpu_id] / "moe_vllm.csv"
+    every = read_moe(path, moe_dtype, kernel, keep_rerouted=True)
+    kept = read_moe(path, moe_dtype, kernel).measured_s.size
+    pred = predict_moe_s(every, table.moe[flavour], flavour, gpu_spec(gpu_id), table)
+    return every.measured_s.size - kept, error_stats(pred, every.measured_s)
+
+
 def accuracy_lines(data: Path) -> list[str]:
     """The "Fused MoE" table of docs/kernel_accuracy.md: shipped entries against every measured row, and the
     held-out check (:func:`pdplan.calibrate.fit_moe.held_out`: fit on 3/4 of the model shapes, score the rest)."""

@@ -50,6 +50,20 @@ NON_GATED = {(2688.0, 1856.0, 6.0, 128.0), (2048.0, 5120.0, 22.0, 512.0), (1024.
 their measured times fall below the HBM floor of their weights; NVIDIA Nemotron-3's MoE layers use
 non-gated ReLU² experts (up, down), and these are Nemotron-3 shapes (Nano: hidden 2688, 128 experts, top-6)."""
 
+REROUTED_IN_KERNEL = {(7168.0, 2048.0, 8.0, 256.0)}
+"""(hidden, inter, top-k, experts) of models with group-limited routing (DeepSeek-V3/R1: n_group 8, topk_group 4),
+whose rows at EP > 1 do not measure the labelled routing on kernels that route inside the kernel
+(``kernel_source`` ``...monolithic``: B200's TRT-LLM FP8 and NVFP4 MoE). AIConfigurator's synthetic logits are
+built for plain top-k (``balanced_logits``: token i scores one-hot on experts (i + 32j) mod 256, one per 32-expert
+group; collector/helper.py [P]); the kernel's DeepSeek-V3 routing then sees eight tied groups, keeps groups 0-3 and
+fills top-8 with the lowest-index cold experts (the routing method the collector passed is inferred from the
+times below, not read from its source), so the measured GPU (rank 0, experts 0..256/ep − 1) serves 8, 8, 6,
+5, 4.5, 4.25, 4, 1 pairs per token at EP 1, 2, 4, 8, 16, 32, 64, 256 instead of 8/ep. The measured times follow
+that count (FP8, balanced, 16,384 tokens: 12.4, 12.4, 9.5, 8.1, 7.4, 7.0, 6.7, 2.6 ms, while Kimi K2's 7168x2048
+experts with 384 experts and no groups scale as 1/EP: 14.6, 7.7, 4.4, 2.8, 2.0, 1.6, 1.4 ms), and B200's NVFP4
+monolithic kernel shows the same signature (3.9, 3.9, 2.7, 2.2, 2.0, 1.9, 1.8, 0.7 ms). At EP 1 the GPU holds every
+expert and serves all T·k pairs whatever the routing, so those rows stay."""
+
 MAX_MOE_FIT_ROWS = 2500
 _COLS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "latency")
 
@@ -74,15 +88,25 @@ def law_of(distribution: str) -> RoutingLaw:
     raise SpecError(f"unknown MoE distribution {distribution!r}", field="distribution")
 
 
-def read_moe(path: Path, moe_dtype: str, kernel_source: str | None = None) -> MoeRows:
-    """Rows of one dtype (and kernel) from a ``moe_vllm.csv``-style file."""
+def rerouted(row: dict[str, str]) -> bool:
+    """Whether a measured row's kernel re-routed the benchmark's logits (:data:`REROUTED_IN_KERNEL`)."""
+    shape = tuple(float(row[k]) for k in ("hidden_size", "inter_size", "topk", "num_experts"))
+    in_kernel = row["kernel_source"].endswith("monolithic")
+    return in_kernel and shape in REROUTED_IN_KERNEL and float(row["moe_ep_size"]) > 1.0
+
+
+def read_moe(path: Path, moe_dtype: str, kernel_source: str | None = None, *, keep_rerouted: bool = False) -> MoeRows:
+    """Rows of one dtype (and kernel) from a ``moe_vllm.csv``-style file, without the rows whose kernel re-routed
+    the benchmark's logits (:func:`rerouted`) unless ``keep_rerouted``."""
     if not path.is_file():
         raise SpecError("file not found", source=str(path))
     with path.open(newline="") as fh:
         rows = [
             r
             for r in csv.DictReader(fh)
-            if r["moe_dtype"] == moe_dtype and (kernel_source is None or r["kernel_source"] == kernel_source)
+            if r["moe_dtype"] == moe_dtype
+            and (kernel_source is None or r["kernel_source"] == kernel_source)
+            and (keep_rerouted or not rerouted(r))
         ]
     cols = {c: np.array([float(r[c]) for r in rows]) for c in _COLS}
     laws = tuple(law_of(r["distribution"]) for r in rows)

@@ -15,8 +15,9 @@ def quantization_fields(q: object, source: str, notes: list[str]) -> dict[str, A
     """``quantization_config`` → how the checkpoint stores weights (``weight_dtype``, ``expert_weight_bytes``).
 
     FP8 (``quant_method`` fp8, block-scaled or per-tensor; compressed-tensors / modelopt with 8-bit float
-    weights) counts as FP8 weights; gpt-oss ``mxfp4`` quantises the routed experts only (its
-    ``modules_to_not_convert`` keeps attention, router, embeddings and head in BF16). Other methods
+    weights) counts as FP8 weights, with the block side of a block-scaled one (``weight_block_size``);
+    gpt-oss ``mxfp4`` quantises the routed experts only (its ``modules_to_not_convert`` keeps attention, router,
+    embeddings and head in BF16). Other methods
     (int4/AWQ/GPTQ/NVFP4) are not modelled and raise.
     """
     if q is None:
@@ -26,7 +27,7 @@ def quantization_fields(q: object, source: str, notes: list[str]) -> dict[str, A
     method = q["quant_method"].lower()
     if method == "fp8" or (method in ("compressed-tensors", "modelopt") and _is_fp8_weights(q)):
         notes.append(f"quantization_config {method}: FP8 weights")
-        return {"weight_dtype": "fp8"}
+        return {"weight_dtype": "fp8", **_block_fields(q, source)}
     if method == "mxfp4":
         notes.append("quantization_config mxfp4: routed experts at 0.53125 B/weight, the rest BF16")
         return {"expert_weight_bytes": _MXFP4_BYTES}
@@ -35,6 +36,20 @@ def quantization_fields(q: object, source: str, notes: list[str]) -> dict[str, A
         source=source,
         field="quantization_config",
     )
+
+
+def _block_fields(q: dict[str, Any], source: str) -> dict[str, Any]:
+    """``weight_block_size [128, 128]`` → ``{"weight_block_size": 128}`` (square blocks only); none when absent."""
+    block = q.get("weight_block_size")
+    if block is None:
+        return {}
+    if not (isinstance(block, list) and len(block) == 2 and block[0] == block[1] and isinstance(block[0], int)):
+        raise SpecError(
+            f"weight_block_size {block!r}: only square [n, n] blocks are modelled",
+            source=source,
+            field="quantization_config.weight_block_size",
+        )
+    return {"weight_block_size": block[0]}
 
 
 def _is_fp8_weights(q: dict[str, Any]) -> bool:

@@ -158,7 +158,8 @@ def kv_sweep_view(sweep: Mapping[str, Any]) -> View:
         }
         for r in sweep["rows"]
     ]
-    title = f"pdplan transfer --sweep — {sweep['model']} on {sweep['gpu']} TP{sweep['tp']}"
+    ep = f" EP{sweep['ep']}" if sweep.get("ep", 1) > 1 else ""
+    title = f"pdplan transfer --sweep — {sweep['model']} on {sweep['gpu']} TP{sweep['tp']}{ep}"
     return View(records=records, document=dict(sweep), columns=KV_SWEEP_COLUMNS, title=title)
 
 

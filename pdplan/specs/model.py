@@ -79,6 +79,10 @@ class ModelSpec(FrozenModel, ModelKvMixin):
     # when only the experts are narrower (gpt-oss MXFP4: 4-bit values + one 8-bit scale per 32 = 0.53125 B)
     weight_dtype: Literal["bf16", "fp8"] = "bf16"
     expert_weight_bytes: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    # FP8 block-scaled checkpoints: the side of the square scale block (HF quantization_config weight_block_size
+    # [128, 128] -> 128), None for per-tensor FP8 and BF16; an expert's TP shard must hold whole blocks
+    # (pdplan.perf.block_quant)
+    weight_block_size: PosInt | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -86,6 +90,8 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             raise FieldError(
                 "num_kv_heads", f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
             )
+        if self.weight_block_size is not None and self.weight_dtype != "fp8":
+            raise FieldError("weight_block_size", "only FP8 checkpoints (weight_dtype: fp8) have weight scale blocks")
         if self.position_embedding_offset and self.position_embedding != "learned":
             raise FieldError("position_embedding_offset", "only applies to learned positions")
         if self.moe is not None:

@@ -23,6 +23,19 @@ def test_transfer_sweep_json(cli: Any) -> None:
     assert row["kv_gbps"] == row["kv_bytes"] * 8 / row["prefill_s"] / 1e9
 
 
+def test_transfer_sweep_names_the_layout_it_priced(cli: Any) -> None:
+    """MiniMax-M2.5's FP8 checkpoint at TP 8: 1536 / 8 = 192 per GPU is 1.5 weight blocks, so its experts run
+    expert-parallel (EP 8, pdplan.perf.block_quant); MiMo-V2-Flash's 2048 / 8 = 256 stays a TP split."""
+    layouts = {}
+    for model in ("minimax-m2.5", "mimo-v2-flash"):
+        args = ("--model", model, "--gpu", "h200-sxm", "--tp", "8", "--sweep", "1K", "--format", "json")
+        result = cli("transfer", *args)
+        assert result.code == 0, result.err
+        doc = json.loads(result.out)
+        layouts[model] = (doc["weight_dtype"], doc["ep"])
+    assert layouts == {"minimax-m2.5": ("fp8", 8), "mimo-v2-flash": ("fp8", 1)}
+
+
 def test_transfer_needs_tokens_and_link_or_a_sweep(cli: Any) -> None:
     result = cli("transfer", "--model", "opt-66b", "--tokens", "512")
     assert result.code == 2

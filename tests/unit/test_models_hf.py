@@ -33,6 +33,7 @@ def derived(spec: ModelSpec) -> dict[str, object]:
         "gemms": spec.attention_gemms(),
         "weight_dtype": spec.weight_dtype,
         "expert_bytes": spec.expert_weight_bytes,
+        "block": spec.weight_block_size,
         "moe": spec.moe,
     }
 
@@ -212,6 +213,19 @@ def test_quantization_config_sets_the_stored_weight_dtype() -> None:
     assert oss.sliding_window is not None
     assert (oss.sliding_window.window, oss.sliding_window.layers) == (128, tuple(range(0, 36, 2)))  # every even layer
     assert load_hf_config(HF / "qwen3-30b-a3b.json").weight_dtype == "bf16"
+
+
+def test_block_scaled_fp8_keeps_its_block_side(tmp_path: Path) -> None:
+    # MiniMax-M2.5 and MiMo-V2-Flash: quantization_config weight_block_size [128, 128]; a non-square block is refused
+    assert load_hf_config(HF / "minimax-m2.5.json").weight_block_size == 128
+    assert load_hf_config(HF / "mimo-v2-flash.json").weight_block_size == 128
+    assert load_hf_config(HF / "qwen3-30b-a3b.json").weight_block_size is None
+    data = json.loads((HF / "minimax-m2.5.json").read_text())
+    data["quantization_config"]["weight_block_size"] = [128, 64]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="only square"):
+        load_hf_config(path)
 
 
 def test_mxfp4_experts_shrink_the_weight_bytes() -> None:

@@ -7,6 +7,11 @@ the prefill side, :func:`pdplan.transfer.kv.kv_bytes_per_request`) and ``T_prefi
 prompt on the GPU × TP (batch 1). Φ is in decimal Gb/s (bits / 1e9 / s), as the paper prints it. A cluster of
 ``N`` GPUs with ``P`` per instance emits ``(N/P)·Φ_kv(L_avg)`` (Eq. 2).
 
+The instance serves the checkpoint as the engines load it: weights at the checkpoint's dtype (an FP8 checkpoint in
+FP8, as :func:`pdplan.serving.inputs.precision_of` prices every other pass) and the routed experts split ``tp`` ways
+unless FP8 weight blocks forbid it, then expert-parallel over the ``tp`` GPUs
+(:func:`pdplan.perf.block_quant.expert_parallel_for_blocks`; MiniMax-M2.5 at TP 8).
+
 Lengths: ``1K``-style tokens read with K = 1024 (the paper's 128K column is 131,072 tokens).
 """
 
@@ -18,7 +23,8 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.perf.roofline import Precision, prefill_time_s
+from pdplan.perf.block_quant import expert_parallel_for_blocks
+from pdplan.perf.roofline import Precision, phase_time
 from pdplan.serving.inputs import DTYPE_BYTES
 from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
 
@@ -46,18 +52,23 @@ def parse_lengths(text: str, field: str = "--sweep") -> list[int]:
 def kv_throughput_sweep(
     catalog: Catalog, *, model: str, gpu: str, tp: int, lengths: list[int], kv_dtype: str = "bf16"
 ) -> dict[str, Any]:
-    """Rows ``tokens, kv_bytes, prefill_s, kv_gbps`` for one instance of ``gpu`` × ``tp``."""
+    """Rows ``tokens, kv_bytes, prefill_s, kv_gbps`` for one instance of ``gpu`` × ``tp``; the document also names
+    the weight dtype and the expert parallelism the prefill was priced at (module docstring)."""
     if kv_dtype not in DTYPE_BYTES:
         raise SpecError(f"{kv_dtype!r} is not one of bf16, fp8", field="--kv-dtype")
     spec, gpu_spec = catalog.model(model), catalog.gpu(gpu)
     kv_b = DTYPE_BYTES[kv_dtype]
+    precision = Precision(weight_bytes=spec.checkpoint_weight_bytes, kv_bytes=kv_b)
+    ep = expert_parallel_for_blocks(spec, tp, precision.weight_bytes)
     tokens = np.asarray(lengths, dtype=np.float64)
     kv_bytes = kv_bytes_per_request(tokens, kv_shape_from_model(spec, kv_b), decode_tp=1)
     table = catalog.kernel_table(gpu_spec.name)
     prefill = np.array(
         [
             float(
-                prefill_time_s(spec, gpu_spec, table, batch=1, tokens=int(n), tp=tp, precision=Precision(kv_bytes=kv_b))
+                phase_time(
+                    spec, gpu_spec, table, phase="prefill", batch=1, tokens=n, tp=tp, precision=precision, ep=ep
+                ).time_s
             )
             for n in lengths
         ]
@@ -66,4 +77,12 @@ def kv_throughput_sweep(
         {"tokens": int(n), "kv_bytes": float(b), "prefill_s": float(t), "kv_gbps": float(b * 8 / t / 1e9)}
         for n, b, t in zip(lengths, kv_bytes, prefill, strict=True)
     ]
-    return {"model": spec.name, "gpu": gpu_spec.name, "tp": tp, "kv_dtype": kv_dtype, "rows": rows}
+    return {
+        "model": spec.name,
+        "gpu": gpu_spec.name,
+        "tp": tp,
+        "ep": ep,
+        "weight_dtype": spec.weight_dtype,
+        "kv_dtype": kv_dtype,
+        "rows": rows,
+    }
