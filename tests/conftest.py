@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.cli_result import CliResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,20 +19,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite golden report files instead of comparing with them",
     )
-
-
-@dataclass(frozen=True)
-class CliResult:
-    """Outcome of one in-process ``pdplan`` run."""
-
-    code: int
-    out: str
-    err: str
-
-    @property
-    def err_lines(self) -> list[str]:
-        """Non-empty stderr lines."""
-        return [line for line in self.err.splitlines() if line.strip()]
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.io.expert_parallel import expert_parallel_defaults
+from pdplan.perf.block_quant import block_split_error
 from pdplan.perf.kernels import KernelTable, allreduce_time_s
 from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
 from pdplan.perf.ops import Op
@@ -45,11 +46,15 @@ def moe_tp_size(tp: ArrayLike, dp: ArrayLike, ep: ArrayLike) -> FloatArray:
     return np.asarray(np.asarray(tp, dtype=np.float64) * np.asarray(dp, dtype=np.float64) / np.asarray(ep), float)
 
 
-def parallelism_error(model: ModelSpec, tp: int, dp: int, ep: int, redundant_experts: int = 0) -> str | None:
+def parallelism_error(
+    model: ModelSpec, tp: int, dp: int, ep: int, redundant_experts: int = 0, weight_bytes: float | None = None
+) -> str | None:
     """Why ``(tp, dp, ep)`` cannot shard ``model`` (None when it can): EP needs an MoE model, must divide ``tp·dp``
-    (``moe_tp`` whole) and the expert slots ``E + redundant`` (whole experts per GPU)."""
+    (``moe_tp`` whole) and the expert slots ``E + redundant`` (whole experts per GPU); with ``weight_bytes``, an FP8
+    block-scaled checkpoint's experts must split ``moe_tp`` ways into whole blocks
+    (:func:`pdplan.perf.block_quant.block_split_error`: the engines refuse to load them otherwise)."""
     if ep == 1:
-        return None
+        return _block_error(model, tp * dp, weight_bytes)
     if model.moe is None:
         return f"EP {ep} needs an MoE model; {model.name} is dense (use ep 1)"
     if (tp * dp) % ep:
@@ -58,7 +63,11 @@ def parallelism_error(model: ModelSpec, tp: int, dp: int, ep: int, redundant_exp
     if slots % ep:
         parts = f"{model.moe.num_experts} + {redundant_experts} redundant"
         return f"EP {ep} does not divide {model.name}'s {slots} expert slots ({parts})"
-    return None
+    return _block_error(model, tp * dp // ep, weight_bytes)
+
+
+def _block_error(model: ModelSpec, moe_tp: int, weight_bytes: float | None) -> str | None:
+    return None if weight_bytes is None else block_split_error(model, moe_tp, weight_bytes)
 
 
 def _link_bytes_per_s(group_gpus: FloatArray, gpus_per_node: float, scale_up_bytes_per_s: float) -> FloatArray:

@@ -39,10 +39,12 @@ def parallel_shapes(
     redundant_experts: int = 0,
     budget_gpus: int | None = None,
     allow_dp: bool = True,
+    weight_bytes: float | None = None,
 ) -> list[Shape]:
-    """The (tp, dp, ep) shapes to try for one role (module docstring), in a stable order."""
+    """The (tp, dp, ep) shapes to try for one role (module docstring), in a stable order; with ``weight_bytes``,
+    only those an FP8 block-scaled checkpoint loads in (:func:`pdplan.perf.block_quant.block_split_error`)."""
     if model.moe is None and not dps and not eps:
-        return [(t, 1, 1) for t in tps]
+        return [(t, 1, 1) for t in tps]  # dense: no expert blocks to split
     if dps is None and eps is None:
         shapes = [(t, 1, 1) for t in tps] + [(t, 1, t) for t in tps if t > 1]
         if allow_dp:
@@ -55,7 +57,7 @@ def parallel_shapes(
             continue
         if budget_gpus is not None and t * d > budget_gpus:
             continue
-        if (t * d) % e or parallelism_error(model, t, d, e, redundant_experts) is not None:
+        if (t * d) % e or parallelism_error(model, t, d, e, redundant_experts, weight_bytes) is not None:
             continue
         out.append((t, d, e))
     return out

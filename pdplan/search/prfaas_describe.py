@@ -71,7 +71,9 @@ def prfaas_inputs(
         "decode": res.decode.label,
         "local_splits": [f"{n_p}P{n_d}D" for n_p, n_d in splits],
         "remote_instances": list(remotes),
-        "threshold": "pinned" if setup.spec.threshold is not None else "searched (log-spaced scan, then bounded scalar search)",
+        "threshold": "pinned"
+        if setup.spec.threshold is not None
+        else "searched (log-spaced scan, then bounded scalar search)",
         "budget_gpus": space.budget_gpus,
         "rate_rps": space.rate_rps,
         "headroom": space.headroom,

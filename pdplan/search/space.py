@@ -14,6 +14,7 @@ from typing import cast, get_args
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
+from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.kernels import KernelTable
 from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
@@ -184,6 +185,7 @@ def _fitting(
     """The instance types of one GPU whose weights fit: its DP/EP shapes at ``pps`` (default PP 1), else (no
     ``pps`` given) PP where tensor parallelism alone cannot hold the model; a note when nothing fits."""
     model, gpu, _, scenario, _ = make
+    weight_bytes = precision_of(scenario, model).weight_bytes
     shapes = parallel_shapes(
         model,
         tuple(node_tps),
@@ -192,10 +194,12 @@ def _fitting(
         redundant_experts=scenario.redundant_experts,
         budget_gpus=par.budget_gpus,
         allow_dp=par.allow_dp,
+        weight_bytes=weight_bytes,
     )
     fitting = _options(make, shapes, pps or (1,), par.gather, rejected)
     if not fitting and pps is None:  # pipeline parallelism only where tensor parallelism alone cannot hold it
-        fitting = _options(make, [(t, 1, 1) for t in node_tps], DEFAULT_PP, False, rejected)
+        loadable = [(t, 1, 1) for t in node_tps if parallelism_error(model, t, 1, 1, 0, weight_bytes) is None]
+        fitting = _options(make, loadable, DEFAULT_PP, False, rejected)
         if fitting:
             notes.append(f"{model.name} does not fit one {gpu.name} node at TP {node_tps}; PP tried")
     if not fitting:

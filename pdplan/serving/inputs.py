@@ -125,7 +125,8 @@ def role_hardware(
             "(tensor parallelism across nodes takes whole nodes: its all-reduce crosses the scale-out NIC)",
             field="tp",
         )
-    problem = parallelism_error(model, role.tp, role.dp, role.ep, scenario.redundant_experts)
+    weight_bytes = precision_of(scenario, model).weight_bytes
+    problem = parallelism_error(model, role.tp, role.dp, role.ep, scenario.redundant_experts, weight_bytes)
     if problem is not None:
         raise SpecError(problem, field="ep")
     hw = RoleHardware(

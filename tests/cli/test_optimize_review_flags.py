@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import CliResult
+from support.cli_result import CliResult
 
 SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
 Cli = Callable[..., CliResult]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -57,3 +60,26 @@ def test_the_chosen_layout_always_loads(tp: int, blocks: int) -> None:
         return
     assert ep in (1, tp)
     assert block_split_error(model, tp // ep, 1.0) is None
+
+
+def test_planner_refuses_layouts_the_engines_cannot_load() -> None:
+    """The same rule in the planner: MiniMax-M2.5 FP8 at TP 8 needs EP (8, or DP 1 EP 2: moe_tp 4 = 3 blocks); the
+    search never offers TP 8 EP 1, and `evaluate` names the problem (exit 2 at the CLI)."""
+    from pdplan.perf.expert_parallel import parallelism_error
+    from pdplan.search.parallel import parallel_shapes
+
+    assert "192 per GPU" in (parallelism_error(MINIMAX, 8, 1, 1, 0, 1.0) or "")
+    assert parallelism_error(MINIMAX, 8, 1, 8, 0, 1.0) is None
+    assert parallelism_error(MINIMAX, 8, 1, 2, 0, 1.0) is None
+    assert parallelism_error(MINIMAX, 8, 1, 1) is None  # no dtype given: only the EP divisibility rules
+    shapes = parallel_shapes(MINIMAX, (4, 8), None, None, weight_bytes=1.0)
+    assert (8, 1, 1) not in shapes
+    assert {(4, 1, 1), (8, 1, 8)} <= set(shapes)
+
+
+def test_evaluate_cli_exits_2_on_an_unloadable_split(cli: Callable[..., Any]) -> None:
+    args = ("evaluate", "--model", "minimax-m2.5", "--gpu", "h200-sxm", "--tp", "8", "--colocated", "1")
+    bad = cli(*args, "--isl", "1024", "--osl", "128")
+    assert bad.code == 2
+    assert "not a multiple of the FP8 weight block 128" in bad.err
+    assert cli(*args, "--ep", "8", "--isl", "1024", "--osl", "128").code == 0

@@ -1,8 +1,9 @@
 """``evaluate`` of a scenario with a ``prfaas:`` block: the plan's ``prfaas`` object (ARCHITECTURE §4) and the
 comparisons the reports print.
 
-* the threshold: ``prfaas.threshold`` when given, else the goodput-maximising one (a log-spaced scan, then a bounded scalar search,
-  :func:`.queue.search_goodput_threshold`); the capacity-only optimum (Eq. 7) is reported beside it;
+* the threshold: ``prfaas.threshold`` when given, else the goodput-maximising one (a log-spaced scan, then a
+  bounded scalar search, :func:`.queue.search_goodput_threshold`); the capacity-only optimum (Eq. 7) is reported
+  beside it;
 * the baselines on the same local GPUs, with the same curves and queueing: **homogeneous PD** (nothing
   offloaded; its local instances re-split to their best prefill/decode ratio when interchangeable) and
   **naive heterogeneous PD** (everything prefilled remotely; the local prefill instances become decode instances
