@@ -96,9 +96,7 @@ def _stats(rows: list[dict[str, Any]], h_s: float) -> str:
         ttft.append((p_ttft * 1e3 / row["ttft_ms"] - 1.0) * 100.0)
         tpot.append((p_tpot * 1e3 / row["tpot_ms"] - 1.0) * 100.0)
     med = statistics.median
-    return (
-        f"{med(tpot):+.1f} / {med(abs(v) for v in tpot):.1f} | {med(ttft):+.1f} / {med(abs(v) for v in ttft):.1f}"
-    )
+    return f"{med(tpot):+.1f} / {med(abs(v) for v in tpot):.1f} | {med(ttft):+.1f} / {med(abs(v) for v in ttft):.1f}"
 
 
 def main() -> None:
@@ -131,8 +129,10 @@ def main() -> None:
         train = every[tp != held]
         h_out = best_h(loss, train)
         test_rows = [r for r in rows if r["tp"] == held]
-        lines.append(f"| TP{held} held out ({len(test_rows)}), h fitted on the rest | {h_out * 1e3:.3f} | "
-                     f"{_stats(test_rows, h_out)} |")
+        lines.append(
+            f"| TP{held} held out ({len(test_rows)}), h fitted on the rest | {h_out * 1e3:.3f} | "
+            f"{_stats(test_rows, h_out)} |"
+        )
     lines += ["", f"{time.perf_counter() - start:.0f} s."]
     text = "\n".join(lines) + "\n"
     (ROOT / "docs" / "fit_eager_moe_step.md").write_text(text, encoding="utf-8")

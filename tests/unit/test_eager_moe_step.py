@@ -1,4 +1,4 @@
-"""The eager-step launch floor of MoE models (specs/engine.py ``eager_s_per_moe_layer``, serving/benchmark_inputs.py)."""
+"""The eager-step launch floor of MoE models (specs/engine.py ``eager_s_per_moe_layer``, benchmark_inputs.py)."""
 
 from __future__ import annotations
 
