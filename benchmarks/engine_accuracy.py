@@ -253,13 +253,28 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   would be floored at 35 ms, below the 71 ms priced for one 1,024-token prompt at TP16, and at C = 1 the gap is
   ~100 ms (211 measured against 71 prefill + 7 per-request + the first decode step and its wait). ENGINES.md has
   no sourced SGLang PD hand-off cost (bootstrap, pre-allocation on the decode server, Mooncake transfer set-up),
-  so nothing was fitted; SGLang's profile carries no eager term.
+  so nothing was fitted; SGLang's profile carries no eager term. What moved: the disaggregated loop gave the
+  start-up burst no weight whenever the warm-up count reached C (AIConfigurator's recipe has 2·C), while every tool
+  finishes its warm-up first and starts the measured phase's C clients together (the colocated loop's reading,
+  ENGINES.md §3); it now weighs the burst k·C/N as the colocated loop does (SGLang k = 1: TTFT -65.0 → -55.8 %;
+  TensorRT-LLM k = 1.85: -93.4 → -92.0 %). What is left has two parts. (a) At C = 2-4 the 8,192-token rows
+  measure 859-861 ms and the 1,024-token rows 237-246 ms: F + α·(priced prefill) with the prefill at 369 and 71 ms
+  gives α = 2.2 and F ≈ 30 ms, so the TP16 prefill across two nodes is priced ~2x fast (no stored table measures
+  a 16-GPU cross-node prefill; the all-reduce is 29 % of the priced 8,192-token pass). (b) The growth with C
+  (1024/1024: +0.9 s from C = 1 to 128) needs more start-up weight than one cohort, but no single k fits it: k = 4
+  matches C = 64-128 (-13, -3 %) and leaves C = 8-16 at -35 %, k = 8 matches C = 16 and puts C = 128 at +77 %
+  (diagnostic sweep, not shipped). So neither term alone is the cause and nothing was fitted.
 * **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
   5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
   5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode
   (C/3 per worker), and the priced prefill is 0.31 s for 1,024 tokens and 2.7 s for 8,192. No queue in a steady
   closed loop gives seconds at C = 6. The time is outside the compute path and outside what the CSV records (the
-  run's start-up, or the DP16 to TP16 KV hand-off of this Dynamo version), so pdplan is 92 % low. TPOT is 18-24 %
+  run's start-up, or the DP16 to TP16 KV hand-off of this Dynamo version), so pdplan is 92 % low. A lead, not
+  checked against the runs' configuration (the CSV does not record it): TensorRT-LLM's attention-DP scheduler can
+  hold context requests until every DP rank has one (`AttentionDpConfig` `enable_balance`, off by default,
+  `timeout_iters` 50, `batching_wait_iters` 10; nvidia.github.io TensorRT-LLM LLM API reference): with 6-60 clients
+  over 16 prefill DP ranks most ranks are idle, so a request would wait up to 50 iterations, seconds and not
+  monotone in C. If the recipe turned it on, that is the missing time. TPOT is 18-24 %
   low: the TP16 EP16 decode step across two nodes. 36 more TensorRT-LLM DeepSeek-R1 rows give no worker counts and
   are skipped.
 * **gpt-oss-120b on vLLM.** TPOT -3.7 / 16.7 % after the merge (-1.5 / 13.6 % on its branch; was +74.8 / 74.8 %).
@@ -277,6 +292,18 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   unversioned) measure TPOT 3.6-27 ms with TTFT 20-460 s: the engine decoded about 100 sequences at a time and
   queued the rest; pdplan admits up to 512 (its KV and seat caps) and prices the admitted prompts' prefill chunks
   into their TPOT.
+* **vLLM 0.18: one host term for gpt-oss and MiniMax-M2.5?** Regressing the kernel-only TPOT deficit of the 88
+  rows (weights 1/measured, nnls): a per-step constant alone gives 0.66 ms on gpt-oss and 2.9 ms on MiniMax; a
+  per-sequence term fits gpt-oss (median |TPOT err| 13.9 → 4.9 % with 0.20 ms·B/TP) but its coefficient falls with
+  TP (residual slope 0.10 / 0.045 / 0.031 ms per sequence at TP2 / 4 / 8), so it is GPU work, not host time, and no
+  pooled per-step, per-sequence or per-layer term brings MiniMax under 14.8 %. MiniMax's deficit is in its MoE
+  kernel: the measured H100 table has its exact shape (hidden 3,072, 1,536 intermediate, 256 experts, top-8, FP8
+  block, EP4, FlashInfer CUTLASS, `aiconfigurator-moe/h100_sxm/moe_vllm.csv`, balanced routing): 0.074 / 0.110 /
+  0.183 / 0.335 / 0.339 ms per layer at 4 / 8 / 16 / 32 / 64 tokens, where pdplan's decode step prices 0.080 /
+  0.113 / 0.170 / 0.248 / 0.324 ms (uniform routing). At 32 tokens the table's balanced routing puts the 256 pairs
+  on all 64 local experts, pdplan's uniform law on ~41 of them: 62 x 0.087 ms = 5.4 ms of the C = 32 rows' 5.6 ms
+  TPOT gap (1024/1024: 20.0 measured, 14.4 priced). Which routing law the served prompts follow is not in the
+  CSV; the serving default stays uniform and nothing was fitted.
 * **gpt-oss-120b on TensorRT-LLM** (5 rows, 1.3.0rc1 behind Dynamo 0.9.0, FP8 activations). C = 160-384 is above
   the profile's 256 seats, so pdplan queues the rest (TTFT +526 %), while the runs admitted all of them. Their
   batch_size column is C/TP (48 at C = 192 TP4, 160 at C = 320 TP2, 96 at C = 384 TP4): the per-rank batch of an
