@@ -190,7 +190,8 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
 * **TensorRT-LLM eager steps (Qwen3-235B TTFT -30.5 → -6.3 %).** Decomposed per row, the measured TTFT did not
   follow the compute: at C = 4 it is 169-175 ms for ISL 512 and 1,024 alike and at TP4 and TP8 alike, where the
   priced own prefill is 13-34 ms and pdplan gave 135-207 ms; the per-request time a row needed on top of the loop
-  was 12-52 ms at ISL 1,024 and 120-280 ms at ISL 128-256, and ~40 ms more at TP8 than at TP4. A floor that is
+  was 12-52 ms at ISL 1,024 and C = 4 but 110-280 ms at ISL 128-256 (C = 8-128), and ~40 ms more at TP8 than at
+  TP4. A floor that is
   the same at TP4 and TP8 and for any prompt up to 1,024 tokens is host time, not GPU time. Cause: TensorRT-LLM's
   PyTorch backend captures CUDA graphs for decode-only batches, so every step carrying a context request is
   launched kernel by kernel, and an MoE layer dispatches 8-11x a dense layer's kernels (TaxBreak, ENGINES.md §1.4).
