@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import prefill_split_s
 from pdplan.specs.engine import EngineProfile
 
@@ -46,7 +48,17 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         gemm_tokens=grid,
         gemm_s=np.maximum(gemm - gemm[0], 0.0),
         attention_s=attention_s,
+        eager_step_s=eager_step_s(hw),
     )
+
+
+def eager_step_s(hw: RoleHardware) -> float:
+    """H of one GPU: the profile's eager launch time per MoE layer times the MoE layers of one pipeline stage
+    (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"); 0 without an engine."""
+    if hw.engine is None:
+        return 0.0
+    moe_layers = math.ceil(len(hw.model.moe_layer_indices) / hw.pp)
+    return hw.engine.overheads.eager_step_floor_s(moe_layers)
 
 
 def _startup_cohorts(engine: EngineProfile | None) -> float:

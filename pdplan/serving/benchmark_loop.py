@@ -36,6 +36,14 @@ anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`)
   the burst cohort alone (``k = 1``): a request's decode steps carry the same prefill work per cycle whether the
   others arrive grouped or alone, so the lingering groups move TTFT only. The drain at the end (the last C
   requests see fewer peers) is not modelled.
+* **Eager steps** (``eager_step_s`` = H): an engine whose CUDA graphs cover decode-only batches (TensorRT-LLM's
+  PyTorch backend) launches every step that carries prefill tokens kernel by kernel from the host. The launches are
+  asynchronous, so the GPU runs each kernel as soon as it is issued: the step ends when the host has issued the last
+  kernel and the GPU has run it, ``max(G, H)`` with G the step's GPU time and H the host's launch time for the step
+  (the last kernel's own time beyond H is below the step models' resolution). H is per MoE layer (an MoE layer
+  dispatches 8-11x a dense layer's kernels: TaxBreak, ENGINES.md §1.4) times the MoE layers one GPU runs
+  (:meth:`pdplan.specs.engine.Overheads.eager_step_floor_s`); a decode-only step replays its graph and keeps its
+  price. Every step with prefill tokens is floored: the burst's, the unmixed cohort's and the mixed steady state's.
 * **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) is added to every TTFT, and
   the overlap scheduler's extra step(s) ``overlap_extra_steps·τ_d`` to the burst's and the unmixed cohort's (a mixed
   engine's steady state prices them as the steps in flight: :func:`_mixed_steady`).
@@ -79,6 +87,9 @@ class LoopInputs:
     """A(ISL): one prompt's causal attention (the part of ``prompt_s`` that is not GEMM)."""
     startup_cohorts: float = 1.0
     """k: first cohorts' worth of start-up excess in the benchmark average (module docstring)."""
+    eager_step_s: float = 0.0
+    """H: host launch time of a step that carries prefill tokens outside the decode CUDA graphs; such a step takes
+    ``max(G, H)`` (module docstring, "Eager steps"). 0 = no floor."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -99,6 +110,12 @@ def prefill_work_s(inp: LoopInputs, tokens: np.ndarray | float, riding: np.ndarr
     b = np.maximum(np.asarray(riding, dtype=np.float64), 1.0)
     gemm = np.interp(b + t, inp.gemm_tokens, inp.gemm_s) - np.interp(b, inp.gemm_tokens, inp.gemm_s)
     return np.asarray(np.where(t > 0, gemm, 0.0) + inp.attention_s * t / inp.input_tokens, dtype=np.float64)
+
+
+def eager_floor_s(inp: LoopInputs, step_s: np.ndarray | float, steps: np.ndarray | float = 1.0) -> np.ndarray:
+    """``max(G, steps·H)``: the time of ``steps`` consecutive steps that carry prefill tokens, G their GPU time
+    (module docstring, "Eager steps")."""
+    return np.maximum(np.asarray(step_s, dtype=np.float64), inp.eager_step_s * np.asarray(steps, dtype=np.float64))
 
 
 def admitted(inp: LoopInputs, concurrency: int) -> int:
@@ -134,6 +151,7 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -
     step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(
         inp, groups * inp.input_tokens, riding
     )
+    step_s = eager_floor_s(inp, step_s, k)
     tau_d = decode_s(inp, c_eff)
     wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
     if 1 < count <= n + 2:  # the cycle has decode-only steps: the first group arrives during one of them
@@ -184,7 +202,7 @@ def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]
     total = c_eff * inp.input_tokens
     per_step = np.full(steps, float(inp.budget_tokens))
     per_step[-1] = total - inp.budget_tokens * (steps - 1)
-    step_s = inp.step.t0_s + prefill_work_s(inp, per_step)
+    step_s = eager_floor_s(inp, inp.step.t0_s + prefill_work_s(inp, per_step))
     done_s = np.cumsum(step_s)
     ttft = done_s[ends.astype(int) - 1]
     tau = decode_s(inp, c_eff)
@@ -209,7 +227,7 @@ def _burst_mixed(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, n
             if left[i + ended] > 0:
                 break
             ended += 1
-        now += decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens, decoding))
+        now += float(eager_floor_s(inp, decode_s(inp, decoding) + float(prefill_work_s(inp, step_tokens, decoding))))
         times.append(now)
         done[i : i + ended] = now
         i += ended

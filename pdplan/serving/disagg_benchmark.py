@@ -27,10 +27,13 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
 Steady state: X solves ``X = X_mr(Z(X))`` (the machine-repairman throughput at the away time that X implies;
 ``X_mr`` falls as Z grows and Z grows with X, so the root is unique: bisection), capped at ``X_d``. By Little's law
 the mean response is ``C/X`` and ``TTFT = C/X − (OSL − 1)·τ_d`` (every wait the model does not place elsewhere lands
-before the first token), TPOT = τ_d at the batch a decoding sequence sees. Start-up burst: the first C requests reach
-the pool together and prompt i ends its prefill at ``⌈(i + 1)/m⌉·S_p``; those that are not warm-up enter the average
-with that TTFT (and the steady TPOT), the rest with the steady state (as :mod:`pdplan.serving.benchmark_loop` weighs
-its burst).
+before the first token), TPOT = τ_d at the batch a decoding sequence sees. Start-up burst: every tool runs its warm-up
+requests to completion before the measured phase (ENGINES.md §3), and the measured phase starts its C clients
+together, so its first C_adm requests reach the pool at once whatever the warm-up: prompt i ends its prefill at
+``⌈(i + 1)/m⌉·S_p``. The average takes that staircase with weight ``w = min(1, k·C_adm/N)``, k the decode engine
+profile's ``startup_cohorts`` (1 without one), and the steady state with ``1 − w`` (the TPOT stays the steady one),
+as :mod:`pdplan.serving.benchmark_loop` weighs its burst. (Before, the burst counted only for the clients beyond the
+warm-up count, so AIConfigurator's recipe with 2·C warm-up requests gave it no weight at all.)
 
 Invariants by construction: TTFT ≥ the prompt's own prefill (``S_p`` plus non-negative waits) and a decode step is
 ``τ_d``, which the step model keeps above its HBM read floor (:func:`pdplan.serving.roles.decode_perf`). Not
@@ -80,6 +83,9 @@ class DisaggLoopInputs:
     state_tokens_per_seq: float = 0.0
     """s: KV token slots each sequence's fixed state takes (hybrid / sliding-window models,
     :mod:`pdplan.perf.memory`)."""
+    startup_cohorts: float = 1.0
+    """k: first cohorts' worth of start-up excess in the benchmark average (the decode engine profile's
+    ``startup_cohorts``, as :mod:`pdplan.serving.benchmark_loop` weighs its burst)."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:
@@ -199,9 +205,8 @@ def disagg_benchmark_loop(
     rounds = np.ceil((np.arange(admitted) + 1.0) / inp.servers)
     extra = inp.prefill_latency_s - inp.prefill_service_s
     burst = inp.request_delay_s + rounds * inp.prefill_service_s + extra + first_wait
-    burst_n = min(max(concurrency - warmup, 0), requests, admitted)
-    w = burst_n / requests
-    mean_ttft = w * (float(burst[:burst_n].mean()) if burst_n else 0.0) + (1.0 - w) * steady_ttft
+    w = min(1.0, inp.startup_cohorts * admitted / requests)  # the measured phase's own burst, whatever the warm-up
+    mean_ttft = w * float(burst.mean()) + (1.0 - w) * steady_ttft
     queue_s = max(concurrency - admitted, 0) / x
     return BenchmarkLoop(
         tool=tool,
@@ -242,6 +247,9 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         kv_tokens_per_instance=model.decode.kv_capacity_tokens,
         prefill_streams_token_1=res.scenario.ttft_convention == "B",
         state_tokens_per_seq=model.decode.state_tokens_per_seq,
+        startup_cohorts=engine.scheduling.startup_cohorts.value
+        if engine is not None and engine.scheduling.startup_cohorts is not None
+        else 1.0,
     )
 
 

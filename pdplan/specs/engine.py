@@ -18,6 +18,8 @@ carries its ``source`` and the profile names the engine ``version`` it holds for
   ``step_s`` (scheduler, input preparation, sampling), ``collective_s`` per all-reduce (two per layer at TP > 1),
   ``launch_gap_s_per_layer``. Per request, on TTFT: ``request_s`` (API server, dispatch),
   ``request_s_per_layer`` (per-layer dispatch, as AIConfigurator's vLLM backend), ``tokenize_s_per_1k_tokens``.
+  Per step that carries prefill tokens outside the decode CUDA graphs: ``eager_s_per_moe_layer`` (host launch time,
+  a floor under the step).
 * ``benchmark``: the closed-loop benchmark tool usually run against this engine and its defaults (requests and
   warm-up), used by ``evaluate --concurrency`` when ``--requests`` / ``--warmup`` are not given.
 
@@ -167,6 +169,9 @@ class Overheads(FrozenModel):
     """Per request, on TTFT: tokenisation per 1,000 prompt tokens."""
     request_s_per_layer: Sourced | None = None
     """Per request per layer, on TTFT (AIConfigurator's vLLM prefill dispatch overhead); None = 0."""
+    eager_s_per_moe_layer: Sourced | None = None
+    """Per MoE layer of a step that carries prefill tokens and runs outside the decode CUDA graphs: the host's kernel
+    launch time, a floor under that step (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"); None = 0."""
 
     def step_overhead_s(self, num_layers: int, tp: float) -> float:
         """Host time one engine step adds to its kernels: step + layers·launch gap + 2·layers·collective at TP > 1."""
@@ -174,6 +179,11 @@ class Overheads(FrozenModel):
         return (
             self.step_s.value + num_layers * self.launch_gap_s_per_layer.value + collectives * self.collective_s.value
         )
+
+    def eager_step_floor_s(self, num_moe_layers: int) -> float:
+        """H: host launch time of one step with prefill tokens over ``num_moe_layers`` MoE layers (0 without it)."""
+        per_layer = self.eager_s_per_moe_layer.value if self.eager_s_per_moe_layer is not None else 0.0
+        return num_moe_layers * per_layer
 
     def request_overhead_s(self, num_layers: int, prompt_tokens: float) -> float:
         """Time a request's TTFT carries beyond the engine's steps: server, per-layer dispatch, tokenisation."""

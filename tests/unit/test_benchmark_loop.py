@@ -119,3 +119,30 @@ def test_startup_burst_weight_by_hand() -> None:
     assert out.burst_ttft_s == pytest.approx(0.210)
     assert out.mean_ttft_s == pytest.approx(0.2 * 0.210 + 0.8 * steady)
     assert out.mean_tpot_s == pytest.approx(0.1 * 0.0104 + 0.9 * (2 * 0.0602 + 98 * 0.0104) / 100)
+
+
+def test_eager_steps_take_the_host_launch_time_by_hand() -> None:
+    """As the spread test above, with steps that carry prefill floored at H = 100 ms (> their 60.2 ms GPU time): the
+    first request waits the decode gap twice and its own eager step (2 x 10.3 + 100 = 120.6 ms), the others three
+    eager steps (300 ms). TPOT: the two other eager steps and 98 decode steps of 10.4 ms (CUDA graphs: no floor)."""
+    inp = dataclasses.replace(_hand_inputs(True), spread=True, overlap_steps=1.0, eager_step_s=0.100)
+    out = benchmark_loop(inp, 4, 4000, 0, "test")
+    assert out.steady_ttft_s == pytest.approx((0.1206 + 3 * 0.300) / 4)
+    assert out.steady_tpot_s == pytest.approx((2 * 0.100 + 98 * 0.0104) / 100)
+
+
+def test_eager_floor_below_the_gpu_time_changes_nothing() -> None:
+    """H = 10 ms = t0 is at or below every step (each costs t0 plus its decodes and prefill tokens): max(G, H) = G.
+    (H = 50 ms would move the burst: its last mixed step carries a few tokens beside 7 decodes, 10.9 ms.)"""
+    for mixed in (True, False):
+        base = dataclasses.replace(_hand_inputs(mixed), spread=mixed)
+        floored = dataclasses.replace(base, eager_step_s=0.010)
+        assert benchmark_loop(floored, 8, 1000, 8, "test") == benchmark_loop(base, 8, 1000, 8, "test")
+
+
+def test_eager_cohort_by_hand() -> None:
+    """Unmixed, C = 8, budget 4,000 with H = 300 ms: the two prefill steps take 300 ms each instead of 210; TTFT
+    300 ms for the first four, 600 ms for the rest; TPOT (300 + 1,080)/100 and 1,080/100 ms."""
+    out = benchmark_loop(dataclasses.replace(_hand_inputs(False), eager_step_s=0.300), 8, 1000, 8, "test")
+    assert out.mean_ttft_s == pytest.approx((4 * 0.300 + 4 * 0.600) / 8)
+    assert out.mean_tpot_s == pytest.approx((4 * 13.80e-3 + 4 * 10.80e-3) / 8)

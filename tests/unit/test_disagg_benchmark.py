@@ -103,7 +103,7 @@ def test_decode_seats_bind_and_the_rest_wait() -> None:
     assert bench.throughput_rps == pytest.approx(x_d, rel=1e-6)
     assert bench.effective_concurrency == 2
     assert bench.mean_tpot_s == pytest.approx(0.0102, rel=1e-6)
-    assert bench.mean_ttft_s == pytest.approx(10.0 / x_d - 100.0 * 0.0102, rel=1e-6)
+    assert bench.steady_ttft_s == pytest.approx(10.0 / x_d - 100.0 * 0.0102, rel=1e-6)
 
 
 def test_burst_staircase_and_warmup_weight() -> None:
@@ -114,6 +114,18 @@ def test_burst_staircase_and_warmup_weight() -> None:
     first = 0.01 + (1.0 - math.exp(-7.0)) * tau / 2.0 + tau  # the 7 others decode beside it
     assert bench.burst_ttft_s == pytest.approx(0.005 + 1.5 * 0.1 + first, rel=1e-9)
     assert bench.mean_ttft_s == pytest.approx(bench.burst_ttft_s, rel=1e-9)
+
+
+def test_burst_weight_ignores_the_warmup() -> None:
+    """8 clients, N = 160 after 16 warm-up requests (AIConfigurator's 20·C / 2·C): the measured phase starts its 8
+    clients together, so the burst enters with w = k·8/160 = 0.05 at k = 1 and 0.1 at k = 2, whatever the warm-up."""
+    for k in (1.0, 2.0):
+        inp = dataclasses.replace(BASE, startup_cohorts=k)
+        bench = disagg_benchmark_loop(inp, 8, 160, 16, "aiperf")
+        w = k * 8 / 160
+        assert bench.mean_ttft_s == pytest.approx(w * bench.burst_ttft_s + (1.0 - w) * bench.steady_ttft_s, rel=1e-9)
+        no_warmup = disagg_benchmark_loop(inp, 8, 160, 0, "aiperf")
+        assert no_warmup.mean_ttft_s == pytest.approx(bench.mean_ttft_s, rel=1e-12)
 
 
 @pytest.mark.parametrize("clients", [1, 3, 4, 9, 40, 400])

@@ -1,0 +1,67 @@
+"""The eager-step launch floor of MoE models (specs/engine.py ``eager_s_per_moe_layer``, benchmark_inputs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.benchmark_inputs import eager_step_s, loop_inputs
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.evaluate import build_model
+from pdplan.serving.inputs import resolve
+from pdplan.specs.engine import Sourced
+
+CATALOG = open_catalog()
+
+
+def _model(name: str, engine: str, tp: int, ep: int = 1) -> ColocatedModel:
+    sc = scenario_from_dict(
+        {
+            "model": name,
+            "mode": "colocated",
+            "colocated": {"gpu": "h100-sxm", "tp": tp, "ep": ep, "count": 1, "scheduler": "chunked"},
+            "workload": {
+                "input_tokens": {"dist": "fixed", "value": 512},
+                "output_tokens": {"dist": "fixed", "value": 128},
+            },
+            "dtype": "fp8",
+            "kv_dtype": "fp8",
+            "engine": engine,
+        },
+        source="test",
+        base_dir=Path.cwd(),
+    )
+    model = build_model(resolve(sc, CATALOG))
+    assert isinstance(model, ColocatedModel)
+    return model
+
+
+def test_floor_is_layers_times_the_per_layer_time() -> None:
+    """94 MoE layers x 0.6 ms = 56.4 ms; no entry = no floor."""
+    over = CATALOG.engine("trtllm").overheads
+    assert over.eager_s_per_moe_layer is not None
+    assert over.eager_s_per_moe_layer.value == pytest.approx(6e-4)
+    assert over.eager_step_floor_s(94) == pytest.approx(0.0564)
+    without = over.model_copy(update={"eager_s_per_moe_layer": None})
+    assert without.eager_step_floor_s(94) == 0.0
+    one = over.model_copy(update={"eager_s_per_moe_layer": Sourced(value=1e-3, source="test")})
+    assert one.eager_step_floor_s(10) == pytest.approx(0.010)
+
+
+def test_trtllm_qwen3_235b_gets_the_floor_and_dense_models_do_not() -> None:
+    """Qwen3-235B-A22B: all 94 layers MoE, at TP4 EP4 on TensorRT-LLM H = 94 x 0.6 ms; Qwen3-32B (dense): 0; vLLM and
+    SGLang ship no eager term (piecewise CUDA graphs / not fitted): 0."""
+    moe = _model("qwen3-235b-a22b", "trtllm", 4, 4)
+    assert moe.res.colocated is not None
+    assert len(moe.res.colocated.model.moe_layer_indices) == 94
+    assert loop_inputs(moe).eager_step_s == pytest.approx(94 * 6e-4)
+    dense = _model("qwen3-32b", "trtllm", 2)
+    assert dense.res.colocated is not None
+    assert eager_step_s(dense.res.colocated) == 0.0
+    for engine in ("vllm", "sglang"):
+        other = _model("qwen3-235b-a22b", engine, 4, 4)
+        assert other.res.colocated is not None
+        assert eager_step_s(other.res.colocated) == 0.0
