@@ -8,8 +8,8 @@ are still read once per half, so 2c exceeds the whole batch's compute when the s
 layers, communication a (the all-to-all of half the tokens). Compute (SMs) and communication (the NICs / NVLink
 copy engines) are two resources; each half alternates compute and communication, layer after layer. Two chains on
 two resources: the compute resource must do 2c per layer and the link 2a per MoE layer, and when A communicates B
-computes. In steady state each MoE layer costs 2·max(c, a) (σ = 0 below), each dense layer 2c, and the pipeline fills and
-drains once per pass: the first half's first compute (or the last half's last communication) has nothing to
+computes. In steady state each MoE layer costs 2·max(c, a) (σ = 0 below), each dense layer 2c, and the pipeline
+fills and drains once per pass: the first half's first compute (or the last half's last communication) has nothing to
 overlap, min(c, a). So
 
     T_TBO = 2·[(L − n)·c + n·max(a, c + σ·a)] + min(c, a),      c = C_half / L,  a = A_half / n,

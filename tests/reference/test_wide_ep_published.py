@@ -150,7 +150,6 @@ def test_prefill_ep32_perfect_eplb_4k() -> None:
     assert _prefill_tok_s_per_node(4096, "uniform") == pytest.approx(59_337, rel=TOLERANCE)
 
 
-
 def test_decode_ep72_per_node() -> None:
     """Decode 22,282 tok/s per node (LMSYS blog 2025-05-05, MISSION_FEATURES.md §5.2): 256 sequences per GPU at 2,000
     tokens of context, EP72 / DP72 over 9 nodes. pdplan: 25.2k (+13 %). Left out, each would lower the figure: EPLB's
