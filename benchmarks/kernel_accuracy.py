@@ -304,7 +304,8 @@ def _moe_section(data: Path) -> list[str]:
         "(`moe_a2a_vllm.csv`, `deepep_ht` / `deepep_ll`, EP 8) with the same numbers: vLLM's calls take "
         "2-4x longer than SGLang's at equal bytes (not explained here; possibly BF16 dispatch or another SM "
         "budget), so they are not predicted by the SGLang fit. Across nodes no measurement exists here; "
-        "the inter-node share uses DeepEP's published RDMA fractions (`pdplan/data/ep_a2a.yaml`).",
+        "the inter-node share uses DeepEP's published RDMA fractions (`pdplan/data/ep_a2a.yaml`), normal mode "
+        "with one RDMA copy per remote node forwarded over NVLink inside it, as DeepEP's internode kernels send.",
         "",
         *a2a_accuracy_lines(data),
         "",

@@ -41,10 +41,13 @@ LawKind = Literal["balanced", "uniform", "power_law", "eplb"]
 
 @dataclass(frozen=True)
 class RoutingLaw:
-    """A routing law: ``kind`` and, for ``power_law``, its exponent ``alpha`` (> 0, != 1, != 2 handled)."""
+    """A routing law: ``kind`` and, for ``power_law``, its exponent ``alpha`` (> 0, != 1, != 2 handled);
+    ``load_scale`` multiplies the tokens the law spreads (AIConfigurator's SGLang EPLB prefill rule evaluates its
+    law at 0.8·T: ``pdplan/data/moe_routing.yaml``), 1 for every measured law."""
 
     kind: LawKind = "uniform"
     alpha: float = 0.0
+    load_scale: float = 1.0
 
 
 UNIFORM = RoutingLaw()
@@ -146,7 +149,7 @@ def routing_law(name: str) -> RoutingLaw:
     if name not in laws:
         raise SpecError(f"unknown MoE routing law {name!r}; known: {', '.join(sorted(laws))}", field="routing")
     entry = laws[name]
-    return RoutingLaw(entry["kind"], float(entry.get("alpha", 0.0)))
+    return RoutingLaw(entry["kind"], float(entry.get("alpha", 0.0)), float(entry.get("load_scale", 1.0)))
 
 
 def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, law: RoutingLaw | None = None) -> Routing:
@@ -155,7 +158,7 @@ def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, la
     Example: E = 128, k = 8, T = 64, ep = 1, uniform: pairs 512, hit 128·(1 − (15/16)^64) ≈ 124.7.
     """
     rule = law or UNIFORM
-    t, e = _f(tokens), _f(ep)
+    t, e = _f(tokens) * rule.load_scale, _f(ep)
     if rule.kind == "power_law":
         return _power_law(t, num_experts, top_k, e, rule.alpha)
     per_rank = num_experts / e

@@ -25,7 +25,14 @@ from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.op_pricing import OpTime, Precision, linear_attention_kernel_s, price_ops
 from pdplan.perf.ops import PassShape, Phase, forward_ops, parallel_fields
-from pdplan.perf.two_batch_overlap import decode_windows, exposed_comm_s, staged_exposed_comm_s, window_s
+from pdplan.perf.tiling import sm_count
+from pdplan.perf.two_batch_overlap import (
+    decode_windows,
+    exposed_comm_s,
+    prefill_comm_sms,
+    staged_exposed_comm_s,
+    window_s,
+)
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -82,17 +89,21 @@ def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...
 
 
 def overlap_two_batches(
-    half_ops: tuple[OpTime, ...], model: ModelSpec, phases_s: tuple[FloatArray, FloatArray] | None = None
+    half_ops: tuple[OpTime, ...],
+    model: ModelSpec,
+    phases_s: tuple[FloatArray, FloatArray] | None = None,
+    comm_sm_share: float = 0.0,
 ) -> tuple[OpTime, ...]:
     """The pass as two micro-batches (:mod:`pdplan.perf.two_batch_overlap`): every op of the half batch runs twice,
     and the all-to-all keeps only its exposed part, so the ops still sum to the pass time. ``phases_s``: the half
     batch's dispatch and combine per MoE layer for the staged decode form (hidden only by the compute of the
     windows that SGLang's decode schedule puts between send and receive); None: the two-resource form
-    ``T_TBO − 2·C_half`` (prefill)."""
+    ``T_TBO − 2·C_half`` (prefill), where ``comm_sm_share`` of the SMs are held by the transfers while they run (the
+    compute they slow is booked on the all-to-all op)."""
     comm = next(op for op in half_ops if op.kind == "alltoall")
     if phases_s is None:
         compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
-        exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count)
+        exposed = exposed_comm_s(compute, comm.time_s, float(model.num_layers), comm.count, comm_sm_share)
     else:
         layers, moe_layers = float(model.num_layers), comm.count
         per_layer = {
@@ -234,10 +245,12 @@ def _priced_pass(
         half = dataclasses.replace(shape, batch=shape.batch / 2.0)
         half_pass = forward_ops(model, half)
         half_ops = price_ops(half_pass, gpu, table, prec, detail, kernel)
-        phases_s = None
+        phases_s, share = None, 0.0
         if shape.phase == "decode":  # SGLang's staged decode schedule (pdplan.perf.two_batch_overlap)
             phases_s = a2a_phases_s(next(op for op in half_pass if op.kind == "alltoall"), gpu, table)
-        ops = overlap_two_batches(half_ops, model, phases_s)
+        else:  # prefill: DeepEP's normal-mode kernels hold their SMs while a transfer runs
+            share = min(prefill_comm_sms() / float(sm_count(gpu, table)), 1.0)
+        ops = overlap_two_batches(half_ops, model, phases_s, share)
     return ops
 
 

@@ -8,20 +8,28 @@ are still read once per half, so 2c exceeds the whole batch's compute when the s
 layers, communication a (the all-to-all of half the tokens). Compute (SMs) and communication (the NICs / NVLink
 copy engines) are two resources; each half alternates compute and communication, layer after layer. Two chains on
 two resources: the compute resource must do 2c per layer and the link 2a per MoE layer, and when A communicates B
-computes. In steady state each MoE layer costs 2·max(c, a), each dense layer 2c, and the pipeline fills and
-drains once per pass: the first half's first compute (or the last half's last communication) has nothing to
+computes. In steady state each MoE layer costs 2·max(c, a) (σ = 0 below), each dense layer 2c, and the pipeline
+fills and drains once per pass: the first half's first compute (or the last half's last communication) has nothing to
 overlap, min(c, a). So
 
-    T_TBO = 2·[(L − n)·c + n·max(c, a)] + min(c, a),      c = C_half / L,  a = A_half / n,
+    T_TBO = 2·[(L − n)·c + n·max(a, c + σ·a)] + min(c, a),      c = C_half / L,  a = A_half / n,
 
 with C_half and A_half the half batch's whole-pass compute and all-to-all times. Without TBO the pass takes
 C + A (whole batch). TBO wins when the all-to-all is large against the weight-bound part of compute (big batches),
 and loses at small batches where 2·C_half ≈ 2·C (the blog: decode −27 % at 32 tokens per GPU, +25.5 % at 256).
 
-Assumptions: compute and communication do not slow each other (DeepEP's normal mode occupies 20 SMs while it runs,
-not modelled), and the per-layer work is uniform over layers (c = C_half/L). This two-resource form is the prefill
-model (SGLang's prefill TBO runs DeepEP normal mode on its own stream, so the two halves' transfers may share the
-links); it is the best case, where a half's all-to-all may hide behind all of the other half's layer compute.
+**SM split (prefill).** DeepEP's normal-mode kernels are persistent kernels on ``s`` of the GPU's S SMs for as long
+as a transfer runs (``Buffer.num_sms = 20`` by default; SGLang's normal dispatcher takes DeepEP's default config,
+``pdplan/data/two_batch_overlap.yaml``), so the other half's compute runs on S − s SMs while the transfer is in
+flight. With σ = s/S and compute work c (full-GPU seconds) overlapping a transfer of a, the compute progresses at
+1 − σ for the first a seconds: a slot lasts a when c ≤ (1 − σ)·a, else a + c − (1 − σ)·a = c + σ·a, i.e.
+``max(a, c + σ·a)`` per MoE layer and half (σ = 0: ``max(a, c)``). This takes compute as SM-throughput-bound
+(prefill GEMMs and attention at thousands of tokens are).
+
+Assumptions: the transfer runs at its own speed beside compute (no HBM or NVLink contention), and the per-layer work
+is uniform over layers (c = C_half/L). This two-resource form is the prefill model (SGLang's prefill TBO runs
+DeepEP normal mode on its own stream, so the two halves' transfers may share the links); it is the best case, where
+a half's all-to-all may hide behind all of the other half's layer compute.
 
 **Decode: the staged form** (:func:`staged_exposed_comm_s`). SGLang's decode TBO runs both micro-batches on one CUDA
 stream, their stages interleaved two apart, with DeepEP's low-latency kernels in hook mode: a half's dispatch is
@@ -53,25 +61,49 @@ from pdplan.types import ArrayLike, FloatArray
 WINDOWS = ("dispatch_window", "combine_window")
 
 
-def tbo_time_s(half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: float, moe_layers: float) -> FloatArray:
-    """T_TBO = 2·[(L − n)·c + n·max(c, a)] + min(c, a), c = C_half/L, a = A_half/n (module docstring).
+def tbo_time_s(
+    half_compute_s: ArrayLike,
+    half_comm_s: ArrayLike,
+    num_layers: float,
+    moe_layers: float,
+    comm_sm_share: float = 0.0,
+) -> FloatArray:
+    """T_TBO = 2·[(L − n)·c + n·max(a, c + σ·a)] + min(c, a), c = C_half/L, a = A_half/n, σ = ``comm_sm_share``
+    (module docstring).
 
-    Example: L = 61, n = 58, C_half = 30.5 ms, A_half = 29 ms: c = 0.5 ms, a = 0.5 ms, T = 2·(3·0.5 + 58·0.5) + 0.5
-    = 61.5 ms against C + A = 2·30.5 + 2·29 = 119 ms without overlap (same per-half work)."""
+    Example: L = 61, n = 58, C_half = 30.5 ms, A_half = 29 ms, σ = 0: c = 0.5 ms, a = 0.5 ms, T = 2·(3·0.5 +
+    58·0.5) + 0.5 = 61.5 ms against C + A = 2·30.5 + 2·29 = 119 ms without overlap (same per-half work); with
+    σ = 20/132 each MoE slot is 0.5 + 0.0758 ms: T = 70.3 ms."""
     compute = np.asarray(half_compute_s, dtype=np.float64)
     comm = np.asarray(half_comm_s, dtype=np.float64)
     c = compute / num_layers
     a = comm / max(moe_layers, 1.0)
-    total = 2.0 * ((num_layers - moe_layers) * c + moe_layers * np.maximum(c, a)) + np.minimum(c, a)
+    slot = np.maximum(a, c + comm_sm_share * a)
+    total = 2.0 * ((num_layers - moe_layers) * c + moe_layers * slot) + np.minimum(c, a)
     return np.asarray(np.where(comm > 0.0, total, 2.0 * compute), dtype=np.float64)
 
 
 def exposed_comm_s(
-    half_compute_s: ArrayLike, half_comm_s: ArrayLike, num_layers: float, moe_layers: float
+    half_compute_s: ArrayLike,
+    half_comm_s: ArrayLike,
+    num_layers: float,
+    moe_layers: float,
+    comm_sm_share: float = 0.0,
 ) -> FloatArray:
-    """The all-to-all time TBO leaves on the critical path: T_TBO − 2·C_half."""
-    total = tbo_time_s(half_compute_s, half_comm_s, num_layers, moe_layers)
+    """The time TBO adds to the critical path over the two halves' compute, T_TBO − 2·C_half: the exposed all-to-all
+    and, with ``comm_sm_share``, the compute slowed by the SMs the transfers hold."""
+    total = tbo_time_s(half_compute_s, half_comm_s, num_layers, moe_layers, comm_sm_share)
     return np.asarray(total - 2.0 * np.asarray(half_compute_s, dtype=np.float64), dtype=np.float64)
+
+
+@lru_cache(maxsize=1)
+def prefill_comm_sms() -> int:
+    """SMs DeepEP's normal-mode kernels hold while a prefill transfer runs (``pdplan/data/two_batch_overlap.yaml``)."""
+    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "two_batch_overlap.yaml")
+    prefill = data.get("prefill")
+    if not isinstance(prefill, dict) or not isinstance(prefill.get("comm_sms"), int) or prefill["comm_sms"] < 0:
+        raise SpecError("two_batch_overlap.yaml: prefill.comm_sms must be a whole number >= 0", field="prefill")
+    return int(prefill["comm_sms"])
 
 
 @lru_cache(maxsize=1)

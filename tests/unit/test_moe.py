@@ -142,6 +142,12 @@ def test_ep_lowers_moe_weight_bytes_per_gpu() -> None:
 def test_named_routing_laws() -> None:
     assert routing_law("power-law-1.2") == RoutingLaw("power_law", 1.2)
     assert routing_law("eplb").kind == "eplb"
+    # AIConfigurator's SGLang EPLB prefill rule: power law 0.6 evaluated at 0.8 of the tokens
+    sglang = routing_law("sglang-eplb-prefill")
+    assert sglang == RoutingLaw("power_law", 0.6, 0.8)
+    got, ref = route(524288.0, 256, 8, 32, sglang), route(0.8 * 524288.0, 256, 8, 32, RoutingLaw("power_law", 0.6))
+    assert float(got.pairs) == pytest.approx(float(ref.pairs))
+    assert float(got.hit) == pytest.approx(float(ref.hit))
     with pytest.raises(Exception, match="unknown MoE routing law"):
         routing_law("zipf")
 

@@ -7,7 +7,7 @@ import pytest
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES, a2a_time_s, copies_per_token, rdma_fraction
+from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES, a2a_time_s, copies_per_token, node_copies_per_token, rdma_fraction
 
 TABLE = open_catalog().kernel_table("h100-sxm")
 
@@ -41,3 +41,25 @@ def test_across_nodes_needs_the_nic_rate_and_is_slower() -> None:
 def test_time_grows_with_tokens() -> None:
     t = a2a_time_s(np.array([1.0, 64.0, 4096.0]), 7168, 8, 8, "normal", "combine", TABLE)
     assert np.all(np.diff(t) > 0.0)
+
+
+def test_node_copies_per_token() -> None:
+    # EP32 over 4 nodes of 8: NIC 3·(1 − (3/4)^8) = 2.700 distinct remote nodes; NVLink 32·(1 − (31/32)^8)·7/8
+    nic, nvl = node_copies_per_token(8, 32, 8)
+    assert float(nic) == pytest.approx(3 * (1 - 0.75**8))
+    assert float(nic) == pytest.approx(2.6997, abs=1e-4)
+    assert float(nvl) == pytest.approx(32 * (1 - (31 / 32) ** 8) * 7 / 8)
+
+
+def test_normal_mode_across_nodes_counts_nodes_not_gpus() -> None:
+    # 16,384 tokens, EP32: combine NIC bytes 16384·7168·2·2.700 at 0.855 of 50 GB/s vs NVLink 6.273 copies at β
+    ab = TABLE.ep_a2a["normal"].combine
+    nic, nvl = (float(x) for x in node_copies_per_token(8, 32, 8))
+    row = 16384 * 7168 * 2.0
+    want = max(ab.alpha_s + row * nvl / ab.bus_bytes_per_s, ab.alpha_s + row * nic / (50e9 * rdma_fraction("normal")))
+    got = float(a2a_time_s(16384, 7168, 8, 32, "normal", "combine", TABLE, rdma_bytes_per_s=50e9))
+    assert got == pytest.approx(want)
+    assert got == pytest.approx(ab.alpha_s + row * nic / (50e9 * 0.855))  # the NIC binds: 7.43 ms
+    # a copy per remote GPU (5.38 per token) would be twice the NIC time
+    per_gpu = float(copies_per_token(8, 32, "normal")) * 24 / 31
+    assert per_gpu / nic == pytest.approx(1.99, abs=0.01)

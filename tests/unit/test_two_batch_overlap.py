@@ -12,6 +12,7 @@ from pdplan.perf.roofline import Precision, phase_time
 from pdplan.perf.two_batch_overlap import (
     decode_windows,
     exposed_comm_s,
+    prefill_comm_sms,
     staged_exposed_comm_s,
     tbo_time_s,
     window_s,
@@ -36,6 +37,31 @@ def test_compute_bound_hand_worked() -> None:
 def test_docstring_example() -> None:
     # L = 61, n = 58, C_half = 30.5 ms, A_half = 29 ms: c = a = 0.5 ms -> 2·(3·0.5 + 58·0.5) + 0.5 = 61.5 ms
     assert float(tbo_time_s(30.5e-3, 29e-3, 61, 58)) == pytest.approx(61.5e-3)
+
+
+def test_sm_split_hand_worked() -> None:
+    # docstring example with σ = 20/132: each MoE slot max(0.5, 0.5 + 0.5·20/132) = 0.57576 ms
+    # T = 2·(3·0.5 + 58·0.57576) + 0.5 = 70.29 ms; exposed (a2a + slowed compute) 70.29 − 61 = 9.29 ms
+    slot = 0.5 + 0.5 * 20 / 132
+    want = 2 * (3 * 0.5 + 58 * slot) + 0.5
+    assert float(tbo_time_s(30.5e-3, 29e-3, 61, 58, 20 / 132)) == pytest.approx(want * 1e-3)
+    assert float(exposed_comm_s(30.5e-3, 29e-3, 61, 58, 20 / 132)) == pytest.approx((want - 61) * 1e-3)
+
+
+def test_sm_split_hidden_when_comm_bound() -> None:
+    # c = 1 ms <= (1 − σ)·a = 0.75·2 ms: the compute finishes inside the transfer, the slot stays a = 2 ms
+    assert float(tbo_time_s(4e-3, 4e-3, 4, 2, 0.25)) == pytest.approx(float(tbo_time_s(4e-3, 4e-3, 4, 2)))
+
+
+def test_prefill_comm_sms_is_deepep_default() -> None:
+    assert prefill_comm_sms() == 20
+
+
+@given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.floats(0.0, 0.5), st.floats(0.0, 0.5))
+def test_sm_split_never_helps(compute: float, comm: float, s1: float, s2: float) -> None:
+    """Holding more SMs for the transfers never shortens the pass; σ = 0 is the two-resource form."""
+    lo, hi = sorted((s1, s2))
+    assert float(tbo_time_s(compute, comm, 61, 58, hi)) >= float(tbo_time_s(compute, comm, 61, 58, lo)) * (1 - 1e-12)
 
 
 def test_no_comm_is_two_halves() -> None:
