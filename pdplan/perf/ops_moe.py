@@ -46,7 +46,9 @@ def ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
         ops += fused_gemms(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
     router = GemmShape("router", model.hidden_size, moe.num_experts)
-    ops.append(Op("moe.router", "gemm", n_moe, gemm_dims(router, m, s.tp)))
+    dims = gemm_dims(router, m, s.tp)
+    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model.unquantized_bytes)
+    ops.append(Op("moe.router", "gemm", n_moe, dims))
     return ops
 
 

@@ -378,13 +378,16 @@ class ModelSpec(FrozenModel, ModelKvMixin):
 
     def weight_bytes(self, dtype_bytes: float) -> float:
         """Bytes of all stored weights at ``dtype_bytes`` per parameter: total_params()·b, the routed experts at
-        min(b, ``expert_weight_bytes``) when the checkpoint stores them narrower."""
+        min(b, ``expert_weight_bytes``) when the checkpoint stores them narrower, and the token embedding and LM head
+        at :func:`unquantized_bytes` (FP8 and 4-bit checkpoints and engines keep them BF16)."""
         expert_b = self.expert_bytes(dtype_bytes)
-        if expert_b == dtype_bytes or self.moe is None:
-            return self.total_params() * dtype_bytes
-        c = self.layer_param_counts()
-        routed = c.num_moe_layers * self.moe.num_experts * c.expert
-        return (self.total_params() - routed) * dtype_bytes + routed * expert_b
+        routed = 0
+        if expert_b != dtype_bytes and self.moe is not None:
+            c = self.layer_param_counts()
+            routed = c.num_moe_layers * self.moe.num_experts * c.expert
+        vocab = self.embedding_params() + self.lm_head_params()
+        rest = self.total_params() - routed - vocab
+        return rest * dtype_bytes + routed * expert_b + vocab * unquantized_bytes(dtype_bytes)
 
     def expert_bytes(self, dtype_bytes: float) -> float:
         """Bytes per routed-expert weight when served at ``dtype_bytes``: never wider than stored."""
@@ -402,3 +405,16 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             return cls.model_validate(data)
         except ValidationError as err:
             raise spec_error_from(err, source, cls) from None
+
+
+def unquantized_bytes(dtype_bytes: float) -> float:
+    """Bytes per parameter of the layers quantized checkpoints and engines leave in BF16 (the token embedding, the
+    LM head and the MoE router) when the rest is served at ``dtype_bytes``: ``max(b, 2)``.
+
+    Sources: vLLM's ``Fp8Config`` quantizes ``LinearBase`` layers only (the LM head is a ``ParallelLMHead``, an
+    embedding, served by ``UnquantizedEmbeddingMethod``) and builds every MoE gate with ``quant_config=None``
+    (vllm/model_executor/models/deepseek_v2.py, qwen3_moe.py, minimax_m2.py [P]); FP8 checkpoints list them as
+    unquantized (DeepSeek-V3's ``quantization_config`` stores ``lm_head`` and the ``gate`` weights in BF16;
+    NVIDIA ModelOpt's default FP8 config excludes ``*lm_head*`` and ``*router*``/``*gate``) [P].
+    """
+    return max(float(dtype_bytes), 2.0)

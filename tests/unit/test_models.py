@@ -189,7 +189,10 @@ def test_gemm_shapes_dense_and_gated() -> None:
 def test_weight_bytes_scale_with_dtype() -> None:
     spec = preset("llama-3.1-70b")
     assert spec.weight_bytes(2) == 2 * spec.total_params()
-    assert spec.weight_bytes(1) == spec.weight_bytes(2) / 2
+    # FP8: everything at 1 B except the embedding and LM head, kept BF16 (2 x 128,256 x 8,192 = 2,101,346,304 params)
+    vocab = 2 * 128_256 * 8_192
+    assert spec.embedding_params() + spec.lm_head_params() == vocab
+    assert spec.weight_bytes(1) == (spec.total_params() - vocab) * 1 + vocab * 2
 
 
 def test_tied_embeddings_have_no_stored_lm_head() -> None:
