@@ -51,8 +51,9 @@ s² = Σr²/(n − k) their variance (the textbook asymptotic covariance of a le
 independent residuals, ignores the soft-L1 weights and the other stage's uncertainty, so read it as a scale, not a
 confidence interval). A term at a bound has no two-sided error (reported as ``at_bound``); a term the rows cannot
 see (its Jacobian column is zero: no TP > 1 row for ``collective_s``, an unmixed engine for ``startup_cohorts``)
-keeps the base profile's value and is reported as ``not constrained``. Values and errors are in seconds, except
-``startup_cohorts`` (cohorts).
+or cannot tell from an earlier term (one model's runs: ``launch_gap_s_per_layer`` against ``step_s``;
+:func:`unidentified`) keeps the base profile's value and is reported as ``not constrained``. Values and errors
+are in seconds, except ``startup_cohorts`` (cohorts).
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ STEPS_S: Mapping[str, float] = {
 """Forward-difference steps: about the size of each term's typical value, so the secant spans the range it moves in."""
 MAX_LINEARISATIONS = 3
 _F_SCALE = 0.1
+SEPARABLE_MIN = 1e-2
+"""Smallest share of a term's log-Jacobian column (its norm) outside the span of the earlier terms' columns for the
+term to be fitted (:func:`unidentified`): below it the rows cannot tell the term from the earlier ones. 1e-2 is a
+variance inflation factor of 10⁴; on the H100 runs the exactly confounded pairs (``launch_gap_s_per_layer`` against
+``step_s`` on one model's rows, against ``collective_s`` on TP > 1 rows only) leave 1e-7 to 1e-4 (finite-difference
+noise) and the separable ones 0.04 or more (``docs/accuracy_engines_calibration.md``)."""
 
 
 Predictor = Callable[[Mapping[str, float]], tuple[FloatArray, FloatArray]]
@@ -171,9 +178,8 @@ def fit_overheads(
         base = np.concatenate([ttft, tpot])
         jac = _jacobian(full, theta, base)
         passes += 1 + len(names)
-        if it == 0:  # a term no run responds to (no TP > 1 row for collective_s) keeps its start value
-            size = np.abs(jac).max(axis=0)
-            frozen = {k for k, s in zip(names, size, strict=True) if s <= 1e-9 * max(float(size.max()), 1e-30)}
+        if it == 0:  # a term the runs cannot see, or cannot tell from an earlier one, keeps its start value
+            frozen = unidentified(jac, base, names)
         free = [k for k in names if k not in frozen]
         if not free:
             break
@@ -186,6 +192,38 @@ def fit_overheads(
     ttft, tpot = full(theta)
     terms = _uncertainty(theta, frozen, jac, ttft, tpot, meas_ttft, meas_tpot)
     return OverheadFit(terms, ttft, tpot, passes + 1, jac)
+
+
+def unidentified(jac: FloatArray, base: FloatArray, names: list[str]) -> set[str]:
+    """Terms the runs do not determine, given the Jacobian ``jac`` of the predictions ``base`` (rows: TTFT of every
+    run, then TPOT; columns in ``names`` order): a term no run responds to (its column is zero: no TP > 1 row for
+    ``collective_s``), and a term whose column, within its stage (TPOT rows for :data:`TPOT_TERMS`, TTFT rows for
+    :data:`TTFT_TERMS`; log residuals, so each column divided by the predictions), lies in the span of the earlier
+    terms' columns (less than :data:`SEPARABLE_MIN` of its norm outside it).
+
+    Order of precedence: :data:`TERMS` order, the most general first. A step's host cost is
+    ``step_s + L·launch_gap_s_per_layer + 2L·collective_s`` (TP > 1), so on one model's runs (one L) the launch gap is
+    ``step_s`` times a constant, and on TP > 1 runs alone it is ``collective_s``/2: any split of the total between
+    them fits those runs equally well, but not a model with another layer count or a TP-1 run. Such a term keeps the
+    base profile's value (for TensorRT-LLM and vLLM, no launch gap under CUDA graphs) and the earlier term takes the
+    whole cost, instead of the solver's arbitrary split."""
+    n = base.size // 2
+    size = np.abs(jac).max(axis=0) if jac.size else np.zeros(len(names))
+    out = {k for k, s in zip(names, size, strict=True) if s <= 1e-9 * max(float(size.max(initial=0.0)), 1e-30)}
+    for stage, rows in ((TPOT_TERMS, slice(n, 2 * n)), (TTFT_TERMS, slice(0, n))):
+        kept: list[FloatArray] = []
+        for k in stage:
+            if k not in names or k in out:
+                continue
+            col = jac[rows, names.index(k)] / np.maximum(base[rows], 1e-12)
+            if kept:
+                span = np.column_stack(kept)
+                coef = np.linalg.lstsq(span, col, rcond=None)[0]
+                if np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col):
+                    out.add(k)
+                    continue
+            kept.append(col)
+    return out
 
 
 def solve_linearised(
