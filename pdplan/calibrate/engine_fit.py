@@ -1,7 +1,8 @@
 """Fitting an engine profile's closed-loop terms to benchmark runs: bounded least squares with a reported uncertainty.
 
-The terms (:data:`TERMS`) are those the shipped profiles were fitted with: the host costs kernel tables cannot show,
-as :class:`pdplan.specs.engine.Overheads` names them — ``step_s`` per engine step, ``collective_s`` per all-reduce
+The terms (:data:`TERMS`) are the host costs kernel tables cannot show, as :class:`pdplan.specs.engine.Overheads`
+names them — ``step_s`` per engine step, ``step_s_per_seq`` per running sequence per decode step (host work that
+grows with the batch: input preparation, sampling, output processing), ``collective_s`` per all-reduce
 (two per layer at TP > 1), ``launch_gap_s_per_layer`` per layer per step, ``request_s`` per request on TTFT — and the
 closed loop's start-up transient ``startup_cohorts`` (:class:`pdplan.specs.engine.Scheduling`; a count of first
 cohorts, dimensionless, not seconds: :mod:`pdplan.serving.benchmark_loop`). A prediction of every run (TTFT and
@@ -21,10 +22,11 @@ iteration, for ten or more iterations). Instead, Gauss–Newton on the exact mod
    :data:`MAX_LINEARISATIONS` times); the reported predictions are one more exact pass.
 
 Why two stages, not one joint fit of TTFT and TPOT: the model is block-structured. A decode step's time — TPOT, up to
-the start-up transient's small share — is kernels plus ``step_s + layers·gap + 2·layers·collective``; ``request_s``
-and ``startup_cohorts`` only enter TPOT through second-order closed-loop effects (a longer request delay lowers the
-effective concurrency), while TTFT carries every term. TPOT is the better-determined figure (a mean over every
-decode step of every request, and the model follows it to a few %), TTFT the worse (some runs follow no closed-loop
+the start-up transient's small share — is kernels plus ``step_s + B·step_s_per_seq + layers·gap + 2·layers·collective``
+(B running sequences); ``request_s`` and ``startup_cohorts`` only enter TPOT through second-order closed-loop effects
+(a longer request delay lowers the effective concurrency), while TTFT carries every term. TPOT is the
+better-determined figure (a mean over every decode step of every request, and the model follows it to a few %), TTFT
+the worse (some runs follow no closed-loop
 regime the model has: a joint fit lets their TTFT misses pull the step terms, which TPOT then pays for, and lets
 ``step_s`` trade against ``request_s`` on TTFT, which is how the joint fit put TensorRT-LLM's ``request_s`` at
 63–77 ms against the 44 ms of the least-median TTFT fit; ``docs/accuracy_engines_calibration.md``). So each block
@@ -67,7 +69,7 @@ from scipy.optimize import least_squares
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray
 
-TPOT_TERMS = ("step_s", "collective_s", "launch_gap_s_per_layer")
+TPOT_TERMS = ("step_s", "step_s_per_seq", "collective_s", "launch_gap_s_per_layer")
 """Fitted on the TPOT residuals (first stage; module docstring)."""
 TTFT_TERMS = ("request_s", "startup_cohorts")
 """Fitted on the TTFT residuals with the step terms fixed (second stage)."""
@@ -76,6 +78,7 @@ COUNT_TERMS = frozenset({"startup_cohorts"})
 """Terms that are counts (dimensionless), not seconds."""
 BOUNDS_S: Mapping[str, tuple[float, float]] = {
     "step_s": (0.0, 0.05),
+    "step_s_per_seq": (0.0, 2e-4),
     "collective_s": (0.0, 5e-4),
     "launch_gap_s_per_layer": (0.0, 5e-4),
     "request_s": (0.0, 1.0),
@@ -84,10 +87,13 @@ BOUNDS_S: Mapping[str, tuple[float, float]] = {
 """Physical ranges (seconds), wide around ENGINES.md §1: host step overheads of 0.2–13 ms (V0 bubbles up to 13 ms),
 per-collective and per-layer costs of microseconds to tens of µs (a 50 ms step over 80 layers is 0.6 ms/layer),
 per-request costs of tens of ms (AIC: 40–64 ms); the upper ends are 4–50× beyond the largest reported value.
+``step_s_per_seq``: per running sequence per decode step, 0–200 µs (the CPU path is 11–15 % of end-to-end time at 32
+users, ENGINES.md §1.5: ~1–3 ms of a 10–30 ms step, i.e. 30–100 µs per sequence; 200 µs is twice that top).
 ``startup_cohorts`` (cohorts): 0 = steady state only; 6 = twice the largest fitted value (vLLM 0.12.0, 2.9) and the
 grid of ``benchmarks/fit_startup_cohorts.py``."""
 STEPS_S: Mapping[str, float] = {
     "step_s": 5e-4,
+    "step_s_per_seq": 1e-5,
     "collective_s": 5e-6,
     "launch_gap_s_per_layer": 5e-6,
     "request_s": 5e-3,
