@@ -41,7 +41,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -52,6 +52,7 @@ from pdplan.calibrate.engine_fit import solve_linearised, unidentified
 from pdplan.io.benchmark_results import read_benchmark_csv
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.specs.benchmark import BenchmarkRun
+from pdplan.specs.engine import EngineProfile
 from pdplan.types import FloatArray
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,6 +154,34 @@ def _median(values: FloatArray) -> float:
     return float(np.median(finite)) if finite.size else float("nan")
 
 
+def _fold_terms(
+    base: FloatArray,
+    jac: FloatArray,
+    theta: dict[str, float],
+    names: list[str],
+    train: np.ndarray,
+    meas: tuple[FloatArray, FloatArray],
+    profile: EngineProfile,
+) -> dict[str, float]:
+    """One fold's terms, fitted on the ``train`` rows of the model linearised at the all-rows fit (``base``,
+    ``jac``: rows TTFT then TPOT, columns in ``theta`` order); a term those rows cannot separate
+    (:func:`~pdplan.calibrate.engine_fit.unidentified`) keeps the shipped profile's value."""
+    rows2 = np.concatenate([train, train])
+    cols = [list(theta).index(k) for k in names]
+    kept = unidentified(jac[rows2][:, cols], base[rows2], names)
+    shipped = {k: cb.term_value(profile, k) for k in kept}
+    fold_base = base + jac[:, cols] @ np.array([shipped.get(k, theta[k]) - theta[k] for k in names])
+    free = [k for k in names if k not in kept]
+    fitted = solve_linearised(
+        fold_base[rows2],
+        jac[rows2][:, [list(theta).index(k) for k in free]],
+        {k: theta[k] for k in free},
+        meas[0][train],
+        meas[1][train],
+    )
+    return {**shipped, **fitted}
+
+
 def held_out(
     runs: list[BenchmarkRun],
     catalog: Catalog,
@@ -178,21 +207,7 @@ def held_out(
                 folds.append({"held out": str(value), "rows": int(test.sum()), "TTFT": "-", "TPOT": "-"})
                 pred_ttft[test], pred_tpot[test] = np.nan, np.nan
                 continue
-            rows2 = np.concatenate([~test, ~test])
-            cols = [list(theta).index(k) for k in names]
-            # terms the fold's rows cannot separate keep the shipped profile's value (engine_fit.unidentified)
-            kept = unidentified(jac[rows2][:, cols], base[rows2], names)
-            shipped = {k: cb.term_value(profile, k) for k in kept}
-            fold_base = base + jac[:, cols] @ np.array([shipped.get(k, theta[k]) - theta[k] for k in names])
-            free = [k for k in names if k not in kept]
-            fold_theta = solve_linearised(
-                fold_base[rows2],
-                jac[rows2][:, [list(theta).index(k) for k in free]],
-                {k: theta[k] for k in free},
-                meas_ttft[~test],
-                meas_tpot[~test],
-            )
-            fold_theta = {**shipped, **fold_theta}
+            fold_theta = _fold_terms(base, jac, theta, names, ~test, (meas_ttft, meas_tpot), profile)
             held = [r for r, t in zip(runs, test, strict=True) if t]
             tt, tp = PREDICT(held, trials.path_for({**theta, **fold_theta}), catalog)
             pred_ttft[test], pred_tpot[test] = tt, tp
@@ -247,7 +262,7 @@ def round_trip(runs: list[BenchmarkRun], catalog: Catalog, engine: str) -> dict[
     }
 
 
-def _table(rows: Sequence[dict[str, object]]) -> list[str]:
+def _table(rows: Sequence[Mapping[str, object]]) -> list[str]:
     if not rows:
         return ["(none)"]
     cols = list(rows[0])
