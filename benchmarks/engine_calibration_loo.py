@@ -17,10 +17,18 @@ Per engine (one profile holds one engine's overheads):
 3. leave-one-model-out and leave-one-TP-out: for each fold the closed-loop terms are fitted on the other rows only and
    the held-out rows are predicted exactly (a fresh ``evaluate`` per row with the fold's profile). To keep the
    run within minutes, a fold's fit minimises its training rows' residuals on the model linearised at the all-rows
-   fit (predictions and slopes there are properties of the model; no held-out measurement enters a fold's fit);
+   fit (predictions and slopes there are properties of the model; no held-out measurement enters a fold's fit).
+   A term the fold's rows cannot separate from an earlier one (:func:`pdplan.calibrate.engine_fit.unidentified`:
+   one model's rows cannot tell ``launch_gap_s_per_layer`` from ``step_s``, TP > 1 rows alone cannot tell it from
+   ``collective_s``) keeps the shipped profile's value, as ``pdplan calibrate`` keeps it;
 4. the round trip through the files a user would write: the engine's rows as a benchmark CSV, split 80/20 by a
    fixed seed, ``calibrate`` on the 80 % (written profile), that profile checked on the 80 % and on the held-back
    20 %.
+
+vLLM is reported twice (``--version-sections``): on all its rows, and on the rows of the profile's own version
+(0.12.0: Qwen3-32B only). A profile holds one engine version; the vLLM rows of the CSV are two versions that are also
+two models (0.12.0 Qwen3-32B, unversioned Llama-3.1-70B fp8), so on all rows "leave one model out" also leaves a
+version out, and on the 0.12.0 rows it is not defined (one model).
 
 Targets (issue #11 item 5): held-out TPOT median absolute error ≤ 6 %, TTFT ≤ 15 %.
 """
@@ -33,17 +41,18 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from pdplan.calibrate import benchmarks as cb
-from pdplan.calibrate.engine_fit import solve_linearised
+from pdplan.calibrate.engine_fit import solve_linearised, unidentified
 from pdplan.io.benchmark_results import read_benchmark_csv
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.specs.benchmark import BenchmarkRun
+from pdplan.specs.engine import EngineProfile
 from pdplan.types import FloatArray
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,6 +154,34 @@ def _median(values: FloatArray) -> float:
     return float(np.median(finite)) if finite.size else float("nan")
 
 
+def _fold_terms(
+    base: FloatArray,
+    jac: FloatArray,
+    theta: dict[str, float],
+    names: list[str],
+    train: np.ndarray,
+    meas: tuple[FloatArray, FloatArray],
+    profile: EngineProfile,
+) -> dict[str, float]:
+    """One fold's terms, fitted on the ``train`` rows of the model linearised at the all-rows fit (``base``,
+    ``jac``: rows TTFT then TPOT, columns in ``theta`` order); a term those rows cannot separate
+    (:func:`~pdplan.calibrate.engine_fit.unidentified`) keeps the shipped profile's value."""
+    rows2 = np.concatenate([train, train])
+    cols = [list(theta).index(k) for k in names]
+    kept = unidentified(jac[rows2][:, cols], base[rows2], names)
+    shipped = {k: cb.term_value(profile, k) for k in kept}
+    fold_base = base + jac[:, cols] @ np.array([shipped.get(k, theta[k]) - theta[k] for k in names])
+    free = [k for k in names if k not in kept]
+    fitted = solve_linearised(
+        fold_base[rows2],
+        jac[rows2][:, [list(theta).index(k) for k in free]],
+        {k: theta[k] for k in free},
+        meas[0][train],
+        meas[1][train],
+    )
+    return {**shipped, **fitted}
+
+
 def held_out(
     runs: list[BenchmarkRun],
     catalog: Catalog,
@@ -161,7 +198,8 @@ def held_out(
     meas_ttft, meas_tpot = _meas(runs)
     pred_ttft, pred_tpot = np.empty(n), np.empty(n)
     folds = []
-    trials = cb.TrialProfiles(catalog.engine(engine))
+    profile = catalog.engine(engine)
+    trials = cb.TrialProfiles(profile)
     try:
         for value in sorted({key(r) for r in runs}, key=str):
             test = np.array([key(r) == value for r in runs])
@@ -169,11 +207,7 @@ def held_out(
                 folds.append({"held out": str(value), "rows": int(test.sum()), "TTFT": "-", "TPOT": "-"})
                 pred_ttft[test], pred_tpot[test] = np.nan, np.nan
                 continue
-            rows2 = np.concatenate([~test, ~test])
-            cols = [list(theta).index(k) for k in names]
-            fold_theta = solve_linearised(
-                base[rows2], jac[rows2][:, cols], {k: theta[k] for k in names}, meas_ttft[~test], meas_tpot[~test]
-            )
+            fold_theta = _fold_terms(base, jac, theta, names, ~test, (meas_ttft, meas_tpot), profile)
             held = [r for r, t in zip(runs, test, strict=True) if t]
             tt, tp = PREDICT(held, trials.path_for({**theta, **fold_theta}), catalog)
             pred_ttft[test], pred_tpot[test] = tt, tp
@@ -228,7 +262,7 @@ def round_trip(runs: list[BenchmarkRun], catalog: Catalog, engine: str) -> dict[
     }
 
 
-def _table(rows: Sequence[dict[str, object]]) -> list[str]:
+def _table(rows: Sequence[Mapping[str, object]]) -> list[str]:
     if not rows:
         return ["(none)"]
     cols = list(rows[0])
@@ -316,11 +350,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "accuracy_engines_calibration.md")
     parser.add_argument("--engines", default="vllm,sglang,trtllm")
-    parser.add_argument("--max-rows", type=int, default=120, help="rows per engine (every k-th in file order)")
+    parser.add_argument("--max-rows", type=int, default=60, help="rows per engine (every k-th in file order)")
     parser.add_argument("--round-trip", default="vllm", help="engines that get the CSV round trip")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
         "--profile-version-only", action="store_true", help="keep only rows of the profile's own engine version"
+    )
+    parser.add_argument(
+        "--version-sections",
+        default="vllm",
+        help="engines that also get a section on the rows of the profile's own version (a profile holds one version)",
     )
     args = parser.parse_args()
     global PREDICT
@@ -329,28 +368,40 @@ def main() -> None:
     runs = silicon_runs(args.data)
     body, summary = [], []
     for engine in args.engines.split(","):
+        version = catalog.engine(engine).version
         every = [r for r in runs if r.engine == engine]
         if args.profile_version_only:
-            version = catalog.engine(engine).version
             every = [r for r in every if r.extra.get("version") == version]
-        step = -(-len(every) // args.max_rows)
-        mine = every[::step]
-        body += [f"<!-- {engine}: {len(mine)} of {len(every)} rows (every {step}) -->", ""]
-        lines, figures = engine_section(mine, catalog, engine, engine in args.round_trip.split(","))
-        lines[0] += f" — every {step}. of {len(every)} rows"
-        body += lines
-        summary.append({"engine": engine, **figures})
+        sets = [("all rows", every)]
+        if not args.profile_version_only and engine in args.version_sections.split(","):
+            sets.append((f"{version} rows", [r for r in every if r.extra.get("version") == version]))
+        for label, rows in sets:
+            step = -(-len(rows) // args.max_rows)
+            mine = rows[::step]
+            body += [f"<!-- {engine} {label}: {len(mine)} of {len(rows)} rows (every {step}) -->", ""]
+            trip = engine in args.round_trip.split(",") and label == "all rows"
+            lines, figures = engine_section(mine, catalog, engine, trip)
+            lines[0] = lines[0].replace(f"## {engine} ", f"## {engine}, {label} ", 1)
+            lines[0] += f" — every {step}. of {len(rows)} rows"
+            body += lines
+            summary.append({"engine": engine if label == "all rows" else f"{engine} ({label})", **figures})
     head = [
         "# Engine calibration from benchmark runs, held out",
         "",
         "Generated by `python benchmarks/engine_calibration_loo.py` (see its docstring for the method). Data: "
         "the colocated dense-model rows of `../shared/calibration/aiconfigurator-silicon/h100_sxm.csv` (H100 SXM; "
         "TensorRT-LLM, vLLM, SGLang). Each row is predicted by `evaluate` at its concurrency (closed loop) with "
-        "the engine's profile; fitted terms: `step_s`, `collective_s`, `launch_gap_s_per_layer` on TPOT, then "
+        "the engine's profile; fitted terms: `step_s`, `step_s_per_seq`, `collective_s`, `launch_gap_s_per_layer` "
+        "on TPOT, then "
         "`request_s` and `startup_cohorts` (cohorts, not seconds) on TTFT (`pdplan.calibrate.engine_fit`).",
         "",
         f"Targets (issue #11 item 5): held-out TPOT median |error| ≤ {TARGET_TPOT_PCT:g} %, "
         f"TTFT ≤ {TARGET_TTFT_PCT:g} %.",
+        "",
+        "vLLM is reported on all its rows and on its profile version's rows: a profile holds one engine version, "
+        "and the CSV's vLLM rows are two versions that are also two models (0.12.0: Qwen3-32B; version not "
+        "recorded: Llama-3.1-70B fp8). On all rows, leave-one-model-out also leaves a version out; on the 0.12.0 "
+        "rows it is not defined (one model), so only leave-one-TP-out is held out there.",
         "",
         "## Summary (median absolute % error)",
         "",

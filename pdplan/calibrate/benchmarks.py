@@ -135,7 +135,7 @@ def with_terms(profile: EngineProfile, terms: Mapping[str, float], note: str | N
     overheads, and ``startup_cohorts`` in the scheduling policy."""
     sched = profile.scheduling
     update = {
-        k: Sourced(value=max(0.0, float(v)), source=note or getattr(profile.overheads, k).source)
+        k: Sourced(value=max(0.0, float(v)), source=note or _source(getattr(profile.overheads, k)))
         for k, v in terms.items()
         if k not in SCHEDULING_TERMS
     }
@@ -147,14 +147,18 @@ def with_terms(profile: EngineProfile, terms: Mapping[str, float], note: str | N
     return profile.model_copy(update={"overheads": overheads, "scheduling": sched})
 
 
+def _source(term: Sourced | None) -> str:
+    return term.source if term is not None else "unset in the base profile (0)"
+
+
 def term_value(profile: EngineProfile, name: str) -> float:
     """A closed-loop term's value in ``profile`` (``startup_cohorts`` unset: 1, the burst cohort alone, as the closed
-    loop reads it: :func:`pdplan.serving.benchmark_inputs.loop_inputs`)."""
+    loop reads it: :func:`pdplan.serving.benchmark_inputs.loop_inputs`; an unset optional overhead: 0)."""
     if name == "startup_cohorts":
         cohorts = profile.scheduling.startup_cohorts
         return 1.0 if cohorts is None else cohorts.value
-    value: float = getattr(profile.overheads, name).value
-    return value
+    term: Sourced | None = getattr(profile.overheads, name)
+    return term.value if term is not None else 0.0
 
 
 def profile_yaml(profile: EngineProfile) -> str:

@@ -1,7 +1,8 @@
 """Fitting an engine profile's closed-loop terms to benchmark runs: bounded least squares with a reported uncertainty.
 
-The terms (:data:`TERMS`) are those the shipped profiles were fitted with: the host costs kernel tables cannot show,
-as :class:`pdplan.specs.engine.Overheads` names them — ``step_s`` per engine step, ``collective_s`` per all-reduce
+The terms (:data:`TERMS`) are the host costs kernel tables cannot show, as :class:`pdplan.specs.engine.Overheads`
+names them — ``step_s`` per engine step, ``step_s_per_seq`` per running sequence per decode step (host work that
+grows with the batch: input preparation, sampling, output processing), ``collective_s`` per all-reduce
 (two per layer at TP > 1), ``launch_gap_s_per_layer`` per layer per step, ``request_s`` per request on TTFT — and the
 closed loop's start-up transient ``startup_cohorts`` (:class:`pdplan.specs.engine.Scheduling`; a count of first
 cohorts, dimensionless, not seconds: :mod:`pdplan.serving.benchmark_loop`). A prediction of every run (TTFT and
@@ -21,10 +22,11 @@ iteration, for ten or more iterations). Instead, Gauss–Newton on the exact mod
    :data:`MAX_LINEARISATIONS` times); the reported predictions are one more exact pass.
 
 Why two stages, not one joint fit of TTFT and TPOT: the model is block-structured. A decode step's time — TPOT, up to
-the start-up transient's small share — is kernels plus ``step_s + layers·gap + 2·layers·collective``; ``request_s``
-and ``startup_cohorts`` only enter TPOT through second-order closed-loop effects (a longer request delay lowers the
-effective concurrency), while TTFT carries every term. TPOT is the better-determined figure (a mean over every
-decode step of every request, and the model follows it to a few %), TTFT the worse (some runs follow no closed-loop
+the start-up transient's small share — is kernels plus ``step_s + B·step_s_per_seq + layers·gap + 2·layers·collective``
+(B running sequences); ``request_s`` and ``startup_cohorts`` only enter TPOT through second-order closed-loop effects
+(a longer request delay lowers the effective concurrency), while TTFT carries every term. TPOT is the
+better-determined figure (a mean over every decode step of every request, and the model follows it to a few %), TTFT
+the worse (some runs follow no closed-loop
 regime the model has: a joint fit lets their TTFT misses pull the step terms, which TPOT then pays for, and lets
 ``step_s`` trade against ``request_s`` on TTFT, which is how the joint fit put TensorRT-LLM's ``request_s`` at
 63–77 ms against the 44 ms of the least-median TTFT fit; ``docs/accuracy_engines_calibration.md``). So each block
@@ -51,8 +53,9 @@ s² = Σr²/(n − k) their variance (the textbook asymptotic covariance of a le
 independent residuals, ignores the soft-L1 weights and the other stage's uncertainty, so read it as a scale, not a
 confidence interval). A term at a bound has no two-sided error (reported as ``at_bound``); a term the rows cannot
 see (its Jacobian column is zero: no TP > 1 row for ``collective_s``, an unmixed engine for ``startup_cohorts``)
-keeps the base profile's value and is reported as ``not constrained``. Values and errors are in seconds, except
-``startup_cohorts`` (cohorts).
+or cannot tell from an earlier term (one model's runs: ``launch_gap_s_per_layer`` against ``step_s``;
+:func:`unidentified`) keeps the base profile's value and is reported as ``not constrained``. Values and errors
+are in seconds, except ``startup_cohorts`` (cohorts).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ from scipy.optimize import least_squares
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray
 
-TPOT_TERMS = ("step_s", "collective_s", "launch_gap_s_per_layer")
+TPOT_TERMS = ("step_s", "step_s_per_seq", "collective_s", "launch_gap_s_per_layer")
 """Fitted on the TPOT residuals (first stage; module docstring)."""
 TTFT_TERMS = ("request_s", "startup_cohorts")
 """Fitted on the TTFT residuals with the step terms fixed (second stage)."""
@@ -75,6 +78,7 @@ COUNT_TERMS = frozenset({"startup_cohorts"})
 """Terms that are counts (dimensionless), not seconds."""
 BOUNDS_S: Mapping[str, tuple[float, float]] = {
     "step_s": (0.0, 0.05),
+    "step_s_per_seq": (0.0, 2e-4),
     "collective_s": (0.0, 5e-4),
     "launch_gap_s_per_layer": (0.0, 5e-4),
     "request_s": (0.0, 1.0),
@@ -83,10 +87,13 @@ BOUNDS_S: Mapping[str, tuple[float, float]] = {
 """Physical ranges (seconds), wide around ENGINES.md §1: host step overheads of 0.2–13 ms (V0 bubbles up to 13 ms),
 per-collective and per-layer costs of microseconds to tens of µs (a 50 ms step over 80 layers is 0.6 ms/layer),
 per-request costs of tens of ms (AIC: 40–64 ms); the upper ends are 4–50× beyond the largest reported value.
+``step_s_per_seq``: per running sequence per decode step, 0–200 µs (the CPU path is 11–15 % of end-to-end time at 32
+users, ENGINES.md §1.5: ~1–3 ms of a 10–30 ms step, i.e. 30–100 µs per sequence; 200 µs is twice that top).
 ``startup_cohorts`` (cohorts): 0 = steady state only; 6 = twice the largest fitted value (vLLM 0.12.0, 2.9) and the
 grid of ``benchmarks/fit_startup_cohorts.py``."""
 STEPS_S: Mapping[str, float] = {
     "step_s": 5e-4,
+    "step_s_per_seq": 1e-5,
     "collective_s": 5e-6,
     "launch_gap_s_per_layer": 5e-6,
     "request_s": 5e-3,
@@ -95,6 +102,12 @@ STEPS_S: Mapping[str, float] = {
 """Forward-difference steps: about the size of each term's typical value, so the secant spans the range it moves in."""
 MAX_LINEARISATIONS = 3
 _F_SCALE = 0.1
+SEPARABLE_MIN = 1e-2
+"""Smallest share of a term's log-Jacobian column (its norm) outside the span of the earlier terms' columns for the
+term to be fitted (:func:`unidentified`): below it the rows cannot tell the term from the earlier ones. 1e-2 is a
+variance inflation factor of 10⁴; on the H100 runs the exactly confounded pairs (``launch_gap_s_per_layer`` against
+``step_s`` on one model's rows, against ``collective_s`` on TP > 1 rows only) leave 1e-7 to 1e-4 (finite-difference
+noise) and the separable ones 0.04 or more (``docs/accuracy_engines_calibration.md``)."""
 
 
 Predictor = Callable[[Mapping[str, float]], tuple[FloatArray, FloatArray]]
@@ -171,9 +184,8 @@ def fit_overheads(
         base = np.concatenate([ttft, tpot])
         jac = _jacobian(full, theta, base)
         passes += 1 + len(names)
-        if it == 0:  # a term no run responds to (no TP > 1 row for collective_s) keeps its start value
-            size = np.abs(jac).max(axis=0)
-            frozen = {k for k, s in zip(names, size, strict=True) if s <= 1e-9 * max(float(size.max()), 1e-30)}
+        if it == 0:  # a term the runs cannot see, or cannot tell from an earlier one, keeps its start value
+            frozen = unidentified(jac, base, names)
         free = [k for k in names if k not in frozen]
         if not free:
             break
@@ -186,6 +198,38 @@ def fit_overheads(
     ttft, tpot = full(theta)
     terms = _uncertainty(theta, frozen, jac, ttft, tpot, meas_ttft, meas_tpot)
     return OverheadFit(terms, ttft, tpot, passes + 1, jac)
+
+
+def unidentified(jac: FloatArray, base: FloatArray, names: list[str]) -> set[str]:
+    """Terms the runs do not determine, given the Jacobian ``jac`` of the predictions ``base`` (rows: TTFT of every
+    run, then TPOT; columns in ``names`` order): a term no run responds to (its column is zero: no TP > 1 row for
+    ``collective_s``), and a term whose column, within its stage (TPOT rows for :data:`TPOT_TERMS`, TTFT rows for
+    :data:`TTFT_TERMS`; log residuals, so each column divided by the predictions), lies in the span of the earlier
+    terms' columns (less than :data:`SEPARABLE_MIN` of its norm outside it).
+
+    Order of precedence: :data:`TERMS` order, the most general first. A step's host cost is
+    ``step_s + L·launch_gap_s_per_layer + 2L·collective_s`` (TP > 1), so on one model's runs (one L) the launch gap is
+    ``step_s`` times a constant, and on TP > 1 runs alone it is ``collective_s``/2: any split of the total between
+    them fits those runs equally well, but not a model with another layer count or a TP-1 run. Such a term keeps the
+    base profile's value (for TensorRT-LLM and vLLM, no launch gap under CUDA graphs) and the earlier term takes the
+    whole cost, instead of the solver's arbitrary split."""
+    n = base.size // 2
+    size = np.abs(jac).max(axis=0) if jac.size else np.zeros(len(names))
+    out = {k for k, s in zip(names, size, strict=True) if s <= 1e-9 * max(float(size.max(initial=0.0)), 1e-30)}
+    for stage, rows in ((TPOT_TERMS, slice(n, 2 * n)), (TTFT_TERMS, slice(0, n))):
+        kept: list[FloatArray] = []
+        for k in stage:
+            if k not in names or k in out:
+                continue
+            col = jac[rows, names.index(k)] / np.maximum(base[rows], 1e-12)
+            if kept:
+                span = np.column_stack(kept)
+                coef = np.linalg.lstsq(span, col, rcond=None)[0]
+                if np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col):
+                    out.add(k)
+                    continue
+            kept.append(col)
+    return out
 
 
 def solve_linearised(

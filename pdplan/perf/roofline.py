@@ -59,7 +59,8 @@ class PhaseTime:
     phase: Phase
     time_s: FloatArray
     stage_time_s: FloatArray
-    framework_overhead_s: float
+    framework_overhead_s: float | FloatArray
+    """Per step (``decode_step_overhead_s``), plus per sequence in a decode step (an array over the batch then)."""
     pp_handoff_s: FloatArray
     ops: tuple[OpTime, ...]
 
@@ -70,7 +71,7 @@ class PhaseTime:
             if op.bound not in totals:
                 raise ValueError("bound() needs the per-op detail: call phase_time(..., detail=True)")
             totals[op.bound] += float(np.ravel(op.time_s)[0])
-        totals["overhead"] += self.framework_overhead_s
+        totals["overhead"] += float(np.ravel(self.framework_overhead_s)[0])
         totals["communication"] += float(np.ravel(self.pp_handoff_s)[0])
         return max(BOUNDS, key=lambda b: totals[b])
 
@@ -174,14 +175,17 @@ def phase_time(
     )
     ops = _priced_pass(model, shape, gpu, table, prec, detail, (moe_kernel, phase), two_batch_overlap)
     handoff_s = _handoff_s(model, shape, gpu, table, p)
-    return _assemble(phase, ops, full, table.framework.decode_step_overhead_s, (handoff_s, p))
+    overhead_s: float | FloatArray = table.framework.decode_step_overhead_s
+    if phase == "decode" and table.framework.decode_step_overhead_s_per_seq > 0.0:  # per running sequence
+        overhead_s = overhead_s + b * table.framework.decode_step_overhead_s_per_seq
+    return _assemble(phase, ops, full, overhead_s, (handoff_s, p))
 
 
 def _assemble(
     phase: Phase,
     ops: tuple[OpTime, ...],
     full: tuple[int, ...],
-    overhead_s: float,
+    overhead_s: float | FloatArray,
     pipeline: tuple[FloatArray, FloatArray],
 ) -> PhaseTime:
     """The pass from its priced ops: their sum plus the framework overhead; ``pipeline`` (hand-off s, PP degree p)

@@ -99,8 +99,8 @@ def op_records(time: PhaseTime) -> list[dict[str, Any]]:
             "op": "framework",
             "kind": "overhead",
             "count": 1.0,
-            "time_s": time.framework_overhead_s,
-            "share": time.framework_overhead_s / total,
+            "time_s": _first(time.framework_overhead_s),
+            "share": _first(time.framework_overhead_s) / total,
             "flops": 0.0,
             "bytes": 0.0,
             "bound": "overhead",
@@ -185,6 +185,11 @@ def calibration_view(report: CalibrationReport) -> View:
         title="calibration error (absolute %)",
         table_records=summary,
     )
+
+
+def _first(value: Any) -> float:
+    """The first element of a phase time's array field (a scalar as it is)."""
+    return float(value.ravel()[0]) if hasattr(value, "ravel") else float(value)
 
 
 def kernel_table_yaml(table: KernelTable) -> str:

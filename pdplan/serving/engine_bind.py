@@ -2,9 +2,10 @@
 
 * **Step time.** Every engine step pays the profile's host overhead on top of its kernels:
   ``step_s + L·launch_gap_s_per_layer + 2L·collective_s`` (the two all-reduces per layer only at TP > 1;
-  :meth:`~pdplan.specs.engine.Overheads.step_overhead_s`). It is added to the kernel table's own
-  ``framework.decode_step_overhead_s`` (0 s in the shipped tables), so the roofline, the decode fit, the chunk
-  price and the simulator's tables all carry it without a second code path.
+  :meth:`~pdplan.specs.engine.Overheads.step_overhead_s`), and each decode step ``step_s_per_seq`` per running
+  sequence (priced by the roofline's decode pass at its batch). They are added to the kernel table's own
+  ``framework.decode_step_overhead_s`` and ``decode_step_overhead_s_per_seq`` (0 s in the shipped tables), so the
+  roofline, the decode fit, the chunk price and the simulator's tables all carry them without a second code path.
 * **Memory.** The engine's KV basis sets the usable share of the GPU (``total``: vLLM ``gpu_memory_utilization``;
   ``reserve``: SGLang ``mem_fraction_static`` from its reserve formula; ``free``: all of it, with TensorRT-LLM's
   ``free_gpu_memory_fraction`` applied to what weights and workspace leave). A scenario's own
@@ -42,10 +43,15 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
     """``hw`` run by ``engine`` (module docstring); ``memory_utilization`` (the scenario's) overrides the profile's."""
     cls = engine_limits(engine, hw.gpu)
     step_s = engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp)
+    seq_s = engine.overheads.seq_overhead_s()
     table = hw.table
-    if step_s > 0.0:
-        framework = table.framework.model_copy(
-            update={"decode_step_overhead_s": table.framework.decode_step_overhead_s + step_s}
+    if step_s > 0.0 or seq_s > 0.0:
+        fw = table.framework
+        framework = fw.model_copy(
+            update={
+                "decode_step_overhead_s": fw.decode_step_overhead_s + step_s,
+                "decode_step_overhead_s_per_seq": fw.decode_step_overhead_s_per_seq + seq_s,
+            }
         )
         table = table.model_copy(update={"framework": framework})
     tbo_default = engine.moe.two_batch_overlap if engine.moe is not None else False

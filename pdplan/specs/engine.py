@@ -172,6 +172,14 @@ class Overheads(FrozenModel):
     eager_s_per_moe_layer: Sourced | None = None
     """Per MoE layer of a step that carries prefill tokens and runs outside the decode CUDA graphs: the host's kernel
     launch time, a floor under that step (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"); None = 0."""
+    step_s_per_seq: Sourced | None = None
+    """Per decode step per running sequence: host work that grows with the batch (input preparation, sampling,
+    output processing of each sequence; ENGINES.md §1.6 "large batches (cost ∝ #seqs)", Vidur's per-batch CPU
+    terms); None = 0."""
+
+    def seq_overhead_s(self) -> float:
+        """Host time one decode step adds per running sequence (``step_s_per_seq``; 0 when unset)."""
+        return self.step_s_per_seq.value if self.step_s_per_seq is not None else 0.0
 
     def step_overhead_s(self, num_layers: int, tp: float) -> float:
         """Host time one engine step adds to its kernels: step + layers·launch gap + 2·layers·collective at TP > 1."""

@@ -165,6 +165,10 @@ class FrameworkParams(FrozenModel):
     """Per-step framework costs that kernel timings cannot show (scheduling, sampling, gaps)."""
 
     decode_step_overhead_s: NonNegative
+    decode_step_overhead_s_per_seq: NonNegative = 0.0
+    """Per decode sequence per step (host work that scales with the batch: input preparation, sampling, output
+    processing of each running sequence; ``../shared/reference/ENGINES.md`` §1.6); 0 in the shipped tables, set by
+    an engine profile's ``step_s_per_seq`` (:mod:`pdplan.serving.engine_bind`)."""
 
 
 class MoeParams(FrozenModel):

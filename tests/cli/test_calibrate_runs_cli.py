@@ -88,7 +88,7 @@ def test_check_of_a_vllm_json_reports_per_row_predictions(capsys: pytest.Capture
 
 def test_a_fit_with_fewer_runs_than_terms_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["calibrate", str(DATA / "vllm_bench_serve.json")]) == 2
-    assert "1 benchmark run(s) cannot fit 5 closed-loop terms" in capsys.readouterr().err
+    assert "1 benchmark run(s) cannot fit 6 closed-loop terms" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from pdplan.calibrate.engine_fit import BOUNDS_S, _solve_stage, fit_overheads, solve_linearised
+from pdplan.calibrate.engine_fit import BOUNDS_S, _solve_stage, fit_overheads, solve_linearised, unidentified
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray
 
@@ -157,3 +157,60 @@ def test_the_ttft_stage_redescends_past_rows_in_another_regime() -> None:
     assert got["request_s"] == pytest.approx(0.040, rel=0.05)
     soft = _solve_stage(base, jac[:7], ["request_s"], np.zeros(1), meas_ttft, redescend=False)
     assert soft[0] > 0.046  # what the Cauchy stage corrects
+
+
+def _step_jacobian(layers: list[int], tp: list[int]) -> tuple[FloatArray, FloatArray, list[str]]:
+    """Jacobian of the host step cost step_s + L·gap + 2L·collective (TP > 1) on TPOT (TTFT rows: request_s,
+    startup_cohorts with slopes 20, 40, 0, 10 ms per cohort), predictions 100 ms TTFT and 10 ms TPOT."""
+    n = len(layers)
+    lay, par = np.array(layers, float), np.array(tp)
+    names = ["launch_gap_s_per_layer", "collective_s", "step_s", "request_s", "startup_cohorts"]
+    jac = np.zeros((2 * n, 5))
+    jac[n:, 0], jac[n:, 1], jac[n:, 2] = lay, np.where(par > 1, 2 * lay, 0.0), 1.0
+    jac[:n, 3], jac[:n, 4] = 1.0, np.array([0.02, 0.04, 0.0, 0.01])[:n]
+    return jac, np.concatenate([np.full(n, 0.1), np.full(n, 0.01)]), names
+
+
+def test_one_layer_count_cannot_tell_the_launch_gap_from_step_s() -> None:
+    """One model (L = 32) at TP 1, 2, 4, 8: TPOT columns step = 1, gap = 32 (32 times step's), collective = 0, 64,
+    64, 64 (separable from step by the TP-1 row). The gap is dropped whichever order the terms come in."""
+    jac, base, names = _step_jacobian([32, 32, 32, 32], [1, 2, 4, 8])
+    assert unidentified(jac, base, names) == {"launch_gap_s_per_layer"}
+
+
+def test_tp_above_one_alone_cannot_tell_the_launch_gap_from_collectives() -> None:
+    """Two models (L = 32, 64), TP 2 and 4 only: gap = L, collective = 2L, so gap = collective/2 (dropped); step = 1
+    is separable from collective by the two layer counts."""
+    jac, base, names = _step_jacobian([32, 64, 32, 64], [2, 2, 4, 4])
+    assert unidentified(jac, base, names) == {"launch_gap_s_per_layer"}
+
+
+def test_separable_terms_are_all_kept_and_a_zero_column_is_dropped() -> None:
+    """Two models at TP 1 and 2: every column independent (TTFT: request 1, cohorts 0.02, 0.04, 0, 0.01); with TP 1
+    only, the collective column is zero, and the gap (= L·step on rows of L 32 and 64) is still separable."""
+    jac, base, names = _step_jacobian([32, 64, 32, 64], [1, 1, 2, 2])
+    assert unidentified(jac, base, names) == set()
+    jac, base, names = _step_jacobian([32, 64, 32, 64], [1, 1, 1, 1])
+    assert unidentified(jac, base, names) == {"collective_s"}
+
+
+def test_one_model_fit_puts_the_whole_host_cost_on_step_s() -> None:
+    """Runs of one 64-layer model: truth step 0.8 ms + 64·6 µs gap = 1.184 ms per step (collectives as TRUTH). The
+    gap keeps its start value (0: CUDA graphs) and step_s takes the whole per-step cost, 1.184 ms, so a model with
+    another layer count is predicted with the cost measured, not an arbitrary split of it."""
+    one = RUNS.copy()
+    one[:, 0] = 64.0
+
+    def predict(terms: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
+        layers, tp, kernel, steps, queue = one.T
+        step = kernel + terms["step_s"] + layers * terms["launch_gap_s_per_layer"]
+        step = step + np.where(tp > 1, 2 * layers * terms["collective_s"], 0.0)
+        return queue * steps * step + terms["request_s"], step
+
+    ttft, tpot = predict(TRUTH)
+    fit = fit_overheads(predict, dict.fromkeys(TRUTH, 0.0), ttft, tpot)
+    by = {t.name: t for t in fit.terms}
+    assert by["launch_gap_s_per_layer"].status == "not constrained"
+    assert by["launch_gap_s_per_layer"].value_s == 0.0
+    assert by["step_s"].value_s == pytest.approx(8e-4 + 64 * 6e-6, rel=1e-3)
+    assert by["collective_s"].value_s == pytest.approx(TRUTH["collective_s"], rel=1e-3)
