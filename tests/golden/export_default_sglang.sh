@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/default.yaml
-# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 layer; 28 GPUs; goodput 54.72 req/s
-# at that rate: TTFT P90 1898 ms, TPOT P90 37.99 ms
+# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 layer; 24 GPUs; goodput 43.47 req/s
+# at that rate: TTFT P90 1818 ms, TPOT P90 47.23 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
-# prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
@@ -17,7 +17,7 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|router}"
 case "$role" in
   prefill)
-    # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB); run once per instance, on its host
+    # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB); run once per instance, on its host
     exec python -m sglang.launch_server \
       --model-path meta-llama/Llama-3.1-70B-Instruct \
       --host "${HOST_IP:?set HOST_IP to the address of this instance}" \
@@ -46,8 +46,8 @@ case "$role" in
     ;;
   router)
     # routes each request to a prefill and a decode instance
-    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 10 instance addresses}"
-    [ "${#prefill_hosts[@]}" -eq 10 ] || { echo "PREFILL_HOSTS needs 10 addresses" >&2; exit 2; }
+    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 8 instance addresses}"
+    [ "${#prefill_hosts[@]}" -eq 8 ] || { echo "PREFILL_HOSTS needs 8 addresses" >&2; exit 2; }
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 2 instance addresses}"
     [ "${#decode_hosts[@]}" -eq 2 ] || { echo "DECODE_HOSTS needs 2 addresses" >&2; exit 2; }
     urls=()
