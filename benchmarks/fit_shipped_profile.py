@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_calibration_loo import DEFAULT_DATA, silicon_runs
+from silicon_runs import DEFAULT_DATA, silicon_runs
 
 from pdplan.calibrate import benchmarks as cb
 from pdplan.calibrate.engine_fit import fit_overheads

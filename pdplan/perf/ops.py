@@ -83,7 +83,7 @@ def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
     dims = gemm_dims(head, lm_tokens, s.tp)
     dims["n"] = np.ceil(model.vocab_size / s.tp)
-    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model.unquantized_bytes)
+    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model_parts.unquantized_bytes)
     embed = {"bytes": s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
     return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
 

@@ -47,7 +47,7 @@ def ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         ops += fused_gemms(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
     router = GemmShape("router", model.hidden_size, moe.num_experts)
     dims = gemm_dims(router, m, s.tp)
-    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model.unquantized_bytes)
+    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model_parts.unquantized_bytes)
     ops.append(Op("moe.router", "gemm", n_moe, dims))
     return ops
 

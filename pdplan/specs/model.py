@@ -35,6 +35,7 @@ from pdplan.specs.model_parts import (
     NonNegInt,
     PosInt,
     SlidingWindowSpec,
+    unquantized_bytes,
 )
 
 
@@ -405,16 +406,3 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             return cls.model_validate(data)
         except ValidationError as err:
             raise spec_error_from(err, source, cls) from None
-
-
-def unquantized_bytes(dtype_bytes: float) -> float:
-    """Bytes per parameter of the layers quantized checkpoints and engines leave in BF16 (the token embedding, the
-    LM head and the MoE router) when the rest is served at ``dtype_bytes``: ``max(b, 2)``.
-
-    Sources: vLLM's ``Fp8Config`` quantizes ``LinearBase`` layers only (the LM head is a ``ParallelLMHead``, an
-    embedding, served by ``UnquantizedEmbeddingMethod``) and builds every MoE gate with ``quant_config=None``
-    (vllm/model_executor/models/deepseek_v2.py, qwen3_moe.py, minimax_m2.py [P]); FP8 checkpoints list them as
-    unquantized (DeepSeek-V3's ``quantization_config`` stores ``lm_head`` and the ``gate`` weights in BF16;
-    NVIDIA ModelOpt's default FP8 config excludes ``*lm_head*`` and ``*router*``/``*gate``) [P].
-    """
-    return max(float(dtype_bytes), 2.0)

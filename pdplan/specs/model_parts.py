@@ -146,3 +146,16 @@ class LayerParamCounts:
     num_moe_layers: int
     sliding_attention: int = 0
     num_sliding_attention_layers: int = 0
+
+
+def unquantized_bytes(dtype_bytes: float) -> float:
+    """Bytes per parameter of the layers quantized checkpoints and engines leave in BF16 (the token embedding, the
+    LM head and the MoE router) when the rest is served at ``dtype_bytes``: ``max(b, 2)``.
+
+    Sources: vLLM's ``Fp8Config`` quantizes ``LinearBase`` layers only (the LM head is a ``ParallelLMHead``, an
+    embedding, served by ``UnquantizedEmbeddingMethod``) and builds every MoE gate with ``quant_config=None``
+    (vllm/model_executor/models/deepseek_v2.py, qwen3_moe.py, minimax_m2.py [P]); FP8 checkpoints list them as
+    unquantized (DeepSeek-V3's ``quantization_config`` stores ``lm_head`` and the ``gate`` weights in BF16;
+    NVIDIA ModelOpt's default FP8 config excludes ``*lm_head*`` and ``*router*``/``*gate``) [P].
+    """
+    return max(float(dtype_bytes), 2.0)
