@@ -37,6 +37,7 @@ All functions are vectorised over ``tokens`` and ``ep``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -179,6 +180,7 @@ def _busiest(tokens: FloatArray, pairs: FloatArray, hit: FloatArray) -> Routing:
     return Routing(np.where(live, np.maximum(pairs, hit), 0.0), np.where(live, hit, 0.0))
 
 
+@lru_cache(maxsize=64)
 def routing_law(name: str) -> RoutingLaw:
     """A named law of ``pdplan/data/moe_routing.yaml`` (``uniform``, ``balanced``, ``power-law-1.2``, ``eplb`` ...)."""
     from pathlib import Path

@@ -20,7 +20,7 @@ def _moment(alpha: float, a: float, b: float, j: int) -> float:
 
     def integral(p: int) -> float:
         e = p + 1.0 - alpha
-        return (b**e - a**e) / e
+        return float((b**e - a**e) / e)
 
     return integral(j) / integral(0)
 
