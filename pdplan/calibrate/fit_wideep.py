@@ -136,14 +136,25 @@ def collector_routing(
 
 
 def predict_wideep_s(
-    rows: WideEpRows, params: WideEpMoeParams, phase: WideEpPhase, gpu: GpuPeaks, table: KernelTable
+    rows: WideEpRows,
+    params: WideEpMoeParams,
+    phase: WideEpPhase,
+    gpu: GpuPeaks,
+    table: KernelTable,
+    closed_form: bool = False,
 ) -> FloatArray:
-    """Model seconds per row, with the collector's row count (prefill: all T tokens; decode: no row term)."""
+    """Model seconds per row, with the collector's row count (prefill: all T tokens; decode: no row term).
+
+    ``closed_form``: power-law rows routed by :func:`pdplan.perf.moe_routing.route` (what serving prices) instead
+    of the mean of the collector's draws (what the fit uses): the check of the routing law on measured rows."""
     c = rows.cols
     out = np.empty_like(rows.measured_s)
     for idx, shape in row_shapes(rows, FP8_BLOCK_WEIGHT_BYTES):
         collector_rows = c["num_tokens"][idx] if phase == "prefill" else np.zeros(idx.size)
-        routing = collector_routing(shape, phase, params.m_tile, rows, idx)
+        if closed_form and shape.law.kind == "power_law":
+            routing = shape.routing()
+        else:
+            routing = collector_routing(shape, phase, params.m_tile, rows, idx)
         out[idx] = wideep_moe_time_s(shape, phase, gpu, table, params, rows=collector_rows, routing=routing)
     return out
 

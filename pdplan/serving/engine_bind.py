@@ -13,7 +13,9 @@
 * **Limits.** The seat cap and chunk budget of the GPU's memory class (:meth:`~pdplan.specs.engine.Limits.for_gpu`).
 * **MoE.** The expert kernel the engine runs at this instance's EP, dtype and GPU (the profile's ``moe`` rule,
   :func:`pdplan.perf.moe_wideep.moe_kernel_for`) and its two-batch-overlap default, unless the instance already
-  states one (a scenario's ``two_batch_overlap``).
+  states one (a scenario's ``two_batch_overlap``). Where the instance runs EPLB (redundant expert slots) on the
+  profile's wide-EP kernel, its prefill experts take the profile's ``eplb_prefill_routing`` law (SGLang:
+  ``sglang-eplb-prefill``, AIConfigurator's rule, ``pdplan/data/moe_routing.yaml``); decode stays uniform.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import dataclasses
 
 from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
-from pdplan.perf.moe_wideep import moe_kernel_for
+from pdplan.perf.moe_routing import RoutingLaw, routing_law
+from pdplan.perf.moe_wideep import MoeKernel, moe_kernel_for
 from pdplan.serving.roles import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
@@ -55,6 +58,7 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         )
         table = table.model_copy(update={"framework": framework})
     tbo_default = engine.moe.two_batch_overlap if engine.moe is not None else False
+    moe_kernel = moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table)
     util = memory_utilization
     if util is None:
         util = engine.kv_memory.usable_fraction(
@@ -70,9 +74,21 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         kv_free_fraction=engine.kv_memory.free_fraction,
         workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
         engine=engine,
-        moe_kernel=moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table),
+        moe_kernel=moe_kernel,
         two_batch_overlap=hw.two_batch_overlap if hw.two_batch_overlap is not None else tbo_default,
+        prefill_routing=eplb_prefill_routing(engine, moe_kernel, hw.redundant_experts),
     )
+
+
+def eplb_prefill_routing(engine: EngineProfile, moe_kernel: MoeKernel, redundant_experts: int) -> RoutingLaw | None:
+    """The profile's EPLB prefill routing law where EPLB runs (``redundant_experts`` > 0) on the profile's wide-EP
+    kernel (``deepgemm_wideep``: the law was measured on that layer's rows); None (uniform) otherwise.
+
+    Example: SGLang, DeepGEMM experts, 32 redundant slots -> ``sglang-eplb-prefill``; no redundant slots -> None."""
+    moe = engine.moe
+    if moe is None or moe.eplb_prefill_routing is None or moe_kernel != "deepgemm_wideep" or redundant_experts <= 0:
+        return None
+    return routing_law(moe.eplb_prefill_routing)
 
 
 def engine_record(catalog: Catalog, scenario: Scenario) -> dict[str, str]:

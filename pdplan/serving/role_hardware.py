@@ -16,6 +16,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
+from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.roofline import Precision
 from pdplan.specs.engine import EngineProfile
@@ -53,6 +54,9 @@ class RoleHardware:
     """The expert kernel family the engine runs here (:func:`pdplan.perf.moe_wideep.moe_kernel_for`)."""
     two_batch_overlap: bool | None = None
     """EP passes as two overlapped micro-batches (:mod:`pdplan.perf.two_batch_overlap`); None: the engine's default."""
+    prefill_routing: RoutingLaw | None = None
+    """How prefill tokens spread over experts (:mod:`pdplan.perf.moe_routing`); None: uniform. Set by the engine
+    profile where EPLB runs (:func:`pdplan.serving.engine_bind.with_engine`); decode stays uniform."""
 
     def __post_init__(self) -> None:
         """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""

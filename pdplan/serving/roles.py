@@ -87,6 +87,7 @@ def _prefill_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatA
         dp=hw.dp,
         ep=hw.ep,
         expert_gather=hw.expert_gather,
+        routing=hw.prefill_routing,
         **hw.moe_options,  # type: ignore[arg-type]
     )
 

@@ -56,9 +56,13 @@ class MoeRuntime(FrozenModel):
     DeepGEMM layer) or ``fused`` (the engine's fused MoE, :mod:`pdplan.perf.moe`), which also prices EP 1, BF16
     experts and every other GPU. ``two_batch_overlap``: the engine's default for splitting each EP step into two
     micro-batches whose all-to-all overlaps the other's compute (:mod:`pdplan.perf.two_batch_overlap`); a
-    scenario's ``two_batch_overlap`` overrides it.
+    scenario's ``two_batch_overlap`` overrides it. ``eplb_prefill_routing``: the named routing law
+    (``pdplan/data/moe_routing.yaml``) of the prefill experts where the deployment runs EPLB (a scenario's
+    ``redundant_experts`` > 0) with the ``deepgemm_wideep`` kernel; None (and decode, and every other case):
+    uniform routing, each GPU the mean load.
     """
 
     ep_kernel: Literal["fused", "deepgemm_wideep"] = "fused"
     two_batch_overlap: bool = False
+    eplb_prefill_routing: Annotated[str, Field(min_length=1)] | None = None
     source: Annotated[str, Field(min_length=1)]
