@@ -282,11 +282,17 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   the doc above): a scale-out bandwidth of 4 GB/s per GPU in the two-node all-reduce (about 55 GB/s of bus bandwidth,
   the order of the stored two-node measurements) gives TTFT -30.0 / 35.0 % and TPOT +2.9 / 10.9 %; the prefill
   scaled x2.2 gives -13.3 / 20.4 % but TPOT abs 14.0 % and +20 to +270 % on the 8192/1024 rows at C ≥ 4. Neither is
-  fitted: the 1024/8192 rows measure 321-413 ms at C = 2-4 for the same 1,024-token prompts the 1024/1024 rows serve
-  in 237-246 ms, so about 100-170 ms of their TTFT depends on the output length, which no prefill-side term
-  (kernels, all-reduce, hand-off before token 1) can give, and a cluster constant fitted on these rows would also
-  move every multi-node plan and the EP all-to-all. What remains: TTFT -55.5 / 55.5 %; the measurement that would
-  settle it is an all-reduce table over two H100 nodes of the rows' cluster (nccl-tests, 16 GPUs, 1-128 MB).
+  fitted: the decode rows bound the all-reduce, since the 1024/1024 C = 128 runs step a batch of 128 (1.8 MB
+  all-reduce messages) in 31.7 ms, below the 37.1 ms priced with the 400 Gb/s NICs, and the 4 GB/s per GPU that
+  doubles the prefill prices that step at 44.4 ms (+40 %); the queue behind one prefill server then over-predicts the
+  8192/1024 rows at C = 16-64 by 35-112 % (exponential service in the machine-repairman pool where fixed-length
+  prompts have deterministic service, M/D/1 waits being half); the 1024/8192 rows measure 321-413 ms at C = 2-4
+  for the same 1,024-token prompts the 1024/1024 rows serve in 237-246 ms, so 100-170 ms of their TTFT depends on
+  the output length, which no prefill-side term (kernels, all-reduce, hand-off before token 1) can give; and a
+  cluster constant fitted on these rows would also move every multi-node plan and the EP all-to-all. What remains:
+  TTFT -55.5 / 55.5 %; the measurement that would settle it is an all-reduce table over two H100 nodes of the rows'
+  cluster (nccl-tests, 16 GPUs, 1-128 MB), with the prefill pool's deterministic service for fixed-length prompts
+  next.
 * **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
   5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
   5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode
