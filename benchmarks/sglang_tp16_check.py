@@ -60,9 +60,9 @@ MOE_ROUTING_NOTE = (
     "fills top-8 with the same four lowest-index cold experts (`pdplan/calibrate/fit_moe.py` `REROUTED_IN_KERNEL`), "
     "so only the 128 experts of groups 0-3 are read where serving spreads tokens over all 256. The Kimi K2 shape (same "
     "expert matrices, no groups) shows what the model does at a 128-wide FP8 slice when the routing is the labelled "
-    "one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2), about the ratio of the "
-    "~128 experts groups 0-3 hold to the ~284 of 384 that 512 uniform pairs hit. These Triton rows are in the H100 "
-    "fused-MoE fit today (`REROUTED_IN_KERNEL` drops only B200's in-kernel-routing rows at EP > 1)."
+    "one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2): 128 experts read "
+    "against 384 (512 balanced pairs cover all of Kimi K2's), plus the fixed costs both pay. These Triton rows are "
+    "in the H100 fused-MoE fit today (`REROUTED_IN_KERNEL` drops only B200's in-kernel-routing rows at EP > 1)."
 )
 
 
