@@ -255,44 +255,43 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   would be floored at 35 ms, below the 71 ms priced for one 1,024-token prompt at TP16. The disaggregated loop now
   weighs the measured phase's start-up burst k·C/N as the colocated loop does (SGLang k = 1: TTFT -65.0 → -55.8 %).
 * **SGLang DeepSeek-R1 TP16: what the prefill is made of, checked part by part** (`benchmarks/sglang_tp16_check.py`,
-  `docs/sglang_tp16_check.md`). At C = 2-4 the 8,192-token rows measure 859-861 ms and the 1,024-token rows
-  237-246 ms, 86 µs per prompt token against the 42 µs of the priced TP16 pass (376 and 72 ms). (1) The MLA module
-  at 8 heads per GPU matches its measured table (`mla_context_module_vllm.csv`, 8 heads, FP8 block, FP8 KV: -0.7 /
-  2.0 % median signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block
-  per GPU) is priced +36 % above `moe_vllm.csv`'s DeepSeek rows at moe-TP 16, but those rows do not measure 256
-  experts: AIConfigurator's synthetic logits meet DeepSeek's group-limited routing, which keeps 4 of 8 groups and
-  fills top-8 with the same four cold experts, so only the 128 experts of groups 0-3 are read (`REROUTED_IN_KERNEL` in
+  `docs/sglang_tp16_check.md`). At C = 2-4 the 8,192-token rows measure 859-861 ms and the 1,024-token rows 237-246
+  ms, 86 µs per prompt token against the 42 µs of the priced TP16 pass (376 and 72 ms). (1) The MLA module at 8 heads
+  per GPU matches its measured table (`mla_context_module_vllm.csv`, 8 heads, FP8 block, FP8 KV: -0.7 / 2.0 % median
+  signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) is priced
+  +36 % above `moe_vllm.csv`'s DeepSeek rows at moe-TP 16, but those rows do not measure 256 experts: AIConfigurator's
+  synthetic logits meet DeepSeek's group-limited routing, which keeps 4 of 8 groups and fills top-8 with the same four
+  cold experts, so only the 128 experts of groups 0-3 are read (`REROUTED_IN_KERNEL` in
   `pdplan/calibrate/fit_moe.py`); the Kimi K2 rows, the same 7,168 x 2,048 expert matrices and top-8 without groups,
   match at moe-TP 16 (+5.7 / 5.7 %). So neither kernel is priced fast. (3) The all-reduce over two nodes is the
-  hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each GPU's 1/8 shard over its own
-  400 Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens (117 MB), i.e. 205-250 GB/s
-  of bus bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one node; the only stored
-  two-node all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of its one-node
-  106-174 GB/s, and HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one part of the
-  pass that could be 2x slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off (ai-dynamo
-  dynamo `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang `disaggregation/decode.py`,
-  `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses to the prefill server
-  before the prefill may start, then polls the transfer every scheduler iteration (`disaggregation_decode_polling_
-  interval` 1) and emits token 1 from a prebuilt batch; each of these waits for a decode-loop iteration, a few
-  decode steps, not the ~100 ms missing at C = 1. The KV is sent after each prefill chunk (`send_kv_chunk`), not by
-  layer: the rows are now priced with each engine's own granularity (`benchmarks/moe_rows.py`,
-  `transfer_granularity`), +0.9 ms (1,024 tokens) and +6.6 ms (8,192) of exposed transfer, -55.8 → -55.5 %. (5) The
-  rows ran SGLang 0.5.8 (image v0.5.8-cu130), the profile is 0.5.1.post1 (its host constants fitted on 0.5.1.post1
-  and 0.5.8.post1 colocated rows); nothing in the rows separates a version effect. Diagnostic sweeps (not shipped,
-  the doc above): a scale-out bandwidth of 4 GB/s per GPU in the two-node all-reduce (about 55 GB/s of bus bandwidth,
-  the order of the stored two-node measurements) gives TTFT -30.0 / 35.0 % and TPOT +2.9 / 10.9 %; the prefill
-  scaled x2.2 gives -13.3 / 20.4 % but TPOT abs 14.0 % and +20 to +270 % on the 8192/1024 rows at C ≥ 4. Neither is
-  fitted: the decode rows bound the all-reduce, since the 1024/1024 C = 128 runs step a batch of 128 (1.8 MB
-  all-reduce messages) in 31.7 ms, below the 37.1 ms priced with the 400 Gb/s NICs, and the 4 GB/s per GPU that
-  doubles the prefill prices that step at 44.4 ms (+40 %); the queue behind one prefill server then over-predicts the
-  8192/1024 rows at C = 16-64 by 35-112 % (exponential service in the machine-repairman pool where fixed-length
-  prompts have deterministic service, M/D/1 waits being half); the 1024/8192 rows measure 321-413 ms at C = 2-4
-  for the same 1,024-token prompts the 1024/1024 rows serve in 237-246 ms, so 100-170 ms of their TTFT depends on
-  the output length, which no prefill-side term (kernels, all-reduce, hand-off before token 1) can give; and a
-  cluster constant fitted on these rows would also move every multi-node plan and the EP all-to-all. What remains:
-  TTFT -55.5 / 55.5 %; the measurement that would settle it is an all-reduce table over two H100 nodes of the rows'
-  cluster (nccl-tests, 16 GPUs, 1-128 MB), with the prefill pool's deterministic service for fixed-length prompts
-  next.
+  hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each GPU's 1/8 shard over its own 400
+  Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens (117 MB), i.e. 205-250 GB/s of bus
+  bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one node; the only stored two-node
+  all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of its one-node 106-174 GB/s, and
+  HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one part of the pass that could be 2x
+  slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off (ai-dynamo dynamo
+  `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang `disaggregation/decode.py`,
+  `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses to the prefill server before
+  the prefill may start, then polls the transfer every scheduler iteration (server argument
+  `disaggregation_decode_polling_interval`, default 1) and emits token 1 from a prebuilt batch; each of these waits
+  for a decode-loop iteration, a few decode steps, not the ~100 ms missing at C = 1. The KV is sent after each prefill
+  chunk (`send_kv_chunk`), not by layer: the rows are now priced with each engine's own granularity
+  (`benchmarks/moe_rows.py`, `transfer_granularity`), +0.9 ms (1,024 tokens) and +6.6 ms (8,192) of exposed transfer,
+  -55.8 → -55.5 %. (5) The rows ran SGLang 0.5.8 (image v0.5.8-cu130), the profile is 0.5.1.post1 (its host constants
+  fitted on 0.5.1.post1 and 0.5.8.post1 colocated rows); nothing in the rows separates a version effect. Diagnostic
+  sweeps (not shipped, the doc above): a scale-out bandwidth of 4 GB/s per GPU in the two-node all-reduce (about 55
+  GB/s of bus bandwidth, the order of the stored two-node measurements) gives TTFT -30.0 / 35.0 % and TPOT +2.9 / 10.9
+  %; the prefill scaled x2.2 gives -13.3 / 20.4 % but TPOT abs 14.0 % and +20 to +270 % on the 8192/1024 rows at C ≥
+  4. Neither is fitted: the decode rows bound the all-reduce, since the 1024/1024 C = 128 runs step a batch of 128
+  (1.8 MB all-reduce messages) in 31.7 ms, below the 37.1 ms priced with the 400 Gb/s NICs, and the 4 GB/s per GPU
+  that doubles the prefill prices that step at 44.4 ms (+40 %); the queue behind one prefill server then over-predicts
+  the 8192/1024 rows at C = 16-64 by 35-112 % (exponential service in the machine-repairman pool where fixed-length
+  prompts have deterministic service, M/D/1 waits being half); the 1024/8192 rows measure 321-413 ms at C = 2-4 for
+  the same 1,024-token prompts the 1024/1024 rows serve in 237-246 ms, so 100-170 ms of their TTFT depends on the
+  output length, which no prefill-side term (kernels, all-reduce, hand-off before token 1) can give; and a cluster
+  constant fitted on these rows would also move every multi-node plan and the EP all-to-all. What remains: TTFT -55.5
+  / 55.5 %; the measurement that would settle it is an all-reduce table over two H100 nodes of the rows' cluster
+  (nccl-tests, 16 GPUs, 1-128 MB), with the prefill pool's deterministic service for fixed-length prompts next.
 * **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
   5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
   5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode
