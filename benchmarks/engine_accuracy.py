@@ -231,40 +231,67 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   the window's query-key pairs. vLLM gpt-oss TPOT: +74.8 / 74.8 % before; +3.2 / 11.8 % with (4) and (5); -1.5 /
   13.6 % with (6) as well (with the step host time refitted each time).
 * **DeepSeek-R1 on SGLang, 1P1D TP16 (two nodes per role).** At C = 1-4 the runs measure 211-246 ms TTFT for
-  1,024-token prompts and 859-861 ms for 8,192 tokens (C = 2-4). pdplan prices 103-112 and 413-434 ms, of which the
-  prompt's own prefill at TP16 is 67 and 351 ms. A fixed ~50 ms plus 2.1x the priced prefill fits those rows: the
-  prefill kernels (MoE split 16 ways into 128-wide expert slices, MLA at 8 heads per GPU) and a cross-node
-  all-reduce that no stored table measures. The gap grows with C (1024/1024: 1,125 vs 177 ms at C = 128; 8192/1024:
-  4.4 vs 0.9 s at C = 64). A diagnostic run of the loop with the prefill x2.5 (not shipped) still leaves TTFT at
-  -30 %, so the SGLang prefill server's own scheduling (the bootstrap hand-off with the decode server, batching of
-  queued prompts) adds waiting that the loop does not have. TPOT: the TP16 decode step at batch 1-4 is priced at
-  14.5-15 ms (kernels 12.8 ms, 1.7 ms of them the cross-node all-reduce, plus SGLang's 1.8 ms of per-collective
-  host time) against 7.7-9.8 ms measured; from C = 32 the TPOT is within 10 %. Repeated measurements in the CSV
+  1,024-token prompts in the 1024/1024 runs (321-413 ms in the 1024/8192 runs) and 859-861 ms for 8,192 tokens
+  (C = 2-4; the C = 1 rows at 8,192 tokens, 2.3 s, and one at 1024/8192, 1.8 s, look like first-run outliers).
+  pdplan prices 116-132 and 432-492 ms, of which the prompt's own prefill at TP16 (with its exposed chunk transfer)
+  is 72 and 376 ms. The gap grows with C (1024/1024: 1,125 vs 417 ms at C = 128; 8192/1024: 4.4 vs 1.4 s at C = 64).
+  What each part of the prefill is checked against, and the sweeps, are in the next bullet. TPOT: the TP16 decode
+  step at batch 1-4 is priced at 17-19 ms (1.7 ms of it the cross-node all-reduce, plus SGLang's 1.8 ms of
+  per-collective host time), which matches the 2026-03-25 runs (17.0-19.7 ms) and is 2x the 2026-04-06 and
+  1024/1024 ones (7.7-9.8 ms, same image and C: a different run configuration the CSV does not record, possibly
+  speculative decoding); from C = 32 the TPOT is within 10-17 %. Repeated measurements in the CSV
   disagree by up to 2x (1024/1024 C = 16: TPOT 14.8 and 26.8 ms). The long-request rows (C = 64 at 9,216 tokens,
   11.1 s and 4.4 s TTFT) hinge on the decode KV pool: with FP8 KV pdplan admits all 64 (152 ms and 0.9 s
   predicted); with BF16 KV (SGLang's default `auto`) it admits 42 and predicts 127 s and 19 s, while the
   C = 128 8192/1024 row (71 s measured) then comes out at 75 s. The run's pool lies between the two. The one
-  prefill server is not saturated in the steady state (1024/1024, C = 128: about 6 requests/s x 67 ms = 0.4 of
-  it busy), so a steady queue cannot give the measured 1.1 s; the loop's start-up burst (all C prompts at once,
-  prompt i done at (i + 1)·S_p, mean ~C·S_p/2 = 4.3 s) would, if the clients stayed phase-locked round after
-  round. The measured TTFT lies between the two, about 17 prompts' prefill: a partly synchronised run, which the
-  CSV does not describe (no per-request trace), so nothing was modelled for it.
+  prefill server is not saturated in the steady state (1024/1024, C = 128: 128 clients over 33.6 s per request
+  = 3.8 requests/s x 72 ms = 0.3 of it busy), so a steady queue cannot give the measured 1.1 s; the loop's
+  start-up burst (all C prompts at once, prompt i done at (i + 1)·S_p, mean ~C·S_p/2 = 4.6 s) would, if the
+  clients stayed phase-locked round after round. The measured TTFT lies between the two, about 16 prompts'
+  prefill: a partly synchronised run, which the CSV does not describe (no per-request trace), so nothing was
+  modelled for it.
 * **SGLang DeepSeek-R1 and the eager term.** SGLang also captures CUDA graphs for decode only, but the eager
   floor cannot be what is missing there: at TensorRT-LLM's 0.6 ms per MoE layer a 58-MoE-layer prefill step
-  would be floored at 35 ms, below the 71 ms priced for one 1,024-token prompt at TP16, and at C = 1 the gap is
-  ~100 ms (211 measured against 71 prefill + 7 per-request + the first decode step and its wait). ENGINES.md has
-  no sourced SGLang PD hand-off cost (bootstrap, pre-allocation on the decode server, Mooncake transfer set-up),
-  so nothing was fitted; SGLang's profile carries no eager term. What moved: the disaggregated loop gave the
-  start-up burst no weight whenever the warm-up count reached C (AIConfigurator's recipe has 2·C), while every tool
-  finishes its warm-up first and starts the measured phase's C clients together (the colocated loop's reading,
-  ENGINES.md §3); it now weighs the burst k·C/N as the colocated loop does (SGLang k = 1: TTFT -65.0 → -55.8 %;
-  TensorRT-LLM k = 1.85: -93.4 → -92.0 %). What is left has two parts. (a) At C = 2-4 the 8,192-token rows
-  measure 859-861 ms and the 1,024-token rows 237-246 ms: F + α·(priced prefill) with the prefill at 369 and 71 ms
-  gives α = 2.2 and F ≈ 30 ms, so the TP16 prefill across two nodes is priced ~2x fast (no stored table measures
-  a 16-GPU cross-node prefill; the all-reduce is 29 % of the priced 8,192-token pass). (b) The growth with C
-  (1024/1024: +0.9 s from C = 1 to 128) needs more start-up weight than one cohort, but no single k fits it: k = 4
-  matches C = 64-128 (-13, -3 %) and leaves C = 8-16 at -35 %, k = 8 matches C = 16 and puts C = 128 at +77 %
-  (diagnostic sweep, not shipped). So neither term alone is the cause and nothing was fitted.
+  would be floored at 35 ms, below the 71 ms priced for one 1,024-token prompt at TP16. The disaggregated loop now
+  weighs the measured phase's start-up burst k·C/N as the colocated loop does (SGLang k = 1: TTFT -65.0 → -55.8 %).
+* **SGLang DeepSeek-R1 TP16: what the prefill is made of, checked part by part** (`benchmarks/sglang_tp16_check.py`,
+  `docs/sglang_tp16_check.md`). At C = 2-4 the 8,192-token rows measure 859-861 ms and the 1,024-token rows 237-246
+  ms, 86 µs per prompt token against the 42 µs of the priced TP16 pass (376 and 72 ms). (1) The MLA module at 8 heads
+  per GPU matches its measured table (`mla_context_module_vllm.csv`, 8 heads, FP8 block, FP8 KV: -0.7 / 2.0 % median
+  signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) is priced
+  +36 % above `moe_vllm.csv`'s DeepSeek rows at moe-TP 16, but those rows do not measure 256 experts: AIConfigurator's
+  synthetic logits meet DeepSeek's group-limited routing, which keeps 4 of 8 groups and fills top-8 with the same four
+  cold experts, so only the 128 experts of groups 0-3 are read (`REROUTED_IN_KERNEL` in
+  `pdplan/calibrate/fit_moe.py`); the Kimi K2 rows, the same 7,168 x 2,048 expert matrices and top-8 without groups,
+  match at moe-TP 16 (+5.7 / 5.7 %). So neither kernel is priced fast. (3) The all-reduce over two nodes is the
+  hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each GPU's 1/8 shard over its own 400
+  Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens (117 MB), i.e. 205-250 GB/s of bus
+  bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one node; the only stored two-node
+  all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of its one-node 106-174 GB/s, and
+  HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one part of the pass that could be 2x
+  slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off (ai-dynamo dynamo
+  `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang `disaggregation/decode.py`,
+  `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses to the prefill server before
+  the prefill may start, then polls the transfer every scheduler iteration (server argument
+  `disaggregation_decode_polling_interval`, default 1) and emits token 1 from a prebuilt batch; each of these waits
+  for a decode-loop iteration, a few decode steps, not the ~100 ms missing at C = 1. The KV is sent after each prefill
+  chunk (`send_kv_chunk`), not by layer: the rows are now priced with each engine's own granularity
+  (`benchmarks/moe_rows.py`, `transfer_granularity`), +0.9 ms (1,024 tokens) and +6.6 ms (8,192) of exposed transfer,
+  -55.8 → -55.5 %. (5) The rows ran SGLang 0.5.8 (image v0.5.8-cu130), the profile is 0.5.1.post1 (its host constants
+  fitted on 0.5.1.post1 and 0.5.8.post1 colocated rows); nothing in the rows separates a version effect. Diagnostic
+  sweeps (not shipped, the doc above): a scale-out bandwidth of 4 GB/s per GPU in the two-node all-reduce (about 55
+  GB/s of bus bandwidth, the order of the stored two-node measurements) gives TTFT -30.0 / 35.0 % and TPOT +2.9 / 10.9
+  %; the prefill scaled x2.2 gives -13.3 / 20.4 % but TPOT abs 14.0 % and +20 to +270 % on the 8192/1024 rows at C ≥
+  4. Neither is fitted: the decode rows bound the all-reduce, since the 1024/1024 C = 128 runs step a batch of 128
+  (1.8 MB all-reduce messages) in 31.7 ms, below the 37.1 ms priced with the 400 Gb/s NICs, and the 4 GB/s per GPU
+  that doubles the prefill prices that step at 44.4 ms (+40 %); the queue behind one prefill server then over-predicts
+  the 8192/1024 rows at C = 16-64 by 35-112 % (exponential service in the machine-repairman pool where fixed-length
+  prompts have deterministic service, M/D/1 waits being half); the 1024/8192 rows measure 321-413 ms at C = 2-4 for
+  the same 1,024-token prompts the 1024/1024 rows serve in 237-246 ms, so 100-170 ms of their TTFT depends on the
+  output length, which no prefill-side term (kernels, all-reduce, hand-off before token 1) can give; and a cluster
+  constant fitted on these rows would also move every multi-node plan and the EP all-to-all. What remains: TTFT -55.5
+  / 55.5 %; the measurement that would settle it is an all-reduce table over two H100 nodes of the rows' cluster
+  (nccl-tests, 16 GPUs, 1-128 MB), with the prefill pool's deterministic service for fixed-length prompts next.
 * **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
   5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
   5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode
@@ -321,10 +348,12 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
 * **Engine constants fitted on these rows:** the `vllm-0.18` step host time (0.79 ms, above) and TensorRT-LLM's
   eager launch time per MoE layer (0.600 ms, above). For SGLang and
   TensorRT-LLM the misses are not a per-step or per-request constant: they grow with ISL and C (SGLang) or are not
-  monotone in C (TensorRT-LLM). The fused-MoE and MLA kernels are being refitted elsewhere, so a host constant
-  fitted now would absorb kernel error and count it twice after that merge.
+  monotone in C (TensorRT-LLM). For SGLang the TP16 MLA and MoE kernels are checked against their tables (above), so
+  what is missing lies in the unmeasured two-node all-reduce and in the PD path, and the output-length dependence of
+  its TTFT at equal prompts rules out one constant on the prefill side.
 * **Assumptions.** KV dtype = weight dtype (FP8 rows get FP8 KV; SGLang's default `auto` would be BF16). KV moves by
-  layer over IB NDR, so the exposed transfer is at most 1.8 ms on any row. The recipe is aiperf with 20·C requests
+  the engine's granularity over IB NDR (SGLang per prefill chunk, vLLM per request, TensorRT-LLM by layer, the
+  scenario default: targets.yaml lists no TensorRT-LLM granularity). The recipe is aiperf with 20·C requests
   after 2·C warm-up (ENGINES.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row is
   left out of the medians.
 """

@@ -22,6 +22,12 @@ Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
 Engine profile: the engine's shipped one, except where :data:`VERSION_PROFILES` names a profile for the row's version
 (vLLM 0.18 rows: ``vllm-0.18``, async scheduling).
 
+KV transfer granularity: the engine's own, ``kv_transfer_granularity`` in ``pdplan/data/export/targets.yaml`` (sourced
+there: SGLang 0.5.x sends each finished prefill chunk, ``send_kv_chunk`` in ``disaggregation/prefill.py``; vLLM's NIXL
+connector reads a request's blocks after its prefill); TensorRT-LLM has no entry there and keeps the scenario default
+(``layer``). Before, every disaggregated row was priced layer-wise, a transfer hidden behind the prefill that SGLang
+0.5.8 does not do (layer-pipelined transfer is an open SGLang pull request, #28529, 2026-06).
+
 KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
 """
@@ -32,6 +38,8 @@ import csv
 import re
 from pathlib import Path
 from typing import Any
+
+from pdplan.io.export_data import export_targets
 
 MOE_MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -120,6 +128,13 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
     return out, skipped
 
 
+def transfer_granularity(engine: str) -> str:
+    """The KV-transfer granularity an engine implements (module docstring): ``targets.yaml``'s
+    ``kv_transfer_granularity`` for vLLM and SGLang, the scenario default ``layer`` for an engine it does not list."""
+    listed = {name: data.kv_transfer_granularity for name, data in export_targets().engines.items()}
+    return str(listed.get(engine, "layer"))
+
+
 VERSION_PROFILES = {("vllm", "0.18"): "vllm-0.18"}
 """Rows of these (engine, version prefix) are priced with the named profile; the rest with the engine's default."""
 
@@ -148,7 +163,9 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
         sc["mode"] = "colocated"
         sc["colocated"] = {"gpu": "h100-sxm", "tp": row["tp"], "ep": row["ep"], "count": 1, "scheduler": "chunked"}
         return sc
-    sc.update(mode="disaggregated", link="ib-ndr", granularity="layer", routing="least-work")
+    sc.update(
+        mode="disaggregated", link="ib-ndr", granularity=transfer_granularity(row["engine"]), routing="least-work"
+    )
     for side in ("prefill", "decode"):
         role = row[side]
         sc[side] = {"gpu": "h100-sxm", "tp": role["tp"], "dp": role["dp"], "ep": role["ep"], "count": role["count"]}

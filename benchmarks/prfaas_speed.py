@@ -3,8 +3,8 @@
 Cases, on examples/prfaas-h200-h20.yaml (the paper's case-study shape, measured profiles) and
 examples/prfaas-h200-h100.yaml (Qwen3-Next on pdplan's roofline):
 
-* ``threshold search``: one goodput-maximising threshold (bounded Brent over t, each step a goodput root on the
-  per-path queueing model) — what the search pays per candidate it evaluates exactly;
+* ``threshold search``: one goodput-maximising threshold (a log-spaced scan, then bounded Brent over log t, each
+  step a goodput root on the per-path queueing model) — what the search pays per candidate it evaluates exactly;
 * ``Eq. 8 split search``: the capacity-only N_p/N_d split over 8 local instances, each with its Eq. 7 threshold;
 * ``evaluate_prfaas``: the whole evaluate section (searched threshold, Eq. 7 optimum, both baselines, link x0.5/x2);
 * ``optimize``: the PrfaaS search with the threshold searched, as the table view runs it (``analyse=False``) and
