@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 from timing import best_of
@@ -92,36 +93,44 @@ def main() -> None:
         wall = best_of(fn, REPEATS)
         lines.append(f"| {name} | {wall:.3f} | {cpu_s(fn):.3f} |")
         print(lines[-1])
+    cli_s: dict[str, float] = {}
     for path in (H20, H100, ROOT / "examples" / "default.yaml"):
-        cli = min(cli_cpu_s(path) for _ in range(REPEATS))
+        cli = cli_s[str(path.relative_to(ROOT))] = min(cli_cpu_s(path) for _ in range(REPEATS))
         lines.append(f"| `pdplan optimize {path.relative_to(ROOT)}` end to end (subprocess) | — | {cli:.3f} |")
         print(lines[-1])
-    lines += ["", *NOTES]
+    lines += ["", *notes(cli_s)]
     DOC.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {DOC}")
 
 
-NOTES = [
-    "Recorded 2026-12-02 on a quiet 2-core machine (nothing else running). The search itself (the `optimize` rows,",
-    "table view) is within the 2 s target; the end-to-end CLI rows add the interpreter start and the imports (SciPy's",
-    "optimize package, pydantic, the serving model: about 1.1 s that every `pdplan optimize` pays, the dense default",
-    "included: its row, `examples/default.yaml`, is the dense search for comparison), which puts the measured-profile",
-    "example (h20) at about 2.0-2.3 s end to end, on or just over the target. The Markdown/JSON view",
-    "adds the pick's link x0.5/x2 threshold re-searches.",
-    "",
-    "What the search costs: every candidate (local split x remote count) is screened by its Eq. 7 capacity (no",
-    "queueing); the best two (`pdplan.search.prfaas.EXACT_PLANS`) get the goodput-maximising threshold search (about",
-    "15 goodput roots each); homogeneous PD's split is searched too only when homogeneous PD (one goodput root per",
-    "split, branch and bound on capacity) beats both. Roofline prefill curves are memoised per token array, so the",
-    "quadrature points a goodput root revisits at every rate are priced once.",
-    "",
-    "Accuracy (tests/reference/test_prfaas_published.py, arXiv 2604.15039 Table 6): t* 19,488 tokens (paper 19.4K,",
-    "+0.5 %), 49.4 % offloaded (49.6 %), E[L | L > t] 45.1K (≈ 44K), Λ_max 3.234 / 2.109 / 2.428 req/s (3.24 / 2.11 /",
-    "2.45), egress 12.1 Gb/s (≈ 13, −7 %). Table 3 (tests/reference/test_prfaas_kv_throughput.py): Qwen3-235B over",
-    "Qwen3.5-397B KV throughput at 32K 3.31× (paper 4.04×, −18 %, within the ± 25 % tolerance) with the Gated",
-    "DeltaNet kernel family fitted on AIConfigurator's GDN measurements (docs/kernel_accuracy.md); it was 2.96× (a",
-    "strict xfail) while those layers were priced from the roofline. Nothing is tuned to Table 3.",
-]
+def notes(cli_s: dict[str, float]) -> list[str]:
+    """The hand-written reading of the run, with the end-to-end figures it was written against filled in."""
+    h20, default = cli_s["examples/prfaas-h200-h20.yaml"], cli_s["examples/default.yaml"]
+    verdict = "within" if h20 < 2.0 else "over"
+    return [
+        f"Recorded {date.today().isoformat()} on a 2-core machine; the CPU column is the figure to compare. The",
+        "search itself (the `optimize` rows, table view) is well within the 2 s target; the end-to-end CLI rows add",
+        "the interpreter start and the imports (SciPy's optimize package, pydantic, the serving model: about 1.1 s that",
+        "every `pdplan optimize` pays; the dense default's row is there for comparison). End to end the",
+        f"measured-profile example (h20) takes {h20:.2f} s of CPU, {verdict} the 2 s target (the dense default",
+        f"{default:.2f} s). The Markdown/JSON view adds the pick's link x0.5/x2 threshold re-searches.",
+        "",
+        "What the search costs: every candidate (local split x remote count) is screened by its Eq. 7 capacity (no",
+        "queueing); the best two (`pdplan.search.prfaas.EXACT_PLANS`) get the goodput-maximising threshold search:",
+        "none when the SLO holds at t*'s capacity ceiling (decode binds: no threshold can do better), else a 6-point",
+        "log-spaced scan and a bounded Brent search in log t (about 15 goodput roots, each bracketed around a",
+        "neighbour's goodput); homogeneous PD's split is searched too only when homogeneous PD (one goodput root per",
+        "split, branch and bound on capacity) beats both. Roofline prefill curves are memoised per token array, so",
+        "the quadrature points a goodput root revisits at every rate are priced once.",
+        "",
+        "Accuracy (tests/reference/test_prfaas_published.py, arXiv 2604.15039 Table 6): t* 19,488 tokens (paper",
+        "19.4K, +0.5 %), 49.4 % offloaded (49.6 %), E[L | L > t] 45.1K (≈ 44K), Λ_max 3.234 / 2.109 / 2.428 req/s",
+        "(3.24 / 2.11 / 2.45), egress 12.1 Gb/s (≈ 13, −7 %). Table 3 (tests/reference/test_prfaas_kv_throughput.py),",
+        "KV throughput ratios at 32K on 8×H200 from pdplan's own roofline: Qwen3-235B over Qwen3.5-397B 3.36× (paper",
+        "4.04×, −17 %), MiniMax-M2.5 over MiMo-V2-Flash 11.86× (paper 12.86×, −8 %; both checkpoints priced in their",
+        "FP8 block-scaled weights, MiniMax at EP 8 as the engines must load it), each within the ± 25 % tolerance.",
+        "Nothing is tuned to Table 3.",
+    ]
 
 
 if __name__ == "__main__":
