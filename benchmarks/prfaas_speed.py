@@ -110,8 +110,8 @@ def notes(cli_s: dict[str, float]) -> list[str]:
     return [
         f"Recorded {date.today().isoformat()} on a 2-core machine; the CPU column is the figure to compare. The",
         "search itself (the `optimize` rows, table view) is well within the 2 s target; the end-to-end CLI rows add",
-        "the interpreter start and the imports (SciPy's optimize package, pydantic, the serving model: about 1.1 s that",
-        "every `pdplan optimize` pays; the dense default's row is there for comparison). End to end the",
+        "the interpreter start and the imports (SciPy's optimize package, pydantic, the serving model: about 1.1 s",
+        "that every `pdplan optimize` pays; the dense default's row is there for comparison). End to end the",
         f"measured-profile example (h20) takes {h20:.2f} s of CPU, {verdict} the 2 s target (the dense default",
         f"{default:.2f} s). The Markdown/JSON view adds the pick's link x0.5/x2 threshold re-searches.",
         "",
