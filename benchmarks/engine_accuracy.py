@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from client_connections import client_ttft_s
 from moe_report import moe_section  # benchmarks/moe_report.py and moe_rows.py: the script's own folder is on sys.path
 from moe_rows import moe_rows, scenario_dict
 
@@ -101,8 +102,9 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     except PdplanError as err:
         return {"error": str(err)}
     c = row["concurrency"]
+    n = min(c, row.get("client_connections") or c)  # the client's connection limit (benchmarks/client_connections.py)
     if isinstance(model, ColocatedModel):
-        b = benchmark_of(model, c, 20 * c, 2 * c)
+        b = benchmark_of(model, n, 20 * c, 2 * c)
         inp = loop_inputs(model)
         prefill_s, delay_s = inp.prompt_s, inp.request_delay_s
         hw = model.res.colocated
@@ -114,7 +116,8 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     assert hw is not None
     host_s = hw.engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp) if hw.engine is not None else 0.0
     out = {
-        "pred_ttft_ms": b.mean_ttft_s * 1e3,
+        "pred_ttft_ms": client_ttft_s(c, n, row["osl"], b.mean_ttft_s, b.mean_tpot_s) * 1e3,
+        "connections": n,
         "pred_tpot_ms": b.mean_tpot_s * 1e3,
         "c_eff": b.effective_concurrency,
         "queue_ms": b.server_queue_s * 1e3,

@@ -22,7 +22,8 @@ Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
 Engine profile: the engine's shipped one, except where :data:`VERSION_PROFILES` names a profile for the row's version
 (vLLM 0.18 rows: ``vllm-0.18``, async scheduling).
 
-KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
+KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16; vLLM rows BF16
+(``--kv-cache-dtype auto``: :func:`kv_dtype_of`). gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
 """
 
@@ -32,6 +33,8 @@ import csv
 import re
 from pathlib import Path
 from typing import Any
+
+from client_connections import connections_of
 
 MOE_MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -98,6 +101,7 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
         row = _base(r, name)
         row["concurrency"] = _concurrency(r)
         row["c_inferred"] = not _recorded(r) and r["mode"] == "disagg"
+        row["client_connections"] = connections_of(row, r["silicon_data_source"])
         if r["mode"] == "agg":
             tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
             if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it
@@ -132,6 +136,14 @@ def profile_of(row: dict[str, Any]) -> str:
     return str(row["engine"])
 
 
+def kv_dtype_of(row: dict[str, Any]) -> str:
+    """The KV-cache dtype a row ran with (module docstring): vLLM's ``--kv-cache-dtype`` defaults to ``auto``, the
+    model's activation dtype (BF16) whatever the weights' quantisation, unless the checkpoint ships KV scales
+    (vllm/config/cache.py ``CacheConfig.cache_dtype = "auto"``; neither MiniMax-M2.5's block-FP8 nor gpt-oss's MXFP4
+    ``quantization_config`` quantises the KV cache); the TensorRT-LLM and SGLang FP8 recipes take FP8 KV."""
+    return "bf16" if row["engine"] == "vllm" else str(row["dtype"])
+
+
 def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
     """The pdplan scenario of one row (fixed ISL/OSL; the row's engine)."""
     sc: dict[str, Any] = {
@@ -141,7 +153,7 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
             "output_tokens": {"dist": "fixed", "value": row["osl"]},
         },
         "dtype": row["dtype"],
-        "kv_dtype": row["dtype"],
+        "kv_dtype": kv_dtype_of(row),
         "engine": profile_of(row),
     }
     if row["mode"] == "agg":
