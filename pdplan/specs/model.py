@@ -93,8 +93,7 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             raise FieldError(
                 "num_kv_heads", f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
             )
-        if self.qk_norm_span == "layer" and not self.qk_norm:
-            raise FieldError("qk_norm_span", "'layer' needs qk_norm: true")
+        self._check_qk_norm()
         if self.weight_block_size is not None and self.weight_dtype != "fp8":
             raise FieldError("weight_block_size", "only FP8 checkpoints (weight_dtype: fp8) have weight scale blocks")
         if self.position_embedding_offset and self.position_embedding != "learned":
@@ -121,6 +120,10 @@ class ModelSpec(FrozenModel, ModelKvMixin):
                     f"{len(full)} full-attention layers of {self.num_layers}; a hybrid needs at least one of each kind",
                 )
         return self
+
+    def _check_qk_norm(self) -> None:
+        if self.qk_norm_span == "layer" and not self.qk_norm:
+            raise FieldError("qk_norm_span", "'layer' needs qk_norm: true")
 
     def _check_sliding_window(self, sw: SlidingWindowSpec) -> None:
         if self.mla is not None or self.linear_attention is not None:
