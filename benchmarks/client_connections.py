@@ -22,6 +22,10 @@ is R_N = TTFT_N + (OSL − 1)·TPOT_N, the throughput X = N / R_N, and a client'
 so the measured TTFT is TTFT_N + (C/N − 1)·R_N (the wait for a connection) and TPOT is TPOT_N. Applied to the vLLM rows
 measured in 2025 (the only vLLM rows with C > 100); the vLLM 0.18 and TensorRT-LLM rows are left as they are (the
 TensorRT-LLM gpt-oss rows at C = 160-384 give N = C·0.97 by the same formula: no cap).
+
+Caveat: at N ≈ 100 three of the nine rows measure a TPOT below the HBM floor of such a step (docs/accuracy_engines.md,
+MoE findings), so the rows are not fully self-consistent; the cap rests on the TTFT/TPOT ratio being the same at every
+TP, ISL and OSL, and on the value being aiohttp's default rather than a fit.
 """
 
 from __future__ import annotations

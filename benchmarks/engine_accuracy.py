@@ -314,14 +314,16 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   measured 2025-12) hold 96-106 requests in service at TP 2, 4 and 8 and every ISL/OSL alike (Little's law): not the
   engine's seats (1,024) or KV (8x more room at TP8 than TP2) but the client's 100 HTTP connections (aiohttp's
   default, `benchmarks/client_connections.py`); pdplan now serves 100 and queues the rest in the client. Their TPOT
-  stays 1.5-4x high (TP8 1024/8192: 3.6 ms measured at ~100 sequences, at or below the HBM floor of weights plus KV,
-  ~3.0 ms at full bandwidth, where the vLLM 0.18 runs measure 7.1 ms at 64 sequences on the same GPUs): those runs are
-  not reproducible by a step model that matches the 0.18 rows. Refitted on these rows
-  (`benchmarks/fit_vllm018_overheads.py`): the step host time 0.79 → 0.22 ± 0.07 ms (held out: fitted on gpt-oss 0.14
-  ms, MiniMax 7.9 %; on MiniMax 1.29 ms, gpt-oss 23.5 %: the models still disagree by ~1 ms, MiniMax's C = 4-8 rows
-  stay 10-14 % low); AIC's per-layer request time 0.8 ms → 0 (scan 0-0.8 ms, bootstrap sd 0.02 ms; the TP8 1024/1024 C
-  = 4 row alone caps it at 0.34 ms: 32 ms measured TTFT). TTFT left: +15-35 % at C = 4-8, -15-35 % at C = 64 for both
-  models (measured grows with C, pdplan's less): the colocated loop's spread-arrival wait.
+  stays 1.5-4x high, and no step model can meet it: at the ~100 sequences their own TTFT and TPOT imply, three rows
+  measure less than the HBM floor of that step (the experts hit plus the KV, read once at full bandwidth: TP2
+  1024/1024 5.6 ms against 10.1, TP4 1024/1024 4.7 against 5.1, TP4 8192/1024 5.5 against 7.0), and TP8 1024/8192
+  measures 3.6 ms where the vLLM 0.18 runs measure 7.1 ms at 64 sequences on the same GPUs. Either those runs did not
+  decode OSL tokens per request or their TPOT is not (E2E − TTFT)/(OSL − 1); the CSV does not say which. Refitted on
+  these rows (`benchmarks/fit_vllm018_overheads.py`): the step host time 0.79 → 0.22 ± 0.07 ms (held out: fitted on
+  gpt-oss 0.14 ms, MiniMax 7.9 %; on MiniMax 1.29 ms, gpt-oss 23.5 %: the models still disagree by ~1 ms, MiniMax's C
+  = 4-8 rows stay 10-14 % low); AIC's per-layer request time 0.8 ms → 0 (scan 0-0.8 ms, bootstrap sd 0.02 ms; the TP8
+  1024/1024 C = 4 row alone caps it at 0.34 ms: 32 ms measured TTFT). TTFT left: +15-35 % at C = 4-8, -15-35 % at C =
+  64 for both models (measured grows with C, pdplan's less): the colocated loop's spread-arrival wait.
 * **The exact decode step and Qwen3-235B on TensorRT-LLM (TPOT +9.7 / 11.2 → +24.0 / 24.0 %).** The same
   linearisation had been hiding a kernel gap there: at h = 0 (no eager term) the Qwen3 rows go from -4.0 % (line)
   to +15.0 % (roofline) TPOT; refitting h gives 0.58 ms (was 0.60), so the eager term is not what moved. At TP4 EP4,
