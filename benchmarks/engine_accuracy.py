@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from client_connections import client_ttft_s
 from moe_report import moe_section  # benchmarks/moe_report.py and moe_rows.py: the script's own folder is on sys.path
 from moe_rows import moe_rows, scenario_dict
 
@@ -101,8 +102,9 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     except PdplanError as err:
         return {"error": str(err)}
     c = row["concurrency"]
+    n = min(c, row.get("client_connections") or c)  # the client's connection limit (benchmarks/client_connections.py)
     if isinstance(model, ColocatedModel):
-        b = benchmark_of(model, c, 20 * c, 2 * c)
+        b = benchmark_of(model, n, 20 * c, 2 * c)
         inp = loop_inputs(model)
         prefill_s, delay_s = inp.prompt_s, inp.request_delay_s
         hw = model.res.colocated
@@ -114,7 +116,8 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
     assert hw is not None
     host_s = hw.engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp) if hw.engine is not None else 0.0
     out = {
-        "pred_ttft_ms": b.mean_ttft_s * 1e3,
+        "pred_ttft_ms": client_ttft_s(c, n, row["osl"], b.mean_ttft_s, b.mean_tpot_s) * 1e3,
+        "connections": n,
         "pred_tpot_ms": b.mean_tpot_s * 1e3,
         "c_eff": b.effective_concurrency,
         "queue_ms": b.server_queue_s * 1e3,
@@ -180,13 +183,14 @@ def _reason(r: dict[str, Any]) -> str:
 
 MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
-* **Targets (issue #13).** TPOT ≤ 12 % and TTFT ≤ 25 % both hold for Qwen3-235B on TensorRT-LLM (127 rows, the
-  largest group: TPOT +9.7 / 11.2 %, TTFT -6.3 / 10.1 %; before the eager-step term below -4.0 / 10.1 % and
-  -30.5 / 30.5 %). TPOT ≤ 12 % holds for DeepSeek-R1 disaggregated on SGLang (11.7 %); it is missed for gpt-oss on
-  vLLM (16.7 %), MiniMax-M2.5 on vLLM (15.5 %: the refitted FP8 fused-MoE kernels are faster, and the vLLM 0.18 host
-  time fitted on both models leaves MiniMax low), gpt-oss on TensorRT-LLM and the TensorRT-LLM DeepSeek rows. TTFT
-  ≤ 25 % is missed by every other group (the tables above; the causes below). The bullets below were written
-  while the work was in progress: where a figure in them differs from the tables, the tables are current.
+* **Targets (issue #13).** TPOT ≤ 12 % and TTFT ≤ 25 % both hold for gpt-oss-120b on vLLM (69 rows: TPOT +2.6 / 5.4 %,
+  TTFT +3.6 / 20.1 %). They held for Qwen3-235B on TensorRT-LLM (127 rows, the largest group: TPOT +9.7 / 11.2 %, TTFT
+  -6.3 / 10.1 %) while the loop priced its decode step with the linear law; with the roofline's own step its TPOT is
+  +24.0 / 24.0 % (TTFT -5.4 / 10.2 %; "The exact decode step" below). TPOT ≤ 12 % holds for MiniMax-M2.5 on vLLM (7.8
+  %) and DeepSeek-R1 disaggregated on SGLang (11.7 %); it is missed for gpt-oss on TensorRT-LLM and the TensorRT-LLM
+  DeepSeek rows. TTFT ≤ 25 % is missed by MiniMax on vLLM (29.7 %) and the disaggregated groups (the tables above; the
+  causes below). The bullets below were written while the work was in progress: where a figure in them differs from
+  the tables, the tables are current.
 * **TensorRT-LLM eager steps (Qwen3-235B TTFT -30.5 → -6.3 %).** Decomposed per row, the measured TTFT did not
   follow the compute: at C = 4 it is 169-175 ms for ISL 512 and 1,024 alike and at TP4 and TP8 alike, where the
   priced own prefill is 13-34 ms and pdplan gave 135-207 ms; the per-request time a row needed on top of the loop
@@ -305,33 +309,58 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   monotone in C. If the recipe turned it on, that is the missing time. TPOT is 18-24 %
   low: the TP16 EP16 decode step across two nodes. 36 more TensorRT-LLM DeepSeek-R1 rows give no worker counts and
   are skipped.
-* **gpt-oss-120b on vLLM.** TPOT -3.7 / 16.7 % after the merge (-1.5 / 13.6 % on its branch; was +74.8 / 74.8 %).
-  What is left has a shape: the C = 4 rows are 15-25 % high (TP8 1024/1024: 4.5 ms priced, 3.6 measured, where the
-  kernels alone are 3.8 ms: the small per-layer ops' fixed costs, summed over 36 layers, exceed what the CUDA-graph
-  replay costs), and the 1024/1024 rows at C = 32-64 are 25-50 % low (TP8 C = 64: 11.4 ms measured against 7.1 ms
-  for 1024/8192 at the same C; the prompt chunks mixed into decode steps cost the run more than pdplan's mixed step,
-  a closed-loop matter). The TP4 1024/1024 C = 32 rows (measured twice, 15.9 ms) lie above the C = 64 rows (9.7 ms)
-  of the same deployment. The window layers' KV is counted for the window only (the sliding-window layer kind). The
-  vLLM 0.18 host time: fitted on gpt-oss alone 0.66 ms, on MiniMax-M2.5 (same version) 1.83 ms; the pooled 0.79 ms
-  (refitted after the merge) leaves MiniMax at -15 %. TTFT: measured grows with C (TP8 1024/1024: 32 ms at C = 4,
-  135 ms at C = 64) where pdplan's is nearly flat (63-66 ms): at C = 4 the profile's per-request time (5 ms + 0.8 ms
-  x 36 layers + tokenising, from AIC's H200 calibration) alone exceeds the measured TTFT, and the growth with C is
-  the colocated loop's spread-arrival wait, reworked on another branch. The nine C = 512 rows (vLLM 0.11.2 and
-  unversioned) measure TPOT 3.6-27 ms with TTFT 20-460 s: the engine decoded about 100 sequences at a time and
-  queued the rest; pdplan admits up to 512 (its KV and seat caps) and prices the admitted prompts' prefill chunks
-  into their TPOT.
-* **vLLM 0.18: one host term for gpt-oss and MiniMax-M2.5?** Regressing the kernel-only TPOT deficit of the 88
-  rows (weights 1/measured, nnls): a per-step constant alone gives 0.66 ms on gpt-oss and 2.9 ms on MiniMax; a
-  per-sequence term fits gpt-oss (median |TPOT err| 13.9 → 4.9 % with 0.20 ms·B/TP) but its coefficient falls with
-  TP (residual slope 0.10 / 0.045 / 0.031 ms per sequence at TP2 / 4 / 8), so it is GPU work, not host time, and no
-  pooled per-step, per-sequence or per-layer term brings MiniMax under 14.8 %. MiniMax's deficit is in its MoE
-  kernel: the measured H100 table has its exact shape (hidden 3,072, 1,536 intermediate, 256 experts, top-8, FP8
-  block, EP4, FlashInfer CUTLASS, `aiconfigurator-moe/h100_sxm/moe_vllm.csv`, balanced routing): 0.074 / 0.110 /
-  0.183 / 0.335 / 0.339 ms per layer at 4 / 8 / 16 / 32 / 64 tokens, where pdplan's decode step prices 0.080 /
-  0.113 / 0.170 / 0.248 / 0.324 ms (uniform routing). At 32 tokens the table's balanced routing puts the 256 pairs
-  on all 64 local experts, pdplan's uniform law on ~41 of them: 62 x 0.087 ms = 5.4 ms of the C = 32 rows' 5.6 ms
-  TPOT gap (1024/1024: 20.0 measured, 14.4 priced). Which routing law the served prompts follow is not in the
-  CSV; the serving default stays uniform and nothing was fitted.
+* **vLLM gpt-oss-120b and MiniMax-M2.5 (TPOT -3.7 / 16.7 → +2.6 / 5.4 % and -15.2 / 15.5 → -3.4 / 7.8 %; TTFT +18.1 /
+  36.7 → +3.6 / 20.1 % and +50.9 / 74.8 → +16.5 / 29.7 %).** Five causes, each checked against the kernel tables or
+  the rows before anything was refitted. (1) *The loop's decode step was a straight line.* The benchmark loop priced
+  τ_d(B) with the queueing model's linear law t0 + t1·B + t2·B·κ, fitted over B = 1 to the engine's 1,024 seats; a MoE
+  step is concave in B while the experts hit saturate, so the line runs under it at B = 16-64 and over it at B = 4:
+  gpt-oss TP4 1024/1024 at B = 32 5.9 ms on the line against 8.4 ms from the roofline; MiniMax TP4 EP4 14.0 against
+  20.5 ms (measured TPOT 20.0 ms). This, not the routing law, was MiniMax's TPOT gap and the "per-sequence term
+  falling with TP" of gpt-oss: the loop now interpolates the roofline's own step on a grid of B (every B to 64,
+  geometric to the seats; `LoopInputs.decode_batches`). (2) *The kernels were checked first and are not the cause.*
+  Decode attention at gpt-oss's shapes (head_dim 64; 32/4, 16/2, 8/1 query/KV heads per GPU; KV 128-4,096; batch
+  4-256) against `aiconfigurator-kernels/h100_sxm/generation_attention.csv` (FA3): within -18 … +21 %, median ~5 %,
+  and at the window's 128 tokens a step of 18 layers costs 0.2 ms, so no short-context latency term hides there (the
+  sinks add one softmax term per head, no KV traffic). The W4A16 MoE entry at gpt-oss's shape and the FP8 fused-MoE
+  entry at MiniMax's EP4 shape reproduce `moe_vllm.csv` per routing law (balanced, power-law 1.01, 1.2) within 20 % at
+  4-128 tokens. (3) *Routing law: kept uniform.* The measured tables route evenly (AIC's `balanced_logits`: token i
+  takes experts (i + j·⌈E/k⌉) mod E, every expert hit once T·k ≥ E), which no set of independently served sequences
+  does: their choices are independent draws, so E[hit] = Σ_e 1 − (1 − p_e)^T, largest when the popularity p_e is
+  uniform (random-token prompts do not make routing more even; correlated outputs make it less). Uniform is the
+  physical upper bound on experts hit; balanced is above it. With (1) in place the uniform law matches MiniMax (C =
+  16-64 within ±6 %), while gpt-oss sits 0-29 % above its measured TPOT at C = 16-64 before the host refit (most at
+  TP2), which is consistent with a skewed router (AIC's serving default, power-law 1.2), but the CSV does not measure
+  gpt-oss's routing, so nothing was switched. (4) *MiniMax's q/k norm spans all heads* (`qk_norm_type: per_layer`):
+  under TP its variance is all-reduced once per layer (vLLM `MiniMaxText01RMSNormTP.forward_qk`, 2 fp32 per token): 62
+  × 3.2 µs = 0.2 ms per step at TP4 (`qk_norm_span: layer`, pdplan.perf.ops). (5) *Admission.* vLLM's
+  `--kv-cache-dtype auto` keeps a BF16 cache for FP8 and MXFP4 checkpoints (the rows were priced with FP8 KV), and its
+  V1 scheduler allocates KV blocks step by step and preempts when short rather than reserving ISL + OSL
+  (`kv_admission: on_demand`): MiniMax 1024/8192 C = 64 measures 59 decoding at once (Little's law on its TTFT and
+  TPOT), pdplan now admits 61 (34 reserving, 64 with FP8 KV); 8192/1024 C = 64: 32 measured, 36 admitted, TTFT
+  30.6-32.5 s measured, 28.3 s priced (was 0.9 s). The nine C = 512 gpt-oss rows (vLLM 0.11.2 and unversioned,
+  measured 2025-12) hold 96-106 requests in service at TP 2, 4 and 8 and every ISL/OSL alike (Little's law): not the
+  engine's seats (1,024) or KV (8x more room at TP8 than TP2) but the client's 100 HTTP connections (aiohttp's
+  default, `benchmarks/client_connections.py`); pdplan now serves 100 and queues the rest in the client. Their TPOT
+  stays 1.5-4x high, and no step model can meet it: at the ~100 sequences their own TTFT and TPOT imply, three rows
+  measure less than the HBM floor of that step (the experts hit plus the KV, read once at full bandwidth: TP2
+  1024/1024 5.6 ms against 10.1, TP4 1024/1024 4.7 against 5.1, TP4 8192/1024 5.5 against 7.0), and TP8 1024/8192
+  measures 3.6 ms where the vLLM 0.18 runs measure 7.1 ms at 64 sequences on the same GPUs. Either those runs did not
+  decode OSL tokens per request or their TPOT is not (E2E − TTFT)/(OSL − 1); the CSV does not say which. Refitted on
+  these rows (`benchmarks/fit_vllm018_overheads.py`): the step host time 0.79 → 0.22 ± 0.07 ms (held out: fitted on
+  gpt-oss 0.14 ms, MiniMax 7.9 %; on MiniMax 1.29 ms, gpt-oss 23.5 %: the models still disagree by ~1 ms, MiniMax's C
+  = 4-8 rows stay 10-14 % low); AIC's per-layer request time 0.8 ms → 0 (scan 0-0.8 ms, bootstrap sd 0.02 ms; the TP8
+  1024/1024 C = 4 row alone caps it at 0.34 ms: 32 ms measured TTFT). TTFT left: +15-35 % at C = 4-8, -15-35 % at C =
+  64 for both models (measured grows with C, pdplan's less): the colocated loop's spread-arrival wait.
+* **The exact decode step and Qwen3-235B on TensorRT-LLM (TPOT +9.7 / 11.2 → +24.0 / 24.0 %).** The same
+  linearisation had been hiding a kernel gap there: at h = 0 (no eager term) the Qwen3 rows go from -4.0 % (line)
+  to +15.0 % (roofline) TPOT; refitting h gives 0.58 ms (was 0.60), so the eager term is not what moved. At TP4 EP4,
+  C = 16 the roofline prices 23.9 ms per step where the runs measure 18.2-19.4 ms including their mixed steps: the
+  MoE alone is 94 × 0.18 ms = 17 ms from the fused-MoE entry, which is fitted on vLLM's kernels
+  (`moe_vllm.csv`: Triton at EP 1, FlashInfer CUTLASS at EP > 1; pdplan's entry is 10-15 % above that table at
+  Qwen3's FP8 shape, 16-32 tokens); TensorRT-LLM runs its own CUTLASS MoE, of which no table is stored. The line
+  under-priced B = 16-64 by about as much as the vLLM-kernel entry over-prices TensorRT-LLM's kernel; with the
+  roofline's own step that error shows. Not hidden again here: a TensorRT-LLM MoE table (or a fit of its ratio on
+  these rows) is what would fix it.
 * **gpt-oss-120b on TensorRT-LLM** (5 rows, 1.3.0rc1 behind Dynamo 0.9.0, FP8 activations). C = 160-384 is above
   the profile's 256 seats, so pdplan queues the rest (TTFT +526 %), while the runs admitted all of them. Their
   batch_size column is C/TP (48 at C = 192 TP4, 160 at C = 320 TP2, 96 at C = 384 TP4): the per-rank batch of an
@@ -345,15 +374,16 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   TensorRT-LLM 1.0.0rc3 rows show a smaller floor (Qwen3-32B TP8 1024/128 C = 8: 135 ms) that the dense fit's
   per-request time and start-up cohorts carry. MiniMax-M2.5 and gpt-oss on vLLM: the per-request time and the
   colocated loop's spread-arrival wait (the gpt-oss bullet above).
-* **Engine constants fitted on these rows:** the `vllm-0.18` step host time (0.79 ms, above) and TensorRT-LLM's
-  eager launch time per MoE layer (0.600 ms, above). For SGLang and
+* **Engine constants fitted on these rows:** the `vllm-0.18` step host time (0.22 ms) and per-layer request time
+  (0, above) and TensorRT-LLM's eager launch time per MoE layer (0.600 ms, above). For SGLang and
   TensorRT-LLM the misses are not a per-step or per-request constant: they grow with ISL and C (SGLang) or are not
   monotone in C (TensorRT-LLM). For SGLang the TP16 MLA and MoE kernels are checked against their tables (above), so
   what is missing lies in the unmeasured two-node all-reduce and in the PD path, and the output-length dependence of
   its TTFT at equal prompts rules out one constant on the prefill side.
-* **Assumptions.** KV dtype = weight dtype (FP8 rows get FP8 KV; SGLang's default `auto` would be BF16). KV moves by
-  the engine's granularity over IB NDR (SGLang per prefill chunk, vLLM per request, TensorRT-LLM by layer, the
-  scenario default: targets.yaml lists no TensorRT-LLM granularity). The recipe is aiperf with 20·C requests
+* **Assumptions.** KV dtype = weight dtype for TensorRT-LLM and SGLang (FP8 rows get FP8 KV; SGLang's default
+  `auto` would be BF16); vLLM rows BF16 (`auto`, above). KV moves by the engine's granularity over IB NDR (SGLang
+  per prefill chunk, vLLM per request, TensorRT-LLM by layer, the scenario default: targets.yaml lists no
+  TensorRT-LLM granularity). The recipe is aiperf with 20·C requests
   after 2·C warm-up (ENGINES.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row is
   left out of the medians.
 """

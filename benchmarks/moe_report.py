@@ -96,6 +96,12 @@ def reason(r: dict[str, Any], profile_versions: dict[str, str]) -> str:
             f"measured TTFT {r['ttft_ms'] / 1e3:.1f} s where the prompt's prefill + KV is {r['prefill_ms']:.0f} ms and "
             "no pool of pdplan's loop is saturated: time outside the modelled path (PD hand-off, start-up of the run)"
         )
+    if r.get("connections", r["concurrency"]) < r["concurrency"]:
+        return (
+            f"the client holds {r['connections']} connections of C={r['concurrency']} (aiohttp's default; "
+            f"benchmarks/client_connections.py): pdplan serves {r['connections']} and the rest wait in the client; "
+            f"the measured TPOT {r['tpot_ms']:.1f} ms at that batch is near or below its HBM floor (findings)"
+        )
     if r["mode"] != "disagg" and r["ttft_ms"] > 5000.0 and r["tpot_err"] > 100.0:
         return (
             f"the run queued most clients (TTFT {r['ttft_ms'] / 1e3:.0f} s) and decoded few at a time (TPOT "

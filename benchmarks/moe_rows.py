@@ -28,7 +28,8 @@ connector reads a request's blocks after its prefill); TensorRT-LLM has no entry
 (``layer``). Before, every disaggregated row was priced layer-wise, a transfer hidden behind the prefill that SGLang
 0.5.8 does not do (layer-pipelined transfer is an open SGLang pull request, #28529, 2026-06).
 
-KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16. gpt-oss-120b keeps
+KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16; vLLM rows BF16
+(``--kv-cache-dtype auto``: :func:`kv_dtype_of`). gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
 """
 
@@ -38,6 +39,8 @@ import csv
 import re
 from pathlib import Path
 from typing import Any
+
+from client_connections import connections_of
 
 from pdplan.io.export_data import export_targets
 
@@ -106,6 +109,7 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
         row = _base(r, name)
         row["concurrency"] = _concurrency(r)
         row["c_inferred"] = not _recorded(r) and r["mode"] == "disagg"
+        row["client_connections"] = connections_of(row, r["silicon_data_source"])
         if r["mode"] == "agg":
             tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
             if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it
@@ -147,6 +151,14 @@ def profile_of(row: dict[str, Any]) -> str:
     return str(row["engine"])
 
 
+def kv_dtype_of(row: dict[str, Any]) -> str:
+    """The KV-cache dtype a row ran with (module docstring): vLLM's ``--kv-cache-dtype`` defaults to ``auto``, the
+    model's activation dtype (BF16) whatever the weights' quantisation, unless the checkpoint ships KV scales
+    (vllm/config/cache.py ``CacheConfig.cache_dtype = "auto"``; neither MiniMax-M2.5's block-FP8 nor gpt-oss's MXFP4
+    ``quantization_config`` quantises the KV cache); the TensorRT-LLM and SGLang FP8 recipes take FP8 KV."""
+    return "bf16" if row["engine"] == "vllm" else str(row["dtype"])
+
+
 def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
     """The pdplan scenario of one row (fixed ISL/OSL; the row's engine)."""
     sc: dict[str, Any] = {
@@ -156,7 +168,7 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
             "output_tokens": {"dist": "fixed", "value": row["osl"]},
         },
         "dtype": row["dtype"],
-        "kv_dtype": row["dtype"],
+        "kv_dtype": kv_dtype_of(row),
         "engine": profile_of(row),
     }
     if row["mode"] == "agg":

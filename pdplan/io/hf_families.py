@@ -135,12 +135,18 @@ def _qwen3_5_moe(c: HfConfig) -> Fields:
 
 def _minimax_m2(c: HfConfig) -> Fields:
     """MiniMax-M2: full GQA attention in every layer (the PrfaaS paper's dense baseline), Mixtral-style MoE
-    (``intermediate_size`` is the expert width), q/k RMSNorm. ``qk_norm_type: per_layer`` normalises the
-    whole q/k projection rather than each head: the spec's per-head norm undercounts its weights by
-    (heads − 1)·head_dim per projection (≈ 0.01 % of the parameters)."""
+    (``intermediate_size`` is the expert width), q/k RMSNorm. ``qk_norm_type: per_layer`` (the HF modelling
+    MiniMax-M2's config.json sets; taken when absent, recorded as a default) normalises the whole q/k projection
+    rather than each head (``qk_norm_span: layer``); ``per_head`` is the Qwen3 form."""
     if c.get_int("shared_intermediate_size", 0):
         raise c.error("shared_intermediate_size", "shared experts of MiniMax-M2 are not modelled")
-    return {**_mixtral(c), "qk_norm": c.get_bool("use_qk_norm", True)}
+    qk_norm = c.get_bool("use_qk_norm", True)
+    if not c.has("qk_norm_type"):
+        c.defaults.append("qk_norm_type=per_layer")
+    span = c.data.get("qk_norm_type", "per_layer")
+    if span not in ("per_layer", "per_head"):
+        raise c.error("qk_norm_type", f"must be per_layer or per_head, got {span!r:.40}")
+    return {**_mixtral(c), "qk_norm": qk_norm, "qk_norm_span": "layer" if qk_norm and span == "per_layer" else "head"}
 
 
 def _deepseek_v3(c: HfConfig) -> Fields:

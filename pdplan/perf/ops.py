@@ -88,10 +88,23 @@ def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
 
 
+QK_NORM_VARIANCE_BYTES_PER_TOKEN = 8.0
+"""A q/k RMSNorm over the whole projection (``qk_norm_span: layer``, MiniMax-M2) under TP: each GPU holds
+heads/TP of the channels, so the mean square is a sum over GPUs. vLLM (``MiniMaxText01RMSNormTP.forward_qk``,
+vllm/model_executor/layers/mamba/linear_attn.py) concatenates q's and k's local variances and all-reduces them once
+per layer: 2 fp32 per token = 8 bytes. The message is tiny, so the
+all-reduce costs its latency; at TP 1 it is free."""
+
+
 def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
-    """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes."""
+    """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes; a q/k norm spanning the
+    whole projection adds one per attention layer (:data:`QK_NORM_VARIANCE_BYTES_PER_TOKEN`)."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
     ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    if model.qk_norm and model.qk_norm_span == "layer":
+        layers = float(model.num_kv_layers + model.num_swa_layers)
+        var = {"bytes": m * QK_NORM_VARIANCE_BYTES_PER_TOKEN + 0.0 * s.tp, "gpus": s.tp}
+        ops.append(Op("attn.qk_norm_allreduce", "allreduce", layers, var))
     # DP attention without EP: the MoE layers are TP over all tp·dp GPUs (token all-gather + reduce-scatter)
     if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:
         whole = m * s.moe_dp * model.hidden_size * s.act_bytes + 0.0 * s.tp

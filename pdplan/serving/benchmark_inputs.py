@@ -13,7 +13,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import prefill_split_s
+from pdplan.serving.roles import decode_step_fn, prefill_split_s
 from pdplan.specs.engine import EngineProfile
 
 
@@ -31,6 +31,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
     grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
     gemm, _ = prefill_split_s(hw, grid)
+    batches = decode_batch_grid(res.max_num_seqs)
     return LoopInputs(
         step=model.decode.step,
         prompt_s=prompt_s,
@@ -49,7 +50,17 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         gemm_s=np.maximum(gemm - gemm[0], 0.0),
         attention_s=attention_s,
         eager_step_s=eager_step_s(hw),
+        kv_on_demand=engine is not None and engine.scheduling.kv_admission == "on_demand",
+        decode_batches=batches,
+        decode_step_s=decode_step_fn(hw, batches, batches * (isl + osl / 2.0)),
     )
+
+
+def decode_batch_grid(max_num_seqs: int) -> np.ndarray:
+    """Batch sizes for the loop's τ_d(B): every B up to 64 (where a MoE step bends as its experts saturate), then
+    geometric steps to the engine's seats (the step is near-linear there: weights read once, KV per sequence)."""
+    top = max(float(max_num_seqs), 2.0)
+    return np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0), np.geomspace(min(top, 64.0), top, 32)]))
 
 
 def eager_step_s(hw: RoleHardware) -> float:

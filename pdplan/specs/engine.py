@@ -147,6 +147,11 @@ class Scheduling(FrozenModel):
     steady_arrivals: Literal["grouped", "spread"] = "grouped"
     """Closed-loop benchmarks with fixed lengths: ``grouped`` = the clients stay in the groups the start-up burst
     formed (phase-locked to steps); ``spread`` = host-side jitter desynchronises them, each request arrives alone."""
+    kv_admission: Literal["reserve", "on_demand"] = "reserve"
+    """``reserve``: a request is admitted only with KV room for its whole length (ISL + OSL − 1); ``on_demand``: KV
+    blocks are allocated as tokens arrive and a running request is preempted when the pool runs out (vLLM V1), so a
+    closed loop of spread requests holds as many as the pool fits at their mean length (pdplan.serving.benchmark_loop
+    ``admitted``)."""
     startup_cohorts: Sourced | None = None
     """Closed-loop benchmarks: how many first cohorts' worth of start-up excess TTFT/TPOT (the C-wide burst at the
     start of the measured phase and the groups it leaves until they desynchronise) the benchmark average carries

@@ -66,6 +66,9 @@ class ModelSpec(FrozenModel, ModelKvMixin):
     o_bias: Flag = False
     mlp_bias: Flag = False
     qk_norm: Flag = False  # Qwen3: per-head RMSNorm on q and k (head_dim weights each)
+    # "layer": the q/k RMSNorm spans the whole projection (MiniMax-M2 ``qk_norm_type: per_layer``): heads·head_dim
+    # and kv_heads·head_dim weights, and under TP its variance is all-reduced across the group (pdplan.perf.ops)
+    qk_norm_span: Literal["head", "layer"] = "head"
     attention_output_gate: Flag = False  # Qwen3-Next: q_proj also emits a sigmoid output gate
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
@@ -91,6 +94,7 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             raise FieldError(
                 "num_kv_heads", f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
             )
+        self._check_qk_norm()
         if self.weight_block_size is not None and self.weight_dtype != "fp8":
             raise FieldError("weight_block_size", "only FP8 checkpoints (weight_dtype: fp8) have weight scale blocks")
         if self.position_embedding_offset and self.position_embedding != "learned":
@@ -117,6 +121,10 @@ class ModelSpec(FrozenModel, ModelKvMixin):
                     f"{len(full)} full-attention layers of {self.num_layers}; a hybrid needs at least one of each kind",
                 )
         return self
+
+    def _check_qk_norm(self) -> None:
+        if self.qk_norm_span == "layer" and not self.qk_norm:
+            raise FieldError("qk_norm_span", "'layer' needs qk_norm: true")
 
     def _check_sliding_window(self, sw: SlidingWindowSpec) -> None:
         if self.mla is not None or self.linear_attention is not None:
@@ -283,7 +291,11 @@ class ModelSpec(FrozenModel, ModelKvMixin):
         q, k, v, _ = self.attention_gemms(kv_heads)
         bias = q.out_features + k.out_features + v.out_features if self.qkv_bias else 0
         bias += self.hidden_size if self.o_bias else 0
-        return bias + (2 * self.head_dim if self.qk_norm else 0)
+        if not self.qk_norm:
+            return bias
+        if self.qk_norm_span == "layer":  # one weight per q and k channel of the whole projection
+            return bias + (self.num_attention_heads + (kv_heads or self.num_kv_heads)) * self.head_dim
+        return bias + 2 * self.head_dim
 
     def _linear_attention_params(self) -> int:
         """GEMMs + depthwise conv over q, k, v (no bias) + dt_bias + A_log + gated RMSNorm of one linear layer
