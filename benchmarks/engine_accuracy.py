@@ -261,8 +261,9 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) is priced
   +36 % above `moe_vllm.csv`'s DeepSeek rows at moe-TP 16, but those rows do not measure 256 experts: AIConfigurator's
   synthetic logits meet DeepSeek's group-limited routing, which keeps 4 of 8 groups and fills top-8 with the same four
-  cold experts, so only the 128 experts of groups 0-3 are read (`REROUTED_IN_KERNEL` in
-  `pdplan/calibrate/fit_moe.py`); the Kimi K2 rows, the same 7,168 x 2,048 expert matrices and top-8 without groups,
+  cold experts, so only the 128 experts of groups 0-3 are read (`pdplan/calibrate/moe_grouped.py`; the fused-MoE
+  fit now prices those rows with the 128 experts they read); the Kimi K2 rows, the same 7,168 x 2,048 expert
+  matrices and top-8 without groups,
   match at moe-TP 16 (+5.7 / 5.7 %). So neither kernel is priced fast. (3) The all-reduce over two nodes is the
   hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each GPU's 1/8 shard over its own 400
   Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens (117 MB), i.e. 205-250 GB/s of bus
