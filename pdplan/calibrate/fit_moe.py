@@ -135,8 +135,12 @@ def _groups(rows: LayerRows) -> dict[tuple[float, ...], np.ndarray]:
 
 
 def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, MoeLayerShape]]:
-    """Row indices and their layer shape (weights at 2 B for bf16, 1 B plus block scales for fp8), per group."""
-    return row_shapes(rows, 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0))
+    """Row indices and their layer shape (weights at 2 B for bf16, 1 B plus block scales for fp8), per group;
+    balanced rows of :data:`GROUPED_ROUTING` shapes with the routing they measure (the vLLM collector routes its
+    synthetic logits through the model's router; SGLang's wide-EP collector sets the loads directly and is not
+    re-routed, so :func:`row_shapes` leaves them)."""
+    weight_bytes = 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0)
+    return [(idx, _priced_as_measured(shape)) for idx, shape in row_shapes(rows, weight_bytes)]
 
 
 @dataclass(frozen=True)
@@ -162,25 +166,22 @@ def _priced_as_measured(shape: MoeLayerShape) -> MoeLayerShape:
 
 def row_shapes(rows: LayerRows, weight_bytes: float) -> list[tuple[np.ndarray, MoeLayerShape]]:
     """Row indices and their layer shape at ``weight_bytes`` per expert weight, per (shape, routing law) group
-    (:data:`NON_GATED` shapes as two-matrix experts; balanced rows of :data:`GROUPED_ROUTING` shapes with the
-    routing they measure); shared by every MoE kernel family's fit."""
+    (:data:`NON_GATED` shapes as two-matrix experts); shared by every MoE kernel family's fit."""
     c = rows.cols
     return [
         (
             idx,
-            _priced_as_measured(
-                moe_shape(
-                    c["num_tokens"][idx],
-                    h,
-                    inter,
-                    int(e),
-                    int(k),
-                    ep=c["moe_ep_size"][idx],
-                    moe_tp=c["moe_tp_size"][idx],
-                    weight_bytes=weight_bytes,
-                    law=rows.laws[int(idx[0])],
-                    gated=(h, inter, k, e) not in NON_GATED,
-                )
+            moe_shape(
+                c["num_tokens"][idx],
+                h,
+                inter,
+                int(e),
+                int(k),
+                ep=c["moe_ep_size"][idx],
+                moe_tp=c["moe_tp_size"][idx],
+                weight_bytes=weight_bytes,
+                law=rows.laws[int(idx[0])],
+                gated=(h, inter, k, e) not in NON_GATED,
             ),
         )
         for (h, inter, k, e, _, _), idx in _groups(rows).items()
