@@ -62,7 +62,7 @@ def test_reader_drops_them_unless_asked(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not B200_MOE.is_file(), reason="needs ../shared/calibration/aiconfigurator-moe")
 def test_b200_fp8_cell_meets_the_target() -> None:
-    """docs/kernel_accuracy.md: median <= 10 %, P90 <= 25 % over the rows that measure their label (8.7 / 23.6 %)."""
+    """docs/kernel_accuracy.md: median <= 10 %, P90 <= 25 % over the rows priced (8.6 / 23.1 %)."""
     gpu = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "b200.yaml")
     table = load_kernel_table("b200")
     rows = read_moe(B200_MOE, "fp8_block", MOE_KERNELS["b200_sxm"]["fp8"][1])
