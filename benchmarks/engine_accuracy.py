@@ -262,24 +262,24 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   `docs/sglang_tp16_check.md`). At C = 2-4 the 8,192-token rows measure 859-861 ms and the 1,024-token rows 237-246
   ms, 86 µs per prompt token against the 42 µs of the priced TP16 pass (376 and 72 ms). (1) The MLA module at 8 heads
   per GPU matches its measured table (`mla_context_module_vllm.csv`, 8 heads, FP8 block, FP8 KV: -0.7 / 2.0 % median
-  signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) is priced
-  +36 % above `moe_vllm.csv`'s DeepSeek rows at moe-TP 16, but those rows do not measure 256 experts: AIConfigurator's
-  synthetic logits meet DeepSeek's group-limited routing, which keeps 4 of 8 groups and fills top-8 with the same four
-  cold experts, so only the 128 experts of groups 0-3 are read (`REROUTED_IN_KERNEL` in
-  `pdplan/calibrate/fit_moe.py`); the Kimi K2 rows, the same 7,168 x 2,048 expert matrices and top-8 without groups,
-  match at moe-TP 16 (+5.7 / 5.7 %). So neither kernel is priced fast. (3) The all-reduce over two nodes is the
-  hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each GPU's 1/8 shard over its own 400
-  Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens (117 MB), i.e. 205-250 GB/s of bus
-  bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one node; the only stored two-node
-  all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of its one-node 106-174 GB/s, and
-  HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one part of the pass that could be 2x
-  slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off (ai-dynamo dynamo
-  `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang `disaggregation/decode.py`,
-  `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses to the prefill server before
-  the prefill may start, then polls the transfer every scheduler iteration (server argument
-  `disaggregation_decode_polling_interval`, default 1) and emits token 1 from a prebuilt batch; each of these waits
-  for a decode-loop iteration, a few decode steps, not the ~100 ms missing at C = 1. The KV is sent after each prefill
-  chunk (`send_kv_chunk`), not by layer: the rows are now priced with each engine's own granularity
+  signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) matches
+  `moe_vllm.csv`'s DeepSeek rows at moe-TP 16 (+0.3 / 9.5 %) priced as what they measure: AIConfigurator's synthetic
+  logits meet DeepSeek's group-limited routing in the collector, which keeps 4 of 8 groups and fills top-8 with tied
+  cold experts, so only the 128 experts of groups 0-3 are read (`pdplan/calibrate/moe_grouped.py`; priced as 256
+  experts, as serving spreads them, the rows were +36 % before the refit); the Kimi K2 rows, the same 7,168 x 2,048
+  expert matrices and top-8 without groups, match too (+5.3 / 5.3 %). So neither kernel is priced fast. (3) The
+  all-reduce over two nodes is the hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each
+  GPU's 1/8 shard over its own 400 Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens
+  (117 MB), i.e. 205-250 GB/s of bus bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one
+  node; the only stored two-node all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of
+  its one-node 106-174 GB/s, and HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one
+  part of the pass that could be 2x slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off
+  (ai-dynamo dynamo `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang
+  `disaggregation/decode.py`, `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses
+  to the prefill server before the prefill may start, then polls the transfer every scheduler iteration (server
+  argument `disaggregation_decode_polling_interval`, default 1) and emits token 1 from a prebuilt batch; each of these
+  waits for a decode-loop iteration, a few decode steps, not the ~100 ms missing at C = 1. The KV is sent after each
+  prefill chunk (`send_kv_chunk`), not by layer: the rows are now priced with each engine's own granularity
   (`benchmarks/moe_rows.py`, `transfer_granularity`), +0.9 ms (1,024 tokens) and +6.6 ms (8,192) of exposed transfer,
   -55.8 → -55.5 %. (5) The rows ran SGLang 0.5.8 (image v0.5.8-cu130), the profile is 0.5.1.post1 (its host constants
   fitted on 0.5.1.post1 and 0.5.8.post1 colocated rows); nothing in the rows separates a version effect. Diagnostic

@@ -50,7 +50,9 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         }
         sources[f"moe.{flavour}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/moe_vllm.csv, moe_dtype={moe_dtype}, kernel_source={kernel} "
-            f"(balanced and power-law routing); fitted on <= {MAX_MOE_FIT_ROWS} rows, median / P90 |err| over "
+            "(balanced and power-law routing; DeepSeek-V3's balanced rows with the group-limited routing they "
+            "measure, pdplan/calibrate/moe_grouped.py, its power-law rows left out, fit_moe.rerouted); "
+            f"fitted on <= {MAX_MOE_FIT_ROWS} rows, median / P90 |err| over "
             f"all {stats.n} rows: {stats.cell()} %"
         )
     return entries, sources
@@ -107,8 +109,8 @@ def cell_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> dict[str, Error
 
 
 def rerouted_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> tuple[int, ErrorStats]:
-    """Rows the reader drops for re-routing in the kernel (:data:`pdplan.calibrate.fit_moe.REROUTED_IN_KERNEL`),
-    and the shipped entry's errors over every row, those included."""
+    """Rows the reader leaves out (:func:`pdplan.calibrate.fit_moe.rerouted`: DeepSeek-V3 power-law rows, and 2-31
+    token balanced rows where vLLM's router selects), and the shipped entry's errors over every row, those included."""
     table = load_kernel_table(gpu_id)
     moe_dtype, kernel = MOE_KERNELS[MOE_GPUS[gpu_id]][flavour]
     path = data / MOE_GPUS[gpu_id] / "moe_vllm.csv"
@@ -116,6 +118,37 @@ def rerouted_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> tuple[int, 
     kept = read_moe(path, moe_dtype, kernel).measured_s.size
     pred = predict_moe_s(every, table.moe[flavour], flavour, gpu_spec(gpu_id), table)
     return every.measured_s.size - kept, error_stats(pred, every.measured_s)
+
+
+BEFORE_REFIT: dict[tuple[str, str], tuple[int, str, str, str]] = {
+    # docs/kernel_accuracy.md before the 2026-12-02 refit (rows, all, balanced, power-law): the entries fitted with
+    # the former power-law busiest rank and DeepSeek-V3's rows at their labelled routing (B200 FP8: EP > 1 left out)
+    ("h100-sxm", "bf16"): (16253, "7.4 / 23.3", "7.9 / 20.7", "7.1 / 24.7"),
+    ("h100-sxm", "fp8"): (5988, "5.0 / 19.2", "5.2 / 21.6", "4.8 / 18.6"),
+    ("h200-sxm", "bf16"): (16281, "8.7 / 24.2", "9.6 / 23.7", "8.2 / 24.5"),
+    ("h200-sxm", "fp8"): (5994, "6.6 / 19.2", "7.6 / 21.4", "6.3 / 18.3"),
+    ("b200", "bf16"): (12424, "8.1 / 23.0", "9.1 / 19.0", "7.4 / 25.5"),
+    ("b200", "fp8"): (10773, "9.1 / 23.6", "10.2 / 22.1", "8.5 / 24.4"),
+}
+
+
+def refit_lines(data: Path) -> list[str]:
+    """Before/after table of the 2026-12-02 refit (current routing, DeepSeek-V3 rows priced as they measure)."""
+    lines = [
+        "| GPU | dtype | before: rows, all, balanced, power-law | after: rows, all, balanced, power-law "
+        "| rows left out | after, over every row |",
+        "|---|---|---|---|---|---|",
+    ]
+    for gpu_id in MOE_GPUS:
+        for flavour in FLAVOURS:
+            n0, a0, b0, p0 = BEFORE_REFIT[(gpu_id, flavour)]
+            s = cell_stats(gpu_id, flavour, data)
+            dropped, every = rerouted_stats(gpu_id, flavour, data)
+            lines.append(
+                f"| {gpu_id} | {flavour} | {n0}: {a0}; {b0}; {p0} | {s['all'].n}: {s['all'].cell()}; "
+                f"{s['balanced'].cell()}; {s['power_law'].cell()} | {dropped} | {every.cell()} |"
+            )
+    return lines
 
 
 def accuracy_lines(data: Path) -> list[str]:

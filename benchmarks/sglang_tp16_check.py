@@ -56,13 +56,14 @@ MOE_SHAPE = {"hidden_size": 7168.0, "inter_size": 2048.0, "topk": 8.0, "num_expe
 PROMPTS = (1024, 8192)
 MOE_ROUTING_NOTE = (
     "The DeepSeek rows do not measure 256 experts: AIConfigurator's synthetic logits are built for plain top-k (one "
-    "hot expert per 32-expert group) and DeepSeek's group-limited routing (8 groups, top-4) keeps groups 0-3 and "
-    "fills top-8 with the same four lowest-index cold experts (`pdplan/calibrate/fit_moe.py` `REROUTED_IN_KERNEL`), "
-    "so only the 128 experts of groups 0-3 are read where serving spreads tokens over all 256. The Kimi K2 shape (same "
-    "expert matrices, no groups) shows what the model does at a 128-wide FP8 slice when the routing is the labelled "
-    "one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2): 128 experts read "
-    "against 384 (512 balanced pairs cover all of Kimi K2's), plus the fixed costs both pay. These Triton rows are "
-    "in the H100 fused-MoE fit today (`REROUTED_IN_KERNEL` drops only B200's in-kernel-routing rows at EP > 1)."
+    "hot expert per 32-expert group) and the collector routes them with DeepSeek's group-limited routing (8 groups, "
+    "top-4), which keeps groups 0-3 and fills top-8 with tied cold experts, so only the 128 experts of groups 0-3 "
+    "are read where serving spreads tokens over all 256. The DeepSeek table prices the rows with that routing "
+    "(`pdplan/calibrate/moe_grouped.py`, as the fit does; its 2-16-token rows are left out, "
+    "`pdplan/calibrate/fit_moe.py` `rerouted`); priced as 256 experts they were +36 % (median) before the refit. "
+    "The Kimi K2 shape (same expert matrices, no groups) shows what the model does at a 128-wide FP8 slice when the "
+    "routing is the labelled one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2): "
+    "128 experts read against 384 (512 balanced pairs cover all of Kimi K2's), plus the fixed costs both pay."
 )
 
 

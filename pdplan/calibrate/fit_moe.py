@@ -13,17 +13,18 @@ score the unseen quarter.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
+from pdplan.calibrate.moe_grouped import GROUPED_ROUTING, grouped_balanced_routing
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable
 from pdplan.perf.moe import MoeLayerShape, moe_shape, moe_time_s
-from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.perf.moe_routing import Routing, RoutingLaw
 from pdplan.specs.kernel_table import MoeParams
 from pdplan.types import FloatArray
 
@@ -50,20 +51,6 @@ NON_GATED = {(2688.0, 1856.0, 6.0, 128.0), (2048.0, 5120.0, 22.0, 512.0), (1024.
 their measured times fall below the HBM floor of their weights; NVIDIA Nemotron-3's MoE layers use
 non-gated ReLU² experts (up, down), and these are Nemotron-3 shapes (Nano: hidden 2688, 128 experts, top-6)."""
 
-REROUTED_IN_KERNEL = {(7168.0, 2048.0, 8.0, 256.0)}
-"""(hidden, inter, top-k, experts) of models with group-limited routing (DeepSeek-V3/R1: n_group 8, topk_group 4),
-whose rows at EP > 1 do not measure the labelled routing on kernels that route inside the kernel
-(``kernel_source`` ``...monolithic``: B200's TRT-LLM FP8 and NVFP4 MoE). AIConfigurator's synthetic logits are
-built for plain top-k (``balanced_logits``: token i scores one-hot on experts (i + 32j) mod 256, one per 32-expert
-group; collector/helper.py [P]); the kernel's DeepSeek-V3 routing then sees eight tied groups, keeps groups 0-3 and
-fills top-8 with the lowest-index cold experts (the routing method the collector passed is inferred from the
-times below, not read from its source), so the measured GPU (rank 0, experts 0..256/ep − 1) serves 8, 8, 6,
-5, 4.5, 4.25, 4, 1 pairs per token at EP 1, 2, 4, 8, 16, 32, 64, 256 instead of 8/ep. The measured times follow
-that count (FP8, balanced, 16,384 tokens: 12.4, 12.4, 9.5, 8.1, 7.4, 7.0, 6.7, 2.6 ms, while Kimi K2's 7168x2048
-experts with 384 experts and no groups scale as 1/EP: 14.6, 7.7, 4.4, 2.8, 2.0, 1.6, 1.4 ms), and B200's NVFP4
-monolithic kernel shows the same signature (3.9, 3.9, 2.7, 2.2, 2.0, 1.9, 1.8, 0.7 ms). At EP 1 the GPU holds every
-expert and serves all T·k pairs whatever the routing, so those rows stay."""
-
 MAX_MOE_FIT_ROWS = 2500
 _COLS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "latency")
 
@@ -89,15 +76,29 @@ def law_of(distribution: str) -> RoutingLaw:
 
 
 def rerouted(row: dict[str, str]) -> bool:
-    """Whether a measured row's kernel re-routed the benchmark's logits (:data:`REROUTED_IN_KERNEL`)."""
+    """Whether a row measures a routing no priced law describes; only group-limited shapes
+    (:data:`pdplan.calibrate.moe_grouped.GROUPED_ROUTING`, DeepSeek-V3/R1) have such rows.
+
+    The collector routes its synthetic logits with the model's group-limited top-k (8 groups, top-4) before or
+    inside every experts kernel, which re-routes them (:mod:`pdplan.calibrate.moe_grouped`). Its ``balanced`` rows
+    are deterministic and priced as what they measure, except where the count hinges on a tie rule the times do
+    not confirm: below ⌈E/k⌉ tokens (and above one) on kernels fed by vLLM's router (not ``...monolithic``), whose
+    cold-expert fills do not follow the lowest-index rule. The ``power_law`` rows (random draws whose group ties
+    and cold fills are not derived here) are left out on every kernel and EP size.
+    """
     shape = tuple(float(row[k]) for k in ("hidden_size", "inter_size", "topk", "num_experts"))
-    in_kernel = row["kernel_source"].endswith("monolithic")
-    return in_kernel and shape in REROUTED_IN_KERNEL and float(row["moe_ep_size"]) > 1.0
+    if shape not in GROUPED_ROUTING:
+        return False
+    if row["distribution"] != "balanced":
+        return True
+    stride = np.ceil(shape[3] / shape[2])
+    tokens = float(row["num_tokens"])
+    return not row["kernel_source"].endswith("monolithic") and 1.0 < tokens < stride
 
 
 def read_moe(path: Path, moe_dtype: str, kernel_source: str | None = None, *, keep_rerouted: bool = False) -> MoeRows:
-    """Rows of one dtype (and kernel) from a ``moe_vllm.csv``-style file, without the rows whose kernel re-routed
-    the benchmark's logits (:func:`rerouted`) unless ``keep_rerouted``."""
+    """Rows of one dtype (and kernel) from a ``moe_vllm.csv``-style file, without the rows whose routing no priced
+    law describes (:func:`rerouted`) unless ``keep_rerouted``."""
     if not path.is_file():
         raise SpecError("file not found", source=str(path))
     with path.open(newline="") as fh:
@@ -134,8 +135,33 @@ def _groups(rows: LayerRows) -> dict[tuple[float, ...], np.ndarray]:
 
 
 def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, MoeLayerShape]]:
-    """Row indices and their layer shape (weights at 2 B for bf16, 1 B plus block scales for fp8), per group."""
-    return row_shapes(rows, 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0))
+    """Row indices and their layer shape (weights at 2 B for bf16, 1 B plus block scales for fp8), per group;
+    balanced rows of :data:`GROUPED_ROUTING` shapes with the routing they measure (the vLLM collector routes its
+    synthetic logits through the model's router; SGLang's wide-EP collector sets the loads directly and is not
+    re-routed, so :func:`row_shapes` leaves them)."""
+    weight_bytes = 2.0 if flavour == "bf16" else 1.0 + 4.0 / (128.0 * 128.0)
+    return [(idx, _priced_as_measured(shape)) for idx, shape in row_shapes(rows, weight_bytes)]
+
+
+@dataclass(frozen=True)
+class MeasuredRoutingShape(MoeLayerShape):
+    """A measured layer whose routing is known exactly (:mod:`pdplan.calibrate.moe_grouped`), not drawn from its law."""
+
+    given: Routing | None = None
+
+    def routing(self) -> Routing:
+        if self.given is None:
+            raise SpecError("MeasuredRoutingShape needs its routing", field="given")
+        return self.given
+
+
+def _priced_as_measured(shape: MoeLayerShape) -> MoeLayerShape:
+    """Balanced rows of group-limited shapes priced with the routing they measure; other shapes as they are."""
+    groups = GROUPED_ROUTING.get((shape.hidden, shape.intermediate, float(shape.top_k), float(shape.num_experts)))
+    if groups is None or shape.law.kind != "balanced":
+        return shape
+    given = grouped_balanced_routing(shape.tokens, shape.num_experts, shape.top_k, shape.ep, *groups)
+    return MeasuredRoutingShape(**{f.name: getattr(shape, f.name) for f in fields(shape)}, given=given)
 
 
 def row_shapes(rows: LayerRows, weight_bytes: float) -> list[tuple[np.ndarray, MoeLayerShape]]:
@@ -224,7 +250,8 @@ def _subset(rows: MoeRows, idx: np.ndarray) -> MoeRows:
 
 
 def fit_moe(rows: MoeRows, flavour: GemmFlavour, gpu: GpuPeaks, table: KernelTable) -> tuple[MoeParams, ErrorStats]:
-    """Least-squares fit of one dtype's MoE entry: each tile set and pair rule tried, lowest fit-subsample P90 kept."""
+    """Least-squares fit of one dtype's MoE entry: each tile set and pair rule tried (all-pairs only where no row has
+    EP > 1), lowest fit-subsample P90 kept."""
     sub = _subset(rows, subsample_index(rows.measured_s.size, MAX_MOE_FIT_ROWS))
     shapes, n = layer_shapes(sub, flavour), sub.measured_s.size
     inter = np.ceil(rows.cols["inter_size"] / rows.cols["moe_tp_size"])
@@ -232,8 +259,11 @@ def fit_moe(rows: MoeRows, flavour: GemmFlavour, gpu: GpuPeaks, table: KernelTab
     if not np.any(np.mod(inter, 16.0) != 0.0):  # no misaligned shard measured (block-FP8 needs 128 | I/tp)
         fixed["unaligned_penalty"] = x0.pop("unaligned_penalty") * 0.0
     best: tuple[float, MoeParams] | None = None
+    # without EP > 1 rows every pair is local and the two pair rules price the rows alike: keep the Triton path's
+    # all-pairs rule (:class:`pdplan.specs.kernel_table.MoeParams`) rather than the optimiser's noise
+    rules = (True, False) if np.any(rows.cols["moe_ep_size"] > 1.0) else (True,)
     for tiles in TILES:
-        for all_pairs in (True, False):
+        for all_pairs in rules:
 
             def predict(p: dict[str, float], tiles: dict[str, int] = tiles, all_pairs: bool = all_pairs) -> FloatArray:
                 params = MoeParams(**p, **fixed, **tiles, all_pairs=all_pairs)
