@@ -18,6 +18,7 @@ import yaml
 from pdplan.calibrate import fit
 from pdplan.calibrate import fit_allreduce as fa
 from pdplan.calibrate import fit_families as ff
+from pdplan.calibrate import fit_gemm as fg
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import TABLE_DIR
 from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, KernelTable, PrefillTiling
@@ -141,7 +142,7 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
     for flavour in ("bf16", "fp8"):
         rows = fit.read_gemm(data_dir, flavour)  # type: ignore[arg-type]
         if rows["m"].size:
-            params, stats = ff.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
+            params, stats = fg.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
             table["gemm"][flavour] = _rounded(params.model_dump())
             sources[f"gemm.{flavour}"] = _src("gemm.csv", f"gemm_dtype={flavour}", stats)
     for kv in ("bf16", "fp8"):

@@ -20,6 +20,7 @@ import numpy as np
 from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
 from fit_moe_tables import DEFAULT_MOE_DATA, a2a_accuracy_lines, accuracy_lines, rerouted_stats
 from fit_wideep_tables import section_lines as wideep_lines
+from gemm_bias import section_lines as gemm_bias_lines
 from mla_accuracy import accuracy_lines as mla_accuracy_lines
 
 from pdplan.calibrate import accuracy, fit
@@ -137,7 +138,9 @@ def main() -> None:
         )
         ar.append(_allreduce_row(gid, tables[gid], d))
     lines = _document(fitted, primary, logo, ar, _l40s_gemm_oracle(args.data))
-    text = "\n".join([*lines, *_moe_section(args.moe_data), *wideep_lines(args.moe_data), *gdn])
+    text = "\n".join(
+        [*lines, *gemm_bias_lines(args.data), *_moe_section(args.moe_data), *wideep_lines(args.moe_data), *gdn]
+    )
     args.out.parent.mkdir(exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)
