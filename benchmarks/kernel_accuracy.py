@@ -58,9 +58,12 @@ def logo_table(gpu_id: str, tables: dict[str, KernelTable]) -> KernelTable:
 
 
 def _merge(vals: list[Any]) -> Any:
-    if isinstance(vals[0], dict):  # head_dim_efficiency: per-key median over the peers having it
+    vals = [v for v in vals if v is not None]
+    if not vals:  # no peer has it (a GEMM entry without a small-M entry)
+        return None
+    if isinstance(vals[0], dict):  # head_dim_efficiency, a small-M entry: per key over the peers having it
         keys = sorted({k for v in vals for k in v})
-        return {k: statistics.median(v[k] for v in vals if k in v) for k in keys}
+        return {k: _merge([v[k] for v in vals if k in v]) for k in keys}
     if isinstance(vals[0], (bool, int, str)):
         return Counter(vals).most_common(1)[0][0]
     return statistics.median(vals)
