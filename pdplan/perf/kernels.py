@@ -199,12 +199,20 @@ def gemm_time_s(
     s = float(p.small_m_tokens)
     if m_.ndim == 0 and float(m_) > s:  # one large-M call (prefill): the general kernel alone
         return _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2)
-    cap = _gemm_entry_s(p, _f(s + 1.0), n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2)
-    small = np.minimum(_gemm_entry_s(p.small_m, m_, n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2), cap)
+    hbm = gpu.memory_bytes_per_s
+    cap = _gemm_entry_s(p, _f(s + 1.0), n_, k_, peak, in_bytes, hbm, warm_l2)
     if m_.ndim == 0:
+        small: FloatArray = np.minimum(_gemm_entry_s(p.small_m, m_, n_, k_, peak, in_bytes, hbm, warm_l2), cap)
         return small
-    general = _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2)
-    result: FloatArray = np.where(m_ <= s, small, general)
+    general = _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, hbm, warm_l2)
+    low = m_ <= s
+    if n_.ndim == 0 and k_.ndim == 0:  # one weight shape (the common call): price only the small rows twice
+        out = np.array(general, dtype=np.float64)
+        out[low] = np.minimum(_gemm_entry_s(p.small_m, m_[low], n_, k_, peak, in_bytes, hbm, warm_l2), cap)
+        return out
+    result: FloatArray = np.where(
+        low, np.minimum(_gemm_entry_s(p.small_m, m_, n_, k_, peak, in_bytes, hbm, warm_l2), cap), general
+    )
     return result
 
 

@@ -55,6 +55,9 @@ def test_array_call_matches_scalar_calls() -> None:
     m = np.array([1.0, 64.0, 128.0, 129.0, 4096.0])
     scalar = [float(gemm_time_s(x, N, K, "fp8", ToyGpu(), t)) for x in m]
     assert gemm_time_s(m, N, K, "fp8", ToyGpu(), t) == pytest.approx(scalar, rel=1e-12)
+    n = np.array([1024.0, 4096.0, N, N, N])  # array n as well: the broadcast path
+    scalar = [float(gemm_time_s(x, y, K, "fp8", ToyGpu(), t)) for x, y in zip(m, n, strict=True)]
+    assert gemm_time_s(m, n, K, "fp8", ToyGpu(), t) == pytest.approx(scalar, rel=1e-12)
 
 
 def test_small_m_needs_its_threshold_and_does_not_nest() -> None:
