@@ -51,8 +51,9 @@ GEMM_SMALL_M_TOKENS: dict[GemmFlavour, int] = {"fp8": 128}
 """Rows up to which the flavour's kernels are a separate small-M family, fitted as ``small_m`` on those rows
 alone (the general entry on the rows above). vLLM's CUTLASS FP8 ``scaled_mm`` dispatches M in [1, 16],
 (16, 64] and (64, 128] to small-tile configurations and M > 128 to its 128x128 default (SM90:
-``csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh``; SM89 and SM100 have the same
-M <= 128 buckets); measured FP8 times are flat in m up to 128 and jump 20-60 % at 129 on H100/H200
+``csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh``; SM89 splits at 16 / 32 / 64 / 128 /
+256, ``scaled_mm_c2x_sm89_fp8_dispatch.cuh``; the SM100 dispatch of vLLM 0.24 was not read, its B200 rows
+jump at 129 too). Measured FP8 times are flat in m up to 128 and jump 20-60 % at 129 on H100/H200
 (``gemm.csv``), which one entry's smooth ramp in m cannot follow: fitted over all rows, it read +4 to +8 %
 slow at decode-sized m. bf16 (cuBLAS heuristics, no fixed ladder) keeps one entry."""
 
@@ -86,7 +87,7 @@ SMALL_M_HELD = {"m0_tokens": 0.0, "n0_elements": 0.0, "k0_elements": 0.0}
 so compute is the tile-padded FLOPs at a fitted rate. Fitted free, the ramps took thousands of phantom
 elements (n0 = 4,140, m0 = 141 on H100) and made the time rise 23 % from m = 65 to 128 where the
 measured H100 kernel is flat; held at 0 the n·k >= 16 M rows read +0.3 / +0.3 / +0.1 % at m 1-8 / 9-32
-/ 33-128 (ramps free: -2.8 / -1.4 / +5.5 %) for a 0.2-point worse median over all rows."""
+/ 33-128 (ramps free: -2.8 / -1.4 / +5.5 %) for 0.2 points more median and 0.9 more P90 over all rows."""
 
 _QUANT_KEYS = ("quant_bytes_per_element", "quant_s_per_token")
 
