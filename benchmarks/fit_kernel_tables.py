@@ -18,9 +18,10 @@ import yaml
 from pdplan.calibrate import fit
 from pdplan.calibrate import fit_allreduce as fa
 from pdplan.calibrate import fit_families as ff
+from pdplan.calibrate import fit_gemm as fg
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import TABLE_DIR
-from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, KernelTable, PrefillTiling
+from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, GemmParams, KernelTable, PrefillTiling
 from pdplan.specs.hardware import GpuSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,6 +135,29 @@ def _pct(stats: fit.ErrorStats) -> str:
     return f"median {stats.median_abs_pct:.1f}%, P90 {stats.p90_abs_pct:.1f}%"
 
 
+def _gemm_entry(params: GemmParams) -> dict[str, Any]:
+    """Rounded GEMM entry; the small-M fields only where the entry has one (never inside it)."""
+    unset = {"small_m", "small_m_tokens"}
+    if params.small_m is None:
+        return _rounded(params.model_dump(exclude=unset))
+    return {
+        **_rounded(params.model_dump(exclude=unset)),
+        "small_m_tokens": params.small_m_tokens,
+        "small_m": _rounded(params.small_m.model_dump(exclude=unset)),
+    }
+
+
+def _gemm_note(params: GemmParams) -> str:
+    small = (
+        f". small_m: rows with m <= {params.small_m_tokens} fitted alone (vLLM's CUTLASS FP8 small-tile kernels; "
+        "pdplan/calibrate/fit_gemm.py GEMM_SMALL_M_TOKENS)"
+        if params.small_m is not None
+        else ""
+    )
+    l2 = "" if params.l2_speedup > 1.0 else ". No warm-L2 term (no row streams its weights above the HBM rate)"
+    return small + l2
+
+
 def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
     """Fit every family available for one measured GPU into a table dictionary."""
     gpu, sources = gpu_spec(gpu_id), {}
@@ -141,9 +165,9 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
     for flavour in ("bf16", "fp8"):
         rows = fit.read_gemm(data_dir, flavour)  # type: ignore[arg-type]
         if rows["m"].size:
-            params, stats = ff.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
-            table["gemm"][flavour] = _rounded(params.model_dump())
-            sources[f"gemm.{flavour}"] = _src("gemm.csv", f"gemm_dtype={flavour}", stats)
+            params, stats = fg.fit_gemm(rows, flavour, gpu, gpu_id)  # type: ignore[arg-type]
+            table["gemm"][flavour] = _gemm_entry(params)
+            sources[f"gemm.{flavour}"] = _src("gemm.csv", f"gemm_dtype={flavour}", stats) + _gemm_note(params)
     for kv in ("bf16", "fp8"):
         prefill_tiling, decode_tiling, why = TILINGS[KERNELS.get((gpu_id, kv), "fa3")]
         for phase, key, fitter, tiling in (

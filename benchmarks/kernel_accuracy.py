@@ -20,6 +20,7 @@ import numpy as np
 from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
 from fit_moe_tables import DEFAULT_MOE_DATA, a2a_accuracy_lines, accuracy_lines, refit_lines
 from fit_wideep_tables import section_lines as wideep_lines
+from gemm_bias import section_lines as gemm_bias_lines
 from mla_accuracy import accuracy_lines as mla_accuracy_lines
 
 from pdplan.calibrate import accuracy, fit
@@ -57,9 +58,12 @@ def logo_table(gpu_id: str, tables: dict[str, KernelTable]) -> KernelTable:
 
 
 def _merge(vals: list[Any]) -> Any:
-    if isinstance(vals[0], dict):  # head_dim_efficiency: per-key median over the peers having it
+    vals = [v for v in vals if v is not None]
+    if not vals:  # no peer has it (a GEMM entry without a small-M entry)
+        return None
+    if isinstance(vals[0], dict):  # head_dim_efficiency, a small-M entry: per key over the peers having it
         keys = sorted({k for v in vals for k in v})
-        return {k: statistics.median(v[k] for v in vals if k in v) for k in keys}
+        return {k: _merge([v[k] for v in vals if k in v]) for k in keys}
     if isinstance(vals[0], (bool, int, str)):
         return Counter(vals).most_common(1)[0][0]
     return statistics.median(vals)
@@ -137,7 +141,9 @@ def main() -> None:
         )
         ar.append(_allreduce_row(gid, tables[gid], d))
     lines = _document(fitted, primary, logo, ar, _l40s_gemm_oracle(args.data))
-    text = "\n".join([*lines, *_moe_section(args.moe_data), *wideep_lines(args.moe_data), *gdn])
+    text = "\n".join(
+        [*lines, *gemm_bias_lines(args.data), *_moe_section(args.moe_data), *wideep_lines(args.moe_data), *gdn]
+    )
     args.out.parent.mkdir(exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(text)

@@ -8,7 +8,7 @@ and judges the result on every row. GEMM and decode fits evaluate the cost funct
 Discrete structure — a GEMM's M tile and L2 mode, an attention kernel's tiling — is not fitted by
 least squares: the GEMM fitter tries each candidate and keeps the one with the lowest P90 on the
 fit subsample; attention tilings are given by the caller (the kernel's documented tile sizes).
-All-reduce fits live in :mod:`pdplan.calibrate.fit_allreduce`.
+GEMM fits live in :mod:`pdplan.calibrate.fit_gemm`, all-reduce fits in :mod:`pdplan.calibrate.fit_allreduce`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from pdplan.calibrate.fit import ErrorStats, FitResult, error_stats, fit_paramet
 from pdplan.perf.kernels import (
     DecodeAttentionParams,
     DecodeTiling,
-    GemmFlavour,
-    GemmParams,
     GpuPeaks,
     KernelTable,
     KvFlavour,
@@ -31,7 +29,6 @@ from pdplan.perf.kernels import (
     PrefillTiling,
     Tiling,
     decode_attention_time_s,
-    gemm_time_s,
     prefill_attention_time_s,
 )
 from pdplan.types import FloatArray, IntArray
@@ -99,67 +96,6 @@ def _monotone_knots(factors: Mapping[int, float]) -> dict[int, float]:
         out[d] = f
         prev = (d, f)
     return out
-
-
-GEMM_START = {
-    "peak_fraction": 0.8,
-    "m0_tokens": 32.0,
-    "n0_elements": 64.0,
-    "k0_elements": 64.0,
-    "memory_fraction": 0.8,
-    "overhead_s": 3e-6,
-    "smooth_q": 2.0,
-    "l2_bytes": 4e6,
-    "l2_speedup": 2.0,
-    "k_latency_s": 3e-6,
-    "k_sat_elements": 2048.0,
-}
-GEMM_BOUNDS = {
-    "peak_fraction": (0.05, 1.0),
-    "m0_tokens": (1e-3, 4096.0),
-    "n0_elements": (1e-3, 16384.0),
-    "k0_elements": (1e-3, 16384.0),
-    "memory_fraction": (0.05, 1.0),
-    "overhead_s": (1e-7, 1e-4),
-    "smooth_q": (1.0, 16.0),
-    "l2_bytes": (1e3, 5e8),
-    "l2_speedup": (1.0, 16.0),
-    "k_latency_s": (1e-9, 1e-3),
-    "k_sat_elements": (1.0, 1e6),
-}
-GEMM_M_TILES = (0, 128, 256)
-"""M-tile candidates: 0 = none (cuBLAS picks among many tiles), 128 / 256 (CUTLASS FP8 kernels in
-vLLM dispatch M > 128 to 128-row tiles, clustered in pairs)."""
-
-
-def fit_gemm(
-    data: Mapping[str, FloatArray], flavour: GemmFlavour, gpu: GpuPeaks, gpu_id: str
-) -> tuple[GemmParams, ErrorStats]:
-    """Fit one GEMM flavour on a deterministic subsample for each (M tile, L2 mode) candidate;
-    keep the lowest subsample P90 and judge it on every row."""
-    m, n, k, t = (np.asarray(data[c]) for c in ("m", "n", "k", "latency_ms"))
-    t = t * 1e-3
-    idx = subsample_index(t.size)
-    start, bounds = dict(GEMM_START), dict(GEMM_BOUNDS)
-    if flavour == "fp8":  # per-token activation quantisation pass, fitted
-        start.update(quant_bytes_per_element=3.0, quant_s_per_token=3e-9)
-        bounds.update(quant_bytes_per_element=(0.1, 64.0), quant_s_per_token=(1e-13, 1e-7))
-    best: tuple[float, dict[str, Any]] | None = None
-    for m_tile in GEMM_M_TILES:
-        for l2_mode in ("first", "lru"):
-            fixed = {"m_tile": m_tile, "l2_mode": l2_mode}
-
-            def predict(p: dict[str, float], sel: IntArray = idx, fixed: dict[str, Any] = fixed) -> FloatArray:
-                table = stub_table(gpu_id, gemm={flavour: {**p, **fixed}})
-                return gemm_time_s(m[sel], n[sel], k[sel], flavour, gpu, table, warm_l2=True)
-
-            fit = fit_parameters(predict, start, bounds, t[idx], f_scale=F_SCALE)
-            if best is None or fit.stats.p90_abs_pct < best[0]:
-                best = (fit.stats.p90_abs_pct, {**fit.params, **fixed})
-    assert best is not None
-    params = GemmParams(**best[1])
-    table = stub_table(gpu_id, gemm={flavour: params})
-    return params, error_stats(gemm_time_s(m, n, k, flavour, gpu, table, warm_l2=True), t)
 
 
 PREFILL_START = {

@@ -31,7 +31,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.files import read_text_file
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import KernelTable
+from pdplan.perf.kernels import GemmParams, KernelTable
 from pdplan.perf.roofline import Precision, phase_time
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
@@ -147,6 +147,14 @@ def _group_predictor(
     return predict
 
 
+def _scale_gemm(params: GemmParams, factor: float) -> GemmParams:
+    """A GEMM entry with its peak and memory fractions multiplied (capped at 1), its small-M entry's too."""
+    update: dict[str, Any] = {f: min(1.0, getattr(params, f) * factor) for f in ("peak_fraction", "memory_fraction")}
+    if params.small_m is not None:
+        update["small_m"] = _scale_gemm(params.small_m, factor)
+    return params.model_copy(update=update)
+
+
 def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
     """A copy of ``table`` with efficiency knobs multiplied (capped at 1) and the step overhead replaced."""
 
@@ -159,7 +167,7 @@ def scaled_table(table: KernelTable, knobs: Mapping[str, float]) -> KernelTable:
         knobs.get("prefill_attention_scale", 1.0),
     )
     update: dict[str, Any] = {
-        "gemm": {k: scale(scale(v, "peak_fraction", g), "memory_fraction", g) for k, v in table.gemm.items()},
+        "gemm": {k: _scale_gemm(v, g) for k, v in table.gemm.items()},
         "decode_attention": {
             k: _scale_decode(scale(v, "memory_fraction", d), d) for k, v in table.decode_attention.items()
         },

@@ -186,13 +186,48 @@ def gemm_time_s(
 ) -> FloatArray:
     """Time (s) of one [m×k]·[k×n] GEMM; m = tokens. See :class:`GemmParams` for the formula.
 
-    ``warm_l2=True`` reproduces back-to-back kernel benchmarks (small weights served from L2).
+    ``warm_l2=True`` reproduces back-to-back kernel benchmarks (small weights served from L2). An entry
+    with ``small_m`` prices m <= ``small_m_tokens`` by its small-M kernel, capped by the general entry at
+    the first row above the threshold (non-decreasing in m).
     """
     p = _params(table.gemm, flavour, "gemm", table.gpu)
     m_, n_, k_ = _f(m), _f(n), _f(k)
     peak = gpu.bf16_flops_per_s if flavour == "bf16" else _fp8_peak(gpu)
     in_bytes = 2.0 if flavour == "bf16" else 1.0
-    bw = gpu.memory_bytes_per_s * p.memory_fraction
+    if p.small_m is None:
+        return _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2)
+    s = float(p.small_m_tokens)
+    if m_.ndim == 0 and float(m_) > s:  # one large-M call (prefill): the general kernel alone
+        return _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, gpu.memory_bytes_per_s, warm_l2)
+    hbm = gpu.memory_bytes_per_s
+    cap = _gemm_entry_s(p, _f(s + 1.0), n_, k_, peak, in_bytes, hbm, warm_l2)
+    if m_.ndim == 0:
+        small: FloatArray = np.minimum(_gemm_entry_s(p.small_m, m_, n_, k_, peak, in_bytes, hbm, warm_l2), cap)
+        return small
+    general = _gemm_entry_s(p, m_, n_, k_, peak, in_bytes, hbm, warm_l2)
+    low = m_ <= s
+    if n_.ndim == 0 and k_.ndim == 0:  # one weight shape (the common call): price only the small rows twice
+        out = np.array(general, dtype=np.float64)
+        out[low] = np.minimum(_gemm_entry_s(p.small_m, m_[low], n_, k_, peak, in_bytes, hbm, warm_l2), cap)
+        return out
+    result: FloatArray = np.where(
+        low, np.minimum(_gemm_entry_s(p.small_m, m_, n_, k_, peak, in_bytes, hbm, warm_l2), cap), general
+    )
+    return result
+
+
+def _gemm_entry_s(
+    p: GemmParams,
+    m_: FloatArray,
+    n_: FloatArray,
+    k_: FloatArray,
+    peak: float,
+    in_bytes: float,
+    hbm_bytes_per_s: float,
+    warm_l2: bool,
+) -> FloatArray:
+    """One entry's GEMM time (s): overhead + smooth_max(compute, memory[, k loop]) + fp8 quantisation."""
+    bw = hbm_bytes_per_s * p.memory_fraction
     m_c = m_
     if p.m_tile > 0:  # tile-padded rows above one M tile
         m_c = np.where(m_ > p.m_tile, np.ceil(m_ / p.m_tile) * p.m_tile, m_)
@@ -206,7 +241,8 @@ def gemm_time_s(
         t = smooth_max(compute_s, memory_s, p.smooth_q)
     if p.quant_s_per_token > 0.0 or p.quant_bytes_per_element > 0.0:
         t = t + m_ * (p.quant_s_per_token + p.quant_bytes_per_element * k_ / bw)
-    return p.overhead_s + t
+    result: FloatArray = p.overhead_s + t
+    return result
 
 
 def prefill_attention_time_s(

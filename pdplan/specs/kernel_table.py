@@ -113,6 +113,15 @@ class GemmParams(FrozenModel):
       ``l2_bytes``, the hit fraction falls linearly to 0 at 2·``l2_bytes`` (cyclic reuse of a set
       larger than an LRU cache misses). Kernel benchmarks repeat one GEMM, so small weights stay
       in L2 between calls; in serving every layer brings new weights, so the default is off.
+
+    Small-M kernels (off when ``small_m_tokens`` = 0): engines dispatch GEMMs of up to
+    ``small_m_tokens`` rows to their own small-tile kernels (vLLM's CUTLASS FP8 ``scaled_mm``: M in
+    [1, 16], (16, 64], (64, 128] on SM90, each bucket its own tile and cluster, the 128x128 default
+    above; ``csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh``), which stream the
+    weights at their own rate and stay flat in m up to the threshold. Those rows are priced by
+    ``small_m`` (the same formula, its own numbers) and capped by this entry's time at
+    m = ``small_m_tokens`` + 1, so the time stays non-decreasing in m:
+    t(m <= S) = min(t_small(m), t(S + 1)), t(m > S) = t(m).
     """
 
     peak_fraction: Fraction
@@ -130,6 +139,16 @@ class GemmParams(FrozenModel):
     k_latency_s: NonNegative = 0.0
     k_sat_elements: Positive = 1.0
     m_tile: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
+    small_m_tokens: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
+    small_m: GemmParams | None = None
+
+    @model_validator(mode="after")
+    def _small_m_pairs(self) -> GemmParams:
+        if (self.small_m is None) != (self.small_m_tokens == 0):
+            raise ValueError("small_m and small_m_tokens: give both (a small-M entry and its row threshold) or neither")
+        if self.small_m is not None and self.small_m.small_m is not None:
+            raise ValueError("small_m: a small-M entry cannot have its own small_m")
+        return self
 
 
 class AlphaBeta(FrozenModel):
