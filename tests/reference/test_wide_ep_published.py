@@ -15,7 +15,8 @@ mean load T·k/ep). The published figures are
 checks, never fit targets: nothing in pdplan was tuned to them.
 
 Measured 2026-12-02 (before: fused-MoE fit, no overlap: 19.0k / 18.7k / 18.3k and 9.0k, -64...-67 % and -59 %):
-decode 25.2k (+13 %; 25.0k, +12.2 %, since the MoE router and LM head are priced in BF16). Before the MLA kernel fit the decode step was 92 ms (22.1k, -1 %), half of it MLA attention
+decode 25.2k (+13 %; 25.0k, +12.2 %, since the MoE router and LM head are priced in BF16). Before the MLA kernel fit
+the decode step was 92 ms (22.1k, -1 %), half of it MLA attention
 priced as 128-head attention over the latent; the fitted MLA module (vLLM's FlashMLA rows) brought the kernels to
 67.3 ms, and with the whole 60 ms low-latency all-to-all hidden by an ideal two-resource overlap the step was 67.9 ms
 (30.2k, +35 %, a strict xfail). SGLang's decode TBO hides each transfer only behind the stages its one-stream
