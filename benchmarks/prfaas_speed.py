@@ -127,7 +127,7 @@ def notes(cli_s: dict[str, float]) -> list[str]:
         "19.4K, +0.5 %), 49.4 % offloaded (49.6 %), E[L | L > t] 45.1K (≈ 44K), Λ_max 3.234 / 2.109 / 2.428 req/s",
         "(3.24 / 2.11 / 2.45), egress 12.1 Gb/s (≈ 13, −7 %). Table 3 (tests/reference/test_prfaas_kv_throughput.py),",
         "KV throughput ratios at 32K on 8×H200 from pdplan's own roofline: Qwen3-235B over Qwen3.5-397B 3.36× (paper",
-        "4.04×, −17 %), MiniMax-M2.5 over MiMo-V2-Flash 11.86× (paper 12.86×, −8 %; both checkpoints priced in their",
+        "4.04×, −17 %), MiniMax-M2.5 over MiMo-V2-Flash 11.98× (paper 12.86×, −7 %; both checkpoints priced in their",
         "FP8 block-scaled weights, MiniMax at EP 8 as the engines must load it), each within the ± 25 % tolerance.",
         "Nothing is tuned to Table 3.",
     ]
