@@ -175,7 +175,6 @@ def search_goodput_threshold(
     So when the SLO still holds at ``t*``'s capacity ceiling (the goodput root is not TTFT-bound), no threshold
     does better and ``t*`` is also the tie-break's pick: the scan is skipped.
     """
-    from scipy import optimize  # lazy
 
     law = setup.capacity.law
     lo, hi = law.lower - 1.0, law.upper
@@ -195,6 +194,19 @@ def search_goodput_threshold(
 
     if at(t_star).binding != "TTFT":  # at its capacity ceiling: no threshold can beat it (docstring)
         return at(t_star)
+    trials = [at(t) for t in (t_star, _scan_and_refine(at, lo, hi, t_star, xatol_tokens), lo, hi)]
+    top = max(g.goodput_rps for g in trials)
+    near_top = [g for g in trials if g.goodput_rps >= top * (1.0 - RATE_XTOL)]
+    return min(near_top, key=lambda g: abs(g.threshold_tokens - t_star))
+
+
+def _scan_and_refine(
+    at: Callable[[float], PathGoodput], lo: float, hi: float, t_star: float, xatol_tokens: float
+) -> float:
+    """The best of ``SCAN_POINTS`` log-spaced thresholds and ``t*``, refined by scipy's bounded Brent search in
+    ``log t`` between its neighbours (:func:`search_goodput_threshold`); returns the best threshold seen."""
+    from scipy import optimize  # lazy
+
     scan = sorted({*np.geomspace(max(lo, 1.0), hi, SCAN_POINTS).tolist(), t_star})
     k = max(range(len(scan)), key=lambda i: at(scan[i]).goodput_rps)
     a, b = scan[max(k - 1, 0)], scan[min(k + 1, len(scan) - 1)]
@@ -204,10 +216,8 @@ def search_goodput_threshold(
         method="bounded",
         options={"xatol": xatol_tokens / scan[k]},
     )
-    trials = [at(t) for t in (t_star, math.exp(float(res.x)), lo, hi, scan[k])]
-    top = max(g.goodput_rps for g in trials)
-    near_top = [g for g in trials if g.goodput_rps >= top * (1.0 - RATE_XTOL)]
-    return min(near_top, key=lambda g: abs(g.threshold_tokens - t_star))
+    refined = math.exp(float(res.x))
+    return refined if at(refined).goodput_rps >= at(scan[k]).goodput_rps else scan[k]
 
 
 def percentile_s(mixture: PathMixture, which: str, q: float) -> float:
