@@ -8,8 +8,8 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.6 / 10.1 %) but its TPOT is +23.8 %:
   held by the linear decode law (11.2 %) until the loop took the roofline's own step, it is a kernel gap
   ("The exact decode step" below: TensorRT-LLM runs its own CUTLASS MoE, priced with the fit to vLLM's kernels, and
-  uniform routing is the upper bound on experts hit). TPOT holds for DeepSeek-R1 disaggregated on SGLang (11.4 %) and
-  on TensorRT-LLM (12.0 %), not for DeepSeek-V3 on TensorRT-LLM (13.7 %) nor gpt-oss on TensorRT-LLM (5 rows); TTFT is
+  uniform routing is the upper bound on experts hit). TPOT holds for DeepSeek-R1 disaggregated on SGLang (11.2 %), not
+  on TensorRT-LLM (12.0 %, just over; DeepSeek-V3 14.0 %) nor for gpt-oss on TensorRT-LLM (5 rows); TTFT is
   missed by every disaggregated group (SGLang -56 %, TensorRT-LLM -94 %: causes below). The bullets below were
   written while the work was in progress: where a figure in them differs from the tables, the tables are current.
 * **TensorRT-LLM eager steps (Qwen3-235B TTFT -30.5 → -6.3 %).** Decomposed per row, the measured TTFT did not
