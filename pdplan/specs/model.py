@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.model_checks import check_model
 from pdplan.specs.model_errors import spec_error_from
 from pdplan.specs.model_kv import ModelKvMixin
 from pdplan.specs.model_parts import (
     AttentionKind,
-    FieldError,
     Flag,
     GemmShape,
     LayerParamCounts,
@@ -90,65 +90,8 @@ class ModelSpec(FrozenModel, ModelKvMixin):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.num_attention_heads % self.num_kv_heads:
-            raise FieldError(
-                "num_kv_heads", f"{self.num_kv_heads} does not divide num_attention_heads {self.num_attention_heads}"
-            )
-        self._check_qk_norm()
-        if self.weight_block_size is not None and self.weight_dtype != "fp8":
-            raise FieldError("weight_block_size", "only FP8 checkpoints (weight_dtype: fp8) have weight scale blocks")
-        if self.position_embedding_offset and self.position_embedding != "learned":
-            raise FieldError("position_embedding_offset", "only applies to learned positions")
-        if self.moe is not None:
-            dense = set(self.moe.dense_layers) | set(range(self.moe.first_dense_layers))
-            if max(self.moe.dense_layers, default=0) >= self.num_layers:
-                raise FieldError("moe.dense_layers", f"index out of range 0..{self.num_layers - 1}")
-            if len(dense) >= self.num_layers:
-                raise FieldError("moe.first_dense_layers", "leaves no MoE layer")
-        if self.mla is not None:
-            self._check_mla(self.mla)
-        if self.sliding_window is not None:
-            self._check_sliding_window(self.sliding_window)
-        if self.linear_attention is not None:
-            full = self.full_attention_layer_indices
-            if any(i >= self.num_layers for i in full):
-                raise FieldError(
-                    "linear_attention.full_attention_layers", f"index out of range 0..{self.num_layers - 1}"
-                )
-            if not 0 < len(full) < self.num_layers:
-                raise FieldError(
-                    "linear_attention",
-                    f"{len(full)} full-attention layers of {self.num_layers}; a hybrid needs at least one of each kind",
-                )
+        check_model(self)  # pdplan.specs.model_checks: the cross-field rules
         return self
-
-    def _check_qk_norm(self) -> None:
-        if self.qk_norm_span == "layer" and not self.qk_norm:
-            raise FieldError("qk_norm_span", "'layer' needs qk_norm: true")
-
-    def _check_sliding_window(self, sw: SlidingWindowSpec) -> None:
-        if self.mla is not None or self.linear_attention is not None:
-            raise FieldError("sliding_window", "sliding-window layers beside MLA or linear attention are not modelled")
-        if any(i >= self.num_layers for i in sw.layers) or len(set(sw.layers)) != len(sw.layers):
-            raise FieldError("sliding_window.layers", f"distinct indices in 0..{self.num_layers - 1}")
-        if not 0 < len(sw.layers) < self.num_layers:
-            raise FieldError("sliding_window.layers", "needs at least one sliding-window and one global layer")
-        if self.num_attention_heads % self.swa_kv_heads:
-            raise FieldError("sliding_window.num_kv_heads", f"does not divide {self.num_attention_heads} heads")
-
-    def _check_mla(self, mla: MlaSpec) -> None:
-        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        if self.head_dim != qk:
-            raise FieldError(
-                "head_dim", f"{self.head_dim} must equal mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk}"
-            )
-        if self.num_kv_heads != self.num_attention_heads:
-            raise FieldError(
-                "num_kv_heads",
-                f"MLA has one K/V head per query head: must equal num_attention_heads {self.num_attention_heads}",
-            )
-        if self.qkv_bias or self.o_bias or self.qk_norm or self.attention_output_gate or self.v_head_dim:
-            raise FieldError("mla", "attention biases, qk_norm, output gates and v_head_dim are not modelled with MLA")
 
     # ---- structure ----------------------------------------------------------------------------
 
