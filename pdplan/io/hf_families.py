@@ -10,41 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdplan.io.hf_hybrid import deepseek_mla, kimi_linear, mimo_v2_flash
-from pdplan.io.hf_reader import Fields, HfConfig
-
-
-def _rope_decoder(c: HfConfig, *, qkv_bias: bool, o_bias: bool, head_dim: int) -> Fields:
-    """Fields shared by Llama-style decoders: RoPE, RMSNorm, SwiGLU, GQA."""
-    heads = c.get_int("num_attention_heads")
-    return {
-        "num_layers": c.get_int("num_hidden_layers"),
-        "hidden_size": c.get_int("hidden_size"),
-        "num_attention_heads": heads,
-        "num_kv_heads": c.get_int("num_key_value_heads", heads),
-        "head_dim": head_dim,
-        "intermediate_size": c.get_int("intermediate_size"),
-        "gated_mlp": True,
-        "vocab_size": c.get_int("vocab_size"),
-        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.get_int("max_position_embeddings"),
-        "position_embedding": "rope",
-        "norm": "rmsnorm",
-        "qkv_bias": qkv_bias,
-        "o_bias": o_bias,
-    }
+from pdplan.io.hf_reader import Fields, HfConfig, rope_decoder
 
 
 def _llama(c: HfConfig) -> Fields:
     bias = c.get_bool("attention_bias", False)
     return {
-        **_rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.head_dim()),
+        **rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.head_dim()),
         "mlp_bias": c.get_bool("mlp_bias", False),
     }
 
 
 def _mistral(c: HfConfig) -> Fields:
     c.reject_sliding_window(flag=None)
-    return _rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=c.head_dim())
+    return rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=c.head_dim())
 
 
 def _mixtral(c: HfConfig) -> Fields:
@@ -58,13 +37,13 @@ def _mixtral(c: HfConfig) -> Fields:
 
 def _qwen2(c: HfConfig) -> Fields:
     c.reject_sliding_window(flag="use_sliding_window")
-    return _rope_decoder(c, qkv_bias=True, o_bias=False, head_dim=c.head_dim())  # Qwen2: q/k/v bias
+    return rope_decoder(c, qkv_bias=True, o_bias=False, head_dim=c.head_dim())  # Qwen2: q/k/v bias
 
 
 def _qwen3(c: HfConfig) -> Fields:
     c.reject_sliding_window(flag="use_sliding_window")
     bias = c.get_bool("attention_bias", False)
-    fields = _rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
+    fields = rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
     return {**fields, "qk_norm": True}
 
 
@@ -153,7 +132,7 @@ def _deepseek_v3(c: HfConfig) -> Fields:
     if c.get_bool("attention_bias", False):
         raise c.error("attention_bias", "MLA attention biases are not modelled")
     rope, nope = c.get_int("qk_rope_head_dim"), c.get_int("qk_nope_head_dim")
-    fields = _rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=nope + rope)
+    fields = rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=nope + rope)
     layers, first = c.get_int("num_hidden_layers"), c.get_int("first_k_dense_replace")
     freq, shared = c.get_int("moe_layer_freq", 1), c.get_int("n_shared_experts", 0)
     fields["moe"] = {
@@ -179,7 +158,7 @@ def _gpt_oss(c: HfConfig) -> Fields:
     of the parameters).
     """
     bias = c.get_bool("attention_bias", True)
-    fields = _rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
+    fields = rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
     fields["moe"] = {
         "num_experts": c.get_int("num_local_experts"),
         "experts_per_token": c.get_int("num_experts_per_tok"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdplan.io.hf_reader import Fields, HfConfig
+from pdplan.io.hf_reader import Fields, HfConfig, rope_decoder
 
 
 def _one_based(c: HfConfig, block: dict[str, Any], key: str, layers: int) -> list[int]:
@@ -139,19 +139,9 @@ def mimo_v2_flash(c: HfConfig) -> Fields:
         raise c.error("n_shared_experts", "shared experts of MiMo-V2-Flash are not modelled")
     c.defaults.append("attention-sink biases of the sliding-window layers not counted")
     return {
-        "num_layers": layers,
-        "hidden_size": c.get_int("hidden_size"),
-        "num_attention_heads": heads,
-        "num_kv_heads": c.get_int("num_key_value_heads"),
-        "head_dim": c.get_int("head_dim"),
+        **rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=c.get_int("head_dim")),
+        "num_kv_heads": c.get_int("num_key_value_heads"),  # required here (no MHA default)
         "v_head_dim": c.get_int("v_head_dim"),
-        "intermediate_size": c.get_int("intermediate_size"),
-        "gated_mlp": True,
-        "vocab_size": c.get_int("vocab_size"),
-        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.get_int("max_position_embeddings"),
-        "position_embedding": "rope",
-        "norm": "rmsnorm",
         "moe": {
             "num_experts": c.get_int("n_routed_experts"),
             "experts_per_token": c.get_int("num_experts_per_tok"),

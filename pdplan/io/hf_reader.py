@@ -94,3 +94,24 @@ def read_json(path: Path, source: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"expected a JSON object, got {type(data).__name__}", source=source)
     return data
+
+
+def rope_decoder(c: HfConfig, *, qkv_bias: bool, o_bias: bool, head_dim: int) -> Fields:
+    """Fields shared by Llama-style decoders: RoPE, RMSNorm, SwiGLU, GQA."""
+    heads = c.get_int("num_attention_heads")
+    return {
+        "num_layers": c.get_int("num_hidden_layers"),
+        "hidden_size": c.get_int("hidden_size"),
+        "num_attention_heads": heads,
+        "num_kv_heads": c.get_int("num_key_value_heads", heads),
+        "head_dim": head_dim,
+        "intermediate_size": c.get_int("intermediate_size"),
+        "gated_mlp": True,
+        "vocab_size": c.get_int("vocab_size"),
+        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
+        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "position_embedding": "rope",
+        "norm": "rmsnorm",
+        "qkv_bias": qkv_bias,
+        "o_bias": o_bias,
+    }
