@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from pdplan.errors import SpecError
-from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
+from pdplan.serving.benchmark_loop import LoopInputs, benchmark_counts, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
@@ -86,12 +85,7 @@ def benchmark_of(
     ``grouped`` prices what the deterministic replay of :mod:`pdplan.sim.bench` runs whatever the profile says: the
     phase-locked steady state, and the burst cohort alone as start-up excess (no jitter dissolves the groups)."""
     engine = model.res.colocated.engine if model.res.colocated is not None else None
-    tool = engine.benchmark.tool if engine is not None else "closed loop"
-    n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
-    n = requests if requests is not None else n_default
-    w = warmup if warmup is not None else w_default
-    if n < 1 or w < 0:
-        raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
+    tool, n, w = benchmark_counts(engine, concurrency, requests, warmup)
     per_instance = max(1, round(concurrency / model.z))
     inputs = loop_inputs(model)
     if grouped:

@@ -58,8 +58,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.specs.engine import EngineProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,3 +315,17 @@ def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int
         server_queue_s=queue_s,
         request_overhead_s=extra,
     )
+
+
+def benchmark_counts(
+    engine: EngineProfile | None, concurrency: int, requests: int | None, warmup: int | None
+) -> tuple[str, int, int]:
+    """The benchmark tool, N measured and W warm-up requests: the given ones, else the engine's tool's defaults
+    (without an engine, a plain closed loop of 10·C requests and no warm-up); SpecError if N < 1 or W < 0."""
+    tool = engine.benchmark.tool if engine is not None else "closed loop"
+    n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
+    n = requests if requests is not None else n_default
+    w = warmup if warmup is not None else w_default
+    if n < 1 or w < 0:
+        raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
+    return tool, n, w

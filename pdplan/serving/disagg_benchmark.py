@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
+from pdplan.serving.benchmark_loop import benchmark_counts
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.invariants import Breach, PhysicsInvariantError
 from pdplan.serving.request_overhead import request_delay_s
@@ -260,12 +260,7 @@ def disagg_benchmark_of(
     checked against its physics floors (:func:`check_floors`)."""
     assert model.res.decode is not None
     engine = model.res.decode.engine
-    tool = engine.benchmark.tool if engine is not None else "closed loop"
-    n_default, w_default = engine.benchmark.counts(concurrency) if engine is not None else (10 * concurrency, 0)
-    n = requests if requests is not None else n_default
-    w = warmup if warmup is not None else w_default
-    if n < 1 or w < 0:
-        raise SpecError(f"requests must be >= 1 and warmup >= 0, got {n} and {w}", field="requests")
+    tool, n, w = benchmark_counts(engine, concurrency, requests, warmup)
     inp = disagg_loop_inputs(model)
     bench = disagg_benchmark_loop(inp, concurrency, n, w, tool)
     check_floors(model, inp, bench)
