@@ -259,10 +259,11 @@ def fit_runs(
     files: Sequence[str],
     name: str,
     predictor: RunsPredictor = predict_runs,
+    held: Sequence[str] = (),
 ) -> RunsReport:
-    """Fit the closed-loop terms (:data:`~pdplan.calibrate.engine_fit.TERMS`) of the profile ``engine`` to the runs;
-    the report carries the fitted profile, whose terms' sources say what they were fitted on, and its predictions of
-    the runs."""
+    """Fit the closed-loop terms (:data:`~pdplan.calibrate.engine_fit.TERMS`) of the profile ``engine`` to the runs,
+    except those named in ``held``, which keep the profile's values; the report carries the fitted profile, whose
+    terms' sources say what they were fitted on, and its predictions of the runs."""
     base = catalog.engine(engine)
     trials = TrialProfiles(base)
     try:
@@ -270,9 +271,10 @@ def fit_runs(
         def predict(terms: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
             return predictor(runs, trials.path_for(terms), catalog)
 
-        start = {k: term_value(base, k) for k in TERMS}
+        start = {k: term_value(base, k) for k in TERMS if k not in held}
+        fixed = {k: term_value(base, k) for k in held}
         meas = [np.array([getattr(r, k) for r in runs]) for k in ("ttft_s", "tpot_s")]
-        result = fit_overheads(predict, start, meas[0], meas[1])
+        result = fit_overheads(predict, start, meas[0], meas[1], fixed=fixed)
     finally:
         trials.close()
     fitted = fitted_profile(base, result, files=files, rows=len(runs), name=name)
