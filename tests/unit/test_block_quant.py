@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +84,30 @@ def test_evaluate_cli_exits_2_on_an_unloadable_split(cli: Callable[..., Any]) ->
     assert bad.code == 2
     assert "not a multiple of the FP8 weight block 128" in bad.err
     assert cli(*args, "--ep", "8", "--isl", "1024", "--osl", "128").code == 0
+
+
+def test_prfaas_remote_cluster_loads_the_checkpoint_as_the_sweep_does() -> None:
+    """A PrfaaS block's remote TP 8 of MiniMax-M2.5 (FP8 blocks) runs its experts at EP 8, the layout the engines
+    load and `transfer --sweep` prices, instead of being refused for a 1.5-block split."""
+    from pdplan.io.scenario import scenario_from_dict
+    from pdplan.serving.inputs import resolve
+    from pdplan.serving.prfaas.build import prfaas_setup
+
+    sc = scenario_from_dict(
+        {
+            "schema_version": 1,
+            "name": "minimax-prfaas",
+            "model": "minimax-m2.5",
+            "mode": "disaggregated",
+            "prefill": {"gpu": "h100-sxm", "tp": 4, "count": 2},
+            "decode": {"gpu": "h100-sxm", "tp": 4, "ep": 4, "count": 2},
+            "workload": "prfaas-long",
+            "slo": {"ttft": "20s", "tpot": "50ms"},
+            "prfaas": {"gpu": "h200-sxm", "tp": 8, "count": 1, "link": "dci-100g"},
+        },
+        source="test",
+        base_dir=Path.cwd(),
+    )
+    setup = prfaas_setup(resolve(sc, CAT))
+    assert setup.remote_hw is not None
+    assert (setup.remote_hw.tp, setup.remote_hw.ep) == (8, 8)

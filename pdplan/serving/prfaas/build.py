@@ -23,8 +23,9 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.profiles import load_profile, resolve_profile
+from pdplan.perf.block_quant import expert_parallel_for_blocks
 from pdplan.serving.deployment import Role
-from pdplan.serving.inputs import ResolvedScenario, role_hardware
+from pdplan.serving.inputs import ResolvedScenario, precision_of, role_hardware
 from pdplan.serving.prfaas.capacity import DECODE, LINK, LOCAL, REMOTE, CapacityInputs, DecodePool, PrefillPool
 from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw, SplitLaw
 from pdplan.serving.prfaas.profile import Curves, MeasuredProfile
@@ -128,7 +129,10 @@ def prfaas_setup(res: ResolvedScenario) -> PrfaasSetup:
     sc, spec = res.scenario, res.scenario.prfaas
     if spec is None or res.prefill is None or res.decode is None:
         raise SpecError("the scenario has no prfaas: block (or is not disaggregated)", field="prfaas")
-    remote_hw = role_hardware(res.catalog, res.model, Role(spec.gpu, spec.tp, 1, spec.count), sc)
+    # the remote cluster loads the checkpoint as the engines do: experts split tp ways unless FP8 weight blocks forbid
+    # it, then expert-parallel over the same GPUs (the rule of `transfer --sweep`)
+    ep = expert_parallel_for_blocks(res.model, spec.tp, precision_of(sc, res.model).weight_bytes)
+    remote_hw = role_hardware(res.catalog, res.model, Role(spec.gpu, spec.tp, 1, spec.count, ep=ep), sc)
     assert remote_hw is not None
     link = res.catalog.link(spec.link)
     law = _law(res)
