@@ -46,26 +46,16 @@ def kimi_linear(c: HfConfig) -> Fields:
     block = c.data.get("linear_attn_config")
     if not isinstance(block, dict):
         raise c.error("linear_attn_config", "missing required block 'linear_attn_config'")
-    layers, heads = c.get_int("num_hidden_layers"), c.get_int("num_attention_heads")
+    layers = c.get_int("num_hidden_layers")
     full = _one_based(c, block, "full_attn_layers", layers)
     if "kda_layers" in block and sorted(full + _one_based(c, block, "kda_layers", layers)) != list(range(layers)):
         raise c.error("linear_attn_config.kda_layers", "kda_layers and full_attn_layers must partition the layers")
     rope, nope = c.get_int("qk_rope_head_dim"), c.get_int("qk_nope_head_dim")
     lin = _Sub(c, block)
     c.defaults.append("KDA state fp32, conv state bf16 (pdplan assumption)")
+    keys = ("max_position_embeddings", "model_max_length")
     return {
-        "num_layers": layers,
-        "hidden_size": c.get_int("hidden_size"),
-        "num_attention_heads": heads,
-        "num_kv_heads": c.get_int("num_key_value_heads", heads),
-        "head_dim": nope + rope,
-        "intermediate_size": c.get_int("intermediate_size"),
-        "gated_mlp": True,
-        "vocab_size": c.get_int("vocab_size"),
-        "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.first_int("max_position_embeddings", "model_max_length"),
-        "position_embedding": "rope",
-        "norm": "rmsnorm",
+        **rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=nope + rope, max_position_keys=keys),
         "moe": _deepseek_moe(c, layers, experts="num_experts", top_k="num_experts_per_token"),
         "mla": deepseek_mla(c, rope=rope, nope=nope),
         "linear_attention": _kda_fields(lin, full),

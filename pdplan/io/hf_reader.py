@@ -96,8 +96,16 @@ def read_json(path: Path, source: str) -> dict[str, Any]:
     return data
 
 
-def rope_decoder(c: HfConfig, *, qkv_bias: bool, o_bias: bool, head_dim: int) -> Fields:
-    """Fields shared by Llama-style decoders: RoPE, RMSNorm, SwiGLU, GQA."""
+def rope_decoder(
+    c: HfConfig,
+    *,
+    qkv_bias: bool,
+    o_bias: bool,
+    head_dim: int,
+    max_position_keys: tuple[str, ...] = ("max_position_embeddings",),
+) -> Fields:
+    """Fields shared by Llama-style decoders: RoPE, RMSNorm, SwiGLU, GQA. ``max_position_keys``: the keys tried in
+    order for the context length (Kimi Linear's config may give only ``model_max_length``)."""
     heads = c.get_int("num_attention_heads")
     return {
         "num_layers": c.get_int("num_hidden_layers"),
@@ -109,7 +117,9 @@ def rope_decoder(c: HfConfig, *, qkv_bias: bool, o_bias: bool, head_dim: int) ->
         "gated_mlp": True,
         "vocab_size": c.get_int("vocab_size"),
         "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.get_int("max_position_embeddings"),
+        "max_position_embeddings": c.first_int(*max_position_keys)
+        if len(max_position_keys) > 1
+        else c.get_int(max_position_keys[0]),
         "position_embedding": "rope",
         "norm": "rmsnorm",
         "qkv_bias": qkv_bias,
