@@ -80,7 +80,9 @@ uniform), the elementwise kernels 1.1 and the all-to-all's exposed part with Dee
 SGLang measured 42.8 (attention core 5.6, GEMM 8.8, MoE 10.4 as a mean over GPUs, other kernels 6.1, compute-stream
 bubble 11.2). Attention plus GEMMs agree (14.6 against 14.4 ms; perfect EPLB 15.9), and so do the experts under
 uniform routing (11.1 against 12.2 ms); the unpriced part is SGLang's "Other Kernels", 6.1 ms per layer against
-pdplan's 1.1 (DeepSeek's own H800 profile: 5.1): about 0.3 s of the 2.6 s forward, the whole gap at 4K. The
+pdplan's 1.1 (DeepSeek's own H800 profile: 5.1): 0.31 of the 0.48 s by which pdplan's 4K forward is short (with
+perfect EPLB 0.34 of 0.37 s; the rest of the default run's gap is its imbalance bubble, 21.6 ms per layer of
+experts and bubble against pdplan's 19.3 of busiest-GPU experts and exposed all-to-all). The
 prompt-length growth (1/50,302 - 1/57,674 = 2.54 us per token and node from 1K to 4K, pdplan 0.95 us) is not an
 under-priced attention alone: SGLang's attention core is 5.6 ms per layer at 4K, 0.34 s of the forward (the MHA
 form; ``test_prefill_4k_attention_and_gemms_per_layer``). At FlashAttention-3's measured rates
@@ -257,7 +259,8 @@ _OTHER_KERNELS = (
     "(6.6 with perfect EPLB; DeepSeek's own H800 profile 5.1). The kernels SGLang runs there (FP8 activation "
     "quantisation before each block-FP8 GEMM and the dispatch, the copies that assemble q and k for the MHA kernel, "
     "residual adds, top-k, the two-batch split) have no rows in ../shared/calibration, so they stay unpriced: "
-    "this ~5 ms per layer (~0.3 s of a 2.6 s forward) is the prefill gap of test_prefill_ep32_per_node"
+    "this ~5 ms per layer (0.31 s of the 0.48 s by which the 4K forward is short) is most of the prefill gap of "
+    "test_prefill_ep32_per_node"
 )
 
 
