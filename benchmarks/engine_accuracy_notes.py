@@ -117,19 +117,49 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   constant fitted on these rows would also move every multi-node plan and the EP all-to-all. What remains: TTFT -55.5
   / 55.5 %; the measurement that would settle it is an all-reduce table over two H100 nodes of the rows' cluster
   (nccl-tests, 16 GPUs, 1-128 MB), with the prefill pool's deterministic service for fixed-length prompts next.
-* **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1; prefill DP16 EP16, decode TP16 EP16).** The measured TTFT is
-  5-14 s at C = 6-60 and 31 s at C = 154, and it is not monotone in C (1024/1024: 12.3 s at C = 6, 7.1 s at C = 9,
-  5.1 s at C = 30). The deployment has 16 prefill servers (one per DP rank), every client is admitted to decode
-  (C/3 per worker), and the priced prefill is 0.31 s for 1,024 tokens and 2.7 s for 8,192. No queue in a steady
-  closed loop gives seconds at C = 6. The time is outside the compute path and outside what the CSV records (the
-  run's start-up, or the DP16 to TP16 KV hand-off of this Dynamo version), so pdplan is 92 % low. A lead, not
-  checked against the runs' configuration (the CSV does not record it): TensorRT-LLM's attention-DP scheduler can
-  hold context requests until every DP rank has one (`AttentionDpConfig` `enable_balance`, off by default,
-  `timeout_iters` 50, `batching_wait_iters` 10; nvidia.github.io TensorRT-LLM LLM API reference): with 6-60 clients
-  over 16 prefill DP ranks most ranks are idle, so a request would wait up to 50 iterations, seconds and not
-  monotone in C. If the recipe turned it on, that is the missing time. TPOT is 18-24 %
-  low: the TP16 EP16 decode step across two nodes. 36 more TensorRT-LLM DeepSeek-R1 rows give no worker counts and
-  are skipped.
+* **DeepSeek-R1/V3 on TensorRT-LLM (Dynamo 0.8.1 = TensorRT-LLM 1.2.0rc6.post1, AIC's backend_version_matrix; prefill 1
+  × DP16 EP16, decode TP16 EP16; TPOT -8.6 / 12.0 → -7.6 / 8.2 % and -0.8 / 14.0 → -2.8 / 9.0 %, TTFT -94 %
+  unchanged).** *The CSV.* The eight `dsr1_*_cfg494/503` rows (db dump 2026-04-27) give per role TP, DP, EP, worker
+  count and batch (prefill batch 1; decode batch 2, 3, 10, 20 on 3 workers, 77 on 2) and C = workers × batch on every
+  row. The 46 DeepSeek-R1 rows (dumps 2026-03-25 / 04-06) give no worker count or batch, and record as prefill "TP16
+  DP1" the same measurements cfg494 records as TP1 DP16; 10 repeat a cfg row's measurement and take its deployment. The
+  other 36 cannot be recovered: two different runs carry identical fields (1024/1024 C = 6: TTFT 6.9 s / TPOT 7.66 ms
+  and 12.3 s / 14.0 ms), and C = 117, 231, 615, 1,229 (prime) fix no workers × batch. *TPOT.* AIC's benchmark rule
+  (`generator/rule_plugin/benchmark/trtllm.rule`, ai-dynamo/aiconfigurator 71bb3d00e, 2026-01-30; runs of 2026-02-08)
+  sets decode `max_batch_size` to the SDK's batch (CUDA graphs 1 to it, `max_num_tokens` = it, overlap scheduler on) and
+  prefill `max_batch_size` 1, `max_num_tokens` ISL + 1,500, overlap off, `cache_transceiver_config`
+  `max_tokens_in_buffer` ISL + OSL + 1,500. The rows now cap decode at the CSV's `decode_batch_size`
+  (benchmarks/moe_rows.py `decode_seats`), so the step law is fitted over B = 1 to that batch, not to the profile's 256:
+  at B = 2 15.9 ms (was 17.2; measured 14.0), at B = 20 22.0 (was 19.5; measured 30.3). Left: the measured step grows
+  0.9-1.0 ms per sequence (14.0, 15.2, 19.9, 30.3 ms at B = 2, 3, 10, 20), the roofline 0.3 (experts hit, all-reduce
+  bytes); the 2-worker row (B = 77) is -22.9 % (was -27.8). Without attention DP TensorRT-LLM runs EP on the replicated
+  tokens and combines with the layer's all-reduce (`select_alltoall_method_type`: no all-to-all without attention DP;
+  dense MLP TP capped at gcd(TP, GPUs per node) = 8, `_compute_mlp_tp_size` in modeling_deepseekv3.py);
+  aiconfigurator-moe/ has no TensorRT-LLM MoE table on H100, so the excess is not priced and not fitted. *TTFT, checked
+  and ruled out.* (a) The attention-DP balance: neither Dynamo's TensorRT-LLM DeepSeek-R1 configs
+  (recipes/deepseek-r1/trtllm/disagg/wide_ep/gb200/deploy.yaml, 0.8.1.post2 image: prefill `max_batch_size: 4`,
+  `max_num_tokens: 4608`, `cuda_graph_config: null`, `disable_overlap_scheduler: true`, KV `dtype: fp8`,
+  `cache_transceiver_config: {backend: DEFAULT, max_tokens_in_buffer: 4608}`;
+  components/backends/trtllm/engine_configs/deepseek_r1/wide_ep/wide_ep_prefill.yaml: TP16 EP16 attention DP,
+  `max_batch_size: 1`, `max_num_tokens: 8192`) nor AIC's templates (`extra_engine_args.1.2.0rc6.post1.yaml.j2`) set
+  `attention_dp_config`, so `enable_balance` is False (`AttentionDpConfig` default); and when on,
+  `_balance_adp_requests` (pyexecutor/py_executor.py) releases held context requests at once unless every rank has a
+  generation request ("timeout_reached or not all_ranks_have_gen_requests"), never so on a context-only worker. (b)
+  Attention-DP scheduling: one endpoint per worker; each iteration rank 0 drains its queue (timeout 0 while busy) and a
+  min-heap on tokens hands requests to the ranks below `expected_num_active_requests` (executor_request_queue.py); idle
+  ranks run a dummy generation request so every rank steps together: a prompt waits at most the pass in flight (0.17 s
+  priced at 1,024 tokens). (c) The KV hand-off: the cache transceiver polls its futures with `wait_for(0 ms)` once per
+  executor iteration and completes a request when every rank of the group reports it (`checkGenTransferStatus`); no
+  interval in seconds. (d) Routing: Dynamo's frontend defaults to `--router-mode round-robin`
+  (components/src/dynamo/frontend/main.py) and AIC's run.sh adds `kv` only with `enable_router` (default false); with
+  fixed lengths and C = workers × batch, round-robin keeps each cohort balanced (a discrete-event check: TTFT = the
+  prefill). *What the rows say.* By Little's law (benchmarks/client_connections.py `in_service_from_measured`) only 3.2,
+  6.2, 24.0, 48.4 of C = 6, 9, 30, 60 clients are decoding (1024/1024; 97 of 154 at 8192/1024), and the faster second
+  run at the same C gives 3.1, 6.1, 23.2: in both, TTFT ≈ 0.86-0.88, 0.46-0.47, 0.25-0.29 × (OSL − 1)·TPOT. The missing
+  time is a wait for a decode seat lasting a fraction of a whole request's decode, as if about one seat per decode
+  worker were out of service at batch 2-3 (2-4 at batch 10-20). Nothing sourced holds a seat so; not modelled. The
+  measurement that would settle it: the decode workers' iteration log (`print_iter_log`: active and scheduled requests
+  per iteration) at C = 6.
 * **vLLM gpt-oss-120b and MiniMax-M2.5 (TPOT -3.7 / 16.7 → +2.6 / 5.4 % and -15.2 / 15.5 → -3.4 / 7.8 %; TTFT +18.1 /
   36.7 → +3.6 / 20.1 % and +50.9 / 74.8 → +16.5 / 29.7 %).** Five causes, each checked against the kernel tables or
   the rows before anything was refitted. (1) *The loop's decode step was a straight line.* The benchmark loop priced

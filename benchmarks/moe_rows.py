@@ -28,6 +28,16 @@ connector reads a request's blocks after its prefill); TensorRT-LLM has no entry
 (``layer``). Before, every disaggregated row was priced layer-wise, a transfer hidden behind the prefill that SGLang
 0.5.8 does not do (layer-pipelined transfer is an open SGLang pull request, #28529, 2026-06).
 
+Decode seats (TensorRT-LLM rows): AIConfigurator's benchmark rule plugin, in force when these runs were generated
+(``generator/rule_plugin/benchmark/trtllm.rule`` since ai-dynamo/aiconfigurator 71bb3d00e, 2026-01-30; the runs are of
+2026-02-08), writes ``agg_decode max_batch_size = (max_batch_size if max_batch_size else 128)`` with ``max_batch_size``
+the SDK's per-worker decode batch (``generator/module_bridge.py``: ``"max_batch_size": bs``), CUDA graphs for 1 to
+that batch, and the benchmark concurrency ``decode_workers × decode max_batch_size``; the CSV records that batch as
+``decode_batch_size`` and every ``dsr1_*_cfg*`` row has C = ``decode_num_workers × decode_batch_size`` (6 = 3 × 2,
+154 = 2 × 77). The scenario takes it as ``max_num_seqs`` (:func:`decode_seats`), so the decode step is fitted over the
+batches the worker can run, not over the profile's 256. Only TensorRT-LLM rows: the other engines' rows keep their
+profiles' seats (the vLLM and SGLang benchmark rules set the same cap, a change for their groups' owners).
+
 KV dtype: FP8 where the row's precision is FP8 (TensorRT-LLM and SGLang FP8 recipes), else BF16; vLLM rows BF16
 (``--kv-cache-dtype auto``: :func:`kv_dtype_of`). gpt-oss-120b keeps
 its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_config``).
@@ -128,8 +138,20 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
                 continue
             prefill["count"] = decode["count"] = 1  # module docstring: SGLang's one 16-GPU instance per role
         row.update(prefill=prefill, decode=decode)
+        seats = decode_seats(source)
+        if seats is not None:
+            row["decode_seats"] = seats
         out.append(row)
     return out, skipped
+
+
+def decode_seats(r: dict[str, str]) -> int | None:
+    """A TensorRT-LLM disaggregated row's decode ``max_batch_size`` per worker (per attention-DP rank): the CSV's
+    ``decode_batch_size`` (module docstring, AIConfigurator's benchmark rule); None for other engines and rows without
+    it."""
+    if r["backend"] != "trtllm" or r["mode"] != "disagg" or not r["decode_batch_size"]:
+        return None
+    return int(r["decode_batch_size"])
 
 
 def transfer_granularity(engine: str) -> str:
@@ -178,6 +200,8 @@ def scenario_dict(row: dict[str, Any]) -> dict[str, Any]:
     sc.update(
         mode="disaggregated", link="ib-ndr", granularity=transfer_granularity(row["engine"]), routing="least-work"
     )
+    if "decode_seats" in row:
+        sc["max_num_seqs"] = row["decode_seats"]
     for side in ("prefill", "decode"):
         role = row[side]
         sc[side] = {"gpu": "h100-sxm", "tp": role["tp"], "dp": role["dp"], "ep": role["ep"], "count": role["count"]}
