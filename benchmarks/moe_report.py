@@ -94,7 +94,8 @@ def reason(r: dict[str, Any], profile_versions: dict[str, str]) -> str:
     if r["mode"] == "disagg" and r["ttft_err"] < -70.0:
         return (
             f"measured TTFT {r['ttft_ms'] / 1e3:.1f} s where the prompt's prefill + KV is {r['prefill_ms']:.0f} ms and "
-            "no pool of pdplan's loop is saturated: time outside the modelled path (PD hand-off, start-up of the run)"
+            "no pool of pdplan's loop is saturated: time outside the modelled path (TensorRT-LLM rows: by Little's law "
+            "fewer than C decode at once, a wait for a decode seat; findings)"
         )
     if r.get("connections", r["concurrency"]) < r["concurrency"]:
         return (
