@@ -41,7 +41,8 @@ def _signed(pred: np.ndarray, meas: np.ndarray) -> str:
 def qwen3_lines(rows: MoeRows, mine: np.ndarray, triton: np.ndarray) -> list[str]:
     """Signed median error at Qwen3-235B's shape, 1-256 tokens, per EP and routing law: this entry, the Triton one."""
     c = rows.cols
-    shape = np.all([c[k] == v for k, v in zip(("hidden_size", "inter_size", "topk", "num_experts"), QWEN3)], axis=0)
+    cols = ("hidden_size", "inter_size", "topk", "num_experts")
+    shape = np.all([c[k] == v for k, v in zip(cols, QWEN3, strict=True)], axis=0)
     out = []
     for ep in (2.0, 4.0, 8.0, 16.0):
         cells = []
