@@ -31,23 +31,28 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import GpuPeaks, KernelTable, smooth_max
 from pdplan.perf.moe import MoeLayerShape
+from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_routing import Routing
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams, WideEpPhase
 from pdplan.types import ArrayLike, FloatArray
 
-MoeKernel = Literal["fused", "deepgemm_wideep"]
-"""The MoE kernel families: ``fused`` (:mod:`pdplan.perf.moe`), ``deepgemm_wideep`` (this module)."""
+MoeKernel = Literal["fused", "deepgemm_wideep", "cutlass"]
+"""The MoE kernel families: ``fused`` (:mod:`pdplan.perf.moe`), ``deepgemm_wideep`` (this module), ``cutlass``
+(TensorRT-LLM's CUTLASS fused MoE: the fused formula with its own entry, :mod:`pdplan.perf.moe_cutlass`)."""
 
 
 def moe_kernel_for(runtime: MoeRuntime | None, ep: int, weight_bytes: float, table: KernelTable) -> MoeKernel:
     """The expert kernel an engine runs for one instance type (the rule of
-    :class:`~pdplan.specs.moe_wideep.MoeRuntime`): ``deepgemm_wideep`` when the engine's EP kernel is DeepGEMM,
-    EP > 1, the experts are FP8 (<= 1 byte per weight) and the GPU's table has both ``moe_wideep`` phases
-    (Hopper/Blackwell); ``fused`` otherwise.
+    :class:`~pdplan.specs.moe_wideep.MoeRuntime`): the engine's EP kernel when EP > 1, the experts are FP8 (<= 1 byte
+    per weight) and the GPU has that kernel's measured entry (``deepgemm_wideep``: both ``moe_wideep`` phases of its
+    table, Hopper/Blackwell; ``cutlass``: a ``pdplan/data/moe_cutlass`` entry, H100/H200); ``fused`` otherwise.
 
-    Example: SGLang, EP 72, FP8 on H100 -> deepgemm_wideep; the same at EP 1, in BF16, or under vLLM -> fused."""
-    if runtime is None or runtime.ep_kernel != "deepgemm_wideep" or ep <= 1 or weight_bytes > 1.0:
+    Example: SGLang, EP 72, FP8 on H100 -> deepgemm_wideep; TensorRT-LLM, EP 4, FP8 on H100 -> cutlass; either at
+    EP 1, in BF16, or under vLLM -> fused."""
+    if runtime is None or runtime.ep_kernel == "fused" or ep <= 1 or weight_bytes > 1.0:
         return "fused"
+    if runtime.ep_kernel == "cutlass":
+        return "cutlass" if cutlass_params(table.gpu) is not None else "fused"
     return "deepgemm_wideep" if {"prefill", "decode"} <= set(table.moe_wideep) else "fused"
 
 

@@ -25,6 +25,7 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.mla import mla_core_flops_bytes, mla_core_time_s, mla_params
 from pdplan.perf.moe import moe_flops_bytes, moe_time_s
+from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
 from pdplan.perf.ops import MLA_PHASE, Op, Phase
@@ -189,6 +190,9 @@ def _op_time_s(
         w4 = w4a16_params(table.gpu) if uses_w4a16(op.moe.weight_bytes) else None
         if w4 is not None:  # MXFP4 experts: the W4A16 kernel at the BF16 peak (pdplan.perf.moe_w4a16)
             return moe_time_s(op.moe, "bf16", gpu, table, w4)
+        cutlass = cutlass_params(table.gpu) if kernel == "cutlass" and not uses_w4a16(op.moe.weight_bytes) else None
+        if cutlass is not None:  # TensorRT-LLM's CUTLASS MoE, FP8 block experts (pdplan.perf.moe_cutlass)
+            return moe_time_s(op.moe, "fp8", gpu, table, cutlass)
         return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
     if op.kind == "linear_attn":
         return _linear_attention_time_s(op, gpu, table, prec)

@@ -53,16 +53,18 @@ class MoeRuntime(FrozenModel):
 
     ``ep_kernel``: the expert kernel at expert parallelism > 1 with FP8 experts, on GPUs whose kernel table has a
     ``moe_wideep`` entry (the DeepGEMM kernels need Hopper or Blackwell): ``deepgemm_wideep`` (SGLang's DeepEP +
-    DeepGEMM layer) or ``fused`` (the engine's fused MoE, :mod:`pdplan.perf.moe`), which also prices EP 1, BF16
-    experts and every other GPU. ``two_batch_overlap``: the engine's default for splitting each EP step into two
-    micro-batches whose all-to-all overlaps the other's compute (:mod:`pdplan.perf.two_batch_overlap`); a
-    scenario's ``two_batch_overlap`` overrides it. ``eplb_prefill_routing``: the named routing law
+    DeepGEMM layer), ``cutlass`` (TensorRT-LLM's CUTLASS fused MoE, on GPUs with a ``pdplan/data/moe_cutlass``
+    entry, :mod:`pdplan.perf.moe_cutlass`) or ``fused`` (the engine's fused MoE, :mod:`pdplan.perf.moe`), which
+    also prices EP 1, BF16 experts and every other GPU. ``two_batch_overlap``: the engine's default for splitting
+    each EP step into two micro-batches whose all-to-all overlaps the other's compute
+    (:mod:`pdplan.perf.two_batch_overlap`); a scenario's ``two_batch_overlap`` overrides it.
+    ``eplb_prefill_routing``: the named routing law
     (``pdplan/data/moe_routing.yaml``) of the prefill experts where the deployment runs EPLB (a scenario's
     ``redundant_experts`` > 0) with the ``deepgemm_wideep`` kernel; None (and decode, and every other case):
     uniform routing, each GPU the mean load.
     """
 
-    ep_kernel: Literal["fused", "deepgemm_wideep"] = "fused"
+    ep_kernel: Literal["fused", "deepgemm_wideep", "cutlass"] = "fused"
     two_batch_overlap: bool = False
     eplb_prefill_routing: Annotated[str, Field(min_length=1)] | None = None
     source: Annotated[str, Field(min_length=1)]
