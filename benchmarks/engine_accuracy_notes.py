@@ -11,8 +11,9 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   mixed steps and an MoE layer the runs imply below every measured CUTLASS row). TPOT holds for DeepSeek-R1
   disaggregated on SGLang (11.2 %) and now on TensorRT-LLM (DeepSeek-R1 -9.1 / 9.1 %, DeepSeek-V3 -6.9 / 6.9 %, was
   12.0 and 14.0: the decode workers' recorded batch cap and the CUTLASS MoE entry), not for gpt-oss on TensorRT-LLM
-  (5 rows); TTFT is missed by every disaggregated group (SGLang -56 %, TensorRT-LLM -94 %: causes below). The bullets below were written while the work was in progress: where a figure in them differs from the
-  tables, the tables are current.
+  (5 rows); TTFT is missed by every disaggregated group (SGLang -56 %, TensorRT-LLM -94 %: causes below). The
+  bullets below were written while the work was in progress: where a figure in them differs from the tables, the
+  tables are current.
 * **TensorRT-LLM eager steps (Qwen3-235B TTFT -30.5 → -6.3 %).** Decomposed per row, the measured TTFT did not
   follow the compute: at C = 4 it is 169-175 ms for ISL 512 and 1,024 alike and at TP4 and TP8 alike, where the
   priced own prefill is 13-34 ms and pdplan gave 135-207 ms; the per-request time a row needed on top of the loop
