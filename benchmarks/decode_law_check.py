@@ -76,14 +76,17 @@ fitting grid, as the JSON reports it.
 """
 FOOTER = """
 Reading: where the step is nearly linear (dense models away from their KV limit) the line is within a few per cent
-at every load. Two cases are not: (1) a MoE decode step (DeepSeek-V3 wide-EP) is concave in B while its experts
-saturate, so the line is ~20 % short at light load and ~15-25 % long at the plan's goodput (pessimistic there);
-(2) near the decode KV limit the fixed point ``τ̄ = t0/(1 − u)`` amplifies a few per cent of step error into tens
-of per cent of TPOT: the roofline's step at B ≈ 300-800 is ~9 % above the line for the FP8 Llama-3.1-70B H200 TP2
-decode of `fp8-h200`, and at 100 % of that plan's goodput the roofline fixed point is at 97 % of the KV pool with a
-TPOT P90 of 132 ms against the line's 83 ms. Carrying the roofline's step (a table in B and context per sequence)
-through the vectorised queueing model, the search's decode tables and the capacity bounds is the fix; it is not
-done (README, known limitations).
+at every load. Two cases are not. (1) A MoE decode step (DeepSeek-V3 wide-EP) is concave in B while its experts
+saturate, so the line is ~20 % short at light load and ~15-25 % long at the plan's goodput (pessimistic there).
+(2) Near the decode KV limit (`fp8-h200`, `mixed-fleet` at 100 % of goodput) the two disagree by 30-40 %, but this
+is not a measure of the line's error alone: the roofline steps up where a GEMM's M crosses a tile or wave boundary
+(FP8 Llama-3.1-70B on H200 TP2: 104.5 ms at B = 500, 123.5 ms at B = 550), and across such a step B/τ falls, so
+the mean field ``τ̄ = τ(λE[n]τ̄, ·)`` has more than one fixed point at one rate; the roofline column there is the
+fixed point past the step (B ≈ 560-630 against the line's 330-430; `fp8-h200` then holds 97 % of its KV pool). A real batch
+fluctuates across the step, which the line averages and the raw roofline does not. Carrying the roofline's step
+through the queueing model therefore needs it smoothed over the batch's spread and made single-valued (B/τ
+non-decreasing), and the load-feedback factor is ill-conditioned wherever λ·E[n]·∂τ/∂B nears 1; that is the open
+item (README, known limitations), not done.
 """
 
 
