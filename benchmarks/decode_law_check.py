@@ -82,11 +82,11 @@ saturate, so the line is ~20 % short at light load and ~15-25 % long at the plan
 is not a measure of the line's error alone: the roofline steps up where a GEMM's M crosses a tile or wave boundary
 (FP8 Llama-3.1-70B on H200 TP2: 104.5 ms at B = 500, 123.5 ms at B = 550), and across such a step B/τ falls, so
 the mean field ``τ̄ = τ(λE[n]τ̄, ·)`` has more than one fixed point at one rate; the roofline column there is the
-fixed point past the step (B ≈ 560-630 against the line's 330-430; `fp8-h200` then holds 97 % of its KV pool). A real batch
-fluctuates across the step, which the line averages and the raw roofline does not. Carrying the roofline's step
-through the queueing model therefore needs it smoothed over the batch's spread and made single-valued (B/τ
-non-decreasing), and the load-feedback factor is ill-conditioned wherever λ·E[n]·∂τ/∂B nears 1; that is the open
-item (README, known limitations), not done.
+fixed point past the step (B ≈ 560-630 against the line's 330-430; `fp8-h200` then holds 97 % of its KV pool).
+A real batch fluctuates across the step, which the line averages and the raw roofline does not. Carrying the
+roofline's step through the queueing model therefore needs it smoothed over the batch's spread and made
+single-valued (B/τ non-decreasing), and the load-feedback factor is ill-conditioned wherever λ·E[n]·∂τ/∂B nears 1;
+that is the open item (README, known limitations), not done.
 """
 
 
