@@ -159,9 +159,24 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   6.2, 24.0, 48.4 of C = 6, 9, 30, 60 clients are decoding (1024/1024; 97 of 154 at 8192/1024), and the faster second
   run at the same C gives 3.1, 6.1, 23.2: in both, TTFT ≈ 0.86-0.88, 0.46-0.47, 0.25-0.29 × (OSL − 1)·TPOT. The missing
   time is a wait for a decode seat lasting a fraction of a whole request's decode, as if about one seat per decode
-  worker were out of service at batch 2-3 (2-4 at batch 10-20). Nothing sourced holds a seat so; not modelled. The
-  measurement that would settle it: the decode workers' iteration log (`print_iter_log`: active and scheduled requests
-  per iteration) at C = 6.
+  worker were out of service at batch 2-3 (2 and 4 at batch 10 and 20: no fixed reservation). *Seats, checked in
+  TensorRT-LLM's PyTorch executor (versions before and after 1.2.0rc6 agree) and ruled out* as a seat held for a
+  whole request: (i) the CUDA-graph padding request (cuda_graph_runner.py `_get_padded_batch`) exists only "if
+  self.padding_enabled", and AIC's benchmark rule leaves `cuda_graph_config.enable_padding` at the template's `false`
+  (extra_engine_args.1.2.0rc6.post1.yaml.j2 l. 38) with graphs for every batch 1 to b (benchmark/trtllm.rule l. 12);
+  when on, it is appended inside `pad_batch` after scheduling, only if "padding_size + batch.batch_size" fits the
+  engine's batch ("No padding if it would create too many concurrent requests"), and cut off after the forward: one
+  KV block, no scheduler seat. (ii) A generation request waiting for its KV is `DISAGG_GENERATION_TRANS_IN_PROGRESS`,
+  outside the schedulable states in both orderings of the C++ enum (9 < `CONTEXT_INIT` 10 in the newer, 10 >
+  `GENERATION_COMPLETE` 6 in the older), so `GuaranteedNoEvictScheduler` skips it before counting against
+  `mMaxNumRequests`; it counts only against `max_num_active_requests` (= pp × max_batch_size,
+  `get_max_num_sequences`) for the transfer's milliseconds. (iii) The overlap loop schedules step n + 1 before
+  `_update_requests` of step n and frees finished requests in `_process_previous_batch`: one step per request (OSL + 1
+  steps for OSL, 0.1 %). (iv) The attention-DP dummy (`_pad_attention_dp_dummy_request`) needs attention DP (these
+  decode workers have none) and lives one step. Not modelled. A discrete-event check of the routing (not kept):
+  round-robin over 3 workers with ±5 % service jitter keeps TTFT at the prefill; random routing gives 4.3, 4.1, 2.9 s
+  at C = 6, 9, 30 against 12.3, 7.1, 5.1 measured. The measurement that would settle it: the decode workers'
+  iteration log (`print_iter_log`: active and scheduled requests per iteration) at C = 6.
 * **vLLM gpt-oss-120b and MiniMax-M2.5 (TPOT -3.7 / 16.7 → +2.6 / 5.4 % and -15.2 / 15.5 → -3.4 / 7.8 %; TTFT +18.1 /
   36.7 → +3.6 / 20.1 % and +50.9 / 74.8 → +16.5 / 29.7 %).** Five causes, each checked against the kernel tables or
   the rows before anything was refitted. (1) *The loop's decode step was a straight line.* The benchmark loop priced
