@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.perf.act_quant import dispatch_quant_ops
 from pdplan.perf.expert_parallel import a2a_phases_s, exposed_gather_s
 from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
 from pdplan.perf.op_pricing import OpTime, Precision, linear_attention_kernel_s, price_ops
-from pdplan.perf.ops import PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
 from pdplan.perf.tiling import sm_count
 from pdplan.perf.two_batch_overlap import (
     decode_windows,
@@ -232,6 +233,13 @@ def _pass_shape(
     return shape
 
 
+def _pass_ops(model: ModelSpec, shape: PassShape, kernel: MoeKernel) -> list[Op]:
+    """The pass's operators (:func:`pdplan.perf.ops.forward_ops`) plus the activation quantisation that ``kernel``'s
+    engine runs as its own kernel outside every table (:func:`pdplan.perf.act_quant.dispatch_quant_ops`)."""
+    ops = forward_ops(model, shape)
+    return ops + dispatch_quant_ops(ops, shape.act_bytes, kernel)
+
+
 def _priced_pass(
     model: ModelSpec,
     shape: PassShape,
@@ -244,10 +252,10 @@ def _priced_pass(
 ) -> tuple[OpTime, ...]:
     """Every op of the pass priced, ZeRO-Prefill gathers hidden, and with ``two_batch_overlap`` an EP pass as two
     overlapped micro-batches."""
-    ops = hide_gather(price_ops(forward_ops(model, shape), gpu, table, prec, detail, kernel), float(model.num_layers))
+    ops = hide_gather(price_ops(_pass_ops(model, shape, kernel[0]), gpu, table, prec, detail, kernel), model.num_layers)
     if two_batch_overlap and any(op.kind == "alltoall" for op in ops):
         half = dataclasses.replace(shape, batch=shape.batch / 2.0)
-        half_pass = forward_ops(model, half)
+        half_pass = _pass_ops(model, half, kernel[0])
         half_ops = price_ops(half_pass, gpu, table, prec, detail, kernel)
         phases_s, share = None, 0.0
         if shape.phase == "decode":  # SGLang's staged decode schedule (pdplan.perf.two_batch_overlap)
