@@ -107,6 +107,10 @@ class LoopInputs:
     """Batch sizes (increasing, from 1) at which :attr:`decode_step_s` gives τ_d; None = the linear law ``step``."""
     decode_step_s: np.ndarray | None = None
     """τ_d(B) at the mean context on :attr:`decode_batches` (the roofline step with the engine's host time)."""
+    merge_arrivals: bool = False
+    """Spread steady state: the arrivals that land during one step share the next (:func:`_spread_groups`); off =
+    every request its own group. :func:`pdplan.serving.benchmark_inputs.loop_inputs` sets it where the steps that
+    carry prompts are eager (H > 0)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -225,15 +229,16 @@ def _context_step_s(inp: LoopInputs, c_eff: int, prompts: float) -> float:
 
 
 def _spread_groups(inp: LoopInputs, c_eff: int) -> np.ndarray:
-    """The groups of the spread steady state. Without an eager floor (H = 0), singletons: the regime fitted on the
-    dense rows (TTFT about three one-prompt steps at C = 8, the profiles' ``steady_arrivals`` source). With one, C/ḡ
-    groups of the ḡ prompts a context step collects (:func:`pdplan.serving.spread_arrivals.merged_group_size`), the
-    cycle T (the per-request overhead included) from :func:`_mixed_steady` priced with those groups; from
-    singletons until the groups stop moving. Applied to graph-launched steps as well, the merge moves the dense
-    TensorRT-LLM TTFT from 13.6 to 15.6 % median |error| (the groups' longer steps in the three-step TTFT;
-    engine_accuracy_notes.py), so it is kept to the eager steps it was derived for."""
+    """The groups of the spread steady state. Without :attr:`LoopInputs.merge_arrivals`, singletons: the regime
+    fitted on the dense rows (TTFT about three one-prompt steps at C = 8, the profiles' ``steady_arrivals`` source).
+    With it (set where the steps with prompts are eager), C/ḡ groups of the ḡ prompts a context step collects
+    (:func:`pdplan.serving.spread_arrivals.merged_group_size`), the cycle T (the per-request overhead included) from
+    :func:`_mixed_steady` priced with those groups; from singletons until the groups stop moving. Applied to
+    graph-launched steps as well, the merge moves the dense TensorRT-LLM TTFT from 13.6 to 15.6 % median |error|
+    (the groups' longer steps in the three-step TTFT; engine_accuracy_notes.py), so it is kept to the eager steps
+    it was derived for."""
     groups = np.ones(c_eff, dtype=np.int64)
-    if inp.eager_step_s <= 0.0:
+    if not inp.merge_arrivals:
         return groups
     tau_s = decode_s(inp, c_eff)
     for _ in range(32):

@@ -28,7 +28,8 @@ step times context steps per unit time π_c/L̄:
 
     ḡ = (C/T)·L̄/π_c,
 
-(the mean of "at least one arrival" over the two kinds of window: ``[π_c·q_c·(C S/T)/q_c + (1 − π_c)·q_d·(C τ/T)/q_d]/π_c``).
+(the mean of "at least one arrival" over the two kinds of window,
+``[π_c·q_c·(C·S/T)/q_c + (1 − π_c)·q_d·(C·τ/T)/q_d]/π_c``, is the same).
 S depends on ḡ and T on the whole cycle, so ḡ, S and T are solved together: the inner fixed point here (ḡ and S at
 a given T), the outer one in the loop (T from the cycle priced with the merged groups, starting from singletons:
 merging shortens the cycle, which raises the arrival rate, so the iteration rises monotonically to the least
