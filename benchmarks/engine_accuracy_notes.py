@@ -55,14 +55,24 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   measured), the C ≤ 32 rows move < 1 ms. What is left: (1) that row needs ~3.5 prompts per context step (groups of 3
   / 4 price 33.5 / 30.5 ms), more than independent phases give, while the ISL 512 rows at C = 128 (TP8 / TP4 50.3 /
   49.9 ms measured, 56.1 / 56.2 as singletons) need 1.2-2: the dependence on ISL is not the floor's (56 ms for any
-  prompt up to 1,024 tokens), so it lies in the context steps' GPU time, not in how arrivals merge. (2) The merge is
-  applied only where the steps with prompts are eager (`merge_arrivals`): applied to graph-launched steps it moves the
-  dense TensorRT-LLM TTFT from -8.2 / 13.6 to -7.3 / 15.6 % (C 17-64: ISL 1,024 -3.5 → +4.2 %, 2,048 +0.3 → +12.6 %; C
-  65-256, ISL 1,024: -59.5 → -53.5 %), since the loop keeps the three-step TTFT of a phase-locked train while with
-  independent phases the step in flight is a context step only π_c of the time; the dense rows' TTFT of about three
-  one-prompt steps at C = 8 says their arrivals are trains. (3) Not modelled: with the overlap scheduler the host may
-  launch an eager step while the GPU still runs the step before it, which would hide up to τ of H in each context step
-  after a decode-only one (a change of the eager term's meaning: h would be refitted).
+  prompt up to 1,024 tokens): see (4). (2) The merge is applied only where the steps with prompts are eager
+  (`merge_arrivals`): applied to graph-launched steps it moves the dense TensorRT-LLM TTFT from -8.2 / 13.6 to -7.3 /
+  15.6 % (C 17-64: ISL 1,024 -3.5 → +4.2 %, 2,048 +0.3 → +12.6 %; C 65-256, ISL 1,024: -59.5 → -53.5 %), since the
+  loop keeps the three-step TTFT of a phase-locked train while with independent phases the step in flight is a context
+  step only π_c of the time; the dense rows' TTFT of about three one-prompt steps at C = 8 says their arrivals are
+  trains. (3) Not modelled: with the overlap scheduler the host may launch an eager step while the GPU still runs the
+  step before it, which would hide up to τ of H in each context step after a decode-only one (a change of the eager
+  term's meaning: h would be refitted). (4) What the TPOT rows say about the floor itself: at TP8, C = 64, the TPOT at
+  OSL 128 / 256 / 512 fits τ + c·C/OSL with one τ ≈ 20.4 ms (priced 20.8-21.5) and a context cost per prompt c of ≈
+  3-9 / 19 / 42 ms at ISL 128 / 512 / 1,024 (the three OSLs agree within 1.5 ms at ISL 512 and 1,024): linear in the
+  prompt's tokens (~43 µs each), with no sign of the 34 ms (S − τ) that each one-prompt eager step adds. Either the
+  steps gather ~14 / 2 / 1 prompts (the burst's groups, 64 / 16 / 8 at these ISLs, fragmented 5-8x: a phase-locked
+  regime that independent phases, ḡ ≈ 1.3, do not reach), or the launch time does not hold up the other requests'
+  decode steps and belongs to the request's own TTFT (the C = 4 TTFT of ~172 ms whatever the ISL and TP). Priced that
+  way (h = 0 for TPOT, 0.6 ms for TTFT: the h = 0 and fitted rows of `docs/fit_eager_moe_step.md`), the group is TPOT
+  +9.5 / 13.4 % (TP8 +2.8 / 8.9 %, TP4 +23.3 %: the decode kernel, the bullet below) and TTFT -5.1 / 10.5 %; which
+  mechanism it is needs a per-step trace (TensorRT-LLM iteration logs), which the CSV does not have, so neither is
+  modelled here.
 * **What moved the numbers.** (1) Expert parallelism without attention DP has no all-to-all: the TP group's tokens
   are already on every GPU and the layer's TP all-reduce combines the experts' outputs (vLLM `use_all2all_kernels =
   dp_size > 1 and use_ep`). Qwen3-235B TP4/TP8 EP4/EP8 TPOT went from +8.0 / 11.4 % to the figure above,
