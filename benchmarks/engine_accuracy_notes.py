@@ -40,6 +40,39 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   priced, 11.9 measured; the decode step's own kernels, not moved by this term). (3) The ISL 128-256 rows measure
   230-250 ms TTFT at C = 8-64, more than the ISL 512-1,024 rows at the same C (186-217 ms), which no step count
   explains (pdplan now gives them ~200 ms). (4) The 1.2.0rc6 4000/1000 row (29 s TTFT at C = 28) is another run.
+* **Merged eager context steps (Qwen3-235B TPOT +20.8 / 20.8 → +19.6 / 19.9 %; TP4 EP4 +28.7 → +27.3 %, TP8 EP8 +15.8
+  / 16.1 → +12.6 / 15.1 %; TTFT -5.4 / 10.1 → -5.1 / 10.6 %).** Item (1) above. The engine takes every waiting context
+  request at each iteration, so the arrivals that land while a 56 ms eager step runs share the next one. The
+  deterministic fluid (merge once the arrival spacing T/C is below the step S) leaves every Qwen3 row at singletons:
+  the singleton cycle is C·S + (OSL + 1 − C)·τ ≥ C·S whenever C ≤ OSL + 1, which all of them satisfy. Merging needs
+  the phases to scatter, which is what the spread regime assumes: with each client's arrival at an independent phase
+  of the cycle, a window of length L holds Binomial(C, L/T) arrivals, the steps form a two-state chain (decode-only
+  after no arrival, context after at least one), and the prompts per context step are ḡ = (C/T)·L̄/π_c, solved with
+  S(ḡ) and T (`pdplan/serving/spread_arrivals.py`, derivation in its docstring; the loop prices C/ḡ groups,
+  `benchmark_loop._spread_groups`). No fitted term: the eager term refitted under it
+  (`benchmarks/fit_eager_moe_step.py`) is h = 0.600 ± 0.024 ms (leave-one-TP-out 0.64 / 0.59), the shipped value. ḡ is
+  1.03-1.07 at C = 16, 1.3 at C = 64 and 1.6 at C = 128 (OSL 128): TP8 128/128 C = 128 goes 54.5 → 41.8 ms (31.7
+  measured), the C ≤ 32 rows move < 1 ms. What is left: (1) that row needs ~3.5 prompts per context step (groups of 3
+  / 4 price 33.5 / 30.5 ms), more than independent phases give, while the ISL 512 rows at C = 128 (TP8 / TP4 50.3 /
+  49.9 ms measured, 56.1 / 56.2 as singletons) need 1.2-2: the dependence on ISL is not the floor's (56 ms for any
+  prompt up to 1,024 tokens): see (4). (2) The merge is applied only where the steps with prompts are eager
+  (`merge_arrivals`): applied to graph-launched steps it moves the dense TensorRT-LLM TTFT from -8.2 / 13.6 to -7.3 /
+  15.6 % (C 17-64: ISL 1,024 -3.5 → +4.2 %, 2,048 +0.3 → +12.6 %; C 65-256, ISL 1,024: -59.5 → -53.5 %), since the
+  loop keeps the three-step TTFT of a phase-locked train while with independent phases the step in flight is a context
+  step only π_c of the time; the dense rows' TTFT of about three one-prompt steps at C = 8 says their arrivals are
+  trains. (3) Not modelled: with the overlap scheduler the host may launch an eager step while the GPU still runs the
+  step before it, which would hide up to τ of H in each context step after a decode-only one (a change of the eager
+  term's meaning: h would be refitted). (4) What the TPOT rows say about the floor itself: at TP8, C = 64, the TPOT at
+  OSL 128 / 256 / 512 fits τ + c·C/OSL with one τ ≈ 20.4 ms (priced 20.8-21.5) and a context cost per prompt c of ≈
+  3-9 / 19 / 42 ms at ISL 128 / 512 / 1,024 (the three OSLs agree within 1.5 ms at ISL 512 and 1,024): linear in the
+  prompt's tokens (~43 µs each), with no sign of the 34 ms (S − τ) that each one-prompt eager step adds. Either the
+  steps gather ~14 / 2 / 1 prompts (the burst's groups, 64 / 16 / 8 at these ISLs, fragmented 5-8x: a phase-locked
+  regime that independent phases, ḡ ≈ 1.3, do not reach), or the launch time does not hold up the other requests'
+  decode steps and belongs to the request's own TTFT (the C = 4 TTFT of ~172 ms whatever the ISL and TP). Priced that
+  way (h = 0 for TPOT, 0.6 ms for TTFT: the h = 0 and fitted rows of `docs/fit_eager_moe_step.md`), the group is TPOT
+  +9.5 / 13.4 % (TP8 +2.8 / 8.9 %, TP4 +23.3 %: the decode kernel, the bullet below) and TTFT -5.1 / 10.5 %; which
+  mechanism it is needs a per-step trace (TensorRT-LLM iteration logs), which the CSV does not have, so neither is
+  modelled here.
 * **What moved the numbers.** (1) Expert parallelism without attention DP has no all-to-all: the TP group's tokens
   are already on every GPU and the layer's TP all-reduce combines the experts' outputs (vLLM `use_all2all_kernels =
   dp_size > 1 and use_ep`). Qwen3-235B TP4/TP8 EP4/EP8 TPOT went from +8.0 / 11.4 % to the figure above,

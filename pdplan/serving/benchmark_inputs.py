@@ -27,6 +27,8 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     prompt_s = model.prefill_s_per_token * isl + attention_s
     engine = hw.engine
     mixed = model.scheduler == "chunked" and (engine is None or engine.scheduling.mixed_batches)
+    spread = engine is not None and engine.scheduling.steady_arrivals == "spread"
+    eager_s = eager_step_s(hw)
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
     grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
     gemm, _ = prefill_split_s(hw, grid)
@@ -42,16 +44,17 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         mixed=mixed,
         request_delay_s=request_delay_s(hw, isl),
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
-        spread=engine is not None and engine.scheduling.steady_arrivals == "spread",
+        spread=spread,
         state_tokens_per_seq=model.decode.state_tokens_per_seq,
         startup_cohorts=_startup_cohorts(engine),
         gemm_tokens=grid,
         gemm_s=np.maximum(gemm - gemm[0], 0.0),
         attention_s=attention_s,
-        eager_step_s=eager_step_s(hw),
+        eager_step_s=eager_s,
         kv_on_demand=engine is not None and engine.scheduling.kv_admission == "on_demand",
         decode_batches=batches,
         decode_step_s=decode_step_fn(hw, batches, batches * (isl + osl / 2.0)),
+        merge_arrivals=spread and eager_s > 0.0,  # benchmark_loop._spread_groups: why only eager steps
     )
 
 

@@ -23,7 +23,9 @@ anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`)
   the other groups' prefill steps. Groups that overflow the budget with the decodes riding repack FCFS
   (:func:`settled_groups`); the deterministic replay reaches that packing one group per cycle
   (:func:`_fragmenting_s`). A profile with ``steady_arrivals: spread`` (host jitter splits the burst's groups:
-  measured at C = 8, ISL 1,024 on vLLM 0.12 and TensorRT-LLM) prices the same with every request its own group.
+  measured at C = 8, ISL 1,024 on vLLM 0.12 and TensorRT-LLM) prices the same with every request its own group;
+  where the steps that carry prompts are eager (below), with the groups that the arrivals landing during one such
+  step form (:func:`_spread_groups`, :mod:`pdplan.serving.spread_arrivals`).
 * **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
@@ -61,6 +63,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.results import BenchmarkLoop
+from pdplan.serving.spread_arrivals import even_groups, merged_group_size
 from pdplan.specs.engine import EngineProfile
 
 
@@ -104,6 +107,10 @@ class LoopInputs:
     """Batch sizes (increasing, from 1) at which :attr:`decode_step_s` gives τ_d; None = the linear law ``step``."""
     decode_step_s: np.ndarray | None = None
     """τ_d(B) at the mean context on :attr:`decode_batches` (the roofline step with the engine's host time)."""
+    merge_arrivals: bool = False
+    """Spread steady state: the arrivals that land during one step share the next (:func:`_spread_groups`); off =
+    every request its own group. :func:`pdplan.serving.benchmark_inputs.loop_inputs` sets it where the steps that
+    carry prompts are eager (H > 0)."""
 
 
 def decode_s(inp: LoopInputs, batch: float) -> float:
@@ -212,6 +219,51 @@ def settled_groups(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
     return groups
 
 
+def _context_step_s(inp: LoopInputs, c_eff: int, prompts: float) -> float:
+    """S(g): a step carrying g prompts beside the C_eff − g other decodes, priced as :func:`_mixed_steady` prices a
+    group's step (budget-sized passes, eager floor)."""
+    riding = max(c_eff - prompts, 0.0)
+    passes = float(np.ceil(prompts * inp.input_tokens / max(inp.budget_tokens - riding, 1.0)))
+    step_s = decode_s(inp, riding) * passes + float(prefill_work_s(inp, prompts * inp.input_tokens, riding))
+    return float(eager_floor_s(inp, step_s, passes))
+
+
+def _spread_groups(inp: LoopInputs, c_eff: int) -> np.ndarray:
+    """The groups of the spread steady state. Without :attr:`LoopInputs.merge_arrivals`, singletons: the regime
+    fitted on the dense rows (TTFT about three one-prompt steps at C = 8, the profiles' ``steady_arrivals`` source).
+    With it (set where the steps with prompts are eager), G = C/ḡ groups of the ḡ prompts a context step collects
+    (:func:`pdplan.serving.spread_arrivals.merged_group_size`), the cycle T (the per-request overhead included) from
+    :func:`_mixed_steady` priced with those groups, f(G) the count that cycle asks for. From singletons (f(C) ≤ C)
+    G ← f(G) while the count falls (merging shortens the cycle, which raises ḡ), to the first fixed point f(G) = G
+    (the least merged one below C); where an iterate overshoots (f(G) > G: the step prices switch regime, e.g.
+    budget repacking) the count is bisected between it and the last iterate to f(G) < G < f(G − 1) + 1. Applied to
+    graph-launched steps as well, the merge moves the dense TensorRT-LLM TTFT from 13.6 to 15.6 % median |error|
+    (the groups' longer steps in the three-step TTFT; engine_accuracy_notes.py), so it is kept to the eager steps
+    it was derived for."""
+    if not inp.merge_arrivals:
+        return np.ones(c_eff, dtype=np.int64)
+    tau_s = decode_s(inp, c_eff)
+    asked: dict[int, int] = {}
+
+    def f(count: int) -> int:
+        if count not in asked:
+            cycle_s = c_eff / _mixed_steady(inp, even_groups(c_eff, c_eff / count))[2] + inp.request_delay_s
+            size = merged_group_size(c_eff, cycle_s, tau_s, lambda g: _context_step_s(inp, c_eff, g))
+            asked[count] = even_groups(c_eff, size).size
+        return asked[count]
+
+    hi = c_eff
+    while (lo := f(hi)) < hi:
+        if f(lo) <= lo:
+            hi = lo
+            continue
+        while hi - lo > 1:  # f(lo) > lo, f(hi) <= hi
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if f(mid) <= mid else (mid, hi)
+        break
+    return even_groups(c_eff, c_eff / hi)
+
+
 def _cohort(inp: LoopInputs, c_eff: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-request (engine TTFT, TPOT) of a cohort of C_eff prefilled FCFS in budget-sized steps, then decoded."""
     n = max(inp.output_tokens - 1.0, 0.0)
@@ -288,7 +340,7 @@ def benchmark_loop(inp: LoopInputs, concurrency: int, requests: int, warmup: int
     extra = inp.request_delay_s + overlap_s
     if inp.mixed:  # the steady state prices its own overlap steps (:func:`_mixed_steady`)
         burst_ttft, burst_tpot, groups = _burst_mixed(inp, c_eff)
-        steady_ttft, steady_tpot, x = _mixed_steady(inp, np.ones(c_eff, dtype=np.int64) if inp.spread else groups)
+        steady_ttft, steady_tpot, x = _mixed_steady(inp, _spread_groups(inp, c_eff) if inp.spread else groups)
         steady_ttft = steady_ttft - overlap_s
     else:
         burst_ttft, burst_tpot, x = _cohort(inp, c_eff)

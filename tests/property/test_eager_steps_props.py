@@ -1,6 +1,8 @@
 """The eager-step floor of the colocated benchmark loop (serving/benchmark_loop.py ``eager_step_s``) over random
 loops: a launch floor H on the steps that carry prefill never lowers a request's TTFT or TPOT, and the TTFT of the
-spread steady state carries at least H (its own prefill step is eager)."""
+spread steady state carries at least H (its own prefill step is eager). The arrival regime is held fixed (singletons:
+``merge_arrivals`` off): a longer step that gathers more arrivals into one prefill may lower the TPOT, which is the
+point of the merged regime (tests/unit/test_spread_arrivals.py)."""
 
 from __future__ import annotations
 
