@@ -5,15 +5,16 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
 * **Targets (issue #13), as of the tables above (2026-12-02, end of session).** Both TPOT ≤ 12 % and TTFT ≤ 25 % hold
   for gpt-oss-120b on vLLM (69 rows: TPOT +4.0 / 5.4 %, TTFT +3.6 / 20.1 %) and MiniMax-M2.5 on vLLM (30 rows: -3.6 /
-  7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.4 / 10.1 %) but its TPOT is +20.8 %:
-  held by the linear decode law (11.2 %) until the loop took the roofline's own step ("The exact decode step" and
-  "TensorRT-LLM's own MoE kernel" below: its CUTLASS MoE now has its own measured entry; what is left is the eager
-  mixed steps and an MoE layer the runs imply below every measured CUTLASS row). TPOT holds for DeepSeek-R1
-  disaggregated on SGLang (11.2 %) and now on TensorRT-LLM (DeepSeek-R1 -9.1 / 9.1 %, DeepSeek-V3 -6.9 / 6.9 %, was
-  12.0 and 14.0: the decode workers' recorded batch cap and the CUTLASS MoE entry), not for gpt-oss on TensorRT-LLM
-  (5 rows); TTFT is missed by every disaggregated group (SGLang -56 %, TensorRT-LLM -94 %: causes below). The
-  bullets below were written while the work was in progress: where a figure in them differs from the tables, the
-  tables are current.
+  7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.1 / 10.6 %) but its TPOT is +19.6 /
+  19.9 %: held by the linear decode law (11.2 %) until the loop took the roofline's own step ("The exact decode step",
+  "TensorRT-LLM's own MoE kernel" and "Merged eager context steps" below: its CUTLASS MoE now has its own measured
+  entry and the spread steady state merges arrivals during eager steps; what is left is how the eager floor reaches
+  the decode stream, which the TP8 rows suggest it does not, and at TP4 an MoE layer the runs imply below every
+  measured CUTLASS row). TPOT holds for DeepSeek-R1 disaggregated on SGLang (11.2 %) and now on TensorRT-LLM
+  (DeepSeek-R1 -9.1 / 9.1 %, DeepSeek-V3 -6.9 / 6.9 %, was 12.0 and 14.0: the decode workers' recorded batch cap and
+  the CUTLASS MoE entry), not for gpt-oss on TensorRT-LLM (5 rows); TTFT is missed by every disaggregated group
+  (SGLang -56 %, TensorRT-LLM -94 %: causes below). The bullets below were written while the work was in progress:
+  where a figure in them differs from the tables, the tables are current.
 * **TensorRT-LLM eager steps (Qwen3-235B TTFT -30.5 → -6.3 %).** Decomposed per row, the measured TTFT did not
   follow the compute: at C = 4 it is 169-175 ms for ISL 512 and 1,024 alike and at TP4 and TP8 alike, where the
   priced own prefill is 13-34 ms and pdplan gave 135-207 ms; the per-request time a row needed on top of the loop
