@@ -38,6 +38,7 @@ from pdplan.serving import (
     ResolvedScenario,
     resolve,
 )
+from pdplan.serving.law_warning import law_warnings
 from pdplan.specs.scenario import Scenario
 
 REFINE_FACTOR = 1
@@ -245,7 +246,7 @@ def _result(
         inputs={**describe_inputs(res.scenario, res, space, catalog), "planning": planning_inputs(space)},
         assumptions=describe_assumptions(space, catalog, res.scenario),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
-        warnings=_warnings(res, space, pick.plan) + unpriced_warnings(space),
+        warnings=_warnings(res, space, pick.plan) + law_warnings(pick.res, pick.model) + unpriced_warnings(space),
         rate_curve=rate_curve(pick) if analyse else (),
         slo_percentile=res.scenario.slo.percentile,
         planning=planning_inputs(space),

@@ -23,6 +23,7 @@ from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
 from pdplan.serving.inputs import ResolvedScenario, bind, resolve
 from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
+from pdplan.serving.law_warning import law_warnings
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import BenchmarkLoop, ClosedLoop, Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
@@ -166,7 +167,7 @@ def evaluate(
         rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
     point = None if rate is None else _operating_point(res, model, rate, good, bounds)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
-    warnings = _warnings(res)
+    warnings = _warnings(res) + law_warnings(res, model)
     return Evaluation(
         name=scenario.name,
         mode=scenario.mode,
