@@ -5,9 +5,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from pdplan.errors import UnknownNameError
-from pdplan.io.files import load_spec_file
-from pdplan.specs.kernel_table import KernelTable
+from pdplan.errors import SpecError, UnknownNameError
+from pdplan.io.files import load_spec_file, read_yaml_mapping
+from pdplan.specs.kernel_table import KernelTable, MoeParams
 
 TABLE_DIR = Path(str(resources.files("pdplan"))) / "data" / "kernel_tables"
 """Folder of the packaged kernel tables (package data)."""
@@ -28,3 +28,17 @@ def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
     if not packaged.is_file():
         raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
     return load_spec_file(KernelTable, packaged)
+
+
+def read_moe_entry(directory: Path, gpu_name: str, key: str) -> MoeParams | None:
+    """A per-GPU MoE kernel entry shipped beside the kernel tables (``<directory>/<gpu_name>.yaml``, the
+    :class:`MoeParams` under ``key``: the W4A16 and CUTLASS entries), or None if that GPU has no file; SpecError naming
+    the file and ``key`` if the entry is malformed."""
+    path = directory / f"{gpu_name}.yaml"
+    if not path.is_file():
+        return None
+    data = read_yaml_mapping(path)
+    try:
+        return MoeParams(**data[key])
+    except (KeyError, TypeError, ValueError) as err:
+        raise SpecError(f"bad {key} entry: {err}", source=str(path), field=key) from err

@@ -26,8 +26,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from pdplan.errors import SpecError
-from pdplan.io.files import read_yaml_mapping
+from pdplan.io.kernel_tables import read_moe_entry
 from pdplan.specs.kernel_table import MoeParams
 
 CUTLASS_DIR = Path(__file__).resolve().parents[1] / "data" / "moe_cutlass"
@@ -39,11 +38,4 @@ CUTLASS_DTYPE = "fp8_block"
 @cache
 def cutlass_params(gpu_name: str) -> MoeParams | None:
     """The fitted CUTLASS FP8 MoE entry for ``gpu_name`` (a kernel table's ``gpu``), or None if none is shipped."""
-    path = CUTLASS_DIR / f"{gpu_name}.yaml"
-    if not path.is_file():
-        return None
-    data = read_yaml_mapping(path)
-    try:
-        return MoeParams(**data["moe_cutlass"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise SpecError(f"bad moe_cutlass entry: {err}", source=str(path), field="moe_cutlass") from err
+    return read_moe_entry(CUTLASS_DIR, gpu_name, "moe_cutlass")

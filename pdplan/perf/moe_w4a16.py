@@ -24,8 +24,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from pdplan.errors import SpecError
-from pdplan.io.files import read_yaml_mapping
+from pdplan.io.kernel_tables import read_moe_entry
 from pdplan.specs.kernel_table import MoeParams
 
 W4A16_DIR = Path(__file__).resolve().parents[1] / "data" / "moe_w4a16"
@@ -36,14 +35,7 @@ W4_WEIGHT_BYTES_MAX = 1.0
 @cache
 def w4a16_params(gpu_name: str) -> MoeParams | None:
     """The fitted W4A16 MXFP4 MoE entry for ``gpu_name`` (a kernel table's ``gpu``), or None if none is shipped."""
-    path = W4A16_DIR / f"{gpu_name}.yaml"
-    if not path.is_file():
-        return None
-    data = read_yaml_mapping(path)
-    try:
-        return MoeParams(**data["moe_w4a16"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise SpecError(f"bad moe_w4a16 entry: {err}", source=str(path), field="moe_w4a16") from err
+    return read_moe_entry(W4A16_DIR, gpu_name, "moe_w4a16")
 
 
 def uses_w4a16(weight_bytes: float) -> bool:
