@@ -31,8 +31,6 @@ def _rows(example: str) -> list[str]:
     from pdplan import load_scenario, optimize
     from pdplan.io.catalog import open_catalog
     from pdplan.queueing.decode import decode_fixed_point, tpot_distribution
-    from pdplan.search.results import _DEPLOYMENT_FIELDS
-    from pdplan.serving.deployment import Deployment
     from pdplan.serving.evaluate import build
     from pdplan.serving.inputs import resolve
     from pdplan.serving.roles import decode_step_fn
@@ -40,8 +38,7 @@ def _rows(example: str) -> list[str]:
     scenario = load_scenario(ROOT / "examples" / f"{example}.yaml")
     plan = optimize(scenario).best
     res = resolve(scenario, open_catalog())
-    deployment = Deployment(**{name: getattr(plan, name) for name in _DEPLOYMENT_FIELDS})
-    model = build(res, deployment)
+    model = build(res, plan.deployment())
     hw = model.res.decode if plan.mode == "disaggregated" else model.res.colocated
     assert hw is not None
     y = getattr(model, "y", 1)

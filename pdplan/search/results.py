@@ -8,13 +8,11 @@ JSON contract (ARCHITECTURE §4): ``plans`` (ranked; each with ``mode``, ``prefi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pdplan.serving import Latency, Role
+from pdplan.serving.deployment import Deployment
 from pdplan.types import UtilisationKey
-
-if TYPE_CHECKING:
-    from pdplan.serving.deployment import Deployment
 
 __all__ = ["Latency", "Plan", "PlanResult", "PriceSensitivity", "RoleChoice", "SearchStats", "Sensitivity"]
 
@@ -111,6 +109,10 @@ class Plan:
             exact=exact,
             warnings=warnings,
         )
+
+    def deployment(self) -> Deployment:
+        """The deployment the plan was made of (the inverse of :meth:`of`), to evaluate or build it again."""
+        return Deployment(**{name: getattr(self, name) for name in _DEPLOYMENT_FIELDS})
 
     @property
     def goodput_rps_per_gpu(self) -> float:

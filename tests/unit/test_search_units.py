@@ -94,3 +94,4 @@ def test_plan_label_spaces_pipeline_parallelism_like_every_other_label() -> None
     )
     assert plan.label == "2P1D h100-sxm TP4 PP2 / h100-sxm TP4 layer"
     assert plan.tokens_per_s_per_user == pytest.approx(20.0)
+    assert plan.deployment() == d  # the inverse of Plan.of
