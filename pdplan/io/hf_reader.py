@@ -48,7 +48,8 @@ class HfConfig:
         for key in keys:
             if self.has(key):
                 return self.get_int(key)
-        raise self.error(keys[0], f"missing required key '{keys[0]}' (or {', '.join(keys[1:])})")
+        others = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
+        raise self.error(keys[0], f"missing required key '{keys[0]}'{others}")
 
     def get_bool(self, key: str, default: bool) -> bool:
         if not self.has(key):
@@ -117,9 +118,7 @@ def rope_decoder(
         "gated_mlp": True,
         "vocab_size": c.get_int("vocab_size"),
         "tie_word_embeddings": c.get_bool("tie_word_embeddings", False),
-        "max_position_embeddings": c.first_int(*max_position_keys)
-        if len(max_position_keys) > 1
-        else c.get_int(max_position_keys[0]),
+        "max_position_embeddings": c.first_int(*max_position_keys),
         "position_embedding": "rope",
         "norm": "rmsnorm",
         "qkv_bias": qkv_bias,
