@@ -172,11 +172,7 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -
     count = groups.size
     prev = np.roll(groups, 1)
     riding = np.maximum(c_eff - groups - (prev if count > 1 else 0), 0)
-    k = np.ceil(groups * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
-    step_s = np.array([decode_s(inp, float(b)) for b in riding]) * k + prefill_work_s(
-        inp, groups * inp.input_tokens, riding
-    )
-    step_s = eager_floor_s(inp, step_s, k)
+    step_s = _group_step_s(inp, groups, riding)
     tau_d = decode_s(inp, c_eff)
     wait_s = np.roll(step_s, 1) if count > 1 else np.zeros(1)
     if 1 < count <= n + 2:  # the cycle has decode-only steps: the first group arrives during one of them
@@ -219,13 +215,19 @@ def settled_groups(inp: LoopInputs, groups: np.ndarray) -> np.ndarray:
     return groups
 
 
+def _group_step_s(inp: LoopInputs, prompts: np.ndarray, riding: np.ndarray) -> np.ndarray:
+    """The step that prefills each group of ``prompts`` beside its ``riding`` decodes: k = ⌈g·ISL/(budget − B)⌉
+    budget-sized passes, each a decode step of the riding batch, plus the prompts' prefill work, floored at the
+    eager launch time of k steps (:func:`eager_floor_s`)."""
+    k = np.ceil(prompts * inp.input_tokens / np.maximum(inp.budget_tokens - riding, 1.0))
+    step_s = np.array([decode_s(inp, float(b)) for b in np.ravel(riding)]).reshape(np.shape(riding)) * k
+    return eager_floor_s(inp, step_s + prefill_work_s(inp, prompts * inp.input_tokens, riding), k)
+
+
 def _context_step_s(inp: LoopInputs, c_eff: int, prompts: float) -> float:
-    """S(g): a step carrying g prompts beside the C_eff − g other decodes, priced as :func:`_mixed_steady` prices a
-    group's step (budget-sized passes, eager floor)."""
-    riding = max(c_eff - prompts, 0.0)
-    passes = float(np.ceil(prompts * inp.input_tokens / max(inp.budget_tokens - riding, 1.0)))
-    step_s = decode_s(inp, riding) * passes + float(prefill_work_s(inp, prompts * inp.input_tokens, riding))
-    return float(eager_floor_s(inp, step_s, passes))
+    """S(g): a step carrying g prompts beside the C_eff − g other decodes (:func:`_group_step_s`)."""
+    riding = np.array(max(c_eff - prompts, 0.0))
+    return float(_group_step_s(inp, np.array(prompts), riding))
 
 
 def _spread_groups(inp: LoopInputs, c_eff: int) -> np.ndarray:
