@@ -1,4 +1,4 @@
-"""The benchmark closed loop (``serving/benchmark_loop.py``) against its event-by-event replay (``sim/bench.py``).
+"""The benchmark closed loop (``benchmark/colocated_loop.py``) against its event-by-event replay (``sim/bench.py``).
 
 Qwen3-32B bf16 on one H100 TP2 colocated instance, engines vllm (mixed decode-first steps) and sglang (prefill-only
 steps), C in {4, 16, 64}, ISL/OSL in {1024/128, 4096/512, 256/1024}, 5·C measured requests after C warm-up. The
@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import benchmark_of
+from pdplan.benchmark.loop_inputs import benchmark_of
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 from pdplan.sim.bench import simulate_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ def _rows(example: str) -> list[str]:
     from pdplan.io.catalog import open_catalog
     from pdplan.queueing.decode import decode_fixed_point, tpot_distribution
     from pdplan.serving.evaluate import build
-    from pdplan.serving.inputs import resolve
+    from pdplan.serving.resolve import resolve
     from pdplan.serving.roles import decode_step_fn
 
     scenario = load_scenario(ROOT / "examples" / f"{example}.yaml")

@@ -31,13 +31,13 @@ from moe_rows import moe_rows, scenario_dict
 from pdplan.errors import PdplanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import benchmark_of, loop_inputs
-from pdplan.serving.closed_loop import closed_loop_throughput
+from pdplan.benchmark.loop_inputs import benchmark_of, loop_inputs
+from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.disagg_benchmark import disagg_benchmark_of, disagg_loop_inputs
+from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of, disagg_loop_inputs
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"

@@ -49,7 +49,7 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   the phases to scatter, which is what the spread regime assumes: with each client's arrival at an independent phase
   of the cycle, a window of length L holds Binomial(C, L/T) arrivals, the steps form a two-state chain (decode-only
   after no arrival, context after at least one), and the prompts per context step are ḡ = (C/T)·L̄/π_c, solved with
-  S(ḡ) and T (`pdplan/serving/spread_arrivals.py`, derivation in its docstring; the loop prices C/ḡ groups,
+  S(ḡ) and T (`pdplan/benchmark/spread_arrivals.py`, derivation in its docstring; the loop prices C/ḡ groups,
   `benchmark_loop._spread_groups`). No fitted term: the eager term refitted under it
   (`benchmarks/fit_eager_moe_step.py`) is h = 0.600 ± 0.024 ms (leave-one-TP-out 0.64 / 0.59), the shipped value. ḡ is
   1.03-1.07 at C = 16, 1.3 at C = 64 and 1.6 at C = 128 (OSL 128): TP8 128/128 C = 128 goes 54.5 → 41.8 ms (31.7
@@ -333,7 +333,7 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
 NOTES = """### Findings
 
-* Model (`pdplan/serving/benchmark_loop.py`): a closed loop of C clients with fixed ISL/OSL on a budget-limited
+* Model (`pdplan/benchmark/colocated_loop.py`): a closed loop of C clients with fixed ISL/OSL on a budget-limited
   engine. Mixed engines (vLLM, TensorRT-LLM) in steady state: each request arrives alone, phase-locked behind its
   predecessor's prefill step, waits for that step (and, with TensorRT-LLM's overlap scheduler, for the one already
   scheduled behind it: "TTFT = 3 x mixed step"), then is prefilled in one step beside the running decodes; every

@@ -1,6 +1,6 @@
 """Fit TensorRT-LLM's eager-step launch time per MoE layer (``overheads.eager_s_per_moe_layer``) on the H100 runs.
 
-Model (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"): TensorRT-LLM's PyTorch backend replays CUDA graphs for
+Model (:mod:`pdplan.benchmark.colocated_loop`, "Eager steps"): TensorRT-LLM's PyTorch backend replays CUDA graphs for
 decode-only batches only, so every step that carries prefill tokens is launched kernel by kernel and takes
 ``max(G, L_moe·h)``: G its GPU time, L_moe the MoE layers one GPU runs, h the host's launch time per MoE layer.
 
@@ -36,11 +36,11 @@ from moe_rows import moe_rows, scenario_dict  # benchmarks/ is on sys.path when 
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import loop_inputs
-from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
+from pdplan.benchmark.loop_inputs import loop_inputs
+from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"

@@ -2,7 +2,7 @@
 
 Data: the colocated rows of ``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv`` that
 ``benchmarks/engine_accuracy.py`` prices, of the profile's own engine version only (other versions are reported by
-that script, not fitted). Model (:mod:`pdplan.serving.benchmark_loop`): a row's benchmark-average TTFT is
+that script, not fitted). Model (:mod:`pdplan.benchmark.colocated_loop`): a row's benchmark-average TTFT is
 ``w·B + (1 − w)·S + r + D + Q`` with ``w = min(1, k·C_eff/N)``; B is the start-up burst's mean engine TTFT, S the
 steady state's (the profile's ``steady_arrivals``), r the per-request time, D the rest of the request delay
 (tokenisation) and Q the server queue, all from the shipped profile at its step overheads; N = 20·C (the aiperf
@@ -31,11 +31,11 @@ from engine_accuracy import CSV, dense_scenario, rows
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import loop_inputs
-from pdplan.serving.benchmark_loop import benchmark_loop
+from pdplan.benchmark.loop_inputs import loop_inputs
+from pdplan.benchmark.colocated_loop import benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("vllm", "trtllm")

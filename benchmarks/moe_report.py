@@ -129,7 +129,7 @@ def _intro(main: int, inferred: int, skipped: int, seconds: float) -> list[str]:
         "deployment of each: TP, attention DP and EP per role, worker counts, the benchmark concurrency). Colocated",
         "rows are priced by `evaluate --colocated 1 --tp T --ep E --concurrency C`, disaggregated rows by",
         "`evaluate --xpyd xPyD --prefill-tp/--prefill-dp/--prefill-ep ... --concurrency C` (the disaggregated",
-        "benchmark loop, `pdplan/serving/disagg_benchmark.py`), each with the shipped profile of its engine, aiperf's",
+        "benchmark loop, `pdplan/benchmark/disaggregated_loop.py`), each with the shipped profile of its engine, aiperf's",
         f"20·C requests after 2·C warm-up. {main} rows priced in the medians, {inferred} more without a",
         f"recorded concurrency (listed apart), {skipped} skipped; {seconds:.0f} s. The CSV repeats some",
         "measurements (the 2026-03-25 and 2026-04-06 dumps and the `dsr1_*_cfg*` rows overlap); every row counts,",
@@ -168,7 +168,7 @@ def moe_section(
         "### Disaggregated rows: before and after the benchmark loop",
         "",
         "Before this loop `evaluate --concurrency` on an xPyD deployment reported the open-model fixed point",
-        "(`serving/closed_loop.py`: the Poisson model at the throughput X with X·E[R](X) = C), and TP 16 was refused.",
+        "(`benchmark/mva.py`: the Poisson model at the throughput X with X·E[R](X) = C), and TP 16 was refused.",
         "",
         *_before_table(main),
     ]

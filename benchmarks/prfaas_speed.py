@@ -31,7 +31,7 @@ from timing import best_of
 from pdplan.io.catalog import open_catalog
 from pdplan.search.optimize import optimize
 from pdplan.serving import load_scenario
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.capacity import search_split
 from pdplan.serving.prfaas.evaluate import THRESHOLD_XATOL_TOKENS, evaluate_prfaas

@@ -37,8 +37,8 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "Evaluation": ("pdplan.serving.results", "Evaluation"),
     "OperatingPoint": ("pdplan.serving.results", "OperatingPoint"),
     "ClosedLoop": ("pdplan.serving.results", "ClosedLoop"),
-    "PlanResult": ("pdplan.search.results", "PlanResult"),
-    "Plan": ("pdplan.search.results", "Plan"),
+    "PlanResult": ("pdplan.search.plans", "PlanResult"),
+    "Plan": ("pdplan.search.plans", "Plan"),
     "Comparison": ("pdplan.sim.compare", "Comparison"),
     "PdplanError": ("pdplan.errors", "PdplanError"),
     "SpecError": ("pdplan.errors", "SpecError"),
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from pdplan.io.scenario import load_scenario
     from pdplan.io.validation import ValidationResult, validate_files
     from pdplan.search.optimize import optimize
-    from pdplan.search.results import Plan, PlanResult
+    from pdplan.search.plans import Plan, PlanResult
     from pdplan.serving.evaluate import evaluate
     from pdplan.serving.results import ClosedLoop, Evaluation, OperatingPoint
     from pdplan.sim.compare import Comparison

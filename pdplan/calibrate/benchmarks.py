@@ -35,7 +35,7 @@ from pdplan.io.scenario import load_scenario
 from pdplan.serving.evaluate import evaluate
 from pdplan.specs.benchmark import BenchmarkRun
 from pdplan.specs.engine import EngineProfile, Sourced
-from pdplan.specs.overrides import ScenarioOverrides
+from pdplan.specs.command_line import ScenarioOverrides
 from pdplan.specs.scenario import Scenario
 from pdplan.types import FloatArray
 
@@ -153,7 +153,7 @@ def _source(term: Sourced | None) -> str:
 
 def term_value(profile: EngineProfile, name: str) -> float:
     """A closed-loop term's value in ``profile`` (``startup_cohorts`` unset: 1, the burst cohort alone, as the closed
-    loop reads it: :func:`pdplan.serving.benchmark_inputs.loop_inputs`; an unset optional overhead: 0)."""
+    loop reads it: :func:`pdplan.benchmark.loop_inputs.loop_inputs`; an unset optional overhead: 0)."""
     if name == "startup_cohorts":
         cohorts = profile.scheduling.startup_cohorts
         return 1.0 if cohorts is None else cohorts.value

@@ -5,7 +5,7 @@ names them — ``step_s`` per engine step, ``step_s_per_seq`` per running sequen
 grows with the batch: input preparation, sampling, output processing), ``collective_s`` per all-reduce
 (two per layer at TP > 1), ``launch_gap_s_per_layer`` per layer per step, ``request_s`` per request on TTFT — and the
 closed loop's start-up transient ``startup_cohorts`` (:class:`pdplan.specs.engine.Scheduling`; a count of first
-cohorts, dimensionless, not seconds: :mod:`pdplan.serving.benchmark_loop`). A prediction of every run (TTFT and
+cohorts, dimensionless, not seconds: :mod:`pdplan.benchmark.colocated_loop`). A prediction of every run (TTFT and
 TPOT, through the library's ``evaluate`` at the run's concurrency) is one *pass*; a pass costs tens of milliseconds
 per run, so the fit does not hand the exact model to ``least_squares`` (which would spend a pass per parameter per
 iteration, for ten or more iterations). Instead, Gauss–Newton on the exact model:

@@ -16,7 +16,7 @@ from pdplan.report.render import Format, View, render_view, table_to_text, write
 
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
-    from pdplan.specs.overrides import ScenarioOverrides
+    from pdplan.specs.command_line import ScenarioOverrides
     from pdplan.specs.scenario import Scenario
 
 T = TypeVar("T")

@@ -33,10 +33,10 @@ from pdplan.cli.options import (
 )
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
-from pdplan.specs.overrides import FLAGS, ScenarioOverrides
+from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
-    from pdplan.search.results import PlanResult
+    from pdplan.search.plans import PlanResult
 
 Opt = typer.Option
 

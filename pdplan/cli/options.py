@@ -1,7 +1,7 @@
 """The options shared by ``evaluate``, ``simulate`` and ``optimize`` (ARCHITECTURE §4), each defined once.
 
-:data:`OVERRIDE_OPTIONS` declares one option per :class:`~pdplan.specs.overrides.ScenarioOverrides` field: its flag
-(from :data:`~pdplan.specs.overrides.FLAGS`), type and help text. A command takes them all with
+:data:`OVERRIDE_OPTIONS` declares one option per :class:`~pdplan.specs.command_line.ScenarioOverrides` field: its flag
+(from :data:`~pdplan.specs.command_line.FLAGS`), type and help text. A command takes them all with
 :func:`takes_overrides`: it declares one keyword-only parameter ``overrides: ScenarioOverrides``, typer shows the
 options in its place, and the command receives their values as one object::
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from pdplan.errors import SpecError
-from pdplan.specs.overrides import FLAGS, ScenarioOverrides
+from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
     from pdplan.specs.scenario import Scenario

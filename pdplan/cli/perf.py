@@ -65,7 +65,7 @@ def roofline(
     catalog = catalog_from(hardware_db)
     model_spec, gpu_spec = catalog.model(model), catalog.gpu(gpu)
     table = load_kernel_table(kernel_table or gpu_spec.name)
-    # an FP8 checkpoint is served in FP8 (weights never wider than stored; pdplan.serving.inputs.precision_of)
+    # an FP8 checkpoint is served in FP8 (weights never wider than stored; pdplan.serving.resolve.precision_of)
     weight_bytes = min(DTYPE_BYTES[dtype], model_spec.checkpoint_weight_bytes)
     precision = Precision(weight_bytes=weight_bytes, kv_bytes=DTYPE_BYTES[kv_dtype])
     time = phase_time(

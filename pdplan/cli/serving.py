@@ -29,7 +29,7 @@ from pdplan.cli.options import (
     takes_overrides,
 )
 from pdplan.report.render import Format
-from pdplan.specs.overrides import ScenarioOverrides
+from pdplan.specs.command_line import ScenarioOverrides
 
 Opt = typer.Option
 

@@ -25,7 +25,7 @@ from pdplan.cli.options import (
 )
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
-from pdplan.specs.overrides import FLAGS, ScenarioOverrides
+from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 Opt = typer.Option
 StepOpt = Annotated[

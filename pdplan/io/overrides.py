@@ -1,4 +1,4 @@
-"""The command line's overrides (:class:`~pdplan.specs.overrides.ScenarioOverrides`, ARCHITECTURE §4) applied to a
+"""The command line's overrides (:class:`~pdplan.specs.command_line.ScenarioOverrides`, ARCHITECTURE §4) applied to a
 scenario and validated again: the deployment (``--xpyd``, ``--colocated``, ``--gpu``, ``--tp``...), the workload
 (``--isl``/``--osl`` or ``--workload``), the SLO and the dtypes."""
 
@@ -11,7 +11,7 @@ from typing import Any
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
 from pdplan.specs.degrees import parse_degree
-from pdplan.specs.overrides import PRFAAS_FIELDS, ScenarioOverrides, flag
+from pdplan.specs.command_line import PRFAAS_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import RoleSpec, Scenario
 
 __all__ = ["ScenarioOverrides", "apply_overrides", "parse_xpyd"]

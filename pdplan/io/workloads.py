@@ -1,7 +1,7 @@
 """Workload files: a workload YAML or inline block, the bundled presets, and trace CSVs (read once, cached).
 
 Every failure becomes a one-line :class:`~pdplan.errors.SpecError` naming the file, the field (or trace row and
-column) and what is allowed. Binning a loaded workload into length bins is :mod:`pdplan.serving.workload_bins`.
+column) and what is allowed. Binning a loaded workload into length bins is :mod:`pdplan.workload.bins`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ assumptions, citations and measured errors.
 """
 
 from pdplan.queueing.attainment import goodput_rate, joint_attainment, ttft_attainment
-from pdplan.queueing.colocated import (
+from pdplan.queueing.colocated_queue import (
     SCHEDULERS,
     ColocatedResult,
     colocated_chunked,

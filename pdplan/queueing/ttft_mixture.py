@@ -27,7 +27,7 @@ class TtftMixture:
     """TTFT per rate: prefill wait ``[R]`` (or per bin) ⊕ link delay per bin ⊕ offsets ``[R, K, J]``.
 
     ``offsets_s[r, k, j]`` is everything deterministic for quadrature length j of prompt bin k
-    (equal weights within a bin, :func:`pdplan.serving.lengths.input_quadrature`). ``wait`` is a
+    (equal weights within a bin, :func:`pdplan.workload.quadrature.input_quadrature`). ``wait`` is a
     :class:`~pdplan.queueing.WaitDistribution` shared by all prompts (FCFS prefill) or a
     :class:`~pdplan.queueing.batched_ttft.PerBinWait` (batched prefill: the wait depends on the
     prompt).

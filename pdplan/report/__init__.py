@@ -4,7 +4,7 @@
   produce, :func:`~pdplan.report.render.render_view`, and whole-or-nothing file output;
 * :mod:`pdplan.report.catalog` (``hardware``, ``models``, ``validate``), :mod:`pdplan.report.perf` (``roofline``,
   ``calibrate``), :mod:`pdplan.report.serving` (``evaluate``, ``simulate``, ``transfer``): the views' builders;
-* ``optimize``: a :class:`~pdplan.search.results.PlanResult` as a table (:mod:`~pdplan.report.table`), CSV
+* ``optimize``: a :class:`~pdplan.search.plans.PlanResult` as a table (:mod:`~pdplan.report.table`), CSV
   (:mod:`~pdplan.report.csv`), a Markdown capacity review (:mod:`~pdplan.report.markdown`), JSON, or (optional
   matplotlib) a PNG/SVG plot (:mod:`~pdplan.report.plot`).
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pdplan.report.markdown import to_markdown
     from pdplan.report.plot import write_plot
     from pdplan.report.table import optimize_renderable, to_text
-    from pdplan.search.results import PlanResult
+    from pdplan.search.plans import PlanResult
 
 __all__ = ["optimize_renderable", "render_optimize", "to_csv", "to_json_text", "to_markdown", "to_text", "write_plot"]
 

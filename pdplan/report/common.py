@@ -1,7 +1,7 @@
 """Shared pieces of the ``optimize`` reports: fixed number formatting (human units), plan facts and warnings.
 
 Every formatter takes SI values and returns text with a fixed number of decimals, so a report is a pure function
-of the :class:`~pdplan.search.results.PlanResult` (no locale, no timestamps). ``None`` prints as ``n/a``.
+of the :class:`~pdplan.search.plans.PlanResult` (no locale, no timestamps). ``None`` prints as ``n/a``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pdplan.search.results import Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Plan, PlanResult, RoleChoice
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
 

@@ -12,7 +12,7 @@ from typing import Any
 from pdplan.report.common import union_keys
 from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
-from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Latency, Plan, PlanResult, RoleChoice
 
 _ROLES = ("prefill", "decode", "colocated")
 _HEAD = ["rank", "is_baseline", "is_pareto", "label", "mode"]

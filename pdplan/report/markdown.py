@@ -13,7 +13,7 @@ from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, scalar, sections
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
-from pdplan.search.results import Plan, PlanResult
+from pdplan.search.plans import Plan, PlanResult
 
 _INPUT_ORDER = ("model", "model_source", "workload", "slo", "gpus", "links", "search_space")
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.report import common as c
-from pdplan.search.results import PlanResult
-from pdplan.specs.overrides import flag
+from pdplan.search.plans import PlanResult
+from pdplan.specs.command_line import flag
 
 SUFFIXES = (".png", ".svg")
 _FIELD = flag("plot")

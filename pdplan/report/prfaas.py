@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pdplan.report import common as c
-from pdplan.search.results import Plan, PlanResult
+from pdplan.search.plans import Plan, PlanResult
 
 CSV_KEYS = (
     "threshold_tokens",

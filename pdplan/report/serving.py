@@ -70,7 +70,7 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         rows.append(("operating_binding_constraint", op.binding_constraint))
     if ev.prfaas is not None:
         rows += prfaas_rows(ev.prfaas)
-    if ev.benchmark is not None:  # what the benchmark tool reports (serving/benchmark_loop.py)
+    if ev.benchmark is not None:  # what the benchmark tool reports (benchmark/colocated_loop.py)
         b = ev.benchmark
         rows += [
             ("benchmark", f"{b.tool}: {b.requests} requests after {b.warmup} warm-up"),

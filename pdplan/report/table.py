@@ -14,7 +14,7 @@ from pdplan.report import common as c
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.report.render import table_to_text
-from pdplan.search.results import PlanResult
+from pdplan.search.plans import PlanResult
 
 _NUMERIC = {
     "GPUs",

@@ -7,6 +7,6 @@ Library entry point::
     result.best.deployment_label, result.best.goodput_rps_per_gpu
 """
 
-from pdplan.search.results import Plan, PlanResult, SearchStats
+from pdplan.search.plans import Plan, PlanResult, SearchStats
 
 __all__ = ["Plan", "PlanResult", "SearchStats"]

@@ -2,7 +2,7 @@
 
 A candidate is a :class:`~pdplan.serving.deployment.Deployment`, bound to the search's resolved scenario (resolved
 once per search) and modelled exactly as ``pdplan evaluate`` does (:func:`pdplan.serving.evaluate.build`), then
-turned into a :class:`~pdplan.search.results.Plan` with latencies at the operating rate (the target rate, or the
+turned into a :class:`~pdplan.search.plans.Plan` with latencies at the operating rate (the target rate, or the
 goodput).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.search.results import Latency, Plan, Sensitivity
+from pdplan.search.plans import Latency, Plan, Sensitivity
 from pdplan.serving import (
     GOODPUT_REL_TOL,
     Binding,
@@ -33,7 +33,7 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
-from pdplan.serving.vendors import cross_vendor_warning
+from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
 

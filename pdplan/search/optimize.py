@@ -31,14 +31,14 @@ from pdplan.search.planning import (
     why_not,
 )
 from pdplan.search.pool import Pool, Stage, build_pool, infeasible, restricted, screen_plan
-from pdplan.search.results import Plan, PlanResult, SearchStats
+from pdplan.search.plans import Plan, PlanResult, SearchStats
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
 from pdplan.serving import (
     ResolvedScenario,
     resolve,
 )
-from pdplan.serving.law_warning import law_warnings
+from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.specs.scenario import Scenario
 
 REFINE_FACTOR = 1

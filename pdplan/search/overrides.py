@@ -1,4 +1,4 @@
-"""The command line's overrides (:class:`~pdplan.specs.overrides.ScenarioOverrides`) as ``pdplan optimize`` reads
+"""The command line's overrides (:class:`~pdplan.specs.command_line.ScenarioOverrides`) as ``pdplan optimize`` reads
 them: the model, workload, SLO and dtypes replace the scenario's; the deployment values narrow its ``search:`` block
 (comma-separated lists allowed) or fix the instance counts (``--xpyd``, ``--colocated``)."""
 
@@ -12,7 +12,7 @@ from pdplan.errors import SpecError
 from pdplan.io.overrides import apply_overrides, check_one_mode, parse_xpyd
 from pdplan.specs.base import first_error_line
 from pdplan.specs.degrees import parse_degrees
-from pdplan.specs.overrides import DEPLOYMENT_FIELDS, ScenarioOverrides, flag
+from pdplan.specs.command_line import DEPLOYMENT_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.scenario import Scenario, SearchSpace
 
 

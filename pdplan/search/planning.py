@@ -13,11 +13,11 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
 from pdplan.search.pool import Pool
-from pdplan.search.results import Plan, PriceSensitivity
+from pdplan.search.plans import Plan, PriceSensitivity
 from pdplan.search.select import Metrics, needs_price, rank
 from pdplan.search.space import Space
 from pdplan.serving import RoleHardware
-from pdplan.specs.overrides import flag
+from pdplan.specs.command_line import flag
 from pdplan.types import Binding
 
 HEADROOM_MEANING = (

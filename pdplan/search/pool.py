@@ -15,7 +15,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
-from pdplan.search.results import Plan
+from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics
 from pdplan.search.space import Space

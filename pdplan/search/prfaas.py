@@ -17,7 +17,7 @@ goodput); in screen order, candidates get the per-path queueing goodput with the
 split) is computed too; when it beats every plan so far its split is searched as well (its threshold search includes
 ``t`` above every prompt, which *is* homogeneous PD), so the pick is never worse than homogeneous PD. Each exact plan
 carries the ``prfaas`` object (:func:`pdplan.serving.prfaas.evaluate.prfaas_document`) and passes the physics
-invariants (:mod:`pdplan.serving.prfaas.invariants`) at its operating rate.
+invariants (:mod:`pdplan.serving.checks.prfaas`) at its operating rate.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from pdplan.search.prfaas_describe import (
     prfaas_question,
     prfaas_warnings,
 )
-from pdplan.search.results import Plan, PlanResult, SearchStats
+from pdplan.search.plans import Plan, PlanResult, SearchStats
 from pdplan.search.space import Space
 from pdplan.serving import Latency, ResolvedScenario, Role
 from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_setup
 from pdplan.serving.prfaas.capacity import SplitCapacity, capacity_at, search_threshold
 from pdplan.serving.prfaas.evaluate import best_goodput, homogeneous, prfaas_document
-from pdplan.serving.prfaas.invariants import check_prfaas
+from pdplan.serving.checks.prfaas import check_prfaas
 from pdplan.serving.prfaas.queue import PathGoodput, path_mixture
 from pdplan.types import UtilisationKey
 

@@ -22,7 +22,7 @@ from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engi
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.model import ModelSpec
-from pdplan.specs.overrides import flag
+from pdplan.specs.command_line import flag
 from pdplan.specs.scenario import Scenario, SearchSpace
 from pdplan.types import Binding, Granularity, Objective, Redundancy, Routing, Scheduler
 

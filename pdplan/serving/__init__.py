@@ -26,8 +26,8 @@ from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build, build_model, evaluate, operating_point
 from pdplan.serving.goodput import REL_TOL as GOODPUT_REL_TOL
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
-from pdplan.serving.inputs import ResolvedScenario, bind, precision_of, resolve
-from pdplan.serving.invariants import PhysicsInvariantError, check_operating_point
+from pdplan.serving.resolve import ResolvedScenario, bind, precision_of, resolve
+from pdplan.serving.checks.physics import PhysicsInvariantError, check_operating_point
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit, decode_binding
 from pdplan.serving.results import ClosedLoop, Evaluation, OperatingPoint
 from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf, instance_budget, prefill_perf

@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing import DecodeWorkload, decode_workload
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 
 
 def decode_cells(res: ResolvedScenario) -> DecodeWorkload:

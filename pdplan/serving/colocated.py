@@ -48,7 +48,7 @@ from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distribution
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.decode import kv_footprint
 from pdplan.serving.cells import decode_cells, tpot_defined
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, instance_budget, prefill_perf

@@ -2,7 +2,7 @@
 
 :class:`Deployment` is the single currency between ``evaluate`` (one deployment, read from a scenario by
 :meth:`Deployment.of`) and the optimiser (thousands of candidates, of which the best few are built exactly):
-:func:`pdplan.serving.inputs.bind` puts one on a :class:`~pdplan.serving.inputs.ResolvedScenario` without
+:func:`pdplan.serving.resolve.bind` puts one on a :class:`~pdplan.serving.resolve.ResolvedScenario` without
 re-validating a scenario or re-binning its workload, and :func:`pdplan.serving.evaluate.build` prices it.
 
 Fields a deployment leaves ``None`` take the scenario's value or the serving default

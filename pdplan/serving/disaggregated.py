@@ -73,7 +73,7 @@ from pdplan.queueing.link_delay import (
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Binding, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s

@@ -2,7 +2,7 @@
 TTFT/TPOT summaries, attainment and utilisations (the library call behind ``pdplan evaluate``).
 
 Before a result is returned it is checked against the physics invariants
-(:mod:`pdplan.serving.invariants`, :func:`check_physics`): a plan that breaks one is a bug and
+(:mod:`pdplan.serving.checks.physics`, :func:`check_physics`): a plan that breaks one is a bug and
 raises, it is never reported."""
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
-from pdplan.serving.benchmark_inputs import benchmark_of
-from pdplan.serving.closed_loop import closed_loop_throughput
+from pdplan.benchmark.loop_inputs import benchmark_of
+from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
-from pdplan.serving.disagg_benchmark import disagg_benchmark_of
+from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
-from pdplan.serving.inputs import ResolvedScenario, bind, resolve
-from pdplan.serving.invariants import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
-from pdplan.serving.law_warning import law_warnings
+from pdplan.serving.resolve import ResolvedScenario, bind, resolve
+from pdplan.serving.checks.physics import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
+from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
 from pdplan.serving.results import BenchmarkLoop, ClosedLoop, Evaluation, OperatingPoint
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.vendors import cross_vendor_warning
+from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import Binding, tpot_at, ttft_at
@@ -254,9 +254,9 @@ def _prfaas(res: ResolvedScenario) -> dict[str, Any] | None:
 def check_physics(
     res: ResolvedScenario, model: DisaggregatedModel | ColocatedModel, goodput: float, limit: float
 ) -> PhysicsBounds:
-    """The physics invariants (:mod:`pdplan.serving.invariants`) of a result before it is reported: every
+    """The physics invariants (:mod:`pdplan.serving.checks.physics`) of a result before it is reported: every
     ceiling and floor at the goodput rate, the ceilings at the stability limit (both are rates the
-    result claims the deployment sustains); :class:`~pdplan.serving.invariants.PhysicsInvariantError`
+    result claims the deployment sustains); :class:`~pdplan.serving.checks.physics.PhysicsInvariantError`
     (exit 1) on a breach. Returns the bounds, for more rates."""
     top = limit * (1.0 - 1e-6)
     bounds = physics_bounds(res, model)

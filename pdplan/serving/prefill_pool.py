@@ -14,7 +14,7 @@
   (:func:`pdplan.queueing.batched_ttft.batched_wait`).
 
 TTFT offsets are taken per quadrature length l_kj of each prompt bin
-(:func:`pdplan.serving.lengths.input_quadrature`): the prompt's own prefill (its batch-1 pass
+(:func:`pdplan.workload.quadrature.input_quadrature`): the prompt's own prefill (its batch-1 pass
 latency; batched: its single-prompt batch time plus the pipeline latency beyond the stage time,
 PP > 1) enters TTFT directly, so it is resolved within bins; the FCFS wait uses the same points as
 its service-time law (weights p_k/J).

@@ -39,7 +39,7 @@ class ClosedLoop:
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkLoop:
-    """What a closed-loop benchmark at concurrency C reports (:mod:`pdplan.serving.benchmark_loop`)."""
+    """What a closed-loop benchmark at concurrency C reports (:mod:`pdplan.benchmark.colocated_loop`)."""
 
     tool: str
     concurrency: int
@@ -101,8 +101,8 @@ class Evaluation:
     engine: dict[str, str] = field(default_factory=dict)
     """The engine profile: ``{name, version, source}``."""
     benchmark: BenchmarkLoop | None = None
-    """With a concurrency: what the benchmark tool would report (colocated: :mod:`pdplan.serving.benchmark_loop`;
-    disaggregated: :mod:`pdplan.serving.disagg_benchmark`)."""
+    """With a concurrency: what the benchmark tool would report (colocated: :mod:`pdplan.benchmark.colocated_loop`;
+    disaggregated: :mod:`pdplan.benchmark.disaggregated_loop`)."""
 
     @property
     def goodput_rps_per_gpu(self) -> float:

@@ -14,7 +14,7 @@
   form is what the closed-form fixed point and the §2.4 TPOT model use; the fit's median and worst
   relative error over that grid are reported as an assumption (typically a few per cent: the
   roofline is memory-bound and nearly linear there). The fit never undercuts the HBM floor (the
-  physics invariant of :mod:`pdplan.serving.invariants`): ``t2`` is at least the KV read per
+  physics invariant of :mod:`pdplan.serving.checks.physics`): ``t2`` is at least the KV read per
   context token at full bandwidth and ``t0 + t1·B`` at least the weight read of B sequences
   (:func:`step_bytes`; a constrained least squares when the plain one breaks it). That binds for
   MoE, whose expert reads saturate in B (Mixtral-8x7B on H100 TP2: at B ≈ 7 the plain fit gave

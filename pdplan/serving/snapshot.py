@@ -8,7 +8,7 @@ different instances in a disaggregated deployment and are taken conditionally in
 the request's cell; for the colocated baseline the product is an approximation (same instance).
 Percentiles come from mixture cdfs by brentq (:func:`pdplan.queueing.mixture_quantile`).
 
-TPOT convention (the simulator's, :mod:`pdplan.sim.results`): TPOT is the mean interval between
+TPOT convention (the simulator's, :mod:`pdplan.sim.metrics`): TPOT is the mean interval between
 output tokens after the first, so it is *undefined* for a one-token output. Cells flagged in
 ``tpot_defined`` (False: one output token) are left out of the TPOT mean and percentiles (the
 mixture is renormalised over the defined cells) and meet any TPOT threshold in the attainment.

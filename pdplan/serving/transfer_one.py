@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.roofline import Precision, prefill_time_s
-from pdplan.serving.inputs import DTYPE_BYTES
-from pdplan.specs.overrides import flag
+from pdplan.serving.resolve import DTYPE_BYTES
+from pdplan.specs.command_line import flag
 from pdplan.transfer.kv import GRANULARITIES, TransferConfig, transfer_for_request
 
 if TYPE_CHECKING:

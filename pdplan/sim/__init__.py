@@ -21,9 +21,9 @@ Example::
     res.summary("ttft").p90_s, res.attainment(ttft_slo_s=0.5, tpot_slo_s=0.05)
 """
 
-from pdplan.sim.engine import simulate, simulate_closed_loop
+from pdplan.sim.event_loop import simulate, simulate_closed_loop
 from pdplan.sim.prefill import lindley_done_s
-from pdplan.sim.results import PoolStats, SimResult, Summary
+from pdplan.sim.metrics import PoolStats, SimResult, Summary
 from pdplan.sim.spec import (
     Colocated,
     DecodePool,

@@ -3,8 +3,8 @@ when its last one ends, until N measured requests are done (ENGINES.md §3). The
 completion first, so the measured phase starts from an idle engine with its own C-wide burst: a warm-up changes
 nothing in a deterministic replay and is not replayed.
 
-It checks :mod:`pdplan.serving.benchmark_loop` without sharing its cohort, burst or fixed-point arithmetic: the
-colocated instance of :mod:`pdplan.sim.colocated` schedules every step itself (token budget, seats, KV reservation,
+It checks :mod:`pdplan.benchmark.colocated_loop` without sharing its cohort, burst or fixed-point arithmetic: the
+colocated instance of :mod:`pdplan.sim.colocated_instance` schedules every step itself (token budget, seats, KV reservation,
 decode-first mixed steps or prefill-only steps), and prices chunks by its own roofline tables
 (:func:`pdplan.sim.deployment.sim_chunk_price`). Lengths are fixed at the workload's means (rounded), as in the
 benchmarks. The engine's per-request overhead and overlap step are constants outside the steps; they are added to
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.serving.benchmark_inputs import loop_inputs
-from pdplan.serving.benchmark_loop import admitted, decode_s
+from pdplan.benchmark.loop_inputs import loop_inputs
+from pdplan.benchmark.colocated_loop import admitted, decode_s
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.sim.deployment import StepModel, sim_deployment
-from pdplan.sim.engine import simulate_closed_loop
+from pdplan.sim.event_loop import simulate_closed_loop
 from pdplan.sim.spec import Colocated
 
 

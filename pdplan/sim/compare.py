@@ -3,7 +3,7 @@
 The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
 :func:`pdplan.serving.evaluate` at the same rate or concurrency; the simulation replays the same
 deployment request by request (:mod:`pdplan.sim.deployment`) with ``n_requests`` sampled
-lengths (:func:`pdplan.serving.workload_bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
+lengths (:func:`pdplan.workload.bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
 (closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.
 
 Seeds: lengths, arrival gaps and routing draws come from three generators derived from ``seed``
@@ -36,10 +36,10 @@ from pdplan.queueing import decode_fixed_point
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model, evaluate
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 from pdplan.serving.results import Evaluation
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.serving.workload_bins import sample
+from pdplan.workload.bins import sample
 from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests

@@ -134,7 +134,7 @@ class DecodePool:
 
     ``max_batch`` seats per instance; ``kv_capacity_tokens`` KV slots per instance (admission
     reserves ``l + n`` tokens, the sequence's final context). ``routing`` picks the decode instance
-    when a prefill ends (:mod:`pdplan.sim.engine`): ``"random"`` (uniform, pre-drawn per request),
+    when a prefill ends (:mod:`pdplan.sim.event_loop`): ``"random"`` (uniform, pre-drawn per request),
     ``"round-robin"`` (in prefill-completion order) or ``"least-work"`` (fewest requests routed
     there and not finished: join-the-shortest-queue by count).
     """
@@ -185,7 +185,7 @@ class Disaggregated:
 
 @dataclass(frozen=True, slots=True)
 class Colocated:
-    """z colocated instances (see :mod:`pdplan.sim.colocated`).
+    """z colocated instances (see :mod:`pdplan.sim.colocated_instance`).
 
     ``"prefill-first"`` needs ``prefill_service_s`` [N]; ``"chunked"`` needs ``token_budget`` C
     (> ``max_batch``) and ``chunk_time_s``.

@@ -16,7 +16,7 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import load_trace
-from pdplan.serving.workload_bins import clip_to_window
+from pdplan.workload.bins import clip_to_window
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
 

@@ -150,12 +150,12 @@ class Scheduling(FrozenModel):
     kv_admission: Literal["reserve", "on_demand"] = "reserve"
     """``reserve``: a request is admitted only with KV room for its whole length (ISL + OSL − 1); ``on_demand``: KV
     blocks are allocated as tokens arrive and a running request is preempted when the pool runs out (vLLM V1), so a
-    closed loop of spread requests holds as many as the pool fits at their mean length (pdplan.serving.benchmark_loop
+    closed loop of spread requests holds as many as the pool fits at their mean length (pdplan.benchmark.colocated_loop
     ``admitted``)."""
     startup_cohorts: Sourced | None = None
     """Closed-loop benchmarks: how many first cohorts' worth of start-up excess TTFT/TPOT (the C-wide burst at the
     start of the measured phase and the groups it leaves until they desynchronise) the benchmark average carries
-    (:mod:`pdplan.serving.benchmark_loop`); None = 1, the burst cohort alone."""
+    (:mod:`pdplan.benchmark.colocated_loop`); None = 1, the burst cohort alone."""
     source: Text
 
 
@@ -176,7 +176,7 @@ class Overheads(FrozenModel):
     """Per request per layer, on TTFT (AIConfigurator's vLLM prefill dispatch overhead); None = 0."""
     eager_s_per_moe_layer: Sourced | None = None
     """Per MoE layer of a step that carries prefill tokens and runs outside the decode CUDA graphs: the host's kernel
-    launch time, a floor under that step (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"); None = 0."""
+    launch time, a floor under that step (:mod:`pdplan.benchmark.colocated_loop`, "Eager steps"); None = 0."""
     step_s_per_seq: Sourced | None = None
     """Per decode step per running sequence: host work that grows with the batch (input preparation, sampling,
     output processing of each sequence; ENGINES.md §1.6 "large batches (cost ∝ #seqs)", Vidur's per-batch CPU

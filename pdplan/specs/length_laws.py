@@ -1,9 +1,9 @@
 """Token-length laws of a workload file: fixed, uniform, truncated normal and lognormal, histogram.
 
 Each is a frozen pydantic model selected by its ``dist`` tag and exposes its closed-form ``cdf``,
-``ppf`` and partial mean ``E[X; X <= x]`` so that :mod:`pdplan.serving.workload_bins` can bin it exactly
+``ppf`` and partial mean ``E[X; X <= x]`` so that :mod:`pdplan.workload.bins` can bin it exactly
 (conditional means preserve the mean). Token lengths are integers >= 1; the laws are continuous and
-sampling rounds (:func:`pdplan.serving.workload_bins.sample`).
+sampling rounds (:func:`pdplan.workload.bins.sample`).
 
 * ``normal``: ``mean``/``std`` are the parent normal's parameters, truncated to ``[min, max]``.
 * ``lognormal``: ``mu``/``sigma`` are the parent's log-space parameters; ``mean`` instead asks for

@@ -17,7 +17,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.overrides import apply_overrides
 from pdplan.io.scenario import load_scenario
 from pdplan.report.render import View, to_json
-from pdplan.specs.overrides import ScenarioOverrides
+from pdplan.specs.command_line import ScenarioOverrides
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "data" / "small_scenario.yaml"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from pdplan.cli import app
 from pdplan.cli.options import OVERRIDE_OPTIONS, RateOpt, takes_overrides
-from pdplan.specs.overrides import FLAGS, ScenarioOverrides
+from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 SHARING = ("evaluate", "simulate", "optimize")
 

@@ -95,7 +95,7 @@ def test_infeasible_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_concurrency_disaggregated_moe(capsys: pytest.CaptureFixture[str]) -> None:
     """``--concurrency`` on an xPyD MoE deployment (attention DP + EP prefill, TP + EP decode): the benchmark closed
-    loop of serving/disagg_benchmark.py reports the engine's tool, C, and TTFT ≥ the prompt's own prefill."""
+    loop of benchmark/disaggregated_loop.py reports the engine's tool, C, and TTFT ≥ the prompt's own prefill."""
     doc = _json(
         capsys,
         *("--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--xpyd", "1P1D", "--isl", "2048", "--osl", "256"),

@@ -22,7 +22,7 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.report import render_optimize
 from pdplan.search.optimize import optimize
-from pdplan.search.results import PlanResult
+from pdplan.search.plans import PlanResult
 from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The disaggregated benchmark loop (serving/disagg_benchmark.py) over random deployments: physics floors, Little's
+"""The disaggregated benchmark loop (benchmark/disaggregated_loop.py) over random deployments: physics floors, Little's
 law, capacities, and more clients never lowering the throughput."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.disagg_benchmark import (
+from pdplan.benchmark.disaggregated_loop import (
     DisaggLoopInputs,
     decode_capacity_rps,
     decode_step_s,

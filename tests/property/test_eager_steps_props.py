@@ -1,4 +1,4 @@
-"""The eager-step floor of the colocated benchmark loop (serving/benchmark_loop.py ``eager_step_s``) over random
+"""The eager-step floor of the colocated benchmark loop (benchmark/colocated_loop.py ``eager_step_s``) over random
 loops: a launch floor H on the steps that carry prefill never lowers a request's TTFT or TPOT, and the TTFT of the
 spread steady state carries at least H (its own prefill step is eager). The arrival regime is held fixed (singletons:
 ``merge_arrivals`` off): a longer step that gathers more arrivals into one prefill may lower the TPOT, which is the
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
+from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
 
 
 @st.composite

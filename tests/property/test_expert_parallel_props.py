@@ -1,5 +1,5 @@
 """Expert parallelism and attention DP (issue #13): more EP never raises the weight bytes per GPU, more DP GPUs
-never raise them either, and MoE plans with DP/EP keep every physics invariant (pdplan.serving.invariants)."""
+never raise them either, and MoE plans with DP/EP keep every physics invariant (pdplan.serving.checks.physics)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.memory import instance_memory
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.invariants import operating_point_breaches
+from pdplan.serving.checks.physics import operating_point_breaches
 
 CATALOG = open_catalog()
 MOE = ("mixtral-8x7b", "qwen3-235b-a22b", "deepseek-v3")

@@ -1,7 +1,7 @@
 """No evaluation breaks physics: mode × scheduler × workload shape × dense/MoE × BF16/FP8 (issue 11, item 1).
 
 ``evaluate`` checks its own result (every ceiling and floor at the goodput rate, the ceilings at the stability
-limit) and raises :class:`~pdplan.serving.invariants.PhysicsInvariantError` on a breach; here hypothesis draws
+limit) and raises :class:`~pdplan.serving.checks.physics.PhysicsInvariantError` on a breach; here hypothesis draws
 deployments and workloads across the grid, and every ceiling and floor is also checked at three loads up to the
 stability limit. A plan the inputs cannot meet (NoFeasiblePlanError) is fine; a breach is not.
 """
@@ -19,7 +19,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.invariants import operating_point_breaches
+from pdplan.serving.checks.physics import operating_point_breaches
 
 CATALOG = open_catalog()
 MODELS = {"dense": ("llama-3.1-8b", 1), "moe": ("mixtral-8x7b", 2)}

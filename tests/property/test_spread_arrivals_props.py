@@ -1,4 +1,4 @@
-"""The merged spread steady state (serving/benchmark_loop.py ``_spread_groups``, serving/spread_arrivals.py) over
+"""The merged spread steady state (benchmark/colocated_loop.py ``_spread_groups``, benchmark/spread_arrivals.py) over
 random eager loops: its groups hold every admitted request, and their count G is a fixed point of f (the group
 count the cycle of G groups asks for), or, where the iteration overshot and bisected, f(G) < G with f(G − 1) > G − 1."""
 
@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.queueing import LinearStepTime
-from pdplan.serving import benchmark_loop as bl
-from pdplan.serving.benchmark_loop import LoopInputs
-from pdplan.serving.spread_arrivals import even_groups, merged_group_size
+from pdplan.benchmark import colocated_loop as bl
+from pdplan.benchmark.colocated_loop import LoopInputs
+from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 
 
 @st.composite

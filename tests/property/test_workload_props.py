@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pdplan.serving.workload_bins import discretize, sample
+from pdplan.workload.bins import discretize, sample
 from pdplan.specs.workload import WorkloadSpec
 
 PROPS = settings(deadline=None, max_examples=50)
@@ -103,7 +103,7 @@ def test_clipping_never_lengthens(
     window = max(2, math.ceil(laws[0].median_tokens() * slack) + 1)
     plain, clipped = discretize(spec), discretize(spec, context_window=window)
     assert 0.0 <= clipped.clipped_fraction <= 1.0
-    # each binned mean is the sampled (rounded) law's to within half a token (pdplan.serving.workload_bins), and
+    # each binned mean is the sampled (rounded) law's to within half a token (pdplan.workload.bins), and
     # the clipped path bins on a finer grid than the plain one, so the two agree to that bound, not to 1e-6:
     # hypothesis found a histogram law whose plain binned mean is 0.10 token below the law's, the clipped one 0.01
     assert clipped.mean_input() <= plain.mean_input() + 0.5

@@ -7,7 +7,7 @@ tests/reference/test_closed_form_vs_sim.py apply: P90 within ±12 %, P99 within 
 decode window is dominated by what the prefill queue still holds when its own prompt leaves it
 (chunked: the share of chunk-carrying steps is nearly all-or-nothing,
 pdplan/queueing/chunk_window.py; prefill-first: the stall is the busy time it starts in, spread
-over few steps, pdplan/queueing/colocated.py). Seeds fixed: deterministic.
+over few steps, pdplan/queueing/colocated_queue.py). Seeds fixed: deterministic.
 """
 
 from __future__ import annotations

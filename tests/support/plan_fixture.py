@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pdplan.search.results import Latency, Plan, PlanResult, RoleChoice, SearchStats, Sensitivity
+from pdplan.search.plans import Latency, Plan, PlanResult, RoleChoice, SearchStats, Sensitivity
 
 GIB = 2**30
 H100_PRICE = 3.0  # $/GPU-hour

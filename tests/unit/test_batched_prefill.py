@@ -15,7 +15,7 @@ from pdplan.perf.roofline import phase_time
 from pdplan.queueing.batched import batched_prefill, chain_state, full_batch
 from pdplan.queueing.batched_ttft import batched_wait
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.inputs import precision_of
+from pdplan.serving.resolve import precision_of
 from pdplan.serving.roles import RoleHardware, prefill_batch_time
 from pdplan.specs.scenario import Scenario
 

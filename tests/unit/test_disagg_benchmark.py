@@ -1,4 +1,4 @@
-"""The disaggregated benchmark closed loop (serving/disagg_benchmark.py): hand-worked numbers and its invariants."""
+"""The disaggregated benchmark closed loop (benchmark/disaggregated_loop.py): hand-worked numbers and its invariants."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.expert_parallel import allreduce_s
 from pdplan.perf.kernels import allreduce_time_s
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.disagg_benchmark import (
+from pdplan.benchmark.disaggregated_loop import (
     DisaggLoopInputs,
     check_floors,
     decode_capacity_rps,
@@ -27,8 +27,8 @@ from pdplan.serving.disagg_benchmark import (
 )
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
-from pdplan.serving.invariants import PhysicsInvariantError
+from pdplan.serving.resolve import resolve
+from pdplan.serving.checks.physics import PhysicsInvariantError
 from pdplan.serving.roles import step_bytes
 
 BASE = DisaggLoopInputs(

@@ -8,10 +8,10 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving.benchmark_inputs import eager_step_s, loop_inputs
+from pdplan.benchmark.loop_inputs import eager_step_s, loop_inputs
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.evaluate import build_model
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 from pdplan.specs.engine import Sourced
 
 CATALOG = open_catalog()

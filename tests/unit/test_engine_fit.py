@@ -115,7 +115,7 @@ def test_solve_linearised_by_hand() -> None:
 
 
 def test_startup_cohorts_is_fitted_on_ttft_within_its_bounds() -> None:
-    """TTFT = w·B + (1 − w)·S + r with w = min(1, k·C/N) (pdplan.serving.benchmark_loop), C/N = 1/20, B = 0.5 s,
+    """TTFT = w·B + (1 − w)·S + r with w = min(1, k·C/N) (pdplan.benchmark.colocated_loop), C/N = 1/20, B = 0.5 s,
     S = 0.1 s: truth k = 2, r = 40 ms gives 0.1·0.5 + 0.9·0.1 + 0.04 = 0.18 s; k beyond 6 is clipped to the bound."""
     burst, steady = np.array([0.5, 0.3, 0.8]), np.array([0.1, 0.05, 0.2])
 

@@ -46,7 +46,7 @@ def test_eplb_prices_the_busiest_gpu_in_prefill_only() -> None:
 
 def test_the_wide_ep_example_runs_eplb_in_prefill() -> None:
     from pdplan.serving import load_scenario
-    from pdplan.serving.inputs import role_hardware
+    from pdplan.serving.resolve import role_hardware
 
     c = open_catalog()
     sc = load_scenario(Path(__file__).resolve().parents[2] / "examples" / "deepseek-v3-wide-ep.yaml")

@@ -13,8 +13,8 @@ from pdplan.perf.memory import instance_memory
 from pdplan.queueing import LinearStepTime, decode_workload, kv_footprint
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import load_scenario
-from pdplan.serving.benchmark_loop import LoopInputs, admitted
-from pdplan.serving.inputs import resolve
+from pdplan.benchmark.colocated_loop import LoopInputs, admitted
+from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import decode_perf
 from pdplan.sim import DecodePool, Disaggregated, PrefillPool, Requests, simulate
 from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model

@@ -1,4 +1,4 @@
-"""Physics invariants (pdplan/serving/invariants.py) against numbers worked by hand.
+"""Physics invariants (pdplan/serving/checks/physics.py) against numbers worked by hand.
 
 Llama-3.1-8B on one H100 SXM (TP1, BF16): per layer the GEMM weights are QKV 4096×6144, O 4096×4096,
 gate/up 4096×28672 and down 14336×4096 = 218,103,808 parameters, 32 layers = 6,979,321,856; the LM head
@@ -25,7 +25,7 @@ from pdplan.queueing import LinearStepTime
 from pdplan.serving import build_model, evaluate, resolve
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.invariants import (
+from pdplan.serving.checks.physics import (
     PhysicsInvariantError,
     check_operating_point,
     operating_point_breaches,

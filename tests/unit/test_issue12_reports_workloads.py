@@ -108,7 +108,7 @@ def test_simulate_cli_runs_a_trace_without_a_rate(cli: Cli, tmp_path: Path) -> N
 def test_isl_override_renames_the_workload() -> None:
     from pdplan.io.overrides import apply_overrides
     from pdplan.serving import default_scenario_path, load_scenario
-    from pdplan.specs.overrides import ScenarioOverrides
+    from pdplan.specs.command_line import ScenarioOverrides
 
     base = load_scenario(default_scenario_path())
     assert base.workload.name == "chat"
@@ -224,8 +224,8 @@ def test_mooncake_leval_clipped_share_is_the_exact_tail() -> None:
     is clipped: P(L + n > W) = sum_n P(n) P(L > W - n) = 2.60e-6 by direct summation, which the binned share (and the
     warning, "0.00026%") must match; it was printed as "0.00 %"."""
     from pdplan.io.workloads import load_preset_workload
-    from pdplan.serving.inputs import WORKLOAD_BINS
-    from pdplan.serving.workload_bins import discretize
+    from pdplan.serving.resolve import WORKLOAD_BINS
+    from pdplan.workload.bins import discretize
 
     spec = load_preset_workload("mooncake-leval")
     laws = spec.parametric()

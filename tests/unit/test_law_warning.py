@@ -1,4 +1,4 @@
-"""The decode-law warning (pdplan.serving.law_warning): when it fires, what it says, and that reports carry it."""
+"""The decode-law warning (pdplan.serving.checks.decode_law): when it fires, what it says, and that reports carry it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from pdplan import evaluate, load_scenario, optimize
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.law_warning import LAW_WARN_MAX_REL_ERR, LAW_WARN_MEDIAN_REL_ERR, decode_law_warning
+from pdplan.serving.checks.decode_law import LAW_WARN_MAX_REL_ERR, LAW_WARN_MEDIAN_REL_ERR, decode_law_warning
 from pdplan.serving.roles import DecodePerf
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -126,7 +126,7 @@ def test_scenario_states_the_overlap() -> None:
     """The wide-EP example (engine sglang, two_batch_overlap true) binds DeepGEMM experts and TBO to both roles; the
     same scenario without the key keeps SGLang's default (off)."""
     from pdplan.serving import load_scenario
-    from pdplan.serving.inputs import role_hardware
+    from pdplan.serving.resolve import role_hardware
 
     c = open_catalog()
     sc = load_scenario(Path(__file__).resolve().parents[2] / "examples" / "deepseek-v3-wide-ep.yaml")

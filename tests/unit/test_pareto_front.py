@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pdplan import load_scenario, optimize
 from pdplan.io.catalog import open_catalog
-from pdplan.search.results import Plan
+from pdplan.search.plans import Plan
 
 ROOT = Path(__file__).parents[2]
 

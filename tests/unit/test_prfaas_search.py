@@ -15,10 +15,10 @@ from pdplan.io.catalog import open_catalog
 from pdplan.report import render_optimize
 from pdplan.search.optimize import optimize
 from pdplan.search.prfaas import local_splits
-from pdplan.search.results import PlanResult
+from pdplan.search.plans import PlanResult
 from pdplan.serving import Role, load_scenario, resolve
 from pdplan.serving.prfaas.build import prfaas_setup
-from pdplan.serving.prfaas.invariants import prfaas_breaches
+from pdplan.serving.checks.prfaas import prfaas_breaches
 from pdplan.serving.prfaas.queue import RATE_XTOL, goodput
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

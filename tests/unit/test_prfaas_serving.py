@@ -16,11 +16,11 @@ from pdplan.io.overrides import apply_overrides
 from pdplan.io.scenario import load_scenario, revalidate
 from pdplan.report.serving import evaluation_records
 from pdplan.serving import evaluate
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.capacity import search_threshold
 from pdplan.serving.prfaas.queue import WAIT_CELLS, goodput, path_mixture, percentile_s, search_goodput_threshold
-from pdplan.specs.overrides import ScenarioOverrides
+from pdplan.specs.command_line import ScenarioOverrides
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "examples" / "prfaas-h200-h20.yaml"

@@ -16,7 +16,7 @@ from pdplan.report.markdown import to_markdown
 from pdplan.search.exact import degraded
 from pdplan.search.optimize import optimize
 from pdplan.search.planning import price_sensitivity
-from pdplan.search.results import Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Plan, PlanResult, RoleChoice
 from pdplan.search.space import build_space
 from pdplan.serving import Deployment, bind, build_model, find_goodput, load_scenario, resolve
 from pdplan.specs.scenario import Scenario
@@ -278,7 +278,7 @@ def test_isl_and_osl_rows_move_goodput_the_physical_way() -> None:
 def test_e2e_and_itl_hand_worked_on_fixed_lengths() -> None:
     """Fixed 512/64 tokens: every request has 63 decode gaps, so E2E = E[TTFT] + 63 E[TPOT] and ITL = E[TPOT]."""
     from pdplan.io.overrides import apply_overrides
-    from pdplan.specs.overrides import ScenarioOverrides
+    from pdplan.specs.command_line import ScenarioOverrides
 
     sc = apply_overrides(_small(), ScenarioOverrides(isl=512, osl=64))
     plan = optimize(sc, catalog=open_catalog(), analyse=False, top=1).best

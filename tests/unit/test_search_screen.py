@@ -11,7 +11,7 @@ from pdplan.search.pool import build_pool
 from pdplan.search.select import rank
 from pdplan.search.space import build_space
 from pdplan.serving import load_scenario
-from pdplan.serving.inputs import resolve
+from pdplan.serving.resolve import resolve
 
 SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"
 

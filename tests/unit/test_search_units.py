@@ -69,7 +69,7 @@ def test_interp_rows_is_linear_between_grid_rows() -> None:
 
 def test_plan_label_spaces_pipeline_parallelism_like_every_other_label() -> None:
     """``h100-sxm TP4 PP2``, as the report's role text and RoleHardware.label write it (was ``TP4PP2``)."""
-    from pdplan.search.results import Plan
+    from pdplan.search.plans import Plan
     from pdplan.serving.deployment import Deployment, Role
 
     d = Deployment(

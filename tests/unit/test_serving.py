@@ -15,7 +15,7 @@ from pdplan.queueing import decode_capacity, prefill_wait_distribution
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import slack_delay
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.closed_loop import closed_loop_throughput
+from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import fit_quadratic
 from pdplan.serving.ttft import prefill_wait

@@ -1,4 +1,4 @@
-"""Workload refinements for the serving models (pdplan.serving.lengths) and the TPOT convention."""
+"""Workload refinements for the serving models (pdplan.workload.quadrature) and the TPOT convention."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing.distributions import GammaMixture
 from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
-from pdplan.serving.workload_bins import JointLengths, discretize
+from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
+from pdplan.workload.bins import JointLengths, discretize
 from pdplan.specs.workload import WorkloadSpec
 
 

@@ -9,7 +9,7 @@ import pytest
 from pdplan import load_scenario, optimize
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
-from pdplan.serving.inputs import _share
+from pdplan.serving.resolve import _share
 
 ROOT = Path(__file__).parents[2]
 

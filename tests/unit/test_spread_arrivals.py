@@ -1,4 +1,4 @@
-"""The spread steady state's merged context steps (serving/spread_arrivals.py), by hand, and in the benchmark loop."""
+"""The spread steady state's merged context steps (benchmark/spread_arrivals.py), by hand, and in the benchmark loop."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
-from pdplan.serving import benchmark_loop as bl
-from pdplan.serving.benchmark_loop import LoopInputs, benchmark_loop
-from pdplan.serving.spread_arrivals import even_groups, merged_group_size, window_hit
+from pdplan.benchmark import colocated_loop as bl
+from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
+from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size, window_hit
 
 
 def test_window_hit_by_hand() -> None:

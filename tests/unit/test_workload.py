@@ -11,7 +11,7 @@ from scipy import stats
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import list_presets, load_preset_workload, load_workload
-from pdplan.serving.workload_bins import JointLengths, discretize, sample, trace_arrivals_s
+from pdplan.workload.bins import JointLengths, discretize, sample, trace_arrivals_s
 from pdplan.specs.length_laws import LognormalDist
 from pdplan.specs.workload import WorkloadSpec
 

@@ -25,7 +25,7 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.profiles import load_profile, resolve_profile
 from pdplan.perf.block_quant import expert_parallel_for_blocks
 from pdplan.serving.deployment import Role
-from pdplan.serving.inputs import ResolvedScenario, precision_of, role_hardware
+from pdplan.serving.resolve import ResolvedScenario, precision_of, role_hardware
 from pdplan.serving.prfaas.capacity import DECODE, LINK, LOCAL, REMOTE, CapacityInputs, DecodePool, PrefillPool
 from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw, SplitLaw
 from pdplan.serving.prfaas.profile import Curves, MeasuredProfile

@@ -17,7 +17,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_setup
 from pdplan.serving.prfaas.capacity import capacity_at, search_threshold
 from pdplan.serving.prfaas.queue import (

@@ -8,7 +8,7 @@ prompt on the GPU × TP (batch 1). Φ is in decimal Gb/s (bits / 1e9 / s), as th
 ``N`` GPUs with ``P`` per instance emits ``(N/P)·Φ_kv(L_avg)`` (Eq. 2).
 
 The instance serves the checkpoint as the engines load it: weights at the checkpoint's dtype (an FP8 checkpoint in
-FP8, as :func:`pdplan.serving.inputs.precision_of` prices every other pass) and the routed experts split ``tp`` ways
+FP8, as :func:`pdplan.serving.resolve.precision_of` prices every other pass) and the routed experts split ``tp`` ways
 unless FP8 weight blocks forbid it, then expert-parallel over the ``tp`` GPUs
 (:func:`pdplan.perf.block_quant.expert_parallel_for_blocks`; MiniMax-M2.5 at TP 8).
 
@@ -25,7 +25,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.block_quant import expert_parallel_for_blocks
 from pdplan.perf.roofline import Precision, phase_time
-from pdplan.serving.inputs import DTYPE_BYTES
+from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
 
 TOKEN_SUFFIX = {"k": 1024, "m": 1024 * 1024}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pdplan.serving.roles import DecodePerf
 
 if TYPE_CHECKING:
-    from pdplan.serving.inputs import ResolvedScenario
+    from pdplan.serving.resolve import ResolvedScenario
 
 LAW_WARN_MEDIAN_REL_ERR = 0.10
 LAW_WARN_MAX_REL_ERR = 0.25

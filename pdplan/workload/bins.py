@@ -120,7 +120,7 @@ def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, F
     counts is represented by the mean of those counts (a one-count bin by that count: the short
     outputs whose TPOT spans one or two intervals), wider bins by the law's conditional mean over
     the bin (one-token outputs are split off later for TPOT:
-    :func:`pdplan.serving.lengths.split_one_token`).
+    :func:`pdplan.workload.quadrature.split_one_token`).
     """
     point = dist.point_value()
     if point is not None:

@@ -1,11 +1,11 @@
 """Refinements of the binned workload that the serving models need beyond the joint histogram.
 
-:func:`pdplan.serving.workload_bins.discretize` represents each length bin by its conditional mean (means are
+:func:`pdplan.workload.bins.discretize` represents each length bin by its conditional mean (means are
 exact; QUEUEING §5.1). Two quantities are sensitive to what happens *inside* a bin:
 
 * **One-token outputs** (:func:`split_one_token`). TPOT is undefined for a request with a single
   output token (there is no second token; the simulator reports NaN and counts the request as
-  meeting any TPOT SLO, :mod:`pdplan.sim.results`). A one-token request shares the lowest output
+  meeting any TPOT SLO, :mod:`pdplan.sim.metrics`). A one-token request shares the lowest output
   bin with two- and three-token ones, so the closed form would give it a TPOT — under convention B
   a large one, since token 2's KV wait is spread over n = 1 interval. The one-token mass
   ``p1 = P(output = 1)`` (:func:`one_token_fraction`) is therefore split off into its own output
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.io.workloads import load_trace
-from pdplan.serving.workload_bins import JointLengths
+from pdplan.workload.bins import JointLengths
 from pdplan.specs.length_laws import FixedDist, UniformDist
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray
@@ -35,7 +35,7 @@ from pdplan.types import FloatArray
 QUADRATURE_POINTS = 4
 """Quadrature lengths per input bin: TTFT cdf steps of ≤ p_k/8 (0.6 % for the 21 body bins)."""
 _ONE_TOKEN = 1.5
-"""Sampling rounds to the nearest integer (:func:`pdplan.serving.workload_bins.sample`): 1 token ⇔ X < 1.5."""
+"""Sampling rounds to the nearest integer (:func:`pdplan.workload.bins.sample`): 1 token ⇔ X < 1.5."""
 
 
 def one_token_fraction(spec: WorkloadSpec) -> float:

@@ -32,7 +32,7 @@ requests to completion before the measured phase (ENGINES.md §3), and the measu
 together, so its first C_adm requests reach the pool at once whatever the warm-up: prompt i ends its prefill at
 ``⌈(i + 1)/m⌉·S_p``. The average takes that staircase with weight ``w = min(1, k·C_adm/N)``, k the decode engine
 profile's ``startup_cohorts`` (1 without one), and the steady state with ``1 − w`` (the TPOT stays the steady one),
-as :mod:`pdplan.serving.benchmark_loop` weighs its burst. (Before, the burst counted only for the clients beyond the
+as :mod:`pdplan.benchmark.colocated_loop` weighs its burst. (Before, the burst counted only for the clients beyond the
 warm-up count, so AIConfigurator's recipe with 2·C warm-up requests gave it no weight at all.)
 
 Invariants by construction: TTFT ≥ the prompt's own prefill (``S_p`` plus non-negative waits) and a decode step is
@@ -50,9 +50,9 @@ import numpy as np
 from scipy.special import gammaln
 
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.benchmark_loop import benchmark_counts
+from pdplan.benchmark.colocated_loop import benchmark_counts
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.invariants import Breach, PhysicsInvariantError
+from pdplan.serving.checks.physics import Breach, PhysicsInvariantError
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
 from pdplan.serving.roles import step_bytes
@@ -85,7 +85,7 @@ class DisaggLoopInputs:
     :mod:`pdplan.perf.memory`)."""
     startup_cohorts: float = 1.0
     """k: first cohorts' worth of start-up excess in the benchmark average (the decode engine profile's
-    ``startup_cohorts``, as :mod:`pdplan.serving.benchmark_loop` weighs its burst)."""
+    ``startup_cohorts``, as :mod:`pdplan.benchmark.colocated_loop` weighs its burst)."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:
@@ -268,10 +268,10 @@ def disagg_benchmark_of(
 
 
 def check_floors(model: DisaggregatedModel, inp: DisaggLoopInputs, bench: BenchmarkLoop) -> None:
-    """The physics floors of a benchmark result (:mod:`pdplan.serving.invariants`): every TTFT ≥ the prompt's own
+    """The physics floors of a benchmark result (:mod:`pdplan.serving.checks.physics`): every TTFT ≥ the prompt's own
     prefill pass (the roofline's, each op at or below its peak), and the TPOT ≥ one decode step of a single sequence
     at the prompt's context, ``B(1, ISL)/BW`` (:func:`pdplan.serving.roles.step_bytes`: weights it touches plus its
-    KV). A breach is a bug: :class:`~pdplan.serving.invariants.PhysicsInvariantError`."""
+    KV). A breach is a bug: :class:`~pdplan.serving.checks.physics.PhysicsInvariantError`."""
     hw = model.res.decode
     assert hw is not None
     floor_s = float(step_bytes(hw, np.array(1.0), np.array(inp.input_tokens))) / hw.gpu.memory_bytes_per_s

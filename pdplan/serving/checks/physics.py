@@ -60,7 +60,7 @@ from pdplan.queueing import decode_fixed_point, kv_footprint
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.roles import RoleHardware, step_bytes
 from pdplan.serving.snapshot import Snapshot
 from pdplan.transfer.kv import kv_shape_from_model

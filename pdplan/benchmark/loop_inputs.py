@@ -1,4 +1,4 @@
-"""The colocated serving model's numbers handed to the benchmark closed loop (:mod:`pdplan.serving.benchmark_loop`)."""
+"""The colocated serving model's numbers handed to the benchmark closed loop (:mod:`pdplan.benchmark.colocated_loop`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pdplan.serving.benchmark_loop import LoopInputs, benchmark_counts, benchmark_loop
+from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_counts, benchmark_loop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.results import BenchmarkLoop
@@ -67,7 +67,7 @@ def decode_batch_grid(max_num_seqs: int) -> np.ndarray:
 
 def eager_step_s(hw: RoleHardware) -> float:
     """H of one GPU: the profile's eager launch time per MoE layer times the MoE layers of one pipeline stage
-    (:mod:`pdplan.serving.benchmark_loop`, "Eager steps"); 0 without an engine."""
+    (:mod:`pdplan.benchmark.colocated_loop`, "Eager steps"); 0 without an engine."""
     if hw.engine is None:
         return 0.0
     moe_layers = math.ceil(len(hw.model.moe_layer_indices) / hw.pp)

@@ -1,8 +1,8 @@
 """Physics invariants of a PrfaaS deployment at an operating rate (the PrfaaS counterpart of
-:mod:`pdplan.serving.invariants`, with the same peaks and the same error).
+:mod:`pdplan.serving.checks.physics`, with the same peaks and the same error).
 
 Every bound comes from the roofline's operator list at the GPUs' datasheet peaks
-(:func:`pdplan.serving.invariants.peak_time_s`) and the link's line rate, never from the curves it checks (a
+(:func:`pdplan.serving.checks.physics.peak_time_s`) and the link's line rate, never from the curves it checks (a
 measured profile or the kernel-table roofline). At aggregate rate λ, threshold ``t``, ``p = P(L > t)``:
 
 * **remote compute**: ``λp · E[T_pk,r(L) | L > t] ≤ N_r · pp_r`` (a request's FLOPs over the GPUs of a TP group
@@ -16,15 +16,15 @@ measured profile or the kernel-table roofline). At aggregate rate λ, threshold 
   ``T_l(l) ≥ T_pk,l(l)`` (no queue makes a prompt faster than its own FLOPs at peak).
 
 A breach is a bug (or a measured profile faster than the hardware's peak for this model), raised as
-:class:`pdplan.serving.invariants.PhysicsInvariantError`.
+:class:`pdplan.serving.checks.physics.PhysicsInvariantError`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pdplan.serving.inputs import ResolvedScenario
-from pdplan.serving.invariants import REL_TOL, Breach, PhysicsInvariantError, peak_time_s
+from pdplan.serving.resolve import ResolvedScenario
+from pdplan.serving.checks.physics import REL_TOL, Breach, PhysicsInvariantError, peak_time_s
 from pdplan.serving.prfaas.build import PrfaasSetup
 from pdplan.serving.roles import RoleHardware, step_bytes
 

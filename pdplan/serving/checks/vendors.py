@@ -8,7 +8,7 @@ TensorRT-LLM), so the reports say that such a plan is a what-if and cannot be de
 
 from __future__ import annotations
 
-from pdplan.serving.inputs import ResolvedScenario
+from pdplan.serving.resolve import ResolvedScenario
 
 
 def cross_vendor_warning(res: ResolvedScenario) -> str | None:

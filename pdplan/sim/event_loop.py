@@ -37,10 +37,10 @@ from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments, Timeline
-from pdplan.sim.colocated import ColocatedInstance
+from pdplan.sim.colocated_instance import ColocatedInstance
 from pdplan.sim.decode import DecodeInstance
 from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
-from pdplan.sim.results import SimResult, build_result
+from pdplan.sim.metrics import SimResult, build_result
 from pdplan.sim.spec import Colocated, Deployment, Disaggregated, Requests, as_times, decode_steps
 from pdplan.sim.validate import check_colocated, check_disaggregated
 from pdplan.types import FloatArray
@@ -352,7 +352,7 @@ def simulate_closed_loop(
     """Closed-loop simulation: ``concurrency`` clients issue the N requests in id order.
 
     Each client sends its next request ``think_time_s`` after its previous one finished; the run ends
-    when all N have finished. Throughput is measured over the window of :mod:`pdplan.sim.results`.
+    when all N have finished. Throughput is measured over the window of :mod:`pdplan.sim.metrics`.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise SpecError(f"concurrency must be an integer >= 1, got {concurrency!r}")

@@ -25,7 +25,7 @@ anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`)
   (:func:`_fragmenting_s`). A profile with ``steady_arrivals: spread`` (host jitter splits the burst's groups:
   measured at C = 8, ISL 1,024 on vLLM 0.12 and TensorRT-LLM) prices the same with every request its own group;
   where the steps that carry prompts are eager (below), with the groups that the arrivals landing during one such
-  step form (:func:`_spread_groups`, :mod:`pdplan.serving.spread_arrivals`).
+  step form (:func:`_spread_groups`, :mod:`pdplan.benchmark.spread_arrivals`).
 * **Prefill-first, no mixing** (SGLang's default): prefill batches of up to ``budget`` tokens run alone and the
   decodes wait. With fixed lengths the cohort never separates: all C_eff requests arrive together, are prefilled
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
@@ -63,7 +63,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.results import BenchmarkLoop
-from pdplan.serving.spread_arrivals import even_groups, merged_group_size
+from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 from pdplan.specs.engine import EngineProfile
 
 
@@ -109,7 +109,7 @@ class LoopInputs:
     """τ_d(B) at the mean context on :attr:`decode_batches` (the roofline step with the engine's host time)."""
     merge_arrivals: bool = False
     """Spread steady state: the arrivals that land during one step share the next (:func:`_spread_groups`); off =
-    every request its own group. :func:`pdplan.serving.benchmark_inputs.loop_inputs` sets it where the steps that
+    every request its own group. :func:`pdplan.benchmark.loop_inputs.loop_inputs` sets it where the steps that
     carry prompts are eager (H > 0)."""
 
 
@@ -234,7 +234,7 @@ def _spread_groups(inp: LoopInputs, c_eff: int) -> np.ndarray:
     """The groups of the spread steady state. Without :attr:`LoopInputs.merge_arrivals`, singletons: the regime
     fitted on the dense rows (TTFT about three one-prompt steps at C = 8, the profiles' ``steady_arrivals`` source).
     With it (set where the steps with prompts are eager), G = C/ḡ groups of the ḡ prompts a context step collects
-    (:func:`pdplan.serving.spread_arrivals.merged_group_size`), the cycle T (the per-request overhead included) from
+    (:func:`pdplan.benchmark.spread_arrivals.merged_group_size`), the cycle T (the per-request overhead included) from
     :func:`_mixed_steady` priced with those groups, f(G) the count that cycle asks for. From singletons (f(C) ≤ C)
     G ← f(G) while the count falls (merging shortens the cycle, which raises ḡ), to the first fixed point f(G) = G
     (the least merged one below C); where an iterate overshoots (f(G) > G: the step prices switch regime, e.g.

@@ -3,10 +3,10 @@
 Catalogue names become :class:`GpuSpec` / :class:`LinkSpec` / :class:`ModelSpec`; each GPU gets its
 kernel table (packaged, or the user's via ``--kernel-table``: :meth:`Catalog.kernel_table`); the workload is binned into
 a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (the 3 tail bins of
-:func:`pdplan.serving.workload_bins.discretize` keep P99+ prompts separate) and clipped to the model's context
+:func:`pdplan.workload.bins.discretize` keep P99+ prompts separate) and clipped to the model's context
 window, with a warning naming the fraction of requests affected (ARCHITECTURE §2). The one-token
 output mass gets its own output bin and each input bin a set of quadrature lengths
-(:mod:`pdplan.serving.lengths`).
+(:mod:`pdplan.workload.quadrature`).
 
 :func:`resolve` does this once per scenario; :func:`bind` then puts any :class:`~pdplan.serving.deployment.Deployment`
 on the result (its GPUs, kernel tables and link looked up in the catalogue, whose files are cached), which is how the
@@ -24,9 +24,9 @@ from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.roofline import Precision
 from pdplan.serving.deployment import Deployment, Role
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
-from pdplan.serving.lengths import input_quadrature, one_token_fraction, split_one_token
+from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
 from pdplan.serving.roles import RoleHardware
-from pdplan.serving.workload_bins import JointLengths, discretize
+from pdplan.workload.bins import JointLengths, discretize
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
@@ -60,7 +60,7 @@ class ResolvedScenario:
     chunk_tokens: int
     warnings: tuple[str, ...]
     input_points: FloatArray
-    """``[K, J]`` quadrature lengths per input bin (:func:`pdplan.serving.lengths.input_quadrature`)."""
+    """``[K, J]`` quadrature lengths per input bin (:func:`pdplan.workload.quadrature.input_quadrature`)."""
     prefill_batch_tokens: int | None = None
     """Token budget of a batched prefill instance (None: one prompt at a time)."""
     engine: EngineProfile | None = None

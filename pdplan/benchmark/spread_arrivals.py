@@ -1,6 +1,6 @@
 """How many prompts a context step of the spread steady state carries (``steady_arrivals: spread``).
 
-The spread regime (:mod:`pdplan.serving.benchmark_loop`) is the one in which host jitter gives every request its own
+The spread regime (:mod:`pdplan.benchmark.colocated_loop`) is the one in which host jitter gives every request its own
 phase in the cycle, where the phase-locked regime keeps the start-up burst's groups. An in-flight-batching engine
 without chunking (TensorRT-LLM: the scheduler takes every waiting context request up to ``max_num_tokens`` at each
 iteration; vLLM alike within its budget) schedules together all the requests that arrived while the step before
