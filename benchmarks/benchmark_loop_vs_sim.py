@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pdplan.benchmark.loop_inputs import benchmark_of
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.benchmark.loop_inputs import benchmark_of
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 from pdplan.sim.bench import simulate_benchmark
 

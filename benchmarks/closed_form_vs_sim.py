@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pdplan.io.overrides import ScenarioOverrides, apply_overrides
-from pdplan.io.scenario import revalidate
-from pdplan.serving import default_scenario_path, load_scenario
+from pdplan.io.overrides import apply_overrides
+from pdplan.io.scenario import default_scenario_path, load_scenario, revalidate
 from pdplan.sim.compare import Comparison, simulate_scenario
+from pdplan.specs.command_line import ScenarioOverrides
 from pdplan.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,15 +31,15 @@ def _rows(example: str) -> list[str]:
     from pdplan import load_scenario, optimize
     from pdplan.io.catalog import open_catalog
     from pdplan.queueing.decode import decode_fixed_point, tpot_distribution
-    from pdplan.serving.evaluate import build
+    from pdplan.serving.build import build
     from pdplan.serving.resolve import resolve
     from pdplan.serving.roles import decode_step_fn
 
     scenario = load_scenario(ROOT / "examples" / f"{example}.yaml")
     plan = optimize(scenario).best
     res = resolve(scenario, open_catalog())
-    model = build(res, plan.deployment())
-    hw = model.res.decode if plan.mode == "disaggregated" else model.res.colocated
+    model = build(res, plan.deployment)
+    hw = model.res.hardware.decode if plan.mode == "disaggregated" else model.res.hardware.colocated
     assert hw is not None
     y = getattr(model, "y", 1)
     pct = scenario.slo.percentile

@@ -28,15 +28,15 @@ from engine_accuracy_notes import MOE_NOTES, NOTES
 from moe_report import moe_section  # benchmarks/moe_report.py and moe_rows.py: the script's own folder is on sys.path
 from moe_rows import moe_rows, scenario_dict
 
+from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of, disagg_loop_inputs
+from pdplan.benchmark.loop_inputs import benchmark_of, loop_inputs
+from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.errors import PdplanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.benchmark.loop_inputs import benchmark_of, loop_inputs
-from pdplan.benchmark.mva import closed_loop_throughput
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of, disagg_loop_inputs
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,12 +108,12 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
         b = benchmark_of(model, n, 20 * c, 2 * c)
         inp = loop_inputs(model)
         prefill_s, delay_s = inp.prompt_s, inp.request_delay_s
-        hw = model.res.colocated
+        hw = model.res.hardware.colocated
     else:
         b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
         dinp = disagg_loop_inputs(model)
         prefill_s, delay_s = dinp.prefill_latency_s + dinp.transfer_s, dinp.request_delay_s
-        hw = model.res.decode
+        hw = model.res.hardware.decode
     assert hw is not None
     host_s = hw.engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp) if hw.engine is not None else 0.0
     out = {

@@ -14,10 +14,12 @@ from pathlib import Path
 from closed_form_vs_sim import write_section
 from timing import best_of
 
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
-from pdplan.io.overrides import ScenarioOverrides, apply_overrides
+from pdplan.io.overrides import apply_overrides
+from pdplan.io.scenario import load_scenario
 from pdplan.perf.allocator import keep_freed_memory
-from pdplan.serving import evaluate, load_scenario
+from pdplan.specs.command_line import ScenarioOverrides
 from pdplan.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 from moe_rows import moe_rows, scenario_dict  # benchmarks/ is on sys.path when run as a script
 
+from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
+from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.benchmark.loop_inputs import loop_inputs
-from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def fit_rows() -> list[dict[str, Any]]:
         sc = scenario_from_dict(scenario_dict(row), source=row["id"], base_dir=Path.cwd())
         model = build_model(resolve(sc, catalog))
         assert isinstance(model, ColocatedModel)
-        hw = model.res.colocated
+        hw = model.res.hardware.colocated
         assert hw is not None
         layers = math.ceil(len(hw.model.moe_layer_indices) / hw.pp)
         inp = dataclasses.replace(loop_inputs(model), eager_step_s=0.0)

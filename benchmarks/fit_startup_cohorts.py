@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_accuracy import CSV, dense_scenario, rows
 
+from pdplan.benchmark.colocated_loop import benchmark_loop
+from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.benchmark.loop_inputs import loop_inputs
-from pdplan.benchmark.colocated_loop import benchmark_loop
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def pieces(row: dict[str, Any], catalog: Any) -> dict[str, float]:
     )
     model = build_model(resolve(sc, catalog))
     assert isinstance(model, ColocatedModel)
-    engine = model.res.colocated.engine if model.res.colocated is not None else None
+    engine = model.res.hardware.colocated.engine
     assert engine is not None
     inp = loop_inputs(model)
     inp = dataclasses.replace(inp, request_delay_s=inp.request_delay_s - engine.overheads.request_s.value)

@@ -16,8 +16,8 @@ from pathlib import Path
 from timing import best_of
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
-from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = (

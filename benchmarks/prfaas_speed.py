@@ -29,13 +29,13 @@ from pathlib import Path
 from timing import best_of
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
-from pdplan.serving import load_scenario
-from pdplan.serving.resolve import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.capacity import search_split
 from pdplan.serving.prfaas.evaluate import THRESHOLD_XATOL_TOKENS, evaluate_prfaas
 from pdplan.serving.prfaas.queue import search_goodput_threshold
+from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "prfaas.md"

@@ -39,8 +39,8 @@ import numpy as np
 from fit_kernel_tables import gpu_spec
 from moe_rows import moe_rows
 
-import pdplan.perf.expert_parallel as ep_mod
 import pdplan.benchmark.disaggregated_loop as db_mod
+import pdplan.perf.expert_parallel as ep_mod
 from pdplan.calibrate.fit_mla import predict_mla_s, read_mla
 from pdplan.calibrate.fit_moe import MoeRows, predict_moe_s, read_moe
 from pdplan.io.catalog import open_catalog

@@ -28,15 +28,15 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "load_scenario": ("pdplan.io.scenario", "load_scenario"),
     "open_catalog": ("pdplan.io.catalog", "open_catalog"),
     "validate_files": ("pdplan.io.validation", "validate_files"),
-    "evaluate": ("pdplan.serving.evaluate", "evaluate"),
+    "evaluate": ("pdplan.evaluation.evaluate", "evaluate"),
     "optimize": ("pdplan.search.optimize", "optimize"),
     "simulate": ("pdplan.sim.compare", "simulate_scenario"),
     "Scenario": ("pdplan.specs.scenario", "Scenario"),
     "Catalog": ("pdplan.io.catalog", "Catalog"),
     "ValidationResult": ("pdplan.io.validation", "ValidationResult"),
-    "Evaluation": ("pdplan.serving.results", "Evaluation"),
-    "OperatingPoint": ("pdplan.serving.results", "OperatingPoint"),
-    "ClosedLoop": ("pdplan.serving.results", "ClosedLoop"),
+    "Evaluation": ("pdplan.evaluation.record", "Evaluation"),
+    "OperatingPoint": ("pdplan.serving.operating_point", "OperatingPoint"),
+    "ClosedLoop": ("pdplan.benchmark.records", "ClosedLoop"),
     "PlanResult": ("pdplan.search.plans", "PlanResult"),
     "Plan": ("pdplan.search.plans", "Plan"),
     "Comparison": ("pdplan.sim.compare", "Comparison"),
@@ -68,14 +68,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from pdplan.benchmark.records import ClosedLoop
     from pdplan.errors import NoFeasiblePlanError, PdplanError, SpecError
+    from pdplan.evaluation.evaluate import evaluate
+    from pdplan.evaluation.record import Evaluation
     from pdplan.io.catalog import Catalog, open_catalog
     from pdplan.io.scenario import load_scenario
     from pdplan.io.validation import ValidationResult, validate_files
     from pdplan.search.optimize import optimize
     from pdplan.search.plans import Plan, PlanResult
-    from pdplan.serving.evaluate import evaluate
-    from pdplan.serving.results import ClosedLoop, Evaluation, OperatingPoint
+    from pdplan.serving.operating_point import OperatingPoint
     from pdplan.sim.compare import Comparison
     from pdplan.sim.compare import simulate_scenario as simulate
     from pdplan.specs.scenario import Scenario

@@ -60,10 +60,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.benchmark.records import BenchmarkLoop
+from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.results import BenchmarkLoop
-from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 from pdplan.specs.engine import EngineProfile
 
 

@@ -49,12 +49,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark.colocated_loop import benchmark_counts
-from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.benchmark.records import BenchmarkLoop
+from pdplan.queueing import LinearStepTime
 from pdplan.serving.checks.physics import Breach, PhysicsInvariantError
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.results import BenchmarkLoop
 from pdplan.serving.roles import step_bytes
 
 
@@ -228,16 +228,14 @@ def disagg_benchmark_loop(
 def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
     """The xPyD serving model's numbers at the workload's mean lengths (bins weighted by their probability)."""
     res, pool = model.res, model.pool
-    assert res.prefill is not None
-    assert res.decode is not None
     weights = pool.point_prob
-    engine = res.decode.engine
+    engine = res.hardware.decode.engine
     return DisaggLoopInputs(
         prefill_service_s=float(weights @ pool.point_service_s.ravel()),
         prefill_latency_s=float(weights @ pool.point_latency_s.ravel()),
         servers=pool.instances,
         transfer_s=float(weights @ model.point_exposed_s.ravel()),
-        request_delay_s=request_delay_s(res.prefill, res.lengths.mean_input()),
+        request_delay_s=request_delay_s(res.hardware.prefill, res.lengths.mean_input()),
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         step=model.decode.step,
         input_tokens=res.lengths.mean_input(),
@@ -258,8 +256,7 @@ def disagg_benchmark_of(
 ) -> BenchmarkLoop:
     """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the decode engine's tool's),
     checked against its physics floors (:func:`check_floors`)."""
-    assert model.res.decode is not None
-    engine = model.res.decode.engine
+    engine = model.res.hardware.decode.engine
     tool, n, w = benchmark_counts(engine, concurrency, requests, warmup)
     inp = disagg_loop_inputs(model)
     bench = disagg_benchmark_loop(inp, concurrency, n, w, tool)
@@ -272,8 +269,7 @@ def check_floors(model: DisaggregatedModel, inp: DisaggLoopInputs, bench: Benchm
     prefill pass (the roofline's, each op at or below its peak), and the TPOT ≥ one decode step of a single sequence
     at the prompt's context, ``B(1, ISL)/BW`` (:func:`pdplan.serving.roles.step_bytes`: weights it touches plus its
     KV). A breach is a bug: :class:`~pdplan.serving.checks.physics.PhysicsInvariantError`."""
-    hw = model.res.decode
-    assert hw is not None
+    hw = model.res.hardware.decode
     floor_s = float(step_bytes(hw, np.array(1.0), np.array(inp.input_tokens))) / hw.gpu.memory_bytes_per_s
     breaches = []
     if bench.mean_tpot_s < floor_s * (1.0 - 1e-9):

@@ -1,4 +1,5 @@
-"""The colocated serving model's numbers handed to the benchmark closed loop (:mod:`pdplan.benchmark.colocated_loop`)."""
+"""The colocated serving model's numbers handed to the benchmark closed loop
+(:mod:`pdplan.benchmark.colocated_loop`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import math
 import numpy as np
 
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_counts, benchmark_loop
+from pdplan.benchmark.records import BenchmarkLoop
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.results import BenchmarkLoop
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import decode_step_fn, prefill_split_s
 from pdplan.specs.engine import EngineProfile
@@ -20,8 +21,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     """Mean lengths, step prices, limits and engine terms of one colocated instance (its share of the clients is
     C/z per instance, as the closed form splits load evenly)."""
     res = model.res
-    hw = res.colocated
-    assert hw is not None
+    hw = res.hardware.colocated
     isl, osl = res.lengths.mean_input(), res.lengths.mean_output()
     attention_s = float(model.cells.prob @ model.attention_cell_s)
     prompt_s = model.prefill_s_per_token * isl + attention_s
@@ -87,7 +87,7 @@ def benchmark_of(
     """The benchmark at concurrency C with N measured and W warm-up requests (defaults: the engine's tool's);
     ``grouped`` prices what the deterministic replay of :mod:`pdplan.sim.bench` runs whatever the profile says: the
     phase-locked steady state, and the burst cohort alone as start-up excess (no jitter dissolves the groups)."""
-    engine = model.res.colocated.engine if model.res.colocated is not None else None
+    engine = model.res.hardware.colocated.engine
     tool, n, w = benchmark_counts(engine, concurrency, requests, warmup)
     per_instance = max(1, round(concurrency / model.z))
     inputs = loop_inputs(model)

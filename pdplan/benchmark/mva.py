@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from pdplan.benchmark.records import ClosedLoop
 from pdplan.serving.goodput import ServingModel
-from pdplan.serving.results import ClosedLoop
 
 
 def closed_loop_throughput(model: ServingModel, concurrency: int) -> ClosedLoop:

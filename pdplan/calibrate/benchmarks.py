@@ -28,14 +28,14 @@ import yaml
 from pdplan.calibrate.engine_fit import COUNT_TERMS, TERMS, OverheadFit, TermFit, fit_overheads
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.benchmark_results import catalogue_model_name
 from pdplan.io.catalog import Catalog
 from pdplan.io.overrides import apply_overrides
 from pdplan.io.scenario import load_scenario
-from pdplan.serving.evaluate import evaluate
 from pdplan.specs.benchmark import BenchmarkRun
-from pdplan.specs.engine import EngineProfile, Sourced
 from pdplan.specs.command_line import ScenarioOverrides
+from pdplan.specs.engine import EngineProfile, Sourced
 from pdplan.specs.scenario import Scenario
 from pdplan.types import FloatArray
 

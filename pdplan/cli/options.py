@@ -214,8 +214,10 @@ def positive_rate(rate: float | None) -> float | None:
 
 def load_scenario_arg(path: Path | None) -> Scenario:
     """The scenario file given on the command line, or the bundled default."""
-    from pdplan.io.scenario import load_scenario  # lazy: workload laws load scipy
-    from pdplan.serving import default_scenario_path
+    from pdplan.io.scenario import (
+        default_scenario_path,
+        load_scenario,  # lazy: workload laws load scipy
+    )
 
     return load_scenario(path or default_scenario_path())
 

@@ -53,8 +53,8 @@ def evaluate_command(
 
     Example: pdplan evaluate examples/default.yaml --rate 8 --format json
     """
+    from pdplan.evaluation import evaluate
     from pdplan.report.serving import evaluation_view
-    from pdplan.serving import evaluate  # lazy: scipy loads in ~1 s
 
     fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
     result = with_progress(

@@ -10,8 +10,8 @@ from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
-from pdplan.specs.degrees import parse_degree
 from pdplan.specs.command_line import PRFAAS_FIELDS, ScenarioOverrides, flag
+from pdplan.specs.degrees import parse_degree
 from pdplan.specs.scenario import RoleSpec, Scenario
 
 __all__ = ["ScenarioOverrides", "apply_overrides", "parse_xpyd"]

@@ -6,6 +6,7 @@ field; the schema itself is :class:`pdplan.specs.scenario.Scenario` (no file I/O
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,8 @@ def revalidate(scenario: Scenario, update: dict[str, Any], *, source: str = "ove
     except ValidationError as err:
         field, message = first_error_line(err)
         raise SpecError(message, source=source, field=field) from None
+
+
+def default_scenario_path() -> Path:
+    """The bundled default scenario (package data, identical to ``examples/default.yaml``)."""
+    return Path(str(resources.files("pdplan") / "data" / "default_scenario.yaml"))

@@ -10,7 +10,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pdplan.search.plans import Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Plan, PlanResult
+from pdplan.serving.deployment import Role
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
 
@@ -67,7 +68,7 @@ def tokens_per_s(value: float | None) -> str:
     return fixed(value, 0)
 
 
-def role_text(role: RoleChoice | None) -> str:
+def role_text(role: Role | None) -> str:
     """``2x h100-sxm TP4`` (``PP2`` appended when pipelined)."""
     if role is None:
         return NA

@@ -12,7 +12,9 @@ from typing import Any
 from pdplan.report.common import union_keys
 from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
-from pdplan.search.plans import Latency, Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Plan, PlanResult
+from pdplan.serving.deployment import Role
+from pdplan.serving.snapshot import Latency
 
 _ROLES = ("prefill", "decode", "colocated")
 _HEAD = ["rank", "is_baseline", "is_pareto", "label", "mode"]
@@ -46,7 +48,7 @@ def _rows(result: PlanResult) -> list[tuple[int | None, bool, Plan]]:
     return rows
 
 
-def _role(prefix: str, role: RoleChoice | None) -> dict[str, Any]:
+def _role(prefix: str, role: Role | None) -> dict[str, Any]:
     fields = ("gpu", "tp", "pp", "count", "gpus", "dp", "ep")
     if role is None:
         return {f"{prefix}_{f}": None for f in fields}

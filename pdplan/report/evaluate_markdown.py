@@ -15,7 +15,7 @@ from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.render import format_cell
 
 if TYPE_CHECKING:
-    from pdplan.serving.results import Evaluation
+    from pdplan.evaluation.record import Evaluation
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -311,7 +311,7 @@ def _prfaas(result: PlanResult) -> list[list[str]]:
     pick = prfaas_pick(result)
     if pick is None or pick.prfaas is None:
         return []
-    rows = [[name, value] for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]]
+    rows = [[name, value] for name, value in [*prfaas_facts(pick.prfaas.to_document()), *other_plans(result)]]
     return [["## Prefill-as-a-Service", "", *_table(["quantity", "value"], rows)]]
 
 

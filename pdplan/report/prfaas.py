@@ -82,10 +82,10 @@ def other_plans(result: PlanResult) -> list[tuple[str, str]]:
         pf = plan.prfaas
         if pf is None or plan.prefill is None or plan.decode is None:
             continue
-        ttft = f"{c.ms(pf['remote_ttft_p90_s'])} / {c.ms(pf['local_ttft_p90_s'])} ms"
+        ttft = f"{c.ms(pf.remote_ttft_p90_s)} / {c.ms(pf.local_ttft_p90_s)} ms"
         summary = (
-            f"threshold {c.fixed(pf['threshold_tokens'], 0)} tokens, {c.pct(pf['offload_fraction'])} offloaded, "
-            f"TTFT P90 remote / local {ttft}, egress {c.fixed(pf['egress_gbps'], 2)} Gb/s"
+            f"threshold {c.fixed(pf.threshold_tokens, 0)} tokens, {c.pct(pf.offload_fraction)} offloaded, "
+            f"TTFT P90 remote / local {ttft}, egress {c.fixed(pf.egress_gbps, 2)} Gb/s"
         )
         rows.append((f"plan {rank}: {plan.prefill.count}P{plan.decode.count}D", summary))
     return rows
@@ -97,7 +97,7 @@ def prfaas_pick(result: PlanResult) -> Plan | None:
 
 
 def csv_record(plan: Plan) -> dict[str, Any]:
-    pf = plan.prfaas or {}
+    pf = plan.prfaas.to_document() if plan.prfaas is not None else {}
     return {f"prfaas_{k}": pf.get(k) for k in CSV_KEYS}
 
 

@@ -19,7 +19,7 @@ from pdplan.report.kv_words import binding_words
 from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
 
 if TYPE_CHECKING:
-    from pdplan.serving.results import Evaluation
+    from pdplan.evaluation.record import Evaluation
     from pdplan.sim.compare import Comparison
 
 COMPARISON_COLUMNS = ("quantity", "closed_form", "simulated", "rel_error")
@@ -69,7 +69,7 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         rows += [(f"utilisation_{k}", v) for k, v in op.utilisation.items()]
         rows.append(("operating_binding_constraint", op.binding_constraint))
     if ev.prfaas is not None:
-        rows += prfaas_rows(ev.prfaas)
+        rows += prfaas_rows(ev.prfaas.to_document())
     if ev.benchmark is not None:  # what the benchmark tool reports (benchmark/colocated_loop.py)
         b = ev.benchmark
         rows += [

@@ -109,7 +109,7 @@ def prfaas_table(result: PlanResult) -> Table | None:
     )
     table.add_column("quantity", overflow="fold")
     table.add_column("value", overflow="fold")
-    for name, value in [*prfaas_facts(pick.prfaas), *other_plans(result)]:
+    for name, value in [*prfaas_facts(pick.prfaas.to_document()), *other_plans(result)]:
         table.add_row(name, value)
     return table
 

@@ -24,7 +24,7 @@ def _gpu_names(space: Space) -> list[str]:
     return sorted({h.gpu.name for h in (*space.prefill, *space.decode, *space.colocated)})
 
 
-def describe_inputs(sc: Scenario, res: ResolvedScenario, space: Space, catalog: Catalog) -> dict[str, Any]:
+def describe_inputs(sc: Scenario, res: ResolvedScenario[Any], space: Space, catalog: Catalog) -> dict[str, Any]:
     """Model, workload, SLO, GPUs and links with the files (and hashes) they came from."""
     gpus: dict[str, Any] = {}
     for name in _gpu_names(space):

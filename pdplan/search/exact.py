@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.search.plans import Latency, Plan, Sensitivity
+from pdplan.search.plans import Plan, Sensitivity
 from pdplan.serving import (
     GOODPUT_REL_TOL,
-    Binding,
-    Deployment,
+    Colocated,
+    Disaggregated,
+    DisaggregatedHardware,
     Goodput,
     LatencySummary,
+    LocalModel,
     OperatingPoint,
     ResolvedScenario,
-    Role,
     ServingModel,
     Snapshot,
     bind,
@@ -34,20 +36,21 @@ from pdplan.serving import (
     operating_point,
 )
 from pdplan.serving.checks.vendors import cross_vendor_warning
+from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
+from pdplan.types import Binding
 
 
 def _latency(s: LatencySummary) -> Latency:
     return Latency(s.mean, s.p50, s.p90, s.p99)
 
 
-def _headroom(res: ResolvedScenario) -> dict[str, float]:
+def _headroom(res: ResolvedScenario[Any]) -> dict[str, float]:
     """Free HBM per GPU after weights and workspace, in bytes, per role (KV occupancy is in the utilisations)."""
     out: dict[str, float] = {}
-    for role, hw in (("prefill", res.prefill), ("decode", res.decode), ("colocated", res.colocated)):
-        if hw is not None:
-            out[f"{role}_kv_free_bytes_per_gpu"] = float(np.ravel(instance_budget(hw, role).kv_free_bytes)[0])
+    for role, hw in res.roles:
+        out[f"{role}_kv_free_bytes_per_gpu"] = float(np.ravel(instance_budget(hw, role).kv_free_bytes)[0])
     return out
 
 
@@ -56,9 +59,9 @@ class Exact:
     """A plan evaluated exactly, with the objects the sensitivity analysis reuses."""
 
     plan: Plan
-    res: ResolvedScenario
-    model: ServingModel
-    capacity: ServingModel | None = None
+    res: ResolvedScenario[Any]
+    model: LocalModel
+    capacity: LocalModel | None = None
     """The model goodput is found on: the deployment with one instance of each pool down under ``n+1``
     (None: :attr:`model`)."""
     headroom: float = 0.0
@@ -69,23 +72,18 @@ class Exact:
         return _goodput_or_zero(model, slo) / (1.0 + self.headroom)
 
 
-def degraded(d: Deployment) -> Deployment:
+def degraded(d: Disaggregated | Colocated) -> Disaggregated | Colocated:
     """``d`` with one instance of each pool down (``n+1`` redundancy); NoFeasiblePlanError for a single one."""
-    roles = [r for r in (d.prefill, d.decode, d.colocated) if r is not None]
-    if any(r.count < 2 for r in roles):
+    if any(r.count < 2 for _, r in d.roles):
         raise NoFeasiblePlanError(
             "n+1 redundancy needs at least two instances in every pool", binding_constraint=Binding.REDUNDANCY
         )
-
-    def less(r: Role | None) -> Role | None:
-        return None if r is None else dataclasses.replace(r, count=r.count - 1)
-
-    return dataclasses.replace(d, prefill=less(d.prefill), decode=less(d.decode), colocated=less(d.colocated))
+    return d.less_one_instance()
 
 
 def evaluate_exact(
-    base: ResolvedScenario,
-    d: Deployment,
+    base: ResolvedScenario[Any],
+    d: Disaggregated | Colocated,
     *,
     target_rps: float | None,
     failures: list[NoFeasiblePlanError] | None = None,
@@ -136,9 +134,11 @@ def _itl_mean_s(snap: Snapshot) -> float:
     return float((snap.tpot.bin_mean_s @ weights)[0] / total) if total > 0 else 0.0
 
 
-def _plan(res: ResolvedScenario, good: Goodput, point: OperatingPoint, binding: str, warnings: tuple[str, ...]) -> Plan:
+def _plan(
+    res: ResolvedScenario[Any], good: Goodput, point: OperatingPoint, binding: str, warnings: tuple[str, ...]
+) -> Plan:
     """The exactly evaluated plan of ``res``'s deployment at ``point`` (the target rate, or just below goodput)."""
-    d = res.deployment
+    d = res.hardware.deployment
     return Plan.of(
         d,
         max_num_seqs=res.max_num_seqs,
@@ -179,8 +179,8 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
     slo = pick.res.scenario.slo
     need = target_rps if target_rps is not None else pick.plan.operating_rate_rps
     rows = list(_rate_rows(pick))
-    if pick.res.link is not None:
-        link = pick.res.link
+    if isinstance(pick.res.hardware, DisaggregatedHardware):
+        link = pick.res.hardware.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
         good = pick.goodput_rps(_rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
@@ -215,7 +215,7 @@ def _rate_rows(pick: Exact) -> tuple[Sensitivity, ...]:
     return tuple(rows)
 
 
-def _scaled_lengths(res: ResolvedScenario, which: str, factor: float) -> ResolvedScenario:
+def _scaled_lengths(res: ResolvedScenario[Any], which: str, factor: float) -> ResolvedScenario[Any]:
     """``res`` with every input (or output) length scaled by ``factor`` (at least one token), bins and
     probabilities kept."""
     lens = res.lengths
@@ -227,13 +227,13 @@ def _scaled_lengths(res: ResolvedScenario, which: str, factor: float) -> Resolve
     return dataclasses.replace(res, lengths=dataclasses.replace(lens, output_tokens=outputs))
 
 
-def _rebuilt(pick: Exact, *, link: LinkSpec | None = None, lengths: ResolvedScenario | None = None) -> ServingModel:
+def _rebuilt(pick: Exact, *, link: LinkSpec | None = None, lengths: ResolvedScenario[Any] | None = None) -> LocalModel:
     """The pick's capacity model (one instance of each pool down under n+1) with a slower link or scaled lengths."""
     res = lengths if lengths is not None else pick.res
     if pick.capacity is not None:
-        res = bind(res, degraded(res.deployment))  # before the link: bind looks the link up again
+        res = bind(res, degraded(res.hardware.deployment))  # before the link: bind looks the link up again
     if link is not None:
-        res = dataclasses.replace(res, link=link)
+        res = dataclasses.replace(res, hardware=dataclasses.replace(res.hardware, link=link))
     return build_model(res)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -30,14 +31,11 @@ from pdplan.search.planning import (
     unpriced_warnings,
     why_not,
 )
-from pdplan.search.pool import Pool, Stage, build_pool, infeasible, restricted, screen_plan
 from pdplan.search.plans import Plan, PlanResult, SearchStats
+from pdplan.search.pool import Pool, Stage, build_pool, infeasible, restricted, screen_plan
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
-from pdplan.serving import (
-    ResolvedScenario,
-    resolve,
-)
+from pdplan.serving import Colocated, ResolvedScenario, resolve
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.specs.scenario import Scenario
 
@@ -47,7 +45,7 @@ MAX_TRIES_PER_PLAN = 4
 """Candidates evaluated exactly at most, per plan asked for, when screened ones fail once exact."""
 
 
-def _question(sc: Scenario, res: ResolvedScenario, space: Space) -> str:
+def _question(sc: Scenario, res: ResolvedScenario[Any], space: Space) -> str:
     slo = sc.slo
     target = _objective_words(space)  # the same words as the result's objective line
     gpus = sorted({h.gpu.name for h in (*space.prefill, *space.decode)})
@@ -65,15 +63,18 @@ def _distinct(pool: Pool, order: np.ndarray, mode: str | None) -> Iterator[int]:
     seen: set[tuple[object, ...]] = set()
     for i in order:
         d = pool.deployment(int(i))
-        co = None if d.colocated is None else (d.colocated.gpu, d.colocated.tp, d.colocated.pp, d.colocated.ep)
-        key = (d.mode, d.prefill, d.decode, co)
+        key: tuple[object, ...]
+        if isinstance(d, Colocated):
+            key = (d.mode, d.instance.gpu, d.instance.tp, d.instance.pp, d.instance.ep)
+        else:
+            key = (d.mode, d.prefill, d.decode)
         if (mode is None or d.mode == mode) and key not in seen:
             seen.add(key)
             yield int(i)
 
 
 def _refine(
-    base: ResolvedScenario,
+    base: ResolvedScenario[Any],
     pool: Pool,
     order: np.ndarray,
     space: Space,
@@ -168,7 +169,7 @@ def optimize(
 
 
 def _search(
-    res: ResolvedScenario,
+    res: ResolvedScenario[Any],
     space: Space,
     catalog: Catalog,
     note: Stage,
@@ -200,7 +201,7 @@ def _search(
     return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
 
 
-def _best_exact(res: ResolvedScenario, pool: Pool, order: np.ndarray, space: Space, top: int) -> list[Exact]:
+def _best_exact(res: ResolvedScenario[Any], pool: Pool, order: np.ndarray, space: Space, top: int) -> list[Exact]:
     """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
     they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
@@ -217,7 +218,7 @@ def _best_exact(res: ResolvedScenario, pool: Pool, order: np.ndarray, space: Spa
 
 
 def _result(
-    res: ResolvedScenario,
+    res: ResolvedScenario[Any],
     space: Space,
     catalog: Catalog,
     pool: Pool,
@@ -288,7 +289,7 @@ def _target_words(space: Space) -> str:
     return f"maximise {what}" + (f" within {space.budget_gpus} GPUs" if space.budget_gpus is not None else "")
 
 
-def _warnings(res: ResolvedScenario, space: Space, pick: Plan) -> tuple[str, ...]:
+def _warnings(res: ResolvedScenario[Any], space: Space, pick: Plan) -> tuple[str, ...]:
     out = list(res.warnings) + list(space.notes)
     # uncalibrated kernel tables and missing prices are reported from ``inputs`` by every renderer
     if res.prefill_batch_tokens is not None:

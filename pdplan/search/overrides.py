@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from pdplan.errors import SpecError
 from pdplan.io.overrides import apply_overrides, check_one_mode, parse_xpyd
 from pdplan.specs.base import first_error_line
-from pdplan.specs.degrees import parse_degrees
 from pdplan.specs.command_line import DEPLOYMENT_FIELDS, ScenarioOverrides, flag
+from pdplan.specs.degrees import parse_degrees
 from pdplan.specs.scenario import Scenario, SearchSpace
 
 

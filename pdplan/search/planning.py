@@ -12,8 +12,8 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
-from pdplan.search.pool import Pool
 from pdplan.search.plans import Plan, PriceSensitivity
+from pdplan.search.pool import Pool
 from pdplan.search.select import Metrics, needs_price, rank
 from pdplan.search.space import Space
 from pdplan.serving import RoleHardware
@@ -104,15 +104,13 @@ def comparable_baseline(pool: Pool, order: np.ndarray, pick: Plan, space: Space,
     if space.rate_rps is not None or not colocated:
         return order
     if count is not None:
-        sized = [i for i in colocated if pool.colocated[i - start].colocated.count == count]  # type: ignore[union-attr]
+        sized = [i for i in colocated if pool.colocated[i - start].instance.count == count]
         return np.array(sized or colocated, dtype=np.intp)
-    first = pool.colocated[colocated[0] - start].colocated
-    assert first is not None
+    first = pool.colocated[colocated[0] - start].instance
     same = [
         i
         for i in colocated
-        if (role := pool.colocated[i - start].colocated) is not None
-        and (role.gpu, role.tp, role.pp) == (first.gpu, first.tp, first.pp)
+        if ((role := pool.colocated[i - start].instance).gpu, role.tp, role.pp) == (first.gpu, first.tp, first.pp)
         and pool.metrics.num_gpus[i] <= pick.num_gpus
     ]
     if not same:
@@ -171,8 +169,7 @@ def _role_indices(pool: Pool, role: str, hw: RoleHardware) -> np.ndarray:
         hits = [
             pool.screened.size + j
             for j, d in enumerate(pool.colocated)
-            if d.colocated is not None
-            and (d.colocated.gpu, d.colocated.tp, d.colocated.pp) == (hw.gpu.name, hw.tp, hw.pp)
+            if (d.instance.gpu, d.instance.tp, d.instance.pp) == (hw.gpu.name, hw.tp, hw.pp)
         ]
         return np.array(hits, dtype=np.intp)
     if role == "prefill":

@@ -10,39 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdplan.serving import Latency, Role
-from pdplan.serving.deployment import Deployment
-from pdplan.types import UtilisationKey
-
-__all__ = ["Latency", "Plan", "PlanResult", "PriceSensitivity", "RoleChoice", "SearchStats", "Sensitivity"]
-
-
-RoleChoice = Role
-"""One pool of a plan: GPU type, tensor/pipeline parallelism and instance count (:class:`pdplan.serving.Role`)."""
-
-
-_DEPLOYMENT_FIELDS = ("mode", "prefill", "decode", "colocated", "granularity", "link", "routing", "scheduler")
-"""The fields a :class:`Plan` takes from its :class:`~pdplan.serving.deployment.Deployment` as they are."""
+from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
+from pdplan.serving.prfaas.result import PrfaasResult
+from pdplan.serving.snapshot import Latency
+from pdplan.types import Granularity, Mode, Routing, Scheduler, UtilisationKey
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One evaluated deployment, with everything a capacity review asks about it.
 
-    ``mode`` is "disaggregated" (``prefill``/``decode`` set) or "colocated" (``colocated`` set). Goodput is the
-    highest Poisson rate meeting the SLO at the target attainment; latencies and utilisations are at
+    ``deployment`` is any kind (:data:`pdplan.serving.Deployment`); its fields are read through the properties below
+    (``prefill``/``decode`` for xPyD, ``colocated`` for the baseline: None where the kind has no such pool). Goodput
+    is the highest Poisson rate meeting the SLO at the target attainment; latencies and utilisations are at
     ``operating_rate_rps`` (the target rate with ``--rate``, else the goodput itself). ``exact`` says whether the
-    numbers come from the full serving model (:func:`pdplan.serving.evaluate`) or only the vectorised screen.
+    numbers come from the full serving model (:func:`pdplan.evaluation.evaluate`) or only the vectorised screen.
     """
 
-    mode: str
-    prefill: RoleChoice | None
-    decode: RoleChoice | None
-    colocated: RoleChoice | None
-    granularity: str | None
-    link: str | None
-    routing: str | None
-    scheduler: str | None
+    deployment: Deployment
     max_num_seqs: int
     num_gpus: int
     goodput_rps: float
@@ -63,10 +48,9 @@ class Plan:
     itl_mean_s: float | None = None
     """Mean inter-token latency over all output tokens after the first (token-weighted TPOT) at the operating
     rate."""
-    prfaas: dict[str, Any] | None = None
-    """A PrfaaS plan's remote prefill cluster and threshold (ARCHITECTURE §4: ``threshold_tokens``,
-    ``offload_fraction``, ``link_utilization``, ``remote_instances``, ``remote_ttft_p90_s``, ``local_ttft_p90_s``,
-    then the comparisons; :func:`pdplan.serving.prfaas.evaluate.prfaas_document`); None otherwise."""
+    prfaas: PrfaasResult | None = None
+    """A PrfaaS plan's analysis (remote prefill cluster, threshold, comparisons:
+    :class:`pdplan.serving.prfaas.result.PrfaasResult`); None otherwise."""
 
     @classmethod
     def of(
@@ -89,10 +73,10 @@ class Plan:
         memory_headroom: dict[str, float] | None = None,
         warnings: tuple[str, ...] = (),
     ) -> Plan:
-        """The plan of deployment ``d``: its mode, roles, granularity, link, routing and scheduler, the given
-        figures, and tokens/s per user = 1 / mean TPOT (0 when the mean TPOT is 0)."""
+        """The plan of deployment ``d`` with the given figures, and tokens/s per user = 1 / mean TPOT (0 when the
+        mean TPOT is 0)."""
         return cls(
-            **{name: getattr(d, name) for name in _DEPLOYMENT_FIELDS},
+            deployment=d,
             max_num_seqs=max_num_seqs,
             num_gpus=num_gpus,
             goodput_rps=goodput_rps,
@@ -110,9 +94,41 @@ class Plan:
             warnings=warnings,
         )
 
-    def deployment(self) -> Deployment:
-        """The deployment the plan was made of (the inverse of :meth:`of`), to evaluate or build it again."""
-        return Deployment(**{name: getattr(self, name) for name in _DEPLOYMENT_FIELDS})
+    @property
+    def mode(self) -> Mode:
+        return self.deployment.mode
+
+    @property
+    def _local(self) -> Disaggregated | Colocated:
+        return local_part(self.deployment)
+
+    @property
+    def prefill(self) -> Role | None:
+        return self._local.prefill if isinstance(self._local, Disaggregated) else None
+
+    @property
+    def decode(self) -> Role | None:
+        return self._local.decode if isinstance(self._local, Disaggregated) else None
+
+    @property
+    def colocated(self) -> Role | None:
+        return self._local.instance if isinstance(self._local, Colocated) else None
+
+    @property
+    def granularity(self) -> Granularity | None:
+        return self._local.granularity if isinstance(self._local, Disaggregated) else None
+
+    @property
+    def link(self) -> str | None:
+        return self._local.link if isinstance(self._local, Disaggregated) else None
+
+    @property
+    def routing(self) -> Routing | None:
+        return self._local.routing if isinstance(self._local, Disaggregated) else None
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        return self._local.scheduler if isinstance(self._local, Colocated) else None
 
     @property
     def goodput_rps_per_gpu(self) -> float:
@@ -135,7 +151,7 @@ class Plan:
     def label(self) -> str:
         """Human label: ``2P1D h100-sxm TP4 / h100-sxm TP4 layer`` or ``colocated 3x h100-sxm TP4 chunked``."""
 
-        def role(r: RoleChoice) -> str:
+        def role(r: Role) -> str:
             return (
                 f"{r.gpu} TP{r.tp}"
                 + (f" PP{r.pp}" if r.pp > 1 else "")
@@ -144,16 +160,14 @@ class Plan:
                 + (" ZeRO-gather" if r.expert_gather else "")
             )
 
-        if self.colocated is not None:
-            return f"colocated {self.colocated.count}x {role(self.colocated)} {self.scheduler}"
-        assert self.prefill is not None
-        assert self.decode is not None
-        label = (
-            f"{self.prefill.count}P{self.decode.count}D {role(self.prefill)} / {role(self.decode)} {self.granularity}"
-        )
-        if self.prfaas is not None:
-            remote = self.prfaas["remote"]
-            label += f" + PrfaaS {remote['count']}x {remote['gpu']} TP{remote['tp']}"
+        local = self._local
+        if isinstance(local, Colocated):
+            return f"colocated {local.instance.count}x {role(local.instance)} {local.scheduler}"
+        counts = f"{local.prefill.count}P{local.decode.count}D"
+        label = f"{counts} {role(local.prefill)} / {role(local.decode)} {local.granularity}"
+        if isinstance(self.deployment, Prfaas):
+            remote = self.deployment.remote
+            label += f" + PrfaaS {remote.count}x {remote.gpu} TP{remote.tp}"
         return label
 
     def to_document(self) -> dict[str, Any]:
@@ -194,7 +208,7 @@ class Plan:
             "output_tokens_per_s_per_user": self.tokens_per_s_per_user,
         }
         if self.prfaas is not None:
-            doc["prfaas"] = self.prfaas
+            doc["prfaas"] = self.prfaas.to_document()
         return doc
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,8 @@ from pdplan.search.select import Metrics
 from pdplan.search.space import Space
 from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
 from pdplan.serving import (
-    Deployment,
+    Colocated,
+    Disaggregated,
     ResolvedScenario,
     Role,
     RoleHardware,
@@ -43,7 +45,7 @@ class Pool:
     bases: list[PrefillBase]
     tables: list[DecodeTable]
     routings: tuple[Routing, ...]
-    colocated: list[Deployment]
+    colocated: list[Colocated]
     metrics: Metrics
     tau_s: np.ndarray
     binding: np.ndarray
@@ -58,18 +60,17 @@ class Pool:
     def size(self) -> int:
         return self.screened.size + len(self.colocated)
 
-    def deployment(self, i: int) -> Deployment:
+    def deployment(self, i: int) -> Disaggregated | Colocated:
         """Candidate ``i`` as a deployment (built on demand: only the few that are reported need one)."""
         c = self.screened
         if i >= c.size:
             return self.colocated[i - c.size]
         base, table = self.bases[int(c.prefill[i])], self.tables[int(c.decode[i])]
-        return Deployment(
-            "disaggregated",
+        return Disaggregated(
             _role(base.hw, int(c.x[i])),
             _role(table.hw, int(c.y[i])),
-            granularity=base.granularity,
             link=base.link,
+            granularity=base.granularity,
             routing=self.routings[int(c.routing[i])],
             max_num_seqs=table.max_num_seqs,
             chunk_tokens=self.chunk_tokens,
@@ -85,7 +86,7 @@ def _price(hw: RoleHardware) -> float:
     return np.nan if hw.gpu.price is None else hw.gpu.price.typical_usd_per_gpu_hour
 
 
-def _tables(space: Space, res: ResolvedScenario, catalog: Catalog) -> tuple[list[PrefillBase], list[DecodeTable]]:
+def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple[list[PrefillBase], list[DecodeTable]]:
     lens = res.lengths
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
@@ -123,21 +124,20 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    res: ResolvedScenario, space: Space, mean_out: float
-) -> tuple[list[Deployment], Metrics, np.ndarray, np.ndarray]:
+    res: ResolvedScenario[Any], space: Space, mean_out: float
+) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
     """
-    deps: list[Deployment] = []
+    deps: list[Colocated] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
         for seqs in (max(space.max_num_seqs),):
             chunk = res.scenario.chunk_tokens
-            one = Deployment(
-                "colocated",
-                colocated=_role(hw, 1),
+            one = Colocated(
+                _role(hw, 1),
                 scheduler=space.colocated_scheduler,
                 max_num_seqs=seqs,
                 chunk_tokens=chunk,
@@ -149,7 +149,7 @@ def _colocated_pool(
                 continue
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
-                deps.append(dataclasses.replace(one, colocated=_role(hw, int(z))))
+                deps.append(dataclasses.replace(one, instance=_role(hw, int(z))))
             serving = zs - 1 if space.redundancy == "n+1" else zs  # one instance down under n+1
             good.append(serving * g1.rate_rps / (1.0 + space.headroom))
             gpus.append(zs * float(hw.gpus_per_instance))
@@ -168,7 +168,7 @@ def _colocated_pool(
     )
 
 
-def build_pool(res: ResolvedScenario, space: Space, catalog: Catalog, stage: Stage) -> Pool:
+def build_pool(res: ResolvedScenario[Any], space: Space, catalog: Catalog, stage: Stage) -> Pool:
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
     stage("screening candidates")
@@ -203,8 +203,9 @@ def build_pool(res: ResolvedScenario, space: Space, catalog: Catalog, stage: Sta
     )
 
 
-def _seats(d: Deployment) -> int:
-    assert d.max_num_seqs is not None  # every candidate of the pool names its batch cap
+def _seats(d: Disaggregated | Colocated) -> int:
+    if d.max_num_seqs is None:  # every candidate of the pool names its batch cap
+        raise TypeError(f"pool candidate without a batch cap: {d}")
     return d.max_num_seqs
 
 
@@ -268,9 +269,7 @@ def restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int | 
         co = np.zeros(len(pool.colocated), dtype=bool)
     else:
         disagg = np.zeros(c.size, dtype=bool)
-        co = np.array(
-            [d.colocated is not None and d.colocated.count == colocated_count for d in pool.colocated], dtype=bool
-        )
+        co = np.array([d.instance.count == colocated_count for d in pool.colocated], dtype=bool)
     keep = np.concatenate([disagg, co])
     return dataclasses.replace(
         pool, metrics=dataclasses.replace(pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0))

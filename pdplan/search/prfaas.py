@@ -16,7 +16,7 @@ goodput); in screen order, candidates get the per-path queueing goodput with the
 ``EXACT_PLANS`` pass. Homogeneous PD on the same local GPUs (its best split, branch and bound, one goodput root per
 split) is computed too; when it beats every plan so far its split is searched as well (its threshold search includes
 ``t`` above every prompt, which *is* homogeneous PD), so the pick is never worse than homogeneous PD. Each exact plan
-carries the ``prfaas`` object (:func:`pdplan.serving.prfaas.evaluate.prfaas_document`) and passes the physics
+carries the ``prfaas`` object (:func:`pdplan.serving.prfaas.evaluate.prfaas_result`) and passes the physics
 invariants (:mod:`pdplan.serving.checks.prfaas`) at its operating rate.
 """
 
@@ -30,6 +30,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
 from pdplan.search.describe import describe_assumptions
 from pdplan.search.planning import planning_inputs
+from pdplan.search.plans import Plan, PlanResult, SearchStats
 from pdplan.search.prfaas_describe import (
     check_supported,
     prfaas_inputs,
@@ -37,14 +38,14 @@ from pdplan.search.prfaas_describe import (
     prfaas_question,
     prfaas_warnings,
 )
-from pdplan.search.plans import Plan, PlanResult, SearchStats
 from pdplan.search.space import Space
-from pdplan.serving import Latency, ResolvedScenario, Role
-from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_setup
-from pdplan.serving.prfaas.capacity import SplitCapacity, capacity_at, search_threshold
-from pdplan.serving.prfaas.evaluate import best_goodput, homogeneous, prfaas_document
+from pdplan.serving import Disaggregated, DisaggregatedHardware, Latency, Prfaas, ResolvedScenario, Role
 from pdplan.serving.checks.prfaas import check_prfaas
+from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_local, prfaas_setup
+from pdplan.serving.prfaas.capacity import SplitCapacity, capacity_at, search_threshold
+from pdplan.serving.prfaas.evaluate import best_goodput, homogeneous, prfaas_result
 from pdplan.serving.prfaas.queue import PathGoodput, path_mixture
+from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.types import UtilisationKey
 
 EXACT_PLANS = 2
@@ -71,11 +72,8 @@ def _per_instance_gpus(role: Role) -> int:
     return role.tp * role.pp * role.dp
 
 
-def local_splits(res: ResolvedScenario, budget_gpus: int | None, xpyd: tuple[int, int] | None) -> list[tuple[int, int]]:
+def local_splits(dep: Disaggregated, budget_gpus: int | None, xpyd: tuple[int, int] | None) -> list[tuple[int, int]]:
     """``(N_p, N_d)`` splits of the local GPU budget that leave no room for another instance of either kind."""
-    dep = res.deployment
-    assert dep.prefill is not None
-    assert dep.decode is not None
     if xpyd is not None:
         return [xpyd]
     g_p, g_d = _per_instance_gpus(dep.prefill), _per_instance_gpus(dep.decode)
@@ -111,12 +109,13 @@ def _screen(setup: PrfaasSetup) -> SplitCapacity:
 
 
 def candidates(
-    res: ResolvedScenario, setup: PrfaasSetup, splits: list[tuple[int, int]], remotes: range | tuple[int, ...]
+    res: ResolvedScenario[DisaggregatedHardware],
+    setup: PrfaasSetup,
+    splits: list[tuple[int, int]],
+    remotes: range | tuple[int, ...],
 ) -> list[Candidate]:
     """Every split × remote count with its capacity screen."""
-    dep = res.deployment
-    assert dep.prefill is not None
-    assert dep.decode is not None
+    dep = res.hardware.deployment
     g_p, g_d, g_r = _per_instance_gpus(dep.prefill), _per_instance_gpus(dep.decode), setup.spec.tp
     out = []
     for n_p, n_d in splits:
@@ -145,14 +144,16 @@ class Exact:
     """The goodput after headroom (the SLO-meeting rate / (1 + H))."""
 
 
-def _exact(res: ResolvedScenario, cand: Candidate, headroom: float) -> Exact | None:
+def _exact(res: ResolvedScenario[DisaggregatedHardware], cand: Candidate, headroom: float) -> Exact | None:
     """The candidate's goodput with the threshold searched (None: no rate meets the SLO)."""
     slo = res.scenario.slo
     g = best_goodput(cand.setup, slo.ttft, slo.attainment)
     return Exact(cand, g, g.goodput_rps / (1.0 + headroom)) if g.goodput_rps > 0 else None
 
 
-def _refine(res: ResolvedScenario, ordered: list[Candidate], space: Space) -> tuple[list[Exact], int]:
+def _refine(
+    res: ResolvedScenario[DisaggregatedHardware], ordered: list[Candidate], space: Space
+) -> tuple[list[Exact], int]:
     """Exact goodputs in screen order until ``EXACT_PLANS`` pass (meet the target rate, with ``--rate``), trying at
     most ``MAX_TRIES_PER_PLAN`` per plan (a candidate the capacity screen passes may miss once queueing counts);
     returns the plans and the number tried."""
@@ -202,10 +203,14 @@ def _utilisation(cap: SplitCapacity, rate_rps: float, link_bytes_per_s: float) -
     return {"prefill": local, "decode": rate_rps / cap.theta_decode_rps, "link": link}
 
 
-def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float | None, doc: dict[str, Any]) -> Plan:
-    dep, c, slo = res.deployment, e.cand, res.scenario.slo
-    assert dep.prefill is not None
-    assert dep.decode is not None
+def _plan(
+    res: ResolvedScenario[DisaggregatedHardware],
+    catalog: Catalog,
+    e: Exact,
+    rate_target: float | None,
+    doc: PrfaasResult,
+) -> Plan:
+    dep, c, slo = res.hardware.deployment, e.cand, res.scenario.slo
     operating = rate_target if rate_target is not None else e.rate_rps
     check_prfaas(res, c.setup, e.good.threshold_tokens, operating)
     prefill = replace(dep.prefill, count=c.n_prefill)
@@ -214,15 +219,9 @@ def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float 
     cap = capacity_at(c.setup.capacity, e.good.threshold_tokens)
     out_mean = c.setup.capacity.mean_output_tokens
     ttft, attainment = _latency(c.setup, e.good.threshold_tokens, operating, slo.ttft)
+    local = replace(dep, prefill=prefill, decode=decode)
     return Plan(
-        mode="disaggregated",
-        prefill=prefill,
-        decode=decode,
-        colocated=None,
-        granularity=res.scenario.granularity,
-        link=res.scenario.link,
-        routing=res.scenario.routing,
-        scheduler=None,
+        deployment=Prfaas(local, c.setup.spec),
         max_num_seqs=res.max_num_seqs,
         num_gpus=c.gpus,
         goodput_rps=e.rate_rps,
@@ -244,7 +243,7 @@ def _plan(res: ResolvedScenario, catalog: Catalog, e: Exact, rate_target: float 
 
 
 def optimize_prfaas(
-    res: ResolvedScenario,
+    resolved: ResolvedScenario[Any],
     space: Space,
     catalog: Catalog,
     *,
@@ -256,8 +255,9 @@ def optimize_prfaas(
     """Search the PrfaaS deployments of ``res`` (module docstring); ``analyse`` adds the pick's link ×0.5/×2
     re-searches."""
     check_supported(space)
+    res, _ = prfaas_local(resolved)
     setup = prfaas_setup(res)
-    splits = local_splits(res, space.budget_gpus, xpyd)
+    splits = local_splits(res.hardware.deployment, space.budget_gpus, xpyd)
     remotes = range(1, setup.spec.count + 1) if space.rate_rps is not None else (setup.spec.count,)
     cands = candidates(res, setup, splits, remotes)
     ordered = _ordered(cands, space.rate_rps)
@@ -267,7 +267,7 @@ def optimize_prfaas(
         tried += _add_homogeneous_split(res, cands, exact, space, homo_setup)
     exact = _top_exact(exact, len(cands), space.rate_rps, top)
     docs = [
-        prfaas_document(
+        prfaas_result(
             res, e.cand.setup, best=e.good, with_link_sensitivity=analyse and i == 0, homo_best=(homo_setup, homo)
         )
         for i, e in enumerate(exact)
@@ -296,7 +296,11 @@ def optimize_prfaas(
 
 
 def _add_homogeneous_split(
-    res: ResolvedScenario, cands: list[Candidate], exact: list[Exact], space: Space, homo_setup: PrfaasSetup
+    res: ResolvedScenario[DisaggregatedHardware],
+    cands: list[Candidate],
+    exact: list[Exact],
+    space: Space,
+    homo_setup: PrfaasSetup,
 ) -> int:
     """Homogeneous PD beats every plan searched so far: search its split too (at the most remote instances), adding
     the plan to ``exact`` when it meets the target; its threshold search includes "offload nothing", so the pick is

@@ -11,8 +11,9 @@ from pdplan.io.catalog import Catalog
 from pdplan.search.describe import describe_inputs
 from pdplan.search.planning import planning_inputs
 from pdplan.search.space import Space
-from pdplan.serving import ResolvedScenario
+from pdplan.serving import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.prfaas.build import PrfaasSetup
+from pdplan.serving.prfaas.result import PrfaasResult
 
 
 def check_supported(space: Space) -> None:
@@ -29,13 +30,13 @@ def check_supported(space: Space) -> None:
         )
 
 
-def prfaas_warnings(res: ResolvedScenario, docs: list[dict[str, Any]]) -> tuple[str, ...]:
+def prfaas_warnings(res: ResolvedScenario[DisaggregatedHardware], docs: list[PrfaasResult]) -> tuple[str, ...]:
     out = [
         *res.warnings,
         "PrfaaS plans: decode capacity is taken at the TPOT SLO (Eq. 5), TPOT percentiles are not modelled; "
         "tokens/s per user is 1 / TPOT SLO, a floor, and SLO attainment is the share within the TTFT SLO",
     ]
-    srcs = docs[0]["sources"] if docs else {}
+    srcs = docs[0].sources if docs else {}
     measured = [k for k, v in srcs.items() if str(v).startswith(("profile", "measured"))]
     if measured:
         out.append(f"PrfaaS inputs from measured profiles, not pdplan's roofline: {', '.join(measured)}")
@@ -43,7 +44,7 @@ def prfaas_warnings(res: ResolvedScenario, docs: list[dict[str, Any]]) -> tuple[
 
 
 def prfaas_inputs(
-    res: ResolvedScenario,
+    res: ResolvedScenario[DisaggregatedHardware],
     space: Space,
     catalog: Catalog,
     setup: PrfaasSetup,
@@ -64,11 +65,9 @@ def prfaas_inputs(
         "threshold_pinned_tokens": setup.spec.threshold,
         "sources": setup.sources,
     }
-    assert res.prefill is not None
-    assert res.decode is not None
     searched = {
-        "prefill": res.prefill.label,
-        "decode": res.decode.label,
+        "prefill": res.hardware.prefill.label,
+        "decode": res.hardware.decode.label,
         "local_splits": [f"{n_p}P{n_d}D" for n_p, n_d in splits],
         "remote_instances": list(remotes),
         "threshold": "pinned"
@@ -86,10 +85,8 @@ def prfaas_inputs(
     }
 
 
-def prfaas_question(res: ResolvedScenario, space: Space, setup: PrfaasSetup) -> str:
-    slo, dep = res.scenario.slo, res.deployment
-    assert dep.prefill is not None
-    assert dep.decode is not None
+def prfaas_question(res: ResolvedScenario[DisaggregatedHardware], space: Space, setup: PrfaasSetup) -> str:
+    slo, dep = res.scenario.slo, res.hardware.deployment
     return (
         f"How should {res.model.name} be split between a local {dep.prefill.gpu} / {dep.decode.gpu} PD cluster and "
         f"up to {setup.spec.count} remote {setup.spec.gpu} TP{setup.spec.tp} prefill instances over "

@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
-from pdplan.serving import PREFILL_RHO_MAX, Binding, decode_binding
+from pdplan.serving import PREFILL_RHO_MAX, decode_binding
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import FloatArray, IntArray, Routing, tpot_at, ttft_at
+from pdplan.types import Binding, FloatArray, IntArray, Routing, tpot_at, ttft_at
 
 GRID_POINTS = 128
 

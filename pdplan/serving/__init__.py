@@ -1,67 +1,62 @@
-"""Serving models: compose a deployment from the perf, transfer and queueing models.
+"""The open-loop serving model: compose a deployment from the perf, transfer and queueing models.
 
-Library entry points (the CLI is a thin view over these)::
-
-    from pdplan.serving import evaluate, load_scenario
-    ev = evaluate(load_scenario("examples/default.yaml"), rate=8.0)
-    ev.goodput_rps, ev.operating_point.ttft_s.p90
-
-A scenario is resolved once (:func:`resolve`: catalogue look-ups, workload bins); any :class:`Deployment` is then
-bound to it and priced by :func:`build` — ``evaluate`` and the optimiser's exact re-evaluation share that path. The
-names below are the serving layer's public API: :mod:`pdplan.search` imports nothing else from it.
-See :mod:`pdplan.serving.disaggregated` (xPyD), :mod:`pdplan.serving.colocated` (baseline),
-:mod:`pdplan.serving.goodput` (max rate at the SLO), :mod:`pdplan.serving.limits` (stability limits).
+A scenario is resolved once (:func:`resolve`: catalogue look-ups, workload bins); any :data:`Deployment`
+(:class:`Disaggregated`, :class:`Colocated` or :class:`Prfaas`) is then bound to it (:func:`bind`) and priced by
+:func:`build_model` — ``evaluate`` (:mod:`pdplan.evaluation`) and the optimiser's exact re-evaluation share that
+path. One model per kind: :mod:`pdplan.serving.disaggregated` (xPyD), :mod:`pdplan.serving.colocated`,
+:mod:`pdplan.serving.prfaas` (remote prefill); then :mod:`pdplan.serving.goodput` (max rate at the SLO),
+:mod:`pdplan.serving.limits` (stability limits), :mod:`pdplan.serving.ttft` (TTFT's parts) and
+:mod:`pdplan.serving.checks` (physics invariants, report warnings). The names below are the package's face.
 """
 
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
-
-from pdplan.io.scenario import load_scenario
+from pdplan.serving.build import LocalModel, build, build_model
 from pdplan.serving.cells import decode_cells
+from pdplan.serving.checks.physics import PhysicsInvariantError, check_operating_point
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.deployment import Deployment, Role, scenario_with
+from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, deployment_of, scenario_with
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.evaluate import build, build_model, evaluate, operating_point
 from pdplan.serving.goodput import REL_TOL as GOODPUT_REL_TOL
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
-from pdplan.serving.resolve import ResolvedScenario, bind, precision_of, resolve
-from pdplan.serving.checks.physics import PhysicsInvariantError, check_operating_point
-from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit, decode_binding
-from pdplan.serving.results import ClosedLoop, Evaluation, OperatingPoint
-from pdplan.serving.roles import DecodePerf, PrefillPerf, RoleHardware, decode_perf, instance_budget, prefill_perf
+from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, decode_binding
+from pdplan.serving.operating_point import OperatingPoint, operating_point
+from pdplan.serving.resolve import (
+    ColocatedHardware,
+    DisaggregatedHardware,
+    ResolvedScenario,
+    bind,
+    precision_of,
+    resolve,
+)
+from pdplan.serving.role_hardware import RoleHardware, instance_budget
+from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Latency, LatencySummary, Snapshot
-from pdplan.specs.scenario import Scenario
-
-
-def default_scenario_path() -> Path:
-    """The bundled default scenario (package data, identical to ``examples/default.yaml``)."""
-    return Path(str(resources.files("pdplan") / "data" / "default_scenario.yaml"))
-
 
 __all__ = [
     "DECODE_U_MAX",
     "GOODPUT_REL_TOL",
     "PREFILL_RHO_MAX",
-    "Binding",
-    "ClosedLoop",
+    "Colocated",
+    "ColocatedHardware",
     "ColocatedModel",
     "DecodePerf",
     "Deployment",
+    "Disaggregated",
+    "DisaggregatedHardware",
     "DisaggregatedModel",
-    "Evaluation",
     "Goodput",
     "Latency",
     "LatencySummary",
     "Limit",
+    "LocalModel",
     "OperatingPoint",
     "PhysicsInvariantError",
     "PrefillPerf",
+    "Prfaas",
     "ResolvedScenario",
     "Role",
     "RoleHardware",
-    "Scenario",
     "ServingModel",
     "Snapshot",
     "bind",
@@ -71,11 +66,9 @@ __all__ = [
     "decode_binding",
     "decode_cells",
     "decode_perf",
-    "default_scenario_path",
-    "evaluate",
+    "deployment_of",
     "find_goodput",
     "instance_budget",
-    "load_scenario",
     "operating_point",
     "precision_of",
     "prefill_perf",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -9,7 +11,7 @@ from pdplan.queueing import DecodeWorkload, decode_workload
 from pdplan.serving.resolve import ResolvedScenario
 
 
-def decode_cells(res: ResolvedScenario) -> DecodeWorkload:
+def decode_cells(res: ResolvedScenario[Any]) -> DecodeWorkload:
     """Flattened (input, output) cells: context L = input, n = max(output − 1, 1) decode steps."""
     lens = res.lengths
     lin = np.repeat(lens.input_tokens, lens.output_tokens.size)
@@ -17,7 +19,7 @@ def decode_cells(res: ResolvedScenario) -> DecodeWorkload:
     return decode_workload(lin, steps, lens.prob.ravel())
 
 
-def tpot_defined(res: ResolvedScenario) -> npt.NDArray[np.bool_]:
+def tpot_defined(res: ResolvedScenario[Any]) -> npt.NDArray[np.bool_]:
     """Cells whose TPOT exists: more than one output token (:mod:`pdplan.serving.snapshot`)."""
     lens = res.lengths
     return np.asarray(np.tile(lens.output_tokens > 1.0, lens.input_tokens.size))

@@ -48,20 +48,21 @@ from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distribution
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.decode import kv_footprint
 from pdplan.serving.cells import decode_cells, tpot_defined
-from pdplan.serving.resolve import ResolvedScenario
-from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Binding, Limit
+from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
-from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, instance_budget, prefill_perf
+from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
+from pdplan.serving.role_hardware import instance_budget
+from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS
-from pdplan.types import Z99, FloatArray, Utilisation
+from pdplan.types import Z99, Binding, FloatArray, Utilisation
 
 
 @dataclass(frozen=True, slots=True)
 class ColocatedModel:
     """A prepared colocated deployment; :meth:`snapshot` evaluates it at a batch of rates."""
 
-    res: ResolvedScenario
+    res: ResolvedScenario[ColocatedHardware]
     scheduler: str
     cells: DecodeWorkload
     prefill_cell_s: FloatArray
@@ -170,7 +171,7 @@ class ColocatedModel:
             rates,
             self.cells.prob,
             self.cells.decode_steps,
-            DelayedTtft(out.ttft, request_delay_s(self.res.colocated, self.res.lengths.mean_input())),
+            DelayedTtft(out.ttft, request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
             np.arange(self.cells.prob.size),
             tpot,
             util,
@@ -202,25 +203,23 @@ def _root(fn: Callable[[float], float], hi: float) -> float:
     return lo
 
 
-def build_colocated(res: ResolvedScenario) -> ColocatedModel:
+def build_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
     """Price the colocated instance type (NoFeasiblePlanError if it does not fit)."""
-    d = res.deployment
-    assert res.colocated is not None
-    assert d.colocated is not None
-    assert d.scheduler is not None
+    hw = res.hardware.colocated
+    d = res.hardware.deployment
     cells = decode_cells(res)
-    dperf = decode_perf(res.colocated, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs)
     if float((cells.input_tokens + cells.decode_steps).max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
-            f"colocated instance {res.colocated.label} holds {dperf.kv_capacity_tokens:.0f} KV "
+            f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
             f"tokens, less than the longest request (with {dperf.state_tokens_per_seq:.0f} of fixed state)",
             binding_constraint=Binding.DECODE_KV,
         )
-    instance_budget(res.colocated, "colocated")
+    instance_budget(hw, "colocated")
     lens = res.lengths
-    per_bin = prefill_perf(res.colocated, lens.input_tokens).latency_s
+    per_bin = prefill_perf(hw, lens.input_tokens).latency_s
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
-    price = chunk_price(res.colocated, float(res.chunk_tokens), cells.input_tokens)
+    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
     return ColocatedModel(
-        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.colocated.count
+        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.instance.count
     )

@@ -73,11 +73,12 @@ from pdplan.queueing.link_delay import (
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
-from pdplan.serving.resolve import ResolvedScenario
-from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Binding, Limit, decode_binding
+from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, instance_budget, prefill_perf
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
+from pdplan.serving.role_hardware import instance_budget
+from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
@@ -87,7 +88,7 @@ from pdplan.transfer.kv import (
     kv_shape_from_model,
     kv_transfer,
 )
-from pdplan.types import FloatArray, Utilisation
+from pdplan.types import Binding, FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
@@ -101,7 +102,7 @@ class DisaggregatedModel:
     ``[K, J]``: the exposed transfer that enters TTFT (``point_exposed_s``).
     """
 
-    res: ResolvedScenario
+    res: ResolvedScenario[DisaggregatedHardware]
     pool: PrefillPool
     exposed_s: FloatArray
     point_exposed_s: FloatArray
@@ -198,7 +199,9 @@ class DisaggregatedModel:
         tau = fixed.tau_mean_s
         busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
         offsets = np.broadcast_to(self.pool.point_latency_s, (rates.size, *self.point_exposed_s.shape)).copy()
-        offsets += request_delay_s(self.res.prefill, self.res.lengths.mean_input())  # engine: API server, tokeniser
+        offsets += request_delay_s(
+            self.res.hardware.prefill, self.res.lengths.mean_input()
+        )  # engine: API server, tokeniser
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":
@@ -235,14 +238,10 @@ class DisaggregatedModel:
         )
 
 
-def transfer_config(res: ResolvedScenario) -> TransferConfig:
+def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferConfig:
     """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates)."""
-    d, nics = res.deployment, res.scenario.nics_per_instance
-    assert d.prefill is not None
-    assert d.decode is not None
-    assert d.granularity is not None
-    assert res.prefill is not None
-    assert res.decode is not None
+    hw, nics = res.hardware, res.scenario.nics_per_instance
+    d = hw.deployment
     return TransferConfig(
         granularity=d.granularity,
         prefill_tp=d.prefill.tp,
@@ -250,32 +249,27 @@ def transfer_config(res: ResolvedScenario) -> TransferConfig:
         nics_prefill=nics,
         nics_decode=nics,
         chunk_tokens=res.chunk_tokens if d.granularity == "chunk" else None,
-        prefill_hbm_bytes_per_s=res.prefill.gpu.memory_bytes_per_s,
-        decode_hbm_bytes_per_s=res.decode.gpu.memory_bytes_per_s,
+        prefill_hbm_bytes_per_s=hw.prefill.gpu.memory_bytes_per_s,
+        decode_hbm_bytes_per_s=hw.decode.gpu.memory_bytes_per_s,
     )
 
 
-def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
+def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
-    d, lens = res.deployment, res.lengths
-    assert res.prefill is not None
-    assert res.decode is not None
-    assert res.link is not None
-    assert d.prefill is not None
-    assert d.decode is not None
-    assert d.routing is not None
+    hw, lens = res.hardware, res.lengths
+    d = hw.deployment
     _check_prefill_memory(res)
     cfg = transfer_config(res)
-    kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
-    base = prefill_perf(res.prefill, lens.input_tokens)
-    xfer = kv_transfer(lens.input_tokens, kv, res.link, cfg, prefill_time_s=base.latency_s)
+    kv = kv_shape_from_model(res.model, hw.prefill.precision.kv_bytes)
+    base = prefill_perf(hw.prefill, lens.input_tokens)
+    xfer = kv_transfer(lens.input_tokens, kv, hw.link, cfg, prefill_time_s=base.latency_s)
     points = res.input_points
-    point_base = prefill_perf(res.prefill, points.ravel())
-    point_xfer = kv_transfer(points.ravel(), kv, res.link, cfg, prefill_time_s=point_base.latency_s)
+    point_base = prefill_perf(hw.prefill, points.ravel())
+    point_xfer = kv_transfer(points.ravel(), kv, hw.link, cfg, prefill_time_s=point_base.latency_s)
     pool = prefill_pool(
-        res.prefill,
+        hw.prefill,
         d.routing,
-        d.prefill.count * res.prefill.dp,  # each attention DP rank takes its own prompts
+        d.prefill.count * hw.prefill.dp,  # each attention DP rank takes its own prompts
         points,
         lens.input_tokens,
         lens.input_marginal(),
@@ -284,10 +278,10 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     )
     cells = decode_cells(res)
     dperf, cap = _decode_capacity(res, cells)
-    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, res.link, cfg)
+    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, hw.link, cfg)
     pipe = base.latency_s - base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
-    far = None if tandem is None else side_busy_s(xfer, res.link, cfg.side_nics[1])
+    far = None if tandem is None else side_busy_s(xfer, hw.link, cfg.side_nics[1])
     return DisaggregatedModel(
         res,
         pool,
@@ -307,10 +301,11 @@ def build_disaggregated(res: ResolvedScenario) -> DisaggregatedModel:
     )
 
 
-def _decode_capacity(res: ResolvedScenario, cells: DecodeWorkload) -> tuple[DecodePerf, DecodeCapacity]:
+def _decode_capacity(
+    res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload
+) -> tuple[DecodePerf, DecodeCapacity]:
     """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits)."""
-    assert res.decode is not None
-    dperf = decode_perf(res.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    dperf = decode_perf(res.hardware.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
     cap = fast_decode_capacity(
         cells,
         dperf.step,
@@ -321,7 +316,7 @@ def _decode_capacity(res: ResolvedScenario, cells: DecodeWorkload) -> tuple[Deco
     )
     if cap.max_rate_per_s <= 0.0:
         raise NoFeasiblePlanError(
-            f"decode instance {res.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
+            f"decode instance {res.hardware.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
             f"less than the longest request (input + output + {dperf.state_tokens_per_seq:.0f} of fixed state)",
             binding_constraint=Binding.DECODE_KV,
         )
@@ -329,7 +324,7 @@ def _decode_capacity(res: ResolvedScenario, cells: DecodeWorkload) -> tuple[Deco
 
 
 def _tandem_link(
-    res: ResolvedScenario,
+    res: ResolvedScenario[DisaggregatedHardware],
     xfer: TransferResult,
     pool: PrefillPool,
     lq: LinkQueue,
@@ -338,21 +333,21 @@ def _tandem_link(
 ) -> TandemLink | None:
     """The one-server-fed link model when each prefill instance's own NICs are at least as busy
     as a decode instance's and prefill is batch-1 FCFS; else None (M/G/1 with slack)."""
-    assert res.link is not None
-    assert lq.load is not None
+    if lq.load is None:  # fan_in_link_queue sets the load of a queue it builds for a whole deployment
+        raise TypeError("the KV-link queue carries no side loads")
     if pool.batched is not None or lq.load.rho_prefill_side < lq.load.rho_decode_side:
         return None
     lead = xfer.overlap_s - pipe_s
     service = pool.point_service_s.mean(axis=1)
-    busy = side_busy_s(xfer, res.link, cfg.side_nics[0])  # the prefill instance's own NICs
+    busy = side_busy_s(xfer, res.hardware.link, cfg.side_nics[0])  # the prefill instance's own NICs
     return TandemLink(res.lengths.input_marginal(), service, busy - lead, service - lead, xfer.slack_s)
 
 
-def _check_prefill_memory(res: ResolvedScenario) -> None:
+def _check_prefill_memory(res: ResolvedScenario[DisaggregatedHardware]) -> None:
     """The prefill instance must hold the longest prompt's (or a full batch's) KV, plus one sequence's fixed state
     (hybrids; a batch of several prompts holds one per prompt, so this is a lower bound there)."""
-    assert res.prefill is not None
-    pmem = instance_budget(res.prefill, "prefill")
+    prefill = res.hardware.prefill
+    pmem = instance_budget(prefill, "prefill")
     hold = float(np.ravel(pmem.kv_capacity_tokens)[0])
     need = max(float(res.lengths.input_tokens.max()), float(res.prefill_batch_tokens or 0))
     need += float(np.ravel(pmem.state_tokens_per_seq)[0])
@@ -363,6 +358,6 @@ def _check_prefill_memory(res: ResolvedScenario) -> None:
             else "prefill_max_batch_tokens"
         )
         raise NoFeasiblePlanError(
-            f"prefill instance {res.prefill.label} holds {hold:.0f} KV tokens, less than {what} ({need:.0f})",
+            f"prefill instance {prefill.label} holds {hold:.0f} KV tokens, less than {what} ({need:.0f})",
             binding_constraint=Binding.PREFILL_KV,
         )

@@ -26,7 +26,7 @@ from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
 from pdplan.perf.moe_routing import RoutingLaw, routing_law
 from pdplan.perf.moe_wideep import MoeKernel, moe_kernel_for
-from pdplan.serving.roles import RoleHardware
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.scenario import Scenario

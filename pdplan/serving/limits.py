@@ -21,8 +21,6 @@ PREFILL_RHO_MAX = 0.99
 LINK_QUEUE_MIN_RHO = 0.01
 DECODE_U_MAX = 0.85
 
-__all__ = ["DECODE_U_MAX", "LINK_QUEUE_MIN_RHO", "PREFILL_RHO_MAX", "Binding", "Limit", "decode_binding"]
-
 
 @dataclass(frozen=True, slots=True)
 class Limit:

@@ -29,7 +29,8 @@ import numpy as np
 from pdplan.queueing import WaitDistribution
 from pdplan.queueing.batched import BatchedPrefill, batched_prefill
 from pdplan.queueing.batched_ttft import PerBinWait, batched_wait
-from pdplan.serving.roles import RoleHardware, prefill_batch_time, prefill_perf
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import prefill_batch_time, prefill_perf
 from pdplan.serving.ttft import prefill_wait
 from pdplan.types import FloatArray
 

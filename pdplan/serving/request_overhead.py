@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.serving.roles import RoleHardware
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.snapshot import Snapshot, TtftLike
 from pdplan.types import FloatArray
 

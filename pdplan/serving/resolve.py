@@ -15,23 +15,23 @@ optimiser re-evaluates candidates without re-validating a scenario or re-binning
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.roofline import Precision
-from pdplan.serving.deployment import Deployment, Role
+from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
-from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
-from pdplan.serving.roles import RoleHardware
-from pdplan.workload.bins import JointLengths, discretize
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario
 from pdplan.types import FloatArray
+from pdplan.workload.bins import JointLengths, discretize
+from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
 
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""
@@ -40,37 +40,82 @@ DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
 
 
 @dataclass(frozen=True, slots=True)
-class ResolvedScenario:
-    """Everything the serving models need, looked up once.
+class DisaggregatedHardware:
+    """A :class:`~pdplan.serving.deployment.Disaggregated` deployment with its instance types and link looked up."""
+
+    deployment: Disaggregated
+    prefill: RoleHardware
+    decode: RoleHardware
+    link: LinkSpec
+
+    @property
+    def roles(self) -> tuple[tuple[str, RoleHardware], ...]:
+        """(pool name, instance type) of each pool."""
+        return (("prefill", self.prefill), ("decode", self.decode))
+
+    @property
+    def serving(self) -> RoleHardware:
+        """The instance type that decodes (whose memory class sets the engine's seat cap and chunk budget)."""
+        return self.decode
+
+
+@dataclass(frozen=True, slots=True)
+class ColocatedHardware:
+    """A :class:`~pdplan.serving.deployment.Colocated` deployment with its instance type looked up."""
+
+    deployment: Colocated
+    colocated: RoleHardware
+
+    @property
+    def roles(self) -> tuple[tuple[str, RoleHardware], ...]:
+        return (("colocated", self.colocated),)
+
+    @property
+    def serving(self) -> RoleHardware:
+        return self.colocated
+
+
+Hardware = DisaggregatedHardware | ColocatedHardware
+H = TypeVar("H", bound=DisaggregatedHardware | ColocatedHardware)
+"""The hardware a resolved scenario is bound to: one type per deployment kind that has a serving model of its own
+(a PrfaaS deployment binds its local xPyD cluster)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedScenario(Generic[H]):
+    """Everything the serving models need, looked up once, bound to one deployment's hardware.
 
     ``scenario`` supplies what does not depend on the deployment (SLO, TTFT convention, dtypes, NICs per instance,
-    memory utilisation); the deployment itself is ``deployment`` (its blocks in ``scenario`` are not read).
+    memory utilisation); the deployment itself is ``hardware.deployment`` (its blocks in ``scenario`` are not read)
+    and ``deployment`` the whole one (a PrfaaS deployment: the local cluster's hardware, the remote cluster in
+    ``deployment.remote``).
     """
 
     scenario: Scenario
     deployment: Deployment
+    hardware: H
     catalog: Catalog
     model: ModelSpec
     lengths: JointLengths
-    prefill: RoleHardware | None
-    decode: RoleHardware | None
-    colocated: RoleHardware | None
-    link: LinkSpec | None
     max_num_seqs: int
     chunk_tokens: int
     warnings: tuple[str, ...]
     input_points: FloatArray
     """``[K, J]`` quadrature lengths per input bin (:func:`pdplan.workload.quadrature.input_quadrature`)."""
+    engine: EngineProfile
+    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`)."""
     prefill_batch_tokens: int | None = None
     """Token budget of a batched prefill instance (None: one prompt at a time)."""
-    engine: EngineProfile | None = None
-    """The serving engine's profile (:mod:`pdplan.serving.engine_bind`)."""
+
+    @property
+    def roles(self) -> tuple[tuple[str, RoleHardware], ...]:
+        """(pool name, instance type) of each pool of the bound deployment."""
+        return self.hardware.roles
 
     def cost_usd_per_hour(self) -> float | None:
         """Typical rental price of the deployment's GPUs (None if a GPU has no price in the catalogue)."""
         total = 0.0
-        for name, role in self.deployment.roles:
-            hw = getattr(self, name)
+        for (_, role), (_, hw) in zip(local_part(self.deployment).roles, self.roles, strict=True):
             if hw.gpu.price is None:
                 return None
             total += hw.gpu.price.typical_usd_per_gpu_hour * role.gpus
@@ -79,9 +124,8 @@ class ResolvedScenario:
     def gpu_prices_usd_per_hour(self) -> dict[str, float | None]:
         """USD per GPU-hour of each GPU type the deployment uses (a ``--price`` override where given), sorted."""
         prices: dict[str, float | None] = {}
-        for name, _ in self.deployment.roles:
-            gpu = getattr(self, name).gpu
-            prices[gpu.name] = None if gpu.price is None else gpu.price.typical_usd_per_gpu_hour
+        for _, hw in self.roles:
+            prices[hw.gpu.name] = None if hw.gpu.price is None else hw.gpu.price.typical_usd_per_gpu_hour
         return dict(sorted(prices.items()))
 
 
@@ -107,11 +151,9 @@ def precision_of(scenario: Scenario, model: ModelSpec | None = None) -> Precisio
 
 
 def role_hardware(
-    catalog: Catalog, model: ModelSpec, role: Role | None, scenario: Scenario, engine: EngineProfile | None = None
-) -> RoleHardware | None:
+    catalog: Catalog, model: ModelSpec, role: Role, scenario: Scenario, engine: EngineProfile | None = None
+) -> RoleHardware:
     """One pool's instance type (GPU spec, kernel table, TP/PP, precision); SpecError if TP cannot shard it."""
-    if role is None:
-        return None
     gpu = catalog.gpu(role.gpu)
     if model.num_attention_heads % role.tp:
         raise SpecError(
@@ -146,9 +188,9 @@ def role_hardware(
     return with_engine(hw, engine or scenario_engine(catalog, scenario), scenario.gpu_memory_utilization)
 
 
-def _colocated_role(role: Role | None) -> Role | None:
+def _colocated_role(role: Role) -> Role:
     """A colocated instance with attention DP is not modelled (its chunked batches would span DP ranks): SpecError."""
-    if role is not None and role.dp > 1:
+    if role.dp > 1:
         raise SpecError(
             "attention DP (dp > 1) is modelled for disaggregated prefill/decode instances only; use dp 1 colocated",
             field="colocated.dp",
@@ -156,7 +198,7 @@ def _colocated_role(role: Role | None) -> Role | None:
     return role
 
 
-def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
+def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
     """Look up every name, bin the workload (warnings collected, not printed) and bind the scenario's deployment."""
     model = catalog.model(scenario.model)
     window = model.max_position_embeddings
@@ -168,42 +210,64 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
             f"{_share(lengths.clipped_fraction)} of requests exceed {model.name}'s context window of "
             f"{window} tokens and are clipped to it"
         )
-    deployment = Deployment.of(scenario)
-    base = ResolvedScenario(
+    engine = scenario_engine(catalog, scenario)
+    deployment = deployment_of(scenario)
+    hardware = bind_hardware(catalog, model, scenario, engine, local_part(deployment))
+    limits = engine_limits(engine, hardware.serving.gpu)
+    local = local_part(deployment)
+    return ResolvedScenario(
         scenario=scenario,
         deployment=deployment,
+        hardware=hardware,
         catalog=catalog,
         model=model,
         lengths=lengths,
-        prefill=None,
-        decode=None,
-        colocated=None,
-        link=None,
-        max_num_seqs=0,
-        chunk_tokens=0,
+        max_num_seqs=local.max_num_seqs or limits.max_seqs,
+        chunk_tokens=local.chunk_tokens or limits.max_batched_tokens,
         warnings=tuple(warnings),
         input_points=input_quadrature(lengths.input_tokens, lengths.input_marginal()),
-        engine=scenario_engine(catalog, scenario),
+        engine=engine,
+        prefill_batch_tokens=local.prefill_max_batch_tokens if isinstance(local, Disaggregated) else None,
     )
-    return bind(base, deployment)
 
 
-def bind(res: ResolvedScenario, d: Deployment) -> ResolvedScenario:
-    """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted."""
-    catalog, sc = res.catalog, res.scenario
-    engine = res.engine or scenario_engine(catalog, sc)
-    colocated = role_hardware(catalog, res.model, _colocated_role(d.colocated), sc, engine)
-    serving = colocated or role_hardware(catalog, res.model, d.decode, sc, engine)
-    assert serving is not None
-    limits = engine_limits(engine, serving.gpu)  # seat cap and chunk budget of the decoding GPU's memory class
-    return dataclasses.replace(
-        res,
-        prefill=role_hardware(catalog, res.model, d.prefill, sc, engine),
-        decode=role_hardware(catalog, res.model, d.decode, sc, engine),
-        colocated=colocated,
-        link=catalog.link(d.link) if d.mode == "disaggregated" and d.link is not None else None,
-        max_num_seqs=d.max_num_seqs or limits.max_seqs,
-        chunk_tokens=d.chunk_tokens or limits.max_batched_tokens,
-        prefill_batch_tokens=d.prefill_max_batch_tokens,
+def bind_hardware(
+    catalog: Catalog, model: ModelSpec, sc: Scenario, engine: EngineProfile, d: Disaggregated | Colocated
+) -> Hardware:
+    """The instance types (and link) of ``d`` looked up in the catalogue, engine settings applied."""
+    if isinstance(d, Colocated):
+        return ColocatedHardware(d, role_hardware(catalog, model, _colocated_role(d.instance), sc, engine))
+    return DisaggregatedHardware(
+        d,
+        role_hardware(catalog, model, d.prefill, sc, engine),
+        role_hardware(catalog, model, d.decode, sc, engine),
+        catalog.link(d.link),
+    )
+
+
+@overload
+def bind(res: ResolvedScenario[Any], d: Disaggregated) -> ResolvedScenario[DisaggregatedHardware]: ...
+@overload
+def bind(res: ResolvedScenario[Any], d: Colocated) -> ResolvedScenario[ColocatedHardware]: ...
+@overload
+def bind(res: ResolvedScenario[Any], d: Deployment) -> ResolvedScenario[Hardware]: ...
+def bind(res: ResolvedScenario[Any], d: Deployment) -> ResolvedScenario[Any]:
+    """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted (a PrfaaS
+    deployment binds its local cluster)."""
+    local = local_part(d)
+    hardware = bind_hardware(res.catalog, res.model, res.scenario, res.engine, local)
+    limits = engine_limits(res.engine, hardware.serving.gpu)  # seat cap and chunk budget of the decoding GPU
+    return ResolvedScenario(
+        scenario=res.scenario,
         deployment=d,
+        hardware=hardware,
+        catalog=res.catalog,
+        model=res.model,
+        lengths=res.lengths,
+        max_num_seqs=local.max_num_seqs or limits.max_seqs,
+        chunk_tokens=local.chunk_tokens or limits.max_batched_tokens,
+        warnings=res.warnings,
+        input_points=res.input_points,
+        engine=res.engine,
+        prefill_batch_tokens=local.prefill_max_batch_tokens if isinstance(local, Disaggregated) else None,
     )

@@ -53,8 +53,7 @@ from scipy.optimize import minimize, nnls
 from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
-from pdplan.serving.role_hardware import RoleHardware as RoleHardware
-from pdplan.serving.role_hardware import instance_budget as instance_budget
+from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.types import FloatArray
 
 _FIT_BATCHES = 12

@@ -22,8 +22,8 @@ Example::
 """
 
 from pdplan.sim.event_loop import simulate, simulate_closed_loop
-from pdplan.sim.prefill import lindley_done_s
 from pdplan.sim.metrics import PoolStats, SimResult, Summary
+from pdplan.sim.prefill import lindley_done_s
 from pdplan.sim.spec import (
     Colocated,
     DecodePool,

@@ -4,8 +4,8 @@ completion first, so the measured phase starts from an idle engine with its own 
 nothing in a deterministic replay and is not replayed.
 
 It checks :mod:`pdplan.benchmark.colocated_loop` without sharing its cohort, burst or fixed-point arithmetic: the
-colocated instance of :mod:`pdplan.sim.colocated_instance` schedules every step itself (token budget, seats, KV reservation,
-decode-first mixed steps or prefill-only steps), and prices chunks by its own roofline tables
+colocated instance of :mod:`pdplan.sim.colocated_instance` schedules every step itself (token budget, seats, KV
+reservation, decode-first mixed steps or prefill-only steps), and prices chunks by its own roofline tables
 (:func:`pdplan.sim.deployment.sim_chunk_price`). Lengths are fixed at the workload's means (rounded), as in the
 benchmarks. The engine's per-request overhead and overlap step are constants outside the steps; they are added to
 every simulated TTFT exactly as the closed form adds them (``extra_s``), so comparisons may leave them out.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.benchmark.colocated_loop import admitted, decode_s
+from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.sim.deployment import StepModel, sim_deployment
 from pdplan.sim.event_loop import simulate_closed_loop

@@ -31,20 +31,21 @@ from typing import Any
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.evaluation.evaluate import evaluate
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.queueing import decode_fixed_point
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.evaluate import build_model, evaluate
 from pdplan.serving.resolve import resolve
-from pdplan.serving.results import Evaluation
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.workload.bins import sample
 from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import FloatArray, Int64Array
+from pdplan.workload.bins import sample
 
 DEFAULT_REQUESTS = 20_000
 """Requests per simulation: ~1 s per run on one core for the chat workload (P99 noise ≈ 3 %)."""

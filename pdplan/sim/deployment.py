@@ -55,7 +55,8 @@ from pdplan.perf.roofline import phase_time
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.roles import RoleHardware, decode_step_fn, prefill_perf
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import StepTimeFn
 from pdplan.transfer.fan_in import side_busy_s
@@ -99,21 +100,18 @@ def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str, state
 
 def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) -> SimSetup:
     res = model.res
-    assert res.prefill is not None
-    assert res.decode is not None
-    assert res.link is not None
-    sc, routing = res.scenario, res.deployment.routing
-    assert routing is not None  # a disaggregated deployment always names its routing
+    hw = res.hardware
+    sc, routing = res.scenario, hw.deployment.routing
     lens = req.input_tokens.astype(np.float64)
-    base = prefill_perf(res.prefill, lens)
+    base = prefill_perf(hw.prefill, lens)
     cfg = transfer_config(res)
-    kv = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes)
-    xfer = kv_transfer(lens, kv, res.link, cfg, prefill_time_s=base.latency_s)
+    kv = kv_shape_from_model(res.model, hw.prefill.precision.kv_bytes)
+    xfer = kv_transfer(lens, kv, hw.link, cfg, prefill_time_s=base.latency_s)
     pipe = base.latency_s - base.service_s  # PP > 1: pass latency beyond the stage time
     busy = pbusy = None
     if model.link_queued:
         nics_p, nics_d = cfg.side_nics
-        busy, pbusy = side_busy_s(xfer, res.link, nics_d), side_busy_s(xfer, res.link, nics_p)
+        busy, pbusy = side_busy_s(xfer, hw.link, nics_d), side_busy_s(xfer, hw.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
     _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq)
@@ -121,7 +119,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(
             model.y,
-            _step_fn(res.decode, dec.step, step),
+            _step_fn(hw.decode, dec.step, step),
             max_batch=res.max_num_seqs,
             kv_capacity_tokens=dec.kv_capacity_tokens,
             routing=routing,
@@ -137,14 +135,13 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         convention=sc.ttft_convention,
     )
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
-    extra = extra + request_delay_s(res.prefill, res.lengths.mean_input())  # engine host time, as the closed form
+    extra = extra + request_delay_s(hw.prefill, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)
 
 
 def _prefill_pool(model: DisaggregatedModel, service_s: FloatArray) -> PrefillPool:
     """Batch-1 FCFS pool with per-request ``service_s``, or the batched pool of the scenario."""
-    routing = model.res.deployment.routing
-    assert routing is not None  # a disaggregated deployment always names its routing
+    routing = model.res.hardware.deployment.routing
     batched = model.pool.batched
     if batched is None:
         return PrefillPool(model.x, routing, service_s=service_s)
@@ -202,16 +199,16 @@ def sim_chunk_price(hw: RoleHardware, budget_tokens: int, max_context: float) ->
 
 def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetup:
     res = model.res
-    assert res.colocated is not None
+    hw = res.hardware.colocated
     dec = model.decode
     _check_fits(req, req.output_tokens - 1, dec.kv_capacity_tokens, "colocated", dec.state_tokens_per_seq)
-    chunk_time = sim_chunk_price(res.colocated, res.chunk_tokens, float(req.input_tokens.max()))
+    chunk_time = sim_chunk_price(hw, res.chunk_tokens, float(req.input_tokens.max()))
     service = None
     if model.scheduler == "prefill-first":
-        service = prefill_perf(res.colocated, req.input_tokens.astype(np.float64)).latency_s
+        service = prefill_perf(hw, req.input_tokens.astype(np.float64)).latency_s
     dep = Colocated(
         instances=model.z,
-        step_time_s=_step_fn(res.colocated, dec.step, step),
+        step_time_s=_step_fn(hw, dec.step, step),
         scheduler="chunked" if model.scheduler == "chunked" else "prefill-first",
         routing="random",
         max_batch=res.max_num_seqs,
@@ -221,7 +218,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,
     )
-    delay = request_delay_s(res.colocated, res.lengths.mean_input())  # engine host time, as the closed form
+    delay = request_delay_s(hw, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)
 
 

@@ -39,8 +39,8 @@ from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.colocated_instance import ColocatedInstance
 from pdplan.sim.decode import DecodeInstance
-from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
 from pdplan.sim.metrics import SimResult, build_result
+from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
 from pdplan.sim.spec import Colocated, Deployment, Disaggregated, Requests, as_times, decode_steps
 from pdplan.sim.validate import check_colocated, check_disaggregated
 from pdplan.types import FloatArray

@@ -16,9 +16,9 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import load_trace
-from pdplan.workload.bins import clip_to_window
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
+from pdplan.workload.bins import clip_to_window
 
 
 def replays_trace(spec: WorkloadSpec) -> bool:

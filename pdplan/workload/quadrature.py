@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.io.workloads import load_trace
-from pdplan.workload.bins import JointLengths
 from pdplan.specs.length_laws import FixedDist, UniformDist
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray
+from pdplan.workload.bins import JointLengths
 
 QUADRATURE_POINTS = 4
 """Quadrature lengths per input bin: TTFT cdf steps of ≤ p_k/8 (0.6 % for the 21 body bins)."""

@@ -187,8 +187,8 @@ EVALUATE_CASES = {
 
 @pytest.mark.parametrize("case", list(EVALUATE_CASES))
 def test_evaluate(case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pdplan.evaluation import evaluate
     from pdplan.report.serving import evaluation_view
-    from pdplan.serving import evaluate
 
     argv, overrides, kwargs = EVALUATE_CASES[case]
     ev = evaluate(apply_overrides(load_scenario(DEFAULT), overrides), catalog=open_catalog(), **kwargs)

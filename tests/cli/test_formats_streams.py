@@ -136,7 +136,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(cli: Cli) -> None:
 
 
 def test_simulate_names_its_stages() -> None:
-    from pdplan.serving import load_scenario
+    from pdplan.io.scenario import load_scenario
     from pdplan.sim.compare import simulate_scenario
 
     stages: list[str] = []
@@ -188,9 +188,9 @@ def test_implausible_bare_slo_numbers_warn(cli: Cli, flag: str, value: str, warn
 @pytest.mark.parametrize("example", ["default.yaml", "h100-prefill-l40s-decode.yaml"])
 def test_plans_table_fits_100_columns_without_splitting_words(example: str) -> None:
     from pdplan.io.catalog import open_catalog
+    from pdplan.io.scenario import load_scenario
     from pdplan.report.table import optimize_renderable
     from pdplan.search.optimize import optimize
-    from pdplan.serving import load_scenario
 
     scenario = load_scenario(Path(__file__).parents[2] / "examples" / example)
     result = optimize(scenario, catalog=open_catalog(), top=5)

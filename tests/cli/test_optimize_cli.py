@@ -7,8 +7,8 @@ import pytest
 
 from pdplan.cli import run
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
-from pdplan.serving import load_scenario
 
 SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
 PLAN_KEYS = {

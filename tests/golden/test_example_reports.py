@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.report import render_optimize
 from pdplan.search.optimize import optimize
 from pdplan.search.plans import PlanResult
-from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("default", "opt-13b-a100-distserve", "deepseek-v3-wide-ep", "prfaas-h200-h20", "prfaas-h200-h100")

@@ -17,11 +17,11 @@ from support.plan_fixture import plan_result
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.export_data import read_plan_document
+from pdplan.io.scenario import load_scenario
 from pdplan.report import render_optimize
 from pdplan.report.export import export_plan, plan_gpus
 from pdplan.report.export.context import export_context
 from pdplan.search.optimize import optimize
-from pdplan.serving import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [

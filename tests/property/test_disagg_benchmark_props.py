@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark.disaggregated_loop import (
     DisaggLoopInputs,
     decode_capacity_rps,
@@ -17,6 +16,7 @@ from pdplan.benchmark.disaggregated_loop import (
     disagg_benchmark_loop,
     steady_state,
 )
+from pdplan.queueing import LinearStepTime
 
 
 @st.composite

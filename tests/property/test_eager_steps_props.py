@@ -11,8 +11,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
+from pdplan.queueing import LinearStepTime
 
 
 @st.composite

@@ -10,11 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.memory import instance_memory
-from pdplan.serving import build_model, evaluate, resolve
+from pdplan.serving import build_model, resolve
 from pdplan.serving.checks.physics import operating_point_breaches
 
 CATALOG = open_catalog()

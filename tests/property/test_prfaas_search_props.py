@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
-from pdplan.serving import load_scenario, resolve
+from pdplan.serving import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.queue import RATE_XTOL, goodput
 from pdplan.specs.scenario import Scenario

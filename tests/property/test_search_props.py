@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
-from pdplan.serving import evaluate, load_scenario
-from pdplan.serving.deployment import Deployment, scenario_with
+from pdplan.serving.deployment import scenario_with
 
 SMALL = load_scenario(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
 CATALOG = open_catalog()
@@ -42,17 +43,7 @@ def test_a_looser_slo_never_lowers_the_best_goodput(factor: float) -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"rate_rps": 50.0}, {"budget_gpus": 4}])
 def test_the_best_plan_meets_the_slo_when_evaluated_alone(kwargs: dict[str, object]) -> None:
     best = optimize(SMALL, catalog=CATALOG, analyse=False, top=1, **kwargs).best  # type: ignore[arg-type]
-    deployment = Deployment(
-        best.mode,
-        best.prefill,
-        best.decode,
-        best.colocated,
-        best.granularity,
-        best.link,
-        best.routing,
-        best.scheduler,
-        best.max_num_seqs,
-    )
+    deployment = best.deployment
     alone = evaluate(scenario_with(SMALL, deployment), catalog=CATALOG, rate=best.operating_rate_rps)
     assert alone.operating_point is not None
     assert alone.operating_point.attainment >= SMALL.slo.attainment - 1e-3

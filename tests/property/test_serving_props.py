@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving import build_model, evaluate, resolve
+from pdplan.serving import build_model, resolve
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()

@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark import colocated_loop as bl
 from pdplan.benchmark.colocated_loop import LoopInputs
 from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
+from pdplan.queueing import LinearStepTime
 
 
 @st.composite

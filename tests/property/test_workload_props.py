@@ -9,8 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pdplan.workload.bins import discretize, sample
 from pdplan.specs.workload import WorkloadSpec
+from pdplan.workload.bins import discretize, sample
 
 PROPS = settings(deadline=None, max_examples=50)
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pdplan.io.overrides import ScenarioOverrides, apply_overrides
-from pdplan.io.scenario import revalidate, scenario_from_dict
-from pdplan.serving import default_scenario_path, evaluate, load_scenario
+from pdplan.evaluation import evaluate
+from pdplan.io.overrides import apply_overrides
+from pdplan.io.scenario import default_scenario_path, load_scenario, revalidate, scenario_from_dict
 from pdplan.sim.compare import simulate_scenario
+from pdplan.specs.command_line import ScenarioOverrides
 from pdplan.specs.scenario import Scenario
 
 REQUESTS = 6_000

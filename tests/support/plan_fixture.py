@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pdplan.search.plans import Latency, Plan, PlanResult, RoleChoice, SearchStats, Sensitivity
+from pdplan.search.plans import Plan, PlanResult, SearchStats, Sensitivity
+from pdplan.serving.deployment import Colocated, Deployment, Disaggregated
+from pdplan.serving.deployment import Role as RoleChoice
+from pdplan.serving.snapshot import Latency
 
 GIB = 2**30
 H100_PRICE = 3.0  # $/GPU-hour
@@ -43,7 +46,18 @@ def _plan(**overrides: Any) -> Plan:
         exact=True,
     )
     base.update(overrides)
-    return Plan(**base)
+    return Plan(deployment=_deployment(base), **base)
+
+
+_DEPLOYMENT_KEYS = ("mode", "prefill", "decode", "colocated", "granularity", "link", "routing", "scheduler")
+
+
+def _deployment(fields: dict[str, Any]) -> Deployment:
+    """The deployment union from the fixture's flat fields (removed from ``fields``)."""
+    f = {k: fields.pop(k) for k in _DEPLOYMENT_KEYS}
+    if f["mode"] == "colocated":
+        return Colocated(f["colocated"], f["scheduler"])
+    return Disaggregated(f["prefill"], f["decode"], f["link"], f["granularity"], f["routing"])
 
 
 def pick() -> Plan:

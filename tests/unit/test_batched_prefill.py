@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 
 from pdplan.errors import SpecError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.roofline import phase_time
 from pdplan.queueing.batched import batched_prefill, chain_state, full_batch
 from pdplan.queueing.batched_ttft import batched_wait
-from pdplan.serving import build_model, evaluate, resolve
+from pdplan.serving import build_model, resolve
 from pdplan.serving.resolve import precision_of
-from pdplan.serving.roles import RoleHardware, prefill_batch_time
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import prefill_batch_time
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()

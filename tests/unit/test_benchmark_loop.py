@@ -1,4 +1,5 @@
-"""The benchmark closed loop (benchmark/colocated_loop.py) against its event-by-event replay (sim/bench.py), and by hand.
+"""The benchmark closed loop (benchmark/colocated_loop.py) against its event-by-event replay (sim/bench.py), and by
+hand.
 
 The simulator schedules every step itself (budget, seats, KV, mixed or prefill-only steps) and prices chunks from
 its own roofline tables, so it shares neither the cohort/group arithmetic nor the burst staircase with the closed
@@ -14,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pdplan.benchmark.colocated_loop import LoopInputs, admitted, benchmark_loop, settled_groups
+from pdplan.benchmark.loop_inputs import benchmark_of
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime
-from pdplan.benchmark.loop_inputs import benchmark_of
-from pdplan.benchmark.colocated_loop import LoopInputs, admitted, benchmark_loop, settled_groups
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 from pdplan.sim.bench import simulate_benchmark
 

@@ -90,8 +90,8 @@ def test_prfaas_remote_cluster_loads_the_checkpoint_as_the_sweep_does() -> None:
     """A PrfaaS block's remote TP 8 of MiniMax-M2.5 (FP8 blocks) runs its experts at EP 8, the layout the engines
     load and `transfer --sweep` prices, instead of being refused for a 1.5-block split."""
     from pdplan.io.scenario import scenario_from_dict
-    from pdplan.serving.resolve import resolve
     from pdplan.serving.prfaas.build import prfaas_setup
+    from pdplan.serving.resolve import resolve
 
     sc = scenario_from_dict(
         {

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving import build_model, evaluate, resolve
+from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.roles import chunk_price, prefill_perf, prefill_split_s
 from pdplan.sim.compare import simulate_scenario
@@ -52,8 +53,8 @@ LONG = _scenario(
 
 def _prefill_s(sc: Scenario, tokens: float) -> float:
     res = resolve(sc, CATALOG)
-    assert res.colocated is not None
-    return float(prefill_perf(res.colocated, np.array([tokens])).latency_s[0])
+    assert res.hardware.colocated is not None
+    return float(prefill_perf(res.hardware.colocated, np.array([tokens])).latency_s[0])
 
 
 def test_fixed_length_goodput_within_the_prefill_only_bound() -> None:
@@ -110,9 +111,9 @@ def test_chunk_price_at_the_budget() -> None:
     """t_p is the secant of the pass without attention between 1 and C = 2048 tokens; a prompt no longer than
     C costs its own batch-1 pass at zero load: t0-like G(1) + g(L) + A(L) = S(L)."""
     res = resolve(FIXED, CATALOG)
-    assert res.colocated is not None
-    g, a = prefill_split_s(res.colocated, np.array([1.0, 512.0, 2048.0]))
-    price = chunk_price(res.colocated, 2048, np.array([512.0]))
+    assert res.hardware.colocated is not None
+    g, a = prefill_split_s(res.hardware.colocated, np.array([1.0, 512.0, 2048.0]))
+    price = chunk_price(res.hardware.colocated, 2048, np.array([512.0]))
     assert price.s_per_token == pytest.approx((g[2] - g[0]) / 2047.0, rel=1e-12)
     assert float(price.attention_s[0]) == pytest.approx(float(a[1]), rel=1e-12)
     assert float(g[0] + price.drain_s[0] + price.attention_s[0]) == pytest.approx(_prefill_s(FIXED, 512.0), rel=1e-9)
@@ -132,8 +133,8 @@ def test_simulator_prices_chunks_on_its_own() -> None:
     assert priced[0] is not None
     assert priced[1] is not None
     np.testing.assert_array_equal(priced[0](tokens, before), priced[1](tokens, before))
-    assert res.colocated is not None
-    g, a = prefill_split_s(res.colocated, np.array([1.0, 2048.0, 1024.0, np.sqrt(1024.0 * (2 * 8192 + 1024))]))
+    assert res.hardware.colocated is not None
+    g, a = prefill_split_s(res.hardware.colocated, np.array([1.0, 2048.0, 1024.0, np.sqrt(1024.0 * (2 * 8192 + 1024))]))
     expect = g[1] - g[0] + a[2] + a[3]  # the GEMMs of 2048 tokens beyond the decode step's, two attention kernels
     assert float(np.sum(priced[0](tokens, before))) == pytest.approx(float(expect), rel=1e-3)
 

@@ -9,12 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.errors import SpecError
-from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
-from pdplan.perf.expert_parallel import allreduce_s
-from pdplan.perf.kernels import allreduce_time_s
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark.disaggregated_loop import (
     DisaggLoopInputs,
     check_floors,
@@ -25,10 +19,16 @@ from pdplan.benchmark.disaggregated_loop import (
     finite_source,
     steady_state,
 )
-from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.evaluate import build_model
-from pdplan.serving.resolve import resolve
+from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.perf.expert_parallel import allreduce_s
+from pdplan.perf.kernels import allreduce_time_s
+from pdplan.queueing import LinearStepTime
+from pdplan.serving.build import build_model
 from pdplan.serving.checks.physics import PhysicsInvariantError
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import step_bytes
 
 BASE = DisaggLoopInputs(
@@ -177,9 +177,12 @@ def test_moe_deployment_respects_the_physics(clients: int) -> None:
     assert bench.mean_ttft_s >= prefill_s
     assert bench.steady_ttft_s >= prefill_s
     res = model.res
-    assert res.decode is not None
+    assert res.hardware.decode is not None
     batch = np.array(max(bench.throughput_rps * 256.0 * bench.mean_tpot_s, 1.0))
-    floor_s = float(step_bytes(res.decode, batch, np.array(2048.0 + 128.0))) / res.decode.gpu.memory_bytes_per_s
+    floor_s = (
+        float(step_bytes(res.hardware.decode, batch, np.array(2048.0 + 128.0)))
+        / res.hardware.decode.gpu.memory_bytes_per_s
+    )
     assert bench.mean_tpot_s >= floor_s
     assert bench.tool == "sglang.bench_serving"
 
@@ -210,8 +213,8 @@ def test_tp_across_whole_nodes_only() -> None:
         "kv_dtype": "fp8",
     }
     res = resolve(scenario_from_dict(sc, source="t", base_dir=Path.cwd()), open_catalog())
-    assert res.decode is not None
-    assert res.decode.tp == 16
+    assert res.hardware.decode is not None
+    assert res.hardware.decode.tp == 16
     bad = {**sc, "decode": {"gpu": "h100-sxm", "tp": 12}, "model": "opt-175b"}  # 96 heads: 12 divides them
     with pytest.raises(SpecError, match="not a multiple"):
         resolve(scenario_from_dict(bad, source="t", base_dir=Path.cwd()), open_catalog())

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from pdplan.benchmark.loop_inputs import eager_step_s, loop_inputs
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.benchmark.loop_inputs import eager_step_s, loop_inputs
+from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 from pdplan.specs.engine import Sourced
 
@@ -55,13 +55,13 @@ def test_trtllm_qwen3_235b_gets_the_floor_and_dense_models_do_not() -> None:
     """Qwen3-235B-A22B: all 94 layers MoE, at TP4 EP4 on TensorRT-LLM H = 94 x 0.6 ms; Qwen3-32B (dense): 0; vLLM and
     SGLang ship no eager term (piecewise CUDA graphs / not fitted): 0."""
     moe = _model("qwen3-235b-a22b", "trtllm", 4, 4)
-    assert moe.res.colocated is not None
-    assert len(moe.res.colocated.model.moe_layer_indices) == 94
+    assert moe.res.hardware.colocated is not None
+    assert len(moe.res.hardware.colocated.model.moe_layer_indices) == 94
     assert loop_inputs(moe).eager_step_s == pytest.approx(94 * 6e-4)
     dense = _model("qwen3-32b", "trtllm", 2)
-    assert dense.res.colocated is not None
-    assert eager_step_s(dense.res.colocated) == 0.0
+    assert dense.res.hardware.colocated is not None
+    assert eager_step_s(dense.res.hardware.colocated) == 0.0
     for engine in ("vllm", "sglang"):
         other = _model("qwen3-235b-a22b", engine, 4, 4)
-        assert other.res.colocated is not None
-        assert eager_step_s(other.res.colocated) == 0.0
+        assert other.res.hardware.colocated is not None
+        assert eager_step_s(other.res.hardware.colocated) == 0.0

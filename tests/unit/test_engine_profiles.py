@@ -72,8 +72,8 @@ def test_bad_profile_names_file_and_field(tmp_path: Path) -> None:
 
 
 def test_evaluate_names_the_engine_and_reports_the_benchmark() -> None:
+    from pdplan.evaluation import evaluate
     from pdplan.io.scenario import scenario_from_dict
-    from pdplan.serving import evaluate
 
     sc = scenario_from_dict(
         {

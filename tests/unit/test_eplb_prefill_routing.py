@@ -11,7 +11,8 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.roofline import Precision
 from pdplan.serving.engine_bind import eplb_prefill_routing, with_engine
-from pdplan.serving.roles import RoleHardware, _prefill_time
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import _prefill_time
 
 
 def _hw(ep: int, redundant: int) -> RoleHardware:
@@ -45,7 +46,7 @@ def test_eplb_prices_the_busiest_gpu_in_prefill_only() -> None:
 
 
 def test_the_wide_ep_example_runs_eplb_in_prefill() -> None:
-    from pdplan.serving import load_scenario
+    from pdplan.io.scenario import load_scenario
     from pdplan.serving.resolve import role_hardware
 
     c = open_catalog()

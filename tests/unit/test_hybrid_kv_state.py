@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pdplan.benchmark.colocated_loop import LoopInputs, admitted
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.perf.memory import instance_memory
 from pdplan.queueing import LinearStepTime, decode_workload, kv_footprint
 from pdplan.queueing.linear_capacity import fast_decode_capacity
-from pdplan.serving import load_scenario
-from pdplan.benchmark.colocated_loop import LoopInputs, admitted
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import decode_perf
 from pdplan.sim import DecodePool, Disaggregated, PrefillPool, Requests, simulate
@@ -65,8 +65,8 @@ def test_qwen3_next_capacity_in_sequences_by_hand() -> None:
 def test_decode_perf_carries_the_state_slots() -> None:
     # the PrfaaS example's decode instance (Qwen3-Next, 4x H100 TP4, bf16 KV): s = 1,572 as above
     res = resolve(load_scenario(ROOT / "examples" / "prfaas-h200-h100.yaml"), open_catalog())
-    assert res.decode is not None
-    perf = decode_perf(res.decode, 30_000.0, 1024)
+    assert res.hardware.decode is not None
+    perf = decode_perf(res.hardware.decode, 30_000.0, 1024)
     assert perf.state_tokens_per_seq == 1572.0
     assert perf.kv_capacity_tokens / (30_000 + 1572) < perf.kv_capacity_tokens / 30_000
 

@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 
 from pdplan.errors import exit_code_for
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.ops import Phase
 from pdplan.perf.roofline import phase_time
 from pdplan.queueing import LinearStepTime
-from pdplan.serving import build_model, evaluate, resolve
-from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving import build_model, resolve
 from pdplan.serving.checks.physics import (
     PhysicsInvariantError,
     check_operating_point,
@@ -32,11 +31,13 @@ from pdplan.serving.checks.physics import (
     peak_time_s,
     physics_bounds,
 )
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import step_bytes
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
-EVALUATE = importlib.import_module("pdplan.serving.evaluate")  # the module (the package re-exports the function)
+EVALUATE = importlib.import_module("pdplan.evaluation.evaluate")  # the module (the package re-exports the function)
 GEMM_PARAMS = 32 * (4096 * 6144 + 4096 * 4096 + 4096 * 28672 + 14336 * 4096)
 HEAD_PARAMS = 4096 * 128256
 PEAK, HBM = 989.4e12, 3.35e12
@@ -77,9 +78,9 @@ def test_prefill_peak_time_by_hand() -> None:
     """1000 prompt tokens: GEMMs 2·1000·6.979e9, LM head for the last token 2·525,336,576, causal attention
     2·32 heads·1000²·128·32 layers = 2.621e11; 1.4222e13 FLOPs / 989.4 TFLOP/s = 14.374 ms."""
     res = resolve(_scenario(), CATALOG)
-    assert res.prefill is not None
+    assert res.hardware.prefill is not None
     flops = 2.0 * 1000 * GEMM_PARAMS + 2.0 * HEAD_PARAMS + 2.0 * 32 * 1000**2 * 128 * 32
-    got = float(peak_time_s(res.prefill, "prefill", np.ones(1), np.array([1000.0]))[0])
+    got = float(peak_time_s(res.hardware.prefill, "prefill", np.ones(1), np.array([1000.0]))[0])
     assert got == pytest.approx(flops / PEAK, rel=1e-12)
     assert got == pytest.approx(0.014374, rel=1e-4)
 
@@ -87,7 +88,7 @@ def test_prefill_peak_time_by_hand() -> None:
 def test_peak_time_uses_the_roofline_flop_counts() -> None:
     """The FLOPs are those phase_time reports per op (MoE and decode included), at the op's peak."""
     for sc in (_scenario(), _scenario(model="mixtral-8x7b", prefill={"gpu": "h100-sxm", "tp": 2}, dtype="fp8")):
-        hw = resolve(sc, CATALOG).prefill
+        hw = resolve(sc, CATALOG).hardware.prefill
         assert hw is not None
         cases: list[tuple[Phase, Any, list[float]]] = [
             ("prefill", 1.0, [100.0, 5000.0]),
@@ -108,8 +109,8 @@ def test_decode_step_bytes_by_hand() -> None:
     """One sequence at 1000 tokens of context reads 2 B × (6,979,321,856 + 525,336,576) of weights and
     1000 × 131,072 B of KV: 15,140,388,864 B, 4.5195 ms at 3.35 TB/s."""
     res = resolve(_scenario(), CATALOG)
-    assert res.decode is not None
-    got = float(step_bytes(res.decode, np.array(1.0), np.array(1000.0)))
+    assert res.hardware.decode is not None
+    got = float(step_bytes(res.hardware.decode, np.array(1.0), np.array(1000.0)))
     assert got == 2.0 * (GEMM_PARAMS + HEAD_PARAMS) + 1000 * 131072
     assert got / HBM == pytest.approx(4.5195e-3, rel=1e-4)
 

@@ -65,7 +65,7 @@ def test_trace_gaps_scale_to_the_rate() -> None:
 
 
 def _trace_scenario(tmp_path: Path, arrivals: list[float]) -> Any:
-    from pdplan.serving import load_scenario
+    from pdplan.io.scenario import load_scenario
 
     _trace(tmp_path, arrivals)
     text = SMALL.read_text().split("workload:")[0]
@@ -107,7 +107,7 @@ def test_simulate_cli_runs_a_trace_without_a_rate(cli: Cli, tmp_path: Path) -> N
 
 def test_isl_override_renames_the_workload() -> None:
     from pdplan.io.overrides import apply_overrides
-    from pdplan.serving import default_scenario_path, load_scenario
+    from pdplan.io.scenario import default_scenario_path, load_scenario
     from pdplan.specs.command_line import ScenarioOverrides
 
     base = load_scenario(default_scenario_path())

@@ -17,7 +17,7 @@ from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for
 from pdplan.perf.roofline import Precision, phase_time
 from pdplan.serving.engine_bind import with_engine
-from pdplan.serving.roles import RoleHardware
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.moe_wideep import MoeRuntime
 
 CAT = open_catalog()

@@ -16,7 +16,7 @@ from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for, received_rows, wideep_moe_time_s, wideep_params
 from pdplan.perf.roofline import Precision
 from pdplan.serving.engine_bind import with_engine
-from pdplan.serving.roles import RoleHardware
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "calibration" / "aiconfigurator-moe"
@@ -125,7 +125,7 @@ def test_shipped_fit_within_target() -> None:
 def test_scenario_states_the_overlap() -> None:
     """The wide-EP example (engine sglang, two_batch_overlap true) binds DeepGEMM experts and TBO to both roles; the
     same scenario without the key keeps SGLang's default (off)."""
-    from pdplan.serving import load_scenario
+    from pdplan.io.scenario import load_scenario
     from pdplan.serving.resolve import role_hardware
 
     c = open_catalog()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.serving import evaluate
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.report import render_optimize
 from pdplan.search.optimize import optimize
-from pdplan.search.prfaas import local_splits
 from pdplan.search.plans import PlanResult
-from pdplan.serving import Role, load_scenario, resolve
-from pdplan.serving.prfaas.build import prfaas_setup
+from pdplan.search.prfaas import local_splits
+from pdplan.serving import Disaggregated, Role, resolve
 from pdplan.serving.checks.prfaas import prfaas_breaches
+from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.queue import RATE_XTOL, goodput
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -26,8 +25,8 @@ H20 = EXAMPLES / "prfaas-h200-h20.yaml"
 H100 = EXAMPLES / "prfaas-h200-h100.yaml"
 
 
-def _res(prefill: Role, decode: Role) -> Any:
-    return SimpleNamespace(deployment=SimpleNamespace(prefill=prefill, decode=decode))
+def _res(prefill: Role, decode: Role) -> Disaggregated:
+    return Disaggregated(prefill, decode, "ib-ndr", "layer", "least-work")
 
 
 def test_local_splits_are_the_maximal_ones() -> None:
@@ -73,13 +72,13 @@ def test_searched_plan_beats_homogeneous_pd_on_the_same_local_gpus(h20: PlanResu
     assert pick.prfaas is not None
     homo = _homogeneous_best(H20, 8)
     assert pick.goodput_rps >= homo * (1 - RATE_XTOL)
-    assert pick.prfaas["gain_vs_homogeneous"] == pytest.approx(pick.goodput_rps / homo, rel=2 * RATE_XTOL)
+    assert pick.prfaas.gain_vs_homogeneous == pytest.approx(pick.goodput_rps / homo, rel=2 * RATE_XTOL)
     assert pick.goodput_rps > 2 * homo  # the paper's case: offloading long prompts more than doubles goodput
 
 
 def test_threshold_is_continuous_and_the_plan_carries_the_contract(h20: PlanResult) -> None:
     for plan in h20.plans:
-        pf = plan.prfaas
+        pf = plan.prfaas.to_document() if plan.prfaas is not None else None
         assert pf is not None
         assert pf["threshold_searched"]
         assert 128 < pf["threshold_tokens"] < 131072
@@ -93,7 +92,7 @@ def test_threshold_is_continuous_and_the_plan_carries_the_contract(h20: PlanResu
         assert plan.ttft_s.p90 <= 20.0 * (1 + 1e-3)  # the SLO at its goodput
         assert pf["egress_gbps"] == pytest.approx(pf["link_utilization"] * 100 * 0.87, rel=1e-6)
     assert h20.best.prfaas is not None
-    assert len(h20.best.prfaas["link_sensitivity"]) == 2
+    assert len(h20.best.prfaas.link_sensitivity) == 2
 
 
 def test_every_plan_passes_the_physics_invariants(h20: PlanResult) -> None:
@@ -105,8 +104,8 @@ def test_every_plan_passes_the_physics_invariants(h20: PlanResult) -> None:
         assert plan.decode is not None
         from pdplan.search.prfaas import with_counts
 
-        s = with_counts(setup, plan.prefill.count, plan.decode.count, plan.prfaas["remote_instances"])
-        assert prfaas_breaches(res, s, plan.prfaas["threshold_tokens"], plan.operating_rate_rps) == []
+        s = with_counts(setup, plan.prefill.count, plan.decode.count, plan.prfaas.remote_instances)
+        assert prfaas_breaches(res, s, plan.prfaas.threshold_tokens, plan.operating_rate_rps) == []
 
 
 def test_pinned_threshold_is_kept() -> None:
@@ -115,8 +114,8 @@ def test_pinned_threshold_is_kept() -> None:
     result = optimize(pinned, catalog=open_catalog(), analyse=False)
     for plan in result.plans:
         assert plan.prfaas is not None
-        assert plan.prfaas["threshold_tokens"] == 32768
-        assert not plan.prfaas["threshold_searched"]
+        assert plan.prfaas.threshold_tokens == 32768
+        assert not plan.prfaas.threshold_searched
 
 
 def test_rate_target_searches_the_remote_count() -> None:
@@ -126,7 +125,7 @@ def test_rate_target_searches_the_remote_count() -> None:
     pick = result.best
     assert pick.prfaas is not None
     assert pick.goodput_rps >= 2.5
-    assert pick.prfaas["remote_instances"] < 4
+    assert pick.prfaas.remote_instances < 4
     assert pick.operating_rate_rps == 2.5
     assert all(p.num_gpus >= pick.num_gpus for p in result.plans)
 
@@ -135,7 +134,7 @@ def test_roofline_example_and_formats() -> None:
     result = optimize(load_scenario(H100), catalog=open_catalog())
     pick = result.best
     assert pick.prfaas is not None
-    assert pick.goodput_rps >= pick.prfaas["homogeneous_goodput_rps"] * (1 - RATE_XTOL)
+    assert pick.goodput_rps >= pick.prfaas.homogeneous_goodput_rps * (1 - RATE_XTOL)
     assert pick.cost_usd_per_hour is not None
     assert math.isfinite(pick.cost_usd_per_hour)
     md = str(render_optimize(result, "markdown"))

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from pdplan.errors import SpecError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.overrides import apply_overrides
 from pdplan.io.scenario import load_scenario, revalidate
 from pdplan.report.serving import evaluation_records
-from pdplan.serving import evaluate
-from pdplan.serving.resolve import resolve
 from pdplan.serving.prfaas.build import prfaas_setup
 from pdplan.serving.prfaas.capacity import search_threshold
 from pdplan.serving.prfaas.queue import WAIT_CELLS, goodput, path_mixture, percentile_s, search_goodput_threshold
+from pdplan.serving.resolve import resolve
 from pdplan.specs.command_line import ScenarioOverrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ CONTRACT_KEYS = (
 def _paper_doc() -> dict[str, Any]:
     ev = evaluate(load_scenario(PAPER), catalog=open_catalog())
     assert ev.prfaas is not None
-    return ev.prfaas
+    return ev.prfaas.to_document()
 
 
 def test_flags_add_and_change_the_block() -> None:
@@ -108,14 +108,14 @@ def test_threshold_above_longest_prompt_is_homogeneous() -> None:
     pinned = apply_overrides(sc, ScenarioOverrides(prfaas_threshold=200_000))
     ev = evaluate(pinned, catalog=open_catalog())
     assert ev.prfaas is not None
-    assert ev.prfaas["offload_fraction"] == 0.0
-    assert math.isnan(ev.prfaas["remote_ttft_p90_s"])
+    assert ev.prfaas.offload_fraction == 0.0
+    assert math.isnan(ev.prfaas.remote_ttft_p90_s)
     setup = prfaas_setup(resolve(sc, open_catalog()))
     no_remote = replace(setup, capacity=replace(setup.capacity, remote=replace(setup.capacity.remote, instances=0)))
     slo = sc.slo
-    assert ev.prfaas["goodput_rps"] == goodput(no_remote, 200_000.0, slo.ttft, slo.attainment).goodput_rps
-    assert ev.prfaas["homogeneous_split"] == [6, 2]
-    assert ev.prfaas["homogeneous_goodput_rps"] >= ev.prfaas["goodput_rps"]
+    assert ev.prfaas.goodput_rps == goodput(no_remote, 200_000.0, slo.ttft, slo.attainment).goodput_rps
+    assert ev.prfaas.homogeneous_split == (6, 2)
+    assert ev.prfaas.homogeneous_goodput_rps >= ev.prfaas.goodput_rps
 
 
 @pytest.mark.parametrize(("decode_count", "ttft_s"), [(5, 4.0), (4, 20.0)])

@@ -26,9 +26,9 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_entry_points_are_the_library_functions() -> None:
+    from pdplan.evaluation.evaluate import evaluate
     from pdplan.io.scenario import load_scenario
     from pdplan.search.optimize import optimize
-    from pdplan.serving.evaluate import evaluate
     from pdplan.sim.compare import simulate_scenario
 
     assert pdplan.load_scenario is load_scenario

@@ -12,13 +12,16 @@ from support.plan_fixture import pick, runner_up
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.report.markdown import to_markdown
 from pdplan.search.exact import degraded
 from pdplan.search.optimize import optimize
 from pdplan.search.planning import price_sensitivity
-from pdplan.search.plans import Plan, PlanResult, RoleChoice
+from pdplan.search.plans import Plan, PlanResult
 from pdplan.search.space import build_space
-from pdplan.serving import Deployment, bind, build_model, find_goodput, load_scenario, resolve
+from pdplan.serving import Deployment, bind, build_model, find_goodput, resolve
+from pdplan.serving.deployment import Colocated, Disaggregated
+from pdplan.serving.deployment import Role as RoleChoice
 from pdplan.specs.scenario import Scenario
 
 DATA = Path(__file__).parents[1] / "data"
@@ -64,9 +67,14 @@ def _rebuilt_goodput(res_scenario: Scenario, d: Deployment) -> float:
 def _deployment(p: Plan) -> Deployment:
     """The deployment a reported plan describes."""
     if p.colocated is not None:
-        return Deployment("colocated", colocated=p.colocated, scheduler=p.scheduler, max_num_seqs=p.max_num_seqs)
-    return Deployment(
-        "disaggregated",
+        assert p.scheduler is not None
+        return Colocated(p.colocated, scheduler=p.scheduler, max_num_seqs=p.max_num_seqs)
+    assert p.prefill is not None
+    assert p.decode is not None
+    assert p.link is not None
+    assert p.granularity is not None
+    assert p.routing is not None
+    return Disaggregated(
         p.prefill,
         p.decode,
         granularity=p.granularity,
@@ -131,9 +139,8 @@ def test_n_plus_one_goodput_is_that_of_one_instance_per_pool_down() -> None:
 def test_degraded_refuses_a_single_instance_pool() -> None:
     from pdplan.errors import NoFeasiblePlanError
 
-    def d(x: int, y: int) -> Deployment:
-        return Deployment(
-            "disaggregated",
+    def d(x: int, y: int) -> Disaggregated:
+        return Disaggregated(
             RoleChoice("h100-sxm", 1, 1, x),
             RoleChoice("h100-sxm", 1, 1, y),
             granularity="layer",
@@ -144,6 +151,7 @@ def test_degraded_refuses_a_single_instance_pool() -> None:
     with pytest.raises(NoFeasiblePlanError, match="two instances"):
         degraded(d(1, 3))
     down = degraded(d(3, 2))
+    assert isinstance(down, Disaggregated)
     assert (down.prefill, down.decode) == (RoleChoice("h100-sxm", 1, 1, 2), RoleChoice("h100-sxm", 1, 1, 1))
 
 
@@ -201,10 +209,13 @@ def test_price_sensitivity_flips_the_pick_when_its_gpu_gets_dearer() -> None:
     from pdplan.search.space import Space
 
     a = replace(pick(), cost_usd_per_hour=36.0, goodput_rps=20.0)
+    other = runner_up()
+    assert isinstance(other.deployment, Disaggregated)
     b = replace(
-        runner_up(),
-        prefill=RoleChoice("h20", 1, 1, 6),
-        decode=RoleChoice("h100-sxm", 4, 1, 2),
+        other,
+        deployment=replace(
+            other.deployment, prefill=RoleChoice("h20", 1, 1, 6), decode=RoleChoice("h100-sxm", 4, 1, 2)
+        ),
         num_gpus=14,
         cost_usd_per_hour=6 * 2.0 + 8 * 3.0,
         goodput_rps=20.0,

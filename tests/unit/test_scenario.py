@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pdplan.errors import SpecError
-from pdplan.io.overrides import ScenarioOverrides, apply_overrides, parse_xpyd
-from pdplan.io.scenario import load_scenario, scenario_from_dict
-from pdplan.serving import default_scenario_path
+from pdplan.io.overrides import apply_overrides, parse_xpyd
+from pdplan.io.scenario import default_scenario_path, load_scenario, scenario_from_dict
+from pdplan.specs.command_line import ScenarioOverrides
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
 from pdplan.search.exact import evaluate_exact
 from pdplan.search.pool import build_pool
 from pdplan.search.select import rank
 from pdplan.search.space import build_space
-from pdplan.serving import load_scenario
 from pdplan.serving.resolve import resolve
 
 SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"

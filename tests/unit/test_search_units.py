@@ -70,10 +70,9 @@ def test_interp_rows_is_linear_between_grid_rows() -> None:
 def test_plan_label_spaces_pipeline_parallelism_like_every_other_label() -> None:
     """``h100-sxm TP4 PP2``, as the report's role text and RoleHardware.label write it (was ``TP4PP2``)."""
     from pdplan.search.plans import Plan
-    from pdplan.serving.deployment import Deployment, Role
+    from pdplan.serving.deployment import Disaggregated, Role
 
-    d = Deployment(
-        "disaggregated",
+    d = Disaggregated(
         prefill=Role("h100-sxm", tp=4, pp=2, count=2),
         decode=Role("h100-sxm", tp=4, pp=1, count=1),
         granularity="layer",
@@ -94,4 +93,4 @@ def test_plan_label_spaces_pipeline_parallelism_like_every_other_label() -> None
     )
     assert plan.label == "2P1D h100-sxm TP4 PP2 / h100-sxm TP4 layer"
     assert plan.tokens_per_s_per_user == pytest.approx(20.0)
-    assert plan.deployment() == d  # the inverse of Plan.of
+    assert plan.deployment == d  # the inverse of Plan.of

@@ -8,14 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import decode_capacity, prefill_wait_distribution
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import slack_delay
-from pdplan.serving import build_model, evaluate, resolve
-from pdplan.benchmark.mva import closed_loop_throughput
+from pdplan.serving import build_model, resolve
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import fit_quadratic
 from pdplan.serving.ttft import prefill_wait

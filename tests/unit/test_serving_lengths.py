@@ -7,13 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing.distributions import GammaMixture
-from pdplan.serving import build_model, evaluate, resolve
-from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
-from pdplan.workload.bins import JointLengths, discretize
+from pdplan.serving import build_model, resolve
 from pdplan.specs.workload import WorkloadSpec
+from pdplan.workload.bins import JointLengths, discretize
+from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
 
 
 def _workload(output: dict[str, object]) -> WorkloadSpec:

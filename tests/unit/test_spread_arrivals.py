@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pdplan.errors import SpecError
-from pdplan.queueing import LinearStepTime
 from pdplan.benchmark import colocated_loop as bl
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
 from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size, window_hit
+from pdplan.errors import SpecError
+from pdplan.queueing import LinearStepTime
 
 
 def test_window_hit_by_hand() -> None:

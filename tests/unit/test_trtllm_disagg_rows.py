@@ -16,8 +16,8 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.build import build_model
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.evaluate import build_model
 from pdplan.serving.resolve import resolve
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -18,6 +18,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from pdplan.benchmark.colocated_loop import LoopInputs, admitted, decode_s
+from pdplan.benchmark.loop_inputs import decode_batch_grid
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.hf_config import load_hf_config
@@ -25,8 +27,6 @@ from pdplan.perf.op_types import PassShape
 from pdplan.perf.ops import QK_NORM_VARIANCE_BYTES_PER_TOKEN, forward_ops
 from pdplan.perf.roofline import phase_time
 from pdplan.queueing import LinearStepTime
-from pdplan.benchmark.loop_inputs import decode_batch_grid
-from pdplan.benchmark.colocated_loop import LoopInputs, admitted, decode_s
 
 CATALOG = open_catalog()
 HF = Path(__file__).resolve().parents[1] / "unit" / "data" / "hf"

@@ -11,9 +11,9 @@ from scipy import stats
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import list_presets, load_preset_workload, load_workload
-from pdplan.workload.bins import JointLengths, discretize, sample, trace_arrivals_s
 from pdplan.specs.length_laws import LognormalDist
 from pdplan.specs.workload import WorkloadSpec
+from pdplan.workload.bins import JointLengths, discretize, sample, trace_arrivals_s
 
 
 def _spec(inp: dict[str, object], out: dict[str, object]) -> WorkloadSpec:

@@ -14,12 +14,12 @@ points.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.roles import DecodePerf
-
-if TYPE_CHECKING:
-    from pdplan.serving.resolve import ResolvedScenario
 
 LAW_WARN_MEDIAN_REL_ERR = 0.10
 LAW_WARN_MAX_REL_ERR = 0.25
@@ -37,12 +37,8 @@ def decode_law_warning(perf: DecodePerf, label: str) -> str | None:
     )
 
 
-def law_warnings(res: ResolvedScenario, model: object) -> tuple[str, ...]:
+def law_warnings(res: ResolvedScenario[Any], model: DisaggregatedModel | ColocatedModel) -> tuple[str, ...]:
     """:func:`decode_law_warning` for the decode (or colocated) instance of the deployment ``res`` is bound to, from
-    the serving model's ``decode`` law (a disaggregated or colocated model; other models carry none)."""
-    hw = res.decode if res.decode is not None else res.colocated
-    perf = getattr(model, "decode", None)
-    if hw is None or not isinstance(perf, DecodePerf):
-        return ()
-    text = decode_law_warning(perf, hw.label)
+    the serving model's ``decode`` law."""
+    text = decode_law_warning(model.decode, res.hardware.serving.label)
     return () if text is None else (text,)

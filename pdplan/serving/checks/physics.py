@@ -52,6 +52,7 @@ Tolerance ``REL_TOL`` (1e-9) absorbs rounding only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,8 @@ from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import ResolvedScenario
-from pdplan.serving.roles import RoleHardware, step_bytes
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import step_bytes
 from pdplan.serving.snapshot import Snapshot
 from pdplan.transfer.kv import kv_shape_from_model
 from pdplan.types import FloatArray
@@ -143,7 +145,7 @@ class _Pool:
     request_peak_s: float
 
 
-def _pools(res: ResolvedScenario, model: ServingModelT) -> list[_Pool]:
+def _pools(res: ResolvedScenario[Any], model: ServingModelT) -> list[_Pool]:
     """The pools with E[T_pk]: prefill of L tokens, decode ``n·T_pk(1, L + (n − 1)/2)`` (module docstring)."""
     lens, wl = res.lengths, model.cells
     mid = wl.input_tokens + (wl.decode_steps - 1.0) / 2.0
@@ -155,15 +157,10 @@ def _pools(res: ResolvedScenario, model: ServingModelT) -> list[_Pool]:
         return float(wl.prob @ (wl.decode_steps * peak_time_s(hw, "decode", np.ones(1), mid)))
 
     if isinstance(model, DisaggregatedModel):
-        assert res.prefill is not None
-        assert res.decode is not None
-        return [
-            _Pool("prefill", res.prefill, model.x, prefill(res.prefill) / res.prefill.dp),
-            _Pool("decode", res.decode, model.y, decode(res.decode) / res.decode.dp),
-        ]
-    assert res.colocated is not None
-    both = prefill(res.colocated) + decode(res.colocated)
-    return [_Pool("colocated", res.colocated, model.z, both / res.colocated.dp)]
+        p, d = model.res.hardware.prefill, model.res.hardware.decode
+        return [_Pool("prefill", p, model.x, prefill(p) / p.dp), _Pool("decode", d, model.y, decode(d) / d.dp)]
+    c = model.res.hardware.colocated
+    return [_Pool("colocated", c, model.z, (prefill(c) + decode(c)) / c.dp)]
 
 
 def _ceiling(name: str, value: float, bound: float, detail: str) -> list[Breach]:
@@ -175,7 +172,7 @@ class PhysicsBounds:
     """The rate-independent part of the invariants of one deployment (:func:`physics_bounds`), checked
     at any rate by :meth:`breaches`."""
 
-    res: ResolvedScenario
+    res: ResolvedScenario[Any]
     model: ServingModelT
     pools: list[_Pool]
     tau_min_s: float
@@ -246,21 +243,20 @@ class PhysicsBounds:
 
     def _link(self, rate_rps: float) -> list[Breach]:
         res, model = self.res, self.model
-        if not isinstance(model, DisaggregatedModel) or res.link is None:
+        if not isinstance(model, DisaggregatedModel):
             return []
-        assert res.prefill is not None
-        kv_b = res.prefill.precision.kv_bytes
+        hw = model.res.hardware
+        kv_b = hw.prefill.precision.kv_bytes
         need = rate_rps * res.lengths.mean_input() * res.model.kv_bytes_per_token(kv_b)
         need += rate_rps * kv_shape_from_model(res.model, kv_b).state_bytes_per_sequence  # sent once per request
         out: list[Breach] = []
-        for side, count, hw in (("prefill", model.x, res.prefill), ("decode", model.y, res.decode)):
-            assert hw is not None
-            nics = res.scenario.nics_per_instance or hw.tp * hw.pp  # default: one NIC per GPU
+        for side, count, role in (("prefill", model.x, hw.prefill), ("decode", model.y, hw.decode)):
+            nics = res.scenario.nics_per_instance or role.tp * role.pp  # default: one NIC per GPU
             out += _ceiling(
                 f"link bandwidth ({side} side)",
                 need,
-                count * nics * res.link.line_rate_bytes_per_s,
-                f"{rate_rps:.6g} req/s send {need:.4g} B/s of KV through {count} × {nics} NIC(s) of {res.link.name}",
+                count * nics * hw.link.line_rate_bytes_per_s,
+                f"{rate_rps:.6g} req/s send {need:.4g} B/s of KV through {count} × {nics} NIC(s) of {hw.link.name}",
             )
         return out
 
@@ -332,7 +328,7 @@ def _mean_field(model: ServingModelT, rate_rps: float) -> tuple[float, float, fl
     return lam * wl.mean_steps * tau, lam * wl.mean_work * tau, tau
 
 
-def physics_bounds(res: ResolvedScenario, model: ServingModelT) -> PhysicsBounds:
+def physics_bounds(res: ResolvedScenario[Any], model: ServingModelT) -> PhysicsBounds:
     """Price the rate-independent bounds of ``model`` on the deployment ``res`` is bound to, once."""
     pools = _pools(res, model)
     first, last = pools[0].hw, pools[-1].hw
@@ -351,14 +347,14 @@ def physics_bounds(res: ResolvedScenario, model: ServingModelT) -> PhysicsBounds
 
 
 def operating_point_breaches(
-    res: ResolvedScenario, model: ServingModelT, rate_rps: float, snapshot: Snapshot | None = None
+    res: ResolvedScenario[Any], model: ServingModelT, rate_rps: float, snapshot: Snapshot | None = None
 ) -> list[Breach]:
     """Every ceiling and floor that fails at ``rate_rps`` (empty: all hold)."""
     return physics_bounds(res, model).breaches(rate_rps, snapshot)
 
 
 def check_operating_point(
-    res: ResolvedScenario,
+    res: ResolvedScenario[Any],
     model: ServingModelT,
     rate_rps: float,
     *,
@@ -375,9 +371,20 @@ def check_operating_point(
 
 
 def check_ceilings(
-    res: ResolvedScenario, model: ServingModelT, rate_rps: float, *, bounds: PhysicsBounds | None = None
+    res: ResolvedScenario[Any], model: ServingModelT, rate_rps: float, *, bounds: PhysicsBounds | None = None
 ) -> None:
     """The ceilings alone (no distributions needed: e.g. at the stability limit itself)."""
     found = (bounds or physics_bounds(res, model)).ceiling_breaches(rate_rps)
     if found:
         raise PhysicsInvariantError(rate_rps, found)
+
+
+def check_result(res: ResolvedScenario[Any], model: ServingModelT, goodput: float, limit: float) -> PhysicsBounds:
+    """The invariants of a result before it is reported: every ceiling and floor at the goodput rate, the ceilings
+    at the stability limit (both are rates the result claims the deployment sustains); :class:`PhysicsInvariantError`
+    (exit 1) on a breach. Returns the bounds, for more rates."""
+    top = limit * (1.0 - 1e-6)
+    bounds = physics_bounds(res, model)
+    check_operating_point(res, model, min(max(goodput, 1e-12), top), bounds=bounds)
+    check_ceilings(res, model, top, bounds=bounds)
+    return bounds

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.checks.physics import REL_TOL, Breach, PhysicsInvariantError, peak_time_s
 from pdplan.serving.prfaas.build import PrfaasSetup
-from pdplan.serving.roles import RoleHardware, step_bytes
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import step_bytes
 
 
 def _ceiling(name: str, value: float, bound: float, detail: str) -> list[Breach]:
@@ -58,16 +59,13 @@ def _path(setup: PrfaasSetup, hw: RoleHardware, t: float, above: bool, rate_rps:
 
 
 def prfaas_breaches(
-    res: ResolvedScenario, setup: PrfaasSetup, threshold_tokens: float, rate_rps: float
+    res: ResolvedScenario[DisaggregatedHardware], setup: PrfaasSetup, threshold_tokens: float, rate_rps: float
 ) -> list[Breach]:
     """Every ceiling and floor of the module docstring that fails (empty: all hold)."""
-    assert res.prefill is not None
-    assert res.decode is not None
-    assert setup.remote_hw is not None
     inp, t = setup.capacity, float(threshold_tokens)
     out = _path(setup, setup.remote_hw, t, True, rate_rps, "remote prefill")
-    out += _path(setup, res.prefill, t, False, rate_rps, "local prefill")
-    dec = res.decode
+    out += _path(setup, res.hardware.prefill, t, False, rate_rps, "local prefill")
+    dec = res.hardware.decode
     tau_min_s = float(step_bytes(dec, np.array(1.0 / dec.pp), np.array(0.0))) / dec.gpu.memory_bytes_per_s
     tokens_per_s = rate_rps * inp.mean_output_tokens / max(inp.decode.instances, 1)
     out += _ceiling("decode tokens/s", tokens_per_s, res.max_num_seqs * dec.dp / tau_min_s, f"per {dec.label} instance")
@@ -76,7 +74,9 @@ def prfaas_breaches(
     return out
 
 
-def check_prfaas(res: ResolvedScenario, setup: PrfaasSetup, threshold_tokens: float, rate_rps: float) -> None:
+def check_prfaas(
+    res: ResolvedScenario[DisaggregatedHardware], setup: PrfaasSetup, threshold_tokens: float, rate_rps: float
+) -> None:
     """Raise :class:`PhysicsInvariantError` naming the numbers when an invariant fails at ``rate_rps``."""
     found = prfaas_breaches(res, setup, threshold_tokens, rate_rps)
     if found:

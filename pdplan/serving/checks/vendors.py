@@ -8,14 +8,16 @@ TensorRT-LLM), so the reports say that such a plan is a what-if and cannot be de
 
 from __future__ import annotations
 
-from pdplan.serving.resolve import ResolvedScenario
+from typing import Any
+
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 
 
-def cross_vendor_warning(res: ResolvedScenario) -> str | None:
+def cross_vendor_warning(res: ResolvedScenario[Any]) -> str | None:
     """The warning for a disaggregated deployment pairing GPUs of two vendors for KV transfer (None otherwise)."""
-    if res.deployment.mode != "disaggregated" or res.prefill is None or res.decode is None:
+    if not isinstance(res.hardware, DisaggregatedHardware):
         return None
-    pre, dec = res.prefill.gpu, res.decode.gpu
+    pre, dec = res.hardware.prefill.gpu, res.hardware.decode.gpu
     if pre.vendor == dec.vendor:
         return None
     return (

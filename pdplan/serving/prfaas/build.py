@@ -18,18 +18,20 @@ Each number comes from a measured profile when the scenario gives one and from p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.profiles import load_profile, resolve_profile
 from pdplan.perf.block_quant import expert_parallel_for_blocks
-from pdplan.serving.deployment import Role
-from pdplan.serving.resolve import ResolvedScenario, precision_of, role_hardware
+from pdplan.serving.deployment import Prfaas, Role
 from pdplan.serving.prfaas.capacity import DECODE, LINK, LOCAL, REMOTE, CapacityInputs, DecodePool, PrefillPool
 from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw, SplitLaw
 from pdplan.serving.prfaas.profile import Curves, MeasuredProfile
-from pdplan.serving.roles import RoleHardware, decode_perf, prefill_perf
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario, precision_of, role_hardware
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import decode_perf, prefill_perf
 from pdplan.specs.prfaas import PrfaasSpec
 from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
 from pdplan.types import FloatArray
@@ -46,13 +48,13 @@ class PrfaasSetup:
     link_name: str
     sources: dict[str, str]
     routing: str
-    remote_hw: RoleHardware | None = None
+    remote_hw: RoleHardware
     """The remote instance type (for the physics invariants, :mod:`.invariants`)."""
     link_line_rate_bytes_per_s: float = float("inf")
     """The link's line rate (the invariants' ceiling on egress; ``capacity.link_bytes_per_s`` is the usable part)."""
 
 
-def _law(res: ResolvedScenario) -> SplitLaw:
+def _law(res: ResolvedScenario[DisaggregatedHardware]) -> SplitLaw:
     parametric = res.scenario.workload.parametric()
     if parametric is not None:
         return QuantileLaw(parametric[0])
@@ -84,8 +86,8 @@ def _roofline_curve(hw: RoleHardware) -> Curves:
     return Curves(prefill_s=time_s, kv_bytes=time_s, source=f"roofline {hw.label}")
 
 
-def _kv_curve(res: ResolvedScenario, decode_tp: int) -> Curves:
-    shape = kv_shape_from_model(res.model, res.prefill.precision.kv_bytes if res.prefill else 2.0)
+def _kv_curve(res: ResolvedScenario[DisaggregatedHardware], decode_tp: int) -> Curves:
+    shape = kv_shape_from_model(res.model, res.hardware.prefill.precision.kv_bytes)
 
     def kv(tokens: FloatArray) -> FloatArray:
         return kv_bytes_per_request(np.asarray(tokens, np.float64), shape, decode_tp=decode_tp)
@@ -124,34 +126,46 @@ def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_
     return b_star / float(step(np.array(b_star), np.array(b_star * mean_context)))
 
 
-def prfaas_setup(res: ResolvedScenario) -> PrfaasSetup:
-    """Resolve the scenario's ``prfaas:`` block (SpecError when there is none)."""
-    sc, spec = res.scenario, res.scenario.prfaas
-    if spec is None or res.prefill is None or res.decode is None:
+def prfaas_local(res: ResolvedScenario[Any]) -> tuple[ResolvedScenario[DisaggregatedHardware], Prfaas]:
+    """``res`` typed as the local xPyD cluster of a PrfaaS deployment, and that deployment (SpecError when the
+    scenario has no ``prfaas:`` block or is not disaggregated)."""
+    dep = res.deployment
+    if not isinstance(dep, Prfaas) or not _disaggregated(res):
         raise SpecError("the scenario has no prfaas: block (or is not disaggregated)", field="prfaas")
+    return res, dep
+
+
+def _disaggregated(res: ResolvedScenario[Any]) -> TypeGuard[ResolvedScenario[DisaggregatedHardware]]:
+    return isinstance(res.hardware, DisaggregatedHardware)
+
+
+def prfaas_setup(res: ResolvedScenario[Any]) -> PrfaasSetup:
+    """Resolve the scenario's ``prfaas:`` block (SpecError when there is none)."""
+    local_res, dep = prfaas_local(res)
+    sc, hw = local_res.scenario, local_res.hardware
+    spec = dep.remote
     # the remote cluster loads the checkpoint as the engines do: experts split tp ways unless FP8 weight blocks forbid
     # it, then expert-parallel over the same GPUs (the rule of `transfer --sweep`)
     ep = expert_parallel_for_blocks(res.model, spec.tp, precision_of(sc, res.model).weight_bytes)
     remote_hw = role_hardware(res.catalog, res.model, Role(spec.gpu, spec.tp, 1, spec.count, ep=ep), sc)
-    assert remote_hw is not None
     link = res.catalog.link(spec.link)
-    law = _law(res)
-    kv = _kv_curve(res, res.decode.tp)
+    law = _law(local_res)
+    kv = _kv_curve(local_res, hw.decode.tp)
     remote, remote_src, kv_src = _prefill_curves(spec.remote_profile, remote_hw, kv, law.upper, "remote")
-    local, local_src, _ = _prefill_curves(spec.local_profile, res.prefill, kv, law.upper, "local")
+    local, local_src, _ = _prefill_curves(spec.local_profile, hw.prefill, kv, law.upper, "local")
     out_mean = res.lengths.mean_output()
     if spec.decode_tokens_per_s is not None:
         c_d, dec_src = spec.decode_tokens_per_s, "measured (prfaas.decode_tokens_per_s)"
     else:
         context = res.lengths.mean_input() + 0.5 * out_mean
-        c_d = decode_capacity_tokens_per_s(res.decode, context, res.max_num_seqs, sc.slo.tpot)
-        dec_src = f"roofline {res.decode.label} at the TPOT SLO"
+        c_d = decode_capacity_tokens_per_s(hw.decode, context, res.max_num_seqs, sc.slo.tpot)
+        dec_src = f"roofline {hw.decode.label} at the TPOT SLO"
     capacity = CapacityInputs(
         law=law,
         mean_output_tokens=out_mean,
         remote=PrefillPool(remote, spec.count),
-        local=PrefillPool(local, res.deployment.prefill.count if res.deployment.prefill else 0),
-        decode=DecodePool(c_d, res.deployment.decode.count if res.deployment.decode else 0, dec_src),
+        local=PrefillPool(local, dep.local.prefill.count),
+        decode=DecodePool(c_d, dep.local.decode.count, dec_src),
         link_bytes_per_s=link.achievable_bytes_per_s,
     )
     rtt = spec.rtt if spec.rtt is not None else link.per_message_latency_s

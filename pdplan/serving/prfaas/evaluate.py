@@ -17,8 +17,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from pdplan.serving.resolve import ResolvedScenario
-from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_setup
+from pdplan.serving.prfaas.build import PrfaasSetup, prfaas_local, prfaas_setup
 from pdplan.serving.prfaas.capacity import capacity_at, search_threshold
 from pdplan.serving.prfaas.queue import (
     STABLE,
@@ -28,6 +27,8 @@ from pdplan.serving.prfaas.queue import (
     percentile_s,
     search_goodput_threshold,
 )
+from pdplan.serving.prfaas.result import LinkSensitivity, PrfaasResult, RemoteCluster
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 
 THRESHOLD_XATOL_TOKENS = 256.0
 """Goodput threshold search tolerance (tokens): on the case study goodput moves < 0.1 % within 256 tokens of t*."""
@@ -40,12 +41,12 @@ def best_goodput(setup: PrfaasSetup, ttft_s: float, attainment: float) -> PathGo
     return search_goodput_threshold(setup, ttft_s, attainment, THRESHOLD_XATOL_TOKENS)
 
 
-def _same_roles(res: ResolvedScenario) -> bool:
+def _same_roles(res: ResolvedScenario[DisaggregatedHardware]) -> bool:
     """Local prefill and decode instances are the same GPU × TP (so a baseline may re-split them)."""
-    return res.prefill is not None and res.decode is not None and res.prefill.label == res.decode.label
+    return res.hardware.prefill.label == res.hardware.decode.label
 
 
-def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
+def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario[DisaggregatedHardware]) -> PrfaasSetup:
     cap = setup.capacity
     extra = cap.local.instances if _same_roles(res) else 0
     naive = replace(
@@ -57,7 +58,7 @@ def _naive_setup(setup: PrfaasSetup, res: ResolvedScenario) -> PrfaasSetup:
 
 
 def homogeneous(
-    setup: PrfaasSetup, res: ResolvedScenario, splits: list[tuple[int, int]] | None = None
+    setup: PrfaasSetup, res: ResolvedScenario[DisaggregatedHardware], splits: list[tuple[int, int]] | None = None
 ) -> tuple[PrfaasSetup, PathGoodput]:
     """Homogeneous PD: nothing offloaded, on the local split of ``splits`` with the most goodput (default: every
     prefill/decode split of the local instances when they are interchangeable, else the setup's own).
@@ -114,12 +115,13 @@ def _at(setup: PrfaasSetup, g: PathGoodput, q: float) -> dict[str, float]:
     }
 
 
-def evaluate_prfaas(res: ResolvedScenario) -> dict[str, Any]:
-    """The ``prfaas`` document of one scenario (keys in ARCHITECTURE §4, then the report's extras)."""
-    return prfaas_document(res, prfaas_setup(res))
+def evaluate_prfaas(resolved: ResolvedScenario[Any]) -> PrfaasResult:
+    """The PrfaaS analysis of one scenario's deployment (:class:`~pdplan.serving.prfaas.result.PrfaasResult`)."""
+    res, _ = prfaas_local(resolved)
+    return prfaas_result(res, prfaas_setup(res))
 
 
-def link_sensitivity(setup: PrfaasSetup, ttft_s: float, attainment: float) -> list[dict[str, float]]:
+def link_sensitivity(setup: PrfaasSetup, ttft_s: float, attainment: float) -> tuple[LinkSensitivity, ...]:
     """Threshold and goodput re-searched with the link bandwidth scaled by each of :data:`LINK_SCALES`."""
     out = []
     for scale in LINK_SCALES:
@@ -127,22 +129,21 @@ def link_sensitivity(setup: PrfaasSetup, ttft_s: float, attainment: float) -> li
             setup, capacity=replace(setup.capacity, link_bytes_per_s=setup.capacity.link_bytes_per_s * scale)
         )
         g = best_goodput(scaled, ttft_s, attainment)
-        out.append({"link_scale": scale, "threshold_tokens": g.threshold_tokens, "goodput_rps": g.goodput_rps})
-    return out
+        out.append(LinkSensitivity(scale, g.threshold_tokens, g.goodput_rps))
+    return tuple(out)
 
 
-def prfaas_document(
-    res: ResolvedScenario,
+def prfaas_result(
+    res: ResolvedScenario[DisaggregatedHardware],
     setup: PrfaasSetup,
     *,
     best: PathGoodput | None = None,
     with_link_sensitivity: bool = True,
     homo_best: tuple[PrfaasSetup, PathGoodput] | None = None,
-) -> dict[str, Any]:
-    """The ``prfaas`` document of ``setup`` (its instance counts may differ from ``res``'s deployment, as in a
-    search): ``best`` is its goodput when already found; ``with_link_sensitivity=False`` leaves out the
-    link ×0.5/×2 re-searches (an empty list); ``homo_best``: homogeneous PD when already found
-    (:func:`homogeneous`)."""
+) -> PrfaasResult:
+    """The analysis of ``setup`` (its instance counts may differ from ``res``'s deployment, as in a search):
+    ``best`` is its goodput when already found; ``with_link_sensitivity=False`` leaves out the link ×0.5/×2
+    re-searches (none); ``homo_best``: homogeneous PD when already found (:func:`homogeneous`)."""
     slo = res.scenario.slo
     q = slo.percentile / 100.0
     best = best if best is not None else best_goodput(setup, slo.ttft, slo.attainment)
@@ -150,32 +151,32 @@ def prfaas_document(
     eq7 = search_threshold(setup.capacity)
     homo_setup, homo = homo_best if homo_best is not None else homogeneous(setup, res)
     naive = goodput(_naive_setup(setup, res), setup.capacity.law.lower - 1.0, slo.ttft, slo.attainment)
-    sensitivity = link_sensitivity(setup, slo.ttft, slo.attainment) if with_link_sensitivity else []
+    sensitivity = link_sensitivity(setup, slo.ttft, slo.attainment) if with_link_sensitivity else ()
     link_bps = setup.capacity.link_bytes_per_s
-    return {
-        "threshold_tokens": best.threshold_tokens,
-        "offload_fraction": at["p"],
-        "link_utilization": at["egress"] / link_bps,
-        "remote_instances": setup.capacity.remote.instances,
-        "remote_ttft_p90_s": at["remote"],
-        "local_ttft_p90_s": at["local"],
-        "ttft_p90_s": at["all"],
-        "threshold_searched": setup.spec.threshold is None,
-        "remote": {"gpu": setup.spec.gpu, "tp": setup.spec.tp, "count": setup.capacity.remote.instances},
-        "link": setup.link_name,
-        "rtt_s": setup.rtt_s,
-        "goodput_rps": best.goodput_rps,
-        "binding_constraint": best.binding,
-        "stability_limit_rps": best.stability_rps,
-        "egress_gbps": at["egress"] * 8 / 1e9,
-        "homogeneous_goodput_rps": homo.goodput_rps,
-        "homogeneous_split": [homo_setup.capacity.local.instances, homo_setup.capacity.decode.instances],
-        "naive_goodput_rps": naive.goodput_rps,
-        "gain_vs_homogeneous": _ratio(best.goodput_rps, homo.goodput_rps),
-        "gain_vs_naive": _ratio(best.goodput_rps, naive.goodput_rps),
-        "capacity_threshold_tokens": eq7.threshold_tokens,
-        "capacity_lambda_max_rps": eq7.lambda_max_rps,
-        "capacity_binding": eq7.binding,
-        "link_sensitivity": sensitivity,
-        "sources": setup.sources,
-    }
+    return PrfaasResult(
+        threshold_tokens=best.threshold_tokens,
+        offload_fraction=at["p"],
+        link_utilization=at["egress"] / link_bps,
+        remote_instances=setup.capacity.remote.instances,
+        remote_ttft_p90_s=at["remote"],
+        local_ttft_p90_s=at["local"],
+        ttft_p90_s=at["all"],
+        threshold_searched=setup.spec.threshold is None,
+        remote=RemoteCluster(setup.spec.gpu, setup.spec.tp, setup.capacity.remote.instances),
+        link=setup.link_name,
+        rtt_s=setup.rtt_s,
+        goodput_rps=best.goodput_rps,
+        binding_constraint=best.binding,
+        stability_limit_rps=best.stability_rps,
+        egress_gbps=at["egress"] * 8 / 1e9,
+        homogeneous_goodput_rps=homo.goodput_rps,
+        homogeneous_split=(homo_setup.capacity.local.instances, homo_setup.capacity.decode.instances),
+        naive_goodput_rps=naive.goodput_rps,
+        gain_vs_homogeneous=_ratio(best.goodput_rps, homo.goodput_rps),
+        gain_vs_naive=_ratio(best.goodput_rps, naive.goodput_rps),
+        capacity_threshold_tokens=eq7.threshold_tokens,
+        capacity_lambda_max_rps=eq7.lambda_max_rps,
+        capacity_binding=eq7.binding,
+        link_sensitivity=sensitivity,
+        sources=dict(setup.sources),
+    )

@@ -1,9 +1,14 @@
-"""``evaluate``: one deployment → goodput, binding constraint and, at a rate or a concurrency,
-TTFT/TPOT summaries, attainment and utilisations (the library call behind ``pdplan evaluate``).
+"""``evaluate``: one deployment → goodput, binding constraint and, at a load, TTFT/TPOT summaries, attainment and
+utilisations (the library call behind ``pdplan evaluate``).
+
+The load is one of two regimes, chosen here and nowhere else (:func:`_load_regime`): an open loop at a Poisson
+``rate`` (the serving model's operating point there), or a closed loop at a ``concurrency`` as benchmark clients
+run it (:func:`pdplan.benchmark.run.closed_loop`: the mean-value fixed point, whose throughput becomes the
+operating rate, and what the engine's benchmark tool would print).
 
 Before a result is returned it is checked against the physics invariants
-(:mod:`pdplan.serving.checks.physics`, :func:`check_physics`): a plan that breaks one is a bug and
-raises, it is never reported."""
+(:func:`pdplan.serving.checks.physics.check_result`): a plan that breaks one is a bug and raises, it is never
+reported."""
 
 from __future__ import annotations
 
@@ -11,64 +16,31 @@ from typing import Any
 
 import numpy as np
 
+from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
+from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import Catalog, open_catalog
-from pdplan.benchmark.loop_inputs import benchmark_of
-from pdplan.benchmark.mva import closed_loop_throughput
-from pdplan.serving.colocated import ColocatedModel, build_colocated
-from pdplan.serving.deployment import Deployment
-from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of
-from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
+from pdplan.serving.build import LocalModel, build_model
+from pdplan.serving.checks.decode_law import law_warnings
+from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
+from pdplan.serving.checks.vendors import cross_vendor_warning
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
-from pdplan.serving.resolve import ResolvedScenario, bind, resolve
-from pdplan.serving.checks.physics import PhysicsBounds, check_ceilings, check_operating_point, physics_bounds
-from pdplan.serving.checks.decode_law import law_warnings
-from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX
-from pdplan.serving.results import BenchmarkLoop, ClosedLoop, Evaluation, OperatingPoint
+from pdplan.serving.operating_point import OperatingPoint, operating_point
+from pdplan.serving.prfaas.result import PrfaasResult
+from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.specs.kernel_table import uncalibrated_warning
-from pdplan.specs.scenario import Scenario, SloSpec
-from pdplan.types import Binding, tpot_at, ttft_at
+from pdplan.specs.scenario import Scenario
 
 CONVENTION_WORDS = {
     "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
     "step (decode streams token 1)",
     "B": "B: TTFT = prefill wait + prefill (prefill streams token 1, as DistServe)",
 }
-
-
-def build_model(res: ResolvedScenario) -> DisaggregatedModel | ColocatedModel:
-    """The serving model of the deployment ``res`` is bound to."""
-    if res.deployment.mode == "colocated":
-        return build_colocated(res)
-    return build_disaggregated(res)
-
-
-def build(res: ResolvedScenario, deployment: Deployment) -> DisaggregatedModel | ColocatedModel:
-    """The serving model of ``deployment`` on a resolved scenario (what ``evaluate`` and the optimiser's exact
-    re-evaluation both use; the scenario is resolved once, each deployment only bound: :func:`bind`)."""
-    return build_model(bind(res, deployment))
-
-
-def operating_point(snap: Snapshot, slo: SloSpec) -> OperatingPoint:
-    """Summaries at the snapshot's single rate and the constraint closest to its limit."""
-    ttft = snap.ttft_summary(slo.percentile)[0]
-    tpot = snap.tpot_summary(slo.percentile)[0]
-    util = {k: float(v[0]) for k, v in snap.utilisation.items()}
-    pressure: dict[str, float] = {
-        ttft_at(slo.percentile): ttft.at_percentile / slo.ttft,
-        tpot_at(slo.percentile): tpot.at_percentile / slo.tpot,
-        Binding.PREFILL_UTILISATION: util["prefill"] / PREFILL_RHO_MAX,
-        Binding.DECODE_UTILISATION: util["decode"] / DECODE_U_MAX,
-        Binding.DECODE_KV: util["decode_kv"],
-    }
-    if "link" in util:
-        pressure[Binding.LINK] = util["link"] / PREFILL_RHO_MAX
-    binding = max(pressure, key=lambda k: pressure[k])
-    attainment = float(snap.attainment(slo.ttft, slo.tpot)[0])
-    return OperatingPoint(float(snap.rates[0]), ttft, tpot, attainment, util, binding)
 
 
 def _deployment(sc: Scenario) -> dict[str, Any]:
@@ -84,7 +56,7 @@ def _deployment(sc: Scenario) -> dict[str, Any]:
     return out
 
 
-def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario) -> dict[str, Any]:
+def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario[Any]) -> dict[str, Any]:
     st = model.decode.step
     out: dict[str, Any] = {
         "decode_step_t0_s": st.t0_s,
@@ -102,11 +74,7 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
         "mean_input_tokens": res.lengths.mean_input(),
         "mean_output_tokens": res.lengths.mean_output(),
         "kernel_tables": sorted(
-            {
-                hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "")
-                for hw in (res.prefill, res.decode, res.colocated)
-                if hw
-            }
+            {hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "") for _, hw in res.roles}
         ),
     }
     if isinstance(model, DisaggregatedModel):
@@ -160,11 +128,8 @@ def evaluate(
     res = resolve(scenario, catalog)
     model = build_model(res)
     good = find_goodput(model, scenario.slo)
-    bounds = check_physics(res, model, good.rate_rps, good.limit.rate_rps)
-    loop, bench = None, None
-    if concurrency is not None:
-        loop, bench = _closed_loop(model, concurrency, requests, warmup)
-        rate = loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps
+    bounds = check_result(res, model, good.rate_rps, good.limit.rate_rps)
+    rate, loop, bench = _load_regime(model, rate, concurrency, requests, warmup)
     point = None if rate is None else _operating_point(res, model, rate, good, bounds)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = _warnings(res) + law_warnings(res, model)
@@ -193,6 +158,18 @@ def evaluate(
     )
 
 
+def _load_regime(
+    model: LocalModel, rate: float | None, concurrency: int | None, requests: int | None, warmup: int | None
+) -> tuple[float | None, ClosedLoop | None, BenchmarkLoop | None]:
+    """The one regime switch: ``(operating rate, closed loop, benchmark)``. Open loop: the given Poisson rate (or
+    none). Closed loop: the mean-value fixed point's throughput (just below the stable limit when the clients
+    saturate it) and what the engine's benchmark tool would report."""
+    if concurrency is None:
+        return rate, None, None
+    loop, bench = closed_loop(model, concurrency, requests, warmup)
+    return (loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps), loop, bench
+
+
 def _check_load(rate: float | None, concurrency: int | None, requests: int | None, warmup: int | None) -> None:
     """A rate or a concurrency, not both; benchmark request counts only with a concurrency."""
     if rate is not None and concurrency is not None:
@@ -210,18 +187,12 @@ def _convention(scenario: Scenario) -> str:
     return "colocated: TTFT = wait + prefill on the same instance"
 
 
-def _closed_loop(
-    model: ColocatedModel | DisaggregatedModel, concurrency: int, requests: int | None, warmup: int | None
-) -> tuple[ClosedLoop, BenchmarkLoop]:
-    """The closed loop at ``concurrency`` and what the engine's benchmark tool would report of it."""
-    loop = closed_loop_throughput(model, concurrency)
-    if isinstance(model, ColocatedModel):
-        return loop, benchmark_of(model, concurrency, requests, warmup)
-    return loop, disagg_benchmark_of(model, concurrency, requests, warmup)
-
-
 def _operating_point(
-    res: ResolvedScenario, model: ColocatedModel | DisaggregatedModel, rate: float, good: Goodput, bounds: PhysicsBounds
+    res: ResolvedScenario[Any],
+    model: ColocatedModel | DisaggregatedModel,
+    rate: float,
+    good: Goodput,
+    bounds: PhysicsBounds,
 ) -> OperatingPoint:
     """The latencies at ``rate``, checked against the physics bounds."""
     snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
@@ -229,10 +200,10 @@ def _operating_point(
     return operating_point(snap, res.scenario.slo)
 
 
-def _warnings(res: ResolvedScenario) -> tuple[str, ...]:
+def _warnings(res: ResolvedScenario[Any]) -> tuple[str, ...]:
     """The scenario's warnings, plus uncalibrated kernel tables, mixed vendors and a missing price."""
     warnings = list(res.warnings)
-    tables = {hw.table.gpu: hw.table for hw in (res.prefill, res.decode, res.colocated) if hw}
+    tables = {hw.table.gpu: hw.table for _, hw in res.roles}
     warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
     vendors = cross_vendor_warning(res)
     if vendors is not None:
@@ -242,27 +213,13 @@ def _warnings(res: ResolvedScenario) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-def _prfaas(res: ResolvedScenario) -> dict[str, Any] | None:
+def _prfaas(res: ResolvedScenario[Any]) -> PrfaasResult | None:
     """The PrfaaS analysis when the scenario has a ``prfaas:`` block (lazy import: only those pay for it)."""
     if res.scenario.prfaas is None:
         return None
     from pdplan.serving.prfaas.evaluate import evaluate_prfaas
 
     return evaluate_prfaas(res)
-
-
-def check_physics(
-    res: ResolvedScenario, model: DisaggregatedModel | ColocatedModel, goodput: float, limit: float
-) -> PhysicsBounds:
-    """The physics invariants (:mod:`pdplan.serving.checks.physics`) of a result before it is reported: every
-    ceiling and floor at the goodput rate, the ceilings at the stability limit (both are rates the
-    result claims the deployment sustains); :class:`~pdplan.serving.checks.physics.PhysicsInvariantError`
-    (exit 1) on a breach. Returns the bounds, for more rates."""
-    top = limit * (1.0 - 1e-6)
-    bounds = physics_bounds(res, model)
-    check_operating_point(res, model, min(max(goodput, 1e-12), top), bounds=bounds)
-    check_ceilings(res, model, top, bounds=bounds)
-    return bounds
 
 
 def _snapshot_at(model: ServingModel, rate: float, limit: float, binding: str) -> Snapshot:

@@ -1,6 +1,6 @@
-"""Result records of ``evaluate`` (frozen dataclasses, SI units) and their JSON document.
+"""The record ``evaluate`` returns (frozen dataclasses, SI units) and its JSON document.
 
-JSON keys (ARCHITECTURE §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
+JSON keys (docs/architecture.md §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
 with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p50 p90 p99`` and
 ``attainment``; plus ``utilisation`` (at that rate, else at the goodput rate),
 ``binding_constraint``, ``convention``, ``warnings``.
@@ -11,66 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdplan.serving.snapshot import LatencySummary
+from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
+from pdplan.serving.operating_point import OperatingPoint
+from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.types import UtilisationKey
-
-
-@dataclass(frozen=True, slots=True)
-class OperatingPoint:
-    """Latencies, attainment and utilisations at one Poisson rate."""
-
-    rate_rps: float
-    ttft_s: LatencySummary
-    tpot_s: LatencySummary
-    attainment: float
-    utilisation: dict[UtilisationKey, float]
-    binding_constraint: str
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedLoop:
-    """Closed-loop fixed point: C clients, throughput X = C / E[response time](X)."""
-
-    concurrency: int
-    throughput_rps: float
-    mean_response_s: float
-    saturated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class BenchmarkLoop:
-    """What a closed-loop benchmark at concurrency C reports (:mod:`pdplan.benchmark.colocated_loop`)."""
-
-    tool: str
-    concurrency: int
-    requests: int
-    warmup: int
-    effective_concurrency: int
-    throughput_rps: float
-    mean_ttft_s: float
-    mean_tpot_s: float
-    steady_ttft_s: float
-    steady_tpot_s: float
-    burst_ttft_s: float
-    server_queue_s: float
-    request_overhead_s: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "tool": self.tool,
-            "concurrency": self.concurrency,
-            "requests": self.requests,
-            "warmup": self.warmup,
-            "effective_concurrency": self.effective_concurrency,
-            "throughput_rps": self.throughput_rps,
-            "mean_ttft_s": self.mean_ttft_s,
-            "mean_tpot_s": self.mean_tpot_s,
-            "steady_ttft_s": self.steady_ttft_s,
-            "steady_tpot_s": self.steady_tpot_s,
-            "burst_ttft_s": self.burst_ttft_s,
-            "server_queue_s": self.server_queue_s,
-            "request_overhead_s": self.request_overhead_s,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +40,7 @@ class Evaluation:
     closed_loop: ClosedLoop | None = None
     assumptions: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-    prfaas: dict[str, Any] | None = None
+    prfaas: PrfaasResult | None = None
     """A ``prfaas:`` scenario's remote-prefill analysis (:func:`pdplan.serving.prfaas.evaluate.evaluate_prfaas`)."""
     engine: dict[str, str] = field(default_factory=dict)
     """The engine profile: ``{name, version, source}``."""
@@ -140,7 +84,7 @@ class Evaluation:
         doc["assumptions"] = self.assumptions
         doc["warnings"] = list(self.warnings)
         if self.prfaas is not None:
-            doc["prfaas"] = self.prfaas
+            doc["prfaas"] = self.prfaas.to_document()
         return doc
 
     def _load_fields(self) -> dict[str, Any]:
