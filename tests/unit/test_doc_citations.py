@@ -4,7 +4,8 @@ A citation is ``docs/<name>.md §N`` or ``docs/<name>.md §N.M``, optionally fol
 (``docs/queueing.md §1, §2, §5.2``, ``§1.2–1.3``); text after the number (``§1.2(1)``) is not part of it, and only
 the leading ``N`` / ``N.M`` of a deeper number counts. The cited document must exist and carry the heading
 ``## N. Title`` (a section) or ``### N.M Title`` (a subsection). Design references outside the repository
-(``../shared``) and the legacy citation forms they used must not appear in the package, the docs or the README.
+(``../shared``) and the legacy citation forms they used must not appear in what a clone reads: the package, the docs,
+the README, the examples and the hardware catalogue.
 """
 
 from __future__ import annotations
