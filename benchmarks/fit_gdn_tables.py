@@ -3,7 +3,7 @@
 Usage: python benchmarks/fit_gdn_tables.py [--data ../shared/calibration/aiconfigurator-kernels] [--write]
 
 For each GPU with AIConfigurator GDN measurements (H100, H200, B200, L40S) and phase (prefill = the context
-kernels, decode = the generation kernels) :func:`pdplan.calibrate.fit_gdn.fit_gdn` fits the family of
+kernels, decode = the generation kernels) :func:`fitting.fit_gdn.fit_gdn` fits the family of
 :class:`pdplan.specs.kernel_table.LinearAttentionParams` on the conv + scan latency of each measured shape.
 A fit is written only where its P90 error over all rows is within ``MAX_P90_PCT``: a worse fit would not be a
 measurement-backed price, and that GPU keeps the roofline fallback (reports flag it as uncalibrated).
@@ -14,14 +14,17 @@ without rows copy H100's, as the fused-MoE entries do) and rewrites the GDN sect
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import numpy as np
 from fit_kernel_tables import REPO, gpu_spec
 from fit_moe_tables import write_gpu
+from fitting.fit_gdn import MAX_GDN_FIT_ROWS, PHASES, fit_gdn, read_gdn
 
-from pdplan.calibrate.fit_gdn import MAX_GDN_FIT_ROWS, PHASES, fit_gdn, read_gdn
 from pdplan.io.kernel_tables import load_kernel_table
 
 DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"

@@ -10,15 +10,18 @@ architecture, peaks taken at run time from the GPU's own datasheet (hardware_db/
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import yaml
+from fitting import fit_allreduce as fa
+from fitting import fit_families as ff
+from fitting import fit_gemm as fg
 
 from pdplan.calibrate import fit
-from pdplan.calibrate import fit_allreduce as fa
-from pdplan.calibrate import fit_families as ff
-from pdplan.calibrate import fit_gemm as fg
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import TABLE_DIR
 from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, GemmParams, KernelTable, PrefillTiling
@@ -150,7 +153,7 @@ def _gemm_entry(params: GemmParams) -> dict[str, Any]:
 def _gemm_note(params: GemmParams) -> str:
     small = (
         f". small_m: rows with m <= {params.small_m_tokens} fitted alone (vLLM's CUTLASS FP8 small-tile kernels; "
-        "pdplan/calibrate/fit_gemm.py GEMM_SMALL_M_TOKENS)"
+        "tools/fitting/fit_gemm.py GEMM_SMALL_M_TOKENS)"
         if params.small_m is not None
         else ""
     )

@@ -83,7 +83,7 @@ def section_lines(data: Path = DEFAULT_DATA) -> list[str]:
         rule,
         *BEFORE,
         "",
-        "Why the FP8 entries read slow at decode-sized m, and what changed (`pdplan/calibrate/fit_gemm.py`): "
+        "Why the FP8 entries read slow at decode-sized m, and what changed (`tools/fitting/fit_gemm.py`): "
         "(1) vLLM's CUTLASS FP8 `scaled_mm` runs M <= 128 on its own small-tile kernels, flat in m (H100, "
         "8192 x 8192: 29-33 us from m = 1 to 128, 47.6 us at 129), while one entry's ramp (m + m0)·n·k blended "
         "into the weight stream rose 29 % over the same range; the FP8 entries now carry a `small_m` entry "

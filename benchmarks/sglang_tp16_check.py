@@ -34,15 +34,17 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import engine_accuracy as ea  # benchmarks/ is on sys.path when this script runs
 import numpy as np
 from fit_kernel_tables import gpu_spec
+from fitting.fit_mla import predict_mla_s, read_mla
+from fitting.fit_moe import MoeRows, predict_moe_s, read_moe
 from moe_rows import moe_rows
 
 import pdplan.perf.expert_parallel as ep_mod
 import pdplan.serving.disagg_benchmark as db_mod
-from pdplan.calibrate.fit_mla import predict_mla_s, read_mla
-from pdplan.calibrate.fit_moe import MoeRows, predict_moe_s, read_moe
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.expert_parallel import allreduce_s
@@ -59,8 +61,8 @@ MOE_ROUTING_NOTE = (
     "hot expert per 32-expert group) and the collector routes them with DeepSeek's group-limited routing (8 groups, "
     "top-4), which keeps groups 0-3 and fills top-8 with tied cold experts, so only the 128 experts of groups 0-3 "
     "are read where serving spreads tokens over all 256. The DeepSeek table prices the rows with that routing "
-    "(`pdplan/calibrate/moe_grouped.py`, as the fit does; its 2-16-token rows are left out, "
-    "`pdplan/calibrate/fit_moe.py` `rerouted`); priced as 256 experts they were +36 % (median) before the refit. "
+    "(`tools/fitting/moe_grouped.py`, as the fit does; its 2-16-token rows are left out, "
+    "`tools/fitting/fit_moe.py` `rerouted`); priced as 256 experts they were +36 % (median) before the refit. "
     "The Kimi K2 shape (same expert matrices, no groups) shows what the model does at a 128-wide FP8 slice when the "
     "routing is the labelled one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2): "
     "128 experts read against 384 (512 balanced pairs cover all of Kimi K2's), plus the fixed costs both pay."

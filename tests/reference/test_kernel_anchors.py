@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import accuracy
 from support.calibration import calibration_file
 
-from pdplan.calibrate import accuracy, fit
+from pdplan.calibrate import fit
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.kernels import allreduce_time_s, gemm_time_s, prefill_attention_time_s

@@ -1,4 +1,4 @@
-"""MoE rows whose routing no priced law describes (pdplan.calibrate.fit_moe.rerouted)."""
+"""MoE rows whose routing no priced law describes (fitting.fit_moe.rerouted)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import csv
 from pathlib import Path
 
 import numpy as np
+from fitting.fit_moe import MOE_KERNELS, predict_moe_s, read_moe, rerouted
 from support.calibration import calibration_file
 
 from pdplan.calibrate.fit import error_stats
-from pdplan.calibrate.fit_moe import MOE_KERNELS, predict_moe_s, read_moe, rerouted
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.specs.hardware import GpuSpec

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting.fit_families import stub_table
 from support.calibration import calibration_file
 
-from pdplan.calibrate.fit_families import stub_table
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape
@@ -107,8 +107,9 @@ def test_more_ep_never_slower_per_gpu() -> None:
 
 def test_shipped_fit_within_target() -> None:
     """The shipped entries against every measured row (docs/kernel_accuracy.md): median <= 10 %, P90 <= 25 %."""
+    from fitting.fit_wideep import FILES, predict_wideep_s, read_wideep
+
     from pdplan.calibrate.fit import error_stats
-    from pdplan.calibrate.fit_wideep import FILES, predict_wideep_s, read_wideep
 
     c = open_catalog()
     for gpu_id, sub in (("h100-sxm", "h100_sxm"), ("b200", "b200_sxm")):
