@@ -1,6 +1,6 @@
 """Regenerate pdplan/data/kernel_tables/*.yaml from the AIConfigurator kernel measurements.
 
-Usage: python benchmarks/fit_kernel_tables.py [--data ../shared/calibration/aiconfigurator-kernels]
+Usage: python benchmarks/fit_kernel_tables.py [--data DIR]
 
 Measured GPUs get calibrated tables (fitted per family, numbers rounded to 4 significant digits so the
 output is deterministic); the others get derived tables: efficiencies copied from the nearest measured
@@ -17,6 +17,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import yaml
+from data_root import KERNEL_DATA, calibration_path
 from fitting import fit_allreduce as fa
 from fitting import fit_families as ff
 from fitting import fit_gemm as fg
@@ -28,7 +29,6 @@ from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, GemmP
 from pdplan.specs.hardware import GpuSpec
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 MEASURED = {
     "a100-sxm-80gb": "a100_sxm",
     "h100-sxm": "h100_sxm",
@@ -287,8 +287,11 @@ def write(table: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {KERNEL_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     args = parser.parse_args()
+    args.data = args.data or calibration_path(KERNEL_DATA)
     TABLE_DIR.mkdir(exist_ok=True)
     measured = {gid: fit_measured(gid, args.data / sub) for gid, sub in MEASURED.items()}
     for table in measured.values():

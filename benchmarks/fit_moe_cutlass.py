@@ -1,6 +1,6 @@
 """Fit TensorRT-LLM's CUTLASS FP8 MoE entries (``pdplan/data/moe_cutlass/<gpu>.yaml``) and record their accuracy.
 
-Usage: python benchmarks/fit_moe_cutlass.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_cutlass.py [--data DIR] [--write]
 
 For H100 and H200 (the Hopper GPUs whose ``moe_vllm.csv`` measures the FlashInfer CUTLASS path, i.e.
 TensorRT-LLM's CUTLASS MoE GEMMs: :mod:`pdplan.perf.moe_cutlass`) :func:`fitting.fit_moe.fit_moe` fits
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/
 
 import numpy as np
 import yaml
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import REPO, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA
 from fitting.fit_families import stub_table
 from fitting.fit_moe import MAX_MOE_FIT_ROWS, MoeRows, fit_moe, held_out, predict_moe_s, read_moe
 
@@ -102,9 +102,10 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[MoeParams, list[str], str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    ap.add_argument("--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     doc = [
         "# TensorRT-LLM's CUTLASS FP8 MoE entry (pdplan/data/moe_cutlass)",
         "",

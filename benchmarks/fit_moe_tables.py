@@ -1,6 +1,6 @@
 """Fit the fused-MoE entries (``moe:``) of the measured kernel tables and print their accuracy.
 
-Usage: python benchmarks/fit_moe_tables.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_tables.py [--data DIR] [--write]
 
 For each GPU with AIConfigurator MoE measurements (H100, H200, B200) and dtype (bf16, fp8) the engine's
 default fused-MoE kernel (:data:`fitting.fit_moe.MOE_KERNELS`) is fitted on ``moe_vllm.csv``
@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/
 
 import numpy as np
 import yaml
-from fit_kernel_tables import REPO, gpu_spec
+from data_root import MOE_DATA, calibration_path
+from fit_kernel_tables import gpu_spec
 from fitting.fit_a2a import fit_a2a, predict_s, read_deepep, read_vllm_a2a
 from fitting.fit_families import stub_table
 from fitting.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, held_out, predict_moe_s, read_moe
@@ -32,7 +33,6 @@ from pdplan.perf.kernels import GemmFlavour
 from pdplan.perf.moe_a2a import A2aPhase
 from pdplan.specs.kernel_table import A2aMode
 
-DEFAULT_MOE_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-moe"
 MOE_GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm"}
 FLAVOURS: tuple[GemmFlavour, ...] = ("bf16", "fp8")
 A2A_MODES: tuple[A2aMode, ...] = ("normal", "low_latency")
@@ -219,11 +219,14 @@ def derive_moe() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--gpu", action="append", choices=sorted(MOE_GPUS))
     parser.add_argument("--only", choices=("moe", "ep_a2a"), help="fit one group only")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id in args.gpu or list(MOE_GPUS):
         if args.only != "ep_a2a":
             entries, sources = fit_gpu(gpu_id, args.data)

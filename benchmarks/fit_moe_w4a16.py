@@ -1,6 +1,6 @@
 """Fit the W4A16 MXFP4 MoE entries (``pdplan/data/moe_w4a16/<gpu>.yaml``) and print their accuracy.
 
-Usage: python benchmarks/fit_moe_w4a16.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_w4a16.py [--data DIR] [--write]
 
 For H100 and H200 (the Hopper GPUs with AIConfigurator gpt-oss MoE measurements; B200 runs MXFP4 on its FP4
 tensor cores, another kernel) :func:`fitting.fit_moe_w4a16.fit_w4a16` fits the OAI Triton
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/
 
 import numpy as np
 import yaml
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA
 from fitting.fit_families import stub_table
 from fitting.fit_moe import MoeRows, read_moe
 from fitting.fit_moe_w4a16 import MAX_ROWS, W4A16_DTYPE, W4A16_KERNEL, fit_w4a16, predict_w4a16_s
@@ -41,9 +41,10 @@ def _split(rows: MoeRows, keep: np.ndarray) -> MoeRows:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    ap.add_argument("--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id, folder in GPUS.items():
         rows = read_moe(args.data / folder / "moe_vllm.csv", W4A16_DTYPE, W4A16_KERNEL)
         gpu, stub = gpu_spec(gpu_id), stub_table(gpu_id)

@@ -1,6 +1,6 @@
 """Fit SGLang's wide-EP MoE entries (``moe_wideep:``) of the measured kernel tables and print their accuracy.
 
-Usage: python benchmarks/fit_wideep_tables.py [--data ../shared/calibration/aiconfigurator-moe] [--write] [--doc]
+Usage: python benchmarks/fit_wideep_tables.py [--data DIR] [--write] [--doc]
 
 For H100, H200 and B200 and each phase, :func:`fitting.fit_wideep.fit_wideep` fits
 ``wideep_{context,generation}_moe_sglang.csv``; ``--write`` puts the entries and their sources into
@@ -19,8 +19,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import numpy as np
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import REPO, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA, MOE_GPUS, write_gpu
+from fit_moe_tables import MOE_GPUS, write_gpu
 from fitting.fit_families import stub_table
 from fitting.fit_wideep import FILES, fit_wideep, predict_wideep_s, read_wideep
 
@@ -133,10 +134,13 @@ def write_doc(data: Path, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--doc", action="store_true")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id in MOE_GPUS:
         entries, sources = fit_gpu(gpu_id, args.data)
         for key, line in sources.items():

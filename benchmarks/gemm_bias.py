@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fit_kernel_tables import DEFAULT_DATA, MEASURED, gpu_spec
+from data_root import KERNEL_DATA, calibration_path
+from fit_kernel_tables import MEASURED, gpu_spec
 
 from pdplan.calibrate import fit
 from pdplan.io.kernel_tables import load_kernel_table
@@ -53,7 +54,8 @@ def bias_row(gpu_id: str, table: KernelTable, data_dir: Path, flavour: str) -> s
     return f"| {gpu_id} | {flavour} | " + " | ".join(cells) + " |"
 
 
-def section_lines(data: Path = DEFAULT_DATA) -> list[str]:
+def section_lines(data: Path | None = None) -> list[str]:
+    data = data or calibration_path(KERNEL_DATA)
     bands = [f"m {lo}-{hi}" if hi < 1 << 29 else f"m > {lo - 1}" for lo, hi in BANDS]
     head = (
         "| GPU | dtype | " + " | ".join([*(f"{b}, n·k >= 16 M" for b in bands), *(f"{b}, all" for b in bands)]) + " |"

@@ -20,8 +20,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import numpy as np
-from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA, a2a_accuracy_lines, accuracy_lines, refit_lines
+from data_root import KERNEL_DATA, MOE_DATA, calibration_path
+from fit_kernel_tables import KERNELS, MEASURED, REPO, TILINGS, gpu_spec
+from fit_moe_tables import a2a_accuracy_lines, accuracy_lines, refit_lines
 from fit_wideep_tables import section_lines as wideep_lines
 from fitting import accuracy
 from fitting import fit_allreduce as fa
@@ -117,11 +118,17 @@ def _gdn_section(path: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--moe-data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {KERNEL_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
+    parser.add_argument(
+        "--moe-data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "kernel_accuracy.md")
     parser.add_argument("--moe-only", action="store_true", help="regenerate only the MoE/MLA/EP sections of --out")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(KERNEL_DATA)
+    args.moe_data = args.moe_data or calibration_path(MOE_DATA)
     gdn = _gdn_section(args.out)
     if args.moe_only:
         dense = args.out.read_text(encoding="utf-8").split("## Fused MoE")[0].rstrip("\n").split("\n")
