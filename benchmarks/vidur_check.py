@@ -3,7 +3,8 @@
 Vidur (Microsoft, MLSys'24) published per-operator timings of one transformer layer on one GPU for several models,
 token counts and TP degrees (``vidur-profiling/compute/{a100,h100}/*/*/mlp.csv`` of the calibration data folder,
 ``benchmarks/data_root.py``; a sarathi-serve build, bf16). pdplan never saw these rows when its tables were fitted
-(they were fitted on AIConfigurator's kernels), so this is an out-of-sample test of the roofline's non-attention part of a layer:
+(they were fitted on AIConfigurator's kernels), so this is an out-of-sample test of the roofline's non-attention
+part of a layer:
 
     measured  = input_layernorm + attn_pre_proj + attn_rope + attn_post_proj + post_attention_layernorm
                 + mlp_up_proj + mlp_act + mlp_down_proj + add            (medians, ms; collectives excluded)
