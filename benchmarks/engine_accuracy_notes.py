@@ -122,7 +122,7 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   signed / abs, 256-32,768 tokens). (2) The fused MoE at the 128-wide TP16 slice (one FP8 128-block per GPU) matches
   `moe_vllm.csv`'s DeepSeek rows at moe-TP 16 (+0.3 / 9.5 %) priced as what they measure: AIConfigurator's synthetic
   logits meet DeepSeek's group-limited routing in the collector, which keeps 4 of 8 groups and fills top-8 with tied
-  cold experts, so only the 128 experts of groups 0-3 are read (`pdplan/calibrate/moe_grouped.py`; priced as 256
+  cold experts, so only the 128 experts of groups 0-3 are read (`tools/fitting/moe_grouped.py`; priced as 256
   experts, as serving spreads them, the rows were +36 % before the refit); the Kimi K2 rows, the same 7,168 x 2,048
   expert matrices and top-8 without groups, match too (+5.3 / 5.3 %). So neither kernel is priced fast. (3) The
   all-reduce over two nodes is the hierarchical form NCCL runs (NVLink all-reduce inside the node + a ring of each

@@ -4,7 +4,8 @@ Model (:mod:`pdplan.benchmark.colocated_loop`, "Eager steps"): TensorRT-LLM's Py
 decode-only batches only, so every step that carries prefill tokens is launched kernel by kernel and takes
 ``max(G, L_moe·h)``: G its GPU time, L_moe the MoE layers one GPU runs, h the host's launch time per MoE layer.
 
-Rows: the colocated Qwen3-235B-A22B-FP8 rows of ``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv`` on
+Rows: the colocated Qwen3-235B-A22B-FP8 rows of the AIConfigurator 0.12.0 end-to-end sample, H100 rows
+(``aiconfigurator-silicon/h100_sxm.csv`` via ``benchmarks/data_root.py``) on
 TensorRT-LLM 1.0.0rc3 (the shipped profile's version; TP4 EP4, TP4 EP2, TP8 EP8; ISL 128-1,024, OSL 128-512,
 C 4-128), each priced as ``benchmarks/engine_accuracy.py --moe`` prices it (the shipped profile, aiperf 20·C after
 2·C warm-up), with h replaced. They are the only MoE rows of the profile's version; the dense rows have no MoE
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from data_root import SILICON_H100, calibration_path
 from moe_rows import moe_rows, scenario_dict  # benchmarks/ is on sys.path when run as a script
 
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_loop
@@ -43,7 +45,6 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV = ROOT / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"
 GRID_S = np.arange(0.0, 2.0e-3 + 1e-9, 1e-5)
 BOOTSTRAP = 200
 
@@ -51,7 +52,7 @@ BOOTSTRAP = 200
 def fit_rows() -> list[dict[str, Any]]:
     """The TensorRT-LLM 1.0.0rc3 colocated MoE rows with their loop inputs (h = 0) and MoE layers per GPU."""
     catalog = open_catalog()
-    todo, _ = moe_rows(CSV)
+    todo, _ = moe_rows(calibration_path(SILICON_H100))
     out = []
     for row in todo:
         if row["engine"] != "trtllm" or row["mode"] != "agg" or not row["version"].startswith("1.0.0rc3"):

@@ -1,7 +1,8 @@
 """Fit each shipped engine profile's per-step overhead and per-collective latency to the H100 closed-loop runs.
 
-The only end-to-end data pdplan fits on (``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv``, the colocated
-rows that ``benchmarks/engine_accuracy.py`` prices). With the profile's step and collective terms set to 0, the TPOT
+The only end-to-end data pdplan fits on (the AIConfigurator 0.12.0 end-to-end sample, H100 rows,
+``aiconfigurator-silicon/h100_sxm.csv`` via ``benchmarks/data_root.py``: the colocated rows that
+``benchmarks/engine_accuracy.py`` prices). With the profile's step and collective terms set to 0, the TPOT
 deficit of each row (measured − predicted, seconds) is regressed on ``[1, 2·layers·(TP > 1)]`` with non-negative
 coefficients (scipy ``nnls``, relative weights 1/measured): every engine step pays both terms and a TPOT is one
 step per token, so the deficit moves 1:1 with them. Prints the fitted values and the residual median; the profiles'
@@ -19,7 +20,8 @@ from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_accuracy import CSV, predict, rows
+from data_root import SILICON_H100, calibration_path
+from engine_accuracy import predict, rows
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.engines import load_engine
@@ -46,7 +48,7 @@ def main() -> None:
         for engine in ("vllm", "sglang", "trtllm"):
             zeroed_profile(engine, Path(tmp))
         catalog = open_catalog([Path(tmp)])
-        data = rows(CSV, moe=False)
+        data = rows(calibration_path(SILICON_H100), moe=False)
         for engine in ("vllm", "sglang", "trtllm"):
             sel = [r for r in data if r["engine"] == engine]
             a, y, meas = [], [], []

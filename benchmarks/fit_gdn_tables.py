@@ -1,9 +1,9 @@
 """Fit the Gated DeltaNet entries (``linear_attention:``) of the measured kernel tables and write their accuracy.
 
-Usage: python benchmarks/fit_gdn_tables.py [--data ../shared/calibration/aiconfigurator-kernels] [--write]
+Usage: python benchmarks/fit_gdn_tables.py [--data DIR] [--write]
 
 For each GPU with AIConfigurator GDN measurements (H100, H200, B200, L40S) and phase (prefill = the context
-kernels, decode = the generation kernels) :func:`pdplan.calibrate.fit_gdn.fit_gdn` fits the family of
+kernels, decode = the generation kernels) :func:`fitting.fit_gdn.fit_gdn` fits the family of
 :class:`pdplan.specs.kernel_table.LinearAttentionParams` on the conv + scan latency of each measured shape.
 A fit is written only where its P90 error over all rows is within ``MAX_P90_PCT``: a worse fit would not be a
 measurement-backed price, and that GPU keeps the roofline fallback (reports flag it as uncalibrated).
@@ -14,17 +14,20 @@ without rows copy H100's, as the fused-MoE entries do) and rewrites the GDN sect
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import numpy as np
+from data_root import KERNEL_DATA, calibration_path
 from fit_kernel_tables import REPO, gpu_spec
 from fit_moe_tables import write_gpu
+from fitting.fit_gdn import MAX_GDN_FIT_ROWS, PHASES, fit_gdn, read_gdn
 
-from pdplan.calibrate.fit_gdn import MAX_GDN_FIT_ROWS, PHASES, fit_gdn, read_gdn
 from pdplan.io.kernel_tables import load_kernel_table
 
-DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 GDN_GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm", "l40s": "l40s"}
 GDN_DERIVED = {"h100-pcie": "h100-sxm", "h800-sxm": "h100-sxm", "h20": "h100-sxm"}
 """Hopper parts without GDN rows: H100 SXM's efficiencies (same kernels; peaks from their own datasheets)."""
@@ -102,9 +105,12 @@ def write_doc(lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {KERNEL_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(KERNEL_DATA)
     results = {gpu_id: fit_gpu(gpu_id, args.data) for gpu_id in GDN_GPUS}
     for gpu_id, recs in results.items():
         for r in recs:

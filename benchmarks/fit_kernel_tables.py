@@ -1,6 +1,6 @@
 """Regenerate pdplan/data/kernel_tables/*.yaml from the AIConfigurator kernel measurements.
 
-Usage: python benchmarks/fit_kernel_tables.py [--data ../shared/calibration/aiconfigurator-kernels]
+Usage: python benchmarks/fit_kernel_tables.py [--data DIR]
 
 Measured GPUs get calibrated tables (fitted per family, numbers rounded to 4 significant digits so the
 output is deterministic); the others get derived tables: efficiencies copied from the nearest measured
@@ -10,22 +10,25 @@ architecture, peaks taken at run time from the GPU's own datasheet (hardware_db/
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import yaml
+from data_root import KERNEL_DATA, calibration_path
+from fitting import fit_allreduce as fa
+from fitting import fit_families as ff
+from fitting import fit_gemm as fg
 
 from pdplan.calibrate import fit
-from pdplan.calibrate import fit_allreduce as fa
-from pdplan.calibrate import fit_families as ff
-from pdplan.calibrate import fit_gemm as fg
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import TABLE_DIR
 from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, GemmParams, KernelTable, PrefillTiling
 from pdplan.specs.hardware import GpuSpec
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 MEASURED = {
     "a100-sxm-80gb": "a100_sxm",
     "h100-sxm": "h100_sxm",
@@ -150,7 +153,7 @@ def _gemm_entry(params: GemmParams) -> dict[str, Any]:
 def _gemm_note(params: GemmParams) -> str:
     small = (
         f". small_m: rows with m <= {params.small_m_tokens} fitted alone (vLLM's CUTLASS FP8 small-tile kernels; "
-        "pdplan/calibrate/fit_gemm.py GEMM_SMALL_M_TOKENS)"
+        "tools/fitting/fit_gemm.py GEMM_SMALL_M_TOKENS)"
         if params.small_m is not None
         else ""
     )
@@ -284,8 +287,11 @@ def write(table: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {KERNEL_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     args = parser.parse_args()
+    args.data = args.data or calibration_path(KERNEL_DATA)
     TABLE_DIR.mkdir(exist_ok=True)
     measured = {gid: fit_measured(gid, args.data / sub) for gid, sub in MEASURED.items()}
     for table in measured.values():

@@ -1,11 +1,11 @@
 """Fit TensorRT-LLM's CUTLASS FP8 MoE entries (``pdplan/data/moe_cutlass/<gpu>.yaml``) and record their accuracy.
 
-Usage: python benchmarks/fit_moe_cutlass.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_cutlass.py [--data DIR] [--write]
 
 For H100 and H200 (the Hopper GPUs whose ``moe_vllm.csv`` measures the FlashInfer CUTLASS path, i.e.
-TensorRT-LLM's CUTLASS MoE GEMMs: :mod:`pdplan.perf.moe_cutlass`) :func:`pdplan.calibrate.fit_moe.fit_moe` fits
+TensorRT-LLM's CUTLASS MoE GEMMs: :mod:`pdplan.perf.moe_cutlass`) :func:`fitting.fit_moe.fit_moe` fits
 the ``fp8_block`` rows of ``vllm_fp8moe_flashinfer_cutlass_flashinferexperts`` (EP 2-256, moe_tp 1, every model
-shape; DeepSeek-V3's rows as :func:`pdplan.calibrate.fit_moe.rerouted` keeps them). Printed and written to
+shape; DeepSeek-V3's rows as :func:`fitting.fit_moe.rerouted` keeps them). Printed and written to
 ``docs/fit_moe_cutlass.md``: the fit's median / P90 |error| over all rows and per EP, a held-out check (fit on 3/4
 of the model shapes, score the rest) and, at Qwen3-235B-A22B's shape (the TensorRT-LLM silicon rows' model), the
 signed median error of this entry and of the kernel table's Triton ``moe.fp8`` entry (what TensorRT-LLM's experts
@@ -15,16 +15,19 @@ were priced with before). ``--write`` writes each entry with its source.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import numpy as np
 import yaml
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import REPO, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA
+from fitting.fit_families import stub_table
+from fitting.fit_moe import MAX_MOE_FIT_ROWS, MoeRows, fit_moe, held_out, predict_moe_s, read_moe
 
 from pdplan.calibrate.fit import error_stats
-from pdplan.calibrate.fit_families import stub_table
-from pdplan.calibrate.fit_moe import MAX_MOE_FIT_ROWS, MoeRows, fit_moe, held_out, predict_moe_s, read_moe
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.moe_cutlass import CUTLASS_DIR, CUTLASS_DTYPE, CUTLASS_KERNEL
 from pdplan.specs.kernel_table import MoeParams
@@ -99,9 +102,10 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[MoeParams, list[str], str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    ap.add_argument("--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     doc = [
         "# TensorRT-LLM's CUTLASS FP8 MoE entry (pdplan/data/moe_cutlass)",
         "",

@@ -1,10 +1,10 @@
 """Fit the fused-MoE entries (``moe:``) of the measured kernel tables and print their accuracy.
 
-Usage: python benchmarks/fit_moe_tables.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_tables.py [--data DIR] [--write]
 
 For each GPU with AIConfigurator MoE measurements (H100, H200, B200) and dtype (bf16, fp8) the engine's
-default fused-MoE kernel (:data:`pdplan.calibrate.fit_moe.MOE_KERNELS`) is fitted on ``moe_vllm.csv``
-(:func:`pdplan.calibrate.fit_moe.fit_moe`); ``--write`` puts the entries and their sources into
+default fused-MoE kernel (:data:`fitting.fit_moe.MOE_KERNELS`) is fitted on ``moe_vllm.csv``
+(:func:`fitting.fit_moe.fit_moe`); ``--write`` puts the entries and their sources into
 ``pdplan/data/kernel_tables/<gpu>.yaml`` (the other groups are kept as they are;
 ``benchmarks/fit_kernel_tables.py`` keeps an existing ``moe`` block when it rewrites a table).
 :func:`accuracy_lines` is the MoE section of ``docs/kernel_accuracy.md``.
@@ -13,23 +13,26 @@ default fused-MoE kernel (:data:`pdplan.calibrate.fit_moe.MOE_KERNELS`) is fitte
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import numpy as np
 import yaml
-from fit_kernel_tables import REPO, gpu_spec
+from data_root import MOE_DATA, calibration_path
+from fit_kernel_tables import gpu_spec
+from fitting.fit_a2a import fit_a2a, predict_s, read_deepep, read_vllm_a2a
+from fitting.fit_families import stub_table
+from fitting.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, held_out, predict_moe_s, read_moe
 
 from pdplan.calibrate.fit import ErrorStats, error_stats
-from pdplan.calibrate.fit_a2a import fit_a2a, predict_s, read_deepep, read_vllm_a2a
-from pdplan.calibrate.fit_families import stub_table
-from pdplan.calibrate.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, held_out, predict_moe_s, read_moe
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.perf.kernels import GemmFlavour
 from pdplan.perf.moe_a2a import A2aPhase
 from pdplan.specs.kernel_table import A2aMode
 
-DEFAULT_MOE_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-moe"
 MOE_GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm"}
 FLAVOURS: tuple[GemmFlavour, ...] = ("bf16", "fp8")
 A2A_MODES: tuple[A2aMode, ...] = ("normal", "low_latency")
@@ -51,7 +54,7 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         sources[f"moe.{flavour}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/moe_vllm.csv, moe_dtype={moe_dtype}, kernel_source={kernel} "
             "(balanced and power-law routing; DeepSeek-V3's balanced rows with the group-limited routing they "
-            "measure, pdplan/calibrate/moe_grouped.py, its power-law rows left out, fit_moe.rerouted); "
+            "measure, tools/fitting/moe_grouped.py, its power-law rows left out, fit_moe.rerouted); "
             f"fitted on <= {MAX_MOE_FIT_ROWS} rows, median / P90 |err| over "
             f"all {stats.n} rows: {stats.cell()} %"
         )
@@ -109,7 +112,7 @@ def cell_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> dict[str, Error
 
 
 def rerouted_stats(gpu_id: str, flavour: GemmFlavour, data: Path) -> tuple[int, ErrorStats]:
-    """Rows the reader leaves out (:func:`pdplan.calibrate.fit_moe.rerouted`: DeepSeek-V3 power-law rows, and 2-31
+    """Rows the reader leaves out (:func:`fitting.fit_moe.rerouted`: DeepSeek-V3 power-law rows, and 2-31
     token balanced rows where vLLM's router selects), and the shipped entry's errors over every row, those included."""
     table = load_kernel_table(gpu_id)
     moe_dtype, kernel = MOE_KERNELS[MOE_GPUS[gpu_id]][flavour]
@@ -153,7 +156,7 @@ def refit_lines(data: Path) -> list[str]:
 
 def accuracy_lines(data: Path) -> list[str]:
     """The "Fused MoE" table of docs/kernel_accuracy.md: shipped entries against every measured row, and the
-    held-out check (:func:`pdplan.calibrate.fit_moe.held_out`: fit on 3/4 of the model shapes, score the rest)."""
+    held-out check (:func:`fitting.fit_moe.held_out`: fit on 3/4 of the model shapes, score the rest)."""
     lines = [
         "| GPU | dtype | kernel | rows | all | balanced | power-law | held-out shapes (rows) | all-pairs traffic |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -216,11 +219,14 @@ def derive_moe() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--gpu", action="append", choices=sorted(MOE_GPUS))
     parser.add_argument("--only", choices=("moe", "ep_a2a"), help="fit one group only")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id in args.gpu or list(MOE_GPUS):
         if args.only != "ep_a2a":
             entries, sources = fit_gpu(gpu_id, args.data)

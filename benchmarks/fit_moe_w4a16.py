@@ -1,9 +1,9 @@
 """Fit the W4A16 MXFP4 MoE entries (``pdplan/data/moe_w4a16/<gpu>.yaml``) and print their accuracy.
 
-Usage: python benchmarks/fit_moe_w4a16.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/fit_moe_w4a16.py [--data DIR] [--write]
 
 For H100 and H200 (the Hopper GPUs with AIConfigurator gpt-oss MoE measurements; B200 runs MXFP4 on its FP4
-tensor cores, another kernel) :func:`pdplan.calibrate.fit_moe_w4a16.fit_w4a16` fits the OAI Triton
+tensor cores, another kernel) :func:`fitting.fit_moe_w4a16.fit_w4a16` fits the OAI Triton
 ``matmul_ogs`` rows of ``moe_vllm.csv`` with EP 1 (vLLM shards experts over TP unless ``--enable-expert-parallel``
 is given, and every gpt-oss row of the silicon CSV runs EP 1; under EP the kernel pays a further ~30 µs per layer
 for its expert map, which one fixed term cannot hold for both: the EP > 1 rows' errors are printed and recorded);
@@ -14,17 +14,20 @@ for its expert map, which one fixed term cannot hold for both: the EP > 1 rows' 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
 
 import numpy as np
 import yaml
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA
+from fitting.fit_families import stub_table
+from fitting.fit_moe import MoeRows, read_moe
+from fitting.fit_moe_w4a16 import MAX_ROWS, W4A16_DTYPE, W4A16_KERNEL, fit_w4a16, predict_w4a16_s
 
 from pdplan.calibrate.fit import error_stats
-from pdplan.calibrate.fit_families import stub_table
-from pdplan.calibrate.fit_moe import MoeRows, read_moe
-from pdplan.calibrate.fit_moe_w4a16 import MAX_ROWS, W4A16_DTYPE, W4A16_KERNEL, fit_w4a16, predict_w4a16_s
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.moe_w4a16 import W4A16_DIR
 
@@ -38,9 +41,10 @@ def _split(rows: MoeRows, keep: np.ndarray) -> MoeRows:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    ap.add_argument("--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id, folder in GPUS.items():
         rows = read_moe(args.data / folder / "moe_vllm.csv", W4A16_DTYPE, W4A16_KERNEL)
         gpu, stub = gpu_spec(gpu_id), stub_table(gpu_id)

@@ -2,7 +2,8 @@
 
 ``pdplan calibrate``'s two-stage fit (:func:`pdplan.calibrate.engine_fit.fit_overheads`: the step terms on TPOT,
 then ``request_s`` and ``startup_cohorts`` on TTFT) on every colocated dense row of
-``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv`` whose engine and version match the shipped profile
+the AIConfigurator 0.12.0 end-to-end sample, H100 rows (``aiconfigurator-silicon/h100_sxm.csv`` via
+``benchmarks/data_root.py``) whose engine and version match the shipped profile
 (vLLM: the 93 rows of 0.12.0; the unversioned Llama-3.1-70B rows are another version). ``collective_s`` is held at
 the profile's 0: the kernel table's all-reduce already matches the measured custom all-reduce within ~1 µs at TP 2/4/8
 (docs/accuracy_engines_calibration.md, findings), and nearly every row has TP > 1, so a per-collective term would
@@ -18,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from silicon_runs import DEFAULT_DATA, silicon_runs
+from data_root import SILICON_H100, calibration_path
+from silicon_runs import silicon_runs
 
 from pdplan.calibrate import benchmarks as cb
 from pdplan.io.catalog import open_catalog
@@ -31,8 +33,9 @@ def main() -> None:
     engine = sys.argv[1] if len(sys.argv) > 1 else "vllm"
     catalog = open_catalog()
     version = catalog.engine(engine).version
-    runs = [r for r in silicon_runs(DEFAULT_DATA) if r.engine == engine and r.extra.get("version") == version]
-    report = cb.fit_runs(runs, catalog, engine, files=[DEFAULT_DATA.name], name=engine, held=HELD)
+    data = calibration_path(SILICON_H100)
+    runs = [r for r in silicon_runs(data) if r.engine == engine and r.extra.get("version") == version]
+    report = cb.fit_runs(runs, catalog, engine, files=[data.name], name=engine, held=HELD)
     print(f"{engine} {version}: {len(runs)} rows; held at the profile's values: {', '.join(HELD)}")
     for term in report.terms:
         print(f"  {term.name}: {term.value_s!r} ± {term.std_s!r} ({term.status})")

@@ -1,7 +1,8 @@
 """Fit the ``vllm-0.18`` profile's per-step host time and per-layer request time on the vLLM 0.18 rows of the H100
 silicon CSV (held out too).
 
-Rows: the colocated vLLM 0.18.0 rows of ``../shared/calibration/aiconfigurator-silicon/h100_sxm.csv`` (gpt-oss-120b
+Rows: the colocated vLLM 0.18.0 rows of the AIConfigurator 0.12.0 end-to-end sample, H100 rows
+(``aiconfigurator-silicon/h100_sxm.csv`` via ``benchmarks/data_root.py``; gpt-oss-120b
 MXFP4 TP2/4/8, MiniMax-M2.5 FP8 TP4 EP4; read by ``benchmarks/moe_rows.py``), priced with the profile's step term set
 to 0. As ``benchmarks/fit_engine_overheads.py`` does, each row's TPOT deficit (measured − predicted) is regressed on
 ``[1]`` with a non-negative coefficient and relative weights 1/measured (scipy ``nnls``); the collective term stays 0
@@ -31,7 +32,8 @@ from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_accuracy import CSV, predict
+from data_root import SILICON_H100, calibration_path
+from engine_accuracy import predict
 from moe_rows import moe_rows
 
 from pdplan.io.catalog import open_catalog
@@ -49,7 +51,8 @@ def _deficits(folder: Path, step_s: float = 0.0, per_layer_s: float | None = Non
     (folder / "engines").mkdir(parents=True, exist_ok=True)
     (folder / "engines" / f"{PROFILE}.yaml").write_text(yaml.safe_dump(data))
     catalog = open_catalog([folder])
-    todo = [r for r in moe_rows(CSV)[0] if r["engine"] == "vllm" and r["version"].startswith("0.18")]
+    silicon = calibration_path(SILICON_H100)
+    todo = [r for r in moe_rows(silicon)[0] if r["engine"] == "vllm" and r["version"].startswith("0.18")]
     out = []
     for row in todo:
         pred = predict(row, catalog)

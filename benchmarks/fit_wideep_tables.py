@@ -1,8 +1,8 @@
 """Fit SGLang's wide-EP MoE entries (``moe_wideep:``) of the measured kernel tables and print their accuracy.
 
-Usage: python benchmarks/fit_wideep_tables.py [--data ../shared/calibration/aiconfigurator-moe] [--write] [--doc]
+Usage: python benchmarks/fit_wideep_tables.py [--data DIR] [--write] [--doc]
 
-For H100, H200 and B200 and each phase, :func:`pdplan.calibrate.fit_wideep.fit_wideep` fits
+For H100, H200 and B200 and each phase, :func:`fitting.fit_wideep.fit_wideep` fits
 ``wideep_{context,generation}_moe_sglang.csv``; ``--write`` puts the entries and their sources into
 ``pdplan/data/kernel_tables/<gpu>.yaml`` (other groups kept) and copies H100 SXM's into the Hopper parts without
 rows (marked NOT MEASURED); ``--doc`` rewrites the "Wide-EP MoE" section of ``docs/kernel_accuracy.md`` from the
@@ -12,16 +12,20 @@ shipped tables (:func:`section_lines`; ``benchmarks/kernel_accuracy.py`` appends
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import numpy as np
+from data_root import MOE_DATA, calibration_path
 from fit_kernel_tables import REPO, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA, MOE_GPUS, write_gpu
+from fit_moe_tables import MOE_GPUS, write_gpu
+from fitting.fit_families import stub_table
+from fitting.fit_wideep import FILES, fit_wideep, predict_wideep_s, read_wideep
 
 from pdplan.calibrate.fit import ErrorStats, error_stats
-from pdplan.calibrate.fit_families import stub_table
-from pdplan.calibrate.fit_wideep import FILES, fit_wideep, predict_wideep_s, read_wideep
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.specs.moe_wideep import WideEpPhase
 
@@ -42,7 +46,7 @@ def fit_gpu(gpu_id: str, data: Path) -> tuple[dict[str, Any], dict[str, str]]:
         entries[phase] = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in params.model_dump().items()}
         sources[f"moe_wideep.{phase}"] = (
             f"aiconfigurator-moe/{MOE_GPUS[gpu_id]}/{FILES[phase]} (SGLang 0.5.10 DeepEPMoE.run_moe_core, DeepGEMM "
-            f"FP8 block, DeepSeek-V3 shape, EP 2-256, uniform and power-law routing; pdplan/calibrate/fit_wideep.py), "
+            f"FP8 block, DeepSeek-V3 shape, EP 2-256, uniform and power-law routing; tools/fitting/fit_wideep.py), "
             f"median / P90 |err| over all {stats.n} rows: {stats.cell()} %"
         )
     return entries, sources
@@ -83,7 +87,7 @@ def section_lines(data: Path) -> list[str]:
         "the `ep_a2a` entry) against every row of "
         "`aiconfigurator-moe/<gpu>/wideep_{context,generation}_moe_sglang.csv` "
         "(SGLang 0.5.10, DeepSeek-V3's MoE shape, FP8 block weights, EP 2-256). The collector's inputs are modelled "
-        "as it builds them (`pdplan/calibrate/fit_wideep.py`): `num_tokens` is the global batch, `uniform` routing "
+        "as it builds them (`tools/fitting/fit_wideep.py`): `num_tokens` is the global batch, `uniform` routing "
         "is balanced (and unaligned to the 128-row layout in prefill), power-law rows take the mean of its "
         "generator's draws, and prefill feeds the layer all T tokens, so the per-row term counts T there; serving "
         "counts the tokens DeepEP actually delivers. Which engines run this family: the engine profile's `moe` block "
@@ -130,10 +134,13 @@ def write_doc(data: Path, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--doc", action="store_true")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id in MOE_GPUS:
         entries, sources = fit_gpu(gpu_id, args.data)
         for key, line in sources.items():

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fit_kernel_tables import DEFAULT_DATA, MEASURED, gpu_spec
+from data_root import KERNEL_DATA, calibration_path
+from fit_kernel_tables import MEASURED, gpu_spec
 
 from pdplan.calibrate import fit
 from pdplan.io.kernel_tables import load_kernel_table
@@ -53,7 +54,8 @@ def bias_row(gpu_id: str, table: KernelTable, data_dir: Path, flavour: str) -> s
     return f"| {gpu_id} | {flavour} | " + " | ".join(cells) + " |"
 
 
-def section_lines(data: Path = DEFAULT_DATA) -> list[str]:
+def section_lines(data: Path | None = None) -> list[str]:
+    data = data or calibration_path(KERNEL_DATA)
     bands = [f"m {lo}-{hi}" if hi < 1 << 29 else f"m > {lo - 1}" for lo, hi in BANDS]
     head = (
         "| GPU | dtype | " + " | ".join([*(f"{b}, n·k >= 16 M" for b in bands), *(f"{b}, all" for b in bands)]) + " |"
@@ -83,7 +85,7 @@ def section_lines(data: Path = DEFAULT_DATA) -> list[str]:
         rule,
         *BEFORE,
         "",
-        "Why the FP8 entries read slow at decode-sized m, and what changed (`pdplan/calibrate/fit_gemm.py`): "
+        "Why the FP8 entries read slow at decode-sized m, and what changed (`tools/fitting/fit_gemm.py`): "
         "(1) vLLM's CUTLASS FP8 `scaled_mm` runs M <= 128 on its own small-tile kernels, flat in m (H100, "
         "8192 x 8192: 29-33 us from m = 1 to 128, 47.6 us at 129), while one entry's ramp (m + m0)·n·k blended "
         "into the weight stream rose 29 % over the same range; the FP8 entries now carry a `small_m` entry "

@@ -3,7 +3,7 @@
 Usage: python benchmarks/kernel_accuracy.py [--data DIR] [--out docs/kernel_accuracy.md]
 
 Per GPU × family: median and P90 absolute % error of the shipped table on every measured row
-(:mod:`pdplan.calibrate.accuracy`), and on the rows of the cell's primary kernel only.
+(:mod:`fitting.accuracy`), and on the rows of the cell's primary kernel only.
 Leave-one-GPU-out (LOGO): each measured GPU predicted from its datasheet peaks and the median of the
 other measured GPUs' fitted parameters (no data of its own).
 """
@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import numpy as np
-from fit_kernel_tables import DEFAULT_DATA, KERNELS, MEASURED, REPO, TILINGS, gpu_spec
-from fit_moe_tables import DEFAULT_MOE_DATA, a2a_accuracy_lines, accuracy_lines, refit_lines
+from data_root import KERNEL_DATA, MOE_DATA, calibration_path
+from fit_kernel_tables import KERNELS, MEASURED, REPO, TILINGS, gpu_spec
+from fit_moe_tables import a2a_accuracy_lines, accuracy_lines, refit_lines
 from fit_wideep_tables import section_lines as wideep_lines
+from fitting import accuracy
+from fitting import fit_allreduce as fa
 from gemm_bias import section_lines as gemm_bias_lines
 from mla_accuracy import accuracy_lines as mla_accuracy_lines
 
-from pdplan.calibrate import accuracy, fit
-from pdplan.calibrate import fit_allreduce as fa
+from pdplan.calibrate import fit
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.kernels import KernelTable
 
@@ -113,11 +118,17 @@ def _gdn_section(path: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--moe-data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {KERNEL_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
+    parser.add_argument(
+        "--moe-data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "kernel_accuracy.md")
     parser.add_argument("--moe-only", action="store_true", help="regenerate only the MoE/MLA/EP sections of --out")
     args = parser.parse_args()
+    args.data = args.data or calibration_path(KERNEL_DATA)
+    args.moe_data = args.moe_data or calibration_path(MOE_DATA)
     gdn = _gdn_section(args.out)
     if args.moe_only:
         dense = args.out.read_text(encoding="utf-8").split("## Fused MoE")[0].rstrip("\n").split("\n")
@@ -296,10 +307,10 @@ def _moe_section(data: Path) -> list[str]:
         "experts of groups 0-3 are read at EP 1 (H100 FP8, moe-TP 1: 1.96 ms from 32 to 128 tokens, where Kimi "
         "K2's 384 ungrouped 7168x2048 experts take 3.5-5.8 ms), and with ties to the lowest index (B200's "
         "in-kernel routing) rank 0 serves 8, 8, 6, 5, 4.5, 4.25, 4, 2, 1 pairs per token at EP 1-256 instead of "
-        "8/EP. `pdplan/calibrate/moe_grouped.py` enumerates each balanced row's selections; with the entries "
+        "8/EP. `tools/fitting/moe_grouped.py` enumerates each balanced row's selections; with the entries "
         "before the refit the DeepSeek-V3 balanced rows' median error fell from 76 to 4 % (H100 FP8, moe-TP 1), 36 "
         "to 10 % (moe-TP 16) and 48 to 7 % (B200 FP8, EP 64). Left out (`rerouted` in "
-        "`pdplan/calibrate/fit_moe.py`): DeepSeek-V3's power-law rows on every GPU (random draws whose group ties "
+        "`tools/fitting/fit_moe.py`): DeepSeek-V3's power-law rows on every GPU (random draws whose group ties "
         "and cold fills are not derived), and its 2-16-token balanced rows where vLLM's router selects before "
         "the Triton kernel (H100, H200: the experts read, estimated from the times, are 13, 28, 55-58, 66 at 2, 4, "
         "8, 16 tokens, not the 12, 20, 35, 66 of the lowest-index rule that B200's rows follow). "

@@ -1,10 +1,10 @@
 """Fit the MLA module entries (``mla:``) of the measured kernel tables and print their accuracy.
 
-Usage: python benchmarks/mla_accuracy.py [--data ../shared/calibration/aiconfigurator-moe] [--write]
+Usage: python benchmarks/mla_accuracy.py [--data DIR] [--write]
 
 ``mla_{context,generation}_module_vllm.csv`` time DeepSeek-V3's whole attention module of one layer (projections,
 latent attention) on one GPU holding ``num_heads`` of the 128 heads. Each GPU × phase × GEMM dtype × KV dtype
-cell is fitted (:func:`pdplan.calibrate.fit_mla.fit_mla`); ``--write`` puts the entries and their sources into
+cell is fitted (:func:`fitting.fit_mla.fit_mla`); ``--write`` puts the entries and their sources into
 ``pdplan/data/kernel_tables/<gpu>.yaml`` (the projections are priced by the shipped dense GEMM entry, so refit
 after the GEMM family). :func:`accuracy_lines` is the MLA section of
 ``docs/kernel_accuracy.md``: the shipped entry against every row of the cell's kernel, the held-out-TP check
@@ -15,14 +15,18 @@ without an entry (dense GEMM and attention families).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import numpy as np
-from fit_moe_tables import DEFAULT_MOE_DATA, MOE_DERIVED, MOE_GPUS, gpu_spec, write_gpu
+from data_root import MOE_DATA, calibration_path
+from fit_moe_tables import MOE_DERIVED, MOE_GPUS, gpu_spec, write_gpu
+from fitting.fit_mla import GEMM_TYPES, KV_TYPES, MlaRows, fit_mla, held_out_heads, predict_mla_s, read_mla
 
 from pdplan.calibrate.fit import error_stats
-from pdplan.calibrate.fit_mla import GEMM_TYPES, KV_TYPES, MlaRows, fit_mla, held_out_heads, predict_mla_s, read_mla
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.mla import MlaPhase, mla_key
@@ -114,10 +118,13 @@ def derive_mla() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_MOE_DATA)
+    parser.add_argument(
+        "--data", type=Path, help=f"default: {MOE_DATA} of the calibration data (benchmarks/data_root.py)"
+    )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--gpu", action="append", choices=sorted(MOE_GPUS))
     args = parser.parse_args()
+    args.data = args.data or calibration_path(MOE_DATA)
     for gpu_id in args.gpu or list(MOE_GPUS):
         entries, sources = fit_gpu(gpu_id, args.data)
         for key, line in sources.items():

@@ -1,7 +1,7 @@
 """SGLang DeepSeek-R1 1P1D at TP16 (two 8-GPU H100 nodes per role): which part of the priced prefill can be checked
 against a measurement, and what the disaggregated rows say about the rest (issue #13).
 
-Checks, each against stored measured data (``../shared/calibration/``):
+Checks, each against stored measured data (the calibration data folder, ``benchmarks/data_root.py``):
 
 1. **Fused MoE at the TP16 shard** (no EP: 2048/16 = 128-wide expert slices, one FP8 128-block per GPU): pdplan's
    fused-MoE entry against ``aiconfigurator-moe/h100_sxm/moe_vllm.csv``, which measures exactly this shape (hidden
@@ -34,15 +34,18 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # tools/fitting: the offline fitters
+
 import engine_accuracy as ea  # benchmarks/ is on sys.path when this script runs
 import numpy as np
+from data_root import SILICON_H100, calibration_path
 from fit_kernel_tables import gpu_spec
+from fitting.fit_mla import predict_mla_s, read_mla
+from fitting.fit_moe import MoeRows, predict_moe_s, read_moe
 from moe_rows import moe_rows
 
 import pdplan.benchmark.disaggregated_loop as db_mod
 import pdplan.perf.expert_parallel as ep_mod
-from pdplan.calibrate.fit_mla import predict_mla_s, read_mla
-from pdplan.calibrate.fit_moe import MoeRows, predict_moe_s, read_moe
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.expert_parallel import allreduce_s
@@ -50,7 +53,6 @@ from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.roofline import Precision, phase_time
 
 ROOT = Path(__file__).resolve().parents[1]
-CAL = ROOT / ".." / "shared" / "calibration"
 GPU = "h100-sxm"
 MOE_SHAPE = {"hidden_size": 7168.0, "inter_size": 2048.0, "topk": 8.0, "num_experts": 256.0, "moe_tp_size": 16.0}
 PROMPTS = (1024, 8192)
@@ -59,8 +61,8 @@ MOE_ROUTING_NOTE = (
     "hot expert per 32-expert group) and the collector routes them with DeepSeek's group-limited routing (8 groups, "
     "top-4), which keeps groups 0-3 and fills top-8 with tied cold experts, so only the 128 experts of groups 0-3 "
     "are read where serving spreads tokens over all 256. The DeepSeek table prices the rows with that routing "
-    "(`pdplan/calibrate/moe_grouped.py`, as the fit does; its 2-16-token rows are left out, "
-    "`pdplan/calibrate/fit_moe.py` `rerouted`); priced as 256 experts they were +36 % (median) before the refit. "
+    "(`tools/fitting/moe_grouped.py`, as the fit does; its 2-16-token rows are left out, "
+    "`tools/fitting/fit_moe.py` `rerouted`); priced as 256 experts they were +36 % (median) before the refit. "
     "The Kimi K2 shape (same expert matrices, no groups) shows what the model does at a 128-wide FP8 slice when the "
     "routing is the labelled one. The 64-token rows show the count: 0.223 ms (DeepSeek) against 0.449 ms (Kimi K2): "
     "128 experts read against 384 (512 balanced pairs cover all of Kimi K2's), plus the fixed costs both pay."
@@ -72,7 +74,7 @@ def moe_lines(num_experts: float) -> list[str]:
     ``num_experts`` experts (warm L2, as measured)."""
     table, gpu = load_kernel_table(GPU), gpu_spec(GPU)
     rows = read_moe(
-        CAL / "aiconfigurator-moe" / "h100_sxm" / "moe_vllm.csv", "fp8_block", "vllm_fp8moe_triton_tritonexperts"
+        calibration_path("aiconfigurator-moe/h100_sxm/moe_vllm.csv"), "fp8_block", "vllm_fp8moe_triton_tritonexperts"
     )
     keep = np.ones(rows.measured_s.size, dtype=bool)
     for col, value in {**MOE_SHAPE, "num_experts": num_experts}.items():
@@ -98,7 +100,7 @@ def moe_lines(num_experts: float) -> list[str]:
 def mla_lines() -> list[str]:
     """Check 2: the MLA prefill module at 8 heads per GPU, one prompt."""
     table, gpu, model = load_kernel_table(GPU), gpu_spec(GPU), open_catalog().model("deepseek-r1")
-    rows = read_mla(CAL / "aiconfigurator-moe" / "h100_sxm", "prefill", "fp8_block", "fp8")
+    rows = read_mla(calibration_path("aiconfigurator-moe/h100_sxm"), "prefill", "fp8_block", "fp8")
     rows = rows.take((rows.heads == 8.0) & (rows.batch == 1.0))
     pred = predict_mla_s(rows, "prefill", model, "fp8", 1.0, gpu, table)
     lines = [
@@ -159,7 +161,7 @@ def pass_lines() -> list[str]:
 
 def vidur_lines() -> list[str]:
     """Check 3: the stored two-node all-reduce measurement (A100 DGX, Vidur), bus bandwidth at the largest sizes."""
-    path = CAL / "vidur-profiling" / "network" / "a100_dgx" / "all_reduce.csv"
+    path = calibration_path("vidur-profiling/network/a100_dgx/all_reduce.csv")
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     lines = ["| workers (per node) | message MB | median ms | bus GB/s |", "|---|---|---|---|"]
@@ -207,7 +209,11 @@ def prefill_scaled(factor: float) -> Iterator[None]:
 
 def sweep_lines() -> list[str]:
     """Check 4: the group's medians under each diagnostic knob."""
-    todo = [r for r in moe_rows(ea.CSV)[0] if r["engine"] == "sglang" and r["model"] == "deepseek-r1"]
+    todo = [
+        r
+        for r in moe_rows(calibration_path(SILICON_H100))[0]
+        if r["engine"] == "sglang" and r["model"] == "deepseek-r1"
+    ]
     lines = ["| knob | TPOT median signed / abs % | TTFT median signed / abs % |", "|---|---|---|"]
     cases: list[tuple[str, Any]] = [("shipped (scale-out 50 GB/s per GPU)", scale_out(50e9))]
     cases += [(f"scale-out {bw / 1e9:g} GB/s per GPU", scale_out(bw)) for bw in (10e9, 5e9, 4e9, 3e9)]

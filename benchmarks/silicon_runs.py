@@ -16,7 +16,6 @@ from pdplan.specs.benchmark import BenchmarkRun
 from pdplan.types import FloatArray
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"
 DENSE = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "Qwen/Qwen3-32B": "qwen3-32b",

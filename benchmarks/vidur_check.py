@@ -1,9 +1,10 @@
 """Generalisation check: the shipped kernel tables against Vidur's independent per-layer operator sums.
 
 Vidur (Microsoft, MLSys'24) published per-operator timings of one transformer layer on one GPU for several models,
-token counts and TP degrees (``../shared/calibration/vidur-profiling/compute/{a100,h100}/*/*/mlp.csv``, a
-sarathi-serve build, bf16). pdplan never saw these rows when its tables were fitted (they were fitted on
-AIConfigurator's kernels), so this is an out-of-sample test of the roofline's non-attention part of a layer:
+token counts and TP degrees (``vidur-profiling/compute/{a100,h100}/*/*/mlp.csv`` of the calibration data folder,
+``benchmarks/data_root.py``; a sarathi-serve build, bf16). pdplan never saw these rows when its tables were fitted
+(they were fitted on AIConfigurator's kernels), so this is an out-of-sample test of the roofline's non-attention
+part of a layer:
 
     measured  = input_layernorm + attn_pre_proj + attn_rope + attn_post_proj + post_attention_layernorm
                 + mlp_up_proj + mlp_act + mlp_down_proj + add            (medians, ms; collectives excluded)
@@ -16,10 +17,10 @@ Run: ``python benchmarks/vidur_check.py`` (prints a Markdown table; docs/accurac
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
+from data_root import KERNEL_DATA, calibration_path
 
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.catalog import open_catalog
@@ -29,8 +30,6 @@ from pdplan.perf.ops import PassShape, forward_ops
 from pdplan.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-VIDUR = ROOT.parent / "shared" / "calibration" / "vidur-profiling" / "compute"
-AIC = ROOT.parent / "shared" / "calibration" / "aiconfigurator-kernels"
 GPU_IDS = {"a100": "a100-sxm-80gb", "h100": "h100-sxm"}
 OPS = (
     "input_layernorm",
@@ -96,7 +95,7 @@ def gemm_shapes(row: dict[str, str]) -> dict[str, tuple[int, int, int]]:
     }
 
 
-def dataset_agreement() -> None:
+def dataset_agreement(vidur: Path, aic_root: Path) -> None:
     """Vidur's GEMM time / AIConfigurator's at the very same (m, n, k): how far apart the two measurements are.
 
     No table fitted to one set can be closer to the other than this ratio allows.
@@ -104,14 +103,14 @@ def dataset_agreement() -> None:
     print("\n| GPU | tokens m | same-shape GEMMs | Vidur / AIConfigurator median | P10 | P90 |")
     print("|---|---|---|---|---|---|")
     for gpu_key, aic_dir in (("a100", "a100_sxm"), ("h100", "h100_sxm")):
-        with (AIC / aic_dir / "gemm.csv").open() as f:
+        with (aic_root / aic_dir / "gemm.csv").open() as f:
             aic = {
                 (int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency_ms"])
                 for r in csv.DictReader(f)
                 if r["gemm_dtype"] in ("bfloat16", "float16")
             }
         ms, ratios = [], []
-        for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
+        for path in sorted((vidur / gpu_key).glob("*/*/mlp.csv")):
             for row in csv.DictReader(path.open()):
                 for op, shape in gemm_shapes(row).items():
                     if shape in aic:
@@ -127,13 +126,11 @@ def dataset_agreement() -> None:
 
 
 def main() -> int:
-    if not VIDUR.is_dir():
-        print(f"no Vidur data at {VIDUR}; nothing to check", file=sys.stderr)
-        return 0
+    vidur, aic = calibration_path("vidur-profiling/compute"), calibration_path(KERNEL_DATA)
     print("| GPU | model | rows | median abs % | P90 abs % | median signed % |\n|---|---|---|---|---|---|")
     all_pred, all_meas = [], []
     for gpu_key in ("a100", "h100"):
-        for path in sorted((VIDUR / gpu_key).glob("*/*/mlp.csv")):
+        for path in sorted((vidur / gpu_key).glob("*/*/mlp.csv")):
             rows = list(csv.DictReader(path.open()))
             # phi-2 (parallel attention/MLP) has no post_attention_layernorm column: that op is absent, not zero-cost
             meas = np.array([sum(float(r.get(f"time_stats.{op}.median") or 0.0) for op in OPS) for r in rows]) / 1e3
@@ -149,8 +146,7 @@ def main() -> int:
     total = error_stats(np.concatenate(all_pred), np.concatenate(all_meas))
     signed = float(np.median(np.concatenate(all_pred) / np.concatenate(all_meas) - 1.0) * 100)
     print(f"| all | all | {total.n} | {total.median_abs_pct:.1f} | {total.p90_abs_pct:.1f} | {signed:+.1f} |")
-    if AIC.is_dir():
-        dataset_agreement()
+    dataset_agreement(vidur, aic)
     return 0
 
 

@@ -4,7 +4,7 @@
 positive parameters. It minimises robust (soft-L1) log-time residuals with
 ``scipy.optimize.least_squares`` in log-parameter space, so a 10% miss counts the same at 3 µs and
 at 30 ms. The readers below load AIConfigurator kernel CSVs (stdlib ``csv``); the per-family fits of one
-GPU's :class:`~pdplan.perf.kernels.KernelTable` live in :mod:`pdplan.calibrate.fit_families`;
+GPU's :class:`~pdplan.perf.kernels.KernelTable` live in ``tools/fitting/fit_families.py`` (not in the package);
 ``pdplan calibrate`` reuses the generic part.
 """
 

@@ -4,7 +4,7 @@ TensorRT-LLM's PyTorch backend runs its MoE layers with the ``CUTLASS`` backend 
 (``CutlassFusedMoE``: TensorRT-LLM's grouped GEMMs of ``cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm`` with
 DeepSeek-style 128x128 block scales for FP8 checkpoints; NVIDIA Dynamo's Qwen3-235B-A22B-FP8 recipe lists "MoE
 backend CUTLASS (TRT-LLM default)" for H100/H200, DEEPGEMM only on SM100+), not vLLM's Triton ``fused_moe`` that
-the kernel table's ``moe.fp8`` entry is fitted on (:data:`pdplan.calibrate.fit_moe.MOE_KERNELS`). FlashInfer
+the kernel table's ``moe.fp8`` entry is fitted on (``MOE_KERNELS`` in ``tools/fitting/fit_moe.py``). FlashInfer
 vendors those same TensorRT-LLM kernels (``flashinfer/csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/``,
 ``cutlass_fused_moe``), and vLLM's ``FLASHINFER_CUTLASS`` FP8 MoE backend calls them: AIConfigurator measured that
 path in ``moe_vllm.csv`` as ``vllm_fp8moe_flashinfer_cutlass_flashinferexperts`` (``fp8_block``), at EP 2-256
@@ -15,7 +15,7 @@ Triton layer's ~45 µs).
 
 The cost formula is the fused-MoE one (:class:`pdplan.specs.kernel_table.MoeParams`,
 :func:`pdplan.perf.moe.moe_time_s`), its numbers fitted to those rows (``benchmarks/fit_moe_cutlass.py``,
-:func:`pdplan.calibrate.fit_moe.fit_moe`) and kept per GPU in ``pdplan/data/moe_cutlass/<gpu>.yaml`` with their
+``tools/fitting/fit_moe.py``) and kept per GPU in ``pdplan/data/moe_cutlass/<gpu>.yaml`` with their
 source. An engine profile selects it with ``moe.ep_kernel: cutlass`` (:func:`pdplan.perf.moe_wideep.moe_kernel_for`):
 EP > 1, FP8 experts (not the 4-bit W4A16 path) and a GPU with an entry (H100 SXM, H200 SXM); EP 1 (no measured
 CUTLASS rows) and every other case keep the dtype's fused-MoE entry.

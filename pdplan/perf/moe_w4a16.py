@@ -7,7 +7,7 @@ vLLM ``Mxfp4MoEMethod`` with the OAI Triton experts on SM90; AIConfigurator's co
 ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``, dtype ``w4a16_mxfp4``). The cost formula is
 the fused-MoE one (:class:`pdplan.specs.kernel_table.MoeParams`, :func:`pdplan.perf.moe.moe_time_s`) with the
 BF16 tensor peak and the 0.53125-byte weights; its numbers are fitted to that kernel's measured layers
-(:mod:`pdplan.calibrate.fit_moe_w4a16`) and live in ``pdplan/data/moe_w4a16/<gpu>.yaml`` with their source.
+(``tools/fitting/fit_moe_w4a16.py``) and live in ``pdplan/data/moe_w4a16/<gpu>.yaml`` with their source.
 The BF16 fused-MoE entry (fitted on 2-byte weights, where the weight read hides the tile padding the
 W4A16 kernel exposes less) over-prices these layers 2-3x.
 

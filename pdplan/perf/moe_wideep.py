@@ -18,7 +18,7 @@ it picked (DeepEP normal mode sends a token once per destination rank):
 
 **The calibration rows count R differently.** AIConfigurator's collector (``collect_wideep_deepep_moe.py``) feeds
 the layer the whole global batch, T rows of which most carry no local expert, so there R = T; its fit
-(:mod:`pdplan.calibrate.fit_wideep`) passes ``rows=T``. Serving passes the physical R above: the per-row cost is
+(``tools/fitting/fit_wideep.py``) passes ``rows=T``. Serving passes the physical R above: the per-row cost is
 calibrated, the count of rows follows DeepEP's dispatch.
 """
 

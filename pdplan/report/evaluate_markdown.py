@@ -3,7 +3,7 @@
 Sections: the deployment and its SLO, what it sustains (goodput, per GPU, per $/h, the stability limit and what
 binds it), the operating point when ``--rate`` or ``--concurrency`` is given (latency percentiles, attainment,
 utilisations), the assumptions the numbers rest on, the warnings, and the method in one paragraph. Pure function of
-the :class:`~pdplan.serving.results.Evaluation`; human units (ms, req/s, %) only here.
+the :class:`~pdplan.evaluation.record.Evaluation`; human units (ms, req/s, %) only here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Exact re-evaluation of the screen's best candidates with the full serving model, and the pick's sensitivity.
 
 A candidate is a :class:`~pdplan.serving.deployment.Deployment`, bound to the search's resolved scenario (resolved
-once per search) and modelled exactly as ``pdplan evaluate`` does (:func:`pdplan.serving.evaluate.build`), then
+once per search) and modelled exactly as ``pdplan evaluate`` does (:func:`pdplan.serving.build.build`), then
 turned into a :class:`~pdplan.search.plans.Plan` with latencies at the operating rate (the target rate, or the
 goodput).
 """

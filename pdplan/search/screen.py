@@ -11,7 +11,7 @@ rate λ/y. On one log-spaced grid of λ this is a batched matrix product over al
 min(ρ_max·x/E[S], y·λ_d,max, link)). The screen approximates the decode term of convention-A TTFT (first step plus
 the step-boundary wait of a busy instance) by 1.5·t0, the zero-load step time, and ignores link queueing below the
 link's stability limit; the plans it ranks
-highest are then re-evaluated exactly by :func:`pdplan.serving.evaluate`, which reports the final numbers.
+highest are then re-evaluated exactly by :func:`pdplan.evaluation.evaluate`, which reports the final numbers.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Stability limits of the serving model and the words that name them — one module that the exact model
-(:mod:`pdplan.serving.disaggregated`, :mod:`pdplan.serving.colocated`, :func:`pdplan.serving.evaluate.operating_point`)
+(:mod:`pdplan.serving.disaggregated`, :mod:`pdplan.serving.colocated`, :func:`pdplan.serving.operating_point.operating_point`)
 and the optimiser's vectorised screen (:mod:`pdplan.search.screen`) both import, so the two cannot drift apart.
 
 * ``PREFILL_RHO_MAX``: highest prefill (and KV-link) utilisation evaluated; the FFT wait grid and any SLO fail beyond.

@@ -1,7 +1,7 @@
 """``simulate_scenario``: the closed form of ``evaluate`` side by side with a discrete-event run.
 
 The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
-:func:`pdplan.serving.evaluate` at the same rate or concurrency; the simulation replays the same
+:func:`pdplan.evaluation.evaluate` at the same rate or concurrency; the simulation replays the same
 deployment request by request (:mod:`pdplan.sim.deployment`) with ``n_requests`` sampled
 lengths (:func:`pdplan.workload.bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
 (closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.

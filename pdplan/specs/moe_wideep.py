@@ -1,7 +1,7 @@
 """Kernel-table entry of SGLang's wide-EP MoE: DeepEP token layout + DeepGEMM grouped FP8 GEMMs (schema only).
 
 The formula that uses these numbers is :func:`pdplan.perf.moe_wideep.wideep_moe_time_s`; the fit is
-:mod:`pdplan.calibrate.fit_wideep`. One entry per phase, because SGLang runs two different kernels:
+``tools/fitting/fit_wideep.py``. One entry per phase, because SGLang runs two different kernels:
 
 * ``prefill``: DeepEP normal mode hands the GPU the tokens routed to it; SGLang scatters them into DeepGEMM's
   *contiguous* grouped layout (each expert's rows aligned to 128), runs the grouped FP8 GEMMs and gathers the

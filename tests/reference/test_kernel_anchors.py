@@ -1,4 +1,8 @@
-"""Fitted kernel-table numbers against named public anchors, and a measured-data accuracy gate."""
+"""Fitted kernel-table numbers against named public anchors, and a measured-data accuracy gate.
+
+The gate reads the vendored AIConfigurator 0.12.0 kernel tables (``tests/data/calibration/aiconfigurator-kernels``:
+at most 1000 rows per cell, every k-th in file order; its README.md), so it runs in every clone; the figures of
+docs/kernel_accuracy.md are on all rows, and every cell keeps its verdict on the slice."""
 
 from __future__ import annotations
 
@@ -6,16 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import accuracy
+from support.calibration import calibration_file
 
-from pdplan.calibrate import accuracy, fit
+from pdplan.calibrate import fit
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.kernels import allreduce_time_s, gemm_time_s, prefill_attention_time_s
 from pdplan.specs.hardware import GpuSpec
 
 REPO = Path(__file__).resolve().parents[2]
-KERNELS = REPO.parent / "shared" / "calibration" / "aiconfigurator-kernels"
-DATA = KERNELS / "h100_sxm"
 MEASURED = {
     "a100-sxm-80gb": "a100_sxm",
     "h100-sxm": "h100_sxm",
@@ -46,19 +50,30 @@ def test_allreduce_large_message_busbw_vs_nccl_tests_8xh100() -> None:
     assert 0.7 * 460e9 <= busbw <= 480e9
 
 
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/calibration not present")
+FILES = {
+    "gemm": "gemm.csv",
+    "prefill_attention": "context_attention.csv",
+    "decode_attention": "generation_attention.csv",
+}
+
+
+def _kernel_dir(folder: str, *files: str) -> Path:
+    """The vendored kernel tables of one GPU, after checking that each file the test reads is there."""
+    paths = [calibration_file(f"aiconfigurator-kernels/{folder}/{name}") for name in files]
+    return paths[0].parent
 
 
 def _h100_errors() -> tuple[fit.ErrorStats, fit.ErrorStats]:
     gpu = GPU_H100
     table = load_kernel_table("h100-sxm")
-    g = fit.read_gemm(DATA, "bf16")
+    data = _kernel_dir("h100_sxm", "gemm.csv", "context_attention.csv")
+    g = fit.read_gemm(data, "bf16")
     idx = fit.subsample_index(g["m"].size, 5000)
     gemm = fit.error_stats(
         gemm_time_s(g["m"][idx], g["n"][idx], g["k"][idx], "bf16", gpu, table, warm_l2=True),
         g["latency_ms"][idx] * 1e-3,
     )
-    a = fit.read_attention(DATA, "context", "bf16")
+    a = fit.read_attention(data, "context", "bf16")
     j = fit.subsample_index(a["isl"].size, 5000)
     pred = prefill_attention_time_s(
         a["batch_size"][j], a["isl"][j], a["num_heads"][j], a["num_key_value_heads"][j], a["head_dim"][j], gpu, table
@@ -66,9 +81,9 @@ def _h100_errors() -> tuple[fit.ErrorStats, fit.ErrorStats]:
     return gemm, fit.error_stats(pred, a["latency_ms"][j] * 1e-3)
 
 
-@needs_data
 def test_h100_accuracy_regression_gate() -> None:
-    # Achieved today (docs/kernel_accuracy.md, all rows): GEMM 4.9/14.6, prefill 6.3/19.5.
+    # Achieved today (docs/kernel_accuracy.md, all rows): GEMM 4.9/14.8, prefill 6.3/19.5; on the vendored rows
+    # (all of them: under 5000 per cell) GEMM 4.8/14.9, prefill 6.2/18.7.
     gemm, attn = _h100_errors()
     assert gemm.median_abs_pct <= 7.0
     assert gemm.p90_abs_pct <= 18.0
@@ -94,7 +109,6 @@ MISSES = {
 CELLS = [(g, f, v) for g in MEASURED for f, v in accuracy.FAMILIES if not (g == "a100-sxm-80gb" and v == "fp8")]
 
 
-@needs_data
 @pytest.mark.parametrize(
     ("gpu_id", "family", "flavour"),
     [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=MISSES[c])) if c in MISSES else c for c in CELLS],
@@ -102,7 +116,8 @@ CELLS = [(g, f, v) for g in MEASURED for f, v in accuracy.FAMILIES if not (g == 
 def test_kernel_table_issue_target(gpu_id: str, family: str, flavour: str) -> None:
     # Issue target per kernel family and GPU, every measured row: median <= 10 %, P90 <= 25 %.
     gpu = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / f"{gpu_id}.yaml")
-    cell = accuracy.cell(load_kernel_table(gpu_id), gpu, KERNELS / MEASURED[gpu_id], family, flavour)
+    data = _kernel_dir(MEASURED[gpu_id], FILES[family])
+    cell = accuracy.cell(load_kernel_table(gpu_id), gpu, data, family, flavour)
     assert cell is not None
     stats = cell.stats()
     assert stats.median_abs_pct <= accuracy.TARGET_MEDIAN_PCT, stats

@@ -69,8 +69,8 @@ H800 profile: 2.09 s). Not modelled, each with a
 source but no number to price it by: the all-to-all running slower under TBO than alone (the blog: "Both DeepSeek
 and SGLang have a communication time slower than unit test results, while the latter is achievable when disabling
 TBO"), HBM contention between the transfers and the GEMMs ("noisy neighbor effects during overlap"), SGLang's MLA
-prefill kernel (priced with vLLM's FLASH_ATTN module fit: ``../shared/calibration/`` holds no SGLang MLA rows, only
-vLLM 0.24's FLASH_ATTN / FLASH_ATTN_MLA / FLASHMLA modules), EPLB's imbalance on the all-to-all (the busiest GPU
+prefill kernel (priced with vLLM's FLASH_ATTN module fit: AIConfigurator 0.12.0's MoE data holds no SGLang MLA rows,
+only vLLM 0.24's FLASH_ATTN / FLASH_ATTN_MLA / FLASHMLA modules), EPLB's imbalance on the all-to-all (the busiest GPU
 receives 1.44x the mean pairs, but its NIC traffic is spread over the node's 8 NICs by DeepEP's node-level copies,
 so only the NVLink forwarding, 4.6 ms of the 11.3 per layer and half, would carry it), group-limited routing
 (DeepSeek-V3 picks 4 of 8 expert groups: fewer nodes per token, only a smaller, already hidden all-to-all), and
@@ -271,7 +271,7 @@ _OTHER_KERNELS = (
     "6.1 ms of 'Other Kernels' in SGLang (6.6 with perfect EPLB; DeepSeek's own H800 profile 5.1). The FP8 "
     "quantisation before each block-FP8 GEMM is priced inside the GEMM prices (0.97 ms per layer: their tables time "
     "a BF16 input, pdplan/perf/act_quant.py); the other kernels SGLang runs there (the copies that assemble q and k "
-    "for the MHA kernel, residual adds, top-k, the two-batch split) have no rows in ../shared/calibration, so they "
+    "for the MHA kernel, residual adds, top-k, the two-batch split) have no rows in AIConfigurator's data, so they "
     "stay unpriced: the chart's 4.9 ms per layer more (3.9 once the quantisation in pdplan's GEMMs is moved over; "
     "0.30 s of the 0.47 s by which the 4K forward is short) is most of the prefill gap of test_prefill_ep32_per_node"
 )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.calibration import calibration_file
 
 from pdplan.calibrate.phase_times import Measurement, _group_predictor, check, fit, read_measurements, scaled_table
 from pdplan.io.catalog import open_catalog
@@ -13,7 +14,6 @@ from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.roofline import Precision, phase_time
 
 CATALOG = open_catalog()
-SILICON = Path(__file__).parents[2] / ".." / "shared" / "calibration" / "aiconfigurator-silicon" / "h100_sxm.csv"
 DECODE = [(1, 1024), (8, 2048), (32, 1024), (64, 4096), (128, 2048)]
 MODELS = ("llama-3.1-8b", "qwen3-32b")
 
@@ -70,10 +70,11 @@ def test_a_fit_at_tp8_predicts_tp2_and_tp4(tmp_path: Path) -> None:
 
 
 def _silicon_decode_rows(path: Path) -> list[Measurement]:
-    """TensorRT-LLM 1.0.0rc3 Llama-3.1-8B rows at concurrency <= 16 with OSL >= ISL/4, read as decode steps: batch
-    = concurrency, mean context = ISL + OSL/2, step = measured TPOT (few steps carry a prefill chunk)."""
+    """TensorRT-LLM 1.0.0rc3 Llama-3.1-8B rows at concurrency <= 16 with OSL >= ISL/4 of the AIConfigurator 0.12.0
+    end-to-end sample (H100), read as decode steps: batch = concurrency, mean context = ISL + OSL/2, step = measured
+    TPOT (few steps carry a prefill chunk)."""
     lines = ["gpu,model,tp,phase,batch,tokens,time_ms"]
-    with SILICON.open(newline="") as fh:
+    with calibration_file("aiconfigurator-silicon/h100_sxm.csv").open(newline="") as fh:
         for r in csv.DictReader(fh):
             keep = r["mode"] == "agg" and r["backend"] == "trtllm" and r["backend_version"] == "1.0.0rc3"
             keep = keep and r["model_path"] == "meta-llama/Llama-3.1-8B-Instruct" and int(r["batch_size"]) <= 16
@@ -87,7 +88,6 @@ def _silicon_decode_rows(path: Path) -> list[Measurement]:
     return read_measurements(path)
 
 
-@pytest.mark.skipif(not SILICON.is_file(), reason="../shared/calibration/aiconfigurator-silicon not present")
 def test_on_h100_trtllm_decode_steps_a_tp8_fit_predicts_tp1_to_tp4(tmp_path: Path) -> None:
     """Measured (2026-12): the kernel-only table is 15-30 % fast, more so at higher TP; fitted on the six TP 8 rows,
     TP 1/2/4 come out at 12.6/4.8/8.8 % median absolute error (the former efficiency-only fit: 77/47/25 %). With

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fitting.fit_gemm import fit_gemm, l2_evidenced
 from pydantic import ValidationError
 from support.tables import SHARP_Q, ToyGpu
 
-from pdplan.calibrate.fit_gemm import fit_gemm, l2_evidenced
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.kernels import GemmParams, KernelTable, gemm_time_s
 

@@ -1,11 +1,11 @@
-"""AIConfigurator's balanced logits under DeepSeek-V3's group-limited routing (pdplan.calibrate.moe_grouped)."""
+"""AIConfigurator's balanced logits under DeepSeek-V3's group-limited routing (fitting.moe_grouped)."""
 
 from __future__ import annotations
 
 import numpy as np
+from fitting.fit_moe import MeasuredRoutingShape, _priced_as_measured
+from fitting.moe_grouped import _selection_counts, grouped_balanced_routing
 
-from pdplan.calibrate.fit_moe import MeasuredRoutingShape, _priced_as_measured
-from pdplan.calibrate.moe_grouped import _selection_counts, grouped_balanced_routing
 from pdplan.perf.moe import moe_shape
 from pdplan.perf.moe_routing import RoutingLaw
 

@@ -1,5 +1,5 @@
 """The busiest EP rank under power-law routing (pdplan.perf.moe_routing): the expected largest of ep sums of E/ep
-draws, hand-worked and against AIConfigurator's generator (pdplan.calibrate.fit_wideep.power_law_draws)."""
+draws, hand-worked and against AIConfigurator's generator (fitting.fit_wideep.power_law_draws)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
+from fitting.fit_wideep import power_law_draws
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.calibrate.fit_wideep import power_law_draws
 from pdplan.perf.moe_routing import RoutingLaw, route
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fitting.fit_moe import MoeRows
+from fitting.fit_moe_w4a16 import MXFP4_WEIGHT_BYTES, predict_w4a16_s
 
-from pdplan.calibrate.fit_moe import MoeRows
-from pdplan.calibrate.fit_moe_w4a16 import MXFP4_WEIGHT_BYTES, predict_w4a16_s
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting.fit_families import stub_table
+from support.calibration import calibration_file
 
-from pdplan.calibrate.fit_families import stub_table
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape
@@ -18,8 +19,6 @@ from pdplan.perf.roofline import Precision
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams
-
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "calibration" / "aiconfigurator-moe"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,17 +105,18 @@ def test_more_ep_never_slower_per_gpu() -> None:
         assert np.all(np.diff(t) <= 0.0)
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/calibration not present")
 def test_shipped_fit_within_target() -> None:
     """The shipped entries against every measured row (docs/kernel_accuracy.md): median <= 10 %, P90 <= 25 %."""
+    from fitting.fit_wideep import FILES, predict_wideep_s, read_wideep
+
     from pdplan.calibrate.fit import error_stats
-    from pdplan.calibrate.fit_wideep import predict_wideep_s, read_wideep
 
     c = open_catalog()
     for gpu_id, sub in (("h100-sxm", "h100_sxm"), ("b200", "b200_sxm")):
         table, gpu = c.kernel_table(gpu_id), c.gpu(gpu_id)
         for phase in ("prefill", "decode"):
-            rows = read_wideep(DATA / sub, phase)  # type: ignore[arg-type]
+            data = calibration_file(f"aiconfigurator-moe/{sub}/{FILES[phase]}").parent
+            rows = read_wideep(data, phase)  # type: ignore[arg-type]
             s = error_stats(predict_wideep_s(rows, table.moe_wideep[phase], phase, gpu, table), rows.measured_s)  # type: ignore[index, arg-type]
             assert s.median_abs_pct <= 10.0, (gpu_id, phase, s)
             assert s.p90_abs_pct <= 25.0, (gpu_id, phase, s)

@@ -4,7 +4,7 @@ Rows: ``moe_vllm.csv`` with ``moe_dtype`` ``w4a16_mxfp4`` and the OAI Triton ker
 Hopper (:data:`W4A16_KERNEL`); each row is one MoE layer for ``num_tokens`` tokens on one GPU holding its
 ``moe_tp_size``/``moe_ep_size`` shard, routing ``balanced`` or ``power_law_<alpha>``. The formula is the fused-MoE
 one (:func:`pdplan.perf.moe.moe_time_s`) with the BF16 tensor peak and :data:`MXFP4_WEIGHT_BYTES` per weight;
-the parameters, bounds, tile set and pair rules are the fused-MoE fit's (:mod:`pdplan.calibrate.fit_moe`), so the
+the parameters, bounds, tile set and pair rules are the fused-MoE fit's (:mod:`fitting.fit_moe`), so the
 entry is the same model with its own numbers.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from fitting.fit_moe import BOUNDS as MOE_BOUNDS
+from fitting.fit_moe import FIXED as MOE_FIXED
+from fitting.fit_moe import TILES as MOE_TILES
+from fitting.fit_moe import X0 as MOE_X0
+from fitting.fit_moe import MoeRows, row_shapes
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
-from pdplan.calibrate.fit_moe import BOUNDS as MOE_BOUNDS
-from pdplan.calibrate.fit_moe import FIXED as MOE_FIXED
-from pdplan.calibrate.fit_moe import TILES as MOE_TILES
-from pdplan.calibrate.fit_moe import X0 as MOE_X0
-from pdplan.calibrate.fit_moe import MoeRows, row_shapes
 from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe import moe_time_s
 from pdplan.specs.kernel_table import MoeParams
@@ -40,7 +40,7 @@ def predict_w4a16_s(rows: MoeRows, params: MoeParams, gpu: GpuPeaks, table: Kern
 
 def fit_w4a16(rows: MoeRows, gpu: GpuPeaks, table: KernelTable) -> tuple[MoeParams, ErrorStats]:
     """Least-squares fit of the W4A16 entry with the fused-MoE fit's parameters, starting point, bounds, tile sets
-    and pair rules (:func:`pdplan.calibrate.fit_moe.fit_moe`); lowest fit-subsample P90 kept; errors on all rows."""
+    and pair rules (:func:`fitting.fit_moe.fit_moe`); lowest fit-subsample P90 kept; errors on all rows."""
     idx = subsample_index(rows.measured_s.size, MAX_ROWS)
     sub = MoeRows({k: v[idx] for k, v in rows.cols.items()}, tuple(rows.laws[i] for i in idx), rows.measured_s[idx])
     inter = np.ceil(rows.cols["inter_size"] / rows.cols["moe_tp_size"])

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fitting.fit_moe import row_shapes
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
-from pdplan.calibrate.fit_moe import row_shapes
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe import MoeLayerShape

@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
+from fitting.moe_grouped import GROUPED_ROUTING, grouped_balanced_routing
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
-from pdplan.calibrate.moe_grouped import GROUPED_ROUTING, grouped_balanced_routing
 from pdplan.errors import SpecError
 from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable
 from pdplan.perf.moe import MoeLayerShape, moe_shape, moe_time_s
@@ -77,10 +77,10 @@ def law_of(distribution: str) -> RoutingLaw:
 
 def rerouted(row: dict[str, str]) -> bool:
     """Whether a row measures a routing no priced law describes; only group-limited shapes
-    (:data:`pdplan.calibrate.moe_grouped.GROUPED_ROUTING`, DeepSeek-V3/R1) have such rows.
+    (:data:`fitting.moe_grouped.GROUPED_ROUTING`, DeepSeek-V3/R1) have such rows.
 
     The collector routes its synthetic logits with the model's group-limited top-k (8 groups, top-4) before or
-    inside every experts kernel, which re-routes them (:mod:`pdplan.calibrate.moe_grouped`). Its ``balanced`` rows
+    inside every experts kernel, which re-routes them (:mod:`fitting.moe_grouped`). Its ``balanced`` rows
     are deterministic and priced as what they measure, except where the count hinges on a tie rule the times do
     not confirm: below ⌈E/k⌉ tokens (and above one) on kernels fed by vLLM's router (not ``...monolithic``), whose
     cold-expert fills do not follow the lowest-index rule. The ``power_law`` rows (random draws whose group ties
@@ -145,7 +145,7 @@ def layer_shapes(rows: MoeRows, flavour: GemmFlavour) -> list[tuple[np.ndarray, 
 
 @dataclass(frozen=True)
 class MeasuredRoutingShape(MoeLayerShape):
-    """A measured layer whose routing is known exactly (:mod:`pdplan.calibrate.moe_grouped`), not drawn from its law."""
+    """A measured layer whose routing is known exactly (:mod:`fitting.moe_grouped`), not drawn from its law."""
 
     given: Routing | None = None
 

@@ -19,7 +19,7 @@ estimated from the times as (t − t₁)/(t₃₂ − t₁)·120 + 8, are 12, 20
 35, 66 enumerated. On Hopper, where vLLM's router selects before the Triton kernel, the same estimate gives 13-14,
 27-28, 55-58, 66 (H100, H200): the group choice is the same (128 experts from T = 32 on, flat to T = 128,
 where Kimi K2's 384 ungrouped experts keep growing) but the cold fills of 4-8-token calls follow another tie
-order, not derived here (:func:`pdplan.calibrate.fit_moe.rerouted` leaves those rows out). The tie rule of the
+order, not derived here (:func:`fitting.fit_moe.rerouted` leaves those rows out). The tie rule of the
 routing kernels is inferred from the times, not read from their source. So only the 128 experts of groups 0-3
 are ever selected: at EP 1 every pair stays on the GPU (8·T pairs, as labelled) but only 128 distinct experts
 are read, and weight-bound rows (decode-sized T) take about half the time 256 experts would.

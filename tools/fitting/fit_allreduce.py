@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from fitting.fit_families import F_SCALE, stub_table
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
-from pdplan.calibrate.fit_families import F_SCALE, stub_table
 from pdplan.perf.kernels import AllreduceParams, AlphaBeta, GpuPeaks, allreduce_time_s
 from pdplan.types import FloatArray, IntArray
 

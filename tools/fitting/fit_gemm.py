@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from fitting.fit_families import F_SCALE, stub_table
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
-from pdplan.calibrate.fit_families import F_SCALE, stub_table
 from pdplan.perf.kernels import GemmFlavour, GemmParams, GpuPeaks, gemm_time_s
 from pdplan.types import FloatArray, IntArray
 

@@ -8,7 +8,7 @@ and judges the result on every row. GEMM and decode fits evaluate the cost funct
 Discrete structure — a GEMM's M tile and L2 mode, an attention kernel's tiling — is not fitted by
 least squares: the GEMM fitter tries each candidate and keeps the one with the lowest P90 on the
 fit subsample; attention tilings are given by the caller (the kernel's documented tile sizes).
-GEMM fits live in :mod:`pdplan.calibrate.fit_gemm`, all-reduce fits in :mod:`pdplan.calibrate.fit_allreduce`.
+GEMM fits live in :mod:`fitting.fit_gemm`, all-reduce fits in :mod:`fitting.fit_allreduce`.
 """
 
 from __future__ import annotations

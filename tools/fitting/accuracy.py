@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from fitting.fit_families import decode_context_len
 from pdplan.calibrate import fit
-from pdplan.calibrate.fit_families import decode_context_len
 from pdplan.perf.kernels import GpuPeaks, KernelTable, decode_attention_time_s, gemm_time_s, prefill_attention_time_s
 from pdplan.types import FloatArray
 
