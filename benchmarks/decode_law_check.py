@@ -6,7 +6,8 @@ to the roofline over B = 1 … the instance's seats (``pdplan.serving.roles.deco
 report's assumptions). A MoE step is concave in B while the experts hit saturate, so the line misses it by up to
 ~40 % somewhere in the range. What matters for a plan is the error where the plan runs: this script takes the best
 plan of each example, and at 25 / 50 / 75 / 90 / 100 % of its goodput solves the same mean-field fixed point
-(``pdplan.queueing.decode.decode_fixed_point``, QUEUEING §2.2) and the same TPOT distribution (§2.4, linearised at the
+(``pdplan.queueing.decode.decode_fixed_point``, docs/queueing.md §2.2) and the same TPOT distribution (§2.4,
+linearised at the
 fixed point) once with the linear law and once with the roofline step itself (``decode_step_fn``), and prints the
 mean step, the batch and TPOT P90 of each, and their ratio. Nothing is fitted.
 

@@ -6,7 +6,7 @@ TensorRT-LLM, vLLM, SGLang; fixed ISL/OSL; the benchmark concurrency is the ``ba
 ``agg`` (colocated) of models in pdplan's catalogue (MoE rows join automatically when their model is in the catalogue
 and ``--moe`` is given). Each row is priced with the shipped profile of its engine (whatever version the row was
 measured on; the profile's own version is printed) and AIConfigurator's benchmark recipe (aiperf, 20·C measured
-requests after 2·C warm-up: ENGINES.md §2.5 [I: the recipe its data collection generates]).
+requests after 2·C warm-up: docs/engines.md §2.5 [I: the recipe its data collection generates]).
 
 Writes ``docs/accuracy_engines.md``: signed and absolute errors per engine, per concurrency band and per model, and
 the ten worst rows. Run: ``python benchmarks/engine_accuracy.py [--csv PATH] [-o docs/accuracy_engines.md]``.
@@ -191,7 +191,8 @@ def report(data: list[dict[str, Any]], skipped: list[tuple[dict[str, Any], str]]
         "colocated (`agg`) rows of catalogue",
         "models. Predicted: `evaluate --colocated 1 --tp T --concurrency C --engine E`, the shipped profile of each",
         "row's engine (`pdplan/data/engines/`), benchmark recipe aiperf 20·C requests after 2·C warm-up",
-        "(AIConfigurator's generated bench_run.sh, ENGINES.md §2.5). Errors are predicted/measured − 1; cells give the",
+        "(AIConfigurator's generated bench_run.sh, docs/engines.md §2.5). Errors are predicted/measured − 1; cells "
+        "give the",
         "median signed / median",
         f"absolute error in %. {len(data)} rows priced, {len(skipped)} skipped, {seconds:.0f} s.",
         "",

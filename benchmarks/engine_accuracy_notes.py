@@ -22,7 +22,7 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   TP4. A floor that is
   the same at TP4 and TP8 and for any prompt up to 1,024 tokens is host time, not GPU time. Cause: TensorRT-LLM's
   PyTorch backend captures CUDA graphs for decode-only batches, so every step carrying a context request is
-  launched kernel by kernel, and an MoE layer dispatches 8-11x a dense layer's kernels (TaxBreak, ENGINES.md §1.4).
+  launched kernel by kernel, and an MoE layer dispatches 8-11x a dense layer's kernels (TaxBreak, docs/engines.md §1.4).
   With asynchronous launches such a step takes max(GPU time, L_moe·h). Under the overlap scheduler a request's
   TTFT holds three such steps (the one in flight, the one scheduled behind it, its own), so at C = 4: 44 ms
   + 3 × 94 × h ≈ 172 ms gives h ≈ 0.45 ms; the fit over all 126 TensorRT-LLM 1.0.0rc3 rows
@@ -129,7 +129,8 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   GPU's 1/8 shard over its own 400 Gb/s NIC): 0.135 ms for a 1,024-token message (14.7 MB), 0.88 ms for 8,192 tokens
   (117 MB), i.e. 205-250 GB/s of bus bandwidth, 29 % of the 8,192-token pass. No H100 table measures more than one
   node; the only stored two-node all-reduce (Vidur, A100 DGX, 16 workers) runs at 15-18 GB/s bus bandwidth, a tenth of
-  its one-node 106-174 GB/s, and HARDWARE_FACTS.md records ~35 GB/s for two H200 NVL nodes on RoCE. That is the one
+  its one-node 106-174 GB/s, and docs/hardware_facts.md §3 records ~35 GB/s for two H200 NVL nodes on RoCE. That is
+  the one
   part of the pass that could be 2x slow on the rows' cluster, but it is not measured there. (4) SGLang's PD hand-off
   (ai-dynamo dynamo `components/backends/sglang/docs/sglang-kv-transfer-explainer.md`; SGLang
   `disaggregation/decode.py`, `process_decode_queue`): the decode server pre-allocates the KV and hands its addresses
@@ -327,8 +328,8 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   `auto` would be BF16); vLLM rows BF16 (`auto`, above). KV moves by the engine's granularity over IB NDR (SGLang
   per prefill chunk, vLLM per request, TensorRT-LLM by layer, the scenario default: targets.yaml lists no
   TensorRT-LLM granularity). The recipe is aiperf with 20·C requests
-  after 2·C warm-up (ENGINES.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row is
-  left out of the medians.
+  after 2·C warm-up (docs/engines.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row
+  is left out of the medians.
 """
 
 NOTES = """### Findings

@@ -18,7 +18,7 @@ resamples of the rows (seed 0), and leave-one-TP-out (fit on TP4 rows, score TP8
 
 Independent cross-check (not fitted to): AIConfigurator issue #1254 measured 48.89 ms mean prefill forward time
 against a 28.83 ms kernel sum for gpt-oss-120b (36 MoE layers) on TensorRT-LLM 1.3 / B200, ~20 ms per forward pass
-outside the kernels, 0.56 ms per MoE layer (ENGINES.md §1.4).
+outside the kernels, 0.56 ms per MoE layer (docs/engines.md §1.4).
 
 Run: ``python benchmarks/fit_eager_moe_step.py`` (writes ``docs/fit_eager_moe_step.md``).
 """

@@ -1,7 +1,7 @@
 """The MoE and disaggregated rows of ``aiconfigurator-silicon/h100_sxm.csv`` as pdplan scenarios (for
 ``benchmarks/engine_accuracy.py --moe``).
 
-Column meanings (AIConfigurator's silicon dump; ENGINES.md §2.2, §2.3):
+Column meanings (AIConfigurator's silicon dump; docs/engines.md §2.2, §2.3):
 
 * the benchmark concurrency C is ``silicon_concurrency=`` in ``silicon_data_source`` where the row has it (the
   ``batch_size`` column is C in some dumps and C/4 in others for the same measurement: MiniMax-M2.5 2026-03-25 vs

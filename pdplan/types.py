@@ -1,7 +1,7 @@
 """pdplan's shared vocabulary, defined once: array aliases, constants, and the words results use.
 
 * Array aliases for numpy code (``FloatArray`` of float64, ``IntArray`` of platform ints, ``Int64Array``).
-* ``Z99``: the standard normal 0.99 quantile (QUEUEING.md §2.3's z for the KV-occupancy margin).
+* ``Z99``: the standard normal 0.99 quantile (docs/queueing.md §2.3's z for the KV-occupancy margin).
 * Literals for what users type (``Mode``, ``Granularity``, ``Routing``, ``Scheduler``, ``Dtype``, ``Convention``,
   ``Objective``) and :class:`Binding`, the binding constraints a result names. ``Binding`` is a ``StrEnum``: its
   members are the exact words printed in tables, CSV and JSON, so a member compares equal to its text. The

@@ -1,6 +1,6 @@
 """What a closed-loop benchmark reports (``vllm bench serve --max-concurrency C``, SGLang ``bench_serving``, aiperf).
 
-The benchmark (ENGINES.md §3): C clients start together at t = 0 and each sends its next request the moment its
+The benchmark (docs/engines.md §3): C clients start together at t = 0 and each sends its next request the moment its
 last one ends, until N measured requests (after W warm-up ones) are done. TTFT is send → first token (it includes
 any wait inside the server), TPOT = (E2E − TTFT)/(OSL − 1) per request, both averaged over requests. Lengths are
 taken fixed at the workload's means (the benchmarks compared here use fixed ISL/OSL with ``ignore_eos``).
@@ -31,7 +31,7 @@ anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`)
   in ``P = ⌈C_eff·ISL/budget⌉`` steps (request i's prompt ends in step ⌈(i + 1)·ISL/budget⌉) and decode together
   for OSL − 1 steps at B = C_eff; request i's TPOT carries the prefill steps after its own.
 * **Start-up burst**: every tool runs its warm-up requests to completion before the measured phase (vLLM
-  ``--num-warmups``, SGLang ``--warmup-requests``, aiperf's warm-up phase; ENGINES.md §3), and the measured phase
+  ``--num-warmups``, SGLang ``--warmup-requests``, aiperf's warm-up phase; docs/engines.md §3), and the measured phase
   starts its C clients together, so its first cohort is a burst whatever the warm-up: the first C_eff requests of a
   mixed engine are prefilled FCFS in budget steps (each with the decodes already running), priced step by step; an
   unmixed engine's cohort is its steady state. The burst leaves phase-locked groups that real clients shed over the
@@ -46,7 +46,7 @@ anyway) and each prompt's attention ``A(ISL)`` pro rata (:func:`prefill_work_s`)
   asynchronous, so the GPU runs each kernel as soon as it is issued: the step ends when the host has issued the last
   kernel and the GPU has run it, ``max(G, H)`` with G the step's GPU time and H the host's launch time for the step
   (the last kernel's own time beyond H is below the step models' resolution). H is per MoE layer (an MoE layer
-  dispatches 8-11x a dense layer's kernels: TaxBreak, ENGINES.md §1.4) times the MoE layers one GPU runs
+  dispatches 8-11x a dense layer's kernels: TaxBreak, docs/engines.md §1.4) times the MoE layers one GPU runs
   (:meth:`pdplan.specs.engine.Overheads.eager_step_floor_s`); a decode-only step replays its graph and keeps its
   price. Every step with prefill tokens is floored: the burst's, the unmixed cohort's and the mixed steady state's.
 * **Engine terms outside the steps**: the per-request overhead (API server, tokeniser) is added to every TTFT, and
@@ -164,7 +164,7 @@ def _mixed_steady(inp: LoopInputs, groups: np.ndarray, *, settle: bool = True) -
     Overlap scheduling (``overlap_steps`` = m): the host schedules step s + 1 while step s runs, so an arrival also
     misses the step already scheduled behind the one in flight, m more steps of the same kind (group j − 2's
     prefill in the pattern): AIConfigurator's "TTFT = 3 × mixed step" from TensorRT-LLM iteration logs for a
-    singleton pattern (ENGINES.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
+    singleton pattern (docs/engines.md §1.4). To an idle engine the m steps are decode steps, as in the burst.
     """
     n = max(inp.output_tokens - 1.0, 0.0)
     groups = settled_groups(inp, groups) if settle else groups

@@ -1,13 +1,14 @@
 """What a closed-loop benchmark at concurrency C reports for a disaggregated (xPyD) deployment.
 
-The benchmark (ENGINES.md §3): C clients start together and each sends its next request when its last one ends;
+The benchmark (docs/engines.md §3): C clients start together and each sends its next request when its last one ends;
 TTFT and TPOT = (E2E − TTFT)/(OSL − 1) are averaged over N measured requests after W warm-up ones. Lengths are the
 workload's means (the benchmarks compared are fixed ISL/OSL). A request's path is a closed network of:
 
 * **Prefill pool**: ``m = x·dp_p`` servers (every attention-DP rank of every prefill instance takes its own prompt),
   one prompt each, FCFS, service ``S_p`` (the batch-1 roofline stage time plus the transfer granularity's prefill
   work: :class:`pdplan.serving.prefill_pool.PrefillPool`; the AIConfigurator-generated recipes run prefill workers at
-  ``max_batch_size 1``, ENGINES.md §2.5). Its wait is the finite-source queue (machine-repairman, M/M/m//C: Kleinrock,
+  ``max_batch_size 1``, docs/engines.md §2.5). Its wait is the finite-source queue (machine-repairman, M/M/m//C:
+  Kleinrock,
   *Queueing Systems* vol. 1 §3.10): C clients, each away from the pool for ``Z`` (transfer, decode, overheads), so
   with C ≤ m nobody ever waits and at saturation the extra clients queue there.
 * **KV transfer and first token** (convention A, as the open model): the exposed transfer ``T_kv``, the wait for the
@@ -28,7 +29,7 @@ Steady state: X solves ``X = X_mr(Z(X))`` (the machine-repairman throughput at t
 ``X_mr`` falls as Z grows and Z grows with X, so the root is unique: bisection), capped at ``X_d``. By Little's law
 the mean response is ``C/X`` and ``TTFT = C/X − (OSL − 1)·τ_d`` (every wait the model does not place elsewhere lands
 before the first token), TPOT = τ_d at the batch a decoding sequence sees. Start-up burst: every tool runs its warm-up
-requests to completion before the measured phase (ENGINES.md §3), and the measured phase starts its C clients
+requests to completion before the measured phase (docs/engines.md §3), and the measured phase starts its C clients
 together, so its first C_adm requests reach the pool at once whatever the warm-up: prompt i ends its prefill at
 ``⌈(i + 1)/m⌉·S_p``. The average takes that staircase with weight ``w = min(1, k·C_adm/N)``, k the decode engine
 profile's ``startup_cohorts`` (1 without one), and the steady state with ``1 − w`` (the TPOT stays the steady one),

@@ -84,11 +84,11 @@ BOUNDS_S: Mapping[str, tuple[float, float]] = {
     "request_s": (0.0, 1.0),
     "startup_cohorts": (0.0, 6.0),
 }
-"""Physical ranges (seconds), wide around ENGINES.md §1: host step overheads of 0.2–13 ms (V0 bubbles up to 13 ms),
+"""Physical ranges (seconds), wide around docs/engines.md §1: host step overheads of 0.2–13 ms (V0 bubbles up to 13 ms),
 per-collective and per-layer costs of microseconds to tens of µs (a 50 ms step over 80 layers is 0.6 ms/layer),
 per-request costs of tens of ms (AIC: 40–64 ms); the upper ends are 4–50× beyond the largest reported value.
 ``step_s_per_seq``: per running sequence per decode step, 0–200 µs (the CPU path is 11–15 % of end-to-end time at 32
-users, ENGINES.md §1.5: ~1–3 ms of a 10–30 ms step, i.e. 30–100 µs per sequence; 200 µs is twice that top).
+users, docs/engines.md §1.5: ~1–3 ms of a 10–30 ms step, i.e. 30–100 µs per sequence; 200 µs is twice that top).
 ``startup_cohorts`` (cohorts): 0 = steady state only; 6 = twice the largest fitted value (vLLM 0.12.0, 2.9) and the
 grid of ``benchmarks/fit_startup_cohorts.py``."""
 STEPS_S: Mapping[str, float] = {

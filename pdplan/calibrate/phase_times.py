@@ -1,6 +1,6 @@
 """``pdplan calibrate``: fit a kernel table to measured phase times, or check how well a table predicts them.
 
-Measurements are a CSV with header ``gpu,model,tp,phase,batch,tokens,time_ms`` (ARCHITECTURE §4): prefill rows
+Measurements are a CSV with header ``gpu,model,tp,phase,batch,tokens,time_ms`` (docs/architecture.md §4): prefill rows
 time the prefill of ``batch`` prompts of ``tokens`` tokens; decode rows time one step of ``batch`` sequences at mean
 context ``tokens``. Extra columns are kept and echoed in the per-row output.
 
@@ -46,7 +46,7 @@ _FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "collective_latency_s": (1e-8, 2e-4),
     "launch_gap_s": (1e-8, 1e-4),
 }
-"""Multiplicative knobs within 0.3–3× of the table; additive ones (s) from ~0 to well past ENGINES.md §1's reported
+"""Multiplicative knobs within 0.3–3× of the table; additive ones (s) from ~0 to well past docs/engines.md §1's reported
 values (per-step host overhead up to 13 ms; per all-reduce and per kernel a few to tens of µs)."""
 
 

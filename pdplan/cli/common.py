@@ -108,7 +108,8 @@ def warn(message: str) -> None:
 # --- output format from the file suffix, early checks, progress --------------------------------------------------
 
 SUFFIX_FORMATS = {".json": Format.json, ".csv": Format.csv, ".md": Format.markdown, ".markdown": Format.markdown}
-"""``-o FILE`` without ``--format``: the format its suffix names (ARCHITECTURE §4); any other suffix: the table."""
+"""``-o FILE`` without ``--format``: the format its suffix names (docs/architecture.md §4); any other suffix: the
+table."""
 
 
 def output_format(fmt: Format, output: Path | None) -> Format:

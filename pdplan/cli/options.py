@@ -1,4 +1,4 @@
-"""The options shared by ``evaluate``, ``simulate`` and ``optimize`` (ARCHITECTURE §4), each defined once.
+"""The options shared by ``evaluate``, ``simulate`` and ``optimize`` (docs/architecture.md §4), each defined once.
 
 :data:`OVERRIDE_OPTIONS` declares one option per :class:`~pdplan.specs.command_line.ScenarioOverrides` field: its flag
 (from :data:`~pdplan.specs.command_line.FLAGS`), type and help text. A command takes them all with

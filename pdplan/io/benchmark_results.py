@@ -4,7 +4,7 @@ SGLang ``bench_serving`` JSONL, each turned into :class:`~pdplan.specs.benchmark
 Formats (field names read from the tools' sources):
 
 * CSV with header ``engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms`` and optional
-  ``dtype,kv_dtype,pp,ep,dp,num_requests``; other columns are kept and echoed (ARCHITECTURE §4).
+  ``dtype,kv_dtype,pp,ep,dp,num_requests``; other columns are kept and echoed (docs/architecture.md §4).
 * ``vllm bench serve --save-result`` JSON (``vllm/benchmarks/serve.py``, ``main_async`` and ``benchmark``): one
   object with ``model_id``, ``backend``, ``num_prompts``, ``request_rate`` (``"inf"`` for a closed loop),
   ``max_concurrency``, ``completed``, ``total_input_tokens``, ``total_output_tokens``, ``mean_ttft_ms``,

@@ -18,7 +18,7 @@ ENGINE_DIR = Path(str(resources.files("pdplan"))) / "data" / "engines"
 """Folder of the packaged engine profiles (package data)."""
 
 DEFAULT_ENGINE = "vllm"
-"""The profile used when a scenario and the command line name none (ARCHITECTURE §4: default ``vllm``)."""
+"""The profile used when a scenario and the command line name none (docs/architecture.md §4: default ``vllm``)."""
 
 
 def packaged_engine_names() -> list[str]:

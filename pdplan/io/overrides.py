@@ -1,4 +1,5 @@
-"""The command line's overrides (:class:`~pdplan.specs.command_line.ScenarioOverrides`, ARCHITECTURE §4) applied to a
+"""The command line's overrides (:class:`~pdplan.specs.command_line.ScenarioOverrides`, docs/architecture.md §4)
+applied to a
 scenario and validated again: the deployment (``--xpyd``, ``--colocated``, ``--gpu``, ``--tp``...), the workload
 (``--isl``/``--osl`` or ``--workload``), the SLO and the dtypes."""
 

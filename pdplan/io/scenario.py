@@ -52,7 +52,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def revalidate(scenario: Scenario, update: dict[str, Any], *, source: str = "overrides") -> Scenario:
-    """``scenario`` with ``update`` applied, validated again (CLI overrides; STYLE.md)."""
+    """``scenario`` with ``update`` applied, validated again (CLI overrides; docs/architecture.md §8)."""
     data = scenario.model_dump()
     data.update(update)
     try:

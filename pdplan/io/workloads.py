@@ -56,7 +56,7 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
 
 
 def load_workload(path: str | Path) -> WorkloadSpec:
-    """Read and validate a workload YAML file (ARCHITECTURE §4)."""
+    """Read and validate a workload YAML file (docs/architecture.md §4)."""
     path = Path(path)
     return workload_from_dict(read_yaml_mapping(path), source=str(path), base_dir=path.parent)
 

@@ -9,18 +9,18 @@ so every MoE layer sees the tokens of all ``dp`` ranks (AIConfigurator MoeOp: "e
 into the SHARED expert pool"). Dense layers (the attention projections, dense FFNs, shared experts, LM head) are
 replicated across DP ranks and tensor-parallel within one: vLLM's data-parallel + EP deployment (each DP rank a full
 replica of the non-expert layers) and SGLang's ``--enable-dp-attention --moe-dense-tp-size 1`` (dense FFN and LM head
-data-parallel; LMSYS large-scale EP blog 2025-05-05, MISSION_FEATURES.md §5.2).
+data-parallel; LMSYS large-scale EP blog 2025-05-05, docs/mission_features.md §5.2).
 
 **All-to-all** (EP > 1 with attention DP; with dp = 1 the tokens are replicated over the TP group and the layer's TP
 all-reduce combines the experts' outputs: :func:`pdplan.perf.ops.expert_ops`): per MoE layer a dispatch (tokens to
 their experts' GPUs) and a combine (expert outputs back), each moving ``tokens_per_gpu · min(top_k, E, ep − 1) · h ·
 b`` bytes per GPU, dispatch at b = 1 (FP8 with block scales) and combine at b = 2 (BF16); over NVLink (the GPU's
 scale-up bandwidth) while the ``tp·dp`` GPUs stay in one node, else over the scale-out NIC (50 GB/s per GPU). This is
-AIConfigurator's ``alltoall_sol_ms`` (MISSION_FEATURES.md §5.1) plus a per-call latency from the measured DeepEP
+AIConfigurator's ``alltoall_sol_ms`` (docs/mission_features.md §5.1) plus a per-call latency from the measured DeepEP
 tables; DeepEP's normal mode serves prefill and its low-latency mode decode (SGLang large-scale EP). Constants:
 ``pdplan/data/expert_parallel.yaml``.
 
-**ZeRO-Prefill weight gather** (arXiv 2605.02960, MISSION_FEATURES.md §4): instead of routing tokens, each prefill
+**ZeRO-Prefill weight gather** (arXiv 2605.02960, docs/mission_features.md §4): instead of routing tokens, each prefill
 GPU all-gathers the next MoE layer's experts (the ``(ep − 1)/ep`` it does not hold) while it computes the current
 layer, then runs every expert on its own tokens. The gather hides behind compute when the layer's compute time is at
 least ``γ·t_gather`` (the paper's saturation threshold ``T = t_EP·F_GPU·γ`` in FLOPs); the exposed part is

@@ -1,6 +1,6 @@
 """Memory of one instance: weights per GPU, activation workspace, KV-cache token capacity, max sequences.
 
-Per GPU of an instance with tensor parallelism t and pipeline parallelism p (ARCHITECTURE §2):
+Per GPU of an instance with tensor parallelism t and pipeline parallelism p (docs/architecture.md §2):
 
     usable      = HBM · gpu_memory_utilization                    (vLLM's budget for weights + activations + KV)
     weights     = total_params · b_w / (t · p)                    (every weight sharded; vocab-parallel embedding)

@@ -9,7 +9,7 @@ Sharding follows Megatron-style tensor parallelism as vLLM/SGLang implement it (
 arXiv 1909.08053): Q/K/V, gate/up and expert gate/up are column-parallel (output features / tp), O, down and
 expert down are row-parallel (input features / tp), each row-parallel layer ends in an all-reduce of the
 activations (two per layer). K/V heads are split across ranks while tp <= n_kv_heads; beyond that each rank
-keeps ceil(n_kv/tp) = 1 head, i.e. KV is replicated (ARCHITECTURE §2). MLA's down-projections (q_a, kv_a) are
+keeps ceil(n_kv/tp) = 1 head, i.e. KV is replicated (docs/architecture.md §2). MLA's down-projections (q_a, kv_a) are
 replicated and its latent cache is not sharded (vLLM DeepSeek-V2/V3 implementation). The LM head is
 column-parallel over the vocabulary; in prefill it runs on the last token of each prompt only.
 """

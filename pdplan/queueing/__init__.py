@@ -1,4 +1,4 @@
-"""Pure-numpy queueing core of pdplan (QUEUEING.md §1–§3, §5).
+"""Pure-numpy queueing core of pdplan (docs/queueing.md §1–§3, §5).
 
 Inputs are floats and numpy arrays (a discretised workload is arrays of bin values and
 probabilities);

@@ -1,4 +1,4 @@
-"""SLO attainment and goodput from the queueing distributions (QUEUEING.md §1.2, §5.2).
+"""SLO attainment and goodput from the queueing distributions (docs/queueing.md §1.2, §5.2).
 
 * TTFT attainment: ``P(TTFT ≤ a) = Σ_l p_l F_W(a − g_l)`` — one matrix-vector product on the
   histogram, valid because under FCFS with Poisson arrivals a request's wait is independent of its

@@ -1,4 +1,4 @@
-"""Batched prefill on one instance: dynamic batching under a token budget (QUEUEING.md §1.4).
+"""Batched prefill on one instance: dynamic batching under a token budget (docs/queueing.md §1.4).
 
 Model (the simulator's, :mod:`pdplan.sim.prefill`): Poisson arrivals at λ, prompt lengths l ~ p_k.
 An idle instance starts a batch with the first arrival at once; when a batch ends, the instance
@@ -7,7 +7,7 @@ longer prompt runs alone) and all of them finish together after the batch time F
 roofline, :class:`pdplan.serving.roles.PrefillBatchTime`). Light load gives batches of one; under
 load a batch holds whatever arrived during the previous one.
 
-Why not M/G/1 on amortised work (QUEUEING §1.4's first suggestion): with batch time
+Why not M/G/1 on amortised work (docs/queueing.md §1.4's first suggestion): with batch time
 ``a + β·Σl`` and no cap, the mean-field batch length is ``a/(1 − λβE[l])`` and the amortised
 per-request work ``βl + a/E[batch]`` makes λ·E[S] = 1 at *every* load — the server is always busy
 (batches stretch to absorb the load), so Pollaczek–Khinchine does not apply. We solve the bulk
@@ -249,7 +249,7 @@ def chain_state(model: BatchedPrefill, rate: float, servers: int = 1) -> ChainSt
     """Stationary law of the embedded chain at ``rate`` (module docstring).
 
     ``servers`` = c > 1: the central queue of c instances (least-work routing) as one server
-    whose batches last T/c (the M/G/c ≈ M/G/1-with-S/c scaling of QUEUEING §1.3 applied to
+    whose batches last T/c (the M/G/c ≈ M/G/1-with-S/c scaling of docs/queueing.md §1.3 applied to
     batch durations): batches start c times as often and collect λT/c arrivals each.
     """
     k = model.lengths.size

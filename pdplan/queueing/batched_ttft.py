@@ -85,7 +85,7 @@ def batched_wait(model: BatchedPrefill, rate_per_s: FloatArray, servers: int = 1
     """:class:`PerBinWait` for each rate (one chain solve and one lattice per rate).
 
     ``servers`` = c > 1 models c instances fed by one central FCFS queue (least-work routing),
-    as M/G/c is modelled for one prompt at a time (QUEUEING §1.3): an arrival finds an idle
+    as M/G/c is modelled for one prompt at a time (docs/queueing.md §1.3): an arrival finds an idle
     instance with probability 1 − C(c, c·ρ) (Erlang C, ρ the busy fraction of the scaled chain,
     :func:`pdplan.queueing.batched.chain_state`) and then runs alone at once; otherwise its wait,
     mates and missed batches follow the scaled chain (durations T/c), while its own batch still

@@ -1,6 +1,6 @@
 """Chunked-prefill colocated instance: the prefill chunk queue and the decode window it overlaps.
 
-Model (QUEUEING.md §3, Sarathi-Serve stall-free batching). One instance, Poisson arrivals at λ,
+Model (docs/queueing.md §3, Sarathi-Serve stall-free batching). One instance, Poisson arrivals at λ,
 workload cells ``(L_i, n_i, p_i)``, linear decode step ``τ = t0 + t1·B + t2·K``, token budget C,
 prefill cost ``t_p`` per token plus the causal attention of the prompt's chunks over the context
 already prefilled, ``A_i`` in all for a prompt of L_i tokens (:func:`pdplan.serving.roles.chunk_price`

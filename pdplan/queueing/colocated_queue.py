@@ -1,4 +1,4 @@
-"""Colocated baseline: prefill and decode share one instance (QUEUEING.md §3).
+"""Colocated baseline: prefill and decode share one instance (docs/queueing.md §3).
 
 Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode step time
 ``τ = t0 + t1·B + t2·K`` (:class:`~pdplan.queueing.decode.LinearStepTime`), workload bins
@@ -65,7 +65,7 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   simulate`` (docs/accuracy_serving.md).
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
-approximation here (both live on one instance; QUEUEING.md §5.2 flags it). Under prefill-first
+approximation here (both live on one instance; docs/queueing.md §5.2 flags it). Under prefill-first
 they are positively associated (a long wait W also lengthens the stall window), so the product
 understates the joint attainment: on the safe side.
 """

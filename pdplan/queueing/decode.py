@@ -1,6 +1,6 @@
 """Continuous-batching decode pool: mean-field step time, KV/seat capacity, TPOT distribution.
 
-Model (QUEUEING.md §2). Per decode instance, requests arrive Poisson at λ_d (= λ/y) and each needs
+Model (docs/queueing.md §2). Per decode instance, requests arrive Poisson at λ_d (= λ/y) and each needs
 n decode steps with prompt context L (workload bins ``(L_i, n_i, p_i)``). Every iteration runs all B
 in-flight sequences with total context K; the step time is τ(B, K):
 
@@ -11,7 +11,7 @@ Mean field (§2.2): Little's law on sequences and on context tokens (renewal–r
 ``N = λ_d E[n] τ̄``, ``K̄ = λ_d τ̄ E[nL + n(n−1)/2]``; linear τ gives ``τ̄ = t0/(1 − u)`` with
 ``u = λ_d(t1 E[n] + t2 E[nL + n(n−1)/2])`` (stable iff u < 1); a non-linear τ is solved by brentq on
 ``τ̄ = τ(N(τ̄), K̄(τ̄))`` and u := 1 − τ(0, 0)/τ̄. Measured: τ̄ within −4…+3 % of simulated mean TPOT
-for u ≤ 0.5 and −9 % up to u = 0.85 (QUEUEING.md §6.3); cf. Song et al. 2026 (arXiv 2601.21351).
+for u ≤ 0.5 and −9 % up to u = 0.85 (docs/queueing.md §6.3); cf. Song et al. 2026 (arXiv 2601.21351).
 
 Capacity (§2.3): KV ``K̄ + z·sd(K) ≤ M_kv`` with M/G/∞ shot-noise ``Var K = λ_d τ̄ E[Σ_{j<n}(L+j)²]``
 and seats ``N + z·sqrt(N·F) ≤ max_num_seqs``; both variances are multiplied by the load-feedback
@@ -24,7 +24,7 @@ over its n steps of the others' load X. Kernels ``g_m = E[w·1{n>m}]``, ``r_m = 
 ``S_X(f) = λ_d τ̄ R(f)/|1 − λ_d G(f)|²`` (G includes the one-step admission delay),
 ``C_X = irfft(S_X)``, ``Var X̄(n) = (n C_0 + 2Σ_{m<n}(n−m)C_m)/n²``, ``E X̄ = u τ̄``;
 X̄ ~ Gamma(mean, var); TPOT cdf = mixture over bins. Non-linear τ is linearised at the fixed point
-(t1 = ∂τ/∂B, t2 = ∂τ/∂K, t0 = τ̄ − t1 N − t2 K̄). Measured (QUEUEING.md §6.3): P50/P90/P99 within
+(t1 = ∂τ/∂B, t2 = ∂τ/∂K, t0 = τ̄ − t1 N − t2 K̄). Measured (docs/queueing.md §6.3): P50/P90/P99 within
 −4…+2 % for u ≤ 0.5; −7/−15/−12 % at u = 0.7; −9/−6/+3 % at u = 0.85.
 This implementation vs a step-level DES (tests/unit/test_queueing_decode.py, L ~ LN(1000, σ=1),
 n ~ LN(100, σ=1)): mean/P50/P90/P99 within −5.3…+2.4 % for u = .3/.5/.7 (30 k requests).
@@ -346,7 +346,7 @@ def decode_capacity(
 ) -> DecodeCapacity:
     """Max per-instance rate meeting u ≤ u_max, ``K̄ + z·sd K ≤ M_kv``, ``N + z·sqrt(N F) ≤ seats``.
 
-    ``utilisation_max`` defaults to 0.85, the highest load at which QUEUEING.md §6.3 validated the
+    ``utilisation_max`` defaults to 0.85, the highest load at which docs/queueing.md §6.3 validated the
     model (§5.2 "require u < u_max (≈0.85)"). A single request whose L + n exceeds M_kv gives 0.
     ``state_tokens_per_seq``: KV slots of fixed state per sequence; K counts them (:func:`kv_footprint`).
     """

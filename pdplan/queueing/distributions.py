@@ -6,7 +6,7 @@ interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) a
 
 * :class:`WaitDistribution`: a queueing wait W on a uniform grid ``t_k = k·h`` (one ``h`` per
   rate) with an atom ``P(W = 0)``; produced by the FFT Pollaczek–Khinchine/Beneš method
-  (QUEUEING.md §1.2(1)) and by the M/G/c and round-robin variants built on it (§1.3).
+  (docs/queueing.md §1.2(1)) and by the M/G/c and round-robin variants built on it (§1.3).
 * :class:`ShiftedMixture`: ``T = W + g_l`` with a request-class dependent deterministic shift
   ``g_l`` (e.g. TTFT = wait + prefill service + KV transfer, §1.2, §1.5). Because a request's FCFS
   wait under Poisson arrivals is independent of its own service,
@@ -17,7 +17,7 @@ interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) a
   for under TTFT convention B, spread over the request's n_i intervals).
 
 Mixture quantiles are found with :func:`scipy.optimize.brentq` on the monotone mixture cdf, never by
-adding quantiles (QUEUEING.md §1.2 measured −60…+41 % error for that shortcut).
+adding quantiles (docs/queueing.md §1.2 measured −60…+41 % error for that shortcut).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Closed-form decode capacity for a linear step time (the fast path of :func:`pdplan.queueing.linear_capacity`).
 
 The search screens thousands of decode instance types; with ``τ(B, K) = t0 + t1·B + t2·K`` the utilisation bound is
-linear in λ and the KV-occupancy and seat bounds are monotone scalar equations, solved by brentq (QUEUEING §2.3–§2.4)
+linear in λ and the KV-occupancy and seat bounds are monotone scalar equations, solved by brentq (docs/queueing.md
+§2.3–§2.4)
 with the same margin ``z = Z99`` as the general bound.
 """
 
@@ -23,7 +24,7 @@ from pdplan.types import Z99
 
 
 def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
-    """Load-feedback variance factor F of QUEUEING §2.4 at one per-instance rate."""
+    """Load-feedback variance factor F of docs/queueing.md §2.4 at one per-instance rate."""
     _, fac = load_noise(decode_fixed_point([rate], wl, step), wl)
     return float(fac[0])
 

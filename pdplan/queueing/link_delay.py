@@ -1,4 +1,4 @@
-"""What a busy KV link adds to a request's KV-ready time, per prompt bin (QUEUEING §1.5).
+"""What a busy KV link adds to a request's KV-ready time, per prompt bin (docs/queueing.md §1.5).
 
 A transfer stream of a request with prompt bin ``k`` may start ``lead_k`` before its prefill ends
 (``overlap − pipe``: layer and chunk granularity stream while the prefill runs, request

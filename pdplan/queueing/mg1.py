@@ -1,28 +1,28 @@
 """M/G/1 FCFS queue: Pollaczek–Khinchine moments, FFT waiting-time distribution, DistServe M/D/1.
 
-Model (QUEUEING.md §1.2): Poisson arrivals at rate λ, one server, FCFS, i.i.d. service S given as a
+Model (docs/queueing.md §1.2): Poisson arrivals at rate λ, one server, FCFS, i.i.d. service S given as a
 discretised distribution (support points ``service_s`` with probabilities ``prob``, e.g. the prefill
 time S(l) of each prompt-length bin). Utilisation ρ = λE[S] must be < 1 (else ValueError).
 
 * Pollaczek–Khinchine: ``E[W] = λE[S²]/(2(1−ρ))``, ``E[W²] = 2E[W]² + λE[S³]/(3(1−ρ))``,
-  ``P(W = 0) = 1 − ρ`` (Kleinrock, Queueing Systems Vol. 1, §5.7; quoted in QUEUEING.md §1.2).
+  ``P(W = 0) = 1 − ρ`` (Kleinrock, Queueing Systems Vol. 1, §5.7; quoted in docs/queueing.md §1.2).
 * Waiting-time cdf by the Beneš compound-geometric form: ``W = Σ_{i≤K} R_i``, ``P(K=k) = (1−ρ)ρ^k``,
   R_i i.i.d. with the equilibrium density ``(1 − B(x))/E[S]``. On a lattice of step h the generating
   function is ``(1−ρ)/(1 − ρ·r̂)``, evaluated with one real FFT per rate (batched, zero-padded ×2 to
   suppress wrap-around). Equilibrium cell masses come exactly from the histogram:
   ``mass[e_k, e_{k+1}) = (E[min(S, e_{k+1})] − E[min(S, e_k)])/E[S]``. We use the *rounding*
   discretisation (cell ``[(k−½)h, (k+½)h)`` ↦ point ``k·h``), which is unbiased to first order in h.
-  QUEUEING.md §6.1 measured P50/P90/P99 of T = W + S within ±2.1 % of 4–8 M-customer Lindley Monte
+  docs/queueing.md §6.1 measured P50/P90/P99 of T = W + S within ±2.1 % of 4–8 M-customer Lindley Monte
   Carlo for c_s² ∈ {0.2, 1.5, 4.0}, ρ ∈ {0.5, 0.7, 0.9}; this package's own Lindley test
   (tests/unit/test_queueing_mg1.py) reproduces that to within a few per cent.
 * Grid sizing (§1.2(1)): h = m_c/400 with m_c = E[W]/ρ = E[W | W > 0] (this is ≥ E[S]/2, so service
   times are resolved too); span N·h ≥ 30·m_c + max S; N a power of two capped at ``max_cells`` (then
   h grows). If the mass beyond the grid exceeds ``tail_tol`` the span is doubled (up to 3 times),
   then ValueError.
-* DistServe (Zhong et al., OSDI'24, §3.1; PUBLISHED_RESULTS.md §1.2) M/D/1 mean TTFT formulas for a
+* DistServe (Zhong et al., OSDI'24, §3.1; docs/published_results.md §1.2) M/D/1 mean TTFT formulas for a
   single device, 2-way inter-op and 2-way intra-op (speedup K), plus the p-stage pipeline version
   with variable S: ``E[T] = E[S] + λE[(S/p)²]/(2(1 − λE[S]/p))``. With deterministic S these equal
-  the P-K mean exactly. Do not use M/D/1 with D = E[S] on real traces (−33…−55 %, QUEUEING.md §6.2).
+  the P-K mean exactly. Do not use M/D/1 with D = E[S] on real traces (−33…−55 %, docs/queueing.md §6.2).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _lattice_cdf(rho: FloatArray, masses: FloatArray) -> FloatArray:
 def _grid_steps(
     rho: FloatArray, cond_mean_s: FloatArray, max_service_s: float, max_cells: int
 ) -> tuple[FloatArray, int]:
-    """Per-rate step h and a common power-of-two cell count (QUEUEING.md §1.2(1) sizing)."""
+    """Per-rate step h and a common power-of-two cell count (docs/queueing.md §1.2(1) sizing)."""
     span = _TAIL_MEANS * cond_mean_s + max_service_s
     h = cond_mean_s / _CELLS_PER_MEAN
     need = np.ceil(span / h) + 2.0
@@ -181,7 +181,7 @@ def distserve_intra_op_ttft_s(rate_per_s: ArrayLike, exec_time_s: float, speedup
 
 
 def pipeline_mean_ttft_s(rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, stages: int) -> FloatArray:
-    """p-stage pipeline mean latency: ``E[S] + λE[(S/p)²]/(2(1 − λE[S]/p))`` (QUEUEING.md §1.2).
+    """p-stage pipeline mean latency: ``E[S] + λE[(S/p)²]/(2(1 − λE[S]/p))`` (docs/queueing.md §1.2).
 
     Waiting is governed by the per-stage time S/p (an M/G/1 on S/p); the request still needs S.
     """

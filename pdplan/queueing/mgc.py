@@ -1,18 +1,18 @@
 """x prefill instances behind a router: Erlang C, Allen–Cunneen, M/G/c waits by routing policy.
 
-Models (QUEUEING.md §1.3, §5.2), Poisson arrivals at total rate λ, x identical FCFS instances,
+Models (docs/queueing.md §1.3, §5.2), Poisson arrivals at total rate λ, x identical FCFS instances,
 service S (discretised), ρ = λE[S]/x < 1 (else ValueError):
 
 * ``"random"`` (random / hash routing): each instance is an M/G/1 at λ/x — exact by Poisson
-  thinning; FFT of :mod:`pdplan.queueing.mg1`. Measured ±5 % vs DES (QUEUEING.md §6.2).
+  thinning; FFT of :mod:`pdplan.queueing.mg1`. Measured ±5 % vs DES (docs/queueing.md §6.2).
 * ``"least-work"`` (least-work-left ≈ least-outstanding-prefill-tokens): identical to a central FCFS
   M/G/c queue. ``P(W > t) ≈ C(c, a)·P(W₁ > t | W₁ > 0)`` with C the Erlang-C probability
   (a = λE[S]) and W₁ the M/G/1 wait for service S/c at the same ρ (FFT). The conditional mean equals
   the Allen–Cunneen mean exactly. Measured P90 −6…+7 %, P99 −11…+12 % vs LWL DES for c = 2, 4, 8,
-  ρ = 0.5–0.9 (QUEUEING.md §6.2). Optimistic for JSQ-by-count routers (P99 up to −24 %).
+  ρ = 0.5–0.9 (docs/queueing.md §6.2). Optimistic for JSQ-by-count routers (P99 up to −24 %).
 * ``"round-robin"``: each instance sees Erlang-x inter-arrivals (c_a² = 1/x), an E_x/G/1 queue.
   Mean by Kingman's GI/G/1 formula ``E[W] ≈ ρ/(1−ρ)·(c_a² + c_s²)/2·E[S]`` (Kingman 1961). Shape
-  (our choice, documented here, not in QUEUEING.md): keep the atom ``P(W = 0) ≈ 1 − ρ`` and the
+  (our choice, documented here and in docs/queueing.md §1.3): keep the atom ``P(W = 0) ≈ 1 − ρ`` and the
   shape of the M/G/1 conditional wait at λ/x, rescaling its time axis by
   ``k = (c_a² + c_s²)/(1 + c_s²)`` so the mean matches Kingman (k = 1 for x = 1, i.e. exact M/G/1).
   It is a gamma-like tail with the right mean, in place of the cruder exponential-with-atom.

@@ -1,5 +1,5 @@
 """TTFT as a mixture over prompt bins: prefill wait ⊕ KV-link delay per bin ⊕ deterministic offsets
-(QUEUEING §1.2, §1.5).
+(docs/queueing.md §1.2, §1.5).
 
 ``TTFT = W_p + W_link + g_l``: a request's FCFS wait is independent of its own service under Poisson arrivals, so
 

@@ -56,7 +56,7 @@ def __getattr__(name: str) -> Any:
 
 
 def to_json_text(result: PlanResult) -> str:
-    """The JSON document (ARCHITECTURE §4 keys; NaN/inf as null)."""
+    """The JSON document (docs/architecture.md §4 keys; NaN/inf as null)."""
     return to_json(result.to_document())
 
 

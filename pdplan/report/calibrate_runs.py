@@ -1,6 +1,7 @@
 """``pdplan calibrate`` on benchmark runs: per-run predictions and errors, the error summary and the fitted terms.
 
-JSON keys (ARCHITECTURE §4, "calibrate from benchmarks"): ``mape`` (median absolute % error over the TTFT and TPOT
+JSON keys (docs/architecture.md §4, "calibrate from benchmarks"): ``mape`` (median absolute % error over the TTFT and
+TPOT
 errors together), ``n`` (runs), ``rows`` (each run's fields plus ``predicted_ttft_ms``, ``predicted_tpot_ms``,
 ``ttft_error_pct``, ``tpot_error_pct``: signed, predicted/measured − 1), ``ttft`` / ``tpot`` (median and P90
 absolute % error), ``engine`` (``name``, ``version``, ``fitted``) and after a fit ``terms`` (each term's

@@ -118,7 +118,7 @@ def model_show_view(model: ModelSpec) -> View:
 
 
 def validation_view(result: ValidationResult) -> View:
-    """``pdplan validate``: one record per file; JSON ``ok``, ``errors`` (ARCHITECTURE §4) and ``files``."""
+    """``pdplan validate``: one record per file; JSON ``ok``, ``errors`` (docs/architecture.md §4) and ``files``."""
     records = [{"file": r.file, "kind": r.kind, "ok": r.ok, "error": r.error} for r in result.files]
     document = {
         "ok": result.ok,

@@ -1,7 +1,7 @@
 """The decode KV limit in words (issue #12 item 9): it binds on the P99 occupancy while tables show the mean.
 
 :func:`pdplan.queueing.decode.decode_capacity` stops the decode pool where ``K̄ + z·sd K`` reaches the KV capacity
-(z = the 0.99 normal quantile, QUEUEING §2.3), but the ``decode_kv`` utilisation every report prints is the mean
+(z = the 0.99 normal quantile, docs/queueing.md §2.3), but the ``decode_kv`` utilisation every report prints is the mean
 ``K̄ / M_kv``, so "limited by decode KV capacity" sits beside, e.g., ``decode_kv 0.63``; these words say why.
 """
 
@@ -14,7 +14,8 @@ from pdplan.types import Z99, Binding
 
 KV_LIMIT_NOTE = (
     f"decode KV capacity binds when the P99 KV occupancy (mean + {Z99:.2f} sd of the resident tokens, "
-    "QUEUEING §2.3) reaches the capacity; the decode_kv utilisation shown is the mean occupancy, lower by that margin"
+    "docs/queueing.md §2.3) reaches the capacity; the decode_kv utilisation shown is the mean occupancy, lower by "
+    "that margin"
 )
 """Why "limited by decode KV capacity" sits beside a ``decode_kv`` utilisation well below 1."""
 

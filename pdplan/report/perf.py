@@ -110,7 +110,7 @@ def op_records(time: PhaseTime) -> list[dict[str, Any]]:
 
 
 def roofline_view(run: RooflineRun) -> View:
-    """``pdplan roofline``: per-operator records; JSON ``time_s``, ``bound``, ``ops`` (ARCHITECTURE §4) and the
+    """``pdplan roofline``: per-operator records; JSON ``time_s``, ``bound``, ``ops`` (docs/architecture.md §4) and the
     inputs, memory fit and kernel table it assumed."""
     records = op_records(run.time)
     bound = run.time.bound()
@@ -162,7 +162,8 @@ def _stats(stats: Any) -> dict[str, Any]:
 
 
 def calibration_document(report: CalibrationReport) -> dict[str, Any]:
-    """``pdplan calibrate`` as JSON: ``mape`` (median absolute % error), ``n``, ``rows`` (ARCHITECTURE §4), and the
+    """``pdplan calibrate`` as JSON: ``mape`` (median absolute % error), ``n``, ``rows`` (docs/architecture.md §4),
+    and the
     error per phase and per GPU."""
     return {
         "mape": report.stats.median_abs_pct,

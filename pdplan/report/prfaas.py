@@ -27,7 +27,7 @@ CSV_KEYS = (
     "naive_goodput_rps",
     "gain_vs_naive",
 )
-"""The ``prfaas`` keys a CSV row carries (as ``prfaas_<key>``), ARCHITECTURE §4's first."""
+"""The ``prfaas`` keys a CSV row carries (as ``prfaas_<key>``), docs/architecture.md §4's first."""
 
 
 def _link_rows(pf: Mapping[str, Any]) -> list[tuple[str, str]]:

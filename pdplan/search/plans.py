@@ -1,6 +1,6 @@
 """Typed results of the optimiser (frozen dataclasses, SI units); renderers read these and nothing else.
 
-JSON contract (ARCHITECTURE §4): ``plans`` (ranked; each with ``mode``, ``prefill``, ``decode`` (each ``gpu``,
+JSON contract (docs/architecture.md §4): ``plans`` (ranked; each with ``mode``, ``prefill``, ``decode`` (each ``gpu``,
 ``tp``, ``count``), ``granularity``, ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``, ``ttft_p90_s``,
 ``tpot_p90_s``) and ``search`` (``candidates``, ``seconds``). :meth:`PlanResult.to_document` builds it.
 """

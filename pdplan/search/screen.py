@@ -1,7 +1,7 @@
 """The optimiser's screen: goodput of every xPyD candidate at once, from the per-role tables.
 
 For a prefill option i (with its transfer option), a decode option k, a routing policy and counts (x, y), the SLO
-attainment at a global rate λ is (QUEUEING §5.2, conditional independence of the two pools given the prompt bin)
+attainment at a global rate λ is (docs/queueing.md §5.2, conditional independence of the two pools given the prompt bin)
 
     A(λ) = Σ_l T_{i,k,x}(λ)_l · E_{k,y}(λ)_l,   T = P(TTFT ≤ a | l),   E = Σ_n p(l, n) P(TPOT ≤ b | l, n)
 

@@ -1,6 +1,6 @@
 """Ranking candidates by the objective, deterministically, and the Pareto front.
 
-Objectives (ARCHITECTURE §4, ``pdplan optimize``):
+Objectives (docs/architecture.md §4, ``pdplan optimize``):
 
 * budget (``--gpus N``, the default): among candidates using at most N GPUs (any number without a budget), the
   highest goodput per GPU — ``objective: cost`` ranks by goodput per $/h instead, ``tokens-per-dollar`` by output

@@ -1,11 +1,11 @@
 """Per-role tables for the optimiser's screen: computed once per instance type, shared by every (x, y).
 
-QUEUEING §5.3: everything about a pool is a function of its *per-instance* load, so each instance type is
+docs/queueing.md §5.3: everything about a pool is a function of its *per-instance* load, so each instance type is
 tabulated once on a 1-D load grid and any instance count is an interpolation.
 
 * **Prefill** (per GPU/TP/PP, granularity, link and decode TP — the last two set the exposed KV time): the FCFS
   M/G/1 waiting-time cdf of one instance at utilisations ρ_r (FFT, :func:`pdplan.queueing.mg1_wait_distribution`).
-  For x instances at per-instance load ρ the wait is, by routing policy (QUEUEING §1.3):
+  For x instances at per-instance load ρ the wait is, by routing policy (docs/queueing.md §1.3):
   random ``F(t) = F_ρ(t)``; round-robin ``F(t) = F_ρ(t/k_x)`` with Kingman's k_x = (1/x + c_s²)/(1 + c_s²);
   least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
   M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +

@@ -1,4 +1,4 @@
-"""Colocated baseline: z instances each doing prefill and decode (QUEUEING §3).
+"""Colocated baseline: z instances each doing prefill and decode (docs/queueing.md §3).
 
 Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
 
@@ -20,7 +20,7 @@ Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
 
 Decode step: the same linearised roofline τ = t0 + t1·B + t2·K as the disaggregated decode pool.
 Stability limit: total utilisation u_d + u_p ≤ 0.85 (the range the TPOT model was validated on,
-QUEUEING §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-corrected,
+docs/queueing.md §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-corrected,
 :func:`pdplan.queueing.chunk_window.chunk_queue`), and the KV and seat bounds
 ``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
 dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).

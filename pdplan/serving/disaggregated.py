@@ -1,4 +1,4 @@
-"""Disaggregated xPyD deployment: prefill pool → KV link → decode pool (QUEUEING §1, §2, §5.2).
+"""Disaggregated xPyD deployment: prefill pool → KV link → decode pool (docs/queueing.md §1, §2, §5.2).
 
 * **Prefill pool** (:mod:`pdplan.serving.prefill_pool`): x FCFS instances behind the router
   (``routing``): random → x independent M/G/1 at λ/x (exact); least-work → M/G/c (Erlang-C ×
@@ -27,7 +27,7 @@
   round-robin and least-work (fewest outstanding requests), which smooth each instance's load.
   TPOT is undefined for one-token outputs (:mod:`pdplan.serving.snapshot`; all of them one token:
   :func:`pdplan.serving.colocated.no_tpot`).
-* **TTFT** (QUEUEING §1.5): convention A (default; the decode instance streams token 1)
+* **TTFT** (docs/queueing.md §1.5): convention A (default; the decode instance streams token 1)
   ``W_p + S_p(l) + D_link(l) + T_kv(l) + E[J_d] + τ̄_d``. J_d, the wait for the decode step
   boundary, is 0 when the decode instance is idle (probability ``e^{−N}``, N the mean sequences
   in flight: M/G/∞ occupancy seen at arrival) and else ≈ U(0, τ̄_d), so ``E[J_d] = (1 −

@@ -1,4 +1,4 @@
-"""Goodput: the highest Poisson rate whose SLO attainment meets the target (QUEUEING §5.2).
+"""Goodput: the highest Poisson rate whose SLO attainment meets the target (docs/queueing.md §5.2).
 
 ``A(λ)`` = fraction of requests meeting both the TTFT and the TPOT threshold, non-increasing in λ.
 Goodput = brentq on ``A(λ) − α*`` over ``(0, λ_stab)`` (:func:`pdplan.queueing.goodput_rate`

@@ -1,9 +1,10 @@
 """Stability limits of the serving model and the words that name them — one module that the exact model
-(:mod:`pdplan.serving.disaggregated`, :mod:`pdplan.serving.colocated`, :func:`pdplan.serving.operating_point.operating_point`)
-and the optimiser's vectorised screen (:mod:`pdplan.search.screen`) both import, so the two cannot drift apart.
+(:mod:`pdplan.serving.disaggregated`, :mod:`pdplan.serving.colocated`,
+:func:`pdplan.serving.operating_point.operating_point`) and the optimiser's vectorised screen
+(:mod:`pdplan.search.screen`) both import, so the two cannot drift apart.
 
 * ``PREFILL_RHO_MAX``: highest prefill (and KV-link) utilisation evaluated; the FFT wait grid and any SLO fail beyond.
-* ``DECODE_U_MAX``: highest decode utilisation trusted (QUEUEING §6.3 validated the TPOT model up to u = 0.85).
+* ``DECODE_U_MAX``: highest decode utilisation trusted (docs/queueing.md §6.3 validated the TPOT model up to u = 0.85).
 * ``LINK_QUEUE_MIN_RHO``: below this link utilisation at the stability limit the link wait is negligible and skipped.
 
 The constraint names are :class:`pdplan.types.Binding` members (and :func:`pdplan.types.ttft_at` /

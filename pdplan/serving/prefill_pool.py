@@ -1,9 +1,9 @@
 """The prefill pool of an xPyD deployment: x instances behind the router, batch-1 or batched.
 
-* **One prompt at a time** (default; QUEUEING §1.2–1.3): FCFS service S(l) = the batch-1 roofline
+* **One prompt at a time** (default; docs/queueing.md §1.2–1.3): FCFS service S(l) = the batch-1 roofline
   *stage* time plus the transfer granularity's prefill extra; the wait by routing policy
   (:func:`pdplan.serving.ttft.prefill_wait`); capacity x/E[S].
-* **Batched** (scenario ``prefill_max_batch_tokens``; QUEUEING §1.4): each instance is the
+* **Batched** (scenario ``prefill_max_batch_tokens``; docs/queueing.md §1.4): each instance is the
   dynamic-batching queue of :mod:`pdplan.queueing.batched`, with batches priced by the roofline
   (:class:`pdplan.serving.roles.PrefillBatchTime`); the transfer granularity's prefill extra is
   paid once per batch (layer: the per-layer syncs of one pass; chunk: its largest value over the

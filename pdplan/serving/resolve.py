@@ -4,7 +4,7 @@ Catalogue names become :class:`GpuSpec` / :class:`LinkSpec` / :class:`ModelSpec`
 kernel table (packaged, or the user's via ``--kernel-table``: :meth:`Catalog.kernel_table`); the workload is binned into
 a joint (input, output) histogram with at most ``WORKLOAD_BINS`` bins per axis (the 3 tail bins of
 :func:`pdplan.workload.bins.discretize` keep P99+ prompts separate) and clipped to the model's context
-window, with a warning naming the fraction of requests affected (ARCHITECTURE §2). The one-token
+window, with a warning naming the fraction of requests affected (docs/architecture.md §2). The one-token
 output mass gets its own output bin and each input bin a set of quadrature lengths
 (:mod:`pdplan.workload.quadrature`).
 

@@ -1,13 +1,13 @@
 """Per-role performance characteristics from the perf model: prefill S(l), decode τ(B, K), memory.
 
-* **Prefill service** (QUEUEING §1.1, §1.2): one prompt at a time (batch 1) on an instance with
+* **Prefill service** (docs/queueing.md §1.1, §1.2): one prompt at a time (batch 1) on an instance with
   TP = t, PP = p, priced by the roofline (:func:`pdplan.perf.roofline.phase_time`) per input-length
   bin. ``latency_s`` is the pass latency (all stages plus p − 1 hand-offs); ``service_s`` is what
   the FCFS queue sees: the bottleneck stage time, because with p stages p prompts are in flight
-  (DistServe's inter-op model waits on D_m ≈ D/2 for p = 2; PUBLISHED_RESULTS §1.2 (2)). For p = 1
+  (DistServe's inter-op model waits on D_m ≈ D/2 for p = 2; docs/published_results.md §1.2 (2)). For p = 1
   both are the same. The KV-transfer granularity may add prefill work (``prefill_extra_s``: per-layer
   sync, chunk launches and the chunked re-read of earlier KV; :mod:`pdplan.transfer.kv`), added to both.
-* **Decode step** (QUEUEING §2.1): the roofline step τ(B, c) for B sequences at mean context c is
+* **Decode step** (docs/queueing.md §2.1): the roofline step τ(B, c) for B sequences at mean context c is
   linearised as ``τ = t0 + t1·B + t2·K`` (K = B·c) by a relative least-squares fit (non-negative
   coefficients, :func:`scipy.optimize.nnls`) over the operating range B ∈ [1, B_max] (B_max the seat
   and KV limit) and c ∈ [κ/4, 4κ] around κ, the mean context of an in-flight sequence. The linear
@@ -215,7 +215,7 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
 
 
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
-    """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (QUEUEING §1.1).
+    """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (docs/queueing.md §1.1).
 
     Not for pricing a workload's own lengths: with one length the fit is (S, 0, 0) (see
     :func:`chunk_price`)."""

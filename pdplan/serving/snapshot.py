@@ -3,7 +3,7 @@
 A :class:`Snapshot` is what both deployment models (disaggregated, colocated) hand to the SLO and
 goodput code: per rate ``[R]``, a TTFT mixture over prompt bins, a TPOT gamma mixture over the
 flattened (input, output) cells ``[C]``, and pool utilisations. Attainment is
-``A = Σ_c p_c P(TTFT ≤ a | c) P(TPOT ≤ b | c)`` (QUEUEING §5.2): TTFT and TPOT are produced on
+``A = Σ_c p_c P(TTFT ≤ a | c) P(TPOT ≤ b | c)`` (docs/queueing.md §5.2): TTFT and TPOT are produced on
 different instances in a disaggregated deployment and are taken conditionally independent given
 the request's cell; for the colocated baseline the product is an approximation (same instance).
 Percentiles come from mixture cdfs by brentq (:func:`pdplan.queueing.mixture_quantile`).

@@ -1,4 +1,4 @@
-"""TTFT of a disaggregated deployment as a mixture over prompt bins (QUEUEING §1.2, §1.5); the mixture itself is
+"""TTFT of a disaggregated deployment as a mixture over prompt bins (docs/queueing.md §1.2, §1.5); the mixture itself is
 :class:`pdplan.queueing.ttft_mixture.TtftMixture`.
 
 ``TTFT = W_p + W_link + g_l`` with ``W_p`` the prefill-pool wait (FFT, by routing policy; for

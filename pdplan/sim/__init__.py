@@ -1,4 +1,4 @@
-"""Tiny numpy discrete-event simulator behind ``pdplan simulate`` (QUEUEING.md §5.4).
+"""Tiny numpy discrete-event simulator behind ``pdplan simulate`` (docs/queueing.md §5.4).
 
 It validates the closed forms of :mod:`pdplan.queueing` by replaying the same model event by event:
 prefill pools (FCFS per instance, random / round-robin / least-work routing, optional batching),

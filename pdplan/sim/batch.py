@@ -1,6 +1,6 @@
 """Shared bookkeeping of the step-level simulators: the active decode set and busy-segment records.
 
-Continuous batching (QUEUEING.md §2): a decode instance runs one step at a time over all active
+Continuous batching (docs/queueing.md §2): a decode instance runs one step at a time over all active
 sequences; each step of duration ``τ(B, K)`` gives every active sequence one token. The active set
 is kept as scalars, not per-sequence arrays: with ``A = Σ (l_i − s_admit_i)`` the batch context at
 step counter s is ``K(s) = A + B·s``, so between two events (admission or completion) the next m

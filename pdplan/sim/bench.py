@@ -1,5 +1,6 @@
 """The closed-loop benchmark replayed event by event: C clients start together at t = 0, each sends its next request
-when its last one ends, until N measured requests are done (ENGINES.md §3). The tools run their W warm-up requests to
+when its last one ends, until N measured requests are done (docs/engines.md §3). The tools run their W warm-up
+requests to
 completion first, so the measured phase starts from an idle engine with its own C-wide burst: a warm-up changes
 nothing in a deterministic replay and is not replayed.
 

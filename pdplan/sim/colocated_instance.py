@@ -1,4 +1,4 @@
-"""One colocated instance: prefill and decode share the GPU (QUEUEING.md §3).
+"""One colocated instance: prefill and decode share the GPU (docs/queueing.md §3).
 
 Common model: arriving requests join an FCFS prefill queue. A request is *admitted* (takes a seat out
 of ``max_batch`` and reserves ``l + n`` KV tokens, n = output − 1) when its prefill starts; the

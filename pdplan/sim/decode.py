@@ -1,4 +1,4 @@
-"""One disaggregated decode instance: step-level continuous batching (QUEUEING.md §2, §5.4 item 2).
+"""One disaggregated decode instance: step-level continuous batching (docs/queueing.md §2, §5.4 item 2).
 
 Model and policy:
 

@@ -1,4 +1,4 @@
-"""Prefill pool: x FCFS instances behind a router (QUEUEING.md §1.2–§1.4).
+"""Prefill pool: x FCFS instances behind a router (docs/queueing.md §1.2–§1.4).
 
 Routing policies (decided when a request arrives, in arrival order):
 

@@ -2,22 +2,22 @@
 
 The simulator knows nothing about GPUs, models or specs: the caller (the serving layer, a test, a
 notebook) computes per-request service times and passes step-time callables, so the DES can replay
-exactly what the analytic model predicts (QUEUEING.md §5.4).
+exactly what the analytic model predicts (docs/queueing.md §5.4).
 
 Request ``i`` is described by ``input_tokens[i]`` (prompt length l) and ``output_tokens[i]`` (≥ 1).
 Every per-request array below is indexed by the request id ``i``; in closed-loop mode requests are
 issued in index order.
 
-Decode-step accounting (QUEUEING.md notation, n = decode steps):
+Decode-step accounting (docs/queueing.md notation, n = decode steps):
 
 * convention ``"B"`` (prefill emits token 1, DistServe): ``n = output_tokens − 1``; a request with
   one output token never enters decode.
-* convention ``"A"`` (first token streamed by the decode instance, QUEUEING.md §1.5):
+* convention ``"A"`` (first token streamed by the decode instance, docs/queueing.md §1.5):
   ``n = output_tokens``; its first step emits token 1.
 * colocated: the iteration that completes the prefill emits token 1, then ``n = output_tokens − 1``.
 
 A sequence admitted to a decode batch at step s with prompt l holds context ``l + j`` at its j-th step
-(j = 0 … n−1), so the batch context is ``K = Σ (l_i + s − s_admit_i)`` (QUEUEING.md §2.2).
+(j = 0 … n−1), so the batch context is ``K = Σ (l_i + s − s_admit_i)`` (docs/queueing.md §2.2).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 A run is what ``vllm bench serve --max-concurrency C``, SGLang's ``bench_serving`` or aiperf report for one
 deployment: C clients at zero think time, fixed (or mean) prompt and output lengths, and the mean TTFT and TPOT
 over the measured requests (TPOT = (E2E − TTFT)/(output tokens − 1) per request, as those tools define it;
-``../shared/reference/ENGINES.md`` §3). Units are SI (seconds); files carry milliseconds and are converted at the
+docs/engines.md §3). Units are SI (seconds); files carry milliseconds and are converted at the
 edge.
 """
 

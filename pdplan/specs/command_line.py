@@ -1,4 +1,4 @@
-"""The command line's overrides of a scenario (ARCHITECTURE §4) and the flag that names each field.
+"""The command line's overrides of a scenario (docs/architecture.md §4) and the flag that names each field.
 
 One frozen model, :class:`ScenarioOverrides`, carries what ``evaluate``, ``simulate`` and ``optimize`` take on top of a
 scenario file; ``None`` keeps the scenario's value. Prefill and decode values stay apart (``prefill_gpu``,

@@ -179,7 +179,7 @@ class Overheads(FrozenModel):
     launch time, a floor under that step (:mod:`pdplan.benchmark.colocated_loop`, "Eager steps"); None = 0."""
     step_s_per_seq: Sourced | None = None
     """Per decode step per running sequence: host work that grows with the batch (input preparation, sampling,
-    output processing of each sequence; ENGINES.md §1.6 "large batches (cost ∝ #seqs)", Vidur's per-batch CPU
+    output processing of each sequence; docs/engines.md §1.6 "large batches (cost ∝ #seqs)", Vidur's per-batch CPU
     terms); None = 0."""
 
     def seq_overhead_s(self) -> float:

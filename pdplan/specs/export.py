@@ -36,12 +36,12 @@ class PlanRole(_Lenient):
 
     @property
     def gpus_per_instance(self) -> int:
-        """GPUs one instance occupies (ARCHITECTURE §4: tp × dp × pp)."""
+        """GPUs one instance occupies (docs/architecture.md §4: tp × dp × pp)."""
         return self.tp * self.dp * self.pp
 
 
 class ExportPlan(_Lenient):
-    """One ranked plan of ``optimize --format json`` (ARCHITECTURE §4 ``plans`` keys)."""
+    """One ranked plan of ``optimize --format json`` (docs/architecture.md §4 ``plans`` keys)."""
 
     mode: Literal["disaggregated", "colocated"]
     label: str
@@ -115,7 +115,7 @@ class PlanDocument(_Lenient):
 
     @property
     def engine_name(self) -> str | None:
-        """The serving engine the plan was priced for (the profile's ``engine``, else its ``name``; ARCHITECTURE
+        """The serving engine the plan was priced for (the profile's ``engine``, else its ``name``; docs/architecture.md
         §4), or None when the document predates it."""
         return self._engine_field("engine", "name")
 

@@ -186,7 +186,7 @@ class FrameworkParams(FrozenModel):
     decode_step_overhead_s: NonNegative
     decode_step_overhead_s_per_seq: NonNegative = 0.0
     """Per decode sequence per step (host work that scales with the batch: input preparation, sampling, output
-    processing of each running sequence; ``../shared/reference/ENGINES.md`` §1.6); 0 in the shipped tables, set by
+    processing of each running sequence; docs/engines.md §1.6); 0 in the shipped tables, set by
     an engine profile's ``step_s_per_seq`` (:mod:`pdplan.serving.engine_bind`)."""
 
 

@@ -57,7 +57,7 @@ class ModelKvMixin:
         return self.num_swa_layers * self.swa_kv_heads * (self.head_dim + self.value_head_dim) * kv_dtype_bytes
 
     def kv_bytes_per_token(self: _KvFields, kv_dtype_bytes: float) -> float:
-        """KV-cache bytes per token over all KV layers (ARCHITECTURE §2); Llama-3.1-70B: 327,680."""
+        """KV-cache bytes per token over all KV layers (docs/architecture.md §2); Llama-3.1-70B: 327,680."""
         return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
 
     def linear_state_bytes_per_sequence(

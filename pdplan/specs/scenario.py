@@ -1,6 +1,6 @@
 """Scenario: one deployment question in YAML — model, hardware per role, link, workload, SLO.
 
-YAML keys equal the field names (no merge magic; STYLE.md). Loaded by :func:`load_scenario`, which
+YAML keys equal the field names (no merge magic; docs/architecture.md §8). Loaded by :func:`load_scenario`, which
 turns every failure into one-line :class:`~pdplan.errors.SpecError` naming the file and the field.
 
 Two deployment shapes (``mode``):
@@ -23,7 +23,7 @@ tokens fit the budget (always at least one; a longer prompt runs alone) and all 
 (:mod:`pdplan.queueing.batched`, :mod:`pdplan.serving.prefill_pool`). Colocated deployments
 ignore it (their batching is ``scheduler``/``chunk_tokens``), so a search may swap modes freely.
 
-``workload`` is an inline block (ARCHITECTURE §4), a bundled preset name (``chat``) or a path to a
+``workload`` is an inline block (docs/architecture.md §4), a bundled preset name (``chat``) or a path to a
 workload YAML (relative to the scenario file). SLO times accept unit strings (``"250ms"``); inside
 they are seconds. Engine settings left out (``max_num_seqs``, ``gpu_memory_utilization``,
 ``chunk_tokens``) come from ``pdplan/data/serving_defaults.yaml`` (with sources).
@@ -93,7 +93,7 @@ class SloSpec(FrozenModel):
     """TTFT/TPOT thresholds (s), the percentile they are read at, and the target attainment.
 
     Defaults: DistServe's (OSDI'24 §6) 90 % attainment convention; 2 s / 100 ms are placeholder
-    chat-style thresholds (ARCHITECTURE §2 "default P90, 90 %"), meant to be set per scenario.
+    chat-style thresholds (docs/architecture.md §2 "default P90, 90 %"), meant to be set per scenario.
     """
 
     ttft: Seconds = 2.0

@@ -1,4 +1,4 @@
-"""Workload specs: token-length distributions and the workload file schema (ARCHITECTURE §4).
+"""Workload specs: token-length distributions and the workload file schema (docs/architecture.md §4).
 
 A workload is either two independent length distributions (``input_tokens``, ``output_tokens``;
 the laws and their conventions are in :mod:`pdplan.specs.length_laws`) or one trace CSV giving

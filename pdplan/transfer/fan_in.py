@@ -1,6 +1,6 @@
 """KV-link load of an xPyD fan-in: which side's NICs are busier, and that side as an M/G/1 queue.
 
-**Fan-in / link queue** (QUEUEING §1.5). ``x`` prefill feed ``y`` decode instances, evenly:
+**Fan-in / link queue** (docs/queueing.md §1.5). ``x`` prefill feed ``y`` decode instances, evenly:
 ``ρ_d = λ·E[B]/(y·BW_d)``, ``ρ_p = (λ/x)·E[B]/BW_p`` with ``BW_side = line_rate·eff·nics_side``.
 The busier side is one FCFS M/G/1 server on work, ``S = latency + B/BW_side``; Pollaczek–Khinchine
 ``E[W] = λE[S²]/(2(1−ρ))``. Always modelled (at low ρ the wait is ≈ 0); the service-time

@@ -3,7 +3,7 @@
 Pure numpy, vectorised over prompt lengths ``l`` (any shape). No default number lives here: link
 facts come from the link YAML, overheads and prefill times from the caller. SI units throughout.
 
-**Bytes** (ARCHITECTURE §2): ``B(l) = l·kvb·r_d + state``. ``kvb`` = KV bytes/token over all KV
+**Bytes** (docs/architecture.md §2): ``B(l) = l·kvb·r_d + state``. ``kvb`` = KV bytes/token over all KV
 layers; ``state`` = fixed linear-attention state of hybrids (head-sharded, never replicated);
 ``r_d = tp_d·⌈n_kv/tp_d⌉/n_kv``: with GQA and ``tp_d > n_kv`` each decode GPU needs a whole K/V
 head, so each head goes to ``tp_d/n_kv`` GPUs (MLA: one shared latent, ``n_kv = 1``, sent ``tp_d``
@@ -33,7 +33,7 @@ TP mismatch: the decode GPU rewrites its share into its own head layout (read + 
   ``exposed = max(0, s + max(0, (n−2)(s − c)) − c_last) + s_last`` (``s_last`` if n = 1).
   Chunking cost on prefill, for the caller to add: ``(n−1)·chunk_overhead_s`` (launches, weight
   re-read) + re-reading earlier KV, chunk ``j`` reads ``j·C`` tokens of its shard:
-  ``C·n(n−1)/2·kvb·r_p/(tp_p·HBM_p)`` — a memory-traffic upper bound (QUEUEING §1.4).
+  ``C·n(n−1)/2·kvb·r_p/(tp_p·HBM_p)`` — a memory-traffic upper bound (docs/queueing.md §1.4).
 
 With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer prefill hides a
 latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the

@@ -1,6 +1,6 @@
 """Workloads as numbers: bin a workload into a joint length histogram, or sample it.
 
-**Binning** (:func:`discretize`, QUEUEING §5.1). Each length axis is cut at equal-probability
+**Binning** (:func:`discretize`, docs/queueing.md §5.1). Each length axis is cut at equal-probability
 quantiles, snapped to whole token counts (the law binned is that of the sampled integer lengths,
 :func:`sample`), and each bin is represented by its *conditional mean* E[X | bin], so Σ p_k·x_k =
 E[X] up to the rounding of a draw to whole tokens (< ½ token): the mean prefill/decode work is

@@ -1,7 +1,7 @@
 """Refinements of the binned workload that the serving models need beyond the joint histogram.
 
 :func:`pdplan.workload.bins.discretize` represents each length bin by its conditional mean (means are
-exact; QUEUEING §5.1). Two quantities are sensitive to what happens *inside* a bin:
+exact; docs/queueing.md §5.1). Two quantities are sensitive to what happens *inside* a bin:
 
 * **One-token outputs** (:func:`split_one_token`). TPOT is undefined for a request with a single
   output token (there is no second token; the simulator reports NaN and counts the request as

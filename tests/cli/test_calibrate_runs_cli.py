@@ -1,4 +1,4 @@
-"""`pdplan calibrate` on benchmark results (ARCHITECTURE §4, "calibrate from benchmarks"): the round trip (runs
+"""`pdplan calibrate` on benchmark results (docs/architecture.md §4, "calibrate from benchmarks"): the round trip (runs
 generated from a known engine profile → the fit recovers its terms → the written profile works as --engine FILE),
 --check keys, refusals and exit codes."""
 

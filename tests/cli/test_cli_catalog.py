@@ -14,7 +14,7 @@ import typer.main
 
 from pdplan import __version__
 
-# ARCHITECTURE.md §3: identifiers users type (stable).
+# docs/architecture.md §3: identifiers users type (stable).
 GPU_IDS = [
     "a100-sxm-40gb",
     "a100-sxm-80gb",

@@ -1,4 +1,5 @@
-"""The shared options of `evaluate`, `simulate` and `optimize` (ARCHITECTURE §4): defined once, the same in every
+"""The shared options of `evaluate`, `simulate` and `optimize` (docs/architecture.md §4): defined once, the same in
+every
 command, received as one `ScenarioOverrides`; and `pdplan --version` loads none of the numeric core."""
 
 from __future__ import annotations

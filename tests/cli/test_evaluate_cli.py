@@ -1,4 +1,4 @@
-"""``pdplan evaluate``: JSON keys (ARCHITECTURE §4), overrides, exit codes."""
+"""``pdplan evaluate``: JSON keys (docs/architecture.md §4), overrides, exit codes."""
 
 from __future__ import annotations
 

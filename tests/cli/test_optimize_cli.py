@@ -1,4 +1,5 @@
-"""`pdplan optimize` (ARCHITECTURE §4): JSON contract, CLI equals the library, exit codes, reports written whole."""
+"""`pdplan optimize` (docs/architecture.md §4): JSON contract, CLI equals the library, exit codes, reports written
+whole."""
 
 import json
 from pathlib import Path
@@ -152,7 +153,7 @@ def test_cli_equals_the_library_for_every_example(example: Path, capsys: pytest.
 
 
 def test_xpyd_and_colocated_fix_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """The shared overrides `--xpyd` / `--colocated` (ARCHITECTURE §4) narrow optimize to those counts."""
+    """The shared overrides `--xpyd` / `--colocated` (docs/architecture.md §4) narrow optimize to those counts."""
     doc = _json(capsys, "--xpyd", "2P1D")
     assert {(p["prefill"]["count"], p["decode"]["count"]) for p in doc["plans"]} == {(2, 1)}  # type: ignore[index]
     assert doc["baseline"] is not None  # the baseline still comes from the whole colocated search

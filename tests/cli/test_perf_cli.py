@@ -1,4 +1,4 @@
-"""CLI contract of `pdplan roofline` and `pdplan calibrate` (ARCHITECTURE §4): JSON keys, exit codes, -o."""
+"""CLI contract of `pdplan roofline` and `pdplan calibrate` (docs/architecture.md §4): JSON keys, exit codes, -o."""
 
 import json
 from pathlib import Path

@@ -76,7 +76,7 @@ def _batched_short_chat() -> Scenario:
 
 
 def test_batched_prefill_percentiles_and_goodput() -> None:
-    """Batched prefill (QUEUEING §1.4): the chain of pdplan.queueing.batched vs the simulator's
+    """Batched prefill (docs/queueing.md §1.4): the chain of pdplan.queueing.batched vs the simulator's
     batching pool, same roofline batch times. Batches of short prompts are cheap to simulate, so
     20,000 requests (with 6,000 the simulated P99 TTFT came out 16 % away in one run)."""
     sc = _batched_short_chat()

@@ -31,7 +31,7 @@ GPU_H100 = load_spec_file(GpuSpec, REPO / "hardware_db" / "gpus" / "h100-sxm.yam
 
 
 def test_prefill_attention_efficiency_in_flashattention_band() -> None:
-    # FlashAttention-3 paper: up to ~740 TFLOPS ≈ 75% of H100 dense BF16 (HARDWARE_FACTS §3);
+    # FlashAttention-3 paper: up to ~740 TFLOPS ≈ 75% of H100 dense BF16 (docs/hardware_facts.md §3);
     # FA2 on H100 ~35%. A vLLM FA3 fit should lie in a plausible 0.35–0.85 band.
     assert 0.35 <= load_kernel_table("h100-sxm").prefill_attention["bf16"].compute_fraction <= 0.85
 
@@ -42,7 +42,7 @@ def test_large_bf16_gemm_fraction_matches_readme_sanity_figure() -> None:
 
 
 def test_allreduce_large_message_busbw_vs_nccl_tests_8xh100() -> None:
-    # nccl-tests all_reduce busbw on 8×H100 SXM: 460–480 GB/s (alayanew guide, HARDWARE_FACTS §3).
+    # nccl-tests all_reduce busbw on 8×H100 SXM: 460–480 GB/s (alayanew guide, docs/hardware_facts.md §3).
     # Model busbw at 1 GiB = 2(n−1)/n · size / time; the α-β fit over all sizes sits a bit low.
     size = float(2**30)
     t = float(allreduce_time_s(size, 8, GPU_H100, load_kernel_table("h100-sxm")))

@@ -1,6 +1,6 @@
 """Published phase characterisations as reference tests for the roofline (issue: phase performance model).
 
-Each test names its source row in ../shared/reference/PUBLISHED_RESULTS.md and states its tolerance and why.
+Each test names its source row in docs/published_results.md and states its tolerance and why.
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ CATALOG = open_catalog()
 
 
 def test_splitwise_prefill_throughput_saturates_by_2k_batched_tokens() -> None:
-    """PUBLISHED_RESULTS §2 (Splitwise, ISCA'24), phase characterisation: "prompt-phase throughput drops beyond
+    """docs/published_results.md §2 (Splitwise, ISCA'24), phase characterisation: "prompt-phase throughput drops beyond
     2048 batched prompt tokens" (Llama2-70B, TP8, DGX-H100). We check the shape, not a level: tokens/s at 2048
     is within 5% of the best over 256..16384, and 256 tokens reach clearly less (< 90%) of it."""
     model, gpu = CATALOG.model("llama-2-70b"), CATALOG.gpu("h100-sxm")
@@ -50,14 +50,15 @@ def test_decode_batch64_grows_with_kv_read_but_stays_weight_bound() -> None:
     "(KV streamed at ~90 % of HBM bandwidth); Splitwise's ~2x was measured on a 2023 vLLM stack",
 )
 def test_splitwise_decode_batch64_costs_about_twice_batch1() -> None:
-    """PUBLISHED_RESULTS §2 (Splitwise), phase characterisation: "TBT at batch 64 is only about 2x TBT at batch 1"
+    """docs/published_results.md §2 (Splitwise), phase characterisation: "TBT at batch 64 is only about 2x TBT at
+    batch 1"
     (Llama2-70B, TP8, DGX-H100; prompts ~1500 tokens). "About 2x" is read from a figure, so 1.5x-2.6x counts."""
     ratio, _ = _llama2_70b_decode_ratio()
     assert 1.5 <= ratio <= 2.6
 
 
 def test_distserve_opt66b_kv_cache_of_a_512_token_request() -> None:
-    """PUBLISHED_RESULTS §1.7 (DistServe): OPT-66B, one 512-token request: KV ≈ 1.13 GB (FP16).
+    """docs/published_results.md §1.7 (DistServe): OPT-66B, one 512-token request: KV ≈ 1.13 GB (FP16).
     Exact arithmetic: 2·64 layers·9216·2 B = 2.25 MiB per token; 512 tokens = 1.125 GiB = 1.208 GB.
     DistServe's "1.13 GB" is the GiB figure, so the tolerance is 1% on GiB."""
     kv = CATALOG.model("opt-66b").kv_bytes_per_token(2) * 512
@@ -65,7 +66,7 @@ def test_distserve_opt66b_kv_cache_of_a_512_token_request() -> None:
 
 
 def test_bloom_style_decode_is_memory_bound_and_prefill_compute_bound() -> None:
-    """PUBLISHED_RESULTS §2 (Splitwise): the prompt phase is compute-bound and the token phase memory-bound
+    """docs/published_results.md §2 (Splitwise): the prompt phase is compute-bound and the token phase memory-bound
     (the premise of PD disaggregation). Checked on Llama-2-70B TP8 H100 via the roofline's bound label."""
     from pdplan.perf.roofline import phase_time
 

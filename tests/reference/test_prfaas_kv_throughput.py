@@ -1,7 +1,7 @@
 """KV throughput one 8xH200 prefill instance emits (PrfaaS Eq. 1) against the paper's Table 3.
 
 Source: Qin et al., "Prefill-as-a-Service", arXiv 2604.15039, Table 3 ("KV throughput Φ_kv (Gbps) at various
-input lengths. All models are benchmarked on 8×H200 with SGLang v0.5.9"), as recorded in MISSION_FEATURES.md
+input lengths. All models are benchmarked on 8×H200 with SGLang v0.5.9"), as recorded in docs/mission_features.md
 §1.2. pdplan's roofline carries no framework overhead, so absolute Φ is higher than measured (Qwen3-235B at 32K:
 46.3 vs 33.35 Gb/s); the dense-vs-hybrid *ratio* is what the paper's argument rests on: Qwen3-235B (GQA) over
 Qwen3.5-397B (Gated DeltaNet + GQA, 3:1) at 32K is 33.35 / 8.25 = 4.04× ("a 4× reduction"), and MiniMax-M2.5
@@ -65,6 +65,6 @@ def test_dense_models_emit_far_more_kv_than_hybrids_from_8k() -> None:
 
 
 def test_kv_bytes_of_the_dense_baseline() -> None:
-    """MiniMax-M2.5: 62 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 253,952 B/token (MISSION_FEATURES §1.2)."""
+    """MiniMax-M2.5: 62 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 253,952 B/token (docs/mission_features.md §1.2)."""
     doc = kv_throughput_sweep(open_catalog(), model="minimax-m2.5", gpu="h200-sxm", tp=8, lengths=[32768])
     assert doc["rows"][0]["kv_bytes"] == 253_952 * 32768

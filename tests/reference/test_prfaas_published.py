@@ -2,7 +2,7 @@
 
 Source: Qin et al., "Prefill-as-a-Service", arXiv 2604.15039, §4 and Table 6 (PrfaaS-PD 4/3/5 at t = 19.4K:
 Λ_max 3.24; homogeneous PD 9/3: 2.11; naive heterogeneous 4/—/8: 2.45 req/s; 49.6 % offloaded,
-E[L | L>t] ≈ 44K, egress ≈ 13 Gb/s of a 100 Gb/s VPC), as recorded in MISSION_FEATURES.md §1.3–§1.5.
+E[L | L>t] ≈ 44K, egress ≈ 13 Gb/s of a 100 Gb/s VPC), as recorded in docs/mission_features.md §1.3–§1.5.
 
 Inputs: the measured H200 profile (Table 5, ``prfaas-1t-hybrid-h200``), the length law (truncated lognormal
 μ = 9.90, σ = 1.00 on [128, 128K]) and the H20 side from the paper's own H20 throughputs: decode
@@ -36,7 +36,7 @@ from pdplan.serving.prfaas.lengths import QuantileLaw
 from pdplan.serving.prfaas.profile import MeasuredProfile
 from pdplan.specs.length_laws import LognormalDist
 
-DECODE_TOKENS_PER_S = 0.782 * 1024  # Θ_pd-d / N_d of Table 6 times L_out (MISSION_FEATURES §1.5, D)
+DECODE_TOKENS_PER_S = 0.782 * 1024  # Θ_pd-d / N_d of Table 6 times L_out (docs/mission_features.md §1.5, D)
 LINK_BYTES_PER_S = 100e9 / 8  # "about 100 Gbps aggregate cross-cluster bandwidth"
 
 

@@ -1,4 +1,4 @@
-"""Serving model against published closed forms (shared/reference/PUBLISHED_RESULTS.md)."""
+"""Serving model against published closed forms (docs/published_results.md)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _distserve(x: int = 1, pp: int = 1) -> Any:
 
 @pytest.mark.parametrize("load", [0.1, 0.5, 0.9])
 def test_distserve_md1_single_device_exact(load: float) -> None:
-    """PUBLISHED_RESULTS §1.2 (1): Avg_TTFT = D + R·D²/(2(1 − R·D)), exact."""
+    """docs/published_results.md §1.2 (1): Avg_TTFT = D + R·D²/(2(1 − R·D)), exact."""
     m = _distserve()
     d = float(m.prefill.latency_s[0])
     rate = load / d
@@ -46,7 +46,7 @@ def test_distserve_md1_single_device_exact(load: float) -> None:
 
 
 def test_distserve_replication_substitutes_rate_over_n() -> None:
-    """PUBLISHED_RESULTS §1.2: N replicas with random routing → R/N per replica, exact."""
+    """docs/published_results.md §1.2: N replicas with random routing → R/N per replica, exact."""
     m = _distserve(x=3)
     d = float(m.prefill.latency_s[0])
     rate = 2.1 / d
@@ -55,7 +55,7 @@ def test_distserve_replication_substitutes_rate_over_n() -> None:
 
 
 def test_distserve_inter_op_general_form() -> None:
-    """PUBLISHED_RESULTS §1.2 (2): Avg_TTFT = D_s + R·D_m²/(2(1 − R·D_m)) with D_s the pass
+    """docs/published_results.md §1.2 (2): Avg_TTFT = D_s + R·D_m²/(2(1 − R·D_m)) with D_s the pass
     latency and D_m the slowest stage (our roofline gives both for PP = 2)."""
     m = _distserve(pp=2)
     d_s, d_m = float(m.prefill.latency_s[0]), float(m.prefill.service_s[0])
@@ -66,7 +66,7 @@ def test_distserve_inter_op_general_form() -> None:
 
 
 def test_opt66b_kv_and_bandwidth_via_transfer_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """PUBLISHED_RESULTS §1.7: OPT-66B, 512 tokens → KV ≈ 1.13 GB (1.125 GiB exactly);
+    """docs/published_results.md §1.7: OPT-66B, 512 tokens → KV ≈ 1.13 GB (1.125 GiB exactly);
     10 rps → 11.25 GiB/s = 90 Gib/s needed to hide the transfer."""
     code = run(["transfer", "--model", "opt-66b", "--tokens", "512", "--link", "ib-hdr", "--format", "json"])
     assert code == 0

@@ -1,4 +1,4 @@
-"""pdplan.transfer.kv against published KV-transfer figures (shared/reference/PUBLISHED_RESULTS.md).
+"""pdplan.transfer.kv against published KV-transfer figures (docs/published_results.md).
 
 Each test names the source row it checks and says which inputs are ours (assumed) and which are
 the source's. Tolerances are the honest ones: exact arithmetic where the source gives arithmetic,
@@ -49,7 +49,7 @@ def test_distserve_opt175b_nvlink_segment_under_30ms() -> None:
     """DistServe §1.7 (exact): OPT-175B, >95 % of requests see < 30 ms transfer, as Alg. 2 keeps
     a stage's prefill (TP3) and decode (TP4) segments on one node (NVLink). Our inputs: the worst
     case, 2048 tokens (OPT's context), one PP stage = 32 of 96 layers, NVLink3 300 GB/s per
-    direction per GPU (HARDWARE_FACTS §2) at an assumed 0.8 efficiency, α = 1 µs, A100 HBM
+    direction per GPU (docs/hardware_facts.md §2) at an assumed 0.8 efficiency, α = 1 µs, A100 HBM
     2.039 TB/s for the 3→4 re-layout, all sent after prefill. Model: ≈ 5.3 ms, well under 30 ms."""
     stage = KvShape(2 * 96 * 12288 * 2 / 3, num_layers=32, num_kv_heads=96)
     nvlink3 = Link(300e9, 1e-6, 0.8)
@@ -109,7 +109,7 @@ def test_mooncake_transfer_engine_40gb() -> None:
     res = kv_transfer([128 * 1024], shape, Link(25e9, 2e-6, 0.87), cfg)
     assert res.bandwidth_bytes_per_s == pytest.approx(87e9)
     assert res.time_s[0] == pytest.approx(0.46, rel=0.01)
-    # 8×400G at 190 GB/s ⇔ efficiency 0.475 (PUBLISHED_RESULTS: "about 48 % of nominal").
+    # 8×400G at 190 GB/s ⇔ efficiency 0.475 (docs/published_results.md §3.3: "about 48 % of nominal").
     res8 = kv_transfer([128 * 1024], shape, Link(50e9, 2e-6, 0.475), TransferConfig(nics_prefill=8, nics_decode=8))
     assert res8.time_s[0] == pytest.approx(40e9 / 190e9, rel=0.01)
 

@@ -1,5 +1,5 @@
 """SGLang's DeepSeek-V3 large-scale EP run on H100 (LMSYS blog 2025-05-05, ``blog/2025-05-05-large-scale-ep.md``;
-MISSION_FEATURES.md §5.2), phase by phase, within 20 %:
+docs/mission_features.md §5.2), phase by phase, within 20 %:
 
 * prefill on 4 nodes (DP32 attention, EP32): 57,674 / 54,543 / 50,302 input tok/s per node at 1K / 2K / 4K prompts,
   16,384 tokens per device per forward pass (the blog's profile batch);
@@ -285,7 +285,8 @@ def test_prefill_4k_other_kernels_per_layer(run: str) -> None:
 
 
 def test_decode_ep72_per_node() -> None:
-    """Decode 22,282 tok/s per node (LMSYS blog 2025-05-05, MISSION_FEATURES.md §5.2): 256 sequences per GPU at 2,000
+    """Decode 22,282 tok/s per node (LMSYS blog 2025-05-05, docs/mission_features.md §5.2): 256 sequences per GPU at
+    2,000
     tokens of context, EP72 / DP72 over 9 nodes. pdplan: 25.1k (+12.5 %). Left out, each would lower the figure: EPLB's
     residual imbalance (pdplan assumes each GPU carries the mean load), the GPU time of DeepEP's send/receive kernels
     and SGLang's per-step host work (fitted 0 on the colocated H100 runs)."""

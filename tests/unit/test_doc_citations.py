@@ -195,13 +195,11 @@ def test_every_citation_resolves() -> None:
     assert not problems, "unresolved citations:\n" + "\n".join(problems)
 
 
-@pytest.mark.xfail(strict=True, reason="legacy citations until the rewrite runs")
 def test_no_reference_outside_the_repository() -> None:
     found = _matches(SHARED_PATH, SHIPPED)
     assert not found, "paths outside the repository:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="legacy citations until the rewrite runs")
 def test_no_legacy_citation() -> None:
     found = _matches(LEGACY, SHIPPED)
     assert not found, "legacy citations:\n" + "\n".join(found)

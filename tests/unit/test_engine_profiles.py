@@ -31,7 +31,7 @@ def test_vllm_memory_classes_exclude_a100() -> None:
 
 
 def test_sglang_reserve_matches_aic_mirror_on_h100() -> None:
-    # AIC derive_sglang_mem_fraction_static gives 0.836 on H100 TP1 (ENGINES.md §4 5.2):
+    # AIC derive_sglang_mem_fraction_static gives 0.836 on H100 TP1 (docs/engines.md §4.2):
     # reserve = 512 MiB + 1.5 MiB x 8192 + 2 MiB x 256 + 1/8 GiB = 13.125 GiB of 80 GiB
     profile = load_engine("sglang")
     cls = profile.limits.for_gpu("h100-sxm", 80 * GIB)

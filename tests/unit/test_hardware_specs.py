@@ -22,7 +22,7 @@ DB = Path(__file__).resolve().parents[2] / "hardware_db"
 GPU_FILES = sorted((DB / "gpus").glob("*.yaml"))
 LINK_FILES = sorted((DB / "links").glob("*.yaml"))
 
-# ARCHITECTURE.md §3, identifiers users type.
+# docs/architecture.md §3, identifiers users type.
 GPU_IDS = [
     "a100-sxm-40gb",
     "a100-sxm-80gb",

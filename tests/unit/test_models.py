@@ -1,6 +1,6 @@
 """Model presets: published sizes, KV bytes per token, per-layer breakdowns.
 
-Published figures (model cards / papers) are matched within 2%; KV bytes exactly (HARDWARE_FACTS §4).
+Published figures (model cards / papers) are matched within 2%; KV bytes exactly (docs/hardware_facts.md §4).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_qwen3_next_hybrid_layout_and_state() -> None:
     spec = preset("qwen3-next-80b-a3b")
     assert spec.full_attention_layer_indices == tuple(range(3, 48, 4))
     assert spec.num_kv_layers == 12
-    # HARDWARE_FACTS §4: recurrent 36·32·128·128 fp32 = 75,497,472 B; conv 36·8192·3 bf16 = 1,769,472.
+    # docs/hardware_facts.md §4: recurrent 36·32·128·128 fp32 = 75,497,472 B; conv 36·8192·3 bf16 = 1,769,472.
     assert spec.linear_state_bytes_per_sequence() == 75_497_472 + 1_769_472
     assert spec.linear_state_bytes_per_sequence(state_dtype_bytes=2) == 37_748_736 + 1_769_472
     assert preset("llama-3.1-8b").linear_state_bytes_per_sequence() == 0

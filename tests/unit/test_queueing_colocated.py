@@ -1,4 +1,4 @@
-"""Colocated baseline (QUEUEING.md §3): hand-worked means, consistency identities, errors."""
+"""Colocated baseline (docs/queueing.md §3): hand-worked means, consistency identities, errors."""
 
 from __future__ import annotations
 

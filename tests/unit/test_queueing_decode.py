@@ -15,7 +15,7 @@ from pdplan.queueing import (
     tpot_distribution,
 )
 
-STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)  # QUEUEING.md §6.3 coefficients
+STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)  # docs/queueing.md §6.3 coefficients
 
 
 def test_fixed_point_by_hand() -> None:
@@ -123,7 +123,7 @@ def test_tpot_matches_step_simulation(u: float) -> None:
     sim = simulate_tpot(rate, lg.ravel()[pick], ng.ravel()[pick], seed=8)[800:]
     model = tpot_distribution([rate], wl, STEP)
     # measured with this 8 k-request DES: mean +0.2/+1.0 %, P50 0.0/+0.7 %, P90 +0.6/+2.4 %
-    # at u = .3/.5 (30 k-request runs: within −2.3…+0.9 %); tolerance 10 % per QUEUEING.md §5.4
+    # at u = .3/.5 (30 k-request runs: within −2.3…+0.9 %); tolerance 10 % per docs/queueing.md §5.4
     assert model.mean_s[0] == pytest.approx(sim.mean(), rel=0.1)
     assert model.quantile(0.9)[0] == pytest.approx(np.quantile(sim, 0.9), rel=0.1)
     assert model.quantile(0.5)[0] == pytest.approx(np.quantile(sim, 0.5), rel=0.1)

@@ -18,7 +18,7 @@ from pdplan.queueing import (
 
 
 def lognormal_prefill(sigma: float, bins: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """QUEUEING.md §6.1 set-up: l ~ LN(mean 1000, σ) clipped at 16384, S = .015 + 6e-5 l + 2.2e-9 l²."""
+    """docs/queueing.md §6.1 set-up: l ~ LN(mean 1000, σ) clipped at 16384, S = .015 + 6e-5 l + 2.2e-9 l²."""
     mu = np.log(1000.0) - sigma**2 / 2
     q = (np.arange(bins) + 0.5) / bins
     lengths = np.clip(np.exp(mu + sigma * norm.ppf(q)), 1.0, 16384.0)

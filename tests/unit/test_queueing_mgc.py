@@ -18,7 +18,7 @@ from pdplan.queueing import (
 
 
 def lognormal_prefill(sigma: float, bins: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """QUEUEING.md §6.1/§6.2 set-up: l ~ LN(mean 1000, σ) clipped at 16384, S = a + bl + cl²."""
+    """docs/queueing.md §6.1/§6.2 set-up: l ~ LN(mean 1000, σ) clipped at 16384, S = a + bl + cl²."""
     mu = np.log(1000.0) - sigma**2 / 2
     q = (np.arange(bins) + 0.5) / bins
     lengths = np.clip(np.exp(mu + sigma * norm.ppf(q)), 1.0, 16384.0)
@@ -87,7 +87,7 @@ def test_least_work_matches_simulation(servers: int, rho: float) -> None:
     sim = lwl_wait(arrivals, service, servers) + service
     model = ShiftedMixture(prefill_wait_distribution("least-work", [rate], s, p, servers), s, p)
     for q in (0.5, 0.9, 0.99):
-        # QUEUEING.md §6.2: P90 −6…+7 %, P99 −11…+12 %; measured here −1.5…+4.0 %
+        # docs/queueing.md §6.2: P90 −6…+7 %, P99 −11…+12 %; measured here −1.5…+4.0 %
         assert model.quantile(q)[0] == pytest.approx(np.quantile(sim, q), rel=0.12)
 
 
@@ -113,7 +113,7 @@ def test_policy_ranking_and_errors() -> None:
         pol: ShiftedMixture(prefill_wait_distribution(pol, [rate], s, p, 4), s, p).quantile(0.9)[0]
         for pol in ("least-work", "round-robin", "random")
     }
-    # QUEUEING.md §6.2 ranking at x = 4, ρ = .7: LWL < RR < random
+    # docs/queueing.md §6.2 ranking at x = 4, ρ = .7: LWL < RR < random
     assert p90["least-work"] < p90["round-robin"] < p90["random"]
     with pytest.raises(ValueError, match="unknown routing policy"):
         prefill_wait_distribution("jsq", [1.0], s, p, 2)

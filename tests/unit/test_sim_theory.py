@@ -1,6 +1,6 @@
 """The simulator against queueing theory: P-K, Erlang C, Little's law, mean field (pdplan.sim).
 
-Each reference formula is written out here (QUEUEING.md §1.2, §1.3, §2.2) so that the test depends
+Each reference formula is written out here (docs/queueing.md §1.2, §1.3, §2.2) so that the test depends
 only on the simulator. Seeds are fixed; tolerances are about 3 standard errors of the sample mean.
 """
 
@@ -85,7 +85,7 @@ def _decode_run(u: float, n: int = 8000, seed: int = 3):
     out = 1 + rng.geometric(1 / 80, n)
     steps = out - 1  # convention B
     work = _T1 * steps.mean() + _T2 * np.mean(steps * prompt + steps * (steps - 1) / 2)
-    rate = u / work  # u = λ(t1 E[n] + t2 E[nL + n(n−1)/2])  (QUEUEING.md §2.2)
+    rate = u / work  # u = λ(t1 E[n] + t2 E[nL + n(n−1)/2])  (docs/queueing.md §2.2)
     dep = Disaggregated(PrefillPool(8, service_s=np.full(n, 1e-3)), DecodePool(1, _step), convention="B")
     return simulate(poisson_arrivals(rate, n, rng), Requests.of(prompt, out), dep, rng)
 
@@ -97,7 +97,7 @@ def test_decode_littles_law_and_mean_field_tpot() -> None:
     pool = res.pool("decode")
     # Little: mean sequences in the batch = completion rate × mean time in the batch.
     assert pool.mean_active == pytest.approx(res.throughput_rps * residence.mean(), rel=0.03)
-    # Mean field τ̄ = t0/(1 − u); measured −1.5 % at u = 0.3 in QUEUEING.md §6.3.
+    # Mean field τ̄ = t0/(1 − u); measured −1.5 % at u = 0.3 in docs/queueing.md §6.3.
     assert res.summary("tpot").mean_s == pytest.approx(_T0 / (1 - 0.3), rel=0.06)
     assert pool.utilisation == pytest.approx(1.0, abs=0.02)  # a batch is almost never empty
 
@@ -131,7 +131,7 @@ def test_closed_loop_throughput(colocated: bool) -> None:
 
 
 def test_colocated_prefill_first_stretches_tpot() -> None:
-    # Prefill-first stalls decodes: mean TPOT ≈ τ_d/(1 − ρ_p) (QUEUEING.md §3) with constant
+    # Prefill-first stalls decodes: mean TPOT ≈ τ_d/(1 − ρ_p) (docs/queueing.md §3) with constant
     # τ_d = 2 ms and ρ_p = λ E[S] = 2 · 0.2 = 0.4 → 3.33 ms. Long outputs (400 steps) make the
     # per-request average close to the time average; the sim sits ~12 % above because a request
     # leaves prefill exactly when the prefill queue is most likely busy.

@@ -1,4 +1,4 @@
-"""Workload loading, presets, binning (QUEUEING §5.1), context-window clipping, traces and sampling."""
+"""Workload loading, presets, binning (docs/queueing.md §5.1), context-window clipping, traces and sampling."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_mooncake_fits_match_published_means(name: str, mean_in: int, mean_out: 
 
 
 def test_prfaas_truncated_mean_is_about_27k() -> None:
-    # PrfaaS: lognormal(9.90, 1.00) on [128, 128K], "mean about 27K" (PUBLISHED_RESULTS §4).
+    # PrfaaS: lognormal(9.90, 1.00) on [128, 128K], "mean about 27K" (docs/published_results.md §4).
     joint = discretize(load_preset_workload("prfaas-long"))
     assert joint.mean_input() == pytest.approx(27000, rel=0.03)
     assert joint.mean_output() == 1024.0

@@ -9,7 +9,7 @@ With ``p = P(L > t)`` and the partial expectations of :mod:`.lengths`:
   ``S(l_long)`` with ``l_long = E[L | L>t]``; we use ``E[T(L) | L>t]``, the exact capacity of ``N``
   servers with i.i.d. service times (renewal–reward: a busy server completes ``1/E[T]`` per second).
   ``S`` is affine in ``l`` for KV + state models, where the two forms agree; for ``T`` the reference note
-  (MISSION_FEATURES §1.5) shows the paper's 1.61 and 2.45 req/s are reproduced only by the average.
+  (docs/mission_features.md §1.5) shows the paper's 1.61 and 2.45 req/s are reproduced only by the average.
 * Eq. 4, ``Θ_pd-p = N_p / E[T_l(L) | L≤t]`` (intra-cluster RDMA assumed never binding, as in the paper).
 * Eq. 5, ``Θ_pd-d = N_d · C_d / E[L_out]`` with ``C_d = BS_max / T_decode`` the decode tokens/s one
   instance sustains at the SLO (a measured or roofline input).

@@ -1,4 +1,4 @@
-"""``evaluate`` of a scenario with a ``prfaas:`` block: the plan's ``prfaas`` object (ARCHITECTURE §4) and the
+"""``evaluate`` of a scenario with a ``prfaas:`` block: the plan's ``prfaas`` object (docs/architecture.md §4) and the
 comparisons the reports print.
 
 * the threshold: ``prfaas.threshold`` when given, else the goodput-maximising one (a log-spaced scan, then a

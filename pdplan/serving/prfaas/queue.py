@@ -1,7 +1,7 @@
 """Per-path queueing of a PrfaaS deployment: TTFT of the remote and the local path, their mixture, goodput.
 
 At aggregate Poisson rate λ and threshold ``t`` (``p = P(L > t)``), Poisson thinning gives two independent
-Poisson streams (QUEUEING §1.3 machinery, :func:`pdplan.queueing.mgc.prefill_wait_distribution`):
+Poisson streams (docs/queueing.md §1.3 machinery, :func:`pdplan.queueing.mgc.prefill_wait_distribution`):
 
 * **remote path**, rate ``λp``: ``N_r`` FCFS prefill instances (the scenario's routing policy), service
   ``T_r(l)``; then the KV crosses the shared cross-DC link, layer-wise pipelined with the prefill
