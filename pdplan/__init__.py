@@ -16,13 +16,9 @@ Names are imported on first use (PEP 562), so ``import pdplan`` and ``pdplan --v
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("pdplan")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+source"
+from pdplan.version import VERSION as __version__
 
 _PUBLIC: dict[str, tuple[str, str]] = {
     "load_scenario": ("pdplan.io.scenario", "load_scenario"),

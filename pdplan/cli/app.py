@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 from typer._click import exceptions as click_exceptions
 
-from pdplan import __version__
 from pdplan.cli.catalog import hardware_app, models_app, validate
 from pdplan.cli.common import stderr_console
 from pdplan.cli.export import export_command
@@ -22,6 +21,7 @@ from pdplan.cli.perf import calibrate, roofline
 from pdplan.cli.serving import evaluate_command, transfer_command
 from pdplan.cli.simulate import simulate_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
+from pdplan.version import VERSION as __version__
 
 HELP = """pdplan — capacity planner for prefill/decode-disaggregated LLM serving.
 

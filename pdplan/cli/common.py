@@ -16,8 +16,6 @@ from pdplan.report.render import Format, View, render_view, table_to_text, write
 
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
-    from pdplan.specs.command_line import ScenarioOverrides
-    from pdplan.specs.scenario import Scenario
 
 T = TypeVar("T")
 
@@ -169,15 +167,3 @@ def with_progress(name: str, run: Callable[[Callable[[str], None]], T]) -> T:
     with progress() as shown:
         task = shown.add_task(name, total=None)
         return run(lambda stage: shown.update(task, description=stage))
-
-
-def start_scenario(
-    scenario: Path | None, overrides: ScenarioOverrides, fmt: Format, output: Path | None, rate: float | None
-) -> tuple[Format, Scenario]:
-    """What ``evaluate`` and ``simulate`` check first: the output (its format, :func:`prepare_output`), ``--rate``
-    > 0, then the scenario file (or the bundled default) with the command line's overrides."""
-    from pdplan.cli.options import positive_rate, scenario_from_flags
-
-    fmt = prepare_output(fmt, output)
-    positive_rate(rate)
-    return fmt, scenario_from_flags(scenario, overrides)

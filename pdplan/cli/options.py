@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from pdplan.cli.common import prepare_output, warn
 from pdplan.errors import SpecError
+from pdplan.report.render import Format
 from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
@@ -190,7 +192,6 @@ first token over a minute, a time per output token over a second (interactive se
 
 def warn_bare_durations(values: dict[str, Any]) -> None:
     """Warn (stderr) when ``--ttft-slo``/``--tpot-slo`` is a bare number implausibly large in seconds."""
-    from pdplan.cli.common import warn
     from pdplan.units import is_bare_number, parse_time_s
 
     for name, limit_s in BARE_SECONDS_ABOVE.items():
@@ -227,3 +228,13 @@ def scenario_from_flags(path: Path | None, overrides: ScenarioOverrides) -> Scen
     from pdplan.io.overrides import apply_overrides
 
     return apply_overrides(load_scenario_arg(path), overrides)
+
+
+def start_scenario(
+    scenario: Path | None, overrides: ScenarioOverrides, fmt: Format, output: Path | None, rate: float | None
+) -> tuple[Format, Scenario]:
+    """What ``evaluate`` and ``simulate`` check first: the output (its format, :func:`prepare_output`), ``--rate``
+    > 0, then the scenario file (or the bundled default) with the command line's overrides."""
+    fmt = prepare_output(fmt, output)
+    positive_rate(rate)
+    return fmt, scenario_from_flags(scenario, overrides)

@@ -13,7 +13,6 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     emit,
-    start_scenario,
     warn,
     with_progress,
     write_text,
@@ -26,6 +25,7 @@ from pdplan.cli.options import (
     ScenarioArg,
     WarmupOpt,
     parse_prices,
+    start_scenario,
     takes_overrides,
 )
 from pdplan.report.render import Format

@@ -13,7 +13,6 @@ from pdplan.cli.common import (
     OutputOpt,
     catalog_from,
     emit,
-    start_scenario,
     warn,
     with_progress,
 )
@@ -21,6 +20,7 @@ from pdplan.cli.options import (
     ConcurrencyOpt,
     RateOpt,
     ScenarioArg,
+    start_scenario,
     takes_overrides,
 )
 from pdplan.errors import SpecError

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pdplan import __version__
 from pdplan.io.catalog import Catalog
 from pdplan.search.space import Space
 from pdplan.serving import ResolvedScenario
 from pdplan.serving.engine_bind import engine_record
 from pdplan.specs.scenario import Scenario
+from pdplan.version import VERSION as __version__
 
 
 def _sha256(path: object) -> str:

@@ -14,16 +14,17 @@ in totals or weight bytes: engines run them only for speculative decoding.
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from pdplan.errors import SpecError
 from pdplan.specs.base import FrozenModel
-from pdplan.specs.model_checks import check_model
-from pdplan.specs.model_errors import spec_error_from
 from pdplan.specs.model_kv import ModelKvMixin
 from pdplan.specs.model_parts import (
     AttentionKind,
+    FieldError,
     Flag,
     GemmShape,
     LayerParamCounts,
@@ -90,7 +91,7 @@ class ModelSpec(FrozenModel, ModelKvMixin):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        check_model(self)  # pdplan.specs.model_checks: the cross-field rules
+        check_model(self)  # the cross-field rules (below)
         return self
 
     # ---- structure ----------------------------------------------------------------------------
@@ -361,3 +362,98 @@ class ModelSpec(FrozenModel, ModelKvMixin):
             return cls.model_validate(data)
         except ValidationError as err:
             raise spec_error_from(err, source, cls) from None
+
+
+# --- cross-field rules (the model validator's) ----------------------------------------------------------
+
+
+def check_model(m: ModelSpec) -> None:
+    """The cross-field rules of a :class:`~pdplan.specs.model.ModelSpec` (its ``model_validator``); FieldError names
+    the field."""
+    if m.num_attention_heads % m.num_kv_heads:
+        raise FieldError(
+            "num_kv_heads", f"{m.num_kv_heads} does not divide num_attention_heads {m.num_attention_heads}"
+        )
+    _check_qk_norm(m)
+    if m.weight_block_size is not None and m.weight_dtype != "fp8":
+        raise FieldError("weight_block_size", "only FP8 checkpoints (weight_dtype: fp8) have weight scale blocks")
+    if m.position_embedding_offset and m.position_embedding != "learned":
+        raise FieldError("position_embedding_offset", "only applies to learned positions")
+    if m.moe is not None:
+        dense = set(m.moe.dense_layers) | set(range(m.moe.first_dense_layers))
+        if max(m.moe.dense_layers, default=0) >= m.num_layers:
+            raise FieldError("moe.dense_layers", f"index out of range 0..{m.num_layers - 1}")
+        if len(dense) >= m.num_layers:
+            raise FieldError("moe.first_dense_layers", "leaves no MoE layer")
+    if m.mla is not None:
+        _check_mla(m, m.mla)
+    if m.sliding_window is not None:
+        _check_sliding_window(m, m.sliding_window)
+    if m.linear_attention is not None:
+        full = m.full_attention_layer_indices
+        if any(i >= m.num_layers for i in full):
+            raise FieldError("linear_attention.full_attention_layers", f"index out of range 0..{m.num_layers - 1}")
+        if not 0 < len(full) < m.num_layers:
+            raise FieldError(
+                "linear_attention",
+                f"{len(full)} full-attention layers of {m.num_layers}; a hybrid needs at least one of each kind",
+            )
+
+
+def _check_qk_norm(m: ModelSpec) -> None:
+    if m.qk_norm_span == "layer" and not m.qk_norm:
+        raise FieldError("qk_norm_span", "'layer' needs qk_norm: true")
+
+
+def _check_sliding_window(m: ModelSpec, sw: SlidingWindowSpec) -> None:
+    if m.mla is not None or m.linear_attention is not None:
+        raise FieldError("sliding_window", "sliding-window layers beside MLA or linear attention are not modelled")
+    if any(i >= m.num_layers for i in sw.layers) or len(set(sw.layers)) != len(sw.layers):
+        raise FieldError("sliding_window.layers", f"distinct indices in 0..{m.num_layers - 1}")
+    if not 0 < len(sw.layers) < m.num_layers:
+        raise FieldError("sliding_window.layers", "needs at least one sliding-window and one global layer")
+    if m.num_attention_heads % m.swa_kv_heads:
+        raise FieldError("sliding_window.num_kv_heads", f"does not divide {m.num_attention_heads} heads")
+
+
+def _check_mla(m: ModelSpec, mla: MlaSpec) -> None:
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if m.head_dim != qk:
+        raise FieldError("head_dim", f"{m.head_dim} must equal mla.qk_nope_head_dim + mla.qk_rope_head_dim = {qk}")
+    if m.num_kv_heads != m.num_attention_heads:
+        raise FieldError(
+            "num_kv_heads",
+            f"MLA has one K/V head per query head: must equal num_attention_heads {m.num_attention_heads}",
+        )
+    if m.qkv_bias or m.o_bias or m.qk_norm or m.attention_output_gate or m.v_head_dim:
+        raise FieldError("mla", "attention biases, qk_norm, output gates and v_head_dim are not modelled with MLA")
+
+
+# --- one-line errors from pydantic's ----------------------------------------------------------------------
+
+
+def spec_error_from(err: ValidationError, source: str | None, model: type[BaseModel]) -> SpecError:
+    """First pydantic error → one-line SpecError (field path, message, a hint for typos)."""
+    errors = err.errors()
+    # an unknown key usually explains a "missing" one (a typo), so report it first
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [str(p) for p in first["loc"]]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):  # a nested block's validator names its own field
+        return SpecError(cause.message, source=source, field=".".join([*loc, cause.field]))
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        blocks: dict[str, type[BaseModel]] = {
+            "moe": MoeSpec,
+            "mla": MlaSpec,
+            "linear_attention": LinearAttentionSpec,
+            "sliding_window": SlidingWindowSpec,
+        }
+        owner = blocks.get(loc[0], model) if len(loc) > 1 else model
+        close = difflib.get_close_matches(loc[-1], list(owner.model_fields), n=1, cutoff=0.6)
+        message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
+    elif first["type"] == "missing":
+        message = "required field is missing"
+    else:
+        message = f"{message} (got {first['input']!r:.60})"
+    return SpecError(message, source=source, field=".".join(loc) or None)
