@@ -69,9 +69,9 @@ def optimize_command(
 
     Example: pdplan optimize examples/h100-prefill-l40s-decode.yaml --rate 20 --objective cost --format markdown
     """
+    from pdplan.io.overrides import instance_counts, search_scenario
     from pdplan.report.plot import check_plot_path
     from pdplan.search.optimize import optimize  # lazy: scipy loads in ~1 s
-    from pdplan.search.overrides import instance_counts, search_scenario
     from pdplan.types import Objective
 
     fmt = prepare_output(fmt, output)

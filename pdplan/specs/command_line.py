@@ -6,7 +6,7 @@ scenario file; ``None`` keeps the scenario's value. Prefill and decode values st
 
 * :func:`pdplan.io.overrides.apply_overrides` sets the scenario's deployment, workload, SLO and dtypes
   (``evaluate``, ``simulate``; ``optimize`` for the non-deployment fields);
-* :func:`pdplan.search.overrides.with_search_overrides` narrows ``optimize``'s search (comma-separated lists).
+* :func:`pdplan.io.overrides.with_search_overrides` narrows ``optimize``'s search (comma-separated lists).
 
 :data:`FLAGS` is the one place below the CLI where flag words live: library code names the flag of a bad value with
 :func:`flag` (``SpecError(..., field=flag("isl"))``), and :mod:`pdplan.cli.options` declares each option with it.

@@ -250,9 +250,9 @@ def test_simulate(
 def test_optimize_with_the_shared_overrides(
     argv: str, overrides: ScenarioOverrides, kwargs: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from pdplan.io.overrides import search_scenario
     from pdplan.report import to_json_text
     from pdplan.search.optimize import optimize
-    from pdplan.search.overrides import search_scenario
 
     sc = search_scenario(load_scenario(SMALL), overrides)
     api = json.loads(to_json_text(optimize(sc, catalog=open_catalog(), analyse=True, **kwargs)))

@@ -1,5 +1,5 @@
 """The one overrides model (pdplan.specs.command_line) and its two readers: apply_overrides (evaluate, simulate) and the
-search narrowing of optimize (pdplan.search.overrides); error messages name the flag from one vocabulary."""
+search narrowing of optimize (pdplan.io.overrides); error messages name the flag from one vocabulary."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from pdplan.errors import SpecError
-from pdplan.io.overrides import apply_overrides, parse_xpyd
+from pdplan.io.overrides import apply_overrides, instance_counts, parse_xpyd, search_scenario, with_search_overrides
 from pdplan.io.scenario import load_scenario
-from pdplan.search.overrides import instance_counts, search_scenario, with_search_overrides
 from pdplan.specs.command_line import DEPLOYMENT_FIELDS, FLAGS, ScenarioOverrides, flag
 
 ROOT = Path(__file__).resolve().parents[2]
