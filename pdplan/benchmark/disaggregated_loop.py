@@ -57,6 +57,7 @@ from pdplan.serving.checks.physics import Breach, PhysicsInvariantError
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.roles import step_bytes
+from pdplan.serving.ttft import step_boundary_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +166,7 @@ def _first_wait_s(inp: DisaggLoopInputs, others: float, tau: float) -> float:
     """From the prefill's end to the decode instance's first step of this request: the exposed KV transfer, the step
     in flight ``(1 − e^{−B'})·τ/2``, the overlap scheduler's extra steps and (convention A) the step making token 1."""
     own = 0.0 if inp.prefill_streams_token_1 else tau
-    return inp.transfer_s + (1.0 - math.exp(-others)) * tau / 2.0 + inp.overlap_steps * tau + own
+    return inp.transfer_s + step_boundary_s(1.0 - math.exp(-others), tau) + inp.overlap_steps * tau + own
 
 
 def steady_state(inp: DisaggLoopInputs, concurrency: int) -> tuple[float, float, float]:

@@ -33,14 +33,9 @@ from pdplan.serving.operating_point import OperatingPoint, operating_point
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
+from pdplan.serving.ttft import convention_words
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario
-
-CONVENTION_WORDS = {
-    "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
-    "step (decode streams token 1)",
-    "B": "B: TTFT = prefill wait + prefill (prefill streams token 1, as DistServe)",
-}
 
 
 def _deployment(sc: Scenario) -> dict[str, Any]:
@@ -143,7 +138,7 @@ def evaluate(
         stability_limit_rps=good.limit.rate_rps,
         stability_binding=good.limit.binding,
         binding_constraint=good.binding,
-        convention=_convention(scenario),
+        convention=convention_words(scenario.mode, scenario.ttft_convention),
         slo=scenario.slo.model_dump(),
         cost_usd_per_hour=res.cost_usd_per_hour(),
         price_usd_per_gpu_hour=res.gpu_prices_usd_per_hour(),
@@ -155,6 +150,7 @@ def evaluate(
         prfaas=_prfaas(res),
         engine=engine_record(res.catalog, scenario),
         benchmark=bench,
+        ttft_parts=None if rate is None else model.ttft_parts(rate),
     )
 
 
@@ -178,13 +174,6 @@ def _check_load(rate: float | None, concurrency: int | None, requests: int | Non
         raise SpecError(
             "--requests and --warmup describe a closed-loop benchmark: give --concurrency", field="requests"
         )
-
-
-def _convention(scenario: Scenario) -> str:
-    """The TTFT convention in words (disaggregated: the scenario's; colocated: one instance does both)."""
-    if scenario.mode == "disaggregated":
-        return CONVENTION_WORDS[scenario.ttft_convention]
-    return "colocated: TTFT = wait + prefill on the same instance"
 
 
 def _operating_point(

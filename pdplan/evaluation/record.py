@@ -14,6 +14,7 @@ from typing import Any
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
 from pdplan.serving.operating_point import OperatingPoint
 from pdplan.serving.prfaas.result import PrfaasResult
+from pdplan.serving.ttft import TtftParts
 from pdplan.types import UtilisationKey
 
 
@@ -44,6 +45,9 @@ class Evaluation:
     """A ``prfaas:`` scenario's remote-prefill analysis (:func:`pdplan.serving.prfaas.evaluate.evaluate_prfaas`)."""
     engine: dict[str, str] = field(default_factory=dict)
     """The engine profile: ``{name, version, source}``."""
+    ttft_parts: TtftParts | None = None
+    """At the operating rate (with a rate or a concurrency): the mean TTFT split into its parts
+    (:mod:`pdplan.serving.ttft`); not part of the JSON document."""
     benchmark: BenchmarkLoop | None = None
     """With a concurrency: what the benchmark tool would report (colocated: :mod:`pdplan.benchmark.colocated_loop`;
     disaggregated: :mod:`pdplan.benchmark.disaggregated_loop`)."""

@@ -8,9 +8,10 @@ attainment at a global rate λ is (docs/queueing.md §5.2, conditional independe
 with T read from the prefill table at per-instance utilisation ρ = λE[S]/x and E from the decode table at per-instance
 rate λ/y. On one log-spaced grid of λ this is a batched matrix product over all (x, y) at once; goodput is the largest
 λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
-min(ρ_max·x/E[S], y·λ_d,max, link)). The screen approximates the decode term of convention-A TTFT (first step plus
-the step-boundary wait of a busy instance) by 1.5·t0, the zero-load step time, and ignores link queueing below the
-link's stability limit; the plans it ranks
+min(ρ_max·x/E[S], y·λ_d,max, link)). The screen takes the TTFT parts of :mod:`pdplan.serving.ttft`
+(docs/queueing.md §1.5) with two shortcuts: the decode side of convention-A TTFT is
+:func:`pdplan.serving.ttft.first_token_s` at the zero-load step t0 with the instance taken busy (1.5·t0), and it
+leaves out link queueing below the link's stability limit and the engine's per-request time; the plans it ranks
 highest are then re-evaluated exactly by :func:`pdplan.evaluation.evaluate`, which reports the final numbers.
 """
 
@@ -24,6 +25,7 @@ import numpy.typing as npt
 
 from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
 from pdplan.serving import PREFILL_RHO_MAX, decode_binding
+from pdplan.serving.ttft import first_token_s
 from pdplan.specs.scenario import SloSpec
 from pdplan.types import Binding, FloatArray, IntArray, Routing, tpot_at, ttft_at
 
@@ -127,8 +129,8 @@ class PairInputs:
 def pair_ttft(p: PairInputs, wait: object, mean_s: float, scv: float, lam: FloatArray, xs: FloatArray) -> FloatArray:
     """T [X, G, L] of one prefill option for a decode option's zero-load step (shared by its batch caps)."""
     offsets = p.base.latency_s.copy()
-    if p.convention == "A":
-        offsets += p.base.exposed_s + 1.5 * p.table.perf.step.t0_s
+    if p.convention == "A":  # the decode side at zero load, each instance taken busy: (1 + 1/2)·t0
+        offsets += p.base.exposed_s + float(first_token_s("A", np.array(p.table.perf.step.t0_s), 1.0))
     return ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)
 
 

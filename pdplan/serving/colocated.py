@@ -46,6 +46,7 @@ import numpy.typing as npt
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.chunk_window import chunk_queue
+from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit
@@ -54,7 +55,7 @@ from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS
+from pdplan.serving.ttft import GRID_CELLS, TtftParts
 from pdplan.types import Z99, Binding, FloatArray, Utilisation
 
 
@@ -145,9 +146,22 @@ class ColocatedModel:
         held = kv_footprint(wl, self.decode.state_tokens_per_seq)
         return {"prefill": u_p, "decode": u_d, "decode_kv": lam * tau * held.mean_work / self.decode.kv_capacity_tokens}
 
-    def snapshot(self, rates: FloatArray) -> Snapshot:
-        rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
-        out = colocated_distributions(
+    def ttft_parts(self, rate_rps: float) -> TtftParts:
+        """The mean TTFT's parts at ``rate_rps`` (:mod:`pdplan.serving.ttft`): the wait in the instance's prompt
+        queue, the prompt's prefill (prefill-first: its pass; chunked: its chunks riding on the decode steps) and the
+        engine's request time; one instance does both phases, so no KV crosses a link and token 1 ends the prefill."""
+        ttft = self._distributions(np.array([float(rate_rps)])).ttft
+        mean_offset = np.broadcast_to(ttft.offsets_s, (1, ttft.prob.size)) @ ttft.prob
+        return TtftParts(
+            queue_s=float(ttft.wait.mean_s[0]),
+            prefill_s=float(mean_offset[0]),
+            kv_transfer_s=0.0,
+            first_token_s=0.0,
+            request_overhead_s=float(request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
+        )
+
+    def _distributions(self, rates: FloatArray) -> ColocatedResult:
+        return colocated_distributions(
             self.scheduler,
             rates / self.z,
             self.cells,
@@ -159,6 +173,10 @@ class ColocatedModel:
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
         )
+
+    def snapshot(self, rates: FloatArray) -> Snapshot:
+        rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
+        out = self._distributions(rates)
         held = kv_footprint(self.cells, self.decode.state_tokens_per_seq)  # contexts + fixed state per sequence
         fixed_k = (rates / self.z) * out.tpot_mean_s * held.mean_work
         util: Utilisation = {

@@ -80,7 +80,7 @@ from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS
+from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import (
     TransferConfig,
@@ -189,6 +189,28 @@ class DisaggregatedModel:
             points,
         )
 
+    def ttft_parts(self, rate_rps: float) -> TtftParts:
+        """The mean TTFT's parts at ``rate_rps`` (:mod:`pdplan.serving.ttft`; they add up to :meth:`snapshot`'s mean):
+        the prefill wait, the prompt's own prefill, the engine's request time, and under convention A the exposed KV
+        transfer with the link's wait and the first decode step (under B those delay token 2, not token 1)."""
+        rates = np.array([float(rate_rps)])
+        p = self.input_prob
+        wait, _ = self.pool.wait(rates)
+        wait_mean = wait.mean_s @ p if wait.mean_s.ndim == 2 else wait.mean_s
+        kv_s = first_s = 0.0
+        if self.res.scenario.ttft_convention == "A":
+            link = np.broadcast_to(self.link_delay(rates).bin_mean_s, (1, p.size))[0]
+            kv_s = float(p @ (self.point_exposed_s.mean(axis=1) + link))
+            fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
+            first_s = float(first_token_s("A", fixed.tau_mean_s, -np.expm1(-fixed.mean_seqs))[0])
+        return TtftParts(
+            queue_s=float(wait_mean[0]),
+            prefill_s=float(p @ self.pool.point_latency_s.mean(axis=1)),
+            kv_transfer_s=kv_s,
+            first_token_s=first_s,
+            request_overhead_s=float(request_delay_s(self.res.hardware.prefill, self.res.lengths.mean_input())),
+        )
+
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
@@ -205,7 +227,7 @@ class DisaggregatedModel:
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.res.scenario.ttft_convention == "A":
-            boundary = (1.0 + 0.5 * busy_p) * tau  # first step + E[J_d]
+            boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
             n = self.cells.decode_steps

@@ -1,32 +1,103 @@
-"""TTFT of a disaggregated deployment as a mixture over prompt bins (docs/queueing.md §1.2, §1.5); the mixture itself is
-:class:`pdplan.queueing.ttft_mixture.TtftMixture`.
+"""One TTFT decomposition: the parts a request's time to first token is made of, and which model produces which part
+under which convention (the table is docs/queueing.md §1.5).
 
-``TTFT = W_p + W_link + g_l`` with ``W_p`` the prefill-pool wait (FFT, by routing policy; for
-batched prefill a per-prompt-bin wait that includes the batch beyond the prompt's own time),
-``W_link`` what the busy KV link adds for prompt bin l (:mod:`pdplan.queueing.link_delay`; taken
-independent of the prefill wait given l) and ``g_l`` everything deterministic given the prompt
-bin l (prefill latency, exposed transfer, decode step boundary and first step for convention A).
-Because a request's FCFS wait is independent of its own service under Poisson arrivals,
+A request's TTFT is the sum of
 
-    P(TTFT ≤ a | l) = E_{W_link | l}[ F_{W_p}(a − g_l − W_link) ]
+* ``queue_s`` — the wait for a prefill server (FCFS; for batched prefill the wait includes the batch beyond the
+  prompt's own time; colocated: the wait for the instance's prompt queue);
+* ``prefill_s`` — the prompt's own prefill pass (pipeline latency included; colocated chunked prefill: its chunks
+  interleaved with the running decode steps);
+* ``kv_transfer_s`` — the KV transfer left exposed after the prefill, plus the wait of a busy KV link
+  (:mod:`pdplan.queueing.link_delay`; PrfaaS' remote path: the pipelined cross-datacenter transfer, the link's mean
+  wait and one round trip);
+* ``first_token_s`` — convention A (the decode instance streams token 1): the wait for the decode step in flight,
+  ``(1 − e^{−N})·τ̄/2`` with N the sequences in flight (the instance is idle with probability ``e^{−N}``, M/G/∞
+  occupancy seen at arrival, else the boundary is uniform over a step), and the first decode step τ̄:
+  ``(1 + (1 − e^{−N})/2)·τ̄`` (:func:`first_token_s`). Convention B (the prefill instance streams token 1, as
+  DistServe measures): 0 — the KV transfer and the step boundary then delay token 2, and the serving model spreads
+  them over the request's TPOT instead;
+* ``request_overhead_s`` — the engine's host time per request outside the queues (API server, tokeniser, per-layer
+  dispatch: :mod:`pdplan.serving.request_overhead`);
+* ``cache_load_s`` — reading a request's cached prefix KV back from a storage tier (0 until the prefix cache is
+  priced).
 
-where the outer expectation runs over a discretised link delay per bin: its atom plus
-``LINK_POINTS`` conditional quantile points on tail-refined probability bands
-(:func:`pdplan.queueing.link_delay.tail_bands`). Percentiles come from this mixture cdf by brentq —
-never by adding quantiles.
+The disaggregated model's TTFT law is ``W_p ⊕ W_link ⊕ g_l`` per prompt bin (:class:`pdplan.queueing.ttft_mixture.
+TtftMixture`); since a request's FCFS wait is independent of its own service under Poisson arrivals,
+``P(TTFT ≤ a | l) = E_{W_link | l}[F_{W_p}(a − g_l − W_link)]`` with the outer expectation over a discretised link delay
+per bin (its atom plus ``LINK_POINTS`` conditional quantile points). Percentiles come from the mixture cdf by brentq —
+never by adding quantiles; :class:`TtftParts` holds the *means* of the parts, which add up to the mean TTFT.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from pdplan.queueing import WaitDistribution, prefill_wait_distribution
-from pdplan.types import FloatArray
+from pdplan.types import Convention, FloatArray, Mode
 
 LINK_POINTS = 16
 GRID_CELLS = 2**10
 """FFT lattice cells for waits in the serving model (queueing default 2^16): the grid still spans
-≥ 30 conditional mean waits + max S (§1.2(1) sizing) with a coarser step, read by linear
+≥ 30 conditional mean waits + max S (docs/queueing.md §1.2(1) sizing) with a coarser step, read by linear
 interpolation. Against 2^13 on the five examples and two colocated variants (goodput, TTFT/TPOT
 mean/P50/P90/P99 at 60 % of the limit) the largest relative change is 6.4e−4, at 1/8 the cost."""
+
+CONVENTION_WORDS: dict[Convention, str] = {
+    "A": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
+    "step (decode streams token 1)",
+    "B": "B: TTFT = prefill wait + prefill (prefill streams token 1, as DistServe)",
+}
+COLOCATED_WORDS = "colocated: TTFT = wait + prefill on the same instance"
+
+
+@dataclass(frozen=True, slots=True)
+class TtftParts:
+    """The mean TTFT of a class of requests split into its parts (seconds; module docstring)."""
+
+    queue_s: float
+    prefill_s: float
+    kv_transfer_s: float
+    first_token_s: float
+    request_overhead_s: float
+    cache_load_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        """The mean TTFT: the sum of the parts."""
+        return self.prefill_side_s + self.decode_side_s
+
+    @property
+    def prefill_side_s(self) -> float:
+        """Arrival to the end of the prompt's prefill: engine overhead, cache load, queue and prefill."""
+        return self.request_overhead_s + self.cache_load_s + self.queue_s + self.prefill_s
+
+    @property
+    def decode_side_s(self) -> float:
+        """The end of the prefill to token 1: exposed KV transfer and the first decode step (convention A)."""
+        return self.kv_transfer_s + self.first_token_s
+
+
+def first_token_s(convention: Convention, tau_s: FloatArray, busy_prob: FloatArray | float) -> FloatArray:
+    """The decode side's part of TTFT after the KV has arrived: convention A ``(1 + busy/2)·τ̄`` (the step in flight,
+    uniform over a step when the instance is busy, then the first step); B 0 (token 1 comes from the prefill)."""
+    tau = np.asarray(tau_s, dtype=np.float64)
+    if convention == "B":
+        return np.zeros_like(tau)
+    return np.asarray((1.0 + 0.5 * np.asarray(busy_prob, dtype=np.float64)) * tau, dtype=np.float64)
+
+
+def step_boundary_s(busy_prob: float, tau_s: float) -> float:
+    """The mean wait for the decode step in flight: ``busy · τ/2`` (a busy instance's boundary is uniform over a
+    step; the benchmark loop's form, :mod:`pdplan.benchmark.disaggregated_loop`)."""
+    return busy_prob * tau_s / 2.0
+
+
+def convention_words(mode: Mode, convention: Convention) -> str:
+    """The TTFT convention of a deployment, in words (disaggregated: the scenario's; colocated: one instance does
+    both)."""
+    return CONVENTION_WORDS[convention] if mode == "disaggregated" else COLOCATED_WORDS
 
 
 def prefill_wait(

@@ -65,6 +65,14 @@ class SimulatedPoint:
     utilisation: dict[str, float]
     throughput_rps: float
     requests: int
+    ttft_decode_side_s: float = math.nan
+    """Mean time from the end of the prefill to token 1 (the decode side of :class:`pdplan.serving.ttft.TtftParts`;
+    NaN where the deployment records no prefill end: colocated)."""
+
+    @property
+    def ttft_prefill_side_s(self) -> float:
+        """Mean time from arrival to the end of the prefill (engine overhead included, as the closed form)."""
+        return self.ttft_s.mean - self.ttft_decode_side_s
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -197,6 +205,7 @@ class _Runner:
             utilisation=_utilisation(run, self.setup.t0_s),
             throughput_rps=run.throughput_rps,
             requests=req_count(run),
+            ttft_decode_side_s=_decode_side_s(run),
         )
 
     def attainment(self, rate: float) -> float:
@@ -204,6 +213,12 @@ class _Runner:
         warm = run.warmup_count
         ttft = run.ttft_s + self.setup.ttft_extra_s
         return _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
+
+
+def _decode_side_s(run: SimResult) -> float:
+    """Mean first token − end of prefill over the counted requests (NaN when no prefill end is recorded)."""
+    gap = (run.first_token_s - run.prefill_done_s)[run.warmup_count :]
+    return float(np.mean(gap)) if gap.size and not bool(np.isnan(gap).any()) else math.nan
 
 
 def req_count(run: SimResult) -> int:

@@ -67,6 +67,8 @@ class SimResult:
     arrival_s: FloatArray
     decode_admit_s: FloatArray
     first_token_s: FloatArray
+    prefill_done_s: FloatArray
+    """End of each request's prefill (NaN where the deployment does not record it: colocated instances)."""
     finish_s: FloatArray
     ttft_s: FloatArray
     tpot_s: FloatArray
@@ -176,6 +178,7 @@ def build_result(
         arrival_s=arrival,
         decode_admit_s=np.asarray(tl.admit, dtype=np.float64),
         first_token_s=first,
+        prefill_done_s=np.asarray(tl.prefill_done, dtype=np.float64),
         finish_s=finish,
         ttft_s=first - arrival,
         tpot_s=tpot,

@@ -33,6 +33,7 @@ from pdplan.queueing.mg1 import pk_wait_moments
 from pdplan.queueing.mgc import prefill_wait_distribution
 from pdplan.serving.prfaas.build import PrfaasSetup
 from pdplan.serving.prfaas.capacity import capacity_at, search_threshold
+from pdplan.serving.ttft import TtftParts
 from pdplan.transfer.kv import pipeline_exposed_s
 from pdplan.types import FloatArray
 
@@ -82,8 +83,20 @@ def _pool(
     return ShiftedMixture(wait, service_s + extra_s, prob)
 
 
-def path_mixture(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float, cells: int = WAIT_CELLS) -> PathMixture:
-    """Both paths' TTFT laws at aggregate rate ``rate_rps`` (ValueError when a queue is unstable)."""
+@dataclass(frozen=True)
+class _Path:
+    """One path's prompts (quadrature points of its side of the threshold) and deterministic times."""
+
+    rate_rps: float
+    tokens: FloatArray
+    prob: FloatArray
+    prefill_s: FloatArray
+    transfer_s: FloatArray
+    """Remote: the exposed pipelined transfer + the link's mean wait + one round trip; local: 0."""
+
+
+def _paths(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float) -> tuple[float, _Path | None, _Path | None]:
+    """``(p, remote, local)``: the offloaded share and each path's prompts and times (None: the path is empty)."""
     inp, t = setup.capacity, float(threshold_tokens)
     p = inp.law.tail_mass(t)
     remote = local = None
@@ -95,14 +108,50 @@ def path_mixture(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float, c
         link_wait, _ = pk_wait_moments(rate_rps * p, send_s, prob)
         n = float(setup.num_layers)
         exposed = pipeline_exposed_s(n, t_r / n, send_s / n)
-        extra = exposed + float(link_wait[0]) + setup.rtt_s
-        remote = _pool(rate_rps * p, t_r, prob, extra, inp.remote.instances, setup.routing, cells)
+        remote = _Path(rate_rps * p, tok, prob, t_r, exposed + float(link_wait[0]) + setup.rtt_s)
     if p < 1:
         tok, w = inp.law.points(t, above=False)
         prob = w / w.sum()
         t_l = inp.local.curves.prefill_s(tok)
-        local = _pool(rate_rps * (1 - p), t_l, prob, np.zeros_like(t_l), inp.local.instances, setup.routing, cells)
-    return PathMixture(p, remote, local)
+        local = _Path(rate_rps * (1 - p), tok, prob, t_l, np.zeros_like(t_l))
+    return p, remote, local
+
+
+def path_mixture(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float, cells: int = WAIT_CELLS) -> PathMixture:
+    """Both paths' TTFT laws at aggregate rate ``rate_rps`` (ValueError when a queue is unstable)."""
+    p, remote, local = _paths(setup, threshold_tokens, rate_rps)
+    inp = setup.capacity
+
+    def law(path: _Path | None, servers: int) -> ShiftedMixture | None:
+        if path is None:
+            return None
+        return _pool(path.rate_rps, path.prefill_s, path.prob, path.transfer_s, servers, setup.routing, cells)
+
+    return PathMixture(p, law(remote, inp.remote.instances), law(local, inp.local.instances))
+
+
+def path_ttft_parts(
+    setup: PrfaasSetup, threshold_tokens: float, rate_rps: float, cells: int = WAIT_CELLS
+) -> tuple[TtftParts | None, TtftParts | None]:
+    """The mean TTFT's parts (:mod:`pdplan.serving.ttft`) of the remote and the local path at ``rate_rps`` (None: the
+    path carries nothing). As the paper's Eq. 4 assumes, neither path counts the local KV hand-off to the decode pool
+    or the first decode step, and no engine request time: the remote path's transfer part is the cross-datacenter one
+    (exposed pipelined transfer, the link's mean wait, one round trip)."""
+    mix = path_mixture(setup, threshold_tokens, rate_rps, cells)
+    _, remote, local = _paths(setup, threshold_tokens, rate_rps)
+
+    def parts(path: _Path | None, law: ShiftedMixture | None) -> TtftParts | None:
+        if path is None or law is None:
+            return None
+        return TtftParts(
+            queue_s=float(law.wait.mean_s[0]),
+            prefill_s=float(path.prob @ path.prefill_s),
+            kv_transfer_s=float(path.prob @ np.broadcast_to(path.transfer_s, path.prob.shape)),
+            first_token_s=0.0,
+            request_overhead_s=0.0,
+        )
+
+    return parts(remote, mix.remote), parts(local, mix.local)
 
 
 @dataclass(frozen=True)
