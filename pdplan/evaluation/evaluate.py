@@ -19,7 +19,7 @@ import numpy as np
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
 from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
-from pdplan.evaluation.record import Evaluation
+from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.serving.build import LocalModel, build_model
 from pdplan.serving.checks.decode_law import law_warnings
@@ -51,42 +51,38 @@ def _deployment(sc: Scenario) -> dict[str, Any]:
     return out
 
 
-def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario[Any]) -> dict[str, Any]:
+def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenario[Any]) -> Assumptions:
     st = model.decode.step
-    out: dict[str, Any] = {
-        "decode_step_t0_s": st.t0_s,
-        "decode_step_t1_s_per_seq": st.t1_s_per_seq,
-        "decode_step_t2_s_per_token": st.t2_s_per_token,
-        "decode_fit_median_rel_err": model.decode.fit_median_rel_err,
-        "decode_fit_max_rel_err": model.decode.fit_max_rel_err,
-        "decode_kv_capacity_tokens": model.decode.kv_capacity_tokens,
-        **(
-            {"decode_state_tokens_per_seq": model.decode.state_tokens_per_seq}
-            if model.decode.state_tokens_per_seq
-            else {}
+    return Assumptions(
+        decode_step_t0_s=st.t0_s,
+        decode_step_t1_s_per_seq=st.t1_s_per_seq,
+        decode_step_t2_s_per_token=st.t2_s_per_token,
+        decode_fit_median_rel_err=model.decode.fit_median_rel_err,
+        decode_fit_max_rel_err=model.decode.fit_max_rel_err,
+        decode_kv_capacity_tokens=model.decode.kv_capacity_tokens,
+        decode_state_tokens_per_seq=model.decode.state_tokens_per_seq,
+        max_num_seqs=res.max_num_seqs,
+        mean_input_tokens=res.lengths.mean_input(),
+        mean_output_tokens=res.lengths.mean_output(),
+        kernel_tables=tuple(
+            sorted({hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "") for _, hw in res.roles})
         ),
-        "max_num_seqs": res.max_num_seqs,
-        "mean_input_tokens": res.lengths.mean_input(),
-        "mean_output_tokens": res.lengths.mean_output(),
-        "kernel_tables": sorted(
-            {hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "") for _, hw in res.roles}
-        ),
-    }
-    if isinstance(model, DisaggregatedModel):
-        p, pool = model.input_prob, model.pool
-        out.update(
-            mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
-            mean_kv_exposed_s=float(p @ model.exposed_s),
-            mean_kv_bytes=float(p @ model.transfer_bytes),
-            kv_link_queue=_link_words(model),
-        )
-        if pool.batched is not None:
-            out.update(
-                prefill_full_batch_tokens=pool.batched.full_tokens,
-                prefill_full_batch_s=pool.batched.full_s,
-                prefill_capacity_rps=pool.capacity_rps,
-            )
-    return out
+        prefill=_prefill_assumptions(model) if isinstance(model, DisaggregatedModel) else None,
+    )
+
+
+def _prefill_assumptions(model: DisaggregatedModel) -> PrefillAssumptions:
+    p, pool = model.input_prob, model.pool
+    batched = pool.batched
+    return PrefillAssumptions(
+        mean_prefill_s=float(pool.point_prob @ pool.point_latency_s.ravel()),
+        mean_kv_exposed_s=float(p @ model.exposed_s),
+        mean_kv_bytes=float(p @ model.transfer_bytes),
+        kv_link_queue=_link_words(model),
+        full_batch_tokens=None if batched is None else batched.full_tokens,
+        full_batch_s=None if batched is None else batched.full_s,
+        capacity_rps=None if batched is None else pool.capacity_rps,
+    )
 
 
 def _link_words(model: DisaggregatedModel) -> str:

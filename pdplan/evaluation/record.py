@@ -19,6 +19,76 @@ from pdplan.types import UtilisationKey
 
 
 @dataclass(frozen=True, slots=True)
+class PrefillAssumptions:
+    """What the disaggregated model assumed of the prefill pool and the KV link (means over the workload)."""
+
+    mean_prefill_s: float
+    mean_kv_exposed_s: float
+    mean_kv_bytes: float
+    kv_link_queue: str
+    """Which KV-link queue the model uses, in words (:mod:`pdplan.queueing.link_delay`)."""
+    full_batch_tokens: float | None = None
+    """Batched prefill only: a full batch's tokens, its time and the pool's capacity."""
+    full_batch_s: float | None = None
+    capacity_rps: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assumptions:
+    """The numbers an evaluation rests on: the linear decode step law it fitted to the roofline (and how well it
+    fits), the decode instance's KV capacity and fixed state per sequence, the seat cap, the workload's mean lengths,
+    the kernel tables, and for xPyD the prefill pool and link."""
+
+    decode_step_t0_s: float
+    decode_step_t1_s_per_seq: float
+    decode_step_t2_s_per_token: float
+    decode_fit_median_rel_err: float
+    decode_fit_max_rel_err: float
+    decode_kv_capacity_tokens: float
+    decode_state_tokens_per_seq: float
+    max_num_seqs: int
+    mean_input_tokens: float
+    mean_output_tokens: float
+    kernel_tables: tuple[str, ...]
+    prefill: PrefillAssumptions | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        """The ``assumptions`` JSON object (the fixed state only where a sequence holds one; the prefill pool's
+        keys only for xPyD, its batch keys only for batched prefill)."""
+        doc: dict[str, Any] = {
+            "decode_step_t0_s": self.decode_step_t0_s,
+            "decode_step_t1_s_per_seq": self.decode_step_t1_s_per_seq,
+            "decode_step_t2_s_per_token": self.decode_step_t2_s_per_token,
+            "decode_fit_median_rel_err": self.decode_fit_median_rel_err,
+            "decode_fit_max_rel_err": self.decode_fit_max_rel_err,
+            "decode_kv_capacity_tokens": self.decode_kv_capacity_tokens,
+        }
+        if self.decode_state_tokens_per_seq:
+            doc["decode_state_tokens_per_seq"] = self.decode_state_tokens_per_seq
+        doc.update(
+            max_num_seqs=self.max_num_seqs,
+            mean_input_tokens=self.mean_input_tokens,
+            mean_output_tokens=self.mean_output_tokens,
+            kernel_tables=list(self.kernel_tables),
+        )
+        p = self.prefill
+        if p is not None:
+            doc.update(
+                mean_prefill_s=p.mean_prefill_s,
+                mean_kv_exposed_s=p.mean_kv_exposed_s,
+                mean_kv_bytes=p.mean_kv_bytes,
+                kv_link_queue=p.kv_link_queue,
+            )
+            if p.full_batch_tokens is not None:
+                doc.update(
+                    prefill_full_batch_tokens=p.full_batch_tokens,
+                    prefill_full_batch_s=p.full_batch_s,
+                    prefill_capacity_rps=p.capacity_rps,
+                )
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
     """Everything ``pdplan evaluate`` reports about one deployment."""
 
@@ -39,7 +109,7 @@ class Evaluation:
     utilisation_at_goodput: dict[UtilisationKey, float] = field(default_factory=dict)
     operating_point: OperatingPoint | None = None
     closed_loop: ClosedLoop | None = None
-    assumptions: dict[str, Any] = field(default_factory=dict)
+    assumptions: Assumptions | None = None
     warnings: tuple[str, ...] = ()
     prfaas: PrfaasResult | None = None
     """A ``prfaas:`` scenario's remote-prefill analysis (:func:`pdplan.serving.prfaas.evaluate.evaluate_prfaas`)."""
@@ -85,7 +155,7 @@ class Evaluation:
         doc["utilisation"] = self.utilisation_at_goodput
         doc.update(self._load_fields())
         doc["engine"] = self.engine
-        doc["assumptions"] = self.assumptions
+        doc["assumptions"] = {} if self.assumptions is None else self.assumptions.to_document()
         doc["warnings"] = list(self.warnings)
         if self.prfaas is not None:
             doc["prfaas"] = self.prfaas.to_document()

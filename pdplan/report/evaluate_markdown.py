@@ -119,7 +119,7 @@ def evaluation_markdown(ev: Evaluation) -> str:
         _deployment(ev),
         _capacity(ev),
         _operating_point(ev),
-        _assumptions(ev.assumptions),
+        _assumptions({} if ev.assumptions is None else ev.assumptions.to_document()),
         _notes(ev),
         [
             "## Method",

@@ -166,7 +166,7 @@ def test_batched_operating_point_reports_busy_fraction() -> None:
     util = ev.operating_point.utilisation if ev.operating_point else {}
     assert 0.0 < util["prefill"] < util["prefill_busy"] < 1.0
     assert ev.deployment["prefill_max_batch_tokens"] == 8192
-    assert ev.assumptions["prefill_full_batch_tokens"] <= 8192
+    assert ev.assumptions.prefill.full_batch_tokens <= 8192
 
 
 def test_batch_option_validation() -> None:

@@ -54,7 +54,7 @@ def test_reports_carry_it_where_the_law_misses() -> None:
     assert picked.best.decode.gpu == "h200-sxm"
     assert any(w.startswith("decode step law") for w in picked.warnings)
     own = evaluate(wide)
-    assert own.assumptions["decode_fit_max_rel_err"] <= LAW_WARN_MAX_REL_ERR
+    assert own.assumptions.decode_fit_max_rel_err <= LAW_WARN_MAX_REL_ERR
     assert not any(w.startswith("decode step law") for w in own.warnings)
     dense = optimize(load_scenario(ROOT / "examples" / "default.yaml"))
     assert not any(w.startswith("decode step law") for w in dense.warnings)

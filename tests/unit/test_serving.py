@@ -11,6 +11,7 @@ import pytest
 from pdplan.benchmark.mva import closed_loop_throughput
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import decode_capacity, prefill_wait_distribution
@@ -196,18 +197,27 @@ def test_layer_stream_that_keeps_up_adds_no_link_wait() -> None:
         assert float(np.abs(m.link_delay(np.array([rate])).points_s).max()) == 0.0
 
 
+def _link_words(ev: Evaluation) -> str:
+    """The KV-link queue an evaluation's assumptions name (xPyD only)."""
+    assert ev.assumptions is not None
+    assert ev.assumptions.prefill is not None
+    return ev.assumptions.prefill.kv_link_queue
+
+
 def test_evaluate_names_its_kv_link_queue() -> None:
     """The assumptions say which link model was used (pdplan.queueing.link_delay)."""
     one_to_two = dict(prefill={"gpu": "h100-sxm", "count": 1}, decode={"gpu": "h100-sxm", "count": 2}, link="roce-100g")
-    words = {g: evaluate(small(granularity=g, **one_to_two)).assumptions["kv_link_queue"] for g in ("request", "layer")}
+    words = {
+        g: evaluate(small(granularity=g, **one_to_two)).assumptions.prefill.kv_link_queue for g in ("request", "layer")
+    }
     assert words["request"].startswith("none on the prefill NICs")  # fixed lengths: T < S
     assert words["layer"].startswith("none on the prefill NICs")
     coding = evaluate(small(granularity="request", workload="splitwise-coding", **one_to_two))
-    assert coding.assumptions["kv_link_queue"].startswith("tandem chain")  # long prompts carry over
+    assert _link_words(coding).startswith("tandem chain")  # long prompts carry over
     two_to_one = dict(
         prefill={"gpu": "h100-sxm", "count": 2},
         decode={"gpu": "h100-sxm", "count": 1},
         link="roce-100g",
         granularity="request",
     )
-    assert evaluate(small(**two_to_one)).assumptions["kv_link_queue"].startswith("M/G/1")
+    assert _link_words(evaluate(small(**two_to_one))).startswith("M/G/1")
