@@ -176,30 +176,61 @@ class ShiftedMixture:
 
 
 @dataclass(frozen=True, slots=True)
+class SpreadDelay:
+    """A random delay D (points and their probabilities) that bin i spreads over its ``n_i`` intervals."""
+
+    points_s: FloatArray
+    """``[R, P]`` (or per bin ``[R, M, P]``) points of D."""
+    weights: FloatArray
+    """``[R, P]`` (or per bin ``[R, M, P]``) their probabilities (summing to 1 over P)."""
+    intervals: FloatArray
+    """``[M]`` the n_i over which bin i spreads D."""
+
+    def row(self, r: int) -> SpreadDelay:
+        sl = slice(r, r + 1)
+        return SpreadDelay(self.points_s[sl], self.weights[sl], self.intervals)
+
+    def points(self) -> FloatArray:
+        """Points as ``[R, M or 1, P]``."""
+        return self.points_s[:, None, :] if self.points_s.ndim == 2 else self.points_s
+
+    def probs(self) -> FloatArray:
+        """Weights as ``[R, M or 1, P]``."""
+        return self.weights[:, None, :] if self.weights.ndim == 2 else self.weights
+
+
+@dataclass(frozen=True, slots=True)
+class UniformPart:
+    """An independent ``U(0, width_s)`` present with probability ``prob`` (else 0), e.g. the wait for a decode step
+    boundary."""
+
+    width_s: FloatArray
+    """``[R, M]`` width of the uniform."""
+    prob: FloatArray
+    """``[R]`` probability that it is present."""
+
+    def row(self, r: int) -> UniformPart:
+        sl = slice(r, r + 1)
+        return UniformPart(self.width_s[sl], self.prob[sl])
+
+
+@dataclass(frozen=True, slots=True)
 class GammaMixture:
     """``T_i = offset_i + X_i``, ``X_i ~ Gamma(mean = load_mean_s, variance = load_var_s2)``.
 
     Arrays have shape ``[R, M]`` (rates × request bins); ``prob`` has shape ``[M]``. A bin with zero
-    variance is deterministic at ``offset + mean``. Optionally plus an independent ``U(0, w_i)``
-    (``spread_s``) with probability ``spread_prob`` (else 0), e.g. the wait for a decode step
-    boundary; its cdf is exact: with ``Γ(x) = ∫₀ˣ F_X = x·P(k, x/θ) − kθ·P(k+1, x/θ)`` (shape k,
-    scale θ; ``(x − m)⁺`` for a point mass), ``P(X + U ≤ x) = (Γ(x) − Γ(x − w))/w``.
+    variance is deterministic at ``offset + mean``. Optionally plus a random delay spread over the bin's intervals
+    (``delay``) and an independent uniform part (``uniform``); the uniform's cdf is exact: with
+    ``Γ(x) = ∫₀ˣ F_X = x·P(k, x/θ) − kθ·P(k+1, x/θ)`` (shape k, scale θ; ``(x − m)⁺`` for a point mass),
+    ``P(X + U ≤ x) = (Γ(x) − Γ(x − w))/w``.
     """
 
     offset_s: FloatArray
     load_mean_s: FloatArray
     load_var_s2: FloatArray
     prob: FloatArray
-    delay_points_s: FloatArray | None = None
-    """``[R, P]`` (or per bin ``[R, M, P]``) points of the random delay D (None: no delay)."""
-    delay_weights: FloatArray | None = None
-    """``[R, P]`` (or per bin ``[R, M, P]``) their probabilities (summing to 1 over P)."""
-    delay_intervals: FloatArray | None = None
-    """``[M]`` the n_i over which bin i spreads D."""
-    spread_s: FloatArray | None = None
-    """``[R, M]`` width of the uniform part (None: none)."""
-    spread_prob: FloatArray | None = None
-    """``[R]`` probability that the uniform part is present."""
+    delay: SpreadDelay | None = None
+    uniform: UniformPart | None = None
 
     @property
     def mean_s(self) -> FloatArray:
@@ -210,36 +241,30 @@ class GammaMixture:
     def bin_mean_s(self) -> FloatArray:
         """Mean per request bin, shape ``[R, M]``."""
         mean = self.offset_s + self.load_mean_s
-        if self.delay_points_s is not None:
-            assert self.delay_weights is not None
-            assert self.delay_intervals is not None
-            d = np.sum(self._points() * self._weights(), axis=2)
-            mean = mean + d / self.delay_intervals[None, :]
-        if self.spread_s is not None:
-            assert self.spread_prob is not None
-            mean = mean + self.spread_prob[:, None] * self.spread_s / 2.0
+        if self.delay is not None:
+            d = np.sum(self.delay.points() * self.delay.probs(), axis=2)
+            mean = mean + d / self.delay.intervals[None, :]
+        if self.uniform is not None:
+            mean = mean + self.uniform.prob[:, None] * self.uniform.width_s / 2.0
         return np.asarray(mean, dtype=np.float64)
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``P(T_i ≤ b)`` per bin; shape ``[R, M]`` (mixed over the delay points if any)."""
-        if self.delay_points_s is None:
-            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2, self.spread_s)
-        assert self.delay_weights is not None
-        assert self.delay_intervals is not None
-        shift = self._points() / self.delay_intervals[None, :, None]
+        if self.delay is None:
+            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2, self.uniform)
+        shift = self.delay.points() / self.delay.intervals[None, :, None]
         x = b_s - self.offset_s[:, :, None] - shift
-        spread = None if self.spread_s is None else self.spread_s[:, :, None]
-        c = self._load_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None], spread)
-        return np.asarray(np.sum(c * self._weights(), axis=2), dtype=np.float64)
+        uniform = None if self.uniform is None else UniformPart(self.uniform.width_s[:, :, None], self.uniform.prob)
+        c = self._load_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None], uniform)
+        return np.asarray(np.sum(c * self.delay.probs(), axis=2), dtype=np.float64)
 
-    def _load_cdf(self, x: FloatArray, m: FloatArray, v: FloatArray, spread: FloatArray | None) -> FloatArray:
+    def _load_cdf(self, x: FloatArray, m: FloatArray, v: FloatArray, uniform: UniformPart | None) -> FloatArray:
         """``P(X (+ U) ≤ x)``: the gamma load, mixed with its uniform-shifted law if any."""
         c = self._gamma_cdf(x, m, v)
-        if spread is None:
+        if uniform is None:
             return c
-        assert self.spread_prob is not None
-        q = self.spread_prob.reshape((-1,) + (1,) * (x.ndim - 1))
-        w = np.broadcast_to(spread, x.shape)
+        q = uniform.prob.reshape((-1,) + (1,) * (x.ndim - 1))
+        w = np.broadcast_to(uniform.width_s, x.shape)
         wide = w > 1e-12
         safe_w = np.where(wide, w, 1.0)
         with_u = (self._gamma_integral(x, m, v) - self._gamma_integral(x - safe_w, m, v)) / safe_w
@@ -253,18 +278,6 @@ class GammaMixture:
         gam = xp * gammainc(shape, xp / scale) - shape * scale * gammainc(shape + 1.0, xp / scale)
         mean = np.broadcast_to(m, x.shape)
         return np.asarray(np.where(random_part, gam, np.maximum(x - mean, 0.0)), dtype=np.float64)
-
-    def _points(self) -> FloatArray:
-        """Delay points as ``[R, M or 1, P]``."""
-        assert self.delay_points_s is not None
-        pts = self.delay_points_s
-        return pts[:, None, :] if pts.ndim == 2 else pts
-
-    def _weights(self) -> FloatArray:
-        """Delay weights as ``[R, M or 1, P]``."""
-        assert self.delay_weights is not None
-        wts = self.delay_weights
-        return wts[:, None, :] if wts.ndim == 2 else wts
 
     @staticmethod
     def _gamma_cdf(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
@@ -287,20 +300,13 @@ class GammaMixture:
     def row(self, r: int) -> GammaMixture:
         """The mixture at rate index ``r`` alone."""
         sl = slice(r, r + 1)
-        points = None if self.delay_points_s is None else self.delay_points_s[sl]
-        weights = None if self.delay_weights is None else self.delay_weights[sl]
-        spread = None if self.spread_s is None else self.spread_s[sl]
-        spread_prob = None if self.spread_prob is None else self.spread_prob[sl]
         return GammaMixture(
             self.offset_s[sl],
             self.load_mean_s[sl],
             self.load_var_s2[sl],
             self.prob,
-            points,
-            weights,
-            self.delay_intervals,
-            spread,
-            spread_prob,
+            None if self.delay is None else self.delay.row(r),
+            None if self.uniform is None else self.uniform.row(r),
         )
 
     def quantile(self, q: float) -> FloatArray:
@@ -310,11 +316,10 @@ class GammaMixture:
             lo = float(self.offset_s[r].min())
             sd = np.sqrt(self.load_var_s2[r])
             hi = float((self.offset_s[r] + self.load_mean_s[r] + 60.0 * sd).max()) + 1e-12
-            if self.delay_points_s is not None:
-                assert self.delay_intervals is not None
-                hi += float(self.delay_points_s[r].max() / self.delay_intervals.min())
-            if self.spread_s is not None:
-                hi += float(self.spread_s[r].max())
+            if self.delay is not None:
+                hi += float(self.delay.points_s[r].max() / self.delay.intervals.min())
+            if self.uniform is not None:
+                hi += float(self.uniform.width_s[r].max())
             out[r] = mixture_quantile(self.row(r).first_cdf, q, lo, hi, "TPOT")
         return out
 

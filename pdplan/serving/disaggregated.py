@@ -36,7 +36,7 @@
   (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow
   link), with D_link mixed in per prompt bin as a random delay (its atom plus
   ``TPOT_LINK_POINTS`` quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d exactly
-  as that idle/uniform mixture (:class:`~pdplan.queueing.GammaMixture` ``spread_s``; moment
+  as that idle/uniform mixture (:class:`~pdplan.queueing.GammaMixture` ``uniform``; moment
   matching it into the load's gamma put the n = 1 tail 10 % low).
 * **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
   for batch-1 prefill; λ/(x·λ_cap) batched), the decode
@@ -62,6 +62,7 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
+from pdplan.queueing.distributions import SpreadDelay, UniformPart
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -238,11 +239,8 @@ class DisaggregatedModel:
                 tpot.load_mean_s,
                 tpot.load_var_s2,
                 tpot.prob,
-                link.points_s[:, cell_bins],
-                link.weights[:, cell_bins],
-                n,
-                tau[:, None] / n[None, :],
-                busy_p,
+                SpreadDelay(link.points_s[:, cell_bins], link.weights[:, cell_bins], n),
+                UniformPart(tau[:, None] / n[None, :], busy_p),
             )
             link = no_delay(rates.size)
         ttft = TtftMixture(wait, link, offsets, p)

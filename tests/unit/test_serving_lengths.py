@@ -10,7 +10,7 @@ import pytest
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.queueing.distributions import GammaMixture
+from pdplan.queueing.distributions import GammaMixture, SpreadDelay, UniformPart
 from pdplan.serving import build_model, resolve
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.workload.bins import JointLengths, discretize
@@ -77,9 +77,7 @@ def test_gamma_mixture_with_delay_by_hand() -> None:
         np.full((1, 1), 0.01),
         np.zeros((1, 1)),
         np.ones(1),
-        np.array([[0.0, 0.04]]),
-        np.array([[0.5, 0.5]]),
-        np.array([2.0]),
+        SpreadDelay(np.array([[0.0, 0.04]]), np.array([[0.5, 0.5]]), np.array([2.0])),
     )
     assert float(mix.mean_s[0]) == pytest.approx(0.02)
     assert float(mix.cdf_per_bin(0.015)[0, 0]) == pytest.approx(0.5)
@@ -94,8 +92,7 @@ def test_gamma_mixture_with_uniform_spread_by_hand() -> None:
         np.full((1, 1), 0.01),
         np.zeros((1, 1)),
         np.ones(1),
-        spread_s=np.full((1, 1), 0.02),
-        spread_prob=np.array([0.7]),
+        uniform=UniformPart(np.full((1, 1), 0.02), np.array([0.7])),
     )
     assert float(mix.mean_s[0]) == pytest.approx(0.015 + 0.7 * 0.01)
     assert float(mix.cdf_per_bin(0.0149)[0, 0]) == 0.0
@@ -112,8 +109,7 @@ def test_gamma_mixture_uniform_spread_matches_sampling() -> None:
         np.full((1, 1), m),
         np.full((1, 1), sd**2),
         np.ones(1),
-        spread_s=np.full((1, 1), w),
-        spread_prob=np.array([q]),
+        uniform=UniformPart(np.full((1, 1), w), np.array([q])),
     )
     rng = np.random.default_rng(1)
     k, theta = (m / sd) ** 2, sd**2 / m

@@ -202,15 +202,10 @@ def search_split(inp: CapacityInputs, local_instances: int) -> SplitCapacity:
     """Eq. 8: the best ``N_p + N_d = local_instances`` split, each with its searched threshold (Eq. 7)."""
     if local_instances < 2:
         raise SpecError(f"prfaas: {local_instances} local instance(s); a PD split needs >= 2 (one prefill, one decode)")
-    best: SplitCapacity | None = None
-    for n_p in range(1, local_instances):
-        trial = replace(
-            inp,
-            local=replace(inp.local, instances=n_p),
-            decode=replace(inp.decode, instances=local_instances - n_p),
+    splits = (
+        replace(
+            inp, local=replace(inp.local, instances=n_p), decode=replace(inp.decode, instances=local_instances - n_p)
         )
-        cap = search_threshold(trial)
-        if best is None or cap.lambda_max_rps > best.lambda_max_rps:
-            best = cap
-    assert best is not None
-    return best
+        for n_p in range(1, local_instances)
+    )
+    return max((search_threshold(trial) for trial in splits), key=lambda cap: cap.lambda_max_rps)

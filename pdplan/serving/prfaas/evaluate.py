@@ -83,14 +83,14 @@ def homogeneous(
         )
         trials.append((capacity_at(c, c.law.upper).lambda_max_rps, replace(setup, capacity=c, spec=pinned)))
     trials.sort(key=lambda x: -x[0])
-    best: tuple[PrfaasSetup, PathGoodput] | None = None
-    for lam, trial in trials:
-        if best is not None and lam * STABLE <= best[1].goodput_rps:
+    first = trials[0][1]  # splits is never empty: the setup's own split at least
+    best = (first, goodput(first, cap.law.upper, slo.ttft, slo.attainment))
+    for lam, trial in trials[1:]:
+        if lam * STABLE <= best[1].goodput_rps:
             break
         g = goodput(trial, cap.law.upper, slo.ttft, slo.attainment)
-        if best is None or g.goodput_rps > best[1].goodput_rps:
+        if g.goodput_rps > best[1].goodput_rps:
             best = (trial, g)
-    assert best is not None
     return best
 
 
