@@ -89,7 +89,7 @@ from pdplan.transfer.kv import (
     kv_shape_from_model,
     kv_transfer,
 )
-from pdplan.types import Binding, FloatArray, Utilisation
+from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
@@ -119,6 +119,8 @@ class DisaggregatedModel:
     """With the tandem chain: a decode instance's NIC busy time per bin (the far side)."""
     x: int
     y: int
+    convention: Convention
+    """Who streams token 1 (:mod:`pdplan.serving.ttft`): A the decode instance, B the prefill instance."""
 
     @property
     def input_prob(self) -> FloatArray:
@@ -174,7 +176,7 @@ class DisaggregatedModel:
         """What the busy link adds per prompt bin (:mod:`pdplan.queueing.link_delay`)."""
         if not self.link_queued:
             return no_delay(rates.size)
-        points = LINK_POINTS if self.res.scenario.ttft_convention == "A" else TPOT_LINK_POINTS
+        points = LINK_POINTS if self.convention == "A" else TPOT_LINK_POINTS
         if self.tandem is not None:
             other = None
             if self.x > 1 and self.far_service_s is not None:  # the others' streams at a decode NIC
@@ -199,7 +201,7 @@ class DisaggregatedModel:
         wait, _ = self.pool.wait(rates)
         wait_mean = wait.mean_s @ p if wait.mean_s.ndim == 2 else wait.mean_s
         kv_s = first_s = 0.0
-        if self.res.scenario.ttft_convention == "A":
+        if self.convention == "A":
             link = np.broadcast_to(self.link_delay(rates).bin_mean_s, (1, p.size))[0]
             kv_s = float(p @ (self.point_exposed_s.mean(axis=1) + link))
             fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
@@ -227,7 +229,7 @@ class DisaggregatedModel:
         )  # engine: API server, tokeniser
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
-        if self.res.scenario.ttft_convention == "A":
+        if self.convention == "A":
             boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
@@ -318,6 +320,7 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         far,
         d.prefill.count,
         d.decode.count,
+        res.scenario.ttft_convention,
     )
 
 
