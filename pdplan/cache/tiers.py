@@ -36,6 +36,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.specs.storage import StorageSpec
 from pdplan.types import ArrayLike, FloatArray
 
 Inclusion = Literal["inclusive", "exclusive"]
@@ -170,3 +171,26 @@ class TierHierarchy:
             )
             for tier, ratio, bytes_per_s in zip(self.tiers, ratios, traffic, strict=True)
         ]
+
+
+def tier_from_storage(
+    spec: StorageSpec,
+    *,
+    capacity_tokens: float,
+    sharing: int,
+    layerwise_overlap: bool,
+    latency_s: float | None = None,
+) -> CacheTier:
+    """A catalogue storage tier as one cache domain's :class:`CacheTier`: the medium's per-node read bandwidth
+    divided among the ``sharing`` domains (instances) of the node that read it, then the path into one GPU.
+    ``latency_s`` replaces the file's latency (required when the file has none)."""
+    if sharing < 1:
+        raise SpecError(f"must be >= 1, got {sharing}", field="sharing")
+    latency = spec.latency_s if latency_s is None else latency_s
+    if latency is None:
+        raise SpecError(f"storage tier {spec.name!r} records no latency; give latency_s", field="latency_s")
+    path = (
+        PathElement(f"{spec.name} read", spec.read_bytes_per_s / sharing),
+        PathElement(spec.gpu_path, spec.gpu_path_bytes_per_s),
+    )
+    return CacheTier(spec.name, capacity_tokens, path, latency, layerwise_overlap)
