@@ -57,53 +57,71 @@ def previous_access(block_ids: Int64Array) -> Int64Array:
     One sort of ``id << bits | position`` groups equal ids in position order (ids outside ``[0, 2^(63−bits))`` are
     relabelled first by ``np.unique``, which is exact but slower).
     """
-    ids = np.asarray(block_ids, dtype=np.int64)
-    n = len(ids)
+    n = len(block_ids)
     if n == 0:
         return np.zeros(0, np.int64)
+    back = _steps_back(np.asarray(block_ids, dtype=np.int64))
+    prev = back + np.arange(n, dtype=np.int64)
+    prev[back == _NEVER] = -1
+    return prev
+
+
+_NEVER = np.iinfo(np.int64).min
+"""Steps back to the previous access of a first access."""
+
+
+def _steps_back(ids: Int64Array) -> Int64Array:
+    """``prev[t] − t`` (negative) for every access, :data:`_NEVER` for a first access."""
+    n = len(ids)
     bits = max(1, int(n - 1).bit_length())
     if ids.min() < 0 or int(ids.max()) >= 1 << (63 - bits):
         ids = np.unique(ids, return_inverse=True)[1].astype(np.int64).ravel()
     key = np.left_shift(ids, bits)
     key |= np.arange(n, dtype=np.int64)
     key.sort()
-    position = key & ((1 << bits) - 1)
-    key >>= bits
-    first = key[1:] != key[:-1]  # position[i + 1] is the first access of its block
-    prev = np.empty(n, np.int64)
-    prev[position[1:]] = position[:-1]
-    prev[position[0]] = -1
-    prev[position[1:][first]] = -1
-    return prev
+    gap = np.empty(n, np.int64)
+    np.bitwise_xor(key[1:], key[:-1], out=gap[1:])
+    first = gap[1:] >= 1 << bits  # the ids differ: position[i + 1] is the first access of its block
+    key &= (1 << bits) - 1  # positions, grouped by id
+    np.subtract(key[:-1], key[1:], out=gap[1:])
+    back = np.empty(n, np.int64)
+    back[key[1:]] = gap[1:]
+    back[key[0]] = _NEVER
+    back[key[1:][first]] = _NEVER
+    return back
 
 
 @dataclass(frozen=True)
 class _Runs:
-    """Maximal runs of accesses that share one reuse distance, in position order. A run is a head (a reuse) and
-    the accesses that continue it, or a single cold access; runs never cross a request boundary."""
+    """Maximal runs of accesses that share one reuse distance, in position order: a head (a reuse) and the
+    accesses that continue it, or consecutive cold (first) accesses. Runs never cross a request boundary."""
 
     starts: Int64Array
     lengths: Int64Array
     reused: npt.NDArray[np.bool_]
     distances: Int64Array
-    """Reuse distance of every run (COLD for a cold access)."""
+    """Reuse distance of every run (COLD for a cold run)."""
 
 
 def _runs(block_ids: Int64Array, offsets: Int64Array) -> _Runs:
-    prev = previous_access(block_ids)
-    n = len(prev)
-    continues = np.zeros(n, bool)
-    if n > 1:
-        np.equal(prev[1:], prev[:-1] + 1, out=continues[1:])
-        continues[1:] &= prev[:-1] >= 0
-    request_starts = offsets[:-1]
-    continues[request_starts[request_starts < n]] = False
-    starts = np.flatnonzero(~continues).astype(np.int64)
+    n = len(block_ids)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return _Runs(empty, empty, np.zeros(0, bool), empty)
+    back = _steps_back(np.asarray(block_ids, dtype=np.int64))
+    # t continues the run of t − 1 iff prev[t] = prev[t − 1] + 1, i.e. the same steps back; cold accesses all
+    # carry _NEVER, so consecutive cold accesses form one run
+    boundary = np.empty(n, bool)
+    boundary[0] = True
+    np.not_equal(back[1:], back[:-1], out=boundary[1:])
+    boundary[offsets[:-1][offsets[:-1] < n]] = True
+    starts = np.flatnonzero(boundary).astype(np.int64)
     lengths = np.diff(starts, append=n).astype(np.int64)
-    earlier = prev[starts]
-    reused = earlier >= 0
+    steps = back[starts]
+    reused = steps != _NEVER
     distances = np.full(len(starts), COLD, np.int64)
-    heads, head_prev, head_lengths = starts[reused], earlier[reused], lengths[reused]
+    heads, head_lengths = starts[reused], lengths[reused]
+    head_prev = heads + steps[reused]
     reused_before = np.cumsum(head_lengths) - head_lengths
     dominated = earlier_smaller_weight(head_prev, head_lengths)
     distances[reused] = heads - reused_before + dominated - head_prev - 1
