@@ -14,9 +14,10 @@ from pdplan.report.render import Format
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
     from pdplan.specs.hardware import GpuSpec, LinkSpec
+    from pdplan.specs.storage import StorageSpec
 
 hardware_app = typer.Typer(
-    help="GPUs and links in the hardware catalogue.\n\nExample: pdplan hardware show h100-sxm",
+    help="GPUs, links and storage tiers in the hardware catalogue.\n\nExample: pdplan hardware show h100-sxm",
     no_args_is_help=True,
 )
 models_app = typer.Typer(
@@ -24,7 +25,7 @@ models_app = typer.Typer(
     no_args_is_help=True,
 )
 
-KindOpt = Annotated[str, typer.Option("--kind", help="What to list: gpus or links.")]
+KindOpt = Annotated[str, typer.Option("--kind", help="What to list: gpus, links or storage.")]
 
 
 @hardware_app.command("list")
@@ -34,11 +35,11 @@ def hardware_list(
     output: OutputOpt = None,
     hardware_db: HardwareDbOpt = None,
 ) -> None:
-    """List catalogue GPUs (default) or links.
+    """List catalogue GPUs (default), links or storage tiers.
 
     Example: pdplan hardware list --kind links --format csv
     """
-    from pdplan.report.catalog import gpus_view, links_view
+    from pdplan.report.catalog import gpus_view, links_view, storage_view
 
     catalog = catalog_from(hardware_db)
     kind = kind.lower()
@@ -46,44 +47,58 @@ def hardware_list(
         view = gpus_view([catalog.gpu(n) for n in catalog.names("gpu")])
     elif kind == "links":
         view = links_view([catalog.link(n) for n in catalog.names("link")])
+    elif kind == "storage":
+        view = storage_view([catalog.storage(n) for n in catalog.list_storage()])
     else:
-        raise SpecError(f"--kind must be gpus or links, got {kind!r}", field="--kind")
+        raise SpecError(f"--kind must be gpus, links or storage, got {kind!r}", field="--kind")
     emit(view, fmt, output)
 
 
-def _is_link_file(path: Path) -> bool:
-    """True if a hardware file given by path is a link (a broken file is left to the GPU loader)."""
+def _file_kind(path: Path) -> str:
+    """``link``, ``storage`` or ``gpu`` for a hardware file given by path (a broken file is left to the GPU
+    loader)."""
     from pdplan.io.files import read_yaml_mapping
+    from pdplan.io.storage import STORAGE_KEYS
 
     try:
         data = read_yaml_mapping(path)
     except SpecError:
-        return False
-    return "line_rate_bytes_per_s" in data and "bf16_flops_per_s" not in data
+        return "gpu"
+    if "bf16_flops_per_s" in data:
+        return "gpu"
+    if "line_rate_bytes_per_s" in data:
+        return "link"
+    return "storage" if any(key in data for key in STORAGE_KEYS) else "gpu"
 
 
-def _hardware_spec(catalog: Catalog, name: str) -> GpuSpec | LinkSpec:
-    """A GPU or link by name (either catalogue) or by path (kind read from the file)."""
+def _hardware_spec(catalog: Catalog, name: str) -> GpuSpec | LinkSpec | StorageSpec:
+    """A GPU, link or storage tier by name (any catalogue) or by path (kind read from the file)."""
     from pdplan.io.catalog import looks_like_path
 
     if looks_like_path(name):
-        return catalog.link(name) if _is_link_file(Path(name)) else catalog.gpu(name)
+        kind = _file_kind(Path(name))
+        if kind == "link":
+            return catalog.link(name)
+        return catalog.storage(name) if kind == "storage" else catalog.gpu(name)
     key = name.strip().lower()
     if key in catalog.names("link"):
         return catalog.link(name)
+    if key in catalog.names("storage"):
+        return catalog.storage(name)
     if key in catalog.names("gpu"):
         return catalog.gpu(name)
-    raise UnknownNameError("gpu or link", name, [*catalog.names("gpu"), *catalog.names("link")])
+    known = [*catalog.names("gpu"), *catalog.names("link"), *catalog.names("storage")]
+    raise UnknownNameError("gpu, link or storage tier", name, known)
 
 
 @hardware_app.command("show")
 def hardware_show(
-    name: Annotated[str, typer.Argument(help="GPU or link name, or a path to a YAML file.")],
+    name: Annotated[str, typer.Argument(help="GPU, link or storage-tier name, or a path to a YAML file.")],
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     hardware_db: HardwareDbOpt = None,
 ) -> None:
-    """Show one GPU or link with every fact and its source.
+    """Show one GPU, link or storage tier with every fact and its source.
 
     Example: pdplan hardware show h100-sxm --format json
     """

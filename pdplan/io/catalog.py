@@ -2,9 +2,9 @@
 
 Resolution order for a name (case-insensitive): user folders given with ``--hardware-db DIR`` (later wins),
 then folders in ``PDPLAN_HARDWARE_DB`` (``os.pathsep``-separated), then the built-in ``hardware_db/``.
-A folder may hold ``gpus/*.yaml``, ``links/*.yaml`` and ``models/*.yaml``; the file name (without ``.yaml``) is the
-name users type and must equal the spec's ``name`` field. Any name may instead be a path to a YAML file
-(models also accept a Hugging Face ``config.json``).
+A folder may hold ``gpus/*.yaml``, ``links/*.yaml``, ``storage/*.yaml`` and ``models/*.yaml``; the file name
+(without ``.yaml``) is the name users type and must equal the spec's ``name`` field. Any name may instead be a path
+to a YAML file (models also accept a Hugging Face ``config.json``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec, LinkSpec, PriceRange
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.storage import StorageSpec
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
-Kind = Literal["gpu", "link", "model", "kernel table", "engine"]
+Kind = Literal["gpu", "link", "storage", "model", "kernel table", "engine"]
 _SUBDIR: dict[Kind, str] = {
     "gpu": "gpus",
     "link": "links",
+    "storage": "storage",
     "model": "models",
     "kernel table": "kernel_tables",
     "engine": "engines",
@@ -115,6 +117,14 @@ class Catalog:
     def link(self, name: str) -> LinkSpec:
         """Load a link by name or path."""
         return _load_named(LinkSpec, self.path_of("link", name), looks_like_path(name))
+
+    def storage(self, name: str) -> StorageSpec:
+        """Load a storage tier (host DRAM, local SSD, remote pool) by name or path."""
+        return _load_named(StorageSpec, self.path_of("storage", name), looks_like_path(name))
+
+    def list_storage(self) -> list[str]:
+        """Sorted names of the storage tiers."""
+        return self.names("storage")
 
     def kernel_table(self, gpu_name: str) -> KernelTable:
         """The kernel table for this GPU: a ``--kernel-table`` file naming it, else ``kernel_tables/<gpu>.yaml`` of a
@@ -225,6 +235,7 @@ def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] 
     files: dict[Kind, dict[str, Path]] = {
         "gpu": _scan(builtin / "gpus"),
         "link": _scan(builtin / "links"),
+        "storage": _scan(builtin / "storage"),
         "model": _scan(builtin_models_dir()),
         "kernel table": _scan(TABLE_DIR),
         "engine": _scan(ENGINE_DIR),

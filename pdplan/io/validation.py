@@ -13,6 +13,7 @@ from pdplan.io.hf_config import load_hf_config
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.io.models import load_model_yaml
 from pdplan.io.scenario import SCENARIO_KEYS, load_scenario
+from pdplan.io.storage import STORAGE_KEYS, load_storage
 from pdplan.io.workloads import load_workload
 from pdplan.specs.hardware import GpuSpec, LinkSpec
 
@@ -53,6 +54,7 @@ VALIDATORS: dict[str, Validator] = {
     "kernel-table": load_kernel_table,
     "gpu": _gpu,
     "link": _link,
+    "storage": load_storage,
     "model": load_model_yaml,
     "hf-config": load_hf_config,
     "workload": load_workload,
@@ -64,6 +66,7 @@ _KIND_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel-table", ("gemm", "decode_attention")),
     ("gpu", ("scale_up_fabric", "bf16_flops_per_s")),
     ("link", ("line_rate_bytes_per_s",)),
+    ("storage", STORAGE_KEYS),
     ("model", ("num_layers", "hidden_size")),
     ("workload", ("input_tokens", "output_tokens", "trace")),
 )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pdplan.io.validation import ValidationResult
     from pdplan.specs.hardware import GpuSpec, LinkSpec
     from pdplan.specs.model import ModelSpec
+    from pdplan.specs.storage import StorageSpec
 
 
 def gpu_record(gpu: GpuSpec) -> dict[str, Any]:
@@ -60,11 +61,29 @@ def links_view(links: Sequence[LinkSpec]) -> View:
     return View(records=[link_record(k) for k in links], document=_dumps(links), title="pdplan links")
 
 
-def _dumps(specs: Sequence[GpuSpec | LinkSpec]) -> list[dict[str, Any]]:
+def storage_record(tier: StorageSpec) -> dict[str, Any]:
+    """One storage tier as a flat record in human units."""
+    return {
+        "name": tier.name,
+        "kind": tier.kind,
+        "capacity_gib": None if tier.capacity_bytes is None else tier.capacity_bytes / GIB,
+        "read_gb_per_s": tier.read_bytes_per_s / 1e9,
+        "gpu_path_gb_per_s": tier.gpu_path_bytes_per_s / 1e9,
+        "latency_us": None if tier.latency_s is None else tier.latency_s * 1e6,
+        "usd_per_gib_hour": tier.price_usd_per_gib_hour,
+    }
+
+
+def storage_view(tiers: Sequence[StorageSpec]) -> View:
+    """``pdplan hardware list --kind storage``: one record per storage tier; JSON is the list of specs."""
+    return View(records=[storage_record(t) for t in tiers], document=_dumps(tiers), title="pdplan storage tiers")
+
+
+def _dumps(specs: Sequence[GpuSpec | LinkSpec | StorageSpec]) -> list[dict[str, Any]]:
     return [s.model_dump(mode="json") for s in specs]
 
 
-def hardware_show_view(spec: GpuSpec | LinkSpec) -> View:
+def hardware_show_view(spec: GpuSpec | LinkSpec | StorageSpec) -> View:
     """``pdplan hardware show``: one row per field with its source; JSON is the spec."""
     document = spec.model_dump(mode="json")
     records = [

@@ -1,0 +1,320 @@
+"""Closed-form LRU hit ratios for multi-turn sessions and shared prefixes (the characteristic-time approximation).
+
+**The approximation** (Che, Tung & Wang, "Hierarchical Web caching systems: modeling, design and experimental
+results", IEEE JSAC 20(7), 2002; its accuracy and generality: Fricker, Robert & Roberts, "A versatile and accurate
+approximation for LRU cache performance", ITC 24, 2012). An LRU cache of capacity C behaves as if it held exactly
+the items accessed within the last T_C, the *characteristic time*, a constant fixed by the capacity. With items of
+variable size, every access starts a residence of ``min(T, G)``, where G is the time to the same item's next access
+(∞ if none): the item stays until it is accessed again (and a new residence starts) or until T has passed. By
+Little's law the mean cached size is
+
+    W(T) = λ_access · E[size · min(T, G)],
+
+and T_C solves W(T_C) = C. An access hits iff its item's previous access was within T_C: P(hit) = P(G_prev < T_C).
+Che et al. derived it for independent (IRM) requests; Fricker et al. show it stays accurate for renewal and
+time-varying request processes and many items, and that its error vanishes as the number of items grows. Items here
+are few-times-reused histories with non-exponential gaps, so the error is measured, not assumed:
+``benchmarks/stack_distance_speed.py`` compares both models with the exact LRU (:mod:`pdplan.cache.stack_distance`)
+on traces drawn from the same workloads; ``docs/prefix_cache.md §5`` records the errors. Measured (largest absolute
+token-hit-ratio error over capacities of 250-20,000 blocks, about 120,000 turns or 100,000 requests): sessions
+0.012-0.014 with exponential or lognormal think times and 0.023 with a fixed one (session-affine), 0.003-0.030 with
+random routing over 4 instances; the previous-turn-only variant of random routing (``partial_hits=False``) is off
+by up to 0.26 at large capacities; shared prefixes 0.005-0.007, 0.026 with 10,000 prefixes (whose finite trace
+still pays compulsory misses the stationary formula does not count).
+
+**Multi-turn sessions** (:func:`session_cache`). A session has n turns (``turns_pmf``). Turn k's prompt is the
+history so far plus ``append_tokens`` new tokens; after the turn, the history ``H_k = system + k·(append +
+output)`` is one item (its blocks were all just touched). The next turn comes ``G = turn_duration + Z`` later (Z the
+think time); the last turn's item is never reused, so it stays T. Turn k+1 hits the whole ``H_k`` iff G < T_C. A
+one-turn session never hits. Routing over N instances: *session-affine* keeps a session on one instance, so each
+instance sees 1/N of the sessions with full reuse; *random* sends each turn to any instance, so the previous turn's
+history is there with probability 1/N, and every turn leaves an item on its instance that the next turn finds only
+with probability 1/N (the other (N−1)/N stay T). Older, shorter histories that a random router may find on an
+instance (partial hits) are ignored: a lower bound.
+
+**Shared prefixes** (:func:`shared_prefix_cache`). P prefixes of lengths L_j with popularity p_j (Poisson requests
+at λ per instance). Prefix j's gaps are exponential with rate λ·p_j, so ``λ p_j E[min(T, G_j)] = 1 − e^{−λ p_j T}``
+and ``W(T) = Σ_j L_j (1 − e^{−λ p_j T}) + λ (question + output) T``: each request also inserts its own question
+and output, never reused. P(hit of prefix j) = ``1 − e^{−λ p_j T_C}``.
+
+Capacities are in tokens (the exact model works in blocks: a capacity of b blocks is b·block_tokens tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import gammainc, ndtr
+
+from pdplan.errors import SpecError
+from pdplan.types import FloatArray
+
+SessionRouting = Literal["session-affine", "random"]
+
+
+@dataclass(frozen=True)
+class ThinkTime:
+    """The law of a user's (or an agent's tool's) time between a turn's end and the next turn's arrival.
+
+    ``exponential`` (mean), ``fixed`` (mean), ``lognormal`` (mean and ``sigma``, the log-space deviation), or
+    ``erlang`` (mean and shape ``sigma``: the sum of that many exponentials, which sums of think times give)."""
+
+    kind: Literal["exponential", "fixed", "lognormal", "erlang"]
+    mean_s: float
+    sigma: float = 0.0
+    """Lognormal: the deviation of ln Z; Erlang: the shape (an integer number of exponential stages)."""
+
+    def __post_init__(self) -> None:
+        if not self.mean_s > 0 or (self.kind in ("lognormal", "erlang") and not self.sigma > 0):
+            raise SpecError("needs mean_s > 0 (and sigma > 0 for lognormal or erlang)", field="think_time")
+
+    def sum_of(self, m: int) -> ThinkTime:
+        """The law of Z_1 + … + Z_m (independent): exponential → Erlang (kind ``erlang``, shape m), fixed → fixed,
+        lognormal → the lognormal of the same mean and variance (Fenton–Wilkinson; exact for m = 1)."""
+        if m == 1:
+            return self
+        if self.kind == "exponential":
+            return ThinkTime("erlang", self.mean_s * m, float(m))
+        if self.kind == "fixed":
+            return ThinkTime("fixed", self.mean_s * m)
+        if self.kind == "erlang":
+            return ThinkTime("erlang", self.mean_s * m, self.sigma * m)
+        sigma2 = math.log1p(math.expm1(self.sigma**2) / m)
+        return ThinkTime("lognormal", self.mean_s * m, math.sqrt(sigma2))
+
+    def cdf(self, t: float) -> float:
+        """P(Z ≤ t)."""
+        if t <= 0:
+            return 0.0
+        if self.kind == "exponential":
+            return -math.expm1(-t / self.mean_s)
+        if self.kind == "fixed":
+            return 1.0 if t >= self.mean_s else 0.0
+        if self.kind == "erlang":
+            return float(gammainc(self.sigma, t * self.sigma / self.mean_s))
+        mu = math.log(self.mean_s) - self.sigma**2 / 2
+        return float(ndtr((math.log(t) - mu) / self.sigma))
+
+    def mean_min(self, t: float) -> float:
+        """E[min(t, Z)] (exponential: m(1 − e^{−t/m}); lognormal: E[Z; Z < t] + t·P(Z ≥ t), with
+        E[Z; Z < t] = e^{μ+σ²/2} Φ((ln t − μ − σ²)/σ))."""
+        if t <= 0:
+            return 0.0
+        if math.isinf(t):
+            return self.mean_s
+        if self.kind == "exponential":
+            return -self.mean_s * math.expm1(-t / self.mean_s)
+        if self.kind == "fixed":
+            return min(t, self.mean_s)
+        if self.kind == "erlang":  # E[Z; Z < t] = mean · P(Gamma(shape + 1) < t)
+            partial = self.mean_s * float(gammainc(self.sigma + 1, t * self.sigma / self.mean_s))
+            return partial + t * (1.0 - self.cdf(t))
+        mu = math.log(self.mean_s) - self.sigma**2 / 2
+        partial = self.mean_s * float(ndtr((math.log(t) - mu - self.sigma**2) / self.sigma))
+        return partial + t * (1.0 - self.cdf(t))
+
+
+def characteristic_time_s(occupancy: Callable[[float], float], capacity: float, saturation: float) -> float:
+    """T_C with ``occupancy(T_C) = capacity`` for a nondecreasing occupancy W(T) with W(0) = 0 and limit
+    ``saturation`` (∞ when some items are never reused); ∞ when the capacity holds everything (≥ saturation)."""
+    if capacity <= 0:
+        return 0.0
+    if capacity >= saturation:
+        return math.inf
+    high = 1.0
+    while occupancy(high) < capacity:
+        high *= 4.0
+    return float(brentq(lambda t: occupancy(t) - capacity, 0.0, high, xtol=1e-9 * high, rtol=1e-12))
+
+
+def append_hit_ratio(context_tokens: float, append_tokens: float) -> float:
+    """Token hit ratio of a turn whose history stays cached: (context − append) / context. DualPath's agent traces
+    (``docs/mission_features.md §3.1``): 32,721-token context, 429-token append → 32,292 / 32,721 = 98.7 %."""
+    return (context_tokens - append_tokens) / context_tokens
+
+
+@dataclass(frozen=True)
+class SessionWorkload:
+    """Multi-turn sessions arriving as a Poisson process (cluster-wide rate); token counts are per-turn means."""
+
+    session_rate_per_s: float
+    turns_pmf: tuple[float, ...]
+    """P(a session has n turns) for n = 1, 2, …; sums to 1."""
+    system_tokens: float
+    append_tokens: float
+    output_tokens: float
+    think_time: ThinkTime
+    turn_duration_s: float
+    """Mean time from a turn's arrival to its end (queueing, prefill and decode), the first part of the gap."""
+
+    def __post_init__(self) -> None:
+        pmf = np.asarray(self.turns_pmf, dtype=np.float64)
+        if pmf.ndim != 1 or len(pmf) == 0 or np.any(pmf < 0) or abs(pmf.sum() - 1.0) > 1e-9:
+            raise SpecError("must be probabilities of 1, 2, … turns summing to 1", field="turns_pmf")
+        values = (self.session_rate_per_s, self.append_tokens)
+        if min(values) <= 0 or min(self.system_tokens, self.output_tokens, self.turn_duration_s) < 0:
+            raise SpecError("rates and appends must be > 0, token counts and durations >= 0", field="sessions")
+
+    @property
+    def turns(self) -> FloatArray:
+        return np.arange(1, len(self.turns_pmf) + 1, dtype=np.float64)
+
+    @property
+    def at_least(self) -> FloatArray:
+        """P(n ≥ k) for k = 1, 2, …: the share of sessions that reach turn k."""
+        pmf = np.asarray(self.turns_pmf, dtype=np.float64)
+        return np.cumsum(pmf[::-1])[::-1]
+
+    @property
+    def history_tokens(self) -> FloatArray:
+        """H_k = system + k·(append + output): the item left after turn k."""
+        return self.system_tokens + self.turns * (self.append_tokens + self.output_tokens)
+
+    @property
+    def prompt_tokens(self) -> FloatArray:
+        """Prompt of turn k: H_{k−1} + append."""
+        return self.history_tokens - self.output_tokens
+
+
+def geometric_turns(mean_turns: float, max_turns: int) -> tuple[float, ...]:
+    """A geometric law of turns per session on 1..max_turns (mean ``mean_turns`` before truncation; the tail
+    beyond ``max_turns`` is folded into the last value)."""
+    q = 1.0 - 1.0 / mean_turns
+    pmf = (1.0 - q) * q ** np.arange(max_turns)
+    pmf[-1] += q**max_turns
+    return tuple(float(p) for p in pmf)
+
+
+@dataclass(frozen=True)
+class SessionCacheResult:
+    """One capacity's answer; arrays are per turn index k = 1, 2, … (turn 1 never hits)."""
+
+    capacity_tokens: float
+    characteristic_time_s: float
+    hit_probability: FloatArray
+    """P(turn k hits at least part of its history)."""
+    hit_tokens: FloatArray
+    """E[hit tokens of turn k] given that the session reaches turn k."""
+    prompt_tokens: FloatArray
+    token_hit_ratio: float
+    """Σ_k P(n ≥ k)·hit tokens_k / Σ_k P(n ≥ k)·prompt_k: hit tokens over all prompt tokens."""
+
+
+def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArray, FloatArray]:
+    """For m = 1..depth gaps in a row (each ``turn_duration + Z``): P(A_m < t) and E[min(t, A_m)]."""
+    m = np.arange(1, depth + 1, dtype=np.float64)
+    shifted = t - m * workload.turn_duration_s
+    cdf = np.zeros(depth)
+    mean_min = np.minimum(t, m * workload.turn_duration_s)
+    live = shifted > 0
+    if math.isinf(t):
+        return np.ones(depth), np.full(depth, math.inf)
+    for i in np.flatnonzero(live):
+        law = workload.think_time.sum_of(int(m[i]))
+        cdf[i] = law.cdf(shifted[i])
+        mean_min[i] = m[i] * workload.turn_duration_s + law.mean_min(shifted[i])
+    return cdf, mean_min
+
+
+def session_cache(
+    workload: SessionWorkload,
+    capacity_tokens: float,
+    *,
+    instances: int = 1,
+    routing: SessionRouting = "session-affine",
+    partial_hits: bool = True,
+) -> SessionCacheResult:
+    """Hit probability and hit tokens per turn, and the token hit ratio, of one instance's LRU of
+    ``capacity_tokens`` when ``instances`` instances share the sessions under ``routing``.
+
+    Random routing: a turn lands on the instance of the turn m turns back with probability ``q(1−q)^(m−1)``,
+    q = 1/N; that turn left the session's history ``H_{k−m}`` there (and refreshed every older, shorter history
+    of the session on it, a prefix of it), which is still cached iff the m gaps since sum to less than T_C. With
+    ``partial_hits=False`` only m = 1 counts (the previous turn's instance, probability 1/N): a lower bound."""
+    if instances < 1:
+        raise SpecError(f"must be >= 1, got {instances}", field="instances")
+    q = 1.0 if routing == "session-affine" else 1.0 / instances
+    depth = len(workload.turns_pmf)
+    landing = q * (1.0 - q) ** np.arange(depth)  # next landing on this instance m = 1, 2, … turns later
+    if not partial_hits:
+        landing[1:] = 0.0
+    reach, pmf, history = workload.at_least, np.asarray(workload.turns_pmf), workload.history_tokens
+    later = np.arange(depth)[:, None] + np.arange(1, depth + 1)[None, :]  # [j, m] → index of turn j + m
+    reach_after = np.where(later < depth, reach[np.minimum(later, depth - 1)], 0.0)  # P(n ≥ j + m)
+    if partial_hits:  # never landed on again: the session ends first, r turns later, with prob (1 − q)^r
+        ends = np.where(later - 1 < depth, pmf[np.minimum(later - 1, depth - 1)], 0.0)  # P(n = j + r), r = m − 1
+        stays = ends @ (1.0 - q) ** np.arange(depth)
+    else:  # reused only by the next turn, with probability q
+        stays = pmf + (1.0 - q) * np.append(reach[1:], 0.0)
+    rate = workload.session_rate_per_s / instances
+
+    def occupancy(t: float) -> float:
+        _, mean_min = _gap_sums(workload, t, depth)
+        refreshed = reach_after @ (landing * mean_min)
+        return float(rate * np.sum(history * (refreshed + stays * t)))
+
+    t_c = characteristic_time_s(occupancy, capacity_tokens, math.inf)
+    cdf, _ = _gap_sums(workload, t_c, depth)
+    found = landing * cdf  # P(most recent landing m turns back and still cached)
+    hit_probability = np.array([0.0] + [float(np.sum(found[:k])) for k in range(1, depth)])
+    hit_tokens = np.array([0.0] + [float(np.sum(found[:k] * history[k - 1 :: -1][:k])) for k in range(1, depth)])
+    prompts = workload.prompt_tokens
+    ratio = float(np.sum(reach * hit_tokens) / np.sum(reach * prompts))
+    return SessionCacheResult(capacity_tokens, t_c, hit_probability, hit_tokens, prompts, ratio)
+
+
+@dataclass(frozen=True)
+class SharedPrefixWorkload:
+    """Requests at ``request_rate_per_s`` per instance (Poisson), each a shared prefix j (``prefix_tokens[j]``,
+    chosen with probability ``popularity[j]``) followed by its own question and output."""
+
+    request_rate_per_s: float
+    prefix_tokens: tuple[float, ...]
+    popularity: tuple[float, ...]
+    question_tokens: float
+    output_tokens: float
+
+    def __post_init__(self) -> None:
+        p = np.asarray(self.popularity, dtype=np.float64)
+        if p.shape != np.shape(self.prefix_tokens) or np.any(p < 0) or abs(p.sum() - 1.0) > 1e-9:
+            raise SpecError("needs one probability per prefix, summing to 1", field="popularity")
+        if self.request_rate_per_s <= 0 or min(self.question_tokens, self.output_tokens) < 0:
+            raise SpecError("needs a rate > 0 and token counts >= 0", field="shared_prefixes")
+
+
+def zipf_popularity(n_prefixes: int, exponent: float) -> tuple[float, ...]:
+    """p_j ∝ j^(−s), j = 1..P (s = 0: uniform)."""
+    weights = np.arange(1, n_prefixes + 1, dtype=np.float64) ** -exponent
+    return tuple(float(w) for w in weights / weights.sum())
+
+
+@dataclass(frozen=True)
+class SharedPrefixResult:
+    capacity_tokens: float
+    characteristic_time_s: float
+    hit_probability: FloatArray
+    """Per prefix: 1 − exp(−λ p_j T_C)."""
+    token_hit_ratio: float
+    """Σ_j p_j L_j h_j / (Σ_j p_j L_j + question tokens)."""
+
+
+def shared_prefix_cache(workload: SharedPrefixWorkload, capacity_tokens: float) -> SharedPrefixResult:
+    """Hit probability per prefix and the token hit ratio of an LRU of ``capacity_tokens``."""
+    lengths = np.asarray(workload.prefix_tokens, dtype=np.float64)
+    rates = workload.request_rate_per_s * np.asarray(workload.popularity, dtype=np.float64)
+    unique = workload.request_rate_per_s * (workload.question_tokens + workload.output_tokens)
+
+    def occupancy(t: float) -> float:
+        return float(np.sum(lengths * -np.expm1(-rates * t)) + unique * t)
+
+    saturation = math.inf if unique > 0 else float(np.sum(lengths[rates > 0]))
+    t_c = characteristic_time_s(occupancy, capacity_tokens, saturation)
+    hit = np.where(rates > 0, 1.0, 0.0) if math.isinf(t_c) else -np.expm1(-rates * t_c)
+    p = np.asarray(workload.popularity, dtype=np.float64)
+    ratio = float(np.sum(p * lengths * hit) / (np.sum(p * lengths) + workload.question_tokens))
+    return SharedPrefixResult(capacity_tokens, t_c, hit, ratio)

@@ -1,0 +1,192 @@
+"""Closed-form LRU hit ratios (pdplan/cache/lru_closed_form.py): the DualPath identity, the think-time laws, limits,
+and accuracy against the exact LRU on traces drawn from the same workloads (pdplan/cache/synthetic.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from pdplan.cache.lru_closed_form import (
+    SessionWorkload,
+    SharedPrefixWorkload,
+    ThinkTime,
+    append_hit_ratio,
+    characteristic_time_s,
+    geometric_turns,
+    session_cache,
+    shared_prefix_cache,
+    zipf_popularity,
+)
+from pdplan.cache.stack_distance import hit_ratio_curve
+from pdplan.cache.synthetic import session_traces, shared_prefix_trace
+from pdplan.errors import SpecError
+
+BLOCK = 16
+
+
+def _sessions(think: ThinkTime, turns: tuple[float, ...] | None = None) -> SessionWorkload:
+    return SessionWorkload(
+        session_rate_per_s=2.0,
+        turns_pmf=turns or geometric_turns(4.0, 30),
+        system_tokens=2 * BLOCK,
+        append_tokens=2 * BLOCK,
+        output_tokens=BLOCK,
+        think_time=think,
+        turn_duration_s=5.0,
+    )
+
+
+def test_dualpath_identity_is_exact() -> None:
+    # docs/mission_features.md §3.1: 32,721-token context, 429-token append -> 32,292 / 32,721
+    assert append_hit_ratio(32_721, 429) == 32_292 / 32_721
+    assert round(append_hit_ratio(32_721, 429), 3) == 0.987
+    # the session model with the history always cached gives the same ratio for that turn
+    workload = SessionWorkload(
+        session_rate_per_s=1.0,
+        turns_pmf=(0.0, 1.0),
+        system_tokens=32_721 - 429 - (429 + 176),
+        append_tokens=429,
+        output_tokens=176,
+        think_time=ThinkTime("exponential", 10.0),
+        turn_duration_s=1.0,
+    )
+    second = session_cache(workload, math.inf)
+    assert second.prompt_tokens[1] == 32_721
+    assert second.hit_tokens[1] / second.prompt_tokens[1] == 32_292 / 32_721
+
+
+@pytest.mark.parametrize(
+    "law", [ThinkTime("exponential", 30.0), ThinkTime("lognormal", 30.0, 0.8), ThinkTime("erlang", 30.0, 3.0)]
+)
+def test_think_time_laws_match_numerical_integration(law: ThinkTime) -> None:
+    def density(z: float) -> float:
+        h = 1e-5 * law.mean_s
+        return (law.cdf(z + h) - law.cdf(max(z - h, 0.0))) / (2 * h)
+
+    for t in (5.0, 30.0, 120.0):
+        numeric, _ = integrate.quad(lambda z, t=t: min(t, z) * density(z), 0, 40 * law.mean_s, limit=400)
+        assert law.mean_min(t) == pytest.approx(numeric, rel=2e-3)
+    assert law.mean_min(math.inf) == law.mean_s
+    assert law.cdf(0.0) == 0.0
+    assert law.mean_min(0.0) == 0.0
+
+
+def test_sums_of_think_times() -> None:
+    rng = np.random.default_rng(0)
+    exp3 = ThinkTime("exponential", 10.0).sum_of(3)
+    assert exp3.kind == "erlang"
+    assert exp3.mean_s == 30.0
+    samples = rng.exponential(10.0, (200_000, 3)).sum(axis=1)
+    assert exp3.cdf(25.0) == pytest.approx(np.mean(samples < 25.0), abs=0.005)
+    assert ThinkTime("fixed", 7.0).sum_of(2).mean_s == 14.0
+    assert ThinkTime("erlang", 10.0, 2.0).sum_of(2).sigma == 4.0
+    lognormal = ThinkTime("lognormal", 10.0, 1.0).sum_of(4)  # Fenton-Wilkinson: mean and variance kept
+    assert lognormal.mean_s == 40.0
+    assert math.exp(lognormal.sigma**2) - 1 == pytest.approx((math.exp(1.0) - 1) / 4)
+    assert ThinkTime("fixed", 5.0).cdf(4.0) == 0.0
+    assert ThinkTime("fixed", 5.0).cdf(5.0) == 1.0
+
+
+def test_one_turn_sessions_never_hit_and_infinite_capacity_always_hits() -> None:
+    one_turn = session_cache(_sessions(ThinkTime("exponential", 60.0), (1.0,)), 1e9)
+    assert one_turn.token_hit_ratio == 0.0
+    assert one_turn.hit_probability.tolist() == [0.0]
+    everything = session_cache(_sessions(ThinkTime("exponential", 60.0)), math.inf)
+    assert math.isinf(everything.characteristic_time_s)
+    assert np.all(everything.hit_probability[1:] == 1.0)
+    nothing = session_cache(_sessions(ThinkTime("exponential", 60.0)), 0.0)
+    assert nothing.token_hit_ratio == 0.0
+
+
+def test_routing() -> None:
+    workload = _sessions(ThinkTime("exponential", 60.0))
+    one = session_cache(workload, 5e4, instances=1, routing="random")
+    affine = session_cache(workload, 5e4, instances=1, routing="session-affine")
+    assert one.token_hit_ratio == pytest.approx(affine.token_hit_ratio)
+    spread = session_cache(workload, 5e4, instances=4, routing="random")
+    previous_only = session_cache(workload, 5e4, instances=4, routing="random", partial_hits=False)
+    assert previous_only.token_hit_ratio <= spread.token_hit_ratio
+    # the previous turn's instance only: at most 1/N of the affine hit probability
+    assert previous_only.hit_probability[1] <= 0.25 + 1e-12
+    with pytest.raises(SpecError, match="instances"):
+        session_cache(workload, 1.0, instances=0)
+
+
+def test_characteristic_time_solver() -> None:
+    assert characteristic_time_s(lambda t: 2 * t, 10.0, math.inf) == pytest.approx(5.0)
+    assert characteristic_time_s(lambda t: 2 * t, 0.0, math.inf) == 0.0
+    assert math.isinf(characteristic_time_s(lambda t: min(t, 3.0), 3.0, 3.0))
+
+
+def test_shared_prefixes_limits() -> None:
+    lengths = (100.0, 200.0, 300.0)
+    full = SharedPrefixWorkload(10.0, lengths, zipf_popularity(3, 1.0), question_tokens=0.0, output_tokens=0.0)
+    assert shared_prefix_cache(full, 600.0).hit_probability.tolist() == [1.0, 1.0, 1.0]
+    result = shared_prefix_cache(full, 300.0)
+    rates = 10.0 * np.asarray(full.popularity)
+    assert result.hit_probability == pytest.approx(1 - np.exp(-rates * result.characteristic_time_s))
+    assert sum(zipf_popularity(50, 1.2)) == pytest.approx(1.0)
+    assert zipf_popularity(4, 0.0) == (0.25, 0.25, 0.25, 0.25)
+
+
+@pytest.mark.parametrize("bad", [{"turns_pmf": (0.5, 0.4)}, {"session_rate_per_s": 0.0}, {"system_tokens": -1.0}])
+def test_bad_session_workloads(bad: dict[str, object]) -> None:
+    kwargs: dict[str, object] = {
+        "session_rate_per_s": 1.0,
+        "turns_pmf": (1.0,),
+        "system_tokens": 0.0,
+        "append_tokens": 1.0,
+        "output_tokens": 1.0,
+        "think_time": ThinkTime("fixed", 1.0),
+        "turn_duration_s": 0.0,
+    }
+    with pytest.raises(SpecError):
+        SessionWorkload(**{**kwargs, **bad})  # type: ignore[arg-type]
+
+
+def test_a_lognormal_think_time_needs_a_shape() -> None:
+    with pytest.raises(SpecError, match="sigma"):
+        ThinkTime("lognormal", 1.0)
+
+
+def test_bad_shared_prefix_workload() -> None:
+    with pytest.raises(SpecError, match="popularity"):
+        SharedPrefixWorkload(1.0, (1.0, 2.0), (0.5, 0.6), 1.0, 1.0)
+
+
+@pytest.mark.parametrize("law", [ThinkTime("exponential", 60.0), ThinkTime("lognormal", 60.0, 1.0)])
+@pytest.mark.parametrize(("routing", "instances"), [("session-affine", 1), ("random", 4)])
+def test_sessions_close_to_exact_lru(law: ThinkTime, routing: str, instances: int) -> None:
+    """The documented accuracy (docs/prefix_cache.md §5): within 0.03 of the exact LRU on about 120,000 turns."""
+    workload = _sessions(law)
+    traces = session_traces(workload, 30_000, BLOCK, instances=instances, routing=routing, seed=3)  # type: ignore[arg-type]
+    curves = [hit_ratio_curve(t) for t in traces]
+    total = sum(c.total_tokens for c in curves)
+    for blocks in (1000, 2000, 5000, 10000):
+        exact = sum(c.hit_tokens_at(blocks).item() for c in curves) / total
+        closed = session_cache(workload, blocks * BLOCK, instances=instances, routing=routing)  # type: ignore[arg-type]
+        assert closed.token_hit_ratio == pytest.approx(exact, abs=0.03)
+
+
+def test_shared_prefixes_close_to_exact_lru() -> None:
+    lengths = tuple(float(BLOCK * (1 + j % 8)) for j in range(500))
+    workload = SharedPrefixWorkload(10.0, lengths, zipf_popularity(500, 1.0), BLOCK, BLOCK)
+    curve = hit_ratio_curve(shared_prefix_trace(workload, 50_000, BLOCK, seed=2))
+    total_blocks = sum(lengths) / BLOCK
+    for fraction in (0.05, 0.2, 0.5, 1.0):
+        exact = curve.token_hit_ratio(fraction * total_blocks).item()
+        closed = shared_prefix_cache(workload, fraction * total_blocks * BLOCK).token_hit_ratio
+        assert closed == pytest.approx(exact, abs=0.03)
+
+
+def test_synthetic_traces_need_whole_blocks() -> None:
+    workload = SharedPrefixWorkload(1.0, (10.0,), (1.0,), 16.0, 16.0)
+    with pytest.raises(SpecError, match="whole blocks"):
+        shared_prefix_trace(workload, 10, 16)
+    fixed = _sessions(ThinkTime("fixed", 30.0))
+    traces = session_traces(fixed, 50, BLOCK)
+    assert len(traces) == 1
+    assert traces[0].n_requests > 50
