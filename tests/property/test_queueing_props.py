@@ -69,8 +69,9 @@ def test_quantile_inverts_cdf(values: list[float], rho: float, x: int, policy: s
         t = w.quantile(q)[0]
         if t > 0:
             assert w.cdf(t)[0] == pytest.approx(q, abs=1e-9)
-        else:
-            assert w.atom[0] >= q
+        else:  # the quantile is the atom at 0: it holds q (to the same 1e-9 as the cdf above; the atom and the
+            # lattice's first cell can differ in the last bits, hypothesis found atom = 0.9 - 1e-16 at q = 0.9)
+            assert w.atom[0] >= q - 1e-9
 
 
 @settings(deadline=None, max_examples=30)
