@@ -26,7 +26,8 @@ from pdplan.calibrate.fit import error_stats
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.op_pricing import Precision, price_ops
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 from pdplan.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]

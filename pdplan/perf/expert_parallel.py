@@ -33,10 +33,10 @@ import numpy as np
 
 from pdplan.io.expert_parallel import expert_parallel_defaults
 from pdplan.perf.block_quant import block_split_error
-from pdplan.perf.kernels import KernelTable, allreduce_time_s
+from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
-from pdplan.perf.ops import Op
-from pdplan.specs.kernel_table import GpuPeaks
+from pdplan.perf.op_types import Op
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 

@@ -28,8 +28,8 @@ from typing import Literal
 
 import numpy as np
 
-from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable, gemm_time_s, smooth_max
-from pdplan.specs.kernel_table import MlaParams
+from pdplan.perf.kernels import gemm_time_s, smooth_max
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, MlaParams
 from pdplan.specs.model_parts import MlaSpec
 from pdplan.types import FloatArray
 

@@ -29,8 +29,7 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.files import read_yaml_mapping
-from pdplan.perf.kernels import KernelTable
-from pdplan.specs.kernel_table import A2aMode, AlphaBeta
+from pdplan.specs.kernel_table import A2aMode, AlphaBeta, KernelTable
 from pdplan.types import ArrayLike, FloatArray
 
 A2aPhase = Literal["dispatch", "combine"]

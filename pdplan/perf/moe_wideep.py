@@ -29,10 +29,11 @@ from typing import Literal
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GpuPeaks, KernelTable, smooth_max
+from pdplan.perf.kernels import smooth_max
 from pdplan.perf.moe import MoeLayerShape
 from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_routing import Routing
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams, WideEpPhase
 from pdplan.types import ArrayLike, FloatArray
 

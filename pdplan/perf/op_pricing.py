@@ -2,7 +2,7 @@
 
 Each op kind goes to its calibrated kernel cost function (:mod:`pdplan.perf.kernels`, :mod:`pdplan.perf.mla`,
 :mod:`pdplan.perf.moe` and its W4A16 / wide-EP families, :mod:`pdplan.perf.expert_parallel`); split out of
-:mod:`pdplan.perf.roofline`, which assembles the priced ops into a pass (and re-exports the public names here).
+:mod:`pdplan.perf.roofline`, which assembles the priced ops into a pass.
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ import numpy as np
 
 from pdplan.perf.expert_parallel import allreduce_s, ep_comm_time_s
 from pdplan.perf.kernels import (
-    GpuPeaks,
-    KernelTable,
-    KvFlavour,
     decode_attention_time_s,
     elementwise_time_s,
     gemm_time_s,
@@ -28,9 +25,9 @@ from pdplan.perf.moe import moe_flops_bytes, moe_time_s
 from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
-from pdplan.perf.ops import MLA_PHASE, Op, Phase
+from pdplan.perf.op_types import MLA_PHASE, Op, Phase
 from pdplan.perf.tiling import sm_count
-from pdplan.specs.kernel_table import LinearAttentionParams, MlaParams
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable, KvFlavour, LinearAttentionParams, MlaParams
 from pdplan.specs.model_parts import MlaSpec
 from pdplan.types import FloatArray
 

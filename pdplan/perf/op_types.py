@@ -1,6 +1,6 @@
 """The records of an operator list: :class:`Op`, :class:`PassShape`, and the per-GPU GEMM shape helpers.
 
-Split out of :mod:`pdplan.perf.ops` (which re-exports every public name here) so that the attention and MoE op
+Split out of :mod:`pdplan.perf.ops` so that the attention and MoE op
 builders (:mod:`pdplan.perf.ops_attention`, :mod:`pdplan.perf.ops_moe`) share them; the sharding rules are those of
 the :mod:`pdplan.perf.ops` docstring.
 """

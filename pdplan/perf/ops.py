@@ -19,31 +19,18 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.perf.op_types import (
-    MLA_PHASE,
     Op,
-    OpKind,
     PassShape,
-    Phase,
     gemm_dims,
-    kv_heads_per_gpu,
 )
 from pdplan.perf.ops_attention import attention_core_ops, attention_projection_ops
-from pdplan.perf.ops_moe import expected_distinct_experts, expert_ops, ffn_ops, parallel_fields
+from pdplan.perf.ops_moe import ffn_ops
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import FloatArray
 
 __all__ = [
-    "MLA_PHASE",
-    "Op",
-    "OpKind",
-    "PassShape",
-    "Phase",
-    "expected_distinct_experts",
-    "expert_ops",
     "forward_ops",
-    "kv_heads_per_gpu",
-    "parallel_fields",
 ]
 
 

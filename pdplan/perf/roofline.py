@@ -21,11 +21,12 @@ import numpy as np
 
 from pdplan.perf.act_quant import dispatch_quant_ops
 from pdplan.perf.expert_parallel import a2a_phases_s, exposed_gather_s
-from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.op_pricing import OpTime, Precision, linear_attention_kernel_s, price_ops
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.op_pricing import OpTime, Precision, price_ops
+from pdplan.perf.op_types import Op, PassShape, Phase
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.tiling import sm_count
 from pdplan.perf.two_batch_overlap import (
     decode_windows,
@@ -34,17 +35,15 @@ from pdplan.perf.two_batch_overlap import (
     staged_exposed_comm_s,
     window_s,
 )
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
 __all__ = [
     "BOUNDS",
-    "OpTime",
     "PhaseTime",
-    "Precision",
     "decode_step_s",
     "hide_gather",
-    "linear_attention_kernel_s",
     "overlap_two_batches",
     "phase_time",
     "prefill_time_s",

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.perf.kernels import KernelTable
 from pdplan.perf.memory import InstanceMemory, instance_memory
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.roofline import Precision
+from pdplan.perf.op_pricing import Precision
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.units import GIB
 

@@ -50,7 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize, nnls
 
-from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.role_hardware import RoleHardware, instance_budget

@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.perf.roofline import Precision, prefill_time_s
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.roofline import prefill_time_s
 from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.specs.command_line import flag
-from pdplan.transfer.kv import GRANULARITIES, TransferConfig, transfer_for_request
+from pdplan.transfer.kv import transfer_for_request
+from pdplan.transfer.kv_inputs import GRANULARITIES, TransferConfig
 
 if TYPE_CHECKING:
     from pdplan.specs.model import ModelSpec

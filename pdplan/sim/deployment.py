@@ -60,7 +60,8 @@ from pdplan.serving.roles import decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import StepTimeFn
 from pdplan.transfer.fan_in import side_busy_s
-from pdplan.transfer.kv import kv_shape_from_model, kv_transfer
+from pdplan.transfer.kv import kv_transfer
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import Binding, FloatArray
 from pdplan.types import Int64Array as IntArray
 

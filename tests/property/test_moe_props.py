@@ -11,11 +11,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.kernels import KernelTable, allreduce_time_s
+from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.mla import mla_params
 from pdplan.perf.moe import moe_shape
-from pdplan.perf.ops import MLA_PHASE, Op, PassShape, forward_ops
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.op_types import MLA_PHASE, Op, PassShape
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.roofline import phase_time
+from pdplan.specs.kernel_table import KernelTable
 
 CATALOG = open_catalog()
 MOE_MODELS = ["qwen3-235b-a22b", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1", "kimi-k2"]

@@ -9,7 +9,8 @@ from support.tables import ToyGpu, ideal_table
 
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.memory import instance_memory
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 from pdplan.perf.roofline import decode_step_s, phase_time
 
 CATALOG = open_catalog()

@@ -110,7 +110,8 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe_routing import routing_law
 from pdplan.perf.moe_wideep import moe_kernel_for
-from pdplan.perf.roofline import PhaseTime, Precision, phase_time
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.roofline import PhaseTime, phase_time
 
 TOLERANCE = 0.20
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)

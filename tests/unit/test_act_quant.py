@@ -9,8 +9,11 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf import roofline
 from pdplan.perf.act_quant import DISPATCH_QUANT_OP, dispatch_quant_ops, group_quant_bytes
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.op_types import Op, PassShape, Phase
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
+from pdplan.perf.roofline import phase_time
 
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
 

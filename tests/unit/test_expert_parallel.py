@@ -8,7 +8,8 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.expert_parallel import a2a_time_s, exposed_gather_s, moe_tp_size, parallelism_error
 from pdplan.perf.memory import expert_weight_bytes, instance_memory
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.roofline import phase_time
 
 CAT = open_catalog()
 

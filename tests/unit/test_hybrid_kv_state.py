@@ -17,7 +17,8 @@ from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import decode_perf
 from pdplan.sim import DecodePool, Disaggregated, PrefillPool, Requests, simulate
-from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.transfer.kv import kv_bytes_per_request
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 
 GIB = 2**30
 ROOT = Path(__file__).resolve().parents[2]

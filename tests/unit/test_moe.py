@@ -8,7 +8,8 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_flops_bytes, moe_params_from_gemm, moe_shape, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw, route, routing_law
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 from pdplan.specs.kernel_table import MoeParams
 
 CAT = open_catalog()

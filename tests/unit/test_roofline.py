@@ -5,8 +5,11 @@ import pytest
 from support.tables import ToyGpu, ideal_table
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, expected_distinct_experts, forward_ops, kv_heads_per_gpu
-from pdplan.perf.roofline import Precision, decode_step_s, phase_time, prefill_time_s
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.op_types import PassShape, kv_heads_per_gpu
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import expected_distinct_experts
+from pdplan.perf.roofline import decode_step_s, phase_time, prefill_time_s
 
 GPU = ToyGpu()
 TABLE = ideal_table()

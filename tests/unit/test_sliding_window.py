@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 
 CAT = open_catalog()
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 
 
 def _op(model: str, phase: str, batch: float, tokens: float, tp: float, name: str) -> dict[str, np.ndarray]:

@@ -56,7 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.perf.ops import PassShape, Phase, forward_ops
+from pdplan.perf.op_types import PassShape, Phase
+from pdplan.perf.ops import forward_ops
 from pdplan.queueing import decode_fixed_point, kv_footprint
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
@@ -65,7 +66,7 @@ from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import step_bytes
 from pdplan.serving.snapshot import Snapshot
-from pdplan.transfer.kv import kv_shape_from_model
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import FloatArray
 
 REL_TOL = 1e-9

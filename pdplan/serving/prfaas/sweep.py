@@ -24,9 +24,11 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.block_quant import expert_parallel_for_blocks
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_pricing import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.serving.resolve import DTYPE_BYTES
-from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.transfer.kv import kv_bytes_per_request
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 
 TOKEN_SUFFIX = {"k": 1024, "m": 1024 * 1024}
 
