@@ -30,7 +30,7 @@ from pdplan.calibrate.fit import error_stats
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.mla import MlaPhase, mla_key
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.types import FloatArray
 

@@ -50,7 +50,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
 from pdplan.perf.expert_parallel import allreduce_s
 from pdplan.perf.kernels import allreduce_time_s
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 
 ROOT = Path(__file__).resolve().parents[1]

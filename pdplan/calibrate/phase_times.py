@@ -31,7 +31,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.files import read_text_file
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.kernel_table import GemmParams, KernelTable

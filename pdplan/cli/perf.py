@@ -59,7 +59,7 @@ def roofline(
     """
     from pdplan.io.kernel_tables import load_kernel_table
     from pdplan.perf.memory import instance_memory
-    from pdplan.perf.op_pricing import Precision
+    from pdplan.perf.precision import Precision
     from pdplan.perf.roofline import phase_time
     from pdplan.report.perf import RooflineRun, roofline_view, roofline_warnings
 

@@ -35,8 +35,8 @@ from pdplan.io.expert_parallel import expert_parallel_defaults
 from pdplan.perf.block_quant import block_split_error
 from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
-from pdplan.perf.op_types import Op
-from pdplan.specs.kernel_table import GpuPeaks, KernelTable
+from pdplan.perf.op_types import AllToAllOp, WeightGatherOp
+from pdplan.specs.kernel_table import A2aMode, GpuPeaks, KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.types import ArrayLike, FloatArray
 
@@ -181,49 +181,30 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     return np.asarray(np.where(n > per_node, intra + inter, intra), dtype=np.float64)
 
 
-def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
-    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`: the
-    weight gather, or the dispatch + combine of :func:`a2a_phases_s`."""
-    if op.kind == "weight_gather":
-        d = op.dims
-        per_node, scale_up = _node_shape(gpu)
-        return expert_gather_s(
-            d["layer_expert_bytes"],
-            ep=d["ep"],
-            group_gpus=d["group_gpus"],
-            gpus_per_node=per_node,
-            scale_up_bytes_per_s=scale_up,
-        )
-    dispatch, combine = a2a_phases_s(op, gpu, table)
-    return np.asarray(dispatch + combine, dtype=np.float64)
+def gather_time_s(op: WeightGatherOp, gpu: GpuPeaks) -> FloatArray:
+    """One run (one MoE layer) of the ZeRO-Prefill weight gather of :func:`pdplan.perf.ops_moe.expert_ops`
+    (:func:`expert_gather_s` on the GPU's node)."""
+    per_node, scale_up = _node_shape(gpu)
+    return expert_gather_s(
+        op.layer_expert_bytes, ep=op.ep, group_gpus=op.group_gpus, gpus_per_node=per_node, scale_up_bytes_per_s=scale_up
+    )
 
 
-def a2a_phases_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> tuple[FloatArray, FloatArray]:
-    """The dispatch and the combine (s) of one MoE layer's ``alltoall`` op.
+def a2a_phases_s(op: AllToAllOp, gpu: GpuPeaks, table: KernelTable) -> tuple[FloatArray, FloatArray]:
+    """The dispatch and the combine (s) of one MoE layer's all-to-all (:func:`pdplan.perf.ops_moe.expert_ops`).
 
     The fitted DeepEP dispatch / combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's kernel table has
     an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
     (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`sol_a2a_phase_s`, which the
     report's kernel-table notes flag as not measured."""
-    d = op.dims
     per_node, scale_up = _node_shape(gpu)
-    mode = "low_latency" if float(d["low_latency"]) else "normal"
+    mode: A2aMode = "low_latency" if op.low_latency else "normal"
     if mode in table.ep_a2a:
         rdma = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
         kw = {"gpus_per_node": int(per_node), "rdma_bytes_per_s": rdma}
-        args = (d["tokens"], float(d["hidden"]), int(d["top_k"]), d["ep"], mode)
+        args = (op.tokens, float(op.hidden), op.top_k, op.ep, mode)
         dispatch = fitted_a2a_s(*args, "dispatch", table, **kw)  # type: ignore[arg-type]
         combine = fitted_a2a_s(*args, "combine", table, **kw)  # type: ignore[arg-type]
         return dispatch, combine
-    sol = (
-        d["tokens"],
-        int(d["hidden"]),
-        int(d["top_k"]),
-        int(d["num_experts"]),
-        d["ep"],
-        d["group_gpus"],
-        per_node,
-        scale_up,
-        mode,
-    )
+    sol = (op.tokens, op.hidden, op.top_k, op.num_experts, op.ep, op.group_gpus, per_node, scale_up, mode)
     return sol_a2a_phase_s(*sol, "dispatch"), sol_a2a_phase_s(*sol, "combine")

@@ -23,10 +23,11 @@ from pdplan.perf.act_quant import dispatch_quant_ops
 from pdplan.perf.expert_parallel import a2a_phases_s, exposed_gather_s
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.op_pricing import OpTime, Precision, price_ops
-from pdplan.perf.op_types import Op, PassShape, Phase
+from pdplan.perf.op_pricing import OpTime, Pricing, price_ops
+from pdplan.perf.op_types import AllToAllOp, Op, PassShape, Phase
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
+from pdplan.perf.precision import Precision
 from pdplan.perf.tiling import sm_count
 from pdplan.perf.two_batch_overlap import (
     decode_windows,
@@ -173,7 +174,8 @@ def phase_time(
     shape = _pass_shape(
         phase, (b, n, t), prec, dp=dp, ep=ep, moe_tp=moe_tp, moe_dp=moe_dp, routing=routing, gather=expert_gather
     )
-    ops = _priced_pass(model, shape, gpu, table, prec, detail, (moe_kernel, phase), two_batch_overlap)
+    pricing = Pricing(gpu, table, prec, moe_kernel, phase)
+    ops = _priced_pass(model, shape, pricing, detail, two_batch_overlap)
     handoff_s = _handoff_s(model, shape, gpu, table, p)
     overhead_s: float | FloatArray = table.framework.decode_step_overhead_s
     if phase == "decode" and table.framework.decode_step_overhead_s_per_seq > 0.0:  # per running sequence
@@ -240,25 +242,19 @@ def _pass_ops(model: ModelSpec, shape: PassShape, kernel: MoeKernel) -> list[Op]
 
 
 def _priced_pass(
-    model: ModelSpec,
-    shape: PassShape,
-    gpu: GpuPeaks,
-    table: KernelTable,
-    prec: Precision,
-    detail: bool,
-    kernel: tuple[MoeKernel, Phase],
-    two_batch_overlap: bool,
+    model: ModelSpec, shape: PassShape, pricing: Pricing, detail: bool, two_batch_overlap: bool
 ) -> tuple[OpTime, ...]:
     """Every op of the pass priced, ZeRO-Prefill gathers hidden, and with ``two_batch_overlap`` an EP pass as two
     overlapped micro-batches."""
-    ops = hide_gather(price_ops(_pass_ops(model, shape, kernel[0]), gpu, table, prec, detail, kernel), model.num_layers)
+    ops = hide_gather(price_ops(_pass_ops(model, shape, pricing.kernel), pricing, detail), model.num_layers)
     if two_batch_overlap and any(op.kind == "alltoall" for op in ops):
+        gpu, table = pricing.gpu, pricing.table
         half = dataclasses.replace(shape, batch=shape.batch / 2.0)
-        half_pass = _pass_ops(model, half, kernel[0])
-        half_ops = price_ops(half_pass, gpu, table, prec, detail, kernel)
+        half_pass = _pass_ops(model, half, pricing.kernel)
+        half_ops = price_ops(half_pass, pricing, detail)
         phases_s, share = None, 0.0
         if shape.phase == "decode":  # SGLang's staged decode schedule (pdplan.perf.two_batch_overlap)
-            phases_s = a2a_phases_s(next(op for op in half_pass if op.kind == "alltoall"), gpu, table)
+            phases_s = a2a_phases_s(next(op for op in half_pass if isinstance(op, AllToAllOp)), gpu, table)
         else:  # prefill: DeepEP's normal-mode kernels hold their SMs while a transfer runs
             share = min(prefill_comm_sms() / float(sm_count(gpu, table)), 1.0)
         ops = overlap_two_batches(half_ops, model, phases_s, share)

@@ -17,7 +17,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.memory import InstanceMemory, instance_memory
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.kernel_table import KernelTable

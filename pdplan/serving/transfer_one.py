@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import prefill_time_s
 from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.specs.command_line import flag

@@ -97,7 +97,7 @@ def test_validate(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_roofline(phase: str, tp: int, dtype: str, capsys: pytest.CaptureFixture[str]) -> None:
     from pdplan.perf.memory import instance_memory
-    from pdplan.perf.op_pricing import Precision
+    from pdplan.perf.precision import Precision
     from pdplan.perf.roofline import phase_time
     from pdplan.report.perf import RooflineRun, roofline_view, roofline_warnings
 

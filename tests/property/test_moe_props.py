@@ -14,9 +14,18 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.mla import mla_params
 from pdplan.perf.moe import moe_shape
-from pdplan.perf.op_pricing import Precision
-from pdplan.perf.op_types import MLA_PHASE, Op, PassShape
+from pdplan.perf.op_types import (
+    AllReduceOp,
+    DecodeAttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    MoeOp,
+    Op,
+    PassShape,
+    PrefillAttentionOp,
+)
 from pdplan.perf.ops import forward_ops
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.specs.kernel_table import KernelTable
 
@@ -35,34 +44,33 @@ def _decode_s(model: str, gpu: str, tp: int, batch: int, context: int, prec: Pre
 
 def _op_bytes(op: Op, weight_bytes: float) -> float:
     """Bytes one run of ``op`` must read: the weights it touches, or the KV of every sequence."""
-    d = op.dims
-    if op.kind == "gemm":
-        return float(d["k"] * d["n"]) * (2.0 if "bf16" in d else weight_bytes)
-    if op.kind == "moe":
-        return float(d["weight_bytes"])
-    if op.kind == "attn_decode":
-        return float(d["batch"] * d["context"] * d["kv_bytes_per_token"])
+    match op:
+        case GemmOp():
+            return float(op.k * op.n) * (2.0 if op.bf16 else weight_bytes)
+        case MoeOp():
+            return float(op.weight_bytes)
+        case DecodeAttentionOp():
+            return float(op.batch * op.context * op.kv_bytes_per_token)
     return 0.0
 
 
 def _latency_s(op: Op, gpu: str, table: KernelTable, prec: Precision) -> float:
     """The measured minimum of one run of ``op``'s kernel: the fixed per-call time of its fitted family."""
-    d = op.dims
-    if "mla_phase" in d:
-        phase = "prefill" if float(d["mla_phase"]) == MLA_PHASE["prefill"] else "decode"
-        mla = mla_params(table, phase, prec.gemm_flavour, prec.kv_bytes)  # type: ignore[arg-type]
-        if mla is not None and op.kind != "gemm":
+    if isinstance(op, PrefillAttentionOp | DecodeAttentionOp) and op.mla is not None:
+        mla = mla_params(table, "prefill" if op.kind == "attn_prefill" else "decode", prec.gemm_flavour, prec.kv_bytes)
+        if mla is not None:
             return mla.overhead_s
-    if op.kind == "gemm":
-        return table.gemm["bf16" if "bf16" in d else prec.gemm_flavour].overhead_s
-    if op.kind == "moe":
-        return table.moe[prec.gemm_flavour].overhead_s
-    if op.kind == "attn_decode":
-        return table.decode_attention["fp8" if prec.kv_bytes <= 1.0 else "bf16"].overhead_s
-    if op.kind == "allreduce":
-        return float(allreduce_time_s(np.array(0.0), d["gpus"], CATALOG.gpu(gpu), table))
-    if op.kind == "elementwise":
-        return table.elementwise.overhead_s
+    match op:
+        case GemmOp():
+            return table.gemm["bf16" if op.bf16 else prec.gemm_flavour].overhead_s
+        case MoeOp():
+            return table.moe[prec.gemm_flavour].overhead_s
+        case DecodeAttentionOp():
+            return table.decode_attention["fp8" if prec.kv_bytes <= 1.0 else "bf16"].overhead_s
+        case AllReduceOp():
+            return float(allreduce_time_s(np.array(0.0), op.gpus, CATALOG.gpu(gpu), table))
+        case ElementwiseOp():
+            return table.elementwise.overhead_s
     return 0.0
 
 

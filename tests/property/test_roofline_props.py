@@ -9,7 +9,7 @@ from support.tables import ToyGpu, ideal_table
 
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.memory import instance_memory
-from pdplan.perf.op_types import PassShape
+from pdplan.perf.op_types import GemmOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.roofline import decode_step_s, phase_time
 
@@ -66,11 +66,7 @@ def test_tensor_parallelism_never_increases_per_gpu_weights(name: str, tp: int) 
     # and the GEMM weight traffic of a decode step per GPU does not grow either
     def gemm_weight_elems(t: int) -> float:
         shape = PassShape("decode", np.array(1.0), np.array(64.0), np.array(float(t)))
-        return sum(
-            float(op.dims["k"] * op.dims["n"] * op.dims.get("repeat", 1.0)) * op.count
-            for op in forward_ops(model, shape)
-            if op.kind == "gemm"
-        )
+        return sum(float(op.k * op.n) * op.count for op in forward_ops(model, shape) if isinstance(op, GemmOp))
 
     assert gemm_weight_elems(tp * 2) <= gemm_weight_elems(tp) * (1 + 1e-12)
 

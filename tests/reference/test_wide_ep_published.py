@@ -110,7 +110,7 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe_routing import routing_law
 from pdplan.perf.moe_wideep import moe_kernel_for
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import PhaseTime, phase_time
 
 TOLERANCE = 0.20

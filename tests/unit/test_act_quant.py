@@ -9,10 +9,10 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf import roofline
 from pdplan.perf.act_quant import DISPATCH_QUANT_OP, dispatch_quant_ops, group_quant_bytes
-from pdplan.perf.op_pricing import Precision
 from pdplan.perf.op_types import Op, PassShape, Phase
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
@@ -41,7 +41,7 @@ def test_only_the_wideep_prefill_dispatch_is_quantised_apart() -> None:
     assert op.name == DISPATCH_QUANT_OP
     assert op.kind == "elementwise"
     assert op.count == 58.0
-    assert float(op.dims["bytes"]) == pytest.approx(355_991_552.0)
+    assert float(op.bytes) == pytest.approx(355_991_552.0)
     # the fused and CUTLASS tables time a BF16 input (quantisation inside); decode's low-latency dispatch casts in
     # its own kernel; no all-to-all (EP 1, or EP without attention DP), nothing to quantise before it
     assert dispatch_quant_ops(prefill, 2.0, "fused") == []

@@ -11,7 +11,7 @@ from support.calibration import calibration_file
 from pdplan.calibrate.phase_times import Measurement, _group_predictor, check, fit, read_measurements, scaled_table
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 
 CATALOG = open_catalog()

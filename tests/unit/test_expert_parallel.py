@@ -8,7 +8,7 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.expert_parallel import a2a_time_s, exposed_gather_s, moe_tp_size, parallelism_error
 from pdplan.perf.memory import expert_weight_bytes, instance_memory
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 
 CAT = open_catalog()

@@ -15,7 +15,7 @@ from pdplan.perf.moe import moe_shape, moe_time_s
 from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware

@@ -11,7 +11,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape, moe_time_s
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.specs.kernel_table import MoeParams
 

@@ -15,7 +15,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape
 from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for, received_rows, wideep_moe_time_s, wideep_params
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams

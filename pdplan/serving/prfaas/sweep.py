@@ -24,7 +24,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.block_quant import expert_parallel_for_blocks
-from pdplan.perf.op_pricing import Precision
+from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import phase_time
 from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.transfer.kv import kv_bytes_per_request
