@@ -8,7 +8,7 @@ wide-EP families, :mod:`pdplan.perf.expert_parallel`); the FLOPs and bytes are t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import assert_never
 
 import numpy as np
@@ -24,8 +24,7 @@ from pdplan.perf.kernels import (
 )
 from pdplan.perf.mla import mla_core_time_s, mla_params
 from pdplan.perf.moe import moe_time_s
-from pdplan.perf.moe_cutlass import cutlass_params
-from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
+from pdplan.perf.moe_w4a16 import uses_w4a16
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
 from pdplan.perf.op_types import (
     COMMUNICATION_KINDS,
@@ -44,6 +43,7 @@ from pdplan.perf.op_types import (
 from pdplan.perf.precision import Precision
 from pdplan.perf.tiling import sm_count
 from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, KvFlavour, LinearAttentionParams, MoeParams
+from pdplan.specs.perf_data import MoeKernelEntries, PerfData
 from pdplan.types import FloatArray
 
 
@@ -62,14 +62,17 @@ class OpTime:
 
 @dataclass(frozen=True, slots=True)
 class Pricing:
-    """What prices an op besides its shape: the GPU's peaks, its kernel table, the pass's precision, and the MoE
-    expert ``kernel`` family run for ``phase``."""
+    """What prices an op besides its shape: the GPU's peaks, its kernel table, the pass's precision, the MoE expert
+    ``kernel`` family run for ``phase``, and the data beyond the kernel table
+    (:class:`~pdplan.specs.perf_data.PerfData`: EP constants, DeepEP's inter-node shares, the GPU's W4A16 / CUTLASS
+    MoE entries)."""
 
     gpu: GpuPeaks
     table: KernelTable
     prec: Precision
     kernel: MoeKernel = "fused"
     phase: Phase = "prefill"
+    data: PerfData = field(default_factory=PerfData)
 
 
 def op_time_s(op: Op, p: Pricing) -> FloatArray:
@@ -88,12 +91,12 @@ def op_time_s(op: Op, p: Pricing) -> FloatArray:
         case ElementwiseOp():
             return elementwise_time_s(op.bytes, p.gpu, p.table)
         case AllReduceOp():
-            return allreduce_s(op.bytes, op.gpus, p.gpu, p.table)
+            return allreduce_s(op.bytes, op.gpus, p.gpu, p.table, p.data)
         case AllToAllOp():
-            dispatch, combine = a2a_phases_s(op, p.gpu, p.table)
+            dispatch, combine = a2a_phases_s(op, p.gpu, p.table, p.data)
             return np.asarray(dispatch + combine, dtype=np.float64)
         case WeightGatherOp():
-            return gather_time_s(op, p.gpu)
+            return gather_time_s(op, p.gpu, p.data)
     assert_never(op)
 
 
@@ -129,15 +132,23 @@ def _decode_attention_s(op: DecodeAttentionOp, p: Pricing) -> FloatArray:
 def _moe_entry(op: MoeOp, p: Pricing) -> tuple[GemmFlavour, MoeParams | None]:
     """The fused-MoE formula's GEMM peak and entry (None: the table's own ``moe`` entry of that dtype): 4-bit experts
     take the W4A16 kernel at the BF16 peak (:mod:`pdplan.perf.moe_w4a16`), the ``cutlass`` family TensorRT-LLM's
-    CUTLASS entry at the FP8 peak (:mod:`pdplan.perf.moe_cutlass`), where the GPU has one."""
+    CUTLASS entry at the FP8 peak (:mod:`pdplan.perf.moe_cutlass`), where the GPU has one (``p.data.moe_kernels``)."""
     four_bit = uses_w4a16(op.layer.weight_bytes)
-    w4 = w4a16_params(p.table.gpu) if four_bit else None
+    w4 = _gpu_entries(p, "4-bit experts").w4a16 if four_bit else None
     if w4 is not None:
         return "bf16", w4
-    cutlass = cutlass_params(p.table.gpu) if p.kernel == "cutlass" and not four_bit else None
+    cutlass = _gpu_entries(p, "the CUTLASS MoE kernel").cutlass if p.kernel == "cutlass" and not four_bit else None
     if cutlass is not None:
         return "fp8", cutlass
     return p.prec.gemm_flavour, None
+
+
+def _gpu_entries(p: Pricing, use: str) -> MoeKernelEntries:
+    """The MoE entries of ``p.data`` for ``use``; ValueError where they are another GPU's than the kernel table's."""
+    entries = p.data.moe_entries(use)
+    if entries.gpu != p.table.gpu:
+        raise ValueError(f"{use}: the MoE entries given are {entries.gpu!r}'s, the kernel table {p.table.gpu!r}'s")
+    return entries
 
 
 def _moe_s(op: MoeOp, p: Pricing) -> FloatArray:

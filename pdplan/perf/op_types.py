@@ -31,10 +31,10 @@ import numpy as np
 
 from pdplan.perf.mla import MlaPhase, mla_core_flops, mla_core_flops_bytes
 from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes
-from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
 from pdplan.perf.precision import Precision
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape, MlaSpec
+from pdplan.specs.routing_law import UNIFORM, RoutingLaw
 from pdplan.types import FloatArray
 
 OpKind = Literal[

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
+from pdplan.io.perf_data import perf_data
 from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import prefill_time_s
 from pdplan.serving.resolve import DTYPE_BYTES
@@ -72,13 +73,15 @@ def one_transfer(
 def _prefill(catalog: Catalog, model: ModelSpec, gpu: str, tokens: int, tp: int, kv_dtype: str) -> tuple[float, float]:
     """(prefill time of the request alone on ``gpu`` at TP ``tp``, s; the GPU's HBM bandwidth, B/s)."""
     gpu_spec = catalog.gpu(gpu)
+    table = catalog.kernel_table(gpu_spec.name)
     time_s = prefill_time_s(
         model,
         gpu_spec,
-        catalog.kernel_table(gpu_spec.name),
+        table,
         batch=1,
         tokens=tokens,
         tp=tp,
         precision=Precision(kv_bytes=DTYPE_BYTES[kv_dtype]),
+        data=perf_data(model, gpu_spec, table, tp=tp),
     )
     return float(time_s), gpu_spec.memory_bytes_per_s

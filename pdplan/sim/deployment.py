@@ -186,7 +186,7 @@ def sim_chunk_price(hw: RoleHardware, budget_tokens: int, max_context: float) ->
     def split(tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
         pt = phase_time(
             hw.model, hw.gpu, hw.table, phase="prefill", batch=1.0, tokens=tokens, tp=hw.tp, pp=hw.pp,
-            precision=hw.precision, detail=False,
+            precision=hw.precision, detail=False, data=hw.perf_data,
         )  # fmt: skip
         attn = sum((op.time_s for op in pt.ops if op.kind == "attn_prefill"), np.zeros(tokens.shape))
         return np.asarray(np.broadcast_to(pt.time_s, tokens.shape) - attn, np.float64), np.asarray(attn, np.float64)

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import perf_data
 from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.mla import mla_params
 from pdplan.perf.moe import moe_shape
@@ -37,8 +38,9 @@ BF16, FP8 = Precision(weight_bytes=2.0), Precision(weight_bytes=1.0)
 
 
 def _decode_s(model: str, gpu: str, tp: int, batch: int, context: int, prec: Precision) -> float:
-    m, g = CATALOG.model(model), CATALOG.gpu(gpu)
-    pt = phase_time(m, g, CATALOG.kernel_table(gpu), phase="decode", batch=batch, tokens=context, tp=tp, precision=prec)
+    m, g, table = CATALOG.model(model), CATALOG.gpu(gpu), CATALOG.kernel_table(gpu)
+    data = perf_data(m, g, table, tp=tp)
+    pt = phase_time(m, g, table, phase="decode", batch=batch, tokens=context, tp=tp, precision=prec, data=data)
     return float(pt.time_s)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import perf_data
 from pdplan.perf import roofline
 from pdplan.perf.act_quant import DISPATCH_QUANT_OP, dispatch_quant_ops, group_quant_bytes
 from pdplan.perf.op_types import Op, PassShape, Phase
@@ -53,10 +54,11 @@ def test_only_the_wideep_prefill_dispatch_is_quantised_apart() -> None:
 
 def _wide_prefill(kernel: str) -> tuple[float, float]:
     c = open_catalog()
+    model, gpu, table = c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm")
     pt = phase_time(
-        c.model("deepseek-v3"),
-        c.gpu("h100-sxm"),
-        c.kernel_table("h100-sxm"),
+        model,
+        gpu,
+        table,
         phase="prefill",
         batch=32 * 4,
         tokens=4096,
@@ -64,6 +66,7 @@ def _wide_prefill(kernel: str) -> tuple[float, float]:
         ep=32,
         precision=FP8,
         moe_kernel=kernel,  # type: ignore[arg-type]
+        data=perf_data(model, gpu, table, dp=32, ep=32),
     )
     quant = sum(float(op.time_s) for op in pt.ops if op.name == DISPATCH_QUANT_OP)
     return float(pt.time_s), quant

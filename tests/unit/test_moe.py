@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import routing_law
 from pdplan.perf.moe import moe_flops_bytes, moe_params_from_gemm, moe_shape, moe_time_s
-from pdplan.perf.moe_routing import RoutingLaw, route, routing_law
+from pdplan.perf.moe_routing import route
 from pdplan.perf.op_types import MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.specs.kernel_table import MoeParams
+from pdplan.specs.routing_law import RoutingLaw
 
 CAT = open_catalog()
 
