@@ -23,7 +23,6 @@ Split out of :mod:`pdplan.perf.ops` so that the attention and MoE op builders (:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -312,13 +311,24 @@ class PassShape:
         return np.asarray(self.batch, dtype=np.float64)
 
 
-def gemm_op(name: str, count: float, shape: GemmShape, m: FloatArray, tp: FloatArray, *, bf16: bool = False) -> GemmOp:
-    """The GEMM of one weight per GPU under tensor parallelism: (m, n, k) with n or k split over ``tp``."""
-    n = np.full_like(tp, float(shape.out_features))
+def gemm_op(
+    name: str,
+    count: float,
+    shape: GemmShape,
+    m: FloatArray,
+    tp: FloatArray,
+    *,
+    bf16: bool = False,
+    n: FloatArray | None = None,
+) -> GemmOp:
+    """The GEMM of one weight per GPU under tensor parallelism: (m, n, k) with n or k split over ``tp``; ``n``: the
+    output features per GPU where the caller shards them otherwise (replicated K/V heads, the vocabulary)."""
     k = np.full_like(tp, float(shape.in_features))
-    if shape.name in _COLUMN_PARALLEL:
-        n = np.ceil(n / tp)
-    elif shape.name in _ROW_PARALLEL:
+    if n is None:
+        n = np.full_like(tp, float(shape.out_features))
+        if shape.name in _COLUMN_PARALLEL:
+            n = np.ceil(n / tp)
+    if shape.name in _ROW_PARALLEL:
         k = np.ceil(k / tp)
     return GemmOp(name, count, m if tp.ndim == 0 else m + 0.0 * tp, n, k, bf16=bf16)
 
@@ -338,6 +348,7 @@ def fused_gemms(ops: list[GemmOp], names: tuple[str, ...], fused_name: str) -> l
     if len(parts) < 2:
         return ops
     first = parts[0]
-    merged = dataclasses.replace(first, name=fused_name, n=sum((op.n for op in parts), np.zeros_like(first.n)))
-    rest = [op for op in ops if all(op is not part for part in parts)]
-    return [merged, *rest]
+    n = sum((op.n for op in parts), np.zeros_like(first.n))
+    merged = GemmOp(fused_name, first.count, first.m, n, first.k, bf16=first.bf16, mla_phase=first.mla_phase)
+    fused = {id(op) for op in parts}
+    return [merged, *(op for op in ops if id(op) not in fused)]

@@ -16,8 +16,6 @@ column-parallel over the vocabulary; in prefill it runs on the last token of eac
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from pdplan.perf.op_types import AllReduceOp, ElementwiseOp, Op, PassShape, gemm_op
@@ -61,9 +59,7 @@ def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     lm_tokens = s.batch / s.dp + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence (per rank)
     head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
     # vocabulary-parallel, never quantized (pdplan.specs.model_parts.unquantized_bytes)
-    lm_head = dataclasses.replace(
-        gemm_op("lm_head", 1.0, head, lm_tokens, s.tp, bf16=True), n=np.ceil(model.vocab_size / s.tp)
-    )
+    lm_head = gemm_op("lm_head", 1.0, head, lm_tokens, s.tp, bf16=True, n=np.ceil(model.vocab_size / s.tp))
     embed = s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp
     return [lm_head, ElementwiseOp("embedding", 1.0, embed)]
 

@@ -40,11 +40,10 @@ def _mla_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[G
 def _projections(model: ModelSpec, s: PassShape, m: FloatArray, prefix: str, count: float, kv: int) -> list[GemmOp]:
     ops: list[GemmOp] = []
     for g in model.attention_gemms(kv):
-        op = gemm_op(f"{prefix}.{g.name}_proj", count, g, m, s.tp)
+        n = None
         if g.name in ("k", "v"):  # replicated heads when tp > n_kv
-            dim = model.head_dim if g.name == "k" else model.value_head_dim
-            op = dataclasses.replace(op, n=kv_heads_per_gpu(model, s.tp, kv) * dim)
-        ops.append(op)
+            n = kv_heads_per_gpu(model, s.tp, kv) * (model.head_dim if g.name == "k" else model.value_head_dim)
+        ops.append(gemm_op(f"{prefix}.{g.name}_proj", count, g, m, s.tp, n=n))
     return fused_gemms(ops, ("q", "k", "v"), f"{prefix}.qkv_proj")
 
 
