@@ -56,7 +56,7 @@ def main() -> None:
         "to, and it launches five unfused elementwise kernels per layer).\n\n" + captured(vidur_check.main),
         "## 3. Roofline speed\n\n100,000 (batch, tokens, TP) points in one vectorised call (issue target: < 50 ms), "
         "first under the C library's default memory policy, then with freed memory kept in the process as the "
-        "`pdplan` CLI sets it (`pdplan/perf/allocator.py`; the difference is page faults on fresh temporaries).\n\n"
+        "`pdplan` CLI sets it (`pdplan/cli/allocator.py`; the difference is page faults on fresh temporaries).\n\n"
         + captured(roofline_speed.main),
         "## 4. Serving model against simulation, and evaluate speed\n\nSee [accuracy_serving.md](accuracy_serving.md): "
         "closed form vs the discrete-event simulator over 3 workloads x 3 loads x 4 deployments, and the speed of "

@@ -25,8 +25,9 @@ from fitting import fit_gemm as fg
 from pdplan.calibrate import fit
 from pdplan.io.files import load_spec_file
 from pdplan.io.kernel_tables import TABLE_DIR
-from pdplan.perf.kernels import KERNEL_TABLE_SCHEMA_VERSION, DecodeTiling, GemmParams, KernelTable, PrefillTiling
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_attention import DecodeTiling, PrefillTiling
+from pdplan.specs.kernel_table import KERNEL_TABLE_SCHEMA_VERSION, GemmParams, KernelTable
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURED = {

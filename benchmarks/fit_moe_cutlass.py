@@ -29,7 +29,8 @@ from fitting.fit_moe import MAX_MOE_FIT_ROWS, MoeRows, fit_moe, held_out, predic
 
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.moe_cutlass import CUTLASS_DIR, CUTLASS_DTYPE, CUTLASS_KERNEL
+from pdplan.io.perf_data import CUTLASS_DIR
+from pdplan.perf.moe_cutlass import CUTLASS_DTYPE, CUTLASS_KERNEL
 from pdplan.specs.kernel_table import MoeParams
 
 GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm"}

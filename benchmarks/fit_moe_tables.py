@@ -29,9 +29,8 @@ from fitting.fit_moe import MAX_MOE_FIT_ROWS, MOE_KERNELS, fit_moe, held_out, pr
 
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
-from pdplan.perf.kernels import GemmFlavour
 from pdplan.perf.moe_a2a import A2aPhase
-from pdplan.specs.kernel_table import A2aMode
+from pdplan.specs.kernel_table import A2aMode, GemmFlavour
 
 MOE_GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm"}
 FLAVOURS: tuple[GemmFlavour, ...] = ("bf16", "fp8")

@@ -29,7 +29,7 @@ from fitting.fit_moe_w4a16 import MAX_ROWS, W4A16_DTYPE, W4A16_KERNEL, fit_w4a16
 
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.moe_w4a16 import W4A16_DIR
+from pdplan.io.perf_data import W4A16_DIR
 
 GPUS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm"}
 

@@ -18,7 +18,8 @@ from fit_kernel_tables import MEASURED, gpu_spec
 
 from pdplan.calibrate import fit
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import KernelTable, gemm_time_s
+from pdplan.perf.kernels import gemm_time_s
+from pdplan.specs.kernel_table import KernelTable
 
 BANDS = ((1, 8), (9, 32), (33, 128), (129, 1024), (1025, 1 << 30))
 BIG_NK = 16 * 2**20

@@ -31,7 +31,7 @@ from mla_accuracy import accuracy_lines as mla_accuracy_lines
 
 from pdplan.calibrate import fit
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import KernelTable
+from pdplan.specs.kernel_table import KernelTable
 
 FAMILIES = accuracy.FAMILIES
 

@@ -29,8 +29,10 @@ from fitting.fit_mla import GEMM_TYPES, KV_TYPES, MlaRows, fit_mla, held_out_hea
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.io.perf_data import perf_data
 from pdplan.perf.mla import MlaPhase, mla_key
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.types import FloatArray
 
 PHASES: tuple[MlaPhase, ...] = ("prefill", "decode")
@@ -67,17 +69,19 @@ def _composition_s(rows: MlaRows, phase: MlaPhase, gemm_type: str, kv_type: str,
     table = load_kernel_table(gpu_id).model_copy(update={"mla": {}})
     prec = Precision(weight_bytes=2.0 if gemm_type == "bfloat16" else 1.0, kv_bytes=KV_TYPES[kv_type])
     out = np.empty_like(rows.measured_s)
+    model, gpu = cat.model(MODEL), gpu_spec(gpu_id)
     for heads in np.unique(rows.heads):
         m = rows.heads == heads
         pt = phase_time(
-            cat.model(MODEL),
-            gpu_spec(gpu_id),
+            model,
+            gpu,
             table,
             phase=phase,
             batch=rows.batch[m],
             tokens=rows.tokens[m],
             tp=128.0 / heads,
             precision=prec,
+            data=perf_data(model, gpu, table, tp=int(128 // heads)),
         )
         out[m] = sum((op.time_s / op.count for op in pt.ops if op.name.startswith("attn.")), np.zeros(int(m.sum())))
     return out

@@ -2,7 +2,7 @@
 degree (the common call) and with a TP degree per point.
 
 Run: ``python benchmarks/roofline_speed.py``. Prints the best of 5 runs per phase, first with the C library's default
-memory policy, then after :func:`pdplan.perf.allocator.keep_freed_memory` (what the ``pdplan`` CLI sets; most of the
+memory policy, then after :func:`pdplan.cli.allocator.keep_freed_memory` (what the ``pdplan`` CLI sets; most of the
 difference is page faults on fresh temporaries). docs/accuracy.md records it.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from timing import best_of
 
+from pdplan.cli.allocator import keep_freed_memory
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.allocator import keep_freed_memory
 from pdplan.perf.roofline import phase_time
 
 N = 100_000

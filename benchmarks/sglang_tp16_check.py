@@ -45,12 +45,14 @@ from fitting.fit_moe import MoeRows, predict_moe_s, read_moe
 from moe_rows import moe_rows
 
 import pdplan.benchmark.disaggregated_loop as db_mod
-import pdplan.perf.expert_parallel as ep_mod
+import pdplan.io.perf_data as perf_data_io
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
+from pdplan.io.perf_data import perf_data
 from pdplan.perf.expert_parallel import allreduce_s
 from pdplan.perf.kernels import allreduce_time_s
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = "h100-sxm"
@@ -132,6 +134,7 @@ def pass_lines() -> list[str]:
         "one all-reduce: message MB, 8-GPU part / cross-node part ms, bus GB/s |",
         "|---|---|---|---|---|---|---|",
     ]
+    data = perf_data(model, gpu, table, tp=16)
     for tokens in PROMPTS:
         pt = phase_time(
             model,
@@ -142,12 +145,13 @@ def pass_lines() -> list[str]:
             tokens=tokens,
             tp=16,
             precision=Precision(weight_bytes=1.0, kv_bytes=1.0),
+            data=data,
         )
         by = {op.name: float(np.ravel(op.time_s)[0]) for op in pt.ops}
         attn = sum(v for k, v in by.items() if k.startswith("attn."))
         total = float(np.ravel(pt.time_s)[0])
         msg = tokens * model.hidden_size * 2.0
-        whole = float(allreduce_s(msg, 16, gpu, table))
+        whole = float(allreduce_s(msg, 16, gpu, table, data))
         intra = float(allreduce_time_s(msg, 8, gpu, table))
         bus = msg * 2.0 * 15.0 / 16.0 / whole / 1e9
         rest = total - attn - by["moe.experts"] - by["tp.allreduce"]
@@ -186,9 +190,9 @@ def _group(todo: list[dict[str, Any]]) -> tuple[float, float, float, float]:
 @contextmanager
 def scale_out(bytes_per_s: float) -> Iterator[None]:
     """The two-node all-reduce with the scale-out bandwidth per GPU set to ``bytes_per_s`` (diagnostic only)."""
-    real = ep_mod.expert_parallel_defaults()
+    real = perf_data_io.expert_parallel_defaults()
     changed = dataclasses.replace(real, inter_node_bytes_per_s_per_gpu=bytes_per_s)
-    with mock.patch.object(ep_mod, "expert_parallel_defaults", return_value=changed):
+    with mock.patch.object(perf_data_io, "expert_parallel_defaults", return_value=changed):
         yield
 
 

@@ -25,8 +25,10 @@ from data_root import KERNEL_DATA, calibration_path
 from pdplan.calibrate.fit import error_stats
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.op_pricing import Precision, price_ops
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_pricing import Pricing, price_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.precision import Precision
 from pdplan.specs.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +79,7 @@ def predict_rows(rows: list[dict[str, str]], gpu_key: str, name: str) -> np.ndar
     tp = np.array([float(r["num_tensor_parallel_workers"]) for r in rows])
     shape = PassShape("prefill", np.ones_like(tokens), tokens, tp)
     ops = [op for op in forward_ops(model, shape) if op.name in PRICED]
-    priced = price_ops(ops, gpu, table, Precision())
+    priced = price_ops(ops, Pricing(gpu, table, Precision()))
     return sum((op.time_s for op in priced), np.zeros_like(tokens))
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import POW2_Q_STEPS, GemmFlavour, KvFlavour
+from pdplan.perf.kernels import POW2_Q_STEPS
+from pdplan.specs.kernel_table import GemmFlavour, KvFlavour
 from pdplan.types import FloatArray, IntArray
 
 MAX_FIT_ROWS = 6000

@@ -31,9 +31,11 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.files import read_text_file
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import GemmParams, KernelTable
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.io.perf_data import perf_data
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import GemmParams, KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.types import FloatArray
 
@@ -131,15 +133,17 @@ def _group_predictor(
         out = np.empty(len(rows))
         for (gpu_name, _, phase), (gpu, model, idx) in resolved.items():
             sel = [rows[i] for i in idx]
+            table = tables[gpu_name]
             result = phase_time(
                 model,
                 gpu,
-                tables[gpu_name],
+                table,
                 phase=phase,  # type: ignore[arg-type]
                 batch=[r.batch for r in sel],
                 tokens=[r.tokens for r in sel],
                 tp=[r.tp for r in sel],
                 precision=precision,
+                data=perf_data(model, gpu, table, tp=max(r.tp for r in sel)),
             )
             out[idx] = result.time_s
         return out

@@ -94,8 +94,8 @@ def _print_error(message: str) -> None:
 
 
 def main() -> None:
-    """Console entry point (``pdplan``): the process keeps freed array memory (:mod:`pdplan.perf.allocator`)."""
-    from pdplan.perf.allocator import keep_freed_memory
+    """Console entry point (``pdplan``): the process keeps freed array memory (:mod:`pdplan.cli.allocator`)."""
+    from pdplan.cli.allocator import keep_freed_memory
 
     keep_freed_memory()
     sys.exit(run())

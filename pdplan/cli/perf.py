@@ -58,8 +58,11 @@ def roofline(
     Example: pdplan roofline --model llama-3.1-70b --gpu h100-sxm --tp 4 --phase decode --batch 64 --tokens 2048
     """
     from pdplan.io.kernel_tables import load_kernel_table
+    from pdplan.io.perf_data import perf_data
+    from pdplan.io.serving_defaults import serving_defaults
     from pdplan.perf.memory import instance_memory
-    from pdplan.perf.roofline import Precision, phase_time
+    from pdplan.perf.precision import Precision
+    from pdplan.perf.roofline import phase_time
     from pdplan.report.perf import RooflineRun, roofline_view, roofline_warnings
 
     catalog = catalog_from(hardware_db)
@@ -69,11 +72,13 @@ def roofline(
     weight_bytes = min(DTYPE_BYTES[dtype], model_spec.checkpoint_weight_bytes)
     precision = Precision(weight_bytes=weight_bytes, kv_bytes=DTYPE_BYTES[kv_dtype])
     time = phase_time(
-        model_spec, gpu_spec, table, phase=phase.value, batch=batch, tokens=tokens, tp=tp, pp=pp, precision=precision
-    )
+        model_spec, gpu_spec, table, phase=phase.value, batch=batch, tokens=tokens, tp=tp, pp=pp, precision=precision,
+        data=perf_data(model_spec, gpu_spec, table, tp=tp),
+    )  # fmt: skip
     memory = instance_memory(
         model_spec,
         gpu_spec.memory_bytes,
+        defaults=serving_defaults(),
         tp=tp,
         pp=pp,
         weight_dtype_bytes=precision.weight_bytes,

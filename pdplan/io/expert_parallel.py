@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from pdplan.io.files import parse_yaml
-
-
-@dataclass(frozen=True)
-class ExpertParallelDefaults:
-    """EP all-to-all and weight-gather constants (see the data file for sources)."""
-
-    inter_node_bytes_per_s_per_gpu: float
-    dispatch_latency_s: dict[str, float]
-    combine_latency_s: dict[str, float]
-    dispatch_bytes_per_element: float
-    combine_bytes_per_element: float
-    gather_overlap_jitter: float
-    sources: dict[str, str]
+from pdplan.specs.perf_data import ExpertParallelDefaults
 
 
 @lru_cache(maxsize=1)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from pdplan.io.files import parse_yaml
-
-
-@dataclass(frozen=True)
-class ServingDefaults:
-    """Engine settings with their sources (see ``pdplan/data/serving_defaults.yaml``)."""
-
-    gpu_memory_utilization: float
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    prefill_chunk_tokens: int
-    sources: dict[str, str]
+from pdplan.specs.serving_defaults import ServingDefaults
 
 
 @lru_cache(maxsize=1)

@@ -46,7 +46,7 @@ import numpy as np
 
 from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.op_types import Op
+from pdplan.perf.op_types import AllToAllOp, ElementwiseOp, Op
 from pdplan.types import ArrayLike, FloatArray
 
 DISPATCH_QUANT_OP = "moe.dispatch_quant"
@@ -61,18 +61,17 @@ def group_quant_bytes(tokens: ArrayLike, hidden: ArrayLike, act_bytes: float) ->
     return result
 
 
-def dispatch_quant_ops(ops: list[Op], act_bytes: float, kernel: MoeKernel) -> list[Op]:
+def dispatch_quant_ops(ops: list[Op], act_bytes: float, kernel: MoeKernel) -> list[ElementwiseOp]:
     """The separate FP8 quantisation of a pass's normal-mode dispatch input, or none (module docstring).
 
     Only the ``deepgemm_wideep`` expert kernel (whose table and DeepEP's take FP8 inputs quantised outside the
-    timing) with the pass's all-to-all in normal mode (prefill; ``low_latency`` 0); its tokens per GPU, hidden size
+    timing) with the pass's all-to-all in normal mode (prefill: not ``low_latency``); its tokens per GPU, hidden size
     and MoE layer count are the all-to-all op's. Every other kernel's table times a BF16 input, quantisation
     included."""
     if kernel != "deepgemm_wideep":
         return []
-    out = []
-    for op in ops:
-        if op.kind == "alltoall" and not bool(np.any(op.dims["low_latency"] > 0.0)):
-            bytes_ = group_quant_bytes(op.dims["tokens"], op.dims["hidden"], act_bytes)
-            out.append(Op(DISPATCH_QUANT_OP, "elementwise", op.count, {"bytes": bytes_}))
-    return out
+    return [
+        ElementwiseOp(DISPATCH_QUANT_OP, op.count, group_quant_bytes(op.tokens, op.hidden, act_bytes))
+        for op in ops
+        if isinstance(op, AllToAllOp) and not op.low_latency
+    ]

@@ -18,7 +18,8 @@ b`` bytes per GPU, dispatch at b = 1 (FP8 with block scales) and combine at b = 
 scale-up bandwidth) while the ``tp·dp`` GPUs stay in one node, else over the scale-out NIC (50 GB/s per GPU). This is
 AIConfigurator's ``alltoall_sol_ms`` (docs/mission_features.md §5.1) plus a per-call latency from the measured DeepEP
 tables; DeepEP's normal mode serves prefill and its low-latency mode decode (SGLang large-scale EP). Constants:
-``pdplan/data/expert_parallel.yaml``.
+``pdplan/data/expert_parallel.yaml``, passed in as :class:`~pdplan.specs.perf_data.ExpertParallelDefaults` (or inside
+:class:`~pdplan.specs.perf_data.PerfData`): this module reads no file.
 
 **ZeRO-Prefill weight gather** (arXiv 2605.02960, docs/mission_features.md §4): instead of routing tokens, each prefill
 GPU all-gathers the next MoE layer's experts (the ``(ep − 1)/ep`` it does not hold) while it computes the current
@@ -31,13 +32,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from pdplan.io.expert_parallel import expert_parallel_defaults
 from pdplan.perf.block_quant import block_split_error
-from pdplan.perf.kernels import KernelTable, allreduce_time_s
+from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.moe_a2a import a2a_time_s as fitted_a2a_s
-from pdplan.perf.ops import Op
-from pdplan.specs.kernel_table import GpuPeaks
+from pdplan.perf.op_types import AllToAllOp, WeightGatherOp
+from pdplan.specs.kernel_table import A2aMode, GpuPeaks, KernelTable
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.perf_data import ExpertParallelDefaults, PerfData
 from pdplan.types import ArrayLike, FloatArray
 
 
@@ -70,10 +71,13 @@ def _block_error(model: ModelSpec, moe_tp: int, weight_bytes: float | None) -> s
     return None if weight_bytes is None else block_split_error(model, moe_tp, weight_bytes)
 
 
-def _link_bytes_per_s(group_gpus: FloatArray, gpus_per_node: float, scale_up_bytes_per_s: float) -> FloatArray:
-    """NVLink inside a node, the scale-out NIC once the EP group spans nodes."""
-    inter = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
-    return np.asarray(np.where(group_gpus > gpus_per_node, inter, scale_up_bytes_per_s), dtype=np.float64)
+def _link_bytes_per_s(
+    group_gpus: FloatArray, gpus_per_node: float, scale_up_bytes_per_s: float, inter_node_bytes_per_s: float
+) -> FloatArray:
+    """NVLink inside a node, the scale-out NIC (``inter_node_bytes_per_s`` per GPU) once the EP group spans nodes."""
+    return np.asarray(
+        np.where(group_gpus > gpus_per_node, inter_node_bytes_per_s, scale_up_bytes_per_s), dtype=np.float64
+    )
 
 
 def a2a_time_s(
@@ -87,13 +91,16 @@ def a2a_time_s(
     gpus_per_node: float,
     scale_up_bytes_per_s: float,
     mode: str,
+    defaults: ExpertParallelDefaults,
 ) -> FloatArray:
-    """Dispatch + combine of one MoE layer (s), ``mode`` "normal" (prefill) or "low_latency" (decode); 0 at EP 1.
+    """Dispatch + combine of one MoE layer (s), ``mode`` "normal" (prefill) or "low_latency" (decode); 0 at EP 1;
+    latencies, element bytes and the NIC rate from ``defaults`` (``pdplan/data/expert_parallel.yaml``).
 
     Example: 128 tokens per GPU, h = 7168, top-8, EP 72 across nodes at 50 GB/s, low-latency mode: 8 destinations ·
     128 · 7168 · (1 + 2) B = 22.02 MB → 440.4 µs + 21 µs latency = 461.4 µs."""
     args = (tokens_per_gpu, hidden, top_k, num_experts, ep, group_gpus, gpus_per_node, scale_up_bytes_per_s, mode)
-    return np.asarray(sol_a2a_phase_s(*args, "dispatch") + sol_a2a_phase_s(*args, "combine"), dtype=np.float64)
+    dispatch = sol_a2a_phase_s(*args, "dispatch", defaults)
+    return np.asarray(dispatch + sol_a2a_phase_s(*args, "combine", defaults), dtype=np.float64)
 
 
 def sol_a2a_phase_s(
@@ -107,16 +114,18 @@ def sol_a2a_phase_s(
     scale_up_bytes_per_s: float,
     mode: str,
     phase: str,
+    defaults: ExpertParallelDefaults,
 ) -> FloatArray:
     """The dispatch or the combine (``phase``) of :func:`a2a_time_s`: its latency plus its bytes over the link."""
-    d = expert_parallel_defaults()
+    d = defaults
     e = np.asarray(ep, dtype=np.float64)
     dest = np.minimum(float(min(top_k, num_experts)), e - 1.0)
     dispatch = phase == "dispatch"
     per_elem = d.dispatch_bytes_per_element if dispatch else d.combine_bytes_per_element
     latency = (d.dispatch_latency_s if dispatch else d.combine_latency_s)[mode]
     bytes_ = np.asarray(tokens_per_gpu, dtype=np.float64) * dest * hidden * per_elem
-    bw = _link_bytes_per_s(np.asarray(group_gpus, dtype=np.float64), gpus_per_node, scale_up_bytes_per_s)
+    group = np.asarray(group_gpus, dtype=np.float64)
+    bw = _link_bytes_per_s(group, gpus_per_node, scale_up_bytes_per_s, d.inter_node_bytes_per_s_per_gpu)
     return np.asarray(np.where(e > 1.0, latency + bytes_ / bw, 0.0), dtype=np.float64)
 
 
@@ -127,25 +136,28 @@ def expert_gather_s(
     group_gpus: ArrayLike,
     gpus_per_node: float,
     scale_up_bytes_per_s: float,
+    inter_node_bytes_per_s: float,
 ) -> FloatArray:
     """One MoE layer's expert all-gather per GPU (s): the ``(ep − 1)/ep`` of the layer's expert bytes ``E·P_expert·b``
-    it does not hold, over NVLink or the scale-out NIC."""
+    it does not hold, over NVLink or the scale-out NIC (``inter_node_bytes_per_s`` per GPU)."""
     e = np.asarray(ep, dtype=np.float64)
     bytes_ = (e - 1.0) / e * np.asarray(layer_expert_bytes, dtype=np.float64)
-    bw = _link_bytes_per_s(np.asarray(group_gpus, dtype=np.float64), gpus_per_node, scale_up_bytes_per_s)
+    group = np.asarray(group_gpus, dtype=np.float64)
+    bw = _link_bytes_per_s(group, gpus_per_node, scale_up_bytes_per_s, inter_node_bytes_per_s)
     return np.asarray(bytes_ / bw, dtype=np.float64)
 
 
-def exposed_gather_s(gather_s: FloatArray, layer_compute_s: FloatArray) -> FloatArray:
-    """Part of one layer's gather not hidden behind the previous layer's compute: ``max(0, γ·t_g − t_layer)``."""
-    gamma = expert_parallel_defaults().gather_overlap_jitter
+def exposed_gather_s(gather_s: FloatArray, layer_compute_s: FloatArray, gamma: float) -> FloatArray:
+    """Part of one layer's gather not hidden behind the previous layer's compute: ``max(0, γ·t_g − t_layer)`` (γ the
+    overlap jitter of ``pdplan/data/expert_parallel.yaml``)."""
     return np.asarray(np.maximum(gamma * gather_s - layer_compute_s, 0.0), dtype=np.float64)
 
 
-def saturation_tokens(gather_s: ArrayLike, flops_per_token_per_layer: float, peak_flops_per_s: float) -> FloatArray:
+def saturation_tokens(
+    gather_s: ArrayLike, flops_per_token_per_layer: float, peak_flops_per_s: float, gamma: float
+) -> FloatArray:
     """Tokens per GPU from which a layer's compute hides its gather: ``T = γ·t_g·F_GPU / FLOPs per token``
-    (ZeRO-Prefill's threshold in tokens at peak compute; more tokens never expose more)."""
-    gamma = expert_parallel_defaults().gather_overlap_jitter
+    (ZeRO-Prefill's threshold in tokens at peak compute, γ the overlap jitter; more tokens never expose more)."""
     return np.asarray(gamma * np.asarray(gather_s) * peak_flops_per_s / flops_per_token_per_layer, dtype=np.float64)
 
 
@@ -157,15 +169,18 @@ def _node_shape(gpu: GpuPeaks) -> tuple[float, float]:
         raise ValueError(f"expert parallelism on {gpu.name} needs gpus_per_node and scale_up_bytes_per_s") from None
 
 
-def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
+def allreduce_s(
+    message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, table: KernelTable, data: PerfData
+) -> FloatArray:
     """One all-reduce of ``message_bytes`` per GPU over ``num_gpus`` GPUs (s). Inside a node the kernel table's
     (:func:`pdplan.perf.kernels.allreduce_time_s`); over ``N`` whole nodes (a TP group or a DP-attention MoE group
     wider than a node) the hierarchical form NCCL runs: the node's own all-reduce (reduce-scatter + all-gather over
     NVLink, the same bytes) plus a ring over the nodes of each GPU's ``1/g`` shard through its own NIC,
     ``α + 2(N − 1)/N · (m/g)/BW_NIC`` with ``g`` GPUs per node, BW_NIC the scale-out bandwidth per GPU and α one
     small cross-node RDMA message: the measured DeepEP low-latency dispatch latency
-    (``pdplan/data/expert_parallel.yaml``; NCCL runs small all-reduces with its low-latency protocol [I: the nearest
-    measured cross-node small-message latency on these nodes; no cross-node all-reduce table is stored]).
+    (``pdplan/data/expert_parallel.yaml``, ``data.expert_parallel``; NCCL runs small all-reduces with its low-latency
+    protocol [I: the nearest measured cross-node small-message latency on these nodes; no cross-node all-reduce table
+    is stored]).
 
     Example: 14,336 B (one token, h = 7168, BF16) over 16 H100s: 8-GPU NVLink all-reduce 3.6 µs + 10 µs + 2·½ ·
     1792 B / 50 GB/s = 0.04 µs → 13.6 µs."""
@@ -173,7 +188,7 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     per_node = float(getattr(gpu, "gpus_per_node", 0) or 0)
     if per_node <= 0.0 or not bool(np.any(n > per_node)):
         return allreduce_time_s(message_bytes, num_gpus, gpu, table)
-    d = expert_parallel_defaults()
+    d = data.ep_defaults("an all-reduce across nodes")
     nodes = np.ceil(n / per_node)
     intra = allreduce_time_s(message_bytes, np.minimum(n, per_node), gpu, table)
     shard = np.asarray(message_bytes, dtype=np.float64) / per_node
@@ -181,49 +196,37 @@ def allreduce_s(message_bytes: ArrayLike, num_gpus: ArrayLike, gpu: GpuPeaks, ta
     return np.asarray(np.where(n > per_node, intra + inter, intra), dtype=np.float64)
 
 
-def ep_comm_time_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> FloatArray:
-    """One run (one MoE layer) of an ``alltoall`` or ``weight_gather`` op of :func:`pdplan.perf.ops.expert_ops`: the
-    weight gather, or the dispatch + combine of :func:`a2a_phases_s`."""
-    if op.kind == "weight_gather":
-        d = op.dims
-        per_node, scale_up = _node_shape(gpu)
-        return expert_gather_s(
-            d["layer_expert_bytes"],
-            ep=d["ep"],
-            group_gpus=d["group_gpus"],
-            gpus_per_node=per_node,
-            scale_up_bytes_per_s=scale_up,
-        )
-    dispatch, combine = a2a_phases_s(op, gpu, table)
-    return np.asarray(dispatch + combine, dtype=np.float64)
+def gather_time_s(op: WeightGatherOp, gpu: GpuPeaks, data: PerfData) -> FloatArray:
+    """One run (one MoE layer) of the ZeRO-Prefill weight gather of :func:`pdplan.perf.ops_moe.expert_ops`
+    (:func:`expert_gather_s` on the GPU's node)."""
+    per_node, scale_up = _node_shape(gpu)
+    return expert_gather_s(
+        op.layer_expert_bytes,
+        ep=op.ep,
+        group_gpus=op.group_gpus,
+        gpus_per_node=per_node,
+        scale_up_bytes_per_s=scale_up,
+        inter_node_bytes_per_s=data.ep_defaults("the ZeRO-Prefill weight gather").inter_node_bytes_per_s_per_gpu,
+    )
 
 
-def a2a_phases_s(op: Op, gpu: GpuPeaks, table: KernelTable) -> tuple[FloatArray, FloatArray]:
-    """The dispatch and the combine (s) of one MoE layer's ``alltoall`` op.
+def a2a_phases_s(op: AllToAllOp, gpu: GpuPeaks, table: KernelTable, data: PerfData) -> tuple[FloatArray, FloatArray]:
+    """The dispatch and the combine (s) of one MoE layer's all-to-all (:func:`pdplan.perf.ops_moe.expert_ops`).
 
     The fitted DeepEP dispatch / combine of :func:`pdplan.perf.moe_a2a.a2a_time_s` where the GPU's kernel table has
     an ``ep_a2a`` entry for the mode (H100, H200, B200), with the scale-out NIC at 50 GB/s per GPU
     (``pdplan/data/expert_parallel.yaml``); other GPUs get the speed-of-light form :func:`sol_a2a_phase_s`, which the
-    report's kernel-table notes flag as not measured."""
-    d = op.dims
+    report's kernel-table notes flag as not measured; across nodes the fitted form takes DeepEP's achieved share of
+    the NIC (``data.rdma_fraction``, ``pdplan/data/ep_a2a.yaml``)."""
     per_node, scale_up = _node_shape(gpu)
-    mode = "low_latency" if float(d["low_latency"]) else "normal"
+    mode: A2aMode = "low_latency" if op.low_latency else "normal"
+    d = data.ep_defaults("the EP all-to-all")
     if mode in table.ep_a2a:
-        rdma = expert_parallel_defaults().inter_node_bytes_per_s_per_gpu
-        kw = {"gpus_per_node": int(per_node), "rdma_bytes_per_s": rdma}
-        args = (d["tokens"], float(d["hidden"]), int(d["top_k"]), d["ep"], mode)
-        dispatch = fitted_a2a_s(*args, "dispatch", table, **kw)  # type: ignore[arg-type]
-        combine = fitted_a2a_s(*args, "combine", table, **kw)  # type: ignore[arg-type]
+        fraction = None if data.rdma_fraction is None else data.rdma_fraction[mode]
+        kw = {"gpus_per_node": int(per_node), "rdma_bytes_per_s": d.inter_node_bytes_per_s_per_gpu}
+        args = (op.tokens, float(op.hidden), op.top_k, op.ep, mode)
+        dispatch = fitted_a2a_s(*args, "dispatch", table, **kw, rdma_fraction=fraction)  # type: ignore[arg-type]
+        combine = fitted_a2a_s(*args, "combine", table, **kw, rdma_fraction=fraction)  # type: ignore[arg-type]
         return dispatch, combine
-    sol = (
-        d["tokens"],
-        int(d["hidden"]),
-        int(d["top_k"]),
-        int(d["num_experts"]),
-        d["ep"],
-        d["group_gpus"],
-        per_node,
-        scale_up,
-        mode,
-    )
-    return sol_a2a_phase_s(*sol, "dispatch"), sol_a2a_phase_s(*sol, "combine")
+    sol = (op.tokens, op.hidden, op.top_k, op.num_experts, op.ep, op.group_gpus, per_node, scale_up, mode)
+    return sol_a2a_phase_s(*sol, "dispatch", d), sol_a2a_phase_s(*sol, "combine", d)

@@ -21,44 +21,19 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
+from pdplan.specs.kernel_fields import L2Mode
 from pdplan.specs.kernel_table import (
-    KERNEL_TABLE_SCHEMA_VERSION,
     AllreduceParams,
     AlphaBeta,
-    DecodeAttentionParams,
-    DecodeTiling,
-    ElementwiseParams,
-    FrameworkParams,
     GemmFlavour,
     GemmParams,
     GpuPeaks,
     KernelTable,
     KvFlavour,
-    L2Mode,
-    PrefillAttentionParams,
-    PrefillTiling,
-    Tiling,
 )
 from pdplan.types import ArrayLike, FloatArray
 
 __all__ = [
-    "KERNEL_TABLE_SCHEMA_VERSION",
-    "AllreduceParams",
-    "AlphaBeta",
-    "ArrayLike",
-    "DecodeAttentionParams",
-    "DecodeTiling",
-    "ElementwiseParams",
-    "FloatArray",
-    "FrameworkParams",
-    "GemmFlavour",
-    "GemmParams",
-    "GpuPeaks",
-    "KernelTable",
-    "KvFlavour",
-    "PrefillAttentionParams",
-    "PrefillTiling",
-    "Tiling",
     "allreduce_time_s",
     "decode_attention_time_s",
     "elementwise_time_s",

@@ -35,7 +35,8 @@ S = t · sequence_state_bytes(t) bytes per instance (per DP rank). A sequence of
 
 every sequence costs s token slots on top of its context (Qwen3-Next, bf16 KV, t = 1: 77,266,944 / 24,576 =
 3,144 slots). Token-based KV checks add s per sequence; dense and MLA models have s = 0 and are unchanged.
-Defaults come from ``pdplan/data/serving_defaults.yaml`` (with sources).
+The memory utilisation and T_max a caller leaves out are the serving defaults it passes
+(:class:`~pdplan.specs.serving_defaults.ServingDefaults`, ``pdplan/data/serving_defaults.yaml`` with sources).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.io.serving_defaults import serving_defaults
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.serving_defaults import ServingDefaults
 from pdplan.types import ArrayLike, FloatArray
 
 
@@ -91,6 +92,7 @@ def instance_memory(
     model: ModelSpec,
     memory_bytes: float,
     *,
+    defaults: ServingDefaults,
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     weight_dtype_bytes: float = 2.0,
@@ -104,11 +106,11 @@ def instance_memory(
     redundant_experts: int = 0,
     expert_gather: bool = False,
 ) -> InstanceMemory:
-    """Memory budget per GPU and KV capacity per instance (formulas in the module docstring).
+    """Memory budget per GPU and KV capacity per instance (formulas in the module docstring); the memory utilisation
+    and the workspace's token budget left as None are ``defaults``'.
 
     Example: Llama-3.1-70B BF16 on one 80 GiB H100 (t=p=1): weights 141 GB > 77 GB usable → does not fit.
     """
-    defaults = serving_defaults()
     util = defaults.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
     t_max = defaults.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     t, p = np.broadcast_arrays(np.asarray(tp, dtype=np.float64), np.asarray(pp, dtype=np.float64))

@@ -28,8 +28,8 @@ from typing import Literal
 
 import numpy as np
 
-from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable, gemm_time_s, smooth_max
-from pdplan.specs.kernel_table import MlaParams
+from pdplan.perf.kernels import gemm_time_s, smooth_max
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, MlaParams
 from pdplan.specs.model_parts import MlaSpec
 from pdplan.types import FloatArray
 
@@ -76,17 +76,29 @@ def mla_gemms(
     return out
 
 
-def mla_core_flops_bytes(
-    mla: MlaSpec, phase: str, batch: FloatArray, context: FloatArray, heads: FloatArray, kv_bytes: float
-) -> tuple[FloatArray, FloatArray]:
-    """Ideal FLOPs and bytes of the attention core (module docstring)."""
+def mla_core_flops(mla: MlaSpec, phase: str, batch: FloatArray, context: FloatArray, heads: FloatArray) -> FloatArray:
+    """Ideal FLOPs of the attention core (module docstring): B·n·S²·(d_qk + d_v) in prefill, 2·B·n·c·(2r + ρ) in
+    decode."""
     r, rope = float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
     d_qk, d_v = float(mla.qk_nope_head_dim) + rope, float(mla.v_head_dim)
     if phase == "prefill":
-        flops: FloatArray = batch * heads * context**2 * (d_qk + d_v)
+        prefill: FloatArray = batch * heads * context**2 * (d_qk + d_v)
+        return prefill
+    decode: FloatArray = 2.0 * batch * heads * context * (2.0 * r + rope)
+    return decode
+
+
+def mla_core_flops_bytes(
+    mla: MlaSpec, phase: str, batch: FloatArray, context: FloatArray, heads: FloatArray, kv_bytes: float
+) -> tuple[FloatArray, FloatArray]:
+    """Ideal FLOPs (:func:`mla_core_flops`) and bytes of the attention core (module docstring)."""
+    r, rope = float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
+    d_qk, d_v = float(mla.qk_nope_head_dim) + rope, float(mla.v_head_dim)
+    flops = mla_core_flops(mla, phase, batch, context, heads)
+    if phase == "prefill":
         bytes_: FloatArray = batch * context * heads * (2.0 * d_qk + 2.0 * d_v) * 2.0
         return flops, bytes_
-    return 2.0 * batch * heads * context * (2.0 * r + rope), batch * context * (r + rope) * kv_bytes
+    return flops, batch * context * (r + rope) * kv_bytes
 
 
 def mla_core_time_s(

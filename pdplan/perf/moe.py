@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable, smooth_max_of
-from pdplan.perf.moe_routing import UNIFORM, Routing, RoutingLaw, route
+from pdplan.perf.kernels import smooth_max_of
+from pdplan.perf.moe_routing import Routing, route
 from pdplan.perf.tiling import sm_count
-from pdplan.specs.kernel_table import MoeParams
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, MoeParams
+from pdplan.specs.routing_law import UNIFORM, RoutingLaw
 from pdplan.types import ArrayLike, FloatArray
 
 

@@ -15,36 +15,24 @@ ep/g nodes) the two modes move different copies:
   ranks hit less the forwarder's own, ep·(1 − (1 − 1/ep)^k)·(g − 1)/g (uniform routing; the combine runs the
   same paths back).
 
-The RDMA share runs at ``rdma_bytes_per_s`` × the achieved fraction of ``pdplan/data/ep_a2a.yaml`` (DeepEP's
-published inter-node figures, converted to these NIC bytes there); the two domains run concurrently and the
-slower sets the time.
+The RDMA share runs at ``rdma_bytes_per_s`` × ``rdma_fraction``, the achieved fraction of ``pdplan/data/ep_a2a.yaml``
+(DeepEP's published inter-node figures, converted to these NIC bytes there; the caller passes it, this module reads
+no file); the two domains run concurrently and the slower sets the time.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.io.files import read_yaml_mapping
-from pdplan.perf.kernels import KernelTable
-from pdplan.specs.kernel_table import A2aMode, AlphaBeta
+from pdplan.specs.kernel_table import A2aMode, AlphaBeta, KernelTable
 from pdplan.types import ArrayLike, FloatArray
 
 A2aPhase = Literal["dispatch", "combine"]
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
 """FP8 values plus one fp32 scale per 128 (DeepEP's FP8 dispatch)."""
-
-
-@lru_cache(maxsize=1)
-def rdma_fraction(mode: A2aMode) -> float:
-    """Achieved inter-node bandwidth / NIC line rate for ``mode`` (``pdplan/data/ep_a2a.yaml``)."""
-    from pathlib import Path
-
-    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "ep_a2a.yaml")
-    return float(data["rdma_fraction"][mode])
 
 
 def copies_per_token(top_k: int, ep: ArrayLike, mode: A2aMode) -> FloatArray:
@@ -98,10 +86,12 @@ def a2a_time_s(
     dispatch_bytes: float = FP8_DISPATCH_BYTES,
     gpus_per_node: int = 8,
     rdma_bytes_per_s: float | None = None,
+    rdma_fraction: float | None = None,
 ) -> FloatArray:
     """Seconds of one dispatch or combine per MoE layer for ``tokens`` tokens per GPU (0 when ep = 1).
 
-    ``rdma_bytes_per_s``: the GPU's scale-out NIC line rate, required once ep > gpus_per_node.
+    ``rdma_bytes_per_s``: the GPU's scale-out NIC line rate, and ``rdma_fraction`` the share of it DeepEP achieves in
+    ``mode`` (``pdplan/data/ep_a2a.yaml``), both required once ep > gpus_per_node.
     Example: H100, 128 tokens, h 7168, k 8, ep 8, low-latency dispatch: α + 128·7·7168·1.03 B / β.
     """
     if mode not in table.ep_a2a:
@@ -111,6 +101,10 @@ def a2a_time_s(
     spans = e > gpus_per_node
     if np.any(spans) and rdma_bytes_per_s is None:
         raise SpecError(f"ep > {gpus_per_node} spans nodes: give the NIC rate (rdma_bytes_per_s)", field="ep")
+    if np.any(spans) and rdma_fraction is None:
+        raise SpecError(
+            f"ep > {gpus_per_node} spans nodes: give DeepEP's achieved NIC share (rdma_fraction)", field="ep"
+        )
     total = a2a_bytes(tokens, hidden, top_k, e, mode, phase, dispatch_bytes)
     if mode == "normal":  # one RDMA copy per remote node, forwarded over NVLink inside it
         per = dispatch_bytes if phase == "dispatch" else 2.0
@@ -122,7 +116,7 @@ def a2a_time_s(
         nvl_bytes, nic_bytes = total * (1.0 - cross), total * cross
     intra_s = ab.alpha_s + nvl_bytes / ab.bus_bytes_per_s
     if np.any(spans):
-        inter_s = ab.alpha_s + nic_bytes / (float(rdma_bytes_per_s or 0.0) * rdma_fraction(mode))
+        inter_s = ab.alpha_s + nic_bytes / (float(rdma_bytes_per_s or 0.0) * float(rdma_fraction or 0.0))
         intra_s = np.maximum(intra_s, np.where(spans, inter_s, 0.0))
     out: FloatArray = np.where(e > 1.0, intra_s, 0.0)
     return out

@@ -16,26 +16,16 @@ Triton layer's ~45 µs).
 The cost formula is the fused-MoE one (:class:`pdplan.specs.kernel_table.MoeParams`,
 :func:`pdplan.perf.moe.moe_time_s`), its numbers fitted to those rows (``benchmarks/fit_moe_cutlass.py``,
 ``tools/fitting/fit_moe.py``) and kept per GPU in ``pdplan/data/moe_cutlass/<gpu>.yaml`` with their
-source. An engine profile selects it with ``moe.ep_kernel: cutlass`` (:func:`pdplan.perf.moe_wideep.moe_kernel_for`):
-EP > 1, FP8 experts (not the 4-bit W4A16 path) and a GPU with an entry (H100 SXM, H200 SXM); EP 1 (no measured
-CUTLASS rows) and every other case keep the dtype's fused-MoE entry.
+source (read by :func:`pdplan.io.perf_data.cutlass_params` into
+:class:`~pdplan.specs.perf_data.MoeKernelEntries`; this module reads no file). An engine profile selects it with
+``moe.ep_kernel: cutlass`` (:func:`pdplan.perf.moe_wideep.moe_kernel_for`): EP > 1, FP8 experts (not the 4-bit
+W4A16 path) and a GPU with an entry (H100 SXM, H200 SXM); EP 1 (no measured CUTLASS rows) and every other case keep
+the dtype's fused-MoE entry.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
-from pdplan.io.kernel_tables import read_moe_entry
-from pdplan.specs.kernel_table import MoeParams
-
-CUTLASS_DIR = Path(__file__).resolve().parents[1] / "data" / "moe_cutlass"
 CUTLASS_KERNEL = "vllm_fp8moe_flashinfer_cutlass_flashinferexperts"
 """The ``kernel_source`` of ``moe_vllm.csv`` that measures TensorRT-LLM's CUTLASS MoE (module docstring)."""
 CUTLASS_DTYPE = "fp8_block"
-
-
-@cache
-def cutlass_params(gpu_name: str) -> MoeParams | None:
-    """The fitted CUTLASS FP8 MoE entry for ``gpu_name`` (a kernel table's ``gpu``), or None if none is shipped."""
-    return read_moe_entry(CUTLASS_DIR, gpu_name, "moe_cutlass")
+"""The ``moe_dtype`` of those rows."""

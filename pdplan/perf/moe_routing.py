@@ -6,7 +6,8 @@ E/ep experts; the layer waits for the busiest GPU, so what a GPU's grouped GEMM 
 * ``pairs``: token-expert pairs routed to its experts (rows of the grouped GEMM), and
 * ``hit``: how many of its experts receive at least one token (expert weights it must read).
 
-Routing laws (``RoutingLaw``; named presets with their sources in ``pdplan/data/moe_routing.yaml``):
+Routing laws (:class:`~pdplan.specs.routing_law.RoutingLaw`; named presets with their sources in
+``pdplan/data/moe_routing.yaml``, read by :func:`pdplan.io.perf_data.routing_law`):
 
 * ``balanced``: each expert gets T·k/E tokens (AIConfigurator's ``balanced_logits``: token i picks experts
   (i + j·⌈E/k⌉) mod E, or T·k evenly spaced ones when T < ⌈E/k⌉): the busiest rank (rank 0, which holds
@@ -37,29 +38,11 @@ All functions are vectorised over ``tokens`` and ``ep``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal
 
 import numpy as np
 
+from pdplan.specs.routing_law import UNIFORM, RoutingLaw
 from pdplan.types import ArrayLike, FloatArray
-
-LawKind = Literal["balanced", "uniform", "power_law", "eplb"]
-
-
-@dataclass(frozen=True)
-class RoutingLaw:
-    """A routing law: ``kind`` and, for ``power_law``, its exponent ``alpha`` (> 0, != 1, != 2 handled);
-    ``load_scale`` multiplies the tokens the law spreads (AIConfigurator's SGLang EPLB prefill rule evaluates its
-    law at 0.8·T: ``pdplan/data/moe_routing.yaml``), 1 for every measured law."""
-
-    kind: LawKind = "uniform"
-    alpha: float = 0.0
-    load_scale: float = 1.0
-
-
-UNIFORM = RoutingLaw()
-"""The default law: independent uniform expert choices (the maximum-entropy assumption)."""
 
 
 @dataclass(frozen=True)
@@ -178,21 +161,6 @@ def _busiest(tokens: FloatArray, pairs: FloatArray, hit: FloatArray) -> Routing:
     """The busiest GPU's expected load, at least one pair per expert it hits (zero without tokens)."""
     live = tokens > 0.0
     return Routing(np.where(live, np.maximum(pairs, hit), 0.0), np.where(live, hit, 0.0))
-
-
-@lru_cache(maxsize=64)
-def routing_law(name: str) -> RoutingLaw:
-    """A named law of ``pdplan/data/moe_routing.yaml`` (``uniform``, ``balanced``, ``power-law-1.2``, ``eplb`` ...)."""
-    from pathlib import Path
-
-    from pdplan.errors import SpecError
-    from pdplan.io.files import read_yaml_mapping
-
-    laws = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "moe_routing.yaml")["laws"]
-    if name not in laws:
-        raise SpecError(f"unknown MoE routing law {name!r}; known: {', '.join(sorted(laws))}", field="routing")
-    entry = laws[name]
-    return RoutingLaw(entry["kind"], float(entry.get("alpha", 0.0)), float(entry.get("load_scale", 1.0)))
 
 
 def route(tokens: ArrayLike, num_experts: int, top_k: int, ep: ArrayLike = 1, law: RoutingLaw | None = None) -> Routing:

@@ -7,13 +7,15 @@ vLLM ``Mxfp4MoEMethod`` with the OAI Triton experts on SM90; AIConfigurator's co
 ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``, dtype ``w4a16_mxfp4``). The cost formula is
 the fused-MoE one (:class:`pdplan.specs.kernel_table.MoeParams`, :func:`pdplan.perf.moe.moe_time_s`) with the
 BF16 tensor peak and the 0.53125-byte weights; its numbers are fitted to that kernel's measured layers
-(``tools/fitting/fit_moe_w4a16.py``) and live in ``pdplan/data/moe_w4a16/<gpu>.yaml`` with their source.
+(``tools/fitting/fit_moe_w4a16.py``) and live in ``pdplan/data/moe_w4a16/<gpu>.yaml`` with their source (read by
+:func:`pdplan.io.perf_data.w4a16_params` into :class:`~pdplan.specs.perf_data.MoeKernelEntries`; this module reads no
+file).
 The BF16 fused-MoE entry (fitted on 2-byte weights, where the weight read hides the tile padding the
 W4A16 kernel exposes less) over-prices these layers 2-3x.
 
-:func:`w4a16_params` is the hook :mod:`pdplan.perf.roofline` calls for an MoE op whose expert weights are
-narrower than one byte, whatever the GEMM dtype: the fitted entry for the GPU (priced at the BF16 peak), or None
-where no table exists (the roofline then keeps the dtype's fused-MoE entry, as it did before this module). With
+:func:`uses_w4a16` is the test :mod:`pdplan.perf.op_pricing` applies to an MoE op: expert weights narrower than one
+byte, whatever the GEMM dtype, take the GPU's fitted W4A16 entry (priced at the BF16 peak) where it has one (the
+roofline otherwise keeps the dtype's fused-MoE entry, as it did before this module). With
 FP8 activations (TensorRT-LLM's W4A8 MXFP4 path on Hopper) no measured table exists; the same 4-bit weights are
 read and FP8 compute could only be faster, so the W4A16 entry is its upper bound, and an FP8 plan of an MXFP4
 model is never priced slower than its BF16 one.
@@ -21,21 +23,8 @@ model is never priced slower than its BF16 one.
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
-from pdplan.io.kernel_tables import read_moe_entry
-from pdplan.specs.kernel_table import MoeParams
-
-W4A16_DIR = Path(__file__).resolve().parents[1] / "data" / "moe_w4a16"
 W4_WEIGHT_BYTES_MAX = 1.0
 """Expert weights narrower than this many bytes (MXFP4 0.53125, INT4 0.5 + scales) take the W4A16 path."""
-
-
-@cache
-def w4a16_params(gpu_name: str) -> MoeParams | None:
-    """The fitted W4A16 MXFP4 MoE entry for ``gpu_name`` (a kernel table's ``gpu``), or None if none is shipped."""
-    return read_moe_entry(W4A16_DIR, gpu_name, "moe_w4a16")
 
 
 def uses_w4a16(weight_bytes: float) -> bool:

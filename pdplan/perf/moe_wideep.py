@@ -29,11 +29,12 @@ from typing import Literal
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GpuPeaks, KernelTable, smooth_max
+from pdplan.perf.kernels import smooth_max
 from pdplan.perf.moe import MoeLayerShape
-from pdplan.perf.moe_cutlass import cutlass_params
 from pdplan.perf.moe_routing import Routing
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams, WideEpPhase
+from pdplan.specs.perf_data import PerfData
 from pdplan.types import ArrayLike, FloatArray
 
 MoeKernel = Literal["fused", "deepgemm_wideep", "cutlass"]
@@ -41,18 +42,21 @@ MoeKernel = Literal["fused", "deepgemm_wideep", "cutlass"]
 (TensorRT-LLM's CUTLASS fused MoE: the fused formula with its own entry, :mod:`pdplan.perf.moe_cutlass`)."""
 
 
-def moe_kernel_for(runtime: MoeRuntime | None, ep: int, weight_bytes: float, table: KernelTable) -> MoeKernel:
+def moe_kernel_for(
+    runtime: MoeRuntime | None, ep: int, weight_bytes: float, table: KernelTable, data: PerfData
+) -> MoeKernel:
     """The expert kernel an engine runs for one instance type (the rule of
     :class:`~pdplan.specs.moe_wideep.MoeRuntime`): the engine's EP kernel when EP > 1, the experts are FP8 (<= 1 byte
     per weight) and the GPU has that kernel's measured entry (``deepgemm_wideep``: both ``moe_wideep`` phases of its
-    table, Hopper/Blackwell; ``cutlass``: a ``pdplan/data/moe_cutlass`` entry, H100/H200); ``fused`` otherwise.
+    table, Hopper/Blackwell; ``cutlass``: a ``pdplan/data/moe_cutlass`` entry in ``data``, H100/H200); ``fused``
+    otherwise.
 
     Example: SGLang, EP 72, FP8 on H100 -> deepgemm_wideep; TensorRT-LLM, EP 4, FP8 on H100 -> cutlass; either at
     EP 1, in BF16, or under vLLM -> fused."""
     if runtime is None or runtime.ep_kernel == "fused" or ep <= 1 or weight_bytes > 1.0:
         return "fused"
     if runtime.ep_kernel == "cutlass":
-        return "cutlass" if cutlass_params(table.gpu) is not None else "fused"
+        return "cutlass" if data.moe_entries("the CUTLASS MoE rule").cutlass is not None else "fused"
     return "deepgemm_wideep" if {"prefill", "decode"} <= set(table.moe_wideep) else "fused"
 
 

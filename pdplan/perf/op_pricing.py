@@ -1,21 +1,20 @@
 """Per-operator pricing: the seconds, FLOPs and bytes of each op of :func:`pdplan.perf.ops.forward_ops`.
 
-Each op kind goes to its calibrated kernel cost function (:mod:`pdplan.perf.kernels`, :mod:`pdplan.perf.mla`,
-:mod:`pdplan.perf.moe` and its W4A16 / wide-EP families, :mod:`pdplan.perf.expert_parallel`); split out of
-:mod:`pdplan.perf.roofline`, which assembles the priced ops into a pass (and re-exports the public names here).
+One dispatch, :func:`op_time_s`, sends each op type (:mod:`pdplan.perf.op_types`) to its calibrated kernel cost
+function (:mod:`pdplan.perf.kernels`, :mod:`pdplan.perf.mla`, :mod:`pdplan.perf.moe` and its W4A16 / CUTLASS /
+wide-EP families, :mod:`pdplan.perf.expert_parallel`); the FLOPs and bytes are the op's own textbook numerators
+(``op.flops_bytes``). Split out of :mod:`pdplan.perf.roofline`, which assembles the priced ops into a pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import assert_never
 
 import numpy as np
 
-from pdplan.perf.expert_parallel import allreduce_s, ep_comm_time_s
+from pdplan.perf.expert_parallel import a2a_phases_s, allreduce_s, gather_time_s
 from pdplan.perf.kernels import (
-    GpuPeaks,
-    KernelTable,
-    KvFlavour,
     decode_attention_time_s,
     elementwise_time_s,
     gemm_time_s,
@@ -23,15 +22,28 @@ from pdplan.perf.kernels import (
     smooth_max,
     smooth_max_of,
 )
-from pdplan.perf.mla import mla_core_flops_bytes, mla_core_time_s, mla_params
-from pdplan.perf.moe import moe_flops_bytes, moe_time_s
-from pdplan.perf.moe_cutlass import cutlass_params
-from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
+from pdplan.perf.mla import mla_core_time_s, mla_params
+from pdplan.perf.moe import moe_time_s
+from pdplan.perf.moe_w4a16 import uses_w4a16
 from pdplan.perf.moe_wideep import MoeKernel, wideep_moe_time_s
-from pdplan.perf.ops import MLA_PHASE, Op, Phase
+from pdplan.perf.op_types import (
+    COMMUNICATION_KINDS,
+    AllReduceOp,
+    AllToAllOp,
+    DecodeAttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    LinearAttentionOp,
+    MoeOp,
+    Op,
+    Phase,
+    PrefillAttentionOp,
+    WeightGatherOp,
+)
+from pdplan.perf.precision import Precision
 from pdplan.perf.tiling import sm_count
-from pdplan.specs.kernel_table import LinearAttentionParams, MlaParams
-from pdplan.specs.model_parts import MlaSpec
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, KvFlavour, LinearAttentionParams, MoeParams
+from pdplan.specs.perf_data import MoeKernelEntries, PerfData
 from pdplan.types import FloatArray
 
 
@@ -48,52 +60,107 @@ class OpTime:
     bound: str
 
 
-@dataclass(frozen=True)
-class Precision:
-    """Bytes per element: weights/GEMM inputs (2 bf16, 1 fp8), activations, KV cache."""
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """What prices an op besides its shape: the GPU's peaks, its kernel table, the pass's precision, the MoE expert
+    ``kernel`` family run for ``phase``, and the data beyond the kernel table
+    (:class:`~pdplan.specs.perf_data.PerfData`: EP constants, DeepEP's inter-node shares, the GPU's W4A16 / CUTLASS
+    MoE entries)."""
 
-    weight_bytes: float = 2.0
-    act_bytes: float = 2.0
-    kv_bytes: float = 2.0
-
-    @property
-    def gemm_flavour(self) -> str:
-        return "fp8" if self.weight_bytes <= 1.0 else "bf16"
-
-
-def _ideal_flops_bytes(op: Op, prec: Precision) -> tuple[FloatArray, FloatArray]:
-    """FLOPs and bytes of one run of ``op`` (the textbook roofline numerators)."""
-    d = op.dims
-    if op.kind == "gemm":
-        rep = d.get("repeat", np.ones_like(d["m"]))
-        flops = 2.0 * d["m"] * d["n"] * d["k"] * rep
-        w = 2.0 if "bf16" in d else prec.weight_bytes
-        bytes_ = ((d["m"] * d["k"] + d["k"] * d["n"]) * w + d["m"] * d["n"] * prec.act_bytes) * rep
-    elif op.kind in ("attn_prefill", "attn_decode") and "mla_phase" in d:
-        phase = "prefill" if op.kind == "attn_prefill" else "decode"
-        flops, bytes_ = mla_core_flops_bytes(_mla_spec(d), phase, d["batch"], d["context"], d["heads"], prec.kv_bytes)
-    elif op.kind == "attn_prefill":  # causal: half of 4·b·h·s²·d
-        flops = 2.0 * d["batch"] * d["heads"] * d["context"] ** 2 * d["head_dim"]
-        bytes_ = d["batch"] * d["context"] * d["head_dim"] * (2 * d["heads"] + 2 * d["kv_heads"])
-        bytes_ = bytes_ * prec.act_bytes
-    elif op.kind == "attn_decode":
-        flops = 4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"]
-        bytes_ = d["batch"] * d["context"] * d["kv_bytes_per_token"]
-    elif op.kind == "moe" and op.moe is not None:
-        flops, bytes_ = moe_flops_bytes(op.moe)
-    elif op.kind == "linear_attn":
-        flops = d["tokens"] * d["flops_per_token"]
-        bytes_ = 2.0 * d["batch"] * d["state_bytes"]
-    elif op.kind in ("alltoall", "weight_gather"):  # link traffic, no HBM roofline term
-        flops = np.zeros_like(d["ep"])
-        bytes_ = np.zeros_like(d["ep"])
-    else:  # elementwise, allreduce
-        flops = np.zeros_like(d["bytes"])
-        bytes_ = d["bytes"]
-    return flops, bytes_
+    gpu: GpuPeaks
+    table: KernelTable
+    prec: Precision
+    kernel: MoeKernel = "fused"
+    phase: Phase = "prefill"
+    data: PerfData = field(default_factory=PerfData)
 
 
-def _linear_attention_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision) -> FloatArray:
+def op_time_s(op: Op, p: Pricing) -> FloatArray:
+    """Seconds for ONE run of ``op`` from the kernel table: the one dispatch from op type to kernel cost function."""
+    match op:
+        case GemmOp():
+            return _gemm_s(op, p)
+        case PrefillAttentionOp():
+            return _prefill_attention_s(op, p)
+        case DecodeAttentionOp():
+            return _decode_attention_s(op, p)
+        case MoeOp():
+            return _moe_s(op, p)
+        case LinearAttentionOp():
+            return _linear_attention_time_s(op, p)
+        case ElementwiseOp():
+            return elementwise_time_s(op.bytes, p.gpu, p.table)
+        case AllReduceOp():
+            return allreduce_s(op.bytes, op.gpus, p.gpu, p.table, p.data)
+        case AllToAllOp():
+            dispatch, combine = a2a_phases_s(op, p.gpu, p.table, p.data)
+            return np.asarray(dispatch + combine, dtype=np.float64)
+        case WeightGatherOp():
+            return gather_time_s(op, p.gpu, p.data)
+    assert_never(op)
+
+
+def _gemm_s(op: GemmOp, p: Pricing) -> FloatArray:
+    """The dense GEMM family; an MLA projection scaled by its phase's fitted ``gemm_scale`` (:mod:`pdplan.perf.mla`)."""
+    flavour: GemmFlavour = "bf16" if op.bf16 else p.prec.gemm_flavour
+    t = gemm_time_s(op.m, op.n, op.k, flavour, p.gpu, p.table)
+    mla = None if op.mla_phase is None else mla_params(p.table, op.mla_phase, p.prec.gemm_flavour, p.prec.kv_bytes)
+    return t if mla is None else t * mla.gemm_scale
+
+
+def _prefill_attention_s(op: PrefillAttentionOp, p: Pricing) -> FloatArray:
+    """An MLA core under its fitted prefill entry where the table has one, else the prefill attention family."""
+    mla = None if op.mla is None else mla_params(p.table, "prefill", p.prec.gemm_flavour, p.prec.kv_bytes)
+    if op.mla is not None and mla is not None:
+        return mla_core_time_s(op.mla, "prefill", op.batch, op.context, op.heads, p.prec.kv_bytes, mla, p.gpu)
+    kv: KvFlavour = "fp8" if p.prec.kv_bytes <= 1.0 else "bf16"
+    return prefill_attention_time_s(op.batch, op.context, op.heads, op.kv_heads, op.head_dim, p.gpu, p.table, kv)
+
+
+def _decode_attention_s(op: DecodeAttentionOp, p: Pricing) -> FloatArray:
+    """An MLA core under its fitted decode entry where the table has one, else the decode attention family."""
+    mla = None if op.mla is None else mla_params(p.table, "decode", p.prec.gemm_flavour, p.prec.kv_bytes)
+    if op.mla is not None and mla is not None:
+        return mla_core_time_s(op.mla, "decode", op.batch, op.context, op.heads, p.prec.kv_bytes, mla, p.gpu)
+    # head_dim_eff makes 2·kv_heads·head_dim_eff·b equal the per-GPU KV bytes per token (MLA latent too)
+    head_dim_eff = op.kv_bytes_per_token / (2.0 * op.kv_heads * p.prec.kv_bytes)
+    return decode_attention_time_s(
+        op.batch, op.context, op.heads, op.kv_heads, head_dim_eff, p.prec.kv_bytes, p.gpu, p.table
+    )
+
+
+def _moe_entry(op: MoeOp, p: Pricing) -> tuple[GemmFlavour, MoeParams | None]:
+    """The fused-MoE formula's GEMM peak and entry (None: the table's own ``moe`` entry of that dtype): 4-bit experts
+    take the W4A16 kernel at the BF16 peak (:mod:`pdplan.perf.moe_w4a16`), the ``cutlass`` family TensorRT-LLM's
+    CUTLASS entry at the FP8 peak (:mod:`pdplan.perf.moe_cutlass`), where the GPU has one (``p.data.moe_kernels``)."""
+    four_bit = uses_w4a16(op.layer.weight_bytes)
+    w4 = _gpu_entries(p, "4-bit experts").w4a16 if four_bit else None
+    if w4 is not None:
+        return "bf16", w4
+    cutlass = _gpu_entries(p, "the CUTLASS MoE kernel").cutlass if p.kernel == "cutlass" and not four_bit else None
+    if cutlass is not None:
+        return "fp8", cutlass
+    return p.prec.gemm_flavour, None
+
+
+def _gpu_entries(p: Pricing, use: str) -> MoeKernelEntries:
+    """The MoE entries of ``p.data`` for ``use``; ValueError where they are another GPU's than the kernel table's."""
+    entries = p.data.moe_entries(use)
+    if entries.gpu != p.table.gpu:
+        raise ValueError(f"{use}: the MoE entries given are {entries.gpu!r}'s, the kernel table {p.table.gpu!r}'s")
+    return entries
+
+
+def _moe_s(op: MoeOp, p: Pricing) -> FloatArray:
+    """The routed experts: SGLang's wide-EP family (:mod:`pdplan.perf.moe_wideep`), else the fused-MoE formula with
+    the entry :func:`_moe_entry` picks."""
+    if p.kernel == "deepgemm_wideep":
+        return wideep_moe_time_s(op.layer, p.phase, p.gpu, p.table)
+    flavour, entry = _moe_entry(op, p)
+    return moe_time_s(op.layer, flavour, p.gpu, p.table, entry)
+
+
+def _linear_attention_time_s(op: LinearAttentionOp, p: Pricing) -> FloatArray:
     """Gated DeltaNet mixer (conv + scan) of one layer.
 
     With a fitted entry for the pass's phase (``table.linear_attention``, formula in
@@ -101,15 +168,14 @@ def _linear_attention_time_s(op: Op, gpu: GpuPeaks, table: KernelTable, prec: Pr
     prefill-attention compute and elementwise memory efficiencies (flagged: not calibrated), FLOPs ≈
     4·n_v·d_k·d_v per token, bytes = read + write of the per-sequence recurrent state.
     """
-    d = op.dims
-    phase = "prefill" if float(np.ravel(d.get("prefill", np.zeros(1)))[0]) > 0.5 else "decode"
-    fitted = table.linear_attention.get(phase)  # type: ignore[call-overload]
-    if fitted is not None and "io_elems_per_token" in d:
-        heads = (d["value_heads"], float(sm_count(gpu, table)))
+    gpu, table = p.gpu, p.table
+    fitted = table.linear_attention.get(op.phase)
+    if fitted is not None:
+        heads = (op.value_heads, float(sm_count(gpu, table)))
         return linear_attention_kernel_s(
-            d["tokens"], d["batch"], d["io_elems_per_token"], d["state_bytes"], d["flops_per_token"], heads, gpu, fitted
+            op.tokens, op.batch, op.io_elems_per_token, op.state_bytes, op.flops_per_token, heads, gpu, fitted
         )
-    flops, bytes_ = _ideal_flops_bytes(op, prec)
+    flops, bytes_ = op.flops_bytes(p.prec)
     attn = table.prefill_attention["bf16"]
     compute_s = flops / (gpu.bf16_flops_per_s * attn.compute_fraction)
     memory_s = bytes_ / (gpu.memory_bytes_per_s * table.elementwise.memory_fraction)
@@ -140,103 +206,23 @@ def linear_attention_kernel_s(
     return result
 
 
-def _mla_spec(d: dict[str, FloatArray]) -> MlaSpec:
-    """The latent's sizes carried by an MLA core op (:func:`pdplan.perf.ops_attention.attention_core_ops`)."""
-    return MlaSpec(
-        kv_lora_rank=int(d["mla_rank"]),
-        q_lora_rank=None,
-        qk_rope_head_dim=int(d["mla_rope"]),
-        qk_nope_head_dim=int(d["mla_nope"]),
-        v_head_dim=int(d["mla_v"]),
-    )
-
-
-def _mla_entry(op: Op, table: KernelTable, prec: Precision) -> MlaParams | None:
-    """The fitted MLA entry that prices an MLA op (its projections and core), or None for other ops / no entry."""
-    if "mla_phase" not in op.dims:
-        return None
-    phase = "prefill" if float(op.dims["mla_phase"]) == MLA_PHASE["prefill"] else "decode"
-    return mla_params(table, phase, prec.gemm_flavour, prec.kv_bytes)  # type: ignore[arg-type]
-
-
-def _op_time_s(
-    op: Op, gpu: GpuPeaks, table: KernelTable, prec: Precision, kernel: MoeKernel = "fused", phase: Phase = "prefill"
-) -> FloatArray:
-    """Seconds for ONE run of ``op`` from the kernel table (``kernel``: the MoE expert family, run for ``phase``)."""
-    d = op.dims
-    if op.kind == "gemm":
-        flavour = "bf16" if "bf16" in d else prec.gemm_flavour
-        t = gemm_time_s(d["m"], d["n"], d["k"], flavour, gpu, table)  # type: ignore[arg-type]
-        mla = _mla_entry(op, table, prec)
-        return t * d.get("repeat", 1.0) * (1.0 if mla is None else mla.gemm_scale)
-    mla = _mla_entry(op, table, prec)
-    if mla is not None and op.kind in ("attn_prefill", "attn_decode"):
-        phase = "prefill" if op.kind == "attn_prefill" else "decode"
-        return mla_core_time_s(_mla_spec(d), phase, d["batch"], d["context"], d["heads"], prec.kv_bytes, mla, gpu)
-    if op.kind == "attn_prefill":
-        kv: KvFlavour = "fp8" if prec.kv_bytes <= 1.0 else "bf16"
-        return prefill_attention_time_s(
-            d["batch"], d["context"], d["heads"], d["kv_heads"], d["head_dim"], gpu, table, kv
-        )
-    if op.kind == "attn_decode":
-        # head_dim_eff makes 2·kv_heads·head_dim_eff·b equal the per-GPU KV bytes per token (MLA latent too)
-        head_dim_eff = d["kv_bytes_per_token"] / (2.0 * d["kv_heads"] * prec.kv_bytes)
-        return decode_attention_time_s(
-            d["batch"], d["context"], d["heads"], d["kv_heads"], head_dim_eff, prec.kv_bytes, gpu, table
-        )
-    if op.kind == "moe" and op.moe is not None:
-        if kernel == "deepgemm_wideep":  # SGLang DeepEP + DeepGEMM (pdplan.perf.moe_wideep)
-            return wideep_moe_time_s(op.moe, phase, gpu, table)
-        w4 = w4a16_params(table.gpu) if uses_w4a16(op.moe.weight_bytes) else None
-        if w4 is not None:  # MXFP4 experts: the W4A16 kernel at the BF16 peak (pdplan.perf.moe_w4a16)
-            return moe_time_s(op.moe, "bf16", gpu, table, w4)
-        cutlass = cutlass_params(table.gpu) if kernel == "cutlass" and not uses_w4a16(op.moe.weight_bytes) else None
-        if cutlass is not None:  # TensorRT-LLM's CUTLASS MoE, FP8 block experts (pdplan.perf.moe_cutlass)
-            return moe_time_s(op.moe, "fp8", gpu, table, cutlass)
-        return moe_time_s(op.moe, prec.gemm_flavour, gpu, table)  # type: ignore[arg-type]
-    if op.kind == "linear_attn":
-        return _linear_attention_time_s(op, gpu, table, prec)
-    if op.kind == "allreduce":
-        return allreduce_s(d["bytes"], d["gpus"], gpu, table)
-    if op.kind in ("alltoall", "weight_gather"):
-        return ep_comm_time_s(op, gpu, table)
-    return elementwise_time_s(d["bytes"], gpu, table)
-
-
 def _bound_of(op: Op, flops: FloatArray, bytes_: FloatArray, gpu: GpuPeaks) -> str:
-    if op.kind in ("allreduce", "alltoall", "weight_gather"):
+    if op.kind in COMMUNICATION_KINDS:
         return "communication"
     compute = float(np.ravel(flops)[0]) / gpu.bf16_flops_per_s
     memory = float(np.ravel(bytes_)[0]) / gpu.memory_bytes_per_s
     return "compute" if compute > memory else "memory"
 
 
-def price_ops(
-    ops: list[Op],
-    gpu: GpuPeaks,
-    table: KernelTable,
-    prec: Precision,
-    detail: bool = True,
-    kernel: tuple[MoeKernel, Phase] = ("fused", "prefill"),
-) -> tuple[OpTime, ...]:
-    """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads);
-    ``kernel``: the MoE expert family and the phase it runs."""
+def price_ops(ops: list[Op], pricing: Pricing, detail: bool = True) -> tuple[OpTime, ...]:
+    """Price every op; with ``detail`` also its FLOPs, bytes and bound (the breakdown a user reads)."""
     priced = []
     for op in ops:
-        time_s = _op_time_s(op, gpu, table, prec, *kernel) * op.count
+        time_s = op_time_s(op, pricing) * op.count
         if detail:
-            flops, bytes_ = _ideal_flops_bytes(op, prec)
-            priced.append(
-                OpTime(
-                    op.name,
-                    op.kind,
-                    op.count,
-                    time_s,
-                    flops * op.count,
-                    bytes_ * op.count,
-                    _bound_of(op, flops, bytes_, gpu),
-                )
-            )
+            flops, bytes_ = op.flops_bytes(pricing.prec)
+            bound = _bound_of(op, flops, bytes_, pricing.gpu)
+            priced.append(OpTime(op.name, op.kind, op.count, time_s, flops * op.count, bytes_ * op.count, bound))
         else:
             empty = np.zeros(0)
             priced.append(OpTime(op.name, op.kind, op.count, time_s, empty, empty, "unknown"))

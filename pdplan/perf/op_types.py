@@ -1,27 +1,48 @@
-"""The records of an operator list: :class:`Op`, :class:`PassShape`, and the per-GPU GEMM shape helpers.
+"""The records of an operator list: one frozen type per op kind, :class:`PassShape`, and the per-GPU GEMM helpers.
 
-Split out of :mod:`pdplan.perf.ops` (which re-exports every public name here) so that the attention and MoE op
-builders (:mod:`pdplan.perf.ops_attention`, :mod:`pdplan.perf.ops_moe`) share them; the sharding rules are those of
-the :mod:`pdplan.perf.ops` docstring.
+Each op kind has its own shape with named, typed fields (arrays where they broadcast over candidates, flags as
+``bool``, the MLA phase as a Literal) and the textbook roofline numerators of one run: :meth:`flops` (what the
+physics check, :mod:`pdplan.serving.checks.physics`, divides by the datasheet peak) and :meth:`flops_bytes` (with
+the HBM bytes :func:`pdplan.perf.roofline.phase_time` reports per op). Every op type is priced in one place,
+:func:`pdplan.perf.op_pricing.op_time_s`.
+
+* GEMM (:class:`GemmOp`): ``2·m·n·k`` FLOPs; bytes ``(m·k + k·n)·w + m·n·a`` (w the weight bytes, 2 for a
+  never-quantized GEMM; a the activation bytes).
+* Causal prefill attention (:class:`PrefillAttentionOp`): half of ``4·b·h·s²·d``, ``2·b·h·s²·d``; bytes
+  ``b·s·d·(2h + 2h_kv)·a`` (Q, O, K, V once). Decode attention (:class:`DecodeAttentionOp`): ``4·b·h·c·d``; bytes the
+  KV read ``b·c·kv_bytes_per_token``. An MLA core counts as :mod:`pdplan.perf.mla` derives.
+* MoE experts (:class:`MoeOp`): :func:`pdplan.perf.moe.moe_flops_bytes` of the busiest GPU.
+* Linear-attention scan (:class:`LinearAttentionOp`): ``tokens × FLOPs per token``; bytes read + write of the
+  recurrent state.
+* Elementwise kernels and all-reduces (:class:`ElementwiseOp`, :class:`AllReduceOp`): no FLOPs, their bytes; the EP
+  all-to-all and weight gather (:class:`AllToAllOp`, :class:`WeightGatherOp`) are link traffic, no HBM roofline term.
+
+Split out of :mod:`pdplan.perf.ops` so that the attention and MoE op builders (:mod:`pdplan.perf.ops_attention`,
+:mod:`pdplan.perf.ops_moe`) share them; the sharding rules are those of the :mod:`pdplan.perf.ops` docstring.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 
-from pdplan.perf.moe import MoeLayerShape
-from pdplan.perf.moe_routing import UNIFORM, RoutingLaw
+from pdplan.perf.mla import MlaPhase, mla_core_flops, mla_core_flops_bytes
+from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes
+from pdplan.perf.precision import Precision
 from pdplan.specs.model import ModelSpec
-from pdplan.specs.model_parts import GemmShape
+from pdplan.specs.model_parts import GemmShape, MlaSpec
+from pdplan.specs.routing_law import UNIFORM, RoutingLaw
 from pdplan.types import FloatArray
 
 OpKind = Literal[
     "gemm", "attn_prefill", "attn_decode", "linear_attn", "elementwise", "allreduce", "moe", "alltoall", "weight_gather"
 ]
+"""The op kinds reports name (``ops[].kind`` of ``pdplan roofline``): each op type's :attr:`kind`."""
 Phase = Literal["prefill", "decode"]
+COMMUNICATION_KINDS: tuple[OpKind, ...] = ("allreduce", "alltoall", "weight_gather")
+"""Op kinds bound by a link rather than by compute or HBM."""
 
 # Column-parallel weights (output features split over tp); row-parallel ones split input features.
 _COLUMN_PARALLEL = {
@@ -44,15 +65,215 @@ _ROW_PARALLEL = {"o", "down", "out_proj", "o_proj"}
 _REPLICATED = {"q_a", "kv_a", "f_a_proj", "g_a_proj"}
 
 
-@dataclass(frozen=True)
-class Op:
-    """One operator of a forward pass: kernel family, shape arrays, and runs per pass (per GPU)."""
+def _no_flops_bytes(like: FloatArray, bytes_: FloatArray) -> tuple[FloatArray, FloatArray]:
+    return np.zeros_like(like), bytes_
+
+
+@dataclass(frozen=True, slots=True)
+class GemmOp:
+    """``y = x·W`` per GPU: ``m`` tokens, ``k`` input and ``n`` output features. ``bf16``: never quantized, whatever
+    the pass's dtype (LM head, MoE router: :func:`pdplan.specs.model_parts.unquantized_bytes`); ``mla_phase``: an MLA
+    projection, priced with that phase's fitted MLA entry (:mod:`pdplan.perf.mla`)."""
+
+    kind: ClassVar[OpKind] = "gemm"
+    name: str
+    count: float
+    m: FloatArray
+    n: FloatArray
+    k: FloatArray
+    bf16: bool = False
+    mla_phase: MlaPhase | None = None
+
+    def flops(self) -> FloatArray:
+        return np.asarray(2.0 * self.m * self.n * self.k, dtype=np.float64)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        w = 2.0 if self.bf16 else prec.weight_bytes
+        return self.flops(), (self.m * self.k + self.k * self.n) * w + self.m * self.n * prec.act_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _AttentionCore:
+    """One attention layer's core per GPU: ``batch`` sequences at ``context`` tokens, ``heads`` query and ``kv_heads``
+    K/V heads of ``head_dim``, ``kv_bytes_per_token`` the GPU's KV bytes per token of the layer; ``mla``: the latent's
+    sizes of an MLA core (priced by its fitted entry where the table has one, :mod:`pdplan.perf.mla`)."""
 
     name: str
-    kind: OpKind
     count: float
-    dims: dict[str, FloatArray] = field(default_factory=dict)
-    moe: MoeLayerShape | None = None  # kind "moe": the grouped expert GEMM's per-GPU shape
+    batch: FloatArray
+    context: FloatArray
+    heads: FloatArray
+    kv_heads: FloatArray
+    head_dim: FloatArray
+    kv_bytes_per_token: FloatArray
+    mla: MlaSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillAttentionOp(_AttentionCore):
+    """Causal attention over a prompt (module docstring)."""
+
+    kind: ClassVar[OpKind] = "attn_prefill"
+
+    def flops(self) -> FloatArray:
+        if self.mla is not None:
+            return mla_core_flops(self.mla, "prefill", self.batch, self.context, self.heads)
+        return np.asarray(2.0 * self.batch * self.heads * self.context**2 * self.head_dim, dtype=np.float64)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        if self.mla is not None:
+            return mla_core_flops_bytes(self.mla, "prefill", self.batch, self.context, self.heads, prec.kv_bytes)
+        bytes_ = self.batch * self.context * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        return self.flops(), bytes_ * prec.act_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeAttentionOp(_AttentionCore):
+    """One decode step's attention over each sequence's cached context (module docstring)."""
+
+    kind: ClassVar[OpKind] = "attn_decode"
+
+    def flops(self) -> FloatArray:
+        if self.mla is not None:
+            return mla_core_flops(self.mla, "decode", self.batch, self.context, self.heads)
+        return np.asarray(4.0 * self.batch * self.heads * self.context * self.head_dim, dtype=np.float64)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        if self.mla is not None:
+            return mla_core_flops_bytes(self.mla, "decode", self.batch, self.context, self.heads, prec.kv_bytes)
+        return self.flops(), self.batch * self.context * self.kv_bytes_per_token
+
+
+@dataclass(frozen=True, slots=True)
+class LinearAttentionOp:
+    """A linear-attention layer's recurrent scan per GPU: ``tokens`` new tokens of ``batch`` sequences, the state of
+    one sequence (``state_bytes``), FLOPs and q/k/v/o elements per token, the value heads on the GPU, and the pass's
+    ``phase`` (which fitted entry prices it, :class:`pdplan.specs.kernel_table.LinearAttentionParams`)."""
+
+    kind: ClassVar[OpKind] = "linear_attn"
+    name: str
+    count: float
+    tokens: FloatArray
+    batch: FloatArray
+    state_bytes: FloatArray
+    flops_per_token: FloatArray
+    io_elems_per_token: FloatArray
+    value_heads: FloatArray
+    phase: Phase
+
+    def flops(self) -> FloatArray:
+        return np.asarray(self.tokens * self.flops_per_token, dtype=np.float64)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return self.flops(), 2.0 * self.batch * self.state_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ElementwiseOp:
+    """A memory-bound kernel (norm, rotary, activation, embedding, quantisation) moving ``bytes`` per GPU."""
+
+    kind: ClassVar[OpKind] = "elementwise"
+    name: str
+    count: float
+    bytes: FloatArray
+
+    def flops(self) -> FloatArray:
+        return np.zeros_like(self.bytes)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return _no_flops_bytes(self.bytes, self.bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduceOp:
+    """An all-reduce of ``bytes`` per GPU over ``gpus`` GPUs."""
+
+    kind: ClassVar[OpKind] = "allreduce"
+    name: str
+    count: float
+    bytes: FloatArray
+    gpus: FloatArray
+
+    def flops(self) -> FloatArray:
+        return np.zeros_like(self.bytes)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return _no_flops_bytes(self.bytes, self.bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeOp:
+    """One MoE layer's routed experts as a grouped GEMM on the busiest GPU (:mod:`pdplan.perf.moe`); ``weight_bytes``:
+    the expert weights that GPU reads (the experts its tokens hit)."""
+
+    kind: ClassVar[OpKind] = "moe"
+    name: str
+    count: float
+    layer: MoeLayerShape
+    weight_bytes: FloatArray
+
+    def flops(self) -> FloatArray:
+        return moe_flops_bytes(self.layer)[0]
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return moe_flops_bytes(self.layer)
+
+
+@dataclass(frozen=True, slots=True)
+class AllToAllOp:
+    """One MoE layer's EP dispatch + combine (:mod:`pdplan.perf.expert_parallel`): ``tokens`` per GPU of an EP group
+    of ``ep`` over ``group_gpus`` GPUs, each sent to ``top_k`` of ``num_experts`` experts of width ``hidden``;
+    ``low_latency``: DeepEP's low-latency mode (decode), else its normal mode (prefill)."""
+
+    kind: ClassVar[OpKind] = "alltoall"
+    name: str
+    count: float
+    tokens: FloatArray
+    ep: FloatArray
+    group_gpus: FloatArray
+    hidden: int
+    top_k: int
+    num_experts: int
+    low_latency: bool
+
+    def flops(self) -> FloatArray:
+        return np.zeros_like(self.ep)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return _no_flops_bytes(self.ep, np.zeros_like(self.ep))
+
+
+@dataclass(frozen=True, slots=True)
+class WeightGatherOp:
+    """ZeRO-Prefill: one MoE layer's expert all-gather (``layer_expert_bytes`` of experts, EP ``ep`` over
+    ``group_gpus`` GPUs; :func:`pdplan.perf.expert_parallel.expert_gather_s`)."""
+
+    kind: ClassVar[OpKind] = "weight_gather"
+    name: str
+    count: float
+    ep: FloatArray
+    group_gpus: FloatArray
+    layer_expert_bytes: FloatArray
+
+    def flops(self) -> FloatArray:
+        return np.zeros_like(self.ep)
+
+    def flops_bytes(self, prec: Precision) -> tuple[FloatArray, FloatArray]:
+        return _no_flops_bytes(self.ep, np.zeros_like(self.ep))
+
+
+Op = (
+    GemmOp
+    | PrefillAttentionOp
+    | DecodeAttentionOp
+    | LinearAttentionOp
+    | ElementwiseOp
+    | AllReduceOp
+    | MoeOp
+    | AllToAllOp
+    | WeightGatherOp
+)
+"""One operator of a forward pass (per GPU), and how many times it runs per pass (``count``)."""
 
 
 @dataclass(frozen=True)
@@ -90,15 +311,26 @@ class PassShape:
         return np.asarray(self.batch, dtype=np.float64)
 
 
-def gemm_dims(shape: GemmShape, m: FloatArray, tp: FloatArray) -> dict[str, FloatArray]:
-    """(m, n, k) per GPU for one weight under tensor parallelism."""
-    n = np.full_like(tp, float(shape.out_features))
+def gemm_op(
+    name: str,
+    count: float,
+    shape: GemmShape,
+    m: FloatArray,
+    tp: FloatArray,
+    *,
+    bf16: bool = False,
+    n: FloatArray | None = None,
+) -> GemmOp:
+    """The GEMM of one weight per GPU under tensor parallelism: (m, n, k) with n or k split over ``tp``; ``n``: the
+    output features per GPU where the caller shards them otherwise (replicated K/V heads, the vocabulary)."""
     k = np.full_like(tp, float(shape.in_features))
-    if shape.name in _COLUMN_PARALLEL:
-        n = np.ceil(n / tp)
-    elif shape.name in _ROW_PARALLEL:
+    if n is None:
+        n = np.full_like(tp, float(shape.out_features))
+        if shape.name in _COLUMN_PARALLEL:
+            n = np.ceil(n / tp)
+    if shape.name in _ROW_PARALLEL:
         k = np.ceil(k / tp)
-    return {"m": m if tp.ndim == 0 else m + 0.0 * tp, "n": n, "k": k}
+    return GemmOp(name, count, m if tp.ndim == 0 else m + 0.0 * tp, n, k, bf16=bf16)
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray, kv_heads: int | None = None) -> FloatArray:
@@ -106,7 +338,7 @@ def kv_heads_per_gpu(model: ModelSpec, tp: FloatArray, kv_heads: int | None = No
     return np.ceil((model.num_kv_heads if kv_heads is None else kv_heads) / tp)
 
 
-def fused_gemms(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[Op]:
+def fused_gemms(ops: list[GemmOp], names: tuple[str, ...], fused_name: str) -> list[GemmOp]:
     """Merge GEMMs that read the same input into one wider GEMM (n summed), as engines do.
 
     vLLM/SGLang run Q, K, V as one ``QKVParallelLinear`` and gate/up as one ``MergedColumnParallelLinear``;
@@ -116,11 +348,7 @@ def fused_gemms(ops: list[Op], names: tuple[str, ...], fused_name: str) -> list[
     if len(parts) < 2:
         return ops
     first = parts[0]
-    dims = {**first.dims, "n": sum((op.dims["n"] for op in parts), np.zeros_like(first.dims["n"]))}
-    merged = Op(fused_name, first.kind, first.count, dims)
-    rest = [op for op in ops if op not in parts]
-    return [merged, *rest]
-
-
-MLA_PHASE = {"prefill": 0.0, "decode": 1.0}
-"""``dims["mla_phase"]`` of MLA ops: which fitted MLA entry (:mod:`pdplan.perf.mla`) prices them."""
+    n = sum((op.n for op in parts), np.zeros_like(first.n))
+    merged = GemmOp(fused_name, first.count, first.m, n, first.k, bf16=first.bf16, mla_phase=first.mla_phase)
+    fused = {id(op) for op in parts}
+    return [merged, *(op for op in ops if id(op) not in fused)]

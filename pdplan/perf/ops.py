@@ -18,36 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pdplan.perf.op_types import (
-    MLA_PHASE,
-    Op,
-    OpKind,
-    PassShape,
-    Phase,
-    gemm_dims,
-    kv_heads_per_gpu,
-)
+from pdplan.perf.op_types import AllReduceOp, ElementwiseOp, Op, PassShape, gemm_op
 from pdplan.perf.ops_attention import attention_core_ops, attention_projection_ops
-from pdplan.perf.ops_moe import expected_distinct_experts, expert_ops, ffn_ops, parallel_fields
+from pdplan.perf.ops_moe import ffn_ops
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import FloatArray
 
-__all__ = [
-    "MLA_PHASE",
-    "Op",
-    "OpKind",
-    "PassShape",
-    "Phase",
-    "expected_distinct_experts",
-    "expert_ops",
-    "forward_ops",
-    "kv_heads_per_gpu",
-    "parallel_fields",
-]
 
-
-def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[ElementwiseOp]:
     """Norms with their residual adds, rotary embedding and the MLP activation: memory-bound kernels, one launch each.
 
     As vLLM runs a layer (fused add + RMSNorm twice, rotary once, SiLU·mul once), per token with b bytes/element:
@@ -59,33 +38,30 @@ def _elementwise_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     h = float(model.hidden_size)
     moe = model.moe
     layers = float(model.num_layers)
-    ops = [Op("norm", "elementwise", 2.0 * layers, {"bytes": s.act_bytes * m * 4.0 * h + 0.0 * s.tp})]
+    ops = [ElementwiseOp("norm", 2.0 * layers, s.act_bytes * m * 4.0 * h + 0.0 * s.tp)]
     if moe is None:
-        ops.append(
-            Op("activation", "elementwise", layers, {"bytes": s.act_bytes * m * 3.0 * model.intermediate_size / s.tp})
-        )
+        ops.append(ElementwiseOp("activation", layers, s.act_bytes * m * 3.0 * model.intermediate_size / s.tp))
     else:  # the routed experts' activation runs inside the fused MoE kernel (its measured time)
         n_moe = float(len(model.moe_layer_indices))
         if layers > n_moe:
             dense = s.act_bytes * m * 3.0 * model.intermediate_size / s.tp
-            ops.append(Op("activation", "elementwise", layers - n_moe, {"bytes": dense}))
+            ops.append(ElementwiseOp("activation", layers - n_moe, dense))
         if moe.num_shared_experts:
             shared = s.act_bytes * m * 3.0 * moe.num_shared_experts * moe.shared_expert_intermediate_size / s.tp
-            ops.append(Op("moe.shared_activation", "elementwise", n_moe, {"bytes": shared}))
+            ops.append(ElementwiseOp("moe.shared_activation", n_moe, shared))
     if model.position_embedding == "rope":
         layers = float(model.num_kv_layers + model.num_swa_layers)
-        ops.append(Op("rotary", "elementwise", layers, {"bytes": s.act_bytes * m * 4.0 * h / s.tp}))
+        ops.append(ElementwiseOp("rotary", layers, s.act_bytes * m * 4.0 * h / s.tp))
     return ops
 
 
 def _head_ops(model: ModelSpec, s: PassShape) -> list[Op]:
     lm_tokens = s.batch / s.dp + 0.0 * s.tp  # prefill: last token of each prompt; decode: every sequence (per rank)
     head = GemmShape("lm_head", model.hidden_size, model.vocab_size)
-    dims = gemm_dims(head, lm_tokens, s.tp)
-    dims["n"] = np.ceil(model.vocab_size / s.tp)
-    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model_parts.unquantized_bytes)
-    embed = {"bytes": s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp}
-    return [Op("lm_head", "gemm", 1.0, dims), Op("embedding", "elementwise", 1.0, embed)]
+    # vocabulary-parallel, never quantized (pdplan.specs.model_parts.unquantized_bytes)
+    lm_head = gemm_op("lm_head", 1.0, head, lm_tokens, s.tp, bf16=True, n=np.ceil(model.vocab_size / s.tp))
+    embed = s.new_tokens / s.dp * model.hidden_size * s.act_bytes * 2.0 + 0.0 * s.tp
+    return [lm_head, ElementwiseOp("embedding", 1.0, embed)]
 
 
 QK_NORM_VARIANCE_BYTES_PER_TOKEN = 8.0
@@ -96,20 +72,20 @@ per layer: 2 fp32 per token = 8 bytes. The message is tiny, so the
 all-reduce costs its latency; at TP 1 it is free."""
 
 
-def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
+def _allreduce_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[AllReduceOp]:
     """Two all-reduces per layer (after O and after down), message = tokens·h·act_bytes; a q/k norm spanning the
     whole projection adds one per attention layer (:data:`QK_NORM_VARIANCE_BYTES_PER_TOKEN`)."""
     message = m * model.hidden_size * s.act_bytes + 0.0 * s.tp
-    ops = [Op("tp.allreduce", "allreduce", 2.0 * model.num_layers, {"bytes": message, "gpus": s.tp})]
+    ops = [AllReduceOp("tp.allreduce", 2.0 * model.num_layers, message, s.tp)]
     if model.qk_norm and model.qk_norm_span == "layer":
         layers = float(model.num_kv_layers + model.num_swa_layers)
-        var = {"bytes": m * QK_NORM_VARIANCE_BYTES_PER_TOKEN + 0.0 * s.tp, "gpus": s.tp}
-        ops.append(Op("attn.qk_norm_allreduce", "allreduce", layers, var))
+        var = m * QK_NORM_VARIANCE_BYTES_PER_TOKEN + 0.0 * s.tp
+        ops.append(AllReduceOp("attn.qk_norm_allreduce", layers, var, s.tp))
     # DP attention without EP: the MoE layers are TP over all tp·dp GPUs (token all-gather + reduce-scatter)
     if s.dp > 1.0 and not bool(np.any(np.asarray(s.ep) > 1.0)) and model.moe is not None:
         whole = m * s.moe_dp * model.hidden_size * s.act_bytes + 0.0 * s.tp
         n_moe = float(len(model.moe_layer_indices))
-        ops.append(Op("dp.moe_allreduce", "allreduce", n_moe, {"bytes": whole, "gpus": s.tp * s.dp}))
+        ops.append(AllReduceOp("dp.moe_allreduce", n_moe, whole, s.tp * s.dp))
     return ops
 
 

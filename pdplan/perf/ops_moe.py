@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pdplan.perf.moe import MoeLayerShape, moe_flops_bytes, moe_shape
-from pdplan.perf.op_types import Op, PassShape, fused_gemms, gemm_dims
+from pdplan.perf.moe import MoeLayerShape, moe_shape
+from pdplan.perf.op_types import AllToAllOp, MoeOp, Op, PassShape, WeightGatherOp, fused_gemms, gemm_op
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.model_parts import GemmShape
 from pdplan.types import ArrayLike, FloatArray
@@ -32,23 +32,22 @@ def ffn_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
     moe = model.moe
     n_moe = float(len(model.moe_layer_indices))
     n_dense = float(model.num_layers) - n_moe
-    ops = (
-        [Op(f"mlp.{g.name}", "gemm", n_dense, gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(model.intermediate_size)]
+    dense = (
+        [gemm_op(f"mlp.{g.name}", n_dense, g, m, s.tp) for g in model.mlp_gemms(model.intermediate_size)]
         if n_dense
         else []
     )
-    ops = fused_gemms(ops, ("gate", "up"), "mlp.gate_up")
+    ops: list[Op] = [*fused_gemms(dense, ("gate", "up"), "mlp.gate_up")]
     if moe is None:
         return ops
     ops += expert_ops(model, s, m)
     if moe.num_shared_experts:
         width = moe.shared_expert_intermediate_size * moe.num_shared_experts
-        shared = [Op(f"moe.shared_{g.name}", "gemm", n_moe, gemm_dims(g, m, s.tp)) for g in model.mlp_gemms(width)]
+        shared = [gemm_op(f"moe.shared_{g.name}", n_moe, g, m, s.tp) for g in model.mlp_gemms(width)]
         ops += fused_gemms(shared, ("shared_gate", "shared_up"), "moe.shared_gate_up")
     router = GemmShape("router", model.hidden_size, moe.num_experts)
-    dims = gemm_dims(router, m, s.tp)
-    dims["bf16"] = np.asarray(1.0)  # never quantized (pdplan.specs.model_parts.unquantized_bytes)
-    ops.append(Op("moe.router", "gemm", n_moe, dims))
+    # never quantized (pdplan.specs.model_parts.unquantized_bytes)
+    ops.append(gemm_op("moe.router", n_moe, router, m, s.tp, bf16=True))
     return ops
 
 
@@ -96,10 +95,9 @@ def expert_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> list[Op]:
         gated=model.gated_mlp,
         dispatched=0.0 if gather else np.asarray(s.ep, dtype=np.float64) > 1.0,
     )
-    flops, _ = moe_flops_bytes(layer)
     weights = layer.routing().hit * layer.matrices * layer.hidden * layer.inter_per_gpu * layer.weight_bytes
-    dims = {"tokens": layer.tokens + 0.0 * s.tp, "flops": flops + 0.0 * s.tp, "weight_bytes": weights + 0.0 * s.tp}
-    return [Op("moe.experts", "moe", n_moe, dims, layer), *_ep_comm_ops(model, s, layer, total, gather=gather)]
+    experts = MoeOp("moe.experts", n_moe, layer, weight_bytes=weights + 0.0 * s.tp)
+    return [experts, *_ep_comm_ops(model, s, layer, total, gather=gather)]
 
 
 def _ep_comm_ops(model: ModelSpec, s: PassShape, layer: MoeLayerShape, total: FloatArray, *, gather: bool) -> list[Op]:
@@ -113,15 +111,19 @@ def _ep_comm_ops(model: ModelSpec, s: PassShape, layer: MoeLayerShape, total: Fl
     ep = np.asarray(s.ep, dtype=np.float64) + 0.0 * s.tp
     if gather:
         layer_bytes = np.asarray(float(model.layer_param_counts().expert * moe.num_experts) * layer.weight_bytes)
-        dims = {"ep": ep, "group_gpus": group, "layer_expert_bytes": layer_bytes}
-        return [Op("ep.weight_gather", "weight_gather", n_moe, dims)]
+        return [WeightGatherOp("ep.weight_gather", n_moe, ep, group, layer_bytes)]
     if wide and float(np.max(np.asarray(s.dp))) > 1.0:  # tokens spread over DP ranks: dispatch + combine
-        routing = {
-            "hidden": np.asarray(float(model.hidden_size)),
-            "top_k": np.asarray(float(moe.experts_per_token)),
-            "num_experts": np.asarray(float(moe.num_experts)),
-            "low_latency": np.asarray(1.0 if s.phase == "decode" else 0.0),  # DeepEP low-latency mode decodes
-        }
-        dims = {"tokens": total / group, "ep": ep, "group_gpus": group, **routing}
-        return [Op("ep.all_to_all", "alltoall", n_moe, dims)]
+        return [
+            AllToAllOp(
+                "ep.all_to_all",
+                n_moe,
+                tokens=total / group,
+                ep=ep,
+                group_gpus=group,
+                hidden=model.hidden_size,
+                top_k=moe.experts_per_token,
+                num_experts=moe.num_experts,
+                low_latency=s.phase == "decode",  # DeepEP's low-latency mode decodes
+            )
+        ]
     return []

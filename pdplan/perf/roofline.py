@@ -10,6 +10,9 @@ stages plus (p − 1) hand-offs of the activations; its *stage time* (the bottle
 throughput when p micro-batches are in flight) is latency / p plus one hand-off. For p = 1 both are equal.
 
 Everything is vectorised: ``batch``, ``tokens`` and ``tp`` broadcast, so thousands of candidates cost one call.
+Nothing here reads a file: besides the model, the GPU's peaks and the kernel table, a pass takes the packaged data it
+prices by (EP constants, DeepEP's inter-node shares, the two-batch-overlap schedule, the GPU's W4A16 / CUTLASS MoE
+entries) as :class:`~pdplan.specs.perf_data.PerfData` (``data``), which :func:`pdplan.io.perf_data.perf_data` reads.
 """
 
 from __future__ import annotations
@@ -21,30 +24,25 @@ import numpy as np
 
 from pdplan.perf.act_quant import dispatch_quant_ops
 from pdplan.perf.expert_parallel import a2a_phases_s, exposed_gather_s
-from pdplan.perf.kernels import GpuPeaks, KernelTable
-from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.op_pricing import OpTime, Precision, linear_attention_kernel_s, price_ops
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
+from pdplan.perf.op_pricing import OpTime, Pricing, price_ops
+from pdplan.perf.op_types import AllToAllOp, Op, PassShape, Phase
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
+from pdplan.perf.precision import Precision
 from pdplan.perf.tiling import sm_count
-from pdplan.perf.two_batch_overlap import (
-    decode_windows,
-    exposed_comm_s,
-    prefill_comm_sms,
-    staged_exposed_comm_s,
-    window_s,
-)
+from pdplan.perf.two_batch_overlap import exposed_comm_s, staged_exposed_comm_s, window_s
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.perf_data import PerfData
+from pdplan.specs.routing_law import RoutingLaw
 from pdplan.types import ArrayLike, FloatArray
 
 __all__ = [
     "BOUNDS",
-    "OpTime",
     "PhaseTime",
-    "Precision",
     "decode_step_s",
     "hide_gather",
-    "linear_attention_kernel_s",
     "overlap_two_batches",
     "phase_time",
     "prefill_time_s",
@@ -77,16 +75,17 @@ class PhaseTime:
         return max(BOUNDS, key=lambda b: totals[b])
 
 
-def hide_gather(ops: tuple[OpTime, ...], num_layers: float) -> tuple[OpTime, ...]:
+def hide_gather(ops: tuple[OpTime, ...], num_layers: float, data: PerfData) -> tuple[OpTime, ...]:
     """ZeRO-Prefill: each MoE layer's weight gather runs behind the previous layer's compute, so only its exposed part
-    ``max(0, γ·t_gather − t_layer)`` counts (t_layer = the pass's other op time per layer;
-    :func:`pdplan.perf.expert_parallel.exposed_gather_s`). Ops without a gather come back unchanged."""
+    ``max(0, γ·t_gather − t_layer)`` counts (t_layer = the pass's other op time per layer, γ the overlap jitter of
+    ``data``; :func:`pdplan.perf.expert_parallel.exposed_gather_s`). Ops without a gather come back unchanged."""
     gathers = [op for op in ops if op.kind == "weight_gather"]
     if not gathers:
         return ops
     gather = gathers[0]
     others = sum((op.time_s for op in ops if op.kind != "weight_gather"), np.zeros(()))
-    exposed = exposed_gather_s(gather.time_s / gather.count, others / num_layers) * gather.count
+    gamma = data.ep_defaults("ZeRO-Prefill's gather overlap").gather_overlap_jitter
+    exposed = exposed_gather_s(gather.time_s / gather.count, others / num_layers, gamma) * gather.count
     return tuple(dataclasses.replace(op, time_s=exposed) if op is gather else op for op in ops)
 
 
@@ -95,13 +94,15 @@ def overlap_two_batches(
     model: ModelSpec,
     phases_s: tuple[FloatArray, FloatArray] | None = None,
     comm_sm_share: float = 0.0,
+    windows: dict[str, dict[str, float]] | None = None,
 ) -> tuple[OpTime, ...]:
     """The pass as two micro-batches (:mod:`pdplan.perf.two_batch_overlap`): every op of the half batch runs twice,
     and the all-to-all keeps only its exposed part, so the ops still sum to the pass time. ``phases_s``: the half
     batch's dispatch and combine per MoE layer for the staged decode form (hidden only by the compute of the
     windows that SGLang's decode schedule puts between send and receive); None: the two-resource form
     ``T_TBO − 2·C_half`` (prefill), where ``comm_sm_share`` of the SMs are held by the transfers while they run (the
-    compute they slow is booked on the all-to-all op)."""
+    compute they slow is booked on the all-to-all op). ``windows``: the decode overlap windows of the staged form
+    (:class:`~pdplan.specs.perf_data.TwoBatchOverlapSchedule`), required with ``phases_s``."""
     comm = next(op for op in half_ops if op.kind == "alltoall")
     if phases_s is None:
         compute = sum((op.time_s for op in half_ops if op is not comm), np.zeros(()))
@@ -113,7 +114,8 @@ def overlap_two_batches(
             for op in half_ops
             if op is not comm
         }
-        windows = decode_windows()
+        if windows is None:
+            raise ValueError("the staged decode form of two-batch overlap needs the decode overlap windows")
         w_d, w_k = (window_s(per_layer, windows[w]) for w in ("dispatch_window", "combine_window"))
         exposed = staged_exposed_comm_s(phases_s[0], phases_s[1], w_d, w_k, moe_layers)
     out = []
@@ -151,6 +153,7 @@ def phase_time(
     expert_gather: bool = False,
     moe_kernel: MoeKernel = "fused",
     two_batch_overlap: bool = False,
+    data: PerfData | None = None,
 ) -> PhaseTime:
     """Latency of one pass: prefill of ``batch`` prompts × ``tokens``, or one decode step at context ``tokens``.
 
@@ -160,9 +163,9 @@ def phase_time(
 
     With attention data parallelism ``dp`` the ``batch`` is the instance's, spread evenly over its ranks (``moe_dp``
     then defaults to ``dp``); EP > 1 adds the dispatch + combine all-to-all, and ``expert_gather`` prices
-    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`). ``moe_kernel`` names the
-    expert family (``fused`` or SGLang's ``deepgemm_wideep``, :func:`pdplan.perf.moe_wideep.moe_kernel_for`);
-    ``two_batch_overlap`` runs an EP pass as two overlapped micro-batches (:func:`overlap_two_batches`).
+    ZeRO-Prefill's weight gather instead of it (:mod:`pdplan.perf.expert_parallel`). ``moe_kernel``: the expert family
+    (:func:`pdplan.perf.moe_wideep.moe_kernel_for`); ``two_batch_overlap``: an EP pass as two overlapped micro-batches
+    (:func:`overlap_two_batches`); ``data``: the inputs beyond the kernel table (:mod:`pdplan.specs.perf_data`).
 
     Example: Llama-3.1-70B, H100, TP=8, prefill of one 2048-token prompt ≈ 0.1–0.2 s (compute-bound).
     """
@@ -174,7 +177,8 @@ def phase_time(
     shape = _pass_shape(
         phase, (b, n, t), prec, dp=dp, ep=ep, moe_tp=moe_tp, moe_dp=moe_dp, routing=routing, gather=expert_gather
     )
-    ops = _priced_pass(model, shape, gpu, table, prec, detail, (moe_kernel, phase), two_batch_overlap)
+    pricing = Pricing(gpu, table, prec, moe_kernel, phase, data or PerfData())
+    ops = _priced_pass(model, shape, pricing, detail, two_batch_overlap)
     handoff_s = _handoff_s(model, shape, gpu, table, p)
     overhead_s: float | FloatArray = table.framework.decode_step_overhead_s
     if phase == "decode" and table.framework.decode_step_overhead_s_per_seq > 0.0:  # per running sequence
@@ -241,28 +245,25 @@ def _pass_ops(model: ModelSpec, shape: PassShape, kernel: MoeKernel) -> list[Op]
 
 
 def _priced_pass(
-    model: ModelSpec,
-    shape: PassShape,
-    gpu: GpuPeaks,
-    table: KernelTable,
-    prec: Precision,
-    detail: bool,
-    kernel: tuple[MoeKernel, Phase],
-    two_batch_overlap: bool,
+    model: ModelSpec, shape: PassShape, pricing: Pricing, detail: bool, two_batch_overlap: bool
 ) -> tuple[OpTime, ...]:
     """Every op of the pass priced, ZeRO-Prefill gathers hidden, and with ``two_batch_overlap`` an EP pass as two
     overlapped micro-batches."""
-    ops = hide_gather(price_ops(_pass_ops(model, shape, kernel[0]), gpu, table, prec, detail, kernel), model.num_layers)
+    priced = price_ops(_pass_ops(model, shape, pricing.kernel), pricing, detail)
+    ops = hide_gather(priced, model.num_layers, pricing.data)
     if two_batch_overlap and any(op.kind == "alltoall" for op in ops):
+        gpu, table = pricing.gpu, pricing.table
         half = dataclasses.replace(shape, batch=shape.batch / 2.0)
-        half_pass = _pass_ops(model, half, kernel[0])
-        half_ops = price_ops(half_pass, gpu, table, prec, detail, kernel)
+        half_pass = _pass_ops(model, half, pricing.kernel)
+        half_ops = price_ops(half_pass, pricing, detail)
+        schedule = pricing.data.tbo_schedule()
         phases_s, share = None, 0.0
         if shape.phase == "decode":  # SGLang's staged decode schedule (pdplan.perf.two_batch_overlap)
-            phases_s = a2a_phases_s(next(op for op in half_pass if op.kind == "alltoall"), gpu, table)
+            comm = next(op for op in half_pass if isinstance(op, AllToAllOp))
+            phases_s = a2a_phases_s(comm, gpu, table, pricing.data)
         else:  # prefill: DeepEP's normal-mode kernels hold their SMs while a transfer runs
-            share = min(prefill_comm_sms() / float(sm_count(gpu, table)), 1.0)
-        ops = overlap_two_batches(half_ops, model, phases_s, share)
+            share = min(schedule.prefill_comm_sms / float(sm_count(gpu, table)), 1.0)
+        ops = overlap_two_batches(half_ops, model, phases_s, share, schedule.decode_windows)
     return ops
 
 
@@ -276,11 +277,12 @@ def prefill_time_s(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     precision: Precision | None = None,
+    data: PerfData | None = None,
 ) -> FloatArray:
-    """Latency (s) of prefilling ``batch`` prompts of ``tokens`` tokens (vectorised)."""
-    return phase_time(
-        model, gpu, table, phase="prefill", batch=batch, tokens=tokens, tp=tp, pp=pp, precision=precision, detail=False
-    ).time_s
+    """Latency (s) of prefilling ``batch`` prompts of ``tokens`` tokens (vectorised); ``data`` as in
+    :func:`phase_time`."""
+    kw = {"tp": tp, "pp": pp, "precision": precision, "data": data}
+    return phase_time(model, gpu, table, phase="prefill", batch=batch, tokens=tokens, detail=False, **kw).time_s  # type: ignore[arg-type]
 
 
 def decode_step_s(
@@ -293,8 +295,9 @@ def decode_step_s(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     precision: Precision | None = None,
+    data: PerfData | None = None,
 ) -> FloatArray:
-    """Latency (s) of one decode step for ``batch`` sequences at mean context ``context`` (vectorised)."""
-    return phase_time(
-        model, gpu, table, phase="decode", batch=batch, tokens=context, tp=tp, pp=pp, precision=precision, detail=False
-    ).time_s
+    """Latency (s) of one decode step for ``batch`` sequences at mean context ``context`` (vectorised); ``data`` as in
+    :func:`phase_time`."""
+    kw = {"tp": tp, "pp": pp, "precision": precision, "data": data}
+    return phase_time(model, gpu, table, phase="decode", batch=batch, tokens=context, detail=False, **kw).time_s  # type: ignore[arg-type]

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.specs.kernel_table import DecodeTiling, GpuPeaks, KernelTable, PrefillTiling
+from pdplan.specs.kernel_attention import DecodeTiling, PrefillTiling
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.types import FloatArray
 
 

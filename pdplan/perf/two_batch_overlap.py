@@ -44,21 +44,18 @@ windows), and the step is
 The transfers of the two halves never overlap in this schedule (each is in flight only inside its own window), so
 the link is not shared. Not modelled: the GPU time of the send/receive kernels themselves, and that SGLang runs the
 first dense layers on the whole batch outside TBO (pdplan runs every layer as two halves).
+
+The SM count and the windows are data (``pdplan/data/two_batch_overlap.yaml``), passed to the roofline as a
+:class:`~pdplan.specs.perf_data.TwoBatchOverlapSchedule`; this module reads no file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from pdplan.errors import SpecError
-from pdplan.io.files import read_yaml_mapping
 from pdplan.types import ArrayLike, FloatArray
-
-WINDOWS = ("dispatch_window", "combine_window")
 
 
 def tbo_time_s(
@@ -94,27 +91,6 @@ def exposed_comm_s(
     and, with ``comm_sm_share``, the compute slowed by the SMs the transfers hold."""
     total = tbo_time_s(half_compute_s, half_comm_s, num_layers, moe_layers, comm_sm_share)
     return np.asarray(total - 2.0 * np.asarray(half_compute_s, dtype=np.float64), dtype=np.float64)
-
-
-@lru_cache(maxsize=1)
-def prefill_comm_sms() -> int:
-    """SMs DeepEP's normal-mode kernels hold while a prefill transfer runs (``pdplan/data/two_batch_overlap.yaml``)."""
-    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "two_batch_overlap.yaml")
-    prefill = data.get("prefill")
-    if not isinstance(prefill, dict) or not isinstance(prefill.get("comm_sms"), int) or prefill["comm_sms"] < 0:
-        raise SpecError("two_batch_overlap.yaml: prefill.comm_sms must be a whole number >= 0", field="prefill")
-    return int(prefill["comm_sms"])
-
-
-@lru_cache(maxsize=1)
-def decode_windows() -> dict[str, dict[str, float]]:
-    """The decode overlap windows of ``pdplan/data/two_batch_overlap.yaml``: per window, op name → share of the op's
-    per-layer time that runs in it."""
-    data = read_yaml_mapping(Path(__file__).resolve().parents[1] / "data" / "two_batch_overlap.yaml")
-    decode = data.get("decode")
-    if not isinstance(decode, dict) or set(decode) != set(WINDOWS):
-        raise SpecError(f"two_batch_overlap.yaml: decode must have exactly {', '.join(WINDOWS)}", field="decode")
-    return {w: {str(k): float(v) for k, v in decode[w].items()} for w in WINDOWS}
 
 
 def window_s(per_layer_s: Mapping[str, FloatArray], shares: Mapping[str, float]) -> FloatArray:

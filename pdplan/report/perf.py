@@ -3,6 +3,7 @@
 Library use::
 
     from pdplan import open_catalog
+    from pdplan.io.serving_defaults import serving_defaults
     from pdplan.perf.memory import instance_memory
     from pdplan.perf.roofline import phase_time
     from pdplan.report.perf import RooflineRun, roofline_view
@@ -12,7 +13,7 @@ Library use::
     table = cat.kernel_table(gpu.name)
     time = phase_time(model, gpu, table, phase="decode", batch=64, tokens=2048)
     run = RooflineRun(model, gpu, table, batch=64, tokens=2048, tp=1, pp=1, time=time,
-                      memory=instance_memory(model, gpu.memory_bytes))
+                      memory=instance_memory(model, gpu.memory_bytes, defaults=serving_defaults()))
     roofline_view(run).document["time_s"]
 """
 

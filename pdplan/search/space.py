@@ -15,13 +15,13 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
 from pdplan.perf.expert_parallel import parallelism_error
-from pdplan.perf.kernels import KernelTable
 from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.specs.command_line import flag
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
 from pdplan.types import Binding, Granularity, Objective, Redundancy, Routing, Scheduler

@@ -25,7 +25,8 @@ from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, 
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.hardware import LinkSpec
-from pdplan.transfer.kv import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model, kv_transfer
+from pdplan.transfer.kv import kv_transfer
+from pdplan.transfer.kv_inputs import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model
 from pdplan.types import FloatArray, Granularity
 
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)

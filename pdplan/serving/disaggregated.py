@@ -83,12 +83,8 @@ from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, prefill_p
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
-from pdplan.transfer.kv import (
-    TransferConfig,
-    TransferResult,
-    kv_shape_from_model,
-    kv_transfer,
-)
+from pdplan.transfer.kv import TransferResult, kv_transfer
+from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8

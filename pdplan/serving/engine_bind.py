@@ -16,6 +16,10 @@
   states one (a scenario's ``two_batch_overlap``). Where the instance runs EPLB (redundant expert slots) on the
   profile's wide-EP kernel, its prefill experts take the profile's ``eplb_prefill_routing`` law (SGLang:
   ``sglang-eplb-prefill``, AIConfigurator's rule, ``pdplan/data/moe_routing.yaml``); decode stays uniform.
+* **Data.** What the roofline prices beyond the kernel table for this instance type (EP constants, DeepEP's
+  inter-node shares, the two-batch-overlap schedule, the GPU's W4A16 / CUTLASS MoE entries), read here
+  (:func:`pdplan.io.perf_data.perf_data`, each file only where the instance type can use it) and carried as
+  :attr:`~pdplan.serving.role_hardware.RoleHardware.perf_data`: the roofline itself reads no file.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import dataclasses
 
 from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
-from pdplan.perf.moe_routing import RoutingLaw, routing_law
+from pdplan.io.perf_data import perf_data, routing_law
 from pdplan.perf.moe_wideep import MoeKernel, moe_kernel_for
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.routing_law import RoutingLaw
 from pdplan.specs.scenario import Scenario
 
 
@@ -58,7 +63,9 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         )
         table = table.model_copy(update={"framework": framework})
     tbo_default = engine.moe.two_batch_overlap if engine.moe is not None else False
-    moe_kernel = moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table)
+    tbo = hw.two_batch_overlap if hw.two_batch_overlap is not None else tbo_default
+    data = perf_data(hw.model, hw.gpu, table, tp=hw.tp, dp=hw.dp, ep=hw.ep, two_batch_overlap=tbo)
+    moe_kernel = moe_kernel_for(engine.moe, hw.ep, hw.precision.weight_bytes, table, data)
     util = memory_utilization
     if util is None:
         util = engine.kv_memory.usable_fraction(
@@ -75,8 +82,9 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
         engine=engine,
         moe_kernel=moe_kernel,
-        two_batch_overlap=hw.two_batch_overlap if hw.two_batch_overlap is not None else tbo_default,
+        two_batch_overlap=tbo,
         prefill_routing=eplb_prefill_routing(engine, moe_kernel, hw.redundant_experts),
+        perf_data=data,
     )
 
 

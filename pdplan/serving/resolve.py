@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar, overload
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.expert_parallel import parallelism_error
-from pdplan.perf.roofline import Precision
+from pdplan.perf.precision import Precision
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.serving.role_hardware import RoleHardware

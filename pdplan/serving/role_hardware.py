@@ -9,19 +9,21 @@ decode τ(B, K), chunk prices) is :mod:`pdplan.serving.roles`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.perf.kernels import KernelTable
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.memory import InstanceMemory, instance_memory
-from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import MoeKernel
-from pdplan.perf.roofline import Precision
+from pdplan.perf.precision import Precision
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
+from pdplan.specs.perf_data import PerfData
+from pdplan.specs.routing_law import RoutingLaw
 from pdplan.units import GIB
 
 
@@ -57,6 +59,10 @@ class RoleHardware:
     prefill_routing: RoutingLaw | None = None
     """How prefill tokens spread over experts (:mod:`pdplan.perf.moe_routing`); None: uniform. Set by the engine
     profile where EPLB runs (:func:`pdplan.serving.engine_bind.with_engine`); decode stays uniform."""
+    perf_data: PerfData = field(default_factory=PerfData)
+    """What the roofline prices beyond the kernel table for this instance type (EP constants, the overlap schedule,
+    the GPU's W4A16 / CUTLASS MoE entries), read by :func:`pdplan.io.perf_data.perf_data` in
+    :func:`pdplan.serving.engine_bind.with_engine`; empty: none loaded."""
 
     def __post_init__(self) -> None:
         """Weights never wider than the checkpoint stores them (an FP8 checkpoint is served in FP8)."""
@@ -81,8 +87,13 @@ class RoleHardware:
 
     @property
     def moe_options(self) -> dict[str, object]:
-        """The MoE-kernel keyword arguments of :func:`pdplan.perf.roofline.phase_time` for this instance type."""
-        return {"moe_kernel": self.moe_kernel, "two_batch_overlap": bool(self.two_batch_overlap)}
+        """The keyword arguments of :func:`pdplan.perf.roofline.phase_time` the engine binding sets for this instance
+        type: the MoE kernel, two-batch overlap and the data beyond the kernel table."""
+        return {
+            "moe_kernel": self.moe_kernel,
+            "two_batch_overlap": bool(self.two_batch_overlap),
+            "data": self.perf_data,
+        }
 
     @property
     def gpus_per_instance(self) -> int:
@@ -95,6 +106,7 @@ def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
     mem = instance_memory(
         hw.model,
         hw.gpu.memory_bytes,
+        defaults=serving_defaults(),
         tp=hw.tp,
         pp=hw.pp,
         weight_dtype_bytes=hw.precision.weight_bytes,

@@ -50,7 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize, nnls
 
-from pdplan.perf.ops import PassShape, forward_ops, parallel_fields
+from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
@@ -274,15 +276,15 @@ def step_bytes(hw: RoleHardware, batch: FloatArray, context: FloatArray) -> Floa
     shape = PassShape("decode", b, c, tp, prec.act_bytes, prec.weight_bytes, prec.kv_bytes, **par)  # type: ignore[arg-type]
     total = np.zeros(np.broadcast_shapes(b.shape, c.shape))
     for op in forward_ops(hw.model, shape):
-        d = op.dims
-        if op.kind == "gemm":
-            total = total + op.count * d["k"] * d["n"] * d.get("repeat", 1.0) * prec.weight_bytes
-        elif op.kind == "moe":  # the experts the batch hits on the busiest GPU (pdplan.perf.moe)
-            total = total + op.count * d["weight_bytes"]
-        elif op.kind == "attn_decode":
-            total = total + op.count * d["batch"] * d["context"] * d["kv_bytes_per_token"]
-        elif op.kind == "linear_attn":
-            total = total + op.count * d["batch"] * d["state_bytes"]
+        match op:
+            case GemmOp():
+                total = total + op.count * op.k * op.n * prec.weight_bytes
+            case MoeOp():  # the experts the batch hits on the busiest GPU (pdplan.perf.moe)
+                total = total + op.count * op.weight_bytes
+            case DecodeAttentionOp():
+                total = total + op.count * op.batch * op.context * op.kv_bytes_per_token
+            case LinearAttentionOp():
+                total = total + op.count * op.batch * op.state_bytes
     return np.asarray(total, dtype=np.float64)
 
 

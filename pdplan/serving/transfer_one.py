@@ -6,10 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.perf.roofline import Precision, prefill_time_s
+from pdplan.io.perf_data import perf_data
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import prefill_time_s
 from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.specs.command_line import flag
-from pdplan.transfer.kv import GRANULARITIES, TransferConfig, transfer_for_request
+from pdplan.transfer.kv import transfer_for_request
+from pdplan.transfer.kv_inputs import GRANULARITIES, TransferConfig
 
 if TYPE_CHECKING:
     from pdplan.specs.model import ModelSpec
@@ -70,13 +73,15 @@ def one_transfer(
 def _prefill(catalog: Catalog, model: ModelSpec, gpu: str, tokens: int, tp: int, kv_dtype: str) -> tuple[float, float]:
     """(prefill time of the request alone on ``gpu`` at TP ``tp``, s; the GPU's HBM bandwidth, B/s)."""
     gpu_spec = catalog.gpu(gpu)
+    table = catalog.kernel_table(gpu_spec.name)
     time_s = prefill_time_s(
         model,
         gpu_spec,
-        catalog.kernel_table(gpu_spec.name),
+        table,
         batch=1,
         tokens=tokens,
         tp=tp,
         precision=Precision(kv_bytes=DTYPE_BYTES[kv_dtype]),
+        data=perf_data(model, gpu_spec, table, tp=tp),
     )
     return float(time_s), gpu_spec.memory_bytes_per_s

@@ -60,7 +60,8 @@ from pdplan.serving.roles import decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.spec import StepTimeFn
 from pdplan.transfer.fan_in import side_busy_s
-from pdplan.transfer.kv import kv_shape_from_model, kv_transfer
+from pdplan.transfer.kv import kv_transfer
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import Binding, FloatArray
 from pdplan.types import Int64Array as IntArray
 
@@ -185,7 +186,7 @@ def sim_chunk_price(hw: RoleHardware, budget_tokens: int, max_context: float) ->
     def split(tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
         pt = phase_time(
             hw.model, hw.gpu, hw.table, phase="prefill", batch=1.0, tokens=tokens, tp=hw.tp, pp=hw.pp,
-            precision=hw.precision, detail=False,
+            precision=hw.precision, detail=False, data=hw.perf_data,
         )  # fmt: skip
         attn = sum((op.time_s for op in pt.ops if op.kind == "attn_prefill"), np.zeros(tokens.shape))
         return np.asarray(np.broadcast_to(pt.time_s, tokens.shape) - attn, np.float64), np.asarray(attn, np.float64)

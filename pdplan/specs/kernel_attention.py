@@ -1,7 +1,7 @@
 """Attention entries of the kernel table: the FlashAttention-style prefill and decode cost parameters and their
 CTA tiling (formulas in :mod:`pdplan.perf.kernels` and :mod:`pdplan.perf.tiling`).
 
-Split out of :mod:`pdplan.specs.kernel_table`, which re-exports every class here.
+Split out of :mod:`pdplan.specs.kernel_table`, whose :class:`~pdplan.specs.kernel_table.KernelTable` holds them.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ A :class:`KernelTable` holds dimensionless efficiencies, saturation constants, l
 kernels' CTA tiling and all-reduce α/β; the GPU's datasheet peaks come from a :class:`GpuPeaks` object
 (any ``GpuSpec``). The formulas that use these numbers are in :mod:`pdplan.perf.kernels`; each class
 here says which formula its fields enter. Units: seconds, FLOP/s, bytes, bytes/s, elements. The attention
-entries live in :mod:`pdplan.specs.kernel_attention`, the number types in :mod:`pdplan.specs.kernel_fields`; both
-are re-exported here.
+entries live in :mod:`pdplan.specs.kernel_attention`, the number types in :mod:`pdplan.specs.kernel_fields`
+(import them from there).
 """
 
 from __future__ import annotations
@@ -18,20 +18,15 @@ from pydantic import Field, model_validator
 from pdplan.specs.base import FrozenModel
 from pdplan.specs.kernel_attention import (
     DecodeAttentionParams,
-    DecodeTiling,
     PrefillAttentionParams,
-    PrefillTiling,
-    Tiling,
 )
 from pdplan.specs.kernel_fields import (
     Exponent,
     Fraction,
-    HeadDimFactor,
     L2Mode,
     NonNegative,
     Positive,
     Speedup,
-    TileSize,
 )
 from pdplan.specs.moe_wideep import WideEpMoeParams, WideEpPhase
 
@@ -41,31 +36,18 @@ __all__ = [
     "A2aParams",
     "AllreduceParams",
     "AlphaBeta",
-    "DecodeAttentionParams",
-    "DecodeTiling",
     "ElementwiseParams",
-    "Exponent",
-    "Fraction",
     "FrameworkParams",
     "GemmFlavour",
     "GemmParams",
     "GpuPeaks",
-    "HeadDimFactor",
     "KernelTable",
     "KvFlavour",
-    "L2Mode",
     "LinearAttentionParams",
     "LinearPhase",
     "MlaKey",
     "MlaParams",
     "MoeParams",
-    "NonNegative",
-    "Positive",
-    "PrefillAttentionParams",
-    "PrefillTiling",
-    "Speedup",
-    "TileSize",
-    "Tiling",
     "uncalibrated_warning",
 ]
 

@@ -20,14 +20,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.transfer.kv import (
-    LinkLike,
-    TransferConfig,
-    TransferResult,
-    effective_bandwidth_bytes_per_s,
-    expectation,
-    require,
-)
+from pdplan.transfer.kv import TransferResult, expectation
+from pdplan.transfer.kv_inputs import LinkLike, TransferConfig, effective_bandwidth_bytes_per_s, require
 from pdplan.types import FloatArray
 
 

@@ -40,8 +40,8 @@ latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chu
 completion time ``T_p + exposed`` never decreases.
 
 **Fan-in / link queue**: :mod:`pdplan.transfer.fan_in` (which side of the x→y fan-in is busier, and its
-M/G/1). **Inputs** (:class:`KvShape`, :class:`TransferConfig`, the link protocol): :mod:`pdplan.transfer.kv_inputs`,
-re-exported here.
+M/G/1). **Inputs** (:class:`~pdplan.transfer.kv_inputs.KvShape`, :class:`~pdplan.transfer.kv_inputs.TransferConfig`,
+the link protocol): :mod:`pdplan.transfer.kv_inputs`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.transfer.kv_inputs import (
-    GRANULARITIES,
     Granularity,
     KvShape,
     LinkLike,
@@ -68,21 +67,11 @@ from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
 
 __all__ = [
-    "GRANULARITIES",
-    "Granularity",
-    "KvShape",
-    "LinkLike",
-    "ModelLike",
-    "TransferConfig",
     "TransferResult",
-    "effective_bandwidth_bytes_per_s",
     "expectation",
     "kv_bytes_per_request",
-    "kv_shape_from_model",
     "kv_transfer",
     "pipeline_exposed_s",
-    "replication_factor",
-    "require",
     "transfer_for_request",
 ]
 

@@ -1,6 +1,6 @@
 """The inputs of a KV transfer (:mod:`pdplan.transfer.kv`): what is sent (:class:`KvShape`), how
 (:class:`TransferConfig`), over what (:class:`LinkLike`), and the replication and bandwidth rules they imply
-(formulas in the :mod:`pdplan.transfer.kv` docstring, which re-exports every name here).
+(formulas in the :mod:`pdplan.transfer.kv` docstring).
 """
 
 from __future__ import annotations

@@ -96,8 +96,10 @@ def test_validate(capsys: pytest.CaptureFixture[str]) -> None:
     ("phase", "tp", "dtype"), [("decode", 4, "bf16"), ("prefill", 1, "fp8"), ("prefill", 1, "bf16")]
 )
 def test_roofline(phase: str, tp: int, dtype: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pdplan.io.serving_defaults import serving_defaults
     from pdplan.perf.memory import instance_memory
-    from pdplan.perf.roofline import Precision, phase_time
+    from pdplan.perf.precision import Precision
+    from pdplan.perf.roofline import phase_time
     from pdplan.report.perf import RooflineRun, roofline_view, roofline_warnings
 
     catalog = open_catalog()
@@ -107,7 +109,7 @@ def test_roofline(phase: str, tp: int, dtype: str, capsys: pytest.CaptureFixture
     time = phase_time(
         model, gpu, table, phase=phase, batch=8, tokens=2048, tp=tp, precision=Precision(weight_bytes=nbytes)
     )
-    memory = instance_memory(model, gpu.memory_bytes, tp=tp, weight_dtype_bytes=nbytes)
+    memory = instance_memory(model, gpu.memory_bytes, defaults=serving_defaults(), tp=tp, weight_dtype_bytes=nbytes)
     run_ = RooflineRun(model, gpu, table, batch=8, tokens=2048, tp=tp, pp=1, time=time, memory=memory)
     argv = ["roofline", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--phase", phase, "--dtype", dtype]
     assert cli_json(capsys, *argv, "--tp", str(tp), "--batch", "8", "--tokens", "2048") == library_json(

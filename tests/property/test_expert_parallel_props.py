@@ -13,6 +13,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.memory import instance_memory
 from pdplan.serving import build_model, resolve
@@ -24,7 +25,9 @@ MOE = ("mixtral-8x7b", "qwen3-235b-a22b", "deepseek-v3")
 
 def _weights(model: str, tp: int, dp: int, ep: int, dtype_bytes: float) -> float:
     m = CATALOG.model(model)
-    mem = instance_memory(m, 80 * 2**30, tp=tp, dp=dp, ep=ep, weight_dtype_bytes=dtype_bytes)
+    mem = instance_memory(
+        m, 80 * 2**30, defaults=serving_defaults(), tp=tp, dp=dp, ep=ep, weight_dtype_bytes=dtype_bytes
+    )
     return float(mem.weight_bytes)
 
 

@@ -11,11 +11,24 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.kernels import KernelTable, allreduce_time_s
+from pdplan.io.perf_data import perf_data
+from pdplan.perf.kernels import allreduce_time_s
 from pdplan.perf.mla import mla_params
 from pdplan.perf.moe import moe_shape
-from pdplan.perf.ops import MLA_PHASE, Op, PassShape, forward_ops
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_types import (
+    AllReduceOp,
+    DecodeAttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    MoeOp,
+    Op,
+    PassShape,
+    PrefillAttentionOp,
+)
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
+from pdplan.specs.kernel_table import KernelTable
 
 CATALOG = open_catalog()
 MOE_MODELS = ["qwen3-235b-a22b", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1", "kimi-k2"]
@@ -25,41 +38,41 @@ BF16, FP8 = Precision(weight_bytes=2.0), Precision(weight_bytes=1.0)
 
 
 def _decode_s(model: str, gpu: str, tp: int, batch: int, context: int, prec: Precision) -> float:
-    m, g = CATALOG.model(model), CATALOG.gpu(gpu)
-    pt = phase_time(m, g, CATALOG.kernel_table(gpu), phase="decode", batch=batch, tokens=context, tp=tp, precision=prec)
+    m, g, table = CATALOG.model(model), CATALOG.gpu(gpu), CATALOG.kernel_table(gpu)
+    data = perf_data(m, g, table, tp=tp)
+    pt = phase_time(m, g, table, phase="decode", batch=batch, tokens=context, tp=tp, precision=prec, data=data)
     return float(pt.time_s)
 
 
 def _op_bytes(op: Op, weight_bytes: float) -> float:
     """Bytes one run of ``op`` must read: the weights it touches, or the KV of every sequence."""
-    d = op.dims
-    if op.kind == "gemm":
-        return float(d["k"] * d["n"]) * (2.0 if "bf16" in d else weight_bytes)
-    if op.kind == "moe":
-        return float(d["weight_bytes"])
-    if op.kind == "attn_decode":
-        return float(d["batch"] * d["context"] * d["kv_bytes_per_token"])
+    match op:
+        case GemmOp():
+            return float(op.k * op.n) * (2.0 if op.bf16 else weight_bytes)
+        case MoeOp():
+            return float(op.weight_bytes)
+        case DecodeAttentionOp():
+            return float(op.batch * op.context * op.kv_bytes_per_token)
     return 0.0
 
 
 def _latency_s(op: Op, gpu: str, table: KernelTable, prec: Precision) -> float:
     """The measured minimum of one run of ``op``'s kernel: the fixed per-call time of its fitted family."""
-    d = op.dims
-    if "mla_phase" in d:
-        phase = "prefill" if float(d["mla_phase"]) == MLA_PHASE["prefill"] else "decode"
-        mla = mla_params(table, phase, prec.gemm_flavour, prec.kv_bytes)  # type: ignore[arg-type]
-        if mla is not None and op.kind != "gemm":
+    if isinstance(op, PrefillAttentionOp | DecodeAttentionOp) and op.mla is not None:
+        mla = mla_params(table, "prefill" if op.kind == "attn_prefill" else "decode", prec.gemm_flavour, prec.kv_bytes)
+        if mla is not None:
             return mla.overhead_s
-    if op.kind == "gemm":
-        return table.gemm["bf16" if "bf16" in d else prec.gemm_flavour].overhead_s
-    if op.kind == "moe":
-        return table.moe[prec.gemm_flavour].overhead_s
-    if op.kind == "attn_decode":
-        return table.decode_attention["fp8" if prec.kv_bytes <= 1.0 else "bf16"].overhead_s
-    if op.kind == "allreduce":
-        return float(allreduce_time_s(np.array(0.0), d["gpus"], CATALOG.gpu(gpu), table))
-    if op.kind == "elementwise":
-        return table.elementwise.overhead_s
+    match op:
+        case GemmOp():
+            return table.gemm["bf16" if op.bf16 else prec.gemm_flavour].overhead_s
+        case MoeOp():
+            return table.moe[prec.gemm_flavour].overhead_s
+        case DecodeAttentionOp():
+            return table.decode_attention["fp8" if prec.kv_bytes <= 1.0 else "bf16"].overhead_s
+        case AllReduceOp():
+            return float(allreduce_time_s(np.array(0.0), op.gpus, CATALOG.gpu(gpu), table))
+        case ElementwiseOp():
+            return table.elementwise.overhead_s
     return 0.0
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.transfer.kv import GRANULARITIES, Granularity, KvShape, TransferConfig, kv_transfer
+from pdplan.transfer.kv import kv_transfer
+from pdplan.transfer.kv_inputs import GRANULARITIES, Granularity, KvShape, TransferConfig
 
 
 @dataclass(frozen=True)

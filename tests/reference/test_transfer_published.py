@@ -13,12 +13,8 @@ import numpy as np
 import pytest
 
 from pdplan.transfer.fan_in import required_bandwidth_bytes_per_s
-from pdplan.transfer.kv import (
-    KvShape,
-    TransferConfig,
-    kv_bytes_per_request,
-    kv_transfer,
-)
+from pdplan.transfer.kv import kv_bytes_per_request, kv_transfer
+from pdplan.transfer.kv_inputs import KvShape, TransferConfig
 
 GIB = 2.0**30
 

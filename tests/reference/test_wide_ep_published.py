@@ -108,9 +108,10 @@ from __future__ import annotations
 import pytest
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.moe_routing import routing_law
+from pdplan.io.perf_data import perf_data, routing_law
 from pdplan.perf.moe_wideep import moe_kernel_for
-from pdplan.perf.roofline import PhaseTime, Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import PhaseTime, phase_time
 
 TOLERANCE = 0.20
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
@@ -121,9 +122,11 @@ GPUS_PER_NODE = 8
 def _sglang_moe(ep: int) -> dict[str, object]:
     """The expert kernel the SGLang profile's rule picks on H100 at this EP, with two-batch overlap as the run had."""
     c = open_catalog()
-    kernel = moe_kernel_for(c.engine("sglang").moe, ep, FP8.weight_bytes, c.kernel_table("h100-sxm"))
+    model, gpu, table = c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm")
+    data = perf_data(model, gpu, table, tp=1, dp=ep, ep=ep, two_batch_overlap=True)
+    kernel = moe_kernel_for(c.engine("sglang").moe, ep, FP8.weight_bytes, table, data)
     assert kernel == "deepgemm_wideep"
-    return {"moe_kernel": kernel, "two_batch_overlap": True}
+    return {"moe_kernel": kernel, "two_batch_overlap": True, "data": data}
 
 
 def _prefill_pass(isl: int, routing: str | None = None, *, detail: bool = False) -> PhaseTime:

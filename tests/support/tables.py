@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdplan.perf.kernels import KernelTable
+from pdplan.specs.kernel_table import KernelTable
 
 SHARP_Q = 64.0  # smooth_max ≈ max within 1.1% when the two terms are equal, exact to <1e-9 when 2x apart
 

@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import perf_data
 from pdplan.perf import roofline
 from pdplan.perf.act_quant import DISPATCH_QUANT_OP, dispatch_quant_ops, group_quant_bytes
-from pdplan.perf.ops import Op, PassShape, Phase, forward_ops, parallel_fields
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_types import Op, PassShape, Phase
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import parallel_fields
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
 
@@ -38,7 +42,7 @@ def test_only_the_wideep_prefill_dispatch_is_quantised_apart() -> None:
     assert op.name == DISPATCH_QUANT_OP
     assert op.kind == "elementwise"
     assert op.count == 58.0
-    assert float(op.dims["bytes"]) == pytest.approx(355_991_552.0)
+    assert float(op.bytes) == pytest.approx(355_991_552.0)
     # the fused and CUTLASS tables time a BF16 input (quantisation inside); decode's low-latency dispatch casts in
     # its own kernel; no all-to-all (EP 1, or EP without attention DP), nothing to quantise before it
     assert dispatch_quant_ops(prefill, 2.0, "fused") == []
@@ -50,10 +54,11 @@ def test_only_the_wideep_prefill_dispatch_is_quantised_apart() -> None:
 
 def _wide_prefill(kernel: str) -> tuple[float, float]:
     c = open_catalog()
+    model, gpu, table = c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm")
     pt = phase_time(
-        c.model("deepseek-v3"),
-        c.gpu("h100-sxm"),
-        c.kernel_table("h100-sxm"),
+        model,
+        gpu,
+        table,
         phase="prefill",
         batch=32 * 4,
         tokens=4096,
@@ -61,6 +66,7 @@ def _wide_prefill(kernel: str) -> tuple[float, float]:
         ep=32,
         precision=FP8,
         moe_kernel=kernel,  # type: ignore[arg-type]
+        data=perf_data(model, gpu, table, dp=32, ep=32),
     )
     quant = sum(float(op.time_s) for op in pt.ops if op.name == DISPATCH_QUANT_OP)
     return float(pt.time_s), quant

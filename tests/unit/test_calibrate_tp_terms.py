@@ -11,7 +11,8 @@ from support.calibration import calibration_file
 from pdplan.calibrate.phase_times import Measurement, _group_predictor, check, fit, read_measurements, scaled_table
 from pdplan.io.catalog import open_catalog
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 
 CATALOG = open_catalog()
 DECODE = [(1, 1024), (8, 2048), (32, 1024), (64, 4096), (128, 2048)]

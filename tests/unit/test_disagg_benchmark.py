@@ -21,6 +21,7 @@ from pdplan.benchmark.disaggregated_loop import (
 )
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
+from pdplan.io.expert_parallel import expert_parallel_defaults
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.expert_parallel import allreduce_s
 from pdplan.perf.kernels import allreduce_time_s
@@ -30,6 +31,7 @@ from pdplan.serving.checks.physics import PhysicsInvariantError
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import step_bytes
+from pdplan.specs.perf_data import PerfData
 
 BASE = DisaggLoopInputs(
     prefill_service_s=0.1,
@@ -194,8 +196,9 @@ def test_cross_node_allreduce_by_hand() -> None:
     gpu, table = catalog.gpu("h100-sxm"), catalog.kernel_table("h100-sxm")
     message = np.array(14336.0)
     inside = float(allreduce_time_s(message, 8, gpu, table))
-    assert float(allreduce_s(message, 8, gpu, table)) == inside
-    assert float(allreduce_s(message, 16, gpu, table)) == pytest.approx(inside + 10e-6 + 1792.0 / 50e9, rel=1e-12)
+    data = PerfData(expert_parallel=expert_parallel_defaults())
+    assert float(allreduce_s(message, 8, gpu, table, data)) == inside
+    assert float(allreduce_s(message, 16, gpu, table, data)) == pytest.approx(inside + 10e-6 + 1792.0 / 50e9, rel=1e-12)
 
 
 def test_tp_across_whole_nodes_only() -> None:

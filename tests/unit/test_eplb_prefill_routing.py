@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.moe_routing import RoutingLaw
-from pdplan.perf.roofline import Precision
+from pdplan.perf.precision import Precision
 from pdplan.serving.engine_bind import eplb_prefill_routing, with_engine
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import _prefill_time
+from pdplan.specs.routing_law import RoutingLaw
 
 
 def _hw(ep: int, redundant: int) -> RoleHardware:

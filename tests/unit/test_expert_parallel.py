@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.expert_parallel import expert_parallel_defaults
+from pdplan.io.perf_data import perf_data
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.expert_parallel import a2a_time_s, exposed_gather_s, moe_tp_size, parallelism_error
 from pdplan.perf.memory import expert_weight_bytes, instance_memory
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 
 CAT = open_catalog()
 
@@ -25,6 +29,7 @@ def test_a2a_hand_worked() -> None:
         gpus_per_node=8,
         scale_up_bytes_per_s=450e9,
         mode="low_latency",
+        defaults=expert_parallel_defaults(),
     )
     assert float(t) == pytest.approx(8 * 128 * 7168 * 3 / 50e9 + 21e-6, rel=1e-12)
 
@@ -32,6 +37,7 @@ def test_a2a_hand_worked() -> None:
 def test_a2a_inside_a_node_uses_nvlink_and_ep1_is_free() -> None:
     """EP8 on one node: 7 destinations (ep − 1 < top-8) over 450 GB/s, normal mode latency 55 µs; EP1: 0."""
     kw = {"hidden": 7168, "top_k": 8, "num_experts": 256, "gpus_per_node": 8, "scale_up_bytes_per_s": 450e9}
+    kw["defaults"] = expert_parallel_defaults()
     t = a2a_time_s(1000, ep=8, group_gpus=8, mode="normal", **kw)
     assert float(t) == pytest.approx(7 * 1000 * 7168 * 3 / 450e9 + 55e-6, rel=1e-12)
     assert float(a2a_time_s(1000, ep=1, group_gpus=8, mode="normal", **kw)) == 0.0
@@ -53,7 +59,15 @@ def test_weights_per_gpu_with_dp_ep() -> None:
     experts = expert_weight_bytes(ds, 1.0)
     dense = ds.weight_bytes(1.0) - experts
     mem = instance_memory(
-        ds, 80 * 2**30, tp=1, dp=32, ep=32, redundant_experts=32, weight_dtype_bytes=1.0, kv_dtype_bytes=1.0
+        ds,
+        80 * 2**30,
+        defaults=serving_defaults(),
+        tp=1,
+        dp=32,
+        ep=32,
+        redundant_experts=32,
+        weight_dtype_bytes=1.0,
+        kv_dtype_bytes=1.0,
     )
     assert float(mem.weight_bytes) == pytest.approx(dense + experts * 288 / 256 / 32, rel=1e-12)
     assert float(mem.gpus_per_instance) == 32.0
@@ -76,8 +90,9 @@ def test_ep_moves_expert_work_and_adds_all_to_all() -> None:
     ds, gpu, table = CAT.model("deepseek-v3"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
     prec = Precision(1.0, 2.0, 1.0)
     tp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, precision=prec)
-    ep = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, ep=8, precision=prec)
-    dp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=1, dp=8, ep=8, precision=prec)
+    data = perf_data(ds, gpu, table, tp=8, ep=8)
+    ep = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=8, ep=8, precision=prec, data=data)
+    dp = phase_time(ds, gpu, table, phase="decode", batch=64, tokens=2000, tp=1, dp=8, ep=8, precision=prec, data=data)
     names = {op.name: op for op in dp.ops}
     assert "ep.all_to_all" in names
     assert names["ep.all_to_all"].count == 58.0
@@ -92,5 +107,6 @@ def test_ep_moves_expert_work_and_adds_all_to_all() -> None:
 
 def test_gather_hides_behind_compute_when_saturated() -> None:
     """ZeRO-Prefill: γ·t_gather ≤ t_layer hides the gather entirely; beyond, the excess shows."""
-    assert float(exposed_gather_s(np.array(1.0), np.array(2.0))) == 0.0
-    assert float(exposed_gather_s(np.array(1.0), np.array(0.5))) == pytest.approx(1.1 - 0.5)
+    gamma = expert_parallel_defaults().gather_overlap_jitter
+    assert float(exposed_gather_s(np.array(1.0), np.array(2.0), gamma)) == 0.0
+    assert float(exposed_gather_s(np.array(1.0), np.array(0.5), gamma)) == pytest.approx(1.1 - 0.5)

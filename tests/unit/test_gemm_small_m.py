@@ -9,7 +9,8 @@ from pydantic import ValidationError
 from support.tables import SHARP_Q, ToyGpu
 
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import GemmParams, KernelTable, gemm_time_s
+from pdplan.perf.kernels import gemm_time_s
+from pdplan.specs.kernel_table import GemmParams, KernelTable
 
 N = K = 8192.0
 GENERAL = {

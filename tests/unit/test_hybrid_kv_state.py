@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 from pdplan.benchmark.colocated_loop import LoopInputs, admitted
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.memory import instance_memory
 from pdplan.queueing import LinearStepTime, decode_workload, kv_footprint
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import decode_perf
 from pdplan.sim import DecodePool, Disaggregated, PrefillPool, Requests, simulate
-from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.transfer.kv import kv_bytes_per_request
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 
 GIB = 2**30
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +55,7 @@ def test_qwen3_next_state_bytes_by_hand() -> None:
 def test_qwen3_next_capacity_in_sequences_by_hand() -> None:
     # TP 4 on 80 GiB: 2 KV heads -> each held twice (k = 2 x 24,576 per token per instance); the state is split
     # (S = 4 x 19,316,736 = 77,266,944 per instance), so a sequence costs s = S / k = 1,572 extra token slots.
-    mem = instance_memory(open_catalog().model("qwen3-next-80b-a3b"), 80 * GIB, tp=4)
+    mem = instance_memory(open_catalog().model("qwen3-next-80b-a3b"), 80 * GIB, defaults=serving_defaults(), tp=4)
     assert float(mem.kv_bytes_per_token_instance[()]) == 2 * QWEN_KV_PER_TOKEN
     assert float(np.ravel(mem.state_bytes_per_seq_instance)[0]) == QWEN_STATE
     assert float(mem.state_tokens_per_seq) == 1572.0
@@ -78,7 +80,7 @@ def test_mimo_window_kv_by_hand() -> None:
     assert model.kv_bytes_per_token(2.0) == MIMO_KV_PER_TOKEN
     assert model.sequence_cache_bytes(1000, 2.0) == MIMO_WINDOW + 1000 * MIMO_KV_PER_TOKEN
     # TP 8: window layers' 8 KV heads one per rank; the global layers' 4 KV heads held twice
-    mem = instance_memory(model, 141e9, tp=8, weight_dtype_bytes=1.0)
+    mem = instance_memory(model, 141e9, defaults=serving_defaults(), tp=8, weight_dtype_bytes=1.0)
     assert float(np.ravel(mem.state_bytes_per_seq_instance)[0]) == MIMO_WINDOW
     assert float(mem.state_tokens_per_seq) == pytest.approx(MIMO_WINDOW / (2 * MIMO_KV_PER_TOKEN))  # 554.67
 
@@ -89,7 +91,7 @@ def test_dense_and_mla_hold_no_state() -> None:
     assert llama.sequence_state_bytes(2.0, tp=8) == 0.0
     assert llama.sequence_cache_bytes(1000, 2.0, tp=8) == 1000 * 327_680 / 8
     for name in ("llama-3.1-70b", "deepseek-v3"):
-        mem = instance_memory(cat.model(name), 141e9, tp=8)
+        mem = instance_memory(cat.model(name), 141e9, defaults=serving_defaults(), tp=8)
         assert mem.state_bytes_per_seq_instance == 0.0
         assert float(mem.state_tokens_per_seq) == 0.0
 
@@ -140,7 +142,7 @@ def test_capacity_never_rises_with_the_state(b_lo: float, extra: float, s_lo: fl
         la = model.linear_attention
         assert la is not None
         bigger = model.model_copy(update={"linear_attention": la.model_copy(update={"state_dtype_bytes": b})})
-        seqs.append(float(instance_memory(bigger, 80 * GIB, tp=4).max_sequences(4096)))
+        seqs.append(float(instance_memory(bigger, 80 * GIB, defaults=serving_defaults(), tp=4).max_sequences(4096)))
     assert seqs[1] <= seqs[0]
     rates = [
         fast_decode_capacity(

@@ -20,7 +20,7 @@ from pdplan.errors import exit_code_for
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.perf.ops import Phase
+from pdplan.perf.op_types import Phase
 from pdplan.perf.roofline import phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.serving import build_model, resolve

@@ -9,7 +9,6 @@ from support.tables import ToyGpu
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.kernel_tables import load_kernel_table, packaged_table_ids
 from pdplan.perf.kernels import (
-    KernelTable,
     allreduce_time_s,
     decode_attention_time_s,
     elementwise_time_s,
@@ -18,6 +17,7 @@ from pdplan.perf.kernels import (
     prefill_attention_time_s,
     smooth_max,
 )
+from pdplan.specs.kernel_table import KernelTable
 
 Gpu = ToyGpu  # 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM
 

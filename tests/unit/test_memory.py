@@ -18,7 +18,7 @@ def test_defaults_have_sources() -> None:
 
 def test_llama70b_does_not_fit_one_h100_but_fits_two() -> None:
     model = open_catalog().model("llama-3.1-70b")
-    mem = instance_memory(model, 80 * GIB, tp=[1, 2], max_num_batched_tokens=8192)
+    mem = instance_memory(model, 80 * GIB, defaults=serving_defaults(), tp=[1, 2], max_num_batched_tokens=8192)
     # weights 70.55e9 x 2 B = 141.1 GB > 0.9 x 85.9 GB usable
     assert mem.fits.tolist() == [False, True]
     # TP2: usable 0.9·80 GiB = 77.31 GB; weights 70.55 GB; workspace 8192·(4·8192 + 2·28672/2)·2 B = 1.01 GB

@@ -7,8 +7,10 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.mla import mla_core_flops_bytes, mla_core_time_s, mla_gemms, mla_key, mla_module_time_s
-from pdplan.perf.ops import PassShape, forward_ops
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.specs.kernel_table import MlaParams
 
 CAT = open_catalog()

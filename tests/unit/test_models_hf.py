@@ -66,7 +66,8 @@ def test_mimo_v2_flash_sliding_window_kv() -> None:
     """MiMo-V2-Flash (fixture: its config.json as AIConfigurator ships it): 9 global layers of 4 KV heads x (192 + 128)
     x 2 B = 23,040 B/token; 39 sliding-window layers of 8 KV heads, 5,120 B/token each, at most 128 tokens:
     39 x 5,120 x 128 = 25,559,040 B per sequence, whatever the prompt length."""
-    from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+    from pdplan.transfer.kv import kv_bytes_per_request
+    from pdplan.transfer.kv_inputs import kv_shape_from_model
 
     spec = load_hf_config(HF / "mimo-v2-flash.json")
     assert (spec.num_kv_layers, spec.num_swa_layers, spec.swa_kv_heads) == (9, 39, 8)

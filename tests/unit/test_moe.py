@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import routing_law
 from pdplan.perf.moe import moe_flops_bytes, moe_params_from_gemm, moe_shape, moe_time_s
-from pdplan.perf.moe_routing import RoutingLaw, route, routing_law
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.moe_routing import route
+from pdplan.perf.op_types import MoeOp, PassShape
+from pdplan.perf.ops import forward_ops
 from pdplan.specs.kernel_table import MoeParams
+from pdplan.specs.routing_law import RoutingLaw
 
 CAT = open_catalog()
 
@@ -124,9 +127,9 @@ def test_forward_ops_default_is_plain_tp() -> None:
     model = CAT.model("qwen3-235b-a22b")
     shape = PassShape("decode", np.array(64.0), np.array(2048.0), np.array(8.0))
     (op,) = [o for o in forward_ops(model, shape) if o.kind == "moe"]
-    assert op.moe is not None
-    assert float(op.moe.ep) == 1.0
-    assert float(op.moe.inter_per_gpu) == 1536 / 8
+    assert isinstance(op, MoeOp)
+    assert float(op.layer.ep) == 1.0
+    assert float(op.layer.inter_per_gpu) == 1536 / 8
     assert op.count == 94
 
 
@@ -134,7 +137,7 @@ def test_ep_lowers_moe_weight_bytes_per_gpu() -> None:
     model = CAT.model("deepseek-r1")
     tp8 = PassShape("decode", np.array(32.0), np.array(2048.0), np.array(8.0), weight_bytes=1.0)
     ep8 = PassShape("decode", np.array(32.0), np.array(2048.0), np.array(8.0), weight_bytes=1.0, ep=8.0, moe_tp=1.0)
-    w = [next(o for o in forward_ops(model, s) if o.kind == "moe").dims["weight_bytes"] for s in (tp8, ep8)]
+    w = [next(o for o in forward_ops(model, s) if isinstance(o, MoeOp)).weight_bytes for s in (tp8, ep8)]
     # same GPUs: EP8 holds 32 whole experts per GPU, TP8 1/8 of all 256: equal bytes for a batch that hits all
     assert float(w[1]) <= float(w[0]) * (1 + 1e-9)
 

@@ -7,9 +7,11 @@ import pytest
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES, a2a_time_s, copies_per_token, node_copies_per_token, rdma_fraction
+from pdplan.io.perf_data import rdma_fractions
+from pdplan.perf.moe_a2a import FP8_DISPATCH_BYTES, a2a_time_s, copies_per_token, node_copies_per_token
 
 TABLE = open_catalog().kernel_table("h100-sxm")
+FRACTIONS = rdma_fractions()  # pdplan/data/ep_a2a.yaml
 
 
 def test_copies_per_token() -> None:
@@ -30,12 +32,13 @@ def test_across_nodes_needs_the_nic_rate_and_is_slower() -> None:
     with pytest.raises(SpecError, match="rdma_bytes_per_s"):
         a2a_time_s(128, 7168, 8, 32, "low_latency", "dispatch", TABLE)
     one = a2a_time_s(128, 7168, 8, 8, "low_latency", "dispatch", TABLE)
-    four = a2a_time_s(128, 7168, 8, 32, "low_latency", "dispatch", TABLE, rdma_bytes_per_s=50e9)
+    kw = {"rdma_bytes_per_s": 50e9, "rdma_fraction": FRACTIONS["low_latency"]}
+    four = a2a_time_s(128, 7168, 8, 32, "low_latency", "dispatch", TABLE, **kw)
     assert float(four) > float(one)
     # 24 of the 31 remote peers are off-node: that share at 0.78 of a 50 GB/s NIC
     cross = 128 * 7168 * FP8_DISPATCH_BYTES * float(copies_per_token(8, 32, "low_latency")) * 24 / 31
     ab = TABLE.ep_a2a["low_latency"].dispatch
-    assert float(four) == pytest.approx(ab.alpha_s + cross / (50e9 * rdma_fraction("low_latency")))
+    assert float(four) == pytest.approx(ab.alpha_s + cross / (50e9 * FRACTIONS["low_latency"]))
 
 
 def test_time_grows_with_tokens() -> None:
@@ -56,8 +59,9 @@ def test_normal_mode_across_nodes_counts_nodes_not_gpus() -> None:
     ab = TABLE.ep_a2a["normal"].combine
     nic, nvl = (float(x) for x in node_copies_per_token(8, 32, 8))
     row = 16384 * 7168 * 2.0
-    want = max(ab.alpha_s + row * nvl / ab.bus_bytes_per_s, ab.alpha_s + row * nic / (50e9 * rdma_fraction("normal")))
-    got = float(a2a_time_s(16384, 7168, 8, 32, "normal", "combine", TABLE, rdma_bytes_per_s=50e9))
+    want = max(ab.alpha_s + row * nvl / ab.bus_bytes_per_s, ab.alpha_s + row * nic / (50e9 * FRACTIONS["normal"]))
+    kw = {"rdma_bytes_per_s": 50e9, "rdma_fraction": FRACTIONS["normal"]}
+    got = float(a2a_time_s(16384, 7168, 8, 32, "normal", "combine", TABLE, **kw))
     assert got == pytest.approx(want)
     assert got == pytest.approx(ab.alpha_s + row * nic / (50e9 * 0.855))  # the NIC binds: 7.43 ms
     # a copy per remote GPU (5.38 per token) would be twice the NIC time

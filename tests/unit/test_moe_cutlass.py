@@ -9,47 +9,56 @@ import numpy as np
 import pytest
 
 from pdplan.errors import SpecError
+from pdplan.io import perf_data as perf_data_files
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import cutlass_params, moe_kernel_entries, perf_data
 from pdplan.perf import moe_cutlass
 from pdplan.perf.moe import moe_shape, moe_time_s
-from pdplan.perf.moe_cutlass import cutlass_params
-from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.moe_wideep import MoeRuntime
+from pdplan.specs.perf_data import PerfData
+from pdplan.specs.routing_law import RoutingLaw
 
 CAT = open_catalog()
 FP8_BLOCK_BYTES = 1.0 + 4.0 / (128.0 * 128.0)  # one fp32 scale per 128x128 block
 
 
+def _data(table: KernelTable) -> PerfData:
+    """The GPU's shipped MoE entries, as serving passes them to the rule."""
+    return PerfData(moe_kernels=moe_kernel_entries(table.gpu))
+
+
 def test_rule_trtllm_ep_fp8_runs_cutlass() -> None:
     trt = CAT.engine("trtllm").moe
-    h100, h200 = CAT.kernel_table("h100-sxm"), CAT.kernel_table("h200-sxm")
+    h100, h200, b200 = CAT.kernel_table("h100-sxm"), CAT.kernel_table("h200-sxm"), CAT.kernel_table("b200")
     assert trt is not None
     assert trt.ep_kernel == "cutlass"
-    assert moe_kernel_for(trt, 4, 1.0, h100) == "cutlass"
-    assert moe_kernel_for(trt, 8, 1.0, h200) == "cutlass"
-    assert moe_kernel_for(trt, 1, 1.0, h100) == "fused"  # no CUTLASS rows at EP 1: the fused entry
-    assert moe_kernel_for(trt, 4, 2.0, h100) == "fused"  # BF16 experts: the entry is FP8 block-scaled
-    assert moe_kernel_for(trt, 4, 1.0, CAT.kernel_table("b200")) == "fused"  # no entry (SM100 runs DeepGEMM)
-    assert moe_kernel_for(CAT.engine("vllm").moe, 4, 1.0, h100) == "fused"  # vLLM's Triton default
-    assert moe_kernel_for(CAT.engine("sglang").moe, 4, 1.0, h100) == "deepgemm_wideep"  # unchanged
+    assert moe_kernel_for(trt, 4, 1.0, h100, _data(h100)) == "cutlass"
+    assert moe_kernel_for(trt, 8, 1.0, h200, _data(h200)) == "cutlass"
+    assert moe_kernel_for(trt, 1, 1.0, h100, _data(h100)) == "fused"  # no CUTLASS rows at EP 1: the fused entry
+    assert moe_kernel_for(trt, 4, 2.0, h100, _data(h100)) == "fused"  # BF16 experts: the entry is FP8 block-scaled
+    assert moe_kernel_for(trt, 4, 1.0, b200, _data(b200)) == "fused"  # no entry (SM100 runs DeepGEMM)
+    assert moe_kernel_for(CAT.engine("vllm").moe, 4, 1.0, h100, _data(h100)) == "fused"  # vLLM's Triton default
+    assert moe_kernel_for(CAT.engine("sglang").moe, 4, 1.0, h100, _data(h100)) == "deepgemm_wideep"  # unchanged
     assert "CUTLASS" in trt.source
 
 
 def test_entry_files_name_their_kernel() -> None:
     for gpu in ("h100-sxm", "h200-sxm"):
         assert cutlass_params(gpu) is not None
-        text = (moe_cutlass.CUTLASS_DIR / f"{gpu}.yaml").read_text(encoding="utf-8")
+        text = (perf_data_files.CUTLASS_DIR / f"{gpu}.yaml").read_text(encoding="utf-8")
         assert moe_cutlass.CUTLASS_KERNEL in text
     assert cutlass_params("l40s") is None  # no file: the caller keeps the fused entry
 
 
 def test_bad_entry_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "toy.yaml").write_text("gpu: toy\nmoe_cutlass: {peak_fraction: 2.0}\n", encoding="utf-8")
-    monkeypatch.setattr(moe_cutlass, "CUTLASS_DIR", tmp_path)
+    monkeypatch.setattr(perf_data_files, "CUTLASS_DIR", tmp_path)
     cutlass_params.cache_clear()
     try:
         with pytest.raises(SpecError, match="moe_cutlass"):
@@ -78,9 +87,10 @@ def test_memory_bound_layer_by_hand() -> None:
 
 def _decode_moe_s(kernel: str, model: str = "qwen3-235b-a22b", weight_bytes: float = 1.0) -> float:
     prec = Precision(weight_bytes=weight_bytes, kv_bytes=1.0)
+    spec, gpu, table = CAT.model(model), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
     pt = phase_time(
-        CAT.model(model), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm"), phase="decode", batch=16,
-        tokens=1024, tp=8, precision=prec, ep=8, moe_kernel=kernel,  # type: ignore[arg-type]
+        spec, gpu, table, phase="decode", batch=16, tokens=1024, tp=8, precision=prec, ep=8,
+        moe_kernel=kernel, data=perf_data(spec, gpu, table, tp=8, ep=8),  # type: ignore[arg-type]
     )  # fmt: skip
     return float(next(op for op in pt.ops if op.name == "moe.experts").time_s)
 

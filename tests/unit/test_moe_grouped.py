@@ -7,7 +7,7 @@ from fitting.fit_moe import MeasuredRoutingShape, _priced_as_measured
 from fitting.moe_grouped import _selection_counts, grouped_balanced_routing
 
 from pdplan.perf.moe import moe_shape
-from pdplan.perf.moe_routing import RoutingLaw
+from pdplan.specs.routing_law import RoutingLaw
 
 E, K, GROUPS, TOP_GROUPS = 256, 8, 8, 4
 

@@ -12,7 +12,8 @@ from fitting.fit_wideep import power_law_draws
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.perf.moe_routing import RoutingLaw, route
+from pdplan.perf.moe_routing import route
+from pdplan.specs.routing_law import RoutingLaw
 
 
 def _moment(alpha: float, a: float, b: float, j: int) -> float:

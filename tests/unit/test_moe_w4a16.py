@@ -8,11 +8,13 @@ from fitting.fit_moe import MoeRows
 from fitting.fit_moe_w4a16 import MXFP4_WEIGHT_BYTES, predict_w4a16_s
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.perf_data import perf_data, w4a16_params
 from pdplan.perf.moe import moe_shape, moe_time_s
-from pdplan.perf.moe_routing import RoutingLaw
-from pdplan.perf.moe_w4a16 import uses_w4a16, w4a16_params
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.moe_w4a16 import uses_w4a16
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.specs.kernel_table import MoeParams
+from pdplan.specs.routing_law import RoutingLaw
 
 CAT = open_catalog()
 
@@ -34,7 +36,10 @@ def test_fp8_plan_of_an_mxfp4_model_is_priced_as_its_bf16_one() -> None:
         t = {}
         for dtype, wb in (("bf16", 2.0), ("fp8", 1.0)):
             prec = Precision(weight_bytes=wb, act_bytes=wb, kv_bytes=2.0)
-            pt = phase_time(model, gpu, table, phase="decode", batch=batch, tokens=2048, tp=2, precision=prec)
+            data = perf_data(model, gpu, table, tp=2)
+            pt = phase_time(
+                model, gpu, table, phase="decode", batch=batch, tokens=2048, tp=2, precision=prec, data=data
+            )
             t[dtype] = float(next(op for op in pt.ops if op.name == "moe.experts").time_s)
         assert t["fp8"] == pytest.approx(t["bf16"])
 
@@ -69,7 +74,9 @@ def test_w4a16_time_is_the_grouped_gemm_formula_with_mxfp4_weights() -> None:
 
 def test_roofline_prices_gpt_oss_experts_with_the_w4a16_entry() -> None:
     model, gpu, table = CAT.model("gpt-oss-120b"), CAT.gpu("h100-sxm"), CAT.kernel_table("h100-sxm")
-    pt = phase_time(model, gpu, table, phase="decode", batch=64, tokens=2048, tp=2)
+    pt = phase_time(
+        model, gpu, table, phase="decode", batch=64, tokens=2048, tp=2, data=perf_data(model, gpu, table, tp=2)
+    )
     experts = next(op for op in pt.ops if op.name == "moe.experts")
     s = moe_shape(64.0, 2880, 2880, 128, 4, moe_tp=2, weight_bytes=0.53125)
     want = moe_time_s(s, "bf16", gpu, table, w4a16_params("h100-sxm")) * model.num_layers

@@ -13,12 +13,13 @@ from support.calibration import calibration_file
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.perf.moe import moe_shape
-from pdplan.perf.moe_routing import RoutingLaw
 from pdplan.perf.moe_wideep import moe_kernel_for, received_rows, wideep_moe_time_s, wideep_params
-from pdplan.perf.roofline import Precision
+from pdplan.perf.precision import Precision
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.moe_wideep import MoeRuntime, WideEpMoeParams
+from pdplan.specs.perf_data import PerfData
+from pdplan.specs.routing_law import RoutingLaw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,16 +30,19 @@ class _Gpu:
     memory_bytes_per_s: float = 1e9
 
 
+NO_DATA = PerfData()  # the DeepGEMM and fused rules read no per-GPU MoE entry
+
+
 def test_rule_sglang_ep_fp8_runs_deepgemm() -> None:
     c = open_catalog()
     sglang, vllm = c.engine("sglang").moe, c.engine("vllm").moe
     h100 = c.kernel_table("h100-sxm")
-    assert moe_kernel_for(sglang, 72, 1.0, h100) == "deepgemm_wideep"
-    assert moe_kernel_for(sglang, 1, 1.0, h100) == "fused"  # no EP: SGLang's fused MoE
-    assert moe_kernel_for(sglang, 8, 2.0, h100) == "fused"  # BF16 experts: DeepGEMM's grouped GEMMs are FP8
-    assert moe_kernel_for(vllm, 72, 1.0, h100) == "fused"  # vLLM runs its fused MoE under EP too
-    assert moe_kernel_for(None, 72, 1.0, h100) == "fused"  # profiles without a moe block (trtllm, kernels)
-    assert moe_kernel_for(sglang, 8, 1.0, c.kernel_table("l40s")) == "fused"  # no DeepGEMM before Hopper
+    assert moe_kernel_for(sglang, 72, 1.0, h100, NO_DATA) == "deepgemm_wideep"
+    assert moe_kernel_for(sglang, 1, 1.0, h100, NO_DATA) == "fused"  # no EP: SGLang's fused MoE
+    assert moe_kernel_for(sglang, 8, 2.0, h100, NO_DATA) == "fused"  # BF16 experts: DeepGEMM's grouped GEMMs are FP8
+    assert moe_kernel_for(vllm, 72, 1.0, h100, NO_DATA) == "fused"  # vLLM runs its fused MoE under EP too
+    assert moe_kernel_for(None, 72, 1.0, h100, NO_DATA) == "fused"  # profiles without a moe block (trtllm, kernels)
+    assert moe_kernel_for(sglang, 8, 1.0, c.kernel_table("l40s"), NO_DATA) == "fused"  # no DeepGEMM before Hopper
 
 
 def test_rule_states_its_source() -> None:

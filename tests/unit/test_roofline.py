@@ -5,8 +5,11 @@ import pytest
 from support.tables import ToyGpu, ideal_table
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, expected_distinct_experts, forward_ops, kv_heads_per_gpu
-from pdplan.perf.roofline import Precision, decode_step_s, phase_time, prefill_time_s
+from pdplan.perf.op_types import AllReduceOp, GemmOp, PassShape, kv_heads_per_gpu
+from pdplan.perf.ops import forward_ops
+from pdplan.perf.ops_moe import expected_distinct_experts
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import decode_step_s, phase_time, prefill_time_s
 
 GPU = ToyGpu()
 TABLE = ideal_table()
@@ -56,10 +59,14 @@ def test_tensor_parallel_shards_gemms_and_adds_two_allreduces_per_layer(llama70:
     shape = PassShape("decode", np.array(4.0), np.array(512.0), np.array(4.0))
     ops = {op.name: op for op in forward_ops(llama70, shape)}  # type: ignore[arg-type]
     # q: 64 heads x 128 / 4 = 2048 columns, k and v: 8 kv heads / 4 = 2 heads x 128 = 256 each
-    assert float(ops["attn.qkv_proj"].dims["n"]) == 2048 + 2 * 256
-    assert float(ops["mlp.down"].dims["k"]) == 28672 / 4
+    qkv, down, allreduce = ops["attn.qkv_proj"], ops["mlp.down"], ops["tp.allreduce"]
+    assert isinstance(qkv, GemmOp)
+    assert isinstance(down, GemmOp)
+    assert isinstance(allreduce, AllReduceOp)
+    assert float(qkv.n) == 2048 + 2 * 256
+    assert float(down.k) == 28672 / 4
     assert ops["tp.allreduce"].count == 2 * 80
-    assert float(ops["tp.allreduce"].dims["bytes"]) == 4 * 8192 * 2  # 4 tokens x hidden x bf16
+    assert float(allreduce.bytes) == 4 * 8192 * 2  # 4 tokens x hidden x bf16
 
 
 def test_gqa_kv_heads_replicate_beyond_n_kv(llama70: object) -> None:

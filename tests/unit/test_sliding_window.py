@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 
 CAT = open_catalog()
 
 
 def _attn_ops(phase: str, batch: float, tokens: float) -> dict[str, tuple[float, dict[str, np.ndarray]]]:
     shape = PassShape(phase, np.array(batch), np.array(tokens), np.array(2.0))  # type: ignore[arg-type]
-    return {op.name: (op.count, op.dims) for op in forward_ops(CAT.model("gpt-oss-120b"), shape) if "core" in op.name}
+    ops = forward_ops(CAT.model("gpt-oss-120b"), shape)
+    return {
+        op.name: (op.count, {f.name: getattr(op, f.name) for f in dataclasses.fields(op)})
+        for op in ops
+        if "core" in op.name
+    }
 
 
 def test_gpt_oss_splits_its_attention_18_full_18_windowed() -> None:

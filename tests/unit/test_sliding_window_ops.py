@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.ops import PassShape, forward_ops
+from pdplan.perf.op_types import PassShape
+from pdplan.perf.ops import forward_ops
 
 
 def _op(model: str, phase: str, batch: float, tokens: float, tp: float, name: str) -> dict[str, np.ndarray]:
     spec = open_catalog().model(model)
     shape = PassShape(phase, np.array(batch), np.array(tokens), np.array(tp))  # type: ignore[arg-type]
     ops = {op.name: op for op in forward_ops(spec, shape)}
-    return {"count": np.array(ops[name].count), **ops[name].dims}
+    op = ops[name]
+    return {"count": np.array(op.count), **{f.name: getattr(op, f.name) for f in dataclasses.fields(op)}}
 
 
 def test_window_prefill_is_priced_as_blocks_of_the_window() -> None:

@@ -11,7 +11,8 @@ from pdplan.calibrate.benchmarks import term_value, with_terms
 from pdplan.calibrate.engine_fit import fit_overheads
 from pdplan.io.catalog import open_catalog
 from pdplan.io.engines import load_engine
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.serving.engine_bind import with_engine
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import Sourced

@@ -11,16 +11,10 @@ from support.tables import ToyGpu
 
 from pdplan.errors import SpecError
 from pdplan.io.kernel_tables import load_kernel_table
-from pdplan.perf.kernels import (
-    DecodeTiling,
-    KernelTable,
-    PrefillTiling,
-    decode_attention_time_s,
-    gemm_time_s,
-    prefill_attention_time_s,
-    stream_s,
-)
+from pdplan.perf.kernels import decode_attention_time_s, gemm_time_s, prefill_attention_time_s, stream_s
 from pdplan.perf.tiling import decode_cta_s, prefill_cta_s, sm_count
+from pdplan.specs.kernel_attention import DecodeTiling, PrefillTiling
+from pdplan.specs.kernel_table import KernelTable
 
 Gpu = ToyGpu  # 1 PFLOP/s bf16, 2 PFLOP/s fp8, 1 TB/s HBM
 

@@ -10,16 +10,13 @@ import pytest
 
 from pdplan.errors import SpecError
 from pdplan.transfer.fan_in import fan_in_link_queue, fan_in_load, link_queue, required_bandwidth_bytes_per_s
-from pdplan.transfer.kv import (
+from pdplan.transfer.kv import kv_bytes_per_request, kv_transfer, pipeline_exposed_s, transfer_for_request
+from pdplan.transfer.kv_inputs import (
     KvShape,
     TransferConfig,
     effective_bandwidth_bytes_per_s,
-    kv_bytes_per_request,
     kv_shape_from_model,
-    kv_transfer,
-    pipeline_exposed_s,
     replication_factor,
-    transfer_for_request,
 )
 
 

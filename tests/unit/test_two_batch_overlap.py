@@ -8,15 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pdplan.io.catalog import open_catalog
-from pdplan.perf.roofline import Precision, phase_time
-from pdplan.perf.two_batch_overlap import (
-    decode_windows,
-    exposed_comm_s,
-    prefill_comm_sms,
-    staged_exposed_comm_s,
-    tbo_time_s,
-    window_s,
-)
+from pdplan.io.perf_data import perf_data, two_batch_overlap_schedule
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
+from pdplan.perf.two_batch_overlap import exposed_comm_s, staged_exposed_comm_s, tbo_time_s, window_s
 
 FP8 = Precision(weight_bytes=1.0, act_bytes=2.0, kv_bytes=1.0)
 
@@ -54,7 +49,7 @@ def test_sm_split_hidden_when_comm_bound() -> None:
 
 
 def test_prefill_comm_sms_is_deepep_default() -> None:
-    assert prefill_comm_sms() == 20
+    assert two_batch_overlap_schedule().prefill_comm_sms == 20
 
 
 @given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.floats(0.0, 0.5), st.floats(0.0, 0.5))
@@ -84,10 +79,11 @@ def test_bounds(compute: float, comm: float, layers: int, moe: int) -> None:
 
 def _decode(tbo: bool, batch: float, ep: int = 72) -> float:
     c = open_catalog()
+    model, gpu, table = c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm")
     pt = phase_time(
-        c.model("deepseek-v3"),
-        c.gpu("h100-sxm"),
-        c.kernel_table("h100-sxm"),
+        model,
+        gpu,
+        table,
         phase="decode",
         batch=batch,
         tokens=2000,
@@ -97,6 +93,7 @@ def _decode(tbo: bool, batch: float, ep: int = 72) -> float:
         precision=FP8,
         moe_kernel="deepgemm_wideep",
         two_batch_overlap=tbo,
+        data=perf_data(model, gpu, table, dp=ep, ep=ep, two_batch_overlap=tbo),
     )
     assert float(pt.time_s) == pytest.approx(float(sum(op.time_s for op in pt.ops)) + pt.framework_overhead_s)
     return float(pt.time_s)
@@ -132,7 +129,7 @@ def test_window_sums_shares() -> None:
 
 def test_decode_windows_split_the_layer() -> None:
     """SGLang's decode stages: each op sits in at most one window (norms and all-reduces split between the two)."""
-    w = decode_windows()
+    w = two_batch_overlap_schedule().decode_windows
     for name in set(w["dispatch_window"]) | set(w["combine_window"]):
         total = w["dispatch_window"].get(name, 0.0) + w["combine_window"].get(name, 0.0)
         assert 0.0 < total <= 1.0, name
@@ -158,7 +155,8 @@ def test_decode_staged_between_ideal_and_serial() -> None:
     their whole all-to-all (EP72 at 256 sequences per GPU)."""
     c = open_catalog()
     args = (c.model("deepseek-v3"), c.gpu("h100-sxm"), c.kernel_table("h100-sxm"))
-    kw = {"tokens": 2000, "tp": 1, "dp": 72, "ep": 72, "precision": FP8, "moe_kernel": "deepgemm_wideep"}
+    data = perf_data(*args, dp=72, ep=72, two_batch_overlap=True)
+    kw = {"tokens": 2000, "tp": 1, "dp": 72, "ep": 72, "precision": FP8, "moe_kernel": "deepgemm_wideep", "data": data}
     staged = phase_time(*args, phase="decode", batch=72 * 256, two_batch_overlap=True, **kw)  # type: ignore[arg-type]
     comm = next(op for op in staged.ops if op.kind == "alltoall")
     compute = float(staged.time_s) - float(comm.time_s)

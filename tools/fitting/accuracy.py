@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from fitting.fit_families import decode_context_len
 from pdplan.calibrate import fit
-from pdplan.perf.kernels import GpuPeaks, KernelTable, decode_attention_time_s, gemm_time_s, prefill_attention_time_s
+from pdplan.perf.kernels import decode_attention_time_s, gemm_time_s, prefill_attention_time_s
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.types import FloatArray
 
 FAMILIES = (

@@ -8,7 +8,8 @@ import numpy as np
 
 from fitting.fit_families import F_SCALE, stub_table
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
-from pdplan.perf.kernels import AllreduceParams, AlphaBeta, GpuPeaks, allreduce_time_s
+from pdplan.perf.kernels import allreduce_time_s
+from pdplan.specs.kernel_table import AllreduceParams, AlphaBeta, GpuPeaks
 from pdplan.types import FloatArray, IntArray
 
 AB_START = {"alpha_s": 5e-6, "bus_bytes_per_s": 1e11}

@@ -19,18 +19,15 @@ from typing import Any
 import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, FitResult, error_stats, fit_parameters, subsample_index
-from pdplan.perf.kernels import (
+from pdplan.perf.kernels import decode_attention_time_s, prefill_attention_time_s
+from pdplan.specs.kernel_attention import (
     DecodeAttentionParams,
     DecodeTiling,
-    GpuPeaks,
-    KernelTable,
-    KvFlavour,
     PrefillAttentionParams,
     PrefillTiling,
     Tiling,
-    decode_attention_time_s,
-    prefill_attention_time_s,
 )
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable, KvFlavour
 from pdplan.types import FloatArray, IntArray
 
 F_SCALE = 0.05

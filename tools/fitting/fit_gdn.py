@@ -20,9 +20,8 @@ import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GpuPeaks
-from pdplan.perf.roofline import linear_attention_kernel_s
-from pdplan.specs.kernel_table import LinearAttentionParams, LinearPhase
+from pdplan.perf.op_pricing import linear_attention_kernel_s
+from pdplan.specs.kernel_table import GpuPeaks, LinearAttentionParams, LinearPhase
 from pdplan.types import FloatArray
 
 PHASES: dict[LinearPhase, str] = {"prefill": "context", "decode": "generation"}

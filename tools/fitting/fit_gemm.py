@@ -14,7 +14,8 @@ import numpy as np
 
 from fitting.fit_families import F_SCALE, stub_table
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
-from pdplan.perf.kernels import GemmFlavour, GemmParams, GpuPeaks, gemm_time_s
+from pdplan.perf.kernels import gemm_time_s
+from pdplan.specs.kernel_table import GemmFlavour, GemmParams, GpuPeaks
 from pdplan.types import FloatArray, IntArray
 
 GEMM_START = {

@@ -18,9 +18,8 @@ import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable
 from pdplan.perf.mla import MlaPhase, mla_module_time_s
-from pdplan.specs.kernel_table import MlaParams
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, MlaParams
 from pdplan.specs.model import ModelSpec
 from pdplan.types import FloatArray
 

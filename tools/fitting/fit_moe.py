@@ -22,10 +22,10 @@ import numpy as np
 from fitting.moe_grouped import GROUPED_ROUTING, grouped_balanced_routing
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GemmFlavour, GpuPeaks, KernelTable
 from pdplan.perf.moe import MoeLayerShape, moe_shape, moe_time_s
-from pdplan.perf.moe_routing import Routing, RoutingLaw
-from pdplan.specs.kernel_table import MoeParams
+from pdplan.perf.moe_routing import Routing
+from pdplan.specs.kernel_table import GemmFlavour, GpuPeaks, KernelTable, MoeParams
+from pdplan.specs.routing_law import RoutingLaw
 from pdplan.types import FloatArray
 
 MOE_KERNELS: dict[str, dict[GemmFlavour, tuple[str, str]]] = {

@@ -18,9 +18,8 @@ from fitting.fit_moe import TILES as MOE_TILES
 from fitting.fit_moe import X0 as MOE_X0
 from fitting.fit_moe import MoeRows, row_shapes
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters, subsample_index
-from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe import moe_time_s
-from pdplan.specs.kernel_table import MoeParams
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable, MoeParams
 from pdplan.types import FloatArray
 
 W4A16_DTYPE = "w4a16_mxfp4"

@@ -30,11 +30,12 @@ import numpy as np
 from fitting.fit_moe import row_shapes
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
 from pdplan.errors import SpecError
-from pdplan.perf.kernels import GpuPeaks, KernelTable
 from pdplan.perf.moe import MoeLayerShape
-from pdplan.perf.moe_routing import Routing, RoutingLaw
+from pdplan.perf.moe_routing import Routing
 from pdplan.perf.moe_wideep import wideep_moe_time_s
+from pdplan.specs.kernel_table import GpuPeaks, KernelTable
 from pdplan.specs.moe_wideep import WideEpMoeParams, WideEpPhase
+from pdplan.specs.routing_law import RoutingLaw
 from pdplan.types import FloatArray, IntArray
 
 FILES: dict[WideEpPhase, str] = {

@@ -56,7 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.perf.ops import PassShape, Phase, forward_ops
+from pdplan.perf.op_types import PassShape, Phase
+from pdplan.perf.ops import forward_ops
 from pdplan.queueing import decode_fixed_point, kv_footprint
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
@@ -65,7 +66,7 @@ from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import step_bytes
 from pdplan.serving.snapshot import Snapshot
-from pdplan.transfer.kv import kv_shape_from_model
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import FloatArray
 
 REL_TOL = 1e-9
@@ -103,26 +104,9 @@ def _peaks(hw: RoleHardware) -> tuple[float, float]:
     return max(gemm, bf16), max(attn, bf16)
 
 
-def _op_flops(kind: str, d: dict[str, FloatArray]) -> FloatArray:
-    """FLOPs of one run of an op: the textbook numerators the roofline prices (``2mnk`` per GEMM,
-    causal prefill attention ``2·b·h·s²·d`` (half of 4·b·h·s²·d), decode attention ``4·b·h·c·d``, the
-    linear-attention scan ``tokens × FLOPs per token``; norms and all-reduces count none)."""
-    if kind == "gemm":
-        return np.asarray(2.0 * d["m"] * d["n"] * d["k"] * d.get("repeat", 1.0), dtype=np.float64)
-    if kind == "attn_prefill":
-        return np.asarray(2.0 * d["batch"] * d["heads"] * d["context"] ** 2 * d["head_dim"], dtype=np.float64)
-    if kind == "attn_decode":
-        return np.asarray(4.0 * d["batch"] * d["heads"] * d["context"] * d["head_dim"], dtype=np.float64)
-    if kind == "linear_attn":
-        return np.asarray(d["tokens"] * d["flops_per_token"], dtype=np.float64)
-    if kind == "moe":
-        return np.asarray(d["flops"], dtype=np.float64)
-    return np.zeros(())
-
-
 def peak_time_s(hw: RoleHardware, phase: Phase, batch: FloatArray, tokens: FloatArray) -> FloatArray:
     """``Σ_op FLOPs_op/peak_op`` of one pass per GPU of a TP group, all layers (module docstring), over
-    the operator list of :func:`pdplan.perf.ops.forward_ops` with :func:`_op_flops` (the FLOPs that
+    the operator list of :func:`pdplan.perf.ops.forward_ops`, each op's own ``flops()`` (the FLOPs that
     :func:`pdplan.perf.roofline.phase_time` reports per op, without pricing the kernels)."""
     b = np.asarray(batch, dtype=np.float64)
     n = np.asarray(tokens, dtype=np.float64)
@@ -131,7 +115,7 @@ def peak_time_s(hw: RoleHardware, phase: Phase, batch: FloatArray, tokens: Float
     gemm_peak, attn_peak = _peaks(hw)
     out = np.zeros(np.broadcast_shapes(b.shape, n.shape))
     for op in forward_ops(hw.model, shape):
-        out = out + op.count * _op_flops(op.kind, op.dims) / (gemm_peak if op.kind in ("gemm", "moe") else attn_peak)
+        out = out + op.count * op.flops() / (gemm_peak if op.kind in ("gemm", "moe") else attn_peak)
     return np.asarray(out, dtype=np.float64)
 
 

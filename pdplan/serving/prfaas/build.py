@@ -33,7 +33,8 @@ from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario, prec
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import decode_perf, prefill_perf
 from pdplan.specs.prfaas import PrfaasSpec
-from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.transfer.kv import kv_bytes_per_request
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import FloatArray
 
 

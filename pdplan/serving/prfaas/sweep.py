@@ -23,10 +23,13 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
+from pdplan.io.perf_data import perf_data
 from pdplan.perf.block_quant import expert_parallel_for_blocks
-from pdplan.perf.roofline import Precision, phase_time
+from pdplan.perf.precision import Precision
+from pdplan.perf.roofline import phase_time
 from pdplan.serving.resolve import DTYPE_BYTES
-from pdplan.transfer.kv import kv_bytes_per_request, kv_shape_from_model
+from pdplan.transfer.kv import kv_bytes_per_request
+from pdplan.transfer.kv_inputs import kv_shape_from_model
 
 TOKEN_SUFFIX = {"k": 1024, "m": 1024 * 1024}
 
@@ -63,11 +66,21 @@ def kv_throughput_sweep(
     tokens = np.asarray(lengths, dtype=np.float64)
     kv_bytes = kv_bytes_per_request(tokens, kv_shape_from_model(spec, kv_b), decode_tp=1)
     table = catalog.kernel_table(gpu_spec.name)
+    data = perf_data(spec, gpu_spec, table, tp=tp, ep=ep)
     prefill = np.array(
         [
             float(
                 phase_time(
-                    spec, gpu_spec, table, phase="prefill", batch=1, tokens=n, tp=tp, precision=precision, ep=ep
+                    spec,
+                    gpu_spec,
+                    table,
+                    phase="prefill",
+                    batch=1,
+                    tokens=n,
+                    tp=tp,
+                    precision=precision,
+                    ep=ep,
+                    data=data,
                 ).time_s
             )
             for n in lengths
