@@ -55,6 +55,7 @@ _CANONICAL = re.compile(
     re.MULTILINE,
 )
 _INT64_MAX = np.iinfo(np.int64).max
+_INT_ONLY = frozenset({int})
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
@@ -154,21 +155,22 @@ def _chunks(fh: BinaryIO, where: str) -> Iterator[_Chunk]:
         data, rest = data[:cut], data[cut:]
         if not data.endswith(b"\n"):
             data += b"\n"
-        chunk = _canonical(data, previous, first_line) or _general(data, previous, first_line, where)
+        n_lines = data.count(b"\n")
+        chunk = _canonical(data, n_lines, previous, first_line) or _general(data, previous, first_line, where)
         if chunk.lines.size:
             previous = float(chunk.timestamp_ms[-1])
-        first_line += data.count(b"\n")
+        first_line += n_lines
         yield chunk
 
 
-def _canonical(data: bytes, previous: float, first_line: int) -> _Chunk | None:
+def _canonical(data: bytes, n_lines: int, previous: float, first_line: int) -> _Chunk | None:
     """Lines exactly as Mooncake writes them (``json.dumps`` layout, integer timestamps), read with one regular
     expression and numpy's number parser; None when any line differs, so that :func:`_general` reads the block and
     names the offending line. Accepts only lines :func:`_general` accepts: every line must match, numbers are
     whole (no sign, no leading zero: the digit count of the text equals that of the parsed values), below 2⁶³−1,
     and each id list parses to one number per comma-separated item."""
     rows = _CANONICAL.findall(data)
-    if len(rows) != data.count(b"\n"):
+    if len(rows) != n_lines:
         return None
     ts, inp, out, bodies = zip(*rows, strict=True)
     scalars = _numbers(b",".join(ts + inp + out))
@@ -209,14 +211,19 @@ def _digits(values: Int64Array) -> Int64Array:
 
 def _general(data: bytes, previous: float, first_line: int, where: str) -> _Chunk:
     """Every line parsed with :func:`json.loads` and checked (module docstring); the first bad line raises."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = first_line + data.count(b"\n", 0, err.start)
+        raise SpecError("not UTF-8 text", source=where, field=f"line {line}") from None
     ts_ms: list[float] = []
     inp: list[int] = []
     out: list[int] = []
     counts: list[int] = []
     ids_all: list[int] = []
     lines: list[int] = []
-    for number, raw in enumerate(data.split(b"\n")[:-1], start=first_line):
-        if raw.isspace() or not raw:
+    for number, raw in enumerate(text.split("\n")[:-1], start=first_line):
+        if not raw or raw.isspace():
             continue
         try:
             obj = json.loads(raw)
@@ -226,7 +233,7 @@ def _general(data: bytes, previous: float, first_line: int, where: str) -> _Chun
             _bad_keys(obj, number, where)
         ts, n_in, n_out, ids = obj["timestamp"], obj["input_length"], obj["output_length"], obj["hash_ids"]
         _check_fields(obj, number, where, previous)
-        if any(type(v) is not int or not 0 <= v < 2**63 for v in ids):
+        if not set(map(type, ids)) <= _INT_ONLY:
             _bad_ids(ids, number, where)
         previous = ts
         ts_ms.append(ts)
@@ -235,14 +242,33 @@ def _general(data: bytes, previous: float, first_line: int, where: str) -> _Chun
         counts.append(len(ids))
         ids_all.extend(ids)
         lines.append(number)
+    line_numbers = np.asarray(lines, dtype=np.int64)
+    count_arr = np.asarray(counts, dtype=np.int64)
     return _Chunk(
         np.asarray(ts_ms, dtype=np.float64),
         np.asarray(inp, dtype=np.int64),
         np.asarray(out, dtype=np.int64),
-        np.asarray(counts, dtype=np.int64),
-        np.asarray(ids_all, dtype=np.int64),
-        np.asarray(lines, dtype=np.int64),
+        count_arr,
+        _ids_array(ids_all, count_arr, line_numbers, where),
+        line_numbers,
     )
+
+
+def _ids_array(ids: list[int], counts: Int64Array, lines: Int64Array, where: str) -> Int64Array:
+    """The ids as int64; an id outside [0, 2⁶³) names its line."""
+    try:
+        arr = np.asarray(ids, dtype=np.int64)
+    except OverflowError:
+        arr = np.asarray([v if -(2**63) <= v < 2**63 else -1 for v in ids], dtype=np.int64)
+    bad = np.flatnonzero(arr < 0)
+    if bad.size:
+        i = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
+        raise SpecError(
+            f"block id {ids[int(bad[0])]!r} is not an integer in [0, 2^63)",
+            source=where,
+            field=f"line {lines[i]}, field hash_ids",
+        )
+    return arr
 
 
 def _assemble(chunks: list[_Chunk], where: str) -> MooncakeTrace:
