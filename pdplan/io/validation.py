@@ -58,6 +58,8 @@ VALIDATORS: dict[str, Validator] = {
     "model": load_model_yaml,
     "hf-config": load_hf_config,
     "workload": load_workload,
+    "inference-perf": load_workload,
+    "mooncake-trace": load_workload,
 }
 """Every kind of input file ``pdplan validate`` knows, with its loader (an explicit table: no import-time registry)."""
 
@@ -68,16 +70,19 @@ _KIND_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("link", ("line_rate_bytes_per_s",)),
     ("storage", STORAGE_KEYS),
     ("model", ("num_layers", "hidden_size")),
-    ("workload", ("input_tokens", "output_tokens", "trace")),
+    ("workload", ("input_tokens", "output_tokens", "trace", "sessions", "shared_prefix")),
+    ("inference-perf", ("data", "load")),
 )
 """Kinds in detection order, each recognised by any of its top-level keys (a scenario's inline workload block
-holds workload keys, so scenarios are tried first)."""
+holds workload keys, so scenarios are tried first; docs/reuse_workloads.md §7)."""
 
 
 def detect_kind(path: Path, data: dict[str, Any] | None) -> str:
     """The kind of an input file, from its suffix and top-level keys."""
     if path.suffix.lower() == ".json":
         return "hf-config"
+    if path.suffix.lower() == ".jsonl":
+        return "mooncake-trace"
     assert data is not None
     for kind, keys in _KIND_KEYS:
         if any(key in data for key in keys):
@@ -90,7 +95,7 @@ def check_file(path: Path) -> FileCheck:
     """Validate one file; never raises for bad input."""
     kind = "unknown"
     try:
-        data = None if path.suffix.lower() == ".json" else read_yaml_mapping(path)
+        data = None if path.suffix.lower() in (".json", ".jsonl") else read_yaml_mapping(path)
         kind = detect_kind(path, data)
         VALIDATORS[kind](path)
     except SpecError as err:

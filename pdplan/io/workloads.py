@@ -1,7 +1,18 @@
-"""Workload files: a workload YAML or inline block, the bundled presets, and trace CSVs (read once, cached).
+"""Workload files: a workload YAML or inline block, the bundled presets, and traces (read once, cached).
 
 Every failure becomes a one-line :class:`~pdplan.errors.SpecError` naming the file, the field (or trace row and
 column) and what is allowed. Binning a loaded workload into length bins is :mod:`pdplan.workload.bins`.
+
+``--workload FILE`` (:func:`load_workload`) tells the kinds of file apart explicitly, never by trial
+(docs/reuse_workloads.md §7):
+
+1. a name ending in ``.jsonl`` is a Mooncake trace (:mod:`pdplan.io.traces_mooncake`): its requests, block size 512
+   (``pdplan/data/workload_formats.yaml``) and its own arrival times (``arrival: trace``);
+2. otherwise the file is YAML; a mapping with inference-perf's top-level ``data`` or ``load`` key and none of pdplan's
+   workload keys is an inference-perf config (:mod:`pdplan.io.inference_perf`);
+3. anything else is a pdplan workload file (docs/architecture.md §4).
+
+A trace named in a workload follows its suffix the same way: ``.jsonl`` is Mooncake's JSONL, anything else the CSV.
 """
 
 from __future__ import annotations
@@ -20,8 +31,11 @@ from pydantic import ValidationError
 
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.files import read_yaml_mapping
+from pdplan.io.inference_perf import inference_perf_workload, is_inference_perf_config
+from pdplan.io.traces_mooncake import load_mooncake_trace, read_mooncake_trace
+from pdplan.io.workload_formats import mooncake_block_tokens
 from pdplan.specs.base import first_error_line
-from pdplan.specs.workload import WorkloadSpec, allowed_fields
+from pdplan.specs.workload import WorkloadSpec, allowed_fields, trace_format_of
 from pdplan.types import FloatArray, Int64Array
 
 TRACE_COLUMNS = ("input_tokens", "output_tokens", "arrival_s")
@@ -33,10 +47,12 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
     """Validate a workload mapping (a file, or a scenario's ``workload:`` block) into a spec.
 
     Relative trace paths resolve against ``base_dir``; a trace file is read once here so that its
-    errors surface at load time. Errors: one-line :class:`SpecError` naming ``source`` and field.
+    errors surface at load time (a Mooncake trace with its block counts checked). A Mooncake trace that
+    does not give ``block_tokens`` gets the format's published block size. Errors: one-line
+    :class:`SpecError` naming ``source`` and field.
     """
     try:
-        spec = WorkloadSpec.model_validate(data, context={"base_dir": base_dir})
+        spec = WorkloadSpec.model_validate(_with_block_tokens(data), context={"base_dir": base_dir})
     except ValidationError as err:
         field, message = first_error_line(err)
         if err.errors()[0]["type"] == "extra_forbidden":
@@ -45,6 +61,8 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
         raise SpecError(message, source=source, field=None if top else field) from None
     if spec.trace is not None:
         try:
+            if spec.trace.block_tokens is not None:
+                load_mooncake_trace(spec.trace.file, spec.trace.block_tokens)
             trace = load_trace(spec.trace.file)
         except SpecError as err:
             raise SpecError(str(err), source=source, field="trace") from None
@@ -55,10 +73,35 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
     return spec
 
 
+def _with_block_tokens(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with Mooncake's block size filled into a Mooncake trace that leaves it out."""
+    key = "trace" if "trace" in data else "input_tokens"
+    trace = data.get(key)
+    if isinstance(trace, str | Path):
+        trace = {"file": trace}
+    if not isinstance(trace, dict) or (key == "input_tokens" and trace.get("dist") != "trace"):
+        return data
+    fmt = trace.get("format") or (trace_format_of(trace["file"]) if isinstance(trace.get("file"), str | Path) else None)
+    if fmt != "mooncake" or "block_tokens" in trace:
+        return data
+    filled: dict[str, Any] = {**data, key: {**trace, "block_tokens": mooncake_block_tokens()}}
+    if key == "input_tokens" and data.get("output_tokens") == data["input_tokens"]:
+        filled["output_tokens"] = filled["input_tokens"]
+    return filled
+
+
 def load_workload(path: str | Path) -> WorkloadSpec:
-    """Read and validate a workload YAML file (docs/architecture.md §4)."""
+    """Read and validate a workload file: a Mooncake JSONL trace, an inference-perf config or a pdplan workload
+    YAML (module docstring; docs/architecture.md §4)."""
     path = Path(path)
-    return workload_from_dict(read_yaml_mapping(path), source=str(path), base_dir=path.parent)
+    if trace_format_of(path) == "mooncake":
+        return workload_from_dict(
+            {"name": path.stem, "trace": str(path), "arrival": "trace"}, source=str(path), base_dir=path.parent
+        )
+    data = read_yaml_mapping(path)
+    if is_inference_perf_config(data):
+        return inference_perf_workload(data, source=str(path), name=path.stem).workload
+    return workload_from_dict(data, source=str(path), base_dir=path.parent)
 
 
 def list_presets() -> dict[str, Path]:
@@ -88,8 +131,13 @@ class TraceData:
 
 
 def load_trace(path: Path) -> TraceData:
-    """Read a trace CSV (``input_tokens,output_tokens[,arrival_s]``); errors name file and row."""
+    """Read a trace's lengths and arrival times: a CSV (``input_tokens,output_tokens[,arrival_s]``; errors name
+    file and row), or a Mooncake JSONL (by its suffix; errors name file and line; timestamps in ms become
+    ``arrival_s``)."""
     path = Path(path)
+    if trace_format_of(path) == "mooncake":
+        mooncake = read_mooncake_trace(path)
+        return TraceData(mooncake.input_tokens, mooncake.output_tokens, mooncake.arrival_s)
     if not path.is_file():
         what = "is a folder" if path.is_dir() else "not found"
         raise SpecError(f"trace file {what}", source=str(path))

@@ -1,0 +1,27 @@
+"""Defaults of the external workload formats pdplan reads (``pdplan/data/workload_formats.yaml``, sourced).
+
+Mooncake's trace block size and inference-perf's schema defaults: each applies only where a file leaves the value
+out, as the tool that wrote the file would (docs/reuse_workloads.md §3, §5).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pdplan.io.files import parse_yaml
+
+
+@lru_cache(maxsize=1)
+def workload_format_defaults() -> dict[str, Any]:
+    """The packaged defaults, keyed by format (``mooncake``, ``inference_perf``) with their ``sources``."""
+    text = (resources.files("pdplan") / "data" / "workload_formats.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = parse_yaml(text)
+    data.pop("schema_version")
+    return data
+
+
+def mooncake_block_tokens() -> int:
+    """Tokens per hash block of Mooncake's published traces (512)."""
+    return int(workload_format_defaults()["mooncake"]["block_tokens"])
