@@ -107,6 +107,27 @@ def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
     return PrefillPerf(input_tokens, latency, stage)
 
 
+def cached_prefill_perf(hw: RoleHardware, input_tokens: FloatArray, cached_tokens: FloatArray) -> PrefillPerf:
+    """One prompt of ``input_tokens`` whose first ``cached_tokens`` come from a prefix cache: only the
+    ``m = L − h`` new tokens are computed (at least one: engines recompute the last prompt token to sample from it),
+    their attention over the whole context. The GEMM side is that of an m-token pass, ``G(m)``; causal attention of
+    m queries after h cached keys has ``m(2h + m)/2`` query-key pairs, those of a from-scratch prompt of
+    ``√(m(2h + m))`` tokens, so it costs ``A(√(m(2h + m)))`` (:func:`prefill_split_s`; the chunked-prefill price of
+    :func:`chunk_price` uses the same equivalence). With pipeline parallelism the service (stage) time keeps the
+    ratio stage / pass of the m-token pass. Loading the cached KV is the tier's (:mod:`pdplan.cache.tiers`), not
+    priced here; with ``h = 0`` the figures are a full prefill's."""
+    lens = np.maximum(np.asarray(input_tokens, dtype=np.float64), 1.0)
+    cached = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, lens - 1.0)
+    new = lens - cached
+    equivalent = np.sqrt(new * (2.0 * cached + new))
+    flat = np.concatenate((new.ravel(), equivalent.ravel()))
+    gemm, attn = prefill_split_s(hw, flat)
+    latency = gemm[: new.size].reshape(new.shape) + attn[new.size :].reshape(new.shape)
+    full = _one_prompt(hw, new.ravel(), detail=False)
+    ratio = np.broadcast_to(full.stage_time_s / np.maximum(full.time_s, 1e-300), (new.size,)).reshape(new.shape)
+    return PrefillPerf(lens, np.asarray(latency, dtype=np.float64), np.asarray(latency * ratio, dtype=np.float64))
+
+
 _TABLE_TOKENS = 256
 _TABLE_PROMPTS = 64
 

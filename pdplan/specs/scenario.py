@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.cache import CacheSearch, CacheSpec
 from pdplan.specs.prfaas import PrfaasSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import Convention, Dtype, Granularity, Mode, Objective, Redundancy, Routing, Scheduler
@@ -148,6 +149,9 @@ class SearchSpace(FrozenModel):
     """Attention data-parallel ranks per instance for both roles (MoE models)."""
     prefill_dp: list[PosInt] | None = None
     decode_dp: list[PosInt] | None = None
+    cache: CacheSearch | None = None
+    """Prefix-cache dimensions (on/off, routing, tier sizes; :mod:`pdplan.specs.cache`); searched only when the
+    workload reuses KV."""
 
 
 class Scenario(FrozenModel):
@@ -183,6 +187,9 @@ class Scenario(FrozenModel):
     """EPLB redundant expert slots (SGLang ``--ep-num-redundant-experts``): E + r slots spread over EP ranks."""
     two_batch_overlap: bool | None = None
     """EP steps as two overlapped micro-batches (SGLang ``--enable-two-batch-overlap``); None: the engine's default."""
+    cache: CacheSpec | None = None
+    """The prefix cache (:mod:`pdplan.specs.cache`); None: the engines' default (prefix caching on, HBM only,
+    affinity routing) where the workload reuses KV, and nothing where it does not."""
 
     @field_validator("workload", mode="before")
     @classmethod
