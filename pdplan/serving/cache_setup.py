@@ -17,7 +17,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.kv_offload import load_kv_offload
 from pdplan.io.traces_mooncake import load_mooncake_trace
-from pdplan.serving.prefix_cache import CacheSetup
+from pdplan.serving.prefix_cache import CacheSetup, Reuse
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.kv_offload import OffloadMechanism
@@ -35,20 +35,29 @@ def reuses_kv(scenario: Scenario) -> bool:
     return wl.sessions is not None or wl.shared_prefix is not None or hashed
 
 
-def resolve_cache(scenario: Scenario, catalog: Catalog, engine: EngineProfile) -> CacheSetup | None:
-    """The scenario's prefix cache (None: the workload reuses nothing, or prefix caching is off)."""
-    spec = scenario.cache or CacheSpec()
-    if not reuses_kv(scenario) or not spec.prefix_caching:
+def resolve_reuse(scenario: Scenario) -> Reuse | None:
+    """What the scenario's workload reuses (a hashed trace read once), None when every prompt is new."""
+    if not reuses_kv(scenario):
+        return None
+    wl = scenario.workload
+    trace = None
+    if wl.trace is not None and wl.trace.block_tokens is not None:
+        raw = load_mooncake_trace(wl.trace.file, wl.trace.block_tokens)
+        trace = BlockTrace(raw.hash_offsets, raw.hash_ids, wl.trace.block_tokens, prompt_tokens=raw.input_tokens)
+    return Reuse(wl.sessions, wl.shared_prefix, trace)
+
+
+def cache_setup(
+    reuse: Reuse | None, spec: CacheSpec | None, catalog: Catalog, engine: EngineProfile
+) -> CacheSetup | None:
+    """A deployment's prefix cache (None: the workload reuses nothing, or prefix caching is off)."""
+    spec = spec or CacheSpec()
+    if reuse is None or not spec.prefix_caching:
         return None
     storages = tuple(catalog.storage(t.storage) for t in spec.tiers)
     capacities = tuple(_capacity(t.capacity, s) for t, s in zip(spec.tiers, storages, strict=True))
     mechanism = _mechanism(storages, engine.engine) if storages else None
-    wl = scenario.workload
-    trace = None
-    if wl.trace is not None and wl.trace.format == "mooncake" and wl.trace.block_tokens is not None:
-        raw = load_mooncake_trace(wl.trace.file, wl.trace.block_tokens)
-        trace = BlockTrace(raw.hash_offsets, raw.hash_ids, wl.trace.block_tokens, prompt_tokens=raw.input_tokens)
-    return CacheSetup(spec, mechanism, storages, capacities, wl.sessions, wl.shared_prefix, trace)
+    return CacheSetup(spec, mechanism, storages, capacities, reuse)
 
 
 def _capacity(given: float | None, spec: StorageSpec) -> float:

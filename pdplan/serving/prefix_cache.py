@@ -68,18 +68,25 @@ HBM = "hbm"
 
 
 @dataclass(frozen=True, slots=True)
+class Reuse:
+    """What a workload reuses: multi-turn sessions, shared prefixes, or a trace's block hashes (one of them)."""
+
+    sessions: SessionsSpec | None = None
+    shared_prefix: SharedPrefixSpec | None = None
+    trace: BlockTrace | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CacheSetup:
-    """The prefix cache of a scenario, resolved once: its spec, the engine mechanism that keeps the lower tiers (None:
-    HBM only), the lower tiers' catalogue entries with their sizes, and what the workload reuses."""
+    """A deployment's prefix cache: its spec, the engine mechanism that keeps the lower tiers (None: HBM only), the
+    lower tiers' catalogue entries with their sizes, and what the workload reuses."""
 
     spec: CacheSpec
     mechanism: OffloadMechanism | None
     storages: tuple[StorageSpec, ...]
     capacities_bytes: tuple[float, ...]
     """Per node for host DRAM and local SSD, the whole pool for a remote pool."""
-    sessions: SessionsSpec | None = None
-    shared_prefix: SharedPrefixSpec | None = None
-    trace: BlockTrace | None = None
+    reuse: Reuse
 
     @property
     def inclusive(self) -> bool:
@@ -440,12 +447,13 @@ def cache_classes(
     bands = _bands(setup, domain)
     edges = bin_edges(representatives)
     routing = setup.spec.routing
-    if setup.sessions is not None:
-        keys = _session_keys(setup.sessions, bands, domain, edges, rate_rps, routing, turn_duration_s)
-    elif setup.shared_prefix is not None:
-        keys = _prefix_keys(setup.shared_prefix, bands, domain, edges, rate_rps, routing)
-    elif setup.trace is not None:
-        keys = _trace_keys(setup.trace, bands, domain, edges, routing)
+    reuse = setup.reuse
+    if reuse.sessions is not None:
+        keys = _session_keys(reuse.sessions, bands, domain, edges, rate_rps, routing, turn_duration_s)
+    elif reuse.shared_prefix is not None:
+        keys = _prefix_keys(reuse.shared_prefix, bands, domain, edges, rate_rps, routing)
+    elif reuse.trace is not None:
+        keys = _trace_keys(reuse.trace, bands, domain, edges, routing)
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
     weights, hits = _by_bin(keys)
