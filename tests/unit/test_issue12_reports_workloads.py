@@ -184,7 +184,6 @@ def test_evaluate_markdown_names_attention_dp_and_ep(cli: Cli, tmp_path: Path) -
 
 
 def test_markdown_embeds_the_plot_relative_to_the_report(cli: Cli, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     (tmp_path / "reports").mkdir()
     report, chart = tmp_path / "reports" / "review.md", tmp_path / "charts" / "front.svg"
     chart.parent.mkdir()

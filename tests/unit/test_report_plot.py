@@ -1,4 +1,4 @@
-"""pdplan.report.plot: the optional matplotlib figure (skipped where matplotlib is not installed)."""
+"""pdplan.report.plot: the optional matplotlib figure (the test extra installs matplotlib, so every run checks it)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ def test_unsupported_suffix(tmp_path: Path, name: str) -> None:
 
 
 def test_svg_is_deterministic(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     first, second = tmp_path / "a.svg", tmp_path / "b.svg"
     write_plot(plan_result(), first)
     write_plot(plan_result(), str(second))
@@ -39,7 +38,6 @@ def test_svg_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_png_and_edge_cases(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     target = tmp_path / "plan.PNG"
     write_plot(plan_result(), target)
     assert target.read_bytes().startswith(b"\x89PNG")
@@ -48,6 +46,5 @@ def test_png_and_edge_cases(tmp_path: Path) -> None:
 
 
 def test_missing_folder(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     with pytest.raises(SpecError, match="output folder does not exist"):
         write_plot(plan_result(), tmp_path / "nope" / "plan.svg")
