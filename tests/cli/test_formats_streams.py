@@ -1,5 +1,5 @@
-"""Issue #12, formats and streams: the format from ``-o``'s suffix, early checks of output paths, warnings and
-progress on stderr, ``-h``, case-insensitive choices, bare SLO numbers, plans tables in 100 columns."""
+"""Output formats and streams of every command: the format from ``-o``'s suffix, early checks of output paths, warnings
+and progress on stderr, ``-h``, case-insensitive choices, bare SLO numbers, plans tables in 100 columns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #12: flags that existed only in YAML (--max-instances, --pp, --percentile) and the capacity-review flags
+"""`pdplan optimize` flags for the search block (--max-instances, --pp, --percentile) and the capacity-review flags
 (--headroom, --redundancy, --price, --budget-usd-per-hour) on the command line, with their bad-input exits."""
 
 from __future__ import annotations

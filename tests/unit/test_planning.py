@@ -1,5 +1,6 @@
-"""Issue #12 capacity-review items: planning margins (headroom, n+1), prices and dollar budgets, the objective's
-own words, the comparable baseline, the sensitivity rows that moved, the new metrics and "why not"."""
+"""Planning a capacity review with the optimiser (pdplan.search.planning and the search it drives): planning margins
+(headroom, n+1), prices and dollar budgets, the objective's own words, the comparable baseline, the sensitivity rows
+(and their "meets target"), E2E and ITL, and "why not"."""
 
 from __future__ import annotations
 
@@ -370,3 +371,12 @@ def test_planning_margins_from_the_search_block() -> None:
     assert (space.headroom, space.redundancy, space.budget_usd_per_hour) == (0.1, "n+1", 50.0)
     wins = build_space(_small(headroom=0.1), open_catalog(), headroom=0.3)
     assert wins.headroom == 0.3  # the argument (command line) wins over the block
+
+
+def test_an_unchanged_goodput_meets_the_target_in_the_sensitivity_rows() -> None:
+    """The default pick's link x0.5 row used to read "meets target: no" at 55.5353 vs 55.5354 (the link does not
+    bind; the two goodputs differ by the root's tolerance)."""
+    result = optimize(load_scenario(EXAMPLES / "default.yaml"), catalog=open_catalog(), top=1)
+    link = next(s for s in result.sensitivity if s.change.startswith("link"))
+    assert link.goodput_rps == pytest.approx(result.best.goodput_rps, rel=3e-3)
+    assert link.meets_target

@@ -1,14 +1,11 @@
-"""PrfaaS capacity model, lengths and profiles: hand-worked numbers."""
+"""The PrfaaS capacity model (pdplan.serving.prfaas.capacity), hand-worked: the split at a threshold, the homogeneous
+and naive ends, the threshold search, and the link or the decode pool binding."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pdplan.errors import SpecError
-from pdplan.io.profiles import load_profile, resolve_profile
 from pdplan.serving.prfaas.capacity import (
     DECODE,
     LINK,
@@ -21,9 +18,8 @@ from pdplan.serving.prfaas.capacity import (
     naive_heterogeneous,
     search_threshold,
 )
-from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw
-from pdplan.serving.prfaas.profile import Curves, MeasuredProfile
-from pdplan.specs.length_laws import LognormalDist
+from pdplan.serving.prfaas.lengths import PointsLaw
+from pdplan.serving.prfaas.profile import Curves
 
 
 def _two_point(link_bytes_per_s: float = 3e6, decode_instances: int = 1) -> CapacityInputs:
@@ -74,51 +70,3 @@ def test_link_and_decode_bind() -> None:
         CapacityInputs(**{**_two_point().__dict__, "decode": DecodePool(10.0, 1, source="hand")}), 2000.0
     )
     assert (tiny.binding, tiny.lambda_max_rps) == (DECODE, pytest.approx(0.1))
-
-
-def test_quantile_law_matches_closed_form_partial_mean() -> None:
-    dist = LognormalDist(dist="lognormal", mu=9.90, sigma=1.00, min=128, max=131072)
-    law = QuantileLaw(dist)
-    t = 19_400.0
-    closed = float(dist.partial_mean(np.array([dist.upper]))[0] - dist.partial_mean(np.array([t]))[0])
-    assert law.tail(lambda x: x, t) == pytest.approx(closed, rel=1e-6)
-    assert law.tail_mass(t) == pytest.approx(1 - float(dist.cdf(np.array([t]))[0]))
-    assert law.head(lambda x: np.ones_like(x), t) + law.tail_mass(t) == pytest.approx(1.0)
-
-
-def test_profile_interpolates_holds_and_rejects() -> None:
-    prof = MeasuredProfile(np.array([1024.0, 8192.0]), np.array([0.4, 0.7]), np.array([1e8, 3e8]), source="x.csv")
-    assert prof.prefill_time_s(np.array([1024.0, 8192.0, 100.0])).tolist() == pytest.approx([0.4, 0.7, 0.4])
-    assert prof.kv_bytes_of(np.array([4608.0]))[0] == pytest.approx(2e8)
-    with pytest.raises(SpecError, match="profile ends at 8,192"):
-        prof.check_covers(131072, "the workload")
-    with pytest.raises(SpecError, match="strictly increasing"):
-        MeasuredProfile(np.array([8.0, 4.0]), np.array([0.1, 0.2]))
-    with pytest.raises(SpecError, match="non-decreasing"):
-        MeasuredProfile(np.array([4.0, 8.0]), np.array([0.3, 0.2]))
-
-
-def test_profile_files(tmp_path: Path) -> None:
-    table = load_profile(resolve_profile("prfaas-1t-hybrid-h200"))
-    assert table.tokens.tolist() == [1024, 8192, 32768, 131072]
-    phi_gbps = table.kv_bytes * 8 / table.prefill_s / 1e9  # Table 5: 3.61 / 3.59 / 3.19 / 2.62
-    assert phi_gbps.tolist() == pytest.approx([3.61, 3.59, 3.19, 2.62], rel=0.011)
-    bad = tmp_path / "bad.csv"
-    bad.write_text("tokens,seconds\n1,2\n3,4\n")
-    with pytest.raises(SpecError, match="expected tokens,prefill_s"):
-        load_profile(bad)
-    bad.write_text("tokens,prefill_s\n1,2\n3,-4\n")
-    with pytest.raises(SpecError, match="row 3: prefill_s"):
-        load_profile(bad)
-    with pytest.raises(SpecError, match="unknown prefill profile"):
-        resolve_profile("no-such-profile")
-
-
-def test_parse_lengths() -> None:
-    from pdplan.serving.prfaas.sweep import parse_lengths
-
-    assert parse_lengths("1K, 8k,32K,128K,500") == [1024, 8192, 32768, 131072, 500]
-    with pytest.raises(SpecError, match="token count"):
-        parse_lengths("1K,lots")
-    with pytest.raises(SpecError, match="whole number"):
-        parse_lengths("0.5K,0")

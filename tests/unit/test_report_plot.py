@@ -1,15 +1,21 @@
-"""pdplan.report.plot: the optional matplotlib figure (the test extra installs matplotlib, so every run checks it)."""
+"""pdplan.report.plot: the optional matplotlib figure (the test extra installs matplotlib, so every run checks it), and
+its link in the optimise Markdown (relative to the report)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.plan_fixture import minimal_result, plan_result
 
 from pdplan.errors import SpecError
 from pdplan.report import write_plot
+
+Cli = Callable[..., Any]
+SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -48,3 +54,16 @@ def test_png_and_edge_cases(tmp_path: Path) -> None:
 def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="output folder does not exist"):
         write_plot(plan_result(), tmp_path / "nope" / "plan.svg")
+
+
+def test_markdown_embeds_the_plot_relative_to_the_report(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    report, chart = tmp_path / "reports" / "review.md", tmp_path / "charts" / "front.svg"
+    chart.parent.mkdir()
+    result = cli("optimize", SMALL, "--plot", chart, "-o", report)
+    assert result.code == 0, result.err
+    assert "![Pareto front and the recommended plan's latency vs rate](../charts/front.svg)" in report.read_text()
+
+
+def test_markdown_without_plot_has_no_chart(cli: Cli) -> None:
+    assert "## Chart" not in cli("optimize", SMALL, "--format", "markdown").out
