@@ -2,9 +2,12 @@
 whole."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cli_result import CliResult
+from support.optimized import Optimized
 
 from pdplan.cli import run
 from pdplan.io.catalog import open_catalog
@@ -103,9 +106,11 @@ def test_reports_are_written_whole(fmt: str, tmp_path: Path, capsys: pytest.Capt
     capsys.readouterr()
 
 
-def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["optimize", SMALL, "--format", "markdown"]) == 0
-    text = capsys.readouterr().out
+@pytest.mark.xdist_group("optimize-small-markdown")
+def test_markdown_is_a_capacity_review(cli_shared: Callable[..., CliResult]) -> None:
+    result = cli_shared("optimize", SMALL, "--format", "markdown")  # the run test_report_plot.py reads too
+    assert result.code == 0
+    text = result.out
     for heading in ("Question", "Inputs", "Recommended plan", "Alternatives", "Pareto", "Sensitivity"):
         assert heading in text
 
@@ -141,12 +146,16 @@ def test_optimize_prfaas_refuses_what_it_does_not_model(capsys: pytest.CaptureFi
     assert "not supported with PrfaaS" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("optimized")
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_cli_equals_the_library_for_every_example(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`pdplan optimize EXAMPLE --format json` is a view of `pdplan.search.optimize` (same plans, same numbers)."""
+def test_cli_equals_the_library_for_every_example(
+    example: Path, capsys: pytest.CaptureFixture[str], optimized: Optimized
+) -> None:
+    """`pdplan optimize EXAMPLE --format json` is a view of `pdplan.search.optimize` (same plans, same numbers): the
+    command runs here, the library's run of the same example is the one the golden and other tests read."""
     assert run(["optimize", str(example), "--format", "json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = json.loads(json.dumps(optimize(load_scenario(example), catalog=open_catalog()).to_document()))
+    api = json.loads(json.dumps(optimized(example).to_document()))
     for doc in (cli, api):
         doc["search"]["seconds"] = 0.0
     assert cli == api

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from pdplan.specs.scenario import Scenario
 
 DATA = Path(__file__).parents[1] / "data"
 EXAMPLES = Path(__file__).parents[2] / "examples"
+pytestmark = pytest.mark.xdist_group("planning")  # one worker runs the module, so each _run(key) optimises once
 
 
 def _small(**search: object) -> Scenario:
@@ -35,9 +36,9 @@ def _small(**search: object) -> Scenario:
     return sc.model_copy(update={"search": sc.search.model_copy(update=search)})
 
 
-@lru_cache(maxsize=8)
+@cache
 def _run(key: str) -> PlanResult:
-    """One optimisation per case, shared by the tests that read it."""
+    """One optimisation per case (nine cases, all kept), shared by the tests that read it."""
     catalog = open_catalog()
     cases = {
         "default": lambda: optimize(_small(), catalog=catalog),

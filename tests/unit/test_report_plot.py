@@ -65,5 +65,6 @@ def test_markdown_embeds_the_plot_relative_to_the_report(cli: Cli, tmp_path: Pat
     assert "![Pareto front and the recommended plan's latency vs rate](../charts/front.svg)" in report.read_text()
 
 
-def test_markdown_without_plot_has_no_chart(cli: Cli) -> None:
-    assert "## Chart" not in cli("optimize", SMALL, "--format", "markdown").out
+@pytest.mark.xdist_group("optimize-small-markdown")
+def test_markdown_without_plot_has_no_chart(cli_shared: Cli) -> None:
+    assert "## Chart" not in cli_shared("optimize", SMALL, "--format", "markdown").out  # shared: test_optimize_cli.py
