@@ -185,6 +185,7 @@ def test_implausible_bare_slo_numbers_warn(cli: Cli, flag: str, value: str, warn
 # --- 100 columns -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["default.yaml", "h100-prefill-l40s-decode.yaml"])
 def test_plans_table_fits_100_columns_without_splitting_words(example: str) -> None:
     from pdplan.io.catalog import open_catalog

@@ -48,6 +48,7 @@ def test_json_has_the_contract_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["baseline"] is not None
 
 
+@pytest.mark.slow
 def test_cli_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _json(capsys, "--gpus", "8")
     api = optimize(load_scenario(SMALL), catalog=open_catalog(), budget_gpus=8).to_document()
@@ -58,6 +59,7 @@ def test_cli_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["search"]["candidates"] == api["search"]["candidates"]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_results_are_identical_run_to_run(capsys: pytest.CaptureFixture[str]) -> None:
     first, second = _json(capsys, "--rate", "40"), _json(capsys, "--rate", "40")
     for doc in (first, second):
@@ -120,6 +122,7 @@ EXAMPLES = sorted(EXAMPLE_DIR.glob("*.yaml"))
 """Every example, the PrfaaS ones included (their search is pdplan.search.prfaas)."""
 
 
+@pytest.mark.slow
 def test_optimize_searches_a_prfaas_block(capsys: pytest.CaptureFixture[str]) -> None:
     """A prfaas: block is searched (issue #14): every plan carries the prfaas object, the table shows its section."""
     example = EXAMPLE_DIR / "prfaas-h200-h20.yaml"
@@ -146,6 +149,7 @@ def test_optimize_prfaas_refuses_what_it_does_not_model(capsys: pytest.CaptureFi
     assert "not supported with PrfaaS" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("optimized")
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_cli_equals_the_library_for_every_example(
@@ -161,6 +165,7 @@ def test_cli_equals_the_library_for_every_example(
     assert cli == api
 
 
+@pytest.mark.slow
 def test_xpyd_and_colocated_fix_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """The shared overrides `--xpyd` / `--colocated` (docs/architecture.md §4) narrow optimize to those counts."""
     doc = _json(capsys, "--xpyd", "2P1D")

@@ -117,6 +117,7 @@ def test_evaluate_price_flag_is_optimize_s(cli: Cli) -> None:
         assert cli("evaluate", SMALL, *args).code == 2, args
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("optimize-small-p99")
 def test_latency_columns_follow_the_slo_percentile(cli_shared: Cli) -> None:
     """#12 item 2: at ``--percentile 99`` the binding reads "TTFT at P99", so the latency columns are the P99 ones (one

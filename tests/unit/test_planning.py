@@ -99,6 +99,7 @@ def test_headroom_reports_the_slo_meeting_rate_over_one_plus_h() -> None:
     assert "headroom 25%" in to_markdown(result)
 
 
+@pytest.mark.slow
 def test_headroom_lowers_goodput_against_no_margin() -> None:
     assert _run("headroom").best.goodput_rps_per_gpu < _run("default").best.goodput_rps_per_gpu
 
@@ -171,6 +172,7 @@ def test_unpriced_gpus_are_reported_as_skipped_in_a_cost_search() -> None:
     assert any(w.startswith("h20 skipped") for w in result.to_document()["warnings"])
 
 
+@pytest.mark.slow
 def test_price_override_prices_the_gpu() -> None:
     result = _run("priced-h20")
     assert not any(w.startswith("h20 skipped") for w in result.warnings)
@@ -191,6 +193,7 @@ def test_price_override_of_an_unknown_gpu_fails() -> None:
         open_catalog().with_prices({"h999": 1.0})
 
 
+@pytest.mark.slow
 def test_dollar_budget_is_a_constraint() -> None:
     result = _run("dollars")
     assert result.plans
@@ -238,6 +241,7 @@ def test_price_sensitivity_flips_the_pick_when_its_gpu_gets_dearer() -> None:
 # --- objective words ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_markdown_names_the_objective_it_ranked_by() -> None:
     assert "It ranks first on goodput per $/h" in to_markdown(_run("priced-h20"))
     tpd = _run("tpd-budget")

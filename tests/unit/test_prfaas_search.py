@@ -123,6 +123,7 @@ def test_pinned_threshold_is_kept() -> None:
         assert not plan.prfaas.threshold_searched
 
 
+@pytest.mark.slow
 def test_rate_target_searches_the_remote_count() -> None:
     """At 2.5 req/s three remote instances suffice on the case-study shape (four are needed for ~3.1): the search
     returns the fewest GPUs that meet the rate, remote ones counted."""

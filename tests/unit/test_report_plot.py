@@ -32,6 +32,7 @@ def test_unsupported_suffix(tmp_path: Path, name: str) -> None:
         write_plot(plan_result(), tmp_path / name)
 
 
+@pytest.mark.slow
 def test_svg_is_deterministic(tmp_path: Path) -> None:
     first, second = tmp_path / "a.svg", tmp_path / "b.svg"
     write_plot(plan_result(), first)
@@ -56,6 +57,7 @@ def test_missing_folder(tmp_path: Path) -> None:
         write_plot(plan_result(), tmp_path / "nope" / "plan.svg")
 
 
+@pytest.mark.slow
 def test_markdown_embeds_the_plot_relative_to_the_report(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "reports").mkdir()
     report, chart = tmp_path / "reports" / "review.md", tmp_path / "charts" / "front.svg"
