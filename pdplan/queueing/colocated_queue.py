@@ -249,7 +249,7 @@ def _chunk_cost_var(workload: DecodeWorkload, chunk: FloatArray, t_a: float) -> 
     request's chunk steps in one window mostly come from the same prompt, so this variance is not
     divided by their number (an upper bound on that side).
     """
-    lin, p = workload.input_tokens, workload.prob
+    lin, p = workload.computed_tokens, workload.prob
     el = float(p @ lin)
     var_x = float(p @ lin**3) / (3.0 * el) - (float(p @ lin**2) / (2.0 * el)) ** 2
     return np.asarray((t_a * chunk) ** 2 * np.maximum(var_x - chunk**2 / 12.0, 0.0), np.float64)
@@ -258,7 +258,8 @@ def _chunk_cost_var(workload: DecodeWorkload, chunk: FloatArray, t_a: float) -> 
 def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray, max_cells: int) -> WaitDistribution:
     """M/G/1 wait per rate with service ``service_s[r]`` per cell (one FFT per rate: the service
     differs), on the distinct prompt lengths."""
-    _, first, inverse = np.unique(workload.input_tokens, return_index=True, return_inverse=True)
+    key = workload.input_tokens if workload.prefill_tokens is None else _pair_key(workload)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     prob = np.bincount(inverse.ravel(), weights=workload.prob)
     rows = [
         mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells) for r in range(rate.size)
@@ -271,6 +272,12 @@ def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArra
         atom=np.concatenate([d.atom for d in rows]),
         mean_s=np.concatenate([d.mean_s for d in rows]),
     )
+
+
+def _pair_key(workload: DecodeWorkload) -> FloatArray:
+    """One key per distinct (context, computed tokens): with a prefix cache the service depends on both."""
+    ctx = workload.input_tokens
+    return np.asarray(workload.computed_tokens * (float(ctx.max()) + 1.0) + ctx, dtype=np.float64)
 
 
 def colocated_distributions(

@@ -12,14 +12,18 @@ deployment only bound (:func:`pdplan.serving.resolve.bind`).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.specs.scenario import SloSpec
+from pdplan.types import Binding
 
 LocalModel = DisaggregatedModel | ColocatedModel
 """A serving model of one cluster."""
@@ -41,8 +45,9 @@ def build(res: ResolvedScenario[Any], deployment: Deployment) -> LocalModel:
 
 
 CACHE_RATE_RTOL = 0.01
-"""The goodput fixed point with a prefix cache stops when the goodput moves less than this between rounds."""
-CACHE_RATE_ROUNDS = 6
+"""The self-consistent goodput with a prefix cache is bracketed to this relative width."""
+CACHE_RATE_ROUNDS = 24
+"""At most this many models are built to bracket it (each a build and a goodput search)."""
 
 
 def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScenario[Any]:
@@ -52,21 +57,77 @@ def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScen
     return dataclasses.replace(res, cache_rate_rps=max(float(rate_rps), 1e-9))
 
 
+@dataclass(frozen=True, slots=True)
+class _AtRate:
+    """The model with the hit rates of rate r, and its goodput g(r)."""
+
+    res: ResolvedScenario[Any]
+    model: LocalModel
+    good: Goodput
+
+    @property
+    def rate_rps(self) -> float:
+        return float(self.res.cache_rate_rps or 0.0)
+
+    @property
+    def holds(self) -> bool:
+        """g(r) ≥ r: at rate r, with the hit rates of rate r, the SLO holds."""
+        return self.good.rate_rps >= self.rate_rps * (1.0 - 1e-9)
+
+
 def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
-    """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``. With
-    one, hit rates depend on the rate (a faster stream churns the cache sooner), so the goodput is a fixed point:
-    rebuild with the hit rates at the last goodput until it moves less than :data:`CACHE_RATE_RTOL` (at most
-    :data:`CACHE_RATE_ROUNDS`; the goodput falls as the rate it is taken at rises, so the rounds close in on it)."""
-    model = build_model(res)
-    good = find_goodput(model, slo)
+    """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``.
+
+    With one, hit rates depend on the rate (a faster stream churns the cache sooner): g(r), the goodput of the model
+    whose hit rates are those at rate r, falls as r rises, and the reported goodput is the largest self-consistent
+    rate, g(r) ≥ r. Iterating r ← g(r) converges where g is smooth but oscillates where an LRU's hit rate collapses
+    (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
+    bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
+    constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``."""
     if res.cache is None:
-        return res, model, good
+        model = build_model(res)
+        return res, model, find_goodput(model, slo)
+
+    def at(rate_rps: float) -> _AtRate:
+        nxt = with_cache_rate(res, rate_rps)
+        model = build_model(nxt)
+        return _AtRate(nxt, model, find_goodput(model, slo))
+
+    first = at(cache_rate(res))
+    lo, hi = (first, None) if first.holds else (None, first)
+    probe = first
     for _ in range(CACHE_RATE_ROUNDS):
-        nxt = with_cache_rate(res, good.rate_rps)
-        model_n = build_model(nxt)
-        good_n = find_goodput(model_n, slo)
-        moved = abs(good_n.rate_rps - good.rate_rps) / max(good.rate_rps, 1e-12)
-        res, model, good = nxt, model_n, good_n
-        if moved < CACHE_RATE_RTOL:
-            break
-    return res, model, good
+        if lo is not None and hi is not None:
+            if hi.rate_rps - lo.rate_rps <= CACHE_RATE_RTOL * hi.rate_rps:
+                break
+            probe = at(0.5 * (lo.rate_rps + hi.rate_rps))
+        else:
+            probe = at(probe.good.rate_rps)  # r ← g(r) until it crosses
+            if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
+                return probe.res, probe.model, probe.good
+        if probe.holds:
+            lo = probe if lo is None or probe.rate_rps > lo.rate_rps else lo
+        else:
+            hi = probe if hi is None or probe.rate_rps < hi.rate_rps else hi
+    if lo is None:
+        raise NoFeasiblePlanError(
+            f"no rate holds the SLO with the prefix cache's hit rates at that rate (tried down to "
+            f"{probe.rate_rps:.4g} req/s)",
+            binding_constraint=probe.good.binding,
+        )
+    return lo.res, lo.model, _consistent(lo, hi)
+
+
+def _consistent(lo: _AtRate, hi: _AtRate | None) -> Goodput:
+    """The goodput at the bracket's low end: g(lo) itself when it is within tolerance of lo, else lo with the tier
+    whose hit ratio falls across the bracket named as the binding constraint."""
+    if hi is None or lo.good.rate_rps <= lo.rate_rps * (1.0 + CACHE_RATE_RTOL):
+        return lo.good
+    if lo.model.cache is None or hi.model.cache is None:
+        return lo.good
+    drops = [
+        (a.token_hit_ratio - b.token_hit_ratio, a.name)
+        for a, b in zip(lo.model.cache.tiers, hi.model.cache.tiers, strict=True)
+    ]
+    tier = max(drops)[1]
+    return Goodput(lo.rate_rps, lo.good.limit, f"{Binding.CACHE_CAPACITY} ({tier})")

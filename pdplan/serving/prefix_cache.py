@@ -109,6 +109,8 @@ class Domain:
     layers: int
     gpus_per_instance: int = 1
     """Each GPU of an instance loads its own shard of the KV over its own host link."""
+    holds_outputs: bool = True
+    """Whether the domain's instances decode (and so cache) the outputs: colocated yes, xPyD prefill instances no."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +325,7 @@ def _session_keys(
         output_tokens=length_pmf(spec.output_tokens).mean(),
         think_time=_think(spec.think_time),
         turn_duration_s=duration_s,
+        outputs_cached=domain.holds_outputs,
     )
     kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
     local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
@@ -356,7 +359,8 @@ def _prefix_keys(
     affine = routing == "affinity"  # each prefix on one instance: the deployment acts as one cache of x times
 
     def hits(capacity: float, rate: float) -> FloatArray:
-        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), o.mean())
+        output = o.mean() if domain.holds_outputs else 0.0  # an xPyD prefill instance never holds the outputs
+        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), output)
         return shared_prefix_cache(work, capacity).hit_probability
 
     x = domain.instances
