@@ -32,7 +32,7 @@ FIRST_LOAD = 0.7
 """The share of the no-cache prefill capacity at which hit rates are first evaluated (a starting point only)."""
 
 
-def _domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
+def role_domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
     mem = instance_budget(hw, role)
     capacity = float(np.ravel(mem.kv_capacity_tokens)[0])
     per_node = max(1, hw.gpu.gpus_per_node // hw.gpus_per_instance)
@@ -51,14 +51,14 @@ def prefill_domain(res: ResolvedScenario[Any]) -> Domain:
     hw = res.hardware.prefill
     count = res.hardware.deployment.prefill.count * hw.dp
     return dataclasses.replace(
-        _domain(res, hw, "prefill", count, float(res.lengths.input_tokens.max())), holds_outputs=False
+        role_domain(res, hw, "prefill", count, float(res.lengths.input_tokens.max())), holds_outputs=False
     )
 
 
 def colocated_domain(res: ResolvedScenario[Any], resident_tokens: float) -> Domain:
     """The colocated instances (``resident_tokens``: the decoding sequences' mean KV on one instance)."""
     hw = res.hardware.colocated
-    return _domain(res, hw, "colocated", res.hardware.deployment.instance.count, resident_tokens)
+    return role_domain(res, hw, "colocated", res.hardware.deployment.instance.count, resident_tokens)
 
 
 def cache_rate(res: ResolvedScenario[Any]) -> float:

@@ -35,6 +35,7 @@ its goodput (a fixed point, :mod:`pdplan.evaluation.evaluate`). Trace hit rates 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -238,6 +239,19 @@ def _turns_pmf(spec: SessionsSpec) -> FloatArray:
 
 
 def _turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
+    """:func:`_turn_bins_of`, computed once per (spec, turns, edges): it depends on neither the rate nor the
+    capacities, which the goodput search and the optimiser vary."""
+    return _turn_bins_cached(spec, turns, tuple(float(e) for e in edges))
+
+
+@functools.lru_cache(maxsize=64)
+def _turn_bins_cached(spec: SessionsSpec, turns: int, edges: tuple[float, ...]) -> FloatArray:
+    out = _turn_bins_of(spec, turns, np.asarray(edges, dtype=np.float64))
+    out.flags.writeable = False
+    return out
+
+
+def _turn_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
     """``[T, K]``: P(prompt bin k | turn t), turn t's prompt being the system prompt, t new parts and t − 1 outputs
     (independent). Computed on one token grid (a step of ``span / 2^16`` tokens at most, rounding the parts' lengths
     to it: far finer than the bins) with one FFT per part law and one inverse per turn."""
