@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
+from pdplan.queueing.arrivals import instance_ca2
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
@@ -78,6 +79,8 @@ class ColocatedModel:
     z: int
     cache: CacheClasses | None = None
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
+    arrival_ca2: float = 1.0
+    """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
@@ -175,6 +178,7 @@ class ColocatedModel:
             attention_s=self.attention_cell_s,
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
+            arrival_ca2=instance_ca2("random", self.arrival_ca2, self.z),
         )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
