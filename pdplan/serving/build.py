@@ -7,6 +7,16 @@
 
 ``evaluate`` and the optimiser's exact re-evaluation share this path: the scenario is resolved once and each
 deployment only bound (:func:`pdplan.serving.resolve.bind`).
+
+The workload's arrival process enters here (:func:`arrival_ca2`): its c_a² goes to the prefill pool
+(:attr:`pdplan.serving.prefill_pool.PrefillPool.arrival_ca2`) or the colocated model, whose prompt queues take the
+G/G correction for the c² each instance sees (:mod:`pdplan.queueing.arrivals`). Poisson arrivals (c_a² = 1) leave
+the model as built. The decode side keeps Poisson arrivals: a decode instance's admissions are prefill departures,
+whose gaps lie between the prefill service's and the arrivals' (Whitt's QNA departure approximation
+``c_d² = ρ²c_s² + (1 − ρ²)c_a²``), and the decode model uses the sequences in flight, whose mean (Little's law) does
+not depend on the gaps; only their spread does (the load noise and the idle probability e^{−N} are Poisson's), so the
+TPOT tail is somewhat pessimistic for smooth arrivals and optimistic for bursty ones. The KV link's queue
+(:mod:`pdplan.queueing.link_delay`) is fed by prefill departures too and stays Poisson as well.
 """
 
 from __future__ import annotations
@@ -15,7 +25,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from pdplan.errors import NoFeasiblePlanError
+from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
@@ -23,19 +34,39 @@ from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.specs.scenario import SloSpec
+from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import Binding
+from pdplan.workload.bins import trace_arrivals_s
 
 LocalModel = DisaggregatedModel | ColocatedModel
 """A serving model of one cluster."""
 
 
+def arrival_ca2(workload: WorkloadSpec) -> float:
+    """c_a² of the workload's arrival gaps: the process's own (Poisson 1, constant 0, gamma cv²), or for ``arrival:
+    trace`` the value measured from the trace's times (:func:`pdplan.queueing.arrivals.empirical_ca2`)."""
+    ca2 = workload.arrival_process().ca2
+    if ca2 is not None:
+        return ca2
+    times = trace_arrivals_s(workload)
+    try:
+        return empirical_ca2(times)
+    except ValueError as err:  # fewer than 3 arrivals, or all at one instant
+        raise SpecError(f"arrival: trace: {err}", field="arrival") from None
+
+
 def build_model(res: ResolvedScenario[Any]) -> LocalModel:
-    """The serving model of the deployment ``res`` is bound to."""
+    """The serving model of the deployment ``res`` is bound to, for the workload's arrival process (module
+    docstring)."""
     hw = res.hardware
+    ca2 = arrival_ca2(res.scenario.workload)
     if isinstance(hw, ColocatedHardware):
-        return build_colocated(res)
+        colocated = build_colocated(res)
+        return colocated if ca2 == 1.0 else dataclasses.replace(colocated, arrival_ca2=ca2)
     if isinstance(hw, DisaggregatedHardware):
-        return build_disaggregated(res)
+        model = build_disaggregated(res)
+        pool = model.pool if ca2 == 1.0 else dataclasses.replace(model.pool, arrival_ca2=ca2)
+        return model if ca2 == 1.0 else dataclasses.replace(model, pool=pool)
     raise TypeError(f"no serving model for hardware {type(hw).__name__}")
 
 

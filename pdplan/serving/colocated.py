@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
+from pdplan.queueing.arrivals import instance_ca2
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
@@ -87,6 +88,8 @@ class ColocatedModel:
     colocated_cache`)."""
     defined: npt.NDArray[np.bool_] | None = None
     """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
+    arrival_ca2: float = 1.0
+    """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
@@ -196,6 +199,7 @@ class ColocatedModel:
             attention_s=self.attention_cell_s,
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
+            arrival_ca2=instance_ca2("random", self.arrival_ca2, self.z),
         )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:

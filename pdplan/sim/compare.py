@@ -3,7 +3,8 @@
 The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
 :func:`pdplan.evaluation.evaluate` at the same rate or concurrency; the simulation replays the same
 deployment request by request (:mod:`pdplan.sim.deployment`) with ``n_requests`` sampled
-lengths (:func:`pdplan.workload.bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
+lengths (:func:`pdplan.workload.bins.sample`) and the workload's arrivals (open loop, ``rate``:
+:mod:`pdplan.sim.arrival_times`) or C clients
 (closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.
 
 Seeds: lengths, arrival gaps and routing draws come from three generators derived from ``seed``
@@ -40,9 +41,11 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
+from pdplan.sim import SimResult, simulate, simulate_closed_loop
+from pdplan.sim.arrival_times import arrival_name, arrival_times_s
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
+from pdplan.specs.arrivals import ArrivalProcess, PoissonArrival
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.types import FloatArray, Int64Array
 from pdplan.workload.bins import sample
@@ -178,6 +181,8 @@ class _Runner:
     slo: SloSpec
     trace_arrival_s: FloatArray | None = None
     """``arrival: trace``: the recorded arrivals, time-scaled to each rate (:mod:`pdplan.sim.trace_replay`)."""
+    arrival: ArrivalProcess = field(default_factory=PoissonArrival)
+    """The workload's arrival process otherwise (:mod:`pdplan.sim.arrival_times`)."""
 
     def run(self, rate: float | None, concurrency: int | None = None) -> SimResult:
         dep, req = self.setup.deployment, self.setup.requests
@@ -188,7 +193,7 @@ class _Runner:
         if self.trace_arrival_s is not None:
             arrivals = scaled_arrivals_s(self.trace_arrival_s, rate)
         else:
-            arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
+            arrivals = arrival_times_s(self.arrival, rate, req.count, np.random.default_rng([self.seed, 1]))
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
 
     def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
@@ -307,7 +312,8 @@ def simulate_scenario(
     lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
     n_requests = int(lin.size) if replay else n_requests
     tell("building the simulated deployment")
-    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
+    process = scenario.workload.arrival_process()
+    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals, process)
     closed: dict[str, Any] = {}
     point = None
     if ev.operating_point is not None:
@@ -319,7 +325,7 @@ def simulate_scenario(
         tell("simulated goodput (bisection on the rate)")
         sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
     settings = {
-        "arrivals": "trace" if replay else "poisson",
+        "arrivals": "trace" if replay else arrival_name(process),
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,
