@@ -68,6 +68,15 @@ def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | None, ...]:
+    """The cache settings tried on the colocated baseline: all but ``load-balance`` routing. A colocated deployment
+    routes at random whatever the cache (one queue per instance, :mod:`pdplan.serving.colocated`), so a
+    load-balancing router buys it no better queueing and only divides a session's reuse over the instances: it is
+    dominated by ``affinity``."""
+    kept = tuple(c for c in caches if c is None or not c.prefix_caching or c.routing != "load-balance")
+    return kept or caches
+
+
 def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSpec | None) -> PrefillPerf | None:
     """One prefill instance type's per-bin price under the cache ``spec`` for the screen (module docstring); None
     when the variant caches nothing (no reuse, or caching off): the plain price applies."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
-from pdplan.search.cache_options import screened_prefill
+from pdplan.search.cache_options import colocated_caches, screened_prefill
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics
@@ -161,7 +161,8 @@ def _colocated_pool(
     good, gpus, cost, tau, binding = [], [], [], [], []
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
-        for cache in space.caches:
+        last: float | None = None  # the previous setting's goodput: where the next one's fixed point starts
+        for cache in colocated_caches(space.caches):
             one = Colocated(
                 _role(hw, 1),
                 scheduler=space.colocated_scheduler,
@@ -170,9 +171,10 @@ def _colocated_pool(
                 cache=cache,
             )
             try:
-                bound, model, g1 = goodput_model(bind(res, one), res.scenario.slo)
+                bound, model, g1 = goodput_model(bind(res, one), res.scenario.slo, start_rps=last)
             except NoFeasiblePlanError:
                 continue
+            last = g1.rate_rps if bound.cache is not None else last
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
                 deps.append(dataclasses.replace(one, instance=_role(hw, int(z))))

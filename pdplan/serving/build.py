@@ -106,7 +106,9 @@ class _AtRate:
         return self.good.rate_rps >= self.rate_rps * (1.0 - 1e-9)
 
 
-def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
+def goodput_model(
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None
+) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
     """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``.
 
     With one, hit rates depend on the rate (a faster stream churns the cache sooner): g(r), the goodput of the model
@@ -114,7 +116,8 @@ def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedSce
     rate, g(r) ≥ r. Iterating r ← g(r) converges where g is smooth but oscillates where an LRU's hit rate collapses
     (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
     bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
-    constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``."""
+    constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
+    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`)."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
@@ -124,18 +127,17 @@ def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedSce
         model = build_model(nxt)
         return _AtRate(nxt, model, find_goodput(model, slo))
 
-    first = at(cache_rate(res))
-    lo, hi = (first, None) if first.holds else (None, first)
-    probe = first
+    probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)
+    lo, hi = (probe, None) if probe.holds else (None, probe)
     for _ in range(CACHE_RATE_ROUNDS):
+        if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
+            return probe.res, probe.model, probe.good  # r = g(r) to the tolerance
         if lo is not None and hi is not None:
             if hi.rate_rps - lo.rate_rps <= CACHE_RATE_RTOL * hi.rate_rps:
                 break
-            probe = at(0.5 * (lo.rate_rps + hi.rate_rps))
+            probe = at(_between(lo, hi))
         else:
             probe = at(probe.good.rate_rps)  # r ← g(r) until it crosses
-            if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
-                return probe.res, probe.model, probe.good
         if probe.holds:
             lo = probe if lo is None or probe.rate_rps > lo.rate_rps else lo
         else:
@@ -147,6 +149,17 @@ def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedSce
             binding_constraint=probe.good.binding,
         )
     return lo.res, lo.model, _consistent(lo, hi)
+
+
+def _between(lo: _AtRate, hi: _AtRate) -> float:
+    """The next rate inside the bracket: where the chord of h(r) = g(r) − r crosses 0 (false position; g is smooth
+    except where a tier's hit rate collapses), or the midpoint when the chord falls within a tenth of the width of
+    either end (a collapse: false position would creep towards it)."""
+    h_lo, h_hi = lo.good.rate_rps - lo.rate_rps, hi.good.rate_rps - hi.rate_rps
+    width = hi.rate_rps - lo.rate_rps
+    chord = lo.rate_rps + width * h_lo / (h_lo - h_hi) if h_lo > h_hi else lo.rate_rps
+    inside = lo.rate_rps + 0.1 * width <= chord <= hi.rate_rps - 0.1 * width
+    return chord if inside else lo.rate_rps + 0.5 * width
 
 
 def _consistent(lo: _AtRate, hi: _AtRate | None) -> Goodput:

@@ -62,7 +62,7 @@ from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
-from pdplan.types import Z99, Binding, FloatArray, Utilisation
+from pdplan.types import Z99, Binding, FloatArray, IntArray, Utilisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,8 @@ class ColocatedModel:
     colocated_cache`)."""
     defined: npt.NDArray[np.bool_] | None = None
     """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
+    cell_input_bin: IntArray | None = None
+    """With a prefix cache, each cell's prompt bin (None: cell // output bins)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
@@ -285,6 +287,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
         split.classes,
         split.load_cell_s,
         split.tpot_defined,
+        cell_input_bin=split.input_bin,
     )
 
 

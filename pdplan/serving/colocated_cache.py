@@ -12,6 +12,8 @@
   asynchronously and hold the request until its blocks arrive; SGLang HiCache likewise; docs/prefix_cache.md §3), so
   the exposed load — what the engine's layer-by-layer overlap does not hide behind the prefill compute
   (:meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) — delays the request's TTFT without occupying the GPU.
+* **Cells kept**: a class with less than :data:`MIN_CLASS_WEIGHT` of its bin is folded into the others (most bins
+  are nearly all misses or nearly all hits), so the distributions are not priced on cells of no weight.
 * **HBM left for the cache** is the instance's KV capacity less the decoding sequences' mean KV at the rate the hit
   rates hold at, taken from the same instance without a cache (:func:`resident_tokens`): with a cache the prefill
   takes less time, the token interval is shorter and the resident KV smaller, so this leaves the cache a little less
@@ -30,7 +32,11 @@ from pdplan.serving.cache_domain import cache_rate, colocated_domain, turn_durat
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.roles import ChunkPrice, cached_chunk_price, cached_prefill_perf
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
+
+MIN_CLASS_WEIGHT = 1e-4
+"""A class holding less than this share of its prompt bin's requests is folded into the bin's other classes (its
+cells are dropped and the bin's weights renormalised): fewer cells for the distributions, at most this mass moved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,8 @@ class CachedCells:
     """Per cell, the exposed load of its hit tokens (a TTFT delay), seconds."""
     tpot_defined: npt.NDArray[np.bool_]
     classes: CacheClasses
+    input_bin: IntArray
+    """Per cell, its prompt bin."""
 
 
 def cached_cells(
@@ -69,12 +77,17 @@ def cached_cells(
     kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
     load = classes.exposed_load_s(cached[:, :, None], kvb, perf.latency_s.reshape(k, h, 1))[:, :, 0]
 
-    def per_cell(x: FloatArray) -> FloatArray:
-        """``[I, H]`` → ``[I·H·J]``: the same value for every output bin."""
-        return np.broadcast_to(np.asarray(x, dtype=np.float64).reshape(k, h)[:, :, None], shape).ravel()
+    w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
+    w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class
+    w /= w.sum(axis=1, keepdims=True)
+    keep = np.broadcast_to((w > 0.0)[:, :, None], shape).ravel()
 
-    prob = (plain.prob.reshape(n_in, 1, n_out) * classes.weights[:, :, None]).ravel()
-    steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()
+    def per_cell(x: FloatArray) -> FloatArray:
+        """``[I, H]`` → the kept cells of ``[I·H·J]``: the same value for every output bin."""
+        return np.broadcast_to(np.asarray(x, dtype=np.float64).reshape(k, h)[:, :, None], shape).ravel()[keep]
+
+    prob = (plain.prob.reshape(n_in, 1, n_out) * w[:, :, None]).ravel()[keep]
+    steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()[keep]
     context = per_cell(prompt)
     computed = per_cell(prompt - cached)
     cells = DecodeWorkload(context, steps.copy(), prob, computed)
@@ -85,6 +98,7 @@ def cached_cells(
         per_cell(perf.latency_s),
         price,
         per_cell(load),
-        np.broadcast_to(defined.reshape(n_in, 1, n_out), shape).ravel().copy(),
+        np.broadcast_to(defined.reshape(n_in, 1, n_out), shape).ravel()[keep].copy(),
         classes,
+        np.broadcast_to(np.arange(n_in)[:, None, None], shape).ravel()[keep].copy(),
     )

@@ -269,8 +269,8 @@ class PhysicsBounds:
 
     def _ttft(self, snap: Snapshot) -> list[Breach]:
         """P(TTFT < own prefill at peak) must be 0 in every TTFT bin (module docstring)."""
-        cells_per_bin = snap.prob.size // self.res.lengths.input_tokens.size  # (output bins) × (cache classes)
-        cell_in = np.arange(snap.prob.size) // cells_per_bin
+        split = self.model.cell_input_bin if isinstance(self.model, ColocatedModel) else None
+        cell_in = np.arange(snap.prob.size) // self.res.lengths.output_tokens.size if split is None else split
         floor = np.full(int(snap.ttft_bin.max()) + 1, np.inf)
         np.minimum.at(floor, snap.ttft_bin, self.ttft_floor_in_s[cell_in])
         below = _below(snap, floor)
