@@ -1,5 +1,5 @@
 """The prefix cache as a search dimension: the cache settings ``optimize`` tries, and the screen's price of a
-prefill instance type under each (docs/prefix_cache.md §5).
+prefill instance type under each (docs/prefix_cache.md §8).
 
 **Variants** (:func:`cache_variants`). A workload without reuse has one: the scenario's ``cache:`` (it changes
 nothing). With reuse, ``search: cache:`` lists prefix caching on/off, the routings and, per tier of the scenario's

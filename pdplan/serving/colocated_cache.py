@@ -1,5 +1,5 @@
 """The colocated model's prefix cache: each (prompt, output) cell split into the prefix cache's classes
-(:mod:`pdplan.serving.prefix_cache`), priced on the tokens it computes (docs/prefix_cache.md §4).
+(:mod:`pdplan.serving.prefix_cache`), priced on the tokens it computes (docs/prefix_cache.md §8).
 
 * **Cells.** Cell (i, j) of prompt bin i and output bin j becomes cells (i, h, j), one per class h (a miss, or a hit
   in a tier), with probability ``p_ij · w_ih``. Each keeps its whole prompt as KV context (the decode steps attend to

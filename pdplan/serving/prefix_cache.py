@@ -1,5 +1,5 @@
 """The closed form's prefix cache: per prompt bin, which requests find part of their prompt cached, in which tier,
-how many tokens, and what loading them costs (docs/prefix_cache.md §4).
+how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 
 **Classes.** A request of prompt bin k is a *miss* (nothing cached: the whole prompt is computed) or a *hit in tier
 i* (its longest cached prefix is served from tier i: its KV is loaded, only the rest of the prompt is computed). The
