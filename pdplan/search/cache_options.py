@@ -26,18 +26,22 @@ from typing import Any
 import numpy as np
 
 from pdplan.errors import SpecError
-from pdplan.serving.cache_domain import role_domain
+from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
+from pdplan.serving.cache_domain import cache_rate, role_domain
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
+from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.prefix_cache import cache_classes
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
 from pdplan.specs.cache import CacheSpec, TierChoice
-from pdplan.specs.scenario import Scenario
+from pdplan.specs.scenario import Scenario, SloSpec
 
 SCREEN_LOAD = 0.8
 """The share of one cached prefill instance's capacity its hit rates are evaluated at in the screen."""
 SCREEN_ROUNDS = 2
+WARM_RTOL = 0.05
+"""A warm-started colocated estimate stops after one build when g(r₀) is within this of r₀."""
 
 
 def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
@@ -112,3 +116,30 @@ def _xpyd_duration_s(res: ResolvedScenario[Any]) -> float:
     """A session turn's decode at the SLO's TPOT, the part of the gap an xPyD prefill cache sees
     (:func:`pdplan.serving.cache_domain.turn_duration_s` without the decode pool's token interval)."""
     return max(res.lengths.mean_output() - 1.0, 0.0) * res.scenario.slo.tpot
+
+
+def screened_goodput(
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None
+) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
+    """The colocated baseline's per-instance goodput for the pool, in two model builds where the exact
+    :func:`pdplan.serving.build.goodput_model` brackets the self-consistent rate: r₁ = g(r₀) from ``start_rps`` (a
+    neighbouring setting's estimate; None: :func:`pdplan.serving.cache_domain.cache_rate`), then g(r₁), and the rate
+    where the secant of h(r) = g(r) − r through the two crosses 0, kept between g(r₀) and g(r₁) (one build when a warm
+    start is already within :data:`WARM_RTOL` of self-consistent). The plans the pool
+    ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself."""
+    if res.cache is None:
+        return goodput_model(res, slo)
+    r0 = start_rps if start_rps is not None and start_rps > 0 else cache_rate(res)
+    first = with_cache_rate(res, r0)
+    model = build_model(first)
+    good = find_goodput(model, slo)
+    if start_rps is not None and abs(good.rate_rps - r0) <= WARM_RTOL * r0:
+        return first, model, good  # a neighbouring setting's rate was already (nearly) self-consistent here
+    g0 = good.rate_rps
+    second = with_cache_rate(res, g0)
+    model = build_model(second)
+    good = find_goodput(model, slo)
+    h0, h1 = g0 - r0, good.rate_rps - g0
+    r = g0 - h1 * (g0 - r0) / (h1 - h0) if h1 != h0 else good.rate_rps
+    r = min(max(r, min(g0, good.rate_rps)), max(g0, good.rate_rps), good.limit.rate_rps)
+    return second, model, dataclasses.replace(good, rate_rps=r)

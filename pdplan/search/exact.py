@@ -92,6 +92,7 @@ def evaluate_exact(
     shared_warnings: tuple[str, ...] = (),
     headroom: float = 0.0,
     redundancy: str = "none",
+    start_rps: float | None = None,
 ) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
@@ -99,10 +100,11 @@ def evaluate_exact(
 
     Planning margins: under ``redundancy="n+1"`` goodput is found with one instance of each pool down; the
     reported goodput is that SLO-meeting rate divided by ``1 + headroom``; latencies and utilisations are those of
-    the whole deployment at the operating rate (the target, or the reported goodput)."""
+    the whole deployment at the operating rate (the target, or the reported goodput). ``start_rps``: where a
+    prefix cache's self-consistent goodput is first looked for (the screen's estimate)."""
     slo = base.scenario.slo
     try:
-        res, model, capacity, good = _goodput(base, d, target_rps, redundancy)
+        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps)
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
@@ -136,7 +138,11 @@ def with_cache_report(e: Exact) -> Exact:
 
 
 def _goodput(
-    base: ResolvedScenario[Any], d: Disaggregated | Colocated, target_rps: float | None, redundancy: str
+    base: ResolvedScenario[Any],
+    d: Disaggregated | Colocated,
+    target_rps: float | None,
+    redundancy: str,
+    start_rps: float | None = None,
 ) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
     """The bound deployment, its model, the model goodput is found on (one instance of each pool down under
     ``n+1``) and that goodput. With a prefix cache the hit rates are those at the target rate when there is one (the
@@ -154,10 +160,10 @@ def _goodput(
         capacity = model if down is None else build_model(down)
         return res, model, capacity, find_goodput(capacity, slo)
     if redundancy == "n+1":
-        down, capacity, good = goodput_model(bind(base, degraded(d)), slo)
+        down, capacity, good = goodput_model(bind(base, degraded(d)), slo, start_rps)
         res = with_cache_rate(res, good.rate_rps)
         return res, build_model(res), capacity, good
-    res, model, good = goodput_model(res, slo)
+    res, model, good = goodput_model(res, slo, start_rps)
     return res, model, model, good
 
 

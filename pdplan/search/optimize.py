@@ -98,6 +98,7 @@ def _refine(
             shared_warnings=pool.shared_warnings,
             headroom=space.headroom,
             redundancy=space.redundancy,
+            start_rps=float(pool.metrics.goodput_rps[i]) * (1.0 + space.headroom),
         )
         if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus):
             kept.append(e)

@@ -16,7 +16,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
-from pdplan.search.cache_options import colocated_caches, screened_prefill
+from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics
@@ -31,7 +31,6 @@ from pdplan.serving import (
     decode_cells,
     prefill_perf,
 )
-from pdplan.serving.build import goodput_model
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.specs.cache import CacheSpec
@@ -153,7 +152,8 @@ def _disaggregated_metrics(
 def _colocated_pool(
     res: ResolvedScenario[Any], space: Space, mean_out: float
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
-    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
+    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
+    prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
     """
@@ -171,7 +171,7 @@ def _colocated_pool(
                 cache=cache,
             )
             try:
-                bound, model, g1 = goodput_model(bind(res, one), res.scenario.slo, start_rps=last)
+                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last)
             except NoFeasiblePlanError:
                 continue
             last = g1.rate_rps if bound.cache is not None else last
