@@ -185,7 +185,7 @@ def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scena
     if model.cache is None:
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
-    return CacheReport.of(model.cache, without)
+    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode)
 
 
 def _load_regime(

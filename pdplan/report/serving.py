@@ -92,6 +92,10 @@ def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
     """The prefix cache: routing, hit ratio and read traffic per tier (at the rate the hit rates hold at), the
     busiest element of each tier's read path, and the goodput without the cache."""
     rows: list[tuple[str, Any]] = [
+        (
+            "cache_lives_on",
+            cache.lives_on + ("; the P→D link carries the whole context's KV" if cache.link_carries else ""),
+        ),
         ("cache_routing", cache.routing),
         ("cache_hit_rates_at_rps", cache.rate_rps),
         ("cache_token_hit_ratio", cache.token_hit_ratio),

@@ -133,7 +133,7 @@ def with_cache_report(e: Exact) -> Exact:
     if e.model.cache is None:
         return e
     without = e.goodput_rps(build_model(dataclasses.replace(e.res, cache=None)), e.res.scenario.slo)
-    report = CacheReport.of(e.model.cache, without)
+    report = CacheReport.of(e.model.cache, without, mode=e.res.hardware.deployment.mode)
     return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
 
 
