@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pdplan.search.inputs_record import GpuFacts
 from pdplan.search.plans import Plan, PlanResult
 from pdplan.serving.deployment import Role
 from pdplan.specs.kernel_table import uncalibrated_warning
@@ -121,36 +122,21 @@ def runner_up(result: PlanResult) -> Plan | None:
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` if it is a mapping, else an empty one (inputs/assumptions are free-form)."""
+    """``value`` if it is a mapping, else an empty one (a document's nested values, :mod:`pdplan.report.mapping`)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def slo_threshold(result: PlanResult, name: str) -> float | None:
-    """An SLO value from ``inputs["slo"]`` under ``name`` or ``name_s`` (e.g. ``ttft`` / ``ttft_s``)."""
-    slo = mapping(result.inputs.get("slo"))
-    for key in (f"{name}_s", name):
-        value = slo.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def gpu_inputs(result: PlanResult) -> dict[str, Mapping[str, Any]]:
-    """``inputs["gpus"]`` as name → facts, sorted by name."""
-    gpus = mapping(result.inputs.get("gpus"))
-    return {name: mapping(gpus[name]) for name in sorted(gpus)}
+def gpu_inputs(result: PlanResult) -> dict[str, GpuFacts]:
+    """``inputs.gpus`` as name → facts, sorted by name."""
+    return {name: result.inputs.gpus[name] for name in sorted(result.inputs.gpus)}
 
 
 def uncalibrated_gpus(result: PlanResult) -> list[str]:
-    return [name for name, facts in gpu_inputs(result).items() if facts.get("calibrated_kernel_table") is False]
+    return [name for name, facts in gpu_inputs(result).items() if not facts.calibrated_kernel_table]
 
 
 def unpriced_gpus(result: PlanResult) -> list[str]:
-    return [
-        name
-        for name, facts in gpu_inputs(result).items()
-        if "price_usd_per_gpu_hour" in facts and facts["price_usd_per_gpu_hour"] is None
-    ]
+    return [name for name, facts in gpu_inputs(result).items() if facts.price_usd_per_gpu_hour is None]
 
 
 def ranked_with_baseline(result: PlanResult) -> list[tuple[str, Plan]]:
@@ -170,8 +156,7 @@ def all_warnings(result: PlanResult) -> list[str]:
     lines = list(result.warnings)
     gpus = gpu_inputs(result)
     for name in uncalibrated_gpus(result):
-        derived = gpus[name].get("kernel_table_derived_from")
-        lines.append(uncalibrated_warning(name, derived if isinstance(derived, str) else None))
+        lines.append(uncalibrated_warning(name, gpus[name].kernel_table_derived_from))
     for name in unpriced_gpus(result):
         if not any(line.startswith(f"{name} skipped:") for line in lines):  # a cost search says it skipped it
             lines.append(f"{name} has no price in the catalogue: per-$ figures of plans using it are n/a")
@@ -320,15 +305,13 @@ def plan_cells_of(columns: tuple[str, ...], rank: str, plan: Plan, percentile: i
 
 def planning_line(result: PlanResult) -> str:
     """The planning margins in one line (every report prints it): headroom, redundancy, dollar budget."""
-    p = mapping(result.planning)
-    headroom = p.get("headroom", 0.0)
+    p = result.planning
     text = (
-        f"planning: headroom {fixed(float(headroom) * 100.0, 0)}% (the SLO holds at {fixed(1.0 + float(headroom), 2)}x "
-        f"the operating rate; goodput = SLO-meeting rate / {fixed(1.0 + float(headroom), 2)}), "
-        f"redundancy {p.get('redundancy', 'none')}"
+        f"planning: headroom {fixed(p.headroom * 100.0, 0)}% (the SLO holds at {fixed(1.0 + p.headroom, 2)}x "
+        f"the operating rate; goodput = SLO-meeting rate / {fixed(1.0 + p.headroom, 2)}), "
+        f"redundancy {p.redundancy}"
     )
-    budget = p.get("budget_usd_per_hour")
-    return text + (f", budget {usd(float(budget))}/h" if budget is not None else "")
+    return text + (f", budget {usd(p.budget_usd_per_hour)}/h" if p.budget_usd_per_hour is not None else "")
 
 
 PARETO_COLUMNS = ("plan", "GPUs", "req/s per GPU", "tok/s per user", "TTFT P90 ms", "TPOT P90 ms", "role", "$/h")

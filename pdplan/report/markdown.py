@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from pdplan.report import common as c
 from pdplan.report.cache import CACHE_COLUMNS, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
-from pdplan.report.mapping import cell, scalar, sections
+from pdplan.report.mapping import cell, sections
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.search.plans import Plan, PlanResult
 
-_INPUT_ORDER = ("model", "model_source", "workload", "slo", "gpus", "links", "search_space")
+_INPUT_ORDER = ("model", "workload", "slo", "gpus", "links", "search_space")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -51,18 +51,17 @@ def _objective_words(objective: str) -> str:
 
 
 def _inputs(result: PlanResult) -> list[str]:
-    return ["## Inputs and their sources", "", *sections(result.inputs, first_keys=_INPUT_ORDER)]
+    return ["## Inputs and their sources", "", *sections(result.inputs.to_document(), first_keys=_INPUT_ORDER)]
 
 
 def _assumptions(result: PlanResult) -> list[str]:
     gpus = c.gpu_inputs(result)
     status = [
-        f"{name} {'calibrated' if facts.get('calibrated_kernel_table') else '**not calibrated**'}"
+        f"{name} {'calibrated' if facts.calibrated_kernel_table else '**not calibrated**'}"
         for name, facts in gpus.items()
-        if "calibrated_kernel_table" in facts
     ]
     text = "Kernel tables: " + "; ".join(status) + "." if status else ""
-    engine = c.mapping(result.assumptions.get("engine"))
+    engine = result.assumptions.engine
     if engine.get("version"):
         text += f" Engine: {engine['name']} {engine['version']} ({engine.get('source', '')})."
     if c.uncalibrated_gpus(result):
@@ -72,7 +71,7 @@ def _assumptions(result: PlanResult) -> list[str]:
             + " as estimates."
         )
     lines = ["## Assumed efficiencies", "", text.strip(), ""] if text else ["## Assumed efficiencies", ""]
-    return [*lines, *(sections(result.assumptions, transpose=True) or ["None recorded."])]
+    return [*lines, *sections(result.assumptions.to_document(), transpose=True)]
 
 
 def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
@@ -275,20 +274,14 @@ def _warnings(result: PlanResult) -> list[str]:
     return ["## Warnings", "", *([f"- {w}" for w in lines] or ["None."])]
 
 
-def _method(result: PlanResult) -> list[str]:
-    convention = result.assumptions.get("ttft_convention")
-    ttft = (
-        f"TTFT follows convention {scalar(convention)}"
-        if convention is not None
-        else "TTFT runs from arrival to the first token, including queueing, prefill and the exposed part of "
-        "the KV transfer"
-    )
+def _method() -> list[str]:
     return [
         "## Method",
         "",
         "Step times come from a per-operator roofline priced with each GPU's kernel-efficiency table (above); "
         "prefill and decode pools are modelled as queues fed by a Poisson arrival stream with the workload's "
-        f"length distributions. {ttft}; TPOT is the time per output token after the first. Percentiles are read "
+        "length distributions. TTFT runs from arrival to the first token, including queueing, prefill and the "
+        "exposed part of the KV transfer; TPOT is the time per output token after the first. Percentiles are read "
         "from the modelled latency distributions, not from means, and goodput is the highest arrival rate at "
         "which the share of requests meeting both SLOs reaches the target attainment. Screened plans come from "
         "the vectorised screen only; the others were re-evaluated with the full serving model.",
@@ -325,11 +318,8 @@ def _prfaas(result: PlanResult) -> list[list[str]]:
 
 def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
     """The whole document (ends with one newline); ``chart`` (a path relative to the document) embeds the plot."""
-    model = result.inputs.get("model")
-    if isinstance(model, dict):
-        model = model.get("name")
     parts = [
-        [f"# Capacity review: {scalar(model)}" if model is not None else "# Capacity review"],
+        [f"# Capacity review: {result.inputs.model.name}"],
         _question(result),
         _inputs(result),
         _assumptions(result),
@@ -343,6 +333,6 @@ def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
         _sensitivity(result),
         _why_not(result),
         _warnings(result),
-        _method(result),
+        _method(),
     ]
     return "\n\n".join("\n".join(part) for part in parts) + "\n"

@@ -85,20 +85,17 @@ def _curve_panel(ax: Any, result: PlanResult) -> None:
         ax.text(0.5, 0.5, "no rate curve in the result", ha="center", va="center", transform=ax.transAxes)
         return
     rates = [r for r, _, _, _ in result.rate_curve]
-    for index, name, color in ((2, "TTFT", "tab:blue"), (3, "TPOT", "tab:orange")):
+    slo = result.inputs.slo
+    for index, name, color, threshold_s in ((2, "TTFT", "tab:blue", slo.ttft), (3, "TPOT", "tab:orange", slo.tpot)):
         values = _finite([row[index] * 1e3 for row in result.rate_curve])
         ax.plot(rates, values, "-", color=color, label=f"{name} P90")
-        slo = c.slo_threshold(result, name.lower())
-        if slo is not None:
-            ax.axhline(slo * 1e3, color=color, linestyle="--", linewidth=1, label=f"{name} SLO")
+        ax.axhline(threshold_s * 1e3, color=color, linestyle="--", linewidth=1, label=f"{name} SLO")
     ax.set_yscale("log")
     ax.set_ylabel("latency (ms)")
     ax.axvline(result.best.operating_rate_rps, color="tab:gray", linestyle=":", linewidth=1, label="operating rate")
     twin = ax.twinx()
     twin.plot(rates, _finite([a for _, a, _, _ in result.rate_curve]), "-", color="tab:green", label="attainment")
-    target = c.slo_threshold(result, "attainment")
-    if target is not None:
-        twin.axhline(target, color="tab:green", linestyle="--", linewidth=1, label="attainment target")
+    twin.axhline(slo.attainment, color="tab:green", linestyle="--", linewidth=1, label="attainment target")
     twin.set_ylim(0.0, 1.05)
     twin.set_ylabel("SLO attainment")
     lines, labels = ax.get_legend_handles_labels()

@@ -12,6 +12,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
+from pdplan.search.inputs_record import PlanningMargins
 from pdplan.search.plans import Plan, PriceSensitivity
 from pdplan.search.pool import Pool
 from pdplan.search.select import Metrics, needs_price, rank
@@ -30,16 +31,16 @@ REDUNDANCY_MEANING = {
 }
 
 
-def planning_inputs(space: Space) -> dict[str, Any]:
+def planning_inputs(space: Space) -> PlanningMargins:
     """The margins of the search as every report prints them (``inputs.planning``)."""
-    return {
-        "headroom": space.headroom,
-        "headroom_meaning": HEADROOM_MEANING,
-        "redundancy": space.redundancy,
-        "redundancy_meaning": REDUNDANCY_MEANING[space.redundancy],
-        "budget_usd_per_hour": space.budget_usd_per_hour,
-        "sources": dict(planning_defaults().sources),
-    }
+    return PlanningMargins(
+        headroom=space.headroom,
+        headroom_meaning=HEADROOM_MEANING,
+        redundancy=space.redundancy,
+        redundancy_meaning=REDUNDANCY_MEANING[space.redundancy],
+        budget_usd_per_hour=space.budget_usd_per_hour,
+        sources=dict(planning_defaults().sources),
+    )
 
 
 def plan_metrics(plans: list[Plan]) -> Metrics:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.search.inputs_record import PlanningMargins, SearchAssumptions, SearchInputs
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
 from pdplan.serving.prfaas.result import PrfaasResult
@@ -309,16 +310,16 @@ class PlanResult:
     baseline: Plan | None
     pareto: tuple[Plan, ...]
     search: SearchStats
-    inputs: dict[str, Any]
-    assumptions: dict[str, Any]
+    inputs: SearchInputs
+    """What the search was asked and given, with the files and sources (JSON ``inputs``)."""
+    assumptions: SearchAssumptions
+    """The efficiencies and engine settings every plan rests on (JSON ``assumptions``)."""
     sensitivity: tuple[Sensitivity, ...] = ()
     warnings: tuple[str, ...] = ()
     rate_curve: tuple[tuple[float, float, float, float], ...] = field(default=())
     """The pick's (rate_rps, attainment, TTFT and TPOT at the SLO percentile, s) over a range of rates (the plot)."""
     slo_percentile: float = 90.0
     """The SLO percentile the rate curve's latencies are read at."""
-    planning: dict[str, Any] = field(default_factory=dict)
-    """The planning margins of the search (headroom, redundancy, dollar budget) with their meaning and sources."""
     price_sensitivity: tuple[PriceSensitivity, ...] = ()
     rejected: tuple[dict[str, Any], ...] = ()
     """Why not: each GPU type / TP size tried but in no reported plan, with the binding reason."""
@@ -330,6 +331,11 @@ class PlanResult:
     @property
     def best(self) -> Plan:
         return self.plans[0]
+
+    @property
+    def planning(self) -> PlanningMargins:
+        """The planning margins of the search (headroom, redundancy, dollar budget) with their meaning and sources."""
+        return self.inputs.planning
 
     @property
     def baseline_ratio(self) -> float | None:
@@ -361,15 +367,15 @@ class PlanResult:
                 }
                 for s in self.sensitivity
             ],
-            "inputs": self.inputs,
-            "assumptions": self.assumptions,
+            "inputs": self.inputs.to_document(),
+            "assumptions": self.assumptions.to_document(),
             "warnings": list(self.warnings),
             "slo_percentile": self.slo_percentile,
             "rate_curve": [
                 {"rate_rps": r, "attainment": a, "ttft_at_percentile_s": t, "tpot_at_percentile_s": p}
                 for r, a, t, p in self.rate_curve
             ],
-            "planning": self.planning,
+            "planning": self.planning.to_document(),
             "price_sensitivity": [p.as_dict() for p in self.price_sensitivity],
             "why_not": [dict(r) for r in self.rejected],
             "objective_name": self.objective_key,

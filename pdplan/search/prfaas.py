@@ -29,7 +29,6 @@ from typing import Any
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
 from pdplan.search.describe import describe_assumptions
-from pdplan.search.planning import planning_inputs
 from pdplan.search.plans import Plan, PlanResult, SearchStats
 from pdplan.search.prfaas_describe import (
     check_supported,
@@ -286,10 +285,9 @@ def optimize_prfaas(
             refined=tried,
         ),
         inputs=prfaas_inputs(res, space, catalog, setup, splits, remotes),
-        assumptions=describe_assumptions(space, catalog, res.scenario),
+        assumptions=describe_assumptions(space, catalog, res),
         warnings=prfaas_warnings(res, docs),
         slo_percentile=res.scenario.slo.percentile,
-        planning=planning_inputs(space),
         objective_key=space.objective,
         rate_target_rps=space.rate_rps,
     )

@@ -4,11 +4,12 @@ question and objective in words, the inputs it searched over, and its warnings.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.search.describe import describe_inputs
+from pdplan.search.inputs_record import PrfaasFacts, PrfaasSpaceFacts, SearchInputs
 from pdplan.search.planning import planning_inputs
 from pdplan.search.space import Space
 from pdplan.serving import DisaggregatedHardware, ResolvedScenario
@@ -50,39 +51,37 @@ def prfaas_inputs(
     setup: PrfaasSetup,
     splits: list[tuple[int, int]],
     remotes: range | tuple[int, ...],
-) -> dict[str, Any]:
+) -> SearchInputs:
+    """The inputs of a PrfaaS search: :func:`describe_inputs` with the space it searched (the local instance types,
+    the local splits, the remote counts and how the threshold was chosen) and the remote cluster and its link."""
     link = catalog.link(setup.link_name)
     remote = catalog.gpu(setup.spec.gpu)
-    prfaas = {
-        "remote_gpu": remote.name,
-        "remote_tp": setup.spec.tp,
-        "remote_instances_max": setup.spec.count,
-        "link": link.name,
-        "link_line_rate_gbit_per_s": link.line_rate_bytes_per_s * 8e-9,
-        "link_efficiency": link.efficiency,
-        "link_source": link.sources.get("line_rate_bytes_per_s", ""),
-        "rtt_s": setup.rtt_s,
-        "threshold_pinned_tokens": setup.spec.threshold,
-        "sources": setup.sources,
-    }
-    searched = {
-        "prefill": res.hardware.prefill.label,
-        "decode": res.hardware.decode.label,
-        "local_splits": [f"{n_p}P{n_d}D" for n_p, n_d in splits],
-        "remote_instances": list(remotes),
-        "threshold": "pinned"
+    prfaas = PrfaasFacts(
+        remote_gpu=remote.name,
+        remote_tp=setup.spec.tp,
+        remote_instances_max=setup.spec.count,
+        link=link.name,
+        link_line_rate_gbit_per_s=link.line_rate_bytes_per_s * 8e-9,
+        link_efficiency=link.efficiency,
+        link_source=link.sources.get("line_rate_bytes_per_s", ""),
+        rtt_s=setup.rtt_s,
+        threshold_pinned_tokens=setup.spec.threshold,
+        sources=setup.sources,
+    )
+    searched = PrfaasSpaceFacts(
+        prefill=res.hardware.prefill.label,
+        decode=res.hardware.decode.label,
+        local_splits=tuple(f"{n_p}P{n_d}D" for n_p, n_d in splits),
+        remote_instances=tuple(remotes),
+        threshold="pinned"
         if setup.spec.threshold is not None
         else "searched (log-spaced scan, then bounded scalar search)",
-        "budget_gpus": space.budget_gpus,
-        "rate_rps": space.rate_rps,
-        "headroom": space.headroom,
-    }
-    return {
-        **describe_inputs(res.scenario, res, space, catalog),
-        "search_space": searched,
-        "planning": planning_inputs(space),
-        "prfaas": prfaas,
-    }
+        budget_gpus=space.budget_gpus,
+        rate_rps=space.rate_rps,
+        headroom=space.headroom,
+    )
+    inputs = describe_inputs(res, space, catalog, planning_inputs(space))
+    return dataclasses.replace(inputs, search_space=searched, prfaas=prfaas)
 
 
 def prfaas_question(res: ResolvedScenario[DisaggregatedHardware], space: Space, setup: PrfaasSetup) -> str:

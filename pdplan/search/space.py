@@ -16,6 +16,7 @@ from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.search.cache_options import cache_variants
+from pdplan.search.inputs_record import SpaceFacts
 from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
@@ -60,29 +61,25 @@ class Space:
     caches: tuple[CacheSpec | None, ...] = (None,)
     """The prefix-cache settings tried (:func:`pdplan.search.cache_options.cache_variants`)."""
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> SpaceFacts:
         """The space in plain values (for reports)."""
-
-        def roles(options: tuple[RoleHardware, ...]) -> list[str]:
-            return [h.label for h in options]
-
-        return {
-            "prefill": roles(self.prefill),
-            "decode": roles(self.decode),
-            "colocated": roles(self.colocated),
-            "granularities": list(self.granularities),
-            "links": list(self.links),
-            "routing": list(self.routings),
-            "max_num_seqs": list(self.max_num_seqs),
-            "max_instances": self.max_instances,
-            "budget_gpus": self.budget_gpus,
-            "rate_rps": self.rate_rps,
-            "objective": self.objective,
-            "colocated_scheduler": self.colocated_scheduler,
-            "headroom": self.headroom,
-            "redundancy": self.redundancy,
-            "budget_usd_per_hour": self.budget_usd_per_hour,
-        }
+        return SpaceFacts(
+            prefill=tuple(h.label for h in self.prefill),
+            decode=tuple(h.label for h in self.decode),
+            colocated=tuple(h.label for h in self.colocated),
+            granularities=self.granularities,
+            links=self.links,
+            routing=self.routings,
+            max_num_seqs=self.max_num_seqs,
+            max_instances=self.max_instances,
+            budget_gpus=self.budget_gpus,
+            rate_rps=self.rate_rps,
+            objective=self.objective,
+            colocated_scheduler=self.colocated_scheduler,
+            headroom=self.headroom,
+            redundancy=self.redundancy,
+            budget_usd_per_hour=self.budget_usd_per_hour,
+        )
 
 
 def _fits(hw: RoleHardware) -> bool:

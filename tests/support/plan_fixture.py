@@ -11,10 +11,24 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from pdplan.search.inputs_record import (
+    EngineSettings,
+    GpuFacts,
+    KernelTableFacts,
+    LinkFacts,
+    ModelFacts,
+    PlanningMargins,
+    SearchAssumptions,
+    SearchInputs,
+    SpaceFacts,
+    WorkloadFacts,
+)
+from pdplan.search.planning import HEADROOM_MEANING, REDUNDANCY_MEANING
 from pdplan.search.plans import Plan, PlanResult, SearchStats, Sensitivity
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated
 from pdplan.serving.deployment import Role as RoleChoice
 from pdplan.serving.snapshot import Latency
+from pdplan.specs.scenario import SloSpec
 
 GIB = 2**30
 H100_PRICE = 3.0  # $/GPU-hour
@@ -146,75 +160,129 @@ def baseline() -> Plan:
     )
 
 
-def _inputs() -> dict[str, Any]:
-    return {
-        "model": "llama-3.1-70b",
-        "model_source": "built-in pdplan/models/llama-3.1-70b.yaml",
-        "workload": {
-            "name": "chat",
-            "description": "Splitwise conversation trace, lognormal fit",
-            "source": "Patel et al., Splitwise (ISCA 2024), Table 2 medians",
-            "mean_input_tokens": 1155.0,
-            "mean_output_tokens": 258.0,
-        },
-        "slo": {"ttft": 2.0, "tpot": 0.1, "percentile": 90.0, "attainment": 0.9},
-        "gpus": {
-            "h100-sxm": {
-                "display_name": "NVIDIA H100 SXM5 80GB",
-                "source_file": "hardware_db/gpus/h100-sxm.yaml",
-                "sha256": "3f1c9a0e5b7d2c4a8e6f1b3d5c7a9e0f2b4d6c8a0e1f3b5d7c9a2e4f6b8d0c1a",
-                "price_usd_per_gpu_hour": H100_PRICE,
-                "calibrated_kernel_table": True,
-            },
-            "h20": {
-                "display_name": "NVIDIA H20 96GB",
-                "source_file": "hardware_db/gpus/h20.yaml",
-                "sha256": "9b2e4d6f8a0c1e3b5d7f9a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b",
-                "price_usd_per_gpu_hour": None,
-                "calibrated_kernel_table": False,
-            },
-        },
-        "links": {
-            "ib-ndr": {
-                "display_name": "InfiniBand NDR 400G",
-                "source_file": "hardware_db/links/ib-ndr.yaml",
-                "bandwidth_bytes_per_s": 5.0e10,
-                "latency_s": 5e-06,
-            }
-        },
-        "search_space": {
-            "prefill": ["h100-sxm TP2", "h100-sxm TP4", "h100-sxm TP8"],
-            "decode": ["h100-sxm TP4", "h100-sxm TP8", "h20 TP8"],
-            "granularities": ["layer", "chunk"],
-            "links": ["ib-ndr"],
-            "max_instances": 16,
-            "budget_gpus": 16,
-            "rate_rps": None,
-            "objective": "gpus",
-        },
-        "pdplan_version": "0.1.0",
-    }
+def _h100() -> GpuFacts:
+    return GpuFacts(
+        display_name="NVIDIA H100 SXM5 80GB",
+        source_file="hardware_db/gpus/h100-sxm.yaml",
+        sha256="3f1c9a0e5b7d2c4a8e6f1b3d5c7a9e0f2b4d6c8a0e1f3b5d7c9a2e4f6b8d0c1a",
+        price_usd_per_gpu_hour=H100_PRICE,
+        price_source="cloud on-demand quotes, May 2026",
+        calibrated_kernel_table=True,
+        kernel_table_derived_from=None,
+    )
 
 
-def _assumptions() -> dict[str, Any]:
-    return {
-        "kernel_tables": {
-            "h100-sxm": {
-                "gemm": {"bf16": {"peak_fraction": 0.8465, "memory_fraction": 0.8655}},
-                "decode_attention": {"bf16": {"memory_fraction": 0.7812}},
-                "stack": "vLLM 0.24.0",
-            },
-            "h20": {
-                "gemm": {"bf16": {"peak_fraction": 0.81, "memory_fraction": 0.84}},
-                "decode_attention": {"bf16": {"memory_fraction": 0.75}},
-                "derived_from": "h100-sxm",
-            },
+def _planning() -> PlanningMargins:
+    return PlanningMargins(
+        headroom=0.0,
+        headroom_meaning=HEADROOM_MEANING,
+        redundancy="none",
+        redundancy_meaning=REDUNDANCY_MEANING["none"],
+        budget_usd_per_hour=None,
+        sources={"headroom": "0: no margin (DistServe's goodput)", "redundancy": "none: every instance up"},
+    )
+
+
+def _inputs() -> SearchInputs:
+    return SearchInputs(
+        model=ModelFacts(
+            name="llama-3.1-70b",
+            source="built-in pdplan/models/llama-3.1-70b.yaml",
+            total_params=70_553_706_496,
+            active_params=70_553_706_496,
+        ),
+        workload=WorkloadFacts(
+            name="chat",
+            description="Splitwise conversation trace, lognormal fit",
+            source="Patel et al., Splitwise (ISCA 2024), Table 2 medians",
+            is_fit=True,
+            mean_input_tokens=1155.0,
+            mean_output_tokens=258.0,
+        ),
+        slo=SloSpec(ttft=2.0, tpot=0.1, percentile=90.0, attainment=0.9),
+        ttft_convention="A",
+        dtype="bf16",
+        kv_dtype="bf16",
+        gpus={
+            "h100-sxm": _h100(),
+            "h20": GpuFacts(
+                display_name="NVIDIA H20 96GB",
+                source_file="hardware_db/gpus/h20.yaml",
+                sha256="9b2e4d6f8a0c1e3b5d7f9a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b",
+                price_usd_per_gpu_hour=None,
+                price_source="",
+                calibrated_kernel_table=False,
+                kernel_table_derived_from="h100-sxm",
+            ),
         },
-        "ttft_convention": "A: TTFT = prefill wait + prefill + KV transfer + decode step boundary + first decode "
-        "step (decode streams token 1)",
-        "gpu_memory_utilization": 0.9,
-        "decode_fit_median_rel_err": 0.012,
-    }
+        links={
+            "ib-ndr": LinkFacts(
+                display_name="InfiniBand NDR 400G",
+                line_rate_gbit_per_s=400.0,
+                efficiency=0.87,
+                source="hardware_db/links/ib-ndr.yaml",
+            )
+        },
+        search_space=SpaceFacts(
+            prefill=("h100-sxm TP2", "h100-sxm TP4", "h100-sxm TP8"),
+            decode=("h100-sxm TP4", "h100-sxm TP8", "h20 TP8"),
+            colocated=("h100-sxm TP4",),
+            granularities=("layer", "chunk"),
+            links=("ib-ndr",),
+            routing=("least-work",),
+            max_num_seqs=(256,),
+            max_instances=16,
+            budget_gpus=16,
+            rate_rps=None,
+            objective="gpus",
+            colocated_scheduler="chunked",
+            headroom=0.0,
+            redundancy="none",
+            budget_usd_per_hour=None,
+        ),
+        pdplan_version="0.1.0",
+        planning=_planning(),
+    )
+
+
+def _kernel_table(**overrides: Any) -> KernelTableFacts:
+    base: dict[str, Any] = dict(
+        calibrated=True,
+        derived_from=None,
+        stack="vLLM 0.24.0",
+        gemm_bf16_peak_fraction=0.8465,
+        gemm_bf16_memory_fraction=0.8655,
+        prefill_attention_compute_fraction=0.84,
+        decode_attention_memory_fraction=0.7812,
+        allreduce_bus_gb_per_s=295.4,
+        decode_step_overhead_s=0.0,
+    )
+    return KernelTableFacts(**{**base, **overrides})
+
+
+def _assumptions() -> SearchAssumptions:
+    return SearchAssumptions(
+        kernel_tables={
+            "h100-sxm": _kernel_table(),
+            "h20": _kernel_table(
+                calibrated=False,
+                derived_from="h100-sxm",
+                gemm_bf16_peak_fraction=0.81,
+                gemm_bf16_memory_fraction=0.84,
+                decode_attention_memory_fraction=0.75,
+            ),
+        },
+        engine={"name": "vllm", "version": "0.12.0", "source": "pdplan/data/engines/vllm.yaml", "engine": "vllm"},
+        engine_defaults=EngineSettings(
+            gpu_memory_utilization=0.9,
+            max_num_batched_tokens=8192,
+            max_num_seqs=256,
+            limits_source="vLLM EngineArgs defaults",
+            kv_memory_source="vLLM gpu_memory_utilization",
+            step_overhead_source="fitted on vLLM benchmark runs",
+        ),
+        method="roofline per operator on a calibrated kernel table",
+    )
 
 
 def _rate_curve() -> tuple[tuple[float, float, float, float], ...]:
@@ -252,7 +320,8 @@ def plan_result() -> PlanResult:
 
 
 def minimal_result() -> PlanResult:
-    """One plan, no baseline, no Pareto, no sensitivity, empty inputs/assumptions (edge cases)."""
+    """One plan, no baseline, no Pareto, no sensitivity, the inputs and assumptions of one GPU and no link (edge
+    cases)."""
     return PlanResult(
         question="q",
         objective="cost",
@@ -260,6 +329,6 @@ def minimal_result() -> PlanResult:
         baseline=None,
         pareto=(),
         search=SearchStats(1, 1, 0.01, 1),
-        inputs={},
-        assumptions={},
+        inputs=replace(_inputs(), gpus={"h100-sxm": _h100()}, links={}),
+        assumptions=replace(_assumptions(), kernel_tables={"h100-sxm": _kernel_table()}),
     )

@@ -95,7 +95,7 @@ def test_headroom_reports_the_slo_meeting_rate_over_one_plus_h() -> None:
     limit = _rebuilt_goodput(_small(), _deployment(plan))
     assert plan.goodput_rps == pytest.approx(limit / 1.25, rel=1e-6)
     assert plan.operating_rate_rps == pytest.approx(plan.goodput_rps, rel=1e-5)
-    assert result.planning["headroom"] == 0.25
+    assert result.planning.headroom == 0.25
     assert "headroom 25%" in to_markdown(result)
 
 
@@ -109,7 +109,7 @@ def test_default_headroom_is_printed_in_every_report() -> None:
     from pdplan.report.render import Format
 
     result = _run("default")
-    assert result.planning["headroom"] == 0.0
+    assert result.planning.headroom == 0.0
     from pdplan.report.table import optimize_renderable, to_text
 
     assert "headroom 0%" in to_text(optimize_renderable(result), width=400)
@@ -176,8 +176,8 @@ def test_unpriced_gpus_are_reported_as_skipped_in_a_cost_search() -> None:
 def test_price_override_prices_the_gpu() -> None:
     result = _run("priced-h20")
     assert not any(w.startswith("h20 skipped") for w in result.warnings)
-    assert result.inputs["gpus"]["h20"]["price_usd_per_gpu_hour"] == 1.0
-    assert "--price h20=1" in result.inputs["gpus"]["h20"]["price_source"]
+    assert result.inputs.gpus["h20"].price_usd_per_gpu_hour == 1.0
+    assert "--price h20=1" in result.inputs.gpus["h20"].price_source
     for plan in result.plans:
         assert plan.cost_usd_per_hour is not None
         expected = sum(

@@ -14,6 +14,7 @@ from support.plan_fixture import baseline, minimal_result, pick, plan_result, ru
 from pdplan.report import common as c
 from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
 from pdplan.report.render import Format
+from pdplan.search.inputs_record import SearchAssumptions, SearchInputs
 
 SECTIONS = [
     "## Question",
@@ -111,11 +112,14 @@ def test_markdown_is_deterministic_and_has_no_wall_time() -> None:
     assert to_markdown(faster) == to_markdown(result)
 
 
-def test_markdown_renders_new_keys_generically() -> None:
+def test_markdown_renders_new_keys_generically(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a key the inputs / assumptions records write that the Markdown has never seen
     result = plan_result()
-    inputs = {**result.inputs, "zeta_option": 7, "caches": {"a": {"size_bytes": 1.5, "on": True}}}
-    assumptions = {**result.assumptions, "new_convention": "B"}
-    text = to_markdown(replace(result, inputs=inputs, assumptions=assumptions))
+    inputs = {**result.inputs.to_document(), "zeta_option": 7, "caches": {"a": {"size_bytes": 1.5, "on": True}}}
+    assumptions = {**result.assumptions.to_document(), "new_convention": "B"}
+    monkeypatch.setattr(SearchInputs, "to_document", lambda self: inputs)
+    monkeypatch.setattr(SearchAssumptions, "to_document", lambda self: assumptions)
+    text = to_markdown(result)
     assert "- zeta_option: 7" in text
     assert "### Caches" in text
     assert "| a | yes | 1.5 |" in text
@@ -124,13 +128,12 @@ def test_markdown_renders_new_keys_generically() -> None:
 
 def test_markdown_minimal_result() -> None:
     text = to_markdown(minimal_result())
-    assert text.startswith("# Capacity review\n")
+    assert text.startswith("# Capacity review: llama-3.1-70b\n")
     assert "no colocated baseline to compare with" in text
     assert "only plan that meets the SLO" in text
     assert "None: the recommended plan is the only feasible one." in text
     assert "## Pareto front\n\nNot computed." in text
     assert "## Sensitivity\n\nNot computed." in text
-    assert "None recorded." in text
     assert "## Warnings\n\nNone." in text
 
 
