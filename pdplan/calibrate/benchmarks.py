@@ -12,7 +12,6 @@ During a fit each trial profile is written to a temporary YAML file and named by
 
 from __future__ import annotations
 
-import inspect
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pdplan.calibrate.engine_fit import COUNT_TERMS, TERMS, OverheadFit, TermFit
 from pdplan.calibrate.fit import ErrorStats, error_stats
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.evaluate import evaluate
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.benchmark_results import catalogue_model_name
 from pdplan.io.catalog import Catalog
 from pdplan.io.overrides import apply_overrides
@@ -101,23 +101,21 @@ caller's parallel version of it."""
 def predict_runs(runs: Sequence[BenchmarkRun], engine_ref: str, catalog: Catalog) -> tuple[FloatArray, FloatArray]:
     """Mean TTFT and TPOT (s) of every run under the profile ``engine_ref`` (a name or a YAML path)."""
     base = default_scenario()
-    takes_requests = "requests" in inspect.signature(evaluate).parameters
     ttft, tpot = np.empty(len(runs)), np.empty(len(runs))
     for i, run in enumerate(runs):
-        extra: dict[str, Any] = {"requests": run.num_requests} if takes_requests and run.num_requests else {}
         try:
             sc = run_scenario(run, engine_ref, catalog, base)
-            ev = evaluate(sc, catalog=catalog, concurrency=run.concurrency, **extra)
+            ev = evaluate(sc, catalog=catalog, concurrency=run.concurrency, requests=run.num_requests)
         except (SpecError, NoFeasiblePlanError) as err:
             raise SpecError(f"this run cannot be predicted: {err}", source=run.source) from None
         ttft[i], tpot[i] = _benchmark_means(ev)
     return ttft, tpot
 
 
-def _benchmark_means(ev: Any) -> tuple[float, float]:
+def _benchmark_means(ev: Evaluation) -> tuple[float, float]:
     """Mean TTFT and TPOT as the benchmark tool reports them: the evaluation's benchmark average (start-up burst
     and the measured requests included) where it has one, else the closed loop's operating point."""
-    bench = getattr(ev, "benchmark", None)
+    bench = ev.benchmark
     if bench is not None:
         return float(bench.mean_ttft_s), float(bench.mean_tpot_s)
     point = ev.operating_point

@@ -63,10 +63,12 @@ def host_checks(names: list[tuple[str, str, int]]) -> list[str]:
 def pool_host_checks(plan: ExportPlan) -> list[str]:
     """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` and ``DECODE_HOSTS``, one address per
     instance."""
-    assert plan.prefill is not None
-    assert plan.decode is not None
+    pools = dict(plan.roles())
     return host_checks(
-        [("PREFILL_HOSTS", "prefill_hosts", plan.prefill.count), ("DECODE_HOSTS", "decode_hosts", plan.decode.count)]
+        [
+            ("PREFILL_HOSTS", "prefill_hosts", pools["prefill"].count),
+            ("DECODE_HOSTS", "decode_hosts", pools["decode"].count),
+        ]
     )
 
 

@@ -53,16 +53,14 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
 
 def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
     data = ctx.targets.engines["vllm"]
-    plan = chosen.plan
-    assert plan.prefill is not None
-    assert plan.decode is not None
-    checks = pool_host_checks(plan)
+    pools = dict(chosen.plan.roles())  # a disaggregated plan's: prefill and decode
+    checks = pool_host_checks(chosen.plan)
     flags: tuple[tuple[str, str | None], ...] = (
         ("--port", str(data.proxy_port)),
         ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
-        ("--prefiller-ports", Raw(" ".join([str(data.prefill_port)] * plan.prefill.count))),
+        ("--prefiller-ports", Raw(" ".join([str(data.prefill_port)] * pools["prefill"].count))),
         ("--decoder-hosts", Raw('"${decode_hosts[@]}"')),
-        ("--decoder-ports", Raw(" ".join([str(data.decode_port)] * plan.decode.count))),
+        ("--decoder-ports", Raw(" ".join([str(data.decode_port)] * pools["decode"].count))),
     )
     return LaunchCommand(role="proxy", program=PROXY, flags=flags), checks
 
