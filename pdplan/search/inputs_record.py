@@ -4,19 +4,34 @@ from, and the efficiencies and engine settings the numbers rest on.
 Built by :mod:`pdplan.search.describe`, :mod:`pdplan.search.planning` and :mod:`pdplan.search.prfaas_describe`;
 read by the reports. Each record's ``to_document`` writes its JSON object (``inputs``, ``assumptions`` and
 ``planning`` of ``optimize --format json``, keys listed in docs/json_keys.md) with the keys in the order the reports
-have always written them.
+have always written them. Most records' keys are their field names in declaration order (:class:`_Fields`): renaming
+or reordering a field changes the JSON, which the golden reports of the examples pin.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar
 
 from pdplan.specs.scenario import SloSpec
 
 
+class _Fields:
+    """A record whose JSON object is its fields in declaration order (tuples written as lists, dicts copied)."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    def to_document(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
+        return out
+
+
 @dataclass(frozen=True, slots=True)
-class ModelFacts:
+class ModelFacts(_Fields):
     """The model searched: its name, the file or config it came from, and its parameter counts."""
 
     name: str
@@ -24,17 +39,9 @@ class ModelFacts:
     total_params: int
     active_params: int
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "source": self.source,
-            "total_params": self.total_params,
-            "active_params": self.active_params,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class WorkloadFacts:
+class WorkloadFacts(_Fields):
     """The workload: its name, description and citation, whether its parameters are a fit, its mean lengths."""
 
     name: str | None
@@ -44,19 +51,9 @@ class WorkloadFacts:
     mean_input_tokens: float
     mean_output_tokens: float
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "source": self.source,
-            "is_fit": self.is_fit,
-            "mean_input_tokens": self.mean_input_tokens,
-            "mean_output_tokens": self.mean_output_tokens,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class GpuFacts:
+class GpuFacts(_Fields):
     """One GPU type of the search: its file (and hash), its price and where the price came from, and its kernel
     table (calibrated, or derived from which GPU)."""
 
@@ -68,20 +65,9 @@ class GpuFacts:
     calibrated_kernel_table: bool
     kernel_table_derived_from: str | None
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "display_name": self.display_name,
-            "source_file": self.source_file,
-            "sha256": self.sha256,
-            "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
-            "price_source": self.price_source,
-            "calibrated_kernel_table": self.calibrated_kernel_table,
-            "kernel_table_derived_from": self.kernel_table_derived_from,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class LinkFacts:
+class LinkFacts(_Fields):
     """One KV link of the search: line rate (Gbit/s), usable fraction and the line rate's source."""
 
     display_name: str
@@ -89,17 +75,9 @@ class LinkFacts:
     efficiency: float
     source: str
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "display_name": self.display_name,
-            "line_rate_gbit_per_s": self.line_rate_gbit_per_s,
-            "efficiency": self.efficiency,
-            "source": self.source,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class SpaceFacts:
+class SpaceFacts(_Fields):
     """The search space of an xPyD / colocated search in plain values: instance-type labels per role and the options
     and budgets (:class:`pdplan.search.space.Space`)."""
 
@@ -119,28 +97,9 @@ class SpaceFacts:
     redundancy: str
     budget_usd_per_hour: float | None
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "prefill": list(self.prefill),
-            "decode": list(self.decode),
-            "colocated": list(self.colocated),
-            "granularities": list(self.granularities),
-            "links": list(self.links),
-            "routing": list(self.routing),
-            "max_num_seqs": list(self.max_num_seqs),
-            "max_instances": self.max_instances,
-            "budget_gpus": self.budget_gpus,
-            "rate_rps": self.rate_rps,
-            "objective": self.objective,
-            "colocated_scheduler": self.colocated_scheduler,
-            "headroom": self.headroom,
-            "redundancy": self.redundancy,
-            "budget_usd_per_hour": self.budget_usd_per_hour,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class PrfaasSpaceFacts:
+class PrfaasSpaceFacts(_Fields):
     """The search space of a PrfaaS search: the local instance types, the local splits and remote counts tried,
     how the threshold was chosen, and the budgets."""
 
@@ -153,21 +112,9 @@ class PrfaasSpaceFacts:
     rate_rps: float | None
     headroom: float
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "prefill": self.prefill,
-            "decode": self.decode,
-            "local_splits": list(self.local_splits),
-            "remote_instances": list(self.remote_instances),
-            "threshold": self.threshold,
-            "budget_gpus": self.budget_gpus,
-            "rate_rps": self.rate_rps,
-            "headroom": self.headroom,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class PlanningMargins:
+class PlanningMargins(_Fields):
     """The margins a search ran with, each with its meaning in words, and the planning defaults' sources."""
 
     headroom: float
@@ -177,19 +124,9 @@ class PlanningMargins:
     budget_usd_per_hour: float | None
     sources: dict[str, str]
 
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "headroom": self.headroom,
-            "headroom_meaning": self.headroom_meaning,
-            "redundancy": self.redundancy,
-            "redundancy_meaning": self.redundancy_meaning,
-            "budget_usd_per_hour": self.budget_usd_per_hour,
-            "sources": dict(self.sources),
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class PrfaasFacts:
+class PrfaasFacts(_Fields):
     """A PrfaaS search's remote cluster and cross-datacenter link, with the sources of its measured inputs."""
 
     remote_gpu: str
@@ -202,20 +139,6 @@ class PrfaasFacts:
     rtt_s: float
     threshold_pinned_tokens: int | None
     sources: dict[str, str]
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "remote_gpu": self.remote_gpu,
-            "remote_tp": self.remote_tp,
-            "remote_instances_max": self.remote_instances_max,
-            "link": self.link,
-            "link_line_rate_gbit_per_s": self.link_line_rate_gbit_per_s,
-            "link_efficiency": self.link_efficiency,
-            "link_source": self.link_source,
-            "rtt_s": self.rtt_s,
-            "threshold_pinned_tokens": self.threshold_pinned_tokens,
-            "sources": self.sources,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +180,7 @@ class SearchInputs:
 
 
 @dataclass(frozen=True, slots=True)
-class KernelTableFacts:
+class KernelTableFacts(_Fields):
     """The efficiencies a GPU's kernel table gives (BF16 GEMM, both attentions, all-reduce bus bandwidth, decode step
     overhead), whether it was measured or derived, and on which software stack."""
 
@@ -270,19 +193,6 @@ class KernelTableFacts:
     decode_attention_memory_fraction: float
     allreduce_bus_gb_per_s: float
     decode_step_overhead_s: float
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "calibrated": self.calibrated,
-            "derived_from": self.derived_from,
-            "stack": self.stack,
-            "gemm_bf16_peak_fraction": self.gemm_bf16_peak_fraction,
-            "gemm_bf16_memory_fraction": self.gemm_bf16_memory_fraction,
-            "prefill_attention_compute_fraction": self.prefill_attention_compute_fraction,
-            "decode_attention_memory_fraction": self.decode_attention_memory_fraction,
-            "allreduce_bus_gb_per_s": self.allreduce_bus_gb_per_s,
-            "decode_step_overhead_s": self.decode_step_overhead_s,
-        }
 
 
 @dataclass(frozen=True, slots=True)
