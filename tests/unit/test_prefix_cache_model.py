@@ -123,8 +123,9 @@ def test_colocated_cells_split_by_class_keep_the_workload(tmp_path: Path) -> Non
 
 
 def test_cache_read_bandwidth_binds_when_the_path_is_slow(tmp_path: Path) -> None:
-    """A DRAM tier read through a path throttled to 1 MB/s saturates it first: the stability limit is the rate at which its read
-    traffic (proportional to the rate at fixed hit rates) fills the path, named with the tier and the element."""
+    """A DRAM tier read through a path throttled to 1 MB/s saturates it first: the stability limit is the rate at
+    which its read traffic (proportional to the rate at fixed hit rates) fills the path, named with the tier and the
+    element."""
     storage = yaml.safe_load(Path("hardware_db/storage/host-dram-pcie5.yaml").read_text())
     storage["name"] = "slow-dram"
     storage["read_bytes_per_s"] = storage["gpu_path_bytes_per_s"] = "1 MB/s"
