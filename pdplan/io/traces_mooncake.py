@@ -21,10 +21,14 @@ line, the field, what was found and what is allowed; docs/reuse_workloads.md §3
   block of the prompt, the last block partial. The README's rule (ids name prompt blocks of 512 tokens), and every
   line of the published conversation (12,031) and synthetic (3,993) traces satisfies it exactly.
 
-**Reading** is streaming: the file is read one line at a time and each line parsed alone, so the JSON text is never
-held whole; the columns grow as compact ``array`` buffers (8 bytes a value) and become numpy arrays at the end.
-Hash ids come flattened with offsets (CSR form): request i's ids are ``hash_ids[hash_offsets[i]:hash_offsets[i+1]]``.
-A read is cached per file (path, modification time, size).
+**Reading** is streaming: the file is read ``BLOCK_BYTES`` at a time, cut at the last newline, and each block's lines
+are parsed alone, so neither the JSON text nor its parsed objects are ever held beyond one block. Each block's
+columns are appended to numpy buffers grown in place (:class:`_Column`: ``ndarray.resize`` reallocates, which for a
+large buffer on Linux remaps its pages instead of copying them), so the read holds about one copy of the arrays it
+returns (8 bytes a value) plus one block: measured 1.1× the arrays above the interpreter's baseline for a
+1,000,000-line trace (docs/reuse_workloads.md §3.1, ``benchmarks/trace_read_memory.py``). Hash ids come flattened
+with offsets (CSR form): request i's ids are ``hash_ids[hash_offsets[i]:hash_offsets[i+1]]``. A read is cached per
+file (path, modification time, size).
 """
 
 from __future__ import annotations
@@ -133,11 +137,54 @@ def check_block_counts(trace: MooncakeTrace, block_tokens: int, where: str) -> N
 @functools.lru_cache(maxsize=2)
 def _read_cached(resolved: str, mtime_ns: int, size: int, where: str) -> MooncakeTrace:
     del mtime_ns, size  # part of the cache key only
+    columns = {name: _Column(np.float64 if name == "arrival_s" else np.int64) for name in _COLUMNS}
+    columns["hash_offsets"].extend(np.zeros(1, dtype=np.int64))
+    ids_so_far = 0
     with open(resolved, "rb") as fh:
-        chunks = list(_chunks(fh, where))
-    if not chunks or sum(c.lines.size for c in chunks) == 0:
+        for chunk in _chunks(fh, where):
+            columns["arrival_s"].extend(chunk.timestamp_ms / 1000.0)
+            columns["input_tokens"].extend(chunk.input_tokens)
+            columns["output_tokens"].extend(chunk.output_tokens)
+            columns["hash_offsets"].extend(ids_so_far + np.cumsum(chunk.counts))
+            columns["hash_ids"].extend(chunk.hash_ids)
+            columns["line_numbers"].extend(chunk.lines)
+            ids_so_far += int(chunk.hash_ids.size)
+    if columns["line_numbers"].size == 0:
         raise SpecError("trace has no requests (expected one JSON object a line)", source=where)
-    return _assemble(chunks, where)
+    return MooncakeTrace(**{name: column.finish() for name, column in columns.items()})
+
+
+_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "hash_offsets", "hash_ids", "line_numbers")
+
+
+class _Column:
+    """A numpy column appended to block by block, grown in place to twice its capacity when full.
+
+    ``ndarray.resize`` reallocates the buffer (``PyArray_Resize``, numpy/_core/src/multiarray/shape.c at numpy
+    ``0234c4d``): for a large buffer glibc's ``realloc`` remaps its pages (``mremap``) instead of copying them, and
+    numpy zero-fills the new capacity only of a writeable array, so the buffer is made read-only while it grows and
+    the pages beyond the filled length stay untouched (not resident) until written. A column thus holds about its
+    final size in memory, never an old and a new copy at once (where ``realloc`` copies, as for small buffers, the
+    peak is briefly both)."""
+
+    def __init__(self, dtype: type[np.float64] | type[np.int64]) -> None:
+        self.data = np.empty(1024, dtype=dtype)
+        self.size = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.size + values.size
+        if end > self.data.size:
+            self.data.setflags(write=False)  # no zero fill of the new capacity (class docstring)
+            self.data.resize(max(end, 2 * self.data.size), refcheck=False)
+            self.data.setflags(write=True)
+        self.data[self.size : end] = values
+        self.size = end
+
+    def finish(self) -> Any:
+        """The filled part, read-only (the buffer shrunk to it)."""
+        self.data.resize(self.size, refcheck=False)
+        self.data.setflags(write=False)
+        return self.data
 
 
 def _chunks(fh: BinaryIO, where: str) -> Iterator[_Chunk]:
@@ -269,29 +316,6 @@ def _ids_array(ids: list[int], counts: Int64Array, lines: Int64Array, where: str
             field=f"line {lines[i]}, field hash_ids",
         )
     return arr
-
-
-def _assemble(chunks: list[_Chunk], where: str) -> MooncakeTrace:
-    del where
-
-    def joined(name: str) -> Any:
-        arr = np.concatenate([getattr(c, name) for c in chunks])
-        arr.setflags(write=False)
-        return arr
-
-    counts = np.concatenate([c.counts for c in chunks])
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    offsets.setflags(write=False)
-    arrival_s = np.concatenate([c.timestamp_ms for c in chunks]) / 1000.0
-    arrival_s.setflags(write=False)
-    return MooncakeTrace(
-        arrival_s=arrival_s,
-        input_tokens=joined("input_tokens"),
-        output_tokens=joined("output_tokens"),
-        hash_offsets=offsets,
-        hash_ids=joined("hash_ids"),
-        line_numbers=joined("lines"),
-    )
 
 
 # ------------------------------------------------------------------------------------------- messages
