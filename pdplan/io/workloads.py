@@ -95,6 +95,7 @@ def load_workload(path: str | Path) -> WorkloadSpec:
     YAML (module docstring; docs/architecture.md §4)."""
     path = Path(path)
     if trace_format_of(path) == "mooncake":
+        load_mooncake_trace(path, mooncake_block_tokens())  # its errors name this file and line: nothing to wrap
         return workload_from_dict(
             {"name": path.stem, "trace": str(path), "arrival": "trace"}, source=str(path), base_dir=path.parent
         )

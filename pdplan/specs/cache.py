@@ -23,7 +23,6 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from pdplan.specs.base import FrozenModel
-from pdplan.specs.hardware import Bytes
 from pdplan.units import parse_size_bytes
 
 CacheRouting = Literal["affinity", "load-balance"]
@@ -40,6 +39,19 @@ TierSize = Annotated[float, BeforeValidator(parse_size_bytes), AfterValidator(_s
 """A tier's size to try in a search: bytes, unit strings allowed (``"512 GiB"``); 0 leaves the tier out."""
 
 
+def _tier_size(value: float) -> float:
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(
+            f"must be a size > 0, got {value!r}: a tier of 0 bytes holds nothing; remove the tier, or offer 0 among "
+            "search.cache.tier_capacities to let optimize leave it out"
+        )
+    return value
+
+
+TierCapacity = Annotated[float, BeforeValidator(parse_size_bytes), AfterValidator(_tier_size)]
+"""A tier's size in a deployment: bytes > 0, unit strings allowed (``"1 TiB"``)."""
+
+
 class TierChoice(FrozenModel):
     """One tier below HBM: a storage catalogue entry (``hardware_db/storage``) and its size.
 
@@ -47,7 +59,7 @@ class TierChoice(FrozenModel):
     pool (shared by the deployment); None takes the entry's ``capacity_bytes``."""
 
     storage: Annotated[str, Field(min_length=1)]
-    capacity: Bytes | None = None
+    capacity: TierCapacity | None = None
 
 
 class CacheSpec(FrozenModel):
