@@ -97,7 +97,7 @@ def load_workload(path: str | Path) -> WorkloadSpec:
     if trace_format_of(path) == "mooncake":
         load_mooncake_trace(path, mooncake_block_tokens())  # its errors name this file and line: nothing to wrap
         return workload_from_dict(
-            {"name": path.stem, "trace": str(path), "arrival": "trace"}, source=str(path), base_dir=path.parent
+            {"name": path.stem, "trace": path.name, "arrival": "trace"}, source=str(path), base_dir=path.parent
         )
     data = read_yaml_mapping(path)
     if is_inference_perf_config(data):

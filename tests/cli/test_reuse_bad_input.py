@@ -109,6 +109,22 @@ def test_a_partial_last_block_is_one_id(cli: Callable[..., CliResult], tmp_path:
         one_error_line(cli(*argv), "blocks.yaml: trace: ", "line 7, field hash_ids", "expected ceil(23141 / 500) = 47")
 
 
+def test_a_trace_named_by_a_relative_path(
+    cli: Callable[..., CliResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``.jsonl`` given by a path relative to the working folder is read from there (it was once looked for under
+    its own folder twice: ``sub/sub/t.jsonl``), and its errors still name it once."""
+    (tmp_path / "sub").mkdir()
+    _jsonl(tmp_path / "sub", _rows(), "t.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert cli("validate", "sub/t.jsonl").code == 0
+    assert cli(*EVALUATE_XPYD, "--workload", "sub/t.jsonl").code == 0
+    rows = _rows()
+    _empty_ids(rows)
+    _jsonl(tmp_path / "sub", rows, "bad.jsonl")
+    one_error_line(cli("validate", "sub/bad.jsonl"), "error: sub/bad.jsonl: line 3, field hash_ids")
+
+
 # ------------------------------------------------------------------------------------------- storage tiers
 @pytest.mark.parametrize(
     ("name", "field", "phrase"),
