@@ -66,11 +66,25 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
             trace = load_trace(spec.trace.file)
         except SpecError as err:
             raise SpecError(str(err), source=source, field="trace") from None
-        if spec.arrival == "trace" and trace.arrival_s is None:
-            raise SpecError(
-                "the trace has no arrival_s column (needed by arrival: trace)", source=source, field="arrival"
-            )
+        if spec.arrival == "trace":
+            _check_replayable(trace.arrival_s, source)
     return spec
+
+
+def _check_replayable(arrival_s: FloatArray | None, source: str) -> None:
+    """``arrival: trace`` replays the trace's times at their own rate, and the serving model measures c_a² from the
+    gaps between them (:func:`pdplan.queueing.arrivals.empirical_ca2`): it needs the times, and at least 3 of them
+    spread over a positive span."""
+    if arrival_s is None:
+        raise SpecError("the trace has no arrival_s column (needed by arrival: trace)", source=source, field="arrival")
+    if arrival_s.size < 3 or arrival_s[-1] <= arrival_s[0]:
+        raise SpecError(
+            f"the trace's {arrival_s.size} request(s) arrive over {float(arrival_s[-1] - arrival_s[0]):g} s; "
+            "replaying their times (arrival: trace) needs at least 3 spread over time, whose gaps give the rate and "
+            "c_a² (a workload file naming the trace with arrival: poisson sends its requests at a --rate instead)",
+            source=source,
+            field="arrival",
+        )
 
 
 def _with_block_tokens(data: dict[str, Any]) -> dict[str, Any]:

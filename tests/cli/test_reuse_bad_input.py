@@ -45,6 +45,13 @@ def _rows() -> list[dict[str, Any]]:
         return [json.loads(next(fh)) for _ in range(5)]
 
 
+def _spread(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows one second apart (replaying a trace's times needs them spread: arrival: trace measures the gaps)."""
+    for i, row in enumerate(rows):
+        row["timestamp"] = 1000 * i
+    return rows
+
+
 def _jsonl(tmp_path: Path, rows: list[dict[str, Any]], name: str) -> Path:
     path = tmp_path / name
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -98,11 +105,21 @@ def test_bad_trace_line_is_named(cli: Callable[..., CliResult], tmp_path: Path, 
     assert line.count(f"{fault}.jsonl") == 1  # the file is named once, not once per layer
 
 
+@pytest.mark.parametrize("command", ["validate", "evaluate"])
+def test_a_trace_whose_times_cannot_be_replayed(cli: Callable[..., CliResult], tmp_path: Path, command: str) -> None:
+    """A ``.jsonl`` is replayed at its own times (``arrival: trace``): five requests all at 0 ms give no rate and no
+    gaps to measure c_a² from; the error names the file and ``arrival`` (it once surfaced from the queueing model
+    without the file)."""
+    path = _jsonl(tmp_path, _rows(), "same-time.jsonl")
+    argv = ("validate", path) if command == "validate" else (*EVALUATE_XPYD, "--workload", path)
+    one_error_line(cli(*argv), "same-time.jsonl: arrival: ", "5 request(s) arrive over 0 s", "arrival: poisson")
+
+
 def test_a_partial_last_block_is_one_id(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     """What "divides" means: ``ceil(input_length / block_tokens)`` ids, the last block partial (Mooncake's README:
     6,955 tokens carry 14 ids of 512-token blocks). 7,236 tokens with 15 ids is good; a block size that makes the
     count differ (500: ceil(23141 / 500) = 47 on line 7 of the sample) names the trace's line through the workload."""
-    assert cli("validate", _jsonl(tmp_path, _rows(), "good.jsonl")).code == 0
+    assert cli("validate", _jsonl(tmp_path, _spread(_rows()), "good.jsonl")).code == 0
     workload = tmp_path / "blocks.yaml"
     workload.write_text(f"name: blocks\ntrace: {{file: {SAMPLE}, format: mooncake, block_tokens: 500}}\n")
     for argv in (("validate", workload), (*EVALUATE_XPYD, "--workload", workload)):
@@ -115,7 +132,7 @@ def test_a_trace_named_by_a_relative_path(
     """A ``.jsonl`` given by a path relative to the working folder is read from there (it was once looked for under
     its own folder twice: ``sub/sub/t.jsonl``), and its errors still name it once."""
     (tmp_path / "sub").mkdir()
-    _jsonl(tmp_path / "sub", _rows(), "t.jsonl")
+    _jsonl(tmp_path / "sub", _spread(_rows()), "t.jsonl")
     monkeypatch.chdir(tmp_path)
     assert cli("validate", "sub/t.jsonl").code == 0
     assert cli(*EVALUATE_XPYD, "--workload", "sub/t.jsonl").code == 0
