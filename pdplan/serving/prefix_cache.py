@@ -59,7 +59,7 @@ from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
 from pdplan.specs.session_laws import ExponentialTime, FixedTime, GeometricTurns, LognormalTime, TimeLaw
 from pdplan.specs.storage import StorageSpec
 from pdplan.specs.token_pmf import TokenPmf, length_pmf
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
 
 MAX_TURNS = 256
 """Turns a session law is followed to (a geometric law's tail beyond is folded into the last turn)."""
@@ -424,11 +424,36 @@ def _hit_blocks(trace: BlockTrace, edges_blocks: FloatArray) -> FloatArray:
     return out
 
 
+AFFINITY_MAX_BLOCKS = 16
+"""The longest prefix (in blocks) an affinity router's key is taken over."""
+AFFINITY_MAX_SHARE = 1.5
+"""An affinity key is long enough once no instance would get more than this many times its even share."""
+
+
+def affinity_owner(trace: BlockTrace, instances: int) -> IntArray:
+    """The instance a prefix-aware router sends each request of a hashed trace to: a hash of its first d blocks,
+    with d the shortest prefix (up to :data:`AFFINITY_MAX_BLOCKS`) whose keys spread the requests so that no key
+    holds more than :data:`AFFINITY_MAX_SHARE` / N of them. Keying on the first block alone sends a trace whose
+    requests all open with one system prompt (Mooncake's conversation trace: every request starts with block 0) to
+    one instance; a prefix-aware router (Dynamo's KV router, llm-d's prefix scorer) weighs load against the match and
+    spreads them, keeping each conversation's longer prefix together."""
+    off = np.asarray(trace.offsets, np.int64)
+    ids = np.asarray(trace.block_ids, np.int64)
+    n = off.size - 1
+    key = np.zeros(n, dtype=np.uint64)
+    for d in range(AFFINITY_MAX_BLOCKS):
+        has = off[:-1] + d < off[1:]
+        nxt = ids[np.minimum(off[:-1] + d, max(ids.size - 1, 0))].astype(np.uint64)
+        key = np.where(has, key * np.uint64(1_000_003) + nxt + np.uint64(1), key)
+        _, counts = np.unique(key, return_counts=True)
+        if instances <= 1 or counts.max() <= AFFINITY_MAX_SHARE * n / instances:
+            break
+    return np.asarray(((key * np.uint64(2654435761)) >> np.uint64(16)) % np.uint64(instances), dtype=np.int64)
+
+
 def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatArray, routing: str) -> _PerKey:
     n, x, bt = trace.n_requests, domain.instances, float(trace.block_tokens)
-    off = np.asarray(trace.offsets, np.int64)
-    first = np.asarray(trace.block_ids, np.int64)[np.minimum(off[:-1], off[-1] - 1)]
-    owner = (first * 2654435761 % (2**32)) % x if routing == "affinity" else np.arange(n) % x
+    owner = affinity_owner(trace, x) if routing == "affinity" else np.arange(n) % x
     blocks = bands.edges / bt
     levels_b = np.zeros((blocks.size, n))
     for i in range(x):

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import yaml
 
+from pdplan.cache.trace import BlockTrace
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.prefix_cache import affinity_owner
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
 from pdplan.specs.scenario import Scenario
@@ -141,3 +143,19 @@ def test_cache_read_bandwidth_binds_when_the_path_is_slow(tmp_path: Path) -> Non
     assert limit.binding == f"cache read bandwidth (slow-dram: {element})"
     assert limit.rate_rps == pytest.approx(20.0 / worst, rel=1e-12)
     assert tier.read_bytes_per_s * limit.rate_rps / 20.0 <= 1e6 * (1 + 1e-9)  # the path's own bandwidth
+
+
+def test_affinity_key_spreads_requests_that_share_a_system_prompt() -> None:
+    """Every request opens with block 0 (one system prompt), then its conversation's own blocks: keyed on the first
+    block alone all would reach one instance; the router's key grows until no instance gets more than 1.5x its share,
+    and a conversation's turns (same second block) stay on one instance."""
+    rng = np.random.default_rng(7)
+    conversation = rng.integers(0, 200, size=2000)
+    ids = np.stack([np.zeros(2000, np.int64), 1000 + conversation, 5000 + np.arange(2000)], axis=1).ravel()
+    trace = BlockTrace(np.arange(0, 6001, 3, dtype=np.int64), ids.astype(np.int64), 16)
+    owner = affinity_owner(trace, 4)
+    counts = np.bincount(owner, minlength=4)
+    assert counts.max() <= 1.5 * 2000 / 4
+    for c in np.unique(conversation):
+        assert np.unique(owner[conversation == c]).size == 1
+    assert np.all(affinity_owner(trace, 1) == 0)
