@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import pickle
 import sys
 import tempfile
 import time
@@ -243,6 +244,29 @@ def data_version() -> str:
     return ", ".join(out)
 
 
+def compute(
+    workers: int, every: int, profiles: list[str]
+) -> tuple[list[ProfileRun], list[tuple[dict[str, Any], str]], dict[str, Any]]:
+    """Every profile's experiments, the rows left out and the document's header (date, command, data, time)."""
+    start = time.perf_counter()
+    catalog = open_catalog()
+    pool = PricePool(workers)
+    try:
+        by_profile, left = load_rows(catalog, pool, every)
+        with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
+            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp)) for p in profiles]
+    finally:
+        pool.close()
+    command = "python benchmarks/cross_gpu_accuracy.py" + (f" --every {every}" if every > 1 else "")
+    header = {
+        "date": datetime.now(UTC).date().isoformat(),
+        "command": command,
+        "data": data_version(),
+        "seconds": time.perf_counter() - start,
+    }
+    return runs, left, header
+
+
 def main() -> None:
     from cross_gpu_report import write_doc
 
@@ -252,6 +276,8 @@ def main() -> None:
     ap.add_argument("--profiles", default=",".join(FITTED))
     ap.add_argument("--gate", type=Path, help="write the gate's recorded figures (JSON) here instead of the doc")
     ap.add_argument("-o", "--output", type=Path, default=DOC)
+    ap.add_argument("--save", type=Path, help="also pickle the runs here (to rewrite the tables with --load)")
+    ap.add_argument("--load", type=Path, help="write the tables from runs pickled by --save (no pricing)")
     args = ap.parse_args()
     if args.gate:
         record = {
@@ -262,22 +288,12 @@ def main() -> None:
         }
         args.gate.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         return
-    start = time.perf_counter()
-    catalog = open_catalog()
-    pool = PricePool(args.workers)
-    try:
-        by_profile, left = load_rows(catalog, pool, args.every)
-        with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
-            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp)) for p in args.profiles.split(",")]
-    finally:
-        pool.close()
-    command = "python benchmarks/cross_gpu_accuracy.py" + (f" --every {args.every}" if args.every > 1 else "")
-    header = {
-        "date": datetime.now(UTC).date().isoformat(),
-        "command": command,
-        "data": data_version(),
-        "seconds": time.perf_counter() - start,
-    }
+    if args.load:
+        runs, left, header = pickle.loads(args.load.read_bytes())
+    else:
+        runs, left, header = compute(args.workers, args.every, args.profiles.split(","))
+    if args.save:
+        args.save.write_bytes(pickle.dumps((runs, left, header)))
     write_doc(args.output, runs, left, header)
     print(f"wrote {args.output}", file=sys.stderr)
 
