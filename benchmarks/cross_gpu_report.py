@@ -294,14 +294,22 @@ def left_out(left: list[tuple[dict[str, Any], str]]) -> list[str]:
     return [f"- {n} × {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))] + [""]
 
 
-def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: Mapping[str, Any]) -> list[str]:
-    flat = Flat(runs)
+def _preamble(rows: int, left: int, header: Mapping[str, Any]) -> str:
+    """The generated block's first paragraph: when, how, on which data, what a cell holds."""
     unfitted = ", ".join(f"`{k}` {_fmt(k, v)}" for k, v in UNFITTED.items())
-    return [
+    return (
         f"Generated {header['date']} by `{header['command']}` ({header['seconds']:.0f} s). Data: AIConfigurator 0.12.0 "
-        f"end-to-end sample, {header['data']}. {len(flat.rows)} rows priced, {len(left)} left out (§7). Cells: "
+        f"end-to-end sample, {header['data']}. {rows} rows priced, {left} left out (§7). Cells: "
         "median \\|error\\| / P90 \\|error\\| / signed median, in %, over the rows of the group; a fit on one GPU is "
-        f"scored on the other (cross-GPU) and on its own rows (in-sample). Unfitted values of the terms: {unfitted}.",
+        f"scored on the other (cross-GPU) and on its own rows (in-sample). Unfitted values of the terms: {unfitted}."
+    )
+
+
+def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: Mapping[str, Any]) -> list[str]:
+    """The Markdown between the markers (sections 1-7)."""
+    flat = Flat(runs)
+    return [
+        _preamble(len(flat.rows), len(left), header),
         "",
         "## 1. Cross-GPU error per engine and mode",
         "",
