@@ -6,7 +6,7 @@ the folder described by its own ``README.md``; DIR to ``tests/data/calibration``
 The accuracy tests read measured data that a clone does not otherwise have. This script copies what they need, by
 the rules in :data:`RULES`, mirroring the data set's folder names:
 
-* ``whole``: every row (the end-to-end sample and the small wide-EP MoE tables);
+* ``whole``: every row (the end-to-end sample of both GPUs and the small wide-EP MoE tables);
 * ``strided``: the rows matching ``where``, grouped by ``cell`` (the columns that make one accuracy cell, e.g. the
   GEMM dtype), and of each group every k-th row in file order from the first, k = ceil(rows / max_rows), so each
   cell keeps at most ``max_rows`` rows spread over the whole file (the every-k-th rule of
@@ -78,6 +78,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "aiconfigurator-silicon/h100_sxm.csv",
         "tests/reference/test_engine_accuracy.py, tests/unit/test_phase_times_tp_terms.py; the end-to-end benchmarks",
+        whole=True,
+    ),
+    Rule(
+        "aiconfigurator-silicon/h200_sxm.csv",
+        "tests/reference/test_cross_gpu_accuracy.py; benchmarks/cross_gpu_accuracy.py",
         whole=True,
     ),
     *(

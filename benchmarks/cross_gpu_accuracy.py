@@ -1,0 +1,302 @@
+"""Cross-GPU accuracy of the engine profiles: fit the end-to-end terms on one GPU's rows, predict the other GPU's.
+
+Data: AIConfigurator 0.12.0's end-to-end sample, H100 and H200 rows (``aiconfigurator-silicon/h100_sxm.csv`` and
+``h200_sxm.csv`` via ``benchmarks/data_root.py``), every row pdplan can price (``benchmarks/cross_gpu_rows.py``:
+dense and MoE colocated rows, disaggregated rows), each on its own GPU's kernel table and datasheet. A row is priced
+with its engine's shipped profile (vLLM 0.18 rows: ``vllm-0.18``), as ``benchmarks/engine_accuracy.py`` prices it.
+
+Per profile, the terms the shipped profile fitted on end-to-end rows (``benchmarks/cross_gpu_fit.py``, which names
+them and their fitters) are refitted, the kernel terms staying the kernel tables' (per GPU, never from these rows):
+
+* **in-sample**: fitted on one GPU's rows, scored on the same rows;
+* **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse;
+* **joint**: fitted on both GPUs' rows (the issue's "once per engine version, jointly on both GPUs");
+* **leave one model out** / **leave one engine version out**: fitted on both GPUs' rows but one model's (one
+  version's), scored on those held out; versions only where the profile's rows span several;
+* **without a term**: the cross-GPU fits again with one term held at its unfitted value
+  (``cross_gpu_fit.UNFITTED``), the others refitted;
+* **shipped** (the profiles as they are) and **no fitted term** (every fitted term at its unfitted value).
+
+Writes the block between the ``BEGIN``/``END`` markers of ``docs/cross_gpu_accuracy.md`` (the hand-written findings
+outside it are kept): per engine and mode (dense, MoE, disaggregated) the median and P90 absolute error and the signed
+median of TPOT and TTFT, in-sample beside cross-GPU; the fitted terms with their values across the fits and the
+cross-GPU error without each. ``--gate FILE`` writes the figures the CI gate compares against instead
+(``tests/reference/test_cross_gpu_accuracy.py``). Run: ``python benchmarks/cross_gpu_accuracy.py [--workers N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cross_gpu_fit import FITTED, UNFITTED, Fit, fit, linearise
+from cross_gpu_rows import SILICON, PricePool, read_gpu, why_not
+from data_root import calibration_path
+
+from pdplan.calibrate import benchmarks as cb
+from pdplan.io.catalog import Catalog, open_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "cross_gpu_accuracy.md"
+GPUS = ("h100", "h200")
+
+
+@dataclass
+class ProfileRun:
+    """One profile's rows, their measurements, the held-out predictions of every experiment and every fit's terms."""
+
+    profile: str
+    rows: list[dict[str, Any]]
+    meas_ttft: np.ndarray
+    meas_tpot: np.ndarray
+    preds: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Experiment → (TTFT, TPOT) ms per row, NaN where the experiment predicts no held-out value for the row."""
+    thetas: dict[str, dict[str, float]] = field(default_factory=dict)
+    frozen: dict[str, frozenset[str]] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
+    """The terms whose removal does not worsen the cross-GPU error (:func:`removal_candidates`)."""
+
+
+HELPS_POINTS = 0.5
+"""A term helps when holding it at its unfitted value worsens the cross-GPU median |error| of TPOT or TTFT, pooled over
+both directions on the profile's rows, by more than this many points (smaller moves are within a refit's noise)."""
+
+
+def _pooled_median(run: ProfileRun, label: str, metric: str) -> float:
+    pred = run.preds[label][0 if metric == "ttft" else 1]
+    meas = run.meas_ttft if metric == "ttft" else run.meas_tpot
+    e = np.abs(pred / meas - 1.0) * 100.0
+    return float(np.median(e[np.isfinite(e)]))
+
+
+def removal_candidates(run: ProfileRun, terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The fitted terms that do not help the cross-GPU error (:data:`HELPS_POINTS`), removed together in the
+    "reduced" fits (each one alone in the "without" fits)."""
+    out = []
+    for t in terms:
+        worse = [
+            _pooled_median(run, f"cross without {t}", k) - _pooled_median(run, "cross", k) for k in ("tpot", "ttft")
+        ]
+        if max(worse) <= HELPS_POINTS:
+            out.append(t)
+    return tuple(out)
+
+
+class Pricer:
+    """Terms → exact predictions of one profile's rows, each trial profile written to its own YAML file."""
+
+    def __init__(self, base: Any, rows: list[dict[str, Any]], pool: PricePool, folder: Path) -> None:
+        self.base, self.rows, self.pool, self.folder, self.count, self.priced = base, rows, pool, folder, 0, 0
+
+    def __call__(self, terms: Mapping[str, float], mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        self.count += 1
+        path = self.folder / f"{self.base.name}-trial-{self.count}.yaml"
+        path.write_text(cb.profile_yaml(cb.with_terms(self.base, terms)))
+        idx = np.arange(len(self.rows)) if mask is None else np.flatnonzero(mask)
+        self.priced += idx.size
+        ttft, tpot = np.full(len(self.rows), np.nan), np.full(len(self.rows), np.nan)
+        ttft[idx], tpot[idx] = self.pool([self.rows[i] for i in idx], str(path))
+        return ttft, tpot
+
+
+def _held(fits: Mapping[str, Fit], key: np.ndarray, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the prediction of the fit named ``label + key[row]`` (NaN where there is no such fit)."""
+    ttft, tpot = np.full(key.size, np.nan), np.full(key.size, np.nan)
+    for value in np.unique(key):
+        f = fits.get(f"{label}{value}")
+        if f is not None:
+            mask = key == value
+            ttft[mask], tpot[mask] = f.ttft_ms[mask], f.tpot_ms[mask]
+    return ttft, tpot
+
+
+def _experiments(
+    rows: list[dict[str, Any]], terms: tuple[str, ...], full: bool
+) -> list[tuple[str, np.ndarray, dict[str, float], bool]]:
+    """(label, training rows, terms held fixed, whether only the held-out rows need predicting) of every fit."""
+    gpu = np.array([r["gpu"] for r in rows])
+    out = [(f"fit {g}", gpu == g, {}, False) for g in GPUS]
+    if not full:
+        return out
+    out.append(("joint", np.ones(len(rows), bool), {}, False))
+    for key, label in (("model", "lomo"), ("version", "lovo")):
+        values = np.array([r[key] for r in rows])
+        if key == "version" and np.unique(values).size < 2:
+            continue
+        out += [(f"{label} {v}", values != v, {}, True) for v in np.unique(values)]
+    out += [(f"without {t} fit {g}", gpu == g, {t: UNFITTED[t]}, False) for t in terms for g in GPUS]
+    return out
+
+
+def _held_out(fits: Mapping[str, Fit], rows: list[dict[str, Any]], terms: tuple[str, ...]) -> dict[str, Any]:
+    """Each experiment's held-out predictions per row (module docstring)."""
+    gpu = np.array([r["gpu"] for r in rows])
+    other = np.where(gpu == "h100", "h200", "h100")
+    preds = {
+        "in-sample": _held(fits, gpu, "fit "),
+        "cross": _held(fits, other, "fit "),
+        "lomo": _held(fits, np.array([r["model"] for r in rows]), "lomo "),
+        "lovo": _held(fits, np.array([r["version"] for r in rows]), "lovo "),
+        **{f"cross without {t}": _held(fits, other, f"without {t} fit ") for t in terms},
+        **{f"in-sample without {t}": _held(fits, gpu, f"without {t} fit ") for t in terms},
+    }
+    for label in ("shipped", "none", "joint"):
+        if label in fits:
+            preds[label] = (fits[label].ttft_ms, fits[label].tpot_ms)
+    return preds
+
+
+def run_profile(
+    profile: str, rows: list[dict[str, Any]], pool: PricePool, catalog: Catalog, tmp: Path, *, full: bool = True
+) -> ProfileRun:
+    """Every experiment of the module docstring for one profile (``full`` False: the in-sample and cross-GPU fits
+    only, as the CI gate runs them)."""
+    t0 = time.perf_counter()
+    base = catalog.engine(profile)
+    terms = FITTED[profile]
+    run = ProfileRun(profile, rows, np.array([r["ttft_ms"] for r in rows]), np.array([r["tpot_ms"] for r in rows]))
+    price = Pricer(base, rows, pool, tmp)
+    lin = linearise(price, {k: cb.term_value(base, k) for k in terms})
+    fits: dict[str, Fit] = {"shipped": Fit(dict(lin.theta0), frozenset(), lin.ttft_ms, lin.tpot_ms)}
+    if full:
+        none = {k: UNFITTED[k] for k in terms}
+        fits["none"] = Fit(none, frozenset(), *price(none))
+    for label, train, fixed, held in _experiments(rows, terms, full):
+        if train.sum() >= len(terms):
+            need = ~train if held else None
+            fits[label] = fit(lin, price, run.meas_ttft, run.meas_tpot, train, fixed=fixed, need=need)
+    run.preds = _held_out(fits, rows, terms)
+    if full:
+        run.removed = removal_candidates(run, terms)
+        gpu = np.array([r["gpu"] for r in rows])
+        for g in GPUS:
+            fixed = {t: UNFITTED[t] for t in run.removed}
+            fits[f"reduced fit {g}"] = fit(lin, price, run.meas_ttft, run.meas_tpot, gpu == g, fixed=fixed)
+        other = np.where(gpu == "h100", "h200", "h100")
+        run.preds["cross reduced"] = _held(fits, other, "reduced fit ")
+        run.preds["in-sample reduced"] = _held(fits, gpu, "reduced fit ")
+    run.thetas = {k: f.theta for k, f in fits.items()}
+    run.frozen = {k: f.frozen for k, f in fits.items()}
+    seconds = time.perf_counter() - t0
+    print(
+        f"{profile}: {len(rows)} rows, {len(fits)} fits, {price.priced} rows priced, {seconds:.0f} s", file=sys.stderr
+    )
+    return run
+
+
+def load_rows(
+    catalog: Catalog, pool: PricePool, every: int = 1
+) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[dict[str, Any], str]]]:
+    """Rows by profile (every ``every``-th row of each GPU that its shipped profile can price) and the rows left out
+    with the reason."""
+    by_profile: dict[str, list[dict[str, Any]]] = {}
+    left: list[tuple[dict[str, Any], str]] = []
+    for g in GPUS:
+        rows, skipped = read_gpu(g)
+        left += skipped
+        rows = rows[::every]
+        ttft, _ = pool(rows)
+        for r, t in zip(rows, ttft, strict=True):
+            if not np.isfinite(t):
+                left.append((r, why_not(r, catalog) or "non-finite prediction"))
+            elif r["profile"] in FITTED:
+                by_profile.setdefault(r["profile"], []).append(r)
+    return by_profile, left
+
+
+GATE_EVERY = 16
+"""The CI gate prices every 16th row of each GPU (about a tenth of a full run's passes: ~10 s on one core)."""
+
+
+def gate_run(every: int = GATE_EVERY, workers: int = 1) -> dict[str, dict[str, float]]:
+    """The CI gate's figures: the in-sample and cross-GPU fits of every profile on every ``every``-th row
+    (``cross_gpu_report.gate_figures``)."""
+    from cross_gpu_report import gate_figures
+
+    catalog = open_catalog()
+    pool = PricePool(workers)
+    try:
+        by_profile, _ = load_rows(catalog, pool, every)
+        with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
+            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=False) for p in FITTED]
+    finally:
+        pool.close()
+    return gate_figures(runs)
+
+
+def data_version() -> str:
+    """The data files' names and SHA-256 prefixes."""
+    out = []
+    for g in GPUS:
+        path = calibration_path(SILICON[g][0])
+        out.append(f"`{SILICON[g][0]}` sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}")
+    return ", ".join(out)
+
+
+def compute(
+    workers: int, every: int, profiles: list[str]
+) -> tuple[list[ProfileRun], list[tuple[dict[str, Any], str]], dict[str, Any]]:
+    """Every profile's experiments, the rows left out and the document's header (date, command, data, time)."""
+    start = time.perf_counter()
+    catalog = open_catalog()
+    pool = PricePool(workers)
+    try:
+        by_profile, left = load_rows(catalog, pool, every)
+        with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
+            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp)) for p in profiles]
+    finally:
+        pool.close()
+    command = "python benchmarks/cross_gpu_accuracy.py" + (f" --every {every}" if every > 1 else "")
+    header = {
+        "date": datetime.now(UTC).date().isoformat(),
+        "command": command,
+        "data": data_version(),
+        "seconds": time.perf_counter() - start,
+    }
+    return runs, left, header
+
+
+def main() -> None:
+    from cross_gpu_report import write_doc
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--every", type=int, default=1, help="price every k-th row of each GPU (quick look)")
+    ap.add_argument("--profiles", default=",".join(FITTED))
+    ap.add_argument("--gate", type=Path, help="write the gate's recorded figures (JSON) here instead of the doc")
+    ap.add_argument("-o", "--output", type=Path, default=DOC)
+    ap.add_argument("--save", type=Path, help="also pickle the runs here (to rewrite the tables with --load)")
+    ap.add_argument("--load", type=Path, help="write the tables from runs pickled by --save (no pricing)")
+    args = ap.parse_args()
+    if args.gate:
+        record = {
+            "how": f"python benchmarks/cross_gpu_accuracy.py --gate {args.gate.as_posix()} (the vendored slice: "
+            "PDPLAN_CALIBRATION_DIR unset)",
+            "every": GATE_EVERY,
+            "groups": gate_run(),
+        }
+        args.gate.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return
+    if args.load:
+        runs, left, header = pickle.loads(args.load.read_bytes())
+    else:
+        runs, left, header = compute(args.workers, args.every, args.profiles.split(","))
+    if args.save:
+        args.save.write_bytes(pickle.dumps((runs, left, header)))
+    write_doc(args.output, runs, left, header)
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

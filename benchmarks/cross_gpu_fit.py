@@ -1,0 +1,240 @@
+"""Refitting an engine profile's end-to-end terms on a chosen set of rows (for ``benchmarks/cross_gpu_accuracy.py``).
+
+Which terms (:data:`FITTED`): those the shipped profiles fitted on end-to-end rows, read from the fitters and the
+profiles' ``source`` texts. All were fitted on H100 rows only (``aiconfigurator-silicon/h100_sxm.csv``):
+
+* ``vllm`` (0.12.0): ``step_s``, ``step_s_per_seq`` (TPOT) and ``request_s``, ``startup_cohorts`` (TTFT) on the 93
+  vLLM 0.12.0 dense rows (``benchmarks/fit_shipped_profile.py``, pdplan calibrate's two-stage fit; ``collective_s``
+  held at 0);
+* ``vllm-0.18``: ``step_s`` (nnls on the TPOT deficit) and ``request_s_per_layer`` (grid scan on TTFT) on the 88
+  vLLM 0.18.0 MoE rows (``benchmarks/fit_vllm018_overheads.py``);
+* ``sglang`` (0.5.1.post1): ``step_s`` (fitted 0) and ``collective_s`` on its 84 dense rows of 0.5.1.post1 and
+  0.5.8.post1 (``benchmarks/fit_engine_overheads.py``, nnls);
+* ``trtllm`` (1.0.0rc3): ``step_s`` and ``collective_s`` on its 357 dense rows (``fit_engine_overheads.py``),
+  ``request_s`` and ``startup_cohorts`` on its 353 1.0.0rc3 dense rows (``benchmarks/fit_startup_cohorts.py``,
+  least-median), ``eager_s_per_moe_layer`` on its 126 1.0.0rc3 Qwen3-235B rows (``benchmarks/fit_eager_moe_step.py``).
+
+Besides these numbers, three profiles carry a regime chosen on the same H100 rows (``steady_arrivals: spread``:
+vllm, vllm-0.18, trtllm); a discrete choice, not refitted here (the cross-GPU rows test it as shipped).
+
+Method (the shipped two-stage fit of :mod:`pdplan.calibrate.engine_fit`, generalised to the terms above): stages in
+order, each bounded robust least squares of log residuals on the training rows — the per-step terms on TPOT
+(least squares, then soft-L1), the eager-step time on TTFT and TPOT together (soft-L1: it moves both, as its own fit
+scored both), the per-request terms on TTFT (least squares, soft-L1, then Cauchy: the redescending loss the shipped
+TTFT terms were fitted with). Predictions are linearised once per profile at the shipped values (one exact pass per
+term, forward differences of :data:`STEPS`), and each fit iterates the chord method: an exact pass at the current
+terms, the fixed Jacobian for the slopes (at most :data:`CHORD_PASSES` solves). A term the training rows do not move
+(its Jacobian column is zero there: no MoE row for the eager term, no TP > 1 row for ``collective_s``) or cannot tell
+from an earlier term of its stage (less than :data:`SEPARABLE_MIN` of its log-column outside the earlier columns'
+span: ``engine_fit.unidentified``'s rule) keeps the shipped value and is reported as not constrained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from pdplan.calibrate.engine_fit import BOUNDS_S, SEPARABLE_MIN, STEPS_S
+
+FITTED: Mapping[str, tuple[str, ...]] = {
+    "vllm": ("step_s", "step_s_per_seq", "request_s", "startup_cohorts"),
+    "vllm-0.18": ("step_s", "request_s_per_layer"),
+    "sglang": ("step_s", "collective_s"),
+    "trtllm": ("step_s", "collective_s", "request_s", "startup_cohorts", "eager_s_per_moe_layer"),
+}
+"""Per shipped profile, the terms fitted on end-to-end rows (module docstring)."""
+
+MEANING: Mapping[str, str] = {
+    "step_s": "host time per engine step (scheduler, input preparation, sampling)",
+    "step_s_per_seq": "host time per running sequence per decode step",
+    "collective_s": "per all-reduce beyond the kernel table's latency (2 per layer at TP > 1)",
+    "request_s": "per request on TTFT (API server, HTTP/SSE, dispatch)",
+    "request_s_per_layer": "per request per layer on TTFT (prefill dispatch)",
+    "startup_cohorts": "first cohorts of start-up excess in a benchmark average (count)",
+    "eager_s_per_moe_layer": "host launch time per MoE layer of a step with prefill tokens (floor under the step)",
+}
+
+UNFITTED: Mapping[str, float] = {
+    "step_s": 0.0,
+    "step_s_per_seq": 0.0,
+    "collective_s": 0.0,
+    "request_s": 0.005,
+    "request_s_per_layer": 0.0,
+    "startup_cohorts": 1.0,
+    "eager_s_per_moe_layer": 0.0,
+}
+"""A term's value when it is not fitted ("without the term"): 0 for the host times; ``request_s`` the 5 ms the
+unfitted profiles take from docs/engines.md §1.5 (sglang, vllm-0.18); ``startup_cohorts`` 1, the burst cohort alone,
+as the closed loop reads an unset value."""
+
+BOUNDS: Mapping[str, tuple[float, float]] = {
+    **BOUNDS_S,
+    "eager_s_per_moe_layer": (0.0, 2e-3),
+    "request_s_per_layer": (0.0, 8e-4),
+}
+"""Physical ranges: pdplan calibrate's (``engine_fit.BOUNDS_S``); the eager time per MoE layer 0-2 ms (the grid of
+``fit_eager_moe_step.py``), the per-layer request time 0-0.8 ms (AIConfigurator's value, the top of
+``fit_vllm018_overheads.py``'s scan)."""
+STEPS: Mapping[str, float] = {**STEPS_S, "eager_s_per_moe_layer": 1e-4, "request_s_per_layer": 1e-4}
+"""Forward-difference steps (pdplan calibrate's; the two extra terms about a sixth of their typical values)."""
+
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tpot", ("step_s", "step_s_per_seq", "collective_s")),
+    ("both", ("eager_s_per_moe_layer",)),
+    ("ttft", ("request_s", "request_s_per_layer", "startup_cohorts")),
+)
+"""Fit order and the residuals each stage's terms are fitted on (module docstring)."""
+CHORD_PASSES = 2
+_F_SCALE = 0.1
+
+Pricer = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""(terms, optional boolean mask of rows) → exact (TTFT, TPOT) in ms of every row of the profile (NaN outside the
+mask)."""
+
+
+@dataclass(frozen=True)
+class Linearised:
+    """Exact predictions of every row at the shipped terms and their slopes."""
+
+    theta0: dict[str, float]
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    jac: np.ndarray
+    """Shape (2n, k): d(TTFT rows then TPOT rows, ms)/d(term), columns in ``theta0`` order."""
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fit's terms, which of them the rows did not constrain, and its exact predictions of every row (ms)."""
+
+    theta: dict[str, float]
+    frozen: frozenset[str]
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+
+
+def linearise(price: Pricer, theta0: Mapping[str, float]) -> Linearised:
+    """One exact pass at ``theta0`` and one per term at ``theta0 + h`` (forward differences, inside the bounds)."""
+    ttft, tpot = price(theta0)
+    base = np.concatenate([ttft, tpot])
+    cols = []
+    for name, value in theta0.items():
+        h = STEPS[name] if value + STEPS[name] <= BOUNDS[name][1] else -STEPS[name]
+        t2, p2 = price({**theta0, name: value + h})
+        cols.append((np.concatenate([t2, p2]) - base) / h)
+    return Linearised(dict(theta0), ttft, tpot, np.column_stack(cols))
+
+
+def _stage_rows(stage: str, train: np.ndarray) -> np.ndarray:
+    """Indices into the stacked (TTFT, TPOT) vector of the stage's residuals on the training rows."""
+    n = train.size
+    idx = np.flatnonzero(train)
+    if stage == "tpot":
+        return idx + n
+    if stage == "ttft":
+        return idx
+    return np.concatenate([idx, idx + n])
+
+
+def constrained(lin: Linearised, train: np.ndarray, free: Sequence[str]) -> set[str]:
+    """The terms of ``free`` the training rows cannot determine (module docstring)."""
+    names = list(lin.theta0)
+    base = np.concatenate([lin.ttft_ms, lin.tpot_ms])
+    out: set[str] = set()
+    for stage, terms in STAGES:
+        rows = _stage_rows(stage, train)
+        kept: list[np.ndarray] = []
+        for k in terms:
+            if k not in free:
+                continue
+            col = lin.jac[rows, names.index(k)] / np.maximum(base[rows], 1e-9)
+            col = np.where(np.isfinite(col), col, 0.0)
+            if not np.any(np.abs(col) > 1e-9):
+                out.add(k)
+                continue
+            if kept:
+                span = np.column_stack(kept)
+                coef = np.linalg.lstsq(span, col, rcond=None)[0]
+                if np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col):
+                    out.add(k)
+                    continue
+            kept.append(col)
+    return out
+
+
+def _solve(
+    pred: np.ndarray, slopes: np.ndarray, meas: np.ndarray, x0: np.ndarray, names: list[str], loss: tuple[str, ...]
+) -> np.ndarray:
+    """Bounded robust least squares of log((pred + slopes·(x − x0))/meas), losses applied in turn."""
+    lo = np.array([BOUNDS[k][0] for k in names])
+    hi = np.array([BOUNDS[k][1] for k in names])
+    scale = np.array([STEPS[k] for k in names])
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        p = pred + slopes @ (z * scale - x0)
+        out: np.ndarray = np.log(np.maximum(p, 1e-6) / meas)
+        return out
+
+    z = np.clip(x0, lo, hi) / scale
+    for kind in loss:
+        z = least_squares(
+            residuals, z, bounds=(lo / scale, hi / scale), loss=kind, f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12
+        ).x
+    return np.asarray(np.clip(z * scale, lo, hi))
+
+
+LOSSES = {"tpot": ("linear", "soft_l1"), "both": ("linear", "soft_l1"), "ttft": ("linear", "soft_l1", "cauchy")}
+
+
+def _step(
+    lin: Linearised, theta: dict[str, float], pred: np.ndarray, meas: np.ndarray, train: np.ndarray, free: list[str]
+) -> dict[str, float]:
+    """One chord step: the stages in order on ``pred`` (exact at ``theta``) + the fixed Jacobian."""
+    names = list(lin.theta0)
+    delta = np.zeros(len(names))
+    for stage, terms in STAGES:
+        mine = [k for k in terms if k in free]
+        if not mine:
+            continue
+        rows = _stage_rows(stage, train)
+        cols = [names.index(k) for k in mine]
+        stage_pred = pred[rows] + lin.jac[rows] @ delta
+        ok = np.isfinite(stage_pred) & np.isfinite(meas[rows])
+        x0 = np.array([theta[k] for k in mine])
+        x = _solve(stage_pred[ok], lin.jac[rows][ok][:, cols], meas[rows][ok], x0, mine, LOSSES[stage])
+        delta[cols] = x - x0
+    return {k: theta[k] + float(delta[i]) for i, k in enumerate(names)}
+
+
+def fit(
+    lin: Linearised,
+    price: Pricer,
+    meas_ttft: np.ndarray,
+    meas_tpot: np.ndarray,
+    train: np.ndarray,
+    *,
+    fixed: Mapping[str, float] | None = None,
+    need: np.ndarray | None = None,
+) -> Fit:
+    """Fit the profile's terms on the ``train`` rows (boolean mask), ``fixed`` ones held at the given values; the
+    result carries exact predictions at the fitted terms of the ``need`` rows (default: every row; NaN elsewhere).
+    Intermediate chord passes price the training rows only."""
+    fixed = dict(fixed or {})
+    theta = {**lin.theta0, **fixed}
+    free = [k for k in lin.theta0 if k not in fixed]
+    frozen = constrained(lin, train, free)
+    free = [k for k in free if k not in frozen]
+    meas = np.concatenate([meas_ttft, meas_tpot])
+    ttft, tpot = (lin.ttft_ms, lin.tpot_ms) if not fixed else price(theta, train)
+    for i in range(CHORD_PASSES if free else 0):
+        new = _step(lin, theta, np.concatenate([ttft, tpot]), meas, train, free)
+        moved = max(abs(new[k] - theta[k]) / STEPS[k] for k in free)
+        theta = new
+        if i == CHORD_PASSES - 1 or moved < 0.05:
+            break
+        ttft, tpot = price(theta, train)
+    ttft, tpot = price(theta, np.ones(train.size, bool) if need is None else need)
+    return Fit(theta, frozenset(frozen), ttft, tpot)

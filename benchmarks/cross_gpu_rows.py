@@ -1,0 +1,181 @@
+"""The end-to-end rows of both GPUs of AIConfigurator's silicon sample as pdplan rows, and their pricing under any
+engine profile (for ``benchmarks/cross_gpu_accuracy.py``).
+
+Rows (``aiconfigurator-silicon/{h100_sxm,h200_sxm}.csv`` via ``benchmarks/data_root.py``):
+
+* dense colocated (``mode`` agg) rows of the catalogue's dense models, read as ``benchmarks/engine_accuracy.py``
+  reads them (its model names, plus NVIDIA's FP8 checkpoint of Llama-3.1-8B that only the H200 rows use: the same
+  architecture, FP8 weights), priced with ``engine_accuracy.dense_scenario``;
+* MoE colocated rows and every disaggregated row, read by ``benchmarks/moe_rows.py`` (deployment, benchmark
+  concurrency, client connection cap, decode seats) and priced with its ``scenario_dict``.
+
+Each scenario is the one those scripts build, with the row's own GPU (``h100-sxm`` or ``h200-sxm``: its kernel table
+and datasheet) in every role. The engine profile is the row's (``moe_rows.profile_of``: ``vllm-0.18`` for vLLM 0.18
+rows, else the engine's shipped profile) unless the caller names another profile file (a refitted trial profile).
+
+Pricing follows ``engine_accuracy.predict`` exactly (aiperf's 20·C measured requests after 2·C warm-up, the client's
+connection cap): on the H100 rows with the shipped profiles it reproduces ``docs/accuracy_engines.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from client_connections import client_ttft_s
+from data_root import calibration_path
+from engine_accuracy import MODELS, dense_scenario
+from moe_rows import moe_rows, profile_of, scenario_dict
+
+from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of
+from pdplan.benchmark.loop_inputs import benchmark_of
+from pdplan.errors import PdplanError
+from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.build import build_model
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.resolve import resolve
+
+SILICON = {
+    "h100": ("aiconfigurator-silicon/h100_sxm.csv", "h100-sxm"),
+    "h200": ("aiconfigurator-silicon/h200_sxm.csv", "h200-sxm"),
+}
+"""GPU label → (calibration file, pdplan GPU name)."""
+DENSE = {**MODELS, "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
+"""Dense catalogue models: engine_accuracy's, and NVIDIA's FP8 Llama-3.1-8B checkpoint (H200 vLLM 0.12.0 rows)."""
+
+
+def dense_rows(path: Path) -> list[dict[str, Any]]:
+    """The colocated dense rows (``engine_accuracy.rows`` with :data:`DENSE`)."""
+    out = []
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["mode"] != "agg" or r["model_path"] not in DENSE:
+                continue
+            fp8 = r["gemm_quant_mode"].startswith("fp8") or r["precision"] == "fp8"
+            out.append(
+                {
+                    "id": r["id"],
+                    "engine": r["backend"],
+                    "version": r["backend_version"] or "?",
+                    "model": DENSE[r["model_path"]],
+                    "dtype": "fp8" if fp8 else "bf16",
+                    "tp": int(r["tp_size"]),
+                    "isl": int(r["isl"]),
+                    "osl": int(r["osl"]),
+                    "concurrency": int(r["batch_size"]),
+                    "ttft_ms": float(r["silicon_ttft_ms"]),
+                    "tpot_ms": float(r["silicon_tpot_ms"]),
+                    "mode": "agg",
+                    "source": r["silicon_data_source"],
+                }
+            )
+    return out
+
+
+def harness(source: str) -> str:
+    """A short name for the dump a row comes from (``silicon_data_source``): ``gap-analysis`` (AIC's per-engine gap
+    analysis CSVs), ``db-dump`` (the 2026-04-27 database dump), or the dated CSV's name."""
+    if source.startswith("db-dump"):
+        return "db-dump"
+    first = source.split(";")[0].replace("source_file=", "")
+    return "gap-analysis" if "aic-auto-gap-analysis" in first else first
+
+
+def read_gpu(gpu: str) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """(rows, rows that cannot be read with the reason) of one GPU's CSV; each row carries ``gpu``, ``kind`` (dense,
+    moe, disagg), ``profile`` and ``harness``."""
+    relative, gpu_name = SILICON[gpu]
+    path = calibration_path(relative)
+    sources = {r["id"]: r["silicon_data_source"] for r in csv.DictReader(path.open(newline=""))}
+    rows = [{**r, "kind": "dense"} for r in dense_rows(path)]
+    more, skipped = moe_rows(path)
+    for r in more:
+        dense_model = r["model"] in DENSE.values()
+        rows.append({**r, "kind": "disagg" if r["mode"] == "disagg" else ("dense" if dense_model else "moe")})
+    out = []
+    for r in rows:
+        r.update(gpu=gpu, gpu_name=gpu_name, profile=profile_of(r), harness=harness(sources[r["id"]]))
+        if r["concurrency"] is None or r.get("c_inferred"):
+            skipped.append((r, "no recorded benchmark concurrency"))
+            continue
+        out.append(r)
+    return out, [({**r, "gpu": gpu}, why) for r, why in skipped]
+
+
+def row_scenario(row: dict[str, Any], engine_ref: str | None = None) -> dict[str, Any]:
+    """The scenario of one row on its own GPU, under ``engine_ref`` (a profile name or YAML path; None: the row's)."""
+    spec = scenario_dict(row) if "prefill" in row or "ep" in row else dense_scenario(row)
+    for role in ("colocated", "prefill", "decode"):
+        if role in spec:
+            spec[role] = {**spec[role], "gpu": row["gpu_name"]}
+    spec["engine"] = engine_ref or row["profile"]
+    return spec
+
+
+def price(row: dict[str, Any], catalog: Catalog, engine_ref: str | None = None) -> tuple[float, float]:
+    """Predicted mean (TTFT, TPOT) in ms of one row (``engine_accuracy.predict``'s benchmark); NaN where pdplan
+    cannot evaluate the row (the reason: :func:`why_not`)."""
+    try:
+        sc = scenario_from_dict(row_scenario(row, engine_ref), source=row["id"], base_dir=Path.cwd())
+        model = build_model(resolve(sc, catalog))
+    except PdplanError:
+        return math.nan, math.nan
+    c = row["concurrency"]
+    n = min(c, row.get("client_connections") or c)
+    if isinstance(model, ColocatedModel):
+        b = benchmark_of(model, n, 20 * c, 2 * c)
+    else:
+        b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
+    return client_ttft_s(c, n, row["osl"], b.mean_ttft_s, b.mean_tpot_s) * 1e3, b.mean_tpot_s * 1e3
+
+
+def why_not(row: dict[str, Any], catalog: Catalog) -> str:
+    """Why pdplan cannot evaluate a row with its own profile ('' when it can)."""
+    try:
+        sc = scenario_from_dict(row_scenario(row), source=row["id"], base_dir=Path.cwd())
+        build_model(resolve(sc, catalog))
+    except PdplanError as err:
+        return str(err).split(";")[0][:160]
+    return ""
+
+
+_WORKER: dict[str, Catalog] = {}
+
+
+def _worker_init() -> None:
+    _WORKER["catalog"] = open_catalog()
+
+
+def _price_chunk(args: tuple[list[dict[str, Any]], str | None]) -> list[tuple[float, float]]:
+    rows, engine_ref = args
+    return [price(r, _WORKER["catalog"], engine_ref) for r in rows]
+
+
+class PricePool:
+    """:func:`price` over many rows in a process pool (contiguous chunks; the answer is the serial one's)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = ProcessPoolExecutor(workers, initializer=_worker_init) if workers > 1 else None
+        _worker_init()  # small batches are priced in this process
+
+    def __call__(self, rows: Sequence[dict[str, Any]], engine_ref: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted (TTFT, TPOT) in ms of every row under ``engine_ref`` (None: each row's own profile)."""
+        if self.pool is None or len(rows) < 2 * self.workers:
+            out = _price_chunk((list(rows), engine_ref))
+        else:
+            size = -(-len(rows) // (4 * self.workers))
+            chunks = [(list(rows[i : i + size]), engine_ref) for i in range(0, len(rows), size)]
+            out = [p for part in self.pool.map(_price_chunk, chunks) for p in part]
+        arr = np.array(out, dtype=float).reshape(-1, 2)
+        return arr[:, 0], arr[:, 1]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
