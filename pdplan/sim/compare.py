@@ -11,6 +11,10 @@ Seeds: lengths, arrival gaps and routing draws come from three generators derive
 the same requests and the same unit-exponential gaps scaled by 1/λ (common random numbers: the
 simulated attainment is then almost monotone in λ, which bisection needs).
 
+A KV-reuse workload (sessions, shared prefixes, a Mooncake trace: :func:`pdplan.sim.reuse_workload.has_reuse`) is
+simulated with its prefix caches instead (:func:`pdplan.sim.reuse.simulate_reuse`, the scenario's ``cache:`` read by
+:mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures are the document's ``reuse`` block.
+
 Simulated goodput (``goodput=True``): bisection on λ for ``A_sim(λ) = α*`` (same SLO), bracketed
 around the closed-form goodput, to ``GOODPUT_REL_TOL``. Relative errors are ``closed/sim − 1``.
 
@@ -42,8 +46,12 @@ from pdplan.serving.resolve import resolve
 from pdplan.serving.snapshot import LatencySummary
 from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
+from pdplan.sim.reuse import ReuseResult, simulate_reuse
+from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
+from pdplan.sim.reuse_workload import has_reuse
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.scenario import Scenario, SloSpec
+from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
 from pdplan.workload.bins import sample
 
@@ -97,6 +105,8 @@ class Comparison:
     goodput_simulated_rps: float | None
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    reuse: dict[str, Any] | None = None
+    """A KV-reuse workload's simulated cache figures (:meth:`pdplan.sim.reuse.ReuseResult.as_dict`); None otherwise."""
 
     def relative_error(self) -> dict[str, Any]:
         """``closed/sim − 1`` for every latency statistic, attainment, utilisation, goodput."""
@@ -132,6 +142,8 @@ class Comparison:
             "goodput_rps": self.goodput_simulated_rps,
         }
         doc["relative_error"] = self.relative_error()
+        if self.reuse is not None:
+            doc["reuse"] = self.reuse
         doc["seconds"] = self.seconds
         doc["warnings"] = list(ev.warnings)
         return doc
@@ -192,27 +204,60 @@ class _Runner:
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
 
     def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
-        run = self.run(rate, concurrency)
-        ttft = run.ttft_s + self.setup.ttft_extra_s
-        warm = run.warmup_count
-        pct = self.slo.percentile
-        att = _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
-        return SimulatedPoint(
-            rate_rps=run.throughput_rps if rate is None else rate,
-            ttft_s=_summary(ttft[warm:], pct),
-            tpot_s=_summary(run.tpot_s[warm:], pct, none=0.0),
-            attainment=att,
-            utilisation=_utilisation(run, self.setup.t0_s),
-            throughput_rps=run.throughput_rps,
-            requests=req_count(run),
-            ttft_decode_side_s=_decode_side_s(run),
-        )
+        return _point(self.run(rate, concurrency), self.setup.ttft_extra_s, self.setup.t0_s, self.slo, rate)
 
     def attainment(self, rate: float) -> float:
         run = self.run(rate)
         warm = run.warmup_count
         ttft = run.ttft_s + self.setup.ttft_extra_s
         return _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
+
+
+def _point(run: SimResult, ttft_extra_s: FloatArray, t0_s: float, slo: SloSpec, rate: float | None) -> SimulatedPoint:
+    """Latency summaries, attainment and utilisations of one run (its first ``warmup_count`` requests left out)."""
+    ttft = run.ttft_s + ttft_extra_s
+    warm = run.warmup_count
+    pct = slo.percentile
+    return SimulatedPoint(
+        rate_rps=run.throughput_rps if rate is None else rate,
+        ttft_s=_summary(ttft[warm:], pct),
+        tpot_s=_summary(run.tpot_s[warm:], pct, none=0.0),
+        attainment=_attainment(ttft[warm:], run.tpot_s[warm:], slo),
+        utilisation=_utilisation(run, t0_s),
+        throughput_rps=run.throughput_rps,
+        requests=req_count(run),
+        ttft_decode_side_s=_decode_side_s(run),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ReuseRunner:
+    """Seeded reuse simulations of one deployment at any rate (:func:`pdplan.sim.reuse.simulate_reuse`; the same
+    sessions or requests at every rate, the caches sized once)."""
+
+    model: DisaggregatedModel | ColocatedModel
+    workload: WorkloadSpec
+    inputs: ReuseInputs
+    seed: int
+    slo: SloSpec
+    n_requests: int
+    step: StepModel
+
+    def run(self, rate: float) -> ReuseResult:
+        return simulate_reuse(
+            self.model, self.workload, self.inputs.layout, rate_rps=rate, routing=self.inputs.routing,
+            exposed_load_s=self.inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
+            warmup_fraction=WARMUP_FRACTION,
+        )  # fmt: skip
+
+    def point(self, rate: float) -> tuple[SimulatedPoint, ReuseResult]:
+        res = self.run(rate)
+        return _point(res.run, res.ttft_extra_s, self.model.decode.step.t0_s, self.slo, rate), res
+
+    def attainment(self, rate: float) -> float:
+        res = self.run(rate)
+        warm = res.run.warmup_count
+        return _attainment(res.ttft_s[warm:], res.run.tpot_s[warm:], self.slo)
 
 
 def _decode_side_s(run: SimResult) -> float:
@@ -299,34 +344,59 @@ def simulate_scenario(
     if replay and rate is None and concurrency is None:
         rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
     _check_arguments(rate, concurrency, goodput=goodput, step=step, n_requests=n_requests)
+    reuse = has_reuse(scenario.workload)
+    if reuse and concurrency is not None:
+        raise SpecError("a KV-reuse workload is simulated open loop at a rate; give --rate", field="concurrency")
     cat = catalog or open_catalog()
     tell("closed form")
     res = resolve(scenario, cat)
     model = build_model(res)
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
-    lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
-    n_requests = int(lin.size) if replay else n_requests
     tell("building the simulated deployment")
-    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
+    runner: _Runner | _ReuseRunner
+    if reuse:
+        inputs = reuse_inputs(model, scenario.cache, cat, rate if rate is not None else max(ev.goodput_rps, 1e-9))
+        runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step)
+    else:
+        lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
+        n_requests = int(lin.size) if replay else n_requests
+        runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
     closed: dict[str, Any] = {}
-    point = None
+    point, cache = None, None
     if ev.operating_point is not None:
         closed = _closed_form(ev, model)
         tell(f"simulating {n_requests:,} requests")
-        point = runner.point(rate, concurrency)
+        if isinstance(runner, _ReuseRunner):
+            assert rate is not None
+            point, reused = runner.point(rate)
+            cache = reused.as_dict()
+        else:
+            point = runner.point(rate, concurrency)
     sim_good = None
     if goodput:
         tell("simulated goodput (bisection on the rate)")
         sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
     settings = {
-        "arrivals": "trace" if replay else "poisson",
+        "arrivals": _arrivals_name(scenario.workload, replay, reuse),
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,
         "step": step,
         "concurrency": concurrency,
     }
-    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start)
+    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start, cache)
+
+
+def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool) -> str:
+    """How the simulation's requests arrive: ``trace``, ``poisson``, or for reuse ``sessions`` (an open stream of
+    sessions, each turn released by the previous one's end) and ``shared-prefix``."""
+    if replay:
+        return "trace"
+    if reuse and workload.sessions is not None:
+        return "sessions"
+    if reuse and workload.shared_prefix is not None:
+        return "shared-prefix"
+    return "poisson"
 
 
 def _check_arguments(rate: float | None, concurrency: int | None, *, goodput: bool, step: str, n_requests: int) -> None:
