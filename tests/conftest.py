@@ -1,12 +1,16 @@
-"""Shared fixtures: repository paths, an isolated catalogue environment and an in-process CLI runner."""
+"""Shared fixtures: repository paths, an isolated catalogue environment, an in-process CLI runner, and the optimisations
+and command runs that several tests read (each computed once per test process)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.cli_result import CliResult
+from support.optimized import Optimized
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,5 +60,34 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         code = run([str(a) for a in argv])
         captured = capsys.readouterr()
         return CliResult(code=code, out=captured.out, err=captured.err)
+
+    return _run
+
+
+@pytest.fixture(scope="session")
+def optimized() -> Optimized:
+    """``optimized("default")`` is ``optimize(examples/default.yaml)``, search time zeroed, run once per test process
+    for every test that reads it (``optimized(path, analyse=False)`` likewise, keyed on the file and the arguments).
+    Tests that share one should be in the ``xdist_group`` ``"optimized"``, so that one worker runs them all."""
+    return Optimized()
+
+
+@pytest.fixture(scope="session")
+def cli_shared() -> Callable[..., CliResult]:
+    """Like ``cli``, but each distinct argument list runs once per test process and every test that asks for it reads
+    that run's exit code, stdout and stderr: for tests that assert on the same invocation (one that writes no file).
+    Tests that share one should be in one ``xdist_group``, so that one worker runs them all."""
+    from pdplan.cli import run
+
+    runs: dict[tuple[str, ...], CliResult] = {}
+
+    def _run(*argv: str | Path) -> CliResult:
+        key = tuple(str(a) for a in argv)
+        if key not in runs:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = run(list(key))
+            runs[key] = CliResult(code=code, out=out.getvalue(), err=err.getvalue())
+        return runs[key]
 
     return _run

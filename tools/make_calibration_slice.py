@@ -77,7 +77,7 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule(
         "aiconfigurator-silicon/h100_sxm.csv",
-        "tests/reference/test_engine_accuracy.py, tests/unit/test_calibrate_tp_terms.py; the end-to-end benchmarks",
+        "tests/reference/test_engine_accuracy.py, tests/unit/test_phase_times_tp_terms.py; the end-to-end benchmarks",
         whole=True,
     ),
     *(

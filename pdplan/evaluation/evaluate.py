@@ -12,6 +12,7 @@ reported."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,14 +22,16 @@ from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
-from pdplan.serving.build import LocalModel, build_model
+from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
+from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.engine_bind import engine_record
-from pdplan.serving.goodput import Goodput, ServingModel, find_goodput
+from pdplan.serving.goodput import ServingModel, find_goodput
+from pdplan.serving.limits import Limit
 from pdplan.serving.operating_point import OperatingPoint, operating_point
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
@@ -116,12 +119,12 @@ def evaluate(
     catalogue's typical prices in the cost, as in :func:`pdplan.search.optimize.optimize`."""
     _check_load(rate, concurrency, requests, warmup)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
-    res = resolve(scenario, catalog)
-    model = build_model(res)
-    good = find_goodput(model, scenario.slo)
+    res, model, good = goodput_model(resolve(scenario, catalog), scenario.slo)
     bounds = check_result(res, model, good.rate_rps, good.limit.rate_rps)
     rate, loop, bench = _load_regime(model, rate, concurrency, requests, warmup)
-    point = None if rate is None else _operating_point(res, model, rate, good, bounds)
+    at_rate = model if rate is None or res.cache is None else build_model(with_cache_rate(res, rate))
+    limit = good.limit if at_rate is model else at_rate.limit()
+    point = None if rate is None else _operating_point(at_rate, rate, limit, bounds if at_rate is model else None)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
     warnings = _warnings(res) + law_warnings(res, model)
     return Evaluation(
@@ -146,8 +149,17 @@ def evaluate(
         prfaas=_prfaas(res),
         engine=engine_record(res.catalog, scenario),
         benchmark=bench,
-        ttft_parts=None if rate is None else model.ttft_parts(rate),
+        ttft_parts=None if rate is None else at_rate.ttft_parts(rate),
+        cache=_cache_report(res, at_rate, scenario),
     )
+
+
+def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scenario) -> CacheReport | None:
+    """The prefix cache's hit rates (at the model's rate) and the same deployment's goodput without it."""
+    if model.cache is None:
+        return None
+    without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
+    return CacheReport.of(model.cache, without)
 
 
 def _load_regime(
@@ -172,17 +184,11 @@ def _check_load(rate: float | None, concurrency: int | None, requests: int | Non
         )
 
 
-def _operating_point(
-    res: ResolvedScenario[Any],
-    model: ColocatedModel | DisaggregatedModel,
-    rate: float,
-    good: Goodput,
-    bounds: PhysicsBounds,
-) -> OperatingPoint:
-    """The latencies at ``rate``, checked against the physics bounds."""
-    snap = _snapshot_at(model, rate, good.limit.rate_rps, good.limit.binding)
-    check_operating_point(res, model, rate, snapshot=snap, bounds=bounds)
-    return operating_point(snap, res.scenario.slo)
+def _operating_point(model: LocalModel, rate: float, limit: Limit, bounds: PhysicsBounds | None) -> OperatingPoint:
+    """The latencies at ``rate``, checked against the physics bounds (``bounds``: the model's, when known)."""
+    snap = _snapshot_at(model, rate, limit.rate_rps, limit.binding)
+    check_operating_point(model.res, model, rate, snapshot=snap, bounds=bounds)
+    return operating_point(snap, model.res.scenario.slo)
 
 
 def _warnings(res: ResolvedScenario[Any]) -> tuple[str, ...]:

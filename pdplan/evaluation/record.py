@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
+from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.operating_point import OperatingPoint
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.ttft import TtftParts
@@ -115,6 +116,8 @@ class Evaluation:
     """A ``prfaas:`` scenario's remote-prefill analysis (:func:`pdplan.serving.prfaas.evaluate.evaluate_prfaas`)."""
     engine: dict[str, str] = field(default_factory=dict)
     """The engine profile: ``{name, version, source}``."""
+    cache: CacheReport | None = None
+    """The prefix cache where the workload reuses KV (:mod:`pdplan.serving.cache_report`); JSON ``cache``."""
     ttft_parts: TtftParts | None = None
     """At the operating rate (with a rate or a concurrency): the mean TTFT split into its parts
     (:mod:`pdplan.serving.ttft`); not part of the JSON document."""
@@ -159,6 +162,8 @@ class Evaluation:
         doc["warnings"] = list(self.warnings)
         if self.prfaas is not None:
             doc["prfaas"] = self.prfaas.to_document()
+        if self.cache is not None:
+            doc["cache"] = self.cache.to_document(self.goodput_rps)
         return doc
 
     def _load_fields(self) -> dict[str, Any]:

@@ -81,3 +81,28 @@ class TtftMixture:
 def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:
     """Largest lattice time of a wait distribution per rate."""
     return np.asarray(wait.h_s * (wait.cdf_grid.shape[-1] - 1), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedTtft:
+    """A TTFT law over ``K·H`` sub-bins (bin k's H classes, e.g. the prefix-cache classes of
+    :mod:`pdplan.serving.prefix_cache`) read per bin: ``P(TTFT ≤ a | k) = Σ_h w[k, h] P(TTFT ≤ a | k, h)``.
+
+    ``inner`` weighs sub-bin (k, h) by ``p_k·w[k, h]``, so its mean and quantiles are already the whole law's."""
+
+    inner: TtftMixture
+    weights: FloatArray
+    """``[K, H]``, rows summing to 1."""
+
+    @property
+    def mean_s(self) -> FloatArray:
+        return self.inner.mean_s
+
+    def cdf_per_bin(self, a_s: float) -> FloatArray:
+        """``P(TTFT ≤ a | k)``, shape ``[R, K]``."""
+        sub = self.inner.cdf_per_bin(a_s)
+        k, h = self.weights.shape
+        return np.asarray(np.einsum("rkh,kh->rk", sub.reshape(sub.shape[0], k, h), self.weights), dtype=np.float64)
+
+    def quantile(self, q: float) -> FloatArray:
+        return self.inner.quantile(q)

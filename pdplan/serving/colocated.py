@@ -50,6 +50,7 @@ from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit
+from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
@@ -75,6 +76,8 @@ class ColocatedModel:
     drain_cell_s: FloatArray
     """Per cell: g(m_L), the GEMM side of its prompt's last chunk alone, seconds."""
     z: int
+    cache: CacheClasses | None = None
+    """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pdplan.io.scenario import revalidate
+from pdplan.specs.cache import CacheSpec
 from pdplan.specs.prfaas import PrfaasSpec
 from pdplan.specs.scenario import RoleSpec, Scenario
 from pdplan.types import Granularity, Mode, Routing, Scheduler
@@ -77,6 +78,9 @@ class Disaggregated:
     max_num_seqs: int | None = None
     chunk_tokens: int | None = None
     prefill_max_batch_tokens: int | None = None
+    cache: CacheSpec | None = None
+    """The prefix cache (where the workload reuses KV): on or off, routing, tiers below HBM; None: the engines'
+    default (on, HBM only, affinity routing)."""
 
     kind: ClassVar[DeploymentKind] = "disaggregated"
     mode: ClassVar[Mode] = "disaggregated"
@@ -109,6 +113,8 @@ class Colocated:
     scheduler: Scheduler
     max_num_seqs: int | None = None
     chunk_tokens: int | None = None
+    cache: CacheSpec | None = None
+    """The prefix cache, as :attr:`Disaggregated.cache`."""
 
     kind: ClassVar[DeploymentKind] = "colocated"
     mode: ClassVar[Mode] = "colocated"
@@ -167,6 +173,7 @@ def deployment_of(sc: Scenario) -> Deployment:
             sc.colocated.scheduler,
             max_num_seqs=sc.max_num_seqs,
             chunk_tokens=sc.chunk_tokens or sc.colocated.chunk_tokens,
+            cache=sc.cache,
         )
     if sc.prefill is None or sc.decode is None:  # the scenario model guarantees the blocks of its mode
         raise TypeError(f"disaggregated scenario {sc.name!r} lacks a prefill or decode block")
@@ -179,6 +186,7 @@ def deployment_of(sc: Scenario) -> Deployment:
         max_num_seqs=sc.max_num_seqs,
         chunk_tokens=sc.chunk_tokens,
         prefill_max_batch_tokens=sc.prefill_max_batch_tokens,
+        cache=sc.cache,
     )
     return local if sc.prfaas is None else Prfaas(local, sc.prfaas)
 
@@ -194,6 +202,8 @@ def _scenario_update(d: Deployment) -> dict[str, Any]:
     local = local_part(d)
     update: dict[str, Any] = {"mode": d.mode, "max_num_seqs": local.max_num_seqs, "search": None}
     update.update(prefill=None, decode=None, colocated=None)
+    if local.cache is not None:
+        update["cache"] = local.cache.model_dump()
     if isinstance(local, Colocated):
         update["colocated"] = {**local.instance.as_dict(), "scheduler": local.scheduler}
         return update

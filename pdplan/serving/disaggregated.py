@@ -71,15 +71,17 @@ from pdplan.queueing.link_delay import (
     slack_delay,
     tandem_delay,
 )
-from pdplan.queueing.ttft_mixture import TtftMixture
+from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
+from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
 from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Limit, decode_binding
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
-from pdplan.serving.roles import DecodePerf, PrefillPerf, decode_perf, prefill_perf
+from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
@@ -117,19 +119,25 @@ class DisaggregatedModel:
     y: int
     convention: Convention
     """Who streams token 1 (:mod:`pdplan.serving.ttft`): A the decode instance, B the prefill instance."""
+    bin_prob: FloatArray
+    """The prefill side's bins: the prompt bins, or with a prefix cache each bin's classes (``[K·H]``)."""
+    cache: CacheClasses | None = None
+    """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
 
     @property
     def input_prob(self) -> FloatArray:
-        return np.asarray(self.res.lengths.input_marginal(), dtype=np.float64)
+        """Probabilities of the prefill side's bins (the arrays per bin of this model are over these)."""
+        return self.bin_prob
 
     @property
     def prefill(self) -> PrefillPerf:
         """Per prompt bin: the own-prefill TTFT offset and the FCFS service (means over the bin's
         quadrature lengths; batched prefill: the prompt's single-prompt batch)."""
         pool = self.pool
-        return PrefillPerf(
-            self.res.lengths.input_tokens, pool.point_latency_s.mean(axis=1), pool.point_service_s.mean(axis=1)
-        )
+        tokens = self.res.lengths.input_tokens
+        if self.cache is not None:
+            tokens = np.repeat(tokens, self.cache.classes)
+        return PrefillPerf(tokens, pool.point_latency_s.mean(axis=1), pool.point_service_s.mean(axis=1))
 
     @property
     def link_queued(self) -> bool:
@@ -210,6 +218,21 @@ class DisaggregatedModel:
             request_overhead_s=float(request_delay_s(self.res.hardware.prefill, self.res.lengths.mean_input())),
         )
 
+    def _per_prompt_bin(self, link: BinDelay) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Convention B's TPOT terms per prompt bin: (exposed transfer ``[K]``, link-delay points and weights
+        ``[R, K or 1, P]``); with a prefix cache each bin mixes its classes (points of every class, weighted)."""
+        if self.cache is None:
+            return self.exposed_s, link.points_s, link.weights
+        w = self.cache.weights
+        k, h = w.shape
+        exposed = np.einsum("kh,kh->k", self.exposed_s.reshape(k, h), w)
+        if link.points_s.shape[1] == 1:
+            return exposed, link.points_s, link.weights
+        r, _, n = link.points_s.shape
+        points = link.points_s.reshape(r, k, h * n)
+        weights = (link.weights.reshape(r, k, h, n) * w[None, :, :, None]).reshape(r, k, h * n)
+        return exposed, points, weights
+
     def snapshot(self, rates: FloatArray) -> Snapshot:
         """TTFT/TPOT distributions and utilisations at each rate (all below :meth:`limit`)."""
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
@@ -230,18 +253,20 @@ class DisaggregatedModel:
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
             n = self.cells.decode_steps
-            gap = np.repeat(self.exposed_s, m)[None, :]
-            cell_bins = np.repeat(np.arange(p.size), m) if link.points_s.shape[1] > 1 else [0]
+            exposed, points_s, weights = self._per_prompt_bin(link)
+            gap = np.repeat(exposed, m)[None, :]
+            cell_bins = np.repeat(np.arange(exposed.size), m) if points_s.shape[1] > 1 else [0]
             tpot = GammaMixture(
                 tpot.offset_s + gap / n[None, :],
                 tpot.load_mean_s,
                 tpot.load_var_s2,
                 tpot.prob,
-                SpreadDelay(link.points_s[:, cell_bins], link.weights[:, cell_bins], n),
+                SpreadDelay(points_s[:, cell_bins], weights[:, cell_bins], n),
                 UniformPart(tau[:, None] / n[None, :], busy_p),
             )
             link = no_delay(rates.size)
-        ttft = TtftMixture(wait, link, offsets, p)
+        mixture = TtftMixture(wait, link, offsets, p)
+        ttft: TtftMixture | GroupedTtft = mixture if self.cache is None else GroupedTtft(mixture, self.cache.weights)
         util = self.utilisation(rates, busy)
         tpot, defined = no_tpot(tpot, tpot_defined(self.res))
         return Snapshot(
@@ -249,7 +274,7 @@ class DisaggregatedModel:
             self.cells.prob,
             self.cells.decode_steps,
             ttft,
-            np.repeat(np.arange(p.size), m),
+            np.repeat(np.arange(self.res.lengths.input_tokens.size), m),
             tpot,
             util,
             defined,
@@ -274,37 +299,37 @@ def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferCon
 
 def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
-    hw, lens = res.hardware, res.lengths
+    hw = res.hardware
     d = hw.deployment
     _check_prefill_memory(res)
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, hw.prefill.precision.kv_bytes)
-    base = prefill_perf(hw.prefill, lens.input_tokens)
-    xfer = kv_transfer(lens.input_tokens, kv, hw.link, cfg, prefill_time_s=base.latency_s)
-    points = res.input_points
-    point_base = prefill_perf(hw.prefill, points.ravel())
-    point_xfer = kv_transfer(points.ravel(), kv, hw.link, cfg, prefill_time_s=point_base.latency_s)
+    side = _prefill_side(res) if res.cache is None else _cached_prefill_side(res, res.cache)
+    xfer = kv_transfer(side.tokens, kv, hw.link, cfg, prefill_time_s=side.base.latency_s)
+    point_xfer = kv_transfer(side.points.ravel(), kv, hw.link, cfg, prefill_time_s=side.point_base.latency_s)
+    extra = np.asarray(point_xfer.prefill_extra_s).reshape(side.points.shape)
     pool = prefill_pool(
         hw.prefill,
-        d.routing,
+        side.routing,
         d.prefill.count * hw.prefill.dp,  # each attention DP rank takes its own prompts
-        points,
-        lens.input_tokens,
-        lens.input_marginal(),
-        np.asarray(point_xfer.prefill_extra_s).reshape(points.shape),
+        side.points,
+        side.tokens,
+        side.prob,
+        extra if side.load_s is None else extra + side.load_s,
         res.prefill_batch_tokens,
+        side.cached_points,
     )
     cells = decode_cells(res)
     dperf, cap = _decode_capacity(res, cells)
-    lq = fan_in_link_queue(xfer, lens.input_marginal(), 1.0, d.prefill.count, d.decode.count, hw.link, cfg)
-    pipe = base.latency_s - base.service_s
-    tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg)
+    lq = fan_in_link_queue(xfer, side.prob, 1.0, d.prefill.count, d.decode.count, hw.link, cfg)
+    pipe = side.base.latency_s - side.base.service_s
+    tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg, side.prob)
     far = None if tandem is None else side_busy_s(xfer, hw.link, cfg.side_nics[1])
     return DisaggregatedModel(
         res,
         pool,
         np.asarray(xfer.exposed_s),
-        np.asarray(point_xfer.exposed_s).reshape(points.shape),
+        np.asarray(point_xfer.exposed_s).reshape(side.points.shape),
         np.asarray(xfer.bytes),
         dperf,
         cells,
@@ -317,6 +342,66 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         d.prefill.count,
         d.decode.count,
         res.scenario.ttft_convention,
+        side.prob,
+        side.classes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _PrefillSide:
+    """The prefill side's bins: lengths ``[B]``, probabilities, quadrature points ``[B, J]``, their prices, the
+    router's policy, and with a prefix cache each point's cached prefix, its exposed load and the classes."""
+
+    tokens: FloatArray
+    prob: FloatArray
+    points: FloatArray
+    base: PrefillPerf
+    point_base: PrefillPerf
+    routing: str
+    cached_points: FloatArray | None = None
+    load_s: FloatArray | None = None
+    classes: CacheClasses | None = None
+
+
+def _prefill_side(res: ResolvedScenario[DisaggregatedHardware]) -> _PrefillSide:
+    """Every prompt new: the prompt bins and their quadrature points, priced in full."""
+    hw, lens, points = res.hardware.prefill, res.lengths, res.input_points
+    return _PrefillSide(
+        lens.input_tokens,
+        lens.input_marginal(),
+        points,
+        prefill_perf(hw, lens.input_tokens),
+        prefill_perf(hw, points.ravel()),
+        res.hardware.deployment.routing,
+    )
+
+
+def _cached_prefill_side(res: ResolvedScenario[DisaggregatedHardware], setup: CacheSetup) -> _PrefillSide:
+    """Each prompt bin split into its prefix-cache classes (:mod:`pdplan.serving.prefix_cache`), each priced on its
+    missed tokens plus the exposed load of its hit tokens. An ``affinity`` router places requests by session or
+    prefix, not by load: the pool is then ``random``-routed (independent M/G/1 per instance, Poisson thinning)."""
+    hw, lens = res.hardware.prefill, res.lengths
+    classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), turn_duration_s(res))
+    k, h = classes.weights.shape
+    tokens = np.repeat(lens.input_tokens, h)
+    points = np.repeat(res.input_points, h, axis=0)
+    hits = classes.hit_tokens.ravel()
+    cached = np.clip(np.minimum(hits[:, None], points - 1.0), 0.0, None)
+    point_base = cached_prefill_perf(hw, points.ravel(), cached.ravel())
+    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    compute = point_base.latency_s.reshape(k, h, -1)
+    load = classes.exposed_load_s(cached.reshape(k, h, -1), kvb, compute).reshape(points.shape)
+    routing = "random" if setup.spec.routing == "affinity" else res.hardware.deployment.routing
+    return _PrefillSide(
+        tokens,
+        (lens.input_marginal()[:, None] * classes.weights).ravel(),
+        points,
+        cached_prefill_perf(hw, tokens, hits),
+        point_base,
+        routing,
+        cached,
+        load,
+        classes,
     )
 
 
@@ -349,6 +434,7 @@ def _tandem_link(
     lq: LinkQueue,
     pipe_s: FloatArray,
     cfg: TransferConfig,
+    prob: FloatArray,
 ) -> TandemLink | None:
     """The one-server-fed link model when each prefill instance's own NICs are at least as busy
     as a decode instance's and prefill is batch-1 FCFS; else None (M/G/1 with slack)."""
@@ -359,7 +445,7 @@ def _tandem_link(
     lead = xfer.overlap_s - pipe_s
     service = pool.point_service_s.mean(axis=1)
     busy = side_busy_s(xfer, res.hardware.link, cfg.side_nics[0])  # the prefill instance's own NICs
-    return TandemLink(res.lengths.input_marginal(), service, busy - lead, service - lead, xfer.slack_s)
+    return TandemLink(prob, service, busy - lead, service - lead, xfer.slack_s)
 
 
 def _check_prefill_memory(res: ResolvedScenario[DisaggregatedHardware]) -> None:

@@ -22,8 +22,10 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.precision import Precision
+from pdplan.serving.cache_setup import cache_setup, resolve_reuse
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
+from pdplan.serving.prefix_cache import CacheSetup, Reuse
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
@@ -106,6 +108,13 @@ class ResolvedScenario(Generic[H]):
     """The serving engine's profile (:mod:`pdplan.serving.engine_bind`)."""
     prefill_batch_tokens: int | None = None
     """Token budget of a batched prefill instance (None: one prompt at a time)."""
+    reuse: Reuse | None = None
+    """What the workload reuses (:func:`pdplan.serving.cache_setup.resolve_reuse`); None: every prompt new."""
+    cache: CacheSetup | None = None
+    """The bound deployment's prefix cache (:mod:`pdplan.serving.cache_setup`); None: none (no reuse, or off)."""
+    cache_rate_rps: float | None = None
+    """The request rate the cache's hit rates are evaluated at (None: a first estimate; :mod:`pdplan.serving.
+    prefix_cache`, "The rate")."""
 
     @property
     def roles(self) -> tuple[tuple[str, RoleHardware], ...]:
@@ -215,6 +224,7 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
     hardware = bind_hardware(catalog, model, scenario, engine, local_part(deployment))
     limits = engine_limits(engine, hardware.serving.gpu)
     local = local_part(deployment)
+    reuse = resolve_reuse(scenario)
     return ResolvedScenario(
         scenario=scenario,
         deployment=deployment,
@@ -228,6 +238,8 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
         input_points=input_quadrature(lengths.input_tokens, lengths.input_marginal()),
         engine=engine,
         prefill_batch_tokens=local.prefill_max_batch_tokens if isinstance(local, Disaggregated) else None,
+        reuse=reuse,
+        cache=cache_setup(reuse, local.cache, catalog, engine),
     )
 
 
@@ -270,4 +282,7 @@ def bind(res: ResolvedScenario[Any], d: Deployment) -> ResolvedScenario[Any]:
         input_points=res.input_points,
         engine=res.engine,
         prefill_batch_tokens=local.prefill_max_batch_tokens if isinstance(local, Disaggregated) else None,
+        reuse=res.reuse,
+        cache=cache_setup(res.reuse, local.cache, res.catalog, res.engine),
+        cache_rate_rps=res.cache_rate_rps,
     )

@@ -46,6 +46,7 @@ def _synthetic_csv(path: Path, tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 @needs_engines
 def test_round_trip_recovers_the_terms_and_the_profile_works_as_engine_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

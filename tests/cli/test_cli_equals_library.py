@@ -223,6 +223,7 @@ def test_simulate(
     assert cli == api
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "overrides", "kwargs"),
     [

@@ -1,5 +1,5 @@
-"""Issue #12, formats and streams: the format from ``-o``'s suffix, early checks of output paths, warnings and
-progress on stderr, ``-h``, case-insensitive choices, bare SLO numbers, plans tables in 100 columns."""
+"""Output formats and streams of every command: the format from ``-o``'s suffix, early checks of output paths, warnings
+and progress on stderr, ``-h``, case-insensitive choices, bare SLO numbers, plans tables in 100 columns."""
 
 from __future__ import annotations
 
@@ -185,6 +185,7 @@ def test_implausible_bare_slo_numbers_warn(cli: Cli, flag: str, value: str, warn
 # --- 100 columns -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["default.yaml", "h100-prefill-l40s-decode.yaml"])
 def test_plans_table_fits_100_columns_without_splitting_words(example: str) -> None:
     from pdplan.io.catalog import open_catalog

@@ -2,9 +2,12 @@
 whole."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cli_result import CliResult
+from support.optimized import Optimized
 
 from pdplan.cli import run
 from pdplan.io.catalog import open_catalog
@@ -45,6 +48,7 @@ def test_json_has_the_contract_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["baseline"] is not None
 
 
+@pytest.mark.slow
 def test_cli_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _json(capsys, "--gpus", "8")
     api = optimize(load_scenario(SMALL), catalog=open_catalog(), budget_gpus=8).to_document()
@@ -55,6 +59,7 @@ def test_cli_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["search"]["candidates"] == api["search"]["candidates"]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_results_are_identical_run_to_run(capsys: pytest.CaptureFixture[str]) -> None:
     first, second = _json(capsys, "--rate", "40"), _json(capsys, "--rate", "40")
     for doc in (first, second):
@@ -103,9 +108,11 @@ def test_reports_are_written_whole(fmt: str, tmp_path: Path, capsys: pytest.Capt
     capsys.readouterr()
 
 
-def test_markdown_is_a_capacity_review(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["optimize", SMALL, "--format", "markdown"]) == 0
-    text = capsys.readouterr().out
+@pytest.mark.xdist_group("optimize-small-markdown")
+def test_markdown_is_a_capacity_review(cli_shared: Callable[..., CliResult]) -> None:
+    result = cli_shared("optimize", SMALL, "--format", "markdown")  # the run test_report_plot.py reads too
+    assert result.code == 0
+    text = result.out
     for heading in ("Question", "Inputs", "Recommended plan", "Alternatives", "Pareto", "Sensitivity"):
         assert heading in text
 
@@ -115,6 +122,7 @@ EXAMPLES = sorted(EXAMPLE_DIR.glob("*.yaml"))
 """Every example, the PrfaaS ones included (their search is pdplan.search.prfaas)."""
 
 
+@pytest.mark.slow
 def test_optimize_searches_a_prfaas_block(capsys: pytest.CaptureFixture[str]) -> None:
     """A prfaas: block is searched (issue #14): every plan carries the prfaas object, the table shows its section."""
     example = EXAMPLE_DIR / "prfaas-h200-h20.yaml"
@@ -141,17 +149,23 @@ def test_optimize_prfaas_refuses_what_it_does_not_model(capsys: pytest.CaptureFi
     assert "not supported with PrfaaS" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("optimized")
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_cli_equals_the_library_for_every_example(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`pdplan optimize EXAMPLE --format json` is a view of `pdplan.search.optimize` (same plans, same numbers)."""
+def test_cli_equals_the_library_for_every_example(
+    example: Path, capsys: pytest.CaptureFixture[str], optimized: Optimized
+) -> None:
+    """`pdplan optimize EXAMPLE --format json` is a view of `pdplan.search.optimize` (same plans, same numbers): the
+    command runs here, the library's run of the same example is the one the golden and other tests read."""
     assert run(["optimize", str(example), "--format", "json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    api = json.loads(json.dumps(optimize(load_scenario(example), catalog=open_catalog()).to_document()))
+    api = json.loads(json.dumps(optimized(example).to_document()))
     for doc in (cli, api):
         doc["search"]["seconds"] = 0.0
     assert cli == api
 
 
+@pytest.mark.slow
 def test_xpyd_and_colocated_fix_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """The shared overrides `--xpyd` / `--colocated` (docs/architecture.md §4) narrow optimize to those counts."""
     doc = _json(capsys, "--xpyd", "2P1D")

@@ -1,4 +1,4 @@
-"""Issue #12: flags that existed only in YAML (--max-instances, --pp, --percentile) and the capacity-review flags
+"""`pdplan optimize` flags for the search block (--max-instances, --pp, --percentile) and the capacity-review flags
 (--headroom, --redundancy, --price, --budget-usd-per-hour) on the command line, with their bad-input exits."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.cli_result import CliResult
 
 SMALL = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
@@ -29,8 +30,9 @@ def test_max_instances_flag_bounds_the_search(cli: Cli) -> None:
             assert plan[role] is None or plan[role]["count"] <= 2
 
 
-def test_percentile_flag_sets_the_slo_percentile(cli: Cli) -> None:
-    doc = _doc(cli, "--percentile", "99", "--max-instances", "2")
+@pytest.mark.xdist_group("optimize-small-p99")
+def test_percentile_flag_sets_the_slo_percentile(cli_shared: Cli) -> None:
+    doc = _doc(cli_shared, "--percentile", "99", "--max-instances", "2")
     assert doc["inputs"]["slo"]["percentile"] == 99
     assert doc["slo_percentile"] == 99
 
@@ -115,17 +117,20 @@ def test_evaluate_price_flag_is_optimize_s(cli: Cli) -> None:
         assert cli("evaluate", SMALL, *args).code == 2, args
 
 
-def test_latency_columns_follow_the_slo_percentile(cli: Cli) -> None:
-    """#12 item 2: at ``--percentile 99`` the binding reads "TTFT at P99", so the latency columns are the P99 ones."""
-    doc = _doc(cli, "--percentile", "99", "--max-instances", "2")
+@pytest.mark.slow
+@pytest.mark.xdist_group("optimize-small-p99")
+def test_latency_columns_follow_the_slo_percentile(cli_shared: Cli) -> None:
+    """#12 item 2: at ``--percentile 99`` the binding reads "TTFT at P99", so the latency columns are the P99 ones (one
+    run per format, shared with the other tests of the same command line)."""
+    doc = _doc(cli_shared, "--percentile", "99", "--max-instances", "2")
     p99_ms = f"{doc['plans'][0]['ttft_s']['p99'] * 1e3:,.1f}"
     for fmt in ("table", "markdown"):
-        result = cli("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", fmt)
+        result = cli_shared("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", fmt)
         assert result.code == 0, result.err
         text = result.out.replace("\n", " ")
         assert "P90" not in text.replace("P90 TTFT", "").replace(", P90 ", ""), fmt
         assert p99_ms in result.out, fmt
-    markdown = cli("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", "markdown").out
+    markdown = cli_shared("optimize", SMALL, "--percentile", "99", "--max-instances", "2", "--format", "markdown").out
     assert "TTFT P99 ms" in markdown
 
 

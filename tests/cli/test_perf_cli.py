@@ -1,11 +1,16 @@
-"""CLI contract of `pdplan roofline` and `pdplan calibrate` (docs/architecture.md §4): JSON keys, exit codes, -o."""
+"""CLI contract of `pdplan roofline` and `pdplan calibrate` (docs/architecture.md §4): JSON keys, exit codes, -o, and
+the roofline's memory fit (the pass's own KV counted)."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pdplan.cli import run
+
+Cli = Callable[..., Any]
 
 ROOFLINE = [
     "roofline",
@@ -173,3 +178,15 @@ def test_every_predicting_command_takes_a_user_kernel_table(tmp_path: Path, caps
     small = str(Path(__file__).parents[1] / "data" / "small_scenario.yaml")
     assert run(["optimize", small, "--kernel-table", str(path), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["plans"]
+
+
+def test_roofline_counts_the_pass_kv_in_the_memory_fit(cli: Cli) -> None:
+    argv = ("roofline", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--phase", "decode", "--format", "json")
+    huge = cli(*argv, "--batch", "100000", "--tokens", "100000")
+    assert huge.code == 0
+    doc = json.loads(huge.out)
+    assert doc["fits_in_memory"] is False
+    assert doc["kv_tokens_needed"] == 10**10 > doc["kv_capacity_tokens"]
+    assert "KV tokens" in huge.err
+    small = json.loads(cli(*argv, "--batch", "8", "--tokens", "1000").out)
+    assert small["fits_in_memory"] is True  # 8,000 tokens against ~460k

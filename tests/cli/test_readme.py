@@ -91,7 +91,14 @@ def _stage_args(stage: str, folder: Path) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize("command", readme_commands())
+def _marked(command: str) -> object:
+    """A command that searches (``pdplan optimize``) or fits benchmark runs (``pdplan calibrate ....json``) is slow."""
+    first = shlex.split(command.split(" | ")[0])
+    slow = first[1] == "optimize" or (first[1] == "calibrate" and any(w.endswith(".json") for w in first))
+    return pytest.param(command, marks=pytest.mark.slow) if slow else command
+
+
+@pytest.mark.parametrize("command", [_marked(c) for c in readme_commands()])
 def test_readme_command_runs(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,6 @@ Regenerate after an intended change: ``pytest tests/golden --update-golden``, th
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -18,25 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.optimized import Optimized
 
-from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import load_scenario
 from pdplan.report import render_optimize
-from pdplan.search.optimize import optimize
 from pdplan.search.plans import PlanResult
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("default", "opt-13b-a100-distserve", "deepseek-v3-wide-ep", "prfaas-h200-h20", "prfaas-h200-h100")
-
-
-def _result(name: str) -> PlanResult:
-    result = optimize(load_scenario(ROOT / "examples" / f"{name}.yaml"), catalog=open_catalog())
-    return dataclasses.replace(result, search=dataclasses.replace(result.search, seconds=0.0))
+pytestmark = pytest.mark.xdist_group("optimized")  # the optimisations are shared with the CLI-equals-library tests
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
-def example(request: pytest.FixtureRequest) -> tuple[str, PlanResult]:
-    return request.param, _result(request.param)
+def example(request: pytest.FixtureRequest, optimized: Optimized) -> tuple[str, PlanResult]:
+    """An example's ``optimize`` result, search time zeroed (tests/support/optimized.py)."""
+    return request.param, optimized(request.param)
 
 
 def _close(a: Any, b: Any) -> bool:

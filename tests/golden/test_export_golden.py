@@ -7,23 +7,18 @@ rank 1 (colocated), and the synthetic report fixture's rank 3 (H100 prefill, H20
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from functools import cache
-from pathlib import Path
 
 import pytest
+from support.optimized import Optimized
 from support.plan_fixture import plan_result
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.export_data import read_plan_document
-from pdplan.io.scenario import load_scenario
 from pdplan.report import render_optimize
 from pdplan.report.export import export_plan, plan_gpus
 from pdplan.report.export.context import export_context
-from pdplan.search.optimize import optimize
 
-ROOT = Path(__file__).resolve().parents[2]
 CASES = [
     ("default", 1, "dynamo", "vllm", "export_default_dynamo.yaml"),
     ("default", 1, "dynamo", "sglang", "export_default_dynamo_sglang.yaml"),
@@ -35,25 +30,27 @@ CASES = [
 ]
 
 
-@cache
-def _report(name: str) -> str:
-    """``optimize --format json`` of an example (search time zeroed), or of the synthetic fixture."""
-    if name == "fixture":
-        text = render_optimize(plan_result(), "json")
-    else:
-        result = optimize(load_scenario(ROOT / "examples" / f"{name}.yaml"), catalog=open_catalog())
-        result = dataclasses.replace(result, search=dataclasses.replace(result.search, seconds=0.0))
-        text = render_optimize(result, "json")
+def _report(name: str, optimized: Optimized) -> str:
+    """``optimize --format json`` of an example (search time zeroed, the run shared through ``optimized``), or of the
+    synthetic fixture."""
+    text = render_optimize(plan_result() if name == "fixture" else optimized(name), "json")
     assert isinstance(text, str)
     return text
 
 
+@pytest.mark.xdist_group("optimized")
 @pytest.mark.parametrize(("plan", "rank", "target", "backend", "name"), CASES)
 def test_export_matches_golden(
-    plan: str, rank: int, target: str, backend: str, name: str, golden: Callable[[str, str], None]
+    plan: str,
+    rank: int,
+    target: str,
+    backend: str,
+    name: str,
+    golden: Callable[[str, str], None],
+    optimized: Optimized,
 ) -> None:
     source = "tests/support/plan_fixture.py" if plan == "fixture" else f"examples/{plan}.yaml"
-    doc = read_plan_document("-", _report(plan))
+    doc = read_plan_document("-", _report(plan, optimized))
     ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, source), source=source)
     result = export_plan(doc, target=target, rank=rank, ctx=ctx, source=source, backend=backend)
     golden(name, result.text)

@@ -24,12 +24,14 @@ def _best_per_gpu(**kwargs: object) -> float:
         return 0.0
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=4)
 @given(budget=st.integers(1, 10), extra=st.integers(1, 8))
 def test_a_larger_gpu_budget_never_lowers_the_best_goodput_per_gpu(budget: int, extra: int) -> None:
     assert _best_per_gpu(budget_gpus=budget + extra) >= _best_per_gpu(budget_gpus=budget) * (1 - 1e-9)
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=4)
 @given(factor=st.floats(1.05, 2.0))
 def test_a_looser_slo_never_lowers_the_best_goodput(factor: float) -> None:

@@ -75,6 +75,7 @@ def _batched_short_chat() -> Scenario:
     return scenario_from_dict(data, source="test", base_dir=Path.cwd())
 
 
+@pytest.mark.slow
 def test_batched_prefill_percentiles_and_goodput() -> None:
     """Batched prefill (docs/queueing.md §1.4): the chain of pdplan.queueing.batched vs the simulator's
     batching pool, same roofline batch times. Batches of short prompts are cheap to simulate, so

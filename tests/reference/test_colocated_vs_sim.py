@@ -44,6 +44,7 @@ def test_colocated_percentiles(workload: str, scheduler: str) -> None:
         assert abs(err[key]["p99"]) < 0.15, (key, err[key])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["chunked", "prefill-first"])
 def test_colocated_goodput(scheduler: str) -> None:
     cmp = simulate_scenario(_colocated("splitwise-coding", scheduler), goodput=True, n_requests=4_000)

@@ -41,6 +41,7 @@ def _engine_accuracy(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return engine_accuracy
 
 
+@pytest.mark.slow
 def test_per_engine_median_errors_within_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     ea = _engine_accuracy(monkeypatch)
     data, skipped = ea.price(ea.rows(calibration_file("aiconfigurator-silicon/h100_sxm.csv")), open_catalog())

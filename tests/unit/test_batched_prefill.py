@@ -153,6 +153,7 @@ def test_batch_time_table_matches_roofline() -> None:
     np.testing.assert_allclose(table.single_s(np.array([100.0, 3000.0])), one, rtol=0.01)
 
 
+@pytest.mark.slow
 def test_batching_raises_capacity_of_short_prompts() -> None:
     batched = evaluate(scenario())
     alone = evaluate(scenario(prefill_max_batch_tokens=None))
@@ -161,6 +162,7 @@ def test_batching_raises_capacity_of_short_prompts() -> None:
     assert batched.goodput_rps > alone.goodput_rps
 
 
+@pytest.mark.slow
 def test_batched_operating_point_reports_busy_fraction() -> None:
     ev = evaluate(scenario(), rate=60.0)
     util = ev.operating_point.utilisation if ev.operating_point else {}
@@ -169,6 +171,7 @@ def test_batched_operating_point_reports_busy_fraction() -> None:
     assert ev.assumptions.prefill.full_batch_tokens <= 8192
 
 
+@pytest.mark.slow
 def test_batch_option_validation() -> None:
     with pytest.raises(SpecError, match="greater than or equal to 1") as err:
         scenario(prefill_max_batch_tokens=0)
@@ -184,6 +187,7 @@ def test_batch_option_validation() -> None:
     )
 
 
+@pytest.mark.slow
 def test_least_work_pools_the_prefill_instances() -> None:
     """Least-work feeds x batched instances from one queue (Erlang-C × chain with T/x): shorter
     TTFT than x independent queues (random routing), same capacity; x = 1 is the plain chain."""

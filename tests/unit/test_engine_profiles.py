@@ -1,4 +1,5 @@
-"""Engine profiles: the packaged YAMLs load, memory classes and the memory basis follow their sources."""
+"""Engine profiles: the packaged YAMLs load, memory classes, the memory basis and the KV admission follow their
+sources."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pdplan.io.engines import load_engine, packaged_engine_names
 from pdplan.specs.engine import Sourced
 
 GIB = 2**30
+CATALOG = open_catalog()
 
 
 def test_packaged_profiles_load_with_versions() -> None:
@@ -101,3 +103,9 @@ def test_evaluate_names_the_engine_and_reports_the_benchmark() -> None:
     assert doc["ttft_s"]["mean"] == loop["mean_ttft_s"] >= loop["request_overhead_s"] > 0.0
     with pytest.raises(SpecError, match="--concurrency"):
         evaluate(sc, requests=10)
+
+
+def test_vllm_profiles_allocate_kv_on_demand() -> None:
+    for name in ("vllm", "vllm-0.18"):
+        assert CATALOG.engine(name).scheduling.kv_admission == "on_demand"
+    assert CATALOG.engine("trtllm").scheduling.kv_admission == "reserve"

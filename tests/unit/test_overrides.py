@@ -134,3 +134,15 @@ def test_transfer_errors_name_the_flag() -> None:
     with pytest.raises(SpecError) as err:
         one_transfer(catalog, model="opt-66b", tokens=512, link="ib-hdr", granularity="request", kv_dtype="fp4")
     assert str(err.value) == "--kv-dtype: 'fp4' is not one of bf16, fp8"
+
+
+def test_isl_override_renames_the_workload() -> None:
+    from pdplan.io.overrides import apply_overrides
+    from pdplan.io.scenario import default_scenario_path, load_scenario
+    from pdplan.specs.command_line import ScenarioOverrides
+
+    base = load_scenario(default_scenario_path())
+    assert base.workload.name == "chat"
+    assert apply_overrides(base, ScenarioOverrides(isl=2048)).workload.name == "chat (isl=2048)"
+    both = apply_overrides(base, ScenarioOverrides(isl=2048, osl=128)).workload.name
+    assert both == "chat (isl=2048, osl=128)"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from support.optimized import Optimized
+
 from pdplan import load_scenario, optimize
-from pdplan.io.catalog import open_catalog
 from pdplan.search.plans import Plan
 
 ROOT = Path(__file__).parents[2]
@@ -16,10 +18,11 @@ def _dominates(a: Plan, b: Plan) -> bool:
     return ax >= bx and ay >= by and (ax > bx or ay > by)
 
 
-def test_no_front_plan_is_dominated_and_rank_1_is_on_it() -> None:
+@pytest.mark.xdist_group("optimized")
+def test_no_front_plan_is_dominated_and_rank_1_is_on_it(optimized: Optimized) -> None:
     """Default run: rank 2 (1.941 req/s per GPU, 30.3 tok/s per user) used to be on the front while rank 1
     (1.983, 32.0), which dominates it, was not."""
-    result = optimize(load_scenario(ROOT / "examples" / "default.yaml"), catalog=open_catalog(), analyse=False)
+    result = optimized("default", analyse=False)  # optimize(examples/default.yaml, analyse=False), shared
     shown = [*result.plans, *result.pareto, *([result.baseline] if result.baseline else [])]
     for p in result.pareto:
         assert not any(_dominates(q, p) for q in shown), p.label

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from support.optimized import Optimized
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
@@ -42,8 +43,9 @@ def test_local_splits_are_the_maximal_ones() -> None:
 
 
 @pytest.fixture(scope="module")
-def h20() -> PlanResult:
-    return optimize(load_scenario(H20), catalog=open_catalog())
+def h20(optimized: Optimized) -> PlanResult:
+    """``optimize`` of examples/prfaas-h200-h20.yaml (shared: tests/support/optimized.py)."""
+    return optimized(H20)
 
 
 def _homogeneous_best(path: Path, total: int) -> float:
@@ -67,6 +69,7 @@ def _homogeneous_best(path: Path, total: int) -> float:
     return best
 
 
+@pytest.mark.xdist_group("optimized")
 def test_searched_plan_beats_homogeneous_pd_on_the_same_local_gpus(h20: PlanResult) -> None:
     pick = h20.best
     assert pick.prfaas is not None
@@ -76,6 +79,7 @@ def test_searched_plan_beats_homogeneous_pd_on_the_same_local_gpus(h20: PlanResu
     assert pick.goodput_rps > 2 * homo  # the paper's case: offloading long prompts more than doubles goodput
 
 
+@pytest.mark.xdist_group("optimized")
 def test_threshold_is_continuous_and_the_plan_carries_the_contract(h20: PlanResult) -> None:
     for plan in h20.plans:
         pf = plan.prfaas.to_document() if plan.prfaas is not None else None
@@ -95,6 +99,7 @@ def test_threshold_is_continuous_and_the_plan_carries_the_contract(h20: PlanResu
     assert len(h20.best.prfaas.link_sensitivity) == 2
 
 
+@pytest.mark.xdist_group("optimized")
 def test_every_plan_passes_the_physics_invariants(h20: PlanResult) -> None:
     res = resolve(load_scenario(H20), open_catalog())
     setup = prfaas_setup(res)
@@ -118,6 +123,7 @@ def test_pinned_threshold_is_kept() -> None:
         assert not plan.prfaas.threshold_searched
 
 
+@pytest.mark.slow
 def test_rate_target_searches_the_remote_count() -> None:
     """At 2.5 req/s three remote instances suffice on the case-study shape (four are needed for ~3.1): the search
     returns the fewest GPUs that meet the rate, remote ones counted."""
@@ -130,8 +136,9 @@ def test_rate_target_searches_the_remote_count() -> None:
     assert all(p.num_gpus >= pick.num_gpus for p in result.plans)
 
 
-def test_roofline_example_and_formats() -> None:
-    result = optimize(load_scenario(H100), catalog=open_catalog())
+@pytest.mark.xdist_group("optimized")
+def test_roofline_example_and_formats(optimized: Optimized) -> None:
+    result = optimized(H100)
     pick = result.best
     assert pick.prfaas is not None
     assert pick.goodput_rps >= pick.prfaas.homogeneous_goodput_rps * (1 - RATE_XTOL)

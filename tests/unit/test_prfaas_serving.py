@@ -87,6 +87,7 @@ def test_link_sensitivity_is_monotone() -> None:
     assert half <= doc["goodput_rps"] * (1 + 1e-3) <= double * (1 + 2e-3)
 
 
+@pytest.mark.slow
 def test_report_rows_name_their_sources() -> None:
     ev = evaluate(load_scenario(PAPER), catalog=open_catalog())
     rows = {r["quantity"]: r["value"] for r in evaluation_records(ev)}

@@ -1,15 +1,21 @@
-"""pdplan.report.plot: the optional matplotlib figure (skipped where matplotlib is not installed)."""
+"""pdplan.report.plot: the optional matplotlib figure (the test extra installs matplotlib, so every run checks it), and
+its link in the optimise Markdown (relative to the report)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.plan_fixture import minimal_result, plan_result
 
 from pdplan.errors import SpecError
 from pdplan.report import write_plot
+
+Cli = Callable[..., Any]
+SMALL = Path(__file__).parents[1] / "data" / "small_scenario.yaml"
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -26,8 +32,8 @@ def test_unsupported_suffix(tmp_path: Path, name: str) -> None:
         write_plot(plan_result(), tmp_path / name)
 
 
+@pytest.mark.slow
 def test_svg_is_deterministic(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     first, second = tmp_path / "a.svg", tmp_path / "b.svg"
     write_plot(plan_result(), first)
     write_plot(plan_result(), str(second))
@@ -39,7 +45,6 @@ def test_svg_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_png_and_edge_cases(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     target = tmp_path / "plan.PNG"
     write_plot(plan_result(), target)
     assert target.read_bytes().startswith(b"\x89PNG")
@@ -48,6 +53,20 @@ def test_png_and_edge_cases(tmp_path: Path) -> None:
 
 
 def test_missing_folder(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     with pytest.raises(SpecError, match="output folder does not exist"):
         write_plot(plan_result(), tmp_path / "nope" / "plan.svg")
+
+
+@pytest.mark.slow
+def test_markdown_embeds_the_plot_relative_to_the_report(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    report, chart = tmp_path / "reports" / "review.md", tmp_path / "charts" / "front.svg"
+    chart.parent.mkdir()
+    result = cli("optimize", SMALL, "--plot", chart, "-o", report)
+    assert result.code == 0, result.err
+    assert "![Pareto front and the recommended plan's latency vs rate](../charts/front.svg)" in report.read_text()
+
+
+@pytest.mark.xdist_group("optimize-small-markdown")
+def test_markdown_without_plot_has_no_chart(cli_shared: Cli) -> None:
+    assert "## Chart" not in cli_shared("optimize", SMALL, "--format", "markdown").out  # shared: test_optimize_cli.py

@@ -1,4 +1,5 @@
-"""The optimiser's vectorised screen against the exact serving model it approximates."""
+"""The optimiser's vectorised screen (pdplan.search.screen) against the exact serving model it approximates, and its
+goodput read from an attainment curve, by hand."""
 
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.search.exact import evaluate_exact
 from pdplan.search.pool import build_pool
+from pdplan.search.screen import goodput_from_curve
 from pdplan.search.select import rank
 from pdplan.search.space import build_space
 from pdplan.serving.resolve import resolve
@@ -53,3 +55,17 @@ def test_colocated_replicas_scale_exactly(pool_and_scenario: tuple[object, objec
     per_gpu = m.goodput_rps[co] / m.num_gpus[co]
     tp1 = per_gpu[:4]  # TP1, z = 1..4: the same goodput per GPU
     assert tp1 == pytest.approx(np.full(4, tp1[0]))
+
+
+def test_goodput_from_curve_interpolates_in_log_rate() -> None:
+    lam = np.array([1.0, 2.0, 4.0, 8.0])
+    att = np.array(
+        [
+            [0.99, 0.95, 0.85, 0.5],  # crosses 0.9 halfway between 2 and 4 (log-linear): 2·√2
+            [0.99, 0.99, 0.99, 0.99],  # never fails on the grid: the last rate
+            [0.5, 0.4, 0.3, 0.2],
+        ]
+    )  # fails even at the lowest rate: 0
+    good, first_bad = goodput_from_curve(att, lam, 0.9)
+    assert good.tolist() == pytest.approx([2.0 * np.sqrt(2.0), 8.0, 0.0])
+    assert first_bad.tolist() == [2, 3, 0]

@@ -1,4 +1,5 @@
-"""Workload loading, presets, binning (docs/queueing.md §5.1), context-window clipping, traces and sampling."""
+"""Workload loading (file forms, schema version), presets, binning (docs/queueing.md §5.1), context-window clipping
+(the clipped share of a preset against its exact tail), traces and sampling."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+from support.trace_files import write_trace
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import list_presets, load_preset_workload, load_workload
@@ -221,3 +223,43 @@ def test_joint_lengths_is_read_only() -> None:
         joint.prob[0, 0] = 0.5
     with pytest.raises(ValueError, match="shape"):
         JointLengths(np.array([1.0]), np.array([2.0, 3.0]), np.array([[1.0]]))
+
+
+def test_trace_given_as_a_bare_file_name(tmp_path: Path) -> None:
+    write_trace(tmp_path)
+    spec_file = tmp_path / "w.yaml"
+    spec_file.write_text("name: t\ntrace: trace.csv\n")
+    spec = load_workload(spec_file)
+    assert spec.trace is not None
+    assert spec.trace.file == tmp_path / "trace.csv"
+
+
+def test_workload_accepts_schema_version(tmp_path: Path) -> None:
+    spec_file = tmp_path / "w.yaml"
+    body = "input_tokens: {dist: fixed, value: 100}\noutput_tokens: {dist: fixed, value: 10}\n"
+    spec_file.write_text("schema_version: 1\n" + body)
+    assert load_workload(spec_file).schema_version == 1
+    spec_file.write_text("schema_version: 2\n" + body)
+    with pytest.raises(SpecError, match="schema_version"):
+        load_workload(spec_file)
+
+
+def test_mooncake_leval_clipped_share_is_the_exact_tail() -> None:
+    """The preset bounds inputs at 131072 tokens, Llama-3.1's window, so only a prompt within its output of the bound
+    is clipped: P(L + n > W) = sum_n P(n) P(L > W - n) = 2.60e-6 by direct summation, which the binned share (and the
+    warning, "0.00026%") must match; it was printed as "0.00 %"."""
+    from pdplan.io.workloads import load_preset_workload
+    from pdplan.serving.resolve import WORKLOAD_BINS
+    from pdplan.workload.bins import discretize
+
+    spec = load_preset_workload("mooncake-leval")
+    laws = spec.parametric()
+    assert laws is not None
+    inp, out = laws
+    window = 131072
+    n = np.arange(1, 4097, dtype=float)
+    p_n = out.cdf(n + 0.5) - out.cdf(n - 0.5)
+    exact = float(np.sum(p_n / p_n.sum() * (1.0 - inp.cdf(window - n))))
+    assert exact == pytest.approx(2.6e-6, rel=0.01)
+    binned = discretize(spec, max_bins=WORKLOAD_BINS, context_window=window).clipped_fraction
+    assert binned == pytest.approx(exact, rel=1e-3)

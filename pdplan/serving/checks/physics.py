@@ -131,11 +131,12 @@ class _Pool:
 
 def _pools(res: ResolvedScenario[Any], model: ServingModelT) -> list[_Pool]:
     """The pools with E[T_pk]: prefill of L tokens, decode ``n·T_pk(1, L + (n − 1)/2)`` (module docstring)."""
-    lens, wl = res.lengths, model.cells
+    wl = model.cells
     mid = wl.input_tokens + (wl.decode_steps - 1.0) / 2.0
+    tokens, prob = _computed_tokens(res, model)
 
     def prefill(hw: RoleHardware) -> float:
-        return float(lens.input_marginal() @ peak_time_s(hw, "prefill", np.ones(1), lens.input_tokens))
+        return float(prob @ peak_time_s(hw, "prefill", np.ones(1), tokens))
 
     def decode(hw: RoleHardware) -> float:
         return float(wl.prob @ (wl.decode_steps * peak_time_s(hw, "decode", np.ones(1), mid)))
@@ -145,6 +146,28 @@ def _pools(res: ResolvedScenario[Any], model: ServingModelT) -> list[_Pool]:
         return [_Pool("prefill", p, model.x, prefill(p) / p.dp), _Pool("decode", d, model.y, decode(d) / d.dp)]
     c = model.res.hardware.colocated
     return [_Pool("colocated", c, model.z, (prefill(c) + decode(c)) / c.dp)]
+
+
+def _computed_tokens(res: ResolvedScenario[Any], model: ServingModelT) -> tuple[FloatArray, FloatArray]:
+    """The prompt tokens a prefill computes, per prefill-side bin, with their probabilities: the whole prompt, or
+    with a prefix cache the missed tokens of each (bin, class) (at least one; a hit's load is no compute)."""
+    lens = res.lengths
+    cache = model.cache
+    if cache is None:
+        return lens.input_tokens, lens.input_marginal()
+    new = np.maximum(lens.input_tokens[:, None] - cache.hit_tokens, 1.0)
+    return np.asarray(new.ravel(), np.float64), np.asarray((lens.input_marginal()[:, None] * cache.weights).ravel())
+
+
+def _shortest_computed(res: ResolvedScenario[Any], model: ServingModelT) -> FloatArray:
+    """Per prompt bin, the fewest tokens any of its requests computes (the TTFT floor's prefill): its shortest
+    quadrature length, less the largest hit of a class it holds requests of."""
+    shortest = np.asarray(np.minimum(res.input_points.min(axis=1), res.lengths.input_tokens), np.float64)
+    cache = model.cache
+    if cache is None:
+        return shortest
+    held = np.where(cache.weights > 0, cache.hit_tokens, 0.0)
+    return np.asarray(np.maximum(shortest - held.max(axis=1), 1.0), np.float64)
 
 
 def _ceiling(name: str, value: float, bound: float, detail: str) -> list[Breach]:
@@ -316,7 +339,7 @@ def physics_bounds(res: ResolvedScenario[Any], model: ServingModelT) -> PhysicsB
     """Price the rate-independent bounds of ``model`` on the deployment ``res`` is bound to, once."""
     pools = _pools(res, model)
     first, last = pools[0].hw, pools[-1].hw
-    shortest = np.minimum(res.input_points.min(axis=1), res.lengths.input_tokens)
+    shortest = _shortest_computed(res, model)
     wl = model.cells
     mid = wl.input_tokens + (wl.decode_steps - 1.0) / 2.0
     bw = last.gpu.memory_bytes_per_s

@@ -49,7 +49,7 @@ SCAN_POINTS = 6
 range; 8 points find a goodput 0.15 % higher at a 4 s SLO for 40 % more time); :func:`search_goodput_threshold`."""
 WAIT_CELLS = 2**13
 """FFT lattice cells of each pool's wait law (the serving model uses up to 2**16). On the PrfaaS example the
-P90 TTFTs move < 0.5 % against 2**16 (tests/unit/test_prfaas_units.py) at an eighth of the cost."""
+P90 TTFTs move < 0.5 % against 2**16 (tests/unit/test_prfaas_serving.py) at an eighth of the cost."""
 
 
 @dataclass(frozen=True)

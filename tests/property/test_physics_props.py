@@ -1,4 +1,5 @@
-"""No evaluation breaks physics: mode × scheduler × workload shape × dense/MoE × BF16/FP8 (issue 11, item 1).
+"""No evaluation breaks physics: mode × scheduler × workload shape × dense/MoE × BF16/FP8
+(pdplan.serving.checks.physics).
 
 ``evaluate`` checks its own result (every ceiling and floor at the goodput rate, the ceilings at the stability
 limit) and raises :class:`~pdplan.serving.checks.physics.PhysicsInvariantError` on a breach; here hypothesis draws

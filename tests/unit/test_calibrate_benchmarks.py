@@ -1,5 +1,6 @@
-"""startup_cohorts as a calibrate term: where it lives in a profile (scheduling, not overheads), its value when the
-base profile leaves it unset, and how the report shows it (a count, not seconds)."""
+"""Calibrating an engine profile from benchmark runs (pdplan.calibrate.benchmarks), startup_cohorts as a term: where it
+lives in a profile (scheduling, not overheads), its value when the base profile leaves it unset, and how the report
+shows it (a count, not seconds)."""
 
 import pytest
 import yaml

@@ -1,5 +1,5 @@
-"""The phase-level fit's TP- and depth-scaled terms (per-collective latency, per-kernel launch gap): a fit at one TP
-predicts the others, on a hand-made stack and on H100 end-to-end decode steps."""
+"""The phase-level fit's (pdplan.calibrate.phase_times) TP- and depth-scaled terms (per-collective latency, per-kernel
+launch gap): a fit at one TP predicts the others, on a hand-made stack and on H100 end-to-end decode steps."""
 
 import csv
 from pathlib import Path

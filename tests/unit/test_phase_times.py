@@ -1,4 +1,5 @@
-"""pdplan calibrate: recover known perturbations from synthetic phase measurements; report errors per group."""
+"""pdplan calibrate on phase times (pdplan.calibrate.phase_times): recover known perturbations from synthetic phase
+measurements, report errors per group, refuse a fit with fewer rows than parameters."""
 
 from pathlib import Path
 
@@ -89,3 +90,12 @@ def test_bad_measurement_files_are_one_line_spec_errors(path: Path) -> None:
         check(read_measurements(path), CATALOG)
     assert "\n" not in str(info.value)
     assert path.name in str(info.value) or "unknown" in str(info.value)
+
+
+def test_calibrate_refuses_a_fit_with_fewer_rows_than_parameters(tmp_path: Path) -> None:
+    from pdplan.calibrate.phase_times import fit, read_measurements
+
+    csv = tmp_path / "one.csv"
+    csv.write_text("gpu,model,tp,phase,batch,tokens,time_ms\nh100-sxm,llama-3.1-8b,1,prefill,1,1024,40\n")
+    with pytest.raises(SpecError, match="cannot fit 3 parameters"):
+        fit(read_measurements(csv), open_catalog())

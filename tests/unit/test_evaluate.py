@@ -1,8 +1,9 @@
-"""Every output one token (``--osl 1``): no decode interval, so no TPOT; goodput and TTFT stay finite.
+"""``evaluate`` (pdplan.evaluation) and the simulator's summary when every output is one token (``--osl 1``): no decode
+interval, so no TPOT; goodput and TTFT stay finite.
 
-This used to die in brentq ("The function value at x=... is NaN"): every cell was flagged TPOT-undefined, so the
-TPOT percentiles were normalised over nothing (0/0). Now the TPOT is a point mass at 0 (no time after the only
-token, E2E = TTFT) that meets any threshold, in the closed form and in the simulator's summary alike.
+The TPOT is a point mass at 0 (no time after the only token, E2E = TTFT) that meets any threshold, in the closed form
+and in the simulator's summary alike; normalising the TPOT percentiles over no TPOT-defined cell (0/0) would stop the
+goodput root search on a NaN.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from pdplan.serving.roles import step_bytes
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
-EVALUATE = importlib.import_module("pdplan.evaluation.evaluate")  # the module (the package re-exports the function)
+EVALUATE = importlib.import_module("pdplan.serving.build")  # where evaluate builds its model
 GEMM_PARAMS = 32 * (4096 * 6144 + 4096 * 4096 + 4096 * 28672 + 14336 * 4096)
 HEAD_PARAMS = 4096 * 128256
 PEAK, HBM = 989.4e12, 3.35e12

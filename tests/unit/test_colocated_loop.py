@@ -1,9 +1,10 @@
 """The benchmark closed loop (benchmark/colocated_loop.py) against its event-by-event replay (sim/bench.py), and by
-hand.
+hand (cohorts, Little's law, groups, the decode step read from the roofline's grid, vLLM's on-demand KV admission:
+requests hold ISL + (OSL − 1)/2 tokens on average).
 
 The simulator schedules every step itself (budget, seats, KV, mixed or prefill-only steps) and prices chunks from
 its own roofline tables, so it shares neither the cohort/group arithmetic nor the burst staircase with the closed
-form. Tolerance 10 % on mean TTFT and TPOT (issue #11 item 3). Points where the closed form misses are recorded in
+form. Tolerance 10 % on mean TTFT and TPOT. Points where the closed form misses are recorded in
 docs/accuracy_benchmark_loop.md (benchmarks/benchmark_loop_vs_sim.py), not hidden here.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdplan.benchmark.colocated_loop import LoopInputs, admitted, benchmark_loop, settled_groups
+from pdplan.benchmark.colocated_loop import LoopInputs, admitted, benchmark_loop, decode_s, settled_groups
 from pdplan.benchmark.loop_inputs import benchmark_of
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
@@ -147,3 +148,34 @@ def test_eager_cohort_by_hand() -> None:
     out = benchmark_loop(dataclasses.replace(_hand_inputs(False), eager_step_s=0.300), 8, 1000, 8, "test")
     assert out.mean_ttft_s == pytest.approx((4 * 0.300 + 4 * 0.600) / 8)
     assert out.mean_tpot_s == pytest.approx((4 * 13.80e-3 + 4 * 10.80e-3) / 8)
+
+
+def _inputs(**kw: object) -> LoopInputs:
+    base = LoopInputs(
+        step=LinearStepTime(1e-3, 1e-4, 0.0),
+        prompt_s=0.01,
+        input_tokens=1000.0,
+        output_tokens=1001.0,
+        budget_tokens=8192,
+        seats=1024,
+        kv_tokens=10_000.0,
+        mixed=True,
+        request_delay_s=0.0,
+        overlap_steps=0.0,
+    )
+    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+
+
+def test_decode_step_interpolates_the_roofline_grid() -> None:
+    # linear law: 1 ms + 0.1 ms x 3 = 1.3 ms; grid (1, 2, 4) -> (1, 2, 2.5) ms: at B = 3 halfway, 2.25 ms
+    assert decode_s(_inputs(), 3.0) == pytest.approx(1.3e-3)
+    grid = _inputs(decode_batches=np.array([1.0, 2.0, 4.0]), decode_step_s=np.array([1e-3, 2e-3, 2.5e-3]))
+    assert decode_s(grid, 3.0) == pytest.approx(2.25e-3)
+    assert decode_s(grid, 2.0) == pytest.approx(2e-3)
+
+
+def test_on_demand_kv_admits_at_the_mean_length() -> None:
+    # 10,000 KV tokens, ISL 1,000, OSL 1,001: reserving 2,000 each admits 5; on demand 1,000 + 500 = 1,500 -> 6
+    assert admitted(_inputs(), 64) == 5
+    assert admitted(_inputs(kv_on_demand=True), 64) == 6
+    assert admitted(_inputs(kv_on_demand=True), 4) == 4

@@ -1,12 +1,14 @@
-"""The eager-step launch floor of MoE models (specs/engine.py ``eager_s_per_moe_layer``, benchmark_inputs.py)."""
+"""The benchmark loop's inputs (pdplan.benchmark.loop_inputs): the eager-step launch floor of MoE models
+(specs/engine.py ``eager_s_per_moe_layer``) and the grid of decode batches the roofline is read on."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from pdplan.benchmark.loop_inputs import eager_step_s, loop_inputs
+from pdplan.benchmark.loop_inputs import decode_batch_grid, eager_step_s, loop_inputs
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
@@ -65,3 +67,11 @@ def test_trtllm_qwen3_235b_gets_the_floor_and_dense_models_do_not() -> None:
         other = _model("qwen3-235b-a22b", engine, 4, 4)
         assert other.res.hardware.colocated is not None
         assert eager_step_s(other.res.hardware.colocated) == 0.0
+
+
+def test_decode_batch_grid() -> None:
+    grid = decode_batch_grid(1024)
+    assert grid[0] == 1.0
+    assert grid[-1] == pytest.approx(1024.0)
+    assert set(np.arange(1.0, 65.0)) <= set(grid.tolist())
+    assert np.all(np.diff(grid) > 0)

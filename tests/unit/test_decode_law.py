@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.optimized import Optimized
 
-from pdplan import evaluate, load_scenario, optimize
+from pdplan import evaluate, load_scenario
 from pdplan.queueing import LinearStepTime
 from pdplan.serving.checks.decode_law import LAW_WARN_MAX_REL_ERR, LAW_WARN_MEDIAN_REL_ERR, decode_law_warning
 from pdplan.serving.roles import DecodePerf
@@ -45,16 +46,17 @@ def test_says_the_instance_and_both_errors() -> None:
     assert "docs/decode_law.md" in text
 
 
-def test_reports_carry_it_where_the_law_misses() -> None:
+@pytest.mark.xdist_group("optimized")
+def test_reports_carry_it_where_the_law_misses(optimized: Optimized) -> None:
     # optimize's pick for the wide-EP example decodes on H200 DP16 EP16 (16 / 27 %): the warning; the example's own
     # H100 DP72 EP72 decode fits within 4 / 19 %, and the default's dense decode within 1 / 5 %: none
     wide = load_scenario(ROOT / "examples" / "deepseek-v3-wide-ep.yaml")
-    picked = optimize(wide)
+    picked = optimized("deepseek-v3-wide-ep")  # optimize(wide), shared
     assert picked.best.decode is not None
     assert picked.best.decode.gpu == "h200-sxm"
     assert any(w.startswith("decode step law") for w in picked.warnings)
     own = evaluate(wide)
     assert own.assumptions.decode_fit_max_rel_err <= LAW_WARN_MAX_REL_ERR
     assert not any(w.startswith("decode step law") for w in own.warnings)
-    dense = optimize(load_scenario(ROOT / "examples" / "default.yaml"))
+    dense = optimized("default")  # optimize(examples/default.yaml), shared
     assert not any(w.startswith("decode step law") for w in dense.warnings)

@@ -1,0 +1,76 @@
+"""The cache domains of a bound deployment and the inputs the prefix cache's hit rates are evaluated with
+(:mod:`pdplan.serving.prefix_cache`).
+
+* **Domain**: an xPyD deployment caches on its prefill instances (each attention-DP rank holds its own KV pool), a
+  colocated one on its instances. HBM cache = the instance's KV capacity less what its running work holds (a prefill
+  instance: the longest prompt it prefills; a colocated one: the mean resident KV of its decoding sequences).
+* **Rate**: the hit rates hold at ``res.cache_rate_rps`` (set by the goodput fixed point of
+  :mod:`pdplan.evaluation.evaluate` and the optimiser); before it is known, :data:`FIRST_LOAD` of the instances'
+  capacity without a cache.
+* **Turn duration** (sessions): a turn's arrival to its last token, the part of the gap between turns that is not
+  think time. Taken at the plan's own SLO — its prefill plus ``(E[output] − 1)·TPOT_SLO`` — the longest a turn lasts
+  within the SLO on average, so the gap (and the cache's churn during it) is not underestimated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pdplan.serving.prefix_cache import Domain
+from pdplan.serving.resolve import ResolvedScenario
+from pdplan.serving.role_hardware import RoleHardware, instance_budget
+from pdplan.serving.roles import prefill_perf
+
+FIRST_LOAD = 0.7
+"""The share of the no-cache prefill capacity at which hit rates are first evaluated (a starting point only)."""
+
+
+def _domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
+    mem = instance_budget(hw, role)
+    capacity = float(np.ravel(mem.kv_capacity_tokens)[0])
+    per_node = max(1, hw.gpu.gpus_per_node // hw.gpus_per_instance)
+    return Domain(
+        hbm_tokens=max(capacity - held_tokens, 0.0),
+        kv_bytes_per_token=res.model.kv_bytes_per_token(hw.precision.kv_bytes),
+        instances=instances,
+        instances_per_node=per_node,
+        layers=res.model.num_layers,
+        gpus_per_instance=hw.tp * hw.pp,
+    )
+
+
+def prefill_domain(res: ResolvedScenario[Any]) -> Domain:
+    """The prefill instances of an xPyD deployment (one prompt at a time: the longest prompt is held)."""
+    hw = res.hardware.prefill
+    count = res.hardware.deployment.prefill.count * hw.dp
+    return _domain(res, hw, "prefill", count, float(res.lengths.input_tokens.max()))
+
+
+def colocated_domain(res: ResolvedScenario[Any], resident_tokens: float) -> Domain:
+    """The colocated instances (``resident_tokens``: the decoding sequences' mean KV on one instance)."""
+    hw = res.hardware.colocated
+    return _domain(res, hw, "colocated", res.hardware.deployment.instance.count, resident_tokens)
+
+
+def cache_rate(res: ResolvedScenario[Any]) -> float:
+    """The request rate the hit rates hold at (module docstring)."""
+    if res.cache_rate_rps is not None:
+        return res.cache_rate_rps
+    servers = 0
+    for name, hw in res.roles:
+        if name in ("prefill", "colocated"):
+            count = (
+                res.hardware.deployment.prefill.count if name == "prefill" else res.hardware.deployment.instance.count
+            )
+            servers = count * hw.dp
+            mean_s = float(res.lengths.input_marginal() @ prefill_perf(hw, res.lengths.input_tokens).service_s)
+    return FIRST_LOAD * servers / mean_s
+
+
+def turn_duration_s(res: ResolvedScenario[Any]) -> float:
+    """A session turn's duration at the SLO (module docstring)."""
+    hw = res.roles[0][1]
+    prefill = float(res.lengths.input_marginal() @ prefill_perf(hw, res.lengths.input_tokens).latency_s)
+    return prefill + max(res.lengths.mean_output() - 1.0, 0.0) * res.scenario.slo.tpot

@@ -1,0 +1,53 @@
+"""What a plan's prefix cache does, for the reports (a frozen record and its JSON document, docs/json_keys.md).
+
+The hit rates are those at ``rate_rps`` (the plan's goodput, or the operating rate asked for); per tier its token hit
+ratio, the bytes per second one instance reads from it and the utilisation of every element of its read path; and
+what the cache buys: the same deployment's goodput without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pdplan.serving.prefix_cache import CacheClasses, TierUse
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReport:
+    """The prefix cache of one plan (module docstring)."""
+
+    routing: str
+    rate_rps: float
+    token_hit_ratio: float
+    tiers: tuple[TierUse, ...]
+    goodput_without_cache_rps: float | None = None
+    """The same deployment with prefix caching off (None: not computed)."""
+
+    @classmethod
+    def of(cls, classes: CacheClasses, goodput_without_cache_rps: float | None = None) -> CacheReport:
+        return cls(classes.routing, classes.rate_rps, classes.token_hit_ratio, classes.tiers, goodput_without_cache_rps)
+
+    def gain(self, goodput_rps: float) -> float | None:
+        """Goodput with the cache over goodput without it (None when not computed or 0 without)."""
+        base = self.goodput_without_cache_rps
+        return None if base is None or base <= 0 else goodput_rps / base
+
+    def to_document(self, goodput_rps: float) -> dict[str, Any]:
+        return {
+            "routing": self.routing,
+            "hit_rates_at_rps": self.rate_rps,
+            "token_hit_ratio": self.token_hit_ratio,
+            "tiers": [
+                {
+                    "name": t.name,
+                    "capacity_tokens": t.capacity_tokens,
+                    "token_hit_ratio": t.token_hit_ratio,
+                    "read_bytes_per_s": t.read_bytes_per_s,
+                    "path_utilisation": dict(t.path_utilisation),
+                }
+                for t in self.tiers
+            ],
+            "goodput_without_cache_rps": self.goodput_without_cache_rps,
+            "gain_vs_no_cache": self.gain(goodput_rps),
+        }

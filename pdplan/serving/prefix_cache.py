@@ -1,0 +1,497 @@
+"""The closed form's prefix cache: per prompt bin, which requests find part of their prompt cached, in which tier,
+how many tokens, and what loading them costs (docs/prefix_cache.md §4).
+
+**Classes.** A request of prompt bin k is a *miss* (nothing cached: the whole prompt is computed) or a *hit in tier
+i* (its longest cached prefix is served from tier i: its KV is loaded, only the rest of the prompt is computed). The
+serving models price each (bin, class) pair as its own prefill (:func:`pdplan.serving.roles.cached_prefill_perf` plus
+the tier's exposed load, :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) and mix the classes per bin with
+weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+
+**Where the hit rates come from.** One cache domain per instance (a prefill instance in xPyD, or a colocated one):
+its HBM (the KV blocks the running sequences leave free), then the tiers below it (host DRAM and local SSD: the
+instance's share of its node's; a remote pool: shared by the whole deployment). The hierarchy answers hit/miss like
+one LRU of the tiers' cumulative (exclusive) or largest (inclusive) capacity, a tier serving the band of stack
+distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per workload:
+
+* **sessions**: the characteristic-time (Che) form per turn index (:func:`pdplan.cache.lru_closed_form.
+  session_cache`: a turn hits its session's history iff the history was touched within T_C), evaluated at every band
+  edge; a turn's prompt law is its history law plus its new tokens, so the turn index gives each bin its mix of turns;
+* **shared prefixes**: the Che form per prefix (:func:`~pdplan.cache.lru_closed_form.shared_prefix_cache`): prefix j
+  hits with ``1 − e^{−λ p_j T_C}``; a prefix-affine router gives each prefix one instance (the deployment then acts
+  as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x;
+* **traces with block hashes** (Mooncake): the exact LRU stack distances of each instance's request stream
+  (:func:`pdplan.cache.stack_distance.prefix_distances`; affinity: requests go to the instance their first block
+  hashes to; load-balance: round robin), no approximation.
+
+A remote pool is one LRU over every instance's traffic: a request that misses its instance's own tiers finds its
+prefix there with the probability that the deployment as a whole (one instance of the summed rate) holds it beyond
+what its own tiers held: ``max(0, P_global(C_pool) − P_local)``.
+
+**The rate.** Session and prefix hit rates depend on the per-instance request rate (a faster stream churns the cache
+sooner): :func:`cache_classes` takes the rate they hold at; the serving layer evaluates a plan with the hit rates at
+its goodput (a fixed point, :mod:`pdplan.evaluation.evaluate`). Trace hit rates do not depend on the rate (LRU order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.cache.lru_closed_form import (
+    SessionRouting,
+    SessionWorkload,
+    SharedPrefixWorkload,
+    ThinkTime,
+    session_cache,
+    shared_prefix_cache,
+)
+from pdplan.cache.stack_distance import prefix_distances
+from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
+from pdplan.cache.trace import BlockTrace
+from pdplan.errors import SpecError
+from pdplan.specs.cache import CacheSpec
+from pdplan.specs.kv_offload import OffloadMechanism
+from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
+from pdplan.specs.session_laws import ExponentialTime, FixedTime, GeometricTurns, LognormalTime, TimeLaw
+from pdplan.specs.storage import StorageSpec
+from pdplan.specs.token_pmf import TokenPmf, length_pmf
+from pdplan.types import FloatArray
+
+MAX_TURNS = 256
+"""Turns a session law is followed to (a geometric law's tail beyond is folded into the last turn)."""
+MIN_TURN_MASS = 1e-6
+"""Turn indices reached by fewer sessions than this are left out of the per-bin mix (their weight is < 1e-6)."""
+HBM = "hbm"
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """What a workload reuses: multi-turn sessions, shared prefixes, or a trace's block hashes (one of them)."""
+
+    sessions: SessionsSpec | None = None
+    shared_prefix: SharedPrefixSpec | None = None
+    trace: BlockTrace | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSetup:
+    """A deployment's prefix cache: its spec, the engine mechanism that keeps the lower tiers (None: HBM only), the
+    lower tiers' catalogue entries with their sizes, and what the workload reuses."""
+
+    spec: CacheSpec
+    mechanism: OffloadMechanism | None
+    storages: tuple[StorageSpec, ...]
+    capacities_bytes: tuple[float, ...]
+    """Per node for host DRAM and local SSD, the whole pool for a remote pool."""
+    reuse: Reuse
+
+    @property
+    def inclusive(self) -> bool:
+        return self.mechanism is not None and self.mechanism.inclusion.value == "inclusive"
+
+    @property
+    def layerwise_overlap(self) -> bool:
+        return bool(self.mechanism is not None and self.mechanism.layerwise_overlap.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One cache domain (an instance): what it holds in HBM and how it shares the lower tiers."""
+
+    hbm_tokens: float
+    kv_bytes_per_token: float
+    instances: int
+    """Instances of the deployment that cache (prefill instances in xPyD)."""
+    instances_per_node: int
+    layers: int
+    gpus_per_instance: int = 1
+    """Each GPU of an instance loads its own shard of the KV over its own host link."""
+
+
+@dataclass(frozen=True, slots=True)
+class TierUse:
+    """What one tier serves at the rate the classes hold at."""
+
+    name: str
+    capacity_tokens: float
+    """Per instance (the remote pool: the whole pool)."""
+    token_hit_ratio: float
+    read_bytes_per_s: float
+    path_utilisation: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheClasses:
+    """Per prompt bin ``[K]`` and class ``[H]`` (``names[0]`` the misses, then the tiers fastest first): the share of
+    the bin's requests and their mean hit tokens, with the tier each class loads from (None: nothing to load)."""
+
+    names: tuple[str, ...]
+    weights: FloatArray
+    hit_tokens: FloatArray
+    load_from: tuple[CacheTier | None, ...]
+    rate_rps: float
+    routing: str
+    tiers: tuple[TierUse, ...]
+    token_hit_ratio: float
+    """Hit tokens over prompt tokens, all tiers."""
+    layers: int
+
+    @property
+    def classes(self) -> int:
+        return len(self.names)
+
+    def exposed_load_s(self, hits: FloatArray, kv_bytes_per_token: float, compute_s: FloatArray) -> FloatArray:
+        """``[K, H, J]`` the load time each class cannot hide behind its prefill compute (0 for misses and HBM)."""
+        out = np.zeros_like(hits)
+        for h, tier in enumerate(self.load_from):
+            if tier is not None:
+                out[:, h] = tier.exposed_load_s(hits[:, h], kv_bytes_per_token, compute_s[:, h], self.layers)
+        return out
+
+
+def bin_edges(representatives: FloatArray) -> FloatArray:
+    """Prompt-length bin edges from the bins' representatives: midpoints, open at both ends."""
+    reps = np.asarray(representatives, dtype=np.float64)
+    return np.concatenate(([-math.inf], 0.5 * (reps[1:] + reps[:-1]), [math.inf]))
+
+
+def _mass_per_bin(pmf: TokenPmf, edges: FloatArray) -> FloatArray:
+    """``P(bin k)`` of a token law, bins cut at ``edges``."""
+    idx = np.searchsorted(edges, pmf.values.astype(np.float64), side="right") - 1
+    return np.asarray(np.bincount(np.clip(idx, 0, edges.size - 2), weights=pmf.prob, minlength=edges.size - 1), float)
+
+
+def lower_tiers(setup: CacheSetup, domain: Domain) -> list[CacheTier]:
+    """The tiers below HBM sized for one instance (a remote pool: the whole pool)."""
+    tiers = []
+    for spec, capacity in zip(setup.storages, setup.capacities_bytes, strict=True):
+        pool = spec.kind == "remote-pool"
+        share = capacity if pool else capacity / domain.instances_per_node
+        sharing = domain.instances if pool else domain.instances_per_node
+        tier = tier_from_storage(
+            spec,
+            capacity_tokens=share / domain.kv_bytes_per_token,
+            sharing=sharing,
+            layerwise_overlap=setup.layerwise_overlap,
+            latency_s=spec.latency_s if spec.latency_s is not None else 0.0,
+        )
+        medium, gpu_path = tier.path
+        wide = PathElement(gpu_path.name, gpu_path.read_bytes_per_s * domain.gpus_per_instance)
+        tiers.append(dataclasses.replace(tier, path=(medium, wide)))
+    return tiers
+
+
+def _hbm_tier(domain: Domain) -> CacheTier:
+    """HBM: hits there need no load (the blocks are already in the GPU's KV pool)."""
+    return CacheTier(HBM, domain.hbm_tokens, (PathElement("HBM", math.inf),), 0.0, True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bands:
+    """Band edges (tokens) of the instance-local tiers and, if any, the remote pool's capacity."""
+
+    local: tuple[CacheTier, ...]
+    edges: FloatArray
+    pool: CacheTier | None
+
+
+def _bands(setup: CacheSetup, domain: Domain) -> _Bands:
+    local = [_hbm_tier(domain)]
+    pool = None
+    for tier, spec in zip(lower_tiers(setup, domain), setup.storages, strict=True):
+        if spec.kind == "remote-pool":
+            pool = tier
+        else:
+            local.append(tier)
+    caps = np.array([t.capacity_tokens for t in local], dtype=np.float64)
+    edges = np.maximum.accumulate(caps) if setup.inclusive else np.cumsum(caps)
+    return _Bands(tuple(local), edges, pool)
+
+
+def _think(law: TimeLaw) -> ThinkTime:
+    """The cache model's think-time law (a uniform law as the lognormal of its mean and variance)."""
+    mean = max(law.mean_s(), 1e-9)
+    if isinstance(law, ExponentialTime):
+        return ThinkTime("exponential", mean)
+    if isinstance(law, FixedTime) or law.scv() <= 0.0:
+        return ThinkTime("fixed", mean)
+    sigma = law.sigma if isinstance(law, LognormalTime) else math.sqrt(math.log1p(law.scv()))
+    return ThinkTime("lognormal", mean, sigma)
+
+
+def _turns_pmf(spec: SessionsSpec) -> FloatArray:
+    """P(T = n), n = 1..N (a geometric law folded at :data:`MAX_TURNS`)."""
+    if isinstance(spec.turns, GeometricTurns):
+        q = spec.turns.ratio
+        pmf = (1.0 - q) * q ** np.arange(MAX_TURNS)
+        pmf[-1] += q**MAX_TURNS
+        return np.asarray(pmf)
+    counts, prob = spec.turns.pmf()
+    out = np.zeros(int(counts[-1]))
+    out[counts - 1] = prob
+    return out
+
+
+def _turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
+    """``[T, K]``: P(prompt bin k | turn t), turn t's prompt being the system prompt, t new parts and t − 1 outputs
+    (independent). Computed on one token grid (a step of ``span / 2^16`` tokens at most, rounding the parts' lengths
+    to it: far finer than the bins) with one FFT per part law and one inverse per turn."""
+    new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
+    span = turns * int(new.values[-1]) + (turns - 1) * int(out.values[-1]) + 1
+    step = max(1, math.ceil(span / 2**16))
+    cells = span // step + turns + 2
+    size = int(2 ** math.ceil(math.log2(cells)))
+
+    def on_grid(pmf: TokenPmf) -> FloatArray:
+        dense = np.zeros(size)
+        np.add.at(dense, np.round(pmf.values / step).astype(np.int64), pmf.prob)
+        return dense
+
+    new_hat, out_hat = np.fft.rfft(on_grid(new)), np.fft.rfft(on_grid(out))
+    tokens = spec.system_prompt_tokens + np.arange(size) * float(step)
+    idx = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, edges.size - 2)
+    rows = []
+    spectrum = new_hat.copy()
+    for _ in range(turns):
+        dense = np.clip(np.fft.irfft(spectrum, size), 0.0, None)
+        rows.append(np.bincount(idx, weights=dense, minlength=edges.size - 1) / max(dense.sum(), 1e-300))
+        spectrum = spectrum * out_hat * new_hat
+    return np.asarray(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _PerKey:
+    """Class probabilities ``[N, H]`` and hit tokens ``[N, H]`` of N keys (turn indices, prefix groups, requests)
+    with their bin masses ``[N, K]`` (each key's share of the requests, spread over the bins)."""
+
+    probs: FloatArray
+    tokens: FloatArray
+    bins: FloatArray
+
+
+def _by_bin(keys: _PerKey) -> tuple[FloatArray, FloatArray]:
+    """``(w [K, H], hit tokens [K, H])``: the keys' classes mixed per bin (a bin no key reaches: all misses)."""
+    mass = keys.bins.sum(axis=0)  # [K]
+    joint = keys.bins.T @ keys.probs  # [K, H]
+    tok = keys.bins.T @ (keys.probs * keys.tokens)
+    weights = np.where(mass[:, None] > 0, joint / np.maximum(mass, 1e-300)[:, None], 0.0)
+    weights[mass <= 0, 0] = 1.0
+    hits = np.where(joint > 0, tok / np.maximum(joint, 1e-300), 0.0)
+    return weights, hits
+
+
+def _bands_from_levels(
+    levels: FloatArray, tokens: FloatArray, pool: tuple[FloatArray, FloatArray] | None
+) -> tuple[FloatArray, FloatArray]:
+    """Class probabilities and tokens ``[N, H]`` from P(hit within each band edge) ``levels [E, N]`` and the hit
+    tokens there ``tokens [E, N]`` (unconditional means); ``pool``: the deployment-wide P(hit) and tokens in the
+    remote pool. Class 0 is the misses."""
+    p = np.diff(levels, axis=0, prepend=0.0)
+    t = np.diff(tokens, axis=0, prepend=0.0)
+    probs, toks = [np.clip(p, 0.0, None)], [np.where(p > 1e-15, t / np.maximum(p, 1e-300), 0.0)]
+    if pool is not None:
+        extra = np.clip(pool[0] - levels[-1], 0.0, None)
+        probs.append(extra[None, :])
+        toks.append(np.where(pool[0] > 1e-15, pool[1] / np.maximum(pool[0], 1e-300), 0.0)[None, :])
+    hit = np.concatenate(probs, axis=0)
+    miss = np.clip(1.0 - hit.sum(axis=0), 0.0, 1.0)
+    return np.vstack([miss[None, :], hit]).T, np.vstack([np.zeros((1, hit.shape[1])), *toks]).T
+
+
+def _session_keys(
+    spec: SessionsSpec,
+    bands: _Bands,
+    domain: Domain,
+    edges: FloatArray,
+    rate_rps: float,
+    routing: str,
+    duration_s: float,
+) -> _PerKey:
+    pmf = _turns_pmf(spec)
+    reach = np.cumsum(pmf[::-1])[::-1]
+    n = max(1, int(np.count_nonzero(reach > MIN_TURN_MASS)))
+    pmf = np.append(pmf[: n - 1], pmf[n - 1 :].sum())
+    mean_turns = float(pmf @ np.arange(1, n + 1))
+    workload = SessionWorkload(
+        session_rate_per_s=rate_rps / mean_turns,
+        turns_pmf=tuple(float(x) for x in pmf),
+        system_tokens=float(spec.system_prompt_tokens),
+        append_tokens=length_pmf(spec.new_tokens).mean(),
+        output_tokens=length_pmf(spec.output_tokens).mean(),
+        think_time=_think(spec.think_time),
+        turn_duration_s=duration_s,
+    )
+    kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
+    local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
+    levels = np.array([r.hit_probability for r in local])
+    tokens = np.array([r.hit_tokens for r in local])
+    pool = None
+    if bands.pool is not None:
+        glob = session_cache(workload, bands.pool.capacity_tokens, instances=1)
+        pool = (glob.hit_probability, glob.hit_tokens)
+    probs, toks = _bands_from_levels(levels, tokens, pool)
+    turn_share = reach[:n] / reach[:n].sum()
+    return _PerKey(probs, toks, turn_share[:, None] * _turn_bins(spec, n, edges))
+
+
+def _prefix_lengths(spec: SharedPrefixSpec) -> FloatArray:
+    """Each prefix's length: the prefix law's quantiles spread over the prefixes (a fixed law: every one the same),
+    decorrelated from popularity by the golden-ratio sequence (a deterministic stand-in for independent draws)."""
+    pmf = length_pmf(spec.prefix_tokens)
+    if pmf.values.size == 1:
+        return np.full(spec.num_prefixes, float(pmf.values[0]))
+    u = (np.arange(spec.num_prefixes) * 0.6180339887498949 + 0.5) % 1.0
+    idx = np.searchsorted(np.cumsum(pmf.prob), u, side="left")
+    return pmf.values[np.minimum(idx, pmf.values.size - 1)].astype(np.float64)
+
+
+def _prefix_keys(
+    spec: SharedPrefixSpec, bands: _Bands, domain: Domain, edges: FloatArray, rate_rps: float, routing: str
+) -> _PerKey:
+    p, lengths = spec.prefix_probabilities(), _prefix_lengths(spec)
+    q, o = length_pmf(spec.question_tokens), length_pmf(spec.output_tokens)
+    affine = routing == "affinity"  # each prefix on one instance: the deployment acts as one cache of x times
+
+    def hits(capacity: float, rate: float) -> FloatArray:
+        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), o.mean())
+        return shared_prefix_cache(work, capacity).hit_probability
+
+    x = domain.instances
+    scale, rate = (x, rate_rps) if affine else (1, rate_rps / x)
+    levels = np.array([hits(float(e) * scale, rate) for e in bands.edges])
+    pool = None
+    if bands.pool is not None:
+        g = hits(bands.pool.capacity_tokens, rate_rps)
+        pool = (g, g * lengths)
+    probs, toks = _bands_from_levels(levels, levels * lengths[None, :], pool)
+    values, inverse = np.unique(lengths, return_inverse=True)
+    share = np.bincount(inverse, weights=p)
+    probs_g = np.array([np.bincount(inverse, weights=p * probs[:, h]) for h in range(probs.shape[1])]).T
+    toks_g = np.array([np.bincount(inverse, weights=p * probs[:, h] * toks[:, h]) for h in range(probs.shape[1])]).T
+    probs_g = probs_g / share[:, None]
+    toks_g = np.where(probs_g > 0, toks_g / np.maximum(probs_g * share[:, None], 1e-300), 0.0)
+    bins = np.array([_mass_per_bin(q.shifted(int(v)), edges) for v in values])
+    return _PerKey(probs_g, toks_g, share[:, None] * bins)
+
+
+def _sub_trace(trace: BlockTrace, rows: np.ndarray) -> BlockTrace:
+    """The requests ``rows`` of a trace, in order."""
+    off = np.asarray(trace.offsets, np.int64)
+    counts = np.diff(off)[rows]
+    starts = off[rows]
+    take = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    prompts = None if trace.prompt_tokens is None else np.asarray(trace.prompt_tokens)[rows]
+    blocks = None if trace.prompt_blocks is None else np.asarray(trace.prompt_blocks)[rows]
+    return BlockTrace(
+        np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        np.asarray(trace.block_ids, np.int64)[take],
+        trace.block_tokens,
+        blocks,
+        prompts,
+    )
+
+
+def _hit_blocks(trace: BlockTrace, edges_blocks: FloatArray) -> FloatArray:
+    """``[E, N]``: per request, its prompt blocks that hit an LRU of each capacity (blocks)."""
+    dist = prefix_distances(trace).astype(np.float64)
+    off = np.asarray(trace.offsets, np.int64)
+    request = np.repeat(np.arange(trace.n_requests), np.diff(off))
+    in_prompt = (np.arange(off[-1]) - off[request]) < trace.prompt_block_counts[request]
+    out = np.zeros((edges_blocks.size, trace.n_requests))
+    for i, e in enumerate(edges_blocks):
+        out[i] = np.bincount(request, weights=(in_prompt & (dist < e)).astype(np.float64), minlength=trace.n_requests)
+    return out
+
+
+def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatArray, routing: str) -> _PerKey:
+    n, x, bt = trace.n_requests, domain.instances, float(trace.block_tokens)
+    off = np.asarray(trace.offsets, np.int64)
+    first = np.asarray(trace.block_ids, np.int64)[np.minimum(off[:-1], off[-1] - 1)]
+    owner = (first * 2654435761 % (2**32)) % x if routing == "affinity" else np.arange(n) % x
+    blocks = bands.edges / bt
+    levels_b = np.zeros((blocks.size, n))
+    for i in range(x):
+        rows = np.flatnonzero(owner == i)
+        if rows.size:
+            levels_b[:, rows] = _hit_blocks(_sub_trace(trace, rows), blocks)
+    total = levels_b[-1]
+    band = np.argmax(levels_b >= total[None, :], axis=0)  # the smallest band edge holding all of its hit blocks
+    hit_tokens = np.minimum(total * bt, trace.prompt_lengths() - 1.0)
+    h = bands.edges.size + (bands.pool is not None) + 1
+    probs, toks = np.zeros((n, h)), np.zeros((n, h))
+    hits = total > 0
+    probs[hits, 1 + band[hits]] = 1.0
+    toks[hits, 1 + band[hits]] = hit_tokens[hits]
+    if bands.pool is not None:
+        g = _hit_blocks(trace, np.array([bands.pool.capacity_tokens / bt]))[0]
+        from_pool = ~hits & (g > 0)
+        probs[from_pool, -1] = 1.0
+        toks[from_pool, -1] = np.minimum(g[from_pool] * bt, trace.prompt_lengths()[from_pool] - 1.0)
+    probs[:, 0] = 1.0 - probs[:, 1:].sum(axis=1)
+    prompts = trace.prompt_lengths()
+    idx = np.clip(np.searchsorted(edges, prompts, side="right") - 1, 0, edges.size - 2)
+    bins = np.zeros((n, edges.size - 1))
+    bins[np.arange(n), idx] = 1.0 / n
+    return _PerKey(probs, toks, bins)
+
+
+def cache_classes(
+    setup: CacheSetup, domain: Domain, representatives: FloatArray, rate_rps: float, turn_duration_s: float
+) -> CacheClasses:
+    """The classes of every prompt bin (bins given by their representative lengths) at ``rate_rps`` (the whole
+    deployment's request rate); ``turn_duration_s``: a session turn's mean time from arrival to its last token (the
+    part of the gap between turns that is not think time)."""
+    bands = _bands(setup, domain)
+    edges = bin_edges(representatives)
+    routing = setup.spec.routing
+    reuse = setup.reuse
+    if reuse.sessions is not None:
+        keys = _session_keys(reuse.sessions, bands, domain, edges, rate_rps, routing, turn_duration_s)
+    elif reuse.shared_prefix is not None:
+        keys = _prefix_keys(reuse.shared_prefix, bands, domain, edges, rate_rps, routing)
+    elif reuse.trace is not None:
+        keys = _trace_keys(reuse.trace, bands, domain, edges, routing)
+    else:
+        raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
+    weights, hits = _by_bin(keys)
+    tiers = [*bands.local, *([bands.pool] if bands.pool is not None else [])]
+    names = ("miss", *(t.name for t in tiers))
+    load_from = (None, None, *tiers[1:])  # misses and HBM hits load nothing
+    return CacheClasses(
+        names=names,
+        weights=weights,
+        hit_tokens=hits,
+        load_from=load_from,
+        rate_rps=rate_rps,
+        routing=routing,
+        tiers=_tier_use(tiers, keys, domain, rate_rps, representatives),
+        token_hit_ratio=_ratio(keys, representatives, slice(1, None)),
+        layers=domain.layers,
+    )
+
+
+def _ratio(keys: _PerKey, representatives: FloatArray, classes: slice) -> float:
+    """Hit tokens of ``classes`` over prompt tokens (prompt tokens from the bins' representatives)."""
+    share = keys.bins.sum(axis=1)
+    hit = float(share @ (keys.probs[:, classes] * keys.tokens[:, classes]).sum(axis=1))
+    prompt = float(keys.bins.sum(axis=0) @ representatives)
+    return hit / prompt if prompt > 0 else 0.0
+
+
+def _tier_use(
+    tiers: list[CacheTier], keys: _PerKey, domain: Domain, rate_rps: float, representatives: FloatArray
+) -> tuple[TierUse, ...]:
+    """Per tier: its token hit ratio, the bytes per second one instance reads from it, and the utilisation of every
+    element of its read path (a remote pool's: the whole deployment's reads over the pool's bandwidth)."""
+    mean_prompt = float(keys.bins.sum(axis=0) @ representatives)
+    out = []
+    for h, tier in enumerate(tiers, start=1):
+        ratio = _ratio(keys, representatives, slice(h, h + 1))
+        per_instance = rate_rps / domain.instances * mean_prompt * ratio * domain.kv_bytes_per_token
+        traffic = per_instance * (domain.instances if tier.name == tiers[-1].name and h > 1 else 1)
+        util = {e.name: (traffic / e.read_bytes_per_s if math.isfinite(e.read_bytes_per_s) else 0.0) for e in tier.path}
+        out.append(TierUse(tier.name, tier.capacity_tokens, ratio, per_instance, util))
+    return tuple(out)
