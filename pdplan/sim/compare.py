@@ -11,9 +11,9 @@ Seeds: lengths, arrival gaps and routing draws come from three generators derive
 the same requests and the same unit-exponential gaps scaled by 1/λ (common random numbers: the
 simulated attainment is then almost monotone in λ, which bisection needs).
 
-A KV-reuse workload (sessions, shared prefixes, a Mooncake trace: :func:`pdplan.sim.reuse_workload.has_reuse`) is
-simulated with its prefix caches instead (:func:`pdplan.sim.reuse.simulate_reuse`, the scenario's ``cache:`` read by
-:mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures are the document's ``reuse`` block.
+A KV-reuse workload (sessions, shared prefixes, a Mooncake trace: :func:`pdplan.serving.cache_setup.reuses_kv`) is
+simulated with its prefix caches instead (:func:`pdplan.sim.reuse.simulate_reuse`, the deployment's resolved cache
+read by :mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures are the document's ``reuse`` block.
 
 Simulated goodput (``goodput=True``): bisection on λ for ``A_sim(λ) = α*`` (same SLO), bracketed
 around the closed-form goodput, to ``GOODPUT_REL_TOL``. Relative errors are ``closed/sim − 1``.
@@ -40,6 +40,7 @@ from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.queueing import decode_fixed_point
 from pdplan.serving.build import build_model
+from pdplan.serving.cache_setup import reuses_kv
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
@@ -48,7 +49,6 @@ from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_lo
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
-from pdplan.sim.reuse_workload import has_reuse
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.specs.workload import WorkloadSpec
@@ -344,7 +344,7 @@ def simulate_scenario(
     if replay and rate is None and concurrency is None:
         rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
     _check_arguments(rate, concurrency, goodput=goodput, step=step, n_requests=n_requests)
-    reuse = has_reuse(scenario.workload)
+    reuse = reuses_kv(scenario)
     if reuse and concurrency is not None:
         raise SpecError("a KV-reuse workload is simulated open loop at a rate; give --rate", field="concurrency")
     cat = catalog or open_catalog()
@@ -355,7 +355,7 @@ def simulate_scenario(
     tell("building the simulated deployment")
     runner: _Runner | _ReuseRunner
     if reuse:
-        inputs = reuse_inputs(model, scenario.cache, cat, rate if rate is not None else max(ev.goodput_rps, 1e-9))
+        inputs = reuse_inputs(model, rate if rate is not None else max(ev.goodput_rps, 1e-9))
         runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step)
     else:
         lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)

@@ -222,7 +222,8 @@ def affinity_routes(keys: Int64Array, instances: int, seed: int) -> Int64Array:
 @dataclass(frozen=True, slots=True)
 class TierStats:
     """One tier over the counted requests: its share of their prompt tokens, the share of them it served at least
-    one block, and what was read from it per second of the measurement window."""
+    one block, and what one caching instance read from it per second of the measurement window (the deployment's
+    reads over the instances, as the closed form's :class:`pdplan.serving.prefix_cache.TierUse`)."""
 
     name: str
     token_hit_ratio: float
@@ -291,7 +292,7 @@ class ReuseResult:
 
 def simulate_reuse(
     model: DisaggregatedModel | ColocatedModel,
-    workload: WorkloadSpec,
+    workload: WorkloadSpec | ReuseRequests,
     layout: CacheLayout,
     *,
     rate_rps: float,
@@ -307,9 +308,12 @@ def simulate_reuse(
 ) -> ReuseResult:
     """Simulate ``model`` serving ``workload`` at ``rate_rps`` with the caches of ``layout`` (module docstring).
 
-    ``block_tokens``: the cache's block (default :data:`~pdplan.sim.reuse_requests.DEFAULT_BLOCK_TOKENS`; a Mooncake
-    trace's own); ``cache_outputs``: whether a finished sequence is cached where its prefill ran (default: colocated
-    yes, disaggregated no). Seeds: requests from ``seed`` (common random numbers across rates), routing draws from
+    ``workload``: a reuse workload (its requests drawn here at ``rate_rps``), or requests already built
+    (:mod:`pdplan.sim.reuse_requests`, :mod:`pdplan.sim.reuse_sessions`; ``rate_rps``, ``n_requests``, ``seed``'s
+    request draws, ``block_tokens`` and ``stationary_start`` then do not apply). ``block_tokens``: the cache's
+    block (default :data:`~pdplan.sim.reuse_requests.DEFAULT_BLOCK_TOKENS`; a Mooncake trace's own);
+    ``cache_outputs``: whether a finished sequence is cached where its prefill ran (default: colocated yes,
+    disaggregated no). Seeds: requests from ``seed`` (common random numbers across rates), routing draws from
     ``default_rng([seed, 2])``.
     """
     if routing not in ("affinity", "load-balance"):
@@ -317,7 +321,10 @@ def simulate_reuse(
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise SpecError(f"rate must be finite and > 0, got {rate_rps}", field="rate")
     window = model.res.model.max_position_embeddings
-    reqs = reuse_requests(workload, rate_rps, n_requests, block_tokens, seed, window, stationary_start)
+    if isinstance(workload, ReuseRequests):
+        reqs = workload
+    else:
+        reqs = reuse_requests(workload, rate_rps, n_requests, block_tokens, seed, window, stationary_start)
     setup = sim_deployment(model, reqs.input_tokens, reqs.output_tokens, step)
     colocated = isinstance(model, ColocatedModel)
     instances, hw = _caching_side(model)
@@ -335,7 +342,8 @@ def simulate_reuse(
     )
     kv_bytes = float(hw.model.kv_bytes_per_token(hw.precision.kv_bytes))
     names = ("hbm",) if caches is None else caches.names
-    return _result(run, order, setup, reqs, tracker, names, kv_bytes, 0 if price is None else price.misses)
+    misses = 0 if price is None else price.misses
+    return _result(run, order, setup, reqs, tracker, names, kv_bytes, instances, misses)
 
 
 def _caching_side(model: DisaggregatedModel | ColocatedModel) -> tuple[int, RoleHardware]:
@@ -389,6 +397,7 @@ def _result(
     tracker: ReuseTracker,
     names: tuple[str, ...],
     kv_bytes_per_token: float,
+    instances: int,
     price_misses: int,
 ) -> ReuseResult:
     """Per-request arrays in the run's order and the per-tier statistics over its counted requests."""
@@ -396,10 +405,10 @@ def _result(
     warm = run.warmup_count
     counted = tier_tokens[warm:]
     prompt_tokens = float(run.input_tokens[warm:].sum())
-    span = run.window_s[1] - run.window_s[0]
+    per_s = instances * (run.window_s[1] - run.window_s[0])
     tiers = []
     for level, name in enumerate(names):
-        read = float(counted[:, level].sum()) / span if span > 0 else math.nan
+        read = float(counted[:, level].sum()) / per_s if per_s > 0 else math.nan
         tiers.append(
             TierStats(
                 name,

@@ -1,8 +1,9 @@
-"""Which workloads reuse KV, and their requests for the simulator at a rate (:mod:`pdplan.sim.reuse_requests`).
+"""The requests of a KV-reuse workload for the simulator at a rate (:mod:`pdplan.sim.reuse_requests`).
 
-A workload reuses KV when it has ``sessions``, a ``shared_prefix`` block, or a Mooncake trace (block hashes). A
-Mooncake trace with ``arrival: trace`` arrives at its timestamps scaled to the rate
-(:func:`pdplan.sim.trace_replay.scaled_arrivals_s`); with another process, at that process's gaps in file order.
+A workload reuses KV when it has ``sessions``, a ``shared_prefix`` block, or a Mooncake trace (block hashes;
+:func:`pdplan.serving.cache_setup.reuses_kv`). A Mooncake trace with ``arrival: trace`` arrives at its timestamps
+scaled to the rate (:func:`pdplan.sim.trace_replay.scaled_arrivals_s`); with another process, at that process's gaps
+in file order.
 """
 
 from __future__ import annotations
@@ -19,22 +20,8 @@ from pdplan.sim.reuse_requests import (
     unit_gaps,
 )
 from pdplan.sim.reuse_sessions import session_requests
-from pdplan.sim.trace_replay import native_rate_rps, scaled_arrivals_s
+from pdplan.sim.trace_replay import scaled_arrivals_s
 from pdplan.specs.workload import WorkloadSpec
-
-
-def has_reuse(workload: WorkloadSpec) -> bool:
-    """Sessions, shared prefixes, or a Mooncake trace."""
-    trace = workload.trace
-    mooncake = trace is not None and trace.format == "mooncake"
-    return workload.sessions is not None or workload.shared_prefix is not None or mooncake
-
-
-def trace_native_rate_rps(workload: WorkloadSpec) -> float:
-    """A Mooncake trace's own request rate (N − 1 gaps over its span)."""
-    assert workload.trace is not None
-    trace = load_mooncake_trace(workload.trace.file, workload.trace.block_tokens or 1)
-    return native_rate_rps(trace.arrival_s)
 
 
 def reuse_requests(
