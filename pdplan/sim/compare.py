@@ -13,7 +13,8 @@ simulated attainment is then almost monotone in λ, which bisection needs).
 
 A KV-reuse workload (sessions, shared prefixes, a Mooncake trace: :func:`pdplan.serving.cache_setup.reuses_kv`) is
 simulated with its prefix caches instead (:func:`pdplan.sim.reuse.simulate_reuse`, the deployment's resolved cache
-read by :mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures are the document's ``reuse`` block.
+read by :mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures and the closed form's are the
+document's ``cache`` block.
 
 Simulated goodput (``goodput=True``): bisection on λ for ``A_sim(λ) = α*`` (same SLO), bracketed
 around the closed-form goodput, to ``GOODPUT_REL_TOL``. Relative errors are ``closed/sim − 1``.
@@ -106,7 +107,8 @@ class Comparison:
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     reuse: dict[str, Any] | None = None
-    """A KV-reuse workload's simulated cache figures (:meth:`pdplan.sim.reuse.ReuseResult.as_dict`); None otherwise."""
+    """A KV-reuse workload's simulated cache figures (:meth:`pdplan.sim.reuse.ReuseResult.as_dict`); None otherwise.
+    The document's ``cache`` block holds them beside the closed form's (``evaluate``'s ``cache``)."""
 
     def relative_error(self) -> dict[str, Any]:
         """``closed/sim − 1`` for every latency statistic, attainment, utilisation, goodput."""
@@ -143,7 +145,9 @@ class Comparison:
         }
         doc["relative_error"] = self.relative_error()
         if self.reuse is not None:
-            doc["reuse"] = self.reuse
+            cache = ev.cache
+            closed = None if cache is None else cache.to_document(self.goodput_closed_rps)
+            doc["cache"] = {"closed_form": closed, "simulated": self.reuse}
         doc["seconds"] = self.seconds
         doc["warnings"] = list(ev.warnings)
         return doc

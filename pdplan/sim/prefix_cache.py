@@ -28,7 +28,8 @@ the least recent of them, as in docs/prefix_cache.md §2):
 * ``"inclusive"`` (vLLM's offloading connector and LMCache, SGLang HiCache write-through): every domain of the chain
   is touched by every access (write-through on insert, refresh on a hit, a hit in a lower tier is copied back up);
   each evicts its own least recent blocks beyond its capacity, dropped there while a larger tier below keeps a copy.
-  Each domain is then the LRU of its own capacity over the same accesses: nested capacities.
+  Each domain is then the LRU of its own capacity over the same accesses: nested capacities (a lower domain no
+  larger than one above it holds only blocks that one holds too, and serves nothing).
 
 A touch is one operation: its blocks are inserted or refreshed, then each domain's overflow is evicted (for a private
 chain the result equals evicting block by block: the touched blocks are the most recent, so the overflow is the same
@@ -43,7 +44,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise, takewhile
+from itertools import takewhile
 from typing import Literal
 
 from pdplan.cache.tiers import Inclusion
@@ -122,12 +123,6 @@ class PrefixCaches:
         if inclusion not in INCLUSIONS:
             raise SpecError(f"inclusion must be one of {', '.join(INCLUSIONS)}, got {inclusion!r}")
         self.inclusive = inclusion == "inclusive"
-        if self.inclusive and tiers:
-            sizes = [hbm_blocks, *(t.capacity_blocks for t in tiers)]
-            if any(b < a for a, b in pairwise(sizes)):
-                raise SpecError(
-                    "an inclusive hierarchy needs each domain at least as large as the one above", field="tiers"
-                )
         self.names = ("hbm", *(t.name for t in tiers))
         self.chains: list[list[BlockLru]] = [[BlockLru(hbm_blocks)] for _ in range(instances)]
         for tier in tiers:

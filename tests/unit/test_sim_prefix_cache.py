@@ -129,9 +129,14 @@ def test_touch_keeps_recency_order_within_a_request() -> None:
     assert caches.lookup(0, [1, 2, 3]) == [0]  # block 1 went: no prefix
 
 
+def test_an_inclusive_tier_smaller_than_hbm_serves_nothing() -> None:
+    stream = _stream(6)
+    hits = _replay(PrefixCaches(1, 30, [TierDomain("dram", 10)], "inclusive"), stream)
+    assert all(h[1] == 0 for h in hits)
+    assert [h[0] for h in hits] == lru_prefix_hits(stream, [len(b) for b in stream], 30)
+
+
 def test_refuses_bad_layouts() -> None:
-    with pytest.raises(SpecError, match="inclusive"):
-        PrefixCaches(1, 10, [TierDomain("dram", 5)], "inclusive")
     with pytest.raises(SpecError, match="scope"):
         TierDomain("dram", 5, "rack")  # type: ignore[arg-type]
     with pytest.raises(SpecError):
