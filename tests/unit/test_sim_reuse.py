@@ -18,6 +18,7 @@ import pytest
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
+from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_prefill_perf
@@ -160,3 +161,35 @@ def test_prefill_priced_at_dispatch_on_the_missed_tokens() -> None:
     full = cached_prefill_perf(model.res.hardware.prefill, lens, np.zeros_like(lens)).service_s
     assert res.hit_tokens.tolist() == [0, 0, 96, 96]
     assert np.all(priced[2:] < full[2:])
+
+
+@cache
+def _colocated(scheduler: str) -> ColocatedModel:
+    data = {
+        "schema_version": 1,
+        "name": "reuse-colocated",
+        "model": "llama-3.1-8b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": scheduler},
+        "workload": {"input_tokens": _fixed(600), "output_tokens": _fixed(50)},
+        "slo": {"ttft": "2s", "tpot": "100ms"},
+    }
+    model = build_model(resolve(scenario_from_dict(data, source="test", base_dir=Path(".")), open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    return model
+
+
+@pytest.mark.parametrize("scheduler", ["prefill-first", "chunked"])
+def test_colocated_instances_cache_whole_sequences(scheduler: str) -> None:
+    # A colocated instance keeps the outputs it decoded (by default): with an unbounded cache and affinity every
+    # later turn hits its whole history; the cached prefix shortens the prefill (prefill-first: its priced time;
+    # chunked: the chunks start after the hit), so TTFT falls against the same run without a cache.
+    spec = _sessions(_fixed(3), 600, 50, 1.0)
+    model = _colocated(scheduler)
+    res = _run(spec, 10.0, 600, UNBOUNDED, routing="affinity", model=model)
+    later = res.turn > 1
+    history = res.run.input_tokens - 600
+    np.testing.assert_array_equal(res.hit_tokens[later], history[later] // 16 * 16)
+    cold = _run(spec, 10.0, 600, CacheLayout(0.0, prefix_caching=False), routing="affinity", model=model)
+    assert cold.hit_tokens.max() == 0
+    assert float(np.mean(res.run.ttft_s[later])) < 0.6 * float(np.mean(cold.run.ttft_s[later]))  # engine time aside
