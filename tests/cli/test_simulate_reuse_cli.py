@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 from support.cli_result import CliResult
 
@@ -32,6 +33,7 @@ SCENARIO = {
 }
 
 
+@pytest.mark.slow
 def test_simulate_prints_hit_ratios_per_tier(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     path = tmp_path / "reuse.yaml"
     path.write_text(yaml.safe_dump(SCENARIO))
