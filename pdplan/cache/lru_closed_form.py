@@ -150,7 +150,11 @@ class SessionWorkload:
     output_tokens: float
     think_time: ThinkTime
     turn_duration_s: float
-    """Mean time from a turn's arrival to its end (queueing, prefill and decode), the first part of the gap."""
+    """Mean time from the cache's last touch of a turn's blocks to the turn's end, the first part of the gap (0 when
+    the cache touches them as the turn ends: an engine frees a finished request's blocks into its LRU then)."""
+    outputs_cached: bool = True
+    """Whether the cache holds the turn's output KV (a colocated instance does; an xPyD prefill instance never sees
+    the outputs, which are decoded elsewhere: its item is the turn's prompt, and the next turn recomputes them)."""
 
     def __post_init__(self) -> None:
         pmf = np.asarray(self.turns_pmf, dtype=np.float64)
@@ -174,6 +178,11 @@ class SessionWorkload:
     def history_tokens(self) -> FloatArray:
         """H_k = system + k·(append + output): the item left after turn k."""
         return self.system_tokens + self.turns * (self.append_tokens + self.output_tokens)
+
+    @property
+    def item_tokens(self) -> FloatArray:
+        """What turn k leaves cached: H_k, or without the outputs the turn's prompt H_k − output."""
+        return self.history_tokens if self.outputs_cached else self.prompt_tokens
 
     @property
     def prompt_tokens(self) -> FloatArray:
@@ -243,7 +252,7 @@ def session_cache(
     landing = q * (1.0 - q) ** np.arange(depth)  # next landing on this instance m = 1, 2, … turns later
     if not partial_hits:
         landing[1:] = 0.0
-    reach, pmf, history = workload.at_least, np.asarray(workload.turns_pmf), workload.history_tokens
+    reach, pmf, history = workload.at_least, np.asarray(workload.turns_pmf), workload.item_tokens
     later = np.arange(depth)[:, None] + np.arange(1, depth + 1)[None, :]  # [j, m] → index of turn j + m
     reach_after = np.where(later < depth, reach[np.minimum(later, depth - 1)], 0.0)  # P(n ≥ j + m)
     if partial_hits:  # never landed on again: the session ends first, r turns later, with prob (1 − q)^r

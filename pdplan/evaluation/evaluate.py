@@ -22,6 +22,7 @@ from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.queueing.arrivals import instance_ca2
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.decode_law import law_warnings
@@ -37,6 +38,7 @@ from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import convention_words
+from pdplan.specs.arrivals import ArrivalProcess, GammaArrival, PoissonArrival
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario
 
@@ -71,7 +73,31 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
             sorted({hw.table.gpu + (" (calibrated)" if hw.table.calibrated else "") for _, hw in res.roles})
         ),
         prefill=_prefill_assumptions(model) if isinstance(model, DisaggregatedModel) else None,
+        arrival_process=_arrival_words(model, res.scenario.workload.arrival_process()),
     )
+
+
+ARRIVAL_NAMES = {"constant": "constant spacing", "trace": "the trace's own times"}
+
+
+def _arrival_words(model: DisaggregatedModel | ColocatedModel, process: ArrivalProcess) -> str | None:
+    """A non-Poisson arrival process in words: the process, its c_a², the c² an instance's prompt queue is corrected
+    for (:mod:`pdplan.queueing.arrivals`) and what stays Poisson (:mod:`pdplan.serving.build`); None for Poisson."""
+    if isinstance(process, PoissonArrival):
+        return None
+    name = f"gamma gaps, cv {process.cv:g}" if isinstance(process, GammaArrival) else ARRIVAL_NAMES[process.process]
+    if isinstance(model, ColocatedModel):
+        ca2, seen = model.arrival_ca2, instance_ca2("random", model.arrival_ca2, model.z)
+        queue = f"each instance's prompt queue G/G-corrected for c² {seen:.3g} (random split over {model.z})"
+    else:
+        pool = model.pool
+        ca2, seen = pool.arrival_ca2, instance_ca2(pool.routing, pool.arrival_ca2, pool.instances)
+        queue = f"prefill waits G/G-corrected for c² {seen:.3g} per instance ({pool.routing} over {pool.instances})"
+        if pool.routing == "least-work":
+            queue = f"prefill waits G/G/{pool.instances}-corrected (Allen–Cunneen, least-work) for c² {seen:.3g}"
+        if pool.batched is not None:
+            queue = "the batched prefill queue kept Poisson (no G/G correction)"
+    return f"{name} (c_a² {ca2:.3g}); {queue}; decode side and KV link fed as Poisson"
 
 
 def _prefill_assumptions(model: DisaggregatedModel) -> PrefillAssumptions:
@@ -159,7 +185,7 @@ def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scena
     if model.cache is None:
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
-    return CacheReport.of(model.cache, without)
+    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode)
 
 
 def _load_regime(

@@ -52,6 +52,9 @@ class Assumptions:
     mean_output_tokens: float
     kernel_tables: tuple[str, ...]
     prefill: PrefillAssumptions | None = None
+    arrival_process: str | None = None
+    """A workload whose arrivals are not Poisson: the process, its c_a² and how the model treats it, in words (None:
+    Poisson, the serving model's default, and the key is left out)."""
 
     def to_document(self) -> dict[str, Any]:
         """The ``assumptions`` JSON object (the fixed state only where a sequence holds one; the prefill pool's
@@ -86,6 +89,8 @@ class Assumptions:
                     prefill_full_batch_s=p.full_batch_s,
                     prefill_capacity_rps=p.capacity_rps,
                 )
+        if self.arrival_process is not None:
+            doc["arrival_process"] = self.arrival_process
         return doc
 
 

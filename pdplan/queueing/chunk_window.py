@@ -96,7 +96,7 @@ def _cell_costs(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per cell: attention A_i (default ``t_a L²/2``), last-chunk tokens m_L and that chunk's own prefill
     work d_L (default ``t_p m_L``), validated."""
-    lin = wl.input_tokens
+    lin = wl.computed_tokens
     rem = lin - budget * (np.ceil(lin / budget) - 1.0)  # m_L: last chunk, alone
     attn = t_a * lin**2 / 2.0 if attention_s is None else np.asarray(attention_s, dtype=np.float64)
     drain = t_p * rem if drain_s is None else np.asarray(drain_s, dtype=np.float64)
@@ -122,7 +122,7 @@ def chunk_queue(
 
     ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
     """
-    lin, p = wl.input_tokens, wl.prob
+    lin, p = wl.computed_tokens, wl.prob
     el, el2 = float(p @ lin), float(p @ lin**2)
     attn, rem, drain = _cell_costs(wl, token_budget, t_p, t_a, attention_s, drain_s)
     ea = float(p @ attn)

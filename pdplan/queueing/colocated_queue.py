@@ -64,6 +64,14 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   t_a = 2E[A]/E[L²] when the attention is given per prompt). Measured against ``pdplan
   simulate`` (docs/accuracy_serving.md).
 
+*Non-Poisson arrivals* (``arrival_ca2`` = c² of one instance's gaps ≠ 1; :mod:`pdplan.queueing.arrivals`): the
+prompt queue's M/G/1 wait (both schedulers) becomes Kingman's G/G/1 law, the lattice stretched by
+``(c² + c_s²)/(1 + c_s²)`` with c_s² of the prompts' service (the chunk queue's S_L per rate). The rest stays as
+for Poisson arrivals: the step residual (it depends only on whether decodes run), the mean field (rates, not gaps),
+and the TPOT side: the group mates, the Poisson count of prompts in a stall window and the load noise. Smoother
+arrivals there mean fewer prompts bunched into one window than modelled (TPOT pessimistic), burstier ones more.
+Poisson (1) runs exactly the Poisson code.
+
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
 approximation here (both live on one instance; docs/queueing.md §5.2 flags it). Under prefill-first
 they are positively associated (a long wait W also lengthens the stall window), so the product
@@ -77,6 +85,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pdplan.queueing.arrivals import non_poisson_wait, service_scv
 from pdplan.queueing.chunk_window import busy_left, chunk_queue, window_components
 from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.decode import DecodeFixedPoint, DecodeWorkload, LinearStepTime, load_noise
@@ -127,9 +136,11 @@ def colocated_prefill_first(
     step_time: LinearStepTime,
     prefill_service_s: ArrayLike,
     max_cells: int = 2**16,
+    arrival_ca2: float = 1.0,
 ) -> ColocatedResult:
     """Prefill-first colocated instance; ``prefill_service_s[i]`` = S(L_i) for each workload bin
-    (``max_cells`` caps the FFT lattice of the wait). Model in the module docstring."""
+    (``max_cells`` caps the FFT lattice of the wait; ``arrival_ca2`` the c² of the instance's arrival gaps, which
+    corrects the prompt queue's wait: module docstring). Model in the module docstring."""
     rate = as_rates(rate_per_s)
     s = np.asarray(prefill_service_s, dtype=np.float64).ravel()
     if s.shape != workload.prob.shape or np.any(s <= 0):
@@ -140,7 +151,7 @@ def colocated_prefill_first(
     _check_total(rho_p + u_d, "prefill-first")
     tpot_mean = step_time.t0_s / (1.0 - rho_p - u_d)
     tau_plain = (1.0 - rho_p) * tpot_mean
-    wait = mg1_wait_distribution(rate, s, p, max_cells=max_cells)
+    wait = _renewal(mg1_wait_distribution(rate, s, p, max_cells=max_cells), arrival_ca2, s, p)
     vacation = tau_plain / 2.0 * -np.expm1(-rate * workload.mean_steps * tpot_mean)
     ttft = ShiftedMixture(wait, s[None, :] + vacation[:, None], p)
     tpot = _stall_tpot(rate, workload, step_time, s, tpot_mean, vacation)
@@ -202,13 +213,15 @@ def colocated_chunked(
     attention_s: ArrayLike | None = None,
     drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
+    arrival_ca2: float = 1.0,
 ) -> ColocatedResult:
     """Sarathi-style chunked prefill, token budget C (t_p s/token; attention ``attention_s[i]`` s
     per prompt of cell i, or t_a s/token² as ``t_a L²/2`` when None; ``drain_s[i]`` the GEMM-side
     work of its last chunk alone, or ``t_p m_L`` when None: :func:`~pdplan.queueing.chunk_window.
     chunk_queue`).
 
-    ``max_cells`` caps the FFT lattice of the chunk-queue wait (:func:`mg1_wait_distribution`).
+    ``max_cells`` caps the FFT lattice of the chunk-queue wait (:func:`mg1_wait_distribution`); ``arrival_ca2``
+    corrects it for non-Poisson arrivals (module docstring).
     """
     rate = as_rates(rate_per_s)
     p = workload.prob
@@ -217,7 +230,7 @@ def colocated_chunked(
     q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2, attn, drain)
     if np.any(q.rho >= 1.0):
         raise ValueError(f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)")
-    wait = _chunk_wait(rate, workload, q.service_s, max_cells)
+    wait = _chunk_wait(rate, workload, q.service_s, max_cells, arrival_ca2)
     n_seqs = rate * workload.mean_steps * q.tau_mean_s
     residual = q.tau_plain_s / 2.0 * -np.expm1(-n_seqs)  # vacation residual, P(B > 0) = 1 − e^{−N}
     st = _state(rate, q.tau_mean_s, workload, step_time)
@@ -249,19 +262,28 @@ def _chunk_cost_var(workload: DecodeWorkload, chunk: FloatArray, t_a: float) -> 
     request's chunk steps in one window mostly come from the same prompt, so this variance is not
     divided by their number (an upper bound on that side).
     """
-    lin, p = workload.input_tokens, workload.prob
+    lin, p = workload.computed_tokens, workload.prob
     el = float(p @ lin)
     var_x = float(p @ lin**3) / (3.0 * el) - (float(p @ lin**2) / (2.0 * el)) ** 2
     return np.asarray((t_a * chunk) ** 2 * np.maximum(var_x - chunk**2 / 12.0, 0.0), np.float64)
 
 
-def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray, max_cells: int) -> WaitDistribution:
+def _chunk_wait(
+    rate: FloatArray, workload: DecodeWorkload, service_s: FloatArray, max_cells: int, arrival_ca2: float = 1.0
+) -> WaitDistribution:
     """M/G/1 wait per rate with service ``service_s[r]`` per cell (one FFT per rate: the service
-    differs), on the distinct prompt lengths."""
-    _, first, inverse = np.unique(workload.input_tokens, return_index=True, return_inverse=True)
+    differs), on the distinct prompt lengths; G/G-corrected per rate when ``arrival_ca2`` ≠ 1."""
+    key = workload.input_tokens if workload.prefill_tokens is None else _pair_key(workload)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     prob = np.bincount(inverse.ravel(), weights=workload.prob)
     rows = [
-        mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells) for r in range(rate.size)
+        _renewal(
+            mg1_wait_distribution(rate[r : r + 1], service_s[r, first], prob, max_cells=max_cells),
+            arrival_ca2,
+            service_s[r, first],
+            prob,
+        )
+        for r in range(rate.size)
     ]
     n = max(d.cdf_grid.shape[1] for d in rows)
     grid = np.stack([np.pad(d.cdf_grid[0], (0, n - d.cdf_grid.shape[1]), mode="edge") for d in rows])
@@ -271,6 +293,18 @@ def _chunk_wait(rate: FloatArray, workload: DecodeWorkload, service_s: FloatArra
         atom=np.concatenate([d.atom for d in rows]),
         mean_s=np.concatenate([d.mean_s for d in rows]),
     )
+
+
+def _pair_key(workload: DecodeWorkload) -> FloatArray:
+    """One key per distinct (context, computed tokens): with a prefix cache the service depends on both."""
+    ctx = workload.input_tokens
+    return np.asarray(workload.computed_tokens * (float(ctx.max()) + 1.0) + ctx, dtype=np.float64)
+
+
+def _renewal(wait: WaitDistribution, ca2: float, service_s: ArrayLike, prob: ArrayLike) -> WaitDistribution:
+    """The prompt queue's M/G/1 wait for arrivals with c² ``ca2``: untouched for Poisson (1), else Kingman-corrected
+    with the prompts' service c_s² (:func:`pdplan.queueing.arrivals.non_poisson_wait`)."""
+    return wait if ca2 == 1.0 else non_poisson_wait(wait, ca2, service_scv(service_s, prob))
 
 
 def colocated_distributions(
@@ -286,12 +320,14 @@ def colocated_distributions(
     attention_s: ArrayLike | None = None,
     drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
+    arrival_ca2: float = 1.0,
 ) -> ColocatedResult:
-    """Dispatch on ``scheduler`` ∈ {"prefill-first", "chunked"}; ValueError on missing inputs."""
+    """Dispatch on ``scheduler`` ∈ {"prefill-first", "chunked"}; ValueError on missing inputs. ``arrival_ca2``: the
+    c² of one instance's arrival gaps (1: Poisson)."""
     if scheduler == "prefill-first":
         if prefill_service_s is None:
             raise ValueError("prefill-first needs prefill_service_s")
-        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s, max_cells)
+        return colocated_prefill_first(rate_per_s, workload, step_time, prefill_service_s, max_cells, arrival_ca2)
     if scheduler == "chunked":
         if token_budget is None or prefill_s_per_token is None:
             raise ValueError("chunked needs token_budget and prefill_s_per_token")
@@ -305,5 +341,6 @@ def colocated_distributions(
             attention_s=attention_s,
             drain_s=drain_s,
             max_cells=max_cells,
+            arrival_ca2=arrival_ca2,
         )
     raise ValueError(f"unknown scheduler {scheduler!r}; valid: {', '.join(SCHEDULERS)}")

@@ -74,11 +74,19 @@ class LinearStepTime:
 
 @dataclass(frozen=True, slots=True)
 class DecodeWorkload:
-    """Decode workload bins: prompt context ``input_tokens``, ``decode_steps`` (≥ 1), ``prob``."""
+    """Decode workload bins: prompt context ``input_tokens``, ``decode_steps`` (≥ 1), ``prob``; ``prefill_tokens``
+    the tokens a colocated instance's prefill computes per bin (fewer than the context when a prefix cache holds the
+    rest; None: the whole prompt)."""
 
     input_tokens: FloatArray
     decode_steps: FloatArray
     prob: FloatArray
+    prefill_tokens: FloatArray | None = None
+
+    @property
+    def computed_tokens(self) -> FloatArray:
+        """The tokens each bin's prefill computes (``prefill_tokens``, else the whole prompt)."""
+        return self.input_tokens if self.prefill_tokens is None else self.prefill_tokens
 
     @property
     def mean_steps(self) -> float:
@@ -107,7 +115,9 @@ def kv_footprint(workload: DecodeWorkload, state_tokens_per_seq: float) -> Decod
         return workload
     if not state_tokens_per_seq > 0.0:
         raise ValueError(f"state_tokens_per_seq must be >= 0, got {state_tokens_per_seq}")
-    return DecodeWorkload(workload.input_tokens + state_tokens_per_seq, workload.decode_steps, workload.prob)
+    return DecodeWorkload(
+        workload.input_tokens + state_tokens_per_seq, workload.decode_steps, workload.prob, workload.prefill_tokens
+    )
 
 
 def decode_workload(input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike) -> DecodeWorkload:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdplan.report.cache import CSV_COLUMNS, cache_csv_record, has_cache
 from pdplan.report.common import union_keys
 from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
@@ -88,6 +89,8 @@ def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: b
     record.update({name: getattr(plan, name) for name in _METRICS})
     if plan.prfaas is not None:
         record.update(csv_record(plan))
+    if has_cache([plan]):
+        record.update(cache_csv_record(plan))
     return record
 
 
@@ -100,7 +103,21 @@ def columns(result: PlanResult) -> list[str]:
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
     parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
     prfaas = csv_columns(plans)  # PrfaaS plans only (issue #14), appended
-    return [*_HEAD, *roles, *_MIDDLE, *latencies, *_TAIL, *util, *headroom, *_END, *_METRICS, *parallel, *prfaas]
+    cache = list(CSV_COLUMNS) if has_cache(plans) else []  # plans of a workload that reuses KV, appended
+    return [
+        *_HEAD,
+        *roles,
+        *_MIDDLE,
+        *latencies,
+        *_TAIL,
+        *util,
+        *headroom,
+        *_END,
+        *_METRICS,
+        *parallel,
+        *prfaas,
+        *cache,
+    ]
 
 
 def to_csv(result: PlanResult) -> str:

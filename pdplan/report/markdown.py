@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pdplan.report import common as c
+from pdplan.report.cache import CACHE_COLUMNS, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, scalar, sections
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
@@ -307,6 +308,13 @@ def _kv_note(result: PlanResult) -> list[list[str]]:
     return [[f"Note: {KV_LIMIT_NOTE}."]] if binds_on_kv(p.binding_constraint for p in plans) else []
 
 
+def _cache(result: PlanResult) -> list[list[str]]:
+    rows = cache_rows(result)
+    if not rows:
+        return []
+    return [["## Prefix cache", "", *_table(list(CACHE_COLUMNS), rows)]]
+
+
 def _prfaas(result: PlanResult) -> list[list[str]]:
     pick = prfaas_pick(result)
     if pick is None or pick.prfaas is None:
@@ -327,6 +335,7 @@ def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
         _assumptions(result),
         _recommended(result),
         *_prfaas(result),
+        *_cache(result),
         *_chart(chart),
         _alternatives(result),
         *_kv_note(result),

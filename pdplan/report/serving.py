@@ -20,6 +20,7 @@ from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
 
 if TYPE_CHECKING:
     from pdplan.evaluation.record import Evaluation
+    from pdplan.serving.cache_report import CacheReport
     from pdplan.sim.compare import Comparison
 
 COMPARISON_COLUMNS = ("quantity", "closed_form", "simulated", "rel_error")
@@ -70,6 +71,8 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
         rows.append(("operating_binding_constraint", op.binding_constraint))
     if ev.prfaas is not None:
         rows += prfaas_rows(ev.prfaas.to_document())
+    if ev.cache is not None:
+        rows += cache_rows(ev.cache, ev.goodput_rps)
     if ev.benchmark is not None:  # what the benchmark tool reports (benchmark/colocated_loop.py)
         b = ev.benchmark
         rows += [
@@ -83,6 +86,34 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
             ("effective_concurrency", b.effective_concurrency),
         ]
     return quantity_records(rows)
+
+
+def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
+    """The prefix cache: routing, hit ratio and read traffic per tier (at the rate the hit rates hold at), the
+    busiest element of each tier's read path, and the goodput without the cache."""
+    rows: list[tuple[str, Any]] = [
+        (
+            "cache_lives_on",
+            cache.lives_on + ("; the P→D link carries the whole context's KV" if cache.link_carries else ""),
+        ),
+        ("cache_routing", cache.routing),
+        ("cache_hit_rates_at_rps", cache.rate_rps),
+        ("cache_token_hit_ratio", cache.token_hit_ratio),
+    ]
+    for tier in cache.tiers:
+        busiest = max(tier.path_utilisation.items(), key=lambda kv: kv[1], default=("", 0.0))
+        rows.append(
+            (
+                f"cache_tier_{tier.name}",
+                f"hit ratio {tier.token_hit_ratio:.4g}, {tier.capacity_tokens:,.0f} tokens per instance, "
+                f"reads {tier.read_bytes_per_s / 1e9:.4g} GB/s, busiest path element {busiest[0]} at "
+                f"{busiest[1]:.3g}",
+            )
+        )
+    gain = cache.gain(goodput_rps)
+    rows.append(("cache_goodput_without_rps", cache.goodput_without_cache_rps))
+    rows.append(("cache_gain_vs_no_cache", "n/a" if gain is None else f"{gain:.3g}x"))
+    return rows
 
 
 def prfaas_rows(pf: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdplan.report import common as c
+from pdplan.report.cache import CACHE_COLUMNS, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.report.render import table_to_text
@@ -99,6 +100,17 @@ def why_not_table(result: PlanResult) -> Table:
     return table
 
 
+def cache_table(result: PlanResult) -> Table | None:
+    """The plans' prefix cache by rank (None when no plan has one: a workload without reuse)."""
+    rows = cache_rows(result)
+    if not rows:
+        return None
+    table = _table("Prefix cache (by rank)", CACHE_COLUMNS)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def prfaas_table(result: PlanResult) -> Table | None:
     """The recommended PrfaaS plan's threshold, paths, link and gains (None when the pick is not PrfaaS)."""
     pick = prfaas_pick(result)
@@ -134,6 +146,9 @@ def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: b
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
     if binds_on_kv(p.binding_constraint for p in shown):
         parts.append(Text(KV_LIMIT_NOTE, style="dim"))
+    cache = cache_table(result)
+    if cache is not None:
+        parts.append(cache)
     prfaas = prfaas_table(result)
     parts += [prfaas] if prfaas is not None else [Text(c.ratio_line(result), style="bold")]
     if result.pareto:

@@ -35,6 +35,8 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
+from pdplan.serving.build import goodput_model, with_cache_rate
+from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
@@ -90,6 +92,7 @@ def evaluate_exact(
     shared_warnings: tuple[str, ...] = (),
     headroom: float = 0.0,
     redundancy: str = "none",
+    start_rps: float | None = None,
 ) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
@@ -97,13 +100,11 @@ def evaluate_exact(
 
     Planning margins: under ``redundancy="n+1"`` goodput is found with one instance of each pool down; the
     reported goodput is that SLO-meeting rate divided by ``1 + headroom``; latencies and utilisations are those of
-    the whole deployment at the operating rate (the target, or the reported goodput)."""
+    the whole deployment at the operating rate (the target, or the reported goodput). ``start_rps``: where a
+    prefix cache's self-consistent goodput is first looked for (the screen's estimate)."""
     slo = base.scenario.slo
     try:
-        res = bind(base, d)
-        model = build_model(res)
-        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
-        good = find_goodput(capacity, slo)
+        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps)
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
@@ -123,6 +124,47 @@ def evaluate_exact(
     plan = _plan(res, good, point, binding, own if vendors is None else (*own, vendors))
     plan = dataclasses.replace(plan, e2e_mean_s=float(snap.mean_response_s()[0]), itl_mean_s=_itl_mean_s(snap))
     return Exact(plan, res, model, None if capacity is model else capacity, headroom)
+
+
+def with_cache_report(e: Exact) -> Exact:
+    """``e`` with its plan's prefix-cache report: the hit rates its model holds and the same deployment's goodput
+    without the cache (margins applied as the plan's; ``n+1`` left out of that comparison). Unchanged without a
+    cache."""
+    if e.model.cache is None:
+        return e
+    without = e.goodput_rps(build_model(dataclasses.replace(e.res, cache=None)), e.res.scenario.slo)
+    report = CacheReport.of(e.model.cache, without, mode=e.res.hardware.deployment.mode)
+    return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
+
+
+def _goodput(
+    base: ResolvedScenario[Any],
+    d: Disaggregated | Colocated,
+    target_rps: float | None,
+    redundancy: str,
+    start_rps: float | None = None,
+) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
+    """The bound deployment, its model, the model goodput is found on (one instance of each pool down under
+    ``n+1``) and that goodput. With a prefix cache the hit rates are those at the target rate when there is one (the
+    plan must hold there), else at the goodput itself (:func:`pdplan.serving.build.goodput_model`)."""
+    slo = base.scenario.slo
+    res = bind(base, d)
+    if res.cache is None:
+        model = build_model(res)
+        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
+        return res, model, capacity, find_goodput(capacity, slo)
+    if target_rps is not None:
+        res = with_cache_rate(res, target_rps)
+        model = build_model(res)
+        down = with_cache_rate(bind(base, degraded(d)), target_rps) if redundancy == "n+1" else None
+        capacity = model if down is None else build_model(down)
+        return res, model, capacity, find_goodput(capacity, slo)
+    if redundancy == "n+1":
+        down, capacity, good = goodput_model(bind(base, degraded(d)), slo, start_rps)
+        res = with_cache_rate(res, good.rate_rps)
+        return res, build_model(res), capacity, good
+    res, model, good = goodput_model(res, slo, start_rps)
+    return res, model, model, good
 
 
 def _itl_mean_s(snap: Snapshot) -> float:

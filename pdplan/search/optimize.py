@@ -21,7 +21,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.describe import describe_assumptions, describe_inputs
-from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity
+from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
 from pdplan.search.planning import (
     comparable_baseline,
     plan_metrics,
@@ -65,9 +65,9 @@ def _distinct(pool: Pool, order: np.ndarray, mode: str | None) -> Iterator[int]:
         d = pool.deployment(int(i))
         key: tuple[object, ...]
         if isinstance(d, Colocated):
-            key = (d.mode, d.instance.gpu, d.instance.tp, d.instance.pp, d.instance.ep)
+            key = (d.mode, d.instance.gpu, d.instance.tp, d.instance.pp, d.instance.ep, d.cache)
         else:
-            key = (d.mode, d.prefill, d.decode)
+            key = (d.mode, d.prefill, d.decode, d.cache)
         if (mode is None or d.mode == mode) and key not in seen:
             seen.add(key)
             yield int(i)
@@ -98,6 +98,7 @@ def _refine(
             shared_warnings=pool.shared_warnings,
             headroom=space.headroom,
             redundancy=space.redundancy,
+            start_rps=float(pool.metrics.goodput_rps[i]) * (1.0 + space.headroom),
         )
         if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus):
             kept.append(e)
@@ -231,6 +232,8 @@ def _result(
     """The ranked plans with the baseline, the Pareto front, the pick's sensitivity and rate curve."""
     per_gpu = pool.metrics.goodput_rps[order] / pool.metrics.num_gpus[order]
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
+    best = [with_cache_report(e) for e in best]
+    baseline = [with_cache_report(e) for e in baseline]
     pick = best[0]
     return PlanResult(
         question=_question(res.scenario, res, space),

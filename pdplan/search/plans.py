@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.snapshot import Latency
+from pdplan.specs.cache import CacheSpec
 from pdplan.types import Granularity, Mode, Routing, Scheduler, UtilisationKey
+from pdplan.units import format_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,9 @@ class Plan:
     prfaas: PrfaasResult | None = None
     """A PrfaaS plan's analysis (remote prefill cluster, threshold, comparisons:
     :class:`pdplan.serving.prfaas.result.PrfaasResult`); None otherwise."""
+    cache: CacheReport | None = None
+    """What the plan's prefix cache does (hit rates per tier, read traffic, the goodput without it:
+    :class:`pdplan.serving.cache_report.CacheReport`); None when the workload reuses nothing or caching is off."""
 
     @classmethod
     def of(
@@ -162,13 +168,15 @@ class Plan:
 
         local = self._local
         if isinstance(local, Colocated):
-            return f"colocated {local.instance.count}x {role(local.instance)} {local.scheduler}"
+            return f"colocated {local.instance.count}x {role(local.instance)} {local.scheduler}" + cache_words(
+                local.cache
+            )
         counts = f"{local.prefill.count}P{local.decode.count}D"
         label = f"{counts} {role(local.prefill)} / {role(local.decode)} {local.granularity}"
         if isinstance(self.deployment, Prfaas):
             remote = self.deployment.remote
             label += f" + PrfaaS {remote.count}x {remote.gpu} TP{remote.tp}"
-        return label
+        return label + cache_words(local.cache)
 
     def to_document(self) -> dict[str, Any]:
         """The plan as JSON (contract keys first, SI units in names; ``prfaas`` only on PrfaaS plans)."""
@@ -209,7 +217,35 @@ class Plan:
         }
         if self.prfaas is not None:
             doc["prfaas"] = self.prfaas.to_document()
+        setting = self._local.cache
+        if self.cache is not None or setting is not None:
+            doc["cache"] = cache_document(setting, self.cache, self.goodput_rps)
         return doc
+
+
+def cache_words(setting: CacheSpec | None) -> str:
+    """The cache setting in a plan's label: ``""`` (the scenario's default, or no setting), ``" no prefix cache"``,
+    or ``" cache affinity + host-dram-pcie5 1 TiB"`` (routing, then each lower tier and its size)."""
+    if setting is None:
+        return ""
+    if not setting.prefix_caching:
+        return " no prefix cache"
+    tiers = "".join(
+        f" + {t.storage}" + ("" if t.capacity is None else f" {format_bytes(t.capacity)}") for t in setting.tiers
+    )
+    return f" cache {setting.routing}{tiers}"
+
+
+def cache_document(setting: CacheSpec | None, report: CacheReport | None, goodput_rps: float) -> dict[str, Any]:
+    """A plan's ``cache`` JSON: the setting searched (``prefix_caching``, ``routing``, ``tiers`` with their sizes)
+    and what it does (:meth:`pdplan.serving.cache_report.CacheReport.to_document`; null without reuse)."""
+    spec = setting or CacheSpec()
+    return {
+        "prefix_caching": spec.prefix_caching,
+        "routing": spec.routing,
+        "tier_sizes": [{"storage": t.storage, "capacity_bytes": t.capacity} for t in spec.tiers],
+        "report": None if report is None else report.to_document(goodput_rps),
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import Catalog
+from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, screen_disaggregated
 from pdplan.search.select import Metrics
@@ -27,11 +28,12 @@ from pdplan.serving import (
     ResolvedScenario,
     Role,
     RoleHardware,
-    build,
     decode_cells,
-    find_goodput,
     prefill_perf,
 )
+from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
+from pdplan.serving.resolve import bind
+from pdplan.specs.cache import CacheSpec
 from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
@@ -75,6 +77,7 @@ class Pool:
             max_num_seqs=table.max_num_seqs,
             chunk_tokens=self.chunk_tokens,
             prefill_max_batch_tokens=self.prefill_batch_tokens,
+            cache=base.cache,
         )
 
 
@@ -92,8 +95,16 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     decode_tps = sorted({h.tp for h in space.decode})
     perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
     bases = [
-        prefill_base(perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance)
+        _with_cache(
+            prefill_base(
+                cached or perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance
+            ),
+            res,
+            cache,
+        )
         for hw, perf in zip(space.prefill, perfs, strict=True)
+        for cache in space.caches
+        for cached in (screened_prefill(res, hw, cache),)
         for g in space.granularities
         for link in space.links
         for dtp in decode_tps
@@ -111,22 +122,38 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     return bases, kept
 
 
+def _with_cache(base: PrefillBase, res: ResolvedScenario[Any], cache: CacheSpec | None) -> PrefillBase:
+    """``base`` priced under the cache setting ``cache``, with its lower tiers' cost per GPU and per deployment."""
+    setup = cache_setup(res.reuse, cache, res.catalog, res.engine)
+    gpn = base.hw.gpu.gpus_per_node
+    fixed, one = cache_cost_usd_per_hour(setup, 0.0, gpn), cache_cost_usd_per_hour(setup, 1.0, gpn)
+    per_gpu = np.nan if fixed is None or one is None else one - fixed
+    return dataclasses.replace(
+        base,
+        cache=cache,
+        cache_usd_per_hour_per_gpu=per_gpu,
+        cache_usd_per_hour_fixed=np.nan if fixed is None else fixed,
+    )
+
+
 def _disaggregated_metrics(
     c: Candidates, bases: list[PrefillBase], tables: list[DecodeTable], mean_out: float
 ) -> Metrics:
     p_gpus = np.array([b.hw.gpus_per_instance for b in bases], dtype=np.float64)[c.prefill]
     d_gpus = np.array([t.hw.gpus_per_instance for t in tables], dtype=np.float64)[c.decode]
-    p_cost = np.array([_price(b.hw) for b in bases])[c.prefill]
+    p_cost = np.array([_price(b.hw) + b.cache_usd_per_hour_per_gpu for b in bases])[c.prefill]
+    fixed = np.array([b.cache_usd_per_hour_fixed for b in bases])[c.prefill]
     d_cost = np.array([_price(t.hw) for t in tables])[c.decode]
     gpus = c.x * p_gpus + c.y * d_gpus
-    cost = c.x * p_gpus * p_cost + c.y * d_gpus * d_cost
+    cost = c.x * p_gpus * p_cost + c.y * d_gpus * d_cost + fixed
     return Metrics(c.goodput_rps, gpus, cost, c.goodput_rps * mean_out)
 
 
 def _colocated_pool(
     res: ResolvedScenario[Any], space: Space, mean_out: float
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
-    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly).
+    """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
+    prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
     """
@@ -134,26 +161,28 @@ def _colocated_pool(
     good, gpus, cost, tau, binding = [], [], [], [], []
     zs = np.arange(1, space.max_instances + 1)
     for hw in space.colocated:
-        for seqs in (max(space.max_num_seqs),):
-            chunk = res.scenario.chunk_tokens
+        last: float | None = None  # the previous setting's goodput: where the next one's fixed point starts
+        for cache in colocated_caches(space.caches):
             one = Colocated(
                 _role(hw, 1),
                 scheduler=space.colocated_scheduler,
-                max_num_seqs=seqs,
-                chunk_tokens=chunk,
+                max_num_seqs=max(space.max_num_seqs),
+                chunk_tokens=res.scenario.chunk_tokens,
+                cache=cache,
             )
             try:
-                model = build(res, one)
-                g1 = find_goodput(model, res.scenario.slo)
+                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last)
             except NoFeasiblePlanError:
                 continue
+            last = g1.rate_rps if bound.cache is not None else last
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
                 deps.append(dataclasses.replace(one, instance=_role(hw, int(z))))
             serving = zs - 1 if space.redundancy == "n+1" else zs  # one instance down under n+1
             good.append(serving * g1.rate_rps / (1.0 + space.headroom))
             gpus.append(zs * float(hw.gpus_per_instance))
-            cost.append(zs * hw.gpus_per_instance * _price(hw))
+            tiers = cache_cost_usd_per_hour(bound.cache, float(hw.gpus_per_instance), hw.gpu.gpus_per_node)
+            cost.append(zs * hw.gpus_per_instance * _price(hw) + zs * (np.nan if tiers is None else tiers))
             tau.append(np.full(zs.size, mean_tpot))
             binding.append(np.full(zs.size, g1.binding, dtype=object))
     if not deps:

@@ -15,9 +15,11 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
 from pdplan.perf.expert_parallel import parallelism_error
+from pdplan.search.cache_options import cache_variants
 from pdplan.search.parallel import parallel_shapes
 from pdplan.serving import RoleHardware, instance_budget, precision_of
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
+from pdplan.specs.cache import CacheSpec
 from pdplan.specs.command_line import flag
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec
@@ -55,6 +57,8 @@ class Space:
     budget_usd_per_hour: float | None = None
     rejected: tuple[dict[str, object], ...] = field(default=())
     """GPU types and TP/PP sizes the search dropped before screening, each with the binding reason (why not)."""
+    caches: tuple[CacheSpec | None, ...] = (None,)
+    """The prefix-cache settings tried (:func:`pdplan.search.cache_options.cache_variants`)."""
 
     def describe(self) -> dict[str, object]:
         """The space in plain values (for reports)."""
@@ -342,6 +346,7 @@ def build_space(
         notes=tuple(notes),
         **_planning(s, planning),  # type: ignore[arg-type]  # headroom, redundancy, budget_usd_per_hour
         rejected=tuple(why_not),
+        caches=cache_variants(scenario),
     )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
+from pdplan.specs.cache import CacheSpec
 from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer.kv import kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model
@@ -50,6 +51,12 @@ class PrefillBase:
     exposed_s: FloatArray
     mean_bytes: float
     link_bytes_per_s: float
+    cache: CacheSpec | None = None
+    """The prefix-cache setting this option is priced under (:mod:`pdplan.search.cache_options`)."""
+    cache_usd_per_hour_per_gpu: float = 0.0
+    """Its lower tiers' cost per prefill GPU (node tiers: a GPU's share of its node's; NaN: a tier has no price)."""
+    cache_usd_per_hour_fixed: float = 0.0
+    """Its remote pool's cost, paid once per deployment."""
 
 
 def prefill_base(

@@ -7,31 +7,66 @@
 
 ``evaluate`` and the optimiser's exact re-evaluation share this path: the scenario is resolved once and each
 deployment only bound (:func:`pdplan.serving.resolve.bind`).
+
+The workload's arrival process enters here (:func:`arrival_ca2`): its c_a² goes to the prefill pool
+(:attr:`pdplan.serving.prefill_pool.PrefillPool.arrival_ca2`) or the colocated model, whose prompt queues take the
+G/G correction for the c² each instance sees (:mod:`pdplan.queueing.arrivals`). Poisson arrivals (c_a² = 1) leave
+the model as built. The decode side keeps Poisson arrivals: a decode instance's admissions are prefill departures,
+whose gaps lie between the prefill service's and the arrivals' (Whitt's QNA departure approximation
+``c_d² = ρ²c_s² + (1 − ρ²)c_a²``), and the decode model uses the sequences in flight, whose mean (Little's law) does
+not depend on the gaps; only their spread does (the load noise and the idle probability e^{−N} are Poisson's), so the
+TPOT tail is somewhat pessimistic for smooth arrivals and optimistic for bursty ones. The KV link's queue
+(:mod:`pdplan.queueing.link_delay`) is fed by prefill departures too and stays Poisson as well.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
+from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.queueing.arrivals import empirical_ca2
+from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.specs.scenario import SloSpec
+from pdplan.specs.workload import WorkloadSpec
+from pdplan.types import Binding
+from pdplan.workload.bins import trace_arrivals_s
 
 LocalModel = DisaggregatedModel | ColocatedModel
 """A serving model of one cluster."""
 
 
+def arrival_ca2(workload: WorkloadSpec) -> float:
+    """c_a² of the workload's arrival gaps: the process's own (Poisson 1, constant 0, gamma cv²), or for ``arrival:
+    trace`` the value measured from the trace's times (:func:`pdplan.queueing.arrivals.empirical_ca2`)."""
+    ca2 = workload.arrival_process().ca2
+    if ca2 is not None:
+        return ca2
+    times = trace_arrivals_s(workload)
+    try:
+        return empirical_ca2(times)
+    except ValueError as err:  # fewer than 3 arrivals, or all at one instant
+        raise SpecError(f"arrival: trace: {err}", field="arrival") from None
+
+
 def build_model(res: ResolvedScenario[Any]) -> LocalModel:
-    """The serving model of the deployment ``res`` is bound to."""
+    """The serving model of the deployment ``res`` is bound to, for the workload's arrival process (module
+    docstring)."""
     hw = res.hardware
+    ca2 = arrival_ca2(res.scenario.workload)
     if isinstance(hw, ColocatedHardware):
-        return build_colocated(res)
+        colocated = build_colocated(res)
+        return colocated if ca2 == 1.0 else dataclasses.replace(colocated, arrival_ca2=ca2)
     if isinstance(hw, DisaggregatedHardware):
-        return build_disaggregated(res)
+        model = build_disaggregated(res)
+        pool = model.pool if ca2 == 1.0 else dataclasses.replace(model.pool, arrival_ca2=ca2)
+        return model if ca2 == 1.0 else dataclasses.replace(model, pool=pool)
     raise TypeError(f"no serving model for hardware {type(hw).__name__}")
 
 
@@ -41,8 +76,9 @@ def build(res: ResolvedScenario[Any], deployment: Deployment) -> LocalModel:
 
 
 CACHE_RATE_RTOL = 0.01
-"""The goodput fixed point with a prefix cache stops when the goodput moves less than this between rounds."""
-CACHE_RATE_ROUNDS = 6
+"""The self-consistent goodput with a prefix cache is bracketed to this relative width."""
+CACHE_RATE_ROUNDS = 24
+"""At most this many models are built to bracket it (each a build and a goodput search)."""
 
 
 def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScenario[Any]:
@@ -52,21 +88,90 @@ def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScen
     return dataclasses.replace(res, cache_rate_rps=max(float(rate_rps), 1e-9))
 
 
-def goodput_model(res: ResolvedScenario[Any], slo: SloSpec) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
-    """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``. With
-    one, hit rates depend on the rate (a faster stream churns the cache sooner), so the goodput is a fixed point:
-    rebuild with the hit rates at the last goodput until it moves less than :data:`CACHE_RATE_RTOL` (at most
-    :data:`CACHE_RATE_ROUNDS`; the goodput falls as the rate it is taken at rises, so the rounds close in on it)."""
-    model = build_model(res)
-    good = find_goodput(model, slo)
+@dataclass(frozen=True, slots=True)
+class _AtRate:
+    """The model with the hit rates of rate r, and its goodput g(r)."""
+
+    res: ResolvedScenario[Any]
+    model: LocalModel
+    good: Goodput
+
+    @property
+    def rate_rps(self) -> float:
+        return float(self.res.cache_rate_rps or 0.0)
+
+    @property
+    def holds(self) -> bool:
+        """g(r) ≥ r: at rate r, with the hit rates of rate r, the SLO holds."""
+        return self.good.rate_rps >= self.rate_rps * (1.0 - 1e-9)
+
+
+def goodput_model(
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None
+) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
+    """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``.
+
+    With one, hit rates depend on the rate (a faster stream churns the cache sooner): g(r), the goodput of the model
+    whose hit rates are those at rate r, falls as r rises, and the reported goodput is the largest self-consistent
+    rate, g(r) ≥ r. Iterating r ← g(r) converges where g is smooth but oscillates where an LRU's hit rate collapses
+    (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
+    bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
+    constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
+    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`)."""
     if res.cache is None:
-        return res, model, good
+        model = build_model(res)
+        return res, model, find_goodput(model, slo)
+
+    def at(rate_rps: float) -> _AtRate:
+        nxt = with_cache_rate(res, rate_rps)
+        model = build_model(nxt)
+        return _AtRate(nxt, model, find_goodput(model, slo))
+
+    probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)
+    lo, hi = (probe, None) if probe.holds else (None, probe)
     for _ in range(CACHE_RATE_ROUNDS):
-        nxt = with_cache_rate(res, good.rate_rps)
-        model_n = build_model(nxt)
-        good_n = find_goodput(model_n, slo)
-        moved = abs(good_n.rate_rps - good.rate_rps) / max(good.rate_rps, 1e-12)
-        res, model, good = nxt, model_n, good_n
-        if moved < CACHE_RATE_RTOL:
-            break
-    return res, model, good
+        if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
+            return probe.res, probe.model, probe.good  # r = g(r) to the tolerance
+        if lo is not None and hi is not None:
+            if hi.rate_rps - lo.rate_rps <= CACHE_RATE_RTOL * hi.rate_rps:
+                break
+            probe = at(_between(lo, hi))
+        else:
+            probe = at(probe.good.rate_rps)  # r ← g(r) until it crosses
+        if probe.holds:
+            lo = probe if lo is None or probe.rate_rps > lo.rate_rps else lo
+        else:
+            hi = probe if hi is None or probe.rate_rps < hi.rate_rps else hi
+    if lo is None:
+        raise NoFeasiblePlanError(
+            f"no rate holds the SLO with the prefix cache's hit rates at that rate (tried down to "
+            f"{probe.rate_rps:.4g} req/s)",
+            binding_constraint=probe.good.binding,
+        )
+    return lo.res, lo.model, _consistent(lo, hi)
+
+
+def _between(lo: _AtRate, hi: _AtRate) -> float:
+    """The next rate inside the bracket: where the chord of h(r) = g(r) − r crosses 0 (false position; g is smooth
+    except where a tier's hit rate collapses), or the midpoint when the chord falls within a tenth of the width of
+    either end (a collapse: false position would creep towards it)."""
+    h_lo, h_hi = lo.good.rate_rps - lo.rate_rps, hi.good.rate_rps - hi.rate_rps
+    width = hi.rate_rps - lo.rate_rps
+    chord = lo.rate_rps + width * h_lo / (h_lo - h_hi) if h_lo > h_hi else lo.rate_rps
+    inside = lo.rate_rps + 0.1 * width <= chord <= hi.rate_rps - 0.1 * width
+    return chord if inside else lo.rate_rps + 0.5 * width
+
+
+def _consistent(lo: _AtRate, hi: _AtRate | None) -> Goodput:
+    """The goodput at the bracket's low end: g(lo) itself when it is within tolerance of lo, else lo with the tier
+    whose hit ratio falls across the bracket named as the binding constraint."""
+    if hi is None or lo.good.rate_rps <= lo.rate_rps * (1.0 + CACHE_RATE_RTOL):
+        return lo.good
+    if lo.model.cache is None or hi.model.cache is None:
+        return lo.good
+    drops = [
+        (a.token_hit_ratio - b.token_hit_ratio, a.name)
+        for a, b in zip(lo.model.cache.tiers, hi.model.cache.tiers, strict=True)
+    ]
+    tier = max(drops)[1]
+    return Goodput(lo.rate_rps, lo.good.limit, f"{Binding.CACHE_CAPACITY} ({tier})")

@@ -7,13 +7,18 @@
 * **Rate**: the hit rates hold at ``res.cache_rate_rps`` (set by the goodput fixed point of
   :mod:`pdplan.evaluation.evaluate` and the optimiser); before it is known, :data:`FIRST_LOAD` of the instances'
   capacity without a cache.
-* **Turn duration** (sessions): a turn's arrival to its last token, the part of the gap between turns that is not
-  think time. Taken at the plan's own SLO — its prefill plus ``(E[output] − 1)·TPOT_SLO`` — the longest a turn lasts
-  within the SLO on average, so the gap (and the cache's churn during it) is not underestimated.
+* **Turn duration** (sessions): from the cache's last touch of a turn's blocks to the turn's end, the part of the
+  gap between turns that is not think time. An engine frees a finished request's blocks into its LRU as the request
+  ends (vLLM's free-block queue, SGLang's radix tree: a running request's blocks are pinned, not evictable), so on a
+  colocated instance the gap is the think time alone (duration 0). An xPyD prefill instance releases the prompt's
+  blocks when its prefill ends and never sees the outputs, decoded elsewhere: the gap adds the decode,
+  ``(E[output] − 1)`` of the decode pool's mean token intervals at the rate (the SLO's TPOT where the pool is past
+  its stable range), and the item it keeps is the prompt (:class:`Domain` ``holds_outputs``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -27,7 +32,7 @@ FIRST_LOAD = 0.7
 """The share of the no-cache prefill capacity at which hit rates are first evaluated (a starting point only)."""
 
 
-def _domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
+def role_domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
     mem = instance_budget(hw, role)
     capacity = float(np.ravel(mem.kv_capacity_tokens)[0])
     per_node = max(1, hw.gpu.gpus_per_node // hw.gpus_per_instance)
@@ -45,13 +50,15 @@ def prefill_domain(res: ResolvedScenario[Any]) -> Domain:
     """The prefill instances of an xPyD deployment (one prompt at a time: the longest prompt is held)."""
     hw = res.hardware.prefill
     count = res.hardware.deployment.prefill.count * hw.dp
-    return _domain(res, hw, "prefill", count, float(res.lengths.input_tokens.max()))
+    return dataclasses.replace(
+        role_domain(res, hw, "prefill", count, float(res.lengths.input_tokens.max())), holds_outputs=False
+    )
 
 
 def colocated_domain(res: ResolvedScenario[Any], resident_tokens: float) -> Domain:
     """The colocated instances (``resident_tokens``: the decoding sequences' mean KV on one instance)."""
     hw = res.hardware.colocated
-    return _domain(res, hw, "colocated", res.hardware.deployment.instance.count, resident_tokens)
+    return role_domain(res, hw, "colocated", res.hardware.deployment.instance.count, resident_tokens)
 
 
 def cache_rate(res: ResolvedScenario[Any]) -> float:
@@ -69,8 +76,11 @@ def cache_rate(res: ResolvedScenario[Any]) -> float:
     return FIRST_LOAD * servers / mean_s
 
 
-def turn_duration_s(res: ResolvedScenario[Any]) -> float:
-    """A session turn's duration at the SLO (module docstring)."""
-    hw = res.roles[0][1]
-    prefill = float(res.lengths.input_marginal() @ prefill_perf(hw, res.lengths.input_tokens).latency_s)
-    return prefill + max(res.lengths.mean_output() - 1.0, 0.0) * res.scenario.slo.tpot
+def turn_duration_s(res: ResolvedScenario[Any], token_interval_s: float | None = None) -> float:
+    """From the cache's last touch of a turn's blocks to the turn's end (module docstring): 0 on a colocated
+    instance; after an xPyD prefill, the decode: ``(E[output] − 1)`` token intervals (``token_interval_s``, the
+    decode pool's at the rate; None: the SLO's TPOT)."""
+    if res.hardware.deployment.mode == "colocated":
+        return 0.0
+    interval_s = res.scenario.slo.tpot if token_interval_s is None else token_interval_s
+    return max(res.lengths.mean_output() - 1.0, 0.0) * interval_s

@@ -23,10 +23,23 @@ class CacheReport:
     tiers: tuple[TierUse, ...]
     goodput_without_cache_rps: float | None = None
     """The same deployment with prefix caching off (None: not computed)."""
+    lives_on: str = "prefill instances"
+    """Where the cache is: ``prefill instances`` (xPyD: their HBM and their nodes' lower tiers) or ``colocated
+    instances``; a remote pool tier is shared by the whole deployment either way."""
 
     @classmethod
-    def of(cls, classes: CacheClasses, goodput_without_cache_rps: float | None = None) -> CacheReport:
-        return cls(classes.routing, classes.rate_rps, classes.token_hit_ratio, classes.tiers, goodput_without_cache_rps)
+    def of(cls, classes: CacheClasses, goodput_without_cache_rps: float | None = None, *, mode: str) -> CacheReport:
+        """The report of ``classes`` on a deployment of ``mode`` (``disaggregated`` or ``colocated``)."""
+        where = "colocated instances" if mode == "colocated" else "prefill instances"
+        return cls(
+            classes.routing, classes.rate_rps, classes.token_hit_ratio, classes.tiers, goodput_without_cache_rps, where
+        )
+
+    @property
+    def link_carries(self) -> str | None:
+        """What crosses the P→D link (xPyD): the whole context's KV — a prefix hit saves prefill compute, not
+        transfer (docs/prefix_cache.md §8); None on a colocated deployment."""
+        return None if self.lives_on == "colocated instances" else "whole context KV"
 
     def gain(self, goodput_rps: float) -> float | None:
         """Goodput with the cache over goodput without it (None when not computed or 0 without)."""
@@ -35,6 +48,8 @@ class CacheReport:
 
     def to_document(self, goodput_rps: float) -> dict[str, Any]:
         return {
+            "lives_on": self.lives_on,
+            "link_carries": self.link_carries,
             "routing": self.routing,
             "hit_rates_at_rps": self.rate_rps,
             "token_hit_ratio": self.token_hit_ratio,

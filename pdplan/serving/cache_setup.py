@@ -83,3 +83,22 @@ def _mechanism(storages: tuple[StorageSpec, ...], engine: str) -> OffloadMechani
         f"(its mechanisms keep: {what}; pdplan/data/kv_offload.yaml)",
         field="cache.tiers",
     )
+
+
+GIB = 2.0**30
+
+
+def cache_cost_usd_per_hour(setup: CacheSetup | None, caching_gpus: float, gpus_per_node: int) -> float | None:
+    """What the cache's lower tiers cost per hour (``price_usd_per_gib_hour`` of each storage entry × its size): a
+    host-DRAM or local-SSD size is per node, so the caching instances (``caching_gpus``: the prefill GPUs of xPyD, the
+    colocated GPUs) pay their share of their nodes, ``caching_gpus / gpus_per_node`` nodes' worth; a remote pool is
+    paid once. 0 without lower tiers; None when a tier has no price (as a GPU without one)."""
+    if setup is None:
+        return 0.0
+    total = 0.0
+    for storage, size_bytes in zip(setup.storages, setup.capacities_bytes, strict=True):
+        if storage.price_usd_per_gib_hour is None:
+            return None
+        nodes = 1.0 if storage.kind == "remote-pool" else caching_gpus / gpus_per_node
+        total += storage.price_usd_per_gib_hour * size_bytes / GIB * nodes
+    return total

@@ -36,6 +36,7 @@ normalise the TPOT percentiles over and ``--osl 1`` died on a NaN).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,11 +46,15 @@ import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
+from pdplan.queueing.arrivals import instance_ca2
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
+from pdplan.queueing.distributions import ShiftedMixture
+from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
-from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit
+from pdplan.serving.colocated_cache import cached_cells
+from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
 from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
@@ -57,7 +62,7 @@ from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
-from pdplan.types import Z99, Binding, FloatArray, Utilisation
+from pdplan.types import Z99, Binding, FloatArray, IntArray, Utilisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,15 @@ class ColocatedModel:
     z: int
     cache: CacheClasses | None = None
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
+    load_cell_s: FloatArray | None = None
+    """With a prefix cache, per cell the exposed load of its hit tokens, a TTFT delay (:mod:`~pdplan.serving.
+    colocated_cache`)."""
+    defined: npt.NDArray[np.bool_] | None = None
+    """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
+    cell_input_bin: IntArray | None = None
+    """With a prefix cache, each cell's prompt bin (None: cell // output bins)."""
+    arrival_ca2: float = 1.0
+    """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
@@ -90,7 +104,7 @@ class ColocatedModel:
         return st.t0_s / max(1e-12, 1.0 - u_d - self._u_prefill(lam))
 
     def _u_prefill(self, lam: float) -> float:
-        p, lin = self.cells.prob, self.cells.input_tokens
+        p, lin = self.cells.prob, self.cells.computed_tokens
         if self.scheduler == "prefill-first":
             return lam * float(p @ self.prefill_cell_s)
         return lam * (self.prefill_s_per_token * float(p @ lin) + float(p @ self.attention_cell_s))
@@ -137,6 +151,9 @@ class ColocatedModel:
         cands.append(Limit(_root(kv, lam_u), Binding.DECODE_KV))
         cands.append(Limit(_root(seats, lam_u), Binding.DECODE_SEATS))
         best = min(cands, key=lambda c: c.rate_rps)
+        read = cache_read_limit(self.cache)  # a deployment rate already
+        if read is not None and read.rate_rps < best.rate_rps * self.z:
+            return read
         return Limit(best.rate_rps * self.z, best.binding)
 
     def utilisation(self, rates: FloatArray) -> Utilisation:
@@ -161,9 +178,18 @@ class ColocatedModel:
             kv_transfer_s=0.0,
             first_token_s=0.0,
             request_overhead_s=float(request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
+            cache_load_s=0.0 if self.load_cell_s is None else float(self.cells.prob @ self.load_cell_s),
         )
 
     def _distributions(self, rates: FloatArray) -> ColocatedResult:
+        out = self._queue(rates)
+        if self.load_cell_s is None:
+            return out
+        ttft = out.ttft
+        later = ShiftedMixture(ttft.wait, ttft.offsets_s + self.load_cell_s, ttft.prob)  # the loads delay token 1
+        return dataclasses.replace(out, ttft=later)
+
+    def _queue(self, rates: FloatArray) -> ColocatedResult:
         return colocated_distributions(
             self.scheduler,
             rates / self.z,
@@ -175,6 +201,7 @@ class ColocatedModel:
             attention_s=self.attention_cell_s,
             drain_s=self.drain_cell_s,
             max_cells=GRID_CELLS,
+            arrival_ca2=instance_ca2("random", self.arrival_ca2, self.z),
         )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
@@ -187,7 +214,7 @@ class ColocatedModel:
             "decode": out.decode_utilisation,
             "decode_kv": fixed_k / self.decode.kv_capacity_tokens,
         }
-        tpot, defined = no_tpot(out.tpot, tpot_defined(self.res))
+        tpot, defined = no_tpot(out.tpot, tpot_defined(self.res) if self.defined is None else self.defined)
         return Snapshot(
             rates,
             self.cells.prob,
@@ -241,6 +268,32 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
     per_bin = prefill_perf(hw, lens.input_tokens).latency_s
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
     price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
-    return ColocatedModel(
+    plain = ColocatedModel(
         res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.instance.count
     )
+    if res.cache is None:
+        return plain
+    split = cached_cells(res, res.cache, cells, tpot_defined(res), resident_tokens(plain, cache_rate(res)))
+    return ColocatedModel(
+        res,
+        d.scheduler,
+        split.cells,
+        split.prefill_cell_s,
+        dperf,
+        split.price.s_per_token,
+        split.price.attention_s,
+        split.price.drain_s,
+        d.instance.count,
+        split.classes,
+        split.load_cell_s,
+        split.tpot_defined,
+        cell_input_bin=split.input_bin,
+    )
+
+
+def resident_tokens(plain: ColocatedModel, rate_rps: float) -> float:
+    """The decoding sequences' mean KV on one instance at ``rate_rps`` (Little: λ_c·τ̄·E[held work]), capped at the
+    instance's KV capacity (past the mean-field pole nothing is left for a cache)."""
+    lam = rate_rps / plain.z
+    held = kv_footprint(plain.cells, plain.decode.state_tokens_per_seq)
+    return min(lam * plain.token_interval_s(lam) * held.mean_work, plain.decode.kv_capacity_tokens)

@@ -75,7 +75,14 @@ from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
-from pdplan.serving.limits import DECODE_U_MAX, LINK_QUEUE_MIN_RHO, PREFILL_RHO_MAX, Limit, decode_binding
+from pdplan.serving.limits import (
+    DECODE_U_MAX,
+    LINK_QUEUE_MIN_RHO,
+    PREFILL_RHO_MAX,
+    Limit,
+    cache_read_limit,
+    decode_binding,
+)
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
 from pdplan.serving.request_overhead import request_delay_s
@@ -154,6 +161,9 @@ class DisaggregatedModel:
         ]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
+        read = cache_read_limit(self.cache)
+        if read is not None:
+            cands.append(read)
         return min(cands, key=lambda c: c.rate_rps)
 
     def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> Utilisation:
@@ -304,7 +314,13 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
     _check_prefill_memory(res)
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, hw.prefill.precision.kv_bytes)
-    side = _prefill_side(res) if res.cache is None else _cached_prefill_side(res, res.cache)
+    cells = decode_cells(res)
+    dperf, cap = _decode_capacity(res, cells)
+    side = (
+        _prefill_side(res)
+        if res.cache is None
+        else _cached_prefill_side(res, res.cache, _token_interval_s(res, cells, dperf))
+    )
     xfer = kv_transfer(side.tokens, kv, hw.link, cfg, prefill_time_s=side.base.latency_s)
     point_xfer = kv_transfer(side.points.ravel(), kv, hw.link, cfg, prefill_time_s=side.point_base.latency_s)
     extra = np.asarray(point_xfer.prefill_extra_s).reshape(side.points.shape)
@@ -319,8 +335,6 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         res.prefill_batch_tokens,
         side.cached_points,
     )
-    cells = decode_cells(res)
-    dperf, cap = _decode_capacity(res, cells)
     lq = fan_in_link_queue(xfer, side.prob, 1.0, d.prefill.count, d.decode.count, hw.link, cfg)
     pipe = side.base.latency_s - side.base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg, side.prob)
@@ -376,12 +390,26 @@ def _prefill_side(res: ResolvedScenario[DisaggregatedHardware]) -> _PrefillSide:
     )
 
 
-def _cached_prefill_side(res: ResolvedScenario[DisaggregatedHardware], setup: CacheSetup) -> _PrefillSide:
+def _token_interval_s(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf) -> float:
+    """The decode pool's mean token interval at the rate the hit rates hold at (the decode part of a session turn's
+    gap on the prefill side, :func:`pdplan.serving.cache_domain.turn_duration_s`); the SLO's TPOT past the decode
+    pool's stable range."""
+    try:
+        fixed = decode_fixed_point(cache_rate(res) / res.hardware.deployment.decode.count, cells, dperf.step)
+    except ValueError:
+        return res.scenario.slo.tpot
+    return float(fixed.tau_mean_s[0])
+
+
+def _cached_prefill_side(
+    res: ResolvedScenario[DisaggregatedHardware], setup: CacheSetup, token_interval_s: float
+) -> _PrefillSide:
     """Each prompt bin split into its prefix-cache classes (:mod:`pdplan.serving.prefix_cache`), each priced on its
     missed tokens plus the exposed load of its hit tokens. An ``affinity`` router places requests by session or
     prefix, not by load: the pool is then ``random``-routed (independent M/G/1 per instance, Poisson thinning)."""
     hw, lens = res.hardware.prefill, res.lengths
-    classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), turn_duration_s(res))
+    duration_s = turn_duration_s(res, token_interval_s)
+    classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), duration_s)
     k, h = classes.weights.shape
     tokens = np.repeat(lens.input_tokens, h)
     points = np.repeat(res.input_points, h, axis=0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pdplan.queueing.decode import DecodeCapacity
+from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.types import Binding
 
 PREFILL_RHO_MAX = 0.99
@@ -37,3 +38,18 @@ _DECODE_BINDING = {"utilisation": Binding.DECODE_UTILISATION, "kv": Binding.DECO
 def decode_binding(cap: DecodeCapacity) -> Binding:
     """The decode pool's binding bound (utilisation, KV occupancy or seats) as a :class:`Binding`."""
     return _DECODE_BINDING[cap.binding]
+
+
+def cache_read_limit(classes: CacheClasses | None) -> Limit | None:
+    """The rate at which a prefix-cache tier's read path saturates, named ``cache read bandwidth (tier: element)``.
+    At fixed hit rates a tier's read traffic is proportional to the request rate, so a path element at utilisation
+    u at the classes' rate λ_c saturates at λ_c/u (None: no cache, or nothing read below HBM)."""
+    if classes is None:
+        return None
+    worst = max(
+        ((u, tier.name, element) for tier in classes.tiers for element, u in tier.path_utilisation.items()),
+        default=(0.0, "", ""),
+    )
+    if worst[0] <= 0.0:
+        return None
+    return Limit(classes.rate_rps / worst[0], f"{Binding.CACHE_READ} ({worst[1]}: {worst[2]})")

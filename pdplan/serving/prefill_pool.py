@@ -46,6 +46,8 @@ class PrefillPool:
     point_latency_s: FloatArray
     point_service_s: FloatArray
     batched: BatchedPrefill | None = None
+    arrival_ca2: float = 1.0
+    """c_a² of the workload's arrival gaps (:mod:`pdplan.queueing.arrivals`; batch-1 waits only, batched: Poisson)."""
 
     @property
     def point_prob(self) -> FloatArray:
@@ -76,7 +78,8 @@ class PrefillPool:
             else:
                 wait = batched_wait(self.batched, rates / self.instances)
             return wait, wait.busy
-        out = prefill_wait(self.routing, rates, self.point_service_s.ravel(), self.point_prob, self.instances)
+        service, prob = self.point_service_s.ravel(), self.point_prob
+        out = prefill_wait(self.routing, rates, service, prob, self.instances, arrival_ca2=self.arrival_ca2)
         return out, self.load(rates)
 
 

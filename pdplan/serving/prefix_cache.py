@@ -1,5 +1,5 @@
 """The closed form's prefix cache: per prompt bin, which requests find part of their prompt cached, in which tier,
-how many tokens, and what loading them costs (docs/prefix_cache.md §4).
+how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 
 **Classes.** A request of prompt bin k is a *miss* (nothing cached: the whole prompt is computed) or a *hit in tier
 i* (its longest cached prefix is served from tier i: its KV is loaded, only the rest of the prompt is computed). The
@@ -35,6 +35,7 @@ its goodput (a fixed point, :mod:`pdplan.evaluation.evaluate`). Trace hit rates 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -109,6 +110,8 @@ class Domain:
     layers: int
     gpus_per_instance: int = 1
     """Each GPU of an instance loads its own shard of the KV over its own host link."""
+    holds_outputs: bool = True
+    """Whether the domain's instances decode (and so cache) the outputs: colocated yes, xPyD prefill instances no."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,19 @@ def _turns_pmf(spec: SessionsSpec) -> FloatArray:
 
 
 def _turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
+    """:func:`_turn_bins_of`, computed once per (spec, turns, edges): it depends on neither the rate nor the
+    capacities, which the goodput search and the optimiser vary."""
+    return _turn_bins_cached(spec, turns, tuple(float(e) for e in edges))
+
+
+@functools.lru_cache(maxsize=64)
+def _turn_bins_cached(spec: SessionsSpec, turns: int, edges: tuple[float, ...]) -> FloatArray:
+    out = _turn_bins_of(spec, turns, np.asarray(edges, dtype=np.float64))
+    out.flags.writeable = False
+    return out
+
+
+def _turn_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
     """``[T, K]``: P(prompt bin k | turn t), turn t's prompt being the system prompt, t new parts and t − 1 outputs
     (independent). Computed on one token grid (a step of ``span / 2^16`` tokens at most, rounding the parts' lengths
     to it: far finer than the bins) with one FFT per part law and one inverse per turn."""
@@ -323,6 +339,7 @@ def _session_keys(
         output_tokens=length_pmf(spec.output_tokens).mean(),
         think_time=_think(spec.think_time),
         turn_duration_s=duration_s,
+        outputs_cached=domain.holds_outputs,
     )
     kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
     local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
@@ -356,7 +373,8 @@ def _prefix_keys(
     affine = routing == "affinity"  # each prefix on one instance: the deployment acts as one cache of x times
 
     def hits(capacity: float, rate: float) -> FloatArray:
-        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), o.mean())
+        output = o.mean() if domain.holds_outputs else 0.0  # an xPyD prefill instance never holds the outputs
+        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), output)
         return shared_prefix_cache(work, capacity).hit_probability
 
     x = domain.instances

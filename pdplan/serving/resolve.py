@@ -22,7 +22,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.precision import Precision
-from pdplan.serving.cache_setup import cache_setup, resolve_reuse
+from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup, resolve_reuse
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
 from pdplan.serving.prefix_cache import CacheSetup, Reuse
@@ -122,12 +122,18 @@ class ResolvedScenario(Generic[H]):
         return self.hardware.roles
 
     def cost_usd_per_hour(self) -> float | None:
-        """Typical rental price of the deployment's GPUs (None if a GPU has no price in the catalogue)."""
+        """Typical rental price of the deployment's GPUs plus its prefix cache's lower tiers (None if a GPU or a tier
+        has no price in the catalogue; :func:`pdplan.serving.cache_setup.cache_cost_usd_per_hour`)."""
         total = 0.0
-        for (_, role), (_, hw) in zip(local_part(self.deployment).roles, self.roles, strict=True):
+        for (name, role), (_, hw) in zip(local_part(self.deployment).roles, self.roles, strict=True):
             if hw.gpu.price is None:
                 return None
             total += hw.gpu.price.typical_usd_per_gpu_hour * role.gpus
+            if name in ("prefill", "colocated") and self.cache is not None:
+                tiers = cache_cost_usd_per_hour(self.cache, float(role.gpus), hw.gpu.gpus_per_node)
+                if tiers is None:
+                    return None
+                total += tiers
         return total
 
     def gpu_prices_usd_per_hour(self) -> dict[str, float | None]:

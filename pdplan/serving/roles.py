@@ -237,6 +237,33 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
     return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
 
 
+def cached_chunk_price(
+    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, cached_tokens: FloatArray
+) -> ChunkPrice:
+    """:func:`chunk_price` for prompts whose first ``h`` tokens come from a prefix cache: only the ``m = L − h``
+    missed tokens are chunked (at least one, as :func:`cached_prefill_perf`), k = ⌈m/C⌉ − 1 full chunks and a last
+    one of ``m_L = m − kC``. Chunk j starts after ``h + jC`` keys, so its causal attention has
+    ``C(2(h + jC) + C)/2`` query-key pairs, those of a from-scratch prompt of ``√(C(2h + 2jC + C))`` tokens (the
+    equivalence of :func:`cached_prefill_perf`); the last chunk's ``√(m_L(2(h + kC) + m_L))``. With ``h = 0`` this
+    is :func:`chunk_price`'s sum term by term."""
+    budget = float(max(int(budget_tokens), 2))
+    lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
+    cached = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, lens - 1.0)
+    new = lens - cached
+    full = np.ceil(new / budget) - 1.0
+    last = new - budget * full
+    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
+    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    j = np.arange(max(int(full.max()), 1), dtype=np.float64)
+    starts = cached[:, None] + budget * j[None, :]
+    eq_full = np.sqrt(budget * (2.0 * starts + budget))
+    eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
+    _, attn = prefill_split_s(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
+    attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
+    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+
+
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
     """Non-negative relative least squares ``S(l) ≈ a + b·l + c·l²`` (docs/queueing.md §1.1).
 

@@ -22,7 +22,8 @@ A request's TTFT is the sum of
   priced).
 
 The disaggregated model's TTFT law is ``W_p ⊕ W_link ⊕ g_l`` per prompt bin (:class:`pdplan.queueing.ttft_mixture.
-TtftMixture`); since a request's FCFS wait is independent of its own service under Poisson arrivals,
+TtftMixture`); since a request's FCFS wait is independent of its own service under renewal arrivals (Poisson or the
+workload's other processes, :mod:`pdplan.queueing.arrivals`),
 ``P(TTFT ≤ a | l) = E_{W_link | l}[F_{W_p}(a − g_l − W_link)]`` with the outer expectation over a discretised link delay
 per bin (its atom plus ``LINK_POINTS`` conditional quantile points). Percentiles come from the mixture cdf by brentq —
 never by adding quantiles; :class:`TtftParts` holds the *means* of the parts, which add up to the mean TTFT.
@@ -34,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.queueing import WaitDistribution, prefill_wait_distribution
+from pdplan.queueing import WaitDistribution
+from pdplan.queueing.arrivals import gg_prefill_wait_distribution
 from pdplan.types import Convention, FloatArray, Mode
 
 LINK_POINTS = 16
@@ -101,8 +103,16 @@ def convention_words(mode: Mode, convention: Convention) -> str:
 
 
 def prefill_wait(
-    policy: str, rates: FloatArray, service_s: FloatArray, prob: FloatArray, instances: int, max_cells: int = GRID_CELLS
+    policy: str,
+    rates: FloatArray,
+    service_s: FloatArray,
+    prob: FloatArray,
+    instances: int,
+    max_cells: int = GRID_CELLS,
+    arrival_ca2: float = 1.0,
 ) -> WaitDistribution:
     """:func:`pdplan.queueing.prefill_wait_distribution` on a ``max_cells`` lattice (random →
-    M/G/1 at λ/x; round-robin → Kingman-rescaled M/G/1; least-work → Erlang-C × M/G/1 on S/x)."""
-    return prefill_wait_distribution(policy, rates, service_s, prob, instances, max_cells=max_cells)
+    M/G/1 at λ/x; round-robin → Kingman-rescaled M/G/1; least-work → Erlang-C × M/G/1 on S/x), for arrivals whose
+    gaps have squared coefficient of variation ``arrival_ca2``: 1 (Poisson) is that law itself, any other value
+    its G/G correction for the c² each instance sees (:func:`pdplan.queueing.arrivals.gg_prefill_wait_distribution`)."""
+    return gg_prefill_wait_distribution(policy, rates, service_s, prob, instances, arrival_ca2, max_cells=max_cells)

@@ -3,7 +3,8 @@
 The scenario is resolved and built once (:func:`pdplan.serving.build_model`); the closed form is
 :func:`pdplan.evaluation.evaluate` at the same rate or concurrency; the simulation replays the same
 deployment request by request (:mod:`pdplan.sim.deployment`) with ``n_requests`` sampled
-lengths (:func:`pdplan.workload.bins.sample`) and Poisson arrivals (open loop, ``rate``) or C clients
+lengths (:func:`pdplan.workload.bins.sample`) and the workload's arrivals (open loop, ``rate``:
+:mod:`pdplan.sim.arrival_times`) or C clients
 (closed loop, ``concurrency``). The first ``WARMUP_FRACTION`` of requests is discarded.
 
 Seeds: lengths, arrival gaps and routing draws come from three generators derived from ``seed``
@@ -46,11 +47,13 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.snapshot import LatencySummary
-from pdplan.sim import SimResult, poisson_arrivals, simulate, simulate_closed_loop
+from pdplan.sim import SimResult, simulate, simulate_closed_loop
+from pdplan.sim.arrival_times import arrival_name, arrival_times_s
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
 from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
+from pdplan.specs.arrivals import ArrivalProcess, PoissonArrival
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
@@ -194,6 +197,8 @@ class _Runner:
     slo: SloSpec
     trace_arrival_s: FloatArray | None = None
     """``arrival: trace``: the recorded arrivals, time-scaled to each rate (:mod:`pdplan.sim.trace_replay`)."""
+    arrival: ArrivalProcess = field(default_factory=PoissonArrival)
+    """The workload's arrival process otherwise (:mod:`pdplan.sim.arrival_times`)."""
 
     def run(self, rate: float | None, concurrency: int | None = None) -> SimResult:
         dep, req = self.setup.deployment, self.setup.requests
@@ -204,7 +209,7 @@ class _Runner:
         if self.trace_arrival_s is not None:
             arrivals = scaled_arrivals_s(self.trace_arrival_s, rate)
         else:
-            arrivals = poisson_arrivals(rate, req.count, np.random.default_rng([self.seed, 1]))
+            arrivals = arrival_times_s(self.arrival, rate, req.count, np.random.default_rng([self.seed, 1]))
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
 
     def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
@@ -358,13 +363,14 @@ def simulate_scenario(
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
     tell("building the simulated deployment")
     runner: _Runner | _ReuseRunner
+    process = scenario.workload.arrival_process()
     if reuse:
         inputs = reuse_inputs(model, rate if rate is not None else max(ev.goodput_rps, 1e-9))
         runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step)
     else:
         lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
         n_requests = int(lin.size) if replay else n_requests
-        runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals)
+        runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals, process)
     closed: dict[str, Any] = {}
     point, cache = None, None
     if ev.operating_point is not None:
@@ -381,7 +387,7 @@ def simulate_scenario(
         tell("simulated goodput (bisection on the rate)")
         sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
     settings = {
-        "arrivals": _arrivals_name(scenario.workload, replay, reuse),
+        "arrivals": _arrivals_name(scenario.workload, replay, reuse, process),
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,
@@ -391,16 +397,19 @@ def simulate_scenario(
     return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start, cache)
 
 
-def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool) -> str:
-    """How the simulation's requests arrive: ``trace``, ``poisson``, or for reuse ``sessions`` (an open stream of
-    sessions, each turn released by the previous one's end) and ``shared-prefix``."""
+def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool, process: ArrivalProcess) -> str:
+    """How the simulation's requests arrive: ``trace``, the process's name (:func:`pdplan.sim.arrival_times.
+    arrival_name`), or for reuse ``sessions`` (an open stream of sessions, each turn released by the previous one's
+    end) and ``shared-prefix``, with the process in brackets where it is not Poisson."""
     if replay:
         return "trace"
-    if reuse and workload.sessions is not None:
-        return "sessions"
-    if reuse and workload.shared_prefix is not None:
-        return "shared-prefix"
-    return "poisson"
+    name = arrival_name(process)
+    kind = None
+    if reuse:
+        kind = "sessions" if workload.sessions is not None else "shared-prefix"
+    if kind is None:
+        return name
+    return kind if isinstance(process, PoissonArrival) else f"{kind} ({name})"
 
 
 def _check_arguments(rate: float | None, concurrency: int | None, *, goodput: bool, step: str, n_requests: int) -> None:

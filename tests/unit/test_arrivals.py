@@ -1,5 +1,6 @@
 """Non-Poisson arrivals (pdplan/queueing/arrivals.py; docs/reuse_workloads.md §4): hand-worked Kingman and
-Allen–Cunneen numbers, and the corrected wait law against a G/G/1 Lindley-recursion simulation.
+Allen–Cunneen numbers, the corrected wait law against a G/G/1 Lindley-recursion simulation, and the c² each prefill
+instance sees per routing policy (by hand and against sampled splits) with the prefill wait it gives.
 
 The tolerances are what Kingman's heavy-traffic approximation achieves, measured here with fixed seeds (the table in
 docs/reuse_workloads.md §4): at ρ = 0.9 means and P90/P99 within a few per cent for constant, Poisson and gamma
@@ -16,11 +17,17 @@ from pdplan.queueing.arrivals import (
     allen_cunneen_ggc_wait_s,
     empirical_ca2,
     gg1_wait_scale,
+    gg_prefill_wait_distribution,
+    instance_ca2,
     interarrival_times_s,
     kingman_wait_s,
     non_poisson_wait,
+    service_scv,
+    split_ca2,
 )
 from pdplan.queueing.mg1 import mg1_wait_distribution
+from pdplan.queueing.mgc import ROUTING_POLICIES as ROUTING
+from pdplan.queueing.mgc import erlang_c, prefill_wait_distribution
 from pdplan.specs.arrivals import ArrivalProcess, ConstantArrival, GammaArrival, PoissonArrival, TraceArrival
 
 POISSON, CONSTANT = PoissonArrival(), ConstantArrival(process="constant")
@@ -116,3 +123,68 @@ def test_against_a_lindley_simulation(
     assert mean_band[0] <= mean_err <= mean_band[1], mean_err
     assert p90_band[0] <= p90_err <= p90_band[1], p90_err
     assert abs(p99_err) <= 0.06, p99_err  # the tail holds within 6 % in every case
+
+
+def test_split_and_instance_ca2_by_hand() -> None:
+    # random split, p = 1/4: 1 + p(c_a² − 1); constant 1 − 1/4 = 0.75, gamma cv 2: 1 + 3/4 = 1.75, Poisson stays 1
+    assert split_ca2(0.0, 0.25) == 0.75
+    assert split_ca2(4.0, 0.25) == 1.75
+    assert split_ca2(1.0, 1 / 3) == 1.0  # exactly: the Poisson path must stay the Poisson code
+    assert split_ca2(4.0, 1.0) == 4.0  # no split
+    # PrfaaS: 20 % of constant arrivals offloaded: remote 0.2·0 + 0.8 = 0.8, local 0.8·0 + 0.2 = 0.2
+    assert split_ca2(0.0, 0.2) == pytest.approx(0.8)
+    assert split_ca2(0.0, 0.8) == pytest.approx(0.2)
+    assert instance_ca2("random", 4.0, 4) == 1.75
+    assert instance_ca2("round-robin", 4.0, 4) == 1.0  # four gaps of c² 4 summed: 4/4
+    assert instance_ca2("round-robin", 1.0, 3) == pytest.approx(1 / 3)  # Poisson: Erlang-3 gaps
+    assert instance_ca2("least-work", 0.25, 8) == 0.25  # one G/G/8 queue sees the whole stream
+    assert instance_ca2("random", 0.25, 1) == 0.25
+    with pytest.raises(ValueError, match="routing"):
+        instance_ca2("jsq", 1.0, 2)
+    with pytest.raises(ValueError, match="instances"):
+        instance_ca2("random", 1.0, 0)
+    with pytest.raises(ValueError, match="probability"):
+        split_ca2(1.0, 0.0)
+
+
+@pytest.mark.parametrize("process", [CONSTANT, GammaArrival(process="gamma", cv=0.5), GAMMA2])
+def test_split_ca2_against_sampled_splits(process: ArrivalProcess) -> None:
+    """The per-policy formulas against a sampled stream split over 4 instances (400,000 gaps, seed fixed)."""
+    assert process.ca2 is not None
+    rng = np.random.default_rng(7)
+    times = np.cumsum(interarrival_times_s(process, 1.0, 400_000, rng))
+    coin = rng.integers(4, size=times.size)
+    random_one = empirical_ca2(times[coin == 0])
+    round_robin_one = empirical_ca2(times[::4])
+    assert random_one == pytest.approx(instance_ca2("random", process.ca2, 4), abs=0.03)
+    assert round_robin_one == pytest.approx(instance_ca2("round-robin", process.ca2, 4), abs=0.03)
+
+
+@pytest.mark.parametrize("policy", ["random", "round-robin", "least-work"])
+def test_gg_prefill_wait_poisson_is_the_poisson_law(policy: str) -> None:
+    rates = np.array([0.8, 2.4])
+    got = gg_prefill_wait_distribution(policy, rates, SERVICE, PROB, 3, 1.0, max_cells=2**12)
+    ref = prefill_wait_distribution(policy, rates, SERVICE, PROB, 3, max_cells=2**12)
+    for name in ("h_s", "cdf_grid", "atom", "mean_s"):
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+
+
+@pytest.mark.parametrize("ca2", [0.0, 0.25, 4.0])
+def test_gg_prefill_wait_means_by_policy(ca2: float) -> None:
+    """Means: Kingman at each instance's c² (random, round-robin), Allen–Cunneen at c_a² (least-work); the atom is
+    the Poisson law's."""
+    rate, n = 2.4, 3
+    get = {p: gg_prefill_wait_distribution(p, rate, SERVICE, PROB, n, ca2, max_cells=2**12) for p in ROUTING}
+    es = float(PROB @ SERVICE)
+    for policy in ("random", "round-robin"):
+        kingman = kingman_wait_s(rate / n, es, instance_ca2(policy, ca2, n), CS2)
+        assert get[policy].mean_s == pytest.approx(kingman, rel=1e-9), policy
+        assert get[policy].atom == pytest.approx(1.0 - rate * es / n)
+    ac = allen_cunneen_ggc_wait_s(rate, es, n, ca2, CS2)
+    assert get["least-work"].mean_s == pytest.approx(ac, rel=1e-6)
+    assert get["least-work"].atom == pytest.approx(1.0 - erlang_c(n, rate * es))
+
+
+def test_service_scv_clips_rounding() -> None:
+    assert service_scv([0.3, 0.3], [0.5, 0.5]) == 0.0
+    assert service_scv([1.0, 3.0], [0.5, 0.5]) == pytest.approx(0.25)  # E = 2, Var = 1

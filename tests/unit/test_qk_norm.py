@@ -14,7 +14,7 @@ import pytest
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.hf_config import load_hf_config
-from pdplan.perf.op_types import PassShape
+from pdplan.perf.op_types import AllReduceOp, PassShape
 from pdplan.perf.ops import QK_NORM_VARIANCE_BYTES_PER_TOKEN, forward_ops
 from pdplan.perf.roofline import phase_time
 
@@ -33,7 +33,8 @@ def test_minimax_qk_norm_all_reduce_per_layer() -> None:
     ops = {op.name: op for op in forward_ops(mm, _decode_shape(32.0, 4.0))}
     op = ops["attn.qk_norm_allreduce"]
     assert op.count == 62.0
-    assert float(op.dims["bytes"]) == pytest.approx(32 * 8.0)
+    assert isinstance(op, AllReduceOp)
+    assert float(op.bytes) == pytest.approx(32 * 8.0)
     assert QK_NORM_VARIANCE_BYTES_PER_TOKEN == 8.0
     # a per-head q/k norm (Qwen3) is local to each GPU: no such all-reduce
     qwen = CATALOG.model("qwen3-235b-a22b")

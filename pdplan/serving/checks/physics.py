@@ -269,7 +269,8 @@ class PhysicsBounds:
 
     def _ttft(self, snap: Snapshot) -> list[Breach]:
         """P(TTFT < own prefill at peak) must be 0 in every TTFT bin (module docstring)."""
-        cell_in = np.arange(snap.prob.size) // self.res.lengths.output_tokens.size
+        split = self.model.cell_input_bin if isinstance(self.model, ColocatedModel) else None
+        cell_in = np.arange(snap.prob.size) // self.res.lengths.output_tokens.size if split is None else split
         floor = np.full(int(snap.ttft_bin.max()) + 1, np.inf)
         np.minimum.at(floor, snap.ttft_bin, self.ttft_floor_in_s[cell_in])
         below = _below(snap, floor)
@@ -288,7 +289,8 @@ class PhysicsBounds:
 
     def _step(self, snap: Snapshot) -> list[Breach]:
         """Each cell's own decode step (the TPOT offset) ≥ its weight + KV bytes ÷ HBM (module docstring)."""
-        defined = tpot_defined(self.res)
+        split = self.model.defined if isinstance(self.model, ColocatedModel) else None
+        defined = tpot_defined(self.res) if split is None else split  # colocated with a cache: cells split by class
         short = np.where(defined[None, :], self.step_floor_s[None, :] * (1.0 - REL_TOL) - snap.tpot.offset_s, -np.inf)
         if not bool(defined.any()) or float(short.max()) <= 0.0:
             return []

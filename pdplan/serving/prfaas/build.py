@@ -25,6 +25,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.profiles import load_profile, resolve_profile
 from pdplan.perf.block_quant import expert_parallel_for_blocks
+from pdplan.serving.build import arrival_ca2
 from pdplan.serving.deployment import Prfaas, Role
 from pdplan.serving.prfaas.capacity import DECODE, LINK, LOCAL, REMOTE, CapacityInputs, DecodePool, PrefillPool
 from pdplan.serving.prfaas.lengths import PointsLaw, QuantileLaw, SplitLaw
@@ -53,6 +54,8 @@ class PrfaasSetup:
     """The remote instance type (for the physics invariants, :mod:`.invariants`)."""
     link_line_rate_bytes_per_s: float = float("inf")
     """The link's line rate (the invariants' ceiling on egress; ``capacity.link_bytes_per_s`` is the usable part)."""
+    arrival_ca2: float = 1.0
+    """c_a² of the workload's arrival gaps (:func:`pdplan.serving.build.arrival_ca2`; 1: Poisson)."""
 
 
 def _law(res: ResolvedScenario[DisaggregatedHardware]) -> SplitLaw:
@@ -187,4 +190,5 @@ def prfaas_setup(res: ResolvedScenario[Any]) -> PrfaasSetup:
         sc.routing,
         remote_hw,
         link.line_rate_bytes_per_s,
+        arrival_ca2(res.scenario.workload),
     )

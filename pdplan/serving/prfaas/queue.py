@@ -15,6 +15,13 @@ Poisson streams (docs/queueing.md §1.3 machinery, :func:`pdplan.queueing.mgc.pr
 * the **mixture**: ``P(TTFT ≤ a) = p·F_r(a) + (1−p)·F_l(a)``; its quantiles by root finding, never by mixing
   quantiles (:mod:`pdplan.queueing.distributions`).
 
+**Non-Poisson arrivals** (the workload's ``arrival:``, c_a² = :attr:`.build.PrfaasSetup.arrival_ca2` ≠ 1): the split
+by length is a random split (lengths are drawn independently of the arrival times), so the remote path's stream has
+``c² = p·c_a² + 1 − p`` and the local path's ``(1 − p)·c_a² + p`` (:func:`pdplan.queueing.arrivals.split_ca2`); each
+pool's wait is then the G/G-corrected law for its routing policy
+(:func:`pdplan.queueing.arrivals.gg_prefill_wait_distribution`). The link's mean wait stays Poisson's: its arrivals
+are remote prefill departures, and it runs at low utilisation. Poisson arrivals run exactly the Poisson code.
+
 **Goodput**: the largest λ at which the mixture meets the TTFT SLO for the target attainment, below every
 pool's and the link's stability limit and below the decode capacity ``Θ_pd-d`` (whose per-instance
 ``C_d`` is taken at the TPOT SLO, :mod:`.build`; decode latency percentiles are not modelled on this path).
@@ -28,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.queueing.arrivals import gg_prefill_wait_distribution, split_ca2
 from pdplan.queueing.distributions import ShiftedMixture, mixture_quantile
 from pdplan.queueing.mg1 import pk_wait_moments
-from pdplan.queueing.mgc import prefill_wait_distribution
 from pdplan.serving.prfaas.build import PrfaasSetup
 from pdplan.serving.prfaas.capacity import capacity_at, search_threshold
 from pdplan.serving.ttft import TtftParts
@@ -76,13 +83,6 @@ class PathMixture:
         return mixture_quantile(self.cdf, q, 0.0, self._hi(), "PrfaaS TTFT")
 
 
-def _pool(
-    rate: float, service_s: FloatArray, prob: FloatArray, extra_s: FloatArray, servers: int, policy: str, cells: int
-) -> ShiftedMixture:
-    wait = prefill_wait_distribution(policy, rate, service_s, prob, servers, max_cells=cells)
-    return ShiftedMixture(wait, service_s + extra_s, prob)
-
-
 @dataclass(frozen=True)
 class _Path:
     """One path's prompts (quadrature points of its side of the threshold) and deterministic times."""
@@ -93,6 +93,15 @@ class _Path:
     prefill_s: FloatArray
     transfer_s: FloatArray
     """Remote: the exposed pipelined transfer + the link's mean wait + one round trip; local: 0."""
+    arrival_ca2: float
+    """c² of the path's arrival gaps: a random split of the workload's stream (module docstring)."""
+
+
+def _pool(path: _Path, servers: int, policy: str, cells: int) -> ShiftedMixture:
+    wait = gg_prefill_wait_distribution(
+        policy, path.rate_rps, path.prefill_s, path.prob, servers, path.arrival_ca2, max_cells=cells
+    )
+    return ShiftedMixture(wait, path.prefill_s + path.transfer_s, path.prob)
 
 
 def _paths(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float) -> tuple[float, _Path | None, _Path | None]:
@@ -108,12 +117,14 @@ def _paths(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float) -> tupl
         link_wait, _ = pk_wait_moments(rate_rps * p, send_s, prob)
         n = float(setup.num_layers)
         exposed = pipeline_exposed_s(n, t_r / n, send_s / n)
-        remote = _Path(rate_rps * p, tok, prob, t_r, exposed + float(link_wait[0]) + setup.rtt_s)
+        remote = _Path(
+            rate_rps * p, tok, prob, t_r, exposed + float(link_wait[0]) + setup.rtt_s, split_ca2(setup.arrival_ca2, p)
+        )
     if p < 1:
         tok, w = inp.law.points(t, above=False)
         prob = w / w.sum()
         t_l = inp.local.curves.prefill_s(tok)
-        local = _Path(rate_rps * (1 - p), tok, prob, t_l, np.zeros_like(t_l))
+        local = _Path(rate_rps * (1 - p), tok, prob, t_l, np.zeros_like(t_l), split_ca2(setup.arrival_ca2, 1 - p))
     return p, remote, local
 
 
@@ -125,7 +136,7 @@ def path_mixture(setup: PrfaasSetup, threshold_tokens: float, rate_rps: float, c
     def law(path: _Path | None, servers: int) -> ShiftedMixture | None:
         if path is None:
             return None
-        return _pool(path.rate_rps, path.prefill_s, path.prob, path.transfer_s, servers, setup.routing, cells)
+        return _pool(path, servers, setup.routing, cells)
 
     return PathMixture(p, law(remote, inp.remote.instances), law(local, inp.local.instances))
 

@@ -1,0 +1,107 @@
+"""The prefix cache in the reports: per plan its setting (caching on or off, routing, the tiers and their sizes) and
+what it does (hit ratio per tier, bytes read per second, the busiest element of each read path, the goodput without
+it), in human units, for the terminal table, the Markdown review and the CSV (docs/json_keys.md ``cache``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pdplan.search.plans import Plan, PlanResult
+from pdplan.serving.cache_report import CacheReport
+from pdplan.serving.deployment import local_part
+from pdplan.units import format_bytes
+
+CACHE_COLUMNS = (
+    "rank",
+    "prefix cache",
+    "routing",
+    "tier sizes",
+    "hit ratio (tokens)",
+    "read GB/s",
+    "gain",
+)
+"""The columns of the cache table (terminal and Markdown), one row per plan that has a cache setting or report."""
+
+
+def _setting(plan: Plan) -> tuple[str, str, str]:
+    setting = local_part(plan.deployment).cache
+    if setting is not None and not setting.prefix_caching:
+        return "off", "", ""
+    routing = "affinity" if setting is None else setting.routing
+    sizes = (
+        "HBM only"
+        if setting is None or not setting.tiers
+        else ", ".join(
+            f"{t.storage} {format_bytes(t.capacity) if t.capacity is not None else '(catalogue size)'}"
+            for t in setting.tiers
+        )
+    )
+    return "on", routing, sizes
+
+
+def _per_tier(report: CacheReport | None) -> tuple[str, str]:
+    if report is None:
+        return "", ""
+    hits = ", ".join(f"{t.name} {t.token_hit_ratio:.3f}" for t in report.tiers)
+    reads = ", ".join(f"{t.name} {t.read_bytes_per_s / 1e9:.3g}" for t in report.tiers if t.read_bytes_per_s > 0)
+    return f"{hits} (all {report.token_hit_ratio:.3f})", reads or "0"
+
+
+def _gain(plan: Plan) -> str:
+    gain = None if plan.cache is None else plan.cache.gain(plan.goodput_rps)
+    return "" if gain is None else f"{gain:.2f}x"
+
+
+def cache_rows(result: PlanResult) -> list[list[str]]:
+    """One row of :data:`CACHE_COLUMNS` per shown plan (ranked, then the baseline) with a cache setting or report;
+    empty when no plan has one (a workload without reuse)."""
+    rows: list[list[str]] = []
+    ranked = [(str(i), p) for i, p in enumerate(result.plans, start=1)]
+    if result.baseline is not None:
+        ranked.append(("baseline", result.baseline))
+    for rank, plan in ranked:
+        if plan.cache is None and local_part(plan.deployment).cache is None:
+            continue
+        on, routing, sizes = _setting(plan)
+        hits, reads = _per_tier(plan.cache)
+        rows.append([rank, on, routing, sizes, hits, reads, _gain(plan)])
+    return rows
+
+
+def cache_csv_record(plan: Plan) -> dict[str, Any]:
+    """A plan's cache columns for the CSV (``CSV_COLUMNS``; tiers joined as ``name=value;...``)."""
+    on, routing, sizes = _setting(plan)
+    report = plan.cache
+    return {
+        "cache_prefix_caching": on,
+        "cache_routing": routing,
+        "cache_tier_sizes": sizes,
+        "cache_token_hit_ratio": None if report is None else report.token_hit_ratio,
+        "cache_tier_hit_ratios": None if report is None else _joined(report, "token_hit_ratio"),
+        "cache_tier_read_bytes_per_s": None if report is None else _joined(report, "read_bytes_per_s"),
+        "cache_goodput_without_rps": None if report is None else report.goodput_without_cache_rps,
+        "cache_gain_vs_no_cache": None if report is None else report.gain(plan.goodput_rps),
+    }
+
+
+CSV_COLUMNS = (
+    "cache_prefix_caching",
+    "cache_routing",
+    "cache_tier_sizes",
+    "cache_token_hit_ratio",
+    "cache_tier_hit_ratios",
+    "cache_tier_read_bytes_per_s",
+    "cache_goodput_without_rps",
+    "cache_gain_vs_no_cache",
+)
+
+
+def _joined(report: CacheReport, field: str) -> str:
+    return ";".join(f"{t.name}={getattr(t, field):.6g}" for t in report.tiers)
+
+
+def has_cache(plans: Sequence[Plan]) -> bool:
+    """Whether any plan has a cache setting or report (the CSV then carries the cache columns)."""
+    return any(p.cache is not None or local_part(p.deployment).cache is not None for p in plans)

@@ -1,0 +1,145 @@
+"""The prefix cache as a search dimension: the cache settings ``optimize`` tries, and the screen's price of a
+prefill instance type under each (docs/prefix_cache.md §8).
+
+**Variants** (:func:`cache_variants`). A workload without reuse has one: the scenario's ``cache:`` (it changes
+nothing). With reuse, ``search: cache:`` lists prefix caching on/off, the routings and, per tier of the scenario's
+``cache.tiers``, the sizes to try (0 leaves the tier out); the variants are their product, with caching off a single
+variant. Without ``search: cache:`` the one variant is the scenario's ``cache:`` (prefix caching on, affinity, the
+tiers given: what the engines do by default).
+
+**The screen's price** (:func:`screened_prefill`). The exact model splits each prompt bin into its cache classes
+(:mod:`pdplan.serving.prefix_cache`); the screen keeps one service per bin, the classes' mean — missed tokens'
+prefill plus the exposed load of the hit tokens, weighted by the classes' shares — so its tables keep their shape
+(the wait's service variance across classes is left out: the screen is a ranking, every plan it reports is
+re-evaluated exactly). The hit rates are those of one prefill instance at :data:`SCREEN_LOAD` of its own cached
+capacity (a fixed point of two rounds) — for ``affinity`` routing a deployment of x instances is x such caches, each
+at 1/x of the rate; for ``load-balance`` the exact model divides a session's reuse over the instances, which the
+screen does not (optimistic there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import numpy as np
+
+from pdplan.errors import SpecError
+from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
+from pdplan.serving.cache_domain import cache_rate, role_domain
+from pdplan.serving.cache_setup import cache_setup, reuses_kv
+from pdplan.serving.goodput import Goodput, find_goodput
+from pdplan.serving.prefix_cache import cache_classes
+from pdplan.serving.resolve import ResolvedScenario
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
+from pdplan.specs.cache import CacheSpec, TierChoice
+from pdplan.specs.scenario import Scenario, SloSpec
+
+SCREEN_LOAD = 0.8
+"""The share of one cached prefill instance's capacity its hit rates are evaluated at in the screen."""
+SCREEN_ROUNDS = 2
+WARM_RTOL = 0.05
+"""A warm-started colocated estimate stops after one build when g(r₀) is within this of r₀."""
+
+
+def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
+    """The cache settings the search tries (module docstring)."""
+    search = scenario.search.cache if scenario.search is not None else None
+    if not reuses_kv(scenario) or search is None:
+        return (scenario.cache,)
+    tiers = scenario.cache.tiers if scenario.cache is not None else ()
+    if search.tier_capacities and len(search.tier_capacities) != len(tiers):
+        raise SpecError(
+            f"gives sizes for {len(search.tier_capacities)} tier(s), the scenario's cache.tiers has {len(tiers)}",
+            field="search.cache.tier_capacities",
+        )
+    sizes: tuple[tuple[float | None, ...], ...] = search.tier_capacities or tuple((t.capacity,) for t in tiers)
+    out: list[CacheSpec | None] = []
+    for on in dict.fromkeys(search.prefix_caching):
+        if not on:
+            out.append(CacheSpec(prefix_caching=False))
+            continue
+        for routing in dict.fromkeys(search.routing):
+            for chosen in itertools.product(*sizes):
+                kept = tuple(
+                    TierChoice(storage=t.storage, capacity=c)
+                    for t, c in zip(tiers, chosen, strict=True)
+                    if c is None or c > 0
+                )
+                out.append(CacheSpec(prefix_caching=True, routing=routing, tiers=kept))
+    return tuple(dict.fromkeys(out))
+
+
+def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | None, ...]:
+    """The cache settings tried on the colocated baseline: all but ``load-balance`` routing. A colocated deployment
+    routes at random whatever the cache (one queue per instance, :mod:`pdplan.serving.colocated`), so a
+    load-balancing router buys it no better queueing and only divides a session's reuse over the instances: it is
+    dominated by ``affinity``."""
+    kept = tuple(c for c in caches if c is None or not c.prefix_caching or c.routing != "load-balance")
+    return kept or caches
+
+
+def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSpec | None) -> PrefillPerf | None:
+    """One prefill instance type's per-bin price under the cache ``spec`` for the screen (module docstring); None
+    when the variant caches nothing (no reuse, or caching off): the plain price applies."""
+    setup = cache_setup(res.reuse, spec, res.catalog, res.engine)
+    if setup is None:
+        return None
+    lens = res.lengths
+    prob = lens.input_marginal()
+    domain = dataclasses.replace(
+        role_domain(res, hw, "prefill", 1, float(lens.input_tokens.max())), holds_outputs=False
+    )
+    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    duration_s = _xpyd_duration_s(res)
+    service = cached_prefill_perf(hw, lens.input_tokens, np.zeros_like(lens.input_tokens)).service_s
+    perf = PrefillPerf(lens.input_tokens, service, service)
+    for _ in range(SCREEN_ROUNDS):
+        rate = SCREEN_LOAD * hw.dp / max(float(prob @ perf.service_s), 1e-12)
+        classes = cache_classes(setup, domain, lens.input_tokens, rate, duration_s)
+        prompt = np.broadcast_to(lens.input_tokens[:, None], classes.weights.shape)
+        hits = np.clip(np.minimum(classes.hit_tokens, prompt - 1.0), 0.0, None)
+        each = cached_prefill_perf(hw, prompt, hits)
+        load = classes.exposed_load_s(hits[:, :, None], kvb, each.latency_s[:, :, None])[:, :, 0]
+        w = classes.weights
+        perf = PrefillPerf(
+            lens.input_tokens,
+            np.asarray(np.sum(w * (each.latency_s + load), axis=1), np.float64),
+            np.asarray(np.sum(w * (each.service_s + load), axis=1), np.float64),
+        )
+    return perf
+
+
+def _xpyd_duration_s(res: ResolvedScenario[Any]) -> float:
+    """A session turn's decode at the SLO's TPOT, the part of the gap an xPyD prefill cache sees
+    (:func:`pdplan.serving.cache_domain.turn_duration_s` without the decode pool's token interval)."""
+    return max(res.lengths.mean_output() - 1.0, 0.0) * res.scenario.slo.tpot
+
+
+def screened_goodput(
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None
+) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
+    """The colocated baseline's per-instance goodput for the pool, in two model builds where the exact
+    :func:`pdplan.serving.build.goodput_model` brackets the self-consistent rate: r₁ = g(r₀) from ``start_rps`` (a
+    neighbouring setting's estimate; None: :func:`pdplan.serving.cache_domain.cache_rate`), then g(r₁), and the rate
+    where the secant of h(r) = g(r) − r through the two crosses 0, kept between g(r₀) and g(r₁) (one build when a warm
+    start is already within :data:`WARM_RTOL` of self-consistent). The plans the pool
+    ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself."""
+    if res.cache is None:
+        return goodput_model(res, slo)
+    r0 = start_rps if start_rps is not None and start_rps > 0 else cache_rate(res)
+    first = with_cache_rate(res, r0)
+    model = build_model(first)
+    good = find_goodput(model, slo)
+    if start_rps is not None and abs(good.rate_rps - r0) <= WARM_RTOL * r0:
+        return first, model, good  # a neighbouring setting's rate was already (nearly) self-consistent here
+    g0 = good.rate_rps
+    second = with_cache_rate(res, g0)
+    model = build_model(second)
+    good = find_goodput(model, slo)
+    h0, h1 = g0 - r0, good.rate_rps - g0
+    r = g0 - h1 * (g0 - r0) / (h1 - h0) if h1 != h0 else good.rate_rps
+    r = min(max(r, min(g0, good.rate_rps)), max(g0, good.rate_rps), good.limit.rate_rps)
+    return second, model, dataclasses.replace(good, rate_rps=r)

@@ -1,0 +1,104 @@
+"""The colocated model's prefix cache: each (prompt, output) cell split into the prefix cache's classes
+(:mod:`pdplan.serving.prefix_cache`), priced on the tokens it computes (docs/prefix_cache.md §8).
+
+* **Cells.** Cell (i, j) of prompt bin i and output bin j becomes cells (i, h, j), one per class h (a miss, or a hit
+  in a tier), with probability ``p_ij · w_ih``. Each keeps its whole prompt as KV context (the decode steps attend to
+  all of it, the KV pool holds all of it) and computes only ``m = L − h`` tokens
+  (:attr:`pdplan.queueing.decode.DecodeWorkload.prefill_tokens`).
+* **Prefill price.** prefill-first: the missed tokens' pass over the full context
+  (:func:`pdplan.serving.roles.cached_prefill_perf`); chunked: the missed tokens cut into chunks, each attending to the
+  cached prefix and the chunks before it (:func:`pdplan.serving.roles.cached_chunk_price`).
+* **Load.** A hit below HBM is loaded before the request is scheduled (vLLM's offloading connector and LMCache load
+  asynchronously and hold the request until its blocks arrive; SGLang HiCache likewise; docs/prefix_cache.md §3), so
+  the exposed load — what the engine's layer-by-layer overlap does not hide behind the prefill compute
+  (:meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) — delays the request's TTFT without occupying the GPU.
+* **Cells kept**: a class with less than :data:`MIN_CLASS_WEIGHT` of its bin is folded into the others (most bins
+  are nearly all misses or nearly all hits), so the distributions are not priced on cells of no weight.
+* **HBM left for the cache** is the instance's KV capacity less the decoding sequences' mean KV at the rate the hit
+  rates hold at, taken from the same instance without a cache (:func:`resident_tokens`): with a cache the prefill
+  takes less time, the token interval is shorter and the resident KV smaller, so this leaves the cache a little less
+  HBM than it has (conservative).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pdplan.queueing.decode import DecodeWorkload
+from pdplan.serving.cache_domain import cache_rate, colocated_domain, turn_duration_s
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
+from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
+from pdplan.serving.roles import ChunkPrice, cached_chunk_price, cached_prefill_perf
+from pdplan.types import FloatArray, IntArray
+
+MIN_CLASS_WEIGHT = 1e-4
+"""A class holding less than this share of its prompt bin's requests is folded into the bin's other classes (its
+cells are dropped and the bin's weights renormalised): fewer cells for the distributions, at most this mass moved."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachedCells:
+    """The colocated cells split by cache class (module docstring), ``[I·H·J]`` in (prompt, class, output) order."""
+
+    cells: DecodeWorkload
+    prefill_cell_s: FloatArray
+    """prefill-first: the missed tokens' pass per cell, seconds."""
+    price: ChunkPrice
+    """chunked: t_p, and per cell the attention of its chunks and its last chunk's GEMM side."""
+    load_cell_s: FloatArray
+    """Per cell, the exposed load of its hit tokens (a TTFT delay), seconds."""
+    tpot_defined: npt.NDArray[np.bool_]
+    classes: CacheClasses
+    input_bin: IntArray
+    """Per cell, its prompt bin."""
+
+
+def cached_cells(
+    res: ResolvedScenario[ColocatedHardware],
+    setup: CacheSetup,
+    plain: DecodeWorkload,
+    defined: npt.NDArray[np.bool_],
+    resident_tokens: float,
+) -> CachedCells:
+    """Split ``plain`` (the cells without a cache, prompt-major over the output bins) into the cache's classes."""
+    hw, lens = res.hardware.colocated, res.lengths
+    classes = cache_classes(
+        setup, colocated_domain(res, resident_tokens), lens.input_tokens, cache_rate(res), turn_duration_s(res)
+    )
+    n_in, n_out = lens.input_tokens.size, lens.output_tokens.size
+    k, h = classes.weights.shape
+    shape = (n_in, h, n_out)
+    prompt = np.broadcast_to(lens.input_tokens[:, None], (k, h))
+    cached = np.clip(np.minimum(classes.hit_tokens, prompt - 1.0), 0.0, None)
+    perf = cached_prefill_perf(hw, prompt.ravel(), cached.ravel())
+    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    load = classes.exposed_load_s(cached[:, :, None], kvb, perf.latency_s.reshape(k, h, 1))[:, :, 0]
+
+    w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
+    w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class
+    w /= w.sum(axis=1, keepdims=True)
+    keep = np.broadcast_to((w > 0.0)[:, :, None], shape).ravel()
+
+    def per_cell(x: FloatArray) -> FloatArray:
+        """``[I, H]`` → the kept cells of ``[I·H·J]``: the same value for every output bin."""
+        return np.broadcast_to(np.asarray(x, dtype=np.float64).reshape(k, h)[:, :, None], shape).ravel()[keep]
+
+    prob = (plain.prob.reshape(n_in, 1, n_out) * w[:, :, None]).ravel()[keep]
+    steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()[keep]
+    context = per_cell(prompt)
+    computed = per_cell(prompt - cached)
+    cells = DecodeWorkload(context, steps.copy(), prob, computed)
+    chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel())
+    price = ChunkPrice(chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s))
+    return CachedCells(
+        cells,
+        per_cell(perf.latency_s),
+        price,
+        per_cell(load),
+        np.broadcast_to(defined.reshape(n_in, 1, n_out), shape).ravel()[keep].copy(),
+        classes,
+        np.broadcast_to(np.arange(n_in)[:, None, None], shape).ravel()[keep].copy(),
+    )

@@ -1,0 +1,142 @@
+"""The serving model's prefix cache (pdplan.serving.prefix_cache, colocated_cache, limits.cache_read_limit): hand
+checks on small scenarios, disaggregated and colocated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from pdplan.evaluation.evaluate import evaluate
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
+from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.resolve import resolve
+from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
+from pdplan.specs.scenario import Scenario
+
+CATALOG = open_catalog()
+
+SESSIONS: dict[str, Any] = {
+    "turns": {"dist": "geometric", "mean": 3.1},
+    "new_tokens": {"dist": "lognormal", "mean": 300, "sigma": 1.0, "max": 8192},
+    "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 2048},
+    "think_time": {"dist": "exponential", "mean": "5s"},
+    "system_prompt_tokens": 500,
+}
+
+
+def _scenario(tmp_path: Path, mode: str, cache: dict[str, Any] | None, scheduler: str = "chunked") -> Scenario:
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "name": f"cache-{mode}",
+        "model": "llama-3.1-8b",
+        "mode": mode,
+        "workload": {"name": "chat", "sessions": SESSIONS},
+        "slo": {"ttft": "1s", "tpot": "60ms"},
+    }
+    if mode == "colocated":
+        doc["colocated"] = {"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": scheduler}
+    else:
+        doc |= {"prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1}, "decode": {"gpu": "h100-sxm", "tp": 1, "count": 3}}
+        doc |= {"link": "ib-ndr", "granularity": "layer"}
+    if cache is not None:
+        doc["cache"] = cache
+    path = tmp_path / f"{mode}-{scheduler}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_scenario(path)
+
+
+def test_cached_chunk_price_without_a_prefix_is_chunk_price() -> None:
+    sc = Scenario.model_validate(
+        {
+            "schema_version": 1,
+            "name": "x",
+            "model": "llama-3.1-8b",
+            "mode": "colocated",
+            "colocated": {"gpu": "h100-sxm", "tp": 1, "count": 1},
+            "workload": {
+                "name": "w",
+                "input_tokens": {"dist": "fixed", "value": 1000},
+                "output_tokens": {"dist": "fixed", "value": 10},
+            },
+            "slo": {"ttft": "1s", "tpot": "60ms"},
+        }
+    )
+    hw = resolve(sc, CATALOG).hardware.colocated
+    lens = np.array([100.0, 2048.0, 5000.0, 9000.0])
+    plain = chunk_price(hw, 2048.0, lens)
+    cached = cached_chunk_price(hw, 2048.0, lens, np.zeros_like(lens))
+    assert cached.s_per_token == plain.s_per_token
+    np.testing.assert_allclose(cached.attention_s, plain.attention_s, rtol=1e-12)
+    np.testing.assert_allclose(cached.drain_s, plain.drain_s, rtol=1e-12)
+    # a cached prefix leaves fewer tokens to chunk, each attending to more keys: the 9000-token prompt with 7000
+    # cached computes 2000 tokens in one chunk whose attention covers 2000·(2·7000 + 2000)/2 pairs
+    half = cached_chunk_price(hw, 2048.0, np.array([9000.0]), np.array([7000.0]))
+    eq = np.sqrt(2000.0 * (2 * 7000.0 + 2000.0))
+    _, attention = prefill_split_s(hw, np.array([eq]))
+    assert half.attention_s[0] == pytest.approx(float(attention[0]), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("mode", "scheduler"), [("disaggregated", "chunked"), ("colocated", "chunked"), ("colocated", "prefill-first")]
+)
+def test_cache_off_is_the_model_without_reuse_pricing(tmp_path: Path, mode: str, scheduler: str) -> None:
+    """prefix_caching: false prices every prompt in full: the goodput rises with the cache on, never falls."""
+    on = evaluate(_scenario(tmp_path, mode, {"routing": "affinity"}, scheduler))
+    off = evaluate(_scenario(tmp_path, mode, {"prefix_caching": False}, scheduler))
+    assert off.cache is None
+    assert on.cache is not None
+    assert on.cache.goodput_without_cache_rps == pytest.approx(off.goodput_rps, rel=1e-9)
+    assert 0.0 < on.cache.token_hit_ratio < 1.0
+    assert on.goodput_rps > off.goodput_rps
+
+
+def test_colocated_cells_split_by_class_keep_the_workload(tmp_path: Path) -> None:
+    """Each colocated cell splits into its classes: probabilities still sum to 1, the KV context is the whole
+    prompt, the computed tokens are the prompt less the class's hit (at least one), and the prefill utilisation is
+    that of the computed tokens only."""
+    sc = _scenario(tmp_path, "colocated", {"routing": "affinity"}, "prefill-first")
+    res = resolve(sc, CATALOG)
+    model = build_model(res)
+    assert isinstance(model, ColocatedModel)
+    assert model.cache is not None
+    cells = model.cells
+    classes = model.cache.classes
+    n_in, n_out = res.lengths.input_tokens.size, res.lengths.output_tokens.size
+    assert cells.prob.size <= n_in * classes * n_out  # classes of < 1e-4 of their bin are folded away
+    assert model.cell_input_bin is not None
+    per_bin = np.bincount(model.cell_input_bin, weights=cells.prob, minlength=n_in)
+    np.testing.assert_allclose(per_bin, res.lengths.input_marginal(), rtol=1e-12, atol=1e-15)
+    assert float(cells.prob.sum()) == pytest.approx(1.0, abs=1e-12)
+    assert cells.prefill_tokens is not None
+    assert np.all(cells.prefill_tokens >= 1.0)
+    assert np.all(cells.prefill_tokens <= cells.input_tokens)
+    hit_share = 1.0 - float(cells.prob @ cells.prefill_tokens) / float(cells.prob @ cells.input_tokens)
+    assert hit_share == pytest.approx(model.cache.token_hit_ratio, abs=0.02)
+    lam = 1.0
+    assert model._u_prefill(lam) == pytest.approx(lam / model.z * float(cells.prob @ model.prefill_cell_s) * model.z)
+
+
+def test_cache_read_bandwidth_binds_when_the_path_is_slow(tmp_path: Path) -> None:
+    """A DRAM tier read through a path throttled to 1 MB/s saturates it first: the stability limit is the rate at which its read
+    traffic (proportional to the rate at fixed hit rates) fills the path, named with the tier and the element."""
+    storage = yaml.safe_load(Path("hardware_db/storage/host-dram-pcie5.yaml").read_text())
+    storage["name"] = "slow-dram"
+    storage["read_bytes_per_s"] = storage["gpu_path_bytes_per_s"] = "1 MB/s"
+    slow = tmp_path / "slow-dram.yaml"
+    slow.write_text(yaml.safe_dump(storage))
+    tiers = [{"storage": str(slow), "capacity": "1 TiB"}]
+    sc = _scenario(tmp_path, "colocated", {"routing": "affinity", "tiers": tiers})
+    model = build_model(with_cache_rate(resolve(sc, CATALOG), 20.0))
+    assert model.cache is not None
+    tier = next(t for t in model.cache.tiers if t.name == "slow-dram")
+    element, worst = max(tier.path_utilisation.items(), key=lambda kv: kv[1])
+    limit = model.limit()
+    assert limit.binding == f"cache read bandwidth (slow-dram: {element})"
+    assert limit.rate_rps == pytest.approx(20.0 / worst, rel=1e-12)
+    assert tier.read_bytes_per_s * limit.rate_rps / 20.0 <= 1e6 * (1 + 1e-9)  # the path's own bandwidth
