@@ -1,24 +1,20 @@
 """The prefix cache's closed form against the simulator over a grid of KV-reuse workloads (issue #22 item 5).
 
-Each case is one deployment of Llama-3.1-8B on H100-SXM (TP1, xPyD over IB NDR, layer-wise KV transfer, least-work
-routing; round-robin for the trace, as the closed form splits a trace; vLLM), one reuse workload, a cache routing
-(``affinity`` | ``load-balance``) and tiers (HBM only, or HBM and the host DRAM of
-``hardware_db/storage/host-dram-pcie5.yaml``, 2 TiB per node). The closed form is ``evaluate`` (hit rates per tier
-from :mod:`pdplan.serving.prefix_cache`, queues from the serving model); the simulator is
+Each case is one deployment of Llama-3.1-8B on H100-SXM (TP1; xPyD over IB NDR with layer-wise KV transfer and
+least-work routing, round-robin for the trace as the closed form splits a trace; or two colocated instances,
+prefill-first; vLLM), one reuse workload, a cache routing (``affinity`` | ``load-balance``) and tiers (HBM only, or
+HBM and the host DRAM of ``hardware_db/storage/host-dram-pcie5.yaml``, 2 TiB per node: vLLM's offloading connector,
+inclusive, layer-wise loading). The closed form is ``evaluate`` (hit rates per tier from
+:mod:`pdplan.serving.prefix_cache`, queues from the serving model); the simulator is
 :func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). Both at a common
 rate, 0.7 × the closed form's goodput: token hit ratio in all and per tier, P90 TTFT and P90 TPOT; and both goodputs
 (the simulator's by bisection on the rate, same SLO). Error = closed / simulated − 1.
 
-Two diagnostic rows separate the closed form's approximations from two modelling differences:
-
-* ``sim with outputs cached``: the simulation rerun with each finished sequence cached on its prefill instance. A
-  disaggregated prefill instance holds the prompts it prefilled, not the outputs its decode instance generated (the
-  simulator's default); the closed form counts both (a session's history item, a shared-prefix request's output in
-  the occupancy).
-* ``both: outputs cached, turn X s`` (sessions): the closed form's hit ratio (:func:`pdplan.serving.prefix_cache.
-  cache_classes`) at the turn duration the simulation measured (mean arrival to last token, X) instead of the one it
-  assumes (prefill + (E[output] − 1) × the TPOT SLO, :func:`pdplan.serving.cache_domain.turn_duration_s`), against
-  the simulation with outputs cached: what is left is the characteristic-time approximation and the routing factor.
+A diagnostic row for the session cases on xPyD, ``closed form at the simulated turn (X s)``: the closed form's hit
+ratio (:func:`pdplan.serving.prefix_cache.cache_classes`) with the turn duration the simulation measured (the mean
+decode from a turn's prefill end, the cache's last touch of its blocks, to its last token: X) instead of the one it
+derives (:func:`pdplan.serving.cache_domain.turn_duration_s`), against the same simulation: what is left is the
+characteristic-time approximation and the routing factor.
 
 Run: ``python benchmarks/reuse_closed_form_vs_sim.py [--requests N] [--cases NAME,...] [--no-goodput]``; prints a
 Markdown table and the run time (the table in docs/prefix_cache.md, "Closed form against the simulator", is its
@@ -100,28 +96,35 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-def scenario(workload: str, routing: str, dram: bool, prefill: int = 2) -> Scenario:
-    """One grid case as a scenario (module docstring)."""
+def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") -> Scenario:
+    """One grid case as a scenario (module docstring); ``deployment``: ``2P1D``, ``1P1D`` or ``colocated`` (two
+    colocated instances, prefill-first)."""
     wl = dict(WORKLOADS[workload])
     if "trace" in wl:
         wl["trace"] = {**wl["trace"], "file": str(_trace_file())}
-    data = {
+    data: dict[str, Any] = {
         "schema_version": 1,
-        "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {prefill}P1D",
+        "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {deployment}",
         "model": "llama-3.1-8b",
-        "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": prefill},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "link": "ib-ndr",
-        "granularity": "layer",
-        "routing": "round-robin" if "trace" in wl else "least-work",
         "workload": wl,
         "cache": {"routing": routing, "tiers": [DRAM] if dram else []},
         "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
     }
+    if deployment == "colocated":
+        data.update(mode="colocated", colocated={"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": "prefill-first"})
+    else:
+        data.update(
+            mode="disaggregated",
+            prefill={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[0])},
+            decode={"gpu": "h100-sxm", "tp": 1, "count": 1},
+            link="ib-ndr",
+            granularity="layer",
+            routing="round-robin" if "trace" in wl else "least-work",
+        )
     return scenario_from_dict(data, source="benchmark", base_dir=ROOT)
 
 
+COLOCATED = ("sess-geo-spread-long", "prefix-zipf-64-fixed")
 _TRACE: list[Path] = []
 
 
@@ -134,43 +137,42 @@ def _trace_file() -> Path:
     return _TRACE[0]
 
 
-def cases(names: list[str] | None) -> list[tuple[str, str, bool, int]]:
-    """(workload, routing, DRAM tier, prefill instances) of the grid: every workload with both routings and both tier
-    sets on 2P1D, and HBM-only 1P1D (one prefill instance: routing does not matter) for every workload."""
-    grid = [(w, r, d, 2) for w in WORKLOADS for r in ("affinity", "load-balance") for d in (False, True)]
-    grid += [(w, "affinity", False, 1) for w in WORKLOADS]
+def cases(names: list[str] | None) -> list[tuple[str, str, bool, str]]:
+    """(workload, routing, DRAM tier, deployment) of the grid: every workload with both routings and both tier sets
+    on 2P1D; HBM-only 1P1D (one prefill instance: routing does not matter) for every workload; two colocated
+    instances, HBM only, with both routings for the spread sessions and the fixed-length Zipf prefixes."""
+    grid = [(w, r, d, "2P1D") for w in WORKLOADS for r in ("affinity", "load-balance") for d in (False, True)]
+    grid += [(w, "affinity", False, "1P1D") for w in WORKLOADS]
+    grid += [(w, r, False, "colocated") for w in COLOCATED for r in ("affinity", "load-balance")]
     return [c for c in grid if names is None or c[0] in names]
 
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """The simulation rerun with the outputs cached on the prefill instance (its token hit ratio and mean turn
-    duration, arrival to last token), and the closed form's hit ratio at that turn duration."""
+    """A session case on xPyD: the simulated turns' mean decode (from the prefill's end, the cache's last touch of a
+    turn's blocks, to the last token) and the closed form's hit ratio with that as its turn duration."""
 
-    outputs_cached: float
     turn_duration_s: float
-    closed_at_duration: float | None
+    closed_at_duration: float
 
 
 def run_case(sc: Scenario, requests: int, goodput: bool) -> tuple[Comparison, Diagnostics | None, float]:
-    """The comparison at 0.7 × the closed form's goodput, the diagnostics of a session or prefix case, seconds."""
+    """The comparison at 0.7 × the closed form's goodput, the diagnostics of a session case, seconds."""
     start = time.perf_counter()
     rate = RATE_SHARE * evaluate(sc).goodput_rps
     cmp = simulate_scenario(sc, rate=rate, n_requests=requests, goodput=goodput)
     diag = None
-    if sc.workload.sessions is not None or sc.workload.shared_prefix is not None:
+    if sc.workload.sessions is not None and sc.mode == "disaggregated":
         res = with_cache_rate(resolve(sc, open_catalog()), rate)
         model = build_model(res)
         inputs = reuse_inputs(model, rate)
         sim = simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-                             exposed_load_s=inputs.exposed_load_s, n_requests=requests, cache_outputs=True)  # fmt: skip
+                             exposed_load_s=inputs.exposed_load_s, n_requests=requests)  # fmt: skip
         warm = sim.run.warmup_count
-        duration = float(np.mean(sim.run.e2e_s[warm:] + sim.ttft_extra_s[warm:]))
-        closed = None
-        if res.cache is not None and sc.workload.sessions is not None:
+        duration = float(np.mean((sim.run.finish_s - sim.run.prefill_done_s)[warm:]))
+        if res.cache is not None:
             classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, rate, duration)
-            closed = classes.token_hit_ratio
-        diag = Diagnostics(sim.token_hit_ratio, duration, closed)
+            diag = Diagnostics(duration, classes.token_hit_ratio)
     return cmp, diag, time.perf_counter() - start
 
 
@@ -185,10 +187,8 @@ def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | N
         if len(sim["tiers"]) > 1:
             out.append((f"token_hit_ratio {tier['name']}", closed_tiers.get(tier["name"]), tier["token_hit_ratio"]))
     if diag is not None:
-        out.append(("token_hit_ratio, sim with outputs cached", total, diag.outputs_cached))
-        if diag.closed_at_duration is not None:
-            label = f"token_hit_ratio, both: outputs cached, turn {diag.turn_duration_s:.3g} s"
-            out.append((label, diag.closed_at_duration, diag.outputs_cached))
+        label = f"token_hit_ratio, closed form at the simulated turn ({diag.turn_duration_s:.3g} s)"
+        out.append((label, diag.closed_at_duration, sim.get("token_hit_ratio")))
     if cmp.simulated is not None:
         out.append(("ttft_p90_ms", 1e3 * cmp.closed_form["ttft_s"]["p90"], 1e3 * cmp.simulated.ttft_s.p90))
         out.append(("tpot_p90_ms", 1e3 * cmp.closed_form["tpot_s"]["p90"], 1e3 * cmp.simulated.tpot_s.p90))
@@ -218,8 +218,8 @@ def main(argv: list[str]) -> None:
     t0 = time.perf_counter()
     print("| case | quantity | closed form | simulated | error |")
     print("|---|---|---|---|---|")
-    for workload, routing, dram, prefill in cases(names):
-        sc = scenario(workload, routing, dram, prefill)
+    for workload, routing, dram, deployment in cases(names):
+        sc = scenario(workload, routing, dram, deployment)
         cmp, diag, seconds = run_case(sc, args.requests, not args.no_goodput)
         label = f"{sc.name} @ {cmp.closed_form.get('rate_rps', 0.0):.3g} rps ({seconds:.0f} s)"
         for quantity, closed, sim in rows(cmp, diag):
