@@ -242,7 +242,8 @@ def _point(run: SimResult, ttft_extra_s: FloatArray, t0_s: float, slo: SloSpec, 
 @dataclass(frozen=True, slots=True)
 class _ReuseRunner:
     """Seeded reuse simulations of one deployment at any rate (:func:`pdplan.sim.reuse.simulate_reuse`; the same
-    sessions or requests at every rate, the caches sized once)."""
+    sessions or requests at every rate; a colocated instance's HBM cache sized anew at each rate, as its resident KV
+    depends on it, :mod:`pdplan.sim.reuse_setup`)."""
 
     model: DisaggregatedModel | ColocatedModel
     workload: WorkloadSpec
@@ -253,9 +254,10 @@ class _ReuseRunner:
     step: StepModel
 
     def run(self, rate: float) -> ReuseResult:
+        inputs = self.inputs if isinstance(self.model, DisaggregatedModel) else reuse_inputs(self.model, rate)
         return simulate_reuse(
-            self.model, self.workload, self.inputs.layout, rate_rps=rate, routing=self.inputs.routing,
-            exposed_load_s=self.inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
+            self.model, self.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
+            exposed_load_s=inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
             warmup_fraction=WARMUP_FRACTION,
         )  # fmt: skip
 

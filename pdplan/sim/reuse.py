@@ -12,11 +12,16 @@ a callable (:data:`ExposedLoadFn`, e.g. built from :class:`pdplan.cache.tiers.Ca
 HBM; on a disaggregated prefill instance, which runs one prompt at a time, a hit wholly in HBM is left for the
 prompt's end to touch, since nothing else touches that HBM in between), and the prefill is served in
 ``price(L, h) + exposed_load(hit tokens per lower tier, price(L, h))``: the roofline stage time of the ``L − h``
-new tokens over the cached ones, plus the part of the tiers' load the prefill cannot hide. When the prefill ends
-its prompt blocks are touched into the instance's HBM (the engine caches full blocks as it computes them); when the
-request finishes, its whole sequence (prompt and output blocks) where the output's KV is on that instance:
-colocated instances, and a disaggregated prefill instance only with ``cache_outputs`` (its decode instance holds
-the output; by default the next turn recomputes it there).
+new tokens over the cached ones, plus the part of the tiers' load the prefill cannot hide.
+
+**When blocks enter the cache.** An engine's running request holds its blocks (referenced, not evictable: vLLM's
+free-block queue and SGLang's radix tree evict only blocks no running request uses) and frees them into the LRU when
+it is done with them; the cache's HBM (:class:`CacheLayout`) is what the running work leaves free. So a disaggregated
+prefill instance touches a prompt's whole blocks into its cache when the prefill ends (the prompt leaves for its
+decode instance; the outputs are decoded there and never reach this cache, unless ``cache_outputs``), and a
+colocated instance touches the whole sequence (prompt and output blocks) when the request finishes; a colocated
+request's hit is refreshed when it starts. Not modelled: a request finding blocks another running request holds
+(an engine shares them at once; here they are found once that request has freed them).
 
 **Routing** (``routing``): ``"affinity"`` pins each session, prefix or trace request's first block to one prefill
 (or colocated) instance by a seeded hash (splitmix64 of the key, mod the instances: uniform over instances);
@@ -151,11 +156,11 @@ class ReuseTracker:
         price: PriceTable | None,
         exposed_load_s: ExposedLoadFn | None,
         cache_outputs: bool,
-        touch_hbm_hits: bool,
+        colocated: bool,
     ) -> None:
         self.caches, self.price, self.exposed = caches, price, exposed_load_s
         self.cache_outputs = cache_outputs
-        self.touch_hbm_hits = touch_hbm_hits
+        self.colocated = colocated
         self.runs = reqs.block_lists()
         self.block_tokens = reqs.block_tokens
         self.lookup, self.prompt_blocks = reqs.lookup_blocks.tolist(), reqs.prompt_blocks.tolist()
@@ -171,7 +176,7 @@ class ReuseTracker:
         if self.caches is not None and self.lookup[request] > 0:
             blocks = blocks_of(self.runs, request, self.lookup[request])
             counts = self.caches.lookup(instance, blocks)
-            if self.touch_hbm_hits or sum(counts) > counts[0]:
+            if self.colocated or sum(counts) > counts[0]:
                 self.caches.touch(instance, blocks[: sum(counts)])
             self.hits[request] = counts
         self.instance[request] = instance
@@ -185,15 +190,15 @@ class ReuseTracker:
         return PrefillStart(compute + load, hit * self.block_tokens, load)
 
     def prefill_done(self, request: int, instance: int, now_s: float) -> None:
-        """The prompt's whole blocks are now cached on ``instance``."""
-        if self.caches is not None:
+        """A disaggregated prefill instance frees the prompt's whole blocks into its cache (module docstring)."""
+        if self.caches is not None and not self.colocated:
             self.caches.touch(instance, blocks_of(self.runs, request, self.prompt_blocks[request]))
 
     def finished(self, request: int, now_s: float) -> tuple[int, float] | None:
-        """Cache the sequence where its output's KV is (``cache_outputs``); release the session's next turn."""
-        if self.caches is not None and self.cache_outputs:
-            blocks = blocks_of(self.runs, request, self.sequence_blocks[request])
-            self.caches.touch(int(self.instance[request]), blocks)
+        """Free the blocks where they are held (module docstring); release the session's next turn."""
+        if self.caches is not None and (self.cache_outputs or self.colocated):
+            held = self.sequence_blocks if self.cache_outputs else self.prompt_blocks
+            self.caches.touch(int(self.instance[request]), blocks_of(self.runs, request, held[request]))
         following = self.next[request]
         return None if following < 0 else (following, now_s + self.think[request])
 
@@ -332,7 +337,7 @@ def simulate_reuse(
     price = _price_table(model, setup, reqs, layout)
     caches = layout.caches(instances, reqs.block_tokens)
     outputs = colocated if cache_outputs is None else cache_outputs
-    tracker = ReuseTracker(reqs, caches, price, exposed_load_s, outputs, touch_hbm_hits=colocated)
+    tracker = ReuseTracker(reqs, caches, price, exposed_load_s, outputs, colocated)
     tracker.prewarm(reqs, routes, np.random.default_rng([seed, 50]))
     dep = _with_start(setup.deployment, tracker, routes)
     req = Requests(reqs.input_tokens, reqs.output_tokens)

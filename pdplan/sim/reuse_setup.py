@@ -10,8 +10,9 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 
 * **HBM per instance**: the instance's KV capacity less what its running work holds: a disaggregated prefill
   instance the longest prompt it prefills (one prompt at a time); a colocated one the mean resident KV of its
-  decoding sequences at the rate (the closed form's ``decode_kv`` utilisation × the KV capacity; a rate past the
-  closed form's stability leaves no HBM to the cache).
+  decoding sequences at the rate, taken from the same deployment without a cache
+  (:func:`pdplan.serving.colocated.resident_tokens`, the closed form's own figure; a rate past the mean-field pole
+  leaves no HBM to the cache). It depends on the rate, so a run at another rate takes its inputs anew.
 * **Tiers** (``cache.tiers``): host DRAM and local SSD are per node, each instance holding its share
   ``capacity / instances per node`` as its own LRU (each engine process keeps its own offload store: vLLM's
   offloading connector, SGLang HiCache; scope ``"instance"``); a remote pool is one LRU of the pool's capacity shared
@@ -24,14 +25,16 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from pdplan.cache.tiers import CacheTier, Inclusion
+from pdplan.serving.build import build_model
 from pdplan.serving.cache_domain import colocated_domain, prefill_domain
-from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.colocated import ColocatedModel, resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.prefix_cache import Domain, lower_tiers
 from pdplan.sim.reuse import CacheLayout, CacheRouting, ExposedLoadFn, SimTier
@@ -81,6 +84,6 @@ def _domain(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> Doma
     """The caching instances' domain: HBM less the running work (module docstring)."""
     if isinstance(model, DisaggregatedModel):
         return prefill_domain(model.res)
-    used = float(np.ravel(model.utilisation(np.array([rate_rps]))["decode_kv"])[0])
-    used = min(used, 1.0) if np.isfinite(used) else 1.0  # beyond the closed form's stability: KV full
-    return colocated_domain(model.res, used * model.decode.kv_capacity_tokens)
+    plain = build_model(dataclasses.replace(model.res, cache=None))
+    assert isinstance(plain, ColocatedModel)
+    return colocated_domain(model.res, resident_tokens(plain, rate_rps))
