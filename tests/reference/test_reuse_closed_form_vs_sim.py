@@ -1,8 +1,8 @@
 """The prefix cache's closed form against the simulator (issue #22 item 5): a subset of the grid of
 ``benchmarks/reuse_closed_form_vs_sim.py`` (docs/prefix_cache.md, "Closed form against the simulator").
 
-Llama-3.1-8B on H100-SXM, 2P1D (TP1, IB NDR, layer-wise transfer), at 0.7 × the closed form's goodput. Tolerance 10 %
-(closed / simulated − 1) unless stated:
+Llama-3.1-8B on H100-SXM, 2P1D (TP1, IB NDR, layer-wise transfer) or two colocated instances (prefill-first), at
+0.7 × the closed form's goodput. Tolerance 10 % (closed / simulated − 1) unless stated:
 
 * **Shared prefixes** (64 prefixes of 8,000 tokens, uniform popularity, load-balance routing, HBM only: the cache
   holds part of the prefixes, so the characteristic time binds): token hit ratio, P90 TTFT, P90 TPOT.
@@ -14,7 +14,7 @@ Llama-3.1-8B on H100-SXM, 2P1D (TP1, IB NDR, layer-wise transfer), at 0.7 × the
   P90 TTFT within 15 %: the trace's replayed arrivals are not a stationary Poisson stream (with Poisson arrivals the
   simulated goodput is the closed form's within 2 %, with the trace's own 24 % below it on 1P1D).
 * **Sessions** (geometric turns of mean 3.1, lognormal new and output tokens, exponential think times of 60 s;
-  affinity with HBM, load-balance with HBM and DRAM): token hit ratio and P90 TTFT.
+  2P1D affinity with HBM, load-balance with HBM and DRAM; colocated affinity with HBM): token hit ratio, P90 TTFT.
 
 The goodputs are in the grid's table, not here (a bisection costs about ten simulations).
 """
@@ -39,20 +39,26 @@ DRAM = {"storage": "host-dram-pcie5", "capacity": "2 TiB"}
 
 
 def _scenario(workload: dict[str, Any], routing: str, tiers: list[dict[str, Any]], prefill: str) -> Scenario:
-    data = {
+    """2P1D with ``prefill`` routing, or two colocated prefill-first instances (``prefill="colocated"``)."""
+    data: dict[str, Any] = {
         "schema_version": 1,
         "name": "reuse-vs-sim",
         "model": "llama-3.1-8b",
-        "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 2},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "link": "ib-ndr",
-        "granularity": "layer",
-        "routing": prefill,
         "workload": workload,
         "cache": {"routing": routing, "tiers": tiers},
         "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
     }
+    if prefill == "colocated":
+        data.update(mode="colocated", colocated={"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": "prefill-first"})
+    else:
+        data.update(
+            mode="disaggregated",
+            prefill={"gpu": "h100-sxm", "tp": 1, "count": 2},
+            decode={"gpu": "h100-sxm", "tp": 1, "count": 1},
+            link="ib-ndr",
+            granularity="layer",
+            routing=prefill,
+        )
     return scenario_from_dict(data, source="test", base_dir=ROOT)
 
 
@@ -100,8 +106,11 @@ def test_mooncake_trace_against_the_simulator(tmp_path: Path) -> None:
     assert abs(_rel(cmp.closed_form["tpot_s"]["p90"], cmp.simulated.tpot_s.p90)) < 0.10
 
 
-@pytest.mark.parametrize(("routing", "tiers"), [("affinity", []), ("load-balance", [DRAM])])
-def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    ("routing", "tiers", "deployment"),
+    [("affinity", [], "least-work"), ("load-balance", [DRAM], "least-work"), ("affinity", [], "colocated")],
+)
+def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]], deployment: str) -> None:
     lognormal = {"dist": "lognormal", "sigma": 1.0}
     workload = {
         "sessions": {
@@ -111,7 +120,7 @@ def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]
             "think_time": {"dist": "exponential", "mean": "60s"},
         }
     }
-    sc = _scenario(workload, routing, tiers, "least-work")
+    sc = _scenario(workload, routing, tiers, deployment)
     cmp = simulate_scenario(sc, rate=0.7 * evaluate(sc).goodput_rps, n_requests=6000)
     assert cmp.evaluation.cache is not None
     assert cmp.reuse is not None
