@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +27,9 @@ from pdplan.cli.options import (
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
 from pdplan.specs.command_line import FLAGS, ScenarioOverrides
+
+if TYPE_CHECKING:
+    from pdplan.sim.compare import Comparison
 
 Opt = typer.Option
 StepOpt = Annotated[
@@ -85,4 +89,26 @@ def simulate_command(
     )
     for line in result.evaluation.warnings:
         warn(line)
-    emit(comparison_view(result), fmt, output)
+    view = comparison_view(result)
+    rows = list(view.records)
+    last = len(rows) - 1 if rows and rows[-1]["quantity"] == "seconds" else len(rows)  # the run time stays last
+    emit(dataclasses.replace(view, records=[*rows[:last], *cache_records(result), *rows[last:]]), fmt, output)
+
+
+def cache_records(result: Comparison) -> list[dict[str, Any]]:
+    """A KV-reuse workload's prefix cache, closed form beside the simulation: the token hit ratio of every tier (and
+    all together), and the share of requests with a hit (simulated only). None for other workloads."""
+    if result.reuse is None:
+        return []
+    sim = result.reuse
+    cache = result.evaluation.cache
+    closed = {} if cache is None else {t.name: t.token_hit_ratio for t in cache.tiers}
+
+    def row(name: str, closed_value: float | None, sim_value: float) -> dict[str, Any]:
+        rel = None if closed_value is None or sim_value == 0 else closed_value / sim_value - 1.0
+        return {"quantity": name, "closed_form": closed_value, "simulated": sim_value, "rel_error": rel}
+
+    rows = [row("token_hit_ratio", None if cache is None else cache.token_hit_ratio, sim["token_hit_ratio"])]
+    rows += [row(f"token_hit_ratio_{t['name']}", closed.get(t["name"]), t["token_hit_ratio"]) for t in sim["tiers"]]
+    rows.append(row("request_hit_share", None, sim["request_hit_share"]))
+    return rows

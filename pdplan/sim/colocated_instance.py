@@ -20,18 +20,27 @@ every iteration, as in §3's ``τ = t0 + t1B + t2K + t_p c_k + …``.
 
 Decode-only stretches are planned as vectorised segments (:class:`~pdplan.sim.batch.ActiveSet`);
 iterations carrying prefill work are simulated one by one.
+
+With a ``start`` callback (a prefix cache, :mod:`pdplan.sim.reuse`) a request's prefill cost is asked when it is
+admitted, the iteration that starts it: prefill-first serves the answer's ``service_s``; chunked takes its
+``cached_tokens`` as already computed (its chunks start after them, their attention over them) and adds its
+``load_s`` to that iteration (the engine waits for the load). ``prefilled`` hears each prompt's end.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
-from pdplan.sim.spec import ChunkTimeFn, Colocated
+from pdplan.sim.spec import ChunkTimeFn, Colocated, PrefillStart
 from pdplan.types import FloatArray
+
+PrefilledFn = Callable[[int, float], None]
+"""``prefilled(request, now_s)``: the request's prompt is complete on this instance."""
 
 _EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
 _IDLE, _DECODE, _PREFILL, _MIXED = 0, 1, 2, 3
@@ -49,8 +58,12 @@ class ColocatedInstance:
         left: list[int],
         timeline: Timeline,
         segments: Segments,
+        start: Callable[[int, float], PrefillStart] | None = None,
+        prefilled: PrefilledFn | None = None,
     ) -> None:
         self.act = ActiveSet(spec.step_time_s)
+        self.start, self.prefilled = start, prefilled
+        self.load_s = 0.0  # cache loads the next iteration waits for
         self.chunked = spec.scheduler == "chunked"
         self.chunk_fn: ChunkTimeFn | None = spec.chunk_time_s
         self.budget = spec.token_budget
@@ -128,6 +141,8 @@ class ColocatedInstance:
         self.admitted -= 1
         self.prefilling -= 1
         self.tl.first_token[req] = now
+        if self.prefilled is not None:
+            self.prefilled(req, now)
         if self.steps[req] > 0:
             self.act.add(req, self.prompt[req], self.steps[req])
             self.tl.admit[req] = now
@@ -141,6 +156,12 @@ class ColocatedInstance:
         self.kv_used += need
         self.prefilling += 1
         self.admitted += 1
+        if self.start is not None:
+            begun = self.start(req, self.t)
+            self.left[req] -= begun.cached_tokens
+            self.backlog -= begun.cached_tokens
+            self.service[req] = begun.service_s
+            self.load_s += begun.load_s
         return True
 
     def _plan_prefill_first(self) -> None:
@@ -149,7 +170,8 @@ class ColocatedInstance:
             req = queue[0]
             self.plan = [(req, self.left[req])]
             self.kind = _PREFILL
-            self.next_time = self.t + self.service[req]
+            self.next_time = self.t + self.service[req]  # a start callback's service holds its loads
+            self.load_s = 0.0
         else:
             self._plan_decode()
 
@@ -178,7 +200,8 @@ class ColocatedInstance:
         chunk = float(np.sum(self.chunk_fn(tokens, before)))
         self.plan = plan
         self.kind = _MIXED if self.mixed else _PREFILL
-        self.next_time = self.t + step + chunk
+        self.next_time = self.t + step + chunk + self.load_s
+        self.load_s = 0.0
 
     def _plan_decode(self) -> None:
         if self.act.b == 0:

@@ -12,6 +12,11 @@ Seeds: lengths, arrival gaps and routing draws come from three generators derive
 the same requests and the same unit-exponential gaps scaled by 1/λ (common random numbers: the
 simulated attainment is then almost monotone in λ, which bisection needs).
 
+A KV-reuse workload (sessions, shared prefixes, a Mooncake trace: :func:`pdplan.serving.cache_setup.reuses_kv`) is
+simulated with its prefix caches instead (:func:`pdplan.sim.reuse.simulate_reuse`, the deployment's resolved cache
+read by :mod:`pdplan.sim.reuse_setup`, open loop at a rate); its cache figures and the closed form's are the
+document's ``cache`` block.
+
 Simulated goodput (``goodput=True``): bisection on λ for ``A_sim(λ) = α*`` (same SLO), bracketed
 around the closed-form goodput, to ``GOODPUT_REL_TOL``. Relative errors are ``closed/sim − 1``.
 
@@ -37,6 +42,7 @@ from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.queueing import decode_fixed_point
 from pdplan.serving.build import build_model
+from pdplan.serving.cache_setup import reuses_kv
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
@@ -44,9 +50,12 @@ from pdplan.serving.snapshot import LatencySummary
 from pdplan.sim import SimResult, simulate, simulate_closed_loop
 from pdplan.sim.arrival_times import arrival_name, arrival_times_s
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
+from pdplan.sim.reuse import ReuseResult, simulate_reuse
+from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.arrivals import ArrivalProcess, PoissonArrival
 from pdplan.specs.scenario import Scenario, SloSpec
+from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
 from pdplan.workload.bins import sample
 
@@ -100,6 +109,9 @@ class Comparison:
     goodput_simulated_rps: float | None
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    reuse: dict[str, Any] | None = None
+    """A KV-reuse workload's simulated cache figures (:meth:`pdplan.sim.reuse.ReuseResult.as_dict`); None otherwise.
+    The document's ``cache`` block holds them beside the closed form's (``evaluate``'s ``cache``)."""
 
     def relative_error(self) -> dict[str, Any]:
         """``closed/sim − 1`` for every latency statistic, attainment, utilisation, goodput."""
@@ -135,6 +147,10 @@ class Comparison:
             "goodput_rps": self.goodput_simulated_rps,
         }
         doc["relative_error"] = self.relative_error()
+        if self.reuse is not None:
+            cache = ev.cache
+            closed = None if cache is None else cache.to_document(self.goodput_closed_rps)
+            doc["cache"] = {"closed_form": closed, "simulated": self.reuse}
         doc["seconds"] = self.seconds
         doc["warnings"] = list(ev.warnings)
         return doc
@@ -197,27 +213,62 @@ class _Runner:
         return simulate(arrivals, req, dep, route, warmup_fraction=WARMUP_FRACTION)
 
     def point(self, rate: float | None, concurrency: int | None = None) -> SimulatedPoint:
-        run = self.run(rate, concurrency)
-        ttft = run.ttft_s + self.setup.ttft_extra_s
-        warm = run.warmup_count
-        pct = self.slo.percentile
-        att = _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
-        return SimulatedPoint(
-            rate_rps=run.throughput_rps if rate is None else rate,
-            ttft_s=_summary(ttft[warm:], pct),
-            tpot_s=_summary(run.tpot_s[warm:], pct, none=0.0),
-            attainment=att,
-            utilisation=_utilisation(run, self.setup.t0_s),
-            throughput_rps=run.throughput_rps,
-            requests=req_count(run),
-            ttft_decode_side_s=_decode_side_s(run),
-        )
+        return _point(self.run(rate, concurrency), self.setup.ttft_extra_s, self.setup.t0_s, self.slo, rate)
 
     def attainment(self, rate: float) -> float:
         run = self.run(rate)
         warm = run.warmup_count
         ttft = run.ttft_s + self.setup.ttft_extra_s
         return _attainment(ttft[warm:], run.tpot_s[warm:], self.slo)
+
+
+def _point(run: SimResult, ttft_extra_s: FloatArray, t0_s: float, slo: SloSpec, rate: float | None) -> SimulatedPoint:
+    """Latency summaries, attainment and utilisations of one run (its first ``warmup_count`` requests left out)."""
+    ttft = run.ttft_s + ttft_extra_s
+    warm = run.warmup_count
+    pct = slo.percentile
+    return SimulatedPoint(
+        rate_rps=run.throughput_rps if rate is None else rate,
+        ttft_s=_summary(ttft[warm:], pct),
+        tpot_s=_summary(run.tpot_s[warm:], pct, none=0.0),
+        attainment=_attainment(ttft[warm:], run.tpot_s[warm:], slo),
+        utilisation=_utilisation(run, t0_s),
+        throughput_rps=run.throughput_rps,
+        requests=req_count(run),
+        ttft_decode_side_s=_decode_side_s(run),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ReuseRunner:
+    """Seeded reuse simulations of one deployment at any rate (:func:`pdplan.sim.reuse.simulate_reuse`; the same
+    sessions or requests at every rate; a colocated instance's HBM cache sized anew at each rate, as its resident KV
+    depends on it, :mod:`pdplan.sim.reuse_setup`)."""
+
+    model: DisaggregatedModel | ColocatedModel
+    workload: WorkloadSpec
+    inputs: ReuseInputs
+    seed: int
+    slo: SloSpec
+    n_requests: int
+    step: StepModel
+
+    def run(self, rate: float) -> ReuseResult:
+        inputs = self.inputs if isinstance(self.model, DisaggregatedModel) else reuse_inputs(self.model, rate)
+        return simulate_reuse(
+            self.model, self.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
+            exposed_load_s=inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
+            warmup_fraction=WARMUP_FRACTION,
+        )  # fmt: skip
+
+    def point(self, rate: float) -> tuple[SimulatedPoint, ReuseResult]:
+        res = self.run(rate)
+        return _point(res.run, res.ttft_extra_s, self.model.decode.step.t0_s, self.slo, rate), res
+
+    def attainment(self, rate: float) -> float:
+        res = self.run(rate)
+        warm = res.run.warmup_count
+        return _attainment(res.ttft_s[warm:], res.run.tpot_s[warm:], self.slo)
 
 
 def _decode_side_s(run: SimResult) -> float:
@@ -304,35 +355,63 @@ def simulate_scenario(
     if replay and rate is None and concurrency is None:
         rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
     _check_arguments(rate, concurrency, goodput=goodput, step=step, n_requests=n_requests)
+    reuse = reuses_kv(scenario)
+    if reuse and concurrency is not None:
+        raise SpecError("a KV-reuse workload is simulated open loop at a rate; give --rate", field="concurrency")
     cat = catalog or open_catalog()
     tell("closed form")
     res = resolve(scenario, cat)
     model = build_model(res)
     ev = evaluate(scenario, catalog=cat, rate=rate, concurrency=concurrency)
-    lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
-    n_requests = int(lin.size) if replay else n_requests
     tell("building the simulated deployment")
+    runner: _Runner | _ReuseRunner
     process = scenario.workload.arrival_process()
-    runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals, process)
+    if reuse:
+        inputs = reuse_inputs(model, rate if rate is not None else max(ev.goodput_rps, 1e-9))
+        runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step)
+    else:
+        lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
+        n_requests = int(lin.size) if replay else n_requests
+        runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals, process)
     closed: dict[str, Any] = {}
-    point = None
+    point, cache = None, None
     if ev.operating_point is not None:
         closed = _closed_form(ev, model)
         tell(f"simulating {n_requests:,} requests")
-        point = runner.point(rate, concurrency)
+        if isinstance(runner, _ReuseRunner):
+            assert rate is not None
+            point, reused = runner.point(rate)
+            cache = reused.as_dict()
+        else:
+            point = runner.point(rate, concurrency)
     sim_good = None
     if goodput:
         tell("simulated goodput (bisection on the rate)")
         sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
     settings = {
-        "arrivals": "trace" if replay else arrival_name(process),
+        "arrivals": _arrivals_name(scenario.workload, replay, reuse, process),
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,
         "step": step,
         "concurrency": concurrency,
     }
-    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start)
+    return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start, cache)
+
+
+def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool, process: ArrivalProcess) -> str:
+    """How the simulation's requests arrive: ``trace``, the process's name (:func:`pdplan.sim.arrival_times.
+    arrival_name`), or for reuse ``sessions`` (an open stream of sessions, each turn released by the previous one's
+    end) and ``shared-prefix``, with the process in brackets where it is not Poisson."""
+    if replay:
+        return "trace"
+    name = arrival_name(process)
+    kind = None
+    if reuse:
+        kind = "sessions" if workload.sessions is not None else "shared-prefix"
+    if kind is None:
+        return name
+    return kind if isinstance(process, PoissonArrival) else f"{kind} ({name})"
 
 
 def _check_arguments(rate: float | None, concurrency: int | None, *, goodput: bool, step: str, n_requests: int) -> None:

@@ -77,6 +77,9 @@ class SimSetup:
     requests: Requests
     ttft_extra_s: FloatArray
     t0_s: float
+    prefill_extra_s: FloatArray | None = None
+    """Disaggregated: the granularity's prefill work per request added to the roofline stage time (the one-prompt
+    service less that stage time; :mod:`pdplan.sim.reuse` adds it to a cached prefill's price)."""
 
 
 def _step_fn(hw: RoleHardware, linear: StepTimeFn, step: StepModel) -> StepTimeFn:
@@ -137,7 +140,14 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     )
     extra = pipe if sc.ttft_convention == "B" else np.zeros_like(pipe)
     extra = extra + request_delay_s(hw.prefill, res.lengths.mean_input())  # engine host time, as the closed form
-    return SimSetup(dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s)
+    return SimSetup(
+        dep, req, np.asarray(extra, dtype=np.float64), dec.step.t0_s, _per_request(xfer.prefill_extra_s, req.count)
+    )
+
+
+def _per_request(values: FloatArray, n: int) -> FloatArray:
+    """A per-request array of ``values`` (a scalar broadcast)."""
+    return np.array(np.broadcast_to(np.asarray(values, dtype=np.float64), (n,)))
 
 
 def _prefill_pool(model: DisaggregatedModel, service_s: FloatArray) -> PrefillPool:

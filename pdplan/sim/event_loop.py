@@ -21,14 +21,20 @@ the modelled links (:class:`~pdplan.sim.spec.KvTransfer`: the decode instance's 
 serving prefill instance's outbound NICs, FIFO in prefill-completion order).
 
 Colocated routing: ``"random"`` (pre-drawn, uniform) or ``"least-work"``: fewest outstanding
-prefill tokens, then fewest seats in use, then lowest index.
+prefill tokens, then fewest seats in use, then lowest index. Pinned ``routes`` (either pool) replace the policy.
+
+* :func:`simulate_events` — open loop where some arrivals are known up front and the others are released by
+  completions (a session's next turn), with a listener (:class:`~pdplan.sim.spec.RequestEvents`) told of every
+  prefill end and every finish; the result is in arrival order. A prefill pool with ``start`` runs
+  :class:`~pdplan.sim.prefill.DispatchedPrefill`; its prompt's end is told to the listener before the instance
+  starts its next prompt, so that prompt sees the blocks just cached.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import count
 from typing import Protocol
 
@@ -37,15 +43,25 @@ from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments, Timeline
-from pdplan.sim.colocated_instance import ColocatedInstance
+from pdplan.sim.colocated_instance import ColocatedInstance, PrefilledFn
 from pdplan.sim.decode import DecodeInstance
 from pdplan.sim.metrics import SimResult, build_result
-from pdplan.sim.prefill import BatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
-from pdplan.sim.spec import Colocated, Deployment, Disaggregated, Requests, as_times, decode_steps
-from pdplan.sim.validate import check_colocated, check_disaggregated
+from pdplan.sim.prefill import BatchedPrefill, DispatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
+from pdplan.sim.spec import (
+    Colocated,
+    Deployment,
+    Disaggregated,
+    PrefillStart,
+    RequestEvents,
+    Requests,
+    as_times,
+    decode_steps,
+)
+from pdplan.sim.validate import check_colocated, check_disaggregated, check_routes
 from pdplan.types import FloatArray
+from pdplan.types import Int64Array as IntArray
 
-_ARRIVAL, _PREFILL_DONE, _BATCH_DONE = 0, 1, 2
+_ARRIVAL, _PREFILL_DONE, _BATCH_DONE, _DISPATCH_DONE = 0, 1, 2, 3
 
 
 class _Server(Protocol):
@@ -57,8 +73,9 @@ class _Server(Protocol):
 class _Engine:
     """Heap of external events + step-level servers; subclasses handle the external events."""
 
-    def __init__(self, req: Requests) -> None:
+    def __init__(self, req: Requests, events: RequestEvents | None = None) -> None:
         self.req = req
+        self.events = events
         self.tl = Timeline(req.count)
         self.ext: list[tuple[float, int, int, int]] = []
         self.order = count()
@@ -79,8 +96,13 @@ class _Engine:
         self.clients_next = first
         self.think_s = think_time_s
 
-    def finished(self, now_s: float) -> None:
-        """A request finished at ``now_s``: its client (if any is still sending) issues the next."""
+    def finished(self, req: int, now_s: float) -> None:
+        """Request ``req`` finished at ``now_s``: the listener may release a request; a closed-loop client (if any is
+        still sending) issues the next."""
+        if self.events is not None:
+            released = self.events.finished(req, now_s)
+            if released is not None:
+                self.push(released[1], _ARRIVAL, released[0])
         if self.clients_next < self.req.count:
             self.push(now_s + self.think_s, _ARRIVAL, self.clients_next)
             self.clients_next += 1
@@ -99,8 +121,8 @@ class _Engine:
                 touched.clear()
             elif t_srv < math.inf:
                 i = times.index(t_srv)
-                for _ in servers[i].fire():
-                    self.finished(t_srv)
+                for req in servers[i].fire():
+                    self.finished(req, t_srv)
                 times[i] = servers[i].next_time
             else:
                 return
@@ -111,8 +133,10 @@ class _Engine:
 
 
 class _DisaggEngine(_Engine):
-    def __init__(self, dep: Disaggregated, req: Requests, rng: np.random.Generator) -> None:
-        super().__init__(req)
+    def __init__(
+        self, dep: Disaggregated, req: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+    ) -> None:
+        super().__init__(req, events)
         check_disaggregated(dep, req)
         self.dep = dep
         self.steps = decode_steps(req, dep.convention)
@@ -156,10 +180,20 @@ class _DisaggEngine(_Engine):
         )
         self.batched = (
             None
-            if self.service is not None
+            if dep.prefill.batch_time_s is None
             else BatchedPrefill(
                 dep.prefill, req, self.routes, self.prefill_seg, lambda t, inst: self.push(t, _BATCH_DONE, inst)
             )
+        )
+        self.dispatched = None if dep.prefill.start is None else self._dispatched(dep, n)
+
+    def _dispatched(self, dep: Disaggregated, n: int) -> DispatchedPrefill:
+        """The dispatched pool: pinned routes, else the pre-drawn random routes, else round-robin / central."""
+        pinned = check_routes(dep.prefill.routes, n, dep.prefill.instances, "prefill.routes")
+        if pinned is None and dep.prefill.routing == "random":
+            pinned = self.routes.tolist()
+        return DispatchedPrefill(
+            dep.prefill, pinned, self.prefill_seg, lambda t, inst: self.push(t, _DISPATCH_DONE, inst)
         )
 
     def load_open_loop(self, arrival_s: FloatArray) -> None:
@@ -184,11 +218,15 @@ class _DisaggEngine(_Engine):
     def handle(self, time_s: float, kind: int, payload: int) -> None:
         if kind == _PREFILL_DONE:
             self.prefill_done(payload, time_s)
+        elif kind == _DISPATCH_DONE:
+            self.dispatch_done(payload, time_s)
         elif kind == _ARRIVAL:
             self.tl.arrival[payload] = time_s
             if self.unbatched is not None:
                 self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
                 self.prefill_inst[payload] = self.unbatched.instance_of[payload]
+            elif self.dispatched is not None:
+                self.dispatched.submit(payload, time_s)
             else:
                 assert self.batched is not None
                 self.batched.submit(payload, time_s)
@@ -198,6 +236,19 @@ class _DisaggEngine(_Engine):
                 self.prefill_inst[req] = payload
                 self.prefill_done(req, time_s)
 
+    def dispatch_done(self, inst: int, now_s: float) -> None:
+        """The dispatched prompt on prefill instance ``inst`` ends: tell the listener, start the instance's next
+        prompt, route this one on. A layer or chunk stream cannot start before its own prefill did."""
+        assert self.dispatched is not None
+        req = self.dispatched.running[inst]
+        self.prefill_inst[req] = inst
+        if self.lead is not None:
+            self.lead[req] = min(self.lead[req], self.dispatched.service_of[req])
+        if self.events is not None:
+            self.events.prefill_done(req, inst, now_s)
+        self.dispatched.release(inst, now_s)
+        self.prefill_done(req, now_s)
+
     def prefill_done(self, req: int, now_s: float) -> None:
         """Prefill of ``req`` ends: finish it (no decode steps) or route it to a decode instance."""
         tl = self.tl
@@ -206,7 +257,7 @@ class _DisaggEngine(_Engine):
             tl.first_token[req] = now_s
         if self.steps_list[req] == 0:
             tl.finish[req] = now_s
-            self.finished(now_s)
+            self.finished(req, now_s)
             return
         inst = self.route_decode(req)
         self.decoders[inst].submit(req, self.kv_ready(req, inst, now_s))
@@ -248,21 +299,25 @@ class _DisaggEngine(_Engine):
         loads = [d.load for d in decoders]
         return loads.index(min(loads))  # ties: lowest index
 
-    def result(self, warmup_fraction: float) -> SimResult:
+    def result(self, warmup_fraction: float, order: IntArray | None = None) -> SimResult:
         pools = [
             ("prefill", self.dep.prefill.instances, self.prefill_seg),
             ("decode", self.dep.decode.instances, self.decode_seg),
         ]
-        return build_result(self.req, self.tl, pools, warmup_fraction)
+        return _result(self.req, self.tl, pools, warmup_fraction, order)
 
 
 class _ColocEngine(_Engine):
-    def __init__(self, dep: Colocated, req: Requests, rng: np.random.Generator) -> None:
-        super().__init__(req)
+    def __init__(
+        self, dep: Colocated, req: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+    ) -> None:
+        super().__init__(req, events)
         check_colocated(dep, req)
         self.dep = dep
         n = req.count
-        self.routes = rng.integers(dep.instances, size=n).tolist() if dep.routing == "random" else None
+        self.routes = check_routes(dep.routes, n, dep.instances, "routes")
+        if self.routes is None and dep.routing == "random":
+            self.routes = rng.integers(dep.instances, size=n).tolist()
         service = (
             [0.0] * n
             if dep.prefill_service_s is None
@@ -273,8 +328,16 @@ class _ColocEngine(_Engine):
         left = list(prompt)
         self.seg = Segments()
         self.servers = self.instances = [
-            ColocatedInstance(dep, prompt, steps, service, left, self.tl, self.seg) for _ in range(dep.instances)
+            ColocatedInstance(dep, prompt, steps, service, left, self.tl, self.seg, *self._callbacks(i))
+            for i in range(dep.instances)
         ]
+
+    def _callbacks(self, inst: int) -> tuple[Callable[[int, float], PrefillStart] | None, PrefilledFn | None]:
+        """Instance ``inst``'s bound ``start`` and prefill-end callbacks (None where not given)."""
+        start, events = self.dep.start, self.events
+        bound = None if start is None else (lambda req, now: start(req, inst, now))
+        told = None if events is None else (lambda req, now: events.prefill_done(req, inst, now))
+        return bound, told
 
     def load_open_loop(self, arrival_s: FloatArray) -> None:
         """Open loop: all arrivals are known external events."""
@@ -293,9 +356,23 @@ class _ColocEngine(_Engine):
         insts[inst].submit(payload, time_s)
         self.touched.append(inst)
 
-    def result(self, warmup_fraction: float) -> SimResult:
+    def result(self, warmup_fraction: float, order: IntArray | None = None) -> SimResult:
         pools = [("colocated", self.dep.instances, self.seg)]
-        return build_result(self.req, self.tl, pools, warmup_fraction)
+        return _result(self.req, self.tl, pools, warmup_fraction, order)
+
+
+def _result(
+    req: Requests, tl: Timeline, pools: list[tuple[str, int, Segments]], warmup: float, order: IntArray | None
+) -> SimResult:
+    """The result over all requests in id order, or over requests ``order`` in that order."""
+    if order is None:
+        return build_result(req, tl, pools, warmup)
+    idx = order.tolist()
+    kept = Timeline(len(idx))
+    for name in Timeline.__slots__:
+        values = getattr(tl, name)
+        setattr(kept, name, [values[i] for i in idx])
+    return build_result(Requests(req.input_tokens[order], req.output_tokens[order]), kept, pools, warmup)
 
 
 def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False) -> list[float] | None:
@@ -311,11 +388,13 @@ def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False) -> 
     return out
 
 
-def _engine(deployment: Deployment, requests: Requests, rng: np.random.Generator) -> _DisaggEngine | _ColocEngine:
+def _engine(
+    deployment: Deployment, requests: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+) -> _DisaggEngine | _ColocEngine:
     if isinstance(deployment, Disaggregated):
-        return _DisaggEngine(deployment, requests, rng)
+        return _DisaggEngine(deployment, requests, rng, events)
     if isinstance(deployment, Colocated):
-        return _ColocEngine(deployment, requests, rng)
+        return _ColocEngine(deployment, requests, rng, events)
     raise SpecError(f"deployment must be Disaggregated or Colocated, got {type(deployment)}")
 
 
@@ -362,3 +441,38 @@ def simulate_closed_loop(
     engine.start_closed_loop(concurrency, think_time_s)
     engine.run()
     return engine.result(warmup_fraction)
+
+
+def simulate_events(
+    arrival_s: ArrayLike,
+    requests: Requests,
+    deployment: Deployment,
+    rng: np.random.Generator,
+    events: RequestEvents,
+    *,
+    warmup_fraction: float = 0.1,
+    count_until_s: float = math.inf,
+) -> tuple[SimResult, IntArray]:
+    """Open loop with released requests (module docstring): ``arrival_s`` [N] holds the known arrival times and NaN
+    for the requests ``events.finished`` releases. Every request is simulated; the result holds those arriving by
+    ``count_until_s`` (later ones are the run's drain), in arrival order (ties by id), the first
+    ``warmup_fraction`` of them not counted. Returns the result and the request ids in its order."""
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    if arrival.shape != (requests.count,):
+        raise SpecError(f"arrival_s must have shape ({requests.count},), got {arrival.shape}")
+    known = np.flatnonzero(~np.isnan(arrival))
+    if known.size == 0 or bool(np.any(arrival[known] < 0)) or not bool(np.all(np.isfinite(arrival[known]))):
+        raise SpecError("arrival_s needs at least one known arrival; known arrivals must be finite and >= 0")
+    engine = _engine(deployment, requests, rng, events)
+    engine.ext = [(float(arrival[i]), k, _ARRIVAL, int(i)) for k, i in enumerate(known.tolist())]
+    heapq.heapify(engine.ext)
+    engine.order = count(known.size)
+    engine.run()
+    issued = np.asarray(engine.tl.arrival, dtype=np.float64)
+    if bool(np.isnan(issued).any()):
+        raise SpecError(f"{int(np.isnan(issued).sum())} requests were never released (events.finished)")
+    order = np.lexsort((np.arange(issued.size), issued))
+    order = order[issued[order] <= count_until_s]
+    if order.size == 0:
+        raise SpecError(f"no request arrives by count_until_s = {count_until_s} s")
+    return engine.result(warmup_fraction, order.astype(np.int64)), order.astype(np.int64)

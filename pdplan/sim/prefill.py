@@ -19,11 +19,18 @@ Batched prefill (``batch_time_s`` given, §1.4 dynamic batching): an instance th
 takes the FCFS head requests while their token sum fits ``max_batch_tokens`` (always at least one;
 an idle instance starts at once on arrival, so light load gives batches of one) and all of them
 finish together after ``batch_time_s(Σl, Σl²)``.
+
+Dispatched prefill (``start`` given, :class:`DispatchedPrefill`): one prompt at a time, event-driven, the service
+asked of ``start(request, instance, now)`` when the prompt starts on its instance (a prefix cache's hit is known only
+there and then). The same queues as above: per-instance FCFS queues for random, round-robin and pinned ``routes``;
+for least-work one central FCFS queue, its head started on the idle instance that has been idle longest (lowest
+index on a tie), which is the M/G/c queue of :class:`UnbatchedPrefill`.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -170,3 +177,63 @@ class BatchedPrefill:
         self.running[inst] = batch
         self.started[inst] = now_s
         self.push(now_s + duration, inst)
+
+
+class DispatchedPrefill:
+    """One-prompt-at-a-time prefill whose service is known only when a prompt starts (module docstring); driven by
+    the engine: ``submit`` on arrival, ``release`` when the prompt on an instance is done."""
+
+    def __init__(self, pool: PrefillPool, routes: list[int] | None, segments: Segments, push: PushFn) -> None:
+        assert pool.start is not None
+        self.start = pool.start
+        self.central = routes is None and pool.routing == "least-work"
+        self.round_robin = routes is None and pool.routing == "round-robin"
+        self.routes = routes
+        self.instances = pool.instances
+        self.queues: list[deque[int]] = [deque() for _ in range(1 if self.central else pool.instances)]
+        self.busy = [False] * pool.instances
+        self.running = [-1] * pool.instances  # the request each instance is prefilling
+        self.idle_since = [0.0] * pool.instances
+        self.arrivals = 0
+        self.instance_of: dict[int, int] = {}
+        self.service_of: dict[int, float] = {}
+        self.seg = segments
+        self.push = push
+
+    def submit(self, req: int, now_s: float) -> None:
+        """Queue an arriving request; start it at once if its instance (or, central, any instance) is idle."""
+        if self.central:
+            self.queues[0].append(req)
+            idle = [(self.idle_since[i], i) for i in range(self.instances) if not self.busy[i]]
+            if idle:
+                self._start(min(idle)[1], now_s)
+        else:
+            if self.routes is not None:
+                inst = self.routes[req]
+            elif self.round_robin:
+                inst = self.arrivals % self.instances
+            else:
+                raise AssertionError("per-instance queues need routes or round-robin")
+            self.queues[inst].append(req)
+            if not self.busy[inst]:
+                self._start(inst, now_s)
+        self.arrivals += 1
+
+    def release(self, inst: int, now_s: float) -> None:
+        """The prompt on ``inst`` is done: start the next one of its queue (central: of the shared queue)."""
+        self.busy[inst] = False
+        self.idle_since[inst] = now_s
+        if self.queues[0 if self.central else inst]:
+            self._start(inst, now_s)
+
+    def _start(self, inst: int, now_s: float) -> None:
+        req = self.queues[0 if self.central else inst].popleft()
+        service = float(self.start(req, inst, now_s).service_s)
+        if not (service >= 0.0 and service < math.inf):
+            raise SpecError(f"prefill start must give a finite service >= 0 s, got {service} for request {req}")
+        self.busy[inst] = True
+        self.running[inst] = req
+        self.instance_of[req] = inst
+        self.service_of[req] = service
+        self.seg.add(now_s, now_s + service, 1, 1)
+        self.push(now_s + service, inst)

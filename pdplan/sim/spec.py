@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -40,6 +40,36 @@ BatchPrefillFn = Callable[[float, float], float]
 """``prefill_batch_time_s(total_tokens, sum_sq_tokens) -> seconds`` for one prefill batch."""
 ChunkTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``chunk_time_s(chunk_tokens[m], context_before_chunk[m]) -> seconds[m]`` (vectorised)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillStart:
+    """What a request's prefill costs on the instance where it starts (the answer of a :data:`StartFn`)."""
+
+    service_s: float
+    """The prefill's time on the instance, cache loads included (one-prompt prefill pools, prefill-first)."""
+    cached_tokens: int = 0
+    """Prompt tokens the instance already holds (chunked prefill computes only the rest)."""
+    load_s: float = 0.0
+    """Exposed time to load the cached tokens from slower tiers (chunked prefill: the iteration that starts the
+    request waits for it)."""
+
+
+StartFn = Callable[[int, int, float], PrefillStart]
+"""``start(request, instance, now_s)``: called once, when ``request``'s prefill starts on ``instance`` (a prefix
+cache answers here what the instance holds, :mod:`pdplan.sim.reuse`)."""
+
+
+class RequestEvents(Protocol):
+    """Listens to requests' progress (:func:`pdplan.sim.event_loop.simulate_events`): a prefix cache inserts a
+    prompt's blocks when its prefill ends; a session issues its next turn when a turn finishes."""
+
+    def prefill_done(self, request: int, instance: int, now_s: float) -> None:
+        """``request``'s prefill ended on prefill (or colocated) ``instance`` at ``now_s``."""
+
+    def finished(self, request: int, now_s: float) -> tuple[int, float] | None:
+        """``request``'s last token at ``now_s``; returns (request, arrival time) of a request this releases."""
+
 
 PrefillRouting = Literal["random", "round-robin", "least-work"]
 DecodeRouting = Literal["random", "round-robin", "least-work"]
@@ -118,7 +148,9 @@ class PrefillPool:
     Give either ``service_s`` (per-request prefill time [N], one prompt at a time) or
     ``batch_time_s`` (batched prefill: an idle instance takes the FCFS head requests whose token
     sum fits ``max_batch_tokens`` — at least one — and all finish together after
-    ``batch_time_s(Σl, Σl²)``).
+    ``batch_time_s(Σl, Σl²)``), or ``start`` (one prompt at a time, its time asked of ``start`` when it starts on
+    an instance: :class:`pdplan.sim.prefill.DispatchedPrefill`). ``routes`` [N] pins each request to an instance
+    (session or prefix affinity), replacing ``routing``.
     """
 
     instances: int
@@ -126,6 +158,8 @@ class PrefillPool:
     service_s: ArrayLike | None = None
     batch_time_s: BatchPrefillFn | None = None
     max_batch_tokens: int = 8192
+    start: StartFn | None = None
+    routes: ArrayLike | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +221,10 @@ class Disaggregated:
 class Colocated:
     """z colocated instances (see :mod:`pdplan.sim.colocated_instance`).
 
-    ``"prefill-first"`` needs ``prefill_service_s`` [N]; ``"chunked"`` needs ``token_budget`` C
-    (> ``max_batch``) and ``chunk_time_s``.
+    ``"prefill-first"`` needs ``prefill_service_s`` [N] or ``start``; ``"chunked"`` needs ``token_budget`` C
+    (> ``max_batch``) and ``chunk_time_s``. ``start`` (:data:`StartFn`) is asked when a request's prefill starts:
+    prefill-first serves its ``service_s``; chunked computes only the tokens after ``cached_tokens`` and adds
+    ``load_s`` to the iteration that starts it. ``routes`` [N] pins each request to an instance (affinity).
     """
 
     instances: int
@@ -204,6 +240,8 @@ class Colocated:
     mixed: bool = True
     """``"chunked"`` only: False runs prefill chunks in steps of their own (up to the whole budget) while the decodes
     wait, as SGLang without ``enable_mixed_chunk``; True puts them beside the decodes (decode-first)."""
+    start: StartFn | None = None
+    routes: ArrayLike | None = None
 
 
 Deployment = Disaggregated | Colocated

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
 from pdplan.sim.spec import (
@@ -29,8 +30,11 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
         raise SpecError(f"prefill.routing must be one of {', '.join(PREFILL_ROUTINGS)}, got {pre.routing!r}")
     if dec.routing not in DECODE_ROUTINGS:
         raise SpecError(f"decode.routing must be one of {', '.join(DECODE_ROUTINGS)}, got {dec.routing!r}")
-    if (pre.service_s is None) == (pre.batch_time_s is None):
-        raise SpecError("give exactly one of prefill.service_s and prefill.batch_time_s")
+    given = [pre.service_s is not None, pre.batch_time_s is not None, pre.start is not None]
+    if sum(given) != 1:
+        raise SpecError("give exactly one of prefill.service_s, prefill.batch_time_s and prefill.start")
+    if pre.routes is not None and pre.start is None:
+        raise SpecError("prefill.routes (pinned instances) needs prefill.start (the dispatched pool)")
     if pre.batch_time_s is not None:
         check_count(pre.max_batch_tokens, "prefill.max_batch_tokens")
     steps = decode_steps(req, dep.convention)
@@ -48,8 +52,8 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
     check_capacity(req, decode_steps(req, "B"), dep.max_batch, dep.kv_capacity_tokens, dep.state_tokens_per_seq)
     check_step_fn(dep.step_time_s, dep.max_batch, dep.kv_capacity_tokens, "step_time_s")
     if dep.scheduler == "prefill-first":
-        if dep.prefill_service_s is None:
-            raise SpecError("scheduler 'prefill-first' needs prefill_service_s")
+        if dep.prefill_service_s is None and dep.start is None:
+            raise SpecError("scheduler 'prefill-first' needs prefill_service_s or start")
         return
     check_count(dep.token_budget, "token_budget")
     if dep.token_budget <= dep.max_batch:
@@ -61,3 +65,15 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
     probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0])), dtype=np.float64)
     if probe.shape != (2,) or not np.all(np.isfinite(probe)) or np.any(probe < 0):
         raise SpecError("chunk_time_s must map arrays [m] to finite non-negative seconds [m]")
+
+
+def check_routes(routes: ArrayLike | None, n: int, instances: int, name: str) -> list[int] | None:
+    """Pinned instances as a list: one integer in [0, instances) per request; None when not given."""
+    if routes is None:
+        return None
+    raw = np.asarray(routes)
+    arr = raw.astype(np.int64)
+    if raw.shape != (n,) or not np.array_equal(arr, raw) or bool(np.any((arr < 0) | (arr >= instances))):
+        raise SpecError(f"{name} must be {n} integers in [0, {instances})")
+    out: list[int] = arr.tolist()
+    return out

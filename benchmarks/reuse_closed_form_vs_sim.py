@@ -1,0 +1,233 @@
+"""The prefix cache's closed form against the simulator over a grid of KV-reuse workloads (issue #22 item 5).
+
+Each case is one deployment of Llama-3.1-8B on H100-SXM (TP1; xPyD over IB NDR with layer-wise KV transfer and
+least-work routing, round-robin for the trace as the closed form splits a trace; or two colocated instances,
+prefill-first; vLLM), one reuse workload, a cache routing (``affinity`` | ``load-balance``) and tiers (HBM only, or
+HBM and the host DRAM of ``hardware_db/storage/host-dram-pcie5.yaml``, 2 TiB per node: vLLM's offloading connector,
+inclusive, layer-wise loading). The closed form is ``evaluate`` (hit rates per tier from
+:mod:`pdplan.serving.prefix_cache`, queues from the serving model); the simulator is
+:func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). Both at a common
+rate, 0.7 × the closed form's goodput: token hit ratio in all and per tier, P90 TTFT and P90 TPOT; and both goodputs
+(the simulator's by bisection on the rate, same SLO). Error = closed / simulated − 1.
+
+A diagnostic row for the session cases on xPyD, ``closed form at the simulated turn (X s)``: the closed form's hit
+ratio (:func:`pdplan.serving.prefix_cache.cache_classes`) with the turn duration the simulation measured (the mean
+decode from a turn's prefill end, the cache's last touch of its blocks, to its last token: X) instead of the one it
+derives (:func:`pdplan.serving.cache_domain.turn_duration_s`), against the same simulation: what is left is the
+characteristic-time approximation and the routing factor.
+
+Run: ``python benchmarks/reuse_closed_form_vs_sim.py [--requests N] [--cases NAME,...] [--no-goodput]``; prints a
+Markdown table and the run time (the table in docs/prefix_cache.md, "Closed form against the simulator", is its
+output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pdplan.evaluation.evaluate import evaluate
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.cache_domain import prefill_domain
+from pdplan.serving.prefix_cache import cache_classes
+from pdplan.serving.resolve import resolve
+from pdplan.sim.compare import Comparison, simulate_scenario
+from pdplan.sim.reuse import simulate_reuse
+from pdplan.sim.reuse_setup import reuse_inputs
+from pdplan.specs.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE_GZ = ROOT / "tests" / "data" / "mooncake" / "synthetic_trace.jsonl.gz"
+RATE_SHARE = 0.7
+"""The common rate: this share of the closed form's goodput."""
+DRAM = {"storage": "host-dram-pcie5", "capacity": "2 TiB"}
+"""Host DRAM per node (the catalogue's DGX H100 figure): 256 GiB per TP1 instance of an 8-GPU node."""
+
+
+def _fixed(n: float) -> dict[str, Any]:
+    return {"dist": "fixed", "value": n}
+
+
+def _lognormal(mean: float, sigma: float, cap: int) -> dict[str, Any]:
+    return {"dist": "lognormal", "mean": mean, "sigma": sigma, "max": cap}
+
+
+def _sessions(turns: dict[str, Any], new: dict[str, Any], out: dict[str, Any], think: dict[str, Any],
+              system: int = 0) -> dict[str, Any]:  # fmt: skip
+    return {"sessions": {"turns": turns, "new_tokens": new, "output_tokens": out, "think_time": think,
+                         "system_prompt_tokens": system}}  # fmt: skip
+
+
+def _prefixes(n: int, popularity: dict[str, Any], prefix: dict[str, Any]) -> dict[str, Any]:
+    return {"shared_prefix": {"num_prefixes": n, "prefix_tokens": prefix, "question_tokens": _fixed(200),
+                              "output_tokens": _fixed(200), "popularity": popularity}}  # fmt: skip
+
+
+GEOMETRIC = {"dist": "geometric", "mean": 3.1}
+UNIFORM = {"kind": "uniform"}
+ZIPF = {"kind": "zipf", "s": 1.0}
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "sess-geo-spread-long": _sessions(
+        GEOMETRIC, _lognormal(600, 1.0, 16384), _lognormal(250, 1.0, 4096), {"dist": "exponential", "mean": "60s"}
+    ),
+    "sess-geo-fixed-short-system": _sessions(
+        GEOMETRIC, _fixed(600), _fixed(250), {"dist": "exponential", "mean": "5s"}, system=1000
+    ),
+    "sess-4turn-fixed-30s": _sessions(_fixed(4), _fixed(1500), _fixed(200), _fixed(30)),
+    "sess-1turn": _sessions(_fixed(1), _fixed(2000), _fixed(200), _fixed(5)),
+    "prefix-uniform-1": _prefixes(1, UNIFORM, _fixed(8000)),
+    "prefix-uniform-8": _prefixes(8, UNIFORM, _fixed(8000)),
+    "prefix-uniform-64": _prefixes(64, UNIFORM, _fixed(8000)),
+    "prefix-zipf-8": _prefixes(8, ZIPF, _fixed(8000)),
+    "prefix-zipf-64-fixed": _prefixes(64, ZIPF, _fixed(12000)),
+    "prefix-zipf-64-spread": _prefixes(64, ZIPF, _lognormal(8000, 0.5, 30000)),
+    "mooncake-synthetic": {"trace": {"file": "TRACE", "block_tokens": 512}, "arrival": "trace"},
+}
+
+
+def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") -> Scenario:
+    """One grid case as a scenario (module docstring); ``deployment``: ``2P1D``, ``1P1D`` or ``colocated`` (two
+    colocated instances, prefill-first)."""
+    wl = dict(WORKLOADS[workload])
+    if "trace" in wl:
+        wl["trace"] = {**wl["trace"], "file": str(_trace_file())}
+    data: dict[str, Any] = {
+        "schema_version": 1,
+        "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {deployment}",
+        "model": "llama-3.1-8b",
+        "workload": wl,
+        "cache": {"routing": routing, "tiers": [DRAM] if dram else []},
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+    }
+    if deployment == "colocated":
+        data.update(mode="colocated", colocated={"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": "prefill-first"})
+    else:
+        data.update(
+            mode="disaggregated",
+            prefill={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[0])},
+            decode={"gpu": "h100-sxm", "tp": 1, "count": 1},
+            link="ib-ndr",
+            granularity="layer",
+            routing="round-robin" if "trace" in wl else "least-work",
+        )
+    return scenario_from_dict(data, source="benchmark", base_dir=ROOT)
+
+
+COLOCATED = ("sess-geo-spread-long", "prefix-zipf-64-fixed")
+_TRACE: list[Path] = []
+
+
+def _trace_file() -> Path:
+    """The vendored synthetic Mooncake trace, decompressed once (the reader takes plain ``.jsonl``)."""
+    if not _TRACE:
+        out = Path(tempfile.mkdtemp()) / "synthetic_trace.jsonl"
+        out.write_bytes(gzip.decompress(TRACE_GZ.read_bytes()))
+        _TRACE.append(out)
+    return _TRACE[0]
+
+
+def cases(names: list[str] | None) -> list[tuple[str, str, bool, str]]:
+    """(workload, routing, DRAM tier, deployment) of the grid: every workload with both routings and both tier sets
+    on 2P1D; HBM-only 1P1D (one prefill instance: routing does not matter) for every workload; two colocated
+    instances, HBM only, with both routings for the spread sessions and the fixed-length Zipf prefixes."""
+    grid = [(w, r, d, "2P1D") for w in WORKLOADS for r in ("affinity", "load-balance") for d in (False, True)]
+    grid += [(w, "affinity", False, "1P1D") for w in WORKLOADS]
+    grid += [(w, r, False, "colocated") for w in COLOCATED for r in ("affinity", "load-balance")]
+    return [c for c in grid if names is None or c[0] in names]
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """A session case on xPyD: the simulated turns' mean decode (from the prefill's end, the cache's last touch of a
+    turn's blocks, to the last token) and the closed form's hit ratio with that as its turn duration."""
+
+    turn_duration_s: float
+    closed_at_duration: float
+
+
+def run_case(sc: Scenario, requests: int, goodput: bool) -> tuple[Comparison, Diagnostics | None, float]:
+    """The comparison at 0.7 × the closed form's goodput, the diagnostics of a session case, seconds."""
+    start = time.perf_counter()
+    rate = RATE_SHARE * evaluate(sc).goodput_rps
+    cmp = simulate_scenario(sc, rate=rate, n_requests=requests, goodput=goodput)
+    diag = None
+    if sc.workload.sessions is not None and sc.mode == "disaggregated":
+        res = with_cache_rate(resolve(sc, open_catalog()), rate)
+        model = build_model(res)
+        inputs = reuse_inputs(model, rate)
+        sim = simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
+                             exposed_load_s=inputs.exposed_load_s, n_requests=requests)  # fmt: skip
+        warm = sim.run.warmup_count
+        duration = float(np.mean((sim.run.finish_s - sim.run.prefill_done_s)[warm:]))
+        if res.cache is not None:
+            classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, rate, duration)
+            diag = Diagnostics(duration, classes.token_hit_ratio)
+    return cmp, diag, time.perf_counter() - start
+
+
+def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | None, float | None]]:
+    """(quantity, closed form, simulated) of one case."""
+    ev, sim = cmp.evaluation, cmp.reuse or {}
+    cache = ev.cache
+    closed_tiers = {} if cache is None else {t.name: t.token_hit_ratio for t in cache.tiers}
+    total = None if cache is None else cache.token_hit_ratio
+    out: list[tuple[str, float | None, float | None]] = [("token_hit_ratio", total, sim.get("token_hit_ratio"))]
+    for tier in sim.get("tiers", []):
+        if len(sim["tiers"]) > 1:
+            out.append((f"token_hit_ratio {tier['name']}", closed_tiers.get(tier["name"]), tier["token_hit_ratio"]))
+    if diag is not None:
+        label = f"token_hit_ratio, closed form at the simulated turn ({diag.turn_duration_s:.3g} s)"
+        out.append((label, diag.closed_at_duration, sim.get("token_hit_ratio")))
+    if cmp.simulated is not None:
+        out.append(("ttft_p90_ms", 1e3 * cmp.closed_form["ttft_s"]["p90"], 1e3 * cmp.simulated.ttft_s.p90))
+        out.append(("tpot_p90_ms", 1e3 * cmp.closed_form["tpot_s"]["p90"], 1e3 * cmp.simulated.tpot_s.p90))
+    out.append(("goodput_rps", cmp.goodput_closed_rps, cmp.goodput_simulated_rps))
+    return out
+
+
+def _error(closed: float | None, sim: float | None) -> str:
+    if closed is None or sim is None:
+        return ""
+    if sim == 0.0:
+        return "0" if closed == 0.0 else "inf"
+    return f"{closed / sim - 1.0:+.1%}"
+
+
+def _fmt(v: float | None) -> str:
+    return "" if v is None else f"{v:.4g}"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=8000)
+    parser.add_argument("--cases", default=None, help="comma-separated workload names (default: all)")
+    parser.add_argument("--no-goodput", action="store_true", help="skip the simulated goodput (bisection)")
+    args = parser.parse_args(argv)
+    names = None if args.cases is None else args.cases.split(",")
+    t0 = time.perf_counter()
+    print("| case | quantity | closed form | simulated | error |")
+    print("|---|---|---|---|---|")
+    for workload, routing, dram, deployment in cases(names):
+        sc = scenario(workload, routing, dram, deployment)
+        cmp, diag, seconds = run_case(sc, args.requests, not args.no_goodput)
+        label = f"{sc.name} @ {cmp.closed_form.get('rate_rps', 0.0):.3g} rps ({seconds:.0f} s)"
+        for quantity, closed, sim in rows(cmp, diag):
+            print(f"| {label} | {quantity} | {_fmt(closed)} | {_fmt(sim)} | {_error(closed, sim)} |", flush=True)
+            label = ""
+    load = os.getloadavg()
+    print(f"\n{time.perf_counter() - t0:.0f} s on {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,89 @@
+"""A resolved scenario's prefix cache as the simulator's inputs (:mod:`pdplan.sim.reuse`): the caches' sizes, the
+tiers' load time, the routing. What ``pdplan simulate`` uses when the workload reuses KV; a library caller may build
+the same :class:`~pdplan.sim.reuse.CacheLayout` and load callable with its own figures.
+
+The simulator and the closed form share these INPUTS, not the hit rates under test: the deployment's cache as
+resolved once (:func:`pdplan.serving.cache_setup.cache_setup`: on or off, routing, the engine mechanism and its
+inclusion, the tiers' catalogue entries and sizes), the cache domain's HBM
+(:func:`pdplan.serving.cache_domain.prefill_domain` / :func:`~pdplan.serving.cache_domain.colocated_domain`) and the
+tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per instance, read paths, latencies).
+
+* **HBM per instance**: the instance's KV capacity less what its running work holds: a disaggregated prefill
+  instance the longest prompt it prefills (one prompt at a time); a colocated one the mean resident KV of its
+  decoding sequences at the rate, taken from the same deployment without a cache
+  (:func:`pdplan.serving.colocated.resident_tokens`, the closed form's own figure; a rate past the mean-field pole
+  leaves no HBM to the cache). It depends on the rate, so a run at another rate takes its inputs anew.
+* **Tiers** (``cache.tiers``): host DRAM and local SSD are per node, each instance holding its share
+  ``capacity / instances per node`` as its own LRU (each engine process keeps its own offload store: vLLM's
+  offloading connector, SGLang HiCache; scope ``"instance"``); a remote pool is one LRU of the pool's capacity shared
+  by every instance (scope ``"pool"``).
+* **Inclusion and layer-wise loading**: the engine mechanism's (``pdplan/data/kv_offload.yaml``).
+* **Load time**: :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s` of each lower tier, summed over the tiers a
+  request's hit came from (loads from different tiers one after the other), over the prefill compute of the cached
+  prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.cache.tiers import CacheTier, Inclusion
+from pdplan.serving.build import build_model
+from pdplan.serving.cache_domain import colocated_domain, prefill_domain
+from pdplan.serving.colocated import ColocatedModel, resident_tokens
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.prefix_cache import Domain, lower_tiers
+from pdplan.sim.reuse import CacheLayout, CacheRouting, ExposedLoadFn, SimTier
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseInputs:
+    """What :func:`pdplan.sim.reuse.simulate_reuse` takes besides the model and the workload."""
+
+    layout: CacheLayout
+    exposed_load_s: ExposedLoadFn | None
+    routing: CacheRouting
+
+
+def reuse_inputs(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> ReuseInputs:
+    """The model's prefix cache (module docstring); caching off where the resolved scenario has no cache."""
+    res = model.res
+    setup = res.cache
+    if setup is None:
+        return ReuseInputs(CacheLayout(0.0, prefix_caching=False), None, "affinity")
+    domain = _domain(model, rate_rps)
+    tiers = lower_tiers(setup, domain)
+    sims = tuple(
+        SimTier(t.name, t.capacity_tokens, "pool" if s.kind == "remote-pool" else "instance")
+        for t, s in zip(tiers, setup.storages, strict=True)
+    )
+    inclusion: Inclusion = "inclusive" if setup.inclusive else "exclusive"
+    layout = CacheLayout(domain.hbm_tokens, sims, inclusion, domain.instances_per_node)
+    load = tier_load(tiers, domain.kv_bytes_per_token, domain.layers) if tiers else None
+    return ReuseInputs(layout, load, setup.spec.routing)
+
+
+def tier_load(tiers: list[CacheTier], kv_bytes_per_token: float, n_layers: int) -> ExposedLoadFn:
+    """The exposed load of a hit, summed over the tiers it came from (module docstring)."""
+
+    def exposed_load_s(tokens: Sequence[int], compute_s: float) -> float:
+        total = 0.0
+        for tier, n in zip(tiers, tokens, strict=True):
+            if n:
+                total += float(np.ravel(tier.exposed_load_s(float(n), kv_bytes_per_token, compute_s, n_layers))[0])
+        return total
+
+    return exposed_load_s
+
+
+def _domain(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> Domain:
+    """The caching instances' domain: HBM less the running work (module docstring)."""
+    if isinstance(model, DisaggregatedModel):
+        return prefill_domain(model.res)
+    plain = build_model(dataclasses.replace(model.res, cache=None))
+    assert isinstance(plain, ColocatedModel)
+    return colocated_domain(model.res, resident_tokens(plain, rate_rps))
