@@ -23,8 +23,9 @@ colocated instance touches the whole sequence (prompt and output blocks) when th
 request's hit is refreshed when it starts. Not modelled: a request finding blocks another running request holds
 (an engine shares them at once; here they are found once that request has freed them).
 
-**Routing** (``routing``): ``"affinity"`` pins each session, prefix or trace request's first block to one prefill
-(or colocated) instance by a seeded hash (splitmix64 of the key, mod the instances: uniform over instances);
+**Routing** (``routing``): ``"affinity"`` pins each session, prefix or trace request's leading blocks
+(:func:`affinity_keys`) to one prefill (or colocated) instance by a seeded hash (splitmix64 of the key, mod the
+instances: uniform over instances);
 ``"load-balance"`` keeps the scenario's policy as :mod:`pdplan.sim.prefill` implements it (random, round-robin,
 least-work), so a session's later turn finds its history only on an instance an earlier turn used.
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -213,6 +215,33 @@ class ReuseTracker:
             self.caches.touch(inst, blocks_of(self.runs, req, count))
 
 
+AFFINITY_MAX_BLOCKS = 16
+"""A trace request's affinity key is taken over at most this many leading blocks."""
+AFFINITY_MAX_SHARE = 1.5
+"""A trace's affinity key is long enough once no key holds more than this many times an instance's even share."""
+
+
+def affinity_keys(reqs: ReuseRequests, instances: int) -> Int64Array:
+    """What affinity routing hashes (module docstring): a session or a prefix as it is; a trace request's shortest
+    prefix of at most :data:`AFFINITY_MAX_BLOCKS` blocks whose keys spread the requests so that no key holds more than
+    :data:`AFFINITY_MAX_SHARE` / N of them. A prefix-aware router (Dynamo's KV router, llm-d's prefix scorer) weighs
+    load against the match: keyed on the first block alone, a trace whose requests all open with one system prompt
+    (Mooncake's conversation trace) would go to one instance. The rule is the closed form's
+    (:func:`pdplan.serving.prefix_cache.affinity_owner`), written here on the simulator's own block lists and hash."""
+    if reqs.kind != "trace" or instances <= 1:
+        return reqs.affinity_key
+    runs = reqs.block_lists()
+    heads = [blocks_of(runs, i, AFFINITY_MAX_BLOCKS) for i in range(reqs.count)]
+    keys: list[int] = [0] * reqs.count
+    for depth in range(AFFINITY_MAX_BLOCKS):
+        for i, head in enumerate(heads):
+            if depth < len(head):
+                keys[i] = hash((keys[i], head[depth])) & 0x7FFF_FFFF_FFFF_FFFF
+        if max(Counter(keys).values()) <= AFFINITY_MAX_SHARE * reqs.count / instances:
+            break
+    return np.asarray(keys, dtype=np.int64)
+
+
 def affinity_routes(keys: Int64Array, instances: int, seed: int) -> Int64Array:
     """Instance per request: splitmix64 (Steele, Lea and Flood, OOPSLA 2014; the finaliser of Java's
     ``SplittableRandom``) of the key offset by the seed, mod the instances."""
@@ -333,7 +362,8 @@ def simulate_reuse(
     setup = sim_deployment(model, reqs.input_tokens, reqs.output_tokens, step)
     colocated = isinstance(model, ColocatedModel)
     instances, hw = _caching_side(model)
-    routes = affinity_routes(reqs.affinity_key, instances, seed).tolist() if routing == "affinity" else None
+    keys = affinity_keys(reqs, instances)
+    routes = affinity_routes(keys, instances, seed).tolist() if routing == "affinity" else None
     price = _price_table(model, setup, reqs, layout)
     caches = layout.caches(instances, reqs.block_tokens)
     outputs = colocated if cache_outputs is None else cache_outputs

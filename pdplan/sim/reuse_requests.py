@@ -73,7 +73,8 @@ class ReuseRequests:
     count_until_s: float
     """Requests arriving later are the run's drain: simulated, not counted (inf: all counted)."""
     affinity_key: Int64Array
-    """What affinity routing hashes: the session, the prefix, or a trace request's first block."""
+    """What affinity routing hashes: the session, the prefix, or a trace request's first block (a trace's key is
+    lengthened to spread the requests when the instances are known, :func:`pdplan.sim.reuse.affinity_keys`)."""
     session: Int64Array
     """Session index, −1 outside sessions."""
     turn: Int64Array
@@ -92,6 +93,9 @@ class ReuseRequests:
     """… and how many of its blocks (that session's history before t = 0)."""
     truncated_sessions: int = 0
     """Sessions cut at the first turn whose prompt and output exceed the context window."""
+    kind: str = "sessions"
+    """``sessions``, ``shared-prefix`` or ``trace``: a trace's affinity key depends on the instances
+    (:func:`pdplan.sim.reuse.affinity_keys`)."""
 
     @property
     def count(self) -> int:
@@ -199,7 +203,7 @@ def shared_prefix_requests(
         turn=np.zeros(n_requests, np.int64), lookup_blocks=lookup, prompt_blocks=prompt_n, sequence_blocks=seq,
         seg_offsets=runs[0], seg_start=runs[1], seg_len=runs[2],
         candidate_offsets=np.arange(0, cand.size + 1, 4, dtype=np.int64), candidate_blocks=cand.astype(np.int64),
-        warm_request=np.zeros(0, np.int64), warm_blocks=np.zeros(0, np.int64),
+        warm_request=np.zeros(0, np.int64), warm_blocks=np.zeros(0, np.int64), kind="shared-prefix",
     )  # fmt: skip
 
 
@@ -268,7 +272,7 @@ def mooncake_requests(
         session=np.full(n, -1, np.int64), turn=np.zeros(n, np.int64), lookup_blocks=lookup, prompt_blocks=blocks,
         sequence_blocks=blocks, seg_offsets=runs[0], seg_start=runs[1], seg_len=runs[2],
         candidate_offsets=cand_offsets, candidate_blocks=cand, warm_request=np.zeros(0, np.int64),
-        warm_blocks=np.zeros(0, np.int64),
+        warm_blocks=np.zeros(0, np.int64), kind="trace",
     )  # fmt: skip
 
 

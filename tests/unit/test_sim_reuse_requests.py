@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pdplan.io.traces_mooncake import load_mooncake_trace
+from pdplan.sim.reuse import affinity_keys, affinity_routes
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of, mooncake_requests, shared_prefix_requests
 from pdplan.sim.reuse_sessions import session_requests
 from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
@@ -145,3 +146,20 @@ def test_mooncake_requests_keep_the_trace_ids() -> None:
         assert _blocks(reqs, i, len(ids)) == ids
         assert reqs.lookup_blocks[i] == (trace.input_tokens[i] - 1) // 512
     assert reqs.affinity_key[1] == trace.hash_ids[trace.hash_offsets[1]]
+
+
+def test_trace_affinity_keys_spread_a_shared_first_block() -> None:
+    # Every request of the conversation trace opens with block 0: keyed on it alone, affinity would send them all
+    # to one instance. The key lengthens until no key holds more than 1.5 / N of the requests; requests sharing
+    # their leading blocks (one conversation) keep one key.
+    trace = load_mooncake_trace(TRACE, 512)
+    reqs = mooncake_requests(trace, 512, np.arange(trace.requests, dtype=float))
+    assert len(set(reqs.affinity_key.tolist())) == 1
+    keys = affinity_keys(reqs, 4)
+    assert np.unique(keys, return_counts=True)[1].max() <= 1.5 * reqs.count / 4
+    routes = affinity_routes(keys, 4, seed=0)
+    assert np.bincount(routes, minlength=4).min() > 0
+    heads = [tuple(_blocks(reqs, i, 16)) for i in range(reqs.count)]
+    same = [(i, j) for i in range(50) for j in range(i + 1, 50) if heads[i] == heads[j]]
+    assert all(keys[i] == keys[j] for i, j in same)
+    assert np.array_equal(affinity_keys(reqs, 1), reqs.affinity_key)
