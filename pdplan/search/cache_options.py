@@ -27,10 +27,10 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
-from pdplan.serving.cache_domain import cache_rate, role_domain
+from pdplan.serving.cache_domain import cache_rate, decode_duration_s, role_domain
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
 from pdplan.serving.goodput import Goodput, find_goodput
-from pdplan.serving.prefix_cache import cache_classes
+from pdplan.serving.prefix_cache import cache_classes, class_prices
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
@@ -93,29 +93,20 @@ def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSp
         role_domain(res, hw, "prefill", 1, float(lens.input_tokens.max())), holds_outputs=False
     )
     kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
-    duration_s = _xpyd_duration_s(res)
+    duration_s = decode_duration_s(res)
     service = cached_prefill_perf(hw, lens.input_tokens, np.zeros_like(lens.input_tokens)).service_s
     perf = PrefillPerf(lens.input_tokens, service, service)
     for _ in range(SCREEN_ROUNDS):
         rate = SCREEN_LOAD * hw.dp / max(float(prob @ perf.service_s), 1e-12)
         classes = cache_classes(setup, domain, lens.input_tokens, rate, duration_s)
-        prompt = np.broadcast_to(lens.input_tokens[:, None], classes.weights.shape)
-        hits = np.clip(np.minimum(classes.hit_tokens, prompt - 1.0), 0.0, None)
-        each = cached_prefill_perf(hw, prompt, hits)
-        load = classes.exposed_load_s(hits[:, :, None], kvb, each.latency_s[:, :, None])[:, :, 0]
-        w = classes.weights
+        priced = class_prices(hw, classes, lens.input_tokens, kvb)
+        each, load, w = priced.perf, priced.load_s, classes.weights
         perf = PrefillPerf(
             lens.input_tokens,
             np.asarray(np.sum(w * (each.latency_s + load), axis=1), np.float64),
             np.asarray(np.sum(w * (each.service_s + load), axis=1), np.float64),
         )
     return perf
-
-
-def _xpyd_duration_s(res: ResolvedScenario[Any]) -> float:
-    """A session turn's decode at the SLO's TPOT, the part of the gap an xPyD prefill cache sees
-    (:func:`pdplan.serving.cache_domain.turn_duration_s` without the decode pool's token interval)."""
-    return max(res.lengths.mean_output() - 1.0, 0.0) * res.scenario.slo.tpot
 
 
 def screened_goodput(

@@ -82,5 +82,10 @@ def turn_duration_s(res: ResolvedScenario[Any], token_interval_s: float | None =
     decode pool's at the rate; None: the SLO's TPOT)."""
     if res.hardware.deployment.mode == "colocated":
         return 0.0
+    return decode_duration_s(res, token_interval_s)
+
+
+def decode_duration_s(res: ResolvedScenario[Any], token_interval_s: float | None = None) -> float:
+    """A turn's decode after its xPyD prefill: ``(E[output] − 1)`` token intervals (None: the SLO's TPOT)."""
     interval_s = res.scenario.slo.tpot if token_interval_s is None else token_interval_s
     return max(res.lengths.mean_output() - 1.0, 0.0) * interval_s

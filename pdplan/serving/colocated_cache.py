@@ -29,9 +29,9 @@ import numpy.typing as npt
 
 from pdplan.queueing.decode import DecodeWorkload
 from pdplan.serving.cache_domain import cache_rate, colocated_domain, turn_duration_s
-from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, class_prices
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
-from pdplan.serving.roles import ChunkPrice, cached_chunk_price, cached_prefill_perf
+from pdplan.serving.roles import ChunkPrice, cached_chunk_price
 from pdplan.types import FloatArray, IntArray
 
 MIN_CLASS_WEIGHT = 1e-4
@@ -72,10 +72,8 @@ def cached_cells(
     k, h = classes.weights.shape
     shape = (n_in, h, n_out)
     prompt = np.broadcast_to(lens.input_tokens[:, None], (k, h))
-    cached = np.clip(np.minimum(classes.hit_tokens, prompt - 1.0), 0.0, None)
-    perf = cached_prefill_perf(hw, prompt.ravel(), cached.ravel())
-    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
-    load = classes.exposed_load_s(cached[:, :, None], kvb, perf.latency_s.reshape(k, h, 1))[:, :, 0]
+    priced = class_prices(hw, classes, lens.input_tokens, res.model.kv_bytes_per_token(hw.precision.kv_bytes))
+    cached, perf, load = priced.cached_tokens, priced.perf, priced.load_s
 
     w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
     w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class

@@ -53,6 +53,8 @@ from pdplan.cache.stack_distance import prefix_distances
 from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
 from pdplan.cache.trace import BlockTrace
 from pdplan.errors import SpecError
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.kv_offload import OffloadMechanism
 from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
@@ -153,6 +155,28 @@ class CacheClasses:
             if tier is not None:
                 out[:, h] = tier.exposed_load_s(hits[:, h], kv_bytes_per_token, compute_s[:, h], self.layers)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClassPrices:
+    """Each (prompt bin, class) priced as its own prefill (``[K, H]``): the hit tokens it loads (at most the prompt
+    less one token, which the engine recomputes), the missed tokens' prefill, and the tier's exposed load."""
+
+    cached_tokens: FloatArray
+    perf: PrefillPerf
+    load_s: FloatArray
+
+
+def class_prices(
+    hw: RoleHardware, classes: CacheClasses, prompt_tokens: FloatArray, kv_bytes_per_token: float
+) -> ClassPrices:
+    """:class:`ClassPrices` of ``classes`` for prompts of ``prompt_tokens`` per bin on instance type ``hw``
+    (:func:`pdplan.serving.roles.cached_prefill_perf`, :meth:`CacheClasses.exposed_load_s`)."""
+    prompt = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.float64)[:, None], classes.weights.shape)
+    cached = np.clip(np.minimum(classes.hit_tokens, prompt - 1.0), 0.0, None)
+    perf = cached_prefill_perf(hw, prompt, cached)
+    load = classes.exposed_load_s(cached[:, :, None], kv_bytes_per_token, perf.latency_s[:, :, None])[:, :, 0]
+    return ClassPrices(cached, perf, load)
 
 
 def bin_edges(representatives: FloatArray) -> FloatArray:
