@@ -7,6 +7,7 @@ Results go to stdout; progress, warnings and errors to stderr.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Annotated
 
@@ -85,6 +86,10 @@ def run(argv: list[str] | None = None) -> int:
     except typer.Abort:
         _print_error("aborted")
         return 130
+    except OSError as err:  # the environment refused a read or write no check foresaw: one line, not a traceback
+        where = f"{err.filename}: " if err.filename else ""
+        _print_error(f"{where}{err.strerror or err}")
+        return EXIT_BAD_INPUT
     return result if isinstance(result, int) else 0
 
 
@@ -98,4 +103,13 @@ def main() -> None:
     from pdplan.cli.allocator import keep_freed_memory
 
     keep_freed_memory()
+    signal.signal(signal.SIGTERM, _terminated)
     sys.exit(run())
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM ends the command as Ctrl-C does but with the shell's 128 + 15: raised as SystemExit, it unwinds through
+    :func:`pdplan.report.render.write_atomic`, which removes its temporary file (the default action would kill the
+    process with the file still there)."""
+    del frame
+    raise SystemExit(128 + signum)

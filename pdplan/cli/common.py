@@ -12,7 +12,7 @@ from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pdplan.report.render import Format, View, render_view, table_to_text, write_atomic
+from pdplan.report.render import Format, View, check_output_target, render_view, table_to_text, write_atomic
 
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
@@ -94,6 +94,7 @@ def write_text(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
     else:
+        check_not_an_input(output)
         write_atomic(output, text)
         stderr_console.print(f"wrote {output}", highlight=False, markup=False, soft_wrap=True)
 
@@ -145,8 +146,26 @@ def check_writable_folder(path: Path, *, field: str) -> None:
         raise SpecError(f"output folder {str(folder)!r} does not exist", field=field)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise SpecError(f"output folder {str(folder)!r} is not writable", field=field)
-    if path.is_dir():
-        raise SpecError(f"{str(path)!r} is a folder, not a file", field=field)
+    check_output_target(path)
+    check_not_an_input(path, field=field)
+
+
+def check_not_an_input(path: Path, *, field: str = "--output") -> None:
+    """``path`` is none of the running command's input files (``optimize sc.yaml -o sc.yaml`` would replace the
+    scenario with its report): every path-valued parameter of the command but the output itself is compared."""
+    from typer._click.globals import get_current_context
+
+    from pdplan.errors import SpecError
+
+    ctx = get_current_context(silent=True)
+    if ctx is None or not path.exists():
+        return
+    for name, value in ctx.params.items():
+        if name == "output":
+            continue
+        for given in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(given, str | Path) and Path(given).is_file() and os.path.samefile(given, path):
+                raise SpecError(f"{str(path)!r} is also an input of this command ({name})", field=field)
 
 
 def progress() -> Progress:

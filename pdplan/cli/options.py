@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -23,6 +24,7 @@ import typer
 from pdplan.cli.common import prepare_output, warn
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
+from pdplan.specs.ceilings import MAX_CONCURRENCY, MAX_REQUESTS
 from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
@@ -106,7 +108,9 @@ RateOpt = Annotated[
     float | None,
     Opt(FLAGS["rate"], help="Poisson rate, req/s (optimize: the target to meet at the fewest GPUs or lowest $)."),
 ]
-ConcurrencyOpt = Annotated[int | None, Opt(FLAGS["concurrency"], min=1, help="Closed loop: C clients.")]
+ConcurrencyOpt = Annotated[
+    int | None, Opt(FLAGS["concurrency"], min=1, max=MAX_CONCURRENCY, help="Closed loop: C clients.")
+]
 HeadroomOpt = Annotated[
     float | None,
     Opt(
@@ -134,7 +138,7 @@ def parse_prices(items: list[str] | None) -> dict[str, float] | None:
     for item in items:
         name, sep, value = item.partition("=")
         try:
-            price = float(value)
+            price = float(value) if math.isfinite(float(value)) else -1.0
         except ValueError:
             price = -1.0
         if not sep or not name.strip() or not price > 0:
@@ -144,10 +148,14 @@ def parse_prices(items: list[str] | None) -> dict[str, float] | None:
 
 
 RequestsOpt = Annotated[
-    int | None, Opt(FLAGS["requests"], min=1, help="Closed loop: measured requests (default: the engine's tool's).")
+    int | None,
+    Opt(
+        FLAGS["requests"], min=1, max=MAX_REQUESTS, help="Closed loop: measured requests (default: the engine tool's)."
+    ),
 ]
 WarmupOpt = Annotated[
-    int | None, Opt(FLAGS["warmup"], min=0, help="Closed loop: warm-up requests (default: the engine's tool's).")
+    int | None,
+    Opt(FLAGS["warmup"], min=0, max=MAX_REQUESTS, help="Closed loop: warm-up requests (default: the engine's tool's)."),
 ]
 
 
@@ -208,8 +216,8 @@ def warn_bare_durations(values: dict[str, Any]) -> None:
 
 def positive_rate(rate: float | None) -> float | None:
     """``--rate`` must be > 0 when given."""
-    if rate is not None and rate <= 0:
-        raise SpecError("must be > 0", field=FLAGS["rate"])
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise SpecError(f"must be a finite number > 0, got {rate}", field=FLAGS["rate"])
     return rate
 
 

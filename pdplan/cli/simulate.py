@@ -26,6 +26,7 @@ from pdplan.cli.options import (
 )
 from pdplan.errors import SpecError
 from pdplan.report.render import Format
+from pdplan.specs.ceilings import MAX_REQUESTS
 from pdplan.specs.command_line import FLAGS, ScenarioOverrides
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def simulate_command(
     overrides: ScenarioOverrides,
     rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None,
-    requests: Annotated[int, Opt("--requests", min=100, help="Simulated requests per run.")] = 20_000,
+    requests: Annotated[int, Opt("--requests", min=100, max=MAX_REQUESTS, help="Simulated requests per run.")] = 20_000,
     seed: Annotated[int, Opt("--seed", min=0, help="Seed of lengths, arrivals, routing.")] = 0,
     goodput: Annotated[
         bool, Opt("--goodput", help="Also find the simulated goodput (bisection on rate, ~8 runs).")

@@ -38,7 +38,9 @@ from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import convention_words
+from pdplan.specs.arguments import check_count, check_positive, check_scenario
 from pdplan.specs.arrivals import ArrivalProcess, GammaArrival, PoissonArrival
+from pdplan.specs.ceilings import MAX_CONCURRENCY, MAX_REQUESTS
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario
 
@@ -143,6 +145,7 @@ def evaluate(
     ``requests``/``warmup`` set the benchmark's measured and warm-up requests (default: the engine's tool's).
     ``prices`` (GPU name → USD per GPU-hour, ``--price``; else the scenario's ``search.prices``) replace the
     catalogue's typical prices in the cost, as in :func:`pdplan.search.optimize.optimize`."""
+    check_scenario(scenario)
     _check_load(rate, concurrency, requests, warmup)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     res, model, good = goodput_model(resolve(scenario, catalog), scenario.slo)
@@ -201,7 +204,12 @@ def _load_regime(
 
 
 def _check_load(rate: float | None, concurrency: int | None, requests: int | None, warmup: int | None) -> None:
-    """A rate or a concurrency, not both; benchmark request counts only with a concurrency."""
+    """A rate or a concurrency, not both; benchmark request counts only with a concurrency; each finite, positive
+    and under its ceiling (:mod:`pdplan.specs.ceilings`)."""
+    check_positive(rate, "rate")
+    check_count(concurrency, "concurrency", ceiling=MAX_CONCURRENCY)
+    check_count(requests, "requests", ceiling=MAX_REQUESTS)
+    check_count(warmup, "warmup", ceiling=MAX_REQUESTS, floor=0)
     if rate is not None and concurrency is not None:
         raise SpecError("give either a rate or a concurrency, not both", field="rate")
     if (requests is not None or warmup is not None) and concurrency is None:

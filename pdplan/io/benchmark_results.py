@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pdplan.errors import SpecError
-from pdplan.io.files import read_text_file
+from pdplan.io.files import DEEP_MESSAGE, read_text_file
 from pdplan.specs.base import first_error_line
 from pdplan.specs.benchmark import BenchmarkRun
 
@@ -121,6 +121,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
     try:
         whole = json.loads(text)
         items = whole if isinstance(whole, list) else [whole]
+    except RecursionError:
+        raise SpecError(DEEP_MESSAGE, source=str(path)) from None
     except json.JSONDecodeError:
         items = []
         for n, line in enumerate(text.splitlines(), start=1):

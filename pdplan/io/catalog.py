@@ -27,6 +27,7 @@ from pdplan.io.files import load_spec_file
 from pdplan.io.hf_config import load_hf_config
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.io.models import builtin_models_dir, load_model_yaml
+from pdplan.specs.arguments import check_paths
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec, LinkSpec, PriceRange
 from pdplan.specs.kernel_table import KernelTable
@@ -231,6 +232,9 @@ def user_dirs_from_env() -> list[Path]:
 def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] = ()) -> Catalog:
     """Built-in catalogue overlaid by ``PDPLAN_HARDWARE_DB`` folders, then by ``extra_dirs``; ``kernel_tables``
     replace the packaged kernel table of the GPU each names."""
+    check_paths(extra_dirs, "extra_dirs")
+    check_paths(kernel_tables, "kernel_tables")
+    extra_dirs, kernel_tables = [Path(d) for d in extra_dirs], [Path(t) for t in kernel_tables]
     builtin = builtin_hardware_dir()
     files: dict[Kind, dict[str, Path]] = {
         "gpu": _scan(builtin / "gpus"),

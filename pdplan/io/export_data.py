@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
-from pdplan.io.files import load_spec_file, read_text_file
+from pdplan.io.files import DEEP_MESSAGE, load_spec_file, read_text_file
 from pdplan.specs.base import validate_spec
 from pdplan.specs.export import EngineFlags, ExportTargets, NodeLabels, PlanDocument
 
@@ -49,6 +49,8 @@ def read_plan_document(path: str, stdin_text: str | None = None) -> PlanDocument
         data: Any = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError(f"not JSON (line {err.lineno}: {err.msg}); {PLAN_HINT}", source=where) from None
+    except RecursionError:
+        raise SpecError(DEEP_MESSAGE, source=where) from None
     if not isinstance(data, dict) or "plans" not in data:
         raise SpecError(f"no 'plans' list; {PLAN_HINT}", source=where)
     return validate_spec(PlanDocument, data, where)

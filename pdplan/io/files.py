@@ -6,6 +6,7 @@ mapping, an unknown field, a wrong value — into a single line naming the file,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pdplan.errors import SpecError
 from pdplan.specs.base import SpecT, validate_spec
 
 MAX_SPEC_FILE_BYTES = 5_000_000
+DEEP_MESSAGE = "nested too deeply to be a pdplan input (the parser's recursion limit, about 1,000 levels)"
 SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader when PyYAML was built with it (its wheels are), else the pure-Python one: the same
 documents and errors, about 10x faster on the kernel tables read at every start."""
@@ -25,16 +27,38 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=SAFE_LOADER)
 
 
-def read_text_file(path: Path) -> str:
-    """Text of a small input file; SpecError if missing, a folder, too large, binary or not UTF-8."""
+def check_input_file(path: Path) -> None:
+    """``path`` names a readable regular file (SpecError otherwise): a folder, a FIFO, a device node or a socket is
+    refused before it is opened, so that a named pipe cannot block the command and ``/dev/zero`` cannot fill memory."""
+    import stat as stat_mod
+
     where = str(path)
-    if not path.exists():
-        raise SpecError("file not found", source=where)
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise SpecError("file not found", source=where) from None
+    except OSError as err:
+        raise SpecError(f"cannot read: {err.strerror or err}", source=where) from None
+    if stat_mod.S_ISDIR(mode):
         raise SpecError("is a folder, expected a file", source=where)
-    raw = path.read_bytes()
+    if not stat_mod.S_ISREG(mode):
+        raise SpecError("is not a regular file (a pipe, socket or device), expected a file", source=where)
+    if not os.access(path, os.R_OK):
+        raise SpecError("cannot read: permission denied", source=where)
+
+
+def read_text_file(path: Path) -> str:
+    """Text of a small input file; SpecError if missing, not a regular file, unreadable, too large, binary or not
+    UTF-8. At most :data:`MAX_SPEC_FILE_BYTES` + 1 bytes are ever read."""
+    where = str(path)
+    check_input_file(path)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SPEC_FILE_BYTES + 1)
+    except OSError as err:
+        raise SpecError(f"cannot read: {err.strerror or err}", source=where) from None
     if len(raw) > MAX_SPEC_FILE_BYTES:
-        raise SpecError(f"file is {len(raw)} bytes; input files must be under 5 MB", source=where)
+        raise SpecError("file is over 5 MB; input files must be under 5 MB", source=where)
     if b"\x00" in raw:
         raise SpecError("binary data, expected a UTF-8 text file", source=where)
     try:
@@ -55,6 +79,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         line = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(err, "problem", None) or "malformed YAML"
         raise SpecError(f"{line}{problem}", source=str(path)) from None
+    except RecursionError:
+        raise SpecError(DEEP_MESSAGE, source=str(path)) from None
     if data is None:
         raise SpecError("file has no YAML content, expected a mapping", source=str(path))
     if not isinstance(data, dict):

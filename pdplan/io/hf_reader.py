@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
-from pdplan.io.files import read_text_file
+from pdplan.io.files import DEEP_MESSAGE, read_text_file
 
 Fields = dict[str, Any]
 
@@ -92,6 +92,8 @@ def read_json(path: Path, source: str) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         what = "empty file" if not text.strip() else f"invalid JSON at line {err.lineno}: {err.msg}"
         raise SpecError(f"{what} (expected a Hugging Face config.json)", source=source) from None
+    except RecursionError:
+        raise SpecError(DEEP_MESSAGE, source=source) from None
     if not isinstance(data, dict):
         raise SpecError(f"expected a JSON object, got {type(data).__name__}", source=source)
     return data

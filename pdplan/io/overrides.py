@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from pdplan.errors import SpecError
 from pdplan.io.scenario import resolve_workload, revalidate
 from pdplan.specs.base import first_error_line
+from pdplan.specs.ceilings import MAX_INSTANCES_PER_ROLE
 from pdplan.specs.command_line import DEPLOYMENT_FIELDS, PRFAAS_FIELDS, ScenarioOverrides, flag
 from pdplan.specs.degrees import parse_degree, parse_degrees
 from pdplan.specs.scenario import RoleSpec, Scenario, SearchSpace
@@ -30,9 +31,15 @@ _XPYD = re.compile(r"^\s*(\d+)\s*[pP]\s*(\d+)\s*[dD]\s*$")
 def parse_xpyd(text: str) -> tuple[int, int]:
     """``"2P1D"`` → (2, 1); SpecError otherwise."""
     match = _XPYD.match(text)
-    if match is None or int(match.group(1)) < 1 or int(match.group(2)) < 1:
+    if match is None or len(text) > 32 or int(match.group(1)) < 1 or int(match.group(2)) < 1:
         raise SpecError(f"expected counts like 2P1D, got {text!r}", field=flag("xpyd"))
-    return int(match.group(1)), int(match.group(2))
+    counts = int(match.group(1)), int(match.group(2))
+    if max(counts) > MAX_INSTANCES_PER_ROLE:
+        raise SpecError(
+            f"at most {MAX_INSTANCES_PER_ROLE} instances per role (pdplan.specs.ceilings), got {text!r}",
+            field=flag("xpyd"),
+        )
+    return counts
 
 
 def check_one_mode(ov: ScenarioOverrides) -> None:

@@ -101,10 +101,10 @@ class _Chunk:
 
 def read_mooncake_trace(path: str | Path) -> MooncakeTrace:
     """Read and validate a Mooncake JSONL trace (module docstring); block counts are checked separately."""
+    from pdplan.io.files import check_input_file
+
     path = Path(path)
-    if not path.is_file():
-        what = "is a folder" if path.is_dir() else "not found"
-        raise SpecError(f"trace file {what}", source=str(path))
+    check_input_file(path)
     stat = path.stat()
     return _read_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(path))
 
@@ -140,7 +140,11 @@ def _read_cached(resolved: str, mtime_ns: int, size: int, where: str) -> Mooncak
     columns = {name: _Column(np.float64 if name == "arrival_s" else np.int64) for name in _COLUMNS}
     columns["hash_offsets"].extend(np.zeros(1, dtype=np.int64))
     ids_so_far = 0
-    with open(resolved, "rb") as fh:
+    try:
+        fh = open(resolved, "rb")  # noqa: SIM115 - the with below closes it; an open error is one line
+    except OSError as err:
+        raise SpecError(f"cannot read: {err.strerror or err}", source=where) from None
+    with fh:
         for chunk in _chunks(fh, where):
             columns["arrival_s"].extend(chunk.timestamp_ms / 1000.0)
             columns["input_tokens"].extend(chunk.input_tokens)

@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pdplan.errors import SpecError
-from pdplan.io.files import read_text_file
+from pdplan.io.files import DEEP_MESSAGE, read_text_file
 from pdplan.specs.base import first_error_line
 from pdplan.specs.workload import WorkloadSpec
 
@@ -75,6 +75,8 @@ def load_vllm_bench_workload(path: str | Path) -> VllmBenchWorkload:
         data = json.loads(text)
     except ValueError as err:
         raise SpecError(f"not one JSON object ({err}); pass a file of one run", source=str(path)) from None
+    except RecursionError:
+        raise SpecError(DEEP_MESSAGE, source=str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("expected a JSON object (one run)", source=str(path))
     return vllm_bench_workload(data, source=str(path), name=path.stem)

@@ -51,6 +51,8 @@ def erlang_c(servers: int, offered_load: ArrayLike) -> FloatArray:
     b = np.ones_like(a)
     for k in range(1, servers + 1):
         b = a * b / (k + a * b)
+        if k > a.max() and not b.any():  # B_k decreases faster than a/k once k > a: zero stays zero
+            break
     return np.asarray(servers * b / (servers - a * (1.0 - b)), dtype=np.float64)
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from pdplan.errors import SpecError
 from pdplan.report import common as c
+from pdplan.report.render import write_atomic
 from pdplan.search.plans import PlanResult
 from pdplan.specs.command_line import flag
 
@@ -128,17 +127,7 @@ def write_plot(result: PlanResult, path: Path | str) -> None:
     """Write the two-panel figure to ``path`` (``.png`` or ``.svg``), whole or not at all."""
     target = Path(path)
     check_plot_path(target)
-    data = render_plot(result, target.suffix.lower()[1:])
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_atomic(target, render_plot(result, target.suffix.lower()[1:]))
 
 
 def check_plot_path(path: Path | str) -> None:

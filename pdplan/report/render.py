@@ -180,20 +180,52 @@ def table_to_text(table: RenderableType, width: int = 160) -> str:
     return out.getvalue()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (temporary file in the same folder + rename)."""
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (bytes as they are, text as UTF-8) to ``path`` whole or not at all: a temporary file in the
+    same folder, fsynced, then renamed over ``path``. A failed or interrupted write leaves any existing file untouched
+    and no temporary file. An existing target that is not a regular file (a device node, a FIFO, a socket, a folder)
+    is refused, so that ``-o /dev/null`` run as root does not replace the device with a file; any OS failure
+    (permission, a full disk, a file too large, a name too long) is one line (SpecError, exit 2)."""
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise SpecError("output folder does not exist", source=str(path))
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    check_output_target(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise SpecError(f"cannot write: {err.strerror or err}", source=str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp_name, path)
+    except OSError as err:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise SpecError(f"cannot write: {err.strerror or err}", source=str(path)) from None
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def check_output_target(path: Path) -> None:
+    """``path`` can become a report: its folder exists and any existing entry at ``path`` is a regular file."""
+    import stat as stat_mod
+
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SpecError("output folder does not exist", source=str(path))
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise SpecError(f"cannot write: {err.strerror or err}", source=str(path)) from None
+    if stat_mod.S_ISDIR(mode):
+        raise SpecError("is a folder, not a file", source=str(path))
+    if not stat_mod.S_ISREG(mode):
+        raise SpecError(
+            "is not a regular file (a device, pipe or socket); reports are written to files", source=str(path)
+        )
 
 
 def _umask() -> int:

@@ -37,6 +37,8 @@ from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
 from pdplan.serving import Colocated, ResolvedScenario, resolve
 from pdplan.serving.checks.decode_law import law_warnings
+from pdplan.specs.arguments import check_count, check_positive, check_scenario
+from pdplan.specs.ceilings import MAX_INSTANCES_PER_ROLE, MAX_PARALLEL_DEGREE
 from pdplan.specs.scenario import Scenario
 
 REFINE_FACTOR = 1
@@ -149,6 +151,7 @@ def optimize(
     USD per GPU-hour) replace the catalogue's; ``budget_usd_per_hour`` keeps plans costing at most that.
     """
     started = time.perf_counter()
+    _check_arguments(scenario, budget_gpus, rate_rps, top, headroom, budget_usd_per_hour)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
     if scenario.mode != "disaggregated" and scenario.colocated is None:
         raise SpecError("optimize needs a scenario with a deployment", field="mode")
@@ -200,6 +203,24 @@ def _search(
     baseline = _refine(res, full, full_order, space, 1, mode="colocated")
     note("sensitivity")
     return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
+
+
+def _check_arguments(
+    scenario: Scenario,
+    budget_gpus: int | None,
+    rate_rps: float | None,
+    top: int,
+    headroom: float | None,
+    budget_usd_per_hour: float | None,
+) -> None:
+    """The library's own arguments, as the command line checks its flags (:mod:`pdplan.specs.arguments`)."""
+    check_scenario(scenario)
+    check_count(budget_gpus, "budget_gpus", ceiling=MAX_INSTANCES_PER_ROLE * MAX_PARALLEL_DEGREE)
+    check_positive(rate_rps, "rate_rps")
+    check_count(top, "top", ceiling=1_000)
+    check_positive(budget_usd_per_hour, "budget_usd_per_hour")
+    if headroom is not None and not (isinstance(headroom, int | float) and 0 <= headroom < 10):
+        raise SpecError(f"must be a number from 0 to 10 (a planning margin), got {headroom!r}", field="headroom")
 
 
 def _best_exact(res: ResolvedScenario[Any], pool: Pool, order: np.ndarray, space: Space, top: int) -> list[Exact]:

@@ -53,7 +53,9 @@ from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployme
 from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
+from pdplan.specs.arguments import check_count, check_positive, check_scenario
 from pdplan.specs.arrivals import ArrivalProcess, PoissonArrival
+from pdplan.specs.ceilings import MAX_CONCURRENCY, MAX_REQUESTS
 from pdplan.specs.scenario import Scenario, SloSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
@@ -350,6 +352,7 @@ def simulate_scenario(
     the name of each step as it starts (the CLI's progress line). ``arrival: trace`` replays the trace's requests
     at its recorded arrivals (:mod:`pdplan.sim.trace_replay`; without a rate, at the trace's own rate)."""
     start = time.perf_counter()
+    check_scenario(scenario)
     tell = stage or (lambda _name: None)
     replay = replays_trace(scenario.workload)
     if replay and rate is None and concurrency is None:
@@ -415,7 +418,10 @@ def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool, process: A
 
 
 def _check_arguments(rate: float | None, concurrency: int | None, *, goodput: bool, step: str, n_requests: int) -> None:
-    """One of rate / concurrency (or the goodput search), a known step model, at least 100 requests."""
+    """One of rate / concurrency (or the goodput search), a known step model, 100 to MAX_REQUESTS requests."""
+    check_positive(rate, "rate")
+    check_count(concurrency, "concurrency", ceiling=MAX_CONCURRENCY)
+    check_count(n_requests, "requests", ceiling=MAX_REQUESTS, floor=100)
     if (rate is None) == (concurrency is None) and not goodput:
         raise SpecError("give a rate or a concurrency (or --goodput)", field="rate")
     if rate is not None and concurrency is not None:

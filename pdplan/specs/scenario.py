@@ -38,12 +38,15 @@ from pydantic import Field, field_validator, model_validator
 
 from pdplan.specs.base import FrozenModel
 from pdplan.specs.cache import CacheSearch, CacheSpec
+from pdplan.specs.ceilings import MAX_INSTANCES_PER_ROLE, MAX_PARALLEL_DEGREE
 from pdplan.specs.prfaas import PrfaasSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import Convention, Dtype, Granularity, Mode, Objective, Redundancy, Routing, Scheduler
 from pdplan.units import parse_time_s
 
 PosInt = Annotated[int, Field(strict=True, ge=1)]
+Degree = Annotated[int, Field(strict=True, ge=1, le=MAX_PARALLEL_DEGREE)]
+Count = Annotated[int, Field(strict=True, ge=1, le=MAX_INSTANCES_PER_ROLE)]
 
 
 class RoleSpec(FrozenModel):
@@ -52,11 +55,11 @@ class RoleSpec(FrozenModel):
     ``moe_tp × ep`` over the ``tp·dp`` GPUs of a stage, :mod:`pdplan.perf.expert_parallel`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
-    tp: PosInt = 1
-    pp: PosInt = 1
-    count: PosInt = 1
-    dp: PosInt = 1
-    ep: PosInt = 1
+    tp: Degree = 1
+    pp: Degree = 1
+    count: Count = 1
+    dp: Degree = 1
+    ep: Degree = 1
     expert_gather: bool = False
     """Prefill, ep > 1: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
 

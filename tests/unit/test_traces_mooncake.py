@@ -191,7 +191,7 @@ def test_empty_missing_and_folder(tmp_path: Path) -> None:
     empty.write_text("\n\n")
     with pytest.raises(SpecError, match="no requests"):
         read_mooncake_trace(empty)
-    with pytest.raises(SpecError, match="trace file not found"):
+    with pytest.raises(SpecError, match="file not found"):
         read_mooncake_trace(tmp_path / "nope.jsonl")
     (tmp_path / "d.jsonl").mkdir()
     with pytest.raises(SpecError, match="is a folder"):

@@ -1,0 +1,22 @@
+"""Ceilings on the counts a user can type (issue #26: every count has a documented ceiling, so that no input can make
+pdplan allocate without bound or loop for hours). Each is far above any deployment or benchmark in use; the reason
+is given beside it. A value above its ceiling is bad input (exit 2), never clipped."""
+
+from __future__ import annotations
+
+MAX_INSTANCES_PER_ROLE = 100_000
+"""Instances of one role (``count``, ``--xpyd``, ``--colocated``). The largest GPU clusters announced by 2026 hold
+of the order of 10^5 GPUs (xAI Colossus, 200k), so 10^5 instances of even one GPU each is beyond any real pool; the
+M/M/c and Erlang recursions cost O(instances) per evaluation."""
+
+MAX_PARALLEL_DEGREE = 1_024
+"""Each of TP, PP, DP and EP. The largest scale-up domain shipped or announced (NVL576) is under 1,024 GPUs; a model's
+head and layer counts bound TP and PP far below that in practice (checked separately where they are known)."""
+
+MAX_CONCURRENCY = 1_000_000
+"""Closed-loop clients (``--concurrency``): the closed loop keeps arrays of C + 1 states (8 MB at the ceiling), and
+benchmark tools run at most a few thousand."""
+
+MAX_REQUESTS = 5_000_000
+"""Requests of one closed-loop or simulated run (``--requests``): the simulator keeps a few dozen bytes per request
+and event (about 1 GB at the ceiling); benchmark tools run 10^2–10^4."""
