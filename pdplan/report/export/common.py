@@ -220,6 +220,12 @@ def role_summary(name: str, role: PlanRole, facts: GpuFacts) -> str:
     )
 
 
+def comment_text(text: str) -> str:
+    """``text`` made safe for one comment line of a script or manifest: control characters (a newline would end the
+    comment and start a command or a key) are written as escapes, e.g. ``\\n``."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list[str]) -> list[str]:
     """Comment lines that say what was exported, from which plan, with what promise, and any warnings."""
     plan = chosen.plan

@@ -4,6 +4,7 @@ chunk pdplan prices chunked prefill with (``pdplan/data/serving_defaults.yaml``)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -34,8 +35,10 @@ def export_context(
         spec = catalog.gpu(name)
         facts[name] = GpuFacts(name, spec.display_name, spec.vendor, spec.gpus_per_node)
     defaults = serving_defaults()
+    if model_id is not None:
+        check_model_id(model_id, field="--model-id", source=None)
     return ExportContext(
-        model_id=model_id or hf_model_id(catalog, doc, source),
+        model_id=model_id if model_id is not None else check_model_id(hf_model_id(catalog, doc, source), source=source),
         gpus=facts,
         targets=export_targets(),
         node_labels={**node_labels().labels, **dict(parse_node_label(text) for text in node_labels_given)},
@@ -60,6 +63,29 @@ def hf_model_id(catalog: Catalog, doc: PlanDocument, source: str) -> str:
     return model.hf_id
 
 
+MODEL_ID = re.compile(r"[A-Za-z0-9_./~][A-Za-z0-9_./:@+~-]{0,255}")
+"""A Hugging Face repository id (``org/name``, letters, digits, ``-_.``) or a local checkpoint path (``/`` and
+``~``; ``:``, ``@`` and ``+`` for revisions and mounts); no whitespace, quote, ``$`` or control character, and no
+leading ``-`` (it would read as a flag). Every target writes it quoted as well; this grammar keeps it one word."""
+
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+"""Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters) and value grammar
+(kubernetes.io/docs/concepts/overview/working-with-objects/labels, "Syntax and character set")."""
+
+
+def check_model_id(model_id: str, *, field: str | None = None, source: str | None) -> str:
+    """``model_id`` when it matches :data:`MODEL_ID`; SpecError naming it and the grammar otherwise."""
+    if not MODEL_ID.fullmatch(model_id):
+        raise SpecError(
+            f"model id {model_id!r} is not a Hugging Face id or path (letters, digits and -_./:@+~, at most 256, "
+            "not starting with -)",
+            source=source,
+            field=field,
+        )
+    return model_id
+
+
 def parse_node_label(text: str) -> tuple[str, NodeLabel]:
     """``h100-nvl=nvidia.com/gpu.product=NVIDIA-H100-NVL`` → (GPU name, label); SpecError naming the form otherwise."""
     gpu, sep, rest = text.partition("=")
@@ -67,6 +93,12 @@ def parse_node_label(text: str) -> tuple[str, NodeLabel]:
     if not (sep and sep2 and gpu.strip() and key.strip() and value.strip()):
         raise SpecError(
             f"{text!r} is not GPU=KEY=VALUE (e.g. h100-sxm=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3)",
+            field="--node-label",
+        )
+    if not _LABEL_KEY.fullmatch(key.strip()) or not _LABEL_VALUE.fullmatch(value.strip()):
+        raise SpecError(
+            f"{text!r}: KEY and VALUE must follow Kubernetes label syntax (a name of at most 63 of A-Z a-z 0-9 -_., "
+            "an optional DNS prefix before /)",
             field="--node-label",
         )
     return gpu.strip().lower(), NodeLabel(key=key.strip(), value=value.strip(), source="--node-label")

@@ -30,6 +30,7 @@ from pdplan.report.export.common import (
     ExportContext,
     ExportResult,
     LaunchCommand,
+    comment_text,
     engine_line,
     gpu_facts,
     header_lines,
@@ -158,5 +159,5 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
     if mixed:
         header.append("roles are pinned to their GPU type by nodeSelector on nvidia.com/gpu.product (NVIDIA GFD)")
     body = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
-    text = "".join(f"# {line}\n" for line in header) + body
+    text = "".join(f"# {comment_text(line)}\n" for line in header) + body
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

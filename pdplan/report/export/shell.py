@@ -18,6 +18,7 @@ from pdplan.report.export.common import (
     ExportContext,
     ExportResult,
     LaunchCommand,
+    comment_text,
     engine_line,
     gpu_facts,
     header_lines,
@@ -89,7 +90,8 @@ def single_node_only(chosen: Chosen, ctx: ExportContext, target: str) -> None:
 def script(header: list[str], usage: str, cases: list[tuple[str, list[str]]]) -> str:
     """The whole script: header comments, usage, ``set -euo pipefail``, one case per role."""
     roles = "|".join(name for name, _ in cases)
-    lines = ["#!/usr/bin/env bash", *(f"# {h}" for h in header), "#", *(f"# {u}" for u in usage.splitlines())]
+    lines = ["#!/usr/bin/env bash", *(f"# {comment_text(h)}" for h in header), "#"]
+    lines += [f"# {comment_text(u)}" for u in usage.splitlines()]
     lines += ["set -euo pipefail", f'role="${{1:?usage: $0 {roles}}}"', 'case "$role" in']
     for name, body in cases:
         lines += [f"  {name})", *body, "    ;;"]
@@ -99,7 +101,7 @@ def script(header: list[str], usage: str, cases: list[tuple[str, list[str]]]) ->
 
 def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> str:
     role = dict(chosen.plan.roles())[name]
-    return f"    # {role_summary(name, role, gpu_facts(ctx, role))}; run once per instance, on its host"
+    return f"    # {comment_text(role_summary(name, role, gpu_facts(ctx, role)))}; run once per instance, on its host"
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
     if chosen.plan.mode == "disaggregated":
         front, checks = launcher.front(chosen, ctx)
         commands.append(front)
-        cases.append((launcher.front_name, [f"    # {launcher.front_comment}", *checks, *launcher.front_lines(front)]))
+        front_case = [f"    # {comment_text(launcher.front_comment)}", *checks, *launcher.front_lines(front)]
+        cases.append((launcher.front_name, front_case))
         usage = launcher.usage_disaggregated
     text = script(header, usage, cases)
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

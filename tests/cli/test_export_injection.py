@@ -1,0 +1,77 @@
+"""Nothing typed or read from a plan document can add a command to an exported script or a key to a manifest
+(issue #26): model ids outside the id/path grammar are refused, node labels outside Kubernetes' label syntax are
+refused, and free text from the plan (its label) reaches only comment lines, with control characters escaped. A
+script must parse (``bash -n``) and a manifest must load as one YAML document whose top-level keys are the
+DynamoGraphDeployment's own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from support.cli_result import CliResult
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "tests" / "golden" / "examples" / "default.json"
+TARGETS = [("vllm",), ("sglang",), ("dynamo", "--backend", "vllm"), ("dynamo", "--backend", "sglang")]
+HOSTILE_IDS = ["foo\ntouch PWNED", "", "-rf", "a b", "x;touch PWNED", "$(touch PWNED)", "`id`", "x'y", 'x"y', "a\rb"]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: "-".join(t))
+@pytest.mark.parametrize("model_id", HOSTILE_IDS, ids=range(len(HOSTILE_IDS)))
+def test_hostile_model_id_is_refused(cli: Callable[..., CliResult], target: tuple[str, ...], model_id: str) -> None:
+    result = cli("export", str(PLAN), "--to", *target, "--model-id", model_id)
+    assert result.code == 2, result.err
+    assert result.out == ""
+    assert len(result.err_lines) == 1
+    assert "--model-id" in result.err_lines[0]
+
+
+def _hostile_plan(tmp_path: Path) -> Path:
+    doc = json.loads(PLAN.read_text())
+    for plan in doc["plans"]:
+        plan["label"] = "x\ntouch PWNED\nkind: Evil"
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _check_script(text: str) -> None:
+    bash = shutil.which("bash")
+    if bash is not None:
+        subprocess.run([bash, "-n"], input=text, text=True, check=True)
+    for line in text.splitlines():
+        assert "PWNED" not in line or line.lstrip().startswith("#"), line
+
+
+def _check_manifest(text: str) -> None:
+    docs = list(yaml.safe_load_all(text))
+    assert len(docs) == 1
+    assert set(docs[0]) == {"apiVersion", "kind", "metadata", "spec"}
+    assert docs[0]["kind"] == "DynamoGraphDeployment"
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: "-".join(t))
+def test_plan_text_reaches_only_comments(
+    cli: Callable[..., CliResult], target: tuple[str, ...], tmp_path: Path
+) -> None:
+    model_id = "/models/org/model-1.0:rev@main"
+    result = cli("export", str(_hostile_plan(tmp_path)), "--to", *target, "--model-id", model_id)
+    assert result.code == 0, result.err
+    assert "x\\ntouch PWNED" in result.out  # escaped, on the comment line
+    if target[0] == "dynamo":
+        _check_manifest(result.out)
+    else:
+        _check_script(result.out)
+
+
+@pytest.mark.parametrize("label", ["h100-sxm=a=b\nc: d", "h100-sxm=a b=c", "h100-sxm=key=$(id)"])
+def test_hostile_node_label_is_refused(cli: Callable[..., CliResult], label: str) -> None:
+    result = cli("export", str(PLAN), "--to", "dynamo", "--node-label", label)
+    assert result.code == 2, result.err
+    assert "--node-label" in result.err_lines[0]
