@@ -67,6 +67,11 @@ def roofline(
 
     catalog = catalog_from(hardware_db)
     model_spec, gpu_spec = catalog.model(model), catalog.gpu(gpu)
+    from pdplan.perf.sharding import sharding_error
+
+    sharding = sharding_error(model_spec, tp, pp)
+    if sharding is not None:
+        raise SpecError(sharding[1], field=f"--{sharding[0]}")
     table = load_kernel_table(kernel_table or gpu_spec.name)
     # an FP8 checkpoint is served in FP8 (weights never wider than stored; pdplan.serving.resolve.precision_of)
     weight_bytes = min(DTYPE_BYTES[dtype], model_spec.checkpoint_weight_bytes)

@@ -89,6 +89,9 @@ def read_benchmark_csv(path: Path) -> list[BenchmarkRun]:
     where = str(path)
     reader = csv.DictReader(io.StringIO(read_text_file(path)))
     header = [h.strip() for h in reader.fieldnames or []]
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise SpecError(f"line 1: column(s) {repeated} appear more than once; give each column once", source=where)
     missing = [c for c in CSV_REQUIRED if c not in header]
     if missing:
         raise SpecError(f"missing column(s) {missing}; required header: {','.join(CSV_REQUIRED)}", source=where)

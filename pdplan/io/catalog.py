@@ -247,8 +247,12 @@ def open_catalog(extra_dirs: Sequence[Path] = (), kernel_tables: Sequence[Path] 
     for folder in [*user_dirs_from_env(), *extra_dirs]:
         if not folder.is_dir():
             raise SpecError("hardware database folder does not exist", source=str(folder))
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise SpecError("hardware database folder cannot be read (permission denied)", source=str(folder))
         for kind, sub in _SUBDIR.items():
             files[kind].update(_scan(folder / sub))
     for path in kernel_tables:
-        _load_table_cached(str(path))  # fail early, naming the file, if a table is bad
+        table = _load_table_cached(str(path))  # fail early, naming the file, if a table is bad
+        if table.gpu.lower() not in files["gpu"]:
+            raise UnknownNameError("GPU", table.gpu, files["gpu"], source=f"{path}: gpu")
     return Catalog(files=files, kernel_table_files=tuple(kernel_tables))

@@ -7,6 +7,7 @@ mapping, an unknown field, a wrong value — into a single line naming the file,
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,27 @@ SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 documents and errors, about 10x faster on the kernel tables read at every start."""
 
 
+class _UniqueKeyLoader(SAFE_LOADER):  # type: ignore[misc]
+    """:data:`SAFE_LOADER` refusing a mapping that repeats a key (YAML 1.2 requires keys to be unique; PyYAML keeps
+    the last one silently, so ``tp: 8`` then ``tp: 4`` would price TP 4 without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (each key once per mapping)", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
 def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through :data:`SAFE_LOADER`."""
-    return yaml.load(text, Loader=SAFE_LOADER)
+    """``yaml.safe_load`` through :data:`SAFE_LOADER`, refusing duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def check_input_file(path: Path) -> None:

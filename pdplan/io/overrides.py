@@ -97,6 +97,12 @@ def _parallel_update(ep: str | None, dp: str | None, prefix: str = "") -> dict[s
 
 def _workload_update(sc: Scenario, ov: ScenarioOverrides) -> dict[str, Any]:
     if ov.workload is not None:
+        if ov.isl is not None or ov.osl is not None:
+            given = flag("isl") if ov.isl is not None else flag("osl")
+            raise SpecError(
+                f"give either {flag('workload')} or {given}, not both (a workload file has its own lengths)",
+                field=given,
+            )
         return {"workload": resolve_workload(ov.workload, Path.cwd())}
     if ov.isl is None and ov.osl is None:
         return {}

@@ -22,6 +22,7 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.precision import Precision
+from pdplan.perf.sharding import sharding_error
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup, resolve_reuse
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
@@ -170,12 +171,9 @@ def role_hardware(
 ) -> RoleHardware:
     """One pool's instance type (GPU spec, kernel table, TP/PP, precision); SpecError if TP cannot shard it."""
     gpu = catalog.gpu(role.gpu)
-    if model.num_attention_heads % role.tp:
-        raise SpecError(
-            f"TP {role.tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
-            "(tensor parallelism shards heads evenly)",
-            field="tp",
-        )
+    sharding = sharding_error(model, role.tp, role.pp)
+    if sharding is not None:
+        raise SpecError(sharding[1], field=sharding[0])
     if role.tp > gpu.gpus_per_node and role.tp % gpu.gpus_per_node:
         raise SpecError(
             f"TP {role.tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.name} node and is not a multiple of it "

@@ -9,6 +9,7 @@ from pdplan.io.catalog import Catalog
 from pdplan.io.perf_data import perf_data
 from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import prefill_time_s
+from pdplan.perf.sharding import sharding_error
 from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.specs.command_line import flag
 from pdplan.transfer.kv import transfer_for_request
@@ -41,6 +42,14 @@ def one_transfer(
     if kv_dtype not in DTYPE_BYTES:
         raise SpecError(f"{kv_dtype!r} is not one of bf16, fp8", field=flag("kv_dtype"))
     spec = catalog.model(model)
+    for role_tp, field in ((prefill_tp, "prefill_tp"), (decode_tp, "decode_tp")):
+        sharding = sharding_error(spec, role_tp)
+        if sharding is not None:
+            raise SpecError(sharding[1], field=flag(field))
+    if tokens > spec.max_position_embeddings:
+        raise SpecError(
+            f"{tokens} tokens exceed {spec.name}'s context window of {spec.max_position_embeddings}", field="--tokens"
+        )
     link_spec = catalog.link(link)
     needs_gpu = granularity != "request" or prefill_tp != decode_tp
     if needs_gpu and gpu is None:

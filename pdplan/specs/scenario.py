@@ -119,20 +119,20 @@ class SearchSpace(FrozenModel):
     ``max_instances`` bounds x and y (and the colocated count); ``max_num_seqs`` lists decode batch caps.
     """
 
-    prefill_gpus: list[str] | None = None
-    decode_gpus: list[str] | None = None
+    prefill_gpus: Annotated[list[str], Field(min_length=1)] | None = None
+    decode_gpus: Annotated[list[str], Field(min_length=1)] | None = None
     gpus: PosInt | None = None
-    tp: list[PosInt] | None = None
-    prefill_tp: list[PosInt] | None = None
+    tp: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    prefill_tp: Annotated[list[PosInt], Field(min_length=1)] | None = None
     """TP degrees for prefill instances only (default: ``tp``)."""
-    decode_tp: list[PosInt] | None = None
+    decode_tp: Annotated[list[PosInt], Field(min_length=1)] | None = None
     """TP degrees for decode instances only (default: ``tp``)."""
-    pp: list[PosInt] | None = None
+    pp: Annotated[list[PosInt], Field(min_length=1)] | None = None
     max_instances: PosInt | None = None
-    granularities: list[Granularity] | None = None
-    links: list[str] | None = None
-    routing: list[Routing] | None = None
-    max_num_seqs: list[PosInt] | None = None
+    granularities: Annotated[list[Granularity], Field(min_length=1)] | None = None
+    links: Annotated[list[str], Field(min_length=1)] | None = None
+    routing: Annotated[list[Routing], Field(min_length=1)] | None = None
+    max_num_seqs: Annotated[list[PosInt], Field(min_length=1)] | None = None
     colocated_scheduler: Scheduler = "chunked"
     rate: Annotated[float, Field(gt=0.0)] | None = None
     objective: Objective = "gpus"
@@ -144,14 +144,14 @@ class SearchSpace(FrozenModel):
     """A dollar budget: only plans costing at most this per hour."""
     prices: dict[str, Annotated[float, Field(gt=0.0)]] | None = None
     """GPU name -> USD per GPU-hour, replacing the catalogue's typical price."""
-    ep: list[PosInt] | None = None
+    ep: Annotated[list[PosInt], Field(min_length=1)] | None = None
     """Expert-parallel sizes for both roles (MoE models; default: the ladder of :mod:`pdplan.search.parallel`)."""
-    prefill_ep: list[PosInt] | None = None
-    decode_ep: list[PosInt] | None = None
-    dp: list[PosInt] | None = None
+    prefill_ep: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    decode_ep: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    dp: Annotated[list[PosInt], Field(min_length=1)] | None = None
     """Attention data-parallel ranks per instance for both roles (MoE models)."""
-    prefill_dp: list[PosInt] | None = None
-    decode_dp: list[PosInt] | None = None
+    prefill_dp: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    decode_dp: Annotated[list[PosInt], Field(min_length=1)] | None = None
     cache: CacheSearch | None = None
     """Prefix-cache dimensions (on/off, routing, tier sizes; :mod:`pdplan.specs.cache`); searched only when the
     workload reuses KV."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -160,10 +161,10 @@ def test_write_atomic_leaves_no_temp_file_on_error(tmp_path: Path, monkeypatch: 
     target.write_text("previous")
 
     def broken_replace(src: str, dst: str) -> None:
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("pdplan.report.render.os.replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(SpecError, match=r"out\.txt: cannot write: No space left on device"):
         write_atomic(target, "new")
     assert target.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
