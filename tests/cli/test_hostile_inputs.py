@@ -22,6 +22,7 @@ from pdplan.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "examples" / "default.yaml"
+ROOFLINE = ("roofline", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "1")
 
 
 def one_error(result: CliResult, *needles: str) -> str:
@@ -129,3 +130,45 @@ def test_sigterm_during_a_run_leaves_no_file(tmp_path: Path) -> None:
     proc.communicate(timeout=60)
     assert proc.returncode in (143, -15, 0), proc.returncode  # -15: before the handler; 0: it finished first
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_duplicate_yaml_key_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    scenario = tmp_path / "dup.yaml"
+    scenario.write_text(DEFAULT.read_text() + "mode: colocated\n")
+    one_error(cli("evaluate", str(scenario)), "dup.yaml", "duplicate key 'mode'")
+
+
+def test_empty_search_list_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    scenario = tmp_path / "empty.yaml"
+    scenario.write_text(DEFAULT.read_text().replace("tp: [1, 2, 4, 8]", "tp: []"))
+    one_error(cli("optimize", str(scenario)), "search.tp")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("evaluate", str(DEFAULT), "--pp", "81"), "PP 81 exceeds"),
+        (("evaluate", str(DEFAULT), "--tp", "3"), "TP 3 does not divide"),
+        ((*ROOFLINE, "--tokens", "10", "--tp", "3"), "--tp"),
+        (("transfer", "--model", "llama-3.1-70b", "--tokens", str(10**11), "--link", "ib-ndr"), "context window"),
+        (("transfer", "--model", "llama-3.1-70b", "--tokens", "100", "--link", "ib-ndr", "--prefill-tp", "3"), "TP 3"),
+        (("evaluate", str(DEFAULT), "--workload", "chat", "--isl", "100"), "not both"),
+    ],
+)
+def test_structural_misfits_are_bad_input(cli: Callable[..., CliResult], args: tuple[str, ...], needle: str) -> None:
+    one_error(cli(*args), needle)
+
+
+def test_kernel_table_for_an_unknown_gpu_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    source = ROOT / "pdplan" / "data" / "kernel_tables" / "h100-sxm.yaml"
+    table = tmp_path / "kt.yaml"
+    table.write_text(source.read_text().replace("gpu: h100-sxm", "gpu: nosuchgpu", 1))
+    one_error(cli("evaluate", str(DEFAULT), "--kernel-table", str(table)), "unknown GPU 'nosuchgpu'")
+
+
+def test_duplicate_csv_column_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    results = tmp_path / "runs.csv"
+    results.write_text(
+        "engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms,tp\nvllm,h100-sxm,llama-3.1-8b,1,100,100,1,10,10,1\n"
+    )
+    one_error(cli("calibrate", str(results), "--gpu", "h100-sxm"), "appear more than once")
