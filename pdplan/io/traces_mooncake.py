@@ -14,8 +14,8 @@ line, the field, what was found and what is allowed; docs/reuse_workloads.md §3
 * exactly those four keys; the line must be a JSON object;
 * ``timestamp`` a finite number ≥ 0 and non-decreasing down the file (arrivals are replayed in file order, as the
   README says real traces are; every published trace is sorted);
-* ``input_length`` and ``output_length`` JSON integers ≥ 1 (pdplan's lengths are whole tokens ≥ 1; the published
-  traces' minimum is 1);
+* ``input_length`` and ``output_length`` JSON integers from 1 to :data:`MAX_TRACE_TOKENS` (pdplan's lengths are
+  whole tokens ≥ 1, the published traces' minimum is 1; no model's context reaches the ceiling);
 * ``hash_ids`` a non-empty list of integers in [0, 2⁶³);
 * with a block size B (:func:`check_block_counts`): ``len(hash_ids) == ceil(input_length / B)``: one id per B-token
   block of the prompt, the last block partial. The README's rule (ids name prompt blocks of 512 tokens), and every
@@ -47,6 +47,10 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray, Int64Array
+
+MAX_TRACE_TOKENS = 100_000_000
+"""Ceiling on a trace line's token counts: 100x the longest context window of any model in use (1M tokens), so a
+corrupt line is named here rather than failing later as an overflow or an out-of-range prompt length."""
 
 KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
 _KEY_SET = frozenset(KEYS)
@@ -238,6 +242,8 @@ def _canonical(data: bytes, n_lines: int, previous: float, first_line: int) -> _
         or np.any(ids == _INT64_MAX)
         or np.any(inp_t < 1)
         or np.any(out_t < 1)
+        or np.any(inp_t > MAX_TRACE_TOKENS)
+        or np.any(out_t > MAX_TRACE_TOKENS)
         or ts_ms[0] < previous
         or np.any(np.diff(ts_ms) < 0)
     ):
@@ -358,6 +364,8 @@ def _check_fields(obj: dict[str, Any], number: int, where: str, previous: float)
         value = obj[name]
         if type(value) is not int or value < 1:
             fail(name, "must be an integer >= 1 (tokens)")
+        if value > MAX_TRACE_TOKENS:
+            fail(name, f"must be at most {MAX_TRACE_TOKENS:,} tokens (longer than any model's context)")
     ids = obj["hash_ids"]
     if type(ids) is not list or not ids:
         fail("hash_ids", "must be a non-empty list of block ids (one per prompt block)")

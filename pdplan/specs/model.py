@@ -39,6 +39,16 @@ from pdplan.specs.model_parts import (
     unquantized_bytes,
 )
 
+MAX_LAYERS = 4_096
+MAX_WIDTH = 1_048_576
+MAX_HEADS = 65_536
+MAX_VOCAB = 16_777_216
+MAX_CONTEXT = 134_217_728
+"""Plausibility ceilings on a model's shape (issue #26: a config with 10^100 layers is bad input, not a plan). Each is
+at least 10x the largest published value in the presets and Hugging Face configs pdplan reads (layers: 126 for
+Llama-3.1-405B; widths: 53,248 intermediate for Llama-3.1-405B; heads: 128; vocabulary: 262,144 for Gemma 3; context:
+10M for Llama 4 Scout)."""
+
 
 class ModelSpec(FrozenModel, ModelKvMixin):
     """Architecture of one decoder-only LLM (see the module docstring); the KV/state byte accounting
@@ -48,17 +58,18 @@ class ModelSpec(FrozenModel, ModelKvMixin):
     name: ModelId
     display_name: str | None = None
     family: NonEmpty
-    num_layers: PosInt
-    hidden_size: PosInt
-    num_attention_heads: PosInt
-    num_kv_heads: PosInt
-    head_dim: PosInt  # query/key head size; MLA: qk_nope_head_dim + qk_rope_head_dim
+    num_layers: Annotated[int, Field(strict=True, gt=0, le=MAX_LAYERS)]
+    hidden_size: Annotated[int, Field(strict=True, gt=0, le=MAX_WIDTH)]
+    num_attention_heads: Annotated[int, Field(strict=True, gt=0, le=MAX_HEADS)]
+    num_kv_heads: Annotated[int, Field(strict=True, gt=0, le=MAX_HEADS)]
+    head_dim: Annotated[int, Field(strict=True, gt=0, le=MAX_WIDTH)]  # MLA: qk_nope_head_dim + qk_rope_head_dim
     v_head_dim: PosInt | None = None  # value head size when it differs from head_dim (MiMo-V2-Flash: 128 vs 192)
-    intermediate_size: PosInt  # dense FFN width (used by dense layers only in MoE models)
+    # dense FFN width (used by dense layers only in MoE models)
+    intermediate_size: Annotated[int, Field(strict=True, gt=0, le=MAX_WIDTH)]
     gated_mlp: Flag  # True: SwiGLU gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
-    vocab_size: PosInt
+    vocab_size: Annotated[int, Field(strict=True, gt=0, le=MAX_VOCAB)]
     tie_word_embeddings: Flag
-    max_position_embeddings: PosInt
+    max_position_embeddings: Annotated[int, Field(strict=True, gt=0, le=MAX_CONTEXT)]
     position_embedding: Literal["rope", "learned", "alibi"]
     position_embedding_offset: NonNegInt = 0  # OPT stores max_pos + 2 learned positions
     norm: Literal["rmsnorm", "layernorm"]
