@@ -83,13 +83,15 @@ def run(argv: list[str] | None = None) -> int:
     except click_exceptions.ClickException as err:
         _print_error(err.format_message())
         return EXIT_BAD_INPUT
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort inside a command; outside one, it is raw
         _print_error("aborted")
         return 130
     except OSError as err:  # the environment refused a read or write no check foresaw: one line, not a traceback
         where = f"{err.filename}: " if err.filename else ""
         _print_error(f"{where}{err.strerror or err}")
         return EXIT_BAD_INPUT
+    if result == 130:  # typer returns 130 for Ctrl-C inside a command, silently
+        _print_error("aborted")
     return result if isinstance(result, int) else 0
 
 

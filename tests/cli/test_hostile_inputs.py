@@ -172,3 +172,23 @@ def test_duplicate_csv_column_is_refused(cli: Callable[..., CliResult], tmp_path
         "engine,gpu,model,tp,isl,osl,concurrency,ttft_ms,tpot_ms,tp\nvllm,h100-sxm,llama-3.1-8b,1,100,100,1,10,10,1\n"
     )
     one_error(cli("calibrate", str(results), "--gpu", "h100-sxm"), "appear more than once")
+
+
+def test_ctrl_c_during_a_simulation_exits_130_cleanly(tmp_path: Path) -> None:
+    """SIGINT sent to a real process in the middle of a long simulation: exit 130, one line, no file."""
+    out = tmp_path / "sim.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pdplan", "simulate", str(DEFAULT), "--goodput", "--requests", "200000", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(8.0)  # past the imports, inside the goodput search (tens of seconds)
+    assert proc.poll() is None, "the simulation ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip()] == ["error: aborted"]
+    assert list(tmp_path.iterdir()) == []
