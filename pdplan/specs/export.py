@@ -150,6 +150,8 @@ class DynamoData(FrozenModel):
     hf_token_secret: str
     frontend_http_port: int = Field(ge=1, le=65535)
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
+    vllm_kv_transfer_config: dict[str, str]
+    """The ``--kv-transfer-config`` Dynamo's vLLM workers of a disaggregated graph take (both roles)."""
     vendors: list[Vendor]
     sources: dict[str, str]
 

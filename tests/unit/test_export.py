@@ -21,6 +21,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.export_data import engine_flags, export_targets, node_labels, read_plan_document
 from pdplan.report.export import ExportResult, export_plan, plan_gpus
 from pdplan.report.export.context import export_context
+from pdplan.report.export.engine_args import vllm_max_num_seqs
 from pdplan.specs.base import validate_spec
 from pdplan.specs.export import PlanDocument
 
@@ -383,3 +384,36 @@ def test_flag_lists_were_read_at_the_versions_the_exports_target() -> None:
     assert flags["python -m sglang.launch_server"].version == f"SGLang {targets.engines['sglang'].version}"
     for program in ("python3 -m dynamo.vllm", "python3 -m dynamo.sglang", "python3 -m dynamo.frontend"):
         assert flags[program].version == f"Dynamo {targets.dynamo.release}"
+
+
+# ---- batch caps and the KV connector (issue #25) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("max_num_seqs", "dp", "budget", "written"),
+    [(4096, 1, 2048, 2048), (256, 16, 8192, 16), (100, 3, None, 34), (128, 1, 8192, 128)],
+)
+def test_vllm_batch_cap_is_per_dp_engine_and_within_the_budget(
+    max_num_seqs: int, dp: int, budget: int | None, written: int
+) -> None:
+    assert vllm_max_num_seqs(max_num_seqs, dp, budget) == written
+
+
+def test_vllm_export_writes_the_cap_per_dp_engine() -> None:
+    plan = _plan(decode={"gpu": "h100-sxm", "tp": 2, "pp": 1, "dp": 4, "ep": 8, "count": 1}, max_num_seqs=256)
+    doc = _doc(plan)
+    doc = doc.model_copy(update={"inputs": {**doc.inputs, "model": {"name": "qwen3-30b-a3b"}}})
+    ctx = export_context(open_catalog(), doc, ["h100-sxm"], model_id="Qwen/Qwen3-30B-A3B", source="test")
+    result = export_plan(doc, target="vllm", rank=1, ctx=ctx, source="test", backend="vllm")
+    decode = next(c for c in result.commands if c.role == "decode")
+    assert _flag(decode.argv(), "--max-num-seqs") == "64"
+
+
+def test_dynamo_vllm_workers_get_the_kv_transfer_config() -> None:
+    result = _export(_doc(), "dynamo", backend="vllm")
+    for cmd in result.commands:
+        if cmd.role in ("prefill", "decode"):
+            assert json.loads(_flag(cmd.argv(), "--kv-transfer-config")) == {
+                "kv_connector": "NixlConnector",
+                "kv_role": "kv_both",
+            }

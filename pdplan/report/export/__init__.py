@@ -25,6 +25,7 @@ from pdplan.report.export.common import (
     version_warnings,
 )
 from pdplan.report.export.dynamo import dynamo_manifest
+from pdplan.report.export.engine_args import batch_cap_warnings
 from pdplan.report.export.sglang import sglang_script
 from pdplan.report.export.vllm import vllm_script
 from pdplan.specs.export import PlanDocument
@@ -53,6 +54,7 @@ def export_plan(
     check_vendors(chosen, ctx, _target(target), engine)
     warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine])
     warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
+    warnings += batch_cap_warnings(chosen, ctx, engine)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

@@ -18,6 +18,7 @@ spec) on the label NVIDIA GPU Feature Discovery sets, ``nvidia.com/gpu.product``
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -52,7 +53,8 @@ def _worker_command(
     if engine == "vllm":
         flags = [("--model", ctx.model_id)]
         if role_name != "colocated":
-            flags.append(("--disaggregation-mode", role_name))
+            kv_config = json.dumps(ctx.targets.dynamo.vllm_kv_transfer_config, separators=(",", ":"))
+            flags += [("--disaggregation-mode", role_name), ("--kv-transfer-config", kv_config)]
     else:
         flags = [("--model-path", ctx.model_id), ("--served-model-name", ctx.model_id), ("--skip-tokenizer-init", None)]
         if role_name != "colocated":

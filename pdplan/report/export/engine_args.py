@@ -54,11 +54,42 @@ def token_budget(chosen: Chosen, ctx: ExportContext, role_name: str) -> int | No
     return chosen.doc.assumptions.engine_defaults.max_num_batched_tokens
 
 
+def vllm_max_num_seqs(max_num_seqs: int, dp: int, budget: int | None) -> int:
+    """vLLM's ``--max-num-seqs`` for an instance the plan caps at ``max_num_seqs`` sequences: per data-parallel engine
+    (vLLM starts ``dp`` engines, each with its own scheduler and cap: ``vllm/v1/engine/core.py``, one
+    ``EngineCore`` per DP rank), so ``ceil(max_num_seqs / dp)``; and at most the step's token budget, which vLLM
+    requires (``SchedulerConfig``: "max_num_batched_tokens must be greater than or equal to max_num_seqs"; a
+    decoding sequence takes one token of the budget, so no more than ``budget`` can run in a step anyway)."""
+    per_engine = -(-max_num_seqs // dp)
+    return per_engine if budget is None else min(per_engine, budget)
+
+
+def batch_cap_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> list[str]:
+    """Where the vLLM batch cap written differs from the plan's: a cap above the step's token budget."""
+    plan = chosen.plan
+    if engine != "vllm" or plan.max_num_seqs is None:
+        return []
+    out = []
+    for role_name, role in plan.roles():
+        budget = token_budget(chosen, ctx, role_name)
+        if role_name != "prefill" and budget is not None and -(-plan.max_num_seqs // role.dp) > budget:
+            out.append(
+                f"{role_name}: the plan caps the batch at {plan.max_num_seqs} sequences but its step budget is "
+                f"{budget} tokens; vLLM requires max-num-batched-tokens >= max-num-seqs, so --max-num-seqs "
+                f"{vllm_max_num_seqs(plan.max_num_seqs, role.dp, budget)} is written (no step runs more sequences)"
+            )
+    return out
+
+
 def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> Flags:
     plan, out = chosen.plan, Flags()
-    if plan.max_num_seqs is not None and role_name != "prefill":
-        out.append(("--max-num-seqs" if engine == "vllm" else "--max-running-requests", str(plan.max_num_seqs)))
     budget = token_budget(chosen, ctx, role_name)
+    if plan.max_num_seqs is not None and role_name != "prefill":
+        if engine == "vllm":
+            role = dict(plan.roles())[role_name]
+            out.append(("--max-num-seqs", str(vllm_max_num_seqs(plan.max_num_seqs, role.dp, budget))))
+        else:
+            out.append(("--max-running-requests", str(plan.max_num_seqs)))
     if engine == "vllm":
         if budget is not None:
             out.append(("--max-num-batched-tokens", str(budget)))
