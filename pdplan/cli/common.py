@@ -181,8 +181,33 @@ def progress() -> Progress:
     )
 
 
+PROGRESS_QUIET_S = 2.0
+PROGRESS_EVERY_S = 5.0
+"""Off a terminal (a pipe, a file, a CI log), a stage is written as a ``progress:`` line on stderr only once the command
+has run :data:`PROGRESS_QUIET_S` (a quick command prints none) and at most every :data:`PROGRESS_EVERY_S`."""
+
+
 def with_progress(name: str, run: Callable[[Callable[[str], None]], T]) -> T:
-    """``run(stage)`` under the :func:`progress` spinner, which starts as ``name``; ``stage(text)`` renames it."""
+    """``run(stage)`` under the :func:`progress` spinner, which starts as ``name``; ``stage(text)`` renames it. Off a
+    terminal the stages become throttled ``progress: STAGE (N s)`` lines on stderr instead (docs/errors.md §3)."""
+    if not stderr_console.is_terminal:
+        return run(_progress_lines())
     with progress() as shown:
         task = shown.add_task(name, total=None)
         return run(lambda stage: shown.update(task, description=stage))
+
+
+def _progress_lines() -> Callable[[str], None]:
+    import time
+
+    started, last = time.perf_counter(), [float("-inf")]
+
+    def stage(text: str) -> None:
+        now = time.perf_counter()
+        if now - started >= PROGRESS_QUIET_S and now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            stderr_console.print(
+                f"progress: {text} ({now - started:.0f} s)", highlight=False, markup=False, soft_wrap=True
+            )
+
+    return stage

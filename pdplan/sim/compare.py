@@ -314,6 +314,37 @@ def simulated_goodput(
     return 0.5 * (lo + hi)
 
 
+def expected_goodput_runs(rel_tol: float = GOODPUT_REL_TOL) -> int:
+    """Simulations a goodput search usually takes: two to bracket the rate (0.8 and 1.2 times the closed form's
+    goodput), then bisections until the bracket is ``rel_tol`` wide, ``ceil(log2(0.4 / rel_tol))`` (6 at 1 %). More
+    when the closed form is far off (the bracket widens first), never more than ``2 + 2·_MAX_BISECTIONS``."""
+    return 2 + math.ceil(math.log2(0.4 / rel_tol))
+
+
+def _counted(
+    attainment: Callable[[float], float], tell: Callable[[str], None], n_requests: int
+) -> Callable[[float], float]:
+    """``attainment`` that tells, before each simulation, which run of the goodput search it is, at what rate, and the
+    time left at the mean time per run so far (the progress line of ``pdplan simulate --goodput``)."""
+    started, runs = time.perf_counter(), [0]
+    expected = expected_goodput_runs()
+
+    def run(rate_rps: float) -> float:
+        done = runs[0]
+        runs[0] += 1
+        eta = ""
+        if done:
+            per_run_s = (time.perf_counter() - started) / done
+            eta = f", about {per_run_s * max(expected - done, 1):.0f} s left"
+        tell(
+            f"simulated goodput: run {done + 1} (about {expected} in all) of {n_requests:,} requests at "
+            f"{rate_rps:.4g} req/s{eta}"
+        )
+        return attainment(rate_rps)
+
+    return run
+
+
 def _closed_form(ev: Evaluation, model: DisaggregatedModel | ColocatedModel) -> dict[str, Any]:
     op = ev.operating_point
     assert op is not None
@@ -389,8 +420,9 @@ def simulate_scenario(
             point = runner.point(rate, concurrency)
     sim_good = None
     if goodput:
-        tell("simulated goodput (bisection on the rate)")
-        sim_good = simulated_goodput(runner.attainment, scenario.slo.attainment, max(ev.goodput_rps, 1e-9))
+        sim_good = simulated_goodput(
+            _counted(runner.attainment, tell, n_requests), scenario.slo.attainment, max(ev.goodput_rps, 1e-9)
+        )
     settings = {
         "arrivals": _arrivals_name(scenario.workload, replay, reuse, process),
         "requests": n_requests,
