@@ -218,6 +218,12 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
     lengths = discretize(scenario.workload, max_bins=WORKLOAD_BINS, context_window=window)
     lengths = split_one_token(lengths, one_token_fraction(scenario.workload))
     warnings = []
+    if lengths.clipped_fraction >= 1.0 - 1e-12:  # every request is longer than the model can hold: not a workload
+        raise SpecError(
+            f"every request exceeds {model.name}'s context window of {window} tokens (prompt + output); engines "
+            "refuse such requests (vLLM and SGLang answer 400), so there is nothing to plan: shorten the lengths",
+            field="workload",
+        )
     if lengths.clipped_fraction > 0.0:
         warnings.append(
             f"{_share(lengths.clipped_fraction)} of requests exceed {model.name}'s context window of "
