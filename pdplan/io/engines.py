@@ -1,7 +1,9 @@
 """Engine profiles on disk: the packaged ones (``pdplan/data/engines/<name>.yaml``) and the user's own.
 
 A name (``vllm``, case-insensitive) is looked up in ``--hardware-db`` folders' ``engines/`` and then the package
-(:meth:`pdplan.io.catalog.Catalog.engine`); anything that looks like a path is read as a YAML file.
+(:meth:`pdplan.io.catalog.Catalog.engine`); anything that looks like a path is read as a YAML file. ``ENGINE@VERSION``
+(``vllm@0.12``, ``vllm@0.18``) picks the profile of that engine whose version is VERSION or starts with
+``VERSION.`` (issue #23: the profiles name the version they describe; a plain name is the default version).
 """
 
 from __future__ import annotations
@@ -45,10 +47,26 @@ def load_engine(name_or_path: str | Path, user_files: dict[str, Path] | None = N
     key = text.strip().lower()
     files = {p.stem.lower(): p for p in sorted(ENGINE_DIR.glob("*.yaml"))}
     files.update(user_files or {})
+    if "@" in key:
+        return _engine_at_version(key, files)
     found = files.get(key)
     if found is None:
         raise UnknownNameError("engine", text, files)
     return load_engine_file(found, by_name=True)
+
+
+def _engine_at_version(key: str, files: dict[str, Path]) -> EngineProfile:
+    """The one profile of ``ENGINE@VERSION`` (module docstring); SpecError listing the versions there are."""
+    engine, _, version = key.partition("@")
+    profiles = [load_engine_file(path, by_name=True) for path in files.values()]
+    same = [p for p in profiles if p.engine == engine.strip()]
+    want = version.strip()
+    found = [p for p in same if p.version == want or p.version.startswith(want + ".")]
+    if len(found) == 1:
+        return found[0]
+    versions = ", ".join(sorted(f"{p.engine}@{p.version}" for p in same)) or "none"
+    what = "several profiles match" if found else "no profile matches"
+    raise SpecError(f"{what} {key!r}; versions there are: {versions}", field="engine")
 
 
 @lru_cache(maxsize=64)

@@ -140,8 +140,12 @@ def _replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
     return copy
 
 
-DEFAULT_DATA = yaml.safe_load(DEFAULT.read_text())
-LEAVES = _leaves(DEFAULT_DATA)
+BASES = {
+    name: yaml.safe_load((ROOT / "examples" / name).read_text())
+    for name in ("default.yaml", "chat-sessions.yaml", "shared-system-prompt.yaml", "deepseek-v3-wide-ep.yaml")
+}
+"""Scenarios whose fields are fuzzed: the default, the two reuse examples with inline workloads, and an MoE one."""
+FIELDS = [(name, path) for name, data in BASES.items() for path in _leaves(data)]
 
 
 def _invoke(argv: list[str]) -> tuple[int, str, str, float]:
@@ -191,11 +195,12 @@ def test_roofline_and_transfer_flags_keep_the_contract(argv: list[str]) -> None:
 
 
 @FUZZ
-@given(st.sampled_from(LEAVES), st.sampled_from(HOSTILE_VALUES), st.sampled_from(["evaluate", "validate"]))
-def test_scenario_fields_keep_the_contract(path: tuple[Any, ...], value: Any, command: str) -> None:
+@given(st.sampled_from(FIELDS), st.sampled_from(HOSTILE_VALUES), st.sampled_from(["evaluate", "validate"]))
+def test_scenario_fields_keep_the_contract(field: tuple[str, tuple[Any, ...]], value: Any, command: str) -> None:
+    base, path = field
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "scenario.yaml"
-        scenario.write_text(yaml.safe_dump(_replaced(DEFAULT_DATA, path, value)))
+        scenario.write_text(yaml.safe_dump(_replaced(BASES[base], path, value)))
         _check_contract([command, str(scenario)])
 
 

@@ -109,3 +109,18 @@ def test_vllm_profiles_allocate_kv_on_demand() -> None:
     for name in ("vllm", "vllm-0.18"):
         assert CATALOG.engine(name).scheduling.kv_admission == "on_demand"
     assert CATALOG.engine("trtllm").scheduling.kv_admission == "reserve"
+
+
+@pytest.mark.parametrize(
+    ("key", "version"), [("vllm@0.12", "0.12.0"), ("vllm@0.18", "0.18.0"), ("VLLM@0.18.0", "0.18.0")]
+)
+def test_engine_at_version_picks_that_profile(key: str, version: str) -> None:
+    profile = load_engine(key)
+    assert (profile.engine, profile.version) == ("vllm", version)
+
+
+@pytest.mark.parametrize(("key", "needle"), [("vllm@0.99", "no profile matches"), ("vllm@0", "several profiles")])
+def test_engine_at_unknown_version_lists_the_versions(key: str, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle) as caught:
+        load_engine(key)
+    assert "vllm@0.12.0, vllm@0.18.0" in str(caught.value)
