@@ -364,11 +364,17 @@ def _session_keys(
         think_time=_think(spec.think_time),
         turn_duration_s=duration_s,
         outputs_cached=domain.holds_outputs,
+        system_prompts=spec.distinct_system_prompts,  # sessions spread over them and share them (simulator alike)
     )
     kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
     local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
-    levels = np.array([r.hit_probability for r in local])
-    tokens = np.array([r.hit_tokens for r in local])
+    # a turn's class is the band its history is first found in; a turn whose history no band holds, the band its
+    # shared system prompt is first found in (independent of the history's miss): P(class within edge i) =
+    # f_i + (1 − f_E)·h_i, its tokens E[history hit]_i + (1 − f_E)·h_i·S (= the whole hit at the last edge)
+    missed = 1.0 - local[-1].history_hit_probability
+    system = float(spec.system_prompt_tokens)
+    levels = np.array([r.history_hit_probability + missed * r.system_hit_probability for r in local])
+    tokens = np.array([r.history_hit_tokens + missed * r.system_hit_probability * system for r in local])
     pool = None
     if bands.pool is not None:
         glob = session_cache(workload, bands.pool.capacity_tokens, instances=1)
