@@ -148,6 +148,34 @@ def prefix_distances(trace: BlockTrace) -> Int64Array:
     return np.where(running >= n, COLD, running)
 
 
+def arrival_distances(trace: BlockTrace) -> Int64Array:
+    """Per access, its block's reuse distance at its request's arrival (:data:`COLD` for a first access): the
+    position of the block in the LRU stack the request is looked up against, which says which tier of a hierarchy
+    holds it (``docs/prefix_cache.md §3``), where :func:`prefix_distances` says whether it hits at all.
+
+    Derivation: d(t_i) counts the distinct blocks accessed in ``(prev[i], t_i)``, the arrival distance a_i those in
+    ``(prev[i], start)``, start the request's first access. The accesses in ``[start, t_i)`` are the request's
+    earlier blocks j; such a block is counted in d(t_i) but not in a_i iff its previous access is before the window,
+    ``prev[j] < prev[i]`` (a first access included; a block repeated within the request has ``prev[j] ≥ start``
+    and was counted with its first occurrence). So ``a_i = d(t_i) − #{start ≤ j < t_i : prev[j] < prev[i]}``, a
+    dominance count within the request: ranked by (request, prev, position), the earlier accesses of smaller rank
+    are every access of the earlier requests and those j. A block already touched by its own request (prev[i] ≥
+    start) is at the top of the stack: 0."""
+    ids = np.asarray(trace.block_ids, np.int64)
+    if ids.size == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.asarray(trace.offsets, np.int64)
+    request = np.repeat(np.arange(trace.n_requests, dtype=np.int64), trace.blocks_per_request)
+    prev = previous_access(ids)
+    position = np.arange(ids.size, dtype=np.int64)
+    rank = np.empty(ids.size, np.int64)
+    rank[np.lexsort((position, prev, request))] = position
+    within = earlier_smaller_weight(rank, np.ones(ids.size, np.int64)) - offsets[request]
+    own = reuse_distances(ids)
+    arrival = np.where(prev >= offsets[request], 0, np.maximum(own - within, 0))
+    return np.where(own == COLD, COLD, arrival)
+
+
 def hit_ratio_curve(trace: BlockTrace) -> HitRatioCurve:
     """The exact prefix-cache hit-ratio curve of an LRU cache at every capacity (blocks)."""
     offsets = np.asarray(trace.offsets, np.int64)

@@ -13,12 +13,14 @@ import yaml
 from pdplan.cache.trace import BlockTrace
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.io.kv_offload import load_kv_offload
 from pdplan.io.scenario import load_scenario
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.prefix_cache import affinity_owner
+from pdplan.serving.prefix_cache import CacheSetup, Domain, Reuse, affinity_owner, cache_classes
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
+from pdplan.specs.cache import CacheSpec
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
@@ -160,3 +162,46 @@ def test_affinity_key_spreads_requests_that_share_a_system_prompt() -> None:
     for c in np.unique(conversation):
         assert np.unique(owner[conversation == c]).size == 1
     assert np.all(affinity_owner(trace, 1) == 0)
+
+
+def _trace_setup(inclusion: str, dram_blocks: int, kvb: float) -> tuple[CacheSetup, Domain]:
+    """Requests r0 = [1 2 3 4], r1 = [5 6 7 8], r2 = [1 2 3 4 9] (16-token blocks, whole-block prompts) on one
+    instance with HBM for 6 blocks and host DRAM for ``dram_blocks`` (vLLM's offloading connector: inclusive;
+    TensorRT-LLM's host offload: exclusive)."""
+    trace = BlockTrace(
+        np.array([0, 4, 8, 13], np.int64),
+        np.array([1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 9], np.int64),
+        16,
+        prompt_tokens=np.array([64, 64, 80], np.int64),
+    )
+    name = "vllm-offloading-connector" if inclusion == "inclusive" else "trtllm-kv-reuse-host-offload"
+    mechanism = next(m for m in load_kv_offload().mechanisms if m.name == name)
+    storage = CATALOG.storage("host-dram-pcie5")
+    setup = CacheSetup(
+        CacheSpec(routing="load-balance"), mechanism, (storage,), (dram_blocks * 16 * kvb,), Reuse(trace=trace)
+    )
+    return setup, Domain(hbm_tokens=6 * 16, kv_bytes_per_token=kvb, instances=1, instances_per_node=1, layers=32)
+
+
+@pytest.mark.parametrize(("inclusion", "dram_blocks"), [("inclusive", 16), ("exclusive", 10)])
+def test_a_trace_hit_is_split_over_the_tiers_holding_its_blocks(inclusion: str, dram_blocks: int) -> None:
+    """At r2's arrival the LRU stack is 8 7 6 5 4 3 2 1: blocks 4 and 3 sit at positions 4 and 5 (within HBM's 6),
+    2 and 1 at 6 and 7 (the DRAM band, [6, 16) inclusive or [6, 6 + 10) exclusive). r2 hits 4 blocks, 64 tokens:
+    32 from HBM, 32 from DRAM; its class is DRAM (the slowest tier it reaches) and only DRAM's 32 tokens are loaded.
+    Of the 208 prompt tokens: 64 hit, 32 in each tier."""
+    kvb = 131_072.0
+    setup, domain = _trace_setup(inclusion, dram_blocks, kvb)
+    classes = cache_classes(setup, domain, np.array([64.0, 80.0]), 1.0, 0.0)
+    assert classes.names == ("miss", "hbm", "host-dram-pcie5")
+    assert classes.weights.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    assert classes.hit_tokens[1, 2] == 64.0
+    assert classes.tier_share[1, 2].tolist() == [0.0, 0.5, 0.5]
+    assert classes.token_hit_ratio == pytest.approx(64 / 208, rel=1e-12)
+    assert [t.token_hit_ratio for t in classes.tiers] == pytest.approx([32 / 208, 32 / 208], rel=1e-12)
+    dram = classes.load_from[2]
+    assert dram is not None
+    compute = np.full((2, 3, 1), 1e-3)
+    load = classes.exposed_load_s(np.full((2, 3, 1), 64.0), kvb, compute)
+    assert load[1, 2, 0] == pytest.approx(float(dram.exposed_load_s(32.0, kvb, 1e-3, 32)), rel=1e-12)
+    assert load[1, 2, 0] < float(dram.exposed_load_s(64.0, kvb, 1e-3, 32))
+    assert np.all(load[:, :2] == 0.0)
