@@ -2,10 +2,15 @@
 how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 
 **Classes.** A request of prompt bin k is a *miss* (nothing cached: the whole prompt is computed) or a *hit in tier
-i* (its longest cached prefix is served from tier i: its KV is loaded, only the rest of the prompt is computed). The
+i* (its longest cached prefix reaches down to tier i: its KV is loaded, only the rest of the prompt is computed). The
 serving models price each (bin, class) pair as its own prefill (:func:`pdplan.serving.roles.cached_prefill_perf` plus
-the tier's exposed load, :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) and mix the classes per bin with
-weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+the exposed load of the class's hit tokens in each tier below HBM, :meth:`CacheClasses.exposed_load_s`) and mix the
+classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+The bins weigh ``P(bin k)·w[k, h]`` with the prompt law's marginal, except where the cache model lays out the prompts
+itself (shared prefixes: the prefixes' lengths and popularity make the prompts), whose classes weigh by the keys' own
+(bin × class) mass (:attr:`CacheClasses.joint`): with Zipf popularity and spread lengths the popular prefixes' bins,
+which hit, hold more requests than the prompt law gives them (a miss probability of 0.118 by the prompt law's bins,
+0.077 by the prefixes' own, in docs/prefix_cache.md §9's 1P1D case).
 
 **Where the hit rates come from.** One cache domain per instance (a prefill instance in xPyD, or a colocated one):
 its HBM (the KV blocks the running sequences leave free), then the tiers below it (host DRAM and local SSD: the
@@ -14,14 +19,19 @@ one LRU of the tiers' cumulative (exclusive) or largest (inclusive) capacity, a 
 distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per workload:
 
 * **sessions**: the characteristic-time (Che) form per turn index (:func:`pdplan.cache.lru_closed_form.
-  session_cache`: a turn hits its session's history iff the history was touched within T_C), evaluated at every band
-  edge; a turn's prompt law is its history law plus its new tokens, so the turn index gives each bin its mix of turns;
+  session_cache`: a turn hits its session's history iff the history was touched within T_C, else its shared system
+  prompt iff that was), evaluated at every band edge; a turn's class is the band its history is first found in (a
+  turn that finds none: the band of its system prompt); a turn's prompt law is its history law plus its new tokens,
+  so the turn index gives each bin its mix of turns;
 * **shared prefixes**: the Che form per prefix (:func:`~pdplan.cache.lru_closed_form.shared_prefix_cache`): prefix j
   hits with ``1 − e^{−λ p_j T_C}``; a prefix-affine router gives each prefix one instance (the deployment then acts
   as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x;
 * **traces with block hashes** (Mooncake): the exact LRU stack distances of each instance's request stream
   (:func:`pdplan.cache.stack_distance.prefix_distances`; affinity: requests go to the instance their first block
-  hashes to; load-balance: round robin), no approximation.
+  hashes to; load-balance: round robin), no approximation. A request's class is the slowest tier its hit blocks
+  reach; each hit block is served by the tier holding it at the request's arrival (its own stack position,
+  :func:`pdplan.cache.stack_distance.arrival_distances`, in a tier's band), so a hit spread over HBM and DRAM loads
+  only its DRAM blocks (:attr:`CacheClasses.tier_share`).
 
 A remote pool is one LRU over every instance's traffic: a request that misses its instance's own tiers finds its
 prefix there with the probability that the deployment as a whole (one instance of the summed rate) holds it beyond
