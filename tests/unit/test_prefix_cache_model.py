@@ -3,6 +3,7 @@ checks on small scenarios, disaggregated and colocated."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from pdplan.serving.prefix_cache import CacheSetup, Domain, Reuse, affinity_owne
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
 from pdplan.specs.cache import CacheSpec
+from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
@@ -205,3 +207,32 @@ def test_a_trace_hit_is_split_over_the_tiers_holding_its_blocks(inclusion: str, 
     assert load[1, 2, 0] == pytest.approx(float(dram.exposed_load_s(32.0, kvb, 1e-3, 32)), rel=1e-12)
     assert load[1, 2, 0] < float(dram.exposed_load_s(64.0, kvb, 1e-3, 32))
     assert np.all(load[:, :2] == 0.0)
+
+
+def test_shared_prefixes_weigh_the_bins_by_their_own_layout() -> None:
+    """Three prefixes of a uniform 1,000-3,000-token law, laid out at its quantiles 0.5, 0.118 and 0.736 (the
+    golden-ratio sequence): about 2,000, 1,236 and 2,472 tokens, with Zipf (s = 1) shares 6/11, 3/11 and 2/11. With a
+    200-token question and bins split at 2,250 tokens, the first two prefixes' prompts fall in bin 0 and the third's in
+    bin 1: the classes weigh the bins 9/11 and 2/11, where the prompt law (prefix + question) gives them about 0.525
+    and 0.475. Sessions, whose bins come from the prompt law itself, keep its marginal."""
+    spec = SharedPrefixSpec.model_validate(
+        {
+            "num_prefixes": 3,
+            "prefix_tokens": {"dist": "uniform", "min": 1000, "max": 3000},
+            "question_tokens": {"dist": "fixed", "value": 200},
+            "output_tokens": {"dist": "fixed", "value": 100},
+            "popularity": {"kind": "zipf", "s": 1.0},
+        }
+    )
+    setup = CacheSetup(CacheSpec(routing="load-balance"), None, (), (), Reuse(shared_prefix=spec))
+    domain = Domain(hbm_tokens=1e5, kv_bytes_per_token=131_072.0, instances=1, instances_per_node=1, layers=32)
+    classes = cache_classes(setup, domain, np.array([1500.0, 3000.0]), 1.0, 0.0)
+    assert classes.joint is not None
+    assert classes.joint.sum(axis=1) == pytest.approx([9 / 11, 2 / 11], rel=1e-12)
+    marginal = np.array([0.525, 0.475])
+    assert classes.bin_class_probability(marginal) is classes.joint
+    assert np.allclose(classes.joint, classes.joint.sum(axis=1, keepdims=True) * classes.weights)
+    sessions = dataclasses.replace(setup, reuse=Reuse(sessions=SessionsSpec.model_validate(SESSIONS)))
+    per_turn = cache_classes(sessions, domain, np.array([1500.0, 3000.0]), 1.0, 0.0)
+    assert per_turn.joint is None
+    assert np.array_equal(per_turn.bin_class_probability(marginal), marginal[:, None] * per_turn.weights)
