@@ -22,15 +22,31 @@ random routing over 4 instances; the previous-turn-only variant of random routin
 by up to 0.26 at large capacities; shared prefixes 0.005-0.007, 0.026 with 10,000 prefixes (whose finite trace
 still pays compulsory misses the stationary formula does not count).
 
-**Multi-turn sessions** (:func:`session_cache`). A session has n turns (``turns_pmf``). Turn k's prompt is the
-history so far plus ``append_tokens`` new tokens; after the turn, the history ``H_k = system + k·(append +
-output)`` is one item (its blocks were all just touched). The next turn comes ``G = turn_duration + Z`` later (Z the
-think time); the last turn's item is never reused, so it stays T. Turn k+1 hits the whole ``H_k`` iff G < T_C. A
-one-turn session never hits. Routing over N instances: *session-affine* keeps a session on one instance, so each
-instance sees 1/N of the sessions with full reuse; *random* sends each turn to any instance, so the previous turn's
-history is there with probability 1/N, and every turn leaves an item on its instance that the next turn finds only
-with probability 1/N (the other (N−1)/N stay T). Older, shorter histories that a random router may find on an
-instance (partial hits) are ignored: a lower bound.
+**Multi-turn sessions** (:func:`session_cache`). A session has n turns (``turns_pmf``). Turn k's prompt is the history
+so far plus ``append_tokens`` new tokens; after the turn, the history ``H_k = system + k·(append + output)`` is one item
+(its blocks were all just touched). The next turn comes ``G = turn_duration + Z`` later (Z the think time); the last
+turn's item is never reused, so it stays T. Turn k+1 hits the whole ``H_k`` iff G < T_C. A one-turn session never hits
+(but for a shared system prompt, below). Routing over N instances: *session-affine* keeps a session on one instance, so
+each instance sees 1/N of the sessions with full reuse; *random* sends each turn to any instance, so the previous turn's
+history is there with probability 1/N, and every turn leaves an item on its instance that the next turn finds only with
+probability 1/N (the other (N−1)/N stay T). Older, shorter histories that a random router may find on an instance
+(partial hits) are ignored: a lower bound.
+
+**Shared system prompts** (``SessionWorkload.system_prompts`` D ≥ 1: the sessions spread evenly over D system
+prompts of S tokens each). Every turn's prompt opens with its session's system prompt, so the S blocks are shared by
+all the sessions that use it: one item per system prompt, accessed by 1/D of the turns, at ``λ_S = λ_sessions · E[n]
+/ D`` on an instance (turns of many independent sessions: Poisson, as for shared prefixes below); the histories keep
+only their own ``H_k − S`` tokens. Then
+
+    W(T) = λ_sessions · Σ_k (H_k − S)·E[residence_k] + D · S · (1 − e^{−λ_S T}),
+
+the first term the session items' (below) less their shared part, the second the shared prefixes' form. A turn
+whose history is found (probability f_k, tokens as below) hits it, system prompt included; otherwise it still finds
+its system prompt with probability ``h_S = 1 − e^{−λ_S T_C}`` (taken independent of its own history's miss: the
+other sessions' turns keep it). So P(hit_k) = f_k + (1 − f_k)·h_S and E[hit tokens_k] = E[history hit_k] +
+(1 − f_k)·h_S·S; turn 1 (f_1 = 0) hits h_S·S. Without it (D = 0, each session's system prompt its own) turn 1
+never hits and a turn routed away from its history finds nothing; the simulator's sessions sharing one 1,000-token
+prompt hit 0.771 of their tokens where that model gave 0.683 (docs/prefix_cache.md §9).
 
 **Shared prefixes** (:func:`shared_prefix_cache`). P prefixes of lengths L_j with popularity p_j (Poisson requests
 at λ per instance). Prefix j's gaps are exponential with rate λ·p_j, so ``λ p_j E[min(T, G_j)] = 1 − e^{−λ p_j T}``
@@ -155,11 +171,16 @@ class SessionWorkload:
     outputs_cached: bool = True
     """Whether the cache holds the turn's output KV (a colocated instance does; an xPyD prefill instance never sees
     the outputs, which are decoded elsewhere: its item is the turn's prompt, and the next turn recomputes them)."""
+    system_prompts: int = 0
+    """How many distinct system prompts the sessions share, spread evenly over them (0: each session's system prompt
+    is its own, part of its history only)."""
 
     def __post_init__(self) -> None:
         pmf = np.asarray(self.turns_pmf, dtype=np.float64)
         if pmf.ndim != 1 or len(pmf) == 0 or np.any(pmf < 0) or abs(pmf.sum() - 1.0) > 1e-9:
             raise SpecError("must be probabilities of 1, 2, … turns summing to 1", field="turns_pmf")
+        if self.system_prompts < 0:
+            raise SpecError(f"must be >= 0, got {self.system_prompts}", field="system_prompts")
         values = (self.session_rate_per_s, self.append_tokens)
         if min(values) <= 0 or min(self.system_tokens, self.output_tokens, self.turn_duration_s) < 0:
             raise SpecError("rates and appends must be > 0, token counts and durations >= 0", field="sessions")
@@ -201,17 +222,23 @@ def geometric_turns(mean_turns: float, max_turns: int) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class SessionCacheResult:
-    """One capacity's answer; arrays are per turn index k = 1, 2, … (turn 1 never hits)."""
+    """One capacity's answer; arrays are per turn index k = 1, 2, … (turn 1 hits only a shared system prompt)."""
 
     capacity_tokens: float
     characteristic_time_s: float
     hit_probability: FloatArray
-    """P(turn k hits at least part of its history)."""
+    """P(turn k hits at least part of its history or its shared system prompt)."""
     hit_tokens: FloatArray
     """E[hit tokens of turn k] given that the session reaches turn k."""
     prompt_tokens: FloatArray
     token_hit_ratio: float
     """Σ_k P(n ≥ k)·hit tokens_k / Σ_k P(n ≥ k)·prompt_k: hit tokens over all prompt tokens."""
+    history_hit_probability: FloatArray
+    """P(turn k finds its session's own history): f_k (equal to ``hit_probability`` without a shared system prompt)."""
+    history_hit_tokens: FloatArray
+    """E[hit tokens of turn k from its history] (its system prompt included when the history is found)."""
+    system_hit_probability: float
+    """h_S: P(a shared system prompt is cached) (0 without one)."""
 
 
 def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArray, FloatArray]:
@@ -230,6 +257,15 @@ def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArr
     return cdf, mean_min
 
 
+def _shared_system(workload: SessionWorkload, rate: float) -> tuple[float, float]:
+    """(tokens of one shared system prompt, its request rate on one instance) for ``rate`` sessions/s there:
+    each of the D prompts is the prefix of 1/D of the turns, ``rate · E[n] / D`` (0, 0 when none is shared)."""
+    if workload.system_prompts <= 0 or workload.system_tokens <= 0:
+        return 0.0, 0.0
+    turns_per_session = float(np.asarray(workload.turns_pmf) @ workload.turns)
+    return workload.system_tokens, rate * turns_per_session / workload.system_prompts
+
+
 def session_cache(
     workload: SessionWorkload,
     capacity_tokens: float,
@@ -244,7 +280,10 @@ def session_cache(
     Random routing: a turn lands on the instance of the turn m turns back with probability ``q(1−q)^(m−1)``,
     q = 1/N; that turn left the session's history ``H_{k−m}`` there (and refreshed every older, shorter history
     of the session on it, a prefix of it), which is still cached iff the m gaps since sum to less than T_C. With
-    ``partial_hits=False`` only m = 1 counts (the previous turn's instance, probability 1/N): a lower bound."""
+    ``partial_hits=False`` only m = 1 counts (the previous turn's instance, probability 1/N): a lower bound.
+
+    Shared system prompts (``system_prompts`` D ≥ 1, module docstring): a turn that finds no history of its session
+    still hits its system prompt's S tokens with probability ``1 − e^{−λ_S T_C}``."""
     if instances < 1:
         raise SpecError(f"must be >= 1, got {instances}", field="instances")
     q = 1.0 if routing == "session-affine" else 1.0 / instances
@@ -261,20 +300,27 @@ def session_cache(
     else:  # reused only by the next turn, with probability q
         stays = pmf + (1.0 - q) * np.append(reach[1:], 0.0)
     rate = workload.session_rate_per_s / instances
+    system, system_rate = _shared_system(workload, rate)
 
     def occupancy(t: float) -> float:
         _, mean_min = _gap_sums(workload, t, depth)
         refreshed = reach_after @ (landing * mean_min)
-        return float(rate * np.sum(history * (refreshed + stays * t)))
+        systems = workload.system_prompts * system * -math.expm1(-system_rate * t)
+        return float(rate * np.sum((history - system) * (refreshed + stays * t))) + systems
 
     t_c = characteristic_time_s(occupancy, capacity_tokens, math.inf)
     cdf, _ = _gap_sums(workload, t_c, depth)
     found = landing * cdf  # P(most recent landing m turns back and still cached)
-    hit_probability = np.array([0.0] + [float(np.sum(found[:k])) for k in range(1, depth)])
-    hit_tokens = np.array([0.0] + [float(np.sum(found[:k] * history[k - 1 :: -1][:k])) for k in range(1, depth)])
+    own_hit = np.array([0.0] + [float(np.sum(found[:k])) for k in range(1, depth)])
+    own_tokens = np.array([0.0] + [float(np.sum(found[:k] * history[k - 1 :: -1][:k])) for k in range(1, depth)])
+    system_hit = 0.0 if system <= 0 else (1.0 if math.isinf(t_c) else -math.expm1(-system_rate * t_c))
+    hit_probability = own_hit + (1.0 - own_hit) * system_hit
+    hit_tokens = own_tokens + (1.0 - own_hit) * system_hit * system
     prompts = workload.prompt_tokens
     ratio = float(np.sum(reach * hit_tokens) / np.sum(reach * prompts))
-    return SessionCacheResult(capacity_tokens, t_c, hit_probability, hit_tokens, prompts, ratio)
+    return SessionCacheResult(
+        capacity_tokens, t_c, hit_probability, hit_tokens, prompts, ratio, own_hit, own_tokens, system_hit
+    )
 
 
 @dataclass(frozen=True)

@@ -101,13 +101,16 @@ class _Runs:
     reused: npt.NDArray[np.bool_]
     distances: Int64Array
     """Reuse distance of every run (COLD for a cold run)."""
+    previous: Int64Array
+    """Previous access of every run's first access (−1 for a cold run); the run's t-th access follows ``previous +
+    t``."""
 
 
 def _runs(block_ids: Int64Array, offsets: Int64Array) -> _Runs:
     n = len(block_ids)
     if n == 0:
         empty = np.zeros(0, np.int64)
-        return _Runs(empty, empty, np.zeros(0, bool), empty)
+        return _Runs(empty, empty, np.zeros(0, bool), empty, empty)
     back = _steps_back(np.asarray(block_ids, dtype=np.int64))
     # t continues the run of t − 1 iff prev[t] = prev[t − 1] + 1, i.e. the same steps back; cold accesses all
     # carry _NEVER, so consecutive cold accesses form one run
@@ -125,7 +128,9 @@ def _runs(block_ids: Int64Array, offsets: Int64Array) -> _Runs:
     reused_before = np.cumsum(head_lengths) - head_lengths
     dominated = earlier_smaller_weight(head_prev, head_lengths)
     distances[reused] = heads - reused_before + dominated - head_prev - 1
-    return _Runs(starts, lengths, reused, distances)
+    previous = np.full(len(starts), -1, np.int64)
+    previous[reused] = head_prev
+    return _Runs(starts, lengths, reused, distances, previous)
 
 
 def reuse_distances(block_ids: Int64Array) -> Int64Array:
@@ -146,6 +151,37 @@ def prefix_distances(trace: BlockTrace) -> Int64Array:
     request = np.repeat(np.arange(trace.n_requests, dtype=np.int64), trace.blocks_per_request)
     running = np.maximum.accumulate(request * (n + 1) + capped) - request * (n + 1)
     return np.where(running >= n, COLD, running)
+
+
+def arrival_distances(trace: BlockTrace) -> Int64Array:
+    """Per access, its block's reuse distance at its request's arrival (:data:`COLD` for a first access): the
+    position of the block in the LRU stack the request is looked up against, which says which tier of a hierarchy
+    holds it (``docs/prefix_cache.md §3``), where :func:`prefix_distances` says whether it hits at all.
+
+    Derivation: d(t_i) counts the distinct blocks accessed in ``(prev[i], t_i)``, the arrival distance a_i those in
+    ``(prev[i], start)``, start the request's first access. The accesses in ``[start, t_i)`` are the request's
+    earlier blocks j; such a block is counted in d(t_i) but not in a_i iff its previous access is before the window,
+    ``prev[j] < prev[i]`` (a first access included; a block repeated within the request has ``prev[j] ≥ start``
+    and was counted with its first occurrence). So ``a_i = d(t_i) − #{start ≤ j < t_i : prev[j] < prev[i]}``. Over
+    runs (module docstring): the k-th access of a run has the run's distance, and its k earlier run-mates all have a
+    smaller ``prev``; an earlier run of the request has its previous accesses all below the run's or all above (fact
+    2), so it counts whole or not at all: a dominance sum over the request's runs weighted by their lengths, ranked by
+    (request, prev, position) so that every run of the earlier requests counts too and is taken off. A block already
+    touched by its own request (prev[i] ≥ start) is at the top of the stack: 0."""
+    ids = np.asarray(trace.block_ids, np.int64)
+    if ids.size == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.asarray(trace.offsets, np.int64)
+    runs = _runs(ids, offsets)
+    request = np.searchsorted(offsets, runs.starts, side="right") - 1
+    rank = np.empty(len(runs.starts), np.int64)
+    rank[np.lexsort((runs.starts, runs.previous, request))] = np.arange(len(runs.starts), dtype=np.int64)
+    older = earlier_smaller_weight(rank, runs.lengths) - offsets[request]
+    step = np.arange(ids.size, dtype=np.int64) - np.repeat(runs.starts, runs.lengths)
+    arrival = np.repeat(np.where(runs.reused, runs.distances - older, 0), runs.lengths) - step
+    own = np.repeat(runs.previous, runs.lengths) + step >= np.repeat(offsets[request], runs.lengths)
+    arrival = np.where(own, 0, np.maximum(arrival, 0))
+    return np.where(np.repeat(runs.reused, runs.lengths), arrival, COLD)
 
 
 def hit_ratio_curve(trace: BlockTrace) -> HitRatioCurve:

@@ -2,9 +2,10 @@
 (:mod:`pdplan.serving.prefix_cache`), priced on the tokens it computes (docs/prefix_cache.md §8).
 
 * **Cells.** Cell (i, j) of prompt bin i and output bin j becomes cells (i, h, j), one per class h (a miss, or a hit
-  in a tier), with probability ``p_ij · w_ih``. Each keeps its whole prompt as KV context (the decode steps attend to
-  all of it, the KV pool holds all of it) and computes only ``m = L − h`` tokens
-  (:attr:`pdplan.queueing.decode.DecodeWorkload.prefill_tokens`).
+  in a tier), with probability ``p_ij · w_ih`` (where the cache model lays out the prompts itself, shared prefixes,
+  bin i's mass is the classes' own: ``p_ij · m_i / p_i · w_ih``, :func:`_bin_reweighted`). Each keeps its whole
+  prompt as KV context (the decode steps attend to all of it, the KV pool holds all of it) and computes only
+  ``m = L − h`` tokens (:attr:`pdplan.queueing.decode.DecodeWorkload.prefill_tokens`).
 * **Prefill price.** prefill-first: the missed tokens' pass over the full context
   (:func:`pdplan.serving.roles.cached_prefill_perf`); chunked: the missed tokens cut into chunks, each attending to the
   cached prefix and the chunks before it (:func:`pdplan.serving.roles.cached_chunk_price`).
@@ -56,6 +57,19 @@ class CachedCells:
     """Per cell, its prompt bin."""
 
 
+def _bin_reweighted(prob: FloatArray, classes: CacheClasses) -> FloatArray:
+    """``[I, J]`` the cells' probabilities with each prompt bin's mass the classes' own where the cache model lays out
+    the prompts (:attr:`pdplan.serving.prefix_cache.CacheClasses.joint`): ``P(i, j) · m_i / P(i)``, m_i the keys'
+    mass of bin i, the output law given the prompt bin kept (renormalised: a bin the prompt law leaves empty cannot
+    take the keys' mass); else ``prob`` itself."""
+    if classes.joint is None:
+        return prob
+    marginal = prob.sum(axis=1)
+    factor = np.where(marginal > 0, classes.joint.sum(axis=1) / np.maximum(marginal, 1e-300), 0.0)
+    out = prob * factor[:, None]
+    return np.asarray(out / out.sum(), dtype=np.float64)
+
+
 def cached_cells(
     res: ResolvedScenario[ColocatedHardware],
     setup: CacheSetup,
@@ -84,7 +98,7 @@ def cached_cells(
         """``[I, H]`` → the kept cells of ``[I·H·J]``: the same value for every output bin."""
         return np.broadcast_to(np.asarray(x, dtype=np.float64).reshape(k, h)[:, :, None], shape).ravel()[keep]
 
-    prob = (plain.prob.reshape(n_in, 1, n_out) * w[:, :, None]).ravel()[keep]
+    prob = (_bin_reweighted(plain.prob.reshape(n_in, n_out), classes)[:, None, :] * w[:, :, None]).ravel()[keep]
     steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()[keep]
     context = per_cell(prompt)
     computed = per_cell(prompt - cached)

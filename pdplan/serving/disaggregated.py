@@ -422,7 +422,7 @@ def _cached_prefill_side(
     routing = "random" if setup.spec.routing == "affinity" else res.hardware.deployment.routing
     return _PrefillSide(
         tokens,
-        (lens.input_marginal()[:, None] * classes.weights).ravel(),
+        classes.bin_class_probability(lens.input_marginal()).ravel(),
         points,
         cached_prefill_perf(hw, tokens, hits),
         point_base,

@@ -2,10 +2,15 @@
 how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 
 **Classes.** A request of prompt bin k is a *miss* (nothing cached: the whole prompt is computed) or a *hit in tier
-i* (its longest cached prefix is served from tier i: its KV is loaded, only the rest of the prompt is computed). The
+i* (its longest cached prefix reaches down to tier i: its KV is loaded, only the rest of the prompt is computed). The
 serving models price each (bin, class) pair as its own prefill (:func:`pdplan.serving.roles.cached_prefill_perf` plus
-the tier's exposed load, :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) and mix the classes per bin with
-weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+the exposed load of the class's hit tokens in each tier below HBM, :meth:`CacheClasses.exposed_load_s`) and mix the
+classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+The bins weigh ``P(bin k)·w[k, h]`` with the prompt law's marginal, except where the cache model lays out the prompts
+itself (shared prefixes: the prefixes' lengths and popularity make the prompts), whose classes weigh by the keys' own
+(bin × class) mass (:attr:`CacheClasses.joint`): with Zipf popularity and spread lengths the popular prefixes' bins,
+which hit, hold more requests than the prompt law gives them (a miss probability of 0.118 by the prompt law's bins,
+0.077 by the prefixes' own, in docs/prefix_cache.md §9's 1P1D case).
 
 **Where the hit rates come from.** One cache domain per instance (a prefill instance in xPyD, or a colocated one):
 its HBM (the KV blocks the running sequences leave free), then the tiers below it (host DRAM and local SSD: the
@@ -14,14 +19,19 @@ one LRU of the tiers' cumulative (exclusive) or largest (inclusive) capacity, a 
 distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per workload:
 
 * **sessions**: the characteristic-time (Che) form per turn index (:func:`pdplan.cache.lru_closed_form.
-  session_cache`: a turn hits its session's history iff the history was touched within T_C), evaluated at every band
-  edge; a turn's prompt law is its history law plus its new tokens, so the turn index gives each bin its mix of turns;
+  session_cache`: a turn hits its session's history iff the history was touched within T_C, else its shared system
+  prompt iff that was), evaluated at every band edge; a turn's class is the band its history is first found in (a
+  turn that finds none: the band of its system prompt); a turn's prompt law is its history law plus its new tokens,
+  so the turn index gives each bin its mix of turns;
 * **shared prefixes**: the Che form per prefix (:func:`~pdplan.cache.lru_closed_form.shared_prefix_cache`): prefix j
   hits with ``1 − e^{−λ p_j T_C}``; a prefix-affine router gives each prefix one instance (the deployment then acts
   as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x;
 * **traces with block hashes** (Mooncake): the exact LRU stack distances of each instance's request stream
   (:func:`pdplan.cache.stack_distance.prefix_distances`; affinity: requests go to the instance their first block
-  hashes to; load-balance: round robin), no approximation.
+  hashes to; load-balance: round robin), no approximation. A request's class is the slowest tier its hit blocks
+  reach; each hit block is served by the tier holding it at the request's arrival (its own stack position,
+  :func:`pdplan.cache.stack_distance.arrival_distances`, in a tier's band), so a hit spread over HBM and DRAM loads
+  only its DRAM blocks (:attr:`CacheClasses.tier_share`).
 
 A remote pool is one LRU over every instance's traffic: a request that misses its instance's own tiers finds its
 prefix there with the probability that the deployment as a whole (one instance of the summed rate) holds it beyond
@@ -49,7 +59,7 @@ from pdplan.cache.lru_closed_form import (
     session_cache,
     shared_prefix_cache,
 )
-from pdplan.cache.stack_distance import prefix_distances
+from pdplan.cache.stack_distance import arrival_distances, prefix_distances
 from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
 from pdplan.cache.trace import BlockTrace
 from pdplan.errors import SpecError
@@ -131,7 +141,12 @@ class TierUse:
 @dataclass(frozen=True, slots=True)
 class CacheClasses:
     """Per prompt bin ``[K]`` and class ``[H]`` (``names[0]`` the misses, then the tiers fastest first): the share of
-    the bin's requests and their mean hit tokens, with the tier each class loads from (None: nothing to load)."""
+    the bin's requests and their mean hit tokens, with the tier each class loads from (None: nothing to load).
+
+    A class is the slowest tier its hit reaches; its hit tokens may lie partly in faster tiers (a trace's blocks,
+    each in the tier holding it): ``tier_share[k, h, g]`` is the share of class h's hit tokens that tier g (the tier
+    of class g) serves, and the load is the sum over the tiers' parts, each overlapped with the prefill as its tier
+    says (:meth:`exposed_load_s`; the simulator's rule, :mod:`pdplan.sim.reuse_setup`)."""
 
     names: tuple[str, ...]
     weights: FloatArray
@@ -143,17 +158,35 @@ class CacheClasses:
     token_hit_ratio: float
     """Hit tokens over prompt tokens, all tiers."""
     layers: int
+    tier_share: FloatArray
+    """``[K, H, H]``: per bin and class, the share of its hit tokens in each class's tier (rows sum to 1 for hit
+    classes; the identity where a hit lies in one tier)."""
+    joint: FloatArray | None = None
+    """``[K, H]`` P(bin k, class h) where the cache model lays out the prompts itself (shared prefixes: each prefix's
+    length and popularity), else None: the prompt law's marginal times :attr:`weights`
+    (:meth:`bin_class_probability`)."""
 
     @property
     def classes(self) -> int:
         return len(self.names)
 
+    def bin_class_probability(self, marginal: FloatArray) -> FloatArray:
+        """``[K, H]`` P(prompt bin k, class h): :attr:`joint` where the keys lay out the prompts, else the prompt
+        law's ``marginal`` ``[K]`` times the per-bin weights."""
+        if self.joint is not None:
+            return self.joint
+        return np.asarray(marginal, dtype=np.float64)[:, None] * self.weights
+
     def exposed_load_s(self, hits: FloatArray, kv_bytes_per_token: float, compute_s: FloatArray) -> FloatArray:
-        """``[K, H, J]`` the load time each class cannot hide behind its prefill compute (0 for misses and HBM)."""
+        """``[K, H, J]`` the load time each class cannot hide behind its prefill compute: the sum over the tiers
+        below HBM of the exposed load of their part of the class's ``hits`` (0 for misses and HBM)."""
         out = np.zeros_like(hits)
-        for h, tier in enumerate(self.load_from):
-            if tier is not None:
-                out[:, h] = tier.exposed_load_s(hits[:, h], kv_bytes_per_token, compute_s[:, h], self.layers)
+        for h in range(1, len(self.load_from)):
+            for g, tier in enumerate(self.load_from):
+                share = self.tier_share[:, h, g]
+                if tier is not None and np.any(share > 0):
+                    part = hits[:, h] if g == h and np.all(share == 1.0) else hits[:, h] * share[:, None]
+                    out[:, h] += tier.exposed_load_s(part, kv_bytes_per_token, compute_s[:, h], self.layers)
         return out
 
 
@@ -310,17 +343,34 @@ class _PerKey:
     probs: FloatArray
     tokens: FloatArray
     bins: FloatArray
+    parts: FloatArray | None = None
+    """``[N, H, H]``: the hit tokens of each class that each class's tier serves (None: all in the class's own)."""
+    own_bins: bool = False
+    """Whether the keys lay out the prompts themselves (their bin masses, not the prompt law's, weigh the bins)."""
+
+    def tier_tokens(self, g: int) -> FloatArray:
+        """``[N]``: each key's mean hit tokens served by the tier of class g, over all its requests."""
+        if self.parts is None:
+            return np.asarray(self.probs[:, g] * self.tokens[:, g], dtype=np.float64)
+        return np.asarray(np.einsum("nh,nh->n", self.probs, self.parts[:, :, g]), dtype=np.float64)
 
 
-def _by_bin(keys: _PerKey) -> tuple[FloatArray, FloatArray]:
-    """``(w [K, H], hit tokens [K, H])``: the keys' classes mixed per bin (a bin no key reaches: all misses)."""
+def _by_bin(keys: _PerKey) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``(w [K, H], hit tokens [K, H], tier shares [K, H, H], joint mass [K, H])``: the keys' classes mixed per bin
+    (a bin no key reaches: all misses)."""
     mass = keys.bins.sum(axis=0)  # [K]
     joint = keys.bins.T @ keys.probs  # [K, H]
     tok = keys.bins.T @ (keys.probs * keys.tokens)
     weights = np.where(mass[:, None] > 0, joint / np.maximum(mass, 1e-300)[:, None], 0.0)
     weights[mass <= 0, 0] = 1.0
     hits = np.where(joint > 0, tok / np.maximum(joint, 1e-300), 0.0)
-    return weights, hits
+    h = keys.probs.shape[1]
+    if keys.parts is None:
+        share = np.broadcast_to(np.diag(np.r_[0.0, np.ones(h - 1)]), (mass.size, h, h)).copy()
+    else:
+        parts = np.einsum("nk,nh,nhg->khg", keys.bins, keys.probs, keys.parts)
+        share = np.where(tok[:, :, None] > 0, parts / np.maximum(tok, 1e-300)[:, :, None], 0.0)
+    return weights, hits, share, joint
 
 
 def _bands_from_levels(
@@ -364,11 +414,17 @@ def _session_keys(
         think_time=_think(spec.think_time),
         turn_duration_s=duration_s,
         outputs_cached=domain.holds_outputs,
+        system_prompts=spec.distinct_system_prompts,  # sessions spread over them and share them (simulator alike)
     )
     kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
     local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
-    levels = np.array([r.hit_probability for r in local])
-    tokens = np.array([r.hit_tokens for r in local])
+    # a turn's class is the band its history is first found in; a turn whose history no band holds, the band its
+    # shared system prompt is first found in (independent of the history's miss): P(class within edge i) =
+    # f_i + (1 − f_E)·h_i, its tokens E[history hit]_i + (1 − f_E)·h_i·S (= the whole hit at the last edge)
+    missed = 1.0 - local[-1].history_hit_probability
+    system = float(spec.system_prompt_tokens)
+    levels = np.array([r.history_hit_probability + missed * r.system_hit_probability for r in local])
+    tokens = np.array([r.history_hit_tokens + missed * r.system_hit_probability * system for r in local])
     pool = None
     if bands.pool is not None:
         glob = session_cache(workload, bands.pool.capacity_tokens, instances=1)
@@ -416,7 +472,7 @@ def _prefix_keys(
     probs_g = probs_g / share[:, None]
     toks_g = np.where(probs_g > 0, toks_g / np.maximum(probs_g * share[:, None], 1e-300), 0.0)
     bins = np.array([_mass_per_bin(q.shifted(int(v)), edges) for v in values])
-    return _PerKey(probs_g, toks_g, share[:, None] * bins)
+    return _PerKey(probs_g, toks_g, share[:, None] * bins, own_bins=True)
 
 
 def _sub_trace(trace: BlockTrace, rows: np.ndarray) -> BlockTrace:
@@ -437,14 +493,20 @@ def _sub_trace(trace: BlockTrace, rows: np.ndarray) -> BlockTrace:
 
 
 def _hit_blocks(trace: BlockTrace, edges_blocks: FloatArray) -> FloatArray:
-    """``[E, N]``: per request, its prompt blocks that hit an LRU of each capacity (blocks)."""
+    """``[E, N]``: per request, its prompt blocks that hit the hierarchy (an LRU of ``edges_blocks[-1]`` blocks:
+    the running maximum of the distances below it) and that sit, at the request's arrival, within each band edge (the
+    block's own stack position, :func:`pdplan.cache.stack_distance.arrival_distances`: the tier holding it).
+    Row −1 is every hit block; with one edge no position is needed."""
     dist = prefix_distances(trace).astype(np.float64)
     off = np.asarray(trace.offsets, np.int64)
     request = np.repeat(np.arange(trace.n_requests), np.diff(off))
     in_prompt = (np.arange(off[-1]) - off[request]) < trace.prompt_block_counts[request]
+    hit = in_prompt & (dist < edges_blocks[-1])
+    place = arrival_distances(trace).astype(np.float64) if edges_blocks.size > 1 else dist
     out = np.zeros((edges_blocks.size, trace.n_requests))
     for i, e in enumerate(edges_blocks):
-        out[i] = np.bincount(request, weights=(in_prompt & (dist < e)).astype(np.float64), minlength=trace.n_requests)
+        within = hit if i == edges_blocks.size - 1 else hit & (place < e)
+        out[i] = np.bincount(request, weights=within.astype(np.float64), minlength=trace.n_requests)
     return out
 
 
@@ -485,24 +547,29 @@ def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatAr
         if rows.size:
             levels_b[:, rows] = _hit_blocks(_sub_trace(trace, rows), blocks)
     total = levels_b[-1]
-    band = np.argmax(levels_b >= total[None, :], axis=0)  # the smallest band edge holding all of its hit blocks
+    band = np.argmax(levels_b >= total[None, :], axis=0)  # the slowest band holding one of its hit blocks
     hit_tokens = np.minimum(total * bt, trace.prompt_lengths() - 1.0)
     h = bands.edges.size + (bands.pool is not None) + 1
-    probs, toks = np.zeros((n, h)), np.zeros((n, h))
+    probs, toks, parts = np.zeros((n, h)), np.zeros((n, h)), np.zeros((n, h, h))
     hits = total > 0
-    probs[hits, 1 + band[hits]] = 1.0
-    toks[hits, 1 + band[hits]] = hit_tokens[hits]
+    rows = np.flatnonzero(hits)
+    probs[rows, 1 + band[rows]] = 1.0
+    toks[rows, 1 + band[rows]] = hit_tokens[rows]
+    per_band = np.diff(levels_b, axis=0, prepend=0.0)[:, rows].T  # [hits, E] blocks in each band's tier
+    scale = hit_tokens[rows] / (total[rows] * bt)  # the last block clipped to the prompt less one token
+    parts[rows, 1 + band[rows], 1 : 1 + bands.edges.size] = per_band * bt * scale[:, None]
     if bands.pool is not None:
         g = _hit_blocks(trace, np.array([bands.pool.capacity_tokens / bt]))[0]
         from_pool = ~hits & (g > 0)
         probs[from_pool, -1] = 1.0
         toks[from_pool, -1] = np.minimum(g[from_pool] * bt, trace.prompt_lengths()[from_pool] - 1.0)
+        parts[from_pool, -1, -1] = toks[from_pool, -1]
     probs[:, 0] = 1.0 - probs[:, 1:].sum(axis=1)
     prompts = trace.prompt_lengths()
     idx = np.clip(np.searchsorted(edges, prompts, side="right") - 1, 0, edges.size - 2)
     bins = np.zeros((n, edges.size - 1))
     bins[np.arange(n), idx] = 1.0 / n
-    return _PerKey(probs, toks, bins)
+    return _PerKey(probs, toks, bins, parts)
 
 
 def cache_classes(
@@ -523,7 +590,7 @@ def cache_classes(
         keys = _trace_keys(reuse.trace, bands, domain, edges, routing)
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
-    weights, hits = _by_bin(keys)
+    weights, hits, share, joint = _by_bin(keys)
     tiers = [*bands.local, *([bands.pool] if bands.pool is not None else [])]
     names = ("miss", *(t.name for t in tiers))
     load_from = (None, None, *tiers[1:])  # misses and HBM hits load nothing
@@ -537,6 +604,8 @@ def cache_classes(
         tiers=_tier_use(tiers, keys, domain, rate_rps, representatives),
         token_hit_ratio=_ratio(keys, representatives, slice(1, None)),
         layers=domain.layers,
+        tier_share=share,
+        joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
     )
 
 
@@ -555,8 +624,9 @@ def _tier_use(
     element of its read path (a remote pool's: the whole deployment's reads over the pool's bandwidth)."""
     mean_prompt = float(keys.bins.sum(axis=0) @ representatives)
     out = []
+    share = keys.bins.sum(axis=1)
     for h, tier in enumerate(tiers, start=1):
-        ratio = _ratio(keys, representatives, slice(h, h + 1))
+        ratio = float(share @ keys.tier_tokens(h)) / mean_prompt if mean_prompt > 0 else 0.0
         per_instance = rate_rps / domain.instances * mean_prompt * ratio * domain.kv_bytes_per_token
         traffic = per_instance * (domain.instances if tier.name == tiers[-1].name and h > 1 else 1)
         util = {e.name: (traffic / e.read_bytes_per_s if math.isfinite(e.read_bytes_per_s) else 0.0) for e in tier.path}

@@ -7,12 +7,19 @@ Llama-3.1-8B on H100-SXM, 2P1D (TP1, IB NDR, layer-wise transfer) or two colocat
 * **Shared prefixes** (64 prefixes of 8,000 tokens, uniform popularity, load-balance routing, HBM only: the cache
   holds part of the prefixes, so the characteristic time binds): token hit ratio, P90 TTFT, P90 TPOT.
 * **The Mooncake synthetic trace** (vendored; round-robin routing, the split the closed form uses for a trace; HBM and
-  host DRAM): the token hit ratio in all, and per tier within 20 % (the grid: HBM −15 %, DRAM −3 %): the closed form
-  gives each request one class, the slowest band its hit blocks reach, so hits spread over HBM and DRAM count as DRAM
-  there and per block here; and it averages over the whole finite trace, cold start included, where the simulator
-  leaves the first 10 % of requests out (over the same requests the exact curve gives 0.2557, the simulation 0.2556).
-  P90 TTFT within 15 %: the trace's replayed arrivals are not a stationary Poisson stream (with Poisson arrivals the
-  simulated goodput is the closed form's within 2 %, with the trace's own 24 % below it on 1P1D).
+  host DRAM): the token hit ratio in all and per tier (the grid: HBM −7 %, DRAM −6 %; each hit block counted in the
+  tier holding it at its request's arrival, as the simulator counts it); the closed form averages over the whole
+  finite trace, cold start included, where the simulator leaves the first 10 % of requests out (over the same
+  requests the exact curve gives 0.2557, the simulation 0.2556). P90 TTFT within 15 % (the grid: +9.5 %): the trace's
+  replayed arrivals are not a stationary Poisson stream (with Poisson arrivals the simulated goodput is the closed
+  form's within 2 %, with the trace's own 24 % below it on 1P1D).
+* **Sessions sharing a system prompt** (geometric turns of mean 3.1, 600 new and 250 output tokens, one 1,000-token
+  system prompt for all, exponential think times of 5 s; load-balance, HBM): token hit ratio and P90 TTFT (the grid:
+  +0.9 %, −6.3 %).
+* **Zipf prefixes of spread lengths** (64 prefixes, s = 1, lognormal lengths of mean 8,000; load-balance, HBM): token
+  hit ratio, and P90 TTFT within 15 % (the grid: +8.8 %): the simulator draws its 64 prefix lengths at random, the
+  closed form lays out the law's quantiles, and the share of requests that miss moves with the draw (0.07-0.10 over
+  four seeds on 1P1D, against the closed form's 0.077).
 * **Sessions** (geometric turns of mean 3.1, lognormal new and output tokens, exponential think times of 60 s;
   2P1D affinity with HBM, load-balance with HBM and DRAM; colocated affinity with HBM): token hit ratio, P90 TTFT.
 
@@ -101,7 +108,7 @@ def test_mooncake_trace_against_the_simulator(tmp_path: Path) -> None:
     assert abs(_rel(cmp.evaluation.cache.token_hit_ratio, cmp.reuse["token_hit_ratio"])) < 0.10
     closed = {t.name: t.token_hit_ratio for t in cmp.evaluation.cache.tiers}
     for tier in cmp.reuse["tiers"]:
-        assert abs(_rel(closed[tier["name"]], tier["token_hit_ratio"])) < 0.20, tier["name"]
+        assert abs(_rel(closed[tier["name"]], tier["token_hit_ratio"])) < 0.10, tier["name"]
     assert abs(_rel(cmp.closed_form["ttft_s"]["p90"], cmp.simulated.ttft_s.p90)) < 0.15
     assert abs(_rel(cmp.closed_form["tpot_s"]["p90"], cmp.simulated.tpot_s.p90)) < 0.10
 
@@ -129,3 +136,41 @@ def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]
     assert 0.1 < sim_hit < 0.9
     assert abs(_rel(cmp.evaluation.cache.token_hit_ratio, sim_hit)) < 0.10
     assert abs(_rel(cmp.closed_form["ttft_s"]["p90"], cmp.simulated.ttft_s.p90)) < 0.10
+
+
+def test_sessions_sharing_a_system_prompt_against_the_simulator() -> None:
+    workload = {
+        "sessions": {
+            "turns": {"dist": "geometric", "mean": 3.1},
+            "new_tokens": {"dist": "fixed", "value": 600},
+            "output_tokens": {"dist": "fixed", "value": 250},
+            "think_time": {"dist": "exponential", "mean": "5s"},
+            "system_prompt_tokens": 1000,
+        }
+    }
+    sc = _scenario(workload, "load-balance", [], "least-work")
+    cmp = simulate_scenario(sc, rate=0.7 * evaluate(sc).goodput_rps, n_requests=6000)
+    assert cmp.evaluation.cache is not None
+    assert cmp.reuse is not None
+    assert cmp.simulated is not None
+    assert abs(_rel(cmp.evaluation.cache.token_hit_ratio, cmp.reuse["token_hit_ratio"])) < 0.10
+    assert abs(_rel(cmp.closed_form["ttft_s"]["p90"], cmp.simulated.ttft_s.p90)) < 0.10
+
+
+def test_zipf_prefixes_of_spread_lengths_against_the_simulator() -> None:
+    workload = {
+        "shared_prefix": {
+            "num_prefixes": 64,
+            "prefix_tokens": {"dist": "lognormal", "mean": 8000, "sigma": 0.5, "max": 30000},
+            "question_tokens": {"dist": "fixed", "value": 200},
+            "output_tokens": {"dist": "fixed", "value": 200},
+            "popularity": {"kind": "zipf", "s": 1.0},
+        }
+    }
+    sc = _scenario(workload, "load-balance", [], "least-work")
+    cmp = simulate_scenario(sc, rate=0.7 * evaluate(sc).goodput_rps, n_requests=6000)
+    assert cmp.evaluation.cache is not None
+    assert cmp.reuse is not None
+    assert cmp.simulated is not None
+    assert abs(_rel(cmp.evaluation.cache.token_hit_ratio, cmp.reuse["token_hit_ratio"])) < 0.10
+    assert abs(_rel(cmp.closed_form["ttft_s"]["p90"], cmp.simulated.ttft_s.p90)) < 0.15

@@ -3,6 +3,7 @@ and accuracy against the exact LRU on traces drawn from the same workloads (pdpl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -190,3 +191,47 @@ def test_synthetic_traces_need_whole_blocks() -> None:
     traces = session_traces(fixed, 50, BLOCK)
     assert len(traces) == 1
     assert traces[0].n_requests > 50
+
+
+def _shared_system(turns: tuple[float, ...], prompts: int, think_s: float = 10.0) -> SessionWorkload:
+    """1 session/s, a 1,000-token system prompt shared by the sessions (``prompts`` of them), 500 new tokens and
+    100 output tokens a turn, a fixed think time and no turn duration."""
+    think = ThinkTime("fixed", think_s)
+    return SessionWorkload(1.0, turns, 1000.0, 500.0, 100.0, think, 0.0, system_prompts=prompts)
+
+
+@pytest.mark.parametrize(("prompts", "rate_per_s"), [(1, 1.0), (2, 0.5)])
+def test_one_turn_sessions_hit_their_shared_system_prompt(prompts: int, rate_per_s: float) -> None:
+    # one turn a session: no history is reused, each stays T; the D system prompts are reached at 1/D s^-1 each:
+    # W(T) = 1 s^-1 · (1,600 − 1,000)·T + D · 1,000 · (1 − e^{−T/D}). At T = 2 s: 1,200 + D·1,000·(1 − e^{−2/D}),
+    # so that capacity gives T_C = 2 s and turn 1 (prompt 1,500) hits 1,000·(1 − e^{−2/D}) tokens
+    hit = -math.expm1(-2.0 * rate_per_s)
+    capacity = 1200.0 + prompts * 1000.0 * hit
+    result = session_cache(_shared_system((1.0,), prompts), capacity)
+    assert result.characteristic_time_s == pytest.approx(2.0, rel=1e-9)
+    assert result.hit_probability[0] == pytest.approx(hit, rel=1e-9)
+    assert result.hit_tokens[0] == pytest.approx(1000.0 * hit, rel=1e-9)
+    assert result.token_hit_ratio == pytest.approx(1000.0 * hit / 1500.0, rel=1e-9)
+    # without sharing (each session's system prompt its own) a one-turn session never hits
+    alone = session_cache(dataclasses.replace(_shared_system((1.0,), prompts), system_prompts=0), capacity)
+    assert alone.token_hit_ratio == 0.0
+
+
+def test_a_turn_whose_history_is_gone_still_hits_the_system_prompt() -> None:
+    # two turns 10 s apart; the histories' own parts: H_1 − S = 600 (refreshed by turn 2: min(T, 10)), H_2 − S =
+    # 1,200 (stays T); the system prompt is reached at E[n] = 2 s^-1. W(T) = 600·min(T, 10) + 1,200·T +
+    # 1,000·(1 − e^{−2T}). Prompts: turn 1 1,500, turn 2 H_1 + 500 = 2,100.
+    workload = _shared_system((0.0, 1.0), 1)
+    # T_C = 5 s < 10 s: turn 2's history is gone, both turns hit the system prompt only (h_S = 1 − e^{−10})
+    h_s = -math.expm1(-10.0)
+    short = session_cache(workload, 1800.0 * 5.0 + 1000.0 * h_s)
+    assert short.characteristic_time_s == pytest.approx(5.0, rel=1e-9)
+    assert short.hit_tokens.tolist() == pytest.approx([1000.0 * h_s, 1000.0 * h_s], rel=1e-9)
+    assert short.history_hit_probability.tolist() == [0.0, 0.0]
+    assert short.token_hit_ratio == pytest.approx(2000.0 * h_s / 3600.0, rel=1e-9)
+    # T_C = 20 s: turn 2 finds its whole history H_1 = 1,600, system prompt included
+    h_s = -math.expm1(-40.0)
+    long = session_cache(workload, 6000.0 + 24_000.0 + 1000.0 * h_s)
+    assert long.characteristic_time_s == pytest.approx(20.0, rel=1e-9)
+    assert long.hit_tokens.tolist() == pytest.approx([1000.0 * h_s, 1600.0], rel=1e-9)
+    assert long.token_hit_ratio == pytest.approx((1000.0 * h_s + 1600.0) / 3600.0, rel=1e-9)

@@ -3,6 +3,7 @@ checks on small scenarios, disaggregated and colocated."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,15 @@ import yaml
 from pdplan.cache.trace import BlockTrace
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.io.kv_offload import load_kv_offload
 from pdplan.io.scenario import load_scenario
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.prefix_cache import affinity_owner
+from pdplan.serving.prefix_cache import CacheSetup, Domain, Reuse, affinity_owner, cache_classes
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
+from pdplan.specs.cache import CacheSpec
+from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
@@ -125,12 +129,13 @@ def test_colocated_cells_split_by_class_keep_the_workload(tmp_path: Path) -> Non
 
 
 def test_cache_read_bandwidth_binds_when_the_path_is_slow(tmp_path: Path) -> None:
-    """A DRAM tier read through a path throttled to 1 MB/s saturates it first: the stability limit is the rate at
+    """A DRAM tier read through a path throttled to 1 kB/s saturates it first: the stability limit is the rate at
     which its read traffic (proportional to the rate at fixed hit rates) fills the path, named with the tier and the
-    element."""
+    element. (HBM holds nearly every history here, the sessions sharing their system prompt: DRAM serves a few
+    millionths of the tokens.)"""
     storage = yaml.safe_load(Path("hardware_db/storage/host-dram-pcie5.yaml").read_text())
     storage["name"] = "slow-dram"
-    storage["read_bytes_per_s"] = storage["gpu_path_bytes_per_s"] = "1 MB/s"
+    storage["read_bytes_per_s"] = storage["gpu_path_bytes_per_s"] = "1 kB/s"
     slow = tmp_path / "slow-dram.yaml"
     slow.write_text(yaml.safe_dump(storage))
     tiers = [{"storage": str(slow), "capacity": "1 TiB"}]
@@ -142,7 +147,7 @@ def test_cache_read_bandwidth_binds_when_the_path_is_slow(tmp_path: Path) -> Non
     limit = model.limit()
     assert limit.binding == f"cache read bandwidth (slow-dram: {element})"
     assert limit.rate_rps == pytest.approx(20.0 / worst, rel=1e-12)
-    assert tier.read_bytes_per_s * limit.rate_rps / 20.0 <= 1e6 * (1 + 1e-9)  # the path's own bandwidth
+    assert tier.read_bytes_per_s * limit.rate_rps / 20.0 <= 1e3 * (1 + 1e-9)  # the path's own bandwidth
 
 
 def test_affinity_key_spreads_requests_that_share_a_system_prompt() -> None:
@@ -159,3 +164,75 @@ def test_affinity_key_spreads_requests_that_share_a_system_prompt() -> None:
     for c in np.unique(conversation):
         assert np.unique(owner[conversation == c]).size == 1
     assert np.all(affinity_owner(trace, 1) == 0)
+
+
+def _trace_setup(inclusion: str, dram_blocks: int, kvb: float) -> tuple[CacheSetup, Domain]:
+    """Requests r0 = [1 2 3 4], r1 = [5 6 7 8], r2 = [1 2 3 4 9] (16-token blocks, whole-block prompts) on one
+    instance with HBM for 6 blocks and host DRAM for ``dram_blocks`` (vLLM's offloading connector: inclusive;
+    TensorRT-LLM's host offload: exclusive)."""
+    trace = BlockTrace(
+        np.array([0, 4, 8, 13], np.int64),
+        np.array([1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 9], np.int64),
+        16,
+        prompt_tokens=np.array([64, 64, 80], np.int64),
+    )
+    name = "vllm-offloading-connector" if inclusion == "inclusive" else "trtllm-kv-reuse-host-offload"
+    mechanism = next(m for m in load_kv_offload().mechanisms if m.name == name)
+    storage = CATALOG.storage("host-dram-pcie5")
+    setup = CacheSetup(
+        CacheSpec(routing="load-balance"), mechanism, (storage,), (dram_blocks * 16 * kvb,), Reuse(trace=trace)
+    )
+    return setup, Domain(hbm_tokens=6 * 16, kv_bytes_per_token=kvb, instances=1, instances_per_node=1, layers=32)
+
+
+@pytest.mark.parametrize(("inclusion", "dram_blocks"), [("inclusive", 16), ("exclusive", 10)])
+def test_a_trace_hit_is_split_over_the_tiers_holding_its_blocks(inclusion: str, dram_blocks: int) -> None:
+    """At r2's arrival the LRU stack is 8 7 6 5 4 3 2 1: blocks 4 and 3 sit at positions 4 and 5 (within HBM's 6),
+    2 and 1 at 6 and 7 (the DRAM band, [6, 16) inclusive or [6, 6 + 10) exclusive). r2 hits 4 blocks, 64 tokens:
+    32 from HBM, 32 from DRAM; its class is DRAM (the slowest tier it reaches) and only DRAM's 32 tokens are loaded.
+    Of the 208 prompt tokens: 64 hit, 32 in each tier."""
+    kvb = 131_072.0
+    setup, domain = _trace_setup(inclusion, dram_blocks, kvb)
+    classes = cache_classes(setup, domain, np.array([64.0, 80.0]), 1.0, 0.0)
+    assert classes.names == ("miss", "hbm", "host-dram-pcie5")
+    assert classes.weights.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    assert classes.hit_tokens[1, 2] == 64.0
+    assert classes.tier_share[1, 2].tolist() == [0.0, 0.5, 0.5]
+    assert classes.token_hit_ratio == pytest.approx(64 / 208, rel=1e-12)
+    assert [t.token_hit_ratio for t in classes.tiers] == pytest.approx([32 / 208, 32 / 208], rel=1e-12)
+    dram = classes.load_from[2]
+    assert dram is not None
+    compute = np.full((2, 3, 1), 1e-3)
+    load = classes.exposed_load_s(np.full((2, 3, 1), 64.0), kvb, compute)
+    assert load[1, 2, 0] == pytest.approx(float(dram.exposed_load_s(32.0, kvb, 1e-3, 32)), rel=1e-12)
+    assert load[1, 2, 0] < float(dram.exposed_load_s(64.0, kvb, 1e-3, 32))
+    assert np.all(load[:, :2] == 0.0)
+
+
+def test_shared_prefixes_weigh_the_bins_by_their_own_layout() -> None:
+    """Three prefixes of a uniform 1,000-3,000-token law, laid out at its quantiles 0.5, 0.118 and 0.736 (the
+    golden-ratio sequence): about 2,000, 1,236 and 2,472 tokens, with Zipf (s = 1) shares 6/11, 3/11 and 2/11. With a
+    200-token question and bins split at 2,250 tokens, the first two prefixes' prompts fall in bin 0 and the third's in
+    bin 1: the classes weigh the bins 9/11 and 2/11, where the prompt law (prefix + question) gives them about 0.525
+    and 0.475. Sessions, whose bins come from the prompt law itself, keep its marginal."""
+    spec = SharedPrefixSpec.model_validate(
+        {
+            "num_prefixes": 3,
+            "prefix_tokens": {"dist": "uniform", "min": 1000, "max": 3000},
+            "question_tokens": {"dist": "fixed", "value": 200},
+            "output_tokens": {"dist": "fixed", "value": 100},
+            "popularity": {"kind": "zipf", "s": 1.0},
+        }
+    )
+    setup = CacheSetup(CacheSpec(routing="load-balance"), None, (), (), Reuse(shared_prefix=spec))
+    domain = Domain(hbm_tokens=1e5, kv_bytes_per_token=131_072.0, instances=1, instances_per_node=1, layers=32)
+    classes = cache_classes(setup, domain, np.array([1500.0, 3000.0]), 1.0, 0.0)
+    assert classes.joint is not None
+    assert classes.joint.sum(axis=1) == pytest.approx([9 / 11, 2 / 11], rel=1e-12)
+    marginal = np.array([0.525, 0.475])
+    assert classes.bin_class_probability(marginal) is classes.joint
+    assert np.allclose(classes.joint, classes.joint.sum(axis=1, keepdims=True) * classes.weights)
+    sessions = dataclasses.replace(setup, reuse=Reuse(sessions=SessionsSpec.model_validate(SESSIONS)))
+    per_turn = cache_classes(sessions, domain, np.array([1500.0, 3000.0]), 1.0, 0.0)
+    assert per_turn.joint is None
+    assert np.array_equal(per_turn.bin_class_probability(marginal), marginal[:, None] * per_turn.weights)

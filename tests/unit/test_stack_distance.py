@@ -8,7 +8,14 @@ import pytest
 from support.lru_oracle import lru_prefix_hits
 
 from pdplan.cache import dominance
-from pdplan.cache.stack_distance import COLD, hit_ratio_curve, prefix_distances, previous_access, reuse_distances
+from pdplan.cache.stack_distance import (
+    COLD,
+    arrival_distances,
+    hit_ratio_curve,
+    prefix_distances,
+    previous_access,
+    reuse_distances,
+)
 from pdplan.cache.trace import BlockTrace
 from pdplan.errors import SpecError
 
@@ -138,3 +145,44 @@ def test_bad_traces_name_the_field(kwargs: dict[str, object], field: str) -> Non
     base: dict[str, object] = {"offsets": np.array([0, 2]), "block_ids": np.array([1, 2]), "block_tokens": 16}
     with pytest.raises(SpecError, match=field):
         BlockTrace(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+def _arrival_positions(requests: list[list[int]]) -> list[int]:
+    """Per access, its block's position in an ``OrderedDict`` LRU stack (0 = most recent) as the request arrives
+    (COLD if never seen; 0 for a block its own request already touched)."""
+    stack: list[int] = []
+    out = []
+    for blocks in requests:
+        at_arrival = {b: i for i, b in enumerate(stack)}
+        seen: set[int] = set()
+        for b in blocks:
+            out.append(0 if b in seen else at_arrival.get(b, COLD))
+            seen.add(b)
+        for b in blocks:
+            if b in stack:
+                stack.remove(b)
+            stack.insert(0, b)
+    return out
+
+
+def test_hand_worked_arrival_distances() -> None:
+    # r0 = [1 2 3 4], r1 = [5 6 7 8], r2 = [1 2 3 4 9]: at r2's arrival the stack is 8 7 6 5 4 3 2 1, so 1..4 sit at
+    # positions 7 6 5 4; touched in order, their in-order distances are all 7 (each pushed down by the ones before)
+    trace = _trace([[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4, 9]])
+    assert reuse_distances(trace.block_ids).tolist()[8:] == [7, 7, 7, 7, COLD]
+    assert arrival_distances(trace).tolist() == [COLD] * 8 + [7, 6, 5, 4, COLD]
+    # a block repeated within its request sits on top (0); one last seen after the request's earlier blocks keeps
+    # its place: r1 = [3 1 2], r2 = [1 2 3 1]: at r2's arrival the stack is 2 1 3 -> 1 at 1, 2 at 0, 3 at 2
+    trace = _trace([[1, 2, 3], [3, 1, 2], [1, 2, 3, 1]])
+    assert arrival_distances(trace).tolist()[6:] == [1, 0, 2, 0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_arrival_distances_match_an_lru_stack(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    requests = []
+    for _ in range(300):
+        chain = int(rng.integers(0, 8)) * 100 + np.arange(int(rng.integers(1, 10)))
+        extra = rng.integers(1000, 1030, size=int(rng.integers(0, 3)))
+        requests.append([int(b) for b in np.concatenate((chain, extra))])
+    assert arrival_distances(_trace(requests)).tolist() == _arrival_positions(requests)
