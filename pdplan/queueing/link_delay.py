@@ -31,10 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.errors import UnsettledWaitError
 from pdplan.queueing.distributions import WaitDistribution
-from pdplan.queueing.tandem_chain import ChainInputs, stationary_wait
+from pdplan.queueing.tandem_chain import ChainInputs, drift_s, stationary_wait
 from pdplan.types import FloatArray
 
 DELAY_POINTS = 16
@@ -50,6 +51,8 @@ the 1e-2 tail a P99 reads."""
 TANDEM_MAX_ITER = 2000
 TAIL_MAX = 1e-4
 """Largest probability mass allowed to fall off the lattice's end."""
+WIDENINGS = (1.0, 4.0, 16.0)
+"""Cell widths tried, as multiples of :func:`_lattice_step`'s, narrowest first; all rates of one call share one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,16 +142,13 @@ def tandem_delay(
             return no_delay(theta.size)
         return slack_delay(other, link.slack_s, points)
     inputs = ChainInputs(link.prob, link.service_s, link.carry_s, link.clear_s)
-    for widen in (1.0, 4.0, 16.0):
-        h = widen * _lattice_step(link, theta, cells)
+    base_h = _lattice_step(link, theta, cells)
+    stable = drift_s(inputs, theta) < 0.0
+    for widen in WIDENINGS:
+        h = widen * base_h
         far = None if other is None else other.cdf_rowwise(np.arange(cells)[None, :] * h[:, None])
-        pmf = np.concatenate(
-            [  # one rate at a time: each stops at its own convergence
-                _settled(r, inputs, theta[r : r + 1], h[r : r + 1], cells, None if far is None else far[r : r + 1])
-                for r in range(theta.size)
-            ]
-        )
-        if float(pmf[:, :, -1].sum(axis=1).max()) <= TAIL_MAX:
+        pmf = _on_lattice(inputs, theta, h, cells, far, stable)
+        if pmf is not None:
             break
     else:
         raise UnsettledWaitError("KV link wait: the tandem chain's tail runs past its lattice; evaluate a lower rate")
@@ -163,14 +163,41 @@ def tandem_delay(
     return BinDelay(np.maximum(0.0, pts - link.slack_s[None, :, None]), wts)
 
 
-def _settled(
-    r: int, inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, far: FloatArray | None
-) -> FloatArray:
-    """The chain's stationary wait at rate number ``r``; a chain that does not settle says which rate."""
-    try:
-        return stationary_wait(inputs, theta, h, cells, far_cdf=far, tol=TANDEM_TOL, max_iter=TANDEM_MAX_ITER)
-    except UnsettledWaitError as err:
-        raise UnsettledWaitError(str(err), rate_index=r) from None
+def _on_lattice(
+    inputs: ChainInputs,
+    theta: FloatArray,
+    h: FloatArray,
+    cells: int,
+    far: FloatArray | None,
+    stable: npt.NDArray[np.bool_],
+) -> FloatArray | None:
+    """Every rate's stationary wait ``[R, K, cells]`` on the lattices ``h``, one rate at a time in order (each
+    stops at its own convergence); None as soon as one rate's law runs past its lattice (more than
+    :data:`TAIL_MAX` on the last cell): the caller widens every rate's lattice and starts again. A saturated link
+    (``stable`` False: drift ≥ 0, :func:`pdplan.queueing.tandem_chain.drift_s`) runs past every lattice and is not
+    iterated; a plain iterate already past (:mod:`pdplan.queueing.tandem_chain`, **A tail past the lattice**) stops
+    its chain and the rates after it are not solved on this lattice."""
+    out = np.empty((theta.size, inputs.prob.size, cells))
+    for r in range(theta.size):
+        if not stable[r]:
+            return None
+        try:
+            pmf = stationary_wait(
+                inputs,
+                theta[r : r + 1],
+                h[r : r + 1],
+                cells,
+                far_cdf=None if far is None else far[r : r + 1],
+                tol=TANDEM_TOL,
+                max_iter=TANDEM_MAX_ITER,
+                tail_max=TAIL_MAX,
+            )
+        except UnsettledWaitError as err:
+            raise UnsettledWaitError(str(err), rate_index=r) from None
+        if pmf is None or float(pmf[0, :, -1].sum()) > TAIL_MAX:
+            return None
+        out[r] = pmf[0]
+    return out
 
 
 def _lattice_step(link: TandemLink, theta: FloatArray, cells: int) -> FloatArray:

@@ -63,6 +63,18 @@ the lattice points, i.e. rounded up to the next cell (up to h high).
 
 **Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps, Aitken's extrapolation,
 and the error it raises when even that does not settle).
+
+**Saturation, told without iterating.** W's mean change per request is ``μ = E[a⁺] − E[b] − (1 − ρ)/θ``
+(:func:`drift_s`: the carry as the lattice shifts it, the clearance, and the idle gap ``Exp(θ)`` taken when k leaves
+the server empty, probability ``π_0 = 1 − ρ``). With ``μ ≥ 0`` the recursion has no stationary law (Lindley;
+Asmussen, *Applied Probability and Queues*, 2nd ed., §III.6 and §X.1 for a Markov-modulated drive); on the lattice
+the idle gap's mean is below 1/θ (**Lattice**), so its drift is larger still. :mod:`pdplan.queueing.link_delay`
+refuses such a rate up front. **A tail past the lattice, told early.** From an empty link (W₀ = 0, N₀ drawn from its
+stationary law, so the drive (N_k, bin, I) is stationary) each step is a non-decreasing map of W, and Loynes'
+argument gives ``W_n`` stochastically non-decreasing in n: the mass at the lattice's last cell only grows along the
+plain iterates (measured on the shared-system-prompt example's saturated link: never falling by more than 1e-17,
+round-off). So once a plain iterate holds more than ``tail_max`` there, the stationary law does too, and
+:func:`stationary_wait` stops (the caller widens the lattice) instead of iterating to a law it would discard.
 """
 
 from __future__ import annotations
@@ -180,6 +192,19 @@ def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, 
     return _Lattice(a_cell, a_frac, b_cell, b_frac, width, size, idle_fft, flat.ravel())
 
 
+def drift_s(inputs: ChainInputs, theta: FloatArray) -> FloatArray:
+    """W's mean change per request per rate, ``E[a⁺] − E[b] − (1 − ρ)/θ`` (module docstring, **Saturation**; ρ
+    clipped as :func:`embedded_head` clips it); ≥ 0: the link cannot keep up, no stationary law."""
+    p = inputs.prob
+    rho = np.clip(theta * float(p @ inputs.service_s), 0.0, 0.999)
+    idle = np.divide(1.0 - rho, theta, out=np.full_like(rho, np.inf), where=theta > 0.0)
+    return np.asarray(float(p @ np.maximum(inputs.carry_s, 0.0)) - float(p @ inputs.clear_s) - idle, np.float64)
+
+
+class _PastLattice(Exception):
+    """A plain iterate from the empty link put more than ``tail_max`` on the last cell (module docstring)."""
+
+
 def stationary_wait(
     inputs: ChainInputs,
     theta: FloatArray,
@@ -190,14 +215,17 @@ def stationary_wait(
     lump: int = LUMP_LEVEL,
     tol: float = 1e-6,
     max_iter: int = 2000,
-) -> FloatArray:
+    tail_max: float | None = None,
+) -> FloatArray | None:
     """Per-bin sub-pmf ``[R, K, cells]`` of each stream's start wait (module docstring).
 
     ``far_cdf`` ``[R, cells]``: cdf of an independent wait V the stream must also clear (the far
     side's NICs); the stream starts after ``max(W, V)`` and holds the link from then. Up to
     ``max_iter`` plain steps to an L1 change below ``tol``; a chain that mixes slower gets up to
     ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol``
-    (:func:`pdplan.queueing.chain_accel.accelerated`).
+    (:func:`pdplan.queueing.chain_accel.accelerated`). ``tail_max``: None as soon as a plain iterate holds more
+    than this on the last cell, for any rate (W's mass there only grows, module docstring: the law would run past
+    the lattice).
     """
     n_rates, levels, p = theta.size, lump + 1, inputs.prob
     head = embedded_head(theta, p, inputs.service_s, lump)
@@ -214,7 +242,17 @@ def stationary_wait(
 
     g = _bin_major((n_rates, levels, p.size, cells))
     g[:, :, :, 0] = head[:, :levels, None] * p[None, None, :]
-    run = power(step, g, tol, max_iter)
+
+    def watched(g: FloatArray) -> FloatArray:
+        nxt = step(g)
+        if tail_max is not None and float(nxt[..., -1].sum(axis=(1, 2)).max()) > tail_max:
+            raise _PastLattice
+        return nxt
+
+    try:
+        run = power(watched, g, tol, max_iter)  # the plain iterates from the empty link: Loynes-monotone
+    except _PastLattice:
+        return None
     # Slow mixing near link saturation (module docstring): extrapolate, never a silent estimate.
     g = run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
     out = g if far_cdf is None else _later(g, far_cdf)

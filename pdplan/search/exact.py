@@ -126,13 +126,19 @@ def evaluate_exact(
     return Exact(plan, res, model, None if capacity is model else capacity, headroom)
 
 
-def with_cache_report(e: Exact) -> Exact:
+def with_cache_report(e: Exact, uncached: dict[tuple[object, float], float] | None = None) -> Exact:
     """``e`` with its plan's prefix-cache report: the hit rates its model holds and the same deployment's goodput
     without the cache (margins applied as the plan's; ``n+1`` left out of that comparison). Unchanged without a
-    cache."""
+    cache. ``uncached``: those goodputs already found in this search, keyed by the deployment less its cache
+    setting and the headroom (plans that differ only in their cache setting share one; filled in here)."""
     if e.model.cache is None:
         return e
-    without = e.goodput_rps(build_model(dataclasses.replace(e.res, cache=None)), e.res.scenario.slo)
+    key = (dataclasses.replace(e.res.hardware.deployment, cache=None), e.headroom)
+    without = (uncached or {}).get(key)
+    if without is None:
+        without = e.goodput_rps(build_model(dataclasses.replace(e.res, cache=None)), e.res.scenario.slo)
+        if uncached is not None:
+            uncached[key] = without
     report = CacheReport.of(e.model.cache, without, mode=e.res.hardware.deployment.mode)
     return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
 

@@ -83,25 +83,31 @@ def _refine(
     top: int,
     mode: str | None = None,
     failures: list[NoFeasiblePlanError] | None = None,
+    done: dict[tuple[object, float], Exact] | None = None,
 ) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective.
 
     Candidates are evaluated in screen order until ``top`` pass exactly (a candidate the screen passes may miss
-    the SLO or the target rate once exact), trying at most ``MAX_TRIES_PER_PLAN`` per plan asked for."""
+    the SLO or the target rate once exact), trying at most ``MAX_TRIES_PER_PLAN`` per plan asked for. ``done``:
+    the plans this search has already evaluated, by deployment and start rate (the colocated baseline is often one
+    of the plans ranked best; filled in here)."""
     kept: list[Exact] = []
     for tried, i in enumerate(_distinct(pool, order, mode)):
         if len(kept) >= top * REFINE_FACTOR or tried >= top * MAX_TRIES_PER_PLAN:
             break
-        e = evaluate_exact(
+        d, start_rps = pool.deployment(i), float(pool.metrics.goodput_rps[i]) * (1.0 + space.headroom)
+        e = (done or {}).get((d, start_rps)) or evaluate_exact(
             base,
-            pool.deployment(i),
+            d,
             target_rps=space.rate_rps,
             failures=failures,
             shared_warnings=pool.shared_warnings,
             headroom=space.headroom,
             redundancy=space.redundancy,
-            start_rps=float(pool.metrics.goodput_rps[i]) * (1.0 + space.headroom),
+            start_rps=start_rps,
         )
+        if e is not None and done is not None:
+            done[(d, start_rps)] = e
         if e is not None and (space.budget_gpus is None or e.plan.num_gpus <= space.budget_gpus):
             kept.append(e)
     if not kept:
@@ -198,9 +204,10 @@ def _search(
     if order.size == 0:
         raise unpriced_infeasible(pool, space) or infeasible(pool, space)
     note("exact re-evaluation")
-    best = _best_exact(res, pool, order, space, top)
+    done: dict[tuple[object, float], Exact] = {}
+    best = _best_exact(res, pool, order, space, top, done)
     full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
-    baseline = _refine(res, full, full_order, space, 1, mode="colocated")
+    baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done)
     note("sensitivity")
     return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
 
@@ -223,11 +230,18 @@ def _check_arguments(
         raise SpecError(f"must be a number from 0 to 10 (a planning margin), got {headroom!r}", field="headroom")
 
 
-def _best_exact(res: ResolvedScenario[Any], pool: Pool, order: np.ndarray, space: Space, top: int) -> list[Exact]:
+def _best_exact(
+    res: ResolvedScenario[Any],
+    pool: Pool,
+    order: np.ndarray,
+    space: Space,
+    top: int,
+    done: dict[tuple[object, float], Exact] | None = None,
+) -> list[Exact]:
     """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
     they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
-    best = _refine(res, pool, order, space, top, failures=failures)
+    best = _refine(res, pool, order, space, top, failures=failures, done=done)
     if not best:
         reason = failures[0] if failures else infeasible(pool, space)
         raise NoFeasiblePlanError(
@@ -235,7 +249,7 @@ def _best_exact(res: ResolvedScenario[Any], pool: Pool, order: np.ndarray, space
             binding_constraint=reason.binding_constraint,
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
-        best += _refine(res, pool, order, space, 1, mode="disaggregated")
+        best += _refine(res, pool, order, space, 1, mode="disaggregated", done=done)
     return best
 
 
@@ -253,8 +267,9 @@ def _result(
     """The ranked plans with the baseline, the Pareto front, the pick's sensitivity and rate curve."""
     per_gpu = pool.metrics.goodput_rps[order] / pool.metrics.num_gpus[order]
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
-    best = [with_cache_report(e) for e in best]
-    baseline = [with_cache_report(e) for e in baseline]
+    uncached: dict[tuple[object, float], float] = {}  # the same deployment without its cache: found once
+    best = [with_cache_report(e, uncached) for e in best]
+    baseline = [with_cache_report(e, uncached) for e in baseline]
     pick = best[0]
     return PlanResult(
         question=_question(res.scenario, res, space),
