@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.errors import NoFeasiblePlanError
+from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
 from pdplan.search.plans import Plan
-from pdplan.search.screen import Candidates, screen_disaggregated
+from pdplan.search.screen import Candidates, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
 from pdplan.search.space import Space
 from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
@@ -34,6 +34,7 @@ from pdplan.serving import (
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.specs.cache import CacheSpec
+from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES
 from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
@@ -200,7 +201,15 @@ def _colocated_pool(
 def build_pool(res: ResolvedScenario[Any], space: Space, catalog: Catalog, stage: Stage) -> Pool:
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
-    stage("screening candidates")
+    count = screened_count(bases, tables, len(space.routings), space.max_instances)
+    if count > MAX_SCREENED_CANDIDATES:
+        raise SpecError(
+            f"the search space holds {count:,} disaggregated candidates, above the ceiling of "
+            f"{MAX_SCREENED_CANDIDATES:,} (pdplan.specs.ceilings: about 1 GiB of memory); narrow it: fewer "
+            "max_instances (the count grows as its square), TP/EP/DP degrees, GPUs or links",
+            field="search",
+        )
+    stage(f"screening {count:,} candidates")
     prob = np.asarray(res.lengths.input_marginal(), dtype=np.float64)
     base = res.scenario
     cands = screen_disaggregated(

@@ -213,6 +213,13 @@ def screen_disaggregated(
     return _candidates(parts)
 
 
+def screened_count(bases: list[PrefillBase], tables: list[DecodeTable], routings: int, max_instances: int) -> int:
+    """How many candidates :func:`screen_disaggregated` prices: every (prefill option, decode option of the TP it
+    was priced against, routing) pair times the ``max_instances``² (x, y) grid."""
+    pairs = sum(1 for base in bases for table in tables if table.hw.tp == base.decode_tp)
+    return pairs * routings * max_instances**2
+
+
 def _wait_tables(bases: list[PrefillBase], prob: FloatArray) -> list[tuple[object, float, float]]:
     """The prefill wait table of each option, one FFT table per distinct service-time vector."""
     cache: dict[bytes, tuple[object, float, float]] = {}

@@ -20,3 +20,9 @@ benchmark tools run at most a few thousand."""
 MAX_REQUESTS = 5_000_000
 """Requests of one closed-loop or simulated run (``--requests``): the simulator keeps a few dozen bytes per request
 and event (about 1 GB at the ceiling); benchmark tools run 10^2–10^4."""
+
+MAX_SCREENED_CANDIDATES = 4_000_000
+"""Disaggregated candidates one ``optimize`` screens (option pairs × routings × ``max_instances``²). The screen
+holds every candidate's arrays at once: measured 2026-12-06 on the default scenario with ``--max-instances 256``
+(3,539,712 candidates), peak RSS 860 MB against 127 MB at the default 13,872, i.e. about 210 bytes a candidate over
+the baseline; 4 million keeps a search under about 1 GiB. A larger space is refused, naming what to narrow."""
