@@ -1,0 +1,69 @@
+"""The decode KV admission queue (pdplan.queueing.kv_admission): the fluid limit, the Halfin-Whitt wait against
+Erlang-C, and the delay it adds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdplan.queueing import LinearStepTime, decode_capacity, decode_fixed_point, decode_workload, erlang_c
+from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_mean_rate, work_scv
+from pdplan.queueing.link_delay import BinDelay
+
+STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)  # docs/queueing.md §6.3 coefficients
+
+
+def _admission(wl: object, kv: float) -> KvAdmission:
+    assert not isinstance(wl, float)
+    cap = decode_capacity(wl, STEP, kv_capacity_tokens=kv, max_num_seqs=1e9)  # type: ignore[arg-type]
+    mean = kv_mean_rate(wl, wl, STEP, kv)  # type: ignore[arg-type]
+    return KvAdmission(wl, wl, STEP, kv, cap.kv_rate_per_s, mean)  # type: ignore[arg-type]
+
+
+def test_mean_rate_fills_the_kv_on_average() -> None:
+    wl = decode_workload([500.0, 3000.0], [50.0, 300.0], [0.7, 0.3])
+    lam = kv_mean_rate(wl, wl, STEP, 200_000.0)
+    st = decode_fixed_point([lam], wl, STEP)
+    assert float(st.mean_context_tokens[0]) == pytest.approx(200_000.0, rel=1e-9)
+    assert lam > decode_capacity(wl, STEP, kv_capacity_tokens=200_000.0, max_num_seqs=1e9).kv_rate_per_s
+
+
+def test_no_wait_below_the_comfortable_limit_and_one_percent_at_it() -> None:
+    wl = decode_workload([500.0, 3000.0], [50.0, 300.0], [0.7, 0.3])
+    adm = _admission(wl, 200_000.0)
+    rates = np.array([0.5, 0.999999, 1.000001, 1.2]) * adm.comfort_rate_per_s
+    prob, cond = adm.wait(rates)
+    assert prob[0] == prob[1] == cond[0] == 0.0
+    assert 0.008 < prob[2] < 0.014  # β = z99 at the P99 limit: [1 + β Φ(β)/φ(β)]⁻¹ = 0.011
+    assert prob[3] > prob[2] and cond[3] > cond[2] > 0.0
+
+
+def test_halfin_whitt_close_to_erlang_c_on_equal_footprints() -> None:
+    """Long fixed prompts and short outputs: every sequence holds ≈ L tokens, so the KV is c = M/L seats and the
+    wait probability is M/G/c's; Erlang-C (M/M/c) within 15 % over β ≈ 0.5-1.5."""
+    lin, n = 4000.0, 4.0
+    wl = decode_workload([lin], [n], [1.0])
+    step = LinearStepTime(8e-3, 0.0, 0.0)  # no load feedback: F = 1
+    seats = 100
+    r_bar = wl.mean_work / wl.mean_steps
+    kv = seats * r_bar
+    adm = KvAdmission(wl, wl, step, kv, 0.0, kv_mean_rate(wl, wl, step, kv))
+    for a in (85.0, 90.0, 95.0):
+        lam = a / (n * 8e-3)
+        prob, _ = adm.wait(np.array([lam]))
+        assert prob[0] == pytest.approx(float(erlang_c(seats, a)[0]), rel=0.15)
+
+
+def test_work_scv_and_delay_moments() -> None:
+    wl = decode_workload([1000.0], [100.0], [1.0])
+    assert work_scv(wl) == pytest.approx(0.0, abs=1e-12)
+    adm = _admission(wl, 60_000.0)
+    rate = np.array([1.1 * adm.comfort_rate_per_s])
+    prob, cond = adm.wait(rate)
+    delay = adm.delay(rate)
+    assert float(delay.weights.sum()) == pytest.approx(1.0)
+    assert float(delay.bin_mean_s[0, 0]) == pytest.approx(float(prob[0] * cond[0]), rel=0.05)
+    link = BinDelay(np.array([[[0.0, 0.2], [0.0, 0.4]]]), np.array([[[0.5, 0.5], [0.9, 0.1]]]))
+    both = add_delays(link, delay)
+    assert both.points_s.shape == (1, 2, 2 * delay.points_s.shape[2])
+    np.testing.assert_allclose(both.bin_mean_s[0], link.bin_mean_s[0] + delay.bin_mean_s[0, 0])
