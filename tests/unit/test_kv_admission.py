@@ -35,7 +35,8 @@ def test_no_wait_below_the_comfortable_limit_and_one_percent_at_it() -> None:
     prob, cond = adm.wait(rates)
     assert prob[0] == prob[1] == cond[0] == 0.0
     assert 0.008 < prob[2] < 0.014  # β = z99 at the P99 limit: [1 + β Φ(β)/φ(β)]⁻¹ = 0.011
-    assert prob[3] > prob[2] and cond[3] > cond[2] > 0.0
+    assert prob[3] > prob[2]
+    assert cond[3] > cond[2] > 0.0
 
 
 def test_halfin_whitt_close_to_erlang_c_on_equal_footprints() -> None:
