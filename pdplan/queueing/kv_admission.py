@@ -14,17 +14,19 @@ Between the two the wait is a **diffusion (Halfin–Whitt) approximation of a ma
 mean sequences in flight). Halfin and Whitt (1981, Oper. Res. 29(3)) give for M/M/c with ``β = (c − a)/√a`` the
 probability of waiting ``P_w ≈ [1 + β Φ(β)/φ(β)]⁻¹``; here ``√a`` (the M/G/∞ sd of the seats in use) is replaced by
 the sd of the KV occupancy in seats, ``sd K / r̄`` with ``Var K = λ τ̄ E[Σ_{j<n}(L+j)²]·F`` (the §2.3 shot noise
-with the §2.4 feedback factor F), so ``β = (M_kv − K̄)/sd K``, exactly the margin the P99 rule holds at z₉₉: at the
-comfortable limit ``P_w = 0.011``. The wait of those who wait is exponential with M/M/c's rate ``cμ − λ`` (μ = 1/
-(E[n] τ̄)), i.e. mean ``W τ̄/(M_kv − K̄)``, times the Allen–Cunneen factor ``(1 + c_s²)/2`` (c_s² of a request's
-held work n(L + s) + n(n − 1)/2, the KV·time it occupies: Allen 1990, *Probability, Statistics and Queueing Theory*,
-§6.4). Waiting requests hold no KV and run no step, so τ̄ and the TPOT model are unchanged. Measured against the
-simulator in docs/queueing.md §7.
+with the §2.4 feedback factor F; reserved footprints: ``E[n(L + s + n)²]``), so ``β = (M_kv − K̄)/sd K``, exactly
+the margin the P99 rule holds at z₉₉: at the comfortable limit ``P_w = 0.011``. The wait of those who wait is
+exponential with M/M/c's rate ``cμ − λ`` (μ = 1/(E[n] τ̄)), i.e. mean ``W τ̄/(M_kv − K̄)``, times the Allen–Cunneen
+factor ``(1 + c_s²)/2`` (c_s² of a request's held token·steps, the KV·time it occupies; the M/G/c correction of
+:func:`pdplan.queueing.mgc.allen_cunneen_wait_s`). Waiting requests hold no KV and run no step, so τ̄ and the TPOT
+model are unchanged. Measured against the simulator in docs/queueing.md §2.6.
 
-Engines: the simulator and TensorRT-LLM's ``GUARANTEED_NO_EVICT`` admit a request only when its final footprint fits;
-vLLM admits on its prompt's blocks and preempts (recompute) when blocks run out, SGLang retracts
-(docs/queueing.md §7). All three hold the fluid limit above; the footprint used is the growing context of §2.2
-(vLLM/SGLang's occupancy), and the recompute work of a preemption is not priced.
+Engines (docs/queueing.md §2.6): vLLM admits on its prompt's blocks and preempts (recompute) when blocks run out,
+SGLang retracts; both hold the growing context of §2.2, ``L + s + j`` at step j, and the recompute work of a preemption
+is not priced. TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` (and pdplan's simulator) admit a request only when its
+final footprint fits, so it holds ``L + s + n`` for all n steps (:data:`RESERVING_ENGINES`): W = E[n(L + s + n)] and
+the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable (growing-context P99)
+one, the comfortable limit stays the stability limit.
 """
 
 from __future__ import annotations
@@ -42,28 +44,52 @@ ADMISSION_POINTS = 8
 """Quantile points (plus the atom at 0) of the admission wait mixed into TTFT or TPOT (:func:`tail_bands`)."""
 
 
-def kv_mean_rate(cells: DecodeWorkload, held: DecodeWorkload, step: LinearStepTime, kv_capacity_tokens: float) -> float:
+RESERVING_ENGINES = frozenset({"trtllm"})
+"""Engines whose default admission reserves a request's whole footprint L + n (TensorRT-LLM ``GUARANTEED_NO_EVICT``,
+the default ``capacity_scheduler_policy``: "guarantee that a started request is never paused", TensorRT-LLM
+performance tuning guide, "Capacity Scheduler Policy"); the others hold their growing context (module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KvFootprint:
+    """What a request holds in the KV pool over its life: ``work`` = E[KV token·steps], ``square_sum`` = E[Σ over its
+    steps of the tokens held²] (the M/G/∞ variance of the occupancy, §2.3), ``scv`` = the squared coefficient of
+    variation of its token·steps."""
+
+    work: float
+    square_sum: float
+    scv: float
+
+
+def kv_held(cells: DecodeWorkload, state_tokens_per_seq: float, *, reserve: bool) -> KvFootprint:
+    """The footprint of :class:`KvFootprint`: growing, ``L + s + j`` at step j (§2.2, vLLM/SGLang); reserved,
+    ``L + s + n`` at every step (TensorRT-LLM ``GUARANTEED_NO_EVICT``)."""
+    n, p = cells.decode_steps, cells.prob
+    base = cells.input_tokens + state_tokens_per_seq
+    if reserve:
+        w = n * (base + n)
+        square = n * (base + n) ** 2
+    else:
+        w = n * base + n * (n - 1.0) / 2.0
+        square = n * base**2 + base * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
+    mean = float(p @ w)
+    return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+
+
+def kv_mean_rate(cells: DecodeWorkload, held: KvFootprint, step: LinearStepTime, kv_capacity_tokens: float) -> float:
     """Per-instance rate at which the mean KV occupancy ``λ τ̄ W`` reaches ``M_kv`` (module docstring; ``per`` from
-    the ``cells``' context, W from their footprint ``held``)."""
+    the ``cells``' context, W = ``held.work``)."""
     per = step.t1_s_per_seq * cells.mean_steps + step.t2_s_per_token * cells.mean_work
-    return kv_capacity_tokens / (step.t0_s * held.mean_work + kv_capacity_tokens * per)
-
-
-def work_scv(held: DecodeWorkload) -> float:
-    """Squared coefficient of variation of a request's held KV work ``n(L + s) + n(n − 1)/2`` (token·steps)."""
-    n, lin = held.decode_steps, held.input_tokens
-    w = n * lin + n * (n - 1.0) / 2.0
-    mean = float(held.prob @ w)
-    return float(held.prob @ (w - mean) ** 2) / mean**2
+    return kv_capacity_tokens / (step.t0_s * held.work + kv_capacity_tokens * per)
 
 
 @dataclass(frozen=True, slots=True)
 class KvAdmission:
-    """One decode instance's KV admission queue: the workload ``cells`` (decode steps), its footprint ``held`` (with
-    the fixed state), the step law, the capacity, and the comfortable (P99) and fluid (mean) per-instance rates."""
+    """One decode instance's KV admission queue: the workload ``cells`` (decode steps), its footprint ``held``, the
+    step law, the capacity, and the comfortable (P99) and fluid (mean) per-instance rates."""
 
     cells: DecodeWorkload
-    held: DecodeWorkload
+    held: KvFootprint
     step: LinearStepTime
     kv_capacity_tokens: float
     comfort_rate_per_s: float
@@ -79,14 +105,13 @@ class KvAdmission:
         fixed = decode_fixed_point(rates[beyond], self.cells, self.step)
         _, factor = load_noise(fixed, self.cells)
         lt = fixed.rate_per_s * fixed.tau_mean_s
-        k_mean = lt * self.held.mean_work
-        sd = np.sqrt(lt * self.held.context_square_sum * factor)
-        free = self.kv_capacity_tokens - k_mean
+        sd = np.sqrt(lt * self.held.square_sum * factor)
+        free = self.kv_capacity_tokens - lt * self.held.work
         beta = free / sd
         # β Φ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)): in logs, no overflow of exp(β²/2) before the ratio is formed
         ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
         prob[beyond] = 1.0 / (1.0 + ratio)
-        cond[beyond] = (1.0 + work_scv(self.held)) / 2.0 * self.held.mean_work * fixed.tau_mean_s / free
+        cond[beyond] = (1.0 + self.held.scv) / 2.0 * self.held.work * fixed.tau_mean_s / free
         return prob, cond
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:

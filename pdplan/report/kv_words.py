@@ -1,6 +1,6 @@
 """The decode KV limit in words (issue #12 item 9, issue #23 item 5).
 
-An xPyD decode pool is stable up to the **mean** (fluid) KV occupancy ``K̄ = M_kv`` (docs/queueing.md §2.3, §7;
+An xPyD decode pool is stable up to the **mean** (fluid) KV occupancy ``K̄ = M_kv`` (docs/queueing.md §2.3, §2.6;
 :mod:`pdplan.queueing.kv_admission`); its **comfortable** limit is the P99 one, ``K̄ + z·sd K = M_kv`` (z = the 0.99
 normal quantile). Between the two, requests queue for free KV and that wait enters TTFT; a goodput there says so in its
 binding words. The ``decode_kv`` utilisation every report prints is the mean ``K̄ / M_kv``. (The colocated model still
@@ -18,7 +18,7 @@ from pdplan.types import Z99, Binding
 KV_LIMIT_NOTE = (
     "decode KV capacity binds where the mean KV occupancy reaches the capacity (xPyD; colocated: where the P99 "
     f"occupancy, mean + {Z99:.2f} sd, does); past the comfortable limit, where the P99 occupancy reaches it, requests "
-    "queue for KV admission and the wait enters TTFT (docs/queueing.md §7); decode_kv shows the mean occupancy"
+    "queue for KV admission and the wait enters TTFT (docs/queueing.md §2.6); decode_kv shows the mean occupancy"
 )
 """What "limited by decode KV capacity" means beside a ``decode_kv`` utilisation below 1."""
 

@@ -59,12 +59,11 @@ from pdplan.queueing import (
     DecodeWorkload,
     GammaMixture,
     decode_fixed_point,
-    kv_footprint,
     mg1_wait_distribution,
     tpot_distribution,
 )
 from pdplan.queueing.distributions import SpreadDelay, UniformPart
-from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_mean_rate
+from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, add_delays, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -386,13 +385,15 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
-        _admission(cells, dperf, cap),
+        _admission(res, cells, dperf, cap),
     )
 
 
-def _admission(cells: DecodeWorkload, dperf: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
-    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`)."""
-    held = kv_footprint(cells, dperf.state_tokens_per_seq)
+def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
+               cap: DecodeCapacity) -> KvAdmission:  # fmt: skip
+    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint the engine
+    admits on (reserved for :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`, else growing)."""
+    held = kv_held(cells, dperf.state_tokens_per_seq, reserve=res.engine.engine in RESERVING_ENGINES)
     mean = kv_mean_rate(cells, held, dperf.step, dperf.kv_capacity_tokens)
     return KvAdmission(
         cells, held, dperf.step, dperf.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)

@@ -6,23 +6,32 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pdplan.queueing import LinearStepTime, decode_capacity, decode_fixed_point, decode_workload, erlang_c
-from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_mean_rate, work_scv
+from pdplan.queueing import (
+    DecodeWorkload,
+    LinearStepTime,
+    decode_capacity,
+    decode_fixed_point,
+    decode_workload,
+    erlang_c,
+)
+from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_held, kv_mean_rate
 from pdplan.queueing.link_delay import BinDelay
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)  # docs/queueing.md §6.3 coefficients
 
 
-def _admission(wl: object, kv: float) -> KvAdmission:
-    assert not isinstance(wl, float)
-    cap = decode_capacity(wl, STEP, kv_capacity_tokens=kv, max_num_seqs=1e9)  # type: ignore[arg-type]
-    mean = kv_mean_rate(wl, wl, STEP, kv)  # type: ignore[arg-type]
-    return KvAdmission(wl, wl, STEP, kv, cap.kv_rate_per_s, mean)  # type: ignore[arg-type]
+def _admission(wl: DecodeWorkload, kv: float) -> KvAdmission:
+    cap = decode_capacity(wl, STEP, kv_capacity_tokens=kv, max_num_seqs=1e9)
+    held = kv_held(wl, 0.0, reserve=False)
+    return KvAdmission(wl, held, STEP, kv, cap.kv_rate_per_s, kv_mean_rate(wl, held, STEP, kv))
 
 
 def test_mean_rate_fills_the_kv_on_average() -> None:
     wl = decode_workload([500.0, 3000.0], [50.0, 300.0], [0.7, 0.3])
-    lam = kv_mean_rate(wl, wl, STEP, 200_000.0)
+    held = kv_held(wl, 0.0, reserve=False)
+    assert held.work == pytest.approx(wl.mean_work)
+    assert held.square_sum == pytest.approx(wl.context_square_sum)
+    lam = kv_mean_rate(wl, held, STEP, 200_000.0)
     st = decode_fixed_point([lam], wl, STEP)
     assert float(st.mean_context_tokens[0]) == pytest.approx(200_000.0, rel=1e-9)
     assert lam > decode_capacity(wl, STEP, kv_capacity_tokens=200_000.0, max_num_seqs=1e9).kv_rate_per_s
@@ -48,16 +57,27 @@ def test_halfin_whitt_close_to_erlang_c_on_equal_footprints() -> None:
     seats = 100
     r_bar = wl.mean_work / wl.mean_steps
     kv = seats * r_bar
-    adm = KvAdmission(wl, wl, step, kv, 0.0, kv_mean_rate(wl, wl, step, kv))
+    held = kv_held(wl, 0.0, reserve=False)
+    adm = KvAdmission(wl, held, step, kv, 0.0, kv_mean_rate(wl, held, step, kv))
     for a in (85.0, 90.0, 95.0):
         lam = a / (n * 8e-3)
         prob, _ = adm.wait(np.array([lam]))
         assert prob[0] == pytest.approx(float(erlang_c(seats, a)[0]), rel=0.15)
 
 
+def test_reserved_footprint_holds_the_whole_request() -> None:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: L + n for all n steps, more than the growing context, so a lower limit."""
+    wl = decode_workload([500.0, 3000.0], [50.0, 300.0], [0.7, 0.3])
+    grow, keep = kv_held(wl, 16.0, reserve=False), kv_held(wl, 16.0, reserve=True)
+    assert keep.work == pytest.approx(0.7 * 50 * 566 + 0.3 * 300 * 3316)
+    assert keep.square_sum == pytest.approx(0.7 * 50 * 566**2 + 0.3 * 300 * 3316**2)
+    assert keep.work > grow.work
+    assert kv_mean_rate(wl, keep, STEP, 2e5) < kv_mean_rate(wl, grow, STEP, 2e5)
+
+
 def test_work_scv_and_delay_moments() -> None:
     wl = decode_workload([1000.0], [100.0], [1.0])
-    assert work_scv(wl) == pytest.approx(0.0, abs=1e-12)
+    assert kv_held(wl, 0.0, reserve=False).scv == pytest.approx(0.0, abs=1e-12)
     adm = _admission(wl, 60_000.0)
     rate = np.array([1.1 * adm.comfort_rate_per_s])
     prob, cond = adm.wait(rate)
