@@ -2,10 +2,11 @@
 
 xPyD cases whose decode pool binds on its KV: three cases of the reuse grid (``benchmarks/reuse_closed_form_vs_sim.py``,
 whose docstring defines them; affinity routing, HBM only unless ``+dram``) and one without reuse (the DistServe OPT-13B
-example, ``examples/opt-13b-a100-distserve.yaml``, convention B). Per case: the closed form's comfortable (P99) KV
-limit, its stability (mean KV) limit and its goodput (:func:`pdplan.evaluation.evaluate.evaluate`), and the simulated
-goodput (:func:`pdplan.sim.compare.simulate_scenario`, bisection on the rate at the same SLO), with P90 TTFT of both at
-the closed form's goodput. Error = closed / simulated − 1.
+example, ``examples/opt-13b-a100-distserve.yaml``, convention B), with its default engine vLLM (whose footprint grows)
+and with TensorRT-LLM (which reserves L + n at admission, as the simulator does). Per case: the closed form's
+comfortable (P99) KV limit, its stability (mean KV) limit and its goodput (:func:`pdplan.evaluation.evaluate.evaluate`),
+and the simulated goodput (:func:`pdplan.sim.compare.simulate_scenario`, bisection on the rate at the same SLO), with
+P90 TTFT of both at the closed form's goodput. Error = closed / simulated − 1.
 
 Run: ``python benchmarks/kv_admission_vs_sim.py [--requests N]``; prints a Markdown table (docs/queueing.md §7).
 """
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 from pdplan.evaluation.evaluate import evaluate
-from pdplan.io.scenario import load_scenario
+from pdplan.io.scenario import load_scenario, revalidate
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario
 
@@ -37,9 +38,9 @@ def cases() -> list[tuple[str, Scenario]]:
             ("prefix-uniform-1", False, "2P1D"),
         )
     ]
-    out.append(
-        ("opt-13b-a100-distserve 1P1D (no reuse)", load_scenario(ROOT / "examples" / "opt-13b-a100-distserve.yaml"))
-    )
+    distserve = load_scenario(ROOT / "examples" / "opt-13b-a100-distserve.yaml")
+    out.append(("opt-13b-a100-distserve 1P1D (no reuse)", distserve))
+    out.append(("same, engine trtllm (reserves L + n)", revalidate(distserve, {"engine": "trtllm"})))
     return out
 
 

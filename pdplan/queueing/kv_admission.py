@@ -124,15 +124,30 @@ class KvAdmission:
         return BinDelay(pts[:, None, :], wts[:, None, :])
 
 
-def add_delays(first: BinDelay, second: BinDelay) -> BinDelay:
-    """The sum of two independent per-bin delays (every pair of points, weights multiplied); a bin axis of length 1
-    broadcasts over the other's bins."""
+def add_delays(first: BinDelay, second: BinDelay, points: int) -> BinDelay:
+    """The sum of two independent per-bin delays, as an atom at 0 plus ``points`` band quantiles of its positive part
+    (:func:`~pdplan.queueing.link_delay.tail_bands`, as the link delays are discretised); a bin axis of length 1
+    broadcasts over the other's bins. Every pair of points is summed with its weights multiplied, then the pairs are
+    sorted and each band's level read off their cumulative weight (the smallest sum reaching it)."""
     r = first.points_s.shape[0]
     bins = max(first.points_s.shape[1], second.points_s.shape[1])
-    pts = first.points_s[:, :, :, None] + second.points_s[:, :, None, :]
-    wts = first.weights[:, :, :, None] * second.weights[:, :, None, :]
-    shape = (r, bins, -1)
-    return BinDelay(
-        np.broadcast_to(pts, (r, bins, *pts.shape[2:])).reshape(shape),
-        np.broadcast_to(wts, (r, bins, *wts.shape[2:])).reshape(shape),
-    )
+    pairs = (r, bins, first.points_s.shape[2] * second.points_s.shape[2])
+    pts = np.broadcast_to(
+        first.points_s[:, :, :, None] + second.points_s[:, :, None, :],
+        (r, bins, first.points_s.shape[2], second.points_s.shape[2]),
+    ).reshape(pairs)
+    wts = np.broadcast_to(
+        first.weights[:, :, :, None] * second.weights[:, :, None, :],
+        (r, bins, first.weights.shape[2], second.weights.shape[2]),
+    ).reshape(pairs)
+    order = np.argsort(pts, axis=2, kind="stable")
+    pts = np.take_along_axis(pts, order, axis=2)
+    wts = np.take_along_axis(wts, order, axis=2)
+    atom = np.sum(np.where(pts <= 0.0, wts, 0.0), axis=2)
+    cum = np.cumsum(wts, axis=2)
+    mids, widths = tail_bands(points)
+    levels = atom[:, :, None] + (1.0 - atom[:, :, None]) * mids[None, None, :]
+    idx = np.minimum(np.sum(cum[:, :, None, :] < levels[:, :, :, None], axis=3), pairs[2] - 1)
+    out_pts = np.concatenate((np.zeros((r, bins, 1)), np.take_along_axis(pts, idx, axis=2)), axis=2)
+    out_wts = np.concatenate((atom[:, :, None], (1.0 - atom[:, :, None]) * widths[None, None, :]), axis=2)
+    return BinDelay(out_pts, out_wts)

@@ -188,7 +188,8 @@ class DisaggregatedModel:
         link = self.link_delay(rates)
         if self.admission is None or not np.any(rates / self.y > self.admission.comfort_rate_per_s):
             return link
-        return add_delays(link, self.admission.delay(rates / self.y))
+        points = LINK_POINTS if self.convention == "A" else TPOT_LINK_POINTS
+        return add_delays(link, self.admission.delay(rates / self.y), points)
 
     def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> Utilisation:
         """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.

@@ -85,6 +85,8 @@ def test_work_scv_and_delay_moments() -> None:
     assert float(delay.weights.sum()) == pytest.approx(1.0)
     assert float(delay.bin_mean_s[0, 0]) == pytest.approx(float(prob[0] * cond[0]), rel=0.05)
     link = BinDelay(np.array([[[0.0, 0.2], [0.0, 0.4]]]), np.array([[[0.5, 0.5], [0.9, 0.1]]]))
-    both = add_delays(link, delay)
-    assert both.points_s.shape == (1, 2, 2 * delay.points_s.shape[2])
-    np.testing.assert_allclose(both.bin_mean_s[0], link.bin_mean_s[0] + delay.bin_mean_s[0, 0])
+    both = add_delays(link, delay, 16)
+    assert both.points_s.shape == (1, 2, 17)
+    np.testing.assert_allclose(both.weights.sum(axis=2), 1.0)
+    np.testing.assert_allclose(both.weights[0, :, 0], [0.5 * (1 - prob[0]), 0.9 * (1 - prob[0])])  # both at 0
+    np.testing.assert_allclose(both.bin_mean_s[0], link.bin_mean_s[0] + delay.bin_mean_s[0, 0], rtol=0.05)
