@@ -90,3 +90,30 @@ def test_work_scv_and_delay_moments() -> None:
     np.testing.assert_allclose(both.weights.sum(axis=2), 1.0)
     np.testing.assert_allclose(both.weights[0, :, 0], [0.5 * (1 - prob[0]), 0.9 * (1 - prob[0])])  # both at 0
     np.testing.assert_allclose(both.bin_mean_s[0], link.bin_mean_s[0] + delay.bin_mean_s[0, 0], rtol=0.05)
+
+
+def test_distserve_example_runs_past_its_comfortable_kv_limit() -> None:
+    """Issue #23 item 5: DistServe's OPT-13B 1P1D ran at 6 and 7.5 req/s; pdplan called both unstable (decode KV at
+    5.46 req/s). Now the stability limit is the mean KV occupancy and the plan is flagged past the P99 one."""
+    from pathlib import Path
+
+    from pdplan.evaluation.evaluate import evaluate
+    from pdplan.io.scenario import load_scenario
+    from pdplan.serving.limits import BEYOND_KV_COMFORT
+    from pdplan.types import Binding
+
+    root = Path(__file__).resolve().parents[2]
+    ev = evaluate(load_scenario(root / "examples" / "opt-13b-a100-distserve.yaml"))
+    assert ev.stability_binding == Binding.DECODE_KV
+    assert ev.kv_comfort_limit_rps is not None
+    assert ev.kv_comfort_limit_rps < ev.goodput_rps < ev.stability_limit_rps
+    assert ev.goodput_rps > 6.0
+    assert ev.binding_constraint.endswith(f"({BEYOND_KV_COMFORT})")
+    doc = ev.to_document()
+    assert doc["beyond_comfortable_kv_limit"] is True
+    assert doc["comfortable_kv_limit_rps"] == ev.kv_comfort_limit_rps
+    plain = evaluate(load_scenario(root / "examples" / "default.yaml"))  # bound by prefill: no KV queue, no keys
+    assert plain.stability_binding == Binding.PREFILL_UTILISATION
+    assert plain.kv_comfort_limit_rps is None
+    assert "comfortable_kv_limit_rps" not in plain.to_document()
+    assert "beyond_comfortable_kv_limit" not in plain.to_document()
