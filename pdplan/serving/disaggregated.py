@@ -40,11 +40,13 @@
   matching it into the load's gamma put the n = 1 tail 10 % low).
 * **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
   for batch-1 prefill; λ/(x·λ_cap) batched), the decode
-  capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.linear_capacity`)
-  times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
+  capacity (u ≤ 0.85 and the seat bound with a z₀.₉₉ margin, :func:`pdplan.queueing.linear_capacity`; KV at its mean
+  occupancy, :func:`pdplan.queueing.kv_admission.kv_mean_rate`) times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
+* **KV admission** (:mod:`pdplan.queueing.kv_admission`): past the comfortable (P99) KV limit a request waits for free
+  KV; that wait joins the link delay (token 1 under A, token 2 under B).
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
-decode admission queueing beyond the KV/seat capacity margin, preemption.
+queueing for seats beyond the seat margin, the recompute work of a preemption.
 """
 
 from __future__ import annotations
