@@ -3,7 +3,8 @@
 JSON keys (docs/architecture.md §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
 with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p50 p90 p99`` and
 ``attainment``; plus ``utilisation`` (at that rate, else at the goodput rate),
-``binding_constraint``, ``convention``, ``warnings``.
+``binding_constraint``, ``convention``, ``warnings``; where the comfortable (P99) decode KV limit lies below the
+stability limit also ``comfortable_kv_limit_rps`` and ``beyond_comfortable_kv_limit``.
 """
 
 from __future__ import annotations
@@ -129,6 +130,14 @@ class Evaluation:
     benchmark: BenchmarkLoop | None = None
     """With a concurrency: what the benchmark tool would report (colocated: :mod:`pdplan.benchmark.colocated_loop`;
     disaggregated: :mod:`pdplan.benchmark.disaggregated_loop`)."""
+    kv_comfort_limit_rps: float | None = None
+    """The comfortable (P99) decode KV limit when it lies below the stability limit (past it requests queue for KV
+    admission, :mod:`pdplan.queueing.kv_admission`); JSON ``comfortable_kv_limit_rps``, only then."""
+
+    @property
+    def beyond_kv_comfort(self) -> bool:
+        """Whether the goodput lies past the comfortable decode KV limit (JSON ``beyond_comfortable_kv_limit``)."""
+        return self.kv_comfort_limit_rps is not None and self.goodput_rps > self.kv_comfort_limit_rps
 
     @property
     def goodput_rps_per_gpu(self) -> float:
@@ -160,6 +169,9 @@ class Evaluation:
             "convention": self.convention,
             "slo": self.slo,
         }
+        if self.kv_comfort_limit_rps is not None:
+            doc["comfortable_kv_limit_rps"] = self.kv_comfort_limit_rps
+            doc["beyond_comfortable_kv_limit"] = self.beyond_kv_comfort
         doc["utilisation"] = self.utilisation_at_goodput
         doc.update(self._load_fields())
         doc["engine"] = self.engine

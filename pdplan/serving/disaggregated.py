@@ -40,11 +40,13 @@
   matching it into the load's gamma put the n = 1 tail 10 % low).
 * **Stability limit**: the smallest of prefill load λ/capacity ≤ ``PREFILL_RHO_MAX`` (ρ = λE[S]/x
   for batch-1 prefill; λ/(x·λ_cap) batched), the decode
-  capacity (u ≤ 0.85, KV and seat bounds with a z₀.₉₉ margin; :func:`pdplan.queueing.linear_capacity`)
-  times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
+  capacity (u ≤ 0.85 and the seat bound with a z₀.₉₉ margin, :func:`pdplan.queueing.linear_capacity`; KV at its mean
+  occupancy, :func:`pdplan.queueing.kv_admission.kv_mean_rate`) times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
+* **KV admission** (:mod:`pdplan.queueing.kv_admission`): past the comfortable (P99) KV limit a request waits for free
+  KV; that wait joins the link delay (token 1 under A, token 2 under B).
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
-decode admission queueing beyond the KV/seat capacity margin, preemption.
+queueing for seats beyond the seat margin, the recompute work of a preemption.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from pdplan.queueing import (
     tpot_distribution,
 )
 from pdplan.queueing.distributions import SpreadDelay, UniformPart
+from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, add_delays, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -130,6 +133,8 @@ class DisaggregatedModel:
     """The prefill side's bins: the prompt bins, or with a prefix cache each bin's classes (``[K·H]``)."""
     cache: CacheClasses | None = None
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
+    admission: KvAdmission | None = None
+    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`); None: not modelled."""
 
     @property
     def input_prob(self) -> FloatArray:
@@ -155,16 +160,38 @@ class DisaggregatedModel:
     def limit(self) -> Limit:
         p = self.input_prob
         link_unit = self.link_rate_factor * float(p @ self.link_service_s)
-        cands = [
-            Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, Binding.PREFILL_UTILISATION),
-            Limit(self.y * self.capacity.max_rate_per_s, decode_binding(self.capacity)),
-        ]
+        cands = [Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, Binding.PREFILL_UTILISATION), self._decode_limit()]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
         read = cache_read_limit(self.cache)
         if read is not None:
             cands.append(read)
-        return min(cands, key=lambda c: c.rate_rps)
+        best = min(cands, key=lambda c: c.rate_rps)
+        comfort = self.y * self.capacity.kv_rate_per_s
+        return Limit(best.rate_rps, best.binding, comfort) if comfort < best.rate_rps else best
+
+    def _decode_limit(self) -> Limit:
+        """The decode pool's stable rate: utilisation, seats, and KV at the mean (fluid) occupancy when the KV
+        admission queue is modelled (:mod:`pdplan.queueing.kv_admission`), else at the P99 one."""
+        cap = self.capacity
+        if self.admission is None:
+            return Limit(self.y * cap.max_rate_per_s, decode_binding(cap))
+        bounds = {
+            Binding.DECODE_UTILISATION: cap.utilisation_rate_per_s,
+            Binding.DECODE_SEATS: cap.seqs_rate_per_s,
+            Binding.DECODE_KV: self.admission.mean_rate_per_s,
+        }
+        binding = min(bounds, key=lambda k: bounds[k])
+        return Limit(self.y * bounds[binding], binding)
+
+    def decode_delay(self, rates: FloatArray) -> BinDelay:
+        """What delays a request's first decode step: the link's wait, plus the KV admission wait past the
+        comfortable limit (:mod:`pdplan.queueing.kv_admission`)."""
+        link = self.link_delay(rates)
+        if self.admission is None or not np.any(rates / self.y > self.admission.comfort_rate_per_s):
+            return link
+        points = LINK_POINTS if self.convention == "A" else TPOT_LINK_POINTS
+        return add_delays(link, self.admission.delay(rates / self.y), points)
 
     def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> Utilisation:
         """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.
@@ -220,6 +247,9 @@ class DisaggregatedModel:
             kv_s = float(p @ (self.point_exposed_s.mean(axis=1) + link))
             fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
             first_s = float(first_token_s("A", fixed.tau_mean_s, -np.expm1(-fixed.mean_seqs))[0])
+            if self.admission is not None:  # the KV admission wait delays the first decode step
+                prob, cond = self.admission.wait(rates / self.y)
+                first_s += float(prob[0] * cond[0])
         return TtftParts(
             queue_s=float(wait_mean[0]),
             prefill_s=float(p @ self.pool.point_latency_s.mean(axis=1)),
@@ -248,7 +278,7 @@ class DisaggregatedModel:
         rates = np.atleast_1d(np.asarray(rates, dtype=np.float64))
         p = self.input_prob
         wait, busy = self.pool.wait(rates)
-        link = self.link_delay(rates)
+        link = self.decode_delay(rates)
         fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
         tau = fixed.tau_mean_s
         busy_p = -np.expm1(-fixed.mean_seqs)  # P(decode instance busy) = 1 − e^{−N} (M/G/∞)
@@ -358,6 +388,18 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
+        _admission(res, cells, dperf, cap),
+    )
+
+
+def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
+               cap: DecodeCapacity) -> KvAdmission:  # fmt: skip
+    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint the engine
+    admits on (reserved for :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`, else growing)."""
+    held = kv_held(cells, dperf.state_tokens_per_seq, reserve=res.engine.engine in RESERVING_ENGINES)
+    mean = kv_mean_rate(cells, held, dperf.step, dperf.kv_capacity_tokens)
+    return KvAdmission(
+        cells, held, dperf.step, dperf.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
     )
 
 

@@ -10,7 +10,9 @@ zero-load percentile.
 
 The binding constraint, in words: the stability bound's name when goodput = λ_stab ("prefill
 utilisation", "decode KV capacity", "link", ...); otherwise the latency whose P-th percentile is
-closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", "TPOT at P90").
+closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", "TPOT at P90"); past the comfortable
+(P99) decode KV limit followed by "(beyond the comfortable decode KV limit: requests queue for KV admission)"
+(:mod:`pdplan.queueing.kv_admission`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
-from pdplan.serving.limits import Limit
+from pdplan.serving.limits import BEYOND_KV_COMFORT, Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
 from pdplan.types import FloatArray, Utilisation, tpot_at, ttft_at
@@ -87,7 +89,7 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
     grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
     margin = _grid_margin(model, grid, slo)
     if margin[-1] >= 0.0:
-        return Goodput(limit.rate_rps, limit, limit.binding)
+        return Goodput(limit.rate_rps, limit, _words(limit, limit.rate_rps, limit.binding))
     if margin[0] < 0.0:
         raise _zero_load_failure(model, slo, float(grid[0]))
     i = int(np.argmax(margin < 0.0))
@@ -108,7 +110,14 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
     xtol = REL_TOL * limit.rate_rps
     rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))
     rate = _feasible_side(gap, rate, lo, xtol)
-    return Goodput(rate, limit, latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo))
+    binding = latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo)
+    return Goodput(rate, limit, _words(limit, rate, binding))
+
+
+def _words(limit: Limit, rate: float, binding: str) -> str:
+    """The binding words, with :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT` when ``rate`` lies past the
+    comfortable decode KV limit."""
+    return f"{binding} ({BEYOND_KV_COMFORT})" if limit.beyond_kv_comfort(rate) else binding
 
 
 def _grid_margin(model: ServingModel, grid: FloatArray, slo: SloSpec) -> FloatArray:

@@ -5,6 +5,7 @@
 
 * ``PREFILL_RHO_MAX``: highest prefill (and KV-link) utilisation evaluated; the FFT wait grid and any SLO fail beyond.
 * ``DECODE_U_MAX``: highest decode utilisation trusted (docs/queueing.md §6.3 validated the TPOT model up to u = 0.85).
+* ``BEYOND_KV_COMFORT``: the words for a goodput past the comfortable (P99) decode KV limit.
 * ``LINK_QUEUE_MIN_RHO``: below this link utilisation at the stability limit the link wait is negligible and skipped.
 
 The constraint names are :class:`pdplan.types.Binding` members (and :func:`pdplan.types.ttft_at` /
@@ -24,12 +25,24 @@ LINK_QUEUE_MIN_RHO = 0.01
 DECODE_U_MAX = 0.85
 
 
+BEYOND_KV_COMFORT = "beyond the comfortable decode KV limit: requests queue for KV admission"
+"""Appended to a goodput's binding words when the goodput lies past the comfortable (P99) decode KV limit
+(:mod:`pdplan.queueing.kv_admission`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """Largest stable rate (req/s) and which constraint sets it, in words."""
+    """Largest stable rate (req/s) and which constraint sets it, in words; ``kv_comfort_rps``: the deployment rate of
+    the comfortable (P99) decode KV limit when it lies below ``rate_rps`` (past it requests queue for KV admission,
+    :mod:`pdplan.queueing.kv_admission`), else None."""
 
     rate_rps: float
     binding: str
+    kv_comfort_rps: float | None = None
+
+    def beyond_kv_comfort(self, rate_rps: float) -> bool:
+        """Whether ``rate_rps`` lies past the comfortable decode KV limit."""
+        return self.kv_comfort_rps is not None and rate_rps > self.kv_comfort_rps
 
 
 _DECODE_BINDING = {"utilisation": Binding.DECODE_UTILISATION, "kv": Binding.DECODE_KV, "seqs": Binding.DECODE_SEATS}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 1 of 5 from examples/default.yaml
-# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 42.65 req/s
-# at that rate: TTFT P90 1327 ms, TPOT P90 48.1 ms
+# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 43.35 req/s
+# at that rate: TTFT P90 1765 ms, TPOT P90 49.45 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)

@@ -16,6 +16,7 @@ from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving import build_model, resolve
+from pdplan.serving.goodput import REL_TOL
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
@@ -76,7 +77,9 @@ def test_goodput_never_rises_with_a_tighter_slo() -> None:
 
 def test_goodput_never_rises_with_a_slower_link() -> None:
     g = [_goodput(link=name) for name in ("ib-ndr", "roce-100g", "eth-25g", "eth-10g")]
-    assert all(a >= b for a, b in itertools.pairwise(g))
+    # brentq finds a goodput within REL_TOL of the stability limit: two links whose crossings coincide (a TPOT-bound
+    # plan past its comfortable KV limit) may land that far apart either way
+    assert all(a >= b - REL_TOL * LIMIT for a, b in itertools.pairwise(g))
     assert g[0] > g[-1]
 
 

@@ -1,5 +1,5 @@
-"""The decode KV limit in words (pdplan.report.kv_words): it binds on the P99 occupancy while the tables print the
-mean, and the optimise Markdown says so."""
+"""The decode KV limit in words (pdplan.report.kv_words): xPyD binds on the mean occupancy and queues past the P99
+one, and the optimise Markdown says so."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_kv_binding_words_name_the_mean_occupancy() -> None:
     from pdplan.types import Binding
 
     words = binding_words(Binding.DECODE_KV, {"decode_kv": 0.6304})
-    assert words == "decode KV capacity (P99 KV occupancy reaches capacity at mean 0.63)"
+    assert words == "decode KV capacity (mean KV occupancy 0.63)"
     assert binding_words(Binding.PREFILL_UTILISATION, {"decode_kv": 0.6}) == "prefill utilisation"
 
 
@@ -22,5 +22,5 @@ def test_optimize_markdown_explains_the_kv_limit(cli: Cli) -> None:
     result = cli("optimize", "--format", "markdown")
     assert result.code == 0
     assert "decode KV capacity" in result.out  # rank 2 of the default run binds on it
-    assert "P99 KV occupancy" in result.out
+    assert "P99 occupancy" in result.out
     assert "mean occupancy" in result.out
