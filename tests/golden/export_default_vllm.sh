@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 1 of 5 from examples/default.yaml
-# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 43.35 req/s
-# at that rate: TTFT P90 1765 ms, TPOT P90 49.45 ms
+# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 layer; 24 GPUs; goodput 43.35 req/s
+# at that rate: TTFT P90 1756 ms, TPOT P90 49.45 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# WARNING: the plan priced layer-granularity KV transfer, but vllm transfers KV per request (engines.vllm.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity request` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 #
