@@ -2,9 +2,9 @@
 point, the record a rerun resumes from; ``PREFIX.csv`` and ``PREFIX.md``, written whole at the end.
 
 A point counts as done when all of its rows are in the JSONL (each row carries ``rows_in_point``): an interrupt
-between two writes leaves whole points or, at worst, a last line cut short, which :func:`open_log` cuts off before
-appending. Rows written under another ``sweep_id`` (another base scenario, command, objective, ``top`` or SLO tiers)
-are refused rather than mixed in.
+leaves whole points or, at worst, a last write cut short, whose partial line :func:`open_log` cuts off before
+appending and whose whole lines a rerun of the point supersedes. Rows written under another ``sweep_id`` (another
+base scenario, command, objective, ``top`` or SLO tiers) are refused rather than mixed in.
 """
 
 from __future__ import annotations
@@ -61,7 +61,18 @@ def read_done(path: Path, sweep_id: str) -> dict[str, list[Row]]:
                     source=str(path),
                 )
             rows.setdefault(str(row["point_id"]), []).append(row)
-    return {pid: sorted(r, key=_rank) for pid, r in rows.items() if len(r) == r[0].get("rows_in_point")}
+    return {pid: _last_write(r) for pid, r in rows.items() if len(r) >= _expected(r[-1])}
+
+
+def _expected(row: Row) -> int:
+    count = row.get("rows_in_point")
+    return count if isinstance(count, int) and count >= 1 else 1
+
+
+def _last_write(rows: list[Row]) -> list[Row]:
+    """A point's rows from its last complete write, by rank (an earlier write cut short may have left some whole
+    lines of the same point before it)."""
+    return sorted(rows[-_expected(rows[-1]) :], key=_rank)
 
 
 def _parse(line: bytes, path: Path, number: int) -> Row:

@@ -102,6 +102,8 @@ def test_a_rerun_skips_the_points_done_and_resumes_after_a_cut_line(
     lines = _jsonl(prefix).read_bytes().splitlines(keepends=True)
     last = json.loads(lines[-1])
     kept = [line for line in lines if json.loads(line)["point_id"] != last["point_id"]]
+    cut = [line for line in lines if json.loads(line)["point_id"] == last["point_id"]]
+    assert len(cut) == 1
     _jsonl(prefix).write_bytes(b"".join(kept) + lines[-1][:40])  # an interrupt cut the last write short
     prefix.with_name("grid-out.csv").unlink()
     assert _sweep(tmp_path, EVALUATE_GRID, "--command", "evaluate", "--workers", "1")[0] == 0
