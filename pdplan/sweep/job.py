@@ -82,7 +82,7 @@ def load_job(
     return SweepJob(
         source=str(path),
         base=_base_scenario(spec, path),
-        base_dir=path.parent,
+        base_dir=path.resolve().parent,
         points=tuple(points),
         tiers=dict(spec.slo_tiers),
         command=command,  # checked against COMMANDS above

@@ -87,7 +87,7 @@ def test_a_job_reads_its_base_and_tiers_relative_to_the_grid_file(tmp_path: Path
     path = _grid(tmp_path, "base: base.yaml\nslo_tiers: {chat: {ttft: 2s, tpot: 100ms}}\ngrid: {slo: [chat]}\n")
     job = load_job(path, "optimize")
     assert job.base.model == "llama-3.1-70b"
-    assert job.local_path("w.yaml") == str(tmp_path / "w.yaml")
+    assert job.local_path("w.yaml") == str(tmp_path.resolve() / "w.yaml")
     assert job.local_path("chat") == "chat"
     assert len(job.sweep_id) == 12
     assert load_job(path, "evaluate").sweep_id != job.sweep_id  # another question: rows are not reused
