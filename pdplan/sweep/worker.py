@@ -4,6 +4,7 @@ opened once per process, then one point per call (docs/sweep.md §4)."""
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdplan.specs.sweep import SweepPoint
@@ -13,20 +14,21 @@ from pdplan.sweep.point import Row, run_point
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
 
-_OPENED: dict[str, tuple[SweepJob, Catalog]] = {}
-"""Per process: sweep id → the job and its catalogue, opened on the first point of that sweep."""
+_OPENED: dict[tuple[str, tuple[Path, ...], tuple[Path, ...]], tuple[SweepJob, Catalog]] = {}
+"""Per process: (sweep id, catalogue folders, kernel tables) → the job and its catalogue, opened on the first point."""
 
 
 def open_job(job: SweepJob) -> Catalog:
     """The catalogue of ``job`` (its ``--hardware-db`` folders and kernel tables), opened once per process; the
     optimiser and the serving model are imported here, before the first point is timed."""
-    opened = _OPENED.get(job.sweep_id)
+    key = (job.sweep_id, job.hardware_db, job.kernel_tables)
+    opened = _OPENED.get(key)
     if opened is None:
         from pdplan.evaluation.evaluate import evaluate  # noqa: F401  # paid once per worker, not per point
         from pdplan.io.catalog import open_catalog
         from pdplan.search.optimize import optimize  # noqa: F401
 
-        opened = _OPENED[job.sweep_id] = (job, open_catalog(list(job.hardware_db), list(job.kernel_tables)))
+        opened = _OPENED[key] = (job, open_catalog(list(job.hardware_db), list(job.kernel_tables)))
     return opened[1]
 
 
