@@ -138,6 +138,13 @@ class PriceRange(FrozenModel):
         return self.typical_usd_per_gpu_hour
 
 
+MIN_GPU_MEMORY_BYTES = 4 * 2**30
+MAX_GPU_MEMORY_BYTES = 4 * 2**40
+"""Plausibility bounds on one accelerator's memory (issue #26: a GPU with 1 byte is bad input, not a plan): the
+smallest accelerators used for LLM serving carry 16 GB (T4) and the largest announced 288 GB (B300) to 1 TB-class
+parts; 4 GiB and 4 TiB leave a wide margin each side."""
+
+
 class GpuSpec(FrozenModel):
     """One accelerator as its datasheet describes it; all quantities SI after validation."""
 
@@ -164,6 +171,14 @@ class GpuSpec(FrozenModel):
     @classmethod
     def _lowercase_name(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _plausible_memory(self) -> GpuSpec:
+        if not MIN_GPU_MEMORY_BYTES <= self.memory_bytes <= MAX_GPU_MEMORY_BYTES:
+            raise ValueError(
+                f"memory_bytes {self.memory_bytes:.4g} is outside the plausible 4 GiB to 4 TiB of one accelerator"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sourced(self) -> GpuSpec:
