@@ -39,6 +39,11 @@ With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer pre
 latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the
 completion time ``T_p + exposed`` never decreases.
 
+**Data plane** (``TransferConfig.data_plane``, :mod:`pdplan.transfer.data_plane`): each unit also pays
+``t_d`` per descriptor it carries, the request's launch ``h`` goes before its first unit, a backend's rate cap
+bounds ``BW`` and host staging adds to the per-byte time; ``descriptors`` and ``overhead_s`` report them.
+Without one every formula above holds unchanged.
+
 **Fan-in / link queue**: :mod:`pdplan.transfer.fan_in` (which side of the x→y fan-in is busier, and its
 M/G/1). **Inputs** (:class:`~pdplan.transfer.kv_inputs.KvShape`, :class:`~pdplan.transfer.kv_inputs.TransferConfig`,
 the link protocol): :mod:`pdplan.transfer.kv_inputs`.
