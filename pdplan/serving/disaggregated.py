@@ -97,6 +97,7 @@ from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
+from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8
@@ -322,7 +323,7 @@ class DisaggregatedModel:
 
 
 def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferConfig:
-    """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates)."""
+    """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates, data plane)."""
     hw, nics = res.hardware, res.scenario.nics_per_instance
     d = hw.deployment
     return TransferConfig(
@@ -334,6 +335,7 @@ def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferCon
         chunk_tokens=res.chunk_tokens if d.granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=hw.prefill.gpu.memory_bytes_per_s,
         decode_hbm_bytes_per_s=hw.decode.gpu.memory_bytes_per_s,
+        data_plane=resolve_data_plane(res.scenario.kv_backend, res.scenario.kv_block_tokens, res.engine),
     )
 
 

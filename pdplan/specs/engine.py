@@ -36,6 +36,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.kv_backend import KvConnector
 from pdplan.specs.moe_wideep import MoeRuntime
 
 PosInt = Annotated[int, Field(strict=True, ge=1)]
@@ -287,3 +288,6 @@ class EngineProfile(FrozenModel):
     """True when overhead constants were fitted to measurements (their sources say on which)."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Extra notes (fit residuals, the data a fit used), printed with the profile."""
+    kv_connector: KvConnector | None = None
+    """The KV connector disaggregated serving uses: its backend, descriptor split and KV block size
+    (:mod:`pdplan.specs.kv_backend`); None: the engine names none."""
