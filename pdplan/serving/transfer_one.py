@@ -37,9 +37,10 @@ def one_transfer(
     block_tokens: int | None = None,
     engine: str | None = None,
 ) -> dict[str, Any]:
-    """Keys ``bytes``, ``time_s``, ``exposed_s`` (+ messages, prefill time, bandwidth ...); with ``backend`` (or
-    ``block_tokens``) also the data plane's ``backend``, ``block_tokens``, ``descriptors`` and ``overhead_s``
-    (:mod:`pdplan.transfer.plane_setup`, under ``engine``'s connector, default vLLM's).
+    """Keys ``bytes``, ``time_s``, ``exposed_s`` (+ messages, prefill time, bandwidth ...); with a data plane (the
+    default: the engine's connector; ``backend="none"`` turns it off) also the data plane's ``backend``,
+    ``block_tokens``, ``descriptors`` and ``overhead_s`` (:mod:`pdplan.transfer.plane_setup`, under ``engine``'s
+    connector, default vLLM's).
 
     Layer/chunk granularity overlaps the transfer with prefill, so it needs ``gpu`` (the prefill
     time comes from the roofline at batch 1); a TP mismatch needs it for the re-layout HBM rate.

@@ -26,7 +26,8 @@ ignore it (their batching is ``scheduler``/``chunk_tokens``), so a search may sw
 ``kv_backend`` prices the KV data plane of a disaggregated deployment (:mod:`pdplan.transfer.data_plane`,
 docs/kv_data_plane.md): ``engine`` (the engine profile's ``kv_connector`` and its backend), a backend name of
 ``pdplan/data/kv_backends.yaml`` (``nixl-ucx``, ``nccl-p2p``, ``mooncake-te``, ``tcp``; split as the engine's
-connector splits) or a path to a backends YAML holding one backend; default none: the link alone (α–β).
+connector splits), a path to a backends YAML holding one backend, or ``none`` (the link alone, α–β); default: the
+engine's own connector where its profile names one (``engine``), else none.
 ``kv_block_tokens`` (a positive integer) is the KV block size the connector cuts descriptors by; default the
 engine connector's (vLLM 16).
 

@@ -2,8 +2,9 @@
 the engine profile's ``kv_connector`` (:mod:`pdplan.specs.kv_backend`; formulas in
 :mod:`pdplan.transfer.data_plane`).
 
-* no ``kv_backend``: no data plane (the link alone); a ``kv_block_tokens`` without one is refused, since it would
-  price nothing;
+* no ``kv_backend``: the engine's own connector (as ``engine``) where its profile names one, else no data plane (the
+  link alone: the ``kernels`` profile); ``none``: the link alone whatever the engine (a ``kv_block_tokens`` then is
+  refused, since it would price nothing);
 * ``engine``: the connector's backend, split and block size (``kv_block_tokens`` overrides the size; a size the
   engine does not take is refused, naming the ones it does);
 * a backend name, or a path to a backends YAML holding one backend: that backend, cut as the engine's connector
@@ -23,6 +24,8 @@ from pdplan.transfer.data_plane import DataPlane, data_plane
 
 ENGINE = "engine"
 """The ``kv_backend`` word for the engine profile's own connector backend."""
+NONE = "none"
+"""The ``kv_backend`` word for no data plane: the KV transfer priced on the link alone (α–β)."""
 
 
 def resolve_data_plane(
@@ -30,6 +33,8 @@ def resolve_data_plane(
 ) -> DataPlane | None:
     """The :class:`DataPlane` of ``backend`` / ``block_tokens`` under ``engine`` (module docstring)."""
     if backend is None:
+        backend = ENGINE if engine.kv_connector is not None else NONE
+    if backend.strip().lower() == NONE:
         if block_tokens is not None:
             raise SpecError("kv_block_tokens needs kv_backend (engine or a backend name) to price", field=field)
         return None

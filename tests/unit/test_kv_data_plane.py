@@ -136,13 +136,17 @@ def test_packaged_backends_and_connectors() -> None:
     trt = resolve_data_plane("engine", None, load_engine("trtllm"))
     assert trt is not None
     assert (trt.backend, trt.split, trt.block_tokens) == ("nixl-ucx", "buffer", 32)
-    assert resolve_data_plane(None, None, load_engine("vllm")) is None
+    default = resolve_data_plane(None, None, load_engine("vllm"))  # on by default: the engine's own connector
+    assert default is not None
+    assert (default.backend, default.block_tokens) == ("nixl-ucx", 16)
+    assert resolve_data_plane("none", None, load_engine("vllm")) is None
+    assert resolve_data_plane(None, None, load_engine("kernels")) is None  # no connector: the link alone
 
 
 @pytest.mark.parametrize(
     ("backend", "block", "engine", "words"),
     [
-        (None, 16, "vllm", "needs kv_backend"),
+        ("none", 16, "vllm", "needs kv_backend"),
         ("engine", 8, "vllm", "takes block sizes 16, 32, 64"),
         ("engine", 0, "vllm", ">= 1"),
         ("engine", None, "kernels", "names no kv_connector"),
@@ -202,5 +206,7 @@ def test_transfer_cli_reports_descriptors_and_overhead(capsys: pytest.CaptureFix
     doc = json.loads(capsys.readouterr().out)
     assert (doc["backend"], doc["block_tokens"], doc["descriptors"]) == ("nixl-ucx", 16, 39_296)
     assert 0.0 < doc["overhead_s"] < doc["time_s"]
-    assert run([*args, *tp]) == 0
+    assert run([*args, *tp]) == 0  # the default: the engine's own connector, as --backend engine
+    assert json.loads(capsys.readouterr().out)["descriptors"] == 39_296
+    assert run([*args, *tp, "--backend", "none"]) == 0
     assert "descriptors" not in json.loads(capsys.readouterr().out)
