@@ -1,5 +1,5 @@
 """DualPath (Wu et al., "DualPath: Breaking the Storage Bandwidth Bottleneck in Agentic LLM Inference",
-arXiv 2602.21548; figures as recorded in the shared reference MISSION_FEATURES.md §3, P-copy of the paper) reproduced
+arXiv 2602.21548; figures as recorded in docs/mission_features.md §3) reproduced
 with pdplan/cache/dual_path.py and the agent-dualpath-64k preset.
 
 1. §4.2 (9): "For (g=8, s=1) with M≈500 GB/s and Bs≈50 GB/s, the bottleneck-free range is 1/7 ≤ P/D ≤ 7/2". Exact;
@@ -12,7 +12,7 @@ with pdplan/cache/dual_path.py and the agent-dualpath-64k preset.
 3. §3.1: "approximately 22 GB/PFLOP for DeepSeek-V3.2" at a 429-token append (formula not given); Table 1: 13–36
    GB/PFLOP over 16K–64K contexts for DeepSeek-V3.2 and 4.8–5.8 for DeepSeek-V3. Reproduced within 15 % with:
    the hit KV of ``context − 429`` tokens in FP8 MLA at 656 B per token and layer (512 FP8 latent values, 4 FP32
-   scales, 64 BF16 RoPE values: the layout a secondary source gives, MISSION_FEATURES.md §3.4 D; the paper states
+   scales, 64 BF16 RoPE values: the layout a secondary source gives, docs/mission_features.md §3.4; the paper states
    none) x 61 layers; the FLOPs of the 429-token append with MLA in its absorbed form and, for V3.2, DeepSeek Sparse
    Attention (top-2,048 keys, an indexer of 64 heads x 128 over every key: HF deepseek-ai/DeepSeek-V3.2-Exp
    config.json ``index_topk``, ``index_n_heads``, ``index_head_dim``) on the DeepSeek-V3 preset's dimensions.
