@@ -94,8 +94,9 @@ def _with_paths(
     paths: tuple[ReadPaths, ...],
     catalog: Catalog | None,
 ) -> list[CacheSpec]:
-    """One variant per read path; ``dual`` only where one of ``tiers`` sits behind a storage NIC."""
-    snic = catalog is not None and any(catalog.storage(t.storage).kind in SNIC_KINDS for t in tiers)
+    """One variant per read path; ``dual`` only where one of ``tiers`` sits behind a storage NIC (without a catalogue
+    the paths are the scenario's own, kept as given)."""
+    snic = catalog is None or any(catalog.storage(t.storage).kind in SNIC_KINDS for t in tiers)
     kept = [p for p in paths if p == "prefill" or snic] or ["prefill"]
     base = base or CacheSpec()
     return [
@@ -115,7 +116,8 @@ def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | 
     """The cache settings tried on the colocated baseline: all but ``load-balance`` routing. A colocated deployment
     routes at random whatever the cache (one queue per instance, :mod:`pdplan.serving.colocated`), so a
     load-balancing router buys it no better queueing and only divides a session's reuse over the instances: it is
-    dominated by ``affinity``."""
+    dominated by ``affinity``. A colocated deployment has no decode nodes to read over: DualPath variants become
+    ``read_paths: prefill``."""
     kept = tuple(
         c if c is None or c.read_paths == "prefill" else c.model_copy(update={"read_paths": "prefill"})
         for c in caches
