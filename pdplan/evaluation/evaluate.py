@@ -31,6 +31,7 @@ from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, 
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.dual_path_setup import dual_path_report
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.limits import Limit
@@ -190,7 +191,8 @@ def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scena
     if model.cache is None:
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
-    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode)
+    dual = dual_path_report(res, model.cache, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
+    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode, dual_path=dual)
 
 
 def _load_regime(

@@ -78,6 +78,7 @@ from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
+from pdplan.serving.dual_path_setup import dual_path_cache, dual_path_setting
 from pdplan.serving.limits import (
     DECODE_U_MAX,
     LINK_QUEUE_MIN_RHO,
@@ -164,7 +165,7 @@ class DisaggregatedModel:
         cands = [Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, Binding.PREFILL_UTILISATION), self._decode_limit()]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
-        read = cache_read_limit(self.cache)
+        read = cache_read_limit(self.cache, dual_path_setting(self.res))
         if read is not None:
             cands.append(read)
         best = min(cands, key=lambda c: c.rate_rps)
@@ -453,6 +454,7 @@ def _cached_prefill_side(
     prefix, not by load: the pool is then ``random``-routed (independent M/G/1 per instance, Poisson thinning)."""
     hw, lens = res.hardware.prefill, res.lengths
     duration_s = turn_duration_s(res, token_interval_s)
+    setup = dual_path_cache(res, setup)  # DualPath's read bandwidth where the cache reads over both paths
     classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), duration_s)
     k, h = classes.weights.shape
     tokens = np.repeat(lens.input_tokens, h)
