@@ -214,3 +214,26 @@ def test_a_gpu_with_one_byte_of_memory_is_refused(cli: Callable[..., CliResult],
     )
     assert "memory_bytes: 1\n" in gpu.read_text()
     one_error(cli("evaluate", str(DEFAULT), "--gpu", str(gpu)), "memory_bytes", "plausible")
+
+
+def test_ctrl_c_during_a_long_optimize_exits_130_cleanly(tmp_path: Path) -> None:
+    """SIGINT to a real optimize over a large space (--max-instances 256: 3.5 million candidates, tens of seconds):
+    exit 130, one line, no report and no temporary file."""
+    out = tmp_path / "plan.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pdplan", "optimize", str(DEFAULT), "--max-instances", "256", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(6.0)
+    assert proc.poll() is None, "the search ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip() and not line.startswith("progress: ")] == [
+        "error: aborted"
+    ]
+    assert list(tmp_path.iterdir()) == []
