@@ -245,6 +245,8 @@ PLAN_COLUMNS = (
     "tok/s per user",
     "E2E mean s",
     "ITL mean ms",
+    "$/month",
+    "$/year",
 )
 
 
@@ -267,6 +269,8 @@ def plan_cells(rank: str, plan: Plan, percentile: int = 90) -> list[str]:
         fixed(plan.tokens_per_s_per_user, 1),
         fixed(plan.e2e_mean_s, 2),
         ms(plan.itl_mean_s),
+        usd(plan.cost_usd_per_month),
+        usd(plan.cost_usd_per_year),
     ]
 
 
@@ -286,6 +290,8 @@ PLAN_SUMMARY_COLUMNS = (
 PLAN_METRIC_COLUMNS = (
     "rank",
     "$/h",
+    "$/month",
+    "$/year",
     "req/s per $/h",
     "output tok/s",
     "tok/s per GPU",
@@ -293,7 +299,8 @@ PLAN_METRIC_COLUMNS = (
     "E2E mean s",
     "ITL mean ms",
 )
-"""The terminal's second plans table (by rank): cost efficiency and the metrics people compare with. The two
+"""The terminal's second plans table (by rank): cost (per hour, per 730-h month, per 8,760-h year), cost efficiency
+and the metrics people compare with. The two
 together hold every column of :data:`PLAN_COLUMNS` and fit a 100-column terminal, which one table of 15 does not."""
 
 

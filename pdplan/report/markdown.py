@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pdplan.io.billing_periods import billing_periods
 from pdplan.report import common as c
 from pdplan.report.cache import CACHE_COLUMNS, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
@@ -88,7 +89,12 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
             f"{c.tokens_per_s(plan.output_tokens_per_s)} ({c.tokens_per_s(plan.output_tokens_per_s_per_gpu)} per GPU, "
             f"{c.fixed(plan.tokens_per_s_per_user, 1)} per user)",
         ],
-        ["cost", f"{c.usd(plan.cost_usd_per_hour)} per hour"],
+        [
+            "cost",
+            f"{c.usd(plan.cost_usd_per_hour)} per hour, {c.usd(plan.cost_usd_per_month)} per month "
+            f"({c.fixed(billing_periods().hours_per_month, 0)} h), {c.usd(plan.cost_usd_per_year)} per year "
+            f"({c.fixed(billing_periods().hours_per_year, 0)} h)",
+        ],
         ["operating rate", f"{rate} req/s"],
     ]
     for name, latency in (("TTFT", plan.ttft_s), ("TPOT", plan.tpot_s)):
@@ -152,6 +158,7 @@ _COMPARE: tuple[tuple[str, Callable[[Plan], str]], ...] = (
     ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
     ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
     ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
+    ("cost per month", lambda p: c.usd(p.cost_usd_per_month)),
     ("binding constraint", lambda p: p.binding_constraint),
 )
 

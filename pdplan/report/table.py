@@ -26,6 +26,8 @@ _NUMERIC = {
     *(f"{which} P{pct} ms" for which in ("TTFT", "TPOT") for pct in (50, 90, 99)),
     "tok/s per user",
     "$/h",
+    "$/month",
+    "$/year",
     "tok/s per GPU",
     "E2E mean s",
     "ITL mean ms",

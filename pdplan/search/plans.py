@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.io.billing_periods import per_month, per_year
 from pdplan.search.inputs_record import PlanningMargins, SearchAssumptions, SearchInputs
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
@@ -147,6 +148,16 @@ class Plan:
         return self.output_tokens_per_s / self.num_gpus
 
     @property
+    def cost_usd_per_month(self) -> float | None:
+        """$/h x 730 h (``pdplan/data/billing_periods.yaml``: 8,760 h / 12)."""
+        return per_month(self.cost_usd_per_hour)
+
+    @property
+    def cost_usd_per_year(self) -> float | None:
+        """$/h x 8,760 h (365 x 24, ``pdplan/data/billing_periods.yaml``)."""
+        return per_year(self.cost_usd_per_hour)
+
+    @property
     def goodput_rps_per_usd_hour(self) -> float | None:
         return None if not self.cost_usd_per_hour else self.goodput_rps / self.cost_usd_per_hour
 
@@ -199,6 +210,8 @@ class Plan:
             "max_num_seqs": self.max_num_seqs,
             "output_tokens_per_s": self.output_tokens_per_s,
             "cost_usd_per_hour": self.cost_usd_per_hour,
+            "cost_usd_per_month": self.cost_usd_per_month,
+            "cost_usd_per_year": self.cost_usd_per_year,
             "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
             "output_tokens_per_s_per_usd_hour": self.output_tokens_per_s_per_usd_hour,
             "operating_rate_rps": self.operating_rate_rps,
