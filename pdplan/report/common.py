@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pdplan.search.inputs_record import GpuFacts
-from pdplan.search.plans import Plan, PlanResult
+from pdplan.search.plans import GrowthRow, Plan, PlanResult
 from pdplan.serving.deployment import Role
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
@@ -369,3 +369,35 @@ def why_not_cells(row: Mapping[str, Any]) -> list[str]:
         return NA if value is None else str(value)
 
     return [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "stage", "reason")]
+
+
+GROWTH_COLUMNS = ("traffic", "target req/s", "plan", "GPUs", "+GPUs", "$/h", "$/month", "binding constraint")
+
+
+def growth_cells(result: PlanResult, row: GrowthRow) -> list[str]:
+    """One row of the growth table (``--growth``): the grown rate, the plan re-planned for it, its GPUs (and how
+    many more than the recommended plan), its cost; ``no feasible plan`` with the reason when the search found none."""
+    p = row.plan
+    more = None if p is None else p.num_gpus - result.best.num_gpus
+    return [
+        signed_pct(row.growth),
+        rps(row.rate_rps),
+        "no feasible plan" if p is None else p.label,
+        NA if p is None else str(p.num_gpus),
+        NA if more is None else f"{more:+d}",
+        usd(None if p is None else p.cost_usd_per_hour),
+        usd(None if p is None else p.cost_usd_per_month),
+        (row.infeasible or "") if p is None else p.binding_constraint,
+    ]
+
+
+def growth_base_line(result: PlanResult) -> str:
+    """What the growth is measured from: the target rate, or the recommended plan's goodput."""
+    if result.rate_target_rps is not None:
+        base = f"the target {rps(result.rate_target_rps)} req/s"
+    else:
+        base = f"the recommended plan's goodput {rps(result.best.goodput_rps)} req/s"
+    return (
+        f"traffic grown from {base}, each row re-planned with the same search at that target rate "
+        f"(now: {result.best.num_gpus} GPUs, {usd(result.best.cost_usd_per_hour)}/h)"
+    )

@@ -315,6 +315,15 @@ def _cache(result: PlanResult) -> list[list[str]]:
     return [["## Prefix cache", "", *_table(list(CACHE_COLUMNS), rows)]]
 
 
+def _growth(result: PlanResult) -> list[list[str]]:
+    """``--growth``: GPUs and $ the same search needs at each grown rate."""
+    if not result.growth:
+        return []
+    rows = [c.growth_cells(result, row) for row in result.growth]
+    head = ["## Growth", "", c.growth_base_line(result)[0].upper() + c.growth_base_line(result)[1:] + ".", ""]
+    return [[*head, *_table(list(c.GROWTH_COLUMNS), rows)]]
+
+
 def _prfaas(result: PlanResult) -> list[list[str]]:
     pick = prfaas_pick(result)
     if pick is None or pick.prfaas is None:
@@ -333,6 +342,7 @@ def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
         _recommended(result),
         *_prfaas(result),
         *_cache(result),
+        *_growth(result),
         *_chart(chart),
         _alternatives(result),
         *_kv_note(result),

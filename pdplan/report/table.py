@@ -31,6 +31,9 @@ _NUMERIC = {
     "tok/s per GPU",
     "E2E mean s",
     "ITL mean ms",
+    "target req/s",
+    "+GPUs",
+    "traffic",
 }
 
 
@@ -82,6 +85,14 @@ def plan_metrics_table(result: PlanResult, top: int | None = None) -> Table:
     if result.baseline is not None:
         table.add_section()
         table.add_row(*c.plan_cells_of(c.PLAN_METRIC_COLUMNS, "baseline", result.baseline), style="dim")
+    return table
+
+
+def growth_table(result: PlanResult) -> Table:
+    """``--growth``: the deployment the same search picks at each grown rate."""
+    table = _table("Growth: " + c.growth_base_line(result), c.GROWTH_COLUMNS)
+    for row in result.growth:
+        table.add_row(*c.growth_cells(result, row))
     return table
 
 
@@ -148,6 +159,8 @@ def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: b
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
     if binds_on_kv(p.binding_constraint for p in shown):
         parts.append(Text(KV_LIMIT_NOTE, style="dim"))
+    if result.growth:
+        parts.append(growth_table(result))
     cache = cache_table(result)
     if cache is not None:
         parts.append(cache)

@@ -314,6 +314,33 @@ class PriceSensitivity:
 
 
 @dataclass(frozen=True, slots=True)
+class GrowthRow:
+    """One traffic level: ``growth`` (a fraction: 0.2 = +20 %), the rate re-planned for, and the plan the search
+    recommends there (None with the reason when no plan meets it)."""
+
+    growth: float
+    rate_rps: float
+    plan: Plan | None
+    infeasible: str | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        """JSON: ``growth``, ``rate_rps``, ``label``, ``num_gpus``, ``cost_usd_per_hour`` / ``_month`` / ``_year``,
+        ``binding_constraint``, ``infeasible`` (null when a plan was found)."""
+        p = self.plan
+        return {
+            "growth": self.growth,
+            "rate_rps": self.rate_rps,
+            "label": None if p is None else p.label,
+            "num_gpus": None if p is None else p.num_gpus,
+            "cost_usd_per_hour": None if p is None else p.cost_usd_per_hour,
+            "cost_usd_per_month": None if p is None else p.cost_usd_per_month,
+            "cost_usd_per_year": None if p is None else p.cost_usd_per_year,
+            "binding_constraint": None if p is None else p.binding_constraint,
+            "infeasible": self.infeasible,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PlanResult:
     """Everything ``pdplan optimize`` reports: ranked plans, the baseline, the Pareto front and the inputs."""
 
@@ -340,6 +367,8 @@ class PlanResult:
     """The objective's name (``gpus`` | ``cost`` | ``tokens-per-dollar``); :attr:`objective` is its words."""
     rate_target_rps: float | None = None
     """The target rate of a ``--rate`` search (None: a budget search)."""
+    growth: tuple[GrowthRow, ...] = ()
+    """``--growth``: the same search re-planned at each grown rate (:mod:`pdplan.search.growth`); empty unless asked."""
 
     @property
     def best(self) -> Plan:
@@ -393,4 +422,5 @@ class PlanResult:
             "why_not": [dict(r) for r in self.rejected],
             "objective_name": self.objective_key,
             "rate_target_rps": self.rate_target_rps,
+            "growth": [g.to_document() for g in self.growth],
         }

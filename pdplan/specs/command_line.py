@@ -132,6 +132,7 @@ FLAGS = MappingProxyType(
         "concurrency": "--concurrency",
         "plot": "--plot",
         "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
+        "growth": "--growth",  # optimize: re-plan at +P % traffic (pdplan.search.growth)
         "max_instances": "--max-instances",  # optimize: search.max_instances
         "pp": "--pp",
         "percentile": "--percentile",  # slo.percentile

@@ -73,3 +73,14 @@ def test_compare_gpu_searches_and_exit_3(cli: Cli, tmp_path: Path) -> None:
     none = cli("compare", "--gpu", "h100-sxm", "--scenario", SMALL, "--rate", "100000")
     assert none.code == 3
     assert "--gpu h100-sxm: no candidate reaches" in none.err
+
+
+def test_optimize_growth_replans_with_the_same_search(cli: Cli) -> None:
+    # +100 % of 2 req/s is a target of 4 req/s: the row is optimize --rate 4's own pick.
+    grown = cli("optimize", SMALL, "--rate", "2", "--growth", "100", "--format", "json")
+    assert grown.code == 0, grown.err
+    row = json.loads(grown.out)["growth"][0]
+    assert row["rate_rps"] == 4.0
+    alone = json.loads(cli("optimize", SMALL, "--rate", "4", "--format", "json").out)["plans"][0]
+    assert (row["label"], row["num_gpus"]) == (alone["label"], alone["num_gpus"])
+    assert cli("optimize", SMALL, "--rate", "2", "--growth", "x").code == 2

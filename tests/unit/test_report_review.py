@@ -5,11 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 
-from support.plan_fixture import plan_result
+import pytest
+from support.plan_fixture import plan_result, runner_up
 
+from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.billing_periods import billing_periods, per_month, per_year
+from pdplan.report import common as c
 from pdplan.report import optimize_renderable, render_optimize, to_csv, to_markdown, to_text
+from pdplan.search.growth import growth_rows, parse_growth
+from pdplan.search.plans import GrowthRow, Plan, PlanResult
 
 
 def test_billing_periods_are_730_and_8760_hours() -> None:
@@ -35,3 +41,50 @@ def test_pick_costs_per_month_and_year_in_every_format() -> None:
     text = to_text(optimize_renderable(result))
     assert "$26,280.00" in text
     assert "$315,360.00" in text
+
+
+def _grown(result: PlanResult, growth: float, rate: float, plan: Plan | None, why: str | None = None) -> PlanResult:
+    return replace(result, growth=(*result.growth, GrowthRow(growth, rate, plan, why)))
+
+
+def test_growth_rows_replan_at_the_grown_rate() -> None:
+    # A budget search: growth is measured from the pick's goodput, 9.6 req/s; +50 % = 14.4 req/s.
+    result = plan_result()
+    asked: list[float] = []
+
+    def replan(rate: float) -> PlanResult:
+        asked.append(rate)
+        if rate > 15:
+            raise NoFeasiblePlanError("no candidate reaches it", binding_constraint="TTFT at P90")
+        return replace(result, plans=(runner_up(),))
+
+    rows = growth_rows(result, parse_growth("50,100"), replan)
+    assert asked == pytest.approx([14.4, 19.2])
+    assert rows[0].plan == runner_up()
+    assert rows[1].plan is None
+    assert rows[1].infeasible == "no candidate reaches it"
+    with pytest.raises(SpecError, match="--growth"):
+        parse_growth("20,-5")
+
+
+def test_growth_table_in_every_format() -> None:
+    # +50 %: the runner-up, 3P2D on 14 H100 = 2 GPUs more than the pick's 12, $42/h = $30,660/month.
+    result = _grown(plan_result(), 0.5, 14.4, runner_up())
+    result = _grown(result, 1.0, 19.2, None, "no candidate reaches 19.2 req/s")
+    cells = c.growth_cells(result, result.growth[0])
+    assert cells[:7] == ["+50.0%", "14.40", runner_up().label, "14", "+2", "$42.00", "$30,660.00"]
+    markdown = to_markdown(result)
+    assert "## Growth" in markdown
+    assert "| +50.0% | 14.40 | 3P2D h100-sxm TP2 / h100-sxm TP4 layer | 14 | +2 | $42.00 | $30,660.00 |" in markdown
+    assert (
+        "| +100.0% | 19.20 | no feasible plan | n/a | n/a | n/a | n/a | no candidate reaches 19.2 req/s |" in markdown
+    )
+    assert "Growth" in to_text(optimize_renderable(result))
+    doc = json.loads(str(render_optimize(result, "json")))
+    assert doc["growth"][0]["num_gpus"] == 14
+    assert doc["growth"][0]["cost_usd_per_month"] == 30660.0
+    assert doc["growth"][1]["infeasible"] == "no candidate reaches 19.2 req/s"
+    rows = [r for r in csv.DictReader(io.StringIO(to_csv(result))) if r["row_kind"] == "growth"]
+    assert [r["growth"] for r in rows] == ["0.5", "1.0"]
+    assert rows[0]["num_gpus"] == "14"
+    assert rows[1]["binding_constraint"] == "no feasible plan: no candidate reaches 19.2 req/s"
