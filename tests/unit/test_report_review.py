@@ -88,3 +88,18 @@ def test_growth_table_in_every_format() -> None:
     assert [r["growth"] for r in rows] == ["0.5", "1.0"]
     assert rows[0]["num_gpus"] == "14"
     assert rows[1]["binding_constraint"] == "no feasible plan: no candidate reaches 19.2 req/s"
+
+
+def test_csv_rows_carry_context_kind_and_integer_columns() -> None:
+    rows = list(csv.DictReader(io.StringIO(to_csv(plan_result()))))
+    assert [r["row_kind"] for r in rows] == ["ranked", "ranked", "ranked", "baseline", "pareto"]
+    assert [r["rank"] for r in rows] == ["1", "2", "3", "", ""]  # empty, never 3.0 or nan
+    first = rows[0]
+    assert (first["model"], first["workload"], first["engine"]) == ("llama-3.1-70b", "chat", "vllm")
+    assert (float(first["slo_ttft_s"]), float(first["slo_tpot_s"]), float(first["slo_attainment"])) == (2, 0.1, 0.9)
+    assert float(first["headroom"]) == 0.0
+    assert first["prefill_tp"] == "4"
+    assert first["num_gpus"] == "12"
+    assert first["memory_headroom_decode_bytes"] == str(25 * 2**28)  # 6.25 GiB, whole bytes
+    assert rows[3]["colocated_count"] == "3"
+    assert rows[3]["prefill_tp"] == ""
