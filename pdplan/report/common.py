@@ -401,3 +401,19 @@ def growth_base_line(result: PlanResult) -> str:
         f"traffic grown from {base}, each row re-planned with the same search at that target rate "
         f"(now: {result.best.num_gpus} GPUs, {usd(result.best.cost_usd_per_hour)}/h)"
     )
+
+
+def rates_line(result: PlanResult) -> str:
+    """Which rate each figure of the plans tables is read at: latencies, attainment and utilisations at the
+    operating rate (the target, or each plan's goodput); goodput, output tokens/s and the binding constraint at each
+    plan's goodput (as ``evaluate``: ``binding_constraint`` at the goodput, ``operating_binding_constraint`` at the
+    rate)."""
+    where = (
+        f"the target {rps(result.rate_target_rps)} req/s"
+        if result.rate_target_rps is not None
+        else "each plan's goodput"
+    )
+    return (
+        f"rates: latencies and attainment at {where}; goodput, output tok/s and the binding constraint "
+        "at each plan's goodput"
+    )

@@ -36,6 +36,7 @@ def _question(result: PlanResult) -> list[str]:
         f"- {c.planning_line(result)[:1].upper()}{c.planning_line(result)[1:]}",
         f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
         f"{s.refined:,} re-evaluated with the full serving model",
+        f"- {c.rates_line(result)[:1].upper()}{c.rates_line(result)[1:]}",
     ]
 
 
@@ -114,7 +115,8 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
     rows += [
-        ["binding constraint", binding_words(plan.binding_constraint, plan.utilisation)],
+        ["binding constraint (at goodput)", binding_words(plan.binding_constraint, plan.utilisation)],
+        [f"closest constraint at {rate} req/s", plan.operating_binding_constraint or c.NA],
         ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"],
     ]
     return rows

@@ -147,6 +147,7 @@ def _header(result: PlanResult) -> Text:
         f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated"
     )
     text.append("\n" + c.planning_line(result))
+    text.append("\n" + c.rates_line(result))
     return text
 
 

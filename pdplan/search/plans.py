@@ -45,6 +45,7 @@ class Plan:
     utilisation: dict[UtilisationKey, float]
     memory_headroom: dict[str, float]
     binding_constraint: str
+    """What bounds the plan, read at its goodput (as ``evaluate``'s ``binding_constraint``)."""
     tokens_per_s_per_user: float
     exact: bool
     warnings: tuple[str, ...] = ()
@@ -56,6 +57,9 @@ class Plan:
     prfaas: PrfaasResult | None = None
     """A PrfaaS plan's analysis (remote prefill cluster, threshold, comparisons:
     :class:`pdplan.serving.prfaas.result.PrfaasResult`); None otherwise."""
+    operating_binding_constraint: str | None = None
+    """The constraint closest to its limit at ``operating_rate_rps`` (as ``evaluate --rate``'s
+    ``operating_binding_constraint``); None for a screened plan (the screen reads only the goodput)."""
     cache: CacheReport | None = None
     """What the plan's prefix cache does (hit rates per tier, read traffic, the goodput without it:
     :class:`pdplan.serving.cache_report.CacheReport`); None when the workload reuses nothing or caching is off."""
@@ -221,6 +225,7 @@ class Plan:
             "utilisation": self.utilisation,
             "memory_headroom": self.memory_headroom,
             "binding_constraint": self.binding_constraint,
+            "operating_binding_constraint": self.operating_binding_constraint,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "exact": self.exact,
             "warnings": list(self.warnings),
