@@ -359,16 +359,20 @@ def ratio_line(result: PlanResult) -> str:
     return f"disaggregated / colocated = {times(ratio)} goodput per GPU"
 
 
-WHY_NOT_COLUMNS = ("role", "GPU", "TP", "PP", "stage", "reason")
+WHY_NOT_COLUMNS = ("role", "GPU", "TP", "PP", "DP", "EP", "stage", "reason")
 
 
 def why_not_cells(row: Mapping[str, Any]) -> list[str]:
-    """One row of the why-not table (``None`` TP/PP: every degree)."""
+    """One row of the why-not table (``None`` TP/PP/DP/EP: every degree; MoE instance types of one GPU and TP differ
+    in their attention DP and EP)."""
 
     def text(value: object) -> str:
         return NA if value is None else str(value)
 
-    return [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "stage", "reason")]
+    cells = [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "dp", "ep", "stage", "reason")]
+    if row.get("expert_gather"):  # ZeRO-Prefill's expert gather: the same TP/DP/EP as a row without it
+        cells[5] += " ZeRO-gather"
+    return cells
 
 
 GROWTH_COLUMNS = ("traffic", "target req/s", "plan", "GPUs", "+GPUs", "$/h", "$/month", "binding constraint")

@@ -108,7 +108,9 @@ def evaluate_exact(
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
-                f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s", binding_constraint=good.binding
+                f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s, "
+                f"{(1.0 - good.rate_rps / target_rps) * 100.0:.1f} % short",
+                binding_constraint=good.binding,
             )
     except NoFeasiblePlanError as err:
         if failures is not None:

@@ -89,3 +89,49 @@ def test_max_model_len_clips_the_workload(cli: Cli) -> None:
     fits = cli("evaluate", SMALL, *fixed, "--max-model-len", "1200")
     assert fits.code == 0, fits.err
     assert "clipped" not in fits.err
+
+
+def test_cost_why_not_reasons_are_in_dollars(cli: Cli) -> None:
+    # Catalogue midpoints: A100-SXM-80GB (0.80 + 3.00) / 2 = $1.90/GPU-h, H100-SXM (1.90 + 5.00) / 2 = $3.45/GPU-h.
+    # The pick is one colocated A100 ($1.90/h); colocated H100 TP2 costs at least 2 x $3.45 = $6.90/h.
+    out = cli(
+        "optimize", SMALL, "--gpu", "h100-sxm,a100-sxm-80gb", "--rate", "2", "--objective", "cost", "--format", "json"
+    )
+    assert out.code == 0, out.err
+    doc = json.loads(out.out)
+    assert doc["plans"][0]["cost_usd_per_hour"] == pytest.approx(1.90)
+    rows = {(r["role"], r["gpu"], r["tp"]): r["reason"] for r in doc["why_not"]}
+    assert rows[("colocated", "h100-sxm", 2)] == (
+        "feasible but outranked: cheapest $6.90/h (screened) against the pick's $1.90/h"
+    )
+
+
+def test_moe_why_not_rows_name_their_dp_and_ep() -> None:
+    # one row per instance type: DeepSeek-V3's types of one GPU and TP differ in attention DP and EP
+    report = json.loads((ROOT / "tests" / "golden" / "examples" / "deepseek-v3-wide-ep.json").read_text())
+    keys = [
+        (r["role"], r["gpu"], r["tp"], r["pp"], r["dp"], r["ep"], r.get("expert_gather")) for r in report["why_not"]
+    ]
+    assert len(keys) == len(set(keys))
+    assert any(r["dp"] == 8 and r["ep"] == 8 and r["stage"] == "space" for r in report["why_not"])  # TP1 DP8 EP8
+
+
+def test_exit_3_names_the_closest_plan_and_its_miss(cli: Cli) -> None:
+    import re
+
+    slow = cli("optimize", SMALL, "--ttft-slo", "10ms")
+    assert slow.code == 3
+    found = re.search(
+        r"closest: (.+?), TTFT P90 ([\d.,]+) ms against the SLO's 10\.0 ms .*\(([\d.]+) % over\)", slow.err
+    )
+    assert found is not None, slow.err
+    assert "TP" in found.group(1)
+    ttft_ms, over = float(found.group(2).replace(",", "")), float(found.group(3))
+    assert over == pytest.approx(
+        (ttft_ms / 10.0 - 1.0) * 100.0, abs=0.6
+    )  # 75.9 ms (shown to 0.05 ms) against 10 ms: 659 % over
+    far = cli("optimize", SMALL, "--rate", "500")
+    assert far.code == 3
+    found = re.search(r"closest: .+ at ([\d.]+) req/s, ([\d.]+) % short", far.err)
+    assert found is not None, far.err
+    assert float(found.group(2)) == pytest.approx((1.0 - float(found.group(1)) / 500.0) * 100.0, abs=0.06)
