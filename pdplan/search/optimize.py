@@ -85,17 +85,23 @@ def _refine(
     mode: str | None = None,
     failures: list[NoFeasiblePlanError] | None = None,
     done: dict[tuple[object, float], Exact] | None = None,
+    stage: Stage | None = None,
 ) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective.
 
     Candidates are evaluated in screen order until ``top`` pass exactly (a candidate the screen passes may miss
     the SLO or the target rate once exact), trying at most ``MAX_TRIES_PER_PLAN`` per plan asked for. ``done``:
     the plans this search has already evaluated, by deployment and start rate (the colocated baseline is often one
-    of the plans ranked best; filled in here)."""
+    of the plans ranked best; filled in here). ``stage`` hears each exact evaluation's number, the most there can be
+    and the time left at the mean so far (the progress line)."""
     kept: list[Exact] = []
+    most, started = top * MAX_TRIES_PER_PLAN, time.perf_counter()
     for tried, i in enumerate(_distinct(pool, order, mode)):
-        if len(kept) >= top * REFINE_FACTOR or tried >= top * MAX_TRIES_PER_PLAN:
+        if len(kept) >= top * REFINE_FACTOR or tried >= most:
             break
+        if stage is not None:
+            left = f", at most {(time.perf_counter() - started) / tried * (most - tried):.0f} s left" if tried else ""
+            stage(f"exact evaluation {tried + 1} of at most {most}{left}")
         d, start_rps = pool.deployment(i), float(pool.metrics.goodput_rps[i]) * (1.0 + space.headroom)
         e = (done or {}).get((d, start_rps)) or evaluate_exact(
             base,
@@ -206,7 +212,7 @@ def _search(
         raise unpriced_infeasible(pool, space) or with_closest(infeasible(pool, space), res, pool)
     note("exact re-evaluation")
     done: dict[tuple[object, float], Exact] = {}
-    best = _best_exact(res, pool, order, space, top, done)
+    best = _best_exact(res, pool, order, space, top, done, stage=note)
     full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
     baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done)
     note("sensitivity")
@@ -238,11 +244,12 @@ def _best_exact(
     space: Space,
     top: int,
     done: dict[tuple[object, float], Exact] | None = None,
+    stage: Stage | None = None,
 ) -> list[Exact]:
     """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
     they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
-    best = _refine(res, pool, order, space, top, failures=failures, done=done)
+    best = _refine(res, pool, order, space, top, failures=failures, done=done, stage=stage)
     if not best:
         reason = failures[0] if failures else infeasible(pool, space)
         raise NoFeasiblePlanError(
