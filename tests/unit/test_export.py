@@ -38,12 +38,22 @@ def _plan(**overrides: Any) -> dict[str, Any]:
         "decode": {"gpu": "h100-sxm", "tp": 4, "pp": 1, "count": 1},
         "colocated": None,
         "granularity": "request",
+        "routing": "round-robin",
         "scheduler": None,
         "max_num_seqs": 128,
         "num_gpus": 10,
         "goodput_rps": 12.5,
         "ttft_p90_s": 1.5,
         "tpot_p90_s": 0.04,
+        "priced": {
+            "engine": "vllm",
+            "engine_version": "0.12.0",
+            "routing": {"prefill": "round-robin", "decode": "random"},
+            "roles": {
+                "prefill": {"gpu_memory_utilization": 0.85, "max_num_batched_tokens": 4096, "max_model_len": 35089},
+                "decode": {"gpu_memory_utilization": 0.85, "max_num_batched_tokens": 4096, "max_model_len": 131072},
+            },
+        },
     }
     plan.update(overrides)
     return plan
@@ -188,8 +198,12 @@ def test_sglang_commands_carry_disaggregation_mode_and_backend() -> None:
         assert argv[:3] == ["python", "-m", "sglang.launch_server"]
         assert _flag(argv, "--disaggregation-mode") == mode
         assert _flag(argv, "--disaggregation-transfer-backend") == "nixl"
-        assert _flag(argv, "--mem-fraction-static") == "0.85"
         assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+    # SGLang's own rule, not the vLLM-priced 0.85: H100 80 GiB = 85,899,345,920 B, reserve 512 MiB + 1.5 MiB x 8192
+    # + 2 MiB x 256 + 128 MiB x TP: TP2 14,227,079,168 B -> 0.8344, TP4 14,495,514,624 B -> 0.8313
+    assert _flag(prefill, "--mem-fraction-static") == "0.8344"
+    assert _flag(decode, "--mem-fraction-static") == "0.8313"
+    assert _flag(prefill, "--context-length") == "35089"
     assert _flag(decode, "--max-running-requests") == "128"
     assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
     assert "--pd-disaggregation" in router
@@ -210,6 +224,82 @@ def test_attention_data_and_expert_parallel_map_to_each_engine() -> None:
     assert _flag(sglang_decode, "--ep-size") == "8"
 
 
+def test_the_context_that_fits_one_instance_is_written() -> None:
+    prefill, decode, _ = _script_commands(_export(_doc(), "vllm").text)
+    assert _flag(prefill, "--max-model-len") == "35089"  # the priced KV capacity of a TP2 prefill instance
+    assert _flag(decode, "--max-model-len") == "131072"  # capped at the model's window
+    manifest = yaml.safe_load(_export(_doc(), "dynamo", backend="sglang").text)["spec"]["services"]
+    assert _flag(manifest["prefill"]["extraPodSpec"]["mainContainer"]["args"], "--context-length") == "35089"
+    unpriced = _plan()
+    del unpriced["priced"]
+    result = _export(_doc(unpriced), "vllm")
+    assert all("--max-model-len" not in argv for argv in _script_commands(result.text))
+    assert any("no priced record" in w for w in result.warnings)
+
+
+def _wide_ep(**role: Any) -> dict[str, Any]:
+    """A DeepSeek-style plan: DP8 EP8 roles priced with DeepEP, two-batch overlap and 32 redundant experts."""
+    moe = {"moe_kernel": "deepgemm_wideep", "two_batch_overlap": True, "redundant_experts": 32} | role
+    ep = {"gpu": "h200-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1}
+    priced = {"routing": {"prefill": "least-work", "decode": "random"}, "roles": {"prefill": moe, "decode": moe}}
+    return _plan(prefill=ep, decode=ep, routing="least-work", priced={"engine": "sglang", **priced})
+
+
+def test_priced_moe_mechanisms_are_written_in_each_engines_terms() -> None:
+    prefill, decode, _ = _script_commands(_export(_doc(_wide_ep()), "sglang").text)
+    for argv, mode in ((prefill, "normal"), (decode, "low_latency")):
+        assert _flag(argv, "--moe-a2a-backend") == "deepep"
+        assert _flag(argv, "--deepep-mode") == mode
+        assert "--enable-two-batch-overlap" in argv
+        assert "--enable-eplb" in argv
+        assert _flag(argv, "--ep-num-redundant-experts") == "32"
+    prefill, decode, _ = _script_commands(_export(_doc(_wide_ep()), "vllm").text)
+    assert _flag(prefill, "--all2all-backend") == "deepep_high_throughput"
+    assert _flag(decode, "--all2all-backend") == "deepep_low_latency"
+    assert "--enable-dbo" in decode
+    assert json.loads(_flag(decode, "--eplb-config")) == {"num_redundant_experts": 32}
+    plain = _script_commands(_export(_doc(_wide_ep(moe_kernel="fused", two_batch_overlap=False)), "sglang").text)[0]
+    assert "--moe-a2a-backend" not in plain
+    assert "--enable-two-batch-overlap" not in plain
+    for target in ("sglang", "vllm"):
+        _assert_accepted(_export(_doc(_wide_ep()), target))
+
+
+def test_mechanisms_no_engine_runs_are_refused() -> None:
+    gather = _wide_ep(expert_gather=True)
+    for target in ("dynamo", "vllm", "sglang"):
+        with pytest.raises(SpecError, match="ZeRO-Prefill expert gather"):
+            _export(_doc(gather), target)
+    for granularity in ("layer", "chunk"):
+        overlapped = _doc(_plan(granularity=granularity))
+        for target, backend in (("vllm", "vllm"), ("dynamo", "vllm")):
+            with pytest.raises(SpecError, match=f"{granularity}-granularity KV transfer, but vllm transfers KV per"):
+                _export(overlapped, target, backend=backend)
+        _export(overlapped, "dynamo", backend="sglang")  # SGLang sends each chunk: exported, with a warning
+
+
+def test_the_priced_routing_is_exported_or_warned() -> None:
+    doc = _doc(_wide_ep())
+    router = _script_commands(_export(doc, "sglang").text)[2]
+    assert _flag(router, "--prefill-policy") == "power_of_two"  # no least-work policy: the nearest, warned
+    assert _flag(router, "--decode-policy") == "random"
+    assert _flag(router, "--host") == "0.0.0.0"
+    assert any("no least-work policy" in w for w in _export(doc, "sglang").warnings)
+    proxy = _script_commands(_export(doc, "vllm").text)[2]
+    assert _flag(proxy, "--host") == "0.0.0.0"
+    vllm = _export(doc, "vllm")
+    assert any("toy proxy round-robins" in w for w in vllm.warnings)
+    assert "# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins" in vllm.text
+    services = yaml.safe_load(_export(doc, "dynamo", backend="sglang").text)["spec"]["services"]
+    frontend = services["Frontend"]["extraPodSpec"]["mainContainer"]["args"]
+    assert _flag(frontend, "--router-mode") == "kv"
+    round_robin = _doc()  # priced round-robin: each target says so, no warning
+    assert _flag(_script_commands(_export(round_robin, "sglang").text)[2], "--prefill-policy") == "round_robin"
+    assert not _export(round_robin, "vllm").warnings
+    rr_frontend = yaml.safe_load(_export(round_robin, "dynamo").text)["spec"]["services"]["Frontend"]
+    assert _flag(rr_frontend["extraPodSpec"]["mainContainer"]["args"], "--router-mode") == "round-robin"
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("target", ["vllm", "sglang"])
 def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_path: Path) -> None:
@@ -228,8 +318,8 @@ def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_pa
 
 def test_granularity_the_engine_does_not_implement_is_warned_in_output_and_result() -> None:
     layer = _doc(_plan(granularity="layer"))
-    result = _export(layer, "vllm")
-    assert any("layer-granularity" in w and "--granularity request" in w for w in result.warnings)
+    result = _export(layer, "sglang")
+    assert any("layer-granularity" in w and "--granularity chunk" in w for w in result.warnings)
     assert "# WARNING: the plan priced layer-granularity" in result.text
     assert not _export(_doc(_plan(granularity="chunk")), "sglang").warnings  # SGLang sends per chunk
     assert not _export(_doc(_plan(granularity="request")), "vllm").warnings
@@ -292,7 +382,10 @@ def test_not_a_plan_document_is_bad_input(tmp_path: Path, text: str, match: str)
 def test_every_number_comes_from_the_plan_of_a_real_report() -> None:
     doc = read_plan_document(str(DEFAULT_JSON))
     for rank, plan in enumerate(doc.plans, start=1):
-        result = _export(doc, "dynamo", rank=rank)
+        if plan["granularity"] != "request":  # vLLM transfers per request: refused, exported to SGLang workers
+            with pytest.raises(SpecError, match="transfers KV per request"):
+                _export(doc, "dynamo", rank=rank)
+        result = _export(doc, "dynamo", rank=rank, backend="vllm" if plan["granularity"] == "request" else "sglang")
         workers = yaml.safe_load(result.text)["spec"]["services"]
         for role in ("prefill", "decode"):
             want: dict[str, Any] = plan[role]  # type: ignore[assignment]
@@ -300,7 +393,8 @@ def test_every_number_comes_from_the_plan_of_a_real_report() -> None:
             assert service["replicas"] == want["count"]
             assert service["resources"]["limits"]["gpu"] == str(want["tp"] * want["pp"])
             args = service["extraPodSpec"]["mainContainer"]["args"]
-            assert _flag(args, "--tensor-parallel-size") == str(want["tp"])
+            tp_flag = "--tensor-parallel-size" if plan["granularity"] == "request" else "--tp-size"
+            assert _flag(args, tp_flag) == str(want["tp"] * want["dp"])
 
 
 def test_model_presets_name_the_checkpoint_their_source_cites() -> None:

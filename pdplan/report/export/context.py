@@ -33,7 +33,7 @@ def export_context(
     facts = {}
     for name in gpus:
         spec = catalog.gpu(name)
-        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, spec.gpus_per_node)
+        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, spec.gpus_per_node, spec.memory_bytes)
     defaults = serving_defaults()
     if model_id is not None:
         check_model_id(model_id, field="--model-id", source=None)
@@ -44,6 +44,7 @@ def export_context(
         node_labels={**node_labels().labels, **dict(parse_node_label(text) for text in node_labels_given)},
         colocated_chunk_tokens=defaults.prefill_chunk_tokens,
         colocated_chunk_source=defaults.sources["prefill_chunk_tokens"],
+        sglang=catalog.engine("sglang"),
     )
 
 

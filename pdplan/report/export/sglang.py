@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
+from pdplan.report.export.routing import sglang_policy_flags
 from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
 
 SERVER = "python -m sglang.launch_server"
@@ -53,6 +54,7 @@ def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str
         ("--pd-disaggregation", None),
         ("--prefill", Raw(f'"http://$h:{data.prefill_port}" {data.bootstrap_port}')),
         ("--decode", Raw(f'"http://$h:{data.decode_port}"')),
+        *sglang_policy_flags(chosen),
         ("--host", "0.0.0.0"),
         ("--port", str(data.router_port)),
     )

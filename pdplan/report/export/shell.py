@@ -25,6 +25,7 @@ from pdplan.report.export.common import (
     nodes_for,
     role_summary,
 )
+from pdplan.report.export.routing import routing_line
 from pdplan.specs.export import ExportPlan
 
 
@@ -126,6 +127,7 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
     single_node_only(chosen, ctx, launcher.engine)
     header = header_lines(chosen, ctx, launcher.engine, warnings)
     header.append(engine_line(chosen, ctx, launcher.engine))
+    header.append(routing_line(chosen, launcher.engine))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     for role_name, _ in chosen.plan.roles():

@@ -6,7 +6,9 @@ run ``vllm serve MODEL --port 8100 --tensor-parallel-size T --kv-transfer-config
 ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (this host's address), ``VLLM_NIXL_SIDE_CHANNEL_PORT`` and ``UCX_NET_DEVICES=all``;
 decoders the same with ``kv_role`` ``kv_consumer`` on port 8200; ``toy_proxy_server.py`` (in the vLLM repository,
 ``tests/v1/kv_connector/nixl_integration/``) routes each request to a prefiller, then a decoder, given
-``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance).
+``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance), bound to
+all interfaces with ``--host 0.0.0.0`` (its default is 127.0.0.1) and routing round-robin (``itertools.cycle`` over
+its clients; :mod:`pdplan.report.export.routing`).
 Colocated plans: one plain ``vllm serve`` per instance, no connector. Ports and connector settings:
 ``pdplan/data/export/targets.yaml``; engine arguments: :mod:`pdplan.report.export.engine_args`.
 """
@@ -56,6 +58,7 @@ def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]
     pools = dict(chosen.plan.roles())  # a disaggregated plan's: prefill and decode
     checks = pool_host_checks(chosen.plan)
     flags: tuple[tuple[str, str | None], ...] = (
+        ("--host", "0.0.0.0"),
         ("--port", str(data.proxy_port)),
         ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
         ("--prefiller-ports", Raw(" ".join([str(data.prefill_port)] * pools["prefill"].count))),
