@@ -28,7 +28,7 @@ CASES = [
     ("default", 1, "sglang", "vllm", "export_default_sglang.sh"),
     ("opt-13b-a100-distserve", 1, "vllm", "vllm", "export_colocated_vllm.sh"),
     ("opt-13b-a100-distserve", 1, "dynamo", "vllm", "export_colocated_dynamo.yaml"),
-    ("fixture", 3, "dynamo", "vllm", "export_mixed_gpu_dynamo.yaml"),
+    ("fixture", 3, "dynamo", "sglang", "export_mixed_gpu_dynamo.yaml"),
 ]
 
 

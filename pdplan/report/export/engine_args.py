@@ -114,7 +114,8 @@ def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
     """SGLang's own ``mem_fraction_static`` for one instance of ``role``: ``(M − reserved) / M`` with its reserve
     rule (python/sglang/srt/server_args.py; the packaged SGLang profile's ``kv_memory``,
     pdplan/data/engines/sglang.yaml, at the GPU's memory class: chunk budget and CUDA-graph batch) over TP × PP
-    GPUs, as pdplan prices an SGLang instance (:func:`pdplan.serving.engine_bind.with_engine`); None without the profile or the GPU's memory."""
+    GPUs, as pdplan prices an SGLang instance (:func:`pdplan.serving.engine_bind.with_engine`); None without the
+    profile or the GPU's memory."""
     facts = ctx.gpus[role.gpu]
     if ctx.sglang is None or facts.memory_bytes <= 0:
         return None
