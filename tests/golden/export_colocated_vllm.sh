@@ -7,6 +7,7 @@
 # tokens per step: 2048, the chunk pdplan priced chunked prefill with (serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
+# routing: priced with random colocated routing; no router: put the instances behind a load balancer (round-robin at most matches the priced split)
 #
 # Usage: bash THIS_FILE colocated
 #   once per instance, on its host; put the instances behind one load balancer.
@@ -22,6 +23,7 @@ case "$role" in
       --max-num-batched-tokens 2048 \
       --enable-chunked-prefill \
       --gpu-memory-utilization 0.9 \
+      --max-model-len 2048 \
       --dtype bfloat16
     ;;
   *) echo "usage: $0 colocated" >&2; exit 2 ;;

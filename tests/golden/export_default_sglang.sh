@@ -5,9 +5,11 @@
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may exceed the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
+# WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
+# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
+# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode|router
 #   prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share
@@ -27,7 +29,8 @@ case "$role" in
       --disaggregation-bootstrap-port 8998 \
       --tp-size 2 \
       --chunked-prefill-size 8192 \
-      --mem-fraction-static 0.9 \
+      --mem-fraction-static 0.8344 \
+      --context-length 35089 \
       --dtype bfloat16
     ;;
   decode)
@@ -41,7 +44,8 @@ case "$role" in
       --tp-size 4 \
       --max-running-requests 256 \
       --chunked-prefill-size 8192 \
-      --mem-fraction-static 0.9 \
+      --mem-fraction-static 0.8313 \
+      --context-length 131072 \
       --dtype bfloat16
     ;;
   router)
@@ -56,6 +60,8 @@ case "$role" in
     exec python -m sglang_router.launch_router \
       --pd-disaggregation \
       "${urls[@]}" \
+      --prefill-policy power_of_two \
+      --decode-policy random \
       --host 0.0.0.0 \
       --port 8000
     ;;

@@ -3,7 +3,8 @@ goldens, so one ``pytest tests/golden --update-golden`` run regenerates everythi
 
 Inputs: ``examples/default.yaml`` rank 1 (disaggregated, one GPU type), ``examples/opt-13b-a100-distserve.yaml``
 rank 1 (colocated), and the synthetic report fixture's rank 3 (H100 prefill, H20 decode: mixed GPU types) from a
-document that records no engine settings, engine or dtypes.
+document that records no engine settings, engine or dtypes, on Dynamo's SGLang workers (the plan is priced with
+chunk-granularity KV transfer, which vLLM workers cannot run: refused).
 """
 
 from __future__ import annotations
