@@ -174,7 +174,7 @@ def _script_commands(text: str) -> list[list[str]]:
 
 def test_vllm_commands_carry_the_nixl_connector_and_the_plan_numbers() -> None:
     result = _export(_doc(dtype="fp8", kv_dtype="fp8"), "vllm")
-    prefill, decode, proxy = _script_commands(result.text)
+    prefill, decode, _ = _script_commands(result.text)
     for argv, role, tp in ((prefill, "kv_producer", "2"), (decode, "kv_consumer", "4")):
         assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"]
         config = json.loads(_flag(argv, "--kv-transfer-config"))
@@ -186,8 +186,7 @@ def test_vllm_commands_carry_the_nixl_connector_and_the_plan_numbers() -> None:
         assert _flag(argv, "--kv-cache-dtype") == "fp8"
     assert _flag(decode, "--max-num-seqs") == "128"
     assert "--max-num-seqs" not in prefill
-    ports = proxy[proxy.index("--prefiller-ports") + 1 : proxy.index("--decoder-hosts")]
-    assert ports == ["8100"] * 3  # one port per prefill instance
+    assert "p_ports+=($((8100 + k)))" in result.text  # one port per prefill instance, by its slot on the node
     _assert_accepted(result)
 
 
@@ -207,7 +206,7 @@ def test_sglang_commands_carry_disaggregation_mode_and_backend() -> None:
     assert _flag(decode, "--max-running-requests") == "128"
     assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
     assert "--pd-disaggregation" in router
-    assert 'urls+=(--prefill "http://$h:30000" 8998)' in result.text  # the bootstrap port the prefill serves
+    assert 'urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k)))' in result.text  # its bootstrap port
     _assert_accepted(result)
 
 
@@ -310,7 +309,68 @@ def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_pa
     env = {"PATH": "/usr/bin:/bin", "PREFILL_HOSTS": "a b", "DECODE_HOSTS": "c"}
     run = subprocess.run(["bash", str(script), router], env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 2
-    assert "PREFILL_HOSTS needs 3 addresses" in run.stderr
+    assert "PREFILL_HOSTS needs 1 addresses" in run.stderr  # 3 TP2 instances fit one 8-GPU node
+
+
+def _run_script(text: str, tmp_path: Path, *args: str, **env: str) -> list[str]:
+    """Run a launch script with ``python`` and ``vllm`` replaced by a stub that prints its arguments, one a line."""
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    for name in ("python", "vllm"):
+        (stub / name).write_text(
+            '#!/bin/sh\nenv | grep -E "^(CUDA_VISIBLE_DEVICES|VLLM_NIXL_SIDE_CHANNEL_PORT)=" | sort\n'
+            'for a in "$@"; do echo "$a"; done\n'
+        )
+        (stub / name).chmod(0o755)
+    script = tmp_path / "launch.sh"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    full_env = {"PATH": f"{stub}:/usr/bin:/bin", **env}
+    run = subprocess.run(["bash", str(script), *args], env=full_env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_scripts_pack_instances_onto_nodes(tmp_path: Path) -> None:
+    doc = _doc()  # 3 prefill TP2 and 1 decode TP4 on nodes of 4 GPUs: 2 prefill a node (2 nodes), 1 decode
+    ctx = export_context(open_catalog(), doc, plan_gpus(doc, 1, "test"), source="test", gpus_per_node=4)
+    vllm = export_plan(doc, target="vllm", rank=1, ctx=ctx, source="test").text
+    slot1 = _run_script(vllm, tmp_path, "prefill", "1", HOST_IP="10.0.0.1")
+    assert slot1[:2] == ["CUDA_VISIBLE_DEVICES=2,3", "VLLM_NIXL_SIDE_CHANNEL_PORT=5601"]
+    assert _flag(slot1, "--port") == "8101"
+    proxy = _run_script(vllm, tmp_path, "proxy", PREFILL_HOSTS="p0 p1", DECODE_HOSTS="d0")
+    hosts = proxy[proxy.index("--prefiller-hosts") + 1 : proxy.index("--prefiller-ports")]
+    ports = proxy[proxy.index("--prefiller-ports") + 1 : proxy.index("--decoder-hosts")]
+    assert list(zip(hosts, ports, strict=True)) == [("p0", "8100"), ("p0", "8101"), ("p1", "8100")]
+    assert _flag(proxy, "--host") == "0.0.0.0"
+    sglang = export_plan(doc, target="sglang", rank=1, ctx=ctx, source="test").text
+    server = _run_script(sglang, tmp_path, "prefill", "1", HOST_IP="10.0.0.1")
+    assert (_flag(server, "--base-gpu-id"), _flag(server, "--port")) == ("2", "30001")
+    assert _flag(server, "--disaggregation-bootstrap-port") == "8999"
+    router = _run_script(sglang, tmp_path, "router", PREFILL_HOSTS="p0 p1", DECODE_HOSTS="d0")
+    prefills = [router[i + 1 : i + 3] for i, word in enumerate(router) if word == "--prefill"]
+    assert prefills == [["http://p0:30000", "8998"], ["http://p0:30001", "8999"], ["http://p1:30000", "8998"]]
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run(["bash", str(tmp_path / "launch.sh"), "prefill", "2"], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_colocated_sglang_plans_get_a_load_balancer(tmp_path: Path) -> None:
+    colocated = _plan(
+        mode="colocated",
+        prefill=None,
+        decode=None,
+        granularity=None,
+        scheduler="chunked",
+        colocated={"gpu": "h100-sxm", "tp": 4, "count": 3},
+    )
+    colocated["priced"] = {"routing": {"colocated": "random"}, "roles": {}}
+    router = _run_script(_export(_doc(colocated), "sglang").text, tmp_path, "router", COLOCATED_HOSTS="n0 n1")
+    workers = router[router.index("--worker-urls") + 1 : router.index("--policy")]
+    assert workers == ["http://n0:30000", "http://n0:30001", "http://n1:30000"]
+    assert _flag(router, "--policy") == "random"
+    assert _flag(router, "--host") == "0.0.0.0"
 
 
 # ---- warnings and refusals ----------------------------------------------------------------------------------

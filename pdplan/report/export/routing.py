@@ -78,7 +78,8 @@ def routing_line(chosen: Chosen, target: str) -> str:
         does = (
             "vLLM's toy proxy round-robins over prefillers and decoders"
             if chosen.plan.mode == "disaggregated"
-            else "no router: put the instances behind a load balancer (round-robin at most matches the priced split)"
+            else "no router: put the instances behind a load balancer (round-robin splits them more evenly than the "
+            "random split priced)"
         )
     elif target == "sglang":
         does = f"the SGLang router runs {sglang_policies(chosen) or 'its default policy'}"
