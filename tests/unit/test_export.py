@@ -223,6 +223,24 @@ def test_attention_data_and_expert_parallel_map_to_each_engine() -> None:
     assert _flag(sglang_decode, "--ep-size") == "8"
 
 
+def test_reports_record_what_each_plan_was_priced_with() -> None:
+    default = json.loads(DEFAULT_JSON.read_text())["plans"][0]["priced"]
+    # Llama-3.1-70B BF16, TP2 on an 80 GiB H100 at 0.9: usable 77,309,411,328 B a GPU − weights 70,553,706,496 −
+    # workspace 8192 × (4 × 8192 + 2 × 28672 / 2) × 2 B = 1,006,632,960 leaves 5,749,071,872 B; × 2 GPUs / 327,680 B
+    # a token (80 layers × 8 KV heads × 128 × K,V × 2 B) = 35,089.3 tokens
+    assert default["roles"]["prefill"]["max_model_len"] == 35089
+    assert default["roles"]["decode"]["max_model_len"] == 131072  # TP4 holds more: capped at the model's window
+    assert default["routing"] == {"prefill": "least-work", "decode": "random"}
+    assert (default["engine"], default["engine_version"]) == ("vllm", "0.12.0")
+    wide_ep = json.loads((DEFAULT_JSON.parent / "deepseek-v3-wide-ep.json").read_text())["plans"][0]["priced"]
+    prefill = wide_ep["roles"]["prefill"]
+    assert (prefill["moe_kernel"], prefill["two_batch_overlap"], prefill["redundant_experts"]) == (
+        "deepgemm_wideep",
+        True,
+        32,
+    )
+
+
 def test_the_context_that_fits_one_instance_is_written() -> None:
     prefill, decode, _ = _script_commands(_export(_doc(), "vllm").text)
     assert _flag(prefill, "--max-model-len") == "35089"  # the priced KV capacity of a TP2 prefill instance
