@@ -4,7 +4,7 @@
 # at that rate: TTFT P90 249.8 ms, TPOT P90 58.95 ms
 # model: facebook/opt-13b
 # colocated: 1 x TP2 (2 GPUs each) on a100-sxm-80gb (NVIDIA A100 SXM4 80GB)
-# tokens per step: 2048, the chunk pdplan priced chunked prefill with (serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)
+# tokens per step: 2048, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 # routing: priced with random colocated routing; no router: put the instances behind a load balancer (round-robin splits them more evenly than the random split priced)

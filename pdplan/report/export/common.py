@@ -275,10 +275,17 @@ def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list
         lines.append(f"at that rate: TTFT P90 {plan.ttft_p90_s * 1e3:.4g} ms, TPOT P90 {plan.tpot_p90_s * 1e3:.4g} ms")
     lines.append(f"model: {ctx.model_id}")
     lines += [role_summary(name, role, gpu_facts(ctx, role)) for name, role in plan.roles()]
+    priced = plan.priced_role("colocated")
     if plan.mode == "colocated" and plan.scheduler == "chunked":
-        lines.append(
-            f"tokens per step: {ctx.colocated_chunk_tokens}, the chunk pdplan priced chunked prefill with "
-            "(serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)"
-        )
+        if priced is not None and priced.max_num_batched_tokens is not None:
+            lines.append(
+                f"tokens per step: {priced.max_num_batched_tokens}, the chunk pdplan priced chunked prefill with "
+                "(priced.roles.colocated.max_num_batched_tokens)"
+            )
+        else:
+            lines.append(
+                f"tokens per step: {ctx.colocated_chunk_tokens}, the chunk pdplan priced chunked prefill with "
+                "(serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)"
+            )
     lines += [f"WARNING: {w}" for w in warnings]
     return lines
