@@ -1,5 +1,9 @@
 """Refitting an engine profile's end-to-end terms on a chosen set of rows (for ``benchmarks/cross_gpu_accuracy.py``).
 
+The numerical pieces are pdplan calibrate's own (:mod:`pdplan.calibrate.engine_fit`: ``forward_jacobian``,
+``in_span``, ``solve_log_residuals``); this module holds only what differs: the terms, their stages and losses, the
+chord iteration over a fixed Jacobian.
+
 Which terms (:data:`FITTED`): those the shipped profiles fitted on end-to-end rows, read from the fitters and the
 profiles' ``source`` texts. All were fitted on H100 rows only (``aiconfigurator-silicon/h100_sxm.csv``):
 
@@ -35,9 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
-from pdplan.calibrate.engine_fit import BOUNDS_S, SEPARABLE_MIN, STEPS_S
+from pdplan.calibrate.engine_fit import BOUNDS_S, STEPS_S, forward_jacobian, in_span, solve_log_residuals
 
 FITTED: Mapping[str, tuple[str, ...]] = {
     "vllm": ("step_s", "step_s_per_seq", "request_s", "startup_cohorts"),
@@ -88,7 +91,6 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Fit order and the residuals each stage's terms are fitted on (module docstring)."""
 CHORD_PASSES = 2
-_F_SCALE = 0.1
 
 Pricer = Callable[..., tuple[np.ndarray, np.ndarray]]
 """(terms, optional boolean mask of rows) → exact (TTFT, TPOT) in ms of every row of the profile (NaN outside the
@@ -117,15 +119,10 @@ class Fit:
 
 
 def linearise(price: Pricer, theta0: Mapping[str, float]) -> Linearised:
-    """One exact pass at ``theta0`` and one per term at ``theta0 + h`` (forward differences, inside the bounds)."""
+    """One exact pass at ``theta0`` and one per term at ``theta0 + h`` (``engine_fit.forward_jacobian``)."""
     ttft, tpot = price(theta0)
-    base = np.concatenate([ttft, tpot])
-    cols = []
-    for name, value in theta0.items():
-        h = STEPS[name] if value + STEPS[name] <= BOUNDS[name][1] else -STEPS[name]
-        t2, p2 = price({**theta0, name: value + h})
-        cols.append((np.concatenate([t2, p2]) - base) / h)
-    return Linearised(dict(theta0), ttft, tpot, np.column_stack(cols))
+    jac = forward_jacobian(price, theta0, np.concatenate([ttft, tpot]), STEPS, BOUNDS)
+    return Linearised(dict(theta0), ttft, tpot, jac)
 
 
 def _stage_rows(stage: str, train: np.ndarray) -> np.ndarray:
@@ -155,12 +152,9 @@ def constrained(lin: Linearised, train: np.ndarray, free: Sequence[str]) -> set[
             if not np.any(np.abs(col) > 1e-9):
                 out.add(k)
                 continue
-            if kept:
-                span = np.column_stack(kept)
-                coef = np.linalg.lstsq(span, col, rcond=None)[0]
-                if np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col):
-                    out.add(k)
-                    continue
+            if in_span(col, kept):
+                out.add(k)
+                continue
             kept.append(col)
     return out
 
@@ -168,22 +162,11 @@ def constrained(lin: Linearised, train: np.ndarray, free: Sequence[str]) -> set[
 def _solve(
     pred: np.ndarray, slopes: np.ndarray, meas: np.ndarray, x0: np.ndarray, names: list[str], loss: tuple[str, ...]
 ) -> np.ndarray:
-    """Bounded robust least squares of log((pred + slopes·(x − x0))/meas), losses applied in turn."""
-    lo = np.array([BOUNDS[k][0] for k in names])
-    hi = np.array([BOUNDS[k][1] for k in names])
+    """Bounded robust least squares of log((pred + slopes·(x − x0))/meas), losses applied in turn
+    (``engine_fit.solve_log_residuals``; predictions in ms, floored at 1e-6 ms)."""
     scale = np.array([STEPS[k] for k in names])
-
-    def residuals(z: np.ndarray) -> np.ndarray:
-        p = pred + slopes @ (z * scale - x0)
-        out: np.ndarray = np.log(np.maximum(p, 1e-6) / meas)
-        return out
-
-    z = np.clip(x0, lo, hi) / scale
-    for kind in loss:
-        z = least_squares(
-            residuals, z, bounds=(lo / scale, hi / scale), loss=kind, f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12
-        ).x
-    return np.asarray(np.clip(z * scale, lo, hi))
+    bounds = [BOUNDS[k] for k in names]
+    return solve_log_residuals(pred, slopes, x0, meas, bounds=bounds, scale=scale, losses=loss, floor=1e-6)
 
 
 LOSSES = {"tpot": ("linear", "soft_l1"), "both": ("linear", "soft_l1"), "ttft": ("linear", "soft_l1", "cauchy")}

@@ -5,7 +5,7 @@ Rows (``aiconfigurator-silicon/{h100_sxm,h200_sxm}.csv`` via ``benchmarks/data_r
 
 * dense colocated (``mode`` agg) rows of the catalogue's dense models, read as ``benchmarks/engine_accuracy.py``
   reads them (its model names, plus NVIDIA's FP8 checkpoint of Llama-3.1-8B that only the H200 rows use: the same
-  architecture, FP8 weights), priced with ``engine_accuracy.dense_scenario``;
+  architecture, FP8 weights), priced with :func:`pdplan.calibrate.silicon_rows.dense_scenario` on the row's GPU;
 * MoE colocated rows and every disaggregated row, read by ``benchmarks/moe_rows.py`` (deployment, benchmark
   concurrency, client connection cap, decode seats) and priced with its ``scenario_dict``.
 
@@ -13,8 +13,9 @@ Each scenario is the one those scripts build, with the row's own GPU (``h100-sxm
 and datasheet) in every role. The engine profile is the row's (``moe_rows.profile_of``: ``vllm-0.18`` for vLLM 0.18
 rows, else the engine's shipped profile) unless the caller names another profile file (a refitted trial profile).
 
-Pricing follows ``engine_accuracy.predict`` exactly (aiperf's 20·C measured requests after 2·C warm-up, the client's
-connection cap): on the H100 rows with the shipped profiles it reproduces ``docs/accuracy_engines.md``.
+Pricing is ``engine_accuracy.predict``'s (:func:`pdplan.calibrate.silicon_rows.aic_benchmark`: aiperf's 20·C
+measured requests after 2·C warm-up, the client's connection cap): on the H100 rows with the shipped profiles it
+reproduces ``docs/accuracy_engines.md``.
 """
 
 from __future__ import annotations
@@ -29,16 +30,14 @@ from typing import Any
 import numpy as np
 from client_connections import client_ttft_s
 from data_root import calibration_path
-from engine_accuracy import MODELS, dense_scenario
+from engine_accuracy import MODELS
 from moe_rows import moe_rows, profile_of, scenario_dict
 
-from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of
-from pdplan.benchmark.loop_inputs import benchmark_of
+from pdplan.calibrate import silicon_rows
 from pdplan.errors import PdplanError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
-from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.resolve import resolve
 
 SILICON = {
@@ -51,31 +50,8 @@ DENSE = {**MODELS, "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
 
 
 def dense_rows(path: Path) -> list[dict[str, Any]]:
-    """The colocated dense rows (``engine_accuracy.rows`` with :data:`DENSE`)."""
-    out = []
-    with path.open(newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["mode"] != "agg" or r["model_path"] not in DENSE:
-                continue
-            fp8 = r["gemm_quant_mode"].startswith("fp8") or r["precision"] == "fp8"
-            out.append(
-                {
-                    "id": r["id"],
-                    "engine": r["backend"],
-                    "version": r["backend_version"] or "?",
-                    "model": DENSE[r["model_path"]],
-                    "dtype": "fp8" if fp8 else "bf16",
-                    "tp": int(r["tp_size"]),
-                    "isl": int(r["isl"]),
-                    "osl": int(r["osl"]),
-                    "concurrency": int(r["batch_size"]),
-                    "ttft_ms": float(r["silicon_ttft_ms"]),
-                    "tpot_ms": float(r["silicon_tpot_ms"]),
-                    "mode": "agg",
-                    "source": r["silicon_data_source"],
-                }
-            )
-    return out
+    """The colocated dense rows of :data:`DENSE` (:func:`pdplan.calibrate.silicon_rows.dense_rows`)."""
+    return silicon_rows.dense_rows(path, DENSE)
 
 
 def harness(source: str) -> str:
@@ -110,7 +86,8 @@ def read_gpu(gpu: str) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any],
 
 def row_scenario(row: dict[str, Any], engine_ref: str | None = None) -> dict[str, Any]:
     """The scenario of one row on its own GPU, under ``engine_ref`` (a profile name or YAML path; None: the row's)."""
-    spec = scenario_dict(row) if "prefill" in row or "ep" in row else dense_scenario(row)
+    moe = "prefill" in row or "ep" in row
+    spec = scenario_dict(row) if moe else silicon_rows.dense_scenario(row, row["gpu_name"])
     for role in ("colocated", "prefill", "decode"):
         if role in spec:
             spec[role] = {**spec[role], "gpu": row["gpu_name"]}
@@ -128,10 +105,7 @@ def price(row: dict[str, Any], catalog: Catalog, engine_ref: str | None = None) 
         return math.nan, math.nan
     c = row["concurrency"]
     n = min(c, row.get("client_connections") or c)
-    if isinstance(model, ColocatedModel):
-        b = benchmark_of(model, n, 20 * c, 2 * c)
-    else:
-        b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
+    b = silicon_rows.aic_benchmark(model, c, n)
     return client_ttft_s(c, n, row["osl"], b.mean_ttft_s, b.mean_tpot_s) * 1e3, b.mean_tpot_s * 1e3
 
 

@@ -15,7 +15,6 @@ the ten worst rows. Run: ``python benchmarks/engine_accuracy.py [--csv PATH] [-o
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import statistics
 import time
@@ -30,9 +29,10 @@ from engine_accuracy_notes import MOE_NOTES, NOTES
 from moe_report import moe_section  # benchmarks/moe_report.py and moe_rows.py: the script's own folder is on sys.path
 from moe_rows import moe_rows, scenario_dict
 
-from pdplan.benchmark.disaggregated_loop import disagg_benchmark_of, disagg_loop_inputs
-from pdplan.benchmark.loop_inputs import benchmark_of, loop_inputs
+from pdplan.benchmark.disaggregated_loop import disagg_loop_inputs
+from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.benchmark.mva import closed_loop_throughput
+from pdplan.calibrate import silicon_rows
 from pdplan.errors import PdplanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
@@ -51,48 +51,16 @@ BANDS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, 100000))
 
 
 def rows(path: Path, moe: bool = False) -> list[dict[str, Any]]:
-    """The colocated rows of catalogue models, with pdplan's names and dtypes; ``moe`` adds Qwen3-235B's colocated
-    rows to them (the main tables keep dense models only: the MoE section reads its rows with moe_rows.py)."""
+    """The colocated rows of catalogue models, with pdplan's names and dtypes (:func:`silicon_rows.dense_rows`);
+    ``moe`` adds Qwen3-235B's colocated rows to them (the main tables keep dense models only: the MoE section reads
+    its rows with moe_rows.py)."""
     names = {**MODELS, **({"Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"} if moe else {})}
-    out = []
-    with path.open(newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["mode"] != "agg" or r["model_path"] not in names:
-                continue
-            fp8 = r["gemm_quant_mode"].startswith("fp8") or r["precision"] == "fp8"
-            out.append(
-                {
-                    "id": r["id"],
-                    "engine": r["backend"],
-                    "version": r["backend_version"] or "?",
-                    "model": names[r["model_path"]],
-                    "dtype": "fp8" if fp8 else "bf16",
-                    "tp": int(r["tp_size"]),
-                    "isl": int(r["isl"]),
-                    "osl": int(r["osl"]),
-                    "concurrency": int(r["batch_size"]),
-                    "ttft_ms": float(r["silicon_ttft_ms"]),
-                    "tpot_ms": float(r["silicon_tpot_ms"]),
-                    "mode": "agg",
-                }
-            )
-    return out
+    return silicon_rows.dense_rows(path, names)
 
 
-def dense_scenario(row: dict[str, Any]) -> dict[str, Any]:
-    """The colocated scenario of one dense row: its model, TP, fixed ISL/OSL, dtype and engine on one H100."""
-    return {
-        "model": row["model"],
-        "mode": "colocated",
-        "colocated": {"gpu": "h100-sxm", "tp": row["tp"], "count": 1, "scheduler": "chunked"},
-        "workload": {
-            "input_tokens": {"dist": "fixed", "value": row["isl"]},
-            "output_tokens": {"dist": "fixed", "value": row["osl"]},
-        },
-        "dtype": row["dtype"],
-        "kv_dtype": row["dtype"],
-        "engine": row["engine"],
-    }
+def dense_scenario(row: dict[str, Any], gpu: str = "h100-sxm") -> dict[str, Any]:
+    """The colocated scenario of one dense row on one ``gpu`` (default: the H100 the rows were measured on)."""
+    return silicon_rows.dense_scenario(row, gpu)
 
 
 def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
@@ -105,13 +73,12 @@ def predict(row: dict[str, Any], catalog: Any) -> dict[str, Any]:
         return {"error": str(err)}
     c = row["concurrency"]
     n = min(c, row.get("client_connections") or c)  # the client's connection limit (benchmarks/client_connections.py)
+    b = silicon_rows.aic_benchmark(model, c, n)
     if isinstance(model, ColocatedModel):
-        b = benchmark_of(model, n, 20 * c, 2 * c)
         inp = loop_inputs(model)
         prefill_s, delay_s = inp.prompt_s, inp.request_delay_s
         hw = model.res.hardware.colocated
     else:
-        b = disagg_benchmark_of(model, c, 20 * c, 2 * c)
         dinp = disagg_loop_inputs(model)
         prefill_s, delay_s = dinp.prefill_latency_s + dinp.transfer_s, dinp.request_delay_s
         hw = model.res.hardware.decode

@@ -141,16 +141,62 @@ class OverheadFit:
         return {t.name: t.value_s for t in self.terms}
 
 
-def _jacobian(predict: Predictor, theta: dict[str, float], base: FloatArray) -> FloatArray:
-    """d(prediction)/d(term) by forward differences (one pass per term), columns in ``theta`` order."""
+def forward_jacobian(
+    predict: Predictor,
+    theta: Mapping[str, float],
+    base: FloatArray,
+    steps: Mapping[str, float],
+    bounds: Mapping[str, tuple[float, float]],
+) -> FloatArray:
+    """d(prediction)/d(term) by forward differences, one pass per term at θ_j + h_j (h_j = ``steps[j]``, negated
+    where the step would pass the term's upper bound); ``base`` is the prediction at ``theta`` (TTFT rows, then TPOT),
+    columns in ``theta`` order."""
     cols = []
-    for name in theta:
-        step = STEPS_S[name]
-        hi = BOUNDS_S[name][1]
-        h = step if theta[name] + step <= hi else -step
-        ttft, tpot = predict({**theta, name: theta[name] + h})
+    for name, value in theta.items():
+        h = steps[name] if value + steps[name] <= bounds[name][1] else -steps[name]
+        ttft, tpot = predict({**theta, name: value + h})
         cols.append((np.concatenate([ttft, tpot]) - base) / h)
     return np.column_stack(cols)
+
+
+def in_span(col: FloatArray, kept: list[FloatArray]) -> bool:
+    """Whether less than :data:`SEPARABLE_MIN` of ``col``'s norm lies outside the span of the ``kept`` columns (the
+    rows cannot tell the term from the earlier ones: :func:`unidentified`)."""
+    if not kept:
+        return False
+    span = np.column_stack(kept)
+    coef = np.linalg.lstsq(span, col, rcond=None)[0]
+    return bool(np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col))
+
+
+def solve_log_residuals(
+    base: FloatArray,
+    jac: FloatArray,
+    x0: FloatArray,
+    meas: FloatArray,
+    *,
+    bounds: list[tuple[float, float]],
+    scale: FloatArray,
+    losses: tuple[str, ...],
+    floor: float,
+) -> FloatArray:
+    """Bounded least squares of log(max(base + jac·(x − x0), ``floor``) / meas) over x, each loss of ``losses`` in
+    turn from the previous optimum (``linear`` first: from far off, soft-L1's flat tails stop trf on ftol before it
+    has moved), solved in units of ``scale`` (comparable magnitudes) with :data:`_F_SCALE` as the robust losses'
+    scale (module docstring)."""
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+
+    def residuals(z: FloatArray) -> FloatArray:
+        pred = base + jac @ (z * scale - x0)
+        out: FloatArray = np.log(np.maximum(pred, floor) / meas)
+        return out
+
+    z, box = np.clip(x0, lo, hi) / scale, (lo / scale, hi / scale)
+    for kind in losses:
+        z = least_squares(residuals, z, bounds=box, loss=kind, f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12).x
+    out: FloatArray = np.clip(z * scale, lo, hi)
+    return out
 
 
 def fit_overheads(
@@ -182,7 +228,7 @@ def fit_overheads(
     for it in range(MAX_LINEARISATIONS):
         ttft, tpot = full(theta)
         base = np.concatenate([ttft, tpot])
-        jac = _jacobian(full, theta, base)
+        jac = forward_jacobian(full, theta, base, STEPS_S, BOUNDS_S)
         passes += 1 + len(names)
         if it == 0:  # a term the runs cannot see, or cannot tell from an earlier one, keeps its start value
             frozen = unidentified(jac, base, names)
@@ -222,12 +268,9 @@ def unidentified(jac: FloatArray, base: FloatArray, names: list[str]) -> set[str
             if k not in names or k in out:
                 continue
             col = jac[rows, names.index(k)] / np.maximum(base[rows], 1e-12)
-            if kept:
-                span = np.column_stack(kept)
-                coef = np.linalg.lstsq(span, col, rcond=None)[0]
-                if np.linalg.norm(col - span @ coef) < SEPARABLE_MIN * np.linalg.norm(col):
-                    out.add(k)
-                    continue
+            if in_span(col, kept):
+                out.add(k)
+                continue
             kept.append(col)
     return out
 
@@ -260,25 +303,12 @@ def solve_linearised(
 def _solve_stage(
     base: FloatArray, jac: FloatArray, names: list[str], x0: FloatArray, meas: FloatArray, redescend: bool
 ) -> FloatArray:
-    """Bounded least squares, then soft-L1 from there (and Cauchy from that, when ``redescend``), of
-    log((base + jac·(x − x0)) / meas) over the terms ``names``."""
-    lo = np.array([BOUNDS_S[k][0] for k in names])
-    hi = np.array([BOUNDS_S[k][1] for k in names])
+    """Bounded least squares, then soft-L1 from there (and Cauchy from that, when ``redescend``: non-convex, hence
+    started from the soft-L1 optimum), of log((base + jac·(x − x0)) / meas) over the terms ``names``."""
+    losses = ("linear", "soft_l1", "cauchy") if redescend else ("linear", "soft_l1")
     scale = np.array([STEPS_S[k] for k in names])  # solve in units of each term's step: comparable magnitudes
-
-    def residuals(z: FloatArray) -> FloatArray:
-        pred = base + jac @ (z * scale - x0)
-        out: FloatArray = np.log(np.maximum(pred, 1e-9) / meas)
-        return out
-
-    z, box = np.clip(x0, lo, hi) / scale, (lo / scale, hi / scale)
-    # plain least squares first: from far off, soft-L1's flat tails stop trf on ftol before it has moved
-    z = least_squares(residuals, z, bounds=box, xtol=1e-12, ftol=1e-12).x
-    z = least_squares(residuals, z, bounds=box, loss="soft_l1", f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12).x
-    if redescend:  # non-convex: started from the soft-L1 optimum
-        z = least_squares(residuals, z, bounds=box, loss="cauchy", f_scale=_F_SCALE, xtol=1e-12, ftol=1e-12).x
-    out: FloatArray = np.clip(z * scale, lo, hi)
-    return out
+    bounds = [BOUNDS_S[k] for k in names]
+    return solve_log_residuals(base, jac, x0, meas, bounds=bounds, scale=scale, losses=losses, floor=1e-9)
 
 
 def _uncertainty(

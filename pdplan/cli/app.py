@@ -21,6 +21,7 @@ from pdplan.cli.optimize import optimize_command
 from pdplan.cli.perf import calibrate, roofline
 from pdplan.cli.serving import evaluate_command, transfer_command
 from pdplan.cli.simulate import simulate_command
+from pdplan.cli.sweep import sweep_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 from pdplan.version import VERSION as __version__
 
@@ -49,6 +50,7 @@ app.command("transfer")(transfer_command)
 app.command("roofline")(roofline)
 app.command("calibrate")(calibrate)
 app.command("export")(export_command)
+app.command("sweep")(sweep_command)
 
 
 def _version(value: bool) -> None:

@@ -97,6 +97,11 @@ def transfer_command(
         Opt("--sweep", help="KV throughput per length, e.g. 1K,8K,32K,128K (needs --gpu; K = 1024)."),
     ] = None,
     tp: Annotated[int | None, Opt("--tp", min=1, help="--sweep: TP of the prefill instance.")] = None,
+    backend: Annotated[
+        str | None, Opt("--backend", help="KV data plane: engine|nixl-ucx|nccl-p2p|mooncake-te|tcp or a YAML.")
+    ] = None,
+    block_tokens: Annotated[int | None, Opt("--block-tokens", help="KV block size (default: the engine's).")] = None,
+    engine: Annotated[str | None, Opt("--engine", help="Engine whose connector splits the KV (default vllm).")] = None,
 ) -> None:
     """KV-cache transfer of one request: bytes, link time, and the part exposed in TTFT.
 
@@ -141,5 +146,8 @@ def transfer_command(
         decode_tp=decode_tp,
         gpu=gpu,
         kv_dtype=kv_dtype.lower(),
+        backend=backend,
+        block_tokens=block_tokens,
+        engine=engine,
     )
     emit(transfer_view(doc), fmt, output)

@@ -22,6 +22,7 @@ from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.io.kernel_tables import cross_gpu_error
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
 from pdplan.serving.cache_report import CacheReport
@@ -30,6 +31,7 @@ from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, 
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.dual_path_setup import dual_path_report
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.limits import Limit
@@ -189,7 +191,8 @@ def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scena
     if model.cache is None:
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
-    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode)
+    dual = dual_path_report(res, model.cache, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
+    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode, dual_path=dual)
 
 
 def _load_regime(
@@ -231,12 +234,31 @@ def _warnings(res: ResolvedScenario[Any]) -> tuple[str, ...]:
     warnings = list(res.warnings)
     tables = {hw.table.gpu: hw.table for _, hw in res.roles}
     warnings += [uncalibrated_warning(g, t.derived_from) for g, t in sorted(tables.items()) if not t.calibrated]
+    warnings += _unmeasured_gpu_warnings(res)
     vendors = cross_vendor_warning(res)
     if vendors is not None:
         warnings.append(vendors)
     if res.cost_usd_per_hour() is None:
         warnings.append("a GPU of this deployment has no price in the catalogue: goodput per $/h is not reported")
     return tuple(warnings)
+
+
+def _unmeasured_gpu_warnings(res: ResolvedScenario[Any]) -> list[str]:
+    """For a GPU whose kernel table pdplan borrowed: the cross-GPU validation's error band of this engine and mode
+    (:mod:`pdplan.specs.cross_gpu_error`); for a GPU file without ``tdp_w`` or ``sm_count``: one line each (a missing
+    price has its own line)."""
+    out = []
+    mode = "disagg" if res.scenario.mode == "disaggregated" else ("moe" if res.model.moe is not None else "dense")
+    seen: set[str] = set()
+    for _, hw in res.roles:
+        if hw.gpu.name in seen:
+            continue
+        seen.add(hw.gpu.name)
+        out += [line for line in hw.gpu.missing_fact_warnings() if "gives no price" not in line]
+        if "borrowed" in hw.table.sources and hw.table.derived_from is not None:
+            engine = hw.engine.engine if hw.engine is not None else "kernels"
+            out.append(cross_gpu_error().warning(hw.gpu.name, hw.table.derived_from, engine, mode))
+    return out
 
 
 def _prfaas(res: ResolvedScenario[Any]) -> PrfaasResult | None:

@@ -142,27 +142,35 @@ class Catalog:
 
     def borrowed_kernel_table(self, gpu_name: str) -> KernelTable:
         """A GPU with no kernel table of its own borrows the efficiencies of the nearest part with one: the same
-        architecture, a measured (calibrated) table first, then the closest HBM bandwidth (log ratio), as the
-        packaged tables of unmeasured parts were derived (``derived_from``). The copy says so: ``calibrated:
-        false``, ``derived_from`` the source, and a ``sources`` entry every report prints. Its peaks are the GPU's
-        own datasheet numbers; a GPU file without ``sm_count`` takes the source's (stated in the sources)."""
+        architecture first, a measured (calibrated) table before a derived one, then the nearest memory-bandwidth /
+        bf16-FLOPs ratio (log distance: the ratio sets where the roofline's ridge sits, so which kernels are compute-
+        and which memory-bound), then the name. The copy says so: ``calibrated: false``, ``derived_from`` the source,
+        and a ``sources`` entry every report prints. Its peaks are the GPU's own datasheet numbers; a GPU file without
+        ``sm_count`` takes the source's (stated in the sources).
+
+        Example: an H100 NVL (3.9 TB/s, 989 TFLOPS) borrows h100-sxm's (ratio 3.39e-3 against 3.94e-3; h200-sxm's
+        4.85e-3 is further)."""
         gpu = self.gpu(gpu_name)
+        ratio = gpu.memory_bytes_per_s / gpu.bf16_flops_per_s
         donors = []
         for name, path in sorted(self.files.get("kernel table", {}).items()):
-            if name in self.files.get("gpu", {}):
+            if name in self.files.get("gpu", {}) and name != gpu.name:
                 donor_gpu = self.gpu(name)
-                if donor_gpu.architecture == gpu.architecture:
-                    table = _load_table_cached(_cache_key(path))
-                    gap = abs(math.log(donor_gpu.memory_bytes_per_s / gpu.memory_bytes_per_s))
-                    donors.append((not table.calibrated, gap, name, table))
+                table = _load_table_cached(_cache_key(path))
+                gap = abs(math.log(donor_gpu.memory_bytes_per_s / donor_gpu.bf16_flops_per_s / ratio))
+                donors.append((donor_gpu.architecture != gpu.architecture, not table.calibrated, gap, name, table))
         if not donors:
             raise SpecError(
-                f"no kernel table for GPU {gpu.name!r} and none for another {gpu.architecture} GPU to borrow from; "
+                f"no kernel table for GPU {gpu.name!r} and none of another GPU to borrow from; "
                 "give one with --kernel-table FILE or put it in a --hardware-db folder's kernel_tables/",
                 field="gpu",
             )
-        _, _, name, table = min(donors, key=lambda d: d[:3])
-        note = f"borrowed by pdplan from {name} (nearest {gpu.architecture} part with a table, by HBM bandwidth)"
+        other_arch, _, _, name, table = min(donors, key=lambda d: d[:4])
+        part = f"another architecture's part ({self.gpu(name).architecture})" if other_arch else gpu.architecture
+        note = (
+            f"borrowed by pdplan from {name} (nearest {part} with a table, by memory-bandwidth/FLOPs ratio; "
+            "docs/accuracy_method.md §10)"
+        )
         if gpu.sm_count is None and table.sm_count is not None:
             note += f"; sm_count {table.sm_count} from {name} ({gpu.name}'s file gives none)"
         return table.model_copy(

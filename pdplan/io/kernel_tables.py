@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.files import load_spec_file, read_yaml_mapping
+from pdplan.specs.cross_gpu_error import CrossGpuError
 from pdplan.specs.kernel_table import KernelTable, MoeParams
 
 TABLE_DIR = Path(str(resources.files("pdplan"))) / "data" / "kernel_tables"
@@ -28,6 +30,13 @@ def load_kernel_table(path_or_gpu_id: str | Path) -> KernelTable:
     if not packaged.is_file():
         raise UnknownNameError("kernel table", gpu_id, packaged_table_ids())
     return load_spec_file(KernelTable, packaged)
+
+
+@cache
+def cross_gpu_error() -> CrossGpuError:
+    """The cross-GPU validation's error bands (``pdplan/data/cross_gpu_error.yaml``), printed with a plan whose kernel
+    table is borrowed."""
+    return load_spec_file(CrossGpuError, TABLE_DIR.parent / "cross_gpu_error.yaml")
 
 
 def read_moe_entry(directory: Path, gpu_name: str, key: str) -> MoeParams | None:

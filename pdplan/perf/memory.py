@@ -10,6 +10,12 @@ Per GPU of an instance with tensor parallelism t and pipeline parallelism p (doc
                                                                    with max_num_batched_tokens = T_max)
     kv_free     = usable − weights − workspace                    (must be > 0, else the configuration does not fit)
 
+An engine whose fraction already leaves the activations outside its budget (SGLang: ``mem_fraction_static`` is
+"(model weights + KV cache pool) / GPU memory capacity", activations and CUDA-graph buffers sit in the reserve
+``1 − mem_fraction_static``; sgl-project/sglang ``python/sglang/srt/server_args.py``) has
+``kv_free = usable − weights``: the workspace is reported but not subtracted a second time
+(``workspace_in_budget=False``).
+
 With attention data parallelism d and expert parallelism e (:mod:`pdplan.perf.expert_parallel`) an instance has
 t·d·p GPUs: the non-expert weights are replicated over the d ranks and sharded t ways within one, the routed experts
 (E + r slots, r redundant EPLB copies) are spread over all t·d GPUs of a stage (E/e experts per GPU, each split
@@ -105,9 +111,11 @@ def instance_memory(
     ep: int = 1,
     redundant_experts: int = 0,
     expert_gather: bool = False,
+    workspace_in_budget: bool = True,
 ) -> InstanceMemory:
     """Memory budget per GPU and KV capacity per instance (formulas in the module docstring); the memory utilisation
-    and the workspace's token budget left as None are ``defaults``'.
+    and the workspace's token budget left as None are ``defaults``'. ``workspace_in_budget=False``: the usable
+    share holds weights and KV only (SGLang's ``mem_fraction_static``, module docstring).
 
     Example: Llama-3.1-70B BF16 on one 80 GiB H100 (t=p=1): weights 141 GB > 77 GB usable → does not fit.
     """
@@ -127,7 +135,8 @@ def instance_memory(
     workspace = t_max * (4.0 * model.hidden_size + 2.0 * width / t) * act_dtype_bytes
     if expert_gather and model.moe is not None:  # ZeRO-Prefill: the layer computing and the one being gathered
         workspace = workspace + 2.0 * expert_weight_bytes(model, weight_dtype_bytes) / len(model.moe_layer_indices)
-    kv_free = (usable - weights - workspace) * kv_free_fraction  # TensorRT-LLM: a share of the free memory
+    in_budget = workspace if workspace_in_budget else 0.0
+    kv_free = (usable - weights - in_budget) * kv_free_fraction  # TensorRT-LLM: a share of the free memory
     per_token = model.kv_bytes_per_token(kv_dtype_bytes) * kv_replication(model, t)
     per_token = np.maximum(per_token, 1e-30)  # hybrids always have KV layers; guards a 0/0 only
     capacity = np.where(kv_free > 0.0, t * p * kv_free / per_token, 0.0)

@@ -1,6 +1,11 @@
 """The prefix cache in the reports: per plan its setting (caching on or off, routing, the tiers and their sizes) and
 what it does (hit ratio per tier, bytes read per second, the busiest element of each read path, the goodput without
 it), in human units, for the terminal table, the Markdown review and the CSV (docs/json_keys.md ``cache``).
+
+A plan whose cache reads over both DualPath paths (``read_paths: dual``) adds a column: the decode path's share of
+the reads, the busiest read-path resource, the workload's cache-compute ratio and the gain against the same plan
+with prefill-only reads (:class:`pdplan.serving.dual_path_setup.DualPathReport`); the column appears only when a
+shown plan has it, so prefill-only tables are unchanged.
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ def _per_tier(report: CacheReport | None) -> tuple[str, str]:
     return f"{hits} (all {report.token_hit_ratio:.3f})", reads or "0"
 
 
+def _dual(plan: Plan) -> str:
+    """``dual: DE 67 %, PE SNIC, 4.6 GB/PFLOP, 2.05x`` (or ``prefill`` for a cache setting without DualPath)."""
+    report = None if plan.cache is None else plan.cache.dual_path
+    if report is None:
+        return "prefill"
+    ratio = report.cache_compute_gb_per_pflop
+    gain = report.gain(plan.goodput_rps)
+    return (
+        f"dual: DE {report.de_fraction:.0%}, {report.binding}"
+        + ("" if ratio is None else f", {ratio:.3g} GB/PFLOP")
+        + ("" if gain is None else f", {gain:.2f}x")
+    )
+
+
 def _gain(plan: Plan) -> str:
     gain = None if plan.cache is None else plan.cache.gain(plan.goodput_rps)
     return "" if gain is None else f"{gain:.2f}x"
@@ -67,14 +86,35 @@ def cache_rows(result: PlanResult) -> list[list[str]]:
         on, routing, sizes = _setting(plan)
         hits, reads = _per_tier(plan.cache)
         rows.append([rank, on, routing, sizes, hits, reads, _gain(plan)])
+    if any(p.cache is not None and p.cache.dual_path is not None for _, p in ranked):
+        shown = [p for _, p in ranked if p.cache is not None or local_part(p.deployment).cache is not None]
+        rows = [[*row, _dual(p)] for row, p in zip(rows, shown, strict=True)]
     return rows
+
+
+def cache_columns(result: PlanResult) -> tuple[str, ...]:
+    """:data:`CACHE_COLUMNS`, with ``read paths`` where a shown plan reads over both DualPath paths."""
+    plans = [*result.plans, *([result.baseline] if result.baseline is not None else [])]
+    dual = any(p.cache is not None and p.cache.dual_path is not None for p in plans)
+    return (*CACHE_COLUMNS, "read paths") if dual else CACHE_COLUMNS
 
 
 def cache_csv_record(plan: Plan) -> dict[str, Any]:
     """A plan's cache columns for the CSV (``CSV_COLUMNS``; tiers joined as ``name=value;...``)."""
     on, routing, sizes = _setting(plan)
     report = plan.cache
-    return {
+    dual = None if report is None else report.dual_path
+    extra = (
+        {}
+        if dual is None
+        else {
+            "cache_dual_de_fraction": dual.de_fraction,
+            "cache_dual_binding": dual.binding,
+            "cache_gb_per_pflop": dual.cache_compute_gb_per_pflop,
+            "cache_dual_gain_vs_prefill_only": dual.gain(plan.goodput_rps),
+        }
+    )
+    return extra | {
         "cache_prefix_caching": on,
         "cache_routing": routing,
         "cache_tier_sizes": sizes,
@@ -85,6 +125,14 @@ def cache_csv_record(plan: Plan) -> dict[str, Any]:
         "cache_gain_vs_no_cache": None if report is None else report.gain(plan.goodput_rps),
     }
 
+
+DUAL_CSV_COLUMNS = (
+    "cache_dual_de_fraction",
+    "cache_dual_binding",
+    "cache_gb_per_pflop",
+    "cache_dual_gain_vs_prefill_only",
+)
+"""CSV columns of a DualPath plan (``read_paths: dual``); written only when a plan has them."""
 
 CSV_COLUMNS = (
     "cache_prefix_caching",
@@ -100,6 +148,12 @@ CSV_COLUMNS = (
 
 def _joined(report: CacheReport, field: str) -> str:
     return ";".join(f"{t.name}={getattr(t, field):.6g}" for t in report.tiers)
+
+
+def dual_csv_columns(plans: Sequence[Plan]) -> list[str]:
+    """:data:`DUAL_CSV_COLUMNS` when a plan reads over both DualPath paths, else none."""
+    dual = any(p.cache is not None and p.cache.dual_path is not None for p in plans)
+    return list(DUAL_CSV_COLUMNS) if dual else []
 
 
 def has_cache(plans: Sequence[Plan]) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdplan.report.cache import CSV_COLUMNS, cache_csv_record, has_cache
+from pdplan.report.cache import CSV_COLUMNS, cache_csv_record, dual_csv_columns, has_cache
 from pdplan.report.common import union_keys
 from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
@@ -103,7 +103,7 @@ def columns(result: PlanResult) -> list[str]:
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
     parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
     prfaas = csv_columns(plans)  # PrfaaS plans only (issue #14), appended
-    cache = list(CSV_COLUMNS) if has_cache(plans) else []  # plans of a workload that reuses KV, appended
+    cache = [*CSV_COLUMNS, *dual_csv_columns(plans)] if has_cache(plans) else []  # reuse workloads, appended
     return [
         *_HEAD,
         *roles,

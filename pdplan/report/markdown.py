@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pdplan.report import common as c
-from pdplan.report.cache import CACHE_COLUMNS, cache_rows
+from pdplan.report.cache import cache_columns, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
 from pdplan.report.mapping import cell, sections
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
@@ -305,7 +305,7 @@ def _cache(result: PlanResult) -> list[list[str]]:
     rows = cache_rows(result)
     if not rows:
         return []
-    return [["## Prefix cache", "", *_table(list(CACHE_COLUMNS), rows)]]
+    return [["## Prefix cache", "", *_table(list(cache_columns(result)), rows)]]
 
 
 def _prfaas(result: PlanResult) -> list[list[str]]:

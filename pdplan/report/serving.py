@@ -21,6 +21,7 @@ from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
 if TYPE_CHECKING:
     from pdplan.evaluation.record import Evaluation
     from pdplan.serving.cache_report import CacheReport
+    from pdplan.serving.dual_path_setup import DualPathReport
     from pdplan.sim.compare import Comparison
 
 COMPARISON_COLUMNS = ("quantity", "closed_form", "simulated", "rel_error")
@@ -88,6 +89,19 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
     return quantity_records(rows)
 
 
+def dual_path_words(d: DualPathReport, goodput_rps: float) -> str:
+    """DualPath in one line: the split, the busiest resource, the read bounds, GB/PFLOP and the gain."""
+    gain = d.gain(goodput_rps)
+    ratio = d.cache_compute_gb_per_pflop
+    return (
+        f"{d.tier}: {d.de_fraction:.0%} of reads over the decode nodes (SNIC-balanced {d.snic_balanced_fraction:.0%}),"
+        f" busiest {d.binding} at {d.utilisation[d.binding]:.3g}, reads saturate at {d.read_limit_rps:.4g} req/s"
+        f" (prefill nodes alone {d.prefill_only_read_limit_rps:.4g})"
+        + ("" if ratio is None else f", {ratio:.3g} GB/PFLOP")
+        + ("" if gain is None else f", {gain:.3g}x the same plan reading over the prefill nodes")
+    )
+
+
 def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
     """The prefix cache: routing, hit ratio and read traffic per tier (at the rate the hit rates hold at), the
     busiest element of each tier's read path, and the goodput without the cache."""
@@ -110,6 +124,8 @@ def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
                 f"{busiest[1]:.3g}",
             )
         )
+    if cache.dual_path is not None:  # read_paths: dual (docs/prefix_cache.md §10)
+        rows.append(("cache_dual_path", dual_path_words(cache.dual_path, goodput_rps)))
     gain = cache.gain(goodput_rps)
     rows.append(("cache_goodput_without_rps", cache.goodput_without_cache_rps))
     rows.append(("cache_gain_vs_no_cache", "n/a" if gain is None else f"{gain:.3g}x"))

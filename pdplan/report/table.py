@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdplan.report import common as c
-from pdplan.report.cache import CACHE_COLUMNS, cache_rows
+from pdplan.report.cache import cache_columns, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binds_on_kv
 from pdplan.report.prfaas import other_plans, prfaas_facts, prfaas_pick
 from pdplan.report.render import table_to_text
@@ -105,7 +105,7 @@ def cache_table(result: PlanResult) -> Table | None:
     rows = cache_rows(result)
     if not rows:
         return None
-    table = _table("Prefix cache (by rank)", CACHE_COLUMNS)
+    table = _table("Prefix cache (by rank)", cache_columns(result))
     for row in rows:
         table.add_row(*row)
     return table

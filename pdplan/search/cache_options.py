@@ -5,7 +5,9 @@ prefill instance type under each (docs/prefix_cache.md §8).
 nothing). With reuse, ``search: cache:`` lists prefix caching on/off, the routings and, per tier of the scenario's
 ``cache.tiers``, the sizes to try (0 leaves the tier out); the variants are their product, with caching off a single
 variant. Without ``search: cache:`` the one variant is the scenario's ``cache:`` (prefix caching on, affinity, the
-tiers given: what the engines do by default).
+tiers given: what the engines do by default). ``read_paths`` (DualPath, :mod:`pdplan.serving.dual_path_setup`) is a
+dimension only where a tier sits behind a storage NIC (a remote pool, known from the catalogue) and only for xPyD
+plans: the colocated baseline keeps ``prefill`` (:func:`colocated_caches`).
 
 **The screen's price** (:func:`screened_prefill`). The exact model splits each prompt bin into its cache classes
 (:mod:`pdplan.serving.prefix_cache`); the screen keeps one service per bin, the classes' mean — missed tokens'
@@ -26,15 +28,17 @@ from typing import Any
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.io.catalog import Catalog
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
 from pdplan.serving.cache_domain import cache_rate, decode_duration_s, role_domain
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
+from pdplan.serving.dual_path_setup import SNIC_KINDS
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.prefix_cache import cache_classes, class_prices
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
-from pdplan.specs.cache import CacheSpec, TierChoice
+from pdplan.specs.cache import CacheRouting, CacheSpec, ReadPaths, TierChoice
 from pdplan.specs.scenario import Scenario, SloSpec
 
 SCREEN_LOAD = 0.8
@@ -44,8 +48,9 @@ WARM_RTOL = 0.05
 """A warm-started colocated estimate stops after one build when g(r₀) is within this of r₀."""
 
 
-def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
-    """The cache settings the search tries (module docstring)."""
+def cache_variants(scenario: Scenario, catalog: Catalog | None = None) -> tuple[CacheSpec | None, ...]:
+    """The cache settings the search tries (module docstring); ``catalog`` tells which tiers sit behind a storage
+    NIC (without it ``read_paths`` stays the scenario's)."""
     search = scenario.search.cache if scenario.search is not None else None
     if not reuses_kv(scenario) or search is None:
         return (scenario.cache,)
@@ -56,6 +61,7 @@ def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
             field="search.cache.tier_capacities",
         )
     sizes: tuple[tuple[float | None, ...], ...] = search.tier_capacities or tuple((t.capacity,) for t in tiers)
+    paths = _read_paths(scenario, catalog)
     out: list[CacheSpec | None] = []
     for on in dict.fromkeys(search.prefix_caching):
         if not on:
@@ -68,17 +74,56 @@ def cache_variants(scenario: Scenario) -> tuple[CacheSpec | None, ...]:
                     for t, c in zip(tiers, chosen, strict=True)
                     if c is None or c > 0
                 )
-                out.append(CacheSpec(prefix_caching=True, routing=routing, tiers=kept))
+                out.extend(_with_paths(scenario.cache, routing, kept, paths, catalog))
     return tuple(dict.fromkeys(out))
+
+
+def _read_paths(scenario: Scenario, catalog: Catalog | None) -> tuple[ReadPaths, ...]:
+    """The read paths searched: ``search.cache.read_paths`` where the catalogue is known, else the scenario's."""
+    own: ReadPaths = scenario.cache.read_paths if scenario.cache is not None else "prefill"
+    search = scenario.search.cache if scenario.search is not None else None
+    if catalog is None or search is None or "read_paths" not in search.model_fields_set:
+        return (own,)
+    return tuple(dict.fromkeys(search.read_paths))
+
+
+def _with_paths(
+    base: CacheSpec | None,
+    routing: CacheRouting,
+    tiers: tuple[TierChoice, ...],
+    paths: tuple[ReadPaths, ...],
+    catalog: Catalog | None,
+) -> list[CacheSpec]:
+    """One variant per read path; ``dual`` only where one of ``tiers`` sits behind a storage NIC (without a catalogue
+    the paths are the scenario's own, kept as given)."""
+    snic = catalog is None or any(catalog.storage(t.storage).kind in SNIC_KINDS for t in tiers)
+    kept = [p for p in paths if p == "prefill" or snic] or ["prefill"]
+    base = base or CacheSpec()
+    return [
+        CacheSpec(
+            prefix_caching=True,
+            routing=routing,
+            tiers=tiers,
+            read_paths=p,
+            staging_dram=base.staging_dram,
+            dual_split=base.dual_split,
+        )
+        for p in kept
+    ]
 
 
 def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | None, ...]:
     """The cache settings tried on the colocated baseline: all but ``load-balance`` routing. A colocated deployment
     routes at random whatever the cache (one queue per instance, :mod:`pdplan.serving.colocated`), so a
     load-balancing router buys it no better queueing and only divides a session's reuse over the instances: it is
-    dominated by ``affinity``."""
-    kept = tuple(c for c in caches if c is None or not c.prefix_caching or c.routing != "load-balance")
-    return kept or caches
+    dominated by ``affinity``. A colocated deployment has no decode nodes to read over: DualPath variants become
+    ``read_paths: prefill``."""
+    kept = tuple(
+        c if c is None or c.read_paths == "prefill" else c.model_copy(update={"read_paths": "prefill"})
+        for c in caches
+        if c is None or not c.prefix_caching or c.routing != "load-balance"
+    )
+    return tuple(dict.fromkeys(kept)) or caches
 
 
 def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSpec | None) -> PrefillPerf | None:

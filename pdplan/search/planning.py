@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.errors import NoFeasiblePlanError
+from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.planning_defaults import planning_defaults
 from pdplan.search.inputs_record import PlanningMargins
@@ -19,7 +19,6 @@ from pdplan.search.select import Metrics, needs_price, rank
 from pdplan.search.space import Space
 from pdplan.serving import RoleHardware
 from pdplan.specs.command_line import flag
-from pdplan.types import Binding
 
 HEADROOM_MEANING = (
     "the SLO must hold at (1 + headroom) x the operating rate: a plan's goodput is its SLO-meeting rate / "
@@ -81,18 +80,19 @@ def unpriced_warnings(space: Space) -> tuple[str, ...]:
     )
 
 
-def unpriced_infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError | None:
-    """The exit-3 error when every candidate meeting the SLO was skipped for want of a price (else None)."""
+def unpriced_infeasible(pool: Pool, space: Space) -> SpecError | None:
+    """The error when every candidate meeting the SLO was skipped for want of a price (else None): bad input (exit 2),
+    the missing price, not an infeasible question — the same search with ``--price`` has plans."""
     m = pool.metrics
     if not needs_price(space.objective, space.budget_usd_per_hour) or not (m.goodput_rps > 0).any():
         return None
     if np.isfinite(m.cost_usd_per_hour[m.goodput_rps > 0]).any():
         return None
     names = ", ".join(unpriced(space))
-    return NoFeasiblePlanError(
+    return SpecError(
         f"every candidate meeting the SLO uses a GPU without a price ({names}); give {flag('prices')} "
         "GPU=USD_PER_GPU_HOUR",
-        binding_constraint=Binding.PRICE,
+        field=flag("prices"),
     )
 
 

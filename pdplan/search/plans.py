@@ -239,19 +239,23 @@ def cache_words(setting: CacheSpec | None) -> str:
     tiers = "".join(
         f" + {t.storage}" + ("" if t.capacity is None else f" {format_bytes(t.capacity)}") for t in setting.tiers
     )
-    return f" cache {setting.routing}{tiers}"
+    dual = " dual-path reads" if setting.read_paths == "dual" else ""  # DualPath (docs/prefix_cache.md §10)
+    return f" cache {setting.routing}{tiers}{dual}"
 
 
 def cache_document(setting: CacheSpec | None, report: CacheReport | None, goodput_rps: float) -> dict[str, Any]:
     """A plan's ``cache`` JSON: the setting searched (``prefix_caching``, ``routing``, ``tiers`` with their sizes)
     and what it does (:meth:`pdplan.serving.cache_report.CacheReport.to_document`; null without reuse)."""
     spec = setting or CacheSpec()
-    return {
+    doc: dict[str, Any] = {
         "prefix_caching": spec.prefix_caching,
         "routing": spec.routing,
         "tier_sizes": [{"storage": t.storage, "capacity_bytes": t.capacity} for t in spec.tiers],
         "report": None if report is None else report.to_document(goodput_rps),
     }
+    if spec.read_paths != "prefill":  # only DualPath plans carry it (prefill-only documents are unchanged)
+        doc["read_paths"] = spec.read_paths
+    return doc
 
 
 @dataclass(frozen=True, slots=True)

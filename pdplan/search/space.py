@@ -343,7 +343,7 @@ def build_space(
         notes=tuple(notes),
         **_planning(s, planning),  # type: ignore[arg-type]  # headroom, redundancy, budget_usd_per_hour
         rejected=tuple(why_not),
-        caches=cache_variants(scenario),
+        caches=cache_variants(scenario, catalog),
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
+from pdplan.queueing.kv_admission import kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.cache import CacheSpec
@@ -139,6 +140,7 @@ def decode_tables(
         )
         for s in seat_caps
     ]
+    caps = [_at_mean_kv(cap, cells, perf) for cap in caps]
     top = max(c.max_rate_per_s for c in caps)
     if top <= 0.0:
         return []
@@ -151,6 +153,19 @@ def decode_tables(
         for seats, cap in zip(seat_caps, caps, strict=True)
         if cap.max_rate_per_s > 0.0
     ]
+
+
+def _at_mean_kv(cap: DecodeCapacity, cells: DecodeWorkload, perf: DecodePerf) -> DecodeCapacity:
+    """The screen's capacity with the exact model's KV stability limit: the mean occupancy (growing footprint, the
+    smaller hold, so the screen stays optimistic; :mod:`pdplan.queueing.kv_admission`), not the P99 one at which
+    requests only start to queue for KV admission."""
+    if cap.kv_rate_per_s <= 0.0:  # the longest request does not fit at all
+        return cap
+    held = kv_held(cells, perf.state_tokens_per_seq, reserve=False)
+    kv = max(cap.kv_rate_per_s, kv_mean_rate(cells, held, perf.step, perf.kv_capacity_tokens))
+    bounds = {"utilisation": cap.utilisation_rate_per_s, "kv": kv, "seqs": cap.seqs_rate_per_s}
+    binding = min(bounds, key=lambda k: bounds[k])
+    return DecodeCapacity(bounds[binding], cap.utilisation_rate_per_s, kv, cap.seqs_rate_per_s, binding)
 
 
 def erlang_c_grid(servers: FloatArray, offered: FloatArray) -> FloatArray:

@@ -34,7 +34,8 @@ FIRST_LOAD = 0.7
 
 def role_domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
     mem = instance_budget(hw, role)
-    capacity = float(np.ravel(mem.kv_capacity_tokens)[0])
+    # one domain per attention-DP rank: each rank keeps its own KV pool, 1/dp of the instance's (perf.memory)
+    capacity = float(np.ravel(mem.kv_capacity_tokens)[0]) / hw.dp
     per_node = max(1, hw.gpu.gpus_per_node // hw.gpus_per_instance)
     return Domain(
         hbm_tokens=max(capacity - held_tokens, 0.0),

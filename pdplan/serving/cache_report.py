@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pdplan.serving.dual_path_setup import DualPathReport
 from pdplan.serving.prefix_cache import CacheClasses, TierUse
 
 
@@ -26,13 +27,28 @@ class CacheReport:
     lives_on: str = "prefill instances"
     """Where the cache is: ``prefill instances`` (xPyD: their HBM and their nodes' lower tiers) or ``colocated
     instances``; a remote pool tier is shared by the whole deployment either way."""
+    dual_path: DualPathReport | None = None
+    """DualPath's split, binding resource and gain (``cache: read_paths: dual``); None otherwise."""
 
     @classmethod
-    def of(cls, classes: CacheClasses, goodput_without_cache_rps: float | None = None, *, mode: str) -> CacheReport:
+    def of(
+        cls,
+        classes: CacheClasses,
+        goodput_without_cache_rps: float | None = None,
+        *,
+        mode: str,
+        dual_path: DualPathReport | None = None,
+    ) -> CacheReport:
         """The report of ``classes`` on a deployment of ``mode`` (``disaggregated`` or ``colocated``)."""
         where = "colocated instances" if mode == "colocated" else "prefill instances"
         return cls(
-            classes.routing, classes.rate_rps, classes.token_hit_ratio, classes.tiers, goodput_without_cache_rps, where
+            classes.routing,
+            classes.rate_rps,
+            classes.token_hit_ratio,
+            classes.tiers,
+            goodput_without_cache_rps,
+            where,
+            dual_path,
         )
 
     @property
@@ -47,6 +63,12 @@ class CacheReport:
         return None if base is None or base <= 0 else goodput_rps / base
 
     def to_document(self, goodput_rps: float) -> dict[str, Any]:
+        doc = self._document(goodput_rps)
+        if self.dual_path is not None:  # only with read_paths: dual (prefill-only documents are unchanged)
+            doc["dual_path"] = self.dual_path.to_document(goodput_rps)
+        return doc
+
+    def _document(self, goodput_rps: float) -> dict[str, Any]:
         return {
             "lives_on": self.lives_on,
             "link_carries": self.link_carries,

@@ -78,6 +78,7 @@ from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
+from pdplan.serving.dual_path_setup import dual_path_cache, dual_path_setting
 from pdplan.serving.limits import (
     DECODE_U_MAX,
     LINK_QUEUE_MIN_RHO,
@@ -97,6 +98,7 @@ from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
+from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 TPOT_LINK_POINTS = 8
@@ -163,7 +165,7 @@ class DisaggregatedModel:
         cands = [Limit(PREFILL_RHO_MAX * self.pool.capacity_rps, Binding.PREFILL_UTILISATION), self._decode_limit()]
         if link_unit > 0:
             cands.append(Limit(PREFILL_RHO_MAX / link_unit, Binding.LINK))
-        read = cache_read_limit(self.cache)
+        read = cache_read_limit(self.cache, dual_path_setting(self.res))
         if read is not None:
             cands.append(read)
         best = min(cands, key=lambda c: c.rate_rps)
@@ -322,7 +324,7 @@ class DisaggregatedModel:
 
 
 def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferConfig:
-    """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates)."""
+    """The KV-transfer configuration of the scenario (granularity, TPs, NICs, chunk, HBM rates, data plane)."""
     hw, nics = res.hardware, res.scenario.nics_per_instance
     d = hw.deployment
     return TransferConfig(
@@ -334,6 +336,7 @@ def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferCon
         chunk_tokens=res.chunk_tokens if d.granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=hw.prefill.gpu.memory_bytes_per_s,
         decode_hbm_bytes_per_s=hw.decode.gpu.memory_bytes_per_s,
+        data_plane=resolve_data_plane(res.scenario.kv_backend, res.scenario.kv_block_tokens, res.engine),
     )
 
 
@@ -451,6 +454,7 @@ def _cached_prefill_side(
     prefix, not by load: the pool is then ``random``-routed (independent M/G/1 per instance, Poisson thinning)."""
     hw, lens = res.hardware.prefill, res.lengths
     duration_s = turn_duration_s(res, token_interval_s)
+    setup = dual_path_cache(res, setup)  # DualPath's read bandwidth where the cache reads over both paths
     classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), duration_s)
     k, h = classes.weights.shape
     tokens = np.repeat(lens.input_tokens, h)

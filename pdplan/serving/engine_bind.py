@@ -9,7 +9,8 @@
 * **Memory.** The engine's KV basis sets the usable share of the GPU (``total``: vLLM ``gpu_memory_utilization``;
   ``reserve``: SGLang ``mem_fraction_static`` from its reserve formula; ``free``: all of it, with TensorRT-LLM's
   ``free_gpu_memory_fraction`` applied to what weights and workspace leave). A scenario's own
-  ``gpu_memory_utilization`` wins over the profile. The workspace is sized for the class's token budget.
+  ``gpu_memory_utilization`` wins over the profile (under SGLang it is ``--mem-fraction-static``). The workspace is
+  sized for the class's token budget; under ``reserve`` it sits in the reserve, outside the weights + KV share.
 * **Limits.** The seat cap and chunk budget of the GPU's memory class (:meth:`~pdplan.specs.engine.Limits.for_gpu`).
 * **MoE.** The expert kernel the engine runs at this instance's EP, dtype and GPU (the profile's ``moe`` rule,
   :func:`pdplan.perf.moe_wideep.moe_kernel_for`) and its two-batch-overlap default, unless the instance already
@@ -73,12 +74,14 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
             chunk_tokens=cls.max_batched_tokens,
             graph_seqs=cls.cuda_graph_max_seqs or 0,
             gpus=hw.tp * hw.pp,
+            dp_attention=hw.dp > 1,
         )
     return dataclasses.replace(
         hw,
         table=table,
         gpu_memory_utilization=util,
         kv_free_fraction=engine.kv_memory.free_fraction,
+        workspace_in_budget=engine.kv_memory.workspace_in_budget,
         workspace_tokens=cls.workspace_tokens or cls.max_batched_tokens,
         engine=engine,
         moe_kernel=moe_kernel,

@@ -15,10 +15,14 @@ The constraint names are :class:`pdplan.types.Binding` members (and :func:`pdpla
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pdplan.queueing.decode import DecodeCapacity
 from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.types import Binding
+
+if TYPE_CHECKING:
+    from pdplan.serving.dual_path_setup import DualPathSetting
 
 PREFILL_RHO_MAX = 0.99
 LINK_QUEUE_MIN_RHO = 0.01
@@ -53,16 +57,26 @@ def decode_binding(cap: DecodeCapacity) -> Binding:
     return _DECODE_BINDING[cap.binding]
 
 
-def cache_read_limit(classes: CacheClasses | None) -> Limit | None:
+def cache_read_limit(classes: CacheClasses | None, dual: DualPathSetting | None = None) -> Limit | None:
     """The rate at which a prefix-cache tier's read path saturates, named ``cache read bandwidth (tier: element)``.
     At fixed hit rates a tier's read traffic is proportional to the request rate, so a path element at utilisation
-    u at the classes' rate λ_c saturates at λ_c/u (None: no cache, or nothing read below HBM)."""
+    u at the classes' rate λ_c saturates at λ_c/u (None: no cache, or nothing read below HBM). With ``dual``
+    (``cache: read_paths: dual``) the DualPath tier's own elements give way to the busiest resource of the two read
+    paths at the setting's split (:mod:`pdplan.serving.dual_path_setup`), named ``(tier: resource, dual path)``."""
     if classes is None:
         return None
     worst = max(
-        ((u, tier.name, element) for tier in classes.tiers for element, u in tier.path_utilisation.items()),
+        (
+            (u, tier.name, element)
+            for tier in classes.tiers
+            if dual is None or tier.name != dual.tier
+            for element, u in tier.path_utilisation.items()
+        ),
         default=(0.0, "", ""),
     )
+    load = None if dual is None else dual.load(classes)
+    if dual is not None and load is not None and load.max_utilisation > worst[0]:
+        worst = (load.max_utilisation, dual.tier, f"{load.binding}, dual path")
     if worst[0] <= 0.0:
         return None
     return Limit(classes.rate_rps / worst[0], f"{Binding.CACHE_READ} ({worst[1]}: {worst[2]})")

@@ -621,14 +621,19 @@ def _tier_use(
     tiers: list[CacheTier], keys: _PerKey, domain: Domain, rate_rps: float, representatives: FloatArray
 ) -> tuple[TierUse, ...]:
     """Per tier: its token hit ratio, the bytes per second one instance reads from it, and the utilisation of every
-    element of its read path (a remote pool's: the whole deployment's reads over the pool's bandwidth)."""
+    element of its read path (a remote pool's: the whole deployment's reads over the pool's bandwidth, which is one
+    instance's reads over its 1/instances share; until 2026-12-06 the pool's and the last tier's traffic was
+    multiplied by the instances a second time, so such tiers bound too early)."""
     mean_prompt = float(keys.bins.sum(axis=0) @ representatives)
     out = []
     share = keys.bins.sum(axis=1)
     for h, tier in enumerate(tiers, start=1):
         ratio = float(share @ keys.tier_tokens(h)) / mean_prompt if mean_prompt > 0 else 0.0
         per_instance = rate_rps / domain.instances * mean_prompt * ratio * domain.kv_bytes_per_token
-        traffic = per_instance * (domain.instances if tier.name == tiers[-1].name and h > 1 else 1)
-        util = {e.name: (traffic / e.read_bytes_per_s if math.isfinite(e.read_bytes_per_s) else 0.0) for e in tier.path}
+        # one domain's reads over its share of each element (lower_tiers divides a node's medium among the node's
+        # domains and a pool among the deployment's): the same utilisation as all readers over the whole element
+        util = {
+            e.name: (per_instance / e.read_bytes_per_s if math.isfinite(e.read_bytes_per_s) else 0.0) for e in tier.path
+        }
         out.append(TierUse(tier.name, tier.capacity_tokens, ratio, per_instance, util))
     return tuple(out)

@@ -42,6 +42,9 @@ class RoleHardware:
     """Share of the memory left after weights and workspace that holds KV (TensorRT-LLM's basis; 1 otherwise)."""
     workspace_tokens: int | None = None
     """Tokens the activation workspace is sized for (None: the serving default)."""
+    workspace_in_budget: bool = True
+    """The activation workspace comes out of the usable share (vLLM, TensorRT-LLM); False: the engine's fraction
+    holds weights and KV only (SGLang ``mem_fraction_static``, :func:`pdplan.perf.memory.instance_memory`)."""
     engine: EngineProfile | None = None
     """The serving engine's profile (:mod:`pdplan.serving.engine_bind`); None: kernel time only."""
     dp: int = 1
@@ -119,12 +122,15 @@ def instance_budget(hw: RoleHardware, role: str) -> InstanceMemory:
         ep=hw.ep,
         redundant_experts=hw.redundant_experts,
         expert_gather=hw.expert_gather and hw.ep > 1,
+        workspace_in_budget=hw.workspace_in_budget,
     )
     if not bool(np.all(mem.fits)):
-        need = float((mem.weight_bytes + mem.workspace_bytes).max()) / GIB
+        workspace = mem.workspace_bytes if hw.workspace_in_budget else 0.0
+        need = float((mem.weight_bytes + workspace).max()) / GIB
         have = float(mem.usable_bytes.max()) / GIB
+        what = "weights + workspace" if hw.workspace_in_budget else "weights"
         raise NoFeasiblePlanError(
-            f"{role} instance {hw.label} does not fit {hw.model.name}: weights + workspace "
+            f"{role} instance {hw.label} does not fit {hw.model.name}: {what} "
             f"{need:.1f} GiB per GPU exceed the usable {have:.1f} GiB; raise TP/PP or use fp8",
             binding_constraint="memory",
         )

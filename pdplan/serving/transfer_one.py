@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
+from pdplan.io.engines import DEFAULT_ENGINE
 from pdplan.io.perf_data import perf_data
 from pdplan.perf.precision import Precision
 from pdplan.perf.roofline import prefill_time_s
@@ -14,6 +15,7 @@ from pdplan.serving.resolve import DTYPE_BYTES
 from pdplan.specs.command_line import flag
 from pdplan.transfer.kv import transfer_for_request
 from pdplan.transfer.kv_inputs import GRANULARITIES, TransferConfig
+from pdplan.transfer.plane_setup import resolve_data_plane
 
 if TYPE_CHECKING:
     from pdplan.specs.model import ModelSpec
@@ -31,8 +33,14 @@ def one_transfer(
     gpu: str | None = None,
     kv_dtype: str = "bf16",
     chunk_tokens: int | None = None,
+    backend: str | None = None,
+    block_tokens: int | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
-    """Keys ``bytes``, ``time_s``, ``exposed_s`` (+ messages, prefill time, bandwidth ...).
+    """Keys ``bytes``, ``time_s``, ``exposed_s`` (+ messages, prefill time, bandwidth ...); with a data plane (the
+    default: the engine's connector; ``backend="none"`` turns it off) also the data plane's ``backend``,
+    ``block_tokens``, ``descriptors`` and ``overhead_s`` (:mod:`pdplan.transfer.plane_setup`, under ``engine``'s
+    connector, default vLLM's).
 
     Layer/chunk granularity overlaps the transfer with prefill, so it needs ``gpu`` (the prefill
     time comes from the roofline at batch 1); a TP mismatch needs it for the re-layout HBM rate.
@@ -68,6 +76,7 @@ def one_transfer(
         chunk_tokens=chunk if granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=hbm,
         decode_hbm_bytes_per_s=hbm,
+        data_plane=resolve_data_plane(backend, block_tokens, catalog.engine(engine or DEFAULT_ENGINE)),
     )
     doc: dict[str, Any] = {"model": spec.name, "tokens": tokens, "link": link_spec.name}
     doc.update(

@@ -28,6 +28,11 @@ from pdplan.units import parse_size_bytes
 CacheRouting = Literal["affinity", "load-balance"]
 """``affinity``: a session (or a prefix) always reaches the same instance; ``load-balance``: the scenario's policy."""
 
+ReadPaths = Literal["prefill", "dual"]
+"""How an xPyD deployment reads hits from a tier behind a storage NIC (a remote pool): ``prefill``, over the prefill
+node's own storage NIC (every engine); ``dual``, DualPath's second path through the decode nodes' storage NICs,
+their DRAM and the compute network (arXiv 2602.21548; :mod:`pdplan.cache.dual_path`, docs/prefix_cache.md §10)."""
+
 
 def _size_or_zero(value: float) -> float:
     if not math.isfinite(value) or value < 0.0:
@@ -52,6 +57,10 @@ TierCapacity = Annotated[float, BeforeValidator(parse_size_bytes), AfterValidato
 """A tier's size in a deployment: bytes > 0, unit strings allowed (``"1 TiB"``)."""
 
 
+DualSplit = Literal["optimal", "snic-balanced"] | Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+"""The decode path's share of hit reads (:class:`CacheSpec` ``dual_split``)."""
+
+
 class TierChoice(FrozenModel):
     """One tier below HBM: a storage catalogue entry (``hardware_db/storage``) and its size.
 
@@ -68,6 +77,14 @@ class CacheSpec(FrozenModel):
     prefix_caching: bool = True
     routing: CacheRouting = "affinity"
     tiers: tuple[TierChoice, ...] = ()
+    read_paths: ReadPaths = "prefill"
+    staging_dram: Annotated[str, Field(min_length=1)] = "host-dram-pcie5"
+    """With ``read_paths: dual``: the host-DRAM catalogue entry whose ``read_bytes_per_s`` is a node's DRAM bandwidth
+    M, where the decode path stages its reads."""
+    dual_split: DualSplit = "optimal"
+    """With ``read_paths: dual``: the share of hit reads taken over the decode path: ``optimal`` (the share that
+    minimises the busiest resource), ``snic-balanced`` (DualPath's shortest-read-queue scheduler in its fluid limit,
+    D/(P + D)) or a fixed share in [0, 1]."""
 
 
 class CacheSearch(FrozenModel):
@@ -78,3 +95,5 @@ class CacheSearch(FrozenModel):
     prefix_caching: Annotated[tuple[bool, ...], Field(min_length=1)] = (True, False)
     routing: Annotated[tuple[CacheRouting, ...], Field(min_length=1)] = ("affinity", "load-balance")
     tier_capacities: tuple[Annotated[tuple[TierSize, ...], Field(min_length=1)], ...] = ()
+    read_paths: Annotated[tuple[ReadPaths, ...], Field(min_length=1)] = ("prefill",)
+    """Offered only where a tier sits behind a storage NIC, and only to xPyD plans."""

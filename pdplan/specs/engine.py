@@ -11,7 +11,10 @@ carries its ``source`` and the profile names the engine ``version`` it holds for
   ``gpu_memory_utilization``); ``basis: free``: a fraction of what is left after weights and workspace (TensorRT-LLM
   ``free_gpu_memory_fraction``); ``basis: reserve``: total minus a reserve (SGLang ``mem_fraction_static``:
   ``base + per_chunk_token·max(chunk, min_chunk_tokens) + per_graph_seq·cuda_graph_max_seqs + per_gpu·tp·pp``,
-  floored at ``floor_bytes`` on GPUs above ``floor_above_bytes``).
+  floored at ``floor_bytes`` on GPUs above ``floor_above_bytes``, as SGLang from PR #10975, 2025-09-27; or, where
+  ``reserve_tiers`` is given, the reserve of the first tier the GPU's memory is below, ``reserve + per_gpu·tp·pp``,
+  as SGLang 0.4.7–0.5.2; plus ``reserve_dp_attention_bytes`` with attention DP), the fraction rounded to 3 decimals
+  as SGLang does. Under ``reserve`` the fraction holds weights and KV only: the activations live in the reserve.
 * ``scheduling``: chunked prefill on/off, decode-first, prefill chunks riding in decode steps, partial prefills
   at a time, overlap/async scheduling and the extra steps it costs a request's first token.
 * ``overheads``: host time the kernel tables cannot show, each a :class:`Sourced` value. Per step:
@@ -33,6 +36,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.specs.kv_backend import KvConnector
 from pdplan.specs.moe_wideep import MoeRuntime
 
 PosInt = Annotated[int, Field(strict=True, ge=1)]
@@ -88,6 +92,15 @@ class Limits(FrozenModel):
         return self.classes[-1]
 
 
+class ReserveTier(FrozenModel):
+    """SGLang's reserve for GPUs with less memory than ``below_memory_bytes`` (None: every GPU left)."""
+
+    below_memory_bytes: NonNegative | None = None
+    reserve_bytes: NonNegative
+    per_gpu_bytes: NonNegative = 0.0
+    """Reserve per GPU of the model-parallel group (tp·pp)."""
+
+
 class KvMemory(FrozenModel):
     """How the engine sizes the memory that holds weights, workspace and the KV cache (module docstring)."""
 
@@ -104,15 +117,47 @@ class KvMemory(FrozenModel):
     reserve_floor_bytes: NonNegative = 0.0
     reserve_floor_above_bytes: NonNegative = 0.0
     """The floor applies to GPUs with more memory than this."""
+    reserve_tiers: list[ReserveTier] = Field(default_factory=list)
+    """Tiered reserve by GPU memory (file order, the last without ``below_memory_bytes``); replaces the formula."""
+    reserve_dp_attention_bytes: NonNegative = 0.0
+    """Added to the reserve where attention runs data-parallel (SGLang ``enable_dp_attention``: 4 GiB)."""
     source: Text
 
-    def usable_fraction(self, memory_bytes: float, *, chunk_tokens: int, graph_seqs: int, gpus: int) -> float:
-        """Share of the GPU's memory the engine gives to weights, workspace and KV (``total``/``reserve``), or 1.0
-        for ``free`` (whose :attr:`fraction` then applies to what is left after weights and workspace)."""
+    @model_validator(mode="after")
+    def _tiers_catch_all(self) -> KvMemory:
+        if self.reserve_tiers and self.reserve_tiers[-1].below_memory_bytes is not None:
+            raise ValueError("the last reserve tier must apply to every GPU: no below_memory_bytes")
+        return self
+
+    @property
+    def workspace_in_budget(self) -> bool:
+        """Whether the activation workspace comes out of the usable share (not under ``reserve``: SGLang's
+        ``mem_fraction_static`` is "(model weights + KV cache pool) / GPU memory capacity")."""
+        return self.basis != "reserve"
+
+    def usable_fraction(
+        self, memory_bytes: float, *, chunk_tokens: int, graph_seqs: int, gpus: int, dp_attention: bool = False
+    ) -> float:
+        """Share of the GPU's memory the engine gives to weights, workspace and KV (``total``), to weights and KV
+        (``reserve``: ``round((memory − reserve)/memory, 3)``), or 1.0 for ``free`` (whose :attr:`fraction` then
+        applies to what is left after weights and workspace).
+
+        Example (SGLang 0.5.1 tiers): B200 exposing 183,359 MiB at TP4 is above every tier, reserve 32 GiB:
+        round((183359 − 32768)/183359, 3) = 0.821."""
         if self.basis == "total":
             return self.fraction
         if self.basis == "free":
             return 1.0
+        reserve = self._reserve_bytes(memory_bytes, chunk_tokens=chunk_tokens, graph_seqs=graph_seqs, gpus=gpus)
+        if dp_attention:
+            reserve += self.reserve_dp_attention_bytes
+        return max(0.0, round((memory_bytes - reserve) / memory_bytes, 3))
+
+    def _reserve_bytes(self, memory_bytes: float, *, chunk_tokens: int, graph_seqs: int, gpus: int) -> float:
+        """The ``reserve`` basis's reserve before attention DP (module docstring)."""
+        for tier in self.reserve_tiers:
+            if tier.below_memory_bytes is None or memory_bytes < tier.below_memory_bytes:
+                return tier.reserve_bytes + tier.per_gpu_bytes * gpus
         reserve = (
             self.reserve_base_bytes
             + self.reserve_per_chunk_token_bytes * max(chunk_tokens, self.reserve_min_chunk_tokens)
@@ -121,7 +166,7 @@ class KvMemory(FrozenModel):
         )
         if memory_bytes > self.reserve_floor_above_bytes:
             reserve = max(reserve, self.reserve_floor_bytes)
-        return max(0.0, (memory_bytes - reserve) / memory_bytes)
+        return reserve
 
     @property
     def free_fraction(self) -> float:
@@ -243,3 +288,6 @@ class EngineProfile(FrozenModel):
     """True when overhead constants were fitted to measurements (their sources say on which)."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Extra notes (fit residuals, the data a fit used), printed with the profile."""
+    kv_connector: KvConnector | None = None
+    """The KV connector disaggregated serving uses: its backend, descriptor split and KV block size
+    (:mod:`pdplan.specs.kv_backend`); None: the engine names none."""

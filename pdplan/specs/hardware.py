@@ -17,6 +17,8 @@ Conventions:
 * ``sm_count`` counts the enabled streaming multiprocessors (AMD: compute units) of the product, not
   of the full die (H100 SXM5: 132 of GH100's 144); the tiled attention cost model spreads CTAs over
   them. Optional (null = unknown).
+* ``tdp_w``, ``sm_count`` and ``price`` may be left out of a GPU of your own (what pricing needs is the peaks,
+  memory and links); each missing one is a warning line (:meth:`GpuSpec.missing_fact_warnings`).
 """
 
 from __future__ import annotations
@@ -136,6 +138,13 @@ class PriceRange(FrozenModel):
         return self.typical_usd_per_gpu_hour
 
 
+MIN_GPU_MEMORY_BYTES = 4 * 2**30
+MAX_GPU_MEMORY_BYTES = 4 * 2**40
+"""Plausibility bounds on one accelerator's memory (issue #26: a GPU with 1 byte is bad input, not a plan): the
+smallest accelerators used for LLM serving carry 16 GB (T4) and the largest announced 288 GB (B300) to 1 TB-class
+parts; 4 GiB and 4 TiB leave a wide margin each side."""
+
+
 class GpuSpec(FrozenModel):
     """One accelerator as its datasheet describes it; all quantities SI after validation."""
 
@@ -151,9 +160,9 @@ class GpuSpec(FrozenModel):
     scale_up_fabric: Literal["nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie"]
     scale_up_bytes_per_s: BytesPerS
     pcie_gen: Annotated[int, Field(strict=True, ge=1, le=7)]
-    tdp_w: Watts
+    tdp_w: Watts | None = None
     gpus_per_node: Annotated[int, Field(strict=True, ge=1)]
-    price: PriceRange | None
+    price: PriceRange | None = None
     sm_count: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = None
     sources: dict[str, str]
     notes: list[str] = Field(default_factory=list)
@@ -164,10 +173,31 @@ class GpuSpec(FrozenModel):
         return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
+    def _plausible_memory(self) -> GpuSpec:
+        if not MIN_GPU_MEMORY_BYTES <= self.memory_bytes <= MAX_GPU_MEMORY_BYTES:
+            raise ValueError(
+                f"memory_bytes {self.memory_bytes:.4g} is outside the plausible 4 GiB to 4 TiB of one accelerator"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sourced(self) -> GpuSpec:
         facts = {field: getattr(self, field) for field in GPU_FACT_FIELDS}
         _check_sources(self.sources, facts, GPU_FACT_FIELDS)
         return self
+
+    def missing_fact_warnings(self) -> list[str]:
+        """One line per optional fact this file leaves out (``tdp_w``, ``sm_count``, ``price``) and what it costs."""
+        effects = {
+            "tdp_w": "no power figure in the catalogue listing",
+            "sm_count": "the tiled attention model takes its kernel table's SM count",
+            "price": "cost objectives and $/h figures are not available (--price NAME=USD sets one)",
+        }
+        return [
+            f"GPU {self.name} gives no {field}: {effect}"
+            for field, effect in effects.items()
+            if getattr(self, field) is None
+        ]
 
 
 class LinkSpec(FrozenModel):

@@ -23,6 +23,14 @@ tokens fit the budget (always at least one; a longer prompt runs alone) and all 
 (:mod:`pdplan.queueing.batched`, :mod:`pdplan.serving.prefill_pool`). Colocated deployments
 ignore it (their batching is ``scheduler``/``chunk_tokens``), so a search may swap modes freely.
 
+``kv_backend`` prices the KV data plane of a disaggregated deployment (:mod:`pdplan.transfer.data_plane`,
+docs/kv_data_plane.md): ``engine`` (the engine profile's ``kv_connector`` and its backend), a backend name of
+``pdplan/data/kv_backends.yaml`` (``nixl-ucx``, ``nccl-p2p``, ``mooncake-te``, ``tcp``; split as the engine's
+connector splits), a path to a backends YAML holding one backend, or ``none`` (the link alone, α–β); default: the
+engine's own connector where its profile names one (``engine``), else none.
+``kv_block_tokens`` (a positive integer) is the KV block size the connector cuts descriptors by; default the
+engine connector's (vLLM 16).
+
 ``workload`` is an inline block (docs/architecture.md §4), a bundled preset name (``chat``) or a path to a
 workload YAML (relative to the scenario file). SLO times accept unit strings (``"250ms"``); inside
 they are seconds. Engine settings left out (``max_num_seqs``, ``gpu_memory_utilization``,
@@ -193,6 +201,10 @@ class Scenario(FrozenModel):
     cache: CacheSpec | None = None
     """The prefix cache (:mod:`pdplan.specs.cache`); None: the engines' default (prefix caching on, HBM only,
     affinity routing) where the workload reuses KV, and nothing where it does not."""
+    kv_backend: Annotated[str, Field(min_length=1)] | None = None
+    """KV data plane: ``engine``, a backend name or a backends YAML path (module docstring); None: the link alone."""
+    kv_block_tokens: PosInt | None = None
+    """KV block size the connector cuts descriptors by (None: the engine connector's)."""
 
     @field_validator("workload", mode="before")
     @classmethod

@@ -39,6 +39,11 @@ With ``T_p`` growing in ``l`` the *overlapped* exposure may shrink (a longer pre
 latency-bound link), and chunk exposure is a sawtooth in ``l`` (≈ the last chunk's share); the
 completion time ``T_p + exposed`` never decreases.
 
+**Data plane** (``TransferConfig.data_plane``, :mod:`pdplan.transfer.data_plane`): each unit also pays
+``t_d`` per descriptor it carries, the request's launch ``h`` goes before its first unit, a backend's rate cap
+bounds ``BW`` and host staging adds to the per-byte time; ``descriptors`` and ``overhead_s`` report them.
+Without one every formula above holds unchanged.
+
 **Fan-in / link queue**: :mod:`pdplan.transfer.fan_in` (which side of the x→y fan-in is busier, and its
 M/G/1). **Inputs** (:class:`~pdplan.transfer.kv_inputs.KvShape`, :class:`~pdplan.transfer.kv_inputs.TransferConfig`,
 the link protocol): :mod:`pdplan.transfer.kv_inputs`.
@@ -52,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.transfer.data_plane import pipeline_with_launch_s
 from pdplan.transfer.kv_inputs import (
     Granularity,
     KvShape,
@@ -109,6 +115,10 @@ class TransferResult:
     bandwidth_bytes_per_s: float
     granularity: Granularity
     overlap_s: FloatArray
+    descriptors: FloatArray
+    """Descriptors per decode worker (:mod:`pdplan.transfer.data_plane`; 0 without a data plane)."""
+    overhead_s: FloatArray
+    """The data plane's part of ``time_s``: descriptors, launch and staging (0 without one)."""
 
     @property
     def slack_s(self) -> FloatArray:
@@ -137,20 +147,44 @@ def pipeline_exposed_s(units: npt.ArrayLike, compute_s: npt.ArrayLike, send_s: n
 
 
 def _chunk_exposed(
-    tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig, send: tuple[float, float, float]
-) -> tuple[FloatArray, FloatArray]:
-    """(exposed_s, n_chunks) for chunks; ``send`` = (α per chunk, s per token, s for state)."""
+    tokens: FloatArray, prefill_s: FloatArray, cfg: TransferConfig, send: tuple[float, float, float], kv: KvShape
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(exposed_s, n_chunks, descriptors) for chunks; ``send`` = (α per chunk, s per token, s for state); a data
+    plane adds each chunk's descriptors and the launch on the first (:mod:`pdplan.transfer.data_plane`)."""
     alpha_chunk, per_token_s, state_s = send
     size = float(cfg.chunk_tokens or 1)
     n = np.ceil(tokens / size)
     last = tokens - (n - 1.0) * size
-    s_full = alpha_chunk + size * per_token_s
-    s_last = alpha_chunk + last * per_token_s + state_s
+    d_full, d_last = (
+        _unit_descriptors(np.full(tokens.shape, size), float(kv.num_layers), kv, cfg),
+        _unit_descriptors(last, float(kv.num_layers), kv, cfg),
+    )
+    t_d, launch = _plane_times(cfg)
+    s_full = alpha_chunk + size * per_token_s + d_full * t_d
+    s_last = alpha_chunk + last * per_token_s + state_s + d_last * t_d
     c_full = prefill_s * size / tokens
     c_last = prefill_s * last / tokens
-    lag = pipeline_exposed_s(n - 1.0, c_full, s_full) - c_last
-    exposed = np.where(n > 1.0, np.maximum(0.0, lag) + s_last, s_last)
-    return np.asarray(exposed, dtype=np.float64), n
+    if launch > 0.0:
+        lag = pipeline_with_launch_s(n - 1.0, c_full, s_full, launch) - c_last
+        exposed = np.where(n > 1.0, np.maximum(0.0, lag) + s_last, launch + s_last)
+    else:
+        lag = pipeline_exposed_s(n - 1.0, c_full, s_full) - c_last
+        exposed = np.where(n > 1.0, np.maximum(0.0, lag) + s_last, s_last)
+    return np.asarray(exposed, dtype=np.float64), n, (n - 1.0) * d_full + d_last
+
+
+def _unit_descriptors(tokens: FloatArray, layers: float, kv: KvShape, cfg: TransferConfig) -> FloatArray:
+    """Descriptors per decode worker of a unit (0 without a data plane)."""
+    plane = cfg.data_plane
+    if plane is None:
+        return np.zeros(tokens.shape)
+    return plane.descriptors(tokens, layers, kv.kv_parts, cfg.prefill_tp, cfg.decode_tp)
+
+
+def _plane_times(cfg: TransferConfig) -> tuple[float, float]:
+    """(seconds per descriptor, launch seconds per request); zeros without a data plane."""
+    plane = cfg.data_plane
+    return (0.0, 0.0) if plane is None else (plane.per_descriptor_s, plane.per_transfer_s)
 
 
 def _chunk_prefill_extra_s(n: FloatArray, kv: KvShape, cfg: TransferConfig) -> FloatArray:
@@ -173,46 +207,60 @@ def _validate_inputs(tokens: FloatArray, prefill_s: FloatArray | None, cfg: Tran
 
 @dataclass(frozen=True, slots=True)
 class _LinkCosts:
-    """BW, α per layer-unit per lane, s per byte (link + re-layout), re-layout s per byte."""
+    """BW, α per layer-unit per lane, s per byte (link + re-layout + staging), re-layout and staging s per byte."""
 
     bandwidth_bytes_per_s: float
     alpha_layer_s: float
     per_byte_s: float
     relayout_per_byte_s: float
+    staging_per_byte_s: float
 
 
 def _link_costs(link: LinkLike, cfg: TransferConfig) -> _LinkCosts:
     bw = effective_bandwidth_bytes_per_s(link, cfg.lanes)
+    plane = cfg.data_plane
+    if plane is not None and plane.bandwidth_cap_bytes_per_s is not None:
+        bw = min(bw, plane.bandwidth_cap_bytes_per_s)
     hbm_d = cfg.decode_hbm_bytes_per_s or 1.0
     relayout = 2.0 / (cfg.decode_tp * hbm_d) if cfg.prefill_tp != cfg.decode_tp else 0.0
     shards_per_lane = math.ceil(max(cfg.prefill_tp, cfg.decode_tp) / cfg.lanes)
     alpha = link.per_message_latency_s * shards_per_lane
-    return _LinkCosts(bw, alpha, 1.0 / bw + relayout, relayout)
+    if plane is None:
+        return _LinkCosts(bw, alpha, 1.0 / bw + relayout, relayout, 0.0)
+    staging = plane.staging_per_byte_s(cfg.prefill_tp, cfg.decode_tp, 1.0 / bw)
+    return _LinkCosts(bw, alpha, 1.0 / bw + relayout + staging, relayout, staging)
 
 
 def _overlap(
     tokens: FloatArray, total: FloatArray, prefill_s: FloatArray, kv: KvShape, cfg: TransferConfig, cost: _LinkCosts
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """(exposed_s, layer-units sent, prefill_extra_s, overlap_s) for layer or chunk granularity."""
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """(exposed_s, layer-units sent, prefill_extra_s, overlap_s, descriptors) for layer or chunk granularity."""
     layers = float(kv.num_layers)
     if cfg.granularity == "layer":
-        send = cost.alpha_layer_s + total / layers * cost.per_byte_s
-        exposed = pipeline_exposed_s(layers, prefill_s / layers, send)
+        t_d, launch = _plane_times(cfg)
+        d_layer = _unit_descriptors(tokens, 1.0, kv, cfg)
+        send = cost.alpha_layer_s + total / layers * cost.per_byte_s + d_layer * t_d
+        units = np.full(tokens.shape, layers)
+        if launch > 0.0:
+            exposed = pipeline_with_launch_s(units, prefill_s / layers, send, launch)
+        else:
+            exposed = pipeline_exposed_s(layers, prefill_s / layers, send)
         extra = np.full(tokens.shape, layers * cfg.layer_sync_overhead_s)
-        return exposed, np.full(tokens.shape, layers), extra, prefill_s * (layers - 1.0) / layers
+        return exposed, units, extra, prefill_s * (layers - 1.0) / layers, layers * d_layer
     rep = replication_factor(kv.num_kv_heads, cfg.decode_tp)
     send3 = (
         layers * cost.alpha_layer_s,
         kv.kv_bytes_per_token * rep * cost.per_byte_s,
         kv.state_bytes_per_sequence * cost.per_byte_s,
     )
-    exposed, n_chunks = _chunk_exposed(tokens, prefill_s, cfg, send3)
+    exposed, n_chunks, descriptors = _chunk_exposed(tokens, prefill_s, cfg, send3, kv)
     first = prefill_s * np.minimum(float(cfg.chunk_tokens or 1), tokens) / tokens
     return (
         exposed,
         n_chunks * layers,
         _chunk_prefill_extra_s(n_chunks, kv, cfg),
         np.asarray(prefill_s - first, dtype=np.float64),
+        descriptors,
     )
 
 
@@ -235,17 +283,23 @@ def kv_transfer(
     _validate_inputs(tokens, prefill_s, cfg)
     cost = _link_costs(link, cfg)
     total = kv_bytes_per_request(tokens, kv, cfg.decode_tp)
+    t_d, launch = _plane_times(cfg)
     if prefill_s is None or cfg.granularity == "request":
         units = np.full(tokens.shape, float(kv.num_layers))
+        descriptors = _unit_descriptors(tokens, float(kv.num_layers), kv, cfg)
         exposed = units * cost.alpha_layer_s + total * cost.per_byte_s
+        if cfg.data_plane is not None:
+            exposed = exposed + descriptors * t_d + launch
         extra = overlap = np.zeros(tokens.shape)
     else:
-        exposed, units, extra, overlap = _overlap(tokens, total, prefill_s, kv, cfg, cost)
+        exposed, units, extra, overlap, descriptors = _overlap(tokens, total, prefill_s, kv, cfg, cost)
     latency = units * cost.alpha_layer_s
+    plane_s = descriptors * t_d + launch + total * cost.staging_per_byte_s
+    time_s = latency + total * cost.per_byte_s
     return TransferResult(
         prompt_tokens=tokens,
         bytes=total,
-        time_s=latency + total * cost.per_byte_s,
+        time_s=time_s if cfg.data_plane is None else time_s + descriptors * t_d + launch,
         exposed_s=exposed,
         prefill_extra_s=extra,
         latency_s=latency,
@@ -254,6 +308,8 @@ def kv_transfer(
         bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s,
         granularity=cfg.granularity,
         overlap_s=np.asarray(overlap, dtype=np.float64),
+        descriptors=np.asarray(descriptors, dtype=np.float64),
+        overhead_s=np.asarray(plane_s, dtype=np.float64),
     )
 
 
@@ -273,7 +329,8 @@ def transfer_for_request(
         require(kv_dtype_bytes is not None, "kv_dtype_bytes", "needed to size the KV of a model")
         kv = kv_shape_from_model(kv, float(kv_dtype_bytes or 0.0))
     res = kv_transfer(np.asarray([tokens], dtype=np.float64), kv, link, config, prefill_time_s=prefill_time_s)
-    return {
+    plane = {} if config is None or config.data_plane is None else _plane_keys(res, config)
+    doc: dict[str, float | int | str] = {
         "bytes": float(res.bytes[0]),
         "time_s": float(res.time_s[0]),
         "exposed_s": float(res.exposed_s[0]),
@@ -282,4 +339,17 @@ def transfer_for_request(
         "relayout_s": float(res.relayout_s[0]),
         "bandwidth_bytes_per_s": res.bandwidth_bytes_per_s,
         "granularity": res.granularity,
+    }
+    return doc | plane
+
+
+def _plane_keys(res: TransferResult, config: TransferConfig) -> dict[str, float | int | str]:
+    """The data-plane keys of one request's transfer: backend, block size, descriptors, their part of the time."""
+    plane = config.data_plane
+    assert plane is not None
+    return {
+        "backend": plane.backend,
+        "block_tokens": plane.block_tokens,
+        "descriptors": int(res.descriptors[0]),
+        "overhead_s": float(res.overhead_s[0]),
     }

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from pdplan.errors import SpecError
+from pdplan.transfer.data_plane import DataPlane
 
 Granularity = Literal["request", "layer", "chunk"]
 GRANULARITIES: tuple[Granularity, ...] = ("request", "layer", "chunk")
@@ -53,12 +54,15 @@ class KvShape:
     num_layers: int
     num_kv_heads: int
     state_bytes_per_sequence: float = 0.0
+    kv_parts: int = 2
+    """Tensors a layer's KV is kept in, each its own descriptor: K and V (2); MLA's one latent (1)."""
 
     def __post_init__(self) -> None:
         require(self.kv_bytes_per_token >= 0.0, "kv_bytes_per_token", "must be >= 0")
         require(self.num_layers >= 1, "num_layers", "must be >= 1")
         require(self.num_kv_heads >= 1, "num_kv_heads", "must be >= 1")
         require(self.state_bytes_per_sequence >= 0.0, "state_bytes_per_sequence", "must be >= 0")
+        require(self.kv_parts in (1, 2), "kv_parts", "must be 1 (MLA latent) or 2 (K and V)")
 
 
 def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
@@ -77,12 +81,14 @@ def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
         model.num_layers,
         heads,
         model.linear_state_bytes_per_sequence() + window_bytes,
+        1 if model.attention_kind == "mla" else 2,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class TransferConfig:
-    """How the KV moves. ``nics_*`` None → one NIC/port per GPU of that side (= its TP).
+    """How the KV moves. ``nics_*`` None → one NIC/port per GPU of that side (= its TP); ``data_plane`` adds the
+    backend's descriptor, launch and staging costs.
     ``decode_hbm_bytes_per_s`` is needed when tp_p ≠ tp_d (re-layout), ``prefill_hbm_bytes_per_s``
     for chunk granularity (KV re-read)."""
 
@@ -96,6 +102,8 @@ class TransferConfig:
     chunk_overhead_s: float = 0.0
     prefill_hbm_bytes_per_s: float | None = None
     decode_hbm_bytes_per_s: float | None = None
+    data_plane: DataPlane | None = None
+    """The backend and connector split (:mod:`pdplan.transfer.data_plane`); None: the link alone (α–β)."""
 
     def __post_init__(self) -> None:
         require(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -193,4 +194,46 @@ def test_ctrl_c_during_a_simulation_exits_130_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Traceback" not in err
     assert [line for line in err.splitlines() if line.strip()] == ["error: aborted"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cost_search_over_unpriced_gpus_is_bad_input(cli: Callable[..., CliResult]) -> None:
+    """h20 has no price in the catalogue: the missing --price is the user's to give (exit 2), not infeasibility."""
+    result = cli("optimize", str(DEFAULT), "--gpu", "h20", "--objective", "cost", "--model", "llama-3.1-8b")
+    assert result.code == 2, result.err
+    errors = [line for line in result.err_lines if not line.startswith("progress: ")]
+    assert len(errors) == 1, result.err
+    assert "--price" in errors[0]
+
+
+def test_a_gpu_with_one_byte_of_memory_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    source = (ROOT / "hardware_db" / "gpus" / "h100-sxm.yaml").read_text()
+    gpu = tmp_path / "tiny.yaml"
+    gpu.write_text(
+        re.sub(r"(?m)^memory_bytes:.*$", "memory_bytes: 1", source.replace("name: h100-sxm", "name: tiny", 1))
+    )
+    assert "memory_bytes: 1\n" in gpu.read_text()
+    one_error(cli("evaluate", str(DEFAULT), "--gpu", str(gpu)), "memory_bytes", "plausible")
+
+
+def test_ctrl_c_during_a_long_optimize_exits_130_cleanly(tmp_path: Path) -> None:
+    """SIGINT to a real optimize over a large space (--max-instances 256: 3.5 million candidates, tens of seconds):
+    exit 130, one line, no report and no temporary file."""
+    out = tmp_path / "plan.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pdplan", "optimize", str(DEFAULT), "--max-instances", "256", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(6.0)
+    assert proc.poll() is None, "the search ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip() and not line.startswith("progress: ")] == [
+        "error: aborted"
+    ]
     assert list(tmp_path.iterdir()) == []

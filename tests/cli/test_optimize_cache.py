@@ -97,7 +97,7 @@ def test_optimize_searches_and_reports_the_cache(tmp_path: Path) -> None:
     )
     out = CliRunner().invoke(app, ["optimize", str(path), "--format", "json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)  # stdout only: a long search writes progress lines to stderr
     settings = {(p["cache"]["prefix_caching"], len(p["cache"]["tier_sizes"])) for p in doc["plans"]}
     assert settings  # every plan states its setting
     pick = doc["plans"][0]["cache"]

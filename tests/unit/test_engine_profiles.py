@@ -32,14 +32,73 @@ def test_vllm_memory_classes_exclude_a100() -> None:
     assert (a100.max_batched_tokens, a100.max_seqs) == (2048, 256)
 
 
-def test_sglang_reserve_matches_aic_mirror_on_h100() -> None:
-    # AIC derive_sglang_mem_fraction_static gives 0.836 on H100 TP1 (docs/engines.md §4.2):
-    # reserve = 512 MiB + 1.5 MiB x 8192 + 2 MiB x 256 + 1/8 GiB = 13.125 GiB of 80 GiB
-    profile = load_engine("sglang")
-    cls = profile.limits.for_gpu("h100-sxm", 80 * GIB)
-    frac = profile.kv_memory.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=1)
-    assert cls.cuda_graph_max_seqs == 256
-    assert frac == pytest.approx((80 - 13.125) / 80)
+def test_sglang_051_reserve_tiers_by_hand() -> None:
+    # SGLang 0.5.1 server_args.py: round((gpu_mem - reserved)/gpu_mem, 3), reserved (9.5 + tp/2) GiB below 90 GiB,
+    # (12 + tp/2) GiB below 160 GiB, 32 GiB above, + 4 GiB with DP attention
+    kv = load_engine("sglang").kv_memory
+    assert kv.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=1) == round(70 / 80, 3)
+    assert kv.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=8) == round((80 - 13.5) / 80, 3)
+    dp = kv.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=1, dp_attention=True)
+    assert dp == round((80 - 14) / 80, 3)
+    assert kv.usable_fraction(140 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=2) == round((140 - 13) / 140, 3)
+    b200 = 183359 * 2**20
+    assert kv.usable_fraction(b200, chunk_tokens=16384, graph_seqs=512, gpus=4) == round(1 - 32768 / 183359, 3)
+    assert not kv.workspace_in_budget  # the fraction holds weights + KV; activations sit in the reserve
+
+
+def test_sglang_general_reserve_formula_still_reads() -> None:
+    # the later rule (sglang PR #10975), for a user's profile of a newer SGLang: 512 MiB + 1.5 MiB x 8192
+    # + 2 MiB x 256 + 1/8 GiB = 13.125 GiB of 80 GiB
+    kv = load_engine("sglang").kv_memory.model_copy(
+        update={
+            "reserve_tiers": [],
+            "reserve_base_bytes": 512 * 2**20,
+            "reserve_per_chunk_token_bytes": 1.5 * 2**20,
+            "reserve_min_chunk_tokens": 2048,
+            "reserve_per_graph_seq_bytes": 2 * 2**20,
+            "reserve_per_gpu_bytes": GIB / 8,
+            "reserve_floor_bytes": 10 * GIB,
+            "reserve_floor_above_bytes": 60e9,
+        }
+    )
+    frac = kv.usable_fraction(80 * GIB, chunk_tokens=8192, graph_seqs=256, gpus=1)
+    assert frac == round((80 - 13.125) / 80, 3)
+
+
+def test_reserve_tiers_need_a_catch_all(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "pdplan" / "data" / "engines" / "sglang.yaml").read_text()
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace("    - {reserve_bytes: 34359738368}", ""))
+    with pytest.raises(SpecError, match="last reserve tier"):
+        load_engine(path)
+
+
+def test_measured_sglang_run_on_b200_is_not_refused() -> None:
+    """DeepSeek-R1 FP8 at TP4 on B200 under SGLang ran (issue 23), launched with --mem-fraction-static 0.89
+    (InferenceMAX's B200 DSR1 command, github.com/jyothisambolu/InferenceMAX README): 0.89 of the 179.06 GiB the
+    driver exposes holds the 156.7 GiB of weights per GPU and a KV pool; the workspace is in SGLang's reserve."""
+    from pdplan.evaluation import evaluate
+    from pdplan.io.scenario import scenario_from_dict
+
+    scenario = {
+        "schema_version": 1,
+        "name": "dsr1-b200-sglang",
+        "model": "deepseek-r1",
+        "mode": "colocated",
+        "colocated": {"gpu": "b200", "tp": 4, "count": 1},
+        "engine": "sglang",
+        "gpu_memory_utilization": 0.89,
+        "dtype": "fp8",
+        "kv_dtype": "fp8",
+        "workload": {
+            "input_tokens": {"dist": "fixed", "value": 1024},
+            "output_tokens": {"dist": "fixed", "value": 1024},
+        },
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+    }
+    doc = evaluate(scenario_from_dict(scenario, source="test", base_dir=Path.cwd()), rate=1.0).to_document()
+    assert doc["goodput_rps"] > 1.0
+    assert CATALOG.gpu("b200").memory_bytes == 183359 * 2**20
 
 
 def test_step_and_request_overheads_by_hand() -> None:

@@ -15,7 +15,14 @@ from pdplan.io.catalog import open_catalog
 from pdplan.specs.storage import STORAGE_FACT_FIELDS
 from pdplan.units import GB, GIB
 
-NAMES = ["host-dram-pcie5", "mooncake-store-2x200g", "nvme-gen4-x8", "nvme-mooncake-testbed", "remote-3fs-400g"]
+NAMES = [
+    "host-dram-pcie5",
+    "mooncake-store-2x200g",
+    "nvme-gen4-x8",
+    "nvme-mooncake-testbed",
+    "remote-3fs-100g",
+    "remote-3fs-400g",
+]
 
 # corpus file -> (field the message must name, a phrase the message must contain)
 CORPUS: dict[str, tuple[str, str]] = {

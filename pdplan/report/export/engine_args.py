@@ -113,8 +113,9 @@ def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine
 def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
     """SGLang's own ``mem_fraction_static`` for one instance of ``role``: ``(M − reserved) / M`` with its reserve
     rule (python/sglang/srt/server_args.py; the packaged SGLang profile's ``kv_memory``,
-    pdplan/data/engines/sglang.yaml, at the GPU's memory class: chunk budget and CUDA-graph batch) over TP × PP
-    GPUs, as pdplan prices an SGLang instance (:func:`pdplan.serving.engine_bind.with_engine`); None without the
+    pdplan/data/engines/sglang.yaml, :meth:`pdplan.specs.engine.KvMemory.usable_fraction`, at the GPU's memory
+    class: chunk budget and CUDA-graph batch) over TP × PP GPUs and with attention DP where DP > 1, as pdplan prices
+    an SGLang instance (:func:`pdplan.serving.engine_bind.with_engine`); None without the
     profile or the GPU's memory."""
     facts = ctx.gpus[role.gpu]
     if ctx.sglang is None or facts.memory_bytes <= 0:
@@ -125,6 +126,7 @@ def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
         chunk_tokens=cls.max_batched_tokens,
         graph_seqs=cls.cuda_graph_max_seqs or 0,
         gpus=role.tp * role.pp,
+        dp_attention=role.dp > 1,
     )
 
 

@@ -1,0 +1,212 @@
+"""DualPath read paths in a bound xPyD deployment (scenario ``cache: read_paths: dual``; :mod:`pdplan.cache.dual_path`,
+docs/prefix_cache.md §10): the cluster the read-path model needs, the read limit it sets, and its report.
+
+**Which tier.** The first ``remote-pool`` tier of ``cache.tiers``: a remote pool is read over the node's storage
+NIC (DualPath §2.3: a DGX SuperPOD node has one storage NIC apart from its compute NICs). Host DRAM and local SSD
+are read inside the node, with no second path.
+
+**The cluster** (the paper's notation). P and D: the prefill and decode pools' GPUs over the GPUs of a node, g of
+the prefill GPU (instances smaller than a node give fractional nodes); B: the P→D link's achievable bandwidth
+(line rate × efficiency), one NIC per GPU as in the KV-transfer model; S: the pool's ``read_bytes_per_s``, per
+node by the storage catalogue's convention (``pdplan/specs/storage.py``); p: the pool's ``gpu_path_bytes_per_s``;
+M: the ``cache.staging_dram`` entry's ``read_bytes_per_s``.
+
+**The limit.** The prefill instances read the tier at R = (their count) × (one instance's read rate) at the hit
+rates' request rate λ_c; at the chosen split the busiest resource is at utilisation u (every utilisation is
+proportional to R, so to the rate at fixed hit rates), so the tier's reads saturate at λ_c / u. This replaces the
+prefill node's own path (the tier's medium and GPU-path elements) in :func:`pdplan.serving.limits.cache_read_limit`.
+
+**The load.** A request's hit tokens load at the tier's bandwidth shared by the prefill instances that read it
+(:func:`pdplan.cache.tiers.tier_from_storage`, a remote pool shared by the deployment); with DualPath that
+bandwidth is the two paths' bound at the split, ``1 / max_r (a_r + b_r·f)`` (:func:`dual_path_cache`), the fluid
+share each instance gets when all read at once (a lone request could read faster: conservative).
+
+**The comparison.** The report adds the same plan with every read over the prefill nodes in the same resource model
+(``dual_split: 0``, :func:`prefill_only`), so the gain is DualPath's alone: ``read_paths: prefill`` prices the tier
+with the catalogue's per-path elements instead, a different model of the same pool.
+
+**Cache-compute ratio** of the workload at the rate: mean hit KV bytes per request over the prefill FLOPs of the
+mean append on the mean hit (:func:`pdplan.cache.dual_path.append_prefill_flops` at the means, an approximation of
+the mean of the ratio's parts: the FLOPs are near-linear in the append at long contexts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pdplan.cache.dual_path import (
+    DualPathCluster,
+    ReadPathLoad,
+    append_prefill_flops,
+    cache_compute_ratio_gb_per_pflop,
+    max_read_bytes_per_s,
+    optimal_split,
+    read_path_load,
+    snic_balanced_split,
+)
+from pdplan.errors import SpecError
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
+from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
+
+SNIC_KINDS = ("remote-pool",)
+"""Storage kinds read over a node's storage NIC."""
+
+
+@dataclass(frozen=True, slots=True)
+class DualPathSetting:
+    """The tier DualPath reads, the cluster it reads over, the split, and how many cache domains read it."""
+
+    tier: str
+    cluster: DualPathCluster
+    split: str | float
+    prefill_instances: int
+
+    def de_fraction(self) -> float:
+        if self.split == "optimal":
+            return optimal_split(self.cluster)
+        if self.split == "snic-balanced":
+            return snic_balanced_split(self.cluster)
+        return float(self.split)
+
+    def load(self, classes: CacheClasses) -> ReadPathLoad | None:
+        """Every resource's utilisation at the classes' rate (None: the tier is not among them)."""
+        use = next((t for t in classes.tiers if t.name == self.tier), None)
+        if use is None:
+            return None
+        return read_path_load(self.cluster, use.read_bytes_per_s * self.prefill_instances, self.de_fraction())
+
+
+def dual_path_setting(res: ResolvedScenario[Any]) -> DualPathSetting | None:
+    """The deployment's DualPath setting; None unless its cache reads ``dual`` (bad input: a colocated deployment or
+    no tier behind a storage NIC)."""
+    setup = res.cache
+    if setup is None or setup.spec.read_paths == "prefill":
+        return None
+    hw = res.hardware
+    if not isinstance(hw, DisaggregatedHardware):
+        raise SpecError("read_paths: dual needs an xPyD deployment (the decode nodes' storage NICs)", field="cache")
+    tiers = [s for s in setup.storages if s.kind in SNIC_KINDS]
+    if not tiers:
+        raise SpecError(
+            "read_paths: dual needs a tier behind a storage NIC (a remote-pool entry in cache.tiers)", field="cache"
+        )
+    storage, g = tiers[0], hw.prefill.gpu.gpus_per_node
+    counts = hw.deployment
+    cluster = DualPathCluster(
+        prefill_nodes=counts.prefill.count * hw.prefill.gpus_per_instance / g,
+        decode_nodes=counts.decode.count * hw.decode.gpus_per_instance / g,
+        gpus_per_node=g,
+        cnic_bytes_per_s=hw.link.achievable_bytes_per_s,
+        snic_bytes_per_s=storage.read_bytes_per_s,
+        dram_bytes_per_s=res.catalog.storage(setup.spec.staging_dram).read_bytes_per_s,
+        pcie_bytes_per_s=storage.gpu_path_bytes_per_s,
+    )
+    instances = counts.prefill.count * hw.prefill.dp
+    return DualPathSetting(storage.name, cluster, setup.spec.dual_split, instances)
+
+
+def dual_path_cache(res: ResolvedScenario[Any], setup: CacheSetup) -> CacheSetup:
+    """``setup`` with the DualPath tier's read bandwidth the two paths' bound at the split (module docstring, **the
+    load**); unchanged with prefill-only reads."""
+    setting = dual_path_setting(res)
+    if setting is None:
+        return setup
+    bound = max_read_bytes_per_s(setting.cluster, setting.de_fraction())
+    storages = tuple(
+        s.model_copy(update={"read_bytes_per_s": bound}) if s.name == setting.tier else s for s in setup.storages
+    )
+    return dataclasses.replace(setup, storages=storages)
+
+
+@dataclass(frozen=True, slots=True)
+class DualPathReport:
+    """What DualPath does in a plan at the hit rates' rate (docs/json_keys.md ``cache.dual_path``)."""
+
+    tier: str
+    de_fraction: float
+    snic_balanced_fraction: float
+    binding: str
+    utilisation: dict[str, float]
+    read_limit_rps: float
+    prefill_only_read_limit_rps: float
+    cache_compute_gb_per_pflop: float | None
+    goodput_prefill_only_rps: float | None = None
+    """The same plan with prefill-only reads (None: not computed)."""
+
+    def gain(self, goodput_rps: float) -> float | None:
+        """The plan's goodput over the same plan's with prefill-only reads."""
+        base = self.goodput_prefill_only_rps
+        return None if base is None or base <= 0 else goodput_rps / base
+
+    @property
+    def read_limit_gain(self) -> float:
+        """The tier's read bound with DualPath over prefill-only reads, in the same resource model."""
+        return self.read_limit_rps / self.prefill_only_read_limit_rps
+
+    def to_document(self, goodput_rps: float) -> dict[str, Any]:
+        return {
+            "tier": self.tier,
+            "de_fraction": self.de_fraction,
+            "snic_balanced_fraction": self.snic_balanced_fraction,
+            "binding_resource": self.binding,
+            "utilisation": dict(self.utilisation),
+            "read_limit_rps": self.read_limit_rps,
+            "prefill_only_read_limit_rps": self.prefill_only_read_limit_rps,
+            "read_limit_gain": self.read_limit_gain,
+            "cache_compute_gb_per_pflop": self.cache_compute_gb_per_pflop,
+            "goodput_prefill_only_rps": self.goodput_prefill_only_rps,
+            "gain_vs_prefill_only": self.gain(goodput_rps),
+        }
+
+
+def prefill_only(res: ResolvedScenario[Any]) -> ResolvedScenario[Any]:
+    """``res`` with every hit read over the prefill nodes in the same resource model (``dual_split: 0``), so that
+    the gain is DualPath's alone (``read_paths: prefill`` prices the tier with the storage catalogue's path
+    elements, another model)."""
+    if res.cache is None:
+        return res
+    spec = res.cache.spec.model_copy(update={"dual_split": 0.0})
+    return dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=spec))
+
+
+def dual_path_report(
+    res: ResolvedScenario[Any],
+    classes: CacheClasses | None,
+    goodput_of: Callable[[ResolvedScenario[Any]], float] | None = None,
+) -> DualPathReport | None:
+    """The plan's :class:`DualPathReport` (None: no cache, prefill-only reads, or nothing read from the tier);
+    ``goodput_of`` prices the same plan with prefill-only reads (:func:`prefill_only`) for the mechanism's gain."""
+    setting = dual_path_setting(res)
+    if setting is None or classes is None:
+        return None
+    load = setting.load(classes)
+    if load is None or load.read_bytes_per_s <= 0:
+        return None
+    per_rps = load.read_bytes_per_s / classes.rate_rps
+    cluster = setting.cluster
+    return DualPathReport(
+        tier=setting.tier,
+        de_fraction=load.de_fraction,
+        snic_balanced_fraction=snic_balanced_split(cluster),
+        binding=load.binding,
+        utilisation=load.utilisation,
+        read_limit_rps=max_read_bytes_per_s(cluster, load.de_fraction) / per_rps,
+        prefill_only_read_limit_rps=max_read_bytes_per_s(cluster, 0.0) / per_rps,
+        cache_compute_gb_per_pflop=_ratio(res, classes),
+        goodput_prefill_only_rps=None if goodput_of is None else goodput_of(prefill_only(res)),
+    )
+
+
+def _ratio(res: ResolvedScenario[Any], classes: CacheClasses) -> float | None:
+    """GB/PFLOP at the means (module docstring); None when nothing hits or nothing is appended."""
+    prompt = float(res.lengths.input_marginal() @ res.lengths.input_tokens)
+    hit = classes.token_hit_ratio * prompt
+    append = prompt - hit
+    if hit <= 0 or append <= 0:
+        return None
+    hw = res.hardware.prefill
+    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    return cache_compute_ratio_gb_per_pflop(hit, kvb, append_prefill_flops(res.model, append, hit))

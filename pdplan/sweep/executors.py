@@ -1,0 +1,97 @@
+"""Where a sweep's points run (docs/sweep.md §4): in this process, on a local process pool (``--workers N``), or on a
+Ray cluster (``--executor ray``, the optional extra ``pip install 'pdplan[ray]'``). Each yields a point's
+``(index, rows)`` as it finishes, in any order: the caller records each one and sorts at the end.
+
+Pool workers are started with ``spawn`` (no fork of a process that runs a progress thread), import the library and
+open the catalogue once (:func:`pdplan.sweep.worker.start_pool_worker`) and ignore Ctrl-C: on an interrupt the
+parent cancels the points not started and waits for the running ones, whose rows are dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from types import ModuleType
+from typing import Any
+
+from pdplan.errors import SpecError
+from pdplan.specs.sweep import SweepPoint
+from pdplan.sweep.job import SweepJob
+from pdplan.sweep.point import Row
+from pdplan.sweep.worker import job_point, pool_point, start_pool_worker
+
+Todo = Sequence[tuple[int, SweepPoint]]
+Done = Generator[tuple[int, list[Row]], None, None]
+RAY_EXTRA = "pip install 'pdplan[ray]'"
+
+
+def in_process(job: SweepJob, todo: Todo) -> Done:
+    """Every point in this process, in order."""
+    for index, point in todo:
+        yield index, job_point(job, index, point)
+
+
+def process_pool(job: SweepJob, todo: Todo, workers: int) -> Done:
+    """Every point on ``workers`` local processes; at most two points per worker queued ahead of the running ones,
+    so an interrupt leaves little work started in vain."""
+    if workers <= 1 or len(todo) <= 1:
+        yield from in_process(job, todo)
+        return
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(todo)),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_pool_worker,
+        initargs=(job,),
+    )
+    waiting = iter(todo)
+    running: dict[Future[list[Row]], int] = {}
+    try:
+        _fill(pool, waiting, running, 2 * workers)
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=running.__getitem__):
+                yield running.pop(future), future.result()
+            _fill(pool, waiting, running, 2 * workers)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _fill(
+    pool: ProcessPoolExecutor, waiting: Iterator[tuple[int, SweepPoint]], running: dict[Any, int], n: int
+) -> None:
+    for index, point in waiting:
+        running[pool.submit(pool_point, index, point)] = index
+        if len(running) >= n:
+            return
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or bad input (exit 2) naming the optional extra that installs it."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise SpecError(f"Ray is not installed; install the optional extra: {RAY_EXTRA}", field="--executor") from None
+
+
+def ray_cluster(job: SweepJob, todo: Todo, address: str | None) -> Done:
+    """Every point as a Ray task (one CPU each) on the cluster at ``address`` (None: a local Ray started for this
+    sweep). The job travels once (``ray.put``); each Ray worker process opens it once
+    (:func:`pdplan.sweep.worker.job_point`)."""
+    ray = import_ray()
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=1)(job_point)
+        shared = ray.put(job)
+        pending = {task.remote(shared, index, point): index for index, point in todo}
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                index = pending.pop(ready[0])
+                yield index, ray.get(ready[0])
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+    finally:
+        ray.shutdown()
