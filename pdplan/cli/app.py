@@ -16,6 +16,7 @@ from typer._click import exceptions as click_exceptions
 
 from pdplan.cli.catalog import hardware_app, models_app, validate
 from pdplan.cli.common import stderr_console
+from pdplan.cli.compare import compare_command
 from pdplan.cli.export import export_command
 from pdplan.cli.optimize import optimize_command
 from pdplan.cli.perf import calibrate, roofline
@@ -51,6 +52,7 @@ app.command("roofline")(roofline)
 app.command("calibrate")(calibrate)
 app.command("export")(export_command)
 app.command("sweep")(sweep_command)
+app.command("compare")(compare_command)
 
 
 def _version(value: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
@@ -54,6 +55,13 @@ def optimize_command(
         Path | None,
         Opt(FLAGS["plot"], help="Also draw the Pareto front and latency-vs-rate (PNG/SVG).", dir_okay=False),
     ] = None,
+    growth: Annotated[
+        str | None,
+        Opt(
+            FLAGS["growth"],
+            help="Re-plan at +P % traffic for each P (e.g. 20,50,100): the GPUs and $ each needs (a growth table).",
+        ),
+    ] = None,
     *,
     overrides: ScenarioOverrides,
     hardware_db: HardwareDbOpt = None,
@@ -71,6 +79,7 @@ def optimize_command(
     """
     from pdplan.io.overrides import instance_counts, search_scenario
     from pdplan.report.plot import check_plot_path
+    from pdplan.search.growth import growth_rows, parse_growth
     from pdplan.search.optimize import optimize  # lazy: scipy loads in ~1 s
     from pdplan.types import Objective
 
@@ -78,31 +87,39 @@ def optimize_command(
     if plot is not None:
         check_plot_path(plot)
     positive_rate(rate)
+    growths = parse_growth(growth, FLAGS["growth"])
     objective = objective.lower() if objective is not None else None
     counts, colocated = instance_counts(overrides)
     if objective is not None and objective not in get_args(Objective):
         raise SpecError(f"{objective!r} is not one of {', '.join(get_args(Objective))}", field="--objective")
     sc = search_scenario(load_scenario_arg(scenario), overrides)
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
-    result = with_progress(
-        "optimizing",
-        lambda stage: optimize(
-            sc,
-            catalog=catalog_from(hardware_db, kernel_tables),
-            budget_gpus=gpus,
-            rate_rps=rate,
-            objective=objective,
-            top=top,
-            analyse=analyse,
-            xpyd=counts,
-            colocated_count=colocated,
-            headroom=headroom,
-            redundancy=redundancy,
-            prices=parse_prices(price),
-            budget_usd_per_hour=budget_usd_per_hour,
-            stage=stage,
-        ),
-    )
+    catalog = catalog_from(hardware_db, kernel_tables)
+
+    def search(rate_rps: float | None, budget: int | None, top_k: int, extras: bool) -> PlanResult:
+        return with_progress(
+            "optimizing",
+            lambda stage: optimize(
+                sc,
+                catalog=catalog,
+                budget_gpus=budget,
+                rate_rps=rate_rps,
+                objective=objective,
+                top=top_k,
+                analyse=extras,
+                xpyd=counts,
+                colocated_count=colocated,
+                headroom=headroom,
+                redundancy=redundancy,
+                prices=parse_prices(price),
+                budget_usd_per_hour=budget_usd_per_hour,
+                stage=stage,
+            ),
+        )
+
+    result = search(rate, gpus, top, analyse)
+    if growths:  # the same search as a rate target at each grown rate (a GPU budget would cap the growth)
+        result = replace(result, growth=growth_rows(result, growths, lambda r: search(r, None, 1, False)))
     _report(result, fmt, output, plot)
 
 

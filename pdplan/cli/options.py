@@ -100,6 +100,30 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
     "dp": Annotated[str | None, Opt(FLAGS["dp"], help=f"Attention data-parallel ranks, both roles ({_SEARCH}).")],
     "prefill_dp": Annotated[str | None, Opt(FLAGS["prefill_dp"], help=f"Prefill attention DP ranks ({_SEARCH}).")],
     "decode_dp": Annotated[str | None, Opt(FLAGS["decode_dp"], help=f"Decode attention DP ranks ({_SEARCH}).")],
+    "max_num_seqs": Annotated[
+        str | None, Opt(FLAGS["max_num_seqs"], help=f"Most sequences per instance (vLLM's name; {_SEARCH}).")
+    ],
+    "max_num_batched_tokens": Annotated[
+        int | None,
+        Opt(
+            FLAGS["max_num_batched_tokens"],
+            min=1,
+            help="Token budget per engine step (vLLM's name): the colocated chunk and the prefill batch budget.",
+        ),
+    ],
+    "max_model_len": Annotated[
+        int | None,
+        Opt(FLAGS["max_model_len"], min=1, help="Longest request, prompt + output (vLLM's name); longer are clipped."),
+    ],
+    "gpu_memory_utilization": Annotated[
+        float | None,
+        Opt(
+            FLAGS["gpu_memory_utilization"],
+            min=0.0,
+            max=1.0,
+            help="Fraction of GPU memory the engine may use, in (0, 1] (vLLM's name).",
+        ),
+    ],
 }
 """Field of :class:`ScenarioOverrides` → its option (``Annotated`` type with the typer declaration)."""
 

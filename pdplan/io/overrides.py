@@ -174,6 +174,7 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
         if item is not None:
             slo[key] = item
     update["slo"] = slo
+    update.update(_engine_update(ov))
     if ov.max_instances is not None:
         raise SpecError(f"{flag('max_instances')} bounds optimize's search only", field=flag("max_instances"))
     if ov.scheduler is not None and update.get("mode") != "colocated":
@@ -181,6 +182,25 @@ def apply_overrides(scenario: Scenario, ov: ScenarioOverrides) -> Scenario:
             f"{flag('scheduler')} applies to colocated deployments ({flag('colocated')} N)", field=flag("scheduler")
         )
     return revalidate(scenario, update)
+
+
+def _engine_update(ov: ScenarioOverrides) -> dict[str, Any]:
+    """Scenario keys set by the engine flags, named as vLLM names them: ``--max-num-seqs`` → ``max_num_seqs`` (one
+    value here; ``optimize`` searches a list, :func:`_search_update`), ``--max-num-batched-tokens`` → the step's token
+    budget, which vLLM applies to both batching paths pdplan models: ``chunk_tokens`` (a colocated instance's
+    chunked prefill) and ``prefill_max_batch_tokens`` (the prompts a prefill instance batches),
+    ``--max-model-len`` → ``max_model_len``, ``--gpu-memory-utilization`` → ``gpu_memory_utilization``."""
+    update: dict[str, Any] = {}
+    if ov.max_num_seqs is not None:
+        update["max_num_seqs"] = parse_degree(ov.max_num_seqs, flag("max_num_seqs"))
+    if ov.max_num_batched_tokens is not None:
+        update["chunk_tokens"] = ov.max_num_batched_tokens
+        update["prefill_max_batch_tokens"] = ov.max_num_batched_tokens
+    if ov.max_model_len is not None:
+        update["max_model_len"] = ov.max_model_len
+    if ov.gpu_memory_utilization is not None:
+        update["gpu_memory_utilization"] = ov.gpu_memory_utilization
+    return update
 
 
 # --- optimize: the deployment values narrow the search --------------------------------------------------
@@ -198,7 +218,7 @@ def _names(text: str | None) -> list[str] | None:
 
 def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
     """``search:`` fields set by --gpu/--prefill-gpu/--decode-gpu, --tp/--prefill-tp/--decode-tp, --link,
-    --granularity and --routing."""
+    --granularity, --routing and --max-num-seqs (the batch caps searched)."""
     update: dict[str, object] = {}
     prefill = _names(ov.prefill_gpu) or _names(ov.gpu)
     decode = _names(ov.decode_gpu) or _names(ov.gpu)
@@ -213,6 +233,8 @@ def _search_update(ov: ScenarioOverrides) -> dict[str, object]:
             update[key] = [degree]
     if ov.max_instances is not None:
         update["max_instances"] = ov.max_instances
+    if ov.max_num_seqs is not None:
+        update["max_num_seqs"] = parse_degrees(ov.max_num_seqs, flag("max_num_seqs"))
     for key in ("ep", "prefill_ep", "decode_ep", "dp", "prefill_dp", "decode_dp"):
         text = getattr(ov, key)
         if text is not None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pdplan.search.inputs_record import GpuFacts
-from pdplan.search.plans import Plan, PlanResult
+from pdplan.search.plans import GrowthRow, Plan, PlanResult
 from pdplan.serving.deployment import Role
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.units import GIB
@@ -245,6 +245,8 @@ PLAN_COLUMNS = (
     "tok/s per user",
     "E2E mean s",
     "ITL mean ms",
+    "$/month",
+    "$/year",
 )
 
 
@@ -267,6 +269,8 @@ def plan_cells(rank: str, plan: Plan, percentile: int = 90) -> list[str]:
         fixed(plan.tokens_per_s_per_user, 1),
         fixed(plan.e2e_mean_s, 2),
         ms(plan.itl_mean_s),
+        usd(plan.cost_usd_per_month),
+        usd(plan.cost_usd_per_year),
     ]
 
 
@@ -286,6 +290,8 @@ PLAN_SUMMARY_COLUMNS = (
 PLAN_METRIC_COLUMNS = (
     "rank",
     "$/h",
+    "$/month",
+    "$/year",
     "req/s per $/h",
     "output tok/s",
     "tok/s per GPU",
@@ -293,7 +299,8 @@ PLAN_METRIC_COLUMNS = (
     "E2E mean s",
     "ITL mean ms",
 )
-"""The terminal's second plans table (by rank): cost efficiency and the metrics people compare with. The two
+"""The terminal's second plans table (by rank): cost (per hour, per 730-h month, per 8,760-h year), cost efficiency
+and the metrics people compare with. The two
 together hold every column of :data:`PLAN_COLUMNS` and fit a 100-column terminal, which one table of 15 does not."""
 
 
@@ -352,13 +359,65 @@ def ratio_line(result: PlanResult) -> str:
     return f"disaggregated / colocated = {times(ratio)} goodput per GPU"
 
 
-WHY_NOT_COLUMNS = ("role", "GPU", "TP", "PP", "stage", "reason")
+WHY_NOT_COLUMNS = ("role", "GPU", "TP", "PP", "DP", "EP", "stage", "reason")
 
 
 def why_not_cells(row: Mapping[str, Any]) -> list[str]:
-    """One row of the why-not table (``None`` TP/PP: every degree)."""
+    """One row of the why-not table (``None`` TP/PP/DP/EP: every degree; MoE instance types of one GPU and TP differ
+    in their attention DP and EP)."""
 
     def text(value: object) -> str:
         return NA if value is None else str(value)
 
-    return [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "stage", "reason")]
+    cells = [text(row.get(k)) for k in ("role", "gpu", "tp", "pp", "dp", "ep", "stage", "reason")]
+    if row.get("expert_gather"):  # ZeRO-Prefill's expert gather: the same TP/DP/EP as a row without it
+        cells[5] += " ZeRO-gather"
+    return cells
+
+
+GROWTH_COLUMNS = ("traffic", "target req/s", "plan", "GPUs", "+GPUs", "$/h", "$/month", "binding constraint")
+
+
+def growth_cells(result: PlanResult, row: GrowthRow) -> list[str]:
+    """One row of the growth table (``--growth``): the grown rate, the plan re-planned for it, its GPUs (and how
+    many more than the recommended plan), its cost; ``no feasible plan`` with the reason when the search found none."""
+    p = row.plan
+    more = None if p is None else p.num_gpus - result.best.num_gpus
+    return [
+        signed_pct(row.growth),
+        rps(row.rate_rps),
+        "no feasible plan" if p is None else p.label,
+        NA if p is None else str(p.num_gpus),
+        NA if more is None else f"{more:+d}",
+        usd(None if p is None else p.cost_usd_per_hour),
+        usd(None if p is None else p.cost_usd_per_month),
+        (row.infeasible or "") if p is None else p.binding_constraint,
+    ]
+
+
+def growth_base_line(result: PlanResult) -> str:
+    """What the growth is measured from: the target rate, or the recommended plan's goodput."""
+    if result.rate_target_rps is not None:
+        base = f"the target {rps(result.rate_target_rps)} req/s"
+    else:
+        base = f"the recommended plan's goodput {rps(result.best.goodput_rps)} req/s"
+    return (
+        f"traffic grown from {base}, each row re-planned with the same search at that target rate "
+        f"(now: {result.best.num_gpus} GPUs, {usd(result.best.cost_usd_per_hour)}/h)"
+    )
+
+
+def rates_line(result: PlanResult) -> str:
+    """Which rate each figure of the plans tables is read at: latencies, attainment and utilisations at the
+    operating rate (the target, or each plan's goodput); goodput, output tokens/s and the binding constraint at each
+    plan's goodput (as ``evaluate``: ``binding_constraint`` at the goodput, ``operating_binding_constraint`` at the
+    rate)."""
+    where = (
+        f"the target {rps(result.rate_target_rps)} req/s"
+        if result.rate_target_rps is not None
+        else "each plan's goodput"
+    )
+    return (
+        f"rates: latencies and attainment at {where}; goodput, output tok/s and the binding constraint "
+        "at each plan's goodput"
+    )

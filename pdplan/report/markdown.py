@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pdplan.io.billing_periods import billing_periods
 from pdplan.report import common as c
 from pdplan.report.cache import cache_columns, cache_rows
 from pdplan.report.kv_words import KV_LIMIT_NOTE, binding_words, binds_on_kv
@@ -35,6 +36,7 @@ def _question(result: PlanResult) -> list[str]:
         f"- {c.planning_line(result)[:1].upper()}{c.planning_line(result)[1:]}",
         f"- Search: {s.candidates:,} candidates screened, {s.feasible:,} feasible, "
         f"{s.refined:,} re-evaluated with the full serving model",
+        f"- {c.rates_line(result)[:1].upper()}{c.rates_line(result)[1:]}",
     ]
 
 
@@ -88,7 +90,12 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
             f"{c.tokens_per_s(plan.output_tokens_per_s)} ({c.tokens_per_s(plan.output_tokens_per_s_per_gpu)} per GPU, "
             f"{c.fixed(plan.tokens_per_s_per_user, 1)} per user)",
         ],
-        ["cost", f"{c.usd(plan.cost_usd_per_hour)} per hour"],
+        [
+            "cost",
+            f"{c.usd(plan.cost_usd_per_hour)} per hour, {c.usd(plan.cost_usd_per_month)} per month "
+            f"({c.fixed(billing_periods().hours_per_month, 0)} h), {c.usd(plan.cost_usd_per_year)} per year "
+            f"({c.fixed(billing_periods().hours_per_year, 0)} h)",
+        ],
         ["operating rate", f"{rate} req/s"],
     ]
     for name, latency in (("TTFT", plan.ttft_s), ("TPOT", plan.tpot_s)):
@@ -108,7 +115,8 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
     rows += [[f"utilisation {k}", c.pct(v)] for k, v in sorted(plan.utilisation.items())]
     rows += [[f"memory headroom {k}", c.gib(v)] for k, v in sorted(plan.memory_headroom.items())]
     rows += [
-        ["binding constraint", binding_words(plan.binding_constraint, plan.utilisation)],
+        ["binding constraint (at goodput)", binding_words(plan.binding_constraint, plan.utilisation)],
+        [f"closest constraint at {rate} req/s", plan.operating_binding_constraint or c.NA],
         ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"],
     ]
     return rows
@@ -152,6 +160,7 @@ _COMPARE: tuple[tuple[str, Callable[[Plan], str]], ...] = (
     ("req/s per GPU", lambda p: c.rps_per_gpu(p.goodput_rps_per_gpu)),
     ("req/s per $/h", lambda p: c.per_usd_hour(p.goodput_rps_per_usd_hour)),
     ("cost per hour", lambda p: c.usd(p.cost_usd_per_hour)),
+    ("cost per month", lambda p: c.usd(p.cost_usd_per_month)),
     ("binding constraint", lambda p: p.binding_constraint),
 )
 
@@ -308,6 +317,15 @@ def _cache(result: PlanResult) -> list[list[str]]:
     return [["## Prefix cache", "", *_table(list(cache_columns(result)), rows)]]
 
 
+def _growth(result: PlanResult) -> list[list[str]]:
+    """``--growth``: GPUs and $ the same search needs at each grown rate."""
+    if not result.growth:
+        return []
+    rows = [c.growth_cells(result, row) for row in result.growth]
+    head = ["## Growth", "", c.growth_base_line(result)[0].upper() + c.growth_base_line(result)[1:] + ".", ""]
+    return [[*head, *_table(list(c.GROWTH_COLUMNS), rows)]]
+
+
 def _prfaas(result: PlanResult) -> list[list[str]]:
     pick = prfaas_pick(result)
     if pick is None or pick.prfaas is None:
@@ -326,6 +344,7 @@ def to_markdown(result: PlanResult, *, chart: str | None = None) -> str:
         _recommended(result),
         *_prfaas(result),
         *_cache(result),
+        *_growth(result),
         *_chart(chart),
         _alternatives(result),
         *_kv_note(result),

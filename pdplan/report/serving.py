@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pdplan.io.billing_periods import per_month, per_year
 from pdplan.report.kv_words import binding_words
 from pdplan.report.render import QUANTITY_COLUMNS, View, quantity_records
 
@@ -39,6 +40,16 @@ def _deployment_rows(ev: Evaluation) -> list[tuple[str, Any]]:
     return rows
 
 
+def _period_rows(usd_per_hour: float | None) -> list[tuple[str, Any]]:
+    """$/month (x 730 h) and $/year (x 8,760 h) of an hourly cost (``pdplan/data/billing_periods.yaml``)."""
+    if usd_per_hour is None:
+        return [("cost_usd_per_month", "n/a (a GPU has no price)"), ("cost_usd_per_year", "n/a (a GPU has no price)")]
+    return [
+        ("cost_usd_per_month", f"${per_month(usd_per_hour):,.2f}"),
+        ("cost_usd_per_year", f"${per_year(usd_per_hour):,.2f}"),
+    ]
+
+
 def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
     """Two-column quantity/value rows for the table, CSV and Markdown views (human units)."""
     rows: list[tuple[str, Any]] = [("mode", ev.mode), ("model", ev.model), *_deployment_rows(ev)]
@@ -50,6 +61,7 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
             "cost_usd_per_hour",
             "n/a (a GPU has no price)" if ev.cost_usd_per_hour is None else f"${ev.cost_usd_per_hour:,.2f}",
         ),
+        *_period_rows(ev.cost_usd_per_hour),
         ("goodput_rps_per_usd_hour", ev.goodput_rps_per_usd_hour),
         (
             "stability_limit_rps",
@@ -170,10 +182,14 @@ def prfaas_rows(pf: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def evaluation_view(ev: Evaluation) -> View:
-    """``pdplan evaluate``: :func:`evaluation_records`; JSON is :meth:`Evaluation.to_document`."""
+    """``pdplan evaluate``: :func:`evaluation_records`; JSON is :meth:`Evaluation.to_document` plus the cost per
+    month and per year."""
+    document = ev.to_document()
+    document["cost_usd_per_month"] = per_month(ev.cost_usd_per_hour)
+    document["cost_usd_per_year"] = per_year(ev.cost_usd_per_hour)
     return View(
         records=evaluation_records(ev),
-        document=ev.to_document(),
+        document=document,
         columns=QUANTITY_COLUMNS,
         title=f"pdplan evaluate — {ev.name or 'scenario'}",
     )

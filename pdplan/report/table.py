@@ -26,9 +26,14 @@ _NUMERIC = {
     *(f"{which} P{pct} ms" for which in ("TTFT", "TPOT") for pct in (50, 90, 99)),
     "tok/s per user",
     "$/h",
+    "$/month",
+    "$/year",
     "tok/s per GPU",
     "E2E mean s",
     "ITL mean ms",
+    "target req/s",
+    "+GPUs",
+    "traffic",
 }
 
 
@@ -83,6 +88,14 @@ def plan_metrics_table(result: PlanResult, top: int | None = None) -> Table:
     return table
 
 
+def growth_table(result: PlanResult) -> Table:
+    """``--growth``: the deployment the same search picks at each grown rate."""
+    table = _table("Growth: " + c.growth_base_line(result), c.GROWTH_COLUMNS)
+    for row in result.growth:
+        table.add_row(*c.growth_cells(result, row))
+    return table
+
+
 def pareto_table(result: PlanResult) -> Table:
     """The Pareto front: goodput per GPU against tokens/s per user."""
     columns = c.at_columns(c.PARETO_COLUMNS, c.shown_percentile(result))
@@ -134,6 +147,7 @@ def _header(result: PlanResult) -> Text:
         f"{result.search.feasible:,} feasible, {result.search.refined:,} re-evaluated"
     )
     text.append("\n" + c.planning_line(result))
+    text.append("\n" + c.rates_line(result))
     return text
 
 
@@ -146,6 +160,8 @@ def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: b
         parts.append(Text("* screened estimate (vectorised screen only)", style="dim"))
     if binds_on_kv(p.binding_constraint for p in shown):
         parts.append(Text(KV_LIMIT_NOTE, style="dim"))
+    if result.growth:
+        parts.append(growth_table(result))
     cache = cache_table(result)
     if cache is not None:
         parts.append(cache)

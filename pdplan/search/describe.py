@@ -120,7 +120,7 @@ def describe_assumptions(space: Space, catalog: Catalog, res: ResolvedScenario[A
         engine=engine_record(catalog, res.scenario),
         engine_defaults=EngineSettings(
             gpu_memory_utilization=hw.gpu_memory_utilization,
-            max_num_batched_tokens=limits.max_batched_tokens,
+            max_num_batched_tokens=res.scenario.chunk_tokens or limits.max_batched_tokens,  # --max-num-batched-tokens
             max_num_seqs=limits.max_seqs,
             limits_source=engine.limits.source,
             kv_memory_source=engine.kv_memory.source,

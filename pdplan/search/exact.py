@@ -110,7 +110,9 @@ def evaluate_exact(
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
-                f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s", binding_constraint=good.binding
+                f"reaches {good.rate_rps:.4g} of {target_rps:g} req/s, "
+                f"{(1.0 - good.rate_rps / target_rps) * 100.0:.1f} % short",
+                binding_constraint=good.binding,
             )
     except NoFeasiblePlanError as err:
         if failures is not None:
@@ -120,11 +122,17 @@ def evaluate_exact(
     snap = model.snapshot(np.array([rate]))
     check_operating_point(res, model, rate, snapshot=snap)  # a plan that breaks physics is a bug, never output
     point = operating_point(snap, slo)
-    binding = good.binding if target_rps is None else point.binding_constraint
     own = tuple(w for w in res.warnings if w not in shared_warnings)
     vendors = cross_vendor_warning(res)
-    plan = _plan(res, good, point, binding, own if vendors is None else (*own, vendors))
-    plan = dataclasses.replace(plan, e2e_mean_s=float(snap.mean_response_s()[0]), itl_mean_s=_itl_mean_s(snap))
+    # what bounds the plan is read at its goodput, as evaluate's binding_constraint and the screen's are; the
+    # constraint closest to its limit at the operating rate is a field of its own, as evaluate's is
+    plan = _plan(res, good, point, good.binding, own if vendors is None else (*own, vendors))
+    plan = dataclasses.replace(
+        plan,
+        e2e_mean_s=float(snap.mean_response_s()[0]),
+        itl_mean_s=_itl_mean_s(snap),
+        operating_binding_constraint=point.binding_constraint,
+    )
     return Exact(plan, res, model, None if capacity is model else capacity, headroom)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
 from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
 from pdplan.search.planning import (
@@ -202,7 +203,7 @@ def _search(
     pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
     if order.size == 0:
-        raise unpriced_infeasible(pool, space) or infeasible(pool, space)
+        raise unpriced_infeasible(pool, space) or with_closest(infeasible(pool, space), res, pool)
     note("exact re-evaluation")
     done: dict[tuple[object, float], Exact] = {}
     best = _best_exact(res, pool, order, space, top, done)

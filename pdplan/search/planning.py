@@ -181,11 +181,36 @@ def _role_indices(pool: Pool, role: str, hw: RoleHardware) -> np.ndarray:
 
 
 def _used(plans: tuple[Plan, ...], role: str, hw: RoleHardware) -> bool:
+    """Whether a reported plan runs instance type ``hw`` in ``role`` (GPU, TP, PP, attention DP, EP, expert gather:
+    MoE instance types of one GPU and TP differ in these)."""
+    shape = (hw.gpu.name, hw.tp, hw.pp, hw.dp, hw.ep, hw.expert_gather and hw.ep > 1)
     for p in plans:
         r = getattr(p, role)
-        if r is not None and (r.gpu, r.tp, r.pp) == (hw.gpu.name, hw.tp, hw.pp):
+        if r is not None and (r.gpu, r.tp, r.pp, r.dp, r.ep, r.expert_gather and r.ep > 1) == shape:
             return True
     return False
+
+
+def _outranked(space: Space, m: Metrics, best_of: np.ndarray, pick: Plan) -> str:
+    """Why a feasible instance type is in no reported plan, in the objective's own terms: at a target rate under
+    ``cost`` / ``tokens-per-dollar``, its cheapest candidate's $/h beside the pick's; within a budget, its best
+    goodput (``cost``) or output tokens/s (``tokens-per-dollar``) per $/h; else its best goodput per GPU."""
+    cost = m.cost_usd_per_hour[best_of]
+    priced = np.isfinite(cost) & (cost > 0)
+    head = "feasible but outranked: "
+    if space.objective in ("cost", "tokens-per-dollar") and priced.any() and pick.cost_usd_per_hour:
+        if space.rate_rps is not None:
+            cheapest = float(np.min(cost[priced]))
+            return f"{head}cheapest ${cheapest:,.2f}/h (screened) against the pick's ${pick.cost_usd_per_hour:,.2f}/h"
+        if space.objective == "cost":
+            best = float(np.max(m.goodput_rps[best_of][priced] / cost[priced]))
+            theirs = pick.goodput_rps_per_usd_hour or 0.0
+            return f"{head}best {best:.4f} req/s per $/h (screened) against the pick's {theirs:.4f}"
+        best = float(np.max(m.output_tokens_per_s[best_of][priced] / cost[priced]))
+        theirs = pick.output_tokens_per_s_per_usd_hour or 0.0
+        return f"{head}best {best:.1f} output tok/s per $/h (screened) against the pick's {theirs:.1f}"
+    per_gpu = float(np.max(m.goodput_rps[best_of] / m.num_gpus[best_of]))
+    return f"{head}best {per_gpu:.3f} req/s per GPU (screened) against the pick's {pick.goodput_rps_per_gpu:.3f}"
 
 
 def why_not(
@@ -204,18 +229,16 @@ def why_not(
         if _used(shown, role, hw):
             continue
         idx = _role_indices(pool, role, hw)
-        row: dict[str, Any] = {"role": role, "gpu": hw.gpu.name, "tp": hw.tp, "pp": hw.pp, "stage": "screen"}
+        row: dict[str, Any] = {"role": role, "gpu": hw.gpu.name, "tp": hw.tp, "pp": hw.pp, "dp": hw.dp, "ep": hw.ep}
+        row["expert_gather"] = hw.expert_gather and hw.ep > 1  # ZeRO-Prefill: the same shape, its own instance type
+        row["stage"] = "screen"
         m = pool.metrics
         if idx.size == 0:
             row["reason"] = "no decode table: the longest request's KV cache does not fit"
         elif priced and hw.gpu.price is None:
             row["reason"] = _price_reason(space)
         elif feasible[idx].any():
-            best = idx[feasible[idx]][np.argmax((m.goodput_rps / m.num_gpus)[idx[feasible[idx]]])]
-            row["reason"] = (
-                f"feasible but outranked: best {m.goodput_rps[best] / m.num_gpus[best]:.3f} req/s per GPU "
-                f"(screened) against the pick's {pick.goodput_rps_per_gpu:.3f}"
-            )
+            row["reason"] = _outranked(space, m, idx[feasible[idx]], pick)
         elif (m.goodput_rps[idx] > 0).any():
             row["reason"] = "meets the SLO only outside the GPU / dollar budget or below the target rate"
         else:

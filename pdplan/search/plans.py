@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdplan.io.billing_periods import per_month, per_year
 from pdplan.search.inputs_record import PlanningMargins, SearchAssumptions, SearchInputs
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
@@ -44,6 +45,7 @@ class Plan:
     utilisation: dict[UtilisationKey, float]
     memory_headroom: dict[str, float]
     binding_constraint: str
+    """What bounds the plan, read at its goodput (as ``evaluate``'s ``binding_constraint``)."""
     tokens_per_s_per_user: float
     exact: bool
     warnings: tuple[str, ...] = ()
@@ -55,6 +57,9 @@ class Plan:
     prfaas: PrfaasResult | None = None
     """A PrfaaS plan's analysis (remote prefill cluster, threshold, comparisons:
     :class:`pdplan.serving.prfaas.result.PrfaasResult`); None otherwise."""
+    operating_binding_constraint: str | None = None
+    """The constraint closest to its limit at ``operating_rate_rps`` (as ``evaluate --rate``'s
+    ``operating_binding_constraint``); None for a screened plan (the screen reads only the goodput)."""
     cache: CacheReport | None = None
     """What the plan's prefix cache does (hit rates per tier, read traffic, the goodput without it:
     :class:`pdplan.serving.cache_report.CacheReport`); None when the workload reuses nothing or caching is off."""
@@ -150,6 +155,16 @@ class Plan:
         return self.output_tokens_per_s / self.num_gpus
 
     @property
+    def cost_usd_per_month(self) -> float | None:
+        """$/h x 730 h (``pdplan/data/billing_periods.yaml``: 8,760 h / 12)."""
+        return per_month(self.cost_usd_per_hour)
+
+    @property
+    def cost_usd_per_year(self) -> float | None:
+        """$/h x 8,760 h (365 x 24, ``pdplan/data/billing_periods.yaml``)."""
+        return per_year(self.cost_usd_per_hour)
+
+    @property
     def goodput_rps_per_usd_hour(self) -> float | None:
         return None if not self.cost_usd_per_hour else self.goodput_rps / self.cost_usd_per_hour
 
@@ -202,6 +217,8 @@ class Plan:
             "max_num_seqs": self.max_num_seqs,
             "output_tokens_per_s": self.output_tokens_per_s,
             "cost_usd_per_hour": self.cost_usd_per_hour,
+            "cost_usd_per_month": self.cost_usd_per_month,
+            "cost_usd_per_year": self.cost_usd_per_year,
             "goodput_rps_per_usd_hour": self.goodput_rps_per_usd_hour,
             "output_tokens_per_s_per_usd_hour": self.output_tokens_per_s_per_usd_hour,
             "operating_rate_rps": self.operating_rate_rps,
@@ -211,6 +228,7 @@ class Plan:
             "utilisation": self.utilisation,
             "memory_headroom": self.memory_headroom,
             "binding_constraint": self.binding_constraint,
+            "operating_binding_constraint": self.operating_binding_constraint,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "exact": self.exact,
             "warnings": list(self.warnings),
@@ -310,6 +328,33 @@ class PriceSensitivity:
 
 
 @dataclass(frozen=True, slots=True)
+class GrowthRow:
+    """One traffic level: ``growth`` (a fraction: 0.2 = +20 %), the rate re-planned for, and the plan the search
+    recommends there (None with the reason when no plan meets it)."""
+
+    growth: float
+    rate_rps: float
+    plan: Plan | None
+    infeasible: str | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        """JSON: ``growth``, ``rate_rps``, ``label``, ``num_gpus``, ``cost_usd_per_hour`` / ``_month`` / ``_year``,
+        ``binding_constraint``, ``infeasible`` (null when a plan was found)."""
+        p = self.plan
+        return {
+            "growth": self.growth,
+            "rate_rps": self.rate_rps,
+            "label": None if p is None else p.label,
+            "num_gpus": None if p is None else p.num_gpus,
+            "cost_usd_per_hour": None if p is None else p.cost_usd_per_hour,
+            "cost_usd_per_month": None if p is None else p.cost_usd_per_month,
+            "cost_usd_per_year": None if p is None else p.cost_usd_per_year,
+            "binding_constraint": None if p is None else p.binding_constraint,
+            "infeasible": self.infeasible,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PlanResult:
     """Everything ``pdplan optimize`` reports: ranked plans, the baseline, the Pareto front and the inputs."""
 
@@ -336,6 +381,8 @@ class PlanResult:
     """The objective's name (``gpus`` | ``cost`` | ``tokens-per-dollar``); :attr:`objective` is its words."""
     rate_target_rps: float | None = None
     """The target rate of a ``--rate`` search (None: a budget search)."""
+    growth: tuple[GrowthRow, ...] = ()
+    """``--growth``: the same search re-planned at each grown rate (:mod:`pdplan.search.growth`); empty unless asked."""
 
     @property
     def best(self) -> Plan:
@@ -389,4 +436,5 @@ class PlanResult:
             "why_not": [dict(r) for r in self.rejected],
             "objective_name": self.objective_key,
             "rate_target_rps": self.rate_target_rps,
+            "growth": [g.to_document() for g in self.growth],
         }

@@ -281,7 +281,8 @@ def infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
         label = screen_plan(pool, best).label
         return NoFeasiblePlanError(
             f"no candidate reaches {space.rate_rps:g} req/s within {space.max_instances} instances per pool; closest: "
-            f"{label} at {m.goodput_rps[best]:.4g} req/s (bound by {pool.binding[best]})",
+            f"{label} at {m.goodput_rps[best]:.4g} req/s, {(1.0 - m.goodput_rps[best] / space.rate_rps) * 100.0:.1f} % "
+            f"short (bound by {pool.binding[best]})",
             binding_constraint=str(pool.binding[best]),
             closest=label,
         )
@@ -291,7 +292,7 @@ def infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
     label = screen_plan(pool, fewest).label
     return NoFeasiblePlanError(
         f"no candidate fits {space.budget_gpus} GPUs while meeting the SLO; the smallest feasible plan is {label} "
-        f"with {int(m.num_gpus[fewest])} GPUs",
+        f"with {int(m.num_gpus[fewest])} GPUs, {int(m.num_gpus[fewest]) - space.budget_gpus} over the budget",
         binding_constraint=Binding.GPU_BUDGET,
         closest=label,
     )

@@ -11,11 +11,12 @@ granularity. Per role (``roles.prefill`` / ``roles.decode`` / ``roles.colocated`
 * ``kv_capacity_tokens``: KV token slots of one instance (:func:`pdplan.perf.memory.instance_memory`, as the serving
   model prices it: :func:`pdplan.serving.role_hardware.instance_budget`);
 * ``max_model_len``: the longest context that fits one data-parallel rank's KV,
-  ``min(floor(kv_capacity_tokens / dp − s), max_position_embeddings)`` with ``s`` the token slots of a sequence's
-  fixed state (0 for dense and MLA models; :attr:`pdplan.perf.memory.InstanceMemory.state_tokens_per_seq`). Each DP
-  rank holds its own sequences' KV (pdplan/perf/memory.py), so one sequence can use only its rank's share; an engine
-  refuses to start when one sequence of its configured length cannot fit (vLLM: ``max_model_len`` against the KV
-  cache, issue #25);
+  ``min(floor(kv_capacity_tokens / dp − s), W)`` with ``W`` the window the workload was priced in (the scenario's
+  ``max_model_len`` where set, else ``max_position_embeddings``: pdplan/serving/resolve.py) and ``s`` the token
+  slots of a sequence's fixed state (0 for dense and MLA models;
+  :attr:`pdplan.perf.memory.InstanceMemory.state_tokens_per_seq`). Each DP rank holds its own sequences' KV
+  (pdplan/perf/memory.py), so one sequence can use only its rank's share; an engine refuses to start when one
+  sequence of its configured length cannot fit (vLLM: ``max_model_len`` against the KV cache, issue #25);
 * for an MoE role at EP > 1: ``moe_kernel`` (:data:`pdplan.types.MoeKernel`; ``deepgemm_wideep`` is DeepEP's
   all-to-all with DeepGEMM experts), ``two_batch_overlap``, ``redundant_experts`` and ``expert_gather``.
 
@@ -63,11 +64,12 @@ def role_record(
     state = float(np.ravel(mem.state_tokens_per_seq)[0])
     per_rank = math.floor(capacity / hw.dp - state)
     budget = res.chunk_tokens if name == "colocated" else engine_limits(res.engine, hw.gpu).max_batched_tokens
+    window = min(hw.model.max_position_embeddings, res.scenario.max_model_len or hw.model.max_position_embeddings)
     out: dict[str, Any] = {
         "gpu_memory_utilization": hw.gpu_memory_utilization,
         "max_num_batched_tokens": (local.chunk_tokens or budget) if isinstance(local, Disaggregated) else budget,
         "kv_capacity_tokens": math.floor(capacity),
-        "max_model_len": max(0, min(per_rank, hw.model.max_position_embeddings)),
+        "max_model_len": max(0, min(per_rank, window)),
     }
     if hw.model.moe is not None and hw.ep > 1:
         out |= {

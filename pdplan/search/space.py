@@ -90,8 +90,20 @@ def _fits(hw: RoleHardware) -> bool:
     return True
 
 
-def _reject(rejected: list[dict[str, object]], role: str, gpu: str, tp: int | None, pp: int | None, why: str) -> None:
-    rejected.append({"role": role, "gpu": gpu, "tp": tp, "pp": pp, "stage": "space", "reason": why})
+def _reject(
+    rejected: list[dict[str, object]],
+    role: str,
+    gpu: str,
+    tp: int | None,
+    pp: int | None,
+    why: str,
+    dp_ep: tuple[int, int] | None = None,
+) -> None:
+    """One why-not row of the space stage (``dp_ep``: the attention DP and EP of an MoE instance type, None: any)."""
+    dp, ep = dp_ep if dp_ep is not None else (None, None)
+    row: dict[str, object] = {"role": role, "gpu": gpu, "tp": tp, "pp": pp, "dp": dp, "ep": ep, "stage": "space"}
+    row["reason"] = why
+    rejected.append(row)
 
 
 def _tp_reason(model: ModelSpec, gpus_per_node: int, t: int) -> str | None:
@@ -125,7 +137,8 @@ def _options(
                     out.append(h)
                 elif not g:
                     shape = f"TP{t}" + (f" DP{d}" if d > 1 else "") + (f" EP{e}" if e > 1 else "")
-                    _reject(rejected[1], rejected[0], gpu.name, t, p, f"weights do not fit {gpu.name} at {shape} PP{p}")
+                    why = f"weights do not fit {gpu.name} at {shape} PP{p}"
+                    _reject(rejected[1], rejected[0], gpu.name, t, p, why, (d, e))
     return out
 
 

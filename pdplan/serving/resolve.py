@@ -214,21 +214,23 @@ def _colocated_role(role: Role) -> Role:
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
     """Look up every name, bin the workload (warnings collected, not printed) and bind the scenario's deployment."""
     model = catalog.model(scenario.model)
-    window = model.max_position_embeddings
+    window = min(model.max_position_embeddings, scenario.max_model_len or model.max_position_embeddings)
+    limit = (
+        f"{model.name}'s context window of {window} tokens"
+        if window == model.max_position_embeddings
+        else f"max_model_len {window} ({model.name}'s window: {model.max_position_embeddings})"
+    )
     lengths = discretize(scenario.workload, max_bins=WORKLOAD_BINS, context_window=window)
     lengths = split_one_token(lengths, one_token_fraction(scenario.workload))
     warnings = []
     if lengths.clipped_fraction >= 1.0 - 1e-12:  # every request is longer than the model can hold: not a workload
         raise SpecError(
-            f"every request exceeds {model.name}'s context window of {window} tokens (prompt + output); engines "
+            f"every request exceeds {limit} (prompt + output); engines "
             "refuse such requests (vLLM and SGLang answer 400), so there is nothing to plan: shorten the lengths",
             field="workload",
         )
     if lengths.clipped_fraction > 0.0:
-        warnings.append(
-            f"{_share(lengths.clipped_fraction)} of requests exceed {model.name}'s context window of "
-            f"{window} tokens and are clipped to it"
-        )
+        warnings.append(f"{_share(lengths.clipped_fraction)} of requests exceed {limit} and are clipped to it")
     engine = scenario_engine(catalog, scenario)
     deployment = deployment_of(scenario)
     hardware = bind_hardware(catalog, model, scenario, engine, local_part(deployment))

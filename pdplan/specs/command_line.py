@@ -63,6 +63,10 @@ class ScenarioOverrides(FrozenModel):
     dp: str | None = None
     prefill_dp: str | None = None
     decode_dp: str | None = None
+    max_num_seqs: str | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
 
     def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
@@ -90,6 +94,7 @@ DEPLOYMENT_FIELDS = (
     "dp",
     "prefill_dp",
     "decode_dp",
+    "max_num_seqs",
 )
 """Fields that choose the deployment: ``evaluate`` sets them, ``optimize`` narrows its search with them."""
 
@@ -132,6 +137,7 @@ FLAGS = MappingProxyType(
         "concurrency": "--concurrency",
         "plot": "--plot",
         "objective": "--objective",  # optimize's plot file (pdplan.report.write_plot)
+        "growth": "--growth",  # optimize: re-plan at +P % traffic (pdplan.search.growth)
         "max_instances": "--max-instances",  # optimize: search.max_instances
         "pp": "--pp",
         "percentile": "--percentile",  # slo.percentile
@@ -154,6 +160,12 @@ FLAGS = MappingProxyType(
         "dp": "--dp",
         "prefill_dp": "--prefill-dp",
         "decode_dp": "--decode-dp",
+        # engine settings, named as vLLM names them (``vllm serve --help``); scenario keys max_num_seqs, chunk_tokens
+        # and prefill_max_batch_tokens, max_model_len, gpu_memory_utilization
+        "max_num_seqs": "--max-num-seqs",
+        "max_num_batched_tokens": "--max-num-batched-tokens",
+        "max_model_len": "--max-model-len",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
     }
 )
 """Field (or library parameter) → the command-line flag that sets it: ``FLAGS["kv_dtype"] == "--kv-dtype"``."""

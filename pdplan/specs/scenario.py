@@ -187,6 +187,9 @@ class Scenario(FrozenModel):
     kv_dtype: Dtype = "bf16"
     max_num_seqs: PosInt | None = None
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    max_model_len: PosInt | None = None
+    """The longest request (prompt + output) the engine accepts (vLLM ``--max-model-len``); None: the model's
+    context window. Longer requests of the workload are clipped to it, as to the window."""
     chunk_tokens: PosInt | None = None
     prefill_max_batch_tokens: PosInt | None = None
     search: SearchSpace | None = None

@@ -199,6 +199,9 @@ def goodput(
     if a is None:
         return PathGoodput(threshold_tokens, 0.0, "TTFT", cap.lambda_max_rps)
     rate = float(optimize.brentq(gap, a, b, rtol=RATE_XTOL, xtol=hi * 1e-6))
+    if gap(rate) < 0.0:  # brentq's root lies within its tolerance on either side; a goodput must meet the SLO
+        back = rate - 2.0 * (hi * 1e-6 + RATE_XTOL * rate)  # twice the tolerance, as pdplan.serving.goodput
+        rate = back if back > a and gap(back) >= 0.0 else a
     return PathGoodput(threshold_tokens, rate, "TTFT", cap.lambda_max_rps)
 
 
