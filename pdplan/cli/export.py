@@ -43,6 +43,10 @@ def export_command(
         list[str] | None,
         Opt("--node-label", help="GPU=KEY=VALUE: the node label that places a GPU type (mixed-GPU Dynamo plans)."),
     ] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        Opt("--gpus-per-node", help="GPUs per node to pack instances onto (default: the catalogue's, per GPU type)."),
+    ] = None,
     hardware_db: HardwareDbOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -58,7 +62,13 @@ def export_command(
     doc = read_plan_document(plan, sys.stdin.read() if plan == "-" else None)
     gpus = plan_gpus(doc, rank, source)
     ctx = export_context(
-        catalog_from(hardware_db), doc, gpus, model_id=model_id, node_labels_given=node_label or (), source=source
+        catalog_from(hardware_db),
+        doc,
+        gpus,
+        model_id=model_id,
+        node_labels_given=node_label or (),
+        source=source,
+        gpus_per_node=gpus_per_node,
     )
     result = export_plan(doc, target=to.value, rank=rank, ctx=ctx, source=source, backend=backend.value)
     for line in result.warnings:

@@ -16,6 +16,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.plans import Plan, Sensitivity
+from pdplan.search.priced import priced_record
 from pdplan.serving import (
     GOODPUT_REL_TOL,
     Colocated,
@@ -197,7 +198,7 @@ def _plan(
 ) -> Plan:
     """The exactly evaluated plan of ``res``'s deployment at ``point`` (the target rate, or just below goodput)."""
     d = res.hardware.deployment
-    return Plan.of(
+    plan = Plan.of(
         d,
         max_num_seqs=res.max_num_seqs,
         num_gpus=d.num_gpus,
@@ -215,6 +216,7 @@ def _plan(
         exact=True,
         warnings=warnings,
     )
+    return dataclasses.replace(plan, priced=priced_record(res))
 
 
 def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:

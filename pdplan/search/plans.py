@@ -63,6 +63,9 @@ class Plan:
     cache: CacheReport | None = None
     """What the plan's prefix cache does (hit rates per tier, read traffic, the goodput without it:
     :class:`pdplan.serving.cache_report.CacheReport`); None when the workload reuses nothing or caching is off."""
+    priced: dict[str, Any] | None = None
+    """What the plan was priced with, for deployment (:func:`pdplan.search.priced.priced_record`); None where the plan
+    was not evaluated exactly."""
 
     @classmethod
     def of(
@@ -236,6 +239,8 @@ class Plan:
         }
         if self.prfaas is not None:
             doc["prfaas"] = self.prfaas.to_document()
+        if self.priced is not None:
+            doc["priced"] = self.priced
         setting = self._local.cache
         if self.cache is not None or setting is not None:
             doc["cache"] = cache_document(setting, self.cache, self.goodput_rps)

@@ -33,11 +33,34 @@ class PlanRole(_Lenient):
     dp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
     count: int = Field(ge=1)
+    expert_gather: bool = False
+    """ZeRO-Prefill's expert-weight all-gather (said only where chosen)."""
 
     @property
     def gpus_per_instance(self) -> int:
         """GPUs one instance occupies (docs/architecture.md §4: tp × dp × pp)."""
         return self.tp * self.dp * self.pp
+
+
+class PricedRole(_Lenient):
+    """``priced.roles.<role>``: one role's settings as priced (pdplan/search/priced.py)."""
+
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    moe_kernel: Literal["fused", "deepgemm_wideep", "cutlass"] | None = None
+    two_batch_overlap: bool = False
+    redundant_experts: int = Field(default=0, ge=0)
+    expert_gather: bool = False
+
+
+class Priced(_Lenient):
+    """A plan's ``priced`` object: the engine, routing and per-role settings it was priced with."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
+    roles: dict[str, PricedRole] = Field(default_factory=dict)
 
 
 class ExportPlan(_Lenient):
@@ -50,12 +73,15 @@ class ExportPlan(_Lenient):
     colocated: PlanRole | None = None
     granularity: Granularity | None = None
     scheduler: Literal["chunked", "prefill-first"] | None = None
+    routing: Literal["random", "round-robin", "least-work"] | None = None
     max_num_seqs: int | None = Field(default=None, ge=1)
     num_gpus: int = Field(ge=1)
     goodput_rps: float = Field(ge=0)
     ttft_p90_s: float | None = None
     tpot_p90_s: float | None = None
     prfaas: dict[str, object] | None = None
+    priced: Priced | None = None
+    """What the plan was priced with (``optimize --format json`` since issue #25); None in older documents."""
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:
@@ -68,6 +94,10 @@ class ExportPlan(_Lenient):
         if self.mode == "colocated" and self.colocated is None:
             raise ValueError("a colocated plan needs a 'colocated' object")
         return self
+
+    def priced_role(self, name: str) -> PricedRole | None:
+        """The priced settings of role ``name`` (None where the document does not record them)."""
+        return None if self.priced is None else self.priced.roles.get(name)
 
     def roles(self) -> list[tuple[str, PlanRole]]:
         """(role name, role) in launch order: prefill then decode, or the one colocated pool."""

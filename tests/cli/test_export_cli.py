@@ -16,15 +16,16 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "tests" / "golden" / "examples" / "default.json"
+REQUEST_RANK = "5"  # the default report's first request-wise plan: vLLM refuses its layer-wise rank 1
 
 Cli = Callable[..., Any]  # the `cli` fixture of tests/conftest.py
 
 
 def test_writes_the_manifest_to_stdout_and_warnings_to_stderr(cli: Cli) -> None:
-    res = cli("export", PLAN, "--to", "dynamo")
+    res = cli("export", PLAN, "--to", "dynamo", "--rank", REQUEST_RANK)
     assert res.code == 0, res.err
     assert yaml.safe_load(res.out)["kind"] == "DynamoGraphDeployment"
-    assert "warning:" in res.err  # rank 1 priced layer-granularity transfer; vLLM's NIXL moves KV per request
+    assert "warning:" in res.err  # priced with least-work routing: Dynamo writes --router-mode kv, the nearest
     assert "warning:" not in res.out
 
 
@@ -37,7 +38,7 @@ def test_reads_the_plan_from_stdin(cli: Cli, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_output_file_is_written_whole(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "launch.sh"
-    res = cli("export", PLAN, "--to", "vllm", "-o", out)
+    res = cli("export", PLAN, "--to", "vllm", "--rank", REQUEST_RANK, "-o", out)
     assert res.code == 0, res.err
     assert res.out == ""
     assert out.read_text().startswith("#!/usr/bin/env bash")
@@ -55,7 +56,9 @@ def test_output_file_is_written_whole(cli: Cli, tmp_path: Path) -> None:
         ([str(PLAN), "--to", "trtllm"], "'--to'"),
         ([str(PLAN)], "Missing option '--to'"),
         ([str(PLAN), "--to", "dynamo", "--backend", "trtllm"], "'--backend'"),
-        ([str(PLAN), "--to", "vllm", "-o", "/no/such/folder/x.sh"], "output folder does not exist"),
+        ([str(PLAN), "--to", "vllm", "--rank", "5", "-o", "/no/such/folder/x.sh"], "output folder does not exist"),
+        ([str(PLAN), "--to", "vllm"], "layer-granularity KV transfer, but vllm transfers KV per request"),
+        ([str(PLAN), "--to", "sglang", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(cli: Cli, args: list[str], needle: str) -> None:
@@ -79,7 +82,7 @@ def test_empty_stdin_is_bad_input(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> 
 def test_console_script_reads_a_pipe() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PDPLAN_HARDWARE_DB"}
     proc = subprocess.run(
-        ["pdplan", "export", "-", "--to", "vllm"],
+        ["pdplan", "export", "-", "--to", "vllm", "--rank", REQUEST_RANK],
         input=PLAN.read_text(),
         capture_output=True,
         text=True,

@@ -38,12 +38,22 @@ def _plan(**overrides: Any) -> dict[str, Any]:
         "decode": {"gpu": "h100-sxm", "tp": 4, "pp": 1, "count": 1},
         "colocated": None,
         "granularity": "request",
+        "routing": "round-robin",
         "scheduler": None,
         "max_num_seqs": 128,
         "num_gpus": 10,
         "goodput_rps": 12.5,
         "ttft_p90_s": 1.5,
         "tpot_p90_s": 0.04,
+        "priced": {
+            "engine": "vllm",
+            "engine_version": "0.12.0",
+            "routing": {"prefill": "round-robin", "decode": "random"},
+            "roles": {
+                "prefill": {"gpu_memory_utilization": 0.85, "max_num_batched_tokens": 4096, "max_model_len": 35089},
+                "decode": {"gpu_memory_utilization": 0.85, "max_num_batched_tokens": 4096, "max_model_len": 131072},
+            },
+        },
     }
     plan.update(overrides)
     return plan
@@ -164,7 +174,7 @@ def _script_commands(text: str) -> list[list[str]]:
 
 def test_vllm_commands_carry_the_nixl_connector_and_the_plan_numbers() -> None:
     result = _export(_doc(dtype="fp8", kv_dtype="fp8"), "vllm")
-    prefill, decode, proxy = _script_commands(result.text)
+    prefill, decode, _ = _script_commands(result.text)
     for argv, role, tp in ((prefill, "kv_producer", "2"), (decode, "kv_consumer", "4")):
         assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"]
         config = json.loads(_flag(argv, "--kv-transfer-config"))
@@ -176,8 +186,7 @@ def test_vllm_commands_carry_the_nixl_connector_and_the_plan_numbers() -> None:
         assert _flag(argv, "--kv-cache-dtype") == "fp8"
     assert _flag(decode, "--max-num-seqs") == "128"
     assert "--max-num-seqs" not in prefill
-    ports = proxy[proxy.index("--prefiller-ports") + 1 : proxy.index("--decoder-hosts")]
-    assert ports == ["8100"] * 3  # one port per prefill instance
+    assert "p_ports+=($((8100 + k)))" in result.text  # one port per prefill instance, by its slot on the node
     _assert_accepted(result)
 
 
@@ -188,12 +197,16 @@ def test_sglang_commands_carry_disaggregation_mode_and_backend() -> None:
         assert argv[:3] == ["python", "-m", "sglang.launch_server"]
         assert _flag(argv, "--disaggregation-mode") == mode
         assert _flag(argv, "--disaggregation-transfer-backend") == "nixl"
-        assert _flag(argv, "--mem-fraction-static") == "0.85"
         assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+    # SGLang's own rule, not the vLLM-priced 0.85: an 80 GiB H100 (< 90 GiB tier) reserves 9.5 GiB + TP x PP / 2 GiB:
+    # TP2 (80 - 10.5) / 80 = 0.869, TP4 (80 - 11.5) / 80 = 0.856 (rounded to 3 places, as SGLang does)
+    assert _flag(prefill, "--mem-fraction-static") == "0.869"
+    assert _flag(decode, "--mem-fraction-static") == "0.856"
+    assert _flag(prefill, "--context-length") == "35089"
     assert _flag(decode, "--max-running-requests") == "128"
     assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
     assert "--pd-disaggregation" in router
-    assert 'urls+=(--prefill "http://$h:30000" 8998)' in result.text  # the bootstrap port the prefill serves
+    assert 'urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k)))' in result.text  # its bootstrap port
     _assert_accepted(result)
 
 
@@ -210,6 +223,100 @@ def test_attention_data_and_expert_parallel_map_to_each_engine() -> None:
     assert _flag(sglang_decode, "--ep-size") == "8"
 
 
+def test_reports_record_what_each_plan_was_priced_with() -> None:
+    default = json.loads(DEFAULT_JSON.read_text())["plans"][0]["priced"]
+    # Llama-3.1-70B BF16, TP2 on an 80 GiB H100 at 0.9: usable 77,309,411,328 B a GPU − weights 70,553,706,496 −
+    # workspace 8192 × (4 × 8192 + 2 × 28672 / 2) × 2 B = 1,006,632,960 leaves 5,749,071,872 B; × 2 GPUs / 327,680 B
+    # a token (80 layers × 8 KV heads × 128 × K,V × 2 B) = 35,089.3 tokens
+    assert default["roles"]["prefill"]["max_model_len"] == 35089
+    assert default["roles"]["decode"]["max_model_len"] == 131072  # TP4 holds more: capped at the model's window
+    assert default["routing"] == {"prefill": "least-work", "decode": "random"}
+    assert (default["engine"], default["engine_version"]) == ("vllm", "0.12.0")
+    wide_ep = json.loads((DEFAULT_JSON.parent / "deepseek-v3-wide-ep.json").read_text())["plans"][0]["priced"]
+    prefill = wide_ep["roles"]["prefill"]
+    assert (prefill["moe_kernel"], prefill["two_batch_overlap"], prefill["redundant_experts"]) == (
+        "deepgemm_wideep",
+        True,
+        32,
+    )
+
+
+def test_the_context_that_fits_one_instance_is_written() -> None:
+    prefill, decode, _ = _script_commands(_export(_doc(), "vllm").text)
+    assert _flag(prefill, "--max-model-len") == "35089"  # the priced KV capacity of a TP2 prefill instance
+    assert _flag(decode, "--max-model-len") == "131072"  # capped at the model's window
+    manifest = yaml.safe_load(_export(_doc(), "dynamo", backend="sglang").text)["spec"]["services"]
+    assert _flag(manifest["prefill"]["extraPodSpec"]["mainContainer"]["args"], "--context-length") == "35089"
+    unpriced = _plan()
+    del unpriced["priced"]
+    result = _export(_doc(unpriced), "vllm")
+    assert all("--max-model-len" not in argv for argv in _script_commands(result.text))
+    assert any("no priced record" in w for w in result.warnings)
+
+
+def _wide_ep(**role: Any) -> dict[str, Any]:
+    """A DeepSeek-style plan: DP8 EP8 roles priced with DeepEP, two-batch overlap and 32 redundant experts."""
+    moe = {"moe_kernel": "deepgemm_wideep", "two_batch_overlap": True, "redundant_experts": 32} | role
+    ep = {"gpu": "h200-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1}
+    priced = {"routing": {"prefill": "least-work", "decode": "random"}, "roles": {"prefill": moe, "decode": moe}}
+    return _plan(prefill=ep, decode=ep, routing="least-work", priced={"engine": "sglang", **priced})
+
+
+def test_priced_moe_mechanisms_are_written_in_each_engines_terms() -> None:
+    prefill, decode, _ = _script_commands(_export(_doc(_wide_ep()), "sglang").text)
+    for argv, mode in ((prefill, "normal"), (decode, "low_latency")):
+        assert _flag(argv, "--moe-a2a-backend") == "deepep"
+        assert _flag(argv, "--deepep-mode") == mode
+        assert "--enable-two-batch-overlap" in argv
+        assert "--enable-eplb" in argv
+        assert _flag(argv, "--ep-num-redundant-experts") == "32"
+    prefill, decode, _ = _script_commands(_export(_doc(_wide_ep()), "vllm").text)
+    assert _flag(prefill, "--all2all-backend") == "deepep_high_throughput"
+    assert _flag(decode, "--all2all-backend") == "deepep_low_latency"
+    assert "--enable-dbo" in decode
+    assert json.loads(_flag(decode, "--eplb-config")) == {"num_redundant_experts": 32}
+    plain = _script_commands(_export(_doc(_wide_ep(moe_kernel="fused", two_batch_overlap=False)), "sglang").text)[0]
+    assert "--moe-a2a-backend" not in plain
+    assert "--enable-two-batch-overlap" not in plain
+    for target in ("sglang", "vllm"):
+        _assert_accepted(_export(_doc(_wide_ep()), target))
+
+
+def test_mechanisms_no_engine_runs_are_refused() -> None:
+    gather = _wide_ep(expert_gather=True)
+    for target in ("dynamo", "vllm", "sglang"):
+        with pytest.raises(SpecError, match="ZeRO-Prefill expert gather"):
+            _export(_doc(gather), target)
+    for granularity in ("layer", "chunk"):
+        overlapped = _doc(_plan(granularity=granularity))
+        for target, backend in (("vllm", "vllm"), ("dynamo", "vllm")):
+            with pytest.raises(SpecError, match=f"{granularity}-granularity KV transfer, but vllm transfers KV per"):
+                _export(overlapped, target, backend=backend)
+        _export(overlapped, "dynamo", backend="sglang")  # SGLang sends each chunk: exported, with a warning
+
+
+def test_the_priced_routing_is_exported_or_warned() -> None:
+    doc = _doc(_wide_ep())
+    router = _script_commands(_export(doc, "sglang").text)[2]
+    assert _flag(router, "--prefill-policy") == "power_of_two"  # no least-work policy: the nearest, warned
+    assert _flag(router, "--decode-policy") == "random"
+    assert _flag(router, "--host") == "0.0.0.0"
+    assert any("no least-work policy" in w for w in _export(doc, "sglang").warnings)
+    proxy = _script_commands(_export(doc, "vllm").text)[2]
+    assert _flag(proxy, "--host") == "0.0.0.0"
+    vllm = _export(doc, "vllm")
+    assert any("toy proxy round-robins" in w for w in vllm.warnings)
+    assert "# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins" in vllm.text
+    services = yaml.safe_load(_export(doc, "dynamo", backend="sglang").text)["spec"]["services"]
+    frontend = services["Frontend"]["extraPodSpec"]["mainContainer"]["args"]
+    assert _flag(frontend, "--router-mode") == "kv"
+    round_robin = _doc()  # priced round-robin: each target says so, no warning
+    assert _flag(_script_commands(_export(round_robin, "sglang").text)[2], "--prefill-policy") == "round_robin"
+    assert not _export(round_robin, "vllm").warnings
+    rr_frontend = yaml.safe_load(_export(round_robin, "dynamo").text)["spec"]["services"]["Frontend"]
+    assert _flag(rr_frontend["extraPodSpec"]["mainContainer"]["args"], "--router-mode") == "round-robin"
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("target", ["vllm", "sglang"])
 def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_path: Path) -> None:
@@ -220,7 +327,68 @@ def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_pa
     env = {"PATH": "/usr/bin:/bin", "PREFILL_HOSTS": "a b", "DECODE_HOSTS": "c"}
     run = subprocess.run(["bash", str(script), router], env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 2
-    assert "PREFILL_HOSTS needs 3 addresses" in run.stderr
+    assert "PREFILL_HOSTS needs 1 addresses" in run.stderr  # 3 TP2 instances fit one 8-GPU node
+
+
+def _run_script(text: str, tmp_path: Path, *args: str, **env: str) -> list[str]:
+    """Run a launch script with ``python`` and ``vllm`` replaced by a stub that prints its arguments, one a line."""
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    for name in ("python", "vllm"):
+        (stub / name).write_text(
+            '#!/bin/sh\nenv | grep -E "^(CUDA_VISIBLE_DEVICES|VLLM_NIXL_SIDE_CHANNEL_PORT)=" | sort\n'
+            'for a in "$@"; do echo "$a"; done\n'
+        )
+        (stub / name).chmod(0o755)
+    script = tmp_path / "launch.sh"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    full_env = {"PATH": f"{stub}:/usr/bin:/bin", **env}
+    run = subprocess.run(["bash", str(script), *args], env=full_env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_scripts_pack_instances_onto_nodes(tmp_path: Path) -> None:
+    doc = _doc()  # 3 prefill TP2 and 1 decode TP4 on nodes of 4 GPUs: 2 prefill a node (2 nodes), 1 decode
+    ctx = export_context(open_catalog(), doc, plan_gpus(doc, 1, "test"), source="test", gpus_per_node=4)
+    vllm = export_plan(doc, target="vllm", rank=1, ctx=ctx, source="test").text
+    slot1 = _run_script(vllm, tmp_path, "prefill", "1", HOST_IP="10.0.0.1")
+    assert slot1[:2] == ["CUDA_VISIBLE_DEVICES=2,3", "VLLM_NIXL_SIDE_CHANNEL_PORT=5601"]
+    assert _flag(slot1, "--port") == "8101"
+    proxy = _run_script(vllm, tmp_path, "proxy", PREFILL_HOSTS="p0 p1", DECODE_HOSTS="d0")
+    hosts = proxy[proxy.index("--prefiller-hosts") + 1 : proxy.index("--prefiller-ports")]
+    ports = proxy[proxy.index("--prefiller-ports") + 1 : proxy.index("--decoder-hosts")]
+    assert list(zip(hosts, ports, strict=True)) == [("p0", "8100"), ("p0", "8101"), ("p1", "8100")]
+    assert _flag(proxy, "--host") == "0.0.0.0"
+    sglang = export_plan(doc, target="sglang", rank=1, ctx=ctx, source="test").text
+    server = _run_script(sglang, tmp_path, "prefill", "1", HOST_IP="10.0.0.1")
+    assert (_flag(server, "--base-gpu-id"), _flag(server, "--port")) == ("2", "30001")
+    assert _flag(server, "--disaggregation-bootstrap-port") == "8999"
+    router = _run_script(sglang, tmp_path, "router", PREFILL_HOSTS="p0 p1", DECODE_HOSTS="d0")
+    prefills = [router[i + 1 : i + 3] for i, word in enumerate(router) if word == "--prefill"]
+    assert prefills == [["http://p0:30000", "8998"], ["http://p0:30001", "8999"], ["http://p1:30000", "8998"]]
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run(["bash", str(tmp_path / "launch.sh"), "prefill", "2"], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_colocated_sglang_plans_get_a_load_balancer(tmp_path: Path) -> None:
+    colocated = _plan(
+        mode="colocated",
+        prefill=None,
+        decode=None,
+        granularity=None,
+        scheduler="chunked",
+        colocated={"gpu": "h100-sxm", "tp": 4, "count": 3},
+    )
+    colocated["priced"] = {"routing": {"colocated": "random"}, "roles": {}}
+    router = _run_script(_export(_doc(colocated), "sglang").text, tmp_path, "router", COLOCATED_HOSTS="n0 n1")
+    workers = router[router.index("--worker-urls") + 1 : router.index("--policy")]
+    assert workers == ["http://n0:30000", "http://n0:30001", "http://n1:30000"]
+    assert _flag(router, "--policy") == "random"
+    assert _flag(router, "--host") == "0.0.0.0"
 
 
 # ---- warnings and refusals ----------------------------------------------------------------------------------
@@ -228,8 +396,8 @@ def test_scripts_are_valid_bash_and_check_the_instance_count(target: str, tmp_pa
 
 def test_granularity_the_engine_does_not_implement_is_warned_in_output_and_result() -> None:
     layer = _doc(_plan(granularity="layer"))
-    result = _export(layer, "vllm")
-    assert any("layer-granularity" in w and "--granularity request" in w for w in result.warnings)
+    result = _export(layer, "sglang")
+    assert any("layer-granularity" in w and "--granularity chunk" in w for w in result.warnings)
     assert "# WARNING: the plan priced layer-granularity" in result.text
     assert not _export(_doc(_plan(granularity="chunk")), "sglang").warnings  # SGLang sends per chunk
     assert not _export(_doc(_plan(granularity="request")), "vllm").warnings
@@ -292,7 +460,10 @@ def test_not_a_plan_document_is_bad_input(tmp_path: Path, text: str, match: str)
 def test_every_number_comes_from_the_plan_of_a_real_report() -> None:
     doc = read_plan_document(str(DEFAULT_JSON))
     for rank, plan in enumerate(doc.plans, start=1):
-        result = _export(doc, "dynamo", rank=rank)
+        if plan["granularity"] != "request":  # vLLM transfers per request: refused, exported to SGLang workers
+            with pytest.raises(SpecError, match="transfers KV per request"):
+                _export(doc, "dynamo", rank=rank)
+        result = _export(doc, "dynamo", rank=rank, backend="vllm" if plan["granularity"] == "request" else "sglang")
         workers = yaml.safe_load(result.text)["spec"]["services"]
         for role in ("prefill", "decode"):
             want: dict[str, Any] = plan[role]  # type: ignore[assignment]
@@ -300,7 +471,8 @@ def test_every_number_comes_from_the_plan_of_a_real_report() -> None:
             assert service["replicas"] == want["count"]
             assert service["resources"]["limits"]["gpu"] == str(want["tp"] * want["pp"])
             args = service["extraPodSpec"]["mainContainer"]["args"]
-            assert _flag(args, "--tensor-parallel-size") == str(want["tp"])
+            tp_flag = "--tensor-parallel-size" if plan["granularity"] == "request" else "--tp-size"
+            assert _flag(args, tp_flag) == str(want["tp"] * want["dp"])
 
 
 def test_model_presets_name_the_checkpoint_their_source_cites() -> None:
@@ -360,8 +532,9 @@ def test_a_real_report_names_the_engine_profile_it_was_priced_with() -> None:
 @pytest.mark.parametrize(("target", "backend"), [("vllm", "vllm"), ("dynamo", "vllm"), ("sglang", "vllm")])
 def test_export_states_both_engine_versions_and_warns_when_they_differ(target: str, backend: str) -> None:
     doc = _real_doc()
-    result = _export(doc, target, backend=backend)
     engine = "sglang" if target == "sglang" else "vllm"
+    rank = 1 if engine == "sglang" else 5  # the first request-wise plan: vLLM refuses layer-wise transfer
+    result = _export(doc, target, rank=rank, backend=backend)
     targeted = export_targets().engines[engine].version
     assert "priced with the vllm 0.12.0 engine profile" in result.text
     assert f"targets {'SGLang' if engine == 'sglang' else 'vLLM'} {targeted}" in result.text

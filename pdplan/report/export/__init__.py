@@ -3,8 +3,10 @@
 Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.cli.export`) reads the files and the
 catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
 across a KV transfer, a vendor the target does not support, instances wider than a node for the shell targets),
-and warns — in the output and on stderr — where the engine will not do what the plan priced (KV-transfer
-granularity) or where the plan document leaves a setting to the engine's default.
+refuses a plan priced with a mechanism the engine cannot run (ZeRO-Prefill expert gather; KV transfer overlapped
+with the prefill on a request-granularity engine), and warns — in the output and on stderr — where the engine will
+not do exactly what the plan priced (routing, KV-transfer granularity) or where the plan document leaves a setting
+to the engine's default.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pdplan.report.export.common import (
     GpuFacts,
     LaunchCommand,
     Target,
+    check_mechanisms,
     check_vendors,
     choose_plan,
     granularity_warnings,
@@ -26,6 +29,7 @@ from pdplan.report.export.common import (
 )
 from pdplan.report.export.dynamo import dynamo_manifest
 from pdplan.report.export.engine_args import batch_cap_warnings
+from pdplan.report.export.routing import routing_warnings
 from pdplan.report.export.sglang import sglang_script
 from pdplan.report.export.vllm import vllm_script
 from pdplan.specs.export import PlanDocument
@@ -52,9 +56,10 @@ def export_plan(
     chosen = choose_plan(doc, rank, source)
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
+    check_mechanisms(chosen, engine, ctx.targets.engines[engine])
     warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine])
     warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
-    warnings += batch_cap_warnings(chosen, ctx, engine)
+    warnings += batch_cap_warnings(chosen, ctx, engine) + routing_warnings(chosen, target)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

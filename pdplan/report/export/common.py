@@ -16,6 +16,7 @@ from typing import Literal
 
 from pdplan.errors import SpecError
 from pdplan.specs.base import validate_spec
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel, PlanDocument, PlanRole
 
 Target = Literal["dynamo", "vllm", "sglang"]
@@ -31,6 +32,9 @@ class GpuFacts:
     display_name: str
     vendor: str
     gpus_per_node: int
+    memory_bytes: float = 0.0
+    """HBM per GPU (bytes): SGLang's memory fraction rule reads it
+    (:func:`pdplan.report.export.engine_args.sglang_mem_fraction`)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class ExportContext:
     node_labels: Mapping[str, NodeLabel]
     colocated_chunk_tokens: int
     colocated_chunk_source: str
+    sglang: EngineProfile | None = None
+    """The packaged SGLang engine profile: its ``mem_fraction_static`` rule for plans priced with another engine."""
 
 
 @dataclass(frozen=True)
@@ -129,15 +135,41 @@ def check_vendors(chosen: Chosen, ctx: ExportContext, target: Target, engine: En
         )
 
 
+def check_mechanisms(chosen: Chosen, engine: Engine, data: EngineData) -> None:
+    """Refuse (exit 2) a plan that relies on a mechanism the engine cannot run, rather than deploy numbers it will not
+    meet: ZeRO-Prefill's expert-weight all-gather (no vLLM or SGLang flag runs the MoE layers that way:
+    pdplan/data/export/engine_flags.yaml), or a KV transfer overlapped with the prefill (layer or chunk granularity)
+    on an engine that transfers a request's KV only after its prefill (vLLM's NIXL connector:
+    ``engines.vllm.sources.kv_transfer_granularity`` in pdplan/data/export/targets.yaml)."""
+    plan = chosen.plan
+    where = f"{chosen.source}: plans[{chosen.rank - 1}]"
+    priced_gather = any(p.expert_gather for p in (plan.priced.roles.values() if plan.priced else ()))
+    if priced_gather or any(role.expert_gather for _, role in plan.roles()):
+        raise SpecError(
+            f"plan {chosen.rank} ({plan.label}) is priced with ZeRO-Prefill expert gather, which no {engine} flag "
+            "runs: export another plan (--rank) or search without it (expert_gather: false)",
+            source=where,
+        )
+    if plan.mode == "disaggregated" and data.kv_transfer_granularity == "request" and plan.granularity != "request":
+        raise SpecError(
+            f"plan {chosen.rank} ({plan.label}) is priced with {plan.granularity}-granularity KV transfer, but "
+            f"{engine} transfers KV per request, after the prefill: re-run `pdplan optimize --granularity request` "
+            "or export another plan (--rank)",
+            source=where,
+        )
+
+
 def granularity_warnings(plan: ExportPlan, engine: Engine, data: EngineData) -> list[str]:
-    """A warning when the plan priced a KV-transfer granularity the engine does not implement."""
+    """A warning when the plan priced a KV-transfer granularity the engine does not implement but can approach
+    (SGLang sends each finished prefill chunk; a request-granularity plan is priced more slowly than it runs, and a
+    layer-granularity plan slightly faster). Request-only engines refuse such plans (:func:`check_mechanisms`)."""
     if plan.mode != "disaggregated" or plan.granularity == data.kv_transfer_granularity:
         return []
     return [
         f"the plan priced {plan.granularity}-granularity KV transfer, but {engine} transfers KV per "
         f"{data.kv_transfer_granularity} (engines.{engine}.sources in pdplan/data/export/targets.yaml), so its TTFT "
-        f"may exceed the plan's: re-run `pdplan optimize --granularity {data.kv_transfer_granularity}` for numbers "
-        "this engine can meet"
+        f"may differ from the plan's: re-run `pdplan optimize --granularity {data.kv_transfer_granularity}` for "
+        "numbers this engine can meet"
     ]
 
 
@@ -194,6 +226,12 @@ def setting_warnings(chosen: Chosen, engine: Engine) -> list[str]:
         out.append("the plan document has no inputs.dtype: the engine loads the checkpoint's dtype")
     if chosen.plan.max_num_seqs is None:
         out.append("the plan has no max_num_seqs: the engine's default batch limit applies")
+    if chosen.plan.priced is None:
+        out.append(
+            "the plan has no priced record (documents before pdplan recorded one): no --max-model-len / "
+            "--context-length is written, so the engine takes the model's full window, which may not fit its KV "
+            "cache, and no MoE settings are written; re-run `pdplan optimize --format json`"
+        )
     return out
 
 
@@ -237,10 +275,17 @@ def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list
         lines.append(f"at that rate: TTFT P90 {plan.ttft_p90_s * 1e3:.4g} ms, TPOT P90 {plan.tpot_p90_s * 1e3:.4g} ms")
     lines.append(f"model: {ctx.model_id}")
     lines += [role_summary(name, role, gpu_facts(ctx, role)) for name, role in plan.roles()]
+    priced = plan.priced_role("colocated")
     if plan.mode == "colocated" and plan.scheduler == "chunked":
-        lines.append(
-            f"tokens per step: {ctx.colocated_chunk_tokens}, the chunk pdplan priced chunked prefill with "
-            "(serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)"
-        )
+        if priced is not None and priced.max_num_batched_tokens is not None:
+            lines.append(
+                f"tokens per step: {priced.max_num_batched_tokens}, the chunk pdplan priced chunked prefill with "
+                "(priced.roles.colocated.max_num_batched_tokens)"
+            )
+        else:
+            lines.append(
+                f"tokens per step: {ctx.colocated_chunk_tokens}, the chunk pdplan priced chunked prefill with "
+                "(serving default prefill_chunk_tokens; a scenario's own chunk_tokens is not in the plan document)"
+            )
     lines += [f"WARNING: {w}" for w in warnings]
     return lines

@@ -27,13 +27,18 @@ def export_context(
     model_id: str | None = None,
     node_labels_given: Sequence[str] = (),
     source: str = "<plan>",
+    gpus_per_node: int | None = None,
 ) -> ExportContext:
     """The :class:`ExportContext` for ``doc``'s GPU types ``gpus``; ``model_id`` overrides the preset's ``hf_id``,
-    ``node_labels_given`` (``GPU=KEY=VALUE``, from ``--node-label``) add to or replace the packaged node labels."""
+    ``node_labels_given`` (``GPU=KEY=VALUE``, from ``--node-label``) add to or replace the packaged node labels,
+    ``gpus_per_node`` (``--gpus-per-node``) replaces the catalogue's node size of every GPU type."""
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise SpecError(f"--gpus-per-node must be at least 1, got {gpus_per_node}", field="--gpus-per-node")
     facts = {}
     for name in gpus:
         spec = catalog.gpu(name)
-        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, spec.gpus_per_node)
+        node = spec.gpus_per_node if gpus_per_node is None else gpus_per_node
+        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, node, spec.memory_bytes)
     defaults = serving_defaults()
     if model_id is not None:
         check_model_id(model_id, field="--model-id", source=None)
@@ -44,6 +49,7 @@ def export_context(
         node_labels={**node_labels().labels, **dict(parse_node_label(text) for text in node_labels_given)},
         colocated_chunk_tokens=defaults.prefill_chunk_tokens,
         colocated_chunk_source=defaults.sources["prefill_chunk_tokens"],
+        sglang=catalog.engine("sglang"),
     )
 
 

@@ -38,6 +38,7 @@ from pdplan.report.export.common import (
     nodes_for,
 )
 from pdplan.report.export.engine_args import role_engine_flags
+from pdplan.report.export.routing import dynamo_router_mode, routing_line
 from pdplan.specs.export import PlanRole
 
 SERVICE_NAMES: dict[Engine, dict[str, str]] = {
@@ -108,12 +109,12 @@ def _worker_service(
     return service, command
 
 
-def _frontend(ctx: ExportContext, engine: Engine) -> tuple[dict[str, Any], LaunchCommand]:
-    command = LaunchCommand(
-        role="frontend",
-        program="python3 -m dynamo.frontend",
-        flags=(("--http-port", str(ctx.targets.dynamo.frontend_http_port)),),
-    )
+def _frontend(chosen: Chosen, ctx: ExportContext, engine: Engine) -> tuple[dict[str, Any], LaunchCommand]:
+    flags: list[tuple[str, str | None]] = [("--http-port", str(ctx.targets.dynamo.frontend_http_port))]
+    mode = dynamo_router_mode(chosen)
+    if mode is not None:
+        flags.append(("--router-mode", mode))
+    command = LaunchCommand(role="frontend", program="python3 -m dynamo.frontend", flags=tuple(flags))
     service = {
         "componentType": "frontend",
         "replicas": 1,
@@ -139,7 +140,7 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
     plan = chosen.plan
     mixed = len({role.gpu for _, role in plan.roles()}) > 1
     services: dict[str, Any] = {}
-    frontend, frontend_cmd = _frontend(ctx, engine)
+    frontend, frontend_cmd = _frontend(chosen, ctx, engine)
     services["Frontend"] = frontend
     commands = [frontend_cmd]
     for role_name, role in reversed(plan.roles()):  # decode first, as the examples list them
@@ -155,6 +156,7 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
     header = header_lines(chosen, ctx, f"dynamo (backend {engine})", warnings)
     header.append(f"images: {ctx.targets.dynamo.images[engine]} (Dynamo {ctx.targets.dynamo.release})")
     header.append(engine_line(chosen, ctx, engine))
+    header.append(routing_line(chosen, "dynamo"))
     header.append(
         f"needs: the Dynamo platform installed and a secret {ctx.targets.dynamo.hf_token_secret} with HF_TOKEN"
     )

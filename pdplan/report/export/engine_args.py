@@ -19,6 +19,8 @@ roles); the token budget is ``max_num_batched_tokens`` for prefill and decode ro
 
 from __future__ import annotations
 
+import json
+
 from pdplan.report.export.common import Chosen, Engine, ExportContext
 from pdplan.specs.export import PlanRole
 
@@ -48,7 +50,11 @@ def _parallel_sglang(role: PlanRole) -> Flags:
 
 
 def token_budget(chosen: Chosen, ctx: ExportContext, role_name: str) -> int | None:
-    """Tokens per engine step the plan was priced with for this role (None if the document does not say)."""
+    """Tokens per engine step the plan was priced with for this role: ``priced.roles.<role>.max_num_batched_tokens``,
+    else (older documents) the colocated chunk or ``assumptions.engine_defaults``; None if the document does not say."""
+    priced = chosen.plan.priced_role(role_name)
+    if priced is not None and priced.max_num_batched_tokens is not None:
+        return priced.max_num_batched_tokens
     if role_name == "colocated" and chosen.plan.scheduler == "chunked":
         return ctx.colocated_chunk_tokens
     return chosen.doc.assumptions.engine_defaults.max_num_batched_tokens
@@ -104,11 +110,47 @@ def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine
     return out
 
 
-def _memory_and_dtype(chosen: Chosen, engine: Engine) -> Flags:
+def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
+    """SGLang's own ``mem_fraction_static`` for one instance of ``role``: ``(M − reserved) / M`` with its reserve
+    rule (python/sglang/srt/server_args.py; the packaged SGLang profile's ``kv_memory``,
+    pdplan/data/engines/sglang.yaml, :meth:`pdplan.specs.engine.KvMemory.usable_fraction`, at the GPU's memory
+    class: chunk budget and CUDA-graph batch) over TP × PP GPUs and with attention DP where DP > 1, as pdplan prices
+    an SGLang instance (:func:`pdplan.serving.engine_bind.with_engine`); None without the
+    profile or the GPU's memory."""
+    facts = ctx.gpus[role.gpu]
+    if ctx.sglang is None or facts.memory_bytes <= 0:
+        return None
+    cls = ctx.sglang.limits.for_gpu(role.gpu, facts.memory_bytes)
+    return ctx.sglang.kv_memory.usable_fraction(
+        facts.memory_bytes,
+        chunk_tokens=cls.max_batched_tokens,
+        graph_seqs=cls.cuda_graph_max_seqs or 0,
+        gpus=role.tp * role.pp,
+        dp_attention=role.dp > 1,
+    )
+
+
+def memory_fraction(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> float | None:
+    """The memory share to write: the priced one (``priced.roles.<role>``, else ``assumptions.engine_defaults``);
+    for SGLang, when the plan was priced with another engine, SGLang's own rule (:func:`sglang_mem_fraction`), not
+    vLLM's ``gpu_memory_utilization`` (issue #25)."""
+    priced_engine = chosen.plan.priced.engine if chosen.plan.priced is not None else chosen.doc.engine_name
+    if engine == "sglang" and priced_engine != "sglang":
+        return sglang_mem_fraction(ctx, dict(chosen.plan.roles())[role_name])
+    priced = chosen.plan.priced_role(role_name)
+    if priced is not None and priced.gpu_memory_utilization is not None:
+        return priced.gpu_memory_utilization
+    return chosen.doc.assumptions.engine_defaults.gpu_memory_utilization
+
+
+def _memory_and_dtype(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> Flags:
     out = Flags()
-    fraction = chosen.doc.assumptions.engine_defaults.gpu_memory_utilization
+    fraction = memory_fraction(chosen, ctx, role_name, engine)
     if fraction is not None:
-        out.append(("--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static", f"{fraction:g}"))
+        out.append(("--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static", f"{fraction:.4g}"))
+    priced = chosen.plan.priced_role(role_name)
+    if priced is not None and priced.max_model_len is not None:
+        out.append(("--max-model-len" if engine == "vllm" else "--context-length", str(priced.max_model_len)))
     dtype, kv_dtype = chosen.doc.input_str("dtype"), chosen.doc.input_str("kv_dtype")
     if dtype == "bf16":
         out.append(("--dtype", "bfloat16"))
@@ -119,7 +161,39 @@ def _memory_and_dtype(chosen: Chosen, engine: Engine) -> Flags:
     return out
 
 
+def moe_flags(chosen: Chosen, role_name: str, role: PlanRole, engine: Engine) -> Flags:
+    """The MoE mechanisms the role was priced with, in the engine's terms (module docstring of
+    pdplan/search/priced.py; flags: pdplan/data/export/engine_flags.yaml). DeepEP (``deepgemm_wideep``): SGLang
+    ``--moe-a2a-backend deepep --deepep-mode normal|low_latency|auto`` (normal in prefill, low latency in decode, as
+    the SGLang profile prices it), vLLM ``--all2all-backend deepep_high_throughput|deepep_low_latency``; two-batch
+    overlap: SGLang ``--enable-two-batch-overlap``, vLLM ``--enable-dbo`` (dual batch overlap); redundant experts:
+    SGLang ``--enable-eplb --ep-num-redundant-experts N``, vLLM ``--enable-eplb --eplb-config
+    '{"num_redundant_experts":N}'``."""
+    priced = chosen.plan.priced_role(role_name)
+    if priced is None or role.ep <= 1:
+        return []
+    out = Flags()
+    if priced.moe_kernel == "deepgemm_wideep":
+        if engine == "sglang":
+            mode = {"prefill": "normal", "decode": "low_latency"}.get(role_name, "auto")
+            out += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
+        else:
+            backend = "deepep_low_latency" if role_name == "decode" else "deepep_high_throughput"
+            out.append(("--all2all-backend", backend))
+    if priced.two_batch_overlap:
+        out.append(("--enable-two-batch-overlap" if engine == "sglang" else "--enable-dbo", None))
+    if priced.redundant_experts > 0:
+        out.append(("--enable-eplb", None))
+        if engine == "sglang":
+            out.append(("--ep-num-redundant-experts", str(priced.redundant_experts)))
+        else:
+            config = json.dumps({"num_redundant_experts": priced.redundant_experts}, separators=(",", ":"))
+            out.append(("--eplb-config", config))
+    return out
+
+
 def role_engine_flags(chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine) -> Flags:
     """Parallelism, batching, memory and dtype flags for one role on ``engine``."""
     parallel = _parallel_vllm(role) if engine == "vllm" else _parallel_sglang(role)
-    return parallel + _batching(chosen, ctx, role_name, engine) + _memory_and_dtype(chosen, engine)
+    flags = parallel + _batching(chosen, ctx, role_name, engine) + _memory_and_dtype(chosen, ctx, role_name, engine)
+    return flags + moe_flags(chosen, role_name, role, engine)

@@ -16,7 +16,17 @@ from __future__ import annotations
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
+from pdplan.report.export.routing import sglang_policy_flags
+from pdplan.report.export.shell import (
+    Launcher,
+    Raw,
+    host_checks,
+    instance_loop,
+    launch_script,
+    packing,
+    pool_host_checks,
+    slot_port,
+)
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
@@ -27,14 +37,20 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand
     data = ctx.targets.engines["sglang"]
     role = dict(chosen.plan.roles())[role_name]
     port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(role_name, data.colocated_port)
-    flags: list[tuple[str, str | None]] = [("--model-path", ctx.model_id), ("--host", HOST), ("--port", str(port))]
+    gpus = packing(ctx, role).gpus
+    flags: list[tuple[str, str | None]] = [
+        ("--model-path", ctx.model_id),
+        ("--host", HOST),
+        ("--port", slot_port(port)),
+        ("--base-gpu-id", Raw(f'"$((SLOT * {gpus}))"')),
+    ]
     if role_name != "colocated":
         flags += [
             ("--disaggregation-mode", role_name),
             ("--disaggregation-transfer-backend", str(data.transfer_backend)),
         ]
         if role_name == "prefill":
-            flags.append(("--disaggregation-bootstrap-port", str(data.bootstrap_port)))
+            flags.append(("--disaggregation-bootstrap-port", slot_port(int(data.bootstrap_port or 0))))
     flags += role_engine_flags(chosen, ctx, role_name, role, "sglang")
     return LaunchCommand(role=role_name, program=SERVER, flags=tuple(flags))
 
@@ -42,17 +58,37 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand
 def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
     data = ctx.targets.engines["sglang"]
     plan = chosen.plan
-    checks = pool_host_checks(plan)
+    pools = dict(plan.roles())
+    checks = pool_host_checks(ctx, plan)
+    prefill_url = f'"http://$h:$(({data.prefill_port} + k))" $(({data.bootstrap_port} + k))'
+    decode_url = f'"http://$h:$(({data.decode_port} + k))"'
     checks += [
         "    urls=()",
-        f'    for h in "${{prefill_hosts[@]}}"; do '
-        f'urls+=(--prefill "http://$h:{data.prefill_port}" {data.bootstrap_port}); done',
-        f'    for h in "${{decode_hosts[@]}}"; do urls+=(--decode "http://$h:{data.decode_port}"); done',
+        instance_loop(packing(ctx, pools["prefill"]), "prefill_hosts", f"urls+=(--prefill {prefill_url})"),
+        instance_loop(packing(ctx, pools["decode"]), "decode_hosts", f"urls+=(--decode {decode_url})"),
     ]
     flags: tuple[tuple[str, str | None], ...] = (
         ("--pd-disaggregation", None),
-        ("--prefill", Raw(f'"http://$h:{data.prefill_port}" {data.bootstrap_port}')),
-        ("--decode", Raw(f'"http://$h:{data.decode_port}"')),
+        ("--prefill", Raw(prefill_url)),
+        ("--decode", Raw(decode_url)),
+        *sglang_policy_flags(chosen),
+        ("--host", "0.0.0.0"),
+        ("--port", str(data.router_port)),
+    )
+    return LaunchCommand(role="router", program=ROUTER, flags=flags), checks
+
+
+def _balancer(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+    """A colocated plan's load balancer: the router over every instance (``--worker-urls``), with the priced policy
+    (sgl-router/py_src/sglang_router/router_args.py: ``--worker-urls`` takes the workers' URLs)."""
+    data = ctx.targets.engines["sglang"]
+    pack = packing(ctx, chosen.plan.roles()[0][1])
+    checks = host_checks([("COLOCATED_HOSTS", "colocated_hosts", pack.nodes)])
+    url = f'"http://$h:$(({data.colocated_port} + k))"'
+    checks += ["    urls=()", instance_loop(pack, "colocated_hosts", f"urls+=({url})")]
+    flags: tuple[tuple[str, str | None], ...] = (
+        ("--worker-urls", Raw(url)),
+        *sglang_policy_flags(chosen),
         ("--host", "0.0.0.0"),
         ("--port", str(data.router_port)),
     )
@@ -60,7 +96,12 @@ def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str
 
 
 def _router_lines(cmd: LaunchCommand) -> list[str]:
-    """The router command with its per-instance ``--prefill`` / ``--decode`` pairs from the ``urls`` array."""
+    """The router command with its per-instance ``--prefill`` / ``--decode`` pairs (or ``--worker-urls`` list) from
+    the ``urls`` array."""
+    if cmd.flags[0][0] == "--worker-urls":
+        rest = [flag if value is None else f"{flag} {value}" for flag, value in cmd.flags[1:]]
+        words = ['--worker-urls "${urls[@]}"', *rest]
+        return [f"    exec {cmd.program} \\", *[f"      {w} \\" for w in words[:-1]], f"      {words[-1]}"]
     rest = [
         flag if value is None else f"{flag} {value}"
         for flag, value in cmd.flags
@@ -70,12 +111,13 @@ def _router_lines(cmd: LaunchCommand) -> list[str]:
     return [f"    exec {cmd.program} \\", *[f"      {w} \\" for w in words[:-1]], f"      {words[-1]}"]
 
 
-USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode|router
-  prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share
-    a node need their own GPUs (--base-gpu-id), --port and --disaggregation-bootstrap-port.
-  router: once, with PREFILL_HOSTS and DECODE_HOSTS (space-separated addresses)."""
-USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
-  once per instance, on its host, with HOST_IP set; put the instances behind one load balancer."""
+USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
+  prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
+    instance's GPUs (--base-gpu-id), --port and --disaggregation-bootstrap-port on a shared node.
+  router: once, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses, space-separated, in node order)."""
+USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT, or bash THIS_FILE router
+  colocated: once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port).
+  router: once, the load balancer, with COLOCATED_HOSTS (the node addresses, space-separated, in node order)."""
 
 
 LAUNCHER = Launcher(
@@ -87,6 +129,7 @@ LAUNCHER = Launcher(
     USAGE_COLOCATED,
     USAGE_DISAGG,
     front_lines=_router_lines,
+    front_colocated=_balancer,
 )
 
 

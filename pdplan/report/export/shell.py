@@ -1,8 +1,16 @@
-"""Launch commands as one bash script with a case per role: ``bash FILE prefill|decode|proxy`` (or ``colocated``).
+"""Launch commands as one bash script with a case per role: ``bash FILE prefill|decode|proxy SLOT`` (or
+``colocated``).
 
-Each instance runs the command of its role on its own host (``HOST_IP`` names it); the proxy or router runs once
-and is given every instance's address (``PREFILL_HOSTS``, ``DECODE_HOSTS``, space-separated), and checks that it got
-as many as the plan has instances. Values are shell-quoted except :class:`Raw` ones (expansions the script makes).
+**Packing.** Instances are packed onto nodes of ``gpus_per_node`` GPUs (the catalogue's, or ``--gpus-per-node``):
+``per_node = min(count, gpus_per_node // gpus_per_instance)`` instances a node, in slots 0..per_node−1, so a pool of
+``count`` instances needs ``ceil(count / per_node)`` nodes. Slot ``k`` of a node takes GPUs ``k·g .. k·g + g − 1``
+(g the instance's GPUs), the role's base port + k, and its own side-channel / bootstrap port (base + k·dp: vLLM's NIXL
+side channel uses one port per data-parallel rank above its base). Instance ``i`` of a pool runs on node
+``i // per_node`` in slot ``i % per_node``. Each instance runs ``bash FILE ROLE SLOT`` on its node (``HOST_IP``
+names the node); the proxy or router runs once and is given the pools' node addresses (``PREFILL_HOSTS``,
+``DECODE_HOSTS``, space-separated, one per node), checks that it got as many as the plan's pools need, and lists
+every instance (node address, slot port). Values are shell-quoted except :class:`Raw` ones (expansions the script
+makes).
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from pdplan.report.export.common import (
     nodes_for,
     role_summary,
 )
-from pdplan.specs.export import ExportPlan
+from pdplan.report.export.routing import routing_line
+from pdplan.specs.export import ExportPlan, PlanRole
 
 
 class Raw(str):
@@ -54,22 +63,63 @@ def host_checks(names: list[tuple[str, str, int]]) -> list[str]:
     """Read each ``VAR`` of (variable, array, count) into a bash array and check it holds ``count`` addresses."""
     lines = []
     for var, array, count in names:
-        lines.append(f'    read -r -a {array} <<< "${{{var}:?set {var} to the {count} instance addresses}}"')
+        lines.append(f'    read -r -a {array} <<< "${{{var}:?set {var} to the {count} node addresses}}"')
         lines.append(
             f'    [ "${{#{array}[@]}}" -eq {count} ] || {{ echo "{var} needs {count} addresses" >&2; exit 2; }}'
         )
     return lines
 
 
-def pool_host_checks(plan: ExportPlan) -> list[str]:
+@dataclass(frozen=True)
+class Packing:
+    """How a pool's instances share nodes (module docstring): ``per_node`` slots a node, ``nodes`` nodes, ``count``
+    instances of ``gpus`` GPUs and ``dp`` data-parallel ranks each."""
+
+    per_node: int
+    nodes: int
+    count: int
+    gpus: int
+    dp: int
+
+
+def packing(ctx: ExportContext, role: PlanRole) -> Packing:
+    """The :class:`Packing` of ``role`` on its GPU's nodes (instances wider than a node are refused before)."""
+    per_node = max(1, min(role.count, gpu_facts(ctx, role).gpus_per_node // role.gpus_per_instance))
+    return Packing(per_node, -(-role.count // per_node), role.count, role.gpus_per_instance, role.dp)
+
+
+def slot_port(base: int, step: int = 1) -> Raw:
+    """A port of this instance's slot: ``base + SLOT·step`` (shell arithmetic)."""
+    return Raw(f'"$(({base} + SLOT * {step}))"') if step != 1 else Raw(f'"$(({base} + SLOT))"')
+
+
+def slot_check(pack: Packing) -> list[str]:
+    """Read ``SLOT`` (the second argument, default 0) and check it is one of the node's slots."""
+    last = pack.per_node - 1
+    return [
+        '    SLOT="${2:-0}"',
+        f'    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le {last} ] || '
+        f'{{ echo "SLOT must be 0..{last} ({pack.per_node} instance(s) a node)" >&2; exit 2; }}',
+    ]
+
+
+def pool_host_checks(ctx: ExportContext, plan: ExportPlan) -> list[str]:
     """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` and ``DECODE_HOSTS``, one address per
-    instance."""
+    node the pool's packing needs."""
     pools = dict(plan.roles())
     return host_checks(
         [
-            ("PREFILL_HOSTS", "prefill_hosts", pools["prefill"].count),
-            ("DECODE_HOSTS", "decode_hosts", pools["decode"].count),
+            ("PREFILL_HOSTS", "prefill_hosts", packing(ctx, pools["prefill"]).nodes),
+            ("DECODE_HOSTS", "decode_hosts", packing(ctx, pools["decode"]).nodes),
         ]
+    )
+
+
+def instance_loop(pack: Packing, hosts: str, body: str) -> str:
+    """A bash loop over a pool's instances with ``h`` (its node's address) and ``k`` (its slot) set for ``body``."""
+    return (
+        f"    for ((i = 0; i < {pack.count}; i++)); do "
+        f"h=${{{hosts}[i / {pack.per_node}]}}; k=$((i % {pack.per_node})); {body}; done"
     )
 
 
@@ -99,9 +149,20 @@ def script(header: list[str], usage: str, cases: list[tuple[str, list[str]]]) ->
     return "\n".join(lines) + "\n"
 
 
-def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> str:
+def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> list[str]:
+    """The role's summary and packing as comments, then the slot check."""
     role = dict(chosen.plan.roles())[name]
-    return f"    # {comment_text(role_summary(name, role, gpu_facts(ctx, role)))}; run once per instance, on its host"
+    pack = packing(ctx, role)
+    where = (
+        f"{pack.per_node} a node in slots 0..{pack.per_node - 1}, {pack.nodes} node(s) of "
+        f"{gpu_facts(ctx, role).gpus_per_node} GPUs; on node n, instance n*{pack.per_node}+SLOT: "
+        f"bash THIS_FILE {name} SLOT"
+    )
+    return [
+        f"    # {comment_text(role_summary(name, role, gpu_facts(ctx, role)))}",
+        f"    # {comment_text(where)}",
+        *slot_check(pack),
+    ]
 
 
 @dataclass(frozen=True)
@@ -118,6 +179,8 @@ class Launcher:
     usage_colocated: str
     usage_disaggregated: str
     front_lines: Callable[[LaunchCommand], list[str]] = command_lines
+    front_colocated: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
+    """A colocated plan's load balancer (SGLang's router); None: the engine ships none."""
 
 
 def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
@@ -126,18 +189,21 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
     single_node_only(chosen, ctx, launcher.engine)
     header = header_lines(chosen, ctx, launcher.engine, warnings)
     header.append(engine_line(chosen, ctx, launcher.engine))
+    header.append(routing_line(chosen, launcher.engine))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     for role_name, _ in chosen.plan.roles():
         cmd = launcher.role_command(chosen, ctx, role_name)
         commands.append(cmd)
-        cases.append((role_name, [role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
-    usage = launcher.usage_colocated
-    if chosen.plan.mode == "disaggregated":
-        front, checks = launcher.front(chosen, ctx)
+        cases.append((role_name, [*role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
+    disaggregated = chosen.plan.mode == "disaggregated"
+    usage = launcher.usage_disaggregated if disaggregated else launcher.usage_colocated
+    front_of = launcher.front if disaggregated else launcher.front_colocated
+    if front_of is not None:
+        front, checks = front_of(chosen, ctx)
         commands.append(front)
-        front_case = [f"    # {comment_text(launcher.front_comment)}", *checks, *launcher.front_lines(front)]
+        comment = launcher.front_comment if disaggregated else "balances requests over the instances"
+        front_case = [f"    # {comment_text(comment)}", *checks, *launcher.front_lines(front)]
         cases.append((launcher.front_name, front_case))
-        usage = launcher.usage_disaggregated
     text = script(header, usage, cases)
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

@@ -6,7 +6,9 @@ run ``vllm serve MODEL --port 8100 --tensor-parallel-size T --kv-transfer-config
 ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (this host's address), ``VLLM_NIXL_SIDE_CHANNEL_PORT`` and ``UCX_NET_DEVICES=all``;
 decoders the same with ``kv_role`` ``kv_consumer`` on port 8200; ``toy_proxy_server.py`` (in the vLLM repository,
 ``tests/v1/kv_connector/nixl_integration/``) routes each request to a prefiller, then a decoder, given
-``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance).
+``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance), bound to
+all interfaces with ``--host 0.0.0.0`` (its default is 127.0.0.1) and routing round-robin (``itertools.cycle`` over
+its clients; :mod:`pdplan.report.export.routing`).
 Colocated plans: one plain ``vllm serve`` per instance, no connector. Ports and connector settings:
 ``pdplan/data/export/targets.yaml``; engine arguments: :mod:`pdplan.report.export.engine_args`.
 """
@@ -17,7 +19,16 @@ import json
 
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
-from pdplan.report.export.shell import Launcher, Raw, launch_script, pool_host_checks
+from pdplan.report.export.shell import (
+    Launcher,
+    Packing,
+    Raw,
+    instance_loop,
+    launch_script,
+    packing,
+    pool_host_checks,
+    slot_port,
+)
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -37,40 +48,57 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     data = ctx.targets.engines["vllm"]
     role = dict(chosen.plan.roles())[role_name]
     port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(role_name, data.colocated_port)
-    flags: list[tuple[str, str | None]] = [("--port", str(port))]
+    flags: list[tuple[str, str | None]] = [("--port", slot_port(port))]
     flags += role_engine_flags(chosen, ctx, role_name, role, "vllm")
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = (("CUDA_VISIBLE_DEVICES", _slot_gpus(packing(ctx, role))),)
     if role_name != "colocated":
         kv_role = "kv_producer" if role_name == "prefill" else "kv_consumer"
         flags.append(("--kv-transfer-config", _kv_transfer_config(ctx, kv_role)))
-        env = (
+        env += (
             ("VLLM_NIXL_SIDE_CHANNEL_HOST", HOST_ENV),
-            ("VLLM_NIXL_SIDE_CHANNEL_PORT", str(data.nixl_side_channel_port)),
+            ("VLLM_NIXL_SIDE_CHANNEL_PORT", slot_port(int(data.nixl_side_channel_port or 0), role.dp)),
             ("UCX_NET_DEVICES", "all"),
         )
     return LaunchCommand(role=role_name, program="vllm serve", positional=(ctx.model_id,), flags=tuple(flags), env=env)
 
 
+def _slot_gpus(pack: Packing) -> Raw:
+    """The GPU ids of this instance's slot, ``k·g .. k·g + g − 1`` (:mod:`pdplan.report.export.shell`)."""
+    return Raw(f'"$(seq -s, $((SLOT * {pack.gpus})) $((SLOT * {pack.gpus} + {pack.gpus - 1})))"')
+
+
 def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
     data = ctx.targets.engines["vllm"]
     pools = dict(chosen.plan.roles())  # a disaggregated plan's: prefill and decode
-    checks = pool_host_checks(chosen.plan)
+    checks = pool_host_checks(ctx, chosen.plan)
+    checks += [
+        "    p_hosts=(); p_ports=(); d_hosts=(); d_ports=()",
+        instance_loop(
+            packing(ctx, pools["prefill"]), "prefill_hosts", f'p_hosts+=("$h"); p_ports+=($(({data.prefill_port} + k)))'
+        ),
+        instance_loop(
+            packing(ctx, pools["decode"]), "decode_hosts", f'd_hosts+=("$h"); d_ports+=($(({data.decode_port} + k)))'
+        ),
+    ]
     flags: tuple[tuple[str, str | None], ...] = (
+        ("--host", "0.0.0.0"),
         ("--port", str(data.proxy_port)),
-        ("--prefiller-hosts", Raw('"${prefill_hosts[@]}"')),
-        ("--prefiller-ports", Raw(" ".join([str(data.prefill_port)] * pools["prefill"].count))),
-        ("--decoder-hosts", Raw('"${decode_hosts[@]}"')),
-        ("--decoder-ports", Raw(" ".join([str(data.decode_port)] * pools["decode"].count))),
+        ("--prefiller-hosts", Raw('"${p_hosts[@]}"')),
+        ("--prefiller-ports", Raw('"${p_ports[@]}"')),
+        ("--decoder-hosts", Raw('"${d_hosts[@]}"')),
+        ("--decoder-ports", Raw('"${d_ports[@]}"')),
     )
     return LaunchCommand(role="proxy", program=PROXY, flags=flags), checks
 
 
-USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode|proxy
-  prefill, decode: once per instance, on its host, with HOST_IP set to that host's address. Instances that share
-    a node need their own GPUs (CUDA_VISIBLE_DEVICES), --port and VLLM_NIXL_SIDE_CHANNEL_PORT.
-  proxy: once, from a vLLM source checkout, with PREFILL_HOSTS and DECODE_HOSTS (space-separated addresses)."""
-USAGE_COLOCATED = """Usage: bash THIS_FILE colocated
-  once per instance, on its host; put the instances behind one load balancer."""
+USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE proxy
+  prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
+    instance's GPUs (CUDA_VISIBLE_DEVICES), --port and VLLM_NIXL_SIDE_CHANNEL_PORT on a shared node.
+  proxy: once, from a vLLM source checkout, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses,
+    space-separated, in node order)."""
+USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
+  once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
+    servers (its toy proxy is for prefill/decode pairs): put the instances behind one (round-robin)."""
 
 
 LAUNCHER = Launcher(

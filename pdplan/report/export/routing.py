@@ -1,0 +1,108 @@
+"""The request routing a plan was priced with, written in each target's terms, and a warning wherever the target
+cannot express it.
+
+pdplan prices the prefill pool of an xPyD plan with its ``routing`` (random | round-robin | least-work:
+docs/queueing.md; the plan's ``priced.routing.prefill``), and the decode pool and colocated instances as a random
+split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/serving/disaggregated.py, colocated.py).
+
+* **vLLM proxy** (vllm-project/vllm ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``): it cycles
+  through its prefiller and decoder clients in turn (round-robin) and has no policy option.
+* **SGLang router** (sgl-project/sglang ``sgl-router/py_src/sglang_router/router_args.py``): ``--policy``,
+  ``--prefill-policy`` and ``--decode-policy`` take ``random``, ``round_robin``, ``cache_aware`` (the default) or
+  ``power_of_two`` (the less loaded of two random workers); none is least-work, so least-work is written as
+  ``power_of_two``, the nearest load-aware choice, with a warning.
+* **Dynamo frontend** (ai-dynamo/dynamo ``components/src/dynamo/frontend/frontend_args.py``): ``--router-mode``
+  ``round-robin`` (the default), ``random`` or ``kv``; the KV router (docs/router: a worker's cost is the prefill
+  blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
+  warning that it is not the same policy.
+"""
+
+from __future__ import annotations
+
+from pdplan.report.export.common import Chosen
+
+SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
+DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
+SEARCH_HINT = "search with `routing: [{0}]` in the scenario's search block for numbers this router meets"
+
+
+def priced_routing(chosen: Chosen) -> dict[str, str | None]:
+    """Each pool's priced routing: ``priced.routing``, else the plan's ``routing`` for prefill (documents before
+    ``priced``; None where it is not recorded either) and a random split elsewhere (what pdplan prices: module
+    docstring)."""
+    plan = chosen.plan
+    if plan.priced is not None and plan.priced.routing:
+        return dict(plan.priced.routing)
+    if plan.mode == "colocated":
+        return {"colocated": "random"}
+    return {"prefill": plan.routing, "decode": "random"}
+
+
+def _front_pool(chosen: Chosen) -> tuple[str, str | None]:
+    """(pool, priced policy) of the pool whose routing sets the plan's TTFT: prefill, or the colocated pool."""
+    pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
+    return pool, priced_routing(chosen).get(pool)
+
+
+def routing_warnings(chosen: Chosen, target: str) -> list[str]:
+    """A warning where ``target`` (``vllm``, ``sglang``, ``dynamo``) cannot route as the plan was priced."""
+    pool, policy = _front_pool(chosen)
+    if policy is None:
+        return [f"the plan document records no {pool} routing policy: the router's default applies"]
+    if target == "vllm" and chosen.plan.mode == "disaggregated" and policy != "round-robin":
+        return [
+            f"the plan was priced with {policy} {pool} routing, but vLLM's toy proxy round-robins requests over the "
+            f"prefillers (it has no policy option), so its TTFT may differ from the plan's: "
+            + SEARCH_HINT.format("round-robin")
+        ]
+    if target == "sglang" and policy == "least-work":
+        return [
+            f"the plan was priced with least-work {pool} routing; the SGLang router has no least-work policy, so "
+            "--prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT "
+            "tail may exceed the plan's; " + SEARCH_HINT.format("random")
+        ]
+    if target == "dynamo" and policy == "least-work":
+        return [
+            f"the plan was priced with least-work {pool} routing; Dynamo's frontend has no least-work mode, so "
+            "--router-mode kv (the KV router: cost = prefill blocks to compute + active decode blocks) is written, "
+            "the load-aware mode, which is not the same policy: " + SEARCH_HINT.format("round-robin")
+        ]
+    return []
+
+
+def routing_line(chosen: Chosen, target: str) -> str:
+    """One header line: what the plan priced and what the file's router does."""
+    pool, policy = _front_pool(chosen)
+    priced = "not recorded" if policy is None else f"priced with {policy} {pool} routing"
+    if target == "vllm":
+        does = (
+            "vLLM's toy proxy round-robins over prefillers and decoders"
+            if chosen.plan.mode == "disaggregated"
+            else "no router: put the instances behind a load balancer (round-robin splits them more evenly than the "
+            "random split priced)"
+        )
+    elif target == "sglang":
+        does = f"the SGLang router runs {sglang_policies(chosen) or 'its default policy'}"
+    else:
+        does = f"Dynamo's frontend runs --router-mode {dynamo_router_mode(chosen) or 'its default'}"
+    return f"routing: {priced}; {does}"
+
+
+def sglang_policies(chosen: Chosen) -> str:
+    """The router's policy flags as words (``--prefill-policy power_of_two --decode-policy random``)."""
+    return " ".join(f"{flag} {value}" for flag, value in sglang_policy_flags(chosen))
+
+
+def sglang_policy_flags(chosen: Chosen) -> list[tuple[str, str]]:
+    """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced."""
+    routing = priced_routing(chosen)
+    flags = {"colocated": "--policy", "prefill": "--prefill-policy", "decode": "--decode-policy"}
+    policies = [(name, routing.get(name)) for name, _ in chosen.plan.roles()]
+    return [(flags[name], SGLANG_POLICY[policy]) for name, policy in policies if policy is not None]
+
+
+def dynamo_router_mode(chosen: Chosen) -> str | None:
+    """``--router-mode`` for the priced policy of the pool that sets the TTFT (module docstring); None where the
+    document records none."""
+    policy = _front_pool(chosen)[1]
+    return None if policy is None else DYNAMO_MODE[policy]
