@@ -317,6 +317,34 @@ def _space_roles(
     return prefill, decode, colocated
 
 
+def engine_granularities(
+    asked: tuple[Granularity, ...], engine: EngineProfile, notes: list[str]
+) -> tuple[Granularity, ...]:
+    """The KV-transfer granularities of a ``search.granularities`` list that the engine's connector runs (issue #25:
+    the search offers an engine only what it can run; ``kv_connector.granularities`` in its profile, with the
+    source); the dropped ones are noted. When none is left the list is kept as asked, with a note that those plans
+    cannot be exported to the engine. A scenario without the list keeps its own
+    ``granularity`` as the user set it (a deployment priced as given, e.g. PrfaaS's layer-wise streaming)."""
+    allowed = engine.kv_connector.granularities if engine.kv_connector is not None else None
+    if allowed is None:
+        return asked
+    kept = tuple(g for g in asked if g in allowed)
+    dropped = [g for g in asked if g not in allowed]
+    if not kept:  # the user asked only for what the engine cannot run: priced as asked, said plainly
+        notes.append(
+            f"the search lists {', '.join(asked)}-wise KV transfer, which {engine.name}'s connector does not run "
+            f"({'/'.join(allowed)}-wise only): the plans are priced as asked but their export to {engine.name} is "
+            "refused; list request in search.granularities for plans this engine runs"
+        )
+        return asked
+    if dropped:
+        notes.append(
+            f"{', '.join(dropped)}-wise KV transfer not searched: {engine.name}'s connector runs "
+            f"{'/'.join(allowed)}-wise only (its profile's kv_connector.granularities)"
+        )
+    return kept
+
+
 def build_space(
     scenario: Scenario,
     catalog: Catalog,
@@ -339,12 +367,16 @@ def build_space(
         raise NoFeasiblePlanError(
             f"no instance type holds {model.name}: " + "; ".join(notes), binding_constraint=Binding.MEMORY
         )
-    seats = engine_limits(scenario_engine(catalog, scenario), decode[0].gpu).max_seqs
+    engine = scenario_engine(catalog, scenario)
+    seats = engine_limits(engine, decode[0].gpu).max_seqs
+    granularities = (
+        engine_granularities(tuple(s.granularities), engine, notes) if s.granularities else (scenario.granularity,)
+    )
     return Space(
         prefill=prefill,
         decode=decode,
         colocated=colocated,
-        granularities=tuple(s.granularities or [scenario.granularity]),
+        granularities=granularities,
         links=tuple(s.links or [scenario.link]),
         routings=tuple(s.routing or [scenario.routing]),
         max_num_seqs=tuple(s.max_num_seqs or [scenario.max_num_seqs or seats]),

@@ -87,6 +87,10 @@ class KvConnector(FrozenModel):
     block_tokens: PosInt
     block_tokens_supported: Annotated[list[PosInt], Field(min_length=1)]
     source: Text
+    granularities: Annotated[list[Literal["request", "layer", "chunk"]], Field(min_length=1)] | None = None
+    """The KV-transfer granularities the connector runs (``optimize`` offers this engine only these; None: not
+    restricted, for a user profile that does not say)."""
+    granularities_source: Text | None = None
 
     @model_validator(mode="after")
     def _default_supported(self) -> KvConnector:

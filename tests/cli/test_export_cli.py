@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -57,7 +58,6 @@ def test_output_file_is_written_whole(cli: Cli, tmp_path: Path) -> None:
         ([str(PLAN)], "Missing option '--to'"),
         ([str(PLAN), "--to", "dynamo", "--backend", "trtllm"], "'--backend'"),
         ([str(PLAN), "--to", "vllm", "--rank", "5", "-o", "/no/such/folder/x.sh"], "output folder does not exist"),
-        ([str(PLAN), "--to", "vllm"], "layer-granularity KV transfer, but vllm transfers KV per request"),
         ([str(PLAN), "--to", "sglang", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1"),
     ],
 )
@@ -92,3 +92,17 @@ def test_console_script_reads_a_pipe() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "exec vllm serve meta-llama/Llama-3.1-70B-Instruct" in proc.stdout
+
+
+def test_a_layer_wise_plan_is_refused_for_vllm(cli: Cli, tmp_path: Path) -> None:
+    """A plan priced with layer-wise KV transfer (a scenario that sets it): vLLM's connector moves KV per request."""
+    doc = json.loads(PLAN.read_text())
+    for plan in doc["plans"]:
+        plan["granularity"] = "layer"
+    layered = tmp_path / "layer.json"
+    layered.write_text(json.dumps(doc))
+    res = cli("export", str(layered), "--to", "vllm")
+    assert res.code == 2
+    errors = [line for line in res.err_lines if line.startswith("error:")]
+    assert len(errors) == 1, res.err
+    assert "layer-granularity KV transfer, but vllm transfers KV per request" in errors[0]

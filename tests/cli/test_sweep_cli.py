@@ -74,7 +74,7 @@ def test_an_evaluate_sweep_writes_one_tidy_table(tmp_path: Path, capsys: pytest.
         "1.0",
         "99.0",
     )
-    assert first["plan"] == "2P1D h100-sxm TP4 / h100-sxm TP4 layer"
+    assert first["plan"] == "2P1D h100-sxm TP4 / h100-sxm TP4 request"
     assert first["num_gpus"] == "12"
     assert float(first["attainment"]) > float(tight["attainment"])
     assert beyond["error"]

@@ -1,8 +1,8 @@
 """``pdplan export`` output per target, byte for byte, from optimise reports made here (not read from the other
 goldens, so one ``pytest tests/golden --update-golden`` run regenerates everything in any order).
 
-Inputs: ``examples/default.yaml`` rank 1 (disaggregated, one GPU type, layer-wise KV transfer: the SGLang targets)
-and rank 5 (its first request-wise plan: the vLLM targets, which refuse layer-wise transfer),
+Inputs: ``examples/default.yaml`` rank 1 (disaggregated, one GPU type, request-wise KV transfer: the one
+granularity its default engine's connector runs, so every target takes it),
 ``examples/opt-13b-a100-distserve.yaml`` rank 1 (colocated), and the synthetic report fixture's rank 3 (H100
 prefill, H20 decode: mixed GPU types) from a document that records no engine settings, engine or dtypes, on Dynamo's
 SGLang workers (the plan is priced with chunk-granularity KV transfer, which vLLM workers cannot run: refused).
@@ -24,9 +24,9 @@ from pdplan.report.export import export_plan, plan_gpus
 from pdplan.report.export.context import export_context
 
 CASES = [
-    ("default", 5, "dynamo", "vllm", "export_default_dynamo.yaml"),
+    ("default", 1, "dynamo", "vllm", "export_default_dynamo.yaml"),
     ("default", 1, "dynamo", "sglang", "export_default_dynamo_sglang.yaml"),
-    ("default", 5, "vllm", "vllm", "export_default_vllm.sh"),
+    ("default", 1, "vllm", "vllm", "export_default_vllm.sh"),
     ("default", 1, "sglang", "vllm", "export_default_sglang.sh"),
     ("opt-13b-a100-distserve", 1, "vllm", "vllm", "export_colocated_vllm.sh"),
     ("opt-13b-a100-distserve", 1, "dynamo", "vllm", "export_colocated_dynamo.yaml"),
