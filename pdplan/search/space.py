@@ -322,8 +322,8 @@ def engine_granularities(
 ) -> tuple[Granularity, ...]:
     """The KV-transfer granularities of a ``search.granularities`` list that the engine's connector runs (issue #25:
     the search offers an engine only what it can run; ``kv_connector.granularities`` in its profile, with the
-    source); the dropped ones are noted. When none is left the list is kept as asked, with a note that those plans
-    cannot be exported to the engine. A scenario without the list keeps its own
+    source); the dropped ones are noted. When none is left the list is kept as asked, with a note that those plans are
+    not what the engine runs. A scenario without the list keeps its own
     ``granularity`` as the user set it (a deployment priced as given, e.g. PrfaaS's layer-wise streaming)."""
     allowed = engine.kv_connector.granularities if engine.kv_connector is not None else None
     if allowed is None:
@@ -333,8 +333,8 @@ def engine_granularities(
     if not kept:  # the user asked only for what the engine cannot run: priced as asked, said plainly
         notes.append(
             f"the search lists {', '.join(asked)}-wise KV transfer, which {engine.name}'s connector does not run "
-            f"({'/'.join(allowed)}-wise only): the plans are priced as asked but their export to {engine.name} is "
-            "refused; list request in search.granularities for plans this engine runs"
+            f"({'/'.join(allowed)}-wise only): the plans are priced as asked, not as {engine.name} would run them "
+            f"(an export warns or refuses); list {'/'.join(allowed)} in search.granularities for plans it runs"
         )
         return asked
     if dropped:
