@@ -76,3 +76,17 @@ def test_hostile_node_label_is_refused(cli: Callable[..., CliResult], label: str
     result = cli("export", str(PLAN), "--to", "dynamo", "--node-label", label)
     assert result.code == 2, result.err
     assert "--node-label" in result.err_lines[0]
+
+
+def test_a_hostile_model_name_inside_the_plan_is_refused(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """The plan document's own model name (no --model-id) goes through the catalogue: a name with a newline is an
+    unknown model, one line and exit 2, and nothing reaches stdout."""
+    doc = json.loads(PLAN.read_text())
+    doc["inputs"]["model"] = "llama-3.1-70b\ntouch PWNED"
+    path = tmp_path / "evil-model.json"
+    path.write_text(json.dumps(doc))
+    for target in TARGETS:
+        result = cli("export", str(path), "--to", *target)
+        assert result.code == 2, result.err
+        assert result.out == ""
+        assert len(result.err_lines) == 1
