@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from typing import Any
 
-from pdplan.io.files import parse_yaml
+from pdplan.io.files import packaged_yaml
 
 
 @dataclass(frozen=True)
@@ -23,9 +21,7 @@ class BillingPeriods:
 @lru_cache(maxsize=1)
 def billing_periods() -> BillingPeriods:
     """The packaged billing periods."""
-    text = (resources.files("pdplan") / "data" / "billing_periods.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = parse_yaml(text)
-    data.pop("schema_version")
+    data = packaged_yaml("billing_periods.yaml")
     return BillingPeriods(**data)
 
 

@@ -46,6 +46,16 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
+def packaged_yaml(name: str) -> dict[str, Any]:
+    """A data file shipped in ``pdplan/data/`` (``name``, e.g. ``serving_defaults.yaml``) as a mapping, without its
+    ``schema_version``: the loaders of the packaged defaults validate the rest."""
+    from importlib import resources
+
+    data: dict[str, Any] = parse_yaml((resources.files("pdplan") / "data" / name).read_text(encoding="utf-8"))
+    data.pop("schema_version")
+    return data
+
+
 def check_input_file(path: Path) -> None:
     """``path`` names a readable regular file (SpecError otherwise): a folder, a FIFO, a device node or a socket is
     refused before it is opened, so that a named pipe cannot block the command and ``/dev/zero`` cannot fill memory."""

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from typing import Any
 
-from pdplan.io.files import parse_yaml
+from pdplan.io.files import packaged_yaml
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,5 @@ class PlanningDefaults:
 @lru_cache(maxsize=1)
 def planning_defaults() -> PlanningDefaults:
     """The packaged planning defaults."""
-    text = (resources.files("pdplan") / "data" / "planning_defaults.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = parse_yaml(text)
-    data.pop("schema_version")
+    data = packaged_yaml("planning_defaults.yaml")
     return PlanningDefaults(**data)

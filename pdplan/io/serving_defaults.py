@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
-from typing import Any
 
-from pdplan.io.files import parse_yaml
+from pdplan.io.files import packaged_yaml
 from pdplan.specs.serving_defaults import ServingDefaults
 
 
 @lru_cache(maxsize=1)
 def serving_defaults() -> ServingDefaults:
     """The packaged serving defaults."""
-    text = (resources.files("pdplan") / "data" / "serving_defaults.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = parse_yaml(text)
-    data.pop("schema_version")
+    data = packaged_yaml("serving_defaults.yaml")
     return ServingDefaults(**data)

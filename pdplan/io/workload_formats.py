@@ -7,18 +7,15 @@ out, as the tool that wrote the file would (docs/reuse_workloads.md §3, §5).
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from pdplan.io.files import parse_yaml
+from pdplan.io.files import packaged_yaml
 
 
 @lru_cache(maxsize=1)
 def workload_format_defaults() -> dict[str, Any]:
     """The packaged defaults, keyed by format (``mooncake``, ``inference_perf``) with their ``sources``."""
-    text = (resources.files("pdplan") / "data" / "workload_formats.yaml").read_text(encoding="utf-8")
-    data: dict[str, Any] = parse_yaml(text)
-    data.pop("schema_version")
+    data = packaged_yaml("workload_formats.yaml")
     return data
 
 
