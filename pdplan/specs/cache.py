@@ -57,6 +57,31 @@ TierCapacity = Annotated[float, BeforeValidator(parse_size_bytes), AfterValidato
 """A tier's size in a deployment: bytes > 0, unit strings allowed (``"1 TiB"``)."""
 
 
+TurnPolicy = Literal["pd", "ppd", "threshold", "score"]
+"""Where a session's Turn 2+ prefill runs in an xPyD deployment (PPD, arXiv 2603.13358; :class:`TurnPlacementSpec`):
+``pd``, always on the prefill pool (today's disaggregation, PPD's x = 0); ``ppd``, always as an append-prefill on the
+decode instance that holds the session (x = 1); ``threshold``, on decode when the turn's new tokens are fewer than
+``append_threshold_tokens``; ``score``, PPD's routing rule. Turn 1, and any turn whose history the decode instance does
+not hold, always goes to the prefill pool."""
+
+
+class TurnPlacementSpec(FrozenModel):
+    """Scenario ``cache: turn_placement:``: the per-turn placement policy of multi-turn sessions (PPD).
+
+    Sources: the threshold's default 512 is ``PPD_BYPASS_THRESHOLD`` of the PPD repository (``freelulul/vllm-ppd``,
+    "short input bypass": ``input_tokens < 512`` goes to decode); the score rule and its default weights 1/1 (presets
+    2/1 TTFT priority, 1/2 TPOT priority) are the same repository's decision engine:
+    ``score = w_ttft·(pd_ttft − ppd_ttft)/pd_ttft − w_tpot·(ppd_tpot − pd_tpot)/pd_tpot``, decode when score > 0."""
+
+    policy: TurnPolicy = "pd"
+    append_threshold_tokens: Annotated[int, Field(ge=0, le=10_000_000)] = 512
+    """``threshold``: a Turn 2+ whose new (appended) tokens are fewer than this runs on decode."""
+    ttft_weight: Annotated[float, Field(gt=0.0, le=1e6, allow_inf_nan=False)] = 1.0
+    """``score``: w_ttft."""
+    tpot_weight: Annotated[float, Field(gt=0.0, le=1e6, allow_inf_nan=False)] = 1.0
+    """``score``: w_tpot."""
+
+
 DualSplit = Literal["optimal", "snic-balanced"] | Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 """The decode path's share of hit reads (:class:`CacheSpec` ``dual_split``)."""
 
@@ -85,6 +110,9 @@ class CacheSpec(FrozenModel):
     """With ``read_paths: dual``: the share of hit reads taken over the decode path: ``optimal`` (the share that
     minimises the busiest resource), ``snic-balanced`` (DualPath's shortest-read-queue scheduler in its fluid limit,
     D/(P + D)) or a fixed share in [0, 1]."""
+    turn_placement: TurnPlacementSpec = TurnPlacementSpec()
+    """Where Turn 2+ prefills run in an xPyD deployment of a ``sessions`` workload (PPD); the default ``pd`` is
+    plain disaggregation."""
 
 
 class CacheSearch(FrozenModel):
