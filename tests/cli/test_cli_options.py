@@ -77,3 +77,15 @@ def test_version_loads_no_numeric_core() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert proc.stdout.splitlines()[-1] == "[]", proc.stdout
+
+
+def test_console_version_imports_no_cli_framework() -> None:
+    """The console entry point answers ``--version`` before typer, rich and pydantic load (pdplan.__main__)."""
+    code = (
+        "import sys; sys.argv = ['pdplan', '--version']; from pdplan.__main__ import main; main(); "
+        "print(sorted(m for m in ('typer', 'rich', 'pydantic', 'numpy', 'importlib.metadata') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    from pdplan.version import VERSION
+
+    assert proc.stdout.splitlines() == [f"pdplan {VERSION}", "[]"], proc.stdout
