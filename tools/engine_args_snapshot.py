@@ -5,6 +5,7 @@ Usage::
     pip download --no-deps --only-binary :all: vllm==0.20.1 sglang==0.5.11 sglang-router==0.3.2 ai-dynamo==1.2.1 -d W
     (unzip each wheel into its own folder)
     python tools/engine_args_snapshot.py vllm UNPACKED_VLLM_WHEEL --release 0.20.1 --artifact WHEEL_FILE_NAME
+    python tools/engine_args_snapshot.py vllm-toy-proxy UNPACKED_VLLM_SDIST --release 0.20.1 --artifact SDIST_NAME
     python tools/engine_args_snapshot.py sglang UNPACKED_SGLANG_WHEEL --release 0.5.11 --artifact ...
     python tools/engine_args_snapshot.py sglang-router UNPACKED_ROUTER_WHEEL --release 0.3.2 --artifact ...
     python tools/engine_args_snapshot.py dynamo UNPACKED_AI_DYNAMO_WHEEL --release 1.2.1 --artifact ...
@@ -53,6 +54,10 @@ RECIPES: dict[str, tuple[str, tuple[Part, ...]]] = {
             Part("engine", "vllm.engine.arg_utils", ("EngineArgs.add_cli_args", "AsyncEngineArgs.add_cli_args")),
             Part("openai_server", "vllm.entrypoints.openai.cli_args", ("make_arg_parser",)),
         ),
+    ),
+    "vllm-toy-proxy": (
+        "vLLM toy proxy",
+        (Part("proxy", "tests.v1.kv_connector.nixl_integration.toy_proxy_server", ("parse_args",)),),
     ),
     "sglang": ("SGLang", (Part("server_args", "sglang.srt.server_args", ("ServerArgs.add_cli_args",)),)),
     "sglang-router": (

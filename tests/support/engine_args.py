@@ -1,0 +1,292 @@
+"""Check an exported command line the way the engine itself parses it: an argparse parser rebuilt from the argument
+snapshots of the pinned releases (``pdplan/data/export/engine_args/*.json``, made by tools/engine_args_snapshot.py
+from the released wheels), then the cross-flag rules each engine enforces when it builds its config.
+
+:func:`parse` refuses (:class:`EngineRefusal`) an unknown flag, a value that does not parse to the flag's type or is
+not one of its choices or outside its bounds, a value given to a flag that takes none, and a flag whose snapshot
+record is unresolved (never passed unchecked). :func:`rule_violations` lists the cross-flag checks that fail.
+
+A Dynamo worker parses its own groups first (``parse_known_args``) and gives the rest to the engine's parser
+(ai-dynamo 1.2.1 ``dynamo/vllm/args.py`` ``parse_args``: ``AsyncEngineArgs.add_cli_args``, the engine group only;
+``dynamo/sglang/args.py``: ``ServerArgs.add_cli_args``): :data:`PROGRAMS` lists the stages of each program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parents[2] / "pdplan" / "data" / "export" / "engine_args"
+
+Group = tuple[str, str]
+"""(snapshot file stem, group): ``("vllm-0.20.1", "engine")``."""
+
+PROGRAMS: dict[str, tuple[tuple[Group, ...], ...]] = {
+    "vllm serve": ((("vllm-0.20.1", "openai_server"), ("vllm-0.20.1", "engine")),),
+    "python3 -m dynamo.vllm": (
+        (("dynamo-1.2.1", "runtime"), ("dynamo-1.2.1", "vllm_worker")),
+        (("vllm-0.20.1", "engine"),),
+    ),
+    "python3 -m dynamo.sglang": (
+        (("dynamo-1.2.1", "runtime"), ("dynamo-1.2.1", "sglang_worker")),
+        (("sglang-0.5.11", "server_args"),),
+    ),
+    "python3 -m dynamo.frontend": ((("dynamo-1.2.1", "frontend"),),),
+    "python -m sglang.launch_server": ((("sglang-0.5.11", "server_args"),),),
+    "python -m sglang_router.launch_router": ((("sglang-router-0.3.2", "router"),),),
+    "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": ((("vllm-toy-proxy-0.20.1", "proxy"),),),
+}
+"""Each program's parsing stages: a stage's groups form one parser; every stage but the last keeps what it does not
+know for the next (``parse_known_args``)."""
+
+
+class EngineRefusal(ValueError):
+    """What the engine's own parser would say before it starts (exit 2) or its config check would raise."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print and exit
+        raise EngineRefusal(f"{self.prog}: {message}")
+
+
+@cache
+def snapshot(stem: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / f"{stem}.json").read_text())
+    return data
+
+
+def records(group: Group) -> dict[str, dict[str, Any]]:
+    flags: dict[str, dict[str, Any]] = snapshot(group[0])["groups"][group[1]]["flags"]
+    return flags
+
+
+def _human_int(text: str, auto: bool = False) -> int:
+    """vLLM ``human_readable_int`` (``vllm/utils/argparse_utils.py``): ``25.6k``, ``1K``, plain integers;
+    ``..._or_auto`` also ``-1`` / ``auto``."""
+    if auto and (text == "-1" or text.lower() == "auto"):
+        return -1
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+    if match is None:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+
+
+def _json_or_str(text: str) -> Any:
+    return json.loads(text) if re.match(r"(?s)^\s*{.*}\s*$", text) else text
+
+
+CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "json": json.loads,
+    "human_int": _human_int,
+    "human_int_or_auto": lambda text: _human_int(text, auto=True),
+    "str_or_json": _json_or_str,
+}
+
+
+def _converter(name: str, record: dict[str, Any]) -> Callable[[str], Any]:
+    """The value parser of one flag: its type, then ``None`` where allowed, its choices and its bounds."""
+
+    def convert(text: str) -> Any:
+        kind = record["type"]
+        if kind not in CONVERTERS:
+            raise argparse.ArgumentTypeError(f"{name}: the snapshot cannot check this flag ({kind})")
+        if record.get("none_allowed") and text in ("", "None"):
+            return None
+        try:
+            value = CONVERTERS[kind](text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"{name}: {text!r} is not {kind}") from err
+        choices = record.get("choices")
+        if isinstance(choices, dict):
+            raise argparse.ArgumentTypeError(f"{name}: the snapshot cannot check its choices ({choices})")
+        if choices is not None and value not in choices:
+            raise argparse.ArgumentTypeError(f"{name}: {text!r} is not one of {choices}")
+        _check_bounds(name, value, record.get("constraints", {}))
+        return value
+
+    return convert
+
+
+def _check_bounds(name: str, value: Any, bounds: dict[str, Any]) -> None:
+    tests = {
+        "gt": lambda b: value > b,
+        "ge": lambda b: value >= b,
+        "lt": lambda b: value < b,
+        "le": lambda b: value <= b,
+    }
+    for key, bound in bounds.items():
+        if isinstance(bound, dict):
+            raise argparse.ArgumentTypeError(f"{name}: the snapshot cannot check its bound {key} ({bound})")
+        if not tests[key](bound):
+            raise argparse.ArgumentTypeError(f"{name}: {value} violates {key} {bound}")
+
+
+def _add(parser: argparse.ArgumentParser, record: dict[str, Any]) -> None:
+    names, action = record["names"], record["action"]
+    kwargs: dict[str, Any] = {"dest": record["dest"], "default": None}
+    if action == "boolean_optional":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif action in ("store_true", "store_false", "count"):
+        kwargs["action"] = action
+    elif action in ("store_const", "version", "help"):
+        kwargs["action"] = "store_true"
+    elif action in ("store", "append"):
+        kwargs.update(action=action, type=_converter(names[0], record))
+        if record.get("nargs") is not None:
+            kwargs["nargs"] = record["nargs"]
+    else:  # a custom action the snapshot could not resolve: refuse any use
+        kwargs.update(action="store", type=_converter(names[0], {**record, "type": f"unresolved action {action}"}))
+    parser.add_argument(*names, **kwargs)
+
+
+@cache
+def _parser(prog: str, groups: tuple[Group, ...], positional: bool) -> _Parser:
+    parser = _Parser(prog=prog, add_help=False, allow_abbrev=False)
+    seen: set[str] = set()
+    for group in groups:
+        for record in records(group).values():
+            fresh = [n for n in record["names"] if n not in seen]
+            if fresh:
+                _add(parser, {**record, "names": fresh})
+                seen.update(fresh)
+    if positional:
+        parser.add_argument("model_tag", nargs="?")
+    return parser
+
+
+def parse(program: str, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` (the words after the program) parsed as ``program`` parses them; EngineRefusal otherwise."""
+    if program not in PROGRAMS:
+        raise EngineRefusal(f"no argument snapshot for {program!r}")
+    stages = PROGRAMS[program]
+    rest, namespace = list(argv), argparse.Namespace()
+    for i, groups in enumerate(stages):
+        parser = _parser(program, groups, positional=program == "vllm serve")
+        if i < len(stages) - 1:
+            namespace, rest = parser.parse_known_args(rest, namespace)
+        else:
+            namespace = parser.parse_args(rest, namespace)
+    return namespace
+
+
+def _get(ns: argparse.Namespace, name: str, default: Any = None) -> Any:
+    value = getattr(ns, name, None)
+    return default if value is None else value
+
+
+def vllm_rules(ns: argparse.Namespace) -> list[str]:
+    """vLLM 0.20.1's checks on the values an export writes: ``vllm/config/scheduler.py``
+    ``SchedulerConfig.verify_max_model_len`` (token budget ≥ max_num_seqs; ≥ max_model_len unless chunked prefill,
+    on by default: ``enable_chunked_prefill: bool = True``) and ``vllm/config/parallel.py``
+    ``_validate_parallel_config`` (EPLB needs expert parallelism and TP × DP > 1; redundant experts need EPLB)."""
+    out = []
+    budget, seqs, length = ns.max_num_batched_tokens, ns.max_num_seqs, ns.max_model_len
+    if budget is not None and seqs is not None and budget < seqs:
+        out.append(f"max_num_batched_tokens ({budget}) must be >= max_num_seqs ({seqs})")
+    chunked = _get(ns, "enable_chunked_prefill", True)
+    if budget is not None and length is not None and length > 0 and budget < length and not chunked:
+        out.append(f"max_num_batched_tokens ({budget}) is smaller than max_model_len ({length}) without chunking")
+    redundant = (ns.eplb_config or {}).get("num_redundant_experts", 0)
+    if ns.enable_eplb:
+        if not ns.enable_expert_parallel:
+            out.append("enable_expert_parallel must be True to use EPLB")
+        if _get(ns, "tensor_parallel_size", 1) * _get(ns, "data_parallel_size", 1) <= 1:
+            out.append("EPLB requires tensor_parallel_size or data_parallel_size > 1")
+    elif redundant:
+        out.append(f"num_redundant_experts is {redundant} but EPLB is not enabled")
+    return out
+
+
+def sglang_rules(ns: argparse.Namespace) -> list[str]:
+    """SGLang 0.5.11's checks (``python/sglang/srt/server_args.py``): ``check_server_args`` (TP × PP divisible by
+    nnodes; chunked prefill size a multiple of the page size outside decode; two-batch overlap needs an MoE
+    all-to-all backend), ``_handle_data_parallelism`` (DP attention: tp_size divisible by dp_size),
+    ``_handle_eplb_and_dispatch`` (EPLB needs ep_size > 1), ``_handle_pd_disaggregation`` (no ``fake`` backend on a
+    prefill server); and ``_handle_a2a_moe``, which replaces ep_size by tp_size under DeepEP: an export that writes
+    another ep_size would not run the EP it was priced with. (``ServerArgs.from_cli_args`` renames the parsed
+    ``tensor_parallel_size`` etc. to ``tp_size``.)"""
+    out = []
+    tp, pp = _get(ns, "tensor_parallel_size", 1), _get(ns, "pipeline_parallel_size", 1)
+    dp, ep_written = _get(ns, "data_parallel_size", 1), ns.expert_parallel_size
+    if (tp * pp) % _get(ns, "nnodes", 1):
+        out.append("tp_size * pp_size must be divisible by nnodes")
+    chunk, page = _get(ns, "chunked_prefill_size", -1), _get(ns, "page_size", 1)
+    if chunk > 0 and _get(ns, "disaggregation_mode", "null") != "decode" and chunk % page:
+        out.append(f"chunked_prefill_size {chunk} must be divisible by page_size {page}")
+    a2a = _get(ns, "moe_a2a_backend", "none")
+    if ns.enable_two_batch_overlap and a2a == "none":
+        out.append("two batch overlap needs moe_a2a_backend other than none")
+    if ns.enable_dp_attention and dp > 1 and tp % dp:
+        out.append(f"DP attention: tp_size {tp} must be divisible by dp_size {dp}")
+    ep = tp if a2a == "deepep" else (ep_written or 1)
+    if a2a == "deepep" and ep_written is not None and ep_written != tp:
+        out.append(f"DeepEP sets ep_size to tp_size ({tp}), not the {ep_written} written")
+    if ns.enable_eplb and ep <= 1:
+        out.append("EPLB needs ep_size > 1")
+    if _get(ns, "disaggregation_mode", "null") == "prefill" and ns.disaggregation_transfer_backend == "fake":
+        out.append("a prefill server cannot use the fake transfer backend")
+    fraction = ns.mem_fraction_static
+    if fraction is not None and not 0 < fraction < 1:
+        out.append(f"mem_fraction_static {fraction} is not in (0, 1)")
+    return out
+
+
+def dynamo_vllm_rules(ns: argparse.Namespace) -> list[str]:
+    """ai-dynamo 1.2.1 ``dynamo/vllm/args.py`` ``cross_validate_config``: a prefill worker needs an explicit
+    ``--kv-transfer-config``; then vLLM's own checks."""
+    out = []
+    if ns.disaggregation_mode == "prefill" and ns.kv_transfer_config is None:
+        out.append("--disaggregation-mode prefill needs an explicit --kv-transfer-config")
+    return out + vllm_rules(ns)
+
+
+def router_rules(ns: argparse.Namespace) -> list[str]:
+    """sglang-router 0.3.2 ``router_args.py``: PD mode routes to the ``--prefill`` and ``--decode`` servers given."""
+    if ns.pd_disaggregation and not (ns.prefill and ns.decode):
+        return ["--pd-disaggregation needs --prefill and --decode servers"]
+    return []
+
+
+def proxy_rules(ns: argparse.Namespace) -> list[str]:
+    """vLLM 0.20.1 ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` ``parse_args``: as many hosts as
+    ports, for prefillers and for decoders."""
+    out = []
+    for kind in ("prefiller", "decoder"):
+        hosts, ports = getattr(ns, f"{kind}_hosts") or [], getattr(ns, f"{kind}_ports") or []
+        if len(hosts) != len(ports):
+            out.append(f"{len(hosts)} {kind} hosts but {len(ports)} ports")
+    return out
+
+
+RULES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
+    "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": proxy_rules,
+    "vllm serve": vllm_rules,
+    "python3 -m dynamo.vllm": dynamo_vllm_rules,
+    "python -m sglang.launch_server": sglang_rules,
+    "python3 -m dynamo.sglang": sglang_rules,
+    "python -m sglang_router.launch_router": router_rules,
+}
+
+
+def rule_violations(program: str, ns: argparse.Namespace) -> list[str]:
+    return RULES.get(program, lambda _: [])(ns)
+
+
+def check(program: str, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` as ``program`` does and apply its rules; EngineRefusal naming every problem otherwise."""
+    ns = parse(program, argv)
+    problems = rule_violations(program, ns)
+    if problems:
+        raise EngineRefusal(f"{program}: {'; '.join(problems)}")
+    return ns

@@ -1,0 +1,220 @@
+"""Every exported command line parses as the pinned engine release parses it, and passes the engine's own cross-flag
+checks (issue #25 item 2): ``tests/support/engine_args.py`` rebuilds each program's argparse parser from the
+argument snapshots (``pdplan/data/export/engine_args``, read from the released wheels by
+tools/engine_args_snapshot.py), and ``tests/support/export_argv.py`` gets the command lines a script really runs
+(bash, with each program stubbed) or a manifest's containers hold.
+
+Plans: every ranked plan of the golden example reports (``tests/golden/examples``: Llama-3.1-70B disaggregated,
+DeepSeek-V3 wide-EP MoE, OPT-13B colocated and disaggregated, both PrfaaS examples), the synthetic report fixture
+(mixed H100 / H20) and ``examples/h100-prefill-l40s-decode.yaml`` and ``examples/fp8-h200.yaml`` optimised here
+(mixed GPU types; FP8 weights and KV), and two variants that vLLM can run, request-granularity KV transfer (vLLM's
+NIXL connector moves a request's KV after its prefill, so it refuses layer- and chunk-granularity plans): the
+wide-EP example with DP8 instances (one node each, so the script targets run it too) and the H100 / A100 example;
+each on every target. A plan a target cannot run is refused with one line (SpecError); every other export is
+checked flag by flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.engine_args import PROGRAMS, EngineRefusal, check, parse, records
+from support.export_argv import manifest_argvs, script_argvs
+from support.optimized import Optimized
+from support.plan_fixture import plan_result
+
+from pdplan.errors import SpecError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.export_data import read_plan_document
+from pdplan.report import render_optimize
+from pdplan.report.export import ExportResult, export_plan, plan_gpus
+from pdplan.report.export.context import export_context
+from pdplan.specs.export import PlanDocument
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "examples"
+GOLDEN_DOCS = ["default", "deepseek-v3-wide-ep", "opt-13b-a100-distserve", "prfaas-h200-h100", "prfaas-h200-h20"]
+OPTIMIZED_DOCS = ["h100-prefill-l40s-decode", "fp8-h200"]
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "wide-ep-request": (
+        "deepseek-v3-wide-ep",
+        {"granularity": "request", "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3}},
+    ),
+    "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),
+}
+TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang")]
+
+
+def _variant(name: str, tmp: Path) -> Path:
+    """The example scenario with :data:`VARIANTS`' changes (the search block's keys merged)."""
+    base, changes = VARIANTS[name]
+    scenario = yaml.safe_load((ROOT / "examples" / f"{base}.yaml").read_text())
+    search = {**scenario.get("search", {}), **changes.get("search", {})}
+    scenario.update({**changes, "search": search})
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def _document(name: str, optimized: Optimized, tmp: Path) -> PlanDocument:
+    if name in GOLDEN_DOCS:
+        return read_plan_document(str(GOLDEN / f"{name}.json"))
+    if name == "fixture":
+        result = plan_result()
+    else:
+        result = optimized(_variant(name, tmp), analyse=False) if name in VARIANTS else optimized(name)
+    text = render_optimize(result, "json")
+    assert isinstance(text, str)
+    return read_plan_document("-", text)
+
+
+def _export(doc: PlanDocument, rank: int, target: str, backend: str) -> ExportResult:
+    ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, "test"), source="test")
+    return export_plan(doc, target=target, rank=rank, ctx=ctx, source="test", backend=backend)
+
+
+def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
+    return manifest_argvs(result.text) if target == "dynamo" else script_argvs(result.text, tmp)
+
+
+def _check_export(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, argparse.Namespace]]:
+    lines = _command_lines(result, target, tmp)
+    assert {program for program, _ in lines} == {cmd.program for cmd in result.commands}
+    return [(program, check(program, argv)) for program, argv in lines]
+
+
+def _plan_kinds(doc: PlanDocument, rank: int) -> set[str]:
+    plan = doc.plans[rank - 1]
+    roles = [plan[r] for r in ("prefill", "decode", "colocated") if isinstance(plan.get(r), dict)]
+    kinds = {str(plan["mode"])}
+    kinds |= {"moe" if any(int(r.get("ep", 1)) > 1 for r in roles) else "dense"}  # type: ignore[union-attr]
+    kinds |= {"mixed-gpu"} if len({r["gpu"] for r in roles}) > 1 else set()  # type: ignore[index]
+    return kinds | ({"prfaas"} if plan.get("prfaas") else set())
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("optimized")
+def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimized, tmp_path: Path) -> None:
+    exported: dict[tuple[str, str], set[str]] = {}
+    refused: dict[tuple[str, str], set[str]] = {}
+    messages: list[str] = []
+    for name in [*GOLDEN_DOCS, "fixture", *OPTIMIZED_DOCS, *VARIANTS]:
+        doc = _document(name, optimized, tmp_path)
+        for rank in range(1, len(doc.plans) + 1):
+            kinds = _plan_kinds(doc, rank)
+            for target, backend in TARGETS:
+                key = (target, backend)
+                try:
+                    result = _export(doc, rank, target, backend)
+                except SpecError as err:
+                    messages.append(str(err))
+                    refused.setdefault(key, set()).update(kinds)
+                    continue
+                _check_export(result, target, tmp_path / f"{name}-{rank}-{target}-{backend}")
+                exported.setdefault(key, set()).update(kinds)
+    for key in TARGETS:  # each target ran each kind of plan it can run
+        assert {"disaggregated", "colocated", "dense", "moe", "mixed-gpu"} <= exported[key], (key, exported[key])
+        assert "prfaas" in refused[key]  # PrfaaS: two clusters, refused
+        assert "prfaas" not in exported[key]
+    assert all("\n" not in m for m in messages)  # each refusal is one line
+
+
+def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_context(tmp_path: Path) -> None:
+    """Issue #25 "Done when": the default plan's Dynamo/vLLM export parses with its KV-transfer config, router mode
+    and a max-model-len no larger than the priced KV capacity of a prefill instance."""
+    doc = read_plan_document(str(GOLDEN / "default.json"))
+    parsed = _check_export(_export(doc, 1, "dynamo", "vllm"), "dynamo", tmp_path)
+    prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
+    frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
+    assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    assert prefill.max_model_len == doc.plans[0]["priced"]["roles"]["prefill"]["max_model_len"]  # type: ignore[index]
+    assert frontend.router_mode == "kv"  # priced least-work: the load-aware mode
+
+
+# ---- a wrong flag fails ---------------------------------------------------------------------------------------
+
+WRONG = [
+    ("vllm serve", ["m", "--max-num-seq", "8"], "unrecognized arguments"),  # misspelt
+    ("vllm serve", ["m", "--max-num-seqs", "eight"], "is not int"),
+    ("vllm serve", ["m", "--kv-cache-dtype", "fp8_e4m3x"], "is not one of"),
+    ("vllm serve", ["m", "--gpu-memory-utilization", "1.2"], "violates le 1"),
+    ("vllm serve", ["m", "--enable-expert-parallel", "true"], "unrecognized arguments"),  # takes no value
+    ("vllm serve", ["m", "--max-num-seqs", "4096", "--max-num-batched-tokens", "2048"], "must be >= max_num_seqs"),
+    (
+        "vllm serve",
+        ["m", "--max-model-len", "131072", "--max-num-batched-tokens", "8192", "--no-enable-chunked-prefill"],
+        "without chunking",
+    ),
+    ("vllm serve", ["m", "--eplb-config", '{"num_redundant_experts":32}'], "EPLB is not enabled"),
+    ("vllm serve", ["m", "--host", "0.0.0.0", "--lora-modules", "a=b"], "cannot check"),  # unresolved: refused
+    ("python3 -m dynamo.vllm", ["--model", "m", "--disaggregation-mode", "prefill"], "--kv-transfer-config"),
+    ("python3 -m dynamo.vllm", ["--model", "m", "--port", "8000"], "unrecognized arguments"),  # engine group only
+    ("python -m sglang.launch_server", ["--model-path", "m", "--kv-cache-dtype", "fp8"], "is not one of"),
+    ("python -m sglang.launch_server", ["--model-path", "m", "--enable-two-batch-overlap"], "two batch overlap"),
+    (
+        "python -m sglang.launch_server",
+        ["--model-path", "m", "--tp-size", "8", "--moe-a2a-backend", "deepep", "--ep-size", "4"],
+        "DeepEP sets ep_size",
+    ),
+    ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
+    ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
+]
+
+
+@pytest.mark.parametrize(("program", "argv", "message"), WRONG, ids=range(len(WRONG)))
+def test_a_wrong_flag_is_refused_as_the_engine_would(program: str, argv: list[str], message: str) -> None:
+    with pytest.raises(EngineRefusal, match=message.replace("(", r"\(")):
+        check(program, argv)
+
+
+def test_a_wrong_flag_in_an_export_fails_the_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The whole path, export to check, catches a flag an export writes wrongly (here a misspelt one injected into
+    every role's engine flags)."""
+    import pdplan.report.export.vllm as vllm_target
+
+    doc = read_plan_document(str(GOLDEN / "default.json"))
+    _check_export(_export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "good")
+    real = vllm_target.role_engine_flags
+    monkeypatch.setattr(vllm_target, "role_engine_flags", lambda *a: [*real(*a), ("--max-num-batched-token", "8192")])
+    with pytest.raises(EngineRefusal, match="unrecognized arguments: --max-num-batched-token"):
+        _check_export(_export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "bad")
+
+
+# ---- the snapshots themselves ---------------------------------------------------------------------------------
+
+
+def test_snapshots_name_their_release_and_files() -> None:
+    for stages in PROGRAMS.values():
+        for groups in stages:
+            for stem, group in groups:
+                data = json.loads((ROOT / "pdplan/data/export/engine_args" / f"{stem}.json").read_text())
+                assert stem.endswith(data["release"])
+                assert data["source"]["artifact"].endswith("(PyPI)")
+                assert data["source"]["files_read"]
+                assert records((stem, group))
+
+
+def test_every_flag_in_engine_flags_yaml_is_in_the_snapshot() -> None:
+    """The curated list (``pdplan/data/export/engine_flags.yaml``) names only flags the release defines."""
+    from pdplan.io.export_data import engine_flags
+
+    for program, entry in engine_flags().programs.items():
+        assert program in PROGRAMS, f"no argument snapshot for {program}"
+        names = {n for stages in PROGRAMS[program] for g in stages for r in records(g).values() for n in r["names"]}
+        names |= {f"--no-{n[2:]}" for n in names if n.startswith("--")}
+        assert set(entry.flags) <= names, (program, sorted(set(entry.flags) - names))
+
+
+def test_parse_reads_values_as_the_engine_does() -> None:
+    ns = parse(
+        "vllm serve", ["m", "--max-num-batched-tokens", "8k", "--max-model-len", "auto", "--quantization", "None"]
+    )
+    assert (ns.max_num_batched_tokens, ns.max_model_len, ns.quantization) == (8000, -1, None)
+    ns = parse("vllm serve", ["m", "--no-enable-chunked-prefill", "--eplb-config", '{"num_redundant_experts":2}'])
+    assert ns.enable_chunked_prefill is False
+    assert ns.eplb_config == {"num_redundant_experts": 2}
