@@ -4,14 +4,9 @@ argument snapshots (``pdplan/data/export/engine_args``, read from the released w
 tools/engine_args_snapshot.py), and ``tests/support/export_argv.py`` gets the command lines a script really runs
 (bash, with each program stubbed) or a manifest's containers hold.
 
-Plans: every ranked plan of the golden example reports (``tests/golden/examples``: Llama-3.1-70B disaggregated,
-DeepSeek-V3 wide-EP MoE, OPT-13B colocated and disaggregated, both PrfaaS examples), the synthetic report fixture
-(mixed H100 / H20) and ``examples/h100-prefill-l40s-decode.yaml`` and ``examples/fp8-h200.yaml`` optimised here
-(mixed GPU types; FP8 weights and KV), and two variants that vLLM can run, request-granularity KV transfer (vLLM's
-NIXL connector moves a request's KV after its prefill, so it refuses layer- and chunk-granularity plans): the
-wide-EP example with DP8 instances (one node each, so the script targets run it too) and the H100 / A100 example;
-each on every target. A plan a target cannot run is refused with one line (SpecError); every other export is
-checked flag by flag.
+Plans: ``tests/support/export_plans.py`` (every example report's ranked plans, colocated and disaggregated, dense
+and MoE, mixed GPU, PrfaaS), each on every target. A plan a target cannot run is refused with one line (SpecError);
+every other export is checked flag by flag.
 """
 
 from __future__ import annotations
@@ -19,82 +14,28 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from support.engine_args import PROGRAMS, EngineRefusal, check, parse, records
 from support.export_argv import manifest_argvs, script_argvs
+from support.export_plans import GOLDEN, export, outcomes
 from support.optimized import Optimized
-from support.plan_fixture import plan_result
 
-from pdplan.errors import SpecError
-from pdplan.io.catalog import open_catalog
 from pdplan.io.export_data import read_plan_document
-from pdplan.report import render_optimize
-from pdplan.report.export import ExportResult, export_plan, plan_gpus
-from pdplan.report.export.context import export_context
-from pdplan.specs.export import PlanDocument
+from pdplan.report.export import ExportResult
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "tests" / "golden" / "examples"
-GOLDEN_DOCS = ["default", "deepseek-v3-wide-ep", "opt-13b-a100-distserve", "prfaas-h200-h100", "prfaas-h200-h20"]
-OPTIMIZED_DOCS = ["h100-prefill-l40s-decode", "fp8-h200"]
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "wide-ep-request": (
-        "deepseek-v3-wide-ep",
-        {"granularity": "request", "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3}},
-    ),
-    "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),
-}
 TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang")]
-
-
-def _variant(name: str, tmp: Path) -> Path:
-    """The example scenario with :data:`VARIANTS`' changes (the search block's keys merged)."""
-    base, changes = VARIANTS[name]
-    scenario = yaml.safe_load((ROOT / "examples" / f"{base}.yaml").read_text())
-    search = {**scenario.get("search", {}), **changes.get("search", {})}
-    scenario.update({**changes, "search": search})
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    return path
-
-
-def _document(name: str, optimized: Optimized, tmp: Path) -> PlanDocument:
-    if name in GOLDEN_DOCS:
-        return read_plan_document(str(GOLDEN / f"{name}.json"))
-    if name == "fixture":
-        result = plan_result()
-    else:
-        result = optimized(_variant(name, tmp), analyse=False) if name in VARIANTS else optimized(name)
-    text = render_optimize(result, "json")
-    assert isinstance(text, str)
-    return read_plan_document("-", text)
-
-
-def _export(doc: PlanDocument, rank: int, target: str, backend: str) -> ExportResult:
-    ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, "test"), source="test")
-    return export_plan(doc, target=target, rank=rank, ctx=ctx, source="test", backend=backend)
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
     return manifest_argvs(result.text) if target == "dynamo" else script_argvs(result.text, tmp)
 
 
-def _check_export(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, argparse.Namespace]]:
+def _checkexport(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, argparse.Namespace]]:
     lines = _command_lines(result, target, tmp)
     assert {program for program, _ in lines} == {cmd.program for cmd in result.commands}
     return [(program, check(program, argv)) for program, argv in lines]
-
-
-def _plan_kinds(doc: PlanDocument, rank: int) -> set[str]:
-    plan = doc.plans[rank - 1]
-    roles = [plan[r] for r in ("prefill", "decode", "colocated") if isinstance(plan.get(r), dict)]
-    kinds = {str(plan["mode"])}
-    kinds |= {"moe" if any(int(r.get("ep", 1)) > 1 for r in roles) else "dense"}  # type: ignore[union-attr]
-    kinds |= {"mixed-gpu"} if len({r["gpu"] for r in roles}) > 1 else set()  # type: ignore[index]
-    return kinds | ({"prfaas"} if plan.get("prfaas") else set())
 
 
 @pytest.mark.slow
@@ -102,33 +43,26 @@ def _plan_kinds(doc: PlanDocument, rank: int) -> set[str]:
 def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimized, tmp_path: Path) -> None:
     exported: dict[tuple[str, str], set[str]] = {}
     refused: dict[tuple[str, str], set[str]] = {}
-    messages: list[str] = []
-    for name in [*GOLDEN_DOCS, "fixture", *OPTIMIZED_DOCS, *VARIANTS]:
-        doc = _document(name, optimized, tmp_path)
-        for rank in range(1, len(doc.plans) + 1):
-            kinds = _plan_kinds(doc, rank)
-            for target, backend in TARGETS:
-                key = (target, backend)
-                try:
-                    result = _export(doc, rank, target, backend)
-                except SpecError as err:
-                    messages.append(str(err))
-                    refused.setdefault(key, set()).update(kinds)
-                    continue
-                _check_export(result, target, tmp_path / f"{name}-{rank}-{target}-{backend}")
-                exported.setdefault(key, set()).update(kinds)
+    for n, out in enumerate(outcomes(optimized, TARGETS)):
+        key = (out.target, out.backend)
+        if out.result is None:
+            assert out.refusal is not None
+            assert "\n" not in out.refusal  # each refusal is one line
+            refused.setdefault(key, set()).update(out.kinds)
+            continue
+        _checkexport(out.result, out.target, tmp_path / str(n))
+        exported.setdefault(key, set()).update(out.kinds)
     for key in TARGETS:  # each target ran each kind of plan it can run
         assert {"disaggregated", "colocated", "dense", "moe", "mixed-gpu"} <= exported[key], (key, exported[key])
         assert "prfaas" in refused[key]  # PrfaaS: two clusters, refused
         assert "prfaas" not in exported[key]
-    assert all("\n" not in m for m in messages)  # each refusal is one line
 
 
 def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_context(tmp_path: Path) -> None:
     """Issue #25 "Done when": the default plan's Dynamo/vLLM export parses with its KV-transfer config, router mode
     and a max-model-len no larger than the priced KV capacity of a prefill instance."""
     doc = read_plan_document(str(GOLDEN / "default.json"))
-    parsed = _check_export(_export(doc, 1, "dynamo", "vllm"), "dynamo", tmp_path)
+    parsed = _checkexport(export(doc, 1, "dynamo", "vllm"), "dynamo", tmp_path)
     prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
     frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
     assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
@@ -178,11 +112,11 @@ def test_a_wrong_flag_in_an_export_fails_the_check(monkeypatch: pytest.MonkeyPat
     import pdplan.report.export.vllm as vllm_target
 
     doc = read_plan_document(str(GOLDEN / "default.json"))
-    _check_export(_export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "good")
+    _checkexport(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "good")
     real = vllm_target.role_engine_flags
     monkeypatch.setattr(vllm_target, "role_engine_flags", lambda *a: [*real(*a), ("--max-num-batched-token", "8192")])
     with pytest.raises(EngineRefusal, match="unrecognized arguments: --max-num-batched-token"):
-        _check_export(_export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "bad")
+        _checkexport(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "bad")
 
 
 # ---- the snapshots themselves ---------------------------------------------------------------------------------
