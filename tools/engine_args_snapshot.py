@@ -9,6 +9,12 @@ Usage::
     python tools/engine_args_snapshot.py sglang UNPACKED_SGLANG_WHEEL --release 0.5.11 --artifact ...
     python tools/engine_args_snapshot.py sglang-router UNPACKED_ROUTER_WHEEL --release 0.3.2 --artifact ...
     python tools/engine_args_snapshot.py dynamo UNPACKED_AI_DYNAMO_WHEEL --release 1.2.1 --artifact ...
+    python tools/engine_args_snapshot.py trtllm TENSORRT_LLM_SOURCES --release RELEASE --artifact ...
+
+TensorRT-LLM's wheels are not on PyPI (its ``tensorrt-llm`` entries are stub source archives that point to NVIDIA's
+own index), so ``trtllm`` reads a folder holding ``tensorrt_llm/commands/serve.py``, ``tensorrt_llm/llmapi/
+llm_args.py``, ``tensorrt_llm/llmapi/disagg_utils.py`` and ``tensorrt_llm/serve/router.py`` (whole files, or the
+excerpts the snapshot's header names).
 
 Each run writes ``pdplan/data/export/engine_args/<engine>-<release>.json`` (``--out`` to change the folder): a
 header (engine, release, the artifact read, the files and functions read, this script) and, per group of flags
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_args.argparse_calls import ACTIONS, TYPE_NAMES, Collected, collect, function
+from engine_args.click_pass import click_options, dict_keys, keyword_parameters
 from engine_args.config_fields import field_kwargs
 from engine_args.source import Module, SourceTree, Unresolved
 
@@ -135,10 +142,51 @@ def _replay(tree: SourceTree, module: Module, stmt: ast.AST, kwargs: dict[str, d
                     kwargs[path[0]]["nargs"] = None
 
 
+TRTLLM_MODELS = ("BaseLlmArgs", "KvCacheConfig", "CacheTransceiverConfig")
+
+
+def _trtllm_groups(tree: SourceTree) -> tuple[dict[str, Any], list[str]]:
+    """TensorRT-LLM: ``trtllm-serve`` and ``trtllm-serve disaggregated`` options (click), the LLM-API argument
+    models an ``--extra_llm_api_options`` YAML is validated with (pydantic fields, vLLM-style records), and the keys
+    of a ``disaggregated`` config file (function parameters) with the router types."""
+    serve = _module(tree, "tensorrt_llm.commands.serve")
+    args = _module(tree, "tensorrt_llm.llmapi.llm_args")
+    disagg = _module(tree, "tensorrt_llm.llmapi.disagg_utils")
+    router = _module(tree, "tensorrt_llm.serve.router")
+    groups: dict[str, Any] = {}
+    for command in ("serve", "disaggregated"):
+        out = click_options(tree, serve, command)
+        groups[command] = {"flags": out.flags, "unresolved": out.unresolved}
+    groups["llm_args"] = {"models": {name: field_kwargs(tree, args, name) for name in TRTLLM_MODELS}}
+    groups["disagg_config"] = {
+        "top": keyword_parameters(tree, disagg, "extract_disagg_cfg"),
+        "servers": keyword_parameters(tree, disagg, "extract_ctx_gen_cfgs"),
+        "router_types": dict_keys(tree, router, "create_router", "router_map"),
+    }
+    entry = [
+        "tensorrt_llm/commands/serve.py: serve, disaggregated (click options)",
+        f"tensorrt_llm/llmapi/llm_args.py: {', '.join(TRTLLM_MODELS)} (fields)",
+        "tensorrt_llm/llmapi/disagg_utils.py: extract_disagg_cfg, extract_ctx_gen_cfgs (parameters)",
+        "tensorrt_llm/serve/router.py: create_router (router_map keys)",
+    ]
+    return groups, entry
+
+
+def _module(tree: SourceTree, name: str) -> Module:
+    module = tree.module(name)
+    if module is None:
+        raise SystemExit(f"{name} is not under {tree.root}")
+    return module
+
+
 def snapshot(engine: str, root: Path, release: str, artifact: str) -> dict[str, Any]:
-    """The snapshot document of ``engine`` (a key of :data:`RECIPES`) read from the unpacked sources at ``root``."""
-    title, parts = RECIPES[engine]
+    """The snapshot document of ``engine`` (a key of :data:`RECIPES`, or ``trtllm``) read from the unpacked sources
+    at ``root``."""
     tree = SourceTree(root)
+    if engine == "trtllm":
+        trt_groups, entry = _trtllm_groups(tree)
+        return _document("TensorRT-LLM", release, artifact, entry, tree, trt_groups)
+    title, parts = RECIPES[engine]
     groups: dict[str, Any] = {}
     files: list[str] = []
     for part in parts:
@@ -159,7 +207,13 @@ def snapshot(engine: str, root: Path, release: str, artifact: str) -> dict[str, 
             _frontend_fields(tree, module, out)
         files.append(f"{tree.relpath(module)}: {', '.join(part.functions)}")
         groups[part.group] = {"flags": out.flags, "unresolved": out.unresolved}
-    read = sorted({str(m.path.relative_to(root).as_posix()) for m in tree._modules.values() if m is not None})
+    return _document(title, release, artifact, files, tree, groups)
+
+
+def _document(
+    title: str, release: str, artifact: str, files: list[str], tree: SourceTree, groups: dict[str, Any]
+) -> dict[str, Any]:
+    read = sorted({tree.relpath(m) for m in tree._modules.values() if m is not None})
     return {
         "schema_version": 1,
         "engine": title,
@@ -176,7 +230,7 @@ def snapshot(engine: str, root: Path, release: str, artifact: str) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("engine", choices=sorted(RECIPES))
+    parser.add_argument("engine", choices=sorted([*RECIPES, "trtllm"]))
     parser.add_argument("root", type=Path, help="the unpacked wheel (the folder holding the top-level packages)")
     parser.add_argument("--release", required=True, help="the release read, e.g. 0.20.1")
     parser.add_argument("--artifact", required=True, help="the file the sources came from (wheel name, registry)")
@@ -186,8 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.engine}-{args.release}.json"
     path.write_text(json.dumps(doc, indent=1, sort_keys=False, default=_json_default) + "\n")
-    count = sum(len(g["flags"]) for g in doc["groups"].values())
-    unresolved = sum(len(g["unresolved"]) for g in doc["groups"].values())
+    count = sum(len(g.get("flags", {})) for g in doc["groups"].values())
+    unresolved = sum(len(g.get("unresolved", [])) for g in doc["groups"].values())
     print(f"{path}: {count} flags, {unresolved} calls unresolved")
 
 

@@ -1,4 +1,5 @@
-"""``pdplan export``: a plan from ``optimize --format json`` as a Dynamo manifest or vLLM / SGLang launch commands."""
+"""``pdplan export``: a plan from ``optimize --format json`` as a Dynamo manifest or vLLM / SGLang / TensorRT-LLM
+launch commands."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class ExportTarget(StrEnum):
     dynamo = "dynamo"
     vllm = "vllm"
     sglang = "sglang"
+    trtllm = "trtllm"
 
 
 class DynamoBackend(StrEnum):
@@ -30,7 +32,8 @@ def export_command(
         typer.Argument(metavar="PLAN.json|-", help="`pdplan optimize --format json` output; - reads it from stdin."),
     ],
     to: Annotated[
-        ExportTarget, Opt("--to", help="A Dynamo manifest, or vLLM / SGLang launch commands.", case_sensitive=False)
+        ExportTarget,
+        Opt("--to", help="A Dynamo manifest, or vLLM / SGLang / TensorRT-LLM launch commands.", case_sensitive=False),
     ],
     rank: Annotated[int, Opt("--rank", help="Which ranked plan (1 = the recommended one).")] = 1,
     backend: Annotated[
@@ -50,7 +53,8 @@ def export_command(
     hardware_db: HardwareDbOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Write a plan as a deployment: Dynamo DynamoGraphDeployment YAML, or vllm serve / SGLang launch commands.
+    """Write a plan as a deployment: Dynamo DynamoGraphDeployment YAML, or vllm serve / SGLang / trtllm-serve launch
+    commands.
 
     Example: pdplan optimize --format json -o plan.json && pdplan export plan.json --to dynamo -o dgd.yaml
     """

@@ -54,7 +54,7 @@ def test_output_file_is_written_whole(cli: Cli, tmp_path: Path) -> None:
         ([str(ROOT / "examples" / "default.yaml"), "--to", "vllm"], "not JSON"),
         ([str(PLAN), "--to", "vllm", "--rank", "6"], "plans 1..5"),
         ([str(PLAN), "--to", "vllm", "--rank", "0"], "out of range"),
-        ([str(PLAN), "--to", "trtllm"], "'--to'"),
+        ([str(PLAN), "--to", "tgi"], "'--to'"),
         ([str(PLAN)], "Missing option '--to'"),
         ([str(PLAN), "--to", "dynamo", "--backend", "trtllm"], "'--backend'"),
         ([str(PLAN), "--to", "vllm", "--rank", "5", "-o", "/no/such/folder/x.sh"], "output folder does not exist"),

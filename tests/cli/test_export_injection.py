@@ -18,7 +18,7 @@ from support.cli_result import CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "tests" / "golden" / "examples" / "default.json"
-TARGETS = [("vllm",), ("sglang",), ("dynamo", "--backend", "vllm"), ("dynamo", "--backend", "sglang")]
+TARGETS = [("vllm",), ("sglang",), ("dynamo", "--backend", "vllm"), ("dynamo", "--backend", "sglang"), ("trtllm",)]
 HOSTILE_IDS = ["foo\ntouch PWNED", "", "-rf", "a b", "x;touch PWNED", "$(touch PWNED)", "`id`", "x'y", 'x"y', "a\rb"]
 
 

@@ -28,6 +28,7 @@ CASES = [
     ("default", 1, "dynamo", "sglang", "export_default_dynamo_sglang.yaml"),
     ("default", 1, "vllm", "vllm", "export_default_vllm.sh"),
     ("default", 1, "sglang", "vllm", "export_default_sglang.sh"),
+    ("default", 1, "trtllm", "vllm", "export_default_trtllm.sh"),
     ("opt-13b-a100-distserve", 1, "vllm", "vllm", "export_colocated_vllm.sh"),
     ("opt-13b-a100-distserve", 1, "dynamo", "vllm", "export_colocated_dynamo.yaml"),
     ("fixture", 3, "dynamo", "sglang", "export_mixed_gpu_dynamo.yaml"),

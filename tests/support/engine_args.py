@@ -21,6 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 DATA = Path(__file__).resolve().parents[2] / "pdplan" / "data" / "export" / "engine_args"
 
 Group = tuple[str, str]
@@ -40,6 +42,8 @@ PROGRAMS: dict[str, tuple[tuple[Group, ...], ...]] = {
     "python -m sglang.launch_server": ((("sglang-0.5.11", "server_args"),),),
     "python -m sglang_router.launch_router": ((("sglang-router-0.3.2", "router"),),),
     "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": ((("vllm-toy-proxy-0.20.1", "proxy"),),),
+    "trtllm-serve": ((("trtllm-unpinned", "serve"),),),
+    "trtllm-serve disaggregated": ((("trtllm-unpinned", "disaggregated"),),),
 }
 """Each program's parsing stages: a stage's groups form one parser; every stage but the last keeps what it does not
 know for the next (``parse_known_args``)."""
@@ -172,7 +176,7 @@ def parse(program: str, argv: Sequence[str]) -> argparse.Namespace:
     stages = PROGRAMS[program]
     rest, namespace = list(argv), argparse.Namespace()
     for i, groups in enumerate(stages):
-        parser = _parser(program, groups, positional=program == "vllm serve")
+        parser = _parser(program, groups, positional=program in ("vllm serve", "trtllm-serve"))
         if i < len(stages) - 1:
             namespace, rest = parser.parse_known_args(rest, namespace)
         else:
@@ -269,7 +273,95 @@ def proxy_rules(ns: argparse.Namespace) -> list[str]:
     return out
 
 
+def _models() -> dict[str, dict[str, dict[str, Any]]]:
+    models: dict[str, dict[str, dict[str, Any]]] = snapshot("trtllm-unpinned")["groups"]["llm_args"]["models"]
+    return models
+
+
+NESTED = {"kv_cache_config": "KvCacheConfig", "cache_transceiver_config": "CacheTransceiverConfig"}
+YAML_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,)}
+
+
+def llm_args_problems(options: Any, model: str = "BaseLlmArgs", where: str = "") -> list[str]:
+    """An ``--extra_llm_api_options`` mapping checked as TensorRT-LLM's LLM-API models check it
+    (``tensorrt_llm/llmapi/llm_args.py``: ``StrictBaseModel``, ``extra="forbid"``): every key a field, each value of
+    the field's type, in its choices and bounds; nested configs checked against their own model."""
+    if not isinstance(options, dict):
+        return [f"{where or model}: not a mapping"]
+    fields, out = _models()[model], []
+    for key, value in options.items():
+        path = f"{where}{key}"
+        if key not in fields:
+            out.append(f"{path}: not a field of {model} (extra keys are forbidden)")
+        elif key in NESTED:
+            out += llm_args_problems(value, NESTED[key], f"{path}.")
+        else:
+            out += _value_problems(path, value, fields[key])
+    return out
+
+
+def _value_problems(path: str, value: Any, record: dict[str, Any]) -> list[str]:
+    if value is None:
+        return [] if record.get("none_allowed") else [f"{path}: None is not allowed"]
+    kinds = YAML_TYPES.get(record["type"])
+    if kinds is None:
+        return [f"{path}: the snapshot cannot check this field ({record['type']})"]
+    if not isinstance(value, kinds) or (record["type"] != "bool" and isinstance(value, bool)):
+        return [f"{path}: {value!r} is not {record['type']}"]
+    if record.get("choices") is not None and value not in record["choices"]:
+        return [f"{path}: {value!r} is not one of {record['choices']}"]
+    try:
+        _check_bounds(path, value, record.get("constraints", {}))
+    except argparse.ArgumentTypeError as err:
+        return [str(err)]
+    return []
+
+
+def trtllm_serve_rules(ns: argparse.Namespace) -> list[str]:
+    """``trtllm-serve``: the ``--extra_llm_api_options`` file the command names, checked as the LLM API does."""
+    if ns.extra_llm_api_options is None:
+        return []
+    return llm_args_problems(yaml.safe_load(Path(ns.extra_llm_api_options).read_text()))
+
+
+def disagg_config_problems(config: Any) -> list[str]:
+    """A ``trtllm-serve disaggregated`` config (``tensorrt_llm/llmapi/disagg_utils.py``): top-level keys are
+    ``extract_disagg_cfg``'s parameters (others pass to both sections as LLM-API arguments); each section's keys are
+    ``extract_ctx_gen_cfgs``' parameters, ``router`` (``type`` one of ``create_router``'s) or LLM-API arguments;
+    as many ``urls`` (``host:port``) as ``num_instances``."""
+    spec = snapshot("trtllm-unpinned")["groups"]["disagg_config"]
+    if not isinstance(config, dict):
+        return ["disagg config: not a mapping"]
+    out, llm_keys = [], set(_models()["BaseLlmArgs"])
+    for key in config:
+        if key not in spec["top"] and key not in llm_keys:
+            out.append(f"{key}: not a disaggregated-server key or an LLM-API argument")
+    for name in ("context_servers", "generation_servers"):
+        section = config.get(name)
+        if not isinstance(section, dict):
+            out.append(f"{name}: missing")
+            continue
+        extra = {k: v for k, v in section.items() if k not in spec["servers"] and k != "router"}
+        out += llm_args_problems(extra, where=f"{name}.")
+        router = section.get("router", {}).get("type", "round_robin")
+        if router not in spec["router_types"]:
+            out.append(f"{name}.router.type: {router!r} is not one of {spec['router_types']}")
+        urls = section.get("urls") or []
+        if len(urls) != section.get("num_instances", 1):
+            out.append(f"{name}: {len(urls)} urls for num_instances {section.get('num_instances', 1)}")
+        out += [f"{name}.urls: {u!r} is not host:port" for u in urls if not re.fullmatch(r"[^:\s]+:\d+", str(u))]
+    return out
+
+
+def trtllm_disagg_rules(ns: argparse.Namespace) -> list[str]:
+    if ns.config_file is None:
+        return ["trtllm-serve disaggregated needs -c CONFIG"]
+    return disagg_config_problems(yaml.safe_load(Path(ns.config_file).read_text()))
+
+
 RULES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
+    "trtllm-serve": trtllm_serve_rules,
+    "trtllm-serve disaggregated": trtllm_disagg_rules,
     "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": proxy_rules,
     "vllm serve": vllm_rules,
     "python3 -m dynamo.vllm": dynamo_vllm_rules,

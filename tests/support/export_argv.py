@@ -32,6 +32,7 @@ def _run(script: Path, tmp: Path, role: str, slot: str | None, env: dict[str, st
     out = tmp / "argv.bin"
     args = ["bash", str(script), role] + ([slot] if slot is not None else [])
     full_env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "ARGV_OUT": str(out), "HOST_IP": "10.0.0.1", **env}
+    full_env["TRTLLM_CONFIG_DIR"] = str(tmp / f"config-{role}-{slot}")  # each launch keeps the files it wrote
     run = subprocess.run(args, env=full_env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise AssertionError(f"bash {script.name} {role} {slot}: exit {run.returncode}: {run.stderr}")

@@ -424,7 +424,7 @@ def test_rank_out_of_range_and_unknown_targets_are_bad_input() -> None:
     with pytest.raises(SpecError, match=r"plans 1\.\.1"):
         _export(doc, "vllm", rank=2)
     with pytest.raises(SpecError, match="unknown export target"):
-        _export(doc, "trtllm")
+        _export(doc, "tgi")
 
 
 def test_a_model_without_hf_id_needs_model_id() -> None:

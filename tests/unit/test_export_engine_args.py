@@ -12,27 +12,42 @@ every other export is checked flag by flag.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
 import pytest
-from support.engine_args import PROGRAMS, EngineRefusal, check, parse, records
+import yaml
+from support.engine_args import (
+    PROGRAMS,
+    EngineRefusal,
+    check,
+    disagg_config_problems,
+    llm_args_problems,
+    parse,
+    records,
+)
 from support.export_argv import manifest_argvs, script_argvs
 from support.export_plans import GOLDEN, export, outcomes
 from support.optimized import Optimized
 
+from pdplan.errors import SpecError
 from pdplan.io.export_data import read_plan_document
 from pdplan.report.export import ExportResult
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang")]
+TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang"), ("trtllm", "vllm")]
+RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu"}
+"""The kinds of plan each target exports; TensorRT-LLM refuses the example MoE plans (all use attention data
+parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write)."""
+RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe"}}
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
     return manifest_argvs(result.text) if target == "dynamo" else script_argvs(result.text, tmp)
 
 
-def _checkexport(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, argparse.Namespace]]:
+def _check_export(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, argparse.Namespace]]:
     lines = _command_lines(result, target, tmp)
     assert {program for program, _ in lines} == {cmd.program for cmd in result.commands}
     return [(program, check(program, argv)) for program, argv in lines]
@@ -50,10 +65,10 @@ def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimize
             assert "\n" not in out.refusal  # each refusal is one line
             refused.setdefault(key, set()).update(out.kinds)
             continue
-        _checkexport(out.result, out.target, tmp_path / str(n))
+        _check_export(out.result, out.target, tmp_path / str(n))
         exported.setdefault(key, set()).update(out.kinds)
     for key in TARGETS:  # each target ran each kind of plan it can run
-        assert {"disaggregated", "colocated", "dense", "moe", "mixed-gpu"} <= exported[key], (key, exported[key])
+        assert RUNS_BY_TARGET.get(key, RUNS) <= exported[key], (key, exported[key])
         assert "prfaas" in refused[key]  # PrfaaS: two clusters, refused
         assert "prfaas" not in exported[key]
 
@@ -62,7 +77,7 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
     """Issue #25 "Done when": the default plan's Dynamo/vLLM export parses with its KV-transfer config, router mode
     and a max-model-len no larger than the priced KV capacity of a prefill instance."""
     doc = read_plan_document(str(GOLDEN / "default.json"))
-    parsed = _checkexport(export(doc, 1, "dynamo", "vllm"), "dynamo", tmp_path)
+    parsed = _check_export(export(doc, 1, "dynamo", "vllm"), "dynamo", tmp_path)
     prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
     frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
     assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
@@ -97,6 +112,9 @@ WRONG = [
     ),
     ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
+    ("trtllm-serve", ["m", "--tp-size", "2"], "unrecognized arguments"),  # click names use underscores
+    ("trtllm-serve", ["m", "--backend", "vllm"], "is not one of"),
+    ("trtllm-serve disaggregated", [], "needs -c"),
 ]
 
 
@@ -112,11 +130,11 @@ def test_a_wrong_flag_in_an_export_fails_the_check(monkeypatch: pytest.MonkeyPat
     import pdplan.report.export.vllm as vllm_target
 
     doc = read_plan_document(str(GOLDEN / "default.json"))
-    _checkexport(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "good")
+    _check_export(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "good")
     real = vllm_target.role_engine_flags
     monkeypatch.setattr(vllm_target, "role_engine_flags", lambda *a: [*real(*a), ("--max-num-batched-token", "8192")])
     with pytest.raises(EngineRefusal, match="unrecognized arguments: --max-num-batched-token"):
-        _checkexport(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "bad")
+        _check_export(export(doc, 1, "vllm", "vllm"), "vllm", tmp_path / "bad")
 
 
 # ---- the snapshots themselves ---------------------------------------------------------------------------------
@@ -128,7 +146,10 @@ def test_snapshots_name_their_release_and_files() -> None:
             for stem, group in groups:
                 data = json.loads((ROOT / "pdplan/data/export/engine_args" / f"{stem}.json").read_text())
                 assert stem.endswith(data["release"])
-                assert data["source"]["artifact"].endswith("(PyPI)")
+                if stem == "trtllm-unpinned":  # no TensorRT-LLM release is on PyPI: says what it was read from
+                    assert "not the 1.3.0rc14 release" in data["source"]["artifact"]
+                else:
+                    assert data["source"]["artifact"].endswith("(PyPI)")
                 assert data["source"]["files_read"]
                 assert records((stem, group))
 
@@ -152,3 +173,67 @@ def test_parse_reads_values_as_the_engine_does() -> None:
     ns = parse("vllm serve", ["m", "--no-enable-chunked-prefill", "--eplb-config", '{"num_redundant_experts":2}'])
     assert ns.enable_chunked_prefill is False
     assert ns.eplb_config == {"num_redundant_experts": 2}
+
+
+TRTLLM_WRONG = [
+    ({"tensor_paralel_size": 2}, "not a field of BaseLlmArgs"),
+    ({"max_num_tokens": "8k"}, "is not int"),
+    ({"enable_chunked_prefill": 1}, "is not bool"),
+    ({"kv_cache_config": {"free_gpu_memory_fraction": 1.5}}, "violates le 1"),
+    ({"kv_cache_config": {"gpu_memory_utilization": 0.9}}, "not a field of KvCacheConfig"),
+    ({"cache_transceiver_config": {"backend": "nixl"}}, "is not one of"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), TRTLLM_WRONG, ids=range(len(TRTLLM_WRONG)))
+def test_a_wrong_llm_api_option_is_refused_as_tensorrt_llm_would(options: dict[str, object], message: str) -> None:
+    assert any(message in p for p in llm_args_problems(options))
+
+
+def test_a_wrong_disagg_config_is_refused() -> None:
+    good = {
+        "hostname": "0.0.0.0",
+        "port": 8000,
+        "context_servers": {"num_instances": 1, "router": {"type": "load_balancing"}, "urls": ["a:8001"]},
+        "generation_servers": {"num_instances": 1, "urls": ["b:8101"], "cache_transceiver_config": {"backend": "NIXL"}},
+    }
+    assert disagg_config_problems(good) == []
+    bad = copy.deepcopy(good)
+    bad["context_servers"]["num_instances"] = 2
+    bad["generation_servers"]["router"] = {"type": "least_work"}
+    bad["listen"] = True
+    problems = disagg_config_problems(bad)
+    assert any("1 urls for num_instances 2" in p for p in problems)
+    assert any("'least_work' is not one of" in p for p in problems)
+    assert any("listen: not a disaggregated-server key" in p for p in problems)
+
+
+def test_the_trtllm_export_writes_the_plan_numbers_tensorrt_llm_accepts(tmp_path: Path) -> None:
+    doc = read_plan_document(str(GOLDEN / "default.json"))
+    result = export(doc, 1, "trtllm")
+    parsed = _check_export(result, "trtllm", tmp_path)
+    by_port = {
+        ns.port: yaml.safe_load(Path(ns.extra_llm_api_options).read_text()) for p, ns in parsed if p == "trtllm-serve"
+    }
+    plan = doc.plans[0]
+    context, generation = by_port[8001], by_port[8101]
+    assert (context["tensor_parallel_size"], generation["tensor_parallel_size"]) == (2, 4)
+    assert context["max_seq_len"] == plan["priced"]["roles"]["prefill"]["max_model_len"]  # type: ignore[index]
+    assert generation["max_batch_size"] == plan["max_num_seqs"]
+    assert context["cache_transceiver_config"] == {"backend": "NIXL"}
+    assert "free_gpu_memory_fraction" not in context.get("kv_cache_config", {})  # not convertible: warned instead
+    assert any("free_gpu_memory_fraction is not written" in w for w in result.warnings)
+    server = next(ns for p, ns in parsed if p == "trtllm-serve disaggregated")
+    config = yaml.safe_load(Path(server.config_file).read_text())
+    assert config["context_servers"]["num_instances"] == 8
+    assert config["context_servers"]["router"] == {"type": "load_balancing"}  # priced least-work: the nearest
+
+
+def test_trtllm_refuses_what_it_cannot_run_in_one_line() -> None:
+    wide_ep = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))
+    with pytest.raises(SpecError, match="TensorRT-LLM transfers KV per request") as err:
+        export(wide_ep, 1, "trtllm")
+    assert "\n" not in str(err.value)
+    prfaas = read_plan_document(str(GOLDEN / "prfaas-h200-h100.json"))
+    with pytest.raises(SpecError, match="Prefill-as-a-Service"):
+        export(prfaas, 1, "trtllm")

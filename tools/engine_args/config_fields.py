@@ -28,8 +28,10 @@ HUMAN_INT = {
 
 
 def _is_dataclass(cls: ast.ClassDef) -> bool:
+    """A config class: a (pydantic) dataclass, or a pydantic model (a base named ``...BaseModel``)."""
     names = {ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] for d in cls.decorator_list}
-    return bool(names & {"config", "dataclass"})
+    bases = {ast.unparse(b).split(".")[-1] for b in cls.bases}
+    return bool(names & {"config", "dataclass"}) or any(b.endswith("BaseModel") for b in bases)
 
 
 class _Hints:

@@ -1,4 +1,5 @@
-"""Deployable exports of a plan: ``optimize --format json`` → a Dynamo manifest or vLLM / SGLang launch commands.
+"""Deployable exports of a plan: ``optimize --format json`` → a Dynamo manifest or vLLM / SGLang / TensorRT-LLM
+launch commands.
 
 Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.cli.export`) reads the files and the
 catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
@@ -31,6 +32,7 @@ from pdplan.report.export.dynamo import dynamo_manifest
 from pdplan.report.export.engine_args import batch_cap_warnings
 from pdplan.report.export.routing import routing_warnings
 from pdplan.report.export.sglang import sglang_script
+from pdplan.report.export.trtllm import check_trtllm, trtllm_script, trtllm_warnings
 from pdplan.report.export.vllm import vllm_script
 from pdplan.specs.export import PlanDocument
 
@@ -54,6 +56,10 @@ def export_plan(
     if backend not in ("vllm", "sglang"):
         raise SpecError(f"unknown Dynamo backend {backend!r}; allowed: vllm, sglang", field="--backend")
     chosen = choose_plan(doc, rank, source)
+    if target == "trtllm":
+        check_trtllm(chosen, ctx)
+        warnings = setting_warnings(chosen, "trtllm") + trtllm_warnings(chosen, ctx) + routing_warnings(chosen, target)
+        return trtllm_script(chosen, ctx, warnings)
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
     check_mechanisms(chosen, engine, ctx.targets.engines[engine])

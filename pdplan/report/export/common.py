@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pdplan.errors import SpecError
+from pdplan.report.export.trtllm_data import TrtllmData
 from pdplan.specs.base import validate_spec
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel, PlanDocument, PlanRole
 
-Target = Literal["dynamo", "vllm", "sglang"]
+Target = Literal["dynamo", "vllm", "sglang", "trtllm"]
 Engine = Literal["vllm", "sglang"]
-TARGETS: tuple[Target, ...] = ("dynamo", "vllm", "sglang")
+TARGETS: tuple[Target, ...] = ("dynamo", "vllm", "sglang", "trtllm")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class ExportContext:
     colocated_chunk_source: str
     sglang: EngineProfile | None = None
     """The packaged SGLang engine profile: its ``mem_fraction_static`` rule for plans priced with another engine."""
+    trtllm: TrtllmData | None = None
+    """``pdplan/data/export/trtllm.yaml`` (``--to trtllm``)."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ def version_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> list
     ]
 
 
-def setting_warnings(chosen: Chosen, engine: Engine) -> list[str]:
+def setting_warnings(chosen: Chosen, engine: str) -> list[str]:
     """Warnings for settings the plan document does not record (the engine's own default applies instead), and
     for a plan priced with another engine's profile."""
     out = []

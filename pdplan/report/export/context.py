@@ -12,6 +12,7 @@ from pdplan.errors import SpecError
 from pdplan.io.export_data import export_targets, node_labels
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.report.export.common import ExportContext, GpuFacts
+from pdplan.report.export.trtllm_data import trtllm_data
 from pdplan.specs.export import NodeLabel
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ def export_context(
         colocated_chunk_tokens=defaults.prefill_chunk_tokens,
         colocated_chunk_source=defaults.sources["prefill_chunk_tokens"],
         sglang=catalog.engine("sglang"),
+        trtllm=trtllm_data(),
     )
 
 

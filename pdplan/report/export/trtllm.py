@@ -1,0 +1,256 @@
+"""A plan as TensorRT-LLM launch commands (one bash script, a case per role): ``pdplan export --to trtllm``.
+
+Format followed (NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/serve.py``, ``tensorrt_llm/llmapi/disagg_utils.py``):
+each instance runs ``trtllm-serve MODEL --host H --port P --backend pytorch --extra_llm_api_options FILE``, FILE a
+YAML of LLM-API arguments (``tensorrt_llm/llmapi/llm_args.py`` ``BaseLlmArgs``, whose unknown keys are an error:
+``extra="forbid"``) that carries the plan's numbers; a disaggregated plan's context (prefill) and generation
+(decode) servers are joined by ``trtllm-serve disaggregated -c disagg.yaml``, whose ``context_servers`` /
+``generation_servers`` sections list ``num_instances``, ``urls`` (``host:port``) and a ``router`` ``type``
+(``extract_disagg_cfg`` / ``extract_ctx_gen_cfgs`` / ``extract_router_config``), serving on ``hostname`` /
+``port``. Colocated plans: one plain ``trtllm-serve`` per instance; TensorRT-LLM ships no load balancer for
+separate servers, so the header says to put them behind one.
+
+The YAML per role: ``tensor_parallel_size``, ``pipeline_parallel_size``, ``moe_expert_parallel_size`` (EP > 1),
+``max_batch_size`` (the plan's batch cap on generation and colocated servers), ``max_num_tokens`` (the priced token
+budget), ``max_seq_len`` (the priced max-model-len), ``dtype: bfloat16`` (BF16 weights, as vLLM's ``--dtype``),
+``enable_chunked_prefill`` (on where a budget is written, as
+vLLM's default that pdplan priced; off for a colocated prefill-first plan), ``kv_cache_config.dtype: fp8`` (FP8 KV)
+and, on disaggregated servers, ``cache_transceiver_config.backend`` (``pdplan/data/export/trtllm.yaml``). Not
+written, and said so in the file: ``kv_cache_config.free_gpu_memory_fraction`` — TensorRT-LLM's share of the memory
+left after weights, not vLLM's share of the whole GPU that the plan records, and the plan document does not record
+the weights to convert one into the other.
+
+Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node, KV transfer overlapped with the
+prefill (TensorRT-LLM moves a request's KV after its context phase), attention data parallelism and the wide-EP
+mechanisms (DeepEP, two-batch overlap, redundant experts), whose TensorRT-LLM settings pdplan does not write, and
+ZeRO-Prefill expert gather (no engine runs it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from pdplan.errors import SpecError
+from pdplan.report.export.common import (
+    Chosen,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    gpu_facts,
+    header_lines,
+)
+from pdplan.report.export.engine_args import token_budget
+from pdplan.report.export.routing import priced_routing
+from pdplan.report.export.shell import (
+    Raw,
+    command_lines,
+    instance_loop,
+    packing,
+    pool_host_checks,
+    role_comment,
+    script,
+    single_node_only,
+    slot_port,
+)
+from pdplan.report.export.trtllm_data import TrtllmData
+
+SERVE = "trtllm-serve"
+SERVER = "trtllm-serve disaggregated"
+HOST = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
+CONFIG_DIR = "${TRTLLM_CONFIG_DIR:-/tmp}"
+SECTIONS = {"prefill": "context_servers", "decode": "generation_servers"}
+
+
+def router_type(data: TrtllmData, policy: str | None) -> str:
+    """The disaggregated server's router ``type`` for a priced policy (``routers`` in trtllm.yaml; round_robin,
+    TensorRT-LLM's default, where the document records none)."""
+    for name, router in data.routers.items():
+        if name == policy:
+            return router
+    return "round_robin"
+
+
+def _data(ctx: ExportContext) -> TrtllmData:
+    if ctx.trtllm is None:
+        raise SpecError("the TensorRT-LLM export data (pdplan/data/export/trtllm.yaml) was not loaded")
+    return ctx.trtllm
+
+
+def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
+    """Refuse (SpecError, one line) a plan TensorRT-LLM cannot run as priced, or whose settings pdplan cannot write
+    for it (module docstring)."""
+    plan, data = chosen.plan, _data(ctx)
+    where = f"{chosen.source}: plans[{chosen.rank - 1}]"
+    head = f"plan {chosen.rank} ({plan.label})"
+    vendors = {gpu_facts(ctx, role).vendor for _, role in plan.roles()}
+    if not vendors <= set(data.vendors):
+        raise SpecError(f"{head} runs on {', '.join(sorted(vendors))} GPUs; TensorRT-LLM runs on NVIDIA GPUs only")
+    priced = [p for p in (plan.priced.roles.values() if plan.priced else ())]
+    reasons = []
+    if any(p.expert_gather for p in priced) or any(role.expert_gather for _, role in plan.roles()):
+        reasons.append("is priced with ZeRO-Prefill expert gather, which no engine runs")
+    if plan.mode == "disaggregated" and plan.granularity != data.kv_transfer_granularity:
+        reasons.append(
+            f"is priced with {plan.granularity}-granularity KV transfer, but TensorRT-LLM transfers KV per request, "
+            "after the context phase (re-run `pdplan optimize --granularity request`)"
+        )
+    if any(role.dp > 1 for _, role in plan.roles()):
+        reasons.append("uses attention data parallelism, whose TensorRT-LLM settings pdplan does not write")
+    if any(p.moe_kernel == "deepgemm_wideep" or p.two_batch_overlap or p.redundant_experts for p in priced):
+        reasons.append(
+            "is priced with wide-EP mechanisms (DeepEP, two-batch overlap, redundant experts) that pdplan "
+            "does not write for TensorRT-LLM"
+        )
+    if reasons:
+        raise SpecError(f"{head} {reasons[0]}: export it to sglang or dynamo, or another plan (--rank)", source=where)
+    single_node_only(chosen, ctx, "trtllm")
+
+
+def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
+    """What the file leaves to TensorRT-LLM: the KV memory share, FP8 weights, and routing it cannot express."""
+    out = [
+        "kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left "
+        "after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that "
+        "each server holds the KV the plan priced"
+    ]
+    if chosen.doc.input_str("dtype") == "fp8":
+        out.append(
+            "the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint "
+            "(no online quantization flag), so pass one with --model-id"
+        )
+    pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
+    policy = priced_routing(chosen).get(pool)
+    if chosen.plan.mode == "disaggregated" and policy in ("least-work", "random"):
+        router = router_type(_data(ctx), policy)
+        out.append(
+            f"the plan was priced with {policy} {pool} routing; TensorRT-LLM's disaggregated server has no such "
+            f"router, so router type {router} is written, the nearest: its TTFT may differ from the plan's"
+        )
+    return out
+
+
+def llm_api_options(chosen: Chosen, ctx: ExportContext, role_name: str) -> dict[str, Any]:
+    """The ``--extra_llm_api_options`` mapping of one role (module docstring)."""
+    plan = chosen.plan
+    role = dict(plan.roles())[role_name]
+    out: dict[str, Any] = {"tensor_parallel_size": role.tp, "pipeline_parallel_size": role.pp}
+    if role.ep > 1:
+        out["moe_expert_parallel_size"] = role.ep
+    if plan.max_num_seqs is not None and role_name != "prefill":
+        out["max_batch_size"] = plan.max_num_seqs
+    budget = token_budget(chosen, ctx, role_name)
+    if budget is not None:
+        out["max_num_tokens"] = budget
+    priced = plan.priced_role(role_name)
+    if priced is not None and priced.max_model_len is not None:
+        out["max_seq_len"] = priced.max_model_len
+    prefill_first = role_name == "colocated" and plan.scheduler == "prefill-first"
+    if budget is not None or prefill_first:
+        out["enable_chunked_prefill"] = not prefill_first
+    if chosen.doc.input_str("dtype") == "bf16":
+        out["dtype"] = "bfloat16"
+    if chosen.doc.input_str("kv_dtype") == "fp8":
+        out["kv_cache_config"] = {"dtype": "fp8"}
+    if role_name != "colocated":
+        out["cache_transceiver_config"] = {"backend": _data(ctx).cache_transceiver_backend}
+    return out
+
+
+def _config_lines(options: dict[str, Any], path: str) -> list[str]:
+    """Write ``options`` as YAML to ``path`` (a quoted heredoc: nothing in it is expanded)."""
+    body = yaml.safe_dump(options, sort_keys=False, default_flow_style=False).splitlines()
+    return [f'    cfg="{path}"', '    mkdir -p "$(dirname "$cfg")"', "    cat > \"$cfg\" <<'YAML'", *body, "YAML"]
+
+
+def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
+    data = _data(ctx)
+    role = dict(chosen.plan.roles())[role_name]
+    port = {"prefill": data.context_port, "decode": data.generation_port}.get(role_name, data.colocated_port)
+    gpus = packing(ctx, role).gpus
+    flags: tuple[tuple[str, str | None], ...] = (
+        ("--host", HOST),
+        ("--port", slot_port(port)),
+        ("--backend", data.backend),
+        ("--extra_llm_api_options", Raw('"$cfg"')),
+    )
+    env = (("CUDA_VISIBLE_DEVICES", Raw(f'"$(seq -s, $((SLOT * {gpus})) $((SLOT * {gpus} + {gpus - 1})))"')),)
+    return LaunchCommand(role=role_name, program=SERVE, positional=(ctx.model_id,), flags=flags, env=env)
+
+
+def _server_lines(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+    """The disaggregated server: ``disagg.yaml`` (hostname, port, each pool's instances, URLs and router) written
+    from the pools' node addresses, then ``trtllm-serve disaggregated -c``."""
+    data = _data(ctx)
+    pools = dict(chosen.plan.roles())
+    routing = priced_routing(chosen)
+    lines = [*pool_host_checks(ctx, chosen.plan), f'    cfg="{CONFIG_DIR}/pdplan-trtllm-disagg.yaml"']
+    lines += [
+        '    mkdir -p "$(dirname "$cfg")"',
+        f"    printf 'hostname: 0.0.0.0\\nport: {data.server_port}\\n' > \"$cfg\"",
+    ]
+    for role_name, hosts in (("prefill", "prefill_hosts"), ("decode", "decode_hosts")):
+        pack, policy = packing(ctx, pools[role_name]), routing.get(role_name)
+        base = data.context_port if role_name == "prefill" else data.generation_port
+        lines.append(
+            f"    printf '{SECTIONS[role_name]}:\\n  num_instances: {pack.count}\\n  router:\\n    type: "
+            f'{router_type(data, policy)}\\n  urls:\\n\' >> "$cfg"'
+        )
+        lines.append(instance_loop(pack, hosts, f'printf \'    - "%s:%s"\\n\' "$h" $(({base} + k)) >> "$cfg"'))
+    cmd = LaunchCommand(role="server", program=SERVER, flags=(("-c", Raw('"$cfg"')),))
+    return cmd, lines
+
+
+def _routing_line(chosen: Chosen, data: TrtllmData) -> str:
+    routing = priced_routing(chosen)
+    if chosen.plan.mode == "colocated":
+        return (
+            f"routing: priced with {routing.get('colocated') or 'an unrecorded'} colocated routing; no router: put "
+            "the instances behind a load balancer"
+        )
+    names = ("prefill", "decode")
+    priced = ", ".join(f"{routing.get(name) or 'unrecorded'} {name}" for name in names)
+    runs = ", ".join(f"{SECTIONS[name]} router {router_type(data, routing.get(name))}" for name in names)
+    return f"routing: priced with {priced} routing; trtllm-serve disaggregated runs {runs}"
+
+
+USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE server
+  prefill (context), decode (generation): once per instance, on its node, with HOST_IP set to that node's address;
+    SLOT picks the instance's GPUs (CUDA_VISIBLE_DEVICES) and --port on a shared node; each writes its
+    --extra_llm_api_options YAML under TRTLLM_CONFIG_DIR (default /tmp).
+  server: once, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses, space-separated, in node order):
+    writes disagg.yaml and runs trtllm-serve disaggregated on all interfaces."""
+USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
+  once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port); TensorRT-LLM ships no load
+    balancer for separate servers (trtllm-serve disaggregated joins context and generation servers): put the
+    instances behind one (round-robin)."""
+
+
+def trtllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
+    """The TensorRT-LLM launch script for the chosen plan (refusals: :func:`check_trtllm`)."""
+    data = _data(ctx)
+    header = header_lines(chosen, ctx, "trtllm", warnings)
+    header.append(
+        f"engine: targets TensorRT-LLM {data.version} (pinned by Dynamo {ctx.targets.dynamo.release}; its arguments: "
+        "pdplan/data/export/engine_args/trtllm-*.json); the plan was priced with "
+        + (f"the {chosen.doc.engine_name} engine profile" if chosen.doc.engine_name else "an unrecorded profile")
+    )
+    header.append(_routing_line(chosen, data))
+    commands: list[LaunchCommand] = []
+    cases: list[tuple[str, list[str]]] = []
+    for role_name, _ in chosen.plan.roles():
+        cmd = _serve(chosen, ctx, role_name)
+        commands.append(cmd)
+        config = _config_lines(
+            llm_api_options(chosen, ctx, role_name), f"{CONFIG_DIR}/pdplan-trtllm-{role_name}-$SLOT.yaml"
+        )
+        cases.append((role_name, [*role_comment(chosen, ctx, role_name), *config, *command_lines(cmd)]))
+    disaggregated = chosen.plan.mode == "disaggregated"
+    if disaggregated:
+        cmd, lines = _server_lines(chosen, ctx)
+        commands.append(cmd)
+        comment = "    # routes each request to a context server, then to a generation server"
+        cases.append(("server", [comment, *lines, *command_lines(cmd)]))
+    text = script(header, USAGE_DISAGG if disaggregated else USAGE_COLOCATED, cases)
+    return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))
