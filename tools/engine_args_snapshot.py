@@ -103,9 +103,10 @@ def _frontend_fields(tree: SourceTree, module: Module, out: Collected) -> None:
     kwargs = {name: dict(record) for name, record in field_kwargs(tree, module, "FrontendArgs").items()}
     for cls_name in ("BaseFrontendArgs", "FrontendArgs"):
         found = tree.class_def(module, cls_name)
-        method = None if found is None else function(module, f"{cls_name}._customize_cli_kwargs")
-        for stmt in ast.walk(method) if method is not None else ():
-            _replay(tree, module, stmt, kwargs, out)
+        methods = [] if found is None else [n for n in found[1].body if isinstance(n, ast.FunctionDef)]
+        for method in (m for m in methods if m.name == "_customize_cli_kwargs"):  # a class may not override it
+            for stmt in ast.walk(method):
+                _replay(tree, module, stmt, kwargs, out)
     for name, record in kwargs.items():
         names = [*record.pop("flags", []), f"--{name.replace('_', '-')}"]
         out.add({"names": names[::-1], "dest": name, **record})
