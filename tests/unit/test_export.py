@@ -590,3 +590,57 @@ def test_dynamo_vllm_workers_get_the_kv_transfer_config() -> None:
                 "kv_connector": "NixlConnector",
                 "kv_role": "kv_both",
             }
+
+
+# ---- TensorRT-LLM (--to trtllm) --------------------------------------------------------------------------------
+
+
+def _trtllm_options(text: str, role: str) -> dict[str, Any]:
+    """The ``--extra_llm_api_options`` YAML a trtllm script's role case writes (its quoted heredoc)."""
+    body = text.split(f"\n  {role})\n", 1)[1].split("<<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0]
+    options: dict[str, Any] = yaml.safe_load(body)
+    return options
+
+
+def test_trtllm_writes_fp8_kv_and_warns_about_fp8_weights() -> None:
+    result = _export(_doc(dtype="fp8", kv_dtype="fp8"), "trtllm")
+    assert _trtllm_options(result.text, "decode")["kv_cache_config"] == {"dtype": "fp8"}
+    assert "dtype" not in _trtllm_options(result.text, "decode")  # FP8 weights come from the checkpoint
+    assert any("FP8-quantized checkpoint" in w for w in result.warnings)
+    _assert_accepted(result)
+
+
+def test_trtllm_colocated_prefill_first_plan_turns_chunking_off() -> None:
+    plan = _plan(
+        mode="colocated",
+        prefill=None,
+        decode=None,
+        colocated={"gpu": "h100-sxm", "tp": 4, "count": 2},
+        granularity=None,
+        scheduler="prefill-first",
+    )
+    result = _export(_doc(plan), "trtllm")
+    options = _trtllm_options(result.text, "colocated")
+    assert options["enable_chunked_prefill"] is False
+    assert "cache_transceiver_config" not in options  # no KV transfer in a colocated server
+    assert "server)" not in result.text  # no disaggregated server; the header says to add a load balancer
+    assert "put the instances behind a load balancer" in result.text
+
+
+@pytest.mark.parametrize(
+    ("plan", "match"),
+    [
+        (
+            _plan(prefill={"gpu": "mi300x", "tp": 2, "count": 1}, decode={"gpu": "mi300x", "tp": 2, "count": 1}),
+            "NVIDIA",
+        ),
+        (_wide_ep(expert_gather=True), "ZeRO-Prefill expert gather"),
+        (_plan(decode={"gpu": "h100-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1}), "attention data parallelism"),
+        (_plan(granularity="layer"), "transfers KV per request"),
+    ],
+    ids=["amd", "expert-gather", "attention-dp", "layer-wise"],
+)
+def test_trtllm_refuses_in_one_line(plan: dict[str, Any], match: str) -> None:
+    with pytest.raises(SpecError, match=match) as err:
+        _export(_doc(plan), "trtllm")
+    assert "\n" not in str(err.value)
