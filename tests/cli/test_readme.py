@@ -96,6 +96,15 @@ def unmatched(shown: list[str], printed: list[str]) -> str | None:
     return None
 
 
+def test_every_output_block_names_its_command() -> None:
+    """Output is shown only in ```text blocks that open with `$ pdplan ...` (compared below); no bare ``` blocks."""
+    text = (ROOT / "README.md").read_text()
+    fences = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    assert {lang for lang, _ in fences} <= {"bash", "text", "yaml", "python"}
+    assert all(body.startswith("$ pdplan ") for lang, body in fences if lang == "text")
+    assert len(readme_outputs()) == sum(lang == "text" for lang, _ in fences) >= 9
+
+
 def test_the_matcher_fails_on_a_changed_figure() -> None:
     printed = ["head", "│ step_s │ 0.869 ms ± 0.14 ms │", "│ runs │ 9 │", "tail"]
     assert unmatched(["│ step_s   │ 0.869 ms ± 0.14 ms │", "│ runs │ 9 │"], printed) is None
