@@ -114,8 +114,9 @@ class SlidingWindowSpec(FrozenModel):
     every token a sequence has; capping that count at the window is not modelled). Attention FLOPs and bytes run
     over min(context, window) either way (:mod:`pdplan.perf.ops_attention`).
 
-    Engines: vLLM frees a window layer's blocks outside the window (``SlidingWindowManager.remove_skipped_blocks``,
-    vllm/v1/core/single_type_kv_cache_manager.py) while the layer keeps its ``SlidingWindowSpec``. A model that mixes
+    Engines: vLLM frees a window layer's blocks outside the window as a sequence advances (``SlidingWindowManager``,
+    whose skipped blocks ``remove_skipped_blocks`` releases; vllm/v1/core/single_type_kv_cache_manager.py) while the
+    layer keeps its ``SlidingWindowSpec``. A model that mixes
     window and global layers keeps it only under the hybrid KV-cache manager: with that disabled
     (``--disable-hybrid-kv-cache-manager``, or by vllm/config/vllm.py when ``--kv-transfer-config`` names a
     connector without hybrid support) ``unify_hybrid_kv_cache_specs`` (vllm/v1/core/kv_cache_utils.py) makes every
