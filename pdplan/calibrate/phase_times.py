@@ -18,6 +18,7 @@ Knobs a data set cannot see (e.g. no decode rows) keep their values.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from pdplan.calibrate.fit import ErrorStats, error_stats, fit_parameters
+from pdplan.calibrate.host_terms import HostTerm, fitted_host_terms, framework_source
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.io.files import read_text_file
@@ -75,6 +77,8 @@ class CalibrationReport:
     by_gpu: dict[str, ErrorStats]
     rows: list[dict[str, Any]]
     table: KernelTable | None = None
+    host_terms: tuple[HostTerm, ...] = ()
+    """After a fit: the additive host terms it put in the table (:mod:`pdplan.calibrate.host_terms`)."""
 
 
 def _parse_row(raw: dict[str, str], line: int, source: str) -> Measurement:
@@ -314,8 +318,14 @@ def fit(
     note = f"pdplan calibrate: {len(rows)} phase rows; knobs " + ", ".join(
         f"{k}={v:.4g}" for k, v in sorted(params.items())
     )
-    fitted = fitted.model_copy(update={"calibrated": True, "sources": {**fitted.sources, "calibrate": note}})
-    return _report(rows, predict({gpu_name: fitted}), fitted)
+    terms = fitted_host_terms(params, {k: lo for k, (lo, _) in _FIT_BOUNDS.items()})
+    sources = {**fitted.sources, "calibrate": note}
+    for term in terms:
+        if term.kind.knob == "decode_step_overhead_s":
+            sources["framework"] = framework_source(term, len(rows))
+    fitted = fitted.model_copy(update={"calibrated": True, "sources": sources})
+    report = _report(rows, predict({gpu_name: fitted}), fitted)
+    return dataclasses.replace(report, host_terms=terms)
 
 
 ADDITIVE_KNOBS = ("launch_gap_s", "collective_latency_s", "decode_step_overhead_s")

@@ -22,7 +22,9 @@ from pdplan.errors import SpecError
 from pdplan.report.render import Format
 
 if TYPE_CHECKING:
+    from pdplan.calibrate.host_terms import HostTerm
     from pdplan.io.benchmark_results import RunFlags
+    from pdplan.io.catalog import Catalog
 
 
 class PhaseChoice(StrEnum):
@@ -111,7 +113,11 @@ def calibrate(
     hardware_db: HardwareDbOpt = None,
     engine: Annotated[
         str | None,
-        typer.Option("--engine", help="Benchmark runs: the profile to check or to start the fit from (name or YAML)."),
+        typer.Option(
+            "--engine",
+            help="Benchmark runs: the profile to check or to start the fit from (name or YAML). Phase times: the "
+            "profile the fitted table will run under (default vllm), checked for host time counted twice.",
+        ),
     ] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Benchmark JSON: the GPU (not recorded).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Benchmark JSON: the model, if not recorded.")] = None,
@@ -150,7 +156,21 @@ def calibrate(
     if report.table is not None and output is not None:
         write_atomic(output, kernel_table_yaml(report.table))
         stderr_console.print(f"wrote kernel table {output}", highlight=False, markup=False, soft_wrap=True)
+    if report.table is not None:
+        _host_terms_notes(report.host_terms, catalog, engine)
     emit(calibration_view(report), fmt, output if check_only else None)
+
+
+def _host_terms_notes(terms: tuple[HostTerm, ...], catalog: Catalog, engine: str | None) -> None:
+    """After a phase-time fit: which host terms went into the table, and a warning for each one the engine profile
+    it will run under (``--engine``, else the default) adds again (:mod:`pdplan.calibrate.host_terms`)."""
+    from pdplan.calibrate.host_terms import describe, double_counted
+    from pdplan.io.engines import DEFAULT_ENGINE
+
+    stderr_console.print(describe(terms), highlight=False, markup=False, soft_wrap=True)
+    label = engine or f"{DEFAULT_ENGINE} (default)"
+    for line in double_counted(terms, catalog.engine(engine or DEFAULT_ENGINE), label):
+        warn(line)
 
 
 def _calibrate_runs(
@@ -170,6 +190,13 @@ def _calibrate_runs(
 
     catalog = catalog_from(hardware_db, [kernel_table] if kernel_table is not None else None)
     runs = read_benchmark_results(files, flags)
+    if kernel_table is not None:
+        from pdplan.calibrate.host_terms import table_host_note
+        from pdplan.io.kernel_tables import load_kernel_table
+
+        note = table_host_note(load_kernel_table(kernel_table).framework.decode_step_overhead_s, str(kernel_table))
+        if note is not None:
+            warn(note)
     taken = sorted({f for run in runs for f in run.from_flags})
     if taken:
         count = sum(1 for run in runs if run.from_flags)

@@ -5,8 +5,7 @@ fields, following the module layout of the matching ``transformers`` model. A ke
 lacks is an error naming the key. Some keys may be absent from real configs because ``transformers`` fills them
 with a class default (``tie_word_embeddings``, bias flags, ``num_key_value_heads`` = heads,
 ``head_dim`` = hidden / heads); those defaults are applied explicitly and listed in the spec's
-``notes``. Features pdplan does not model (sliding-window attention, OPT's embedding projection,
-MLA attention biases) raise SpecError.
+``notes``. Features pdplan does not model (OPT's embedding projection, MLA attention biases) raise SpecError.
 """
 
 from __future__ import annotations

@@ -22,8 +22,10 @@ def _llama(c: HfConfig) -> Fields:
 
 
 def _mistral(c: HfConfig) -> Fields:
-    c.reject_sliding_window(flag=None)
-    return rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=c.head_dim())
+    """Mistral: a Llama-style decoder whose layers attend to the last ``sliding_window`` keys (Mistral-7B v0.1: 4,096
+    of 32,768; every layer unless ``layer_types`` says otherwise; :meth:`HfConfig.window_fields`)."""
+    fields = rope_decoder(c, qkv_bias=False, o_bias=False, head_dim=c.head_dim())
+    return {**fields, "sliding_window": c.window_fields(flag=None)}
 
 
 def _mixtral(c: HfConfig) -> Fields:
@@ -36,15 +38,17 @@ def _mixtral(c: HfConfig) -> Fields:
 
 
 def _qwen2(c: HfConfig) -> Fields:
-    c.reject_sliding_window(flag="use_sliding_window")
-    return rope_decoder(c, qkv_bias=True, o_bias=False, head_dim=c.head_dim())  # Qwen2: q/k/v bias
+    """Qwen2: q/k/v biases; with ``use_sliding_window`` the layers from ``max_window_layers`` on are windowed."""
+    window = c.window_fields(flag="use_sliding_window", split="max_window_layers")
+    fields = rope_decoder(c, qkv_bias=True, o_bias=False, head_dim=c.head_dim())
+    return {**fields, "sliding_window": window}
 
 
 def _qwen3(c: HfConfig) -> Fields:
-    c.reject_sliding_window(flag="use_sliding_window")
+    window = c.window_fields(flag="use_sliding_window", split="max_window_layers")
     bias = c.get_bool("attention_bias", False)
     fields = rope_decoder(c, qkv_bias=bias, o_bias=bias, head_dim=c.get_int("head_dim"))
-    return {**fields, "qk_norm": True}
+    return {**fields, "qk_norm": True, "sliding_window": window}
 
 
 def _qwen_moe_block(c: HfConfig) -> Fields | None:

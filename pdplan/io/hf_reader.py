@@ -74,15 +74,36 @@ class HfConfig:
             raise self.error("num_attention_heads", f"{heads} does not divide hidden_size {hidden}")
         return hidden // heads
 
-    def reject_sliding_window(self, *, flag: str | None) -> None:
-        """Sliding-window attention bounds the KV cache; pdplan does not model it."""
+    def window_fields(self, *, flag: str | None, split: str | None = None) -> Fields | None:
+        """The ``sliding_window`` block of a dense decoder whose layers may attend to the last ``sliding_window``
+        keys only (Mistral; Qwen2/Qwen3 with ``flag`` = ``use_sliding_window``), or None for full attention.
+
+        As ``transformers`` builds them: ``flag`` false (the class default, recorded) disables the window; else the
+        windowed layers are those ``layer_types`` names ``sliding_attention`` where the file lists them, the layers
+        ``i >= max_window_layers`` where ``split`` names that key (Qwen2Config/Qwen3Config), and every layer otherwise
+        (MistralAttention). A window no shorter than ``max_position_embeddings`` never slides: full attention."""
         window = self.data.get("sliding_window")
         enabled = self.get_bool(flag, False) if flag else True
-        if enabled and window is not None and window < self.get_int("max_position_embeddings"):
-            raise self.error(
-                "sliding_window",
-                f"sliding-window attention ({window} tokens) is not modelled; only full-context attention is supported",
-            )
+        if not enabled or window is None:
+            return None
+        window = self.get_int("sliding_window")
+        if window >= self.get_int("max_position_embeddings"):
+            return None
+        layers = self.get_int("num_hidden_layers")
+        types = self.data.get("layer_types")
+        if types is not None:
+            if not isinstance(types, list) or len(types) != layers or not all(t in _WINDOW_LAYER_TYPES for t in types):
+                raise self.error(
+                    "layer_types", f"must list 'sliding_attention' or 'full_attention' for {layers} layers"
+                )
+            windowed = [i for i, t in enumerate(types) if t == "sliding_attention"]
+        else:
+            first = self.get_int(split) if split else 0
+            windowed = list(range(min(first, layers), layers))
+        return {"window": window, "layers": windowed} if windowed else None
+
+
+_WINDOW_LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
 def read_json(path: Path, source: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def attention_projection_ops(model: ModelSpec, s: PassShape, m: FloatArray) -> l
     ops: list[Op] = []
     if model.mla is not None:
         ops += _mla_projection_ops(model, s, m)
-    else:
+    elif model.num_kv_layers:  # none when every layer is windowed (Mistral-7B v0.1)
         ops += _projections(model, s, m, "attn", float(model.num_kv_layers), model.num_kv_heads)
     if model.num_swa_layers:
         ops += _projections(model, s, m, "swa", float(model.num_swa_layers), model.swa_kv_heads)
@@ -76,9 +76,10 @@ def _window_dims(s: PassShape, window: float) -> tuple[FloatArray, FloatArray]:
 
 
 def attention_core_ops(model: ModelSpec, s: PassShape) -> list[Op]:
-    """The attention cores: full attention over the KV layers, then the sliding-window and linear-attention ones."""
+    """The attention cores: full attention over the KV layers (none when every layer is windowed), then the
+    sliding-window and linear-attention ones."""
     core = _full_core(model, s)
-    ops: list[Op] = [core]
+    ops: list[Op] = [core] if model.num_kv_layers else []
     if model.sliding_window is not None:
         ops.append(_swa_core_op(model, s, core))
     if model.linear_attention is not None:

@@ -150,6 +150,11 @@ class ModelSpec(FrozenModel, ModelKvMixin):
         return 0 if self.sliding_window is None else len(self.sliding_window.layers)
 
     @property
+    def all_layers_windowed(self) -> bool:
+        """Every layer is sliding-window attention (Mistral-7B v0.1): no layer holds a full-context KV cache."""
+        return self.num_swa_layers == self.num_layers
+
+    @property
     def num_linear_layers(self) -> int:
         """Linear-attention layers: the layers that are neither full nor sliding-window attention."""
         return 0 if self.linear_attention is None else self.num_layers - self.num_kv_layers
@@ -421,8 +426,13 @@ def _check_sliding_window(m: ModelSpec, sw: SlidingWindowSpec) -> None:
         raise FieldError("sliding_window", "sliding-window layers beside MLA or linear attention are not modelled")
     if any(i >= m.num_layers for i in sw.layers) or len(set(sw.layers)) != len(sw.layers):
         raise FieldError("sliding_window.layers", f"distinct indices in 0..{m.num_layers - 1}")
-    if not 0 < len(sw.layers) < m.num_layers:
-        raise FieldError("sliding_window.layers", "needs at least one sliding-window and one global layer")
+    if not sw.layers:
+        raise FieldError("sliding_window.layers", "needs at least one sliding-window layer")
+    if m.all_layers_windowed and sw.num_kv_heads not in (None, m.num_kv_heads):
+        raise FieldError(
+            "sliding_window.num_kv_heads",
+            f"every layer is windowed: the window layers' K/V heads are the model's {m.num_kv_heads} (no global layer)",
+        )
     if m.num_attention_heads % m.swa_kv_heads:
         raise FieldError("sliding_window.num_kv_heads", f"does not divide {m.num_attention_heads} heads")
 

@@ -34,6 +34,8 @@ class _KvFields(Protocol):
     def num_linear_layers(self) -> int: ...
     @property
     def swa_kv_heads(self) -> int: ...
+    @property
+    def all_layers_windowed(self) -> bool: ...
     def kv_bytes_per_token_per_layer(self, kv_dtype_bytes: float) -> float: ...
     def window_kv_bytes_per_token(self, kv_dtype_bytes: float) -> float: ...
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float: ...
@@ -57,7 +59,15 @@ class ModelKvMixin:
         return self.num_swa_layers * self.swa_kv_heads * (self.head_dim + self.value_head_dim) * kv_dtype_bytes
 
     def kv_bytes_per_token(self: _KvFields, kv_dtype_bytes: float) -> float:
-        """KV-cache bytes per token over all KV layers (docs/architecture.md §2); Llama-3.1-70B: 327,680."""
+        """KV-cache bytes per token over all KV layers (docs/architecture.md §2); Llama-3.1-70B: 327,680.
+
+        A model whose every layer is windowed (:attr:`~pdplan.specs.model.ModelSpec.all_layers_windowed`, Mistral-7B
+        v0.1) has no full-context layer; its window layers are counted here, per token of context, and hold no window
+        state (:meth:`window_kv_bytes_per_sequence` is 0): exact while a sequence is within the window, an upper bound
+        beyond it (:class:`~pdplan.specs.model_parts.SlidingWindowSpec` says why). Mistral-7B v0.1, bf16: 32 layers ·
+        8 K/V heads · (128 + 128) · 2 B = 131,072 B."""
+        if self.all_layers_windowed:
+            return self.window_kv_bytes_per_token(kv_dtype_bytes)
         return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
 
     def linear_state_bytes_per_sequence(
@@ -79,9 +89,12 @@ class ModelKvMixin:
     def window_kv_bytes_per_sequence(self: _KvFields, kv_dtype_bytes: float) -> float:
         """K/V a sequence holds in its sliding-window layers once it has ``window`` tokens, window·
         :meth:`window_kv_bytes_per_token` (an upper bound for shorter sequences, by at most that much; vLLM's
-        per-request KV estimate counts the full window too). MiMo-V2-Flash, bf16: 128·199,680 = 25,559,040 B."""
+        per-request KV estimate counts the full window too). MiMo-V2-Flash, bf16: 128·199,680 = 25,559,040 B. 0 when
+        every layer is windowed (counted per token instead: :meth:`kv_bytes_per_token`)."""
         sw = self.sliding_window
-        return 0.0 if sw is None else sw.window * self.window_kv_bytes_per_token(kv_dtype_bytes)
+        if sw is None or self.all_layers_windowed:
+            return 0.0
+        return sw.window * self.window_kv_bytes_per_token(kv_dtype_bytes)
 
     def sequence_state_bytes(self: _KvFields, kv_dtype_bytes: float, tp: float = 1.0) -> float:
         """Fixed bytes one sequence holds on each GPU of a TP group of ``tp``, whatever its length (0 unless hybrid or

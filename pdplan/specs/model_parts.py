@@ -101,10 +101,28 @@ class LinearAttentionSpec(FrozenModel):
 
 
 class SlidingWindowSpec(FrozenModel):
-    """Sliding-window attention layers (MiMo-V2-Flash): each query attends to the last ``window`` keys, so such a
-    layer's KV cache holds at most ``window`` tokens per sequence. ``layers``: the 0-based SWA layers (the others
-    are global full attention, or linear attention in a hybrid); ``num_kv_heads``: their K/V heads (None: the
-    model's). Query heads and head sizes are the model's."""
+    """Sliding-window attention layers (MiMo-V2-Flash, gpt-oss, Mistral-7B v0.1): each query attends to the last
+    ``window`` keys, so such a layer's KV cache holds at most ``window`` tokens per sequence. ``layers``: the 0-based
+    SWA layers (the others are global full attention, or linear attention in a hybrid; all of them in Mistral-7B
+    v0.1); ``num_kv_heads``: their K/V heads (None: the model's; the model's when every layer is windowed). Query
+    heads and head sizes are the model's.
+
+    How pdplan prices the KV (:mod:`pdplan.specs.model_kv`): beside global layers, each window layer holds a full
+    window per sequence (fixed state, an upper bound for shorter sequences); when every layer is windowed there is
+    no full-context layer for the token-slot KV pool to count, and the window layers are counted per token of
+    context: exact up to the window, an upper bound beyond it (the pool, the queueing model and the simulator count
+    every token a sequence has; capping that count at the window is not modelled). Attention FLOPs and bytes run
+    over min(context, window) either way (:mod:`pdplan.perf.ops_attention`).
+
+    Engines: vLLM frees a window layer's blocks outside the window as a sequence advances (``SlidingWindowManager``,
+    whose skipped blocks ``remove_skipped_blocks`` releases; vllm/v1/core/single_type_kv_cache_manager.py) while the
+    layer keeps its ``SlidingWindowSpec``. A model that mixes
+    window and global layers keeps it only under the hybrid KV-cache manager: with that disabled
+    (``--disable-hybrid-kv-cache-manager``, or by vllm/config/vllm.py when ``--kv-transfer-config`` names a
+    connector without hybrid support) ``unify_hybrid_kv_cache_specs`` (vllm/v1/core/kv_cache_utils.py) makes every
+    window layer full attention and only the compute saving stays; a model whose layers are all windowed has one
+    uniform spec, which that function leaves as it is. pdplan assumes the window is honoured (the hybrid manager on
+    for mixed models)."""
 
     window: PosInt
     layers: tuple[NonNegInt, ...]

@@ -69,13 +69,12 @@ def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
     """KvShape of a model spec; MLA's latent counts as one K/V head (replicated on every rank).
 
     The per-sequence state is the linear layers' recurrent + conv state plus, for sliding-window layers, a full
-    window of their K/V (``window × window_kv_bytes_per_token``): what a sequence holds once its prompt reaches the
-    window, an upper bound for shorter prompts (at most ``window`` tokens of those layers' K/V too many)."""
+    window of their K/V (``window_kv_bytes_per_sequence``: ``window × window_kv_bytes_per_token``): what a sequence
+    holds once its prompt reaches the window, an upper bound for shorter prompts (at most ``window`` tokens of those
+    layers' K/V too many). A model whose every layer is windowed sends its K/V per token instead (no window state)."""
     heads = 1 if model.attention_kind == "mla" else model.num_kv_heads
-    window = getattr(model, "sliding_window", None)
-    window_bytes = 0.0
-    if window is not None:
-        window_bytes = window.window * model.window_kv_bytes_per_token(kv_dtype_bytes)  # type: ignore[attr-defined]
+    window = getattr(model, "window_kv_bytes_per_sequence", None)
+    window_bytes = 0.0 if window is None else float(window(kv_dtype_bytes))
     return KvShape(
         model.kv_bytes_per_token(kv_dtype_bytes),
         model.num_layers,

@@ -79,14 +79,15 @@ def test_mimo_v2_flash_sliding_window_kv() -> None:
     assert kv[1] - kv[0] == (32768 - 8192) * 23_040  # the window part does not grow with the prompt
 
 
-def test_sliding_window_layers_must_leave_a_global_one(tmp_path: Path) -> None:
+def test_every_layer_windowed_needs_the_models_kv_heads(tmp_path: Path) -> None:
+    """MiMo-V2-Flash with every layer windowed: its window layers' 8 K/V heads would leave the model's 4 unused."""
     data = json.loads((HF / "mimo-v2-flash.json").read_text())
     data["hybrid_layer_pattern"] = [1] * 48
     path = tmp_path / "config.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(SpecError, match="global layer") as info:
+    with pytest.raises(SpecError, match="every layer is windowed") as info:
         load_hf_config(path)
-    assert info.value.field == "sliding_window.layers"
+    assert info.value.field == "sliding_window.num_kv_heads"
 
 
 def test_fixtures_cover_the_main_families() -> None:
@@ -150,7 +151,7 @@ def test_qwen3_next_layer_types_list(tmp_path: Path) -> None:
         ("empty.json", None, "empty file"),
         ("junk.json", None, "binary data"),
         ("string_int.json", "hidden_size", "must be an integer"),
-        ("sliding_window.json", "sliding_window", "not modelled"),
+        ("sliding_window_layer_types.json", "layer_types", "must list 'sliding_attention' or 'full_attention'"),
         ("list_toplevel.json", None, "expected a JSON object"),
         ("does_not_exist.json", None, "file not found"),
     ],
