@@ -36,14 +36,15 @@ from typing import Any
 import numpy as np
 
 from pdplan.evaluation.evaluate import evaluate
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.cache_domain import prefill_domain
 from pdplan.serving.prefix_cache import cache_classes
 from pdplan.serving.resolve import resolve
-from pdplan.sim.compare import Comparison, simulate_scenario
-from pdplan.sim.reuse import simulate_reuse
+from pdplan.sim.compare import WARMUP_FRACTION, Comparison, simulate_scenario
+from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.scenario import Scenario
 
@@ -156,29 +157,54 @@ class Diagnostics:
     closed_at_duration: float
 
 
-def run_case(sc: Scenario, requests: int, goodput: bool) -> tuple[Comparison, Diagnostics | None, float]:
-    """The comparison at 0.7 × the closed form's goodput, the diagnostics of a session case, seconds."""
+@dataclass(frozen=True)
+class Case:
+    """One case's figures: the simulation at the common rate (its offered rate measured), the closed form at that
+    offered rate, the simulated goodput as the rate its requests offered there."""
+
+    comparison: Comparison
+    closed: Evaluation
+    rate_rps: float
+    offered_rps: float
+    goodput_offered_rps: float | None
+    diagnostics: Diagnostics | None
+    seconds: float
+
+
+def _reuse_run(sc: Scenario, rate: float, requests: int, inputs_rate: float) -> ReuseResult:
+    """The reuse simulation :func:`simulate_scenario` runs at ``rate`` (same model, seed, warm-up; an xPyD
+    deployment's cache inputs fixed at ``inputs_rate``, a colocated one's sized at the rate)."""
+    model = build_model(resolve(sc, open_catalog()))
+    inputs = reuse_inputs(model, inputs_rate if sc.mode == "disaggregated" else rate)
+    return simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
+                          exposed_load_s=inputs.exposed_load_s, n_requests=requests, seed=0, step="linear",
+                          warmup_fraction=WARMUP_FRACTION)  # fmt: skip
+
+
+def run_case(sc: Scenario, requests: int, goodput: bool) -> Case:
+    """The comparison at 0.7 × the closed form's goodput (module docstring, Offered rate)."""
     start = time.perf_counter()
     rate = RATE_SHARE * evaluate(sc).goodput_rps
     cmp = simulate_scenario(sc, rate=rate, n_requests=requests, goodput=goodput)
+    sim = _reuse_run(sc, rate, requests, rate)
+    offered = sim.offered_rps
+    closed = evaluate(sc, rate=offered)
+    good = cmp.goodput_simulated_rps
+    good_offered = _reuse_run(sc, good, requests, rate).offered_rps if good else good
     diag = None
     if sc.workload.sessions is not None and sc.mode == "disaggregated":
-        res = with_cache_rate(resolve(sc, open_catalog()), rate)
-        model = build_model(res)
-        inputs = reuse_inputs(model, rate)
-        sim = simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-                             exposed_load_s=inputs.exposed_load_s, n_requests=requests)  # fmt: skip
+        res = with_cache_rate(resolve(sc, open_catalog()), offered)
         warm = sim.run.warmup_count
         duration = float(np.mean((sim.run.finish_s - sim.run.prefill_done_s)[warm:]))
         if res.cache is not None:
-            classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, rate, duration)
+            classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, offered, duration)
             diag = Diagnostics(duration, classes.token_hit_ratio)
-    return cmp, diag, time.perf_counter() - start
+    return Case(cmp, closed, rate, offered, good_offered, diag, time.perf_counter() - start)
 
 
-def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | None, float | None]]:
-    """(quantity, closed form, simulated) of one case."""
-    ev, sim = cmp.evaluation, cmp.reuse or {}
+def rows(case: Case) -> list[tuple[str, float | None, float | None]]:
+    """(quantity, closed form at the offered rate, simulated) of one case."""
+    ev, sim, cmp = case.closed, case.comparison.reuse or {}, case.comparison
     cache = ev.cache
     closed_tiers = {} if cache is None else {t.name: t.token_hit_ratio for t in cache.tiers}
     total = None if cache is None else cache.token_hit_ratio
@@ -186,13 +212,15 @@ def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | N
     for tier in sim.get("tiers", []):
         if len(sim["tiers"]) > 1:
             out.append((f"token_hit_ratio {tier['name']}", closed_tiers.get(tier["name"]), tier["token_hit_ratio"]))
+    diag = case.diagnostics
     if diag is not None:
         label = f"token_hit_ratio, closed form at the simulated turn ({diag.turn_duration_s:.3g} s)"
         out.append((label, diag.closed_at_duration, sim.get("token_hit_ratio")))
-    if cmp.simulated is not None:
-        out.append(("ttft_p90_ms", 1e3 * cmp.closed_form["ttft_s"]["p90"], 1e3 * cmp.simulated.ttft_s.p90))
-        out.append(("tpot_p90_ms", 1e3 * cmp.closed_form["tpot_s"]["p90"], 1e3 * cmp.simulated.tpot_s.p90))
-    out.append(("goodput_rps", cmp.goodput_closed_rps, cmp.goodput_simulated_rps))
+    op = ev.operating_point
+    if cmp.simulated is not None and op is not None:
+        out.append(("ttft_p90_ms", 1e3 * op.ttft_s.p90, 1e3 * cmp.simulated.ttft_s.p90))
+        out.append(("tpot_p90_ms", 1e3 * op.tpot_s.p90, 1e3 * cmp.simulated.tpot_s.p90))
+    out.append(("goodput_rps", cmp.goodput_closed_rps, case.goodput_offered_rps))
     return out
 
 
@@ -220,9 +248,9 @@ def main(argv: list[str]) -> None:
     print("|---|---|---|---|---|")
     for workload, routing, dram, deployment in cases(names):
         sc = scenario(workload, routing, dram, deployment)
-        cmp, diag, seconds = run_case(sc, args.requests, not args.no_goodput)
-        label = f"{sc.name} @ {cmp.closed_form.get('rate_rps', 0.0):.3g} rps ({seconds:.0f} s)"
-        for quantity, closed, sim in rows(cmp, diag):
+        case = run_case(sc, args.requests, not args.no_goodput)
+        label = f"{sc.name} @ {case.rate_rps:.3g} rps, offered {case.offered_rps:.3g} ({case.seconds:.0f} s)"
+        for quantity, closed, sim in rows(case):
             print(f"| {label} | {quantity} | {_fmt(closed)} | {_fmt(sim)} | {_error(closed, sim)} |", flush=True)
             label = ""
     load = os.getloadavg()
