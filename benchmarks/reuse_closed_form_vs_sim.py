@@ -6,9 +6,16 @@ prefill-first; vLLM), one reuse workload, a cache routing (``affinity`` | ``load
 HBM and the host DRAM of ``hardware_db/storage/host-dram-pcie5.yaml``, 2 TiB per node: vLLM's offloading connector,
 inclusive, layer-wise loading). The closed form is ``evaluate`` (hit rates per tier from
 :mod:`pdplan.serving.prefix_cache`, queues from the serving model); the simulator is
-:func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). Both at a common
-rate, 0.7 × the closed form's goodput: token hit ratio in all and per tier, P90 TTFT and P90 TPOT; and both goodputs
-(the simulator's by bisection on the rate, same SLO). Error = closed / simulated − 1.
+:func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). The simulation runs
+at a common nominal rate, 0.7 × the closed form's goodput; token hit ratio in all and per tier, P90 TTFT and P90
+TPOT; and both goodputs (the simulator's by bisection on the nominal rate, same SLO). Error = closed / simulated − 1.
+
+**Offered rate.** A simulation offers its counted requests at a rate of its own
+(:attr:`pdplan.sim.reuse.ReuseResult.offered_rps`): a session stream's finite sample of sessions and turns (at
+8,000 requests of sessions with 60 s think times, the seed's draw alone moves it by a few per cent) and its turns'
+latencies (:mod:`pdplan.sim.reuse_sessions`, Stationary start) make it differ from the nominal one. The closed form
+describes a stationary stream, so it is evaluated at the offered rate of the simulation it is compared with, and the
+simulated goodput is the rate offered at the bisected nominal rate (one more simulation there).
 
 A diagnostic row for the session cases on xPyD, ``closed form at the simulated turn (X s)``: the closed form's hit
 ratio (:func:`pdplan.serving.prefix_cache.cache_classes`) with the turn duration the simulation measured (the mean
