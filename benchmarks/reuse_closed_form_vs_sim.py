@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import sys
 import tempfile
@@ -54,6 +55,7 @@ from pdplan.sim.compare import WARMUP_FRACTION, Comparison, simulate_scenario
 from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.scenario import Scenario
+from pdplan.types import FloatArray
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_GZ = ROOT / "tests" / "data" / "mooncake" / "synthetic_trace.jsonl.gz"
@@ -231,6 +233,44 @@ def rows(case: Case) -> list[tuple[str, float | None, float | None]]:
     return out
 
 
+def trace_arrivals(seeds: int) -> None:
+    """The trace case's arrivals (docs/prefix_cache.md §9, The Mooncake trace): its gaps' c_a² and lag-1
+    correlation, the dispersion of its counts over windows of 25-200 mean gaps against 200 Poisson draws of as many
+    requests, and the simulated goodput of the affinity HBM cases with Poisson gaps over ``seeds`` seeds beside the
+    trace's own times (seed 0) and the closed form."""
+    lines = _trace_file().read_text().splitlines()
+    times = np.array([float(json.loads(line)["timestamp"]) for line in lines])
+    gaps = np.diff(times - times[0])
+    rng = np.random.default_rng(0)
+    corr = np.corrcoef(gaps[:-1], gaps[1:])[0, 1]
+    print(f"{times.size} requests; gaps: c_a^2 {gaps.var() / gaps.mean() ** 2:.3f}, lag-1 correlation {corr:.3f}")
+    for span in (25, 50, 100, 200):
+        trace = _dispersion(np.cumsum(gaps), span * gaps.mean())
+        drawn = [
+            _dispersion(np.cumsum(rng.exponential(gaps.mean(), gaps.size)), span * gaps.mean()) for _ in range(200)
+        ]
+        low, high = np.quantile(drawn, [0.025, 0.975])
+        print(f"counts over {span} mean gaps: dispersion {trace:.2f}, Poisson draws' 95 % band {low:.2f}-{high:.2f}")
+    for deployment in ("1P1D", "2P1D"):
+        sc = scenario("mooncake-synthetic", "affinity", False, deployment)
+        rate = RATE_SHARE * evaluate(sc).goodput_rps
+        own = simulate_scenario(sc, rate=rate, n_requests=8000, goodput=True)
+        poisson = sc.model_copy(update={"workload": sc.workload.model_copy(update={"arrival": "poisson"})})
+        drawn = [simulate_scenario(poisson, rate=rate, n_requests=8000, goodput=True, seed=k).goodput_simulated_rps
+                 for k in range(seeds)]  # fmt: skip
+        print(
+            f"{deployment} goodput: closed form {own.goodput_closed_rps:.4g}, "
+            f"trace times {own.goodput_simulated_rps:.4g}, "
+            f"Poisson gaps {' '.join(f'{g:.3g}' for g in drawn if g is not None)}"
+        )
+
+
+def _dispersion(times: FloatArray, window: float) -> float:
+    """Variance over mean of the arrival counts in whole windows of ``window`` seconds."""
+    counts, _ = np.histogram(times, bins=np.arange(0.0, float(times[-1]) - window, window))
+    return float(counts.var() / counts.mean())
+
+
 def _error(closed: float | None, sim: float | None) -> str:
     if closed is None or sim is None:
         return ""
@@ -248,7 +288,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--requests", type=int, default=8000)
     parser.add_argument("--cases", default=None, help="comma-separated workload names (default: all)")
     parser.add_argument("--no-goodput", action="store_true", help="skip the simulated goodput (bisection)")
+    parser.add_argument(
+        "--trace-arrivals",
+        type=int,
+        metavar="SEEDS",
+        default=0,
+        help="only the trace's arrival statistics and its goodput with Poisson gaps over SEEDS seeds",
+    )
     args = parser.parse_args(argv)
+    if args.trace_arrivals:
+        trace_arrivals(args.trace_arrivals)
+        return
     names = None if args.cases is None else args.cases.split(",")
     t0 = time.perf_counter()
     print("| case | quantity | closed form | simulated | error |")
