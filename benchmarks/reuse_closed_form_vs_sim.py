@@ -6,9 +6,16 @@ prefill-first; vLLM), one reuse workload, a cache routing (``affinity`` | ``load
 HBM and the host DRAM of ``hardware_db/storage/host-dram-pcie5.yaml``, 2 TiB per node: vLLM's offloading connector,
 inclusive, layer-wise loading). The closed form is ``evaluate`` (hit rates per tier from
 :mod:`pdplan.serving.prefix_cache`, queues from the serving model); the simulator is
-:func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). Both at a common
-rate, 0.7 × the closed form's goodput: token hit ratio in all and per tier, P90 TTFT and P90 TPOT; and both goodputs
-(the simulator's by bisection on the rate, same SLO). Error = closed / simulated − 1.
+:func:`pdplan.sim.compare.simulate_scenario` (per-instance block LRUs, :mod:`pdplan.sim.reuse`). The simulation runs
+at a common nominal rate, 0.7 × the closed form's goodput; token hit ratio in all and per tier, P90 TTFT and P90
+TPOT; and both goodputs (the simulator's by bisection on the nominal rate, same SLO). Error = closed / simulated − 1.
+
+**Offered rate.** A simulation offers its counted requests at a rate of its own
+(:attr:`pdplan.sim.reuse.ReuseResult.offered_rps`): a session stream's finite sample of sessions and turns (at
+8,000 requests of sessions with 60 s think times, the seed's draw alone moves it by a few per cent) and its turns'
+latencies (:mod:`pdplan.sim.reuse_sessions`, Stationary start) make it differ from the nominal one. The closed form
+describes a stationary stream, so it is evaluated at the offered rate of the simulation it is compared with, and the
+simulated goodput is the rate offered at the bisected nominal rate (one more simulation there).
 
 A diagnostic row for the session cases on xPyD, ``closed form at the simulated turn (X s)``: the closed form's hit
 ratio (:func:`pdplan.serving.prefix_cache.cache_classes`) with the turn duration the simulation measured (the mean
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import sys
 import tempfile
@@ -36,16 +44,18 @@ from typing import Any
 import numpy as np
 
 from pdplan.evaluation.evaluate import evaluate
+from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.cache_domain import prefill_domain
 from pdplan.serving.prefix_cache import cache_classes
 from pdplan.serving.resolve import resolve
-from pdplan.sim.compare import Comparison, simulate_scenario
-from pdplan.sim.reuse import simulate_reuse
+from pdplan.sim.compare import WARMUP_FRACTION, Comparison, simulate_scenario
+from pdplan.sim.reuse import ReuseResult, simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.scenario import Scenario
+from pdplan.types import FloatArray
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_GZ = ROOT / "tests" / "data" / "mooncake" / "synthetic_trace.jsonl.gz"
@@ -156,29 +166,54 @@ class Diagnostics:
     closed_at_duration: float
 
 
-def run_case(sc: Scenario, requests: int, goodput: bool) -> tuple[Comparison, Diagnostics | None, float]:
-    """The comparison at 0.7 × the closed form's goodput, the diagnostics of a session case, seconds."""
+@dataclass(frozen=True)
+class Case:
+    """One case's figures: the simulation at the common rate (its offered rate measured), the closed form at that
+    offered rate, the simulated goodput as the rate its requests offered there."""
+
+    comparison: Comparison
+    closed: Evaluation
+    rate_rps: float
+    offered_rps: float
+    goodput_offered_rps: float | None
+    diagnostics: Diagnostics | None
+    seconds: float
+
+
+def _reuse_run(sc: Scenario, rate: float, requests: int, inputs_rate: float) -> ReuseResult:
+    """The reuse simulation :func:`simulate_scenario` runs at ``rate`` (same model, seed, warm-up; an xPyD
+    deployment's cache inputs fixed at ``inputs_rate``, a colocated one's sized at the rate)."""
+    model = build_model(resolve(sc, open_catalog()))
+    inputs = reuse_inputs(model, inputs_rate if sc.mode == "disaggregated" else rate)
+    return simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
+                          exposed_load_s=inputs.exposed_load_s, n_requests=requests, seed=0, step="linear",
+                          warmup_fraction=WARMUP_FRACTION)  # fmt: skip
+
+
+def run_case(sc: Scenario, requests: int, goodput: bool) -> Case:
+    """The comparison at 0.7 × the closed form's goodput (module docstring, Offered rate)."""
     start = time.perf_counter()
     rate = RATE_SHARE * evaluate(sc).goodput_rps
     cmp = simulate_scenario(sc, rate=rate, n_requests=requests, goodput=goodput)
+    sim = _reuse_run(sc, rate, requests, rate)
+    offered = sim.offered_rps
+    closed = evaluate(sc, rate=offered)
+    good = cmp.goodput_simulated_rps
+    good_offered = _reuse_run(sc, good, requests, rate).offered_rps if good else good
     diag = None
     if sc.workload.sessions is not None and sc.mode == "disaggregated":
-        res = with_cache_rate(resolve(sc, open_catalog()), rate)
-        model = build_model(res)
-        inputs = reuse_inputs(model, rate)
-        sim = simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-                             exposed_load_s=inputs.exposed_load_s, n_requests=requests)  # fmt: skip
+        res = with_cache_rate(resolve(sc, open_catalog()), offered)
         warm = sim.run.warmup_count
         duration = float(np.mean((sim.run.finish_s - sim.run.prefill_done_s)[warm:]))
         if res.cache is not None:
-            classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, rate, duration)
+            classes = cache_classes(res.cache, prefill_domain(res), res.lengths.input_tokens, offered, duration)
             diag = Diagnostics(duration, classes.token_hit_ratio)
-    return cmp, diag, time.perf_counter() - start
+    return Case(cmp, closed, rate, offered, good_offered, diag, time.perf_counter() - start)
 
 
-def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | None, float | None]]:
-    """(quantity, closed form, simulated) of one case."""
-    ev, sim = cmp.evaluation, cmp.reuse or {}
+def rows(case: Case) -> list[tuple[str, float | None, float | None]]:
+    """(quantity, closed form at the offered rate, simulated) of one case."""
+    ev, sim, cmp = case.closed, case.comparison.reuse or {}, case.comparison
     cache = ev.cache
     closed_tiers = {} if cache is None else {t.name: t.token_hit_ratio for t in cache.tiers}
     total = None if cache is None else cache.token_hit_ratio
@@ -186,14 +221,54 @@ def rows(cmp: Comparison, diag: Diagnostics | None) -> list[tuple[str, float | N
     for tier in sim.get("tiers", []):
         if len(sim["tiers"]) > 1:
             out.append((f"token_hit_ratio {tier['name']}", closed_tiers.get(tier["name"]), tier["token_hit_ratio"]))
+    diag = case.diagnostics
     if diag is not None:
         label = f"token_hit_ratio, closed form at the simulated turn ({diag.turn_duration_s:.3g} s)"
         out.append((label, diag.closed_at_duration, sim.get("token_hit_ratio")))
-    if cmp.simulated is not None:
-        out.append(("ttft_p90_ms", 1e3 * cmp.closed_form["ttft_s"]["p90"], 1e3 * cmp.simulated.ttft_s.p90))
-        out.append(("tpot_p90_ms", 1e3 * cmp.closed_form["tpot_s"]["p90"], 1e3 * cmp.simulated.tpot_s.p90))
-    out.append(("goodput_rps", cmp.goodput_closed_rps, cmp.goodput_simulated_rps))
+    op = ev.operating_point
+    if cmp.simulated is not None and op is not None:
+        out.append(("ttft_p90_ms", 1e3 * op.ttft_s.p90, 1e3 * cmp.simulated.ttft_s.p90))
+        out.append(("tpot_p90_ms", 1e3 * op.tpot_s.p90, 1e3 * cmp.simulated.tpot_s.p90))
+    out.append(("goodput_rps", cmp.goodput_closed_rps, case.goodput_offered_rps))
     return out
+
+
+def trace_arrivals(seeds: int) -> None:
+    """The trace case's arrivals (docs/prefix_cache.md §9, The Mooncake trace): its gaps' c_a² and lag-1
+    correlation, the dispersion of its counts over windows of 25-200 mean gaps against 200 Poisson draws of as many
+    requests, and the simulated goodput of the affinity HBM cases with Poisson gaps over ``seeds`` seeds beside the
+    trace's own times (seed 0) and the closed form."""
+    lines = _trace_file().read_text().splitlines()
+    times = np.array([float(json.loads(line)["timestamp"]) for line in lines])
+    gaps = np.diff(times - times[0])
+    rng = np.random.default_rng(0)
+    corr = np.corrcoef(gaps[:-1], gaps[1:])[0, 1]
+    print(f"{times.size} requests; gaps: c_a^2 {gaps.var() / gaps.mean() ** 2:.3f}, lag-1 correlation {corr:.3f}")
+    for span in (25, 50, 100, 200):
+        trace = _dispersion(np.cumsum(gaps), span * gaps.mean())
+        drawn = [
+            _dispersion(np.cumsum(rng.exponential(gaps.mean(), gaps.size)), span * gaps.mean()) for _ in range(200)
+        ]
+        low, high = np.quantile(drawn, [0.025, 0.975])
+        print(f"counts over {span} mean gaps: dispersion {trace:.2f}, Poisson draws' 95 % band {low:.2f}-{high:.2f}")
+    for deployment in ("1P1D", "2P1D"):
+        sc = scenario("mooncake-synthetic", "affinity", False, deployment)
+        rate = RATE_SHARE * evaluate(sc).goodput_rps
+        own = simulate_scenario(sc, rate=rate, n_requests=8000, goodput=True)
+        poisson = sc.model_copy(update={"workload": sc.workload.model_copy(update={"arrival": "poisson"})})
+        drawn = [simulate_scenario(poisson, rate=rate, n_requests=8000, goodput=True, seed=k).goodput_simulated_rps
+                 for k in range(seeds)]  # fmt: skip
+        print(
+            f"{deployment} goodput: closed form {own.goodput_closed_rps:.4g}, "
+            f"trace times {own.goodput_simulated_rps:.4g}, "
+            f"Poisson gaps {' '.join(f'{g:.3g}' for g in drawn if g is not None)}"
+        )
+
+
+def _dispersion(times: FloatArray, window: float) -> float:
+    """Variance over mean of the arrival counts in whole windows of ``window`` seconds."""
+    counts, _ = np.histogram(times, bins=np.arange(0.0, float(times[-1]) - window, window))
+    return float(counts.var() / counts.mean())
 
 
 def _error(closed: float | None, sim: float | None) -> str:
@@ -213,16 +288,26 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--requests", type=int, default=8000)
     parser.add_argument("--cases", default=None, help="comma-separated workload names (default: all)")
     parser.add_argument("--no-goodput", action="store_true", help="skip the simulated goodput (bisection)")
+    parser.add_argument(
+        "--trace-arrivals",
+        type=int,
+        metavar="SEEDS",
+        default=0,
+        help="only the trace's arrival statistics and its goodput with Poisson gaps over SEEDS seeds",
+    )
     args = parser.parse_args(argv)
+    if args.trace_arrivals:
+        trace_arrivals(args.trace_arrivals)
+        return
     names = None if args.cases is None else args.cases.split(",")
     t0 = time.perf_counter()
     print("| case | quantity | closed form | simulated | error |")
     print("|---|---|---|---|---|")
     for workload, routing, dram, deployment in cases(names):
         sc = scenario(workload, routing, dram, deployment)
-        cmp, diag, seconds = run_case(sc, args.requests, not args.no_goodput)
-        label = f"{sc.name} @ {cmp.closed_form.get('rate_rps', 0.0):.3g} rps ({seconds:.0f} s)"
-        for quantity, closed, sim in rows(cmp, diag):
+        case = run_case(sc, args.requests, not args.no_goodput)
+        label = f"{sc.name} @ {case.rate_rps:.3g} rps, offered {case.offered_rps:.3g} ({case.seconds:.0f} s)"
+        for quantity, closed, sim in rows(case):
             print(f"| {label} | {quantity} | {_fmt(closed)} | {_fmt(sim)} | {_error(closed, sim)} |", flush=True)
             label = ""
     load = os.getloadavg()

@@ -294,6 +294,18 @@ class ReuseResult:
         return float(sum(t.token_hit_ratio for t in self.tiers))
 
     @property
+    def offered_rps(self) -> float:
+        """The arrival rate the counted requests offered: ``(n − 1)/(a_n − a_1)`` over the arrival times ``a_1 ≤ … ≤
+        a_n`` of the requests after warm-up (n gaps' mean, inverted). A session stream's sample of sessions and turns,
+        and its turns' own latencies (:mod:`pdplan.sim.reuse_sessions`, Stationary start), make this differ from the
+        nominal ``rate_rps``; a stationary closed form is compared at this rate (docs/prefix_cache.md §9)."""
+        arrival = self.run.arrival_s[self.run.warmup_count :]
+        span = float(arrival[-1] - arrival[0]) if arrival.size > 1 else 0.0
+        if not span > 0.0:
+            raise SpecError("the offered rate needs two counted requests at distinct times")
+        return (arrival.size - 1) / span
+
+    @property
     def request_hit_share(self) -> float:
         """Share of counted requests with a hit in any tier."""
         warm = self.run.warmup_count

@@ -105,6 +105,19 @@ def test_two_sessions_one_instance_by_hand() -> None:
     assert prompt_only.hit_tokens.tolist() == [0, 0, 64, 64]
 
 
+def test_offered_rate_by_hand() -> None:
+    # One-turn sessions at constant gaps of 1/4 s offer exactly the nominal 4 requests/s.
+    one = _run(_sessions(_fixed(1), 64, 32, 1.0), 4.0, 40, UNBOUNDED, arrival=CONSTANT)
+    assert one.offered_rps == pytest.approx(4.0, rel=1e-12)
+    # Two-turn sessions at 1 request/s (sessions at 2 s and 4 s, n = 6): a turn 2 arrives 5 s after its turn 1's
+    # last token, so the four arrivals span 2 s to B's finish + 5 s: 3 gaps over that, far below the nominal 1/s.
+    two = _run(_sessions(_fixed(2), 64, 32, 5.0), 1.0, 6, UNBOUNDED, arrival=CONSTANT)
+    finish_b = float(two.run.finish_s[1])
+    assert two.run.arrival_s.tolist()[:2] == [2.0, 4.0]
+    assert two.offered_rps == pytest.approx(3.0 / (finish_b + 5.0 - 2.0), rel=1e-12)
+    assert two.offered_rps < 0.5
+
+
 def test_one_turn_sessions_never_hit() -> None:
     res = _run(_sessions(_fixed(1), 300, 50, 1.0), 8.0, 1500, UNBOUNDED, cache_outputs=True)
     assert res.hit_tokens.max() == 0

@@ -74,6 +74,25 @@ def test_session_stream_rate_and_horizon() -> None:
     assert reqs.turn.max() > 15  # geometric tail
 
 
+def test_session_length_means_by_hand() -> None:
+    # The grid's spread sessions (docs/prefix_cache.md §9): geometric turns of mean 3.1 (p = 1/3.1), new tokens
+    # lognormal of truncated mean 600, outputs of truncated mean 250 (σ = 1). A random request has E[K − 1] =
+    # (E[T²] − E[T])/(2E[T]) = (1 − p)/p = 2.1 earlier turns, so E[P] = 600 + 2.1·(600 + 250) = 2385 and E[O] = 250:
+    # the closed form's prompt law, and the simulator's turns counted over whole sessions (the request mix exactly).
+    spec = SessionsSpec.model_validate(
+        {"turns": {"dist": "geometric", "mean": 3.1}, "think_time": _fixed(60.0),
+         "new_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "max": 16384},
+         "output_tokens": {"dist": "lognormal", "mean": 250, "sigma": 1.0, "max": 4096}}
+    )  # fmt: skip
+    assert spec.prompt_pmf().mean() == pytest.approx(2385.0, rel=1e-4)
+    assert spec.mean_history_tokens() == pytest.approx(2.1 * 850.0, rel=1e-4)
+    reqs = session_requests(spec, "poisson", 10.0, 60_000, seed=7, stationary_start=False)
+    assert reqs.input_tokens.mean() == pytest.approx(2385.0, rel=0.03)
+    assert reqs.output_tokens.mean() == pytest.approx(250.0, rel=0.02)
+    first = reqs.turn == 1
+    assert reqs.input_tokens[first].mean() == pytest.approx(600.0, rel=0.02)  # turn 1: its new tokens only
+
+
 def test_stationary_start_sessions_in_progress() -> None:
     # Little's law: λ_s · E[T − 1] · E[Z] sessions sit in a think gap at t = 0 (λ_s = 10/3.1, E[Z] = 20 s).
     spec = _sessions({"dist": "geometric", "mean": 3.1}, think=20.0)
