@@ -90,11 +90,11 @@ class ColocatedModel:
     """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
     cell_input_bin: IntArray | None = None
     """With a prefix cache, each cell's prompt bin (None: cell // output bins)."""
-    arrival_ca2: float = 1.0
-    """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
     plain: ColocatedModel | None = None
     """With a prefix cache, the same deployment's model without it: the cells, step model and chunk prices the hit
     rates do not change, reused by a model at another cache rate (:func:`build_colocated`)."""
+    arrival_ca2: float = 1.0
+    """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
