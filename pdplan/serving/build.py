@@ -121,7 +121,9 @@ def goodput_model(
     (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
     bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
     constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
-    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`)."""
+    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`). Each probe
+    after the first rebuilds from the first probe's model, reusing what the hit rates do not change
+    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
