@@ -353,6 +353,7 @@ class DecodeSide:
 
     @classmethod
     def of(cls, model: DisaggregatedModel) -> DecodeSide:
+        """The decode side ``model`` was built with."""
         if model.admission is None:
             raise ValueError("a model without its KV admission queue has no reusable decode side")
         return cls(model.cells, model.decode, model.capacity, model.admission)
