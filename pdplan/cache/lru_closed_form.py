@@ -242,7 +242,10 @@ class SessionCacheResult:
 
 
 def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArray, FloatArray]:
-    """For m = 1..depth gaps in a row (each ``turn_duration + Z``): P(A_m < t) and E[min(t, A_m)]."""
+    """For m = 1..depth gaps in a row (each ``turn_duration + Z``): P(A_m < t) and E[min(t, A_m)].
+
+    Sums of two or more exponential or Erlang think times are Erlang (:meth:`ThinkTime.sum_of`): those are evaluated
+    at once (:func:`_erlang_sums`, the same operations element by element); the others one law at a time."""
     m = np.arange(1, depth + 1, dtype=np.float64)
     shifted = t - m * workload.turn_duration_s
     cdf = np.zeros(depth)
@@ -250,11 +253,30 @@ def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArr
     live = shifted > 0
     if math.isinf(t):
         return np.ones(depth), np.full(depth, math.inf)
-    for i in np.flatnonzero(live):
-        law = workload.think_time.sum_of(int(m[i]))
+    one_by_one = np.flatnonzero(live)
+    think = workload.think_time
+    if think.kind in ("exponential", "erlang"):
+        many = one_by_one[one_by_one >= 1]  # m ≥ 2: an Erlang law (m = 1 is the think time itself)
+        one_by_one = one_by_one[one_by_one < 1]
+        cdf[many], partial = _erlang_sums(think, m[many], shifted[many])
+        mean_min[many] = m[many] * workload.turn_duration_s + partial
+    for i in one_by_one:
+        law = think.sum_of(int(m[i]))
         cdf[i] = law.cdf(shifted[i])
         mean_min[i] = m[i] * workload.turn_duration_s + law.mean_min(shifted[i])
     return cdf, mean_min
+
+
+def _erlang_sums(think: ThinkTime, m: FloatArray, t: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """P(Z_1 + … + Z_m ≤ t) and E[min(t, Z_1 + … + Z_m)] for each m ≥ 2 and t > 0 of an exponential or Erlang think
+    time: the Erlang law of :meth:`ThinkTime.sum_of` (mean m·mean, shape m or m·shape), evaluated as
+    :meth:`ThinkTime.cdf` and :meth:`ThinkTime.mean_min` do, an array at a time."""
+    mean_s = think.mean_s * m
+    shape = m if think.kind == "exponential" else think.sigma * m
+    x = t * shape / mean_s
+    cdf = np.asarray(gammainc(shape, x), dtype=np.float64)
+    partial = mean_s * np.asarray(gammainc(shape + 1, x), dtype=np.float64)
+    return cdf, partial + t * (1.0 - cdf)
 
 
 def _shared_system(workload: SessionWorkload, rate: float) -> tuple[float, float]:

@@ -30,7 +30,7 @@ from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
-from pdplan.serving.disaggregated import DisaggregatedModel, build_disaggregated
+from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.specs.scenario import SloSpec
@@ -55,16 +55,20 @@ def arrival_ca2(workload: WorkloadSpec) -> float:
         raise SpecError(f"arrival: trace: {err}", field="arrival") from None
 
 
-def build_model(res: ResolvedScenario[Any]) -> LocalModel:
+def build_model(res: ResolvedScenario[Any], like: LocalModel | None = None) -> LocalModel:
     """The serving model of the deployment ``res`` is bound to, for the workload's arrival process (module
-    docstring)."""
+    docstring). ``like``: a model of the same bound deployment at another cache rate (``res`` less its
+    ``cache_rate_rps``), whose parts the hit rates do not change are reused as they are: the decode side of an xPyD
+    model (:class:`~pdplan.serving.disaggregated.DecodeSide`), the model without the cache of a colocated one."""
     hw = res.hardware
     ca2 = arrival_ca2(res.scenario.workload)
     if isinstance(hw, ColocatedHardware):
-        colocated = build_colocated(res)
+        plain = like.plain if isinstance(like, ColocatedModel) else None
+        colocated = build_colocated(res, plain)
         return colocated if ca2 == 1.0 else dataclasses.replace(colocated, arrival_ca2=ca2)
     if isinstance(hw, DisaggregatedHardware):
-        model = build_disaggregated(res)
+        side = DecodeSide.of(like) if isinstance(like, DisaggregatedModel) else None
+        model = build_disaggregated(res, side)
         pool = model.pool if ca2 == 1.0 else dataclasses.replace(model.pool, arrival_ca2=ca2)
         return model if ca2 == 1.0 else dataclasses.replace(model, pool=pool)
     raise TypeError(f"no serving model for hardware {type(hw).__name__}")
@@ -117,14 +121,20 @@ def goodput_model(
     (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
     bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
     constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
-    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`)."""
+    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`). Each probe
+    after the first rebuilds from the first probe's model, reusing what the hit rates do not change
+    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
 
+    first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
+
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
-        model = build_model(nxt)
+        model = build_model(nxt, first[0] if first else None)
+        if not first:
+            first.append(model)
         return _AtRate(nxt, model, find_goodput(model, slo))
 
     probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)

@@ -90,6 +90,9 @@ class ColocatedModel:
     """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
     cell_input_bin: IntArray | None = None
     """With a prefix cache, each cell's prompt bin (None: cell // output bins)."""
+    plain: ColocatedModel | None = None
+    """With a prefix cache, the same deployment's model without it: the cells, step model and chunk prices the hit
+    rates do not change, reused by a model at another cache rate (:func:`build_colocated`)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
 
@@ -251,8 +254,37 @@ def _root(fn: Callable[[float], float], hi: float) -> float:
     return lo
 
 
-def build_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
-    """Price the colocated instance type (NoFeasiblePlanError if it does not fit)."""
+def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedModel | None = None) -> ColocatedModel:
+    """Price the colocated instance type (NoFeasiblePlanError if it does not fit). ``plain``: the model without the
+    cache of the same bound deployment (:attr:`ColocatedModel.plain` of a model at another cache rate), reused as it
+    is (None: priced here)."""
+    if plain is None:
+        plain = _plain_colocated(res)
+    elif plain.res is not res:
+        plain = dataclasses.replace(plain, res=res)
+    if res.cache is None:
+        return plain
+    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident_tokens(plain, cache_rate(res)))
+    return ColocatedModel(
+        res,
+        plain.scheduler,
+        split.cells,
+        split.prefill_cell_s,
+        plain.decode,
+        split.price.s_per_token,
+        split.price.attention_s,
+        split.price.drain_s,
+        plain.z,
+        split.classes,
+        split.load_cell_s,
+        split.tpot_defined,
+        cell_input_bin=split.input_bin,
+        plain=plain,
+    )
+
+
+def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
+    """The deployment's model with every prompt new."""
     hw = res.hardware.colocated
     d = res.hardware.deployment
     cells = decode_cells(res)
@@ -268,26 +300,8 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel:
     per_bin = prefill_perf(hw, lens.input_tokens).latency_s
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
     price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
-    plain = ColocatedModel(
-        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.instance.count
-    )
-    if res.cache is None:
-        return plain
-    split = cached_cells(res, res.cache, cells, tpot_defined(res), resident_tokens(plain, cache_rate(res)))
     return ColocatedModel(
-        res,
-        d.scheduler,
-        split.cells,
-        split.prefill_cell_s,
-        dperf,
-        split.price.s_per_token,
-        split.price.attention_s,
-        split.price.drain_s,
-        d.instance.count,
-        split.classes,
-        split.load_cell_s,
-        split.tpot_defined,
-        cell_input_bin=split.input_bin,
+        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.instance.count
     )
 
 

@@ -340,15 +340,37 @@ def transfer_config(res: ResolvedScenario[DisaggregatedHardware]) -> TransferCon
     )
 
 
-def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> DisaggregatedModel:
-    """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none)."""
+@dataclass(frozen=True, slots=True)
+class DecodeSide:
+    """What an xPyD model's build prices on the decode side: the cells, one instance's step model, its capacity and
+    its KV admission queue. None of it depends on the prefix cache's hit rates, so a model of the same bound
+    deployment at another cache rate reuses it (:func:`pdplan.serving.build.goodput_model`)."""
+
+    cells: DecodeWorkload
+    decode: DecodePerf
+    capacity: DecodeCapacity
+    admission: KvAdmission
+
+    @classmethod
+    def of(cls, model: DisaggregatedModel) -> DecodeSide:
+        """The decode side ``model`` was built with."""
+        if model.admission is None:
+            raise ValueError("a model without its KV admission queue has no reusable decode side")
+        return cls(model.cells, model.decode, model.capacity, model.admission)
+
+
+def build_disaggregated(
+    res: ResolvedScenario[DisaggregatedHardware], decode_side: DecodeSide | None = None
+) -> DisaggregatedModel:
+    """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none). ``decode_side``: that of
+    a model of the same bound deployment (``res`` at another cache rate), reused as it is (None: priced here)."""
     hw = res.hardware
     d = hw.deployment
     _check_prefill_memory(res)
     cfg = transfer_config(res)
     kv = kv_shape_from_model(res.model, hw.prefill.precision.kv_bytes)
-    cells = decode_cells(res)
-    dperf, cap = _decode_capacity(res, cells)
+    cells = decode_cells(res) if decode_side is None else decode_side.cells
+    dperf, cap = _decode_capacity(res, cells) if decode_side is None else (decode_side.decode, decode_side.capacity)
     side = (
         _prefill_side(res)
         if res.cache is None
@@ -366,6 +388,7 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         side.prob,
         extra if side.load_s is None else extra + side.load_s,
         res.prefill_batch_tokens,
+        side.point_base,
         side.cached_points,
     )
     lq = fan_in_link_queue(xfer, side.prob, 1.0, d.prefill.count, d.decode.count, hw.link, cfg)
@@ -391,7 +414,7 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
-        _admission(res, cells, dperf, cap),
+        _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
     )
 
 

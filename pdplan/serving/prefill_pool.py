@@ -31,7 +31,7 @@ from pdplan.queueing import WaitDistribution
 from pdplan.queueing.batched import BatchedPrefill, batched_prefill
 from pdplan.queueing.batched_ttft import PerBinWait, batched_wait
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import cached_prefill_perf, prefill_batch_time, prefill_perf
+from pdplan.serving.roles import PrefillPerf, prefill_batch_time
 from pdplan.serving.ttft import prefill_wait
 from pdplan.types import FloatArray
 
@@ -92,21 +92,22 @@ def prefill_pool(
     bin_prob: FloatArray,
     extra_s: FloatArray,
     budget_tokens: int | None,
+    base: PrefillPerf,
     cached_tokens: FloatArray | None = None,
 ) -> PrefillPool:
     """Price the pool at the quadrature ``points`` ``[K, J]`` (module docstring).
 
     ``extra_s`` ``[K, J]``: the transfer granularity's prefill extra per point (batch-1: added to
-    each prompt; batched: once per batch, its value being the same for every prompt). ``cached_tokens`` ``[K, J]``:
-    each point's prefix served from a prefix cache (:func:`pdplan.serving.roles.cached_prefill_perf`; batch-1 only).
+    each prompt; batched: once per batch, its value being the same for every prompt). ``base``: each point's batch-1
+    prefill, flattened (:func:`pdplan.serving.roles.prefill_perf` of ``points.ravel()``; with ``cached_tokens``
+    ``[K, J]``, each point's prefix served from a prefix cache, :func:`pdplan.serving.roles.cached_prefill_perf`;
+    batch-1 only).
     """
     if cached_tokens is not None and budget_tokens is not None:
         raise SpecError(
             "batched prefill (prefill_max_batch_tokens) with a prefix cache is not modelled; drop one of them",
             field="prefill_max_batch_tokens",
         )
-    flat = points.ravel()
-    base = prefill_perf(hw, flat) if cached_tokens is None else cached_prefill_perf(hw, flat, cached_tokens.ravel())
     shape = points.shape
     latency = base.latency_s.reshape(shape) + extra_s
     service = base.service_s.reshape(shape) + extra_s

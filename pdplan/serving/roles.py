@@ -123,6 +123,8 @@ def cached_prefill_perf(hw: RoleHardware, input_tokens: FloatArray, cached_token
     flat = np.concatenate((new.ravel(), equivalent.ravel()))
     gemm, attn = prefill_split_s(hw, flat)
     latency = gemm[: new.size].reshape(new.shape) + attn[new.size :].reshape(new.shape)
+    if hw.pp == 1:  # one stage: the stage time is the pass (no hand-off), a ratio of exactly 1
+        return PrefillPerf(lens, np.asarray(latency, dtype=np.float64), np.array(latency, dtype=np.float64))
     full = _one_prompt(hw, new.ravel(), detail=False)
     ratio = np.broadcast_to(full.stage_time_s / np.maximum(full.time_s, 1e-300), (new.size,)).reshape(new.shape)
     return PrefillPerf(lens, np.asarray(latency, dtype=np.float64), np.asarray(latency * ratio, dtype=np.float64))

@@ -14,6 +14,7 @@ from pdplan.cache.lru_closed_form import (
     SessionWorkload,
     SharedPrefixWorkload,
     ThinkTime,
+    _gap_sums,
     append_hit_ratio,
     characteristic_time_s,
     geometric_turns,
@@ -89,6 +90,24 @@ def test_sums_of_think_times() -> None:
     assert math.exp(lognormal.sigma**2) - 1 == pytest.approx((math.exp(1.0) - 1) / 4)
     assert ThinkTime("fixed", 5.0).cdf(4.0) == 0.0
     assert ThinkTime("fixed", 5.0).cdf(5.0) == 1.0
+
+
+@pytest.mark.parametrize(
+    "law", [ThinkTime("exponential", 45.0), ThinkTime("erlang", 20.0, 3.0), ThinkTime("lognormal", 30.0, 1.2)]
+)
+@pytest.mark.parametrize("duration_s", [0.0, 4.0])
+def test_gap_sums_are_each_law_evaluated_alone(law: ThinkTime, duration_s: float) -> None:
+    """The gap sums evaluated an array at a time give, bit for bit, what each m-gap law gives alone."""
+    workload = dataclasses.replace(_sessions(law), turn_duration_s=duration_s)
+    depth = len(workload.turns_pmf)
+    for t in (0.5, 7.0, 60.0, 333.3, 5000.0):
+        cdf, mean_min = _gap_sums(workload, t, depth)
+        for i in range(depth):
+            m = i + 1
+            shifted = t - m * duration_s
+            one = law.sum_of(m)
+            assert cdf[i] == (one.cdf(shifted) if shifted > 0 else 0.0)
+            assert mean_min[i] == (m * duration_s + one.mean_min(shifted) if shifted > 0 else min(t, m * duration_s))
 
 
 def test_one_turn_sessions_never_hit_and_infinite_capacity_always_hits() -> None:
