@@ -376,8 +376,13 @@ def build_disaggregated(
         if res.cache is None
         else _cached_prefill_side(res, res.cache, _token_interval_s(res, cells, dperf))
     )
-    xfer = kv_transfer(side.tokens, kv, hw.link, cfg, prefill_time_s=side.base.latency_s)
-    point_xfer = kv_transfer(side.points.ravel(), kv, hw.link, cfg, prefill_time_s=side.point_base.latency_s)
+    # the pass a layer-wise stream overlaps: the prefill's compute plus the tiers' load it leaves exposed (a hit
+    # prefill computes only its new tokens, and the load from a lower tier stretches that pass again)
+    load_s = np.zeros(side.points.shape) if side.load_s is None else side.load_s
+    xfer = kv_transfer(side.tokens, kv, hw.link, cfg, prefill_time_s=side.base.latency_s + load_s.mean(axis=1))
+    point_xfer = kv_transfer(
+        side.points.ravel(), kv, hw.link, cfg, prefill_time_s=side.point_base.latency_s + load_s.ravel()
+    )
     extra = np.asarray(point_xfer.prefill_extra_s).reshape(side.points.shape)
     pool = prefill_pool(
         hw.prefill,
