@@ -27,7 +27,10 @@ prefill tokens, then fewest seats in use, then lowest index. Pinned ``routes`` (
   completions (a session's next turn), with a listener (:class:`~pdplan.sim.spec.RequestEvents`) told of every
   prefill end and every finish; the result is in arrival order. A prefill pool with ``start`` runs
   :class:`~pdplan.sim.prefill.DispatchedPrefill`; its prompt's end is told to the listener before the instance
-  starts its next prompt, so that prompt sees the blocks just cached.
+  starts its next prompt, so that prompt sees the blocks just cached. A disaggregated deployment with a
+  ``placement`` (PPD, :class:`~pdplan.sim.spec.TurnPlacement`) builds its decode instances, asks it at each arrival
+  whether the prompt runs on a decode instance instead (it is then submitted there, with no prefill and no transfer),
+  and asks it for the decode instance of a prompt whose prefill ends (session-affine routing).
 """
 
 from __future__ import annotations
@@ -161,8 +164,10 @@ class _DisaggEngine(_Engine):
         self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
+        self.placement = dep.placement
+        make = DecodeInstance if self.placement is None else self.placement.decode_instance
         self.servers = self.decoders = [
-            DecodeInstance(
+            make(
                 d.step_time_s,
                 d.max_batch,
                 d.kv_capacity_tokens,
@@ -186,6 +191,8 @@ class _DisaggEngine(_Engine):
             )
         )
         self.dispatched = None if dep.prefill.start is None else self._dispatched(dep, n)
+        if self.placement is not None:
+            self.placement.attach(self.route_decode, self.dispatched)
 
     def _dispatched(self, dep: Disaggregated, n: int) -> DispatchedPrefill:
         """The dispatched pool: pinned routes, else the pre-drawn random routes, else round-robin / central."""
@@ -222,7 +229,10 @@ class _DisaggEngine(_Engine):
             self.dispatch_done(payload, time_s)
         elif kind == _ARRIVAL:
             self.tl.arrival[payload] = time_s
-            if self.unbatched is not None:
+            on_decode = -1 if self.placement is None else self.placement.place(payload, time_s)
+            if on_decode >= 0:
+                self.touched.append(on_decode)
+            elif self.unbatched is not None:
                 self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
                 self.prefill_inst[payload] = self.unbatched.instance_of[payload]
             elif self.dispatched is not None:
@@ -259,7 +269,7 @@ class _DisaggEngine(_Engine):
             tl.finish[req] = now_s
             self.finished(req, now_s)
             return
-        inst = self.route_decode(req)
+        inst = self.route_decode(req) if self.placement is None else self.placement.route(req, self.route_decode)
         self.decoders[inst].submit(req, self.kv_ready(req, inst, now_s))
         self.touched.append(inst)
 
