@@ -404,8 +404,11 @@ def _placer(
     routing: CacheRouting,
     seed: int,
 ) -> TurnPlacer | None:
-    """The turn placement of an xPyD sessions run whose policy places turns on decode; None otherwise."""
+    """The turn placement of an xPyD sessions run whose policy places turns on decode; None otherwise (colocated
+    instances have no decode side; other workloads have no later turns)."""
     if placement is None or placement.policy not in PLACING_POLICIES or isinstance(model, ColocatedModel):
+        return None
+    if reqs.kind != "sessions":  # shared prefixes, traces: every request is a first turn
         return None
     return turn_placer(model, setup, reqs, tracker, placement, routing == "affinity", seed)
 
