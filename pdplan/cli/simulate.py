@@ -120,13 +120,13 @@ def cache_records(result: Comparison) -> list[dict[str, Any]]:
 
 
 TURN_ROWS = (
-    "turn1_ttft_p50_s",
-    "turn1_ttft_p90_s",
-    "later_ttft_p50_s",
-    "later_ttft_p90_s",
-    "decode_share",
+    "ttft_turn1_p50_s",
+    "ttft_turn1_p90_s",
+    "ttft_turn2_p50_s",
+    "ttft_turn2_p90_s",
+    "share_on_decode",
     "decode_hit_ratio",
     "pd_kv_bytes_per_s",
-    "pd_kv_bytes_saved_fraction",
+    "transfer_reduction",
 )
 """Rows of a multi-turn run's turn placement (PPD, :mod:`pdplan.sim.turn_stats`), simulated only."""

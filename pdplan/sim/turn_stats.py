@@ -5,15 +5,16 @@ For a sessions workload on an xPyD deployment, every policy ``pd`` included (tod
 
 * TTFT of Turn 1 and of Turns 2+ apart (P50, P90; the engine's host time included as in every TTFT of
   ``pdplan simulate``: on decode, the decode engine's), and TPOT (P50, P90) over all counted turns;
-* ``decode_share``: the share of the counted Turns 2+ whose prefill ran on their decode instance;
-* ``decode_hit_ratio``: the share of the counted Turns 2+ whose decode instance held their history when they arrived
-  (placed there or not); ``decode_token_hit_ratio``: the history tokens those on decode found in their instance's
-  cache, over every counted turn's prompt tokens (the prefill side's share is the tiers' ``token_hit_ratio``, over
-  the same prompt tokens). Both null under ``pd``, which keeps nothing on decode;
+* ``share_on_decode``: the share of the counted turns (Turn 1 included, which never runs there) whose prefill ran
+  on their decode instance;
+* ``decode_hit_ratio``: the share of the counted Turns 2+ whose decode instance held their history when they
+  arrived (placed there or not); ``decode_token_hit_ratio``: the history tokens those on decode found in their
+  instance's cache, over every counted turn's prompt tokens (the prefill side's share is the tiers'
+  ``token_hit_ratio``, over the same prompt tokens); all three null under ``pd``, which keeps nothing on decode;
 * ``pd_kv_bytes``: the KV that crossed the P→D link for the counted turns (each turn on the prefill pool sends its
   whole prompt's KV, as :mod:`pdplan.sim.deployment` transfers it), ``pd_kv_bytes_per_s`` over the run's
   measurement window, ``pd_kv_bytes_all_pd`` what the same turns send when every one goes through the prefill pool,
-  and ``pd_kv_bytes_saved_fraction`` = 1 − moved / all-PD.
+  and ``transfer_reduction`` = 1 − moved / all-PD.
 """
 
 from __future__ import annotations
@@ -43,19 +44,19 @@ class TurnStats:
     policy: str
     turns: int
     later_turns: int
-    turn1_ttft_p50_s: float | None
-    turn1_ttft_p90_s: float | None
-    later_ttft_p50_s: float | None
-    later_ttft_p90_s: float | None
+    ttft_turn1_p50_s: float | None
+    ttft_turn1_p90_s: float | None
+    ttft_turn2_p50_s: float | None
+    ttft_turn2_p90_s: float | None
     tpot_p50_s: float | None
     tpot_p90_s: float | None
-    decode_share: float | None
+    share_on_decode: float | None
     decode_hit_ratio: float | None
     decode_token_hit_ratio: float | None
     pd_kv_bytes: float
     pd_kv_bytes_per_s: float | None
     pd_kv_bytes_all_pd: float
-    pd_kv_bytes_saved_fraction: float | None
+    transfer_reduction: float | None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON view (module docstring)."""
@@ -93,16 +94,16 @@ def turn_stats(
     if placed is not None:
         on_decode, held, hit_tokens = (a[warm:] for a in placed)
         moved = float(prompt[on_decode == 0].sum()) * kv_bytes_per_token
-        if later.any():
-            share, hit = float(np.mean(on_decode[later])), float(np.mean(held[later]))
+        share = float(np.mean(on_decode)) if on_decode.size else None
+        hit = float(np.mean(held[later])) if later.any() else None
         token_hit = float(hit_tokens.sum()) / float(prompt.sum()) if prompt.sum() > 0 else None
     span = run.window_s[1] - run.window_s[0]
     return TurnStats(
         policy=policy, turns=int(turns.size), later_turns=int(later.sum()),
-        turn1_ttft_p50_s=first50, turn1_ttft_p90_s=first90, later_ttft_p50_s=later50, later_ttft_p90_s=later90,
-        tpot_p50_s=tpot50, tpot_p90_s=tpot90, decode_share=share, decode_hit_ratio=hit,
+        ttft_turn1_p50_s=first50, ttft_turn1_p90_s=first90, ttft_turn2_p50_s=later50, ttft_turn2_p90_s=later90,
+        tpot_p50_s=tpot50, tpot_p90_s=tpot90, share_on_decode=share, decode_hit_ratio=hit,
         decode_token_hit_ratio=token_hit, pd_kv_bytes=moved, pd_kv_bytes_per_s=moved / span if span > 0 else None,
-        pd_kv_bytes_all_pd=all_pd, pd_kv_bytes_saved_fraction=1.0 - moved / all_pd if all_pd > 0 else None,
+        pd_kv_bytes_all_pd=all_pd, transfer_reduction=1.0 - moved / all_pd if all_pd > 0 else None,
     )  # fmt: skip
 
 

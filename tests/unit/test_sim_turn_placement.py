@@ -164,10 +164,11 @@ def test_three_turn_session_placed_and_priced_by_hand() -> None:
     assert pd.turns is not None
     assert ppd.turns is not None
     assert pd.turns.pd_kv_bytes == 480 * LLAMA_8B_KV_BYTES == pd.turns.pd_kv_bytes_all_pd
-    assert (pd.turns.decode_share, pd.turns.decode_hit_ratio, pd.turns.pd_kv_bytes_saved_fraction) == (None, None, 0.0)
+    assert (pd.turns.share_on_decode, pd.turns.decode_hit_ratio, pd.turns.transfer_reduction) == (None, None, 0.0)
     assert ppd.turns.pd_kv_bytes == 64 * LLAMA_8B_KV_BYTES
-    assert ppd.turns.pd_kv_bytes_saved_fraction == pytest.approx(1.0 - 64 / 480)
-    assert (ppd.turns.decode_share, ppd.turns.decode_hit_ratio) == (1.0, 1.0)
+    assert ppd.turns.transfer_reduction == pytest.approx(1.0 - 64 / 480)
+    assert ppd.turns.share_on_decode == pytest.approx(2 / 3)
+    assert ppd.turns.decode_hit_ratio == 1.0
     assert ppd.turns.decode_token_hit_ratio == pytest.approx((96 + 192) / 480)
     # Turn 2 arrives when turn 1 ends; the decode instance is then idle: one mixed step with no decodes, the
     # decode step at B = 0 plus the chunk price of 64 tokens over 96 cached (the colocated simulator's tables).
@@ -183,10 +184,10 @@ def test_three_turn_session_placed_and_priced_by_hand() -> None:
         assert ppd.run.tpot_s[i] == pytest.approx(float(np.sum(steps)) / 31, rel=1e-9)
     host = request_delay_s(hw, model.res.lengths.mean_input())
     np.testing.assert_allclose(ppd.ttft_extra_s[1:], host)
-    assert ppd.turns.later_ttft_p50_s is not None
-    assert pd.turns.later_ttft_p50_s is not None
-    assert ppd.turns.later_ttft_p50_s < pd.turns.later_ttft_p50_s
-    assert ppd.turns.turn1_ttft_p50_s == pd.turns.turn1_ttft_p50_s
+    assert ppd.turns.ttft_turn2_p50_s is not None
+    assert pd.turns.ttft_turn2_p50_s is not None
+    assert ppd.turns.ttft_turn2_p50_s < pd.turns.ttft_turn2_p50_s
+    assert ppd.turns.ttft_turn1_p50_s == pd.turns.ttft_turn1_p50_s
 
 
 # ---- the policies against today's run ----
@@ -220,7 +221,8 @@ def test_one_turn_sessions_place_nothing_on_decode(policy: str) -> None:
     _same_run(placed, _run(spec, 10.0, 1000, "pd", **kw))
     assert placed.turns is not None
     assert placed.turns.later_turns == 0
-    assert placed.turns.decode_share is None
+    assert placed.turns.share_on_decode == 0.0
+    assert placed.turns.decode_hit_ratio is None
     assert placed.turns.pd_kv_bytes == placed.turns.pd_kv_bytes_all_pd
     assert bool(np.all(placed.prefill_instance >= 0))
 
@@ -232,9 +234,9 @@ def test_threshold_places_appends_shorter_than_it() -> None:
     above = _run(spec, 4.0, 600, "threshold", weights={"append_threshold_tokens": 65}, **kw)
     assert at.turns is not None
     assert above.turns is not None
-    assert at.turns.decode_share == 0.0
+    assert at.turns.share_on_decode == 0.0
     assert at.turns.decode_hit_ratio == 1.0  # held, turned down: 64 new tokens are not fewer than 64
-    assert above.turns.decode_share == 1.0
+    assert above.turns.share_on_decode == above.turns.later_turns / above.turns.turns
     later = above.turn >= 2
     assert bool(np.all(above.prefill_instance[later] == -1))
 
@@ -251,9 +253,9 @@ def test_score_weights_move_turns_between_pools() -> None:
     assert ttft.turns is not None
     assert tpot.turns is not None
     assert ttft.turns.decode_hit_ratio == 1.0
-    assert ttft.turns.decode_share is not None
-    assert ttft.turns.decode_share > 0.95
-    assert tpot.turns.decode_share == 0.0
+    assert ttft.turns.share_on_decode is not None
+    assert ttft.turns.share_on_decode > 0.95 * ttft.turns.later_turns / ttft.turns.turns
+    assert tpot.turns.share_on_decode == 0.0
 
 
 def test_load_balanced_decode_routing_finds_the_history_on_one_instance_in_four() -> None:
@@ -262,6 +264,7 @@ def test_load_balanced_decode_routing_finds_the_history_on_one_instance_in_four(
     spec = _sessions(_fixed(2), 200, 100, 2.0)
     res = _run(spec, 8.0, 4000, "ppd", model=_model(2, 4, "random"), routing="load-balance")
     assert res.turns is not None
-    assert res.turns.decode_share is not None
-    assert res.turns.decode_share == res.turns.decode_hit_ratio
-    assert res.turns.decode_share == pytest.approx(0.25, abs=0.03)
+    assert res.turns.share_on_decode is not None
+    on_decode_of_turn2 = res.turns.share_on_decode * res.turns.turns / res.turns.later_turns
+    assert on_decode_of_turn2 == pytest.approx(res.turns.decode_hit_ratio)
+    assert on_decode_of_turn2 == pytest.approx(0.25, abs=0.03)
