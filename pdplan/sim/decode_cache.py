@@ -56,14 +56,23 @@ class DecodeKvCache:
         """How many leading blocks of ``blocks`` the instance holds, cached or held by a running sequence (prefix
         matching; changes nothing)."""
         cached, running = self.lru.blocks, self.running
-        return sum(1 for _ in takewhile(lambda b: b in cached or b in running, blocks))
+        if not running:
+            return len(list(takewhile(cached.__contains__, blocks)))
+        found = 0
+        for b in blocks:
+            if b not in cached and b not in running:
+                break
+            found += 1
+        return found
 
     def take(self, blocks: Sequence[int]) -> None:
         """A sequence admitted here now holds ``blocks``: those cached leave the cache."""
         cached, running = self.lru.blocks, self.running
+        for b in cached.keys() & blocks:
+            del cached[b]
+        get = running.get
         for b in blocks:
-            cached.pop(b, None)
-            running[b] = running.get(b, 0) + 1
+            running[b] = get(b, 0) + 1
 
     def release(self, blocks: Sequence[int]) -> None:
         """A sequence that took ``blocks`` (:meth:`take`) finished: it holds them no more."""
@@ -79,7 +88,7 @@ class DecodeKvCache:
         """A sequence finished: its ``blocks`` that no running sequence holds become the most recent, in order, in
         ``free_tokens`` of KV."""
         running = self.running
-        self.lru.refresh([b for b in blocks if b not in running])
+        self.lru.refresh(blocks if running.keys().isdisjoint(blocks) else [b for b in blocks if b not in running])
         self.resize(free_tokens)
 
     def resize(self, free_tokens: float) -> None:
