@@ -27,11 +27,11 @@ pd_tpot)/pd_tpot``, decode when > 0; its repository reads the four figures from 
 estimates them from its own state at the turn's arrival, never from the closed form:
 
 * ``pd_ttft`` = the prefill wait + the turn's prefill + (convention A) its KV transfer and one decode step. The wait
-  is the rest of the prompt running on its prefill instance (affinity: the session's; round-robin: the next; the
-  central least-work queue: the mean over the instances of their rest and the queued prompts, or the shortest rest
-  when none is queued) plus the queued prompts' prefills; every prefill is priced as the simulation prices it (the
-  roofline price of its new tokens over the hit its instance's prefix cache gives now; the central queue: the best
-  instance's hit), slower tiers' load not counted.
+  is the rest of the prompt running on its prefill instance (affinity: the session's; random: its draw;
+  round-robin: the next; the central least-work queue: the mean over the instances of their rest and the queued
+  prompts, or the shortest rest when none is queued) plus the queued prompts' prefills; every prefill is priced as
+  the simulation prices it (the roofline price of its new tokens over the hit its instance's prefix cache gives now;
+  the central queue: the best instance's hit), slower tiers' load not counted.
 * ``ppd_ttft`` = the mixed steps that the prompt tokens of the appends ahead on the decode instance and the turn's
   own append (its prompt less the history) need at ``budget − B`` tokens a step, each a decode step of the current
   batch, plus the chunk price of those tokens (the turn's own over its history, the others' over nothing).
@@ -96,7 +96,6 @@ class TurnPlacer:
         assert dep.transfer is not None
         transfer = np.broadcast_to(np.asarray(dep.transfer.time_s, dtype=np.float64), (reqs.count,))
         self.transfer_s: list[float] = transfer.tolist()
-        self.routes: list[int] | None = None  # the prefill pool's pinned routes (:meth:`deployment`)
         self.prompt: list[int] = reqs.input_tokens.tolist()
         self.turn: list[int] = reqs.turn.tolist()
         self.session: list[int] = reqs.session.tolist()
@@ -190,7 +189,6 @@ class TurnPlacer:
 
     def deployment(self, dep: Disaggregated) -> Disaggregated:
         """``dep`` with this placement's hooks and its prefill start noting when instances free."""
-        self.routes = None if dep.prefill.routes is None else [int(r) for r in np.asarray(dep.prefill.routes)]
         pool = dataclasses.replace(dep.prefill, start=self.start)
         return dataclasses.replace(dep, prefill=pool, placement=self)
 
@@ -233,7 +231,7 @@ class TurnPlacer:
             queued = sum(min(self._price_s(q, i) for i in range(x)) for q in pre.queues[0])
             wait = (sum(rest) + queued) / x if pre.queues[0] else min(rest)
             return wait + min(self._price_s(request, i) for i in range(x))
-        inst = self.routes[request] if self.routes is not None else pre.arrivals % x
+        inst = pre.routes[request] if pre.routes is not None else pre.arrivals % x  # pinned or drawn; round-robin
         queued = sum(self._price_s(q, inst) for q in pre.queues[inst])
         return rest[inst] + queued + self._price_s(request, inst)
 

@@ -268,3 +268,16 @@ def test_load_balanced_decode_routing_finds_the_history_on_one_instance_in_four(
     on_decode_of_turn2 = res.turns.share_on_decode * res.turns.turns / res.turns.later_turns
     assert on_decode_of_turn2 == pytest.approx(res.turns.decode_hit_ratio)
     assert on_decode_of_turn2 == pytest.approx(0.25, abs=0.03)
+
+
+@pytest.mark.parametrize("routing", ["random", "round-robin", "least-work"])
+def test_score_under_load_balanced_routing_places_only_held_turns(routing: str) -> None:
+    # The score's prefill-side estimate reads each routing's queue (a drawn instance, the next one, the central
+    # least-work queue); whatever it decides, only a turn whose history its instance holds runs on decode.
+    spec = _sessions(_fixed(3), 200, 100, 1.0, system=64)
+    res = _run(spec, 12.0, 900, "score", model=_model(2, 2, routing), routing="load-balance")
+    assert res.turns is not None
+    assert res.turns.share_on_decode is not None
+    assert res.turns.decode_hit_ratio is not None
+    on_decode_of_later = res.turns.share_on_decode * res.turns.turns / res.turns.later_turns
+    assert 0.0 < on_decode_of_later <= res.turns.decode_hit_ratio
