@@ -28,7 +28,7 @@ prefill tokens, then fewest seats in use, then lowest index. Pinned ``routes`` (
   prefill end and every finish; the result is in arrival order. A prefill pool with ``start`` runs
   :class:`~pdplan.sim.prefill.DispatchedPrefill`; its prompt's end is told to the listener before the instance
   starts its next prompt, so that prompt sees the blocks just cached. A disaggregated deployment with a
-  ``placement`` (PPD, :class:`~pdplan.sim.spec.TurnPlacement`) builds its decode instances, asks it at each arrival
+  ``placement`` (PPD, :class:`TurnPlacement`) builds its decode instances, asks it at each arrival
   whether the prompt runs on a decode instance instead (it is then submitted there, with no prefill and no transfer),
   and asks it for the decode instance of a prompt whose prefill ends (session-affine routing).
 """
@@ -57,6 +57,7 @@ from pdplan.sim.spec import (
     PrefillStart,
     RequestEvents,
     Requests,
+    StepTimeFn,
     as_times,
     decode_steps,
 )
@@ -65,6 +66,36 @@ from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
 
 _ARRIVAL, _PREFILL_DONE, _BATCH_DONE, _DISPATCH_DONE = 0, 1, 2, 3
+
+
+class TurnPlacement(Protocol):
+    """Where each turn of a session runs its prefill (PPD: on the prefill pool, or as an append-prefill on the decode
+    instance holding its history; :class:`pdplan.sim.turn_placement.TurnPlacer`): the hooks of the disaggregated
+    engine (module docstring)."""
+
+    def decode_instance(
+        self,
+        step_fn: StepTimeFn,
+        max_batch: int,
+        kv_capacity_tokens: float,
+        prompt: list[int],
+        steps: list[int],
+        timeline: Timeline,
+        segments: Segments,
+        emits_first_token: bool,
+        state_tokens: float,
+    ) -> DecodeInstance:
+        """Build one decode instance (the arguments of :class:`~pdplan.sim.decode.DecodeInstance`)."""
+
+    def attach(self, route_decode: Callable[[int], int], prefill: DispatchedPrefill | None) -> None:
+        """The engine's decode routing policy and its prefill pool, once the instances are built."""
+
+    def place(self, request: int, now_s: float) -> int:
+        """At ``request``'s arrival: the decode instance now running its prefill (submitted there), or −1 for the
+        prefill pool."""
+
+    def route(self, request: int, policy: Callable[[int], int]) -> int:
+        """At the end of ``request``'s prefill: its decode instance (``policy``: the pool's routing)."""
 
 
 class _Server(Protocol):
@@ -137,7 +168,12 @@ class _Engine:
 
 class _DisaggEngine(_Engine):
     def __init__(
-        self, dep: Disaggregated, req: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+        self,
+        dep: Disaggregated,
+        req: Requests,
+        rng: np.random.Generator,
+        events: RequestEvents | None = None,
+        placement: TurnPlacement | None = None,
     ) -> None:
         super().__init__(req, events)
         check_disaggregated(dep, req)
@@ -164,7 +200,7 @@ class _DisaggEngine(_Engine):
         self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
-        self.placement = dep.placement
+        self.placement = placement
         make = DecodeInstance if self.placement is None else self.placement.decode_instance
         self.servers = self.decoders = [
             make(
@@ -399,10 +435,14 @@ def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False) -> 
 
 
 def _engine(
-    deployment: Deployment, requests: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+    deployment: Deployment,
+    requests: Requests,
+    rng: np.random.Generator,
+    events: RequestEvents | None = None,
+    placement: TurnPlacement | None = None,
 ) -> _DisaggEngine | _ColocEngine:
     if isinstance(deployment, Disaggregated):
-        return _DisaggEngine(deployment, requests, rng, events)
+        return _DisaggEngine(deployment, requests, rng, events, placement)
     if isinstance(deployment, Colocated):
         return _ColocEngine(deployment, requests, rng, events)
     raise SpecError(f"deployment must be Disaggregated or Colocated, got {type(deployment)}")
@@ -462,18 +502,20 @@ def simulate_events(
     *,
     warmup_fraction: float = 0.1,
     count_until_s: float = math.inf,
+    placement: TurnPlacement | None = None,
 ) -> tuple[SimResult, IntArray]:
     """Open loop with released requests (module docstring): ``arrival_s`` [N] holds the known arrival times and NaN
     for the requests ``events.finished`` releases. Every request is simulated; the result holds those arriving by
     ``count_until_s`` (later ones are the run's drain), in arrival order (ties by id), the first
-    ``warmup_fraction`` of them not counted. Returns the result and the request ids in its order."""
+    ``warmup_fraction`` of them not counted; ``placement``: a disaggregated deployment's per-turn placement (module
+    docstring). Returns the result and the request ids in its order."""
     arrival = np.asarray(arrival_s, dtype=np.float64)
     if arrival.shape != (requests.count,):
         raise SpecError(f"arrival_s must have shape ({requests.count},), got {arrival.shape}")
     known = np.flatnonzero(~np.isnan(arrival))
     if known.size == 0 or bool(np.any(arrival[known] < 0)) or not bool(np.all(np.isfinite(arrival[known]))):
         raise SpecError("arrival_s needs at least one known arrival; known arrivals must be finite and >= 0")
-    engine = _engine(deployment, requests, rng, events)
+    engine = _engine(deployment, requests, rng, events, placement)
     engine.ext = [(float(arrival[i]), k, _ARRIVAL, int(i)) for k, i in enumerate(known.tolist())]
     heapq.heapify(engine.ext)
     engine.order = count(known.size)

@@ -66,7 +66,7 @@ from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
 from pdplan.sim.reuse_workload import reuse_requests
 from pdplan.sim.spec import Colocated, Disaggregated, PrefillStart, Requests
 from pdplan.sim.turn_placement import PLACING_POLICIES, TurnPlacer, turn_placer
-from pdplan.sim.turn_stats import TurnStats, with_turns
+from pdplan.sim.turn_stats import TurnStats, placed_turns
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
@@ -385,14 +385,18 @@ def simulate_reuse(
     req = Requests(reqs.input_tokens, reqs.output_tokens)
     rng = np.random.default_rng([seed, 2])
     run, order = simulate_events(
-        reqs.arrival_s, req, dep, rng, tracker, warmup_fraction=warmup_fraction, count_until_s=reqs.count_until_s
-    )
+        reqs.arrival_s, req, dep, rng, tracker, warmup_fraction=warmup_fraction, count_until_s=reqs.count_until_s,
+        placement=placer,
+    )  # fmt: skip
     kv_bytes = float(hw.model.kv_bytes_per_token(hw.precision.kv_bytes))
     names = ("hbm",) if caches is None else caches.names
     misses = 0 if price is None else price.misses
     result = _result(run, order, setup, reqs, tracker, names, kv_bytes, instances, misses)
+    if isinstance(model, ColocatedModel) or reqs.kind != "sessions":
+        return result
     policy = "pd" if placement is None else placement.policy
-    return with_turns(result, model, reqs, placer, order, kv_bytes, policy)
+    extra, turns = placed_turns(run, result.ttft_extra_s, result.turn, model, placer, order, kv_bytes, policy)
+    return dataclasses.replace(result, ttft_extra_s=extra, turns=turns)
 
 
 def _placer(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -33,11 +33,6 @@ from numpy.typing import ArrayLike
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
-
-if TYPE_CHECKING:
-    from pdplan.sim.batch import Segments, Timeline
-    from pdplan.sim.decode import DecodeInstance
-    from pdplan.sim.prefill import DispatchedPrefill
 
 StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``decode_step_s(batch_size[m], total_context_tokens[m]) -> seconds[m]`` (vectorised)."""
@@ -74,36 +69,6 @@ class RequestEvents(Protocol):
 
     def finished(self, request: int, now_s: float) -> tuple[int, float] | None:
         """``request``'s last token at ``now_s``; returns (request, arrival time) of a request this releases."""
-
-
-class TurnPlacement(Protocol):
-    """Where each turn of a session runs its prefill (PPD: on the prefill pool, or as an append-prefill on the decode
-    instance holding its history; :class:`pdplan.sim.turn_placement.TurnPlacer`): the hooks of the disaggregated
-    engine (:mod:`pdplan.sim.event_loop`)."""
-
-    def decode_instance(
-        self,
-        step_fn: StepTimeFn,
-        max_batch: int,
-        kv_capacity_tokens: float,
-        prompt: list[int],
-        steps: list[int],
-        timeline: Timeline,
-        segments: Segments,
-        emits_first_token: bool,
-        state_tokens: float,
-    ) -> DecodeInstance:
-        """Build one decode instance (the arguments of :class:`~pdplan.sim.decode.DecodeInstance`)."""
-
-    def attach(self, route_decode: Callable[[int], int], prefill: DispatchedPrefill | None) -> None:
-        """The engine's decode routing policy and its prefill pool, once the instances are built."""
-
-    def place(self, request: int, now_s: float) -> int:
-        """At ``request``'s arrival: the decode instance now running its prefill (submitted there), or −1 for the
-        prefill pool."""
-
-    def route(self, request: int, policy: Callable[[int], int]) -> int:
-        """At the end of ``request``'s prefill: its decode instance (``policy``: the pool's routing)."""
 
 
 PrefillRouting = Literal["random", "round-robin", "least-work"]
@@ -250,8 +215,6 @@ class Disaggregated:
     decode: DecodePool
     transfer: KvTransfer | None = None
     convention: Convention = "A"
-    placement: TurnPlacement | None = None
-    """Per-turn placement of sessions' prefills (PPD); None: every prompt on the prefill pool."""
 
 
 @dataclass(frozen=True, slots=True)

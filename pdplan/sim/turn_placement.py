@@ -51,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -61,26 +61,40 @@ from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
 from pdplan.sim.deployment import SimSetup, sim_chunk_price
 from pdplan.sim.prefill import DispatchedPrefill
+from pdplan.sim.prefix_cache import PrefixCaches
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
 from pdplan.sim.spec import Disaggregated, PrefillStart, StepTimeFn
 from pdplan.specs.cache import TurnPlacementSpec
-
-if TYPE_CHECKING:
-    from pdplan.sim.reuse import ReuseTracker
 
 PLACING_POLICIES: tuple[str, ...] = ("ppd", "threshold", "score")
 """The policies that place turns on decode (``pd`` is today's deployment)."""
 
 
+class PrefillSide(Protocol):
+    """The prefill pool's caches as the score reads them (:class:`pdplan.sim.reuse.ReuseTracker`)."""
+
+    @property
+    def caches(self) -> PrefixCaches | None: ...
+    @property
+    def lookup(self) -> list[int]: ...
+    @property
+    def runs(self) -> tuple[list[int], list[int], list[int]]: ...
+    @property
+    def price(self) -> Callable[[int, int], float] | None: ...
+
+    def start(self, request: int, instance: int, now_s: float) -> PrefillStart:
+        """The prefill of ``request`` starts on ``instance``: its price there."""
+
+
 class TurnPlacer:
     """The placement of one run (module docstring): the decode instances' factory and the engine's hooks
-    (:class:`pdplan.sim.spec.TurnPlacement`), and per request what happened to it."""
+    (:class:`pdplan.sim.event_loop.TurnPlacement`), and per request what happened to it."""
 
     def __init__(
         self,
         spec: TurnPlacementSpec,
         reqs: ReuseRequests,
-        tracker: ReuseTracker,
+        tracker: PrefillSide,
         work: AppendWork,
         setup: SimSetup,
         affinity: bool,
@@ -188,9 +202,8 @@ class TurnPlacer:
         return inst
 
     def deployment(self, dep: Disaggregated) -> Disaggregated:
-        """``dep`` with this placement's hooks and its prefill start noting when instances free."""
-        pool = dataclasses.replace(dep.prefill, start=self.start)
-        return dataclasses.replace(dep, prefill=pool, placement=self)
+        """``dep`` with its prefill start noting when instances free (the run then takes this placement)."""
+        return dataclasses.replace(dep, prefill=dataclasses.replace(dep.prefill, start=self.start))
 
     # ---- the policy ----
 
@@ -257,7 +270,7 @@ def turn_placer(
     model: DisaggregatedModel,
     setup: SimSetup,
     reqs: ReuseRequests,
-    tracker: ReuseTracker,
+    tracker: PrefillSide,
     spec: TurnPlacementSpec,
     affinity: bool,
     seed: int,

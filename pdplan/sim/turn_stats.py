@@ -25,15 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.sim.metrics import SimResult
-from pdplan.sim.reuse_requests import ReuseRequests
 from pdplan.types import FloatArray, Int64Array
 
 if TYPE_CHECKING:
-    from pdplan.sim.reuse import ReuseResult
     from pdplan.sim.turn_placement import TurnPlacer
 
 
@@ -107,26 +104,24 @@ def turn_stats(
     )  # fmt: skip
 
 
-def with_turns(
-    result: ReuseResult,
-    model: DisaggregatedModel | ColocatedModel,
-    reqs: ReuseRequests,
+def placed_turns(
+    run: SimResult,
+    ttft_extra_s: FloatArray,
+    turn: Int64Array,
+    model: DisaggregatedModel,
     placer: TurnPlacer | None,
     order: Int64Array,
     kv_bytes_per_token: float,
     policy: str,
-) -> ReuseResult:
-    """``result`` with its :class:`TurnStats` (sessions on xPyD only; else unchanged); a turn that ran on decode
-    takes the decode engine's host time as its TTFT's extra instead of the prefill side's."""
-    if isinstance(model, ColocatedModel) or reqs.kind != "sessions":
-        return result
-    extra = np.array(result.ttft_extra_s, dtype=np.float64)
+) -> tuple[FloatArray, TurnStats]:
+    """The TTFT extras of a sessions run on xPyD (arrays in the run's order) and its :class:`TurnStats`: a turn that
+    ran on decode takes the decode engine's host time as its TTFT's extra instead of the prefill side's."""
+    extra = np.array(ttft_extra_s, dtype=np.float64)
     placed = None
     if placer is not None:
         on_decode = placer.on_decode[order]
         extra[on_decode] = request_delay_s(model.res.hardware.decode, model.res.lengths.mean_input())
         hits = np.asarray(placer.work.hit_tokens, dtype=np.int64)[order]
         placed = (on_decode.astype(np.float64), placer.held[order].astype(np.float64), hits)
-    ttft = np.asarray(result.run.ttft_s + extra, dtype=np.float64)
-    stats = turn_stats(result.run, ttft, result.turn, placed, kv_bytes_per_token, policy)
-    return dataclasses.replace(result, ttft_extra_s=extra, turns=stats)
+    ttft = np.asarray(run.ttft_s + extra, dtype=np.float64)
+    return extra, turn_stats(run, ttft, turn, placed, kv_bytes_per_token, policy)
