@@ -98,7 +98,8 @@ def simulate_command(
 
 def cache_records(result: Comparison) -> list[dict[str, Any]]:
     """A KV-reuse workload's prefix cache, closed form beside the simulation: the token hit ratio of every tier (and
-    all together), and the share of requests with a hit (simulated only). None for other workloads."""
+    all together), and the share of requests with a hit (simulated only); sessions on xPyD add the turn placement's
+    rows (:data:`TURN_ROWS`, simulated only). None for other workloads."""
     if result.reuse is None:
         return []
     sim = result.reuse
@@ -112,4 +113,20 @@ def cache_records(result: Comparison) -> list[dict[str, Any]]:
     rows = [row("token_hit_ratio", None if cache is None else cache.token_hit_ratio, sim["token_hit_ratio"])]
     rows += [row(f"token_hit_ratio_{t['name']}", closed.get(t["name"]), t["token_hit_ratio"]) for t in sim["tiers"]]
     rows.append(row("request_hit_share", None, sim["request_hit_share"]))
+    turns = sim.get("turn_placement")
+    if turns is not None:
+        rows += [row(key, None, turns[key]) for key in TURN_ROWS if turns[key] is not None]
     return rows
+
+
+TURN_ROWS = (
+    "ttft_turn1_p50_s",
+    "ttft_turn1_p90_s",
+    "ttft_turn2_p50_s",
+    "ttft_turn2_p90_s",
+    "share_on_decode",
+    "decode_hit_ratio",
+    "pd_kv_bytes_per_s",
+    "transfer_reduction",
+)
+"""Rows of a multi-turn run's turn placement (PPD, :mod:`pdplan.sim.turn_stats`), simulated only."""

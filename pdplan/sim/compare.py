@@ -260,7 +260,7 @@ class _ReuseRunner:
         return simulate_reuse(
             self.model, self.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
             exposed_load_s=inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
-            warmup_fraction=WARMUP_FRACTION,
+            warmup_fraction=WARMUP_FRACTION, placement=inputs.placement,
         )  # fmt: skip
 
     def point(self, rate: float) -> tuple[SimulatedPoint, ReuseResult]:

@@ -27,7 +27,10 @@ prefill tokens, then fewest seats in use, then lowest index. Pinned ``routes`` (
   completions (a session's next turn), with a listener (:class:`~pdplan.sim.spec.RequestEvents`) told of every
   prefill end and every finish; the result is in arrival order. A prefill pool with ``start`` runs
   :class:`~pdplan.sim.prefill.DispatchedPrefill`; its prompt's end is told to the listener before the instance
-  starts its next prompt, so that prompt sees the blocks just cached.
+  starts its next prompt, so that prompt sees the blocks just cached. A disaggregated deployment with a
+  ``placement`` (PPD, :class:`TurnPlacement`) builds its decode instances, asks it at each arrival
+  whether the prompt runs on a decode instance instead (it is then submitted there, with no prefill and no transfer),
+  and asks it for the decode instance of a prompt whose prefill ends (session-affine routing).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from pdplan.sim.spec import (
     PrefillStart,
     RequestEvents,
     Requests,
+    StepTimeFn,
     as_times,
     decode_steps,
 )
@@ -62,6 +66,36 @@ from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
 
 _ARRIVAL, _PREFILL_DONE, _BATCH_DONE, _DISPATCH_DONE = 0, 1, 2, 3
+
+
+class TurnPlacement(Protocol):
+    """Where each turn of a session runs its prefill (PPD: on the prefill pool, or as an append-prefill on the decode
+    instance holding its history; :class:`pdplan.sim.turn_placement.TurnPlacer`): the hooks of the disaggregated
+    engine (module docstring)."""
+
+    def decode_instance(
+        self,
+        step_fn: StepTimeFn,
+        max_batch: int,
+        kv_capacity_tokens: float,
+        prompt: list[int],
+        steps: list[int],
+        timeline: Timeline,
+        segments: Segments,
+        emits_first_token: bool,
+        state_tokens: float,
+    ) -> DecodeInstance:
+        """Build one decode instance (the arguments of :class:`~pdplan.sim.decode.DecodeInstance`)."""
+
+    def attach(self, route_decode: Callable[[int], int], prefill: DispatchedPrefill | None) -> None:
+        """The engine's decode routing policy and its prefill pool, once the instances are built."""
+
+    def place(self, request: int, now_s: float) -> int:
+        """At ``request``'s arrival: the decode instance now running its prefill (submitted there), or −1 for the
+        prefill pool."""
+
+    def route(self, request: int, policy: Callable[[int], int]) -> int:
+        """At the end of ``request``'s prefill: its decode instance (``policy``: the pool's routing)."""
 
 
 class _Server(Protocol):
@@ -134,7 +168,12 @@ class _Engine:
 
 class _DisaggEngine(_Engine):
     def __init__(
-        self, dep: Disaggregated, req: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+        self,
+        dep: Disaggregated,
+        req: Requests,
+        rng: np.random.Generator,
+        events: RequestEvents | None = None,
+        placement: TurnPlacement | None = None,
     ) -> None:
         super().__init__(req, events)
         check_disaggregated(dep, req)
@@ -161,8 +200,10 @@ class _DisaggEngine(_Engine):
         self.plink_free = [0.0] * dep.prefill.instances
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
+        self.placement = placement
+        make = DecodeInstance if self.placement is None else self.placement.decode_instance
         self.servers = self.decoders = [
-            DecodeInstance(
+            make(
                 d.step_time_s,
                 d.max_batch,
                 d.kv_capacity_tokens,
@@ -186,6 +227,8 @@ class _DisaggEngine(_Engine):
             )
         )
         self.dispatched = None if dep.prefill.start is None else self._dispatched(dep, n)
+        if self.placement is not None:
+            self.placement.attach(self.route_decode, self.dispatched)
 
     def _dispatched(self, dep: Disaggregated, n: int) -> DispatchedPrefill:
         """The dispatched pool: pinned routes, else the pre-drawn random routes, else round-robin / central."""
@@ -222,7 +265,10 @@ class _DisaggEngine(_Engine):
             self.dispatch_done(payload, time_s)
         elif kind == _ARRIVAL:
             self.tl.arrival[payload] = time_s
-            if self.unbatched is not None:
+            on_decode = -1 if self.placement is None else self.placement.place(payload, time_s)
+            if on_decode >= 0:
+                self.touched.append(on_decode)
+            elif self.unbatched is not None:
                 self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
                 self.prefill_inst[payload] = self.unbatched.instance_of[payload]
             elif self.dispatched is not None:
@@ -259,7 +305,7 @@ class _DisaggEngine(_Engine):
             tl.finish[req] = now_s
             self.finished(req, now_s)
             return
-        inst = self.route_decode(req)
+        inst = self.route_decode(req) if self.placement is None else self.placement.route(req, self.route_decode)
         self.decoders[inst].submit(req, self.kv_ready(req, inst, now_s))
         self.touched.append(inst)
 
@@ -389,10 +435,14 @@ def _busy(values: ArrayLike | None, n: int, name: str, signed: bool = False) -> 
 
 
 def _engine(
-    deployment: Deployment, requests: Requests, rng: np.random.Generator, events: RequestEvents | None = None
+    deployment: Deployment,
+    requests: Requests,
+    rng: np.random.Generator,
+    events: RequestEvents | None = None,
+    placement: TurnPlacement | None = None,
 ) -> _DisaggEngine | _ColocEngine:
     if isinstance(deployment, Disaggregated):
-        return _DisaggEngine(deployment, requests, rng, events)
+        return _DisaggEngine(deployment, requests, rng, events, placement)
     if isinstance(deployment, Colocated):
         return _ColocEngine(deployment, requests, rng, events)
     raise SpecError(f"deployment must be Disaggregated or Colocated, got {type(deployment)}")
@@ -452,18 +502,20 @@ def simulate_events(
     *,
     warmup_fraction: float = 0.1,
     count_until_s: float = math.inf,
+    placement: TurnPlacement | None = None,
 ) -> tuple[SimResult, IntArray]:
     """Open loop with released requests (module docstring): ``arrival_s`` [N] holds the known arrival times and NaN
     for the requests ``events.finished`` releases. Every request is simulated; the result holds those arriving by
     ``count_until_s`` (later ones are the run's drain), in arrival order (ties by id), the first
-    ``warmup_fraction`` of them not counted. Returns the result and the request ids in its order."""
+    ``warmup_fraction`` of them not counted; ``placement``: a disaggregated deployment's per-turn placement (module
+    docstring). Returns the result and the request ids in its order."""
     arrival = np.asarray(arrival_s, dtype=np.float64)
     if arrival.shape != (requests.count,):
         raise SpecError(f"arrival_s must have shape ({requests.count},), got {arrival.shape}")
     known = np.flatnonzero(~np.isnan(arrival))
     if known.size == 0 or bool(np.any(arrival[known] < 0)) or not bool(np.all(np.isfinite(arrival[known]))):
         raise SpecError("arrival_s needs at least one known arrival; known arrivals must be finite and >= 0")
-    engine = _engine(deployment, requests, rng, events)
+    engine = _engine(deployment, requests, rng, events, placement)
     engine.ext = [(float(arrival[i]), k, _ARRIVAL, int(i)) for k, i in enumerate(known.tolist())]
     heapq.heapify(engine.ext)
     engine.order = count(known.size)

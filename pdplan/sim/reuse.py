@@ -65,6 +65,9 @@ from pdplan.sim.prefix_cache import PrefixCaches, Scope, TierDomain
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
 from pdplan.sim.reuse_workload import reuse_requests
 from pdplan.sim.spec import Colocated, Disaggregated, PrefillStart, Requests
+from pdplan.sim.turn_placement import PLACING_POLICIES, TurnPlacer, turn_placer
+from pdplan.sim.turn_stats import TurnStats, placed_turns
+from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray, Int64Array
 
@@ -198,7 +201,7 @@ class ReuseTracker:
 
     def finished(self, request: int, now_s: float) -> tuple[int, float] | None:
         """Free the blocks where they are held (module docstring); release the session's next turn."""
-        if self.caches is not None and (self.cache_outputs or self.colocated):
+        if self.caches is not None and (self.cache_outputs or self.colocated) and self.instance[request] >= 0:
             held = self.sequence_blocks if self.cache_outputs else self.prompt_blocks
             self.caches.touch(int(self.instance[request]), blocks_of(self.runs, request, held[request]))
         following = self.next[request]
@@ -282,6 +285,8 @@ class ReuseResult:
     block_tokens: int
     price_misses: int
     truncated_sessions: int
+    turns: TurnStats | None = None
+    """Sessions on xPyD: what the turn placement did (:mod:`pdplan.sim.turn_stats`); None otherwise."""
 
     @property
     def ttft_s(self) -> FloatArray:
@@ -333,6 +338,7 @@ class ReuseResult:
             "tiers": [dataclasses.asdict(t) for t in self.tiers],
             "truncated_sessions": self.truncated_sessions,
             "price_misses": self.price_misses,
+            **({} if self.turns is None else {"turn_placement": self.turns.as_dict()}),
         }
 
 
@@ -351,6 +357,7 @@ def simulate_reuse(
     cache_outputs: bool | None = None,
     warmup_fraction: float = WARMUP_FRACTION,
     stationary_start: bool = True,
+    placement: TurnPlacementSpec | None = None,
 ) -> ReuseResult:
     """Simulate ``model`` serving ``workload`` at ``rate_rps`` with the caches of ``layout`` (module docstring).
 
@@ -359,8 +366,9 @@ def simulate_reuse(
     request draws, ``block_tokens`` and ``stationary_start`` then do not apply). ``block_tokens``: the cache's
     block (default :data:`~pdplan.sim.reuse_requests.DEFAULT_BLOCK_TOKENS`; a Mooncake trace's own);
     ``cache_outputs``: whether a finished sequence is cached where its prefill ran (default: colocated yes,
-    disaggregated no). Seeds: requests from ``seed`` (common random numbers across rates), routing draws from
-    ``default_rng([seed, 2])``.
+    disaggregated no). ``placement``: where sessions' turns run their prefill on xPyD (PPD,
+    :mod:`pdplan.sim.turn_placement`; None or ``pd``: the prefill pool, today's run unchanged). Seeds: requests from
+    ``seed`` (common random numbers across rates), routing draws from ``default_rng([seed, 2])``.
     """
     if routing not in ("affinity", "load-balance"):
         raise SpecError(f"routing must be affinity or load-balance, got {routing!r}", field="routing")
@@ -382,15 +390,43 @@ def simulate_reuse(
     tracker = ReuseTracker(reqs, caches, price, exposed_load_s, outputs, colocated)
     tracker.prewarm(reqs, routes, np.random.default_rng([seed, 50]))
     dep = _with_start(setup.deployment, tracker, routes)
+    placer = _placer(model, setup, reqs, tracker, placement, routing, seed)
+    if placer is not None:
+        assert isinstance(dep, Disaggregated)
+        dep = placer.deployment(dep)
     req = Requests(reqs.input_tokens, reqs.output_tokens)
     rng = np.random.default_rng([seed, 2])
     run, order = simulate_events(
-        reqs.arrival_s, req, dep, rng, tracker, warmup_fraction=warmup_fraction, count_until_s=reqs.count_until_s
-    )
+        reqs.arrival_s, req, dep, rng, tracker, warmup_fraction=warmup_fraction, count_until_s=reqs.count_until_s,
+        placement=placer,
+    )  # fmt: skip
     kv_bytes = float(hw.model.kv_bytes_per_token(hw.precision.kv_bytes))
     names = ("hbm",) if caches is None else caches.names
     misses = 0 if price is None else price.misses
-    return _result(run, order, setup, reqs, tracker, names, kv_bytes, instances, misses)
+    result = _result(run, order, setup, reqs, tracker, names, kv_bytes, instances, misses)
+    if isinstance(model, ColocatedModel) or reqs.kind != "sessions":
+        return result
+    policy = "pd" if placement is None else placement.policy
+    extra, turns = placed_turns(run, result.ttft_extra_s, result.turn, model, placer, order, kv_bytes, policy)
+    return dataclasses.replace(result, ttft_extra_s=extra, turns=turns)
+
+
+def _placer(
+    model: DisaggregatedModel | ColocatedModel,
+    setup: SimSetup,
+    reqs: ReuseRequests,
+    tracker: ReuseTracker,
+    placement: TurnPlacementSpec | None,
+    routing: CacheRouting,
+    seed: int,
+) -> TurnPlacer | None:
+    """The turn placement of an xPyD sessions run whose policy places turns on decode; None otherwise (colocated
+    instances have no decode side; other workloads have no later turns)."""
+    if placement is None or placement.policy not in PLACING_POLICIES or isinstance(model, ColocatedModel):
+        return None
+    if reqs.kind != "sessions":  # shared prefixes, traces: every request is a first turn
+        return None
+    return turn_placer(model, setup, reqs, tracker, placement, routing == "affinity", seed)
 
 
 def _caching_side(model: DisaggregatedModel | ColocatedModel) -> tuple[int, RoleHardware]:

@@ -96,6 +96,9 @@ class ReuseRequests:
     kind: str = "sessions"
     """``sessions``, ``shared-prefix`` or ``trace``: a trace's affinity key depends on the instances
     (:func:`pdplan.sim.reuse.affinity_keys`)."""
+    new_tokens: Int64Array | None = None
+    """A session turn's new tokens U_k (its prompt less its history; None outside sessions): PPD's append
+    (:mod:`pdplan.sim.turn_placement`)."""
 
     @property
     def count(self) -> int:

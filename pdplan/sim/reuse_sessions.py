@@ -175,7 +175,7 @@ def _assemble(
     """The requests of ``sessions`` (session-major ids), their blocks, candidates and warm touches."""
     system = spec.system_prompt_tokens
     n_sys = system // block_tokens
-    cols: dict[str, list[FloatArray]] = {k: [] for k in ("P", "O", "arr", "think", "turn", "sess")}
+    cols: dict[str, list[FloatArray]] = {k: [] for k in ("P", "O", "U", "arr", "think", "turn", "sess")}
     runs: list[tuple[int, int, int, int]] = []  # per request: system start, system blocks, own start, own blocks
     cands: list[Int64Array] = []
     warm: list[tuple[float, int, int]] = []  # (age, request, blocks)
@@ -198,7 +198,7 @@ def _assemble(
         count = last - ses.first_turn + 1
         arrival = np.full(count, np.nan)
         arrival[0] = ses.first_arrival_s
-        for key, values in (("P", prompt[take]), ("O", ses.output[take]), ("arr", arrival)):
+        for key, values in (("P", prompt[take]), ("O", ses.output[take]), ("U", ses.new[take]), ("arr", arrival)):
             cols[key].append(np.asarray(values, dtype=np.float64))
         cols["think"].append(np.where(np.arange(count) < count - 1, ses.think_s[take], 0.0))
         cols["turn"].append(np.arange(ses.first_turn, last + 1, dtype=np.float64))
@@ -241,4 +241,5 @@ def _requests(
         candidate_offsets=cand_offsets, candidate_blocks=cand_blocks,
         warm_request=np.array([w[1] for w in warm], dtype=np.int64),
         warm_blocks=np.array([w[2] for w in warm], dtype=np.int64), truncated_sessions=truncated,
+        new_tokens=col["U"].astype(np.int64),
     )  # fmt: skip

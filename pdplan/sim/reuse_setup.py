@@ -21,6 +21,9 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 * **Load time**: :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s` of each lower tier, summed over the tiers a
   request's hit came from (loads from different tiers one after the other), over the prefill compute of the cached
   prompt.
+* **Turn placement** (``cache: turn_placement:``, PPD): the scenario's policy, as it is; the decode instances'
+  kept KV is their prefix cache, so with prefix caching off no turn finds its history on decode and none is placed
+  there (:mod:`pdplan.sim.turn_placement`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pdplan.serving.colocated import ColocatedModel, resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.prefix_cache import Domain, lower_tiers
 from pdplan.sim.reuse import CacheLayout, CacheRouting, ExposedLoadFn, SimTier
+from pdplan.specs.cache import TurnPlacementSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,7 @@ class ReuseInputs:
     layout: CacheLayout
     exposed_load_s: ExposedLoadFn | None
     routing: CacheRouting
+    placement: TurnPlacementSpec | None = None
 
 
 def reuse_inputs(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> ReuseInputs:
@@ -64,7 +69,7 @@ def reuse_inputs(model: DisaggregatedModel | ColocatedModel, rate_rps: float) ->
     inclusion: Inclusion = "inclusive" if setup.inclusive else "exclusive"
     layout = CacheLayout(domain.hbm_tokens, sims, inclusion, domain.instances_per_node)
     load = tier_load(tiers, domain.kv_bytes_per_token, domain.layers) if tiers else None
-    return ReuseInputs(layout, load, setup.spec.routing)
+    return ReuseInputs(layout, load, setup.spec.routing, setup.spec.turn_placement)
 
 
 def tier_load(tiers: list[CacheTier], kv_bytes_per_token: float, n_layers: int) -> ExposedLoadFn:

@@ -1,0 +1,226 @@
+"""A disaggregated decode instance that also runs append-prefills (PPD, arXiv 2603.13358) and keeps sessions' KV.
+
+It is :class:`~pdplan.sim.decode.DecodeInstance` (continuous batching, FCFS admission at step boundaries, a sequence
+reserving ``l + n + s`` KV slots at admission) with two additions that :mod:`pdplan.sim.turn_placement` uses:
+
+* **Session KV** (:class:`~pdplan.sim.decode_cache.DecodeKvCache`): a finished sequence's whole blocks stay in the
+  free KV until running sequences or newer histories need the room.
+* **Append-prefills.** A turn placed here (:meth:`AppendDecodeInstance.submit_append`) arrives with no KV transfer
+  and waits in the same FCFS queue as the sequences whose KV came over the link. When it is admitted (a seat and its
+  reservation, as any sequence) it takes the longest prefix of its prompt that the cache holds *then* (a history
+  evicted while it waited is recomputed: the engine would recompute it too) and has the rest of its prompt to
+  compute. While any admitted append has tokens left, every iteration is one *mixed step*: all B decoding sequences
+  advance one token and up to ``budget − B`` prompt tokens of the admitted appends ride along, FCFS (decode-first
+  chunked prefill, vLLM's scheduler with ``max_num_batched_tokens`` = budget). A mixed step lasts
+  ``decode_step_s(B, K) + Σ chunk_s(c_i, before_i)``: the colocated simulator's price of an iteration with prefill
+  pieces (:class:`pdplan.sim.deployment.SimChunkPrice`, the roofline tables of this instance's hardware; the decode
+  step with B = 0 when only the append runs, so its fixed part is paid), which every co-running sequence waits
+  for: the interference on their TPOT. The step that completes an append's prompt emits its token 1 (its TTFT); it
+  then joins the decode batch for its remaining ``output − 1`` steps. Sequences admitted at the boundary of a
+  mixed step take their first step in it (convention A: token 1 at its end).
+
+Between mixed steps the instance plans plain decode segments as :class:`~pdplan.sim.decode.DecodeInstance` does; an
+arriving append cuts the segment at the next step boundary (as an arriving KV does when a seat is free).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.sim.batch import Segments, Timeline
+from pdplan.sim.decode import DecodeInstance
+from pdplan.sim.decode_cache import DecodeKvCache
+from pdplan.sim.spec import ChunkTimeFn, StepTimeFn
+
+BlocksFn = Callable[[int, int], list[int]]
+"""``blocks(request, count)``: the first ``count`` block ids of ``request`` (:func:`pdplan.sim.reuse_requests.
+blocks_of`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendWork:
+    """What every decode instance of one run shares to run append-prefills (module docstring)."""
+
+    chunk_s: ChunkTimeFn
+    """Prefill pieces' time on a decode instance (:class:`pdplan.sim.deployment.SimChunkPrice` of its hardware)."""
+    budget_tokens: int
+    """Tokens one iteration may carry (decodes and prefill pieces): the engine's ``max_num_batched_tokens``."""
+    block_tokens: int
+    blocks: BlocksFn
+    lookup_blocks: list[int]
+    """Whole blocks a prompt may hit: ``⌊(P − 1)/B⌋`` (the last prompt token is always computed)."""
+    prompt_blocks: list[int]
+    sequence_blocks: list[int]
+    append_steps: list[int]
+    """Decode steps after token 1 of a turn whose prompt runs here: ``output − 1``."""
+    hit_tokens: list[int]
+    """Out: per request, the history tokens its decode instance's cache gave it at admission (appends only)."""
+
+
+class AppendDecodeInstance(DecodeInstance):
+    """A decode instance running append-prefills in mixed steps, with its sessions' KV (module docstring)."""
+
+    def __init__(
+        self,
+        step_fn: StepTimeFn,
+        max_batch: int,
+        kv_capacity_tokens: float,
+        prompt: list[int],
+        steps: list[int],
+        timeline: Timeline,
+        segments: Segments,
+        emits_first_token: bool,
+        state_tokens: float,
+        work: AppendWork,
+    ) -> None:
+        super().__init__(
+            step_fn, max_batch, kv_capacity_tokens, prompt, steps, timeline, segments, emits_first_token, state_tokens
+        )
+        self.work = work
+        self.cache = DecodeKvCache(kv_capacity_tokens, work.block_tokens)
+        self.appends: set[int] = set()  # placed here, not yet through their prefill
+        self.left: dict[int, int] = {}  # admitted append -> prompt tokens still to compute
+        self.prefilling: deque[int] = deque()  # admitted appends, FCFS
+        self.plan: list[tuple[int, int]] = []  # (append, tokens) of the mixed step under way
+        self.taken: dict[int, list[int]] = {}  # admitted sequence -> the blocks it took from the cache
+
+    # ---- the engine's side ----
+
+    def submit_append(self, req: int, now_s: float) -> None:
+        """Turn ``req`` runs its prefill here, from ``now_s`` (no KV transfer)."""
+        self.appends.add(req)
+        self.submit(req, now_s)
+
+    def submit(self, req: int, ready_s: float) -> None:
+        """As :meth:`DecodeInstance.submit`; during a mixed step the request waits for its end."""
+        if self.plan:
+            heapq.heappush(self.pending, (ready_s, req))
+            self.load += 1
+            return
+        super().submit(req, ready_s)
+
+    def fire(self) -> list[int]:
+        """Process the boundary at ``next_time`` (a mixed step's end or a decode segment's event)."""
+        now = self.next_time
+        act = self.act
+        if self.plan:
+            self.seg.add(self.t, now, act.b, 1 if act.b else 0)
+            act.s += 1
+        elif act.b > 0:
+            k = self.next_k + 1
+            self.seg.add(self.t, now, act.b, k)
+            act.s += k
+        self.t = now
+        done = act.pop_finished()
+        for req in done:
+            self._release(req, now)
+        for req, tokens in self.plan:
+            self.left[req] -= tokens
+            if self.left[req] == 0:
+                self._prefilled(req, now, done)
+        self.plan = []
+        self.load -= len(done)
+        admitted = self._admit(now)
+        self._plan(admitted)
+        return done
+
+    # ---- estimates for the score rule (pdplan.sim.turn_placement) ----
+
+    def step_s(self, extra_seqs: int = 0, extra_context: float = 0.0) -> float:
+        """One decode step's time now, with ``extra_seqs`` more sequences of ``extra_context`` more tokens."""
+        act = self.act
+        batch = np.array([float(act.b + extra_seqs)])
+        context = np.array([float(act.context() if act.b else 0) + extra_context])
+        return float(np.asarray(act.step_fn(batch, context))[0])
+
+    def append_tokens_ahead(self) -> int:
+        """Prompt tokens of the appends placed here and not yet computed (the cache's hits taken off those
+        admitted; those still queued counted whole: their hit is known only at admission)."""
+        queued = sum(self.prompt[r] for r in self.appends if r not in self.left)
+        return queued + sum(self.left[r] for r in self.prefilling)
+
+    def seats_in_use(self) -> int:
+        """Seats held by decoding sequences and admitted appends."""
+        return self.act.b + len(self.prefilling)
+
+    # ---- internals ----
+
+    def _release(self, req: int, now: float) -> None:
+        """A sequence finished: free its reservation, keep its whole blocks as session KV."""
+        self.tl.finish[req] = now
+        self.kv_used -= self.prompt[req] + self.steps[req] + self.state
+        work = self.work
+        self.cache.release(self.taken.pop(req))
+        self.cache.keep(work.blocks(req, work.sequence_blocks[req]), self.kv_cap - self.kv_used)
+
+    def _prefilled(self, req: int, now: float, done: list[int]) -> None:
+        """An append's prompt is complete at ``now``: token 1 is out; it joins the decode batch (or finishes)."""
+        self.prefilling.remove(req)
+        self.appends.discard(req)
+        del self.left[req]
+        tl = self.tl
+        tl.prefill_done[req] = tl.first_token[req] = tl.admit[req] = now
+        steps = self.work.append_steps[req]
+        if steps > 0:
+            self.act.add(req, self.prompt[req], steps)
+        else:
+            self._release(req, now)
+            done.append(req)
+
+    def _admit(self, now: float) -> list[int]:
+        """FCFS admission as :class:`DecodeInstance` (seats count admitted appends too); an admitted sequence takes
+        its blocks out of the cache, an append its cached history (module docstring)."""
+        pending, waiting = self.pending, self.waiting
+        while pending and pending[0][0] <= now:
+            waiting.append(heapq.heappop(pending)[1])
+        admitted: list[int] = []
+        act, work, cache = self.act, self.work, self.cache
+        while waiting and act.b + len(self.prefilling) < self.max_batch:
+            req = waiting[0]
+            need = self.prompt[req] + self.steps[req] + self.state
+            if self.kv_used + need > self.kv_cap:
+                break
+            waiting.popleft()
+            self.kv_used += need
+            if req in self.appends:
+                hit = cache.held_prefix(work.blocks(req, work.lookup_blocks[req]))
+                self.taken[req] = work.blocks(req, hit)
+                cache.take(self.taken[req])
+                work.hit_tokens[req] = hit * work.block_tokens
+                self.left[req] = self.prompt[req] - hit * work.block_tokens
+                self.prefilling.append(req)
+            else:
+                self.taken[req] = work.blocks(req, work.prompt_blocks[req])
+                cache.take(self.taken[req])
+                act.add(req, self.prompt[req], self.steps[req])
+                self.tl.admit[req] = now
+                admitted.append(req)
+            cache.resize(self.kv_cap - self.kv_used)
+        return admitted
+
+    def _plan(self, admitted: list[int]) -> None:
+        """A mixed step while an admitted append has tokens left (module docstring), else as the base instance."""
+        if not self.prefilling:
+            super()._plan(admitted)
+            return
+        budget = self.work.budget_tokens - self.act.b
+        plan: list[tuple[int, int]] = []
+        for req in self.prefilling:
+            if budget <= 0:
+                break
+            take = min(self.left[req], budget)
+            plan.append((req, take))
+            budget -= take
+        tokens = np.array([float(c) for _, c in plan])
+        before = np.array([float(self.prompt[r] - self.left[r]) for r, _ in plan])
+        step = self.step_s() + float(np.sum(self.work.chunk_s(tokens, before)))
+        self.plan = plan
+        self.next_time = self.t + step
+        if self.emits_first_token:
+            for req in admitted:
+                self.tl.first_token[req] = self.next_time
