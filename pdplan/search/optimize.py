@@ -205,7 +205,7 @@ def _search(
         if colocated is not None:
             raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
         return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=t0)
-    full = build_pool(res, space, catalog, note)
+    full = build_pool(res, space, catalog, note, best=top * MAX_TRIES_PER_PLAN, xpyd=xpyd, colocated=colocated)
     pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
     if order.size == 0:
@@ -286,8 +286,8 @@ def _result(
         baseline=baseline[0].plan if baseline else None,
         pareto=_pareto_plans(pool, front, [*best, *baseline]),
         search=SearchStats(
-            candidates=pool.size,
-            feasible=int(order.size),
+            candidates=pool.candidates,
+            feasible=pool.feasible_count(order),
             seconds=time.perf_counter() - started,
             refined=len(best) + len(baseline),
         ),

@@ -21,8 +21,15 @@ MAX_REQUESTS = 5_000_000
 """Requests of one closed-loop or simulated run (``--requests``): the simulator keeps a few dozen bytes per request
 and event (about 1 GB at the ceiling); benchmark tools run 10^2–10^4."""
 
-MAX_SCREENED_CANDIDATES = 4_000_000
-"""Disaggregated candidates one ``optimize`` screens (option pairs × routings × ``max_instances``²). The screen
-holds every candidate's arrays at once: measured 2026-12-06 on the default scenario with ``--max-instances 256``
-(3,539,712 candidates), peak RSS 860 MB against 127 MB at the default 13,872, i.e. about 210 bytes a candidate over
-the baseline; 4 million keeps a search under about 1 GiB. A larger space is refused, naming what to narrow."""
+MAX_SCREENED_CANDIDATES = 1_000_000_000
+"""Disaggregated candidates one ``optimize`` screens (option pairs × routings × ``max_instances``²): a bound on time,
+not memory (the screen runs in chunks of :data:`SCREEN_CHUNK_CANDIDATES`, so its memory does not grow with the
+space). TODO measured rate."""
+
+SCREEN_CHUNK_CANDIDATES = 2**16
+"""Candidates the optimiser's screen holds at once (:mod:`pdplan.search.keep`). Its largest arrays are [candidates,
+rate grid] float64 (:data:`pdplan.search.screen.GRID_POINTS` = 128 points): 2^16 × 128 × 8 B = 64 MiB each, and
+:func:`pdplan.search.screen.screen_pair` holds about four at once (the joint attainment, its TTFT/TPOT bound, the
+running minimum and the comparison), about 256 MiB, with about 150 B a candidate of screened values besides; the
+rest of a search (tables, colocated baseline, exact re-evaluation) stays near its 120 MB at the default space.
+Smaller chunks cost time (each chunk re-ranks the rows kept so far) and no accuracy: the result is the same."""
