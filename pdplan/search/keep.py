@@ -28,14 +28,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pdplan.search.screen import Candidates
 from pdplan.search.select import Metrics, feasible_mask, needs_price, pareto_front, rank
+from pdplan.search.tables import DecodeTable, PrefillBase
+from pdplan.serving import RoleHardware
 from pdplan.types import FloatArray, IntArray
 
 
@@ -66,6 +69,35 @@ class Groups:
     labels: tuple[tuple[str, ...], tuple[str, ...]]
     """(prefill labels, decode labels) by group id."""
     max_instances: int
+
+    @classmethod
+    def of(cls, bases: list[PrefillBase], tables: list[DecodeTable], max_instances: int) -> Groups:
+        """The groups and keys of the screen's option lists."""
+        p_labels = _ids(b.hw.label for b in bases)
+        d_labels = _ids(t.hw.label for t in tables)
+        p_keys = _ids((_shape(b.hw), b.cache) for b in bases)
+        d_keys = _ids(_shape(t.hw) for t in tables)
+        return cls(
+            np.array([p_labels[b.hw.label] for b in bases], dtype=np.intp),
+            np.array([d_labels[t.hw.label] for t in tables], dtype=np.intp),
+            np.array([p_keys[(_shape(b.hw), b.cache)] for b in bases], dtype=np.intp),
+            np.array([d_keys[_shape(t.hw)] for t in tables], dtype=np.intp),
+            (tuple(p_labels), tuple(d_labels)),
+            max_instances,
+        )
+
+
+def _ids(values: Iterable[Hashable]) -> dict[Any, int]:
+    """Each distinct value's id, in order of first appearance."""
+    out: dict[Any, int] = {}
+    for v in values:
+        out.setdefault(v, len(out))
+    return out
+
+
+def _shape(hw: RoleHardware) -> tuple[object, ...]:
+    """What a deployment's role names of its instance type (:class:`pdplan.serving.Role` without the count)."""
+    return (hw.gpu.name, hw.tp, hw.pp, hw.dp, hw.ep, hw.expert_gather)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 1. Build the search space (:mod:`pdplan.search.space`) and per-role tables once per instance type
    (:mod:`pdplan.search.tables`).
-2. Screen every candidate at once (:mod:`pdplan.search.screen`) into a pool of metrics (:mod:`pdplan.search.pool`);
+2. Screen every candidate in bounded chunks (:mod:`pdplan.search.screen`) into a pool of metrics, keeping the rows
+   the later stages read (:mod:`pdplan.search.keep`, :mod:`pdplan.search.pool`);
    the colocated baseline's per-instance goodput is exact (random routing splits the rate evenly, so z instances
    carry z times one instance's goodput).
 3. Rank by the objective (:mod:`pdplan.search.select`), re-evaluate the best ones exactly with the serving model

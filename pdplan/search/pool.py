@@ -20,7 +20,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
-from pdplan.search.keep import Groups, Keep, Tally, kept_rows
+from pdplan.search.keep import Groups, Keep, Rows, Tally, kept_rows
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
@@ -238,42 +238,12 @@ def build_pool(
     restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies."""
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
-    count = screened_count(bases, tables, len(space.routings), space.max_instances)
-    if count > MAX_SCREENED_CANDIDATES:
-        raise SpecError(
-            f"the search space holds {count:,} disaggregated candidates, above the ceiling of "
-            f"{MAX_SCREENED_CANDIDATES:,} (pdplan.specs.ceilings: about an hour of screening); narrow it: fewer "
-            "max_instances (the count grows as its square), TP/EP/DP degrees, GPUs or links",
-            field="search",
-        )
-    stage(f"screening {count:,} candidates")
-    prob = np.asarray(res.lengths.input_marginal(), dtype=np.float64)
-    base = res.scenario
-    mean_out = res.lengths.mean_output()
-    tiles = screen_disaggregated(
-        bases,
-        tables,
-        space.routings,
-        base.slo,
-        base.ttft_convention,
-        prob,
-        space.max_instances,
-        chunk=SCREEN_CHUNK_CANDIDATES,
-        margins=Margins(space.redundancy, space.headroom),
-    )
     keep = Keep(
         space.objective, space.budget_gpus, space.rate_rps, space.budget_usd_per_hour, best, xpyd, colocated is not None
     )
-    rows, tally = kept_rows(
-        tiles,
-        lambda c: _disaggregated_metrics(c, bases, tables, mean_out),
-        keep,
-        _groups(bases, tables, space.max_instances),
-        SCREEN_CHUNK_CANDIDATES,
-        _progress(stage, count),
-    )
+    rows, tally = _screen(res, space, bases, tables, keep, stage)
     stage("colocated baseline")
-    cdeps, cm, ctau, cbind = _colocated_pool(res, space, mean_out)
+    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output())
     metrics = Metrics(
         *(
             np.concatenate([getattr(rows.metrics, f), getattr(cm, f)])
@@ -290,9 +260,50 @@ def build_pool(
         np.concatenate([rows.cands.tau_s, ctau]),
         np.concatenate([rows.cands.binding, cbind]),
         res.warnings,
-        base.chunk_tokens,
-        base.prefill_max_batch_tokens,
+        res.scenario.chunk_tokens,
+        res.scenario.prefill_max_batch_tokens,
         tally,
+    )
+
+
+def _screen(
+    res: ResolvedScenario[Any],
+    space: Space,
+    bases: list[PrefillBase],
+    tables: list[DecodeTable],
+    keep: Keep,
+    stage: Stage,
+) -> tuple[Rows, Tally]:
+    """The kept rows of the disaggregated screen and its tally; a space above :data:`MAX_SCREENED_CANDIDATES` is
+    refused before it starts (a bound on time), and the progress line counts candidates across chunks."""
+    count = screened_count(bases, tables, len(space.routings), space.max_instances)
+    if count > MAX_SCREENED_CANDIDATES:
+        raise SpecError(
+            f"the search space holds {count:,} disaggregated candidates, above the ceiling of "
+            f"{MAX_SCREENED_CANDIDATES:,} (pdplan.specs.ceilings: about an hour of screening); narrow it: fewer "
+            "max_instances (the count grows as its square), TP/EP/DP degrees, GPUs or links",
+            field="search",
+        )
+    stage(f"screening {count:,} candidates")
+    base, mean_out = res.scenario, res.lengths.mean_output()
+    tiles = screen_disaggregated(
+        bases,
+        tables,
+        space.routings,
+        base.slo,
+        base.ttft_convention,
+        np.asarray(res.lengths.input_marginal(), dtype=np.float64),
+        space.max_instances,
+        chunk=SCREEN_CHUNK_CANDIDATES,
+        margins=Margins(space.redundancy, space.headroom),
+    )
+    return kept_rows(
+        tiles,
+        lambda c: _disaggregated_metrics(c, bases, tables, mean_out),
+        keep,
+        Groups.of(bases, tables, space.max_instances),
+        SCREEN_CHUNK_CANDIDATES,
+        _progress(stage, count),
     )
 
 
@@ -305,27 +316,6 @@ def _progress(stage: Stage, count: int) -> Callable[[int, float], None]:
         stage(f"screened {done:,} of {count:,} candidates, about {left:.0f} s left")
 
     return note
-
-
-def _groups(bases: list[PrefillBase], tables: list[DecodeTable], max_instances: int) -> Groups:
-    """The why-not groups and deployment keys of the option lists (:class:`pdplan.search.keep.Groups`)."""
-    p_labels = list(dict.fromkeys(b.hw.label for b in bases))
-    d_labels = list(dict.fromkeys(t.hw.label for t in tables))
-    p_keys = list(dict.fromkeys((_shape(b.hw), b.cache) for b in bases))
-    d_keys = list(dict.fromkeys(_shape(t.hw) for t in tables))
-    return Groups(
-        np.array([p_labels.index(b.hw.label) for b in bases], dtype=np.intp),
-        np.array([d_labels.index(t.hw.label) for t in tables], dtype=np.intp),
-        np.array([p_keys.index((_shape(b.hw), b.cache)) for b in bases], dtype=np.intp),
-        np.array([d_keys.index(_shape(t.hw)) for t in tables], dtype=np.intp),
-        (tuple(p_labels), tuple(d_labels)),
-        max_instances,
-    )
-
-
-def _shape(hw: RoleHardware) -> tuple[object, ...]:
-    """What a role of a deployment names of its instance type (:func:`_role` without the count)."""
-    return (hw.gpu.name, hw.tp, hw.pp, hw.dp, hw.ep, hw.expert_gather)
 
 
 def _seats(d: Disaggregated | Colocated) -> int:
