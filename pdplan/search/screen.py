@@ -1,4 +1,4 @@
-"""The optimiser's screen: goodput of every xPyD candidate at once, from the per-role tables.
+"""The optimiser's screen: goodput of every xPyD candidate, from the per-role tables, in tiles of bounded size.
 
 For a prefill option i (with its transfer option), a decode option k, a routing policy and counts (x, y), the SLO
 attainment at a global rate λ is (docs/queueing.md §5.2, conditional independence of the two pools given the prompt bin)
@@ -6,7 +6,7 @@ attainment at a global rate λ is (docs/queueing.md §5.2, conditional independe
     A(λ) = Σ_l T_{i,k,x}(λ)_l · E_{k,y}(λ)_l,   T = P(TTFT ≤ a | l),   E = Σ_n p(l, n) P(TPOT ≤ b | l, n)
 
 with T read from the prefill table at per-instance utilisation ρ = λE[S]/x and E from the decode table at per-instance
-rate λ/y. On one log-spaced grid of λ this is a batched matrix product over all (x, y) at once; goodput is the largest
+rate λ/y. On one log-spaced grid of λ this is a batched matrix product over a tile of (x, y); goodput is the largest
 λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
 min(ρ_max·x/E[S], y·λ_d,max, link)). The screen takes the TTFT parts of :mod:`pdplan.serving.ttft`
 (docs/queueing.md §1.5) with two shortcuts: the decode side of convention-A TTFT is
@@ -247,7 +247,7 @@ def _span(start: int, side: int, most: int, margins: Margins) -> tuple[int, int,
 
 @dataclass(frozen=True)
 class Margins:
-    """The planning margins a screened candidate is read under (:func:`pdplan.search.space.Space` headroom H and
+    """The planning margins a screened candidate is read under (:class:`pdplan.search.space.Space` headroom H and
     redundancy): ``n+1`` gives (x, y) the goodput, stable limit, τ̄ and binding of (x-1, y-1) of the same instance
     types (one instance of each pool down; none with a single instance in a pool), and headroom divides goodput
     and limit by 1 + H (the SLO must hold at (1+H)x the operating rate)."""
