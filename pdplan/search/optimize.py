@@ -2,7 +2,8 @@
 
 1. Build the search space (:mod:`pdplan.search.space`) and per-role tables once per instance type
    (:mod:`pdplan.search.tables`).
-2. Screen every candidate at once (:mod:`pdplan.search.screen`) into a pool of metrics (:mod:`pdplan.search.pool`);
+2. Screen every candidate in bounded chunks (:mod:`pdplan.search.screen`) into a pool of metrics, keeping the rows
+   the later stages read (:mod:`pdplan.search.keep`, :mod:`pdplan.search.pool`);
    the colocated baseline's per-instance goodput is exact (random routing splits the rate evenly, so z instances
    carry z times one instance's goodput).
 3. Rank by the objective (:mod:`pdplan.search.select`), re-evaluate the best ones exactly with the serving model
@@ -205,7 +206,7 @@ def _search(
         if colocated is not None:
             raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
         return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=t0)
-    full = build_pool(res, space, catalog, note)
+    full = build_pool(res, space, catalog, note, best=top * MAX_TRIES_PER_PLAN, xpyd=xpyd, colocated=colocated)
     pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
     if order.size == 0:
@@ -286,8 +287,8 @@ def _result(
         baseline=baseline[0].plan if baseline else None,
         pareto=_pareto_plans(pool, front, [*best, *baseline]),
         search=SearchStats(
-            candidates=pool.size,
-            feasible=int(order.size),
+            candidates=pool.candidates,
+            feasible=pool.feasible_count(order),
             seconds=time.perf_counter() - started,
             refined=len(best) + len(baseline),
         ),

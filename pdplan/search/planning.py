@@ -4,7 +4,6 @@ type / TP size the search tried is absent from the reported plans ("why not").""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -242,7 +241,7 @@ def why_not(
         elif (m.goodput_rps[idx] > 0).any():
             row["reason"] = "meets the SLO only outside the GPU / dollar budget or below the target rate"
         else:
-            words = Counter(str(b) for b in pool.binding[idx])
-            row["reason"] = f"no candidate meets the SLO at any rate; most are bound by {words.most_common(1)[0][0]}"
+            words = pool.most_binding(role, hw.label, idx)
+            row["reason"] = f"no candidate meets the SLO at any rate; most are bound by {words}"
         rows.append(row)
     return tuple(rows)

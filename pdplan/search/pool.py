@@ -1,5 +1,7 @@
-"""The optimiser's candidate pool: every screened xPyD candidate and the colocated baseline's replicas, as parallel
-arrays of metrics, with each candidate rebuilt as a :class:`~pdplan.serving.Deployment` only when it is reported.
+"""The optimiser's candidate pool: the screened xPyD candidates the later stages read (:mod:`pdplan.search.keep`:
+the screen runs in bounded chunks, so a search's memory does not grow with its space) and the colocated baseline's
+replicas, as parallel arrays of metrics, with each candidate rebuilt as a :class:`~pdplan.serving.Deployment` only
+when it is reported.
 
 The colocated baseline's per-instance goodput is exact (random routing splits the rate evenly, so z instances carry
 z times one instance's goodput).
@@ -8,8 +10,9 @@ z times one instance's goodput).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,8 +20,9 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
+from pdplan.search.keep import Groups, Keep, Rows, Tally, kept_rows
 from pdplan.search.plans import Plan
-from pdplan.search.screen import Candidates, screen_disaggregated, screened_count
+from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
 from pdplan.search.space import Space
 from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
@@ -34,7 +38,7 @@ from pdplan.serving import (
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.specs.cache import CacheSpec
-from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES
+from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
 from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
@@ -42,7 +46,8 @@ Stage = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Pool:
-    """All screened candidates, disaggregated then colocated, as parallel arrays; :meth:`deployment` rebuilds one."""
+    """The kept screened candidates (in enumeration order) then the colocated ones, as parallel arrays;
+    :meth:`deployment` rebuilds one."""
 
     screened: Candidates
     bases: list[PrefillBase]
@@ -58,10 +63,30 @@ class Pool:
     """The base scenario's prefill chunk size (None: the serving default), kept by every candidate."""
     prefill_batch_tokens: int | None = None
     """The base scenario's batched-prefill budget, kept by every disaggregated candidate."""
+    tally: Tally = field(default_factory=Tally)
+    """Counts over every screened candidate, kept or not (:class:`pdplan.search.keep.Tally`)."""
 
     @property
     def size(self) -> int:
+        """Rows of the pool's arrays: the kept screened candidates and the colocated ones."""
         return self.screened.size + len(self.colocated)
+
+    @property
+    def candidates(self) -> int:
+        """Candidates the search priced: every screened one (kept or not) and the colocated ones."""
+        return self.tally.screened + len(self.colocated)
+
+    def feasible_count(self, order: np.ndarray) -> int:
+        """Feasible candidates of the search, ``order`` being the ranking of this pool's rows: the screened ones
+        tallied over every chunk, and the colocated ones of ``order``."""
+        return self.tally.feasible + int((np.asarray(order) >= self.screened.size).sum())
+
+    def most_binding(self, role: str, label: str, rows: np.ndarray) -> str:
+        """The most common binding constraint of the candidates of instance type ``label`` in ``role``: tallied over
+        every screened candidate for a prefill or decode type, counted over ``rows`` for a colocated one."""
+        if role != "colocated":
+            return self.tally.most_binding(role, label)
+        return Counter(str(b) for b in self.binding[rows]).most_common(1)[0][0]
 
     def deployment(self, i: int) -> Disaggregated | Colocated:
         """Candidate ``i`` as a deployment (built on demand: only the few that are reported need one)."""
@@ -198,47 +223,99 @@ def _colocated_pool(
     )
 
 
-def build_pool(res: ResolvedScenario[Any], space: Space, catalog: Catalog, stage: Stage) -> Pool:
+def build_pool(
+    res: ResolvedScenario[Any],
+    space: Space,
+    catalog: Catalog,
+    stage: Stage,
+    *,
+    best: int,
+    xpyd: tuple[int, int] | None = None,
+    colocated: int | None = None,
+) -> Pool:
+    """Screen the space in chunks of at most :data:`SCREEN_CHUNK_CANDIDATES` and keep what the later stages read
+    (:mod:`pdplan.search.keep`): ``best`` distinct deployments for exact re-evaluation, ranked under the
+    restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies."""
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
-    count = screened_count(bases, tables, len(space.routings), space.max_instances)
-    if count > MAX_SCREENED_CANDIDATES:
-        raise SpecError(
-            f"the search space holds {count:,} disaggregated candidates, above the ceiling of "
-            f"{MAX_SCREENED_CANDIDATES:,} (pdplan.specs.ceilings: about 1 GiB of memory); narrow it: fewer "
-            "max_instances (the count grows as its square), TP/EP/DP degrees, GPUs or links",
-            field="search",
-        )
-    stage(f"screening {count:,} candidates")
-    prob = np.asarray(res.lengths.input_marginal(), dtype=np.float64)
-    base = res.scenario
-    cands = screen_disaggregated(
-        bases, tables, space.routings, base.slo, base.ttft_convention, prob, space.max_instances
+    keep = Keep(
+        space.objective, space.budget_gpus, space.rate_rps, space.budget_usd_per_hour, best, xpyd, colocated is not None
     )
-    mean_out = res.lengths.mean_output()
-    cands = with_margins(cands, space)
-    m = _disaggregated_metrics(cands, bases, tables, mean_out)
+    rows, tally = _screen(res, space, bases, tables, keep, stage)
     stage("colocated baseline")
-    cdeps, cm, ctau, cbind = _colocated_pool(res, space, mean_out)
+    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output())
     metrics = Metrics(
         *(
-            np.concatenate([getattr(m, f), getattr(cm, f)])
+            np.concatenate([getattr(rows.metrics, f), getattr(cm, f)])
             for f in ("goodput_rps", "num_gpus", "cost_usd_per_hour", "output_tokens_per_s")
         )
     )
     return Pool(
-        cands,
+        rows.cands,
         bases,
         tables,
         space.routings,
         cdeps,
         metrics,
-        np.concatenate([cands.tau_s, ctau]),
-        np.concatenate([cands.binding, cbind]),
+        np.concatenate([rows.cands.tau_s, ctau]),
+        np.concatenate([rows.cands.binding, cbind]),
         res.warnings,
-        base.chunk_tokens,
-        base.prefill_max_batch_tokens,
+        res.scenario.chunk_tokens,
+        res.scenario.prefill_max_batch_tokens,
+        tally,
     )
+
+
+def _screen(
+    res: ResolvedScenario[Any],
+    space: Space,
+    bases: list[PrefillBase],
+    tables: list[DecodeTable],
+    keep: Keep,
+    stage: Stage,
+) -> tuple[Rows, Tally]:
+    """The kept rows of the disaggregated screen and its tally; a space above :data:`MAX_SCREENED_CANDIDATES` is
+    refused before it starts (a bound on time), and the progress line counts candidates across chunks."""
+    count = screened_count(bases, tables, len(space.routings), space.max_instances)
+    if count > MAX_SCREENED_CANDIDATES:
+        raise SpecError(
+            f"the search space holds {count:,} disaggregated candidates, above the ceiling of "
+            f"{MAX_SCREENED_CANDIDATES:,} (pdplan.specs.ceilings: about an hour of screening); narrow it: fewer "
+            "max_instances (the count grows as its square), TP/EP/DP degrees, GPUs or links",
+            field="search",
+        )
+    stage(f"screening {count:,} candidates")
+    base, mean_out = res.scenario, res.lengths.mean_output()
+    tiles = screen_disaggregated(
+        bases,
+        tables,
+        space.routings,
+        base.slo,
+        base.ttft_convention,
+        np.asarray(res.lengths.input_marginal(), dtype=np.float64),
+        space.max_instances,
+        chunk=SCREEN_CHUNK_CANDIDATES,
+        margins=Margins(space.redundancy, space.headroom),
+    )
+    return kept_rows(
+        tiles,
+        lambda c: _disaggregated_metrics(c, bases, tables, mean_out),
+        keep,
+        Groups.of(bases, tables, space.max_instances),
+        SCREEN_CHUNK_CANDIDATES,
+        _progress(stage, count),
+    )
+
+
+def _progress(stage: Stage, count: int) -> Callable[[int, float], None]:
+    """The progress line of a screen in chunks: candidates screened of ``count`` and the time left at the mean
+    rate so far."""
+
+    def note(done: int, seconds: float) -> None:
+        left = seconds / max(done, 1) * (count - done)
+        stage(f"screened {done:,} of {count:,} candidates, about {left:.0f} s left")
+
+    return note
 
 
 def _seats(d: Disaggregated | Colocated) -> int:
@@ -270,8 +347,8 @@ def infeasible(pool: Pool, space: Space) -> NoFeasiblePlanError:
     """Exit-3 error naming the binding constraint and the closest candidate."""
     m = pool.metrics
     if not m.goodput_rps.size or m.goodput_rps.max() <= 0.0:
-        words, counts = np.unique(pool.binding.astype(str), return_counts=True)
-        binding = str(words[counts.argmax()]) if words.size else "memory"
+        counts = pool.tally.binding + Counter(str(b) for b in pool.binding[pool.screened.size :])
+        binding = min(counts, key=lambda w: (-counts[w], w)) if counts else "memory"  # ties: the first in order
         return NoFeasiblePlanError(
             f"no candidate meets the SLO at any rate; most are bound by {binding}", binding_constraint=binding
         )
@@ -313,21 +390,3 @@ def restricted(pool: Pool, xpyd: tuple[int, int] | None, colocated_count: int | 
     return dataclasses.replace(
         pool, metrics=dataclasses.replace(pool.metrics, goodput_rps=np.where(keep, pool.metrics.goodput_rps, 0.0))
     )
-
-
-def with_margins(c: Candidates, space: Space) -> Candidates:
-    """The screened candidates under the planning margins: ``n+1`` redundancy gives candidate (x, y) the goodput,
-    stable limit, τ̄ and binding of (x-1, y-1) of the same instance types (one instance of each pool down; none
-    with a single instance in a pool), and headroom H divides goodput and limit by 1 + H (the SLO must hold at
-    (1+H)x the operating rate). The screen's blocks are [X, Y] grids raveled x-major over 1..max_instances, so
-    (x-1, y-1) sits ``max_instances + 1`` places earlier in the same block."""
-    good, limit, tau, binding = c.goodput_rps, c.limit_rps, c.tau_s, c.binding
-    if space.redundancy == "n+1":
-        spare = (c.x >= 2) & (c.y >= 2)
-        down = np.where(spare, np.arange(c.size) - space.max_instances - 1, 0)
-        good = np.where(spare, good[down], 0.0)
-        limit = np.where(spare, limit[down], 0.0)
-        tau = np.where(spare, tau[down], tau)
-        binding = np.where(spare, binding[down], Binding.REDUNDANCY)
-    scale = 1.0 / (1.0 + space.headroom)
-    return dataclasses.replace(c, goodput_rps=good * scale, limit_rps=limit * scale, tau_s=tau, binding=binding)

@@ -1,4 +1,4 @@
-"""The optimiser's screen: goodput of every xPyD candidate at once, from the per-role tables.
+"""The optimiser's screen: goodput of every xPyD candidate, from the per-role tables, in tiles of bounded size.
 
 For a prefill option i (with its transfer option), a decode option k, a routing policy and counts (x, y), the SLO
 attainment at a global rate λ is (docs/queueing.md §5.2, conditional independence of the two pools given the prompt bin)
@@ -6,7 +6,7 @@ attainment at a global rate λ is (docs/queueing.md §5.2, conditional independe
     A(λ) = Σ_l T_{i,k,x}(λ)_l · E_{k,y}(λ)_l,   T = P(TTFT ≤ a | l),   E = Σ_n p(l, n) P(TPOT ≤ b | l, n)
 
 with T read from the prefill table at per-instance utilisation ρ = λE[S]/x and E from the decode table at per-instance
-rate λ/y. On one log-spaced grid of λ this is a batched matrix product over all (x, y) at once; goodput is the largest
+rate λ/y. On one log-spaced grid of λ this is a batched matrix product over a tile of (x, y); goodput is the largest
 λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
 min(ρ_max·x/E[S], y·λ_d,max, link)). The screen takes the TTFT parts of :mod:`pdplan.serving.ttft`
 (docs/queueing.md §1.5) with two shortcuts: the decode side of convention-A TTFT is
@@ -17,6 +17,8 @@ highest are then re-evaluated exactly by :func:`pdplan.evaluation.evaluate`, whi
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_gr
 from pdplan.serving import PREFILL_RHO_MAX, decode_binding
 from pdplan.serving.ttft import first_token_s
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import Binding, FloatArray, IntArray, Routing, tpot_at, ttft_at
+from pdplan.types import Binding, FloatArray, Int64Array, IntArray, Routing, tpot_at, ttft_at
 
 GRID_POINTS = 128
 
@@ -45,6 +47,8 @@ class Candidates:
     limit_rps: FloatArray
     tau_s: FloatArray
     binding: npt.NDArray[np.object_]
+    index: Int64Array
+    """Each candidate's place in the enumeration order of the whole space (:func:`screen_disaggregated`)."""
 
     @property
     def size(self) -> int:
@@ -179,38 +183,124 @@ def screen_disaggregated(
     convention: str,
     prob: FloatArray,
     max_instances: int,
-) -> Candidates:
-    """Every (prefill option, matching decode option, routing, x, y) at once (module docstring)."""
+    *,
+    chunk: int,
+    margins: Margins,
+) -> Iterator[Candidates]:
+    """Every (prefill option, matching decode option, routing, x, y), in tiles of at most about ``chunk`` candidates
+    (:func:`tile_sides`), each under the planning ``margins`` (module docstring).
+
+    A block (one prefill option, decode option and routing) is the [X, Y] grid of instance counts; each candidate's
+    ``index`` is its place in the enumeration order (blocks in option order, then x-major over the grid), so a
+    consumer that breaks ties by ``index`` sees the order of one unchunked screen whatever the tiling. Every value
+    is computed element by element, so a tile holds the same numbers as the whole block would."""
     lam = rate_grid(bases, tables, prob, max_instances)
-    xs = ys = np.arange(1, max_instances + 1, dtype=np.float64)
-    decode = [decode_grid_table(t, lam, ys) for t in tables]
+    counts = np.arange(1, max_instances + 1, dtype=np.float64)
+    side_x, side_y = tile_sides(max_instances, chunk)
+    whole_y = side_y >= max_instances  # one y-range: each decode table is computed once, as one screen would
+    decode_once = [decode_grid_table(t, lam, counts) for t in tables] if whole_y else []
     waits = _wait_tables(bases, prob)
-    parts: list[dict[str, npt.NDArray[Any]]] = []
+    block = 0
     for i, base in enumerate(bases):
         wait, mean_s, scv = waits[i]
-        servers = xs * base.hw.dp  # prefill servers of x instances: one per attention DP rank
-        ttft_cache: dict[tuple[float, str], FloatArray] = {}
-        for k, table in enumerate(tables):
-            if table.hw.tp != base.decode_tp:
-                continue
-            for r, routing in enumerate(routings):
-                pair = PairInputs(base, table, routing, slo, convention, prob)
-                key = (table.perf.step.t0_s, routing)
+        pairs = [(k, r, block + n) for n, (k, r) in enumerate(_pairs(base, tables, routings))]
+        block += len(pairs)
+        for x0 in range(1, max_instances + 1, side_x):
+            xr = _span(x0, side_x, max_instances, margins)
+            servers = counts[xr[0] - 1 : xr[2]] * base.hw.dp  # prefill servers of x instances: one per DP rank
+            ttft_cache: dict[tuple[float, str], FloatArray] = {}
+            for k, r, b in pairs:
+                pair = PairInputs(base, tables[k], routings[r], slo, convention, prob)
+                key = (tables[k].perf.step.t0_s, routings[r])
                 if key not in ttft_cache:
                     ttft_cache[key] = pair_ttft(pair, wait, mean_s, scv, lam, servers)
-                out = screen_pair(pair, ttft_cache[key], mean_s, lam, servers, ys, decode[k])
-                xi, yi = np.indices(out["goodput"].shape)
-                parts.append(
-                    {
-                        "prefill": np.full(xi.size, i),
-                        "decode": np.full(xi.size, k),
-                        "routing": np.full(xi.size, r),
-                        "x": xi.ravel() + 1,
-                        "y": yi.ravel() + 1,
-                        **{key: np.asarray(v).ravel() for key, v in out.items()},
-                    }
-                )
-    return _candidates(parts)
+                for y0 in range(1, max_instances + 1, side_y):
+                    yr = _span(y0, side_y, max_instances, margins)
+                    ys = counts[yr[0] - 1 : yr[2]]
+                    decode = decode_once[k] if whole_y else decode_grid_table(tables[k], lam, ys)
+                    out = screen_pair(pair, ttft_cache[key], mean_s, lam, servers, ys, decode)
+                    yield _tile((i, k, r, b), out, xr, yr, max_instances, margins)
+
+
+def tile_sides(max_instances: int, chunk: int) -> tuple[int, int]:
+    """(x, y) sides of the screen's tiles: the whole [X, Y] block when it holds at most ``chunk`` candidates, else
+    about √chunk by chunk/√chunk, so that both the tile's [x, y, grid] arrays and its per-count [count, grid, bin]
+    tables stay bounded whatever ``max_instances`` (under ``n+1`` a tile is screened with one extra row and column,
+    the (x-1, y-1) neighbours of its first row and column)."""
+    if max_instances * max_instances <= chunk:
+        return max_instances, max_instances
+    side_y = min(max_instances, max(1, math.isqrt(chunk)))
+    return min(max_instances, max(1, chunk // side_y)), side_y
+
+
+def _pairs(base: PrefillBase, tables: list[DecodeTable], routings: tuple[Routing, ...]) -> list[tuple[int, int]]:
+    """(decode option, routing) of each block of one prefill option: decode options of the TP it was priced for."""
+    return [(k, r) for k, t in enumerate(tables) if t.hw.tp == base.decode_tp for r in range(len(routings))]
+
+
+def _span(start: int, side: int, most: int, margins: Margins) -> tuple[int, int, int]:
+    """(first count screened, first count kept, last count) of one tile side; under ``n+1`` one count below the
+    tile is screened too (the neighbour its first row or column reads)."""
+    first = max(1, start - 1) if margins.redundancy == "n+1" else start
+    return first, start, min(most, start + side - 1)
+
+
+@dataclass(frozen=True)
+class Margins:
+    """The planning margins a screened candidate is read under (:class:`pdplan.search.space.Space` headroom H and
+    redundancy): ``n+1`` gives (x, y) the goodput, stable limit, τ̄ and binding of (x-1, y-1) of the same instance
+    types (one instance of each pool down; none with a single instance in a pool), and headroom divides goodput
+    and limit by 1 + H (the SLO must hold at (1+H)x the operating rate)."""
+
+    redundancy: str
+    headroom: float
+
+
+def _tile(
+    block: tuple[int, int, int, int],
+    out: dict[str, FloatArray],
+    xr: tuple[int, int, int],
+    yr: tuple[int, int, int],
+    max_instances: int,
+    margins: Margins,
+) -> Candidates:
+    """One screened tile ([x, y] arrays over the spans ``xr``, ``yr``) as candidates under ``margins``, cropped to
+    the counts it keeps, with each candidate's enumeration index (block·max_instances² + (x-1)·max_instances + y-1)."""
+    i, k, r, b = block
+    good, limit, tau = out["goodput"], out["limit"], out["tau"]
+    binding: npt.NDArray[np.object_] = np.asarray(out["binding"], dtype=object)
+    xs = np.arange(xr[0], xr[2] + 1, dtype=np.intp)
+    ys = np.arange(yr[0], yr[2] + 1, dtype=np.intp)
+    if margins.redundancy == "n+1":
+        spare = (xs[:, None] >= 2) & (ys[None, :] >= 2)
+        good = np.where(spare, _down(good), 0.0)
+        limit = np.where(spare, _down(limit), 0.0)
+        tau = np.where(spare, _down(tau), tau)
+        binding = np.where(spare, _down(binding), Binding.REDUNDANCY)
+    scale = 1.0 / (1.0 + margins.headroom)
+    keep = (slice(xr[1] - xr[0], None), slice(yr[1] - yr[0], None))
+    x, y = np.meshgrid(xs[keep[0]], ys[keep[1]], indexing="ij")
+    n = x.size
+    return Candidates(
+        np.full(n, i, dtype=np.intp),
+        np.full(n, k, dtype=np.intp),
+        np.full(n, r, dtype=np.intp),
+        x.ravel(),
+        y.ravel(),
+        (good * scale)[keep].ravel(),
+        (limit * scale)[keep].ravel(),
+        np.asarray(tau[keep]).ravel(),
+        binding[keep].ravel(),
+        (b * max_instances * max_instances + (x.ravel() - 1) * max_instances + (y.ravel() - 1)).astype(np.int64),
+    )
+
+
+def _down(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``values`` [x, y] moved one place down both axes: each entry reads its (x-1, y-1) neighbour (the first row
+    and column, which have none, keep their own and are masked by the caller)."""
+    moved = values.copy()
+    moved[1:, 1:] = values[:-1, :-1]
+    return moved
 
 
 def screened_count(bases: list[PrefillBase], tables: list[DecodeTable], routings: int, max_instances: int) -> int:
@@ -228,19 +318,3 @@ def _wait_tables(bases: list[PrefillBase], prob: FloatArray) -> list[tuple[objec
         if key not in cache:
             cache[key] = prefill_wait_table(b, prob)
     return [cache[b.service_s.tobytes()] for b in bases]
-
-
-def _candidates(parts: list[dict[str, npt.NDArray[Any]]]) -> Candidates:
-    """The screened blocks concatenated into one set of parallel candidate arrays."""
-    cat = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-    return Candidates(
-        cat["prefill"].astype(np.intp),
-        cat["decode"].astype(np.intp),
-        cat["routing"].astype(np.intp),
-        cat["x"].astype(np.intp),
-        cat["y"].astype(np.intp),
-        cat["goodput"],
-        cat["limit"],
-        cat["tau"],
-        cat["binding"],
-    )

@@ -21,8 +21,22 @@ MAX_REQUESTS = 5_000_000
 """Requests of one closed-loop or simulated run (``--requests``): the simulator keeps a few dozen bytes per request
 and event (about 1 GB at the ceiling); benchmark tools run 10^2–10^4."""
 
-MAX_SCREENED_CANDIDATES = 4_000_000
-"""Disaggregated candidates one ``optimize`` screens (option pairs × routings × ``max_instances``²). The screen
-holds every candidate's arrays at once: measured 2026-12-06 on the default scenario with ``--max-instances 256``
-(3,539,712 candidates), peak RSS 860 MB against 127 MB at the default 13,872, i.e. about 210 bytes a candidate over
-the baseline; 4 million keeps a search under about 1 GiB. A larger space is refused, naming what to narrow."""
+MAX_SCREENED_CANDIDATES = 1_000_000_000
+"""Disaggregated candidates one ``optimize`` screens (option pairs × routings × ``max_instances``²): a bound on time,
+not memory (the screen runs in chunks of :data:`SCREEN_CHUNK_CANDIDATES`, so its memory does not grow with the
+space). Measured 2026-12-06 on 2 shared cores: about 240,000 candidates a CPU-second (``pdplan optimize
+examples/default.yaml --max-instances 480``, 4,148,640 candidates, 19 s CPU against 1.7 s at its default 4,656), so
+the ceiling is about 70 minutes of screening, with a progress line giving the count and the time left; 10^9 is far
+above any deployment's space."""
+
+SCREEN_CHUNK_CANDIDATES = 2**14
+"""Candidates the optimiser's screen holds at once (:mod:`pdplan.search.keep`). Its largest arrays are [candidates,
+rate grid] float64 (:data:`pdplan.search.screen.GRID_POINTS` = 128 points): 2^14 × 128 × 8 B = 16 MiB each, and
+:func:`pdplan.search.screen.screen_pair` holds about four at once (the joint attainment, its TTFT/TPOT bound, the
+running minimum and the comparison), about 64 MiB, besides about 120 B a candidate of screened values and metrics
+(2 MiB a chunk). 16 MiB stays under the 32 MiB below which glibc serves blocks from freed heap memory
+(:mod:`pdplan.cli.allocator`): at 2^16 each 64 MiB array was mapped afresh and page-faulted in, 38 % of the 72-million
+search's CPU in system time. Measured 2026-12-06 on the default scenario at ``--max-instances`` 256 (1,179,648
+candidates): 2^16 a chunk, 8.5 s CPU (1.9 s system) and 385 MiB peak RSS; 2^14, 6.4 s (0.1 s) and 176 MiB; 2^13,
+7.2 s and 146 MiB. Smaller chunks cost time (each re-ranks the rows kept so far), never accuracy: the report is the
+same as one unchunked screen's."""

@@ -155,7 +155,7 @@ def test_empty_search_list_is_refused(cli: Callable[..., CliResult], tmp_path: P
         (("transfer", "--model", "llama-3.1-70b", "--tokens", "100", "--link", "ib-ndr", "--prefill-tp", "3"), "TP 3"),
         (("evaluate", str(DEFAULT), "--workload", "chat", "--isl", "100"), "not both"),
         (("evaluate", str(DEFAULT), "--isl", "131000", "--osl", "5000"), "every request exceeds"),
-        (("optimize", str(DEFAULT), "--max-instances", "1000"), "disaggregated candidates, above the ceiling"),
+        (("optimize", str(DEFAULT), "--max-instances", "10000"), "1,800,000,000 disaggregated candidates, above"),
     ],
 )
 def test_structural_misfits_are_bad_input(cli: Callable[..., CliResult], args: tuple[str, ...], needle: str) -> None:

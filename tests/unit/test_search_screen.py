@@ -23,14 +23,14 @@ def pool_and_scenario() -> tuple[object, object, object]:
     sc = load_scenario(SMALL)
     cat = open_catalog()
     space = build_space(sc, cat)
-    pool = build_pool(resolve(sc, cat), space, cat, lambda _: None)
+    pool = build_pool(resolve(sc, cat), space, cat, lambda _: None, best=20)
     return resolve(sc, cat), space, pool
 
 
 def test_screen_counts_every_candidate(pool_and_scenario: tuple[object, object, object]) -> None:
     _, _, pool = pool_and_scenario
     # prefill TP1/TP2 x decode TP1/TP2 x 4 x 4 counts (one granularity, routing, cap) + colocated TP1/TP2 x 4
-    assert pool.size == 2 * 2 * 16 + 2 * 4  # type: ignore[attr-defined]
+    assert pool.candidates == 2 * 2 * 16 + 2 * 4  # type: ignore[attr-defined]
 
 
 def test_screen_goodput_is_within_3_percent_of_the_exact_model(
