@@ -64,6 +64,7 @@ from pdplan.benchmark.records import BenchmarkLoop
 from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
+from pdplan.queueing.decode import windowed_mean_context
 from pdplan.specs.engine import EngineProfile
 
 
@@ -107,6 +108,9 @@ class LoopInputs:
     """Batch sizes (increasing, from 1) at which :attr:`decode_step_s` gives τ_d; None = the linear law ``step``."""
     decode_step_s: np.ndarray | None = None
     """τ_d(B) at the mean context on :attr:`decode_batches` (the roofline step with the engine's host time)."""
+    window_tokens: float | None = None
+    """w when every layer is windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): the mean context and
+    a request's KV are taken over min(context, w) (:func:`decode_s`, :func:`admitted`)."""
     merge_arrivals: bool = False
     """Spread steady state: the arrivals that land during one step share the next (:func:`_spread_groups`); off =
     every request its own group. :func:`pdplan.benchmark.loop_inputs.loop_inputs` sets it where the steps that
@@ -117,7 +121,7 @@ def decode_s(inp: LoopInputs, batch: float) -> float:
     """τ_d(B) at the mean context (module docstring): the roofline's grid where given, else the linear law."""
     if inp.decode_batches is not None and inp.decode_step_s is not None:
         return float(np.interp(batch, inp.decode_batches, inp.decode_step_s))
-    context = inp.input_tokens + inp.output_tokens / 2.0
+    context = windowed_mean_context(inp.input_tokens, inp.output_tokens, inp.window_tokens)
     st = inp.step
     return st.t0_s + st.t1_s_per_seq * batch + st.t2_s_per_token * batch * context
 
@@ -143,9 +147,16 @@ def eager_floor_s(inp: LoopInputs, step_s: np.ndarray | float, steps: np.ndarray
 
 def admitted(inp: LoopInputs, concurrency: int) -> int:
     """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each; an on-demand pool:
-    ISL + (OSL − 1)/2, :attr:`LoopInputs.kv_on_demand`)."""
-    decoded = max(inp.output_tokens - 1.0, 0.0) * (0.5 if inp.kv_on_demand else 1.0)
-    per_request = inp.input_tokens + decoded + inp.state_tokens_per_seq
+    ISL + (OSL − 1)/2, :attr:`LoopInputs.kv_on_demand`; windowed: min(ISL + OSL − 1, w), resp. the mean of
+    min(context, w) over the decode, :func:`pdplan.queueing.decode.windowed_mean_context`)."""
+    decoded = max(inp.output_tokens - 1.0, 0.0)
+    if inp.window_tokens is None:
+        held = inp.input_tokens + decoded * (0.5 if inp.kv_on_demand else 1.0)
+    elif inp.kv_on_demand:
+        held = windowed_mean_context(inp.input_tokens, decoded, inp.window_tokens)
+    else:
+        held = min(inp.input_tokens + decoded, inp.window_tokens)
+    per_request = held + inp.state_tokens_per_seq
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 
 

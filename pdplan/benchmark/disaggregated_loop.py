@@ -53,6 +53,7 @@ from scipy.special import gammaln
 from pdplan.benchmark.colocated_loop import benchmark_counts
 from pdplan.benchmark.records import BenchmarkLoop
 from pdplan.queueing import LinearStepTime
+from pdplan.queueing.decode import windowed_mean_context
 from pdplan.serving.checks.physics import Breach, PhysicsInvariantError
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
@@ -88,6 +89,9 @@ class DisaggLoopInputs:
     startup_cohorts: float = 1.0
     """k: first cohorts' worth of start-up excess in the benchmark average (the decode engine profile's
     ``startup_cohorts``, as :mod:`pdplan.benchmark.colocated_loop` weighs its burst)."""
+    window_tokens: float | None = None
+    """w when every layer is windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): a sequence holds and
+    reads min(context, w) tokens, so κ is the windowed mean context and the footprint min(ISL + OSL, w) + s."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:
@@ -97,15 +101,18 @@ def seat_steps(inp: DisaggLoopInputs) -> float:
 
 
 def decode_step_s(inp: DisaggLoopInputs, batch: float) -> float:
-    """τ_d(B) at the mean context κ = ISL + OSL/2."""
-    kappa = inp.input_tokens + inp.output_tokens / 2.0
+    """τ_d(B) at the mean context κ = ISL + OSL/2 (windowed: the mean of min(context, w),
+    :func:`pdplan.queueing.decode.windowed_mean_context`)."""
+    kappa = windowed_mean_context(inp.input_tokens, inp.output_tokens, inp.window_tokens)
     st = inp.step
     return st.t0_s + (st.t1_s_per_seq + st.t2_s_per_token * kappa) * batch
 
 
 def batch_max(inp: DisaggLoopInputs) -> float:
-    """B_max: the seats or the KV tokens (ISL + OSL + s per sequence) of one decode instance, whichever binds."""
-    per_seq = inp.input_tokens + inp.output_tokens + inp.state_tokens_per_seq
+    """B_max: the seats or the KV tokens (ISL + OSL + s per sequence; windowed: min(ISL + OSL, w) + s) of one decode
+    instance, whichever binds."""
+    top = inp.input_tokens + inp.output_tokens
+    per_seq = (top if inp.window_tokens is None else min(top, inp.window_tokens)) + inp.state_tokens_per_seq
     return max(1.0, min(inp.seats_per_instance, math.floor(inp.kv_tokens_per_instance / per_seq)))
 
 
@@ -115,7 +122,8 @@ def decode_batch(inp: DisaggLoopInputs, rate_rps: float, clients: int) -> float:
     sees the network with C − 1 requests; Reiser & Lavenberg 1980), so with ``k = t1 + t2·κ`` and ``rn = (X/y)·OSL``:
     ``B = rn·(t0 + k)/(1 − rn·k·(C − 1)/C)``; inf past the pool's capacity."""
     st = inp.step
-    k = st.t1_s_per_seq + st.t2_s_per_token * (inp.input_tokens + inp.output_tokens / 2.0)
+    kappa = windowed_mean_context(inp.input_tokens, inp.output_tokens, inp.window_tokens)  # ISL + OSL/2 unwindowed
+    k = st.t1_s_per_seq + st.t2_s_per_token * kappa
     r_n = rate_rps / inp.decode_instances * seat_steps(inp)
     denom = 1.0 - r_n * k * (clients - 1.0) / clients
     return math.inf if denom <= 0.0 else r_n * (st.t0_s + k) / denom
@@ -247,6 +255,7 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         kv_tokens_per_instance=model.decode.kv_capacity_tokens,
         prefill_streams_token_1=res.scenario.ttft_convention == "B",
         state_tokens_per_seq=model.decode.state_tokens_per_seq,
+        window_tokens=model.decode.window_tokens,
         startup_cohorts=engine.scheduling.startup_cohorts.value
         if engine is not None and engine.scheduling.startup_cohorts is not None
         else 1.0,

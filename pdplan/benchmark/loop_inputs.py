@@ -10,6 +10,7 @@ import numpy as np
 
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_counts, benchmark_loop
 from pdplan.benchmark.records import BenchmarkLoop
+from pdplan.queueing.decode import windowed_mean_context
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.role_hardware import RoleHardware
@@ -33,6 +34,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
     gemm, _ = prefill_split_s(hw, grid)
     batches = decode_batch_grid(res.max_num_seqs)
+    kappa = windowed_mean_context(isl, osl, model.decode.window_tokens)  # isl + osl/2 without a window
     return LoopInputs(
         step=model.decode.step,
         prompt_s=prompt_s,
@@ -46,6 +48,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
         spread=spread,
         state_tokens_per_seq=model.decode.state_tokens_per_seq,
+        window_tokens=model.decode.window_tokens,
         startup_cohorts=_startup_cohorts(engine),
         gemm_tokens=grid,
         gemm_s=np.maximum(gemm - gemm[0], 0.0),
@@ -53,7 +56,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         eager_step_s=eager_s,
         kv_on_demand=engine is not None and engine.scheduling.kv_admission == "on_demand",
         decode_batches=batches,
-        decode_step_s=decode_step_fn(hw, batches, batches * (isl + osl / 2.0)),
+        decode_step_s=decode_step_fn(hw, batches, batches * kappa),
         merge_arrivals=spread and eager_s > 0.0,  # benchmark_loop._spread_groups: why only eager steps
     )
 

@@ -88,7 +88,13 @@ from numpy.typing import ArrayLike
 from pdplan.queueing.arrivals import non_poisson_wait, service_scv
 from pdplan.queueing.chunk_window import busy_left, chunk_queue, window_components
 from pdplan.queueing.components import ComponentMixture
-from pdplan.queueing.decode import DecodeFixedPoint, DecodeWorkload, LinearStepTime, load_noise
+from pdplan.queueing.decode import (
+    DecodeFixedPoint,
+    DecodeWorkload,
+    LinearStepTime,
+    held_context_sums,
+    load_noise,
+)
 from pdplan.queueing.distributions import GammaMixture, ShiftedMixture, WaitDistribution, as_rates
 from pdplan.queueing.mg1 import mg1_wait_distribution, pk_wait_moments
 from pdplan.types import FloatArray
@@ -121,8 +127,7 @@ def _state(rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, st: LinearStep
 
 
 def _own_weight(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
-    lin, n = wl.input_tokens, wl.decode_steps
-    return np.asarray(st.t1_s_per_seq + st.t2_s_per_token * (lin + (n - 1.0) / 2.0), np.float64)
+    return np.asarray(st.t1_s_per_seq + st.t2_s_per_token * wl.bin_mean_context, np.float64)
 
 
 def _check_total(total: FloatArray, what: str) -> None:
@@ -168,11 +173,16 @@ def _group_mates(rate: FloatArray, rho: FloatArray, es2: float) -> FloatArray:
 def _mate_load(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
     """Per cell i, the load one random mate adds per step of i, averaged over i's n_i steps:
     ``E_j[Σ_{k<m} (t1 + t2(L_j + k))]/n_i`` with m = min(n_i, n_j), i.e.
-    ``E_j[m(t1 + t2 L_j) + t2 m(m − 1)/2]/n_i`` (evaluated once per distinct n)."""
+    ``E_j[m(t1 + t2 L_j) + t2 m(m − 1)/2]/n_i`` (evaluated once per distinct n); with a window w the mate's context
+    sum is Σ_{k<m} min(L_j + k, w) (:func:`pdplan.queueing.decode.held_context_sums`)."""
     n, lin = wl.decode_steps, wl.input_tokens
     uniq, inverse = np.unique(n, return_inverse=True)
     m = np.minimum(uniq[:, None], n[None, :])
-    total = m * (st.t1_s_per_seq + st.t2_s_per_token * lin[None, :]) + (st.t2_s_per_token * m * (m - 1.0) / 2.0)
+    if wl.window_tokens is None:
+        total = m * (st.t1_s_per_seq + st.t2_s_per_token * lin[None, :]) + (st.t2_s_per_token * m * (m - 1.0) / 2.0)
+    else:
+        held = held_context_sums(np.broadcast_to(lin[None, :], m.shape), m, wl.window_tokens)[0]
+        total = m * st.t1_s_per_seq + st.t2_s_per_token * held
     return np.asarray((total @ wl.prob / uniq)[inverse.ravel()], dtype=np.float64)
 
 

@@ -76,12 +76,16 @@ class LinearStepTime:
 class DecodeWorkload:
     """Decode workload bins: prompt context ``input_tokens``, ``decode_steps`` (≥ 1), ``prob``; ``prefill_tokens``
     the tokens a colocated instance's prefill computes per bin (fewer than the context when a prefix cache holds the
-    rest; None: the whole prompt)."""
+    rest; None: the whole prompt). ``window_tokens``: a sliding window every layer attends over (Mistral-7B v0.1,
+    :attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`), None without one. With a window w a sequence at context
+    c holds and reads min(c, w) tokens of KV, so every context sum below counts min(L + j, w) at step j
+    (:func:`held_context_sums`); without one the sums are the §2.2 ones, unchanged."""
 
     input_tokens: FloatArray
     decode_steps: FloatArray
     prob: FloatArray
     prefill_tokens: FloatArray | None = None
+    window_tokens: float | None = None
 
     @property
     def computed_tokens(self) -> FloatArray:
@@ -95,16 +99,66 @@ class DecodeWorkload:
 
     @property
     def mean_work(self) -> float:
-        """E[nL + n(n−1)/2]: context-token·steps a request holds over its life (§2.2)."""
+        """E[nL + n(n−1)/2]: context-token·steps a request holds over its life (§2.2); windowed:
+        E[Σ_{j<n} min(L+j, w)]."""
         n, lin = self.decode_steps, self.input_tokens
+        if self.window_tokens is not None:
+            return float(self.prob @ held_context_sums(lin, n, self.window_tokens)[0])
         return float(self.prob @ (n * lin + n * (n - 1.0) / 2.0))
 
     @property
     def context_square_sum(self) -> float:
-        """E[Σ_{j<n} (L+j)²] (M/G/∞ variance of K, §2.3)."""
+        """E[Σ_{j<n} (L+j)²] (M/G/∞ variance of K, §2.3); windowed: E[Σ_{j<n} min(L+j, w)²]."""
         n, lin = self.decode_steps, self.input_tokens
+        if self.window_tokens is not None:
+            return float(self.prob @ held_context_sums(lin, n, self.window_tokens)[1])
         s = n * lin**2 + lin * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
         return float(self.prob @ s)
+
+    @property
+    def bin_mean_context(self) -> FloatArray:
+        """Per bin, the context a sequence holds averaged over its n steps: L + (n − 1)/2; windowed:
+        Σ_{j<n} min(L+j, w)/n."""
+        n, lin = self.decode_steps, self.input_tokens
+        if self.window_tokens is not None:
+            return np.asarray(held_context_sums(lin, n, self.window_tokens)[0] / n, dtype=np.float64)
+        return np.asarray(lin + (n - 1.0) / 2.0, dtype=np.float64)
+
+    @property
+    def peak_tokens(self) -> FloatArray:
+        """Per bin, the most KV a sequence ever holds, L + n (its final footprint); windowed: min(L + n, w)."""
+        top = self.input_tokens + self.decode_steps
+        return top if self.window_tokens is None else np.minimum(top, self.window_tokens)
+
+
+def held_context_sums(input_tokens: ArrayLike, steps: ArrayLike, window_tokens: float) -> tuple[FloatArray, FloatArray]:
+    """``(Σ_{j<n} min(L+j, w), Σ_{j<n} min(L+j, w)²)`` per bin. Derivation: the context L + j stays below the window
+    for the first m = clip(w − L, 0, n) steps (exact for integer L, w; continuous between) and is w for the n − m
+    others, so the sums are m·L + m(m−1)/2 + (n−m)·w and m·L² + L·m(m−1) + (m−1)m(2m−1)/6 + (n−m)·w², the §2.2/§2.3
+    sums over the first m steps plus the capped rest. m = n (w ≥ L + n) gives the unwindowed sums."""
+    lin, n = np.asarray(input_tokens, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    w = float(window_tokens)
+    m = np.clip(w - lin, 0.0, n)
+    first = m * lin + m * (m - 1.0) / 2.0 + (n - m) * w
+    square = m * lin**2 + lin * m * (m - 1.0) + (m - 1.0) * m * (2.0 * m - 1.0) / 6.0 + (n - m) * w**2
+    return np.asarray(first, dtype=np.float64), np.asarray(square, dtype=np.float64)
+
+
+def windowed_mean_context(start_tokens: float, span_tokens: float, window_tokens: float | None) -> float:
+    """Mean of min(L + x, w) over x uniform on [0, span] (a sequence from context L to L + span, each context
+    held equally long), the fixed-length benchmark loops' mean context (:mod:`pdplan.benchmark`). Without a window:
+    L + span/2. With one: w when L ≥ w, L + span/2 when L + span ≤ w, else with m = w − L the integral
+    (m·L + m²/2 + (span − m)·w)/span. span = 0: min(L, w)."""
+    lo, span = float(start_tokens), float(span_tokens)
+    if window_tokens is None:
+        return lo + span / 2.0
+    w = float(window_tokens)
+    if lo >= w:
+        return w
+    if lo + span <= w:
+        return lo + span / 2.0
+    m = w - lo
+    return (m * lo + m * m / 2.0 + (span - m) * w) / span
 
 
 def kv_footprint(workload: DecodeWorkload, state_tokens_per_seq: float) -> DecodeWorkload:
@@ -115,18 +169,28 @@ def kv_footprint(workload: DecodeWorkload, state_tokens_per_seq: float) -> Decod
         return workload
     if not state_tokens_per_seq > 0.0:
         raise ValueError(f"state_tokens_per_seq must be >= 0, got {state_tokens_per_seq}")
+    w = workload.window_tokens  # min(L + j, w) + s = min(L + s + j, w + s): the window shifts with the context
     return DecodeWorkload(
-        workload.input_tokens + state_tokens_per_seq, workload.decode_steps, workload.prob, workload.prefill_tokens
+        workload.input_tokens + state_tokens_per_seq,
+        workload.decode_steps,
+        workload.prob,
+        workload.prefill_tokens,
+        None if w is None else w + state_tokens_per_seq,
     )
 
 
-def decode_workload(input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike) -> DecodeWorkload:
-    """Validate workload bins (joint (L, n) histogram flattened to M bins)."""
+def decode_workload(
+    input_tokens: ArrayLike, decode_steps: ArrayLike, prob: ArrayLike, window_tokens: float | None = None
+) -> DecodeWorkload:
+    """Validate workload bins (joint (L, n) histogram flattened to M bins); ``window_tokens`` as
+    :class:`DecodeWorkload`'s."""
     lin, p = check_pmf(input_tokens, prob, "input_tokens")
     n = np.asarray(decode_steps, dtype=np.float64).ravel()
     if n.shape != lin.shape or np.any(~np.isfinite(n)) or np.any(n < 1):
         raise ValueError("decode_steps must be finite, >= 1 and match input_tokens in length")
-    return DecodeWorkload(lin, n, p)
+    if window_tokens is not None and not window_tokens > 0.0:
+        raise ValueError(f"window_tokens must be > 0, got {window_tokens}")
+    return DecodeWorkload(lin, n, p, None, window_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +284,7 @@ def _kernel_spectra(
     hit = _SPECTRA.get(key)
     if hit is not None:
         return hit
-    w = t1 + t2 * (workload.input_tokens + (workload.decode_steps - 1.0) / 2.0)
+    w = t1 + t2 * workload.bin_mean_context
     a = _split_steps(workload.decode_steps, workload.prob * w, n_max)  # Σ p w at n = k
     b = _split_steps(workload.decode_steps, workload.prob * w**2, n_max)
     g = np.cumsum(a[::-1])[::-1][1:]  # g_m = Σ_{k>m} a_k, m = 0..n_max
@@ -246,7 +310,7 @@ def _workload_key(workload: DecodeWorkload) -> bytes:
     return b"".join(
         np.ascontiguousarray(x, dtype=np.float64).tobytes()
         for x in (workload.input_tokens, workload.decode_steps, workload.prob)
-    )
+    ) + (b"" if workload.window_tokens is None else np.float64(workload.window_tokens).tobytes())
 
 
 def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[FloatArray, FloatArray]:
@@ -299,9 +363,7 @@ def tpot_distribution(rate_per_s: ArrayLike, workload: DecodeWorkload, step_time
     """Per-request TPOT mixture (§2.4): offset t0 + w_i, load X̄ ~ Gamma(u τ̄, Var X̄(n_i))."""
     st = decode_fixed_point(rate_per_s, workload, step_time)
     var_bins, _ = load_noise(st, workload)
-    w = st.t1_s_per_seq[:, None] + st.t2_s_per_token[:, None] * (
-        workload.input_tokens + (workload.decode_steps - 1.0) / 2.0
-    )
+    w = st.t1_s_per_seq[:, None] + st.t2_s_per_token[:, None] * workload.bin_mean_context
     load_mean = st.tau_mean_s - st.t0_s  # = u_lin·τ̄ = t1 N + t2 K̄
     return GammaMixture(
         offset_s=st.t0_s[:, None] + w,
@@ -364,7 +426,7 @@ def decode_capacity(
         raise ValueError("utilisation_max must lie in (0, 1)")
     lam_u = _rate_at_utilisation(workload, step_time, utilisation_max)
     held = kv_footprint(workload, state_tokens_per_seq)
-    if float((held.input_tokens + held.decode_steps).max()) > kv_capacity_tokens:
+    if float(held.peak_tokens.max()) > kv_capacity_tokens:
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
 
     def excess(lam: float) -> tuple[float, float]:

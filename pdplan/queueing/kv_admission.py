@@ -36,7 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_ndtr
 
-from pdplan.queueing.decode import DecodeWorkload, LinearStepTime, decode_fixed_point, load_noise
+from pdplan.queueing.decode import (
+    DecodeWorkload,
+    LinearStepTime,
+    decode_fixed_point,
+    held_context_sums,
+    load_noise,
+)
 from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.types import FloatArray
 
@@ -63,9 +69,19 @@ class KvFootprint:
 
 def kv_held(cells: DecodeWorkload, state_tokens_per_seq: float, *, reserve: bool) -> KvFootprint:
     """The footprint of :class:`KvFootprint`: growing, ``L + s + j`` at step j (§2.2, vLLM/SGLang); reserved,
-    ``L + s + n`` at every step (TensorRT-LLM ``GUARANTEED_NO_EVICT``)."""
+    ``L + s + n`` at every step (TensorRT-LLM ``GUARANTEED_NO_EVICT``). With the ``cells``' window w (every layer
+    windowed) a sequence holds min(L + j, w) + s, resp. min(L + n, w) + s (:func:`held_context_sums`)."""
     n, p = cells.decode_steps, cells.prob
     base = cells.input_tokens + state_tokens_per_seq
+    if cells.window_tokens is not None:
+        top = cells.window_tokens + state_tokens_per_seq  # min(L + j, w) + s = min(L + s + j, w + s)
+        if reserve:
+            w = n * np.minimum(base + n, top)
+            square = n * np.minimum(base + n, top) ** 2
+        else:
+            w, square = held_context_sums(base, n, top)
+        mean = float(p @ w)
+        return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
     if reserve:
         w = n * (base + n)
         square = n * (base + n) ** 2

@@ -80,7 +80,7 @@ def fast_decode_capacity(
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
     lam_u = utilisation_max / per
     held = kv_footprint(wl, state_tokens_per_seq)
-    if float((held.input_tokens + held.decode_steps).max()) > kv_capacity_tokens:
+    if float(held.peak_tokens.max()) > kv_capacity_tokens:
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
     factor = _feedback(lam_u, wl, step)
     kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor, held)

@@ -12,11 +12,12 @@ from pdplan.serving.resolve import ResolvedScenario
 
 
 def decode_cells(res: ResolvedScenario[Any]) -> DecodeWorkload:
-    """Flattened (input, output) cells: context L = input, n = max(output − 1, 1) decode steps."""
+    """Flattened (input, output) cells: context L = input, n = max(output − 1, 1) decode steps; a model whose every
+    layer is windowed holds and reads min(L + j, window) tokens at step j (``window_tokens``)."""
     lens = res.lengths
     lin = np.repeat(lens.input_tokens, lens.output_tokens.size)
     steps = np.maximum(np.tile(lens.output_tokens, lens.input_tokens.size) - 1.0, 1.0)
-    return decode_workload(lin, steps, lens.prob.ravel())
+    return decode_workload(lin, steps, lens.prob.ravel(), res.model.kv_window_tokens)
 
 
 def tpot_defined(res: ResolvedScenario[Any]) -> npt.NDArray[np.bool_]:

@@ -289,7 +289,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     d = res.hardware.deployment
     cells = decode_cells(res)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs)
-    if float((cells.input_tokens + cells.decode_steps).max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
+    if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
             f"tokens, less than the longest request (with {dperf.state_tokens_per_seq:.0f} of fixed state)",

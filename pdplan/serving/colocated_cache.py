@@ -102,7 +102,7 @@ def cached_cells(
     steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()[keep]
     context = per_cell(prompt)
     computed = per_cell(prompt - cached)
-    cells = DecodeWorkload(context, steps.copy(), prob, computed)
+    cells = DecodeWorkload(context, steps.copy(), prob, computed, plain.window_tokens)
     chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel())
     price = ChunkPrice(chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s))
     return CachedCells(

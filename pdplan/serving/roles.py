@@ -21,7 +21,11 @@
   10.4 ms, the weights alone take 11.9 ms at 3.35 TB/s, the roofline 16.1 ms): the linear form
   cannot follow that curve, and is kept physically possible rather than close. With PP = p a decode instance runs p
   micro-batches of B/p; a sequence gets one token per pipeline cycle, so
-  ``τ(B, K) = p · stage_time(B/p, K/B)``.
+  ``τ(B, K) = p · stage_time(B/p, K/B)``. A model whose every layer is windowed (Mistral-7B v0.1) reads
+  min(c, w) tokens per sequence (:mod:`pdplan.perf.ops_attention`), so beyond the window its roofline is flat in c
+  and not linear in B·c: its law's K is the windowed context Σ min(c_i, w), the grid's c is capped at w, and the
+  queueing model sums the same windowed context (:class:`pdplan.queueing.decode.DecodeWorkload`'s
+  ``window_tokens``); κ is then the mean windowed context.
 * **Chunked prefill** (:func:`chunk_price`, Sarathi-Serve token budget C): a chunk step runs the
   decode batch plus up to C prefill tokens through the same GEMMs, so the chunk adds what the
   roofline pass of its tokens costs beyond the weight read and fixed costs the decode step pays
@@ -290,6 +294,7 @@ class DecodePerf:
     kv_capacity_tokens: float
     max_num_seqs: float
     state_tokens_per_seq: float = 0.0
+    window_tokens: float | None = None  # the KV/context cap of an all-windowed model (ModelSpec.kv_window_tokens)
 
 
 def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
@@ -381,6 +386,9 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
     b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))
     batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
     ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
+    window = hw.model.kv_window_tokens
+    if window is not None:  # K is the windowed context (module docstring): c never exceeds the window
+        ctx = np.unique(np.minimum(ctx, window))
     bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
     keep = bb * (cc + state) <= kv_cap
     bb, cc = bb[keep], cc[keep]
@@ -400,4 +408,5 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
         kv_cap,
         float(max_num_seqs),
         state,
+        window,
     )

@@ -61,7 +61,7 @@ class ColocatedInstance:
         start: Callable[[int, float], PrefillStart] | None = None,
         prefilled: PrefilledFn | None = None,
     ) -> None:
-        self.act = ActiveSet(spec.step_time_s)
+        self.act = ActiveSet(spec.step_time_s, spec.window_tokens)
         self.start, self.prefilled = start, prefilled
         self.load_s = 0.0  # cache loads the next iteration waits for
         self.chunked = spec.scheduler == "chunked"
@@ -71,6 +71,7 @@ class ColocatedInstance:
         self.max_batch = spec.max_batch
         self.kv_cap = spec.kv_capacity_tokens
         self.state = spec.state_tokens_per_seq  # fixed-state slots per sequence
+        self.window = math.inf if spec.window_tokens is None else spec.window_tokens  # min(l + n, w) held at most
         self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
         self.tl, self.seg = timeline, segments
         self.kv_used = 0.0
@@ -132,7 +133,7 @@ class ColocatedInstance:
 
     def _finish(self, req: int, now: float, done: list[int]) -> None:
         self.tl.finish[req] = now
-        self.kv_used -= self.prompt[req] + self.steps[req] + self.state
+        self.kv_used -= min(self.prompt[req] + self.steps[req], self.window) + self.state
         done.append(req)
 
     def _prefilled(self, req: int, now: float, done: list[int]) -> None:
@@ -150,7 +151,7 @@ class ColocatedInstance:
             self._finish(req, now, done)
 
     def _reserve(self, req: int) -> bool:
-        need = self.prompt[req] + self.steps[req] + self.state
+        need = min(self.prompt[req] + self.steps[req], self.window) + self.state
         if self.act.b + self.prefilling >= self.max_batch or self.kv_used + need > self.kv_cap:
             return False
         self.kv_used += need

@@ -7,7 +7,8 @@ Model and policy:
   time).
 * Admission happens only at a step boundary (or at once when the instance is idle): the queue head
   is admitted while ``B < max_batch`` and ``kv_used + l + n + s ≤ kv_capacity_tokens`` (s: the slots of a
-  hybrid's fixed state). A request reserves its final footprint ``l + n + s`` at admission and releases it at
+  hybrid's fixed state; every layer windowed: min(l + n, w) + s, as it never holds more than the window w). A
+  request reserves its final footprint ``l + n + s`` at admission and releases it at
   completion, so no preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
   requests behind it — head-of-line blocking, no skipping).
 * Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
@@ -47,11 +48,13 @@ class DecodeInstance:
         segments: Segments,
         emits_first_token: bool,
         state_tokens: float = 0.0,
+        window: float | None = None,
     ) -> None:
-        self.act = ActiveSet(step_fn)
+        self.act = ActiveSet(step_fn, window)
         self.max_batch = max_batch
         self.kv_cap = kv_capacity_tokens
         self.state = state_tokens  # fixed-state slots per sequence (DecodePool.state_tokens_per_seq)
+        self.window = math.inf if window is None else window  # DecodePool.window_tokens
         self.kv_used = 0.0
         self.prompt = prompt
         self.steps = steps
@@ -91,11 +94,15 @@ class DecodeInstance:
         finish = self.tl.finish
         for req in done:
             finish[req] = now
-            self.kv_used -= self.prompt[req] + self.steps[req] + self.state
+            self.kv_used -= self._footprint(req)
         self.load -= len(done)
         admitted = self._admit(now)
         self._plan(admitted)
         return done
+
+    def _footprint(self, req: int) -> float:
+        """The KV slots request ``req`` reserves: min(l + n, w) + s (module docstring)."""
+        return min(self.prompt[req] + self.steps[req], self.window) + self.state
 
     def _admit(self, now: float) -> list[int]:
         pending, waiting = self.pending, self.waiting
@@ -105,7 +112,7 @@ class DecodeInstance:
         act = self.act
         while waiting and act.b < self.max_batch:
             req = waiting[0]
-            need = self.prompt[req] + self.steps[req] + self.state
+            need = self._footprint(req)
             if self.kv_used + need > self.kv_cap:
                 break
             waiting.popleft()

@@ -92,8 +92,11 @@ def _step_fn(hw: RoleHardware, linear: StepTimeFn, step: StepModel) -> StepTimeF
     return roofline
 
 
-def _check_fits(req: Requests, steps: IntArray, kv_cap: float, label: str, state: float) -> None:
-    need = float((req.input_tokens + steps).max()) + state  # + the fixed state's slots (pdplan.perf.memory)
+def _check_fits(
+    req: Requests, steps: IntArray, kv_cap: float, label: str, state: float, window: float | None = None
+) -> None:
+    top = req.input_tokens + steps  # at most the window when every layer is windowed (ModelSpec.kv_window_tokens)
+    need = float((top if window is None else np.minimum(top, window)).max()) + state  # + the fixed state's slots
     if need > kv_cap:
         raise NoFeasiblePlanError(
             f"a sampled request needs {int(need)} KV tokens, more than the {label} "
@@ -118,7 +121,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         busy, pbusy = side_busy_s(xfer, hw.link, nics_d), side_busy_s(xfer, hw.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
-    _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq)
+    _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq, dec.window_tokens)
     dep = Disaggregated(
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(
@@ -128,6 +131,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             kv_capacity_tokens=dec.kv_capacity_tokens,
             routing=routing,
             state_tokens_per_seq=dec.state_tokens_per_seq,
+            window_tokens=dec.window_tokens,
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -212,7 +216,8 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
     res = model.res
     hw = res.hardware.colocated
     dec = model.decode
-    _check_fits(req, req.output_tokens - 1, dec.kv_capacity_tokens, "colocated", dec.state_tokens_per_seq)
+    steps = req.output_tokens - 1
+    _check_fits(req, steps, dec.kv_capacity_tokens, "colocated", dec.state_tokens_per_seq, dec.window_tokens)
     chunk_time = sim_chunk_price(hw, res.chunk_tokens, float(req.input_tokens.max()))
     service = None
     if model.scheduler == "prefill-first":
@@ -225,6 +230,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         max_batch=res.max_num_seqs,
         kv_capacity_tokens=dec.kv_capacity_tokens,
         state_tokens_per_seq=dec.state_tokens_per_seq,
+        window_tokens=dec.window_tokens,
         prefill_service_s=service,
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,

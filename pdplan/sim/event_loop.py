@@ -213,6 +213,7 @@ class _DisaggEngine(_Engine):
                 self.decode_seg,
                 not self.convention_b,
                 d.state_tokens_per_seq,
+                d.window_tokens,
             )
             for _ in range(d.instances)
         ]

@@ -181,6 +181,10 @@ class DecodePool:
     state_tokens_per_seq: float = 0.0
     """KV token slots each sequence's fixed state takes on top of ``l + n`` (hybrid / sliding-window models,
     :mod:`pdplan.perf.memory`)."""
+    window_tokens: float | None = None
+    """Every layer windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): a sequence holds and reads
+    min(l + j, w) tokens, so it reserves min(l + n, w) + s and the step's K is the windowed sum
+    (:class:`pdplan.sim.batch.ActiveSet`). None: no cap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +241,7 @@ class Colocated:
     token_budget: int = 2048
     chunk_time_s: ChunkTimeFn | None = None
     state_tokens_per_seq: float = 0.0  # as DecodePool's
+    window_tokens: float | None = None  # as DecodePool's
     mixed: bool = True
     """``"chunked"`` only: False runs prefill chunks in steps of their own (up to the whole budget) while the decodes
     wait, as SGLang without ``enable_mixed_chunk``; True puts them beside the decodes (decode-first)."""
@@ -263,13 +268,19 @@ def check_step_fn(fn: StepTimeFn, max_batch: int, kv_capacity: float, name: str)
         raise SpecError(f"{name} must map arrays [m] to finite positive seconds [m]")
 
 
-def check_capacity(req: Requests, steps: IntArray, max_batch: int, kv_cap: float, state: float = 0.0) -> None:
+def check_capacity(
+    req: Requests, steps: IntArray, max_batch: int, kv_cap: float, state: float = 0.0, window: float | None = None
+) -> None:
     """Every request must fit an empty instance on its own (else it could never be admitted); ``state``: the slots
-    of a sequence's fixed state (``state_tokens_per_seq``, >= 0)."""
+    of a sequence's fixed state (``state_tokens_per_seq``, >= 0); ``window``: the cap on a sequence's tokens
+    (``window_tokens``, > 0 or None)."""
     check_count(max_batch, "max_batch")
     if not state >= 0.0:
         raise SpecError(f"state_tokens_per_seq must be >= 0, got {state!r}")
-    need = float((req.input_tokens + steps).max()) + state
+    if window is not None and not window > 0.0:
+        raise SpecError(f"window_tokens must be > 0, got {window!r}")
+    top = req.input_tokens + steps
+    need = float((top if window is None else np.minimum(top, window)).max()) + state
     if not kv_cap > 0 or need > kv_cap:
         raise SpecError(
             f"kv_capacity_tokens={kv_cap} is smaller than the largest request footprint "

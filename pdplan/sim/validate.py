@@ -38,7 +38,7 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
     if pre.batch_time_s is not None:
         check_count(pre.max_batch_tokens, "prefill.max_batch_tokens")
     steps = decode_steps(req, dep.convention)
-    check_capacity(req, steps, dec.max_batch, dec.kv_capacity_tokens, dec.state_tokens_per_seq)
+    check_capacity(req, steps, dec.max_batch, dec.kv_capacity_tokens, dec.state_tokens_per_seq, dec.window_tokens)
     check_step_fn(dec.step_time_s, dec.max_batch, dec.kv_capacity_tokens, "decode.step_time_s")
 
 
@@ -49,7 +49,8 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
         raise SpecError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {dep.scheduler!r}")
     if dep.routing not in COLOCATED_ROUTINGS:
         raise SpecError(f"routing must be one of {', '.join(COLOCATED_ROUTINGS)}, got {dep.routing!r}")
-    check_capacity(req, decode_steps(req, "B"), dep.max_batch, dep.kv_capacity_tokens, dep.state_tokens_per_seq)
+    steps = decode_steps(req, "B")
+    check_capacity(req, steps, dep.max_batch, dep.kv_capacity_tokens, dep.state_tokens_per_seq, dep.window_tokens)
     check_step_fn(dep.step_time_s, dep.max_batch, dep.kv_capacity_tokens, "step_time_s")
     if dep.scheduler == "prefill-first":
         if dep.prefill_service_s is None and dep.start is None:

@@ -155,6 +155,15 @@ class ModelSpec(FrozenModel, ModelKvMixin):
         return self.num_swa_layers == self.num_layers
 
     @property
+    def kv_window_tokens(self) -> float | None:
+        """The window that caps a sequence's KV-token count when every layer is windowed (Mistral-7B v0.1: 4,096):
+        a sequence of L tokens then holds min(L, window) tokens in every layer (vLLM's ``SlidingWindowManager``
+        frees the blocks that left the window; :class:`~pdplan.specs.model_parts.SlidingWindowSpec`). None otherwise:
+        beside global layers the window layers are a fixed state per sequence and the token count is not capped."""
+        sw = self.sliding_window
+        return float(sw.window) if sw is not None and self.all_layers_windowed else None
+
+    @property
     def num_linear_layers(self) -> int:
         """Linear-attention layers: the layers that are neither full nor sliding-window attention."""
         return 0 if self.linear_attention is None else self.num_layers - self.num_kv_layers

@@ -36,6 +36,8 @@ class _KvFields(Protocol):
     def swa_kv_heads(self) -> int: ...
     @property
     def all_layers_windowed(self) -> bool: ...
+    @property
+    def kv_window_tokens(self) -> float | None: ...
     def kv_bytes_per_token_per_layer(self, kv_dtype_bytes: float) -> float: ...
     def window_kv_bytes_per_token(self, kv_dtype_bytes: float) -> float: ...
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float: ...
@@ -62,10 +64,10 @@ class ModelKvMixin:
         """KV-cache bytes per token over all KV layers (docs/architecture.md §2); Llama-3.1-70B: 327,680.
 
         A model whose every layer is windowed (:attr:`~pdplan.specs.model.ModelSpec.all_layers_windowed`, Mistral-7B
-        v0.1) has no full-context layer; its window layers are counted here, per token of context, and hold no window
-        state (:meth:`window_kv_bytes_per_sequence` is 0): exact while a sequence is within the window, an upper bound
-        beyond it (:class:`~pdplan.specs.model_parts.SlidingWindowSpec` says why). Mistral-7B v0.1, bf16: 32 layers ·
-        8 K/V heads · (128 + 128) · 2 B = 131,072 B."""
+        v0.1) has no full-context layer; its window layers are counted here, per token held, and hold no window
+        state (:meth:`window_kv_bytes_per_sequence` is 0); a sequence holds min(L, window) tokens
+        (:attr:`~pdplan.specs.model.ModelSpec.kv_window_tokens`, :meth:`sequence_cache_bytes`). Mistral-7B v0.1,
+        bf16: 32 layers · 8 K/V heads · (128 + 128) · 2 B = 131,072 B."""
         if self.all_layers_windowed:
             return self.window_kv_bytes_per_token(kv_dtype_bytes)
         return self.num_kv_layers * self.kv_bytes_per_token_per_layer(kv_dtype_bytes)
@@ -119,9 +121,14 @@ class ModelKvMixin:
 
     def sequence_cache_bytes(self: _KvFields, tokens: float, kv_dtype_bytes: float, tp: float = 1.0) -> float:
         """Bytes a sequence of ``tokens`` holds on each GPU of a TP group of ``tp`` (all layers on it): the fixed
-        :meth:`sequence_state_bytes` + tokens·kv_bytes_per_token·r/tp, r = max(1, tp/n_kv) copies of each K/V head
-        (MLA: r = tp, the latent on every rank). Every KV-capacity check prices a sequence with this. Llama-3.1-70B,
-        1,000 tokens, tp 8: 40,960,000 B; Qwen3-Next, 1,000 tokens, tp 1: 77,266,944 + 24,576,000 B."""
+        :meth:`sequence_state_bytes` + held·kv_bytes_per_token·r/tp, r = max(1, tp/n_kv) copies of each K/V head
+        (MLA: r = tp, the latent on every rank), held = the tokens, capped at the window when every layer is
+        windowed (:attr:`~pdplan.specs.model.ModelSpec.kv_window_tokens`: a layer keeps the last ``window`` tokens).
+        Llama-3.1-70B, 1,000 tokens, tp 8: 40,960,000 B; Qwen3-Next, 1,000 tokens, tp 1: 77,266,944 + 24,576,000 B;
+        Mistral-7B v0.1, 32,768 tokens, tp 1: 4,096·131,072 = 536,870,912 B."""
+        window = self.kv_window_tokens
+        if window is not None:
+            tokens = min(tokens, window)
         t = float(tp)
         rep = t if self.mla is not None else max(1.0, t / self.num_kv_heads)
         return self.sequence_state_bytes(kv_dtype_bytes, t) + tokens * self.kv_bytes_per_token(kv_dtype_bytes) * rep / t

@@ -109,9 +109,10 @@ class SlidingWindowSpec(FrozenModel):
 
     How pdplan prices the KV (:mod:`pdplan.specs.model_kv`): beside global layers, each window layer holds a full
     window per sequence (fixed state, an upper bound for shorter sequences); when every layer is windowed there is
-    no full-context layer for the token-slot KV pool to count, and the window layers are counted per token of
-    context: exact up to the window, an upper bound beyond it (the pool, the queueing model and the simulator count
-    every token a sequence has; capping that count at the window is not modelled). Attention FLOPs and bytes run
+    no full-context layer for the token-slot KV pool to count, and the window layers are counted per token held, a
+    sequence of L tokens holding min(L, window) (:attr:`~pdplan.specs.model.ModelSpec.kv_window_tokens`: the pool,
+    the queueing model, the simulator, the benchmark loops and a request-wise or layer-wise KV transfer cap the
+    count at the window; the decode step law's context is the same windowed sum). Attention FLOPs and bytes run
     over min(context, window) either way (:mod:`pdplan.perf.ops_attention`).
 
     Engines: vLLM frees a window layer's blocks outside the window as a sequence advances (``SlidingWindowManager``,

@@ -52,7 +52,7 @@ the link protocol): :mod:`pdplan.transfer.kv_inputs`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -83,8 +83,12 @@ __all__ = [
 
 
 def kv_bytes_per_request(prompt_tokens: npt.ArrayLike, kv: KvShape, decode_tp: int = 1) -> FloatArray:
-    """Bytes on the link: ``l·kvb·r_d + state``. OPT-66B, 512 tokens, fp16: 1,207,959,552 B."""
+    """Bytes on the link: ``l·kvb·r_d + state``, l capped at ``kv.window_tokens`` (the tokens the decode keeps when
+    every layer is windowed). OPT-66B, 512 tokens, fp16: 1,207,959,552 B; Mistral-7B v0.1, 32,768 tokens, bf16:
+    4,096·131,072 = 536,870,912 B."""
     tokens = np.asarray(prompt_tokens, dtype=np.float64)
+    if kv.window_tokens is not None:
+        tokens = np.minimum(tokens, kv.window_tokens)
     rep = replication_factor(kv.num_kv_heads, decode_tp)
     return tokens * kv.kv_bytes_per_token * rep + kv.state_bytes_per_sequence
 
@@ -282,17 +286,22 @@ def kv_transfer(
     )
     _validate_inputs(tokens, prefill_s, cfg)
     cost = _link_costs(link, cfg)
-    total = kv_bytes_per_request(tokens, kv, cfg.decode_tp)
+    # every layer windowed: a transfer after the prefill (request) or after each layer's pass (layer) sends the last
+    # w tokens the decode keeps; chunks stream while the prompt is computed, before later tokens push earlier ones
+    # out of the window, so all are sent
+    streamed = prefill_s is not None and cfg.granularity == "chunk"
+    sent = tokens if kv.window_tokens is None or streamed else np.minimum(tokens, kv.window_tokens)
+    total = kv_bytes_per_request(tokens, replace(kv, window_tokens=None) if streamed else kv, cfg.decode_tp)
     t_d, launch = _plane_times(cfg)
     if prefill_s is None or cfg.granularity == "request":
         units = np.full(tokens.shape, float(kv.num_layers))
-        descriptors = _unit_descriptors(tokens, float(kv.num_layers), kv, cfg)
+        descriptors = _unit_descriptors(sent, float(kv.num_layers), kv, cfg)
         exposed = units * cost.alpha_layer_s + total * cost.per_byte_s
         if cfg.data_plane is not None:
             exposed = exposed + descriptors * t_d + launch
         extra = overlap = np.zeros(tokens.shape)
     else:
-        exposed, units, extra, overlap, descriptors = _overlap(tokens, total, prefill_s, kv, cfg, cost)
+        exposed, units, extra, overlap, descriptors = _overlap(sent, total, prefill_s, kv, cfg, cost)
     latency = units * cost.alpha_layer_s
     plane_s = descriptors * t_d + launch + total * cost.staging_per_byte_s
     time_s = latency + total * cost.per_byte_s

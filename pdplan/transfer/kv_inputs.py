@@ -56,6 +56,10 @@ class KvShape:
     state_bytes_per_sequence: float = 0.0
     kv_parts: int = 2
     """Tensors a layer's KV is kept in, each its own descriptor: K and V (2); MLA's one latent (1)."""
+    window_tokens: float | None = None
+    """Every layer windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): the decode keeps the last w
+    tokens of a prompt, so a transfer after the prefill (request, layer) moves min(l, w) tokens
+    (:func:`pdplan.transfer.kv.kv_transfer`). None: no cap."""
 
     def __post_init__(self) -> None:
         require(self.kv_bytes_per_token >= 0.0, "kv_bytes_per_token", "must be >= 0")
@@ -63,6 +67,7 @@ class KvShape:
         require(self.num_kv_heads >= 1, "num_kv_heads", "must be >= 1")
         require(self.state_bytes_per_sequence >= 0.0, "state_bytes_per_sequence", "must be >= 0")
         require(self.kv_parts in (1, 2), "kv_parts", "must be 1 (MLA latent) or 2 (K and V)")
+        require(self.window_tokens is None or self.window_tokens > 0.0, "window_tokens", "must be > 0")
 
 
 def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
@@ -71,7 +76,8 @@ def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
     The per-sequence state is the linear layers' recurrent + conv state plus, for sliding-window layers, a full
     window of their K/V (``window_kv_bytes_per_sequence``: ``window × window_kv_bytes_per_token``): what a sequence
     holds once its prompt reaches the window, an upper bound for shorter prompts (at most ``window`` tokens of those
-    layers' K/V too many). A model whose every layer is windowed sends its K/V per token instead (no window state)."""
+    layers' K/V too many). A model whose every layer is windowed sends its K/V per token instead (no window state),
+    of at most its window's tokens (``window_tokens``)."""
     heads = 1 if model.attention_kind == "mla" else model.num_kv_heads
     window = getattr(model, "window_kv_bytes_per_sequence", None)
     window_bytes = 0.0 if window is None else float(window(kv_dtype_bytes))
@@ -81,6 +87,7 @@ def kv_shape_from_model(model: ModelLike, kv_dtype_bytes: float) -> KvShape:
         heads,
         model.linear_state_bytes_per_sequence() + window_bytes,
         1 if model.attention_kind == "mla" else 2,
+        getattr(model, "kv_window_tokens", None),
     )
 
 

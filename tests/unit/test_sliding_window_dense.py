@@ -53,14 +53,16 @@ def test_mistral_7b_loads_with_every_layer_windowed() -> None:
 
 def test_mistral_7b_kv_bytes_at_4k_and_32k() -> None:
     """bf16: 131,072 B per token. At 4k (= the window) a sequence holds 4,096 x 131,072 = 536,870,912 B, exactly what
-    the engine holds. At 32k pdplan charges 32,768 x 131,072 = 4,294,967,296 B; vLLM's SlidingWindowManager keeps the
-    last 4,096 tokens, 536,870,912 B, so the charge is the documented upper bound (8x here), no window state."""
+    the engine holds. At 32k vLLM's SlidingWindowManager keeps the last 4,096 tokens, and so does pdplan: 536,870,912
+    B, not 32,768 x 131,072 = 4,294,967,296 B (8x); no window state."""
     spec = load_hf_config(MISTRAL)
     assert spec.kv_bytes_per_token(2) == MISTRAL_KV_PER_TOKEN == 131_072
     assert spec.sequence_state_bytes(2) == 0.0
     assert spec.sequence_cache_bytes(4096, 2) == 536_870_912
-    assert spec.sequence_cache_bytes(32768, 2) == 4_294_967_296 == 8 * 536_870_912
-    assert spec.sequence_cache_bytes(32768, 2, tp=8) == 4_294_967_296 / 8  # 8 K/V heads over 8 GPUs
+    assert spec.kv_window_tokens == 4096.0
+    assert spec.sequence_cache_bytes(32768, 2) == 536_870_912 == 4096 * 131_072
+    assert spec.sequence_cache_bytes(1000, 2) == 1000 * 131_072  # below the window: every token
+    assert spec.sequence_cache_bytes(32768, 2, tp=8) == 536_870_912 / 8  # 8 K/V heads over 8 GPUs
     shape = kv_shape_from_model(spec, 2.0)
     assert (shape.kv_bytes_per_token, shape.state_bytes_per_sequence) == (131_072, 0.0)
 

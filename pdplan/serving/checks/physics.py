@@ -31,12 +31,14 @@ Ceilings, at total rate λ on a pool of k instances (``λ_k = λ/k``):
   tokens, token interval τ̄): each token interval reads the weights once per micro-batch and every
   sequence's KV once.
 * **KV capacity**: resident KV ``λ_k E[work] τ_min ≤ M_kv`` by Little's law at the fastest step
-  physics allows, ``τ_min = B(1/p, 0)/BW``, with E[work] = E[nL + n(n − 1)/2] (and the model's own
+  physics allows, ``τ_min = B(1/p, 0)/BW``, with E[work] = E[nL + n(n − 1)/2] (a model whose every layer is windowed:
+  E[Σ_{j<n} min(L + j, w)], :class:`pdplan.queueing.decode.DecodeWorkload`) (and the model's own
   K̄ = λ_k E[work] τ̄ ≤ M_kv); seats ``λ_k E[n] τ_min ≤ max_num_seqs``. Hybrid and sliding-window models add
   s token slots of fixed state per sequence (:mod:`pdplan.perf.memory`): E[work] + s·E[n], K̄ + s·N̄.
 * **link**: KV bytes per second ``λ (E[L] kv_bytes_per_token + S) ≤ k_side ν R`` on each side (ν NICs per
   instance, ``nics_per_instance`` or one per GPU, at line rate R; the unique KV plus the fixed per-sequence state S
-  that :func:`pdplan.transfer.kv.kv_shape_from_model` sends once, a lower bound on what any granularity sends).
+  that :func:`pdplan.transfer.kv.kv_shape_from_model` sends once, a lower bound on what any granularity sends;
+  a model whose every layer is windowed: E[min(L, w)] tokens, what a request-wise transfer sends).
 
 Floors, at the same rate, on the model's distributions:
 
@@ -254,7 +256,14 @@ class PhysicsBounds:
             return []
         hw = model.res.hardware
         kv_b = hw.prefill.precision.kv_bytes
-        need = rate_rps * res.lengths.mean_input() * res.model.kv_bytes_per_token(kv_b)
+        mean_sent = res.lengths.mean_input()
+        window = res.model.kv_window_tokens
+        if window is not None:  # every layer windowed: at least E[min(L, w)] tokens go (pdplan.transfer.kv)
+            lens = res.lengths
+            mean_sent = float(
+                lens.prob.ravel() @ np.repeat(np.minimum(lens.input_tokens, window), lens.output_tokens.size)
+            )
+        need = rate_rps * mean_sent * res.model.kv_bytes_per_token(kv_b)
         need += rate_rps * kv_shape_from_model(res.model, kv_b).state_bytes_per_sequence  # sent once per request
         out: list[Breach] = []
         for side, count, role in (("prefill", model.x, hw.prefill), ("decode", model.y, hw.decode)):

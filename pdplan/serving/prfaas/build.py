@@ -114,7 +114,13 @@ def _prefill_curves(
 
 
 def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_seqs: int, tpot_s: float) -> float:
-    """``B*/τ(B*)``: the decode tokens/s one instance sustains with every step within ``tpot_s`` (Eq. 5)."""
+    """``B*/τ(B*)``: the decode tokens/s one instance sustains with every step within ``tpot_s`` (Eq. 5). A model
+    whose every layer is windowed holds and reads min(c, w) tokens per sequence (its step law's K is windowed:
+    :mod:`pdplan.serving.roles`), so the mean context is capped at the window (≥ E[min(c, w)] by Jensen, min being
+    concave: the seat and step are not underpriced)."""
+    window = hw.model.kv_window_tokens
+    if window is not None:
+        mean_context = min(mean_context, window)
     perf = decode_perf(hw, mean_context, float(max_num_seqs))
     step = perf.step
     per_seq = step.t1_s_per_seq + step.t2_s_per_token * mean_context
