@@ -55,7 +55,10 @@ plus, per attention layer and appended token at position i, ``2·H·(d_qk + d_v)
 to (``c + i``, or ``min(c + i, top_k)`` for a sparse attention that keeps the top k keys) plus a sparse
 attention's indexer ``2·H_I·d_I·(c + i)`` over every key; summed over i: k_i → its mean over the append. An MLA
 model attends in its absorbed latent form (``d_qk = kv_lora + rope``, ``d_v = kv_lora``: FlashMLA's decode and
-sparse kernels); others with their head sizes.
+sparse kernels); others with their head sizes. Sliding-window layers (same query heads and head sizes,
+:class:`~pdplan.specs.model_parts.SlidingWindowSpec`) attend to ``min(c + i, w)`` keys, whose mean over the append
+is ``(m·c + m(m + 1)/2 + (n − m)·w)/n`` with m = clip(w − c, 0, n) the appended tokens still within the window
+(exact for whole token counts): a model whose every layer is windowed (Mistral-7B v0.1) has only those.
 """
 
 from __future__ import annotations
@@ -227,10 +230,17 @@ def append_prefill_flops(
         qk, v = model.head_dim, model.value_head_dim
     mean_keys = c + (n + 1) / 2  # the append's i-th token attends to c + i keys (causal), i = 1..n
     keys = mean_keys if sparse is None else min(mean_keys, float(sparse.top_k))
-    per_token = 2 * model.num_attention_heads * (qk + v) * keys
+    per_key = 2 * model.num_attention_heads * (qk + v)
+    per_token = per_key * keys
     if sparse is not None:
         per_token += 2 * sparse.indexer_heads * sparse.indexer_head_dim * mean_keys
-    return n * (2 * model.active_non_embedding_params() + model.num_kv_layers * per_token)
+    attention = model.num_kv_layers * per_token
+    sw = model.sliding_window
+    if sw is not None:  # window layers: min(c + i, w) keys each (module docstring)
+        m = min(max(sw.window - c, 0.0), n)
+        window_keys = (m * c + m * (m + 1) / 2 + (n - m) * sw.window) / n
+        attention += model.num_swa_layers * per_key * window_keys
+    return n * (2 * model.active_non_embedding_params() + attention)
 
 
 def cache_compute_ratio_gb_per_pflop(hit_tokens: float, kv_bytes_per_token: float, append_flops: float) -> float:
