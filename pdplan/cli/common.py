@@ -16,6 +16,7 @@ from pdplan.report.render import Format, View, check_output_target, render_view,
 
 if TYPE_CHECKING:
     from pdplan.io.catalog import Catalog
+    from pdplan.specs.scenario import Scenario
 
 T = TypeVar("T")
 
@@ -109,6 +110,21 @@ def warn(message: str) -> None:
 SUFFIX_FORMATS = {".json": Format.json, ".csv": Format.csv, ".md": Format.markdown, ".markdown": Format.markdown}
 """``-o FILE`` without ``--format``: the format its suffix names (docs/architecture.md §4); any other suffix: the
 table."""
+
+
+def warn_host_time_twice(catalog: Catalog, scenario: Scenario) -> None:
+    """Warn once when a ``--kernel-table`` with fitted host time runs under an engine profile that adds its own step
+    time (:func:`pdplan.serving.engine_bind.host_time_counted_twice`); nothing without ``--kernel-table``."""
+    if not catalog.kernel_table_files:
+        return
+    from pdplan.io.engines import DEFAULT_ENGINE
+    from pdplan.io.kernel_tables import load_kernel_table
+    from pdplan.serving.engine_bind import host_time_counted_twice, scenario_engine
+
+    tables = ((str(path), load_kernel_table(path)) for path in catalog.kernel_table_files)
+    text = host_time_counted_twice(tables, scenario_engine(catalog, scenario), scenario.engine or DEFAULT_ENGINE)
+    if text is not None:
+        warn(text)
 
 
 def output_format(fmt: Format, output: Path | None) -> Format:

@@ -14,6 +14,7 @@ from pdplan.cli.common import (
     catalog_from,
     emit,
     warn,
+    warn_host_time_twice,
     with_progress,
     write_text,
 )
@@ -57,11 +58,13 @@ def evaluate_command(
     from pdplan.report.serving import evaluation_view
 
     fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
+    catalog = catalog_from(hardware_db, kernel_tables)
+    warn_host_time_twice(catalog, sc)
     result = with_progress(
         "evaluating",
         lambda _stage: evaluate(
             sc,
-            catalog=catalog_from(hardware_db, kernel_tables),
+            catalog=catalog,
             rate=rate,
             concurrency=concurrency,
             requests=requests,

@@ -21,11 +21,17 @@
   inter-node shares, the two-batch-overlap schedule, the GPU's W4A16 / CUTLASS MoE entries), read here
   (:func:`pdplan.io.perf_data.perf_data`, each file only where the instance type can use it) and carried as
   :attr:`~pdplan.serving.role_hardware.RoleHardware.perf_data`: the roofline itself reads no file.
+* **Host time twice.** A kernel table fitted to phase times (``pdplan calibrate``) carries the measured steps' host
+  time as its per-step ``framework.decode_step_overhead_s`` (named in its ``sources.framework``); a profile that adds
+  its own fitted ``step_s`` (vLLM: 1.81 ms) on top prices the same host work twice (:mod:`pdplan.calibrate.host_terms`
+  says so when the table is fitted). :func:`host_time_counted_twice` is the one-line warning for a run that binds
+  such a table to such a profile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from pdplan.io.catalog import Catalog, looks_like_path
 from pdplan.io.engines import DEFAULT_ENGINE, ENGINE_DIR
@@ -34,6 +40,7 @@ from pdplan.perf.moe_wideep import MoeKernel, moe_kernel_for
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile, MemoryClass
 from pdplan.specs.hardware import GpuSpec
+from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.routing_law import RoutingLaw
 from pdplan.specs.scenario import Scenario
 
@@ -89,6 +96,27 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         prefill_routing=eplb_prefill_routing(engine, moe_kernel, hw.redundant_experts),
         perf_data=data,
     )
+
+
+def host_time_counted_twice(tables: Iterable[tuple[str, KernelTable]], engine: EngineProfile, label: str) -> str | None:
+    """The warning for a run binding ``engine`` (picked as ``label``) to user kernel ``tables`` (``(file, table)``
+    pairs) when a table carries fitted host time per step and the profile adds its own ``step_s`` (module
+    docstring), for the first such table; None otherwise (a shipped table has 0 s; ``--engine kernels`` adds none).
+
+    Example: a table fitted to 0.869 ms per step under vLLM (step_s 1.81 ms) -> one line naming both and the fix."""
+    profile_s = engine.overheads.step_s.value
+    if profile_s <= 0.0:
+        return None
+    for name, table in tables:
+        host_s = table.framework.decode_step_overhead_s
+        if host_s > 0.0:
+            return (
+                f"kernel table {name} carries {host_s * 1e3:.3g} ms of fitted host time per step (sources.framework) "
+                f"and the {label} engine profile adds its step_s of {profile_s * 1e3:.3g} ms: host time is counted "
+                "twice; run the table with --engine kernels (no host terms), or fit a profile over this table "
+                "(pdplan calibrate RESULTS... --kernel-table TABLE -o ENGINE.yaml)"
+            )
+    return None
 
 
 def eplb_prefill_routing(engine: EngineProfile, moe_kernel: MoeKernel, redundant_experts: int) -> RoutingLaw | None:
