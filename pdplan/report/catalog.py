@@ -130,9 +130,30 @@ def models_list_view(models: Sequence[ModelSpec]) -> View:
     )
 
 
+def window_rows(model: ModelSpec) -> dict[str, Any]:
+    """A windowed model's sliding window as ``models show`` rows (none without one): its tokens, the layers it
+    covers, and how a sequence's KV counts it (:mod:`pdplan.specs.model_kv`): every layer windowed, a sequence holds
+    min(L, window) tokens (Mistral-7B v0.1: 4,096 on 32 of 32 layers); beside global layers, a fixed window of K/V
+    per sequence (gpt-oss-120b: 128 on 18 of 36 layers, 18·128·8·(64 + 64)·2 B = 4,718,592 B)."""
+    sw = model.sliding_window
+    if sw is None:
+        return {}
+    held = (
+        f"a sequence holds min(L, {sw.window:,}) tokens"
+        if model.all_layers_windowed
+        else f"{model.window_kv_bytes_per_sequence(2):,.0f} B (bf16) of window K/V per sequence"
+    )
+    return {
+        "sliding_window_tokens": sw.window,
+        "sliding_window_layers": f"{len(sw.layers)} of {model.num_layers} ({held})",
+    }
+
+
 def model_show_view(model: ModelSpec) -> View:
-    """``pdplan models show``: one row per derived value; JSON is :func:`model_document`."""
-    records = [{"field": key, "value": value} for key, value in model_record(model).items()]
+    """``pdplan models show``: one row per derived value (and the sliding window, :func:`window_rows`); JSON is
+    :func:`model_document` (its ``spec`` holds the window)."""
+    rows = model_record(model) | window_rows(model)
+    records = [{"field": key, "value": value} for key, value in rows.items()]
     return View(records=records, document=model_document(model), title=model.display_name)
 
 

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli_result import CliResult
 
+from pdplan.cache.dual_path import append_prefill_flops
 from pdplan.io.catalog import open_catalog
 from pdplan.io.hf_config import load_hf_config
 from pdplan.queueing.decode import (
@@ -26,6 +27,7 @@ from pdplan.queueing.decode import (
     windowed_mean_context,
 )
 from pdplan.queueing.kv_admission import kv_held
+from pdplan.report.catalog import model_show_view
 from pdplan.serving.checks.decode_law import LAW_WARN_MAX_REL_ERR, LAW_WARN_MEDIAN_REL_ERR
 from pdplan.sim.batch import ActiveSet
 from pdplan.transfer.kv import kv_bytes_per_request, kv_transfer
@@ -186,3 +188,35 @@ def test_mistral_decode_law_fits_the_windowed_roofline(cli: Callable[..., CliRes
     assert doc["assumptions"]["decode_fit_max_rel_err"] <= LAW_WARN_MAX_REL_ERR
     assert not any(w.startswith("decode step law") for w in doc["warnings"])
     assert "decode step law" not in out.err
+
+
+def test_dual_path_append_attends_over_the_window() -> None:
+    """Mistral-7B (no global layer: num_kv_layers 0, which priced no attention at all before), 1,000 tokens appended
+    after 10,000 cached: each of the 32 window layers attends to 4,096 keys per token, 2·32 heads·(128 + 128)·4,096
+    FLOPs per layer and token. After 3,000 cached all 1,000 stay within the window (mean keys 3,000 + 1,001/2);
+    after 3,500, m = 596 do and 404 attend to 4,096."""
+    spec = load_hf_config(MISTRAL)
+    assert spec.num_kv_layers == 0
+    linear = 2 * spec.active_non_embedding_params()
+    per_key = 2 * 32 * (128 + 128)
+    far = append_prefill_flops(spec, 1000, 10_000)
+    assert far == pytest.approx(1000 * (linear + 32 * per_key * 4096), rel=1e-12)
+    near = append_prefill_flops(spec, 1000, 3000)
+    assert near == pytest.approx(1000 * (linear + 32 * per_key * (3000 + 1001 / 2)), rel=1e-12)
+    straddle = append_prefill_flops(spec, 1000, 3500)  # 596 tokens below the window, 404 at it
+    keys = (596 * 3500 + 596 * 597 / 2 + 404 * 4096) / 1000
+    assert straddle == pytest.approx(1000 * (linear + 32 * per_key * keys), rel=1e-12)
+    assert near < straddle < far
+
+
+def test_models_show_displays_the_window() -> None:
+    """Mistral-7B: 4,096 tokens on 32 of 32 layers, held as min(L, 4,096); gpt-oss-120b: 128 on 18 of 36 layers,
+    18·128 tokens·8 heads·(64 + 64)·2 B = 4,718,592 B of window K/V per sequence; Llama: no rows."""
+    rows = {r["field"]: r["value"] for r in model_show_view(load_hf_config(MISTRAL)).records}
+    assert rows["sliding_window_tokens"] == 4096
+    assert rows["sliding_window_layers"] == "32 of 32 (a sequence holds min(L, 4,096) tokens)"
+    gpt = {r["field"]: r["value"] for r in model_show_view(open_catalog().model("gpt-oss-120b")).records}
+    assert gpt["sliding_window_tokens"] == 128
+    assert gpt["sliding_window_layers"] == "18 of 36 (4,718,592 B (bf16) of window K/V per sequence)"
+    llama = [r["field"] for r in model_show_view(open_catalog().model("llama-3.1-8b")).records]
+    assert not any(f.startswith("sliding_window") for f in llama)
