@@ -23,7 +23,13 @@ from pdplan.io.catalog import open_catalog
 from pdplan.specs.benchmark import BenchmarkRun
 
 REPO = Path(__file__).resolve().parents[1]
-TRUTH = {"step_s": 1.0e-3, "collective_s": 2.0e-5, "launch_gap_s_per_layer": 8.0e-6, "request_s": 0.03}
+TRUTH = {
+    "step_s": 1.0e-3,
+    "step_s_per_seq": 0.0,
+    "collective_s": 2.0e-5,
+    "launch_gap_s_per_layer": 8.0e-6,
+    "request_s": 0.03,
+}
 HF_ID = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen3-32b": "Qwen/Qwen3-32B"}
 # (model, tp, concurrency); ISL 1024, OSL 256 throughout, 10 prompts per client
 SWEEP = [
