@@ -38,6 +38,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import count
 from typing import Protocol
 
@@ -201,7 +202,9 @@ class _DisaggEngine(_Engine):
         prompt, steps = req.input_tokens.tolist(), self.steps.tolist()
         self.steps_list = steps
         self.placement = placement
-        make = DecodeInstance if self.placement is None else self.placement.decode_instance
+        # a placement's instances (append-prefills, pdplan.sim.turn_placement) count every token of a sequence; the
+        # window cap (DecodePool.window_tokens) reaches only the plain instance: an upper bound for windowed models
+        make = partial(DecodeInstance, window=d.window_tokens) if placement is None else placement.decode_instance
         self.servers = self.decoders = [
             make(
                 d.step_time_s,
@@ -213,7 +216,6 @@ class _DisaggEngine(_Engine):
                 self.decode_seg,
                 not self.convention_b,
                 d.state_tokens_per_seq,
-                d.window_tokens,
             )
             for _ in range(d.instances)
         ]
