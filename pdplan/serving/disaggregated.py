@@ -87,6 +87,7 @@ from pdplan.serving.limits import (
     cache_read_limit,
     decode_binding,
 )
+from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
 from pdplan.serving.request_overhead import request_delay_s
@@ -372,7 +373,7 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
     pipe = side.base.latency_s - side.base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg, side.prob)
     far = None if tandem is None else side_busy_s(xfer, hw.link, cfg.side_nics[1])
-    return DisaggregatedModel(
+    model = DisaggregatedModel(
         res,
         pool,
         np.asarray(xfer.exposed_s),
@@ -393,6 +394,7 @@ def build_disaggregated(res: ResolvedScenario[DisaggregatedHardware]) -> Disaggr
         side.classes,
         _admission(res, cells, dperf, cap),
     )
+    return place_turns(model)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
 
 
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
