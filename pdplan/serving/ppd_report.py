@@ -31,9 +31,11 @@ from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.types import FloatArray
 
 ENGINE_NOTE = (
-    "PPD turn placement (cache.turn_placement) is not run by stock engines: vLLM and SGLang have no flag to prefill "
-    "a Turn 2+ append on the decode instance (checked in their sources; the PPD authors' fork freelulul/vllm-ppd "
-    "adds a proxy and a decision engine); this plan's figures with it are priced, deploy it as plain disaggregation"
+    "PPD turn placement (cache.turn_placement) is not run by this export: neither vLLM nor SGLang (nor the Dynamo "
+    "or SGLang routers) has a flag or router policy that sends a session's Turn 2+ to the decode instance holding its "
+    "history; the PPD authors run stock vLLM decode instances (prefix caching, P2pNcclConnector) behind their own "
+    "proxy (freelulul/vllm-ppd, ppd/comprehensive_proxy.py, --enable-ppd). Deployed as written, the plan runs as "
+    "plain disaggregation (pd)"
 )
 """The note every export of a plan with a policy other than ``pd`` carries (docs/prefix_cache.md §11)."""
 
