@@ -55,6 +55,7 @@ def cache_variants(scenario: Scenario, catalog: Catalog | None = None) -> tuple[
     """The cache settings the search tries (module docstring); ``catalog`` tells which tiers sit behind a storage
     NIC (without it ``read_paths`` stays the scenario's)."""
     search = scenario.search.cache if scenario.search is not None else None
+    placements = _placements(scenario)  # refuses PPD policies without sessions to place
     if not reuses_kv(scenario) or search is None:
         return (scenario.cache,)
     tiers = scenario.cache.tiers if scenario.cache is not None else ()
@@ -65,7 +66,6 @@ def cache_variants(scenario: Scenario, catalog: Catalog | None = None) -> tuple[
         )
     sizes: tuple[tuple[float | None, ...], ...] = search.tier_capacities or tuple((t.capacity,) for t in tiers)
     paths = _read_paths(scenario, catalog)
-    placements = _placements(scenario)
     out: list[CacheSpec | None] = []
     for on in dict.fromkeys(search.prefix_caching):
         if not on:

@@ -159,12 +159,12 @@ class AppendGroups:
 
     @classmethod
     def of(cls, values: FloatArray, prob: FloatArray, groups: int = APPEND_GROUPS) -> AppendGroups:
-        """Split the law (``values`` increasing) at its ``j/groups`` quantiles; a point mass is one group."""
-        cdf = np.cumsum(prob)
-        edges = np.searchsorted(cdf, np.linspace(0.0, 1.0, groups + 1)[1:-1], side="left")
-        idx = np.searchsorted(np.unique(edges), np.arange(values.size), side="right")
-        mass = np.asarray(np.bincount(idx, weights=prob), dtype=np.float64)
-        tok = np.asarray(np.bincount(idx, weights=prob * values), dtype=np.float64)
+        """Split the law (``values`` increasing) by the mass below each value: value i joins group
+        ``⌊groups·P(N < v_i)⌋`` (a point mass is one group; groups left empty are dropped)."""
+        before = np.cumsum(prob) - prob
+        idx = np.minimum(np.floor(groups * before + 1e-12), groups - 1).astype(np.intp)
+        mass = np.asarray(np.bincount(idx, weights=prob, minlength=groups), dtype=np.float64)
+        tok = np.asarray(np.bincount(idx, weights=prob * values, minlength=groups), dtype=np.float64)
         keep = mass > 0
         return cls(mass[keep], tok[keep] / mass[keep])
 
