@@ -114,11 +114,13 @@ def test_held_probability_affine_and_one_in_d() -> None:
     """With room for every history the previous turn's instance holds it: f_k = 1 (affine), 1/D (load-balanced)."""
     affine, _ = held_probability(_sessions(), 1e12, 4, affine=True)
     spread, _ = held_probability(_sessions(), 1e12, 4, affine=False)
-    assert affine[0] == 0.0 and spread[0] == 0.0
+    assert affine[0] == 0.0
+    assert spread[0] == 0.0
     assert affine[1:] == pytest.approx(1.0, abs=1e-6)
     assert spread[1:] == pytest.approx(0.25, abs=1e-6)
     none, held = held_probability(_sessions(), 0.0, 4, affine=True)
-    assert np.all(none == 0.0) and held == 0.0
+    assert np.all(none == 0.0)
+    assert held == 0.0
 
 
 # ------------------------------------------------------------------------------------------- the model
@@ -151,8 +153,10 @@ def test_ppd_model_at_ten_rps() -> None:
     assert util["prefill"][0] < util0["prefill"][0]
     wait, _ = model.pool.wait(rate)
     rows = p.decode_rows.astype(bool)
-    assert np.all(wait.mean_s[0, rows] == 0.0) and np.all(wait.mean_s[0, ~rows] > 0.0)
-    assert model.cache is not None and model.cache.names[-1] == DECODE_CLASS
+    assert np.all(wait.mean_s[0, rows] == 0.0)
+    assert np.all(wait.mean_s[0, ~rows] > 0.0)
+    assert model.cache is not None
+    assert model.cache.names[-1] == DECODE_CLASS
     assert model.cache.weights.sum(axis=1) == pytest.approx(1.0)
 
 
