@@ -309,7 +309,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         work_s=f.work_s,
         rho_append=f.rho,
         steps_with_append=float(-math.expm1(-f.rate_rps * f.on_decode / model.y * f.x.tau_s)),
-        tpot_factor=f.x.tau_s / f.x0.tau_s if f.x0.tau_s > 0 else math.inf,
+        tpot_factor=_stretch(f),
         bytes_per_request=float(bin_mass @ per_bin_bytes),
         bytes_saved_per_request=float((bin_mass * decode_bins) @ per_bin_bytes),
         turn1_bins=np.asarray(turn_bins[0], dtype=np.float64),
@@ -317,6 +317,14 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         decode_rows=rows.ravel(),
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64))
+
+
+def _stretch(f: _Facts) -> float:
+    """The mean token interval with the appends over without (the fixed points'; past the decode pool's stable range,
+    the step's own stretch 1/(1 − ρ_a))."""
+    if math.isfinite(f.x.tau_s) and math.isfinite(f.x0.tau_s) and f.x0.tau_s > 0:
+        return f.x.tau_s / f.x0.tau_s
+    return 1.0 / (1.0 - min(f.rho, DECODE_U_MAX))
 
 
 def _column(values: FloatArray, k: int, fill: FloatArray | float) -> FloatArray:
