@@ -234,3 +234,27 @@ def test_threshold_and_think_time_below_zero_are_refused(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(SpecError, match="think_time"):
         load_scenario(path)
+
+
+def test_export_header_says_no_engine_runs_ppd() -> None:
+    from pdplan.report.export.common import ppd_warnings
+    from pdplan.specs.export import ExportPlan
+
+    role = {"gpu": "h100-sxm", "tp": 1, "count": 2}
+    plan: dict[str, Any] = {
+        "mode": "disaggregated",
+        "label": "2P2D ppd",
+        "prefill": role,
+        "decode": role,
+        "granularity": "layer",
+        "num_gpus": 4,
+        "goodput_rps": 16.07,
+    }
+    assert ppd_warnings(ExportPlan.model_validate(plan)) == []
+    cache = {"turn_placement": {"policy": "pd"}, "report": None}
+    assert ppd_warnings(ExportPlan.model_validate({**plan, "cache": cache})) == []
+    report = {"turn_placement": {"goodput_pd_rps": 1.29, "gain_vs_pd": 12.46}}
+    cache = {"turn_placement": {"policy": "ppd"}, "report": report}
+    (line,) = ppd_warnings(ExportPlan.model_validate({**plan, "cache": cache}))
+    assert line.startswith(ENGINE_NOTE)
+    assert line.endswith("priced with ppd: 16.07 req/s, with pd 1.29 req/s (12.5x)")
