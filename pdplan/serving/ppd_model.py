@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -61,8 +61,8 @@ from pdplan.specs.session_laws import ExponentialTime, FixedTime, LognormalTime,
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
 
-if TYPE_CHECKING:
-    from pdplan.serving.disaggregated import DisaggregatedModel
+M = TypeVar("M")
+"""The serving model placed (a DisaggregatedModel)."""
 
 DECODE_CLASS = "decode"
 """The name of the prefill-side class that holds the turns placed on decode."""
@@ -367,11 +367,13 @@ def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -
     )
 
 
-def place_turns(model: DisaggregatedModel) -> DisaggregatedModel:
-    """``model`` (plain disaggregation) with the policy's turns on decode (module docstring); unchanged where PPD
+def place_turns(built: M) -> M:
+    """``model`` (a :class:`~pdplan.serving.disaggregated.DisaggregatedModel` of plain disaggregation; typed Any: the
+    module it is built in imports this one) with the policy's turns on decode (module docstring); unchanged where PPD
     does not apply (:func:`applies`)."""
+    model: Any = built
     if not applies(model.res) or model.cache is None:
-        return model
+        return built
     if model.pool.batched is not None:
         raise SpecError("PPD placement with batched prefill is not modelled", field="cache.turn_placement")
     plan = _plan(model)
@@ -396,7 +398,7 @@ def place_turns(model: DisaggregatedModel) -> DisaggregatedModel:
     )
     decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
     decode, capacity = _decode_side(model, plan.step)
-    return dataclasses.replace(
+    placed: M = dataclasses.replace(
         model,
         pool=ppd_pool,
         exposed_s=_column(model.exposed_s, k, 0.0),
@@ -412,9 +414,10 @@ def place_turns(model: DisaggregatedModel) -> DisaggregatedModel:
         cache=_classes(model.cache, rows, decode_hits),
         admission=None if model.admission is None else _admission(model, decode, capacity),
     )
+    return placed
 
 
-def _decode_side(model: DisaggregatedModel, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
+def _decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
     """The decode instance's perf and capacity on the stretched step."""
     decode = dataclasses.replace(model.decode, step=step)
     capacity = fast_decode_capacity(
@@ -428,7 +431,7 @@ def _decode_side(model: DisaggregatedModel, step: LinearStepTime) -> tuple[Decod
     return decode, capacity
 
 
-def _admission(model: DisaggregatedModel, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
+def _admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
     """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
     held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=model.res.engine.engine in RESERVING_ENGINES)
     mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
