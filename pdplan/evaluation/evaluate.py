@@ -36,6 +36,7 @@ from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.limits import Limit
 from pdplan.serving.operating_point import OperatingPoint, operating_point
+from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
@@ -192,7 +193,8 @@ def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scena
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
     dual = dual_path_report(res, model.cache, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
-    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode, dual_path=dual)
+    ppd = ppd_report(res, model, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
+    return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode, dual_path=dual, turn_placement=ppd)
 
 
 def _load_regime(

@@ -2,6 +2,10 @@
 what it does (hit ratio per tier, bytes read per second, the busiest element of each read path, the goodput without
 it), in human units, for the terminal table, the Markdown review and the CSV (docs/json_keys.md ``cache``).
 
+A plan with a PPD policy (``cache: turn_placement``) adds a column likewise: the policy, the share of turns appended on
+decode, the P→D bytes saved, the TPOT stretch, Turn-1 and Turn-2+ TTFT P90 and the gain against the same plan with
+``pd`` (:class:`pdplan.serving.ppd_report.PpdReport`).
+
 A plan whose cache reads over both DualPath paths (``read_paths: dual``) adds a column: the decode path's share of
 the reads, the busiest read-path resource, the workload's cache-compute ratio and the gain against the same plan
 with prefill-only reads (:class:`pdplan.serving.dual_path_setup.DualPathReport`); the column appears only when a
@@ -68,6 +72,19 @@ def _dual(plan: Plan) -> str:
     )
 
 
+def _placement(plan: Plan) -> str:
+    """``ppd: 63 % on decode, bytes -75 %, TPOT x1.06, 12.6x vs pd`` (or ``pd`` for a plan without PPD)."""
+    report = None if plan.cache is None else plan.cache.turn_placement
+    if report is None:
+        return "pd"
+    gain = report.gain(plan.goodput_rps)
+    return (
+        f"{report.policy}: {report.share_on_decode:.0%} on decode, bytes -{report.transfer_reduction:.0%}, "
+        f"TPOT x{report.tpot_factor:.3g}, T1/T2+ TTFT P90 {report.ttft_turn1_p90_s * 1e3:.0f}/"
+        f"{report.ttft_turn2_p90_s * 1e3:.0f} ms" + ("" if gain is None else f", {gain:.2f}x vs pd")
+    )
+
+
 def _gain(plan: Plan) -> str:
     gain = None if plan.cache is None else plan.cache.gain(plan.goodput_rps)
     return "" if gain is None else f"{gain:.2f}x"
@@ -86,17 +103,24 @@ def cache_rows(result: PlanResult) -> list[list[str]]:
         on, routing, sizes = _setting(plan)
         hits, reads = _per_tier(plan.cache)
         rows.append([rank, on, routing, sizes, hits, reads, _gain(plan)])
+    shown = [p for _, p in ranked if p.cache is not None or local_part(p.deployment).cache is not None]
     if any(p.cache is not None and p.cache.dual_path is not None for _, p in ranked):
-        shown = [p for _, p in ranked if p.cache is not None or local_part(p.deployment).cache is not None]
         rows = [[*row, _dual(p)] for row, p in zip(rows, shown, strict=True)]
+    if _any_ppd(shown):
+        rows = [[*row, _placement(p)] for row, p in zip(rows, shown, strict=True)]
     return rows
+
+
+def _any_ppd(plans: Sequence[Plan]) -> bool:
+    return any(p.cache is not None and p.cache.turn_placement is not None for p in plans)
 
 
 def cache_columns(result: PlanResult) -> tuple[str, ...]:
     """:data:`CACHE_COLUMNS`, with ``read paths`` where a shown plan reads over both DualPath paths."""
     plans = [*result.plans, *([result.baseline] if result.baseline is not None else [])]
     dual = any(p.cache is not None and p.cache.dual_path is not None for p in plans)
-    return (*CACHE_COLUMNS, "read paths") if dual else CACHE_COLUMNS
+    columns = (*CACHE_COLUMNS, "read paths") if dual else CACHE_COLUMNS
+    return (*columns, "turn placement") if _any_ppd(plans) else columns
 
 
 def cache_csv_record(plan: Plan) -> dict[str, Any]:

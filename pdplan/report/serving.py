@@ -120,7 +120,9 @@ def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [
         (
             "cache_lives_on",
-            cache.lives_on + ("; the P→D link carries the whole context's KV" if cache.link_carries else ""),
+            cache.lives_on
+            + ("; the P→D link carries the whole context's KV" if cache.link_carries else "")
+            + (" of the turns prefilled there" if cache.turn_placement is not None else ""),
         ),
         ("cache_routing", cache.routing),
         ("cache_hit_rates_at_rps", cache.rate_rps),
@@ -138,6 +140,8 @@ def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
         )
     if cache.dual_path is not None:  # read_paths: dual (docs/prefix_cache.md §10)
         rows.append(("cache_dual_path", dual_path_words(cache.dual_path, goodput_rps)))
+    if cache.turn_placement is not None:  # PPD (docs/prefix_cache.md §11)
+        rows.append(("cache_turn_placement", cache.turn_placement.words(goodput_rps)))
     gain = cache.gain(goodput_rps)
     rows.append(("cache_goodput_without_rps", cache.goodput_without_cache_rps))
     rows.append(("cache_gain_vs_no_cache", "n/a" if gain is None else f"{gain:.3g}x"))

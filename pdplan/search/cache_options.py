@@ -7,7 +7,10 @@ nothing). With reuse, ``search: cache:`` lists prefix caching on/off, the routin
 variant. Without ``search: cache:`` the one variant is the scenario's ``cache:`` (prefix caching on, affinity, the
 tiers given: what the engines do by default). ``read_paths`` (DualPath, :mod:`pdplan.serving.dual_path_setup`) is a
 dimension only where a tier sits behind a storage NIC (a remote pool, known from the catalogue) and only for xPyD
-plans: the colocated baseline keeps ``prefill`` (:func:`colocated_caches`).
+plans: the colocated baseline keeps ``prefill`` (:func:`colocated_caches`). ``turn_placement`` (PPD,
+:mod:`pdplan.serving.ppd_model`) multiplies every caching-on variant by the policies listed, for xPyD plans of a
+``sessions`` workload; the colocated baseline keeps ``pd``. The screen prices every PPD variant as its ``pd`` twin (the
+prefill side's price); the exact re-evaluation prices the placement.
 
 **The screen's price** (:func:`screened_prefill`). The exact model splits each prompt bin into its cache classes
 (:mod:`pdplan.serving.prefix_cache`); the screen keeps one service per bin, the classes' mean — missed tokens'
@@ -38,7 +41,7 @@ from pdplan.serving.prefix_cache import cache_classes, class_prices
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
-from pdplan.specs.cache import CacheRouting, CacheSpec, ReadPaths, TierChoice
+from pdplan.specs.cache import CacheRouting, CacheSpec, ReadPaths, TierChoice, TurnPlacementSpec
 from pdplan.specs.scenario import Scenario, SloSpec
 
 SCREEN_LOAD = 0.8
@@ -52,6 +55,7 @@ def cache_variants(scenario: Scenario, catalog: Catalog | None = None) -> tuple[
     """The cache settings the search tries (module docstring); ``catalog`` tells which tiers sit behind a storage
     NIC (without it ``read_paths`` stays the scenario's)."""
     search = scenario.search.cache if scenario.search is not None else None
+    placements = _placements(scenario)  # refuses PPD policies without sessions to place
     if not reuses_kv(scenario) or search is None:
         return (scenario.cache,)
     tiers = scenario.cache.tiers if scenario.cache is not None else ()
@@ -74,8 +78,28 @@ def cache_variants(scenario: Scenario, catalog: Catalog | None = None) -> tuple[
                     for t, c in zip(tiers, chosen, strict=True)
                     if c is None or c > 0
                 )
-                out.extend(_with_paths(scenario.cache, routing, kept, paths, catalog))
+                for spec in _with_paths(scenario.cache, routing, kept, paths, catalog):
+                    out.extend(_placed(spec, placements))
     return tuple(dict.fromkeys(out))
+
+
+def _placements(scenario: Scenario) -> tuple[TurnPlacementSpec, ...]:
+    """The PPD policies searched: ``search.cache.turn_placement`` where given (a ``sessions`` workload only: bad input
+    elsewhere; colocated plans keep ``pd``, :func:`colocated_caches`), else the scenario's own."""
+    own = scenario.cache.turn_placement if scenario.cache is not None else TurnPlacementSpec()
+    search = scenario.search.cache if scenario.search is not None else None
+    if search is None or "turn_placement" not in search.model_fields_set:
+        return (own,)
+    listed = tuple(dict.fromkeys(search.turn_placement))
+    if any(p.policy != "pd" for p in listed) and scenario.workload.sessions is None:
+        why = "PPD policies other than pd need a sessions workload (multi-turn sessions to place)"
+        raise SpecError(why, field="search.cache.turn_placement")
+    return listed
+
+
+def _placed(spec: CacheSpec, placements: tuple[TurnPlacementSpec, ...]) -> list[CacheSpec]:
+    """``spec`` under each PPD policy (the default ``pd`` leaves the setting as it was)."""
+    return [spec if p == spec.turn_placement else spec.model_copy(update={"turn_placement": p}) for p in placements]
 
 
 def _read_paths(scenario: Scenario, catalog: Catalog | None) -> tuple[ReadPaths, ...]:
@@ -117,9 +141,12 @@ def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | 
     routes at random whatever the cache (one queue per instance, :mod:`pdplan.serving.colocated`), so a
     load-balancing router buys it no better queueing and only divides a session's reuse over the instances: it is
     dominated by ``affinity``. A colocated deployment has no decode nodes to read over: DualPath variants become
-    ``read_paths: prefill``."""
+    ``read_paths: prefill``; nor decode instances to append on: PPD variants become ``pd``."""
+    plain = {"read_paths": "prefill", "turn_placement": TurnPlacementSpec()}
     kept = tuple(
-        c if c is None or c.read_paths == "prefill" else c.model_copy(update={"read_paths": "prefill"})
+        c
+        if c is None or (c.read_paths == "prefill" and c.turn_placement.policy == "pd")
+        else c.model_copy(update=plain)
         for c in caches
         if c is None or not c.prefix_caching or c.routing != "load-balance"
     )

@@ -40,6 +40,7 @@ from pdplan.serving.build import goodput_model, with_cache_rate
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.dual_path_setup import dual_path_report
+from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
@@ -150,7 +151,9 @@ def with_cache_report(e: Exact, uncached: dict[tuple[object, float], float] | No
         if uncached is not None:
             uncached[key] = without
     dual = dual_path_report(e.res, e.model.cache, lambda r: e.goodput_rps(build_model(r), e.res.scenario.slo))
-    report = CacheReport.of(e.model.cache, without, mode=e.res.hardware.deployment.mode, dual_path=dual)
+    ppd = ppd_report(e.res, e.model, lambda r: e.goodput_rps(build_model(r), e.res.scenario.slo))
+    mode = e.res.hardware.deployment.mode
+    report = CacheReport.of(e.model.cache, without, mode=mode, dual_path=dual, turn_placement=ppd)
     return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
 
 

@@ -258,7 +258,18 @@ def cache_words(setting: CacheSpec | None) -> str:
         f" + {t.storage}" + ("" if t.capacity is None else f" {format_bytes(t.capacity)}") for t in setting.tiers
     )
     dual = " dual-path reads" if setting.read_paths == "dual" else ""  # DualPath (docs/prefix_cache.md §10)
-    return f" cache {setting.routing}{tiers}{dual}"
+    return f" cache {setting.routing}{tiers}{dual}{placement_words(setting)}"
+
+
+def placement_words(setting: CacheSpec) -> str:
+    """PPD in a plan's label: ``""`` for ``pd``, else ``" ppd"``, ``" ppd score"`` or ``" ppd < 256 tok"``
+    (docs/prefix_cache.md §11)."""
+    p = setting.turn_placement
+    if p.policy == "pd":
+        return ""
+    if p.policy == "threshold":
+        return f" ppd < {p.append_threshold_tokens} tok"
+    return " ppd" if p.policy == "ppd" else f" ppd score {p.ttft_weight:g}/{p.tpot_weight:g}"
 
 
 def cache_document(setting: CacheSpec | None, report: CacheReport | None, goodput_rps: float) -> dict[str, Any]:
@@ -273,6 +284,8 @@ def cache_document(setting: CacheSpec | None, report: CacheReport | None, goodpu
     }
     if spec.read_paths != "prefill":  # only DualPath plans carry it (prefill-only documents are unchanged)
         doc["read_paths"] = spec.read_paths
+    if spec.turn_placement.policy != "pd":  # only PPD plans carry it (pd documents are unchanged)
+        doc["turn_placement"] = spec.turn_placement.model_dump()
     return doc
 
 

@@ -32,6 +32,7 @@ from pdplan.serving.colocated import ColocatedModel, build_colocated
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
+from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.specs.scenario import SloSpec
 from pdplan.specs.workload import WorkloadSpec
@@ -67,7 +68,9 @@ def build_model(res: ResolvedScenario[Any], like: LocalModel | None = None) -> L
         colocated = build_colocated(res, plain)
         return colocated if ca2 == 1.0 else dataclasses.replace(colocated, arrival_ca2=ca2)
     if isinstance(hw, DisaggregatedHardware):
-        side = DecodeSide.of(like) if isinstance(like, DisaggregatedModel) else None
+        # PPD places turns on decode by the hit rates (its decode side then depends on them): priced afresh
+        reuse = isinstance(like, DisaggregatedModel) and not ppd_applies(res)
+        side = DecodeSide.of(like) if reuse and isinstance(like, DisaggregatedModel) else None
         model = build_disaggregated(res, side)
         pool = model.pool if ca2 == 1.0 else dataclasses.replace(model.pool, arrival_ca2=ca2)
         return model if ca2 == 1.0 else dataclasses.replace(model, pool=pool)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdplan.serving.dual_path_setup import DualPathReport
+from pdplan.serving.ppd_report import PpdReport
 from pdplan.serving.prefix_cache import CacheClasses, TierUse
 
 
@@ -29,6 +30,8 @@ class CacheReport:
     instances``; a remote pool tier is shared by the whole deployment either way."""
     dual_path: DualPathReport | None = None
     """DualPath's split, binding resource and gain (``cache: read_paths: dual``); None otherwise."""
+    turn_placement: PpdReport | None = None
+    """PPD's placement, Turn-1/Turn-2+ TTFT and gain (``cache: turn_placement`` other than ``pd``); None otherwise."""
 
     @classmethod
     def of(
@@ -38,6 +41,7 @@ class CacheReport:
         *,
         mode: str,
         dual_path: DualPathReport | None = None,
+        turn_placement: PpdReport | None = None,
     ) -> CacheReport:
         """The report of ``classes`` on a deployment of ``mode`` (``disaggregated`` or ``colocated``)."""
         where = "colocated instances" if mode == "colocated" else "prefill instances"
@@ -49,13 +53,16 @@ class CacheReport:
             goodput_without_cache_rps,
             where,
             dual_path,
+            turn_placement,
         )
 
     @property
     def link_carries(self) -> str | None:
         """What crosses the P→D link (xPyD): the whole context's KV — a prefix hit saves prefill compute, not
         transfer (docs/prefix_cache.md §8); None on a colocated deployment."""
-        return None if self.lives_on == "colocated instances" else "whole context KV"
+        if self.lives_on == "colocated instances":
+            return None
+        return "whole context KV" if self.turn_placement is None else "whole context KV of the turns prefilled there"
 
     def gain(self, goodput_rps: float) -> float | None:
         """Goodput with the cache over goodput without it (None when not computed or 0 without)."""
@@ -66,6 +73,8 @@ class CacheReport:
         doc = self._document(goodput_rps)
         if self.dual_path is not None:  # only with read_paths: dual (prefill-only documents are unchanged)
             doc["dual_path"] = self.dual_path.to_document(goodput_rps)
+        if self.turn_placement is not None:  # only with a PPD policy (pd documents are unchanged)
+            doc["turn_placement"] = self.turn_placement.to_document(goodput_rps)
         return doc
 
     def _document(self, goodput_rps: float) -> dict[str, Any]:

@@ -87,6 +87,7 @@ from pdplan.serving.limits import (
     cache_read_limit,
     decode_binding,
 )
+from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
 from pdplan.serving.request_overhead import request_delay_s
@@ -400,7 +401,7 @@ def build_disaggregated(
     pipe = side.base.latency_s - side.base.service_s
     tandem = _tandem_link(res, xfer, pool, lq, pipe, cfg, side.prob)
     far = None if tandem is None else side_busy_s(xfer, hw.link, cfg.side_nics[1])
-    return DisaggregatedModel(
+    model = DisaggregatedModel(
         res,
         pool,
         np.asarray(xfer.exposed_s),
@@ -421,6 +422,7 @@ def build_disaggregated(
         side.classes,
         _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
     )
+    return place_turns(model)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
 
 
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,

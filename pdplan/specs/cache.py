@@ -82,6 +82,16 @@ class TurnPlacementSpec(FrozenModel):
     """``score``: w_tpot."""
 
 
+def _placement(value: object) -> object:
+    """A bare policy name in ``search.cache.turn_placement`` stands for that policy with its defaults."""
+    return {"policy": value} if isinstance(value, str) else value
+
+
+TurnPlacementChoice = Annotated[TurnPlacementSpec, BeforeValidator(_placement)]
+"""One entry of ``search.cache.turn_placement``: a policy name (``ppd``) or a full mapping
+(``{policy: threshold, append_threshold_tokens: 256}``)."""
+
+
 DualSplit = Literal["optimal", "snic-balanced"] | Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 """The decode path's share of hit reads (:class:`CacheSpec` ``dual_split``)."""
 
@@ -125,3 +135,6 @@ class CacheSearch(FrozenModel):
     tier_capacities: tuple[Annotated[tuple[TierSize, ...], Field(min_length=1)], ...] = ()
     read_paths: Annotated[tuple[ReadPaths, ...], Field(min_length=1)] = ("prefill",)
     """Offered only where a tier sits behind a storage NIC, and only to xPyD plans."""
+    turn_placement: Annotated[tuple[TurnPlacementChoice, ...], Field(min_length=1)] = (TurnPlacementSpec(),)
+    """PPD policies (and thresholds) to try: offered only to xPyD plans of a ``sessions`` workload with prefix caching
+    on (the colocated baseline and caching-off variants keep ``pd``; docs/prefix_cache.md §11)."""

@@ -8,7 +8,7 @@ transfer granularity it was priced with. The data models forbid unknown keys, li
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -82,6 +82,8 @@ class ExportPlan(_Lenient):
     prfaas: dict[str, object] | None = None
     priced: Priced | None = None
     """What the plan was priced with (``optimize --format json`` since issue #25); None in older documents."""
+    cache: dict[str, Any] | None = None
+    """The plan's cache setting and report (only PPD's ``turn_placement`` is read: the export's header note)."""
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:

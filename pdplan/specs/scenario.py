@@ -236,6 +236,7 @@ class Scenario(FrozenModel):
                 raise ValueError("mode colocated takes no prefill:/decode: blocks")
         if self.prfaas is not None and self.mode != "disaggregated":
             raise ValueError("prfaas: needs mode disaggregated (the local cluster's prefill and decode pools)")
+        _check_turn_placement(self)
         return self
 
     @property
@@ -246,3 +247,24 @@ class Scenario(FrozenModel):
         assert self.prefill is not None
         assert self.decode is not None
         return self.prefill.gpus + self.decode.gpus
+
+
+def _check_turn_placement(scenario: Scenario) -> None:
+    """A PPD policy other than ``pd`` needs what it acts on (docs/prefix_cache.md §11): an xPyD deployment (a Turn 2+
+    append runs on a decode instance), a ``sessions`` workload (turns to place) and prefix caching on (the decode
+    instance keeps the history in its prefix cache)."""
+    cache = scenario.cache
+    policy = "pd" if cache is None else cache.turn_placement.policy
+    if cache is None or policy == "pd":
+        return
+    why = (
+        "mode disaggregated (a Turn 2+ append runs on the decode instance holding its session)"
+        if scenario.mode != "disaggregated"
+        else "a sessions workload (multi-turn sessions to place)"
+        if scenario.workload.sessions is None
+        else "prefix_caching: true (the decode instance keeps the history in its prefix cache)"
+        if not cache.prefix_caching
+        else None
+    )
+    if why is not None:
+        raise ValueError(f"cache.turn_placement.policy {policy} needs {why}; use policy pd")

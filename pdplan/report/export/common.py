@@ -16,6 +16,7 @@ from typing import Literal
 
 from pdplan.errors import SpecError
 from pdplan.report.export.trtllm_data import TrtllmData
+from pdplan.serving.ppd_report import ENGINE_NOTE
 from pdplan.specs.base import validate_spec
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel, PlanDocument, PlanRole
@@ -213,9 +214,9 @@ def version_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> list
 
 
 def setting_warnings(chosen: Chosen, engine: str) -> list[str]:
-    """Warnings for settings the plan document does not record (the engine's own default applies instead), and
-    for a plan priced with another engine's profile."""
-    out = []
+    """Warnings for settings the plan document does not record (the engine's own default applies instead), for a
+    plan priced with another engine's profile, and for a PPD plan (:func:`ppd_warnings`)."""
+    out = ppd_warnings(chosen.plan)
     priced = chosen.doc.engine_name
     if priced is not None and priced != engine:
         out.append(f"the plan was priced with the {priced} engine profile, but it is exported for {engine}")
@@ -236,6 +237,23 @@ def setting_warnings(chosen: Chosen, engine: str) -> list[str]:
             "cache, and no MoE settings are written; re-run `pdplan optimize --format json`"
         )
     return out
+
+
+def ppd_warnings(plan: ExportPlan) -> list[str]:
+    """A plan priced with a PPD policy (``cache.turn_placement``, docs/prefix_cache.md §11): no stock engine runs it
+    (:data:`pdplan.serving.ppd_report.ENGINE_NOTE`); its priced gain against the same plan with ``pd``."""
+    cache = plan.cache or {}
+    setting = cache.get("turn_placement")
+    if not isinstance(setting, dict) or setting.get("policy", "pd") == "pd":
+        return []
+    report = (cache.get("report") or {}).get("turn_placement") or {}
+    pd, gain = report.get("goodput_pd_rps"), report.get("gain_vs_pd")
+    priced = (
+        f"; priced with {setting['policy']}: {plan.goodput_rps:.4g} req/s, with pd {pd:.4g} req/s ({gain:.3g}x)"
+        if isinstance(pd, int | float) and isinstance(gain, int | float)
+        else ""
+    )
+    return [ENGINE_NOTE + priced]
 
 
 def nodes_for(role: PlanRole, facts: GpuFacts, source: str) -> tuple[int, int]:

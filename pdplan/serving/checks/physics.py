@@ -64,6 +64,7 @@ from pdplan.queueing import decode_fixed_point, kv_footprint
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import step_bytes
@@ -265,6 +266,9 @@ class PhysicsBounds:
             )
         need = rate_rps * mean_sent * res.model.kv_bytes_per_token(kv_b)
         need += rate_rps * kv_shape_from_model(res.model, kv_b).state_bytes_per_sequence  # sent once per request
+        placement = placement_of(model)
+        if placement is not None:  # PPD: the turns appended on decode send nothing (pdplan.serving.ppd_model)
+            need *= 1.0 - placement.transfer_reduction
         out: list[Breach] = []
         for side, count, role in (("prefill", model.x, hw.prefill), ("decode", model.y, hw.decode)):
             nics = res.scenario.nics_per_instance or role.tp * role.pp  # default: one NIC per GPU

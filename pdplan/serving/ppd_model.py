@@ -1,0 +1,440 @@
+"""PPD placement applied to a built xPyD model (:mod:`pdplan.serving.ppd` derives the formulas; docs/prefix_cache.md
+§11).
+
+:func:`place_turns` takes the plain-disaggregation model of a ``sessions`` workload and returns the same
+:class:`~pdplan.serving.disaggregated.DisaggregatedModel` with the turns the policy places on decode as one more
+prefix-cache class per prompt bin, ``decode``:
+
+* **Which rows.** Per prompt bin k, the share ``d_k = Σ_t P(turn t | bin k)·f_t·π_t`` of its requests runs on decode
+  (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache._turn_bins`).
+  They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
+  refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
+* **Prefill pool** (:class:`PpdPool`): the pool serves only the prefill-side rows, at ``λ·(1 − s_D)``; its FCFS wait is
+  that of the thinned stream (the decode rows have no service and no wait: a :class:`~pdplan.queueing.batched_ttft.
+  PerBinWait` on the pool's own lattice, exact at the lattice points, whose decode rows are 0).
+* **KV link**: the decode rows carry no bytes (no service, infinite slack): the link's utilisation and wait fall with
+  the bytes saved (a zero-service customer leaves a Lindley recursion unchanged, so the M/G/1 sees the thinned stream
+  exactly). The link's wait is always the M/G/1 on its busy times with slack here, never the one-server-fed tandem
+  chain of :mod:`pdplan.queueing.link_delay` (its lattice iterates for minutes with the decode rows in it): where
+  plain disaggregation uses the chain, a PPD plan's link wait is priced by the other form (a limit).
+* **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
+  fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it; ρ_a is capped at
+  ``DECODE_U_MAX`` (past it the appends alone fill the instance: the slowed step puts the goodput below that rate).
+* **TTFT of a decode row**: the append's work and its extra steps, ``w + (⌈m/C⌉ − 1)·τ'`` as the row's own prefill;
+  under convention A the step boundary and the last step come from the model as for every row (under B, where the
+  prefill streams token 1 elsewhere, they are added here at the hit rates' rate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from pdplan.cache.lru_closed_form import ThinkTime
+from pdplan.errors import SpecError
+from pdplan.queueing import DecodeCapacity, WaitDistribution, decode_fixed_point
+from pdplan.queueing.batched_ttft import PerBinWait
+from pdplan.queueing.decode import LinearStepTime
+from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.linear_capacity import fast_decode_capacity
+from pdplan.serving.cache_domain import cache_rate
+from pdplan.serving.limits import DECODE_U_MAX
+from pdplan.serving.ppd import (
+    AppendGroups,
+    append_load,
+    append_work_s,
+    decode_session_workload,
+    decode_share,
+    held_probability,
+    routes_to_decode,
+    turns_pmf,
+)
+from pdplan.serving.prefill_pool import PrefillPool
+from pdplan.serving.prefix_cache import CacheClasses, _turn_bins, bin_edges
+from pdplan.serving.roles import DecodePerf
+from pdplan.serving.ttft import first_token_s, prefill_wait
+from pdplan.specs.session_laws import ExponentialTime, FixedTime, LognormalTime, TimeLaw
+from pdplan.specs.token_pmf import length_pmf
+from pdplan.types import FloatArray
+
+M = TypeVar("M")
+"""The serving model placed (a DisaggregatedModel)."""
+
+DECODE_CLASS = "decode"
+"""The name of the prefill-side class that holds the turns placed on decode."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlacement:
+    """What the placement found at the hit rates' rate (the reports' source)."""
+
+    policy: str
+    affine: bool
+    domains: int
+    rate_rps: float
+    free_tokens: float
+    """One decode domain's free KV: the histories' LRU capacity, tokens (filled by them: the occupancy they add)."""
+    held: FloatArray
+    """``[N]`` f_k: P(the decode instance holds turn k's previous history)."""
+    placed: FloatArray
+    """``[N]`` s_k = f_k·π_k: P(turn k runs on decode)."""
+    turn_share: FloatArray
+    """``[N]`` P(a request is turn k)."""
+    share_on_decode: float
+    append_tokens: float
+    work_s: float
+    rho_append: float
+    steps_with_append: float
+    tpot_factor: float
+    bytes_per_request: float
+    """Mean P→D bytes per request without PPD."""
+    bytes_saved_per_request: float
+    turn1_bins: FloatArray
+    """``[K]`` P(prompt bin | turn 1)."""
+    decode_by_bin: FloatArray
+    """``[K]`` d_k: the share of bin k's requests placed on decode."""
+    decode_rows: FloatArray
+    """``[K·(H+1)]`` 1.0 on the decode class's rows."""
+
+    @property
+    def transfer_reduction(self) -> float:
+        """Share of the P→D bytes the placement saves."""
+        return self.bytes_saved_per_request / self.bytes_per_request if self.bytes_per_request > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PpdPool(PrefillPool):
+    """The prefill pool of a PPD model: its arrays over every row (the decode rows with their append as latency and
+    no service), ``bin_prob`` the prefill-side rows' own law; rates are the whole deployment's (module docstring)."""
+
+    prefill_share: float = 1.0
+    """1 − s_D: the share of requests the pool serves."""
+    decode_rows: FloatArray | None = None
+    placement: TurnPlacement | None = None
+
+    @property
+    def capacity_rps(self) -> float:
+        """The whole deployment's rate at which the pool's share saturates it."""
+        return self.instances / float(self.point_prob @ self.point_service_s.ravel()) / self.prefill_share
+
+    def wait(self, rates: FloatArray) -> tuple[WaitDistribution | PerBinWait, FloatArray]:
+        service, prob = self.point_service_s.ravel(), self.point_prob
+        thinned = np.asarray(rates, dtype=np.float64) * self.prefill_share
+        base = prefill_wait(self.routing, thinned, service, prob, self.instances, arrival_ca2=self.arrival_ca2)
+        on_pool = 1.0 - (np.zeros(self.bin_prob.size) if self.decode_rows is None else self.decode_rows)
+        grid = np.where(on_pool[None, :, None] > 0, base.cdf_grid[:, None, :], 1.0)
+        mean = base.mean_s[:, None] * on_pool[None, :]
+        load = self.load(rates)
+        return PerBinWait(base.h_s, grid, mean, load), load
+
+
+def think_law(law: TimeLaw) -> ThinkTime:
+    """The cache model's think-time law (a uniform law as the lognormal of its mean and variance)."""
+    mean = max(law.mean_s(), 1e-9)
+    if isinstance(law, ExponentialTime):
+        return ThinkTime("exponential", mean)
+    if isinstance(law, FixedTime) or law.scv() <= 0.0:
+        return ThinkTime("fixed", mean)
+    sigma = law.sigma if isinstance(law, LognormalTime) else math.sqrt(math.log1p(law.scv()))
+    return ThinkTime("lognormal", mean, sigma)
+
+
+def applies(res: Any) -> bool:
+    """Whether PPD placement changes this resolved xPyD scenario: a prefix cache, a ``sessions`` workload and a
+    policy other than ``pd``."""
+    setup = res.cache
+    return bool(setup is not None and setup.reuse.sessions is not None and setup.spec.turn_placement.policy != "pd")
+
+
+@dataclass(frozen=True, slots=True)
+class _Decode:
+    """The decode side at the hit rates' rate: step, mean batch per rank, step boundary's busy share, free KV."""
+
+    tau_s: float
+    batch: float
+    busy: float
+    free_tokens: float
+
+
+def _decode_at(model: Any, rate_rps: float, step: LinearStepTime) -> _Decode:
+    """The decode fixed point at ``rate_rps`` (past the pool's stable range: at 0.99 of its capacity)."""
+    y, dp = model.y, model.res.hardware.decode.dp
+    rate = min(rate_rps, 0.99 * y * model.capacity.utilisation_rate_per_s)
+    try:
+        fixed = decode_fixed_point(np.array([rate / y]), model.cells, step)
+    except ValueError:
+        return _Decode(math.inf, 1.0, 1.0, 0.0)
+    resident = float(fixed.mean_context_tokens[0] + model.decode.state_tokens_per_seq * fixed.mean_seqs[0])
+    free = max(model.decode.kv_capacity_tokens - resident, 0.0) / dp
+    seqs = float(fixed.mean_seqs[0])
+    return _Decode(float(fixed.tau_mean_s[0]), seqs / dp, float(-math.expm1(-seqs)), free)
+
+
+def _scaled(step: LinearStepTime, rho: float) -> LinearStepTime:
+    """The step stretched by ``1/(1 − ρ_a)`` (ρ_a capped at ``DECODE_U_MAX``; :mod:`pdplan.serving.ppd`)."""
+    factor = 1.0 / (1.0 - min(max(rho, 0.0), DECODE_U_MAX))
+    return LinearStepTime(step.t0_s * factor, step.t1_s_per_seq * factor, step.t2_s_per_token * factor)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    placement: TurnPlacement
+    step: LinearStepTime
+    decode_latency_s: FloatArray
+    """``[K, J]`` a decode row's own-prefill offset per quadrature point."""
+
+
+def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _Decode) -> FloatArray:
+    """PD's mean TTFT of prompts of these lengths at the rate, from the plain model: the pool's mean wait, then each
+    bin's mean own prefill (its cache classes mixed) and exposed transfer, read at the prompt's length, and under
+    convention A the decode step boundary."""
+    k = model.res.lengths.input_tokens.size
+    w = model.cache.weights
+    try:
+        wait, _ = model.pool.wait(np.array([rate_rps]))
+    except ValueError:
+        return np.full(prompt_tokens.shape, math.inf)
+    mean = wait.mean_s @ model.bin_prob if wait.mean_s.ndim == 2 else wait.mean_s
+    own = (model.pool.point_latency_s.mean(axis=1) + model.exposed_s).reshape(k, -1)
+    per_bin = np.einsum("kh,kh->k", own, w)
+    boundary = first_token_s(model.convention, np.array([base.tau_s]), base.busy)[0]
+    return np.asarray(float(mean[0]) + np.interp(prompt_tokens, model.res.lengths.input_tokens, per_bin) + boundary)
+
+
+def _decisions(model: Any, rate_rps: float, work: FloatArray, steps: FloatArray, hist: FloatArray,
+               groups: AppendGroups, x0: _Decode, x1: _Decode) -> FloatArray:  # fmt: skip
+    """``[N, G]`` the score rule's decision per (turn, append group) above the bypass (:func:`routes_to_decode`),
+    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode)."""
+    spec = model.res.cache.spec.turn_placement
+    thr = spec.append_threshold_tokens
+    pd_ttft = _pd_ttft_s(model, rate_rps, hist[:, None] + groups.tokens[None, :], x0)
+    ppd_ttft = x1.busy * x1.tau_s / 2.0 + work + steps * x1.tau_s
+    out = np.zeros(work.shape)
+    for t in range(1, work.shape[0]):
+        for g in range(work.shape[1]):
+            figures = (float(pd_ttft[t, g]), float(ppd_ttft[t, g]), x0.tau_s, x1.tau_s)
+            weights = (spec.ttft_weight, spec.tpot_weight)
+            out[t, g] = routes_to_decode(t + 1, max(float(groups.tokens[g]), thr), thr, figures, weights)
+    return out
+
+
+def _plan(model: Any) -> _Plan:
+    """Where the turns go at the hit rates' rate, the appends' load and the decode rows' offsets (module docstring)."""
+    res = model.res
+    setup, hw = res.cache, res.hardware.decode
+    spec, sessions = setup.spec.turn_placement, setup.reuse.sessions
+    rate, y = cache_rate(res), model.y
+    x0 = _decode_at(model, rate, model.decode.step)
+    turns = turns_pmf(sessions)
+    reach = np.cumsum(turns[::-1])[::-1]
+    share = reach / reach.sum()
+    workload = decode_session_workload(sessions, rate, turns, think_law(sessions.think_time))
+    held, free = held_probability(workload, x0.free_tokens, y * hw.dp, setup.spec.routing == "affinity")
+    hist = np.r_[workload.system_tokens, workload.history_tokens[:-1]]  # H_{k−1} before turn k's append
+    law = length_pmf(sessions.new_tokens)
+    values = np.asarray(law.values, dtype=np.float64)
+    groups = AppendGroups.of(values, law.prob)
+    n, g = turns.size, groups.tokens.size
+    work, steps = append_work_s(hw, x0.batch, np.tile(groups.tokens, n), np.repeat(hist, g), res.chunk_tokens)
+    work, steps = work.reshape(n, g), steps.reshape(n, g)
+    decisions = None
+    if spec.policy == "score":
+        rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work[1:] @ groups.prob))))
+        x1 = _decode_at(model, rate, _scaled(model.decode.step, rho1))
+        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1)
+    pi, m_bar = np.zeros(n), np.zeros(n)
+    for t in range(1, n):
+        pi[t], m_bar[t] = decode_share(spec, values, law.prob, groups, None if decisions is None else decisions[t])
+    placed = held * pi
+    on_decode = float(share @ placed)
+    mean_m = float(share @ (placed * m_bar)) / on_decode if on_decode > 0 else 0.0
+    w_turn, _ = append_work_s(hw, x0.batch, np.maximum(m_bar, 1.0), hist, res.chunk_tokens)
+    work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
+    rho = append_load(rate * on_decode / y, work_s)
+    step = _scaled(model.decode.step, rho)
+    x = _decode_at(model, rate, step)
+    return _finish(model, _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free), step)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    rate_rps: float
+    x0: _Decode
+    x: _Decode
+    held: FloatArray
+    placed: FloatArray
+    turn_share: FloatArray
+    on_decode: float
+    append_tokens: float
+    work_s: float
+    rho: float
+    free_tokens: float
+
+
+def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
+    """The per-bin shares, bytes saved and the decode rows' offsets of the placement ``f``."""
+    res = model.res
+    setup, hw = res.cache, res.hardware.decode
+    k = res.lengths.input_tokens.size
+    turn_bins = _turn_bins(setup.reuse.sessions, f.placed.size, bin_edges(res.lengths.input_tokens))
+    marginal = f.turn_share @ turn_bins
+    decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ turn_bins) / np.maximum(marginal, 1e-300), 0.0)
+    bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
+    per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
+    points = res.input_points
+    work, steps = append_work_s(
+        hw, f.x0.batch, np.full(points.size, max(f.append_tokens, 1.0)),
+        np.maximum(points.ravel() - f.append_tokens, 0.0), res.chunk_tokens,
+    )  # fmt: skip
+    latency = (work + (steps - 1.0) * f.x.tau_s).reshape(points.shape)
+    if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
+        latency = latency + first_token_s("A", np.array([f.x.tau_s]), f.x.busy)[0]
+    rows = np.zeros((k, model.cache.classes + 1))
+    rows[:, -1] = 1.0
+    placement = TurnPlacement(
+        policy=setup.spec.turn_placement.policy,
+        affine=setup.spec.routing == "affinity",
+        domains=model.y * hw.dp,
+        rate_rps=f.rate_rps,
+        free_tokens=f.free_tokens,
+        held=f.held,
+        placed=f.placed,
+        turn_share=f.turn_share,
+        share_on_decode=float(bin_mass @ decode_bins),
+        append_tokens=f.append_tokens,
+        work_s=f.work_s,
+        rho_append=f.rho,
+        steps_with_append=float(-math.expm1(-f.rate_rps * f.on_decode / model.y * f.x.tau_s)),
+        tpot_factor=_stretch(f),
+        bytes_per_request=float(bin_mass @ per_bin_bytes),
+        bytes_saved_per_request=float((bin_mass * decode_bins) @ per_bin_bytes),
+        turn1_bins=np.asarray(turn_bins[0], dtype=np.float64),
+        decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
+        decode_rows=rows.ravel(),
+    )
+    return _Plan(placement, step, np.asarray(latency, dtype=np.float64))
+
+
+def _stretch(f: _Facts) -> float:
+    """The mean token interval with the appends over without (the fixed points'; past the decode pool's stable range,
+    the step's own stretch 1/(1 − ρ_a))."""
+    if math.isfinite(f.x.tau_s) and math.isfinite(f.x0.tau_s) and f.x0.tau_s > 0:
+        return f.x.tau_s / f.x0.tau_s
+    return 1.0 / (1.0 - min(f.rho, DECODE_U_MAX))
+
+
+def _column(values: FloatArray, k: int, fill: FloatArray | float) -> FloatArray:
+    """Rows ``[K·H, ...]`` with the decode class appended to each bin: ``[K·(H+1), ...]``."""
+    arr = np.asarray(values, dtype=np.float64)
+    per_bin = arr.reshape(k, -1, *arr.shape[1:])
+    extra = np.broadcast_to(np.asarray(fill, dtype=np.float64), (k, 1, *arr.shape[1:]))
+    return np.concatenate((per_bin, extra), axis=1).reshape(-1, *arr.shape[1:])
+
+
+def _rows(model: Any, decode_by_bin: FloatArray) -> FloatArray:
+    """``[K, H+1]`` P(bin, class) with each bin's decode share taken out of its hit classes in proportion (the rest,
+    if any, out of its misses; module docstring)."""
+    k = model.res.lengths.input_tokens.size
+    p = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
+    moved = p.sum(axis=1) * decode_by_bin
+    hit = p[:, 1:].sum(axis=1)
+    from_hits = np.minimum(moved, hit)
+    p[:, 1:] *= np.where(hit > 0, 1.0 - from_hits / np.maximum(hit, 1e-300), 1.0)[:, None]
+    p[:, 0] = np.maximum(p[:, 0] - (moved - from_hits), 0.0)
+    return np.concatenate((p, moved[:, None]), axis=1)
+
+
+def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
+    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to)."""
+    mass = rows.sum(axis=1, keepdims=True)
+    weights = np.where(mass > 0, rows / np.maximum(mass, 1e-300), 0.0)
+    weights[mass[:, 0] <= 0, 0] = 1.0
+    k, h = classes.weights.shape
+    share = np.zeros((k, h + 1, h + 1))
+    share[:, :h, :h] = classes.tier_share
+    return dataclasses.replace(
+        classes,
+        names=(*classes.names, DECODE_CLASS),
+        weights=weights,
+        hit_tokens=np.concatenate((classes.hit_tokens, decode_hits[:, None]), axis=1),
+        load_from=(*classes.load_from, None),
+        tier_share=share,
+        joint=None if classes.joint is None else rows / max(float(rows.sum()), 1e-300),
+    )
+
+
+def place_turns(built: M) -> M:
+    """``model`` (a :class:`~pdplan.serving.disaggregated.DisaggregatedModel` of plain disaggregation; typed Any: the
+    module it is built in imports this one) with the policy's turns on decode (module docstring); unchanged where PPD
+    does not apply (:func:`applies`)."""
+    model: Any = built
+    if not applies(model.res) or model.cache is None:
+        return built
+    if model.pool.batched is not None:
+        raise SpecError("PPD placement with batched prefill is not modelled", field="cache.turn_placement")
+    plan = _plan(model)
+    p = plan.placement
+    k = model.res.lengths.input_tokens.size
+    rows = _rows(model, p.decode_by_bin)
+    pool_rows = rows.copy()
+    pool_rows[:, -1] = 0.0
+    prefill_share = float(pool_rows.sum())
+    pool = model.pool
+    ppd_pool = PpdPool(
+        pool.routing,
+        pool.instances,
+        (pool_rows / max(prefill_share, 1e-300)).ravel(),
+        _column(pool.point_latency_s, k, plan.decode_latency_s[:, None, :]),
+        _column(pool.point_service_s, k, 0.0),
+        None,
+        pool.arrival_ca2,
+        prefill_share,
+        p.decode_rows,
+        p,
+    )
+    decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
+    decode, capacity = _decode_side(model, plan.step)
+    placed: M = dataclasses.replace(
+        model,
+        pool=ppd_pool,
+        exposed_s=_column(model.exposed_s, k, 0.0),
+        point_exposed_s=_column(model.point_exposed_s, k, 0.0),
+        transfer_bytes=_column(model.transfer_bytes, k, 0.0),
+        decode=decode,
+        capacity=capacity,
+        link_service_s=_column(model.link_service_s, k, 0.0),
+        link_slack_s=_column(model.link_slack_s, k, math.inf),
+        tandem=None,  # the link's wait as the M/G/1 on its busy times (module docstring)
+        far_service_s=None,
+        bin_prob=rows.ravel(),
+        cache=_classes(model.cache, rows, decode_hits),
+        admission=None if model.admission is None else _admission(model, decode, capacity),
+    )
+    return placed
+
+
+def _decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
+    """The decode instance's perf and capacity on the stretched step."""
+    decode = dataclasses.replace(model.decode, step=step)
+    capacity = fast_decode_capacity(
+        model.cells,
+        step,
+        kv_capacity_tokens=decode.kv_capacity_tokens,
+        max_num_seqs=decode.max_num_seqs,
+        utilisation_max=DECODE_U_MAX,
+        state_tokens_per_seq=decode.state_tokens_per_seq,
+    )
+    return decode, capacity
+
+
+def _admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
+    """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
+    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=model.res.engine.engine in RESERVING_ENGINES)
+    mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
+    return KvAdmission(
+        model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
+    )
