@@ -6,7 +6,7 @@
 prefix-cache class per prompt bin, ``decode``:
 
 * **Which rows.** Per prompt bin k, the share ``d_k = Σ_t P(turn t | bin k)·f_t·π_t`` of its requests runs on decode
-  (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache._turn_bins`).
+  (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache.turn_bins`).
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
 * **Prefill pool** (:class:`PpdPool`): the pool serves only the prefill-side rows, at ``λ·(1 − s_D)``; its FCFS wait is
@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
 from pdplan.queueing import DecodeCapacity, WaitDistribution, decode_fixed_point
 from pdplan.queueing.batched_ttft import PerBinWait
@@ -54,10 +53,9 @@ from pdplan.serving.ppd import (
     turns_pmf,
 )
 from pdplan.serving.prefill_pool import PrefillPool
-from pdplan.serving.prefix_cache import CacheClasses, _turn_bins, bin_edges
+from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
 from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, prefill_wait
-from pdplan.specs.session_laws import ExponentialTime, FixedTime, LognormalTime, TimeLaw
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
 
@@ -130,17 +128,6 @@ class PpdPool(PrefillPool):
         mean = base.mean_s[:, None] * on_pool[None, :]
         load = self.load(rates)
         return PerBinWait(base.h_s, grid, mean, load), load
-
-
-def think_law(law: TimeLaw) -> ThinkTime:
-    """The cache model's think-time law (a uniform law as the lognormal of its mean and variance)."""
-    mean = max(law.mean_s(), 1e-9)
-    if isinstance(law, ExponentialTime):
-        return ThinkTime("exponential", mean)
-    if isinstance(law, FixedTime) or law.scv() <= 0.0:
-        return ThinkTime("fixed", mean)
-    sigma = law.sigma if isinstance(law, LognormalTime) else math.sqrt(math.log1p(law.scv()))
-    return ThinkTime("lognormal", mean, sigma)
 
 
 def applies(res: Any) -> bool:
@@ -280,9 +267,9 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
     res = model.res
     setup, hw = res.cache, res.hardware.decode
     k = res.lengths.input_tokens.size
-    turn_bins = _turn_bins(setup.reuse.sessions, f.placed.size, bin_edges(res.lengths.input_tokens))
-    marginal = f.turn_share @ turn_bins
-    decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ turn_bins) / np.maximum(marginal, 1e-300), 0.0)
+    per_turn = turn_bins(setup.reuse.sessions, f.placed.size, bin_edges(res.lengths.input_tokens))
+    marginal = f.turn_share @ per_turn
+    decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ per_turn) / np.maximum(marginal, 1e-300), 0.0)
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     points = res.input_points
@@ -312,7 +299,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         tpot_factor=_stretch(f),
         bytes_per_request=float(bin_mass @ per_bin_bytes),
         bytes_saved_per_request=float((bin_mass * decode_bins) @ per_bin_bytes),
-        turn1_bins=np.asarray(turn_bins[0], dtype=np.float64),
+        turn1_bins=np.asarray(per_turn[0], dtype=np.float64),
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
     )

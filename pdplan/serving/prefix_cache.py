@@ -271,7 +271,7 @@ def _bands(setup: CacheSetup, domain: Domain) -> _Bands:
     return _Bands(tuple(local), edges, pool)
 
 
-def _think(law: TimeLaw) -> ThinkTime:
+def think_law(law: TimeLaw) -> ThinkTime:
     """The cache model's think-time law (a uniform law as the lognormal of its mean and variance)."""
     mean = max(law.mean_s(), 1e-9)
     if isinstance(law, ExponentialTime):
@@ -295,7 +295,7 @@ def _turns_pmf(spec: SessionsSpec) -> FloatArray:
     return out
 
 
-def _turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
+def turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
     """:func:`_turn_bins_of`, computed once per (spec, turns, edges): it depends on neither the rate nor the
     capacities, which the goodput search and the optimiser vary."""
     return _turn_bins_cached(spec, turns, tuple(float(e) for e in edges))
@@ -411,7 +411,7 @@ def _session_keys(
         system_tokens=float(spec.system_prompt_tokens),
         append_tokens=length_pmf(spec.new_tokens).mean(),
         output_tokens=length_pmf(spec.output_tokens).mean(),
-        think_time=_think(spec.think_time),
+        think_time=think_law(spec.think_time),
         turn_duration_s=duration_s,
         outputs_cached=domain.holds_outputs,
         system_prompts=spec.distinct_system_prompts,  # sessions spread over them and share them (simulator alike)
@@ -431,7 +431,7 @@ def _session_keys(
         pool = (glob.hit_probability, glob.hit_tokens)
     probs, toks = _bands_from_levels(levels, tokens, pool)
     turn_share = reach[:n] / reach[:n].sum()
-    return _PerKey(probs, toks, turn_share[:, None] * _turn_bins(spec, n, edges))
+    return _PerKey(probs, toks, turn_share[:, None] * turn_bins(spec, n, edges))
 
 
 def _prefix_lengths(spec: SharedPrefixSpec) -> FloatArray:
