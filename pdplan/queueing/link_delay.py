@@ -88,9 +88,16 @@ def tail_bands(points: int) -> tuple[FloatArray, FloatArray]:
     return (edges[:-1] + edges[1:]) / 2.0, np.diff(edges)
 
 
-def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int) -> tuple[FloatArray, FloatArray]:
-    """Atom plus ``points`` band quantiles (:func:`tail_bands`) of one cdf row over ``values_s``."""
-    mids, widths = tail_bands(points)
+def discretise(
+    atom: float,
+    cdf: FloatArray,
+    values_s: FloatArray,
+    points: int,
+    bands: tuple[FloatArray, FloatArray] | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Atom plus ``points`` band quantiles (:func:`tail_bands`, or ``bands`` already computed) of one cdf row over
+    ``values_s``."""
+    mids, widths = tail_bands(points) if bands is None else bands
     top = float(cdf[-1])
     lv = np.clip(atom + (1.0 - atom) * mids, atom, top - 1e-12)
     pts = np.concatenate(([0.0], np.interp(lv, cdf, values_s)))
@@ -155,11 +162,13 @@ def tandem_delay(
     n_rates, n_bins = theta.size, link.prob.size
     pts = np.zeros((n_rates, n_bins, points + 1))
     wts = np.zeros_like(pts)
+    bands = tail_bands(points)
+    mass = pmf.sum(axis=2)
+    cdf = np.cumsum(pmf / np.maximum(mass, 1e-300)[:, :, None], axis=2)
     for r in range(n_rates):
         grid = np.arange(cells) * h[r]
         for k in range(n_bins):
-            row = pmf[r, k] / max(float(pmf[r, k].sum()), 1e-300)
-            pts[r, k], wts[r, k] = discretise(float(row[0]), np.cumsum(row), grid, points)
+            pts[r, k], wts[r, k] = discretise(float(cdf[r, k, 0]), cdf[r, k], grid, points, bands)
     return BinDelay(np.maximum(0.0, pts - link.slack_s[None, :, None]), wts)
 
 

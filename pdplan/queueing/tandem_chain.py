@@ -27,11 +27,9 @@ P(W > 0) within 0.005, means −1.5…−0.6 %, P90 within 1.1 %. The lump costs
 prefill queue meets a nearly saturated link: at prefill loads 0.55–0.64 with link loads 0.84–0.9
 means come out 9–15 % low with L = 3 (within 1 % with L = 8 on two of them).
 
-**Lattice.** W lives on the lattice ``{0, h, 2h, …}`` of ``cells`` cells per rate; one step shifts
-by ``a_k`` (a bincount), takes the idle branch's ``Exp(θ)`` off by an FFT correlation, clears
-``b_k'`` for each next bin and mixes N by the Poisson matrix of that bin. The iteration runs to an
-L1 change below ``tol``. A shift x (a carry or a clearance) is rarely a whole number of cells:
-with ``x/h = i + f``, ``i = ⌊x/h⌋``, ``0 ≤ f < 1``, each shift moves a cell's mass i cells with
+**Lattice.** W lives on the lattice ``{0, h, 2h, …}`` of ``cells`` cells per rate (one step: **One step**
+below). The iteration runs to an L1 change below ``tol``. A shift x (a carry or a clearance) is rarely a whole
+number of cells: with ``x/h = i + f``, ``i = ⌊x/h⌋``, ``0 ≤ f < 1``, each shift moves a cell's mass i cells with
 weight ``1 − f`` and ``i + 1`` cells with weight f (:func:`split_cells`), a two-point shift x̃ with
 
 * the exact mean: ``E[x̃] = (1 − f)·ih + f·(i + 1)h = (i + f)·h = x``. So ``E[ã_k] = a_k`` and
@@ -60,6 +58,27 @@ nearest-cell rounding's mean changes by factors up to 3, in either direction. Th
 continuous law, is rounded to the nearest cell (:func:`idle_exp_pmf`): its mean
 ``h/(2 sinh(θh/2))`` is 1/θ to a relative ``(θh)²/24``. The far side's wait V enters by its cdf at
 the lattice points, i.e. rounded up to the next cell (up to h high).
+
+**One step.** The iterate is ``Y``, the law of ``W_k + a_k`` (before the idle gap and the next clearance) on
+``width = cells + ⌊max a⌋ + 1`` cells per level N, summed over k's bin: that is all the next request depends on,
+and it is ``levels × width`` numbers where the per-bin laws are ``K`` times more. From Y:
+
+1. Z by base level ``m = (N − 1)⁺``: N = 0 takes the idle gap ``Exp(θ)`` off (an FFT correlation), the lump
+   splits by r (:func:`_base_levels`);
+2. for each next bin k, ``W' = max(0, Z − b_k)`` as a cdf: a window of Z's cdf starting ``⌊b_k⌋`` cells up,
+   with the split's weight f on the next cell (:func:`_clear_cdf`);
+3. the far side's wait: ``P(max(W', V) ≤ j) = P(W' ≤ j)·P(V ≤ j)`` (:func:`_later`);
+4. N mixes by bin k's Poisson matrix, times ``p_k``, and the carry's split weights ``1 − f``, f are folded into
+   that matrix (one batched matrix product, :attr:`_Lattice.mix_split`);
+5. each bin's two parts are added ``⌊a_k⌋`` and ``⌊a_k⌋ + 1`` cells up, as cdfs (a cdf past its last cell stays
+   at its total), and Y' is their difference (:func:`_carried`).
+
+Bins with ``p_k = 0`` (a class a cache tier can never serve, say) add nothing to Y' and are not iterated; their
+row of the result is zero, as the per-bin law's mass is ``p_k``. The L1 change of Y bounds that of the per-bin
+laws of the next step (both maps are Markov operators, which never expand L1), so the stop on Y's change is at
+least as strict. Rewritten from an iteration on the per-bin laws (a bincount for the carry, a sliding-window
+gather for the clearance): the same fixed point (on the chat-sessions example's 133 chains, per-bin laws within
+2e-8 in L1, mean waits within 4e-7 relative, P90 cells identical) at 2.6× less CPU.
 
 **Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps, Aitken's extrapolation,
 and the error it raises when even that does not settle).
@@ -156,19 +175,23 @@ def idle_exp_pmf(theta: FloatArray, h_s: FloatArray, cells: int) -> FloatArray:
 
 @dataclass(frozen=True, slots=True)
 class _Lattice:
-    """Cell shifts (whole cells ``a_cell = ⌊a/h⌋``, ``b_cell = ⌊b/h⌋`` and the split weights of the
-    cell above, ``a_frac``, ``b_frac``: module docstring) and the fixed transforms of one solve."""
+    """What one solve keeps fixed (**One step**): the live bins (``p_k > 0``), their carries (whole cells
+    ``a_cell = ⌊a/h⌋`` and split weight ``a_frac`` of the cell above), the start of each clearance's window into
+    Z's cdf (``start = width + ⌊b/h⌋``, capped) and its split weight ``b_frac``, the level mixing with the bin's
+    probability and the carry's split folded in, and the idle gap's transform."""
 
+    live: IntArray
     a_cell: IntArray
     a_frac: FloatArray
-    b_cell: IntArray
+    start: IntArray
     b_frac: FloatArray
+    mix_split: FloatArray
+    """``[R, K', 2·levels, levels]``: ``(1 − f_a)·p_k·P_k`` over ``f_a·p_k·P_k`` (rows n, columns m)."""
+    mix_p_cols: FloatArray
+    """``[R, K', levels]``: ``p_k·Σ_n P_k[n, m]``, each level's mass after the mixing (1 up to round-off)."""
     width: int
     size: int
     idle_fft: npt.NDArray[np.complex128]
-    flat: IntArray
-    """Target cell of each ``[r, k, n, i]`` (bin-major; i = 0 … cells: the spread law, :func:`_carry`)
-    after the ``⌊a⌋`` shift."""
 
 
 def split_cells(x_s: FloatArray, h: FloatArray) -> tuple[IntArray, FloatArray]:
@@ -180,16 +203,19 @@ def split_cells(x_s: FloatArray, h: FloatArray) -> tuple[IntArray, FloatArray]:
     return whole.astype(np.intp), np.asarray(cells - whole, dtype=np.float64)
 
 
-def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, levels: int) -> _Lattice:
-    n_rates = theta.size
-    a_cell, a_frac = split_cells(np.maximum(inputs.carry_s, 0.0), h)
-    b_cell, b_frac = split_cells(inputs.clear_s, h)
+def _lattice(inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, lump: int) -> _Lattice:
+    """The fixed parts of one solve over the live bins (:class:`_Lattice`)."""
+    live = np.flatnonzero(inputs.prob > 0.0)
+    a_cell, a_frac = split_cells(np.maximum(inputs.carry_s[live], 0.0), h)
+    b_cell, b_frac = split_cells(inputs.clear_s[live], h)
     width = cells + int(a_cell.max()) + 1  # the top cell, shifted by ⌊a⌋ + 1, lands on width − 1
     size = 1 << int(np.ceil(np.log2(2 * width)))
     idle_fft = np.fft.rfft(idle_exp_pmf(theta, h, width), size)
-    row = np.arange(n_rates * levels).reshape(n_rates, 1, levels, 1)  # bin-major: [R, K, levels, cells + 1]
-    flat = row * width + a_cell[:, :, None, None] + np.arange(cells + 1)[None, None, None, :]
-    return _Lattice(a_cell, a_frac, b_cell, b_frac, width, size, idle_fft, flat.ravel())
+    mix = level_matrix(theta, inputs.service_s[live], lump) * inputs.prob[live][None, :, None, None]
+    f = a_frac[:, :, None, None]
+    mix_split = np.concatenate([mix - f * mix, f * mix], axis=2)
+    start = np.minimum(width + b_cell, 2 * width)  # Z ≤ ⌊b⌋ for all of Z's lattice beyond 2·width
+    return _Lattice(live, a_cell, a_frac, start, b_frac, mix_split, mix.sum(axis=2), width, size, idle_fft)
 
 
 def drift_s(inputs: ChainInputs, theta: FloatArray) -> FloatArray:
@@ -217,7 +243,7 @@ def stationary_wait(
     max_iter: int = 2000,
     tail_max: float | None = None,
 ) -> FloatArray | None:
-    """Per-bin sub-pmf ``[R, K, cells]`` of each stream's start wait (module docstring).
+    """Per-bin sub-pmf ``[R, K, cells]`` of each stream's start wait, of mass ``p_k`` (module docstring).
 
     ``far_cdf`` ``[R, cells]``: cdf of an independent wait V the stream must also clear (the far
     side's NICs); the stream starts after ``max(W, V)`` and holds the link from then. Up to
@@ -227,63 +253,95 @@ def stationary_wait(
     than this on the last cell, for any rate (W's mass there only grows, module docstring: the law would run past
     the lattice).
     """
-    n_rates, levels, p = theta.size, lump + 1, inputs.prob
-    head = embedded_head(theta, p, inputs.service_s, lump)
+    head = embedded_head(theta, inputs.prob, inputs.service_s, lump)
     share = head[:, -1]
-    mix = level_matrix(theta, inputs.service_s, lump)
-    lat = _lattice(inputs, theta, h, cells, levels)
-    mix_p = mix * p[None, :, None, None]  # and the next bin's probability
+    lat = _lattice(inputs, theta, h, cells, lump)
 
-    def step(g: FloatArray) -> FloatArray:
-        y = _carry(g if far_cdf is None else _later(g, far_cdf), lat, n_rates, levels)
-        z, totals = _base_levels(y, share, lat, cells)
-        cleared = _clear(z, lat.width, totals, lat, cells)  # [R, m, K, cells]
-        return _mix(mix_p, cleared)
+    def step(y: FloatArray) -> FloatArray:
+        return _carried(np.matmul(lat.mix_split, _later(_cleared_cdf(y, share, lat, cells), far_cdf)), lat)
 
-    g = _bin_major((n_rates, levels, p.size, cells))
-    g[:, :, :, 0] = head[:, :levels, None] * p[None, None, :]
-
-    def watched(g: FloatArray) -> FloatArray:
-        nxt = step(g)
-        if tail_max is not None and float(nxt[..., -1].sum(axis=(1, 2)).max()) > tail_max:
+    def watched(y: FloatArray) -> FloatArray:
+        cleared = _cleared_cdf(y, share, lat, cells)
+        if tail_max is not None and float(_top_mass(cleared, inputs.prob[lat.live]).max()) > tail_max:
             raise _PastLattice
-        return nxt
+        return _carried(np.matmul(lat.mix_split, _later(cleared, far_cdf)), lat)
 
-    try:
-        run = power(watched, g, tol, max_iter)  # the plain iterates from the empty link: Loynes-monotone
+    try:  # the plain iterates from the empty link: Loynes-monotone
+        run = power(watched, _carried(_empty(head, inputs.prob[lat.live], lat, cells, far_cdf), lat), tol, max_iter)
     except _PastLattice:
         return None
     # Slow mixing near link saturation (module docstring): extrapolate, never a silent estimate.
-    g = run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
-    out = g if far_cdf is None else _later(g, far_cdf)
-    return np.asarray(out.sum(axis=1), dtype=np.float64)
+    y = run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
+    cleared = _later(_cleared_cdf(y, share, lat, cells), far_cdf)  # [R, K', m, cells]
+    out = np.zeros((theta.size, inputs.prob.size, cells))
+    out[:, lat.live] = np.diff(np.einsum("rkm,rkmc->rkc", lat.mix_p_cols, cleared), axis=2, prepend=0.0)
+    return out
 
 
-def _bin_major(shape: tuple[int, int, int, int]) -> FloatArray:
-    """Zeros of logical shape ``[R, levels, K, c]`` stored bin-major, ``[R, K, levels, c]`` in memory:
-    the layout :func:`_mix` writes the iterates in, so that their element-wise steps run in order."""
-    n_rates, levels, n_bins, c = shape
-    return np.zeros((n_rates, n_bins, levels, c)).transpose(0, 2, 1, 3)
+def _empty(head: FloatArray, prob: FloatArray, lat: _Lattice, cells: int, far_cdf: FloatArray | None) -> FloatArray:
+    """The empty link (W = 0, N at its stationary law ``head``) as the split start-wait cdfs
+    ``[R, K', 2·levels, cells]`` that :func:`_carried` takes: ``max(0, V) = V``."""
+    levels = lat.mix_split.shape[3]
+    f = lat.a_frac[:, :, None]
+    mass = prob[None, :, None] * head[:, None, :levels]  # [R, K', levels]
+    split = np.concatenate([mass - f * mass, f * mass], axis=2)[..., None]
+    far = np.ones((head.shape[0], cells)) if far_cdf is None else far_cdf.copy()
+    far[:, -1] = 1.0  # mass at or beyond the last cell stays there (:func:`_later`)
+    return np.asarray(split * far[:, None, None, :], dtype=np.float64)
 
 
-def _mix(mix_p: FloatArray, cleared: FloatArray) -> FloatArray:
-    """``g'[r, n, k, c] = Σ_m mix_p[r, k, n, m]·cleared[r, m, k, c]`` (one small matrix product per
-    rate and bin), stored bin-major (:func:`_bin_major`)."""
-    return np.asarray(np.matmul(mix_p, cleared.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), dtype=np.float64)
+def _cleared_cdf(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> FloatArray:
+    """The start waits' cdfs ``[R, K', levels, cells]`` from Y (``[R, levels, 1, width]``): Z by base level
+    (:func:`_base_levels`), cleared by each live next bin's b (:func:`_clear_cdf`)."""
+    z, total = _base_levels(y[:, :, 0], share, lat, cells)
+    return _clear_cdf(z, total, lat, cells)
 
 
-def _carry(g: FloatArray, lat: _Lattice, n_rates: int, levels: int) -> FloatArray:
-    """``Y[r, n, i] = Σ_k (1 − f_rk)·g[r, n, k, i − ⌊a_rk⌋] + f_rk·g[r, n, k, i − ⌊a_rk⌋ − 1]`` on
-    ``width`` cells (``f = a_frac``: the mean-preserving split of the carry): each bin's law is
-    first spread over one more cell (``(1 − f)·g`` in place, ``f·g`` a cell up), then shifted by
-    ``⌊a⌋`` in one bincount (bin-major, as :data:`_Lattice.flat`)."""
-    up = g * lat.a_frac[:, None, :, None]
-    spread = _bin_major((*g.shape[:-1], g.shape[-1] + 1))
-    np.subtract(g, up, out=spread[..., :-1])
-    spread[..., 1:] += up
-    weights = spread.transpose(0, 2, 1, 3).ravel()  # memory order: a view
-    out = np.bincount(lat.flat, weights=weights, minlength=n_rates * levels * lat.width)
-    return np.asarray(out.reshape(n_rates, levels, lat.width), dtype=np.float64)
+def _clear_cdf(z: FloatArray, total: FloatArray, lat: _Lattice, cells: int) -> FloatArray:
+    """cdf of ``W' = max(0, Z − b_k)`` per live next bin k and base level m, ``[R, K', levels, cells]``, with b_k
+    split between ``⌊b_k⌋`` (weight ``1 − f``) and ``⌊b_k⌋ + 1`` cells (weight f = ``b_frac``):
+    ``P(W' ≤ j) = P(Z ≤ j + ⌊b⌋) + f·P(Z = j + ⌊b⌋ + 1)`` below the last cell, which holds Z's whole mass
+    ``total[r, m]`` (mass at or beyond it is kept there; the caller checks it stays small).
+
+    ``z[r, m, i]`` is ``P(Z = i − width)``, zero-padded by ``cells`` at the top. Mass it lacks against ``total``
+    (the idle gaps past the FFT's span) lies below the lattice, ≤ every clearance: it joins the atom at 0.
+    """
+    cum = np.cumsum(z, axis=2)
+    cum += (total - cum[:, :, -1])[:, :, None]
+    n_rates, n_live, levels = lat.start.shape[0], lat.start.shape[1], z.shape[1]
+    out = np.empty((n_rates, n_live, levels, cells))
+    for r in range(n_rates):
+        for k, (s, f) in enumerate(zip(lat.start[r].tolist(), lat.b_frac[r].tolist(), strict=True)):
+            body = out[r, k, :, :-1]
+            np.multiply(z[r, :, s + 1 : s + cells], f, out=body)
+            body += cum[r, :, s : s + cells - 1]
+    out[..., -1] = total[:, None, :]
+    return out
+
+
+def _top_mass(cleared: FloatArray, prob: FloatArray) -> FloatArray:
+    """Per rate, the start waits' mass on the lattice's last cell, ``Σ_k p_k Σ_m (total_m − P(W'_km ≤ last − 1))``
+    (the level mixing keeps each column's mass)."""
+    gap = cleared[..., -1] - cleared[..., -2]  # [R, K', m]
+    return np.asarray(np.einsum("k,rkm->r", prob, gap), dtype=np.float64)
+
+
+def _carried(split: FloatArray, lat: _Lattice) -> FloatArray:
+    """Y' (``[R, levels, 1, width]``): each live bin's start-wait cdfs (``split``: ``(1 − f_a)·`` over ``f_a·``
+    its mixed cdf, ``[R, K', 2·levels, cells]``) shifted by ``⌊a_k⌋`` and ``⌊a_k⌋ + 1`` cells and summed, in cdf
+    form (a cdf past its last cell stays at its total: added once as a step), then differenced."""
+    n_rates, _, two_levels, cells = split.shape
+    levels = two_levels // 2
+    cdf = np.zeros((n_rates, levels, lat.width + 1))
+    tops = np.zeros((n_rates, lat.width + 1, levels))  # where each shifted cdf's flat top starts: its total
+    for r in range(n_rates):
+        for k, shift in enumerate(lat.a_cell[r].tolist()):
+            cdf[r, :, shift : shift + cells] += split[r, k, :levels]
+            cdf[r, :, shift + 1 : shift + cells + 1] += split[r, k, levels:]
+        np.add.at(tops[r], lat.a_cell[r] + cells, split[r, :, :levels, -1])
+        np.add.at(tops[r], lat.a_cell[r] + cells + 1, split[r, :, levels:, -1])
+    cdf += np.cumsum(tops, axis=1).transpose(0, 2, 1)
+    return np.diff(cdf[:, :, None, : lat.width], axis=3, prepend=0.0)
 
 
 def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> tuple[FloatArray, FloatArray]:
@@ -313,36 +371,9 @@ def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int) 
     return np.asarray(np.maximum(corr[:, ::-1], 0.0), dtype=np.float64)  # P(Y − I = i − width)
 
 
-def _clear(z: FloatArray, zero_index: int, total: FloatArray, lat: _Lattice, cells: int) -> FloatArray:
-    """``W' = max(0, Z − b_k)`` per level and next bin k, shape ``[R, levels, K, cells]``, with b_k
-    split between ``⌊b_k⌋`` (weight ``1 − f``) and ``⌊b_k⌋ + 1`` cells (weight f = ``b_frac``).
-
-    ``z[r, m, i]`` is ``P(Z = i − zero_index)`` (zero-padded by ``cells`` at the top) and
-    ``total[r, m]`` Z's whole mass (any part below the lattice is ≤ b_k: the atom). Mass at or
-    beyond the last cell is kept there (the caller checks it stays small).
-    """
-    n_rates, levels, length = z.shape
-    n = length - cells
-    start = np.minimum(zero_index + lat.b_cell, n - 1)[:, None, :]  # [R, 1, K]: index of Z = ⌊b_k⌋
-    win = np.lib.stride_tricks.sliding_window_view(z, cells - 1, axis=2)
-    rows, lv = np.arange(n_rates)[:, None, None], np.arange(levels)[None, :, None]
-    low = win[rows, lv, start + 1]  # P(Z − ⌊b_k⌋ = j), j = 1 … cells − 1
-    body = win[rows, lv, start + 2]  # P(Z − ⌊b_k⌋ − 1 = j), then in place (a contiguous copy: fast)
-    f = lat.b_frac[:, None, :]
-    body -= low
-    body *= f[..., None]
-    body += low  # (1 − f)·P(Z − ⌊b⌋ = j) + f·P(Z − ⌊b⌋ − 1 = j)
-    out = np.empty((n_rates, levels, lat.b_cell.shape[1], cells))
-    out[..., 1:] = body
-    cum = np.cumsum(z, axis=2)
-    beyond = cum[:, :, -1:] - (1.0 - f) * cum[rows, lv, start + cells - 1] - f * cum[rows, lv, start + cells]
-    out[..., -1] += np.maximum(beyond, 0.0)
-    out[..., 0] = np.maximum(total[:, :, None] - out[..., 1:].sum(axis=3), 0.0)
-    return out
-
-
-def _later(g: FloatArray, far_cdf: FloatArray) -> FloatArray:
-    """Sub-pmfs of ``max(W, V)`` on the lattice: ``P(max ≤ i) = P(W ≤ i)·P(V ≤ i)``."""
-    cdf = np.cumsum(g, axis=3) * far_cdf[:, None, None, :]
-    cdf[..., -1] = g.sum(axis=3)  # mass at or beyond the last cell stays there
-    return np.asarray(np.diff(cdf, axis=3, prepend=0.0), dtype=np.float64)
+def _later(starts: FloatArray, far_cdf: FloatArray | None) -> FloatArray:
+    """cdfs of ``max(W, V)`` on the lattice: ``P(max ≤ i) = P(W ≤ i)·P(V ≤ i)``; mass at or beyond the last cell
+    stays there (``starts``: cdfs ``[R, K', levels, cells]``, changed in place)."""
+    if far_cdf is not None:
+        starts[..., :-1] *= far_cdf[:, None, None, :-1]
+    return starts

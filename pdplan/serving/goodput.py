@@ -96,8 +96,11 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
     lo, hi = float(grid[i - 1]), float(grid[i])
 
     seen: dict[float, Snapshot] = {}  # brentq's root is almost always its last evaluation: reuse that snapshot
+    ends = {lo: float(margin[i - 1]), hi: float(margin[i])}  # brentq starts from the bracket's ends: known
 
     def gap(lam: float) -> float:
+        if lam in ends:
+            return ends[lam]
         if lam not in seen:
             try:
                 snap = model.snapshot(np.array([lam]))

@@ -128,15 +128,16 @@ def test_split_shift_keeps_the_mean_exactly() -> None:
     cells, one per level: 0, 0, 0.3, 3.3)."""
     inputs = ChainInputs(np.ones(1), np.ones(1), np.array([0.023]), np.array([0.017]))
     cells, levels, z_cells = 16, 4, np.array([0, 1, 2, 5])
-    lat = tandem_chain._lattice(inputs, np.array([1.0]), np.array([0.01]), cells, levels)
-    g = np.zeros((1, levels, 1, cells))
-    g[0, :, 0, 3] = 1.0
-    carried = tandem_chain._carry(g, lat, 1, levels)[0, 0]
+    lat = tandem_chain._lattice(inputs, np.array([1.0]), np.array([0.01]), cells, levels - 1)
+    at_3 = (np.arange(cells) >= 3).astype(float)  # a point mass on cell 3, as a cdf
+    split = np.concatenate([0.7 * np.ones((levels, 1)), 0.3 * np.ones((levels, 1))]) * at_3
+    carried = tandem_chain._carried(split[None, None], lat)[0, 0, 0]
     np.testing.assert_allclose(carried[[5, 6]], [0.7, 0.3])
     assert carried @ np.arange(lat.width) == pytest.approx(5.3)
     z = np.zeros((1, levels, 2 * lat.width + cells))
     z[0, np.arange(levels), lat.width + z_cells] = 1.0
-    cleared = tandem_chain._clear(z, lat.width, np.ones((1, levels)), lat, cells)[0, :, 0]
+    cdf = tandem_chain._clear_cdf(z, np.ones((1, levels)), lat, cells)[0, 0]
+    cleared = np.diff(cdf, axis=1, prepend=0.0)
     np.testing.assert_allclose(cleared.sum(axis=1), 1.0)
     np.testing.assert_allclose(cleared @ np.arange(cells), np.maximum(z_cells - 1.7, 0.0), atol=1e-12)
 
@@ -188,3 +189,21 @@ def test_poisson_pmf_by_hand() -> None:
     got = poisson_pmf(np.array([0.0, 3.0, 2.0]), np.array([0.0, 0.0, 1.5]))
     assert got == pytest.approx([1.0, 0.0, math.exp(-1.5) * 1.5**2 / 2.0], rel=1e-12, abs=1e-300)
     assert got[2] == pytest.approx(0.251021, abs=1e-6)
+
+
+def test_bins_that_never_occur_change_nothing() -> None:
+    """A bin with p = 0 (a cache class no request falls in) is not iterated: its row is zero, and the other bins'
+    laws are those of the chain without it, to round-off."""
+    theta = np.array([0.6 / float(SLOW.prob @ SLOW.service_s)])
+    base = stationary_wait(SLOW, theta, SLOW_H, 512, max_iter=4000)
+    padded = ChainInputs(
+        np.array([0.0, *SLOW.prob]),
+        np.array([0.3, *SLOW.service_s]),
+        np.array([2.0, *SLOW.carry_s]),
+        np.array([0.3, *SLOW.clear_s]),
+    )
+    got = stationary_wait(padded, theta, SLOW_H, 512, max_iter=4000)
+    assert base is not None
+    assert got is not None
+    assert not got[0, 0].any()
+    np.testing.assert_allclose(got[0, 1:], base[0], rtol=0.0, atol=1e-15)
