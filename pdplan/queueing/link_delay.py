@@ -28,6 +28,8 @@ quantiles of the positive part at the middles of probability bands that refine t
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,22 +193,50 @@ def _on_lattice(
         if not stable[r]:
             return None
         try:
-            pmf = stationary_wait(
-                inputs,
-                theta[r : r + 1],
-                h[r : r + 1],
-                cells,
-                far_cdf=None if far is None else far[r : r + 1],
-                tol=TANDEM_TOL,
-                max_iter=TANDEM_MAX_ITER,
-                tail_max=TAIL_MAX,
-            )
+            pmf = _solved(inputs, theta[r : r + 1], h[r : r + 1], cells, None if far is None else far[r : r + 1])
         except UnsettledWaitError as err:
             raise UnsettledWaitError(str(err), rate_index=r) from None
         if pmf is None or float(pmf[0, :, -1].sum()) > TAIL_MAX:
             return None
         out[r] = pmf[0]
     return out
+
+
+SOLVED_KEPT = 32
+"""Single-rate chain solves :func:`_solved` keeps (each ``K × cells`` floats: ~0.4 MB at 48 bins)."""
+_SOLVED: OrderedDict[bytes, FloatArray | UnsettledWaitError | None] = OrderedDict()
+
+
+def _solved(
+    inputs: ChainInputs, theta: FloatArray, h: FloatArray, cells: int, far: FloatArray | None
+) -> FloatArray | None:
+    """:func:`~pdplan.queueing.tandem_chain.stationary_wait` of one rate, remembered by the exact bytes of what it
+    depends on (the last :data:`SOLVED_KEPT`, its error included). A goodput search asks for the same chain again:
+    the top grid interval and then the whole grid, the rates below one that did not settle
+    (:func:`pdplan.serving.goodput.find_goodput`), and near saturation one chain that does not settle costs its whole
+    iteration budget (4,000 steps) each time. The same bytes give the same law, so the answer is the one a new solve
+    would give."""
+    settings = np.array([cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read at call time: tests may change them
+    parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)
+    key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in parts), digest_size=16)
+    if far is not None:
+        key.update(np.ascontiguousarray(far).tobytes())
+    digest = key.digest()
+    if digest not in _SOLVED:
+        try:
+            solved: FloatArray | UnsettledWaitError | None = stationary_wait(
+                inputs, theta, h, cells, far_cdf=far, tol=TANDEM_TOL, max_iter=TANDEM_MAX_ITER, tail_max=TAIL_MAX
+            )
+        except UnsettledWaitError as err:
+            solved = err
+        _SOLVED[digest] = solved
+        if len(_SOLVED) > SOLVED_KEPT:
+            _SOLVED.popitem(last=False)
+    _SOLVED.move_to_end(digest)
+    found = _SOLVED[digest]
+    if isinstance(found, UnsettledWaitError):
+        raise UnsettledWaitError(str(found), rate_index=found.rate_index)
+    return found
 
 
 def _lattice_step(link: TandemLink, theta: FloatArray, cells: int) -> FloatArray:

@@ -49,3 +49,31 @@ def test_saturated_link_is_refused_without_iterating() -> None:
     theta = np.array([1.05 / float(PROB @ BUSY_S)])
     with pytest.raises(UnsettledWaitError, match="runs past its lattice"):
         tandem_delay(link, theta)
+
+
+def test_a_chain_asked_again_is_not_solved_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The goodput search asks for the same single-rate chain more than once (pdplan.queueing.link_delay._solved):
+    the second answer is the first, an error included, without iterating again; another iteration budget is
+    another chain."""
+    from pdplan.queueing import link_delay
+
+    solves: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        solves.append(1)
+        return stationary_wait(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(link_delay, "stationary_wait", counted)
+    link_delay._SOLVED.clear()
+    link = TandemLink(PROB, SERVICE_S, BUSY_S, SERVICE_S, np.zeros(3))
+    theta = np.array([0.7 / float(PROB @ BUSY_S)])
+    first = tandem_delay(link, theta)
+    again = tandem_delay(link, theta)
+    assert len(solves) == 1
+    assert np.array_equal(first.points_s, again.points_s)
+    assert np.array_equal(first.weights, again.weights)
+    monkeypatch.setattr(link_delay, "TANDEM_MAX_ITER", 3)  # too few steps: it cannot settle
+    for _ in range(2):
+        with pytest.raises(UnsettledWaitError, match="no convergence"):
+            tandem_delay(link, theta)
+    assert len(solves) == 2
