@@ -6,14 +6,16 @@ conventions: λ_stab itself when A(λ_stab⁻) ≥ α*). The search is tabulated
 grid of ``GRID_POINTS`` rates brackets the crossing, then brentq refines inside the bracket to ``REL_TOL`` of λ_stab,
 starting from the bracket's ends as the grid found them.
 
-**Grid.** The bracket is the first grid interval where the margin turns negative. The top interval is evaluated
-first (the two top rates, one batched evaluation): where the margin holds at the top, or turns negative only there,
-that settles it, as the margin is non-increasing in λ; otherwise the whole grid is evaluated in one batch as before.
-A deployment's goodput usually lies in the top eighth of its stability limit, so most searches skip the seven lower
-rates (with a one-server KV link they were half of a search's time: each rate is a Markov chain solved to its
-stationary law, :mod:`pdplan.queueing.tandem_chain`). A deployment that cannot reach α* even at vanishing
-load raises :class:`~pdplan.errors.NoFeasiblePlanError` naming the latency that fails and its
-zero-load percentile.
+**Grid.** The bracket is the first grid interval where the margin turns negative, found from the top down: the rate
+one grid step below the top first; where the margin holds there, the top (the SLO holds at λ_stab, or the crossing
+lies in the top interval); where it fails there, the rates below it in one batched evaluation, and never the top,
+which then fails too as the margin is non-increasing in λ. The bracket is that of a whole-grid evaluation wherever the
+margin is non-increasing; its ends' margins can differ at the level of a lattice, as a one-server KV link's chain
+(:mod:`pdplan.queueing.tandem_chain`) widens its lattice for every rate of one evaluation together. A deployment's
+goodput usually lies in the top eighth of its stability limit, so most searches skip the seven lower rates (with a
+one-server KV link they were half of a search's time, each rate a Markov chain solved to its stationary law), and a
+search whose link nears saturation at the top skips the top rate, whose chain may spend its whole iteration budget
+and not settle.
 
 The binding constraint, in words: the stability bound's name when goodput = λ_stab ("prefill
 utilisation", "decode KV capacity", "link", ...); otherwise the latency whose P-th percentile is
@@ -124,15 +126,16 @@ def find_goodput(model: ServingModel, slo: SloSpec) -> Goodput:
 
 def _crossing(model: ServingModel, grid: FloatArray, slo: SloSpec) -> tuple[int, FloatArray] | None:
     """``(i, margins at grid[i − 1] and grid[i])`` for the first grid interval where the SLO margin turns negative;
-    None where it holds at the top (module docstring, **Grid**: the top interval first)."""
-    margin = _grid_margin(model, grid[-2:], slo)
-    if margin[-1] >= 0.0:
-        return None
-    if margin[0] >= 0.0:
-        return grid.size - 1, margin
-    margin = _grid_margin(model, grid, slo)
-    if margin[-1] >= 0.0:
-        return None
+    None where it holds at the top (module docstring, **Grid**: from the top down)."""
+    below_top = _grid_margin(model, grid[-2:-1], slo)
+    if below_top[0] >= 0.0:
+        top = _grid_margin(model, grid[-1:], slo)
+        return None if top[0] >= 0.0 else (grid.size - 1, np.concatenate((below_top, top)))
+    margin = _grid_margin(model, grid[:-1], slo)
+    if margin[-1] >= 0.0:  # the batch disagrees with the single rate (lattice widening is shared): the whole grid
+        margin = _grid_margin(model, grid, slo)
+        if margin[-1] >= 0.0:
+            return None
     if margin[0] < 0.0:
         raise _zero_load_failure(model, slo, float(grid[0]))
     i = int(np.argmax(margin < 0.0))
