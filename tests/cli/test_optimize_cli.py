@@ -118,12 +118,8 @@ def test_markdown_is_a_capacity_review(cli_shared: Callable[..., CliResult]) -> 
 
 
 EXAMPLE_DIR = Path(__file__).parents[2] / "examples"
-SLOW_EXAMPLES = ("chat-ppd.yaml",)
-"""Examples whose search takes minutes, left out of the per-example CLI run: chat-ppd's plain-disaggregation plans
-price their 25 GbE KV link with the tandem chain near its limit (about 85 s of CPU a run; docs/prefix_cache.md §11,
-open work). tests/unit/test_ppd.py and tests/reference/test_ppd_published.py build its model."""
-EXAMPLES = sorted(p for p in EXAMPLE_DIR.glob("*.yaml") if p.name not in SLOW_EXAMPLES)
-"""Every example but :data:`SLOW_EXAMPLES`, the PrfaaS ones included (their search is pdplan.search.prfaas)."""
+EXAMPLES = sorted(EXAMPLE_DIR.glob("*.yaml"))
+"""Every example, the PrfaaS ones included (their search is pdplan.search.prfaas)."""
 
 
 @pytest.mark.slow
