@@ -19,10 +19,12 @@ which is the chunked model with every prompt in one chunk), the dataset's length
   work takes the share ``u_p`` (linear in the rate) of the time, so the mean step is ``τ̄ = τ_p/(1 − u_p)``, which is
   the mean TPOT. Priced at the measured N this checks the step model apart from the occupancy it predicts. The
   occupancy feeds back (``N = λ_i E[n] τ̄``): with ``g = λ_i E[n] (t1 + t2 K/N)/(1 − u_p)`` a relative step error e
-  becomes about ``e/(1 − g)`` in the closed form's own fixed point (our arithmetic).
+  becomes about ``e/(1 − g)`` in the closed form's own fixed point (our arithmetic);
+* the closed form against the simulator on the same deployments at fractions of the closed form's stable limit
+  (where the two part, apart from the measurements).
 
 Nothing is fitted to these results. Output lengths are an assumption (the data file's ``output_law``): the reference
-histogram stretched to each run's published mean. Run: ``python benchmarks/mlperf_server.py`` (about 15 s on one
+histogram stretched to each run's published mean. Run: ``python benchmarks/mlperf_server.py`` (about 25 s on one
 core); it rewrites its section of docs/accuracy.md.
 """
 
@@ -51,6 +53,8 @@ SIM_REQUESTS = 20_000
 """Requests per simulation at the published rate (seed 0, the simulator's 10 % warm-up)."""
 SIM_GOODPUT_REQUESTS = 6_000
 """Requests per rate of the simulated goodput bisection (as tests/reference/test_colocated_vs_sim.py)."""
+LOAD_FRACTIONS = (0.5, 0.7, 0.85, 0.95, 0.999)
+"""Fractions of the closed form's stable limit at which it is set beside the simulator (the last just inside it)."""
 
 
 def load_data(path: Path = DATA) -> dict[str, Any]:
@@ -197,6 +201,30 @@ def compare(system: dict[str, Any], data: dict[str, Any], *, simulate: bool = Tr
     return Row(system, sc, good, at_rate, sim_at, sim_good)
 
 
+def load_sweep(system: dict[str, Any], data: dict[str, Any]) -> list[tuple[float, dict[str, Any], dict[str, Any]]]:
+    """(rate, closed form, simulated) at :data:`LOAD_FRACTIONS` of the closed form's stable limit, same deployment."""
+    sc = scenario(system, data)
+    limit = evaluate(sc).stability_limit_rps
+    out = []
+    for fraction in LOAD_FRACTIONS:
+        cmp = simulate_scenario(sc, rate=fraction * limit, n_requests=SIM_REQUESTS // 2)
+        assert cmp.simulated is not None
+        out.append((fraction * limit, cmp.closed_form, cmp.simulated.as_dict()))
+    return out
+
+
+def sweep_lines(system: dict[str, Any], sweep: list[tuple[float, dict[str, Any], dict[str, Any]]]) -> list[str]:
+    lines = []
+    for fraction, (rate, closed, sim) in zip(LOAD_FRACTIONS, sweep, strict=True):
+        ct, st, cp, sp = closed["ttft_s"], sim["ttft_s"], closed["tpot_s"], sim["tpot_s"]
+        lines.append(
+            f"| {system['name']} | {fraction:.3g} | {rate:.1f} | {ct['p99']:.3f} / {st['p99']:.3f} "
+            f"({_pct(ct['p99'] / st['p99'] - 1)}) | {1000 * cp['mean']:.0f} / {1000 * sp['mean']:.0f} "
+            f"({_pct(cp['mean'] / sp['mean'] - 1)}) |"
+        )
+    return lines
+
+
 def _pct(x: float) -> str:
     return f"{100.0 * x:+.1f} %"
 
@@ -253,7 +281,13 @@ STEP_HEADER = (
 )
 
 
-def render(rows: list[Row], seconds: float) -> str:
+SWEEP_HEADER = (
+    "| system | fraction of the limit | rate (req/s) | TTFT P99, closed / simulated (s) | TPOT mean, closed / "
+    "simulated (ms) |\n|---|---|---|---|---|"
+)
+
+
+def render(rows: list[Row], sweeps: list[str], seconds: float) -> str:
     """The generated tables (between this section's markers in docs/accuracy.md)."""
     commit = load_data()["results"]["commit"]
     goods = "\n".join(goodput_line(r) for r in rows)
@@ -281,6 +315,12 @@ closed form's mean TPOT at the published rate is this step's error amplified by 
 
 {STEP_HEADER}
 {steps}
+
+The closed form against pdplan's own simulator on the same deployments, from half the closed form's stable limit to
+just inside it ({SIM_REQUESTS // 2:,} requests per point, seed 0):
+
+{SWEEP_HEADER}
+{chr(10).join(sweeps)}
 """
 
 
@@ -298,7 +338,8 @@ def main() -> None:
     start = time.perf_counter()
     data = load_data()
     rows = [compare(system, data) for system in data["systems"]]
-    text = render(rows, time.perf_counter() - start)
+    sweeps = [line for system in data["systems"] for line in sweep_lines(system, load_sweep(system, data))]
+    text = render(rows, sweeps, time.perf_counter() - start)
     print(text)
     write_section(text)
     print(f"wrote {DOC}")
