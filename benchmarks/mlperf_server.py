@@ -42,6 +42,11 @@ from scipy.optimize import brentq
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.evaluation.evaluate import Evaluation
+from pdplan.io.catalog import open_catalog
+from pdplan.queueing.chunk_window import chunk_queue
+from pdplan.serving.build import build_model
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.resolve import resolve
 from pdplan.sim.compare import simulate_scenario
 from pdplan.specs.scenario import Scenario
 
@@ -201,26 +206,61 @@ def compare(system: dict[str, Any], data: dict[str, Any], *, simulate: bool = Tr
     return Row(system, sc, good, at_rate, sim_at, sim_good)
 
 
-def load_sweep(system: dict[str, Any], data: dict[str, Any]) -> list[tuple[float, dict[str, Any], dict[str, Any]]]:
-    """(rate, closed form, simulated) at :data:`LOAD_FRACTIONS` of the closed form's stable limit, same deployment."""
+@dataclass(frozen=True)
+class SweepPoint:
+    """The closed form and the simulator at one rate, with the closed form's chunk queue there."""
+
+    rate_rps: float
+    closed: dict[str, Any]
+    simulated: dict[str, Any]
+    arrivals_per_plain_step: float
+    """λ_i τ_p: prompts arriving per instance during one plain step."""
+    rho_fluid: float
+    rho: float
+    """Chunk-queue utilisation without and with the drain waste (pdplan/queueing/chunk_window.py)."""
+
+
+def load_sweep(system: dict[str, Any], data: dict[str, Any]) -> list[SweepPoint]:
+    """:class:`SweepPoint` at :data:`LOAD_FRACTIONS` of the closed form's stable limit, same deployment."""
     sc = scenario(system, data)
     limit = evaluate(sc).stability_limit_rps
+    model = build_model(resolve(sc, open_catalog()))
+    assert isinstance(model, ColocatedModel)
     out = []
     for fraction in LOAD_FRACTIONS:
-        cmp = simulate_scenario(sc, rate=fraction * limit, n_requests=SIM_REQUESTS // 2)
+        rate = fraction * limit
+        cmp = simulate_scenario(sc, rate=rate, n_requests=SIM_REQUESTS // 2)
         assert cmp.simulated is not None
-        out.append((fraction * limit, cmp.closed_form, cmp.simulated.as_dict()))
+        lam = np.array([rate / system["instances"]])
+        q = chunk_queue(
+            lam,
+            model.cells,
+            model.decode.step,
+            float(model.res.chunk_tokens),
+            model.prefill_s_per_token,
+            0.0,
+            model.attention_cell_s,
+            model.drain_cell_s,
+        )
+        tau_p = float(q.tau_plain_s[0])
+        out.append(SweepPoint(rate, cmp.closed_form, cmp.simulated.as_dict(), float(lam[0]) * tau_p, *_rhos(q)))
     return out
 
 
-def sweep_lines(system: dict[str, Any], sweep: list[tuple[float, dict[str, Any], dict[str, Any]]]) -> list[str]:
+def _rhos(q: Any) -> tuple[float, float]:
+    return float(q.rho_fluid[0]), float(q.rho[0])
+
+
+def sweep_lines(system: dict[str, Any], sweep: list[SweepPoint]) -> list[str]:
     lines = []
-    for fraction, (rate, closed, sim) in zip(LOAD_FRACTIONS, sweep, strict=True):
-        ct, st, cp, sp = closed["ttft_s"], sim["ttft_s"], closed["tpot_s"], sim["tpot_s"]
+    for fraction, pt in zip(LOAD_FRACTIONS, sweep, strict=True):
+        ct, st = pt.closed["ttft_s"], pt.simulated["ttft_s"]
+        cp, sp = pt.closed["tpot_s"], pt.simulated["tpot_s"]
         lines.append(
-            f"| {system['name']} | {fraction:.3g} | {rate:.1f} | {ct['p99']:.3f} / {st['p99']:.3f} "
+            f"| {system['name']} | {fraction:.3g} | {pt.rate_rps:.1f} | {ct['p99']:.3f} / {st['p99']:.3f} "
             f"({_pct(ct['p99'] / st['p99'] - 1)}) | {1000 * cp['mean']:.0f} / {1000 * sp['mean']:.0f} "
-            f"({_pct(cp['mean'] / sp['mean'] - 1)}) |"
+            f"({_pct(cp['mean'] / sp['mean'] - 1)}) | {pt.arrivals_per_plain_step:.2f} | "
+            f"{pt.rho_fluid:.2f} / {pt.rho:.2f} |"
         )
     return lines
 
@@ -283,7 +323,7 @@ STEP_HEADER = (
 
 SWEEP_HEADER = (
     "| system | fraction of the limit | rate (req/s) | TTFT P99, closed / simulated (s) | TPOT mean, closed / "
-    "simulated (ms) |\n|---|---|---|---|---|"
+    "simulated (ms) | prompts per plain step | chunk-queue ρ, fluid / drain-corrected |\n|---|---|---|---|---|---|---|"
 )
 
 
@@ -317,7 +357,9 @@ closed form's mean TPOT at the published rate is this step's error amplified by 
 {steps}
 
 The closed form against pdplan's own simulator on the same deployments, from half the closed form's stable limit to
-just inside it ({SIM_REQUESTS // 2:,} requests per point, seed 0):
+just inside it ({SIM_REQUESTS // 2:,} requests per point, seed 0), with the closed form's chunk queue at each rate:
+prompts arriving per instance during one plain step (`λ τ_p`) and the queue's utilisation without and with the drain
+waste (pdplan/queueing/chunk_window.py, `ρ_f` and `ρ = (ρ_f + κ)/(1 + κ)`):
 
 {SWEEP_HEADER}
 {chr(10).join(sweeps)}
