@@ -1,0 +1,97 @@
+"""pdplan's colocated model against MLPerf Inference v4.1 Server results (held out: nothing fitted to them).
+
+``benchmarks/mlperf_server.py`` builds NVIDIA's two Llama-2-70B Server submissions (DGX H100: 4 TensorRT-LLM
+instances at TP2, batch 1,024; 8x H200: 8 instances at TP1, batch 896; FP8 weights and KV, 4,096-token steps) as
+pdplan scenarios from ``benchmarks/data/mlperf_server.yaml`` (mlcommons/inference_results_v4.1 at 198fc467, Apache-2.0;
+every figure with its file) and compares them with the published runs (docs/accuracy.md section 6). Closed form
+only here (the simulator's figures are in the report).
+
+Tolerances, from the recorded errors plus margin:
+
+* goodput per GPU: +0.5 % (H100) and -2.0 % (H200) recorded; held to 5 %. The H100 figure is pdplan's colocated
+  utilisation limit (0.85), not an SLO: what agrees is the capacity, as in the real run, whose P99s had slack.
+* pdplan's mean step priced at the occupancy each run measured (Little's law): -6.1 % / +7.0 % recorded; held to
+  the issue #23 dense TPOT target, 10 %.
+* Known misses, xfail (strict: fails once pdplan agrees): at the H100's published rate the closed form's mean TPOT
+  is 27 % fast (the step's -6 % amplified about 4x by the occupancy's feedback near saturation) and its P99 TTFT
+  3.8x the measured one (its chunked TTFT tail departs from the simulator's near the stable limit; the simulator's
+  P99 is 19 % below the measurement).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlperf_server")]  # one worker prices the deployments once
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+GOODPUT_TOLERANCE = 0.05
+STEP_TOLERANCE = 0.10
+TPOT_TARGET = 0.10
+TTFT_TARGET = 0.25
+
+
+@pytest.fixture(scope="module")
+def mlperf() -> ModuleType:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(BENCH))
+        mp.delitem(sys.modules, "mlperf_server", raising=False)
+        import mlperf_server
+
+        return mlperf_server
+
+
+@pytest.fixture(scope="module")
+def rows(mlperf: ModuleType) -> dict[str, Any]:
+    data = mlperf.load_data()
+    return {s["name"]: mlperf.compare(s, data, simulate=False) for s in data["systems"]}
+
+
+SYSTEMS = ["DGX-H100_H100-SXM-80GBx8_TRT", "H200-SXM-141GBx8_TRT"]
+
+
+def test_output_law_has_the_published_mean(mlperf: ModuleType) -> None:
+    data = mlperf.load_data()
+    for system in data["systems"]:
+        law = mlperf.scenario(system, data).workload.output_tokens
+        mean, _ = mlperf._moments(law)
+        assert mean == pytest.approx(system["generated_tokens_per_sample"], rel=1e-9)
+        assert law.bins[-1] == data["dataset"]["max_output_tokens"]
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_goodput_per_gpu_within_tolerance(rows: dict[str, Any], name: str) -> None:
+    row = rows[name]
+    assert abs(row.goodput_error) <= GOODPUT_TOLERANCE, (name, row.goodput.goodput_rps, row.published_rps)
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_step_price_at_measured_occupancy(rows: dict[str, Any], name: str) -> None:
+    check = rows[name].step_check()
+    assert abs(check.error) <= STEP_TOLERANCE, (name, check)
+
+
+def _h100_point(rows: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The closed form at the H100's published rate (inside its stable limit); RuntimeError, not an assertion, where
+    it is not: the xfail tests below expect only their own comparison to fail."""
+    row = rows[SYSTEMS[0]]
+    if row.at_rate is None or row.at_rate.operating_point is None:
+        raise RuntimeError(f"the closed form no longer admits {row.published_rps} req/s")
+    return row.at_rate.operating_point, row.system
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: closed-form TPOT near saturation")
+def test_h100_tpot_at_published_rate(rows: dict[str, Any]) -> None:
+    point, system = _h100_point(rows)
+    assert abs(point.tpot_s.mean / system["tpot_mean_s"] - 1.0) <= TPOT_TARGET
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: closed-form chunked TTFT tail")
+def test_h100_ttft_p99_at_published_rate(rows: dict[str, Any]) -> None:
+    point, system = _h100_point(rows)
+    assert abs(point.ttft_s.p99 / system["ttft_p99_s"] - 1.0) <= TTFT_TARGET
