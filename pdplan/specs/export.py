@@ -48,6 +48,7 @@ class PricedRole(_Lenient):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
+    kv_capacity_tokens: int | None = Field(default=None, ge=0)
     moe_kernel: Literal["fused", "deepgemm_wideep", "cutlass"] | None = None
     two_batch_overlap: bool = False
     redundant_experts: int = Field(default=0, ge=0)
@@ -61,6 +62,23 @@ class Priced(_Lenient):
     engine_version: str | None = None
     routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
     roles: dict[str, PricedRole] = Field(default_factory=dict)
+
+
+class PlanTier(_Lenient):
+    """One lower tier of a plan's cache (``cache.tier_sizes``): the storage entry and its size as priced (bytes: per
+    node for host DRAM and local SSD, the whole pool for a remote pool)."""
+
+    storage: str = Field(min_length=1)
+    capacity_bytes: float = Field(ge=0)
+
+
+class PlanCache(_Lenient):
+    """A plan's ``cache`` setting (docs/json_keys.md): prefix caching on or off, the routing it was priced with
+    (``affinity``: a prefix's requests stay on the instance that holds it), and the tiers below HBM."""
+
+    prefix_caching: bool
+    routing: Literal["affinity", "load-balance"]
+    tier_sizes: list[PlanTier] = Field(default_factory=list)
 
 
 class ExportPlan(_Lenient):
@@ -184,6 +202,8 @@ class DynamoData(FrozenModel):
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
     vllm_kv_transfer_config: dict[str, str]
     """The ``--kv-transfer-config`` Dynamo's vLLM workers of a disaggregated graph take (both roles)."""
+    kv_events_config: dict[Literal["vllm", "sglang"], dict[str, str | bool]]
+    """The ``--kv-events-config`` a worker needs to publish its KV events to the KV router (``sources.kv_router``)."""
     vendors: list[Vendor]
     sources: dict[str, str]
 
@@ -199,6 +219,8 @@ class EngineData(FrozenModel):
     sources: dict[str, str]
     kv_connector: str | None = None
     kv_load_failure_policy: str | None = None
+    kv_offload_connector: str | None = None
+    """vLLM's CPU offloading connector, in a MultiConnector with the transfer connector (``sources.kv_offload``)."""
     transfer_backend: str | None = None
     proxy_port: int | None = Field(default=None, ge=1, le=65535)
     router_port: int | None = Field(default=None, ge=1, le=65535)

@@ -37,6 +37,9 @@ class GpuFacts:
     memory_bytes: float = 0.0
     """HBM per GPU (bytes): SGLang's memory fraction rule reads it
     (:func:`pdplan.report.export.engine_args.sglang_mem_fraction`)."""
+    priced_gpus_per_node: int = 0
+    """The catalogue's node size, which the plan's node-shared cache tiers were priced with (``--gpus-per-node``
+    changes only the packing); 0: ``gpus_per_node``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class ExportContext:
     """The packaged SGLang engine profile: its ``mem_fraction_static`` rule for plans priced with another engine."""
     trtllm: TrtllmData | None = None
     """``pdplan/data/export/trtllm.yaml`` (``--to trtllm``)."""
+    storage_kinds: Mapping[str, str] = field(default_factory=dict)
+    """Kind (``host-dram``, ``local-ssd``, ``remote-pool``) of each storage entry the plans' cache tiers name."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from pdplan.errors import SpecError
+from pdplan.report.export.cache import kv_events_flags, plan_cache, vllm_transfer_config
 from pdplan.report.export.common import (
     Chosen,
     Engine,
@@ -51,10 +52,12 @@ def _worker_command(
     chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine
 ) -> LaunchCommand:
     flags: list[tuple[str, str | None]]
+    cache = plan_cache(chosen, ctx)
     if engine == "vllm":
         flags = [("--model", ctx.model_id)]
         if role_name != "colocated":
-            kv_config = json.dumps(ctx.targets.dynamo.vllm_kv_transfer_config, separators=(",", ":"))
+            config = vllm_transfer_config(dict(ctx.targets.dynamo.vllm_kv_transfer_config), cache, ctx, role_name)
+            kv_config = json.dumps(config, separators=(",", ":"))
             flags += [("--disaggregation-mode", role_name), ("--kv-transfer-config", kv_config)]
     else:
         flags = [("--model-path", ctx.model_id), ("--served-model-name", ctx.model_id), ("--skip-tokenizer-init", None)]
@@ -65,7 +68,7 @@ def _worker_command(
                 ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
             ]
         flags.append(("--host", "0.0.0.0"))
-    flags += role_engine_flags(chosen, ctx, role_name, role, engine)
+    flags += role_engine_flags(chosen, ctx, role_name, role, engine) + kv_events_flags(cache, role_name, engine, ctx)
     return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 
+from pdplan.report.export.cache import cache_flags, plan_cache
 from pdplan.report.export.common import Chosen, Engine, ExportContext
 from pdplan.specs.export import PlanRole
 
@@ -193,7 +194,8 @@ def moe_flags(chosen: Chosen, role_name: str, role: PlanRole, engine: Engine) ->
 
 
 def role_engine_flags(chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine) -> Flags:
-    """Parallelism, batching, memory and dtype flags for one role on ``engine``."""
+    """Parallelism, batching, memory, dtype, MoE and cache flags for one role on ``engine``."""
     parallel = _parallel_vllm(role) if engine == "vllm" else _parallel_sglang(role)
     flags = parallel + _batching(chosen, ctx, role_name, engine) + _memory_and_dtype(chosen, ctx, role_name, engine)
-    return flags + moe_flags(chosen, role_name, role, engine)
+    flags += moe_flags(chosen, role_name, role, engine)
+    return flags + cache_flags(plan_cache(chosen, ctx), role_name, role, engine)

@@ -15,10 +15,18 @@ split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/servin
   ``round-robin`` (the default), ``random`` or ``kv``; the KV router (docs/router: a worker's cost is the prefill
   blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
   warning that it is not the same policy.
+
+A plan priced with prefix caching and ``affinity`` routing (its ``cache``: a prefix's requests stay on the instance
+that holds it) needs a router that keeps it: the SGLang router's ``cache_aware`` policy for the caching pool
+(the prefill pool, or the colocated instances; it routes by prefix match and falls back to the shortest queue when the
+load is imbalanced: router_args.py ``--cache-threshold``, ``--balance-abs-threshold``), and Dynamo's KV router
+(``--router-mode kv``: it scores workers by the prefix blocks they already hold). vLLM's has none: a warning
+(:func:`pdplan.report.export.cache.cache_warnings`).
 """
 
 from __future__ import annotations
 
+from pdplan.report.export.cache import cache_affinity, cache_role
 from pdplan.report.export.common import Chosen
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
@@ -55,6 +63,8 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
             f"prefillers (it has no policy option), so its TTFT may differ from the plan's: "
             + SEARCH_HINT.format("round-robin")
         ]
+    if target in ("sglang", "dynamo") and cache_affinity(chosen):
+        return []  # the cache-aware router replaces the priced policy (module docstring)
     if target == "sglang" and policy == "least-work":
         return [
             f"the plan was priced with least-work {pool} routing; the SGLang router has no least-work policy, so "
@@ -74,6 +84,8 @@ def routing_line(chosen: Chosen, target: str) -> str:
     """One header line: what the plan priced and what the file's router does."""
     pool, policy = _front_pool(chosen)
     priced = "not recorded" if policy is None else f"priced with {policy} {pool} routing"
+    if cache_affinity(chosen):
+        priced += f" and prefix affinity on the {cache_role(chosen)} pool (cache.routing affinity)"
     if target == "vllm":
         does = (
             "vLLM's toy proxy round-robins over prefillers and decoders"
@@ -94,15 +106,19 @@ def sglang_policies(chosen: Chosen) -> str:
 
 
 def sglang_policy_flags(chosen: Chosen) -> list[tuple[str, str]]:
-    """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced."""
-    routing = priced_routing(chosen)
+    """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced; the caching
+    pool ``cache_aware`` under prefix affinity."""
+    routing = {name: SGLANG_POLICY[p] for name, p in priced_routing(chosen).items() if p is not None}
+    if cache_affinity(chosen):
+        routing[cache_role(chosen)] = "cache_aware"
     flags = {"colocated": "--policy", "prefill": "--prefill-policy", "decode": "--decode-policy"}
-    policies = [(name, routing.get(name)) for name, _ in chosen.plan.roles()]
-    return [(flags[name], SGLANG_POLICY[policy]) for name, policy in policies if policy is not None]
+    return [(flags[name], routing[name]) for name, _ in chosen.plan.roles() if name in routing]
 
 
 def dynamo_router_mode(chosen: Chosen) -> str | None:
-    """``--router-mode`` for the priced policy of the pool that sets the TTFT (module docstring); None where the
-    document records none."""
+    """``--router-mode`` for the priced policy of the pool that sets the TTFT, ``kv`` for prefix affinity (module
+    docstring); None where the document records none."""
+    if cache_affinity(chosen):
+        return "kv"
     policy = _front_pool(chosen)[1]
     return None if policy is None else DYNAMO_MODE[policy]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+from pdplan.report.export.cache import plan_cache, vllm_transfer_config
 from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import (
@@ -34,14 +35,16 @@ PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
 
 
-def _kv_transfer_config(ctx: ExportContext, kv_role: str) -> str:
+def _kv_transfer_config(chosen: Chosen, ctx: ExportContext, role_name: str, kv_role: str) -> str:
+    """The NIXL connector's config; on a prefill role with a host-DRAM tier, inside a MultiConnector
+    (:func:`pdplan.report.export.cache.vllm_transfer_config`)."""
     data = ctx.targets.engines["vllm"]
-    config = {
+    config: dict[str, object] = {
         "kv_connector": data.kv_connector,
         "kv_role": kv_role,
         "kv_load_failure_policy": data.kv_load_failure_policy,
     }
-    return json.dumps(config, separators=(",", ":"))
+    return json.dumps(vllm_transfer_config(config, plan_cache(chosen, ctx), ctx, role_name), separators=(",", ":"))
 
 
 def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
@@ -53,7 +56,7 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     env: tuple[tuple[str, str], ...] = (("CUDA_VISIBLE_DEVICES", _slot_gpus(packing(ctx, role))),)
     if role_name != "colocated":
         kv_role = "kv_producer" if role_name == "prefill" else "kv_consumer"
-        flags.append(("--kv-transfer-config", _kv_transfer_config(ctx, kv_role)))
+        flags.append(("--kv-transfer-config", _kv_transfer_config(chosen, ctx, role_name, kv_role)))
         env += (
             ("VLLM_NIXL_SIDE_CHANNEL_HOST", HOST_ENV),
             ("VLLM_NIXL_SIDE_CHANNEL_PORT", slot_port(int(data.nixl_side_channel_port or 0), role.dp)),
