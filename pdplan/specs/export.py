@@ -69,7 +69,7 @@ class PlanTier(_Lenient):
     node for host DRAM and local SSD, the whole pool for a remote pool)."""
 
     storage: str = Field(min_length=1)
-    capacity_bytes: float = Field(ge=0)
+    capacity_bytes: float = Field(ge=0, allow_inf_nan=False)
 
 
 class PlanCache(_Lenient):

@@ -90,3 +90,66 @@ def test_a_hostile_model_name_inside_the_plan_is_refused(cli: Callable[..., CliR
         assert result.code == 2, result.err
         assert result.out == ""
         assert len(result.err_lines) == 1
+
+
+def _cached_plan(tmp_path: Path, **cache: object) -> Path:
+    """The default report with a ``cache`` setting (prefix caching, affinity, 1 TiB host DRAM per node) in every
+    plan, changed by ``cache``."""
+    doc = json.loads(PLAN.read_text())
+    setting = {
+        "prefix_caching": True,
+        "routing": "affinity",
+        "tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": 2**40}],
+    }
+    for plan in doc["plans"]:
+        plan["cache"] = setting | cache
+    path = tmp_path / "cached.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+HOSTILE_CACHE = [
+    {"tier_sizes": [{"storage": "host-dram-pcie5\ntouch PWNED", "capacity_bytes": 2**40}]},
+    {"tier_sizes": [{"storage": "$(touch PWNED)", "capacity_bytes": 2**40}]},
+    {"tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": "1; touch PWNED"}]},
+    {"tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": float("inf")}]},
+    {"routing": "affinity\ntouch PWNED"},
+    {"prefix_caching": "$(touch PWNED)"},
+]
+
+
+@pytest.mark.parametrize("cache", HOSTILE_CACHE, ids=range(len(HOSTILE_CACHE)))
+def test_a_hostile_cache_setting_is_refused(
+    cli: Callable[..., CliResult], cache: dict[str, object], tmp_path: Path
+) -> None:
+    """The cache fields that reach a command (the tier's storage, looked up in the catalogue; its size, a finite
+    number; prefix caching and routing, one of their values) are validated: anything else is one line, exit 2."""
+    path = _cached_plan(tmp_path, **cache)
+    for target in TARGETS:
+        result = cli("export", str(path), "--to", *target)
+        assert result.code == 2, (target, result.err)
+        assert result.out == ""
+        assert len(result.err_lines) == 1
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: "-".join(t))
+def test_cache_settings_are_written_quoted(
+    cli: Callable[..., CliResult], target: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A KV-aware plan's JSON flags (vLLM's MultiConnector config, Dynamo's KV-events config with its ``tcp://*``
+    endpoint) stay one shell word or one YAML string."""
+    result = cli("export", str(_cached_plan(tmp_path)), "--to", *target)
+    assert result.code == 0, result.err
+    if target[0] == "dynamo":
+        _check_manifest(result.out)
+        services = yaml.safe_load(result.out)["spec"]["services"]
+        prefill = next(s for s in services.values() if s.get("subComponentType") == "prefill")
+        args = prefill["extraPodSpec"]["mainContainer"]["args"]
+        events = json.loads(args[args.index("--kv-events-config") + 1])
+        assert events["endpoint"] == ("tcp://*:20080" if "vllm" in target else "tcp://*:5557")
+        return
+    _check_script(result.out)
+    if target[0] == "vllm":
+        assert '--kv-transfer-config \'{"kv_connector":"MultiConnector"' in result.out
+    if target[0] == "sglang":
+        assert "--hicache-size 137 \\" in result.out or "--hicache-size 137\n" in result.out
