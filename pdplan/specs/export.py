@@ -64,6 +64,15 @@ class Priced(_Lenient):
     roles: dict[str, PricedRole] = Field(default_factory=dict)
 
 
+class Prfaas(_Lenient):
+    """A PrfaaS plan's ``prfaas`` record (docs/json_keys.md): the remote prefill cluster and the prompt length above
+    which a request is prefilled there (arXiv 2604.15039's length-threshold routing)."""
+
+    threshold_tokens: float = Field(gt=0, allow_inf_nan=False)
+    remote: PlanRole
+    link: str | None = None
+
+
 class PlanTier(_Lenient):
     """One lower tier of a plan's cache (``cache.tier_sizes``): the storage entry and its size as priced (bytes: per
     node for host DRAM and local SSD, the whole pool for a remote pool)."""
@@ -97,7 +106,8 @@ class ExportPlan(_Lenient):
     goodput_rps: float = Field(ge=0)
     ttft_p90_s: float | None = None
     tpot_p90_s: float | None = None
-    prfaas: dict[str, object] | None = None
+    prfaas: Prfaas | None = None
+    """The remote prefill cluster of a Prefill-as-a-Service plan: its role is ``remote-prefill``."""
     priced: Priced | None = None
     """What the plan was priced with (``optimize --format json`` since issue #25); None in older documents."""
     cache: dict[str, Any] | None = None
@@ -105,8 +115,8 @@ class ExportPlan(_Lenient):
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:
-        if self.prfaas is not None:
-            raise ValueError("plans with a Prefill-as-a-Service cluster (prfaas) cannot be exported yet")
+        if self.prfaas is not None and self.mode != "disaggregated":
+            raise ValueError("a Prefill-as-a-Service plan (prfaas) must be disaggregated")
         if self.mode == "disaggregated" and (self.prefill is None or self.decode is None):
             raise ValueError("a disaggregated plan needs 'prefill' and 'decode' objects")
         if self.mode == "disaggregated" and self.granularity is None:
@@ -120,13 +130,15 @@ class ExportPlan(_Lenient):
         return None if self.priced is None else self.priced.roles.get(name)
 
     def roles(self) -> list[tuple[str, PlanRole]]:
-        """(role name, role) in launch order: prefill then decode, or the one colocated pool."""
+        """(role name, role) in launch order: prefill then decode, or the one colocated pool; a PrfaaS plan's remote
+        prefill cluster last, as ``remote-prefill``."""
         if self.mode == "colocated":
             assert self.colocated is not None
             return [("colocated", self.colocated)]
         assert self.prefill is not None
         assert self.decode is not None
-        return [("prefill", self.prefill), ("decode", self.decode)]
+        remote = [] if self.prfaas is None else [("remote-prefill", self.prfaas.remote)]
+        return [("prefill", self.prefill), ("decode", self.decode), *remote]
 
 
 class EngineDefaults(_Lenient):
@@ -224,6 +236,9 @@ class EngineData(FrozenModel):
     transfer_backend: str | None = None
     proxy_port: int | None = Field(default=None, ge=1, le=65535)
     router_port: int | None = Field(default=None, ge=1, le=65535)
+    remote_proxy_port: int | None = Field(default=None, ge=1, le=65535)
+    remote_router_port: int | None = Field(default=None, ge=1, le=65535)
+    """A PrfaaS plan's second front (over the remote prefill cluster): vLLM's toy proxy, SGLang's router."""
     nixl_side_channel_port: int | None = Field(default=None, ge=1, le=65535)
     bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
 

@@ -37,10 +37,11 @@ from pdplan.report.export import ExportResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang"), ("trtllm", "vllm")]
-RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu", "kv-aware"}
+RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu", "kv-aware", "prfaas"}
 """The kinds of plan each target exports; TensorRT-LLM refuses the example MoE plans (all use attention data
-parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write)."""
-RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe"}}
+parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write) and PrfaaS plans (their remote
+cluster is not written for it)."""
+RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe", "prfaas"}}
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
@@ -69,8 +70,8 @@ def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimize
         exported.setdefault(key, set()).update(out.kinds)
     for key in TARGETS:  # each target ran each kind of plan it can run
         assert RUNS_BY_TARGET.get(key, RUNS) <= exported[key], (key, exported[key])
-        assert "prfaas" in refused[key]  # PrfaaS: two clusters, refused
-        assert "prfaas" not in exported[key]
+    assert "prfaas" in refused[("trtllm", "vllm")]  # its remote cluster is not written for TensorRT-LLM
+    assert "prfaas" not in exported[("trtllm", "vllm")]
 
 
 def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_context(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from pdplan.report.export.common import (
 )
 from pdplan.report.export.dynamo import dynamo_manifest
 from pdplan.report.export.engine_args import batch_cap_warnings
-from pdplan.report.export.routing import routing_warnings
+from pdplan.report.export.routing import prfaas_warnings, routing_warnings
 from pdplan.report.export.sglang import sglang_script
 from pdplan.report.export.trtllm import check_trtllm, trtllm_script, trtllm_warnings
 from pdplan.report.export.vllm import vllm_script
@@ -69,7 +69,7 @@ def export_plan(
     warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine])
     warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
     warnings += batch_cap_warnings(chosen, ctx, engine) + routing_warnings(chosen, target)
-    warnings += cache_warnings(chosen, ctx, target, engine)
+    warnings += cache_warnings(chosen, ctx, target, engine) + prfaas_warnings(chosen, ctx, target)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

@@ -24,6 +24,13 @@ from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel
 Target = Literal["dynamo", "vllm", "sglang", "trtllm"]
 Engine = Literal["vllm", "sglang"]
 TARGETS: tuple[Target, ...] = ("dynamo", "vllm", "sglang", "trtllm")
+REMOTE_PREFILL = "remote-prefill"
+"""The role of a PrfaaS plan's remote prefill cluster (:meth:`pdplan.specs.export.ExportPlan.roles`)."""
+
+
+def base_role(name: str) -> str:
+    """The engine role a plan role runs: a PrfaaS plan's remote prefill cluster runs prefill instances."""
+    return "prefill" if name == REMOTE_PREFILL else name
 
 
 @dataclass(frozen=True)
@@ -301,6 +308,12 @@ def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list
         lines.append(f"at that rate: TTFT P90 {plan.ttft_p90_s * 1e3:.4g} ms, TPOT P90 {plan.tpot_p90_s * 1e3:.4g} ms")
     lines.append(f"model: {ctx.model_id}")
     lines += [role_summary(name, role, gpu_facts(ctx, role)) for name, role in plan.roles()]
+    if plan.prfaas is not None:
+        link = f" over {plan.prfaas.link}" if plan.prfaas.link else ""
+        lines.append(
+            f"PrfaaS: prompts of more than {int(plan.prfaas.threshold_tokens)} tokens are prefilled on the "
+            f"remote-prefill cluster, their KV sent to the local decode instances{link}"
+        )
     priced = plan.priced_role("colocated")
     if plan.mode == "colocated" and plan.scheduler == "chunked":
         if priced is not None and priced.max_num_batched_tokens is not None:

@@ -27,11 +27,13 @@ import yaml
 from pdplan.errors import SpecError
 from pdplan.report.export.cache import kv_events_flags, plan_cache, vllm_transfer_config
 from pdplan.report.export.common import (
+    REMOTE_PREFILL,
     Chosen,
     Engine,
     ExportContext,
     ExportResult,
     LaunchCommand,
+    base_role,
     comment_text,
     engine_line,
     gpu_facts,
@@ -43,8 +45,13 @@ from pdplan.report.export.routing import dynamo_router_mode, routing_line
 from pdplan.specs.export import PlanRole
 
 SERVICE_NAMES: dict[Engine, dict[str, str]] = {
-    "vllm": {"prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker", "colocated": "VllmDecodeWorker"},
-    "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode"},
+    "vllm": {
+        "prefill": "VllmPrefillWorker",
+        "decode": "VllmDecodeWorker",
+        "colocated": "VllmDecodeWorker",
+        REMOTE_PREFILL: "VllmRemotePrefillWorker",
+    },
+    "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode", REMOTE_PREFILL: "remote-prefill"},
 }
 
 
@@ -58,12 +65,12 @@ def _worker_command(
         if role_name != "colocated":
             config = vllm_transfer_config(dict(ctx.targets.dynamo.vllm_kv_transfer_config), cache, ctx, role_name)
             kv_config = json.dumps(config, separators=(",", ":"))
-            flags += [("--disaggregation-mode", role_name), ("--kv-transfer-config", kv_config)]
+            flags += [("--disaggregation-mode", base_role(role_name)), ("--kv-transfer-config", kv_config)]
     else:
         flags = [("--model-path", ctx.model_id), ("--served-model-name", ctx.model_id), ("--skip-tokenizer-init", None)]
         if role_name != "colocated":
             flags += [
-                ("--disaggregation-mode", role_name),
+                ("--disaggregation-mode", base_role(role_name)),
                 ("--disaggregation-transfer-backend", str(ctx.targets.engines["sglang"].transfer_backend)),
                 ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
             ]
@@ -94,7 +101,7 @@ def _worker_service(
         "componentType": "worker",
     }
     if role_name != "colocated":
-        service["subComponentType"] = role_name
+        service["subComponentType"] = base_role(role_name)
     service["replicas"] = role.count
     if nodes > 1:
         service["multinode"] = {"nodeCount": nodes}

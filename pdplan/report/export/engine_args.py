@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from pdplan.report.export.cache import cache_flags, plan_cache
-from pdplan.report.export.common import Chosen, Engine, ExportContext
+from pdplan.report.export.common import Chosen, Engine, ExportContext, base_role
 from pdplan.specs.export import PlanRole
 
 Flags = list[tuple[str, str | None]]
@@ -79,7 +79,7 @@ def batch_cap_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> li
     out = []
     for role_name, role in plan.roles():
         budget = token_budget(chosen, ctx, role_name)
-        if role_name != "prefill" and budget is not None and -(-plan.max_num_seqs // role.dp) > budget:
+        if base_role(role_name) != "prefill" and budget is not None and -(-plan.max_num_seqs // role.dp) > budget:
             out.append(
                 f"{role_name}: the plan caps the batch at {plan.max_num_seqs} sequences but its step budget is "
                 f"{budget} tokens; vLLM requires max-num-batched-tokens >= max-num-seqs, so --max-num-seqs "
@@ -91,7 +91,7 @@ def batch_cap_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> li
 def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> Flags:
     plan, out = chosen.plan, Flags()
     budget = token_budget(chosen, ctx, role_name)
-    if plan.max_num_seqs is not None and role_name != "prefill":
+    if plan.max_num_seqs is not None and base_role(role_name) != "prefill":
         if engine == "vllm":
             role = dict(plan.roles())[role_name]
             out.append(("--max-num-seqs", str(vllm_max_num_seqs(plan.max_num_seqs, role.dp, budget))))
@@ -176,7 +176,7 @@ def moe_flags(chosen: Chosen, role_name: str, role: PlanRole, engine: Engine) ->
     out = Flags()
     if priced.moe_kernel == "deepgemm_wideep":
         if engine == "sglang":
-            mode = {"prefill": "normal", "decode": "low_latency"}.get(role_name, "auto")
+            mode = {"prefill": "normal", "decode": "low_latency"}.get(base_role(role_name), "auto")
             out += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
         else:
             backend = "deepep_low_latency" if role_name == "decode" else "deepep_high_throughput"

@@ -22,12 +22,21 @@ that holds it) needs a router that keeps it: the SGLang router's ``cache_aware``
 load is imbalanced: router_args.py ``--cache-threshold``, ``--balance-abs-threshold``), and Dynamo's KV router
 (``--router-mode kv``: it scores workers by the prefix blocks they already hold). vLLM's has none: a warning
 (:func:`pdplan.report.export.cache.cache_warnings`).
+
+A PrfaaS plan (arXiv 2604.15039) sends each request whose prompt is longer than its threshold to the remote prefill
+cluster and the rest to the local one. No router these exports write routes by a fixed prompt length: vLLM's toy
+proxy round-robins; sglang-router 0.3.2's ``bucket`` prefill policy moves its length boundaries with the load
+(``engines.sglang.sources.prfaas_routing`` in pdplan/data/export/targets.yaml); Dynamo 1.2.1's frontend has no
+length rule, and its global router (``python -m dynamo.global_router``, prefill pools chosen by input length) needs
+each pool in its own Dynamo namespace with a local router, which a single graph does not give. The scripts therefore
+run two fronts, one over each prefill cluster (both decoding on the local decode pool), and the manifest both
+clusters' workers; :func:`prfaas_warnings` names, in one line, the length rule the operator must set by hand.
 """
 
 from __future__ import annotations
 
 from pdplan.report.export.cache import cache_affinity, cache_role
-from pdplan.report.export.common import Chosen
+from pdplan.report.export.common import Chosen, ExportContext
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
 DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
@@ -122,3 +131,34 @@ def dynamo_router_mode(chosen: Chosen) -> str | None:
         return "kv"
     policy = _front_pool(chosen)[1]
     return None if policy is None else DYNAMO_MODE[policy]
+
+
+def prfaas_threshold_tokens(chosen: Chosen) -> int | None:
+    """The longest prompt a PrfaaS plan prefills locally, ``⌊threshold⌋`` tokens (longer ones go remote); None
+    for another plan."""
+    prfaas = chosen.plan.prfaas
+    return None if prfaas is None else int(prfaas.threshold_tokens)
+
+
+def prfaas_warnings(chosen: Chosen, ctx: ExportContext, target: str) -> list[str]:
+    """One line: the prompt-length rule the operator must set for a PrfaaS plan (module docstring)."""
+    tokens = prfaas_threshold_tokens(chosen)
+    if tokens is None:
+        return []
+    rule = f"prompts of more than {tokens} tokens"
+    if target == "dynamo":
+        return [
+            f"Dynamo's frontend does not route by prompt length, so as written it spreads prefills over both prefill "
+            f"clusters: to send only {rule} to the remote one (as priced), configure it by hand (Dynamo's "
+            "global router, python -m dynamo.global_router, picks prefill pools by input length)"
+        ]
+    data = ctx.targets.engines["vllm" if target == "vllm" else "sglang"]
+    front, port, remote = (
+        ("proxy", data.proxy_port, data.remote_proxy_port)
+        if target == "vllm"
+        else ("router", data.router_port, data.remote_router_port)
+    )
+    return [
+        f"no {target} router routes by prompt length: configure your gateway by hand to send {rule} to the "
+        f"remote-{front} (port {remote}, the remote prefill cluster) and the rest to the {front} (port {port})"
+    ]

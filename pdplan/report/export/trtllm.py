@@ -98,6 +98,10 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
         )
     if any(role.dp > 1 for _, role in plan.roles()):
         reasons.append("uses attention data parallelism, whose TensorRT-LLM settings pdplan does not write")
+    if plan.prfaas is not None:
+        reasons.append(
+            "is a Prefill-as-a-Service plan, whose remote prefill cluster pdplan does not write for TensorRT-LLM"
+        )
     if any(p.moe_kernel == "deepgemm_wideep" or p.two_batch_overlap or p.redundant_experts for p in priced):
         reasons.append(
             "is priced with wide-EP mechanisms (DeepEP, two-batch overlap, redundant experts) that pdplan "
