@@ -111,6 +111,28 @@ def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Op
     assert all(ns.disable_radix_cache is not True for p, ns in parsed if p == "python -m sglang.launch_server")
 
 
+def test_sglang_under_dp_attention_gives_each_rank_the_priced_chunk(tmp_path: Path) -> None:
+    """SGLang 0.5.11 divides ``--chunked-prefill-size`` by the DP size under ``--enable-dp-attention``
+    (``sglang/srt/server_args.py`` ``_handle_data_parallelism``: ``chunked_prefill_size // dp_size``), so the
+    export writes the priced per-rank budget times DP: wide-EP rank 1, DP16 on both roles, 8,192 priced → 131,072."""
+    doc = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))
+    parsed = _check_export(export(doc, 1, "dynamo", "sglang"), "dynamo", tmp_path)
+    workers = [ns for program, ns in parsed if program == "python3 -m dynamo.sglang"]
+    priced = doc.plans[0]["priced"]["roles"]  # type: ignore[index]
+    assert len(workers) == 2
+    for ns in workers:
+        assert ns.enable_dp_attention
+        assert (ns.data_parallel_size, ns.chunked_prefill_size) == (16, 131_072)
+        per_rank = ns.chunked_prefill_size // ns.data_parallel_size  # what SGLang's scheduler of each DP rank then gets
+        assert per_rank == priced[ns.disaggregation_mode]["max_num_batched_tokens"] == 8192
+    dense = read_plan_document(str(GOLDEN / "default.json"))  # DP 1: the budget as priced
+    assert _flags_of(export(dense, 1, "sglang"), "prefill")["--chunked-prefill-size"] == "8192"
+
+
+def _flags_of(result: ExportResult, role: str) -> dict[str, str | None]:
+    return dict(next(c for c in result.commands if c.role == role).flags)
+
+
 # ---- a wrong flag fails ---------------------------------------------------------------------------------------
 
 WRONG = [

@@ -9,7 +9,8 @@ SGLang (sgl-project/sglang ``docs/advanced_features/server_arguments.md``): ``--
 count, so attention data parallelism is ``--tp-size TP×DP --dp-size DP --enable-dp-attention`` (as in
 docs/advanced_features/pd_disaggregation.md's DeepSeek example); ``--pp-size``, ``--ep-size``,
 ``--max-running-requests`` (the batch limit), ``--mem-fraction-static`` (weights + KV pool, the nearest knob to vLLM's
-``gpu_memory_utilization``), ``--chunked-prefill-size`` (``-1`` disables chunking), ``--quantization fp8``,
+``gpu_memory_utilization``), ``--chunked-prefill-size`` (``-1`` disables chunking; under attention DP SGLang divides
+it by the DP size, so the per-rank budget × DP is written: :func:`sglang_chunk`), ``--quantization fp8``,
 ``--kv-cache-dtype fp8_e4m3``.
 
 Batch limits go where pdplan's model uses them: ``max_num_seqs`` bounds the decode batch (decode and colocated
@@ -107,8 +108,19 @@ def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine
     elif role_name == "colocated" and plan.scheduler == "prefill-first":
         out.append(("--chunked-prefill-size", "-1"))
     elif budget is not None:
-        out.append(("--chunked-prefill-size", str(budget)))
+        out.append(("--chunked-prefill-size", str(sglang_chunk(budget, dict(plan.roles())[role_name]))))
     return out
+
+
+def sglang_chunk(budget: int, role: PlanRole) -> int:
+    """SGLang's ``--chunked-prefill-size`` that gives each attention-DP rank the ``budget`` pdplan priced: SGLang
+    0.5.11 divides the flag by the DP size under ``--enable-dp-attention`` (``sglang/srt/server_args.py``,
+    ``ServerArgs._handle_data_parallelism``: ``chunked_prefill_size // dp_size``; ``engines.sglang.sources.
+    dp_attention_chunk`` in pdplan/data/export/targets.yaml), while pdplan prices each attention-DP rank, which
+    prefills its own requests, with the budget (``priced.roles.<role>.max_num_batched_tokens``: the transfer chunk,
+    the per-GPU workspace and SGLang's memory-fraction rule in pdplan/serving/engine_bind.py), so ``budget × dp`` is
+    written (``budget`` at DP 1)."""
+    return budget * role.dp
 
 
 def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
