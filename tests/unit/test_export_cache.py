@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.export_plans import GOLDEN, export
 
 from pdplan.errors import SpecError
@@ -120,6 +121,10 @@ def test_dynamo_runs_the_kv_router_with_events_from_the_caching_workers(tmp_path
     assert "--kv-events-config" not in _flags(result, "decode")  # decode workers publish none (dynamo/vllm/args.py)
     prefill_config = json.loads(str(_flags(result, "prefill")["--kv-transfer-config"]))
     assert prefill_config["kv_connector"] == "MultiConnector"
+    services = yaml.safe_load(result.text)["spec"]["services"]  # NIXL inside a MultiConnector: Dynamo does not set
+    host = {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    assert services["VllmPrefillWorker"]["envs"] == [host]  # the side-channel host itself
+    assert "envs" not in services["VllmDecodeWorker"]  # plain NIXL: Dynamo's worker sets it
     assert not any("least-work" in w for w in result.warnings)
     sglang = export(doc, 1, "dynamo", "sglang")
     assert json.loads(str(_flags(sglang, "prefill")["--kv-events-config"]))["publisher"] == "zmq"

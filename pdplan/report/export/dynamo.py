@@ -79,6 +79,24 @@ def _worker_command(
     return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
 
 
+SIDE_CHANNEL_HOST_ENV = {
+    "name": "VLLM_NIXL_SIDE_CHANNEL_HOST",
+    "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+}
+"""The pod's address as NIXL's side-channel host. Dynamo 1.2.1's vLLM worker sets it itself only when the
+``--kv-transfer-config`` connector is NIXL or a ``PdConnector`` holding it (ai-dynamo 1.2.1 wheel
+``dynamo/vllm/args.py``: ``_uses_nixl_connector``, ``ensure_side_channel_host``); in a ``MultiConnector`` (NIXL beside
+vLLM's offloading connector, :func:`pdplan.report.export.cache.vllm_transfer_config`) vLLM would advertise its
+default, ``localhost``, and the decode workers could not reach the prefill's KV. A service's ``envs`` take Kubernetes
+``EnvVar`` objects (the CRD's ``spec.services.<name>.envs``)."""
+
+
+def _wrapped_nixl(command: LaunchCommand) -> bool:
+    """Whether the worker's ``--kv-transfer-config`` holds NIXL inside a ``MultiConnector``."""
+    config = dict(command.flags).get("--kv-transfer-config")
+    return config is not None and json.loads(config).get("kv_connector") == "MultiConnector"
+
+
 def _node_selector(ctx: ExportContext, role: PlanRole, source: str) -> dict[str, str]:
     label = ctx.node_labels.get(role.gpu)
     if label is None:
@@ -96,10 +114,10 @@ def _worker_service(
 ) -> tuple[dict[str, Any], LaunchCommand]:
     command = _worker_command(chosen, ctx, role_name, role, engine)
     nodes, gpus_per_node = nodes_for(role, gpu_facts(ctx, role), chosen.source)
-    service: dict[str, Any] = {
-        "envFromSecret": ctx.targets.dynamo.hf_token_secret,
-        "componentType": "worker",
-    }
+    service: dict[str, Any] = {"envFromSecret": ctx.targets.dynamo.hf_token_secret}
+    if engine == "vllm" and _wrapped_nixl(command):
+        service["envs"] = [SIDE_CHANNEL_HOST_ENV]
+    service["componentType"] = "worker"
     if role_name != "colocated":
         service["subComponentType"] = base_role(role_name)
     service["replicas"] = role.count
