@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: 1P3D h100-sxm TP1 / h100-sxm TP1 layer cache affinity; 4 GPUs; goodput 98.75 req/s
-# at that rate: TTFT P90 488.2 ms, TPOT P90 43.15 ms
+# plan: 1P3D h100-sxm TP1 / h100-sxm TP1 request cache affinity; 4 GPUs; goodput 98.7 req/s
+# at that rate: TTFT P90 487.2 ms, TPOT P90 43.06 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
 # prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 3 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
+# WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 # routing: priced with least-work prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
