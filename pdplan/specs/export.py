@@ -48,6 +48,7 @@ class PricedRole(_Lenient):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
+    kv_capacity_tokens: int | None = Field(default=None, ge=0)
     moe_kernel: Literal["fused", "deepgemm_wideep", "cutlass"] | None = None
     two_batch_overlap: bool = False
     redundant_experts: int = Field(default=0, ge=0)
@@ -61,6 +62,32 @@ class Priced(_Lenient):
     engine_version: str | None = None
     routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
     roles: dict[str, PricedRole] = Field(default_factory=dict)
+
+
+class Prfaas(_Lenient):
+    """A PrfaaS plan's ``prfaas`` record (docs/json_keys.md): the remote prefill cluster and the prompt length above
+    which a request is prefilled there (arXiv 2604.15039's length-threshold routing)."""
+
+    threshold_tokens: float = Field(gt=0, allow_inf_nan=False)
+    remote: PlanRole
+    link: str | None = None
+
+
+class PlanTier(_Lenient):
+    """One lower tier of a plan's cache (``cache.tier_sizes``): the storage entry and its size as priced (bytes: per
+    node for host DRAM and local SSD, the whole pool for a remote pool)."""
+
+    storage: str = Field(min_length=1)
+    capacity_bytes: float = Field(ge=0, allow_inf_nan=False)
+
+
+class PlanCache(_Lenient):
+    """A plan's ``cache`` setting (docs/json_keys.md): prefix caching on or off, the routing it was priced with
+    (``affinity``: a prefix's requests stay on the instance that holds it), and the tiers below HBM."""
+
+    prefix_caching: bool
+    routing: Literal["affinity", "load-balance"]
+    tier_sizes: list[PlanTier] = Field(default_factory=list)
 
 
 class ExportPlan(_Lenient):
@@ -79,7 +106,8 @@ class ExportPlan(_Lenient):
     goodput_rps: float = Field(ge=0)
     ttft_p90_s: float | None = None
     tpot_p90_s: float | None = None
-    prfaas: dict[str, object] | None = None
+    prfaas: Prfaas | None = None
+    """The remote prefill cluster of a Prefill-as-a-Service plan: its role is ``remote-prefill``."""
     priced: Priced | None = None
     """What the plan was priced with (``optimize --format json`` since issue #25); None in older documents."""
     cache: dict[str, Any] | None = None
@@ -87,8 +115,8 @@ class ExportPlan(_Lenient):
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:
-        if self.prfaas is not None:
-            raise ValueError("plans with a Prefill-as-a-Service cluster (prfaas) cannot be exported yet")
+        if self.prfaas is not None and self.mode != "disaggregated":
+            raise ValueError("a Prefill-as-a-Service plan (prfaas) must be disaggregated")
         if self.mode == "disaggregated" and (self.prefill is None or self.decode is None):
             raise ValueError("a disaggregated plan needs 'prefill' and 'decode' objects")
         if self.mode == "disaggregated" and self.granularity is None:
@@ -102,13 +130,15 @@ class ExportPlan(_Lenient):
         return None if self.priced is None else self.priced.roles.get(name)
 
     def roles(self) -> list[tuple[str, PlanRole]]:
-        """(role name, role) in launch order: prefill then decode, or the one colocated pool."""
+        """(role name, role) in launch order: prefill then decode, or the one colocated pool; a PrfaaS plan's remote
+        prefill cluster last, as ``remote-prefill``."""
         if self.mode == "colocated":
             assert self.colocated is not None
             return [("colocated", self.colocated)]
         assert self.prefill is not None
         assert self.decode is not None
-        return [("prefill", self.prefill), ("decode", self.decode)]
+        remote = [] if self.prfaas is None else [("remote-prefill", self.prfaas.remote)]
+        return [("prefill", self.prefill), ("decode", self.decode), *remote]
 
 
 class EngineDefaults(_Lenient):
@@ -184,6 +214,8 @@ class DynamoData(FrozenModel):
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
     vllm_kv_transfer_config: dict[str, str]
     """The ``--kv-transfer-config`` Dynamo's vLLM workers of a disaggregated graph take (both roles)."""
+    kv_events_config: dict[Literal["vllm", "sglang"], dict[str, str | bool]]
+    """The ``--kv-events-config`` a worker needs to publish its KV events to the KV router (``sources.kv_router``)."""
     vendors: list[Vendor]
     sources: dict[str, str]
 
@@ -199,9 +231,14 @@ class EngineData(FrozenModel):
     sources: dict[str, str]
     kv_connector: str | None = None
     kv_load_failure_policy: str | None = None
+    kv_offload_connector: str | None = None
+    """vLLM's CPU offloading connector, in a MultiConnector with the transfer connector (``sources.kv_offload``)."""
     transfer_backend: str | None = None
     proxy_port: int | None = Field(default=None, ge=1, le=65535)
     router_port: int | None = Field(default=None, ge=1, le=65535)
+    remote_proxy_port: int | None = Field(default=None, ge=1, le=65535)
+    remote_router_port: int | None = Field(default=None, ge=1, le=65535)
+    """A PrfaaS plan's second front (over the remote prefill cluster): vLLM's toy proxy, SGLang's router."""
     nixl_side_channel_port: int | None = Field(default=None, ge=1, le=65535)
     bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
 

@@ -90,3 +90,114 @@ def test_a_hostile_model_name_inside_the_plan_is_refused(cli: Callable[..., CliR
         assert result.code == 2, result.err
         assert result.out == ""
         assert len(result.err_lines) == 1
+
+
+def _cached_plan(tmp_path: Path, **cache: object) -> Path:
+    """The default report with a ``cache`` setting (prefix caching, affinity, 1 TiB host DRAM per node) in every
+    plan, changed by ``cache``."""
+    doc = json.loads(PLAN.read_text())
+    setting = {
+        "prefix_caching": True,
+        "routing": "affinity",
+        "tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": 2**40}],
+    }
+    for plan in doc["plans"]:
+        plan["cache"] = setting | cache
+    path = tmp_path / "cached.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+HOSTILE_CACHE = [
+    {"tier_sizes": [{"storage": "host-dram-pcie5\ntouch PWNED", "capacity_bytes": 2**40}]},
+    {"tier_sizes": [{"storage": "$(touch PWNED)", "capacity_bytes": 2**40}]},
+    {"tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": "1; touch PWNED"}]},
+    {"tier_sizes": [{"storage": "host-dram-pcie5", "capacity_bytes": float("inf")}]},
+    {"routing": "affinity\ntouch PWNED"},
+    {"prefix_caching": "$(touch PWNED)"},
+]
+
+
+@pytest.mark.parametrize("cache", HOSTILE_CACHE, ids=range(len(HOSTILE_CACHE)))
+def test_a_hostile_cache_setting_is_refused(
+    cli: Callable[..., CliResult], cache: dict[str, object], tmp_path: Path
+) -> None:
+    """The cache fields that reach a command (the tier's storage, looked up in the catalogue; its size, a finite
+    number; prefix caching and routing, one of their values) are validated: anything else is one line, exit 2."""
+    path = _cached_plan(tmp_path, **cache)
+    for target in TARGETS:
+        result = cli("export", str(path), "--to", *target)
+        assert result.code == 2, (target, result.err)
+        assert result.out == ""
+        assert len(result.err_lines) == 1
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: "-".join(t))
+def test_cache_settings_are_written_quoted(
+    cli: Callable[..., CliResult], target: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A KV-aware plan's JSON flags (vLLM's MultiConnector config, Dynamo's KV-events config with its ``tcp://*``
+    endpoint) stay one shell word or one YAML string."""
+    result = cli("export", str(_cached_plan(tmp_path)), "--to", *target)
+    assert result.code == 0, result.err
+    if target[0] == "dynamo":
+        _check_manifest(result.out)
+        services = yaml.safe_load(result.out)["spec"]["services"]
+        prefill = next(s for s in services.values() if s.get("subComponentType") == "prefill")
+        args = prefill["extraPodSpec"]["mainContainer"]["args"]
+        events = json.loads(args[args.index("--kv-events-config") + 1])
+        assert events["endpoint"] == ("tcp://*:20080" if "vllm" in target else "tcp://*:5557")
+        return
+    _check_script(result.out)
+    if target[0] == "vllm":
+        assert '--kv-transfer-config \'{"kv_connector":"MultiConnector"' in result.out
+    if target[0] == "sglang":
+        assert "--hicache-size 137 \\" in result.out or "--hicache-size 137\n" in result.out
+
+
+PRFAAS_PLAN = ROOT / "tests" / "golden" / "examples" / "prfaas-h200-h100.json"
+HOSTILE_PRFAAS = [
+    {"remote": {"gpu": "h200-sxm\ntouch PWNED", "tp": 4, "count": 2}},
+    {"remote": {"gpu": "$(touch PWNED)", "tp": 4, "count": 2}},
+    {"remote": {"gpu": "h200-sxm", "tp": "4; touch PWNED", "count": 2}},
+    {"threshold_tokens": "29019; touch PWNED"},
+    {"threshold_tokens": float("nan")},
+]
+PRFAAS_TARGETS = [("sglang",), ("dynamo", "--backend", "sglang")]
+"""The targets that run the example PrfaaS plans (layer-wise KV transfer: not vLLM's connector, not TensorRT-LLM)."""
+
+
+def _prfaas_plan(tmp_path: Path, **prfaas: object) -> Path:
+    doc = json.loads(PRFAAS_PLAN.read_text())
+    for plan in doc["plans"]:
+        plan["prfaas"] |= prfaas
+    path = tmp_path / "prfaas.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("prfaas", HOSTILE_PRFAAS, ids=range(len(HOSTILE_PRFAAS)))
+def test_a_hostile_prfaas_record_is_refused(
+    cli: Callable[..., CliResult], prfaas: dict[str, object], tmp_path: Path
+) -> None:
+    """The PrfaaS fields that reach a command (the remote GPU, looked up in the catalogue; its TP and count,
+    integers; the threshold, a finite number) are validated: anything else is one line, exit 2."""
+    path = _prfaas_plan(tmp_path, **prfaas)
+    for target in PRFAAS_TARGETS:
+        result = cli("export", str(path), "--to", *target)
+        assert result.code == 2, (target, result.err)
+        assert result.out == ""
+        assert len(result.err_lines) == 1
+
+
+@pytest.mark.parametrize("target", PRFAAS_TARGETS, ids=lambda t: "-".join(t))
+def test_the_prfaas_link_name_reaches_only_a_comment(
+    cli: Callable[..., CliResult], target: tuple[str, ...], tmp_path: Path
+) -> None:
+    result = cli("export", str(_prfaas_plan(tmp_path, link="dci\ntouch PWNED\nkind: Evil")), "--to", *target)
+    assert result.code == 0, result.err
+    assert "over dci\\ntouch PWNED" in result.out
+    if target[0] == "dynamo":
+        _check_manifest(result.out)
+    else:
+        _check_script(result.out)

@@ -6,6 +6,11 @@ granularity its default engine's connector runs, so every target takes it),
 ``examples/opt-13b-a100-distserve.yaml`` rank 1 (colocated), and the synthetic report fixture's rank 3 (H100
 prefill, H20 decode: mixed GPU types) from a document that records no engine settings, engine or dtypes, on Dynamo's
 SGLang workers (the plan is priced with chunk-granularity KV transfer, which vLLM workers cannot run: refused).
+KV-aware plans (prefix caching, affinity routing): ``examples/chat-sessions.yaml`` rank 3 (3P4D with a 1 TiB host-DRAM
+tier per node: vLLM's MultiConnector on the prefillers and Dynamo's KV router) under vLLM and Dynamo, and
+``examples/shared-system-prompt.yaml`` rank 1 (the SGLang router's cache_aware prefill policy). A PrfaaS plan,
+``examples/prfaas-h200-h100.yaml`` rank 1 (layer-wise: SGLang), with both clusters: as a script with a second router
+over the remote prefill cluster, and as one Dynamo graph.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ CASES = [
     ("opt-13b-a100-distserve", 1, "vllm", "vllm", "export_colocated_vllm.sh"),
     ("opt-13b-a100-distserve", 1, "dynamo", "vllm", "export_colocated_dynamo.yaml"),
     ("fixture", 3, "dynamo", "sglang", "export_mixed_gpu_dynamo.yaml"),
+    ("chat-sessions", 3, "vllm", "vllm", "export_chat_sessions_vllm.sh"),
+    ("chat-sessions", 3, "dynamo", "vllm", "export_chat_sessions_dynamo.yaml"),
+    ("shared-system-prompt", 1, "sglang", "vllm", "export_shared_system_prompt_sglang.sh"),
+    ("prfaas-h200-h100", 1, "sglang", "vllm", "export_prfaas_sglang.sh"),
+    ("prfaas-h200-h100", 1, "dynamo", "sglang", "export_prfaas_dynamo_sglang.yaml"),
 ]
 
 

@@ -50,7 +50,7 @@ def script_argvs(text: str, tmp: Path) -> list[tuple[str, list[str]]]:
         stub.chmod(0o755)
     script = tmp / "launch.sh"
     script.write_text(text)
-    roles = re.search(r'role="\$\{1:\?usage: \$0 ([a-z|]+)\}"', text)
+    roles = re.search(r'role="\$\{1:\?usage: \$0 ([a-z|-]+)\}"', text)
     assert roles is not None, "no role case in the script"
     hosts = {var: " ".join(f"10.1.{i}.{k}" for k in range(int(n))) for i, (var, n) in enumerate(_host_counts(text))}
     out = []

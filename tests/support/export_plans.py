@@ -3,9 +3,11 @@
 Plans: every ranked plan of the golden example reports (``tests/golden/examples``: Llama-3.1-70B disaggregated,
 DeepSeek-V3 wide-EP MoE, OPT-13B colocated and disaggregated, both PrfaaS examples), the synthetic report fixture
 (mixed H100 / H20), ``examples/h100-prefill-l40s-decode.yaml`` and ``examples/fp8-h200.yaml`` optimised here (mixed
-GPU types; FP8 weights and KV), and two variants that vLLM can run, request-granularity KV transfer (vLLM's NIXL
-connector moves a request's KV after its prefill, so it refuses layer- and chunk-granularity plans): the wide-EP
-example with DP8 instances (one node each, so the script targets run it too) and the H100 / A100 example.
+GPU types; FP8 weights and KV), ``examples/chat-sessions.yaml`` and ``examples/shared-system-prompt.yaml`` (KV-aware:
+prefix caching, affinity and load-balance routing, a host-DRAM tier), and two variants that vLLM can run,
+request-granularity KV transfer (vLLM's NIXL connector moves a request's KV after its prefill, so it refuses layer- and
+chunk-granularity plans): the wide-EP example with DP8 instances (one node each, so the script targets run it too), the
+H100 / A100 example and the PrfaaS H200 / H100 example.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from support.plan_fixture import plan_result
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "examples"
 GOLDEN_DOCS = ["default", "deepseek-v3-wide-ep", "opt-13b-a100-distserve", "prfaas-h200-h100", "prfaas-h200-h20"]
-OPTIMIZED_DOCS = ["h100-prefill-l40s-decode", "fp8-h200"]
+OPTIMIZED_DOCS = ["h100-prefill-l40s-decode", "fp8-h200", "chat-sessions", "shared-system-prompt"]
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "wide-ep-request": (
         "deepseek-v3-wide-ep",
         {"granularity": "request", "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3}},
     ),
     "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),
+    "prfaas-request": ("prfaas-h200-h100", {"granularity": "request"}),
 }
 DOCUMENTS = [*GOLDEN_DOCS, "fixture", *OPTIMIZED_DOCS, *VARIANTS]
 _VARIANT_DIR: list[Path] = []
@@ -77,11 +80,15 @@ def export(doc: PlanDocument, rank: int, target: str, backend: str = "vllm") -> 
 
 
 def plan_kinds(doc: PlanDocument, rank: int) -> set[str]:
-    """``colocated`` / ``disaggregated``, ``dense`` / ``moe`` (EP > 1), ``mixed-gpu``, ``prfaas``."""
+    """``colocated`` / ``disaggregated``, ``dense`` / ``moe`` (EP > 1), ``mixed-gpu``, ``prfaas``, ``kv-aware``
+    (prefix caching with affinity routing)."""
     plan = doc.plans[rank - 1]
     roles = [r for r in (plan.get(k) for k in ("prefill", "decode", "colocated")) if isinstance(r, dict)]
     kinds = {str(plan["mode"]), "moe" if any(int(r.get("ep", 1)) > 1 for r in roles) else "dense"}
     kinds |= {"mixed-gpu"} if len({r["gpu"] for r in roles}) > 1 else set()
+    cache = plan.get("cache")
+    if isinstance(cache, dict) and cache.get("prefix_caching") and cache.get("routing") == "affinity":
+        kinds.add("kv-aware")
     return kinds | ({"prfaas"} if plan.get("prfaas") else set())
 
 

@@ -447,7 +447,13 @@ def _export_file(path: Path) -> ExportResult:
         ("{", "not JSON"),
         ('{"plans": [1]}', r"plans\.0: Input should be a valid dictionary"),
         ('{"plans": [{"mode": "prfaas"}]}', "mode"),
-        (json.dumps({"plans": [_plan(prfaas={"threshold_tokens": 8192})]}), "Prefill-as-a-Service"),
+        (json.dumps({"plans": [_plan(prfaas={"threshold_tokens": 8192})]}), r"prfaas\.remote"),
+        (
+            json.dumps(
+                {"plans": [_plan(prfaas={"threshold_tokens": 0, "remote": {"gpu": "h200-sxm", "tp": 4, "count": 1}})]}
+            ),
+            "threshold_tokens",
+        ),
     ],
 )
 def test_not_a_plan_document_is_bad_input(tmp_path: Path, text: str, match: str) -> None:

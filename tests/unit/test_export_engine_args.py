@@ -28,7 +28,7 @@ from support.engine_args import (
     records,
 )
 from support.export_argv import manifest_argvs, script_argvs
-from support.export_plans import GOLDEN, export, outcomes
+from support.export_plans import GOLDEN, document, export, outcomes
 from support.optimized import Optimized
 
 from pdplan.errors import SpecError
@@ -37,10 +37,11 @@ from pdplan.report.export import ExportResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang"), ("trtllm", "vllm")]
-RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu"}
+RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu", "kv-aware", "prfaas"}
 """The kinds of plan each target exports; TensorRT-LLM refuses the example MoE plans (all use attention data
-parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write)."""
-RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe"}}
+parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write) and PrfaaS plans (their remote
+cluster is not written for it)."""
+RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe", "prfaas"}}
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
@@ -69,8 +70,8 @@ def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimize
         exported.setdefault(key, set()).update(out.kinds)
     for key in TARGETS:  # each target ran each kind of plan it can run
         assert RUNS_BY_TARGET.get(key, RUNS) <= exported[key], (key, exported[key])
-        assert "prfaas" in refused[key]  # PrfaaS: two clusters, refused
-        assert "prfaas" not in exported[key]
+    assert "prfaas" in refused[("trtllm", "vllm")]  # its remote cluster is not written for TensorRT-LLM
+    assert "prfaas" not in exported[("trtllm", "vllm")]
 
 
 def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_context(tmp_path: Path) -> None:
@@ -83,6 +84,53 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
     assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert prefill.max_model_len == doc.plans[0]["priced"]["roles"]["prefill"]["max_model_len"]  # type: ignore[index]
     assert frontend.router_mode == "kv"  # priced least-work: the load-aware mode
+
+
+@pytest.mark.xdist_group("optimized")
+def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Optimized, tmp_path: Path) -> None:
+    """chat-sessions rank 3 (3P4D, affinity, 1 TiB host DRAM per 8-GPU node: 128 GiB per TP1 prefill instance) on
+    Dynamo / vLLM and plain vLLM, and shared-system-prompt rank 1 on SGLang, as the engines parse them."""
+    chat = document("chat-sessions", optimized)
+    parsed = _check_export(export(chat, 3, "dynamo", "vllm"), "dynamo", tmp_path / "dynamo")
+    prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
+    decode = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "decode")
+    frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
+    assert frontend.router_mode == "kv"
+    assert prefill.enable_prefix_caching is True
+    assert prefill.kv_events_config["enable_kv_cache_events"] is True
+    offload = prefill.kv_transfer_config["kv_connector_extra_config"]["connectors"][1]
+    assert offload["kv_connector_extra_config"]["cpu_bytes_to_use"] == 128 * 2**30
+    assert decode.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    parsed = _check_export(export(chat, 3, "vllm"), "vllm", tmp_path / "vllm")
+    caching = {ns.port // 100 * 100: ns.enable_prefix_caching for p, ns in parsed if p == "vllm serve"}
+    assert caching == {8100: True, 8200: None}  # prefill caches; decode keeps vLLM's default
+    shared = document("shared-system-prompt", optimized)
+    parsed = _check_export(export(shared, 1, "sglang"), "sglang", tmp_path / "sglang")
+    router = next(ns for p, ns in parsed if p == "python -m sglang_router.launch_router")
+    assert router.prefill_policy == "cache_aware"
+    assert all(ns.disable_radix_cache is not True for p, ns in parsed if p == "python -m sglang.launch_server")
+
+
+def test_sglang_under_dp_attention_gives_each_rank_the_priced_chunk(tmp_path: Path) -> None:
+    """SGLang 0.5.11 divides ``--chunked-prefill-size`` by the DP size under ``--enable-dp-attention``
+    (``sglang/srt/server_args.py`` ``_handle_data_parallelism``: ``chunked_prefill_size // dp_size``), so the
+    export writes the priced per-rank budget times DP: wide-EP rank 1, DP16 on both roles, 8,192 priced → 131,072."""
+    doc = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))
+    parsed = _check_export(export(doc, 1, "dynamo", "sglang"), "dynamo", tmp_path)
+    workers = [ns for program, ns in parsed if program == "python3 -m dynamo.sglang"]
+    priced = doc.plans[0]["priced"]["roles"]  # type: ignore[index]
+    assert len(workers) == 2
+    for ns in workers:
+        assert ns.enable_dp_attention
+        assert (ns.data_parallel_size, ns.chunked_prefill_size) == (16, 131_072)
+        per_rank = ns.chunked_prefill_size // ns.data_parallel_size  # what SGLang's scheduler of each DP rank then gets
+        assert per_rank == priced[ns.disaggregation_mode]["max_num_batched_tokens"] == 8192
+    dense = read_plan_document(str(GOLDEN / "default.json"))  # DP 1: the budget as priced
+    assert _flags_of(export(dense, 1, "sglang"), "prefill")["--chunked-prefill-size"] == "8192"
+
+
+def _flags_of(result: ExportResult, role: str) -> dict[str, str | None]:
+    return dict(next(c for c in result.commands if c.role == role).flags)
 
 
 # ---- a wrong flag fails ---------------------------------------------------------------------------------------

@@ -5,14 +5,16 @@ Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.
 catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
 across a KV transfer, a vendor the target does not support, instances wider than a node for the shell targets),
 refuses a plan priced with a mechanism the engine cannot run (ZeRO-Prefill expert gather; KV transfer overlapped
-with the prefill on a request-granularity engine), and warns — in the output and on stderr — where the engine will
-not do exactly what the plan priced (routing, KV-transfer granularity) or where the plan document leaves a setting
-to the engine's default.
+with the prefill on a request-granularity engine; a host cache tier SGLang cannot start with), writes the plan's KV
+cache (prefix caching, affinity routing, a host-DRAM tier: :mod:`pdplan.report.export.cache`), and warns — in the
+output and on stderr — where the engine will not do exactly what the plan priced (routing, KV-transfer granularity)
+or where the plan document leaves a setting to the engine's default.
 """
 
 from __future__ import annotations
 
 from pdplan.errors import SpecError
+from pdplan.report.export.cache import cache_warnings, check_cache
 from pdplan.report.export.common import (
     TARGETS,
     Engine,
@@ -30,7 +32,7 @@ from pdplan.report.export.common import (
 )
 from pdplan.report.export.dynamo import dynamo_manifest
 from pdplan.report.export.engine_args import batch_cap_warnings
-from pdplan.report.export.routing import routing_warnings
+from pdplan.report.export.routing import prfaas_warnings, routing_warnings
 from pdplan.report.export.sglang import sglang_script
 from pdplan.report.export.trtllm import check_trtllm, trtllm_script, trtllm_warnings
 from pdplan.report.export.vllm import vllm_script
@@ -59,13 +61,15 @@ def export_plan(
     if target == "trtllm":
         check_trtllm(chosen, ctx)
         warnings = setting_warnings(chosen, "trtllm") + trtllm_warnings(chosen, ctx) + routing_warnings(chosen, target)
-        return trtllm_script(chosen, ctx, warnings)
+        return trtllm_script(chosen, ctx, warnings + cache_warnings(chosen, ctx, target, None))
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
     check_mechanisms(chosen, engine, ctx.targets.engines[engine])
+    check_cache(chosen, ctx, engine)
     warnings = granularity_warnings(chosen.plan, engine, ctx.targets.engines[engine])
     warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
     warnings += batch_cap_warnings(chosen, ctx, engine) + routing_warnings(chosen, target)
+    warnings += cache_warnings(chosen, ctx, target, engine) + prfaas_warnings(chosen, ctx, target)
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

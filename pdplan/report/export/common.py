@@ -24,6 +24,13 @@ from pdplan.specs.export import EngineData, ExportPlan, ExportTargets, NodeLabel
 Target = Literal["dynamo", "vllm", "sglang", "trtllm"]
 Engine = Literal["vllm", "sglang"]
 TARGETS: tuple[Target, ...] = ("dynamo", "vllm", "sglang", "trtllm")
+REMOTE_PREFILL = "remote-prefill"
+"""The role of a PrfaaS plan's remote prefill cluster (:meth:`pdplan.specs.export.ExportPlan.roles`)."""
+
+
+def base_role(name: str) -> str:
+    """The engine role a plan role runs: a PrfaaS plan's remote prefill cluster runs prefill instances."""
+    return "prefill" if name == REMOTE_PREFILL else name
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class GpuFacts:
     memory_bytes: float = 0.0
     """HBM per GPU (bytes): SGLang's memory fraction rule reads it
     (:func:`pdplan.report.export.engine_args.sglang_mem_fraction`)."""
+    priced_gpus_per_node: int = 0
+    """The catalogue's node size, which the plan's node-shared cache tiers were priced with (``--gpus-per-node``
+    changes only the packing); 0: ``gpus_per_node``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ class ExportContext:
     """The packaged SGLang engine profile: its ``mem_fraction_static`` rule for plans priced with another engine."""
     trtllm: TrtllmData | None = None
     """``pdplan/data/export/trtllm.yaml`` (``--to trtllm``)."""
+    storage_kinds: Mapping[str, str] = field(default_factory=dict)
+    """Kind (``host-dram``, ``local-ssd``, ``remote-pool``) of each storage entry the plans' cache tiers name."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +308,12 @@ def header_lines(chosen: Chosen, ctx: ExportContext, target: str, warnings: list
         lines.append(f"at that rate: TTFT P90 {plan.ttft_p90_s * 1e3:.4g} ms, TPOT P90 {plan.tpot_p90_s * 1e3:.4g} ms")
     lines.append(f"model: {ctx.model_id}")
     lines += [role_summary(name, role, gpu_facts(ctx, role)) for name, role in plan.roles()]
+    if plan.prfaas is not None:
+        link = f" over {plan.prfaas.link}" if plan.prfaas.link else ""
+        lines.append(
+            f"PrfaaS: prompts of more than {int(plan.prfaas.threshold_tokens)} tokens are prefilled on the "
+            f"remote-prefill cluster, their KV sent to the local decode instances{link}"
+        )
     priced = plan.priced_role("colocated")
     if plan.mode == "colocated" and plan.scheduler == "chunked":
         if priced is not None and priced.max_num_batched_tokens is not None:

@@ -39,7 +39,7 @@ def export_context(
     for name in gpus:
         spec = catalog.gpu(name)
         node = spec.gpus_per_node if gpus_per_node is None else gpus_per_node
-        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, node, spec.memory_bytes)
+        facts[name] = GpuFacts(name, spec.display_name, spec.vendor, node, spec.memory_bytes, spec.gpus_per_node)
     defaults = serving_defaults()
     if model_id is not None:
         check_model_id(model_id, field="--model-id", source=None)
@@ -52,7 +52,20 @@ def export_context(
         colocated_chunk_source=defaults.sources["prefill_chunk_tokens"],
         sglang=catalog.engine("sglang"),
         trtllm=trtllm_data(),
+        storage_kinds={name: catalog.storage(name).kind for name in tier_storages(doc)},
     )
+
+
+def tier_storages(doc: PlanDocument) -> set[str]:
+    """The storage entries the plans' cache tiers name (``plans[].cache.tier_sizes[].storage``)."""
+    names = set()
+    for plan in doc.plans:
+        cache = plan.get("cache")
+        tiers = cache.get("tier_sizes") if isinstance(cache, dict) else None
+        for tier in tiers if isinstance(tiers, list) else ():
+            if isinstance(tier, dict) and isinstance(tier.get("storage"), str):
+                names.add(tier["storage"])
+    return names
 
 
 def hf_model_id(catalog: Catalog, doc: PlanDocument, source: str) -> str:

@@ -25,12 +25,15 @@ from typing import Any
 import yaml
 
 from pdplan.errors import SpecError
+from pdplan.report.export.cache import kv_events_flags, plan_cache, vllm_transfer_config
 from pdplan.report.export.common import (
+    REMOTE_PREFILL,
     Chosen,
     Engine,
     ExportContext,
     ExportResult,
     LaunchCommand,
+    base_role,
     comment_text,
     engine_line,
     gpu_facts,
@@ -42,8 +45,13 @@ from pdplan.report.export.routing import dynamo_router_mode, routing_line
 from pdplan.specs.export import PlanRole
 
 SERVICE_NAMES: dict[Engine, dict[str, str]] = {
-    "vllm": {"prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker", "colocated": "VllmDecodeWorker"},
-    "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode"},
+    "vllm": {
+        "prefill": "VllmPrefillWorker",
+        "decode": "VllmDecodeWorker",
+        "colocated": "VllmDecodeWorker",
+        REMOTE_PREFILL: "VllmRemotePrefillWorker",
+    },
+    "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode", REMOTE_PREFILL: "remote-prefill"},
 }
 
 
@@ -51,22 +59,42 @@ def _worker_command(
     chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine
 ) -> LaunchCommand:
     flags: list[tuple[str, str | None]]
+    cache = plan_cache(chosen, ctx)
     if engine == "vllm":
         flags = [("--model", ctx.model_id)]
         if role_name != "colocated":
-            kv_config = json.dumps(ctx.targets.dynamo.vllm_kv_transfer_config, separators=(",", ":"))
-            flags += [("--disaggregation-mode", role_name), ("--kv-transfer-config", kv_config)]
+            config = vllm_transfer_config(dict(ctx.targets.dynamo.vllm_kv_transfer_config), cache, ctx, role_name)
+            kv_config = json.dumps(config, separators=(",", ":"))
+            flags += [("--disaggregation-mode", base_role(role_name)), ("--kv-transfer-config", kv_config)]
     else:
         flags = [("--model-path", ctx.model_id), ("--served-model-name", ctx.model_id), ("--skip-tokenizer-init", None)]
         if role_name != "colocated":
             flags += [
-                ("--disaggregation-mode", role_name),
+                ("--disaggregation-mode", base_role(role_name)),
                 ("--disaggregation-transfer-backend", str(ctx.targets.engines["sglang"].transfer_backend)),
                 ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
             ]
         flags.append(("--host", "0.0.0.0"))
-    flags += role_engine_flags(chosen, ctx, role_name, role, engine)
+    flags += role_engine_flags(chosen, ctx, role_name, role, engine) + kv_events_flags(cache, role_name, engine, ctx)
     return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
+
+
+SIDE_CHANNEL_HOST_ENV = {
+    "name": "VLLM_NIXL_SIDE_CHANNEL_HOST",
+    "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+}
+"""The pod's address as NIXL's side-channel host. Dynamo 1.2.1's vLLM worker sets it itself only when the
+``--kv-transfer-config`` connector is NIXL or a ``PdConnector`` holding it (ai-dynamo 1.2.1 wheel
+``dynamo/vllm/args.py``: ``_uses_nixl_connector``, ``ensure_side_channel_host``); in a ``MultiConnector`` (NIXL beside
+vLLM's offloading connector, :func:`pdplan.report.export.cache.vllm_transfer_config`) vLLM would advertise its
+default, ``localhost``, and the decode workers could not reach the prefill's KV. A service's ``envs`` take Kubernetes
+``EnvVar`` objects (the CRD's ``spec.services.<name>.envs``)."""
+
+
+def _wrapped_nixl(command: LaunchCommand) -> bool:
+    """Whether the worker's ``--kv-transfer-config`` holds NIXL inside a ``MultiConnector``."""
+    config = dict(command.flags).get("--kv-transfer-config")
+    return config is not None and json.loads(config).get("kv_connector") == "MultiConnector"
 
 
 def _node_selector(ctx: ExportContext, role: PlanRole, source: str) -> dict[str, str]:
@@ -86,12 +114,12 @@ def _worker_service(
 ) -> tuple[dict[str, Any], LaunchCommand]:
     command = _worker_command(chosen, ctx, role_name, role, engine)
     nodes, gpus_per_node = nodes_for(role, gpu_facts(ctx, role), chosen.source)
-    service: dict[str, Any] = {
-        "envFromSecret": ctx.targets.dynamo.hf_token_secret,
-        "componentType": "worker",
-    }
+    service: dict[str, Any] = {"envFromSecret": ctx.targets.dynamo.hf_token_secret}
+    if engine == "vllm" and _wrapped_nixl(command):
+        service["envs"] = [SIDE_CHANNEL_HOST_ENV]
+    service["componentType"] = "worker"
     if role_name != "colocated":
-        service["subComponentType"] = role_name
+        service["subComponentType"] = base_role(role_name)
     service["replicas"] = role.count
     if nodes > 1:
         service["multinode"] = {"nodeCount": nodes}

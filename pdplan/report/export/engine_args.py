@@ -9,7 +9,8 @@ SGLang (sgl-project/sglang ``docs/advanced_features/server_arguments.md``): ``--
 count, so attention data parallelism is ``--tp-size TP×DP --dp-size DP --enable-dp-attention`` (as in
 docs/advanced_features/pd_disaggregation.md's DeepSeek example); ``--pp-size``, ``--ep-size``,
 ``--max-running-requests`` (the batch limit), ``--mem-fraction-static`` (weights + KV pool, the nearest knob to vLLM's
-``gpu_memory_utilization``), ``--chunked-prefill-size`` (``-1`` disables chunking), ``--quantization fp8``,
+``gpu_memory_utilization``), ``--chunked-prefill-size`` (``-1`` disables chunking; under attention DP SGLang divides
+it by the DP size, so the per-rank budget × DP is written: :func:`sglang_chunk`), ``--quantization fp8``,
 ``--kv-cache-dtype fp8_e4m3``.
 
 Batch limits go where pdplan's model uses them: ``max_num_seqs`` bounds the decode batch (decode and colocated
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import json
 
-from pdplan.report.export.common import Chosen, Engine, ExportContext
+from pdplan.report.export.cache import cache_flags, plan_cache
+from pdplan.report.export.common import Chosen, Engine, ExportContext, base_role
 from pdplan.specs.export import PlanRole
 
 Flags = list[tuple[str, str | None]]
@@ -78,7 +80,7 @@ def batch_cap_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> li
     out = []
     for role_name, role in plan.roles():
         budget = token_budget(chosen, ctx, role_name)
-        if role_name != "prefill" and budget is not None and -(-plan.max_num_seqs // role.dp) > budget:
+        if base_role(role_name) != "prefill" and budget is not None and -(-plan.max_num_seqs // role.dp) > budget:
             out.append(
                 f"{role_name}: the plan caps the batch at {plan.max_num_seqs} sequences but its step budget is "
                 f"{budget} tokens; vLLM requires max-num-batched-tokens >= max-num-seqs, so --max-num-seqs "
@@ -90,7 +92,7 @@ def batch_cap_warnings(chosen: Chosen, ctx: ExportContext, engine: Engine) -> li
 def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine) -> Flags:
     plan, out = chosen.plan, Flags()
     budget = token_budget(chosen, ctx, role_name)
-    if plan.max_num_seqs is not None and role_name != "prefill":
+    if plan.max_num_seqs is not None and base_role(role_name) != "prefill":
         if engine == "vllm":
             role = dict(plan.roles())[role_name]
             out.append(("--max-num-seqs", str(vllm_max_num_seqs(plan.max_num_seqs, role.dp, budget))))
@@ -106,8 +108,19 @@ def _batching(chosen: Chosen, ctx: ExportContext, role_name: str, engine: Engine
     elif role_name == "colocated" and plan.scheduler == "prefill-first":
         out.append(("--chunked-prefill-size", "-1"))
     elif budget is not None:
-        out.append(("--chunked-prefill-size", str(budget)))
+        out.append(("--chunked-prefill-size", str(sglang_chunk(budget, dict(plan.roles())[role_name]))))
     return out
+
+
+def sglang_chunk(budget: int, role: PlanRole) -> int:
+    """SGLang's ``--chunked-prefill-size`` that gives each attention-DP rank the ``budget`` pdplan priced: SGLang
+    0.5.11 divides the flag by the DP size under ``--enable-dp-attention`` (``sglang/srt/server_args.py``,
+    ``ServerArgs._handle_data_parallelism``: ``chunked_prefill_size // dp_size``; ``engines.sglang.sources.
+    dp_attention_chunk`` in pdplan/data/export/targets.yaml), while pdplan prices each attention-DP rank, which
+    prefills its own requests, with the budget (``priced.roles.<role>.max_num_batched_tokens``: the transfer chunk,
+    the per-GPU workspace and SGLang's memory-fraction rule in pdplan/serving/engine_bind.py), so ``budget × dp`` is
+    written (``budget`` at DP 1)."""
+    return budget * role.dp
 
 
 def sglang_mem_fraction(ctx: ExportContext, role: PlanRole) -> float | None:
@@ -175,7 +188,7 @@ def moe_flags(chosen: Chosen, role_name: str, role: PlanRole, engine: Engine) ->
     out = Flags()
     if priced.moe_kernel == "deepgemm_wideep":
         if engine == "sglang":
-            mode = {"prefill": "normal", "decode": "low_latency"}.get(role_name, "auto")
+            mode = {"prefill": "normal", "decode": "low_latency"}.get(base_role(role_name), "auto")
             out += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
         else:
             backend = "deepep_low_latency" if role_name == "decode" else "deepep_high_throughput"
@@ -193,7 +206,8 @@ def moe_flags(chosen: Chosen, role_name: str, role: PlanRole, engine: Engine) ->
 
 
 def role_engine_flags(chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine) -> Flags:
-    """Parallelism, batching, memory and dtype flags for one role on ``engine``."""
+    """Parallelism, batching, memory, dtype, MoE and cache flags for one role on ``engine``."""
     parallel = _parallel_vllm(role) if engine == "vllm" else _parallel_sglang(role)
     flags = parallel + _batching(chosen, ctx, role_name, engine) + _memory_and_dtype(chosen, ctx, role_name, engine)
-    return flags + moe_flags(chosen, role_name, role, engine)
+    flags += moe_flags(chosen, role_name, role, engine)
+    return flags + cache_flags(plan_cache(chosen, ctx), role_name, role, engine)

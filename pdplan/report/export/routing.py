@@ -15,11 +15,28 @@ split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/servin
   ``round-robin`` (the default), ``random`` or ``kv``; the KV router (docs/router: a worker's cost is the prefill
   blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
   warning that it is not the same policy.
+
+A plan priced with prefix caching and ``affinity`` routing (its ``cache``: a prefix's requests stay on the instance
+that holds it) needs a router that keeps it: the SGLang router's ``cache_aware`` policy for the caching pool
+(the prefill pool, or the colocated instances; it routes by prefix match and falls back to the shortest queue when the
+load is imbalanced: router_args.py ``--cache-threshold``, ``--balance-abs-threshold``), and Dynamo's KV router
+(``--router-mode kv``: it scores workers by the prefix blocks they already hold). vLLM's has none: a warning
+(:func:`pdplan.report.export.cache.cache_warnings`).
+
+A PrfaaS plan (arXiv 2604.15039) sends each request whose prompt is longer than its threshold to the remote prefill
+cluster and the rest to the local one. No router these exports write routes by a fixed prompt length: vLLM's toy
+proxy round-robins; sglang-router 0.3.2's ``bucket`` prefill policy moves its length boundaries with the load
+(``engines.sglang.sources.prfaas_routing`` in pdplan/data/export/targets.yaml); Dynamo 1.2.1's frontend has no
+length rule, and its global router (``python -m dynamo.global_router``, prefill pools chosen by input length) needs
+each pool in its own Dynamo namespace with a local router, which a single graph does not give. The scripts therefore
+run two fronts, one over each prefill cluster (both decoding on the local decode pool), and the manifest both
+clusters' workers; :func:`prfaas_warnings` names, in one line, the length rule the operator must set by hand.
 """
 
 from __future__ import annotations
 
-from pdplan.report.export.common import Chosen
+from pdplan.report.export.cache import cache_affinity, cache_role
+from pdplan.report.export.common import Chosen, ExportContext
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
 DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
@@ -55,6 +72,8 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
             f"prefillers (it has no policy option), so its TTFT may differ from the plan's: "
             + SEARCH_HINT.format("round-robin")
         ]
+    if target in ("sglang", "dynamo") and cache_affinity(chosen):
+        return []  # the cache-aware router replaces the priced policy (module docstring)
     if target == "sglang" and policy == "least-work":
         return [
             f"the plan was priced with least-work {pool} routing; the SGLang router has no least-work policy, so "
@@ -74,6 +93,8 @@ def routing_line(chosen: Chosen, target: str) -> str:
     """One header line: what the plan priced and what the file's router does."""
     pool, policy = _front_pool(chosen)
     priced = "not recorded" if policy is None else f"priced with {policy} {pool} routing"
+    if cache_affinity(chosen):
+        priced += f" and prefix affinity on the {cache_role(chosen)} pool (cache.routing affinity)"
     if target == "vllm":
         does = (
             "vLLM's toy proxy round-robins over prefillers and decoders"
@@ -94,15 +115,50 @@ def sglang_policies(chosen: Chosen) -> str:
 
 
 def sglang_policy_flags(chosen: Chosen) -> list[tuple[str, str]]:
-    """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced."""
-    routing = priced_routing(chosen)
+    """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced; the caching
+    pool ``cache_aware`` under prefix affinity."""
+    routing = {name: SGLANG_POLICY[p] for name, p in priced_routing(chosen).items() if p is not None}
+    if cache_affinity(chosen):
+        routing[cache_role(chosen)] = "cache_aware"
     flags = {"colocated": "--policy", "prefill": "--prefill-policy", "decode": "--decode-policy"}
-    policies = [(name, routing.get(name)) for name, _ in chosen.plan.roles()]
-    return [(flags[name], SGLANG_POLICY[policy]) for name, policy in policies if policy is not None]
+    return [(flags[name], routing[name]) for name, _ in chosen.plan.roles() if name in routing]
 
 
 def dynamo_router_mode(chosen: Chosen) -> str | None:
-    """``--router-mode`` for the priced policy of the pool that sets the TTFT (module docstring); None where the
-    document records none."""
+    """``--router-mode`` for the priced policy of the pool that sets the TTFT, ``kv`` for prefix affinity (module
+    docstring); None where the document records none."""
+    if cache_affinity(chosen):
+        return "kv"
     policy = _front_pool(chosen)[1]
     return None if policy is None else DYNAMO_MODE[policy]
+
+
+def prfaas_threshold_tokens(chosen: Chosen) -> int | None:
+    """The longest prompt a PrfaaS plan prefills locally, ``⌊threshold⌋`` tokens (longer ones go remote); None
+    for another plan."""
+    prfaas = chosen.plan.prfaas
+    return None if prfaas is None else int(prfaas.threshold_tokens)
+
+
+def prfaas_warnings(chosen: Chosen, ctx: ExportContext, target: str) -> list[str]:
+    """One line: the prompt-length rule the operator must set for a PrfaaS plan (module docstring)."""
+    tokens = prfaas_threshold_tokens(chosen)
+    if tokens is None:
+        return []
+    rule = f"prompts of more than {tokens} tokens"
+    if target == "dynamo":
+        return [
+            f"Dynamo's frontend does not route by prompt length, so as written it spreads prefills over both prefill "
+            f"clusters: to send only {rule} to the remote one (as priced), configure it by hand (Dynamo's "
+            "global router, python -m dynamo.global_router, picks prefill pools by input length)"
+        ]
+    data = ctx.targets.engines["vllm" if target == "vllm" else "sglang"]
+    front, port, remote = (
+        ("proxy", data.proxy_port, data.remote_proxy_port)
+        if target == "vllm"
+        else ("router", data.router_port, data.remote_router_port)
+    )
+    return [
+        f"no {target} router routes by prompt length: configure your gateway by hand to send {rule} to the "
+        f"remote-{front} (port {remote}, the remote prefill cluster) and the rest to the {front} (port {port})"
+    ]

@@ -14,7 +14,7 @@ arguments: :mod:`pdplan.report.export.engine_args`.
 
 from __future__ import annotations
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
+from pdplan.report.export.common import REMOTE_PREFILL, Chosen, ExportContext, ExportResult, LaunchCommand, base_role
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import sglang_policy_flags
 from pdplan.report.export.shell import (
@@ -36,7 +36,8 @@ HOST = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
 def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     data = ctx.targets.engines["sglang"]
     role = dict(chosen.plan.roles())[role_name]
-    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(role_name, data.colocated_port)
+    kind = base_role(role_name)
+    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(kind, data.colocated_port)
     gpus = packing(ctx, role).gpus
     flags: list[tuple[str, str | None]] = [
         ("--model-path", ctx.model_id),
@@ -44,27 +45,30 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand
         ("--port", slot_port(port)),
         ("--base-gpu-id", Raw(f'"$((SLOT * {gpus}))"')),
     ]
-    if role_name != "colocated":
+    if kind != "colocated":
         flags += [
-            ("--disaggregation-mode", role_name),
+            ("--disaggregation-mode", kind),
             ("--disaggregation-transfer-backend", str(data.transfer_backend)),
         ]
-        if role_name == "prefill":
+        if kind == "prefill":
             flags.append(("--disaggregation-bootstrap-port", slot_port(int(data.bootstrap_port or 0))))
     flags += role_engine_flags(chosen, ctx, role_name, role, "sglang")
     return LaunchCommand(role=role_name, program=SERVER, flags=tuple(flags))
 
 
-def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+def _router(chosen: Chosen, ctx: ExportContext, prefill_pool: str = "prefill") -> tuple[LaunchCommand, list[str]]:
+    """The router over ``prefill_pool``'s instances (the local prefill pool, or a PrfaaS plan's remote cluster on
+    ``remote_router_port``, with the prefill pool's priced policy) and the decode pool."""
     data = ctx.targets.engines["sglang"]
     plan = chosen.plan
     pools = dict(plan.roles())
-    checks = pool_host_checks(ctx, plan)
+    checks = pool_host_checks(ctx, plan, prefill_pool)
+    array = "remote_prefill_hosts" if prefill_pool == REMOTE_PREFILL else "prefill_hosts"
     prefill_url = f'"http://$h:$(({data.prefill_port} + k))" $(({data.bootstrap_port} + k))'
     decode_url = f'"http://$h:$(({data.decode_port} + k))"'
     checks += [
         "    urls=()",
-        instance_loop(packing(ctx, pools["prefill"]), "prefill_hosts", f"urls+=(--prefill {prefill_url})"),
+        instance_loop(packing(ctx, pools[prefill_pool]), array, f"urls+=(--prefill {prefill_url})"),
         instance_loop(packing(ctx, pools["decode"]), "decode_hosts", f"urls+=(--decode {decode_url})"),
     ]
     flags: tuple[tuple[str, str | None], ...] = (
@@ -73,9 +77,14 @@ def _router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str
         ("--decode", Raw(decode_url)),
         *sglang_policy_flags(chosen),
         ("--host", "0.0.0.0"),
-        ("--port", str(data.router_port)),
+        ("--port", str(data.remote_router_port if prefill_pool == REMOTE_PREFILL else data.router_port)),
     )
-    return LaunchCommand(role="router", program=ROUTER, flags=flags), checks
+    role = "remote-router" if prefill_pool == REMOTE_PREFILL else "router"
+    return LaunchCommand(role=role, program=ROUTER, flags=flags), checks
+
+
+def _remote_router(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+    return _router(chosen, ctx, REMOTE_PREFILL)
 
 
 def _balancer(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
@@ -115,6 +124,9 @@ USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE r
   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
     instance's GPUs (--base-gpu-id), --port and --disaggregation-bootstrap-port on a shared node.
   router: once, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses, space-separated, in node order)."""
+USAGE_REMOTE = """  remote-prefill: once per instance of the remote prefill cluster, on its node, as prefill.
+  remote-router: once, as router, with REMOTE_PREFILL_HOSTS (the remote cluster's node addresses) and DECODE_HOSTS:
+    it sends its requests to the remote prefill instances, then to the local decode instances."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT, or bash THIS_FILE router
   colocated: once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port).
   router: once, the load balancer, with COLOCATED_HOSTS (the node addresses, space-separated, in node order)."""
@@ -130,6 +142,8 @@ LAUNCHER = Launcher(
     USAGE_DISAGG,
     front_lines=_router_lines,
     front_colocated=_balancer,
+    remote_front=_remote_router,
+    usage_remote=USAGE_REMOTE,
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pdplan.errors import SpecError
 from pdplan.report.export.common import (
+    REMOTE_PREFILL,
     Chosen,
     Engine,
     ExportContext,
@@ -103,13 +104,14 @@ def slot_check(pack: Packing) -> list[str]:
     ]
 
 
-def pool_host_checks(ctx: ExportContext, plan: ExportPlan) -> list[str]:
-    """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` and ``DECODE_HOSTS``, one address per
-    node the pool's packing needs."""
+def pool_host_checks(ctx: ExportContext, plan: ExportPlan, prefill_pool: str = "prefill") -> list[str]:
+    """:func:`host_checks` for a disaggregated plan's pools: ``PREFILL_HOSTS`` (a PrfaaS plan's remote cluster:
+    ``REMOTE_PREFILL_HOSTS``) and ``DECODE_HOSTS``, one address per node the pool's packing needs."""
     pools = dict(plan.roles())
+    var = "REMOTE_PREFILL_HOSTS" if prefill_pool == REMOTE_PREFILL else "PREFILL_HOSTS"
     return host_checks(
         [
-            ("PREFILL_HOSTS", "prefill_hosts", packing(ctx, pools["prefill"]).nodes),
+            (var, var.lower(), packing(ctx, pools[prefill_pool]).nodes),
             ("DECODE_HOSTS", "decode_hosts", packing(ctx, pools["decode"]).nodes),
         ]
     )
@@ -181,6 +183,9 @@ class Launcher:
     front_lines: Callable[[LaunchCommand], list[str]] = command_lines
     front_colocated: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A colocated plan's load balancer (SGLang's router); None: the engine ships none."""
+    remote_front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
+    """A PrfaaS plan's second front: the same program over the remote prefill cluster and the local decode pool."""
+    usage_remote: str = ""
 
 
 def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
@@ -205,5 +210,11 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
         comment = launcher.front_comment if disaggregated else "balances requests over the instances"
         front_case = [f"    # {comment_text(comment)}", *checks, *launcher.front_lines(front)]
         cases.append((launcher.front_name, front_case))
+    if chosen.plan.prfaas is not None and launcher.remote_front is not None:
+        front, checks = launcher.remote_front(chosen, ctx)
+        commands.append(front)
+        comment = "the PrfaaS front: each request it gets is prefilled on the remote cluster, then decoded locally"
+        cases.append((f"remote-{launcher.front_name}", [f"    # {comment}", *checks, *launcher.front_lines(front)]))
+        usage += "\n" + launcher.usage_remote
     text = script(header, usage, cases)
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

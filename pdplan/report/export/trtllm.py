@@ -89,6 +89,10 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
         raise SpecError(f"{head} runs on {', '.join(sorted(vendors))} GPUs; TensorRT-LLM runs on NVIDIA GPUs only")
     priced = [p for p in (plan.priced.roles.values() if plan.priced else ())]
     reasons = []
+    if plan.prfaas is not None:  # first: no other setting would make it exportable
+        reasons.append(
+            "is a Prefill-as-a-Service plan, whose remote prefill cluster pdplan does not write for TensorRT-LLM"
+        )
     if any(p.expert_gather for p in priced) or any(role.expert_gather for _, role in plan.roles()):
         reasons.append("is priced with ZeRO-Prefill expert gather, which no engine runs")
     if plan.mode == "disaggregated" and plan.granularity != data.kv_transfer_granularity:
@@ -98,6 +102,7 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
         )
     if any(role.dp > 1 for _, role in plan.roles()):
         reasons.append("uses attention data parallelism, whose TensorRT-LLM settings pdplan does not write")
+
     if any(p.moe_kernel == "deepgemm_wideep" or p.two_batch_overlap or p.redundant_experts for p in priced):
         reasons.append(
             "is priced with wide-EP mechanisms (DeepEP, two-batch overlap, redundant experts) that pdplan "

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 
-from pdplan.report.export.common import Chosen, ExportContext, ExportResult, LaunchCommand
+from pdplan.report.export.cache import plan_cache, vllm_transfer_config
+from pdplan.report.export.common import REMOTE_PREFILL, Chosen, ExportContext, ExportResult, LaunchCommand, base_role
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import (
     Launcher,
@@ -34,26 +35,28 @@ PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
 
 
-def _kv_transfer_config(ctx: ExportContext, kv_role: str) -> str:
+def _kv_transfer_config(chosen: Chosen, ctx: ExportContext, role_name: str, kv_role: str) -> str:
+    """The NIXL connector's config; on a prefill role with a host-DRAM tier, inside a MultiConnector
+    (:func:`pdplan.report.export.cache.vllm_transfer_config`)."""
     data = ctx.targets.engines["vllm"]
-    config = {
+    config: dict[str, object] = {
         "kv_connector": data.kv_connector,
         "kv_role": kv_role,
         "kv_load_failure_policy": data.kv_load_failure_policy,
     }
-    return json.dumps(config, separators=(",", ":"))
+    return json.dumps(vllm_transfer_config(config, plan_cache(chosen, ctx), ctx, role_name), separators=(",", ":"))
 
 
 def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     data = ctx.targets.engines["vllm"]
     role = dict(chosen.plan.roles())[role_name]
-    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(role_name, data.colocated_port)
+    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(base_role(role_name), data.colocated_port)
     flags: list[tuple[str, str | None]] = [("--port", slot_port(port))]
     flags += role_engine_flags(chosen, ctx, role_name, role, "vllm")
     env: tuple[tuple[str, str], ...] = (("CUDA_VISIBLE_DEVICES", _slot_gpus(packing(ctx, role))),)
     if role_name != "colocated":
-        kv_role = "kv_producer" if role_name == "prefill" else "kv_consumer"
-        flags.append(("--kv-transfer-config", _kv_transfer_config(ctx, kv_role)))
+        kv_role = "kv_producer" if base_role(role_name) == "prefill" else "kv_consumer"
+        flags.append(("--kv-transfer-config", _kv_transfer_config(chosen, ctx, role_name, kv_role)))
         env += (
             ("VLLM_NIXL_SIDE_CHANNEL_HOST", HOST_ENV),
             ("VLLM_NIXL_SIDE_CHANNEL_PORT", slot_port(int(data.nixl_side_channel_port or 0), role.dp)),
@@ -67,28 +70,37 @@ def _slot_gpus(pack: Packing) -> Raw:
     return Raw(f'"$(seq -s, $((SLOT * {pack.gpus})) $((SLOT * {pack.gpus} + {pack.gpus - 1})))"')
 
 
-def _proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+def _proxy(chosen: Chosen, ctx: ExportContext, prefill_pool: str = "prefill") -> tuple[LaunchCommand, list[str]]:
+    """The toy proxy over ``prefill_pool``'s instances (the local prefill pool, or a PrfaaS plan's remote cluster on
+    ``remote_proxy_port``) and the decode pool."""
     data = ctx.targets.engines["vllm"]
-    pools = dict(chosen.plan.roles())  # a disaggregated plan's: prefill and decode
-    checks = pool_host_checks(ctx, chosen.plan)
+    pools = dict(chosen.plan.roles())  # a disaggregated plan's: prefill and decode (and a PrfaaS remote prefill)
+    checks = pool_host_checks(ctx, chosen.plan, prefill_pool)
+    array = "remote_prefill_hosts" if prefill_pool == REMOTE_PREFILL else "prefill_hosts"
     checks += [
         "    p_hosts=(); p_ports=(); d_hosts=(); d_ports=()",
         instance_loop(
-            packing(ctx, pools["prefill"]), "prefill_hosts", f'p_hosts+=("$h"); p_ports+=($(({data.prefill_port} + k)))'
+            packing(ctx, pools[prefill_pool]), array, f'p_hosts+=("$h"); p_ports+=($(({data.prefill_port} + k)))'
         ),
         instance_loop(
             packing(ctx, pools["decode"]), "decode_hosts", f'd_hosts+=("$h"); d_ports+=($(({data.decode_port} + k)))'
         ),
     ]
+    port = data.remote_proxy_port if prefill_pool == REMOTE_PREFILL else data.proxy_port
     flags: tuple[tuple[str, str | None], ...] = (
         ("--host", "0.0.0.0"),
-        ("--port", str(data.proxy_port)),
+        ("--port", str(port)),
         ("--prefiller-hosts", Raw('"${p_hosts[@]}"')),
         ("--prefiller-ports", Raw('"${p_ports[@]}"')),
         ("--decoder-hosts", Raw('"${d_hosts[@]}"')),
         ("--decoder-ports", Raw('"${d_ports[@]}"')),
     )
-    return LaunchCommand(role="proxy", program=PROXY, flags=flags), checks
+    role = "remote-proxy" if prefill_pool == REMOTE_PREFILL else "proxy"
+    return LaunchCommand(role=role, program=PROXY, flags=flags), checks
+
+
+def _remote_proxy(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
+    return _proxy(chosen, ctx, REMOTE_PREFILL)
 
 
 USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE proxy
@@ -96,6 +108,9 @@ USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE p
     instance's GPUs (CUDA_VISIBLE_DEVICES), --port and VLLM_NIXL_SIDE_CHANNEL_PORT on a shared node.
   proxy: once, from a vLLM source checkout, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses,
     space-separated, in node order)."""
+USAGE_REMOTE = """  remote-prefill: once per instance of the remote prefill cluster, on its node, as prefill.
+  remote-proxy: once, as proxy, with REMOTE_PREFILL_HOSTS (the remote cluster's node addresses) and DECODE_HOSTS:
+    it sends its requests to the remote prefill instances, then to the local decoders."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
     servers (its toy proxy is for prefill/decode pairs): put the instances behind one (round-robin)."""
@@ -109,6 +124,8 @@ LAUNCHER = Launcher(
     _proxy,
     USAGE_COLOCATED,
     USAGE_DISAGG,
+    remote_front=_remote_proxy,
+    usage_remote=USAGE_REMOTE,
 )
 
 
