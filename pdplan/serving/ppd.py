@@ -52,8 +52,9 @@ step join the next one, so a step of mean length τ' carries ``λ_a·τ'`` of th
 ``1/(1 − ρ_a)`` with ``ρ_a = λ_a·E[w]``, the share of the instance's time the appends take. For the linear step
 ``τ = t0 + t1·B + t2·K`` that is the step ``(t0, t1, t2)/(1 − ρ_a)`` fed to the decode fixed point, TPOT law and
 capacity as before. The share of steps that carry an append is ``1 − e^{−λ_a τ'}`` (Poisson arrivals in one step).
-A Turn 2+ placed on decode waits for the step in flight (the convention-A boundary of :mod:`pdplan.serving.ttft`),
-then its append's steps: ``TTFT = J_d + w(m, h) + ⌈m/C⌉·τ'`` (the last step's token is its first token).
+A Turn 2+ placed on decode waits for the step in flight R (:mod:`pdplan.serving.ppd_boundary`: its previous turn
+ended at a boundary of this instance, a think time earlier; with zero think time R is a whole step), then its
+append's steps: ``TTFT = R + w(m, h) + ⌈m/C⌉·τ'`` (the last step's token is its first token).
 
 The decode pool's KV occupancy rises by the histories held between turns: they fill the free KV (``min(C_free,
 W(∞))``), but as freed, evictable blocks they do not take seats from admission (an engine evicts them for a new

@@ -9,9 +9,9 @@ prefix-cache class per prompt bin, ``decode``:
   (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache.turn_bins`).
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
-* **Prefill pool** (:class:`PpdPool`): the pool serves only the prefill-side rows, at ``λ·(1 − s_D)``; its FCFS wait is
-  that of the thinned stream (the decode rows have no service and no wait: a :class:`~pdplan.queueing.batched_ttft.
-  PerBinWait` on the pool's own lattice, exact at the lattice points, whose decode rows are 0).
+* **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
+  ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
+  prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
 * **KV link**: the decode rows carry no bytes (no service, infinite slack): the link's utilisation and wait fall with
   the bytes saved (a zero-service customer leaves a Lindley recursion unchanged, so the M/G/1 sees the thinned stream
   exactly). The link's wait is always the M/G/1 on its busy times with slack here, never the one-server-fed tandem
@@ -20,9 +20,13 @@ prefix-cache class per prompt bin, ``decode``:
 * **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
   fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it; ρ_a is capped at
   ``DECODE_U_MAX`` (past it the appends alone fill the instance: the slowed step puts the goodput below that rate).
-* **TTFT of a decode row**: the append's work and its extra steps, ``w + (⌈m/C⌉ − 1)·τ'`` as the row's own prefill;
-  under convention A the step boundary and the last step come from the model as for every row (under B, where the
-  prefill streams token 1 elsewhere, they are added here at the hit rates' rate).
+* **TTFT of a decode row**: its wait R for the decode step in flight (the pool's wait law on its rows,
+  :mod:`pdplan.serving.ppd_boundary`), then the step that carries its append's (first) chunk and the append's
+  further steps: ``R + τ' + w + (⌈m/C⌉ − 1)·τ'``. Under convention A the model adds ``(1 + busy/2)·τ'`` to every row
+  (:func:`pdplan.serving.ttft.first_token_s`: the step in flight as ``busy·τ'/2`` and the first step); a decode
+  row's offset is therefore ``w + (⌈m/C⌉ − 1)·τ' − busy·τ'/2`` at the hit rates' rate, so that its step in flight
+  is R alone (exact at that rate, where the goodput's fixed point evaluates it). Under B, where the model adds
+  nothing (the prefill streams token 1 elsewhere), the offset is ``w + ⌈m/C⌉·τ'``.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
-from pdplan.queueing import DecodeCapacity, WaitDistribution, decode_fixed_point
-from pdplan.queueing.batched_ttft import PerBinWait
+from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
@@ -52,10 +56,11 @@ from pdplan.serving.ppd import (
     routes_to_decode,
     turns_pmf,
 )
-from pdplan.serving.prefill_pool import PrefillPool
+from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
 from pdplan.serving.roles import DecodePerf
-from pdplan.serving.ttft import first_token_s, prefill_wait
+from pdplan.serving.ttft import first_token_s, step_boundary_s
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
 
@@ -64,70 +69,6 @@ M = TypeVar("M")
 
 DECODE_CLASS = "decode"
 """The name of the prefill-side class that holds the turns placed on decode."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnPlacement:
-    """What the placement found at the hit rates' rate (the reports' source)."""
-
-    policy: str
-    affine: bool
-    domains: int
-    rate_rps: float
-    free_tokens: float
-    """One decode domain's free KV: the histories' LRU capacity, tokens (filled by them: the occupancy they add)."""
-    held: FloatArray
-    """``[N]`` f_k: P(the decode instance holds turn k's previous history)."""
-    placed: FloatArray
-    """``[N]`` s_k = f_k·π_k: P(turn k runs on decode)."""
-    turn_share: FloatArray
-    """``[N]`` P(a request is turn k)."""
-    share_on_decode: float
-    append_tokens: float
-    work_s: float
-    rho_append: float
-    steps_with_append: float
-    tpot_factor: float
-    bytes_per_request: float
-    """Mean P→D bytes per request without PPD."""
-    bytes_saved_per_request: float
-    turn1_bins: FloatArray
-    """``[K]`` P(prompt bin | turn 1)."""
-    decode_by_bin: FloatArray
-    """``[K]`` d_k: the share of bin k's requests placed on decode."""
-    decode_rows: FloatArray
-    """``[K·(H+1)]`` 1.0 on the decode class's rows."""
-
-    @property
-    def transfer_reduction(self) -> float:
-        """Share of the P→D bytes the placement saves."""
-        return self.bytes_saved_per_request / self.bytes_per_request if self.bytes_per_request > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class PpdPool(PrefillPool):
-    """The prefill pool of a PPD model: its arrays over every row (the decode rows with their append as latency and
-    no service), ``bin_prob`` the prefill-side rows' own law; rates are the whole deployment's (module docstring)."""
-
-    prefill_share: float = 1.0
-    """1 − s_D: the share of requests the pool serves."""
-    decode_rows: FloatArray | None = None
-    placement: TurnPlacement | None = None
-
-    @property
-    def capacity_rps(self) -> float:
-        """The whole deployment's rate at which the pool's share saturates it."""
-        return self.instances / float(self.point_prob @ self.point_service_s.ravel()) / self.prefill_share
-
-    def wait(self, rates: FloatArray) -> tuple[WaitDistribution | PerBinWait, FloatArray]:
-        service, prob = self.point_service_s.ravel(), self.point_prob
-        thinned = np.asarray(rates, dtype=np.float64) * self.prefill_share
-        base = prefill_wait(self.routing, thinned, service, prob, self.instances, arrival_ca2=self.arrival_ca2)
-        on_pool = 1.0 - (np.zeros(self.bin_prob.size) if self.decode_rows is None else self.decode_rows)
-        grid = np.where(on_pool[None, :, None] > 0, base.cdf_grid[:, None, :], 1.0)
-        mean = base.mean_s[:, None] * on_pool[None, :]
-        load = self.load(rates)
-        return PerBinWait(base.h_s, grid, mean, load), load
 
 
 def applies(res: Any) -> bool:
@@ -193,13 +134,14 @@ def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _De
 
 
 def _decisions(model: Any, rate_rps: float, work: FloatArray, steps: FloatArray, hist: FloatArray,
-               groups: AppendGroups, x0: _Decode, x1: _Decode) -> FloatArray:  # fmt: skip
+               groups: AppendGroups, x0: _Decode, x1: _Decode, wait1_s: float) -> FloatArray:  # fmt: skip
     """``[N, G]`` the score rule's decision per (turn, append group) above the bypass (:func:`routes_to_decode`),
-    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode)."""
+    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode: the mean wait
+    ``wait1_s`` for the step in flight, then its steps)."""
     spec = model.res.cache.spec.turn_placement
     thr = spec.append_threshold_tokens
     pd_ttft = _pd_ttft_s(model, rate_rps, hist[:, None] + groups.tokens[None, :], x0)
-    ppd_ttft = x1.busy * x1.tau_s / 2.0 + work + steps * x1.tau_s
+    ppd_ttft = wait1_s + work + steps * x1.tau_s
     out = np.zeros(work.shape)
     for t in range(1, work.shape[0]):
         for g in range(work.shape[1]):
@@ -219,7 +161,8 @@ def _plan(model: Any) -> _Plan:
     turns = turns_pmf(sessions)
     reach = np.cumsum(turns[::-1])[::-1]
     share = reach / reach.sum()
-    workload = decode_session_workload(sessions, rate, turns, think_law(sessions.think_time))
+    think = think_law(sessions.think_time)
+    workload = decode_session_workload(sessions, rate, turns, think)
     held, free = held_probability(workload, x0.free_tokens, y * hw.dp, setup.spec.routing == "affinity")
     hist = np.r_[workload.system_tokens, workload.history_tokens[:-1]]  # H_{k−1} before turn k's append
     law = length_pmf(sessions.new_tokens)
@@ -232,7 +175,8 @@ def _plan(model: Any) -> _Plan:
     if spec.policy == "score":
         rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work[1:] @ groups.prob))))
         x1 = _decode_at(model, rate, _scaled(model.decode.step, rho1))
-        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1)
+        wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
+        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1, wait1.mean_s)
     pi, m_bar = np.zeros(n), np.zeros(n)
     for t in range(1, n):
         pi[t], m_bar[t] = decode_share(spec, values, law.prob, groups, None if decisions is None else decisions[t])
@@ -244,7 +188,7 @@ def _plan(model: Any) -> _Plan:
     rho = append_load(rate * on_decode / y, work_s)
     step = _scaled(model.decode.step, rho)
     x = _decode_at(model, rate, step)
-    return _finish(model, _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free), step)
+    return _finish(model, _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think), step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +204,7 @@ class _Facts:
     work_s: float
     rho: float
     free_tokens: float
+    think: ThinkTime
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -278,8 +223,11 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         np.maximum(points.ravel() - f.append_tokens, 0.0), res.chunk_tokens,
     )  # fmt: skip
     latency = (work + (steps - 1.0) * f.x.tau_s).reshape(points.shape)
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
-        latency = latency + first_token_s("A", np.array([f.x.tau_s]), f.x.busy)[0]
+        latency = latency + f.x.tau_s
+    elif math.isfinite(f.x.tau_s):  # the step in flight is the row's wait (PpdPool.wait), not the model's τ̄·busy/2
+        latency = latency - step_boundary_s(f.x.busy, f.x.tau_s)
     rows = np.zeros((k, model.cache.classes + 1))
     rows[:, -1] = 1.0
     placement = TurnPlacement(
@@ -302,6 +250,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         turn1_bins=np.asarray(per_turn[0], dtype=np.float64),
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
+        boundary=boundary.tabulated(),
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64))
 

@@ -136,8 +136,8 @@ def test_pd_leaves_the_model_unchanged() -> None:
 
 @pytest.mark.slow
 def test_ppd_model_at_ten_rps() -> None:
-    """Turns on decode leave the prefill pool and the link; decode rows wait for no prefill; the decode step
-    stretches by 1/(1 − ρ_a)."""
+    """Turns on decode leave the prefill pool and the link; decode rows wait for no prefill, only for the decode
+    step in flight (ppd_boundary); the decode step stretches by 1/(1 − ρ_a)."""
     sc = _policy("ppd")
     res = with_cache_rate(resolve(sc, open_catalog()), 10.0)
     plain = build_model(dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=_policy("pd").cache)))
@@ -153,7 +153,8 @@ def test_ppd_model_at_ten_rps() -> None:
     assert util["prefill"][0] < util0["prefill"][0]
     wait, _ = model.pool.wait(rate)
     rows = p.decode_rows.astype(bool)
-    assert np.all(wait.mean_s[0, rows] == 0.0)
+    assert np.all(wait.mean_s[0, rows] == p.boundary.mean_s)
+    assert 0.0 < p.boundary.mean_s <= p.boundary.span_s
     assert np.all(wait.mean_s[0, ~rows] > 0.0)
     assert model.cache is not None
     assert model.cache.names[-1] == DECODE_CLASS

@@ -1,0 +1,134 @@
+"""The wait of a Turn 2+ append for the decode step in flight (PPD, docs/prefix_cache.md §11).
+
+A turn placed on decode (:mod:`pdplan.serving.ppd`) arrives at the decode instance that decoded its session's
+previous turn, a think time G after that turn's last token, and that last token came out at a step boundary of this
+same instance. The engine admits work only at step boundaries, so the append first waits R for the step in flight,
+then rides in the next step. The generic boundary of :func:`pdplan.serving.ttft.first_token_s`, ``busy·τ̄/2``, takes
+the arrival at a random time of a step of mean length: it is not the wait of an arrival tied to a boundary (zero
+think time: R is a whole step, not half of one), nor of one in a mix of short and long steps.
+
+**Steps.** A step is plain, ``τ_p``, or carries appends, ``τ_m``. From the placement's decode (:mod:`pdplan.serving.
+ppd`): the mean step is ``τ' = τ_p/(1 − ρ_a)``; appends arrive as a Poisson stream of rate λ_a, so a share
+``q = 1 − e^{−λ_a τ'}`` of the steps carries at least one; the appends' time per step, ``ρ_a·τ'`` on average, falls
+in those steps only, so ``τ_m = τ_p + ρ_a·τ'/q``. Steps are taken independent, of this two-point law (the batch's own
+fluctuations are left out).
+
+**The wait.** S1, the step that starts at the previous turn's last boundary, is a step drawn by count: ``P(S1 = τ_m)
+= q``. If G < S1 the turn arrives during it: ``R = S1 − G``. Otherwise it arrives during a later step, taken to be at
+a random time of the stationary step sequence (renewal theory's length-biased residual, exact as G ≫ τ'): the step in
+flight carries appends with probability ``π_m = q·τ_m/τ'`` (their share of the time) and R is uniform over it,
+``F_eq(a) = (1 − π_m)·min(a/τ_p, 1) + π_m·min(a/τ_m, 1)``. With P(busy) the probability that the instance has a step
+in flight at all (:func:`pdplan.serving.ttft.first_token_s`'s ``1 − e^{−N}``; an idle instance admits at once):
+
+    F_R(a) = 1 − busy + busy · Σ_{s ∈ {τ_p, τ_m}} P(S1 = s) · [F_G(s) − F_G(s − a) + (1 − F_G(s)) · F_eq(a)]
+
+with F_G the think-time law's cdf (:class:`pdplan.cache.lru_closed_form.ThinkTime`; F_G(t) = 0 for t ≤ 0). Exact at
+G = 0 (R = S1) and as G → ∞ (R the equilibrium residual, mean ``E[S²]/(2E[S])``); an approximation for think times
+of one to a few steps, where the arrival lands in the second or third step after the boundary, not at a random time
+of the sequence. The engine's host time (API server, tokeniser) is added to TTFT apart, as for every row, and does
+not delay the arrival here (the simulator's convention too).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.cache.lru_closed_form import ThinkTime
+from pdplan.types import FloatArray
+
+LAW_POINTS = 513
+"""Points of the law's own grid over [0, τ_m] (the mean is its trapezoid, R ≤ τ_m; a lattice reads it by
+interpolation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepBoundary:
+    """The step-in-flight wait R of a Turn 2+ on decode (module docstring)."""
+
+    plain_s: float
+    """τ_p: a step without appends."""
+    mixed_s: float
+    """τ_m: a step carrying appends (their mean time in it included)."""
+    mixed_share: float
+    """q: the share of steps that carry appends."""
+    busy: float
+    """P(a step is in flight)."""
+    think: ThinkTime
+
+    @classmethod
+    def of(cls, tau_s: float, rho_append: float, append_rate_per_s: float, busy: float,
+           think: ThinkTime) -> StepBoundary:  # fmt: skip
+        """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance."""
+        rho = min(max(rho_append, 0.0), 1.0)
+        q = float(-math.expm1(-max(append_rate_per_s, 0.0) * tau_s)) if math.isfinite(tau_s) else 1.0
+        plain = tau_s * (1.0 - rho)
+        mixed = plain + rho * tau_s / q if q > 0 else plain
+        return cls(plain, mixed, q, min(max(busy, 0.0), 1.0), think)
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.plain_s) and math.isfinite(self.mixed_s)
+
+    def cdf(self, a_s: FloatArray) -> FloatArray:
+        """``F_R(a)`` (module docstring); 0 everywhere when the steps are unbounded (past the decode's stable
+        range)."""
+        a = np.maximum(np.asarray(a_s, dtype=np.float64), 0.0)
+        if not self.finite:
+            return np.zeros(a.shape)
+        cdf_g = np.vectorize(self.think.cdf, otypes=[np.float64])
+        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
+        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
+        eq = (1.0 - pi_m) * _uniform(a, self.plain_s) + pi_m * _uniform(a, self.mixed_s)
+        busy = np.zeros(a.shape)
+        for s, p in ((self.plain_s, 1.0 - self.mixed_share), (self.mixed_s, self.mixed_share)):
+            if p <= 0:
+                continue
+            before = self.think.cdf(s)
+            busy += p * (before - cdf_g(s - a) + (1.0 - before) * eq)
+        return np.asarray(np.clip(1.0 - self.busy + self.busy * busy, 0.0, 1.0), dtype=np.float64)
+
+    def tabulated(self) -> BoundaryLaw:
+        """The law on its own grid of :data:`LAW_POINTS` over [0, τ_m], for reading on any lattice."""
+        if not self.finite:
+            return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
+        a = np.linspace(0.0, self.mixed_s, LAW_POINTS)
+        cdf = self.cdf(a)
+        return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryLaw:
+    """``F_R`` tabulated on [0, τ_m] (:meth:`StepBoundary.tabulated`); beyond τ_m it is 1 (R ≤ τ_m), and where the
+    steps are unbounded it is 0 everywhere (past the decode's stable range)."""
+
+    grid_s: FloatArray
+    cdf_grid: FloatArray
+    mean_s: float
+
+    @property
+    def span_s(self) -> float:
+        """The largest wait, τ_m (infinite past the stable range)."""
+        return float(self.grid_s[-1]) if math.isfinite(self.mean_s) else math.inf
+
+    def on_lattice(self, h_s: float, cells: int) -> FloatArray:
+        """``F_R(i·h)``, i = 0..cells − 1, by linear interpolation of the table (its steps at τ_p and τ_m spread
+        over one of its cells)."""
+        if not math.isfinite(self.mean_s):
+            return np.zeros(cells)
+        a = np.arange(cells, dtype=np.float64) * h_s
+        return np.asarray(np.interp(a, self.grid_s, self.cdf_grid, right=1.0), dtype=np.float64)
+
+
+def _trapezoid(y: FloatArray, x: FloatArray) -> float:
+    """∫ y dx by the trapezoid rule."""
+    return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0)
+
+
+def _uniform(a: FloatArray, length_s: float) -> FloatArray:
+    """P(U ≤ a) for U uniform on [0, length] (a point at 0 when the length is 0)."""
+    if length_s <= 0:
+        return np.ones(a.shape)
+    return np.asarray(np.clip(a / length_s, 0.0, 1.0), dtype=np.float64)
