@@ -27,6 +27,15 @@ G = 0 (R = S1) and as G → ∞ (R the equilibrium residual, mean ``E[S²]/(2E[S
 of one to a few steps, where the arrival lands in the second or third step after the boundary, not at a random time
 of the sequence. The engine's host time (API server, tokeniser) is added to TTFT apart, as for every row, and does
 not delay the arrival here (the simulator's convention too).
+
+**Arrivals over the link** (:meth:`StepBoundary.arrival_law`). A request whose KV came over the P→D link (Turn 1,
+and a Turn 2+ whose history its decode instance no longer holds) arrives at a random time of the step sequence: it
+waits R' (0 on an idle instance, else the equilibrium residual ``F_eq``), and its first step is a step drawn by count
+(the model's ``τ'`` on average, ``τ_p`` or ``τ_m``). The model's convention-A boundary ``(1 + busy/2)·τ'`` is the
+mean of neither when the steps differ (the residual of a mix of short and long steps is length-biased) and has no
+spread; a PPD model gives these rows the law of ``D = R' + (S1 − τ_p)`` as part of their wait and takes
+``busy·τ'/2 + (τ' − τ_p)`` out of their offset (:mod:`pdplan.serving.ppd_pool`), so that the two add to
+``R' + S1``. Plain disaggregation keeps the model's boundary: its steps carry no appends.
 """
 
 from __future__ import annotations
@@ -79,9 +88,7 @@ class StepBoundary:
         if not self.finite:
             return np.zeros(a.shape)
         cdf_g = np.vectorize(self.think.cdf, otypes=[np.float64])
-        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
-        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
-        eq = (1.0 - pi_m) * _uniform(a, self.plain_s) + pi_m * _uniform(a, self.mixed_s)
+        eq = self._residual(a)
         busy = np.zeros(a.shape)
         for s, p in ((self.plain_s, 1.0 - self.mixed_share), (self.mixed_s, self.mixed_share)):
             if p <= 0:
@@ -90,12 +97,39 @@ class StepBoundary:
             busy += p * (before - cdf_g(s - a) + (1.0 - before) * eq)
         return np.asarray(np.clip(1.0 - self.busy + self.busy * busy, 0.0, 1.0), dtype=np.float64)
 
+    def _residual(self, a: FloatArray) -> FloatArray:
+        """``F_eq(a)``: the step in flight at a random time, uniform over a plain step or, with probability π_m, a
+        step carrying appends (module docstring)."""
+        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
+        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
+        return (1.0 - pi_m) * _uniform(a, self.plain_s) + pi_m * _uniform(a, self.mixed_s)
+
     def tabulated(self) -> BoundaryLaw:
         """The law on its own grid of :data:`LAW_POINTS` over [0, τ_m], for reading on any lattice."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
         a = np.linspace(0.0, self.mixed_s, LAW_POINTS)
         cdf = self.cdf(a)
+        return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
+
+    @property
+    def excess_s(self) -> float:
+        """``q·(τ_m − τ_p) = τ' − τ_p``: a first step's mean excess over a plain step."""
+        return self.mixed_share * (self.mixed_s - self.plain_s) if self.finite else math.inf
+
+    def arrival_law(self) -> BoundaryLaw:
+        """A request whose KV came over the link (module docstring, Arrivals over the link): ``D = R' + X``, R' the
+        step in flight at a random time (0 on an idle instance), X its first step's excess over a plain step,
+        ``τ_m − τ_p`` with probability q; tabulated on [0, 2τ_m − τ_p]."""
+        if not self.finite:
+            return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
+        a = np.linspace(0.0, 2.0 * self.mixed_s - self.plain_s, LAW_POINTS)
+        q, jump = self.mixed_share, self.mixed_s - self.plain_s
+
+        def waited(x: FloatArray) -> FloatArray:
+            return np.where(x < 0.0, 0.0, 1.0 - self.busy + self.busy * self._residual(np.maximum(x, 0.0)))
+
+        cdf = np.clip((1.0 - q) * waited(a) + q * waited(a - jump), 0.0, 1.0)
         return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
 
 
@@ -120,6 +154,16 @@ class BoundaryLaw:
             return np.zeros(cells)
         a = np.arange(cells, dtype=np.float64) * h_s
         return np.asarray(np.interp(a, self.grid_s, self.cdf_grid, right=1.0), dtype=np.float64)
+
+    def shifted_on_lattice(self, h_s: float, cells: int, shifts_s: FloatArray, prob: FloatArray) -> FloatArray:
+        """``[K, cells]``: per row k the law of R + D_k on the lattice, D_k = ``shifts_s[k, g]`` with probability
+        ``prob[g]`` independent of R: ``Σ_g prob_g·F_R(a − d_kg)`` (0 below 0)."""
+        shifts = np.asarray(shifts_s, dtype=np.float64)
+        if not math.isfinite(self.mean_s):
+            return np.zeros((shifts.shape[0], cells))
+        a = np.arange(cells, dtype=np.float64)[None, None, :] * h_s - shifts[:, :, None]
+        cdf = np.where(a < 0.0, 0.0, np.interp(a, self.grid_s, self.cdf_grid, right=1.0))
+        return np.asarray(np.einsum("kgc,g->kc", cdf, np.asarray(prob, dtype=np.float64)), dtype=np.float64)
 
 
 def _trapezoid(y: FloatArray, x: FloatArray) -> float:

@@ -18,15 +18,24 @@ prefix-cache class per prompt bin, ``decode``:
   chain of :mod:`pdplan.queueing.link_delay` (its lattice iterates for minutes with the decode rows in it): where
   plain disaggregation uses the chain, a PPD plan's link wait is priced by the other form (a limit).
 * **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
-  fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it; ρ_a is capped at
-  ``DECODE_U_MAX`` (past it the appends alone fill the instance: the slowed step puts the goodput below that rate).
-* **TTFT of a decode row**: its wait R for the decode step in flight (the pool's wait law on its rows,
-  :mod:`pdplan.serving.ppd_boundary`), then the step that carries its append's (first) chunk and the append's
-  further steps: ``R + τ' + w + (⌈m/C⌉ − 1)·τ'``. Under convention A the model adds ``(1 + busy/2)·τ'`` to every row
-  (:func:`pdplan.serving.ttft.first_token_s`: the step in flight as ``busy·τ'/2`` and the first step); a decode
-  row's offset is therefore ``w + (⌈m/C⌉ − 1)·τ' − busy·τ'/2`` at the hit rates' rate, so that its step in flight
-  is R alone (exact at that rate, where the goodput's fixed point evaluates it). Under B, where the model adds
-  nothing (the prefill streams token 1 elsewhere), the offset is ``w + ⌈m/C⌉·τ'``.
+  fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it
+  (:mod:`pdplan.serving.ppd_decode`); ρ_a is capped at ``DECODE_U_MAX`` (past it the appends alone fill the
+  instance: the slowed step puts the goodput below that rate).
+* **The appends placed** (:func:`_placed`): the law of the append lengths the policy places on decode, over every
+  turn, in equal-mass groups; ρ_a takes E[w] over it (not w at the mean append: w is not linear in m, the GEMM ridge
+  makes short appends nearly free) and a decode row's TTFT mixes its groups.
+* **TTFT of a decode row**: its wait R for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), then the
+  step that carries its append's (first) chunk and the append's further steps: ``R + τ' + w(m, h) + (⌈m/C⌉ − 1)·τ'``
+  with m drawn from the placed groups. The row's offset holds the shortest group's ``w + (⌈m/C⌉ − 1)·τ'`` (per
+  quadrature point, h its prompt less the append) and its wait law ``R + D``, D each group's excess over it (the
+  bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under convention A the model adds
+  ``(1 + busy/2)·τ'`` to every row (:func:`pdplan.serving.ttft.first_token_s`: the step in flight as ``busy·τ'/2``
+  and the first step), so a decode row's offset gives up ``busy·τ'/2`` (its step in flight is R alone; exact at the
+  hit rates' rate, where the goodput's fixed point evaluates it). Under B, where the model adds nothing (the prefill
+  streams token 1 elsewhere), the offset adds ``τ'``.
+* **Prefill-side rows under convention A**: their KV arrives over the link at a random time of steps of two lengths;
+  their offsets give up ``busy·τ'/2 + (τ' − τ_p)`` and their wait law takes the decode side's law instead
+  (:meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`).
 """
 
 from __future__ import annotations
@@ -40,10 +49,7 @@ import numpy as np
 
 from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
-from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
-from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, kv_held, kv_mean_rate
-from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd import (
@@ -53,13 +59,14 @@ from pdplan.serving.ppd import (
     decode_session_workload,
     decode_share,
     held_probability,
+    placed_law,
     routes_to_decode,
     turns_pmf,
 )
 from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admission, scaled
 from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
-from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, step_boundary_s
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
@@ -79,44 +86,17 @@ def applies(res: Any) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Decode:
-    """The decode side at the hit rates' rate: step, mean batch per rank, step boundary's busy share, free KV."""
-
-    tau_s: float
-    batch: float
-    busy: float
-    free_tokens: float
-
-
-def _decode_at(model: Any, rate_rps: float, step: LinearStepTime) -> _Decode:
-    """The decode fixed point at ``rate_rps`` (past the pool's stable range: at 0.99 of its capacity)."""
-    y, dp = model.y, model.res.hardware.decode.dp
-    rate = min(rate_rps, 0.99 * y * model.capacity.utilisation_rate_per_s)
-    try:
-        fixed = decode_fixed_point(np.array([rate / y]), model.cells, step)
-    except ValueError:
-        return _Decode(math.inf, 1.0, 1.0, 0.0)
-    resident = float(fixed.mean_context_tokens[0] + model.decode.state_tokens_per_seq * fixed.mean_seqs[0])
-    free = max(model.decode.kv_capacity_tokens - resident, 0.0) / dp
-    seqs = float(fixed.mean_seqs[0])
-    return _Decode(float(fixed.tau_mean_s[0]), seqs / dp, float(-math.expm1(-seqs)), free)
-
-
-def _scaled(step: LinearStepTime, rho: float) -> LinearStepTime:
-    """The step stretched by ``1/(1 − ρ_a)`` (ρ_a capped at ``DECODE_U_MAX``; :mod:`pdplan.serving.ppd`)."""
-    factor = 1.0 / (1.0 - min(max(rho, 0.0), DECODE_U_MAX))
-    return LinearStepTime(step.t0_s * factor, step.t1_s_per_seq * factor, step.t2_s_per_token * factor)
-
-
-@dataclass(frozen=True, slots=True)
 class _Plan:
     placement: TurnPlacement
     step: LinearStepTime
     decode_latency_s: FloatArray
     """``[K, J]`` a decode row's own-prefill offset per quadrature point."""
+    prefill_shift_s: float
+    """Taken out of the prefill-side rows' offsets: the model's step in flight and first step's excess over a plain
+    step, which their arrival law holds instead (convention A; :mod:`pdplan.serving.ppd_boundary`)."""
 
 
-def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _Decode) -> FloatArray:
+def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: DecodeAt) -> FloatArray:
     """PD's mean TTFT of prompts of these lengths at the rate, from the plain model: the pool's mean wait, then each
     bin's mean own prefill (its cache classes mixed) and exposed transfer, read at the prompt's length, and under
     convention A the decode step boundary."""
@@ -134,7 +114,7 @@ def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _De
 
 
 def _decisions(model: Any, rate_rps: float, work: FloatArray, steps: FloatArray, hist: FloatArray,
-               groups: AppendGroups, x0: _Decode, x1: _Decode, wait1_s: float) -> FloatArray:  # fmt: skip
+               groups: AppendGroups, x0: DecodeAt, x1: DecodeAt, wait1_s: float) -> FloatArray:  # fmt: skip
     """``[N, G]`` the score rule's decision per (turn, append group) above the bypass (:func:`routes_to_decode`),
     with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode: the mean wait
     ``wait1_s`` for the step in flight, then its steps)."""
@@ -157,7 +137,7 @@ def _plan(model: Any) -> _Plan:
     setup, hw = res.cache, res.hardware.decode
     spec, sessions = setup.spec.turn_placement, setup.reuse.sessions
     rate, y = cache_rate(res), model.y
-    x0 = _decode_at(model, rate, model.decode.step)
+    x0 = decode_at(model, rate, model.decode.step)
     turns = turns_pmf(sessions)
     reach = np.cumsum(turns[::-1])[::-1]
     share = reach / reach.sum()
@@ -174,28 +154,48 @@ def _plan(model: Any) -> _Plan:
     decisions = None
     if spec.policy == "score":
         rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work[1:] @ groups.prob))))
-        x1 = _decode_at(model, rate, _scaled(model.decode.step, rho1))
+        x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
         wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
         decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1, wait1.mean_s)
-    pi, m_bar = np.zeros(n), np.zeros(n)
-    for t in range(1, n):
-        pi[t], m_bar[t] = decode_share(spec, values, law.prob, groups, None if decisions is None else decisions[t])
+    pi, m_bar, appends = _placed(spec, values, law.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
     mean_m = float(share @ (placed * m_bar)) / on_decode if on_decode > 0 else 0.0
-    w_turn, _ = append_work_s(hw, x0.batch, np.maximum(m_bar, 1.0), hist, res.chunk_tokens)
+    w_turn, _ = append_work_s(
+        hw, x0.batch, np.tile(appends.tokens, n), np.repeat(hist, appends.tokens.size), res.chunk_tokens
+    )
+    w_turn = w_turn.reshape(n, -1) @ appends.prob
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
     rho = append_load(rate * on_decode / y, work_s)
-    step = _scaled(model.decode.step, rho)
-    x = _decode_at(model, rate, step)
-    return _finish(model, _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think), step)
+    step = scaled(model.decode.step, rho)
+    x = decode_at(model, rate, step)
+    facts = _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends)
+    return _finish(model, facts, step)
+
+
+def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroups, decisions: FloatArray | None,
+            weight: FloatArray) -> tuple[FloatArray, FloatArray, AppendGroups]:  # fmt: skip
+    """Per turn the share π_t of held turns placed and their mean append, and the law of the appends placed on
+    decode over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its
+    E[w] prices ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode
+    rows' TTFT."""
+    n = weight.size
+    pi, m_bar, mix = np.zeros(n), np.zeros(n), np.zeros(values.size)
+    for t in range(1, n):
+        chosen = None if decisions is None else decisions[t]
+        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, chosen)
+        mix += weight[t] * placed_law(spec, values, prob, groups, chosen)
+    total = float(mix.sum())
+    if total <= 0:
+        return pi, m_bar, AppendGroups(np.ones(1), np.ones(1), np.zeros(values.size, dtype=np.intp))
+    return pi, m_bar, AppendGroups.of(values, mix / total)
 
 
 @dataclass(frozen=True, slots=True)
 class _Facts:
     rate_rps: float
-    x0: _Decode
-    x: _Decode
+    x0: DecodeAt
+    x: DecodeAt
     held: FloatArray
     placed: FloatArray
     turn_share: FloatArray
@@ -205,6 +205,8 @@ class _Facts:
     rho: float
     free_tokens: float
     think: ThinkTime
+    appends: AppendGroups
+    """The law of the appends placed on decode, in groups (:func:`_placed`)."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -217,17 +219,14 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
     decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ per_turn) / np.maximum(marginal, 1e-300), 0.0)
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
-    points = res.input_points
-    work, steps = append_work_s(
-        hw, f.x0.batch, np.full(points.size, max(f.append_tokens, 1.0)),
-        np.maximum(points.ravel() - f.append_tokens, 0.0), res.chunk_tokens,
-    )  # fmt: skip
-    latency = (work + (steps - 1.0) * f.x.tau_s).reshape(points.shape)
+    latency, excess = _append_offsets(model, f)
     boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think)
+    shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
         latency = latency + f.x.tau_s
     elif math.isfinite(f.x.tau_s):  # the step in flight is the row's wait (PpdPool.wait), not the model's τ̄·busy/2
         latency = latency - step_boundary_s(f.x.busy, f.x.tau_s)
+        shift = step_boundary_s(f.x.busy, f.x.tau_s) + boundary.excess_s
     rows = np.zeros((k, model.cache.classes + 1))
     rows[:, -1] = 1.0
     placement = TurnPlacement(
@@ -251,8 +250,30 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
         boundary=boundary.tabulated(),
+        append_prob=f.appends.prob,
+        append_excess_s=excess,
+        arrival=boundary.arrival_law() if model.convention == "A" else None,
     )
-    return _Plan(placement, step, np.asarray(latency, dtype=np.float64))
+    return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
+
+
+def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
+    """``(latency [K, J], excess [K, G])``: a decode row's own time on decode from the step after the one in flight,
+    ``w(m, h) + (⌈m/C⌉ − 1)·τ'`` with h the point's prompt less the append, at the shortest placed append group
+    (per quadrature point), and each group's excess over it (the bin's mean over its points): the row's TTFT law
+    mixes the groups (:meth:`pdplan.serving.ppd_boundary.BoundaryLaw.shifted_on_lattice`)."""
+    res = model.res
+    points = res.input_points
+    tokens = np.maximum(f.appends.tokens, 1.0)
+    g = tokens.size
+    m = np.tile(tokens, points.size)
+    work, steps = append_work_s(
+        res.hardware.decode, f.x0.batch, m, np.maximum(np.repeat(points.ravel(), g) - m, 0.0), res.chunk_tokens
+    )
+    more = np.where(steps > 1.0, (steps - 1.0) * f.x.tau_s, 0.0)
+    full = (work + more).reshape(*points.shape, g)
+    latency = full.min(axis=2)
+    return latency, np.asarray((full - latency[..., None]).mean(axis=1), dtype=np.float64)
 
 
 def _stretch(f: _Facts) -> float:
@@ -324,7 +345,7 @@ def place_turns(built: M) -> M:
         pool.routing,
         pool.instances,
         (pool_rows / max(prefill_share, 1e-300)).ravel(),
-        _column(pool.point_latency_s, k, plan.decode_latency_s[:, None, :]),
+        _column(pool.point_latency_s - plan.prefill_shift_s, k, plan.decode_latency_s[:, None, :]),
         _column(pool.point_service_s, k, 0.0),
         None,
         pool.arrival_ca2,
@@ -333,7 +354,7 @@ def place_turns(built: M) -> M:
         p,
     )
     decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
-    decode, capacity = _decode_side(model, plan.step)
+    decode, capacity = decode_side(model, plan.step)
     placed: M = dataclasses.replace(
         model,
         pool=ppd_pool,
@@ -348,29 +369,6 @@ def place_turns(built: M) -> M:
         far_service_s=None,
         bin_prob=rows.ravel(),
         cache=_classes(model.cache, rows, decode_hits),
-        admission=None if model.admission is None else _admission(model, decode, capacity),
+        admission=None if model.admission is None else kv_admission(model, decode, capacity),
     )
     return placed
-
-
-def _decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
-    """The decode instance's perf and capacity on the stretched step."""
-    decode = dataclasses.replace(model.decode, step=step)
-    capacity = fast_decode_capacity(
-        model.cells,
-        step,
-        kv_capacity_tokens=decode.kv_capacity_tokens,
-        max_num_seqs=decode.max_num_seqs,
-        utilisation_max=DECODE_U_MAX,
-        state_tokens_per_seq=decode.state_tokens_per_seq,
-    )
-    return decode, capacity
-
-
-def _admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
-    """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
-    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=model.res.engine.engine in RESERVING_ENGINES)
-    mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
-    return KvAdmission(
-        model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
-    )

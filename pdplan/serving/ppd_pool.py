@@ -6,11 +6,14 @@ its arrays run over every row, prompt bin × prefix-cache class, the ``decode`` 
 prefill-side rows' own law and rates are the whole deployment's.
 
 * **Prefill-side rows** wait in the FCFS queue of the thinned stream ``λ·(1 − s_D)`` (the decode rows have no service
-  and join no queue).
-* **Decode rows** wait for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), not for a prefill: their
-  wait law is that step's residual, on the same lattice as the pool's, whose step grows where needed so that the
-  lattice spans the longest such wait (the pool's own law read there by linear interpolation, held at its last value
-  beyond its span, as :class:`~pdplan.queueing.distributions.WaitDistribution` does).
+  and join no queue); under convention A their wait adds their decode side's law, the step in flight and the first
+  step's excess over a plain one (:meth:`~pdplan.serving.ppd_boundary.StepBoundary.arrival_law`), independent of the
+  prefill queue: the two cdfs are convolved on the lattice.
+* **Decode rows** wait for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), not for a prefill, plus
+  their append's excess over the shortest placed append group (a discrete law per prompt bin, independent of R).
+* **One lattice**: the pool's cells, their step grown where needed so that the lattice spans the longest decode-side
+  wait (the pool's own law read there by linear interpolation, held at its last value beyond its span, as
+  :class:`~pdplan.queueing.distributions.WaitDistribution` does).
 
 :class:`TurnPlacement` is what the placement found at the hit rates' rate: the reports' source
 (:mod:`pdplan.serving.ppd_report`).
@@ -64,6 +67,13 @@ class TurnPlacement:
     """``[K·(H+1)]`` 1.0 on the decode class's rows."""
     boundary: BoundaryLaw
     """A decode row's wait for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`)."""
+    append_prob: FloatArray
+    """``[G]`` the law of the appends placed on decode, in groups."""
+    append_excess_s: FloatArray
+    """``[K, G]`` per prompt bin, each group's time on decode beyond the shortest group's (in the row's offset)."""
+    arrival: BoundaryLaw | None
+    """Convention A: the decode side's law of a request whose KV came over the link (its step in flight and its first
+    step's excess over a plain one), part of the prefill-side rows' wait; None under B."""
 
     @property
     def transfer_reduction(self) -> float:
@@ -88,33 +98,54 @@ class PpdPool(PrefillPool):
         return self.instances / float(self.point_prob @ self.point_service_s.ravel()) / self.prefill_share
 
     def wait(self, rates: FloatArray) -> tuple[WaitDistribution | PerBinWait, FloatArray]:
-        """The thinned stream's FCFS wait on the prefill-side rows; on the decode rows the wait for the decode step
-        in flight (:mod:`pdplan.serving.ppd_boundary`), on one lattice long enough for both."""
+        """The thinned stream's FCFS wait on the prefill-side rows (with, under convention A, their decode side's
+        law: :meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`); on the decode rows the wait for the decode
+        step in flight and the append's excess (:mod:`pdplan.serving.ppd_boundary`), on one lattice (module
+        docstring)."""
         service, prob = self.point_service_s.ravel(), self.point_prob
         thinned = np.asarray(rates, dtype=np.float64) * self.prefill_share
         base = prefill_wait(self.routing, thinned, service, prob, self.instances, arrival_ca2=self.arrival_ca2)
-        on_pool = 1.0 - (np.zeros(self.bin_prob.size) if self.decode_rows is None else self.decode_rows)
-        law = None if self.placement is None else self.placement.boundary
-        h, pool, decode = _lattice(base, law)
-        grid = np.where(on_pool[None, :, None] > 0, pool[:, None, :], decode[:, None, :])
-        mean_decode = 0.0 if law is None else law.mean_s
-        mean = np.where(on_pool[None, :] > 0, base.mean_s[:, None], mean_decode)
         load = self.load(rates)
+        p, n = self.placement, self.bin_prob.size
+        if p is None or self.decode_rows is None:
+            grid = np.broadcast_to(base.cdf_grid[:, None, :], (base.h_s.size, n, base.cdf_grid.shape[1]))
+            mean = np.repeat(base.mean_s[:, None], n, axis=1)
+            return PerBinWait(base.h_s, np.asarray(grid, dtype=np.float64), mean, load), load
+        rows = np.flatnonzero(self.decode_rows)
+        arrival = p.arrival
+        span = p.boundary.span_s + float(p.append_excess_s.max(initial=0.0))
+        h, pool = _lattice(base, max(span, 0.0 if arrival is None else arrival.span_s))
+        cells = pool.shape[1]
+        mean_pool = base.mean_s
+        if arrival is not None:
+            pool = np.stack(
+                [_convolved(g, arrival.on_lattice(float(hr), cells)) for hr, g in zip(h, pool, strict=True)]
+            )
+            mean_pool = base.mean_s + arrival.mean_s
+        grid = np.repeat(pool[:, None, :], n, axis=1)
+        grid[:, rows, :] = np.stack([p.boundary.shifted_on_lattice(float(hr), cells, p.append_excess_s,
+                                                                     p.append_prob) for hr in h])  # fmt: skip
+        mean = np.repeat(mean_pool[:, None], n, axis=1)
+        mean[:, rows] = p.boundary.mean_s + p.append_excess_s @ p.append_prob
         return PerBinWait(h, grid, mean, load), load
 
 
-def _lattice(base: WaitDistribution, law: BoundaryLaw | None) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``(h [R], pool cdf [R, n], decode cdf [R, n])`` on one lattice per rate of the pool's n cells, its step grown
-    to span the decode rows' longest wait where needed (module docstring)."""
+def _convolved(cdf: FloatArray, other: FloatArray) -> FloatArray:
+    """The cdf of the sum of two independent waits given by their cdfs on one lattice (``other``'s mass in cell
+    ((j − 1)h, jh] taken at jh; both held at their last value beyond it)."""
+    pmf = np.diff(other, prepend=0.0)
+    return np.asarray(np.convolve(cdf, pmf)[: cdf.size], dtype=np.float64)
+
+
+def _lattice(base: WaitDistribution, span_s: float) -> tuple[FloatArray, FloatArray]:
+    """``(h [R], pool cdf [R, n])``: the pool's n cells per rate, their step grown to span ``span_s`` where needed
+    (module docstring)."""
     cells = base.cdf_grid.shape[1]
-    span = 0.0 if law is None or not math.isfinite(law.span_s) else law.span_s
-    h = np.maximum(base.h_s, span / (cells - 1))
+    h = np.maximum(base.h_s, span_s / (cells - 1) if math.isfinite(span_s) else 0.0)
     if np.array_equal(h, base.h_s):
-        pool = np.asarray(base.cdf_grid, dtype=np.float64)
-    else:
-        index = np.arange(cells, dtype=np.float64)
-        pool = np.stack(
-            [np.interp(index * hr, index * hb, g) for hr, hb, g in zip(h, base.h_s, base.cdf_grid, strict=True)]
-        )
-    decode = np.ones(pool.shape) if law is None else np.stack([law.on_lattice(float(hr), cells) for hr in h])
-    return np.asarray(h, dtype=np.float64), pool, decode
+        return np.asarray(h, dtype=np.float64), np.asarray(base.cdf_grid, dtype=np.float64)
+    index = np.arange(cells, dtype=np.float64)
+    pool = np.stack(
+        [np.interp(index * hr, index * hb, g) for hr, hb, g in zip(h, base.h_s, base.cdf_grid, strict=True)]
+    )
+    return np.asarray(h, dtype=np.float64), pool

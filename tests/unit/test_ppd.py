@@ -153,8 +153,12 @@ def test_ppd_model_at_ten_rps() -> None:
     assert util["prefill"][0] < util0["prefill"][0]
     wait, _ = model.pool.wait(rate)
     rows = p.decode_rows.astype(bool)
-    assert np.all(wait.mean_s[0, rows] == p.boundary.mean_s)
+    k = model.res.lengths.input_tokens.size
+    np.testing.assert_allclose(wait.mean_s[0, rows], p.boundary.mean_s + p.append_excess_s @ p.append_prob)
     assert 0.0 < p.boundary.mean_s <= p.boundary.span_s
+    assert p.append_excess_s.shape == (k, p.append_prob.size)
+    assert p.arrival is not None  # convention A: the prefill-side rows' decode side is part of their wait
+    assert p.arrival.mean_s > 0.0
     assert np.all(wait.mean_s[0, ~rows] > 0.0)
     assert model.cache is not None
     assert model.cache.names[-1] == DECODE_CLASS

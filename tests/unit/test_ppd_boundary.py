@@ -1,6 +1,7 @@
 """The wait of a Turn 2+ append for the decode step in flight (pdplan/serving/ppd_boundary.py), worked by hand: zero
 think time waits a whole step, a long think time the steps' length-biased residual, an idle instance nothing; the
-two-point step law keeps the mean step; the law read on a lattice."""
+two-point step law keeps the mean step; the law read on a lattice; a KV over the link waiting the residual and then a
+step drawn by count; the appends' groups mixed; two waits added on a lattice (pdplan/serving/ppd_pool.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_pool import _convolved
 
 ZERO = ThinkTime("fixed", 1e-9)
 """A zero think time as the prefix-cache model writes it (:func:`pdplan.serving.prefix_cache.think_law`)."""
@@ -67,3 +69,32 @@ def test_unbounded_steps_never_admit() -> None:
 def test_law_on_a_lattice() -> None:
     law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()  # uniform on [0, 20 ms]
     np.testing.assert_allclose(law.on_lattice(0.005, 6), [0.0, 0.25, 0.5, 0.75, 1.0, 1.0], atol=1e-6)
+
+
+def test_arrival_over_the_link_waits_the_residual_then_a_step_drawn_by_count() -> None:
+    plain = StepBoundary.of(0.020, 0.0, 0.0, 1.0, ZERO).arrival_law()  # no appends: uniform over a 20 ms step
+    assert plain.mean_s == pytest.approx(0.010, rel=1e-3)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO)
+    q, tp, tm = b.mixed_share, b.plain_s, b.mixed_s
+    residual = ((1 - q) * tp**2 + q * tm**2) / (2 * 0.020)
+    assert b.arrival_law().mean_s == pytest.approx(residual + q * (tm - tp), rel=1e-3)
+    assert b.excess_s == pytest.approx(0.020 - tp)  # the first step's mean excess: τ' − τ_p
+    idle = StepBoundary.of(0.020, 0.0, 0.0, 0.0, ZERO).arrival_law()
+    assert idle.mean_s == pytest.approx(0.0, abs=1e-9)
+
+
+def test_shifted_law_mixes_the_groups() -> None:
+    law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()  # uniform on [0, 20 ms]
+    shifts = np.array([[0.0, 0.010], [0.0, 0.0]])
+    got = law.shifted_on_lattice(0.005, 6, shifts, np.array([0.5, 0.5]))
+    np.testing.assert_allclose(got[0], [0.0, 0.125, 0.25, 0.5, 0.75, 0.875], atol=1e-6)
+    np.testing.assert_allclose(got[1], law.on_lattice(0.005, 6), atol=1e-12)
+
+
+def test_convolved_waits_add() -> None:
+    cells = np.arange(401) * 0.001  # two uniform waits on [0, 0.1 s]: their sum is triangular on [0, 0.2 s]
+    uniform = np.clip(cells / 0.1, 0.0, 1.0)
+    total = _convolved(uniform, uniform)
+    assert total[100] == pytest.approx(0.5, abs=0.01)
+    assert total[200] == pytest.approx(1.0, abs=1e-9)
+    assert total[50] == pytest.approx(0.125, abs=0.01)
