@@ -23,6 +23,7 @@ from pdplan.serving.ppd import (
     append_load,
     decode_share,
     held_probability,
+    placed_law,
     routes_to_decode,
     score,
     turns_pmf,
@@ -86,6 +87,17 @@ def test_policy_shares_by_hand() -> None:
     spec = TurnPlacementSpec(policy="score", append_threshold_tokens=200)
     share, mean = decode_share(spec, VALUES, PROB, groups, np.array([0.0, 1.0, 0.0]))
     assert (share, mean) == pytest.approx((0.8, 175.0))  # bypass 100, the score sends 300, keeps 900
+
+
+def test_placed_law_by_hand() -> None:
+    groups = AppendGroups.of(VALUES, PROB, groups=3)
+    assert groups.member.tolist() == [0, 1, 2]
+    assert placed_law(TurnPlacementSpec(policy="pd"), VALUES, PROB, groups, None).tolist() == [0.0, 0.0, 0.0]
+    np.testing.assert_allclose(placed_law(TurnPlacementSpec(policy="ppd"), VALUES, PROB, groups, None), PROB)
+    threshold = placed_law(TurnPlacementSpec(policy="threshold"), VALUES, PROB, groups, None)
+    np.testing.assert_allclose(threshold, [0.5, 0.3, 0.0])  # below 512
+    spec = TurnPlacementSpec(policy="score", append_threshold_tokens=200)
+    np.testing.assert_allclose(placed_law(spec, VALUES, PROB, groups, np.array([0.0, 0.0, 1.0])), [0.5, 0.0, 0.2])
 
 
 def test_append_groups_keep_the_law() -> None:
