@@ -63,6 +63,7 @@ from pdplan.serving.ppd import (
     routes_to_decode,
     turns_pmf,
 )
+from pdplan.serving.ppd_bins import append_classes, class_bins
 from pdplan.serving.ppd_boundary import StepBoundary
 from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admission, scaled
 from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
@@ -157,7 +158,7 @@ def _plan(model: Any) -> _Plan:
         x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
         wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
         decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1, wait1.mean_s)
-    pi, m_bar, appends = _placed(spec, values, law.prob, groups, decisions, share * held)
+    pi, m_bar, appends, chosen = _placed(spec, values, law.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
     mean_m = float(share @ (placed * m_bar)) / on_decode if on_decode > 0 else 0.0
@@ -169,26 +170,30 @@ def _plan(model: Any) -> _Plan:
     rho = append_load(rate * on_decode / y, work_s)
     step = scaled(model.decode.step, rho)
     x = decode_at(model, rate, step)
-    facts = _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends)
+    facts = _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen)
     return _finish(model, facts, step)
 
 
 def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroups, decisions: FloatArray | None,
-            weight: FloatArray) -> tuple[FloatArray, FloatArray, AppendGroups]:  # fmt: skip
-    """Per turn the share π_t of held turns placed and their mean append, and the law of the appends placed on
-    decode over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its
-    E[w] prices ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode
-    rows' TTFT."""
+            weight: FloatArray) -> tuple[FloatArray, FloatArray, AppendGroups, FloatArray]:  # fmt: skip
+    """Per turn the share π_t of held turns placed and their mean append; the law of the appends placed on decode
+    over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its E[w] prices
+    ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode rows' TTFT; and
+    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn."""
     n = weight.size
+    classes = append_classes(values, groups, float(spec.append_threshold_tokens))
+    chosen = np.zeros((n, int(classes.max()) + 1))
     pi, m_bar, mix = np.zeros(n), np.zeros(n), np.zeros(values.size)
     for t in range(1, n):
-        chosen = None if decisions is None else decisions[t]
-        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, chosen)
-        mix += weight[t] * placed_law(spec, values, prob, groups, chosen)
+        decided = None if decisions is None else decisions[t]
+        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, decided)
+        law = placed_law(spec, values, prob, groups, decided)
+        np.maximum.at(chosen[t], classes, (law > 0).astype(np.float64))
+        mix += weight[t] * law
     total = float(mix.sum())
     if total <= 0:
-        return pi, m_bar, AppendGroups(np.ones(1), np.ones(1), np.zeros(values.size, dtype=np.intp))
-    return pi, m_bar, AppendGroups.of(values, mix / total)
+        return pi, m_bar, AppendGroups(np.ones(1), np.ones(1), np.zeros(values.size, dtype=np.intp)), chosen
+    return pi, m_bar, AppendGroups.of(values, mix / total), chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +212,8 @@ class _Facts:
     think: ThinkTime
     appends: AppendGroups
     """The law of the appends placed on decode, in groups (:func:`_placed`)."""
+    chosen: FloatArray
+    """``[T, C]`` whether the policy places each append class in each turn (:mod:`pdplan.serving.ppd_bins`)."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -214,9 +221,10 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
     res = model.res
     setup, hw = res.cache, res.hardware.decode
     k = res.lengths.input_tokens.size
-    per_turn = turn_bins(setup.reuse.sessions, f.placed.size, bin_edges(res.lengths.input_tokens))
+    edges = bin_edges(res.lengths.input_tokens)
+    per_turn = turn_bins(setup.reuse.sessions, f.placed.size, edges)
     marginal = f.turn_share @ per_turn
-    decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ per_turn) / np.maximum(marginal, 1e-300), 0.0)
+    decode_bins = _decode_bins(setup, f, edges, marginal)
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     latency, excess = _append_offsets(model, f)
@@ -255,6 +263,15 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         arrival=boundary.arrival_law() if model.convention == "A" else None,
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
+
+
+def _decode_bins(setup: Any, f: _Facts, edges: FloatArray, marginal: FloatArray) -> FloatArray:
+    """``[K]`` d_k: the share of bin k's requests placed on decode, ``Σ_t P(turn t)·f_t·Σ_c P(bin k, class c | t)``
+    over the classes the policy places in turn t, over ``P(bin k)`` (:mod:`pdplan.serving.ppd_bins`)."""
+    spec = setup.spec.turn_placement
+    joint = class_bins(setup.reuse.sessions, f.placed.size, edges, float(spec.append_threshold_tokens))
+    mass = np.einsum("t,tc,ctk->k", f.turn_share * f.held, f.chosen, joint)
+    return np.asarray(np.clip(np.where(marginal > 0, mass / np.maximum(marginal, 1e-300), 0.0), 0.0, 1.0))
 
 
 def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
@@ -305,8 +322,9 @@ def _rows(model: Any, decode_by_bin: FloatArray) -> FloatArray:
     return np.concatenate((p, moved[:, None]), axis=1)
 
 
-def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
-    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to)."""
+def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
+    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to), and
+    their hit ratios those of the prefill side that is left (:func:`_prefill_tiers`)."""
     mass = rows.sum(axis=1, keepdims=True)
     weights = np.where(mass > 0, rows / np.maximum(mass, 1e-300), 0.0)
     weights[mass[:, 0] <= 0, 0] = 1.0
@@ -321,7 +339,32 @@ def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -
         load_from=(*classes.load_from, None),
         tier_share=share,
         joint=None if classes.joint is None else rows / max(float(rows.sum()), 1e-300),
+        **_prefill_tiers(classes, before, rows),
     )
+
+
+def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray) -> dict[str, Any]:
+    """The prefill caches' token hit ratios (all tiers and each), read bytes and read-path utilisations with the
+    turns placed on decode taken out of their hit classes (:func:`_rows`): each class's hit tokens scale by
+    ``Σ_k P'(k, h)·hit[k, h] / Σ_k P(k, h)·hit[k, h]`` (over the same prompt tokens, every turn's, as the simulator
+    counts them; a session's class h is tier h's, :attr:`~pdplan.serving.prefix_cache.CacheClasses.tier_share` the
+    identity)."""
+    h = classes.weights.shape[1]
+    old = (before[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
+    new = (rows[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
+    scale = np.where(old > 0, new / np.maximum(old, 1e-300), 1.0)
+    tiers = tuple(
+        dataclasses.replace(
+            t,
+            token_hit_ratio=t.token_hit_ratio * f,
+            read_bytes_per_s=t.read_bytes_per_s * f,
+            path_utilisation={name: u * f for name, u in t.path_utilisation.items()},
+        )
+        for t, f in zip(classes.tiers, scale.tolist(), strict=True)
+    )
+    total = float(old.sum())
+    ratio = classes.token_hit_ratio * float(new.sum()) / total if total > 0 else classes.token_hit_ratio
+    return {"tiers": tiers, "token_hit_ratio": ratio}
 
 
 def place_turns(built: M) -> M:
@@ -368,7 +411,7 @@ def place_turns(built: M) -> M:
         tandem=None,  # the link's wait as the M/G/1 on its busy times (module docstring)
         far_service_s=None,
         bin_prob=rows.ravel(),
-        cache=_classes(model.cache, rows, decode_hits),
+        cache=_classes(model.cache, model.bin_prob.reshape(k, -1), rows, decode_hits),
         admission=None if model.admission is None else kv_admission(model, decode, capacity),
     )
     return placed

@@ -174,6 +174,9 @@ def test_ppd_model_at_ten_rps() -> None:
     assert np.all(wait.mean_s[0, ~rows] > 0.0)
     assert model.cache is not None
     assert model.cache.names[-1] == DECODE_CLASS
+    assert plain.cache is not None  # the prefill caches keep only the turns left on the prefill side
+    assert model.cache.token_hit_ratio < plain.cache.token_hit_ratio
+    assert sum(t.token_hit_ratio for t in model.cache.tiers) == pytest.approx(model.cache.token_hit_ratio)
     assert model.cache.weights.sum(axis=1) == pytest.approx(1.0)
 
 
