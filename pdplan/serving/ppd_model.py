@@ -35,7 +35,8 @@ prefix-cache class per prompt bin, ``decode``:
   streams token 1 elsewhere), the offset adds ``τ'``.
 * **Prefill-side rows under convention A**: their KV arrives over the link at a random time of steps of two lengths;
   their offsets give up ``busy·τ'/2 + (τ' − τ_p)`` and their wait law takes the decode side's law instead
-  (:meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`).
+  (:meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`). Where the policy places nothing (one-turn
+  sessions, a threshold below every append) they keep the model's boundary: the plan is plain disaggregation.
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         latency = latency + f.x.tau_s
     elif math.isfinite(f.x.tau_s):  # the step in flight is the row's wait (PpdPool.wait), not the model's τ̄·busy/2
         latency = latency - step_boundary_s(f.x.busy, f.x.tau_s)
-        shift = step_boundary_s(f.x.busy, f.x.tau_s) + boundary.excess_s
+        shift = step_boundary_s(f.x.busy, f.x.tau_s) + boundary.excess_s if f.on_decode > 0 else 0.0
     rows = np.zeros((k, model.cache.classes + 1))
     rows[:, -1] = 1.0
     placement = TurnPlacement(
@@ -260,7 +261,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         boundary=boundary.tabulated(),
         append_prob=f.appends.prob,
         append_excess_s=excess,
-        arrival=boundary.arrival_law() if model.convention == "A" else None,
+        arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
 

@@ -1,12 +1,13 @@
 """PPD turn placement (pdplan/serving/ppd.py, ppd_model.py, ppd_report.py): the routing rule, the policies' shares,
 the appends' load and the held-history probability worked by hand; the model built on examples/chat-ppd.yaml; the
-search dimension and bad input."""
+search dimension and bad input; the optimize CSV's PPD columns."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.report.cache import PPD_CSV_COLUMNS, _ppd_record, ppd_csv_columns
 from pdplan.search.cache_options import cache_variants, colocated_caches
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.ppd import (
@@ -29,7 +31,7 @@ from pdplan.serving.ppd import (
     turns_pmf,
 )
 from pdplan.serving.ppd_model import DECODE_CLASS, place_turns
-from pdplan.serving.ppd_report import ENGINE_NOTE, placement_of, ppd_report
+from pdplan.serving.ppd_report import ENGINE_NOTE, PpdReport, placement_of, ppd_report
 from pdplan.serving.resolve import resolve
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.reuse import SessionsSpec
@@ -278,3 +280,22 @@ def test_export_header_says_no_engine_runs_ppd() -> None:
     (line,) = ppd_warnings(ExportPlan.model_validate({**plan, "cache": cache}))
     assert line.startswith(ENGINE_NOTE)
     assert line.endswith("priced with ppd: 16.07 req/s, with pd 1.29 req/s (12.5x)")
+
+
+def test_csv_columns_of_a_ppd_plan() -> None:
+    """The optimize CSV's PPD columns (pdplan/report/cache.py): written only when a plan places turns on decode."""
+    report = PpdReport(
+        policy="ppd", decode_routing="session-affine", rate_rps=10.0, share_on_decode=0.6, held_turn2=0.9,
+        bytes_saved_per_s=2e9, transfer_reduction=0.75, tpot_factor=1.05, steps_with_append=0.2,
+        held_history_tokens=1e5, ttft_turn1_p90_s=0.5, ttft_turn2_p90_s=0.05, goodput_pd_rps=4.0,
+    )  # fmt: skip
+    ppd = SimpleNamespace(cache=SimpleNamespace(turn_placement=report), goodput_rps=10.0)
+    plain = SimpleNamespace(cache=SimpleNamespace(turn_placement=None), goodput_rps=3.0)
+    assert ppd_csv_columns([plain]) == []  # type: ignore[list-item]
+    assert ppd_csv_columns([plain, ppd]) == list(PPD_CSV_COLUMNS)  # type: ignore[list-item]
+    record = _ppd_record(ppd)  # type: ignore[arg-type]
+    assert list(record) == list(PPD_CSV_COLUMNS)
+    assert record["cache_ppd_share_on_decode"] == 0.6
+    assert record["cache_ppd_bytes_saved_per_s"] == 2e9
+    assert record["cache_ppd_gain_vs_pd"] == pytest.approx(2.5)
+    assert _ppd_record(plain) == {}  # type: ignore[arg-type]
