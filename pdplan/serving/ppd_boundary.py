@@ -157,13 +157,24 @@ class BoundaryLaw:
 
     def shifted_on_lattice(self, h_s: float, cells: int, shifts_s: FloatArray, prob: FloatArray) -> FloatArray:
         """``[K, cells]``: per row k the law of R + D_k on the lattice, D_k = ``shifts_s[k, g]`` with probability
-        ``prob[g]`` independent of R: ``Σ_g prob_g·F_R(a − d_kg)`` (0 below 0)."""
+        ``prob[g]`` independent of R: ``Σ_g prob_g·F_R(a − d_kg)`` (0 below 0). Each atom is split between the two
+        whole cells around d_kg (linear, as the lattice reads every law) and the sum is one product of spectra per
+        row."""
         shifts = np.asarray(shifts_s, dtype=np.float64)
+        rows = shifts.shape[0]
         if not math.isfinite(self.mean_s):
-            return np.zeros((shifts.shape[0], cells))
-        a = np.arange(cells, dtype=np.float64)[None, None, :] * h_s - shifts[:, :, None]
-        cdf = np.where(a < 0.0, 0.0, np.interp(a, self.grid_s, self.cdf_grid, right=1.0))
-        return np.asarray(np.einsum("kgc,g->kc", cdf, np.asarray(prob, dtype=np.float64)), dtype=np.float64)
+            return np.zeros((rows, cells))
+        pos = shifts / h_s
+        whole = np.floor(pos).astype(np.intp)
+        frac = pos - whole
+        weight = np.broadcast_to(np.asarray(prob, dtype=np.float64)[None, :], shifts.shape)
+        pmf = np.zeros((rows, cells + 1))
+        row = np.broadcast_to(np.arange(rows)[:, None], shifts.shape)
+        np.add.at(pmf, (row, np.minimum(whole, cells)), weight * (1.0 - frac))
+        np.add.at(pmf, (row, np.minimum(whole + 1, cells)), weight * frac)
+        size = 2 * cells
+        spectrum = np.fft.rfft(pmf[:, :cells], size, axis=1) * np.fft.rfft(self.on_lattice(h_s, cells), size)[None, :]
+        return np.asarray(np.clip(np.fft.irfft(spectrum, size, axis=1)[:, :cells], 0.0, 1.0), dtype=np.float64)
 
 
 def _trapezoid(y: FloatArray, x: FloatArray) -> float:
