@@ -164,8 +164,8 @@ class BoundaryLaw:
         rows = shifts.shape[0]
         if not math.isfinite(self.mean_s):
             return np.zeros((rows, cells))
-        pos = shifts / h_s
-        whole = np.floor(pos).astype(np.intp)
+        pos = np.where(np.isfinite(shifts), shifts / h_s, float(cells))  # an unbounded excess never completes
+        whole = np.floor(np.minimum(pos, float(cells))).astype(np.intp)
         frac = pos - whole
         weight = np.broadcast_to(np.asarray(prob, dtype=np.float64)[None, :], shifts.shape)
         pmf = np.zeros((rows, cells + 1))

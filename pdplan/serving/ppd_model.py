@@ -291,7 +291,9 @@ def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
     more = np.where(steps > 1.0, (steps - 1.0) * f.x.tau_s, 0.0)
     full = (work + more).reshape(*points.shape, g)
     latency = full.min(axis=2)
-    return latency, np.asarray((full - latency[..., None]).mean(axis=1), dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # unbounded steps (past the decode's stable range): an unbounded excess
+        excess = (full - latency[..., None]).mean(axis=1)
+    return latency, np.asarray(np.where(np.isnan(excess), np.inf, excess), dtype=np.float64)
 
 
 def _stretch(f: _Facts) -> float:

@@ -98,3 +98,10 @@ def test_convolved_waits_add() -> None:
     assert total[100] == pytest.approx(0.5, abs=0.01)
     assert total[200] == pytest.approx(1.0, abs=1e-9)
     assert total[50] == pytest.approx(0.125, abs=0.01)
+
+
+def test_an_unbounded_excess_never_completes() -> None:
+    law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()
+    got = law.shifted_on_lattice(0.005, 8, np.array([[0.0, np.inf], [np.inf, np.inf]]), np.array([0.5, 0.5]))
+    np.testing.assert_allclose(got[0], 0.5 * law.on_lattice(0.005, 8), atol=1e-12)
+    assert np.all(got[1] == 0.0)
