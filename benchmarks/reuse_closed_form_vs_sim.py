@@ -23,9 +23,15 @@ decode from a turn's prefill end, the cache's last touch of its blocks, to its l
 derives (:func:`pdplan.serving.cache_domain.turn_duration_s`), against the same simulation: what is left is the
 characteristic-time approximation and the routing factor.
 
+**PPD** (``--cases ppd``: docs/prefix_cache.md §11). Sessions whose Turn 2+ appends may run on the decode instance
+holding their history (``cache: turn_placement``: ``ppd`` or ``threshold``), on 1P2D with session-affine routing and
+an SLO that latency binds (:data:`PPD_SLO`); rows add the share of turns on decode, of Turn 2+ histories held there,
+the P→D bytes saved and Turn-1 and Turn-2+ TTFT P90 (the closed form's ``cache.turn_placement`` report against the
+simulator's :class:`pdplan.sim.turn_stats.TurnStats`); ``token_hit_ratio`` is the prefill caches'.
+
 Run: ``python benchmarks/reuse_closed_form_vs_sim.py [--requests N] [--cases NAME,...] [--no-goodput]``; prints a
-Markdown table and the run time (the table in docs/prefix_cache.md, "Closed form against the simulator", is its
-output).
+Markdown table and the run time (the tables in docs/prefix_cache.md, "Closed form against the simulator" in §9 and
+§11, are its output).
 """
 
 from __future__ import annotations
