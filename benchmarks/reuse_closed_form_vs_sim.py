@@ -23,9 +23,15 @@ decode from a turn's prefill end, the cache's last touch of its blocks, to its l
 derives (:func:`pdplan.serving.cache_domain.turn_duration_s`), against the same simulation: what is left is the
 characteristic-time approximation and the routing factor.
 
+**PPD** (``--cases ppd``: docs/prefix_cache.md §11). Sessions whose Turn 2+ appends may run on the decode instance
+holding their history (``cache: turn_placement``: ``ppd`` or ``threshold``), on 1P2D with session-affine routing and
+an SLO that latency binds (:data:`PPD_SLO`); rows add the share of turns on decode, of Turn 2+ histories held there,
+the P→D bytes saved and Turn-1 and Turn-2+ TTFT P90 (the closed form's ``cache.turn_placement`` report against the
+simulator's :class:`pdplan.sim.turn_stats.TurnStats`); ``token_hit_ratio`` is the prefill caches'.
+
 Run: ``python benchmarks/reuse_closed_form_vs_sim.py [--requests N] [--cases NAME,...] [--no-goodput]``; prints a
-Markdown table and the run time (the table in docs/prefix_cache.md, "Closed form against the simulator", is its
-output).
+Markdown table and the run time (the tables in docs/prefix_cache.md, "Closed form against the simulator" in §9 and
+§11, are its output).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import tempfile
@@ -104,12 +111,34 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "prefix-zipf-64-spread": _prefixes(64, ZIPF, _lognormal(8000, 0.5, 30000)),
     "mooncake-synthetic": {"trace": {"file": "TRACE", "block_tokens": 512}, "arrival": "trace"},
 }
+SPREAD_NEW, SPREAD_OUT = _lognormal(400, 1.0, 8192), _lognormal(200, 1.0, 4096)
+EXP_5S = {"dist": "exponential", "mean": "5s"}
+PPD: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "ppd-3turn-zero": (_sessions(_fixed(3), _fixed(600), _fixed(250), _fixed(0)), {"policy": "ppd"}),
+    "ppd-3turn-zero-threshold": (
+        _sessions(_fixed(3), SPREAD_NEW, _fixed(250), _fixed(0)),
+        {"policy": "threshold", "append_threshold_tokens": 256},
+    ),
+    "ppd-geo-think": (_sessions(GEOMETRIC, SPREAD_NEW, SPREAD_OUT, EXP_5S), {"policy": "ppd"}),
+    "ppd-geo-think-threshold": (
+        _sessions(GEOMETRIC, SPREAD_NEW, SPREAD_OUT, EXP_5S),
+        {"policy": "threshold", "append_threshold_tokens": 256},
+    ),
+    "ppd-1turn": (_sessions(_fixed(1), _fixed(2000), _fixed(200), _fixed(5)), {"policy": "ppd"}),
+}
+"""The ``ppd`` family (``--cases ppd``; docs/prefix_cache.md §11): sessions whose Turn 2+ appends may run on the
+decode instance holding their history (``cache: turn_placement``), on 1P2D with session-affine decode routing."""
+PPD_DEPLOYMENT = "1P2D"
+PPD_SLO = {"ttft": "200ms", "tpot": "30ms", "percentile": 90, "attainment": 0.9}
+"""The ``ppd`` family's SLO: its goodput is then set by TTFT or TPOT P90 in every case, with either policy (under the
+grid's 2 s / 100 ms it is set by the closed form's stability margins, decode KV capacity with its z-margin and the
+0.85 utilisation caps, which the simulator does not have: docs/prefix_cache.md §11)."""
 
 
 def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") -> Scenario:
-    """One grid case as a scenario (module docstring); ``deployment``: ``2P1D``, ``1P1D`` or ``colocated`` (two
-    colocated instances, prefill-first)."""
-    wl = dict(WORKLOADS[workload])
+    """One grid case as a scenario (module docstring); ``deployment``: ``xPyD`` (x, y < 10) or ``colocated`` (two
+    colocated instances, prefill-first); a ``ppd`` workload with its turn placement."""
+    wl = dict(PPD[workload][0] if workload in PPD else WORKLOADS[workload])
     if "trace" in wl:
         wl["trace"] = {**wl["trace"], "file": str(_trace_file())}
     data: dict[str, Any] = {
@@ -117,8 +146,9 @@ def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") 
         "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {deployment}",
         "model": "llama-3.1-8b",
         "workload": wl,
-        "cache": {"routing": routing, "tiers": [DRAM] if dram else []},
-        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "cache": {"routing": routing, "tiers": [DRAM] if dram else []}
+        | ({"turn_placement": PPD[workload][1]} if workload in PPD else {}),
+        "slo": PPD_SLO if workload in PPD else {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
     }
     if deployment == "colocated":
         data.update(mode="colocated", colocated={"gpu": "h100-sxm", "tp": 1, "count": 2, "scheduler": "prefill-first"})
@@ -126,7 +156,7 @@ def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") 
         data.update(
             mode="disaggregated",
             prefill={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[0])},
-            decode={"gpu": "h100-sxm", "tp": 1, "count": 1},
+            decode={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[2])},
             link="ib-ndr",
             granularity="layer",
             routing="round-robin" if "trace" in wl else "least-work",
@@ -150,11 +180,14 @@ def _trace_file() -> Path:
 def cases(names: list[str] | None) -> list[tuple[str, str, bool, str]]:
     """(workload, routing, DRAM tier, deployment) of the grid: every workload with both routings and both tier sets
     on 2P1D; HBM-only 1P1D (one prefill instance: routing does not matter) for every workload; two colocated
-    instances, HBM only, with both routings for the spread sessions and the fixed-length Zipf prefixes."""
+    instances, HBM only, with both routings for the spread sessions and the fixed-length Zipf prefixes; the ``ppd``
+    family on :data:`PPD_DEPLOYMENT`, affinity, HBM only. ``names``: workload names, ``ppd`` for that family."""
     grid = [(w, r, d, "2P1D") for w in WORKLOADS for r in ("affinity", "load-balance") for d in (False, True)]
     grid += [(w, "affinity", False, "1P1D") for w in WORKLOADS]
     grid += [(w, r, False, "colocated") for w in COLOCATED for r in ("affinity", "load-balance")]
-    return [c for c in grid if names is None or c[0] in names]
+    grid += [(w, "affinity", False, PPD_DEPLOYMENT) for w in PPD]
+    wanted = None if names is None else set(names) | (set(PPD) if "ppd" in names else set())
+    return [c for c in grid if wanted is None or c[0] in wanted]
 
 
 @dataclass(frozen=True)
@@ -187,7 +220,7 @@ def _reuse_run(sc: Scenario, rate: float, requests: int, inputs_rate: float) -> 
     inputs = reuse_inputs(model, inputs_rate if sc.mode == "disaggregated" else rate)
     return simulate_reuse(model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
                           exposed_load_s=inputs.exposed_load_s, n_requests=requests, seed=0, step="linear",
-                          warmup_fraction=WARMUP_FRACTION)  # fmt: skip
+                          warmup_fraction=WARMUP_FRACTION, placement=inputs.placement)  # fmt: skip
 
 
 def run_case(sc: Scenario, requests: int, goodput: bool) -> Case:
@@ -201,7 +234,8 @@ def run_case(sc: Scenario, requests: int, goodput: bool) -> Case:
     good = cmp.goodput_simulated_rps
     good_offered = _reuse_run(sc, good, requests, rate).offered_rps if good else good
     diag = None
-    if sc.workload.sessions is not None and sc.mode == "disaggregated":
+    placing = sc.cache is not None and sc.cache.turn_placement.policy != "pd"  # its prefill caches see fewer turns
+    if sc.workload.sessions is not None and sc.mode == "disaggregated" and not placing:
         res = with_cache_rate(resolve(sc, open_catalog()), offered)
         warm = sim.run.warmup_count
         duration = float(np.mean((sim.run.finish_s - sim.run.prefill_done_s)[warm:]))
@@ -225,12 +259,33 @@ def rows(case: Case) -> list[tuple[str, float | None, float | None]]:
     if diag is not None:
         label = f"token_hit_ratio, closed form at the simulated turn ({diag.turn_duration_s:.3g} s)"
         out.append((label, diag.closed_at_duration, sim.get("token_hit_ratio")))
+    out += _placement_rows(ev, sim.get("turn_placement"))
     op = ev.operating_point
     if cmp.simulated is not None and op is not None:
         out.append(("ttft_p90_ms", 1e3 * op.ttft_s.p90, 1e3 * cmp.simulated.ttft_s.p90))
         out.append(("tpot_p90_ms", 1e3 * op.tpot_s.p90, 1e3 * cmp.simulated.tpot_s.p90))
     out.append(("goodput_rps", cmp.goodput_closed_rps, case.goodput_offered_rps))
     return out
+
+
+def _placement_rows(ev: Evaluation, sim: dict[str, Any] | None) -> list[tuple[str, float | None, float | None]]:
+    """A PPD case's placement (docs/prefix_cache.md §11): the share of turns on decode, of Turn 2+ histories held on
+    decode, the P→D bytes saved, Turn-1 and Turn-2+ TTFT P90 (the closed form's report against the simulator's
+    :class:`pdplan.sim.turn_stats.TurnStats`); none for other cases."""
+    report = None if ev.cache is None else ev.cache.turn_placement
+    if report is None or sim is None:
+        return []
+
+    def ms(v: float | None) -> float | None:  # no Turn 2+ (one-turn sessions): the closed form's quantile is inf
+        return None if v is None or not math.isfinite(v) else 1e3 * v
+
+    return [
+        ("share_on_decode", report.share_on_decode, sim["share_on_decode"]),
+        ("turn2_history_held", report.held_turn2, sim["decode_hit_ratio"]),
+        ("transfer_reduction", report.transfer_reduction, sim["transfer_reduction"]),
+        ("ttft_turn1_p90_ms", ms(report.ttft_turn1_p90_s), ms(sim["ttft_turn1_p90_s"])),
+        ("ttft_turn2_p90_ms", ms(report.ttft_turn2_p90_s), ms(sim["ttft_turn2_p90_s"])),
+    ]
 
 
 def trace_arrivals(seeds: int) -> None:
@@ -286,7 +341,9 @@ def _fmt(v: float | None) -> str:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=8000)
-    parser.add_argument("--cases", default=None, help="comma-separated workload names (default: all)")
+    parser.add_argument(
+        "--cases", default=None, help="comma-separated workload names, ppd for the PPD family (default: all)"
+    )
     parser.add_argument("--no-goodput", action="store_true", help="skip the simulated goodput (bisection)")
     parser.add_argument(
         "--trace-arrivals",

@@ -4,7 +4,7 @@ it), in human units, for the terminal table, the Markdown review and the CSV (do
 
 A plan with a PPD policy (``cache: turn_placement``) adds a column likewise: the policy, the share of turns appended on
 decode, the P→D bytes saved, the TPOT stretch, Turn-1 and Turn-2+ TTFT P90 and the gain against the same plan with
-``pd`` (:class:`pdplan.serving.ppd_report.PpdReport`).
+``pd`` (:class:`pdplan.serving.ppd_report.PpdReport`); the CSV :data:`PPD_CSV_COLUMNS`, only when a plan has them.
 
 A plan whose cache reads over both DualPath paths (``read_paths: dual``) adds a column: the decode path's share of
 the reads, the busiest read-path resource, the workload's cache-compute ratio and the gain against the same plan
@@ -138,16 +138,20 @@ def cache_csv_record(plan: Plan) -> dict[str, Any]:
             "cache_dual_gain_vs_prefill_only": dual.gain(plan.goodput_rps),
         }
     )
-    return extra | {
-        "cache_prefix_caching": on,
-        "cache_routing": routing,
-        "cache_tier_sizes": sizes,
-        "cache_token_hit_ratio": None if report is None else report.token_hit_ratio,
-        "cache_tier_hit_ratios": None if report is None else _joined(report, "token_hit_ratio"),
-        "cache_tier_read_bytes_per_s": None if report is None else _joined(report, "read_bytes_per_s"),
-        "cache_goodput_without_rps": None if report is None else report.goodput_without_cache_rps,
-        "cache_gain_vs_no_cache": None if report is None else report.gain(plan.goodput_rps),
-    }
+    return (
+        extra
+        | _ppd_record(plan)
+        | {
+            "cache_prefix_caching": on,
+            "cache_routing": routing,
+            "cache_tier_sizes": sizes,
+            "cache_token_hit_ratio": None if report is None else report.token_hit_ratio,
+            "cache_tier_hit_ratios": None if report is None else _joined(report, "token_hit_ratio"),
+            "cache_tier_read_bytes_per_s": None if report is None else _joined(report, "read_bytes_per_s"),
+            "cache_goodput_without_rps": None if report is None else report.goodput_without_cache_rps,
+            "cache_gain_vs_no_cache": None if report is None else report.gain(plan.goodput_rps),
+        }
+    )
 
 
 DUAL_CSV_COLUMNS = (
@@ -168,6 +172,42 @@ CSV_COLUMNS = (
     "cache_goodput_without_rps",
     "cache_gain_vs_no_cache",
 )
+
+
+PPD_CSV_COLUMNS = (
+    "cache_ppd_policy",
+    "cache_ppd_share_on_decode",
+    "cache_ppd_bytes_saved_per_s",
+    "cache_ppd_transfer_reduction",
+    "cache_ppd_ttft_turn1_p90_s",
+    "cache_ppd_ttft_turn2_p90_s",
+    "cache_ppd_gain_vs_pd",
+)
+"""CSV columns of a PPD plan (``cache: turn_placement`` other than ``pd``; docs/prefix_cache.md §11): the policy, the
+share of all turns placed on decode, the P→D KV bytes per second saved and their share of the link's traffic, Turn-1
+and Turn-2+ TTFT P90, the goodput over the same plan with ``pd``; written only when a plan has them, after the
+DualPath columns."""
+
+
+def _ppd_record(plan: Plan) -> dict[str, Any]:
+    """A PPD plan's :data:`PPD_CSV_COLUMNS` (none for other plans: empty cells)."""
+    report = None if plan.cache is None else plan.cache.turn_placement
+    if report is None:
+        return {}
+    return {
+        "cache_ppd_policy": report.policy,
+        "cache_ppd_share_on_decode": report.share_on_decode,
+        "cache_ppd_bytes_saved_per_s": report.bytes_saved_per_s,
+        "cache_ppd_transfer_reduction": report.transfer_reduction,
+        "cache_ppd_ttft_turn1_p90_s": report.ttft_turn1_p90_s,
+        "cache_ppd_ttft_turn2_p90_s": report.ttft_turn2_p90_s,
+        "cache_ppd_gain_vs_pd": report.gain(plan.goodput_rps),
+    }
+
+
+def ppd_csv_columns(plans: Sequence[Plan]) -> list[str]:
+    """:data:`PPD_CSV_COLUMNS` when a plan places turns on decode, else none."""
+    return list(PPD_CSV_COLUMNS) if _any_ppd(plans) else []
 
 
 def _joined(report: CacheReport, field: str) -> str:

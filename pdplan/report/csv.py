@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pdplan.report.cache import CSV_COLUMNS, cache_csv_record, dual_csv_columns, has_cache
+from pdplan.report.cache import CSV_COLUMNS, cache_csv_record, dual_csv_columns, has_cache, ppd_csv_columns
 from pdplan.report.common import union_keys
 from pdplan.report.prfaas import csv_columns, csv_record
 from pdplan.report.render import records_to_csv
@@ -164,7 +164,7 @@ def columns(result: PlanResult) -> list[str]:
     headroom = [f"memory_headroom_{k}_bytes" for k in union_keys(p.memory_headroom for p in plans)]
     parallel = [f"{r}_{f}" for r in _ROLES for f in ("dp", "ep")]  # attention DP / EP (issue #13), appended
     prfaas = csv_columns(plans)  # PrfaaS plans only (issue #14), appended
-    cache = [*CSV_COLUMNS, *dual_csv_columns(plans)] if has_cache(plans) else []  # reuse workloads, appended
+    cache = [*CSV_COLUMNS, *dual_csv_columns(plans), *ppd_csv_columns(plans)] if has_cache(plans) else []  # appended
     return [
         *_CONTEXT,
         *_HEAD,

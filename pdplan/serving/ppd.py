@@ -52,8 +52,9 @@ step join the next one, so a step of mean length τ' carries ``λ_a·τ'`` of th
 ``1/(1 − ρ_a)`` with ``ρ_a = λ_a·E[w]``, the share of the instance's time the appends take. For the linear step
 ``τ = t0 + t1·B + t2·K`` that is the step ``(t0, t1, t2)/(1 − ρ_a)`` fed to the decode fixed point, TPOT law and
 capacity as before. The share of steps that carry an append is ``1 − e^{−λ_a τ'}`` (Poisson arrivals in one step).
-A Turn 2+ placed on decode waits for the step in flight (the convention-A boundary of :mod:`pdplan.serving.ttft`),
-then its append's steps: ``TTFT = J_d + w(m, h) + ⌈m/C⌉·τ'`` (the last step's token is its first token).
+A Turn 2+ placed on decode waits for the step in flight R (:mod:`pdplan.serving.ppd_boundary`: its previous turn
+ended at a boundary of this instance, a think time earlier; with zero think time R is a whole step), then its
+append's steps: ``TTFT = R + w(m, h) + ⌈m/C⌉·τ'`` (the last step's token is its first token).
 
 The decode pool's KV occupancy rises by the histories held between turns: they fill the free KV (``min(C_free,
 W(∞))``), but as freed, evictable blocks they do not take seats from admission (an engine evicts them for a new
@@ -75,7 +76,7 @@ from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.reuse import SessionsSpec
 from pdplan.specs.session_laws import GeometricTurns
 from pdplan.specs.token_pmf import length_pmf
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
 
 MIN_REACH = 1e-6
 """Turn indices reached by fewer sessions than this are folded into the last one (as the prefix-cache model does)."""
@@ -156,6 +157,8 @@ class AppendGroups:
 
     prob: FloatArray
     tokens: FloatArray
+    member: IntArray
+    """Per value of the law, the index of its group."""
 
     @classmethod
     def of(cls, values: FloatArray, prob: FloatArray, groups: int = APPEND_GROUPS) -> AppendGroups:
@@ -166,7 +169,8 @@ class AppendGroups:
         mass = np.asarray(np.bincount(idx, weights=prob, minlength=groups), dtype=np.float64)
         tok = np.asarray(np.bincount(idx, weights=prob * values, minlength=groups), dtype=np.float64)
         keep = mass > 0
-        return cls(mass[keep], tok[keep] / mass[keep])
+        kept = np.cumsum(keep) - 1
+        return cls(mass[keep], tok[keep] / mass[keep], np.asarray(kept[idx], dtype=np.intp))
 
 
 def decode_share(
@@ -192,6 +196,26 @@ def decode_share(
         share += float(above @ group_to_decode)
         tokens += float((above * group_to_decode) @ np.maximum(groups.tokens, thr))
     return share, (tokens / share if share > 0 else 0.0)
+
+
+def placed_law(
+    spec: TurnPlacementSpec,
+    values: FloatArray,
+    prob: FloatArray,
+    groups: AppendGroups,
+    group_to_decode: FloatArray | None,
+) -> FloatArray:
+    """``[V]`` P(the append is ``values[i]`` and the policy places it on decode | the history is held): the law
+    :func:`decode_share` sums (``score``: below the threshold by token, above it each value as its group is
+    decided)."""
+    if spec.policy == "pd":
+        return np.zeros(values.shape)
+    if spec.policy == "ppd":
+        return np.asarray(prob, dtype=np.float64)
+    placed = (values < float(spec.append_threshold_tokens)).astype(np.float64)
+    if spec.policy == "score" and group_to_decode is not None:
+        placed = np.maximum(placed, np.asarray(group_to_decode, dtype=np.float64)[groups.member])
+    return np.asarray(prob * placed, dtype=np.float64)
 
 
 def _mass_below(groups: AppendGroups, values: FloatArray, prob: FloatArray, thr: float) -> FloatArray:

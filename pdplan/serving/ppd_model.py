@@ -9,20 +9,34 @@ prefix-cache class per prompt bin, ``decode``:
   (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache.turn_bins`).
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
-* **Prefill pool** (:class:`PpdPool`): the pool serves only the prefill-side rows, at ``λ·(1 − s_D)``; its FCFS wait is
-  that of the thinned stream (the decode rows have no service and no wait: a :class:`~pdplan.queueing.batched_ttft.
-  PerBinWait` on the pool's own lattice, exact at the lattice points, whose decode rows are 0).
+* **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
+  ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
+  prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
 * **KV link**: the decode rows carry no bytes (no service, infinite slack): the link's utilisation and wait fall with
   the bytes saved (a zero-service customer leaves a Lindley recursion unchanged, so the M/G/1 sees the thinned stream
   exactly). The link's wait is always the M/G/1 on its busy times with slack here, never the one-server-fed tandem
   chain of :mod:`pdplan.queueing.link_delay` (its lattice iterates for minutes with the decode rows in it): where
   plain disaggregation uses the chain, a PPD plan's link wait is priced by the other form (a limit).
 * **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
-  fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it; ρ_a is capped at
-  ``DECODE_U_MAX`` (past it the appends alone fill the instance: the slowed step puts the goodput below that rate).
-* **TTFT of a decode row**: the append's work and its extra steps, ``w + (⌈m/C⌉ − 1)·τ'`` as the row's own prefill;
-  under convention A the step boundary and the last step come from the model as for every row (under B, where the
-  prefill streams token 1 elsewhere, they are added here at the hit rates' rate).
+  fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it
+  (:mod:`pdplan.serving.ppd_decode`); ρ_a is capped at ``DECODE_U_MAX`` (past it the appends alone fill the
+  instance: the slowed step puts the goodput below that rate).
+* **The appends placed** (:func:`_placed`): the law of the append lengths the policy places on decode, over every
+  turn, in equal-mass groups; ρ_a takes E[w] over it (not w at the mean append: w is not linear in m, the GEMM ridge
+  makes short appends nearly free) and a decode row's TTFT mixes its groups.
+* **TTFT of a decode row**: its wait R for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), then the
+  step that carries its append's (first) chunk and the append's further steps: ``R + τ' + w(m, h) + (⌈m/C⌉ − 1)·τ'``
+  with m drawn from the placed groups. The row's offset holds the shortest group's ``w + (⌈m/C⌉ − 1)·τ'`` (per
+  quadrature point, h its prompt less the append) and its wait law ``R + D``, D each group's excess over it (the
+  bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under convention A the model adds
+  ``(1 + busy/2)·τ'`` to every row (:func:`pdplan.serving.ttft.first_token_s`: the step in flight as ``busy·τ'/2``
+  and the first step), so a decode row's offset gives up ``busy·τ'/2`` (its step in flight is R alone; exact at the
+  hit rates' rate, where the goodput's fixed point evaluates it). Under B, where the model adds nothing (the prefill
+  streams token 1 elsewhere), the offset adds ``τ'``.
+* **Prefill-side rows under convention A**: their KV arrives over the link at a random time of steps of two lengths;
+  their offsets give up ``busy·τ'/2 + (τ' − τ_p)`` and their wait law takes the decode side's law instead
+  (:meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`). Where the policy places nothing (one-turn
+  sessions, a threshold below every append) they keep the model's boundary: the plan is plain disaggregation.
 """
 
 from __future__ import annotations
@@ -34,12 +48,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
-from pdplan.queueing import DecodeCapacity, WaitDistribution, decode_fixed_point
-from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.decode import LinearStepTime
-from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, kv_held, kv_mean_rate
-from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd import (
@@ -49,13 +60,16 @@ from pdplan.serving.ppd import (
     decode_session_workload,
     decode_share,
     held_probability,
+    placed_law,
     routes_to_decode,
     turns_pmf,
 )
-from pdplan.serving.prefill_pool import PrefillPool
+from pdplan.serving.ppd_bins import append_classes, class_bins
+from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admission, scaled
+from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
-from pdplan.serving.roles import DecodePerf
-from pdplan.serving.ttft import first_token_s, prefill_wait
+from pdplan.serving.ttft import first_token_s, step_boundary_s
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
 
@@ -66,70 +80,6 @@ DECODE_CLASS = "decode"
 """The name of the prefill-side class that holds the turns placed on decode."""
 
 
-@dataclass(frozen=True, slots=True)
-class TurnPlacement:
-    """What the placement found at the hit rates' rate (the reports' source)."""
-
-    policy: str
-    affine: bool
-    domains: int
-    rate_rps: float
-    free_tokens: float
-    """One decode domain's free KV: the histories' LRU capacity, tokens (filled by them: the occupancy they add)."""
-    held: FloatArray
-    """``[N]`` f_k: P(the decode instance holds turn k's previous history)."""
-    placed: FloatArray
-    """``[N]`` s_k = f_k·π_k: P(turn k runs on decode)."""
-    turn_share: FloatArray
-    """``[N]`` P(a request is turn k)."""
-    share_on_decode: float
-    append_tokens: float
-    work_s: float
-    rho_append: float
-    steps_with_append: float
-    tpot_factor: float
-    bytes_per_request: float
-    """Mean P→D bytes per request without PPD."""
-    bytes_saved_per_request: float
-    turn1_bins: FloatArray
-    """``[K]`` P(prompt bin | turn 1)."""
-    decode_by_bin: FloatArray
-    """``[K]`` d_k: the share of bin k's requests placed on decode."""
-    decode_rows: FloatArray
-    """``[K·(H+1)]`` 1.0 on the decode class's rows."""
-
-    @property
-    def transfer_reduction(self) -> float:
-        """Share of the P→D bytes the placement saves."""
-        return self.bytes_saved_per_request / self.bytes_per_request if self.bytes_per_request > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class PpdPool(PrefillPool):
-    """The prefill pool of a PPD model: its arrays over every row (the decode rows with their append as latency and
-    no service), ``bin_prob`` the prefill-side rows' own law; rates are the whole deployment's (module docstring)."""
-
-    prefill_share: float = 1.0
-    """1 − s_D: the share of requests the pool serves."""
-    decode_rows: FloatArray | None = None
-    placement: TurnPlacement | None = None
-
-    @property
-    def capacity_rps(self) -> float:
-        """The whole deployment's rate at which the pool's share saturates it."""
-        return self.instances / float(self.point_prob @ self.point_service_s.ravel()) / self.prefill_share
-
-    def wait(self, rates: FloatArray) -> tuple[WaitDistribution | PerBinWait, FloatArray]:
-        service, prob = self.point_service_s.ravel(), self.point_prob
-        thinned = np.asarray(rates, dtype=np.float64) * self.prefill_share
-        base = prefill_wait(self.routing, thinned, service, prob, self.instances, arrival_ca2=self.arrival_ca2)
-        on_pool = 1.0 - (np.zeros(self.bin_prob.size) if self.decode_rows is None else self.decode_rows)
-        grid = np.where(on_pool[None, :, None] > 0, base.cdf_grid[:, None, :], 1.0)
-        mean = base.mean_s[:, None] * on_pool[None, :]
-        load = self.load(rates)
-        return PerBinWait(base.h_s, grid, mean, load), load
-
-
 def applies(res: Any) -> bool:
     """Whether PPD placement changes this resolved xPyD scenario: a prefix cache, a ``sessions`` workload and a
     policy other than ``pd``."""
@@ -138,44 +88,17 @@ def applies(res: Any) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Decode:
-    """The decode side at the hit rates' rate: step, mean batch per rank, step boundary's busy share, free KV."""
-
-    tau_s: float
-    batch: float
-    busy: float
-    free_tokens: float
-
-
-def _decode_at(model: Any, rate_rps: float, step: LinearStepTime) -> _Decode:
-    """The decode fixed point at ``rate_rps`` (past the pool's stable range: at 0.99 of its capacity)."""
-    y, dp = model.y, model.res.hardware.decode.dp
-    rate = min(rate_rps, 0.99 * y * model.capacity.utilisation_rate_per_s)
-    try:
-        fixed = decode_fixed_point(np.array([rate / y]), model.cells, step)
-    except ValueError:
-        return _Decode(math.inf, 1.0, 1.0, 0.0)
-    resident = float(fixed.mean_context_tokens[0] + model.decode.state_tokens_per_seq * fixed.mean_seqs[0])
-    free = max(model.decode.kv_capacity_tokens - resident, 0.0) / dp
-    seqs = float(fixed.mean_seqs[0])
-    return _Decode(float(fixed.tau_mean_s[0]), seqs / dp, float(-math.expm1(-seqs)), free)
-
-
-def _scaled(step: LinearStepTime, rho: float) -> LinearStepTime:
-    """The step stretched by ``1/(1 − ρ_a)`` (ρ_a capped at ``DECODE_U_MAX``; :mod:`pdplan.serving.ppd`)."""
-    factor = 1.0 / (1.0 - min(max(rho, 0.0), DECODE_U_MAX))
-    return LinearStepTime(step.t0_s * factor, step.t1_s_per_seq * factor, step.t2_s_per_token * factor)
-
-
-@dataclass(frozen=True, slots=True)
 class _Plan:
     placement: TurnPlacement
     step: LinearStepTime
     decode_latency_s: FloatArray
     """``[K, J]`` a decode row's own-prefill offset per quadrature point."""
+    prefill_shift_s: float
+    """Taken out of the prefill-side rows' offsets: the model's step in flight and first step's excess over a plain
+    step, which their arrival law holds instead (convention A; :mod:`pdplan.serving.ppd_boundary`)."""
 
 
-def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _Decode) -> FloatArray:
+def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: DecodeAt) -> FloatArray:
     """PD's mean TTFT of prompts of these lengths at the rate, from the plain model: the pool's mean wait, then each
     bin's mean own prefill (its cache classes mixed) and exposed transfer, read at the prompt's length, and under
     convention A the decode step boundary."""
@@ -193,13 +116,14 @@ def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: _De
 
 
 def _decisions(model: Any, rate_rps: float, work: FloatArray, steps: FloatArray, hist: FloatArray,
-               groups: AppendGroups, x0: _Decode, x1: _Decode) -> FloatArray:  # fmt: skip
+               groups: AppendGroups, x0: DecodeAt, x1: DecodeAt, wait1_s: float) -> FloatArray:  # fmt: skip
     """``[N, G]`` the score rule's decision per (turn, append group) above the bypass (:func:`routes_to_decode`),
-    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode)."""
+    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode: the mean wait
+    ``wait1_s`` for the step in flight, then its steps)."""
     spec = model.res.cache.spec.turn_placement
     thr = spec.append_threshold_tokens
     pd_ttft = _pd_ttft_s(model, rate_rps, hist[:, None] + groups.tokens[None, :], x0)
-    ppd_ttft = x1.busy * x1.tau_s / 2.0 + work + steps * x1.tau_s
+    ppd_ttft = wait1_s + work + steps * x1.tau_s
     out = np.zeros(work.shape)
     for t in range(1, work.shape[0]):
         for g in range(work.shape[1]):
@@ -215,11 +139,12 @@ def _plan(model: Any) -> _Plan:
     setup, hw = res.cache, res.hardware.decode
     spec, sessions = setup.spec.turn_placement, setup.reuse.sessions
     rate, y = cache_rate(res), model.y
-    x0 = _decode_at(model, rate, model.decode.step)
+    x0 = decode_at(model, rate, model.decode.step)
     turns = turns_pmf(sessions)
     reach = np.cumsum(turns[::-1])[::-1]
     share = reach / reach.sum()
-    workload = decode_session_workload(sessions, rate, turns, think_law(sessions.think_time))
+    think = think_law(sessions.think_time)
+    workload = decode_session_workload(sessions, rate, turns, think)
     held, free = held_probability(workload, x0.free_tokens, y * hw.dp, setup.spec.routing == "affinity")
     hist = np.r_[workload.system_tokens, workload.history_tokens[:-1]]  # H_{k−1} before turn k's append
     law = length_pmf(sessions.new_tokens)
@@ -231,27 +156,52 @@ def _plan(model: Any) -> _Plan:
     decisions = None
     if spec.policy == "score":
         rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work[1:] @ groups.prob))))
-        x1 = _decode_at(model, rate, _scaled(model.decode.step, rho1))
-        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1)
-    pi, m_bar = np.zeros(n), np.zeros(n)
-    for t in range(1, n):
-        pi[t], m_bar[t] = decode_share(spec, values, law.prob, groups, None if decisions is None else decisions[t])
+        x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
+        wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
+        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1, wait1.mean_s)
+    pi, m_bar, appends, chosen = _placed(spec, values, law.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
     mean_m = float(share @ (placed * m_bar)) / on_decode if on_decode > 0 else 0.0
-    w_turn, _ = append_work_s(hw, x0.batch, np.maximum(m_bar, 1.0), hist, res.chunk_tokens)
+    w_turn, _ = append_work_s(
+        hw, x0.batch, np.tile(appends.tokens, n), np.repeat(hist, appends.tokens.size), res.chunk_tokens
+    )
+    w_turn = w_turn.reshape(n, -1) @ appends.prob
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
     rho = append_load(rate * on_decode / y, work_s)
-    step = _scaled(model.decode.step, rho)
-    x = _decode_at(model, rate, step)
-    return _finish(model, _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free), step)
+    step = scaled(model.decode.step, rho)
+    x = decode_at(model, rate, step)
+    facts = _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen)
+    return _finish(model, facts, step)
+
+
+def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroups, decisions: FloatArray | None,
+            weight: FloatArray) -> tuple[FloatArray, FloatArray, AppendGroups, FloatArray]:  # fmt: skip
+    """Per turn the share π_t of held turns placed and their mean append; the law of the appends placed on decode
+    over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its E[w] prices
+    ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode rows' TTFT; and
+    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn."""
+    n = weight.size
+    classes = append_classes(values, groups, float(spec.append_threshold_tokens))
+    chosen = np.zeros((n, int(classes.max()) + 1))
+    pi, m_bar, mix = np.zeros(n), np.zeros(n), np.zeros(values.size)
+    for t in range(1, n):
+        decided = None if decisions is None else decisions[t]
+        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, decided)
+        law = placed_law(spec, values, prob, groups, decided)
+        np.maximum.at(chosen[t], classes, (law > 0).astype(np.float64))
+        mix += weight[t] * law
+    total = float(mix.sum())
+    if total <= 0:
+        return pi, m_bar, AppendGroups(np.ones(1), np.ones(1), np.zeros(values.size, dtype=np.intp)), chosen
+    return pi, m_bar, AppendGroups.of(values, mix / total), chosen
 
 
 @dataclass(frozen=True, slots=True)
 class _Facts:
     rate_rps: float
-    x0: _Decode
-    x: _Decode
+    x0: DecodeAt
+    x: DecodeAt
     held: FloatArray
     placed: FloatArray
     turn_share: FloatArray
@@ -260,6 +210,11 @@ class _Facts:
     work_s: float
     rho: float
     free_tokens: float
+    think: ThinkTime
+    appends: AppendGroups
+    """The law of the appends placed on decode, in groups (:func:`_placed`)."""
+    chosen: FloatArray
+    """``[T, C]`` whether the policy places each append class in each turn (:mod:`pdplan.serving.ppd_bins`)."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -267,19 +222,20 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
     res = model.res
     setup, hw = res.cache, res.hardware.decode
     k = res.lengths.input_tokens.size
-    per_turn = turn_bins(setup.reuse.sessions, f.placed.size, bin_edges(res.lengths.input_tokens))
+    edges = bin_edges(res.lengths.input_tokens)
+    per_turn = turn_bins(setup.reuse.sessions, f.placed.size, edges)
     marginal = f.turn_share @ per_turn
-    decode_bins = np.where(marginal > 0, ((f.turn_share * f.placed) @ per_turn) / np.maximum(marginal, 1e-300), 0.0)
+    decode_bins = _decode_bins(setup, f, edges, marginal)
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
-    points = res.input_points
-    work, steps = append_work_s(
-        hw, f.x0.batch, np.full(points.size, max(f.append_tokens, 1.0)),
-        np.maximum(points.ravel() - f.append_tokens, 0.0), res.chunk_tokens,
-    )  # fmt: skip
-    latency = (work + (steps - 1.0) * f.x.tau_s).reshape(points.shape)
+    latency, excess = _append_offsets(model, f)
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think)
+    shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
-        latency = latency + first_token_s("A", np.array([f.x.tau_s]), f.x.busy)[0]
+        latency = latency + f.x.tau_s
+    elif math.isfinite(f.x.tau_s):  # the step in flight is the row's wait (PpdPool.wait), not the model's τ̄·busy/2
+        latency = latency - step_boundary_s(f.x.busy, f.x.tau_s)
+        shift = step_boundary_s(f.x.busy, f.x.tau_s) + boundary.excess_s if f.on_decode > 0 else 0.0
     rows = np.zeros((k, model.cache.classes + 1))
     rows[:, -1] = 1.0
     placement = TurnPlacement(
@@ -302,8 +258,42 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         turn1_bins=np.asarray(per_turn[0], dtype=np.float64),
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
+        boundary=boundary.tabulated(),
+        append_prob=f.appends.prob,
+        append_excess_s=excess,
+        arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
     )
-    return _Plan(placement, step, np.asarray(latency, dtype=np.float64))
+    return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
+
+
+def _decode_bins(setup: Any, f: _Facts, edges: FloatArray, marginal: FloatArray) -> FloatArray:
+    """``[K]`` d_k: the share of bin k's requests placed on decode, ``Σ_t P(turn t)·f_t·Σ_c P(bin k, class c | t)``
+    over the classes the policy places in turn t, over ``P(bin k)`` (:mod:`pdplan.serving.ppd_bins`)."""
+    spec = setup.spec.turn_placement
+    joint = class_bins(setup.reuse.sessions, f.placed.size, edges, float(spec.append_threshold_tokens))
+    mass = np.einsum("t,tc,ctk->k", f.turn_share * f.held, f.chosen, joint)
+    return np.asarray(np.clip(np.where(marginal > 0, mass / np.maximum(marginal, 1e-300), 0.0), 0.0, 1.0))
+
+
+def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
+    """``(latency [K, J], excess [K, G])``: a decode row's own time on decode from the step after the one in flight,
+    ``w(m, h) + (⌈m/C⌉ − 1)·τ'`` with h the point's prompt less the append, at the shortest placed append group
+    (per quadrature point), and each group's excess over it (the bin's mean over its points): the row's TTFT law
+    mixes the groups (:meth:`pdplan.serving.ppd_boundary.BoundaryLaw.shifted_on_lattice`)."""
+    res = model.res
+    points = res.input_points
+    tokens = np.maximum(f.appends.tokens, 1.0)
+    g = tokens.size
+    m = np.tile(tokens, points.size)
+    work, steps = append_work_s(
+        res.hardware.decode, f.x0.batch, m, np.maximum(np.repeat(points.ravel(), g) - m, 0.0), res.chunk_tokens
+    )
+    more = np.where(steps > 1.0, (steps - 1.0) * f.x.tau_s, 0.0)
+    full = (work + more).reshape(*points.shape, g)
+    latency = full.min(axis=2)
+    with np.errstate(invalid="ignore"):  # unbounded steps (past the decode's stable range): an unbounded excess
+        excess = (full - latency[..., None]).mean(axis=1)
+    return latency, np.asarray(np.where(np.isnan(excess), np.inf, excess), dtype=np.float64)
 
 
 def _stretch(f: _Facts) -> float:
@@ -335,8 +325,9 @@ def _rows(model: Any, decode_by_bin: FloatArray) -> FloatArray:
     return np.concatenate((p, moved[:, None]), axis=1)
 
 
-def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
-    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to)."""
+def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
+    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to), and
+    their hit ratios those of the prefill side that is left (:func:`_prefill_tiers`)."""
     mass = rows.sum(axis=1, keepdims=True)
     weights = np.where(mass > 0, rows / np.maximum(mass, 1e-300), 0.0)
     weights[mass[:, 0] <= 0, 0] = 1.0
@@ -351,7 +342,32 @@ def _classes(classes: CacheClasses, rows: FloatArray, decode_hits: FloatArray) -
         load_from=(*classes.load_from, None),
         tier_share=share,
         joint=None if classes.joint is None else rows / max(float(rows.sum()), 1e-300),
+        **_prefill_tiers(classes, before, rows),
     )
+
+
+def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray) -> dict[str, Any]:
+    """The prefill caches' token hit ratios (all tiers and each), read bytes and read-path utilisations with the
+    turns placed on decode taken out of their hit classes (:func:`_rows`): each class's hit tokens scale by
+    ``Σ_k P'(k, h)·hit[k, h] / Σ_k P(k, h)·hit[k, h]`` (over the same prompt tokens, every turn's, as the simulator
+    counts them; a session's class h is tier h's, :attr:`~pdplan.serving.prefix_cache.CacheClasses.tier_share` the
+    identity)."""
+    h = classes.weights.shape[1]
+    old = (before[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
+    new = (rows[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
+    scale = np.where(old > 0, new / np.maximum(old, 1e-300), 1.0)
+    tiers = tuple(
+        dataclasses.replace(
+            t,
+            token_hit_ratio=t.token_hit_ratio * f,
+            read_bytes_per_s=t.read_bytes_per_s * f,
+            path_utilisation={name: u * f for name, u in t.path_utilisation.items()},
+        )
+        for t, f in zip(classes.tiers, scale.tolist(), strict=True)
+    )
+    total = float(old.sum())
+    ratio = classes.token_hit_ratio * float(new.sum()) / total if total > 0 else classes.token_hit_ratio
+    return {"tiers": tiers, "token_hit_ratio": ratio}
 
 
 def place_turns(built: M) -> M:
@@ -375,7 +391,7 @@ def place_turns(built: M) -> M:
         pool.routing,
         pool.instances,
         (pool_rows / max(prefill_share, 1e-300)).ravel(),
-        _column(pool.point_latency_s, k, plan.decode_latency_s[:, None, :]),
+        _column(pool.point_latency_s - plan.prefill_shift_s, k, plan.decode_latency_s[:, None, :]),
         _column(pool.point_service_s, k, 0.0),
         None,
         pool.arrival_ca2,
@@ -384,7 +400,7 @@ def place_turns(built: M) -> M:
         p,
     )
     decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
-    decode, capacity = _decode_side(model, plan.step)
+    decode, capacity = decode_side(model, plan.step)
     placed: M = dataclasses.replace(
         model,
         pool=ppd_pool,
@@ -398,30 +414,7 @@ def place_turns(built: M) -> M:
         tandem=None,  # the link's wait as the M/G/1 on its busy times (module docstring)
         far_service_s=None,
         bin_prob=rows.ravel(),
-        cache=_classes(model.cache, rows, decode_hits),
-        admission=None if model.admission is None else _admission(model, decode, capacity),
+        cache=_classes(model.cache, model.bin_prob.reshape(k, -1), rows, decode_hits),
+        admission=None if model.admission is None else kv_admission(model, decode, capacity),
     )
     return placed
-
-
-def _decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
-    """The decode instance's perf and capacity on the stretched step."""
-    decode = dataclasses.replace(model.decode, step=step)
-    capacity = fast_decode_capacity(
-        model.cells,
-        step,
-        kv_capacity_tokens=decode.kv_capacity_tokens,
-        max_num_seqs=decode.max_num_seqs,
-        utilisation_max=DECODE_U_MAX,
-        state_tokens_per_seq=decode.state_tokens_per_seq,
-    )
-    return decode, capacity
-
-
-def _admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
-    """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
-    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=model.res.engine.engine in RESERVING_ENGINES)
-    mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
-    return KvAdmission(
-        model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
-    )

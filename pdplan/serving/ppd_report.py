@@ -7,7 +7,7 @@ steps carrying one, the KV the held histories take on a decode instance, Turn-1 
 the same plan's goodput with ``pd`` (plain disaggregation) for the gain.
 
 **Turn 1 and Turn 2+.** The model's rows are (prompt bin, class). Turn 1's prompt law over the bins is the session
-model's (:attr:`~pdplan.serving.ppd_model.TurnPlacement.turn1_bins`); within a bin it is a miss when the sessions
+model's (:attr:`~pdplan.serving.ppd_pool.TurnPlacement.turn1_bins`); within a bin it is a miss when the sessions
 share no system prompt, else it takes the bin's prefill-side class mix (an approximation: a Turn 1 hits only its
 system prompt, which usually sits in HBM). Turn 2+ is every row less Turn 1's share. Each P90 is the quantile of the
 row mixture under those weights (the rows' own TTFT laws, :class:`pdplan.queueing.ttft_mixture.TtftMixture`).
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from pdplan.serving.ppd_model import PpdPool, TurnPlacement
+from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.types import FloatArray
 

@@ -41,6 +41,13 @@ estimates them from its own state at the turn's arrival, never from the closed f
 
 Seat and KV waits on decode, the same under both, are left out of both.
 
+**The decode step.** The instances' plain decode steps are the deployment's own step model: under ``step:
+linear`` the linear fit of the decode instance's roofline with no appends (:func:`pdplan.serving.roles.decode_perf`
+at the workload's mean context, as plain disaggregation builds it), not the step of the model it is given: a PPD
+model's step is the closed form's, stretched by its appends' load, and the appends' time is what the mixed steps
+here add themselves (priced apart, it would count twice and the simulator would share the closed form's piece under
+test). The roofline step (``step: roofline``) is the hardware's, used as it is.
+
 **Stationary start.** Sessions in progress at t = 0 (:mod:`pdplan.sim.reuse_sessions`) hold their history on a
 decode instance drawn uniformly (``default_rng([seed, 60])``), touched oldest first into its cache; under affinity
 that instance is their session's.
@@ -56,7 +63,9 @@ from typing import Protocol
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.roles import decode_perf
 from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
 from pdplan.sim.deployment import SimSetup, sim_chunk_price
@@ -99,8 +108,10 @@ class TurnPlacer:
         setup: SimSetup,
         affinity: bool,
         seed: int,
+        plain_step: LinearStepTime,
     ) -> None:
         assert reqs.new_tokens is not None
+        self.plain_step = plain_step
         self.spec, self.reqs, self.tracker, self.work = spec, reqs, tracker, work
         self.affinity = affinity
         self.seed = seed
@@ -202,8 +213,12 @@ class TurnPlacer:
         return inst
 
     def deployment(self, dep: Disaggregated) -> Disaggregated:
-        """``dep`` with its prefill start noting when instances free (the run then takes this placement)."""
-        return dataclasses.replace(dep, prefill=dataclasses.replace(dep.prefill, start=self.start))
+        """``dep`` with its prefill start noting when instances free (the run then takes this placement), and under
+        ``step: linear`` the plain decode step (module docstring, The decode step)."""
+        decode = dep.decode
+        if isinstance(decode.step_time_s, LinearStepTime):
+            decode = dataclasses.replace(decode, step_time_s=self.plain_step)
+        return dataclasses.replace(dep, prefill=dataclasses.replace(dep.prefill, start=self.start), decode=decode)
 
     # ---- the policy ----
 
@@ -293,4 +308,5 @@ def turn_placer(
         append_steps=(setup.requests.output_tokens - 1).tolist(),
         hit_tokens=[0] * reqs.count,
     )
-    return TurnPlacer(spec, reqs, tracker, work, setup, affinity, seed)
+    plain = decode_perf(hw, model.cells.mean_work / model.cells.mean_steps, res.max_num_seqs).step
+    return TurnPlacer(spec, reqs, tracker, work, setup, affinity, seed, plain)

@@ -14,9 +14,13 @@ figures as recorded in docs/mission_features.md §2) against pdplan's closed for
 2. **Turn-2 TTFT** falls by 48–73 % (secondary, P3/P4: the synthetic sweep; Table 1 1P_3D long context, high QPS
    −73.3 %). Case: 1P3D Llama-3.1-8B on H100 over NVLink (the repository's P2pNcclConnector over NVLink), Turn 1
    1,024 → 1,024 tokens (the "large" context class), a 128-token append in Turn 2, think time 2 s; at 30, 60 and 90 %
-   of the PD plan's goodput. Turn-2 TTFT P90 (the planner's percentile; the paper reports means) falls by 56.6, 52.8 and
-   47.6 %; its P50 by 53, 49 and 41 %. Tolerance: the band widened by 3 points each side (45–76 %), since the case
-   only approximates the paper's workload classes and its band is a secondary reading of means over a sweep.
+   of the PD plan's goodput. Turn-2 TTFT P90 (the planner's percentile; the paper reports means) falls by 52.7, 47.5 and
+   39.5 %; its P50 by 53, 49 and 41 %. Tolerance: at 30 and 60 % the band widened by 3 points each side (45–76 %),
+   since the case only approximates the paper's workload classes and its band is a secondary reading of means over a
+   sweep. At 90 % the reduction is below the band (recorded: between 35 % and the 60 % point's): an append waits for
+   the decode step in flight, uniform over a step of 31 ms there (pdplan/serving/ppd_boundary.py; before the wait was
+   taken as half a step for every turn and the P90 fell 47.6 %), while the paper's reduction grows with load (1P_3D
+   high QPS −73.3 %); this case does not reproduce that growth.
 3. **KV transfer** falls by ~75 % at a mean of 3.1 turns per session (secondary). examples/chat-ppd.yaml (geometric
    turns of mean 3.1) at its goodput, 16 req/s: 74.6 % (75 % ± 5 points), with 92 % of the Turn 2+ histories held;
    at 10 req/s more are held and it is 80.4 %. The bound with every history held: only Turn 1 sends,
@@ -118,6 +122,7 @@ def test_turn2_ttft_falls_48_to_73_percent_on_1p3d(tmp_path: Path) -> None:
     res = resolve(scenario, open_catalog())
     plain = without_ppd(res)
     _, _, good = goodput_model(plain, scenario.slo)
+    reductions = []
     for share in (0.3, 0.6, 0.9):
         rate = share * good.rate_rps
         ppd = build_model(with_cache_rate(res, rate))
@@ -126,7 +131,9 @@ def test_turn2_ttft_falls_48_to_73_percent_on_1p3d(tmp_path: Path) -> None:
         pd = build_model(with_cache_rate(plain, rate))
         with_ppd = _turn2_p90_s(ppd, rate, placement.turn1_bins, 0.0)
         without = _turn2_p90_s(pd, rate, placement.turn1_bins, float(placement.turn_share[0]))
-        assert 0.45 <= 1.0 - with_ppd / without <= 0.76, (share, with_ppd, without)
+        reductions.append(1.0 - with_ppd / without)
+    assert all(0.45 <= r <= 0.76 for r in reductions[:2]), reductions
+    assert 0.35 <= reductions[2] < reductions[1], reductions  # below the band at 90 % (module docstring)
 
 
 @pytest.mark.slow

@@ -1,12 +1,13 @@
 """PPD turn placement (pdplan/serving/ppd.py, ppd_model.py, ppd_report.py): the routing rule, the policies' shares,
 the appends' load and the held-history probability worked by hand; the model built on examples/chat-ppd.yaml; the
-search dimension and bad input."""
+search dimension and bad input; the optimize CSV's PPD columns."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime
 from pdplan.errors import SpecError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.report.cache import PPD_CSV_COLUMNS, _ppd_record, ppd_csv_columns
 from pdplan.search.cache_options import cache_variants, colocated_caches
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.ppd import (
@@ -23,12 +25,13 @@ from pdplan.serving.ppd import (
     append_load,
     decode_share,
     held_probability,
+    placed_law,
     routes_to_decode,
     score,
     turns_pmf,
 )
 from pdplan.serving.ppd_model import DECODE_CLASS, place_turns
-from pdplan.serving.ppd_report import ENGINE_NOTE, placement_of, ppd_report
+from pdplan.serving.ppd_report import ENGINE_NOTE, PpdReport, placement_of, ppd_report
 from pdplan.serving.resolve import resolve
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.reuse import SessionsSpec
@@ -88,6 +91,17 @@ def test_policy_shares_by_hand() -> None:
     assert (share, mean) == pytest.approx((0.8, 175.0))  # bypass 100, the score sends 300, keeps 900
 
 
+def test_placed_law_by_hand() -> None:
+    groups = AppendGroups.of(VALUES, PROB, groups=3)
+    assert groups.member.tolist() == [0, 1, 2]
+    assert placed_law(TurnPlacementSpec(policy="pd"), VALUES, PROB, groups, None).tolist() == [0.0, 0.0, 0.0]
+    np.testing.assert_allclose(placed_law(TurnPlacementSpec(policy="ppd"), VALUES, PROB, groups, None), PROB)
+    threshold = placed_law(TurnPlacementSpec(policy="threshold"), VALUES, PROB, groups, None)
+    np.testing.assert_allclose(threshold, [0.5, 0.3, 0.0])  # below 512
+    spec = TurnPlacementSpec(policy="score", append_threshold_tokens=200)
+    np.testing.assert_allclose(placed_law(spec, VALUES, PROB, groups, np.array([0.0, 0.0, 1.0])), [0.5, 0.0, 0.2])
+
+
 def test_append_groups_keep_the_law() -> None:
     values = np.arange(1.0, 101.0)
     prob = np.full(100, 0.01)
@@ -136,8 +150,8 @@ def test_pd_leaves_the_model_unchanged() -> None:
 
 @pytest.mark.slow
 def test_ppd_model_at_ten_rps() -> None:
-    """Turns on decode leave the prefill pool and the link; decode rows wait for no prefill; the decode step
-    stretches by 1/(1 − ρ_a)."""
+    """Turns on decode leave the prefill pool and the link; decode rows wait for no prefill, only for the decode
+    step in flight (ppd_boundary); the decode step stretches by 1/(1 − ρ_a)."""
     sc = _policy("ppd")
     res = with_cache_rate(resolve(sc, open_catalog()), 10.0)
     plain = build_model(dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=_policy("pd").cache)))
@@ -153,10 +167,18 @@ def test_ppd_model_at_ten_rps() -> None:
     assert util["prefill"][0] < util0["prefill"][0]
     wait, _ = model.pool.wait(rate)
     rows = p.decode_rows.astype(bool)
-    assert np.all(wait.mean_s[0, rows] == 0.0)
+    k = model.res.lengths.input_tokens.size
+    np.testing.assert_allclose(wait.mean_s[0, rows], p.boundary.mean_s + p.append_excess_s @ p.append_prob)
+    assert 0.0 < p.boundary.mean_s <= p.boundary.span_s
+    assert p.append_excess_s.shape == (k, p.append_prob.size)
+    assert p.arrival is not None  # convention A: the prefill-side rows' decode side is part of their wait
+    assert p.arrival.mean_s > 0.0
     assert np.all(wait.mean_s[0, ~rows] > 0.0)
     assert model.cache is not None
     assert model.cache.names[-1] == DECODE_CLASS
+    assert plain.cache is not None  # the prefill caches keep only the turns left on the prefill side
+    assert model.cache.token_hit_ratio < plain.cache.token_hit_ratio
+    assert sum(t.token_hit_ratio for t in model.cache.tiers) == pytest.approx(model.cache.token_hit_ratio)
     assert model.cache.weights.sum(axis=1) == pytest.approx(1.0)
 
 
@@ -258,3 +280,22 @@ def test_export_header_says_no_engine_runs_ppd() -> None:
     (line,) = ppd_warnings(ExportPlan.model_validate({**plan, "cache": cache}))
     assert line.startswith(ENGINE_NOTE)
     assert line.endswith("priced with ppd: 16.07 req/s, with pd 1.29 req/s (12.5x)")
+
+
+def test_csv_columns_of_a_ppd_plan() -> None:
+    """The optimize CSV's PPD columns (pdplan/report/cache.py): written only when a plan places turns on decode."""
+    report = PpdReport(
+        policy="ppd", decode_routing="session-affine", rate_rps=10.0, share_on_decode=0.6, held_turn2=0.9,
+        bytes_saved_per_s=2e9, transfer_reduction=0.75, tpot_factor=1.05, steps_with_append=0.2,
+        held_history_tokens=1e5, ttft_turn1_p90_s=0.5, ttft_turn2_p90_s=0.05, goodput_pd_rps=4.0,
+    )  # fmt: skip
+    ppd = SimpleNamespace(cache=SimpleNamespace(turn_placement=report), goodput_rps=10.0)
+    plain = SimpleNamespace(cache=SimpleNamespace(turn_placement=None), goodput_rps=3.0)
+    assert ppd_csv_columns([plain]) == []  # type: ignore[list-item]
+    assert ppd_csv_columns([plain, ppd]) == list(PPD_CSV_COLUMNS)  # type: ignore[list-item]
+    record = _ppd_record(ppd)  # type: ignore[arg-type]
+    assert list(record) == list(PPD_CSV_COLUMNS)
+    assert record["cache_ppd_share_on_decode"] == 0.6
+    assert record["cache_ppd_bytes_saved_per_s"] == 2e9
+    assert record["cache_ppd_gain_vs_pd"] == pytest.approx(2.5)
+    assert _ppd_record(plain) == {}  # type: ignore[arg-type]

@@ -42,9 +42,11 @@ def _fixed(n: float) -> dict[str, Any]:
 
 
 @cache
-def _model(prefill: int = 1, decode: int = 1, routing: str = "random") -> DisaggregatedModel:
-    """Llama-3.1-8B on H100, ``prefill``P``decode``D TP1 (only the deployment matters: the workload is given)."""
-    data = {
+def _model(prefill: int = 1, decode: int = 1, routing: str = "random", policy: str | None = None) -> DisaggregatedModel:
+    """Llama-3.1-8B on H100, ``prefill``P``decode``D TP1 (only the deployment matters: the workload is given);
+    ``policy``: built for a 3-turn sessions workload with this ``turn_placement`` (``ppd``: the closed form's
+    placement, its decode step stretched by the appends)."""
+    data: dict[str, Any] = {
         "schema_version": 1,
         "name": "ppd-unit",
         "model": "llama-3.1-8b",
@@ -57,6 +59,15 @@ def _model(prefill: int = 1, decode: int = 1, routing: str = "random") -> Disagg
         "workload": {"input_tokens": _fixed(256), "output_tokens": _fixed(32)},
         "slo": {"ttft": "2s", "tpot": "100ms"},
     }
+    if policy is not None:
+        sessions = {
+            "turns": _fixed(3),
+            "new_tokens": _fixed(200),
+            "output_tokens": _fixed(100),
+            "think_time": _fixed(0),
+        }
+        data["workload"] = {"sessions": sessions}
+        data["cache"] = {"routing": "affinity", "turn_placement": {"policy": policy}}
     model = build_model(resolve(scenario_from_dict(data, source="test", base_dir=Path(".")), open_catalog()))
     assert isinstance(model, DisaggregatedModel)
     return model
@@ -211,6 +222,17 @@ def test_pd_is_todays_run(routing: str) -> None:
     assert pd.turns is not None
     assert today.turns == pd.turns
     assert pd.as_dict()["turn_placement"]["policy"] == "pd"
+
+
+def test_run_does_not_take_the_closed_forms_stretched_decode_step() -> None:
+    """A PPD model's decode step is the closed form's, stretched by its appends' load; the simulator prices the
+    appends itself in its mixed steps, on the plain step: the run is the same whichever model it is given."""
+    ppd = _model(1, 1, "least-work", "ppd")
+    plain = _model(1, 1, "least-work", "pd")
+    assert ppd.decode.step.t0_s > plain.decode.step.t0_s  # the closed form's stretch
+    spec = _sessions(_fixed(3), 200, 100, 0.0)
+    _same_run(_run(spec, 8.0, 600, "ppd", model=ppd, routing="affinity"),
+              _run(spec, 8.0, 600, "ppd", model=plain, routing="affinity"))  # fmt: skip
 
 
 @pytest.mark.parametrize("policy", ["ppd", "threshold", "score"])

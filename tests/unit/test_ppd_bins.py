@@ -1,0 +1,48 @@
+"""Which prompt bins the turns a PPD policy places come from (pdplan/serving/ppd_bins.py): the classes add up to the
+prefix-cache model's turn law, a threshold keeps the short appends' prompts, by hand on fixed lengths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdplan.serving.ppd import AppendGroups
+from pdplan.serving.ppd_bins import append_classes, class_bins
+from pdplan.serving.prefix_cache import turn_bins
+from pdplan.specs.reuse import SessionsSpec
+from pdplan.specs.token_pmf import length_pmf
+
+
+def _spec(new: dict[str, object], system: int = 0) -> SessionsSpec:
+    return SessionsSpec.model_validate(
+        {"turns": {"dist": "fixed", "value": 3}, "new_tokens": new, "output_tokens": {"dist": "fixed", "value": 50},
+         "think_time": {"dist": "fixed", "value": 1}, "system_prompt_tokens": system}
+    )  # fmt: skip
+
+
+EDGES = np.array([-np.inf, 150.0, 300.0, 450.0, np.inf])
+
+
+def test_classes_add_up_to_the_turn_law() -> None:
+    spec = _spec({"dist": "lognormal", "mean": 100, "sigma": 0.8, "max": 1000}, system=20)
+    joint = class_bins(spec, 3, EDGES, 120.0)
+    np.testing.assert_allclose(joint.sum(axis=0), turn_bins(spec, 3, EDGES), atol=1e-9)
+    law = length_pmf(spec.new_tokens)
+    below = float(law.prob[law.values < 120].sum())
+    np.testing.assert_allclose(joint[0].sum(axis=1), below, atol=1e-9)  # class 0: the appends below the threshold
+
+
+def test_threshold_keeps_the_short_appends_prompts_by_hand() -> None:
+    # appends 100 or 400 tokens (1/2 each), outputs 50: turn 2's prompt is m1 + 50 + m2; a 200-token threshold places
+    # m2 = 100: 250 (bin [150, 300)) or 550 tokens (bin [450, ∞)), 1/4 each; keeps m2 = 400: 550 or 850, 1/4 each
+    spec = _spec({"dist": "histogram", "bins": [99.5, 100.5, 399.5, 400.5], "weights": [1, 0, 1]})
+    assert length_pmf(spec.new_tokens).values.tolist() == [100, 400]
+    joint = class_bins(spec, 3, EDGES, 200.0)
+    assert joint[0, 1].tolist() == pytest.approx([0.0, 0.25, 0.0, 0.25])
+    assert joint[1:, 1].sum(axis=0).tolist() == pytest.approx([0.0, 0.0, 0.0, 0.5])
+
+
+def test_classes_are_the_groups_above_the_threshold() -> None:
+    values = np.array([100.0, 300.0, 900.0])
+    groups = AppendGroups.of(values, np.array([0.5, 0.3, 0.2]), groups=3)
+    assert append_classes(values, groups, 200.0).tolist() == [0, 2, 3]

@@ -1,0 +1,107 @@
+"""The wait of a Turn 2+ append for the decode step in flight (pdplan/serving/ppd_boundary.py), worked by hand: zero
+think time waits a whole step, a long think time the steps' length-biased residual, an idle instance nothing; the
+two-point step law keeps the mean step; the law read on a lattice; a KV over the link waiting the residual and then a
+step drawn by count; the appends' groups mixed; two waits added on a lattice (pdplan/serving/ppd_pool.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pdplan.cache.lru_closed_form import ThinkTime
+from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_pool import _convolved
+
+ZERO = ThinkTime("fixed", 1e-9)
+"""A zero think time as the prefix-cache model writes it (:func:`pdplan.serving.prefix_cache.think_law`)."""
+LONG = ThinkTime("exponential", 1e4)
+
+
+def test_steps_keep_the_mean_step() -> None:
+    # τ' = 20 ms, ρ_a = 0.1, λ_a = 10/s: q = 1 − e^{−0.2}, τ_p = 18 ms, τ_m = τ_p + ρ_a·τ'/q
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO)
+    q = 1.0 - math.exp(-0.2)
+    assert b.mixed_share == pytest.approx(q)
+    assert b.plain_s == pytest.approx(0.018)
+    assert b.mixed_s == pytest.approx(0.018 + 0.002 / q)
+    assert (1.0 - q) * b.plain_s + q * b.mixed_s == pytest.approx(0.020)
+
+
+def test_zero_think_time_waits_a_whole_step() -> None:
+    b = StepBoundary.of(0.020, 0.0, 0.0, 1.0, ZERO)  # no appends: every step 20 ms
+    assert b.cdf(np.array([0.0, 0.0199, 0.0201])) == pytest.approx([0.0, 0.0, 1.0])
+    assert b.tabulated().mean_s == pytest.approx(0.020, rel=1e-3)  # not the half step of a random arrival
+
+
+def test_zero_think_time_with_appends_waits_the_step_drawn_by_count() -> None:
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO)
+    between = 0.5 * (b.plain_s + b.mixed_s)
+    assert float(b.cdf(np.array([between]))[0]) == pytest.approx(1.0 - b.mixed_share)
+    law = b.tabulated()
+    assert law.mean_s == pytest.approx((1 - b.mixed_share) * b.plain_s + b.mixed_share * b.mixed_s, rel=2e-3)
+
+
+def test_long_think_time_waits_the_length_biased_residual() -> None:
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG)
+    q, tp, tm = b.mixed_share, b.plain_s, b.mixed_s
+    second = (1 - q) * tp**2 + q * tm**2
+    assert b.tabulated().mean_s == pytest.approx(second / (2 * 0.020), rel=1e-3)  # E[S²]/(2E[S])
+    assert float(b.cdf(np.array([0.5 * tp]))[0]) == pytest.approx(
+        (1 - q * tm / 0.020) * 0.5 + (q * tm / 0.020) * 0.5 * tp / tm, rel=1e-3
+    )
+
+
+def test_idle_instance_admits_at_once() -> None:
+    b = StepBoundary.of(0.020, 0.0, 0.0, 0.25, ZERO)  # busy 1/4: an atom of 3/4 at 0
+    assert float(b.cdf(np.array([0.0]))[0]) == pytest.approx(0.75)
+    assert b.tabulated().mean_s == pytest.approx(0.25 * 0.020, rel=1e-3)
+
+
+def test_unbounded_steps_never_admit() -> None:
+    law = StepBoundary.of(math.inf, 0.1, 10.0, 1.0, ZERO).tabulated()
+    assert math.isinf(law.mean_s)
+    assert law.span_s == math.inf
+    assert np.all(law.on_lattice(0.001, 8) == 0.0)
+
+
+def test_law_on_a_lattice() -> None:
+    law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()  # uniform on [0, 20 ms]
+    np.testing.assert_allclose(law.on_lattice(0.005, 6), [0.0, 0.25, 0.5, 0.75, 1.0, 1.0], atol=1e-6)
+
+
+def test_arrival_over_the_link_waits_the_residual_then_a_step_drawn_by_count() -> None:
+    plain = StepBoundary.of(0.020, 0.0, 0.0, 1.0, ZERO).arrival_law()  # no appends: uniform over a 20 ms step
+    assert plain.mean_s == pytest.approx(0.010, rel=1e-3)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO)
+    q, tp, tm = b.mixed_share, b.plain_s, b.mixed_s
+    residual = ((1 - q) * tp**2 + q * tm**2) / (2 * 0.020)
+    assert b.arrival_law().mean_s == pytest.approx(residual + q * (tm - tp), rel=1e-3)
+    assert b.excess_s == pytest.approx(0.020 - tp)  # the first step's mean excess: τ' − τ_p
+    idle = StepBoundary.of(0.020, 0.0, 0.0, 0.0, ZERO).arrival_law()
+    assert idle.mean_s == pytest.approx(0.0, abs=1e-9)
+
+
+def test_shifted_law_mixes_the_groups() -> None:
+    law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()  # uniform on [0, 20 ms]
+    shifts = np.array([[0.0, 0.010], [0.0, 0.0]])
+    got = law.shifted_on_lattice(0.005, 6, shifts, np.array([0.5, 0.5]))
+    np.testing.assert_allclose(got[0], [0.0, 0.125, 0.25, 0.5, 0.75, 0.875], atol=1e-6)
+    np.testing.assert_allclose(got[1], law.on_lattice(0.005, 6), atol=1e-12)
+
+
+def test_convolved_waits_add() -> None:
+    cells = np.arange(401) * 0.001  # two uniform waits on [0, 0.1 s]: their sum is triangular on [0, 0.2 s]
+    uniform = np.clip(cells / 0.1, 0.0, 1.0)
+    total = _convolved(uniform, uniform)
+    assert total[100] == pytest.approx(0.5, abs=0.01)
+    assert total[200] == pytest.approx(1.0, abs=1e-9)
+    assert total[50] == pytest.approx(0.125, abs=0.01)
+
+
+def test_an_unbounded_excess_never_completes() -> None:
+    law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()
+    got = law.shifted_on_lattice(0.005, 8, np.array([[0.0, np.inf], [np.inf, np.inf]]), np.array([0.5, 0.5]))
+    np.testing.assert_allclose(got[0], 0.5 * law.on_lattice(0.005, 8), atol=1e-12)
+    assert np.all(got[1] == 0.0)
