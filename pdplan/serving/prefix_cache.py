@@ -298,11 +298,13 @@ def _turns_pmf(spec: SessionsSpec) -> FloatArray:
 def turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
     """:func:`_turn_bins_of`, computed once per (spec, turns, edges): it depends on neither the rate nor the
     capacities, which the goodput search and the optimiser vary."""
-    return _turn_bins_cached(spec, turns, tuple(float(e) for e in edges))
+    return _turn_bins_cached(spec.model_dump_json(), turns, tuple(float(e) for e in edges))
 
 
 @functools.lru_cache(maxsize=64)
-def _turn_bins_cached(spec: SessionsSpec, turns: int, edges: tuple[float, ...]) -> FloatArray:
+def _turn_bins_cached(spec_json: str, turns: int, edges: tuple[float, ...]) -> FloatArray:
+    """Keyed by the spec's JSON: a spec holding lists (a histogram length law) cannot be hashed itself."""
+    spec = SessionsSpec.model_validate_json(spec_json)
     out = _turn_bins_of(spec, turns, np.asarray(edges, dtype=np.float64))
     out.flags.writeable = False
     return out

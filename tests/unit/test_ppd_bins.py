@@ -46,3 +46,15 @@ def test_classes_are_the_groups_above_the_threshold() -> None:
     values = np.array([100.0, 300.0, 900.0])
     groups = AppendGroups.of(values, np.array([0.5, 0.3, 0.2]), groups=3)
     assert append_classes(values, groups, 200.0).tolist() == [0, 2, 3]
+
+
+def test_turn_law_of_a_histogram_spec() -> None:
+    """A sessions spec whose new tokens follow a histogram (lists inside: not hashable) is binned like any other (it
+    raised TypeError from the turn law's cache). New tokens uniform on 100–200, outputs 50: turn 3's prompt is three
+    new parts and two outputs, 400–700 tokens; below the 450 edge when the new parts sum below 350, probability
+    0.5³/3! = 0.0208 (three uniforms on 0–1 summing below 0.5), within the token grid's rounding."""
+    spec = _spec({"dist": "histogram", "bins": [100, 200], "weights": [1.0]})
+    bins = turn_bins(spec, 3, EDGES)
+    np.testing.assert_allclose(bins.sum(axis=1), 1.0, atol=1e-9)
+    assert bins[2, 2] == pytest.approx(0.5**3 / 6, abs=2e-3)
+    assert bins[2, 3] == pytest.approx(1.0 - 0.5**3 / 6, abs=2e-3)
