@@ -17,15 +17,16 @@ tests/reference/test_colocated_vs_sim.py (3x the default instance, ``kernels`` e
   closed form's plain step τ_p and once at the τ_p of the simulator's own mean decode batch;
 * P99 TTFT of both (``pdplan simulate``'s figures).
 
-Gated bulk law (our derivation, for a budget that never binds: every step takes all the prompts that arrived during
-the step before, the single-queue gated polling system of Takagi, *Queueing Analysis* Vol. 1 §2.4, with the plain
-part τ_p of every step as the vacation). Step k lasts ``T_k = τ_p + Σ_{j ∈ G_k} s_j``, G_k the arrivals during
-``T_{k−1}``, ``s = t_p L + A_L`` a prompt's own prefill work, ``ρ_p = λE[s]`` (= u_p). Stationarity gives ``E[T] =
-τ_p/(1 − ρ_p)`` (the mean field's τ̄ when τ_p is its plain step) and, by the compound-Poisson variance, ``Var T = λE[T]
-E[s²] + ρ_p² Var T``, so ``Var T = λE[T]E[s²]/(1 − ρ_p²)``. A Poisson arrival lands in a length-biased step T* (``E[T*]
-= E[T] + Var T/E[T]``), waits its residual (mean ``E[T*]/2``), and its token 1 comes at the end of the next step, which
-holds its own work and that of the ``λT*`` others that arrived in the same step: ``E[TTFT] = τ_p + E[s] +
-E[T*](1/2 + ρ_p)``. Reported only where the largest prompt fits the closed form's chunk c (else "—").
+Gated bulk law (for a budget that never binds: every step takes all the prompts that arrived during the step before,
+an M/G/1 with gated service and multiple vacations, the class of Takagi, *Queueing Analysis* Vol. 1, 1991, with the
+plain part τ_p of every step as the vacation; the moments below are our derivation). Step k lasts ``T_k = τ_p +
+Σ_{j ∈ G_k} s_j``, G_k the arrivals during ``T_{k−1}``, ``s = t_p L + A_L`` a prompt's own prefill work, ``ρ_p =
+λE[s]`` (= u_p). Stationarity gives ``E[T] = τ_p/(1 − ρ_p)`` (the mean field's τ̄ when τ_p is its plain step) and, by
+the compound-Poisson variance, ``Var T = λE[T]E[s²] + ρ_p² Var T``, so ``Var T = λE[T]E[s²]/(1 − ρ_p²)``. A Poisson
+arrival lands in a length-biased step T* (``E[T*] = E[T] + Var T/E[T]``), waits its residual (mean ``E[T*]/2``), and
+its token 1 comes at the end of the next step, which holds its own work and that of the ``λT*`` others that arrived in
+the same step: ``E[TTFT] = τ_p + E[s] + E[T*](1/2 + ρ_p)``. Reported only where the largest prompt fits the closed
+form's chunk c (else "—").
 
 The simulator is observed, not changed: the script wraps ``ColocatedInstance.submit``, ``_plan_chunked`` and
 ``_prefilled`` to log arrivals, step spans and first tokens. Run: ``python benchmarks/chunk_queue_vs_sim.py`` (about
