@@ -198,28 +198,53 @@ def cases() -> list[Case]:
     return out
 
 
-def rows(case: Case) -> list[str]:
+@dataclass(frozen=True)
+class Point:
+    """Simulated and closed-form figures of one case at one fraction of its stable limit (module docstring)."""
+
+    fraction: float
+    rate_rps: float
+    sim: dict[str, float]
+    closed: dict[str, float]
+    closed_ttft_p99_s: float
+    gated_closed_s: float | None
+    """The gated bulk mean TTFT at the closed form's τ_p; None where the largest prompt exceeds the chunk."""
+    gated_sim_s: float | None
+    """The same at the τ_p of the simulator's own mean decode batch."""
+
+
+def point(case: Case, fraction: float) -> Point:
     limit = evaluate(case.scenario).stability_limit_rps
     model = build_model(resolve(case.scenario, open_catalog()))
     assert isinstance(model, ColocatedModel)
+    rate = fraction * limit
+    sim, closed_form = _simulate(case.scenario, rate)
+    cf = _closed(model, rate)
+    at_closed = at_sim = None
+    if cf["fits"]:
+        at_closed = gated_mean_ttft_s(model, rate, cf["tau_plain"])
+        at_sim = gated_mean_ttft_s(model, rate, plain_step_s(model, sim["batch"]))
+    return Point(fraction, rate, sim, cf, closed_form["ttft_s"]["p99"], at_closed, at_sim)
+
+
+def row(case: Case, pt: Point) -> str:
+    sim, cf, ms = pt.sim, pt.closed, 1000.0
+    gated = "—"
+    if pt.gated_closed_s is not None and pt.gated_sim_s is not None:
+        gated = f"{pt.gated_closed_s * ms:.0f} / {pt.gated_sim_s * ms:.0f}"
+    return (
+        f"| {case.name} | {pt.fraction:.2f} | {pt.rate_rps:.2f} | {cf['per_step']:.2f} | {sim['busy']:.3f} | "
+        f"{cf['busy']:.3f} ({cf['busy_fluid']:.3f}) | {sim['wait_p50'] * ms:.0f} / {cf['wait_p50'] * ms:.0f} | "
+        f"{sim['wait_p99'] * ms:.0f} / {cf['wait_p99'] * ms:.0f} | "
+        f"{sim['own_p99'] * ms:.0f} / {cf['offset_max'] * ms:.0f} | {sim['ttft_mean'] * ms:.0f} | {gated} | "
+        f"{sim['ttft_p99']:.3f} / {pt.closed_ttft_p99_s:.3f} |"
+    )
+
+
+def rows(case: Case) -> list[str]:
     lines = []
     for fraction in FRACTIONS:
-        rate = fraction * limit
-        sim, closed_form = _simulate(case.scenario, rate)
-        cf = _closed(model, rate)
-        ms = 1000.0
-        gated = "—"
-        if cf["fits"]:
-            at_closed = gated_mean_ttft_s(model, rate, cf["tau_plain"])
-            at_sim = gated_mean_ttft_s(model, rate, plain_step_s(model, sim["batch"]))
-            gated = f"{at_closed * ms:.0f} / {at_sim * ms:.0f}"
-        lines.append(
-            f"| {case.name} | {fraction:.2f} | {rate:.2f} | {cf['per_step']:.2f} | {sim['busy']:.3f} | "
-            f"{cf['busy']:.3f} ({cf['busy_fluid']:.3f}) | {sim['wait_p50'] * ms:.0f} / {cf['wait_p50'] * ms:.0f} | "
-            f"{sim['wait_p99'] * ms:.0f} / {cf['wait_p99'] * ms:.0f} | "
-            f"{sim['own_p99'] * ms:.0f} / {cf['offset_max'] * ms:.0f} | {sim['ttft_mean'] * ms:.0f} | {gated} | "
-            f"{sim['ttft_p99']:.3f} / {closed_form['ttft_s']['p99']:.3f} |"
-        )
+        lines.append(row(case, point(case, fraction)))
         print(lines[-1], flush=True)
     return lines
 
