@@ -216,7 +216,7 @@ def _solved(
     (:func:`pdplan.serving.goodput.find_goodput`), and near saturation one chain that does not settle costs its whole
     iteration budget (4,000 steps) each time. The same bytes give the same law, so the answer is the one a new solve
     would give."""
-    settings = np.array([cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read at call time: tests may change them
+    settings = np.array([inputs.prob.size, cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read now: tests change them
     parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)
     key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in parts), digest_size=16)
     if far is not None:
