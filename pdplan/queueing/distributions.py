@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import gammainc
 
+from pdplan.numerics.roots import brentq
 from pdplan.types import FloatArray
 
 
