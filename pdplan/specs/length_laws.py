@@ -24,8 +24,8 @@ from pydantic import (
     PrivateAttr,
     model_validator,
 )
+from scipy import special
 
-from pdplan.numerics.normal import ndtr, ndtri
 from pdplan.numerics.roots import brentq
 from pdplan.specs.base import FrozenModel
 from pdplan.types import FloatArray
@@ -38,7 +38,7 @@ MIN_TRUNCATED_MASS = 1e-9  # below this, [min, max] holds essentially none of th
 def _phi_diff(z_lo: FloatArray, z_hi: FloatArray) -> FloatArray:
     """Φ(z_hi) − Φ(z_lo) without cancellation in the upper tail (uses survival functions there)."""
     upper = z_lo > 0
-    diff = np.where(upper, ndtr(-z_lo) - ndtr(-z_hi), ndtr(z_hi) - ndtr(z_lo))
+    diff = np.where(upper, special.ndtr(-z_lo) - special.ndtr(-z_hi), special.ndtr(z_hi) - special.ndtr(z_lo))
     return np.asarray(diff, dtype=np.float64)
 
 
@@ -189,8 +189,10 @@ class _Truncated(_Continuous):
         if point is not None:
             return np.full(qa.shape, point)
         za, zb = self._z_bounds()
-        upper = za[0] > 0  # window in the upper tail: invert the survival function
-        z = -ndtri(ndtr(-za) - qa * _phi_diff(za, zb)) if upper else ndtri(ndtr(za) + qa * _phi_diff(za, zb))
+        if za[0] > 0:  # window in the upper tail: invert the survival function
+            z = -special.ndtri(special.ndtr(-za) - qa * _phi_diff(za, zb))
+        else:
+            z = special.ndtri(special.ndtr(za) + qa * _phi_diff(za, zb))
         return np.clip(self._x(z), self.min, self.max)
 
 
