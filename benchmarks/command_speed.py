@@ -11,6 +11,11 @@ issue #27's start-up targets read on these numbers; ``benchmarks/optimize_speed.
 Run: ``python benchmarks/command_speed.py [--repeats N]`` (defaults: the default scenario's optimize, the session
 example's optimize, ``evaluate`` of the default scenario at 10 req/s, ``--version``), or give commands, each one
 quoted string: ``python benchmarks/command_speed.py "optimize examples/default.yaml" "--version"``.
+
+Before and after in one run: ``--tree before=/tmp/before --tree after=.`` (each a checkout of pdplan, e.g. from
+``git archive``; the process runs in that folder, so ``python -m pdplan`` imports that tree's package). Every command
+then runs in every tree in turn, and the table has a row per command and tree, the ratios taken against the first
+tree's row of the same command.
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ def _child_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(args: list[str]) -> tuple[float, float]:
-    """Wall-clock and CPU seconds of one ``pdplan`` process (``python -m pdplan``: the console entry point)."""
+def run_once(args: list[str], root: Path = ROOT) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one ``pdplan`` process (``python -m pdplan``: the console entry point) run in
+    the checkout ``root``."""
     cpu0, wall0 = _child_cpu_s(), time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "pdplan", *args],
-        cwd=ROOT,
+        cwd=root,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -55,23 +61,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commands", nargs="*", default=list(DEFAULT_COMMANDS))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a pdplan checkout (repeatable)")
     opts = parser.parse_args()
     commands = [shlex.split(c) for c in opts.commands]
-    for args in commands:  # warm the file cache
-        run_once(args)
-    walls: list[list[float]] = [[] for _ in commands]
-    cpus: list[list[float]] = [[] for _ in commands]
+    trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in opts.tree)] or [("", ROOT)]
+    pairs = zip(opts.commands, commands, strict=True)
+    runs = [(text, args, name, root) for text, args in pairs for name, root in trees]
+    for _, args, _, root in runs:  # warm the file cache
+        run_once(args, root)
+    walls: list[list[float]] = [[] for _ in runs]
+    cpus: list[list[float]] = [[] for _ in runs]
     for _ in range(opts.repeats):
-        for i, args in enumerate(commands):
-            wall_s, cpu_s = run_once(args)
+        for i, (_, args, _, root) in enumerate(runs):
+            wall_s, cpu_s = run_once(args, root)
             walls[i].append(wall_s)
             cpus[i].append(cpu_s)
     wall = [statistics.median(w) for w in walls]
     cpu = [statistics.median(c) for c in cpus]
-    print(f"| command | wall (s) | CPU (s) | wall / first | CPU / first |  (median of {opts.repeats})")
-    print("|---|---|---|---|---|")
-    for text, w, c in zip(opts.commands, wall, cpu, strict=True):
-        print(f"| `pdplan {text}` | {w:.2f} | {c:.2f} | {w / wall[0]:.2f} | {c / cpu[0]:.2f} |")
+    if len(trees) == 1:
+        print(f"| command | wall (s) | CPU (s) | wall / first | CPU / first |  (median of {opts.repeats})")
+        print("|---|---|---|---|---|")
+        for (text, *_), w, c in zip(runs, wall, cpu, strict=True):
+            print(f"| `pdplan {text}` | {w:.2f} | {c:.2f} | {w / wall[0]:.2f} | {c / cpu[0]:.2f} |")
+        return
+    first = trees[0][0]
+    print(f"| command | tree | wall (s) | CPU (s) | wall / {first} | CPU / {first} |  (median of {opts.repeats})")
+    print("|---|---|---|---|---|---|")
+    for i, (text, _, name, _) in enumerate(runs):
+        base = i - i % len(trees)
+        w, c = wall[i], cpu[i]
+        print(f"| `pdplan {text}` | {name} | {w:.2f} | {c:.2f} | {w / wall[base]:.2f} | {c / cpu[base]:.2f} |")
 
 
 if __name__ == "__main__":

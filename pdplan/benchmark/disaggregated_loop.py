@@ -48,10 +48,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from pdplan.benchmark.colocated_loop import benchmark_counts
 from pdplan.benchmark.records import BenchmarkLoop
+from pdplan.numerics.gamma import gammaln
 from pdplan.queueing import LinearStepTime
 from pdplan.queueing.decode import windowed_mean_context
 from pdplan.serving.checks.physics import Breach, PhysicsInvariantError

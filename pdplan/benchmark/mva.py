@@ -16,9 +16,9 @@ Cf. Reiser & Lavenberg, "Mean-value analysis of closed multichain queuing networ
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
 
 from pdplan.benchmark.records import ClosedLoop
+from pdplan.numerics.roots import brentq
 from pdplan.serving.goodput import ServingModel
 
 

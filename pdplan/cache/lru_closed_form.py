@@ -64,10 +64,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import gammainc, ndtr
+from scipy.special import gammainc
 
 from pdplan.errors import SpecError
+from pdplan.numerics.normal import ndtr
+from pdplan.numerics.roots import brentq
 from pdplan.types import FloatArray
 
 SessionRouting = Literal["session-affine", "random"]

@@ -79,13 +79,14 @@ def optimize_command(
     Example: pdplan optimize examples/h100-prefill-l40s-decode.yaml --rate 20 --objective cost --format markdown
     """
     from pdplan.io.overrides import instance_counts, search_scenario
-    from pdplan.report.plot import check_plot_path
     from pdplan.search.growth import growth_rows, parse_growth
     from pdplan.search.optimize import optimize  # lazy: scipy loads in ~1 s
     from pdplan.types import Objective
 
     fmt = prepare_output(fmt, output)
     if plot is not None:
+        from pdplan.report.plot import check_plot_path  # lazy: only a plot needs the plot module
+
         check_plot_path(plot)
     positive_rate(rate)
     growths = parse_growth(growth, FLAGS["growth"])
@@ -127,7 +128,7 @@ def optimize_command(
 
 def _report(result: PlanResult, fmt: Format, output: Path | None, plot: Path | None) -> None:
     """Warnings on stderr, the plot file if asked, the report (Markdown embeds the plot)."""
-    from pdplan.report import render_optimize, write_plot
+    from pdplan.report import render_optimize
     from pdplan.report.common import all_warnings
 
     # the table's warnings go to stderr (its own list: all_warnings); the other formats carry theirs in the report
@@ -135,6 +136,8 @@ def _report(result: PlanResult, fmt: Format, output: Path | None, plot: Path | N
         warn(line)
     chart = None
     if plot is not None:
+        from pdplan.report import write_plot  # lazy: only a plot needs the plot module
+
         write_plot(result, plot)
         stderr_console.print(f"wrote {plot}", highlight=False, markup=False, soft_wrap=True)
         chart = chart_link(plot, output)

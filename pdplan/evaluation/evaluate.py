@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
-from pdplan.benchmark.run import closed_loop
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
@@ -205,6 +204,8 @@ def _load_regime(
     saturate it) and what the engine's benchmark tool would report."""
     if concurrency is None:
         return rate, None, None
+    from pdplan.benchmark.run import closed_loop  # lazy: only the closed-loop regime runs the benchmark loops
+
     loop, bench = closed_loop(model, concurrency, requests, warmup)
     return (loop.throughput_rps * (1.0 - 1e-6) if loop.saturated else loop.throughput_rps), loop, bench
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 
+from pdplan.numerics.roots import brentq
 from pdplan.queueing.distributions import WaitDistribution, check_pmf
 from pdplan.types import FloatArray
 

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.linalg import solve_triangular
 
 from pdplan.queueing.distributions import check_pmf
 from pdplan.types import FloatArray
@@ -130,6 +129,8 @@ def full_batch(model: BatchedPrefill) -> tuple[float, float]:
     any prompt after a head too long for the budget, which runs alone): the heads form a Markov
     chain whose stationary law weights the batches (length-biased, ∝ l·p_l, when B ≫ l).
     """
+    from scipy.linalg import solve_triangular  # lazy: only batched prefill needs it (~0.1 s to import)
+
     budget = model.budget_tokens
     step = max(budget / _RENEWAL_CELLS, 1.0)
     n = int(np.floor(budget / step)) + 1

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 
+from pdplan.numerics.roots import brentq
 from pdplan.queueing.distributions import GammaMixture, as_rates, check_pmf
 from pdplan.types import Z99, FloatArray
 

@@ -16,7 +16,7 @@ interface — ``mean_s`` (shape ``[R]``), ``cdf(t)`` (shape ``[R, *t.shape]``) a
   X_i, given as discrete points with weights per rate (e.g. the KV link wait that token 2 waits
   for under TTFT convention B, spread over the request's n_i intervals).
 
-Mixture quantiles are found with :func:`scipy.optimize.brentq` on the monotone mixture cdf, never by
+Mixture quantiles are found with :func:`pdplan.numerics.roots.brentq` on the monotone mixture cdf, never by
 adding quantiles (docs/queueing.md §1.2 measured −60…+41 % error for that shortcut).
 """
 
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import gammainc
 
+from pdplan.numerics.roots import brentq
 from pdplan.types import FloatArray
 
 

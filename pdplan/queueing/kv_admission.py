@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_ndtr
 
+from pdplan.numerics.normal import log_ndtr
 from pdplan.queueing.decode import (
     DecodeWorkload,
     LinearStepTime,

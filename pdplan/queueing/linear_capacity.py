@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
-
+from pdplan.numerics.roots import brentq
 from pdplan.queueing.decode import (
     DecodeCapacity,
     DecodeWorkload,

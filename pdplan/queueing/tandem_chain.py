@@ -102,8 +102,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaln, xlogy
 
+from pdplan.numerics.gamma import gammaln, xlogy
 from pdplan.queueing.chain_accel import accelerated, power
 from pdplan.types import FloatArray, IntArray
 

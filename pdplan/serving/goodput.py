@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy.optimize import brentq
 
 from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
+from pdplan.numerics.roots import brentq
 from pdplan.serving.limits import BEYOND_KV_COMFORT, Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec

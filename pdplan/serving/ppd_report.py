@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 
+from pdplan.numerics.roots import brentq
 from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.types import FloatArray

@@ -52,7 +52,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize, nnls
 
 from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
@@ -277,6 +276,8 @@ def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float,
     :func:`chunk_price`)."""
     design = np.stack([np.ones_like(tokens), tokens, tokens**2], axis=1) / time_s[:, None]
     scale = np.abs(design).max(axis=0)
+    from scipy.optimize import nnls  # lazy: ~0.3 s of import; why not pdplan.numerics: see decode_perf
+
     coef, _ = nnls(design / scale, np.ones_like(tokens))
     a, b, c = coef / scale
     return float(a), float(b), float(c)
@@ -363,6 +364,8 @@ def _above_floor(hw: RoleHardware, a: FloatArray, scale: FloatArray, coef: Float
     if float((rows @ x).min()) >= 1.0:
         return x
     x[0] += float(np.max(need - (x[0] / scale[0] + grid * x[1] / scale[1]))) * scale[0]  # feasible start
+    from scipy.optimize import minimize  # lazy: only a fit below the HBM floor needs SLSQP (~0.3 s to import)
+
     sol = minimize(
         lambda v: float(np.sum((a @ v - 1.0) ** 2)),
         x,
@@ -395,6 +398,10 @@ def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: floa
     tau = decode_step_fn(hw, bb, bb * cc)
     design = np.stack([np.ones_like(bb), bb, bb * cc], axis=1) / tau[:, None]
     scale = np.abs(design).max(axis=0)
+    # lazy: ~0.3 s of import. No numpy NNLS of our own: any last-bit change in these coefficients moves the
+    # deepseek-v3-wide-ep golden (its Pareto front, pdplan.search.select.pareto_front, splits exact ties by rounding)
+    from scipy.optimize import nnls
+
     coef, _ = nnls(design / scale, np.ones_like(bb))
     if coef[0] <= 0.0:  # a pure-overhead floor is needed by the fixed point; keep the smallest step
         coef[0] = float(tau.min()) * 0.5 * scale[0]

@@ -26,6 +26,7 @@ from pydantic import (
 )
 from scipy import special
 
+from pdplan.numerics.roots import brentq
 from pdplan.specs.base import FrozenModel
 from pdplan.types import FloatArray
 
@@ -271,9 +272,7 @@ class LognormalDist(_Truncated):
         lo, hi = math.log(self.min) - 2.0 * self.sigma, math.log(self.max) + 2.0 * self.sigma
         for _ in range(20):
             if gap(lo) < 0 < gap(hi):
-                from scipy import optimize  # only a `mean:` lognormal needs it; keeps CLI start-up light
-
-                return float(optimize.brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12))
+                return brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)
             lo, hi = lo - self.sigma, hi + self.sigma
         raise ValueError(f"mean ({target}) too close to min/max for sigma {self.sigma}")
 

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
-from scipy import special
 
+from pdplan.numerics.normal import ndtr, ndtri
 from pdplan.specs.base import FrozenModel
 from pdplan.specs.token_pmf import TurnIndexLaw
 from pdplan.types import FloatArray, Int64Array
@@ -213,10 +213,10 @@ class LognormalTime(_TimeLaw):
 
     def cdf(self, t_s: FloatArray) -> FloatArray:
         t = np.maximum(np.asarray(t_s, dtype=np.float64), 1e-300)
-        return np.asarray(special.ndtr((np.log(t) - self._mu()) / self.sigma))
+        return np.asarray(ndtr((np.log(t) - self._mu()) / self.sigma))
 
     def ppf(self, q: FloatArray) -> FloatArray:
-        return np.asarray(np.exp(self._mu() + self.sigma * special.ndtri(np.asarray(q, dtype=np.float64))))
+        return np.asarray(np.exp(self._mu() + self.sigma * ndtri(np.asarray(q, dtype=np.float64))))
 
 
 class UniformTime(_TimeLaw):

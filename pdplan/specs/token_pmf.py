@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import fft
 
 from pdplan.specs.length_laws import HistogramDist, ParametricDist, UniformDist
 from pdplan.types import FloatArray, Int64Array
@@ -205,6 +204,8 @@ def _from_grid(dense: FloatArray, step: int, shift: int) -> TokenPmf:
 
 def sum_of_parts(parts: list[TokenPmf], shift: int = 0) -> TokenPmf:
     """The law of ``shift`` plus the sum of independent parts."""
+    from scipy import fft  # lazy: only session workloads convolve laws (~0.1 s to import)
+
     span = sum(int(p.values[-1]) for p in parts) + 1
     step = _grid_step(span, 1)
     cells = span // step + len(parts) + 1
@@ -221,6 +222,8 @@ def turn_mixture(index: TurnIndexLaw, new: TokenPmf, out: TokenPmf, shift: int) 
     ``new`` is the law of a turn's new tokens U, ``out`` of its output O, ``shift`` the tokens every prompt starts
     with (a system prompt). History = shift + Σ_{j<K}(U_j + O_j); prompt = history + U_K.
     """
+    from scipy import fft  # lazy: only session workloads convolve laws (~0.1 s to import)
+
     per_turn = int(new.values[-1] + out.values[-1])
     span = max((index.last_turn() - 1) * per_turn + int(new.values[-1]), per_turn) + 1
     step = _grid_step(span, index.terms())
