@@ -4,11 +4,12 @@ then MoE and disaggregated rows); kept apart so the script stays short."""
 MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
 * **2026-12-06, issue #23: the tables above are priced with the refitted profiles** (terms that did not carry to the
-  H200 runs removed, docs/cross_gpu_accuracy.md §8.4; TensorRT-LLM step 0.915 ms, request 84 ms, eager 0.49 ms per
-  MoE layer, one start-up cohort; SGLang step 1.88 ms and no per-collective term). Qwen3-235B on TensorRT-LLM reads
-  TPOT +12.9 / 14.6 % and TTFT -4.7 / 13.3 % (were +19.6 / 19.9 % and -5.1 / 10.6 %), gpt-oss-120b on vLLM TTFT
-  +1.7 / 21.0 % (+3.6 / 20.1 %), SGLang DeepSeek-R1 disaggregated TPOT +8.5 / 11.5 % (+8.8 / 11.2 %). The bullets
-  below keep the figures of their dates.
+  H200 runs removed, docs/cross_gpu_accuracy.md §8.4; TensorRT-LLM without its per-collective term, step 0.915 ms,
+  request 40 ms, 2.05 start-up cohorts, eager 0.62 ms per MoE layer; SGLang step 1.88 ms and no per-collective term;
+  vLLM 0.12 without its per-sequence, per-request and start-up terms). Qwen3-235B on TensorRT-LLM reads TPOT +18.3 /
+  18.6 % and TTFT -4.2 / 10.4 % (were +19.6 / 19.9 % and -5.1 / 10.6 %), gpt-oss-120b on vLLM TTFT +1.7 / 21.0 %
+  (+3.6 / 20.1 %), SGLang DeepSeek-R1 disaggregated TPOT +8.5 / 11.5 % (+8.8 / 11.2 %), TensorRT-LLM DeepSeek-R1 / V3
+  disaggregated TPOT 10.6 / 8.6 % (9.1 / 6.9 %). The bullets below keep the figures of their dates.
 * **Targets (issue #13), as of the tables above (2026-12-02, end of session).** Both TPOT ≤ 12 % and TTFT ≤ 25 % hold
   for gpt-oss-120b on vLLM (69 rows: TPOT +4.0 / 5.4 %, TTFT +3.6 / 20.1 %) and MiniMax-M2.5 on vLLM (30 rows: -3.6 /
   7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.1 / 10.6 %) but its TPOT is +19.6 /
@@ -352,10 +353,10 @@ NOTES = """### Findings
   0.17, 44 ± 9 ms; vLLM 0.12 refitted with its step terms by `benchmarks/fit_shipped_profile.py`: k = 2.79 ± 0.22,
   24.9 ± 8.7 ms; leave-one-TP-out and leave-one-model-out refits in docs/accuracy_engines_calibration.md). TPOT
   takes the burst cohort alone (lingering groups carry the same prefill work per cycle). Since issue #23
-  (2026-12-06) the shipped profiles hold k = 1 (and vLLM's per-request time at the unfitted 5 ms, TensorRT-LLM's
-  refitted at k = 1: 83.8 ± 9.4 ms): the fitted values did not carry to the H200 runs (docs/cross_gpu_accuracy.md
-  §8.4). The tables above are priced so, which is why vLLM 0.12.0's TTFT reads -40.7 / 41.0 % (-1.8 / 9.1 % with
-  the fitted k and request time) and TensorRT-LLM 1.0.0rc3's -7.6 / 16.8 % (-8.7 / 13.5 %).
+  (2026-12-06) vLLM 0.12's profile holds k = 1 and its per-request time at the unfitted 5 ms: the fitted values did
+  not carry to the H200 runs (docs/cross_gpu_accuracy.md §8.4), so vLLM 0.12.0's TTFT reads -40.7 / 41.0 % here
+  (-1.8 / 9.1 % with them). TensorRT-LLM keeps both, refitted on the step term without its per-collective one: k =
+  2.05 ± 0.21, 40.0 ± 9.6 ms (1.0.0rc3 TTFT -8.1 / 13.3 %, was -8.7 / 13.5 %).
 * Why these regimes: at fixed C the measured vLLM 0.12 and TensorRT-LLM Qwen3-32B TTFTs do not change with OSL
   (128 to 1024), so the clients stay phase-locked (an open-loop or random-phase model would scale with C/OSL);
   at C = 8 and ISL 1024 they are about two (vLLM) or three (TensorRT-LLM, overlap) one-prompt steps, not the
