@@ -3,6 +3,13 @@ then MoE and disaggregated rows); kept apart so the script stays short."""
 
 MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
+* **2026-12-06, issue #23: the tables above are priced with the refitted profiles** (terms that did not carry to the
+  H200 runs removed, docs/cross_gpu_accuracy.md §8.4; TensorRT-LLM without its per-collective term, step 0.915 ms,
+  request 40 ms, 2.05 start-up cohorts, eager 0.62 ms per MoE layer; SGLang step 1.88 ms and no per-collective term;
+  vLLM 0.12 without its per-sequence, per-request and start-up terms). Qwen3-235B on TensorRT-LLM reads TPOT +18.3 /
+  18.6 % and TTFT -4.2 / 10.4 % (were +19.6 / 19.9 % and -5.1 / 10.6 %), gpt-oss-120b on vLLM TTFT +1.7 / 21.0 %
+  (+3.6 / 20.1 %), SGLang DeepSeek-R1 disaggregated TPOT +8.5 / 11.5 % (+8.8 / 11.2 %), TensorRT-LLM DeepSeek-R1 / V3
+  disaggregated TPOT 10.6 / 8.6 % (9.1 / 6.9 %). The bullets below keep the figures of their dates.
 * **Targets (issue #13), as of the tables above (2026-12-02, end of session).** Both TPOT ≤ 12 % and TTFT ≤ 25 % hold
   for gpt-oss-120b on vLLM (69 rows: TPOT +4.0 / 5.4 %, TTFT +3.6 / 20.1 %) and MiniMax-M2.5 on vLLM (30 rows: -3.6 /
   7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.1 / 10.6 %) but its TPOT is +19.6 /
@@ -341,23 +348,28 @@ NOTES = """### Findings
   step is priced at its own prefill token count from the kernel roofline. SGLang (prefill-first, no mixing): the
   cohort of C prompts is prefilled in budget steps and decodes together. The measured phase of every tool starts
   its C clients together, so the average carries the start-up burst with weight k·C/N (N = 20·C here); k
-  (`startup_cohorts`) and the per-request time are fitted per engine on these rows only
+  (`startup_cohorts`) and the per-request time were fitted per engine on these rows only
   (`benchmarks/fit_startup_cohorts.py`, `docs/accuracy_engines_startup.md`: TensorRT-LLM 1.0.0rc3 k = 1.85 ±
   0.17, 44 ± 9 ms; vLLM 0.12 refitted with its step terms by `benchmarks/fit_shipped_profile.py`: k = 2.79 ± 0.22,
   24.9 ± 8.7 ms; leave-one-TP-out and leave-one-model-out refits in docs/accuracy_engines_calibration.md). TPOT
-  takes the burst cohort alone (lingering groups carry the same prefill work per cycle).
+  takes the burst cohort alone (lingering groups carry the same prefill work per cycle). Since issue #23
+  (2026-12-06) vLLM 0.12's profile holds k = 1 and its per-request time at the unfitted 5 ms: the fitted values did
+  not carry to the H200 runs (docs/cross_gpu_accuracy.md §8.4), so vLLM 0.12.0's TTFT reads -40.7 / 41.0 % here
+  (-1.8 / 9.1 % with them). TensorRT-LLM keeps both, refitted on the step term without its per-collective one: k =
+  2.05 ± 0.21, 40.0 ± 9.6 ms (1.0.0rc3 TTFT -8.1 / 13.3 %, was -8.7 / 13.5 %).
 * Why these regimes: at fixed C the measured vLLM 0.12 and TensorRT-LLM Qwen3-32B TTFTs do not change with OSL
   (128 to 1024), so the clients stay phase-locked (an open-loop or random-phase model would scale with C/OSL);
   at C = 8 and ISL 1024 they are about two (vLLM) or three (TensorRT-LLM, overlap) one-prompt steps, not the
   8-prompt groups of the burst, so host jitter has split the burst's groups; the excess over that steady state
   grows as about 0.07·C prompts, which is the burst cohort's C/2-prompt staircase at weight k/20.
 * TPOT: the target (median |error| <= 8 %) holds for every engine with the host terms fitted on these rows
-  (`benchmarks/fit_engine_overheads.py`; vLLM's per step and per running sequence on its 0.12.0 rows,
-  `benchmarks/fit_shipped_profile.py`: 1.81 ms + 48.7 µs per sequence).
+  (`benchmarks/fit_engine_overheads.py`; vLLM's per step on its 0.12.0 rows, `benchmarks/fit_shipped_profile.py`:
+  3.00 ms; its 48.7 µs per running sequence, 1.4 % on those rows where it is 6.9 % now, was removed by issue #23).
 * Left: (1) the unversioned vLLM Llama-3.1-70B fp8 rows (45, OSL 1024-8192, C 4-64) measure about one step plus
   one prompt: their arrivals find no prefill in flight (random phase, as when completions are spread over a long
   cycle), a different client or version than the 0.12.0 rows; pdplan cannot tell the regime from the workload and
-  over-predicts them ~1.9x. (2) TensorRT-LLM Llama-3.1-8B: at C = 8 the measured TTFT grows with OSL (191 / 318 /
+  over-predicts them ~1.4x (~1.9x with vLLM's fitted request time and start-up cohorts, before issue #23).
+  (2) TensorRT-LLM Llama-3.1-8B: at C = 8 the measured TTFT grows with OSL (191 / 318 /
   550 ms for OSL 128 / 256 / 512, TP1 ISL 1024), which no closed-loop steady state does; at C >= 64 on TP4/TP8
   TPOT and TTFT both rise beyond the step model (host-bound steps of a small model at large batch). (3) Rows of
   other engine versions (SGLang 0.5.8 KV-limited TP1, TensorRT-LLM 1.2, the three vLLM 0.12 fp8 4000/1000 rows

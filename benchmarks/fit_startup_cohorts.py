@@ -122,14 +122,19 @@ def held_out(sel: list[dict[str, Any]], p: list[dict[str, float]], key: str) -> 
 def engine_section(engine: str, version: str, sel: list[dict[str, Any]], p: list[dict[str, float]]) -> list[str]:
     k, r = fit(p)
     rng = np.random.default_rng(SEED)
-    boot = [fit([p[i] for i in rng.integers(0, len(p), len(p))]) for _ in range(200)]
+    resamples = [[p[i] for i in rng.integers(0, len(p), len(p))] for _ in range(200)]
+    boot = [fit(s) for s in resamples]
     ks, rs = np.array([b[0] for b in boot]), np.array([b[1] for b in boot])
+    r1 = fit(p, 1.0)[1]
+    rs1 = np.array([fit(s, 1.0)[1] for s in resamples])
     return [
         f"## {engine} {version} ({len(p)} rows)",
         "",
         f"Fit: k = **{k:.2f} ± {ks.std():.2f}** first cohorts, request_s = **{r * 1e3:.1f} ± {rs.std() * 1e3:.1f} ms**"
         f" (1σ, bootstrap). Median |TTFT error| at the fit: {med_err(p, k, r):.1f} %; with k = 1 (the burst cohort"
-        f" alone) and r refitted: {med_err(p, *fit(p, 1.0)):.1f} %; with k = 0 (steady state only):"
+        f" alone, the unfitted value: vLLM's since issue #23) and r refitted, r = {r1 * 1e3:.1f} ±"
+        f" {rs1.std() * 1e3:.1f} ms:"
+        f" {med_err(p, 1.0, r1):.1f} %; with k = 0 (steady state only):"
         f" {med_err(p, *fit(p, 0.0)):.1f} %.",
         "",
         "| held out | rows | k | request_s ms | held-out median abs TTFT % |",

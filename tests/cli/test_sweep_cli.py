@@ -287,7 +287,7 @@ def test_ctrl_c_keeps_whole_points_and_a_rerun_resumes_to_the_same_table(tmp_pat
     assert (tmp_path / "grid.csv").read_bytes() == whole.with_name("whole-out.csv").read_bytes()
     rows = _csv(whole)
     assert {r["status"] for r in rows} == {"ok"}
-    assert [(r["point"], r["rank"], r["rows_in_point"]) for r in rows[:2]] == [("0", "1", "2"), ("0", "2", "2")]
+    assert [(r["point"], r["rank"], r["rows_in_point"]) for r in rows[:2]] == [("0", "1", "3"), ("0", "2", "3")]
     assert rows[0]["objective"] == "cost"
     assert rows[0]["gpus"] == "h100-sxm"
     assert rows[-1]["gpus"] == "h100-sxm+l40s"

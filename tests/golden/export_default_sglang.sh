@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/default.yaml
-# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 43.35 req/s
-# at that rate: TTFT P90 1819 ms, TPOT P90 49.45 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.5 req/s
+# at that rate: TTFT P90 1987 ms, TPOT P90 39.49 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
-# prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
@@ -19,8 +19,8 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|router}"
 case "$role" in
   prefill)
-    # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 4 a node in slots 0..3, 2 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
+    # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 4 a node in slots 0..3, 3 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
     SLOT="${2:-0}"
     [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
     exec python -m sglang.launch_server \
@@ -58,12 +58,12 @@ case "$role" in
     ;;
   router)
     # routes each request to a prefill and a decode instance
-    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 2 node addresses}"
-    [ "${#prefill_hosts[@]}" -eq 2 ] || { echo "PREFILL_HOSTS needs 2 addresses" >&2; exit 2; }
+    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 3 node addresses}"
+    [ "${#prefill_hosts[@]}" -eq 3 ] || { echo "PREFILL_HOSTS needs 3 addresses" >&2; exit 2; }
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
     [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
     urls=()
-    for ((i = 0; i < 8; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k))); done
+    for ((i = 0; i < 10; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k))); done
     for ((i = 0; i < 2; i++)); do h=${decode_hosts[i / 2]}; k=$((i % 2)); urls+=(--decode "http://$h:$((30001 + k))"); done
     exec python -m sglang_router.launch_router \
       --pd-disaggregation \

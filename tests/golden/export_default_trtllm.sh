@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/default.yaml
-# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 43.35 req/s
-# at that rate: TTFT P90 1819 ms, TPOT P90 49.45 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.5 req/s
+# at that rate: TTFT P90 1987 ms, TPOT P90 39.49 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
-# prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for trtllm
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
@@ -21,8 +21,8 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|server}"
 case "$role" in
   prefill)
-    # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 4 a node in slots 0..3, 2 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
+    # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 4 a node in slots 0..3, 3 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
     SLOT="${2:-0}"
     [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
     cfg="${TRTLLM_CONFIG_DIR:-/tmp}/pdplan-trtllm-prefill-$SLOT.yaml"
@@ -71,15 +71,15 @@ YAML
     ;;
   server)
     # routes each request to a context server, then to a generation server
-    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 2 node addresses}"
-    [ "${#prefill_hosts[@]}" -eq 2 ] || { echo "PREFILL_HOSTS needs 2 addresses" >&2; exit 2; }
+    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 3 node addresses}"
+    [ "${#prefill_hosts[@]}" -eq 3 ] || { echo "PREFILL_HOSTS needs 3 addresses" >&2; exit 2; }
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
     [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
     cfg="${TRTLLM_CONFIG_DIR:-/tmp}/pdplan-trtllm-disagg.yaml"
     mkdir -p "$(dirname "$cfg")"
     printf 'hostname: 0.0.0.0\nport: 8000\n' > "$cfg"
-    printf 'context_servers:\n  num_instances: 8\n  router:\n    type: load_balancing\n  urls:\n' >> "$cfg"
-    for ((i = 0; i < 8; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); printf '    - "%s:%s"\n' "$h" $((8001 + k)) >> "$cfg"; done
+    printf 'context_servers:\n  num_instances: 10\n  router:\n    type: load_balancing\n  urls:\n' >> "$cfg"
+    for ((i = 0; i < 10; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); printf '    - "%s:%s"\n' "$h" $((8001 + k)) >> "$cfg"; done
     printf 'generation_servers:\n  num_instances: 2\n  router:\n    type: round_robin\n  urls:\n' >> "$cfg"
     for ((i = 0; i < 2; i++)); do h=${decode_hosts[i / 2]}; k=$((i % 2)); printf '    - "%s:%s"\n' "$h" $((8101 + k)) >> "$cfg"; done
     exec trtllm-serve disaggregated \

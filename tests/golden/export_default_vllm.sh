@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 1 of 5 from examples/default.yaml
-# plan: 8P2D h100-sxm TP2 / h100-sxm TP4 request; 24 GPUs; goodput 43.35 req/s
-# at that rate: TTFT P90 1819 ms, TPOT P90 49.45 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.5 req/s
+# at that rate: TTFT P90 1987 ms, TPOT P90 39.49 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
-# prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # WARNING: the plan was priced with least-work prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
@@ -19,8 +19,8 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|proxy}"
 case "$role" in
   prefill)
-    # prefill: 8 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 4 a node in slots 0..3, 2 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
+    # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 4 a node in slots 0..3, 3 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE prefill SLOT
     SLOT="${2:-0}"
     [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
     CUDA_VISIBLE_DEVICES="$(seq -s, $((SLOT * 2)) $((SLOT * 2 + 1)))" \
@@ -57,12 +57,12 @@ case "$role" in
     ;;
   proxy)
     # routes each request to a prefiller, then to a decoder
-    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 2 node addresses}"
-    [ "${#prefill_hosts[@]}" -eq 2 ] || { echo "PREFILL_HOSTS needs 2 addresses" >&2; exit 2; }
+    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 3 node addresses}"
+    [ "${#prefill_hosts[@]}" -eq 3 ] || { echo "PREFILL_HOSTS needs 3 addresses" >&2; exit 2; }
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
     [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
     p_hosts=(); p_ports=(); d_hosts=(); d_ports=()
-    for ((i = 0; i < 8; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); p_hosts+=("$h"); p_ports+=($((8100 + k))); done
+    for ((i = 0; i < 10; i++)); do h=${prefill_hosts[i / 4]}; k=$((i % 4)); p_hosts+=("$h"); p_ports+=($((8100 + k))); done
     for ((i = 0; i < 2; i++)); do h=${decode_hosts[i / 2]}; k=$((i % 2)); d_hosts+=("$h"); d_ports+=($((8200 + k))); done
     exec python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py \
       --host 0.0.0.0 \

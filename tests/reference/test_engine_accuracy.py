@@ -6,7 +6,10 @@ Llama-3.1-70B, Qwen3-32B) of the AIConfigurator 0.12.0 end-to-end sample, H100 r
 row's engine at the row's concurrency, and reports the medians in docs/accuracy_engines.md ("Per engine"). This
 test runs the same code on the same rows (all of them: 579 rows, a few seconds) and fails when an engine's median
 |error| grows more than :data:`TOLERANCE_POINTS` beyond the figure that document reports, or when rows stop being
-priced. The issue targets (TPOT <= 8 %, TTFT <= 20 % per engine) lie above every bound.
+priced. The issue targets (TPOT <= 8 %, TTFT <= 20 % per engine) lie above every bound but vLLM's TTFT: since issue #23
+(2026-12-06) the vLLM 0.12 profile no longer carries the per-request time and start-up cohorts fitted to these rows
+(16.3 % with them), which made the H200 runs worse (docs/cross_gpu_accuracy.md §8.4; tests/reference/
+test_cross_gpu_accuracy.py gates the cross-GPU figure).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from pdplan.io.catalog import open_catalog
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 REPORTED = {  # docs/accuracy_engines.md, "Per engine": rows, TPOT and TTFT median |error| in %
-    "sglang": (84, 5.4, 12.9),
-    "trtllm": (357, 5.1, 13.6),
-    "vllm": (138, 1.9, 16.3),
+    "sglang": (84, 5.6, 12.9),
+    "trtllm": (357, 4.7, 13.7),
+    "vllm": (138, 7.4, 41.0),
 }
 TOLERANCE_POINTS = 1.0
 """Slack over the reported medians (printed to one decimal), in percentage points: enough for a harmless change in

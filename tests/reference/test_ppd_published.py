@@ -5,12 +5,15 @@ figures as recorded in docs/mission_features.md §2) against pdplan's closed for
    than full prefill (~2% vs ~48% TPOT degradation)", batch 200, Llama-3.1-8B on one H100;
    ``scripts/tests/interference_benchmark.py``: decode requests of 2,048 cached context). Priced here as the stretch
    of the decode step that carries the prefill (every co-running sequence's token interval during it): a full
-   1,024-token prefill gives +48.7 % (published ~48 %: within 10 points). The caveat of §2: the benchmark's docstring
-   says the append is 128 tokens, its config 1,024. With 128 tokens on 2,048 cached the append costs +7.2 %, 6.8x less
-   than the full prefill (published ~2 %, 24x less: the same direction and order, a smaller ratio: below the GEMM
-   ridge the roofline still charges the append's attention and the rows past B = 200). With the config's 1,024 on
-   2,048 cached the append costs *more* than the 1,024-token full prefill (+54.7 %: the same GEMM rows plus attention
-   over 3,072 keys): compute alone cannot give the published gap at those shapes; the test records it.
+   1,024-token prefill gives +62.5 % (published ~48 %: 14.5 points over, outside the 10-point tolerance; +48.7 %
+   until issue #23 removed vLLM 0.12's fitted per-sequence host time, 49 µs × 200 = 9.8 ms of the 200-sequence step
+   it divides by, because it did not transfer across GPUs: docs/cross_gpu_accuracy.md §8.4; recorded as an expected
+   failure below). The caveat of §2: the benchmark's docstring says the append is 128 tokens, its config 1,024. With
+   128 tokens on 2,048 cached the append costs +9.2 %, 6.8x less than the full prefill (published ~2 %, 24x less: the
+   same direction and order, a smaller ratio: below the GEMM ridge the roofline still charges the append's attention
+   and the rows past B = 200). With the config's 1,024 on 2,048 cached the append costs *more* than the 1,024-token
+   full prefill (+70.3 %: the same GEMM rows plus attention over 3,072 keys): compute alone cannot give the published
+   gap at those shapes; the test records it.
 2. **Turn-2 TTFT** falls by 48–73 % (secondary, P3/P4: the synthetic sweep; Table 1 1P_3D long context, high QPS
    −73.3 %). Case: 1P3D Llama-3.1-8B on H100 over NVLink (the repository's P2pNcclConnector over NVLink), Turn 1
    1,024 → 1,024 tokens (the "large" context class), a 128-token append in Turn 2, think time 2 s; at 30, 60 and 90 %
@@ -61,12 +64,23 @@ def _interference(hw: Any, budget: int, new: float, cached: float) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="priced +62.5 % against the published ~48 % since issue #23 removed vLLM 0.12's fitted per-sequence host "
+    "time (docs/cross_gpu_accuracy.md §8.4); module docstring, item 1",
+)
+def test_full_prefill_interference_matches_the_published_48_percent() -> None:
+    res = resolve(load_scenario(EXAMPLE), open_catalog())
+    full = _interference(res.hardware.decode, res.chunk_tokens, 1024.0, 0.0)
+    assert full == pytest.approx(0.48, abs=0.10)
+
+
+@pytest.mark.slow
 def test_append_prefill_interferes_an_order_less_than_full_prefill() -> None:
     res = resolve(load_scenario(EXAMPLE), open_catalog())
     hw, budget = res.hardware.decode, res.chunk_tokens
     full = _interference(hw, budget, 1024.0, 0.0)
     append = _interference(hw, budget, 128.0, 2048.0)
-    assert full == pytest.approx(0.48, abs=0.10)
     assert append < 0.10
     assert full / append > 5.0  # published ~24x; the same order (module docstring)
     assert _interference(hw, budget, 1024.0, 2048.0) >= full  # the config's shape: compute alone gives no gap

@@ -105,11 +105,11 @@ def test_step_and_request_overheads_by_hand() -> None:
     over = load_engine("vllm").overheads
     # 64 layers, TP 1: only the per-step constant (launch gaps and collectives are 0 in the shipped profile)
     assert over.step_overhead_s(64, 1) == pytest.approx(over.step_s.value)
-    # request: 24.9 ms (fitted) + 4.096 x 2 ms; no per-layer dispatch term in the shipped profile
-    assert over.request_overhead_s(64, 4096) == pytest.approx(0.0249 + 0.008192)
+    # request: 5 ms (unfitted since issue #23) + 4.096 x 2 ms; no per-layer dispatch term in the shipped profile
+    assert over.request_overhead_s(64, 4096) == pytest.approx(0.005 + 0.008192)
     # with AIConfigurator's 0.8 ms per layer: + 64 x 0.8 ms
     per_layer = over.model_copy(update={"request_s_per_layer": Sourced(value=0.0008, source="test")})
-    assert per_layer.request_overhead_s(64, 4096) == pytest.approx(0.0249 + 0.0512 + 0.008192)
+    assert per_layer.request_overhead_s(64, 4096) == pytest.approx(0.005 + 0.0512 + 0.008192)
 
 
 def test_engine_by_path_and_from_hardware_db(tmp_path: Path) -> None:

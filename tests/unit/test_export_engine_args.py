@@ -273,7 +273,7 @@ def test_the_trtllm_export_writes_the_plan_numbers_tensorrt_llm_accepts(tmp_path
     assert any("free_gpu_memory_fraction is not written" in w for w in result.warnings)
     server = next(ns for p, ns in parsed if p == "trtllm-serve disaggregated")
     config = yaml.safe_load(Path(server.config_file).read_text())
-    assert config["context_servers"]["num_instances"] == 8
+    assert config["context_servers"]["num_instances"] == 10
     assert config["context_servers"]["router"] == {"type": "load_balancing"}  # priced least-work: the nearest
 
 
