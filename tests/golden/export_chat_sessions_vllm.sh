@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 3 of 5 from examples/chat-sessions.yaml
-# plan: 3P4D h100-sxm TP1 / h100-sxm TP1 request cache affinity + host-dram-pcie5 1.00 TiB; 7 GPUs; goodput 71.27 req/s
-# at that rate: TTFT P90 985.7 ms, TPOT P90 38.91 ms
+# plan: 1P1D h100-sxm TP1 / h100-sxm TP1 request cache affinity + host-dram-pcie5 1.00 TiB; 2 GPUs; goodput 20.84 req/s
+# at that rate: TTFT P90 925.6 ms, TPOT P90 33.13 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
-# prefill: 3 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# decode: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # WARNING: the plan was priced with least-work prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
 # WARNING: the plan was priced with prefix-affinity routing, but vLLM 0.20.1 has no prefix-affine router (its toy proxy and any load balancer spread requests): affinity is not enforced
@@ -20,10 +20,10 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|proxy}"
 case "$role" in
   prefill)
-    # prefill: 3 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 3 a node in slots 0..2, 1 node(s) of 8 GPUs; on node n, instance n*3+SLOT: bash THIS_FILE prefill SLOT
+    # prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 1 a node in slots 0..0, 1 node(s) of 8 GPUs; on node n, instance n*1+SLOT: bash THIS_FILE prefill SLOT
     SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 2 ] || { echo "SLOT must be 0..2 (3 instance(s) a node)" >&2; exit 2; }
+    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 0 ] || { echo "SLOT must be 0..0 (1 instance(s) a node)" >&2; exit 2; }
     CUDA_VISIBLE_DEVICES="$(seq -s, $((SLOT * 1)) $((SLOT * 1 + 0)))" \
     VLLM_NIXL_SIDE_CHANNEL_HOST="${HOST_IP:?set HOST_IP to the address of this instance}" \
     VLLM_NIXL_SIDE_CHANNEL_PORT="$((5600 + SLOT))" \
@@ -39,10 +39,10 @@ case "$role" in
       --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_producer","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"},{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"cpu_bytes_to_use":137438953472}}]}}'
     ;;
   decode)
-    # decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 4 a node in slots 0..3, 1 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE decode SLOT
+    # decode: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 1 a node in slots 0..0, 1 node(s) of 8 GPUs; on node n, instance n*1+SLOT: bash THIS_FILE decode SLOT
     SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
+    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 0 ] || { echo "SLOT must be 0..0 (1 instance(s) a node)" >&2; exit 2; }
     CUDA_VISIBLE_DEVICES="$(seq -s, $((SLOT * 1)) $((SLOT * 1 + 0)))" \
     VLLM_NIXL_SIDE_CHANNEL_HOST="${HOST_IP:?set HOST_IP to the address of this instance}" \
     VLLM_NIXL_SIDE_CHANNEL_PORT="$((5600 + SLOT))" \
@@ -64,8 +64,8 @@ case "$role" in
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
     [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
     p_hosts=(); p_ports=(); d_hosts=(); d_ports=()
-    for ((i = 0; i < 3; i++)); do h=${prefill_hosts[i / 3]}; k=$((i % 3)); p_hosts+=("$h"); p_ports+=($((8100 + k))); done
-    for ((i = 0; i < 4; i++)); do h=${decode_hosts[i / 4]}; k=$((i % 4)); d_hosts+=("$h"); d_ports+=($((8200 + k))); done
+    for ((i = 0; i < 1; i++)); do h=${prefill_hosts[i / 1]}; k=$((i % 1)); p_hosts+=("$h"); p_ports+=($((8100 + k))); done
+    for ((i = 0; i < 1; i++)); do h=${decode_hosts[i / 1]}; k=$((i % 1)); d_hosts+=("$h"); d_ports+=($((8200 + k))); done
     exec python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py \
       --host 0.0.0.0 \
       --port 8192 \

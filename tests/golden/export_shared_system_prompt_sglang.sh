@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: 1P3D h100-sxm TP1 / h100-sxm TP1 request cache affinity; 4 GPUs; goodput 98.7 req/s
-# at that rate: TTFT P90 487.2 ms, TPOT P90 43.06 ms
+# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache load-balance; 6 GPUs; goodput 167.5 req/s
+# at that rate: TTFT P90 425.9 ms, TPOT P90 33.69 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
-# prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# decode: 3 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
+# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
+# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
@@ -18,10 +19,10 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|router}"
 case "$role" in
   prefill)
-    # prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 1 a node in slots 0..0, 1 node(s) of 8 GPUs; on node n, instance n*1+SLOT: bash THIS_FILE prefill SLOT
+    # prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 2 a node in slots 0..1, 1 node(s) of 8 GPUs; on node n, instance n*2+SLOT: bash THIS_FILE prefill SLOT
     SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 0 ] || { echo "SLOT must be 0..0 (1 instance(s) a node)" >&2; exit 2; }
+    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 1 ] || { echo "SLOT must be 0..1 (2 instance(s) a node)" >&2; exit 2; }
     exec python -m sglang.launch_server \
       --model-path meta-llama/Llama-3.1-8B-Instruct \
       --host "${HOST_IP:?set HOST_IP to the address of this instance}" \
@@ -37,10 +38,10 @@ case "$role" in
       --dtype bfloat16
     ;;
   decode)
-    # decode: 3 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 3 a node in slots 0..2, 1 node(s) of 8 GPUs; on node n, instance n*3+SLOT: bash THIS_FILE decode SLOT
+    # decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 4 a node in slots 0..3, 1 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE decode SLOT
     SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 2 ] || { echo "SLOT must be 0..2 (3 instance(s) a node)" >&2; exit 2; }
+    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
     exec python -m sglang.launch_server \
       --model-path meta-llama/Llama-3.1-8B-Instruct \
       --host "${HOST_IP:?set HOST_IP to the address of this instance}" \
@@ -62,12 +63,12 @@ case "$role" in
     read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
     [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
     urls=()
-    for ((i = 0; i < 1; i++)); do h=${prefill_hosts[i / 1]}; k=$((i % 1)); urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k))); done
-    for ((i = 0; i < 3; i++)); do h=${decode_hosts[i / 3]}; k=$((i % 3)); urls+=(--decode "http://$h:$((30001 + k))"); done
+    for ((i = 0; i < 2; i++)); do h=${prefill_hosts[i / 2]}; k=$((i % 2)); urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k))); done
+    for ((i = 0; i < 4; i++)); do h=${decode_hosts[i / 4]}; k=$((i % 4)); urls+=(--decode "http://$h:$((30001 + k))"); done
     exec python -m sglang_router.launch_router \
       --pd-disaggregation \
       "${urls[@]}" \
-      --prefill-policy cache_aware \
+      --prefill-policy power_of_two \
       --decode-policy random \
       --host 0.0.0.0 \
       --port 8000
