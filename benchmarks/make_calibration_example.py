@@ -29,6 +29,7 @@ TRUTH = {
     "collective_s": 2.0e-5,
     "launch_gap_s_per_layer": 8.0e-6,
     "request_s": 0.03,
+    "startup_cohorts": 2.79,  # the packaged vLLM profile's value when these runs were made (it is 1 since issue #23)
 }
 HF_ID = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen3-32b": "Qwen/Qwen3-32B"}
 # (model, tp, concurrency); ISL 1024, OSL 256 throughout, 10 prompts per client
