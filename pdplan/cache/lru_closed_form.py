@@ -138,7 +138,11 @@ class ThinkTime:
 
 def characteristic_time_s(occupancy: Callable[[float], float], capacity: float, saturation: float) -> float:
     """T_C with ``occupancy(T_C) = capacity`` for a nondecreasing occupancy W(T) with W(0) = 0 and limit
-    ``saturation`` (∞ when some items are never reused); ∞ when the capacity holds everything (≥ saturation)."""
+    ``saturation`` (∞ when some items are never reused); ∞ when the capacity holds everything (≥ saturation).
+
+    The root is bracketed within a factor 4 from above (``high``) before brentq, whose tolerance is relative to
+    ``high``: a capacity far below the occupancy at 1 s (a few tokens, or a subnormal number) otherwise left T_C at a
+    tolerance far above the root, and a cache of 5e-324 tokens hit more than one of 1 token (hypothesis found it)."""
     if capacity <= 0:
         return 0.0
     if capacity >= saturation:
@@ -146,6 +150,8 @@ def characteristic_time_s(occupancy: Callable[[float], float], capacity: float, 
     high = 1.0
     while occupancy(high) < capacity:
         high *= 4.0
+    while high > 1e-300 and occupancy(high / 4.0) >= capacity:
+        high /= 4.0
     return float(brentq(lambda t: occupancy(t) - capacity, 0.0, high, xtol=1e-9 * high, rtol=1e-12))
 
 

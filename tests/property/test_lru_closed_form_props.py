@@ -64,3 +64,12 @@ def test_shared_prefixes(n: int, s: float, rate: float, question: float, capacit
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(ratios))
     for r in results:
         assert np.all((r.hit_probability >= 0) & (r.hit_probability <= 1))
+
+
+def test_a_subnormal_capacity_hits_no_more_than_one_token() -> None:
+    """The case hypothesis found: 200 Zipf(2) prefixes at 1 request/s; a cache of 5e-324 tokens hit 20.6 % (T_C was
+    left at brentq's tolerance, far above its root), one of 1 token 0.13 %."""
+    lengths = tuple(float(64 * (1 + j % 5)) for j in range(200))
+    workload = SharedPrefixWorkload(1.0, lengths, zipf_popularity(200, 2.0), 0.0, 100.0)
+    tiny, one = (shared_prefix_cache(workload, c).token_hit_ratio for c in (5e-324, 1.0))
+    assert 0.0 <= tiny <= one < 0.01

@@ -88,8 +88,9 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
 
 @pytest.mark.xdist_group("optimized")
 def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Optimized, tmp_path: Path) -> None:
-    """chat-sessions rank 3 (3P4D, affinity, 1 TiB host DRAM per 8-GPU node: 128 GiB per TP1 prefill instance) on
-    Dynamo / vLLM and plain vLLM, and shared-system-prompt rank 1 on SGLang, as the engines parse them."""
+    """chat-sessions rank 3 (affinity, 1 TiB host DRAM per 8-GPU node: 128 GiB per TP1 prefill instance) on
+    Dynamo / vLLM and plain vLLM, and shared-system-prompt's best plan with prefix affinity on SGLang, as the engines
+    parse them."""
     chat = document("chat-sessions", optimized)
     parsed = _check_export(export(chat, 3, "dynamo", "vllm"), "dynamo", tmp_path / "dynamo")
     prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
@@ -105,7 +106,10 @@ def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Op
     caching = {ns.port // 100 * 100: ns.enable_prefix_caching for p, ns in parsed if p == "vllm serve"}
     assert caching == {8100: True, 8200: None}  # prefill caches; decode keeps vLLM's default
     shared = document("shared-system-prompt", optimized)
-    parsed = _check_export(export(shared, 1, "sglang"), "sglang", tmp_path / "sglang")
+    affine = next(
+        i + 1 for i, plan in enumerate(shared.plans) if (plan.get("cache") or {}).get("routing") == "affinity"
+    )
+    parsed = _check_export(export(shared, affine, "sglang"), "sglang", tmp_path / "sglang")
     router = next(ns for p, ns in parsed if p == "python -m sglang_router.launch_router")
     assert router.prefill_policy == "cache_aware"
     assert all(ns.disable_radix_cache is not True for p, ns in parsed if p == "python -m sglang.launch_server")
