@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from pdplan.report.export.cache import cache_affinity, cache_role
 from pdplan.report.export.common import Chosen, ExportContext
+from pdplan.report.export.vllm_dp import BALANCER, vllm_dp_front
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
 DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
@@ -89,8 +90,9 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
     return []
 
 
-def routing_line(chosen: Chosen, target: str) -> str:
-    """One header line: what the plan priced and what the file's router does."""
+def routing_line(chosen: Chosen, target: str, ctx: ExportContext | None = None) -> str:
+    """One header line: what the plan priced and what the file's router does (for a colocated vLLM plan, whether
+    vLLM's data-parallel front serves it: :mod:`pdplan.report.export.vllm_dp`, which needs ``ctx``)."""
     pool, policy = _front_pool(chosen)
     priced = "not recorded" if policy is None else f"priced with {policy} {pool} routing"
     if cache_affinity(chosen):
@@ -99,14 +101,28 @@ def routing_line(chosen: Chosen, target: str) -> str:
         does = (
             "vLLM's toy proxy round-robins over prefillers and decoders"
             if chosen.plan.mode == "disaggregated"
-            else "no router: put the instances behind a load balancer (round-robin splits them more evenly than the "
-            "random split priced)"
+            else _vllm_colocated_front(chosen, ctx)
         )
     elif target == "sglang":
         does = f"the SGLang router runs {sglang_policies(chosen) or 'its default policy'}"
     else:
         does = f"Dynamo's frontend runs --router-mode {dynamo_router_mode(chosen) or 'its default'}"
     return f"routing: {priced}; {does}"
+
+
+def _vllm_colocated_front(chosen: Chosen, ctx: ExportContext | None) -> str:
+    """What fronts a colocated vLLM plan: vLLM's data-parallel balancer where it serves the priced instances, else
+    no router (vLLM ships no balancer for separate servers)."""
+    dp = vllm_dp_front(chosen, ctx) if ctx is not None else None
+    if dp is not None and dp.size is not None:
+        return f"{BALANCER}, a load-aware split over the {dp.size} data-parallel engines"
+    if dp is not None and chosen.plan.roles()[0][1].count == 1:
+        return dp.why_not
+    why = "" if dp is None else f" ({dp.why_not})"
+    return (
+        f"vLLM ships no load balancer for separate servers{why}: put the instances behind one (round-robin splits "
+        "them more evenly than the random split priced)"
+    )
 
 
 def sglang_policies(chosen: Chosen) -> str:
