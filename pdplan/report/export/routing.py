@@ -6,13 +6,17 @@ docs/queueing.md; the plan's ``priced.routing.prefill``), and the decode pool an
 split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/serving/disaggregated.py, colocated.py).
 
 * **vLLM proxy** (vllm-project/vllm ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``): it cycles
-  through its prefiller and decoder clients in turn (round-robin) and has no policy option.
+  through its prefiller and decoder clients in turn (round-robin) and has no policy option. A colocated plan runs
+  behind vLLM's data-parallel balancer where it fits one node as priced (:mod:`pdplan.report.export.vllm_dp`: the
+  engine with the fewest ``4 · waiting + running``), else behind none (vLLM ships none for separate servers).
 * **SGLang router** (sgl-project/sglang ``sgl-router/py_src/sglang_router/router_args.py``): ``--policy``,
   ``--prefill-policy`` and ``--decode-policy`` take ``random``, ``round_robin``, ``cache_aware`` (the default) or
   ``power_of_two`` (the less loaded of two random workers); none is least-work, so least-work is written as
   ``power_of_two``, the nearest load-aware choice, with a warning.
 * **Dynamo frontend** (ai-dynamo/dynamo ``components/src/dynamo/frontend/frontend_args.py``): ``--router-mode``
-  ``round-robin`` (the default), ``random`` or ``kv``; the KV router (docs/router: a worker's cost is the prefill
+  ``round-robin`` (the default), ``random`` or ``kv``; it routes to every worker of the graph, so a colocated plan's
+  aggregated workers need no other balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker
+  service); the KV router (docs/router: a worker's cost is the prefill
   blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
   warning that it is not the same policy.
 
@@ -105,6 +109,10 @@ def routing_line(chosen: Chosen, target: str, ctx: ExportContext | None = None) 
         )
     elif target == "sglang":
         does = f"the SGLang router runs {sglang_policies(chosen) or 'its default policy'}"
+    elif chosen.plan.mode == "colocated":
+        workers = chosen.plan.roles()[0][1].count
+        mode = dynamo_router_mode(chosen) or "its default"
+        does = f"Dynamo's frontend balances over the {workers} aggregated worker(s) with --router-mode {mode}"
     else:
         does = f"Dynamo's frontend runs --router-mode {dynamo_router_mode(chosen) or 'its default'}"
     return f"routing: {priced}; {does}"

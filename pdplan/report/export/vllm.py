@@ -152,7 +152,8 @@ USAGE_REMOTE = """  remote-prefill: once per instance of the remote prefill clus
     it sends its requests to the remote prefill instances, then to the local decoders."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
-    servers (its toy proxy is for prefill/decode pairs): put the instances behind one (round-robin)."""
+    servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where the
+    instances fit one node as priced): put two or more behind one (round-robin)."""
 USAGE_DP = """Usage: bash THIS_FILE colocated
   once, on one node: one vllm serve runs the plan's {size} instances as data-parallel engines, each request sent
     to the least loaded by vLLM's own load balancer, all on port {port}."""
