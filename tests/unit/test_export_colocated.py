@@ -18,6 +18,7 @@ from support.engine_args import EngineRefusal, check
 from support.export_argv import script_argvs
 
 from pdplan.io.catalog import open_catalog
+from pdplan.io.export_data import engine_flags
 from pdplan.report.export import ExportResult, export_plan, plan_gpus
 from pdplan.report.export.context import export_context
 from pdplan.specs.base import validate_spec
@@ -88,6 +89,8 @@ def test_vllm_instances_on_one_node_run_as_data_parallel_engines(tmp_path: Path)
     assert "4 x waiting + running" in _routing(result)
     assert "SLOT" not in result.text  # one launch, no per-instance slots
     assert [c.program for c in result.commands] == ["vllm serve"]
+    accepted = set(engine_flags().programs["vllm serve"].flags)  # the curated list, too
+    assert {flag for flag, _ in result.commands[0].flags} <= accepted
 
 
 def test_vllm_instances_wider_than_a_node_keep_one_server_each_and_the_note(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ The front is written only where the plan's instance is exactly that rank: z > 1 
 attention DP, no EP, each checked against the wheel above only for TP per rank), a dense model the catalogue knows,
 and z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node). Multi-node data parallelism
 (``--data-parallel-size-local``, ``--data-parallel-address``, ``--headless`` on the other nodes) is not written.
+These sources, as data: ``engines.vllm.sources.colocated_front`` in ``pdplan/data/export/targets.yaml``.
 """
 
 from __future__ import annotations
