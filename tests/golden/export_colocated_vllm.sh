@@ -7,11 +7,12 @@
 # tokens per step: 2048, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with random colocated routing; no router: put the instances behind a load balancer (round-robin splits them more evenly than the random split priced)
+# routing: priced with random colocated routing; one instance: no load balancer needed
 #
 # Usage: bash THIS_FILE colocated SLOT
 #   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
-#     servers (its toy proxy is for prefill/decode pairs): put the instances behind one (round-robin).
+#     servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where the
+#     instances fit one node as priced): put two or more behind one (round-robin).
 set -euo pipefail
 role="${1:?usage: $0 colocated}"
 case "$role" in

@@ -3,7 +3,9 @@ goldens, so one ``pytest tests/golden --update-golden`` run regenerates everythi
 
 Inputs: ``examples/default.yaml`` rank 1 (disaggregated, one GPU type, request-wise KV transfer: the one
 granularity its default engine's connector runs, so every target takes it),
-``examples/opt-13b-a100-distserve.yaml`` rank 1 (colocated), and the synthetic report fixture's rank 3 (H100
+``examples/opt-13b-a100-distserve.yaml`` rank 1 (colocated: one instance; and with ``colocated_count=4``, four TP2
+instances on one 8-GPU node, behind each target's front: vLLM's data parallelism, SGLang's router, Dynamo's frontend,
+TensorRT-LLM's note), and the synthetic report fixture's rank 3 (H100
 prefill, H20 decode: mixed GPU types) from a document that records no engine settings, engine or dtypes, on Dynamo's
 SGLang workers (the plan is priced with chunk-granularity KV transfer, which vLLM workers cannot run: refused).
 KV-aware plans (prefix caching, affinity routing): ``examples/chat-sessions.yaml`` rank 3 (3P4D with a 1 TiB host-DRAM
@@ -36,6 +38,10 @@ CASES = [
     ("default", 1, "trtllm", "vllm", "export_default_trtllm.sh"),
     ("opt-13b-a100-distserve", 1, "vllm", "vllm", "export_colocated_vllm.sh"),
     ("opt-13b-a100-distserve", 1, "dynamo", "vllm", "export_colocated_dynamo.yaml"),
+    ("opt-13b-a100-distserve@4", 1, "vllm", "vllm", "export_colocated4_vllm.sh"),
+    ("opt-13b-a100-distserve@4", 1, "sglang", "vllm", "export_colocated4_sglang.sh"),
+    ("opt-13b-a100-distserve@4", 1, "dynamo", "vllm", "export_colocated4_dynamo.yaml"),
+    ("opt-13b-a100-distserve@4", 1, "trtllm", "vllm", "export_colocated4_trtllm.sh"),
     ("fixture", 3, "dynamo", "sglang", "export_mixed_gpu_dynamo.yaml"),
     ("chat-sessions", 3, "vllm", "vllm", "export_chat_sessions_vllm.sh"),
     ("chat-sessions", 3, "dynamo", "vllm", "export_chat_sessions_dynamo.yaml"),
@@ -48,7 +54,12 @@ CASES = [
 def _report(name: str, optimized: Optimized) -> str:
     """``optimize --format json`` of an example (search time zeroed, the run shared through ``optimized``), or of the
     synthetic fixture as a document that records no engine settings, engine or dtypes (:func:`_unrecorded`)."""
-    text = render_optimize(plan_result() if name == "fixture" else optimized(name), "json")
+    if "@" in name:  # NAME@Z: the example with Z colocated instances (optimize --colocated Z)
+        example, count = name.split("@")
+        result = optimized(example, colocated_count=int(count))
+    else:
+        result = plan_result() if name == "fixture" else optimized(name)
+    text = render_optimize(result, "json")
     assert isinstance(text, str)
     return _unrecorded(text) if name == "fixture" else text
 
@@ -78,7 +89,7 @@ def test_export_matches_golden(
     golden: Callable[[str, str], None],
     optimized: Optimized,
 ) -> None:
-    source = "tests/support/plan_fixture.py" if plan == "fixture" else f"examples/{plan}.yaml"
+    source = "tests/support/plan_fixture.py" if plan == "fixture" else f"examples/{plan.split('@')[0]}.yaml"
     doc = read_plan_document("-", _report(plan, optimized))
     ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, source), source=source)
     result = export_plan(doc, target=target, rank=rank, ctx=ctx, source=source, backend=backend)

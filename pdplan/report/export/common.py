@@ -65,6 +65,9 @@ class ExportContext:
     """``pdplan/data/export/trtllm.yaml`` (``--to trtllm``)."""
     storage_kinds: Mapping[str, str] = field(default_factory=dict)
     """Kind (``host-dram``, ``local-ssd``, ``remote-pool``) of each storage entry the plans' cache tiers name."""
+    model_is_moe: bool | None = None
+    """Whether the plan's model preset has MoE layers (vLLM runs MoE data-parallel ranks in lockstep, dense ones
+    independently: :mod:`pdplan.report.export.vllm_dp`); None: the catalogue does not hold the model."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ def export_context(
         sglang=catalog.engine("sglang"),
         trtllm=trtllm_data(),
         storage_kinds={name: catalog.storage(name).kind for name in tier_storages(doc)},
+        model_is_moe=model_is_moe(catalog, doc),
     )
 
 
@@ -66,6 +67,18 @@ def tier_storages(doc: PlanDocument) -> set[str]:
             if isinstance(tier, dict) and isinstance(tier.get("storage"), str):
                 names.add(tier["storage"])
     return names
+
+
+def model_is_moe(catalog: Catalog, doc: PlanDocument) -> bool | None:
+    """Whether the plan's model preset (``inputs.model``) has MoE layers; None where the document names no model or
+    the catalogue does not hold it (a plan exported with ``--model-id`` for a model pdplan has no preset of)."""
+    name = doc.model_name
+    if name is None:
+        return None
+    try:
+        return catalog.model(name).is_moe
+    except SpecError:
+        return None
 
 
 def hf_model_id(catalog: Catalog, doc: PlanDocument, source: str) -> str:

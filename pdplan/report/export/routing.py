@@ -6,13 +6,17 @@ docs/queueing.md; the plan's ``priced.routing.prefill``), and the decode pool an
 split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/serving/disaggregated.py, colocated.py).
 
 * **vLLM proxy** (vllm-project/vllm ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``): it cycles
-  through its prefiller and decoder clients in turn (round-robin) and has no policy option.
+  through its prefiller and decoder clients in turn (round-robin) and has no policy option. A colocated plan runs
+  behind vLLM's data-parallel balancer where it fits one node as priced (:mod:`pdplan.report.export.vllm_dp`: the
+  engine with the fewest ``4 · waiting + running``), else behind none (vLLM ships none for separate servers).
 * **SGLang router** (sgl-project/sglang ``sgl-router/py_src/sglang_router/router_args.py``): ``--policy``,
   ``--prefill-policy`` and ``--decode-policy`` take ``random``, ``round_robin``, ``cache_aware`` (the default) or
   ``power_of_two`` (the less loaded of two random workers); none is least-work, so least-work is written as
   ``power_of_two``, the nearest load-aware choice, with a warning.
 * **Dynamo frontend** (ai-dynamo/dynamo ``components/src/dynamo/frontend/frontend_args.py``): ``--router-mode``
-  ``round-robin`` (the default), ``random`` or ``kv``; the KV router (docs/router: a worker's cost is the prefill
+  ``round-robin`` (the default), ``random`` or ``kv``; it routes to every worker of the graph, so a colocated plan's
+  aggregated workers need no other balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker
+  service); the KV router (docs/router: a worker's cost is the prefill
   blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
   warning that it is not the same policy.
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 from pdplan.report.export.cache import cache_affinity, cache_role
 from pdplan.report.export.common import Chosen, ExportContext
+from pdplan.report.export.vllm_dp import BALANCER, vllm_dp_front
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
 DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
@@ -89,8 +94,9 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
     return []
 
 
-def routing_line(chosen: Chosen, target: str) -> str:
-    """One header line: what the plan priced and what the file's router does."""
+def routing_line(chosen: Chosen, target: str, ctx: ExportContext | None = None) -> str:
+    """One header line: what the plan priced and what the file's router does (for a colocated vLLM plan, whether
+    vLLM's data-parallel front serves it: :mod:`pdplan.report.export.vllm_dp`, which needs ``ctx``)."""
     pool, policy = _front_pool(chosen)
     priced = "not recorded" if policy is None else f"priced with {policy} {pool} routing"
     if cache_affinity(chosen):
@@ -99,14 +105,32 @@ def routing_line(chosen: Chosen, target: str) -> str:
         does = (
             "vLLM's toy proxy round-robins over prefillers and decoders"
             if chosen.plan.mode == "disaggregated"
-            else "no router: put the instances behind a load balancer (round-robin splits them more evenly than the "
-            "random split priced)"
+            else _vllm_colocated_front(chosen, ctx)
         )
     elif target == "sglang":
         does = f"the SGLang router runs {sglang_policies(chosen) or 'its default policy'}"
+    elif chosen.plan.mode == "colocated":
+        workers = chosen.plan.roles()[0][1].count
+        mode = dynamo_router_mode(chosen) or "its default"
+        does = f"Dynamo's frontend balances over the {workers} aggregated worker(s) with --router-mode {mode}"
     else:
         does = f"Dynamo's frontend runs --router-mode {dynamo_router_mode(chosen) or 'its default'}"
     return f"routing: {priced}; {does}"
+
+
+def _vllm_colocated_front(chosen: Chosen, ctx: ExportContext | None) -> str:
+    """What fronts a colocated vLLM plan: vLLM's data-parallel balancer where it serves the priced instances, else
+    no router (vLLM ships no balancer for separate servers)."""
+    dp = vllm_dp_front(chosen, ctx) if ctx is not None else None
+    if dp is not None and dp.size is not None:
+        return f"{BALANCER}, a load-aware split over the {dp.size} data-parallel engines"
+    if dp is not None and chosen.plan.roles()[0][1].count == 1:
+        return dp.why_not
+    why = "" if dp is None else f" ({dp.why_not})"
+    return (
+        f"vLLM ships no load balancer for separate servers{why}: put the instances behind one (round-robin splits "
+        "them more evenly than the random split priced)"
+    )
 
 
 def sglang_policies(chosen: Chosen) -> str:

@@ -183,6 +183,9 @@ class Launcher:
     front_lines: Callable[[LaunchCommand], list[str]] = command_lines
     front_colocated: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A colocated plan's load balancer (SGLang's router); None: the engine ships none."""
+    colocated_one: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str], str] | None] | None = None
+    """A colocated plan served by one engine process with its own balancer (vLLM's data parallelism): its command,
+    comment lines and usage text; None (or a hook returning None): one process per instance."""
     remote_front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A PrfaaS plan's second front: the same program over the remote prefill cluster and the local decode pool."""
     usage_remote: str = ""
@@ -194,14 +197,19 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
     single_node_only(chosen, ctx, launcher.engine)
     header = header_lines(chosen, ctx, launcher.engine, warnings)
     header.append(engine_line(chosen, ctx, launcher.engine))
-    header.append(routing_line(chosen, launcher.engine))
+    header.append(routing_line(chosen, launcher.engine, ctx))
+    disaggregated = chosen.plan.mode == "disaggregated"
+    one = None if disaggregated or launcher.colocated_one is None else launcher.colocated_one(chosen, ctx)
+    if one is not None:
+        cmd, comments, usage = one
+        text = script(header, usage, [("colocated", [*comments, *command_lines(cmd)])])
+        return ExportResult(text=text, commands=(cmd,), warnings=tuple(warnings))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     for role_name, _ in chosen.plan.roles():
         cmd = launcher.role_command(chosen, ctx, role_name)
         commands.append(cmd)
         cases.append((role_name, [*role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
-    disaggregated = chosen.plan.mode == "disaggregated"
     usage = launcher.usage_disaggregated if disaggregated else launcher.usage_colocated
     front_of = launcher.front if disaggregated else launcher.front_colocated
     if front_of is not None:

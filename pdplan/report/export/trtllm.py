@@ -8,7 +8,11 @@ YAML of LLM-API arguments (``tensorrt_llm/llmapi/llm_args.py`` ``BaseLlmArgs``, 
 ``generation_servers`` sections list ``num_instances``, ``urls`` (``host:port``) and a ``router`` ``type``
 (``extract_disagg_cfg`` / ``extract_ctx_gen_cfgs`` / ``extract_router_config``), serving on ``hostname`` /
 ``port``. Colocated plans: one plain ``trtllm-serve`` per instance; TensorRT-LLM ships no load balancer for
-separate servers, so the header says to put them behind one.
+separate servers, so the header says to put them behind one. Its disaggregated server cannot be that balancer over
+aggregated servers alone: ``tensorrt_llm/serve/openai_disagg_server.py`` (``OpenAIDisaggServer.__init__``, in the
+code index's copy) refuses a config without context servers ("At least one context server must be provided")
+unless ``TRTLLM_DISAGG_BENCHMARK_GEN_ONLY=1``, a benchmarking switch that sends requests to the generation servers
+only, which pdplan does not write.
 
 The YAML per role: ``tensor_parallel_size``, ``pipeline_parallel_size``, ``moe_expert_parallel_size`` (EP > 1),
 ``max_batch_size`` (the plan's batch cap on generation and colocated servers), ``max_num_tokens`` (the priced token
@@ -211,8 +215,8 @@ def _routing_line(chosen: Chosen, data: TrtllmData) -> str:
     routing = priced_routing(chosen)
     if chosen.plan.mode == "colocated":
         return (
-            f"routing: priced with {routing.get('colocated') or 'an unrecorded'} colocated routing; no router: put "
-            "the instances behind a load balancer"
+            f"routing: priced with {routing.get('colocated') or 'an unrecorded'} colocated routing; no router "
+            "(trtllm-serve disaggregated needs context servers): put the instances behind a load balancer"
         )
     names = ("prefill", "decode")
     priced = ", ".join(f"{routing.get(name) or 'unrecorded'} {name}" for name in names)
@@ -228,8 +232,8 @@ USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE s
     writes disagg.yaml and runs trtllm-serve disaggregated on all interfaces."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port); TensorRT-LLM ships no load
-    balancer for separate servers (trtllm-serve disaggregated joins context and generation servers): put the
-    instances behind one (round-robin)."""
+    balancer for separate servers (trtllm-serve disaggregated joins context and generation servers, and refuses
+    a config without context servers): put two or more instances behind one (round-robin)."""
 
 
 def trtllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:

@@ -9,8 +9,11 @@ decoders the same with ``kv_role`` ``kv_consumer`` on port 8200; ``toy_proxy_ser
 ``--prefiller-hosts/--prefiller-ports`` and ``--decoder-hosts/--decoder-ports`` (one entry per instance), bound to
 all interfaces with ``--host 0.0.0.0`` (its default is 127.0.0.1) and routing round-robin (``itertools.cycle`` over
 its clients; :mod:`pdplan.report.export.routing`).
-Colocated plans: one plain ``vllm serve`` per instance, no connector. Ports and connector settings:
-``pdplan/data/export/targets.yaml``; engine arguments: :mod:`pdplan.report.export.engine_args`.
+Colocated plans: one ``vllm serve --data-parallel-size z`` on one node, whose data-parallel engines are the z
+instances behind vLLM's own load balancer, where that matches the priced instances
+(:mod:`pdplan.report.export.vllm_dp`); else one plain ``vllm serve`` per instance, no connector, and a note that vLLM
+ships no balancer for them. Ports and connector settings: ``pdplan/data/export/targets.yaml``; engine arguments:
+:mod:`pdplan.report.export.engine_args`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ from __future__ import annotations
 import json
 
 from pdplan.report.export.cache import plan_cache, vllm_transfer_config
-from pdplan.report.export.common import REMOTE_PREFILL, Chosen, ExportContext, ExportResult, LaunchCommand, base_role
+from pdplan.report.export.common import (
+    REMOTE_PREFILL,
+    Chosen,
+    ExportContext,
+    ExportResult,
+    LaunchCommand,
+    base_role,
+    comment_text,
+    gpu_facts,
+    role_summary,
+)
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import (
     Launcher,
@@ -30,6 +43,7 @@ from pdplan.report.export.shell import (
     pool_host_checks,
     slot_port,
 )
+from pdplan.report.export.vllm_dp import vllm_dp_front
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -63,6 +77,31 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
             ("UCX_NET_DEVICES", "all"),
         )
     return LaunchCommand(role=role_name, program="vllm serve", positional=(ctx.model_id,), flags=tuple(flags), env=env)
+
+
+def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str], str] | None:
+    """A colocated plan's z instances as one ``vllm serve --data-parallel-size z`` on GPUs ``0 .. z·g − 1`` of one
+    node (:mod:`pdplan.report.export.vllm_dp`), with its comment lines and usage; None where it does not apply."""
+    size = vllm_dp_front(chosen, ctx).size
+    if size is None:
+        return None
+    data = ctx.targets.engines["vllm"]
+    role = chosen.plan.roles()[0][1]
+    flags = role_engine_flags(chosen, ctx, "colocated", role, "vllm")
+    at = next(i for i, (flag, _) in enumerate(flags) if flag == "--tensor-parallel-size") + 1
+    flags = [("--port", str(data.colocated_port)), *flags[:at], ("--data-parallel-size", str(size)), *flags[at:]]
+    gpus = ",".join(str(g) for g in range(size * role.gpus_per_instance))
+    cmd = LaunchCommand(
+        role="colocated",
+        program="vllm serve",
+        positional=(ctx.model_id,),
+        flags=tuple(flags),
+        env=(("CUDA_VISIBLE_DEVICES", gpus),),
+    )
+    facts = gpu_facts(ctx, role)
+    where = f"all {size} instances on one node of {facts.gpus_per_node} GPUs, as data-parallel engines"
+    comments = [f"    # {comment_text(role_summary('colocated', role, facts))}", f"    # {comment_text(where)}"]
+    return cmd, comments, USAGE_DP.format(size=size, port=data.colocated_port)
 
 
 def _slot_gpus(pack: Packing) -> Raw:
@@ -113,7 +152,11 @@ USAGE_REMOTE = """  remote-prefill: once per instance of the remote prefill clus
     it sends its requests to the remote prefill instances, then to the local decoders."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
-    servers (its toy proxy is for prefill/decode pairs): put the instances behind one (round-robin)."""
+    servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where the
+    instances fit one node as priced): put two or more behind one (round-robin)."""
+USAGE_DP = """Usage: bash THIS_FILE colocated
+  once, on one node: one vllm serve runs the plan's {size} instances as data-parallel engines, each request sent
+    to the least loaded by vLLM's own load balancer, all on port {port}."""
 
 
 LAUNCHER = Launcher(
@@ -125,6 +168,7 @@ LAUNCHER = Launcher(
     USAGE_COLOCATED,
     USAGE_DISAGG,
     remote_front=_remote_proxy,
+    colocated_one=_data_parallel,
     usage_remote=USAGE_REMOTE,
 )
 
