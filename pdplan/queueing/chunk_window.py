@@ -19,7 +19,7 @@ Chunk queue: prompts queue FCFS for tokens; while it holds work every step is a 
 M/G/1 in time (the *fluid* queue) a prompt of L tokens occupies L/c steps, each with the plain part
 τ_p, plus its own prefill work: ``S_L = L·τ_p/c + t_p L + A_L`` (E[S] = E[L]τ_c/c, so
 ``ρ_f = λE[L]τ_c/c``; using the prompt's own attention cost rather than the mean per token keeps the
-variance of S that drives the wait). On top comes the *drain* waste δ_L: the step that empties
+variance of S that drives the wait). On top comes the *drain* waste δ_L = P_d w_L (below): the step that empties
 the queue carries m < c tokens but still costs τ_p plus its own prefill work d(m), where the fluid
 queue charged ``m·τ_p/c + t_p m``, wasting ``w_L = τ_p(1 − m/c) + d(m) − t_p m`` (≥ 0). d is the
 caller's: by default ``t_p m`` (w = τ_p(1 − m/c)); from the roofline, ``g(m) = G(m) − G(1)`` (a
@@ -27,13 +27,32 @@ partial chunk below the GEMM ridge rides on the weight read; :func:`pdplan.servi
 chunk_price`). For a lone prompt m is its remainder ``m_L = L − C(⌈L/C⌉ − 1)`` capped at c, d
 scaled by that cap (taken at the budget C rather than c, which keeps δ continuous in the rate and
 is exact at λ → 0, where S_L + δ_L = ⌈L/C⌉t0 + t_p(L − m_L) + d_L + A_L: the prompt's own chunks
-at zero load). Drains happen once per queue busy stretch and again after every drain step during
-which a prompt arrived: busy stretches start at rate λ(1 − ρ) (arrivals finding the queue empty,
-PASTA) and each has ``1/P(no arrival in a drain step) ≈ e^{λτ_d}`` drain steps, ``τ_d = τ_p +
-E[d(m) + m·E[A]/E[L]]``. Spreading the waste over prompts, ``δ_L = w_L(1 − ρ)e^{λτ_d}``; the
-utilisation then solves ``ρ = ρ_f + κ(1 − ρ)``, i.e. ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λe^{λτ_d}
-E[w_L]``. (Against ``pdplan simulate`` at 70 % load: ρ within 1 % of the simulated
-chunk-busy fraction, drain steps per busy stretch 1.09–1.37 predicted within 2 %.)
+at zero load).
+
+Drains (our derivation; docs/accuracy.md §6 measures it). A busy stretch of the queue starts at the step
+boundary after an arrival finds it empty: a prompt arriving during a plain step waits for its end, so all the
+arrivals of one plain step start one stretch, ``(1 − e^{−λτ_p})/τ_p`` stretches per second of empty queue, i.e.
+``(1 − ρ)g`` per prompt, ``g = (1 − e^{−λτ_p})/(λτ_p)`` (→ 1 as λτ_p → 0). A drain step with an arrival during it is
+followed by another, so a stretch has ``e^{λτ_d}`` drain steps (geometric, P(no arrival) = e^{−λτ_d}): ``a = g
+e^{λτ_d}`` drain steps per prompt and unit of 1 − ρ. The prompts whose last chunk rides in a drain step: the first
+of a stretch carries the arrivals of the plain step before it (1/g given at least one), each of the e^{λτ_d} − 1
+later ones those of the drain step before it (``λτ_d/(1 − e^{−λτ_d})``), ``λτ_d e^{λτ_d}`` in all, so ``P_d =
+min(1, (1 − ρ)b)``, ``b = 1 + gλτ_d e^{λτ_d}``: 1 in the gated regime of short prompts and a large budget, where
+every step takes all the prompts that arrived during the step before and empties the queue (an M/G/1 with gated
+service and multiple vacations, the class of Takagi, *Queueing Analysis* Vol. 1, 1991), and ``(1 − ρ)e^{λτ_d}`` to
+first order at low load. ``τ_d = τ_p + (b/a)E[d(m) + m E[A]/E[L]]``, b/a prompts' own last-chunk work per drain
+step (:func:`_drain_counts`). A long prompt arriving during a drain step does not fit in the
+next step; its own last chunk is counted as that drain (as before this count: ρ within 0.016 of the simulator for
+long prompts). Each drain step wastes its plain part on the tokens it lacks, and each prompt in it costs its own
+d(m) where the fluid queue charged ``m(τ_p/c + t_p)``: ``ρ = ρ_f + λ[(1 − ρ)aτ_p − P_d E[σ_L]]``, ``σ_L = m τ_p/c
++ t_p m − d(m)``, linear in 1 − ρ below the cap, ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λ(aτ_p − bE[σ])``; at P_d = 1,
+``ρ = (ρ_f − λE[σ] + λaτ_p)/(1 + λaτ_p)`` (:func:`_drain_rho`). A prompt's TTFT offset is ``S_L + P_d w_L``: its
+fluid service plus, when its last chunk rides in a drain step, that step's waste (``S_L + w_L`` = the plain parts
+of its steps, the drain step's whole, plus its own work). (Against ``pdplan simulate`` at steady state,
+benchmarks/chunk_queue_vs_sim.py with 40,000 requests, from half the stable limit to 0.95 of it: ρ within 0.008 of
+the simulated chunk-busy fraction, for MLPerf's 222-token prompts at a 4,096-token budget, up to 1.8 prompts a
+step, and the long-prompt cases alike; the previous count, a stretch per arrival finding the queue empty and one
+prompt per drain step, was +0.050 at 0.95 on MLPerf.)
 
 Decode window of a tagged request (:func:`window_components`): its n decode steps start at its own
 departure from the chunk queue. What is left then is the work of the N prompts that arrived during
@@ -56,6 +75,10 @@ from scipy.special import gammainc, gammaln
 
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
 from pdplan.types import FloatArray
+
+_DRAIN_ITERATIONS = 30
+"""Fixed-point iterations of the drain step's prompt count b/a (:func:`_drain_counts`): on the cases of
+benchmarks/chunk_queue_vs_sim.py up to the stable limit it agrees with 100 iterations to rounding by 20."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +166,42 @@ def chunk_queue(
     m = np.minimum(rem[None, :], chunk[:, None])
     own = drain[None, :] * m / rem[None, :]  # the drain step's own GEMM work, d_L at m = m_L
     waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - t_p * m, 0.0)
-    boost = np.exp(rate * (tau_p + (own + m * ea / el) @ p))  # drain steps per busy stretch, e^{λτ_d}
-    kappa = rate * boost * (waste @ p)
     rho_f = rate * el * (tau_p + extra) / chunk
-    rho = (rho_f + kappa) / (1.0 + kappa)
+    per_step, per_prompt = _drain_counts(rate, tau_p, (own + m * ea / el) @ p)
+    saving = (t_p * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
+    rho, p_drain = _drain_rho(rate, rho_f, tau_p, per_step, per_prompt, saving)
     fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + attn)[None, :]
-    service = fluid + ((1.0 - rho) * boost)[:, None] * waste
+    service = fluid + p_drain[:, None] * waste
     return ChunkQueue(rate, u_d, u_p, tau, tau_p, tau_p + extra, chunk, rho, service, rho_f, fluid, 2.0 * ea / el2)
+
+
+def _drain_counts(rate: FloatArray, tau_p: FloatArray, work_s: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per prompt and per unit (1 − ρ): drain steps ``a = g·e^{λτ_d}`` and prompts finishing in one
+    ``b = 1 + g·λτ_d·e^{λτ_d}`` (module docstring), with ``g = (1 − e^{−λτ_p})/(λτ_p)`` and the drain step
+    ``τ_d = τ_p + (b/a)·work_s`` (work_s: one prompt's own work in it), solved by fixed-point iteration."""
+    x = rate * tau_p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.where(x > 1e-9, -np.expm1(-x) / np.where(x > 1e-9, x, 1.0), 1.0)
+    share = np.ones_like(rate)  # prompts per drain step, b/a
+    for _ in range(_DRAIN_ITERATIONS):
+        y = rate * (tau_p + share * work_s)
+        a, b = g * np.exp(y), 1.0 + g * y * np.exp(y)
+        share = b / a
+    return a, b
+
+
+def _drain_rho(
+    rate: FloatArray, rho_f: FloatArray, tau_p: FloatArray, a: FloatArray, b: FloatArray, saving: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """ρ and P(drain) from ``ρ = ρ_f + λ[(1 − ρ)a·τ_p − P_d·saving]``, ``P_d = min(1, (1 − ρ)b)`` (module docstring):
+    linear in 1 − ρ below the cap; at the cap P_d = 1."""
+    k_free = rate * (a * tau_p - b * saving)
+    rho = (rho_f + k_free) / (1.0 + k_free)
+    capped = (1.0 - rho) * b > 1.0
+    k_cap = rate * a * tau_p
+    rho_cap = (rho_f - rate * saving + k_cap) / (1.0 + k_cap)
+    rho = np.where(capped, rho_cap, rho)
+    return rho, np.minimum(1.0, (1.0 - rho) * b)
 
 
 def _relax(m: FloatArray, theta: FloatArray) -> FloatArray:
@@ -279,6 +331,11 @@ def _alternation(q: ChunkQueue, prob: FloatArray) -> tuple[FloatArray, FloatArra
     p = np.where(finite, b / mu, 0.0)
     theta = np.where(finite, np.where(finite, a, 1.0) * b2 / (2.0 * mu * b), 1.0)
     return a, p, theta
+
+
+def gamma_cdf(x_s: FloatArray, shape: float, scale_s: float) -> FloatArray:
+    """Gamma cdf ``P(k, x/θ)`` (the regularised lower incomplete gamma) at ``x_s``, shape k, scale θ."""
+    return np.asarray(gammainc(shape, np.maximum(x_s, 0.0) / scale_s), dtype=np.float64)
 
 
 def _gamma_p012(a: FloatArray, x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -42,12 +42,13 @@ def test_chunk_queue_by_hand() -> None:
     assert q.tau_plain_s[1] == pytest.approx(8.292418070e-3)
     assert q.tau_chunk_s[1] == pytest.approx(0.039298836222)
     assert q.rho_fluid[1] == pytest.approx(0.192809612224)
-    # drain: m_L = (500, 2000 − 3·512 = 464), waste 1 − m/c = (.01875154, .08940143),
-    # τ_d = τ_p + e·m̄/c = .037622118, e^{λτ_d} = 1.078147441,
-    # κ = λτ_p e^{λτ_d}·E[waste] = 9.669362e-4, ρ = (ρ_f + κ)/(1 + κ) = .193589360
-    assert q.rho[1] == pytest.approx(0.19358936, rel=1e-7)
-    # λ E[S] = ρ: the spread waste δ_L adds exactly κ(1 − ρ) to ρ_f
-    assert float(q.rate[1] * q.service_s[1] @ WL.prob) == pytest.approx(q.rho[1], rel=1e-12)
+    # drain: m_L = (500, 2000 − 3·512 = 464), m̄ = 482; x = λτ_p = .016584836, g = (1 − e^{−x})/x = .991753235;
+    # drain step τ_d = τ_p + (b/a)·m̄·6.085e-5 with a = g e^{λτ_d}, b = 1 + gλτ_d e^{λτ_d}, solved by iteration:
+    # λτ_d = .075860975, a = 1.069915869, b = 1.081164861; σ̄ = m̄τ_p/c = 7.843993e-3 (d = t_p m: no GEMM saving),
+    # κ = λ(aτ_p − bσ̄) = 7.830796e-4, ρ = (ρ_f + κ)/(1 + κ) = .193441212, P_d = (1 − ρ)b = .872023020
+    assert q.rho[1] == pytest.approx(0.193441212, rel=1e-8)
+    waste = q.tau_plain_s[1] * (1.0 - np.array([500.0, 464.0]) / q.chunk_tokens[1])
+    np.testing.assert_allclose(q.service_s[1] - q.fluid_service_s[1], 0.872023020 * waste, rtol=1e-8)
     assert float(q.rate[1] * q.fluid_service_s[1] @ WL.prob) == pytest.approx(q.rho_fluid[1])
 
 

@@ -14,6 +14,8 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
+from pdplan.queueing.chunk_window import gamma_cdf
+from pdplan.queueing.colocated_queue import _with_gated_step
 from pdplan.queueing.components import ComponentMixture
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
@@ -135,3 +137,35 @@ def test_errors() -> None:
         colocated_distributions("fcfs", [1.0], WL, STEP)
     with pytest.raises(ValueError, match="needs"):
         colocated_distributions("prefill-first", [1.0], WL, STEP)
+
+
+def test_gated_step_lattice_sum() -> None:
+    """W ≡ 0: W + G is G itself, an atom plus a gamma (the lattice's midpoint masses, to within a cell)."""
+    zero = mg1_wait_distribution([0.0], [1.0], [1.0])
+    out = _with_gated_step(zero, np.array([0.3]), np.array([0.05]), np.array([0.0005]), 2**14)
+    shape, scale = 0.05**2 / 0.0005, 0.0005 / 0.05
+    t = np.array([0.02, 0.05, 0.1])
+    want = 0.3 + 0.7 * gamma_cdf(t, shape, scale)
+    np.testing.assert_allclose(out.cdf(t)[0], want, atol=0.7 * float(out.h_s[0]) * 20.0)
+    assert out.atom[0] == 0.3
+    assert out.mean_s[0] == pytest.approx(0.7 * 0.05)
+
+
+def test_chunked_ttft_gated_regime_by_hand() -> None:
+    """Short equal prompts, a large budget: every step drains (P_d = 1) and the mean TTFT is the fluid wait plus the
+    gated law's ``τ_p + s + E[T*](1/2 + λs)`` (module docstring), G weighted by the chance decodes run."""
+    wl = decode_workload([200.0], [300.0], [1.0])
+    t_p, rate = 6e-5, 10.0
+    r = colocated_distributions(
+        "chunked", [rate], wl, STEP, token_budget=4096.0, prefill_s_per_token=t_p, attention_s_per_token2=0.0
+    )
+    s = t_p * 200.0  # own work, d = t_p m by default
+    u_p = rate * s
+    tau = float(r.tpot_mean_s[0])
+    tau_p = STEP.t0_s + float(r.decode_utilisation[0]) * tau
+    var = rate * tau * s**2 / (1.0 - u_p**2)
+    t_star = (tau**2 + var) / tau
+    n_seqs = rate * 300.0 * tau
+    wait_f = mg1_wait_distribution([rate], [200.0 * tau_p / (4096.0 - n_seqs) + s], [1.0]).mean_s[0]
+    gated = tau_p + s + -np.expm1(-n_seqs) * t_star * (0.5 + u_p)
+    assert float(r.ttft.mean_s[0]) == pytest.approx(wait_f + gated, rel=1e-9)
