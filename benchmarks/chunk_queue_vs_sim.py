@@ -47,7 +47,6 @@ from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.overrides import apply_overrides
 from pdplan.io.scenario import default_scenario_path, load_scenario
-from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.colocated_queue import _chunk_wait, _landing_step, _with_gated_step
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
@@ -140,16 +139,7 @@ def _simulate(sc: Scenario, rate: float) -> tuple[dict[str, float], dict[str, An
 
 def _closed(model: ColocatedModel, rate: float) -> dict[str, float]:
     lam = np.array([rate / model.z])
-    q = chunk_queue(
-        lam,
-        model.cells,
-        model.decode.step,
-        float(model.res.chunk_tokens),
-        model.prefill_s_per_token,
-        0.0,
-        model.attention_cell_s,
-        model.drain_cell_s,
-    )
+    q = model.chunk_queue_at(lam)
     out = model._queue(np.array([rate]))
     b1, b2, _, _ = _landing_step(q, model.cells)  # E[T*], E[T*²]: the rest of the step in progress is U·T*
     residual = (b1 / 2.0, b2 / 3.0 - b1**2 / 4.0)

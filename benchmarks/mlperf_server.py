@@ -43,7 +43,6 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.evaluation.evaluate import Evaluation
 from pdplan.io.catalog import open_catalog
-from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.resolve import resolve
@@ -232,16 +231,7 @@ def load_sweep(system: dict[str, Any], data: dict[str, Any]) -> list[SweepPoint]
         cmp = simulate_scenario(sc, rate=rate, n_requests=SIM_REQUESTS // 2)
         assert cmp.simulated is not None
         lam = np.array([rate / system["instances"]])
-        q = chunk_queue(
-            lam,
-            model.cells,
-            model.decode.step,
-            float(model.res.chunk_tokens),
-            model.prefill_s_per_token,
-            0.0,
-            model.attention_cell_s,
-            model.drain_cell_s,
-        )
+        q = model.chunk_queue_at(lam)
         tau_p = float(q.tau_plain_s[0])
         out.append(SweepPoint(rate, cmp.closed_form, cmp.simulated.as_dict(), float(lam[0]) * tau_p, *_rhos(q)))
     return out

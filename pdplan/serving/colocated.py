@@ -47,7 +47,7 @@ import numpy.typing as npt
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
-from pdplan.queueing.chunk_window import chunk_queue
+from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
@@ -117,19 +117,24 @@ class ColocatedModel:
         u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
         return u_d + self._u_prefill(lam)
 
+    def chunk_queue_at(self, lam_per_instance: FloatArray) -> ChunkQueue:
+        """The chunked-prefill queue of one instance at per-instance rates (:func:`pdplan.queueing.chunk_queue`);
+        ValueError where the mean field is unstable or the decode batch fills the budget."""
+        return chunk_queue(
+            lam_per_instance,
+            self.cells,
+            self.decode.step,
+            float(self.res.chunk_tokens),
+            self.prefill_s_per_token,
+            0.0,
+            self.attention_cell_s,
+            self.drain_cell_s,
+        )
+
     def _chunk_rho(self, lam: float) -> float:
-        """Chunk-queue utilisation ρ (drain-corrected) of :func:`pdplan.queueing.chunk_queue`."""
+        """Chunk-queue utilisation ρ (drain-corrected) of :meth:`chunk_queue_at`."""
         try:
-            q = chunk_queue(
-                np.array([lam]),
-                self.cells,
-                self.decode.step,
-                float(self.res.chunk_tokens),
-                self.prefill_s_per_token,
-                0.0,
-                self.attention_cell_s,
-                self.drain_cell_s,
-            )
+            q = self.chunk_queue_at(np.array([lam]))
         except ValueError:  # unstable mean field or the decode batch fills the budget
             return math.inf
         return float(q.rho[0])
