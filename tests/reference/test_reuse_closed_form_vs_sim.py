@@ -57,6 +57,16 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "mooncake" / "synthetic_trace.jsonl.gz"
 DRAM = {"storage": "host-dram-pcie5", "capacity": "2 TiB"}
+_LOGNORMAL = {"dist": "lognormal", "sigma": 1.0}
+CHAT_SESSIONS = {
+    "sessions": {
+        "turns": {"dist": "geometric", "mean": 3.1},
+        "new_tokens": {**_LOGNORMAL, "mean": 600, "max": 16384},
+        "output_tokens": {**_LOGNORMAL, "mean": 250, "max": 4096},
+        "think_time": {"dist": "exponential", "mean": "60s"},
+    }
+}
+"""Chat sessions of 3.1 turns (PPD's ShareGPT figure), 600-token questions, 250-token answers, a minute's think."""
 
 
 def _scenario(workload: dict[str, Any], routing: str, tiers: list[dict[str, Any]], prefill: str) -> Scenario:
@@ -143,16 +153,7 @@ COLOCATED_AFTER_23 = pytest.mark.xfail(
     ],
 )
 def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]], deployment: str) -> None:
-    lognormal = {"dist": "lognormal", "sigma": 1.0}
-    workload = {
-        "sessions": {
-            "turns": {"dist": "geometric", "mean": 3.1},
-            "new_tokens": {**lognormal, "mean": 600, "max": 16384},
-            "output_tokens": {**lognormal, "mean": 250, "max": 4096},
-            "think_time": {"dist": "exponential", "mean": "60s"},
-        }
-    }
-    sc = _scenario(workload, routing, tiers, deployment)
+    sc = _scenario(CHAT_SESSIONS, routing, tiers, deployment)
     cmp = simulate_scenario(sc, rate=0.7 * evaluate(sc).goodput_rps, n_requests=6000)
     assert cmp.evaluation.cache is not None
     assert cmp.reuse is not None
@@ -164,16 +165,7 @@ def test_sessions_against_the_simulator(routing: str, tiers: list[dict[str, Any]
 
 
 def test_spread_sessions_decode_at_the_offered_rate() -> None:
-    lognormal = {"dist": "lognormal", "sigma": 1.0}
-    workload = {
-        "sessions": {
-            "turns": {"dist": "geometric", "mean": 3.1},
-            "new_tokens": {**lognormal, "mean": 600, "max": 16384},
-            "output_tokens": {**lognormal, "mean": 250, "max": 4096},
-            "think_time": {"dist": "exponential", "mean": "60s"},
-        }
-    }
-    sc = _scenario(workload, "affinity", [], "least-work")
+    sc = _scenario(CHAT_SESSIONS, "affinity", [], "least-work")
     rate = 0.7 * evaluate(sc).goodput_rps
     model = build_model(resolve(sc, open_catalog()))
     inputs = reuse_inputs(model, rate)
