@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,33 +35,36 @@ from pdplan.types import FloatArray
 _EMPTY: FloatArray = np.zeros(0, dtype=np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeSetup:
+    """What every decode instance of a run is built from (the engine's pool and its per-request records)."""
+
+    step_fn: StepTimeFn
+    max_batch: int
+    kv_capacity_tokens: float
+    prompt: list[int]
+    steps: list[int]
+    timeline: Timeline
+    segments: Segments
+    emits_first_token: bool
+    state_tokens: float = 0.0
+
+
 class DecodeInstance:
     """State of one decode instance; driven by the engine via ``submit`` and ``fire``."""
 
-    def __init__(
-        self,
-        step_fn: StepTimeFn,
-        max_batch: int,
-        kv_capacity_tokens: float,
-        prompt: list[int],
-        steps: list[int],
-        timeline: Timeline,
-        segments: Segments,
-        emits_first_token: bool,
-        state_tokens: float = 0.0,
-        window: float | None = None,
-    ) -> None:
-        self.act = ActiveSet(step_fn, window)
-        self.max_batch = max_batch
-        self.kv_cap = kv_capacity_tokens
-        self.state = state_tokens  # fixed-state slots per sequence (DecodePool.state_tokens_per_seq)
+    def __init__(self, setup: DecodeSetup, window: float | None = None) -> None:
+        self.act = ActiveSet(setup.step_fn, window)
+        self.max_batch = setup.max_batch
+        self.kv_cap = setup.kv_capacity_tokens
+        self.state = setup.state_tokens  # fixed-state slots per sequence (DecodePool.state_tokens_per_seq)
         self.window = math.inf if window is None else window  # DecodePool.window_tokens
         self.kv_used = 0.0
-        self.prompt = prompt
-        self.steps = steps
-        self.tl = timeline
-        self.seg = segments
-        self.emits_first_token = emits_first_token
+        self.prompt = setup.prompt
+        self.steps = setup.steps
+        self.tl = setup.timeline
+        self.seg = setup.segments
+        self.emits_first_token = setup.emits_first_token
         self.t = 0.0  # time of the last processed boundary
         self.pending: list[tuple[float, int]] = []  # heap (ready time, request): KV not yet here
         self.waiting: deque[int] = deque()  # ready, not admitted (FCFS)

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.sim.batch import Segments, Timeline
-from pdplan.sim.decode import DecodeInstance
+from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.decode_cache import DecodeKvCache
-from pdplan.sim.spec import ChunkTimeFn, StepTimeFn
+from pdplan.sim.spec import ChunkTimeFn
 
 BlocksFn = Callable[[int, int], list[int]]
 """``blocks(request, count)``: the first ``count`` block ids of ``request`` (:func:`pdplan.sim.reuse_requests.
@@ -65,24 +64,10 @@ class AppendWork:
 class AppendDecodeInstance(DecodeInstance):
     """A decode instance running append-prefills in mixed steps, with its sessions' KV (module docstring)."""
 
-    def __init__(
-        self,
-        step_fn: StepTimeFn,
-        max_batch: int,
-        kv_capacity_tokens: float,
-        prompt: list[int],
-        steps: list[int],
-        timeline: Timeline,
-        segments: Segments,
-        emits_first_token: bool,
-        state_tokens: float,
-        work: AppendWork,
-    ) -> None:
-        super().__init__(
-            step_fn, max_batch, kv_capacity_tokens, prompt, steps, timeline, segments, emits_first_token, state_tokens
-        )
+    def __init__(self, setup: DecodeSetup, work: AppendWork) -> None:
+        super().__init__(setup)
         self.work = work
-        self.cache = DecodeKvCache(kv_capacity_tokens, work.block_tokens)
+        self.cache = DecodeKvCache(setup.kv_capacity_tokens, work.block_tokens)
         self.appends: set[int] = set()  # placed here, not yet through their prefill
         self.left: dict[int, int] = {}  # admitted append -> prompt tokens still to compute
         self.prefilling: deque[int] = deque()  # admitted appends, FCFS

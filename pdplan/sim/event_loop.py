@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 from pdplan.errors import SpecError
 from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.colocated_instance import ColocatedInstance, PrefilledFn
-from pdplan.sim.decode import DecodeInstance
+from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.metrics import SimResult, build_result
 from pdplan.sim.prefill import BatchedPrefill, DispatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
 from pdplan.sim.spec import (
@@ -58,7 +58,6 @@ from pdplan.sim.spec import (
     PrefillStart,
     RequestEvents,
     Requests,
-    StepTimeFn,
     as_times,
     decode_steps,
 )
@@ -74,19 +73,8 @@ class TurnPlacement(Protocol):
     instance holding its history; :class:`pdplan.sim.turn_placement.TurnPlacer`): the hooks of the disaggregated
     engine (module docstring)."""
 
-    def decode_instance(
-        self,
-        step_fn: StepTimeFn,
-        max_batch: int,
-        kv_capacity_tokens: float,
-        prompt: list[int],
-        steps: list[int],
-        timeline: Timeline,
-        segments: Segments,
-        emits_first_token: bool,
-        state_tokens: float,
-    ) -> DecodeInstance:
-        """Build one decode instance (the arguments of :class:`~pdplan.sim.decode.DecodeInstance`)."""
+    def decode_instance(self, setup: DecodeSetup) -> DecodeInstance:
+        """Build one decode instance (:class:`~pdplan.sim.decode.DecodeInstance`'s setup)."""
 
     def attach(self, route_decode: Callable[[int], int], prefill: DispatchedPrefill | None) -> None:
         """The engine's decode routing policy and its prefill pool, once the instances are built."""
@@ -205,20 +193,18 @@ class _DisaggEngine(_Engine):
         # a placement's instances (append-prefills, pdplan.sim.turn_placement) count every token of a sequence; the
         # window cap (DecodePool.window_tokens) reaches only the plain instance: an upper bound for windowed models
         make = partial(DecodeInstance, window=d.window_tokens) if placement is None else placement.decode_instance
-        self.servers = self.decoders = [
-            make(
-                d.step_time_s,
-                d.max_batch,
-                d.kv_capacity_tokens,
-                prompt,
-                steps,
-                self.tl,
-                self.decode_seg,
-                not self.convention_b,
-                d.state_tokens_per_seq,
-            )
-            for _ in range(d.instances)
-        ]
+        setup = DecodeSetup(
+            d.step_time_s,
+            d.max_batch,
+            d.kv_capacity_tokens,
+            prompt,
+            steps,
+            self.tl,
+            self.decode_seg,
+            not self.convention_b,
+            d.state_tokens_per_seq,
+        )
+        self.servers = self.decoders = [make(setup) for _ in range(d.instances)]
         self.unbatched = (
             None if self.service is None else UnbatchedPrefill(dep.prefill, self.service, self.routes, self.prefill_seg)
         )

@@ -66,13 +66,13 @@ from pdplan.errors import SpecError
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import decode_perf
-from pdplan.sim.batch import Segments, Timeline
+from pdplan.sim.decode import DecodeSetup
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
 from pdplan.sim.deployment import SimSetup, sim_chunk_price
 from pdplan.sim.prefill import DispatchedPrefill
 from pdplan.sim.prefix_cache import PrefixCaches
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
-from pdplan.sim.spec import Disaggregated, PrefillStart, StepTimeFn
+from pdplan.sim.spec import Disaggregated, PrefillStart
 from pdplan.specs.cache import TurnPlacementSpec
 
 PLACING_POLICIES: tuple[str, ...] = ("ppd", "threshold", "score")
@@ -136,29 +136,15 @@ class TurnPlacer:
 
     # ---- hooks of pdplan.sim.event_loop ----
 
-    def decode_instance(
-        self,
-        step_fn: StepTimeFn,
-        max_batch: int,
-        kv_capacity_tokens: float,
-        prompt: list[int],
-        steps: list[int],
-        timeline: Timeline,
-        segments: Segments,
-        emits_first_token: bool,
-        state_tokens: float,
-    ) -> AppendDecodeInstance:
+    def decode_instance(self, setup: DecodeSetup) -> AppendDecodeInstance:
         """A decode instance of the run (the engine builds one per instance)."""
-        if self.work.budget_tokens <= max_batch:
+        if self.work.budget_tokens <= setup.max_batch:
             raise SpecError(
-                f"the decode step's token budget ({self.work.budget_tokens}) must exceed max_num_seqs ({max_batch}) "
-                "for append-prefills to ride in decode steps",
+                f"the decode step's token budget ({self.work.budget_tokens}) must exceed max_num_seqs "
+                f"({setup.max_batch}) for append-prefills to ride in decode steps",
                 field="chunk_tokens",
             )
-        inst = AppendDecodeInstance(
-            step_fn, max_batch, kv_capacity_tokens, prompt, steps, timeline, segments, emits_first_token,
-            state_tokens, self.work,
-        )  # fmt: skip
+        inst = AppendDecodeInstance(setup, self.work)
         self.decoders.append(inst)
         return inst
 

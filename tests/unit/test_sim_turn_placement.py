@@ -21,6 +21,7 @@ from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import resolve
 from pdplan.sim.batch import Segments, Timeline
+from pdplan.sim.decode import DecodeSetup
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
 from pdplan.sim.decode_cache import DecodeKvCache
 from pdplan.sim.deployment import sim_chunk_price
@@ -112,9 +113,8 @@ def test_decode_cache_follows_the_free_kv_and_keeps_shared_blocks_found() -> Non
 
 def _instance(work: AppendWork, tl: Timeline) -> AppendDecodeInstance:
     prompt, steps = [32, 48], [10, 4]
-    return AppendDecodeInstance(
-        lambda b, k: np.full(np.shape(b), 0.01), 8, math.inf, prompt, steps, tl, Segments(), True, 0.0, work
-    )
+    setup = DecodeSetup(lambda b, k: np.full(np.shape(b), 0.01), 8, math.inf, prompt, steps, tl, Segments(), True, 0.0)
+    return AppendDecodeInstance(setup, work)
 
 
 def _drain(inst: AppendDecodeInstance, until_s: float = math.inf) -> None:
