@@ -15,6 +15,21 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.types import FloatArray, Int64Array
 
+WARMUP_SHARE = 0.1
+"""The share of a trace's requests (its first, in arrival order) that warm the cache and are not counted in its hit
+ratios. A trace starts on an empty cache, which a long-running service's cache is not: its first requests find only
+what their predecessors in the trace left (the vendored Mooncake synthetic trace, affinity routing over two
+instances, HBM only: the first 10 % hit 1.6 % of their prompt tokens, the rest 11.1 %). A planner reports the steady
+state, so the hit ratios count the requests after this share (:func:`counted_from`). 0.1 is the simulator's own
+warm-up (:data:`pdplan.sim.compare.WARMUP_FRACTION`), so both count the same requests (docs/prefix_cache.md §7,
+§9)."""
+
+
+def counted_from(n_requests: int) -> int:
+    """The first request a trace's hit ratios count: ``floor(WARMUP_SHARE · n)`` (:data:`WARMUP_SHARE`; the
+    simulator's warm-up count, :mod:`pdplan.sim.metrics`)."""
+    return int(np.floor(WARMUP_SHARE * n_requests))
+
 
 @dataclass(frozen=True)
 class BlockTrace:

@@ -128,6 +128,9 @@ def cache_rows(cache: CacheReport, goodput_rps: float) -> list[tuple[str, Any]]:
         ("cache_hit_rates_at_rps", cache.rate_rps),
         ("cache_token_hit_ratio", cache.token_hit_ratio),
     ]
+    if cache.warmup_requests:  # a trace: its first requests warm the cache (pdplan.cache.trace.WARMUP_SHARE)
+        warm = f"the trace's first {cache.warmup_requests:,} requests (cache warm-up)"
+        rows.append(("cache_hits_counted_after", warm))
     for tier in cache.tiers:
         busiest = max(tier.path_utilisation.items(), key=lambda kv: kv[1], default=("", 0.0))
         rows.append(

@@ -32,6 +32,9 @@ class CacheReport:
     """DualPath's split, binding resource and gain (``cache: read_paths: dual``); None otherwise."""
     turn_placement: PpdReport | None = None
     """PPD's placement, Turn-1/Turn-2+ TTFT and gain (``cache: turn_placement`` other than ``pd``); None otherwise."""
+    warmup_requests: int = 0
+    """A trace's first requests, which warm the cache and are not counted in the hit ratios
+    (:data:`pdplan.cache.trace.WARMUP_SHARE`); 0 for sessions and shared prefixes."""
 
     @classmethod
     def of(
@@ -54,6 +57,7 @@ class CacheReport:
             where,
             dual_path,
             turn_placement,
+            classes.warmup_requests,
         )
 
     @property
@@ -75,6 +79,8 @@ class CacheReport:
             doc["dual_path"] = self.dual_path.to_document(goodput_rps)
         if self.turn_placement is not None:  # only with a PPD policy (pd documents are unchanged)
             doc["turn_placement"] = self.turn_placement.to_document(goodput_rps)
+        if self.warmup_requests:  # only for a trace (other documents are unchanged)
+            doc["hits_counted_after_requests"] = self.warmup_requests
         return doc
 
     def _document(self, goodput_rps: float) -> dict[str, Any]:

@@ -28,8 +28,10 @@ distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per w
   as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x;
 * **traces with block hashes** (Mooncake): the exact LRU stack distances of each instance's request stream
   (:func:`pdplan.cache.stack_distance.prefix_distances`; affinity: requests go to the instance their first block
-  hashes to; load-balance: round robin), no approximation. A request's class is the slowest tier its hit blocks
-  reach; each hit block is served by the tier holding it at the request's arrival (its own stack position,
+  hashes to; load-balance: round robin), no approximation, counted over the requests after the trace's first tenth,
+  which warms the cache (:data:`pdplan.cache.trace.WARMUP_SHARE`: the steady state a running service sees). A
+  request's class is the slowest tier its hit blocks reach; each hit block is served by the tier holding it at the
+  request's arrival (its own stack position,
   :func:`pdplan.cache.stack_distance.arrival_distances`, in a tier's band), so a hit spread over HBM and DRAM loads
   only its DRAM blocks (:attr:`CacheClasses.tier_share`).
 
@@ -61,7 +63,7 @@ from pdplan.cache.lru_closed_form import (
 )
 from pdplan.cache.stack_distance import arrival_distances, prefix_distances
 from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
-from pdplan.cache.trace import BlockTrace
+from pdplan.cache.trace import BlockTrace, counted_from
 from pdplan.errors import SpecError
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
@@ -165,6 +167,9 @@ class CacheClasses:
     """``[K, H]`` P(bin k, class h) where the cache model lays out the prompts itself (shared prefixes: each prefix's
     length and popularity), else None: the prompt law's marginal times :attr:`weights`
     (:meth:`bin_class_probability`)."""
+    warmup_requests: int = 0
+    """A trace's first requests, which warm the cache and are not counted in the hit rates
+    (:data:`pdplan.cache.trace.WARMUP_SHARE`); 0 for sessions and shared prefixes (stationary closed forms)."""
 
     @property
     def classes(self) -> int:
@@ -570,7 +575,8 @@ def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatAr
     prompts = trace.prompt_lengths()
     idx = np.clip(np.searchsorted(edges, prompts, side="right") - 1, 0, edges.size - 2)
     bins = np.zeros((n, edges.size - 1))
-    bins[np.arange(n), idx] = 1.0 / n
+    start = counted_from(n)  # the requests that warmed the cache weigh nothing (pdplan.cache.trace.WARMUP_SHARE)
+    bins[np.arange(start, n), idx[start:]] = 1.0 / (n - start)
     return _PerKey(probs, toks, bins, parts)
 
 
@@ -608,6 +614,7 @@ def cache_classes(
         layers=domain.layers,
         tier_share=share,
         joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
+        warmup_requests=0 if reuse.trace is None else counted_from(reuse.trace.n_requests),
     )
 
 
