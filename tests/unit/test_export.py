@@ -309,7 +309,9 @@ def test_the_priced_routing_is_exported_or_warned() -> None:
     assert "# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins" in vllm.text
     services = yaml.safe_load(_export(doc, "dynamo", backend="sglang").text)["spec"]["services"]
     frontend = services["Frontend"]["extraPodSpec"]["mainContainer"]["args"]
-    assert _flag(frontend, "--router-mode") == "kv"
+    assert _flag(frontend, "--router-mode") == "least-loaded"  # Dynamo 1.2.1's nearest to least-work, warned
+    warned = _export(doc, "dynamo", backend="sglang").warnings
+    assert any("--router-mode least-loaded is written" in w and "fewest active requests" in w for w in warned)
     round_robin = _doc()  # priced round-robin: each target says so, no warning
     assert _flag(_script_commands(_export(round_robin, "sglang").text)[2], "--prefill-policy") == "round_robin"
     assert not _export(round_robin, "vllm").warnings

@@ -83,7 +83,7 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
     frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
     assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert prefill.max_model_len == doc.plans[0]["priced"]["roles"]["prefill"]["max_model_len"]  # type: ignore[index]
-    assert frontend.router_mode == "kv"  # priced least-work: the load-aware mode
+    assert frontend.router_mode == "least-loaded"  # priced least-work: the fewest active requests, the nearest
 
 
 @pytest.mark.xdist_group("optimized")
@@ -164,6 +164,7 @@ WRONG = [
     ),
     ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
+    ("python3 -m dynamo.frontend", ["--router-mode", "least_loaded"], "is not one of"),  # Dynamo spells it with -
     ("trtllm-serve", ["m", "--tp-size", "2"], "unrecognized arguments"),  # click names use underscores
     ("trtllm-serve", ["m", "--backend", "vllm"], "is not one of"),
     ("trtllm-serve disaggregated", [], "needs -c"),
