@@ -152,9 +152,14 @@ def single_node_only(
         facts = gpu_facts(ctx, role)
         nodes, _ = nodes_for(role, facts, chosen.source)
         if nodes > 1 and not (spans is not None and spans(role, facts)):
+            writes = (
+                "single-node launches"
+                if spans is None
+                else "launches over nodes only for data-parallel ranks (DP > 1, no PP, the ranks split evenly)"
+            )
             raise SpecError(
                 f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one "
-                f"{role.gpu} node ({facts.gpus_per_node}); --to {target} writes single-node launches: "
+                f"{role.gpu} node ({facts.gpus_per_node}); --to {target} writes {writes}: "
                 "use --to dynamo (multinode workers)",
                 source=chosen.source,
             )
