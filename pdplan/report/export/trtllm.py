@@ -171,6 +171,12 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
             "the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint "
             "(no online quantization flag), so pass one with --model-id"
         )
+    priced = chosen.plan.priced.roles.values() if chosen.plan.priced else ()
+    if any(_data(ctx).moe_backends.get(p.moe_kernel or "") == "WIDEEP" for p in priced):
+        out.append(
+            "the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP "
+            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ"
+        )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
     if chosen.plan.mode == "disaggregated" and policy in ("least-work", "random"):
