@@ -143,7 +143,14 @@ def _replay(tree: SourceTree, module: Module, stmt: ast.AST, kwargs: dict[str, d
                     kwargs[path[0]]["nargs"] = None
 
 
-TRTLLM_MODELS = ("BaseLlmArgs", "KvCacheConfig", "CacheTransceiverConfig")
+TRTLLM_MODELS = (
+    "BaseLlmArgs",
+    "KvCacheConfig",
+    "CacheTransceiverConfig",
+    "TorchLlmArgs",
+    "MoeConfig",
+    "MoeLoadBalancerConfig",
+)
 
 
 def _trtllm_groups(tree: SourceTree) -> tuple[dict[str, Any], list[str]]:

@@ -241,6 +241,9 @@ class EngineData(FrozenModel):
     """A PrfaaS plan's second front (over the remote prefill cluster): vLLM's toy proxy, SGLang's router."""
     nixl_side_channel_port: int | None = Field(default=None, ge=1, le=65535)
     bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
+    data_parallel_rpc_port: int | None = Field(default=None, ge=1, le=65535)
+    """vLLM's data-parallel RPC port, on an instance's first node, for ranks on several nodes
+    (``sources.multinode_dp``)."""
 
 
 class ExportTargets(FrozenModel):

@@ -26,7 +26,7 @@ def test_writes_the_manifest_to_stdout_and_warnings_to_stderr(cli: Cli) -> None:
     res = cli("export", PLAN, "--to", "dynamo", "--rank", REQUEST_RANK)
     assert res.code == 0, res.err
     assert yaml.safe_load(res.out)["kind"] == "DynamoGraphDeployment"
-    assert "warning:" in res.err  # priced with least-work routing: Dynamo writes --router-mode kv, the nearest
+    assert "warning:" in res.err  # least-work routing priced: Dynamo writes least-loaded, the nearest
     assert "warning:" not in res.out
 
 

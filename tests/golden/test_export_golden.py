@@ -12,7 +12,10 @@ KV-aware plans (prefix caching, affinity routing): ``examples/chat-sessions.yaml
 tier per node: vLLM's MultiConnector on the prefillers and Dynamo's KV router) under vLLM and Dynamo, and
 ``examples/shared-system-prompt.yaml`` rank 1 (the SGLang router's cache_aware prefill policy). A PrfaaS plan,
 ``examples/prfaas-h200-h100.yaml`` rank 1 (layer-wise: SGLang), with both clusters: as a script with a second router
-over the remote prefill cluster, and as one Dynamo graph.
+over the remote prefill cluster, and as one Dynamo graph. Instances wider than a node: the wide-EP example searched
+request-wise with DP16 instances (``tests/support/export_plans.py`` ``wide-ep-request-2node``) rank 2, 2P2D of two
+8-GPU nodes each, as vLLM's data-parallel ranks over nodes; and with DP8 instances and no two-batch overlap
+(``wide-ep-request-no-tbo``) rank 1 on TensorRT-LLM (attention DP, WIDEEP MoE, load-balancer slots).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+from support.export_plans import VARIANTS, variant_path
 from support.optimized import Optimized
 from support.plan_fixture import plan_result
 
@@ -48,6 +52,8 @@ CASES = [
     ("shared-system-prompt", 1, "sglang", "vllm", "export_shared_system_prompt_sglang.sh"),
     ("prfaas-h200-h100", 1, "sglang", "vllm", "export_prfaas_sglang.sh"),
     ("prfaas-h200-h100", 1, "dynamo", "sglang", "export_prfaas_dynamo_sglang.yaml"),
+    ("wide-ep-request-2node", 2, "vllm", "vllm", "export_wide_ep_2node_vllm.sh"),
+    ("wide-ep-request-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_trtllm.sh"),
 ]
 
 
@@ -57,6 +63,8 @@ def _report(name: str, optimized: Optimized) -> str:
     if "@" in name:  # NAME@Z: the example with Z colocated instances (optimize --colocated Z)
         example, count = name.split("@")
         result = optimized(example, colocated_count=int(count))
+    elif name in VARIANTS:  # an example with changes (tests/support/export_plans.py), optimised as export checks do
+        result = optimized(variant_path(name), analyse=False)
     else:
         result = plan_result() if name == "fixture" else optimized(name)
     text = render_optimize(result, "json")
@@ -90,6 +98,8 @@ def test_export_matches_golden(
     optimized: Optimized,
 ) -> None:
     source = "tests/support/plan_fixture.py" if plan == "fixture" else f"examples/{plan.split('@')[0]}.yaml"
+    if plan in VARIANTS:
+        source = f"examples/{VARIANTS[plan][0]}.yaml ({plan})"
     doc = read_plan_document("-", _report(plan, optimized))
     ctx = export_context(open_catalog(), doc, plan_gpus(doc, rank, source), source=source)
     result = export_plan(doc, target=target, rank=rank, ctx=ctx, source=source, backend=backend)

@@ -193,7 +193,11 @@ def vllm_rules(ns: argparse.Namespace) -> list[str]:
     """vLLM 0.20.1's checks on the values an export writes: ``vllm/config/scheduler.py``
     ``SchedulerConfig.verify_max_model_len`` (token budget ≥ max_num_seqs; ≥ max_model_len unless chunked prefill,
     on by default: ``enable_chunked_prefill: bool = True``) and ``vllm/config/parallel.py``
-    ``_validate_parallel_config`` (EPLB needs expert parallelism and TP × DP > 1; redundant experts need EPLB)."""
+    ``_validate_parallel_config`` (EPLB needs expert parallelism and TP × DP > 1; redundant experts need EPLB); for
+    data-parallel ranks over nodes, ``vllm/entrypoints/cli/serve.py`` ``run_headless`` (``--data-parallel-size-local``
+    > 0 in headless mode) and ``vllm/engine/arg_utils.py`` ``create_engine_config`` (a start rank without
+    ``--headless`` turns on hybrid load balancing, not the one API server written; the local ranks, from the start
+    rank on, within ``--data-parallel-size``)."""
     out = []
     budget, seqs, length = ns.max_num_batched_tokens, ns.max_num_seqs, ns.max_model_len
     if budget is not None and seqs is not None and budget < seqs:
@@ -209,6 +213,19 @@ def vllm_rules(ns: argparse.Namespace) -> list[str]:
             out.append("EPLB requires tensor_parallel_size or data_parallel_size > 1")
     elif redundant:
         out.append(f"num_redundant_experts is {redundant} but EPLB is not enabled")
+    return out + _vllm_node_rules(ns)
+
+
+def _vllm_node_rules(ns: argparse.Namespace) -> list[str]:
+    """The data-parallel rules of :func:`vllm_rules` (ranks over several nodes)."""
+    out = []
+    local, start = ns.data_parallel_size_local, _get(ns, "data_parallel_start_rank", 0)
+    if _get(ns, "headless", False) and not (local or 0) > 0:
+        out.append("data_parallel_size_local must be > 0 in headless mode")
+    if start and not _get(ns, "headless", False):
+        out.append("a data-parallel start rank without --headless turns on hybrid load balancing")
+    if local is not None and start + local > _get(ns, "data_parallel_size", 1):
+        out.append(f"ranks {start}..{start + local - 1} exceed data_parallel_size {_get(ns, 'data_parallel_size', 1)}")
     return out
 
 
@@ -278,7 +295,12 @@ def _models() -> dict[str, dict[str, dict[str, Any]]]:
     return models
 
 
-NESTED = {"kv_cache_config": "KvCacheConfig", "cache_transceiver_config": "CacheTransceiverConfig"}
+NESTED = {
+    "kv_cache_config": "KvCacheConfig",
+    "cache_transceiver_config": "CacheTransceiverConfig",
+    "moe_config": "MoeConfig",
+    "load_balancer": "MoeLoadBalancerConfig",
+}
 YAML_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,)}
 
 
@@ -288,7 +310,7 @@ def llm_args_problems(options: Any, model: str = "BaseLlmArgs", where: str = "")
     the field's type, in its choices and bounds; nested configs checked against their own model."""
     if not isinstance(options, dict):
         return [f"{where or model}: not a mapping"]
-    fields, out = _models()[model], []
+    fields, out = _model_fields(model), []
     for key, value in options.items():
         path = f"{where}{key}"
         if key not in fields:
@@ -298,6 +320,24 @@ def llm_args_problems(options: Any, model: str = "BaseLlmArgs", where: str = "")
         else:
             out += _value_problems(path, value, fields[key])
     return out
+
+
+def _model_fields(model: str) -> dict[str, dict[str, Any]]:
+    """A model's fields; ``BaseLlmArgs`` with those of ``TorchLlmArgs``, its PyTorch-backend subclass that
+    ``trtllm-serve --backend pytorch`` validates the options with (the snapshot holds only the subclass fields pdplan
+    writes)."""
+    models = _models()
+    return {**models[model], **models["TorchLlmArgs"]} if model == "BaseLlmArgs" else models[model]
+
+
+def moe_problems(options: dict[str, Any]) -> list[str]:
+    """TensorRT-LLM's MoE checks on an options mapping (``tensorrt_llm/llmapi/llm_args.py``
+    ``MoeLoadBalancerConfig.setup``: "num_slots ... must be divisible by ep_size")."""
+    balancer = (options.get("moe_config") or {}).get("load_balancer")
+    slots, ep = (balancer or {}).get("num_slots"), options.get("moe_expert_parallel_size") or 1
+    if isinstance(slots, int) and slots % ep:
+        return [f"moe_config.load_balancer.num_slots ({slots}) must be divisible by ep_size ({ep})"]
+    return []
 
 
 def _value_problems(path: str, value: Any, record: dict[str, Any]) -> list[str]:
@@ -321,7 +361,8 @@ def trtllm_serve_rules(ns: argparse.Namespace) -> list[str]:
     """``trtllm-serve``: the ``--extra_llm_api_options`` file the command names, checked as the LLM API does."""
     if ns.extra_llm_api_options is None:
         return []
-    return llm_args_problems(yaml.safe_load(Path(ns.extra_llm_api_options).read_text()))
+    options = yaml.safe_load(Path(ns.extra_llm_api_options).read_text())
+    return llm_args_problems(options) + (moe_problems(options) if isinstance(options, dict) else [])
 
 
 def disagg_config_problems(config: Any) -> list[str]:

@@ -32,6 +32,7 @@ def _run(script: Path, tmp: Path, role: str, slot: str | None, env: dict[str, st
     out = tmp / "argv.bin"
     args = ["bash", str(script), role] + ([slot] if slot is not None else [])
     full_env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "ARGV_OUT": str(out), "HOST_IP": "10.0.0.1", **env}
+    full_env.setdefault("HEAD_IP", "10.0.0.1")  # node 0 of an instance that spans nodes
     full_env["TRTLLM_CONFIG_DIR"] = str(tmp / f"config-{role}-{slot}")  # each launch keeps the files it wrote
     run = subprocess.run(args, env=full_env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
@@ -41,8 +42,8 @@ def _run(script: Path, tmp: Path, role: str, slot: str | None, env: dict[str, st
 
 
 def script_argvs(text: str, tmp: Path) -> list[tuple[str, list[str]]]:
-    """Every launch of a script: each worker role at its first and last slot, and the front (proxy, router) with as
-    many node addresses as it checks for."""
+    """Every launch of a script: each worker role at its first and last slot (or, for an instance that spans nodes,
+    its first and last node), and the front (proxy, router) with as many node addresses as it checks for."""
     (tmp / "bin").mkdir(parents=True, exist_ok=True)
     for name in STUBBED:
         stub = tmp / "bin" / name
@@ -56,7 +57,7 @@ def script_argvs(text: str, tmp: Path) -> list[tuple[str, list[str]]]:
     out = []
     for role in roles.group(1).split("|"):
         body = text.split(f"\n  {role})\n", 1)[1].split("\n    ;;", 1)[0]
-        last = re.search(r'\[ "\$SLOT" -le (\d+) \]', body)
+        last = re.search(r'\[ "\$(?:SLOT|NODE)" -le (\d+) \]', body)
         slots = [None] if last is None else sorted({"0", last.group(1)})
         out += [_run(script, tmp, role, slot, hosts) for slot in slots]
     return out

@@ -6,8 +6,9 @@ DeepSeek-V3 wide-EP MoE, OPT-13B colocated and disaggregated, both PrfaaS exampl
 GPU types; FP8 weights and KV), ``examples/chat-sessions.yaml`` and ``examples/shared-system-prompt.yaml`` (KV-aware:
 prefix caching, affinity and load-balance routing, a host-DRAM tier), and two variants that vLLM can run,
 request-granularity KV transfer (vLLM's NIXL connector moves a request's KV after its prefill, so it refuses layer- and
-chunk-granularity plans): the wide-EP example with DP8 instances (one node each, so the script targets run it too), the
-H100 / A100 example and the PrfaaS H200 / H100 example.
+chunk-granularity plans): the wide-EP example with DP8 instances (one node each, so the script targets run it too) and
+with DP16 instances (two nodes each: vLLM's data-parallel ranks over nodes), and with DP8 instances without two-batch
+overlap (TensorRT-LLM's attention DP and WIDEEP MoE), the H100 / A100 example and the PrfaaS H200 / H100 example.
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "wide-ep-request": (
         "deepseek-v3-wide-ep",
         {"granularity": "request", "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3}},
+    ),
+    "wide-ep-request-2node": (
+        "deepseek-v3-wide-ep",
+        {"granularity": "request", "search": {"tp": [1], "prefill_dp": [16], "decode_dp": [16], "max_instances": 2}},
+    ),
+    "wide-ep-request-no-tbo": (
+        "deepseek-v3-wide-ep",
+        {
+            "granularity": "request",
+            "two_batch_overlap": False,
+            "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3},
+        },
     ),
     "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),
     "prfaas-request": ("prfaas-h200-h100", {"granularity": "request"}),

@@ -309,7 +309,9 @@ def test_the_priced_routing_is_exported_or_warned() -> None:
     assert "# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins" in vllm.text
     services = yaml.safe_load(_export(doc, "dynamo", backend="sglang").text)["spec"]["services"]
     frontend = services["Frontend"]["extraPodSpec"]["mainContainer"]["args"]
-    assert _flag(frontend, "--router-mode") == "kv"
+    assert _flag(frontend, "--router-mode") == "least-loaded"  # Dynamo 1.2.1's nearest to least-work, warned
+    warned = _export(doc, "dynamo", backend="sglang").warnings
+    assert any("--router-mode least-loaded is written" in w and "fewest active requests" in w for w in warned)
     round_robin = _doc()  # priced round-robin: each target says so, no warning
     assert _flag(_script_commands(_export(round_robin, "sglang").text)[2], "--prefill-policy") == "round_robin"
     assert not _export(round_robin, "vllm").warnings
@@ -371,6 +373,50 @@ def test_scripts_pack_instances_onto_nodes(tmp_path: Path) -> None:
     assert prefills == [["http://p0:30000", "8998"], ["http://p0:30001", "8999"], ["http://p1:30000", "8998"]]
     with pytest.raises(subprocess.CalledProcessError):
         subprocess.run(["bash", str(tmp_path / "launch.sh"), "prefill", "2"], check=True, capture_output=True)
+
+
+def _two_node_dp(**prefill: Any) -> PlanDocument:
+    """2 prefill instances of TP1 DP16 EP16 (16 GPUs: two 8-GPU H100 nodes each), 1 decode TP4."""
+    role = {"gpu": "h100-sxm", "tp": 1, "pp": 1, "dp": 16, "ep": 16, "count": 2, **prefill}
+    return _doc(_plan(prefill=role, num_gpus=36, label="2P1D h100-sxm TP1 DP16 EP16 / h100-sxm TP4 request"))
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_vllm_runs_data_parallel_ranks_over_nodes(tmp_path: Path) -> None:
+    text = _export(_two_node_dp(), "vllm").text
+    head = _run_script(text, tmp_path, "prefill", "0", HOST_IP="10.0.0.1", HEAD_IP="10.0.0.1")
+    other = _run_script(text, tmp_path, "prefill", "1", HOST_IP="10.0.0.2", HEAD_IP="10.0.0.1")
+    for node in (head, other):  # each node: its 8 ranks on GPUs 0..7, the side channel's base port
+        assert node[:2] == ["CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "VLLM_NIXL_SIDE_CHANNEL_PORT=5600"]
+        assert (_flag(node, "--data-parallel-size"), _flag(node, "--data-parallel-size-local")) == ("16", "8")
+        assert (_flag(node, "--data-parallel-address"), _flag(node, "--data-parallel-rpc-port")) == (
+            "10.0.0.1",
+            "29550",
+        )
+    assert _flag(head, "--port") == "8100"
+    assert not {"--headless", "--data-parallel-start-rank"} & set(head)  # node 0 serves the API
+    assert "--headless" in other
+    assert "--port" not in other
+    assert _flag(other, "--data-parallel-start-rank") == "8"
+    proxy = _run_script(text, tmp_path, "proxy", PREFILL_HOSTS="p0 p1 p2 p3", DECODE_HOSTS="d0")
+    hosts = proxy[proxy.index("--prefiller-hosts") + 1 : proxy.index("--prefiller-ports")]
+    assert hosts == ["p0", "p2"]  # node 0 of each instance
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run(["bash", str(tmp_path / "launch.sh"), "prefill", "2"], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("prefill", "target"),
+    [
+        ({"tp": 16, "dp": 1, "ep": 1}, "vllm"),  # one TP group over nodes: not data-parallel ranks
+        ({"tp": 4, "dp": 3, "ep": 12}, "vllm"),  # 3 ranks do not split evenly over 2 nodes
+        ({"tp": 1, "dp": 8, "pp": 2, "ep": 8}, "vllm"),  # PP over nodes is not written
+        ({}, "sglang"),  # SGLang's multi-node launch is not written
+    ],
+)
+def test_instances_vllm_cannot_split_over_nodes_are_refused(prefill: dict[str, int], target: str) -> None:
+    with pytest.raises(SpecError, match="more than one h100-sxm node"):
+        _export(_two_node_dp(**prefill), target)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -641,12 +687,35 @@ def test_trtllm_colocated_prefill_first_plan_turns_chunking_off() -> None:
             "NVIDIA",
         ),
         (_wide_ep(expert_gather=True), "ZeRO-Prefill expert gather"),
-        (_plan(decode={"gpu": "h100-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1}), "attention data parallelism"),
+        (_plan(decode={"gpu": "h100-sxm", "tp": 2, "dp": 4, "ep": 8, "count": 1}), "TP > 1 per rank"),
+        (_wide_ep(), "two-batch overlap"),
+        (_wide_ep(two_batch_overlap=False), "expert count is unknown"),  # Llama: no experts to add slots to
         (_plan(granularity="layer"), "transfers KV per request"),
     ],
-    ids=["amd", "expert-gather", "attention-dp", "layer-wise"],
+    ids=["amd", "expert-gather", "attention-dp-tp2", "two-batch-overlap", "slots-unknown", "layer-wise"],
 )
 def test_trtllm_refuses_in_one_line(plan: dict[str, Any], match: str) -> None:
     with pytest.raises(SpecError, match=match) as err:
         _export(_doc(plan), "trtllm")
     assert "\n" not in str(err.value)
+
+
+def _deepseek(plan: dict[str, Any]) -> PlanDocument:
+    doc = _doc(plan, dtype="fp8", kv_dtype="fp8")
+    return doc.model_copy(update={"inputs": {**doc.inputs, "model": {"name": "deepseek-v3"}}})
+
+
+def test_trtllm_writes_attention_dp_and_wide_ep() -> None:
+    """DP8 EP8 TP1 ranks priced with the wide-EP kernels and 32 redundant experts: TensorRT-LLM's attention DP over
+    8 ranks, WIDEEP MoE and 256 + 32 load-balancer slots (trtllm.yaml sources)."""
+    result = _export(_deepseek(_wide_ep(two_batch_overlap=False)), "trtllm")
+    for role in ("prefill", "decode"):
+        options = _trtllm_options(result.text, role)
+        assert options["tensor_parallel_size"] == 8  # the world size: attention DP over the 8 ranks
+        assert options["enable_attention_dp"] is True
+        assert options["moe_expert_parallel_size"] == 8
+        assert options["moe_config"] == {"backend": "WIDEEP", "load_balancer": {"num_slots": 288}}
+    assert any("WIDEEP" in w and "DeepGEMM" in w for w in result.warnings)  # priced with other kernels: said
+    _assert_accepted(result)
+    with pytest.raises(SpecError, match="290 do not divide over EP8"):
+        _export(_deepseek(_wide_ep(two_batch_overlap=False, redundant_experts=34)), "trtllm")

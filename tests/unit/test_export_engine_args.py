@@ -24,6 +24,7 @@ from support.engine_args import (
     check,
     disagg_config_problems,
     llm_args_problems,
+    moe_problems,
     parse,
     records,
 )
@@ -38,10 +39,9 @@ from pdplan.report.export import ExportResult
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang"), ("trtllm", "vllm")]
 RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu", "kv-aware", "prfaas"}
-"""The kinds of plan each target exports; TensorRT-LLM refuses the example MoE plans (all use attention data
-parallelism or wide-EP mechanisms, whose TensorRT-LLM settings pdplan does not write) and PrfaaS plans (their remote
-cluster is not written for it)."""
-RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"moe", "prfaas"}}
+"""The kinds of plan each target exports; TensorRT-LLM refuses PrfaaS plans (their remote cluster is not written for
+it) and runs the MoE plans of attention DP / wide EP without two-batch overlap (``wide-ep-request-no-tbo``)."""
+RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"prfaas"}}
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
@@ -83,7 +83,7 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
     frontend = next(ns for program, ns in parsed if program == "python3 -m dynamo.frontend")
     assert prefill.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert prefill.max_model_len == doc.plans[0]["priced"]["roles"]["prefill"]["max_model_len"]  # type: ignore[index]
-    assert frontend.router_mode == "kv"  # priced least-work: the load-aware mode
+    assert frontend.router_mode == "least-loaded"  # priced least-work: the fewest active requests, the nearest
 
 
 @pytest.mark.xdist_group("optimized")
@@ -153,6 +153,15 @@ WRONG = [
     ),
     ("vllm serve", ["m", "--eplb-config", '{"num_redundant_experts":32}'], "EPLB is not enabled"),
     ("vllm serve", ["m", "--host", "0.0.0.0", "--lora-modules", "a=b"], "cannot check"),  # unresolved: refused
+    ("vllm serve", ["m", "--headless", "--data-parallel-size", "16"], "> 0 in headless mode"),
+    ("vllm serve", ["m", "--data-parallel-size", "16", "--data-parallel-start-rank", "8"], "hybrid load balancing"),
+    (
+        "vllm serve",
+        ["m", "--headless", "-dp", "16", "--data-parallel-size-local", "8", "--data-parallel-start-rank", "12"],
+        "exceed",
+    ),
+    ("vllm serve", ["m", "--data-parallel-local-size", "8"], "unrecognized arguments"),  # misspelt
+    ("vllm serve", ["m", "--data-parallel-rpc-port", "rpc"], "is not int"),
     ("python3 -m dynamo.vllm", ["--model", "m", "--disaggregation-mode", "prefill"], "--kv-transfer-config"),
     ("python3 -m dynamo.vllm", ["--model", "m", "--port", "8000"], "unrecognized arguments"),  # engine group only
     ("python -m sglang.launch_server", ["--model-path", "m", "--kv-cache-dtype", "fp8"], "is not one of"),
@@ -164,6 +173,7 @@ WRONG = [
     ),
     ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
+    ("python3 -m dynamo.frontend", ["--router-mode", "least_loaded"], "is not one of"),  # Dynamo spells it with -
     ("trtllm-serve", ["m", "--tp-size", "2"], "unrecognized arguments"),  # click names use underscores
     ("trtllm-serve", ["m", "--backend", "vllm"], "is not one of"),
     ("trtllm-serve disaggregated", [], "needs -c"),
@@ -234,12 +244,25 @@ TRTLLM_WRONG = [
     ({"kv_cache_config": {"free_gpu_memory_fraction": 1.5}}, "violates le 1"),
     ({"kv_cache_config": {"gpu_memory_utilization": 0.9}}, "not a field of KvCacheConfig"),
     ({"cache_transceiver_config": {"backend": "nixl"}}, "is not one of"),
+    ({"enable_attention_dp": "true"}, "is not bool"),
+    ({"moe_config": {"backend": "wideep"}}, "is not one of"),  # the Literal is upper case
+    ({"moe_config": {"wide_ep": True}}, "not a field of MoeConfig"),
+    ({"moe_config": {"load_balancer": {"slots": 288}}}, "not a field of MoeLoadBalancerConfig"),
 ]
 
 
 @pytest.mark.parametrize(("options", "message"), TRTLLM_WRONG, ids=range(len(TRTLLM_WRONG)))
 def test_a_wrong_llm_api_option_is_refused_as_tensorrt_llm_would(options: dict[str, object], message: str) -> None:
     assert any(message in p for p in llm_args_problems(options))
+
+
+def test_load_balancer_slots_must_divide_over_the_ep_ranks() -> None:
+    good = {"moe_expert_parallel_size": 8, "moe_config": {"backend": "WIDEEP", "load_balancer": {"num_slots": 288}}}
+    assert llm_args_problems(good) == []
+    assert moe_problems(good) == []
+    bad = copy.deepcopy(good)
+    bad["moe_config"]["load_balancer"]["num_slots"] = 260  # type: ignore[index]
+    assert moe_problems(bad) == ["moe_config.load_balancer.num_slots (260) must be divisible by ep_size (8)"]
 
 
 def test_a_wrong_disagg_config_is_refused() -> None:
@@ -279,6 +302,23 @@ def test_the_trtllm_export_writes_the_plan_numbers_tensorrt_llm_accepts(tmp_path
     config = yaml.safe_load(Path(server.config_file).read_text())
     assert config["context_servers"]["num_instances"] == 10
     assert config["context_servers"]["router"] == {"type": "load_balancing"}  # priced least-work: the nearest
+
+
+@pytest.mark.xdist_group("optimized")
+def test_the_trtllm_wide_ep_export_parses_with_attention_dp_and_its_moe_config(
+    optimized: Optimized, tmp_path: Path
+) -> None:
+    doc = document("wide-ep-request-no-tbo", optimized)
+    parsed = _check_export(export(doc, 1, "trtllm"), "trtllm", tmp_path)
+    options = [yaml.safe_load(Path(ns.extra_llm_api_options).read_text()) for p, ns in parsed if p == "trtllm-serve"]
+    assert options
+    for one in options:  # DP8 EP8 TP1 ranks, DeepSeek-V3's 256 routed experts + the example's 32 redundant
+        assert (one["tensor_parallel_size"], one["enable_attention_dp"], one["moe_expert_parallel_size"]) == (
+            8,
+            True,
+            8,
+        )
+        assert one["moe_config"] == {"backend": "WIDEEP", "load_balancer": {"num_slots": 288}}
 
 
 def test_trtllm_refuses_what_it_cannot_run_in_one_line() -> None:

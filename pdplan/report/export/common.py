@@ -68,6 +68,9 @@ class ExportContext:
     model_is_moe: bool | None = None
     """Whether the plan's model preset has MoE layers (vLLM runs MoE data-parallel ranks in lockstep, dense ones
     independently: :mod:`pdplan.report.export.vllm_dp`); None: the catalogue does not hold the model."""
+    model_experts: int | None = None
+    """Routed experts of the plan's MoE model (TensorRT-LLM's load-balancer slots count them); None: dense or
+    unknown."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def export_context(
         trtllm=trtllm_data(),
         storage_kinds={name: catalog.storage(name).kind for name in tier_storages(doc)},
         model_is_moe=model_is_moe(catalog, doc),
+        model_experts=model_experts(catalog, doc),
     )
 
 
@@ -79,6 +80,15 @@ def model_is_moe(catalog: Catalog, doc: PlanDocument) -> bool | None:
         return catalog.model(name).is_moe
     except SpecError:
         return None
+
+
+def model_experts(catalog: Catalog, doc: PlanDocument) -> int | None:
+    """Routed experts per MoE layer of the plan's model preset (``moe.num_experts``); None for a dense model or one
+    the catalogue does not hold."""
+    if not model_is_moe(catalog, doc) or doc.model_name is None:
+        return None
+    moe = catalog.model(doc.model_name).moe
+    return None if moe is None else moe.num_experts
 
 
 def hf_model_id(catalog: Catalog, doc: PlanDocument, source: str) -> str:

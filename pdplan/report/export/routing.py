@@ -13,12 +13,15 @@ split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/servin
   ``--prefill-policy`` and ``--decode-policy`` take ``random``, ``round_robin``, ``cache_aware`` (the default) or
   ``power_of_two`` (the less loaded of two random workers); none is least-work, so least-work is written as
   ``power_of_two``, the nearest load-aware choice, with a warning.
-* **Dynamo frontend** (ai-dynamo/dynamo ``components/src/dynamo/frontend/frontend_args.py``): ``--router-mode``
-  ``round-robin`` (the default), ``random`` or ``kv``; it routes to every worker of the graph, so a colocated plan's
-  aggregated workers need no other balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker
-  service); the KV router (docs/router: a worker's cost is the prefill
-  blocks it must compute plus its active decode blocks) is the load-aware mode, written for least-work with a
-  warning that it is not the same policy.
+* **Dynamo frontend** (ai-dynamo 1.2.1 wheel ``dynamo/common/configuration/groups/router_args.py``:
+  ``--router-mode`` ``round-robin`` (the default), ``random``, ``power-of-two``, ``kv``, ``direct``,
+  ``least-loaded``, ``device-aware-weighted``; ``dynamo/frontend/main.py`` maps each to the runtime's
+  ``RouterMode``); it routes to every worker of the graph, so a colocated plan's aggregated workers need no other
+  balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker service). Least-work is written
+  as ``least-loaded`` ("routes to the worker with the fewest active requests", the flag's help), the nearest: it
+  counts requests, not the prefill work left that least-work prices, and "in disaggregated prefill mode ...
+  skip[s] bootstrap optimization and fall[s] back to the synchronous prefill path"; one warning names both
+  differences (:func:`routing_warnings`).
 
 A plan priced with prefix caching and ``affinity`` routing (its ``cache``: a prefix's requests stay on the instance
 that holds it) needs a router that keeps it: the SGLang router's ``cache_aware`` policy for the caching pool
@@ -44,7 +47,7 @@ from pdplan.report.export.common import Chosen, ExportContext
 from pdplan.report.export.vllm_dp import BALANCER, vllm_dp_front
 
 SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
-DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "kv"}
+DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "least-loaded"}
 SEARCH_HINT = "search with `routing: [{0}]` in the scenario's search block for numbers this router meets"
 
 
@@ -88,8 +91,10 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
     if target == "dynamo" and policy == "least-work":
         return [
             f"the plan was priced with least-work {pool} routing; Dynamo's frontend has no least-work mode, so "
-            "--router-mode kv (the KV router: cost = prefill blocks to compute + active decode blocks) is written, "
-            "the load-aware mode, which is not the same policy: " + SEARCH_HINT.format("round-robin")
+            "--router-mode least-loaded is written, the nearest: it sends each request to the worker with the fewest "
+            "active requests, not the least prefill work left (a short prompt can wait behind a long one), and "
+            "waits for each prefill before the decode (no bootstrap overlap), so its TTFT tail may exceed the "
+            "plan's"
         ]
     return []
 

@@ -11,6 +11,11 @@ names the node); the proxy or router runs once and is given the pools' node addr
 ``DECODE_HOSTS``, space-separated, one per node), checks that it got as many as the plan's pools need, and lists
 every instance (node address, slot port). Values are shell-quoted except :class:`Raw` ones (expansions the script
 makes).
+
+**Instances wider than a node** (only where the engine runs one so: vLLM's data-parallel ranks,
+:mod:`pdplan.report.export.vllm_dp`): an instance takes ``span`` whole nodes, instance ``i`` nodes
+``i·span .. i·span + span − 1``; each of its nodes runs ``bash FILE ROLE NODE`` (NODE 0..span−1, ``HEAD_IP`` the
+address of its node 0, which serves the instance's port), and the front lists node 0 of each instance.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pdplan.report.export.common import (
     Engine,
     ExportContext,
     ExportResult,
+    GpuFacts,
     LaunchCommand,
     comment_text,
     engine_line,
@@ -42,6 +48,9 @@ class Raw(str):
     """A value written verbatim (a shell expansion such as ``"${prefill_hosts[@]}"``)."""
 
     __slots__ = ()
+
+
+HEAD_IP = Raw('"${HEAD_IP:?set HEAD_IP to the address of node 0 of this instance}"')
 
 
 def _word(value: str) -> str:
@@ -74,18 +83,24 @@ def host_checks(names: list[tuple[str, str, int]]) -> list[str]:
 @dataclass(frozen=True)
 class Packing:
     """How a pool's instances share nodes (module docstring): ``per_node`` slots a node, ``nodes`` nodes, ``count``
-    instances of ``gpus`` GPUs and ``dp`` data-parallel ranks each."""
+    instances of ``gpus`` GPUs and ``dp`` data-parallel ranks each; ``span`` nodes an instance (1: it fits one)."""
 
     per_node: int
     nodes: int
     count: int
     gpus: int
     dp: int
+    span: int = 1
 
 
 def packing(ctx: ExportContext, role: PlanRole) -> Packing:
-    """The :class:`Packing` of ``role`` on its GPU's nodes (instances wider than a node are refused before)."""
-    per_node = max(1, min(role.count, gpu_facts(ctx, role).gpus_per_node // role.gpus_per_instance))
+    """The :class:`Packing` of ``role`` on its GPU's nodes (instances wider than a node take ``span`` whole nodes,
+    where the engine runs them so: :func:`single_node_only` refuses the others before)."""
+    node = gpu_facts(ctx, role).gpus_per_node
+    if role.gpus_per_instance > node:
+        span = -(-role.gpus_per_instance // node)
+        return Packing(1, role.count * span, role.count, role.gpus_per_instance, role.dp, span)
+    per_node = max(1, min(role.count, node // role.gpus_per_instance))
     return Packing(per_node, -(-role.count // per_node), role.count, role.gpus_per_instance, role.dp)
 
 
@@ -118,22 +133,33 @@ def pool_host_checks(ctx: ExportContext, plan: ExportPlan, prefill_pool: str = "
 
 
 def instance_loop(pack: Packing, hosts: str, body: str) -> str:
-    """A bash loop over a pool's instances with ``h`` (its node's address) and ``k`` (its slot) set for ``body``."""
+    """A bash loop over a pool's instances with ``h`` (its node's address, node 0 of an instance wider than a node)
+    and ``k`` (its slot) set for ``body``."""
+    if pack.span > 1:
+        return f"    for ((i = 0; i < {pack.count}; i++)); do h=${{{hosts}[i * {pack.span}]}}; k=0; {body}; done"
     return (
         f"    for ((i = 0; i < {pack.count}; i++)); do "
         f"h=${{{hosts}[i / {pack.per_node}]}}; k=$((i % {pack.per_node})); {body}; done"
     )
 
 
-def single_node_only(chosen: Chosen, ctx: ExportContext, target: str) -> None:
-    """Launch commands here start one process group per instance on one host: refuse instances wider than a node."""
+def single_node_only(
+    chosen: Chosen, ctx: ExportContext, target: str, spans: Callable[[PlanRole, GpuFacts], bool] | None = None
+) -> None:
+    """Launch commands here start one process group per instance on one host: refuse instances wider than a node,
+    but those ``spans`` says the engine runs over several nodes (module docstring)."""
     for name, role in chosen.plan.roles():
         facts = gpu_facts(ctx, role)
         nodes, _ = nodes_for(role, facts, chosen.source)
-        if nodes > 1:
+        if nodes > 1 and not (spans is not None and spans(role, facts)):
+            writes = (
+                "single-node launches"
+                if spans is None
+                else "launches over nodes only for data-parallel ranks (DP > 1, no PP, the ranks split evenly)"
+            )
             raise SpecError(
                 f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one "
-                f"{role.gpu} node ({facts.gpus_per_node}); --to {target} writes single-node launches: "
+                f"{role.gpu} node ({facts.gpus_per_node}); --to {target} writes {writes}: "
                 "use --to dynamo (multinode workers)",
                 source=chosen.source,
             )
@@ -155,6 +181,8 @@ def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> list[str]:
     """The role's summary and packing as comments, then the slot check."""
     role = dict(chosen.plan.roles())[name]
     pack = packing(ctx, role)
+    if pack.span > 1:
+        return _spanning_comment(chosen, ctx, name, pack)
     where = (
         f"{pack.per_node} a node in slots 0..{pack.per_node - 1}, {pack.nodes} node(s) of "
         f"{gpu_facts(ctx, role).gpus_per_node} GPUs; on node n, instance n*{pack.per_node}+SLOT: "
@@ -165,6 +193,28 @@ def role_comment(chosen: Chosen, ctx: ExportContext, name: str) -> list[str]:
         f"    # {comment_text(where)}",
         *slot_check(pack),
     ]
+
+
+def _spanning_comment(chosen: Chosen, ctx: ExportContext, name: str, pack: Packing) -> list[str]:
+    """:func:`role_comment` for an instance on ``pack.span`` nodes: which nodes, then the NODE check."""
+    role = dict(chosen.plan.roles())[name]
+    node, last = gpu_facts(ctx, role).gpus_per_node, pack.span - 1
+    where = (
+        f"one instance on {pack.span} nodes of {node} GPUs ({pack.dp // pack.span} data-parallel ranks a node), "
+        f"{pack.nodes} node(s); instance i on nodes i*{pack.span}..i*{pack.span}+{last}: bash THIS_FILE {name} NODE "
+        f"(0..{last}) on each, HEAD_IP the address of its node 0"
+    )
+    return [
+        f"    # {comment_text(role_summary(name, role, gpu_facts(ctx, role)))}",
+        f"    # {comment_text(where)}",
+        '    NODE="${2:-0}"',
+        f'    [[ "$NODE" =~ ^[0-9]+$ ]] && [ "$NODE" -le {last} ] || '
+        f'{{ echo "NODE must be 0..{last} (the instance spans {pack.span} nodes)" >&2; exit 2; }}',
+    ]
+
+
+USAGE_NODES = """  a role whose instance spans nodes (its comment says so) takes NODE (0..nodes-1) in place of SLOT, on
+    each of the instance's nodes, with HEAD_IP set to the address of its node 0 (which serves its port)."""
 
 
 @dataclass(frozen=True)
@@ -189,12 +239,16 @@ class Launcher:
     remote_front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A PrfaaS plan's second front: the same program over the remote prefill cluster and the local decode pool."""
     usage_remote: str = ""
+    spans_nodes: Callable[[PlanRole, GpuFacts], bool] | None = None
+    """Whether the engine runs one instance of a role over several nodes (vLLM's data-parallel ranks); None: never."""
+    node_launches: Callable[[Chosen, ExportContext, str], tuple[list[LaunchCommand], list[str]]] | None = None
+    """The launches of a role whose instance spans nodes (one a node) and their case lines."""
 
 
 def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
     """The launch script: header (with both engine versions), one case per role, then the front case when the plan
     is disaggregated."""
-    single_node_only(chosen, ctx, launcher.engine)
+    single_node_only(chosen, ctx, launcher.engine, launcher.spans_nodes)
     header = header_lines(chosen, ctx, launcher.engine, warnings)
     header.append(engine_line(chosen, ctx, launcher.engine))
     header.append(routing_line(chosen, launcher.engine, ctx))
@@ -206,11 +260,18 @@ def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnin
         return ExportResult(text=text, commands=(cmd,), warnings=tuple(warnings))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
-    for role_name, _ in chosen.plan.roles():
-        cmd = launcher.role_command(chosen, ctx, role_name)
-        commands.append(cmd)
-        cases.append((role_name, [*role_comment(chosen, ctx, role_name), *command_lines(cmd)]))
+    spanning = False
+    for role_name, role in chosen.plan.roles():
+        if packing(ctx, role).span > 1 and launcher.node_launches is not None:
+            launches, lines = launcher.node_launches(chosen, ctx, role_name)
+            spanning = True
+        else:
+            launches = [launcher.role_command(chosen, ctx, role_name)]
+            lines = command_lines(launches[0])
+        commands += launches
+        cases.append((role_name, [*role_comment(chosen, ctx, role_name), *lines]))
     usage = launcher.usage_disaggregated if disaggregated else launcher.usage_colocated
+    usage += "\n" + USAGE_NODES if spanning else ""
     front_of = launcher.front if disaggregated else launcher.front_colocated
     if front_of is not None:
         front, checks = front_of(chosen, ctx)

@@ -15,6 +15,10 @@ unless ``TRTLLM_DISAGG_BENCHMARK_GEN_ONLY=1``, a benchmarking switch that sends 
 only, which pdplan does not write.
 
 The YAML per role: ``tensor_parallel_size``, ``pipeline_parallel_size``, ``moe_expert_parallel_size`` (EP > 1),
+``enable_attention_dp`` (attention DP: an instance of d TP1 ranks is ``tensor_parallel_size`` d, the world size,
+with its attention data-parallel over the ranks), ``moe_config`` (``backend: WIDEEP`` for a plan priced with the
+wide-EP kernels, ``load_balancer.num_slots`` = routed experts + the priced redundant experts; ``moe_backends`` and
+the sources in trtllm.yaml),
 ``max_batch_size`` (the plan's batch cap on generation and colocated servers), ``max_num_tokens`` (the priced token
 budget), ``max_seq_len`` (the priced max-model-len), ``dtype: bfloat16`` (BF16 weights, as vLLM's ``--dtype``),
 ``enable_chunked_prefill`` (on where a budget is written, as
@@ -25,9 +29,9 @@ left after weights, not vLLM's share of the whole GPU that the plan records, and
 the weights to convert one into the other.
 
 Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node, KV transfer overlapped with the
-prefill (TensorRT-LLM moves a request's KV after its context phase), attention data parallelism and the wide-EP
-mechanisms (DeepEP, two-batch overlap, redundant experts), whose TensorRT-LLM settings pdplan does not write, and
-ZeRO-Prefill expert gather (no engine runs it).
+prefill (TensorRT-LLM moves a request's KV after its context phase), attention DP ranks of TP > 1 and two-batch
+overlap, which pdplan does not write for TensorRT-LLM, redundant experts whose slots do not divide over the EP ranks
+or whose model's expert count the catalogue lacks, and ZeRO-Prefill expert gather (no engine runs it).
 """
 
 from __future__ import annotations
@@ -104,17 +108,55 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
             f"is priced with {plan.granularity}-granularity KV transfer, but TensorRT-LLM transfers KV per request, "
             "after the context phase (re-run `pdplan optimize --granularity request`)"
         )
-    if any(role.dp > 1 for _, role in plan.roles()):
-        reasons.append("uses attention data parallelism, whose TensorRT-LLM settings pdplan does not write")
-
-    if any(p.moe_kernel == "deepgemm_wideep" or p.two_batch_overlap or p.redundant_experts for p in priced):
-        reasons.append(
-            "is priced with wide-EP mechanisms (DeepEP, two-batch overlap, redundant experts) that pdplan "
-            "does not write for TensorRT-LLM"
-        )
+    reasons += _moe_reasons(chosen, ctx)
     if reasons:
         raise SpecError(f"{head} {reasons[0]}: export it to sglang or dynamo, or another plan (--rank)", source=where)
     single_node_only(chosen, ctx, "trtllm")
+
+
+def _moe_reasons(chosen: Chosen, ctx: ExportContext) -> list[str]:
+    """Why the attention-DP / wide-EP settings of the plan cannot be written (:func:`check_trtllm`)."""
+    plan, out = chosen.plan, []
+    wide = [f"{name} TP{role.tp} DP{role.dp}" for name, role in plan.roles() if role.dp > 1 and role.tp > 1]
+    if wide:
+        out.append(
+            f"uses attention data parallelism with TP > 1 per rank ({', '.join(wide)}); pdplan writes TensorRT-LLM's "
+            "enable_attention_dp for TP1 ranks only"
+        )
+    priced = plan.priced.roles if plan.priced else {}
+    if any(p.two_batch_overlap for p in priced.values()):
+        out.append("is priced with two-batch overlap, for which pdplan knows no TensorRT-LLM LLM-API key")
+    for name, role in plan.roles():
+        slots = _slots(chosen, ctx, name)
+        if slots is not None and (slots <= 0 or slots % max(role.ep, 1)):
+            what = "the model's expert count is unknown" if slots <= 0 else f"{slots} do not divide over EP{role.ep}"
+            out.append(
+                f"is priced with redundant experts whose TensorRT-LLM load-balancer slots cannot be written: {what}"
+            )
+    return out
+
+
+def _slots(chosen: Chosen, ctx: ExportContext, role_name: str) -> int | None:
+    """``moe_config.load_balancer.num_slots`` of a role priced with redundant experts: routed experts + redundant
+    (0 where the catalogue does not know the model's experts); None without redundant experts."""
+    priced = chosen.plan.priced_role(role_name)
+    if priced is None or not priced.redundant_experts:
+        return None
+    return 0 if ctx.model_experts is None else ctx.model_experts + priced.redundant_experts
+
+
+def _moe_config(chosen: Chosen, ctx: ExportContext, role_name: str) -> dict[str, Any]:
+    """``moe_config``: the backend of the priced MoE kernel (``moe_backends`` in trtllm.yaml) and the load balancer's
+    slots (:func:`_slots`); empty where neither applies."""
+    priced = chosen.plan.priced_role(role_name)
+    out: dict[str, Any] = {}
+    backend = _data(ctx).moe_backends.get(priced.moe_kernel or "") if priced is not None else None
+    if backend is not None:
+        out["backend"] = backend
+    slots = _slots(chosen, ctx, role_name)
+    if slots:
+        out["load_balancer"] = {"num_slots": slots}
+    return out
 
 
 def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
@@ -128,6 +170,12 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
         out.append(
             "the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint "
             "(no online quantization flag), so pass one with --model-id"
+        )
+    priced = chosen.plan.priced.roles.values() if chosen.plan.priced else ()
+    if any(_data(ctx).moe_backends.get(p.moe_kernel or "") == "WIDEEP" for p in priced):
+        out.append(
+            "the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP "
+            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ"
         )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
@@ -144,9 +192,14 @@ def llm_api_options(chosen: Chosen, ctx: ExportContext, role_name: str) -> dict[
     """The ``--extra_llm_api_options`` mapping of one role (module docstring)."""
     plan = chosen.plan
     role = dict(plan.roles())[role_name]
-    out: dict[str, Any] = {"tensor_parallel_size": role.tp, "pipeline_parallel_size": role.pp}
+    out: dict[str, Any] = {"tensor_parallel_size": role.tp * role.dp, "pipeline_parallel_size": role.pp}
+    if role.dp > 1:
+        out["enable_attention_dp"] = True
     if role.ep > 1:
         out["moe_expert_parallel_size"] = role.ep
+    moe = _moe_config(chosen, ctx, role_name)
+    if moe:
+        out["moe_config"] = moe
     if plan.max_num_seqs is not None and role_name != "prefill":
         out["max_batch_size"] = plan.max_num_seqs
     budget = token_budget(chosen, ctx, role_name)

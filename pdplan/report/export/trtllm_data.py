@@ -25,6 +25,8 @@ class TrtllmData(FrozenModel):
     server_port: int = Field(ge=1, le=65535)
     cache_transceiver_backend: str
     routers: dict[Policy, str]
+    moe_backends: dict[str, str] = Field(default_factory=dict)
+    """``MoeConfig.backend`` per priced MoE kernel (``sources.moe_backends``); a kernel not listed writes none."""
     kv_transfer_granularity: Granularity
     vendors: list[Vendor]
     sources: dict[str, str]

@@ -12,12 +12,15 @@ its clients; :mod:`pdplan.report.export.routing`).
 Colocated plans: one ``vllm serve --data-parallel-size z`` on one node, whose data-parallel engines are the z
 instances behind vLLM's own load balancer, where that matches the priced instances
 (:mod:`pdplan.report.export.vllm_dp`); else one plain ``vllm serve`` per instance, no connector, and a note that vLLM
-ships no balancer for them. Ports and connector settings: ``pdplan/data/export/targets.yaml``; engine arguments:
-:mod:`pdplan.report.export.engine_args`.
+ships no balancer for them. An instance of data-parallel ranks wider than a node runs one ``vllm serve`` a node, the
+first serving the API, the others ``--headless`` (:func:`pdplan.report.export.vllm_dp.node_flags`), with the
+packing of :mod:`pdplan.report.export.shell`. Ports and connector settings: ``pdplan/data/export/targets.yaml``;
+engine arguments: :mod:`pdplan.report.export.engine_args`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pdplan.report.export.cache import plan_cache, vllm_transfer_config
@@ -34,16 +37,19 @@ from pdplan.report.export.common import (
 )
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.shell import (
+    HEAD_IP,
     Launcher,
     Packing,
     Raw,
+    command_lines,
     instance_loop,
     launch_script,
     packing,
     pool_host_checks,
     slot_port,
 )
-from pdplan.report.export.vllm_dp import vllm_dp_front
+from pdplan.report.export.vllm_dp import node_flags, spans_nodes, vllm_dp_front
+from pdplan.specs.export import EngineData
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
@@ -61,11 +67,15 @@ def _kv_transfer_config(chosen: Chosen, ctx: ExportContext, role_name: str, kv_r
     return json.dumps(vllm_transfer_config(config, plan_cache(chosen, ctx), ctx, role_name), separators=(",", ":"))
 
 
+def _port(data: EngineData, role_name: str) -> int:
+    """The role's base port (its slot 0): prefill, decode or colocated (targets.yaml)."""
+    return {"prefill": data.prefill_port, "decode": data.decode_port}.get(base_role(role_name), data.colocated_port)
+
+
 def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     data = ctx.targets.engines["vllm"]
     role = dict(chosen.plan.roles())[role_name]
-    port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(base_role(role_name), data.colocated_port)
-    flags: list[tuple[str, str | None]] = [("--port", slot_port(port))]
+    flags: list[tuple[str, str | None]] = [("--port", slot_port(_port(data, role_name)))]
     flags += role_engine_flags(chosen, ctx, role_name, role, "vllm")
     env: tuple[tuple[str, str], ...] = (("CUDA_VISIBLE_DEVICES", _slot_gpus(packing(ctx, role))),)
     if role_name != "colocated":
@@ -77,6 +87,30 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
             ("UCX_NET_DEVICES", "all"),
         )
     return LaunchCommand(role=role_name, program="vllm serve", positional=(ctx.model_id,), flags=tuple(flags), env=env)
+
+
+def _node_launches(chosen: Chosen, ctx: ExportContext, role_name: str) -> tuple[list[LaunchCommand], list[str]]:
+    """An instance of data-parallel ranks on several nodes (:func:`pdplan.report.export.vllm_dp.node_flags`): node
+    0's ``vllm serve`` (the API, on the role's base port) and the others' ``--headless`` one, chosen by ``NODE``;
+    each node's GPUs ``0 .. L·T − 1`` and the NIXL side channel's base port (vLLM adds the rank's index)."""
+    data = ctx.targets.engines["vllm"]
+    role = dict(chosen.plan.roles())[role_name]
+    nodes = packing(ctx, role).span
+    base = _serve(chosen, ctx, role_name)
+    engine = [(flag, value) for flag, value in base.flags if flag != "--port"]
+    local_gpus = ",".join(str(g) for g in range(role.gpus_per_instance // nodes))
+    side_port = str(data.nixl_side_channel_port or 0)
+    env = tuple(
+        (name, local_gpus if name == "CUDA_VISIBLE_DEVICES" else side_port if "SIDE_CHANNEL_PORT" in name else value)
+        for name, value in base.env
+    )
+    rpc = int(data.data_parallel_rpc_port or 0)
+    head_flags = [("--port", str(_port(data, role_name))), *node_flags(engine, role, nodes, HEAD_IP, rpc, "")]
+    start = Raw(f'"$((NODE * {role.dp // nodes}))"')
+    head = dataclasses.replace(base, flags=tuple(head_flags), env=env)
+    rest = dataclasses.replace(base, flags=tuple(node_flags(engine, role, nodes, HEAD_IP, rpc, start)), env=env)
+    lines = ['    if [ "$NODE" -eq 0 ]; then', *command_lines(head, "      "), "    else"]
+    return [head, rest], [*lines, *command_lines(rest, "      "), "    fi"]
 
 
 def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str], str] | None:
@@ -170,6 +204,8 @@ LAUNCHER = Launcher(
     remote_front=_remote_proxy,
     colocated_one=_data_parallel,
     usage_remote=USAGE_REMOTE,
+    spans_nodes=spans_nodes,
+    node_launches=_node_launches,
 )
 
 

@@ -19,16 +19,28 @@ prefillers with decoders), but its data parallelism is one: ``vllm serve MODEL -
 
 The front is written only where the plan's instance is exactly that rank: z > 1 instances of TP only (no PP, no
 attention DP, no EP, each checked against the wheel above only for TP per rank), a dense model the catalogue knows,
-and z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node). Multi-node data parallelism
-(``--data-parallel-size-local``, ``--data-parallel-address``, ``--headless`` on the other nodes) is not written.
-These sources, as data: ``engines.vllm.sources.colocated_front`` in ``pdplan/data/export/targets.yaml``.
+and z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node); colocated instances on several nodes
+are not joined into one front. These sources, as data: ``engines.vllm.sources.colocated_front`` in
+``pdplan/data/export/targets.yaml``.
+
+**One instance over several nodes** (:func:`spans_nodes`, :func:`node_flags`). An instance of d > 1 data-parallel
+ranks of TP T (attention DP with EP, as priced) wider than a node of G GPUs runs on m = ⌈d·T / G⌉ nodes with
+L = d / m ranks each (d a multiple of m, so every node holds the same ranks; T ≤ G; no PP), one ``vllm serve`` a
+node: every node ``--data-parallel-size d --data-parallel-size-local L --data-parallel-address FIRST
+--data-parallel-rpc-port R``; node 0 serves the API on the instance's port, node j > 0 runs ``--headless
+--data-parallel-start-rank j·L`` (vLLM 0.20.1 ``vllm/engine/arg_utils.py`` ``create_engine_config``; a start rank
+without ``--headless`` would turn on hybrid load balancing, an API server a node, so node 0 writes none;
+``vllm/entrypoints/cli/serve.py`` ``run_headless``). ``engines.vllm.sources.multinode_dp`` in targets.yaml.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdplan.report.export.common import Chosen, ExportContext, gpu_facts
+from pdplan.report.export.common import Chosen, ExportContext, GpuFacts, gpu_facts
+from pdplan.specs.export import PlanRole
+
+Flags = list[tuple[str, str | None]]
 
 BALANCER = (
     "vLLM's data-parallel load balancer sends each request to the engine with the lowest 4 x waiting + running "
@@ -65,3 +77,29 @@ def vllm_dp_front(chosen: Chosen, ctx: ExportContext) -> DpFront:
     else:
         return DpFront(role.count)
     return DpFront(None, why)
+
+
+def spans_nodes(role: PlanRole, facts: GpuFacts) -> bool:
+    """Whether vLLM runs one instance of ``role`` over several nodes as its data-parallel ranks (module docstring):
+    wider than a node, DP > 1, no PP, each rank within a node and the ranks split evenly over the nodes."""
+    gpus, node = role.gpus_per_instance, facts.gpus_per_node
+    if gpus <= node or role.dp <= 1 or role.pp > 1 or role.tp > node:
+        return False
+    return role.dp % -(-gpus // node) == 0
+
+
+def node_flags(engine_flags: Flags, role: PlanRole, nodes: int, head: str, rpc_port: int, start_rank: str) -> Flags:
+    """One node's ``vllm serve`` flags for an instance on ``nodes`` nodes: the role's ``engine_flags`` with
+    ``--data-parallel-size-local`` (d / nodes), ``--data-parallel-address`` ``head`` and ``--data-parallel-rpc-port``
+    after ``--data-parallel-size``; ``start_rank`` (a shell expansion, or empty on node 0) adds ``--headless`` first
+    and ``--data-parallel-start-rank`` (module docstring)."""
+    at = next(i for i, (flag, _) in enumerate(engine_flags) if flag == "--data-parallel-size") + 1
+    ranks: Flags = [
+        ("--data-parallel-size-local", str(role.dp // nodes)),
+        ("--data-parallel-address", head),
+        ("--data-parallel-rpc-port", str(rpc_port)),
+    ]
+    if start_rank:
+        ranks.append(("--data-parallel-start-rank", start_rank))
+    out = [*engine_flags[:at], *ranks, *engine_flags[at:]]
+    return [("--headless", None), *out] if start_rank else out
