@@ -128,7 +128,8 @@ def goodput_model(
     after the first rebuilds from the first probe's model, reusing what the hit rates do not change
     (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
     starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
-    changes the rates solved, not the goodput): from one probe to the next the hit rates move it little."""
+    changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
+    hit rates move it little."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)

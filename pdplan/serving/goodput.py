@@ -24,10 +24,13 @@ that one (the same shape and positions: a matrix product's rounding depends on t
 fail, it closes the bracket the search above finds (the margin is non-increasing, so the rate below the top and the
 top fail too), with the same margins at its ends, and brentq takes the same steps. It saves the rates near the
 stability limit, the dearest to solve (a one-server KV link's chain near saturation: a link-bound deployment's goodput
-can lie at a third of its limit). The two agree bit for bit unless a rate above the bracket runs past its chain's
-lattice, which widens every rate's lattice in that batch (:mod:`pdplan.queueing.link_delay`) and moves the ends'
-margins at the level of a lattice, as the search above already allows. Where the estimate does not bracket the
-crossing, the search runs as above, having spent rates no dearer than the one above the estimate.
+can lie at a third of its limit). The two agree bit for bit unless a rate above the bracket sets a grid the whole batch
+shares: the decode load noise's FFT length follows the batch's highest utilisation
+(:func:`pdplan.queueing.decode.load_noise`), and a rate whose link chain runs past its lattice widens every rate's
+(:mod:`pdplan.queueing.link_delay`); the ends' margins then move at the level of that grid (1e-10 on
+examples/mooncake-trace.yaml, its goodput by 1e-12 relative), as the search above already allows. Where the
+estimate does not bracket the crossing, the search runs as above, having spent rates no dearer than the one above
+the estimate.
 
 The binding constraint, in words: the stability bound's name when goodput = λ_stab ("prefill
 utilisation", "decode KV capacity", "link", ...); otherwise the latency whose P-th percentile is
@@ -108,7 +111,8 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
 
     ``near_rps``: where the goodput is expected (a neighbouring model's: the same deployment at another cache rate
     or setting); when it lies below the grid's second-highest rate, the grid interval around it is tried first
-    (module docstring, **Near a known goodput**). It changes which rates are solved, not the goodput."""
+    (module docstring, **Near a known goodput**). It changes which rates are solved, and the goodput only where a
+    grid the whole batch shares moves it, by far less than ``REL_TOL``."""
     limit = model.limit()
     top = limit.rate_rps * (1.0 - 1e-6)
     grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
