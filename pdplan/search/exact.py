@@ -9,7 +9,8 @@ goodput).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -137,21 +138,58 @@ def evaluate_exact(
     return Exact(plan, res, model, None if capacity is model else capacity, headroom)
 
 
-def with_cache_report(e: Exact, uncached: dict[tuple[object, float], float] | None = None) -> Exact:
+@dataclass
+class Comparisons:
+    """The goodputs a search's reports compare its plans against (the same plan without its prefix cache, with
+    ``pd`` turn placement, with prefill-only reads), each found once: plans that differ only in the setting a
+    comparison takes away share its solve. Each is keyed by what its model is built from (the deployment less its
+    cache, the cache setting compared against, the rate the hit rates are read at, the headroom), which within one
+    search fixes the model. Each goodput search starts near the lowest SLO-meeting rate the search found on the same
+    deployment, cache set aside (:func:`pdplan.serving.find_goodput` ``near_rps``): taking a cache mechanism away
+    moves a link- or compute-bound deployment's goodput far less than the grid's step."""
+
+    near_rps: dict[object, float] = field(default_factory=dict)
+    """The lowest SLO-meeting rate (goodput × (1 + headroom)) among the search's plans, per deployment less cache."""
+    found: dict[tuple[object, ...], float] = field(default_factory=dict)
+    """Each comparison's goodput (margins applied), by :meth:`goodput_rps`'s key."""
+
+    @classmethod
+    def of(cls, plans: Iterable[Exact]) -> Comparisons:
+        """Nothing found yet, each goodput search starting near the lowest rate of ``plans`` on its deployment."""
+        near: dict[object, float] = {}
+        for e in plans:
+            rate = e.plan.goodput_rps * (1.0 + e.headroom)
+            near[_uncached(e.res)] = min(rate, near.get(_uncached(e.res), rate))
+        return cls(near)
+
+    def goodput_rps(self, e: Exact, variant: ResolvedScenario[Any]) -> float:
+        """The goodput of ``variant`` (``e``'s bound scenario with one cache setting changed or the cache taken
+        away), built as ``e``'s model is (the whole deployment) and with ``e``'s headroom applied."""
+        setup = variant.cache
+        rate = None if setup is None else variant.cache_rate_rps
+        key = (_uncached(variant), None if setup is None else setup.spec, rate, e.headroom)
+        if key not in self.found:
+            near = self.near_rps.get(_uncached(variant))
+            good = _goodput_or_zero(build_model(variant), variant.scenario.slo, near)
+            self.found[key] = good / (1.0 + e.headroom)
+        return self.found[key]
+
+
+def _uncached(res: ResolvedScenario[Any]) -> object:
+    """The bound deployment less its cache setting."""
+    return dataclasses.replace(res.hardware.deployment, cache=None)
+
+
+def with_cache_report(e: Exact, known: Comparisons | None = None) -> Exact:
     """``e`` with its plan's prefix-cache report: the hit rates its model holds and the same deployment's goodput
     without the cache (margins applied as the plan's; ``n+1`` left out of that comparison). Unchanged without a
-    cache. ``uncached``: those goodputs already found in this search, keyed by the deployment less its cache
-    setting and the headroom (plans that differ only in their cache setting share one; filled in here)."""
+    cache. ``known``: the comparisons this search has already priced (filled in here; None: ``e``'s alone)."""
     if e.model.cache is None:
         return e
-    key = (dataclasses.replace(e.res.hardware.deployment, cache=None), e.headroom)
-    without = (uncached or {}).get(key)
-    if without is None:
-        without = e.goodput_rps(build_model(dataclasses.replace(e.res, cache=None)), e.res.scenario.slo)
-        if uncached is not None:
-            uncached[key] = without
-    dual = dual_path_report(e.res, e.model.cache, lambda r: e.goodput_rps(build_model(r), e.res.scenario.slo))
-    ppd = ppd_report(e.res, e.model, lambda r: e.goodput_rps(build_model(r), e.res.scenario.slo))
+    known = known if known is not None else Comparisons.of([e])
+    without = known.goodput_rps(e, dataclasses.replace(e.res, cache=None))
+    dual = dual_path_report(e.res, e.model.cache, lambda r: known.goodput_rps(e, r))
+    ppd = ppd_report(e.res, e.model, lambda r: known.goodput_rps(e, r))
     mode = e.res.hardware.deployment.mode
     report = CacheReport.of(e.model.cache, without, mode=mode, dual_path=dual, turn_placement=ppd)
     return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
@@ -222,9 +260,9 @@ def _plan(
     return dataclasses.replace(plan, priced=priced_record(res))
 
 
-def _goodput_or_zero(model: ServingModel, slo: SloSpec) -> float:
+def _goodput_or_zero(model: ServingModel, slo: SloSpec, near_rps: float | None = None) -> float:
     try:
-        return find_goodput(model, slo).rate_rps
+        return find_goodput(model, slo, near_rps).rate_rps
     except NoFeasiblePlanError:
         return 0.0
 

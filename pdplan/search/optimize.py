@@ -23,7 +23,7 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
-from pdplan.search.exact import Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
+from pdplan.search.exact import Comparisons, Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
 from pdplan.search.planning import (
     comparable_baseline,
     plan_metrics,
@@ -276,9 +276,9 @@ def _result(
     """The ranked plans with the baseline, the Pareto front, the pick's sensitivity and rate curve."""
     per_gpu = pool.metrics.goodput_rps[order] / pool.metrics.num_gpus[order]
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
-    uncached: dict[tuple[object, float], float] = {}  # the same deployment without its cache: found once
-    best = [with_cache_report(e, uncached) for e in best]
-    baseline = [with_cache_report(e, uncached) for e in baseline]
+    known = Comparisons.of([*best, *baseline])  # each report's comparison solved once for the whole search
+    best = [with_cache_report(e, known) for e in best]
+    baseline = [with_cache_report(e, known) for e in baseline]
     pick = best[0]
     return PlanResult(
         question=_question(res.scenario, res, space),

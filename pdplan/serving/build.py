@@ -126,19 +126,25 @@ def goodput_model(
     constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
     rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`). Each probe
     after the first rebuilds from the first probe's model, reusing what the hit rates do not change
-    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit."""
+    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
+    starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
+    changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
+    hit rates move it little."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
 
     first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
+    near: list[float] = [] if start_rps is None or start_rps <= 0 else [start_rps]  # the last goodput found
 
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
         model = build_model(nxt, first[0] if first else None)
         if not first:
             first.append(model)
-        return _AtRate(nxt, model, find_goodput(model, slo))
+        good = find_goodput(model, slo, near[-1] if near else None)
+        near.append(good.rate_rps)
+        return _AtRate(nxt, model, good)
 
     probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)
     lo, hi = (probe, None) if probe.holds else (None, probe)

@@ -102,3 +102,40 @@ def test_rates_whose_wait_does_not_settle_count_as_missing_the_slo() -> None:
     cut = 0.5 * plain.rate_rps  # the cut is before the crossing: goodput stays below it
     below = find_goodput(_UnsettledAbove(cut), DEFAULT.slo)
     assert 0.0 < below.rate_rps < cut
+
+
+class _Recorded:
+    """The default model, recording the rates each snapshot is asked for."""
+
+    def __init__(self) -> None:
+        self.inner = build_model(resolve(DEFAULT, CATALOG))
+        self.rates: list[float] = []
+
+    def limit(self) -> Limit:
+        return self.inner.limit()
+
+    def utilisation(self, rates: FloatArray) -> Utilisation:
+        return self.inner.utilisation(rates)
+
+    def snapshot(self, rates: FloatArray) -> Snapshot:
+        self.rates.extend(float(r) for r in np.ravel(rates))
+        return self.inner.snapshot(rates)
+
+
+def test_a_goodput_estimate_changes_the_rates_solved_not_the_goodput() -> None:
+    """``near_rps`` (a neighbouring model's goodput): with the TTFT threshold at 0.2x the default's, the crossing lies
+    at about 0.36 of the stability limit; an estimate near it finds the same goodput, bit for bit, without solving the
+    rates near the limit (the dearest: a KV link's chain near saturation), and a poor estimate (in a grid interval
+    below or above the crossing, or above the grid's second-highest rate) still finds the same goodput."""
+    slo = DEFAULT.slo.model_copy(update={"ttft": DEFAULT.slo.ttft * 0.2})
+    plain = _Recorded()
+    expected = find_goodput(plain, slo)
+    limit_rps = plain.limit().rate_rps
+    assert 0.25 < expected.rate_rps / limit_rps < 0.5  # the crossing lies in the grid's lower half
+    assert max(plain.rates) > 0.85 * limit_rps  # the whole search solves the rates near the limit
+    for near in (expected.rate_rps, 0.05 * limit_rps, 0.6 * limit_rps, 0.9 * limit_rps):
+        model = _Recorded()
+        good = find_goodput(model, slo, near_rps=near)
+        assert (good.rate_rps, good.binding) == (expected.rate_rps, expected.binding), near
+        if near == expected.rate_rps:
+            assert max(model.rates) <= 0.5 * limit_rps  # nothing above the bracket's upper end
