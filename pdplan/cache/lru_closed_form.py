@@ -58,6 +58,7 @@ Capacities are in tokens (the exact model works in blocks: a capacity of b block
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ from scipy.special import gammainc
 from pdplan.errors import SpecError
 from pdplan.numerics.normal import ndtr
 from pdplan.numerics.roots import brentq
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
 
 SessionRouting = Literal["session-affine", "random"]
 
@@ -147,12 +148,27 @@ def characteristic_time_s(occupancy: Callable[[float], float], capacity: float, 
         return 0.0
     if capacity >= saturation:
         return math.inf
+    known: dict[float, float] = {}  # W at the times already evaluated: the bracket's ends are not evaluated again
+
+    def at(t: float) -> float:
+        if t not in known:
+            known[t] = float(occupancy(t))
+        return known[t]
+
     high = 1.0
-    while occupancy(high) < capacity:
+    while at(high) < capacity:
         high *= 4.0
-    while high > 1e-300 and occupancy(high / 4.0) >= capacity:
+    while high > 1e-300 and at(high / 4.0) >= capacity:
         high /= 4.0
-    return float(brentq(lambda t: occupancy(t) - capacity, 0.0, high, xtol=1e-9 * high, rtol=1e-12))
+    ends = at(0.0) - capacity, at(high) - capacity
+    for t, f in zip((0.0, high), ends, strict=True):
+        if math.isnan(f):
+            raise ValueError(f"The function value at x={t} is NaN; solver cannot continue.")
+
+    def excess(t: float) -> float:
+        return float(occupancy(t)) - capacity
+
+    return float(brentq(excess, 0.0, high, xtol=1e-9 * high, rtol=1e-12, f_a=ends[0], f_b=ends[1]))
 
 
 def append_hit_ratio(context_tokens: float, append_tokens: float) -> float:
@@ -252,7 +268,9 @@ def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArr
     """For m = 1..depth gaps in a row (each ``turn_duration + Z``): P(A_m < t) and E[min(t, A_m)].
 
     Sums of two or more exponential or Erlang think times are Erlang (:meth:`ThinkTime.sum_of`): those are evaluated
-    at once (:func:`_erlang_sums`, the same operations element by element); the others one law at a time."""
+    at once (:func:`_erlang_sums`, the same operations element by element), the one think time alone as itself; fixed
+    and lognormal sums at once too (:func:`_summed_laws`, the same operations as :meth:`ThinkTime.cdf` and
+    :meth:`ThinkTime.mean_min` element by element, so every value is the same double)."""
     m = np.arange(1, depth + 1, dtype=np.float64)
     shifted = t - m * workload.turn_duration_s
     cdf = np.zeros(depth)
@@ -267,11 +285,54 @@ def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArr
         one_by_one = one_by_one[one_by_one < 1]
         cdf[many], partial = _erlang_sums(think, m[many], shifted[many])
         mean_min[many] = m[many] * workload.turn_duration_s + partial
+    else:
+        cdf[one_by_one], partial = _summed_laws(think, depth).at(one_by_one, shifted[one_by_one])
+        mean_min[one_by_one] = m[one_by_one] * workload.turn_duration_s + partial
+        one_by_one = one_by_one[:0]
     for i in one_by_one:
         law = think.sum_of(int(m[i]))
         cdf[i] = law.cdf(shifted[i])
         mean_min[i] = m[i] * workload.turn_duration_s + law.mean_min(shifted[i])
     return cdf, mean_min
+
+
+@dataclass(frozen=True)
+class _SummedLaws:
+    """The laws of Z_1 + … + Z_m, m = 1..depth, of a fixed or lognormal think time (:meth:`ThinkTime.sum_of`), as
+    arrays of what :meth:`ThinkTime.cdf` and :meth:`ThinkTime.mean_min` compute from each law before its argument:
+    the mean, σ, μ = ln(mean) − σ²/2 and σ², each with Python's scalar ``math`` as those methods do."""
+
+    kind: str
+    mean_s: FloatArray
+    sigma: FloatArray
+    mu: FloatArray
+    sigma2: FloatArray
+
+    def at(self, index: IntArray, t: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(P(A ≤ t), E[min(t, A)])`` of the laws ``index`` at the (positive, finite) ``t``, one each: fixed
+        ``[t ≥ mean]`` and ``min(t, mean)``; lognormal Φ((ln t − μ)/σ) and e^{μ+σ²/2}·Φ((ln t − μ − σ²)/σ) +
+        t·(1 − Φ((ln t − μ)/σ)) (the logarithm by ``math.log``, one element at a time: the same double)."""
+        mean = self.mean_s[index]
+        if self.kind == "fixed":
+            return np.where(t >= mean, 1.0, 0.0), np.minimum(t, mean)
+        log_t = np.fromiter(map(math.log, t.tolist()), dtype=np.float64, count=t.size)
+        mu, sigma = self.mu[index], self.sigma[index]
+        cdf = ndtr((log_t - mu) / sigma)
+        partial = mean * ndtr((log_t - mu - self.sigma2[index]) / sigma)
+        return cdf, partial + t * (1.0 - cdf)
+
+
+@functools.lru_cache(maxsize=64)
+def _summed_laws(think: ThinkTime, depth: int) -> _SummedLaws:
+    """:class:`_SummedLaws` of ``think`` (fixed or lognormal) up to ``depth`` gaps, once per (law, depth): they do
+    not depend on the time the occupancy is evaluated at."""
+    laws = [think.sum_of(m) for m in range(1, depth + 1)]
+    mu = [math.log(law.mean_s) - law.sigma**2 / 2 for law in laws]
+    arrays = [np.array(v, dtype=np.float64) for v in ([w.mean_s for w in laws], [w.sigma for w in laws], mu)]
+    arrays.append(np.array([law.sigma**2 for law in laws], dtype=np.float64))
+    for a in arrays:
+        a.flags.writeable = False
+    return _SummedLaws(think.kind, *arrays)
 
 
 def _erlang_sums(think: ThinkTime, m: FloatArray, t: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -312,9 +373,26 @@ def session_cache(
     ``partial_hits=False`` only m = 1 counts (the previous turn's instance, probability 1/N): a lower bound.
 
     Shared system prompts (``system_prompts`` D ≥ 1, module docstring): a turn that finds no history of its session
-    still hits its system prompt's S tokens with probability ``1 − e^{−λ_S T_C}``."""
+    still hits its system prompt's S tokens with probability ``1 − e^{−λ_S T_C}``.
+
+    Memoised by value (:data:`SESSION_CACHE_ENTRIES` answers, least recently used dropped first): the search asks
+    for the same (workload, capacity, instances, routing) again for every setting that changes none of them (the
+    read paths, the PPD placement, the screen's rounds); the answer's arrays are read-only, shared by the callers."""
     if instances < 1:
         raise SpecError(f"must be >= 1, got {instances}", field="instances")
+    return _session_cache(workload, float(capacity_tokens), instances, routing, partial_hits)
+
+
+SESSION_CACHE_ENTRIES = 1024
+"""Answers :func:`session_cache` keeps: a search asks for a few hundred (agent-dualpath's optimize: 100 distinct of
+144 asked), each some kilobytes (a few arrays of one float per turn)."""
+
+
+@functools.lru_cache(maxsize=SESSION_CACHE_ENTRIES)
+def _session_cache(
+    workload: SessionWorkload, capacity_tokens: float, instances: int, routing: SessionRouting, partial_hits: bool
+) -> SessionCacheResult:
+    """:func:`session_cache`, once per distinct value of its arguments."""
     q = 1.0 if routing == "session-affine" else 1.0 / instances
     depth = len(workload.turns_pmf)
     landing = q * (1.0 - q) ** np.arange(depth)  # next landing on this instance m = 1, 2, … turns later
@@ -340,16 +418,31 @@ def session_cache(
     t_c = characteristic_time_s(occupancy, capacity_tokens, math.inf)
     cdf, _ = _gap_sums(workload, t_c, depth)
     found = landing * cdf  # P(most recent landing m turns back and still cached)
-    own_hit = np.array([0.0] + [float(np.sum(found[:k])) for k in range(1, depth)])
-    own_tokens = np.array([0.0] + [float(np.sum(found[:k] * history[k - 1 :: -1][:k])) for k in range(1, depth)])
+    own_hit, own_tokens = _own_hits(found, history)
     system_hit = 0.0 if system <= 0 else (1.0 if math.isinf(t_c) else -math.expm1(-system_rate * t_c))
     hit_probability = own_hit + (1.0 - own_hit) * system_hit
     hit_tokens = own_tokens + (1.0 - own_hit) * system_hit * system
     prompts = workload.prompt_tokens
     ratio = float(np.sum(reach * hit_tokens) / np.sum(reach * prompts))
+    for shared in (hit_probability, hit_tokens, prompts, own_hit, own_tokens):
+        shared.flags.writeable = False
     return SessionCacheResult(
         capacity_tokens, t_c, hit_probability, hit_tokens, prompts, ratio, own_hit, own_tokens, system_hit
     )
+
+
+def _own_hits(found: FloatArray, history: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per turn k = 1..depth: P(it finds its session's history) ``Σ_{m<k} found_m`` and the tokens it finds
+    ``Σ_{m<k} found_m·H_{k−m}`` (``found_m``: landed m turns back and still cached). Where no landing but the previous
+    turn's can be found (session-affine routing, or ``partial_hits=False``: ``found_m = 0`` for m ≥ 2) each sum is
+    its one term, ``found_1`` and ``found_1·H_{k−1}``, taken as it is (adding zeros changes no double); else each
+    prefix is summed by ``np.sum``, one turn at a time."""
+    depth = found.size
+    if not np.any(found[1:]):
+        return np.r_[0.0, np.full(depth - 1, found[0])], np.r_[0.0, found[0] * history[: depth - 1]]
+    own_hit = np.array([0.0] + [float(np.sum(found[:k])) for k in range(1, depth)])
+    own_tokens = np.array([0.0] + [float(np.sum(found[:k] * history[k - 1 :: -1][:k])) for k in range(1, depth)])
+    return own_hit, own_tokens
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,16 @@ def colocated_caches(caches: tuple[CacheSpec | None, ...]) -> tuple[CacheSpec | 
     return tuple(dict.fromkeys(kept)) or caches
 
 
+def screen_twin(spec: CacheSpec | None) -> CacheSpec | None:
+    """The setting the screen prices ``spec`` as: the same prefix caching, routing and tiers, with the settings
+    :func:`screened_prefill` does not read at their defaults (the read paths with their staging DRAM and split, the
+    PPD placement: the screen prices the prefill side's cache classes only, module docstring). Settings with one
+    twin have one screen price, computed once (:mod:`pdplan.search.pool`)."""
+    if spec is None or not spec.prefix_caching:
+        return spec
+    return CacheSpec(prefix_caching=True, routing=spec.routing, tiers=spec.tiers)
+
+
 def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSpec | None) -> PrefillPerf | None:
     """One prefill instance type's per-bin price under the cache ``spec`` for the screen (module docstring); None
     when the variant caches nothing (no reuse, or caching off): the plain price applies."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.search.cache_options import colocated_caches, screened_goodput, screened_prefill
+from pdplan.search.cache_options import colocated_caches, screen_twin, screened_goodput, screened_prefill
 from pdplan.search.keep import Groups, Keep, Rows, Tally, kept_rows
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
@@ -37,6 +37,7 @@ from pdplan.serving import (
 )
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
+from pdplan.serving.roles import PrefillPerf
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
 from pdplan.types import Binding, Routing
@@ -120,6 +121,14 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
     perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
+    priced: dict[tuple[int, CacheSpec | None], PrefillPerf | None] = {}  # per instance type and screen twin
+
+    def screened(i: int, cache: CacheSpec | None) -> PrefillPerf | None:
+        key = (i, screen_twin(cache))
+        if key not in priced:
+            priced[key] = screened_prefill(res, space.prefill[i], key[1])
+        return priced[key]
+
     bases = [
         _with_cache(
             prefill_base(
@@ -128,9 +137,9 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
             res,
             cache,
         )
-        for hw, perf in zip(space.prefill, perfs, strict=True)
+        for i, (hw, perf) in enumerate(zip(space.prefill, perfs, strict=True))
         for cache in space.caches
-        for cached in (screened_prefill(res, hw, cache),)
+        for cached in (screened(i, cache),)
         for g in space.granularities
         for link in space.links
         for dtp in decode_tps

@@ -61,7 +61,7 @@ from pdplan.cache.lru_closed_form import (
     session_cache,
     shared_prefix_cache,
 )
-from pdplan.cache.stack_distance import arrival_distances, prefix_distances
+from pdplan.cache.stack_distance import memo_arrival_distances, memo_prefix_distances
 from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
 from pdplan.cache.trace import BlockTrace, counted_from
 from pdplan.errors import SpecError
@@ -504,12 +504,12 @@ def _hit_blocks(trace: BlockTrace, edges_blocks: FloatArray) -> FloatArray:
     the running maximum of the distances below it) and that sit, at the request's arrival, within each band edge (the
     block's own stack position, :func:`pdplan.cache.stack_distance.arrival_distances`: the tier holding it).
     Row −1 is every hit block; with one edge no position is needed."""
-    dist = prefix_distances(trace).astype(np.float64)
+    dist = memo_prefix_distances(trace).astype(np.float64)  # the same sub-traces recur over rates and tiers
     off = np.asarray(trace.offsets, np.int64)
     request = np.repeat(np.arange(trace.n_requests), np.diff(off))
     in_prompt = (np.arange(off[-1]) - off[request]) < trace.prompt_block_counts[request]
     hit = in_prompt & (dist < edges_blocks[-1])
-    place = arrival_distances(trace).astype(np.float64) if edges_blocks.size > 1 else dist
+    place = memo_arrival_distances(trace).astype(np.float64) if edges_blocks.size > 1 else dist
     out = np.zeros((edges_blocks.size, trace.n_requests))
     for i, e in enumerate(edges_blocks):
         within = hit if i == edges_blocks.size - 1 else hit & (place < e)

@@ -9,12 +9,14 @@ import math
 import numpy as np
 import pytest
 from scipy import integrate
+from scipy.optimize import brentq
 
 from pdplan.cache.lru_closed_form import (
     SessionWorkload,
     SharedPrefixWorkload,
     ThinkTime,
     _gap_sums,
+    _own_hits,
     append_hit_ratio,
     characteristic_time_s,
     geometric_turns,
@@ -93,7 +95,13 @@ def test_sums_of_think_times() -> None:
 
 
 @pytest.mark.parametrize(
-    "law", [ThinkTime("exponential", 45.0), ThinkTime("erlang", 20.0, 3.0), ThinkTime("lognormal", 30.0, 1.2)]
+    "law",
+    [
+        ThinkTime("exponential", 45.0),
+        ThinkTime("erlang", 20.0, 3.0),
+        ThinkTime("lognormal", 30.0, 1.2),
+        ThinkTime("fixed", 11.6),
+    ],
 )
 @pytest.mark.parametrize("duration_s", [0.0, 4.0])
 def test_gap_sums_are_each_law_evaluated_alone(law: ThinkTime, duration_s: float) -> None:
@@ -139,6 +147,48 @@ def test_characteristic_time_solver() -> None:
     assert characteristic_time_s(lambda t: 2 * t, 10.0, math.inf) == pytest.approx(5.0)
     assert characteristic_time_s(lambda t: 2 * t, 0.0, math.inf) == 0.0
     assert math.isinf(characteristic_time_s(lambda t: min(t, 3.0), 3.0, 3.0))
+
+
+def test_characteristic_time_evaluates_each_time_once_and_finds_the_same_root() -> None:
+    """The bracket's values are reused, not evaluated again; the root is, bit for bit, SciPy's brentq on the bracket
+    [0, 4^k] with 4^k the smallest power of 4 where the occupancy reaches the capacity."""
+    times: list[float] = []
+
+    def occupancy(t: float) -> float:
+        times.append(t)
+        return 3e4 * -math.expm1(-t / 700.0) + 2.5 * t
+
+    for capacity in (1e-3, 0.7, 10.0, 2.9e4, 1e6):
+        times.clear()
+        root = characteristic_time_s(occupancy, capacity, math.inf)
+        assert len(times) == len(set(times))
+        high = 4.0 ** min(k for k in range(-40, 40) if occupancy(4.0**k) >= capacity)
+        expected = brentq(lambda t, c=capacity: occupancy(t) - c, 0.0, high, xtol=1e-9 * high, rtol=1e-12)
+        assert root == expected
+
+
+def test_session_cache_is_memoised_by_value_not_identity() -> None:
+    first = session_cache(_sessions(ThinkTime("lognormal", 30.0, 1.2)), 5e4, instances=2)
+    again = session_cache(_sessions(ThinkTime("lognormal", 30.0, 1.2)), 5e4, instances=2)  # an equal, new workload
+    assert again is first
+    faster = session_cache(
+        dataclasses.replace(_sessions(ThinkTime("lognormal", 30.0, 1.2)), session_rate_per_s=4.0), 5e4, instances=2
+    )
+    assert faster.characteristic_time_s < first.characteristic_time_s  # a changed value is a new answer
+    assert session_cache(_sessions(ThinkTime("lognormal", 30.0, 1.2)), 5e4, instances=3) is not first
+    with pytest.raises(ValueError, match="read-only"):
+        first.hit_tokens[1] = 0.0  # shared by every caller: nobody may change it
+
+
+def test_own_hits_are_the_prefix_sums() -> None:
+    rng = np.random.default_rng(7)
+    history = np.cumsum(rng.uniform(100.0, 900.0, 40))
+    one_landing = np.r_[rng.uniform(), np.zeros(39)]  # session-affine: only the previous turn's landing is found
+    for found in (one_landing, rng.uniform(0.0, 0.2, 40)):
+        own_hit, own_tokens = _own_hits(found, history)
+        for k in range(40):
+            assert own_hit[k] == np.sum(found[:k])
+            assert own_tokens[k] == np.sum(found[:k] * history[:k][::-1])
 
 
 def test_shared_prefixes_limits() -> None:

@@ -12,6 +12,8 @@ from pdplan.cache.stack_distance import (
     COLD,
     arrival_distances,
     hit_ratio_curve,
+    memo_arrival_distances,
+    memo_prefix_distances,
     prefix_distances,
     previous_access,
     reuse_distances,
@@ -186,3 +188,19 @@ def test_arrival_distances_match_an_lru_stack(seed: int) -> None:
         extra = rng.integers(1000, 1030, size=int(rng.integers(0, 3)))
         requests.append([int(b) for b in np.concatenate((chain, extra))])
     assert arrival_distances(_trace(requests)).tolist() == _arrival_positions(requests)
+
+
+def test_memoised_distances_are_keyed_by_the_trace_values() -> None:
+    requests = [[1, 2, 3], [4, 2, 3], [5], [1, 2, 3]]
+    first = memo_prefix_distances(_trace(requests))
+    assert first.tolist() == prefix_distances(_trace(requests)).tolist()
+    assert memo_prefix_distances(_trace(requests)) is first  # an equal, new trace finds the same answer
+    assert memo_arrival_distances(_trace(requests)).tolist() == arrival_distances(_trace(requests)).tolist()
+    changed = [[1, 2, 3], [4, 2, 3], [5], [1, 7, 3]]
+    assert memo_prefix_distances(_trace(changed)).tolist() == prefix_distances(_trace(changed)).tolist()
+    assert memo_prefix_distances(_trace(changed)).tolist() != first.tolist()
+    split = [[1, 2, 3], [4, 2, 3], [5], [1], [2, 3]]  # the same block ids cut into other requests
+    assert prefix_distances(_trace(split)).tolist() != first.tolist()
+    assert memo_prefix_distances(_trace(split)).tolist() == prefix_distances(_trace(split)).tolist()
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 0
