@@ -20,11 +20,12 @@ and then it raises: on the links of benchmarks/link_configs_vs_sim.py over 25 Gb
 0.9998–0.99995: after 4,000 steps the law is still spreading over the lattice).
 
 **Anderson mixing** (:func:`anderson`) reaches the fixed point in far fewer steps than plain ones where λ₂ nears 1,
-and takes over from the first plain steps where they have not settled the chain. On the 61 chains of ``pdplan optimize examples/chat-ppd.yaml`` (2026-12-06): the plain
-iteration's 5,725 calls of the step became 1,493 (the slowest chain 657 → 94: the empty start, 10 plain steps and
-83 mixed ones to an L1 change of 1e-8), and the laws came out 1e-6 (L1) from the fixed point where the plain stop at
-1e-6 left 1e-4; on the three-bin hypothesis case of tests/unit/test_link_delay.py 651 plain steps became 239. Where
-it does not settle within its budget the plain iteration and Aitken's extrapolation run as before.
+and takes over from the first plain steps where they have not settled the chain. On the 61 chains of ``pdplan
+optimize examples/chat-ppd.yaml`` (2026-12-06): the plain iteration's 5,725 calls of the step became 1,493 (the
+slowest chain 657 → 94: the empty start, 10 plain steps and 83 mixed ones to an L1 change of 1e-8), and the laws
+came out 1e-6 (L1) from the fixed point where the plain stop at 1e-6 left 1e-4; on the three-bin hypothesis case of
+tests/unit/test_link_delay.py 651 plain steps became 239. Where it does not settle within its budget the plain
+iteration and Aitken's extrapolation run as before.
 """
 
 from __future__ import annotations
