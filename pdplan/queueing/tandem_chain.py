@@ -83,9 +83,9 @@ gather for the clearance): the same fixed point (on the chat-sessions example's 
 **Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps; Anderson mixing once
 :data:`PLAIN_FIRST` plain steps have not settled the chain, to a 100× stricter change; Aitken's extrapolation where
 that does not settle either, and the error it raises when even that does not). ``pdplan optimize
-examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 6.2–7.9 s → 2.2–2.8 s (a shared 2-core
-machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are unchanged, bit for
-bit.
+examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s (a shared
+2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
+unchanged, bit for bit.
 
 **Saturation, told without iterating.** W's mean change per request is ``μ = E[a⁺] − E[b] − (1 − ρ)/θ``
 (:func:`drift_s`: the carry as the lattice shifts it, the clearance, and the idle gap ``Exp(θ)`` taken when k leaves
