@@ -49,7 +49,9 @@ distance to the fixed point by ~1/(1 − λ₂) (:mod:`pdplan.queueing.tandem_ch
 benchmarks' request-wise links 15–18 iterations from an empty link leave 2e-7 at link loads up to
 0.5 (RoCE 100G); over 25 GbE, 63, 197 and 1,617 iterations leave 7e-6, 3e-5 and 3e-4 at link
 loads 0.5, 0.7 and 0.9 (mean wait within 1e-4, 1e-4 and 7e-4 relative, P99 unchanged): far below
-the 1e-2 tail a P99 reads."""
+the 1e-2 tail a P99 reads. Those are plain iterations; a chain that its first
+:data:`~pdplan.queueing.tandem_chain.PLAIN_FIRST` plain steps do not settle goes on by Anderson mixing to a change of
+``tol/100`` (:mod:`pdplan.queueing.chain_accel`): on chat-ppd's slowest chain 1e-6 from the fixed point, not 1e-4."""
 TANDEM_MAX_ITER = 2000
 TAIL_MAX = 1e-4
 """Largest probability mass allowed to fall off the lattice's end."""
@@ -214,8 +216,8 @@ def _solved(
     depends on (the last :data:`SOLVED_KEPT`, its error included). A goodput search asks for the same chain again:
     the top grid interval and then the whole grid, the rates below one that did not settle
     (:func:`pdplan.serving.goodput.find_goodput`), and near saturation one chain that does not settle costs its whole
-    iteration budget (4,000 steps) each time. The same bytes give the same law, so the answer is the one a new solve
-    would give."""
+    iteration budget (300 Anderson steps, then 4,000 plain and extrapolated ones) each time. The same bytes give the
+    same law, so the answer is the one a new solve would give."""
     settings = np.array([inputs.prob.size, cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read now: tests change them
     parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)
     key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in parts), digest_size=16)

@@ -80,8 +80,12 @@ least as strict. Rewritten from an iteration on the per-bin laws (a bincount for
 gather for the clearance): the same fixed point (on the chat-sessions example's 133 chains, per-bin laws within
 2e-8 in L1, mean waits within 4e-7 relative, P90 cells identical) at 2.6× less CPU.
 
-**Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps, Aitken's extrapolation,
-and the error it raises when even that does not settle).
+**Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps; Anderson mixing once
+:data:`PLAIN_FIRST` plain steps have not settled the chain, to a 100× stricter change; Aitken's extrapolation where
+that does not settle either, and the error it raises when even that does not). ``pdplan optimize
+examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s (a shared
+2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
+unchanged, bit for bit.
 
 **Saturation, told without iterating.** W's mean change per request is ``μ = E[a⁺] − E[b] − (1 − ρ)/θ``
 (:func:`drift_s`: the carry as the lattice shifts it, the clearance, and the idle gap ``Exp(θ)`` taken when k leaves
@@ -104,7 +108,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.numerics.gamma import gammaln, xlogy
-from pdplan.queueing.chain_accel import accelerated, power
+from pdplan.queueing.chain_accel import Run, Step, accelerated, anderson, power
 from pdplan.types import FloatArray, IntArray
 
 LUMP_LEVEL = 3
@@ -231,6 +235,23 @@ class _PastLattice(Exception):
     """A plain iterate from the empty link put more than ``tail_max`` on the last cell (module docstring)."""
 
 
+PLAIN_FIRST = 10
+"""Plain steps before Anderson mixing takes over. The chains that settle within them keep the plain iterate (the
+answer of the plain iteration, bit for bit): all of ``pdplan optimize`` on examples/chat-sessions.yaml (at most 8
+steps) and shared-system-prompt.yaml (at most 7), and those of chat-ppd.yaml up to 0.14 of its top rate (9); its
+others took 16–656 plain steps and go on mixed."""
+ANDERSON_TOL_SHARE = 0.01
+"""Anderson mixing (:func:`pdplan.queueing.chain_accel.anderson`) stops at an L1 change of this share of ``tol``.
+On the slowest chains of ``pdplan optimize examples/chat-ppd.yaml`` (656 plain steps to a change of 1e-6: λ₂ ≈ 0.98)
+the plain stop at
+``tol`` = 1e-6 leaves the law 1.0e-4 (L1) from the fixed point (plain steps to an L1 change of 1e-11), Anderson's at
+1e-8 1.1e-6; at 1e-6 it left 1.8e-4 (the change understates the distance by ~1/(1 − λ₂) whatever the law)."""
+ANDERSON_STEPS = 300
+"""Anderson steps before the plain iteration takes over (with its extrapolation and its error): ``pdplan
+optimize`` on examples/chat-ppd.yaml needed at most 83 (its slowest chain), the hypothesis case of
+tests/unit/test_link_delay.py 228."""
+
+
 def stationary_wait(
     inputs: ChainInputs,
     theta: FloatArray,
@@ -247,35 +268,53 @@ def stationary_wait(
 
     ``far_cdf`` ``[R, cells]``: cdf of an independent wait V the stream must also clear (the far
     side's NICs); the stream starts after ``max(W, V)`` and holds the link from then. Up to
-    ``max_iter`` plain steps to an L1 change below ``tol``; a chain that mixes slower gets up to
-    ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol``
-    (:func:`pdplan.queueing.chain_accel.accelerated`). ``tail_max``: None as soon as a plain iterate holds more
-    than this on the last cell, for any rate (W's mass there only grows, module docstring: the law would run past
-    the lattice).
+    :data:`PLAIN_FIRST` plain steps from the empty link to an L1 change below ``tol``; a chain that mixes slower
+    goes on by Anderson mixing to an L1 change below ``tol·``:data:`ANDERSON_TOL_SHARE` (a stricter stop,
+    :func:`pdplan.queueing.chain_accel.anderson`), and where that does not settle within :data:`ANDERSON_STEPS`
+    steps, by the plain iteration from the empty link again, up to ``max_iter`` steps to an L1 change below
+    ``tol`` and up to ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol``
+    (:func:`pdplan.queueing.chain_accel.accelerated`). ``tail_max``: None as soon as a plain iterate holds more than
+    this on the last cell, for any rate (W's mass there only grows, module docstring: the law would run past the
+    lattice), or where the law Anderson mixing settles on does.
     """
     head = embedded_head(theta, inputs.prob, inputs.service_s, lump)
     share = head[:, -1]
     lat = _lattice(inputs, theta, h, cells, lump)
+    prob = inputs.prob[lat.live]
 
     def step(y: FloatArray) -> FloatArray:
         return _carried(np.matmul(lat.mix_split, _later(_cleared_cdf(y, share, lat, cells), far_cdf)), lat)
 
     def watched(y: FloatArray) -> FloatArray:
         cleared = _cleared_cdf(y, share, lat, cells)
-        if tail_max is not None and float(_top_mass(cleared, inputs.prob[lat.live]).max()) > tail_max:
+        if tail_max is not None and float(_top_mass(cleared, prob).max()) > tail_max:
             raise _PastLattice
         return _carried(np.matmul(lat.mix_split, _later(cleared, far_cdf)), lat)
 
+    empty = _carried(_empty(head, prob, lat, cells, far_cdf), lat)
     try:  # the plain iterates from the empty link: Loynes-monotone
-        run = power(watched, _carried(_empty(head, inputs.prob[lat.live], lat, cells, far_cdf), lat), tol, max_iter)
+        run = power(watched, empty, tol, min(PLAIN_FIRST, max_iter))
+        y = run.last if float(run.change.max()) < tol else _slow(step, watched, empty, run, tol, max_iter)
     except _PastLattice:
         return None
-    # Slow mixing near link saturation (module docstring): extrapolate, never a silent estimate.
-    y = run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
-    cleared = _later(_cleared_cdf(y, share, lat, cells), far_cdf)  # [R, K', m, cells]
+    cleared = _cleared_cdf(y, share, lat, cells)  # [R, K', m, cells]
+    if tail_max is not None and float(_top_mass(cleared, prob).max()) > tail_max:
+        return None
+    _later(cleared, far_cdf)
     out = np.zeros((theta.size, inputs.prob.size, cells))
     out[:, lat.live] = np.diff(np.einsum("rkm,rkmc->rkc", lat.mix_p_cols, cleared), axis=2, prepend=0.0)
     return out
+
+
+def _slow(step: Step, watched: Step, empty: FloatArray, run: Run, tol: float, max_iter: int) -> FloatArray:
+    """A chain the first plain steps did not settle (:func:`stationary_wait`): Anderson mixing from the last plain
+    iterate; failing that, the plain iteration from the empty link with its extrapolation (never a silent estimate:
+    :func:`pdplan.queueing.chain_accel.accelerated` raises where that does not settle either)."""
+    mixed = anderson(step, run.last, tol * ANDERSON_TOL_SHARE, min(ANDERSON_STEPS, max_iter))
+    if mixed is not None:
+        return mixed
+    run = power(watched, empty, tol, max_iter)
+    return run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
 
 
 def _empty(head: FloatArray, prob: FloatArray, lat: _Lattice, cells: int, far_cdf: FloatArray | None) -> FloatArray:

@@ -155,17 +155,61 @@ SLOW_THETA = np.array([0.59375 / float(SLOW.prob @ SLOW.service_s)])
 SLOW_H = np.array([0.05])
 
 
-def test_slowly_mixing_chain_reaches_its_fixed_point() -> None:
-    """A budget of 500 plain steps, short of the 651 this chain needs to an L1 change of 1e-6 (as
-    2,000 are at link loads ≳ 0.9): extrapolated from there, the law is within the tolerance (L1
-    1e-6) of the fixed point that 1,668 plain steps reach (their L1 change 1e-10: within ~1e-8)."""
+def _steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the chain's steps (each ends in one ``_carried``; the empty start adds one)."""
+    calls: list[int] = []
+    carried = tandem_chain._carried
+
+    def counted(split: np.ndarray, lat: object) -> np.ndarray:
+        calls.append(1)
+        return carried(split, lat)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tandem_chain, "_carried", counted)
+    return calls
+
+
+def test_slowly_mixing_chain_reaches_its_fixed_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 651 plain steps this chain needs to an L1 change of 1e-6 become 10 plain and ~230 Anderson steps to a
+    change of 1e-8 (measured 239 in all): within the tolerance (L1 1e-6; measured 8e-7) of the fixed point that
+    1,668 plain steps reach (their L1 change 1e-10: within ~1e-8)."""
+    steps = _steps(monkeypatch)
     got = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=500)
+    assert len(steps) < 300
+    monkeypatch.setattr(tandem_chain, "ANDERSON_STEPS", 0)
     ref = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, tol=1e-10, max_iter=20_000)
     assert float(np.abs(got - ref).sum()) < 1e-6
     assert float(got.sum()) == pytest.approx(1.0, abs=1e-9)
 
 
+def test_extrapolation_where_anderson_does_not_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Anderson steps: a budget of 500 plain steps, short of the 651 this chain needs (as 2,000 are at link loads
+    ≳ 0.9), extrapolated from there (:func:`pdplan.queueing.chain_accel.accelerated`), is within the tolerance (L1
+    1e-6) of the fixed point."""
+    monkeypatch.setattr(tandem_chain, "ANDERSON_STEPS", 0)
+    got = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=500)
+    ref = stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, tol=1e-10, max_iter=20_000)
+    assert float(np.abs(got - ref).sum()) < 1e-6
+
+
+def test_chain_that_settles_in_its_first_plain_steps_is_the_plain_iterate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At prefill load 0.1 the three-bin chain settles within PLAIN_FIRST plain steps (9): the law is that of the
+    plain iteration alone, byte for byte. At 0.3 it needs 19 and Anderson mixing takes over after PLAIN_FIRST: within
+    the tolerance (L1 1e-6) of the plain iteration's law."""
+    inputs = ChainInputs(PROB, SERVICE_S, BUSY_S, SERVICE_S)
+    h = np.array([1e-3])
+    steps = _steps(monkeypatch)
+    fast = stationary_wait(inputs, np.array([0.1 / float(PROB @ SERVICE_S)]), h, 512)
+    assert len(steps) <= tandem_chain.PLAIN_FIRST + 1
+    mixed = stationary_wait(inputs, np.array([0.3 / float(PROB @ SERVICE_S)]), h, 512)
+    monkeypatch.setattr(tandem_chain, "ANDERSON_STEPS", 0)
+    monkeypatch.setattr(tandem_chain, "PLAIN_FIRST", 2000)
+    assert np.array_equal(fast, stationary_wait(inputs, np.array([0.1 / float(PROB @ SERVICE_S)]), h, 512))
+    plain = stationary_wait(inputs, np.array([0.3 / float(PROB @ SERVICE_S)]), h, 512)
+    assert 0.0 < float(np.abs(mixed - plain).sum()) < 1e-6
+
+
 def test_chain_short_of_its_budget_raises() -> None:
+    """50 steps: neither Anderson mixing (it needs ~230) nor 50 plain steps and 50 extrapolated settle."""
     with pytest.raises(UnsettledWaitError, match="no convergence") as err:
         stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=50)
     assert exit_code_for(err.value) == 3
