@@ -48,7 +48,9 @@ d(m) where the fluid queue charged ``m(τ_p/c + t_p)``: ``ρ = ρ_f + λ[(1 − 
 + t_p m − d(m)``, linear in 1 − ρ below the cap, ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λ(aτ_p − bE[σ])``; at P_d = 1,
 ``ρ = (ρ_f − λE[σ] + λaτ_p)/(1 + λaτ_p)`` (:func:`_drain_rho`). A prompt's TTFT offset is ``S_L + P_d w_L``: its
 fluid service plus, when its last chunk rides in a drain step, that step's waste (``S_L + w_L`` = the plain parts
-of its steps, the drain step's whole, plus its own work). (Against ``pdplan simulate`` at steady state,
+of its steps, the drain step's whole, plus its own work; the landing-step wait and the others' tokens in its steps
+are :mod:`pdplan.queueing.colocated_queue`'s). The time in drain steps is ``f_d = min(λ(1 − ρ)aτ_d, ρ)`` (a per
+prompt and unit 1 − ρ, each τ_d long), the rest of ρ in full steps. (Against ``pdplan simulate`` at steady state,
 benchmarks/chunk_queue_vs_sim.py with 40,000 requests, from half the stable limit to 0.95 of it: ρ within 0.008 of
 the simulated chunk-busy fraction, for MLPerf's 222-token prompts at a 4,096-token budget, up to 1.8 prompts a
 step, and the long-prompt cases alike; the previous count, a stretch per arrival finding the queue empty and one
