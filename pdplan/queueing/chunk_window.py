@@ -105,8 +105,6 @@ class ChunkQueue:
     the rest of the chunk-busy time ρ − f_d is in full steps (c tokens, τ_c)."""
     tau_drain_s: FloatArray
     """τ_d, the mean drain step."""
-    last_chunk_tokens: FloatArray
-    """m_L per rate and cell: the prompt's last chunk alone, ``min(L − C(⌈L/C⌉ − 1), c)``."""
     attention_s_per_token2: float = 0.0
     """Effective t_a = 2E[A]/E[L²] (exact for ``A = t_a L²/2``): the chunk-cost variance's slope."""
 
@@ -199,7 +197,6 @@ def chunk_queue(
         p_drain,
         drain_time,
         tau_d,
-        m,
         2.0 * ea / el2,
     )
 

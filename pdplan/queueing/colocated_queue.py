@@ -75,7 +75,7 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   Then ``S_L + P_d w_L`` (:func:`~pdplan.queueing.chunk_window.chunk_queue`): the prompt's own plain parts and
   work and, when its last chunk rides in a drain step (share P_d), that step's waste τ_p(1 − m/c); in that step
   also ride the tokens that arrived during its own earlier chunks (:func:`_behind_s`). With the other 1 − P_d its
-  last step is full, the others' tokens filling it: ``(c − E[m_L])φ`` more (on the whole wait). Short prompts
+  last step is full, the others' tokens filling it: ``(c − E[m])φ`` more (on the whole wait). Short prompts
   under a large budget (MLPerf) land in plain and drain steps only and the mean is the gated law's ``τ_p + E[s] +
   E[T*](1/2 + λE[s̃])``; long prompts under a small budget (c about a prompt) land mostly in full steps and the
   wait is the fluid W_f; as λ → 0 the wait is the rest τ_p/2 of a plain step. With an idle instance (no decode
@@ -292,7 +292,7 @@ def colocated_chunked(
         lo_s=np.where(win.partial, base, 0.0),
         hi_s=np.where(win.partial, base + e, np.inf),
     )
-    ttft = ShiftedMixture(wait, q.service_s + _behind_s(q, workload, token_budget), p)
+    ttft = ShiftedMixture(wait, q.service_s + _behind_s(q, workload), p)
     return ColocatedResult(ttft, tpot, q.tau_mean_s, q.u_decode, q.u_prefill)
 
 
@@ -370,8 +370,9 @@ def _landing_wait(
 
     O(t) the work of the Poisson(λt) others that arrived during the landing step of length t, compound Poisson with
     the per-cell step work s̃ (:func:`_step_work`), summed per part by its transform ``exp(λt(φ_s̃ − 1))``; then with
-    probability 1 − P_d the prompt's last step is full, adding ``(c − E[m_L])τ_c/c`` (the others' tokens that fill
-    it). The lattice spans W_f's grid, the longest landing step, O's mean and ten of its standard deviations at that
+    probability 1 − P_d the prompt's last step is full, adding ``(c − E[m])τ_c/c`` (the others' tokens that fill
+    it; m at the chunk c, :func:`_last_chunk_tokens`). The lattice spans W_f's grid, the longest landing step, O's
+    mean and ten of its standard deviations at that
     step plus three of the largest s̃, and the full-step shift, in at most ``max_cells`` cells. The mean, per part and
     independent of the lattice but for the max: ``t/2 + λtE[s̃]``, the max's by the trapezoid rule on the lattice
     (its cdf is piecewise linear there), ``(1 − P_d)`` times the fill; W_f's analytic mean for the idle part.
@@ -379,7 +380,7 @@ def _landing_wait(
     law = _landing_law(q, workload)
     s = _step_work(q, workload)
     p = workload.prob
-    fill = (q.chunk_tokens - q.last_chunk_tokens @ p) * q.tau_chunk_s / q.chunk_tokens
+    fill = (q.chunk_tokens - _last_chunk_tokens(q, workload) @ p) * q.tau_chunk_s / q.chunk_tokens
     rows = []
     for r in range(q.rate.size):
         bins = (
@@ -449,18 +450,26 @@ def _landing_row(
     return h, np.clip(atom * cdf_w + (1.0 - atom) * landing, 0.0, 1.0), mean
 
 
-def _behind_s(q: ChunkQueue, workload: DecodeWorkload, token_budget: float) -> FloatArray:
+def _last_chunk_tokens(q: ChunkQueue, workload: DecodeWorkload) -> FloatArray:
+    """``m = L − c(⌈L/c⌉ − 1)`` per rate and cell: a prompt's last chunk at the chunk c (not the budget C: a prompt of
+    exactly kC tokens ends in a small chunk of its own once decodes take part of the budget)."""
+    lin, c = workload.computed_tokens[None, :], q.chunk_tokens[:, None]
+    return np.asarray(lin - c * (np.ceil(lin / c) - 1.0), dtype=np.float64)
+
+
+def _behind_s(q: ChunkQueue, workload: DecodeWorkload) -> FloatArray:
     """Per rate and cell, the others' work behind a prompt in its last step when that is a drain step (share P_d).
 
-    A prompt of ``k = ⌈L/C⌉`` chunks spends k − 1 full steps (τ_c each) before its last chunk; the tokens that
-    arrived meanwhile, ``λ(k − 1)τ_c E[L]`` on average and at most the room ``c − m_L`` left beside its last chunk,
-    ride in that step and delay its end by e/c each (prefill and attention per token of a full chunk). With the
-    other 1 − P_d the last step is full (:func:`_landing_wait`'s fill). Zero for single-chunk prompts.
+    A prompt of ``k = ⌈L/c⌉`` chunks of c tokens spends k − 1 full steps (τ_c each) before its last chunk of ``m =
+    L − c(k − 1)``; the tokens that arrived meanwhile, ``λ(k − 1)τ_c E[L]`` on average and at most the room ``c − m``
+    left beside its last chunk, ride in that step and delay its end by e/c each (prefill and attention per token of a
+    full chunk); m at the chunk c (:func:`_last_chunk_tokens`). With the other 1 − P_d the last step is full
+    (:func:`_landing_wait`'s fill). Zero for single-chunk prompts.
     """
-    lin = workload.computed_tokens
-    earlier = np.ceil(lin / token_budget) - 1.0
-    room = q.chunk_tokens[:, None] - q.last_chunk_tokens
-    arrived = (q.rate * q.tau_chunk_s)[:, None] * earlier[None, :] * float(workload.prob @ lin)
+    lin, c = workload.computed_tokens[None, :], q.chunk_tokens[:, None]
+    earlier = np.ceil(lin / c) - 1.0
+    room = c - _last_chunk_tokens(q, workload)
+    arrived = (q.rate * q.tau_chunk_s)[:, None] * earlier * float(workload.prob @ workload.computed_tokens)
     per_token = (q.extra_s / q.chunk_tokens)[:, None]
     return np.asarray(q.p_drain[:, None] * per_token * np.minimum(room, arrived), dtype=np.float64)
 

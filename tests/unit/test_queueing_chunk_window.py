@@ -54,7 +54,6 @@ def test_chunk_queue_by_hand() -> None:
     # the rest of ρ is in full steps; λ = 0: every prompt alone in a drain step
     assert q.tau_drain_s[1] == pytest.approx(0.075860975 / 2.0, rel=1e-8)
     assert q.drain_time[1] == pytest.approx(0.0654642319, rel=1e-8)
-    np.testing.assert_allclose(q.last_chunk_tokens[1], [500.0, 464.0])
     assert q.p_drain[0] == 1.0
     assert float(q.rate[1] * q.fluid_service_s[1] @ WL.prob) == pytest.approx(q.rho_fluid[1])
 
@@ -78,7 +77,6 @@ def _md1(rate: float = 0.5, service: float = 1.0, tau_plain: float = 0.25) -> Ch
         p_drain=one,
         drain_time=np.array([rate * service]),
         tau_drain_s=one,
-        last_chunk_tokens=one[None, :],
     )
 
 
@@ -221,7 +219,6 @@ def test_window_matches_fluid_monte_carlo(steps: int) -> None:
         p_drain=np.ones(1),
         drain_time=np.array([0.5]),
         tau_drain_s=np.ones(1),
-        last_chunk_tokens=np.ones((1, 4)),
     )
     wl = decode_workload(service, np.full(4, float(steps)), np.full(4, 0.25))
     win = window_components(q, wl)

@@ -241,11 +241,13 @@ def _sample_md1_busy(rate: float, service: float, rng: np.random.Generator, n: i
 
 
 def test_behind_by_hand() -> None:
-    """A 2,000-token prompt at C = 512 spends 3 full steps before its last chunk of 464 tokens: the λ·3τ_c·E[L]
-    tokens arriving meanwhile (at most c − 464) ride in that step, e/c each, when it drains (P_d)."""
+    """A 2,000-token prompt at c = 509.55 tokens (C = 512 less the decode batch) spends 3 full steps before its last
+    chunk of 2000 − 3c = 471.3 tokens: the λ·3τ_c·E[L] tokens arriving meanwhile (at most 4c − 2000) ride in that
+    step, e/c each, when it drains (P_d)."""
     q = chunk_queue(np.array([0.0, 2.0]), WL, STEP, 512.0, 6e-5, 1e-9)
-    out = _behind_s(q, WL, 512.0)
+    out = _behind_s(q, WL)
     np.testing.assert_allclose(out[0], 0.0)
     c, tau_c, e = float(q.chunk_tokens[1]), float(q.tau_chunk_s[1]), float(q.extra_s[1])
-    want = float(q.p_drain[1]) * e / c * min(c - 464.0, 2.0 * 3.0 * tau_c * 1250.0)
+    assert c == pytest.approx(509.554941)
+    want = float(q.p_drain[1]) * e / c * min(4.0 * c - 2000.0, 2.0 * 3.0 * tau_c * 1250.0)
     np.testing.assert_allclose(out[1], [0.0, want])
