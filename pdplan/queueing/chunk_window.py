@@ -48,7 +48,9 @@ d(m) where the fluid queue charged ``m(τ_p/c + t_p)``: ``ρ = ρ_f + λ[(1 − 
 + t_p m − d(m)``, linear in 1 − ρ below the cap, ``ρ = (ρ_f + κ)/(1 + κ)``, ``κ = λ(aτ_p − bE[σ])``; at P_d = 1,
 ``ρ = (ρ_f − λE[σ] + λaτ_p)/(1 + λaτ_p)`` (:func:`_drain_rho`). A prompt's TTFT offset is ``S_L + P_d w_L``: its
 fluid service plus, when its last chunk rides in a drain step, that step's waste (``S_L + w_L`` = the plain parts
-of its steps, the drain step's whole, plus its own work). (Against ``pdplan simulate`` at steady state,
+of its steps, the drain step's whole, plus its own work; the landing-step wait and the others' tokens in its steps
+are :mod:`pdplan.queueing.colocated_queue`'s). The time in drain steps is ``f_d = min(λ(1 − ρ)aτ_d, ρ)`` (a per
+prompt and unit 1 − ρ, each τ_d long), the rest of ρ in full steps. (Against ``pdplan simulate`` at steady state,
 benchmarks/chunk_queue_vs_sim.py with 40,000 requests, from half the stable limit to 0.95 of it: ρ within 0.008 of
 the simulated chunk-busy fraction, for MLPerf's 222-token prompts at a 4,096-token budget, up to 1.8 prompts a
 step, and the long-prompt cases alike; the previous count, a stretch per arrival finding the queue empty and one
@@ -96,6 +98,13 @@ class ChunkQueue:
     service_s: FloatArray
     rho_fluid: FloatArray
     fluid_service_s: FloatArray
+    p_drain: FloatArray
+    """P_d: the share of prompts whose last chunk rides in a drain step (module docstring)."""
+    drain_time: FloatArray
+    """f_d = min(λ(1 − ρ)aτ_d, ρ): the share of time in drain steps (a per prompt and unit 1 − ρ, τ_d long);
+    the rest of the chunk-busy time ρ − f_d is in full steps (c tokens, τ_c)."""
+    tau_drain_s: FloatArray
+    """τ_d, the mean drain step."""
     attention_s_per_token2: float = 0.0
     """Effective t_a = 2E[A]/E[L²] (exact for ``A = t_a L²/2``): the chunk-cost variance's slope."""
 
@@ -167,17 +176,34 @@ def chunk_queue(
     own = drain[None, :] * m / rem[None, :]  # the drain step's own GEMM work, d_L at m = m_L
     waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - t_p * m, 0.0)
     rho_f = rate * el * (tau_p + extra) / chunk
-    per_step, per_prompt = _drain_counts(rate, tau_p, (own + m * ea / el) @ p)
+    per_step, per_prompt, tau_d = _drain_counts(rate, tau_p, (own + m * ea / el) @ p)
     saving = (t_p * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
     rho, p_drain = _drain_rho(rate, rho_f, tau_p, per_step, per_prompt, saving)
     fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + attn)[None, :]
     service = fluid + p_drain[:, None] * waste
-    return ChunkQueue(rate, u_d, u_p, tau, tau_p, tau_p + extra, chunk, rho, service, rho_f, fluid, 2.0 * ea / el2)
+    drain_time = np.minimum(rate * (1.0 - rho) * per_step * tau_d, rho)
+    return ChunkQueue(
+        rate,
+        u_d,
+        u_p,
+        tau,
+        tau_p,
+        tau_p + extra,
+        chunk,
+        rho,
+        service,
+        rho_f,
+        fluid,
+        p_drain,
+        drain_time,
+        tau_d,
+        2.0 * ea / el2,
+    )
 
 
-def _drain_counts(rate: FloatArray, tau_p: FloatArray, work_s: FloatArray) -> tuple[FloatArray, FloatArray]:
+def _drain_counts(rate: FloatArray, tau_p: FloatArray, work_s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per prompt and per unit (1 − ρ): drain steps ``a = g·e^{λτ_d}`` and prompts finishing in one
-    ``b = 1 + g·λτ_d·e^{λτ_d}`` (module docstring), with ``g = (1 − e^{−λτ_p})/(λτ_p)`` and the drain step
+    ``b = 1 + g·λτ_d·e^{λτ_d}`` (module docstring), with ``g = (1 − e^{−λτ_p})/(λτ_p)``, and the drain step
     ``τ_d = τ_p + (b/a)·work_s`` (work_s: one prompt's own work in it), solved by fixed-point iteration."""
     x = rate * tau_p
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -187,7 +213,7 @@ def _drain_counts(rate: FloatArray, tau_p: FloatArray, work_s: FloatArray) -> tu
         y = rate * (tau_p + share * work_s)
         a, b = g * np.exp(y), 1.0 + g * y * np.exp(y)
         share = b / a
-    return a, b
+    return a, b, tau_p + share * work_s
 
 
 def _drain_rho(

@@ -5,14 +5,14 @@
 docs/accuracy.md §6; tests/reference/test_colocated_vs_sim.py checks the percentiles only at half of it).
 
 * Long prompts (3x chat and splitwise-coding, 2,048-token budget): the drain-corrected ρ against the simulated
-  chunk-busy fraction, recorded within 0.007, held to 0.03; P99 TTFT recorded -1.2 % and +8.9 %, held to the ~15 % of
+  chunk-busy fraction, recorded within 0.007, held to 0.03; P99 TTFT recorded -4.8 % and +6.0 %, held to the ~15 % of
   the issue.
 * Short prompts (the MLPerf DGX-H100 deployment, 222-token prompts at a ~3,600-token chunk): every step takes all the
   prompts that arrived during the step before. The gated bulk mean TTFT (the script's docstring), priced at the
-  simulator's own decode batch, checks that explanation (held to 6 %); the closed form's ρ (recorded +0.008, held to
-  0.03) and P99 TTFT (recorded +8.0 %, held to the ~15 % of the issue) now agree. Known miss, xfail (strict: it fails
-  once the closed form agrees): the prefill wait P99, +26 % (the fluid M/G/1 wait and the rest of the landing step,
-  taken independent).
+  simulator's own decode batch, checks that explanation (held to 6 %); the closed form's ρ (recorded +0.009, held to
+  0.03) and P99 TTFT (recorded +7.5 %, the landing-step wait of colocated_chunked; held to the ~15 % of the issue)
+  agree. Known miss, xfail (strict: it fails once the benchmark's estimate agrees): the prefill wait P99, +26 % (the
+  benchmark's own sum of the fluid M/G/1 wait and the rest of the landing step, taken independent).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ Tolerances, from the recorded errors plus margin:
   utilisation limit (0.85), not an SLO: what agrees is the capacity, as in the real runs, whose P99s had slack.
 * pdplan's mean step priced at the occupancy each run measured (Little's law): -6.1 % / +7.0 % recorded; held to
   the issue #23 dense TPOT target, 10 %.
-* P99 TTFT at the H100's published rate: -2.8 % recorded (0.448 s against 0.461 s; the chunked TTFT's gated step,
-  pdplan/queueing/colocated_queue.py); held to 25 %.
+* P99 TTFT at the H100's published rate: -5.6 % recorded (0.435 s against 0.461 s; the chunked TTFT's landing-step
+  wait, pdplan/queueing/colocated_queue.py); held to 25 %.
 * Known miss, xfail (strict: fails once pdplan agrees): at the H100's published rate the closed form's mean TPOT is
   27 % fast (the step's -6 % amplified about 4x by the occupancy's feedback near saturation).
 """

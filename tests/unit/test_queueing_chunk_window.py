@@ -49,6 +49,12 @@ def test_chunk_queue_by_hand() -> None:
     assert q.rho[1] == pytest.approx(0.193441212, rel=1e-8)
     waste = q.tau_plain_s[1] * (1.0 - np.array([500.0, 464.0]) / q.chunk_tokens[1])
     np.testing.assert_allclose(q.service_s[1] - q.fluid_service_s[1], 0.872023020 * waste, rtol=1e-8)
+    assert q.p_drain[1] == pytest.approx(0.872023020, rel=1e-8)
+    # τ_d = .075860975/λ; drain steps take f_d = λ(1 − ρ)aτ_d = 2·.806558788·1.069915869·.0379304875 of the time,
+    # the rest of ρ is in full steps; λ = 0: every prompt alone in a drain step
+    assert q.tau_drain_s[1] == pytest.approx(0.075860975 / 2.0, rel=1e-8)
+    assert q.drain_time[1] == pytest.approx(0.0654642319, rel=1e-8)
+    assert q.p_drain[0] == 1.0
     assert float(q.rate[1] * q.fluid_service_s[1] @ WL.prob) == pytest.approx(q.rho_fluid[1])
 
 
@@ -68,6 +74,9 @@ def _md1(rate: float = 0.5, service: float = 1.0, tau_plain: float = 0.25) -> Ch
         service_s=s,
         rho_fluid=np.array([rate * service]),
         fluid_service_s=s,
+        p_drain=one,
+        drain_time=np.array([rate * service]),
+        tau_drain_s=one,
     )
 
 
@@ -207,6 +216,9 @@ def test_window_matches_fluid_monte_carlo(steps: int) -> None:
         service_s=service[None, :],
         rho_fluid=np.array([0.5]),
         fluid_service_s=service[None, :],
+        p_drain=np.ones(1),
+        drain_time=np.array([0.5]),
+        tau_drain_s=np.ones(1),
     )
     wl = decode_workload(service, np.full(4, float(steps)), np.full(4, 0.25))
     win = window_components(q, wl)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
 
 from pdplan.queueing import (
     LinearStepTime,
@@ -14,9 +16,16 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
-from pdplan.queueing.chunk_window import gamma_cdf
-from pdplan.queueing.colocated_queue import _with_gated_step
+from pdplan.queueing.chunk_window import chunk_queue, gamma_cdf
+from pdplan.queueing.colocated_queue import (
+    _behind_s,
+    _landing_law,
+    _landing_row,
+    _landing_step,
+    _with_gated_step,
+)
 from pdplan.queueing.components import ComponentMixture
+from pdplan.types import FloatArray
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
 WL = decode_workload([500.0, 2000.0], [50.0, 200.0], [0.5, 0.5])
@@ -152,20 +161,93 @@ def test_gated_step_lattice_sum() -> None:
 
 
 def test_chunked_ttft_gated_regime_by_hand() -> None:
-    """Short equal prompts, a large budget: every step drains (P_d = 1) and the mean TTFT is the fluid wait plus the
-    gated law's ``τ_p + s + E[T*](1/2 + λs)`` (module docstring), G weighted by the chance decodes run."""
+    """Short equal prompts, a large budget: every chunk step drains (f_d = ρ, P_d = 1), so a prompt lands in a plain
+    or a drain step and the mean TTFT is the gated law's ``τ_p + s + E[T*](1/2 + λs)`` (module docstring) with no
+    fluid wait on top (each prompt ahead counted once), weighted by the chance decodes run (else W_f alone)."""
     wl = decode_workload([200.0], [300.0], [1.0])
     t_p, rate = 6e-5, 10.0
     r = colocated_distributions(
         "chunked", [rate], wl, STEP, token_budget=4096.0, prefill_s_per_token=t_p, attention_s_per_token2=0.0
     )
+    q = chunk_queue(np.array([rate]), wl, STEP, 4096.0, t_p, 0.0)
+    assert q.p_drain[0] == 1.0
+    assert q.drain_time[0] == q.rho[0]
     s = t_p * 200.0  # own work, d = t_p m by default
     u_p = rate * s
     tau = float(r.tpot_mean_s[0])
     tau_p = STEP.t0_s + float(r.decode_utilisation[0]) * tau
     var = rate * tau * s**2 / (1.0 - u_p**2)
-    t_star = (tau**2 + var) / tau
+    t_star = (tau**2 + var) / tau  # the step law's cap at τ_c ≈ 0.25 s is 20 standard deviations out
     n_seqs = rate * 300.0 * tau
     wait_f = mg1_wait_distribution([rate], [200.0 * tau_p / (4096.0 - n_seqs) + s], [1.0]).mean_s[0]
-    gated = tau_p + s + -np.expm1(-n_seqs) * t_star * (0.5 + u_p)
-    assert float(r.ttft.mean_s[0]) == pytest.approx(wait_f + gated, rel=1e-9)
+    gated = tau_p + s + -np.expm1(-n_seqs) * t_star * (0.5 + u_p) + np.exp(-n_seqs) * wait_f
+    assert float(r.ttft.mean_s[0]) == pytest.approx(gated, rel=2e-3)  # the landing part's mean is a lattice sum
+
+
+def test_landing_law_caps_the_step_at_a_full_chunk() -> None:
+    """``E[min(T, τ_c)²]`` of the gamma step law by quadrature, and the balance that gives the drain step's law
+    (prompts that fit a step, a few long enough for the cap to bind: E[T*] 78 ms, τ_c 132 ms)."""
+    wl = decode_workload([200.0, 1500.0], [100.0, 100.0], [0.8, 0.2])
+    q = chunk_queue(np.array([20.0]), wl, STEP, 2048.0, 6e-5, 1e-9)
+    law = _landing_law(q, wl)
+    tau, tau_c, rho = float(q.tau_mean_s[0]), float(q.tau_chunk_s[0]), float(q.rho[0])
+    t_star = float(_landing_step(q, wl)[0][0])
+    var = t_star * tau - tau**2
+    k, theta = tau**2 / var, var / tau
+    pdf = lambda t: t ** (k - 1.0) * np.exp(-t / theta) / (math.gamma(k) * theta**k)  # noqa: E731
+    capped = (quad(lambda t: t**2 * pdf(t), 0.0, tau_c)[0] + tau_c**2 * quad(pdf, tau_c, np.inf)[0]) / tau
+    assert capped < 0.98 * t_star
+    full = rho - float(q.drain_time[0])
+    assert law.full[0] == pytest.approx(full)
+    assert law.plain[0] + law.drain[0] + law.full[0] == pytest.approx(1.0)
+    drain_star = (capped - (1.0 - rho) * float(q.tau_plain_s[0]) - full * tau_c) / float(q.drain_time[0])
+    tau_d = float(q.tau_drain_s[0])
+    assert law.drain_shape[0] * law.drain_scale_s[0] == pytest.approx(tau_d)  # mean τ_d
+    assert drain_star > tau_d
+    assert law.drain_scale_s[0] == pytest.approx(drain_star - tau_d, rel=1e-6)  # variance τ_d(E[T_d*] − τ_d)
+
+
+def test_landing_row_matches_monte_carlo() -> None:
+    """The lattice of one rate against sampling the same mixture: a plain, a drain and a full landing step, the
+    others' work compound Poisson, a full last step with probability 0.2, and an M/D/1 fluid wait."""
+    rate, work, prob = 4.0, np.array([0.02, 0.1]), np.array([0.7, 0.3])
+    fluid = mg1_wait_distribution([rate], [0.15], [1.0])
+    parts = [(0.02, 0.4, False), (0.12, 0.35, False), (0.3, 0.25, True)]
+    h, cdf, mean = _landing_row(fluid, parts, rate, work, prob, 0.05, 0.2, 0.0, 2**12)
+    rng = np.random.default_rng(7)
+    n = 200_000
+    kind = rng.choice(3, size=n, p=[0.4, 0.35, 0.25])
+    t = np.array([0.02, 0.12, 0.3])[kind]
+    rest = rng.uniform(size=n) * t
+    w_busy = _sample_md1_busy(rate, 0.15, rng, n)
+    wait = np.where(kind == 2, np.maximum(w_busy, rest), rest)
+    count = rng.poisson(rate * t)
+    others = np.array([rng.choice(work, size=c, p=prob).sum() for c in count])
+    sample = wait + others + np.where(rng.uniform(size=n) < 0.2, 0.05, 0.0)
+    grid = np.arange(cdf.size) * h
+    for x in np.quantile(sample, [0.25, 0.5, 0.9, 0.99]):
+        assert float(np.interp(x, grid, cdf)) == pytest.approx(np.mean(sample <= x), abs=0.01)
+    assert mean == pytest.approx(sample.mean(), rel=0.02)
+
+
+def _sample_md1_busy(rate: float, service: float, rng: np.random.Generator, n: int) -> FloatArray:
+    """M/D/1 waits given > 0, by Lindley's recursion over a long run."""
+    gaps = rng.exponential(1.0 / rate, size=20 * n)
+    w = np.zeros(gaps.size)
+    for i in range(1, gaps.size):
+        w[i] = max(0.0, w[i - 1] + service - gaps[i])
+    busy = w[w > 0]
+    return np.asarray(rng.choice(busy, size=n), dtype=np.float64)
+
+
+def test_behind_by_hand() -> None:
+    """A 2,000-token prompt at c = 509.55 tokens (C = 512 less the decode batch) spends 3 full steps before its last
+    chunk of 2000 − 3c = 471.3 tokens: the λ·3τ_c·E[L] tokens arriving meanwhile (at most 4c − 2000) ride in that
+    step, e/c each, when it drains (P_d)."""
+    q = chunk_queue(np.array([0.0, 2.0]), WL, STEP, 512.0, 6e-5, 1e-9)
+    out = _behind_s(q, WL)
+    np.testing.assert_allclose(out[0], 0.0)
+    c, tau_c, e = float(q.chunk_tokens[1]), float(q.tau_chunk_s[1]), float(q.extra_s[1])
+    assert c == pytest.approx(509.554941)
+    want = float(q.p_drain[1]) * e / c * min(4.0 * c - 2000.0, 2.0 * 3.0 * tau_c * 1250.0)
+    np.testing.assert_allclose(out[1], [0.0, want])
