@@ -84,18 +84,21 @@ def test_fixed_length_goodput_matches_a_one_token_spread() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sc", "rate"), [(LONG, 0.3), (_scenario({"dist": "fixed", "value": 1000}, {"dist": "fixed", "value": 64}), 3.0)]
+    ("sc", "rate", "p90_rel"),
+    [(LONG, 0.3, 0.03), (_scenario({"dist": "fixed", "value": 1000}, {"dist": "fixed", "value": 64}), 3.0, 0.02)],
 )
-def test_fixed_length_latencies_match_a_one_token_spread(sc: Scenario, rate: float) -> None:
+def test_fixed_length_latencies_match_a_one_token_spread(sc: Scenario, rate: float, p90_rel: float) -> None:
     """TTFT and TPOT (mean, P90) within 2 % too. (Not at 512: a lone 513-token last chunk pays a fifth
     128-row GEMM tile in the roofline, +11 ms on OPT-13B/A100, so a third of the spread's prompts do: TTFT
-    mean +6 %. That is the roofline's tile quantisation, which batch-1 prefill shows as well.)"""
+    mean +6 %. That is the roofline's tile quantisation, which batch-1 prefill shows as well.) P90 within 3 % on
+    LONG: its 8,192 tokens are the chunk budget, so the spread's 8,193-token prompts (a third) need a second step
+    for their last token, which the landing-step TTFT (issue #23) counts: P90 +2.1 %, the mean within 2 %."""
     a, b = (evaluate(x, catalog=CATALOG, rate=rate).operating_point for x in (sc, _spread(sc)))
     assert a is not None
     assert b is not None
     for x, y in ((a.ttft_s, b.ttft_s), (a.tpot_s, b.tpot_s)):
         assert y.mean == pytest.approx(x.mean, rel=0.02)
-        assert y.p90 == pytest.approx(x.p90, rel=0.02)
+        assert y.p90 == pytest.approx(x.p90, rel=p90_rel)
 
 
 def test_long_prompt_ttft_covers_its_own_prefill() -> None:
