@@ -39,6 +39,7 @@ from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
+from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
@@ -120,11 +121,11 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
     perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
+    plane = resolve_data_plane(res.scenario.kv_backend, res.scenario.kv_block_tokens, res.engine)  # as the exact's
+    nics = res.scenario.nics_per_instance
     bases = [
         _with_cache(
-            prefill_base(
-                cached or perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance
-            ),
+            prefill_base(cached or perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, nics, plane),
             res,
             cache,
         )

@@ -10,7 +10,10 @@ tabulated once on a 1-D load grid and any instance count is an interpolation.
   least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
   M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +
   exposed KV time (+ 1.5 zero-load decode steps under convention A: first step and a busy instance's mean
-  step-boundary wait).
+  step-boundary wait). The KV time is :func:`pdplan.transfer.kv.kv_transfer` with the same
+  :class:`~pdplan.transfer.kv_inputs.TransferConfig` as the exact evaluation's, data plane included (the
+  backend's descriptors, launch, rate cap and staging: docs/kv_data_plane.md), so the screen and the exact model
+  agree on a candidate's transfer time.
 * **Decode** (per GPU/TP/PP and batch cap): the linearised step, the per-instance stable rate, and per prompt bin
   the joint weight Σ_n p(l, n)·P(TPOT ≤ b | l, n) at per-instance rates on a grid up to that stable rate.
 """
@@ -27,8 +30,9 @@ from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.hardware import LinkSpec
+from pdplan.transfer.data_plane import DataPlane
 from pdplan.transfer.kv import kv_transfer
-from pdplan.transfer.kv_inputs import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model
+from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
 from pdplan.types import FloatArray, Granularity
 
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
@@ -58,6 +62,8 @@ class PrefillBase:
     """Its lower tiers' cost per prefill GPU (node tiers: a GPU's share of its node's; NaN: a tier has no price)."""
     cache_usd_per_hour_fixed: float = 0.0
     """Its remote pool's cost, paid once per deployment."""
+    data_plane: DataPlane | None = None
+    """The KV data plane (backend, split, block size) the transfer is priced with; None: the link alone."""
 
 
 def prefill_base(
@@ -69,9 +75,13 @@ def prefill_base(
     input_prob: FloatArray,
     chunk_tokens: int,
     nics: int | None,
+    data_plane: DataPlane | None = None,
 ) -> PrefillBase:
     """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`) for one
-    transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type)."""
+    transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type);
+    ``data_plane`` the backend the transfer goes through (:func:`pdplan.transfer.plane_setup.resolve_data_plane`,
+    as :func:`pdplan.serving.disaggregated.transfer_config` resolves it). The link rate the fan-in queue sees is the
+    transfer's own (the backend's cap where it has one)."""
     input_tokens = base.input_tokens
     cfg = TransferConfig(
         granularity=granularity,
@@ -82,10 +92,10 @@ def prefill_base(
         chunk_tokens=chunk_tokens if granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
         decode_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
+        data_plane=data_plane,
     )
     kv = kv_shape_from_model(hw.model, hw.precision.kv_bytes)
     xfer = kv_transfer(input_tokens, kv, link, cfg, prefill_time_s=base.latency_s)
-    lanes = min(nics or hw.tp, nics or decode_tp)
     return PrefillBase(
         hw,
         granularity,
@@ -95,7 +105,8 @@ def prefill_base(
         base.service_s + xfer.prefill_extra_s,
         np.asarray(xfer.exposed_s, dtype=np.float64),
         float(input_prob @ np.asarray(xfer.bytes)),
-        effective_bandwidth_bytes_per_s(link, lanes),
+        xfer.bandwidth_bytes_per_s,
+        data_plane=data_plane,
     )
 
 
