@@ -25,7 +25,7 @@ from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
 from pdplan.search.space import Space
-from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
+from pdplan.search.tables import DecodeTable, PrefillBase, block_variants, decode_tables, kv_options, prefill_base
 from pdplan.serving import (
     Colocated,
     Disaggregated,
@@ -39,7 +39,6 @@ from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
-from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Routing
 
 Stage = Callable[[str], None]
@@ -105,6 +104,8 @@ class Pool:
             chunk_tokens=self.chunk_tokens,
             prefill_max_batch_tokens=self.prefill_batch_tokens,
             cache=base.cache,
+            kv_backend=None if base.kv_choice is None else base.kv_choice.backend,
+            kv_block_tokens=None if base.kv_choice is None else base.kv_choice.block_tokens,
         )
 
 
@@ -121,15 +122,27 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     prob = np.asarray(lens.input_marginal(), dtype=np.float64)
     decode_tps = sorted({h.tp for h in space.decode})
     perfs = [prefill_perf(hw, lens.input_tokens) for hw in space.prefill]  # one roofline pass per instance type
-    plane = resolve_data_plane(res.scenario.kv_backend, res.scenario.kv_block_tokens, res.engine)  # as the exact's
+    kvs = kv_options(space.kv_choices, space.kv_searched, res.engine)  # the data plane as the exact model's
     nics = res.scenario.nics_per_instance
     bases = [
         _with_cache(
-            prefill_base(cached or perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, nics, plane),
+            prefill_base(
+                cached or perf,
+                kv.hardware(hw),
+                g,
+                catalog.link(link),
+                dtp,
+                prob,
+                res.chunk_tokens,
+                nics,
+                kv.plane,
+                kv.choice,
+            ),
             res,
             cache,
         )
         for hw, perf in zip(space.prefill, perfs, strict=True)
+        for kv in kvs
         for cache in space.caches
         for cached in (screened_prefill(res, hw, cache),)
         for g in space.granularities
@@ -140,7 +153,8 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     kept = [
         t
         for hw in space.decode
-        for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
+        for kv_hw in block_variants(hw, kvs)
+        for t in decode_tables(kv_hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
     ]
     if not kept:
         raise NoFeasiblePlanError(

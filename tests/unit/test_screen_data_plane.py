@@ -26,6 +26,7 @@ CASES = {
     "vLLM NIXL, layer-wise": {"kv_backend": "nixl-ucx", "granularity": "layer", "granularities": ["layer"]},
     "SGLang Mooncake, layer-wise": {"engine": "sglang", "granularity": "layer", "granularities": ["layer"]},
     "link alone": {"kv_backend": "none"},
+    "searched blocks and backends": {"search": {"kv_block_tokens": [16, 64], "kv_backends": ["engine", "tcp"]}},
 }
 
 
@@ -34,20 +35,28 @@ def test_screen_transfer_time_equals_the_exact_models(case: str) -> None:
     change = dict(CASES[case])
     granularities = change.pop("granularities", None)
     sc = load_scenario(DEFAULT)
-    search = sc.search.model_copy(update={"tp": [2, 4], "max_instances": 4})  # type: ignore[union-attr]
+    more = change.pop("search", {})
+    search = sc.search.model_copy(update={"tp": [2, 4], "max_instances": 4, **more})  # type: ignore[union-attr,dict-item]
     if granularities is not None:
         search = search.model_copy(update={"granularities": granularities})
     sc = sc.model_copy(update={**change, "search": search})
     catalog = open_catalog()
     res = resolve(sc, catalog)
     pool = build_pool(res, build_space(sc, catalog), catalog, lambda _: None, best=4)
-    checked = 0
-    for i in range(min(pool.screened.size, 40)):
+    checked, blocks = 0, set()
+    for i in range(0, pool.screened.size, max(1, pool.screened.size // 40)):
         base = pool.bases[int(pool.screened.prefill[i])]
+        table = pool.tables[int(pool.screened.decode[i])]
+        assert table.hw.kv_block_tokens == base.hw.kv_block_tokens
         model = build_model(bind(res, pool.deployment(i)))
         assert isinstance(model, DisaggregatedModel)
         assert base.exposed_s == pytest.approx(np.asarray(model.exposed_s), rel=1e-12, abs=1e-15)
+        assert model.decode.kv_capacity_tokens == table.perf.kv_capacity_tokens  # the same decode instance type
+        assert model.decode.state_tokens_per_seq == pytest.approx(table.perf.state_tokens_per_seq, rel=1e-12)
+        blocks.add(model.res.hardware.decode.kv_block_tokens)
         checked += 1
     assert checked >= 4
+    if more:  # both block sizes reach the exact model, with their own fragmentation
+        assert blocks == {16, 64}
     if sc.kv_backend == "tcp":  # 36 GB/s cap below IB NDR's 2 × 50 GB/s · efficiency
         assert base.link_bytes_per_s == pytest.approx(36e9, rel=1e-3)
