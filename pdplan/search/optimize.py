@@ -24,6 +24,7 @@ from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
 from pdplan.search.exact import Comparisons, Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
+from pdplan.search.kv_gain import kv_gain_notes
 from pdplan.search.planning import (
     comparable_baseline,
     plan_metrics,
@@ -295,7 +296,10 @@ def _result(
         inputs=describe_inputs(res, space, catalog, planning_inputs(space)),
         assumptions=describe_assumptions(space, catalog, res),
         sensitivity=sensitivity(pick, target_rps=space.rate_rps) if analyse else (),
-        warnings=_warnings(res, space, pick.plan) + law_warnings(pick.res, pick.model) + unpriced_warnings(space),
+        warnings=_warnings(res, space, pick.plan)
+        + law_warnings(pick.res, pick.model)
+        + unpriced_warnings(space)
+        + kv_gain_notes(res, space, pick),
         rate_curve=rate_curve(pick) if analyse else (),
         slo_percentile=res.scenario.slo.percentile,
         price_sensitivity=price_sensitivity([e.plan for e in best], space, catalog) if analyse else (),

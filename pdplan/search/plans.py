@@ -191,7 +191,7 @@ class Plan:
                 local.cache
             )
         counts = f"{local.prefill.count}P{local.decode.count}D"
-        label = f"{counts} {role(local.prefill)} / {role(local.decode)} {local.granularity}"
+        label = f"{counts} {role(local.prefill)} / {role(local.decode)} {local.granularity}" + kv_words(local)
         if isinstance(self.deployment, Prfaas):
             remote = self.deployment.remote
             label += f" + PrfaaS {remote.count}x {remote.gpu} TP{remote.tp}"
@@ -241,10 +241,17 @@ class Plan:
             doc["prfaas"] = self.prfaas.to_document()
         if self.priced is not None:
             doc["priced"] = self.priced
+        if isinstance(self._local, Disaggregated) and self._local.kv_block_tokens is not None:  # searched
+            doc["kv_backend"], doc["kv_block_tokens"] = self._local.kv_backend, self._local.kv_block_tokens
         setting = self._local.cache
         if self.cache is not None or setting is not None:
             doc["cache"] = cache_document(setting, self.cache, self.goodput_rps)
         return doc
+
+
+def kv_words(d: Disaggregated) -> str:
+    """The searched KV choice in a plan's label: ``""`` (not searched) or ``" nixl-ucx block 64"``."""
+    return "" if d.kv_block_tokens is None else f" {d.kv_backend} block {d.kv_block_tokens}"
 
 
 def cache_words(setting: CacheSpec | None) -> str:

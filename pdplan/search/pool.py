@@ -25,7 +25,7 @@ from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
 from pdplan.search.space import Space
-from pdplan.search.tables import DecodeTable, PrefillBase, decode_tables, prefill_base
+from pdplan.search.tables import DecodeTable, PrefillBase, block_variants, decode_tables, kv_options, prefill_base
 from pdplan.serving import (
     Colocated,
     Disaggregated,
@@ -105,6 +105,8 @@ class Pool:
             chunk_tokens=self.chunk_tokens,
             prefill_max_batch_tokens=self.prefill_batch_tokens,
             cache=base.cache,
+            kv_backend=None if base.kv_choice is None else base.kv_choice.backend,
+            kv_block_tokens=None if base.kv_choice is None else base.kv_choice.block_tokens,
         )
 
 
@@ -129,15 +131,27 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
             priced[key] = screened_prefill(res, space.prefill[i], key[1])
         return priced[key]
 
+    kvs = kv_options(space.kv_choices, space.kv_searched, res.engine)  # the data plane as the exact model's
+    nics = res.scenario.nics_per_instance
     bases = [
         _with_cache(
             prefill_base(
-                cached or perf, hw, g, catalog.link(link), dtp, prob, res.chunk_tokens, res.scenario.nics_per_instance
+                cached or perf,
+                kv.hardware(hw),
+                g,
+                catalog.link(link),
+                dtp,
+                prob,
+                res.chunk_tokens,
+                nics,
+                kv.plane,
+                kv.choice,
             ),
             res,
             cache,
         )
         for i, (hw, perf) in enumerate(zip(space.prefill, perfs, strict=True))
+        for kv in kvs
         for cache in space.caches
         for cached in (screened(i, cache),)
         for g in space.granularities
@@ -148,7 +162,8 @@ def _tables(space: Space, res: ResolvedScenario[Any], catalog: Catalog) -> tuple
     kept = [
         t
         for hw in space.decode
-        for t in decode_tables(hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
+        for kv_hw in block_variants(hw, kvs)
+        for t in decode_tables(kv_hw, space.max_num_seqs, cells, lens.input_tokens.size, res.scenario.slo.tpot)
     ]
     if not kept:
         raise NoFeasiblePlanError(

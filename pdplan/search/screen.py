@@ -234,8 +234,13 @@ def tile_sides(max_instances: int, chunk: int) -> tuple[int, int]:
 
 
 def _pairs(base: PrefillBase, tables: list[DecodeTable], routings: tuple[Routing, ...]) -> list[tuple[int, int]]:
-    """(decode option, routing) of each block of one prefill option: decode options of the TP it was priced for."""
-    return [(k, r) for k, t in enumerate(tables) if t.hw.tp == base.decode_tp for r in range(len(routings))]
+    """(decode option, routing) of each block of one prefill option: decode options of the TP it was priced for (and
+    of its KV block size, where the search tries several)."""
+    return [(k, r) for k, t in enumerate(tables) if _paired(base, t) for r in range(len(routings))]
+
+
+def _paired(base: PrefillBase, table: DecodeTable) -> bool:
+    return table.hw.tp == base.decode_tp and table.hw.kv_block_tokens == base.hw.kv_block_tokens
 
 
 def _span(start: int, side: int, most: int, margins: Margins) -> tuple[int, int, int]:
@@ -306,7 +311,7 @@ def _down(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
 def screened_count(bases: list[PrefillBase], tables: list[DecodeTable], routings: int, max_instances: int) -> int:
     """How many candidates :func:`screen_disaggregated` prices: every (prefill option, decode option of the TP it
     was priced against, routing) pair times the ``max_instances``² (x, y) grid."""
-    pairs = sum(1 for base in bases for table in tables if table.hw.tp == base.decode_tp)
+    pairs = sum(1 for base in bases for table in tables if _paired(base, table))
     return pairs * routings * max_instances**2
 
 

@@ -27,6 +27,7 @@ from pdplan.specs.hardware import GpuSpec
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
 from pdplan.specs.scenario import Scenario, SearchSpace
+from pdplan.transfer.plane_setup import KvChoice, search_choices
 from pdplan.types import Binding, Granularity, Objective, Redundancy, Routing, Scheduler
 
 DEFAULT_TP = (1, 2, 4, 8)
@@ -60,6 +61,11 @@ class Space:
     """GPU types and TP/PP sizes the search dropped before screening, each with the binding reason (why not)."""
     caches: tuple[CacheSpec | None, ...] = (None,)
     """The prefix-cache settings tried (:func:`pdplan.search.cache_options.cache_variants`)."""
+    kv_choices: tuple[KvChoice, ...] = (KvChoice(None, None),)
+    """The KV (backend, block size) choices tried by disaggregated plans (:func:`pdplan.transfer.plane_setup.
+    search_choices`); the one default: the scenario's own."""
+    kv_searched: bool = False
+    """Whether ``search.kv_backends`` or ``search.kv_block_tokens`` was given (plans then record their choice)."""
 
     def describe(self) -> SpaceFacts:
         """The space in plain values (for reports)."""
@@ -132,7 +138,7 @@ def _options(
         for t, d, e in shapes:
             for g in (False, True) if gather and e > 1 else (False,):
                 h = _hardware(model, gpu, table, scenario, t, p, d, e, g)
-                h = with_engine(h, engine, scenario.gpu_memory_utilization)
+                h = with_engine(h, engine, scenario.gpu_memory_utilization, scenario.kv_block_tokens)
                 if _fits(h):
                     out.append(h)
                 elif not g:
@@ -389,6 +395,10 @@ def build_space(
         **_planning(s, planning),  # type: ignore[arg-type]  # headroom, redundancy, budget_usd_per_hour
         rejected=tuple(why_not),
         caches=cache_variants(scenario, catalog),
+        kv_choices=search_choices(
+            s.kv_backends, s.kv_block_tokens, KvChoice(scenario.kv_backend, scenario.kv_block_tokens), engine
+        ),
+        kv_searched=s.kv_backends is not None or s.kv_block_tokens is not None,
     )
 
 

@@ -10,25 +10,33 @@ tabulated once on a 1-D load grid and any instance count is an interpolation.
   least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
   M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +
   exposed KV time (+ 1.5 zero-load decode steps under convention A: first step and a busy instance's mean
-  step-boundary wait).
+  step-boundary wait). The KV time is :func:`pdplan.transfer.kv.kv_transfer` with the same
+  :class:`~pdplan.transfer.kv_inputs.TransferConfig` as the exact evaluation's, data plane included (the
+  backend's descriptors, launch, rate cap and staging: docs/kv_data_plane.md), so the screen and the exact model
+  agree on a candidate's transfer time.
 * **Decode** (per GPU/TP/PP and batch cap): the linearised step, the per-instance stable rate, and per prompt bin
   the joint weight Σ_n p(l, n)·P(TPOT ≤ b | l, n) at per-instance rates on a grid up to that stable rate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
 from pdplan.queueing.kv_admission import kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
 from pdplan.specs.cache import CacheSpec
+from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
+from pdplan.transfer.data_plane import DataPlane
 from pdplan.transfer.kv import kv_transfer
-from pdplan.transfer.kv_inputs import TransferConfig, effective_bandwidth_bytes_per_s, kv_shape_from_model
+from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
+from pdplan.transfer.plane_setup import KvChoice, resolve_data_plane
 from pdplan.types import FloatArray, Granularity
 
 RHO_GRID = 1.0 - np.geomspace(0.98, 1.0 - PREFILL_RHO_MAX, 32)
@@ -58,6 +66,10 @@ class PrefillBase:
     """Its lower tiers' cost per prefill GPU (node tiers: a GPU's share of its node's; NaN: a tier has no price)."""
     cache_usd_per_hour_fixed: float = 0.0
     """Its remote pool's cost, paid once per deployment."""
+    data_plane: DataPlane | None = None
+    """The KV data plane (backend, split, block size) the transfer is priced with; None: the link alone."""
+    kv_choice: KvChoice | None = None
+    """The searched KV (backend, block size) choice this option was priced with; None: not searched."""
 
 
 def prefill_base(
@@ -69,9 +81,15 @@ def prefill_base(
     input_prob: FloatArray,
     chunk_tokens: int,
     nics: int | None,
+    data_plane: DataPlane | None = None,
+    kv_choice: KvChoice | None = None,
 ) -> PrefillBase:
     """Latency, queue service and exposed KV time per prompt bin (as :mod:`pdplan.serving.disaggregated`) for one
-    transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type)."""
+    transfer option; ``base`` is the instance type's batch-1 prefill (:func:`prefill_perf`, priced once per type;
+    the KV block size does not change it); ``kv_choice`` the searched choice it records (:class:`KvOption`);
+    ``data_plane`` the backend the transfer goes through (:func:`pdplan.transfer.plane_setup.resolve_data_plane`,
+    as :func:`pdplan.serving.disaggregated.transfer_config` resolves it). The link rate the fan-in queue sees is the
+    transfer's own (the backend's cap where it has one)."""
     input_tokens = base.input_tokens
     cfg = TransferConfig(
         granularity=granularity,
@@ -82,10 +100,10 @@ def prefill_base(
         chunk_tokens=chunk_tokens if granularity == "chunk" else None,
         prefill_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
         decode_hbm_bytes_per_s=hw.gpu.memory_bytes_per_s,
+        data_plane=data_plane,
     )
     kv = kv_shape_from_model(hw.model, hw.precision.kv_bytes)
     xfer = kv_transfer(input_tokens, kv, link, cfg, prefill_time_s=base.latency_s)
-    lanes = min(nics or hw.tp, nics or decode_tp)
     return PrefillBase(
         hw,
         granularity,
@@ -95,8 +113,47 @@ def prefill_base(
         base.service_s + xfer.prefill_extra_s,
         np.asarray(xfer.exposed_s, dtype=np.float64),
         float(input_prob @ np.asarray(xfer.bytes)),
-        effective_bandwidth_bytes_per_s(link, lanes),
+        xfer.bandwidth_bytes_per_s,
+        data_plane=data_plane,
+        kv_choice=kv_choice,
     )
+
+
+@dataclass(frozen=True)
+class KvOption:
+    """One KV data-plane option of the screen: the choice plans record (None: not searched), the data plane it
+    prices and the KV block size its instance types page in (None: theirs, the scenario's or the engine's)."""
+
+    choice: KvChoice | None
+    plane: DataPlane | None
+    block_tokens: int | None
+
+    def hardware(self, hw: RoleHardware) -> RoleHardware:
+        """``hw`` paging its KV in this option's blocks (:mod:`pdplan.perf.kv_blocks`)."""
+        return hw if self.block_tokens is None else dataclasses.replace(hw, kv_block_tokens=self.block_tokens)
+
+
+def kv_options(choices: tuple[KvChoice, ...], searched: bool, engine: EngineProfile) -> list[KvOption]:
+    """The screen's KV options: the scenario's own data plane alone (not searched, as
+    :func:`pdplan.serving.disaggregated.transfer_config` resolves it), else each searched choice, its backend and
+    block filled in with the engine's defaults so that a plan records what it runs."""
+    if not searched:
+        (only,) = choices
+        return [KvOption(None, resolve_data_plane(only.backend, only.block_tokens, engine), None)]
+    out = []
+    for c in choices:
+        plane = resolve_data_plane(c.backend, c.block_tokens, engine)
+        default_block = engine.kv_connector.block_tokens if engine.kv_connector is not None else 1
+        block = c.block_tokens or default_block
+        backend = c.backend or ("engine" if engine.kv_connector is not None else "none")
+        out.append(KvOption(KvChoice(backend.strip().lower(), block), plane, block))
+    return out
+
+
+def block_variants(hw: RoleHardware, options: list[KvOption]) -> list[RoleHardware]:
+    """``hw`` once per KV block size the options page in (itself where none sets one): the decode instance types."""
+    sizes = dict.fromkeys(o.block_tokens for o in options)
+    return [hw if b is None else dataclasses.replace(hw, kv_block_tokens=b) for b in sizes]
 
 
 def prefill_wait_table(base: PrefillBase, prob: FloatArray) -> tuple[object, float, float]:
@@ -128,7 +185,8 @@ def decode_tables(
     The step-time fit and the TPOT distribution at a given rate do not depend on the cap (it only bounds the stable
     rate through the seat limit), so the TPOT table is computed once, up to the largest cap's stable rate.
     """
-    perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps))
+    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
+    perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps), partial)  # as the exact model's
     caps = [
         fast_decode_capacity(
             cells,

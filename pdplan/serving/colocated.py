@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
@@ -293,7 +294,8 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     hw = res.hardware.colocated
     d = res.hardware.deployment
     cells = decode_cells(res)
-    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
+    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "

@@ -81,6 +81,10 @@ class Disaggregated:
     cache: CacheSpec | None = None
     """The prefix cache (where the workload reuses KV): on or off, routing, tiers below HBM; None: the engines'
     default (on, HBM only, affinity routing)."""
+    kv_backend: str | None = None
+    """The KV transfer backend the optimiser chose (``search.kv_backends``); None: the scenario's ``kv_backend``."""
+    kv_block_tokens: int | None = None
+    """The KV block size the optimiser chose (``search.kv_block_tokens``); None: the scenario's."""
 
     kind: ClassVar[DeploymentKind] = "disaggregated"
     mode: ClassVar[Mode] = "disaggregated"

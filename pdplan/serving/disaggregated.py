@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -513,7 +514,9 @@ def _decode_capacity(
     res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload
 ) -> tuple[DecodePerf, DecodeCapacity]:
     """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits)."""
-    dperf = decode_perf(res.hardware.decode, cells.mean_work / cells.mean_steps, res.max_num_seqs)
+    hw = res.hardware.decode
+    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
+    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
     cap = fast_decode_capacity(
         cells,
         dperf.step,

@@ -55,8 +55,11 @@ def engine_limits(engine: EngineProfile, gpu: GpuSpec) -> MemoryClass:
     return engine.limits.for_gpu(gpu.name, gpu.memory_bytes)
 
 
-def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: float | None = None) -> RoleHardware:
-    """``hw`` run by ``engine`` (module docstring); ``memory_utilization`` (the scenario's) overrides the profile's."""
+def with_engine(
+    hw: RoleHardware, engine: EngineProfile, memory_utilization: float | None = None, block_tokens: int | None = None
+) -> RoleHardware:
+    """``hw`` run by ``engine`` (module docstring); ``memory_utilization`` and ``block_tokens`` (the scenario's
+    ``kv_block_tokens``) override the profile's (the KV block: its ``kv_connector``'s, 1 without one)."""
     cls = engine_limits(engine, hw.gpu)
     step_s = engine.overheads.step_overhead_s(hw.model.num_layers, hw.tp)
     seq_s = engine.overheads.seq_overhead_s()
@@ -95,6 +98,7 @@ def with_engine(hw: RoleHardware, engine: EngineProfile, memory_utilization: flo
         two_batch_overlap=tbo,
         prefill_routing=eplb_prefill_routing(engine, moe_kernel, hw.redundant_experts),
         perf_data=data,
+        kv_block_tokens=block_tokens or (engine.kv_connector.block_tokens if engine.kv_connector is not None else 1),
     )
 
 

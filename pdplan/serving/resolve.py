@@ -198,7 +198,8 @@ def role_hardware(
         redundant_experts=scenario.redundant_experts,
         two_batch_overlap=scenario.two_batch_overlap,
     )
-    return with_engine(hw, engine or scenario_engine(catalog, scenario), scenario.gpu_memory_utilization)
+    engine = engine or scenario_engine(catalog, scenario)
+    return with_engine(hw, engine, scenario.gpu_memory_utilization, scenario.kv_block_tokens)
 
 
 def _colocated_role(role: Role) -> Role:
@@ -279,10 +280,11 @@ def bind(res: ResolvedScenario[Any], d: Deployment) -> ResolvedScenario[Any]:
     """``res`` for deployment ``d``: its instance types and link looked up, engine settings defaulted (a PrfaaS
     deployment binds its local cluster)."""
     local = local_part(d)
-    hardware = bind_hardware(res.catalog, res.model, res.scenario, res.engine, local)
+    scenario = _with_kv_choice(res.scenario, local)
+    hardware = bind_hardware(res.catalog, res.model, scenario, res.engine, local)
     limits = engine_limits(res.engine, hardware.serving.gpu)  # seat cap and chunk budget of the decoding GPU
     return ResolvedScenario(
-        scenario=res.scenario,
+        scenario=scenario,
         deployment=d,
         hardware=hardware,
         catalog=res.catalog,
@@ -298,3 +300,12 @@ def bind(res: ResolvedScenario[Any], d: Deployment) -> ResolvedScenario[Any]:
         cache=cache_setup(res.reuse, local.cache, res.catalog, res.engine),
         cache_rate_rps=res.cache_rate_rps,
     )
+
+
+def _with_kv_choice(scenario: Scenario, d: Disaggregated | Colocated) -> Scenario:
+    """``scenario`` with the KV backend and block size the optimiser chose for ``d`` (``search.kv_backends`` /
+    ``search.kv_block_tokens``), which the engine binding and the transfer read from it; unchanged where none was."""
+    if not isinstance(d, Disaggregated) or (d.kv_backend is None and d.kv_block_tokens is None):
+        return scenario
+    chosen = {"kv_backend": d.kv_backend, "kv_block_tokens": d.kv_block_tokens}
+    return scenario.model_copy(update={k: v for k, v in chosen.items() if v is not None})

@@ -62,6 +62,10 @@ class RoleHardware:
     prefill_routing: RoutingLaw | None = None
     """How prefill tokens spread over experts (:mod:`pdplan.perf.moe_routing`); None: uniform. Set by the engine
     profile where EPLB runs (:func:`pdplan.serving.engine_bind.with_engine`); decode stays uniform."""
+    kv_block_tokens: int = 1
+    """The KV block (page) size the engine allocates in (:mod:`pdplan.perf.kv_blocks`: a sequence's last block is
+    partly empty); 1: token-granular, no partial blocks. Set from the engine's ``kv_connector`` or the scenario's
+    ``kv_block_tokens`` (:func:`pdplan.serving.engine_bind.with_engine`)."""
     perf_data: PerfData = field(default_factory=PerfData)
     """What the roofline prices beyond the kernel table for this instance type (EP constants, the overlap schedule,
     the GPU's W4A16 / CUTLASS MoE entries), read by :func:`pdplan.io.perf_data.perf_data` in

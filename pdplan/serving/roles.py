@@ -286,8 +286,9 @@ def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float,
 @dataclass(frozen=True, slots=True)
 class DecodePerf:
     """Linearised decode step, its fit error, and the instance's KV/seat limits. ``state_tokens_per_seq``: the KV
-    token slots each sequence's fixed state takes on top of its context (hybrid / sliding-window models; 0 otherwise;
-    :mod:`pdplan.perf.memory`): a KV check is Σ (context + s) ≤ kv_capacity_tokens."""
+    token slots each sequence takes on top of its context: its fixed state (hybrid / sliding-window models; 0
+    otherwise; :mod:`pdplan.perf.memory`) plus the mean empty slots of its last KV block (:mod:`pdplan.perf.kv_blocks`;
+    0 at block 1): a KV check is Σ (context + s) ≤ kv_capacity_tokens."""
 
     step: LinearStepTime
     fit_median_rel_err: float
@@ -378,12 +379,17 @@ def _above_floor(hw: RoleHardware, a: FloatArray, scale: FloatArray, coef: Float
     return np.asarray(sol.x if ok else x, dtype=np.float64)
 
 
-def decode_perf(hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float) -> DecodePerf:
+def decode_perf(
+    hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float, partial_block_tokens: float | None = None
+) -> DecodePerf:
     """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range, above the HBM floor
-    (module docstring)."""
+    (module docstring). A sequence holds, besides its context, its fixed state and the empty slots of its last KV
+    block (``partial_block_tokens``, :func:`pdplan.perf.kv_blocks.resident_partial_block_tokens` of the workload;
+    None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``)."""
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
-    state = float(np.ravel(mem.state_tokens_per_seq)[0])
+    partial = (hw.kv_block_tokens - 1) / 2.0 if partial_block_tokens is None else partial_block_tokens
+    state = float(np.ravel(mem.state_tokens_per_seq)[0]) + partial
     max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
     b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))

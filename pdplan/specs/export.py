@@ -112,6 +112,8 @@ class ExportPlan(_Lenient):
     """What the plan was priced with (``optimize --format json`` since issue #25); None in older documents."""
     cache: dict[str, Any] | None = None
     """The plan's cache setting and report (only PPD's ``turn_placement`` is read: the export's header note)."""
+    kv_block_tokens: int | None = Field(default=None, ge=1)
+    """The KV block size a ``search.kv_block_tokens`` search chose (docs/kv_data_plane.md §6); None: not searched."""
 
     @model_validator(mode="after")
     def _roles(self) -> ExportPlan:

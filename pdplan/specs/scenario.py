@@ -163,6 +163,13 @@ class SearchSpace(FrozenModel):
     cache: CacheSearch | None = None
     """Prefix-cache dimensions (on/off, routing, tier sizes; :mod:`pdplan.specs.cache`); searched only when the
     workload reuses KV."""
+    kv_block_tokens: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    """KV block (page) sizes to try, each one the engine runs (its ``kv_connector.block_tokens_supported``: vLLM
+    ``--block-size``, SGLang ``--page-size``, TensorRT-LLM ``tokens_per_block``); default: the scenario's
+    ``kv_block_tokens`` (docs/kv_data_plane.md §6)."""
+    kv_backends: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
+    """KV transfer backends to try (``engine``, ``none``, a backend name; each one the engine's connector can drive);
+    default: the scenario's ``kv_backend``."""
 
 
 class Scenario(FrozenModel):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache load-balance; 6 GPUs; goodput 167.5 req/s
-# at that rate: TTFT P90 425.9 ms, TPOT P90 33.69 ms
+# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache load-balance; 6 GPUs; goodput 167.7 req/s
+# at that rate: TTFT P90 426.8 ms, TPOT P90 33.54 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
 # prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)

@@ -69,7 +69,9 @@ def test_decode_perf_carries_the_state_slots() -> None:
     res = resolve(load_scenario(ROOT / "examples" / "prfaas-h200-h100.yaml"), open_catalog())
     assert res.hardware.decode is not None
     perf = decode_perf(res.hardware.decode, 30_000.0, 1024)
-    assert perf.state_tokens_per_seq == 1572.0
+    # plus the mean empty slots of the last KV block, (b − 1)/2 at the engine's block (pdplan.perf.kv_blocks)
+    assert perf.state_tokens_per_seq == 1572.0 + (res.hardware.decode.kv_block_tokens - 1) / 2
+    assert decode_perf(res.hardware.decode, 30_000.0, 1024, 0.0).state_tokens_per_seq == 1572.0
     assert perf.kv_capacity_tokens / (30_000 + 1572) < perf.kv_capacity_tokens / 30_000
 
 

@@ -141,12 +141,13 @@ def test_packaged_backends_and_connectors() -> None:
     assert (default.backend, default.block_tokens) == ("nixl-ucx", 16)
     assert resolve_data_plane("none", None, load_engine("vllm")) is None
     assert resolve_data_plane(None, None, load_engine("kernels")) is None  # no connector: the link alone
+    assert resolve_data_plane("none", 64, load_engine("vllm")) is None  # block 64 pages the KV; no data plane
 
 
 @pytest.mark.parametrize(
     ("backend", "block", "engine", "words"),
     [
-        ("none", 16, "vllm", "needs kv_backend"),
+        ("none", 128, "vllm", "takes block sizes 16, 32, 64, not 128"),  # the paging size is checked without a backend
         ("engine", 8, "vllm", "takes block sizes 16, 32, 64"),
         ("engine", 0, "vllm", ">= 1"),
         ("engine", None, "kernels", "names no kv_connector"),

@@ -13,6 +13,9 @@ docs/advanced_features/pd_disaggregation.md's DeepSeek example); ``--pp-size``, 
 it by the DP size, so the per-rank budget × DP is written: :func:`sglang_chunk`), ``--quantization fp8``,
 ``--kv-cache-dtype fp8_e4m3``.
 
+A plan whose KV block size was searched (``kv_block_tokens``) and differs from the engine profile's default
+(``kv_connector.block_tokens``: vLLM 16, SGLang 1) gets vLLM's ``--block-size`` / SGLang's ``--page-size``.
+
 Batch limits go where pdplan's model uses them: ``max_num_seqs`` bounds the decode batch (decode and colocated
 roles); the token budget is ``max_num_batched_tokens`` for prefill and decode roles, and the colocated chunk
 (``prefill_chunk_tokens``) for colocated chunked plans, whose TPOT pdplan priced with that chunk.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+from pdplan.io.engines import load_engine
 from pdplan.report.export.cache import cache_flags, plan_cache
 from pdplan.report.export.common import Chosen, Engine, ExportContext, base_role
 from pdplan.specs.export import PlanRole
@@ -171,6 +175,10 @@ def _memory_and_dtype(chosen: Chosen, ctx: ExportContext, role_name: str, engine
         out.append(("--quantization", "fp8"))
     if kv_dtype == "fp8":
         out.append(("--kv-cache-dtype", "fp8" if engine == "vllm" else "fp8_e4m3"))
+    connector = load_engine(engine).kv_connector
+    block = chosen.plan.kv_block_tokens
+    if block is not None and connector is not None and block != connector.block_tokens:
+        out.append(("--block-size" if engine == "vllm" else "--page-size", str(block)))
     return out
 
 
