@@ -182,4 +182,6 @@ def _mixed(image: FloatArray, resid: FloatArray, d_f: FloatArray, d_g: FloatArra
         gamma = np.linalg.lstsq(a @ a.T, a @ resid[r], rcond=1e-13)[0] / scale
         nxt[r] = image[r] - gamma @ d_g[r]
     nxt = np.maximum(nxt, 0.0)
+    empty = nxt.sum(axis=1) <= 0.0  # every entry clipped: no law to rescale, take the plain step instead
+    nxt[empty] = image[empty]
     return np.asarray(nxt * (image.sum(axis=1) / nxt.sum(axis=1))[:, None], dtype=np.float64)

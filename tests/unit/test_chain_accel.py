@@ -63,3 +63,14 @@ def test_anderson_short_of_its_budget_says_so(budget: int) -> None:
     start = np.zeros((1, 1, 1, STATES))
     start[..., -1] = 1.0
     assert chain_accel.anderson(_step, start, 1e-10, budget) is None
+
+
+def test_a_mixture_clipped_to_nothing_falls_back_to_the_plain_step() -> None:
+    """The least squares gives γ = 1 (the one difference equals the residual), so ``image − d_g`` is negative
+    everywhere, clips to zero and has no mass to rescale: the plain step ``image`` is taken, not 0/0."""
+    from pdplan.queueing.chain_accel import _mixed
+
+    image = np.array([[0.5, 0.5]])
+    resid = np.array([[0.2, -0.1]])
+    nxt = _mixed(image, resid, resid[:, None, :].copy(), np.array([[[1.0, 1.0]]]))
+    assert np.array_equal(nxt, image)
