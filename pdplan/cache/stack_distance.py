@@ -38,7 +38,6 @@ distance is constant along a run, and the first cold (first-ever) access ends th
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +46,7 @@ import numpy.typing as npt
 from pdplan.cache.curve import HitRatioCurve, curve_from_runs
 from pdplan.cache.dominance import earlier_smaller_weight
 from pdplan.cache.trace import BlockTrace
+from pdplan.numerics.digest import array_digest
 from pdplan.types import Int64Array
 
 COLD = np.iinfo(np.int64).max
@@ -203,12 +203,8 @@ class _Accesses:
 
     @classmethod
     def of(cls, trace: BlockTrace) -> _Accesses:
-        h = hashlib.blake2b(digest_size=32)
-        for values in (trace.offsets, trace.block_ids):
-            array = np.ascontiguousarray(values, dtype=np.int64)
-            h.update(array.size.to_bytes(8, "little"))
-            h.update(array.tobytes())
-        return cls(h.digest(), trace)
+        offsets, block_ids = (np.asarray(v, dtype=np.int64) for v in (trace.offsets, trace.block_ids))
+        return cls(array_digest(offsets, block_ids, digest_size=32), trace)
 
 
 def memo_prefix_distances(trace: BlockTrace) -> Int64Array:

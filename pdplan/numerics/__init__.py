@@ -7,7 +7,8 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 * :mod:`~pdplan.numerics.roots`: Brent's root finder, bit for bit :func:`scipy.optimize.brentq`;
 * :mod:`~pdplan.numerics.normal`: the standard normal cdf, its log and its inverse (``ndtr``, ``log_ndtr``,
   ``ndtri``);
-* :mod:`~pdplan.numerics.gamma`: log-gamma and ``xlogy``.
+* :mod:`~pdplan.numerics.gamma`: log-gamma and ``xlogy``;
+* :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept).
 
 SciPy's ``gammainc`` and ``nnls`` stay (docs/accuracy.md §7 says why and what numpy twins of them measured).
 

@@ -28,7 +28,6 @@ quantiles of the positive part at the middles of probability bands that refine t
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import UnsettledWaitError
+from pdplan.numerics.digest import array_digest
 from pdplan.queueing.distributions import WaitDistribution
 from pdplan.queueing.tandem_chain import ChainInputs, drift_s, stationary_wait
 from pdplan.types import FloatArray
@@ -220,10 +220,7 @@ def _solved(
     same law, so the answer is the one a new solve would give."""
     settings = np.array([inputs.prob.size, cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read now: tests change them
     parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)
-    key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in parts), digest_size=16)
-    if far is not None:
-        key.update(np.ascontiguousarray(far).tobytes())
-    digest = key.digest()
+    digest = array_digest(*parts) if far is None else array_digest(*parts, far)
     if digest not in _SOLVED:
         try:
             solved: FloatArray | UnsettledWaitError | None = stationary_wait(
