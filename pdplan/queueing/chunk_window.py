@@ -82,6 +82,13 @@ _DRAIN_ITERATIONS = 30
 """Fixed-point iterations of the drain step's prompt count b/a (:func:`_drain_counts`): on the cases of
 benchmarks/chunk_queue_vs_sim.py up to the stable limit it agrees with 100 iterations to rounding by 20."""
 
+_DRAIN_EXPONENT_MAX = 700.0
+"""Cap on ``λτ_d`` in :func:`_drain_counts`: ``e^{700}`` ≈ 1e304 is the last power of e well inside float64
+(``e^{709.8}`` overflows). λτ_d is the mean number of arrivals during one drain step; past a few units the chunk
+queue is already far beyond its stable limit (ρ → 1, every prompt drains), so capping the exponent changes no rate
+that can be stable, and keeps ``a``, ``b`` finite where they used to overflow to inf (and then inf − inf = NaN in
+:func:`_drain_rho`) at the extreme rates property tests probe."""
+
 
 @dataclass(frozen=True, slots=True)
 class ChunkQueue:
@@ -210,7 +217,7 @@ def _drain_counts(rate: FloatArray, tau_p: FloatArray, work_s: FloatArray) -> tu
         g = np.where(x > 1e-9, -np.expm1(-x) / np.where(x > 1e-9, x, 1.0), 1.0)
     share = np.ones_like(rate)  # prompts per drain step, b/a
     for _ in range(_DRAIN_ITERATIONS):
-        y = rate * (tau_p + share * work_s)
+        y = np.minimum(rate * (tau_p + share * work_s), _DRAIN_EXPONENT_MAX)
         a, b = g * np.exp(y), 1.0 + g * y * np.exp(y)
         share = b / a
     return a, b, tau_p + share * work_s

@@ -4,6 +4,7 @@ limits and a fluid M/G/1 Monte Carlo of the departure-started decode window."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from pdplan.queueing import GammaMixture, LinearStepTime, decode_workload
 from pdplan.queueing.chunk_window import (
     ChunkQueue,
     _alternation,
+    _drain_counts,
+    _drain_rho,
     _gamma_p012,
     _idle_start_var,
     _remaining_busy,
@@ -264,3 +267,18 @@ def test_component_mixture() -> None:
     np.testing.assert_allclose(mix.cdf_per_bin(0.0299), expect)
     np.testing.assert_allclose(mix.cdf_per_bin(0.0301), 0.3 + 0.7 * gammainc(shape, 0.0101 / scale) / norm)
     assert math.isfinite(float(mix.quantile(0.5)[0]))
+
+
+def test_drain_counts_stay_finite_far_beyond_the_limit() -> None:
+    """λτ_d of 1e3 arrivals per drain step overflowed e^{λτ_d} (inf, then NaN in ρ); it is capped at 700."""
+    rate, tau_p, work = np.array([1.0, 1e5]), np.array([0.01, 0.01]), np.array([0.001, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b, tau_d = _drain_counts(rate, tau_p, work)
+        rho, p_drain = _drain_rho(rate, np.array([0.5, 0.99]), tau_p, a, b, np.zeros(2))
+    assert np.all(np.isfinite(np.concatenate([a, b, tau_d])))
+    assert rho[1] == 1.0  # saturated: beyond every stable limit
+    assert p_drain[1] == 0.0
+    # Below the cap nothing changes: the stable case's a = g e^y with y = λ(τ_p + (b/a) work).
+    g = -np.expm1(-0.01) / 0.01
+    assert a[0] == pytest.approx(g * np.exp(1.0 * (0.01 + (b[0] / a[0]) * 0.001)), rel=1e-12)
