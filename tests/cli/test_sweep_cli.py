@@ -241,14 +241,18 @@ grid:
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_whole_points_and_a_rerun_resumes_to_the_same_table(tmp_path: Path) -> None:
-    """A real SIGINT in the middle of a pool sweep: exit 130, one line, no CSV, whole points kept; the rerun runs
-    only the rest and its table equals an uninterrupted run's."""
+@pytest.mark.parametrize("executor", [["--workers", "2"], ["--executor", "ray"]], ids=["pool", "ray"])
+def test_ctrl_c_keeps_whole_points_and_a_rerun_resumes_to_the_same_table(tmp_path: Path, executor: list[str]) -> None:
+    """A real SIGINT in the middle of a pool sweep (or a local Ray one, where ``pip install 'pdplan[ray]'`` put Ray
+    in): exit 130, one line, no CSV, whole points kept; the rerun runs only the rest and its table equals an
+    uninterrupted run's."""
+    if executor[-1] == "ray":
+        pytest.importorskip("ray")
     grid = tmp_path / "grid.yaml"
     grid.write_text(OPTIMIZE_GRID)
     log = tmp_path / "grid.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pdplan", "sweep", str(grid), "--workers", "2"],
+        [sys.executable, "-m", "pdplan", "sweep", str(grid), *executor],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
