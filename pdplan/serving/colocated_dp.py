@@ -2,11 +2,12 @@
 
 An instance of ``tp·dp`` GPUs with attention DP = D (TensorRT-LLM ``enable_attention_dp``, SGLang
 ``--enable-dp-attention``, vLLM ``--data-parallel-size``) runs D attention ranks. Each rank has its own scheduler,
-its own waiting queue, its own KV pool and seats (``max_num_seqs`` and the chunk budget per rank: SGLang divides
-``chunked_prefill_size`` by ``dp_size``, TensorRT-LLM and vLLM give each rank its own ``max_num_tokens`` /
-``max_num_batched_tokens``), and so runs its own chunked (or prefill-first) schedule. The MoE (or dense-FFN) layers
-and their all-to-all run over the tokens of all D ranks in one step, and every step ends when the slowest rank's
-attention has finished (the expert layers wait for every rank's tokens).
+its own waiting queue, its own KV pool and seats (``max_num_seqs`` per rank) and its own chunk budget (the budget
+pdplan prices is a rank's: SGLang divides ``--chunked-prefill-size`` by the DP size, so the export writes D times it,
+:func:`pdplan.report.export.engine_args.sglang_chunk`), and so runs its own chunked (or prefill-first) schedule. The
+MoE (or dense-FFN) layers and their all-to-all run over the tokens of all D ranks in one step, and every step ends
+when the slowest rank's attention has finished (the expert layers wait for every rank's tokens). docs/colocated_dp.md
+has the derivation, the limits and the held-out check on TensorRT-LLM's DeepSeek-R1 attention-DP runs.
 
 **The model.** A colocated deployment of z such instances is priced as z·D colocated servers
 (:class:`~pdplan.serving.colocated.ColocatedModel` with ``z`` = instances × D), each fed ``λ/(z·D)`` by a random
