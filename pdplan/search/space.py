@@ -303,7 +303,10 @@ def _space_roles(
     why_not: list[dict[str, object]],
 ) -> tuple[tuple[RoleHardware, ...], tuple[RoleHardware, ...], tuple[RoleHardware, ...]]:
     """(prefill, decode, colocated) instance types from the ``search:`` block (default: the scenario's GPUs and
-    :data:`DEFAULT_TP`); a colocated instance does both phases, so it tries both roles' GPUs and TPs."""
+    :data:`DEFAULT_TP`); a colocated instance does both phases, so it tries both roles' GPUs and TPs. Colocated
+    attention DP (:mod:`pdplan.serving.colocated_dp`) is tried at the degrees above 1 that ``search.dp`` lists: every
+    profiled engine runs it (TensorRT-LLM ``enable_attention_dp``, SGLang ``--enable-dp-attention``, vLLM
+    ``--data-parallel-size``), and the default DP ladder leaves it out, so a search that names no DP is unchanged."""
     s = scenario.search or SearchSpace()
     roles = [r for r in (scenario.prefill, scenario.decode, scenario.colocated) if r is not None]
     prefill_gpus = s.prefill_gpus or [roles[0].gpu]
@@ -320,6 +323,10 @@ def _space_roles(
     colocated_gpus = list(dict.fromkeys([*prefill_gpus, *decode_gpus]))
     co_par = _Parallel(None, s.ep, budget, allow_dp=False)
     colocated = _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps, None, co_par)
+    co_dps = [d for d in s.dp or [] if d > 1]
+    if co_dps:  # colocated attention DP only at the degrees search.dp names (docstring)
+        dp_par = _Parallel(co_dps, s.ep, budget)
+        colocated += _roles(catalog, model, scenario, colocated_gpus, colocated_tps, [], pps, None, dp_par)
     return prefill, decode, colocated
 
 

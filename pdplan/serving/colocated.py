@@ -32,6 +32,9 @@ their prompt leaves behind into the TPOT tail). When *every* output is one token
 at all: the snapshot's TPOT is then a point mass at 0 (no time after the only token, E2E = TTFT)
 over all cells, met by any threshold (:func:`no_tpot`; an all-undefined mask left nothing to
 normalise the TPOT percentiles over and ``--osl 1`` died on a NaN).
+
+An instance with attention DP = D is D servers of this model (``z`` counts every rank of every instance), each with
+its rank's step law, seats and KV (:mod:`pdplan.serving.colocated_dp`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from pdplan.queueing.distributions import ShiftedMixture
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated_cache import cached_cells
+from pdplan.serving.colocated_dp import rank_decode
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
 from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
@@ -296,10 +300,13 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     cells = decode_cells(res)
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
+    if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
+        dperf = rank_decode(dperf, hw.dp, cells)
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
-            f"tokens, less than the longest request (with {dperf.state_tokens_per_seq:.0f} of fixed state)",
+            f"tokens{' per attention-DP rank' if hw.dp > 1 else ''}, less than the longest request "
+            f"(with {dperf.state_tokens_per_seq:.0f} of fixed state)",
             binding_constraint=Binding.DECODE_KV,
         )
     instance_budget(hw, "colocated")
@@ -308,7 +315,15 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     cell_s = np.repeat(per_bin, lens.output_tokens.size)
     price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
     return ColocatedModel(
-        res, d.scheduler, cells, cell_s, dperf, price.s_per_token, price.attention_s, price.drain_s, d.instance.count
+        res,
+        d.scheduler,
+        cells,
+        cell_s,
+        dperf,
+        price.s_per_token,
+        price.attention_s,
+        price.drain_s,
+        d.instance.count * hw.dp,  # servers: every attention-DP rank of every instance
     )
 
 

@@ -202,16 +202,6 @@ def role_hardware(
     return with_engine(hw, engine, scenario.gpu_memory_utilization, scenario.kv_block_tokens)
 
 
-def _colocated_role(role: Role) -> Role:
-    """A colocated instance with attention DP is not modelled (its chunked batches would span DP ranks): SpecError."""
-    if role.dp > 1:
-        raise SpecError(
-            "attention DP (dp > 1) is modelled for disaggregated prefill/decode instances only; use dp 1 colocated",
-            field="colocated.dp",
-        )
-    return role
-
-
 def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
     """Look up every name, bin the workload (warnings collected, not printed) and bind the scenario's deployment."""
     model = catalog.model(scenario.model)
@@ -261,7 +251,7 @@ def bind_hardware(
 ) -> Hardware:
     """The instance types (and link) of ``d`` looked up in the catalogue, engine settings applied."""
     if isinstance(d, Colocated):
-        return ColocatedHardware(d, role_hardware(catalog, model, _colocated_role(d.instance), sc, engine))
+        return ColocatedHardware(d, role_hardware(catalog, model, d.instance, sc, engine))
     return DisaggregatedHardware(
         d,
         role_hardware(catalog, model, d.prefill, sc, engine),
