@@ -56,7 +56,8 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         eager_step_s=eager_s,
         kv_on_demand=engine is not None and engine.scheduling.kv_admission == "on_demand",
         decode_batches=batches,
-        decode_step_s=decode_step_fn(hw, batches, batches * kappa),
+        # decode_step_fn prices an instance's batch; with attention DP a rank's b sequences ride in a step of D·b
+        decode_step_s=decode_step_fn(hw, batches * hw.dp, batches * hw.dp * kappa),
         merge_arrivals=spread and eager_s > 0.0,  # benchmark_loop._spread_groups: why only eager steps
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pdplan.benchmark.loop_inputs import loop_inputs
 from pdplan.errors import SpecError
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
@@ -22,9 +23,10 @@ from pdplan.queueing import LinearStepTime
 from pdplan.queueing.decode import decode_workload
 from pdplan.search.space import build_space
 from pdplan.serving import build_model, resolve
+from pdplan.serving.checks.physics import _mean_field, physics_bounds
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_dp import expected_max_normal, rank_decode, straggler_s_per_seq
-from pdplan.serving.roles import DecodePerf
+from pdplan.serving.roles import DecodePerf, decode_step_fn
 from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
@@ -180,3 +182,36 @@ def test_search_tries_colocated_dp_only_where_named() -> None:
 def test_dp_ep_mismatch_still_an_input_error() -> None:
     with pytest.raises(SpecError):
         resolve(_toy(2, colocated={"gpu": "h100-sxm", "tp": 1, "dp": 2, "ep": 4, "count": 1}), CATALOG)
+
+
+def test_physics_bounds_count_instances_and_their_whole_kv() -> None:
+    """The physics ceilings see instances, not ranks: 3 instances of D = 2 are one pool of 3 (compute: each request's
+    peak time shared by its instance's 2 ranks), whose KV capacity per instance is both ranks' (2 × a rank's) and
+    whose mean field is both ranks' sequences at the rank's step (2 × λ/6 · E[n] · τ)."""
+    res = resolve(_toy(2, colocated={"gpu": "h100-sxm", "tp": 1, "dp": 2, "ep": 2, "count": 3}), CATALOG)
+    model = build_model(res)
+    assert isinstance(model, ColocatedModel)
+    bounds = physics_bounds(res, model)
+    (pool,) = bounds.pools
+    assert pool.count == 3
+    rate = 0.5 * model.limit().rate_rps
+    n_bar, k_bar, tau = _mean_field(model, rate)
+    assert tau == pytest.approx(float(model.token_interval_s(np.array(rate / 6.0))), rel=1e-12)
+    assert n_bar == pytest.approx(2.0 * rate / 6.0 * model.cells.mean_steps * tau, rel=1e-12)
+    assert k_bar == pytest.approx(2.0 * rate / 6.0 * model.cells.mean_work * tau, rel=1e-12)
+    assert bounds.ceiling_breaches(rate) == []
+
+
+def test_benchmark_loop_prices_a_rank_batch_in_the_instance_step() -> None:
+    """The benchmark loop's decode steps are per rank (its seats are one rank's); a step of b sequences on each of
+    D = 2 ranks is the instance's step at 2b (it priced b, D times too light), and it grows with D at the same b."""
+    res = resolve(_toy(2), CATALOG)
+    model = build_model(res)
+    assert isinstance(model, ColocatedModel)
+    inputs = loop_inputs(model)
+    b = inputs.decode_batches
+    hw = res.hardware.colocated
+    kappa = inputs.input_tokens + inputs.output_tokens / 2.0  # the mean context (no sliding window here)
+    whole = decode_step_fn(hw, 2.0 * b, 2.0 * b * kappa)
+    np.testing.assert_allclose(inputs.decode_step_s, whole, rtol=1e-12)
+    assert np.all(inputs.decode_step_s > decode_step_fn(hw, b, b * kappa))

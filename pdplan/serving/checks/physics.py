@@ -148,7 +148,8 @@ def _pools(res: ResolvedScenario[Any], model: ServingModelT) -> list[_Pool]:
         p, d = model.res.hardware.prefill, model.res.hardware.decode
         return [_Pool("prefill", p, model.x, prefill(p) / p.dp), _Pool("decode", d, model.y, decode(d) / d.dp)]
     c = model.res.hardware.colocated
-    return [_Pool("colocated", c, model.z, (prefill(c) + decode(c)) / c.dp)]
+    # model.z counts attention-DP ranks (pdplan.serving.colocated_dp); the pool's instances are z / dp.
+    return [_Pool("colocated", c, model.z // c.dp, (prefill(c) + decode(c)) / c.dp)]
 
 
 def _computed_tokens(res: ResolvedScenario[Any], model: ServingModelT) -> tuple[FloatArray, FloatArray]:
@@ -224,6 +225,8 @@ class PhysicsBounds:
         ctx = k_bar / max(n_bar, 1e-300)
         traffic = float(step_bytes(hw, np.array(n_bar / hw.pp), np.array(ctx))) / tau
         cap, tau_min = self.model.decode.kv_capacity_tokens, self.tau_min_s
+        if not isinstance(self.model, DisaggregatedModel):
+            cap *= hw.dp  # a colocated model's decode holds one attention-DP rank's KV (serving.colocated_dp)
         state = self.model.decode.state_tokens_per_seq
         held = kv_footprint(wl, state)  # each sequence also holds its fixed state's token slots (perf.memory)
         resident = max(lam * held.mean_work * tau_min, k_bar + state * n_bar)
@@ -340,14 +343,15 @@ def _below(snap: Snapshot, floor: FloatArray) -> FloatArray:
 
 
 def _mean_field(model: ServingModelT, rate_rps: float) -> tuple[float, float, float]:
-    """(N̄, K̄, τ̄) of one decode (or colocated) instance at total rate ``rate_rps``."""
+    """(N̄, K̄, τ̄) of one decode (or colocated) instance, all its attention-DP ranks, at total rate ``rate_rps``."""
     wl = model.cells
     if isinstance(model, DisaggregatedModel):
         fp = decode_fixed_point(np.array([rate_rps / model.y]), wl, model.decode.step)
         return float(fp.mean_seqs[0]), float(fp.mean_context_tokens[0]), float(fp.tau_mean_s[0])
-    lam = rate_rps / model.z
+    lam = rate_rps / model.z  # one server: z counts attention-DP ranks (pdplan.serving.colocated_dp)
     tau = model.token_interval_s(lam)
-    return lam * wl.mean_steps * tau, lam * wl.mean_work * tau, tau
+    ranks = model.res.hardware.colocated.dp  # an instance's D ranks share each step
+    return ranks * lam * wl.mean_steps * tau, ranks * lam * wl.mean_work * tau, tau
 
 
 def physics_bounds(res: ResolvedScenario[Any], model: ServingModelT) -> PhysicsBounds:
