@@ -23,8 +23,10 @@ from pdplan.queueing.colocated_queue import (
     _landing_row,
     _landing_step,
     _with_gated_step,
+    _with_step_rest,
 )
 from pdplan.queueing.components import ComponentMixture
+from pdplan.queueing.distributions import WaitDistribution
 from pdplan.types import FloatArray
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
@@ -48,6 +50,9 @@ def test_prefill_first_by_hand() -> None:
     assert v == pytest.approx(3.906948e-3, rel=1e-6)
     wait = mg1_wait_distribution([2.0], S, WL.prob).mean_s[0]
     assert r.ttft.mean_s[0] == pytest.approx(wait + 0.125 + v)
+    # the rest is a wait, uniform on [0, τ_p] while decodes run: E = P-K + v, P(0) = (1 − ρ_p)e^{−N} = .75·.062196
+    assert r.ttft.wait.mean_s[0] == pytest.approx(wait + v)
+    assert r.ttft.wait.atom[0] == pytest.approx(0.75 * math.exp(-2 * 125 * tbar))
     # group mates: m = (ρ(1 − ρ) + λ²E[S²])/(1 − ρ)² + ρ/(1 − ρ) = (.1875 + .085)/.5625 + 1/3 = .817778
     # one mate's load per step of cell 0 (n = 50): E_j[50(t1 + t2 L_j) + t2·50·49/2]/50
     #   = .5(3.522775e-3 + 6.447775e-3)/50 = 9.97055e-5; cell 1 (n = 200): j = 0 overlaps 50 steps,
@@ -251,3 +256,19 @@ def test_behind_by_hand() -> None:
     assert c == pytest.approx(509.554941)
     want = float(q.p_drain[1]) * e / c * min(4.0 * c - 2000.0, 2.0 * 3.0 * tau_c * 1250.0)
     np.testing.assert_allclose(out[1], [0.0, want])
+
+
+def test_step_rest_by_hand() -> None:
+    # W = 0: P(W + V ≤ x) = (1 − b) + b·min(x/τ, 1); b = .5, τ = 4 ms: .5 at 0, .75 at 2 ms, 1 at 4 ms; mean b·τ/2
+    zero = WaitDistribution(np.array([1e-3]), np.ones((1, 5)), np.array([1.0]), np.array([0.0]))
+    out = _with_step_rest(zero, np.array([0.5]), np.array([4e-3]), 2**10)
+    np.testing.assert_allclose(out.cdf(np.array([0.0, 1e-3, 2e-3, 4e-3, 6e-3]))[0], [0.5, 0.625, 0.75, 1.0, 1.0])
+    assert out.mean_s[0] == pytest.approx(1e-3)
+    assert out.atom[0] == pytest.approx(0.5)
+    # W: .5 at 0, .5 uniform on (0, 1 ms]; V = U·2 ms always (b = 1). P(W + V ≤ 1 ms) = .5·P(V ≤ 1) + .5·P(W' + V ≤ 1)
+    # = .5·.5 + .5·∫_0^1 (1 − w)/2 dw = .25 + .125 = .375; P(≤ 2 ms) = .5·1 + .5(1 − ∫_0^1 w/2 dw) = .875
+    half = WaitDistribution(np.array([1e-3]), np.array([[0.5, 1.0]]), np.array([0.5]), np.array([0.25e-3]))
+    out = _with_step_rest(half, np.array([1.0]), np.array([2e-3]), 2**10)
+    np.testing.assert_allclose(out.cdf(np.array([0.0, 1e-3, 2e-3, 3e-3]))[0], [0.0, 0.375, 0.875, 1.0])
+    assert out.mean_s[0] == pytest.approx(1.25e-3)
+    assert out.atom[0] == 0.0
