@@ -319,12 +319,16 @@ def _slow(step: Step, watched: Step, empty: FloatArray, run: Run, tol: float, ma
 
 def _empty(head: FloatArray, prob: FloatArray, lat: _Lattice, cells: int, far_cdf: FloatArray | None) -> FloatArray:
     """The empty link (W = 0, N at its stationary law ``head``) as the split start-wait cdfs
-    ``[R, K', 2·levels, cells]`` that :func:`_carried` takes: ``max(0, V) = V``."""
+    ``[R, K', 2·levels, cells]`` that :func:`_carried` takes: ``max(0, V) = V``. Without a far side every cdf is
+    flat (1 on every cell): a read-only view of one value per row, stride 0 along the cells, which :func:`_carried`
+    sums by segments (:func:`_carried_flat`)."""
     levels = lat.mix_split.shape[3]
     f = lat.a_frac[:, :, None]
     mass = prob[None, :, None] * head[:, None, :levels]  # [R, K', levels]
     split = np.concatenate([mass - f * mass, f * mass], axis=2)[..., None]
-    far = np.ones((head.shape[0], cells)) if far_cdf is None else far_cdf.copy()
+    if far_cdf is None:
+        return np.broadcast_to(split, (*split.shape[:3], cells))
+    far = far_cdf.copy()
     far[:, -1] = 1.0  # mass at or beyond the last cell stays there (:func:`_later`)
     return np.asarray(split * far[:, None, None, :], dtype=np.float64)
 
@@ -368,19 +372,41 @@ def _top_mass(cleared: FloatArray, prob: FloatArray) -> FloatArray:
 def _carried(split: FloatArray, lat: _Lattice) -> FloatArray:
     """Y' (``[R, levels, 1, width]``): each live bin's start-wait cdfs (``split``: ``(1 − f_a)·`` over ``f_a·``
     its mixed cdf, ``[R, K', 2·levels, cells]``) shifted by ``⌊a_k⌋`` and ``⌊a_k⌋ + 1`` cells and summed, in cdf
-    form (a cdf past its last cell stays at its total: added once as a step), then differenced."""
+    form (a cdf past its last cell stays at its total: added once as a step), then differenced. A ``split`` that is
+    flat along the cells by construction (stride 0 there: the empty link, :func:`_empty`) is summed by segments
+    (:func:`_carried_flat`), with the same result."""
     n_rates, _, two_levels, cells = split.shape
     levels = two_levels // 2
     cdf = np.zeros((n_rates, levels, lat.width + 1))
     tops = np.zeros((n_rates, lat.width + 1, levels))  # where each shifted cdf's flat top starts: its total
     for r in range(n_rates):
-        for k, shift in enumerate(lat.a_cell[r].tolist()):
-            cdf[r, :, shift : shift + cells] += split[r, k, :levels]
-            cdf[r, :, shift + 1 : shift + cells + 1] += split[r, k, levels:]
+        if split.strides[3] == 0:
+            cdf[r] = _carried_flat(split[r, :, :, 0], lat.a_cell[r], cells, lat.width + 1)
+        else:
+            for k, shift in enumerate(lat.a_cell[r].tolist()):
+                cdf[r, :, shift : shift + cells] += split[r, k, :levels]
+                cdf[r, :, shift + 1 : shift + cells + 1] += split[r, k, levels:]
         np.add.at(tops[r], lat.a_cell[r] + cells, split[r, :, :levels, -1])
         np.add.at(tops[r], lat.a_cell[r] + cells + 1, split[r, :, levels:, -1])
     cdf += np.cumsum(tops, axis=1).transpose(0, 2, 1)
     return np.diff(cdf[:, :, None, : lat.width], axis=3, prepend=0.0)
+
+
+def _carried_flat(values: FloatArray, a_cell: IntArray, cells: int, size: int) -> FloatArray:
+    """The bin-by-bin sum of :func:`_carried` for one rate whose cdfs are flat (``values[k, i]`` on each of the
+    ``cells`` cells of bin k's part i, ``[K', 2·levels]``), on ``size`` cells, ``[levels, size]``. Between two
+    consecutive window ends (a part's first cell, ``⌊a_k⌋`` or ``⌊a_k⌋ + 1``, and the cell after its last) the same
+    parts are summed, so each segment is summed once, in the loop's order (bin by bin, part 0 before part 1) and from
+    0 as the loop starts. A part outside its window adds an exact 0 (the values are ≥ 0), so the running sum of every
+    part, masked, is the loop's sum bit for bit: a cumulative sum adds in sequence."""
+    n_live, two_levels = values.shape
+    first = (a_cell[:, None] + np.arange(2)[None, :]).ravel()  # [K'·2], in the loop's order
+    cuts = np.unique(np.concatenate([[0], first, first + cells]))
+    cuts = cuts[cuts < size]
+    inside = (first[None, :] <= cuts[:, None]) & (cuts[:, None] < first[None, :] + cells)  # [segments, K'·2]
+    parts = values.reshape(n_live * 2, two_levels // 2)
+    sums = np.cumsum(np.where(inside[:, :, None], parts[None, :, :], 0.0), axis=1)[:, -1, :]  # [segments, levels]
+    return np.repeat(sums.T, np.diff(np.append(cuts, size)), axis=1)
 
 
 def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> tuple[FloatArray, FloatArray]:
