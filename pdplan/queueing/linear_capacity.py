@@ -3,12 +3,15 @@
 The search screens thousands of decode instance types; with ``τ(B, K) = t0 + t1·B + t2·K`` the utilisation bound is
 linear in λ and the KV-occupancy and seat bounds are monotone scalar equations, solved by brentq (docs/queueing.md
 §2.3–§2.4)
-with the same margin ``z = Z99`` as the general bound.
+with the same margin ``z = Z99`` as the general bound. :func:`riding_capacity` solves the same KV and seat bounds for
+an instance whose decode steps also carry prefill (colocated, docs/queueing.md §3), with the feedback factor of
+:func:`riding_feedback`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from pdplan.numerics.roots import brentq
 from pdplan.queueing.decode import (
@@ -28,34 +31,76 @@ def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
     return float(fac[0])
 
 
+def riding_feedback(rate: float, prefill_utilisation: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
+    """F of docs/queueing.md §2.4 for decodes whose steps also carry prefill (a colocated instance, §3).
+
+    Derivation: prefill takes a share u_p of every step, ``τ = t0 + t1·B + t2·K + u_p·τ``, so a step with decode load
+    X lasts ``(t0 + X)/(1 − u_p)`` and admits Poisson(λ·τ) sequences: a load excess δX admits ``λ·δX/(1 − u_p)``
+    more, the §2.4 loop gain ``λ·G(f)`` becomes ``λ·G(f)/(1 − u_p)`` (at f = 0, ``u_d/(1 − u_p)``, below 1 while
+    u_d + u_p < 1). F = Σ_f R/|1 − λ'G|² / Σ_f R does not depend on the source strength λτ̄, so it is the F of a
+    decode-only instance at rate ``λ' = λ/(1 − u_p)`` with the same (t1, t2). ``prefill_utilisation`` 0: the
+    decode-only F."""
+    if not 0.0 <= prefill_utilisation < 1.0:
+        raise ValueError(f"prefill utilisation must be in [0, 1), got {prefill_utilisation}")
+    return _feedback(rate / (1.0 - prefill_utilisation), wl, step)
+
+
 def _bound_rates(
     wl: DecodeWorkload,
     step: LinearStepTime,
     lam_u: float,
     kv_cap: float,
     seats: float,
-    factor: float,
-    held: DecodeWorkload,
+    factor: Callable[[float], float],
+    held: tuple[float, float],
+    riding_per: float = 0.0,
 ) -> tuple[float, float]:
-    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u); K counts the KV
-    footprint ``held`` (:func:`pdplan.queueing.decode.kv_footprint`)."""
+    """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u), F = ``factor(λ)``; K
+    counts the KV footprint ``held`` = (E[token·steps held], E[Σ over the steps of the tokens held²]) (§2.3,
+    :func:`pdplan.queueing.decode.kv_footprint`, :func:`pdplan.queueing.kv_admission.kv_held`). ``riding_per``:
+    seconds of prefill per request riding the decode steps (colocated, u_p = λ·riding_per, τ̄ = t0/(1 − u_d − u_p))."""
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
+    work, square_sum = held
 
     def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
-        return lam * step.t0_s / (1.0 - lam * per)
+        return lam * step.t0_s / (1.0 - lam * (per + riding_per))
 
     def kv(lam: float) -> float:
         x = lt(lam)
-        return x * held.mean_work + Z99 * math.sqrt(x * held.context_square_sum * factor) - kv_cap
+        return x * work + Z99 * math.sqrt(x * square_sum * factor(lam)) - kv_cap
 
     def seq(lam: float) -> float:
         n = lt(lam) * wl.mean_steps
-        return n + Z99 * math.sqrt(n * factor) - seats
+        return n + Z99 * math.sqrt(n * factor(lam)) - seats
 
     out = []
     for fn in (kv, seq):
         out.append(math.inf if fn(lam_u) <= 0.0 else float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
     return out[0], out[1]
+
+
+def riding_capacity(
+    wl: DecodeWorkload,
+    step: LinearStepTime,
+    *,
+    prefill_s_per_request: float,
+    rate_max: float,
+    kv_capacity_tokens: float,
+    max_num_seqs: float,
+    held: tuple[float, float],
+) -> tuple[float, float]:
+    """Per-instance KV and seat rates (inf where they do not bind below ``rate_max``) of an instance whose decode
+    steps carry prefill (colocated, docs/queueing.md §3): the §2.3 P99 bounds at τ̄ = t0/(1 − u_d − u_p),
+    u_p = λ·``prefill_s_per_request``, with the load-feedback factor of :func:`riding_feedback` evaluated at each
+    trial rate (F moves more with load here than on a decode instance, 2.8–3.6 against 1.8–2.0 near the OPT-13B
+    colocated knee, docs/accuracy.md §6, so it is not held fixed as in :func:`fast_decode_capacity`; one §2.4
+    inverse FFT per trial). ``held``: (E[token·steps held], E[Σ tokens held²]) of the footprint the engine admits
+    on (:func:`pdplan.queueing.kv_admission.kv_held`)."""
+
+    def factor(lam: float) -> float:
+        return riding_feedback(lam, lam * prefill_s_per_request, wl, step)
+
+    return _bound_rates(wl, step, rate_max, kv_capacity_tokens, max_num_seqs, factor, held, prefill_s_per_request)
 
 
 def fast_decode_capacity(
@@ -81,11 +126,12 @@ def fast_decode_capacity(
     held = kv_footprint(wl, state_tokens_per_seq)
     if float(held.peak_tokens.max()) > kv_capacity_tokens:
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
+    sums = (held.mean_work, held.context_square_sum)
     factor = _feedback(lam_u, wl, step)
-    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor, held)
+    kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, lambda _: factor, sums)
     if min(kv, seq) < lam_u:
         factor = _feedback(min(kv, seq), wl, step)
-        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, factor, held)
+        kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, lambda _: factor, sums)
     bounds = {"utilisation": lam_u, "kv": kv, "seqs": seq}
     binding = min(bounds, key=lambda k: bounds[k])
     return DecodeCapacity(bounds[binding], lam_u, kv, seq, binding)

@@ -22,8 +22,15 @@ Decode step: the same linearised roofline τ = t0 + t1·B + t2·K as the disaggr
 Stability limit: total utilisation u_d + u_p ≤ 0.85 (the range the TPOT model was validated on,
 docs/queueing.md §6.3), the chunk-queue utilisation ρ ≤ 0.99 (chunked; drain-corrected,
 :func:`pdplan.queueing.chunk_window.chunk_queue`), and the KV and seat bounds
-``K̄ + z₀.₉₉ sd K ≤ M_kv``, ``N + z₀.₉₉ √N ≤ max_num_seqs`` at the colocated τ̄ (Poisson
-dispersion; the disaggregated model's load-feedback factor is not applied here — a gap).
+``K̄ + z₀.₉₉ √(Var K) ≤ M_kv``, ``N + z₀.₉₉ √(N·F) ≤ max_num_seqs`` at the colocated τ̄, with Var K the §2.3
+shot noise times the load-feedback factor F of §2.4 taken with the prefill riding every step: τ = t0 + t1·B + t2·K
++ u_p·τ stretches a step by a load excess over (1 − u_p), so the feedback gain is the decode one over (1 − u_p)
+(:func:`pdplan.queueing.linear_capacity.riding_feedback`; F 2.8–3.6 near the OPT-13B colocated knee of
+docs/accuracy.md §6, where Poisson scatter put the comfortable KV limit at 9.925 req/s, now 9.634). K counts the
+footprint the engine admits on (:func:`pdplan.queueing.kv_admission.kv_held`, as the disaggregated decode's
+admission queue): vLLM and SGLang hold their growing context L + s + j, TensorRT-LLM (``GUARANTEED_NO_EVICT``,
+:data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`) reserves L + s + n from admission, an extra E[n(n+1)/2]
+per sequence. The colocated model stops at this P99 (comfortable) limit: it has no KV admission queue (§2.6).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -55,6 +62,8 @@ from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
+from pdplan.queueing.kv_admission import RESERVING_ENGINES, kv_held
+from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated_cache import cached_cells
@@ -67,7 +76,7 @@ from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
-from pdplan.types import Z99, Binding, FloatArray, IntArray, Utilisation
+from pdplan.types import Binding, FloatArray, IntArray, Utilisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,29 +154,38 @@ class ColocatedModel:
         return float(q.rho[0])
 
     def limit(self) -> Limit:
-        wl = self.cells
         lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
         cands = [Limit(lam_u, Binding.COLOCATED_UTILISATION)]
         if self.scheduler == "chunked":
             cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), Binding.PREFILL_CHUNK))
 
-        held = kv_footprint(wl, self.decode.state_tokens_per_seq)  # contexts + fixed state per sequence
-
-        def kv(lam: float) -> float:
-            x = lam * self._tau(lam)
-            return x * held.mean_work + Z99 * math.sqrt(x * held.context_square_sum) - (self.decode.kv_capacity_tokens)
-
-        def seats(lam: float) -> float:
-            n = lam * self._tau(lam) * wl.mean_steps
-            return n + Z99 * math.sqrt(n) - self.decode.max_num_seqs
-
-        cands.append(Limit(_root(kv, lam_u), Binding.DECODE_KV))
-        cands.append(Limit(_root(seats, lam_u), Binding.DECODE_SEATS))
+        kv, seats = self._kv_seat_rates(lam_u)
+        cands.append(Limit(kv, Binding.DECODE_KV))
+        cands.append(Limit(seats, Binding.DECODE_SEATS))
         best = min(cands, key=lambda c: c.rate_rps)
         read = cache_read_limit(self.cache)  # a deployment rate already
         if read is not None and read.rate_rps < best.rate_rps * self.z:
             return read
         return Limit(best.rate_rps * self.z, best.binding)
+
+    def _kv_seat_rates(self, rate_max: float) -> tuple[float, float]:
+        """Per-instance rates (at most ``rate_max``) of the §2.3 P99 KV and seat bounds at the colocated τ̄, with the
+        load-feedback factor of decodes whose steps carry the prefill (:func:`~pdplan.queueing.linear_capacity.
+        riding_capacity`) and the footprint the engine admits on: reserved L + s + n for
+        :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`, else the growing context L + s + j
+        (:func:`~pdplan.queueing.kv_admission.kv_held`, as the disaggregated decode's admission queue)."""
+        reserve = self.res.engine.engine in RESERVING_ENGINES
+        held = kv_held(self.cells, self.decode.state_tokens_per_seq, reserve=reserve)
+        kv, seats = riding_capacity(
+            self.cells,
+            self.decode.step,
+            prefill_s_per_request=self._u_prefill(1.0),  # u_p is linear in λ (both schedulers)
+            rate_max=rate_max,
+            kv_capacity_tokens=self.decode.kv_capacity_tokens,
+            max_num_seqs=self.decode.max_num_seqs,
+            held=(held.work, held.square_sum),
+        )
+        return min(kv, rate_max), min(seats, rate_max)
 
     def utilisation(self, rates: FloatArray) -> Utilisation:
         """Pool utilisations per rate: the mean-field part of :meth:`snapshot` (no distributions)."""

@@ -87,6 +87,24 @@ class ActiveSet:
             done.append(req)
         return done
 
+    def remove(self, req: int) -> tuple[int, int]:
+        """Take running sequence ``req`` out before its last step (a preemption, :mod:`pdplan.sim.colocated_instance`);
+        returns ``(its context now, l + j; the steps it has left)``. O(B): preemptions are rare."""
+        i = next(k for k, entry in enumerate(self.finish) if entry[1] == req)
+        end, _, offset = self.finish[i]
+        self.finish[i] = self.finish[-1]
+        self.finish.pop()
+        heapq.heapify(self.finish)
+        self.b -= 1
+        if self.window is None or self.growing.pop(req, None) is not None:
+            self.a -= offset
+        else:
+            self.capped.discard(req)
+        if self.window is not None:
+            self.hits = [hit for hit in self.hits if hit[1] != req]
+            heapq.heapify(self.hits)
+        return offset + self.s, end - self.s
+
     def _reach_window(self) -> None:
         """Move the sequences whose context has reached the window from the growing group to the capped one."""
         hits, growing = self.hits, self.growing

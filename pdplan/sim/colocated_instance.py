@@ -1,10 +1,24 @@
 """One colocated instance: prefill and decode share the GPU (docs/queueing.md §3).
 
 Common model: arriving requests join an FCFS prefill queue. A request is *admitted* (takes a seat out
-of ``max_batch`` and reserves ``l + n`` KV tokens, n = output − 1) when its prefill starts; the
-queue head blocks the rest while it does not fit. The iteration that completes a prompt emits token 1
-(TTFT) and the sequence joins the decode batch for the next iteration; it then needs n decode steps,
-each giving every decoding sequence one token (context ``l + j`` at its j-th step).
+of ``max_batch`` and KV, below) when its prefill starts; the queue head blocks the rest while it does not fit. The
+iteration that completes a prompt emits token 1 (TTFT) and the sequence joins the decode batch for the next
+iteration; it then needs n decode steps (n = output − 1), each giving every decoding sequence one token (context
+``l + j`` at its j-th step).
+
+The KV follows the engine (``Colocated.reserve_kv``; docs/queueing.md §2.6):
+
+* *reserved* (TensorRT-LLM ``GUARANTEED_NO_EVICT``): admission takes the final footprint ``min(l + n, w) + s``,
+  released at completion; nothing is ever preempted.
+* *growing* (vLLM V1, SGLang; chunked only): admission takes the prompt's ``min(l, w) + s`` and needs room beside
+  the decode batch's next step; a decoding sequence holds its context plus the token it writes, ``l + j + 1 + s``
+  during its j-th step (vLLM ``allocate_slots`` before each step). When the next step would not fit, the most
+  recently admitted decode is preempted (vLLM ``self.running.pop()``): its KV is freed, it goes back to the head of
+  the waiting requests, and when admitted again its whole context ``l + j`` is recomputed as a prompt (chunks,
+  priced by ``chunk_time_s``) before it decodes its n − j remaining steps; its first token is not emitted again
+  (vLLM's recompute also samples a token, here left to the next decode step). No waiting request is admitted at a
+  boundary that preempted (vLLM V1 schedules waiting requests only when none was preempted). Decode-only segments
+  end at the step the pool would overflow.
 
 ``"prefill-first"`` (vanilla vLLM without chunking): at every iteration boundary, if an admissible
 prefill is waiting, the next iteration is that one prompt alone, lasting ``prefill_service_s[i]``,
@@ -74,7 +88,12 @@ class ColocatedInstance:
         self.window = math.inf if spec.window_tokens is None else spec.window_tokens  # min(l + n, w) held at most
         self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
         self.tl, self.seg = timeline, segments
-        self.kv_used = 0.0
+        self.kv_used = 0.0  # reserved: every admitted request's footprint; growing: the prompts still prefilling
+        self.reserve = spec.reserve_kv
+        self.running: dict[int, None] = {}  # growing: decoding sequences in admission order (the last is preempted)
+        self.resumed: dict[int, tuple[int, int]] = {}  # growing: preempted request → (context to recompute, steps left)
+        self.hold = False  # growing: this boundary preempted, admit no waiting request
+        self.preemptions = 0
         self.prefilling = 0  # seats held by admitted sequences still in prefill
         self.queue: deque[int] = deque()
         self.admitted = 0  # queue-head requests holding a seat
@@ -125,6 +144,8 @@ class ColocatedInstance:
             if self.left[req] == 0:
                 self._prefilled(req, now, done)
         self.plan = []
+        if not self.reserve:
+            self.hold = self._make_room()
         if self.chunked:
             self._plan_chunked()
         else:
@@ -133,30 +154,74 @@ class ColocatedInstance:
 
     def _finish(self, req: int, now: float, done: list[int]) -> None:
         self.tl.finish[req] = now
-        self.kv_used -= min(self.prompt[req] + self.steps[req], self.window) + self.state
+        if self.reserve:
+            self.kv_used -= self._need(req)
+        else:
+            self.running.pop(req, None)  # its KV was the decode batch's (or released at its prefill's end)
         done.append(req)
 
+    def _need(self, req: int) -> float:
+        """KV slots ``req`` takes at admission (module docstring): reserved min(l + n, w) + s; growing min(c, w) + s,
+        c its prompt or, preempted, the context it recomputes."""
+        if self.reserve:
+            return min(self.prompt[req] + self.steps[req], self.window) + self.state
+        resumed = self.resumed.get(req)
+        return min(self.prompt[req] if resumed is None else resumed[0], self.window) + self.state
+
+    def _decode_need(self) -> float:
+        """Growing: the KV the decode batch holds during its next step, each sequence's context, the token it writes
+        and its fixed state."""
+        return self.act.context() + self.act.b * (1.0 + self.state)
+
+    def _make_room(self) -> bool:
+        """Growing: preempt the latest admitted decodes until the next step fits (module docstring); whether any
+        was."""
+        preempted = False
+        while self.act.b and self.kv_used + self._decode_need() > self.kv_cap:
+            req, _ = self.running.popitem()
+            context, steps_left = self.act.remove(req)
+            self.resumed[req] = (context, steps_left)
+            self.left[req] = context
+            self.backlog += context
+            self.queue.insert(self.admitted, req)  # ahead of every waiting request, behind the prefilling ones
+            self.preemptions += 1
+            preempted = True
+        return preempted
+
     def _prefilled(self, req: int, now: float, done: list[int]) -> None:
-        """Prompt complete at ``now``: token 1 is out; join the decode batch (or finish)."""
+        """Prompt complete at ``now``: token 1 is out; join the decode batch (or finish). Growing: its prompt's KV
+        becomes the decode batch's; a preempted request's recompute rejoins the batch with the steps it had left."""
         self.queue.popleft()
         self.admitted -= 1
         self.prefilling -= 1
+        if not self.reserve:
+            self.kv_used -= self._need(req)
+            resumed = self.resumed.pop(req, None)
+            if resumed is not None:
+                self.act.add(req, resumed[0], resumed[1])
+                self.running[req] = None
+                return
         self.tl.first_token[req] = now
         if self.prefilled is not None:
             self.prefilled(req, now)
         if self.steps[req] > 0:
             self.act.add(req, self.prompt[req], self.steps[req])
             self.tl.admit[req] = now
+            if not self.reserve:
+                self.running[req] = None
         else:
             self._finish(req, now, done)
 
     def _reserve(self, req: int) -> bool:
-        need = min(self.prompt[req] + self.steps[req], self.window) + self.state
-        if self.act.b + self.prefilling >= self.max_batch or self.kv_used + need > self.kv_cap:
+        need = self._need(req)
+        held = self.kv_used if self.reserve else self.kv_used + self._decode_need()
+        if self.act.b + self.prefilling >= self.max_batch or held + need > self.kv_cap:
             return False
         self.kv_used += need
         self.prefilling += 1
         self.admitted += 1
+        if req in self.resumed:  # a recompute: no cache lookup, its context is all to compute
+            return True
         if self.start is not None:
             begun = self.start(req, self.t)
             self.left[req] -= begun.cached_tokens
@@ -182,7 +247,7 @@ class ColocatedInstance:
         plan: list[tuple[int, int]] = []
         while budget > 0 and i < len(queue):
             req = queue[i]
-            if i >= self.admitted and not self._reserve(req):
+            if i >= self.admitted and (self.hold or not self._reserve(req)):
                 break
             take = min(self.left[req], budget)
             plan.append((req, take))
@@ -193,7 +258,7 @@ class ColocatedInstance:
             return
         assert self.chunk_fn is not None
         tokens = np.array([p[1] for p in plan], dtype=np.float64)
-        before = np.array([self.prompt[r] - self.left[r] for r, _ in plan], dtype=np.float64)
+        before = np.array([self._prompt(r) - self.left[r] for r, _ in plan], dtype=np.float64)
         riding = float(self.act.b) if self.mixed else 0.0  # unmixed: a prefill-only step, the decodes wait
         batch = np.array([riding])
         context = np.array([float(self.act.context()) if riding else 0.0])
@@ -204,6 +269,11 @@ class ColocatedInstance:
         self.next_time = self.t + step + chunk + self.load_s
         self.load_s = 0.0
 
+    def _prompt(self, req: int) -> int:
+        """The tokens ``req``'s prefill computes in all: its prompt, or preempted, the context it recomputes."""
+        resumed = self.resumed.get(req)
+        return self.prompt[req] if resumed is None else resumed[0]
+
     def _plan_decode(self) -> None:
         if self.act.b == 0:
             self.kind, self.bounds, self.next_k = _IDLE, _EMPTY, -1
@@ -211,5 +281,8 @@ class ColocatedInstance:
             return
         self.kind = _DECODE
         self.bounds = self.act.segment()
+        if not self.reserve:  # end the segment where the next step would not fit; steps 0 … ⌊free/B⌋ do
+            free = self.kv_cap - self.kv_used - self._decode_need()
+            self.bounds = self.bounds[: int(free // self.act.b) + 1]
         self.next_k = self.bounds.size - 1
         self.next_time = self.t + float(self.bounds[-1])

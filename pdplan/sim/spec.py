@@ -247,6 +247,11 @@ class Colocated:
     wait, as SGLang without ``enable_mixed_chunk``; True puts them beside the decodes (decode-first)."""
     start: StartFn | None = None
     routes: ArrayLike | None = None
+    reserve_kv: bool = True
+    """True: a request reserves its final footprint min(l + n, w) + s when its prefill starts (TensorRT-LLM
+    ``GUARANTEED_NO_EVICT``); False (``"chunked"`` only): its prompt's, then one token per decode step, the latest
+    admitted decode preempted and recomputed when the pool runs out (vLLM V1, SGLang retract;
+    :mod:`pdplan.sim.colocated_instance`)."""
 
 
 Deployment = Disaggregated | Colocated

@@ -55,6 +55,8 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
     if dep.scheduler == "prefill-first":
         if dep.prefill_service_s is None and dep.start is None:
             raise SpecError("scheduler 'prefill-first' needs prefill_service_s or start")
+        if not dep.reserve_kv:
+            raise SpecError("reserve_kv=False needs scheduler 'chunked' (chunk_time_s prices a preempted recompute)")
         return
     check_count(dep.token_budget, "token_budget")
     if dep.token_budget <= dep.max_batch:

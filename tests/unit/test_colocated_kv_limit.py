@@ -1,0 +1,115 @@
+"""The colocated instance's P99 KV and seat limits (issue #23, docs/accuracy.md §6 "A KV knee"): the load-feedback
+factor of decodes whose steps carry prefill (pdplan.queueing.linear_capacity.riding_feedback, riding_capacity) and
+the footprint the engine admits on (pdplan.serving.colocated)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.queueing import LinearStepTime, decode_workload
+from pdplan.queueing.kv_admission import kv_held
+from pdplan.queueing.linear_capacity import riding_capacity, riding_feedback
+from pdplan.serving import build_model, resolve
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.types import Z99, Binding
+
+# One-step requests (n = 1, L = 100) on a step of t1 = 1 ms per sequence: each sequence loads only the step after the
+# one it arrived in, by w = t1 = 1 ms, so the §2.4 load is an AR(1), δX_k = a·δX_(k−1) + noise with a = λ·w/(1 − u_p)
+# (the gain of docs/queueing.md §2.4 over 1 − u_p, riding_feedback's docstring), and F = Var X / Var X|a=0 = 1/(1 − a²).
+ONE_STEP = decode_workload([100.0], [1.0], [1.0])
+STEP = LinearStepTime(10e-3, 1e-3, 0.0)
+
+
+def _ar1(a: float, grid: int = 16) -> float:
+    """Var X / Var X|a=0 of an AR(1) with coefficient ``a`` on a circular grid of ``grid`` steps."""
+    return (1.0 + a**grid) / ((1.0 - a**grid) * (1.0 - a * a))
+
+
+def test_feedback_of_one_step_requests_by_hand() -> None:
+    # λ = 400/s: u_d = λ·t1 = 0.4. Decode only: a = 0.4, F = 1/(1 − 0.16); with u_p = 0.2: a = 0.4/0.8 = 0.5, F = 4/3.
+    # The §2.4 grid is circular (16 steps here: a power of 2 ≥ 4·(n_max + 2)), which wraps the AR(1)'s covariance:
+    # F = (1 + a¹⁶)/((1 − a¹⁶)(1 − a²)), 2·a¹⁶ relative above the infinite line's 1/(1 − a²).
+    assert riding_feedback(400.0, 0.0, ONE_STEP, STEP) == pytest.approx(_ar1(0.4), rel=1e-12)
+    assert riding_feedback(400.0, 0.2, ONE_STEP, STEP) == pytest.approx(_ar1(0.5), rel=1e-12)
+    assert _ar1(0.5) == pytest.approx(4.0 / 3.0, rel=4e-5)
+    with pytest.raises(ValueError, match="prefill utilisation"):
+        riding_feedback(400.0, 1.0, ONE_STEP, STEP)
+
+
+def test_riding_capacity_hits_the_hand_worked_bound() -> None:
+    # 0.5 ms of prefill per request rides the steps. At λ = 400/s: u_d = 0.4, u_p = 0.2, τ̄ = t0/(1 − 0.6) = 25 ms,
+    # λτ̄ = 10 sequences of 100 tokens, F = 4/3 (above): K̄ = 1,000, sd K = √(10·100²·F), N = 10, sd N = √(10·F).
+    # A KV capacity and a seat count set to exactly those P99 bounds must give back λ = 400/s for both.
+    f = _ar1(0.5)
+    kv_cap = 1000.0 + Z99 * math.sqrt(10.0 * 100.0**2 * f)
+    seats = 10.0 + Z99 * math.sqrt(10.0 * f)
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    kv, seq = riding_capacity(
+        ONE_STEP,
+        STEP,
+        prefill_s_per_request=0.5e-3,
+        rate_max=0.85 / 1.5e-3,
+        kv_capacity_tokens=kv_cap,
+        max_num_seqs=seats,
+        held=(held.work, held.square_sum),
+    )
+    assert kv == pytest.approx(400.0, rel=1e-8)
+    assert seq == pytest.approx(400.0, rel=1e-8)
+    # Neither binds below the rate cap: inf, as fast_decode_capacity's bounds.
+    far = riding_capacity(
+        ONE_STEP,
+        STEP,
+        prefill_s_per_request=0.5e-3,
+        rate_max=100.0,
+        kv_capacity_tokens=kv_cap,
+        max_num_seqs=seats,
+        held=(held.work, held.square_sum),
+    )
+    assert far == (math.inf, math.inf)
+
+
+def _opt13b(engine: str) -> ColocatedModel:
+    """The OPT-13B DistServe example's workload and SLOs on its colocated pick (1x a100-sxm-80gb TP2 chunked)."""
+    data: dict[str, Any] = {
+        "model": "opt-13b",
+        "mode": "colocated",
+        "colocated": {"gpu": "a100-sxm-80gb", "tp": 2, "count": 1, "scheduler": "chunked"},
+        "workload": {
+            "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "min": 4, "max": 1800},
+            "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "min": 2, "max": 1024},
+        },
+        "slo": {"ttft": "250ms", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "ttft_convention": "B",
+        "engine": engine,
+    }
+    model = build_model(resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    return model
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_opt13b_kv_limit_holds_the_p99_margin_with_feedback(engine: str) -> None:
+    # At the KV limit the footprint the engine admits on (vLLM: growing L + j; TensorRT-LLM: reserved L + n) meets
+    # K̄ + z·√(λτ̄·E[Σ held²]·F) = M_kv, τ̄ the colocated one and F that of the steps the prefill rides.
+    model = _opt13b(engine)
+    limit = model.limit()
+    assert limit.binding is Binding.DECODE_KV
+    lam = limit.rate_rps  # one instance
+    held = kv_held(model.cells, model.decode.state_tokens_per_seq, reserve=engine == "trtllm")
+    x = lam * model.token_interval_s(lam)
+    factor = riding_feedback(lam, model._u_prefill(lam), model.cells, model.decode.step)
+    assert 2.5 < factor < 4.0  # docs/accuracy.md §6: F 2.8–3.6 near this knee (1.8–2.0 without the prefill's gain)
+    top = x * held.work + Z99 * math.sqrt(x * held.square_sum * factor)
+    assert top == pytest.approx(model.decode.kv_capacity_tokens, rel=1e-6)
+
+
+def test_opt13b_vllm_kv_limit_moves_as_measured() -> None:
+    # docs/accuracy.md §6: Poisson scatter put the comfortable KV limit at 9.925 req/s; with the feedback factor
+    # 9.634 (vLLM's growing footprint).
+    assert _opt13b("vllm").limit().rate_rps == pytest.approx(9.634, abs=0.002)
