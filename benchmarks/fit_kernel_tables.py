@@ -21,6 +21,7 @@ from data_root import KERNEL_DATA, calibration_path
 from fitting import fit_allreduce as fa
 from fitting import fit_families as ff
 from fitting import fit_gemm as fg
+from fitting import pcie_allreduce as pa
 
 from pdplan.calibrate import fit
 from pdplan.io.files import load_spec_file
@@ -201,6 +202,9 @@ def fit_measured(gpu_id: str, data_dir: Path) -> dict[str, Any]:
         f"{_pct(ar_stats['nccl'])}; faster-of-two vs measured min: {_pct(ar_stats['best'])}. "
         "Fallback alpha/bus (other GPU counts, PP hand-off alpha): NCCL over all counts"
     )
+    if gpu.scale_up_fabric == "pcie":  # the box's 4- and 8-GPU rows are not what a PCIe server does (issue 23 item 7)
+        table["allreduce"] = pa.published_pcie_allreduce(table["allreduce"], gpu.scale_up_bytes_per_s)
+        sources["allreduce"] += pa.rule_note(gpu.scale_up_bytes_per_s)
     bf16 = table["gemm"]["bf16"]
     table["elementwise"] = {"memory_fraction": bf16["memory_fraction"], "overhead_s": bf16["overhead_s"]}
     sources["elementwise"] = (
@@ -252,7 +256,7 @@ def derive(gpu_id: str, base_id: str, base: dict[str, Any], pcie_ref: dict[str, 
         why = (
             f"PCIe-only part: {PCIE_REFERENCE} fitted all-reduce (PCIe Gen{pcie.pcie_gen}) with β "
             f"scaled by PCIe per-direction bandwidth {gpu.scale_up_bytes_per_s / 1e9:.1f}/"
-            f"{pcie.scale_up_bytes_per_s / 1e9:.1f} GB/s"
+            f"{pcie.scale_up_bytes_per_s / 1e9:.1f} GB/s" + pa.rule_note(gpu.scale_up_bytes_per_s)
         )
     else:
         ratio = gpu.scale_up_bytes_per_s / ref.scale_up_bytes_per_s
