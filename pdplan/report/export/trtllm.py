@@ -123,7 +123,9 @@ def _check_one_node(chosen: Chosen, ctx: ExportContext) -> None:
     trtllm-serve MODEL --tp_size 16``; examples/llm-api/llm_mgmn_trtllm_serve.sh), and neither Slurm's ``srun``
     arguments nor ``trtllm-llmapi-launch`` (a shell script: rank 0 runs the server, the others MPI workers) has a
     parser in the snapshots of pinned releases the tests check every written flag against
-    (pdplan/data/export/engine_args/), so pdplan does not write that launch unchecked."""
+    (pdplan/data/export/engine_args/); nor can the node that gets rank 0, whose address the disaggregated server must
+    list as the instance's URL, be checked (Slurm orders a ``-w`` node list itself). So pdplan does not write that
+    launch unchecked."""
     for name, role in chosen.plan.roles():
         node = gpu_facts(ctx, role).gpus_per_node
         if role.gpus_per_instance > node:
