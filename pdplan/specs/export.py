@@ -246,6 +246,9 @@ class EngineData(FrozenModel):
     data_parallel_rpc_port: int | None = Field(default=None, ge=1, le=65535)
     """vLLM's data-parallel RPC port, on an instance's first node, for ranks on several nodes
     (``sources.multinode_dp``)."""
+    dist_init_port: int | None = Field(default=None, ge=1, le=65535)
+    """SGLang's ``--dist-init-addr`` port, on an instance's first node, for an instance on several nodes
+    (``sources.multinode``)."""
 
 
 class ExportTargets(FrozenModel):

@@ -201,3 +201,58 @@ def test_the_prfaas_link_name_reaches_only_a_comment(
         _check_manifest(result.out)
     else:
         _check_script(result.out)
+
+
+COLOCATED_PLAN = ROOT / "tests" / "golden" / "examples" / "opt-13b-a100-distserve.json"
+WIDE = [
+    ("sglang", PLAN, {"prefill": {"tp": 16}}, "prefill", "--dist-init-addr", "{head}:5000"),
+    ("vllm", COLOCATED_PLAN, {"colocated": {"count": 8}}, "colocated", "--data-parallel-address", "{head}"),
+]
+"""A launch over several nodes per target: an SGLang prefill instance of TP16 on 8-GPU nodes, and vLLM's colocated
+front over eight TP2 instances (two nodes); the role, and the flag that carries ``HEAD_IP``."""
+
+
+def _wide_plan(tmp_path: Path, source: Path, changes: dict[str, dict[str, int]]) -> Path:
+    doc = json.loads(source.read_text())
+    for role, fields in changes.items():
+        doc["plans"][0][role] |= fields
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("target", "source", "changes", "role", "flag", "value"), WIDE, ids=["sglang", "vllm"])
+def test_run_time_values_of_a_launch_over_nodes_stay_data(
+    cli: Callable[..., CliResult],
+    tmp_path: Path,
+    target: str,
+    source: Path,
+    changes: dict[str, dict[str, int]],
+    role: str,
+    flag: str,
+    value: str,
+) -> None:
+    """What a script over several nodes reads when it runs (``HEAD_IP``, ``HOST_IP``, ``NODE``) cannot add a
+    command: ``NODE`` must be a number in range (else exit 2), and the addresses reach the engine as one word each,
+    unexpanded."""
+    result = cli("export", str(_wide_plan(tmp_path, source, changes)), "--to", target)
+    assert result.code == 0, result.err
+    _check_script(result.out)
+    script, stub = tmp_path / "launch.sh", tmp_path / "bin"
+    script.write_text(result.out)
+    stub.mkdir()
+    for name in ("python", "vllm"):
+        (stub / name).write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+        (stub / name).chmod(0o755)
+    head = "$(touch PWNED); `touch PWNED`"
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "HEAD_IP": head, "HOST_IP": "10.0.0.2; touch PWNED"}
+    for node in ("0; touch PWNED", "$(touch PWNED)", "2", "-1"):
+        run = subprocess.run(["bash", str(script), role, node], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert run.returncode == 2, (node, run.stdout)
+        assert "NODE must be 0..1" in run.stderr
+    run = subprocess.run(["bash", str(script), role, "1"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    argv = run.stdout.splitlines()
+    assert argv[argv.index(flag) + 1] == value.format(head=head)
+    assert not (tmp_path / "PWNED").exists()

@@ -11,8 +11,9 @@
 #
 # Usage: bash THIS_FILE colocated SLOT
 #   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
-#     servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where the
-#     instances fit one node as priced): put two or more behind one (round-robin).
+#     servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where its
+#     ranks are the priced instances, dense and TP-only, the same number on each node): put two or more behind
+#     one (round-robin).
 set -euo pipefail
 role="${1:?usage: $0 colocated}"
 case "$role" in

@@ -53,6 +53,8 @@ CASES = [
     ("prfaas-h200-h100", 1, "sglang", "vllm", "export_prfaas_sglang.sh"),
     ("prfaas-h200-h100", 1, "dynamo", "sglang", "export_prfaas_dynamo_sglang.yaml"),
     ("wide-ep-request-2node", 2, "vllm", "vllm", "export_wide_ep_2node_vllm.sh"),
+    ("wide-ep-request-2node", 2, "sglang", "vllm", "export_wide_ep_2node_sglang.sh"),
+    ("opt-13b-a100-distserve@8", 1, "vllm", "vllm", "export_colocated8_vllm.sh"),
     ("wide-ep-request-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_trtllm.sh"),
 ]
 

@@ -260,6 +260,37 @@ def sglang_rules(ns: argparse.Namespace) -> list[str]:
     fraction = ns.mem_fraction_static
     if fraction is not None and not 0 < fraction < 1:
         out.append(f"mem_fraction_static {fraction} is not in (0, 1)")
+    return out + _sglang_node_rules(ns)
+
+
+def _sglang_node_rules(ns: argparse.Namespace) -> list[str]:
+    """SGLang 0.5.11's multi-node checks: ``check_server_args`` ("multi-node data parallel is not supported unless
+    dp attention"); a node rank within ``nnodes``; ``--dist-init-addr`` as ``host:port`` (``NetworkAddress.parse``)
+    wherever ``nnodes`` > 1 (every node meets there: ``model_runner.py`` initialises torch.distributed at it); and
+    ``entrypoints/engine.py`` ``_calculate_rank_ranges`` run for every node: each (PP, TP) rank started exactly
+    once."""
+    nnodes, rank = _get(ns, "nnodes", 1), _get(ns, "node_rank", 0)
+    tp, pp = _get(ns, "tensor_parallel_size", 1), _get(ns, "pipeline_parallel_size", 1)
+    dp = _get(ns, "data_parallel_size", 1)
+    out = []
+    if dp > 1 and nnodes != 1 and not ns.enable_dp_attention:
+        out.append("multi-node data parallel is not supported unless dp attention")
+    if not 0 <= rank < nnodes:
+        out.append(f"node_rank {rank} is not one of the {nnodes} nodes")
+    addr = ns.dist_init_addr
+    if nnodes > 1 and (addr is None or not re.fullmatch(r"[^:\s\[\]]+:\d{1,5}", addr)):
+        out.append(f"--dist-init-addr {addr!r} is not host:port, which every node of a multi-node server needs")
+    started: list[tuple[int, int]] = []
+    for node in range(nnodes):
+        pp_node, per_pp = max(pp // nnodes, 1), max(nnodes // pp, 1)
+        tp_node = tp // per_pp
+        started += [
+            (p, t)
+            for p in range(pp_node * (node // per_pp), pp_node * (node // per_pp + 1))
+            for t in range(tp_node * (node % per_pp), tp_node * (node % per_pp + 1))
+        ]
+    if sorted(started) != [(p, t) for p in range(pp) for t in range(tp)]:
+        out.append(f"over {nnodes} nodes SGLang does not start each of the pp {pp} x tp {tp} ranks exactly once")
     return out
 
 

@@ -411,12 +411,14 @@ def test_vllm_runs_data_parallel_ranks_over_nodes(tmp_path: Path) -> None:
         ({"tp": 16, "dp": 1, "ep": 1}, "vllm"),  # one TP group over nodes: not data-parallel ranks
         ({"tp": 4, "dp": 3, "ep": 12}, "vllm"),  # 3 ranks do not split evenly over 2 nodes
         ({"tp": 1, "dp": 8, "pp": 2, "ep": 8}, "vllm"),  # PP over nodes is not written
-        ({}, "sglang"),  # SGLang's multi-node launch is not written
+        ({"tp": 4, "dp": 1, "pp": 3, "ep": 1}, "sglang"),  # 3 PP stages over 2 nodes: SGLang never starts stage 2
     ],
 )
-def test_instances_vllm_cannot_split_over_nodes_are_refused(prefill: dict[str, int], target: str) -> None:
-    with pytest.raises(SpecError, match="more than one h100-sxm node"):
+def test_instances_the_engine_cannot_split_over_nodes_are_refused(prefill: dict[str, int], target: str) -> None:
+    with pytest.raises(SpecError, match="more than one h100-sxm node") as err:
         _export(_two_node_dp(**prefill), target)
+    assert "\n" not in str(err.value)
+    assert ("data-parallel ranks" if target == "vllm" else "pipeline stages SGLang places") in str(err.value)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -171,6 +171,24 @@ WRONG = [
         ["--model-path", "m", "--tp-size", "8", "--moe-a2a-backend", "deepep", "--ep-size", "4"],
         "DeepEP sets ep_size",
     ),
+    ("python -m sglang.launch_server", ["--model-path", "m", "--nnodes", "2", "--node-rank", "2"], "not one of the 2"),
+    ("python -m sglang.launch_server", ["--model-path", "m", "--tp-size", "16", "--nnodes", "2"], "is not host:port"),
+    (
+        "python -m sglang.launch_server",
+        ["--model-path", "m", "--tp-size", "16", "--nnodes", "2", "--dist-init-addr", "10.0.0.1"],
+        "is not host:port",
+    ),
+    (
+        "python -m sglang.launch_server",
+        ["--model-path", "m", "--tp-size", "4", "--pp-size", "3", "--nnodes", "2", "--dist-init-addr", "h:5000"],
+        "does not start each of the pp 3 x tp 4 ranks",
+    ),
+    (
+        "python -m sglang.launch_server",
+        ["--model-path", "m", "--tp-size", "16", "--dp-size", "2", "--nnodes", "2", "--dist-init-addr", "h:5000"],
+        "unless dp attention",
+    ),
+    ("python -m sglang.launch_server", ["--model-path", "m", "--node_rank", "1"], "unrecognized arguments"),
     ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least_loaded"], "is not one of"),  # Dynamo spells it with -

@@ -3,7 +3,8 @@ launch commands.
 
 Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.cli.export`) reads the files and the
 catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
-across a KV transfer, a vendor the target does not support, instances wider than a node for the shell targets),
+across a KV transfer, a vendor the target does not support, instances wider than a node that a script target does
+not launch over nodes: :mod:`pdplan.report.export.shell`),
 refuses a plan priced with a mechanism the engine cannot run (ZeRO-Prefill expert gather; KV transfer overlapped
 with the prefill on a request-granularity engine; a host cache tier SGLang cannot start with), writes the plan's KV
 cache (prefix caching, affinity routing, a host-DRAM tier: :mod:`pdplan.report.export.cache`), and warns — in the

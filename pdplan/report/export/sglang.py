@@ -10,16 +10,35 @@ bootstrap port). The prefill bootstrap port is ``--disaggregation-bootstrap-port
 docs/advanced_features/server_arguments.md, "PD disaggregation"), written on both sides. Colocated plans: one plain
 ``launch_server`` per instance. Ports and the transfer backend: ``pdplan/data/export/targets.yaml``; engine
 arguments: :mod:`pdplan.report.export.engine_args`.
+
+**An instance wider than a node** (:func:`spans_nodes`, ``engines.sglang.sources.multinode`` in targets.yaml, read
+in the SGLang 0.5.11 wheel, as the multi-node DeepSeek example of pd_disaggregation.md writes it): one
+``launch_server`` a node with the same arguments, ``--dist-init-addr "$HEAD_IP:PORT"`` (node 0's address and
+``dist_init_port``), ``--nnodes`` (the instance's nodes) and ``--node-rank`` (``NODE``, 0..nodes−1, checked by the
+script), on GPUs 0.. of every node. SGLang places node r's PP and TP ranks itself (``_calculate_rank_ranges``);
+every rank runs only where the PP stages divide over the nodes, or the nodes over the PP stages with ``--tp-size``
+(TP × DP) divisible by nodes / PP, which :func:`spans_nodes` checks (others are refused). Node 0 runs the HTTP
+server on the instance's port and, for a prefill instance, the bootstrap server at ``--dist-init-addr``'s host, so
+the router lists node 0 of each instance.
 """
 
 from __future__ import annotations
 
-from pdplan.report.export.common import REMOTE_PREFILL, Chosen, ExportContext, ExportResult, LaunchCommand, base_role
+from pdplan.report.export.common import (
+    REMOTE_PREFILL,
+    Chosen,
+    ExportContext,
+    ExportResult,
+    GpuFacts,
+    LaunchCommand,
+    base_role,
+)
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import sglang_policy_flags
 from pdplan.report.export.shell import (
     Launcher,
     Raw,
+    command_lines,
     host_checks,
     instance_loop,
     launch_script,
@@ -27,33 +46,63 @@ from pdplan.report.export.shell import (
     pool_host_checks,
     slot_port,
 )
+from pdplan.specs.export import PlanRole
 
 SERVER = "python -m sglang.launch_server"
 ROUTER = "python -m sglang_router.launch_router"
 HOST = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
+SPANS_WORDS = (
+    "instances whose pipeline stages SGLang places over the nodes (PP a multiple of the nodes, or the nodes a "
+    "multiple of PP with TP x DP divisible by nodes / PP)"
+)
+"""Which instances SGLang runs over several nodes (:func:`spans_nodes`), for the refusal of the others."""
 
 
-def _server(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
+def spans_nodes(role: PlanRole, facts: GpuFacts) -> bool:
+    """Whether every rank of one instance of ``role`` runs when SGLang 0.5.11 spreads it over the n nodes it needs
+    (module docstring): ``sglang/srt/entrypoints/engine.py`` ``_calculate_rank_ranges`` gives each node
+    ``max(pp // n, 1)`` PP stages and ``tp_size // max(n // pp, 1)`` TP ranks, so PP a multiple of n, or n a
+    multiple of PP with ``tp_size`` (TP × DP) a multiple of n / PP; the GPUs split evenly over the nodes."""
+    gpus, node = role.gpus_per_instance, facts.gpus_per_node
+    nodes = -(-gpus // node)
+    if nodes <= 1 or gpus % nodes:
+        return False
+    if role.pp % nodes == 0:
+        return True
+    return nodes % role.pp == 0 and (role.tp * role.dp) % (nodes // role.pp) == 0
+
+
+def _server(chosen: Chosen, ctx: ExportContext, role_name: str, spanning: bool = False) -> LaunchCommand:
+    """One instance's ``launch_server``: in its node's slot, or (``spanning``) one node's share of an instance over
+    several nodes (module docstring)."""
     data = ctx.targets.engines["sglang"]
     role = dict(chosen.plan.roles())[role_name]
     kind = base_role(role_name)
     port = {"prefill": data.prefill_port, "decode": data.decode_port}.get(kind, data.colocated_port)
-    gpus = packing(ctx, role).gpus
-    flags: list[tuple[str, str | None]] = [
-        ("--model-path", ctx.model_id),
-        ("--host", HOST),
-        ("--port", slot_port(port)),
-        ("--base-gpu-id", Raw(f'"$((SLOT * {gpus}))"')),
-    ]
+    pack = packing(ctx, role)
+    flags: list[tuple[str, str | None]] = [("--model-path", ctx.model_id), ("--host", HOST)]
+    if spanning:
+        head = Raw(f'"${{HEAD_IP:?set HEAD_IP to the address of node 0 of this instance}}:{data.dist_init_port}"')
+        flags += [("--port", str(port)), ("--dist-init-addr", head), ("--nnodes", str(pack.span))]
+        flags.append(("--node-rank", Raw('"$NODE"')))
+    else:
+        flags += [("--port", slot_port(port)), ("--base-gpu-id", Raw(f'"$((SLOT * {pack.gpus}))"'))]
     if kind != "colocated":
         flags += [
             ("--disaggregation-mode", kind),
             ("--disaggregation-transfer-backend", str(data.transfer_backend)),
         ]
         if kind == "prefill":
-            flags.append(("--disaggregation-bootstrap-port", slot_port(int(data.bootstrap_port or 0))))
+            bootstrap = int(data.bootstrap_port or 0)
+            flags.append(("--disaggregation-bootstrap-port", str(bootstrap) if spanning else slot_port(bootstrap)))
     flags += role_engine_flags(chosen, ctx, role_name, role, "sglang")
     return LaunchCommand(role=role_name, program=SERVER, flags=tuple(flags))
+
+
+def _node_launches(chosen: Chosen, ctx: ExportContext, role_name: str) -> tuple[list[LaunchCommand], list[str]]:
+    """The launch every node of an instance over several nodes runs (its rank from ``NODE``)."""
+    cmd = _server(chosen, ctx, role_name, spanning=True)
+    return [cmd], command_lines(cmd)
 
 
 def _router(chosen: Chosen, ctx: ExportContext, prefill_pool: str = "prefill") -> tuple[LaunchCommand, list[str]]:
@@ -144,6 +193,9 @@ LAUNCHER = Launcher(
     front_colocated=_balancer,
     remote_front=_remote_router,
     usage_remote=USAGE_REMOTE,
+    spans_nodes=spans_nodes,
+    spans_words=SPANS_WORDS,
+    node_launches=_node_launches,
 )
 
 

@@ -13,9 +13,11 @@ every instance (node address, slot port). Values are shell-quoted except :class:
 makes).
 
 **Instances wider than a node** (only where the engine runs one so: vLLM's data-parallel ranks,
-:mod:`pdplan.report.export.vllm_dp`): an instance takes ``span`` whole nodes, instance ``i`` nodes
-``i·span .. i·span + span − 1``; each of its nodes runs ``bash FILE ROLE NODE`` (NODE 0..span−1, ``HEAD_IP`` the
-address of its node 0, which serves the instance's port), and the front lists node 0 of each instance.
+:mod:`pdplan.report.export.vllm_dp`; SGLang's ``--nnodes``, :mod:`pdplan.report.export.sglang`): an instance takes
+``span`` whole nodes, instance ``i`` nodes ``i·span .. i·span + span − 1``; each of its nodes runs
+``bash FILE ROLE NODE`` (NODE 0..span−1, checked to be a number in that range; ``HEAD_IP`` the address of its node 0,
+which serves the instance's port, written inside double quotes so it stays one word), and the front lists node 0 of
+each instance.
 """
 
 from __future__ import annotations
@@ -144,19 +146,19 @@ def instance_loop(pack: Packing, hosts: str, body: str) -> str:
 
 
 def single_node_only(
-    chosen: Chosen, ctx: ExportContext, target: str, spans: Callable[[PlanRole, GpuFacts], bool] | None = None
+    chosen: Chosen,
+    ctx: ExportContext,
+    target: str,
+    spans: Callable[[PlanRole, GpuFacts], bool] | None = None,
+    spans_words: str = "",
 ) -> None:
     """Launch commands here start one process group per instance on one host: refuse instances wider than a node,
-    but those ``spans`` says the engine runs over several nodes (module docstring)."""
+    but those ``spans`` says the engine runs over several nodes (module docstring; ``spans_words`` says which)."""
     for name, role in chosen.plan.roles():
         facts = gpu_facts(ctx, role)
         nodes, _ = nodes_for(role, facts, chosen.source)
         if nodes > 1 and not (spans is not None and spans(role, facts)):
-            writes = (
-                "single-node launches"
-                if spans is None
-                else "launches over nodes only for data-parallel ranks (DP > 1, no PP, the ranks split evenly)"
-            )
+            writes = "single-node launches" if spans is None else f"launches over nodes only for {spans_words}"
             raise SpecError(
                 f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one "
                 f"{role.gpu} node ({facts.gpus_per_node}); --to {target} writes {writes}: "
@@ -199,8 +201,13 @@ def _spanning_comment(chosen: Chosen, ctx: ExportContext, name: str, pack: Packi
     """:func:`role_comment` for an instance on ``pack.span`` nodes: which nodes, then the NODE check."""
     role = dict(chosen.plan.roles())[name]
     node, last = gpu_facts(ctx, role).gpus_per_node, pack.span - 1
+    each = (
+        f"{pack.dp // pack.span} data-parallel ranks a node"
+        if pack.dp > 1 and pack.dp % pack.span == 0
+        else f"{pack.gpus // pack.span} GPUs a node"
+    )
     where = (
-        f"one instance on {pack.span} nodes of {node} GPUs ({pack.dp // pack.span} data-parallel ranks a node), "
+        f"one instance on {pack.span} nodes of {node} GPUs ({each}), "
         f"{pack.nodes} node(s); instance i on nodes i*{pack.span}..i*{pack.span}+{last}: bash THIS_FILE {name} NODE "
         f"(0..{last}) on each, HEAD_IP the address of its node 0"
     )
@@ -233,14 +240,18 @@ class Launcher:
     front_lines: Callable[[LaunchCommand], list[str]] = command_lines
     front_colocated: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A colocated plan's load balancer (SGLang's router); None: the engine ships none."""
-    colocated_one: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str], str] | None] | None = None
-    """A colocated plan served by one engine process with its own balancer (vLLM's data parallelism): its command,
-    comment lines and usage text; None (or a hook returning None): one process per instance."""
+    colocated_one: Callable[[Chosen, ExportContext], tuple[list[LaunchCommand], list[str], str] | None] | None = None
+    """A colocated plan served by one engine with its own balancer (vLLM's data parallelism, on one node or one
+    launch a node): its commands, case lines and usage text; None (or a hook returning None): one process per
+    instance."""
     remote_front: Callable[[Chosen, ExportContext], tuple[LaunchCommand, list[str]]] | None = None
     """A PrfaaS plan's second front: the same program over the remote prefill cluster and the local decode pool."""
     usage_remote: str = ""
     spans_nodes: Callable[[PlanRole, GpuFacts], bool] | None = None
-    """Whether the engine runs one instance of a role over several nodes (vLLM's data-parallel ranks); None: never."""
+    """Whether the engine runs one instance of a role over several nodes (vLLM's data-parallel ranks, SGLang's
+    ``--nnodes``); None: never."""
+    spans_words: str = ""
+    """Which instances ``spans_nodes`` accepts, for the refusal of the others."""
     node_launches: Callable[[Chosen, ExportContext, str], tuple[list[LaunchCommand], list[str]]] | None = None
     """The launches of a role whose instance spans nodes (one a node) and their case lines."""
 
@@ -248,16 +259,16 @@ class Launcher:
 def launch_script(launcher: Launcher, chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> ExportResult:
     """The launch script: header (with both engine versions), one case per role, then the front case when the plan
     is disaggregated."""
-    single_node_only(chosen, ctx, launcher.engine, launcher.spans_nodes)
+    single_node_only(chosen, ctx, launcher.engine, launcher.spans_nodes, launcher.spans_words)
     header = header_lines(chosen, ctx, launcher.engine, warnings)
     header.append(engine_line(chosen, ctx, launcher.engine))
     header.append(routing_line(chosen, launcher.engine, ctx))
     disaggregated = chosen.plan.mode == "disaggregated"
     one = None if disaggregated or launcher.colocated_one is None else launcher.colocated_one(chosen, ctx)
     if one is not None:
-        cmd, comments, usage = one
-        text = script(header, usage, [("colocated", [*comments, *command_lines(cmd)])])
-        return ExportResult(text=text, commands=(cmd,), warnings=tuple(warnings))
+        cmds, lines, usage = one
+        text = script(header, usage, [("colocated", lines)])
+        return ExportResult(text=text, commands=tuple(cmds), warnings=tuple(warnings))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
     spanning = False

@@ -28,7 +28,8 @@ written, and said so in the file: ``kv_cache_config.free_gpu_memory_fraction`` â
 left after weights, not vLLM's share of the whole GPU that the plan records, and the plan document does not record
 the weights to convert one into the other.
 
-Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node, KV transfer overlapped with the
+Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node (:func:`_check_one_node` says
+why), KV transfer overlapped with the
 prefill (TensorRT-LLM moves a request's KV after its context phase), attention DP ranks of TP > 1 and two-batch
 overlap, which pdplan does not write for TensorRT-LLM, redundant experts whose slots do not divide over the EP ranks
 or whose model's expert count the catalogue lacks, and ZeRO-Prefill expert gather (no engine runs it).
@@ -111,7 +112,30 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
     reasons += _moe_reasons(chosen, ctx)
     if reasons:
         raise SpecError(f"{head} {reasons[0]}: export it to sglang or dynamo, or another plan (--rank)", source=where)
+    _check_one_node(chosen, ctx)
     single_node_only(chosen, ctx, "trtllm")
+
+
+def _check_one_node(chosen: Chosen, ctx: ExportContext) -> None:
+    """Refuse, in one line, an instance wider than a node (module docstring): TensorRT-LLM documents a multi-node
+    ``trtllm-serve`` only as one Slurm MPI world (docs/source/commands/trtllm-serve/trtllm-serve.rst, "Multi-node
+    Serving with Slurm": ``srun -N 2 --ntasks 16 --ntasks-per-node=8 --mpi=pmix ... trtllm-llmapi-launch
+    trtllm-serve MODEL --tp_size 16``; examples/llm-api/llm_mgmn_trtllm_serve.sh), and neither Slurm's ``srun``
+    arguments nor ``trtllm-llmapi-launch`` (a shell script: rank 0 runs the server, the others MPI workers) has a
+    parser in the snapshots of pinned releases the tests check every written flag against
+    (pdplan/data/export/engine_args/); nor can the node that gets rank 0, whose address the disaggregated server must
+    list as the instance's URL, be checked (Slurm orders a ``-w`` node list itself). So pdplan does not write that
+    launch unchecked."""
+    for name, role in chosen.plan.roles():
+        node = gpu_facts(ctx, role).gpus_per_node
+        if role.gpus_per_instance > node:
+            raise SpecError(
+                f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one {role.gpu} "
+                f"node ({node}); TensorRT-LLM runs one over nodes only as a Slurm MPI world (srun --mpi=pmix "
+                "trtllm-llmapi-launch trtllm-serve, its trtllm-serve docs), whose launch no parser snapshot here can "
+                "check, so --to trtllm does not write it: export it to sglang or vllm (one launch a node), or dynamo",
+                source=f"{chosen.source}: plans[{chosen.rank - 1}]",
+            )
 
 
 def _moe_reasons(chosen: Chosen, ctx: ExportContext) -> list[str]:

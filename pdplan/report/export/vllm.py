@@ -11,11 +11,13 @@ all interfaces with ``--host 0.0.0.0`` (its default is 127.0.0.1) and routing ro
 its clients; :mod:`pdplan.report.export.routing`).
 Colocated plans: one ``vllm serve --data-parallel-size z`` on one node, whose data-parallel engines are the z
 instances behind vLLM's own load balancer, where that matches the priced instances
-(:mod:`pdplan.report.export.vllm_dp`); else one plain ``vllm serve`` per instance, no connector, and a note that vLLM
-ships no balancer for them. An instance of data-parallel ranks wider than a node runs one ``vllm serve`` a node, the
-first serving the API, the others ``--headless`` (:func:`pdplan.report.export.vllm_dp.node_flags`), with the
-packing of :mod:`pdplan.report.export.shell`. Ports and connector settings: ``pdplan/data/export/targets.yaml``;
-engine arguments: :mod:`pdplan.report.export.engine_args`.
+(:mod:`pdplan.report.export.vllm_dp`), or, where they need m nodes, one such launch a node (node 0 with the API
+and the balancer over all z, the others ``--headless``); else one plain ``vllm serve`` per instance, no connector,
+and a note that vLLM ships no balancer for them. An instance of data-parallel ranks wider than a node runs one
+``vllm serve`` a node, the first serving the API, the others ``--headless``
+(:func:`pdplan.report.export.vllm_dp.node_flags`), with the packing of :mod:`pdplan.report.export.shell`. Ports
+and connector settings: ``pdplan/data/export/targets.yaml``; engine arguments:
+:mod:`pdplan.report.export.engine_args`.
 """
 
 from __future__ import annotations
@@ -48,11 +50,12 @@ from pdplan.report.export.shell import (
     pool_host_checks,
     slot_port,
 )
-from pdplan.report.export.vllm_dp import node_flags, spans_nodes, vllm_dp_front
+from pdplan.report.export.vllm_dp import SPANS_WORDS, node_flags, spans_nodes, vllm_dp_front
 from pdplan.specs.export import EngineData
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 HOST_ENV = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
+FRONT_HEAD_IP = '"${HEAD_IP:?set HEAD_IP to the address of node 0, which serves the API}"'
 
 
 def _kv_transfer_config(chosen: Chosen, ctx: ExportContext, role_name: str, kv_role: str) -> str:
@@ -105,37 +108,58 @@ def _node_launches(chosen: Chosen, ctx: ExportContext, role_name: str) -> tuple[
         for name, value in base.env
     )
     rpc = int(data.data_parallel_rpc_port or 0)
-    head_flags = [("--port", str(_port(data, role_name))), *node_flags(engine, role, nodes, HEAD_IP, rpc, "")]
+    head_flags = [("--port", str(_port(data, role_name))), *node_flags(engine, role.dp, nodes, HEAD_IP, rpc, "")]
     start = Raw(f'"$((NODE * {role.dp // nodes}))"')
     head = dataclasses.replace(base, flags=tuple(head_flags), env=env)
-    rest = dataclasses.replace(base, flags=tuple(node_flags(engine, role, nodes, HEAD_IP, rpc, start)), env=env)
+    rest = dataclasses.replace(base, flags=tuple(node_flags(engine, role.dp, nodes, HEAD_IP, rpc, start)), env=env)
+    return [head, rest], _head_or_rest(head, rest)
+
+
+def _head_or_rest(head: LaunchCommand, rest: LaunchCommand) -> list[str]:
+    """Case lines that run ``head`` on node 0 and ``rest`` on the others."""
     lines = ['    if [ "$NODE" -eq 0 ]; then', *command_lines(head, "      "), "    else"]
-    return [head, rest], [*lines, *command_lines(rest, "      "), "    fi"]
+    return [*lines, *command_lines(rest, "      "), "    fi"]
 
 
-def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str], str] | None:
+def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[list[LaunchCommand], list[str], str] | None:
     """A colocated plan's z instances as one ``vllm serve --data-parallel-size z`` on GPUs ``0 .. z·g − 1`` of one
-    node (:mod:`pdplan.report.export.vllm_dp`), with its comment lines and usage; None where it does not apply."""
-    size = vllm_dp_front(chosen, ctx).size
-    if size is None:
+    node, or as z / m engines on each of m nodes behind node 0's API (:mod:`pdplan.report.export.vllm_dp`), with
+    its case lines and usage; None where it does not apply."""
+    front = vllm_dp_front(chosen, ctx)
+    if front.size is None:
         return None
+    size, nodes = front.size, front.nodes
     data = ctx.targets.engines["vllm"]
     role = chosen.plan.roles()[0][1]
     flags = role_engine_flags(chosen, ctx, "colocated", role, "vllm")
     at = next(i for i, (flag, _) in enumerate(flags) if flag == "--tensor-parallel-size") + 1
-    flags = [("--port", str(data.colocated_port)), *flags[:at], ("--data-parallel-size", str(size)), *flags[at:]]
-    gpus = ",".join(str(g) for g in range(size * role.gpus_per_instance))
-    cmd = LaunchCommand(
-        role="colocated",
-        program="vllm serve",
-        positional=(ctx.model_id,),
-        flags=tuple(flags),
-        env=(("CUDA_VISIBLE_DEVICES", gpus),),
-    )
+    flags = [*flags[:at], ("--data-parallel-size", str(size)), *flags[at:]]
+    gpus = ",".join(str(g) for g in range(size // nodes * role.gpus_per_instance))
+    env = (("CUDA_VISIBLE_DEVICES", gpus),)
+    cmd = LaunchCommand(role="colocated", program="vllm serve", positional=(ctx.model_id,), flags=(), env=env)
     facts = gpu_facts(ctx, role)
-    where = f"all {size} instances on one node of {facts.gpus_per_node} GPUs, as data-parallel engines"
-    comments = [f"    # {comment_text(role_summary('colocated', role, facts))}", f"    # {comment_text(where)}"]
-    return cmd, comments, USAGE_DP.format(size=size, port=data.colocated_port)
+    comments = [f"    # {comment_text(role_summary('colocated', role, facts))}"]
+    port = ("--port", str(data.colocated_port))
+    if nodes == 1:
+        head = dataclasses.replace(cmd, flags=(port, *flags))
+        where = f"all {size} instances on one node of {facts.gpus_per_node} GPUs, as data-parallel engines"
+        lines = [*comments, f"    # {comment_text(where)}", *command_lines(head)]
+        return [head], lines, USAGE_DP.format(size=size, port=data.colocated_port)
+    rpc, last, address = int(data.data_parallel_rpc_port or 0), nodes - 1, Raw(FRONT_HEAD_IP)
+    head = dataclasses.replace(cmd, flags=(port, *node_flags(flags, size, nodes, address, rpc, "")))
+    start = Raw(f'"$((NODE * {size // nodes}))"')
+    rest = dataclasses.replace(cmd, flags=tuple(node_flags(flags, size, nodes, address, rpc, start)))
+    where = (
+        f"all {size} instances as data-parallel engines on {nodes} nodes of {facts.gpus_per_node} GPUs "
+        f"({size // nodes} a node): bash THIS_FILE colocated NODE (0..{last}) on each, HEAD_IP the address of node 0"
+    )
+    check = (
+        f'    [[ "$NODE" =~ ^[0-9]+$ ]] && [ "$NODE" -le {last} ] || '
+        f'{{ echo "NODE must be 0..{last} (the engines span {nodes} nodes)" >&2; exit 2; }}'
+    )
+    lines = [*comments, f"    # {comment_text(where)}", '    NODE="${2:-0}"', check, *_head_or_rest(head, rest)]
+    usage = USAGE_DP_NODES.format(size=size, nodes=nodes, last=last, each=size // nodes, port=data.colocated_port)
+    return [head, rest], lines, usage
 
 
 def _slot_gpus(pack: Packing) -> Raw:
@@ -186,11 +210,16 @@ USAGE_REMOTE = """  remote-prefill: once per instance of the remote prefill clus
     it sends its requests to the remote prefill instances, then to the local decoders."""
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node (SLOT picks its GPUs and --port); vLLM ships no load balancer for separate
-    servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where the
-    instances fit one node as priced): put two or more behind one (round-robin)."""
+    servers (its toy proxy is for prefill/decode pairs; its data-parallel front is written only where its
+    ranks are the priced instances, dense and TP-only, the same number on each node): put two or more behind
+    one (round-robin)."""
 USAGE_DP = """Usage: bash THIS_FILE colocated
   once, on one node: one vllm serve runs the plan's {size} instances as data-parallel engines, each request sent
     to the least loaded by vLLM's own load balancer, all on port {port}."""
+USAGE_DP_NODES = """Usage: bash THIS_FILE colocated NODE
+  once on each of {nodes} nodes (NODE 0..{last}), with HEAD_IP set to the address of node 0: together they run the
+    plan's {size} instances as data-parallel engines, {each} a node; node 0 serves the API on port {port} and sends
+    each request to the least loaded engine on any node (vLLM's own load balancer), the others run --headless."""
 
 
 LAUNCHER = Launcher(
@@ -205,6 +234,7 @@ LAUNCHER = Launcher(
     colocated_one=_data_parallel,
     usage_remote=USAGE_REMOTE,
     spans_nodes=spans_nodes,
+    spans_words=SPANS_WORDS,
     node_launches=_node_launches,
 )
 

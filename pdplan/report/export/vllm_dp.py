@@ -18,9 +18,12 @@ prefillers with decoders), but its data parallelism is one: ``vllm serve MODEL -
   (:mod:`pdplan.report.export.routing`), so this front splits at least as evenly as priced.
 
 The front is written only where the plan's instance is exactly that rank: z > 1 instances of TP only (no PP, no
-attention DP, no EP, each checked against the wheel above only for TP per rank), a dense model the catalogue knows,
-and z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node); colocated instances on several nodes
-are not joined into one front. These sources, as data: ``engines.vllm.sources.colocated_front`` in
+attention DP, no EP, each checked against the wheel above only for TP per rank), a dense model the catalogue knows.
+Its z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node) run one ``vllm serve``; on more, the
+same front spans the nodes as the wide instances below do: m = ⌈z·T / G⌉ nodes of L = z / m engines each (z a
+multiple of m, so every node holds the same number: the split vLLM documents, ``--data-parallel-size-local`` equal on
+every node; an uneven split is not written), node 0 serving the API and balancing over all z engines, the others
+``--headless``. These sources, as data: ``engines.vllm.sources.colocated_front`` and ``multinode_dp`` in
 ``pdplan/data/export/targets.yaml``.
 
 **One instance over several nodes** (:func:`spans_nodes`, :func:`node_flags`). An instance of d > 1 data-parallel
@@ -48,13 +51,19 @@ BALANCER = (
 )
 
 
+SPANS_WORDS = "data-parallel ranks (DP > 1, no PP, the ranks split evenly)"
+"""Which instances vLLM runs over several nodes (:func:`spans_nodes`), for the refusal of the others."""
+
+
 @dataclass(frozen=True)
 class DpFront:
     """``size``: the ``--data-parallel-size`` that serves the colocated plan with vLLM's own balancer, or None where
-    it does not apply; ``why_not``: the reason in that case (empty otherwise)."""
+    it does not apply; ``why_not``: the reason in that case (empty otherwise); ``nodes``: the nodes it spans, each
+    with ``size / nodes`` engines."""
 
     size: int | None
     why_not: str = ""
+    nodes: int = 1
 
 
 def vllm_dp_front(chosen: Chosen, ctx: ExportContext) -> DpFront:
@@ -72,11 +81,22 @@ def vllm_dp_front(chosen: Chosen, ctx: ExportContext) -> DpFront:
         why = "the catalogue does not hold the model, so whether vLLM would run its ranks in lockstep is unknown"
     elif ctx.model_is_moe:
         why = "an MoE model's data-parallel ranks run in lockstep, experts sharded over TP x DP, unlike the priced ones"
-    elif role.count * role.gpus_per_instance > node:
-        why = f"its {role.count} x {role.gpus_per_instance} GPUs do not fit one node of {node}"
+    elif role.gpus_per_instance > node:
+        why = f"one instance's {role.gpus_per_instance} GPUs do not fit one node of {node}"
+    elif role.count * role.gpus_per_instance > node and role.count % _nodes(role.count, role.gpus_per_instance, node):
+        why = (
+            f"its {role.count} x {role.gpus_per_instance} GPUs do not fit one node of {node}, and its {role.count} "
+            f"instances do not split evenly over the {_nodes(role.count, role.gpus_per_instance, node)} nodes they "
+            "need (vLLM's data-parallel ranks over nodes are written with the same number on every node)"
+        )
     else:
-        return DpFront(role.count)
+        return DpFront(role.count, nodes=_nodes(role.count, role.gpus_per_instance, node))
     return DpFront(None, why)
+
+
+def _nodes(count: int, gpus: int, node: int) -> int:
+    """Nodes of ``node`` GPUs that ``count`` instances of ``gpus`` GPUs need, at least: ⌈count·gpus / node⌉."""
+    return -(-count * gpus // node)
 
 
 def spans_nodes(role: PlanRole, facts: GpuFacts) -> bool:
@@ -88,14 +108,15 @@ def spans_nodes(role: PlanRole, facts: GpuFacts) -> bool:
     return role.dp % -(-gpus // node) == 0
 
 
-def node_flags(engine_flags: Flags, role: PlanRole, nodes: int, head: str, rpc_port: int, start_rank: str) -> Flags:
-    """One node's ``vllm serve`` flags for an instance on ``nodes`` nodes: the role's ``engine_flags`` with
-    ``--data-parallel-size-local`` (d / nodes), ``--data-parallel-address`` ``head`` and ``--data-parallel-rpc-port``
-    after ``--data-parallel-size``; ``start_rank`` (a shell expansion, or empty on node 0) adds ``--headless`` first
-    and ``--data-parallel-start-rank`` (module docstring)."""
+def node_flags(engine_flags: Flags, dp: int, nodes: int, head: str, rpc_port: int, start_rank: str) -> Flags:
+    """One node's ``vllm serve`` flags for ``dp`` data-parallel ranks (an instance's, or a colocated front's
+    instances) on ``nodes`` nodes: ``engine_flags`` with ``--data-parallel-size-local`` (dp / nodes),
+    ``--data-parallel-address`` ``head`` and ``--data-parallel-rpc-port`` after ``--data-parallel-size``;
+    ``start_rank`` (a shell expansion, or empty on node 0) adds ``--headless`` first and
+    ``--data-parallel-start-rank`` (module docstring)."""
     at = next(i for i, (flag, _) in enumerate(engine_flags) if flag == "--data-parallel-size") + 1
     ranks: Flags = [
-        ("--data-parallel-size-local", str(role.dp // nodes)),
+        ("--data-parallel-size-local", str(dp // nodes)),
         ("--data-parallel-address", head),
         ("--data-parallel-rpc-port", str(rpc_port)),
     ]
