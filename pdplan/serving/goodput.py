@@ -122,20 +122,19 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     i, margin = crossing
     lo, hi = float(grid[i - 1]), float(grid[i])
 
-    seen: dict[float, Snapshot] = {}  # brentq's root is almost always its last evaluation: reuse that snapshot
-    ends = {lo: float(margin[0]), hi: float(margin[1])}  # brentq starts from the bracket's ends: known
+    # every rate brentq evaluates, by rate: its root (read again by _feasible_side and for the binding constraint) is
+    # often not its last evaluation; a single-rate snapshot is a few bins' laws, and a search evaluates about ten
+    seen: dict[float, Snapshot] = {}
+    ends = {lo: float(margin[0]), hi: float(margin[1])}  # each rate's margin; brentq starts from the bracket's ends
 
     def gap(lam: float) -> float:
-        if lam in ends:
-            return ends[lam]
-        if lam not in seen:
+        if lam not in ends:
             try:
-                snap = model.snapshot(np.array([lam]))
-            except UnsettledWaitError:
-                return UNSETTLED_MARGIN
-            seen.clear()
-            seen[lam] = snap
-        return float(slo_margin(seen[lam], slo)[0])
+                seen[lam] = model.snapshot(np.array([lam]))
+                ends[lam] = float(slo_margin(seen[lam], slo)[0])
+            except UnsettledWaitError:  # the same rate does not settle again either
+                ends[lam] = UNSETTLED_MARGIN
+        return ends[lam]
 
     xtol = REL_TOL * limit.rate_rps
     rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))

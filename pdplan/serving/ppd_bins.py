@@ -66,16 +66,16 @@ def _class_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray, threshold:
         return dense
 
     step_hat = np.fft.rfft(on_grid(values, new.prob)) * np.fft.rfft(on_grid(out.values.astype(np.float64), out.prob))
-    parts = np.stack(
-        [np.fft.rfft(on_grid(values, np.where(classes == c, new.prob, 0.0))) for c in range(classes.max() + 1)]
-    )
+    masses = [np.where(classes == c, new.prob, 0.0) for c in range(classes.max() + 1)]
+    live = [c for c, mass in enumerate(masses) if np.any(mass != 0.0)]  # a class without mass has none in any bin
+    parts = np.stack([np.fft.rfft(on_grid(values, masses[c])) for c in live])
     tokens = spec.system_prompt_tokens + np.arange(size) * float(step)
     idx = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, edges.size - 2)
-    result = np.zeros((parts.shape[0], turns, edges.size - 1))
+    result = np.zeros((len(masses), turns, edges.size - 1))
     history = np.ones(step_hat.shape, dtype=np.complex128)  # H_0 = the system prompt (the grid's origin)
     for t in range(turns):
         dense = np.clip(np.fft.irfft(history[None, :] * parts, size, axis=1), 0.0, None)
-        for c in range(parts.shape[0]):
-            result[c, t] = np.bincount(idx, weights=dense[c], minlength=edges.size - 1)
+        for row, c in enumerate(live):
+            result[c, t] = np.bincount(idx, weights=dense[row], minlength=edges.size - 1)
         history = history * step_hat
     return result
