@@ -257,6 +257,11 @@ def _document(
         "|---|---|---|---|---|---|",
         *ar,
         "",
+        "These are the fits to AIConfigurator's measured boxes. For PCIe-only parts (the l40s row, and the PCIe "
+        "tables derived from it) the packaged tables replace the 4- and 8-GPU β by the published share of the "
+        "link (`tools/fitting/pcie_allreduce.py`; docs/hardware_facts.md, the L40S all-reduce): AIConfigurator's "
+        "L40S box reaches 4.6 % of PCIe Gen4 at 8 GPUs, which published PCIe servers do not.",
+        "",
     ]
 
 
