@@ -257,10 +257,10 @@ def _document(
         "|---|---|---|---|---|---|",
         *ar,
         "",
-        "These are the fits to AIConfigurator's measured boxes. For PCIe-only parts (the l40s row, and the PCIe "
-        "tables derived from it) the packaged tables replace the 4- and 8-GPU β by the published share of the "
-        "link (`tools/fitting/pcie_allreduce.py`; docs/hardware_facts.md, the L40S all-reduce): AIConfigurator's "
-        "L40S box reaches 4.6 % of PCIe Gen4 at 8 GPUs, which published PCIe servers do not.",
+        "For PCIe-only parts (the l40s row, and the PCIe tables derived from it) the packaged 4- and 8-GPU β "
+        "are the published share of the link (`tools/fitting/pcie_allreduce.py`; docs/hardware_facts.md, the L40S "
+        "all-reduce), not the fit to AIConfigurator's box, which reaches 4.6 % of PCIe Gen4 at 8 GPUs where "
+        "published PCIe servers reach 44-56 %; the error columns are the fits' against that box.",
         "",
     ]
 
