@@ -9,7 +9,7 @@ goodput).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,15 +152,21 @@ class Comparisons:
     """The lowest SLO-meeting rate (goodput × (1 + headroom)) among the search's plans, per deployment less cache."""
     found: dict[tuple[object, ...], float] = field(default_factory=dict)
     """Each comparison's goodput (margins applied), by :meth:`goodput_rps`'s key."""
+    uncached_rps: Mapping[Colocated, float] = field(default_factory=dict)
+    """Goodputs the search has already found (no margins applied) of deployments without a cache, by deployment:
+    the colocated baseline's one instance under a setting that caches nothing (:attr:`pdplan.search.pool.Pool.
+    uncached_rps`), the same model as the comparison without the cache of a plan on that deployment builds
+    (:meth:`goodput_rps`)."""
 
     @classmethod
-    def of(cls, plans: Iterable[Exact]) -> Comparisons:
-        """Nothing found yet, each goodput search starting near the lowest rate of ``plans`` on its deployment."""
+    def of(cls, plans: Iterable[Exact], uncached_rps: Mapping[Colocated, float] | None = None) -> Comparisons:
+        """Nothing found yet but ``uncached_rps``, each goodput search starting near the lowest rate of ``plans`` on
+        its deployment."""
         near: dict[object, float] = {}
         for e in plans:
             rate = e.plan.goodput_rps * (1.0 + e.headroom)
             near[_uncached(e.res)] = min(rate, near.get(_uncached(e.res), rate))
-        return cls(near)
+        return cls(near, uncached_rps=dict(uncached_rps or {}))
 
     def goodput_rps(self, e: Exact, variant: ResolvedScenario[Any]) -> float:
         """The goodput of ``variant`` (``e``'s bound scenario with one cache setting changed or the cache taken
@@ -169,8 +175,12 @@ class Comparisons:
         rate = None if setup is None else variant.cache_rate_rps
         key = (_uncached(variant), None if setup is None else setup.spec, rate, e.headroom)
         if key not in self.found:
+            # without a cache the model reads neither the deployment's cache setting nor the cache rate (bind prices
+            # the cache only into ``res.cache``): a deployment the search already priced without a cache is that model
+            dep = key[0]
+            known = self.uncached_rps.get(dep) if setup is None and isinstance(dep, Colocated) else None
             near = self.near_rps.get(_uncached(variant))
-            good = _goodput_or_zero(build_model(variant), variant.scenario.slo, near)
+            good = known if known is not None else _goodput_or_zero(build_model(variant), variant.scenario.slo, near)
             self.found[key] = good / (1.0 + e.headroom)
         return self.found[key]
 

@@ -277,7 +277,8 @@ def _result(
     """The ranked plans with the baseline, the Pareto front, the pick's sensitivity and rate curve."""
     per_gpu = pool.metrics.goodput_rps[order] / pool.metrics.num_gpus[order]
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
-    known = Comparisons.of([*best, *baseline])  # each report's comparison solved once for the whole search
+    # each report's comparison solved once for the whole search, the colocated baseline's without a cache not again
+    known = Comparisons.of([*best, *baseline], pool.uncached_rps)
     best = [with_cache_report(e, known) for e in best]
     baseline = [with_cache_report(e, known) for e in baseline]
     pick = best[0]

@@ -66,6 +66,10 @@ class Pool:
     """The base scenario's batched-prefill budget, kept by every disaggregated candidate."""
     tally: Tally = field(default_factory=Tally)
     """Counts over every screened candidate, kept or not (:class:`pdplan.search.keep.Tally`)."""
+    uncached_rps: dict[Colocated, float] = field(default_factory=dict)
+    """The goodput of one colocated instance without a prefix cache (no margins applied), by its deployment (cache
+    None), wherever the colocated baseline searched it (a cache variant that caches nothing): the exact search's
+    comparison without the cache reads it (:class:`pdplan.search.exact.Comparisons`) rather than solving it again."""
 
     @property
     def size(self) -> int:
@@ -200,12 +204,13 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    res: ResolvedScenario[Any], space: Space, mean_out: float
+    res: ResolvedScenario[Any], space: Space, mean_out: float, uncached_rps: dict[Colocated, float]
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
     prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
+    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`).
     """
     deps: list[Colocated] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
@@ -225,6 +230,8 @@ def _colocated_pool(
             except NoFeasiblePlanError:
                 continue
             last = g1.rate_rps if bound.cache is not None else last
+            if bound.cache is None:  # goodput_model's find_goodput as it is: the model without a cache, searched
+                uncached_rps[dataclasses.replace(one, cache=None)] = g1.rate_rps
             mean_tpot = float(model.snapshot(np.array([g1.rate_rps * (1 - 1e-6)])).tpot.mean_s[0])
             for z in zs:
                 deps.append(dataclasses.replace(one, instance=_role(hw, int(z))))
@@ -267,7 +274,8 @@ def build_pool(
     )
     rows, tally = _screen(res, space, bases, tables, keep, stage)
     stage("colocated baseline")
-    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output())
+    uncached_rps: dict[Colocated, float] = {}
+    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output(), uncached_rps)
     metrics = Metrics(
         *(
             np.concatenate([getattr(rows.metrics, f), getattr(cm, f)])
@@ -287,6 +295,7 @@ def build_pool(
         res.scenario.chunk_tokens,
         res.scenario.prefill_max_batch_tokens,
         tally,
+        uncached_rps,
     )
 
 
