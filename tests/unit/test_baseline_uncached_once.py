@@ -70,6 +70,7 @@ def searched() -> tuple[list[str], list[Exact], Mapping[Colocated, float]]:
     return where, plans, known
 
 
+@pytest.mark.slow
 def test_the_baseline_instance_without_a_cache_is_searched_once(
     searched: tuple[list[str], list[Exact], Mapping[Colocated, float]],
 ) -> None:
@@ -80,6 +81,7 @@ def test_the_baseline_instance_without_a_cache_is_searched_once(
     assert len(known) == 1
 
 
+@pytest.mark.slow
 def test_the_known_goodput_is_the_one_the_report_would_search(
     searched: tuple[list[str], list[Exact], Mapping[Colocated, float]],
 ) -> None:
