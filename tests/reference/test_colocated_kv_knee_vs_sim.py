@@ -14,40 +14,20 @@ the P90 TTFT near this knee ranges 0.30–11.6 s over seeds).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
+from support.opt13b_colocated import opt13b_colocated
 
 from pdplan.evaluation import evaluate
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.sim.compare import simulate_scenario
-from pdplan.specs.scenario import Scenario
 
 REQUESTS = 100_000
 TOLERANCE = 0.06
 
 
-def _scenario(engine: str) -> Scenario:
-    data: dict[str, Any] = {
-        "model": "opt-13b",
-        "mode": "colocated",
-        "colocated": {"gpu": "a100-sxm-80gb", "tp": 2, "count": 1, "scheduler": "chunked"},
-        "workload": {
-            "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "min": 4, "max": 1800},
-            "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "min": 2, "max": 1024},
-        },
-        "slo": {"ttft": "250ms", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-        "ttft_convention": "B",
-        "engine": engine,
-    }
-    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["vllm", "trtllm"])
 def test_simulator_goodput_within_six_percent_of_the_closed_form(engine: str) -> None:
-    sc = _scenario(engine)
+    sc = opt13b_colocated(engine)
     ev = evaluate(sc)
     closed = ev.goodput_rps
     # the closed form is not evaluated past its stability (comfortable KV) limit, 0.2 % (vLLM) and 4.8 % above

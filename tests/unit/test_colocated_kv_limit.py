@@ -5,13 +5,11 @@ the footprint the engine admits on (pdplan.serving.colocated)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
 
 import pytest
+from support.opt13b_colocated import opt13b_colocated
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime, decode_workload
 from pdplan.queueing.kv_admission import kv_held
 from pdplan.queueing.linear_capacity import riding_capacity, riding_feedback
@@ -76,19 +74,7 @@ def test_riding_capacity_hits_the_hand_worked_bound() -> None:
 
 def _opt13b(engine: str) -> ColocatedModel:
     """The OPT-13B DistServe example's workload and SLOs on its colocated pick (1x a100-sxm-80gb TP2 chunked)."""
-    data: dict[str, Any] = {
-        "model": "opt-13b",
-        "mode": "colocated",
-        "colocated": {"gpu": "a100-sxm-80gb", "tp": 2, "count": 1, "scheduler": "chunked"},
-        "workload": {
-            "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "min": 4, "max": 1800},
-            "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "min": 2, "max": 1024},
-        },
-        "slo": {"ttft": "250ms", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-        "ttft_convention": "B",
-        "engine": engine,
-    }
-    model = build_model(resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), open_catalog()))
+    model = build_model(resolve(opt13b_colocated(engine), open_catalog()))
     assert isinstance(model, ColocatedModel)
     return model
 
