@@ -92,16 +92,9 @@ def tail_bands(points: int) -> tuple[FloatArray, FloatArray]:
     return (edges[:-1] + edges[1:]) / 2.0, np.diff(edges)
 
 
-def discretise(
-    atom: float,
-    cdf: FloatArray,
-    values_s: FloatArray,
-    points: int,
-    bands: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """Atom plus ``points`` band quantiles (:func:`tail_bands`, or ``bands`` already computed) of one cdf row over
-    ``values_s``."""
-    mids, widths = tail_bands(points) if bands is None else bands
+def discretise(atom: float, cdf: FloatArray, values_s: FloatArray, points: int) -> tuple[FloatArray, FloatArray]:
+    """Atom plus ``points`` band quantiles (:func:`tail_bands`) of one cdf row over ``values_s``."""
+    mids, widths = tail_bands(points)
     top = float(cdf[-1])
     lv = np.clip(atom + (1.0 - atom) * mids, atom, top - 1e-12)
     pts = np.concatenate(([0.0], np.interp(lv, cdf, values_s)))
