@@ -83,15 +83,15 @@ PUBLISHED = (
 """Every published figure the rule reads, with its URL (the shares: 0.556, 0.444, 0.556, 0.824)."""
 
 
-def share_of_link(num_gpus: int) -> float:
-    """s(n): the lowest published large-message share of the link at ``num_gpus`` GPUs (module docstring)."""
-    return min(p.share for p in PUBLISHED if p.num_gpus == num_gpus)
-
-
 def published_band(num_gpus: int) -> tuple[float, float]:
     """(lowest, highest) published share of the link at ``num_gpus`` GPUs: the band a PCIe table must sit in."""
     shares = [p.share for p in PUBLISHED if p.num_gpus == num_gpus]
     return min(shares), max(shares)
+
+
+def share_of_link(num_gpus: int) -> float:
+    """s(n): the lowest published large-message share of the link at ``num_gpus`` GPUs (module docstring)."""
+    return published_band(num_gpus)[0]
 
 
 def published_pcie_allreduce(allreduce: dict[str, Any], link_bytes_per_s: float) -> dict[str, Any]:
