@@ -22,6 +22,20 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   the rest, the P90 sat at the mean rest, −14 % against ``pdplan simulate`` on the Zipf prefixes of
   docs/prefix_cache.md §9, whose P90 takes the rest's upper tail.)
 
+  *Lengths within a bin.* A cell stands for every prompt of its length bin, and its own S(L) enters TTFT directly:
+  priced at the bin's representative alone, the TTFT law is a sum of point masses p_k and a percentile falls
+  between them (docs/prefix_cache.md §9: the load-balance sessions' P90 +9.6 % against ``pdplan simulate``, between
+  the bins of 5,053, 6,310 and 8,947 tokens, 4.7 % each). So, as the xPyD prefill pool does
+  (:mod:`pdplan.serving.prefill_pool`), each cell may give its prompt's service at the J equal-weight quadrature
+  lengths l_kj of its bin (``prefill_service_s`` ``[C, J]``, :func:`pdplan.workload.quadrature.input_quadrature`:
+  each bin's lengths keep its mean): the prompt queue's service law is then the C·J points at ``p_c/J`` each (ρ_p =
+  λE[S], the P-K wait, the busy periods and group mates of the TPOT side), and since W and the step rest do not
+  depend on the tagged prompt's own length (FCFS, Poisson arrivals), ``P(TTFT ≤ a | c) = (1/J) Σ_j F_{W+V}(a −
+  S(l_cj))`` (:class:`~pdplan.queueing.ttft_mixture.TtftMixture` with no link delay), a law whose steps are p_c/J.
+  A cell's own stall window takes its mean service ``S̄_c = (1/J) Σ_j S(l_cj)`` (E[Z] is linear in the window, so
+  its mean is exact; P(Z = 0) is convex in it, so it is slightly low: the stall a little likelier). One value per cell
+  (``[C]``) is the case J = 1.
+
   *Group mates.* No decode step runs while the prompt queue is busy, so all X prompts of one busy
   period join the batch together and start decoding at the same step. A tagged request's group is
   size-biased: it has ``m = E[X(X−1)]/E[X]`` mates, with E[X] = 1/(1 − ρ_p) and Var X = (ρ_p(1 − ρ_p)
@@ -130,7 +144,9 @@ from pdplan.queueing.decode import (
     load_noise,
 )
 from pdplan.queueing.distributions import GammaMixture, ShiftedMixture, WaitDistribution, as_rates
+from pdplan.queueing.link_delay import no_delay
 from pdplan.queueing.mg1 import mg1_wait_distribution, pk_wait_moments
+from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.types import FloatArray
 
 SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
@@ -144,7 +160,8 @@ benchmarks/chunk_queue_vs_sim.py, MLPerf H100 at its published rate and the defa
 class ColocatedResult:
     """TTFT and TPOT distributions per rate, with the mean-field state (arrays ``[R]``)."""
 
-    ttft: ShiftedMixture
+    ttft: TtftMixture | ShiftedMixture
+    """prefill-first: per cell over its quadrature lengths (module docstring); chunked: one offset per cell."""
     tpot: GammaMixture  # a ComponentMixture (both schedulers)
     tpot_mean_s: FloatArray
     decode_utilisation: FloatArray
@@ -173,6 +190,33 @@ def _check_total(total: FloatArray, what: str) -> None:
         raise ValueError(f"colocated {what}: unstable, prefill + decode utilisation {total.max():.4f} >= 1")
 
 
+@dataclass(frozen=True, slots=True)
+class _PromptLaw:
+    """The prompt queue's service law: ``points_s`` ``[C, J]`` (cell c's prompt at its bin's J quadrature lengths,
+    equal weights; module docstring, *Lengths within a bin*) flattened with weights ``p_c/J``."""
+
+    points_s: FloatArray
+    service_s: FloatArray
+    prob: FloatArray
+
+    @property
+    def cell_mean_s(self) -> FloatArray:
+        """``S̄_c``, the mean over cell c's points."""
+        return np.asarray(self.points_s.mean(axis=1), dtype=np.float64)
+
+
+def _prompt_law(prefill_service_s: ArrayLike, prob: FloatArray) -> _PromptLaw:
+    """:class:`_PromptLaw` of ``[C]`` (one point per cell) or ``[C, J]`` services; ValueError unless every one is > 0
+    and there is one row per cell."""
+    s = np.asarray(prefill_service_s, dtype=np.float64)
+    points = s.reshape(-1, 1) if s.ndim <= 1 else s
+    if points.ndim != 2 or points.shape[0] != prob.size or np.any(points <= 0):
+        raise ValueError("prefill_service_s must be > 0 and have one entry (or one row of points) per workload bin")
+    j = points.shape[1]
+    flat_p = prob if j == 1 else np.repeat(prob / j, j)
+    return _PromptLaw(points, points.ravel(), np.asarray(flat_p, dtype=np.float64))
+
+
 def colocated_prefill_first(
     rate_per_s: ArrayLike,
     workload: DecodeWorkload,
@@ -181,24 +225,25 @@ def colocated_prefill_first(
     max_cells: int = 2**16,
     arrival_ca2: float = 1.0,
 ) -> ColocatedResult:
-    """Prefill-first colocated instance; ``prefill_service_s[i]`` = S(L_i) for each workload bin
-    (``max_cells`` caps the FFT lattice of the wait; ``arrival_ca2`` the c² of the instance's arrival gaps, which
-    corrects the prompt queue's wait: module docstring). Model in the module docstring."""
+    """Prefill-first colocated instance; ``prefill_service_s[i]`` = S(L_i) for each workload bin, or ``[C, J]``: S at
+    each of bin i's J quadrature lengths (module docstring, *Lengths within a bin*). ``max_cells`` caps the FFT
+    lattice of the wait; ``arrival_ca2`` the c² of the instance's arrival gaps, which corrects the prompt queue's
+    wait. Model in the module docstring."""
     rate = as_rates(rate_per_s)
-    s = np.asarray(prefill_service_s, dtype=np.float64).ravel()
-    if s.shape != workload.prob.shape or np.any(s <= 0):
-        raise ValueError("prefill_service_s must be > 0 and have one entry per workload bin")
     p = workload.prob
-    rho_p = rate * float(p @ s)
+    law = _prompt_law(prefill_service_s, p)
+    s, ps = law.service_s, law.prob
+    rho_p = rate * float(ps @ s)
     u_d = _decode_util(rate, workload, step_time)
     _check_total(rho_p + u_d, "prefill-first")
     tpot_mean = step_time.t0_s / (1.0 - rho_p - u_d)
     tau_plain = (1.0 - rho_p) * tpot_mean
     busy = -np.expm1(-rate * workload.mean_steps * tpot_mean)  # some decode runs: a plain step is in progress
-    wait = _renewal(mg1_wait_distribution(rate, s, p, max_cells=max_cells), arrival_ca2, s, p)
+    wait = _renewal(mg1_wait_distribution(rate, s, ps, max_cells=max_cells), arrival_ca2, s, ps)
     vacation = tau_plain / 2.0 * busy
-    ttft = ShiftedMixture(_with_step_rest(wait, busy, tau_plain, max_cells), np.broadcast_to(s, (rate.size, s.size)), p)
-    tpot = _stall_tpot(rate, workload, step_time, s, tpot_mean, vacation)
+    offsets = np.broadcast_to(law.points_s, (rate.size, *law.points_s.shape))
+    ttft = TtftMixture(_with_step_rest(wait, busy, tau_plain, max_cells), no_delay(rate.size), offsets, p)
+    tpot = _stall_tpot(rate, workload, step_time, law, tpot_mean, vacation)
     return ColocatedResult(ttft, tpot, tpot_mean, u_d, rho_p)
 
 
@@ -266,20 +311,26 @@ def _mate_load(wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
 
 
 def _stall_tpot(
-    rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime, s: FloatArray, tpot_mean: FloatArray, vacation: FloatArray
+    rate: FloatArray,
+    wl: DecodeWorkload,
+    st: LinearStepTime,
+    law: _PromptLaw,
+    tpot_mean: FloatArray,
+    vacation: FloatArray,
 ) -> ComponentMixture:
     """TPOT of prefill-first: load (others' plus group mates') and the stall Z/n of the
     departure-started window (module docstring), as the parts none (Z = 0) and stalled (a gamma
-    above ``S_min/n``)."""
+    above ``S_min/n``, S_min the shortest service of the prompt law); the window holds the cell's mean service."""
     p, n = wl.prob, wl.decode_steps[None, :]
-    rho_p = rate * float(p @ s)
+    s, ps = law.service_s, law.prob
+    rho_p = rate * float(ps @ s)
     var_load, _ = load_noise(_state(rate, tpot_mean, wl, st), wl)
-    mates = _group_mates(rate, rho_p, float(p @ s**2))[:, None] * _mate_load(wl, st)[None, :]
+    mates = _group_mates(rate, rho_p, float(ps @ s**2))[:, None] * _mate_load(wl, st)[None, :]
     base = (_decode_util(rate, wl, st) * tpot_mean)[:, None] + mates
     own = st.t0_s + _own_weight(wl, st)
-    window = s[None, :] + vacation[:, None] + np.maximum(n - 1.0, 0.0) * (own + base)
-    p0, z1, z_var = busy_left(rate, rho_p, s, p, window, *pk_wait_moments(rate, s, p))
-    floor = float(s[p > 0].min()) / n
+    window = law.cell_mean_s[None, :] + vacation[:, None] + np.maximum(n - 1.0, 0.0) * (own + base)
+    p0, z1, z_var = busy_left(rate, rho_p, s, ps, window, *pk_wait_moments(rate, s, ps))
+    floor = float(s[ps > 0].min()) / n
     return ComponentMixture.of(
         offset_s=np.broadcast_to(own, var_load.shape).copy(),
         weights=np.stack([p0, 1.0 - p0]),

@@ -3,7 +3,11 @@
 Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
 
 * ``prefill-first`` (vanilla vLLM): prefills stall decodes; TTFT = M/G/1 (with decode steps as
-  vacations) on the batch-1 roofline prefill time S(l) per cell; mean token interval t0/(1 − ρ_p −
+  vacations) on the batch-1 roofline prefill time S(l), each cell's at its prompt bin's quadrature lengths l_kj (the
+  xPyD prefill pool's, :attr:`~pdplan.serving.resolve.ResolvedScenario.input_points`; with a prefix cache each
+  point's missed tokens, as :mod:`~pdplan.serving.colocated_cache` prices them): the prompt queue's service law and
+  each prompt's own prefill in TTFT, so the TTFT law has steps of p_c/J, not point masses p_c at the bins'
+  representatives (*Lengths within a bin* of :mod:`pdplan.queueing.colocated_queue`); mean token interval t0/(1 − ρ_p −
   u_d), and per request the stall of its decode window, which starts at its own prefill departure
   while the prompt queue is still busy with probability ρ_p
   (:func:`pdplan.queueing.colocated_prefill_first`).
@@ -64,6 +68,7 @@ from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
 from pdplan.queueing.kv_admission import RESERVING_ENGINES, kv_held
 from pdplan.queueing.linear_capacity import riding_capacity
+from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated_cache import cached_cells
@@ -86,7 +91,9 @@ class ColocatedModel:
     res: ResolvedScenario[ColocatedHardware]
     scheduler: str
     cells: DecodeWorkload
-    prefill_cell_s: FloatArray
+    prefill_point_s: FloatArray
+    """prefill-first: ``[C, J]`` per cell, the batch-1 prefill of its prompt at each of its bin's J quadrature lengths
+    (equal weights; with a prefix cache, of the point's missed tokens), seconds."""
     decode: DecodePerf
     prefill_s_per_token: float
     """t_p: seconds per chunk token (GEMM side, :func:`~pdplan.serving.roles.chunk_price`)."""
@@ -99,7 +106,7 @@ class ColocatedModel:
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
     load_cell_s: FloatArray | None = None
     """With a prefix cache, per cell the exposed load of its hit tokens, a TTFT delay (:mod:`~pdplan.serving.
-    colocated_cache`)."""
+    colocated_cache`); chunked, at the bin's representative length."""
     defined: npt.NDArray[np.bool_] | None = None
     """With a prefix cache, the cells whose TPOT exists (the cells are split by class; None: the scenario's)."""
     cell_input_bin: IntArray | None = None
@@ -107,8 +114,15 @@ class ColocatedModel:
     plain: ColocatedModel | None = None
     """With a prefix cache, the same deployment's model without it: the cells, step model and chunk prices the hit
     rates do not change, reused by a model at another cache rate (:func:`build_colocated`)."""
+    load_point_s: FloatArray | None = None
+    """With a prefix cache, ``[C, J]`` the same at each of the cell's quadrature lengths (prefill-first)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
+
+    @property
+    def prefill_cell_s(self) -> FloatArray:
+        """prefill-first: per cell the mean of :attr:`prefill_point_s` over its points (its share of λE[S])."""
+        return np.asarray(self.prefill_point_s.mean(axis=1), dtype=np.float64)
 
     def token_interval_s(self, lam: float) -> float:
         """Mean-field token interval τ̄ per instance at per-instance rate ``lam`` (§3)."""
@@ -202,23 +216,35 @@ class ColocatedModel:
         queue, the prompt's prefill (prefill-first: its pass; chunked: its chunks riding on the decode steps) and the
         engine's request time; one instance does both phases, so no KV crosses a link and token 1 ends the prefill."""
         ttft = self._distributions(np.array([float(rate_rps)])).ttft
-        mean_offset = np.broadcast_to(ttft.offsets_s, (1, ttft.prob.size)) @ ttft.prob
+        mean_offset = _cell_offsets_s(ttft) @ ttft.prob
         return TtftParts(
             queue_s=float(ttft.wait.mean_s[0]),
             prefill_s=float(mean_offset[0]),
             kv_transfer_s=0.0,
             first_token_s=0.0,
             request_overhead_s=float(request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
-            cache_load_s=0.0 if self.load_cell_s is None else float(self.cells.prob @ self.load_cell_s),
+            cache_load_s=self._mean_load_s(),
         )
+
+    def _mean_load_s(self) -> float:
+        """The mean exposed load of the hit tokens (0 without a cache), over the loads the TTFT takes."""
+        if self.load_cell_s is None:
+            return 0.0
+        if self.scheduler == "prefill-first" and self.load_point_s is not None:
+            return float(self.cells.prob @ self.load_point_s.mean(axis=1))
+        return float(self.cells.prob @ self.load_cell_s)
 
     def _distributions(self, rates: FloatArray) -> ColocatedResult:
         out = self._queue(rates)
         if self.load_cell_s is None:
             return out
-        ttft = out.ttft
-        later = ShiftedMixture(ttft.wait, ttft.offsets_s + self.load_cell_s, ttft.prob)  # the loads delay token 1
-        return dataclasses.replace(out, ttft=later)
+        ttft = out.ttft  # the loads delay token 1: per quadrature point (prefill-first) or per cell (chunked)
+        if not isinstance(ttft, TtftMixture):
+            later = ShiftedMixture(ttft.wait, ttft.offsets_s + self.load_cell_s, ttft.prob)
+            return dataclasses.replace(out, ttft=later)
+        if self.load_point_s is None:
+            raise TypeError("a prefill-first TTFT per quadrature point needs the loads per point")
+        return dataclasses.replace(out, ttft=dataclasses.replace(ttft, offsets_s=ttft.offsets_s + self.load_point_s))
 
     def _queue(self, rates: FloatArray) -> ColocatedResult:
         return colocated_distributions(
@@ -226,7 +252,7 @@ class ColocatedModel:
             rates / self.z,
             self.cells,
             self.decode.step,
-            prefill_service_s=self.prefill_cell_s,
+            prefill_service_s=self.prefill_point_s,
             token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
             attention_s=self.attention_cell_s,
@@ -267,6 +293,13 @@ def no_tpot(tpot: GammaMixture, defined: npt.NDArray[np.bool_]) -> tuple[GammaMi
     return GammaMixture(zero, zero.copy(), zero.copy(), tpot.prob), None
 
 
+def _cell_offsets_s(ttft: TtftMixture | ShiftedMixture) -> FloatArray:
+    """``[R, C]`` each cell's mean deterministic TTFT offset (over its quadrature points where it has them)."""
+    if isinstance(ttft, TtftMixture):
+        return np.asarray(ttft.offsets_s.mean(axis=2), dtype=np.float64)
+    return np.asarray(np.broadcast_to(ttft.offsets_s, (ttft.wait.h_s.size, ttft.prob.size)), dtype=np.float64)
+
+
 def _root(fn: Callable[[float], float], hi: float) -> float:
     """λ in (0, hi] where an increasing ``fn`` crosses 0 (bisection, robust to inf past a pole);
     ``hi`` if fn(hi) ≤ 0."""
@@ -297,7 +330,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         res,
         plain.scheduler,
         split.cells,
-        split.prefill_cell_s,
+        split.prefill_point_s,
         plain.decode,
         split.price.s_per_token,
         split.price.attention_s,
@@ -308,6 +341,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         split.tpot_defined,
         cell_input_bin=split.input_bin,
         plain=plain,
+        load_point_s=split.load_point_s,
     )
 
 
@@ -328,9 +362,9 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
             binding_constraint=Binding.DECODE_KV,
         )
     instance_budget(hw, "colocated")
-    lens = res.lengths
-    per_bin = prefill_perf(hw, lens.input_tokens).latency_s
-    cell_s = np.repeat(per_bin, lens.output_tokens.size)
+    lens, points = res.lengths, res.input_points
+    per_point = prefill_perf(hw, points.ravel()).latency_s.reshape(points.shape)
+    cell_s = np.repeat(per_point, lens.output_tokens.size, axis=0)  # cells are prompt-major over the output bins
     price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
     return ColocatedModel(
         res,

@@ -7,12 +7,18 @@
   prompt as KV context (the decode steps attend to all of it, the KV pool holds all of it) and computes only
   ``m = L − h`` tokens (:attr:`pdplan.queueing.decode.DecodeWorkload.prefill_tokens`).
 * **Prefill price.** prefill-first: the missed tokens' pass over the full context
-  (:func:`pdplan.serving.roles.cached_prefill_perf`); chunked: the missed tokens cut into chunks, each attending to the
-  cached prefix and the chunks before it (:func:`pdplan.serving.roles.cached_chunk_price`).
+  (:func:`pdplan.serving.roles.cached_prefill_perf`), at each of the prompt bin's quadrature lengths l_ij
+  (:attr:`~pdplan.serving.resolve.ResolvedScenario.input_points`, the xPyD prefill pool's), class h's hit on each
+  ``min(hit_h, l_ij − 1)`` (as the xPyD cached prefill side, :mod:`pdplan.serving.disaggregated`), so a cell's TTFT
+  offsets and the prompt queue's service law are spread over its bin's lengths, not a point mass at the
+  representative (*Lengths within a bin* of :mod:`pdplan.queueing.colocated_queue`); chunked (at the
+  representative): the missed tokens cut into chunks, each attending to the cached prefix and the chunks before it
+  (:func:`pdplan.serving.roles.cached_chunk_price`).
 * **Load.** A hit below HBM is loaded before the request is scheduled (vLLM's offloading connector and LMCache load
   asynchronously and hold the request until its blocks arrive; SGLang HiCache likewise; docs/prefix_cache.md §3), so
   the exposed load — what the engine's layer-by-layer overlap does not hide behind the prefill compute
-  (:meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) — delays the request's TTFT without occupying the GPU.
+  (:meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) — delays the request's TTFT without occupying the GPU
+  (prefill-first: per quadrature length, against that length's compute; chunked: at the representative).
 * **Cells kept**: a class with less than :data:`MIN_CLASS_WEIGHT` of its bin is folded into the others (most bins
   are nearly all misses or nearly all hits), so the distributions are not priced on cells of no weight.
 * **HBM left for the cache** is the instance's KV capacity less the decoding sequences' mean KV at the rate the hit
@@ -32,7 +38,8 @@ from pdplan.queueing.decode import DecodeWorkload
 from pdplan.serving.cache_domain import cache_rate, colocated_domain, turn_duration_s
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, class_prices
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
-from pdplan.serving.roles import ChunkPrice, cached_chunk_price
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import ChunkPrice, cached_chunk_price, cached_prefill_perf
 from pdplan.types import FloatArray, IntArray
 
 MIN_CLASS_WEIGHT = 1e-4
@@ -45,12 +52,14 @@ class CachedCells:
     """The colocated cells split by cache class (module docstring), ``[I·H·J]`` in (prompt, class, output) order."""
 
     cells: DecodeWorkload
-    prefill_cell_s: FloatArray
-    """prefill-first: the missed tokens' pass per cell, seconds."""
+    prefill_point_s: FloatArray
+    """prefill-first: ``[C, J]`` the missed tokens' pass per cell at each quadrature length, seconds."""
     price: ChunkPrice
     """chunked: t_p, and per cell the attention of its chunks and its last chunk's GEMM side."""
     load_cell_s: FloatArray
-    """Per cell, the exposed load of its hit tokens (a TTFT delay), seconds."""
+    """Per cell, the exposed load of its hit tokens (a TTFT delay; chunked), seconds."""
+    load_point_s: FloatArray
+    """``[C, J]`` the same at each quadrature length (prefill-first), seconds."""
     tpot_defined: npt.NDArray[np.bool_]
     classes: CacheClasses
     input_bin: IntArray
@@ -70,6 +79,27 @@ def _bin_reweighted(prob: FloatArray, classes: CacheClasses) -> FloatArray:
     return np.asarray(out / out.sum(), dtype=np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class _PointPrices:
+    """``[K, H, J]`` per (prompt bin, class) at each quadrature length: the missed tokens' pass, the exposed load."""
+
+    latency_s: FloatArray
+    load_s: FloatArray
+
+
+def _point_prices(
+    hw: RoleHardware, classes: CacheClasses, points: FloatArray, kv_bytes_per_token: float
+) -> _PointPrices:
+    """Class h of bin k at quadrature length l_kj: ``min(hit_kh, l_kj − 1)`` tokens cached (at least 0), the rest
+    computed (:func:`pdplan.serving.roles.cached_prefill_perf`), the hit's exposed load against that compute
+    (:meth:`pdplan.serving.prefix_cache.CacheClasses.exposed_load_s`); the xPyD cached prefill side's prices."""
+    k, h = classes.weights.shape
+    lengths = np.broadcast_to(points[:, None, :], (k, h, points.shape[1]))
+    cached = np.clip(np.minimum(classes.hit_tokens[:, :, None], lengths - 1.0), 0.0, None)
+    compute = cached_prefill_perf(hw, lengths, cached).latency_s
+    return _PointPrices(compute, classes.exposed_load_s(cached, kv_bytes_per_token, compute))
+
+
 def cached_cells(
     res: ResolvedScenario[ColocatedHardware],
     setup: CacheSetup,
@@ -86,8 +116,10 @@ def cached_cells(
     k, h = classes.weights.shape
     shape = (n_in, h, n_out)
     prompt = np.broadcast_to(lens.input_tokens[:, None], (k, h))
-    priced = class_prices(hw, classes, lens.input_tokens, res.model.kv_bytes_per_token(hw.precision.kv_bytes))
-    cached, perf, load = priced.cached_tokens, priced.perf, priced.load_s
+    kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    priced = class_prices(hw, classes, lens.input_tokens, kvb)
+    cached, load = priced.cached_tokens, priced.load_s
+    points = _point_prices(hw, classes, res.input_points, kvb)
 
     w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
     w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class
@@ -98,6 +130,11 @@ def cached_cells(
         """``[I, H]`` → the kept cells of ``[I·H·J]``: the same value for every output bin."""
         return np.broadcast_to(np.asarray(x, dtype=np.float64).reshape(k, h)[:, :, None], shape).ravel()[keep]
 
+    def per_point(x: FloatArray) -> FloatArray:
+        """``[I, H, J]`` → ``[kept cells, J]``: each cell's row of its (bin, class)'s points."""
+        j = x.shape[2]
+        return np.broadcast_to(x[:, :, None, :], (*shape, j)).reshape(-1, j)[keep]
+
     prob = (_bin_reweighted(plain.prob.reshape(n_in, n_out), classes)[:, None, :] * w[:, :, None]).ravel()[keep]
     steps = np.broadcast_to(plain.decode_steps.reshape(n_in, 1, n_out), shape).ravel()[keep]
     context = per_cell(prompt)
@@ -107,9 +144,10 @@ def cached_cells(
     price = ChunkPrice(chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s))
     return CachedCells(
         cells,
-        per_cell(perf.latency_s),
+        per_point(points.latency_s),
         price,
         per_cell(load),
+        per_point(points.load_s),
         np.broadcast_to(defined.reshape(n_in, 1, n_out), shape).ravel()[keep].copy(),
         classes,
         np.broadcast_to(np.arange(n_in)[:, None, None], shape).ravel()[keep].copy(),
