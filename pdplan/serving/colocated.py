@@ -217,13 +217,14 @@ class ColocatedModel:
         engine's request time; one instance does both phases, so no KV crosses a link and token 1 ends the prefill."""
         ttft = self._distributions(np.array([float(rate_rps)])).ttft
         mean_offset = _cell_offsets_s(ttft) @ ttft.prob
+        load_s = self._mean_load_s()  # the offsets carry the loads (:meth:`_distributions`): counted once, here
         return TtftParts(
             queue_s=float(ttft.wait.mean_s[0]),
-            prefill_s=float(mean_offset[0]),
+            prefill_s=float(mean_offset[0]) - load_s,
             kv_transfer_s=0.0,
             first_token_s=0.0,
             request_overhead_s=float(request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
-            cache_load_s=self._mean_load_s(),
+            cache_load_s=load_s,
         )
 
     def _mean_load_s(self) -> float:
