@@ -89,6 +89,19 @@ def klb_factor(rho: ArrayLike, ca2: float, cs2: float) -> FloatArray:
     return np.asarray(np.where(busy, np.exp(exponent), 0.0), dtype=np.float64)
 
 
+def stretch(rho: ArrayLike, ca2: float, cs2: float) -> FloatArray:
+    """σ = k·g·ρ/π per load ρ (module docstring): the time stretch of the M/G/1 conditional wait; 1 where nothing
+    waits (π = 0 or k·g = 0: then the law is W ≡ 0, its atom 1).
+
+    Example: ρ = 0.5, c² = 0.5, c_s² = 1: k = 0.75, g = exp(−1/9), π = 5/14: σ = 0.75·exp(−1/9)·0.5·14/5.
+    """
+    r = np.asarray(rho, dtype=np.float64)
+    pi = delay_probability(r, ca2, cs2)
+    kg = (ca2 + cs2) / (1.0 + cs2) * klb_factor(r, ca2, cs2)
+    waits = (pi > 0.0) & (kg > 0.0)
+    return np.asarray(np.where(waits, kg * r / np.where(waits, pi, 1.0), 1.0), dtype=np.float64)
+
+
 def gig1_wait(mg1: WaitDistribution, ca2: float, cs2: float) -> WaitDistribution:
     """The GI/G/1 wait law from the M/G/1 law ``mg1`` at the same rate and service (module docstring).
 
@@ -100,12 +113,10 @@ def gig1_wait(mg1: WaitDistribution, ca2: float, cs2: float) -> WaitDistribution
     pi = delay_probability(rho, ca2, cs2)
     mean = (ca2 + cs2) / (1.0 + cs2) * klb_factor(rho, ca2, cs2) * mg1.mean_s
     waits = (pi > 0.0) & (mean > 0.0)  # D/D/1 (k = 0) and idle rates: W ≡ 0
-    pi_safe = np.where(waits, pi, 1.0)
-    stretch = np.where(waits, mean * rho / pi_safe / np.where(mg1.mean_s > 0, mg1.mean_s, 1.0), 1.0)
-    share = np.where(waits, pi_safe / np.where(rho > 0, rho, 1.0), 0.0)  # π/ρ
+    share = np.where(waits, pi / np.where(waits, rho, 1.0), 0.0)  # π/ρ
     cdf = 1.0 - share[:, None] * (1.0 - mg1.cdf_grid)
     return WaitDistribution(
-        h_s=mg1.h_s * stretch,
+        h_s=mg1.h_s * stretch(rho, ca2, cs2),
         cdf_grid=np.clip(cdf, 0.0, 1.0),
         atom=1.0 - np.where(waits, pi, 0.0),
         mean_s=np.where(waits, mean, 0.0),

@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import norm
 
 from pdplan.queueing import ShiftedMixture, mg1_wait_distribution, prefill_wait_distribution
-from pdplan.queueing.gig1 import delay_probability, gig1_wait, klb_factor
+from pdplan.queueing.gig1 import delay_probability, gig1_wait, klb_factor, stretch
 
 
 def test_delay_probability_by_hand() -> None:
@@ -57,6 +57,13 @@ def test_klb_factor_by_hand() -> None:
     assert np.array_equal(klb_factor([0.0, 0.3], 1.0, 0.4), [1.0, 1.0])  # Poisson: Kingman's mean is exact
     assert np.array_equal(klb_factor([0.0, 0.3], 0.5, 0.4)[:1], [0.0])  # nothing waits at ρ = 0
     assert klb_factor(0.999999, 0.25, 1.0) == pytest.approx(1.0, abs=1e-5)  # heavy traffic: Kingman
+
+
+def test_stretch_by_hand() -> None:
+    # ρ = 0.5, c² = 0.5, c_s² = 1: k = 1.5/2, g = exp(−1/9), π = 5/14: σ = k·g·ρ/π
+    assert stretch(0.5, 0.5, 1.0) == pytest.approx(0.75 * np.exp(-1 / 9) * 0.5 * 14 / 5)
+    assert np.array_equal(stretch([0.3, 0.8], 1.0, 2.0), [1.0, 1.0])  # Poisson: the M/G/1 law unstretched
+    assert np.array_equal(stretch([0.0, 0.7], 0.0, 0.0), [1.0, 1.0])  # nothing waits: no stretch to apply
 
 
 def test_law_from_the_mg1_law() -> None:
@@ -114,3 +121,23 @@ def test_round_robin_against_a_lindley_simulation(sigma: float, servers: int, rh
     total = wait + service[n // 10 :]
     for q, rel in ((0.5, 0.07), (0.9, 0.07), (0.99, 0.20)):
         assert model.quantile(q)[0] == pytest.approx(np.quantile(total, q), rel=rel), q
+
+
+def test_the_screen_prices_round_robin_as_the_exact_model() -> None:
+    """The optimiser's screen (pdplan/search/screen.py) tabulates the M/G/1 law per load and applies the same GI/G/1
+    atom and stretch: at a tabulated load its TTFT-wait cdf is the exact model's."""
+    from pdplan.search.screen import ttft_grid
+    from pdplan.search.tables import RHO_GRID
+
+    s, p = _lognormal_prefill(1.0)
+    mean = float(p @ s)
+    cs2 = float(p @ s**2) / mean**2 - 1.0
+    wait = mg1_wait_distribution(RHO_GRID / mean, s, p)
+    xs = np.array([1.0, 2.0, 4.0])
+    targets = np.array([0.01, 0.05, 0.2, 0.5])
+    for i in (5, 20):
+        lam = np.array([RHO_GRID[i] * x / mean for x in xs])
+        got = ttft_grid(wait, mean, cs2, targets, "round-robin", xs, lam)  # [X, G, L]
+        for j, x in enumerate(xs):
+            exact = prefill_wait_distribution("round-robin", [lam[j]], s, p, int(x))
+            np.testing.assert_allclose(got[j, j], exact.cdf(targets)[0], atol=2e-3)
