@@ -12,19 +12,20 @@ per-request keys before they are binned, each hit block loaded from the tier hol
   split, as the cells price them: what averaging the hits over a cell changes;
 * ``exact, all``: ``exact`` over every request, the first tenth included (the closed form's prompt law is the whole
   trace's, :func:`pdplan.workload.bins.discretize`);
-* ``cells J=4``, ``cells J=64``: the closed form's cells as the serving model prices them, each prompt bin at J
-  quadrature lengths (:func:`pdplan.workload.quadrature.input_quadrature`, J = 4 as priced) with its classes' mean
-  hits, weighed by the prompt law's marginal and the classes' weights;
+* ``cells J=4``, ``cells J=64``: the quadrature cells, each prompt bin at J quadrature lengths
+  (:func:`pdplan.workload.quadrature.input_quadrature`; J = 4 is how the serving model priced a trace's cells
+  before issue #22) with its classes' mean hits, weighed by the prompt law's marginal and the classes' weights;
 * ``quantiles J=16``: the cells with each bin's lengths at the trace's own within-bin quantiles
   (:func:`trace_quadrature`) instead of the interpolated quantile function;
-* ``own J=16``: each (bin, class) cell at 16 of its own counted requests' (prompt, hit) pairs (:func:`own_cells`);
+* ``own J=16``: each (bin, class) cell at 16 of its own counted requests' (prompt, hit) pairs (:func:`own_cells`;
+  the serving model now prices a trace's cells so, at 8 requests each: :mod:`pdplan.serving.trace_cells`);
 * ``sim TTFT``, ``closed TTFT``: the share of TTFTs over the SLO at :data:`RATE_RPS`, simulated (the grid's
   simulation, trace times) and in the closed form (``1 − attainment``; TPOT never binds there).
 
-``--prototype``: the own-request cells in the serving model (:func:`own_cells_side` replaces
-``pdplan.serving.disaggregated._cached_prefill_side`` for the run): per case the closed form's goodput as priced and
-with them, and the TTFT attainment simulated (trace times, seed 0) and by both at fractions of the goodput as priced.
-A prototype of a change to the serving model, not what ``pdplan`` computes.
+``--prototype``: the cells at 16 own requests in the serving model (:func:`own_cells_side` replaces
+``pdplan.serving.disaggregated._cached_prefill_side`` for the run): per case the closed form's goodput as priced
+(8 own requests per cell since issue #22) and with 16, and the TTFT attainment simulated (trace times, seed 0) and by
+both at fractions of the goodput as priced.
 
 Run: ``python benchmarks/trace_zero_load_attainment.py [--prototype]`` (about 5 s of CPU; 30 s with the prototype).
 """

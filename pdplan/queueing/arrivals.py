@@ -49,8 +49,9 @@ and :func:`pdplan.queueing.mgc.allen_cunneen_wait_s`) scales the M/M/c (Erlang-C
 ``E[W_G/G/c] ≈ (c_a² + c_s²)/2 · C(c, a)·E[S]/(c(1 − ρ))``, a = λE[S], ρ = a/c (:func:`allen_cunneen_ggc_wait_s`).
 Against the M/G/c form ((1 + c_s²)/2 instead of (c_a² + c_s²)/2) the factor is the same k.
 
-**The wait distribution** (:func:`non_poisson_wait`), an approximation of pdplan's choice, the one its round-robin
-router already uses for Erlang arrivals (docs/queueing.md §1.3): keep the Poisson queue's probability of not
+**The wait distribution, random and least-work** (:func:`non_poisson_wait`), an approximation of pdplan's choice
+(round-robin takes the GI/G/1 law of :mod:`pdplan.queueing.gig1` instead, with its own delay probability, as for
+Poisson arrivals; issue #22): keep the Poisson queue's probability of not
 waiting (1 − ρ for M/G/1, 1 − C(c, a) for least-work M/G/c) and the shape of its conditional wait, and stretch the
 wait lattice's time axis by k, so the mean is exactly Kingman's (Allen–Cunneen's). The truth differs in the atom:
 smoother arrivals (c_a² < 1) wait less often than ρ, burstier ones (c_a² > 1) more often, so this law is
@@ -67,6 +68,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates
+from pdplan.queueing.gig1 import gig1_wait
 from pdplan.queueing.mg1 import service_moments
 from pdplan.queueing.mgc import ROUTING_POLICIES, erlang_c, prefill_wait_distribution
 from pdplan.specs.arrivals import ArrivalProcess, ConstantArrival, GammaArrival, PoissonArrival
@@ -176,14 +178,18 @@ def gg_prefill_wait_distribution(
     """The prefill wait of :func:`pdplan.queueing.mgc.prefill_wait_distribution` for a renewal stream with c_a².
 
     ``ca2 == 1`` (Poisson) returns that function's law untouched. Otherwise the Poisson law of one instance (random
-    and round-robin: the M/G/1 at λ/N; least-work: the M/G/c) is corrected by :func:`non_poisson_wait` for the c²
-    that instance sees (:func:`instance_ca2`): Kingman's mean for one server, Allen–Cunneen's for least-work.
+    and round-robin: the M/G/1 at λ/N; least-work: the M/G/c) is corrected for the c² that instance sees
+    (:func:`instance_ca2`): round-robin by :func:`pdplan.queueing.gig1.gig1_wait` (the GI/G/1 delay probability and
+    mean, as for Poisson arrivals split round-robin), random and least-work by :func:`non_poisson_wait` (Kingman's
+    mean for one server, Allen–Cunneen's for least-work).
     """
     if ca2 == 1.0:
         return prefill_wait_distribution(policy, rate_per_s, service_s, prob, instances, max_cells=max_cells)
     seen = instance_ca2(policy, ca2, instances)  # also rejects an unknown policy
     base = "random" if policy == "round-robin" else policy  # round-robin: the M/G/1 at λ/N, its c² set here
     wait = prefill_wait_distribution(base, rate_per_s, service_s, prob, instances, max_cells=max_cells)
+    if policy == "round-robin":
+        return gig1_wait(wait, seen, service_scv(service_s, prob))
     return non_poisson_wait(wait, seen, service_scv(service_s, prob))
 
 

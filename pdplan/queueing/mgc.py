@@ -10,14 +10,14 @@ service S (discretised), ρ = λE[S]/x < 1 (else ValueError):
   (a = λE[S]) and W₁ the M/G/1 wait for service S/c at the same ρ (FFT). The conditional mean equals
   the Allen–Cunneen mean exactly. Measured P90 −6…+7 %, P99 −11…+12 % vs LWL DES for c = 2, 4, 8,
   ρ = 0.5–0.9 (docs/queueing.md §6.2). Optimistic for JSQ-by-count routers (P99 up to −24 %).
-* ``"round-robin"``: each instance sees Erlang-x inter-arrivals (c_a² = 1/x), an E_x/G/1 queue.
-  Mean by Kingman's GI/G/1 formula ``E[W] ≈ ρ/(1−ρ)·(c_a² + c_s²)/2·E[S]`` (Kingman 1961). Shape
-  (our choice, documented here and in docs/queueing.md §1.3): keep the atom ``P(W = 0) ≈ 1 − ρ`` and the
-  shape of the M/G/1 conditional wait at λ/x, rescaling its time axis by
-  ``k = (c_a² + c_s²)/(1 + c_s²)`` so the mean matches Kingman (k = 1 for x = 1, i.e. exact M/G/1).
-  It is a gamma-like tail with the right mean, in place of the cruder exponential-with-atom.
-  Measured vs an E_x/G/1 Lindley simulation (x = 2, 4; ρ = .5–.9; c_s² = 1.5): T quantiles
-  P90 −4…+9 %, P99 −9…0 %, but P50 +8…+27 % (pessimistic: with smoother arrivals P(W > 0) < ρ).
+* ``"round-robin"``: each instance sees Erlang-x inter-arrivals (c_a² = 1/x), an E_x/G/1 queue
+  (:mod:`pdplan.queueing.gig1`): it waits with Whitt's GI/G/1 delay probability π < ρ (QNA, 1983), its mean is
+  Kingman's GI/G/1 formula ``E[W] ≈ ρ/(1−ρ)·(c_a² + c_s²)/2·E[S]`` (Kingman 1961) times Krämer–Langenbach-Belz's
+  light-traffic factor (1976), and given W > 0 it has the shape of the M/G/1 conditional wait at λ/x, its time axis
+  stretched to that mean (x = 1: exactly the M/G/1 law). Until issue #22 the atom was the M/G/1's 1 − ρ and the
+  mean Kingman's: pessimistic below the P90 (P50 +8…+27 % against an E_x/G/1 Lindley simulation, x = 2, 4,
+  ρ = .5–.9, c_s² = 1.5), and on the Mooncake trace 0.3–1.2 points of TTFT attainment below the simulator; the
+  measured errors now are in ``tests/unit/test_gig1.py``.
 
 Erlang C uses the numerically stable Erlang-B recursion ``B_k = a·B_{k−1}/(k + a·B_{k−1})``,
 ``C = c·B_c/(c − a(1 − B_c))`` (e.g. Cooper, Introduction to Queueing Theory, §3.4).
@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.gig1 import gig1_wait
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 from pdplan.types import FloatArray
 
@@ -103,16 +104,12 @@ def round_robin_wait_distribution(
     *,
     max_cells: int = _MAX_CELLS,
 ) -> WaitDistribution:
-    """E_x/G/1 per instance: Kingman mean (c_a² = 1/x), M/G/1 conditional shape rescaled in time."""
+    """E_x/G/1 per instance (c² = 1/x): :func:`pdplan.queueing.gig1.gig1_wait` on the M/G/1 law at λ/x."""
     rate = as_rates(rate_per_s)
     s, p = check_pmf(service_s, prob, "service_s")
     m1, m2, _ = service_moments(s, p)
-    cs2 = m2 / m1**2 - 1.0
-    scale = (1.0 / servers + cs2) / (1.0 + cs2)
-    if scale <= 0:
-        raise ValueError("round-robin: degenerate (deterministic) service with Kingman factor 0")
-    w1 = mg1_wait_distribution(rate / servers, s, p, max_cells=max_cells)
-    return WaitDistribution(h_s=w1.h_s * scale, cdf_grid=w1.cdf_grid, atom=w1.atom, mean_s=w1.mean_s * scale)
+    cs2 = max(m2 / m1**2 - 1.0, 0.0)  # rounding below 0 clipped: a constant service
+    return gig1_wait(mg1_wait_distribution(rate / servers, s, p, max_cells=max_cells), 1.0 / servers, cs2)
 
 
 def prefill_wait_distribution(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.queueing.gig1 import delay_probability, stretch
 from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
 from pdplan.serving import PREFILL_RHO_MAX, decode_binding
 from pdplan.serving.ttft import first_token_s
@@ -76,9 +77,11 @@ def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, 
     """Wait cdf table [R, X, L] at the per-bin slack ``targets`` [L] for x instances under ``policy``."""
     if policy == "least-work":
         t = targets[None, :] * xs[:, None]
-    elif policy == "round-robin":
-        kingman = (1.0 / xs + scv) / (1.0 + scv)
-        t = targets[None, :] / kingman[:, None]
+    elif policy == "round-robin":  # the GI/G/1 law at c² = 1/x (pdplan.queueing.gig1): its stretch per load
+        sigma = np.stack([stretch(RHO_GRID, 1.0 / x, scv) for x in xs], axis=1)  # [R, X]
+        t3 = targets[None, None, :] / sigma[:, :, None]
+        rows = wait.cdf_rowwise(np.maximum(t3, 0.0))  # type: ignore[attr-defined]
+        return np.asarray(rows * (t3 > 0.0), dtype=np.float64)
     else:
         t = np.broadcast_to(targets[None, :], (xs.size, targets.size))
     return np.asarray(wait.cdf(np.maximum(t, 0.0)), dtype=np.float64) * (t > 0.0)[None]  # type: ignore[attr-defined]
@@ -99,6 +102,10 @@ def ttft_grid(
     if policy == "least-work":
         r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
         wait_prob = erlang_c_grid(np.broadcast_to(xs[:, None], r.shape), xs[:, None] * r)
+        cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
+    elif policy == "round-robin":  # P(W > 0) = Whitt's π at c² = 1/x, not ρ
+        r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
+        wait_prob = np.stack([delay_probability(r[i], 1.0 / x, scv) for i, x in enumerate(xs)])
         cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
     cdf[..., targets <= 0.0] = 0.0  # no slack left for any wait: the bin misses the TTFT threshold
     return np.asarray(np.clip(cdf, 0.0, 1.0), dtype=np.float64)

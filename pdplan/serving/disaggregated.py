@@ -96,6 +96,7 @@ from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
+from pdplan.serving.trace_cells import trace_cells
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
@@ -481,19 +482,24 @@ def _cached_prefill_side(
     res: ResolvedScenario[DisaggregatedHardware], setup: CacheSetup, token_interval_s: float
 ) -> _PrefillSide:
     """Each prompt bin split into its prefix-cache classes (:mod:`pdplan.serving.prefix_cache`), each priced on its
-    missed tokens plus the exposed load of its hit tokens. An ``affinity`` router places requests by session or
-    prefix, not by load: the pool is then ``random``-routed (independent M/G/1 per instance, Poisson thinning)."""
+    missed tokens plus the exposed load of its hit tokens (a trace's cells at their own requests' prompts and hits,
+    :mod:`pdplan.serving.trace_cells`; the others at the bin's quadrature lengths and the class's mean hit). An
+    ``affinity`` router places requests by session or prefix, not by load: the pool is then ``random``-routed
+    (independent M/G/1 per instance, Poisson thinning)."""
     hw, lens = res.hardware.prefill, res.lengths
     duration_s = turn_duration_s(res, token_interval_s)
     setup = dual_path_cache(res, setup)  # DualPath's read bandwidth where the cache reads over both paths
     classes = cache_classes(setup, prefill_domain(res), lens.input_tokens, cache_rate(res), duration_s)
     k, h = classes.weights.shape
     tokens = np.repeat(lens.input_tokens, h)
-    points = np.repeat(res.input_points, h, axis=0)
     hits = classes.hit_tokens.ravel()
-    cached = np.clip(np.minimum(hits[:, None], points - 1.0), 0.0, None)
-    point_base = cached_prefill_perf(hw, points.ravel(), cached.ravel())
     kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
+    if classes.requests is None:
+        points, point_hits = np.repeat(res.input_points, h, axis=0), hits[:, None]
+    else:  # a trace: each cell at its own requests (pdplan.serving.trace_cells)
+        points, point_hits = trace_cells(res, classes, classes.requests, kvb)
+    cached = np.clip(np.minimum(point_hits, points - 1.0), 0.0, None)
+    point_base = cached_prefill_perf(hw, points.ravel(), cached.ravel())
     compute = point_base.latency_s.reshape(k, h, -1)
     load = classes.exposed_load_s(cached.reshape(k, h, -1), kvb, compute).reshape(points.shape)
     routing = "random" if setup.spec.routing == "affinity" else res.hardware.deployment.routing

@@ -141,6 +141,20 @@ class TierUse:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceRequests:
+    """A trace's requests as the cache model classed them (``[N]`` in trace order): prompt tokens, hit tokens per
+    class tier ``parts [N, H]`` (each hit block in the tier holding it), prompt bin and class; the requests from
+    ``counted_from`` on are the counted ones (:func:`pdplan.cache.trace.counted_from`). The serving model prices a
+    trace's (bin, class) cells at these requests (:mod:`pdplan.serving.trace_cells`)."""
+
+    prompt_tokens: FloatArray
+    parts: FloatArray
+    bin: IntArray
+    cls: IntArray
+    counted_from: int
+
+
+@dataclass(frozen=True, slots=True)
 class CacheClasses:
     """Per prompt bin ``[K]`` and class ``[H]`` (``names[0]`` the misses, then the tiers fastest first): the share of
     the bin's requests and their mean hit tokens, with the tier each class loads from (None: nothing to load).
@@ -170,6 +184,8 @@ class CacheClasses:
     warmup_requests: int = 0
     """A trace's first requests, which warm the cache and are not counted in the hit rates
     (:data:`pdplan.cache.trace.WARMUP_SHARE`); 0 for sessions and shared prefixes (stationary closed forms)."""
+    requests: TraceRequests | None = None
+    """A trace's requests, each with its own prompt and hit (None for sessions and shared prefixes)."""
 
     @property
     def classes(self) -> int:
@@ -590,12 +606,14 @@ def cache_classes(
     edges = bin_edges(representatives)
     routing = setup.spec.routing
     reuse = setup.reuse
+    requests = None
     if reuse.sessions is not None:
         keys = _session_keys(reuse.sessions, bands, domain, edges, rate_rps, routing, turn_duration_s)
     elif reuse.shared_prefix is not None:
         keys = _prefix_keys(reuse.shared_prefix, bands, domain, edges, rate_rps, routing)
     elif reuse.trace is not None:
         keys = _trace_keys(reuse.trace, bands, domain, edges, routing)
+        requests = _trace_requests(reuse.trace, keys, edges)
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
     weights, hits, share, joint = _by_bin(keys)
@@ -615,7 +633,17 @@ def cache_classes(
         tier_share=share,
         joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
         warmup_requests=0 if reuse.trace is None else counted_from(reuse.trace.n_requests),
+        requests=requests,
     )
+
+
+def _trace_requests(trace: BlockTrace, keys: _PerKey, edges: FloatArray) -> TraceRequests:
+    """The per-request keys of :func:`_trace_keys` as :class:`TraceRequests` (one class per request)."""
+    parts = keys.probs * keys.tokens if keys.parts is None else np.einsum("nh,nhg->ng", keys.probs, keys.parts)
+    prompt = trace.prompt_lengths()
+    idx = np.clip(np.searchsorted(edges, prompt, side="right") - 1, 0, edges.size - 2)
+    cls = np.argmax(keys.probs, axis=1)
+    return TraceRequests(prompt, np.asarray(parts, np.float64), idx, cls, counted_from(trace.n_requests))
 
 
 def _ratio(keys: _PerKey, representatives: FloatArray, classes: slice) -> float:

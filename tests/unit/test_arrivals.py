@@ -25,6 +25,7 @@ from pdplan.queueing.arrivals import (
     service_scv,
     split_ca2,
 )
+from pdplan.queueing.gig1 import delay_probability, klb_factor
 from pdplan.queueing.mg1 import mg1_wait_distribution
 from pdplan.queueing.mgc import ROUTING_POLICIES as ROUTING
 from pdplan.queueing.mgc import erlang_c, prefill_wait_distribution
@@ -171,15 +172,20 @@ def test_gg_prefill_wait_poisson_is_the_poisson_law(policy: str) -> None:
 
 @pytest.mark.parametrize("ca2", [0.0, 0.25, 4.0])
 def test_gg_prefill_wait_means_by_policy(ca2: float) -> None:
-    """Means: Kingman at each instance's c² (random, round-robin), Allen–Cunneen at c_a² (least-work); the atom is
-    the Poisson law's."""
+    """Means: Kingman at each instance's c² (random; round-robin with Krämer–Langenbach-Belz's factor and Whitt's
+    delay probability, :mod:`pdplan.queueing.gig1`), Allen–Cunneen at c_a² (least-work); the other atoms are the
+    Poisson law's."""
     rate, n = 2.4, 3
     get = {p: gg_prefill_wait_distribution(p, rate, SERVICE, PROB, n, ca2, max_cells=2**12) for p in ROUTING}
     es = float(PROB @ SERVICE)
-    for policy in ("random", "round-robin"):
-        kingman = kingman_wait_s(rate / n, es, instance_ca2(policy, ca2, n), CS2)
-        assert get[policy].mean_s == pytest.approx(kingman, rel=1e-9), policy
-        assert get[policy].atom == pytest.approx(1.0 - rate * es / n)
+    rho = rate * es / n
+    kingman = kingman_wait_s(rate / n, es, instance_ca2("random", ca2, n), CS2)
+    assert get["random"].mean_s == pytest.approx(kingman, rel=1e-9)
+    assert get["random"].atom == pytest.approx(1.0 - rho)
+    seen = instance_ca2("round-robin", ca2, n)
+    kingman = kingman_wait_s(rate / n, es, seen, CS2)
+    assert get["round-robin"].mean_s == pytest.approx(kingman * klb_factor(rho, seen, CS2), rel=1e-9)
+    assert get["round-robin"].atom == pytest.approx(1.0 - delay_probability(rho, seen, CS2))
     ac = allen_cunneen_ggc_wait_s(rate, es, n, ca2, CS2)
     assert get["least-work"].mean_s == pytest.approx(ac, rel=1e-6)
     assert get["least-work"].atom == pytest.approx(1.0 - erlang_c(n, rate * es))

@@ -17,6 +17,7 @@ from pdplan.io.scenario import load_scenario, revalidate
 from pdplan.queueing import colocated_distributions, prefill_wait_distribution
 from pdplan.queueing.arrivals import empirical_ca2, gg1_wait_scale, instance_ca2, service_scv
 from pdplan.queueing.colocated_queue import _chunk_wait
+from pdplan.queueing.gig1 import klb_factor
 from pdplan.serving.build import arrival_ca2, build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
@@ -88,8 +89,9 @@ def test_constant_arrivals_reach_the_prefill_wait(routing: str) -> None:
     got, _ = constant.pool.wait(rates)
     cs2 = service_scv(poisson.pool.point_service_s.ravel(), poisson.pool.point_prob)
     k = gg1_wait_scale(instance_ca2(routing, 0.0, 3), cs2)
-    if routing == "round-robin":  # the Poisson law is already Kingman's at c² = 1/3
-        k /= gg1_wait_scale(1 / 3, cs2)
+    if routing == "round-robin":  # GI/G/1 both (pdplan.queueing.gig1): Kingman × KLB at c² = 0 over that at 1/3
+        rho = poisson.pool.load(rates)
+        k *= klb_factor(rho, 0.0, cs2) / (gg1_wait_scale(1 / 3, cs2) * klb_factor(rho, 1 / 3, cs2))
     assert got.mean_s == pytest.approx(base.mean_s * k, rel=1e-12)
     assert np.all(constant.snapshot(rates).ttft.mean_s < poisson.snapshot(rates).ttft.mean_s)
 
