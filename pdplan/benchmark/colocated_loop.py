@@ -6,7 +6,8 @@ any wait inside the server), TPOT = (E2E − TTFT)/(OSL − 1) per request, both
 taken fixed at the workload's means (the benchmarks compared here use fixed ISL/OSL with ``ignore_eos``).
 
 The engine admits ``C_eff = min(C, seats, ⌊KV tokens/(ISL + OSL − 1 + s)⌋)`` requests (s: the KV token slots of a
-hybrid's fixed per-sequence state, :mod:`pdplan.perf.memory`); the other ``C − C_eff`` wait
+hybrid's fixed per-sequence state, :mod:`pdplan.perf.memory`; the footprint is the profile's ``kv_admission``,
+:func:`admitted`); the other ``C − C_eff`` wait
 in the server's queue, by Little's law ``(C − C_eff)/X`` each (X the throughput). Step prices: the decode step
 ``τ_d(B)`` at the mean context κ = ISL + OSL/2, the roofline's own step on a grid of B interpolated linearly
 (:attr:`LoopInputs.decode_batches`; the loop only ever asks for a handful of batch sizes, so it need not take the
@@ -65,6 +66,7 @@ from pdplan.benchmark.spread_arrivals import even_groups, merged_group_size
 from pdplan.errors import SpecError
 from pdplan.queueing import LinearStepTime
 from pdplan.queueing.decode import windowed_mean_context
+from pdplan.queueing.kv_admission import ratio_reserve_mean_tokens
 from pdplan.specs.engine import EngineProfile
 
 
@@ -104,6 +106,12 @@ class LoopInputs:
     ``kv_admission: on_demand``): requests spread over their decode stages hold ISL + (OSL − 1)/2 tokens on average,
     so the pool serves KV/(ISL + (OSL − 1)/2 + s) of them, where a reserving engine (TensorRT-LLM's
     GUARANTEED_NO_EVICT) admits KV/(ISL + OSL − 1 + s)."""
+    kv_reserve_ratio: float = 0.0
+    """r of the profile's ``kv_admission: ratio`` (SGLang, with :attr:`kv_on_demand`): each running request is also
+    counted r times its remaining output clipped at :attr:`kv_reserve_clip_tokens`, on average r times
+    :func:`~pdplan.queueing.kv_admission.ratio_reserve_mean_tokens` of OSL − 1 (:func:`admitted`); 0 = none."""
+    kv_reserve_clip_tokens: float = 0.0
+    """c of ``kv_admission: ratio`` (SGLang ``CLIP_MAX_NEW_TOKENS``); read only where :attr:`kv_reserve_ratio` > 0."""
     decode_batches: np.ndarray | None = None
     """Batch sizes (increasing, from 1) at which :attr:`decode_step_s` gives τ_d; None = the linear law ``step``."""
     decode_step_s: np.ndarray | None = None
@@ -148,7 +156,9 @@ def eager_floor_s(inp: LoopInputs, step_s: np.ndarray | float, steps: np.ndarray
 def admitted(inp: LoopInputs, concurrency: int) -> int:
     """C_eff: clients the engine serves at once (seats and KV tokens, ISL + OSL − 1 each; an on-demand pool:
     ISL + (OSL − 1)/2, :attr:`LoopInputs.kv_on_demand`; windowed: min(ISL + OSL − 1, w), resp. the mean of
-    min(context, w) over the decode, :func:`pdplan.queueing.decode.windowed_mean_context`)."""
+    min(context, w) over the decode, :func:`pdplan.queueing.decode.windowed_mean_context`; SGLang's ratio admission
+    adds r·mean min(remaining output, c), :attr:`LoopInputs.kv_reserve_ratio`: for ISL 1024, OSL 1024, r = 0.098,
+    c = 4096, 1024 + 511.5 + 0.098 × 511.5 = 1585.6 tokens a request, against 2047 reserved)."""
     decoded = max(inp.output_tokens - 1.0, 0.0)
     if inp.window_tokens is None:
         held = inp.input_tokens + decoded * (0.5 if inp.kv_on_demand else 1.0)
@@ -156,6 +166,8 @@ def admitted(inp: LoopInputs, concurrency: int) -> int:
         held = windowed_mean_context(inp.input_tokens, decoded, inp.window_tokens)
     else:
         held = min(inp.input_tokens + decoded, inp.window_tokens)
+    if inp.kv_reserve_ratio > 0.0:
+        held += inp.kv_reserve_ratio * ratio_reserve_mean_tokens(decoded, inp.kv_reserve_clip_tokens)
     per_request = held + inp.state_tokens_per_seq
     return max(1, min(concurrency, inp.seats, int(inp.kv_tokens // per_request)))
 

@@ -35,6 +35,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     gemm, _ = prefill_split_s(hw, grid)
     batches = decode_batch_grid(res.max_num_seqs)
     kappa = windowed_mean_context(isl, osl, model.decode.window_tokens)  # isl + osl/2 without a window
+    ratio = engine.scheduling.kv_reserve_ratio if engine is not None else None  # SGLang's ratio admission
     return LoopInputs(
         step=model.decode.step,
         prompt_s=prompt_s,
@@ -54,7 +55,9 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
         gemm_s=np.maximum(gemm - gemm[0], 0.0),
         attention_s=attention_s,
         eager_step_s=eager_s,
-        kv_on_demand=engine is not None and engine.scheduling.kv_admission == "on_demand",
+        kv_on_demand=engine is not None and engine.scheduling.kv_admission != "reserve",
+        kv_reserve_ratio=ratio.ratio if ratio is not None else 0.0,
+        kv_reserve_clip_tokens=float(ratio.clip_tokens) if ratio is not None else 0.0,
         decode_batches=batches,
         # decode_step_fn prices an instance's batch; with attention DP a rank's b sequences ride in a step of D·b
         decode_step_s=decode_step_fn(hw, batches * hw.dp, batches * hw.dp * kappa),

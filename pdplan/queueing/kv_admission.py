@@ -21,20 +21,45 @@ factor ``(1 + c_s²)/2`` (c_s² of a request's held token·steps, the KV·time i
 :func:`pdplan.queueing.mgc.allen_cunneen_wait_s`). Waiting requests hold no KV and run no step, so τ̄ and the TPOT
 model are unchanged. Measured against the simulator in docs/queueing.md §2.6.
 
-Engines (docs/queueing.md §2.6): vLLM admits on its prompt's blocks and preempts (recompute) when blocks run out,
-SGLang retracts; both hold the growing context of §2.2, ``L + s + j`` at step j, and the recompute work of a preemption
-is not priced. TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` (and pdplan's simulator) admit a request only when its
-final footprint fits, so it holds ``L + s + n`` for all n steps (:data:`RESERVING_ENGINES`): W = E[n(L + s + n)] and
-the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable (growing-context P99)
-one, the comfortable limit stays the stability limit.
+Engines (docs/queueing.md §2.6): what a request is admitted on is the engine profile's ``scheduling.kv_admission``
+(:func:`admission_footprint`), the one source of truth. ``on_demand`` (vLLM) admits on its prompt's blocks and
+preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and the
+recompute work of a preemption is not priced. ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
+pdplan's simulator) admits a request only when its final footprint fits, so it holds ``L + s + n`` for all n steps:
+W = E[n(L + s + n)] and the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable
+(growing-context P99) one, the comfortable limit stays the stability limit.
+
+``ratio`` (SGLang's ``PrefillAdder``, the profile's ``kv_reserve_ratio``): a new request is admitted while its
+prompt plus its output fit beside the running requests counted as their context plus r·min(remaining output, c)
+(``new_token_ratio``, decayed to its floor r = 0.098; c = ``CLIP_MAX_NEW_TOKENS``); the pool holds the growing
+context, and a decode step that finds no free KV retracts requests. The admission-counted footprint of a request at
+step j is ``f_j = L + s + j + r·min(n − j, c)`` (n − j output tokens left; windowed: ``min(L + s + j, w + s) +
+r·min(n − j, c)``), and the fluid admission limit is ``λ τ̄ E[Σ_j f_j] = M_kv``: the same §2.3 argument with f_j in
+place of the held context, since the engine stops admitting when Σ f over the running requests fills the pool. Its
+sums (:func:`kv_ratio_held`), without window and clip (n ≤ c), b = L + s:
+
+* W = Σ_{j<n} f_j = nb + n(n − 1)/2 + r·n(n + 1)/2: the growing W plus r times the remaining output summed over
+  the steps (r = 0: the growing context; r = 1 gives n(b + n), the reserved W);
+* Σ_{j<n} f_j² = Σ(b + j)² + 2r·Σ(b + j)(n − j) + r²·Σ(n − j)², with Σ(b + j)(n − j) = b·n(n + 1)/2 +
+  (n − 1)n(n + 1)/6 and Σ(n − j)² = n(n + 1)(2n + 1)/6 (r = 1 gives n(b + n)²).
+
+With the clip and the window f_j is affine on at most three stretches of j (breaks at j = w − L, where the context
+meets the window, and j = n − c, where the remaining output falls below the clip), each summed in closed form
+(:func:`_affine_sums`, exact for integer breaks, continuous between, as :func:`held_context_sums`). Left out: the
+newcomer is charged its whole ``min(OSL, c)`` rather than r of it at its own admission, a one-request margin of
+(1 − r)·min(n, c) tokens (≲ 1 % of the pool wherever it holds ≳ 100 requests), and the ratio's rise after a
+retraction. SGLang's PD decode server admits differently (``DecodePreallocQueue`` keeps
+``num_reserved_decode_tokens`` per request in hand); the ratio is its colocated scheduler's rule.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.io.engines import ENGINE_DIR, load_engine_file
 from pdplan.numerics.normal import log_ndtr
 from pdplan.queueing.decode import (
     DecodeWorkload,
@@ -44,16 +69,27 @@ from pdplan.queueing.decode import (
     load_noise,
 )
 from pdplan.queueing.link_delay import BinDelay, tail_bands
+from pdplan.specs.engine import Scheduling
 from pdplan.types import FloatArray
 
 ADMISSION_POINTS = 8
 """Quantile points (plus the atom at 0) of the admission wait mixed into TTFT or TPOT (:func:`tail_bands`)."""
 
 
-RESERVING_ENGINES = frozenset({"trtllm"})
-"""Engines whose default admission reserves a request's whole footprint L + n (TensorRT-LLM ``GUARANTEED_NO_EVICT``,
-the default ``capacity_scheduler_policy``: "guarantee that a started request is never paused", TensorRT-LLM
-performance tuning guide, "Capacity Scheduler Policy"); the others hold their growing context (module docstring)."""
+def _reserving_engines() -> frozenset[str]:
+    """The engine families (:attr:`EngineProfile.engine`) every shipped profile of which has ``kv_admission:
+    reserve``."""
+    profiles = [load_engine_file(path) for path in sorted(ENGINE_DIR.glob("*.yaml"))]
+    families = {p.engine for p in profiles}
+    return frozenset(
+        f for f in families if all(p.scheduling.kv_admission == "reserve" for p in profiles if p.engine == f)
+    )
+
+
+RESERVING_ENGINES = _reserving_engines()
+"""Engine families whose shipped profiles reserve a request's whole footprint L + n (``kv_admission: reserve``:
+TensorRT-LLM), derived from the profiles for callers that hold only the family name; a caller with the profile reads
+it through :func:`admission_footprint` (SGLang's ``ratio`` is not here: those callers hold its context as growing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +126,65 @@ def kv_held(cells: DecodeWorkload, state_tokens_per_seq: float, *, reserve: bool
         square = n * base**2 + base * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
     mean = float(p @ w)
     return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+
+
+def admission_footprint(cells: DecodeWorkload, state_tokens_per_seq: float, scheduling: Scheduling) -> KvFootprint:
+    """The footprint the engine's profile admits on (module docstring): ``reserve`` and ``on_demand`` through
+    :func:`kv_held`, ``ratio`` through :func:`kv_ratio_held` with the profile's share and clip."""
+    ratio = scheduling.kv_reserve_ratio
+    if scheduling.kv_admission == "ratio" and ratio is not None:
+        return kv_ratio_held(cells, state_tokens_per_seq, ratio.ratio, float(ratio.clip_tokens))
+    return kv_held(cells, state_tokens_per_seq, reserve=scheduling.kv_admission == "reserve")
+
+
+def kv_ratio_held(cells: DecodeWorkload, state_tokens_per_seq: float, ratio: float, clip_tokens: float) -> KvFootprint:
+    """SGLang's admission-counted footprint ``f_j = min(L + s + j, w + s) + r·min(n − j, c)`` (module docstring):
+    ``work`` = E[Σ_j f_j], ``square_sum`` = E[Σ_j f_j²], summed over the stretches where f_j is affine. Example
+    (L = 100, s = 0, n = 4, r = 0.5, no window or clip): f = 102, 102.5, 103, 103.5, so W = 411 and Σf² =
+    42,231.5."""
+    n, p = cells.decode_steps, cells.prob
+    base = cells.input_tokens + state_tokens_per_seq
+    # without a window, a top the context never passes (b + j < b + n): min(b + j, top) = b + j throughout
+    top = base + n if cells.window_tokens is None else np.full_like(n, cells.window_tokens + state_tokens_per_seq)
+    window_at = np.clip(top - base, 0.0, n)  # j from which the held context is the window: min(b + j, top) = top
+    clip_at = np.clip(n - clip_tokens, 0.0, n)  # j from which the remaining output n − j is below the clip
+    marks = [np.zeros_like(n), np.minimum(window_at, clip_at), np.maximum(window_at, clip_at), n]
+    w, square = np.zeros_like(n), np.zeros_like(n)
+    for start, stop in itertools.pairwise(marks):
+        mid = (start + stop) / 2.0
+        grows, clipped = mid < window_at, mid < clip_at
+        held_0, held_1 = np.where(grows, base, top), np.where(grows, 1.0, 0.0)
+        rest_0, rest_1 = np.where(clipped, clip_tokens, n), np.where(clipped, 0.0, -1.0)
+        first, second = _affine_sums(held_0 + ratio * rest_0, held_1 + ratio * rest_1, start, stop)
+        w, square = w + first, square + second
+    mean = float(p @ w)
+    return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+
+
+def _affine_sums(
+    alpha: FloatArray, beta: FloatArray, start: FloatArray, stop: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """``(Σ (α + βj), Σ (α + βj)²)`` over start ≤ j < stop, from the power sums Σ_{j<x} 1, j, j² = x, x(x − 1)/2,
+    (x − 1)x(2x − 1)/6 (the integer formulas continued to real x, as :func:`held_context_sums`); 0 where stop ≤
+    start."""
+
+    def powers(x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        return x, x * (x - 1.0) / 2.0, (x - 1.0) * x * (2.0 * x - 1.0) / 6.0
+
+    (a0, a1, a2), (b0, b1, b2) = powers(start), powers(np.maximum(stop, start))
+    s0, s1, s2 = b0 - a0, b1 - a1, b2 - a2
+    return alpha * s0 + beta * s1, alpha**2 * s0 + 2.0 * alpha * beta * s1 + beta**2 * s2
+
+
+def ratio_reserve_mean_tokens(span_tokens: float, clip_tokens: float) -> float:
+    """Mean of min(span − x, c) over x uniform on [0, span]: the remaining output a fixed-length request's ``ratio``
+    admission counts (before the share r), averaged over its decode as the benchmark loop averages its context
+    (:func:`pdplan.queueing.decode.windowed_mean_context`). span ≤ c: span/2; else (c²/2 + (span − c)·c)/span =
+    c − c²/(2·span). span = 0: 0."""
+    span, c = float(span_tokens), float(clip_tokens)
+    if span <= c:
+        return span / 2.0
+    return c - c * c / (2.0 * span)
 
 
 def kv_mean_rate(cells: DecodeWorkload, held: KvFootprint, step: LinearStepTime, kv_capacity_tokens: float) -> float:

@@ -38,8 +38,8 @@ the queueing approximations and nothing else:
   The mixed step's GEMMs really run B + c tokens: when the decode batch B is itself past the
   GEMM ridge, ``G(B + c) − G(B)`` exceeds ``G(c) − G(1)`` by up to B tokens' compute (≈ 2 % at
   B = 64 for Llama-3.1-70B on H100 TP4).
-  Its KV follows the engine (:mod:`pdplan.sim.colocated_instance`): a chunked instance of an engine outside
-  :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES` (vLLM, SGLang) holds the growing context and preempts
+  Its KV follows the engine (:mod:`pdplan.sim.colocated_instance`): a chunked instance of an engine whose profile
+  does not say ``kv_admission: reserve`` (vLLM, SGLang) holds the growing context and preempts
   with recompute; TensorRT-LLM, and every prefill-first instance, reserve ``l + n`` at admission.
 * **TTFT convention**: A (decode streams token 1: n = output steps, the first emits token 1) or B
   (prefill streams token 1: n = output − 1); colocated: the iteration finishing the prompt.
@@ -55,7 +55,6 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.roofline import phase_time
-from pdplan.queueing.kv_admission import RESERVING_ENGINES
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.request_overhead import request_delay_s
@@ -238,7 +237,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         prefill_service_s=service,
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,
-        reserve_kv=model.scheduler != "chunked" or res.engine.engine in RESERVING_ENGINES,
+        reserve_kv=model.scheduler != "chunked" or res.engine.scheduling.kv_admission == "reserve",
     )
     delay = request_delay_s(hw, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)

@@ -16,7 +16,8 @@ carries its ``source`` and the profile names the engine ``version`` it holds for
   as SGLang 0.4.7–0.5.2; plus ``reserve_dp_attention_bytes`` with attention DP), the fraction rounded to 3 decimals
   as SGLang does. Under ``reserve`` the fraction holds weights and KV only: the activations live in the reserve.
 * ``scheduling``: chunked prefill on/off, decode-first, prefill chunks riding in decode steps, partial prefills
-  at a time, overlap/async scheduling and the extra steps it costs a request's first token.
+  at a time, overlap/async scheduling and the extra steps it costs a request's first token, and how a request is
+  admitted on KV (``kv_admission``: reserve, on demand, or SGLang's ratio reservation).
 * ``overheads``: host time the kernel tables cannot show, each a :class:`Sourced` value. Per step:
   ``step_s`` (scheduler, input preparation, sampling), ``collective_s`` per all-reduce (two per layer at TP > 1),
   ``launch_gap_s_per_layer``. Per request, on TTFT: ``request_s`` (API server, dispatch),
@@ -174,6 +175,16 @@ class KvMemory(FrozenModel):
         return self.fraction if self.basis == "free" else 1.0
 
 
+class KvReserveRatio(FrozenModel):
+    """``kv_admission: ratio`` (SGLang): the share of a running request's remaining output its admission counts."""
+
+    ratio: Fraction
+    """r: a running request is counted as its held context plus r·min(remaining output, ``clip_tokens``)."""
+    clip_tokens: PosInt
+    """c: the remaining output the estimate is clipped to (SGLang ``CLIP_MAX_NEW_TOKENS``)."""
+    source: Text
+
+
 class Scheduling(FrozenModel):
     """The engine's batching policy (defaults of the version named by the profile)."""
 
@@ -192,16 +203,27 @@ class Scheduling(FrozenModel):
     steady_arrivals: Literal["grouped", "spread"] = "grouped"
     """Closed-loop benchmarks with fixed lengths: ``grouped`` = the clients stay in the groups the start-up burst
     formed (phase-locked to steps); ``spread`` = host-side jitter desynchronises them, each request arrives alone."""
-    kv_admission: Literal["reserve", "on_demand"] = "reserve"
-    """``reserve``: a request is admitted only with KV room for its whole length (ISL + OSL − 1); ``on_demand``: KV
-    blocks are allocated as tokens arrive and a running request is preempted when the pool runs out (vLLM V1), so a
-    closed loop of spread requests holds as many as the pool fits at their mean length (pdplan.benchmark.colocated_loop
-    ``admitted``)."""
+    kv_admission: Literal["reserve", "on_demand", "ratio"] = "reserve"
+    """How the engine admits a request on KV, the one source of truth of the closed form's KV limits
+    (:func:`pdplan.queueing.kv_admission.admission_footprint`), the benchmark loop's admitted clients
+    (pdplan.benchmark.colocated_loop ``admitted``) and the simulator. ``reserve``: only with KV room for its whole
+    length (ISL + OSL − 1; TensorRT-LLM ``GUARANTEED_NO_EVICT``); ``on_demand``: KV blocks are allocated as tokens
+    arrive and a running request is preempted when the pool runs out (vLLM), so the pool holds the growing context;
+    ``ratio``: the context is held as it grows, but a request is admitted only while the running requests' context
+    plus :attr:`kv_reserve_ratio`'s share of their remaining output leaves room for it (SGLang)."""
+    kv_reserve_ratio: KvReserveRatio | None = None
+    """The share and clip of ``kv_admission: ratio`` (given with it, and only with it)."""
     startup_cohorts: Sourced | None = None
     """Closed-loop benchmarks: how many first cohorts' worth of start-up excess TTFT/TPOT (the C-wide burst at the
     start of the measured phase and the groups it leaves until they desynchronise) the benchmark average carries
     (:mod:`pdplan.benchmark.colocated_loop`); None = 1, the burst cohort alone."""
     source: Text
+
+    @model_validator(mode="after")
+    def _ratio_with_share(self) -> Scheduling:
+        if (self.kv_admission == "ratio") != (self.kv_reserve_ratio is not None):
+            raise ValueError("kv_reserve_ratio is given with kv_admission: ratio, and only with it")
+        return self
 
 
 class Overheads(FrozenModel):
