@@ -59,7 +59,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.io.engines import ENGINE_DIR, load_engine_file
 from pdplan.numerics.normal import log_ndtr
 from pdplan.queueing.decode import (
     DecodeWorkload,
@@ -74,22 +73,6 @@ from pdplan.types import FloatArray
 
 ADMISSION_POINTS = 8
 """Quantile points (plus the atom at 0) of the admission wait mixed into TTFT or TPOT (:func:`tail_bands`)."""
-
-
-def _reserving_engines() -> frozenset[str]:
-    """The engine families (:attr:`EngineProfile.engine`) every shipped profile of which has ``kv_admission:
-    reserve``."""
-    profiles = [load_engine_file(path) for path in sorted(ENGINE_DIR.glob("*.yaml"))]
-    families = {p.engine for p in profiles}
-    return frozenset(
-        f for f in families if all(p.scheduling.kv_admission == "reserve" for p in profiles if p.engine == f)
-    )
-
-
-RESERVING_ENGINES = _reserving_engines()
-"""Engine families whose shipped profiles reserve a request's whole footprint L + n (``kv_admission: reserve``:
-TensorRT-LLM), derived from the profiles for callers that hold only the family name; a caller with the profile reads
-it through :func:`admission_footprint` (SGLang's ``ratio`` is not here: those callers hold its context as growing)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,11 @@ shot noise times the load-feedback factor F of §2.4 taken with the prefill ridi
 + u_p·τ stretches a step by a load excess over (1 − u_p), so the feedback gain is the decode one over (1 − u_p)
 (:func:`pdplan.queueing.linear_capacity.riding_feedback`; F 2.8–3.6 near the OPT-13B colocated knee of
 docs/accuracy.md §6, where Poisson scatter put the comfortable KV limit at 9.925 req/s, now 9.634). K counts the
-footprint the engine admits on (:func:`pdplan.queueing.kv_admission.kv_held`, as the disaggregated decode's
-admission queue): vLLM and SGLang hold their growing context L + s + j, TensorRT-LLM (``GUARANTEED_NO_EVICT``,
-:data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`) reserves L + s + n from admission, an extra E[n(n+1)/2]
-per sequence. The colocated model stops at this P99 (comfortable) limit: it has no KV admission queue (§2.6).
+footprint the engine's profile admits on (``scheduling.kv_admission``,
+:func:`pdplan.queueing.kv_admission.admission_footprint`): vLLM holds its growing context L + s + j, TensorRT-LLM
+(``GUARANTEED_NO_EVICT``) reserves L + s + n from admission, an extra E[n(n+1)/2] per sequence, and SGLang counts its
+context plus a share r of the remaining output (``ratio``, :func:`~pdplan.queueing.kv_admission.kv_ratio_held`).
+The colocated model stops at this P99 (comfortable) limit: it has no KV admission queue (§2.6).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -66,7 +67,7 @@ from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import RESERVING_ENGINES, kv_held
+from pdplan.queueing.kv_admission import admission_footprint
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -185,11 +186,9 @@ class ColocatedModel:
     def _kv_seat_rates(self, rate_max: float) -> tuple[float, float]:
         """Per-instance rates (at most ``rate_max``) of the §2.3 P99 KV and seat bounds at the colocated τ̄, with the
         load-feedback factor of decodes whose steps carry the prefill (:func:`~pdplan.queueing.linear_capacity.
-        riding_capacity`) and the footprint the engine admits on: reserved L + s + n for
-        :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`, else the growing context L + s + j
-        (:func:`~pdplan.queueing.kv_admission.kv_held`, as the disaggregated decode's admission queue)."""
-        reserve = self.res.engine.engine in RESERVING_ENGINES
-        held = kv_held(self.cells, self.decode.state_tokens_per_seq, reserve=reserve)
+        riding_capacity`) and the footprint the engine's profile admits on
+        (:func:`~pdplan.queueing.kv_admission.admission_footprint`: reserved, growing or SGLang's ratio)."""
+        held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, self.res.engine.scheduling)
         kv, seats = riding_capacity(
             self.cells,
             self.decode.step,

@@ -66,7 +66,7 @@ from pdplan.queueing import (
     tpot_distribution,
 )
 from pdplan.queueing.distributions import SpreadDelay, UniformPart
-from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, add_delays, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -430,8 +430,9 @@ def build_disaggregated(
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
                cap: DecodeCapacity) -> KvAdmission:  # fmt: skip
     """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint the engine
-    admits on (reserved for :data:`~pdplan.queueing.kv_admission.RESERVING_ENGINES`, else growing)."""
-    held = kv_held(cells, dperf.state_tokens_per_seq, reserve=res.engine.engine in RESERVING_ENGINES)
+    admits on (reserved where the profile's ``kv_admission`` is ``reserve``, else growing: SGLang's PD decode server
+    keeps its own ``num_reserved_decode_tokens`` in hand, not the colocated ratio rule)."""
+    held = kv_held(cells, dperf.state_tokens_per_seq, reserve=res.engine.scheduling.kv_admission == "reserve")
     mean = kv_mean_rate(cells, held, dperf.step, dperf.kv_capacity_tokens)
     return KvAdmission(
         cells, held, dperf.step, dperf.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)

@@ -14,7 +14,7 @@ import numpy as np
 
 from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
-from pdplan.queueing.kv_admission import RESERVING_ENGINES, KvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import KvAdmission, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
@@ -66,7 +66,8 @@ def decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCap
 
 def kv_admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
     """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
-    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=model.res.engine.engine in RESERVING_ENGINES)
+    reserve = model.res.engine.scheduling.kv_admission == "reserve"
+    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=reserve)
     mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
     return KvAdmission(
         model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)

@@ -1,6 +1,6 @@
 """KV admission read from the engine profile (issue #23): SGLang's ratio reservation (pdplan.queueing.kv_admission
 ``kv_ratio_held``, ``admission_footprint``), the benchmark loop's admitted clients under it, and the profiles as the
-one source of truth (``RESERVING_ENGINES`` derived from them)."""
+one source of truth (every shipped profile states its rule)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pdplan.errors import SpecError
 from pdplan.io.engines import ENGINE_DIR, load_engine, load_engine_file
 from pdplan.queueing import LinearStepTime, decode_workload
 from pdplan.queueing.kv_admission import (
-    RESERVING_ENGINES,
     admission_footprint,
     kv_held,
     kv_mean_rate,
@@ -83,13 +82,6 @@ def test_admission_follows_the_profile() -> None:
         assert admission_footprint(wl, 0.0, load_engine(name).scheduling) == kv_held(wl, 0.0, reserve=False)
 
 
-def test_reserving_engines_are_derived_from_the_profiles() -> None:
-    profiles = [load_engine_file(path) for path in sorted(ENGINE_DIR.glob("*.yaml"))]
-    for p in profiles:
-        assert (p.engine in RESERVING_ENGINES) == (p.scheduling.kv_admission == "reserve"), p.name
-    assert frozenset({"trtllm"}) == RESERVING_ENGINES
-
-
 def test_ratio_admission_needs_its_share_and_only_it() -> None:
     doc = load_engine("sglang").model_dump()
     without = {**doc, "scheduling": {**doc["scheduling"], "kv_reserve_ratio": None}}
@@ -130,3 +122,16 @@ def test_loop_admits_on_the_ratio_footprint() -> None:
     assert admitted(_loop(kv_on_demand=True), 128) == 65
     assert admitted(_loop(kv_on_demand=True, kv_reserve_ratio=0.1, kv_reserve_clip_tokens=4096.0), 128) == 63
     assert admitted(_loop(kv_on_demand=True, kv_reserve_ratio=0.1, kv_reserve_clip_tokens=256.0), 128) == 64
+
+
+def test_every_shipped_profile_states_its_admission_rule() -> None:
+    """No shipped profile leans on the spec's default: each names ``kv_admission`` in its own YAML, and the families
+    read as the engines' sources say (TensorRT-LLM reserves, vLLM on demand, SGLang by its ratio)."""
+    rules = {}
+    for path in sorted(ENGINE_DIR.glob("*.yaml")):
+        assert "kv_admission:" in path.read_text(), path.name
+        profile = load_engine_file(path)
+        rules.setdefault(profile.engine, set()).add(profile.scheduling.kv_admission)
+    assert rules["trtllm"] == {"reserve"}
+    assert rules["vllm"] == {"on_demand"}
+    assert rules["sglang"] == {"ratio"}
