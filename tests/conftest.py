@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli_result import CliResult
 from support.optimized import Optimized
+from support.xdist_groups import restore_group_suffixes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +24,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite golden report files instead of comparing with them",
     )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which writes the suffix pytest 9.2 no longer reads
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``xdist_group`` run on one worker, as ``--dist loadgroup`` means (tests/support/xdist_groups.py)."""
+    restore_group_suffixes(config, items)
 
 
 @pytest.fixture(autouse=True)
