@@ -224,7 +224,7 @@ def places_every_append(
     times one and :func:`decode_share` returns ``ppd``'s expressions."""
     if spec.policy != "score" or group_to_decode is None:
         return False
-    decided = np.unique(groups.member[values >= float(spec.append_threshold_tokens)])
+    decided = groups.member[values >= float(spec.append_threshold_tokens)]
     return bool(np.all(np.asarray(group_to_decode)[decided] > 0))
 
 

@@ -197,16 +197,23 @@ def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroup
     """Per turn the share π_t of held turns placed and their mean append; the law of the appends placed on decode
     over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its E[w] prices
     ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode rows' TTFT; and
-    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn."""
+    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn. A turn
+    places as the policy decides on its append alone: turns with the same decisions (every turn but under ``score``)
+    place alike, worked out once."""
     n = weight.size
     classes = append_classes(values, groups, float(spec.append_threshold_tokens))
     chosen = np.zeros((n, int(classes.max()) + 1))
     pi, m_bar, mix = np.zeros(n), np.zeros(n), np.zeros(values.size)
+    alike: dict[bytes, tuple[float, float, FloatArray, FloatArray]] = {}
     for t in range(1, n):
         decided = None if decisions is None else decisions[t]
-        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, decided)
-        law = placed_law(spec, values, prob, groups, decided)
-        np.maximum.at(chosen[t], classes, (law > 0).astype(np.float64))
+        key = b"" if decided is None else decided.tobytes()
+        if key not in alike:
+            row = np.zeros(chosen.shape[1])
+            law = placed_law(spec, values, prob, groups, decided)
+            np.maximum.at(row, classes, (law > 0).astype(np.float64))
+            alike[key] = (*decode_share(spec, values, prob, groups, decided), law, row)
+        pi[t], m_bar[t], law, chosen[t] = alike[key]
         mix += weight[t] * law
     total = float(mix.sum())
     if total <= 0:
