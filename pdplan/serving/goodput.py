@@ -32,6 +32,18 @@ examples/mooncake-trace.yaml, its goodput by 1e-12 relative), as the search abov
 estimate does not bracket the crossing, the search runs as above, having spent rates no dearer than the one above
 the estimate.
 
+**A link-bound deployment without an estimate.** Where the caller gives none (or one at or above the grid's
+second-highest rate, which the search above starts from anyway) and the stability limit is a one-server-fed KV link
+priced by the tandem chain, the goodput can lie far below the limit (examples/chat-ppd.yaml's 1P1D over 25 GbE with
+``pd``: 0.89 req/s against a link limit of 2.68, where the screen, which prices no chain, puts it at the limit), and
+the search above would solve the chain near saturation at the grid's top rates (0.31 of that search's 0.43 CPU s).
+The estimate is then the goodput of the same model with the link's wait as the M/G/1 on its busy times with slack
+(:func:`pdplan.serving.disaggregated.DisaggregatedModel.link_delay` without the chain, as a PPD plan prices it; 0.02
+s there: 0.885 req/s), taken through **Near a known goodput**. It is an estimate, not a bound: neither form's wait is
+proven to bound the other's (the chain's arrivals are one prefill server's departures, smoother or burstier than
+Poisson with the prefill times' spread), and none is needed, as that search checks the bracket and falls back to the
+one above where it does not hold.
+
 The binding constraint, in words: the stability bound's name when goodput = λ_stab ("prefill
 utilisation", "decode KV capacity", "link", ...); otherwise the latency whose P-th percentile is
 closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", "TPOT at P90"); past the comfortable
@@ -41,6 +53,7 @@ closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -49,10 +62,11 @@ import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
 from pdplan.numerics.roots import brentq
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.limits import BEYOND_KV_COMFORT, Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
-from pdplan.types import FloatArray, Utilisation, tpot_at, ttft_at
+from pdplan.types import Binding, FloatArray, Utilisation, tpot_at, ttft_at
 
 GRID_POINTS = 8
 REL_TOL = 1e-3
@@ -116,6 +130,8 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     limit = model.limit()
     top = limit.rate_rps * (1.0 - 1e-6)
     grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
+    if near_rps is None or near_rps >= grid[-2]:
+        near_rps = _chain_free_estimate(model, slo, limit) or near_rps
     crossing = _near_crossing(model, grid, slo, near_rps) or _crossing(model, grid, slo)
     if crossing is None:
         return Goodput(limit.rate_rps, limit, _words(limit, limit.rate_rps, limit.binding))
@@ -159,6 +175,18 @@ def _crossing(model: ServingModel, grid: FloatArray, slo: SloSpec) -> tuple[int,
         raise _zero_load_failure(model, slo, float(grid[0]))
     i = int(np.argmax(margin < 0.0))
     return i, margin[i - 1 : i + 1]
+
+
+def _chain_free_estimate(model: ServingModel, slo: SloSpec, limit: Limit) -> float | None:
+    """The goodput of ``model`` with its KV link's wait as the M/G/1 on its busy times with slack, where its stability
+    limit is a link priced by the tandem chain; None elsewhere, or where that model meets the SLO at no rate (module
+    docstring, **A link-bound deployment without an estimate**)."""
+    if limit.binding != Binding.LINK or not isinstance(model, DisaggregatedModel) or model.tandem is None:
+        return None
+    try:
+        return find_goodput(dataclasses.replace(model, tandem=None, far_service_s=None), slo).rate_rps
+    except NoFeasiblePlanError:
+        return None
 
 
 def _near_crossing(

@@ -31,7 +31,9 @@ default) → decode ("short input bypass"); else decode iff the PD benchmark of 
 four figures from its measured PD (x = 0) and PPD (x = 1) configurations per (context class, workload type, QPS);
 here they come from this model per (turn index, append-length group) at the rate: PD's TTFT of that turn on the
 prefill pool, PPD's on decode, and the decode TPOT without appends (x = 0) and with every held Turn 2+ appended on
-decode (x = 1).
+decode (x = 1). The rule decides per group only the group's appends at or above the bypass (those below it go to
+decode by length), represented by their own mean (:meth:`AppendGroups.above`); where it places every append, its
+placement is ``ppd``'s, by the same expressions (:func:`places_every_append`).
 
 **Mixed-batch pricing** (:func:`append_work_s`). A decode step runs the GEMMs of its B̄ sequences' rows and their
 decode attention; an append of m ≤ C tokens (C the engine's step token budget) adds m GEMM rows and its own causal
@@ -172,6 +174,18 @@ class AppendGroups:
         kept = np.cumsum(keep) - 1
         return cls(mass[keep], tok[keep] / mass[keep], np.asarray(kept[idx], dtype=np.intp))
 
+    def above(self, values: FloatArray, prob: FloatArray, threshold: float) -> tuple[FloatArray, FloatArray]:
+        """``(mass, tokens)`` per group: the probability of its appends of at least ``threshold`` tokens and their
+        conditional mean (the group's mean, at least ``threshold``, where it has none). The part of a group the
+        ``score`` rule decides: a group that straddles the bypass sends its appends below it to decode by length,
+        so its decided part is not its mean but the mean of what lies above (:func:`decode_share`)."""
+        keep = values >= threshold
+        member = self.member[keep]
+        mass = np.bincount(member, weights=prob[keep], minlength=self.prob.size)
+        tok = np.bincount(member, weights=prob[keep] * values[keep], minlength=self.prob.size)
+        mean = np.where(mass > 0, tok / np.maximum(mass, 1e-300), np.maximum(self.tokens, threshold))
+        return np.asarray(mass, dtype=np.float64), np.asarray(mean, dtype=np.float64)
+
 
 def decode_share(
     spec: TurnPlacementSpec,
@@ -180,22 +194,38 @@ def decode_share(
     groups: AppendGroups,
     group_to_decode: FloatArray | None,
 ) -> tuple[float, float]:
-    """``(π, E[m | on decode])``: the share of held Turn 2+ turns the policy places on decode and their mean append.
+    """``(π, E[m | on decode])``: the share of held Turn 2+ turns the policy places on decode and their mean append,
+    the mass and mean of :func:`placed_law`.
 
     ``values``/``prob``: the append law; ``group_to_decode``: for ``score``, per append group whether the rule sends
-    it to decode (the bypass below the threshold is applied here, by token)."""
+    its appends at or above the bypass to decode (those below it go by length). A group that straddles the bypass
+    adds its part above it at that part's own mean (:meth:`AppendGroups.above`), not at its whole mean (which holds
+    the appends the bypass already placed). Where ``score`` places every append (:func:`places_every_append`), its
+    share and mean are ``ppd``'s, by the same expressions."""
     thr = float(spec.append_threshold_tokens)
     if spec.policy == "pd":
         return 0.0, 0.0
-    if spec.policy == "ppd":
+    if spec.policy == "ppd" or places_every_append(spec, values, groups, group_to_decode):
         return 1.0, float(prob @ values)
     below = values < thr
     share, tokens = float(prob[below].sum()), float(prob[below] @ values[below])
-    if spec.policy == "score" and group_to_decode is not None:  # the groups above the bypass, each as decided
-        above = np.maximum(groups.prob - _mass_below(groups, values, prob, thr), 0.0)
-        share += float(above @ group_to_decode)
-        tokens += float((above * group_to_decode) @ np.maximum(groups.tokens, thr))
+    if spec.policy == "score" and group_to_decode is not None:  # the groups' parts above the bypass, as decided
+        mass, mean = groups.above(values, prob, thr)
+        share += float(mass @ group_to_decode)
+        tokens += float((mass * group_to_decode) @ mean)
     return share, (tokens / share if share > 0 else 0.0)
+
+
+def places_every_append(
+    spec: TurnPlacementSpec, values: FloatArray, groups: AppendGroups, group_to_decode: FloatArray | None
+) -> bool:
+    """Whether ``score`` places every append of the law: each group with appends at or above the bypass is decided
+    for decode (the ones below it go by length). Its placement is then ``ppd``'s: :func:`placed_law` is the law
+    times one and :func:`decode_share` returns ``ppd``'s expressions."""
+    if spec.policy != "score" or group_to_decode is None:
+        return False
+    decided = groups.member[values >= float(spec.append_threshold_tokens)]
+    return bool(np.all(np.asarray(group_to_decode)[decided] > 0))
 
 
 def placed_law(
@@ -207,23 +237,15 @@ def placed_law(
 ) -> FloatArray:
     """``[V]`` P(the append is ``values[i]`` and the policy places it on decode | the history is held): the law
     :func:`decode_share` sums (``score``: below the threshold by token, above it each value as its group is
-    decided)."""
+    decided; where it places every append, :func:`places_every_append`, ``ppd``'s law)."""
     if spec.policy == "pd":
         return np.zeros(values.shape)
-    if spec.policy == "ppd":
+    if spec.policy == "ppd" or places_every_append(spec, values, groups, group_to_decode):
         return np.asarray(prob, dtype=np.float64)
     placed = (values < float(spec.append_threshold_tokens)).astype(np.float64)
     if spec.policy == "score" and group_to_decode is not None:
         placed = np.maximum(placed, np.asarray(group_to_decode, dtype=np.float64)[groups.member])
     return np.asarray(prob * placed, dtype=np.float64)
-
-
-def _mass_below(groups: AppendGroups, values: FloatArray, prob: FloatArray, thr: float) -> FloatArray:
-    """Per group, the probability of its appends below ``thr`` (the groups cover the law in order)."""
-    cdf_groups = np.cumsum(groups.prob)
-    below = float(prob[values < thr].sum())
-    start = cdf_groups - groups.prob
-    return np.clip(below - start, 0.0, groups.prob)
 
 
 def append_work_s(

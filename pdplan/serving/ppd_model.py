@@ -115,21 +115,41 @@ def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: Dec
     return np.asarray(float(mean[0]) + np.interp(prompt_tokens, model.res.lengths.input_tokens, per_bin) + boundary)
 
 
-def _decisions(model: Any, rate_rps: float, work: FloatArray, steps: FloatArray, hist: FloatArray,
-               groups: AppendGroups, x0: DecodeAt, x1: DecodeAt, wait1_s: float) -> FloatArray:  # fmt: skip
+def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGroups, share: FloatArray,
+                   held: FloatArray, think: ThinkTime) -> tuple[DecodeAt, float]:  # fmt: skip
+    """``(x1, wait1_s)``: the decode instance at the hit rates' rate with every held Turn 2+ appended on it (the
+    repository's x = 1 configuration: ρ_1 = λ/y·Σ_t P(turn t)·f_t·E[w | turn t] over the whole append law in its
+    groups) and a decode row's mean wait for the step in flight there (:mod:`pdplan.serving.ppd_boundary`)."""
+    res, rate, y = model.res, cache_rate(model.res), model.y
+    n, g = hist.size, groups.tokens.size
+    work, _ = append_work_s(
+        res.hardware.decode, x0.batch, np.tile(groups.tokens, n), np.repeat(hist, g), res.chunk_tokens
+    )
+    rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work.reshape(n, g)[1:] @ groups.prob))))
+    x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
+    wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
+    return x1, wait1.mean_s
+
+
+def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray, x0: DecodeAt,
+               x1: tuple[DecodeAt, float]) -> FloatArray:  # fmt: skip
     """``[N, G]`` the score rule's decision per (turn, append group) above the bypass (:func:`routes_to_decode`),
-    with PD's TTFT from the plain model and PPD's on decode at x = 1 (every held Turn 2+ on decode: the mean wait
-    ``wait1_s`` for the step in flight, then its steps)."""
-    spec = model.res.cache.spec.turn_placement
-    thr = spec.append_threshold_tokens
-    pd_ttft = _pd_ttft_s(model, rate_rps, hist[:, None] + groups.tokens[None, :], x0)
-    ppd_ttft = wait1_s + work + steps * x1.tau_s
-    out = np.zeros(work.shape)
-    for t in range(1, work.shape[0]):
-        for g in range(work.shape[1]):
-            figures = (float(pd_ttft[t, g]), float(ppd_ttft[t, g]), x0.tau_s, x1.tau_s)
+    each group represented by the mean of its appends at or above the bypass, ``tokens``
+    (:meth:`~pdplan.serving.ppd.AppendGroups.above`: the part of the group the rule decides), with PD's TTFT from the
+    plain model and PPD's on decode at x = 1 (``x1``: :func:`_all_on_decode`, the mean wait for the step in flight
+    there, then the append's steps)."""
+    res = model.res
+    spec = res.cache.spec.turn_placement
+    (at1, wait1_s), n, g = x1, hist.size, tokens.size
+    work, steps = append_work_s(res.hardware.decode, x0.batch, np.tile(tokens, n), np.repeat(hist, g), res.chunk_tokens)
+    pd_ttft = _pd_ttft_s(model, rate_rps, hist[:, None] + tokens[None, :], x0)
+    ppd_ttft = wait1_s + (work + steps * at1.tau_s).reshape(n, g)
+    out = np.zeros((n, g))
+    for t in range(1, n):
+        for j in range(g):
+            figures = (float(pd_ttft[t, j]), float(ppd_ttft[t, j]), x0.tau_s, at1.tau_s)
             weights = (spec.ttft_weight, spec.tpot_weight)
-            out[t, g] = routes_to_decode(t + 1, max(float(groups.tokens[g]), thr), thr, figures, weights)
+            out[t, j] = routes_to_decode(t + 1, float(tokens[j]), spec.append_threshold_tokens, figures, weights)
     return out
 
 
@@ -150,15 +170,12 @@ def _plan(model: Any) -> _Plan:
     law = length_pmf(sessions.new_tokens)
     values = np.asarray(law.values, dtype=np.float64)
     groups = AppendGroups.of(values, law.prob)
-    n, g = turns.size, groups.tokens.size
-    work, steps = append_work_s(hw, x0.batch, np.tile(groups.tokens, n), np.repeat(hist, g), res.chunk_tokens)
-    work, steps = work.reshape(n, g), steps.reshape(n, g)
+    n = turns.size
     decisions = None
     if spec.policy == "score":
-        rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work[1:] @ groups.prob))))
-        x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
-        wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
-        decisions = _decisions(model, rate, work, steps, hist, groups, x0, x1, wait1.mean_s)
+        _, above = groups.above(values, law.prob, float(spec.append_threshold_tokens))
+        x1 = _all_on_decode(model, x0, hist, groups, share, held, think)
+        decisions = _decisions(model, rate, hist, above, x0, x1)
     pi, m_bar, appends, chosen = _placed(spec, values, law.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
@@ -180,16 +197,23 @@ def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroup
     """Per turn the share π_t of held turns placed and their mean append; the law of the appends placed on decode
     over every turn (``weight``: each turn's share of requests times P(held)) in equal-mass groups: its E[w] prices
     ρ_a, not w at the mean append (w is not linear in m: the GEMM ridge), and its spread the decode rows' TTFT; and
-    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn."""
+    ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn. A turn
+    places as the policy decides on its append alone: turns with the same decisions (every turn but under ``score``)
+    place alike, worked out once."""
     n = weight.size
     classes = append_classes(values, groups, float(spec.append_threshold_tokens))
     chosen = np.zeros((n, int(classes.max()) + 1))
     pi, m_bar, mix = np.zeros(n), np.zeros(n), np.zeros(values.size)
+    alike: dict[bytes, tuple[float, float, FloatArray, FloatArray]] = {}
     for t in range(1, n):
         decided = None if decisions is None else decisions[t]
-        pi[t], m_bar[t] = decode_share(spec, values, prob, groups, decided)
-        law = placed_law(spec, values, prob, groups, decided)
-        np.maximum.at(chosen[t], classes, (law > 0).astype(np.float64))
+        key = b"" if decided is None else decided.tobytes()
+        if key not in alike:
+            row = np.zeros(chosen.shape[1])
+            law = placed_law(spec, values, prob, groups, decided)
+            np.maximum.at(row, classes, (law > 0).astype(np.float64))
+            alike[key] = (*decode_share(spec, values, prob, groups, decided), law, row)
+        pi[t], m_bar[t], law, chosen[t] = alike[key]
         mix += weight[t] * law
     total = float(mix.sum())
     if total <= 0:
