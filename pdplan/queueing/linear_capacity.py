@@ -19,16 +19,15 @@ from pdplan.queueing.decode import (
     DecodeWorkload,
     LinearStepTime,
     decode_fixed_point,
+    feedback_factor,
     kv_footprint,
-    load_noise,
 )
 from pdplan.types import Z99
 
 
 def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
     """Load-feedback variance factor F of docs/queueing.md §2.4 at one per-instance rate."""
-    _, fac = load_noise(decode_fixed_point([rate], wl, step), wl)
-    return float(fac[0])
+    return float(feedback_factor(decode_fixed_point([rate], wl, step), wl)[0])
 
 
 def riding_feedback(rate: float, prefill_utilisation: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
