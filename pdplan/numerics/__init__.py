@@ -5,6 +5,7 @@ paths call, so that those commands need not pay SciPy's import (issue #27: ``sci
 One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.py``):
 
 * :mod:`~pdplan.numerics.roots`: Brent's root finder, bit for bit :func:`scipy.optimize.brentq`;
+* :mod:`~pdplan.numerics.brent_rows`: the same root finder on many brackets at once, each row bit for bit ``roots``;
 * :mod:`~pdplan.numerics.normal`: the standard normal cdf, its log and its inverse (``ndtr``, ``log_ndtr``,
   ``ndtri``);
 * :mod:`~pdplan.numerics.gamma`: log-gamma and ``xlogy``;
@@ -12,5 +13,5 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 
 SciPy's ``gammainc`` and ``nnls`` stay (docs/accuracy.md §7 says why and what numpy twins of them measured).
 
-Pure numpy and the standard library; imports nothing from pdplan.
+Pure numpy and the standard library; imports nothing from pdplan outside this package.
 """

@@ -72,10 +72,10 @@ def brentq(
         return x_pre
     if f_cur == 0:
         return x_cur
-    return _iterate(f, x_pre, x_cur, f_pre, f_cur, xtol, rtol, maxiter)
+    return brent_steps(f, x_pre, x_cur, f_pre, f_cur, xtol, rtol, maxiter)
 
 
-def _iterate(
+def brent_steps(
     f: Function,
     x_pre: float,
     x_cur: float,
@@ -84,10 +84,16 @@ def _iterate(
     xtol: float,
     rtol: float,
     maxiter: int,
+    *,
+    resume: tuple[float, float, float, float, int] = (0.0, 0.0, 0.0, 0.0, 0),
 ) -> float:
-    """Brent's steps from a sign-changing pair (``brentq.c``'s loop, same operations in the same order)."""
-    x_blk = f_blk = s_pre = s_cur = 0.0
-    for _ in range(maxiter):
+    """Brent's steps from a sign-changing pair (``brentq.c``'s loop, same operations in the same order).
+
+    ``resume``: ``(x_blk, f_blk, s_pre, s_cur, steps)`` of a run already ``steps`` steps in (with ``x_pre`` … its
+    state at the top of the next step), for :mod:`pdplan.numerics.brent_rows` to finish a lone row here; the
+    default is the C code's start."""
+    x_blk, f_blk, s_pre, s_cur, done = resume
+    for _ in range(maxiter - done):
         if f_pre * f_cur < 0:
             x_blk, f_blk = x_pre, f_pre
             s_pre = s_cur = x_cur - x_pre

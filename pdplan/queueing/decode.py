@@ -33,7 +33,7 @@ n ~ LN(100, σ=1)): mean/P50/P90/P99 within −5.3…+2.4 % for u = .3/.5/.7 (30
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -319,14 +319,35 @@ def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[Float
     Spectra of the kernels are cached per (workload, t1, t2, grid); the inverse FFTs of all rates
     sharing (t1, t2) run as one batched call (chunks of ``_FFT_BUDGET`` entries).
     """
+    var_bins = np.zeros((state.rate_per_s.size, workload.prob.size))
+    factor = np.ones(state.rate_per_s.size)
+    for idx, cov, fac in _load_covariances(state, workload):
+        factor[idx] = fac
+        for k, r in enumerate(idx.tolist()):
+            var_bins[r] = _average_variance(cov[k], workload.decode_steps)
+    return var_bins, factor
+
+
+def feedback_factor(state: DecodeFixedPoint, workload: DecodeWorkload) -> FloatArray:
+    """The feedback factor F ``[R]`` of :func:`load_noise` alone (the same doubles), without the per-bin
+    variances it also averages out of each rate's covariance (what the capacity bounds read, §2.3)."""
+    factor = np.ones(state.rate_per_s.size)
+    for idx, _, fac in _load_covariances(state, workload):
+        factor[idx] = fac
+    return factor
+
+
+def _load_covariances(
+    state: DecodeFixedPoint, workload: DecodeWorkload
+) -> Iterator[tuple[npt.NDArray[np.intp], FloatArray, FloatArray]]:
+    """Per batch of busy rates: their indices, the load covariance ``C_m`` (m = 0 … n_max + 1) of each and F =
+    ``C_0/(λτ̄ r_0)`` (1 where that is 0: no noise). F = 1 for an idle rate (not yielded)."""
     n_max = int(np.ceil(workload.decode_steps.max()))
     u_top = float(np.clip(state.utilisation.max(), 0.0, 0.999))
     need = max(4.0, _GRID_FACTOR / (1.0 - u_top)) * (n_max + 2)
     length = min(_MAX_FFT, 2 ** int(np.ceil(np.log2(need))))
     if length < 4 * (n_max + 2):
         raise ValueError("decode load noise: step counts too long for the FFT grid")
-    var_bins = np.zeros((state.rate_per_s.size, workload.prob.size))
-    factor = np.ones(state.rate_per_s.size)
     busy = np.flatnonzero(state.rate_per_s > 0.0)
     chunk = max(1, _FFT_BUDGET // length)
     groups: dict[tuple[float, float], list[int]] = {}
@@ -341,10 +362,7 @@ def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[Float
             spec = lt * spec_r[None, :] / np.abs(1.0 - lam * g_hat[None, :]) ** 2
             cov = np.fft.irfft(spec, n=length, axis=1)[:, : n_max + 2]
             denom = lt[:, 0] * r0  # 0 when w ≡ 0 or λτ̄ underflows: no noise, F = 1
-            factor[idx] = np.where(denom > 0.0, cov[:, 0] / np.where(denom > 0.0, denom, 1.0), 1.0)
-            for k, r in enumerate(idx.tolist()):
-                var_bins[r] = _average_variance(cov[k], workload.decode_steps)
-    return var_bins, factor
+            yield idx, cov, np.where(denom > 0.0, cov[:, 0] / np.where(denom > 0.0, denom, 1.0), 1.0)
 
 
 def _average_variance(cov: FloatArray, steps: FloatArray) -> FloatArray:

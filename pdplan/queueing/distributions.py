@@ -30,6 +30,7 @@ import numpy.typing as npt
 from numpy.typing import ArrayLike
 from scipy.special import gammainc
 
+from pdplan.numerics.brent_rows import brentq_rows
 from pdplan.numerics.roots import brentq
 from pdplan.types import FloatArray
 
@@ -64,17 +65,57 @@ def as_rates(rate_per_s: ArrayLike) -> FloatArray:
     return r
 
 
+QUANTILE_XTOL_S = 1e-12
+"""Absolute tolerance of every mixture quantile's root (seconds; with :data:`QUANTILE_RTOL`, Brent's
+``xtol + rtol·|t|``): far below the microsecond the reports print."""
+QUANTILE_RTOL = 1e-10
+"""Relative tolerance of every mixture quantile's root (see :data:`QUANTILE_XTOL_S`)."""
+
+
 def mixture_quantile(cdf_row: Callable[[float], float], q: float, lo: float, hi: float, what: str) -> float:
     """Quantile of a monotone cdf by brentq on ``cdf(t) − q`` over ``[lo, hi]``.
 
     Returns ``lo`` when ``cdf(lo) ≥ q``; raises ValueError when ``cdf(hi) < q`` (the quantile lies
-    beyond the modelled range — no number is invented).
+    beyond the modelled range — no number is invented). The two end values are handed to brentq, which
+    would otherwise evaluate them again (same iterates, same root).
     """
-    if cdf_row(lo) >= q:
+    at_lo = cdf_row(lo)
+    if at_lo >= q:
         return lo
-    if cdf_row(hi) < q:
+    at_hi = cdf_row(hi)
+    if at_hi < q:
         raise ValueError(f"{what}: quantile {q} lies beyond the modelled range ({hi:.6g} s)")
-    return float(brentq(lambda t: cdf_row(t) - q, lo, hi, xtol=1e-12, rtol=1e-10))
+    root = brentq(lambda t: cdf_row(t) - q, lo, hi, QUANTILE_XTOL_S, QUANTILE_RTOL, f_a=at_lo - q, f_b=at_hi - q)
+    return float(root)
+
+
+RowsCdf = Callable[[FloatArray, npt.NDArray[np.intp]], FloatArray]
+"""``cdf(t, rows)``: the mixture cdf of rate ``rows[k]`` at ``t[k]``, for every k."""
+
+
+def mixture_quantile_rows(cdf_rows: RowsCdf, q: float, lo: FloatArray, hi: FloatArray, what: str) -> FloatArray:
+    """:func:`mixture_quantile` of every rate at once, shape ``[R]``: rate r's answer is the double
+    ``mixture_quantile(lambda t: cdf_rows([t], [r])[0], q, lo[r], hi[r], what)`` returns when ``cdf_rows`` gives each
+    rate the value its one-rate cdf gives (:func:`pdplan.numerics.brent_rows.brentq_rows`: the same Brent iterates,
+    one batched cdf per step). The range error names the first rate whose quantile lies beyond ``hi``; it is raised
+    before any root is sought."""
+    every = np.arange(lo.size)
+    at_lo = np.asarray(cdf_rows(lo, every), dtype=np.float64)
+    at_hi = np.asarray(cdf_rows(hi, every), dtype=np.float64)
+    run = np.flatnonzero(at_lo < q)
+    beyond = run[at_hi[run] < q]
+    if beyond.size:
+        raise ValueError(f"{what}: quantile {q} lies beyond the modelled range ({float(hi[beyond[0]]):.6g} s)")
+    out = np.array(lo, dtype=np.float64)
+    if run.size:
+
+        def excess(t: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+            return np.asarray(cdf_rows(t, run[rows]), dtype=np.float64) - q
+
+        ends = (at_lo[run] - q, at_hi[run] - q)
+        roots = brentq_rows(excess, lo[run], hi[run], QUANTILE_XTOL_S, QUANTILE_RTOL, f_a=ends[0], f_b=ends[1])
+        out[run] = roots
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +138,20 @@ class WaitDistribution:
         return self.cdf_rowwise(np.broadcast_to(t, (self.h_s.shape[0], *t.shape)))
 
     def cdf_rowwise(self, t_s: FloatArray) -> FloatArray:
-        """``P(W_r ≤ t[r, ...])``: one set of thresholds per rate, ``t`` of shape ``[R, ...]``."""
+        """``P(W_r ≤ t[r, ...])``: one set of thresholds per rate, ``t`` of shape ``[R, ...]``.
+
+        With ``x = t/h``, cell ``k = min(max(⌊x⌋, 0), n − 1)`` and ``F = F_k + min(x − k, 1)·(F_{k+1} − F_k)``
+        (the last cell held beyond the grid), 0 where ``x < 0``; ``x − k`` is never below 0 where ``x ≥ 0``, so the
+        fraction needs no lower clip. The two cells are read from the flattened grid by one flat index each."""
         extra = t_s.ndim - 1
         n_cells = self.cdf_grid.shape[1]
         x = t_s / self.h_s.reshape((-1,) + (1,) * extra)
-        k = np.clip(np.floor(x), 0, n_cells - 1).astype(np.intp)
-        k1 = np.minimum(k + 1, n_cells - 1)
-        frac = np.clip(x - k, 0.0, 1.0)
-        rows = np.arange(self.cdf_grid.shape[0]).reshape((-1,) + (1,) * extra)
-        lo = self.cdf_grid[rows, k]
-        out = lo + frac * (self.cdf_grid[rows, k1] - lo)
+        k = np.minimum(np.maximum(np.floor(x), 0.0), n_cells - 1.0).astype(np.intp)
+        frac = np.minimum(x - k, 1.0)
+        at = k + (np.arange(self.cdf_grid.shape[0]) * n_cells).reshape((-1,) + (1,) * extra)
+        flat = self.cdf_grid.reshape(-1)
+        lo = flat.take(at)
+        out = lo + frac * (flat.take(np.where(k < n_cells - 1, at + 1, at)) - lo)
         return np.asarray(np.where(x < 0, 0.0, out), dtype=np.float64)
 
     def row(self, r: int) -> WaitDistribution:
@@ -190,6 +235,10 @@ class SpreadDelay:
         sl = slice(r, r + 1)
         return SpreadDelay(self.points_s[sl], self.weights[sl], self.intervals)
 
+    def take(self, rows: npt.NDArray[np.intp]) -> SpreadDelay:
+        """The delays of rates ``rows`` (repeats allowed)."""
+        return SpreadDelay(self.points_s[rows], self.weights[rows], self.intervals)
+
     def points(self) -> FloatArray:
         """Points as ``[R, M or 1, P]``."""
         return self.points_s[:, None, :] if self.points_s.ndim == 2 else self.points_s
@@ -212,6 +261,10 @@ class UniformPart:
     def row(self, r: int) -> UniformPart:
         sl = slice(r, r + 1)
         return UniformPart(self.width_s[sl], self.prob[sl])
+
+    def take(self, rows: npt.NDArray[np.intp]) -> UniformPart:
+        """The uniform parts of rates ``rows`` (repeats allowed)."""
+        return UniformPart(self.width_s[rows], self.prob[rows])
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,10 +303,20 @@ class GammaMixture:
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``P(T_i ≤ b)`` per bin; shape ``[R, M]`` (mixed over the delay points if any)."""
+        return self._cdf_per_bin(b_s)
+
+    def _cdf_per_bin(self, b_s: float | FloatArray) -> FloatArray:
+        """:meth:`cdf_per_bin` at one threshold, or at one threshold per rate (``b_s`` of shape ``[R]``); either way
+        every entry is the same elementwise arithmetic on the same doubles."""
+        b: float | FloatArray = b_s
+        b_points: float | FloatArray = b_s
+        if np.ndim(b_s) > 0:
+            column = np.asarray(b_s, dtype=np.float64)
+            b, b_points = column[:, None], column[:, None, None]
         if self.delay is None:
-            return self._load_cdf(b_s - self.offset_s, self.load_mean_s, self.load_var_s2, self.uniform)
+            return self._load_cdf(b - self.offset_s, self.load_mean_s, self.load_var_s2, self.uniform)
         shift = self.delay.points() / self.delay.intervals[None, :, None]
-        x = b_s - self.offset_s[:, :, None] - shift
+        x = b_points - self.offset_s[:, :, None] - shift
         uniform = None if self.uniform is None else UniformPart(self.uniform.width_s[:, :, None], self.uniform.prob)
         c = self._load_cdf(x, self.load_mean_s[:, :, None], self.load_var_s2[:, :, None], uniform)
         return np.asarray(np.sum(c * self.delay.probs(), axis=2), dtype=np.float64)
@@ -309,19 +372,36 @@ class GammaMixture:
             None if self.uniform is None else self.uniform.row(r),
         )
 
+    def _take(self, rows: npt.NDArray[np.intp]) -> GammaMixture:
+        """The mixture at rates ``rows`` (repeats allowed; :meth:`row` for an index array)."""
+        return GammaMixture(
+            self.offset_s[rows],
+            self.load_mean_s[rows],
+            self.load_var_s2[rows],
+            self.prob,
+            None if self.delay is None else self.delay.take(rows),
+            None if self.uniform is None else self.uniform.take(rows),
+        )
+
+    def _rows_cdf(self, b_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        """Mixture cdf of rate ``rows[k]`` at ``b_s[k]``: the value :meth:`first_cdf` of :meth:`row` gives, one
+        batched per-bin cdf for all k, then each rate's own product with ``prob`` (the same 1-D dot)."""
+        per_bin = self._take(rows)._cdf_per_bin(b_s)
+        return np.array([float(per_bin[k] @ self.prob) for k in range(rows.size)])
+
     def quantile(self, q: float) -> FloatArray:
-        """Mixture quantile per rate by brentq; shape ``[R]``."""
-        out = np.empty(self.offset_s.shape[0])
-        for r in range(out.shape[0]):
-            lo = float(self.offset_s[r].min())
-            sd = np.sqrt(self.load_var_s2[r])
-            hi = float((self.offset_s[r] + self.load_mean_s[r] + 60.0 * sd).max()) + 1e-12
-            if self.delay is not None:
-                hi += float(self.delay.points_s[r].max() / self.delay.intervals.min())
-            if self.uniform is not None:
-                hi += float(self.uniform.width_s[r].max())
-            out[r] = mixture_quantile(self.row(r).first_cdf, q, lo, hi, "TPOT")
-        return out
+        """Mixture quantile per rate by brentq, all rates at once (:func:`mixture_quantile_rows`); shape ``[R]``.
+
+        Bracket: from the least offset to the largest offset + mean + 60 sd (plus the longest spread delay and the
+        widest uniform part), past every bin's mass."""
+        lo = self.offset_s.min(axis=1)
+        hi = (self.offset_s + self.load_mean_s + 60.0 * np.sqrt(self.load_var_s2)).max(axis=1) + 1e-12
+        if self.delay is not None:
+            points = self.delay.points_s.reshape(self.delay.points_s.shape[0], -1)
+            hi = hi + points.max(axis=1) / self.delay.intervals.min()
+        if self.uniform is not None:
+            hi = hi + self.uniform.width_s.max(axis=1)
+        return mixture_quantile_rows(self._rows_cdf, q, lo, hi, "TPOT")
 
 
 def _gamma_shape(x: FloatArray, m: FloatArray, v: FloatArray) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:

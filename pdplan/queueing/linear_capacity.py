@@ -19,16 +19,15 @@ from pdplan.queueing.decode import (
     DecodeWorkload,
     LinearStepTime,
     decode_fixed_point,
+    feedback_factor,
     kv_footprint,
-    load_noise,
 )
 from pdplan.types import Z99
 
 
 def _feedback(rate: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
     """Load-feedback variance factor F of docs/queueing.md §2.4 at one per-instance rate."""
-    _, fac = load_noise(decode_fixed_point([rate], wl, step), wl)
-    return float(fac[0])
+    return float(feedback_factor(decode_fixed_point([rate], wl, step), wl)[0])
 
 
 def riding_feedback(rate: float, prefill_utilisation: float, wl: DecodeWorkload, step: LinearStepTime) -> float:
@@ -75,7 +74,8 @@ def _bound_rates(
 
     out = []
     for fn in (kv, seq):
-        out.append(math.inf if fn(lam_u) <= 0.0 else float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9)))
+        top = fn(lam_u)  # handed to brentq as its f(b): the same iterates, one evaluation (and F) fewer
+        out.append(math.inf if top <= 0.0 else float(brentq(fn, 0.0, lam_u, xtol=1e-12, rtol=1e-9, f_b=top)))
     return out[0], out[1]
 
 
@@ -95,10 +95,15 @@ def riding_capacity(
     trial rate (F moves more with load here than on a decode instance, 2.8–3.6 against 1.8–2.0 near the OPT-13B
     colocated knee, docs/accuracy.md §6, so it is not held fixed as in :func:`fast_decode_capacity`; one §2.4
     inverse FFT per trial). ``held``: (E[token·steps held], E[Σ tokens held²]) of the footprint the engine admits
-    on (:func:`pdplan.queueing.kv_admission.kv_held`)."""
+    on (:func:`pdplan.queueing.kv_admission.kv_held`). F is kept per trial rate for this call: the KV and seat
+    searches both start at ``rate_max`` and often cross the same rates (a value-keyed memo that ends with the call,
+    the same doubles as solving again)."""
+    seen: dict[float, float] = {}
 
     def factor(lam: float) -> float:
-        return riding_feedback(lam, lam * prefill_s_per_request, wl, step)
+        if lam not in seen:
+            seen[lam] = riding_feedback(lam, lam * prefill_s_per_request, wl, step)
+        return seen[lam]
 
     return _bound_rates(wl, step, rate_max, kv_capacity_tokens, max_num_seqs, factor, held, prefill_s_per_request)
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.queueing.batched_ttft import PerBinWait
-from pdplan.queueing.distributions import WaitDistribution, mixture_quantile
+from pdplan.queueing.distributions import WaitDistribution, mixture_quantile_rows
 from pdplan.queueing.link_delay import BinDelay
 from pdplan.types import FloatArray
 
@@ -66,16 +67,34 @@ class TtftMixture:
         sl = slice(r, r + 1)
         return TtftMixture(self.wait.row(r), self.link.row(r), self.offsets_s[sl], self.prob)
 
-    def quantile(self, q: float) -> FloatArray:
-        """Mixture quantile per rate (brentq on the cdf), shape ``[R]``."""
-        out = np.empty(self.offsets_s.shape[0])
-        for r in range(out.size):
-            one = self.row(r)
-            lo = float(one.offsets_s.min())
-            span = float(np.max(_span_s(one.wait)))
-            hi = float(one.offsets_s.max() + one.link.points_s.max()) + span
-            out[r] = mixture_quantile(one.first_cdf, q, lo, hi, "TTFT")
+    def _rows_cdf(self, a_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        """Mixture cdf of rate ``rows[k]`` at ``a_s[k]``: the value :meth:`first_cdf` of :meth:`row` gives. The wait's
+        cdf is read for every rate at once (the others at their bracket's low end, their value unused); each rate
+        in ``rows`` is then reduced on its own, as :meth:`cdf_per_bin` of its one-rate mixture reduces it (a
+        reduction over several rates at once may add in another order)."""
+        at = np.array(self._low_s, dtype=np.float64)
+        at[rows] = a_s
+        t = at[:, None, None, None] - self.offsets_s[:, :, :, None] - self.link.points_s[:, :, None, :]
+        c = self.wait.cdf_rowwise(t)
+        j = self.offsets_s.shape[2]
+        out = np.empty(rows.size)
+        for k, r in enumerate(rows.tolist()):
+            wts = np.broadcast_to(self.link.weights[r : r + 1], (1, self.offsets_s.shape[1], c.shape[3]))
+            out[k] = float((np.einsum("rkjp,rkp->rk", c[r : r + 1], wts) / j @ self.prob)[0])
         return out
+
+    @property
+    def _low_s(self) -> FloatArray:
+        """Per rate, the least offset (the low end of its quantile bracket)."""
+        return np.asarray(self.offsets_s.reshape(self.offsets_s.shape[0], -1).min(axis=1), dtype=np.float64)
+
+    def quantile(self, q: float) -> FloatArray:
+        """Mixture quantile per rate (brentq on the cdf, all rates at once: :func:`mixture_quantile_rows`), shape
+        ``[R]``. Bracket: the least offset to the largest offset + longest link delay + the wait lattice's span."""
+        n_rates = self.offsets_s.shape[0]
+        span = _span_s(self.wait).reshape(n_rates, -1).max(axis=1)
+        top = self.offsets_s.reshape(n_rates, -1).max(axis=1) + self.link.points_s.reshape(n_rates, -1).max(axis=1)
+        return mixture_quantile_rows(self._rows_cdf, q, self._low_s, top + span, "TTFT")
 
 
 def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:

@@ -135,6 +135,15 @@ class Snapshot:
         tpot = self.tpot_reported
         return _summaries(tpot.mean_s, tpot.quantile, percentile)
 
+    def ttft_at_percentile_s(self, percentile: float) -> FloatArray:
+        """The TTFT at the SLO's percentile per rate: :meth:`ttft_summary`'s ``at_percentile`` alone (one quantile
+        solve per rate instead of the summary's three or four)."""
+        return np.asarray(self.ttft.quantile(percentile / 100.0), dtype=np.float64)
+
+    def tpot_at_percentile_s(self, percentile: float) -> FloatArray:
+        """The TPOT at the SLO's percentile per rate: :meth:`tpot_summary`'s ``at_percentile`` alone."""
+        return np.asarray(self.tpot_reported.quantile(percentile / 100.0), dtype=np.float64)
+
 
 def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[LatencySummary]:
     assert callable(quantile)
