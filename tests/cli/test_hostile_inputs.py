@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.cli_result import CliResult
+from support.signals import default_sigint
 
 import pdplan
 from pdplan.errors import SpecError
@@ -186,6 +187,7 @@ def _assert_interrupted_cleanly(tmp_path: Path, args: list[str], wait_s: float) 
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=default_sigint,
     )
     time.sleep(wait_s)
     assert proc.poll() is None, "the command ended before it could be interrupted"

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.signals import default_sigint
 
 from pdplan.cli import run
 from pdplan.sweep.point import COLUMNS
@@ -257,6 +258,7 @@ def test_ctrl_c_keeps_whole_points_and_a_rerun_resumes_to_the_same_table(tmp_pat
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 120
     while not (log.exists() and log.read_bytes().count(b"\n")) and time.monotonic() < deadline:
