@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.numerics.roots import MAXITER_DEFAULT, RTOL_MIN, XTOL_DEFAULT, brent_steps
+from pdplan.numerics.roots import MAXITER_DEFAULT, RTOL_MIN, XTOL_DEFAULT, brent_steps, check_tolerances
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
@@ -54,12 +54,7 @@ def brentq_rows(
     """A root of each row's function in its bracket ``[a[i], b[i]]`` (module docstring), within
     ``xtol + rtol·|root|``; ``f_a``/``f_b``: known values at the ends, evaluated here (one batched call each) when
     not given. Returns the roots, shape ``[N]``."""
-    if xtol <= 0:
-        raise ValueError(f"xtol too small ({xtol:g} <= 0)")
-    if rtol < RTOL_MIN:
-        raise ValueError(f"rtol too small ({rtol:g} < {RTOL_MIN:g})")
-    if maxiter < 0:
-        raise ValueError("maxiter should be > 0")
+    check_tolerances(xtol, rtol, maxiter)
     x_pre = np.array(a, dtype=np.float64, ndmin=1)
     x_cur = np.array(b, dtype=np.float64, ndmin=1)
     everyone = np.arange(x_pre.size)

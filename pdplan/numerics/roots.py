@@ -44,6 +44,17 @@ def _value(f: Function, x: float) -> float:
     return fx
 
 
+def check_tolerances(xtol: float, rtol: float, maxiter: int) -> None:
+    """SciPy's argument checks of ``brentq``: ValueError for ``xtol`` ≤ 0, ``rtol`` below :data:`RTOL_MIN` or a
+    negative ``maxiter``."""
+    if xtol <= 0:
+        raise ValueError(f"xtol too small ({xtol:g} <= 0)")
+    if rtol < RTOL_MIN:
+        raise ValueError(f"rtol too small ({rtol:g} < {RTOL_MIN:g})")
+    if maxiter < 0:
+        raise ValueError("maxiter should be > 0")
+
+
 def brentq(
     f: Function,
     a: float,
@@ -57,12 +68,7 @@ def brentq(
 ) -> float:
     """A root of ``f`` in ``[a, b]`` where ``f(a)`` and ``f(b)`` differ in sign (module docstring), within
     ``xtol + rtol·|root|``; ``f_a``/``f_b``: known ``f(a)``/``f(b)``, evaluated here when not given."""
-    if xtol <= 0:
-        raise ValueError(f"xtol too small ({xtol:g} <= 0)")
-    if rtol < RTOL_MIN:
-        raise ValueError(f"rtol too small ({rtol:g} < {RTOL_MIN:g})")
-    if maxiter < 0:
-        raise ValueError("maxiter should be > 0")
+    check_tolerances(xtol, rtol, maxiter)
     x_pre, x_cur = float(a), float(b)
     f_pre = _value(f, x_pre) if f_a is None else float(f_a)
     f_cur = _value(f, x_cur) if f_b is None else float(f_b)

@@ -7,6 +7,7 @@ import heapq
 import numpy as np
 import pytest
 from scipy.stats import norm
+from support.lindley import round_robin_wait
 
 from pdplan.queueing import (
     ShiftedMixture,
@@ -63,16 +64,6 @@ def lwl_wait(arrivals: np.ndarray, service: np.ndarray, servers: int) -> np.ndar
         start = max(a, free[0])
         wait[i] = start - a
         heapq.heapreplace(free, start + s)
-    return wait
-
-
-def round_robin_wait(arrivals: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
-    """Every x-th arrival to the same instance; Lindley per instance (vectorised)."""
-    wait = np.empty(arrivals.size)
-    for j in range(servers):
-        a, s = arrivals[j::servers], service[j::servers]
-        steps = np.concatenate(([0.0], np.cumsum(s[:-1] - np.diff(a))))
-        wait[j::servers] = steps - np.minimum(0.0, np.minimum.accumulate(steps))
     return wait
 
 
