@@ -99,16 +99,21 @@ def kv_held(cells: DecodeWorkload, state_tokens_per_seq: float, *, reserve: bool
             square = n * np.minimum(base + n, top) ** 2
         else:
             w, square = held_context_sums(base, n, top)
-        mean = float(p @ w)
-        return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+        return _footprint(p, w, square)
     if reserve:
         w = n * (base + n)
         square = n * (base + n) ** 2
     else:
         w = n * base + n * (n - 1.0) / 2.0
         square = n * base**2 + base * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
-    mean = float(p @ w)
-    return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+    return _footprint(p, w, square)
+
+
+def _footprint(prob: FloatArray, work: FloatArray, square_sum: FloatArray) -> KvFootprint:
+    """:class:`KvFootprint` of per-bin token·steps ``work`` and Σ tokens² ``square_sum`` under the bins' ``prob``:
+    their means, and the squared coefficient of variation of the work."""
+    mean = float(prob @ work)
+    return KvFootprint(mean, float(prob @ square_sum), float(prob @ (work - mean) ** 2) / mean**2)
 
 
 def admission_footprint(cells: DecodeWorkload, state_tokens_per_seq: float, scheduling: Scheduling) -> KvFootprint:
@@ -140,8 +145,7 @@ def kv_ratio_held(cells: DecodeWorkload, state_tokens_per_seq: float, ratio: flo
         rest_0, rest_1 = np.where(clipped, clip_tokens, n), np.where(clipped, 0.0, -1.0)
         first, second = _affine_sums(held_0 + ratio * rest_0, held_1 + ratio * rest_1, start, stop)
         w, square = w + first, square + second
-    mean = float(p @ w)
-    return KvFootprint(mean, float(p @ square), float(p @ (w - mean) ** 2) / mean**2)
+    return _footprint(p, w, square)
 
 
 def _affine_sums(
