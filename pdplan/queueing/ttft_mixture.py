@@ -67,12 +67,12 @@ class TtftMixture:
         sl = slice(r, r + 1)
         return TtftMixture(self.wait.row(r), self.link.row(r), self.offsets_s[sl], self.prob)
 
-    def _rows_cdf(self, a_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+    def _rows_cdf(self, a_s: FloatArray, rows: npt.NDArray[np.intp], low_s: FloatArray) -> FloatArray:
         """Mixture cdf of rate ``rows[k]`` at ``a_s[k]``: the value :meth:`first_cdf` of :meth:`row` gives. The wait's
-        cdf is read for every rate at once (the others at their bracket's low end, their value unused); each rate
-        in ``rows`` is then reduced on its own, as :meth:`cdf_per_bin` of its one-rate mixture reduces it (a
-        reduction over several rates at once may add in another order)."""
-        at = np.array(self._low_s, dtype=np.float64)
+        cdf is read for every rate at once (the others at their bracket's low end ``low_s``, their value unused);
+        each rate in ``rows`` is then reduced on its own, as :meth:`cdf_per_bin` of its one-rate mixture reduces it
+        (a reduction over several rates at once may add in another order)."""
+        at = np.array(low_s, dtype=np.float64)
         at[rows] = a_s
         t = at[:, None, None, None] - self.offsets_s[:, :, :, None] - self.link.points_s[:, :, None, :]
         c = self.wait.cdf_rowwise(t)
@@ -83,18 +83,18 @@ class TtftMixture:
             out[k] = float((np.einsum("rkjp,rkp->rk", c[r : r + 1], wts) / j @ self.prob)[0])
         return out
 
-    @property
-    def _low_s(self) -> FloatArray:
-        """Per rate, the least offset (the low end of its quantile bracket)."""
-        return np.asarray(self.offsets_s.reshape(self.offsets_s.shape[0], -1).min(axis=1), dtype=np.float64)
-
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate (brentq on the cdf, all rates at once: :func:`mixture_quantile_rows`), shape
         ``[R]``. Bracket: the least offset to the largest offset + longest link delay + the wait lattice's span."""
         n_rates = self.offsets_s.shape[0]
+        low = np.asarray(self.offsets_s.reshape(n_rates, -1).min(axis=1), dtype=np.float64)  # the least offset
         span = _span_s(self.wait).reshape(n_rates, -1).max(axis=1)
         top = self.offsets_s.reshape(n_rates, -1).max(axis=1) + self.link.points_s.reshape(n_rates, -1).max(axis=1)
-        return mixture_quantile_rows(self._rows_cdf, q, self._low_s, top + span, "TTFT")
+
+        def cdf_rows(a_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+            return self._rows_cdf(a_s, rows, low)
+
+        return mixture_quantile_rows(cdf_rows, q, low, top + span, "TTFT")
 
 
 def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:
