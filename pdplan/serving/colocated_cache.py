@@ -36,10 +36,9 @@ import numpy.typing as npt
 
 from pdplan.queueing.decode import DecodeWorkload
 from pdplan.serving.cache_domain import cache_rate, colocated_domain, turn_duration_s
-from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, class_prices
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, class_prices, point_prices
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
-from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import ChunkPrice, cached_chunk_price, cached_prefill_perf
+from pdplan.serving.roles import ChunkPrice, cached_chunk_price
 from pdplan.types import FloatArray, IntArray
 
 MIN_CLASS_WEIGHT = 1e-4
@@ -79,27 +78,6 @@ def _bin_reweighted(prob: FloatArray, classes: CacheClasses) -> FloatArray:
     return np.asarray(out / out.sum(), dtype=np.float64)
 
 
-@dataclass(frozen=True, slots=True)
-class _PointPrices:
-    """``[K, H, J]`` per (prompt bin, class) at each quadrature length: the missed tokens' pass, the exposed load."""
-
-    latency_s: FloatArray
-    load_s: FloatArray
-
-
-def _point_prices(
-    hw: RoleHardware, classes: CacheClasses, points: FloatArray, kv_bytes_per_token: float
-) -> _PointPrices:
-    """Class h of bin k at quadrature length l_kj: ``min(hit_kh, l_kj − 1)`` tokens cached (at least 0), the rest
-    computed (:func:`pdplan.serving.roles.cached_prefill_perf`), the hit's exposed load against that compute
-    (:meth:`pdplan.serving.prefix_cache.CacheClasses.exposed_load_s`); the xPyD cached prefill side's prices."""
-    k, h = classes.weights.shape
-    lengths = np.broadcast_to(points[:, None, :], (k, h, points.shape[1]))
-    cached = np.clip(np.minimum(classes.hit_tokens[:, :, None], lengths - 1.0), 0.0, None)
-    compute = cached_prefill_perf(hw, lengths, cached).latency_s
-    return _PointPrices(compute, classes.exposed_load_s(cached, kv_bytes_per_token, compute))
-
-
 def cached_cells(
     res: ResolvedScenario[ColocatedHardware],
     setup: CacheSetup,
@@ -119,7 +97,8 @@ def cached_cells(
     kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
     priced = class_prices(hw, classes, lens.input_tokens, kvb)
     cached, load = priced.cached_tokens, priced.load_s
-    points = _point_prices(hw, classes, res.input_points, kvb)
+    lengths = np.broadcast_to(res.input_points[:, None, :], (k, h, res.input_points.shape[1]))
+    points = point_prices(hw, classes, lengths, classes.hit_tokens[:, :, None], kvb)
 
     w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
     w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class
@@ -144,7 +123,7 @@ def cached_cells(
     price = ChunkPrice(chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s))
     return CachedCells(
         cells,
-        per_point(points.latency_s),
+        per_point(points.perf.latency_s.reshape(lengths.shape)),
         price,
         per_cell(load),
         per_point(points.load_s),

@@ -90,7 +90,7 @@ from pdplan.serving.limits import (
 )
 from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
-from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes
+from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, point_prices
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
@@ -499,17 +499,15 @@ def _cached_prefill_side(
         points, point_hits = np.repeat(res.input_points, h, axis=0), hits[:, None]
     else:  # a trace: each cell at its own requests (pdplan.serving.trace_cells)
         points, point_hits = trace_cells(res, classes, classes.requests, kvb)
-    cached = np.clip(np.minimum(point_hits, points - 1.0), 0.0, None)
-    point_base = cached_prefill_perf(hw, points.ravel(), cached.ravel())
-    compute = point_base.latency_s.reshape(k, h, -1)
-    load = classes.exposed_load_s(cached.reshape(k, h, -1), kvb, compute).reshape(points.shape)
+    priced = point_prices(hw, classes, points.reshape(k, h, -1), point_hits.reshape(k, h, -1), kvb)
+    cached, load = priced.cached_tokens.reshape(points.shape), priced.load_s.reshape(points.shape)
     routing = "random" if setup.spec.routing == "affinity" else res.hardware.deployment.routing
     return _PrefillSide(
         tokens,
         classes.bin_class_probability(lens.input_marginal()).ravel(),
         points,
         cached_prefill_perf(hw, tokens, hits),
-        point_base,
+        priced.perf,
         routing,
         cached,
         load,

@@ -233,6 +233,21 @@ def class_prices(
     return ClassPrices(cached, perf, load)
 
 
+def point_prices(
+    hw: RoleHardware, classes: CacheClasses, points: FloatArray, point_hits: FloatArray, kv_bytes_per_token: float
+) -> ClassPrices:
+    """:class:`ClassPrices` of each (bin, class) at its own prompt lengths ``points`` ``[K, H, J]`` with hits
+    ``point_hits`` (broadcast to them): ``min(hit, l − 1)`` tokens cached (at least 0), the rest computed, the hit's
+    exposed load against that compute; ``cached_tokens`` and ``load_s`` ``[K, H, J]``, ``perf`` over the points
+    flattened. The xPyD prefill pool's points (quadrature lengths, or a trace's own requests,
+    :mod:`pdplan.serving.disaggregated`) and the colocated prefill-first cells'
+    (:mod:`pdplan.serving.colocated_cache`)."""
+    cached = np.clip(np.minimum(point_hits, points - 1.0), 0.0, None)
+    perf = cached_prefill_perf(hw, np.ravel(points), cached.ravel())
+    load = classes.exposed_load_s(cached, kv_bytes_per_token, perf.latency_s.reshape(cached.shape))
+    return ClassPrices(cached, perf, load)
+
+
 def bin_edges(representatives: FloatArray) -> FloatArray:
     """Prompt-length bin edges from the bins' representatives: midpoints, open at both ends."""
     reps = np.asarray(representatives, dtype=np.float64)
