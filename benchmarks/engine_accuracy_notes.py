@@ -337,6 +337,15 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   TensorRT-LLM granularity). The recipe is aiperf with 20·C requests
   after 2·C warm-up (docs/engines.md §2.5). C is `silicon_concurrency`; where it is missing, C is inferred and the row
   is left out of the medians.
+* **Decode KV admission (issue #23).** The disaggregated loop's decode pool counts per sequence what its decode
+  server admits on (`pdplan.benchmark.disaggregated_loop.kv_tokens_per_seq`), no longer ISL + OSL for every engine:
+  vLLM (on demand) the mean held context ISL + OSL/2, SGLang's PD decode server the context plus its 512
+  `num_reserved_decode_tokens`, TensorRT-LLM still ISL + OSL. One row moved, the inferred vLLM 0.12.0 Qwen3-32B
+  8P2D (decode TP4) 4000/1000 C = 448: its decode pool admits 4,000 + 500 tokens a sequence instead of 5,000, TTFT
+  3,135 → 853 ms (368 measured), TPOT 35.0 → 36.8 ms (8.7 measured; listed apart, not in the medians). The SGLang
+  rows did not move: the Qwen3-32B 4000/1000 ones count 4,000 + 500 + 512 = 5,012 tokens a sequence against 5,000
+  before, which moves none of their numbers, and the DeepSeek-R1 TP16 ones (0.5.8) run at C = 1-2, far from their
+  KV; SGLang's colocated rows (0.5.8 included) already followed its ratio rule (the colocated loop, unchanged).
 """
 
 NOTES = """### Findings

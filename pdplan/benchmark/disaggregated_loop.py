@@ -21,9 +21,11 @@ workload's means (the benchmarks compared are fixed ISL/OSL). A request's path i
 * **Decode pool**: y instances, each batching all its attention-DP ranks' sequences, step
   ``τ_d(B) = t0 + t1·B + t2·B·κ`` (the decode step model, κ = ISL + OSL/2) at the instance batch B given by Little's
   law (a sequence holds its seat for OSL steps), a decoding sequence seeing the step at its own seat plus the
-  others' (:func:`decode_batch`). B cannot exceed the instance's seats or KV
-  tokens (``⌊KV/(ISL + OSL)⌋``): there the decode pool saturates at ``X_d = y·B_max/(OSL·τ_d(B_max))`` and the clients
-  it cannot admit wait before their first token.
+  others' (:func:`decode_batch`). B cannot exceed the instance's seats or ``⌊KV/k⌋``, k the KV tokens the decode
+  server's admission counts per sequence (:func:`kv_tokens_per_seq`: ISL + OSL where it reserves, the mean held
+  context where it allocates on demand, SGLang's PD decode its context plus ``num_reserved_decode_tokens``): there the
+  decode pool saturates at ``X_d = y·B_max/(OSL·τ_d(B_max))`` and the clients it cannot admit wait before their first
+  token.
 
 Steady state: X solves ``X = X_mr(Z(X))`` (the machine-repairman throughput at the away time that X implies;
 ``X_mr`` falls as Z grows and Z grows with X, so the root is unique: bisection), capped at ``X_d``. By Little's law
@@ -39,13 +41,15 @@ warm-up count, so AIConfigurator's recipe with 2·C warm-up requests gave it no 
 Invariants by construction: TTFT ≥ the prompt's own prefill (``S_p`` plus non-negative waits) and a decode step is
 ``τ_d``, which the step model keeps above its HBM read floor (:func:`pdplan.serving.roles.decode_perf`). Not
 modelled: batched prefill servers (a prefill worker that batches queued prompts would cut the wait at high C), KV-link
-contention between transfers, preemption, and the drain at the end of the run.
+contention between transfers, preemption (an on-demand pool at its KV bound preempts and recomputes; SGLang's PD decode
+retracts), and the drain at the end of the run.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,11 +58,13 @@ from pdplan.benchmark.records import BenchmarkLoop
 from pdplan.numerics.gamma import gammaln
 from pdplan.queueing import LinearStepTime
 from pdplan.queueing.decode import windowed_mean_context
+from pdplan.queueing.kv_admission import ratio_reserve_mean_tokens
 from pdplan.serving.checks.physics import Breach, PhysicsInvariantError
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.roles import step_bytes
 from pdplan.serving.ttft import step_boundary_s
+from pdplan.specs.engine import EngineProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,15 @@ class DisaggLoopInputs:
     window_tokens: float | None = None
     """w when every layer is windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): a sequence holds and
     reads min(context, w) tokens, so κ is the windowed mean context and the footprint min(ISL + OSL, w) + s."""
+    kv_admission: Literal["reserve", "on_demand", "ratio"] = "reserve"
+    """The decode engine profile's ``kv_admission`` (:func:`kv_tokens_per_seq`)."""
+    kv_reserve_ratio: float = 0.0
+    """r of ``kv_admission: ratio`` (its floor, as :mod:`pdplan.benchmark.colocated_loop`)."""
+    kv_reserve_clip_tokens: float = 0.0
+    """c of ``kv_admission: ratio``."""
+    pd_decode_reserved_tokens: float | None = None
+    """R of a decode server that admits on its own rule (the profile's ``pd_decode_reserved_tokens``, SGLang): it
+    takes precedence over :attr:`kv_admission` (:func:`kv_tokens_per_seq`)."""
 
 
 def seat_steps(inp: DisaggLoopInputs) -> float:
@@ -108,12 +123,41 @@ def decode_step_s(inp: DisaggLoopInputs, batch: float) -> float:
     return st.t0_s + (st.t1_s_per_seq + st.t2_s_per_token * kappa) * batch
 
 
+def kv_tokens_per_seq(inp: DisaggLoopInputs) -> float:
+    """k: the KV tokens the decode server's admission counts per running sequence, by its rule (s the fixed state).
+
+    The C clients cycle through the same fixed lengths, so in steady state the B sequences of an instance sit at
+    decode positions spread evenly over their OSL steps (the same argument that prices the step at the mean context
+    κ = ISL + OSL/2, windowed :func:`~pdplan.queueing.decode.windowed_mean_context`); what the pool must hold for B
+    of them is B times the per-sequence count below, and B_max = ⌊KV/k⌋ (:func:`batch_max`):
+
+    * ``reserve`` (TensorRT-LLM ``GUARANTEED_NO_EVICT``): the final context, min(ISL + OSL, w) + s.
+    * ``on_demand`` (vLLM V1: blocks allocated as tokens arrive; its NIXL decode server allocates the prompt's blocks
+      on admission and grows them): the mean held context κ + s. Preemptions at the edge are not priced.
+    * ``ratio`` (SGLang's colocated ``PrefillAdder``): κ + s + r·(the mean over the decode of min(remaining output,
+      c)), :func:`~pdplan.queueing.kv_admission.ratio_reserve_mean_tokens` of OSL, as the colocated loop counts it.
+    * a PD decode server with ``pd_decode_reserved_tokens`` R (SGLang ``DecodePreallocQueue``, which does not run
+      ``PrefillAdder``): it takes a transferred request while the free KV less R per request it holds (running,
+      transferring, waiting) fits the prompt plus R, so each running sequence counts its context plus R: κ + s + R,
+      whatever OSL (R = 512 by default, more than the remaining output of short answers).
+
+    Example (ISL 1000, OSL 200, s = 0): reserve 1200, on demand 1100, SGLang PD decode 1100 + 512 = 1612; ratio with
+    r = 0.098, c = 4096: 1100 + 0.098 × 100 = 1109.8."""
+    kappa = windowed_mean_context(inp.input_tokens, inp.output_tokens, inp.window_tokens)
+    if inp.pd_decode_reserved_tokens is not None:
+        return kappa + inp.pd_decode_reserved_tokens + inp.state_tokens_per_seq
+    if inp.kv_admission == "reserve":
+        top = inp.input_tokens + inp.output_tokens
+        return (top if inp.window_tokens is None else min(top, inp.window_tokens)) + inp.state_tokens_per_seq
+    held = kappa + inp.state_tokens_per_seq
+    if inp.kv_admission == "ratio":
+        held += inp.kv_reserve_ratio * ratio_reserve_mean_tokens(inp.output_tokens, inp.kv_reserve_clip_tokens)
+    return held
+
+
 def batch_max(inp: DisaggLoopInputs) -> float:
-    """B_max: the seats or the KV tokens (ISL + OSL + s per sequence; windowed: min(ISL + OSL, w) + s) of one decode
-    instance, whichever binds."""
-    top = inp.input_tokens + inp.output_tokens
-    per_seq = (top if inp.window_tokens is None else min(top, inp.window_tokens)) + inp.state_tokens_per_seq
-    return max(1.0, min(inp.seats_per_instance, math.floor(inp.kv_tokens_per_instance / per_seq)))
+    """B_max: the seats or ⌊KV/k⌋ of one decode instance, whichever binds (k: :func:`kv_tokens_per_seq`)."""
+    return max(1.0, min(inp.seats_per_instance, math.floor(inp.kv_tokens_per_instance / kv_tokens_per_seq(inp))))
 
 
 def decode_batch(inp: DisaggLoopInputs, rate_rps: float, clients: int) -> float:
@@ -259,7 +303,22 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         startup_cohorts=engine.scheduling.startup_cohorts.value
         if engine is not None and engine.scheduling.startup_cohorts is not None
         else 1.0,
+        **_admission(engine),
     )
+
+
+def _admission(engine: EngineProfile | None) -> dict[str, Any]:
+    """The decode engine's KV admission fields of :class:`DisaggLoopInputs` (reserve without an engine)."""
+    if engine is None:
+        return {}
+    sched = engine.scheduling
+    ratio, reserved = sched.kv_reserve_ratio, sched.pd_decode_reserved_tokens
+    return {
+        "kv_admission": sched.kv_admission,
+        "kv_reserve_ratio": ratio.ratio if ratio is not None else 0.0,
+        "kv_reserve_clip_tokens": float(ratio.clip_tokens) if ratio is not None else 0.0,
+        "pd_decode_reserved_tokens": reserved.value if reserved is not None else None,
+    }
 
 
 def disagg_benchmark_of(

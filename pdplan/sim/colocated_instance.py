@@ -10,7 +10,7 @@ The KV follows the engine (``Colocated.reserve_kv``; docs/queueing.md §2.6):
 
 * *reserved* (TensorRT-LLM ``GUARANTEED_NO_EVICT``): admission takes the final footprint ``min(l + n, w) + s``,
   released at completion; nothing is ever preempted.
-* *growing* (vLLM V1, SGLang; chunked only): admission takes the prompt's ``min(l, w) + s`` and needs room beside
+* *growing* (vLLM V1; chunked only): admission takes the prompt's ``min(l, w) + s`` and needs room beside
   the decode batch's next step; a decoding sequence holds its context plus the token it writes, ``l + j + 1 + s``
   during its j-th step (vLLM ``allocate_slots`` before each step). When the next step would not fit, the most
   recently admitted decode is preempted (vLLM ``self.running.pop()``): its KV is freed, it goes back to the head of
@@ -19,6 +19,12 @@ The KV follows the engine (``Colocated.reserve_kv``; docs/queueing.md §2.6):
   (vLLM's recompute also samples a token, here left to the next decode step). No waiting request is admitted at a
   boundary that preempted (vLLM V1 schedules waiting requests only when none was preempted). Decode-only segments
   end at the step the pool would overflow.
+* *ratio* (SGLang, ``Colocated.ratio_admission``; chunked only): the pool holds the growing context as above, but a
+  waiting request is admitted only while its prompt plus its clipped output fits beside the running requests' context
+  and ``new_token_ratio`` times their clipped remaining output (and the prompts and outputs of those still in
+  prefill); when the next step does not fit, the least-decoded request (ties: the longest prompt) is retracted to the
+  queue's *tail* and recomputed when admitted again, and the ratio decays per decode step, jumps at a retraction and
+  resets when idle (:mod:`pdplan.sim.ratio_admission`, from SGLang's ``PrefillAdder`` and ``retract_decode``).
 
 ``"prefill-first"`` (vanilla vLLM without chunking): at every iteration boundary, if an admissible
 prefill is waiting, the next iteration is that one prompt alone, lasting ``prefill_service_s[i]``,
@@ -49,7 +55,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pdplan.errors import SpecError
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
+from pdplan.sim.ratio_admission import RatioBook
 from pdplan.sim.spec import ChunkTimeFn, Colocated, PrefillStart
 from pdplan.types import FloatArray
 
@@ -94,6 +102,9 @@ class ColocatedInstance:
         self.resumed: dict[int, tuple[int, int]] = {}  # growing: preempted request → (context to recompute, steps left)
         self.hold = False  # growing: this boundary preempted, admit no waiting request
         self.preemptions = 0
+        self.book = None if spec.ratio_admission is None else RatioBook(spec.ratio_admission)
+        self.counted: dict[int, int] = {}  # ratio: each request in prefill → the output its admission counted
+        self.pending_out = 0  # ratio: Σ counted
         self.prefilling = 0  # seats held by admitted sequences still in prefill
         self.queue: deque[int] = deque()
         self.admitted = 0  # queue-head requests holding a seat
@@ -130,11 +141,15 @@ class ColocatedInstance:
             k = self.next_k + 1
             self.seg.add(self.t, now, act.b, k)
             act.s += k
+            if self.book is not None:
+                self.book.decoded(k)
         elif self.kind == _PREFILL:
             self.seg.add(self.t, now, act.b, 0)  # decodes stalled: resident, no step
         elif self.kind == _MIXED:
             self.seg.add(self.t, now, act.b, 1 if act.b else 0)
             act.s += 1
+            if self.book is not None and act.b:
+                self.book.decoded(1)
         self.t = now
         for req in act.pop_finished():
             self._finish(req, now, done)
@@ -156,8 +171,10 @@ class ColocatedInstance:
         self.tl.finish[req] = now
         if self.reserve:
             self.kv_used -= self._need(req)
-        else:
-            self.running.pop(req, None)  # its KV was the decode batch's (or released at its prefill's end)
+        elif req in self.running:  # its KV was the decode batch's (or released at its prefill's end)
+            del self.running[req]
+            if self.book is not None:
+                self.book.leave(req)
         done.append(req)
 
     def _need(self, req: int) -> float:
@@ -174,19 +191,46 @@ class ColocatedInstance:
         return self.act.context() + self.act.b * (1.0 + self.state)
 
     def _make_room(self) -> bool:
-        """Growing: preempt the latest admitted decodes until the next step fits (module docstring); whether any
-        was."""
+        """Growing: preempt the latest admitted decodes (vLLM) or retract the least-decoded ones (SGLang) until the
+        next step fits (module docstring); whether any was."""
         preempted = False
         while self.act.b and self.kv_used + self._decode_need() > self.kv_cap:
-            req, _ = self.running.popitem()
+            if self.book is None:
+                req, _ = self.running.popitem()
+            else:
+                req = self._least_decoded()
+                del self.running[req]
+                self.book.leave(req)
             context, steps_left = self.act.remove(req)
             self.resumed[req] = (context, steps_left)
             self.left[req] = context
             self.backlog += context
-            self.queue.insert(self.admitted, req)  # ahead of every waiting request, behind the prefilling ones
+            if self.book is None:
+                self.queue.insert(self.admitted, req)  # ahead of every waiting request, behind the prefilling ones
+            else:
+                self.queue.append(req)  # SGLang _add_request_to_queue: behind every waiting request
             self.preemptions += 1
             preempted = True
+        if preempted and self.book is not None:
+            self._retracted_ratio()
         return preempted
+
+    def _least_decoded(self) -> int:
+        """SGLang's retraction victim: the fewest output tokens (n + 1 − steps left), ties the longest prompt, and
+        among equals the latest in the batch (a stable descending sort popped from its end)."""
+        assert self.book is not None
+        ends, s, steps, prompt = self.book.ends, self.act.s, self.steps, self.prompt
+        return min(reversed(self.running), key=lambda r: (steps[r] - (ends[r] - s), -prompt[r]))
+
+    def _retracted_ratio(self) -> None:
+        """The ratio a retraction sets over the requests still running (:meth:`RatioBook.retracted`)."""
+        assert self.book is not None
+        if not self.running:
+            raise SpecError("a retraction emptied the decode batch: the prompts in prefill leave no room for one")
+        ends, s = self.book.ends, self.act.s
+        output = sum(self.steps[r] + 1 - (ends[r] - s) for r in self.running)
+        max_new = sum(self.steps[r] + 1 for r in self.running)
+        self.book.retracted(output, max_new, len(self.running))
 
     def _prefilled(self, req: int, now: float, done: list[int]) -> None:
         """Prompt complete at ``now``: token 1 is out; join the decode batch (or finish). Growing: its prompt's KV
@@ -196,26 +240,39 @@ class ColocatedInstance:
         self.prefilling -= 1
         if not self.reserve:
             self.kv_used -= self._need(req)
+            self.pending_out -= self.counted.pop(req, 0)
             resumed = self.resumed.pop(req, None)
             if resumed is not None:
-                self.act.add(req, resumed[0], resumed[1])
-                self.running[req] = None
+                self._join(req, resumed[0], resumed[1])
                 return
         self.tl.first_token[req] = now
         if self.prefilled is not None:
             self.prefilled(req, now)
         if self.steps[req] > 0:
-            self.act.add(req, self.prompt[req], self.steps[req])
             self.tl.admit[req] = now
-            if not self.reserve:
-                self.running[req] = None
+            if self.reserve:
+                self.act.add(req, self.prompt[req], self.steps[req])
+            else:
+                self._join(req, self.prompt[req], self.steps[req])
         else:
             self._finish(req, now, done)
+
+    def _join(self, req: int, context: int, steps: int) -> None:
+        """Growing: ``req`` joins the decode batch with ``context`` tokens and ``steps`` steps to go."""
+        if self.book is not None:
+            self.book.join(req, self.act.s, steps)
+        self.act.add(req, context, steps)
+        self.running[req] = None
 
     def _reserve(self, req: int) -> bool:
         need = self._need(req)
         held = self.kv_used if self.reserve else self.kv_used + self._decode_need()
-        if self.act.b + self.prefilling >= self.max_batch or held + need > self.kv_cap:
+        if self.act.b + self.prefilling >= self.max_batch:
+            return False
+        if self.book is None:
+            if held + need > self.kv_cap:
+                return False
+        elif not self._ratio_fits(req, held + need):
             return False
         self.kv_used += need
         self.prefilling += 1
@@ -228,6 +285,19 @@ class ColocatedInstance:
             self.backlog -= begun.cached_tokens
             self.service[req] = begun.service_s
             self.load_s += begun.load_s
+        return True
+
+    def _ratio_fits(self, req: int, held: float) -> bool:
+        """SGLang's ``add_one_req`` check (module docstring): ``held`` (the pool with ``req``'s prompt) plus the
+        output counted for ``req`` (min(n + 1, c) new, min(steps left, c) retracted), for the requests in prefill and
+        the running requests' ratio share must stay below the pool; on success ``req``'s count is kept."""
+        assert self.book is not None
+        resumed = self.resumed.get(req)
+        out = min(self.steps[req] + 1 if resumed is None else resumed[1], self.book.rule.clip_tokens)
+        if held + out + self.pending_out + self.book.reserve_tokens(self.act.s) >= self.kv_cap:
+            return False
+        self.counted[req] = out
+        self.pending_out += out
         return True
 
     def _plan_prefill_first(self) -> None:
@@ -276,6 +346,10 @@ class ColocatedInstance:
 
     def _plan_decode(self) -> None:
         if self.act.b == 0:
+            if self.book is not None:
+                if self.queue and not self.admitted:
+                    raise SpecError("an idle instance cannot admit its queue's head: its prompt and output fill the KV")
+                self.book.idle()
             self.kind, self.bounds, self.next_k = _IDLE, _EMPTY, -1
             self.next_time = math.inf
             return

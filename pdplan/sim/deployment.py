@@ -39,8 +39,10 @@ the queueing approximations and nothing else:
   GEMM ridge, ``G(B + c) − G(B)`` exceeds ``G(c) − G(1)`` by up to B tokens' compute (≈ 2 % at
   B = 64 for Llama-3.1-70B on H100 TP4).
   Its KV follows the engine (:mod:`pdplan.sim.colocated_instance`): a chunked instance of an engine whose profile
-  does not say ``kv_admission: reserve`` (vLLM, SGLang) holds the growing context and preempts
-  with recompute; TensorRT-LLM, and every prefill-first instance, reserve ``l + n`` at admission.
+  does not say ``kv_admission: reserve`` holds the growing context and preempts with recompute, vLLM's way
+  (``on_demand``) or SGLang's (``ratio``: admission against the running requests' ratio-weighted remaining output,
+  retraction of the least-decoded request; :func:`ratio_admission`, the profile's ``kv_reserve_ratio``);
+  TensorRT-LLM, and every prefill-first instance, reserve ``l + n`` at admission.
 * **TTFT convention**: A (decode streams token 1: n = output steps, the first emits token 1) or B
   (prefill streams token 1: n = output − 1); colocated: the iteration finishing the prompt.
 """
@@ -61,7 +63,9 @@ from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
+from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.sim.spec import StepTimeFn
+from pdplan.specs.engine import Scheduling
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_transfer
 from pdplan.transfer.kv_inputs import kv_shape_from_model
@@ -238,9 +242,25 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         token_budget=res.chunk_tokens,
         chunk_time_s=chunk_time,
         reserve_kv=model.scheduler != "chunked" or res.engine.scheduling.kv_admission == "reserve",
+        ratio_admission=ratio_admission(res.engine.scheduling) if model.scheduler == "chunked" else None,
     )
     delay = request_delay_s(hw, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)
+
+
+def ratio_admission(scheduling: Scheduling) -> RatioAdmission | None:
+    """SGLang's admission parameters from the profile's ``kv_reserve_ratio`` (floor, start, decay, clip, retraction
+    look-ahead: :mod:`pdplan.sim.ratio_admission`); None for an engine that does not admit by ratio."""
+    ratio = scheduling.kv_reserve_ratio
+    if scheduling.kv_admission != "ratio" or ratio is None:
+        return None
+    return RatioAdmission(
+        init_ratio=ratio.init_ratio,
+        min_ratio=ratio.ratio,
+        decay_steps=ratio.decay_steps,
+        clip_tokens=ratio.clip_tokens,
+        retract_steps=ratio.retract_steps,
+    )
 
 
 def sim_deployment(

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
+from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
 
@@ -250,8 +251,11 @@ class Colocated:
     reserve_kv: bool = True
     """True: a request reserves its final footprint min(l + n, w) + s when its prefill starts (TensorRT-LLM
     ``GUARANTEED_NO_EVICT``); False (``"chunked"`` only): its prompt's, then one token per decode step, the latest
-    admitted decode preempted and recomputed when the pool runs out (vLLM V1, SGLang retract;
-    :mod:`pdplan.sim.colocated_instance`)."""
+    admitted decode preempted and recomputed when the pool runs out (vLLM V1; :mod:`pdplan.sim.colocated_instance`)."""
+    ratio_admission: RatioAdmission | None = None
+    """With ``reserve_kv=False``: SGLang's rule instead of vLLM's, admission against the running requests'
+    ratio-weighted remaining output and retraction of the least-decoded request to the queue's tail
+    (:mod:`pdplan.sim.ratio_admission`); None = vLLM's."""
 
 
 Deployment = Disaggregated | Colocated

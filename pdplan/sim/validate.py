@@ -57,6 +57,9 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
             raise SpecError("scheduler 'prefill-first' needs prefill_service_s or start")
         if not dep.reserve_kv:
             raise SpecError("reserve_kv=False needs scheduler 'chunked' (chunk_time_s prices a preempted recompute)")
+    if dep.ratio_admission is not None and dep.reserve_kv:
+        raise SpecError("ratio_admission needs reserve_kv=False (SGLang holds the growing context)")
+    if dep.scheduler == "prefill-first":
         return
     check_count(dep.token_budget, "token_budget")
     if dep.token_budget <= dep.max_batch:

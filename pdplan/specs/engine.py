@@ -182,6 +182,15 @@ class KvReserveRatio(FrozenModel):
     """r: a running request is counted as its held context plus r·min(remaining output, ``clip_tokens``)."""
     clip_tokens: PosInt
     """c: the remaining output the estimate is clipped to (SGLang ``CLIP_MAX_NEW_TOKENS``)."""
+    init_ratio: Fraction
+    """The share at start-up and after the engine idles, from which it decays to :attr:`ratio` (SGLang
+    ``init_new_token_ratio``); the simulator runs the decay (:mod:`pdplan.sim.ratio_admission`), the closed form the
+    floor."""
+    decay_steps: PosInt
+    """Decode steps the share takes to decay from :attr:`init_ratio` to :attr:`ratio` (SGLang
+    ``new_token_ratio_decay_steps``)."""
+    retract_steps: PosInt
+    """Steps' worth of tokens per running request in the share a retraction sets (SGLang ``retract_decode_steps``)."""
     source: Text
 
 
@@ -213,6 +222,11 @@ class Scheduling(FrozenModel):
     plus :attr:`kv_reserve_ratio`'s share of their remaining output leaves room for it (SGLang)."""
     kv_reserve_ratio: KvReserveRatio | None = None
     """The share and clip of ``kv_admission: ratio`` (given with it, and only with it)."""
+    pd_decode_reserved_tokens: Sourced | None = None
+    """R where the engine's disaggregated decode server admits on its own rule: a transferred request is taken
+    while the free KV, less R for every request it already holds, fits its prompt plus R (SGLang
+    ``DecodePreallocQueue``, ``SGLANG_NUM_RESERVED_DECODE_TOKENS``); None = the decode server admits by
+    :attr:`kv_admission` (:mod:`pdplan.benchmark.disaggregated_loop` ``batch_max``)."""
     startup_cohorts: Sourced | None = None
     """Closed-loop benchmarks: how many first cohorts' worth of start-up excess TTFT/TPOT (the C-wide burst at the
     start of the measured phase and the groups it leaves until they desynchronise) the benchmark average carries

@@ -11,17 +11,18 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.specs.scenario import Scenario
 
 
-def opt13b_colocated(engine: str) -> Scenario:
-    """The example's model, workload and SLOs on its colocated TP2 chunked pick, under ``engine``."""
+def opt13b_colocated(engine: str, output_mean: int = 200, ttft: str = "250ms") -> Scenario:
+    """The example's model, workload and SLOs on its colocated TP2 chunked pick, under ``engine``; ``output_mean`` and
+    ``ttft`` move it onto its KV limit (400 tokens and 1 s: the goodput is the decode-KV limit)."""
     data: dict[str, Any] = {
         "model": "opt-13b",
         "mode": "colocated",
         "colocated": {"gpu": "a100-sxm-80gb", "tp": 2, "count": 1, "scheduler": "chunked"},
         "workload": {
             "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "min": 4, "max": 1800},
-            "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "min": 2, "max": 1024},
+            "output_tokens": {"dist": "lognormal", "mean": output_mean, "sigma": 1.0, "min": 2, "max": 1024},
         },
-        "slo": {"ttft": "250ms", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "slo": {"ttft": ttft, "tpot": "100ms", "percentile": 90, "attainment": 0.9},
         "ttft_convention": "B",
         "engine": engine,
     }

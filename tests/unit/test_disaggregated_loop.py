@@ -5,18 +5,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from pdplan.benchmark.disaggregated_loop import (
     DisaggLoopInputs,
+    batch_max,
     check_floors,
     decode_capacity_rps,
     disagg_benchmark_loop,
     disagg_benchmark_of,
     disagg_loop_inputs,
     finite_source,
+    kv_tokens_per_seq,
     steady_state,
 )
 from pdplan.errors import SpecError
@@ -106,6 +109,39 @@ def test_decode_seats_bind_and_the_rest_wait() -> None:
     assert bench.effective_concurrency == 2
     assert bench.mean_tpot_s == pytest.approx(0.0102, rel=1e-6)
     assert bench.steady_ttft_s == pytest.approx(10.0 / x_d - 100.0 * 0.0102, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("rule", "per_seq"),
+    [
+        ({"kv_admission": "reserve"}, 1101.0),  # ISL + OSL
+        ({"kv_admission": "on_demand"}, 1050.5),  # κ = ISL + OSL/2
+        ({"kv_admission": "ratio", "kv_reserve_ratio": 0.1, "kv_reserve_clip_tokens": 4096.0}, 1055.55),  # + 0.1·50.5
+        (
+            {"kv_admission": "ratio", "kv_reserve_ratio": 0.1, "kv_reserve_clip_tokens": 50.0},
+            1050.5 + 0.1 * (50.0 - 50.0**2 / 202.0),
+        ),
+        ({"kv_admission": "on_demand", "pd_decode_reserved_tokens": 512.0}, 1562.5),  # κ + R, the PD rule first
+    ],
+)
+def test_decode_kv_bound_follows_the_engine(rule: dict[str, Any], per_seq: float) -> None:
+    """ISL 1000, OSL 101, a 110,000-token pool: k per sequence by the decode server's rule, B_max = ⌊110,000/k⌋ (99,
+    104, 104, 104, 70) and X_d = B_max/(OSL·τ(B_max)), τ(B) = 0.01 + 1e-4·B."""
+    inp = dataclasses.replace(BASE, kv_tokens_per_instance=110_000.0, **rule)
+    assert kv_tokens_per_seq(inp) == pytest.approx(per_seq, rel=1e-9)
+    b = math.floor(110_000.0 / per_seq)
+    assert batch_max(inp) == b
+    assert decode_capacity_rps(inp) == pytest.approx(b / (101.0 * (0.01 + 1e-4 * b)), rel=1e-12)
+
+
+def test_sglang_pd_decode_reserve_read_from_the_profile() -> None:
+    """SGLang's decode server counts 512 reserved tokens a sequence (the profile's pd_decode_reserved_tokens), not its
+    colocated ratio; with R = 512 the MoE deployment's k is κ + 512 + s."""
+    inp = disagg_loop_inputs(_moe_model())
+    assert inp.pd_decode_reserved_tokens == 512.0
+    assert inp.kv_admission == "ratio"
+    kappa = inp.input_tokens + inp.output_tokens / 2.0
+    assert kv_tokens_per_seq(inp) == pytest.approx(kappa + 512.0 + inp.state_tokens_per_seq, rel=1e-12)
 
 
 def test_burst_staircase_and_warmup_weight() -> None:
