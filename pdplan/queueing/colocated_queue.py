@@ -504,7 +504,8 @@ def _landing_wait(
     * full step (share f_f): ``max(W_f | W_f > 0, U·τ_c) + O(τ_c)`` (W_f independent of U; the cdf of the max is the
       product of the cdfs);
 
-    O(t) the work of the Poisson(λt) others that arrived during the landing step of length t, compound Poisson with
+    O(t) the work of the Poisson(λt) others that arrived during the landing step of length t (a renewal stream,
+    ``arrival_ca2`` ≠ 1: its window count's mean, the part weights of :func:`_renewal_landing`), compound Poisson with
     the per-cell step work s̃ (:func:`_step_work`), summed per part by its transform ``exp(λt(φ_s̃ − 1))``; then with
     probability 1 − P_d the prompt's last step is full, adding ``(c − E[m])τ_c/c`` (the others' tokens that fill
     it; m at the chunk c, :func:`_last_chunk_tokens`). The lattice spans W_f's grid, the longest landing step, O's
