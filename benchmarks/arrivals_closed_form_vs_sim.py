@@ -8,7 +8,7 @@ same process's gaps (:mod:`pdplan.sim.arrival_times`). Errors ``closed/sim − 1
 the TPOT P90: the decode side keeps Poisson arrivals, :mod:`pdplan.serving.build`).
 
 Run from the repository root: ``python benchmarks/arrivals_closed_form_vs_sim.py`` (≈ 5 min on one core); it rewrites
-its block at the end of docs/reuse_workloads.md §4. ``--print`` only prints the table.
+its block at the end of docs/reuse_workloads.md §4. ``--print`` only prints the table; ``--help`` prints this text.
 """
 
 from __future__ import annotations
@@ -133,9 +133,13 @@ def write_section(text: str) -> None:
 
 
 def main() -> None:
+    args = sys.argv[1:]
+    if any(a not in ("--print",) for a in args):  # --help included: a run takes minutes and rewrites the doc
+        print(__doc__)
+        raise SystemExit(0 if args in (["--help"], ["-h"]) else 2)
     start = time.perf_counter()
     text = render(run_grid(), time.perf_counter() - start)
-    if "--print" in sys.argv[1:]:
+    if "--print" in args:
         print(text)
         return
     write_section(text)

@@ -49,16 +49,18 @@ and :func:`pdplan.queueing.mgc.allen_cunneen_wait_s`) scales the M/M/c (Erlang-C
 ``E[W_G/G/c] ≈ (c_a² + c_s²)/2 · C(c, a)·E[S]/(c(1 − ρ))``, a = λE[S], ρ = a/c (:func:`allen_cunneen_ggc_wait_s`).
 Against the M/G/c form ((1 + c_s²)/2 instead of (c_a² + c_s²)/2) the factor is the same k.
 
-**The wait distribution, random and least-work** (:func:`non_poisson_wait`), an approximation of pdplan's choice
-(round-robin takes the GI/G/1 law of :mod:`pdplan.queueing.gig1` instead, with its own delay probability, as for
-Poisson arrivals; issue #22): keep the Poisson queue's probability of not
-waiting (1 − ρ for M/G/1, 1 − C(c, a) for least-work M/G/c) and the shape of its conditional wait, and stretch the
-wait lattice's time axis by k, so the mean is exactly Kingman's (Allen–Cunneen's). The truth differs in the atom:
-smoother arrivals (c_a² < 1) wait less often than ρ, burstier ones (c_a² > 1) more often, so this law is
-pessimistic at the median for smooth arrivals and puts too little mass on short waits for bursty ones; the
-measured errors against a Lindley-recursion simulation are in ``tests/unit/test_arrivals.py``, those of the serving
-model's TTFT against the simulator (TTFT P90 −9…+16 % for smooth arrivals, −22…+10 % for gamma cv 2, over 1P1D, 4P2D
-and colocated deployments at 50–90 % load) in docs/reuse_workloads.md §4
+**The wait distribution** (issue #22). Kingman's and Allen–Cunneen's means are heavy-traffic forms; below
+saturation smooth arrivals (c² < 1) wait less often than the Poisson queue's ρ (C(c, a) for c servers) and bursty
+ones more often. Until then pdplan kept the Poisson probability of waiting and stretched the wait lattice by k
+(mean exactly Kingman's): against a G/G/1 Lindley recursion at ρ = 0.7 the probability of waiting was 0.70 where
+constant arrivals wait 0.46 of the time and gamma (cv 2) ones 0.87, the mean +33 % / −14 %. Every queue with c² ≠ 1
+now takes the GI/G/1 law of :mod:`pdplan.queueing.gig1` (Whitt's QNA delay probability, Kingman's mean times
+Krämer–Langenbach-Belz's g for c² ≤ 1 and times π/ρ for c² > 1, the M/G/1 conditional wait stretched to it):
+random and round-robin instances (:func:`pdplan.queueing.gig1.gig1_wait` at the c² each sees) and the colocated
+prompt queue; least-work its c-server form (:func:`pdplan.queueing.gig1.gigc_wait`: the same correction carried to
+Erlang C at the per-server load). The measured errors against Lindley and Kiefer–Wolfowitz simulations are in
+``tests/unit/test_arrivals.py`` and ``tests/unit/test_gig1.py``, those of the serving model's TTFT against the
+simulator over 1P1D, 4P2D and colocated deployments at 50–90 % load in docs/reuse_workloads.md §4
 (``benchmarks/arrivals_closed_form_vs_sim.py``).
 """
 
@@ -66,9 +68,10 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import gammainc
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates
-from pdplan.queueing.gig1 import gig1_wait
+from pdplan.queueing.gig1 import gig1_wait, gigc_wait
 from pdplan.queueing.mg1 import service_moments
 from pdplan.queueing.mgc import ROUTING_POLICIES, erlang_c, prefill_wait_distribution
 from pdplan.specs.arrivals import ArrivalProcess, ConstantArrival, GammaArrival, PoissonArrival
@@ -117,19 +120,6 @@ def allen_cunneen_ggc_wait_s(
     return np.asarray((ca2 + cs2) / 2.0 * c * mean_service_s / (servers * (1.0 - rho)), dtype=np.float64)
 
 
-def non_poisson_wait(wait: WaitDistribution, ca2: float, cs2: float) -> WaitDistribution:
-    """A Poisson queue's wait law corrected for arrivals with c_a²: the atom kept, the lattice stretched by k."""
-    k = gg1_wait_scale(ca2, cs2)
-    if k == 0.0:  # D/D/x: no wait at all
-        return WaitDistribution(
-            h_s=wait.h_s,
-            cdf_grid=np.ones_like(wait.cdf_grid),
-            atom=np.ones_like(wait.atom),
-            mean_s=np.zeros_like(wait.mean_s),
-        )
-    return WaitDistribution(h_s=wait.h_s * k, cdf_grid=wait.cdf_grid, atom=wait.atom, mean_s=wait.mean_s * k)
-
-
 def split_ca2(ca2: float, p: float) -> float:
     """``p·c_a² + 1 − p``: the c² of a renewal stream thinned at random with probability ``p`` (module docstring).
 
@@ -159,6 +149,40 @@ def instance_ca2(policy: str, ca2: float, instances: int) -> float:
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(ROUTING_POLICIES)}")
 
 
+def window_count_mean(rate_per_s: float, window_s: ArrayLike, ca2: float) -> FloatArray:
+    """Mean number of *other* arrivals in a window of length t that holds a tagged arrival at a uniform place in it,
+    for a renewal stream of rate λ and gaps of c² (the gaps taken gamma: shape 1/c², scale c²/λ, the two-moment fit;
+    c² = 0 constant gaps).
+
+    With the tag at Ut (U uniform), the others are the arrivals in the Ut before it and the (1 − U)t after it. After
+    an arrival a renewal stream's count in (0, x] has mean H(x) = Σ_n F_n(x) (F_n the law of n gaps' sum; the renewal
+    function), and before it the same (the gaps are i.i.d., so the stream read backwards is the same renewal stream),
+    so the mean is ``E[H(Ut)] + E[H((1 − U)t)] = (2/t)∫_0^t H(u) du``. For gamma gaps F_n(x) = P(nα, x/θ) (α = 1/c²,
+    θ = c²/λ, P the regularised lower incomplete gamma) and ``∫_0^t P(a, u/θ) du = t·P(a, t/θ) − aθ·P(a + 1, t/θ)``;
+    for constant gaps H(u) = ⌊λu⌋ and ``∫_0^t H = Kt − K(K + 1)/(2λ)``, K = ⌊λt⌋. Poisson (c² = 1) gives λt.
+
+    Example: constant gaps, λ = 1/s, t = 2.5 s: K = 2, (2/2.5)·(5 − 3) = 1.6 (a tag placed uniformly in the window
+    has 1.6 others in it on average against Poisson's 2.5).
+    """
+    _check_scv(ca2, 0.0)
+    t = np.asarray(window_s, dtype=np.float64)
+    if not (rate_per_s > 0 and np.isfinite(rate_per_s)) or np.any(t < 0.0) or not np.all(np.isfinite(t)):
+        raise ValueError(f"need a rate > 0 and finite windows >= 0, got {rate_per_s}, {t}")
+    safe = np.where(t > 0.0, t, 1.0)
+    if ca2 == 1.0:
+        return np.asarray(rate_per_s * t, dtype=np.float64)
+    if ca2 == 0.0:
+        k = np.floor(rate_per_s * t)
+        return np.asarray(np.where(t > 0.0, 2.0 / safe * (k * t - k * (k + 1.0) / (2.0 * rate_per_s)), 0.0))
+    alpha, theta = 1.0 / ca2, ca2 / rate_per_s
+    x = t / theta
+    top = float(np.max(x, initial=0.0))
+    n = np.arange(1, int(np.ceil((top + 10.0 * np.sqrt(top) + 40.0) / alpha)) + 2)[:, None]  # P(nα, x) < 1e-15 past
+    a = n * alpha
+    integral = (t * gammainc(a, x) - a * theta * gammainc(a + 1.0, x)).sum(axis=0)
+    return np.asarray(np.where(t > 0.0, 2.0 / safe * integral, 0.0), dtype=np.float64)
+
+
 def service_scv(service_s: ArrayLike, prob: ArrayLike) -> float:
     """c_s² = E[S²]/E[S]² − 1 of a discretised service time (rounding below 0 clipped: a constant service)."""
     m1, m2, _ = service_moments(service_s, prob)
@@ -179,18 +203,20 @@ def gg_prefill_wait_distribution(
 
     ``ca2 == 1`` (Poisson) returns that function's law untouched. Otherwise the Poisson law of one instance (random
     and round-robin: the M/G/1 at λ/N; least-work: the M/G/c) is corrected for the c² that instance sees
-    (:func:`instance_ca2`): round-robin by :func:`pdplan.queueing.gig1.gig1_wait` (the GI/G/1 delay probability and
-    mean, as for Poisson arrivals split round-robin), random and least-work by :func:`non_poisson_wait` (Kingman's
-    mean for one server, Allen–Cunneen's for least-work).
+    (:func:`instance_ca2`): random and round-robin by :func:`pdplan.queueing.gig1.gig1_wait` (Whitt's GI/G/1 delay
+    probability, the mean Kingman's times Krämer–Langenbach-Belz's g for c² ≤ 1, times π/ρ for c² > 1), least-work
+    by :func:`pdplan.queueing.gig1.gigc_wait` (the same correction carried to Erlang C at the per-server load).
     """
     if ca2 == 1.0:
         return prefill_wait_distribution(policy, rate_per_s, service_s, prob, instances, max_cells=max_cells)
     seen = instance_ca2(policy, ca2, instances)  # also rejects an unknown policy
     base = "random" if policy == "round-robin" else policy  # round-robin: the M/G/1 at λ/N, its c² set here
     wait = prefill_wait_distribution(base, rate_per_s, service_s, prob, instances, max_cells=max_cells)
-    if policy == "round-robin":
-        return gig1_wait(wait, seen, service_scv(service_s, prob))
-    return non_poisson_wait(wait, seen, service_scv(service_s, prob))
+    cs2 = service_scv(service_s, prob)
+    if policy == "least-work":
+        rho = as_rates(rate_per_s) * service_moments(service_s, prob)[0] / instances
+        return gigc_wait(wait, rho, seen, cs2)
+    return gig1_wait(wait, seen, cs2)
 
 
 def empirical_ca2(arrival_s: ArrayLike) -> float:

@@ -112,12 +112,19 @@ Per instance, Poisson arrivals at λ_c (= λ/z for z replicas), linear decode st
   simulate`` (docs/accuracy_serving.md).
 
 *Non-Poisson arrivals* (``arrival_ca2`` = c² of one instance's gaps ≠ 1; :mod:`pdplan.queueing.arrivals`): the
-prompt queue's M/G/1 wait (both schedulers) becomes Kingman's G/G/1 law, the lattice stretched by
-``(c² + c_s²)/(1 + c_s²)`` with c_s² of the prompts' service (the chunk queue's S_L per rate). The rest stays as
-for Poisson arrivals: the step residual (it depends only on whether decodes run), the mean field (rates, not gaps),
-and the TPOT side: the group mates, the Poisson count of prompts in a stall window and the load noise. Smoother
-arrivals there mean fewer prompts bunched into one window than modelled (TPOT pessimistic), burstier ones more.
-Poisson (1) runs exactly the Poisson code.
+prompt queue's M/G/1 wait (prefill-first's W, chunked's fluid W_f) becomes the GI/G/1 law of
+:mod:`pdplan.queueing.gig1` with c_s² of the prompts' service (the chunk queue's S_L per rate): Whitt's delay
+probability, Kingman's mean times Krämer–Langenbach-Belz's g (c² ≤ 1) or π/ρ (c² > 1). The chunked landing step
+(:func:`_landing_wait`) is read as a renewal arrival sees it (issue #22; since the landing-step law it reads W_f only
+in full steps, so the correction of W_f alone left the TTFT at the Poisson one on the arrivals benchmark of
+docs/reuse_workloads.md §4, where no prompt lands in a full step): the arrival lands in a chunk step with Whitt's π
+instead of the time share ρ (:func:`_renewal_landing`), and the others that ride with it in a landing step of length
+t number ``(2/t)∫_0^t H(u) du`` on average, H the renewal function of gamma gaps of that c²
+(:func:`pdplan.queueing.arrivals.window_count_mean`), not λt; their count keeps the Poisson shape. The rest stays
+as for Poisson arrivals: the step laws (the drain step's, the prefill-first step rest), the mean field (rates, not
+gaps) and the TPOT side: the group mates, the Poisson count of prompts in a stall window and the load noise.
+Smoother arrivals there mean fewer prompts bunched into one window than modelled (TPOT pessimistic), burstier ones
+more. Poisson (1) runs exactly the Poisson code.
 
 TTFT and TPOT are returned as independent marginals; their joint attainment as a product is an
 approximation here (both live on one instance; docs/queueing.md §5.2 flags it). Under prefill-first
@@ -133,7 +140,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import gammainc, gammaincc, gammaincinv
 
-from pdplan.queueing.arrivals import non_poisson_wait, service_scv
+from pdplan.queueing.arrivals import service_scv, window_count_mean
 from pdplan.queueing.chunk_window import ChunkQueue, busy_left, chunk_queue, gamma_cdf, window_components
 from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.decode import (
@@ -144,6 +151,7 @@ from pdplan.queueing.decode import (
     load_noise,
 )
 from pdplan.queueing.distributions import GammaMixture, ShiftedMixture, WaitDistribution, as_rates
+from pdplan.queueing.gig1 import delay_probability, gig1_wait
 from pdplan.queueing.link_delay import no_delay
 from pdplan.queueing.mg1 import mg1_wait_distribution, pk_wait_moments
 from pdplan.queueing.ttft_mixture import TtftMixture
@@ -372,7 +380,7 @@ def colocated_chunked(
         raise ValueError(f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)")
     fluid_wait = _chunk_wait(rate, workload, q.fluid_service_s, max_cells, arrival_ca2)
     n_seqs = rate * workload.mean_steps * q.tau_mean_s
-    wait = _landing_wait(fluid_wait, np.exp(-n_seqs), q, workload, max_cells)
+    wait = _landing_wait(fluid_wait, np.exp(-n_seqs), q, workload, max_cells, arrival_ca2)
     st = _state(rate, q.tau_mean_s, workload, step_time)
     var_load, _ = load_noise(st, workload)
     win = window_components(q, workload)
@@ -453,8 +461,39 @@ def _landing_law(q: ChunkQueue, workload: DecodeWorkload) -> _Landing:
     return _Landing(1.0 - rho, q.drain_time, full, q.tau_drain_s**2 / var_d, var_d / q.tau_drain_s)
 
 
+def _renewal_landing(q: ChunkQueue, workload: DecodeWorkload, ca2: float) -> _Landing:
+    """:func:`_landing_law` as an arrival of a renewal stream with c² ``ca2`` ≠ 1 sees it.
+
+    A Poisson arrival lands in a chunk step (drain or full) with the time share ρ of those steps (PASTA). The chunk
+    queue is an M/G/1 in time on the fluid service S_L (:func:`~pdplan.queueing.chunk_window.chunk_queue`), busy
+    exactly while chunk steps run, so a renewal arrival finds it busy with that queue's GI/G/1 delay probability π
+    (Whitt's, :func:`pdplan.queueing.gig1.delay_probability`, at ρ and the fluid service's c_s²) instead: the plain
+    share is 1 − π and the drain and full shares are scaled by π/ρ (their drain step law kept). Smooth arrivals land
+    in plain steps more often than ρ says, bursty ones less often. The others that ride with the prompt are counted
+    by the renewal stream's window count (:func:`pdplan.queueing.arrivals.window_count_mean`, in
+    :func:`_landing_wait`).
+    """
+    law = _landing_law(q, workload)
+    pi = np.array(
+        [
+            float(delay_probability(q.rho[r], ca2, service_scv(q.fluid_service_s[r], workload.prob)))
+            for r in range(q.rate.size)
+        ]
+    )
+    busy = q.rho > 0.0
+    scale = np.where(busy, pi / np.where(busy, q.rho, 1.0), 0.0)
+    return _Landing(
+        1.0 - np.where(busy, pi, 0.0), law.drain * scale, law.full * scale, law.drain_shape, law.drain_scale_s
+    )
+
+
 def _landing_wait(
-    fluid: WaitDistribution, atom: FloatArray, q: ChunkQueue, workload: DecodeWorkload, max_cells: int
+    fluid: WaitDistribution,
+    atom: FloatArray,
+    q: ChunkQueue,
+    workload: DecodeWorkload,
+    max_cells: int,
+    arrival_ca2: float = 1.0,
 ) -> WaitDistribution:
     """The chunked TTFT's wait per rate on a lattice (module docstring, "the landing step"): with probability
     ``atom`` (no decode runs, P = e^{−N}) the fluid wait W_f alone; else the landing-step mixture
@@ -465,7 +504,8 @@ def _landing_wait(
     * full step (share f_f): ``max(W_f | W_f > 0, U·τ_c) + O(τ_c)`` (W_f independent of U; the cdf of the max is the
       product of the cdfs);
 
-    O(t) the work of the Poisson(λt) others that arrived during the landing step of length t, compound Poisson with
+    O(t) the work of the Poisson(λt) others that arrived during the landing step of length t (a renewal stream,
+    ``arrival_ca2`` ≠ 1: its window count's mean, the part weights of :func:`_renewal_landing`), compound Poisson with
     the per-cell step work s̃ (:func:`_step_work`), summed per part by its transform ``exp(λt(φ_s̃ − 1))``; then with
     probability 1 − P_d the prompt's last step is full, adding ``(c − E[m])τ_c/c`` (the others' tokens that fill
     it; m at the chunk c, :func:`_last_chunk_tokens`). The lattice spans W_f's grid, the longest landing step, O's
@@ -474,7 +514,7 @@ def _landing_wait(
     independent of the lattice but for the max: ``t/2 + λtE[s̃]``, the max's by the trapezoid rule on the lattice
     (its cdf is piecewise linear there), ``(1 − P_d)`` times the fill; W_f's analytic mean for the idle part.
     """
-    law = _landing_law(q, workload)
+    law = _landing_law(q, workload) if arrival_ca2 == 1.0 else _renewal_landing(q, workload, arrival_ca2)
     s = _step_work(q, workload)
     p = workload.prob
     fill = (q.chunk_tokens - _last_chunk_tokens(q, workload) @ p) * q.tau_chunk_s / q.chunk_tokens
@@ -483,14 +523,19 @@ def _landing_wait(
         bins = (
             gammaincinv(law.drain_shape[r] + 1.0, (np.arange(_DRAIN_BINS) + 0.5) / _DRAIN_BINS) * law.drain_scale_s[r]
         )
-        parts = [(float(q.tau_plain_s[r]), float(law.plain[r]), False)]
-        parts += [(float(t), float(law.drain[r]) / _DRAIN_BINS, False) for t in bins]
-        parts.append((float(q.tau_chunk_s[r]), float(law.full[r]), True))
+        steps = [(float(q.tau_plain_s[r]), float(law.plain[r]), False)]
+        steps += [(float(t), float(law.drain[r]) / _DRAIN_BINS, False) for t in bins]
+        steps.append((float(q.tau_chunk_s[r]), float(law.full[r]), True))
+        rate = float(q.rate[r])
+        if arrival_ca2 == 1.0:
+            counts = [rate * t for t, _, _ in steps]  # Poisson: λt others in a step of length t
+        else:
+            counts = window_count_mean(rate, np.array([t for t, _, _ in steps]), arrival_ca2).tolist()
+        parts = [(t, w, full, n) for (t, w, full), n in zip(steps, counts, strict=True)]
         rows.append(
             _landing_row(
                 fluid.row(r),
                 parts,
-                float(q.rate[r]),
                 s[r],
                 p,
                 float(fill[r]),
@@ -508,8 +553,7 @@ def _landing_wait(
 
 def _landing_row(
     fluid: WaitDistribution,
-    parts: list[tuple[float, float, bool]],
-    rate: float,
+    parts: list[tuple[float, float, bool, float]],
     work_s: FloatArray,
     prob: FloatArray,
     fill_s: float,
@@ -518,10 +562,12 @@ def _landing_row(
     max_cells: int,
 ) -> tuple[float, FloatArray, float]:
     """One rate of :func:`_landing_wait`: lattice step, the cdf on it and the landing part's mean. ``parts``: (landing
-    step t, weight, full step?) with weights summing to 1."""
-    t_max = max(t for t, _, _ in parts)
+    step t, weight, full step?, mean count of the others that ride with the prompt: λt for Poisson arrivals) with
+    weights summing to 1."""
+    t_max = max(t for t, _, _, _ in parts)
+    n_max = max(n for _, _, _, n in parts)
     e1, e2 = float(work_s @ prob), float(work_s**2 @ prob)
-    top_o = rate * t_max * e1 + 10.0 * np.sqrt(rate * t_max * e2) + 3.0 * float(work_s.max())
+    top_o = n_max * e1 + 10.0 * np.sqrt(n_max * e2) + 3.0 * float(work_s.max())
     top = float(fluid.h_s[0]) * (fluid.cdf_grid.shape[1] - 1) + t_max + top_o + fill_s
     n = min(max_cells, int(np.ceil(top / float(fluid.h_s[0]))) + 2)
     h = top / (n - 2)
@@ -533,13 +579,13 @@ def _landing_row(
     busy = (cdf_w - cdf_w[0]) / max(1.0 - float(cdf_w[0]), 1e-12)  # W_f given W_f > 0
     acc = np.zeros(size // 2 + 1, dtype=np.complex128)
     mean = p_full * fill_s
-    for t, weight, full in parts:
+    for t, weight, full, others in parts:
         if weight > 0.0:
             rest = np.clip(edges / t, 0.0, 1.0)  # U·t
             cdf = busy * rest if full else rest
-            acc += weight * np.fft.rfft(np.diff(cdf, prepend=0.0), size) * np.exp(rate * t * (phi - 1.0))
+            acc += weight * np.fft.rfft(np.diff(cdf, prepend=0.0), size) * np.exp(others * (phi - 1.0))
             first = h * float(np.sum(1.0 - cdf[:-1] / 2.0 - cdf[1:] / 2.0)) if full else t / 2.0  # E[max] by trapezoid
-            mean += weight * (first + rate * t * e1)
+            mean += weight * (first + others * e1)
     pmf = np.fft.irfft(acc, size)[:n]
     shift = round(fill_s / h)
     pmf = (1.0 - p_full) * pmf + p_full * np.concatenate((np.zeros(shift), pmf))[:n]
@@ -654,9 +700,9 @@ def _pair_key(workload: DecodeWorkload) -> FloatArray:
 
 
 def _renewal(wait: WaitDistribution, ca2: float, service_s: ArrayLike, prob: ArrayLike) -> WaitDistribution:
-    """The prompt queue's M/G/1 wait for arrivals with c² ``ca2``: untouched for Poisson (1), else Kingman-corrected
-    with the prompts' service c_s² (:func:`pdplan.queueing.arrivals.non_poisson_wait`)."""
-    return wait if ca2 == 1.0 else non_poisson_wait(wait, ca2, service_scv(service_s, prob))
+    """The prompt queue's M/G/1 wait for arrivals with c² ``ca2``: untouched for Poisson (1), else the GI/G/1 law
+    with the prompts' service c_s² (:func:`pdplan.queueing.gig1.gig1_wait`)."""
+    return wait if ca2 == 1.0 else gig1_wait(wait, ca2, service_scv(service_s, prob))
 
 
 def colocated_distributions(

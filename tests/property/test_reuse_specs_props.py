@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdplan.queueing.arrivals import gg1_wait_scale, non_poisson_wait
+from pdplan.queueing.arrivals import gg1_wait_scale
+from pdplan.queueing.gig1 import delay_probability, gig1_wait, gigc_delay_probability, gigc_wait, klb_factor
 from pdplan.queueing.mg1 import mg1_wait_distribution
+from pdplan.queueing.mgc import erlang_c
 from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.specs.workload import WorkloadSpec
@@ -140,14 +142,26 @@ def test_gamma_arrivals_have_ca2_cv_squared(cv: float) -> None:
 
 
 @PROPS
-@given(st.floats(0.0, 16.0), st.floats(0.0, 9.0), st.floats(0.05, 0.95))
-def test_non_poisson_wait_scales_the_poisson_wait(ca2: float, cs2: float, rho: float) -> None:
+@given(st.floats(0.0, 16.0), st.floats(0.0, 9.0), st.floats(0.05, 0.95), st.integers(1, 8))
+def test_gig_laws_bracket_the_poisson_wait(ca2: float, cs2: float, rho: float, servers: int) -> None:
+    """The GI/G/1 and GI/G/c laws (pdplan/queueing/gig1.py): a probability of waiting in [0, 1], below the Poisson
+    queue's for smooth arrivals and above it for bursty ones; the GI/G/1 mean Kingman's times g (c² ≤ 1) or π/ρ
+    (c² > 1); the c-server form with C = ρ (one server) is the GI/G/1 law."""
     assert gg1_wait_scale(1.0, cs2) == pytest.approx(1.0)
-    # a two-point service law with the drawn c_s²: S ∈ {1 − d, 1 + d}... not enough spread, so mix 0 and a point
+    # a two-point service law with the drawn c_s²: mass at ~0 and at 1 + c_s²
     top = 1.0 + cs2
     service, prob = np.array([1e-9, top]), np.array([1.0 - 1.0 / top, 1.0 / top])  # E[S] = 1, c_s² = cs2
     base = mg1_wait_distribution(rho, service, prob)
-    law = non_poisson_wait(base, ca2, cs2)
-    k = gg1_wait_scale(ca2, cs2)
-    assert law.mean_s[0] == pytest.approx(base.mean_s[0] * k, rel=1e-12, abs=1e-15)
-    assert law.atom[0] == pytest.approx(1.0 if k == 0 else base.atom[0])
+    law = gig1_wait(base, ca2, cs2)
+    load = float(1.0 - base.atom[0])  # ρ of the law (E[S] = 1 + 5e-10 here)
+    k, pi = gg1_wait_scale(ca2, cs2), float(delay_probability(load, ca2, cs2))
+    assert 0.0 <= 1.0 - law.atom[0] <= 1.0
+    want = k * float(klb_factor(load, ca2, cs2)) if ca2 <= 1.0 else k * pi / load
+    assert law.mean_s[0] == pytest.approx(base.mean_s[0] * want, rel=1e-9, abs=1e-15)
+    one = gigc_wait(base, 1.0 - base.atom, ca2, cs2)  # C = ρ: one server
+    assert one.atom[0] == pytest.approx(law.atom[0], abs=1e-12)
+    assert one.mean_s[0] == pytest.approx(law.mean_s[0], rel=1e-9, abs=1e-15)
+    erl = float(erlang_c(servers, servers * rho)[0])
+    pi_c = float(gigc_delay_probability(erl, rho, ca2, cs2))
+    assert -1e-12 <= pi_c <= 1.0 + 1e-12
+    assert (pi_c <= erl + 1e-12) if ca2 <= 1.0 else (pi_c >= erl - 1e-12)

@@ -80,19 +80,20 @@ def test_gamma_cv_one_gives_the_poisson_evaluation_bit_for_bit() -> None:
 
 @pytest.mark.parametrize("routing", ["random", "round-robin", "least-work"])
 def test_constant_arrivals_reach_the_prefill_wait(routing: str) -> None:
-    """Constant arrivals: the pool's mean wait is the Poisson mean times Kingman's factor at the c² an instance sees
-    (least-work: Allen–Cunneen's, the same factor at c_a²)."""
+    """Constant arrivals: the pool's mean wait is the Poisson mean times Kingman's factor and Krämer–Langenbach-Belz's
+    g at the c² an instance sees (GI/G/1 for random and round-robin, whose Poisson law is already the E_3/G/1's at
+    c² = 1/3; least-work's GI/G/c form, the same factor on the M/G/c mean: pdplan.queueing.gig1)."""
     poisson, constant = _disaggregated(_small(routing)), _disaggregated(_small(routing, CONSTANT))
     assert constant.pool.arrival_ca2 == 0.0
     rates = np.array([0.5, 0.8]) * poisson.limit().rate_rps
     base, _ = poisson.pool.wait(rates)
     got, _ = constant.pool.wait(rates)
     cs2 = service_scv(poisson.pool.point_service_s.ravel(), poisson.pool.point_prob)
-    k = gg1_wait_scale(instance_ca2(routing, 0.0, 3), cs2)
-    if routing == "round-robin":  # GI/G/1 both (pdplan.queueing.gig1): Kingman × KLB at c² = 0 over that at 1/3
-        rho = poisson.pool.load(rates)
-        k *= klb_factor(rho, 0.0, cs2) / (gg1_wait_scale(1 / 3, cs2) * klb_factor(rho, 1 / 3, cs2))
-    assert got.mean_s == pytest.approx(base.mean_s * k, rel=1e-12)
+    rho = poisson.pool.load(rates)
+    seen, seen_poisson = instance_ca2(routing, 0.0, 3), instance_ca2(routing, 1.0, 3)
+    k = gg1_wait_scale(seen, cs2) * klb_factor(rho, seen, cs2)
+    k /= gg1_wait_scale(seen_poisson, cs2) * klb_factor(rho, seen_poisson, cs2)
+    assert got.mean_s == pytest.approx(base.mean_s * k, rel=1e-9)
     assert np.all(constant.snapshot(rates).ttft.mean_s < poisson.snapshot(rates).ttft.mean_s)
 
 
@@ -120,14 +121,14 @@ def test_colocated_prompt_queue_takes_the_random_split() -> None:
     assert np.array_equal(base.mean_s, ref.mean_s)
     got = model._distributions(rates).ttft.wait
     assert instance_ca2("random", 0.0, 2) == 0.5
-    # the chunked TTFT reads the prompt queue's fluid wait W_f only where a prompt lands in a full step (none here:
-    # every chunk step drains), so its mean may not move; W_f itself is the Kingman-scaled one
+    # the chunked TTFT: the prompt queue's fluid wait W_f takes the GI/G/1 law (waits less often, less), the landing
+    # step is a chunk step with Whitt's π < ρ and fewer others ride with the prompt (colocated_queue._renewal_landing)
     assert model.scheduler == "chunked"
-    assert np.all(got.mean_s <= base.mean_s)
+    assert np.all(got.mean_s < base.mean_s)
     fluid = model.chunk_queue_at(rates / 2).fluid_service_s
-    poisson_w, smooth_w = (_chunk_wait(rates / 2, model.cells, fluid, GRID_CELLS, ca2).mean_s for ca2 in (1.0, 0.5))
-    assert np.all(smooth_w < poisson_w)
-    assert np.array_equal(got.atom, base.atom)  # the atom is kept, the lattice stretched
+    poisson_w, smooth_w = (_chunk_wait(rates / 2, model.cells, fluid, GRID_CELLS, ca2) for ca2 in (1.0, 0.5))
+    assert np.all(smooth_w.mean_s < poisson_w.mean_s)
+    assert np.all(smooth_w.atom > poisson_w.atom)  # smooth arrivals find the prompt queue empty more often than 1 − ρ
 
 
 def test_trace_ca2_is_measured_from_its_times(tmp_path: Path) -> None:

@@ -16,17 +16,21 @@ from pdplan.queueing import (
     mg1_wait_distribution,
     tpot_distribution,
 )
+from pdplan.queueing.arrivals import service_scv
 from pdplan.queueing.chunk_window import chunk_queue, gamma_cdf
 from pdplan.queueing.colocated_queue import (
     _behind_s,
     _landing_law,
     _landing_row,
     _landing_step,
+    _renewal_landing,
     _with_gated_step,
     _with_step_rest,
+    colocated_chunked,
 )
 from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.distributions import WaitDistribution
+from pdplan.queueing.gig1 import delay_probability
 from pdplan.types import FloatArray
 
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
@@ -212,13 +216,35 @@ def test_landing_law_caps_the_step_at_a_full_chunk() -> None:
     assert law.drain_scale_s[0] == pytest.approx(drain_star - tau_d, rel=1e-6)  # variance τ_d(E[T_d*] − τ_d)
 
 
+def test_renewal_landing_by_hand() -> None:
+    """A renewal arrival (c² ≠ 1) finds a chunk step with Whitt's GI/G/1 delay probability π at the chunk queue's ρ and
+    its fluid service's c_s² (PASTA's ρ for Poisson): plain share 1 − π, drain and full shares scaled by π/ρ; smooth
+    arrivals land in plain steps more often, bursty ones less often. The TTFT mean falls with smooth arrivals and
+    rises with bursty ones; Poisson (c² = 1) is the Poisson law itself."""
+    wl = decode_workload([200.0, 1500.0], [100.0, 100.0], [0.8, 0.2])
+    q = chunk_queue(np.array([20.0]), wl, STEP, 2048.0, 6e-5, 1e-9)
+    law = _landing_law(q, wl)
+    rho = float(q.rho[0])
+    for ca2 in (0.5, 2.5):
+        pi = float(delay_probability(rho, ca2, service_scv(q.fluid_service_s[0], wl.prob)))
+        seen = _renewal_landing(q, wl, ca2)
+        assert seen.plain[0] == pytest.approx(1.0 - pi)
+        assert seen.drain[0] == pytest.approx(law.drain[0] * pi / rho)
+        assert seen.full[0] == pytest.approx(law.full[0] * pi / rho)
+        assert seen.plain[0] + seen.drain[0] + seen.full[0] == pytest.approx(1.0)
+        assert (seen.plain[0] > law.plain[0]) == (ca2 < 1.0)
+    kw = {"token_budget": 2048.0, "prefill_s_per_token": 6e-5, "attention_s_per_token2": 1e-9}
+    mean = {c: colocated_chunked([20.0], wl, STEP, arrival_ca2=c, **kw).ttft.mean_s[0] for c in (0.5, 1.0, 2.5)}
+    assert mean[0.5] < mean[1.0] < mean[2.5]
+
+
 def test_landing_row_matches_monte_carlo() -> None:
     """The lattice of one rate against sampling the same mixture: a plain, a drain and a full landing step, the
     others' work compound Poisson, a full last step with probability 0.2, and an M/D/1 fluid wait."""
     rate, work, prob = 4.0, np.array([0.02, 0.1]), np.array([0.7, 0.3])
     fluid = mg1_wait_distribution([rate], [0.15], [1.0])
-    parts = [(0.02, 0.4, False), (0.12, 0.35, False), (0.3, 0.25, True)]
-    h, cdf, mean = _landing_row(fluid, parts, rate, work, prob, 0.05, 0.2, 0.0, 2**12)
+    parts = [(t, w, full, rate * t) for t, w, full in [(0.02, 0.4, False), (0.12, 0.35, False), (0.3, 0.25, True)]]
+    h, cdf, mean = _landing_row(fluid, parts, work, prob, 0.05, 0.2, 0.0, 2**12)
     rng = np.random.default_rng(7)
     n = 200_000
     kind = rng.choice(3, size=n, p=[0.4, 0.35, 0.25])
