@@ -37,7 +37,7 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
-from pdplan.serving.build import goodput_model, with_cache_rate
+from pdplan.serving.build import PpdProbes, goodput_model, with_cache_rate
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.dual_path_setup import dual_path_report
@@ -97,6 +97,7 @@ def evaluate_exact(
     headroom: float = 0.0,
     redundancy: str = "none",
     start_rps: float | None = None,
+    probes: PpdProbes | None = None,
 ) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
@@ -105,10 +106,11 @@ def evaluate_exact(
     Planning margins: under ``redundancy="n+1"`` goodput is found with one instance of each pool down; the
     reported goodput is that SLO-meeting rate divided by ``1 + headroom``; latencies and utilisations are those of
     the whole deployment at the operating rate (the target, or the reported goodput). ``start_rps``: where a
-    prefix cache's self-consistent goodput is first looked for (the screen's estimate)."""
+    prefix cache's self-consistent goodput is first looked for (the screen's estimate); ``probes``: the search's PPD
+    goodput searches (:class:`pdplan.serving.build.PpdProbes`; None: this plan's own)."""
     slo = base.scenario.slo
     try:
-        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps)
+        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps, probes)
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
@@ -211,6 +213,7 @@ def _goodput(
     target_rps: float | None,
     redundancy: str,
     start_rps: float | None = None,
+    probes: PpdProbes | None = None,
 ) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
     """The bound deployment, its model, the model goodput is found on (one instance of each pool down under
     ``n+1``) and that goodput. With a prefix cache the hit rates are those at the target rate when there is one (the
@@ -228,10 +231,10 @@ def _goodput(
         capacity = model if down is None else build_model(down)
         return res, model, capacity, find_goodput(capacity, slo)
     if redundancy == "n+1":
-        down, capacity, good = goodput_model(bind(base, degraded(d)), slo, start_rps)
+        down, capacity, good = goodput_model(bind(base, degraded(d)), slo, start_rps, probes)
         res = with_cache_rate(res, good.rate_rps)
         return res, build_model(res), capacity, good
-    res, model, good = goodput_model(res, slo, start_rps)
+    res, model, good = goodput_model(res, slo, start_rps, probes)
     return res, model, model, good
 
 

@@ -39,6 +39,7 @@ from pdplan.search.pool import Pool, Stage, build_pool, infeasible, restricted, 
 from pdplan.search.select import Metrics, pareto_front, rank
 from pdplan.search.space import Space, build_space
 from pdplan.serving import Colocated, ResolvedScenario, resolve
+from pdplan.serving.build import PpdProbes
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.specs.arguments import check_count, check_positive, check_scenario
 from pdplan.specs.ceilings import MAX_INSTANCES_PER_ROLE, MAX_PARALLEL_DEGREE
@@ -88,6 +89,7 @@ def _refine(
     failures: list[NoFeasiblePlanError] | None = None,
     done: dict[tuple[object, float], Exact] | None = None,
     stage: Stage | None = None,
+    probes: PpdProbes | None = None,
 ) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective.
 
@@ -95,7 +97,9 @@ def _refine(
     the SLO or the target rate once exact), trying at most ``MAX_TRIES_PER_PLAN`` per plan asked for. ``done``:
     the plans this search has already evaluated, by deployment and start rate (the colocated baseline is often one
     of the plans ranked best; filled in here). ``stage`` hears each exact evaluation's number, the most there can be
-    and the time left at the mean so far (the progress line)."""
+    and the time left at the mean so far (the progress line). ``probes``: the search's PPD goodput searches, shared
+    by plans whose model is ``ppd``'s (:class:`pdplan.serving.build.PpdProbes`: a ``score`` plan placing every append
+    repeats its ``ppd`` twin's)."""
     kept: list[Exact] = []
     most, started = top * MAX_TRIES_PER_PLAN, time.perf_counter()
     for tried, i in enumerate(_distinct(pool, order, mode)):
@@ -114,6 +118,7 @@ def _refine(
             headroom=space.headroom,
             redundancy=space.redundancy,
             start_rps=start_rps,
+            probes=probes,
         )
         if e is not None and done is not None:
             done[(d, start_rps)] = e
@@ -214,7 +219,7 @@ def _search(
         raise unpriced_infeasible(pool, space) or with_closest(infeasible(pool, space), res, pool)
     note("exact re-evaluation")
     done: dict[tuple[object, float], Exact] = {}
-    best = _best_exact(res, pool, order, space, top, done, stage=note)
+    best = _best_exact(res, pool, order, space, top, done, stage=note, probes=PpdProbes())
     full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
     baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done)
     note("sensitivity")
@@ -247,11 +252,12 @@ def _best_exact(
     top: int,
     done: dict[tuple[object, float], Exact] | None = None,
     stage: Stage | None = None,
+    probes: PpdProbes | None = None,
 ) -> list[Exact]:
     """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
     they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
-    best = _refine(res, pool, order, space, top, failures=failures, done=done, stage=stage)
+    best = _refine(res, pool, order, space, top, failures=failures, done=done, stage=stage, probes=probes)
     if not best:
         reason = failures[0] if failures else infeasible(pool, space)
         raise NoFeasiblePlanError(
@@ -259,7 +265,7 @@ def _best_exact(
             binding_constraint=reason.binding_constraint,
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
-        best += _refine(res, pool, order, space, 1, mode="disaggregated", done=done)
+        best += _refine(res, pool, order, space, 1, mode="disaggregated", done=done, probes=probes)
     return best
 
 

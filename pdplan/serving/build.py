@@ -22,7 +22,7 @@ TPOT tail is somewhat pessimistic for smooth arrivals and optimistic for bursty 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
@@ -33,7 +33,9 @@ from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.ppd_model import applies as ppd_applies
+from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
+from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.scenario import SloSpec
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import Binding
@@ -113,8 +115,48 @@ class _AtRate:
         return self.good.rate_rps >= self.rate_rps * (1.0 - 1e-9)
 
 
+@dataclass
+class PpdProbes:
+    """The goodput searches of :func:`goodput_model`'s probes on PPD models whose placement is ``ppd``'s
+    (:attr:`pdplan.serving.ppd_pool.TurnPlacement.as_ppd`: the policy ``ppd``, or ``score`` where its rule places
+    every append of every turn), shared by the plans of one search (one resolved base scenario).
+
+    Such a model is the ``ppd`` model of the same deployment, bypass threshold and cache rate but for the policy's
+    name, which no latency reads (tests/unit/test_ppd_score.py: the placement field for field, the latencies and
+    the goodput bit for bit), so its goodput search, started at the same rate, is that model's: a ``score`` plan
+    repeats its ``ppd`` twin's probes and their answers (examples/chat-ppd.yaml: five searches). Keyed by the
+    deployment less its cache, the cache setting with its turn placement read as ``ppd`` at that threshold (the score
+    rule's weights only decide), the cache rate, the start rate and the SLO; a probe whose placement is not ``ppd``'s
+    is neither read nor kept."""
+
+    found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
+
+    @staticmethod
+    def key(
+        res: ResolvedScenario[Any], model: LocalModel, slo: SloSpec, near_rps: float | None
+    ) -> tuple[object, ...] | None:
+        """What fixes the search of ``model`` (built on ``res``) when its placement is ``ppd``'s; None otherwise."""
+        placement = placement_of(model)
+        if placement is None or not placement.as_ppd or res.cache is None:
+            return None
+        spec = res.cache.spec
+        same = TurnPlacementSpec(policy="ppd", append_threshold_tokens=spec.turn_placement.append_threshold_tokens)
+        twin = spec.model_copy(update={"turn_placement": same})
+        bare = dataclasses.replace(res.hardware.deployment, cache=None)
+        return bare, twin, res.cache_rate_rps, near_rps, slo.model_dump_json()
+
+    def goodput(self, res: ResolvedScenario[Any], model: LocalModel, slo: SloSpec, near_rps: float | None) -> Goodput:
+        """:func:`find_goodput` of ``model`` (built on ``res``) from ``near_rps``, or its ``ppd`` twin's answer."""
+        key = self.key(res, model, slo, near_rps)
+        if key is None:
+            return find_goodput(model, slo, near_rps)
+        if key not in self.found:
+            self.found[key] = find_goodput(model, slo, near_rps)
+        return self.found[key]
+
+
 def goodput_model(
-    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None, probes: PpdProbes | None = None
 ) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
     """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``.
 
@@ -129,7 +171,7 @@ def goodput_model(
     (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
     starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
     changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
-    hit rates move it little."""
+    hit rates move it little. ``probes``: the search's :class:`PpdProbes` (None: each probe searched here)."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
@@ -142,7 +184,8 @@ def goodput_model(
         model = build_model(nxt, first[0] if first else None)
         if not first:
             first.append(model)
-        good = find_goodput(model, slo, near[-1] if near else None)
+        start = near[-1] if near else None
+        good = find_goodput(model, slo, start) if probes is None else probes.goodput(nxt, model, slo, start)
         near.append(good.rate_rps)
         return _AtRate(nxt, model, good)
 

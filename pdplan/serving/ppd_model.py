@@ -61,6 +61,7 @@ from pdplan.serving.ppd import (
     decode_share,
     held_probability,
     placed_law,
+    places_every_append,
     routes_to_decode,
     turns_pmf,
 )
@@ -188,8 +189,21 @@ def _plan(model: Any) -> _Plan:
     rho = append_load(rate * on_decode / y, work_s)
     step = scaled(model.decode.step, rho)
     x = decode_at(model, rate, step)
-    facts = _Facts(rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen)
+    as_ppd = _as_ppd(spec, values, groups, decisions)
+    facts = _Facts(
+        rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd
+    )
     return _finish(model, facts, step)
+
+
+def _as_ppd(spec: Any, values: FloatArray, groups: AppendGroups, decisions: FloatArray | None) -> bool:
+    """Whether the placement is ``ppd``'s by the same expressions (:attr:`TurnPlacement.as_ppd`): the policy ``ppd``,
+    or ``score`` placing every append of every Turn 2+ (``decisions[t]``, as :func:`_placed` reads them)."""
+    if spec.policy == "ppd":
+        return True
+    return decisions is not None and all(
+        places_every_append(spec, values, groups, decisions[t]) for t in range(1, decisions.shape[0])
+    )
 
 
 def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroups, decisions: FloatArray | None,
@@ -239,6 +253,8 @@ class _Facts:
     """The law of the appends placed on decode, in groups (:func:`_placed`)."""
     chosen: FloatArray
     """``[T, C]`` whether the policy places each append class in each turn (:mod:`pdplan.serving.ppd_bins`)."""
+    as_ppd: bool
+    """:attr:`~pdplan.serving.ppd_pool.TurnPlacement.as_ppd`."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -286,6 +302,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         append_prob=f.appends.prob,
         append_excess_s=excess,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
+        as_ppd=f.as_ppd,
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
 

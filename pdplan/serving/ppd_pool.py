@@ -74,6 +74,11 @@ class TurnPlacement:
     arrival: BoundaryLaw | None
     """Convention A: the decode side's law of a request whose KV came over the link (its step in flight and its first
     step's excess over a plain one), part of the prefill-side rows' wait; None under B."""
+    as_ppd: bool = False
+    """Whether the placement is ``ppd``'s by the same expressions: the policy ``ppd``, or ``score`` placing every
+    append of every turn (:func:`pdplan.serving.ppd.places_every_append`). The model is then the ``ppd`` model of the
+    same deployment and bypass threshold but for :attr:`policy` (tests/unit/test_ppd_score.py), so its goodput search
+    is that model's (:class:`pdplan.serving.build.PpdProbes`)."""
 
     @property
     def transfer_reduction(self) -> float:

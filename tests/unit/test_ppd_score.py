@@ -1,6 +1,7 @@
 """The ``score`` policy's placement (pdplan/serving/ppd.py, ppd_model.py; issue #24): a group that straddles the
 bypass adds its part above the bypass at that part's own mean, worked by hand; where the rule places every append
-its placement is ``ppd``'s, and the model built is ``ppd``'s but for the policy's name (examples/chat-ppd.yaml)."""
+its placement is ``ppd``'s, and the model built is ``ppd``'s but for the policy's name (examples/chat-ppd.yaml), so
+a search shares its goodput searches with its ``ppd`` twin (pdplan/serving/build.py ``PpdProbes``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
-from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.build import PpdProbes, build_model, with_cache_rate
+from pdplan.serving.goodput import find_goodput
 from pdplan.serving.ppd import AppendGroups, decode_share, placed_law, places_every_append
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import resolve
@@ -72,10 +74,11 @@ def test_places_every_append_reads_only_score() -> None:
     assert places_every_append(low, VALUES, groups, ones)
 
 
-def _model(policy: str, rate_rps: float) -> Any:
+def _model(policy: str | TurnPlacementSpec, rate_rps: float) -> Any:
     sc = load_scenario(EXAMPLE)
     assert sc.cache is not None
-    cache = sc.cache.model_copy(update={"turn_placement": TurnPlacementSpec(policy=policy)})  # type: ignore[arg-type]
+    spec = policy if isinstance(policy, TurnPlacementSpec) else TurnPlacementSpec(policy=policy)
+    cache = sc.cache.model_copy(update={"turn_placement": spec})
     return build_model(with_cache_rate(resolve(sc.model_copy(update={"cache": cache}), open_catalog()), rate_rps))
 
 
@@ -107,3 +110,31 @@ def test_score_placing_everything_builds_the_ppd_model() -> None:
     np.testing.assert_array_equal(left.ttft.quantile(0.9), right.ttft.quantile(0.9))
     np.testing.assert_array_equal(left.tpot.quantile(0.9), right.tpot.quantile(0.9))
     np.testing.assert_array_equal(left.attainment(1.0, 0.05), right.attainment(1.0, 0.05))
+
+
+@pytest.mark.slow
+def test_score_placing_everything_reads_its_ppd_twins_search() -> None:
+    """``PpdProbes``: the score model placing every append reads the goodput search of its ``ppd`` twin (same
+    deployment, bypass threshold, cache rate and start rate), which is its own search's answer bit for bit; a
+    ``score`` rule that keeps appends on prefill (a TPOT weight no TTFT gain outweighs) and a ``threshold`` are
+    neither read nor kept, and another start rate is another search."""
+    slo = load_scenario(EXAMPLE).slo
+    score, ppd = _model("score", 8.0), _model("ppd", 8.0)
+    probes = PpdProbes()
+    twin = probes.goodput(ppd.res, ppd, slo, 8.0)
+    assert probes.goodput(score.res, score, slo, 8.0) is twin  # read, not searched again
+    assert find_goodput(score, slo, 8.0) == twin  # what the memo stands for
+    assert len(probes.found) == 1
+    keeps = _model(TurnPlacementSpec(policy="score", tpot_weight=1e6), 8.0)
+    kept, placed = placement_of(keeps), placement_of(score)
+    assert kept is not None
+    assert placed is not None
+    assert (kept.as_ppd, placed.as_ppd) == (False, True)
+    assert kept.share_on_decode < placed.share_on_decode  # the appends at or above the bypass stay on prefill
+    threshold = _model(TurnPlacementSpec(policy="threshold", append_threshold_tokens=256), 8.0)
+    for other in (keeps, threshold):
+        assert PpdProbes.key(other.res, other, slo, 8.0) is None
+        assert probes.goodput(other.res, other, slo, 8.0) == find_goodput(other, slo, 8.0)
+    assert len(probes.found) == 1
+    probes.goodput(ppd.res, ppd, slo, 7.0)
+    assert len(probes.found) == 2
