@@ -372,6 +372,7 @@ def simulate_reuse(
     warmup_fraction: float = WARMUP_FRACTION,
     stationary_start: bool = True,
     placement: TurnPlacementSpec | None = None,
+    turn_latency_s: float | None = 0.0,
 ) -> ReuseResult:
     """Simulate ``model`` serving ``workload`` at ``rate_rps`` with the caches of ``layout`` (module docstring).
 
@@ -383,16 +384,27 @@ def simulate_reuse(
     disaggregated no). ``placement``: where sessions' turns run their prefill on xPyD (PPD,
     :mod:`pdplan.sim.turn_placement`; None or ``pd``: the prefill pool, today's run unchanged). Seeds: requests from
     ``seed`` (common random numbers across rates), routing draws from ``default_rng([seed, 2])``.
+    ``turn_latency_s``: the mean turn latency D a sessions run's stationary start places its sessions with
+    (:mod:`pdplan.sim.reuse_sessions`, Stationary start): 0 the zero-latency start; None D measured by a pilot run
+    of the same sessions with the zero-latency start (:func:`mean_turn_latency_s`; one simulation more).
     """
     if routing not in ("affinity", "load-balance"):
         raise SpecError(f"routing must be affinity or load-balance, got {routing!r}", field="routing")
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise SpecError(f"rate must be finite and > 0, got {rate_rps}", field="rate")
     window = model.res.model.max_position_embeddings
+    if turn_latency_s is None and isinstance(workload, WorkloadSpec) and workload.sessions is not None:
+        pilot = simulate_reuse(
+            model, workload, layout, rate_rps=rate_rps, routing=routing, exposed_load_s=exposed_load_s,
+            n_requests=n_requests, seed=seed, step=step, block_tokens=block_tokens, cache_outputs=cache_outputs,
+            warmup_fraction=warmup_fraction, stationary_start=stationary_start, placement=placement,
+        )  # fmt: skip
+        turn_latency_s = mean_turn_latency_s(pilot.run)
     if isinstance(workload, ReuseRequests):
         reqs = workload
     else:
-        reqs = reuse_requests(workload, rate_rps, n_requests, block_tokens, seed, window, stationary_start)
+        latency_s = 0.0 if turn_latency_s is None else turn_latency_s
+        reqs = reuse_requests(workload, rate_rps, n_requests, block_tokens, seed, window, stationary_start, latency_s)
     setup = sim_deployment(model, reqs.input_tokens, reqs.output_tokens, step)
     colocated = isinstance(model, ColocatedModel)
     instances, hw = _caching_side(model)
@@ -424,6 +436,16 @@ def simulate_reuse(
     policy = "pd" if placement is None else placement.policy
     extra, turns = placed_turns(run, result.ttft_extra_s, result.turn, model, placer, order, kv_bytes, policy)
     return dataclasses.replace(result, ttft_extra_s=extra, turns=turns)
+
+
+def mean_turn_latency_s(run: SimResult) -> float:
+    """D of the stationary start (:mod:`pdplan.sim.reuse_sessions`): the counted requests' mean time from arrival to
+    last token, which releases the session's next turn after its think time."""
+    warm = run.warmup_count
+    latency = (run.finish_s - run.arrival_s)[warm:]
+    if latency.size == 0 or not bool(np.isfinite(latency).all()):
+        raise ValueError("no counted request finished: the turn latency is undefined")
+    return float(np.mean(latency))
 
 
 def _placer(

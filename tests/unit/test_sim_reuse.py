@@ -23,10 +23,11 @@ from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_prefill_perf
 from pdplan.sim.deployment import sim_deployment
-from pdplan.sim.reuse import CacheLayout, ReuseResult, simulate_reuse
+from pdplan.sim.reuse import CacheLayout, ReuseResult, mean_turn_latency_s, simulate_reuse
 from pdplan.sim.reuse_sessions import session_requests
 from pdplan.specs.arrivals import ConstantArrival
 from pdplan.specs.reuse import SessionsSpec
+from pdplan.specs.workload import WorkloadSpec
 
 UNBOUNDED = CacheLayout(1e12)
 CONSTANT = ConstantArrival(process="constant")
@@ -103,6 +104,27 @@ def test_two_sessions_one_instance_by_hand() -> None:
     # Disaggregated default: the prefill instance holds the prompt only (turn 1's 4 whole blocks).
     prompt_only = _run(spec, 1.0, 6, CacheLayout(16 * 18), arrival=CONSTANT)
     assert prompt_only.hit_tokens.tolist() == [0, 0, 64, 64]
+
+
+def test_measured_turn_latency_places_the_start_with_the_pilots_latency() -> None:
+    # turn_latency_s=None: a pilot run with the zero-latency start gives D, the counted requests' mean arrival-to-last-
+    # token time, and the run is the one with turn_latency_s = D (pdplan/sim/reuse_sessions.py, Stationary start).
+    # Geometric 3-turn sessions with 5 s think times on 1P1D at 20 requests/s: D is a turn's latency (well above 0),
+    # and the start then places more sessions in progress: λ_s · E[T − 1] · (D + E[Z]) against λ_s · E[T − 1] · E[Z].
+    sessions = {"turns": {"dist": "geometric", "mean": 3.0}, "new_tokens": _fixed(512), "output_tokens": _fixed(64),
+                "think_time": _fixed(5.0)}  # fmt: skip
+    wl = WorkloadSpec.model_validate({"sessions": sessions})
+    runs = {}
+    for latency in (0.0, None):
+        runs[latency] = simulate_reuse(_model(), wl, UNBOUNDED, rate_rps=20.0, n_requests=400, turn_latency_s=latency)
+    pilot = runs[0.0].run
+    warm = pilot.warmup_count
+    latency_s = float(np.mean(pilot.finish_s[warm:] - pilot.arrival_s[warm:]))
+    assert mean_turn_latency_s(pilot) == latency_s
+    assert latency_s > 0.1
+    explicit = simulate_reuse(_model(), wl, UNBOUNDED, rate_rps=20.0, n_requests=400, turn_latency_s=latency_s)
+    assert np.array_equal(runs[None].run.finish_s, explicit.run.finish_s)
+    assert runs[None].run.arrival_s.size > pilot.arrival_s.size  # more sessions in progress at t = 0
 
 
 def test_offered_rate_by_hand() -> None:
