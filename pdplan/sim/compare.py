@@ -385,8 +385,8 @@ def simulate_scenario(
     """Closed form and simulation of one deployment at a rate or concurrency (module docstring); ``stage`` hears
     the name of each step as it starts (the CLI's progress line). ``arrival: trace`` replays the trace's requests
     at its recorded arrivals (:mod:`pdplan.sim.trace_replay`; without a rate, at the trace's own rate).
-    ``turn_latency_s``: a sessions workload's stationary start (:func:`pdplan.sim.reuse.simulate_reuse`; None: the
-    mean turn latency measured by a pilot run at each rate)."""
+    ``turn_latency_s``: a sessions workload's stationary start (:func:`pdplan.sim.reuse.simulate_reuse`; None: each
+    rate's run at its own mean turn latency)."""
     start = time.perf_counter()
     check_scenario(scenario)
     tell = stage or (lambda _name: None)

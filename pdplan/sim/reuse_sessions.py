@@ -31,8 +31,8 @@ tokens against 2,385, 8.6 % less prefill per request. With ``turn_latency_s`` = 
 in turn cycles of D + Z: Poisson of mean ``λ_s·E[T − 1]·(D + E[Z])`` of them (Little's law over the cycle), the
 cycle length-biased (Z's density ``(D + z)·f(z)/(D + E[Z])``), the next turn after a residual uniform on (0, D + Z)
 (a session still in its turn's latency is started at its next turn, its turn's load left to the warm-up). D is
-the run's own mean turn latency, measured by a pilot run (:func:`pdplan.sim.reuse.simulate_reuse`,
-``turn_latency_s=None``). The rate a run offered is :attr:`pdplan.sim.reuse.ReuseResult.offered_rps`.
+the run's own mean turn latency, found by runs from D = 0 to its fixed point (:func:`pdplan.sim.reuse.
+simulate_reuse`, ``turn_latency_s=None``). The rate a run offered is :attr:`pdplan.sim.reuse.ReuseResult.offered_rps`.
 
 **Horizon.** Fresh sessions start until ``t_end = N/λ`` (N the requests asked for); requests arriving later (the
 later turns of sessions still in progress) are simulated but not counted (``count_until_s``), so the counted
