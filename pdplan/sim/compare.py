@@ -254,13 +254,15 @@ class _ReuseRunner:
     slo: SloSpec
     n_requests: int
     step: StepModel
+    turn_latency_s: float | None = 0.0
+    """The sessions' stationary start (:func:`pdplan.sim.reuse.simulate_reuse`): 0 zero-latency, None measured."""
 
     def run(self, rate: float) -> ReuseResult:
         inputs = self.inputs if isinstance(self.model, DisaggregatedModel) else reuse_inputs(self.model, rate)
         return simulate_reuse(
             self.model, self.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
             exposed_load_s=inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
-            warmup_fraction=WARMUP_FRACTION, placement=inputs.placement,
+            warmup_fraction=WARMUP_FRACTION, placement=inputs.placement, turn_latency_s=self.turn_latency_s,
         )  # fmt: skip
 
     def point(self, rate: float) -> tuple[SimulatedPoint, ReuseResult]:
@@ -378,10 +380,13 @@ def simulate_scenario(
     goodput: bool = False,
     step: StepModel = "linear",
     stage: Callable[[str], None] | None = None,
+    turn_latency_s: float | None = 0.0,
 ) -> Comparison:
     """Closed form and simulation of one deployment at a rate or concurrency (module docstring); ``stage`` hears
     the name of each step as it starts (the CLI's progress line). ``arrival: trace`` replays the trace's requests
-    at its recorded arrivals (:mod:`pdplan.sim.trace_replay`; without a rate, at the trace's own rate)."""
+    at its recorded arrivals (:mod:`pdplan.sim.trace_replay`; without a rate, at the trace's own rate).
+    ``turn_latency_s``: a sessions workload's stationary start (:func:`pdplan.sim.reuse.simulate_reuse`; None: each
+    rate's run at its own mean turn latency)."""
     start = time.perf_counter()
     check_scenario(scenario)
     tell = stage or (lambda _name: None)
@@ -402,7 +407,7 @@ def simulate_scenario(
     process = scenario.workload.arrival_process()
     if reuse:
         inputs = reuse_inputs(model, rate if rate is not None else max(ev.goodput_rps, 1e-9))
-        runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step)
+        runner = _ReuseRunner(model, scenario.workload, inputs, seed, scenario.slo, n_requests, step, turn_latency_s)
     else:
         lin, out, arrivals = _requests(scenario, res.model.max_position_embeddings, replay, n_requests, seed)
         n_requests = int(lin.size) if replay else n_requests

@@ -32,6 +32,7 @@ def reuse_requests(
     seed: int,
     context_window: int | None,
     stationary_start: bool = True,
+    turn_latency_s: float = 0.0,
 ) -> ReuseRequests:
     """The requests of a reuse workload at ``rate_rps`` (about ``n_requests`` counted; a trace gives its own)."""
     blocks = DEFAULT_BLOCK_TOKENS if block_tokens is None else block_tokens
@@ -39,6 +40,7 @@ def reuse_requests(
         return session_requests(
             workload.sessions, workload.arrival, rate_rps, n_requests, block_tokens=blocks, seed=seed,
             context_window=context_window, stationary_start=stationary_start,
+            turn_latency_s=turn_latency_s,
         )  # fmt: skip
     if workload.shared_prefix is not None:
         return shared_prefix_requests(

@@ -23,10 +23,11 @@ from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_prefill_perf
 from pdplan.sim.deployment import sim_deployment
-from pdplan.sim.reuse import CacheLayout, ReuseResult, simulate_reuse
+from pdplan.sim.reuse import CacheLayout, ReuseResult, mean_turn_latency_s, simulate_reuse
 from pdplan.sim.reuse_sessions import session_requests
 from pdplan.specs.arrivals import ConstantArrival
 from pdplan.specs.reuse import SessionsSpec
+from pdplan.specs.workload import WorkloadSpec
 
 UNBOUNDED = CacheLayout(1e12)
 CONSTANT = ConstantArrival(process="constant")
@@ -103,6 +104,34 @@ def test_two_sessions_one_instance_by_hand() -> None:
     # Disaggregated default: the prefill instance holds the prompt only (turn 1's 4 whole blocks).
     prompt_only = _run(spec, 1.0, 6, CacheLayout(16 * 18), arrival=CONSTANT)
     assert prompt_only.hit_tokens.tolist() == [0, 0, 64, 64]
+
+
+def test_measured_turn_latency_is_the_runs_own() -> None:
+    # turn_latency_s=None: from D = 0, each run's mean arrival-to-last-token time places the next run's start, until
+    # a run's D is within 5 % of what it measures (pdplan/sim/reuse_sessions.py, Stationary start). Geometric 3-turn
+    # sessions with 5 s think times on 1P1D at 20 requests/s: D is a turn's latency (well above 0), and the start then
+    # places more sessions in progress, λ_s · E[T − 1] · (D + E[Z]) against λ_s · E[T − 1] · E[Z].
+    sessions = {"turns": {"dist": "geometric", "mean": 3.0}, "new_tokens": _fixed(512), "output_tokens": _fixed(64),
+                "think_time": _fixed(5.0)}  # fmt: skip
+    wl = WorkloadSpec.model_validate({"sessions": sessions})
+
+    def run(latency_s: float | None) -> ReuseResult:
+        return simulate_reuse(_model(), wl, UNBOUNDED, rate_rps=20.0, n_requests=400, turn_latency_s=latency_s)
+
+    zero = run(0.0)
+    latencies = [0.0]
+    while True:
+        res = run(latencies[-1])
+        warm = res.run.warmup_count
+        measured_s = float(np.mean(res.run.finish_s[warm:] - res.run.arrival_s[warm:]))
+        assert mean_turn_latency_s(res.run) == measured_s
+        if abs(measured_s - latencies[-1]) <= 0.05 * measured_s:
+            break
+        latencies.append(measured_s)
+    assert len(latencies) >= 2
+    assert latencies[1] > 0.1
+    assert np.array_equal(run(None).run.finish_s, res.run.finish_s)
+    assert res.run.arrival_s.size > zero.run.arrival_s.size  # more sessions in progress at t = 0
 
 
 def test_offered_rate_by_hand() -> None:

@@ -103,6 +103,31 @@ def test_stationary_start_sessions_in_progress() -> None:
     assert np.all(reqs.arrival_s[reqs.warm_request] <= 20.0)  # within one think time
 
 
+def test_stationary_start_with_turn_latency() -> None:
+    # Turn cycles of D + Z (D = 10 s, Z exponential of mean 20 s): Little's law over the cycle puts
+    # λ_s · E[T − 1] · (D + E[Z]) = (100/3.1) · 2.1 · 30 ≈ 2,032 sessions in progress at t = 0, each starting its next
+    # turn after the residual of a length-biased cycle, mean E[(D + Z)²] / (2 (D + E[Z])) = (100 + 400 + 800) / 60
+    # = 21.67 s (D = 0: E[Z²] / (2 E[Z]) = 800 / 40 = 20 s).
+    think = {"dist": "exponential", "mean": 20.0}
+    spec = SessionsSpec.model_validate(
+        {"turns": {"dist": "geometric", "mean": 3.1}, "new_tokens": _fixed(40), "output_tokens": _fixed(24),
+         "think_time": think}
+    )  # fmt: skip
+    firsts = []
+    for latency_s in (10.0, 0.0):
+        reqs = session_requests(spec, "poisson", 100.0, 2_000, seed=4, turn_latency_s=latency_s)
+        placed = reqs.turn[~np.isnan(reqs.arrival_s)] > 1
+        firsts.append(reqs.arrival_s[~np.isnan(reqs.arrival_s)][placed])
+    assert firsts[0].size == pytest.approx(100.0 / 3.1 * 2.1 * 30.0, rel=0.06)
+    assert firsts[1].size == pytest.approx(100.0 / 3.1 * 2.1 * 20.0, rel=0.06)
+    assert float(np.mean(firsts[0])) == pytest.approx(1300.0 / 60.0, rel=0.06)
+    assert float(np.mean(firsts[1])) == pytest.approx(20.0, rel=0.06)
+    zero = session_requests(spec, "poisson", 100.0, 2_000, seed=4)  # D = 0 draws what the zero-latency start drew
+    assert np.array_equal(np.nan_to_num(zero.arrival_s, nan=-1.0), np.nan_to_num(reqs.arrival_s, nan=-1.0))
+    with pytest.raises(ValueError, match="turn latency"):
+        session_requests(spec, "poisson", 100.0, 2_000, turn_latency_s=-1.0)
+
+
 def test_seeded_and_common_random_numbers() -> None:
     spec = _sessions({"dist": "geometric", "mean": 2.0}, think=1.0)
     a = session_requests(spec, "poisson", 4.0, 500, seed=5, stationary_start=False)
