@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.engine_args import EngineRefusal, check
 from support.export_argv import script_argvs
 
@@ -182,15 +184,113 @@ def test_vllm_colocated_instances_that_split_unevenly_keep_one_server_each(tmp_p
     assert all(ns.data_parallel_size is None for _, ns in _parsed(result, tmp_path))
 
 
-def test_trtllm_refuses_an_instance_wider_than_a_node_in_one_line_and_says_why() -> None:
-    """TensorRT-LLM documents a multi-node server only as a Slurm MPI world (srun --mpi=pmix trtllm-llmapi-launch
-    trtllm-serve), whose launch no snapshot checks: refused, naming the targets that write one launch a node."""
+# ---- TensorRT-LLM: an instance over nodes as one Slurm MPI world --------------------------------------------
+
+
+def _wide_trtllm(prefill_tp: int = 16) -> PlanDocument:
+    """2 prefill instances of TP16 (two 8-GPU H100 nodes each) and 1 decode of TP8, request-wise KV transfer."""
     plan = _roles(
         "disaggregated",
-        prefill={"gpu": "h100-sxm", "tp": 16, "count": 1},
+        prefill={"gpu": "h100-sxm", "tp": prefill_tp, "count": 2},
         decode={"gpu": "h100-sxm", "tp": 8, "count": 1},
     )
-    with pytest.raises(SpecError, match="only as a Slurm MPI world") as err:
-        _export(_doc({**plan, "granularity": "request"}), "trtllm")
+    return _doc({**plan, "granularity": "request"})
+
+
+def _case_env(tmp: Path, role: str) -> Path:
+    """The folder :func:`script_argvs` gave ``role``'s launch as TRTLLM_CONFIG_DIR (what it wrote is there)."""
+    return tmp / f"config-{role}-None"
+
+
+def test_trtllm_runs_an_instance_wider_than_a_node_as_one_slurm_mpi_world(tmp_path: Path) -> None:
+    """TP16 on 8-GPU nodes: ``srun --nodes 2 --ntasks 16 --distribution arbitrary --mpi pmix trtllm-llmapi-launch
+    trtllm-serve`` (16 ranks, the YAML's world ``tensor_parallel_size`` 16), serving on all interfaces of rank 0's
+    node; the host file puts ranks 0..7 on node 0 (10.1.2.0, PREFILL_NODES' first name) and 8..15 on node 1; the
+    server lists node 0 of each instance (10.1.1.0 and 10.1.1.2 of PREFILL_HOSTS' four) at the context port."""
+    result = _export(_wide_trtllm(), "trtllm")
+    parsed = _parsed(result, tmp_path)
+    srun = next(ns for program, ns in parsed if program == "srun")
+    assert (srun.nodes, srun.ntasks, srun.distribution, srun.mpi, srun.nodelist) == (
+        "2",
+        "16",
+        "arbitrary",
+        "pmix",
+        None,
+    )
+    launch, serve, model, *args = srun.command
+    assert (launch, serve, model) == ("trtllm-llmapi-launch", "trtllm-serve", "meta-llama/Llama-3.1-70B-Instruct")
+    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert args[args.index("--port") + 1] == "8001"
+    config = _case_env(tmp_path, "prefill")
+    hosts = (config / "pdplan-trtllm-prefill-10.1.2.0.hosts").read_text().split()
+    assert hosts == ["10.1.2.0"] * 8 + ["10.1.2.1"] * 8
+    options = yaml.safe_load((config / "pdplan-trtllm-prefill-10.1.2.0.yaml").read_text())
+    assert (options["tensor_parallel_size"], options["pipeline_parallel_size"]) == (16, 1)
+    server = yaml.safe_load((_case_env(tmp_path, "server") / "pdplan-trtllm-disagg.yaml").read_text())
+    assert server["context_servers"]["urls"] == ["10.1.1.0:8001", "10.1.1.2:8001"]
+    assert server["generation_servers"]["urls"] == ["10.1.0.0:8101"]
+    assert [c.program for c in result.commands] == ["srun", "trtllm-serve", "trtllm-serve disaggregated"]
+    assert "not checked: that this cluster's Slurm has the PMIx plugin" in result.text
+
+
+def test_trtllm_node_names_are_checked_before_they_reach_a_file_or_srun(tmp_path: Path) -> None:
+    """PREFILL_NODES names files and the host file's lines: a value with shell or path characters, or too few
+    names, stops the case (exit 2) before anything runs; nothing it holds is executed."""
+    script = tmp_path / "launch.sh"
+    script.write_text(_export(_wide_trtllm(), "trtllm").text)
+    marker = tmp_path / "pwned"
+    for nodes in (f"a;touch {marker} b", f"$(touch {marker}) b", "../../etc b", "a", f"a `touch {marker}`"):
+        env = {"PATH": "/usr/bin:/bin", "PREFILL_NODES": nodes, "TRTLLM_CONFIG_DIR": str(tmp_path / "cfg")}
+        run = subprocess.run(["bash", str(script), "prefill"], env=env, capture_output=True, text=True, check=False)
+        assert run.returncode == 2, (nodes, run.stderr)
+        assert "PREFILL_NODES" in run.stderr
+        assert not marker.exists()
+        assert not (tmp_path / "cfg").exists()
+
+
+def test_a_wrong_srun_flag_fails_the_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The export-to-parser path catches a wrong ``srun`` option (``--node`` is not one of Slurm 25.11.7's), a
+    node list beside the host file, and a wrong ``trtllm-serve`` flag behind ``srun``."""
+    import pdplan.report.export.trtllm as trtllm_target
+
+    real = trtllm_target.srun_command
+
+    def edited(rename: dict[str, str], extra: tuple[tuple[str, str | None], ...] = ()) -> Any:
+        def make(*args: Any) -> Any:
+            cmd = real(*args)
+            flags = tuple((rename.get(flag, flag), value) for flag, value in cmd.flags)
+            return dataclasses.replace(cmd, flags=flags + extra)
+
+        return make
+
+    monkeypatch.setattr(trtllm_target, "srun_command", edited({"--nodes": "--node"}))
+    with pytest.raises(EngineRefusal, match="unrecognized arguments: --node$"):
+        _parsed(_export(_wide_trtllm(), "trtllm"), tmp_path / "node")
+    monkeypatch.setattr(trtllm_target, "srun_command", edited({}, (("--nodelist", "n0,n1"),)))
+    with pytest.raises(EngineRefusal, match="only with --distribution arbitrary and no --nodelist"):
+        _parsed(_export(_wide_trtllm(), "trtllm"), tmp_path / "nodelist")
+    with pytest.raises(EngineRefusal, match="unrecognized arguments: --tp-size"):
+        check(
+            "srun",
+            [
+                "--nodes",
+                "2",
+                "--ntasks",
+                "16",
+                "-m",
+                "arbitrary",
+                "trtllm-llmapi-launch",
+                "trtllm-serve",
+                "m",
+                "--tp-size",
+                "16",
+            ],
+        )
+
+
+def test_trtllm_refuses_in_one_line_an_instance_it_cannot_split_evenly_over_nodes() -> None:
+    """TP9 on 8-GPU nodes needs 2 nodes, which 9 ranks do not fill evenly (TensorRT-LLM's examples put the same
+    ranks on every node)."""
+    with pytest.raises(SpecError, match="9 GPUs per instance do not split evenly over 2 nodes") as err:
+        _export(_wide_trtllm(prefill_tp=9), "trtllm")
     assert "\n" not in str(err.value)
-    assert "export it to sglang or vllm" in str(err.value)
