@@ -175,13 +175,77 @@ def test_vllm_colocated_instances_over_nodes_run_behind_one_data_parallel_front(
     assert [c.program for c in result.commands] == ["vllm serve", "vllm serve"]
 
 
-def test_vllm_colocated_instances_that_split_unevenly_keep_one_server_each(tmp_path: Path) -> None:
-    """5 x TP2 on 8-GPU nodes need 2 nodes, which 5 engines do not split evenly: one server per instance and the
-    note (the split vLLM documents puts the same number of engines on every node)."""
-    doc = _doc(_roles("colocated", colocated={"gpu": "h100-sxm", "tp": 2, "pp": 1, "count": 5}))
+def _ranks(parsed: list[argparse.Namespace]) -> list[int]:
+    """The data-parallel ranks the launches start: each node's start rank (0 on node 0) .. + its local count."""
+    out: list[int] = []
+    for ns in parsed:
+        start = ns.data_parallel_start_rank or 0
+        out += range(start, start + ns.data_parallel_size_local)
+    return sorted(out)
+
+
+@pytest.mark.parametrize(
+    ("count", "nodes", "locals_", "starts"),
+    [
+        (5, 2, [3, 2], [None, 3]),
+        (7, 2, [4, 3], [None, 4]),
+        (9, 3, [3, 3, 3], [None, 3, 6]),
+        (10, 3, [4, 3, 3], [None, 4, 7]),
+    ],
+)
+def test_vllm_colocated_instances_that_split_unevenly_run_behind_one_front(
+    count: int, nodes: int, locals_: list[int], starts: list[int | None], tmp_path: Path
+) -> None:
+    """z x TP2 on 8-GPU nodes (4 engines a node): m = ceil(z / 4) nodes, q, r = divmod(z, m), nodes 0..r-1 hold
+    q + 1 engines and the others q, each from start rank NODE*q + min(NODE, r), so that every rank 0..z-1 starts once
+    (vLLM 0.20.1: rank 0's node handshakes with all z engines, a --headless node starts ranks start..start+L-1).
+    Hand-worked: 5 -> 3 + 2 (start 3); 7 -> 4 + 3 (start 4); 9 -> 3 + 3 + 3; 10 -> 4 + 3 + 3 (starts 4, 7)."""
+    doc = _doc(_roles("colocated", colocated={"gpu": "h100-sxm", "tp": 2, "pp": 1, "count": count}))
     result = _export(doc, "vllm")
-    assert "do not split evenly over the 2 nodes they need" in result.text
-    assert all(ns.data_parallel_size is None for _, ns in _parsed(result, tmp_path))
+    script = tmp_path / "launch.sh"
+    script.write_text(result.text)
+    parsed = []
+    for node in range(nodes):  # every node, not only the first and last that script_argvs runs
+        parsed += _parsed_node(script, node, tmp_path / str(node))
+    assert [ns.data_parallel_size_local for ns in parsed] == locals_
+    assert [ns.data_parallel_start_rank for ns in parsed] == starts
+    assert [bool(ns.headless) for ns in parsed] == [False] + [True] * (nodes - 1)
+    assert _ranks(parsed) == list(range(count))
+    assert {ns.data_parallel_size for ns in parsed} == {count}
+    assert f"CUDA_VISIBLE_DEVICES={','.join(str(g) for g in range(2 * locals_[0]))} \\" in result.text
+
+
+def test_a_vllm_data_parallel_instance_split_unevenly_over_nodes_starts_every_rank_once(tmp_path: Path) -> None:
+    """A DeepSeek-V3 prefill instance of DP9 EP9 (TP1) on 8-GPU nodes: 2 nodes, q, r = divmod(9, 2) = 4, 1, so node 0
+    runs ranks 0..4 (local 5) and serves the API, node 1 runs --headless ranks 5..8 (local 4, start rank 5)."""
+    plan = _roles(
+        "disaggregated",
+        prefill={"gpu": "h100-sxm", "tp": 1, "dp": 9, "ep": 9, "count": 1},
+        decode={"gpu": "h100-sxm", "tp": 1, "dp": 8, "ep": 8, "count": 1},
+    )
+    result = _export(_doc({**plan, "granularity": "request"}, model="deepseek-v3"), "vllm")
+    nodes = [ns for program, ns in _parsed(result, tmp_path) if program == "vllm serve" and ns.data_parallel_size == 9]
+    assert [(ns.data_parallel_size_local, ns.data_parallel_start_rank, ns.headless) for ns in nodes] == [
+        (5, None, None),
+        (4, 5, True),
+    ]
+    assert _ranks(nodes) == list(range(9))
+    assert "5 data-parallel ranks on nodes 0..0, 4 on the rest" in result.text
+
+
+def _parsed_node(script: Path, node: int, tmp: Path) -> list[argparse.Namespace]:
+    """``bash script colocated NODE`` with ``vllm`` stubbed, parsed as vLLM 0.20.1 parses it."""
+    tmp.mkdir(parents=True)
+    (tmp / "bin").mkdir()
+    stub = tmp / "bin" / "vllm"
+    stub.write_text('#!/bin/sh\nprintf "%s\\0" "$@" > "$ARGV_OUT"\n')
+    stub.chmod(0o755)
+    env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "ARGV_OUT": str(tmp / "argv"), "HEAD_IP": "10.0.0.1"}
+    run = subprocess.run(["bash", str(script), "colocated", str(node)], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    words = (tmp / "argv").read_bytes().decode().split("\0")[:-1]
+    assert words[0] == "serve"
+    return [check("vllm serve", words[1:])]
 
 
 # ---- TensorRT-LLM: an instance over nodes as one Slurm MPI world --------------------------------------------
@@ -264,7 +328,7 @@ def test_a_wrong_srun_flag_fails_the_check(monkeypatch: pytest.MonkeyPatch, tmp_
         return make
 
     monkeypatch.setattr(trtllm_target, "srun_command", edited({"--nodes": "--node"}))
-    with pytest.raises(EngineRefusal, match="unrecognized arguments: --node$"):
+    with pytest.raises(EngineRefusal, match=r"unrecognized arguments: --node$"):
         _parsed(_export(_wide_trtllm(), "trtllm"), tmp_path / "node")
     monkeypatch.setattr(trtllm_target, "srun_command", edited({}, (("--nodelist", "n0,n1"),)))
     with pytest.raises(EngineRefusal, match="only with --distribution arbitrary and no --nodelist"):

@@ -46,6 +46,7 @@ from pdplan.report.export.common import (
     Chosen,
     ExportContext,
     ExportResult,
+    GpuFacts,
     LaunchCommand,
     gpu_facts,
     header_lines,
@@ -65,6 +66,7 @@ from pdplan.report.export.shell import (
 )
 from pdplan.report.export.trtllm_data import TrtllmData
 from pdplan.report.export.trtllm_nodes import launch_lines, spanning_lines, srun_command
+from pdplan.specs.export import PlanRole
 
 SERVE = "trtllm-serve"
 SERVER = "trtllm-serve disaggregated"
@@ -116,7 +118,13 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
     reasons += _moe_reasons(chosen, ctx)
     if reasons:
         raise SpecError(f"{head} {reasons[0]}: export it to sglang or dynamo, or another plan (--rank)", source=where)
-    single_node_only(chosen, ctx, "trtllm", spans=lambda _role, _facts: True, spans_words="any instance")
+    single_node_only(chosen, ctx, "trtllm", spans=_splits_evenly, spans_words="GPUs that split evenly over nodes")
+
+
+def _splits_evenly(role: PlanRole, facts: GpuFacts) -> bool:
+    """An instance over ``m`` nodes runs ``n / m`` MPI ranks on each (TensorRT-LLM's Slurm examples,
+    :mod:`pdplan.report.export.trtllm_nodes`); others are refused (``nodes_for`` says why)."""
+    return role.gpus_per_instance % -(-role.gpus_per_instance // facts.gpus_per_node) == 0
 
 
 def _moe_reasons(chosen: Chosen, ctx: ExportContext) -> list[str]:
