@@ -28,8 +28,10 @@ written, and said so in the file: ``kv_cache_config.free_gpu_memory_fraction`` â
 left after weights, not vLLM's share of the whole GPU that the plan records, and the plan document does not record
 the weights to convert one into the other.
 
-Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node (:func:`_check_one_node` says
-why), KV transfer overlapped with the
+An instance wider than a node runs as one Slurm MPI world (:mod:`pdplan.report.export.trtllm_nodes`).
+
+Refused (one line, exit 2): GPUs other than NVIDIA, an instance whose GPUs do not split evenly over the nodes it
+needs (:func:`_splits_evenly`), KV transfer overlapped with the
 prefill (TensorRT-LLM moves a request's KV after its context phase), attention DP ranks of TP > 1 and two-batch
 overlap, which pdplan does not write for TensorRT-LLM, redundant experts whose slots do not divide over the EP ranks
 or whose model's expert count the catalogue lacks, and ZeRO-Prefill expert gather (no engine runs it).
@@ -188,7 +190,9 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
     if any(_data(ctx).moe_backends.get(p.moe_kernel or "") == "WIDEEP" for p in priced):
         out.append(
             "the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP "
-            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ"
+            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ; "
+            "WIDEEP is a MoeConfig.backend choice in the source copy the keys were checked against, but not in "
+            "NVIDIA's LLM-API reference for 1.3.0rc26 and later: check that your release accepts it"
         )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
