@@ -251,6 +251,9 @@ def _parsed_node(script: Path, node: int, tmp: Path) -> list[argparse.Namespace]
 # ---- TensorRT-LLM: an instance over nodes as one Slurm MPI world --------------------------------------------
 
 
+LAUNCH_SERVE = ["trtllm-llmapi-launch", "trtllm-serve"]
+
+
 def _wide_trtllm(prefill_tp: int = 16) -> PlanDocument:
     """2 prefill instances of TP16 (two 8-GPU H100 nodes each) and 1 decode of TP8, request-wise KV transfer."""
     plan = _roles(
@@ -295,6 +298,16 @@ def test_trtllm_runs_an_instance_wider_than_a_node_as_one_slurm_mpi_world(tmp_pa
     assert server["generation_servers"]["urls"] == ["10.1.0.0:8101"]
     assert [c.program for c in result.commands] == ["srun", "trtllm-serve", "trtllm-serve disaggregated"]
     assert "not checked: that this cluster's Slurm has the PMIx plugin" in result.text
+
+
+def test_trtllm_colocated_instances_over_nodes_each_run_one_mpi_world(tmp_path: Path) -> None:
+    """2 colocated TP16 instances on 8-GPU nodes: each one ``srun --nodes 2 --ntasks 16`` (COLOCATED_NODES), and no
+    front (TensorRT-LLM ships no balancer for separate servers: the header says so)."""
+    doc = _doc(_roles("colocated", colocated={"gpu": "h100-sxm", "tp": 16, "pp": 1, "count": 2}))
+    result = _export(doc, "trtllm")
+    [(program, srun)] = _parsed(result, tmp_path)
+    assert (program, srun.nodes, srun.ntasks, srun.command[:2]) == ("srun", "2", "16", LAUNCH_SERVE)
+    assert "COLOCATED_NODES needs 2 addresses" in result.text
 
 
 def test_trtllm_node_names_are_checked_before_they_reach_a_file_or_srun(tmp_path: Path) -> None:
