@@ -10,11 +10,14 @@ Usage::
     python tools/engine_args_snapshot.py sglang-router UNPACKED_ROUTER_WHEEL --release 0.3.2 --artifact ...
     python tools/engine_args_snapshot.py dynamo UNPACKED_AI_DYNAMO_WHEEL --release 1.2.1 --artifact ...
     python tools/engine_args_snapshot.py trtllm TENSORRT_LLM_SOURCES --release RELEASE --artifact ...
+    python tools/engine_args_snapshot.py srun SLURM_SOURCES --release 25.11.7 --artifact "SchedMD/slurm tag ..."
 
 TensorRT-LLM's wheels are not on PyPI (its ``tensorrt-llm`` entries are stub source archives that point to NVIDIA's
 own index), so ``trtllm`` reads a folder holding ``tensorrt_llm/commands/serve.py``, ``tensorrt_llm/llmapi/
 llm_args.py``, ``tensorrt_llm/llmapi/disagg_utils.py`` and ``tensorrt_llm/serve/router.py`` (whole files, or the
-excerpts the snapshot's header names).
+excerpts the snapshot's header names). ``srun`` (Slurm's, which starts a TensorRT-LLM instance wider than a node) reads
+a Slurm source tree's ``src/common/slurm_opt.c`` (:mod:`engine_args.slurm_options`, regular expressions over its C
+option records).
 
 Each run writes ``pdplan/data/export/engine_args/<engine>-<release>.json`` (``--out`` to change the folder): a
 header (engine, release, the artifact read, the files and functions read, this script) and, per group of flags
@@ -38,6 +41,8 @@ from typing import Any
 from engine_args.argparse_calls import ACTIONS, TYPE_NAMES, Collected, collect, function
 from engine_args.click_pass import click_options, dict_keys, keyword_parameters
 from engine_args.config_fields import field_kwargs
+from engine_args.slurm_options import FILE as SLURM_OPT_FILE
+from engine_args.slurm_options import srun_options
 from engine_args.source import Module, SourceTree, Unresolved
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,6 +196,12 @@ def snapshot(engine: str, root: Path, release: str, artifact: str) -> dict[str, 
     """The snapshot document of ``engine`` (a key of :data:`RECIPES`, or ``trtllm``) read from the unpacked sources
     at ``root``."""
     tree = SourceTree(root)
+    if engine == "srun":
+        entry = [f"{SLURM_OPT_FILE}: common_options[] records srun takes (set_func or set_func_srun)"]
+        doc = _document("Slurm srun", release, artifact, entry, tree, {"srun": {"flags": srun_options(root)}})
+        doc["source"]["files_read"] = [SLURM_OPT_FILE]
+        doc["source"]["extracted_by"] = "tools/engine_args_snapshot.py (regular expressions over the C records)"
+        return doc
     if engine == "trtllm":
         trt_groups, entry = _trtllm_groups(tree)
         return _document("TensorRT-LLM", release, artifact, entry, tree, trt_groups)
@@ -238,7 +249,7 @@ def _document(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("engine", choices=sorted([*RECIPES, "trtllm"]))
+    parser.add_argument("engine", choices=sorted([*RECIPES, "trtllm", "srun"]))
     parser.add_argument("root", type=Path, help="the unpacked wheel (the folder holding the top-level packages)")
     parser.add_argument("--release", required=True, help="the release read, e.g. 0.20.1")
     parser.add_argument("--artifact", required=True, help="the file the sources came from (wheel name, registry)")

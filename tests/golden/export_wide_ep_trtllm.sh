@@ -8,7 +8,7 @@
 # WARNING: the plan was priced with the sglang engine profile, but it is exported for trtllm
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
 # WARNING: the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint (no online quantization flag), so pass one with --model-id
-# WARNING: the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ
+# WARNING: the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ; WIDEEP is a MoeConfig.backend choice in the source copy the keys were checked against, but not in NVIDIA's LLM-API reference for 1.3.0rc26 and later: check that your release accepts it
 # WARNING: the plan was priced with least-work prefill routing; TensorRT-LLM's disaggregated server has no such router, so router type load_balancing is written, the nearest: its TTFT may differ from the plan's
 # engine: targets TensorRT-LLM 1.3.0rc14 (pinned by Dynamo 1.2.1; its arguments: pdplan/data/export/engine_args/trtllm-*.json); the plan was priced with the sglang engine profile
 # routing: priced with least-work prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin

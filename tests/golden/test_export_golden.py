@@ -15,7 +15,9 @@ tier per node: vLLM's MultiConnector on the prefillers and Dynamo's KV router) u
 over the remote prefill cluster, and as one Dynamo graph. Instances wider than a node: the wide-EP example searched
 request-wise with DP16 instances (``tests/support/export_plans.py`` ``wide-ep-request-2node``) rank 2, 2P2D of two
 8-GPU nodes each, as vLLM's data-parallel ranks over nodes; and with DP8 instances and no two-batch overlap
-(``wide-ep-request-no-tbo``) rank 1 on TensorRT-LLM (attention DP, WIDEEP MoE, load-balancer slots).
+(``wide-ep-request-no-tbo``) rank 1 on TensorRT-LLM (attention DP, WIDEEP MoE, load-balancer slots); and with DP16
+instances and no two-batch overlap (``wide-ep-request-2node-no-tbo``) rank 1 on TensorRT-LLM, each instance one Slurm
+MPI world of 16 ranks over two nodes (``srun ... trtllm-llmapi-launch trtllm-serve``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ CASES = [
     ("wide-ep-request-2node", 2, "sglang", "vllm", "export_wide_ep_2node_sglang.sh"),
     ("opt-13b-a100-distserve@8", 1, "vllm", "vllm", "export_colocated8_vllm.sh"),
     ("wide-ep-request-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_trtllm.sh"),
+    ("wide-ep-request-2node-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_2node_trtllm.sh"),
 ]
 
 

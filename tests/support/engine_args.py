@@ -44,6 +44,7 @@ PROGRAMS: dict[str, tuple[tuple[Group, ...], ...]] = {
     "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": ((("vllm-toy-proxy-0.20.1", "proxy"),),),
     "trtllm-serve": ((("trtllm-unpinned", "serve"),),),
     "trtllm-serve disaggregated": ((("trtllm-unpinned", "disaggregated"),),),
+    "srun": ((("srun-25.11.7", "srun"),),),
 }
 """Each program's parsing stages: a stage's groups form one parser; every stage but the last keeps what it does not
 know for the next (``parse_known_args``)."""
@@ -155,7 +156,7 @@ def _add(parser: argparse.ArgumentParser, record: dict[str, Any]) -> None:
 
 
 @cache
-def _parser(prog: str, groups: tuple[Group, ...], positional: bool) -> _Parser:
+def _parser(prog: str, groups: tuple[Group, ...], positional: bool, rest: bool = False) -> _Parser:
     parser = _Parser(prog=prog, add_help=False, allow_abbrev=False)
     seen: set[str] = set()
     for group in groups:
@@ -166,6 +167,8 @@ def _parser(prog: str, groups: tuple[Group, ...], positional: bool) -> _Parser:
                 seen.update(fresh)
     if positional:
         parser.add_argument("model_tag", nargs="?")
+    if rest:  # srun: its options end at the command it runs (Slurm's getopt stops at the first non-option)
+        parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -176,7 +179,7 @@ def parse(program: str, argv: Sequence[str]) -> argparse.Namespace:
     stages = PROGRAMS[program]
     rest, namespace = list(argv), argparse.Namespace()
     for i, groups in enumerate(stages):
-        parser = _parser(program, groups, positional=program in ("vllm serve", "trtllm-serve"))
+        parser = _parser(program, groups, positional=program in ("vllm serve", "trtllm-serve"), rest=program == "srun")
         if i < len(stages) - 1:
             namespace, rest = parser.parse_known_args(rest, namespace)
         else:
@@ -431,7 +434,29 @@ def trtllm_disagg_rules(ns: argparse.Namespace) -> list[str]:
     return disagg_config_problems(yaml.safe_load(Path(ns.config_file).read_text()))
 
 
+def srun_rules(ns: argparse.Namespace) -> list[str]:
+    """``srun`` as pdplan writes it for a TensorRT-LLM instance over nodes (``pdplan/report/export/trtllm_nodes.py``):
+    Slurm 25.11.7 ``src/common/proc_args.c`` ``verify_dist_type`` (``arbitrary`` one of its distributions) and
+    ``src/common/slurm_opt.c`` ``_validate_nodelist`` (a host file is read only without ``--nodelist``); the command
+    it runs is ``trtllm-llmapi-launch`` (no options: ``tensorrt_llm/llmapi/trtllm-llmapi-launch``) then
+    ``trtllm-serve``, checked as that program."""
+    out = []
+    if ns.distribution != "arbitrary" or ns.nodelist is not None:
+        out.append("srun: the ranks follow SLURM_HOSTFILE only with --distribution arbitrary and no --nodelist")
+    if not ns.nodes or not ns.ntasks or int(ns.ntasks) % int(ns.nodes):
+        out.append(f"srun: --ntasks {ns.ntasks} is not a whole number of ranks on each of --nodes {ns.nodes}")
+    command = list(ns.command or [])
+    if command[:2] != ["trtllm-llmapi-launch", "trtllm-serve"]:
+        return [*out, f"srun runs {command[:2]}, not trtllm-llmapi-launch trtllm-serve"]
+    try:
+        check("trtllm-serve", command[2:])
+    except EngineRefusal as err:
+        out.append(str(err))
+    return out
+
+
 RULES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
+    "srun": srun_rules,
     "trtllm-serve": trtllm_serve_rules,
     "trtllm-serve disaggregated": trtllm_disagg_rules,
     "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": proxy_rules,

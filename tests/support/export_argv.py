@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-STUBBED = ("python", "python3", "vllm", "trtllm-serve")
+STUBBED = ("python", "python3", "vllm", "trtllm-serve", "srun")
 STUB = '#!/bin/sh\nprintf "%s\\0" "$(basename "$0")" "$@" > "$ARGV_OUT"\n'
 
 

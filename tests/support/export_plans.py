@@ -7,8 +7,9 @@ GPU types; FP8 weights and KV), ``examples/chat-sessions.yaml`` and ``examples/s
 prefix caching, affinity and load-balance routing, a host-DRAM tier), and two variants that vLLM can run,
 request-granularity KV transfer (vLLM's NIXL connector moves a request's KV after its prefill, so it refuses layer- and
 chunk-granularity plans): the wide-EP example with DP8 instances (one node each, so the script targets run it too) and
-with DP16 instances (two nodes each: vLLM's data-parallel ranks over nodes), and with DP8 instances without two-batch
-overlap (TensorRT-LLM's attention DP and WIDEEP MoE), the H100 / A100 example and the PrfaaS H200 / H100 example.
+with DP16 instances (two nodes each: vLLM's data-parallel ranks over nodes), with DP8 instances without two-batch
+overlap (TensorRT-LLM's attention DP and WIDEEP MoE), and with DP16 instances without it (TensorRT-LLM's MPI world
+over two nodes), the H100 / A100 example and the PrfaaS H200 / H100 example.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
             "granularity": "request",
             "two_batch_overlap": False,
             "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3},
+        },
+    ),
+    "wide-ep-request-2node-no-tbo": (
+        "deepseek-v3-wide-ep",
+        {
+            "granularity": "request",
+            "two_batch_overlap": False,
+            "search": {"tp": [1], "prefill_dp": [16], "decode_dp": [16], "max_instances": 2},
         },
     ),
     "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),

@@ -154,3 +154,69 @@ def test_argparse_dynamo_and_click_definitions(tmp_path: Path) -> None:
     assert options["--backend"]["choices"] == ["pytorch", "tensorrt", "trt"]
     assert options["--trust_remote_code"]["action"] == "store_true"
     assert options["--config"]["dest"] == "extra_llm_api_options"
+
+
+SLURM_OPT = """
+static slurm_cli_opt_t slurm_opt__unknown_ = {
+	.name = NULL,
+	.has_arg = no_argument,
+	.val = '?',
+	.set_func_srun = arg_set__unknown_srun,
+};
+static slurm_cli_opt_t slurm_opt_nodes = {
+	.name = "nodes",
+	.has_arg = required_argument,
+	.val = 'N',
+	.set_func = arg_set_nodes,
+	.reset_each_pass = true,
+};
+static slurm_cli_opt_t slurm_opt_epilog = {
+	.name = "epilog",
+	.has_arg = required_argument,
+	.val = LONG_OPT_EPILOG,
+	.set_func_srun = arg_set_epilog,
+};
+static slurm_cli_opt_t slurm_opt_overlap = {
+	.name = "overlap",
+	.has_arg = optional_argument,
+	.val = LONG_OPT_OVERLAP,
+	.set_func_srun = arg_set_overlap,
+};
+static slurm_cli_opt_t slurm_opt_array = {
+	.name = "array",
+	.has_arg = required_argument,
+	.val = 'a',
+	.set_func_sbatch = arg_set_array,
+};
+static slurm_cli_opt_t slurm_opt_unlisted = {
+	.name = "unlisted",
+	.has_arg = no_argument,
+	.val = LONG_OPT_UNLISTED,
+	.set_func = arg_set_unlisted,
+};
+static const slurm_cli_opt_t *common_options[] = {
+	&slurm_opt__unknown_,
+	&slurm_opt_array,
+	&slurm_opt_epilog,
+	&slurm_opt_nodes,
+	&slurm_opt_overlap,
+	NULL
+};
+"""
+
+
+def test_srun_options_are_the_listed_records_srun_sets(tmp_path: Path) -> None:
+    """Slurm's option records (``src/common/slurm_opt.c``): srun takes those in ``common_options[]`` with a
+    ``.set_func`` or ``.set_func_srun`` and a name; a char ``.val`` is also the short option; ``optional_argument``
+    takes ``[=value]``. Not srun's: ``--array`` (sbatch only), ``--unlisted`` (not in the table), the nameless
+    record (an environment variable only)."""
+    (tmp_path / "src" / "common").mkdir(parents=True)
+    (tmp_path / "src" / "common" / "slurm_opt.c").write_text(SLURM_OPT)
+    doc = snapshot("srun", tmp_path, "25.11.7", "test")
+    flags = doc["groups"]["srun"]["flags"]
+    assert sorted(flags) == ["--epilog", "--nodes", "--overlap"]
+    assert flags["--nodes"]["names"] == ["--nodes", "-N"]
+    assert (flags["--nodes"]["action"], flags["--nodes"]["type"], flags["--nodes"]["nargs"]) == ("store", "str", None)
+    assert flags["--epilog"]["names"] == ["--epilog"]
+    assert flags["--overlap"]["nargs"] == "?"
+    assert doc["source"]["files_read"] == ["src/common/slurm_opt.c"]

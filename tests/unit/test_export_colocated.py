@@ -93,16 +93,17 @@ def test_vllm_instances_on_one_node_run_as_data_parallel_engines(tmp_path: Path)
     assert {flag for flag, _ in result.commands[0].flags} <= accepted
 
 
-def test_vllm_instances_wider_than_a_node_keep_one_server_each_and_the_note(tmp_path: Path) -> None:
-    """3 x TP4 = 12 GPUs on 8-GPU nodes: no data-parallel front; with 16-GPU nodes (``--gpus-per-node 16``) it fits."""
+def test_vllm_instances_wider_than_a_node_run_behind_one_front_over_two_nodes(tmp_path: Path) -> None:
+    """3 x TP4 = 12 GPUs on 8-GPU nodes: 2 engines fit a node, so 2 nodes, 2 engines on node 0 and 1 on node 1
+    (start rank 2); with 16-GPU nodes (``--gpus-per-node 16``) all 3 on one node."""
     doc = _doc(3, 4)
     result = _export(doc, "vllm")
-    line = _routing(result)
-    assert "vLLM ships no load balancer for separate servers" in line
-    assert "its 3 x 4 GPUs do not fit one node of 8" in line
+    assert "a load-aware split over the 3 data-parallel engines" in _routing(result)
     argvs = script_argvs(result.text, tmp_path / "narrow")
-    assert len(argvs) == 2  # one server per instance (slots 0 and 1 of a node)
-    assert all(check(p, a).data_parallel_size is None for p, a in argvs)  # not written: vLLM's default, 1
+    head, rest = (check(p, a) for p, a in argvs)  # NODE 0, then NODE 1
+    assert (head.data_parallel_size, head.data_parallel_size_local, head.data_parallel_start_rank) == (3, 2, None)
+    assert (rest.data_parallel_size, rest.data_parallel_size_local, rest.data_parallel_start_rank) == (3, 1, 2)
+    assert "(2 on nodes 0..0, 1 on the rest)" in result.text
     wide = _export(doc, "vllm", gpus_per_node=16)
     [(program, argv)] = script_argvs(wide.text, tmp_path / "wide")
     assert (check(program, argv).data_parallel_size, check(program, argv).tensor_parallel_size) == (3, 4)

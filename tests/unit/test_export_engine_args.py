@@ -228,6 +228,8 @@ def test_snapshots_name_their_release_and_files() -> None:
                 assert stem.endswith(data["release"])
                 if stem == "trtllm-unpinned":  # no TensorRT-LLM release is on PyPI: says what it was read from
                     assert "not the 1.3.0rc14 release" in data["source"]["artifact"]
+                elif stem.startswith("srun-"):  # Slurm is not on PyPI: read at the release's tag
+                    assert data["source"]["artifact"].startswith("SchedMD/slurm tag slurm-25-11-7-1 (commit ")
                 else:
                     assert data["source"]["artifact"].endswith("(PyPI)")
                 assert data["source"]["files_read"]

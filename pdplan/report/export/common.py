@@ -82,6 +82,9 @@ class LaunchCommand:
     flags: tuple[tuple[str, str | None], ...]
     positional: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    then: LaunchCommand | None = None
+    """The command this one starts after its flags (``srun`` starts ``trtllm-llmapi-launch`` on every task, which
+    starts ``trtllm-serve`` on rank 0); None for a program that runs itself."""
 
     def argv(self) -> list[str]:
         words = list(self.positional)
@@ -89,6 +92,8 @@ class LaunchCommand:
             words.append(flag)
             if value is not None:
                 words.append(value)
+        if self.then is not None:
+            words += [*self.then.program.split(), *self.then.argv()]
         return words
 
 

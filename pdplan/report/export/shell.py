@@ -156,8 +156,10 @@ def single_node_only(
     but those ``spans`` says the engine runs over several nodes (module docstring; ``spans_words`` says which)."""
     for name, role in chosen.plan.roles():
         facts = gpu_facts(ctx, role)
-        nodes, _ = nodes_for(role, facts, chosen.source)
-        if nodes > 1 and not (spans is not None and spans(role, facts)):
+        if role.gpus_per_instance <= facts.gpus_per_node or (spans is not None and spans(role, facts)):
+            continue
+        nodes, _ = nodes_for(role, facts, chosen.source)  # refuses GPUs that do not split evenly over the nodes
+        if nodes > 1:
             writes = "single-node launches" if spans is None else f"launches over nodes only for {spans_words}"
             raise SpecError(
                 f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one "
@@ -201,9 +203,14 @@ def _spanning_comment(chosen: Chosen, ctx: ExportContext, name: str, pack: Packi
     """:func:`role_comment` for an instance on ``pack.span`` nodes: which nodes, then the NODE check."""
     role = dict(chosen.plan.roles())[name]
     node, last = gpu_facts(ctx, role).gpus_per_node, pack.span - 1
+    q, r = divmod(pack.dp, pack.span)
     each = (
-        f"{pack.dp // pack.span} data-parallel ranks a node"
-        if pack.dp > 1 and pack.dp % pack.span == 0
+        (
+            f"{q} data-parallel ranks a node"
+            if r == 0
+            else f"{q + 1} data-parallel ranks on nodes 0..{r - 1}, {q} on the rest"
+        )
+        if pack.dp > 1
         else f"{pack.gpus // pack.span} GPUs a node"
     )
     where = (

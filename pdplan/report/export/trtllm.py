@@ -28,8 +28,10 @@ written, and said so in the file: ``kv_cache_config.free_gpu_memory_fraction`` â
 left after weights, not vLLM's share of the whole GPU that the plan records, and the plan document does not record
 the weights to convert one into the other.
 
-Refused (one line, exit 2): GPUs other than NVIDIA, instances wider than a node (:func:`_check_one_node` says
-why), KV transfer overlapped with the
+An instance wider than a node runs as one Slurm MPI world (:mod:`pdplan.report.export.trtllm_nodes`).
+
+Refused (one line, exit 2): GPUs other than NVIDIA, an instance whose GPUs do not split evenly over the nodes it
+needs (:func:`_splits_evenly`), KV transfer overlapped with the
 prefill (TensorRT-LLM moves a request's KV after its context phase), attention DP ranks of TP > 1 and two-batch
 overlap, which pdplan does not write for TensorRT-LLM, redundant experts whose slots do not divide over the EP ranks
 or whose model's expert count the catalogue lacks, and ZeRO-Prefill expert gather (no engine runs it).
@@ -46,6 +48,7 @@ from pdplan.report.export.common import (
     Chosen,
     ExportContext,
     ExportResult,
+    GpuFacts,
     LaunchCommand,
     gpu_facts,
     header_lines,
@@ -64,10 +67,15 @@ from pdplan.report.export.shell import (
     slot_port,
 )
 from pdplan.report.export.trtllm_data import TrtllmData
+from pdplan.report.export.trtllm_nodes import launch_lines, spanning_lines, srun_command
+from pdplan.specs.export import PlanRole
 
 SERVE = "trtllm-serve"
 SERVER = "trtllm-serve disaggregated"
 HOST = Raw('"${HOST_IP:?set HOST_IP to the address of this instance}"')
+ALL_INTERFACES = "0.0.0.0"
+"""``--host`` of an instance over nodes: rank 0 serves on whichever node it runs (TensorRT-LLM's Slurm example,
+:mod:`pdplan.report.export.trtllm_nodes`), node 0 of the instance by the host file."""
 CONFIG_DIR = "${TRTLLM_CONFIG_DIR:-/tmp}"
 SECTIONS = {"prefill": "context_servers", "decode": "generation_servers"}
 
@@ -112,30 +120,13 @@ def check_trtllm(chosen: Chosen, ctx: ExportContext) -> None:
     reasons += _moe_reasons(chosen, ctx)
     if reasons:
         raise SpecError(f"{head} {reasons[0]}: export it to sglang or dynamo, or another plan (--rank)", source=where)
-    _check_one_node(chosen, ctx)
-    single_node_only(chosen, ctx, "trtllm")
+    single_node_only(chosen, ctx, "trtllm", spans=_splits_evenly, spans_words="GPUs that split evenly over nodes")
 
 
-def _check_one_node(chosen: Chosen, ctx: ExportContext) -> None:
-    """Refuse, in one line, an instance wider than a node (module docstring): TensorRT-LLM documents a multi-node
-    ``trtllm-serve`` only as one Slurm MPI world (docs/source/commands/trtllm-serve/trtllm-serve.rst, "Multi-node
-    Serving with Slurm": ``srun -N 2 --ntasks 16 --ntasks-per-node=8 --mpi=pmix ... trtllm-llmapi-launch
-    trtllm-serve MODEL --tp_size 16``; examples/llm-api/llm_mgmn_trtllm_serve.sh), and neither Slurm's ``srun``
-    arguments nor ``trtllm-llmapi-launch`` (a shell script: rank 0 runs the server, the others MPI workers) has a
-    parser in the snapshots of pinned releases the tests check every written flag against
-    (pdplan/data/export/engine_args/); nor can the node that gets rank 0, whose address the disaggregated server must
-    list as the instance's URL, be checked (Slurm orders a ``-w`` node list itself). So pdplan does not write that
-    launch unchecked."""
-    for name, role in chosen.plan.roles():
-        node = gpu_facts(ctx, role).gpus_per_node
-        if role.gpus_per_instance > node:
-            raise SpecError(
-                f"plan {chosen.rank}: a {name} instance needs {role.gpus_per_instance} GPUs, more than one {role.gpu} "
-                f"node ({node}); TensorRT-LLM runs one over nodes only as a Slurm MPI world (srun --mpi=pmix "
-                "trtllm-llmapi-launch trtllm-serve, its trtllm-serve docs), whose launch no parser snapshot here can "
-                "check, so --to trtllm does not write it: export it to sglang or vllm (one launch a node), or dynamo",
-                source=f"{chosen.source}: plans[{chosen.rank - 1}]",
-            )
+def _splits_evenly(role: PlanRole, facts: GpuFacts) -> bool:
+    """An instance over ``m`` nodes runs ``n / m`` MPI ranks on each (TensorRT-LLM's Slurm examples,
+    :mod:`pdplan.report.export.trtllm_nodes`); others are refused (``nodes_for`` says why)."""
+    return role.gpus_per_instance % -(-role.gpus_per_instance // facts.gpus_per_node) == 0
 
 
 def _moe_reasons(chosen: Chosen, ctx: ExportContext) -> list[str]:
@@ -199,7 +190,9 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
     if any(_data(ctx).moe_backends.get(p.moe_kernel or "") == "WIDEEP" for p in priced):
         out.append(
             "the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP "
-            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ"
+            "backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ; "
+            "WIDEEP is a MoeConfig.backend choice in the source copy the keys were checked against, but not in "
+            "NVIDIA's LLM-API reference for 1.3.0rc26 and later: check that your release accepts it"
         )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
@@ -254,15 +247,19 @@ def _serve(chosen: Chosen, ctx: ExportContext, role_name: str) -> LaunchCommand:
     data = _data(ctx)
     role = dict(chosen.plan.roles())[role_name]
     port = {"prefill": data.context_port, "decode": data.generation_port}.get(role_name, data.colocated_port)
-    gpus = packing(ctx, role).gpus
+    pack = packing(ctx, role)
+    gpus = pack.gpus
     flags: tuple[tuple[str, str | None], ...] = (
-        ("--host", HOST),
+        ("--host", HOST if pack.span == 1 else ALL_INTERFACES),
         ("--port", slot_port(port)),
         ("--backend", data.backend),
         ("--extra_llm_api_options", Raw('"$cfg"')),
     )
     env = (("CUDA_VISIBLE_DEVICES", Raw(f'"$(seq -s, $((SLOT * {gpus})) $((SLOT * {gpus} + {gpus - 1})))"')),)
-    return LaunchCommand(role=role_name, program=SERVE, positional=(ctx.model_id,), flags=flags, env=env)
+    serve = LaunchCommand(
+        role=role_name, program=SERVE, positional=(ctx.model_id,), flags=flags, env=env if pack.span == 1 else ()
+    )
+    return serve if pack.span == 1 else srun_command(pack, serve)
 
 
 def _server_lines(chosen: Chosen, ctx: ExportContext) -> tuple[LaunchCommand, list[str]]:
@@ -307,6 +304,17 @@ USAGE_DISAGG = """Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE s
     --extra_llm_api_options YAML under TRTLLM_CONFIG_DIR (default /tmp).
   server: once, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses, space-separated, in node order):
     writes disagg.yaml and runs trtllm-serve disaggregated on all interfaces."""
+USAGE_NODES = """  a role whose instance spans nodes (its comment says so): bash THIS_FILE ROLE once per instance,
+    inside a Slurm allocation that holds its nodes, on its node 0 (rank 0 reads the YAML there; or set
+    TRTLLM_CONFIG_DIR to a folder every node sees), with ROLE_NODES (e.g. PREFILL_NODES) its node names, node 0
+    first: srun places rank 0, the server, on node 0, the address the server case lists for it (node 0 of each
+    instance in PREFILL_HOSTS)."""
+SPANNING_NOTE = (
+    "instances over nodes: srun --nodes --ntasks --distribution arbitrary --mpi pmix, checked against Slurm 25.11.7's "
+    "options (pdplan/data/export/engine_args/srun-25.11.7.json); not checked: that this cluster's Slurm has the PMIx "
+    "plugin (srun --mpi=list), and trtllm-llmapi-launch, which has no options to check (it runs the command it is "
+    "given: the server on rank 0, MPI workers on the other ranks)"
+)
 USAGE_COLOCATED = """Usage: bash THIS_FILE colocated SLOT
   once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port); TensorRT-LLM ships no load
     balancer for separate servers (trtllm-serve disaggregated joins context and generation servers, and refuses
@@ -325,18 +333,28 @@ def trtllm_script(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> Ex
     header.append(_routing_line(chosen, data))
     commands: list[LaunchCommand] = []
     cases: list[tuple[str, list[str]]] = []
-    for role_name, _ in chosen.plan.roles():
+    spanning = False
+    for role_name, role in chosen.plan.roles():
         cmd = _serve(chosen, ctx, role_name)
         commands.append(cmd)
-        config = _config_lines(
-            llm_api_options(chosen, ctx, role_name), f"{CONFIG_DIR}/pdplan-trtllm-{role_name}-$SLOT.yaml"
-        )
-        cases.append((role_name, [*role_comment(chosen, ctx, role_name), *config, *command_lines(cmd)]))
+        options = llm_api_options(chosen, ctx, role_name)
+        pack = packing(ctx, role)
+        if pack.span > 1:
+            spanning = True
+            config = _config_lines(options, f"{CONFIG_DIR}/pdplan-trtllm-{role_name}-${{nodes[0]}}.yaml")
+            lines = [*spanning_lines(chosen, ctx, role_name), *config, *launch_lines(pack, role_name, cmd, CONFIG_DIR)]
+        else:
+            config = _config_lines(options, f"{CONFIG_DIR}/pdplan-trtllm-{role_name}-$SLOT.yaml")
+            lines = [*role_comment(chosen, ctx, role_name), *config, *command_lines(cmd)]
+        cases.append((role_name, lines))
     disaggregated = chosen.plan.mode == "disaggregated"
     if disaggregated:
         cmd, lines = _server_lines(chosen, ctx)
         commands.append(cmd)
         comment = "    # routes each request to a context server, then to a generation server"
         cases.append(("server", [comment, *lines, *command_lines(cmd)]))
-    text = script(header, USAGE_DISAGG if disaggregated else USAGE_COLOCATED, cases)
+    usage = (USAGE_DISAGG if disaggregated else USAGE_COLOCATED) + ("\n" + USAGE_NODES if spanning else "")
+    if spanning:
+        header.append(SPANNING_NOTE)
+    text = script(header, usage, cases)
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

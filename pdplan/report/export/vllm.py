@@ -50,7 +50,7 @@ from pdplan.report.export.shell import (
     pool_host_checks,
     slot_port,
 )
-from pdplan.report.export.vllm_dp import SPANS_WORDS, node_flags, spans_nodes, vllm_dp_front
+from pdplan.report.export.vllm_dp import SPANS_WORDS, node_flags, node_split, spans_nodes, vllm_dp_front
 from pdplan.specs.export import EngineData
 
 PROXY = "python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
@@ -98,20 +98,20 @@ def _node_launches(chosen: Chosen, ctx: ExportContext, role_name: str) -> tuple[
     each node's GPUs ``0 .. L·T − 1`` and the NIXL side channel's base port (vLLM adds the rank's index)."""
     data = ctx.targets.engines["vllm"]
     role = dict(chosen.plan.roles())[role_name]
-    nodes = packing(ctx, role).span
+    split = node_split(role.dp, packing(ctx, role).span)
     base = _serve(chosen, ctx, role_name)
     engine = [(flag, value) for flag, value in base.flags if flag != "--port"]
-    local_gpus = ",".join(str(g) for g in range(role.gpus_per_instance // nodes))
+    local_gpus = ",".join(str(g) for g in range(split.most * role.tp))
     side_port = str(data.nixl_side_channel_port or 0)
     env = tuple(
         (name, local_gpus if name == "CUDA_VISIBLE_DEVICES" else side_port if "SIDE_CHANNEL_PORT" in name else value)
         for name, value in base.env
     )
     rpc = int(data.data_parallel_rpc_port or 0)
-    head_flags = [("--port", str(_port(data, role_name))), *node_flags(engine, role.dp, nodes, HEAD_IP, rpc, "")]
-    start = Raw(f'"$((NODE * {role.dp // nodes}))"')
+    head_flags = [("--port", str(_port(data, role_name))), *node_flags(engine, str(split.most), HEAD_IP, rpc, "")]
+    rest_flags = node_flags(engine, Raw(split.local()), HEAD_IP, rpc, Raw(split.start()))
     head = dataclasses.replace(base, flags=tuple(head_flags), env=env)
-    rest = dataclasses.replace(base, flags=tuple(node_flags(engine, role.dp, nodes, HEAD_IP, rpc, start)), env=env)
+    rest = dataclasses.replace(base, flags=tuple(rest_flags), env=env)
     return [head, rest], _head_or_rest(head, rest)
 
 
@@ -134,7 +134,8 @@ def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[list[LaunchComma
     flags = role_engine_flags(chosen, ctx, "colocated", role, "vllm")
     at = next(i for i, (flag, _) in enumerate(flags) if flag == "--tensor-parallel-size") + 1
     flags = [*flags[:at], ("--data-parallel-size", str(size)), *flags[at:]]
-    gpus = ",".join(str(g) for g in range(size // nodes * role.gpus_per_instance))
+    split = node_split(size, nodes)
+    gpus = ",".join(str(g) for g in range(split.most * role.gpus_per_instance))
     env = (("CUDA_VISIBLE_DEVICES", gpus),)
     cmd = LaunchCommand(role="colocated", program="vllm serve", positional=(ctx.model_id,), flags=(), env=env)
     facts = gpu_facts(ctx, role)
@@ -146,19 +147,19 @@ def _data_parallel(chosen: Chosen, ctx: ExportContext) -> tuple[list[LaunchComma
         lines = [*comments, f"    # {comment_text(where)}", *command_lines(head)]
         return [head], lines, USAGE_DP.format(size=size, port=data.colocated_port)
     rpc, last, address = int(data.data_parallel_rpc_port or 0), nodes - 1, Raw(FRONT_HEAD_IP)
-    head = dataclasses.replace(cmd, flags=(port, *node_flags(flags, size, nodes, address, rpc, "")))
-    start = Raw(f'"$((NODE * {size // nodes}))"')
-    rest = dataclasses.replace(cmd, flags=tuple(node_flags(flags, size, nodes, address, rpc, start)))
+    head = dataclasses.replace(cmd, flags=(port, *node_flags(flags, str(split.most), address, rpc, "")))
+    rest_flags = node_flags(flags, Raw(split.local()), address, rpc, Raw(split.start()))
+    rest = dataclasses.replace(cmd, flags=tuple(rest_flags))
     where = (
         f"all {size} instances as data-parallel engines on {nodes} nodes of {facts.gpus_per_node} GPUs "
-        f"({size // nodes} a node): bash THIS_FILE colocated NODE (0..{last}) on each, HEAD_IP the address of node 0"
+        f"({split.words()}): bash THIS_FILE colocated NODE (0..{last}) on each, HEAD_IP the address of node 0"
     )
     check = (
         f'    [[ "$NODE" =~ ^[0-9]+$ ]] && [ "$NODE" -le {last} ] || '
         f'{{ echo "NODE must be 0..{last} (the engines span {nodes} nodes)" >&2; exit 2; }}'
     )
     lines = [*comments, f"    # {comment_text(where)}", '    NODE="${2:-0}"', check, *_head_or_rest(head, rest)]
-    usage = USAGE_DP_NODES.format(size=size, nodes=nodes, last=last, each=size // nodes, port=data.colocated_port)
+    usage = USAGE_DP_NODES.format(size=size, nodes=nodes, last=last, each=split.words(), port=data.colocated_port)
     return [head, rest], lines, usage
 
 
@@ -218,7 +219,7 @@ USAGE_DP = """Usage: bash THIS_FILE colocated
     to the least loaded by vLLM's own load balancer, all on port {port}."""
 USAGE_DP_NODES = """Usage: bash THIS_FILE colocated NODE
   once on each of {nodes} nodes (NODE 0..{last}), with HEAD_IP set to the address of node 0: together they run the
-    plan's {size} instances as data-parallel engines, {each} a node; node 0 serves the API on port {port} and sends
+    plan's {size} instances as data-parallel engines, {each}; node 0 serves the API on port {port} and sends
     each request to the least loaded engine on any node (vLLM's own load balancer), the others run --headless."""
 
 

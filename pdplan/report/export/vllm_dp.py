@@ -20,18 +20,30 @@ prefillers with decoders), but its data parallelism is one: ``vllm serve MODEL -
 The front is written only where the plan's instance is exactly that rank: z > 1 instances of TP only (no PP, no
 attention DP, no EP, each checked against the wheel above only for TP per rank), a dense model the catalogue knows.
 Its z · T GPUs on one node (``--gpus-per-node``, else the catalogue's node) run one ``vllm serve``; on more, the
-same front spans the nodes as the wide instances below do: m = ⌈z·T / G⌉ nodes of L = z / m engines each (z a
-multiple of m, so every node holds the same number: the split vLLM documents, ``--data-parallel-size-local`` equal on
-every node; an uneven split is not written), node 0 serving the API and balancing over all z engines, the others
-``--headless``. These sources, as data: ``engines.vllm.sources.colocated_front`` and ``multinode_dp`` in
-``pdplan/data/export/targets.yaml``.
+same front spans the nodes as the wide instances below do: c = ⌊G / T⌋ engines fit a node, so m = ⌈z / c⌉ nodes,
+node 0 serving the API and balancing over all z engines, the others ``--headless``. These sources, as data:
+``engines.vllm.sources.colocated_front`` and ``multinode_dp`` in ``pdplan/data/export/targets.yaml``.
+
+**Ranks a node** (:func:`node_split`). z ranks over m nodes: q, r = divmod(z, m); nodes 0..r − 1 hold q + 1 ranks,
+the others q (an even split when r = 0: the case vLLM's docs show). vLLM 0.20.1 runs any such split
+(read in the wheel): ``vllm/v1/engine/utils.py`` ``launch_core_engines`` makes rank 0's node handshake with every
+engine, ``CoreEngine(index=i, local=(i < local_engine_count))`` for i < ``--data-parallel-size`` (its own
+``--data-parallel-size-local`` engines are ranks 0..L₀ − 1, the rest may come from any node); a ``--headless`` node
+(``vllm/entrypoints/cli/serve.py`` ``run_headless``) starts its ``data_parallel_size_local`` engines as ranks
+``data_parallel_rank`` .. + L − 1 (``CoreEngineProcManager(start_index=data_parallel_rank, local_start_index=0)``),
+its rank being ``--data-parallel-start-rank`` (``vllm/engine/arg_utils.py`` ``create_engine_config``). Nothing there
+asks every node for the same L: ``ParallelConfig`` checks only L ≤ ``data_parallel_size`` (``vllm/config/
+parallel.py``), ``run_headless`` L > 0, and ``nnodes_within_dp`` (which divides by L) is read only with
+``--nnodes`` > 1, which is not written. So node j writes L_j = q + [j < r] and start rank Σ_{i<j} L_i
+= j·q + min(j, r): the ranks 0..z − 1, each once. Every node is given the GPUs of q + [r > 0] ranks
+(``CUDA_VISIBLE_DEVICES``): a node of q ranks uses the first q·T (``get_device_indices``).
 
 **One instance over several nodes** (:func:`spans_nodes`, :func:`node_flags`). An instance of d > 1 data-parallel
-ranks of TP T (attention DP with EP, as priced) wider than a node of G GPUs runs on m = ⌈d·T / G⌉ nodes with
-L = d / m ranks each (d a multiple of m, so every node holds the same ranks; T ≤ G; no PP), one ``vllm serve`` a
-node: every node ``--data-parallel-size d --data-parallel-size-local L --data-parallel-address FIRST
+ranks of TP T (attention DP with EP, as priced) wider than a node of G GPUs runs on m = ⌈d·T / G⌉ nodes (T ≤ G, no
+PP, and m = ⌈d / ⌊G / T⌋⌋, so that no node holds more ranks than fit), split as above, one ``vllm serve`` a node:
+every node ``--data-parallel-size d --data-parallel-size-local L_j --data-parallel-address FIRST
 --data-parallel-rpc-port R``; node 0 serves the API on the instance's port, node j > 0 runs ``--headless
---data-parallel-start-rank j·L`` (vLLM 0.20.1 ``vllm/engine/arg_utils.py`` ``create_engine_config``; a start rank
+--data-parallel-start-rank`` (vLLM 0.20.1 ``vllm/engine/arg_utils.py`` ``create_engine_config``; a start rank
 without ``--headless`` would turn on hybrid load balancing, an API server a node, so node 0 writes none;
 ``vllm/entrypoints/cli/serve.py`` ``run_headless``). ``engines.vllm.sources.multinode_dp`` in targets.yaml.
 """
@@ -51,7 +63,7 @@ BALANCER = (
 )
 
 
-SPANS_WORDS = "data-parallel ranks (DP > 1, no PP, the ranks split evenly)"
+SPANS_WORDS = "data-parallel ranks (DP > 1, no PP, whole ranks on each node)"
 """Which instances vLLM runs over several nodes (:func:`spans_nodes`), for the refusal of the others."""
 
 
@@ -83,40 +95,69 @@ def vllm_dp_front(chosen: Chosen, ctx: ExportContext) -> DpFront:
         why = "an MoE model's data-parallel ranks run in lockstep, experts sharded over TP x DP, unlike the priced ones"
     elif role.gpus_per_instance > node:
         why = f"one instance's {role.gpus_per_instance} GPUs do not fit one node of {node}"
-    elif role.count * role.gpus_per_instance > node and role.count % _nodes(role.count, role.gpus_per_instance, node):
-        why = (
-            f"its {role.count} x {role.gpus_per_instance} GPUs do not fit one node of {node}, and its {role.count} "
-            f"instances do not split evenly over the {_nodes(role.count, role.gpus_per_instance, node)} nodes they "
-            "need (vLLM's data-parallel ranks over nodes are written with the same number on every node)"
-        )
     else:
         return DpFront(role.count, nodes=_nodes(role.count, role.gpus_per_instance, node))
     return DpFront(None, why)
 
 
 def _nodes(count: int, gpus: int, node: int) -> int:
-    """Nodes of ``node`` GPUs that ``count`` instances of ``gpus`` GPUs need, at least: ⌈count·gpus / node⌉."""
-    return -(-count * gpus // node)
+    """Nodes of ``node`` GPUs that ``count`` ranks of ``gpus`` GPUs need, whole ranks on each: ⌈count / ⌊node /
+    gpus⌋⌉ (``gpus`` ≤ ``node``)."""
+    return -(-count // (node // gpus))
+
+
+@dataclass(frozen=True)
+class NodeSplit:
+    """``ranks`` data-parallel ranks over ``nodes`` nodes (module docstring, "Ranks a node"): q, r = divmod; nodes
+    0..r − 1 hold q + 1, the others q."""
+
+    ranks: int
+    nodes: int
+
+    @property
+    def most(self) -> int:
+        """The ranks of node 0, the most any node holds."""
+        return -(-self.ranks // self.nodes)
+
+    def local(self) -> str:
+        """``--data-parallel-size-local`` of node ``NODE`` > 0 (a shell expansion where the split is uneven)."""
+        q, r = divmod(self.ranks, self.nodes)
+        return str(q) if r == 0 else f'"$(({q} + (NODE < {r})))"'
+
+    def start(self) -> str:
+        """``--data-parallel-start-rank`` of node ``NODE`` > 0: NODE·q + min(NODE, r), as shell arithmetic."""
+        q, r = divmod(self.ranks, self.nodes)
+        return f'"$((NODE * {q}))"' if r == 0 else f'"$((NODE * {q} + (NODE < {r} ? NODE : {r})))"'
+
+    def words(self) -> str:
+        """``4 a node`` or ``3 on nodes 0..0, 2 on the rest``."""
+        q, r = divmod(self.ranks, self.nodes)
+        return f"{q} a node" if r == 0 else f"{q + 1} on nodes 0..{r - 1}, {q} on the rest"
+
+
+def node_split(ranks: int, nodes: int) -> NodeSplit:
+    """:class:`NodeSplit` of ``ranks`` over ``nodes``."""
+    return NodeSplit(ranks, nodes)
 
 
 def spans_nodes(role: PlanRole, facts: GpuFacts) -> bool:
     """Whether vLLM runs one instance of ``role`` over several nodes as its data-parallel ranks (module docstring):
-    wider than a node, DP > 1, no PP, each rank within a node and the ranks split evenly over the nodes."""
+    wider than a node, DP > 1, no PP, each rank within a node, and its ⌈GPUs / G⌉ nodes hold its ranks whole."""
     gpus, node = role.gpus_per_instance, facts.gpus_per_node
     if gpus <= node or role.dp <= 1 or role.pp > 1 or role.tp > node:
         return False
-    return role.dp % -(-gpus // node) == 0
+    return _nodes(role.dp, role.tp, node) == -(-gpus // node)
 
 
-def node_flags(engine_flags: Flags, dp: int, nodes: int, head: str, rpc_port: int, start_rank: str) -> Flags:
-    """One node's ``vllm serve`` flags for ``dp`` data-parallel ranks (an instance's, or a colocated front's
-    instances) on ``nodes`` nodes: ``engine_flags`` with ``--data-parallel-size-local`` (dp / nodes),
+def node_flags(engine_flags: Flags, local: str, head: str, rpc_port: int, start_rank: str) -> Flags:
+    """One node's ``vllm serve`` flags for its ``local`` data-parallel ranks (an instance's, or a colocated front's
+    instances; a number, or a shell expansion of ``NODE``): ``engine_flags`` with ``--data-parallel-size-local``,
     ``--data-parallel-address`` ``head`` and ``--data-parallel-rpc-port`` after ``--data-parallel-size``;
     ``start_rank`` (a shell expansion, or empty on node 0) adds ``--headless`` first and
     ``--data-parallel-start-rank`` (module docstring)."""
     at = next(i for i, (flag, _) in enumerate(engine_flags) if flag == "--data-parallel-size") + 1
     ranks: Flags = [
-        ("--data-parallel-size-local", str(dp // nodes)),
+        ("--data-parallel-size-local", local),
         ("--data-parallel-address", head),
         ("--data-parallel-rpc-port", str(rpc_port)),
     ]
