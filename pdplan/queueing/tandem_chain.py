@@ -82,10 +82,12 @@ gather for the clearance): the same fixed point (on the chat-sessions example's 
 
 **Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps; Anderson mixing once
 :data:`PLAIN_FIRST` plain steps have not settled the chain, to a 100× stricter change; GMRES where that does not
-settle within :data:`ANDERSON_STEPS`, and an error where even that does not within ``max_iter``). ``pdplan optimize
-examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s (a shared
-2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
-unchanged, bit for bit.
+settle within :data:`ANDERSON_STEPS`, and an error where even that does not within ``max_iter`` steps in all).
+``pdplan optimize examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s
+(a shared 2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
+unchanged, bit for bit. Nearer saturation (the shared-system-prompt example's link at half its bandwidth, link loads
+0.93–0.99; 2026-12-07) Anderson mixing settles most chains within 400–750 steps and GMRES the few whose residual stalls
+near the stop: its 113 chain solves 45 → 15 CPU s (``docs/queueing.md`` §1.5).
 
 **Saturation, told without iterating.** W's mean change per request is ``μ = E[a⁺] − E[b] − (1 − ρ)/θ``
 (:func:`drift_s`: the carry as the lattice shifts it, the clearance, and the idle gap ``Exp(θ)`` taken when k leaves
@@ -275,8 +277,9 @@ def stationary_wait(
     :data:`PLAIN_FIRST` plain steps from the empty link to an L1 change below ``tol``; a chain that mixes slower
     goes on by Anderson mixing to an L1 change below ``tol·``:data:`ANDERSON_TOL_SHARE` (a stricter stop,
     :func:`pdplan.queueing.chain_accel.anderson`), and where that does not settle within :data:`ANDERSON_STEPS`
-    steps, by GMRES from its last mixture (:func:`pdplan.queueing.chain_accel.krylov`) to the same stop within
-    ``max_iter`` steps; :class:`~pdplan.errors.UnsettledWaitError` where that does not settle either. ``tail_max``:
+    steps, by GMRES from its last mixture (:func:`pdplan.queueing.chain_accel.krylov`) to the same stop, within
+    ``max_iter`` steps in all, Anderson's included; :class:`~pdplan.errors.UnsettledWaitError` where that does not
+    settle either. ``tail_max``:
     None as soon as a plain iterate holds more than this on the last cell, for any rate (W's mass there only grows,
     module docstring: the law would run past the lattice), or where the law the chain settles on does.
     """
@@ -315,16 +318,16 @@ def stationary_wait(
 def _slow(step: Step, linear: Step, start: FloatArray, tol: float, max_iter: int) -> FloatArray:
     """A chain the first plain steps did not settle (:func:`stationary_wait`): Anderson mixing from the last plain
     iterate ``start``; where that does not settle within :data:`ANDERSON_STEPS`, GMRES from its last mixture
-    (:func:`pdplan.queueing.chain_accel.krylov`: ``linear`` is ``step`` without its clipping) for up to ``max_iter``
-    steps, to the same stop; where that does not settle either, an error (never a silent estimate)."""
-    stop = tol * ANDERSON_TOL_SHARE
-    mixed, settled = anderson_run(step, start, stop, min(ANDERSON_STEPS, max_iter))
-    solved = mixed if settled else krylov(step, linear, mixed, stop, max_iter)
+    (:func:`pdplan.queueing.chain_accel.krylov`: ``linear`` is ``step`` without its clipping) for the rest of
+    ``max_iter`` steps, to the same stop; where that does not settle either, an error (never a silent estimate)."""
+    stop, mixing = tol * ANDERSON_TOL_SHARE, min(ANDERSON_STEPS, max_iter)
+    mixed, settled = anderson_run(step, start, stop, mixing)
+    solved = mixed if settled else krylov(step, linear, mixed, stop, max_iter - mixing)
     if solved is not None:
         return solved
     raise UnsettledWaitError(
-        f"KV link chain: no convergence in {min(ANDERSON_STEPS, max_iter)} Anderson and {max_iter} GMRES steps (to an "
-        f"L1 change of {stop:.0e}): the KV link wait this near saturation cannot be computed; evaluate a lower rate"
+        f"KV link chain: no convergence in {max_iter} Anderson ({mixing}) and GMRES steps (to an L1 change of "
+        f"{stop:.0e}): the KV link wait this near saturation cannot be computed; evaluate a lower rate"
     )
 
 

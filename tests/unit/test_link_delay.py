@@ -240,7 +240,7 @@ def test_chain_that_settles_in_its_first_plain_steps_is_the_plain_iterate(monkey
 
 
 def test_chain_short_of_its_budget_raises() -> None:
-    """50 steps: neither Anderson mixing (it needs ~230) nor 50 GMRES steps settle."""
+    """50 steps in all: Anderson mixing's (it needs ~230), which leave GMRES none."""
     with pytest.raises(UnsettledWaitError, match="no convergence") as err:
         stationary_wait(SLOW, SLOW_THETA, SLOW_H, 512, max_iter=50)
     assert exit_code_for(err.value) == 3
