@@ -279,9 +279,9 @@ def stationary_wait(
     :func:`pdplan.queueing.chain_accel.anderson`), and where that does not settle within :data:`ANDERSON_STEPS`
     steps, by GMRES from its last mixture (:func:`pdplan.queueing.chain_accel.krylov`) to the same stop, within
     ``max_iter`` steps in all, Anderson's included; :class:`~pdplan.errors.UnsettledWaitError` where that does not
-    settle either. ``tail_max``:
-    None as soon as a plain iterate holds more than this on the last cell, for any rate (W's mass there only grows,
-    module docstring: the law would run past the lattice), or where the law the chain settles on does.
+    settle either. ``tail_max``: None as soon as a plain iterate holds more than this on the last cell, for any rate
+    (W's mass there only grows, module docstring: the law would run past the lattice), or where the law the chain
+    settles on does.
     """
     head = embedded_head(theta, inputs.prob, inputs.service_s, lump)
     share = head[:, -1]
