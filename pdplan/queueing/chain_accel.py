@@ -1,6 +1,6 @@
 """Convergence of the tandem link chain (:mod:`pdplan.queueing.tandem_chain`): plain power steps of its
-Markov operator, Anderson mixing (:func:`anderson`) for a chain the first plain steps do not settle, and Aitken's
-extrapolation where that does not settle either.
+Markov operator, Anderson mixing (:func:`anderson_run`) for a chain the first plain steps do not settle, and restarted
+GMRES (:func:`krylov`) where that does not settle either.
 
 **Slow mixing.** On the non-negative iterates it is applied to, a step is a linear Markov operator
 T, so ``g_n − g*`` has zero mass and decays like ``λ₂ⁿ`` (λ₂: T's second eigenvalue), as does the
@@ -8,24 +8,18 @@ L1 change, which understates the distance to g* by ~1/(1 − λ₂). λ₂ nears
 request, ``E[a − b′ − I]``, nears 0: near link saturation (which nearest-cell rounding also
 brought nearer: the hypothesis case of the tandem chain's **Lattice** section had λ₂ = 0.998 with it
 and 2,000 plain steps did not reach the change test; with the split it needs 651). Link-bound deployments are
-evaluated up to link load 0.99, and near 0.9 with a busy prefill queue 2,000 plain steps are still too few: two
-five-bin cases found by hypothesis, link loads 0.89 (prefill load 0.56) and 0.95, need 320 and 440
-extrapolated steps more. There the changes
-keep one direction (on the hypothesis case, successive changes at cosine 1 − 1e-8: λ₂ real and
-positive, no oscillation, no rounding floor: the change keeps falling to 1e-13), the regime in
-which Aitken's extrapolation removes the slow mode (:func:`accelerated`). Only runs that fail the
-change test within ``max_iter`` steps get there. Closer still to saturation even that can fail,
-and then it raises: on the links of benchmarks/link_configs_vs_sim.py over 25 GbE at link loads
-0.95 and 0.99 (the goodput search's top) and layer-wise over 10 GbE from 0.9 (decay ratios
-0.9998–0.99995: after 4,000 steps the law is still spreading over the lattice).
+evaluated up to link load 0.99, and near 0.9 with a busy prefill queue 2,000 plain steps are still too few.
 
-**Anderson mixing** (:func:`anderson`) reaches the fixed point in far fewer steps than plain ones where λ₂ nears 1,
+**Anderson mixing** (:func:`anderson_run`) reaches the fixed point in far fewer steps than plain ones where λ₂ nears 1,
 and takes over from the first plain steps where they have not settled the chain. On the 61 chains of ``pdplan
 optimize examples/chat-ppd.yaml`` (2026-12-06): the plain iteration's 5,725 calls of the step became 1,493 (the
 slowest chain 657 → 94: the empty start, 10 plain steps and 83 mixed ones to an L1 change of 1e-8), and the laws
 came out 1e-6 (L1) from the fixed point where the plain stop at 1e-6 left 1e-4; on the three-bin hypothesis case of
-tests/unit/test_link_delay.py 651 plain steps became 239. Where it does not settle within its budget the plain
-iteration and Aitken's extrapolation run as before.
+tests/unit/test_link_delay.py 651 plain steps became 239. Closer to saturation (decay ratios 0.9997, the
+shared-system-prompt example's link at half its bandwidth) it takes 400–750 steps, and now and then its residual
+stalls near the stop (one chain: 7.7e-9, 7.2e-9 and 7.3e-9 at steps 600, 650 and 700 against a stop at 1e-8), where
+GMRES goes on from its last mixture (:func:`krylov`). Before GMRES, the plain iteration from the empty link ran there
+with Aitken's extrapolation: 4,000 steps, 3–5 CPU s a chain, and no convergence from link load 0.972.
 """
 
 from __future__ import annotations
@@ -34,20 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from pdplan.errors import UnsettledWaitError
 from pdplan.types import FloatArray
-
-SETTLE_STEPS = 40
-"""Plain steps after each extrapolation: modes with |λ| ≤ 0.8 that a jump stirs up shrink by 1e-4,
-so the last two changes measure the slow modes again."""
-GAP_MARGIN = 2.0
-"""The distance estimate divides the spectral gap 1 − q (q: the largest decay ratio measured) by
-this. Measured ratios approach λ₂ from below as faster modes fade: after 2,000 plain steps the
-measured gap was 1.2–1.8× the true one on the four slow cases found with nearest-cell rounding
-(link loads 0.84–0.9), 1.2–1.5× on the two still slow with split shifts (0.89 and 0.95); at the
-stop the true distance was 0.05–0.3 of ``tol`` (split: 0.06–0.18)."""
 
 Step = Callable[[FloatArray], FloatArray]
 
@@ -78,53 +60,6 @@ def power(step: Step, g: FloatArray, tol: float, steps: int) -> Run:
     return Run(prev, g, change, np.copysign(ratio, (d * d_before).sum(axis=(1, 2, 3))))
 
 
-def accelerated(step: Step, run: Run, tol: float, budget: int) -> FloatArray:
-    """Stationary law of a slowly mixing chain by Aitken's extrapolation of plain iterates.
-
-    When one real mode leads, ``g_n − g* ≈ c λⁿ v``, the changes ``d_n = g_{n+1} − g_n`` are
-    geometric and ``g* = g_{n+1} + Σ_{j≥1} d_{n+j} = g_{n+1} + λ/(1 − λ)·d_n``: one jump removes the
-    mode (λ < 0, a period-2 swing, makes it the average of the last two iterates: Cesàro). λ is the
-    measured signed decay; cells a jump leaves negative (the law is ≥ 0) are clipped, the mass kept.
-    Slow modes come in a cluster below λ₂, so :data:`SETTLE_STEPS` plain steps follow each jump
-    and the next jump takes the mode that then leads.
-
-    The stop is tested on plain iterates: as ``‖d_{n+j}‖ ≤ q^j‖d_n‖`` for a decay rate q,
-    ``‖g_{n+1} − g*‖ ≤ Σ_{j≥1} ‖d_{n+j}‖ ≤ q/(1 − q)·‖d_n‖``. A Markov operator never expands L1,
-    so ``‖d‖`` never grows; its rate tends to |λ₂|, taken as the largest measured |decay| with the
-    gap 1 − q narrowed by :data:`GAP_MARGIN` (an estimate, not a proof: measured decays approach
-    λ₂ from below). Returns once the distance so estimated is below ``tol``; raises after
-    ``budget`` more steps (a chain so near criticality is better refused than returned). Rates
-    (independent chains) whose change is already below ``tol`` keep their law: their changes are
-    round-off, whose ratios mean nothing.
-    """
-    live, settled = run.change >= tol, run.last
-    slowest = np.where(live, np.abs(run.ratio), 0.0)
-    q, bound = np.ones_like(slowest), np.full_like(slowest, np.inf)
-    rounds = -(-budget // SETTLE_STEPS)
-    for _ in range(rounds):
-        run = power(step, aitken(run, live), 0.0, SETTLE_STEPS)
-        slowest = np.where(live, np.maximum(slowest, np.abs(run.ratio)), 0.0)
-        q = 1.0 - (1.0 - np.minimum(slowest, 1.0)) / GAP_MARGIN
-        bound = np.divide(run.change * q, 1.0 - q, out=np.full_like(q, np.inf), where=q < 1.0)
-        if float(bound[live].max()) < tol:
-            return np.where(live[:, None, None, None], run.last, settled)
-    raise UnsettledWaitError(
-        f"KV link chain: no convergence in {budget} plain and {rounds * SETTLE_STEPS} extrapolated iterations "
-        f"(decay ratio {float(q[live].max()):.6f}, L1 distance estimated at {float(bound[live].max()):.2e}): "
-        "the KV link wait this near saturation cannot be computed; evaluate a lower rate"
-    )
-
-
-def aitken(run: Run, live: npt.NDArray[np.bool_]) -> FloatArray:
-    """``g_n + λ/(1 − λ)·(g_n − g_{n−1})`` per ``live`` rate (the others: ``g_n``), λ the signed
-    decay (:func:`accelerated`), clipped at 0 with the mass kept."""
-    lam = np.where(live, np.minimum(run.ratio, 1.0), 0.0)
-    factor = np.divide(lam, 1.0 - lam, out=np.zeros_like(lam), where=lam < 1.0)
-    jump = np.maximum(run.last + factor[:, None, None, None] * (run.last - run.prev), 0.0)
-    mass = run.last.sum(axis=(1, 2, 3)) / jump.sum(axis=(1, 2, 3))
-    return np.asarray(jump * mass[:, None, None, None], dtype=np.float64)
-
-
 ANDERSON_DEPTH = 12
 """Past differences :func:`anderson` mixes. On the 61 chains of ``pdplan optimize examples/chat-ppd.yaml`` (after 8
 plain steps, to an L1 change of 1e-8) depths 5, 8, 12 and 20 took 2,289, 1,546, 1,474 and 1,376 calls of the step in
@@ -133,6 +68,12 @@ size."""
 
 
 def anderson(step: Step, g: FloatArray, tol: float, budget: int) -> FloatArray | None:
+    """:func:`anderson_run`'s law where every rate stopped, else None."""
+    law, settled = anderson_run(step, g, tol, budget)
+    return law if settled else None
+
+
+def anderson_run(step: Step, g: FloatArray, tol: float, budget: int) -> tuple[FloatArray, bool]:
     """Fixed point of ``step`` by Anderson mixing (Walker & Ni, SIAM J. Numer. Anal. 49(4), 2011, eq. 2.2, type II):
     from the last :data:`ANDERSON_DEPTH` iterates ``x_i`` with images ``T x_i`` and residuals ``f_i = T x_i − x_i``,
     the next iterate is ``T x_n − ΔG γ`` with ``γ = argmin ‖f_n − ΔF γ‖₂`` (ΔF, ΔG: the differences of successive
@@ -143,7 +84,8 @@ def anderson(step: Step, g: FloatArray, tol: float, budget: int) -> FloatArray |
 
     Stops per rate at the first ``x`` whose plain step changes it by less than ``tol`` in L1 (the test of
     :func:`power`, on any law rather than on a plain iterate) and returns that step ``T x``; None if some rate has
-    not stopped after ``budget`` steps (the caller then runs the plain iteration).
+    not stopped after ``budget`` steps. Returns (that law, True) where every rate stopped, else (per rate the law it
+    stopped on or its last mixture, a law to go on from: :func:`krylov`; False).
     """
     n_rates = g.shape[0]
     d_f = np.zeros((n_rates, ANDERSON_DEPTH, g[0].size))  # the last differences, oldest overwritten
@@ -156,7 +98,7 @@ def anderson(step: Step, g: FloatArray, tol: float, budget: int) -> FloatArray |
         stop = (np.abs(f).sum(axis=1) < tol) & ~done
         out[stop], done = image[stop], done | stop
         if bool(done.all()):
-            return out
+            return out, True
         flat = image.reshape(n_rates, -1)
         if before is not None:
             slot = (n - 1) % ANDERSON_DEPTH
@@ -165,7 +107,7 @@ def anderson(step: Step, g: FloatArray, tol: float, budget: int) -> FloatArray |
         before = (f, flat)
         used = min(n, ANDERSON_DEPTH)
         x = _mixed(flat, f, d_f[:, :used], d_g[:, :used]).reshape(g.shape)
-    return None
+    return np.where(done[:, None, None, None], out, x), False
 
 
 def _mixed(image: FloatArray, resid: FloatArray, d_f: FloatArray, d_g: FloatArray) -> FloatArray:
@@ -185,3 +127,84 @@ def _mixed(image: FloatArray, resid: FloatArray, d_f: FloatArray, d_g: FloatArra
     empty = nxt.sum(axis=1) <= 0.0  # every entry clipped: no law to rescale, take the plain step instead
     nxt[empty] = image[empty]
     return np.asarray(nxt * (image.sum(axis=1) / nxt.sum(axis=1))[:, None], dtype=np.float64)
+
+
+KRYLOV_RESTART = 100
+"""Krylov vectors :func:`krylov` keeps before it restarts (GMRES(m)). On a chain of the shared-system-prompt example's
+link at half its bandwidth (link load 0.97, decay ratio 0.99966; 2026-12-07) m = 100, 200 and 400 took 770, 818 and
+676 steps from its 10th plain iterate and 1.3, 1.9 and 2.2 CPU s: past 100 the orthogonalisation costs more than the
+steps it saves."""
+KRYLOV_CHECK = 10
+"""Krylov steps between the estimates of the residual (a small least squares each)."""
+
+
+def krylov(step: Step, linear: Step, g: FloatArray, tol: float, budget: int) -> FloatArray | None:
+    """Fixed point of a Markov operator T by restarted GMRES (Saad & Schultz, SIAM J. Sci. Stat. Comput. 7(3), 1986;
+    :data:`KRYLOV_RESTART` vectors) on ``(I − T) x = T g − g``, the correction that takes the law ``g`` to the fixed
+    point. ``linear`` is T on signed vectors (``step`` clips round-off below 0, so it is linear on laws only). T keeps
+    the mass, so the right-hand side and every Krylov vector have zero mass, a subspace where ``I − T`` is invertible
+    for an irreducible chain: the fixed point of ``g``'s mass is the one solution there. Where λ₂ nears 1 the plain
+    iteration needs ~1/(1 − λ₂) steps per decade of its change, GMRES ~1/√(1 − λ₂) (the Chebyshev bound on a
+    spectrum in ``[1 − λ₂, 2]``: Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed., 2003, §6.11.4).
+
+    Stops per rate, as :func:`anderson_run` does, at the first law (``g + x`` clipped at 0 with its mass kept) whose
+    plain step changes it by less than ``tol`` in L1, and returns that step; None if some rate has not stopped after
+    ``budget`` calls of ``linear`` and ``step``."""
+    n_rates, shape = g.shape[0], g.shape
+    done, out, used = np.zeros(n_rates, dtype=bool), np.empty_like(g), 0
+    while used < budget:
+        image = step(g)
+        resid = (image - g).reshape(n_rates, -1)
+        stop = (np.abs(resid).sum(axis=1) < tol) & ~done
+        out[stop], done = image[stop], done | stop
+        if bool(done.all()):
+            return out
+        x, spent = _gmres_cycle(linear, resid, shape, tol, max(1, min(KRYLOV_RESTART, budget - used - 1)))
+        used += spent + 1
+        flat = g.reshape(n_rates, -1)
+        nxt = np.maximum(flat + x, 0.0)
+        nxt *= (flat.sum(axis=1) / nxt.sum(axis=1))[:, None]
+        g = np.where(done[:, None, None, None], g, nxt.reshape(shape))
+    return None
+
+
+def _gmres_cycle(
+    linear: Step, rhs: FloatArray, shape: tuple[int, ...], tol: float, steps: int
+) -> tuple[FloatArray, int]:
+    """One GMRES cycle from x = 0 on ``(I − T) x = rhs`` per rate (``rhs`` ``[R, n]``): Arnoldi with classical
+    Gram–Schmidt done twice (the basis orthonormal to round-off), the least squares on the Hessenberg matrix every
+    :data:`KRYLOV_CHECK` steps, stopping once every rate's L2 residual is below ``tol/√n`` (which bounds its L1 norm
+    by ``tol``) or after ``steps``. Returns (x ``[R, n]``, calls of ``linear``)."""
+    n_rates, n = rhs.shape
+    beta = np.sqrt(np.einsum("rn,rn->r", rhs, rhs))
+    basis = np.zeros((n_rates, steps + 1, n))
+    hess = np.zeros((n_rates, steps + 1, steps))
+    basis[:, 0] = rhs / np.where(beta > 0.0, beta, 1.0)[:, None]
+    coef, j = np.zeros((n_rates, 0)), 0
+    for j in range(1, steps + 1):
+        w = basis[:, j - 1] - linear(basis[:, j - 1].reshape(shape)).reshape(n_rates, n)
+        for _ in range(2):
+            h = np.einsum("rjn,rn->rj", basis[:, :j], w)
+            w -= np.einsum("rjn,rj->rn", basis[:, :j], h)
+            hess[:, :j, j - 1] += h
+        norm = np.sqrt(np.einsum("rn,rn->r", w, w))
+        hess[:, j, j - 1] = norm
+        basis[:, j] = w / np.where(norm > 0.0, norm, 1.0)[:, None]
+        broke = bool(np.any(norm == 0.0))
+        if j % KRYLOV_CHECK == 0 or j == steps or broke:
+            coef, left = _hessenberg_lstsq(hess[:, : j + 1, :j], beta)
+            if broke or float(left.max()) < tol / np.sqrt(n):
+                break
+    return np.asarray(np.einsum("rjn,rj->rn", basis[:, : coef.shape[1]], coef), dtype=np.float64), j
+
+
+def _hessenberg_lstsq(hess: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per rate ``y = argmin ‖β e₁ − H y‖₂`` and that minimum (GMRES's residual norm), H ``[R, j + 1, j]``."""
+    n_rates, rows, cols = hess.shape
+    coef, left = np.zeros((n_rates, cols)), np.zeros(n_rates)
+    for r in range(n_rates):
+        e1 = np.zeros(rows)
+        e1[0] = beta[r]
+        coef[r] = np.linalg.lstsq(hess[r], e1, rcond=None)[0]
+        left[r] = float(np.linalg.norm(e1 - hess[r] @ coef[r]))
+    return coef, left

@@ -249,7 +249,7 @@ def _solved(
     depends on (the last :data:`SOLVED_KEPT`, its error included). A goodput search asks for the same chain again:
     the top grid interval and then the whole grid, the rates below one that did not settle
     (:func:`pdplan.serving.goodput.find_goodput`), and near saturation one chain that does not settle costs its whole
-    iteration budget (300 Anderson steps, then 4,000 plain and extrapolated ones) each time. The same bytes give the
+    iteration budget (2,000 steps: 1,000 Anderson ones, then GMRES) each time. The same bytes give the
     same law, so the answer is the one a new solve would give."""
     settings = np.array([inputs.prob.size, cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read now: tests change them
     parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)

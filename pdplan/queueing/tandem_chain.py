@@ -81,11 +81,13 @@ gather for the clearance): the same fixed point (on the chat-sessions example's 
 2e-8 in L1, mean waits within 4e-7 relative, P90 cells identical) at 2.6× less CPU.
 
 **Slow mixing** near link saturation: :mod:`pdplan.queueing.chain_accel` (power steps; Anderson mixing once
-:data:`PLAIN_FIRST` plain steps have not settled the chain, to a 100× stricter change; Aitken's extrapolation where
-that does not settle either, and the error it raises when even that does not). ``pdplan optimize
-examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s (a shared
-2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
-unchanged, bit for bit.
+:data:`PLAIN_FIRST` plain steps have not settled the chain, to a 100× stricter change; GMRES where that does not
+settle within :data:`ANDERSON_STEPS`, and an error where even that does not within ``max_iter`` steps in all).
+``pdplan optimize examples/chat-ppd.yaml``'s 61 chains: 5,725 calls of the step → 1,493, CPU 5.8–6.0 s → 1.85–1.89 s
+(a shared 2-core machine, 2026-12-06); chat-sessions.yaml's chains all settle in their first 8 plain steps and are
+unchanged, bit for bit. Nearer saturation (the shared-system-prompt example's link at half its bandwidth, link loads
+0.93–0.99; 2026-12-07) Anderson mixing settles most chains within 400–750 steps and GMRES the few whose residual stalls
+near the stop: its 113 chain solves 45 → 15 CPU s (``docs/queueing.md`` §1.5).
 
 **Saturation, told without iterating.** W's mean change per request is ``μ = E[a⁺] − E[b] − (1 − ρ)/θ``
 (:func:`drift_s`: the carry as the lattice shifts it, the clearance, and the idle gap ``Exp(θ)`` taken when k leaves
@@ -107,8 +109,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.errors import UnsettledWaitError
 from pdplan.numerics.gamma import gammaln, xlogy
-from pdplan.queueing.chain_accel import Run, Step, accelerated, anderson, power
+from pdplan.queueing.chain_accel import Step, anderson_run, krylov, power
 from pdplan.types import FloatArray, IntArray
 
 LUMP_LEVEL = 3
@@ -246,10 +249,13 @@ On the slowest chains of ``pdplan optimize examples/chat-ppd.yaml`` (656 plain s
 the plain stop at
 ``tol`` = 1e-6 leaves the law 1.0e-4 (L1) from the fixed point (plain steps to an L1 change of 1e-11), Anderson's at
 1e-8 1.1e-6; at 1e-6 it left 1.8e-4 (the change understates the distance by ~1/(1 − λ₂) whatever the law)."""
-ANDERSON_STEPS = 300
-"""Anderson steps before the plain iteration takes over (with its extrapolation and its error): ``pdplan
-optimize`` on examples/chat-ppd.yaml needed at most 83 (its slowest chain), the hypothesis case of
-tests/unit/test_link_delay.py 228."""
+ANDERSON_STEPS = 1000
+"""Anderson steps before GMRES takes over (:func:`_slow`). ``pdplan optimize`` on examples/chat-ppd.yaml needed at
+most 83 (its slowest chain), the hypothesis case of tests/unit/test_link_delay.py 228, the KV link of
+examples/shared-system-prompt.yaml's pick at half its bandwidth (the sensitivity row "link bandwidth x0.5": link loads
+0.93–0.976, decay ratios to 0.9997) 396–747 where it settles (2026-12-07). With 300, those fell to the plain iteration
+from the empty link: 2,000 plain and up to 2,000 extrapolated steps, 3–4 CPU s a chain, and from link load 0.972 no
+convergence (an error, which the goodput search counts as a missed SLO)."""
 
 
 def stationary_wait(
@@ -271,11 +277,11 @@ def stationary_wait(
     :data:`PLAIN_FIRST` plain steps from the empty link to an L1 change below ``tol``; a chain that mixes slower
     goes on by Anderson mixing to an L1 change below ``tol·``:data:`ANDERSON_TOL_SHARE` (a stricter stop,
     :func:`pdplan.queueing.chain_accel.anderson`), and where that does not settle within :data:`ANDERSON_STEPS`
-    steps, by the plain iteration from the empty link again, up to ``max_iter`` steps to an L1 change below
-    ``tol`` and up to ``max_iter`` more, extrapolated, to an estimated L1 distance below ``tol``
-    (:func:`pdplan.queueing.chain_accel.accelerated`). ``tail_max``: None as soon as a plain iterate holds more than
-    this on the last cell, for any rate (W's mass there only grows, module docstring: the law would run past the
-    lattice), or where the law Anderson mixing settles on does.
+    steps, by GMRES from its last mixture (:func:`pdplan.queueing.chain_accel.krylov`) to the same stop, within
+    ``max_iter`` steps in all, Anderson's included; :class:`~pdplan.errors.UnsettledWaitError` where that does not
+    settle either. ``tail_max``: None as soon as a plain iterate holds more than this on the last cell, for any rate
+    (W's mass there only grows, module docstring: the law would run past the lattice), or where the law the chain
+    settles on does.
     """
     head = embedded_head(theta, inputs.prob, inputs.service_s, lump)
     share = head[:, -1]
@@ -284,6 +290,9 @@ def stationary_wait(
 
     def step(y: FloatArray) -> FloatArray:
         return _carried(np.matmul(lat.mix_split, _later(_cleared_cdf(y, share, lat, cells), far_cdf)), lat)
+
+    def linear(y: FloatArray) -> FloatArray:  # the step on signed vectors (Krylov directions): no clipping
+        return _carried(np.matmul(lat.mix_split, _later(_cleared_cdf(y, share, lat, cells, clip=False), far_cdf)), lat)
 
     def watched(y: FloatArray) -> FloatArray:
         cleared = _cleared_cdf(y, share, lat, cells)
@@ -294,9 +303,9 @@ def stationary_wait(
     empty = _carried(_empty(head, prob, lat, cells, far_cdf), lat)
     try:  # the plain iterates from the empty link: Loynes-monotone
         run = power(watched, empty, tol, min(PLAIN_FIRST, max_iter))
-        y = run.last if float(run.change.max()) < tol else _slow(step, watched, empty, run, tol, max_iter)
     except _PastLattice:
         return None
+    y = run.last if float(run.change.max()) < tol else _slow(step, linear, run.last, tol, max_iter)
     cleared = _cleared_cdf(y, share, lat, cells)  # [R, K', m, cells]
     if tail_max is not None and float(_top_mass(cleared, prob).max()) > tail_max:
         return None
@@ -306,15 +315,20 @@ def stationary_wait(
     return out
 
 
-def _slow(step: Step, watched: Step, empty: FloatArray, run: Run, tol: float, max_iter: int) -> FloatArray:
+def _slow(step: Step, linear: Step, start: FloatArray, tol: float, max_iter: int) -> FloatArray:
     """A chain the first plain steps did not settle (:func:`stationary_wait`): Anderson mixing from the last plain
-    iterate; failing that, the plain iteration from the empty link with its extrapolation (never a silent estimate:
-    :func:`pdplan.queueing.chain_accel.accelerated` raises where that does not settle either)."""
-    mixed = anderson(step, run.last, tol * ANDERSON_TOL_SHARE, min(ANDERSON_STEPS, max_iter))
-    if mixed is not None:
-        return mixed
-    run = power(watched, empty, tol, max_iter)
-    return run.last if float(run.change.max()) < tol else accelerated(step, run, tol, max_iter)
+    iterate ``start``; where that does not settle within :data:`ANDERSON_STEPS`, GMRES from its last mixture
+    (:func:`pdplan.queueing.chain_accel.krylov`: ``linear`` is ``step`` without its clipping) for the rest of
+    ``max_iter`` steps, to the same stop; where that does not settle either, an error (never a silent estimate)."""
+    stop, mixing = tol * ANDERSON_TOL_SHARE, min(ANDERSON_STEPS, max_iter)
+    mixed, settled = anderson_run(step, start, stop, mixing)
+    solved = mixed if settled else krylov(step, linear, mixed, stop, max_iter - mixing)
+    if solved is not None:
+        return solved
+    raise UnsettledWaitError(
+        f"KV link chain: no convergence in {max_iter} Anderson ({mixing}) and GMRES steps (to an L1 change of "
+        f"{stop:.0e}): the KV link wait this near saturation cannot be computed; evaluate a lower rate"
+    )
 
 
 def _empty(head: FloatArray, prob: FloatArray, lat: _Lattice, cells: int, far_cdf: FloatArray | None) -> FloatArray:
@@ -333,10 +347,10 @@ def _empty(head: FloatArray, prob: FloatArray, lat: _Lattice, cells: int, far_cd
     return np.asarray(split * far[:, None, None, :], dtype=np.float64)
 
 
-def _cleared_cdf(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> FloatArray:
+def _cleared_cdf(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int, *, clip: bool = True) -> FloatArray:
     """The start waits' cdfs ``[R, K', levels, cells]`` from Y (``[R, levels, 1, width]``): Z by base level
-    (:func:`_base_levels`), cleared by each live next bin's b (:func:`_clear_cdf`)."""
-    z, total = _base_levels(y[:, :, 0], share, lat, cells)
+    (:func:`_base_levels`), cleared by each live next bin's b (:func:`_clear_cdf`). ``clip``: as :func:`_minus_idle`."""
+    z, total = _base_levels(y[:, :, 0], share, lat, cells, clip=clip)
     return _clear_cdf(z, total, lat, cells)
 
 
@@ -409,13 +423,16 @@ def _carried_flat(values: FloatArray, a_cell: IntArray, cells: int, size: int) -
     return np.repeat(sums.T, np.diff(np.append(cuts, size)), axis=1)
 
 
-def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) -> tuple[FloatArray, FloatArray]:
+def _base_levels(
+    y: FloatArray, share: FloatArray, lat: _Lattice, cells: int, *, clip: bool = True
+) -> tuple[FloatArray, FloatArray]:
     """Z by base level ``m = (N − 1)⁺`` (N = 0 less the idle gap; the lump N ≥ L splits by r),
-    on ``2·width + cells`` cells with Z = 0 at index ``width``; and each level's mass."""
+    on ``2·width + cells`` cells with Z = 0 at index ``width``; and each level's mass. ``clip``: as
+    :func:`_minus_idle`."""
     n_rates, levels, width = y.shape
     lump = levels - 1
     z = np.zeros((n_rates, levels, 2 * width + cells))
-    z[:, 0, : 2 * width] = _minus_idle(y[:, 0], lat.idle_fft, lat.size)
+    z[:, 0, : 2 * width] = _minus_idle(y[:, 0], lat.idle_fft, lat.size, clip=clip)
     z[:, 0, width : 2 * width] += y[:, 1]
     z[:, 1 : lump - 1, width : 2 * width] = y[:, 2:lump]
     z[:, lump - 1, width : 2 * width] += share[:, None] * y[:, lump]
@@ -429,10 +446,14 @@ def _base_levels(y: FloatArray, share: FloatArray, lat: _Lattice, cells: int) ->
     return z, totals
 
 
-def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int) -> FloatArray:
-    """Law of ``Y − I`` on cells ``−width … width−1`` (zero at index ``width``) by FFT."""
+def _minus_idle(y: FloatArray, idle_fft: npt.NDArray[np.complex128], size: int, *, clip: bool = True) -> FloatArray:
+    """Law of ``Y − I`` on cells ``−width … width−1`` (zero at index ``width``) by FFT, its round-off below 0
+    clipped; ``clip`` False: the correlation as it comes, linear in ``y`` (which may then be signed:
+    :func:`pdplan.queueing.chain_accel.krylov`)."""
     width = y.shape[1]
     corr = np.fft.irfft(np.fft.rfft(y[:, ::-1], size) * idle_fft, size)[:, : 2 * width]
+    if not clip:
+        return np.asarray(corr[:, ::-1], dtype=np.float64)
     return np.asarray(np.maximum(corr[:, ::-1], 0.0), dtype=np.float64)  # P(Y − I = i − width)
 
 
