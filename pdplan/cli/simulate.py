@@ -99,7 +99,8 @@ def simulate_command(
 def cache_records(result: Comparison) -> list[dict[str, Any]]:
     """A KV-reuse workload's prefix cache, closed form beside the simulation: the token hit ratio of every tier (and
     all together), and the share of requests with a hit (simulated only); sessions on xPyD add the turn placement's
-    rows (:data:`TURN_ROWS`, simulated only). None for other workloads."""
+    rows (:data:`TURN_ROWS`, simulated only), a tier behind storage NICs on xPyD the decode path's share of the bytes
+    read and the busiest storage NIC of each side (:data:`SNICS`). None for other workloads."""
     if result.reuse is None:
         return []
     sim = result.reuse
@@ -116,7 +117,20 @@ def cache_records(result: Comparison) -> list[dict[str, Any]]:
     turns = sim.get("turn_placement")
     if turns is not None:
         rows += [row(key, None, turns[key]) for key in TURN_ROWS if turns[key] is not None]
+    reads = sim.get("read_paths")
+    if reads is not None:
+        dual = None if cache is None else cache.dual_path
+        use = {} if dual is None else dual.utilisation
+        rows.append(row("read_paths_de_share", None if dual is None else dual.de_fraction, reads["de_share"]))
+        rows += [
+            row(f"read_paths_{k.replace(' ', '_')}_utilisation", use.get(k), reads["utilisation"][k]) for k in SNICS
+        ]
     return rows
+
+
+SNICS = ("PE SNIC", "DE SNIC")
+"""The storage NICs whose busiest utilisation a run with storage read paths shows (:mod:`pdplan.sim.storage_paths`;
+the closed form's ``cache.dual_path`` figure beside it where the scenario reads ``dual``)."""
 
 
 TURN_ROWS = (

@@ -30,7 +30,9 @@ prefill tokens, then fewest seats in use, then lowest index. Pinned ``routes`` (
   starts its next prompt, so that prompt sees the blocks just cached. A disaggregated deployment with a
   ``placement`` (PPD, :class:`TurnPlacement`) builds its decode instances, asks it at each arrival
   whether the prompt runs on a decode instance instead (it is then submitted there, with no prefill and no transfer),
-  and asks it for the decode instance of a prompt whose prefill ends (session-affine routing).
+  and asks it for the decode instance of a prompt whose prefill ends (session-affine routing). With a ``prefetch``
+  (:data:`PrefetchFn`), a prompt bound for a dispatched prefill pool with pinned routes first does that work (a
+  storage read into a host buffer, :mod:`pdplan.sim.storage_paths`) and joins its instance's queue when it is done.
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ from pdplan.sim.validate import check_colocated, check_disaggregated, check_rout
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
 
-_ARRIVAL, _PREFILL_DONE, _BATCH_DONE, _DISPATCH_DONE = 0, 1, 2, 3
+_ARRIVAL, _PREFILL_DONE, _BATCH_DONE, _DISPATCH_DONE, _FETCHED = 0, 1, 2, 3, 4
+
+PrefetchFn = Callable[[int, int, float], float]
+"""``prefetch(request, prefill_instance, now_s) -> ready_s``: a dispatched prompt's work before it may queue on its
+(pinned) prefill instance, e.g. reading its cached KV into a host buffer (:mod:`pdplan.sim.storage_paths`)."""
 
 
 class TurnPlacement(Protocol):
@@ -216,6 +222,7 @@ class _DisaggEngine(_Engine):
             )
         )
         self.dispatched = None if dep.prefill.start is None else self._dispatched(dep, n)
+        self.prefetch: PrefetchFn | None = None
         if self.placement is not None:
             self.placement.attach(self.route_decode, self.dispatched)
 
@@ -252,6 +259,9 @@ class _DisaggEngine(_Engine):
             self.prefill_done(payload, time_s)
         elif kind == _DISPATCH_DONE:
             self.dispatch_done(payload, time_s)
+        elif kind == _FETCHED:
+            assert self.dispatched is not None
+            self.dispatched.submit(payload, time_s)
         elif kind == _ARRIVAL:
             self.tl.arrival[payload] = time_s
             on_decode = -1 if self.placement is None else self.placement.place(payload, time_s)
@@ -260,6 +270,10 @@ class _DisaggEngine(_Engine):
             elif self.unbatched is not None:
                 self.push(self.unbatched.submit(payload, time_s), _PREFILL_DONE, payload)
                 self.prefill_inst[payload] = self.unbatched.instance_of[payload]
+            elif self.dispatched is not None and self.prefetch is not None:
+                routes = self.dispatched.routes
+                assert routes is not None
+                self.push(self.prefetch(payload, routes[payload], time_s), _FETCHED, payload)
             elif self.dispatched is not None:
                 self.dispatched.submit(payload, time_s)
             else:
@@ -492,12 +506,15 @@ def simulate_events(
     warmup_fraction: float = 0.1,
     count_until_s: float = math.inf,
     placement: TurnPlacement | None = None,
+    prefetch: PrefetchFn | None = None,
 ) -> tuple[SimResult, IntArray]:
     """Open loop with released requests (module docstring): ``arrival_s`` [N] holds the known arrival times and NaN
     for the requests ``events.finished`` releases. Every request is simulated; the result holds those arriving by
     ``count_until_s`` (later ones are the run's drain), in arrival order (ties by id), the first
     ``warmup_fraction`` of them not counted; ``placement``: a disaggregated deployment's per-turn placement (module
-    docstring). Returns the result and the request ids in its order."""
+    docstring); ``prefetch``: what a prompt does between its arrival at a dispatched prefill pool with pinned routes
+    and its joining its instance's queue (:data:`PrefetchFn`). Returns the result and the request ids in its
+    order."""
     arrival = np.asarray(arrival_s, dtype=np.float64)
     if arrival.shape != (requests.count,):
         raise SpecError(f"arrival_s must have shape ({requests.count},), got {arrival.shape}")
@@ -505,6 +522,10 @@ def simulate_events(
     if known.size == 0 or bool(np.any(arrival[known] < 0)) or not bool(np.all(np.isfinite(arrival[known]))):
         raise SpecError("arrival_s needs at least one known arrival; known arrivals must be finite and >= 0")
     engine = _engine(deployment, requests, rng, events, placement)
+    if prefetch is not None:
+        if not isinstance(engine, _DisaggEngine) or engine.dispatched is None or engine.dispatched.routes is None:
+            raise SpecError("prefetch needs a disaggregated prefill pool dispatched over pinned routes")
+        engine.prefetch = prefetch
     engine.ext = [(float(arrival[i]), k, _ARRIVAL, int(i)) for k, i in enumerate(known.tolist())]
     heapq.heapify(engine.ext)
     engine.order = count(known.size)

@@ -65,6 +65,7 @@ from pdplan.sim.prefix_cache import PrefixCaches, Scope, TierDomain
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
 from pdplan.sim.reuse_workload import reuse_requests
 from pdplan.sim.spec import Colocated, Disaggregated, PrefillStart, Requests
+from pdplan.sim.storage_paths import Buffered, ReadPathNodes, ReadPathStats, StorageReads
 from pdplan.sim.turn_placement import PLACING_POLICIES, TurnPlacer, turn_placer
 from pdplan.sim.turn_stats import TurnStats, placed_turns
 from pdplan.specs.cache import TurnPlacementSpec
@@ -101,6 +102,10 @@ class CacheLayout:
     inclusion: Inclusion = "exclusive"
     instances_per_node: int = 1
     prefix_caching: bool = True
+    storage: ReadPathNodes | None = None
+    """A tier read over storage NICs as queues on the nodes' resources (:mod:`pdplan.sim.storage_paths`; xPyD
+    only): its reads are fetched from the request's arrival and moved to the GPU when its prefill starts, instead of
+    the exposed-load callable."""
 
     def caches(self, instances: int, block_tokens: int) -> PrefixCaches | None:
         """The :class:`PrefixCaches` of ``instances`` instances in blocks of ``block_tokens`` (None: caching off)."""
@@ -174,9 +179,37 @@ class ReuseTracker:
         levels = 1 if caches is None else caches.levels
         self.hits = np.zeros((reqs.count, levels), dtype=np.int64)
         self.instance = np.full(reqs.count, -1, dtype=np.int64)
+        self.reads: StorageReads | None = None
+        self.read_level, self.kv_bytes_per_token = 0, 0.0
+        self.fetched: dict[int, tuple[list[int], Buffered | None]] = {}
+
+    def read_over(self, reads: StorageReads, level: int, kv_bytes_per_token: float) -> None:
+        """Read the tier at chain ``level`` over ``reads``' queues (:meth:`prefetch`)."""
+        self.reads, self.read_level, self.kv_bytes_per_token = reads, level, kv_bytes_per_token
+
+    def prefetch(self, request: int, instance: int, now_s: float) -> float:
+        """A prompt bound to ``instance`` arrives at the prefill pool: look it up, promote the hit and fetch its
+        storage tier's part into a DRAM buffer (:mod:`pdplan.sim.storage_paths`); when it may join the queue."""
+        assert self.reads is not None
+        counts = [0]
+        if self.caches is not None and self.lookup[request] > 0:
+            blocks = blocks_of(self.runs, request, self.lookup[request])
+            counts = self.caches.lookup(instance, blocks)
+            if sum(counts) > counts[0]:
+                self.caches.touch(instance, blocks[: sum(counts)])
+        stored = counts[self.read_level] if len(counts) > self.read_level else 0
+        if not stored:
+            self.fetched[request] = (counts, None)
+            return now_s
+        nbytes = stored * self.block_tokens * self.kv_bytes_per_token
+        ready_s, held = self.reads.fetch(instance, nbytes, now_s)
+        self.fetched[request] = (counts, held)
+        return ready_s
 
     def start(self, request: int, instance: int, now_s: float) -> PrefillStart:
         """Look the prompt up on ``instance``, promote the hit, price the prefill (module docstring)."""
+        if request in self.fetched:
+            return self._start_fetched(request, instance, now_s)
         counts = [0]
         if self.caches is not None and self.lookup[request] > 0:
             blocks = blocks_of(self.runs, request, self.lookup[request])
@@ -192,6 +225,26 @@ class ReuseTracker:
             if self.exposed is None:
                 raise SpecError("a hit in a tier below HBM needs exposed_load_s (the tiers' load time)")
             load = float(self.exposed([c * self.block_tokens for c in counts[1:]], compute))
+        return PrefillStart(compute + load, hit * self.block_tokens, load)
+
+    def _start_fetched(self, request: int, instance: int, now_s: float) -> PrefillStart:
+        """The start of a prompt looked up at its arrival (:meth:`prefetch`): its storage hit comes up from the
+        buffer, any other tier's as :meth:`start` loads it."""
+        assert self.reads is not None
+        counts, held = self.fetched.pop(request)
+        if self.caches is not None:
+            self.hits[request] = counts
+        self.instance[request] = instance
+        hit = sum(counts)
+        compute = 0.0 if self.price is None else self.price(request, hit)
+        load = 0.0
+        others = [0 if level == self.read_level else c * self.block_tokens for level, c in enumerate(counts)][1:]
+        if any(others):
+            if self.exposed is None:
+                raise SpecError("a hit in a tier below HBM needs exposed_load_s (the tiers' load time)")
+            load = float(self.exposed(others, compute))
+        if held is not None:
+            load += self.reads.to_gpu(instance, held, now_s, compute)
         return PrefillStart(compute + load, hit * self.block_tokens, load)
 
     def prefill_done(self, request: int, instance: int, now_s: float) -> None:
@@ -301,6 +354,8 @@ class ReuseResult:
     truncated_sessions: int
     turns: TurnStats | None = None
     """Sessions on xPyD: what the turn placement did (:mod:`pdplan.sim.turn_stats`); None otherwise."""
+    read_paths: ReadPathStats | None = None
+    """A tier read over storage NICs (:attr:`CacheLayout.storage`): its servers' use; None otherwise."""
 
     @property
     def ttft_s(self) -> FloatArray:
@@ -353,6 +408,7 @@ class ReuseResult:
             "truncated_sessions": self.truncated_sessions,
             "price_misses": self.price_misses,
             **({} if self.turns is None else {"turn_placement": self.turns.as_dict()}),
+            **({} if self.read_paths is None else {"read_paths": dataclasses.asdict(self.read_paths)}),
         }
 
 
@@ -421,6 +477,8 @@ def simulate_reuse(
     outputs = colocated if cache_outputs is None else cache_outputs
     tracker = ReuseTracker(reqs, caches, price, exposed_load_s, outputs, colocated)
     tracker.prewarm(reqs, routes, np.random.default_rng([seed, 50]))
+    kv_bytes = float(hw.model.kv_bytes_per_token(hw.precision.kv_bytes))
+    reads = _storage_reads(layout, caches, tracker, routes, kv_bytes, seed)
     dep = _with_start(setup.deployment, tracker, routes)
     placer = _placer(model, setup, reqs, tracker, placement, routing, seed)
     if placer is not None:
@@ -430,12 +488,13 @@ def simulate_reuse(
     rng = np.random.default_rng([seed, 2])
     run, order = simulate_events(
         reqs.arrival_s, req, dep, rng, tracker, warmup_fraction=warmup_fraction, count_until_s=reqs.count_until_s,
-        placement=placer,
+        placement=placer, prefetch=None if reads is None else tracker.prefetch,
     )  # fmt: skip
-    kv_bytes = float(hw.model.kv_bytes_per_token(hw.precision.kv_bytes))
     names = ("hbm",) if caches is None else caches.names
     misses = 0 if price is None else price.misses
     result = _result(run, order, setup, reqs, tracker, names, kv_bytes, instances, misses)
+    if reads is not None:
+        result = dataclasses.replace(result, read_paths=reads.summary(run.window_s))
     if isinstance(model, ColocatedModel) or reqs.kind != "sessions":
         return result
     policy = "pd" if placement is None else placement.policy
@@ -475,6 +534,30 @@ def mean_turn_latency_s(run: SimResult) -> float:
     if latency.size == 0 or not bool(np.isfinite(latency).all()):
         raise ValueError("no counted request finished: the turn latency is undefined")
     return float(np.mean(latency))
+
+
+def _storage_reads(
+    layout: CacheLayout,
+    caches: PrefixCaches | None,
+    tracker: ReuseTracker,
+    routes: list[int] | None,
+    kv_bytes_per_token: float,
+    seed: int,
+) -> StorageReads | None:
+    """The queues of the tier read over storage NICs, wired to ``tracker`` (None: no such tier). Its reads start at
+    the prompt's arrival on its instance, so the prefill routes must be pinned (affinity)."""
+    nodes = layout.storage
+    if nodes is None or caches is None:
+        return None
+    if tracker.colocated:
+        raise SpecError("storage read paths are modelled on xPyD deployments only", field="cache")
+    if routes is None:
+        raise SpecError("storage read paths need the prefill routes pinned: cache routing affinity", field="routing")
+    if nodes.tier not in caches.names[1:]:
+        raise SpecError(f"storage read paths: tier {nodes.tier!r} is not among the cache's tiers {caches.names[1:]}")
+    reads = StorageReads(nodes, np.random.default_rng([seed, 60]))
+    tracker.read_over(reads, caches.names.index(nodes.tier), kv_bytes_per_token)
+    return reads
 
 
 def _placer(

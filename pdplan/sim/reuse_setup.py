@@ -21,6 +21,15 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 * **Load time**: :meth:`pdplan.cache.tiers.CacheTier.exposed_load_s` of each lower tier, summed over the tiers a
   request's hit came from (loads from different tiers one after the other), over the prefill compute of the cached
   prompt.
+* **Storage read paths** (a ``remote-pool`` tier, read over each node's storage NIC, on xPyD): its reads are queues
+  on the nodes' resources (:mod:`pdplan.sim.storage_paths`), not its exposed load. Nodes: the prefill pool's GPUs over
+  the prefill GPU's ``gpus_per_node`` (whole nodes, each holding whole simulated instances, else refused) and the
+  decode pool's over the decode GPU's; S the tier's ``read_bytes_per_s`` per node (the catalogue's convention), M
+  the ``cache.staging_dram`` entry's, B the P→D link's achievable bandwidth per GPU, p the tier's
+  ``gpu_path_bytes_per_s``, the tier's latency and layer-wise loading. The policy: ``read_paths: prefill`` every read
+  over the prefill node; ``dual`` with ``dual_split: snic-balanced`` DualPath's shorter-queue rule, with ``optimal``
+  or a share, a seeded draw with the closed form's share (:func:`pdplan.serving.dual_path_setup.dual_path_setting`:
+  the simulator checks that share, not how it is found).
 * **Turn placement** (``cache: turn_placement:``, PPD): the scenario's policy, as it is; the decode instances'
   kept KV is their prefix cache, so with prefix caching off no turn finds its history on decode and none is placed
   there (:mod:`pdplan.sim.turn_placement`).
@@ -35,12 +44,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.cache.tiers import CacheTier, Inclusion
+from pdplan.errors import SpecError
 from pdplan.serving.build import build_model
 from pdplan.serving.cache_domain import colocated_domain, prefill_domain
 from pdplan.serving.colocated import ColocatedModel, resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.prefix_cache import Domain, lower_tiers
+from pdplan.serving.dual_path_setup import SNIC_KINDS, dual_path_setting
+from pdplan.serving.prefix_cache import CacheSetup, Domain, lower_tiers
+from pdplan.serving.resolve import DisaggregatedHardware
 from pdplan.sim.reuse import CacheLayout, CacheRouting, ExposedLoadFn, SimTier
+from pdplan.sim.storage_paths import ReadPathNodes, ReadPolicy
 from pdplan.specs.cache import TurnPlacementSpec
 
 
@@ -67,9 +80,64 @@ def reuse_inputs(model: DisaggregatedModel | ColocatedModel, rate_rps: float) ->
         for t, s in zip(tiers, setup.storages, strict=True)
     )
     inclusion: Inclusion = "inclusive" if setup.inclusive else "exclusive"
-    layout = CacheLayout(domain.hbm_tokens, sims, inclusion, domain.instances_per_node)
+    storage = read_path_nodes(model, setup, tiers, domain) if isinstance(model, DisaggregatedModel) else None
+    layout = CacheLayout(domain.hbm_tokens, sims, inclusion, domain.instances_per_node, storage=storage)
     load = tier_load(tiers, domain.kv_bytes_per_token, domain.layers) if tiers else None
     return ReuseInputs(layout, load, setup.spec.routing, setup.spec.turn_placement)
+
+
+def read_path_nodes(
+    model: DisaggregatedModel, setup: CacheSetup, tiers: list[CacheTier], domain: Domain
+) -> ReadPathNodes | None:
+    """The first tier behind a storage NIC as read-path queues (module docstring); None without one."""
+    found = [(t, s) for t, s in zip(tiers, setup.storages, strict=True) if s.kind in SNIC_KINDS]
+    if not found:
+        return None
+    tier, storage = found[0]
+    res = model.res
+    hw = res.hardware
+    assert isinstance(hw, DisaggregatedHardware)
+    g, counts = hw.prefill.gpu.gpus_per_node, hw.deployment
+    prefill_gpus = counts.prefill.count * hw.prefill.gpus_per_instance
+    per_instance = prefill_gpus // model.x
+    decode_gpus = counts.decode.count * hw.decode.gpus_per_instance
+    g_decode = hw.decode.gpu.gpus_per_node
+    if per_instance * model.x != prefill_gpus or g % per_instance or decode_gpus % g_decode:
+        raise SpecError(
+            "storage read paths are simulated on whole nodes holding whole prefill instances: "
+            f"{model.x} prefill instances on {prefill_gpus} GPUs, {decode_gpus} decode GPUs, {g} GPUs per node",
+            field="cache",
+        )
+    per_node = g // per_instance
+    policy, share = _policy(model, setup)
+    return ReadPathNodes(
+        tier=tier.name,
+        prefill_nodes=-(-model.x // per_node),
+        decode_nodes=decode_gpus // g_decode,
+        prefill_instances_per_node=per_node,
+        gpus_per_prefill_instance=per_instance,
+        gpus_per_node=g,
+        snic_bytes_per_s=storage.read_bytes_per_s,
+        dram_bytes_per_s=res.catalog.storage(setup.spec.staging_dram).read_bytes_per_s,
+        cnic_bytes_per_s=hw.link.achievable_bytes_per_s,
+        pcie_bytes_per_s=storage.gpu_path_bytes_per_s,
+        latency_s=tier.latency_s,
+        layerwise=tier.layerwise_overlap,
+        n_layers=domain.layers,
+        policy=policy,
+        de_fraction=share,
+    )
+
+
+def _policy(model: DisaggregatedModel, setup: CacheSetup) -> tuple[ReadPolicy, float]:
+    """The read-path policy and the decode path's share (module docstring)."""
+    if setup.spec.read_paths == "prefill":
+        return "prefill", 0.0
+    if setup.spec.dual_split == "snic-balanced":
+        return "shorter-queue", 0.0
+    setting = dual_path_setting(model.res)
+    assert setting is not None
+    return "split", setting.de_fraction()
 
 
 def tier_load(tiers: list[CacheTier], kv_bytes_per_token: float, n_layers: int) -> ExposedLoadFn:

@@ -1,0 +1,96 @@
+"""DualPath's storage read paths, closed form against the simulator (issue #24 items 2 and 6): the cases of
+``benchmarks/dualpath_closed_form_vs_sim.py`` (docs/prefix_cache.md §10, "Closed form against the simulator").
+
+``examples/agent-dualpath.yaml`` (DeepSeek-V3 FP8, B200, 2P4D nodes, a 3FS pool behind one 100 Gb/s storage NIC per
+node, 157-turn agent sessions) with ``read_paths: dual`` at two splits: ``dual_split: 0`` (every read over the
+prefill nodes, whose storage NICs bind) and ``optimal`` (2/3 of the reads over the decode nodes, drawn per request
+by the simulator). The simulator (:mod:`pdplan.sim.storage_paths`) queues each read on the nodes' servers, sharing
+none of the closed form's load coefficients (:mod:`pdplan.cache.dual_path`). Tolerance 10 % (closed / simulated − 1),
+the issue's target:
+
+* the saturation read rate: the closed form's ``read_limit_rps`` against the simulator's read queues alone driven
+  past it (the benchmark's :func:`saturation_rps`);
+* at 0.7 × the closed form's goodput (the closed form at the simulation's offered rate): the busiest storage NIC's
+  utilisation, and with prefill-only reads the P90 TTFT within 15 % (:data:`TOLERANCE_TTFT_PREFILL`).
+
+With both paths the P90 TTFT is not within 10 % (a strict xfail, :func:`test_dual_path_ttft_p90`): the closed form
+loads a request's hit at the paths' fluid share, (P + D)·S / P = 3 × one storage NIC here, hidden under the prefill
+layer by layer, where a read crosses one storage NIC (DualPath reads a request over one path, §6.1) and waits for it
+before its prefill.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+TOLERANCE = 0.10
+TOLERANCE_TTFT_PREFILL = 0.15
+"""Prefill-only P90 TTFT (the benchmark: +12.4 %): the closed form holds the prefill instance for the part of the
+load its layers do not hide, where the simulator reads into the DRAM buffer while the request waits (DualPath §6.1's
+read queue, :mod:`pdplan.sim.storage_paths`), so its prefill holds the GPU for the compute alone."""
+REQUESTS = 1500
+
+
+def _benchmark() -> ModuleType:
+    """The benchmark script as a module (its scenario, simulation and saturation helpers)."""
+    path = ROOT / "benchmarks" / "dualpath_closed_form_vs_sim.py"
+    spec = importlib.util.spec_from_file_location("dualpath_closed_form_vs_sim", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict[str, tuple[float, float]]]:
+    bench: Any = _benchmark()
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for name in ("prefill-only", "optimal"):
+        case = bench.run_case(name, bench.SPLITS[name], REQUESTS)
+        out[name] = {quantity: (closed, sim) for quantity, closed, sim in case.rows}
+    return out
+
+
+def _error(pair: tuple[float, float]) -> float:
+    closed, sim = pair
+    return closed / sim - 1
+
+
+@pytest.mark.xdist_group("dualpath_vs_sim")
+@pytest.mark.parametrize("split", ["prefill-only", "optimal"])
+def test_saturation_read_rate(rows: dict[str, dict[str, tuple[float, float]]], split: str) -> None:
+    assert abs(_error(rows[split]["saturation read rate (req/s)"])) <= TOLERANCE
+
+
+@pytest.mark.xdist_group("dualpath_vs_sim")
+@pytest.mark.parametrize("split", ["prefill-only", "optimal"])
+def test_busiest_snic_utilisation(rows: dict[str, dict[str, tuple[float, float]]], split: str) -> None:
+    assert abs(_error(rows[split]["busiest SNIC utilisation"])) <= TOLERANCE
+
+
+@pytest.mark.xdist_group("dualpath_vs_sim")
+def test_decode_share_is_the_closed_form_split(rows: dict[str, dict[str, tuple[float, float]]]) -> None:
+    closed, sim = rows["optimal"]["decode path's share of bytes read"]
+    assert sim == pytest.approx(closed, abs=0.03)  # a seeded draw over about 1,400 reads: sd 0.013
+
+
+@pytest.mark.xdist_group("dualpath_vs_sim")
+def test_prefill_only_ttft_p90(rows: dict[str, dict[str, tuple[float, float]]]) -> None:
+    assert abs(_error(rows["prefill-only"]["TTFT P90 (ms)"])) <= TOLERANCE_TTFT_PREFILL
+
+
+@pytest.mark.xdist_group("dualpath_vs_sim")
+@pytest.mark.xfail(strict=True, reason="the closed form loads at the paths' fluid share (module docstring)")
+def test_dual_path_ttft_p90(rows: dict[str, dict[str, tuple[float, float]]]) -> None:
+    assert abs(_error(rows["optimal"]["TTFT P90 (ms)"])) <= TOLERANCE
