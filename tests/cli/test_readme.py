@@ -191,6 +191,28 @@ def test_readme_command_runs(
         piped = captured.out
 
 
+def readme_python_blocks() -> list[str]:
+    """The README's ```python blocks (the library examples)."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+
+
+def test_the_readme_has_a_library_example() -> None:
+    assert readme_python_blocks(), "README.md shows no ```python block: remove this test with the example"
+
+
+@pytest.mark.parametrize("block", readme_python_blocks())
+def test_readme_python_block_runs(
+    block: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each library example runs as shown from the repository root (issue #25 item 7: every command in the README
+    is executed by a test) and prints one line per ``print`` call, none of them empty."""
+    monkeypatch.chdir(ROOT)
+    exec(compile(block, "README.md python block", "exec"), {"__name__": "readme_example"})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == block.count("print("), printed
+    assert all(line.strip() for line in printed), printed
+
+
 def _printed(command: str, folder: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     """What `pdplan A | pdplan B` prints on a 100-column terminal: every stage's stderr, then the last one's stdout
     (progress lines dropped, `-o` paths as the README gives them)."""
