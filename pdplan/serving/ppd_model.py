@@ -9,6 +9,11 @@ prefix-cache class per prompt bin, ``decode``:
   (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache.turn_bins`).
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
+* **What the turns left find in the prefill caches** (:mod:`pdplan.serving.ppd_hits`): the prompt of their session's
+  last turn prefilled on the pool, surviving the gaps since that turn under the prefill caches' own characteristic
+  time with the placement, not the previous turn's: each bin's prefill-side hit mass is scaled by the ratio of those
+  hits to plain disaggregation's (the difference to or from its misses, so the pool's prefill work is priced with
+  them; :func:`_rows`), then one factor over the bins sets the per-request total turn by turn (:func:`_match_total`).
 * **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
   ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
   prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
