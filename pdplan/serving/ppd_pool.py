@@ -83,7 +83,7 @@ class TurnPlacement:
     """``[K]`` ρ_b: per prompt bin, a prefill-pool turn's expected hit tokens under the placement over plain
     disaggregation's (:mod:`pdplan.serving.ppd_hits`); None: 1 (nothing scaled)."""
     prefill_hit_share: float | None = None
-    """The prefill pool's own-history hit tokens per request under the placement over plain disaggregation's, turn
+    """The prefill pool's hit tokens per request under the placement over plain disaggregation's, turn
     by turn (:func:`pdplan.serving.ppd_hits.remaining_share`); None: the per-bin scaling alone."""
 
     @property
