@@ -9,6 +9,11 @@ prefix-cache class per prompt bin, ``decode``:
   (turn t's prompt law over the bins is the prefix-cache model's, :func:`pdplan.serving.prefix_cache.turn_bins`).
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
+* **What the turns left find in the prefill caches** (:mod:`pdplan.serving.ppd_hits`): the prompt of their session's
+  last turn prefilled on the pool, surviving the gaps since that turn under the prefill caches' own characteristic
+  time with the placement, not the previous turn's: each bin's prefill-side hit mass is scaled by the ratio of those
+  hits to plain disaggregation's (the difference to or from its misses, so the pool's prefill work is priced with
+  them; :func:`_rows`), then one factor over the bins sets the per-request total turn by turn (:func:`_match_total`).
 * **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
   ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
   prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
@@ -68,6 +73,7 @@ from pdplan.serving.ppd import (
 from pdplan.serving.ppd_bins import append_classes, class_bins
 from pdplan.serving.ppd_boundary import StepBoundary
 from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admission, scaled
+from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share
 from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
 from pdplan.serving.ttft import first_token_s, step_boundary_s
@@ -191,7 +197,7 @@ def _plan(model: Any) -> _Plan:
     x = decode_at(model, rate, step)
     as_ppd = _as_ppd(spec, values, groups, decisions)
     facts = _Facts(
-        rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd
+        rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd, m_bar
     )
     return _finish(model, facts, step)
 
@@ -255,6 +261,8 @@ class _Facts:
     """``[T, C]`` whether the policy places each append class in each turn (:mod:`pdplan.serving.ppd_bins`)."""
     as_ppd: bool
     """:attr:`~pdplan.serving.ppd_pool.TurnPlacement.as_ppd`."""
+    placed_append: FloatArray
+    """``[N]`` m̄_t: the mean append of turn t's turns placed on decode (:func:`_placed`)."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
@@ -269,6 +277,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     latency, excess = _append_offsets(model, f)
+    hits, plain_hits = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).hits(f.placed, f.placed_append)
     boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
@@ -303,6 +312,8 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         append_excess_s=excess,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
         as_ppd=f.as_ppd,
+        prefill_hit_scale=bin_hit_scale(f.turn_share, f.placed, per_turn, hits, plain_hits),
+        prefill_hit_share=remaining_share(f.turn_share, f.placed, hits, plain_hits),
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
 
@@ -353,9 +364,11 @@ def _column(values: FloatArray, k: int, fill: FloatArray | float) -> FloatArray:
     return np.concatenate((per_bin, extra), axis=1).reshape(-1, *arr.shape[1:])
 
 
-def _rows(model: Any, decode_by_bin: FloatArray) -> FloatArray:
+def _rows(model: Any, decode_by_bin: FloatArray, hit_scale: FloatArray) -> FloatArray:
     """``[K, H+1]`` P(bin, class) with each bin's decode share taken out of its hit classes in proportion (the rest,
-    if any, out of its misses; module docstring)."""
+    if any, out of its misses; module docstring), then the hit mass left on the prefill side scaled by ``hit_scale``
+    ρ_b (:mod:`pdplan.serving.ppd_hits`: what a prefill-pool turn finds there under the placement against plain
+    disaggregation), the difference moved to or from the bin's misses (each hit class keeping its tokens)."""
     k = model.res.lengths.input_tokens.size
     p = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
     moved = p.sum(axis=1) * decode_by_bin
@@ -363,7 +376,31 @@ def _rows(model: Any, decode_by_bin: FloatArray) -> FloatArray:
     from_hits = np.minimum(moved, hit)
     p[:, 1:] *= np.where(hit > 0, 1.0 - from_hits / np.maximum(hit, 1e-300), 1.0)[:, None]
     p[:, 0] = np.maximum(p[:, 0] - (moved - from_hits), 0.0)
+    _scale_hits(p, hit_scale)
     return np.concatenate((p, moved[:, None]), axis=1)
+
+
+def _match_total(rows: FloatArray, before: FloatArray, hit_tokens: FloatArray, share: float) -> None:
+    """Scale the prefill-side hit mass of ``rows`` ``[K, H+1]`` (in place, by one factor over the bins) so that its
+    hit tokens per request are ``share`` of plain disaggregation's (``before`` ``[K, H]``): the per-bin scaling of
+    :func:`_rows` takes the turns placed on decode out of a bin at the bin's mean hit, where within a bin a turn
+    placed on decode (a short append) had more hit tokens than one left (a long append on a shorter history); the
+    share is per turn (:func:`pdplan.serving.ppd_hits.remaining_share`), free of that."""
+    h = before.shape[1]
+    old = float((before[:, 1:] * hit_tokens[:, 1:]).sum())
+    now = float((rows[:, 1:h] * hit_tokens[:, 1:]).sum())
+    if now > 0:
+        view = rows[:, :h]
+        _scale_hits(view, np.full(rows.shape[0], share * old / now))
+
+
+def _scale_hits(p: FloatArray, hit_scale: FloatArray) -> None:
+    """Scale each bin's hit mass ``p[:, 1:]`` by ρ_b in place, taking the difference from (ρ_b > 1: at most all
+    of) or giving it to the bin's misses ``p[:, 0]``."""
+    hit = p[:, 1:].sum(axis=1)
+    delta = np.clip(hit * (hit_scale - 1.0), -hit, p[:, 0])
+    p[:, 1:] *= np.where(hit > 0, 1.0 + delta / np.maximum(hit, 1e-300), 1.0)[:, None]
+    p[:, 0] -= np.where(hit > 0, delta, 0.0)
 
 
 def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
@@ -423,7 +460,10 @@ def place_turns(built: M) -> M:
     plan = _plan(model)
     p = plan.placement
     k = model.res.lengths.input_tokens.size
-    rows = _rows(model, p.decode_by_bin)
+    scale = np.ones(k) if p.prefill_hit_scale is None else p.prefill_hit_scale
+    rows = _rows(model, p.decode_by_bin, scale)
+    if p.prefill_hit_share is not None:
+        _match_total(rows, model.bin_prob.reshape(k, -1), model.cache.hit_tokens, p.prefill_hit_share)
     pool_rows = rows.copy()
     pool_rows[:, -1] = 0.0
     prefill_share = float(pool_rows.sum())

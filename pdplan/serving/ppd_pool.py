@@ -79,6 +79,12 @@ class TurnPlacement:
     append of every turn (:func:`pdplan.serving.ppd.places_every_append`). The model is then the ``ppd`` model of the
     same deployment and bypass threshold but for :attr:`policy` (tests/unit/test_ppd_score.py), so its goodput search
     is that model's (:class:`pdplan.serving.build.PpdProbes`)."""
+    prefill_hit_scale: FloatArray | None = None
+    """``[K]`` ρ_b: per prompt bin, a prefill-pool turn's expected hit tokens under the placement over plain
+    disaggregation's (:mod:`pdplan.serving.ppd_hits`); None: 1 (nothing scaled)."""
+    prefill_hit_share: float | None = None
+    """The prefill pool's hit tokens per request under the placement over plain disaggregation's, turn
+    by turn (:func:`pdplan.serving.ppd_hits.remaining_share`); None: the per-bin scaling alone."""
 
     @property
     def transfer_reduction(self) -> float:

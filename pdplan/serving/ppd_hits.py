@@ -1,0 +1,269 @@
+"""What the prefill caches hold for the turns a PPD placement leaves on the prefill pool (docs/prefix_cache.md §11,
+issue #24).
+
+A turn placed on decode is prefilled there, on the history its decode instance holds: the prefill pool never sees
+it, so its prompt never enters a prefill cache. A later turn k left on the prefill pool (its append above the
+threshold, or its history no longer held on decode) finds there at most the prompt of its session's *last turn that
+was prefilled on the prefill pool*, k − m, which the cache last touched m gaps ago (m turn durations and m think
+times), not the previous turn's prompt one gap ago as plain disaggregation has it.
+
+**Derivation.** Let s_j be P(turn j runs on decode) (``placed``: f_j·π_j, s_1 = 0) and q the probability that a
+prefill-pool turn lands on a given prefill instance's cache given it is the session's (1 under session-affine
+routing, 1/N under random routing over N instances; :func:`pdplan.cache.lru_closed_form.session_cache`). Placements
+depend on each turn's own append and on whether its history is held, independent of turn k's append, so for a turn
+k on the prefill pool the most recent earlier turn that left its prompt on the same prefill cache is k − m with
+
+    a_{k,m} = q·(1 − s_{k−m})·Π_{j=k−m+1}^{k−1} (1 − q·(1 − s_j)),   m = 1..k−1,
+
+(each turn in between ran on decode, or on another prefill instance). That prompt is still cached iff the m gaps
+since sum to less than the LRU's characteristic time T_C: ``c_m = P(m·d + Z_1 + … + Z_m < T_C)`` (d the turn's
+duration after the cache's last touch, Z the think times; Che's approximation, Che et al., IEEE JSAC 2002; Fricker
+et al., ITC 2012, as :func:`~pdplan.cache.lru_closed_form.session_cache` has it), T_C that of the prefill caches
+under the placement (:func:`prefill_characteristic_time_s`: only prefill-pool turns insert, so they hold fewer,
+shorter prompts and T_C is longer than plain disaggregation's). The prompt it left is ``S + (j − 1)·(a + o) +
+E[append_j | prefill]`` with j = k − m (S the system prompt, a the mean append, o the mean output: an xPyD prefill
+instance holds the prompt only), where an append placed on the prefill pool is not a random one:
+``E[append_j | prefill] = (a − s_j·m̄_j)/(1 − s_j)`` (m̄_j the mean append of the turns placed on decode; a threshold
+policy leaves the long appends on the prefill pool). So the expected hit tokens of a prefill-pool turn k are
+
+    T_k = Σ_{m=1}^{k−1} a_{k,m}·c_m·(S + (k − m − 1)·(a + o) + E[append_{k−m} | prefill]),
+
+plus, where the sessions share D system prompts of S tokens, ``(1 − F_k)·h_S·S`` (F_k = Σ_m a_{k,m}·c_m the
+probability the history is found, h_S = 1 − e^{−λ_S·T_C} the system prompt's, λ_S its rate of prefill-pool turns
+on one instance), against plain disaggregation's ``T⁰_k`` (every s_j = 0: ``a_{k,m} = q(1 − q)^{m−1}``, every
+prompt at the mean append), which is :func:`~pdplan.cache.lru_closed_form.session_cache`'s hit tokens term for term
+(tests/unit/test_ppd_hits.py). Worked example: 3 fixed turns, zero think time and turn duration (c_m = 1),
+session-affine, s_2 = s_3 = p: ``T_2 = S + a``, ``T_3 = (1 − p)·(S + a + o + ā_P) + p·(S + a)``, ā_P = (a −
+p·m̄)/(1 − p).
+
+**In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): per prompt bin b the ratio ``ρ_b =
+Σ_k u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k`` (:func:`bin_hit_scale`; u_k = P(turn k)·(1 − s_k), the turns left
+on the prefill pool) scales the bin's prefill-side hit mass (the difference moves to or from its misses; each hit
+class keeps its tokens, so the pool's prefill work is priced with the PPD hits), then one factor over the bins sets
+the prefill side's hit tokens per request to ``Σ_k u_k·T_k / Σ_k P(k)·T⁰_k`` of plain disaggregation's
+(:func:`remaining_share`: per turn, where the per-bin removal of the turns placed on decode takes each out at its
+bin's mean hit, though a short append placed on decode had more hit tokens than a long one of the same prompt
+length left). Limits: the placements are taken independent of the survival (a history no longer held on decode
+after a long think time is also the likelier to be gone from the prefill cache); P(b | k) is the turn's whole
+prompt law, not its prefill-pool turns'; a remote pool's hits and the split of the hits among the local tiers are
+scaled with the total (one band's T_C: the last local one's); the appends are taken at their means in the items
+(as the plain closed form does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pdplan.cache.lru_closed_form import (
+    SessionRouting,
+    SessionWorkload,
+    _gap_sums,
+    characteristic_time_s,
+    session_cache,
+)
+from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
+from pdplan.serving.prefix_cache import lower_tiers, think_law
+from pdplan.specs.token_pmf import length_pmf
+from pdplan.types import FloatArray
+
+
+def last_prefill_law(placed: FloatArray, landing: float) -> FloatArray:
+    """``[N, N]`` a[k − 1, m − 1] = a_{k,m}: P(the last earlier turn that left its prompt on turn k's prefill cache is
+    k − m), turn k on the prefill pool (module docstring); ``placed`` s_j per turn (s_1 is taken as 0: turn 1 always
+    prefills on the pool), ``landing`` q."""
+    s = np.asarray(placed, dtype=np.float64).copy()
+    if s.size:
+        s[0] = 0.0
+    n = s.size
+    leave = landing * (1.0 - s)  # P(turn j left its prompt on that cache)
+    out = np.zeros((n, n))
+    for k in range(1, n):  # turn k + 1 (0-based k)
+        through = 1.0
+        for m in range(1, k + 1):
+            out[k, m - 1] = leave[k - m] * through
+            through *= 1.0 - leave[k - m]
+    return out
+
+
+def survival(workload: SessionWorkload, t_c_s: float, depth: int) -> FloatArray:
+    """``[depth]`` c_m = P(m·d + Z_1 + … + Z_m < T_C), m = 1..depth (1 for an unbounded T_C), as
+    :func:`~pdplan.cache.lru_closed_form.session_cache` evaluates them."""
+    cdf, _ = _gap_sums(workload, t_c_s, depth)
+    return np.asarray(cdf, dtype=np.float64)
+
+
+def prefill_items(workload: SessionWorkload, placed: FloatArray, placed_append_tokens: FloatArray) -> FloatArray:
+    """``[N]`` the prompt a prefill-pool turn j leaves cached, ``S + (j − 1)·(a + o) + E[append_j | prefill]``,
+    ``E[append_j | prefill] = (a − s_j·m̄_j)/(1 − s_j)`` (module docstring; a where every turn j runs on decode)."""
+    n = len(placed)
+    s = _placed(placed)
+    a, o = workload.append_tokens, workload.output_tokens
+    m_bar = np.asarray(placed_append_tokens, dtype=np.float64)
+    on_prefill = np.where(s < 1.0, (a - s * m_bar) / np.maximum(1.0 - s, 1e-300), a)
+    return np.asarray(workload.system_tokens + np.arange(n) * (a + o) + on_prefill, dtype=np.float64)
+
+
+def _placed(placed: FloatArray) -> FloatArray:
+    """s_j with s_1 = 0 (turn 1 always prefills on the pool)."""
+    s = np.array(placed, dtype=np.float64)
+    s[0] = 0.0
+    return s
+
+
+def expected_hits(law: FloatArray, survive: FloatArray, items: FloatArray, system: tuple[float, float] = (0.0, 0.0)
+                  ) -> FloatArray:  # fmt: skip
+    """``[N]`` T_k = Σ_{m=1}^{k−1} a_{k,m}·c_m·item_{k−m} + (1 − F_k)·h_S·S (module docstring): the own history,
+    then a shared system prompt's S tokens, cached with probability h_S, where the history is not found (F_k =
+    Σ_m a_{k,m}·c_m); ``system`` (S, h_S)."""
+    n = items.size
+    out, found = np.zeros(n), np.zeros(n)
+    for k in range(1, n):
+        j = k - np.arange(1, k + 1)  # 0-based index of turn (k + 1) − m, m = 1..k
+        out[k] = float(np.sum(law[k, :k] * survive[:k] * items[j]))
+        found[k] = float(np.sum(law[k, :k] * survive[:k]))
+    tokens, hit = system
+    return np.asarray(out + (1.0 - found) * hit * tokens, dtype=np.float64)
+
+
+def shared_system(workload: SessionWorkload, instances: int, placed: FloatArray) -> tuple[float, float]:
+    """``(S_sh, λ_S)``: a shared system prompt's tokens (0 where each session's is its own) and its request rate on
+    one prefill instance, ``λ_s/N·Σ_j P(n ≥ j)·(1 − s_j)/D`` (only prefill-pool turns touch it;
+    :func:`pdplan.cache.lru_closed_form.session_cache` with every s_j = 0)."""
+    if workload.system_prompts <= 0 or workload.system_tokens <= 0:
+        return 0.0, 0.0
+    s = _placed(placed)
+    reach = np.cumsum(np.asarray(workload.turns_pmf, dtype=np.float64)[::-1])[::-1][: s.size]
+    rate = workload.session_rate_per_s / instances * float(reach @ (1.0 - s))
+    return workload.system_tokens, rate / workload.system_prompts
+
+
+def _system_hit(workload: SessionWorkload, instances: int, placed: FloatArray, t_c_s: float) -> tuple[float, float]:
+    """``(S, h_S)``: a shared system prompt's tokens and P(cached) ``1 − e^{−λ_S·T_C}``."""
+    tokens, rate = shared_system(workload, instances, placed)
+    if tokens <= 0:
+        return 0.0, 0.0
+    return tokens, 1.0 if math.isinf(t_c_s) else -math.expm1(-rate * t_c_s)
+
+
+def prefill_characteristic_time_s(workload: SessionWorkload, capacity_tokens: float, instances: int, landing: float,
+                                  placed: FloatArray, items: FloatArray) -> float:  # fmt: skip
+    """T_C of one prefill instance's LRU of ``capacity_tokens`` under the placement: Che's approximation (Che et al.,
+    IEEE JSAC 2002) with the occupancy of :func:`pdplan.cache.lru_closed_form.session_cache` where only the turns
+    left on the prefill pool insert or refresh a prompt. A prefill-pool turn j (rate ``λ_s/N·(1 − s_j)`` per
+    instance, λ_s the sessions' rate) leaves ``items[j]`` (less a shared system prompt, counted apart), held until
+    the session's next turn that leaves its prompt on the same cache, j + m, for E[min(t, A_m)] (A_m = m·d + Z_1 +
+    … + Z_m), or for t if none does; ℓ_i = q·(1 − s_i):
+
+        W(t) = λ_s/N·Σ_j (1 − s_j)·(item_j − S_sh)·[Σ_m P(n ≥ j + m)·Π_{i=j+1}^{j+m−1}(1 − ℓ_i)·ℓ_{j+m}·E[min(t, A_m)]
+               + Σ_{r≥0} P(n = j + r)·Π_{i=j+1}^{j+r}(1 − ℓ_i)·t]  (+ D·S·(1 − e^{−λ_S t}), shared system prompts),
+
+    λ_S = λ_s/N·Σ_j P(n ≥ j)(1 − s_j)/D. With every s_j = 0 it is session_cache's W term for term
+    (tests/unit/test_ppd_hits.py)."""
+    s = _placed(placed)
+    n = s.size
+    pmf = np.asarray(workload.turns_pmf, dtype=np.float64)[:n]
+    reach = np.cumsum(pmf[::-1])[::-1]
+    leave = landing * (1.0 - s)
+    # gone[j, m - 1]: P(n ≥ j + m, turns j+1..j+m−1 leave nothing on this cache, turn j + m does), 0-based j
+    gone, stays = np.zeros((n, n)), np.zeros(n)
+    for j in range(n):
+        through = 1.0
+        stays[j] = pmf[j]
+        for m in range(1, n - j):
+            gone[j, m - 1] = reach[j + m] * through * leave[j + m]
+            through *= 1.0 - leave[j + m]
+            stays[j] += pmf[j + m] * through
+    rate = workload.session_rate_per_s / instances
+    shared, system_rate = shared_system(workload, instances, s)
+    weight = rate * (1.0 - s) * (items - shared)
+
+    def occupancy(t: float) -> float:
+        _, mean_min = _gap_sums(workload, t, n)  # E[min(t, A_m)], m = 1..n, as session_cache evaluates them
+        held = float(weight @ (gone @ mean_min + stays * t))
+        return held + workload.system_prompts * shared * -math.expm1(-system_rate * t)
+
+    return characteristic_time_s(occupancy, capacity_tokens, math.inf)
+
+
+def bin_hit_scale(turn_share: FloatArray, placed: FloatArray, turn_bins: FloatArray, hits: FloatArray,
+                  plain_hits: FloatArray) -> FloatArray:  # fmt: skip
+    """``[K]`` ρ_b: the prefill-pool turns' expected hit tokens in bin b under the placement over plain
+    disaggregation's (module docstring; 1 where the bin holds no prefill-pool hit). ``turn_bins`` ``[N, K]``
+    P(bin | turn)."""
+    u = np.asarray(turn_share, dtype=np.float64) * (1.0 - np.asarray(placed, dtype=np.float64))
+    new = (u * hits) @ turn_bins
+    old = (u * plain_hits) @ turn_bins
+    return np.asarray(np.where(old > 0, new / np.maximum(old, 1e-300), 1.0), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillView:
+    """The sessions as the prefill caches see them and one prefill instance's local capacity."""
+
+    workload: SessionWorkload
+    capacity_tokens: float
+    instances: int
+    landing: float
+    """q: 1 under session-affine routing, 1/N under random routing (module docstring)."""
+    plain_t_c_s: float
+    """Plain disaggregation's characteristic time (:func:`pdplan.cache.lru_closed_form.session_cache`)."""
+
+    def hits(self, placed: FloatArray, placed_append_tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(T [N], T⁰ [N])``: per turn the expected hit tokens (its own history, else a shared system prompt) of a
+        prefill-pool turn under the placement (its own characteristic time, :func:`prefill_characteristic_time_s`)
+        and under plain disaggregation (module docstring)."""
+        n, w = len(placed), self.workload
+        items = prefill_items(w, placed, placed_append_tokens)
+        t_c = prefill_characteristic_time_s(w, self.capacity_tokens, self.instances, self.landing, placed, items)
+        zero = np.zeros(n)
+        plain = expected_hits(last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n),
+                              w.prompt_tokens[:n], _system_hit(w, self.instances, zero, self.plain_t_c_s))  # fmt: skip
+        ppd = expected_hits(last_prefill_law(placed, self.landing), survival(w, t_c, n), items,
+                            _system_hit(w, self.instances, placed, t_c))  # fmt: skip
+        return ppd, plain
+
+
+def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> PrefillView:
+    """The sessions as the prefill caches see them (as :func:`pdplan.serving.prefix_cache.cache_classes` builds them
+    for an xPyD deployment: the prompt is the item, the decode after the prefill the turn's duration), one prefill
+    instance's local tiers (HBM and the instance-local tiers below it: the band a history is found in at all) and
+    the landing probability q (module docstring)."""
+    setup, spec = res.cache, res.cache.reuse.sessions
+    domain = prefill_domain(res)
+    mean_turns = float(turns @ np.arange(1, turns.size + 1))
+    workload = SessionWorkload(
+        session_rate_per_s=cache_rate(res) / mean_turns,
+        turns_pmf=tuple(float(x) for x in turns),
+        system_tokens=float(spec.system_prompt_tokens),
+        append_tokens=length_pmf(spec.new_tokens).mean(),
+        output_tokens=length_pmf(spec.output_tokens).mean(),
+        think_time=think_law(spec.think_time),
+        turn_duration_s=turn_duration_s(res, token_interval_s if math.isfinite(token_interval_s) else None),
+        outputs_cached=False,
+        system_prompts=spec.distinct_system_prompts,
+    )
+    caps = [domain.hbm_tokens] + [
+        t.capacity_tokens
+        for t, s in zip(lower_tiers(setup, domain), setup.storages, strict=True)
+        if s.kind != "remote-pool"
+    ]
+    edge = float(np.max(caps)) if setup.inclusive else float(np.sum(caps))
+    affine = setup.spec.routing == "affinity"
+    kind: SessionRouting = "session-affine" if affine else "random"
+    plain = session_cache(workload, edge, instances=domain.instances, routing=kind)
+    landing = 1.0 if affine else 1.0 / domain.instances
+    return PrefillView(workload, edge, domain.instances, landing, plain.characteristic_time_s)
+
+
+def remaining_share(turn_share: FloatArray, placed: FloatArray, hits: FloatArray, plain_hits: FloatArray) -> float:
+    """``Σ_k P(k)·(1 − s_k)·T_k / Σ_k P(k)·T⁰_k``: the hit tokens per request left on the prefill pool
+    under the placement over plain disaggregation's (module docstring; 1 where plain disaggregation hits nothing).
+    Per turn, so a turn placed on decode takes its own hits out, not its prompt bin's mean."""
+    share = np.asarray(turn_share, dtype=np.float64)
+    old = float(share @ plain_hits)
+    new = float((share * (1.0 - np.asarray(placed, dtype=np.float64))) @ hits)
+    return new / old if old > 0 else 1.0
