@@ -264,7 +264,7 @@ class SessionCacheResult:
     """h_S: P(a shared system prompt is cached) (0 without one)."""
 
 
-def _gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArray, FloatArray]:
+def gap_sums(workload: SessionWorkload, t: float, depth: int) -> tuple[FloatArray, FloatArray]:
     """For m = 1..depth gaps in a row (each ``turn_duration + Z``): P(A_m < t) and E[min(t, A_m)].
 
     Sums of two or more exponential or Erlang think times are Erlang (:meth:`ThinkTime.sum_of`): those are evaluated
@@ -410,13 +410,13 @@ def _session_cache(
     system, system_rate = _shared_system(workload, rate)
 
     def occupancy(t: float) -> float:
-        _, mean_min = _gap_sums(workload, t, depth)
+        _, mean_min = gap_sums(workload, t, depth)
         refreshed = reach_after @ (landing * mean_min)
         systems = workload.system_prompts * system * -math.expm1(-system_rate * t)
         return float(rate * np.sum((history - system) * (refreshed + stays * t))) + systems
 
     t_c = characteristic_time_s(occupancy, capacity_tokens, math.inf)
-    cdf, _ = _gap_sums(workload, t_c, depth)
+    cdf, _ = gap_sums(workload, t_c, depth)
     found = landing * cdf  # P(most recent landing m turns back and still cached)
     own_hit, own_tokens = _own_hits(found, history)
     system_hit = 0.0 if system <= 0 else (1.0 if math.isinf(t_c) else -math.expm1(-system_rate * t_c))

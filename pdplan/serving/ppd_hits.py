@@ -61,8 +61,8 @@ import numpy as np
 from pdplan.cache.lru_closed_form import (
     SessionRouting,
     SessionWorkload,
-    _gap_sums,
     characteristic_time_s,
+    gap_sums,
     session_cache,
 )
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
@@ -92,7 +92,7 @@ def last_prefill_law(placed: FloatArray, landing: float) -> FloatArray:
 def survival(workload: SessionWorkload, t_c_s: float, depth: int) -> FloatArray:
     """``[depth]`` c_m = P(m·d + Z_1 + … + Z_m < T_C), m = 1..depth (1 for an unbounded T_C), as
     :func:`~pdplan.cache.lru_closed_form.session_cache` evaluates them."""
-    cdf, _ = _gap_sums(workload, t_c_s, depth)
+    cdf, _ = gap_sums(workload, t_c_s, depth)
     return np.asarray(cdf, dtype=np.float64)
 
 
@@ -182,7 +182,7 @@ def prefill_characteristic_time_s(workload: SessionWorkload, capacity_tokens: fl
     weight = rate * (1.0 - s) * (items - shared)
 
     def occupancy(t: float) -> float:
-        _, mean_min = _gap_sums(workload, t, n)  # E[min(t, A_m)], m = 1..n, as session_cache evaluates them
+        _, mean_min = gap_sums(workload, t, n)  # E[min(t, A_m)], m = 1..n, as session_cache evaluates them
         held = float(weight @ (gone @ mean_min + stays * t))
         return held + workload.system_prompts * shared * -math.expm1(-system_rate * t)
 

@@ -15,10 +15,10 @@ from pdplan.cache.lru_closed_form import (
     SessionWorkload,
     SharedPrefixWorkload,
     ThinkTime,
-    _gap_sums,
     _own_hits,
     append_hit_ratio,
     characteristic_time_s,
+    gap_sums,
     geometric_turns,
     session_cache,
     shared_prefix_cache,
@@ -109,7 +109,7 @@ def test_gap_sums_are_each_law_evaluated_alone(law: ThinkTime, duration_s: float
     workload = dataclasses.replace(_sessions(law), turn_duration_s=duration_s)
     depth = len(workload.turns_pmf)
     for t in (0.5, 7.0, 60.0, 333.3, 5000.0):
-        cdf, mean_min = _gap_sums(workload, t, depth)
+        cdf, mean_min = gap_sums(workload, t, depth)
         for i in range(depth):
             m = i + 1
             shifted = t - m * duration_s
