@@ -41,7 +41,7 @@ The simulator (:mod:`pdplan.sim.storage_paths`) replays the same two stages over
 
 **The comparison.** The report adds the same plan with every read over the prefill nodes in the same resource model
 (``dual_split: 0``, :func:`prefill_only`), so the gain is DualPath's alone: ``read_paths: prefill`` prices the tier
-with the catalogue's per-path elements instead, a different model of the same pool.
+with the catalogue's per-path elements instead (the same per-node bandwidth, the load held by the prefill instance).
 
 **Cache-compute ratio** of the workload at the rate: mean hit KV bytes per request over the prefill FLOPs of the
 mean append on the mean hit (:func:`pdplan.cache.dual_path.append_prefill_flops` at the means, an approximation of
@@ -252,7 +252,7 @@ class DualPathReport:
 def prefill_only(res: ResolvedScenario[Any]) -> ResolvedScenario[Any]:
     """``res`` with every hit read over the prefill nodes in the same resource model (``dual_split: 0``), so that
     the gain is DualPath's alone (``read_paths: prefill`` prices the tier with the storage catalogue's path
-    elements, another model)."""
+    elements, its load held by the prefill instance)."""
     if res.cache is None:
         return res
     spec = res.cache.spec.model_copy(update={"dual_split": 0.0})
