@@ -14,7 +14,8 @@ which hit, hold more requests than the prompt law gives them (a miss probability
 
 **Where the hit rates come from.** One cache domain per instance (a prefill instance in xPyD, or a colocated one):
 its HBM (the KV blocks the running sequences leave free), then the tiers below it (host DRAM and local SSD: the
-instance's share of its node's; a remote pool: shared by the whole deployment). The hierarchy answers hit/miss like
+instance's share of its node's; a remote pool: its capacity shared by the whole deployment, its read bandwidth
+per node, :func:`lower_tiers`). The hierarchy answers hit/miss like
 one LRU of the tiers' cumulative (exclusive) or largest (inclusive) capacity, a tier serving the band of stack
 distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per workload:
 
