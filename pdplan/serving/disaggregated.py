@@ -302,7 +302,7 @@ class DisaggregatedModel:
             self.res.hardware.prefill, self.res.lengths.mean_input()
         )  # engine: API server, tokeniser
         if self.storage_read is not None:  # DualPath: the hit is read into DRAM before the request's prefill queue
-            offsets += self.storage_read.delay_s(rates)
+            offsets += self.storage_read.delay_s(rates, offsets.shape[1])
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":

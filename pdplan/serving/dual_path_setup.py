@@ -149,7 +149,9 @@ def dual_path_cache(res: ResolvedScenario[Any], setup: CacheSetup) -> CacheSetup
 
 @dataclass(frozen=True, slots=True)
 class StorageReadStage:
-    """DualPath's storage → DRAM stage of each (bin-class, point) before its prefill queue (module docstring)."""
+    """DualPath's storage → DRAM stage of each (bin-class, point) before its prefill queue (module docstring). With
+    PPD (``cache: turn_placement``) each bin gains a decode class whose appends read nothing from the tier
+    (:mod:`pdplan.serving.ppd_model`): :meth:`delay_s` and :meth:`mean_s` take those rows as zero."""
 
     transfer_s: FloatArray
     """``[K·H, J]`` the tier's hit bytes over ``min(S, M)``."""
@@ -158,6 +160,8 @@ class StorageReadStage:
     snic_utilisation_per_rps: tuple[float, float]
     """The PE and DE SNICs' utilisations per request/s of the deployment."""
     de_fraction: float
+    bins: int
+    """K, the prompt bins."""
 
     def wait_s(self, rates_rps: FloatArray) -> FloatArray:
         """``[R]`` the mean SNIC wait ``(1 − f)·W_PE + f·W_DE`` (inf at or past a SNIC's saturation)."""
@@ -172,14 +176,30 @@ class StorageReadStage:
             total += share * wait
         return total
 
-    def delay_s(self, rates_rps: FloatArray) -> FloatArray:
-        """``[R, K·H, J]`` each point's stage at each rate: its transfer plus the mean SNIC wait."""
+    def _rows(self, rows: int) -> tuple[FloatArray, FloatArray]:
+        """(transfer ``[rows, J]``, 1 where the row reads the tier ``[rows]``) for ``rows`` = K·H, or K·(H + 1)
+        with PPD's decode class (zero) appended to each bin."""
+        transfer, n = self.transfer_s, self.transfer_s.shape[0]
+        if rows == n:
+            return transfer, np.ones(n)
+        k = self.bins
+        if rows != n + k:
+            raise ValueError(f"storage read stage: {n} rows over {k} bins, asked for {rows}")
+        h, j = n // k, transfer.shape[1]
+        padded = np.concatenate((transfer.reshape(k, h, j), np.zeros((k, 1, j))), axis=1).reshape(rows, j)
+        reads = np.concatenate((np.ones((k, h)), np.zeros((k, 1))), axis=1).ravel()
+        return padded, reads
+
+    def delay_s(self, rates_rps: FloatArray, rows: int) -> FloatArray:
+        """``[R, rows, J]`` each point's stage at each rate: its transfer plus the mean SNIC wait."""
+        transfer, reads = self._rows(rows)
         wait = self.wait_s(rates_rps)
-        return self.transfer_s[None, :, :] + wait[:, None, None]
+        return transfer[None, :, :] + np.where(reads[None, :, None] > 0, wait[:, None, None], 0.0)
 
     def mean_s(self, rate_rps: float, prob: FloatArray) -> float:
-        """The stage's mean at ``rate_rps`` over the bin-classes' probabilities ``prob`` ``[K·H]``."""
-        return float(prob @ self.transfer_s.mean(axis=1) + self.wait_s(np.array([rate_rps]))[0])
+        """The stage's mean at ``rate_rps`` over the rows' probabilities ``prob``."""
+        transfer, reads = self._rows(prob.size)
+        return float(prob @ transfer.mean(axis=1) + (prob @ reads) * self.wait_s(np.array([rate_rps]))[0])
 
 
 def storage_read_stage(
@@ -205,7 +225,7 @@ def storage_read_stage(
     first = float(np.sum(weight * read_bytes))
     residual = 0.0 if first <= 0.0 else float(np.sum(weight * read_bytes**2)) / (2.0 * s * first)
     per_rps = (load.utilisation["PE SNIC"] / classes.rate_rps, load.utilisation["DE SNIC"] / classes.rate_rps)
-    return StorageReadStage(read_bytes / min(s, cluster.dram_bytes_per_s), residual, per_rps, load.de_fraction)
+    return StorageReadStage(read_bytes / min(s, cluster.dram_bytes_per_s), residual, per_rps, load.de_fraction, k)
 
 
 @dataclass(frozen=True, slots=True)

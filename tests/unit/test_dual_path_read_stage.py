@@ -28,15 +28,20 @@ SNIC = 12.5e9
 
 def test_stage_by_hand() -> None:
     # 0.1 s of transfer; E[X²]/(2E[X]) = 0.05 s; at 25 req/s the PE SNIC at 0.5, the DE SNIC at 0.25
-    stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0)
+    stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0, 1)
     # W_PE = 0.5/0.5 · 0.05 = 0.05; W_DE = 0.25/0.75 · 0.05 = 1/60; mean = 0.05/3 + (2/3)/60 = 1/36
     assert stage.wait_s(np.array([25.0]))[0] == pytest.approx(1.0 / 36.0, rel=1e-12)
-    assert stage.delay_s(np.array([25.0]))[0, 0, 0] == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
+    assert stage.delay_s(np.array([25.0]), 1)[0, 0, 0] == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
+    # PPD's decode class appended to the bin reads nothing: no transfer, no wait
+    assert stage.delay_s(np.array([25.0]), 2)[0, :, 0] == pytest.approx([0.1 + 1.0 / 36.0, 0.0], rel=1e-12)
+    assert stage.mean_s(25.0, np.array([0.5, 0.5])) == pytest.approx((0.1 + 1.0 / 36.0) / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="asked for 3"):
+        stage.delay_s(np.array([25.0]), 3)
     assert stage.mean_s(25.0, np.array([1.0])) == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
     assert stage.wait_s(np.array([0.0]))[0] == 0.0
     assert math.isinf(stage.wait_s(np.array([50.0]))[0])  # the PE SNIC full: no finite wait
     # f = 0: the DE SNIC carries nothing and its term drops out (even where its utilisation would be past 1)
-    alone = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 1.0), 0.0)
+    alone = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 1.0), 0.0, 1)
     assert alone.wait_s(np.array([25.0]))[0] == pytest.approx(0.05, rel=1e-12)
 
 
