@@ -13,7 +13,8 @@ of prompt tokens read from the pool) with ``read_paths: dual`` and three splits:
   to the side whose SNIC queue is shorter, arXiv 2602.21548 §6.1).
 
 **The closed form** is ``evaluate`` (:mod:`pdplan.serving.dual_path_setup`: each resource's load linear in the split,
-the busiest one sets the read limit; a request's load at the paths' fluid share). **The simulator** is
+the busiest one sets the read limit; a request's hit read over one storage NIC into DRAM before its prefill queue,
+with the M/G/1 mean wait at the SNICs' utilisations, then moved to the GPU under the prefill). **The simulator** is
 :func:`pdplan.sim.reuse.simulate_reuse` with the tier read over :mod:`pdplan.sim.storage_paths` (FCFS servers per
 node: SNIC, DRAM, CNIC, host-to-device; the read fetched into a DRAM buffer from the request's arrival, moved to the
 GPU layer by layer under the prefill).

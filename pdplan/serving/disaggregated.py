@@ -79,7 +79,12 @@ from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
-from pdplan.serving.dual_path_setup import dual_path_cache, dual_path_setting
+from pdplan.serving.dual_path_setup import (
+    StorageReadStage,
+    dual_path_cache,
+    dual_path_setting,
+    storage_read_stage,
+)
 from pdplan.serving.limits import (
     DECODE_U_MAX,
     LINK_QUEUE_MIN_RHO,
@@ -140,6 +145,9 @@ class DisaggregatedModel:
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
     admission: KvAdmission | None = None
     """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`); None: not modelled."""
+    storage_read: StorageReadStage | None = None
+    """DualPath's storage → DRAM stage before the prefill queue (:mod:`pdplan.serving.dual_path_setup`); None:
+    the tiers' loads are all in the prefill's price."""
 
     @property
     def input_prob(self) -> FloatArray:
@@ -255,7 +263,9 @@ class DisaggregatedModel:
             if self.admission is not None:  # the KV admission wait delays the first decode step
                 prob, cond = self.admission.wait(rates / self.y)
                 first_s += float(prob[0] * cond[0])
+        read = self.storage_read
         return TtftParts(
+            cache_load_s=0.0 if read is None else read.mean_s(float(rate_rps), p),
             queue_s=float(wait_mean[0]),
             prefill_s=float(p @ self.pool.point_latency_s.mean(axis=1)),
             kv_transfer_s=kv_s,
@@ -291,6 +301,8 @@ class DisaggregatedModel:
         offsets += request_delay_s(
             self.res.hardware.prefill, self.res.lengths.mean_input()
         )  # engine: API server, tokeniser
+        if self.storage_read is not None:  # DualPath: the hit is read into DRAM before the request's prefill queue
+            offsets += self.storage_read.delay_s(rates, offsets.shape[1])
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":
@@ -423,6 +435,7 @@ def build_disaggregated(
         side.prob,
         side.classes,
         _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
+        side.storage_read,
     )
     return place_turns(model)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
 
@@ -453,6 +466,7 @@ class _PrefillSide:
     cached_points: FloatArray | None = None
     load_s: FloatArray | None = None
     classes: CacheClasses | None = None
+    storage_read: StorageReadStage | None = None
 
 
 def _prefill_side(res: ResolvedScenario[DisaggregatedHardware]) -> _PrefillSide:
@@ -502,9 +516,10 @@ def _cached_prefill_side(
     priced = point_prices(hw, classes, points.reshape(k, h, -1), point_hits.reshape(k, h, -1), kvb)
     cached, load = priced.cached_tokens.reshape(points.shape), priced.load_s.reshape(points.shape)
     routing = "random" if setup.spec.routing == "affinity" else res.hardware.deployment.routing
+    prob = classes.bin_class_probability(lens.input_marginal()).ravel()
     return _PrefillSide(
         tokens,
-        classes.bin_class_probability(lens.input_marginal()).ravel(),
+        prob,
         points,
         cached_prefill_perf(hw, tokens, hits),
         priced.perf,
@@ -512,6 +527,7 @@ def _cached_prefill_side(
         cached,
         load,
         classes,
+        storage_read_stage(res, classes, cached, prob),
     )
 
 

@@ -16,14 +16,32 @@ rates' request rate λ_c; at the chosen split the busiest resource is at utilisa
 proportional to R, so to the rate at fixed hit rates), so the tier's reads saturate at λ_c / u. This replaces the
 prefill node's own path (the tier's medium and GPU-path elements) in :func:`pdplan.serving.limits.cache_read_limit`.
 
-**The load.** A request's hit tokens load at the tier's bandwidth shared by the prefill instances that read it
-(:func:`pdplan.cache.tiers.tier_from_storage`, a remote pool shared by the deployment); with DualPath that
-bandwidth is the two paths' bound at the split, ``1 / max_r (a_r + b_r·f)`` (:func:`dual_path_cache`), the fluid
-share each instance gets when all read at once (a lone request could read faster: conservative).
+**The load: two stages** (DualPath §4 and §6.1: a request's hit is read into a DRAM buffer while it waits for its
+prefill engine, the TTFT being scheduling, allocation, reading and prefill; the buffer is moved to the GPU while
+the prefill runs, layer by layer). A request's hit is read over ONE path (§6.1: splitting a request over both is
+future work), the decode path with probability f (the split).
+
+* *Storage → DRAM, before the prefill queue* (:class:`StorageReadStage`, :func:`storage_read_stage`): the tier's
+  hit bytes ``b`` of a request stream through one node's SNIC into its DRAM, cut-through at the slower of the two,
+  ``v = min(S, M)`` on either path (the decode path's CNIC hop belongs to the second stage), so the transfer takes
+  ``b / v``. Each SNIC is a FCFS queue of reads of service ``X = b/S``; its mean wait is the M/G/1
+  (Pollaczek–Khinchine) one, ``W = ρ/(1 − ρ) · E[X²]/(2E[X])`` (Kleinrock, *Queueing Systems* I, 1975, eq. 5.65,
+  the residual-life form), with ρ the SNIC's utilisation of the fluid model at the rate (PE SNIC for the prefill
+  path, DE SNIC for the decode path, each proportional to the rate at fixed hit rates) and the moments over the
+  requests that read the tier (Poisson thinning: a node's SNIC sees a fraction of a Poisson stream). The stage
+  adds ``b/v + (1 − f)·W_PE + f·W_DE`` to the request's TTFT as a fixed delay (its mean wait: a first form, the
+  wait's spread is left out) and does not hold the prefill instance; its rate limit is the fluid bound
+  (**the limit**), unchanged.
+* *DRAM → GPU, under the prefill* (:func:`dual_path_cache`): the buffer reaches the prefill instance's k GPUs over
+  their PCIe (prefill path) or the compute network (decode path, one CNIC per GPU), ``k·min(p, B)`` (the decode
+  node's g CNICs carry ``g·B ≥ k·B`` for k ≤ g); the tier's path is that hop alone, exposed against the compute by
+  the tiers' rule (:mod:`pdplan.cache.tiers`) and holding the instance.
+
+The simulator (:mod:`pdplan.sim.storage_paths`) replays the same two stages over FCFS servers, from the mechanism.
 
 **The comparison.** The report adds the same plan with every read over the prefill nodes in the same resource model
 (``dual_split: 0``, :func:`prefill_only`), so the gain is DualPath's alone: ``read_paths: prefill`` prices the tier
-with the catalogue's per-path elements instead, a different model of the same pool.
+with the catalogue's per-path elements instead (the same per-node bandwidth, the load held by the prefill instance).
 
 **Cache-compute ratio** of the workload at the rate: mean hit KV bytes per request over the prefill FLOPs of the
 mean append on the mean hit (:func:`pdplan.cache.dual_path.append_prefill_flops` at the means, an approximation of
@@ -33,9 +51,12 @@ the mean of the ratio's parts: the FLOPs are near-linear in the append at long c
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from pdplan.cache.dual_path import (
     DualPathCluster,
@@ -50,9 +71,14 @@ from pdplan.cache.dual_path import (
 from pdplan.errors import SpecError
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
+from pdplan.types import FloatArray
 
 SNIC_KINDS = ("remote-pool",)
 """Storage kinds read over a node's storage NIC."""
+
+
+HELD_HOP = "DRAM buffer -> GPU (PCIe, or the compute network from a decode node), one GPU"
+"""The DualPath tier's path element the prefill instance holds (module docstring, **the load**)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +135,97 @@ def dual_path_setting(res: ResolvedScenario[Any]) -> DualPathSetting | None:
 
 
 def dual_path_cache(res: ResolvedScenario[Any], setup: CacheSetup) -> CacheSetup:
-    """``setup`` with the DualPath tier's read bandwidth the two paths' bound at the split (module docstring, **the
-    load**); unchanged with prefill-only reads."""
+    """``setup`` with the DualPath tier's held path the buffer → GPU hop alone (module docstring, **the load**: the
+    storage → DRAM stage is :func:`storage_read_stage`, before the queue); unchanged with prefill-only reads."""
     setting = dual_path_setting(res)
     if setting is None:
         return setup
-    bound = max_read_bytes_per_s(setting.cluster, setting.de_fraction())
-    storages = tuple(
-        s.model_copy(update={"read_bytes_per_s": bound}) if s.name == setting.tier else s for s in setup.storages
-    )
+    cluster = setting.cluster
+    hop = min(cluster.pcie_bytes_per_s, cluster.cnic_bytes_per_s)  # per GPU; the tier's path widens it to k GPUs
+    update = {"read_bytes_per_s": math.inf, "gpu_path_bytes_per_s": hop, "gpu_path": HELD_HOP}
+    storages = tuple(s.model_copy(update=update) if s.name == setting.tier else s for s in setup.storages)
     return dataclasses.replace(setup, storages=storages)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageReadStage:
+    """DualPath's storage → DRAM stage of each (bin-class, point) before its prefill queue (module docstring). With
+    PPD (``cache: turn_placement``) each bin gains a decode class whose appends read nothing from the tier
+    (:mod:`pdplan.serving.ppd_model`): :meth:`delay_s` and :meth:`mean_s` take those rows as zero."""
+
+    transfer_s: FloatArray
+    """``[K·H, J]`` the tier's hit bytes over ``min(S, M)``."""
+    residual_s: float
+    """``E[X²]/(2E[X])`` of a read's SNIC service ``X = b/S`` over the requests that read the tier."""
+    snic_utilisation_per_rps: tuple[float, float]
+    """The PE and DE SNICs' utilisations per request/s of the deployment."""
+    de_fraction: float
+    bins: int
+    """K, the prompt bins."""
+
+    def wait_s(self, rates_rps: FloatArray) -> FloatArray:
+        """``[R]`` the mean SNIC wait ``(1 − f)·W_PE + f·W_DE`` (inf at or past a SNIC's saturation)."""
+        rates = np.atleast_1d(np.asarray(rates_rps, dtype=np.float64))
+        f, total = self.de_fraction, np.zeros_like(rates)
+        for share, per_rps in zip((1.0 - f, f), self.snic_utilisation_per_rps, strict=True):
+            if share <= 0.0:
+                continue
+            rho = rates * per_rps
+            with np.errstate(divide="ignore"):
+                wait = np.where(rho < 1.0, rho / np.maximum(1.0 - rho, 0.0) * self.residual_s, math.inf)
+            total += share * wait
+        return total
+
+    def _rows(self, rows: int) -> tuple[FloatArray, FloatArray]:
+        """(transfer ``[rows, J]``, 1 where the row reads the tier ``[rows]``) for ``rows`` = K·H, or K·(H + 1)
+        with PPD's decode class (zero) appended to each bin."""
+        transfer, n = self.transfer_s, self.transfer_s.shape[0]
+        if rows == n:
+            return transfer, np.ones(n)
+        k = self.bins
+        if rows != n + k:
+            raise ValueError(f"storage read stage: {n} rows over {k} bins, asked for {rows}")
+        h, j = n // k, transfer.shape[1]
+        padded = np.concatenate((transfer.reshape(k, h, j), np.zeros((k, 1, j))), axis=1).reshape(rows, j)
+        reads = np.concatenate((np.ones((k, h)), np.zeros((k, 1))), axis=1).ravel()
+        return padded, reads
+
+    def delay_s(self, rates_rps: FloatArray, rows: int) -> FloatArray:
+        """``[R, rows, J]`` each point's stage at each rate: its transfer plus the mean SNIC wait."""
+        transfer, reads = self._rows(rows)
+        wait = self.wait_s(rates_rps)
+        return transfer[None, :, :] + np.where(reads[None, :, None] > 0, wait[:, None, None], 0.0)
+
+    def mean_s(self, rate_rps: float, prob: FloatArray) -> float:
+        """The stage's mean at ``rate_rps`` over the rows' probabilities ``prob``."""
+        transfer, reads = self._rows(prob.size)
+        return float(prob @ transfer.mean(axis=1) + (prob @ reads) * self.wait_s(np.array([rate_rps]))[0])
+
+
+def storage_read_stage(
+    res: ResolvedScenario[Any], classes: CacheClasses, cached_tokens: FloatArray, prob: FloatArray
+) -> StorageReadStage | None:
+    """The :class:`StorageReadStage` of the prefill side's points: ``cached_tokens`` ``[K·H, J]`` each point's hit
+    tokens, ``prob`` ``[K·H]`` the bin-classes' probabilities (equal-weight points). None without DualPath reads
+    or when the tier is not among the classes' tiers."""
+    setting = dual_path_setting(res)
+    if setting is None:
+        return None
+    g = next((i for i, t in enumerate(classes.load_from) if t is not None and t.name == setting.tier), None)
+    load = setting.load(classes)
+    if g is None or load is None:
+        return None
+    k, h = classes.weights.shape
+    share = classes.tier_share[:, :, g].reshape(k * h, 1)
+    kvb = res.model.kv_bytes_per_token(res.hardware.prefill.precision.kv_bytes)
+    read_bytes = cached_tokens * share * kvb
+    cluster = setting.cluster
+    s = cluster.snic_bytes_per_s
+    weight = np.broadcast_to(prob[:, None], read_bytes.shape)
+    first = float(np.sum(weight * read_bytes))
+    residual = 0.0 if first <= 0.0 else float(np.sum(weight * read_bytes**2)) / (2.0 * s * first)
+    per_rps = (load.utilisation["PE SNIC"] / classes.rate_rps, load.utilisation["DE SNIC"] / classes.rate_rps)
+    return StorageReadStage(read_bytes / min(s, cluster.dram_bytes_per_s), residual, per_rps, load.de_fraction, k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +272,7 @@ class DualPathReport:
 def prefill_only(res: ResolvedScenario[Any]) -> ResolvedScenario[Any]:
     """``res`` with every hit read over the prefill nodes in the same resource model (``dual_split: 0``), so that
     the gain is DualPath's alone (``read_paths: prefill`` prices the tier with the storage catalogue's path
-    elements, another model)."""
+    elements, its load held by the prefill instance)."""
     if res.cache is None:
         return res
     spec = res.cache.spec.model_copy(update={"dual_split": 0.0})

@@ -14,7 +14,8 @@ which hit, hold more requests than the prompt law gives them (a miss probability
 
 **Where the hit rates come from.** One cache domain per instance (a prefill instance in xPyD, or a colocated one):
 its HBM (the KV blocks the running sequences leave free), then the tiers below it (host DRAM and local SSD: the
-instance's share of its node's; a remote pool: shared by the whole deployment). The hierarchy answers hit/miss like
+instance's share of its node's; a remote pool: its capacity shared by the whole deployment, its read bandwidth
+per node, :func:`lower_tiers`). The hierarchy answers hit/miss like
 one LRU of the tiers' cumulative (exclusive) or largest (inclusive) capacity, a tier serving the band of stack
 distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per workload:
 
@@ -261,16 +262,17 @@ def _mass_per_bin(pmf: TokenPmf, edges: FloatArray) -> FloatArray:
 
 
 def lower_tiers(setup: CacheSetup, domain: Domain) -> list[CacheTier]:
-    """The tiers below HBM sized for one instance (a remote pool: the whole pool)."""
+    """The tiers below HBM sized for one instance (a remote pool: the whole pool). Every tier's read bandwidth is per
+    node (the catalogue's convention, :mod:`pdplan.specs.storage`: a remote pool is read over each node's own storage
+    NIC), shared by the instances of the node; a remote pool's capacity is the deployment's."""
     tiers = []
     for spec, capacity in zip(setup.storages, setup.capacities_bytes, strict=True):
         pool = spec.kind == "remote-pool"
         share = capacity if pool else capacity / domain.instances_per_node
-        sharing = domain.instances if pool else domain.instances_per_node
         tier = tier_from_storage(
             spec,
             capacity_tokens=share / domain.kv_bytes_per_token,
-            sharing=sharing,
+            sharing=domain.instances_per_node,
             layerwise_overlap=setup.layerwise_overlap,
             latency_s=spec.latency_s if spec.latency_s is not None else 0.0,
         )

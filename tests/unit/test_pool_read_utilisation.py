@@ -1,10 +1,11 @@
 """A remote pool's read utilisation is the deployment's reads over the pool's bandwidth, counted once (a bug found
 2026-12-06: the last tier's traffic was multiplied by the prefill instances a second time, so pools bound too early).
 
-Hand-worked on examples/agent-dualpath.yaml with prefill-only reads: two TP8 prefill instances read from
-``remote-3fs-100g`` (12.5 GB/s, hardware_db/storage/remote-3fs-100g.yaml), each seeing 12.5/2 GB/s of it (the pool
-divided among the deployment's readers, :func:`pdplan.serving.prefix_cache.lower_tiers`); an instance reading R bytes/s
-loads it to R / 6.25e9, the same as the deployment's 2R over the whole 12.5e9."""
+Hand-worked on examples/agent-dualpath.yaml with prefill-only reads: two TP8 prefill instances, one per 8-GPU node,
+read from ``remote-3fs-100g`` (12.5 GB/s per node, its storage NIC, hardware_db/storage/remote-3fs-100g.yaml), each
+seeing its node's whole 12.5 GB/s (:func:`pdplan.serving.prefix_cache.lower_tiers`: per node, the catalogue's
+convention; before 2026-12-07 the pool was divided among the deployment's readers, 12.5/2 GB/s each); an instance
+reading R bytes/s loads it to R / 12.5e9, the same as the deployment's 2R over the two nodes' 25e9."""
 
 from __future__ import annotations
 
@@ -27,5 +28,5 @@ def test_pool_utilisation_counts_each_reader_once(tmp_path: Path) -> None:
     assert ev.cache is not None
     pool = next(t for t in ev.cache.tiers if t.name == "remote-3fs-100g")
     util = pool.path_utilisation["remote-3fs-100g read"]
-    assert util == pytest.approx(pool.read_bytes_per_s / (12.5e9 / 2), rel=1e-9)
+    assert util == pytest.approx(pool.read_bytes_per_s / 12.5e9, rel=1e-9)
     assert util <= 1.0 + 1e-9  # at the goodput a binding element is at most full, never past it

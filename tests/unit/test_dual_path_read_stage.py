@@ -1,0 +1,86 @@
+"""DualPath's storage → DRAM stage before the prefill queue (:mod:`pdplan.serving.dual_path_setup`, **the load**):
+a request's hit read over one node's storage NIC at ``min(S, M)``, plus the M/G/1 mean wait at the SNICs' fluid
+utilisations, split by the share f of reads over the decode path; the prefill instance holds the buffer → GPU hop
+alone. Hand-worked numbers, then the example's (examples/agent-dualpath.yaml: 2P4D nodes of 8 B200, a 3FS pool
+behind one 12.5 GB/s storage NIC per node, hardware_db/storage/remote-3fs-100g.yaml)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
+from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.dual_path_setup import StorageReadStage
+from pdplan.serving.resolve import resolve
+
+ROOT = Path(__file__).parents[2]
+SNIC = 12.5e9
+"""remote-3fs-100g's read_bytes_per_s, per node (hardware_db/storage/remote-3fs-100g.yaml)."""
+
+
+def test_stage_by_hand() -> None:
+    # 0.1 s of transfer; E[X²]/(2E[X]) = 0.05 s; at 25 req/s the PE SNIC at 0.5, the DE SNIC at 0.25
+    stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0, 1)
+    # W_PE = 0.5/0.5 · 0.05 = 0.05; W_DE = 0.25/0.75 · 0.05 = 1/60; mean = 0.05/3 + (2/3)/60 = 1/36
+    assert stage.wait_s(np.array([25.0]))[0] == pytest.approx(1.0 / 36.0, rel=1e-12)
+    assert stage.delay_s(np.array([25.0]), 1)[0, 0, 0] == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
+    # PPD's decode class appended to the bin reads nothing: no transfer, no wait
+    assert stage.delay_s(np.array([25.0]), 2)[0, :, 0] == pytest.approx([0.1 + 1.0 / 36.0, 0.0], rel=1e-12)
+    assert stage.mean_s(25.0, np.array([0.5, 0.5])) == pytest.approx((0.1 + 1.0 / 36.0) / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="asked for 3"):
+        stage.delay_s(np.array([25.0]), 3)
+    assert stage.mean_s(25.0, np.array([1.0])) == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
+    assert stage.wait_s(np.array([0.0]))[0] == 0.0
+    assert math.isinf(stage.wait_s(np.array([50.0]))[0])  # the PE SNIC full: no finite wait
+    # f = 0: the DE SNIC carries nothing and its term drops out (even where its utilisation would be past 1)
+    alone = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 1.0), 0.0, 1)
+    assert alone.wait_s(np.array([25.0]))[0] == pytest.approx(0.05, rel=1e-12)
+
+
+def _model(tmp_path: Path, **cache: Any) -> DisaggregatedModel:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "agent-dualpath.yaml").read_text())
+    doc["cache"] |= cache
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    model = build_model(with_cache_rate(resolve(load_scenario(path), open_catalog()), 20.0))
+    assert isinstance(model, DisaggregatedModel)
+    return model
+
+
+def test_the_example_stage_at_the_optimal_split(tmp_path: Path) -> None:
+    model = _model(tmp_path)
+    stage, classes = model.storage_read, model.cache
+    assert stage is not None
+    assert classes is not None
+    pool = next(t for t in classes.tiers if t.name == "remote-3fs-100g")
+    # the deployment's pool bytes per request: 2 instances' reads over the rate the classes hold at
+    per_request = pool.read_bytes_per_s * 2 / classes.rate_rps
+    # every byte crosses one SNIC into DRAM at min(12.5, 500) GB/s (within 1 %: the pool's traffic counts each
+    # class's mean hit, the stage each quadrature point's hit capped at its prompt less one token)
+    assert stage.mean_s(0.0, model.input_prob) == pytest.approx(per_request / SNIC, rel=0.01)
+    # f = 2/3 balances the SNICs: PE (1/3)·R/(2S) = DE (2/3)·R/(4S) = R/(6S), R = per_request × λ
+    assert stage.de_fraction == pytest.approx(2.0 / 3.0, rel=1e-12)
+    assert stage.snic_utilisation_per_rps == pytest.approx((per_request / (6 * SNIC),) * 2, rel=1e-9)
+    # E[X]/2 <= E[X²]/(2E[X]) <= max X / 2 (requests that read nothing add to neither moment)
+    mean_s = stage.mean_s(0.0, model.input_prob)
+    assert mean_s / 2 * (1 - 1e-9) <= stage.residual_s <= float(stage.transfer_s.max()) / 2 * (1 + 1e-9)
+    rho = 20.0 * per_request / (6 * SNIC)
+    assert stage.wait_s(np.array([20.0]))[0] == pytest.approx(rho / (1 - rho) * stage.residual_s, rel=1e-9)
+    # the prefill holds the buffer → GPU hop alone: 8 GPUs × min(PCIe 50 GB/s, ib-ndr's 50 GB/s × 0.87) per
+    # instance (hardware_db/storage/remote-3fs-100g.yaml, hardware_db/links/ib-ndr.yaml)
+    tier = next(t for t in classes.load_from if t is not None and t.name == "remote-3fs-100g")
+    assert tier.bottleneck_bytes_per_s == pytest.approx(8 * 43.5e9, rel=1e-12)
+    parts = model.ttft_parts(20.0)
+    assert parts.cache_load_s == pytest.approx(stage.mean_s(20.0, model.input_prob), rel=1e-12)
+
+
+def test_prefill_reads_have_no_stage(tmp_path: Path) -> None:
+    assert _model(tmp_path, read_paths="prefill").storage_read is None
