@@ -17,6 +17,7 @@ from pdplan.cli.common import (
     prepare_output,
     stderr_console,
     warn,
+    warn_granularity_not_run,
     warn_host_time_twice,
     with_progress,
     write_rendered,
@@ -98,6 +99,7 @@ def optimize_command(
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
     catalog = catalog_from(hardware_db, kernel_tables)
     warn_host_time_twice(catalog, sc)
+    warn_granularity_not_run(catalog, sc, search=True)
 
     def search(rate_rps: float | None, budget: int | None, top_k: int, extras: bool) -> PlanResult:
         return with_progress(

@@ -14,6 +14,7 @@ from pdplan.cli.common import (
     catalog_from,
     emit,
     warn,
+    warn_granularity_not_run,
     warn_host_time_twice,
     with_progress,
     write_text,
@@ -60,6 +61,7 @@ def evaluate_command(
     fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
     catalog = catalog_from(hardware_db, kernel_tables)
     warn_host_time_twice(catalog, sc)
+    warn_granularity_not_run(catalog, sc, search=False)
     result = with_progress(
         "evaluating",
         lambda _stage: evaluate(
