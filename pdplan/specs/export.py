@@ -214,6 +214,8 @@ class DynamoData(FrozenModel):
     hf_token_secret: str
     frontend_http_port: int = Field(ge=1, le=65535)
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
+    shared_memory_size: str = Field(pattern=r"^[0-9]+(\.[0-9]+)?([KMGTPE]i)?$")
+    """``sharedMemory.size`` of every worker service: the tmpfs at ``/dev/shm`` (a Kubernetes quantity, ``80Gi``)."""
     vllm_kv_transfer_config: dict[str, str]
     """The ``--kv-transfer-config`` Dynamo's vLLM workers of a disaggregated graph take (both roles)."""
     kv_events_config: dict[Literal["vllm", "sglang"], dict[str, str | bool]]
