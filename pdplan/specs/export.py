@@ -61,6 +61,9 @@ class Priced(_Lenient):
     engine: str | None = None
     engine_version: str | None = None
     routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
+    transfer_backend: str | None = None
+    """The KV data plane backend the transfer was priced with (``nixl-ucx``, ``mooncake-te``; pdplan/data/
+    kv_backends.yaml); None: priced on the link alone, or not recorded."""
     roles: dict[str, PricedRole] = Field(default_factory=dict)
 
 
@@ -238,6 +241,9 @@ class EngineData(FrozenModel):
     kv_offload_connector: str | None = None
     """vLLM's CPU offloading connector, in a MultiConnector with the transfer connector (``sources.kv_offload``)."""
     transfer_backend: str | None = None
+    transfer_backends: dict[str, str] = Field(default_factory=dict)
+    """A priced KV backend (pdplan/data/kv_backends.yaml name) → what this engine is told to run it with: vLLM's
+    ``kv_connector``, SGLang's ``--disaggregation-transfer-backend`` (``sources.transfer_backends``)."""
     proxy_port: int | None = Field(default=None, ge=1, le=65535)
     router_port: int | None = Field(default=None, ge=1, le=65535)
     remote_proxy_port: int | None = Field(default=None, ge=1, le=65535)

@@ -743,3 +743,40 @@ def test_trtllm_writes_attention_dp_and_wide_ep() -> None:
     _assert_accepted(result)
     with pytest.raises(SpecError, match="290 do not divide over EP8"):
         _export(_deepseek(_wide_ep(two_batch_overlap=False, redundant_experts=34)), "trtllm")
+
+
+# --- the KV transfer backend the plan was priced with (priced.transfer_backend) ----------------------------------
+
+
+def _with_backend(backend: str | None) -> PlanDocument:
+    plan = _plan()
+    plan["priced"] = {**plan["priced"], "transfer_backend": backend}
+    return _doc(plan)
+
+
+@pytest.mark.parametrize(
+    ("backend", "word", "warned"),
+    [("mooncake-te", "mooncake", False), ("nixl-ucx", "nixl", False), (None, "nixl", False), ("tcp", "nixl", True)],
+)
+def test_sglang_runs_the_transfer_backend_priced(backend: str | None, word: str, warned: bool) -> None:
+    # targets.yaml engines.sglang.transfer_backends: mooncake-te -> mooncake, nixl-ucx -> nixl; else the default nixl
+    result = _export(_with_backend(backend), "sglang")
+    prefill, decode, _ = _script_commands(result.text)
+    assert _flag(prefill, "--disaggregation-transfer-backend") == word
+    assert _flag(decode, "--disaggregation-transfer-backend") == word
+    manifest = yaml.safe_load(_export(_with_backend(backend), "dynamo", backend="sglang").text)
+    args = manifest["spec"]["services"]["prefill"]["extraPodSpec"]["mainContainer"]["args"]
+    assert _flag(args, "--disaggregation-transfer-backend") == word
+    assert any("priced its KV transfer with the tcp backend" in w for w in result.warnings) == warned
+
+
+def test_vllm_warns_for_a_backend_its_connector_does_not_run() -> None:
+    mooncake = _export(_with_backend("mooncake-te"), "vllm")
+    assert any("mooncake-te backend" in w and "NixlConnector is written" in w for w in mooncake.warnings)
+    assert not any("priced its KV transfer" in w for w in _export(_with_backend("nixl-ucx"), "vllm").warnings)
+
+
+def test_a_hostile_priced_backend_reaches_only_comments() -> None:
+    result = _export(_with_backend("x\ntouch PWNED"), "sglang")
+    assert _flag(_script_commands(result.text)[0], "--disaggregation-transfer-backend") == "nixl"
+    assert all("PWNED" not in line or line.lstrip().startswith("#") for line in result.text.splitlines())

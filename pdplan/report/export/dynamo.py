@@ -47,6 +47,7 @@ from pdplan.report.export.common import (
     gpu_facts,
     header_lines,
     nodes_for,
+    transfer_backend_word,
 )
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import dynamo_router_mode, routing_line
@@ -79,12 +80,18 @@ def _worker_command(
         if role_name != "colocated":
             flags += [
                 ("--disaggregation-mode", base_role(role_name)),
-                ("--disaggregation-transfer-backend", str(ctx.targets.engines["sglang"].transfer_backend)),
+                ("--disaggregation-transfer-backend", _sglang_backend(chosen, ctx)),
                 ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
             ]
         flags.append(("--host", "0.0.0.0"))
     flags += role_engine_flags(chosen, ctx, role_name, role, engine) + kv_events_flags(cache, role_name, engine, ctx)
     return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
+
+
+def _sglang_backend(chosen: Chosen, ctx: ExportContext) -> str:
+    """SGLang's ``--disaggregation-transfer-backend``: the priced backend's word, else the target's default."""
+    data = ctx.targets.engines["sglang"]
+    return transfer_backend_word(chosen, "sglang", data) or str(data.transfer_backend)
 
 
 SIDE_CHANNEL_HOST_ENV = {
