@@ -99,7 +99,6 @@ def optimize_command(
     analyse = fmt in (Format.markdown, Format.json) or plot is not None
     catalog = catalog_from(hardware_db, kernel_tables)
     warn_host_time_twice(catalog, sc)
-    warn_granularity_not_run(catalog, sc, search=True)
 
     def search(rate_rps: float | None, budget: int | None, top_k: int, extras: bool) -> PlanResult:
         return with_progress(
@@ -123,6 +122,7 @@ def optimize_command(
         )
 
     result = search(rate, gpus, top, analyse)
+    warn_granularity_not_run(catalog, sc, search=True)  # after the result: an infeasible search stays one error line
     if growths:  # the same search as a rate target at each grown rate (a GPU budget would cap the growth)
         result = replace(result, growth=growth_rows(result, growths, lambda r: search(r, None, 1, False)))
     _report(result, fmt, output, plot)

@@ -61,7 +61,6 @@ def evaluate_command(
     fmt, sc = start_scenario(scenario, overrides, fmt, output, rate)
     catalog = catalog_from(hardware_db, kernel_tables)
     warn_host_time_twice(catalog, sc)
-    warn_granularity_not_run(catalog, sc, search=False)
     result = with_progress(
         "evaluating",
         lambda _stage: evaluate(
@@ -74,6 +73,7 @@ def evaluate_command(
             prices=parse_prices(price),
         ),
     )
+    warn_granularity_not_run(catalog, sc, search=False)  # after the result: bad input stays one error line
     for line in result.warnings:
         warn(line)
     if fmt is Format.markdown:  # a one-deployment review, not the quantity table
