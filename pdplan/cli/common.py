@@ -127,6 +127,33 @@ def warn_host_time_twice(catalog: Catalog, scenario: Scenario) -> None:
         warn(text)
 
 
+def warn_granularity_not_run(catalog: Catalog, scenario: Scenario, *, search: bool) -> None:
+    """Warn once when the scenario's ``granularity`` is one its engine's KV connector does not run (its profile's
+    ``kv_connector.granularities``, with the source: vLLM's NixlConnector transfers a request's KV after its prefill):
+    the plans are priced as set, which ``pdplan export`` to that engine refuses or warns about (issue #25). For a
+    search (``search``) only where ``search.granularities`` / ``--granularity`` is not given (that list is filtered
+    with its own note: :func:`pdplan.search.space.engine_granularities`); for ``evaluate`` only for a disaggregated
+    deployment. Results do not change."""
+    if search and scenario.search is not None and scenario.search.granularities:
+        return
+    if not search and scenario.mode != "disaggregated":
+        return
+    from pdplan.serving.engine_bind import scenario_engine
+
+    engine = scenario_engine(catalog, scenario)
+    connector = engine.kv_connector
+    allowed = None if connector is None else connector.granularities
+    if connector is None or allowed is None or scenario.granularity in allowed:
+        return
+    runs = "/".join(allowed)
+    warn(
+        f"granularity: {scenario.granularity} is priced as set, but the {engine.name} engine's {connector.name} runs "
+        f"{runs}-wise KV transfer only (its profile's kv_connector.granularities), so these numbers are not what "
+        f"{engine.name} runs and `pdplan export` to it refuses or warns; set granularity: {allowed[0]} for plans it "
+        "runs"
+    )
+
+
 def output_format(fmt: Format, output: Path | None) -> Format:
     """``fmt`` when ``--format`` was given (or no ``-o``), else the format ``output``'s suffix names."""
     if output is None or _format_given():

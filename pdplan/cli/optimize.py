@@ -17,6 +17,7 @@ from pdplan.cli.common import (
     prepare_output,
     stderr_console,
     warn,
+    warn_granularity_not_run,
     warn_host_time_twice,
     with_progress,
     write_rendered,
@@ -121,6 +122,7 @@ def optimize_command(
         )
 
     result = search(rate, gpus, top, analyse)
+    warn_granularity_not_run(catalog, sc, search=True)  # after the result: an infeasible search stays one error line
     if growths:  # the same search as a rate target at each grown rate (a GPU budget would cap the growth)
         result = replace(result, growth=growth_rows(result, growths, lambda r: search(r, None, 1, False)))
     _report(result, fmt, output, plot)

@@ -14,6 +14,7 @@ from pdplan.cli.common import (
     catalog_from,
     emit,
     warn,
+    warn_granularity_not_run,
     warn_host_time_twice,
     with_progress,
     write_text,
@@ -72,6 +73,7 @@ def evaluate_command(
             prices=parse_prices(price),
         ),
     )
+    warn_granularity_not_run(catalog, sc, search=False)  # after the result: bad input stays one error line
     for line in result.warnings:
         warn(line)
     if fmt is Format.markdown:  # a one-deployment review, not the quantity table

@@ -37,6 +37,7 @@ from pdplan.search.prfaas_describe import (
     prfaas_question,
     prfaas_warnings,
 )
+from pdplan.search.priced import prfaas_priced_record
 from pdplan.search.space import Space
 from pdplan.serving import Disaggregated, DisaggregatedHardware, Latency, Prfaas, ResolvedScenario, Role
 from pdplan.serving.checks.prfaas import check_prfaas
@@ -238,6 +239,7 @@ def _plan(
         tokens_per_s_per_user=1.0 / slo.tpot,
         exact=True,
         prfaas=doc,
+        priced=prfaas_priced_record(res, c.setup.remote_hw, c.setup.routing),
     )
 
 

@@ -61,6 +61,9 @@ class Priced(_Lenient):
     engine: str | None = None
     engine_version: str | None = None
     routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
+    transfer_backend: str | None = None
+    """The KV data plane backend the transfer was priced with (``nixl-ucx``, ``mooncake-te``; pdplan/data/
+    kv_backends.yaml); None: priced on the link alone, or not recorded."""
     roles: dict[str, PricedRole] = Field(default_factory=dict)
 
 
@@ -214,6 +217,8 @@ class DynamoData(FrozenModel):
     hf_token_secret: str
     frontend_http_port: int = Field(ge=1, le=65535)
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
+    shared_memory_size: str = Field(pattern=r"^[0-9]+(\.[0-9]+)?([KMGTPE]i)?$")
+    """``sharedMemory.size`` of every worker service: the tmpfs at ``/dev/shm`` (a Kubernetes quantity, ``80Gi``)."""
     vllm_kv_transfer_config: dict[str, str]
     """The ``--kv-transfer-config`` Dynamo's vLLM workers of a disaggregated graph take (both roles)."""
     kv_events_config: dict[Literal["vllm", "sglang"], dict[str, str | bool]]
@@ -236,6 +241,9 @@ class EngineData(FrozenModel):
     kv_offload_connector: str | None = None
     """vLLM's CPU offloading connector, in a MultiConnector with the transfer connector (``sources.kv_offload``)."""
     transfer_backend: str | None = None
+    transfer_backends: dict[str, str] = Field(default_factory=dict)
+    """A priced KV backend (pdplan/data/kv_backends.yaml name) → what this engine is told to run it with: vLLM's
+    ``kv_connector``, SGLang's ``--disaggregation-transfer-backend`` (``sources.transfer_backends``)."""
     proxy_port: int | None = Field(default=None, ge=1, le=65535)
     router_port: int | None = Field(default=None, ge=1, le=65535)
     remote_proxy_port: int | None = Field(default=None, ge=1, le=65535)

@@ -8,7 +8,6 @@
 # PrfaaS: prompts of more than 28926 tokens are prefilled on the remote-prefill cluster, their KV sent to the local decode instances over dci-100g
 # WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
-# WARNING: the plan has no priced record (documents before pdplan recorded one): no --max-model-len / --context-length is written, so the engine takes the model's full window, which may not fit its KV cache, and no MoE settings are written; re-run `pdplan optimize --format json`
 # WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # WARNING: no sglang router routes by prompt length: configure your gateway by hand to send prompts of more than 28926 tokens to the remote-router (port 8001, the remote prefill cluster) and the rest to the router (port 8000)
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
@@ -40,6 +39,7 @@ case "$role" in
       --tp-size 4 \
       --chunked-prefill-size 8192 \
       --mem-fraction-static 0.856 \
+      --context-length 262144 \
       --dtype bfloat16
     ;;
   decode)
@@ -58,6 +58,7 @@ case "$role" in
       --max-running-requests 1024 \
       --chunked-prefill-size 8192 \
       --mem-fraction-static 0.856 \
+      --context-length 262144 \
       --dtype bfloat16
     ;;
   remote-prefill)
@@ -76,6 +77,7 @@ case "$role" in
       --tp-size 4 \
       --chunked-prefill-size 8192 \
       --mem-fraction-static 0.893 \
+      --context-length 262144 \
       --dtype bfloat16
     ;;
   router)

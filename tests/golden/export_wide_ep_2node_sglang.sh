@@ -33,7 +33,7 @@ case "$role" in
       --nnodes 2 \
       --node-rank "$NODE" \
       --disaggregation-mode prefill \
-      --disaggregation-transfer-backend nixl \
+      --disaggregation-transfer-backend mooncake \
       --disaggregation-bootstrap-port 8998 \
       --tp-size 16 \
       --dp-size 16 \
@@ -63,7 +63,7 @@ case "$role" in
       --nnodes 2 \
       --node-rank "$NODE" \
       --disaggregation-mode decode \
-      --disaggregation-transfer-backend nixl \
+      --disaggregation-transfer-backend mooncake \
       --tp-size 16 \
       --dp-size 16 \
       --enable-dp-attention \

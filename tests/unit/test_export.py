@@ -111,7 +111,13 @@ def test_dynamo_manifest_has_the_fields_of_dynamos_examples(backend: str) -> Non
         assert _flag(args, "--disaggregation-mode") == role
         assert _flag(args, "--model" if backend == "vllm" else "--model-path") == "meta-llama/Llama-3.1-70B-Instruct"
         assert _flag(args, "--tensor-parallel-size" if backend == "vllm" else "--tp-size") == str(tp)
-        assert "nodeSelector" not in worker["extraPodSpec"]  # one GPU type: no selector, as the examples
+        # every worker pinned to its GPU (GFD's label of an H100 SXM5 80GB: pdplan/data/export/node_labels.yaml)
+        assert worker["extraPodSpec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        assert worker["sharedMemory"] == {"size": "80Gi"}  # Dynamo's Llama-3-70B disagg recipe (targets.yaml)
+        assert _flag(args, "--served-model-name") == "meta-llama/Llama-3.1-70B-Instruct"
+    frontend = services["Frontend"]
+    assert frontend["extraPodSpec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert "sharedMemory" not in frontend  # the operator's 8Gi default: no GPU work there
     decode_args = workers["decode"]["extraPodSpec"]["mainContainer"]["args"]
     assert _flag(decode_args, "--max-num-seqs" if backend == "vllm" else "--max-running-requests") == "128"
     _assert_accepted(result)
@@ -559,6 +565,21 @@ def test_node_labels_can_be_given_for_gpus_without_one() -> None:
         export_context(open_catalog(), doc, ["mi300x"], node_labels_given=["mi300x=amd.com/gpu.product"])
 
 
+def test_a_one_gpu_plan_without_a_known_label_is_exported_unpinned_with_a_warning() -> None:
+    doc = _doc()
+    ctx = export_context(open_catalog(), doc, ["h100-sxm"])
+    result = export_plan(doc, target="dynamo", rank=1, ctx=dataclasses.replace(ctx, node_labels={}), source="test")
+    services = yaml.safe_load(result.text)["spec"]["services"].values()
+    assert all("nodeSelector" not in s["extraPodSpec"] for s in services)
+    assert any("no node label known for GPU 'h100-sxm'" in w for w in result.warnings)
+    # a label given on the command line (checked against Kubernetes' label syntax) reaches every service as data
+    given = export_context(open_catalog(), doc, ["h100-sxm"], node_labels_given=["h100-sxm=example.com/pool=p-1"])
+    manifest = yaml.safe_load(export_plan(doc, target="dynamo", rank=1, ctx=given, source="test").text)
+    assert all(
+        s["extraPodSpec"]["nodeSelector"] == {"example.com/pool": "p-1"} for s in manifest["spec"]["services"].values()
+    )
+
+
 def test_a_mixed_gpu_plan_without_a_known_label_is_bad_input() -> None:
     plan = _plan(decode={"gpu": "l40s", "tp": 2, "count": 4})
     doc = _doc(plan)
@@ -722,3 +743,40 @@ def test_trtllm_writes_attention_dp_and_wide_ep() -> None:
     _assert_accepted(result)
     with pytest.raises(SpecError, match="290 do not divide over EP8"):
         _export(_deepseek(_wide_ep(two_batch_overlap=False, redundant_experts=34)), "trtllm")
+
+
+# --- the KV transfer backend the plan was priced with (priced.transfer_backend) ----------------------------------
+
+
+def _with_backend(backend: str | None) -> PlanDocument:
+    plan = _plan()
+    plan["priced"] = {**plan["priced"], "transfer_backend": backend}
+    return _doc(plan)
+
+
+@pytest.mark.parametrize(
+    ("backend", "word", "warned"),
+    [("mooncake-te", "mooncake", False), ("nixl-ucx", "nixl", False), (None, "nixl", False), ("tcp", "nixl", True)],
+)
+def test_sglang_runs_the_transfer_backend_priced(backend: str | None, word: str, warned: bool) -> None:
+    # targets.yaml engines.sglang.transfer_backends: mooncake-te -> mooncake, nixl-ucx -> nixl; else the default nixl
+    result = _export(_with_backend(backend), "sglang")
+    prefill, decode, _ = _script_commands(result.text)
+    assert _flag(prefill, "--disaggregation-transfer-backend") == word
+    assert _flag(decode, "--disaggregation-transfer-backend") == word
+    manifest = yaml.safe_load(_export(_with_backend(backend), "dynamo", backend="sglang").text)
+    args = manifest["spec"]["services"]["prefill"]["extraPodSpec"]["mainContainer"]["args"]
+    assert _flag(args, "--disaggregation-transfer-backend") == word
+    assert any("priced its KV transfer with the tcp backend" in w for w in result.warnings) == warned
+
+
+def test_vllm_warns_for_a_backend_its_connector_does_not_run() -> None:
+    mooncake = _export(_with_backend("mooncake-te"), "vllm")
+    assert any("mooncake-te backend" in w and "NixlConnector is written" in w for w in mooncake.warnings)
+    assert not any("priced its KV transfer" in w for w in _export(_with_backend("nixl-ucx"), "vllm").warnings)
+
+
+def test_a_hostile_priced_backend_reaches_only_comments() -> None:
+    result = _export(_with_backend("x\ntouch PWNED"), "sglang")
+    assert _flag(_script_commands(result.text)[0], "--disaggregation-transfer-backend") == "nixl"
+    assert all("PWNED" not in line or line.lstrip().startswith("#") for line in result.text.splitlines())

@@ -29,6 +29,7 @@ from pdplan.report.export.common import (
     choose_plan,
     granularity_warnings,
     setting_warnings,
+    transfer_backend_warnings,
     version_warnings,
 )
 from pdplan.report.export.dynamo import dynamo_manifest
@@ -71,6 +72,7 @@ def export_plan(
     warnings += version_warnings(chosen, ctx, engine) + setting_warnings(chosen, engine)
     warnings += batch_cap_warnings(chosen, ctx, engine) + routing_warnings(chosen, target)
     warnings += cache_warnings(chosen, ctx, target, engine) + prfaas_warnings(chosen, ctx, target)
+    warnings += transfer_backend_warnings(chosen, engine, ctx.targets.engines[engine])
     if target == "dynamo":
         return dynamo_manifest(chosen, ctx, engine, warnings)
     if target == "vllm":

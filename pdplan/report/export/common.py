@@ -200,6 +200,29 @@ def granularity_warnings(plan: ExportPlan, engine: Engine, data: EngineData) -> 
     ]
 
 
+def transfer_backend_word(chosen: Chosen, engine: Engine, data: EngineData) -> str | None:
+    """What the engine is told to move KV with for the backend the plan was priced with (``priced.transfer_backend``
+    through ``engines.<engine>.transfer_backends`` in pdplan/data/export/targets.yaml: SGLang's
+    ``--disaggregation-transfer-backend``); None where the plan records none or the engine has no word for it (the
+    target's default is written: :func:`transfer_backend_warnings`)."""
+    priced = chosen.plan.priced.transfer_backend if chosen.plan.priced is not None else None
+    return None if priced is None else data.transfer_backends.get(priced)
+
+
+def transfer_backend_warnings(chosen: Chosen, engine: Engine, data: EngineData) -> list[str]:
+    """A warning when a disaggregated plan was priced with a KV backend the engine is not told to run (its
+    ``transfer_backends`` have no word for it): its KV transfer time is the priced backend's, not the engine's."""
+    priced = chosen.plan.priced.transfer_backend if chosen.plan.priced is not None else None
+    if chosen.plan.mode != "disaggregated" or priced is None or priced in data.transfer_backends:
+        return []
+    runs = data.transfer_backend or data.kv_connector or "its default"
+    return [
+        f"the plan priced its KV transfer with the {priced} backend, which {engine} is not set up to run here "
+        f"(engines.{engine}.transfer_backends in pdplan/data/export/targets.yaml): {runs} is written, so the "
+        "transfer time may differ from the plan's"
+    ]
+
+
 ENGINE_WORDS: dict[Engine, str] = {"vllm": "vLLM", "sglang": "SGLang"}
 
 

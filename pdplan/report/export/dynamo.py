@@ -11,9 +11,17 @@ decode worker services with ``componentType: worker``, ``subComponentType: prefi
 names follow those files (``VllmPrefillWorker`` / ``VllmDecodeWorker`` for vLLM, ``prefill`` / ``decode`` for
 SGLang). Images: ``pdplan/data/export/targets.yaml``.
 
-Mixed-GPU plans pin each worker to its GPU type with ``extraPodSpec.nodeSelector`` (``extraPodSpec`` carries a pod
-spec) on the label NVIDIA GPU Feature Discovery sets, ``nvidia.com/gpu.product`` (values in
-``pdplan/data/export/node_labels.yaml``); single-GPU-type plans carry no selector, as Dynamo's examples.
+Every worker is pinned to its GPU type with ``extraPodSpec.nodeSelector`` (``extraPodSpec`` carries a pod spec) on
+the label NVIDIA GPU Feature Discovery sets, ``nvidia.com/gpu.product`` (values in
+``pdplan/data/export/node_labels.yaml``), as AIConfigurator's generated manifests pin every service
+(``dynamo.sources.node_selector`` in pdplan/data/export/targets.yaml); the frontend too where the plan has one GPU
+type (it needs no GPU; a mixed plan's frontend is left free). A GPU with no known label (``--node-label`` adds one)
+refuses a mixed-GPU plan, whose roles must land on their own GPU types, and leaves a one-GPU-type plan unpinned, with
+a warning.
+
+Every worker also gets ``sharedMemory.size`` (the ``/dev/shm`` tmpfs; the operator's default is 8Gi) from
+``dynamo.shared_memory_size`` and ``--served-model-name`` (vLLM and SGLang), as Dynamo's Llama-3-70B disaggregated
+recipe writes both (``dynamo.sources`` in pdplan/data/export/targets.yaml names file and commit).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from pdplan.report.export.common import (
     gpu_facts,
     header_lines,
     nodes_for,
+    transfer_backend_word,
 )
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import dynamo_router_mode, routing_line
@@ -61,7 +70,7 @@ def _worker_command(
     flags: list[tuple[str, str | None]]
     cache = plan_cache(chosen, ctx)
     if engine == "vllm":
-        flags = [("--model", ctx.model_id)]
+        flags = [("--model", ctx.model_id), ("--served-model-name", ctx.model_id)]
         if role_name != "colocated":
             config = vllm_transfer_config(dict(ctx.targets.dynamo.vllm_kv_transfer_config), cache, ctx, role_name)
             kv_config = json.dumps(config, separators=(",", ":"))
@@ -71,12 +80,18 @@ def _worker_command(
         if role_name != "colocated":
             flags += [
                 ("--disaggregation-mode", base_role(role_name)),
-                ("--disaggregation-transfer-backend", str(ctx.targets.engines["sglang"].transfer_backend)),
+                ("--disaggregation-transfer-backend", _sglang_backend(chosen, ctx)),
                 ("--disaggregation-bootstrap-port", str(ctx.targets.dynamo.sglang_bootstrap_port)),
             ]
         flags.append(("--host", "0.0.0.0"))
     flags += role_engine_flags(chosen, ctx, role_name, role, engine) + kv_events_flags(cache, role_name, engine, ctx)
     return LaunchCommand(role=role_name, program=f"python3 -m dynamo.{engine}", flags=tuple(flags))
+
+
+def _sglang_backend(chosen: Chosen, ctx: ExportContext) -> str:
+    """SGLang's ``--disaggregation-transfer-backend``: the priced backend's word, else the target's default."""
+    data = ctx.targets.engines["sglang"]
+    return transfer_backend_word(chosen, "sglang", data) or str(data.transfer_backend)
 
 
 SIDE_CHANNEL_HOST_ENV = {
@@ -97,20 +112,37 @@ def _wrapped_nixl(command: LaunchCommand) -> bool:
     return config is not None and json.loads(config).get("kv_connector") == "MultiConnector"
 
 
-def _node_selector(ctx: ExportContext, role: PlanRole, source: str) -> dict[str, str]:
-    label = ctx.node_labels.get(role.gpu)
-    if label is None:
-        raise SpecError(
-            f"no node label known for GPU {role.gpu!r}, needed to place the roles of a mixed-GPU plan; "
-            f"known: {', '.join(sorted(ctx.node_labels))} (pdplan/data/export/node_labels.yaml); give one with "
-            "--node-label GPU=KEY=VALUE",
-            source=source,
+def node_selectors(chosen: Chosen, ctx: ExportContext, warnings: list[str]) -> dict[str, dict[str, str]]:
+    """GPU type → its ``nodeSelector`` (module docstring): a GPU with no known label refuses a mixed-GPU plan and is
+    left out of a one-GPU-type plan's, with a warning."""
+    gpus = list(dict.fromkeys(role.gpu for _, role in chosen.plan.roles()))
+    out: dict[str, dict[str, str]] = {}
+    for gpu in gpus:
+        label = ctx.node_labels.get(gpu)
+        if label is not None:
+            out[gpu] = {label.key: label.value}
+            continue
+        known = f"known: {', '.join(sorted(ctx.node_labels))} (pdplan/data/export/node_labels.yaml)"
+        if len(gpus) > 1:
+            raise SpecError(
+                f"no node label known for GPU {gpu!r}, needed to place the roles of a mixed-GPU plan; {known}; "
+                "give one with --node-label GPU=KEY=VALUE",
+                source=chosen.source,
+            )
+        warnings.append(
+            f"no node label known for GPU {gpu!r} ({known}): the workers carry no nodeSelector, so Kubernetes may "
+            "place them on any GPU node; give one with --node-label GPU=KEY=VALUE"
         )
-    return {label.key: label.value}
+    return out
 
 
 def _worker_service(
-    chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine, mixed: bool
+    chosen: Chosen,
+    ctx: ExportContext,
+    role_name: str,
+    role: PlanRole,
+    engine: Engine,
+    selector: dict[str, str] | None,
 ) -> tuple[dict[str, Any], LaunchCommand]:
     command = _worker_command(chosen, ctx, role_name, role, engine)
     nodes, gpus_per_node = nodes_for(role, gpu_facts(ctx, role), chosen.source)
@@ -124,9 +156,10 @@ def _worker_service(
     if nodes > 1:
         service["multinode"] = {"nodeCount": nodes}
     service["resources"] = {"limits": {"gpu": str(gpus_per_node)}}
+    service["sharedMemory"] = {"size": ctx.targets.dynamo.shared_memory_size}
     pod: dict[str, Any] = {}
-    if mixed:
-        pod["nodeSelector"] = _node_selector(ctx, role, chosen.source)
+    if selector is not None:
+        pod["nodeSelector"] = dict(selector)
     pod["mainContainer"] = {
         "image": ctx.targets.dynamo.images[engine],
         "workingDir": ctx.targets.dynamo.working_dirs[engine],
@@ -137,23 +170,21 @@ def _worker_service(
     return service, command
 
 
-def _frontend(chosen: Chosen, ctx: ExportContext, engine: Engine) -> tuple[dict[str, Any], LaunchCommand]:
+def _frontend(
+    chosen: Chosen, ctx: ExportContext, engine: Engine, selector: dict[str, str] | None
+) -> tuple[dict[str, Any], LaunchCommand]:
     flags: list[tuple[str, str | None]] = [("--http-port", str(ctx.targets.dynamo.frontend_http_port))]
     mode = dynamo_router_mode(chosen)
     if mode is not None:
         flags.append(("--router-mode", mode))
     command = LaunchCommand(role="frontend", program="python3 -m dynamo.frontend", flags=tuple(flags))
-    service = {
-        "componentType": "frontend",
-        "replicas": 1,
-        "extraPodSpec": {
-            "mainContainer": {
-                "image": ctx.targets.dynamo.images[engine],
-                "command": command.program.split(),
-                "args": command.argv(),
-            }
-        },
+    pod: dict[str, Any] = {} if selector is None else {"nodeSelector": dict(selector)}
+    pod["mainContainer"] = {
+        "image": ctx.targets.dynamo.images[engine],
+        "command": command.program.split(),
+        "args": command.argv(),
     }
+    service = {"componentType": "frontend", "replicas": 1, "extraPodSpec": pod}
     return service, command
 
 
@@ -166,13 +197,14 @@ def deployment_name(model_name: str | None, mode: str) -> str:
 def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings: list[str]) -> ExportResult:
     """The ``DynamoGraphDeployment`` for the chosen plan, with ``engine`` as the worker backend."""
     plan = chosen.plan
-    mixed = len({role.gpu for _, role in plan.roles()}) > 1
+    selectors = node_selectors(chosen, ctx, warnings)
+    gpus = {role.gpu for _, role in plan.roles()}
     services: dict[str, Any] = {}
-    frontend, frontend_cmd = _frontend(chosen, ctx, engine)
+    frontend, frontend_cmd = _frontend(chosen, ctx, engine, selectors.get(next(iter(gpus))) if len(gpus) == 1 else None)
     services["Frontend"] = frontend
     commands = [frontend_cmd]
     for role_name, role in reversed(plan.roles()):  # decode first, as the examples list them
-        service, command = _worker_service(chosen, ctx, role_name, role, engine, mixed)
+        service, command = _worker_service(chosen, ctx, role_name, role, engine, selectors.get(role.gpu))
         services[SERVICE_NAMES[engine][role_name]] = service
         commands.append(command)
     manifest = {
@@ -188,8 +220,10 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
     header.append(
         f"needs: the Dynamo platform installed and a secret {ctx.targets.dynamo.hf_token_secret} with HF_TOKEN"
     )
-    if mixed:
-        header.append("roles are pinned to their GPU type by nodeSelector on nvidia.com/gpu.product (NVIDIA GFD)")
+    if selectors:
+        keys = ", ".join(sorted({key for sel in selectors.values() for key in sel}))
+        header.append(f"workers are pinned to their GPU type by nodeSelector on {keys} (NVIDIA GFD)")
+    header.append(f"workers get /dev/shm of {ctx.targets.dynamo.shared_memory_size} (sharedMemory)")
     body = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
     text = "".join(f"# {comment_text(line)}\n" for line in header) + body
     return ExportResult(text=text, commands=tuple(commands), warnings=tuple(warnings))

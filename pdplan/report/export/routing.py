@@ -145,12 +145,14 @@ def sglang_policies(chosen: Chosen) -> str:
 
 def sglang_policy_flags(chosen: Chosen) -> list[tuple[str, str]]:
     """``--policy`` (colocated) or ``--prefill-policy`` / ``--decode-policy`` (disaggregated), as priced; the caching
-    pool ``cache_aware`` under prefix affinity."""
+    pool ``cache_aware`` under prefix affinity. A PrfaaS plan's ``remote-prefill`` pool has no flag of its own: its
+    router (``remote-router``) takes these same flags, and pdplan prices the remote pool with the scenario's routing,
+    the local prefill pool's (pdplan/search/priced.py)."""
     routing = {name: SGLANG_POLICY[p] for name, p in priced_routing(chosen).items() if p is not None}
     if cache_affinity(chosen):
         routing[cache_role(chosen)] = "cache_aware"
     flags = {"colocated": "--policy", "prefill": "--prefill-policy", "decode": "--decode-policy"}
-    return [(flags[name], routing[name]) for name, _ in chosen.plan.roles() if name in routing]
+    return [(flags[name], routing[name]) for name, _ in chosen.plan.roles() if name in routing and name in flags]
 
 
 def dynamo_router_mode(chosen: Chosen) -> str | None:

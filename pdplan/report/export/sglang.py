@@ -32,6 +32,7 @@ from pdplan.report.export.common import (
     GpuFacts,
     LaunchCommand,
     base_role,
+    transfer_backend_word,
 )
 from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import sglang_policy_flags
@@ -88,10 +89,8 @@ def _server(chosen: Chosen, ctx: ExportContext, role_name: str, spanning: bool =
     else:
         flags += [("--port", slot_port(port)), ("--base-gpu-id", Raw(f'"$((SLOT * {pack.gpus}))"'))]
     if kind != "colocated":
-        flags += [
-            ("--disaggregation-mode", kind),
-            ("--disaggregation-transfer-backend", str(data.transfer_backend)),
-        ]
+        backend = transfer_backend_word(chosen, "sglang", data) or str(data.transfer_backend)
+        flags += [("--disaggregation-mode", kind), ("--disaggregation-transfer-backend", backend)]
         if kind == "prefill":
             bootstrap = int(data.bootstrap_port or 0)
             flags.append(("--disaggregation-bootstrap-port", str(bootstrap) if spanning else slot_port(bootstrap)))
