@@ -28,7 +28,7 @@ Then two checks that need no fitted term:
   rest of the cycle as the away time. If the measured TTFT at higher C follows, the queue is modelled and the miss is
   the priced service time; if it does not, something else waits.
 
-Writes ``docs/disagg_ttft_little.md``. Run: ``python benchmarks/disagg_ttft_little.py`` (≈1 min).
+Writes ``docs/disagg_ttft_little.md``. Run: ``python benchmarks/disagg_ttft_little.py`` (≈10 s).
 """
 
 from __future__ import annotations
