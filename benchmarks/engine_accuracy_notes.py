@@ -10,6 +10,47 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   18.6 % and TTFT -4.2 / 10.4 % (were +19.6 / 19.9 % and -5.1 / 10.6 %), gpt-oss-120b on vLLM TTFT +1.7 / 21.0 %
   (+3.6 / 20.1 %), SGLang DeepSeek-R1 disaggregated TPOT +8.5 / 11.5 % (+8.8 / 11.2 %), TensorRT-LLM DeepSeek-R1 / V3
   disaggregated TPOT 10.6 / 8.6 % (9.1 / 6.9 %). The bullets below keep the figures of their dates.
+* **2026-12-07, issue #23: where the disaggregated TTFT goes (TTFT unchanged: SGLang DeepSeek-R1 -55.2 / 55.2 %,
+  TensorRT-LLM DeepSeek-R1 / V3 -93.8 / 93.8 %; no model change, the loop's queues are not what is missing).** Little's
+  law on the measured numbers alone, row by row (`benchmarks/disagg_ttft_little.py`, `docs/disagg_ttft_little.md`): X =
+  C/(TTFT + D), D = (OSL − 1)·TPOT, N_s = X·D requests decoding and C − N_s = X·TTFT before their first token.
+  *TensorRT-LLM, H100 (one prefill worker TP1 DP16, 2-3 decode workers of TP16 over two nodes).* Not the prefill: at
+  pdplan's prefill service the 16 prefill ranks (`max_batch_size` 1 each, `max_num_tokens` ISL + 1,500) are 0.2-16 %
+  busy (X·S_p/m), so no queue in front of them holds seconds. The wait scales with the decode: TTFT/D = 0.86, 0.46,
+  0.25, 0.24 at B = 2, 3, 10, 20 (1024/1024; 0.91, 0.47, 0.29 at 8192/1024), and the dump's second run of each
+  configuration, whose TPOT is 1.6-2.2x lower, has the same N_s (3.2, 6.1, 23.3 of C = 6, 9, 30). Per decode worker N_s
+  = 1.07, 2.06, 8.0, 16.2 of B = 2, 3, 10, 20 seats (48.7 of 77 at 8192/1024): seats held without emitting for whole
+  decodes, one per worker at B ≤ 3, a fifth at B = 10-20 (1, 2, 8, 16 are also the largest powers of two below each B;
+  nothing read in the engine rounds a batch so, and the 2-worker 8192/1024 row is neither), and token 1 reaches the
+  client only after that wait (pdplan's convention A). pdplan pools the y workers' seats, which is what a balanced
+  router gives: a discrete-event run of the closed loop with y separate workers (C = y·B, measured D, priced prefill)
+  gives 232-261 ms TTFT with round-robin routing (Dynamo's frontend default; pdplan 253-298 ms) and 2.5-5.3 s with
+  uniform random routing, still under the 5.1-12.3 s measured; and the H200 rows of the same harness (Dynamo 0.8.1
+  TensorRT-LLM DeepSeek-R1, one node per worker, 2026-02-14 and 03-23) keep 0.83-0.96 of their y·B seats decoding
+  (TTFT/D 0.05-0.21) and measure 0.62-1.04 s at 9 workers × 4-16 seats, where random routing alone would add 2.7-4.6 s
+  of seat wait. So the harness routes evenly and the lost seats are particular to the H100 two-node runs (workflow 269,
+  2026-02-08). Checked, not it: (a) AIC's benchmark rule (`generator/rule_plugin/benchmark/trtllm.rule`,
+  ai-dynamo/aiconfigurator 71bb3d00e) sets the decode `max_num_tokens = max_batch_size` and MTP when the task's `nextn`
+  > 0 (DeepSeek's default 1, `sdk/task.py` l. 173 at a9422fae7); TensorRT-LLM's micro-batch scheduler charges a
+  generation request 1 + its draft tokens against `max_num_tokens` and stops at the first that does not fit
+  (`cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp`, NVIDIA/TensorRT-LLM 0a949d31; `_prepare_draft_requests` in
+  `_torch/pyexecutor/py_executor.py` pads every generation request to the draft length), so MTP-1 would decode ⌊B/2⌋ =
+  1, 1, 5, 10 per worker: B = 2 fits, B = 3 would wait 2·D (0.46·D measured), and the H200 runs of the same rule era
+  lose nothing. The TPOT pairs at equal N_s do look like speculative decoding at two acceptance rates (as SGLang's,
+  docs/cross_gpu_accuracy.md §8.3 item 2). (b) The KV hand-off: `checkGenTransferStatus` keeps a ready transfer until
+  every rank of the worker has reported it (`cacheTransceiver.cpp`, TensorRT-LLM 0034d789), so a request is not lost to
+  a missed poll. Not modelled: nothing in the CSV describes the lost seats, and a term fitted to them would be a per-run
+  constant. Settle: the decode workers' iteration log (`print_iter_log`: active vs scheduled generation requests,
+  requests in transfer) and the generated engine YAML (`max_batch_size`, `max_num_tokens`, `speculative_config`) of
+  workflow 269 at C = 6. *SGLang, H100 1P1D TP16.* N_s/C = 0.95-1.00 on every row but the C = 64-128 long-request ones
+  (KV, below) and one C = 1 outlier: the decode admits everyone, so the TTFT is the prefill path and its queue, which
+  the loop models (machine-repairman, one server). The queue is small because the priced service is: at pdplan's S_p the
+  prefill server is 1-27 % busy at 1024/1024 C = 1-128. The same queue run with the measured C ≤ 4 TTFT (211 ms, an
+  upper bound on the busy time) gives 238, 265, 318, 441, 972 ms at C = 8, 16, 32, 64, 128 against 271, 368, 439, 699,
+  1,125 measured (8192/1024: the 859 ms bound over-shoots from C = 16, the busy time lies between the priced 376 ms and
+  it). So SGLang's miss is the prompt's own prefill and hand-off, 211 measured vs 115 ms priced at C = 1 (the two-node
+  all-reduce, "what the prefill is made of" below), amplified by the queue it feeds; the 1024/8192 rows (prefill ≤ 6 %
+  busy, 321-569 ms at C = 2-32) are the output-length effect described there.
 * **Targets (issue #13), as of the tables above (2026-12-02, end of session).** Both TPOT ≤ 12 % and TTFT ≤ 25 % hold
   for gpt-oss-120b on vLLM (69 rows: TPOT +4.0 / 5.4 %, TTFT +3.6 / 20.1 %) and MiniMax-M2.5 on vLLM (30 rows: -3.6 /
   7.8 %, +14.4 / 20.4 %). TTFT holds for Qwen3-235B on TensorRT-LLM (127 rows: -5.1 / 10.6 %) but its TPOT is +19.6 /
