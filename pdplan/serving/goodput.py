@@ -54,6 +54,7 @@ closest to (or furthest past) its threshold at the goodput rate ("TTFT at P90", 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -92,23 +93,42 @@ class Goodput:
 
 
 def latency_binding(snap: Snapshot, slo: SloSpec) -> str:
-    """ "TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0)."""
+    """ "TTFT at P90" or "TPOT at P90": whose percentile/threshold ratio is larger (rate 0); a percentile beyond its
+    law's modelled range counts as the larger."""
     q = slo.percentile / 100.0
-    ttft = float(snap.ttft.quantile(q)[0]) / slo.ttft
-    tpot = float(snap.tpot_reported.quantile(q)[0]) / slo.tpot
-    return ttft_at(slo.percentile) if ttft >= tpot else tpot_at(slo.percentile)
+    ttft, tpot = _percentile_s(snap.ttft, q), _percentile_s(snap.tpot_reported, q)
+    ttft_ratio = math.inf if ttft is None else ttft / slo.ttft
+    tpot_ratio = math.inf if tpot is None else tpot / slo.tpot
+    return ttft_at(slo.percentile) if ttft_ratio >= tpot_ratio else tpot_at(slo.percentile)
+
+
+class _Law(Protocol):
+    def quantile(self, q: float) -> FloatArray: ...
+
+
+def _percentile_s(law: _Law, q: float) -> float | None:
+    """The first rate's q-quantile of ``law``, or None where it lies beyond the law's modelled range (its quantile
+    search refuses to invent one: :func:`pdplan.queueing.distributions.mixture_quantile_rows`)."""
+    try:
+        return float(law.quantile(q)[0])
+    except ValueError:
+        return None
+
+
+def _seconds(value_s: float | None) -> str:
+    return "beyond the modelled range" if value_s is None else f"{value_s:.3g} s"
 
 
 def _zero_load_failure(model: ServingModel, slo: SloSpec, rate: float) -> NoFeasiblePlanError:
     snap = model.snapshot(np.array([rate]))
     q = slo.percentile / 100.0
-    ttft_q, tpot_q = float(snap.ttft.quantile(q)[0]), float(snap.tpot_reported.quantile(q)[0])
+    ttft_q, tpot_q = _percentile_s(snap.ttft, q), _percentile_s(snap.tpot_reported, q)
     att = float(snap.attainment(slo.ttft, slo.tpot)[0])
     what = latency_binding(snap, slo)
     return NoFeasiblePlanError(
         f"the SLO cannot be met at any rate: even at near-zero load only {att:.1%} of requests "
         f"meet both thresholds (target {slo.attainment:.0%}); P{slo.percentile:g} TTFT "
-        f"{ttft_q:.3g} s vs {slo.ttft:.3g} s, P{slo.percentile:g} TPOT {tpot_q:.3g} s vs "
+        f"{_seconds(ttft_q)} vs {slo.ttft:.3g} s, P{slo.percentile:g} TPOT {_seconds(tpot_q)} vs "
         f"{slo.tpot:.3g} s; binding: {what}",
         binding_constraint=what,
     )

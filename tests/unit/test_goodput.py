@@ -9,7 +9,7 @@ import pytest
 from support.optimized import Optimized
 
 from pdplan import evaluate, load_scenario, optimize
-from pdplan.errors import UnsettledWaitError
+from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
 from pdplan.io.catalog import open_catalog
 from pdplan.serving import build_model, find_goodput, resolve
 from pdplan.serving.goodput import slo_margin
@@ -139,3 +139,54 @@ def test_a_goodput_estimate_changes_the_rates_solved_not_the_goodput() -> None:
         assert (good.rate_rps, good.binding) == (expected.rate_rps, expected.binding), near
         if near == expected.rate_rps:
             assert max(model.rates) <= 0.5 * limit_rps  # nothing above the bracket's upper end
+
+
+class _TtftBeyondRange:
+    """A TTFT law whose quantiles lie beyond its modelled range (as the mixture's quantile search then refuses to
+    invent one) and whose attainment is 0 at every rate."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def quantile(self, q: float) -> FloatArray:
+        raise ValueError(f"TTFT: quantile {q} lies beyond the modelled range (5.5 s)")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+class _NeverMeets:
+    """The default model with its TTFT pushed beyond the modelled range at every rate."""
+
+    def __init__(self) -> None:
+        self.inner = build_model(resolve(DEFAULT, CATALOG))
+
+    def snapshot(self, rates: FloatArray) -> Snapshot:
+        snap = self.inner.snapshot(rates)
+        return _SnapshotBeyond(snap)  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+class _SnapshotBeyond:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap, self.ttft = snap, _TtftBeyondRange(snap.ttft)
+
+    def attainment(self, ttft_slo_s: float, tpot_slo_s: float) -> FloatArray:
+        return np.zeros_like(self.snap.attainment(ttft_slo_s, tpot_slo_s))
+
+    def slo_margin(self, ttft_s: float, tpot_s: float, percentile: float, attainment: float) -> FloatArray:
+        return np.full_like(self.snap.slo_margin(ttft_s, tpot_s, percentile, attainment), -1.0)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.snap, name)
+
+
+def test_a_zero_load_failure_beyond_the_modelled_range_is_a_no_feasible_plan_error() -> None:
+    """Building the 'cannot be met at any rate' message read the P90 TTFT, whose quantile search raises where the
+    percentile lies beyond the law's range: `pdplan evaluate` of a PPD agent scenario ended in that ValueError's
+    traceback (exit 1) instead of exit 3 naming the binding constraint."""
+    with pytest.raises(NoFeasiblePlanError, match="P90 TTFT beyond the modelled range vs 2 s") as err:
+        find_goodput(_NeverMeets(), DEFAULT.slo)  # type: ignore[arg-type]
+    assert err.value.binding_constraint == "TTFT at P90"
