@@ -66,8 +66,7 @@ from pdplan.cache.lru_closed_form import (
     session_cache,
 )
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
-from pdplan.serving.prefix_cache import lower_tiers, think_law
-from pdplan.specs.token_pmf import length_pmf
+from pdplan.serving.prefix_cache import lower_tiers, session_workload
 from pdplan.types import FloatArray
 
 
@@ -234,17 +233,9 @@ def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> Prefil
     the landing probability q (module docstring)."""
     setup, spec = res.cache, res.cache.reuse.sessions
     domain = prefill_domain(res)
-    mean_turns = float(turns @ np.arange(1, turns.size + 1))
-    workload = SessionWorkload(
-        session_rate_per_s=cache_rate(res) / mean_turns,
-        turns_pmf=tuple(float(x) for x in turns),
-        system_tokens=float(spec.system_prompt_tokens),
-        append_tokens=length_pmf(spec.new_tokens).mean(),
-        output_tokens=length_pmf(spec.output_tokens).mean(),
-        think_time=think_law(spec.think_time),
-        turn_duration_s=turn_duration_s(res, token_interval_s if math.isfinite(token_interval_s) else None),
-        outputs_cached=False,
-        system_prompts=spec.distinct_system_prompts,
+    duration_s = turn_duration_s(res, token_interval_s if math.isfinite(token_interval_s) else None)
+    workload = session_workload(
+        spec, np.asarray(turns, dtype=np.float64), cache_rate(res), duration_s, outputs_cached=False
     )
     caps = [domain.hbm_tokens] + [
         t.capacity_tokens

@@ -431,6 +431,26 @@ def _bands_from_levels(
     return np.vstack([miss[None, :], hit]).T, np.vstack([np.zeros((1, hit.shape[1])), *toks]).T
 
 
+def session_workload(
+    spec: SessionsSpec, turns_pmf: FloatArray, rate_rps: float, duration_s: float, *, outputs_cached: bool
+) -> SessionWorkload:
+    """The closed form's :class:`SessionWorkload` of ``spec`` with the turn counts ``turns_pmf`` (P(T = 1..n)), the
+    turns arriving at ``rate_rps`` (sessions at that over E[T]) and each taking ``duration_s`` before its think time;
+    the sessions spread over the distinct system prompts and share them (the simulator alike)."""
+    mean_turns = float(turns_pmf @ np.arange(1, turns_pmf.size + 1))
+    return SessionWorkload(
+        session_rate_per_s=rate_rps / mean_turns,
+        turns_pmf=tuple(float(x) for x in turns_pmf),
+        system_tokens=float(spec.system_prompt_tokens),
+        append_tokens=length_pmf(spec.new_tokens).mean(),
+        output_tokens=length_pmf(spec.output_tokens).mean(),
+        think_time=think_law(spec.think_time),
+        turn_duration_s=duration_s,
+        outputs_cached=outputs_cached,
+        system_prompts=spec.distinct_system_prompts,
+    )
+
+
 def _session_keys(
     spec: SessionsSpec,
     bands: _Bands,
@@ -444,18 +464,7 @@ def _session_keys(
     reach = np.cumsum(pmf[::-1])[::-1]
     n = max(1, int(np.count_nonzero(reach > MIN_TURN_MASS)))
     pmf = np.append(pmf[: n - 1], pmf[n - 1 :].sum())
-    mean_turns = float(pmf @ np.arange(1, n + 1))
-    workload = SessionWorkload(
-        session_rate_per_s=rate_rps / mean_turns,
-        turns_pmf=tuple(float(x) for x in pmf),
-        system_tokens=float(spec.system_prompt_tokens),
-        append_tokens=length_pmf(spec.new_tokens).mean(),
-        output_tokens=length_pmf(spec.output_tokens).mean(),
-        think_time=think_law(spec.think_time),
-        turn_duration_s=duration_s,
-        outputs_cached=domain.holds_outputs,
-        system_prompts=spec.distinct_system_prompts,  # sessions spread over them and share them (simulator alike)
-    )
+    workload = session_workload(spec, pmf, rate_rps, duration_s, outputs_cached=domain.holds_outputs)
     kind: SessionRouting = "session-affine" if routing == "affinity" else "random"
     local = [session_cache(workload, float(e), instances=domain.instances, routing=kind) for e in bands.edges]
     # a turn's class is the band its history is first found in; a turn whose history no band holds, the band its
