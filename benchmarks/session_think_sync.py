@@ -7,9 +7,10 @@ is run as the grid runs it (0.7 × the closed form's goodput, 8,000 requests, se
 
 1. **The prefill wait, three ways, on each prefill instance.** The simulator's own wait (prefill end − arrival − the
    turn's service, which is one number per turn here: fixed lengths, the DRAM load hidden layer by layer); a Lindley
-   recursion ``W_{k+1} = max(0, W_k + S_k − A_{k+1})`` on the simulator's own arrival times and services (it must
-   reproduce the simulator: the instance is one FCFS server); the same recursion with the arrivals replaced by a
-   Poisson stream of the same rate, which is what the closed form's M/G/1 queue assumes (Pollaczek–Khinchine).
+   recursion ``W_{k+1} = max(0, W_k + S_k − A_{k+1})`` (:func:`pdplan.sim.prefill.lindley_done_s`) on the
+   simulator's own arrival times and services (it must reproduce the simulator: the instance is one FCFS server);
+   the same recursion with the arrivals replaced by a Poisson stream of the same rate, which is what the closed
+   form's M/G/1 queue assumes (Pollaczek–Khinchine).
 2. **The same workload with an exponential think time of mean 30 s**, closed form against simulator.
 
 What it shows (recorded in docs/prefix_cache.md §9): the instance's arrivals are Poisson-like in their counts (gap
@@ -33,24 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reuse_closed_form_vs_sim as grid
 
-from pdplan.types import FloatArray
+from pdplan.sim.prefill import lindley_done_s
 
 CASE = "sess-4turn-fixed-30s"
 EXPONENTIAL_CASE = "sess-4turn-exp-30s"
 grid.WORKLOADS[EXPONENTIAL_CASE] = grid._sessions(
     grid._fixed(4), grid._fixed(1500), grid._fixed(200), {"dist": "exponential", "mean": "30s"}
 )
-
-
-def lindley_waits_s(arrival_s: FloatArray, service_s: FloatArray) -> FloatArray:
-    """FCFS waits of one server in arrival order: ``W_{k+1} = max(0, W_k + S_k − (a_{k+1} − a_k))``."""
-    waits = np.empty(arrival_s.size)
-    free_at = -np.inf
-    for k, (a, s) in enumerate(zip(arrival_s, service_s, strict=True)):
-        start = max(free_at, a)
-        waits[k] = start - a
-        free_at = start + s
-    return waits
 
 
 def queue_check() -> None:
@@ -74,7 +64,7 @@ def queue_check() -> None:
         a, s, keep = run.arrival_s[idx], service[idx], idx >= warm
         gaps = np.diff(a[keep])
         poisson = a[0] + np.cumsum(rng.exponential((a[-1] - a[0]) / a.size, a.size))
-        own, pois = lindley_waits_s(a, s)[keep], lindley_waits_s(poisson, s)[keep]
+        own, pois = (lindley_done_s(a, s) - s - a)[keep], (lindley_done_s(poisson, s) - s - poisson)[keep]
         rho = s[keep].sum() / (a[keep][-1] - a[keep][0])
         cells = f"{1e3 * (pre[idx] - s)[keep].mean():.2f} | {1e3 * own.mean():.2f} | {1e3 * pois.mean():.2f}"
         print(f"| {i} | {keep.sum()} | {gaps.var() / gaps.mean() ** 2:.2f} | {rho:.3f} | {cells} |")
