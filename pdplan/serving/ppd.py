@@ -66,18 +66,19 @@ sequence); the reports show it. Not modelled: the prefill cache losing the refre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, session_cache
+from pdplan.cache.lru_closed_form import SessionWorkload, session_cache
+from pdplan.serving.prefix_cache import session_workload
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import prefill_split_s
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.reuse import SessionsSpec
 from pdplan.specs.session_laws import GeometricTurns
-from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray, IntArray
 
 MIN_REACH = 1e-6
@@ -277,20 +278,8 @@ def append_load(rate_per_instance: float, work_s: float) -> float:
     return max(rate_per_instance, 0.0) * max(work_s, 0.0)
 
 
-def decode_session_workload(
-    spec: SessionsSpec, rate_rps: float, turns: FloatArray, think: ThinkTime
-) -> SessionWorkload:
+def decode_session_workload(spec: SessionsSpec, rate_rps: float, turns: FloatArray) -> SessionWorkload:
     """The sessions as a decode instance sees them: the whole history (outputs included) is its item, touched as
     the turn ends (no turn duration), no shared system prompt apart from the history (it is part of each)."""
-    mean_turns = float(turns @ np.arange(1, turns.size + 1))
-    return SessionWorkload(
-        session_rate_per_s=rate_rps / mean_turns,
-        turns_pmf=tuple(float(x) for x in turns),
-        system_tokens=float(spec.system_prompt_tokens),
-        append_tokens=length_pmf(spec.new_tokens).mean(),
-        output_tokens=length_pmf(spec.output_tokens).mean(),
-        think_time=think,
-        turn_duration_s=0.0,
-        outputs_cached=True,
-        system_prompts=0,
-    )
+    prompts = session_workload(spec, turns, rate_rps, 0.0, outputs_cached=True)
+    return dataclasses.replace(prompts, system_prompts=0)

@@ -171,7 +171,7 @@ def _plan(model: Any) -> _Plan:
     reach = np.cumsum(turns[::-1])[::-1]
     share = reach / reach.sum()
     think = think_law(sessions.think_time)
-    workload = decode_session_workload(sessions, rate, turns, think)
+    workload = decode_session_workload(sessions, rate, turns)
     held, free = held_probability(workload, x0.free_tokens, y * hw.dp, setup.spec.routing == "affinity")
     hist = np.r_[workload.system_tokens, workload.history_tokens[:-1]]  # H_{k−1} before turn k's append
     law = length_pmf(sessions.new_tokens)
