@@ -212,8 +212,8 @@ class DynamoData(FrozenModel):
     release: str
     api_version: str
     kind: str
-    images: dict[Literal["vllm", "sglang"], str]
-    working_dirs: dict[Literal["vllm", "sglang"], str]
+    images: dict[Literal["vllm", "sglang", "trtllm"], str]
+    working_dirs: dict[Literal["vllm", "sglang", "trtllm"], str]
     hf_token_secret: str
     frontend_http_port: int = Field(ge=1, le=65535)
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
