@@ -271,6 +271,10 @@ class NodeLabel(FrozenModel):
     key: str
     value: str
     source: str
+    nvml_name: str | None = None
+    """The NVML device name (``nvidia-smi -L``) that NVIDIA GPU Feature Discovery derives an
+    ``nvidia.com/gpu.product`` value from (spaces → '-'; ``node_labels.yaml`` header); None for a label given by
+    hand (``--node-label``)."""
 
 
 class NodeLabels(FrozenModel):
