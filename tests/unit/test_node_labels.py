@@ -20,7 +20,8 @@ def test_every_gpu_product_label_is_its_nvml_name_with_dashes() -> None:
     for gpu, label in products.items():
         assert label.nvml_name is not None, gpu
         assert label.value == gfd_product(label.nvml_name), gpu
-        assert " " not in label.value and label.source, gpu
+        assert " " not in label.value, gpu
+        assert label.source, gpu
 
 
 def test_the_h100_sxm5_label_is_what_gfd_sets_on_an_h100_sxm5_node() -> None:

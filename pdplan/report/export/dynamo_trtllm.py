@@ -21,7 +21,10 @@ parser, ``pdplan/data/export/engine_args/dynamo-1.2.1.json`` group ``trtllm_work
 ``cache_transceiver_config`` (the KV transfer between them: ``backend`` from ``pdplan/data/export/trtllm.yaml``,
 NIXL; ai-dynamo/dynamo ``docs/backends/trtllm/kv-cache-transfer.md`` @ 0a99511b: NIXL with UCX is TensorRT-LLM's
 default method in Dynamo) — go in one ``--override-engine-args`` JSON object, so the manifest needs no ConfigMap
-(checked against the TensorRT-LLM LLM-API models, ``engine_args/trtllm-unpinned.json``). The worker has no
+(checked against the TensorRT-LLM LLM-API models, ``engine_args/trtllm-unpinned.json``). ``deep_update`` merges
+only dicts into dicts: the worker builds ``kv_cache_config`` as a ``KvCacheConfig`` object, so an override's
+``kv_cache_config`` (FP8 KV: ``{"dtype": "fp8"}``) replaces it whole, and ``--free-gpu-memory-fraction`` then has no
+effect (TensorRT-LLM's ``KvCacheConfig`` default, 0.9, applies, as the worker's own default is). The worker has no
 ``--disaggregation-strategy`` in 1.2.1 (the flag is not in its parser): Dynamo's frontend routes each request to a
 prefill worker, then to a decode worker (``dynamo.sources.sglang_prefill_router`` in
 ``pdplan/data/export/targets.yaml``: the automatic prefill router serves vLLM and TensorRT-LLM workers).
