@@ -162,6 +162,11 @@ class StorageReadStage:
     de_fraction: float
     bins: int
     """K, the prompt bins."""
+    fetch_over_snic: float = 1.0
+    """``min(S, M)/S``: a read's SNIC service over its transfer (``X = b/S``, transfer ``b/min(S, M)``)."""
+    reads: FloatArray | None = None
+    """``[rows]`` 1 where the row reads the tier, 0 for PPD's decode rows (:func:`placed_read_stage`); None: every
+    row of ``transfer_s``."""
 
     def wait_s(self, rates_rps: FloatArray) -> FloatArray:
         """``[R]`` the mean SNIC wait ``(1 − f)·W_PE + f·W_DE`` (inf at or past a SNIC's saturation)."""
@@ -181,7 +186,7 @@ class StorageReadStage:
         with PPD's decode class (zero) appended to each bin."""
         transfer, n = self.transfer_s, self.transfer_s.shape[0]
         if rows == n:
-            return transfer, np.ones(n)
+            return transfer, np.ones(n) if self.reads is None else self.reads
         k = self.bins
         if rows != n + k:
             raise ValueError(f"storage read stage: {n} rows over {k} bins, asked for {rows}")
@@ -221,11 +226,41 @@ def storage_read_stage(
     read_bytes = cached_tokens * share * kvb
     cluster = setting.cluster
     s = cluster.snic_bytes_per_s
-    weight = np.broadcast_to(prob[:, None], read_bytes.shape)
-    first = float(np.sum(weight * read_bytes))
-    residual = 0.0 if first <= 0.0 else float(np.sum(weight * read_bytes**2)) / (2.0 * s * first)
+    v = min(s, cluster.dram_bytes_per_s)
+    transfer = read_bytes / v
     per_rps = (load.utilisation["PE SNIC"] / classes.rate_rps, load.utilisation["DE SNIC"] / classes.rate_rps)
-    return StorageReadStage(read_bytes / min(s, cluster.dram_bytes_per_s), residual, per_rps, load.de_fraction, k)
+    return StorageReadStage(transfer, read_residual_s(transfer, prob, v / s), per_rps, load.de_fraction, k, v / s)
+
+
+def read_residual_s(transfer_s: FloatArray, prob: FloatArray, fetch_over_snic: float) -> float:
+    """``E[X²]/(2E[X])`` of a read's SNIC service ``X = (v/S)·t`` (t its transfer ``b/v``, ``v = min(S, M)``) over
+    the rows' law ``prob`` ``[rows]``, each row's points ``transfer_s`` ``[rows, J]`` equally weighted: requests that
+    read nothing add to neither moment, so it is the moment ratio over the reads (0 where nothing is read)."""
+    weight = np.broadcast_to(np.asarray(prob, dtype=np.float64)[:, None], transfer_s.shape)
+    first = float(np.sum(weight * transfer_s))
+    return 0.0 if first <= 0.0 else fetch_over_snic * float(np.sum(weight * transfer_s**2)) / (2.0 * first)
+
+
+def placed_read_stage(res: ResolvedScenario[Any], stage: StorageReadStage | None, classes: CacheClasses,
+                      prob: FloatArray) -> StorageReadStage | None:  # fmt: skip
+    """``stage`` in a PPD model (:func:`pdplan.serving.ppd_model.place_turns`): ``classes`` the placed model's
+    (K bins × H + 1 classes, the decode class last; its tiers' read bytes those of the turns left on the prefill
+    pool), ``prob`` ``[K·(H + 1)]`` its rows' law. A turn appended on the decode instance that holds its session
+    reads nothing from the tier: its row has no transfer and no SNIC wait, and only the prefill-pool turns load the
+    SNICs, so each SNIC's utilisation per request/s is the fluid model's on the placed classes' read bytes
+    (``λ·Σ_b P'(b, h)·hit(b, h)`` over the prefill-side rows, :func:`pdplan.serving.ppd_model._prefill_tiers`),
+    not plain disaggregation's (every turn). The residual ``E[X²]/(2E[X])`` is taken over the placed rows' law (each
+    row's points equally weighted; rows that read nothing add to neither moment). None: no stage."""
+    setting = dual_path_setting(res)
+    if stage is None or setting is None:
+        return None
+    load = setting.load(classes)
+    if load is None:
+        return None
+    transfer, reads = stage._rows(prob.size)
+    residual = read_residual_s(transfer, prob, stage.fetch_over_snic)
+    per_rps = (load.utilisation["PE SNIC"] / classes.rate_rps, load.utilisation["DE SNIC"] / classes.rate_rps)
+    return StorageReadStage(transfer, residual, per_rps, load.de_fraction, stage.bins, stage.fetch_over_snic, reads)
 
 
 @dataclass(frozen=True, slots=True)

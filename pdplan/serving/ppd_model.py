@@ -58,6 +58,7 @@ from pdplan.errors import SpecError
 from pdplan.queueing import DecodeCapacity
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.cache_domain import cache_rate
+from pdplan.serving.dual_path_setup import placed_read_stage
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd import (
     AppendGroups,
@@ -504,5 +505,6 @@ def place_turns(built: M) -> M:
         bin_prob=rows.ravel(),
         cache=classes,
         admission=None if model.admission is None else kv_admission(model, decode, capacity),
+        storage_read=placed_read_stage(model.res, model.storage_read, classes, rows.ravel()),
     )
     return placed

@@ -25,6 +25,7 @@ from pdplan.io.scenario import load_scenario
 from pdplan.queueing import decode_fixed_point
 from pdplan.serving.build import build_model, goodput_model, with_cache_rate
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.dual_path_setup import StorageReadStage, read_residual_s
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd_decode import decode_at, decode_side, scaled
 from pdplan.serving.ppd_pool import PpdPool
@@ -100,3 +101,44 @@ def test_agent_ppd_is_priced_and_tpot_binds(tmp_path: Path, read_paths: str) -> 
     snap = model.snapshot(np.array([good.rate_rps]))
     assert float(snap.attainment(slo.ttft, slo.tpot)[0]) >= slo.attainment - 1e-3
     assert float(snap.tpot_reported.quantile(0.9)[0]) <= slo.tpot * 1.001
+
+
+def test_read_residual_by_hand() -> None:
+    # rows: a miss (reads nothing), a hit read at 0.1 s or 0.3 s (its two points), PPD's decode row (nothing)
+    transfer = np.array([[0.0, 0.0], [0.1, 0.3], [0.0, 0.0]])
+    prob = np.array([0.2, 0.5, 0.3])
+    # E[t] ∝ 0.5·(0.1 + 0.3) = 0.2, E[t²] ∝ 0.5·(0.01 + 0.09) = 0.05; X = (v/S)·t with v/S = 0.5:
+    # E[X²]/(2E[X]) = 0.5·0.05/(2·0.2) = 0.0625
+    assert read_residual_s(transfer, prob, 0.5) == pytest.approx(0.0625, rel=1e-12)
+    assert read_residual_s(np.zeros((2, 2)), np.array([0.5, 0.5]), 1.0) == 0.0
+    # the rows that read nothing (the decode row) wait for no SNIC
+    stage = StorageReadStage(transfer, 0.0625, (0.02, 0.01), 0.0, 1, 0.5, np.array([1.0, 1.0, 0.0]))
+    delay = stage.delay_s(np.array([25.0]), 3)[0]  # W_PE = 0.5/0.5·0.0625
+    assert delay[:, 0] == pytest.approx([0.0625, 0.1625, 0.0], rel=1e-12)
+
+
+def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> None:
+    plain, ppd = _model(_resolved(tmp_path, policy="pd"), 20.0), _model(_resolved(tmp_path), 20.0)
+    before, after = plain.storage_read, ppd.storage_read
+    assert before is not None
+    assert after is not None
+    assert isinstance(ppd.pool, PpdPool)
+    p = ppd.pool.placement
+    assert p is not None
+    # the pool's only hit tier is the 3FS pool (HBM hits nothing here), so the SNICs' load per req/s is plain
+    # disaggregation's times the prefill-side rows' hit tokens per request over plain's: Σ_b P'(b, h)·hit(b, h) over
+    # the hit classes (the decode class, last, reads nothing)
+    assert ppd.cache is not None
+    assert plain.cache is not None
+    assert [t.token_hit_ratio for t in ppd.cache.tiers if t.name == "hbm"] == [0.0]
+    k, h = plain.cache.weights.shape
+    hits = plain.cache.hit_tokens[:, 1:]
+    placed_hits = np.sum(ppd.bin_prob.reshape(k, h + 1)[:, 1:h] * hits)
+    share = float(placed_hits / np.sum(plain.bin_prob.reshape(k, h)[:, 1:] * hits))
+    assert 0.0 < share < 0.05  # Turn 1 reads nothing; a turn whose history its decode instance no longer holds does
+    for b, a in zip(before.snic_utilisation_per_rps, after.snic_utilisation_per_rps, strict=True):
+        assert a == pytest.approx(b * share, rel=1e-9)
+    assert after.residual_s == pytest.approx(read_residual_s(after.transfer_s, ppd.bin_prob, after.fetch_over_snic))
+    # the decode rows (a turn appended on the decode instance holding its session) read nothing
+    rows = np.flatnonzero(ppd.pool.decode_rows)
+    assert np.all(after.delay_s(np.array([20.0]), ppd.bin_prob.size)[0, rows, :] == 0.0)
