@@ -25,7 +25,9 @@ prefix-cache class per prompt bin, ``decode``:
 * **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
   fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it
   (:mod:`pdplan.serving.ppd_decode`); ρ_a is capped at ``DECODE_U_MAX`` (past it the appends alone fill the
-  instance: the slowed step puts the goodput below that rate).
+  instance: the slowed step puts the goodput below that rate), and where the hit rates' rate is past the stretched
+  step's capacity its fixed point is taken at 0.99 of that capacity (:func:`~pdplan.serving.ppd_decode.decode_at`:
+  finite offsets; the goodput search's probe at that rate then fails, :func:`pdplan.serving.build.goodput_model`).
 * **The appends placed** (:func:`_placed`): the law of the append lengths the policy places on decode, over every
   turn, in equal-mass groups; ρ_a takes E[w] over it (not w at the mean append: w is not linear in m, the GEMM ridge
   makes short appends nearly free) and a decode row's TTFT mixes its groups.
