@@ -185,7 +185,15 @@ def goodput_model(
         if not first:
             first.append(model)
         start = near[-1] if near else None
-        good = find_goodput(model, slo, start) if probes is None else probes.goodput(nxt, model, slo, start)
+        try:
+            good = find_goodput(model, slo, start) if probes is None else probes.goodput(nxt, model, slo, start)
+        except NoFeasiblePlanError as err:
+            if model is first[0]:
+                raise
+            # after the first probe, a model (the hit rates of r) that meets the SLO at no rate has g(r) = 0 < r: it
+            # fails there (a PPD plan past its decode's stable range at r, its appends' load frozen at r's: the
+            # agent-dualpath example with turn_placement ppd, issue #24)
+            good = Goodput(0.0, model.limit(), err.binding_constraint)
         near.append(good.rate_rps)
         return _AtRate(nxt, model, good)
 
