@@ -13,70 +13,32 @@ SciPy 1.17's ``scipy.optimize.nnls`` (``scipy/optimize/_nnls.py``) checks its ar
 ``scipy.optimize._slsqplib.nnls(A, b, maxiter)``, a C port of Lawson & Hanson's algorithm (*Solving Least Squares
 Problems*, SIAM 1995, ch. 23), with ``maxiter = 3·n``; it raises when the routine reports ``info == 3`` (the
 iteration limit). :func:`nnls` makes the same checks and the same call, so its results are SciPy's to the bit
-(``tests/unit/test_numerics_nnls.py`` compares them). The extension module is loaded from its file under SciPy's
-``optimize`` folder, which does not execute the package's ``__init__``. That layout is SciPy's private one and is
-used only for the SciPy versions it was checked on (:data:`PRIVATE_SOLVER_VERSIONS`); with any other SciPy,
-:func:`nnls` calls the public ``scipy.optimize.nnls`` (the same answers, the slower start-up).
+(``tests/unit/test_numerics_nnls.py`` compares them). The compiled module is imported without
+``scipy/optimize/__init__.py`` (:mod:`pdplan.numerics.scipy_parts`, which also says for which SciPy versions);
+with any other SciPy, :func:`nnls` calls the public ``scipy.optimize.nnls`` (the same answers, the slower start-up).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.numerics.scipy_parts import import_without_package_init, private_layout_known
+
 FloatArray = npt.NDArray[np.float64]
 
-PRIVATE_SOLVER_VERSIONS = frozenset({(1, 17)})
-"""SciPy ``(major, minor)`` versions whose ``scipy.optimize.nnls`` is the thin wrapper over
-``scipy.optimize._slsqplib.nnls(A, b, maxiter) -> (x, rnorm, info)`` that :func:`nnls` reproduces (read in SciPy
-1.17.1's ``scipy/optimize/_nnls.py``)."""
-
-_EXTENSION = "scipy.optimize._slsqplib"
 _ITERATION_LIMIT_INFO = 3
 """``info`` of ``_slsqplib.nnls`` when it stops at ``maxiter`` (SciPy raises then; so does :func:`nnls`)."""
-
-
-def scipy_version(version: str) -> tuple[int, int]:
-    """``(major, minor)`` of a SciPy version string (``"1.17.1"``, ``"1.18.0rc1"``)."""
-    major, minor = version.split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or "0")
-
-
-def _load_extension() -> Any:
-    """The compiled ``scipy.optimize._slsqplib`` module, loaded from its file (module docstring); None when this SciPy
-    is not one of :data:`PRIVATE_SOLVER_VERSIONS` or lacks the file."""
-    if _EXTENSION in sys.modules:  # scipy.optimize was imported already: its own module, no second copy
-        return sys.modules[_EXTENSION]
-    import scipy
-
-    if scipy_version(scipy.__version__) not in PRIVATE_SOLVER_VERSIONS:
-        return None
-    suffixes = importlib.machinery.EXTENSION_SUFFIXES
-    folder = Path(scipy.__path__[0]) / "optimize"
-    files = [folder / f"_slsqplib{suffix}" for suffix in suffixes if (folder / f"_slsqplib{suffix}").is_file()]
-    if not files:
-        return None
-    spec = importlib.util.spec_from_file_location(_EXTENSION, files[0])
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @cache
 def _solver() -> Callable[[FloatArray, FloatArray], tuple[FloatArray, float]]:
     """:func:`nnls`'s implementation for the installed SciPy: the compiled routine with SciPy's checks, or SciPy's
     public function where the private layout is not known (module docstring)."""
-    extension = _load_extension()
-    if extension is None:
+    if not private_layout_known():
         from scipy.optimize import nnls as public_nnls
 
         def public(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float]:
@@ -84,7 +46,7 @@ def _solver() -> Callable[[FloatArray, FloatArray], tuple[FloatArray, float]]:
             return np.asarray(x, dtype=np.float64), float(rnorm)
 
         return public
-    compiled = extension.nnls
+    compiled = import_without_package_init("scipy.optimize", "_slsqplib").nnls
 
     def private(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float]:
         x, rnorm, info = compiled(a, b, 3 * a.shape[1])

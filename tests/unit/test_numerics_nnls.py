@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from scipy import optimize
 
 from pdplan.numerics import nnls as nnls_module
-from pdplan.numerics.nnls import PRIVATE_SOLVER_VERSIONS, nnls, scipy_version
+from pdplan.numerics import scipy_parts
+from pdplan.numerics.nnls import nnls
 
-PRIVATE = scipy_version(scipy.__version__) in PRIVATE_SOLVER_VERSIONS
+PRIVATE = scipy_parts.private_layout_known()
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> None:
@@ -76,21 +77,14 @@ def test_column_right_hand_side_and_errors() -> None:
 
 def test_unknown_scipy_uses_the_public_function(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SciPy whose private layout was not checked gets scipy.optimize.nnls itself (same answers)."""
-    monkeypatch.setattr(nnls_module, "PRIVATE_SOLVER_VERSIONS", frozenset())
-    monkeypatch.delitem(sys.modules, "scipy.optimize._slsqplib", raising=False)
+    monkeypatch.setattr(nnls_module, "private_layout_known", lambda: False)
     nnls_module._solver.cache_clear()
     try:
         a = np.array([[1.0, 0.5], [0.2, 1.0], [1.0, 1.0]])
         _same(a, np.array([1.0, -0.5, 2.0]))
-        assert nnls_module._load_extension() is None
+        assert nnls_module._solver().__name__ == "public"
     finally:
         nnls_module._solver.cache_clear()
-
-
-def test_scipy_version_parsing() -> None:
-    assert scipy_version("1.17.1") == (1, 17)
-    assert scipy_version("1.18.0rc1") == (1, 18)
-    assert scipy_version("2.0") == (2, 0)
 
 
 @pytest.mark.skipif(not PRIVATE, reason=f"SciPy {scipy.__version__}: the public scipy.optimize.nnls is used")
