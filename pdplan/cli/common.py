@@ -12,6 +12,7 @@ from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from pdplan import start_up
 from pdplan.report.render import Format, View, check_output_target, render_view, table_to_text, write_atomic
 
 if TYPE_CHECKING:
@@ -232,7 +233,9 @@ has run :data:`PROGRESS_QUIET_S` (a quick command prints none) and at most every
 
 def with_progress(name: str, run: Callable[[Callable[[str], None]], T]) -> T:
     """``run(stage)`` under the :func:`progress` spinner, which starts as ``name``; ``stage(text)`` renames it. Off a
-    terminal the stages become throttled ``progress: STAGE (N s)`` lines on stderr instead (docs/errors.md §3)."""
+    terminal the stages become throttled ``progress: STAGE (N s)`` lines on stderr instead (docs/errors.md §3). The
+    command's work starts here, so its start-up ends here (:func:`pdplan.start_up.end`)."""
+    start_up.end()
     if not stderr_console.is_terminal:
         return run(_progress_lines())
     with progress() as shown:
