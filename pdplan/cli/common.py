@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pdplan import start_up
 from pdplan.report.render import Format, View, check_output_target, render_view, table_to_text, write_atomic
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from pdplan.io.catalog import Catalog
     from pdplan.specs.scenario import Scenario
 
@@ -214,7 +215,9 @@ def check_not_an_input(path: Path, *, field: str = "--output") -> None:
 
 def progress() -> Progress:
     """A transient spinner with the stage's name and the elapsed time on stderr (off when stderr is not a terminal,
-    so pipes, files and CI logs see nothing)."""
+    so pipes, files and CI logs see nothing). rich.progress is imported here: off a terminal no command needs it."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
