@@ -49,7 +49,8 @@ _COMMANDS: dict[str, Callable[..., object]] = {
 
 
 def _typer() -> typer.Typer:
-    """An empty app with pdplan's settings and root options (the callback is registered after its definition)."""
+    """An app with pdplan's settings and no commands yet (its root options come from :func:`_root`, registered as
+    its callback)."""
     return typer.Typer(
         help=HELP,
         no_args_is_help=True,
