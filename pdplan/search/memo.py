@@ -1,23 +1,26 @@
 """What successive searches of one process share: the parts of an ``optimize`` that do not depend on the target rate,
 the objective or the dollar budget, memoised by value for the next search of the same scenario (docs/sweep.md §5).
 
-A sweep runs one search per point, and its grid varies the target rate (or GPU budget) innermost: the four
-forecasts of ``examples/sweeps/fleet.yaml`` are four searches of one scenario. Everything before the ranking is the
-same for them — the resolved scenario, the per-role tables, the screened goodput of every candidate, the colocated
-baseline's per-instance goodput, and each exactly evaluated deployment's goodput — and is computed once. Only the
-ranking, the kept rows, each exact plan's operating point and the report are computed per search.
+A sweep runs one search per point, and its grid varies the target rate (or GPU budget) innermost: the four forecasts
+of ``examples/sweeps/fleet.yaml`` are four searches of one scenario. Everything before the ranking is the same for
+them — the resolved scenario, the per-role tables, the screened goodput of every candidate, the colocated baseline's
+per-instance goodput, and each exactly evaluated deployment's goodput — and is computed once. Only the ranking, the
+kept rows, each exact plan's operating point and the report are computed per search.
 
 **Keys.** A context is keyed by the scenario's full JSON (frozen pydantic: every field, the SLO and the ``search:``
-block included), the catalogue by value (its name → file maps, kernel tables and prices: the catalogue's own loads
-are cached by file path for the process, :mod:`pdplan.io.catalog`) and the working folder (relative file names in
-the scenario); each memoised part adds what its inputs add to those (the GPU budget, which bounds the instance types
-searched, the headroom and redundancy, a deployment). A different value of any of them is another entry; nothing is
-looked up by an object's identity. The memoised values are the objects the first search built, and their arrays are
-made read-only, so a later search reads exactly what a fresh computation would give (the functions are
-deterministic), and one that tried to change them would fail loudly.
+block included), the state of every file the scenario names by path (a trace: its resolved path, modification time
+and size, as :func:`pdplan.io.workloads.load_trace` caches it, so an edited trace is read again), the catalogue by
+value (its name → file maps, kernel tables and prices: the catalogue's own loads are cached by file path for the
+process, :mod:`pdplan.io.catalog`) and the working folder (relative file names in the scenario); each memoised part
+adds what its inputs add to those (the GPU budget, which bounds the instance types searched, the headroom and
+redundancy, a deployment). A different value of any of them is another entry; nothing is looked up by an object's
+identity. The memoised values are the objects the first search built, and their arrays are made read-only, so a later
+search reads exactly what a fresh computation would give (the functions are deterministic), and one that tried to
+change them would fail loudly.
 
-**Bounds.** At most :data:`CONTEXTS` scenarios are held, least recently used dropped first; a screen is held only when
-it has at most :data:`TILE_CANDIDATES` candidates (a large search's screen stays chunked and bounded, issue #26).
+**Bounds.** At most :data:`CONTEXTS` scenarios are held, least recently used dropped first; a screen is held only
+when it has at most :data:`TILE_CANDIDATES` candidates (a large search's screen stays chunked and bounded, issue
+#26). The map serves one search at a time (a sweep's workers are processes); it is not guarded for threads.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -81,7 +85,7 @@ _CONTEXTS: OrderedDict[tuple[Hashable, ...], Context] = OrderedDict()
 def context(scenario: Scenario, catalog: Catalog, resolve: Callable[[], ResolvedScenario[Any]]) -> Context:
     """The shared parts of ``scenario`` on ``catalog`` (module docstring, **Keys**), ``resolve`` giving its resolved
     scenario the first time."""
-    key = (scenario.model_dump_json(), catalog_key(catalog), os.getcwd())
+    key = (scenario.model_dump_json(), files_key(scenario), catalog_key(catalog), os.getcwd())
     found = _CONTEXTS.get(key)
     if found is None:
         found = Context(resolve())
@@ -91,6 +95,27 @@ def context(scenario: Scenario, catalog: Catalog, resolve: Callable[[], Resolved
     else:
         _CONTEXTS.move_to_end(key)
     return found
+
+
+def files_key(scenario: Scenario) -> tuple[tuple[str, int, int], ...]:
+    """(resolved path, modification time in ns, size) of each existing file the scenario holds as a path field."""
+    out = []
+    for path in _paths(scenario.model_dump()):
+        if path.is_file():
+            stat = path.stat()
+            out.append((str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+    return tuple(out)
+
+
+def _paths(value: object) -> Iterator[Path]:
+    if isinstance(value, Path):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _paths(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _paths(item)
 
 
 def catalog_key(catalog: Catalog) -> tuple[Hashable, ...]:

@@ -112,3 +112,17 @@ def test_recent_keeps_its_latest_entries(monkeypatch: pytest.MonkeyPatch) -> Non
     for key in "abc":
         recent[key] = key
     assert list(recent) == ["b", "c"]
+
+
+def test_an_edited_trace_is_another_context(tmp_path: Path) -> None:
+    """The scenario names the trace by path: its modification time and size are part of the key, as the trace
+    reader's own cache has them."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("input_tokens,output_tokens\n100,10\n200,20\n")
+    sc = load_scenario(SMALL)
+    sc = sc.model_copy(update={"workload": sc.workload.model_validate({"trace": str(trace)})})
+    cat = open_catalog()
+    first = memo.context(sc, cat, _unresolved)
+    assert memo.context(sc, cat, _unresolved) is first
+    trace.write_text("input_tokens,output_tokens\n100,10\n300,30\n400,40\n")
+    assert memo.context(sc, cat, _unresolved) is not first
