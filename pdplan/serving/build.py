@@ -35,6 +35,7 @@ from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.scenario import SloSpec
 from pdplan.specs.workload import WorkloadSpec
@@ -171,13 +172,17 @@ def goodput_model(
     (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
     starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
     changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
-    hit rates move it little. ``probes``: the search's :class:`PpdProbes` (None: each probe searched here)."""
+    hit rates move it little. A colocated probe that builds the model an earlier one built (a rate past which the
+    cache holds nothing: every class a miss) and starts in the same grid interval reads that probe's goodput
+    (:mod:`pdplan.serving.same_hits`: the same search, bit for bit). ``probes``: the search's :class:`PpdProbes`
+    (None: each probe searched here)."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
 
     first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
     near: list[float] = [] if start_rps is None or start_rps <= 0 else [start_rps]  # the last goodput found
+    same = SameHits()  # colocated probes that build the same model (an emptied cache) share its search
 
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
@@ -185,7 +190,10 @@ def goodput_model(
         if not first:
             first.append(model)
         start = near[-1] if near else None
-        good = find_goodput(model, slo, start) if probes is None else probes.goodput(nxt, model, slo, start)
+        if probes is not None and probes.key(nxt, model, slo, start) is not None:
+            good = probes.goodput(nxt, model, slo, start)
+        else:
+            good = same.goodput(model, slo, start)
         near.append(good.rate_rps)
         return _AtRate(nxt, model, good)
 
