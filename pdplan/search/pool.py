@@ -38,6 +38,7 @@ from pdplan.serving import (
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.serving.roles import PrefillPerf
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
 from pdplan.types import Binding, Routing
@@ -204,13 +205,18 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    res: ResolvedScenario[Any], space: Space, mean_out: float, uncached_rps: dict[Colocated, float]
+    res: ResolvedScenario[Any],
+    space: Space,
+    mean_out: float,
+    uncached_rps: dict[Colocated, float],
+    same: SameHits | None = None,
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
     prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
-    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`).
+    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`); ``same``
+    keeps the goodput searches of the cached models for the exact plans' probes (:mod:`pdplan.serving.same_hits`).
     """
     deps: list[Colocated] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
@@ -226,7 +232,7 @@ def _colocated_pool(
                 cache=cache,
             )
             try:
-                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last)
+                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last, same)
             except NoFeasiblePlanError:
                 continue
             last = g1.rate_rps if bound.cache is not None else last
@@ -263,10 +269,12 @@ def build_pool(
     best: int,
     xpyd: tuple[int, int] | None = None,
     colocated: int | None = None,
+    same: SameHits | None = None,
 ) -> Pool:
     """Screen the space in chunks of at most :data:`SCREEN_CHUNK_CANDIDATES` and keep what the later stages read
     (:mod:`pdplan.search.keep`): ``best`` distinct deployments for exact re-evaluation, ranked under the
-    restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies."""
+    restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies.
+    ``same``: the search's colocated goodput searches, filled in by the screen (:mod:`pdplan.serving.same_hits`)."""
     stage("pricing instance types")
     bases, tables = _tables(space, res, catalog)
     keep = Keep(
@@ -275,7 +283,7 @@ def build_pool(
     rows, tally = _screen(res, space, bases, tables, keep, stage)
     stage("colocated baseline")
     uncached_rps: dict[Colocated, float] = {}
-    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output(), uncached_rps)
+    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output(), uncached_rps, same)
     metrics = Metrics(
         *(
             np.concatenate([getattr(rows.metrics, f), getattr(cm, f)])

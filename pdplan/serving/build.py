@@ -131,6 +131,8 @@ class PpdProbes:
     is neither read nor kept."""
 
     found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
+    same: SameHits = field(default_factory=SameHits)
+    """The search's colocated goodput searches, shared by the screen and the exact plans (:class:`SameHits`)."""
 
     @staticmethod
     def key(
@@ -182,7 +184,7 @@ def goodput_model(
 
     first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
     near: list[float] = [] if start_rps is None or start_rps <= 0 else [start_rps]  # the last goodput found
-    same = SameHits()  # colocated probes that build the same model (an emptied cache) share its search
+    same = probes.same if probes is not None else SameHits()  # colocated probes building one model share its search
 
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
@@ -193,7 +195,7 @@ def goodput_model(
         if probes is not None and probes.key(nxt, model, slo, start) is not None:
             good = probes.goodput(nxt, model, slo, start)
         else:
-            good = same.goodput(model, slo, start)
+            good = same.goodput(nxt, model, slo, start)
         near.append(good.rate_rps)
         return _AtRate(nxt, model, good)
 

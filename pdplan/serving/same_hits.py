@@ -37,6 +37,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput, start_interval
 from pdplan.serving.limits import Limit
 from pdplan.serving.prefix_cache import CacheClasses
+from pdplan.serving.resolve import ResolvedScenario
 from pdplan.specs.scenario import SloSpec
 
 SHARED_FIELDS = ("res", "plain")
@@ -94,23 +95,27 @@ def _feed(h: Any, value: object) -> bool:
 
 @dataclass
 class SameHits:
-    """The goodput searches of one fixed point's probes (one scenario, one SLO), by fingerprint and start interval:
-    a probe that builds a model already searched from the same interval reads that search's goodput (module
-    docstring)."""
+    """The goodput searches of the colocated models of one resolved scenario (one fixed point's probes, or a whole
+    search's: the screen's two builds per cache setting, :func:`pdplan.search.cache_options.screened_goodput`, and
+    the exact plans' probes), by bound deployment (less the cache rate), SLO, fingerprint and start interval: a
+    probe that builds a model already searched from the same interval reads that search's goodput (module
+    docstring). The deployment fixes what ``res`` holds but the cache rate, given the one resolved scenario."""
 
-    limits: dict[bytes, Limit] = field(default_factory=dict)
-    """Each fingerprinted model's stability limit (what fixes its grid)."""
-    found: dict[tuple[bytes, int | None], Goodput] = field(default_factory=dict)
+    limits: dict[tuple[object, ...], Limit] = field(default_factory=dict)
+    """Each fingerprinted model's stability limit (what fixes its grid), by deployment, SLO and fingerprint."""
+    found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
 
-    def goodput(self, model: ServingModel, slo: SloSpec, near_rps: float | None) -> Goodput:
-        """:func:`find_goodput` of ``model`` from ``near_rps``, or the same model's from the same interval."""
-        key = fingerprint(model)
-        if key is None:
+    def goodput(self, res: ResolvedScenario[Any], model: ServingModel, slo: SloSpec, near_rps: float | None) -> Goodput:
+        """:func:`find_goodput` of ``model`` (built on ``res``) from ``near_rps``, or the same model's from the same
+        interval."""
+        printed = fingerprint(model)
+        if printed is None:
             return find_goodput(model, slo, near_rps)
+        key = (res.hardware.deployment, slo.model_dump_json(), printed)
         limit = self.limits.get(key)
-        if limit is not None and (key, start_interval(limit, near_rps)) in self.found:
-            return self.found[(key, start_interval(limit, near_rps))]
+        if limit is not None and (*key, start_interval(limit, near_rps)) in self.found:
+            return self.found[(*key, start_interval(limit, near_rps))]
         good = find_goodput(model, slo, near_rps)
         self.limits[key] = good.limit
-        self.found[(key, start_interval(good.limit, near_rps))] = good
+        self.found[(*key, start_interval(good.limit, near_rps))] = good
         return good

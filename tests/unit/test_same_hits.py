@@ -14,7 +14,8 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
-from pdplan.serving.build import build_model, goodput_model, with_cache_rate
+from pdplan.search.cache_options import screened_goodput
+from pdplan.serving.build import PpdProbes, build_model, goodput_model, with_cache_rate
 from pdplan.serving.deployment import Colocated, Role
 from pdplan.serving.goodput import find_goodput, start_interval
 from pdplan.serving.limits import Limit
@@ -68,17 +69,17 @@ def test_the_shared_search_is_the_search_bit_for_bit() -> None:
     first = _at(EMPTY_RPS[0])
     again = _at(EMPTY_RPS[1], first)
     same = SameHits()
-    found = same.goodput(first, slo, EMPTY_RPS[0])
+    found = same.goodput(first.res, first, slo, EMPTY_RPS[0])
     # another start in the same interval (the search from the top: both at or above the grid's 7/8)
     assert start_interval(found.limit, 15.9) == start_interval(found.limit, EMPTY_RPS[0]) is None
-    shared = same.goodput(again, slo, 15.9)
+    shared = same.goodput(again.res, again, slo, 15.9)
     own = find_goodput(again, slo, 15.9)
     assert shared is found
     assert (shared.rate_rps, shared.limit, shared.binding) == (own.rate_rps, own.limit, own.binding)
     # a start in another interval searches again
     lower = 0.6 * found.limit.rate_rps
     assert start_interval(found.limit, lower) is not None
-    assert same.goodput(again, slo, lower) is not found
+    assert same.goodput(again.res, again, slo, lower) is not found
 
 
 def test_a_used_read_path_keeps_the_rate_in_the_fingerprint() -> None:
@@ -121,7 +122,7 @@ def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(searched) == 4  # of six probes
 
     class Own(SameHits):
-        def goodput(self, model: Any, slo: Any, near_rps: float | None) -> Any:
+        def goodput(self, res: Any, model: Any, slo: Any, near_rps: float | None) -> Any:
             return find_goodput(model, slo, near_rps)
 
     monkeypatch.setattr(sys.modules["pdplan.serving.build"], "SameHits", Own)  # the package exports a build()
@@ -129,3 +130,33 @@ def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (good.rate_rps, good.limit, good.binding) == (own_good.rate_rps, own_good.limit, own_good.binding)
     assert res.cache_rate_rps == own_res.cache_rate_rps
     assert fingerprint(model) == fingerprint(own_model)
+
+
+@pytest.mark.slow
+def test_the_exact_probes_read_the_screens_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the screen (from the default cache rate) builds the emptied-cache model the exact fixed point first probes at
+    # 9.36 req/s, searched from the top both times: with the search's SameHits, three of the six probes search
+    slo = _bound().scenario.slo
+    same = SameHits()
+    screened_goodput(_bound(), slo, None, same)
+    searched: list[float | None] = []
+
+    def counted(model: Any, slo: Any, near_rps: float | None = None) -> Any:
+        searched.append(near_rps)
+        return find_goodput(model, slo, near_rps)
+
+    monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted)
+    _, _, good = goodput_model(_bound(), slo, EMPTY_RPS[0], PpdProbes(same=same))
+    assert len(searched) == 3
+    assert good.rate_rps == goodput_model(_bound(), slo, EMPTY_RPS[0])[2].rate_rps
+
+
+def test_another_deployment_does_not_share() -> None:
+    slo = _bound().scenario.slo
+    first = _at(EMPTY_RPS[0])
+    same = SameHits()
+    found = same.goodput(first.res, first, slo, None)
+    other = dataclasses.replace(_bound().hardware.deployment, max_num_seqs=128)
+    res = dataclasses.replace(first.res, hardware=dataclasses.replace(first.res.hardware, deployment=other))
+    assert same.goodput(res, first, slo, None) is not found  # the deployment is part of the key
+    assert same.goodput(first.res, first, slo, None) is found
