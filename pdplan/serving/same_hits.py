@@ -6,22 +6,26 @@ the user to come back), every probe above it builds the same colocated model: th
 same cells and prices, and so the same snapshots. examples/chat-ppd.yaml's colocated pick probes 9.36, 9.08 and
 9.02 req/s there, each with its own goodput search (0.04 CPU s each) that finds the same 7.6937292541612665 req/s.
 
-Two models are taken as the same when their **fingerprint** is: a digest of the exact bytes of every field of the
-:class:`~pdplan.serving.colocated.ColocatedModel` but ``res`` and ``plain``, which the probes share but for the cache
-rate (each probe's ``res`` is :func:`pdplan.serving.build.with_cache_rate` of the same scenario; ``plain``, the model
-without the cache, is the first probe's, reused). The cache rate is what the fingerprint leaves out: the build reads
-it (:func:`pdplan.serving.colocated_cache.cached_cells`: the classes), a snapshot does not, and the classes' own
+Two models of one bound deployment (one resolved scenario: a search's) are taken as the same when their
+**fingerprint** is: a digest of the exact bytes of every field of the :class:`~pdplan.serving.colocated.ColocatedModel`
+but ``res`` and ``plain``. ``res`` is the deployment bound to that scenario at a cache rate
+(:func:`pdplan.serving.build.with_cache_rate`), the deployment part of the key; ``plain``, the same deployment's
+model without the cache, is priced from it alone (the first probe's, reused, or the screen's own) and read by no
+snapshot. The cache rate is what the fingerprint leaves out: the build reads it
+(:func:`pdplan.serving.colocated_cache.cached_cells`: the classes), a snapshot does not, and the classes' own
 ``rate_rps`` enters only a read path's stability limit (:func:`pdplan.serving.limits.cache_read_limit`: a tier's
 path utilisation over the rate), so it is kept in the fingerprint wherever a tier's read path carries any load. A
 field of a type the digest does not know (not an array, number, string, tuple, dict or dataclass of those) gives no
-fingerprint: the search runs.
+fingerprint: the search runs. A search keeps one :class:`SameHits` (:attr:`pdplan.serving.build.PpdProbes.same`),
+which the screen's two builds per cache setting (:func:`pdplan.search.cache_options.screened_goodput`) fill in too.
 
 A goodput search of the same model from a start in the same grid interval (:func:`pdplan.serving.goodput.
 start_interval`) evaluates the same rates in the same batches and returns the same goodput: the first search's
 answer is the answer, bit for bit (tests/unit/test_same_hits.py; ``pdplan optimize -f json`` of every example
-unchanged). An xPyD model is not fingerprinted: its build reads the cache rate beyond the classes (the decode fixed
-point, :func:`pdplan.serving.disaggregated.build_disaggregated`; PPD's placement, :mod:`pdplan.serving.ppd_model`),
-and its goodput search may start from a link-bound estimate of its own (:func:`pdplan.serving.goodput.find_goodput`).
+with a prefix cache unchanged, 2026-12-07). An xPyD model is not fingerprinted: its build reads the cache rate
+beyond the classes (the decode fixed point, :func:`pdplan.serving.disaggregated.build_disaggregated`; PPD's
+placement, :mod:`pdplan.serving.ppd_model`), and its goodput search may start from a link-bound estimate of its own
+(:func:`pdplan.serving.goodput.find_goodput`).
 """
 
 from __future__ import annotations
