@@ -218,8 +218,17 @@ def _search(
         if colocated is not None:
             raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
         return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=t0)
+    probes = PpdProbes()  # goodput searches the plans share: the screen's colocated ones, PPD twins'
     full = build_pool(
-        res, space, catalog, note, best=top * MAX_TRIES_PER_PLAN, xpyd=xpyd, colocated=colocated, shared=shared
+        res,
+        space,
+        catalog,
+        note,
+        best=top * MAX_TRIES_PER_PLAN,
+        xpyd=xpyd,
+        colocated=colocated,
+        shared=shared,
+        same=probes.same,
     )
     pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
@@ -228,9 +237,9 @@ def _search(
     note("exact re-evaluation")
     done: dict[tuple[object, float], Exact] = {}
     known = shared.get(("exact goodput",), Recent)
-    best = _best_exact(res, pool, order, space, top, done, stage=note, probes=PpdProbes(), known=known)
+    best = _best_exact(res, pool, order, space, top, done, stage=note, probes=probes, known=known)
     full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
-    baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done, known=known)
+    baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done, probes=probes, known=known)
     note("sensitivity")
     return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
 

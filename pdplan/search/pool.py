@@ -39,6 +39,7 @@ from pdplan.serving import (
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.serving.roles import PrefillPerf
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
 from pdplan.types import Binding, Routing
@@ -205,13 +206,18 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    res: ResolvedScenario[Any], space: Space, mean_out: float, uncached_rps: dict[Colocated, float]
+    res: ResolvedScenario[Any],
+    space: Space,
+    mean_out: float,
+    uncached_rps: dict[Colocated, float],
+    same: SameHits | None = None,
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
     prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
-    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`).
+    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`); ``same``
+    keeps the goodput searches of the cached models for the exact plans' probes (:mod:`pdplan.serving.same_hits`).
     """
     deps: list[Colocated] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
@@ -227,7 +233,7 @@ def _colocated_pool(
                 cache=cache,
             )
             try:
-                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last)
+                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last, same)
             except NoFeasiblePlanError:
                 continue
             last = g1.rate_rps if bound.cache is not None else last
@@ -256,11 +262,11 @@ def _colocated_pool(
 
 
 def _colocated_parts(
-    res: ResolvedScenario[Any], space: Space
+    res: ResolvedScenario[Any], space: Space, same: SameHits | None
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray, dict[Colocated, float]]:
     """:func:`_colocated_pool` with the goodputs it found without a cache (:attr:`Pool.uncached_rps`)."""
     uncached_rps: dict[Colocated, float] = {}
-    return (*_colocated_pool(res, space, res.lengths.mean_output(), uncached_rps), uncached_rps)
+    return (*_colocated_pool(res, space, res.lengths.mean_output(), uncached_rps, same), uncached_rps)
 
 
 def build_pool(
@@ -273,6 +279,7 @@ def build_pool(
     xpyd: tuple[int, int] | None = None,
     colocated: int | None = None,
     shared: Context | None = None,
+    same: SameHits | None = None,
 ) -> Pool:
     """Screen the space in chunks of at most :data:`SCREEN_CHUNK_CANDIDATES` and keep what the later stages read
     (:mod:`pdplan.search.keep`): ``best`` distinct deployments for exact re-evaluation, ranked under the
@@ -281,7 +288,9 @@ def build_pool(
     ``shared``: the parts of ``res``'s searches that read neither the target rate, the objective nor the dollar
     budget (the tables, the screened tiles, the colocated baseline), computed by an earlier search of the same
     scenario (:mod:`pdplan.search.memo`; None: this search's own). Their keys add what they read of ``space``
-    beyond the scenario: the GPU budget bounds the instance types searched, the margins scale the goodputs."""
+    beyond the scenario: the GPU budget bounds the instance types searched, the margins scale the goodputs.
+    ``same``: the search's colocated goodput searches, filled in by the screen (:mod:`pdplan.serving.same_hits`;
+    a memoised baseline fills nothing, and the exact plans' probes then search for themselves: the same answers)."""
     shared = shared if shared is not None else Context(res)
     stage("pricing instance types")
     bases, tables = shared.get(("tables", space.budget_gpus), lambda: _tables(space, res, catalog))
@@ -291,7 +300,7 @@ def build_pool(
     margins = (space.budget_gpus, space.headroom, space.redundancy)
     rows, tally = _screen(res, space, bases, tables, keep, stage, shared)
     stage("colocated baseline")
-    cdeps, cm, ctau, cbind, uncached = shared.get(("colocated", *margins), lambda: _colocated_parts(res, space))
+    cdeps, cm, ctau, cbind, uncached = shared.get(("colocated", *margins), lambda: _colocated_parts(res, space, same))
     uncached_rps = dict(uncached)
     metrics = Metrics(
         *(
