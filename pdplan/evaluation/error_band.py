@@ -47,7 +47,12 @@ class MetricBand:
     signed_median_pct: float
 
     def words(self) -> str:
-        return f"{self.median_abs_pct:.0f} % (P90 {self.p90_abs_pct:.0f} %, signed {self.signed_median_pct:+.0f} %)"
+        """``median |error| (90 % of runs within P90 |error|; bias signed median)``: "P90" is left to the latency
+        percentiles of the report, which this is not."""
+        return (
+            f"{self.median_abs_pct:.0f} % median (90 % of runs within {self.p90_abs_pct:.0f} %; "
+            f"bias {self.signed_median_pct:+.0f} %)"
+        )
 
     def to_document(self) -> dict[str, float]:
         return {
@@ -83,7 +88,7 @@ class ExpectedError:
         on = short_gpu(self.band_gpu) + (", the widest of the plan's GPUs" if len(self.gpus) > 1 else "")
         return (
             f"{self.engine} {self.mode} on {on}, cross-GPU over {self.rows} runs: TPOT {self.tpot.words()}, "
-            f"TTFT {self.ttft.words()}; {GOODPUT_SHORT}"
+            f"TTFT {self.ttft.words()} (bias +: priced slower than measured); {GOODPUT_SHORT}"
         )
 
     def lines(self) -> list[str]:

@@ -60,8 +60,9 @@ def test_measured_gpu_takes_its_own_band() -> None:
     assert (err.ttft.median_abs_pct, err.ttft.p90_abs_pct, err.ttft.signed_median_pct) == (25.0, 60.0, 3.0)
     assert err.outside == ()
     assert err.lines() == [
-        "expected error: trtllm dense on H100, cross-GPU over 10 runs: TPOT 5 % (P90 15 %, signed -1 %), "
-        "TTFT 25 % (P90 60 %, signed +3 %); goodput not validated directly (follows TTFT/TPOT through the SLO)"
+        "expected error: trtllm dense on H100, cross-GPU over 10 runs: TPOT 5 % median (90 % of runs within 15 %; "
+        "bias -1 %), TTFT 25 % median (90 % of runs within 60 %; bias +3 %) (bias +: priced slower than measured); "
+        "goodput not validated directly (follows TTFT/TPOT through the SLO)"
     ]
 
 
