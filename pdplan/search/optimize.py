@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Hashable, Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.evaluation.error_band import of_resolved
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
@@ -304,8 +306,8 @@ def _result(
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
     # each report's comparison solved once for the whole search, the colocated baseline's without a cache not again
     known = Comparisons.of([*best, *baseline], pool.uncached_rps)
-    best = [with_cache_report(e, known) for e in best]
-    baseline = [with_cache_report(e, known) for e in baseline]
+    best = [_with_expected_error(with_cache_report(e, known)) for e in best]
+    baseline = [_with_expected_error(with_cache_report(e, known)) for e in baseline]
     pick = best[0]
     return PlanResult(
         question=_question(res.scenario, res, space),
@@ -333,6 +335,11 @@ def _result(
         rate_target_rps=space.rate_rps,
         rejected=why_not(pool, space, order, pick.plan, tuple(e.plan for e in (*best, *baseline))),
     )
+
+
+def _with_expected_error(e: Exact) -> Exact:
+    """``e`` with its plan's expected error (:func:`pdplan.evaluation.error_band.of_resolved` of its deployment)."""
+    return dataclasses.replace(e, plan=dataclasses.replace(e.plan, expected_error=of_resolved(e.res)))
 
 
 def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Plan, ...]:
