@@ -139,7 +139,14 @@ def test_a_wrong_flag_or_engine_key_fails_the_check(monkeypatch: pytest.MonkeyPa
 
 
 def test_trtllm_workers_refuse_what_tensorrt_llm_cannot_run() -> None:
-    wide_ep = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))  # layer-granularity KV transfer
-    with pytest.raises(Exception, match="TensorRT-LLM transfers KV per request") as err:
+    wide_ep = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))  # priced with SGLang's two-batch overlap
+    with pytest.raises(Exception, match="two-batch overlap, for which pdplan knows no TensorRT-LLM") as err:
         export(wide_ep, 1, "dynamo", "trtllm")
+    assert "\n" not in str(err.value)
+    default = read_plan_document(str(GOLDEN / "default.json"))
+    layer = default.model_copy(
+        update={"plans": [{**p, "granularity": "layer"} for p in default.plans]}
+    )  # the default plan priced with layer-wise KV transfer
+    with pytest.raises(Exception, match="TensorRT-LLM transfers KV per request") as err:
+        export(layer, 1, "dynamo", "trtllm")
     assert "\n" not in str(err.value)
