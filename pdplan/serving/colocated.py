@@ -298,7 +298,10 @@ class ColocatedModel:
         lam = rates / self.z
         if not np.any(lam > self.bound_rates().kv_rate_per_s):
             return out
-        delay = self.kv_admission().delay(lam)
+        admission = self.kv_admission()
+        if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
+            return out  # no rate in the band (on_demand: the band is empty)
+        delay = admission.delay(lam)
         ttft = out.ttft
         if isinstance(ttft, TtftMixture):
             return dataclasses.replace(out, ttft=dataclasses.replace(ttft, link=delay))
