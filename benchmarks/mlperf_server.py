@@ -134,6 +134,9 @@ class Row:
     """The closed form at the published rate; None where that rate is beyond its stable limit."""
     sim_at_rate: dict[str, Any] | None
     sim_goodput_rps: float | None
+    at_goodput: Evaluation | None = None
+    """Where the published rate is beyond the stable limit: the closed form at its own goodput (what it prices
+    nearest the published rate, against MLPerf's P99 limits)."""
 
     @property
     def published_rps(self) -> float:
@@ -202,7 +205,8 @@ def compare(system: dict[str, Any], data: dict[str, Any], *, simulate: bool = Tr
             point = simulate_scenario(sc, rate=rate, n_requests=SIM_REQUESTS).simulated
             sim_at = None if point is None else point.as_dict()
         sim_good = simulate_scenario(sc, goodput=True, n_requests=SIM_GOODPUT_REQUESTS).goodput_simulated_rps
-    return Row(system, sc, good, at_rate, sim_at, sim_good)
+    at_goodput = evaluate(sc, rate=good.goodput_rps) if at_rate is None else None
+    return Row(system, sc, good, at_rate, sim_at, sim_good, at_goodput)
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,8 @@ def latency_line(r: Row) -> str:
         f"{s['ttft_p99_s']:.3f} / {s['ttft_mean_s']:.3f} | {s['tpot_p99_s'] * ms:.0f} / {s['tpot_mean_s'] * ms:.0f}"
     )
     if r.at_rate is None or r.at_rate.operating_point is None:
-        closed = f"beyond the closed form's stable limit ({r.goodput.stability_limit_rps:.1f} req/s) | —"
+        g = r.goodput
+        closed = f"beyond the closed form's stable limit ({g.stability_limit_rps:.1f} req/s, {g.stability_binding}) | —"
     else:
         op = r.at_rate.operating_point
         closed = f"{op.ttft_s.p99:.3f} / {op.ttft_s.mean:.3f} | {op.tpot_s.p99 * ms:.0f} / {op.tpot_s.mean * ms:.0f}"
@@ -290,7 +295,12 @@ def latency_line(r: Row) -> str:
     else:
         t, p = r.sim_at_rate["ttft_s"], r.sim_at_rate["tpot_s"]
         sim = f"{t['p99']:.3f} / {t['mean']:.3f} | {p['p99'] * ms:.0f} / {p['mean'] * ms:.0f}"
-    return f"| {s['name']} | {r.published_rps:.2f} | {measured} | {closed} | {sim} |"
+    line = f"| {s['name']} | {r.published_rps:.2f} | {measured} | {closed} | {sim} |"
+    if r.at_goodput is None or r.at_goodput.operating_point is None:
+        return line
+    op = r.at_goodput.operating_point
+    own = f"{op.ttft_s.p99:.3f} / {op.ttft_s.mean:.3f} | {op.tpot_s.p99 * ms:.0f} / {op.tpot_s.mean * ms:.0f}"
+    return f"{line}\n| {s['name']} at pdplan's goodput | {r.goodput.goodput_rps:.2f} | — | — | {own} | — | — |"
 
 
 def step_line(r: Row) -> str:

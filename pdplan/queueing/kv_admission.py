@@ -60,6 +60,21 @@ counts its held context plus R, whatever its remaining output. That is the growi
 longer, ``f_j = L + s + R + j`` (windowed ``min(L + s + j, w + s) + R``), so :func:`kv_held` with the fixed state
 s + R gives its sums: W = E[n(L + s + R) + n(n − 1)/2] and Σ f² = E[Σ_{j<n} (L + s + R + j)²]. The pool itself
 holds the growing context (a request that outgrows R is retracted when a step finds no free KV; not priced).
+
+**Colocated instances** (:class:`RidingKvAdmission`, :mod:`pdplan.serving.colocated`). A colocated engine's
+scheduler admits a waiting request on the same rule (vLLM and TensorRT-LLM run one scheduler for both phases; SGLang's
+``PrefillAdder`` ratio is its colocated rule), so the queue above carries over with two changes, both from the
+colocated mean field (docs/queueing.md §3): prefill takes p = ``prefill_s_per_request`` seconds of step time per
+request (u_p = λp, linear in λ for both schedulers), so ``τ̄ = t0/(1 − λ(per + p))`` and the fluid limit is
+``λ_kv = M/(t0 W + M(per + p))`` (:func:`kv_mean_rate`); and the load feedback of §2.4 is that of decodes whose steps
+carry the prefill, F at the rate λ/(1 − u_p) (:func:`pdplan.queueing.linear_capacity.riding_feedback`). With them the
+comfortable limit is the colocated P99 KV bound of :func:`pdplan.queueing.linear_capacity.riding_capacity` (β = z₉₉
+there, P_w = 0.011), and β, P_w and the wait follow as above. A request waiting for KV has not started its prefill
+(the engines admit a request to its first chunk only with its KV), so the wait delays token 1: it adds to TTFT as a
+delay independent of the prompt queue's (the same independence the disaggregated model takes between the link's wait
+and the admission wait), and the TPOT model is unchanged (waiting requests hold no KV and run no step). The serving
+model uses the band only for the engines that hold a request back until its KV fits (``reserve``, ``ratio``): an
+``on_demand`` engine preempts and recomputes, whose work is not priced here (:mod:`pdplan.serving.colocated`).
 """
 
 from __future__ import annotations
@@ -77,6 +92,7 @@ from pdplan.queueing.decode import (
     held_context_sums,
     load_noise,
 )
+from pdplan.queueing.linear_capacity import riding_feedback
 from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.specs.engine import Scheduling
 from pdplan.types import FloatArray
@@ -203,10 +219,18 @@ def ratio_reserve_mean_tokens(span_tokens: float, clip_tokens: float) -> float:
     return c - c * c / (2.0 * span)
 
 
-def kv_mean_rate(cells: DecodeWorkload, held: KvFootprint, step: LinearStepTime, kv_capacity_tokens: float) -> float:
+def kv_mean_rate(
+    cells: DecodeWorkload,
+    held: KvFootprint,
+    step: LinearStepTime,
+    kv_capacity_tokens: float,
+    prefill_s_per_request: float = 0.0,
+) -> float:
     """Per-instance rate at which the mean KV occupancy ``λ τ̄ W`` reaches ``M_kv`` (module docstring; ``per`` from
-    the ``cells``' context, W = ``held.work``)."""
-    per = step.t1_s_per_seq * cells.mean_steps + step.t2_s_per_token * cells.mean_work
+    the ``cells``' context, W = ``held.work``). ``prefill_s_per_request``: p, the prefill seconds per request riding
+    the decode steps of a colocated instance (*Colocated instances* below): τ̄ = t0/(1 − λ(per + p)), so
+    ``λ_kv = M/(t0 W + M·(per + p))``; 0 (a decode instance) adds nothing."""
+    per = step.t1_s_per_seq * cells.mean_steps + step.t2_s_per_token * cells.mean_work + prefill_s_per_request
     return kv_capacity_tokens / (step.t0_s * held.work + kv_capacity_tokens * per)
 
 
@@ -231,24 +255,79 @@ class KvAdmission:
             return prob, cond
         fixed = decode_fixed_point(rates[beyond], self.cells, self.step)
         _, factor = load_noise(fixed, self.cells)
-        lt = fixed.rate_per_s * fixed.tau_mean_s
-        sd = np.sqrt(lt * self.held.square_sum * factor)
-        free = self.kv_capacity_tokens - lt * self.held.work
-        beta = free / sd
-        # β Φ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)): in logs, no overflow of exp(β²/2) before the ratio is formed
-        ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
-        prob[beyond] = 1.0 / (1.0 + ratio)
-        cond[beyond] = (1.0 + self.held.scv) / 2.0 * self.held.work * fixed.tau_mean_s / free
+        prob[beyond], cond[beyond] = _halfin_whitt(
+            fixed.rate_per_s * fixed.tau_mean_s, fixed.tau_mean_s, factor, self.held, self.kv_capacity_tokens
+        )
         return prob, cond
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a :class:`BinDelay` (one bin for all): an atom ``1 − P_w`` at 0 and ``points`` band quantiles
         of the exponential ``E[W | W > 0]``."""
-        prob, cond = self.wait(rates_per_s)
-        mids, widths = tail_bands(points)
-        pts = np.concatenate((np.zeros((prob.size, 1)), -cond[:, None] * np.log1p(-mids[None, :])), axis=1)
-        wts = np.concatenate(((1.0 - prob)[:, None], prob[:, None] * widths[None, :]), axis=1)
-        return BinDelay(pts[:, None, :], wts[:, None, :])
+        return _wait_delay(*self.wait(rates_per_s), points)
+
+
+def _halfin_whitt(
+    lt: FloatArray, tau_s: FloatArray, factor: FloatArray, held: KvFootprint, kv_capacity_tokens: float
+) -> tuple[FloatArray, FloatArray]:
+    """``(P_w, E[W | W > 0])`` of the module docstring at λτ̄ = ``lt``, τ̄ = ``tau_s`` and the feedback factor F =
+    ``factor`` (each per rate): β = (M_kv − λτ̄W)/√(λτ̄·Σf²·F), P_w = [1 + βΦ(β)/φ(β)]⁻¹, and the Allen–Cunneen
+    mean ``(1 + c_s²)/2 · W τ̄/(M_kv − λτ̄W)``."""
+    sd = np.sqrt(lt * held.square_sum * factor)
+    free = kv_capacity_tokens - lt * held.work
+    beta = free / sd
+    # β Φ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)): in logs, no overflow of exp(β²/2) before the ratio is formed
+    ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
+    return 1.0 / (1.0 + ratio), (1.0 + held.scv) / 2.0 * held.work * tau_s / free
+
+
+def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
+    """An admission wait ``(P_w, E[W | W > 0])`` per rate as a one-bin :class:`BinDelay`: an atom ``1 − P_w`` at 0
+    and ``points`` band quantiles of the exponential of mean ``E[W | W > 0]``."""
+    mids, widths = tail_bands(points)
+    pts = np.concatenate((np.zeros((prob.size, 1)), -cond[:, None] * np.log1p(-mids[None, :])), axis=1)
+    wts = np.concatenate(((1.0 - prob)[:, None], prob[:, None] * widths[None, :]), axis=1)
+    return BinDelay(pts[:, None, :], wts[:, None, :])
+
+
+@dataclass(frozen=True, slots=True)
+class RidingKvAdmission:
+    """A colocated instance's KV admission queue (*Colocated instances* in the module docstring): the fields of
+    :class:`KvAdmission` plus p = ``prefill_s_per_request``, the prefill seconds per request riding the decode steps
+    (u_p = λp), which stretch τ̄ and the load feedback."""
+
+    cells: DecodeWorkload
+    held: KvFootprint
+    step: LinearStepTime
+    kv_capacity_tokens: float
+    comfort_rate_per_s: float
+    mean_rate_per_s: float
+    prefill_s_per_request: float
+
+    def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
+        """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate."""
+        st, wl = self.step, self.cells
+        per = st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work + self.prefill_s_per_request
+        return np.asarray(st.t0_s / (1.0 - np.asarray(rates_per_s, dtype=np.float64) * per), dtype=np.float64)
+
+    def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(P_w, E[W | W > 0])`` per per-instance rate: zeros at or below the comfortable limit and at or past the
+        mean one (the latter is refused by the deployment's limit)."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        prob, cond = np.zeros(rates.size), np.zeros(rates.size)
+        beyond = np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
+        if beyond.size == 0:
+            return prob, cond
+        lam = rates[beyond]
+        tau = self.tau_s(lam)
+        factor = np.array(
+            [riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in lam.tolist()]
+        )
+        prob[beyond], cond[beyond] = _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        return prob, cond
+
+    def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
+        """The wait as a one-bin :class:`BinDelay` (as :meth:`KvAdmission.delay`)."""
+        return _wait_delay(*self.wait(rates_per_s), points)
 
 
 def add_delays(first: BinDelay, second: BinDelay, points: int) -> BinDelay:

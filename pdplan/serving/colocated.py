@@ -35,7 +35,18 @@ footprint the engine's profile admits on (``scheduling.kv_admission``,
 :func:`pdplan.queueing.kv_admission.admission_footprint`): vLLM holds its growing context L + s + j, TensorRT-LLM
 (``GUARANTEED_NO_EVICT``) reserves L + s + n from admission, an extra E[n(n+1)/2] per sequence, and SGLang counts its
 context plus a share r of the remaining output (``ratio``, :func:`~pdplan.queueing.kv_admission.kv_ratio_held`).
-The colocated model stops at this P99 (comfortable) limit: it has no KV admission queue (§2.6).
+Past this P99 (comfortable) KV limit a request waits for KV admission, as the engine's own scheduler holds it back
+(:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`, the disaggregated decode's Halfin–Whitt queue with the
+colocated τ̄ and load feedback): the wait delays token 1 (it adds to TTFT, before the prompt queue's wait and
+independent of it), the plan is marked beyond its comfortable KV limit (JSON ``beyond_comfortable_kv_limit``, the
+report's words of :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT`), and only the mean (fluid) KV limit
+``λ τ̄ W = M_kv`` is the stability limit ("decode KV capacity"). This holds for the engines that hold a request back
+until its KV fits: ``reserve`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) and ``ratio`` (SGLang's ``PrefillAdder``,
+which turns requests away before a decode step runs out of KV). An ``on_demand`` engine (vLLM) admits on its
+prompt's blocks and, when the growing contexts fill the pool, preempts a running request and recomputes its whole
+context as a prompt; that recompute work is not priced, and pdplan's simulator, which runs it, diverges at the
+comfortable limit already (docs/accuracy.md §6, *Colocated KV admission*), so for ``on_demand`` the P99 KV bound
+stays the stability limit and nothing is priced past it.
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -54,7 +65,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -67,7 +78,7 @@ from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import admission_footprint
+from pdplan.queueing.kv_admission import RidingKvAdmission, admission_footprint, kv_mean_rate
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -83,6 +94,16 @@ from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_p
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class BoundRates:
+    """Per-instance rates of a colocated instance's bounds (req/s): utilisation (``DECODE_U_MAX``), and at most that
+    the P99 KV (the comfortable KV limit) and seat bounds."""
+
+    utilisation_rate_per_s: float
+    kv_rate_per_s: float
+    seats_rate_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +140,8 @@ class ColocatedModel:
     """With a prefix cache, ``[C, J]`` the same at each of the cell's quadrature lengths (prefill-first)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
+    _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
 
     @property
     def prefill_cell_s(self) -> FloatArray:
@@ -169,36 +192,63 @@ class ColocatedModel:
         return float(q.rho[0])
 
     def limit(self) -> Limit:
-        lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
+        """The stable deployment rate: utilisation, chunk queue, seats (P99) and KV at the mean (fluid) occupancy,
+        with the comfortable (P99) KV limit where it lies below (module docstring; past it requests queue for KV)."""
+        bounds = self.bound_rates()
+        lam_u = bounds.utilisation_rate_per_s
         cands = [Limit(lam_u, Binding.COLOCATED_UTILISATION)]
         if self.scheduler == "chunked":
             cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), Binding.PREFILL_CHUNK))
-
-        kv, seats = self._kv_seat_rates(lam_u)
-        cands.append(Limit(kv, Binding.DECODE_KV))
-        cands.append(Limit(seats, Binding.DECODE_SEATS))
+        admission = self.kv_admission()
+        cands.append(Limit(min(admission.mean_rate_per_s, lam_u), Binding.DECODE_KV))
+        cands.append(Limit(bounds.seats_rate_per_s, Binding.DECODE_SEATS))
         best = min(cands, key=lambda c: c.rate_rps)
         read = cache_read_limit(self.cache)  # a deployment rate already
         if read is not None and read.rate_rps < best.rate_rps * self.z:
-            return read
+            best = Limit(read.rate_rps / self.z, read.binding)
+        comfort = admission.comfort_rate_per_s
+        if comfort < best.rate_rps:
+            return Limit(best.rate_rps * self.z, best.binding, comfort * self.z)
         return Limit(best.rate_rps * self.z, best.binding)
 
-    def _kv_seat_rates(self, rate_max: float) -> tuple[float, float]:
-        """Per-instance rates (at most ``rate_max``) of the §2.3 P99 KV and seat bounds at the colocated τ̄, with the
-        load-feedback factor of decodes whose steps carry the prefill (:func:`~pdplan.queueing.linear_capacity.
-        riding_capacity`) and the footprint the engine's profile admits on
-        (:func:`~pdplan.queueing.kv_admission.admission_footprint`: reserved, growing or SGLang's ratio)."""
-        held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, self.res.engine.scheduling)
-        kv, seats = riding_capacity(
-            self.cells,
-            self.decode.step,
-            prefill_s_per_request=self._u_prefill(1.0),  # u_p is linear in λ (both schedulers)
-            rate_max=rate_max,
-            kv_capacity_tokens=self.decode.kv_capacity_tokens,
-            max_num_seqs=self.decode.max_num_seqs,
-            held=(held.work, held.square_sum),
+    def kv_admission(self) -> RidingKvAdmission:
+        """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
+        footprint the engine's profile admits on (:func:`~pdplan.queueing.kv_admission.admission_footprint`:
+        reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
+        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, which
+        is not priced, so its band is empty and the P99 bound stays its stability limit (module docstring)."""
+        scheduling = self.res.engine.scheduling
+        held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
+        comfort = self.bound_rates().kv_rate_per_s
+        riding = self._u_prefill(1.0)
+        mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
+        if scheduling.kv_admission == "on_demand":
+            mean = comfort
+        return RidingKvAdmission(
+            self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
         )
-        return min(kv, rate_max), min(seats, rate_max)
+
+    def bound_rates(self) -> BoundRates:
+        """The per-instance utilisation limit λ_u and the rates (at most λ_u) of the §2.3 P99 KV and seat bounds at
+        the colocated τ̄, with the load-feedback factor of decodes whose steps carry the prefill
+        (:func:`~pdplan.queueing.linear_capacity.riding_capacity`) and the footprint the engine's profile admits on
+        (:func:`~pdplan.queueing.kv_admission.admission_footprint`: reserved, growing or SGLang's ratio). Solved
+        once per model (:attr:`_memo`): :meth:`limit` and every :meth:`snapshot` past the comfortable KV limit read
+        them."""
+        if "rates" not in self._memo:
+            lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
+            held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, self.res.engine.scheduling)
+            kv, seats = riding_capacity(
+                self.cells,
+                self.decode.step,
+                prefill_s_per_request=self._u_prefill(1.0),  # u_p is linear in λ (both schedulers)
+                rate_max=lam_u,
+                kv_capacity_tokens=self.decode.kv_capacity_tokens,
+                max_num_seqs=self.decode.max_num_seqs,
+                held=(held.work, held.square_sum),
+            )
+            self._memo["rates"] = BoundRates(lam_u, min(kv, lam_u), min(seats, lam_u))
+        return self._memo["rates"]
 
     def utilisation(self, rates: FloatArray) -> Utilisation:
         """Pool utilisations per rate: the mean-field part of :meth:`snapshot` (no distributions)."""
@@ -212,13 +262,17 @@ class ColocatedModel:
 
     def ttft_parts(self, rate_rps: float) -> TtftParts:
         """The mean TTFT's parts at ``rate_rps`` (:mod:`pdplan.serving.ttft`): the wait in the instance's prompt
-        queue, the prompt's prefill (prefill-first: its pass; chunked: its chunks riding on the decode steps) and the
-        engine's request time; one instance does both phases, so no KV crosses a link and token 1 ends the prefill."""
-        ttft = self._distributions(np.array([float(rate_rps)])).ttft
+        queue (with the KV admission wait past the comfortable KV limit), the prompt's prefill (prefill-first: its
+        pass; chunked: its chunks riding on the decode steps) and the engine's request time; one instance does both
+        phases, so no KV crosses a link and token 1 ends the prefill."""
+        rates = np.array([float(rate_rps)])
+        ttft = self._distributions(rates).ttft
         mean_offset = _cell_offsets_s(ttft) @ ttft.prob
         load_s = self._mean_load_s()  # the offsets carry the loads (:meth:`_distributions`): counted once, here
+        prob, cond = self.kv_admission().wait(rates / self.z)  # the KV admission wait, zero below the comfortable limit
+        admission_s = float(prob[0] * cond[0])  # P_w · E[W | W > 0]
         return TtftParts(
-            queue_s=float(ttft.wait.mean_s[0]),
+            queue_s=float(ttft.wait.mean_s[0]) + admission_s,
             prefill_s=float(mean_offset[0]) - load_s,
             kv_transfer_s=0.0,
             first_token_s=0.0,
@@ -235,6 +289,27 @@ class ColocatedModel:
         return float(self.cells.prob @ self.load_cell_s)
 
     def _distributions(self, rates: FloatArray) -> ColocatedResult:
+        return self._admitted(self._loaded(rates), rates)
+
+    def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
+        """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module
+        docstring): the TTFT law becomes a :class:`~pdplan.queueing.ttft_mixture.TtftMixture` whose one-bin delay is
+        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point)."""
+        lam = rates / self.z
+        if not np.any(lam > self.bound_rates().kv_rate_per_s):
+            return out
+        admission = self.kv_admission()
+        if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
+            return out  # no rate in the band (on_demand: the band is empty)
+        delay = admission.delay(lam)
+        ttft = out.ttft
+        if isinstance(ttft, TtftMixture):
+            return dataclasses.replace(out, ttft=dataclasses.replace(ttft, link=delay))
+        offsets = np.broadcast_to(ttft.offsets_s, (rates.size, ttft.prob.size))[:, :, None]
+        return dataclasses.replace(out, ttft=TtftMixture(ttft.wait, delay, np.array(offsets), ttft.prob))
+
+    def _loaded(self, rates: FloatArray) -> ColocatedResult:
+        """The instance's queues at ``rates`` with the exposed loads of the prefix cache's hits on TTFT."""
         out = self._queue(rates)
         if self.load_cell_s is None:
             return out

@@ -14,10 +14,14 @@ the P90 TTFT near this knee ranges 0.30–11.6 s over seeds).
 SGLang (the simulator runs its ratio admission, decay and retraction, pdplan/sim/ratio_admission.py): on the same
 pick its closed-form goodput 9.358 req/s is TTFT-bound 1.5 % below its comfortable KV limit 9.496, and the simulated
 goodput 9.505 lies at that limit, so the bracket above cannot fail above it; the KV-bound case is the same pick with
-400-token mean outputs and a 1 s TTFT, where the closed form's goodput is its KV limit: 5.371 req/s against 5.623
-simulated (−4.5 %, 100,000 requests, seed 0, a goodput bisection). Between 5.37 and 5.8 req/s the simulated
-instance retracts nothing and its ratio sits at the floor r = 0.098 at 99.9 % of its iteration boundaries: the
-ratio check turns requests away before a decode step runs out of KV, so the floor the closed form takes holds here.
+400-token mean outputs and a 1 s TTFT. There the closed form's goodput was its comfortable (P99) KV limit, 5.371
+req/s against 5.623 simulated (−4.5 %); with the colocated KV admission queue (issue #23 item 5,
+pdplan.queueing.kv_admission.RidingKvAdmission) it runs past that limit to where the admission wait brings the P90
+TTFT to 1 s: 5.617 req/s, marked beyond its comfortable KV limit, against 5.599 simulated (+0.3 %, 100,000 requests,
+seed 0, a goodput bisection; the stability limit is now the mean KV limit, 5.784). Between 5.37 and 5.8 req/s the
+simulated instance retracts nothing and its ratio sits at the floor r = 0.098 at 99.9 % of its iteration
+boundaries: the ratio check turns requests away before a decode step runs out of KV, so the floor the closed form
+takes holds here.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ def test_simulator_goodput_within_six_percent_of_the_closed_form(engine: str) ->
     sc = opt13b_colocated(engine)
     ev = evaluate(sc)
     closed = ev.goodput_rps
-    # the closed form is not evaluated past its stability (comfortable KV) limit, 0.2 % (vLLM) and 4.8 % above
+    # the closed form is not evaluated past its stability limit: vLLM's comfortable KV limit, 0.2 % above (an
+    # on_demand engine is not priced past it); TensorRT-LLM's utilisation limit, 10.6 % above (past its comfortable
+    # KV limit, 4.8 % above, it queues for KV admission)
     top = min(closed * (1.0 + TOLERANCE), 0.999 * ev.stability_limit_rps)
     below = simulate_scenario(sc, rate=closed * (1.0 - TOLERANCE), n_requests=REQUESTS).simulated
     above = simulate_scenario(sc, rate=top, n_requests=REQUESTS).simulated
@@ -53,8 +59,8 @@ def test_simulator_goodput_within_six_percent_of_the_closed_form(engine: str) ->
 def test_sglang_kv_bound_goodput_within_six_percent_of_the_simulator() -> None:
     sc = opt13b_colocated("sglang", output_mean=400, ttft="1s")
     comparison = simulate_scenario(sc, goodput=True, n_requests=REQUESTS)
-    assert comparison.evaluation.stability_binding is Binding.DECODE_KV
-    assert comparison.goodput_closed_rps == pytest.approx(comparison.evaluation.stability_limit_rps, rel=1e-9)
+    assert comparison.evaluation.stability_binding is Binding.DECODE_KV  # the mean (fluid) KV limit
+    assert comparison.evaluation.beyond_kv_comfort  # past the comfortable one: requests queue for KV admission
     simulated = comparison.goodput_simulated_rps
     assert simulated is not None
     assert abs(comparison.goodput_closed_rps / simulated - 1.0) <= TOLERANCE, (comparison.goodput_closed_rps, simulated)

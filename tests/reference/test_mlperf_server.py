@@ -8,14 +8,18 @@ only here (the simulator's figures are in the report).
 
 Tolerances, from the recorded errors plus margin:
 
-* goodput per GPU: +0.5 % (H100) and -5.2 % (H200) recorded; held to 6 %. The H100 figure is pdplan's colocated
+* goodput per GPU: +0.6 % (H100) and -3.8 % (H200) recorded; held to 5 %. The H100 figure is pdplan's colocated
   utilisation limit (0.85), not an SLO: what agrees is the capacity, as in the real runs, whose P99s had slack. The
   H200's was that limit too (-1.2 %) until the colocated KV rule priced TensorRT-LLM's reserved footprint (L + n
   from admission, ``GUARANTEED_NO_EVICT``) with the load-feedback factor (issue #23, docs/accuracy.md section 6 "A KV
-  knee"): its comfortable (P99) KV limit, 96.0 req/s, now binds below the utilisation limit (99.3). The published run
-  served 101.2 req/s past it, where the engine holds requests back for KV, which the colocated model (no KV
-  admission queue) does not price; whether NVIDIA's harness ran the default ``GUARANTEED_NO_EVICT`` is not in the
-  submission's files.
+  knee"): its comfortable (P99) KV limit, 96.0 req/s, bound below the utilisation limit (99.3), -5.2 %. With the
+  colocated KV admission queue (issue #23 item 5) the plan runs past it, marked, to 97.36 req/s, where the
+  admission wait brings the P99 TTFT to MLPerf's 2 s (P99 TPOT 160 ms of 200 ms). Whether NVIDIA's harness ran the
+  default ``GUARANTEED_NO_EVICT`` is not in the submission's files.
+* Known miss, xfail (strict): the H200's published 101.25 req/s is still beyond the closed form's stable limit, the
+  utilisation limit 99.34 req/s, with the mean (fluid) KV limit of the reserved footprint 99.40 just above it; the
+  real run served it with a P99 TTFT of 0.453 s. pdplan's step at the run's occupancy is +7.8 % slow, amplified
+  about 5x by the occupancy's feedback, so its occupancy, and the KV it holds, is high there.
 * pdplan's mean step priced at the occupancy each run measured (Little's law): -6.1 % / +7.0 % recorded; held to
   the issue #23 dense TPOT target, 10 %.
 * P99 TTFT at the H100's published rate: -5.6 % recorded (0.435 s against 0.461 s; the chunked TTFT's landing-step
@@ -36,7 +40,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlperf_server")]  # one worker prices the deployments once
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-GOODPUT_TOLERANCE = 0.06
+GOODPUT_TOLERANCE = 0.05
 STEP_TOLERANCE = 0.10
 TPOT_TARGET = 0.10
 TTFT_TARGET = 0.25
@@ -100,3 +104,19 @@ def test_h100_tpot_at_published_rate(rows: dict[str, Any]) -> None:
 def test_h100_ttft_p99_at_published_rate(rows: dict[str, Any]) -> None:
     point, system = _h100_point(rows)
     assert abs(point.ttft_s.p99 / system["ttft_p99_s"] - 1.0) <= TTFT_TARGET
+
+
+def test_h200_runs_past_its_comfortable_kv_limit_within_the_p99_limits(rows: dict[str, Any]) -> None:
+    row = rows[SYSTEMS[1]]
+    ev = row.goodput
+    assert ev.beyond_kv_comfort
+    assert ev.kv_comfort_limit_rps == pytest.approx(96.00, abs=0.05)
+    point = row.at_goodput.operating_point
+    assert point.ttft_s.p99 == pytest.approx(float(row.scenario.slo.ttft), rel=0.02)  # the admission wait binds
+    assert point.tpot_s.p99 < float(row.scenario.slo.tpot)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: the H200's published rate is past the limit")
+def test_h200_published_rate_is_priced(rows: dict[str, Any]) -> None:
+    row = rows[SYSTEMS[1]]
+    assert row.at_rate is not None, (row.goodput.stability_limit_rps, row.goodput.stability_binding)

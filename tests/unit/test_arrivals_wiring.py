@@ -4,6 +4,7 @@ instance sees, a trace's c_a² is measured from its times, and the simulator dra
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ def test_colocated_prompt_queue_takes_the_random_split() -> None:
     assert isinstance(model, ColocatedModel)
     assert model.arrival_ca2 == 0.0
     rates = np.array([0.4, 0.7]) * model.limit().rate_rps
-    poisson = ColocatedModel(*(getattr(model, f) for f in ColocatedModel.__dataclass_fields__ if f != "arrival_ca2"))
+    poisson = dataclasses.replace(model, arrival_ca2=1.0)  # Poisson: the default c_a²
     base = poisson._distributions(rates).ttft.wait
     kwargs = {
         "prefill_service_s": model.prefill_cell_s,

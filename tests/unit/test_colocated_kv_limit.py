@@ -15,7 +15,7 @@ from pdplan.queueing.kv_admission import kv_held
 from pdplan.queueing.linear_capacity import riding_capacity, riding_feedback
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.types import Z99, Binding
+from pdplan.types import Z99
 
 # One-step requests (n = 1, L = 100) on a step of t1 = 1 ms per sequence: each sequence loads only the step after the
 # one it arrived in, by w = t1 = 1 ms, so the §2.4 load is an AR(1), δX_k = a·δX_(k−1) + noise with a = λ·w/(1 − u_p)
@@ -84,9 +84,7 @@ def test_opt13b_kv_limit_holds_the_p99_margin_with_feedback(engine: str) -> None
     # At the KV limit the footprint the engine admits on (vLLM: growing L + j; TensorRT-LLM: reserved L + n) meets
     # K̄ + z·√(λτ̄·E[Σ held²]·F) = M_kv, τ̄ the colocated one and F that of the steps the prefill rides.
     model = _opt13b(engine)
-    limit = model.limit()
-    assert limit.binding is Binding.DECODE_KV
-    lam = limit.rate_rps  # one instance
+    lam = model.bound_rates().kv_rate_per_s  # one instance; past it requests queue (test_colocated_admission.py)
     held = kv_held(model.cells, model.decode.state_tokens_per_seq, reserve=engine == "trtllm")
     x = lam * model.token_interval_s(lam)
     factor = riding_feedback(lam, model._u_prefill(lam), model.cells, model.decode.step)
@@ -98,4 +96,4 @@ def test_opt13b_kv_limit_holds_the_p99_margin_with_feedback(engine: str) -> None
 def test_opt13b_vllm_kv_limit_moves_as_measured() -> None:
     # docs/accuracy.md §6: Poisson scatter put the comfortable KV limit at 9.925 req/s; with the feedback factor
     # 9.634 (vLLM's growing footprint).
-    assert _opt13b("vllm").limit().rate_rps == pytest.approx(9.634, abs=0.002)
+    assert _opt13b("vllm").bound_rates().kv_rate_per_s == pytest.approx(9.634, abs=0.002)

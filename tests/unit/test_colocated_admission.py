@@ -1,0 +1,144 @@
+"""The colocated KV admission queue (issue #23 item 5): past the comfortable (P99) KV limit a colocated plan is priced
+with the engine's KV admission wait on TTFT and marked, and refused only past the mean (fluid) KV limit
+(pdplan.queueing.kv_admission.RidingKvAdmission, pdplan.serving.colocated)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from support.opt13b_colocated import opt13b_colocated
+
+from pdplan.evaluation import evaluate
+from pdplan.io.catalog import open_catalog
+from pdplan.queueing import LinearStepTime, decode_workload
+from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.ttft_mixture import TtftMixture
+from pdplan.serving import build_model, resolve
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.types import Binding
+
+# One-step requests (n = 1, L = 100) on t0 = 10 ms, t1 = 1 ms per sequence, with p = 0.5 ms of prefill per request
+# riding the steps (tests/unit/test_colocated_kv_limit.py): at λ = 400/s u_d = 0.4, u_p = 0.2, τ̄ = 10 ms/(1 − 0.6)
+# = 25 ms, λτ̄ = 10 sequences of W = 100 tokens (K̄ = 1,000), and F = 4/3 (an AR(1) with a = 0.5, on the §2.4 grid's
+# 16 circular steps: (1 + a¹⁶)/((1 − a¹⁶)(1 − a²))).
+ONE_STEP = decode_workload([100.0], [1.0], [1.0])
+STEP = LinearStepTime(10e-3, 1e-3, 0.0)
+PREFILL_S = 0.5e-3
+A = 0.5
+F = (1.0 + A**16) / ((1.0 - A**16) * (1.0 - A * A))
+SD_K = math.sqrt(10.0 * 100.0**2 * F)  # √(λτ̄ · E[Σ held²] · F), E[Σ held²] = 100² for one step of 100 tokens
+
+
+def _one_step(kv_tokens: float, comfort: float) -> RidingKvAdmission:
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    mean = kv_mean_rate(ONE_STEP, held, STEP, kv_tokens, PREFILL_S)
+    return RidingKvAdmission(ONE_STEP, held, STEP, kv_tokens, comfort, mean, PREFILL_S)
+
+
+def test_mean_rate_with_prefill_riding_by_hand() -> None:
+    # λ_kv = M/(t0 W + M (per + p)) = 2,000/(0.01·100 + 2,000·1.5e-3) = 2,000/4 = 500/s, where λτ̄W = 500 · 0.01/(1 −
+    # 0.75) · 100 = 2,000 = M; without the prefill (p = 0) it is the decode instance's 2,000/3 = 666.7/s.
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    assert kv_mean_rate(ONE_STEP, held, STEP, 2000.0, PREFILL_S) == pytest.approx(500.0, rel=1e-12)
+    assert kv_mean_rate(ONE_STEP, held, STEP, 2000.0) == pytest.approx(2000.0 / 3.0, rel=1e-12)
+    assert _one_step(2000.0, 0.0).tau_s(np.array([500.0]))[0] == pytest.approx(0.04, rel=1e-12)
+
+
+def test_halfin_whitt_wait_by_hand() -> None:
+    # M_kv = K̄ + 1·sd K at λ = 400/s: β = 1, P_w = 1/(1 + Φ(1)/φ(1)) = 1/(1 + 0.841345/0.241971) = 0.223364; the wait
+    # of those who wait has mean (1 + c_s²)/2 · W τ̄/(M − K̄) = ½ · 100 · 0.025/sd K (one length: c_s² = 0).
+    adm = _one_step(1000.0 + SD_K, comfort=300.0)
+    prob, cond = adm.wait(np.array([400.0]))
+    assert prob[0] == pytest.approx(1.0 / (1.0 + 0.8413447460685429 / 0.24197072451914337), rel=1e-6)
+    assert cond[0] == pytest.approx(0.5 * 100.0 * 0.025 / SD_K, rel=1e-6)
+    assert adm.delay(np.array([400.0])).bin_mean_s[0, 0] == pytest.approx(prob[0] * cond[0], rel=0.02)
+
+
+def test_no_wait_outside_the_band_and_one_percent_at_its_foot() -> None:
+    # At the comfortable limit the margin is z99 sd K: β = 2.326, P_w = 0.011 (the module docstring); none at or below
+    # it, none at or past the mean limit (the deployment refuses that rate).
+    kv = 1000.0 + 2.3263478740408408 * SD_K
+    adm = _one_step(kv, comfort=400.0)
+    prob, cond = adm.wait(np.array([400.0, 400.0 * (1.0 + 1e-9), 0.999 * adm.mean_rate_per_s, adm.mean_rate_per_s]))
+    assert prob[0] == cond[0] == 0.0
+    assert prob[1] == pytest.approx(0.011, abs=0.0005)
+    assert prob[2] > 0.9
+    assert cond[2] > 100 * cond[1]
+    assert prob[3] == cond[3] == 0.0
+
+
+def _opt13b_kv_bound(engine: str) -> ColocatedModel:
+    """The OPT-13B colocated pick with 400-token mean outputs (tests/support/opt13b_colocated.py), whose KV binds."""
+    model = build_model(resolve(opt13b_colocated(engine, output_mean=400, ttft="1s"), open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    return model
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "sglang"])
+def test_limit_is_the_mean_kv_limit_with_the_comfortable_one_below(engine: str) -> None:
+    model = _opt13b_kv_bound(engine)
+    limit = model.limit()
+    adm = model.kv_admission()
+    assert limit.binding is Binding.DECODE_KV
+    assert limit.rate_rps == pytest.approx(adm.mean_rate_per_s * model.z, rel=1e-12)
+    assert limit.kv_comfort_rps == pytest.approx(model.bound_rates().kv_rate_per_s * model.z, rel=1e-12)
+    assert limit.kv_comfort_rps < limit.rate_rps
+    # at the mean limit the mean occupancy of the admitted footprint fills the pool: λ τ̄ W = M_kv
+    lam = adm.mean_rate_per_s
+    assert lam * adm.tau_s(np.array([lam]))[0] * adm.held.work == pytest.approx(adm.kv_capacity_tokens, rel=1e-9)
+    assert float(adm.tau_s(np.array([lam]))[0]) == pytest.approx(model.token_interval_s(lam), rel=1e-12)
+
+
+def test_on_demand_engine_is_refused_past_the_comfortable_limit() -> None:
+    # vLLM preempts and recomputes where the others queue; the recompute is not priced (and pdplan's simulator
+    # diverges at the comfortable limit, docs/accuracy.md §6), so the P99 bound stays the limit, unmarked.
+    model = _opt13b_kv_bound("vllm")
+    limit = model.limit()
+    assert limit.binding is Binding.DECODE_KV
+    assert limit.rate_rps == pytest.approx(model.bound_rates().kv_rate_per_s * model.z, rel=1e-12)
+    assert limit.kv_comfort_rps is None
+    prob, _ = model.kv_admission().wait(np.array([1.001, 1.05]) * model.bound_rates().kv_rate_per_s)
+    assert not prob.any()
+
+
+def test_admission_wait_adds_to_ttft_only_past_the_comfortable_limit() -> None:
+    model = _opt13b_kv_bound("sglang")
+    comfort = model.bound_rates().kv_rate_per_s
+    rates = np.array([0.9, 1.02, 1.05]) * comfort * model.z
+    plain, admitted = model._loaded(rates).ttft, model._distributions(rates).ttft
+    assert isinstance(admitted, TtftMixture)
+    prob, cond = model.kv_admission().wait(rates / model.z)
+    assert prob[0] == 0.0
+    assert prob[1] > 0.011
+    # the delay's mean is the wait's mean, P_w · E[W | W > 0], to the band discretisation (tail_bands)
+    np.testing.assert_allclose(admitted.mean_s - plain.mean_s, prob * cond, rtol=0.02, atol=1e-12)
+    assert admitted.mean_s[0] == pytest.approx(plain.mean_s[0], rel=1e-12)
+    parts = model.ttft_parts(float(rates[2]))
+    assert parts.total_s == pytest.approx(float(model.snapshot(rates[2:]).ttft.mean_s[0]), rel=0.02)
+    # TPOT is unchanged: waiting requests hold no KV and run no step
+    np.testing.assert_array_equal(model._loaded(rates).tpot.offset_s, model._distributions(rates).tpot.offset_s)
+
+
+def test_past_the_comfortable_limit_the_plan_is_priced_and_marked() -> None:
+    # SGLang, 400-token outputs, TTFT 1 s at P90: the goodput 5.617 req/s lies past the comfortable KV limit 5.371
+    # (which bounded it before, -4.5 % from the simulator's 5.623; docs/accuracy.md §6), below the mean one, 5.784.
+    ev = evaluate(opt13b_colocated("sglang", output_mean=400, ttft="1s"))
+    assert ev.kv_comfort_limit_rps == pytest.approx(5.3712, abs=0.001)
+    assert ev.stability_limit_rps == pytest.approx(5.784, abs=0.001)
+    assert ev.goodput_rps == pytest.approx(5.617, abs=0.002)
+    doc = ev.to_document()
+    assert doc["beyond_comfortable_kv_limit"] is True
+    assert "beyond the comfortable decode KV limit: requests queue for KV admission" in doc["binding_constraint"]
+
+
+def test_past_the_mean_kv_limit_it_is_refused() -> None:
+    model = _opt13b_kv_bound("trtllm")
+    smaller = dataclasses.replace(model, decode=dataclasses.replace(model.decode, kv_capacity_tokens=60_000.0))
+    limit = smaller.limit()
+    assert limit.binding is Binding.DECODE_KV
+    assert limit.rate_rps < model.limit().rate_rps
+    assert limit.kv_comfort_rps is not None
+    assert limit.kv_comfort_rps < limit.rate_rps
