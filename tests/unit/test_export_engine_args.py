@@ -363,9 +363,14 @@ def test_the_trtllm_wide_ep_export_parses_with_attention_dp_and_its_moe_config(
 
 
 def test_trtllm_refuses_what_it_cannot_run_in_one_line() -> None:
-    wide_ep = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))
-    with pytest.raises(SpecError, match="TensorRT-LLM transfers KV per request") as err:
+    wide_ep = read_plan_document(str(GOLDEN / "deepseek-v3-wide-ep.json"))  # priced with SGLang's two-batch overlap
+    with pytest.raises(SpecError, match="two-batch overlap, for which pdplan knows no TensorRT-LLM") as err:
         export(wide_ep, 1, "trtllm")
+    assert "\n" not in str(err.value)
+    default = read_plan_document(str(GOLDEN / "default.json"))
+    layer = default.model_copy(update={"plans": [{**p, "granularity": "layer"} for p in default.plans]})
+    with pytest.raises(SpecError, match="TensorRT-LLM transfers KV per request") as err:
+        export(layer, 1, "trtllm")
     assert "\n" not in str(err.value)
     prfaas = read_plan_document(str(GOLDEN / "prfaas-h200-h100.json"))
     with pytest.raises(SpecError, match="Prefill-as-a-Service"):

@@ -19,6 +19,7 @@ from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import slack_delay
 from pdplan.serving import build_model, resolve
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.goodput import REL_TOL
 from pdplan.serving.roles import fit_quadratic
 from pdplan.serving.ttft import prefill_wait
 from pdplan.specs.scenario import Scenario
@@ -117,11 +118,18 @@ def test_closed_loop_fixed_point() -> None:
 
 
 def test_goodput_meets_target_exactly_when_latency_binds() -> None:
+    """The goodput holds the attainment target and lies within the search's tolerance of the rate that misses it:
+    brentq to ``REL_TOL`` of the stable limit, stepped back to the feasible side by at most twice that
+    (pdplan/serving/goodput.py ``_feasible_side``). Attainment falls ~0.06 per req/s here, so a check on the
+    attainment alone (the earlier ±0.002) tested where inside that tolerance the root happened to land."""
     sc = small(slo={"ttft": "300ms", "tpot": "50ms"})
     ev = evaluate(sc, catalog=CATALOG, rate=None)
     assert ev.binding_constraint == "TTFT at P90"
-    att = model_of(sc).snapshot(np.array([ev.goodput_rps])).attainment(0.3, 0.05)
-    assert float(att[0]) == pytest.approx(0.9, abs=2e-3)
+    model = model_of(sc)
+    xtol = REL_TOL * model.limit().rate_rps
+    att = model.snapshot(np.array([ev.goodput_rps, ev.goodput_rps + 3.0 * xtol])).attainment(0.3, 0.05)
+    assert float(att[0]) >= 0.9
+    assert float(att[1]) < 0.9
 
 
 def test_weights_that_do_not_fit_are_infeasible() -> None:
