@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pdplan.numerics.scipy_parts import private_layout_known
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOT_NEEDED = (
     "pdplan.benchmark.run",
     "pdplan.benchmark.mva",
@@ -25,6 +27,7 @@ NOT_NEEDED = (
     "scipy.stats",
 )
 SCIPY_PACKAGES = (
+    "scipy.fft",
     "scipy.special",
     "scipy.optimize",
     "scipy.linalg",
@@ -32,8 +35,9 @@ SCIPY_PACKAGES = (
     "numpy.testing",
     "unittest",
 )
-"""Imported by ``scipy/special/__init__.py`` and ``scipy/optimize/__init__.py``; pdplan.numerics.special and
-pdplan.numerics.nnls load the compiled modules without them where SciPy's layout is known."""
+"""Imported by ``scipy/special/__init__.py``, ``scipy/optimize/__init__.py`` and ``scipy/fft/__init__.py``;
+pdplan.numerics.special, pdplan.numerics.nnls and pdplan.numerics.fft load the compiled modules without them where
+SciPy's layout is known."""
 NOT_FOR_HELP = ("numpy", "scipy", "yaml", "pdplan.serving", "pdplan.specs.scenario", "pdplan.io.catalog")
 
 
@@ -63,6 +67,11 @@ def test_evaluate_imports_only_what_it_runs() -> None:
 @pytest.mark.slow
 def test_optimize_imports_only_what_it_runs() -> None:
     assert _loaded(["optimize"], _not_needed()) == []
+
+
+def test_session_example_evaluate_convolves_without_scipy_fft() -> None:
+    """The session laws' convolutions (chat-sessions) run on SciPy's compiled pocketfft alone."""
+    assert _loaded(["evaluate", str(EXAMPLES / "chat-sessions.yaml")], _not_needed()) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["evaluate", "--help"]])
