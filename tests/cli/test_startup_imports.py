@@ -1,5 +1,6 @@
 """What the console entry point imports (issue #27, start-up): ``evaluate`` and ``optimize`` of the default scenario
-import only what they run (not the benchmark loops, the simulator, the calibration fits, the plot module or
+import only what they run (not the other commands' modules, the prefix cache, PPD, batched prefill or PrfaaS, the
+benchmark loops, the simulator, the calibration fits, the plot module or
 matplotlib, nor SciPy's subpackages whose compiled routines pdplan.numerics loads alone); ``--help`` loads no numeric
 code; the garbage collector's start-up mode (pdplan.start_up) is over once the command's work starts."""
 
@@ -44,6 +45,13 @@ NOT_NEEDED = (
     "pdplan.benchmark.records",
     "pdplan.io.traces_mooncake",
     "pdplan.io.hf_config",
+    # the other commands' modules (pdplan.cli.app.app_for: one command's app)
+    "pdplan.cli.simulate",
+    "pdplan.cli.sweep",
+    "pdplan.cli.export",
+    "pdplan.cli.compare",
+    "pdplan.cli.perf",
+    "pdplan.cli.catalog",
 )
 SCIPY_PACKAGES = (
     "scipy.fft",
