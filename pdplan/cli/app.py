@@ -7,23 +7,17 @@ Results go to stdout; progress, warnings and errors to stderr.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from collections.abc import Callable
+from functools import cache
 from typing import Annotated
 
 import typer
 from typer._click import exceptions as click_exceptions
 
-from pdplan.cli.catalog import hardware_app, models_app, validate
 from pdplan.cli.common import stderr_console
-from pdplan.cli.compare import compare_command
-from pdplan.cli.export import export_command
-from pdplan.cli.optimize import optimize_command
-from pdplan.cli.perf import calibrate, roofline
-from pdplan.cli.serving import evaluate_command, transfer_command
-from pdplan.cli.simulate import simulate_command
-from pdplan.cli.sweep import sweep_command
 from pdplan.errors import EXIT_BAD_INPUT, PdplanError
 from pdplan.version import VERSION as __version__
 
@@ -34,18 +28,27 @@ Exit codes: 0 success · 1 bug · 2 bad input · 3 no feasible plan.
 Example: pdplan hardware list --format json
 """
 
-_COMMANDS: dict[str, Callable[..., object]] = {
-    "optimize": optimize_command,
-    "validate": validate,
-    "evaluate": evaluate_command,
-    "simulate": simulate_command,
-    "transfer": transfer_command,
-    "roofline": roofline,
-    "calibrate": calibrate,
-    "export": export_command,
-    "sweep": sweep_command,
-    "compare": compare_command,
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "optimize": ("pdplan.cli.optimize", "optimize_command"),
+    "validate": ("pdplan.cli.catalog", "validate"),
+    "evaluate": ("pdplan.cli.serving", "evaluate_command"),
+    "simulate": ("pdplan.cli.simulate", "simulate_command"),
+    "transfer": ("pdplan.cli.serving", "transfer_command"),
+    "roofline": ("pdplan.cli.perf", "roofline"),
+    "calibrate": ("pdplan.cli.perf", "calibrate"),
+    "export": ("pdplan.cli.export", "export_command"),
+    "sweep": ("pdplan.cli.sweep", "sweep_command"),
+    "compare": ("pdplan.cli.compare", "compare_command"),
 }
+"""Each top-level command's module and function, imported when the command line names it (:func:`command`) or the
+whole app is built (:func:`full_app`): a command's run imports no other command's module (start-up, issue #27)."""
+
+
+def command(name: str) -> Callable[..., object]:
+    """The function of the top-level command ``name`` (:data:`_COMMANDS`)."""
+    module, attr = _COMMANDS[name]
+    function: Callable[..., object] = getattr(importlib.import_module(module), attr)
+    return function
 
 
 def _typer() -> typer.Typer:
@@ -61,26 +64,40 @@ def _typer() -> typer.Typer:
     )
 
 
-app = _typer()
-app.add_typer(hardware_app, name="hardware")
-app.add_typer(models_app, name="models")
-for _name, _command in _COMMANDS.items():
-    app.command(_name)(_command)
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"pdplan {__version__}")
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
 ) -> None:
     """pdplan — capacity planner for prefill/decode-disaggregated LLM serving."""
+
+
+@cache
+def full_app() -> typer.Typer:
+    """The app of every command (``pdplan --help``, ``pdplan hardware ...``; :data:`app`), built once."""
+    from pdplan.cli.catalog import hardware_app, models_app
+
+    full = _typer()
+    full.callback()(_root)
+    full.add_typer(hardware_app, name="hardware")
+    full.add_typer(models_app, name="models")
+    for name in _COMMANDS:
+        full.command(name)(command(name))
+    return full
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the app of every command (:func:`full_app`), built on first use, so that a command line naming one
+    command imports only that command's module (:func:`app_for`)."""
+    if name == "app":
+        return full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def app_for(argv: list[str]) -> typer.Typer:
@@ -90,10 +107,10 @@ def app_for(argv: list[str]) -> typer.Typer:
     command's parsing, help, errors and exit codes are those of :data:`app`'s, whose usage line names it the same way
     (``pdplan evaluate``)."""
     if not argv or argv[0] not in _COMMANDS:
-        return app
+        return full_app()
     single = _typer()
     single.callback()(_root)
-    single.command(argv[0])(_COMMANDS[argv[0]])
+    single.command(argv[0])(command(argv[0]))
     return single
 
 

@@ -13,11 +13,10 @@ reported."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.evaluation.error_band import ExpectedError, of_prfaas, of_resolved
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
@@ -25,7 +24,6 @@ from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.kernel_tables import cross_gpu_error
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
-from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
 from pdplan.serving.checks.vendors import cross_vendor_warning
@@ -37,7 +35,6 @@ from pdplan.serving.goodput import ServingModel, find_goodput
 from pdplan.serving.limits import Limit
 from pdplan.serving.operating_point import OperatingPoint, operating_point
 from pdplan.serving.ppd_report import ppd_report
-from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import convention_words
@@ -46,6 +43,11 @@ from pdplan.specs.arrivals import ArrivalProcess, GammaArrival, PoissonArrival
 from pdplan.specs.ceilings import MAX_CONCURRENCY, MAX_REQUESTS
 from pdplan.specs.kernel_table import uncalibrated_warning
 from pdplan.specs.scenario import Scenario
+
+if TYPE_CHECKING:  # annotations only (start-up, issue #27)
+    from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
+    from pdplan.serving.cache_report import CacheReport
+    from pdplan.serving.prfaas.result import PrfaasResult
 
 
 def _deployment(sc: Scenario) -> dict[str, Any]:
@@ -190,6 +192,8 @@ def evaluate(
 
 def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scenario) -> CacheReport | None:
     """The prefix cache's hit rates (at the model's rate) and the same deployment's goodput without it."""
+    from pdplan.serving.cache_report import CacheReport  # only a scenario with a prefix cache (start-up, issue #27)
+
     if model.cache is None:
         return None
     without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps

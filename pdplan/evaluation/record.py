@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
-from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.operating_point import OperatingPoint
-from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.ttft import TtftParts
 from pdplan.types import UtilisationKey
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # field types only; the modules making these values import them (start-up, issue #27)
+    from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
     from pdplan.evaluation.error_band import ExpectedError
+    from pdplan.serving.cache_report import CacheReport
+    from pdplan.serving.prfaas.result import PrfaasResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,6 @@ from pydantic import BaseModel
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.engines import ENGINE_DIR, load_engine
 from pdplan.io.files import load_spec_file
-from pdplan.io.hf_config import load_hf_config
 from pdplan.io.kernel_tables import TABLE_DIR, load_kernel_table
 from pdplan.io.models import builtin_models_dir, load_model_yaml
 from pdplan.specs.arguments import check_paths
@@ -191,6 +190,8 @@ class Catalog:
         """Load a model by preset name, YAML path or Hugging Face ``config.json`` path."""
         path = self.path_of("model", name)
         if path.suffix.lower() == ".json":
+            from pdplan.io.hf_config import load_hf_config  # lazy: a config.json only (start-up, issue #27)
+
             return load_hf_config(path)
         spec = _load_model_cached(_cache_key(path))
         _check_name(spec.name, path, looks_like_path(name))

@@ -32,8 +32,6 @@ from pydantic import ValidationError
 from pdplan.errors import SpecError, UnknownNameError
 from pdplan.io.files import read_yaml_mapping
 from pdplan.io.inference_perf import inference_perf_workload, is_inference_perf_config
-from pdplan.io.traces_mooncake import load_mooncake_trace, read_mooncake_trace
-from pdplan.io.workload_formats import mooncake_block_tokens
 from pdplan.specs.base import first_error_line
 from pdplan.specs.workload import WorkloadSpec, allowed_fields, trace_format_of
 from pdplan.types import FloatArray, Int64Array
@@ -62,6 +60,8 @@ def workload_from_dict(data: dict[str, Any], *, source: str, base_dir: Path) -> 
     if spec.trace is not None:
         try:
             if spec.trace.block_tokens is not None:
+                from pdplan.io.traces_mooncake import load_mooncake_trace  # lazy: a Mooncake trace (issue #27)
+
                 load_mooncake_trace(spec.trace.file, spec.trace.block_tokens)
             trace = load_trace(spec.trace.file)
         except SpecError as err:
@@ -98,6 +98,8 @@ def _with_block_tokens(data: dict[str, Any]) -> dict[str, Any]:
     fmt = trace.get("format") or (trace_format_of(trace["file"]) if isinstance(trace.get("file"), str | Path) else None)
     if fmt != "mooncake" or "block_tokens" in trace:
         return data
+    from pdplan.io.workload_formats import mooncake_block_tokens  # lazy: a Mooncake trace (start-up, issue #27)
+
     filled: dict[str, Any] = {**data, key: {**trace, "block_tokens": mooncake_block_tokens()}}
     if key == "input_tokens" and data.get("output_tokens") == data["input_tokens"]:
         filled["output_tokens"] = filled["input_tokens"]
@@ -109,6 +111,9 @@ def load_workload(path: str | Path) -> WorkloadSpec:
     YAML (module docstring; docs/architecture.md §4)."""
     path = Path(path)
     if trace_format_of(path) == "mooncake":
+        from pdplan.io.traces_mooncake import load_mooncake_trace  # lazy: a Mooncake trace (start-up, issue #27)
+        from pdplan.io.workload_formats import mooncake_block_tokens
+
         load_mooncake_trace(path, mooncake_block_tokens())  # its errors name this file and line: nothing to wrap
         return workload_from_dict(
             {"name": path.stem, "trace": path.name, "arrival": "trace"}, source=str(path), base_dir=path.parent
@@ -151,6 +156,8 @@ def load_trace(path: Path) -> TraceData:
     ``arrival_s``)."""
     path = Path(path)
     if trace_format_of(path) == "mooncake":
+        from pdplan.io.traces_mooncake import read_mooncake_trace  # lazy: a Mooncake trace (start-up, issue #27)
+
         mooncake = read_mooncake_trace(path)
         return TraceData(mooncake.input_tokens, mooncake.output_tokens, mooncake.arrival_s)
     if not path.is_file():

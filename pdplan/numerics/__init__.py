@@ -10,7 +10,9 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
   ``ndtri``);
 * :mod:`~pdplan.numerics.gamma`: log-gamma and ``xlogy``;
 * :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept);
-* :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``.
+* :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``;
+* :mod:`~pdplan.numerics.fft`: SciPy's compiled real FFT (the session laws' convolutions), loaded without
+  ``scipy.fft``.
 
 SciPy's ``gammainc`` stays, and so does SciPy's NNLS routine (docs/accuracy.md §7 says why and what numpy twins of
 them measured).

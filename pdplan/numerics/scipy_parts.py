@@ -6,6 +6,8 @@ and normal ufuncs, one NNLS), and the subpackages' ``__init__`` files import far
 imports ``numpy.testing`` (with ``unittest`` and ``concurrent.futures``), ``numpy.random``, ``numpy.ma``,
 ``numpy.f2py`` and ``numpy.polynomial``: about 0.2 s of CPU on top of numpy, against 0.05 s for the compiled
 ``scipy.special._ufuncs`` alone (``benchmarks/command_speed.py``-style fresh processes, median of 7; issue #27).
+``import scipy.fft`` runs the same array-API layer (about 0.17 s of CPU) for the compiled pocketfft module, which
+imports in under 1 ms.
 ``from scipy.optimize import nnls`` imports ``scipy.linalg``, ``scipy.sparse`` and the optimizer family, about
 0.14 s, for one routine in ``scipy.optimize._slsqplib``.
 
@@ -34,7 +36,10 @@ CHECKED_SCIPY_VERSIONS = frozenset({(1, 17)})
 """SciPy ``(major, minor)`` versions whose private layout :mod:`pdplan.numerics.special` and
 :mod:`pdplan.numerics.nnls` rely on, read in SciPy 1.17.1: ``scipy/special/_ufuncs`` holds the ufuncs
 ``scipy.special`` re-exports (the same objects), ``scipy/optimize/_nnls.py`` calls
-``scipy.optimize._slsqplib.nnls(A, b, maxiter) -> (x, rnorm, info)``."""
+``scipy.optimize._slsqplib.nnls(A, b, maxiter) -> (x, rnorm, info)``, and ``scipy/fft/_pocketfft/basic.py``'s
+``rfft``/``irfft`` call ``scipy.fft._pocketfft.pypocketfft.r2c(x, axes, forward, norm, out, workers)`` and
+``c2r(x, axes, n, forward, norm, out, workers)``, ``next_fast_len(n, real=True)`` its ``good_size(n, True)``
+(:mod:`pdplan.numerics.fft`)."""
 
 
 def scipy_version(version: str) -> tuple[int, int]:
@@ -53,21 +58,34 @@ def private_layout_known() -> bool:
 
 
 def import_without_package_init(package: str, submodule: str) -> types.ModuleType:
-    """``package.submodule`` (e.g. ``"scipy.special"``, ``"_ufuncs"``) imported without executing
-    ``package/__init__.py`` (module docstring). Only for a package whose parent is already importable."""
+    """``package.submodule`` (e.g. ``"scipy.special"``, ``"_ufuncs"``; ``"scipy.fft._pocketfft"``,
+    ``"pypocketfft"``) imported without executing the ``__init__.py`` of ``package`` or of any of its not yet imported
+    parents below the top-level package (module docstring)."""
     full = f"{package}.{submodule}"
     if full in sys.modules:
         return sys.modules[full]
     if package in sys.modules:
         return importlib.import_module(full)
+    stand_ins: list[tuple[str, types.ModuleType]] = []
+    try:
+        _stand_in(package, stand_ins)
+        return importlib.import_module(full)
+    finally:
+        for name, stand_in in stand_ins:
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+
+
+def _stand_in(package: str, made: list[tuple[str, types.ModuleType]]) -> types.ModuleType:
+    """``package`` from :data:`sys.modules`, imported if it is top-level, else a stand-in module with the package's
+    ``__path__`` (parents first, recursively), put in :data:`sys.modules` and appended to ``made``."""
+    if package in sys.modules or "." not in package:
+        return importlib.import_module(package)
     parent_name, _, leaf = package.rpartition(".")
-    parent = importlib.import_module(parent_name)
-    stand_in = types.ModuleType(package, f"stand-in for {package} while pdplan imports {full}")
+    parent = _stand_in(parent_name, made)
+    stand_in = types.ModuleType(package, f"stand-in for {package} while pdplan imports one of its modules")
     stand_in.__path__ = [f"{path}/{leaf}" for path in parent.__path__]
     stand_in.__package__ = package
     sys.modules[package] = stand_in
-    try:
-        return importlib.import_module(full)
-    finally:
-        if sys.modules.get(package) is stand_in:
-            del sys.modules[package]
+    made.append((package, stand_in))
+    return stand_in

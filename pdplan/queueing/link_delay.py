@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -37,8 +38,10 @@ import numpy.typing as npt
 from pdplan.errors import UnsettledWaitError
 from pdplan.numerics.digest import array_digest
 from pdplan.queueing.distributions import WaitDistribution
-from pdplan.queueing.tandem_chain import ChainInputs, drift_s, stationary_wait
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.queueing.tandem_chain import ChainInputs
 
 DELAY_POINTS = 16
 TANDEM_CELLS = 1024
@@ -188,6 +191,8 @@ def tandem_delay(
         if other is None:  # never carries over: a stream that keeps up never waits
             return no_delay(theta.size)
         return slack_delay(other, link.slack_s, points)
+    from pdplan.queueing.tandem_chain import ChainInputs, drift_s  # lazy: a link that carries over (issue #27)
+
     inputs = ChainInputs(link.prob, link.service_s, link.carry_s, link.clear_s)
     base_h = _lattice_step(link, theta, cells)
     stable = drift_s(inputs, theta) < 0.0
@@ -251,6 +256,8 @@ def _solved(
     (:func:`pdplan.serving.goodput.find_goodput`), and near saturation one chain that does not settle costs its whole
     iteration budget (2,000 steps: 1,000 Anderson ones, then GMRES) each time. The same bytes give the
     same law, so the answer is the one a new solve would give."""
+    from pdplan.queueing.tandem_chain import stationary_wait  # lazy: start-up (issue #27)
+
     settings = np.array([inputs.prob.size, cells, TANDEM_TOL, TANDEM_MAX_ITER, TAIL_MAX])  # read now: tests change them
     parts = (inputs.prob, inputs.service_s, inputs.carry_s, inputs.clear_s, theta, h, settings)
     digest = array_digest(*parts) if far is None else array_digest(*parts, far)

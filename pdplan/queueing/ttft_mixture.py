@@ -13,14 +13,17 @@ come from this mixture cdf by brentq — never by adding quantiles. The serving 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from pdplan.queueing.batched_ttft import PerBinWait
 from pdplan.queueing.distributions import WaitDistribution, mixture_quantile_rows
 from pdplan.queueing.link_delay import BinDelay
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.queueing.batched_ttft import PerBinWait
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,13 +37,15 @@ from pdplan.serving.cache_domain import cache_rate, decode_duration_s, role_doma
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
 from pdplan.serving.dual_path_setup import SNIC_KINDS
 from pdplan.serving.goodput import Goodput
-from pdplan.serving.prefix_cache import cache_classes, class_prices
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
 from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import CacheRouting, CacheSpec, ReadPaths, TierChoice, TurnPlacementSpec
 from pdplan.specs.scenario import Scenario, SloSpec
+
+if TYPE_CHECKING:
+    pass
 
 SCREEN_LOAD = 0.8
 """The share of one cached prefill instance's capacity its hit rates are evaluated at in the screen."""
@@ -170,6 +172,8 @@ def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSp
     setup = cache_setup(res.reuse, spec, res.catalog, res.engine)
     if setup is None:
         return None
+    from pdplan.serving.prefix_cache import cache_classes, class_prices  # lazy: a prefix cache (start-up, #27)
+
     lens = res.lengths
     prob = lens.input_marginal()
     domain = dataclasses.replace(

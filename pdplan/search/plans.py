@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdplan.io.billing_periods import per_month, per_year
 from pdplan.search.inputs_record import PlanningMargins, SearchAssumptions, SearchInputs
-from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Prfaas, Role, local_part
-from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.cache import CacheSpec
 from pdplan.types import Granularity, Mode, Routing, Scheduler, UtilisationKey
@@ -22,6 +20,8 @@ from pdplan.units import format_bytes
 
 if TYPE_CHECKING:
     from pdplan.evaluation.error_band import ExpectedError
+    from pdplan.serving.cache_report import CacheReport
+    from pdplan.serving.prfaas.result import PrfaasResult
 
 
 @dataclass(frozen=True, slots=True)

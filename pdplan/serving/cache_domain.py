@@ -19,20 +19,24 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pdplan.serving.prefix_cache import Domain
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.serving.roles import prefill_perf
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import Domain
 
 FIRST_LOAD = 0.7
 """The share of the no-cache prefill capacity at which hit rates are first evaluated (a starting point only)."""
 
 
 def role_domain(res: ResolvedScenario[Any], hw: RoleHardware, role: str, instances: int, held_tokens: float) -> Domain:
+    from pdplan.serving.prefix_cache import Domain  # lazy: start-up (issue #27)
+
     mem = instance_budget(hw, role)
     # one domain per attention-DP rank: each rank keeps its own KV pool, 1/dp of the instance's (perf.memory)
     capacity = float(np.ravel(mem.kv_capacity_tokens)[0]) / hw.dp

@@ -8,11 +8,13 @@ what the cache buys: the same deployment's goodput without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdplan.serving.dual_path_setup import DualPathReport
 from pdplan.serving.ppd_report import PpdReport
-from pdplan.serving.prefix_cache import CacheClasses, TierUse
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheClasses, TierUse
 
 
 @dataclass(frozen=True, slots=True)

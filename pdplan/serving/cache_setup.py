@@ -12,17 +12,18 @@ reuses KV, the engine mechanism that keeps the tiers below HBM, and the tiers' c
 
 from __future__ import annotations
 
-from pdplan.cache.trace import BlockTrace
+from typing import TYPE_CHECKING
+
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
-from pdplan.io.kv_offload import load_kv_offload
-from pdplan.io.traces_mooncake import load_mooncake_trace
-from pdplan.serving.prefix_cache import CacheSetup, Reuse
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.kv_offload import OffloadMechanism
 from pdplan.specs.scenario import Scenario
 from pdplan.specs.storage import StorageSpec
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheSetup, Reuse
 
 MECHANISM_ENGINE = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 """Which mechanisms of ``kv_offload.yaml`` an engine profile runs (by the engine the profile describes)."""
@@ -39,6 +40,10 @@ def resolve_reuse(scenario: Scenario) -> Reuse | None:
     """What the scenario's workload reuses (a hashed trace read once), None when every prompt is new."""
     if not reuses_kv(scenario):
         return None
+    from pdplan.cache.trace import BlockTrace  # lazy: only a workload that reuses KV (start-up, issue #27)
+    from pdplan.io.traces_mooncake import load_mooncake_trace
+    from pdplan.serving.prefix_cache import Reuse
+
     wl = scenario.workload
     trace = None
     if wl.trace is not None and wl.trace.block_tokens is not None:
@@ -54,6 +59,8 @@ def cache_setup(
     spec = spec or CacheSpec()
     if reuse is None or not spec.prefix_caching:
         return None
+    from pdplan.serving.prefix_cache import CacheSetup  # lazy: only a prefix cache (start-up, issue #27)
+
     storages = tuple(catalog.storage(t.storage) for t in spec.tiers)
     capacities = tuple(_capacity(t.capacity, s) for t, s in zip(spec.tiers, storages, strict=True))
     mechanism = _mechanism(storages, engine.engine) if storages else None
@@ -70,6 +77,8 @@ def _capacity(given: float | None, spec: StorageSpec) -> float:
 
 def _mechanism(storages: tuple[StorageSpec, ...], engine: str) -> OffloadMechanism:
     """The engine's first mechanism that keeps every tier kind asked for and says whether it is inclusive."""
+    from pdplan.io.kv_offload import load_kv_offload  # lazy: start-up (issue #27)
+
     kinds = {s.kind for s in storages}
     runs = MECHANISM_ENGINE.get(engine)
     offered = [m for m in load_kv_offload().mechanisms if m.engine == runs]

@@ -66,6 +66,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -83,10 +84,7 @@ from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
-from pdplan.serving.colocated_cache import cached_cells
-from pdplan.serving.colocated_dp import rank_decode
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
-from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
@@ -94,6 +92,9 @@ from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_p
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheClasses
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +401,8 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         plain = dataclasses.replace(plain, res=res)
     if res.cache is None:
         return plain
+    from pdplan.serving.colocated_cache import cached_cells  # lazy: a prefix cache only (start-up, issue #27)
+
     split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident_tokens(plain, cache_rate(res)))
     return ColocatedModel(
         res,
@@ -428,6 +431,8 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
     if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
+        from pdplan.serving.colocated_dp import rank_decode  # lazy: attention DP only (start-up, issue #27)
+
         dperf = rank_decode(dperf, hw.dp, cells)
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(

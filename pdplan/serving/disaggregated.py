@@ -54,6 +54,7 @@ queueing for seats beyond the seat margin, the recompute work of a preemption.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -103,19 +104,20 @@ from pdplan.serving.limits import (
 )
 from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
-from pdplan.serving.prefix_cache import CacheClasses, CacheSetup, cache_classes, point_prices
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, decode_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.trace_cells import trace_cells
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
 from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 
 TPOT_LINK_POINTS = 8
 """Convention B: link-wait quadrature points (plus its atom) mixed into each cell's TPOT."""
@@ -510,6 +512,9 @@ def _cached_prefill_side(
     :mod:`pdplan.serving.trace_cells`; the others at the bin's quadrature lengths and the class's mean hit). An
     ``affinity`` router places requests by session or prefix, not by load: the pool is then ``random``-routed
     (independent M/G/1 per instance, Poisson thinning)."""
+    from pdplan.serving.prefix_cache import cache_classes, point_prices  # lazy: start-up (issue #27)
+    from pdplan.serving.trace_cells import trace_cells  # lazy: start-up (issue #27)
+
     hw, lens = res.hardware.prefill, res.lengths
     duration_s = turn_duration_s(res, token_interval_s)
     setup = dual_path_cache(res, setup)  # DualPath's read bandwidth where the cache reads over both paths

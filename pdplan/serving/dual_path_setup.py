@@ -69,7 +69,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -85,9 +85,11 @@ from pdplan.cache.dual_path import (
 )
 from pdplan.errors import SpecError
 from pdplan.queueing.mgc import erlang_c
-from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 
 SNIC_KINDS = ("remote-pool",)
 """Storage kinds read over a node's storage NIC."""

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdplan.queueing.decode import DecodeCapacity
-from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.types import Binding
 
 if TYPE_CHECKING:
     from pdplan.serving.dual_path_setup import DualPathSetting
+    from pdplan.serving.prefix_cache import CacheClasses
 
 PREFILL_RHO_MAX = 0.99
 LINK_QUEUE_MIN_RHO = 0.01

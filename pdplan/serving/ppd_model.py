@@ -51,39 +51,25 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
 from pdplan.queueing import DecodeCapacity
 from pdplan.queueing.decode import LinearStepTime
-from pdplan.serving.cache_domain import cache_rate
-from pdplan.serving.dual_path_setup import placed_read_stage
 from pdplan.serving.limits import DECODE_U_MAX
-from pdplan.serving.ppd import (
-    AppendGroups,
-    append_load,
-    append_work_s,
-    decode_session_workload,
-    decode_share,
-    held_probability,
-    placed_law,
-    places_every_append,
-    routes_to_decode,
-    turns_pmf,
-)
-from pdplan.serving.ppd_bins import append_classes, class_bins
-from pdplan.serving.ppd_boundary import StepBoundary
-from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admission, scaled
-from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share
-from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
-from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
 from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, step_boundary_s
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.cache.lru_closed_form import ThinkTime
+    from pdplan.serving.ppd import AppendGroups
+    from pdplan.serving.ppd_decode import DecodeAt
+    from pdplan.serving.ppd_pool import TurnPlacement
+    from pdplan.serving.prefix_cache import CacheClasses
 
 M = TypeVar("M")
 """The serving model placed (a DisaggregatedModel)."""
@@ -135,6 +121,11 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
     """``(x1, wait1_s)``: the decode instance at the hit rates' rate with every held Turn 2+ appended on it (the
     repository's x = 1 configuration: ρ_1 = λ/y·Σ_t P(turn t)·f_t·E[w | turn t] over the whole append law in its
     groups) and a decode row's mean wait for the step in flight there (:mod:`pdplan.serving.ppd_boundary`)."""
+    from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import append_load, append_work_s  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_decode import decode_at, scaled  # lazy: start-up (issue #27)
+
     res, rate, y = model.res, cache_rate(model.res), model.y
     n, g = hist.size, groups.tokens.size
     work, _ = append_work_s(
@@ -153,6 +144,8 @@ def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray
     (:meth:`~pdplan.serving.ppd.AppendGroups.above`: the part of the group the rule decides), with PD's TTFT from the
     plain model and PPD's on decode at x = 1 (``x1``: :func:`_all_on_decode`, the mean wait for the step in flight
     there, then the append's steps)."""
+    from pdplan.serving.ppd import append_work_s, routes_to_decode  # lazy: start-up (issue #27)
+
     res = model.res
     spec = res.cache.spec.turn_placement
     (at1, wait1_s), n, g = x1, hist.size, tokens.size
@@ -170,6 +163,18 @@ def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray
 
 def _plan(model: Any) -> _Plan:
     """Where the turns go at the hit rates' rate, the appends' load and the decode rows' offsets (module docstring)."""
+    from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import (  # lazy: start-up (issue #27)
+        AppendGroups,
+        append_load,
+        append_work_s,
+        decode_session_workload,
+        held_probability,
+        turns_pmf,
+    )
+    from pdplan.serving.ppd_decode import decode_at, decode_side, scaled  # lazy: start-up (issue #27)
+    from pdplan.serving.prefix_cache import think_law  # lazy: start-up (issue #27)
+
     res = model.res
     setup, hw = res.cache, res.hardware.decode
     spec, sessions = setup.spec.turn_placement, setup.reuse.sessions
@@ -214,6 +219,8 @@ def _plan(model: Any) -> _Plan:
 def _as_ppd(spec: Any, values: FloatArray, groups: AppendGroups, decisions: FloatArray | None) -> bool:
     """Whether the placement is ``ppd``'s by the same expressions (:attr:`TurnPlacement.as_ppd`): the policy ``ppd``,
     or ``score`` placing every append of every Turn 2+ (``decisions[t]``, as :func:`_placed` reads them)."""
+    from pdplan.serving.ppd import places_every_append  # lazy: start-up (issue #27)
+
     if spec.policy == "ppd":
         return True
     return decisions is not None and all(
@@ -229,6 +236,9 @@ def _placed(spec: Any, values: FloatArray, prob: FloatArray, groups: AppendGroup
     ``[T, C]`` whether the policy places each append class of :mod:`pdplan.serving.ppd_bins` in each turn. A turn
     places as the policy decides on its append alone: turns with the same decisions (every turn but under ``score``)
     place alike, worked out once."""
+    from pdplan.serving.ppd import AppendGroups, decode_share, placed_law  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_bins import append_classes  # lazy: start-up (issue #27)
+
     n = weight.size
     classes = append_classes(values, groups, float(spec.append_threshold_tokens))
     chosen = np.zeros((n, int(classes.max()) + 1))
@@ -276,6 +286,12 @@ class _Facts:
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf, DecodeCapacity]) -> _Plan:
     """The per-bin shares, bytes saved and the decode rows' offsets of the placement ``f``."""
+    from pdplan.serving.ppd import turns_pmf  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_pool import TurnPlacement  # lazy: start-up (issue #27)
+    from pdplan.serving.prefix_cache import bin_edges, turn_bins  # lazy: start-up (issue #27)
+
     res = model.res
     setup, hw = res.cache, res.hardware.decode
     k = res.lengths.input_tokens.size
@@ -330,6 +346,8 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
 def _decode_bins(setup: Any, f: _Facts, edges: FloatArray, marginal: FloatArray) -> FloatArray:
     """``[K]`` d_k: the share of bin k's requests placed on decode, ``Σ_t P(turn t)·f_t·Σ_c P(bin k, class c | t)``
     over the classes the policy places in turn t, over ``P(bin k)`` (:mod:`pdplan.serving.ppd_bins`)."""
+    from pdplan.serving.ppd_bins import class_bins  # lazy: start-up (issue #27)
+
     spec = setup.spec.turn_placement
     joint = class_bins(setup.reuse.sessions, f.placed.size, edges, float(spec.append_threshold_tokens))
     mass = np.einsum("t,tc,ctk->k", f.turn_share * f.held, f.chosen, joint)
@@ -341,6 +359,8 @@ def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
     ``w(m, h) + (⌈m/C⌉ − 1)·τ'`` with h the point's prompt less the append, at the shortest placed append group
     (per quadrature point), and each group's excess over it (the bin's mean over its points): the row's TTFT law
     mixes the groups (:meth:`pdplan.serving.ppd_boundary.BoundaryLaw.shifted_on_lattice`)."""
+    from pdplan.serving.ppd import append_work_s  # lazy: start-up (issue #27)
+
     res = model.res
     points = res.input_points
     tokens = np.maximum(f.appends.tokens, 1.0)
@@ -464,6 +484,10 @@ def place_turns(built: M) -> M:
     model: Any = built
     if not applies(model.res) or model.cache is None:
         return built
+    from pdplan.serving.dual_path_setup import placed_read_stage  # lazy: PPD only (start-up, issue #27)
+    from pdplan.serving.ppd_decode import kv_admission
+    from pdplan.serving.ppd_pool import PpdPool
+
     if model.pool.batched is not None:
         raise SpecError("PPD placement with batched prefill is not modelled", field="cache.turn_placement")
     plan = _plan(model)

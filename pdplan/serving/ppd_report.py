@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pdplan.numerics.roots import brentq
-from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.serving.ppd_pool import TurnPlacement
 
 ENGINE_NOTE = (
     "PPD turn placement (cache.turn_placement) is not run by this export: neither vLLM nor SGLang (nor the Dynamo "
@@ -86,7 +89,9 @@ class PpdReport:
 def placement_of(model: Any) -> TurnPlacement | None:
     """The model's PPD placement (None: plain disaggregation)."""
     pool = getattr(model, "pool", None)
-    return pool.placement if isinstance(pool, PpdPool) else None
+    ppd_pool = sys.modules.get("pdplan.serving.ppd_pool")  # a PpdPool exists only once its module is imported: the
+    # default path need not import it (start-up, issue #27)
+    return pool.placement if ppd_pool is not None and isinstance(pool, ppd_pool.PpdPool) else None
 
 
 def without_ppd(res: Any) -> Any:

@@ -23,17 +23,20 @@ its service-time law (weights p_k/J).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.queueing import WaitDistribution
-from pdplan.queueing.batched import BatchedPrefill, batched_prefill
-from pdplan.queueing.batched_ttft import PerBinWait, batched_wait
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, prefill_batch_time
 from pdplan.serving.ttft import prefill_wait
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.queueing.batched import BatchedPrefill
+    from pdplan.queueing.batched_ttft import PerBinWait
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ class PrefillPool:
         beyond the single-prompt time), so the offsets are the single-prompt times.
         """
         if self.batched is not None:
+            from pdplan.queueing.batched_ttft import batched_wait  # lazy: batched prefill only (issue #27)
+
             if self.routing == "least-work" and self.instances > 1:
                 wait = batched_wait(self.batched, rates, self.instances)
             else:
@@ -113,6 +118,8 @@ def prefill_pool(
     service = base.service_s.reshape(shape) + extra_s
     if budget_tokens is None:
         return PrefillPool(routing, instances, bin_prob, latency, service)
+    from pdplan.queueing.batched import batched_prefill  # lazy: batched prefill only (start-up, issue #27)
+
     top = max(float(budget_tokens), float(points.max()), float(bin_lengths.max()))
     table = prefill_batch_time(hw, 1.1 * top, float(extra_s.max()))
     model = batched_prefill(bin_lengths, bin_prob, float(budget_tokens), table)

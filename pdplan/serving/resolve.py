@@ -16,7 +16,7 @@ optimiser re-evaluates candidates without re-validating a scenario or re-binning
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
@@ -26,7 +26,6 @@ from pdplan.perf.sharding import sharding_error
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup, resolve_reuse
 from pdplan.serving.deployment import Colocated, Deployment, Disaggregated, Role, deployment_of, local_part
 from pdplan.serving.engine_bind import engine_limits, scenario_engine, with_engine
-from pdplan.serving.prefix_cache import CacheSetup, Reuse
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import LinkSpec
@@ -35,6 +34,9 @@ from pdplan.specs.scenario import Scenario
 from pdplan.types import FloatArray
 from pdplan.workload.bins import JointLengths, discretize
 from pdplan.workload.quadrature import input_quadrature, one_token_fraction, split_one_token
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheSetup, Reuse
 
 WORKLOAD_BINS = 24
 """Bins per length axis: 21 equal-probability body bins + 3 tail bins (speed vs. resolution)."""

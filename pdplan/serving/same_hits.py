@@ -33,16 +33,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.goodput import Goodput, ServingModel, find_goodput, start_interval
 from pdplan.serving.limits import Limit
-from pdplan.serving.prefix_cache import CacheClasses
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.specs.scenario import SloSpec
+
+if TYPE_CHECKING:
+    from pdplan.serving.prefix_cache import CacheClasses
 
 SHARED_FIELDS = ("res", "plain")
 """The fields every probe of one fixed point shares but for the cache rate (module docstring)."""
@@ -53,6 +55,8 @@ def fingerprint(model: object) -> bytes | None:
     model, or where a field's type is not one the digest knows."""
     if not isinstance(model, ColocatedModel) or model.cache is None:
         return None
+    from pdplan.serving.prefix_cache import CacheClasses  # lazy: a model with a cache (start-up, issue #27)
+
     h = hashlib.blake2b(digest_size=16)
     for f in dataclasses.fields(model):
         if f.name in SHARED_FIELDS:

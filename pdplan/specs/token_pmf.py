@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.numerics import fft
 from pdplan.specs.length_laws import HistogramDist, ParametricDist, UniformDist
 from pdplan.types import FloatArray, Int64Array
 
@@ -204,12 +205,10 @@ def _from_grid(dense: FloatArray, step: int, shift: int) -> TokenPmf:
 
 def sum_of_parts(parts: list[TokenPmf], shift: int = 0) -> TokenPmf:
     """The law of ``shift`` plus the sum of independent parts."""
-    from scipy import fft  # lazy: only session workloads convolve laws (~0.1 s to import)
-
     span = sum(int(p.values[-1]) for p in parts) + 1
     step = _grid_step(span, 1)
     cells = span // step + len(parts) + 1
-    size = fft.next_fast_len(cells, real=True)
+    size = fft.next_fast_len(cells)
     spectrum = np.ones(size // 2 + 1, dtype=np.complex128)
     for part in parts:
         spectrum *= fft.rfft(_on_grid(part, step, cells), size)
@@ -222,13 +221,11 @@ def turn_mixture(index: TurnIndexLaw, new: TokenPmf, out: TokenPmf, shift: int) 
     ``new`` is the law of a turn's new tokens U, ``out`` of its output O, ``shift`` the tokens every prompt starts
     with (a system prompt). History = shift + Σ_{j<K}(U_j + O_j); prompt = history + U_K.
     """
-    from scipy import fft  # lazy: only session workloads convolve laws (~0.1 s to import)
-
     per_turn = int(new.values[-1] + out.values[-1])
     span = max((index.last_turn() - 1) * per_turn + int(new.values[-1]), per_turn) + 1
     step = _grid_step(span, index.terms())
     cells = span // step + index.last_turn() + 2
-    size = fft.next_fast_len(cells, real=True)
+    size = fft.next_fast_len(cells)
     new_hat = fft.rfft(_on_grid(new, step, cells), size)
     phi = new_hat * fft.rfft(_on_grid(out, step, cells), size)
     history_hat = index.transform(phi)

@@ -1,5 +1,6 @@
 """What the console entry point imports (issue #27, start-up): ``evaluate`` and ``optimize`` of the default scenario
-import only what they run (not the benchmark loops, the simulator, the calibration fits, the plot module or
+import only what they run (not the other commands' modules, the prefix cache, PPD, batched prefill or PrfaaS, the
+benchmark loops, the simulator, the calibration fits, the plot module or
 matplotlib, nor SciPy's subpackages whose compiled routines pdplan.numerics loads alone); ``--help`` loads no numeric
 code; the garbage collector's start-up mode (pdplan.start_up) is over once the command's work starts."""
 
@@ -8,11 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pdplan.numerics.scipy_parts import private_layout_known
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOT_NEEDED = (
     "pdplan.benchmark.run",
     "pdplan.benchmark.mva",
@@ -23,8 +26,35 @@ NOT_NEEDED = (
     "matplotlib",
     "scipy.interpolate",
     "scipy.stats",
+    # the prefix cache's, PPD's, batched prefill's, the tandem KV link's, PrfaaS's and the traces' modules: only a
+    # scenario that uses them imports them (start-up, issue #27)
+    "pdplan.serving.prefix_cache",
+    "pdplan.cache.lru_closed_form",
+    "pdplan.cache.stack_distance",
+    "pdplan.cache.tiers",
+    "pdplan.serving.colocated_cache",
+    "pdplan.serving.colocated_dp",
+    "pdplan.serving.trace_cells",
+    "pdplan.serving.ppd_pool",
+    "pdplan.serving.ppd_decode",
+    "pdplan.serving.ppd_hits",
+    "pdplan.queueing.batched",
+    "pdplan.queueing.tandem_chain",
+    "pdplan.queueing.chain_accel",
+    "pdplan.serving.prfaas.result",
+    "pdplan.benchmark.records",
+    "pdplan.io.traces_mooncake",
+    "pdplan.io.hf_config",
+    # the other commands' modules (pdplan.cli.app.app_for: one command's app)
+    "pdplan.cli.simulate",
+    "pdplan.cli.sweep",
+    "pdplan.cli.export",
+    "pdplan.cli.compare",
+    "pdplan.cli.perf",
+    "pdplan.cli.catalog",
 )
 SCIPY_PACKAGES = (
+    "scipy.fft",
     "scipy.special",
     "scipy.optimize",
     "scipy.linalg",
@@ -32,8 +62,9 @@ SCIPY_PACKAGES = (
     "numpy.testing",
     "unittest",
 )
-"""Imported by ``scipy/special/__init__.py`` and ``scipy/optimize/__init__.py``; pdplan.numerics.special and
-pdplan.numerics.nnls load the compiled modules without them where SciPy's layout is known."""
+"""Imported by ``scipy/special/__init__.py``, ``scipy/optimize/__init__.py`` and ``scipy/fft/__init__.py``;
+pdplan.numerics.special, pdplan.numerics.nnls and pdplan.numerics.fft load the compiled modules without them where
+SciPy's layout is known."""
 NOT_FOR_HELP = ("numpy", "scipy", "yaml", "pdplan.serving", "pdplan.specs.scenario", "pdplan.io.catalog")
 
 
@@ -63,6 +94,12 @@ def test_evaluate_imports_only_what_it_runs() -> None:
 @pytest.mark.slow
 def test_optimize_imports_only_what_it_runs() -> None:
     assert _loaded(["optimize"], _not_needed()) == []
+
+
+def test_session_example_evaluate_convolves_without_scipy_fft() -> None:
+    """The session laws' convolutions (chat-sessions) run on SciPy's compiled pocketfft alone."""
+    names = SCIPY_PACKAGES if private_layout_known() else ()
+    assert _loaded(["evaluate", str(EXAMPLES / "chat-sessions.yaml")], names) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["evaluate", "--help"]])

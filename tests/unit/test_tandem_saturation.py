@@ -55,7 +55,7 @@ def test_a_chain_asked_again_is_not_solved_again(monkeypatch: pytest.MonkeyPatch
     """The goodput search asks for the same single-rate chain more than once (pdplan.queueing.link_delay._solved):
     the second answer is the first, an error included, without iterating again; another iteration budget is
     another chain."""
-    from pdplan.queueing import link_delay
+    from pdplan.queueing import link_delay, tandem_chain
 
     solves: list[int] = []
 
@@ -63,7 +63,7 @@ def test_a_chain_asked_again_is_not_solved_again(monkeypatch: pytest.MonkeyPatch
         solves.append(1)
         return stationary_wait(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(link_delay, "stationary_wait", counted)
+    monkeypatch.setattr(tandem_chain, "stationary_wait", counted)  # link_delay imports it when it solves
     link_delay._SOLVED.clear()
     link = TandemLink(PROB, SERVICE_S, BUSY_S, SERVICE_S, np.zeros(3))
     theta = np.array([0.7 / float(PROB @ BUSY_S)])
