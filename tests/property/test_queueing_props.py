@@ -137,8 +137,9 @@ def test_bigger_batch_budget_never_lowers_prefill_capacity(
 @settings(deadline=None, max_examples=25)
 @given(services, st.floats(0.05, 0.95), st.integers(2, 12))
 def test_count_routers_between_least_work_and_random(values: list[float], rho: float, x: int) -> None:
-    # the mean and the P50/P90/P99 of the prefill wait: least-work ≤ least-loaded ≤ power-of-two ≤ random
-    # (pdplan.queueing.jsq, "Orderings")
+    # the mean prefill wait: least-work ≤ least-loaded ≤ power-of-two ≤ random; the P50/P90/P99: least-loaded ≤
+    # power-of-two ≤ random (against least-work the quantiles near the atom can swap, since JSQ's π is below Erlang C:
+    # pdplan.queueing.jsq, "Orderings"; hypothesis found the P90 swapped at S = 1 s, ρ = 0.625, x = 9)
     s, p = _pmf(values)
     rate = [rho * x / float(p @ s)]
     order = ["least-work", "least-loaded", "power-of-two", "random"]
@@ -146,7 +147,6 @@ def test_count_routers_between_least_work_and_random(values: list[float], rho: f
     means = [float(w.mean_s[0]) for w in waits]
     assert all(a <= b * (1 + 1e-9) + 1e-12 for a, b in itertools.pairwise(means)), means
     for q in (0.5, 0.9, 0.99):
-        qs = [float(w.quantile(q)[0]) for w in waits]
-        # the lattices differ in step: compare to one cell of the coarser
-        cell = max(float(w.h_s[0]) for w in waits)
+        qs = [float(w.quantile(q)[0]) for w in waits[1:]]
+        cell = max(float(w.h_s[0]) for w in waits[1:])  # the lattices differ in step: one cell of the coarser
         assert all(a <= b + 2 * cell for a, b in itertools.pairwise(qs)), (q, qs)
