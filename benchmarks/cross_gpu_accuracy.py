@@ -20,8 +20,12 @@ them and their fitters) are refitted, the kernel terms staying the kernel tables
 Writes the block between the ``BEGIN``/``END`` markers of ``docs/cross_gpu_accuracy.md`` (the hand-written findings
 outside it are kept): per engine and mode (dense, MoE, disaggregated) the median and P90 absolute error and the signed
 median of TPOT and TTFT, in-sample beside cross-GPU; the fitted terms with their values across the fits and the
-cross-GPU error without each. ``--gate FILE`` writes the figures the CI gate compares against instead
-(``tests/reference/test_cross_gpu_accuracy.py``). Run: ``python benchmarks/cross_gpu_accuracy.py [--workers N]``.
+cross-GPU error without each; and ``pdplan/data/cross_gpu_error.yaml``, the bands every report prints
+(``cross_gpu_report.error_yaml``: per engine, mode and predicted GPU the cross-GPU median / P90 |error| and signed
+median, and the engine versions, model families and GPUs the rows cover). ``--yaml-only`` runs only the fits that
+file needs (in-sample and cross-GPU, as the gate) and writes only it. ``--gate FILE`` writes the figures the CI gate
+compares against instead (``tests/reference/test_cross_gpu_accuracy.py``). Run:
+``python benchmarks/cross_gpu_accuracy.py [--workers N]``.
 """
 
 from __future__ import annotations
@@ -245,7 +249,7 @@ def data_version() -> str:
 
 
 def compute(
-    workers: int, every: int, profiles: list[str]
+    workers: int, every: int, profiles: list[str], full: bool = True
 ) -> tuple[list[ProfileRun], list[tuple[dict[str, Any], str]], dict[str, Any]]:
     """Every profile's experiments, the rows left out and the document's header (date, command, data, time)."""
     start = time.perf_counter()
@@ -254,10 +258,11 @@ def compute(
     try:
         by_profile, left = load_rows(catalog, pool, every)
         with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
-            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp)) for p in profiles]
+            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=full) for p in profiles]
     finally:
         pool.close()
     command = "python benchmarks/cross_gpu_accuracy.py" + (f" --every {every}" if every > 1 else "")
+    command += "" if full else " --yaml-only"
     header = {
         "date": datetime.now(UTC).date().isoformat(),
         "command": command,
@@ -265,6 +270,18 @@ def compute(
         "seconds": time.perf_counter() - start,
     }
     return runs, left, header
+
+
+ERROR_YAML = ROOT / "pdplan" / "data" / "cross_gpu_error.yaml"
+
+
+def write_error_yaml(path: Path, runs: list[ProfileRun], header: Mapping[str, Any]) -> None:
+    """The bands file (``cross_gpu_report.error_yaml``), model families from the catalogue."""
+    from cross_gpu_report import error_yaml
+
+    catalog = open_catalog()
+    path.write_text(error_yaml(runs, header, lambda name: catalog.model(name).family), encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def main() -> None:
@@ -278,6 +295,13 @@ def main() -> None:
     ap.add_argument("-o", "--output", type=Path, default=DOC)
     ap.add_argument("--save", type=Path, help="also pickle the runs here (to rewrite the tables with --load)")
     ap.add_argument("--load", type=Path, help="write the tables from runs pickled by --save (no pricing)")
+    ap.add_argument(
+        "--error-yaml",
+        type=Path,
+        help="where the bands file goes (default: the packaged one, on a run of "
+        "every row of every profile; a partial run writes it only here)",
+    )
+    ap.add_argument("--yaml-only", action="store_true", help="the in-sample and cross-GPU fits only; the bands file")
     args = ap.parse_args()
     if args.gate:
         record = {
@@ -291,9 +315,14 @@ def main() -> None:
     if args.load:
         runs, left, header = pickle.loads(args.load.read_bytes())
     else:
-        runs, left, header = compute(args.workers, args.every, args.profiles.split(","))
+        runs, left, header = compute(args.workers, args.every, args.profiles.split(","), full=not args.yaml_only)
     if args.save:
         args.save.write_bytes(pickle.dumps((runs, left, header)))
+    whole = args.every == 1 and set(args.profiles.split(",")) == set(FITTED)
+    if args.error_yaml or whole:
+        write_error_yaml(args.error_yaml or ERROR_YAML, runs, header)
+    if args.yaml_only:
+        return
     write_doc(args.output, runs, left, header)
     print(f"wrote {args.output}", file=sys.stderr)
 

@@ -381,3 +381,58 @@ def gate_figures(runs: list[Any]) -> dict[str, dict[str, float]]:
                 fig[f"{lab} {k}"] = round(stats(flat.errors(lab, k, m))[1], 2)
         out[key] = fig
     return out
+
+
+ERROR_YAML_HEADER = """\
+# Expected error of a plan's latencies (pdplan/specs/cross_gpu_error.py, pdplan/evaluation/error_band.py): the
+# cross-GPU validation of benchmarks/cross_gpu_accuracy.py, each engine profile's end-to-end terms fitted on one
+# GPU's measured runs and the other GPU's runs predicted (kernel terms from each GPU's own kernel table). Per engine,
+# mode and predicted GPU: median / P90 absolute error and signed median (predicted/measured - 1, + = pdplan slower) of
+# mean TPOT and TTFT, in %; per engine and mode: what the rows covered (engine versions, model families and models,
+# GPUs). Generated: do not edit by hand, rerun the script.
+"""
+
+
+def _band(flat: Flat, m: np.ndarray, fitted_on: str) -> dict[str, Any]:
+    """One group's cross-GPU band (rows counted on TPOT; TTFT over the same rows, both finite where priced)."""
+    out: dict[str, Any] = {"rows": int(flat.errors("cross", "tpot", m).size), "fitted_on": fitted_on}
+    for k in ("tpot", "ttft"):
+        _, med, p90, signed = stats(flat.errors("cross", k, m))
+        out |= {f"{k}_median_abs_pct": round(med, 1), f"{k}_p90_abs_pct": round(p90, 1)}
+        out[f"{k}_signed_median_pct"] = round(signed, 1)
+    return out
+
+
+def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str], str]) -> str:
+    """``pdplan/data/cross_gpu_error.yaml`` (schema 2) from the runs' cross-GPU predictions: per ``"<engine> <mode>
+    <gpu>"`` (the predicted GPU's catalogue name) the band of :func:`_band`, per ``"<engine> <mode>"`` the coverage;
+    ``family`` maps a catalogue model name to its family."""
+    import yaml
+
+    flat = Flat(runs)
+    names = {r["gpu"]: r["gpu_name"] for r in flat.rows}
+    group = flat.keys(lambda r: f"{_engine(r)} {r['kind']} {r['gpu_name']}")
+    bands = {}
+    for key in sorted(set(group), key=lambda k: _mode_order(k.replace(" ", "|", 2))):
+        m = group == key
+        gpu = flat.rows[int(np.flatnonzero(m)[0])]["gpu"]
+        bands[key] = _band(flat, m, names["h100" if gpu == "h200" else "h200"])
+    coverage: dict[str, dict[str, list[str]]] = {}
+    by_mode = flat.keys(lambda r: f"{_engine(r)} {r['kind']}")
+    for key in sorted(set(by_mode), key=lambda k: _mode_order(k.replace(" ", "|") + "|")):
+        rows = [r for r, x in zip(flat.rows, by_mode == key, strict=True) if x]
+        coverage[key] = {
+            "versions": sorted({str(r["version"]) for r in rows}),
+            "families": sorted({family(r["model"]) for r in rows}),
+            "models": sorted({str(r["model"]) for r in rows}),
+            "gpus": sorted({str(r["gpu_name"]) for r in rows}),
+        }
+    doc = {
+        "schema_version": 2,
+        "source": f"benchmarks/cross_gpu_accuracy.py (docs/cross_gpu_accuracy.md §1-§2), generated {header['date']} "
+        f"by `{header['command']}` on the AIConfigurator 0.12.0 end-to-end sample: {header['data']}",
+        "bands": bands,
+        "coverage": coverage,
+    }
+    body = yaml.safe_dump(doc, sort_keys=False, width=118, default_flow_style=None, allow_unicode=True)
+    return ERROR_YAML_HEADER + body

@@ -29,10 +29,19 @@ loads every server in proportion to the rate, and DualPath's rule shows its shar
 Error = closed / simulated − 1; the issue's target is 10 %. With ``--goodput``, the goodputs too: the closed form's
 against the simulator's, bisected on the nominal rate for the scenario's SLO and given as the rate offered there.
 
+**Think times** (``--think``). The preset's think time is fixed (11.6 s) and its outputs too, so two sessions whose
+turns collide at a storage NIC are spaced by the first one's read, decode in step and return exactly a think time
+later, already spaced: a collision cancels itself at later turns (docs/prefix_cache.md §9, *Fixed think times*) and
+the simulated SNIC waits fall below the M/G/1 ones the closed form takes. ``--think uniform`` draws the think time
+uniform on 11.6 ± :data:`THINK_SPREAD_S` s: the same mean, spread enough to undo the synchrony (partners drift apart by
+far more than a ~0.1 s read in one turn) and never below the HBM's characteristic time, so the tiers' hit ratios
+are the fixed law's (the closed form's mean storage read 0.0931 s under both).
+
 Sizes: :data:`N_REQUESTS` counted requests at cache blocks of :data:`BLOCK_TOKENS` tokens (a 33K-token history is then
 130 blocks: the run's LRU work, not its queues, sets its time; the token hit ratio 0.984 against 0.987 with 16-token
 blocks, optimal split, 3,000 requests). Run: ``python benchmarks/dualpath_closed_form_vs_sim.py [--requests N]
-[--goodput] [--splits a,b]``; prints a Markdown table and the CPU time (docs/prefix_cache.md §10 records its output).
+[--goodput] [--splits a,b] [--think fixed|uniform]``; prints a Markdown table and the CPU time (docs/prefix_cache.md
+§10 records its output).
 """
 
 from __future__ import annotations
@@ -69,14 +78,26 @@ OVERLOAD = 1.5
 SATURATION_READS = 20_000
 TOLERANCE = 0.10
 GOODPUT_REL_TOL = 0.02
+THINK_SPREAD_S = 2.0
+"""``--think uniform``: the think time uniform on the preset's 11.6 s ± this (module docstring, **Think times**)."""
 
 
-def scenario(split: float | str, read_paths: str = "dual") -> Scenario:
-    """The example with ``read_paths`` and ``dual_split`` (its search dropped)."""
+def scenario(split: float | str, read_paths: str = "dual", think: str = "fixed") -> Scenario:
+    """The example with ``read_paths`` and ``dual_split`` (its search dropped); ``think`` ``uniform``: the preset's
+    sessions with the think time uniform on its mean ± :data:`THINK_SPREAD_S` (``fixed``: the preset's)."""
     doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     doc.pop("search")
     doc["cache"]["read_paths"] = read_paths
     doc["cache"]["dual_split"] = split
+    if think == "uniform":
+        preset = yaml.safe_load((ROOT / "pdplan" / "data" / "workloads" / f"{doc['workload']}.yaml").read_text())
+        sessions = preset["sessions"]
+        mean_s = float(str(sessions["think_time"]["value"]).removesuffix("s"))
+        low, high = mean_s - THINK_SPREAD_S, mean_s + THINK_SPREAD_S
+        sessions["think_time"] = {"dist": "uniform", "min": f"{low}s", "max": f"{high}s"}
+        doc["workload"] = {"sessions": sessions}
+    elif think != "fixed":
+        raise ValueError(f"--think must be fixed or uniform, got {think!r}")
     return scenario_from_dict(doc, source=str(EXAMPLE), base_dir=EXAMPLE.parent)
 
 
@@ -138,10 +159,10 @@ def goodput_offered_rps(sc: Scenario, guess_rps: float, requests: int) -> float:
     return simulate(sc, nominal, requests)[0].offered_rps if nominal > 0 else 0.0
 
 
-def run_case(name: str, split: float | str, requests: int, goodput: bool = False) -> Case:
+def run_case(name: str, split: float | str, requests: int, goodput: bool = False, think: str = "fixed") -> Case:
     """One split's rows (module docstring)."""
     start = time.process_time()
-    sc = scenario(split)
+    sc = scenario(split, think=think)
     closed_goodput = evaluate(sc).goodput_rps
     rate = RATE_SHARE * closed_goodput
     run, nodes = simulate(sc, rate, requests)
@@ -181,12 +202,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--requests", type=int, default=N_REQUESTS)
     parser.add_argument("--goodput", action="store_true", help="also bisect the simulated goodput (~8 runs a case)")
     parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated splits (default: all)")
+    parser.add_argument("--think", default="fixed", choices=("fixed", "uniform"), help="think-time law (docstring)")
     args = parser.parse_args(argv)
     start = time.process_time()
     print("| split | quantity | closed form | simulated | error |")
     print("|---|---|---|---|---|")
     for name in args.splits.split(","):
-        case = run_case(name, SPLITS[name], args.requests, args.goodput)
+        case = run_case(name, SPLITS[name], args.requests, args.goodput, args.think)
         for quantity, closed, sim in case.rows:
             print(f"| {name} | {quantity} | {closed:.4g} | {sim:.4g} | {_error(closed, sim)} |")
         sys.stdout.flush()

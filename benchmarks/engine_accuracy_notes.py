@@ -387,6 +387,13 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
   rows did not move: the Qwen3-32B 4000/1000 ones count 4,000 + 500 + 512 = 5,012 tokens a sequence against 5,000
   before, which moves none of their numbers, and the DeepSeek-R1 TP16 ones (0.5.8) run at C = 1-2, far from their
   KV; SGLang's colocated rows (0.5.8 included) already followed its ratio rule (the colocated loop, unchanged).
+  The closed form follows the same rule since 2026-12-07 (`pdplan.queueing.kv_admission.decode_server_footprint`:
+  its P99 and mean decode KV limits count each request's context plus 512). Only the open-model MVA column of the
+  "before and after" table moves: SGLang DeepSeek-R1 TPOT median |error| 13.2 → 11.0 % (signed +9.1 → +9.0 %), TTFT
+  unchanged. The MVA's throughput X solves X·E[R](X) = C below the stability limit (`pdplan/benchmark/mva.py`), and
+  E[R] carries the KV admission wait past the comfortable limit; both KV limits are now lower, and at 8192/1024
+  C = 64 and 128 (two dumps each) X falls: TPOT 43.94 → 43.86 ms and 52.0 → 50.1 ms (46.0 measured), TTFT
+  725 → 864 ms and 30.1 → 33.6 s (4.4 and 71.2 s measured). The benchmark loop's medians do not move.
 """
 
 NOTES = """### Findings

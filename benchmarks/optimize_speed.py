@@ -1,14 +1,16 @@
-"""Speed of ``pdplan optimize`` (issue targets: the default scenario with >= 10,000 candidates in < 1 s wall on
-2 cores; a heterogeneous search over 4 GPU types in < 3 s; an MoE search with EP/DP per role in < 3 s; issue #22:
-a reuse-aware search within 1.5x the default's time).
+"""Speed of ``pdplan optimize`` (issue targets: the default scenario with >= 10,000 candidates in < 1 s wall on 2 cores;
+a heterogeneous search over 4 GPU types in < 3 s; an MoE search with EP/DP per role in < 3 s; issue #22: a
+reuse-aware search within 1.5x the default's time).
 
-Times the library call (``pdplan.search.optimize``) in a warm process — the same work the CLI does after its
-imports — as the best of 3 runs, with and without the capacity-review extras (sensitivity and latency-vs-rate curve,
-computed only for Markdown/JSON/plot output). Run: ``python benchmarks/optimize_speed.py [EXAMPLE.yaml ...]``
-(``--cpu``: the process's own CPU seconds instead of wall clock, for a machine shared with other jobs; examples named:
-only those; ``--before DIR``: also time the pdplan package of an older checkout at DIR, e.g. ``git archive main |
-tar -x -C DIR``, in a child process of the same run, each case alternating old and new, so that the before and after
-columns share the machine's load).
+Times the library call (``pdplan.search.optimize``) in a warm process — the same work the CLI does after its imports
+— as the best of 3 runs, with and without the capacity-review extras (sensitivity and latency-vs-rate curve, computed
+only for Markdown/JSON/plot output). Run: ``python benchmarks/optimize_speed.py [EXAMPLE.yaml ...]``. Each timed run
+starts with nothing memoised (:func:`pdplan.search.memo.clear`: a search after another of the same scenario reuses
+its rate-independent parts, which a sweep gains and one ``pdplan optimize`` does not), so the figure is one command's
+search. (``--cpu``: the process's own CPU seconds instead of wall clock, for a machine shared with other jobs;
+examples named: only those; ``--before DIR``: also time the pdplan package of an older checkout at DIR, e.g. ``git
+archive main | tar -x -C DIR``, in a child process of the same run, each case alternating old and new, so that the
+before and after columns share the machine's load).
 """
 
 from __future__ import annotations
@@ -22,9 +24,18 @@ from pathlib import Path
 
 from timing import best_of
 
-from pdplan.io.catalog import open_catalog
+from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
+from pdplan.specs.scenario import Scenario
+
+try:
+    from pdplan.search.memo import clear as clear_memo
+except ImportError:  # an older checkout (--before) memoises nothing between searches
+
+    def clear_memo() -> None:
+        """Nothing to forget."""
+
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = (
@@ -47,9 +58,15 @@ def timed(name: str, clock_cpu: bool) -> tuple[int, float, float]:
     clock = time.process_time if clock_cpu else time.perf_counter
     scenario = load_scenario(ROOT / "examples" / name)
     result = optimize(scenario, catalog=catalog, analyse=False)
-    plain = best_of(lambda: optimize(scenario, catalog=catalog, analyse=False), 3, clock=clock)
-    full = best_of(lambda: optimize(scenario, catalog=catalog, analyse=True), 3, clock=clock)
+    plain = best_of(lambda: _cold(scenario, catalog, analyse=False), 3, clock=clock)
+    full = best_of(lambda: _cold(scenario, catalog, analyse=True), 3, clock=clock)
     return result.search.candidates, plain, full
+
+
+def _cold(scenario: Scenario, catalog: Catalog, *, analyse: bool) -> object:
+    """One search with nothing memoised by an earlier one (an older checkout has no memo)."""
+    clear_memo()
+    return optimize(scenario, catalog=catalog, analyse=analyse)
 
 
 def _before(old: str, name: str, clock_cpu: bool) -> tuple[float, float]:

@@ -2,7 +2,8 @@
 
 :func:`main` answers ``pdplan --version`` (that whole command line, nothing else) before typer, rich and pydantic
 are imported: they are about 0.15 s of start-up (``python -X importtime``) that printing one constant does not need.
-Every other command line goes to :func:`pdplan.cli.app.main`.
+Every other command line goes to :func:`pdplan.cli.app.main`, with the garbage collector in its start-up mode
+(:mod:`pdplan.start_up`) while the command's modules load.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ def main() -> None:
 
         print(f"pdplan {VERSION}")
         return
+    from pdplan import start_up
+
+    start_up.begin()
     from pdplan.cli.app import main as app_main
 
     app_main()

@@ -21,9 +21,9 @@ option records).
 
 Each run writes ``pdplan/data/export/engine_args/<engine>-<release>.json`` (``--out`` to change the folder): a
 header (engine, release, the artifact read, the files and functions read, this script) and, per group of flags
-(the parts a program combines: vLLM's engine arguments and its OpenAI server's, Dynamo's runtime, worker and
-frontend groups), each flag's names, type, choices, nargs, action, default and file. Nothing is imported: the
-sources are read with :mod:`ast` (:mod:`engine_args.source`), so the script needs neither the engines nor a GPU.
+(the parts a program combines: vLLM's engine arguments and its OpenAI server's, Dynamo's runtime, worker
+(vLLM, SGLang, TensorRT-LLM) and frontend groups), each flag's names, type, choices, nargs, action, default and file.
+Nothing is imported: the sources are read with :mod:`ast` (:mod:`engine_args.source`), so the script needs neither the engines nor a GPU.
 What the AST pass cannot evaluate (a choice list or default computed at run time, a flag added in a loop over a
 run-time list) is recorded as ``{"unresolved": <source text>}`` or under the group's ``unresolved``, never guessed.
 """
@@ -84,6 +84,7 @@ RECIPES: dict[str, tuple[str, tuple[Part, ...]]] = {
             ),
             Part("vllm_worker", "dynamo.vllm.backend_args", ("DynamoVllmArgGroup.add_arguments",)),
             Part("sglang_worker", "dynamo.sglang.backend_args", ("DynamoSGLangArgGroup.add_arguments",)),
+            Part("trtllm_worker", "dynamo.trtllm.backend_args", ("DynamoTrtllmArgGroup.add_arguments",)),
             Part("frontend", "dynamo.frontend.frontend_args", ("FrontendArgGroup.add_arguments",)),
         ),
     ),

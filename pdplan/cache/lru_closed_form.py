@@ -65,11 +65,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.special import gammainc
 
 from pdplan.errors import SpecError
 from pdplan.numerics.normal import ndtr
 from pdplan.numerics.roots import brentq
+from pdplan.numerics.special import gammainc
 from pdplan.types import FloatArray, IntArray
 
 SessionRouting = Literal["session-affine", "random"]

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from pdplan import start_up
 from pdplan.report.render import Format, View, check_output_target, render_view, table_to_text, write_atomic
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from pdplan.io.catalog import Catalog
     from pdplan.specs.scenario import Scenario
 
@@ -213,7 +215,9 @@ def check_not_an_input(path: Path, *, field: str = "--output") -> None:
 
 def progress() -> Progress:
     """A transient spinner with the stage's name and the elapsed time on stderr (off when stderr is not a terminal,
-    so pipes, files and CI logs see nothing)."""
+    so pipes, files and CI logs see nothing). rich.progress is imported here: off a terminal no command needs it."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -232,7 +236,9 @@ has run :data:`PROGRESS_QUIET_S` (a quick command prints none) and at most every
 
 def with_progress(name: str, run: Callable[[Callable[[str], None]], T]) -> T:
     """``run(stage)`` under the :func:`progress` spinner, which starts as ``name``; ``stage(text)`` renames it. Off a
-    terminal the stages become throttled ``progress: STAGE (N s)`` lines on stderr instead (docs/errors.md §3)."""
+    terminal the stages become throttled ``progress: STAGE (N s)`` lines on stderr instead (docs/errors.md §3). The
+    command's work starts here, so its start-up ends here (:func:`pdplan.start_up.end`)."""
+    start_up.end()
     if not stderr_console.is_terminal:
         return run(_progress_lines())
     with progress() as shown:

@@ -24,6 +24,7 @@ class ExportTarget(StrEnum):
 class DynamoBackend(StrEnum):
     vllm = "vllm"
     sglang = "sglang"
+    trtllm = "trtllm"
 
 
 def export_command(

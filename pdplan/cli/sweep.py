@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from pdplan.cli.common import (
     HardwareDbOpt,
@@ -115,6 +114,15 @@ def _progress_bar(total: int) -> Iterator[OnProgress]:
     if not stderr_console.is_terminal:
         yield _progress_text(_progress_lines())
         return
+    from rich.progress import (  # here, not at import: every pdplan command imports this module (issue #27)
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=stderr_console, transient=True) as bar:
         task = bar.add_task("sweep", total=total)

@@ -19,6 +19,7 @@ import numpy as np
 
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.evaluation.error_band import ExpectedError, of_prfaas, of_resolved
 from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.kernel_tables import cross_gpu_error
@@ -183,6 +184,7 @@ def evaluate(
         benchmark=bench,
         ttft_parts=None if rate is None else at_rate.ttft_parts(rate),
         cache=_cache_report(res, at_rate, scenario),
+        expected_error=_expected_error(res),
     )
 
 
@@ -262,6 +264,13 @@ def _unmeasured_gpu_warnings(res: ResolvedScenario[Any]) -> list[str]:
             engine = hw.engine.engine if hw.engine is not None else "kernels"
             out.append(cross_gpu_error().warning(hw.gpu.name, hw.table.derived_from, engine, mode))
     return out
+
+
+def _expected_error(res: ResolvedScenario[Any]) -> ExpectedError:
+    """The deployment's expected error (:mod:`pdplan.evaluation.error_band`); a PrfaaS scenario's names its remote
+    prefill GPU too."""
+    prfaas = res.scenario.prfaas
+    return of_resolved(res) if prfaas is None else of_prfaas(res, prfaas.gpu)
 
 
 def _prfaas(res: ResolvedScenario[Any]) -> PrfaasResult | None:

@@ -3,14 +3,15 @@
 JSON keys (docs/architecture.md §4 contract): ``goodput_rps``, ``goodput_rps_per_gpu``, ``num_gpus``;
 with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p50 p90 p99`` and
 ``attainment``; plus ``utilisation`` (at that rate, else at the goodput rate),
-``binding_constraint``, ``convention``, ``warnings``; where the comfortable (P99) decode KV limit lies below the
-stability limit also ``comfortable_kv_limit_rps`` and ``beyond_comfortable_kv_limit``.
+``binding_constraint``, ``convention``, ``warnings``, ``expected_error`` (:mod:`pdplan.evaluation.error_band`);
+where the comfortable (P99) decode KV limit lies below the stability limit also ``comfortable_kv_limit_rps`` and
+``beyond_comfortable_kv_limit``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdplan.benchmark.records import BenchmarkLoop, ClosedLoop
 from pdplan.serving.cache_report import CacheReport
@@ -18,6 +19,9 @@ from pdplan.serving.operating_point import OperatingPoint
 from pdplan.serving.prfaas.result import PrfaasResult
 from pdplan.serving.ttft import TtftParts
 from pdplan.types import UtilisationKey
+
+if TYPE_CHECKING:
+    from pdplan.evaluation.error_band import ExpectedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,9 @@ class Evaluation:
     kv_comfort_limit_rps: float | None = None
     """The comfortable (P99) decode KV limit when it lies below the stability limit (past it requests queue for KV
     admission, :mod:`pdplan.queueing.kv_admission`); JSON ``comfortable_kv_limit_rps``, only then."""
+    expected_error: ExpectedError | None = None
+    """The cross-validated error band of the latencies and where the deployment sits outside the validation
+    (:mod:`pdplan.evaluation.error_band`); JSON ``expected_error``."""
 
     @property
     def beyond_kv_comfort(self) -> bool:
@@ -177,6 +184,8 @@ class Evaluation:
         doc["engine"] = self.engine
         doc["assumptions"] = {} if self.assumptions is None else self.assumptions.to_document()
         doc["warnings"] = list(self.warnings)
+        if self.expected_error is not None:
+            doc["expected_error"] = self.expected_error.to_document()
         if self.prfaas is not None:
             doc["prfaas"] = self.prfaas.to_document()
         if self.cache is not None:

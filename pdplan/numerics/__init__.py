@@ -9,9 +9,11 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 * :mod:`~pdplan.numerics.normal`: the standard normal cdf, its log and its inverse (``ndtr``, ``log_ndtr``,
   ``ndtri``);
 * :mod:`~pdplan.numerics.gamma`: log-gamma and ``xlogy``;
-* :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept).
+* :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept);
+* :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``.
 
-SciPy's ``gammainc`` and ``nnls`` stay (docs/accuracy.md §7 says why and what numpy twins of them measured).
+SciPy's ``gammainc`` stays, and so does SciPy's NNLS routine (docs/accuracy.md §7 says why and what numpy twins of
+them measured).
 
 Pure numpy and the standard library; imports nothing from pdplan outside this package.
 """

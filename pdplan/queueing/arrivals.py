@@ -68,8 +68,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import gammainc
 
+from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import WaitDistribution, as_rates
 from pdplan.queueing.gig1 import gig1_wait, gigc_wait
 from pdplan.queueing.mg1 import service_moments

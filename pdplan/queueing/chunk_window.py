@@ -73,8 +73,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import gammainc, gammaln
 
+from pdplan.numerics.special import gammainc, gammaln
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
 from pdplan.types import FloatArray
 

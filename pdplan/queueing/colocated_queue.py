@@ -138,8 +138,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import gammainc, gammaincc, gammaincinv
 
+from pdplan.numerics.special import gammainc, gammaincc, gammaincinv
 from pdplan.queueing.arrivals import service_scv, window_count_mean
 from pdplan.queueing.chunk_window import ChunkQueue, busy_left, chunk_queue, gamma_cdf, window_components
 from pdplan.queueing.components import ComponentMixture

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammainc
 
+from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import GammaMixture, mixture_quantile
 from pdplan.types import FloatArray
 

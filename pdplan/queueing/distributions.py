@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from scipy.special import gammainc
 
 from pdplan.numerics.brent_rows import brentq_rows
 from pdplan.numerics.roots import brentq
+from pdplan.numerics.special import gammainc
 from pdplan.types import FloatArray
 
 

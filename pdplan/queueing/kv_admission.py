@@ -48,8 +48,18 @@ meets the window, and j = n − c, where the remaining output falls below the cl
 (:func:`_affine_sums`, exact for integer breaks, continuous between, as :func:`held_context_sums`). Left out: the
 newcomer is charged its whole ``min(OSL, c)`` rather than r of it at its own admission, a one-request margin of
 (1 − r)·min(n, c) tokens (≲ 1 % of the pool wherever it holds ≳ 100 requests), and the ratio's rise after a
-retraction. SGLang's PD decode server admits differently (``DecodePreallocQueue`` keeps
-``num_reserved_decode_tokens`` per request in hand); the ratio is its colocated scheduler's rule.
+retraction. The ratio is SGLang's colocated scheduler's rule; its PD decode server admits differently.
+
+``pd_decode_reserved_tokens`` R (SGLang's disaggregated decode server, :func:`decode_server_footprint`):
+``DecodePreallocQueue.pop_preallocated`` takes a transferred request while its prompt plus R fits the allocatable
+tokens, ``_allocatable_tokens`` = free KV − R × (running + transfer-queue + waiting requests)
+(sgl-project/sglang ``python/sglang/srt/disaggregation/decode.py``; R = ``SGLANG_NUM_RESERVED_DECODE_TOKENS``,
+default 512, the profile's source). With the free KV = M_kv − Σ over the requests it holds of their context
+L_i + s + j_i, a request is admitted iff Σ_i (L_i + s + j_i + R) + (L + s + R) ≤ M_kv: every request in the server
+counts its held context plus R, whatever its remaining output. That is the growing footprint of a context R tokens
+longer, ``f_j = L + s + R + j`` (windowed ``min(L + s + j, w + s) + R``), so :func:`kv_held` with the fixed state
+s + R gives its sums: W = E[n(L + s + R) + n(n − 1)/2] and Σ f² = E[Σ_{j<n} (L + s + R + j)²]. The pool itself
+holds the growing context (a request that outgrows R is retracted when a step finds no free KV; not priced).
 """
 
 from __future__ import annotations
@@ -122,6 +132,25 @@ def admission_footprint(cells: DecodeWorkload, state_tokens_per_seq: float, sche
     ratio = scheduling.kv_reserve_ratio
     if scheduling.kv_admission == "ratio" and ratio is not None:
         return kv_ratio_held(cells, state_tokens_per_seq, ratio.ratio, float(ratio.clip_tokens))
+    return kv_held(cells, state_tokens_per_seq, reserve=scheduling.kv_admission == "reserve")
+
+
+def pd_decode_reserved_tokens(scheduling: Scheduling) -> float:
+    """R of an engine whose disaggregated decode server admits on its own rule (the profile's
+    ``pd_decode_reserved_tokens``, SGLang's ``num_reserved_decode_tokens``); 0 where the profile has none."""
+    reserved = scheduling.pd_decode_reserved_tokens
+    return 0.0 if reserved is None else float(reserved.value)
+
+
+def decode_server_footprint(cells: DecodeWorkload, state_tokens_per_seq: float, scheduling: Scheduling) -> KvFootprint:
+    """The footprint a disaggregated decode instance admits on: with the profile's ``pd_decode_reserved_tokens`` R,
+    the held context plus R (module docstring: :func:`kv_held` growing with the fixed state s + R); else reserved
+    where ``kv_admission`` is ``reserve`` and growing otherwise (an SGLang profile without R: its PD decode server
+    does not run the colocated ratio rule). Example (L = 1000, n = 200, s = 0, R = 512): W = 200 × 1512 +
+    200 × 199/2 = 322,300 token·steps, against 219,900 growing and 240,000 reserved."""
+    reserved = pd_decode_reserved_tokens(scheduling)
+    if reserved > 0.0:
+        return kv_held(cells, state_tokens_per_seq + reserved, reserve=False)
     return kv_held(cells, state_tokens_per_seq, reserve=scheduling.kv_admission == "reserve")
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from pdplan.numerics.roots import brentq
 from pdplan.queueing.decode import (
     DecodeCapacity,
@@ -116,6 +118,7 @@ def fast_decode_capacity(
     max_num_seqs: float,
     utilisation_max: float,
     state_tokens_per_seq: float = 0.0,
+    reserved_tokens_per_seq: float = 0.0,
 ) -> DecodeCapacity:
     """Same bounds as :func:`pdplan.queueing.linear_capacity` for a linear τ, with closed forms.
 
@@ -125,13 +128,20 @@ def fast_decode_capacity(
     re-evaluated once at the solution (two §2.4 FFTs instead of one per brentq step; F changes
     slowly, the refinement moves the rate by well under 1 % in our examples). ``state_tokens_per_seq``: KV slots of
     fixed state per sequence, counted in the KV bound only (:func:`pdplan.queueing.decode.kv_footprint`).
+    ``reserved_tokens_per_seq``: R, tokens the engine's admission counts per request beyond what it holds (SGLang's
+    PD decode server, :func:`pdplan.queueing.kv_admission.decode_server_footprint`): the KV bound counts the context
+    shifted by s + R, and a request fits only if its final footprint and its prompt plus R each fit the pool.
     """
     per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
     lam_u = utilisation_max / per
     held = kv_footprint(wl, state_tokens_per_seq)
-    if float(held.peak_tokens.max()) > kv_capacity_tokens:
+    if (
+        float(held.peak_tokens.max()) > kv_capacity_tokens
+        or _prompt_plus_reserve_tokens(held, reserved_tokens_per_seq) > kv_capacity_tokens
+    ):
         return DecodeCapacity(0.0, lam_u, 0.0, math.inf, "kv")
-    sums = (held.mean_work, held.context_square_sum)
+    counted = kv_footprint(wl, state_tokens_per_seq + reserved_tokens_per_seq) if reserved_tokens_per_seq else held
+    sums = (counted.mean_work, counted.context_square_sum)
     factor = _feedback(lam_u, wl, step)
     kv, seq = _bound_rates(wl, step, lam_u, kv_capacity_tokens, max_num_seqs, lambda _: factor, sums)
     if min(kv, seq) < lam_u:
@@ -140,3 +150,12 @@ def fast_decode_capacity(
     bounds = {"utilisation": lam_u, "kv": kv, "seqs": seq}
     binding = min(bounds, key=lambda k: bounds[k])
     return DecodeCapacity(bounds[binding], lam_u, kv, seq, binding)
+
+
+def _prompt_plus_reserve_tokens(held: DecodeWorkload, reserved_tokens: float) -> float:
+    """The largest KV an admission of prompt + R asks for (``held``: the workload with its fixed state, so its input
+    is L + s, windowed min(L, w) + s); 0 when R = 0 (the final footprint, checked beside it, is the larger)."""
+    if reserved_tokens == 0.0:
+        return 0.0
+    top = held.input_tokens if held.window_tokens is None else np.minimum(held.input_tokens, held.window_tokens)
+    return float(np.max(top)) + reserved_tokens

@@ -147,7 +147,28 @@ def plan_record(plan: Plan, rank: int | None, *, is_baseline: bool, is_pareto: b
         record.update(csv_record(plan))
     if has_cache([plan]):
         record.update(cache_csv_record(plan))
+    record.update(_error_record(plan))
     return record
+
+
+ERROR_COLUMNS = [
+    *(f"{m}_error_{k}_pct" for m in ("tpot", "ttft") for k in ("median_abs", "p90_abs", "signed_median")),
+    "outside_validation",
+]
+"""The plan's expected error (:mod:`pdplan.evaluation.error_band`): its band in %, its notes joined by ``;``."""
+
+
+def _error_record(plan: Plan) -> dict[str, Any]:
+    err = plan.expected_error
+    if err is None:
+        return {}
+    out: dict[str, Any] = {"outside_validation": "; ".join(err.outside)}
+    for name, band in (("tpot", err.tpot), ("ttft", err.ttft)):
+        if band is not None:
+            out[f"{name}_error_median_abs_pct"] = band.median_abs_pct
+            out[f"{name}_error_p90_abs_pct"] = band.p90_abs_pct
+            out[f"{name}_error_signed_median_pct"] = band.signed_median_pct
+    return out
 
 
 def _whole(nbytes: float) -> int | float:
@@ -179,6 +200,7 @@ def columns(result: PlanResult) -> list[str]:
         *parallel,
         *prfaas,
         *cache,
+        *ERROR_COLUMNS,  # issue #23, appended
         *(["growth"] if result.growth else []),
     ]
 

@@ -102,6 +102,13 @@ def _assumptions(assumptions: Mapping[str, Any]) -> list[str]:
     return ["## Assumptions", "", *(_table(["assumption", "value"], rows) if rows else ["None recorded."])]
 
 
+def _expected_error(ev: Evaluation) -> list[str]:
+    """How far to trust the numbers: the cross-validated band and the notes (:mod:`pdplan.evaluation.error_band`)."""
+    err = ev.expected_error
+    lines = ["None recorded."] if err is None else [f"- {line}" for line in err.lines()]
+    return ["## Expected error", "", *lines]
+
+
 def _notes(ev: Evaluation) -> list[str]:
     bindings = [ev.stability_binding, ev.binding_constraint]
     if ev.operating_point is not None:
@@ -120,6 +127,7 @@ def evaluation_markdown(ev: Evaluation) -> str:
         _capacity(ev),
         _operating_point(ev),
         _assumptions({} if ev.assumptions is None else ev.assumptions.to_document()),
+        _expected_error(ev),
         _notes(ev),
         [
             "## Method",

@@ -119,6 +119,10 @@ def _pick_facts(result: PlanResult, plan: Plan) -> list[list[str]]:
         [f"closest constraint at {rate} req/s", plan.operating_binding_constraint or c.NA],
         ["numbers", "exact (full serving model)" if plan.exact else "screened estimate (vectorised screen)"],
     ]
+    err = plan.expected_error
+    if err is not None:
+        rows.append(["expected error", err.band_words()])
+        rows += [["outside validation", "; ".join(err.outside)]] if err.outside else []
     return rows
 
 

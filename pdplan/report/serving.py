@@ -72,6 +72,9 @@ def evaluation_records(ev: Evaluation) -> list[dict[str, Any]]:
     ]
     if ev.engine:
         rows.append(("engine", f"{ev.engine['name']} {ev.engine['version']} ({ev.engine['source']})"))
+    if ev.expected_error is not None:
+        rows.append(("expected_error", ev.expected_error.band_words()))
+        rows += [("outside_validation", "; ".join(ev.expected_error.outside))] if ev.expected_error.outside else []
     op = ev.operating_point
     if ev.closed_loop is not None:
         rows += [("concurrency", ev.closed_loop.concurrency), ("throughput_rps", ev.closed_loop.throughput_rps)]

@@ -167,6 +167,8 @@ def optimize_renderable(result: PlanResult, top: int | None = 10, *, warnings: b
         parts.append(cache)
     prfaas = prfaas_table(result)
     parts += [prfaas] if prfaas is not None else [Text(c.ratio_line(result), style="bold")]
+    if result.best.expected_error is not None:  # the recommended plan's (every plan's: JSON, CSV)
+        parts.append(Text("\n".join(result.best.expected_error.lines())))
     if result.pareto:
         parts.append(pareto_table(result))
     if result.rejected:

@@ -36,11 +36,12 @@ from pdplan.serving.build import LocalModel, build_model, goodput_model, with_ca
 from pdplan.serving.cache_domain import cache_rate, decode_duration_s, role_domain
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
 from pdplan.serving.dual_path_setup import SNIC_KINDS
-from pdplan.serving.goodput import Goodput, find_goodput
+from pdplan.serving.goodput import Goodput
 from pdplan.serving.prefix_cache import cache_classes, class_prices
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import CacheRouting, CacheSpec, ReadPaths, TierChoice, TurnPlacementSpec
 from pdplan.specs.scenario import Scenario, SloSpec
 
@@ -192,26 +193,29 @@ def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSp
 
 
 def screened_goodput(
-    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None, same: SameHits | None = None
 ) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
     """The colocated baseline's per-instance goodput for the pool, in two model builds where the exact
     :func:`pdplan.serving.build.goodput_model` brackets the self-consistent rate: r₁ = g(r₀) from ``start_rps`` (a
     neighbouring setting's estimate; None: :func:`pdplan.serving.cache_domain.cache_rate`), then g(r₁), and the rate
     where the secant of h(r) = g(r) − r through the two crosses 0, kept between g(r₀) and g(r₁) (one build when a warm
     start is already within :data:`WARM_RTOL` of self-consistent). The plans the pool
-    ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself."""
+    ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself.
+    ``same``: the search's colocated goodput searches (:class:`pdplan.serving.same_hits.SameHits`), which the exact
+    plans' probes read where they build one of these models (an emptied cache) and start in the same interval."""
     if res.cache is None:
         return goodput_model(res, slo)
     r0 = start_rps if start_rps is not None and start_rps > 0 else cache_rate(res)
+    search = same or SameHits()
     first = with_cache_rate(res, r0)
     model = build_model(first)
-    good = find_goodput(model, slo)
+    good = search.goodput(first, model, slo, None)
     if start_rps is not None and abs(good.rate_rps - r0) <= WARM_RTOL * r0:
         return first, model, good  # a neighbouring setting's rate was already (nearly) self-consistent here
     g0 = good.rate_rps
     second = with_cache_rate(res, g0)
     model = build_model(second)
-    good = find_goodput(model, slo)
+    good = search.goodput(second, model, slo, None)
     h0, h1 = g0 - r0, good.rate_rps - g0
     r = g0 - h1 * (g0 - r0) / (h1 - h0) if h1 != h0 else good.rate_rps
     r = min(max(r, min(g0, good.rate_rps)), max(g0, good.rate_rps), good.limit.rate_rps)

@@ -9,7 +9,7 @@ goodput).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,7 @@ def evaluate_exact(
     redundancy: str = "none",
     start_rps: float | None = None,
     probes: PpdProbes | None = None,
+    known: dict[Hashable, Any] | None = None,
 ) -> Exact | None:
     """Exact goodput and operating point of one deployment; None when it cannot meet the SLO (or the target),
     with the reason appended to ``failures``. ``shared_warnings`` (those of the base scenario, e.g. context-window
@@ -107,10 +108,12 @@ def evaluate_exact(
     reported goodput is that SLO-meeting rate divided by ``1 + headroom``; latencies and utilisations are those of
     the whole deployment at the operating rate (the target, or the reported goodput). ``start_rps``: where a
     prefix cache's self-consistent goodput is first looked for (the screen's estimate); ``probes``: the search's PPD
-    goodput searches (:class:`pdplan.serving.build.PpdProbes`; None: this plan's own)."""
+    goodput searches (:class:`pdplan.serving.build.PpdProbes`; None: this plan's own); ``known``: the outcome of each
+    goodput search on a deployment without a cache (which reads neither the target nor the start rate), by deployment
+    and redundancy, for searches of the same resolved scenario ``base`` (:mod:`pdplan.search.memo`; filled in here)."""
     slo = base.scenario.slo
     try:
-        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps, probes)
+        res, model, capacity, good = _goodput(base, d, target_rps, redundancy, start_rps, probes, known)
         good = dataclasses.replace(good, rate_rps=good.rate_rps / (1.0 + headroom))
         if target_rps is not None and good.rate_rps < target_rps:
             raise NoFeasiblePlanError(
@@ -214,16 +217,16 @@ def _goodput(
     redundancy: str,
     start_rps: float | None = None,
     probes: PpdProbes | None = None,
+    known: dict[Hashable, Any] | None = None,
 ) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
     """The bound deployment, its model, the model goodput is found on (one instance of each pool down under
     ``n+1``) and that goodput. With a prefix cache the hit rates are those at the target rate when there is one (the
-    plan must hold there), else at the goodput itself (:func:`pdplan.serving.build.goodput_model`)."""
+    plan must hold there), else at the goodput itself (:func:`pdplan.serving.build.goodput_model`). Without one the
+    outcome is read from ``known`` where an earlier search found it (:func:`evaluate_exact`)."""
     slo = base.scenario.slo
     res = bind(base, d)
     if res.cache is None:
-        model = build_model(res)
-        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
-        return res, model, capacity, find_goodput(capacity, slo)
+        return _uncached_goodput(base, res, d, redundancy, known)
     if target_rps is not None:
         res = with_cache_rate(res, target_rps)
         model = build_model(res)
@@ -236,6 +239,34 @@ def _goodput(
         return res, build_model(res), capacity, good
     res, model, good = goodput_model(res, slo, start_rps, probes)
     return res, model, model, good
+
+
+def _uncached_goodput(
+    base: ResolvedScenario[Any],
+    res: ResolvedScenario[Any],
+    d: Disaggregated | Colocated,
+    redundancy: str,
+    known: dict[Hashable, Any] | None,
+) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
+    """:func:`_goodput` of ``res`` (``d`` bound to ``base``, without a cache): its outcome (the goodput, or the
+    failure) is a function of ``d``, the redundancy and ``base`` alone, kept in ``known``."""
+    key = ("goodput", d, redundancy)
+    hit = None if known is None else known.get(key)
+    if isinstance(hit, NoFeasiblePlanError):
+        raise hit
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    try:
+        model = build_model(res)
+        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
+        found = res, model, capacity, find_goodput(capacity, base.scenario.slo)
+    except NoFeasiblePlanError as err:
+        if known is not None:
+            known[key] = err
+        raise
+    if known is not None:
+        known[key] = found
+    return found
 
 
 def _itl_mean_s(snap: Snapshot) -> float:

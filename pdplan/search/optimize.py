@@ -13,18 +13,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.evaluation.error_band import of_resolved
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
 from pdplan.search.exact import Comparisons, Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
 from pdplan.search.kv_gain import kv_gain_notes
+from pdplan.search.memo import Context, Recent, context
 from pdplan.search.planning import (
     comparable_baseline,
     plan_metrics,
@@ -90,6 +93,7 @@ def _refine(
     done: dict[tuple[object, float], Exact] | None = None,
     stage: Stage | None = None,
     probes: PpdProbes | None = None,
+    known: dict[Hashable, Any] | None = None,
 ) -> list[Exact]:
     """Exact plans for the best-ranked candidates (of one mode if given), best first by the same objective.
 
@@ -99,7 +103,8 @@ def _refine(
     of the plans ranked best; filled in here). ``stage`` hears each exact evaluation's number, the most there can be
     and the time left at the mean so far (the progress line). ``probes``: the search's PPD goodput searches, shared
     by plans whose model is ``ppd``'s (:class:`pdplan.serving.build.PpdProbes`: a ``score`` plan placing every append
-    repeats its ``ppd`` twin's)."""
+    repeats its ``ppd`` twin's); ``known``: the goodputs found on deployments without a cache by earlier searches of the
+    same scenario (:func:`pdplan.search.exact.evaluate_exact`, :mod:`pdplan.search.memo`)."""
     kept: list[Exact] = []
     most, started = top * MAX_TRIES_PER_PLAN, time.perf_counter()
     for tried, i in enumerate(_distinct(pool, order, mode)):
@@ -119,6 +124,7 @@ def _refine(
             redundancy=space.redundancy,
             start_rps=start_rps,
             probes=probes,
+            known=known,
         )
         if e is not None and done is not None:
             done[(d, start_rps)] = e
@@ -185,15 +191,15 @@ def optimize(
         redundancy=redundancy,
         budget_usd_per_hour=budget_usd_per_hour,
     )
-    res = resolve(scenario, catalog)
+    shared = context(scenario, catalog, lambda: resolve(scenario, catalog))  # one resolve per scenario and process
     note = stage or (lambda _: None)
     return _search(
-        res, space, catalog, note, top=top, analyse=analyse, xpyd=xpyd, colocated=colocated_count, t0=started
+        shared, space, catalog, note, top=top, analyse=analyse, xpyd=xpyd, colocated=colocated_count, t0=started
     )
 
 
 def _search(
-    res: ResolvedScenario[Any],
+    shared: Context,
     space: Space,
     catalog: Catalog,
     note: Stage,
@@ -205,23 +211,37 @@ def _search(
     t0: float,
 ) -> PlanResult:
     """:func:`optimize` once the space is built: the PrfaaS search, or screen the pool, re-evaluate its best
-    exactly, and pick the comparable colocated baseline (``colocated``: the colocated instance count asked for)."""
+    exactly, and pick the comparable colocated baseline (``colocated``: the colocated instance count asked for);
+    ``shared``: the parts earlier searches of the same scenario computed (:mod:`pdplan.search.memo`)."""
+    res = shared.res
     if res.scenario.prfaas is not None:  # a remote prefill cluster: its own search (pdplan.search.prfaas)
         from pdplan.search.prfaas import optimize_prfaas
 
         if colocated is not None:
             raise SpecError("a prfaas: block searches disaggregated deployments; drop --colocated", field="prfaas")
         return optimize_prfaas(res, space, catalog, top=top, analyse=analyse, xpyd=xpyd, started=t0)
-    full = build_pool(res, space, catalog, note, best=top * MAX_TRIES_PER_PLAN, xpyd=xpyd, colocated=colocated)
+    probes = PpdProbes()  # goodput searches the plans share: the screen's colocated ones, PPD twins'
+    full = build_pool(
+        res,
+        space,
+        catalog,
+        note,
+        best=top * MAX_TRIES_PER_PLAN,
+        xpyd=xpyd,
+        colocated=colocated,
+        shared=shared,
+        same=probes.same,
+    )
     pool = restricted(full, xpyd, colocated)
     order = _rank(pool.metrics, space)
     if order.size == 0:
         raise unpriced_infeasible(pool, space) or with_closest(infeasible(pool, space), res, pool)
     note("exact re-evaluation")
     done: dict[tuple[object, float], Exact] = {}
-    best = _best_exact(res, pool, order, space, top, done, stage=note, probes=PpdProbes())
+    known = shared.get(("exact goodput",), Recent)
+    best = _best_exact(res, pool, order, space, top, done, stage=note, probes=probes, known=known)
     full_order = comparable_baseline(full, _rank(full.metrics, space), best[0].plan, space, colocated)
-    baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done)
+    baseline = _refine(res, full, full_order, space, 1, mode="colocated", done=done, probes=probes, known=known)
     note("sensitivity")
     return _result(res, space, catalog, pool, order, best, baseline, t0, analyse)
 
@@ -253,11 +273,12 @@ def _best_exact(
     done: dict[tuple[object, float], Exact] | None = None,
     stage: Stage | None = None,
     probes: PpdProbes | None = None,
+    known: dict[Hashable, Any] | None = None,
 ) -> list[Exact]:
     """The ``top`` screened candidates that hold when evaluated exactly, plus the best disaggregated plan when
     they are all colocated (always shown beside the baseline); none holding raises, naming the first failure."""
     failures: list[NoFeasiblePlanError] = []
-    best = _refine(res, pool, order, space, top, failures=failures, done=done, stage=stage, probes=probes)
+    best = _refine(res, pool, order, space, top, failures=failures, done=done, stage=stage, probes=probes, known=known)
     if not best:
         reason = failures[0] if failures else infeasible(pool, space)
         raise NoFeasiblePlanError(
@@ -265,7 +286,7 @@ def _best_exact(
             binding_constraint=reason.binding_constraint,
         )
     if all(e.plan.mode == "colocated" for e in best):  # always show the best disaggregated plan beside the baseline
-        best += _refine(res, pool, order, space, 1, mode="disaggregated", done=done, probes=probes)
+        best += _refine(res, pool, order, space, 1, mode="disaggregated", done=done, probes=probes, known=known)
     return best
 
 
@@ -285,8 +306,8 @@ def _result(
     front = order[pareto_front(per_gpu, 1.0 / np.maximum(pool.tau_s[order], 1e-12))]
     # each report's comparison solved once for the whole search, the colocated baseline's without a cache not again
     known = Comparisons.of([*best, *baseline], pool.uncached_rps)
-    best = [with_cache_report(e, known) for e in best]
-    baseline = [with_cache_report(e, known) for e in baseline]
+    best = [_with_expected_error(with_cache_report(e, known)) for e in best]
+    baseline = [_with_expected_error(with_cache_report(e, known)) for e in baseline]
     pick = best[0]
     return PlanResult(
         question=_question(res.scenario, res, space),
@@ -314,6 +335,11 @@ def _result(
         rate_target_rps=space.rate_rps,
         rejected=why_not(pool, space, order, pick.plan, tuple(e.plan for e in (*best, *baseline))),
     )
+
+
+def _with_expected_error(e: Exact) -> Exact:
+    """``e`` with its plan's expected error (:func:`pdplan.evaluation.error_band.of_resolved` of its deployment)."""
+    return dataclasses.replace(e, plan=dataclasses.replace(e.plan, expected_error=of_resolved(e.res)))
 
 
 def _pareto_plans(pool: Pool, front: np.ndarray, exact: list[Exact]) -> tuple[Plan, ...]:

@@ -8,7 +8,7 @@ JSON contract (docs/architecture.md §4): ``plans`` (ranked; each with ``mode``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdplan.io.billing_periods import per_month, per_year
 from pdplan.search.inputs_record import PlanningMargins, SearchAssumptions, SearchInputs
@@ -19,6 +19,9 @@ from pdplan.serving.snapshot import Latency
 from pdplan.specs.cache import CacheSpec
 from pdplan.types import Granularity, Mode, Routing, Scheduler, UtilisationKey
 from pdplan.units import format_bytes
+
+if TYPE_CHECKING:
+    from pdplan.evaluation.error_band import ExpectedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,9 @@ class Plan:
     priced: dict[str, Any] | None = None
     """What the plan was priced with, for deployment (:func:`pdplan.search.priced.priced_record`); None where the plan
     was not evaluated exactly."""
+    expected_error: ExpectedError | None = None
+    """The cross-validated error band of the plan's latencies and where it sits outside the validation
+    (:mod:`pdplan.evaluation.error_band`); None where the plan was not evaluated exactly."""
 
     @classmethod
     def of(
@@ -232,6 +238,7 @@ class Plan:
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "exact": self.exact,
             "warnings": list(self.warnings),
+            "expected_error": None if self.expected_error is None else self.expected_error.to_document(),
             "e2e_mean_s": self.e2e_mean_s,
             "itl_mean_s": self.itl_mean_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,

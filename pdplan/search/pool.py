@@ -21,6 +21,7 @@ from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.search.cache_options import colocated_caches, screen_twin, screened_goodput, screened_prefill
 from pdplan.search.keep import Groups, Keep, Rows, Tally, kept_rows
+from pdplan.search.memo import Context
 from pdplan.search.plans import Plan
 from pdplan.search.screen import Candidates, Margins, screen_disaggregated, screened_count
 from pdplan.search.select import Metrics
@@ -38,6 +39,7 @@ from pdplan.serving import (
 from pdplan.serving.cache_setup import cache_cost_usd_per_hour, cache_setup
 from pdplan.serving.resolve import bind
 from pdplan.serving.roles import PrefillPerf
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.ceilings import MAX_SCREENED_CANDIDATES, SCREEN_CHUNK_CANDIDATES
 from pdplan.types import Binding, Routing
@@ -204,13 +206,18 @@ def _disaggregated_metrics(
 
 
 def _colocated_pool(
-    res: ResolvedScenario[Any], space: Space, mean_out: float, uncached_rps: dict[Colocated, float]
+    res: ResolvedScenario[Any],
+    space: Space,
+    mean_out: float,
+    uncached_rps: dict[Colocated, float],
+    same: SameHits | None = None,
 ) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray]:
     """z = 1..max_instances replicas of each colocated instance type (per-instance goodput computed exactly; with a
     prefix cache estimated in two builds, :func:`pdplan.search.cache_options.screened_goodput`).
 
     The baseline runs at the largest batch cap of the search (a cap only limits it through the seat bound).
-    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`).
+    ``uncached_rps`` hears the goodput of each setting that caches nothing (:attr:`Pool.uncached_rps`); ``same``
+    keeps the goodput searches of the cached models for the exact plans' probes (:mod:`pdplan.serving.same_hits`).
     """
     deps: list[Colocated] = []
     good, gpus, cost, tau, binding = [], [], [], [], []
@@ -226,7 +233,7 @@ def _colocated_pool(
                 cache=cache,
             )
             try:
-                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last)
+                bound, model, g1 = screened_goodput(bind(res, one), res.scenario.slo, last, same)
             except NoFeasiblePlanError:
                 continue
             last = g1.rate_rps if bound.cache is not None else last
@@ -254,6 +261,14 @@ def _colocated_pool(
     )
 
 
+def _colocated_parts(
+    res: ResolvedScenario[Any], space: Space, same: SameHits | None
+) -> tuple[list[Colocated], Metrics, np.ndarray, np.ndarray, dict[Colocated, float]]:
+    """:func:`_colocated_pool` with the goodputs it found without a cache (:attr:`Pool.uncached_rps`)."""
+    uncached_rps: dict[Colocated, float] = {}
+    return (*_colocated_pool(res, space, res.lengths.mean_output(), uncached_rps, same), uncached_rps)
+
+
 def build_pool(
     res: ResolvedScenario[Any],
     space: Space,
@@ -263,19 +278,30 @@ def build_pool(
     best: int,
     xpyd: tuple[int, int] | None = None,
     colocated: int | None = None,
+    shared: Context | None = None,
+    same: SameHits | None = None,
 ) -> Pool:
     """Screen the space in chunks of at most :data:`SCREEN_CHUNK_CANDIDATES` and keep what the later stages read
     (:mod:`pdplan.search.keep`): ``best`` distinct deployments for exact re-evaluation, ranked under the
-    restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies."""
+    restriction ``xpyd`` / ``colocated`` (the instance counts asked for) that :func:`restricted` then applies.
+
+    ``shared``: the parts of ``res``'s searches that read neither the target rate, the objective nor the dollar
+    budget (the tables, the screened tiles, the colocated baseline), computed by an earlier search of the same
+    scenario (:mod:`pdplan.search.memo`; None: this search's own). Their keys add what they read of ``space``
+    beyond the scenario: the GPU budget bounds the instance types searched, the margins scale the goodputs.
+    ``same``: the search's colocated goodput searches, filled in by the screen (:mod:`pdplan.serving.same_hits`;
+    a memoised baseline fills nothing, and the exact plans' probes then search for themselves: the same answers)."""
+    shared = shared if shared is not None else Context(res)
     stage("pricing instance types")
-    bases, tables = _tables(space, res, catalog)
+    bases, tables = shared.get(("tables", space.budget_gpus), lambda: _tables(space, res, catalog))
     keep = Keep(
         space.objective, space.budget_gpus, space.rate_rps, space.budget_usd_per_hour, best, xpyd, colocated is not None
     )
-    rows, tally = _screen(res, space, bases, tables, keep, stage)
+    margins = (space.budget_gpus, space.headroom, space.redundancy)
+    rows, tally = _screen(res, space, bases, tables, keep, stage, shared)
     stage("colocated baseline")
-    uncached_rps: dict[Colocated, float] = {}
-    cdeps, cm, ctau, cbind = _colocated_pool(res, space, res.lengths.mean_output(), uncached_rps)
+    cdeps, cm, ctau, cbind, uncached = shared.get(("colocated", *margins), lambda: _colocated_parts(res, space, same))
+    uncached_rps = dict(uncached)
     metrics = Metrics(
         *(
             np.concatenate([getattr(rows.metrics, f), getattr(cm, f)])
@@ -306,9 +332,12 @@ def _screen(
     tables: list[DecodeTable],
     keep: Keep,
     stage: Stage,
+    shared: Context,
 ) -> tuple[Rows, Tally]:
     """The kept rows of the disaggregated screen and its tally; a space above :data:`MAX_SCREENED_CANDIDATES` is
-    refused before it starts (a bound on time), and the progress line counts candidates across chunks."""
+    refused before it starts (a bound on time), and the progress line counts candidates across chunks. The screened
+    tiles read neither the target rate nor the objective: ``shared`` holds them for the next search of the same
+    scenario and margins (a small space's only, :meth:`pdplan.search.memo.Context.tiles`)."""
     count = screened_count(bases, tables, len(space.routings), space.max_instances)
     if count > MAX_SCREENED_CANDIDATES:
         raise SpecError(
@@ -319,16 +348,20 @@ def _screen(
         )
     stage(f"screening {count:,} candidates")
     base, mean_out = res.scenario, res.lengths.mean_output()
-    tiles = screen_disaggregated(
-        bases,
-        tables,
-        space.routings,
-        base.slo,
-        base.ttft_convention,
-        np.asarray(res.lengths.input_marginal(), dtype=np.float64),
-        space.max_instances,
-        chunk=SCREEN_CHUNK_CANDIDATES,
-        margins=Margins(space.redundancy, space.headroom),
+    tiles = shared.tiles(
+        ("tiles", space.budget_gpus, space.headroom, space.redundancy),
+        count,
+        lambda: screen_disaggregated(
+            bases,
+            tables,
+            space.routings,
+            base.slo,
+            base.ttft_convention,
+            np.asarray(res.lengths.input_marginal(), dtype=np.float64),
+            space.max_instances,
+            chunk=SCREEN_CHUNK_CANDIDATES,
+            margins=Margins(space.redundancy, space.headroom),
+        ),
     )
     return kept_rows(
         tiles,

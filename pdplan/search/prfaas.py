@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.evaluation.error_band import of_prfaas
 from pdplan.io.catalog import Catalog
 from pdplan.search.describe import describe_assumptions
 from pdplan.search.plans import Plan, PlanResult, SearchStats
@@ -274,6 +275,7 @@ def optimize_prfaas(
         for i, e in enumerate(exact)
     ]
     plans = tuple(_plan(res, catalog, e, space.rate_rps, d) for e, d in zip(exact, docs, strict=True))
+    plans = tuple(replace(p, expected_error=of_prfaas(res, setup.spec.gpu)) for p in plans)
     return PlanResult(
         question=prfaas_question(res, space, setup),
         objective=prfaas_objective(space),

@@ -35,6 +35,7 @@ from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
+from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.scenario import SloSpec
 from pdplan.specs.workload import WorkloadSpec
@@ -130,6 +131,8 @@ class PpdProbes:
     is neither read nor kept."""
 
     found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
+    same: SameHits = field(default_factory=SameHits)
+    """The search's colocated goodput searches, shared by the screen and the exact plans (:class:`SameHits`)."""
 
     @staticmethod
     def key(
@@ -155,6 +158,21 @@ class PpdProbes:
         return self.found[key]
 
 
+def _probe_goodput(
+    probes: PpdProbes | None,
+    same: SameHits,
+    res: ResolvedScenario[Any],
+    model: LocalModel,
+    slo: SloSpec,
+    start: float | None,
+) -> Goodput:
+    """One cache-rate probe's goodput search: its ``ppd`` twin's answer where ``probes`` holds one, else the search
+    (shared with an earlier probe that built the same colocated model: ``same``)."""
+    if probes is not None and probes.key(res, model, slo, start) is not None:
+        return probes.goodput(res, model, slo, start)
+    return same.goodput(res, model, slo, start)
+
+
 def goodput_model(
     res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None, probes: PpdProbes | None = None
 ) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
@@ -171,13 +189,17 @@ def goodput_model(
     (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
     starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
     changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
-    hit rates move it little. ``probes``: the search's :class:`PpdProbes` (None: each probe searched here)."""
+    hit rates move it little. A colocated probe that builds the model an earlier one built (a rate past which the
+    cache holds nothing: every class a miss) and starts in the same grid interval reads that probe's goodput
+    (:mod:`pdplan.serving.same_hits`: the same search, bit for bit). ``probes``: the search's :class:`PpdProbes`
+    (None: each probe searched here)."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
 
     first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
     near: list[float] = [] if start_rps is None or start_rps <= 0 else [start_rps]  # the last goodput found
+    same = probes.same if probes is not None else SameHits()  # colocated probes building one model share its search
 
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
@@ -185,7 +207,15 @@ def goodput_model(
         if not first:
             first.append(model)
         start = near[-1] if near else None
-        good = find_goodput(model, slo, start) if probes is None else probes.goodput(nxt, model, slo, start)
+        try:
+            good = _probe_goodput(probes, same, nxt, model, slo, start)
+        except NoFeasiblePlanError as err:
+            if model is first[0]:
+                raise
+            # after the first probe, a model (the hit rates of r) that meets the SLO at no rate has g(r) = 0 < r: it
+            # fails there (a PPD plan past its decode's stable range at r, its appends' load frozen at r's: the
+            # agent-dualpath example with turn_placement ppd, issue #24)
+            good = Goodput(0.0, model.limit(), err.binding_constraint)
         near.append(good.rate_rps)
         return _AtRate(nxt, model, good)
 

@@ -43,7 +43,9 @@
   capacity (u ≤ 0.85 and the seat bound with a z₀.₉₉ margin, :func:`pdplan.queueing.linear_capacity`; KV at its mean
   occupancy, :func:`pdplan.queueing.kv_admission.kv_mean_rate`) times y, and link ρ ≤ ``PREFILL_RHO_MAX``.
 * **KV admission** (:mod:`pdplan.queueing.kv_admission`): past the comfortable (P99) KV limit a request waits for free
-  KV; that wait joins the link delay (token 1 under A, token 2 under B).
+  KV; that wait joins the link delay (token 1 under A, token 2 under B). Both KV limits count the footprint the decode
+  server admits on (:func:`pdplan.queueing.kv_admission.decode_server_footprint`; SGLang: context plus 512 reserved
+  tokens a request, its ``DecodePreallocQueue``).
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
 queueing for seats beyond the seat margin, the recompute work of a preemption.
@@ -66,7 +68,13 @@ from pdplan.queueing import (
     tpot_distribution,
 )
 from pdplan.queueing.distributions import SpreadDelay, UniformPart
-from pdplan.queueing.kv_admission import KvAdmission, add_delays, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import (
+    KvAdmission,
+    add_delays,
+    decode_server_footprint,
+    kv_mean_rate,
+    pd_decode_reserved_tokens,
+)
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.queueing.link_delay import (
     BinDelay,
@@ -442,10 +450,11 @@ def build_disaggregated(
 
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
                cap: DecodeCapacity) -> KvAdmission:  # fmt: skip
-    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint the engine
-    admits on (reserved where the profile's ``kv_admission`` is ``reserve``, else growing: SGLang's PD decode server
-    keeps its own ``num_reserved_decode_tokens`` in hand, not the colocated ratio rule)."""
-    held = kv_held(cells, dperf.state_tokens_per_seq, reserve=res.engine.scheduling.kv_admission == "reserve")
+    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint its decode
+    server admits on (:func:`~pdplan.queueing.kv_admission.decode_server_footprint`: SGLang's PD decode server its
+    context plus ``num_reserved_decode_tokens``, else reserved where the profile's ``kv_admission`` is ``reserve``
+    and growing otherwise)."""
+    held = decode_server_footprint(cells, dperf.state_tokens_per_seq, res.engine.scheduling)
     mean = kv_mean_rate(cells, held, dperf.step, dperf.kv_capacity_tokens)
     return KvAdmission(
         cells, held, dperf.step, dperf.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
@@ -534,8 +543,11 @@ def _cached_prefill_side(
 def _decode_capacity(
     res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload
 ) -> tuple[DecodePerf, DecodeCapacity]:
-    """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits)."""
+    """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits), the KV
+    bound on the footprint its server admits on (SGLang's PD decode: the context plus
+    :func:`~pdplan.queueing.kv_admission.pd_decode_reserved_tokens`)."""
     hw = res.hardware.decode
+    reserved = pd_decode_reserved_tokens(res.engine.scheduling)
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
     cap = fast_decode_capacity(
@@ -545,11 +557,14 @@ def _decode_capacity(
         max_num_seqs=dperf.max_num_seqs,
         utilisation_max=DECODE_U_MAX,
         state_tokens_per_seq=dperf.state_tokens_per_seq,
+        reserved_tokens_per_seq=reserved,
     )
     if cap.max_rate_per_s <= 0.0:
+        admits = f" or than the longest prompt + the {reserved:.0f} tokens its engine reserves" if reserved else ""
         raise NoFeasiblePlanError(
             f"decode instance {res.hardware.decode.label} holds {dperf.kv_capacity_tokens:.0f} KV tokens, "
-            f"less than the longest request (input + output + {dperf.state_tokens_per_seq:.0f} of fixed state)",
+            f"less than the longest request (input + output + {dperf.state_tokens_per_seq:.0f} of fixed state)"
+            f"{admits}",
             binding_constraint=Binding.DECODE_KV,
         )
     return dperf, cap

@@ -24,18 +24,33 @@ future work), the decode path with probability f (the split).
 * *Storage → DRAM, before the prefill queue* (:class:`StorageReadStage`, :func:`storage_read_stage`): the tier's
   hit bytes ``b`` of a request stream through one node's SNIC into its DRAM, cut-through at the slower of the two,
   ``v = min(S, M)`` on either path (the decode path's CNIC hop belongs to the second stage), so the transfer takes
-  ``b / v``. Each SNIC is a FCFS queue of reads of service ``X = b/S``; its mean wait is the M/G/1
-  (Pollaczek–Khinchine) one, ``W = ρ/(1 − ρ) · E[X²]/(2E[X])`` (Kleinrock, *Queueing Systems* I, 1975, eq. 5.65,
-  the residual-life form), with ρ the SNIC's utilisation of the fluid model at the rate (PE SNIC for the prefill
-  path, DE SNIC for the decode path, each proportional to the rate at fixed hit rates) and the moments over the
-  requests that read the tier (Poisson thinning: a node's SNIC sees a fraction of a Poisson stream). The stage
-  adds ``b/v + (1 − f)·W_PE + f·W_DE`` to the request's TTFT as a fixed delay (its mean wait: a first form, the
-  wait's spread is left out) and does not hold the prefill instance; its rate limit is the fluid bound
-  (**the limit**), unchanged.
+  ``b / v``. Each SNIC is a FCFS queue of reads of service ``X = b/S``, ρ its utilisation of the fluid model at the
+  rate (PE SNIC for the prefill path, DE SNIC for the decode path, each proportional to the rate at fixed hit rates),
+  the moments over the requests that read the tier (Poisson thinning: a node's SNIC sees a fraction of a Poisson
+  stream); the waits are in **The SNIC waits**. The stage adds ``b/v + (1 − f)·W_PE + f·W_DE`` to the request's
+  TTFT as a fixed delay (its mean wait: a first form, the wait's spread is left out) and does not hold the prefill
+  instance; its rate limit is the fluid bound (**the limit**), unchanged.
 * *DRAM → GPU, under the prefill* (:func:`dual_path_cache`): the buffer reaches the prefill instance's k GPUs over
   their PCIe (prefill path) or the compute network (decode path, one CNIC per GPU), ``k·min(p, B)`` (the decode
   node's g CNICs carry ``g·B ≥ k·B`` for k ≤ g); the tier's path is that hop alone, exposed against the compute by
   the tiers' rule (:mod:`pdplan.cache.tiers`) and holding the instance.
+
+**The SNIC waits.** A read over the prefill path has one server, its prefill node's SNIC: the M/G/1
+(Pollaczek–Khinchine) mean wait ``W_PE = ρ/(1 − ρ)·R``, ``R = E[X²]/(2E[X])`` (Kleinrock, *Queueing Systems* I,
+1975, eq. 5.65, the residual-life form). A read over the decode path goes to the decode node whose SNIC has the least
+work queued (DualPath §6.1: the DE is chosen to balance the DEs' load; the simulator takes the shortest SNIC
+queue): assigning each arrival to the FCFS server with the least work left is the central FCFS queue over those
+servers (the least-work-left equivalence, Harchol-Balter, *Performance Modeling and Design of Computer Systems*,
+2013, ch. 24; :mod:`pdplan.queueing.mgc` prices the prefill pool's ``least-work`` routing the same way), so the
+c_D = D decode SNICs are one M/G/c_D queue at their utilisation ρ_DE, whose mean wait is Allen–Cunneen's
+``W_DE = (1 + c_s²)/2·C(c, cρ)·E[X]/(c(1 − ρ)) = R·C(c, cρ)/(c(1 − ρ))`` (Allen, *Probability, Statistics and
+Queueing Theory*, 1990; C the Erlang-C probability; exact for exponential X, and for c = 1 the M/G/1 above, C(1, ρ) =
+ρ). Thinning the Poisson stream to the decode nodes at random instead (D independent M/G/1s at ρ_DE) over-counts it:
+at the example's optimal split (ρ_DE = 0.41, D = 4) 44 ms against 3 ms. Under DualPath's rule (``snic-balanced``:
+each read to its prefill node's SNIC or the least-loaded decode node's, the shorter queue) a read chooses among every
+SNIC but the other prefill nodes': the P + D SNICs are taken as one central M/G/(P + D) queue at their common fluid
+utilisation (exact with one prefill node; the rule's tie to the prefill node and its fluid split below saturation
+are left out: the fluid split sets the utilisations, **the limit**).
 
 The simulator (:mod:`pdplan.sim.storage_paths`) replays the same two stages over FCFS servers, from the mechanism.
 
@@ -69,6 +84,7 @@ from pdplan.cache.dual_path import (
     snic_balanced_split,
 )
 from pdplan.errors import SpecError
+from pdplan.queueing.mgc import erlang_c
 from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.types import FloatArray
@@ -162,26 +178,50 @@ class StorageReadStage:
     de_fraction: float
     bins: int
     """K, the prompt bins."""
+    fetch_over_snic: float = 1.0
+    """``min(S, M)/S``: a read's SNIC service over its transfer (``X = b/S``, transfer ``b/min(S, M)``)."""
+    reads: FloatArray | None = None
+    """``[rows]`` 1 where the row reads the tier, 0 for PPD's decode rows (:func:`placed_read_stage`); None: every
+    row of ``transfer_s``."""
+    decode_servers: int = 1
+    """c_D: the decode nodes' SNICs a read over the decode path may take (the least-loaded one; module docstring,
+    **The SNIC waits**)."""
+    pooled_servers: int = 0
+    """DualPath's rule (``snic-balanced``): the SNICs every read chooses among, its own prefill node's and every
+    decode node's, as one central queue (0: the split's two paths apart)."""
 
     def wait_s(self, rates_rps: FloatArray) -> FloatArray:
-        """``[R]`` the mean SNIC wait ``(1 − f)·W_PE + f·W_DE`` (inf at or past a SNIC's saturation)."""
+        """``[R]`` the mean SNIC wait (inf at or past a SNIC's saturation; module docstring, **The SNIC waits**):
+        ``(1 − f)·W_PE + f·W_DE``, W_PE the prefill node's M/G/1 and W_DE the M/G/c_D of the decode nodes' SNICs,
+        or under DualPath's rule the M/G/c of the pooled SNICs at their common (fluid, balanced) utilisation."""
         rates = np.atleast_1d(np.asarray(rates_rps, dtype=np.float64))
+        pe, de = self.snic_utilisation_per_rps
+        if self.pooled_servers > 0:
+            return self._mgc_wait_s(rates * max(pe, de), self.pooled_servers)
         f, total = self.de_fraction, np.zeros_like(rates)
-        for share, per_rps in zip((1.0 - f, f), self.snic_utilisation_per_rps, strict=True):
-            if share <= 0.0:
-                continue
-            rho = rates * per_rps
-            with np.errstate(divide="ignore"):
-                wait = np.where(rho < 1.0, rho / np.maximum(1.0 - rho, 0.0) * self.residual_s, math.inf)
-            total += share * wait
+        for share, per_rps, servers in ((1.0 - f, pe, 1), (f, de, self.decode_servers)):
+            if share > 0.0:
+                total += share * self._mgc_wait_s(rates * per_rps, servers)
         return total
+
+    def _mgc_wait_s(self, rho: FloatArray, servers: int) -> FloatArray:
+        """The M/G/c mean wait at utilisation ρ per server, ``R·C(c, cρ)/(c(1 − ρ))`` (R = :attr:`residual_s`,
+        Allen–Cunneen; c = 1: the M/G/1's ``R·ρ/(1 − ρ)``, C(1, ρ) = ρ); inf at ρ ≥ 1."""
+        out = np.full(rho.shape, math.inf)
+        ok = rho < 1.0
+        if servers == 1:
+            out[ok] = rho[ok] / (1.0 - rho[ok]) * self.residual_s
+        elif np.any(ok):
+            c = erlang_c(servers, servers * rho[ok])
+            out[ok] = self.residual_s * c / (servers * (1.0 - rho[ok]))
+        return out
 
     def _rows(self, rows: int) -> tuple[FloatArray, FloatArray]:
         """(transfer ``[rows, J]``, 1 where the row reads the tier ``[rows]``) for ``rows`` = K·H, or K·(H + 1)
         with PPD's decode class (zero) appended to each bin."""
         transfer, n = self.transfer_s, self.transfer_s.shape[0]
         if rows == n:
-            return transfer, np.ones(n)
+            return transfer, np.ones(n) if self.reads is None else self.reads
         k = self.bins
         if rows != n + k:
             raise ValueError(f"storage read stage: {n} rows over {k} bins, asked for {rows}")
@@ -221,11 +261,52 @@ def storage_read_stage(
     read_bytes = cached_tokens * share * kvb
     cluster = setting.cluster
     s = cluster.snic_bytes_per_s
-    weight = np.broadcast_to(prob[:, None], read_bytes.shape)
-    first = float(np.sum(weight * read_bytes))
-    residual = 0.0 if first <= 0.0 else float(np.sum(weight * read_bytes**2)) / (2.0 * s * first)
+    v = min(s, cluster.dram_bytes_per_s)
+    transfer = read_bytes / v
     per_rps = (load.utilisation["PE SNIC"] / classes.rate_rps, load.utilisation["DE SNIC"] / classes.rate_rps)
-    return StorageReadStage(read_bytes / min(s, cluster.dram_bytes_per_s), residual, per_rps, load.de_fraction, k)
+    decode_servers = max(1, round(cluster.decode_nodes))
+    pooled = max(1, round(cluster.prefill_nodes + cluster.decode_nodes)) if setting.split == "snic-balanced" else 0
+    residual = read_residual_s(transfer, prob, v / s)
+    return StorageReadStage(transfer, residual, per_rps, load.de_fraction, k, v / s, None, decode_servers, pooled)
+
+
+def read_residual_s(transfer_s: FloatArray, prob: FloatArray, fetch_over_snic: float) -> float:
+    """``E[X²]/(2E[X])`` of a read's SNIC service ``X = (v/S)·t`` (t its transfer ``b/v``, ``v = min(S, M)``) over
+    the rows' law ``prob`` ``[rows]``, each row's points ``transfer_s`` ``[rows, J]`` equally weighted: requests that
+    read nothing add to neither moment, so it is the moment ratio over the reads (0 where nothing is read)."""
+    weight = np.broadcast_to(np.asarray(prob, dtype=np.float64)[:, None], transfer_s.shape)
+    first = float(np.sum(weight * transfer_s))
+    return 0.0 if first <= 0.0 else fetch_over_snic * float(np.sum(weight * transfer_s**2)) / (2.0 * first)
+
+
+def placed_read_stage(res: ResolvedScenario[Any], stage: StorageReadStage | None, classes: CacheClasses,
+                      prob: FloatArray) -> StorageReadStage | None:  # fmt: skip
+    """``stage`` in a PPD model (:func:`pdplan.serving.ppd_model.place_turns`): ``classes`` the placed model's
+    (K bins × H + 1 classes, the decode class last; its tiers' read bytes those of the turns left on the prefill
+    pool), ``prob`` ``[K·(H + 1)]`` its rows' law. A turn appended on the decode instance that holds its session
+    reads nothing from the tier: its row has no transfer and no SNIC wait, and only the prefill-pool turns load the
+    SNICs, so each SNIC's utilisation per request/s is the fluid model's on the placed classes' read bytes
+    (``λ·Σ_b P'(b, h)·hit(b, h)`` over the prefill-side rows, :func:`pdplan.serving.ppd_model._prefill_tiers`),
+    not plain disaggregation's (every turn). The residual ``E[X²]/(2E[X])`` is taken over the placed rows' law (each
+    row's points equally weighted; rows that read nothing add to neither moment). None: no stage."""
+    setting = dual_path_setting(res)
+    if stage is None or setting is None:
+        return None
+    load = setting.load(classes)
+    if load is None:
+        return None
+    transfer, reads = stage._rows(prob.size)
+    return dataclasses.replace(
+        stage,
+        transfer_s=transfer,
+        residual_s=read_residual_s(transfer, prob, stage.fetch_over_snic),
+        snic_utilisation_per_rps=(
+            load.utilisation["PE SNIC"] / classes.rate_rps,
+            load.utilisation["DE SNIC"] / classes.rate_rps,
+        ),
+        de_fraction=load.de_fraction,
+        reads=reads,
+    )
 
 
 @dataclass(frozen=True, slots=True)

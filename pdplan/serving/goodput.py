@@ -148,8 +148,7 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     (module docstring, **Near a known goodput**). It changes which rates are solved, and the goodput only where a
     grid the whole batch shares moves it, by far less than ``REL_TOL``."""
     limit = model.limit()
-    top = limit.rate_rps * (1.0 - 1e-6)
-    grid = top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS))
+    grid = _grid(limit)
     if near_rps is None or near_rps >= grid[-2]:
         near_rps = _chain_free_estimate(model, slo, limit) or near_rps
     crossing = _near_crossing(model, grid, slo, near_rps) or _crossing(model, grid, slo)
@@ -177,6 +176,29 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     rate = _feasible_side(gap, rate, lo, xtol)
     binding = latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo)
     return Goodput(rate, limit, _words(limit, rate, binding))
+
+
+def _grid(limit: Limit) -> FloatArray:
+    """The search's rate grid (module docstring, **Grid**): near-zero load, then ``GRID_POINTS`` equal steps up to
+    just below the stability limit."""
+    top = limit.rate_rps * (1.0 - 1e-6)
+    return np.asarray(top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS)))
+
+
+def _start_interval(grid: FloatArray, near_rps: float | None) -> int | None:
+    """i with ``grid[i − 1] <= near_rps < grid[i]`` (``i <= size − 2``), the interval :func:`_near_crossing` tries
+    first; None without an estimate or with one outside ``[grid[0], grid[-2])`` (the search from the top)."""
+    if near_rps is None or not grid[0] <= near_rps < grid[-2]:
+        return None
+    return int(np.searchsorted(grid, near_rps, side="right"))
+
+
+def start_interval(limit: Limit, near_rps: float | None) -> int | None:
+    """The grid interval :func:`find_goodput` of a model whose stability limit is ``limit`` tries first from
+    ``near_rps`` (:func:`_start_interval`); None: the search from the top. Where the estimate is the caller's own (no
+    link-bound chain-free estimate replaces it), two searches of the same model that share this interval evaluate
+    the same rates and return the same goodput (:mod:`pdplan.serving.same_hits`)."""
+    return _start_interval(_grid(limit), near_rps)
 
 
 def _crossing(model: ServingModel, grid: FloatArray, slo: SloSpec) -> tuple[int, FloatArray] | None:
@@ -216,9 +238,9 @@ def _near_crossing(
     first to miss the SLO and lies below the grid's top two rates (module docstring, **Near a known goodput**);
     None otherwise (no estimate, one at or above the second-highest rate, margins that do not bracket there, or a
     wait that does not settle): then the whole search."""
-    if near_rps is None or not grid[0] <= near_rps < grid[-2]:
+    i = _start_interval(grid, near_rps)
+    if i is None:
         return None
-    i = int(np.searchsorted(grid, near_rps, side="right"))  # grid[i - 1] <= near_rps < grid[i], i <= size - 2
     rates = grid[:-1].copy()  # the batch _crossing evaluates, the dear rates above grid[i] replaced by grid[i]
     rates[i + 1 :] = grid[i]
     margin = _grid_margin(model, rates, slo)

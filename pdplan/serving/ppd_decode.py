@@ -30,10 +30,19 @@ class DecodeAt:
     free_tokens: float
 
 
-def decode_at(model: Any, rate_rps: float, step: LinearStepTime) -> DecodeAt:
-    """The decode fixed point at ``rate_rps`` (past the pool's stable range: at 0.99 of its capacity)."""
+def decode_at(model: Any, rate_rps: float, step: LinearStepTime, capacity: DecodeCapacity | None = None) -> DecodeAt:
+    """The decode fixed point on ``step`` at ``rate_rps``; past that step's stable range, at 0.99 of the capacity on
+    it (``capacity``: the one :func:`decode_side` found on ``step``; None: on the model's own plain step). The clamp
+    reads the capacity of the step priced: a step stretched by the appends' load has a lower capacity than the plain
+    one, and its fixed point at the plain capacity has no solution (an unbounded step, the decode rows' offsets then
+    ``0·∞``: the agent-dualpath example with ``turn_placement: ppd``, issue #24)."""
     y, dp = model.y, model.res.hardware.decode.dp
-    rate = min(rate_rps, 0.99 * y * model.capacity.utilisation_rate_per_s)
+    if capacity is None:
+        if step != model.decode.step:
+            _, capacity = decode_side(model, step)
+        else:
+            capacity = model.capacity
+    rate = min(rate_rps, 0.99 * y * capacity.utilisation_rate_per_s)
     try:
         fixed = decode_fixed_point(np.array([rate / y]), model.cells, step)
     except ValueError:

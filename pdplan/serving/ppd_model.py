@@ -25,7 +25,9 @@ prefix-cache class per prompt bin, ``decode``:
 * **Decode**: the step ``(t0, t1, t2)/(1 − ρ_a)`` with ρ_a at the rate the hit rates hold at (the goodput search's
   fixed point makes the two consistent), and its capacity and KV admission queue recomputed on it
   (:mod:`pdplan.serving.ppd_decode`); ρ_a is capped at ``DECODE_U_MAX`` (past it the appends alone fill the
-  instance: the slowed step puts the goodput below that rate).
+  instance: the slowed step puts the goodput below that rate), and where the hit rates' rate is past the stretched
+  step's capacity its fixed point is taken at 0.99 of that capacity (:func:`~pdplan.serving.ppd_decode.decode_at`:
+  finite offsets; the goodput search's probe at that rate then fails, :func:`pdplan.serving.build.goodput_model`).
 * **The appends placed** (:func:`_placed`): the law of the append lengths the policy places on decode, over every
   turn, in equal-mass groups; ρ_a takes E[w] over it (not w at the mean append: w is not linear in m, the GEMM ridge
   makes short appends nearly free) and a decode row's TTFT mixes its groups.
@@ -55,8 +57,10 @@ import numpy as np
 
 from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.errors import SpecError
+from pdplan.queueing import DecodeCapacity
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.cache_domain import cache_rate
+from pdplan.serving.dual_path_setup import placed_read_stage
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd import (
     AppendGroups,
@@ -76,6 +80,7 @@ from pdplan.serving.ppd_decode import DecodeAt, decode_at, decode_side, kv_admis
 from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share
 from pdplan.serving.ppd_pool import PpdPool, TurnPlacement
 from pdplan.serving.prefix_cache import CacheClasses, bin_edges, think_law, turn_bins
+from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, step_boundary_s
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.types import FloatArray
@@ -103,6 +108,9 @@ class _Plan:
     prefill_shift_s: float
     """Taken out of the prefill-side rows' offsets: the model's step in flight and first step's excess over a plain
     step, which their arrival law holds instead (convention A; :mod:`pdplan.serving.ppd_boundary`)."""
+    decode: DecodePerf
+    capacity: DecodeCapacity
+    """The decode instance's perf and capacity on :attr:`step` (:func:`pdplan.serving.ppd_decode.decode_side`)."""
 
 
 def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: DecodeAt) -> FloatArray:
@@ -194,12 +202,13 @@ def _plan(model: Any) -> _Plan:
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
     rho = append_load(rate * on_decode / y, work_s)
     step = scaled(model.decode.step, rho)
-    x = decode_at(model, rate, step)
+    side = decode_side(model, step)
+    x = decode_at(model, rate, step, side[1])
     as_ppd = _as_ppd(spec, values, groups, decisions)
     facts = _Facts(
         rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd, m_bar
     )
-    return _finish(model, facts, step)
+    return _finish(model, facts, step, side)
 
 
 def _as_ppd(spec: Any, values: FloatArray, groups: AppendGroups, decisions: FloatArray | None) -> bool:
@@ -265,7 +274,7 @@ class _Facts:
     """``[N]`` m̄_t: the mean append of turn t's turns placed on decode (:func:`_placed`)."""
 
 
-def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
+def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf, DecodeCapacity]) -> _Plan:
     """The per-bin shares, bytes saved and the decode rows' offsets of the placement ``f``."""
     res = model.res
     setup, hw = res.cache, res.hardware.decode
@@ -315,7 +324,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime) -> _Plan:
         prefill_hit_scale=bin_hit_scale(f.turn_share, f.placed, per_turn, hits, plain_hits),
         prefill_hit_share=remaining_share(f.turn_share, f.placed, hits, plain_hits),
     )
-    return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift)
+    return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift, *side)
 
 
 def _decode_bins(setup: Any, f: _Facts, edges: FloatArray, marginal: FloatArray) -> FloatArray:
@@ -481,7 +490,8 @@ def place_turns(built: M) -> M:
         p,
     )
     decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
-    decode, capacity = decode_side(model, plan.step)
+    decode, capacity = plan.decode, plan.capacity
+    classes = _classes(model.cache, model.bin_prob.reshape(k, -1), rows, decode_hits)
     placed: M = dataclasses.replace(
         model,
         pool=ppd_pool,
@@ -495,7 +505,8 @@ def place_turns(built: M) -> M:
         tandem=None,  # the link's wait as the M/G/1 on its busy times (module docstring)
         far_service_s=None,
         bin_prob=rows.ravel(),
-        cache=_classes(model.cache, model.bin_prob.reshape(k, -1), rows, decode_hits),
+        cache=classes,
         admission=None if model.admission is None else kv_admission(model, decode, capacity),
+        storage_read=placed_read_stage(model.res, model.storage_read, classes, rows.ravel()),
     )
     return placed

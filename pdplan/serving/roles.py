@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.numerics.nnls import nnls
 from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
@@ -276,8 +277,6 @@ def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float,
     :func:`chunk_price`)."""
     design = np.stack([np.ones_like(tokens), tokens, tokens**2], axis=1) / time_s[:, None]
     scale = np.abs(design).max(axis=0)
-    from scipy.optimize import nnls  # lazy: ~0.3 s of import; why not pdplan.numerics: see decode_perf
-
     coef, _ = nnls(design / scale, np.ones_like(tokens))
     a, b, c = coef / scale
     return float(a), float(b), float(c)
@@ -404,10 +403,7 @@ def decode_perf(
     tau = decode_step_fn(hw, bb, bb * cc)
     design = np.stack([np.ones_like(bb), bb, bb * cc], axis=1) / tau[:, None]
     scale = np.abs(design).max(axis=0)
-    # lazy: ~0.3 s of import. No numpy NNLS of our own: any last-bit change in these coefficients moves the
-    # deepseek-v3-wide-ep golden (its Pareto front, pdplan.search.select.pareto_front, splits exact ties by rounding)
-    from scipy.optimize import nnls
-
+    # SciPy's NNLS without importing scipy.optimize (pdplan.numerics.nnls says why not a numpy one of our own)
     coef, _ = nnls(design / scale, np.ones_like(bb))
     if coef[0] <= 0.0:  # a pure-overhead floor is needed by the fixed point; keep the smallest step
         coef[0] = float(tau.min()) * 0.5 * scale[0]

@@ -213,8 +213,8 @@ class DynamoData(FrozenModel):
     release: str
     api_version: str
     kind: str
-    images: dict[Literal["vllm", "sglang"], str]
-    working_dirs: dict[Literal["vllm", "sglang"], str]
+    images: dict[Literal["vllm", "sglang", "trtllm"], str]
+    working_dirs: dict[Literal["vllm", "sglang", "trtllm"], str]
     hf_token_secret: str
     frontend_http_port: int = Field(ge=1, le=65535)
     sglang_bootstrap_port: int = Field(ge=1, le=65535)
@@ -286,6 +286,10 @@ class NodeLabel(FrozenModel):
     key: str
     value: str
     source: str
+    nvml_name: str | None = None
+    """The NVML device name (``nvidia-smi -L``) that NVIDIA GPU Feature Discovery derives an
+    ``nvidia.com/gpu.product`` value from (spaces → '-'; ``node_labels.yaml`` header); None for a label given by
+    hand (``--node-label``)."""
 
 
 class NodeLabels(FrozenModel):

@@ -24,8 +24,8 @@ from pydantic import (
     PrivateAttr,
     model_validator,
 )
-from scipy import special
 
+from pdplan.numerics import special
 from pdplan.numerics.roots import brentq
 from pdplan.specs.base import FrozenModel
 from pdplan.types import FloatArray

@@ -7,7 +7,11 @@ Two deployment shapes (``mode``):
 
 * ``disaggregated`` (xPyD): ``prefill: {gpu, tp, pp, count}`` and ``decode: {gpu, tp, pp, count}``,
   joined by ``link`` with ``granularity`` request | layer | chunk and ``routing`` of prompts over
-  the prefill pool (random | round-robin | least-work | least-loaded | power-of-two).
+  the prefill pool (random | round-robin | least-work | least-loaded | power-of-two). ``granularity`` defaults to
+  ``request``: the one every shipped engine's KV connector runs (its profile's ``kv_connector.granularities``: vLLM's
+  NixlConnector and TensorRT-LLM's cache transceiver send a request's KV after its prefill, SGLang also per chunk),
+  so a scenario that leaves it out is priced as the engine runs it (issue #25); ``layer`` (DistServe/Splitwise-style
+  streaming) is priced only when asked for, with a warning naming the engine that does not run it.
 * ``colocated``: ``colocated: {gpu, tp, pp, count, scheduler, chunk_tokens}`` — every instance does
   both phases, with ``prefill-first`` (vanilla vLLM) or ``chunked`` (Sarathi-Serve) batching.
 
@@ -186,7 +190,7 @@ class Scenario(FrozenModel):
     colocated: ColocatedSpec | None = None
     link: Annotated[str, Field(min_length=1)] = "ib-ndr"
     nics_per_instance: PosInt | None = None
-    granularity: Granularity = "layer"
+    granularity: Granularity = "request"
     routing: Routing = "least-work"
     workload: WorkloadSpec
     slo: SloSpec = SloSpec()

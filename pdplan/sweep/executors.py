@@ -1,10 +1,13 @@
 """Where a sweep's points run (docs/sweep.md §4): in this process, on a local process pool (``--workers N``), or on a
-Ray cluster (``--executor ray``, the optional extra ``pip install 'pdplan[ray]'``). Each yields a point's
-``(index, rows)`` as it finishes, in any order: the caller records each one and sorts at the end.
+Ray cluster (``--executor ray``, the optional extra ``pip install 'pdplan[ray]'``). Each yields a point's ``(index,
+rows)`` as it finishes, in any order: the caller records each one and sorts at the end.
 
-Pool workers are started with ``spawn`` (no fork of a process that runs a progress thread), import the library and
-open the catalogue once (:func:`pdplan.sweep.worker.start_pool_worker`) and ignore Ctrl-C: on an interrupt the
-parent cancels the points not started and waits for the running ones, whose rows are dropped.
+A pool worker runs consecutive points of one scenario together (:func:`groups`: the grid's rates or budgets of one
+model, GPU set, workload, engine and SLO tier), so that their searches share what does not depend on the rate
+(:mod:`pdplan.search.memo`) instead of each worker computing it again. Pool workers are started with ``spawn`` (no
+fork of a process that runs a progress thread), import the library and open the catalogue once
+(:func:`pdplan.sweep.worker.start_pool_worker`) and ignore Ctrl-C: on an interrupt the parent cancels the points not
+started and waits for the running ones, whose rows are dropped.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from pdplan.errors import SpecError
 from pdplan.specs.sweep import SweepPoint
 from pdplan.sweep.job import SweepJob
 from pdplan.sweep.point import Row
-from pdplan.sweep.worker import job_point, pool_point, start_pool_worker
+from pdplan.sweep.worker import job_point, pool_points, start_pool_worker
 
 Todo = Sequence[tuple[int, SweepPoint]]
+Group = list[tuple[int, SweepPoint]]
 Done = Generator[tuple[int, list[Row]], None, None]
 RAY_EXTRA = "pip install 'pdplan[ray]'"
+GROUP_POINTS = 4
+"""The most consecutive points of one scenario a pool worker runs as one task (the fleet grid's four rates)."""
 
 
 def in_process(job: SweepJob, todo: Todo) -> Done:
@@ -33,9 +39,27 @@ def in_process(job: SweepJob, todo: Todo) -> Done:
         yield index, job_point(job, index, point)
 
 
+def groups(todo: Todo) -> list[Group]:
+    """``todo`` in runs of consecutive points that differ only in their rate or GPU budget, each of at most
+    :data:`GROUP_POINTS` points, in order."""
+    out: list[Group] = []
+    for index, point in todo:
+        last = out[-1] if out else None
+        if last is not None and len(last) < GROUP_POINTS and _scenario(last[-1][1]) == _scenario(point):
+            last.append((index, point))
+        else:
+            out.append([(index, point)])
+    return out
+
+
+def _scenario(point: SweepPoint) -> SweepPoint:
+    """``point`` less its rate and GPU budget: the scenario its search runs on."""
+    return point.model_copy(update={"rate": None, "gpus": None})
+
+
 def process_pool(job: SweepJob, todo: Todo, workers: int) -> Done:
-    """Every point on ``workers`` local processes; at most two points per worker queued ahead of the running ones,
-    so an interrupt leaves little work started in vain."""
+    """Every point on ``workers`` local processes, in groups of one scenario (:func:`groups`); at most two groups per
+    worker running or queued, so an interrupt leaves little work started in vain."""
     if workers <= 1 or len(todo) <= 1:
         yield from in_process(job, todo)
         return
@@ -45,24 +69,23 @@ def process_pool(job: SweepJob, todo: Todo, workers: int) -> Done:
         initializer=start_pool_worker,
         initargs=(job,),
     )
-    waiting = iter(todo)
-    running: dict[Future[list[Row]], int] = {}
+    waiting = iter(groups(todo))
+    running: dict[Future[list[tuple[int, list[Row]]]], int] = {}
     try:
         _fill(pool, waiting, running, 2 * workers)
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in sorted(finished, key=running.__getitem__):
-                yield running.pop(future), future.result()
+                running.pop(future)
+                yield from future.result()
             _fill(pool, waiting, running, 2 * workers)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _fill(
-    pool: ProcessPoolExecutor, waiting: Iterator[tuple[int, SweepPoint]], running: dict[Any, int], n: int
-) -> None:
-    for index, point in waiting:
-        running[pool.submit(pool_point, index, point)] = index
+def _fill(pool: ProcessPoolExecutor, waiting: Iterator[Group], running: dict[Any, int], n: int) -> None:
+    for group in waiting:
+        running[pool.submit(pool_points, group)] = group[0][0]
         if len(running) >= n:
             return
 

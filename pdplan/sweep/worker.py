@@ -45,6 +45,12 @@ def pool_point(index: int, point: SweepPoint) -> list[Row]:
     return run_point(job, catalog, index, point)
 
 
+def pool_points(points: list[tuple[int, SweepPoint]]) -> list[tuple[int, list[Row]]]:
+    """Consecutive points of one scenario in a process-pool worker, in order (the later searches reuse what the first
+    computed that does not depend on the rate or budget, :mod:`pdplan.search.memo`)."""
+    return [(index, pool_point(index, point)) for index, point in points]
+
+
 def job_point(job: SweepJob, index: int, point: SweepPoint) -> list[Row]:
     """One point of ``job`` in any process (a Ray task; in-process runs): the job opened on first use."""
     return run_point(job, open_job(job), index, point)

@@ -56,7 +56,7 @@ def test_output_file_is_written_whole(cli: Cli, tmp_path: Path) -> None:
         ([str(PLAN), "--to", "vllm", "--rank", "0"], "out of range"),
         ([str(PLAN), "--to", "tgi"], "'--to'"),
         ([str(PLAN)], "Missing option '--to'"),
-        ([str(PLAN), "--to", "dynamo", "--backend", "trtllm"], "'--backend'"),
+        ([str(PLAN), "--to", "dynamo", "--backend", "tensorrt"], "'--backend'"),
         ([str(PLAN), "--to", "vllm", "--rank", "5", "-o", "/no/such/folder/x.sh"], "output folder does not exist"),
         ([str(PLAN), "--to", "sglang", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1"),
     ],

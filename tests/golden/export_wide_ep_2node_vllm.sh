@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 2 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node)
-# plan: 2P2D h100-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 64 GPUs; goodput 114.1 req/s
-# at that rate: TTFT P90 686.7 ms, TPOT P90 150 ms
+# plan: 2P2D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 64 GPUs; goodput 113.9 req/s
+# at that rate: TTFT P90 530.7 ms, TPOT P90 149.2 ms
 # model: deepseek-ai/DeepSeek-V3
-# prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # WARNING: the plan was priced with the sglang engine profile, but it is exported for vllm
 # WARNING: the plan was priced with least-work prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
@@ -22,7 +22,7 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|proxy}"
 case "$role" in
   prefill)
-    # prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
     # one instance on 2 nodes of 8 GPUs (8 data-parallel ranks a node), 4 node(s); instance i on nodes i*2..i*2+1: bash THIS_FILE prefill NODE (0..1) on each, HEAD_IP the address of its node 0
     NODE="${2:-0}"
     [[ "$NODE" =~ ^[0-9]+$ ]] && [ "$NODE" -le 1 ] || { echo "NODE must be 0..1 (the instance spans 2 nodes)" >&2; exit 2; }
@@ -40,7 +40,7 @@ case "$role" in
         --data-parallel-rpc-port 29550 \
         --enable-expert-parallel \
         --max-num-batched-tokens 8192 \
-        --gpu-memory-utilization 0.825 \
+        --gpu-memory-utilization 0.874 \
         --max-model-len 163840 \
         --quantization fp8 \
         --kv-cache-dtype fp8 \
@@ -64,7 +64,7 @@ case "$role" in
         --data-parallel-start-rank "$((NODE * 8))" \
         --enable-expert-parallel \
         --max-num-batched-tokens 8192 \
-        --gpu-memory-utilization 0.825 \
+        --gpu-memory-utilization 0.874 \
         --max-model-len 163840 \
         --quantization fp8 \
         --kv-cache-dtype fp8 \

@@ -17,7 +17,9 @@ request-wise with DP16 instances (``tests/support/export_plans.py`` ``wide-ep-re
 8-GPU nodes each, as vLLM's data-parallel ranks over nodes; and with DP8 instances and no two-batch overlap
 (``wide-ep-request-no-tbo``) rank 1 on TensorRT-LLM (attention DP, WIDEEP MoE, load-balancer slots); and with DP16
 instances and no two-batch overlap (``wide-ep-request-2node-no-tbo``) rank 1 on TensorRT-LLM, each instance one Slurm
-MPI world of 16 ranks over two nodes (``srun ... trtllm-llmapi-launch trtllm-serve``).
+MPI world of 16 ranks over two nodes (``srun ... trtllm-llmapi-launch trtllm-serve``). Dynamo's TensorRT-LLM workers:
+``examples/default.yaml`` priced with the TensorRT-LLM engine profile (``default-trtllm``, dense, disaggregated) rank 1,
+and the wide-EP example priced with it with DP8 instances and no two-batch overlap (``wide-ep-trtllm``, MoE) rank 1.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ CASES = [
     ("opt-13b-a100-distserve@8", 1, "vllm", "vllm", "export_colocated8_vllm.sh"),
     ("wide-ep-request-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_trtllm.sh"),
     ("wide-ep-request-2node-no-tbo", 1, "trtllm", "vllm", "export_wide_ep_2node_trtllm.sh"),
+    ("default-trtllm", 1, "dynamo", "trtllm", "export_default_dynamo_trtllm.yaml"),
+    ("wide-ep-trtllm", 1, "dynamo", "trtllm", "export_wide_ep_dynamo_trtllm.yaml"),
 ]
 
 

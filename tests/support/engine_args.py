@@ -8,7 +8,9 @@ record is unresolved (never passed unchecked). :func:`rule_violations` lists the
 
 A Dynamo worker parses its own groups first (``parse_known_args``) and gives the rest to the engine's parser
 (ai-dynamo 1.2.1 ``dynamo/vllm/args.py`` ``parse_args``: ``AsyncEngineArgs.add_cli_args``, the engine group only;
-``dynamo/sglang/args.py``: ``ServerArgs.add_cli_args``): :data:`PROGRAMS` lists the stages of each program.
+``dynamo/sglang/args.py``: ``ServerArgs.add_cli_args``); the TensorRT-LLM worker has one parser
+(``dynamo/trtllm/args.py``) and its engine flags and ``--override-engine-args`` become LLM-API arguments
+(:func:`dynamo_trtllm_rules`): :data:`PROGRAMS` lists the stages of each program.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ PROGRAMS: dict[str, tuple[tuple[Group, ...], ...]] = {
         (("dynamo-1.2.1", "runtime"), ("dynamo-1.2.1", "sglang_worker")),
         (("sglang-0.5.11", "server_args"),),
     ),
+    "python3 -m dynamo.trtllm": ((("dynamo-1.2.1", "runtime"), ("dynamo-1.2.1", "trtllm_worker")),),
     "python3 -m dynamo.frontend": ((("dynamo-1.2.1", "frontend"),),),
     "python -m sglang.launch_server": ((("sglang-0.5.11", "server_args"),),),
     "python -m sglang_router.launch_router": ((("sglang-router-0.3.2", "router"),),),
@@ -455,6 +458,42 @@ def srun_rules(ns: argparse.Namespace) -> list[str]:
     return out
 
 
+DYNAMO_TRTLLM_KEYS = {
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "expert_parallel_size": "moe_expert_parallel_size",
+    "enable_attention_dp": "enable_attention_dp",
+    "max_batch_size": "max_batch_size",
+    "max_num_tokens": "max_num_tokens",
+    "max_seq_len": "max_seq_len",
+}
+"""Dynamo 1.2.1 TensorRT-LLM worker flag (dest) → the LLM-API argument it sets (``dynamo/trtllm/workers/
+llm_worker.py`` ``arg_map``)."""
+
+
+def dynamo_trtllm_rules(ns: argparse.Namespace) -> list[str]:
+    """ai-dynamo 1.2.1 ``dynamo/trtllm/workers/llm_worker.py``: the worker's engine flags and its
+    ``--override-engine-args`` (a JSON object, ``json.loads`` then ``deep_update``) make TensorRT-LLM's LLM arguments,
+    checked as the LLM API checks them (:func:`llm_args_problems`, :func:`moe_problems`); a prefill or decode worker
+    moves KV through TensorRT-LLM's cache transceiver, which runs only with a ``cache_transceiver_config``
+    (NVIDIA/TensorRT-LLM ``docs/source/features/disagg-serving.md`` @ 0434b982: "We use the
+    ``cache_transceiver_config`` configuration to set up disaggregated serving")."""
+    options: dict[str, Any] = {key: getattr(ns, dest) for dest, key in DYNAMO_TRTLLM_KEYS.items()}
+    options = {key: value for key, value in options.items() if value is not None}
+    if ns.override_engine_args:
+        try:
+            overrides = json.loads(ns.override_engine_args)
+        except json.JSONDecodeError as err:
+            return [f"--override-engine-args is not JSON: {err}"]
+        if not isinstance(overrides, dict):
+            return ["--override-engine-args must be a JSON object"]
+        options.update(overrides)
+    out = llm_args_problems(options) + moe_problems(options)
+    if ns.disaggregation_mode in ("prefill", "decode") and "cache_transceiver_config" not in options:
+        out.append(f"a {ns.disaggregation_mode} worker needs cache_transceiver_config to move its KV")
+    return out
+
+
 RULES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
     "srun": srun_rules,
     "trtllm-serve": trtllm_serve_rules,
@@ -464,6 +503,7 @@ RULES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
     "python3 -m dynamo.vllm": dynamo_vllm_rules,
     "python -m sglang.launch_server": sglang_rules,
     "python3 -m dynamo.sglang": sglang_rules,
+    "python3 -m dynamo.trtllm": dynamo_trtllm_rules,
     "python -m sglang_router.launch_router": router_rules,
 }
 

@@ -9,7 +9,9 @@ request-granularity KV transfer (vLLM's NIXL connector moves a request's KV afte
 chunk-granularity plans): the wide-EP example with DP8 instances (one node each, so the script targets run it too) and
 with DP16 instances (two nodes each: vLLM's data-parallel ranks over nodes), with DP8 instances without two-batch
 overlap (TensorRT-LLM's attention DP and WIDEEP MoE), and with DP16 instances without it (TensorRT-LLM's MPI world
-over two nodes), the H100 / A100 example and the PrfaaS H200 / H100 example.
+over two nodes), the H100 / A100 example and the PrfaaS H200 / H100 example; and two priced with the TensorRT-LLM
+engine profile (``engine: trtllm``): the default example (dense, disaggregated) and the wide-EP example with DP8
+instances without two-batch overlap (MoE: attention DP, EP8, redundant experts).
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "mixed-gpu-request": ("h100-prefill-l40s-decode", {"granularity": "request"}),
+    "default-trtllm": ("default", {"engine": "trtllm"}),
+    "wide-ep-trtllm": (
+        "deepseek-v3-wide-ep",
+        {
+            "engine": "trtllm",
+            "granularity": "request",
+            "two_batch_overlap": False,
+            "search": {"tp": [1], "prefill_dp": [8], "decode_dp": [8], "max_instances": 3},
+        },
+    ),
     "prfaas-request": ("prfaas-h200-h100", {"granularity": "request"}),
 }
 DOCUMENTS = [*GOLDEN_DOCS, "fixture", *OPTIMIZED_DOCS, *VARIANTS]

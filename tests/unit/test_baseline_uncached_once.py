@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import pdplan.search.cache_options as cache_options_module
 import pdplan.search.exact as exact_module
 import pdplan.search.optimize as optimize_module
 from pdplan.io.catalog import open_catalog
@@ -25,6 +24,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.deployment import Colocated
 
 build_module = importlib.import_module("pdplan.serving.build")  # the package's ``build`` is a function
+same_hits_module = importlib.import_module("pdplan.serving.same_hits")  # the screen's and probes' searches
 ROOT = Path(__file__).parents[2]
 CATALOG = open_catalog()
 
@@ -44,7 +44,7 @@ def searched() -> tuple[list[str], list[Exact], Mapping[Colocated, float]]:
     where: list[str] = []
     seen: list[tuple[list[Exact], Mapping[Colocated, float]]] = []
     mp = pytest.MonkeyPatch()
-    for module in (build_module, cache_options_module, exact_module):
+    for module in (build_module, same_hits_module, exact_module):
         inner: Callable[..., Any] = module.find_goodput
 
         def counting(model: Any, *args: Any, _inner: Callable[..., Any] = inner, _m: Any = module) -> Any:

@@ -16,6 +16,7 @@ import yaml
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.queueing.mgc import erlang_c
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import StorageReadStage
@@ -73,13 +74,43 @@ def test_the_example_stage_at_the_optimal_split(tmp_path: Path) -> None:
     mean_s = stage.mean_s(0.0, model.input_prob)
     assert mean_s / 2 * (1 - 1e-9) <= stage.residual_s <= float(stage.transfer_s.max()) / 2 * (1 + 1e-9)
     rho = 20.0 * per_request / (6 * SNIC)
-    assert stage.wait_s(np.array([20.0]))[0] == pytest.approx(rho / (1 - rho) * stage.residual_s, rel=1e-9)
+    # the prefill node's SNIC an M/G/1; a decode-path read takes the least-loaded of the 4 decode nodes' SNICs, one
+    # M/G/4 queue (Allen–Cunneen: R·C(4, 4ρ)/(4(1 − ρ)))
+    assert (stage.decode_servers, stage.pooled_servers) == (4, 0)
+    w_pe = rho / (1 - rho) * stage.residual_s
+    w_de = stage.residual_s * float(erlang_c(4, 4 * rho)[0]) / (4 * (1 - rho))
+    assert w_de < w_pe / 5
+    assert stage.wait_s(np.array([20.0]))[0] == pytest.approx(w_pe / 3 + 2 * w_de / 3, rel=1e-9)
     # the prefill holds the buffer → GPU hop alone: 8 GPUs × min(PCIe 50 GB/s, ib-ndr's 50 GB/s × 0.87) per
     # instance (hardware_db/storage/remote-3fs-100g.yaml, hardware_db/links/ib-ndr.yaml)
     tier = next(t for t in classes.load_from if t is not None and t.name == "remote-3fs-100g")
     assert tier.bottleneck_bytes_per_s == pytest.approx(8 * 43.5e9, rel=1e-12)
     parts = model.ttft_parts(20.0)
     assert parts.cache_load_s == pytest.approx(stage.mean_s(20.0, model.input_prob), rel=1e-12)
+
+
+def test_decode_path_and_dualpath_rule_waits_by_hand() -> None:
+    # R = 0.05 s; at 25 req/s the PE SNIC at 0.5, each of the 2 decode SNICs at 0.25, f = 2/3
+    stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0, 1, 1.0, None, 2)
+    # Erlang B: B1 = 0.5/1.5 = 1/3, B2 = 0.5·(1/3)/(2 + 1/6) = 1/13; C(2, 0.5) = (2/13)/(2 − 0.5·12/13) = 1/10
+    # W_DE = 0.05·0.1/(2·0.75) = 1/300; W_PE = 0.5/0.5·0.05; mean = 0.05/3 + (2/3)/300 = 17/900
+    assert stage.wait_s(np.array([25.0]))[0] == pytest.approx(17.0 / 900.0, rel=1e-12)
+    # DualPath's rule over 3 SNICs, each at 0.5 (50 req/s × 0.01): a = 1.5, B3 = 13.5/100.5, C(3, 1.5) = 9/38;
+    # W = 0.05·(9/38)/(3·0.5) = 3/380
+    rule = StorageReadStage(np.array([[0.1]]), 0.05, (0.01, 0.01), 0.5, 1, 1.0, None, 2, 3)
+    assert rule.wait_s(np.array([50.0]))[0] == pytest.approx(3.0 / 380.0, rel=1e-12)
+    assert math.isinf(rule.wait_s(np.array([100.0]))[0])  # every SNIC full
+
+
+def test_the_example_rule_pools_its_six_snics(tmp_path: Path) -> None:
+    stage = _model(tmp_path, dual_split="snic-balanced").storage_read
+    assert stage is not None
+    assert stage.pooled_servers == 6  # 2 prefill + 4 decode nodes
+    pe, de = stage.snic_utilisation_per_rps
+    assert pe == pytest.approx(de, rel=1e-12)  # the fluid split balances them
+    rho = 20.0 * pe
+    expected = stage.residual_s * float(erlang_c(6, 6 * rho)[0]) / (6 * (1 - rho))
+    assert stage.wait_s(np.array([20.0]))[0] == pytest.approx(expected, rel=1e-9)
 
 
 def test_prefill_reads_have_no_stage(tmp_path: Path) -> None:

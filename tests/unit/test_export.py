@@ -630,7 +630,12 @@ def test_flag_lists_were_read_at_the_versions_the_exports_target() -> None:
     targets, flags = export_targets(), engine_flags().programs
     assert flags["vllm serve"].version == f"vLLM {targets.engines['vllm'].version}"
     assert flags["python -m sglang.launch_server"].version == f"SGLang {targets.engines['sglang'].version}"
-    for program in ("python3 -m dynamo.vllm", "python3 -m dynamo.sglang", "python3 -m dynamo.frontend"):
+    for program in (
+        "python3 -m dynamo.vllm",
+        "python3 -m dynamo.sglang",
+        "python3 -m dynamo.trtllm",
+        "python3 -m dynamo.frontend",
+    ):
         assert flags[program].version == f"Dynamo {targets.dynamo.release}"
 
 

@@ -37,11 +37,18 @@ from pdplan.io.export_data import read_plan_document
 from pdplan.report.export import ExportResult
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = [("vllm", "vllm"), ("sglang", "vllm"), ("dynamo", "vllm"), ("dynamo", "sglang"), ("trtllm", "vllm")]
+TARGETS = [
+    ("vllm", "vllm"),
+    ("sglang", "vllm"),
+    ("dynamo", "vllm"),
+    ("dynamo", "sglang"),
+    ("dynamo", "trtllm"),
+    ("trtllm", "vllm"),
+]
 RUNS = {"disaggregated", "colocated", "dense", "moe", "mixed-gpu", "kv-aware", "prfaas"}
 """The kinds of plan each target exports; TensorRT-LLM refuses PrfaaS plans (their remote cluster is not written for
 it) and runs the MoE plans of attention DP / wide EP without two-batch overlap (``wide-ep-request-no-tbo``)."""
-RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"prfaas"}}
+RUNS_BY_TARGET = {("trtllm", "vllm"): RUNS - {"prfaas"}, ("dynamo", "trtllm"): RUNS - {"prfaas"}}
 
 
 def _command_lines(result: ExportResult, target: str, tmp: Path) -> list[tuple[str, list[str]]]:
@@ -70,8 +77,9 @@ def test_every_example_plan_exports_flags_the_engines_accept(optimized: Optimize
         exported.setdefault(key, set()).update(out.kinds)
     for key in TARGETS:  # each target ran each kind of plan it can run
         assert RUNS_BY_TARGET.get(key, RUNS) <= exported[key], (key, exported[key])
-    assert "prfaas" in refused[("trtllm", "vllm")]  # its remote cluster is not written for TensorRT-LLM
-    assert "prfaas" not in exported[("trtllm", "vllm")]
+    for key in (("trtllm", "vllm"), ("dynamo", "trtllm")):  # the remote cluster is not written for TensorRT-LLM
+        assert "prfaas" in refused[key]
+        assert "prfaas" not in exported[key]
 
 
 def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_context(tmp_path: Path) -> None:
@@ -139,6 +147,7 @@ def _flags_of(result: ExportResult, role: str) -> dict[str, str | None]:
 
 # ---- a wrong flag fails ---------------------------------------------------------------------------------------
 
+TRTLLM_BAD_SLOTS = '{"moe_config":{"load_balancer":{"num_slots":260}}}'
 WRONG = [
     ("vllm serve", ["m", "--max-num-seq", "8"], "unrecognized arguments"),  # misspelt
     ("vllm serve", ["m", "--max-num-seqs", "eight"], "is not int"),
@@ -192,6 +201,18 @@ WRONG = [
     ("python -m sglang_router.launch_router", ["--policy", "least_work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least-work"], "is not one of"),
     ("python3 -m dynamo.frontend", ["--router-mode", "least_loaded"], "is not one of"),  # Dynamo spells it with -
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--max-num-seqs", "8"], "unrecognized arguments"),  # vLLM's name
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--disaggregation-strategy", "decode_first"], "unrecognized"),
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--disaggregation-mode", "context"], "is not one of"),
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--disaggregation-mode", "prefill"], "needs cache_transceiver"),
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--override-engine-args", '{"max_num_seqs":8}'], "not a field"),
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--override-engine-args", "[1]"], "must be a JSON object"),
+    ("python3 -m dynamo.trtllm", ["--model", "m", "--enable-attention-dp", "true"], "unrecognized arguments"),
+    (
+        "python3 -m dynamo.trtllm",
+        ["--model", "m", "--expert-parallel-size", "8", "--override-engine-args", TRTLLM_BAD_SLOTS],
+        "must be divisible by ep_size",
+    ),
     ("trtllm-serve", ["m", "--tp-size", "2"], "unrecognized arguments"),  # click names use underscores
     ("trtllm-serve", ["m", "--backend", "vllm"], "is not one of"),
     ("trtllm-serve disaggregated", [], "needs -c"),

@@ -33,7 +33,7 @@ def test_optimize_keys_are_documented() -> None:
         report = json.loads((GOLDEN / name).read_text(encoding="utf-8"))
         missing |= _undocumented(_keys(report, ()))
         for plan in report["plans"]:
-            missing |= _undocumented(_keys(plan, ("prefill", "prfaas")))
+            missing |= _undocumented(_keys(plan, ("prefill", "prfaas", "expected_error")))
     assert not missing, f"docs/json_keys.md does not name: {sorted(missing)}"
 
 
@@ -42,5 +42,5 @@ def test_evaluate_keys_are_documented(cli: Cli) -> None:
     for extra in (("--rate", "1"), ("--concurrency", "4")):
         result = cli("evaluate", SMALL, *extra, "--format", "json")
         assert result.code == 0, result.err
-        missing |= _undocumented(_keys(json.loads(result.out), ("closed_loop", "engine")))
+        missing |= _undocumented(_keys(json.loads(result.out), ("closed_loop", "engine", "expected_error")))
     assert not missing, f"docs/json_keys.md does not name: {sorted(missing)}"

@@ -1,6 +1,9 @@
 """Deployable exports of a plan: ``optimize --format json`` → a Dynamo manifest or vLLM / SGLang / TensorRT-LLM
 launch commands.
 
+Dynamo's workers run vLLM, SGLang or TensorRT-LLM (``backend``; TensorRT-LLM workers are checked as ``--to trtllm``
+plans are: :func:`pdplan.report.export.trtllm.check_trtllm`).
+
 Pure builders (plan document + looked-up facts → text); the CLI (:mod:`pdplan.cli.export`) reads the files and the
 catalogue. :func:`export_plan` picks the plan by rank, refuses what no engine can run (exit 2: GPUs of two vendors
 across a KV transfer, a vendor the target does not support, instances wider than a node that a script target does
@@ -33,6 +36,7 @@ from pdplan.report.export.common import (
     version_warnings,
 )
 from pdplan.report.export.dynamo import dynamo_manifest
+from pdplan.report.export.dynamo_trtllm import dynamo_trtllm_warnings
 from pdplan.report.export.engine_args import batch_cap_warnings
 from pdplan.report.export.routing import prfaas_warnings, routing_warnings
 from pdplan.report.export.sglang import sglang_script
@@ -57,13 +61,18 @@ def export_plan(
     """The chosen plan (``rank``, 1-based) as ``target`` text; ``backend`` is Dynamo's worker engine."""
     if target not in TARGETS:
         raise SpecError(f"unknown export target {target!r}; allowed: {', '.join(TARGETS)}", field="--to")
-    if backend not in ("vllm", "sglang"):
-        raise SpecError(f"unknown Dynamo backend {backend!r}; allowed: vllm, sglang", field="--backend")
+    if backend not in ("vllm", "sglang", "trtllm"):
+        raise SpecError(f"unknown Dynamo backend {backend!r}; allowed: vllm, sglang, trtllm", field="--backend")
     chosen = choose_plan(doc, rank, source)
     if target == "trtllm":
         check_trtllm(chosen, ctx)
         warnings = setting_warnings(chosen, "trtllm") + trtllm_warnings(chosen, ctx) + routing_warnings(chosen, target)
         return trtllm_script(chosen, ctx, warnings + cache_warnings(chosen, ctx, target, None))
+    if target == "dynamo" and backend == "trtllm":
+        check_trtllm(chosen, ctx)
+        warnings = setting_warnings(chosen, "trtllm") + trtllm_warnings(chosen, ctx, server=False)
+        warnings += routing_warnings(chosen, target) + dynamo_trtllm_warnings(chosen, ctx)
+        return dynamo_manifest(chosen, ctx, "trtllm", warnings)
     engine: Engine = "sglang" if (backend if target == "dynamo" else target) == "sglang" else "vllm"
     check_vendors(chosen, ctx, _target(target), engine)
     check_mechanisms(chosen, engine, ctx.targets.engines[engine])

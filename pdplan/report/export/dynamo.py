@@ -22,22 +22,26 @@ a warning.
 Every worker also gets ``sharedMemory.size`` (the ``/dev/shm`` tmpfs; the operator's default is 8Gi) from
 ``dynamo.shared_memory_size`` and ``--served-model-name`` (vLLM and SGLang), as Dynamo's Llama-3-70B disaggregated
 recipe writes both (``dynamo.sources`` in pdplan/data/export/targets.yaml names file and commit).
+
+TensorRT-LLM workers (``--backend trtllm``): :mod:`pdplan.report.export.dynamo_trtllm` writes their commands; the graph
+says ``spec.backendFramework: trtllm``, and a service whose instances span nodes gets Open MPI's run-as-root switches
+(``envs``), as Dynamo's TensorRT-LLM multi-node example does.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from pdplan.errors import SpecError
+from pdplan.report.export import dynamo_trtllm
 from pdplan.report.export.cache import kv_events_flags, plan_cache, vllm_transfer_config
 from pdplan.report.export.common import (
     REMOTE_PREFILL,
     Chosen,
-    Engine,
     ExportContext,
     ExportResult,
     LaunchCommand,
@@ -53,7 +57,10 @@ from pdplan.report.export.engine_args import role_engine_flags
 from pdplan.report.export.routing import dynamo_router_mode, routing_line
 from pdplan.specs.export import PlanRole
 
-SERVICE_NAMES: dict[Engine, dict[str, str]] = {
+Backend = Literal["vllm", "sglang", "trtllm"]
+"""The engine of Dynamo's workers (``--backend``)."""
+
+SERVICE_NAMES: dict[Backend, dict[str, str]] = {
     "vllm": {
         "prefill": "VllmPrefillWorker",
         "decode": "VllmDecodeWorker",
@@ -61,12 +68,15 @@ SERVICE_NAMES: dict[Engine, dict[str, str]] = {
         REMOTE_PREFILL: "VllmRemotePrefillWorker",
     },
     "sglang": {"prefill": "prefill", "decode": "decode", "colocated": "decode", REMOTE_PREFILL: "remote-prefill"},
+    "trtllm": dynamo_trtllm.SERVICE_NAMES,
 }
 
 
 def _worker_command(
-    chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Engine
+    chosen: Chosen, ctx: ExportContext, role_name: str, role: PlanRole, engine: Backend
 ) -> LaunchCommand:
+    if engine == "trtllm":
+        return dynamo_trtllm.worker_command(chosen, ctx, role_name)
     flags: list[tuple[str, str | None]]
     cache = plan_cache(chosen, ctx)
     if engine == "vllm":
@@ -141,7 +151,7 @@ def _worker_service(
     ctx: ExportContext,
     role_name: str,
     role: PlanRole,
-    engine: Engine,
+    engine: Backend,
     selector: dict[str, str] | None,
 ) -> tuple[dict[str, Any], LaunchCommand]:
     command = _worker_command(chosen, ctx, role_name, role, engine)
@@ -149,6 +159,8 @@ def _worker_service(
     service: dict[str, Any] = {"envFromSecret": ctx.targets.dynamo.hf_token_secret}
     if engine == "vllm" and _wrapped_nixl(command):
         service["envs"] = [SIDE_CHANNEL_HOST_ENV]
+    if engine == "trtllm" and nodes > 1:
+        service["envs"] = [dict(env) for env in dynamo_trtllm.MPI_ROOT_ENVS]
     service["componentType"] = "worker"
     if role_name != "colocated":
         service["subComponentType"] = base_role(role_name)
@@ -171,7 +183,7 @@ def _worker_service(
 
 
 def _frontend(
-    chosen: Chosen, ctx: ExportContext, engine: Engine, selector: dict[str, str] | None
+    chosen: Chosen, ctx: ExportContext, engine: Backend, selector: dict[str, str] | None
 ) -> tuple[dict[str, Any], LaunchCommand]:
     flags: list[tuple[str, str | None]] = [("--http-port", str(ctx.targets.dynamo.frontend_http_port))]
     mode = dynamo_router_mode(chosen)
@@ -194,7 +206,7 @@ def deployment_name(model_name: str | None, mode: str) -> str:
     return f"{stem}-{'agg' if mode == 'colocated' else 'disagg'}"[:63].strip("-")
 
 
-def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings: list[str]) -> ExportResult:
+def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Backend, warnings: list[str]) -> ExportResult:
     """The ``DynamoGraphDeployment`` for the chosen plan, with ``engine`` as the worker backend."""
     plan = chosen.plan
     selectors = node_selectors(chosen, ctx, warnings)
@@ -207,15 +219,17 @@ def dynamo_manifest(chosen: Chosen, ctx: ExportContext, engine: Engine, warnings
         service, command = _worker_service(chosen, ctx, role_name, role, engine, selectors.get(role.gpu))
         services[SERVICE_NAMES[engine][role_name]] = service
         commands.append(command)
+    spec: dict[str, Any] = {"backendFramework": "trtllm"} if engine == "trtllm" else {}
+    spec["services"] = services
     manifest = {
         "apiVersion": ctx.targets.dynamo.api_version,
         "kind": ctx.targets.dynamo.kind,
         "metadata": {"name": deployment_name(chosen.doc.model_name, plan.mode)},
-        "spec": {"services": services},
+        "spec": spec,
     }
     header = header_lines(chosen, ctx, f"dynamo (backend {engine})", warnings)
     header.append(f"images: {ctx.targets.dynamo.images[engine]} (Dynamo {ctx.targets.dynamo.release})")
-    header.append(engine_line(chosen, ctx, engine))
+    header.append(dynamo_trtllm.engine_line(chosen, ctx) if engine == "trtllm" else engine_line(chosen, ctx, engine))
     header.append(routing_line(chosen, "dynamo"))
     header.append(
         f"needs: the Dynamo platform installed and a secret {ctx.targets.dynamo.hf_token_secret} with HF_TOKEN"

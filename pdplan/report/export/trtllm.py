@@ -174,8 +174,9 @@ def _moe_config(chosen: Chosen, ctx: ExportContext, role_name: str) -> dict[str,
     return out
 
 
-def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
-    """What the file leaves to TensorRT-LLM: the KV memory share, FP8 weights, and routing it cannot express."""
+def trtllm_warnings(chosen: Chosen, ctx: ExportContext, server: bool = True) -> list[str]:
+    """What the file leaves to TensorRT-LLM: the KV memory share, FP8 weights, and routing its disaggregated server
+    cannot express (``server``: False for Dynamo's TensorRT-LLM workers, which Dynamo's frontend routes)."""
     out = [
         "kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left "
         "after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that "
@@ -196,7 +197,7 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext) -> list[str]:
         )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
-    if chosen.plan.mode == "disaggregated" and policy in ("least-work", "random", "power-of-two"):
+    if server and chosen.plan.mode == "disaggregated" and policy in ("least-work", "random", "power-of-two"):
         router = router_type(_data(ctx), policy)
         out.append(
             f"the plan was priced with {policy} {pool} routing; TensorRT-LLM's disaggregated server has no such "

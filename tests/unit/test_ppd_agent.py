@@ -1,0 +1,144 @@
+"""PPD on 157-turn agent sessions (examples/agent-dualpath.yaml with ``turn_placement: ppd``; issue #24): DeepSeek-V3
+on 2P4D B200 nodes, decode DP8/EP8, the agent-dualpath-64k sessions (253 new tokens over a history of up to 67K
+tokens, 11.6 s think time), DualPath or prefill-only reads of a 3FS pool.
+
+Each append costs its decode instance w ≈ 0.07 s (253 GEMM rows and their attention over a ~33K history,
+:func:`pdplan.serving.ppd.append_work_s`), so at 60 req/s (15 appends/s per instance) the appends alone take
+ρ_a ≈ 0.94 of it. The cache-rate bisection probes such rates; there the step stretched by 1/(1 − ρ_a) had its
+fixed point sought at the *plain* step's capacity (none: an infinite step, the decode rows' offsets 0·∞ = NaN, 0 %
+attainment at every rate) and the probe's 'cannot be met at any rate' ended the search instead of failing the
+probe. The plan is priced: TPOT binds (each step stretched by the appends)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import load_scenario
+from pdplan.queueing import decode_fixed_point
+from pdplan.serving.build import build_model, goodput_model, with_cache_rate
+from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.dual_path_setup import StorageReadStage, read_residual_s
+from pdplan.serving.limits import DECODE_U_MAX
+from pdplan.serving.ppd_decode import decode_at, decode_side, scaled
+from pdplan.serving.ppd_pool import PpdPool
+from pdplan.serving.resolve import ResolvedScenario, resolve
+
+ROOT = Path(__file__).parents[2]
+
+
+def _resolved(tmp_path: Path, policy: str = "ppd", read_paths: str = "dual") -> ResolvedScenario[Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "agent-dualpath.yaml").read_text())
+    doc["cache"] |= {"read_paths": read_paths, "turn_placement": {"policy": policy}}
+    path = tmp_path / f"agent-{policy}-{read_paths}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return resolve(load_scenario(path), open_catalog())
+
+
+def _model(res: ResolvedScenario[Any], rate_rps: float) -> DisaggregatedModel:
+    model = build_model(with_cache_rate(res, rate_rps))
+    assert isinstance(model, DisaggregatedModel)
+    return model
+
+
+def test_a_step_stretched_past_the_plain_capacity_is_clamped_at_its_own(tmp_path: Path) -> None:
+    plain = _model(_resolved(tmp_path, policy="pd"), 60.0)
+    step = scaled(plain.decode.step, 0.936)  # ρ_a at 60 req/s, capped at DECODE_U_MAX: the step × 1/(1 − 0.85)
+    assert step.t0_s == pytest.approx(plain.decode.step.t0_s / (1.0 - DECODE_U_MAX), rel=1e-12)
+    _, cap = decode_side(plain, step)
+    # the stretched step's capacity is below 60 req/s (4 instances) and below the plain step's
+    assert 4 * cap.utilisation_rate_per_s < 60.0
+    assert cap.utilisation_rate_per_s < plain.capacity.utilisation_rate_per_s
+    at = decode_at(plain, 60.0, step)
+    # at 0.99 of that capacity, per instance: the fixed point there (it was sought at the plain capacity: none, ∞)
+    fixed = decode_fixed_point(np.array([0.99 * cap.utilisation_rate_per_s]), plain.cells, step)
+    assert math.isfinite(at.tau_s)
+    assert at.tau_s == pytest.approx(float(fixed.tau_mean_s[0]), rel=1e-12)
+    assert decode_at(plain, 60.0, step, cap) == at  # the capacity passed is the one it finds
+
+
+def test_past_the_decodes_range_the_ppd_model_is_finite(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the 0·∞ of the decode rows' offsets
+        model = _model(_resolved(tmp_path), 60.0)
+    pool = model.pool
+    assert isinstance(pool, PpdPool)
+    p = pool.placement
+    assert p is not None
+    assert p.rho_append > DECODE_U_MAX  # the appends alone past the decode's utilisation cap
+    assert np.all(np.isfinite(pool.point_latency_s))
+    assert math.isfinite(p.boundary.mean_s)
+    # the model holds at no rate near 60 req/s: its decode (the step stretched by the cap) saturates well below
+    assert model.limit().rate_rps < 60.0
+
+
+@pytest.mark.parametrize("read_paths", ["dual", "prefill"])
+def test_agent_ppd_is_priced_and_tpot_binds(tmp_path: Path, read_paths: str) -> None:
+    res = _resolved(tmp_path, read_paths=read_paths)
+    slo = res.scenario.slo
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        at, model, good = goodput_model(res, slo)
+    assert isinstance(model, DisaggregatedModel)
+    assert isinstance(model.pool, PpdPool)
+    p = model.pool.placement
+    assert p is not None
+    # self-consistent: the hit rates' (and the appends' load's) rate is the goodput, within the bisection's tolerance
+    assert good.rate_rps == pytest.approx(float(at.cache_rate_rps or 0.0), rel=0.01)
+    # every Turn 2+ appended on decode (the decode KV holds the histories at this rate): the prefill pool is idle
+    assert p.share_on_decode > 0.97
+    # ceiling: the appends alone fill the decode instances at y / (s_D·E[w]) (4 instances)
+    assert good.rate_rps < 4.0 / (p.share_on_decode * p.work_s)
+    assert p.rho_append < DECODE_U_MAX
+    assert good.binding == "TPOT at P90"
+    snap = model.snapshot(np.array([good.rate_rps]))
+    assert float(snap.attainment(slo.ttft, slo.tpot)[0]) >= slo.attainment - 1e-3
+    assert float(snap.tpot_reported.quantile(0.9)[0]) <= slo.tpot * 1.001
+
+
+def test_read_residual_by_hand() -> None:
+    # rows: a miss (reads nothing), a hit read at 0.1 s or 0.3 s (its two points), PPD's decode row (nothing)
+    transfer = np.array([[0.0, 0.0], [0.1, 0.3], [0.0, 0.0]])
+    prob = np.array([0.2, 0.5, 0.3])
+    # E[t] ∝ 0.5·(0.1 + 0.3) = 0.2, E[t²] ∝ 0.5·(0.01 + 0.09) = 0.05; X = (v/S)·t with v/S = 0.5:
+    # E[X²]/(2E[X]) = 0.5·0.05/(2·0.2) = 0.0625
+    assert read_residual_s(transfer, prob, 0.5) == pytest.approx(0.0625, rel=1e-12)
+    assert read_residual_s(np.zeros((2, 2)), np.array([0.5, 0.5]), 1.0) == 0.0
+    # the rows that read nothing (the decode row) wait for no SNIC
+    stage = StorageReadStage(transfer, 0.0625, (0.02, 0.01), 0.0, 1, 0.5, np.array([1.0, 1.0, 0.0]))
+    delay = stage.delay_s(np.array([25.0]), 3)[0]  # W_PE = 0.5/0.5·0.0625
+    assert delay[:, 0] == pytest.approx([0.0625, 0.1625, 0.0], rel=1e-12)
+
+
+def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> None:
+    plain, ppd = _model(_resolved(tmp_path, policy="pd"), 20.0), _model(_resolved(tmp_path), 20.0)
+    before, after = plain.storage_read, ppd.storage_read
+    assert before is not None
+    assert after is not None
+    assert isinstance(ppd.pool, PpdPool)
+    p = ppd.pool.placement
+    assert p is not None
+    # the pool's only hit tier is the 3FS pool (HBM hits nothing here), so the SNICs' load per req/s is plain
+    # disaggregation's times the prefill-side rows' hit tokens per request over plain's: Σ_b P'(b, h)·hit(b, h) over
+    # the hit classes (the decode class, last, reads nothing)
+    assert ppd.cache is not None
+    assert plain.cache is not None
+    assert [t.token_hit_ratio for t in ppd.cache.tiers if t.name == "hbm"] == [0.0]
+    k, h = plain.cache.weights.shape
+    hits = plain.cache.hit_tokens[:, 1:]
+    placed_hits = np.sum(ppd.bin_prob.reshape(k, h + 1)[:, 1:h] * hits)
+    share = float(placed_hits / np.sum(plain.bin_prob.reshape(k, h)[:, 1:] * hits))
+    assert 0.0 < share < 0.05  # Turn 1 reads nothing; a turn whose history its decode instance no longer holds does
+    for b, a in zip(before.snic_utilisation_per_rps, after.snic_utilisation_per_rps, strict=True):
+        assert a == pytest.approx(b * share, rel=1e-9)
+    assert after.residual_s == pytest.approx(read_residual_s(after.transfer_s, ppd.bin_prob, after.fetch_over_snic))
+    # the decode rows (a turn appended on the decode instance holding its session) read nothing
+    rows = np.flatnonzero(ppd.pool.decode_rows)
+    assert np.all(after.delay_s(np.array([20.0]), ppd.bin_prob.size)[0, rows, :] == 0.0)
