@@ -26,7 +26,7 @@ Z99 = 2.3263478740408408
 
 Mode = Literal["disaggregated", "colocated"]
 Granularity = Literal["request", "layer", "chunk"]
-Routing = Literal["random", "round-robin", "least-work"]
+Routing = Literal["random", "round-robin", "least-work", "least-loaded", "power-of-two"]
 Scheduler = Literal["prefill-first", "chunked"]
 Dtype = Literal["bf16", "fp8"]
 Convention = Literal["A", "B"]

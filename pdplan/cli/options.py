@@ -61,7 +61,11 @@ OVERRIDE_OPTIONS: dict[str, Any] = {
         str | None, Opt(FLAGS["granularity"], help=f"KV transfer: request|layer|chunk ({_SEARCH}).")
     ],
     "routing": Annotated[
-        str | None, Opt(FLAGS["routing"], help=f"Prefill routing: random|round-robin|least-work ({_SEARCH}).")
+        str | None,
+        Opt(
+            FLAGS["routing"],
+            help=f"Prefill routing: random|round-robin|least-work|least-loaded|power-of-two ({_SEARCH}).",
+        ),
     ],
     "isl": Annotated[int | None, Opt(FLAGS["isl"], min=1, help="Fixed input length (tokens).")],
     "osl": Annotated[int | None, Opt(FLAGS["osl"], min=1, help="Fixed output length (tokens).")],

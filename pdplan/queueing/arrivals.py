@@ -133,7 +133,8 @@ def split_ca2(ca2: float, p: float) -> float:
 
 def instance_ca2(policy: str, ca2: float, instances: int) -> float:
     """The c² of the arrivals one of ``instances`` prefill instances sees under ``policy`` (module docstring):
-    random ``split_ca2(c_a², 1/N)``, round-robin ``c_a²/N``, least-work ``c_a²`` (one G/G/c queue).
+    random ``split_ca2(c_a², 1/N)``, round-robin ``c_a²/N``, least-work ``c_a²`` (one G/G/c queue), least-loaded and
+    power-of-two ``c_a²`` (the whole stream, as least-work: a count-aware router splits it by state, not at random).
 
     Example: gamma arrivals with cv = 2 (c_a² = 4) over 4 instances: random 1.75, round-robin 1.0, least-work 4.0.
     """
@@ -144,7 +145,7 @@ def instance_ca2(policy: str, ca2: float, instances: int) -> float:
         return split_ca2(ca2, 1.0 / instances)
     if policy == "round-robin":
         return float(ca2 / instances)
-    if policy == "least-work":
+    if policy in ("least-work", "least-loaded", "power-of-two"):
         return float(ca2)
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(ROUTING_POLICIES)}")
 
@@ -205,7 +206,9 @@ def gg_prefill_wait_distribution(
     and round-robin: the M/G/1 at λ/N; least-work: the M/G/c) is corrected for the c² that instance sees
     (:func:`instance_ca2`): random and round-robin by :func:`pdplan.queueing.gig1.gig1_wait` (Whitt's GI/G/1 delay
     probability, the mean Kingman's times Krämer–Langenbach-Belz's g for c² ≤ 1, times π/ρ for c² > 1), least-work
-    by :func:`pdplan.queueing.gig1.gigc_wait` (the same correction carried to Erlang C at the per-server load).
+    by :func:`pdplan.queueing.gig1.gigc_wait` (the same correction carried to Erlang C at the per-server load),
+    least-loaded and power-of-two by the same ``gigc_wait`` on their Poisson law (its delay probability π in Erlang
+    C's place: pdplan's extension, not measured against a renewal-arrival simulation).
     """
     if ca2 == 1.0:
         return prefill_wait_distribution(policy, rate_per_s, service_s, prob, instances, max_cells=max_cells)
@@ -213,7 +216,7 @@ def gg_prefill_wait_distribution(
     base = "random" if policy == "round-robin" else policy  # round-robin: the M/G/1 at λ/N, its c² set here
     wait = prefill_wait_distribution(base, rate_per_s, service_s, prob, instances, max_cells=max_cells)
     cs2 = service_scv(service_s, prob)
-    if policy == "least-work":
+    if policy in ("least-work", "least-loaded", "power-of-two"):
         rho = as_rates(rate_per_s) * service_moments(service_s, prob)[0] / instances
         return gigc_wait(wait, rho, seen, cs2)
     return gig1_wait(wait, seen, cs2)

@@ -18,6 +18,8 @@ service S (discretised), ρ = λE[S]/x < 1 (else ValueError):
   mean Kingman's: pessimistic below the P90 (P50 +8…+27 % against an E_x/G/1 Lindley simulation, x = 2, 4,
   ρ = .5–.9, c_s² = 1.5), and on the Mooncake trace 0.3–1.2 points of TTFT attainment below the simulator; the
   measured errors now are in ``tests/unit/test_gig1.py``.
+* ``"least-loaded"`` / ``"power-of-two"``: what Dynamo's and SGLang's routers run, join-the-shortest-queue by the
+  count of in-flight requests over all instances or over two drawn at random: :mod:`pdplan.queueing.jsq`.
 
 Erlang C uses the numerically stable Erlang-B recursion ``B_k = a·B_{k−1}/(k + a·B_{k−1})``,
 ``C = c·B_c/(c − a(1 − B_c))`` (e.g. Cooper, Introduction to Queueing Theory, §3.4).
@@ -32,11 +34,12 @@ from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
 from pdplan.queueing.gig1 import gig1_wait
+from pdplan.queueing.jsq import count_routed_wait_distribution
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 from pdplan.types import FloatArray
 
-RoutingPolicy = Literal["random", "round-robin", "least-work"]
-ROUTING_POLICIES: tuple[str, ...] = ("random", "round-robin", "least-work")
+RoutingPolicy = Literal["random", "round-robin", "least-work", "least-loaded", "power-of-two"]
+ROUTING_POLICIES: tuple[str, ...] = ("random", "round-robin", "least-work", "least-loaded", "power-of-two")
 
 
 def erlang_c(servers: int, offered_load: ArrayLike) -> FloatArray:
@@ -123,7 +126,8 @@ def prefill_wait_distribution(
 ) -> WaitDistribution:
     """Prefill queueing wait for ``instances`` FCFS instances behind a router, total rate λ.
 
-    ``policy`` ∈ {"random", "round-robin", "least-work"} (see the module docstring for each model);
+    ``policy`` ∈ {"random", "round-robin", "least-work", "least-loaded", "power-of-two"} (see the module docstring
+    for each model);
     ``max_cells`` caps the FFT lattice (:func:`pdplan.queueing.mg1_wait_distribution`).
     """
     if instances < 1:
@@ -135,4 +139,6 @@ def prefill_wait_distribution(
         return round_robin_wait_distribution(rate, service_s, prob, instances, max_cells=max_cells)
     if policy == "least-work":
         return least_work_wait_distribution(rate, service_s, prob, instances, max_cells=max_cells)
+    if policy in ("least-loaded", "power-of-two"):
+        return count_routed_wait_distribution(policy, rate, service_s, prob, instances, max_cells=max_cells)
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(ROUTING_POLICIES)}")

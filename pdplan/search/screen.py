@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.queueing.gig1 import delay_probability, stretch
+from pdplan.queueing.jsq import count_routing_terms
 from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
 from pdplan.serving import PREFILL_RHO_MAX, decode_binding
 from pdplan.serving.ttft import first_token_s
@@ -73,12 +74,26 @@ def decode_grid_table(table: DecodeTable, lam: FloatArray, ys: FloatArray) -> Fl
     return interp_rows(table.tpot_ok_by_input, table.rates_per_s, per)
 
 
+COUNT_ROUTINGS = ("least-loaded", "power-of-two")
+"""Routers that count requests (:mod:`pdplan.queueing.jsq`): delay probability π and stretch σ per load."""
+
+
+def _count_terms(policy: str, xs: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(π, σ) [R, X] of a count-based router on the tabulated loads
+    (:func:`pdplan.queueing.jsq.count_routing_terms`)."""
+    terms = [count_routing_terms(policy, int(x), RHO_GRID) for x in xs]
+    return np.stack([t[0] for t in terms], axis=1), np.stack([t[1] for t in terms], axis=1)
+
+
 def _policy_cdf(wait: object, targets: FloatArray, policy: str, xs: FloatArray, scv: float) -> FloatArray:
     """Wait cdf table [R, X, L] at the per-bin slack ``targets`` [L] for x instances under ``policy``."""
     if policy == "least-work":
         t = targets[None, :] * xs[:, None]
-    elif policy == "round-robin":  # the GI/G/1 law at c² = 1/x (pdplan.queueing.gig1): its stretch per load
-        sigma = np.stack([stretch(RHO_GRID, 1.0 / x, scv) for x in xs], axis=1)  # [R, X]
+    elif policy in ("round-robin", *COUNT_ROUTINGS):  # the M/G/1 conditional wait stretched by σ per load
+        if policy == "round-robin":  # the GI/G/1 law at c² = 1/x (pdplan.queueing.gig1)
+            sigma = np.stack([stretch(RHO_GRID, 1.0 / x, scv) for x in xs], axis=1)  # [R, X]
+        else:
+            sigma = _count_terms(policy, xs)[1]
         t3 = targets[None, None, :] / sigma[:, :, None]
         rows = wait.cdf_rowwise(np.maximum(t3, 0.0))  # type: ignore[attr-defined]
         return np.asarray(rows * (t3 > 0.0), dtype=np.float64)
@@ -106,6 +121,11 @@ def ttft_grid(
     elif policy == "round-robin":  # P(W > 0) = Whitt's π at c² = 1/x, not ρ
         r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
         wait_prob = np.stack([delay_probability(r[i], 1.0 / x, scv) for i, x in enumerate(xs)])
+        cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
+    elif policy in COUNT_ROUTINGS:  # P(W > 0) = π of the router, interpolated in ρ between the tabulated loads
+        r = np.clip(rho, RHO_GRID[0], RHO_GRID[-1])
+        pi = _count_terms(policy, xs)[0]  # [R, X]
+        wait_prob = np.stack([np.interp(r[i], RHO_GRID, pi[:, i]) for i in range(xs.size)])
         cdf = 1.0 - (wait_prob / r)[..., None] * (1.0 - cdf)
     cdf[..., targets <= 0.0] = 0.0  # no slack left for any wait: the bin misses the TTFT threshold
     return np.asarray(np.clip(cdf, 0.0, 1.0), dtype=np.float64)

@@ -3,18 +3,18 @@
 docs/queueing.md §5.3: everything about a pool is a function of its *per-instance* load, so each instance type is
 tabulated once on a 1-D load grid and any instance count is an interpolation.
 
-* **Prefill** (per GPU/TP/PP, granularity, link and decode TP — the last two set the exposed KV time): the FCFS
-  M/G/1 waiting-time cdf of one instance at utilisations ρ_r (FFT, :func:`pdplan.queueing.mg1_wait_distribution`).
-  For x instances at per-instance load ρ the wait is, by routing policy (docs/queueing.md §1.3):
-  random ``F(t) = F_ρ(t)``; round-robin (the GI/G/1 law at c² = 1/x, :mod:`pdplan.queueing.gig1`)
-  ``F(t) = 1 − (π/ρ)·(1 − F_ρ(t/σ))`` with Whitt's delay probability π and the stretch σ = k·g·ρ/π;
-  least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the M/G/1 with service S/x is the per-instance
-  M/G/1 scaled by 1/x in time. The per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency +
-  exposed KV time (+ 1.5 zero-load decode steps under convention A: first step and a busy instance's mean
-  step-boundary wait). The KV time is :func:`pdplan.transfer.kv.kv_transfer` with the same
-  :class:`~pdplan.transfer.kv_inputs.TransferConfig` as the exact evaluation's, data plane included (the
-  backend's descriptors, launch, rate cap and staging: docs/kv_data_plane.md), so the screen and the exact model
-  agree on a candidate's transfer time.
+* **Prefill** (per GPU/TP/PP, granularity, link and decode TP — the last two set the exposed KV time): the FCFS M/G/1
+  waiting-time cdf of one instance at utilisations ρ_r (FFT, :func:`pdplan.queueing.mg1_wait_distribution`). For x
+  instances at per-instance load ρ the wait is, by routing policy (docs/queueing.md §1.3): random ``F(t) = F_ρ(t)``;
+  round-robin (the GI/G/1 law at c² = 1/x, :mod:`pdplan.queueing.gig1`) ``F(t) = 1 − (π/ρ)·(1 − F_ρ(t/σ))`` with Whitt's
+  delay probability π and the stretch σ = k·g·ρ/π; least-work (M/G/c) ``F(t) = 1 − C(x, xρ)·(1 − F_ρ(t·x))/ρ`` — the
+  M/G/1 with service S/x is the per-instance M/G/1 scaled by 1/x in time; least-loaded and power-of-two (routers that
+  count requests, :mod:`pdplan.queueing.jsq`) ``F(t) = 1 − (π/ρ)·(1 − F_ρ(t/σ))`` with their own π and σ per load. The
+  per-bin TTFT-ok probability is F(a − g_l) with g_l = prefill latency + exposed KV time (+ 1.5 zero-load decode steps
+  under convention A: first step and a busy instance's mean step-boundary wait). The KV time is
+  :func:`pdplan.transfer.kv.kv_transfer` with the same :class:`~pdplan.transfer.kv_inputs.TransferConfig` as the exact
+  evaluation's, data plane included (the backend's descriptors, launch, rate cap and staging: docs/kv_data_plane.md), so
+  the screen and the exact model agree on a candidate's transfer time.
 * **Decode** (per GPU/TP/PP and batch cap): the linearised step, the per-instance stable rate, and per prompt bin
   the joint weight Σ_n p(l, n)·P(TPOT ≤ b | l, n) at per-instance rates on a grid up to that stable rate.
 """

@@ -1,13 +1,14 @@
 """Tiny numpy discrete-event simulator behind ``pdplan simulate`` (docs/queueing.md §5.4).
 
 It validates the closed forms of :mod:`pdplan.queueing` by replaying the same model event by event:
-prefill pools (FCFS per instance, random / round-robin / least-work routing, optional batching),
+prefill pools (FCFS per instance, random / round-robin / least-work / least-loaded / power-of-two routing, optional
+batching),
 KV transfer (optional FIFO links: each decode instance's inbound and each prefill instance's
 outbound NICs), decode pools (random / round-robin / least-work routing, step-level continuous
 batching with seat and KV admission limits), and colocated instances (prefill-first or chunked
 prefill). It takes plain arrays and callables — never the perf model or specs — so any step-time
 model can be simulated. Everything is deterministic given the seeded ``np.random.Generator``
-(used only for random routing; arrivals come from :func:`poisson_arrivals` or a trace).
+(used only for random and power-of-two routing; arrivals come from :func:`poisson_arrivals` or a trace).
 
 Example::
 

@@ -22,7 +22,8 @@ the queueing approximations and nothing else:
   the full roofline step (``step="roofline"``, which also tests the linearisation); seats =
   ``max_num_seqs``, KV capacity from memory; the simulator reserves ``l + n`` tokens at admission.
   The decode instance is picked by the scenario's routing policy (random, round-robin in
-  prefill-completion order, or least-work = fewest outstanding requests).
+  prefill-completion order, least-work and least-loaded = fewest outstanding requests, power-of-two = the fewer of
+  two drawn).
 * **Colocated**: z instances with random routing (the closed form's even split into z M/G/1
   queues); prefill-first serves the batch-1 roofline prefill latency per prompt; chunked serves
   up to ``chunk_tokens − B`` prefill tokens per iteration on top of the decode step, priced by the
@@ -123,6 +124,8 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     res = model.res
     hw = res.hardware
     sc, routing = res.scenario, hw.deployment.routing
+    # the decode pool by the same router: least-loaded is the decode pool's fewest-outstanding rule (least-work there)
+    decode_routing = "least-work" if routing == "least-loaded" else routing
     lens = req.input_tokens.astype(np.float64)
     base = prefill_perf(hw.prefill, lens)
     cfg = transfer_config(res)
@@ -143,7 +146,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             _step_fn(hw.decode, dec.step, step),
             max_batch=res.max_num_seqs,
             kv_capacity_tokens=dec.kv_capacity_tokens,
-            routing=routing,
+            routing=decode_routing,
             state_tokens_per_seq=dec.state_tokens_per_seq,
             window_tokens=dec.window_tokens,
         ),

@@ -16,7 +16,9 @@ Disaggregated decode routing (:attr:`~pdplan.sim.spec.DecodePool.routing`), deci
 ends: ``"least-work"`` = the decode instance with the fewest requests routed to it and not yet
 finished (in transfer, waiting or decoding; ties go to the lowest index: JSQ by count);
 ``"random"`` = a uniform instance drawn up front per request (after the prefill draws);
-``"round-robin"`` = the next instance in prefill-completion order. The KV transfer then waits for
+``"round-robin"`` = the next instance in prefill-completion order; ``"power-of-two"`` = of two distinct instances
+drawn up front per request (after the prefill draws), the one with fewer such requests (the first on a tie). The KV
+transfer then waits for
 the modelled links (:class:`~pdplan.sim.spec.KvTransfer`: the decode instance's inbound and/or the
 serving prefill instance's outbound NICs, FIFO in prefill-completion order).
 
@@ -52,7 +54,14 @@ from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.colocated_instance import ColocatedInstance, PrefilledFn
 from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.metrics import SimResult, build_result
-from pdplan.sim.prefill import BatchedPrefill, DispatchedPrefill, UnbatchedPrefill, open_loop_done_s, static_routes
+from pdplan.sim.prefill import (
+    BatchedPrefill,
+    DispatchedPrefill,
+    UnbatchedPrefill,
+    count_pick,
+    open_loop_done_s,
+    static_routes,
+)
 from pdplan.sim.spec import (
     Colocated,
     Deployment,
@@ -180,6 +189,8 @@ class _DisaggEngine(_Engine):
         self.routes = static_routes(dep.prefill.routing, n, dep.prefill.instances, rng)
         self.decode_routes = rng.integers(d.instances, size=n).tolist() if d.routing == "random" else None
         self.decode_rr = 0 if d.routing == "round-robin" else -1
+        p2c = d.routing == "power-of-two"
+        self.decode_pairs = static_routes("power-of-two", n, d.instances, rng).tolist() if p2c else None
         self.prefill_inst = self.routes.tolist()
         self.prefill_seg, self.decode_seg = Segments(), Segments()
         self.service = (
@@ -227,13 +238,17 @@ class _DisaggEngine(_Engine):
             self.placement.attach(self.route_decode, self.dispatched)
 
     def _dispatched(self, dep: Disaggregated, n: int) -> DispatchedPrefill:
-        """The dispatched pool: pinned routes, else the pre-drawn random routes, else round-robin / central."""
+        """The dispatched pool: pinned routes, else the pre-drawn random routes, else round-robin / central /
+        count-based (power-of-two with its pre-drawn pairs)."""
         pinned = check_routes(dep.prefill.routes, n, dep.prefill.instances, "prefill.routes")
         if pinned is None and dep.prefill.routing == "random":
             pinned = self.routes.tolist()
-        return DispatchedPrefill(
+        pool = DispatchedPrefill(
             dep.prefill, pinned, self.prefill_seg, lambda t, inst: self.push(t, _DISPATCH_DONE, inst)
         )
+        if pinned is None and dep.prefill.routing == "power-of-two":
+            pool.draws = self.routes.tolist()  # the pairs drawn per request (pdplan.sim.prefill.static_routes)
+        return pool
 
     def load_open_loop(self, arrival_s: FloatArray) -> None:
         """Open loop: prefill in bulk when unbatched (vectorised), else queue the arrivals."""
@@ -346,6 +361,8 @@ class _DisaggEngine(_Engine):
             self.decode_rr += 1
             return inst
         loads = [d.load for d in decoders]
+        if self.decode_pairs is not None:  # power-of-two: the fewer of the two drawn, the first on a tie
+            return count_pick("power-of-two", loads, self.decode_pairs[req])
         return loads.index(min(loads))  # ties: lowest index
 
     def result(self, warmup_fraction: float, order: IntArray | None = None) -> SimResult:

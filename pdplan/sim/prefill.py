@@ -9,11 +9,18 @@ Routing policies (decided when a request arrives, in arrival order):
   at a time this is exactly a central FCFS queue feeding x servers (M/G/c, §1.3): each request
   starts when the pooled queue would start it. With batching it *is* implemented as a central
   FCFS queue served by whichever instance frees first.
+* ``"least-loaded"`` (Dynamo's ``--router-mode least-loaded``, :mod:`pdplan.queueing.jsq`): the instance with the
+  fewest outstanding requests (queued there or in prefill) at the arrival, the lowest index on a tie; each instance
+  is then its own FCFS queue.
+* ``"power-of-two"`` (Dynamo's ``power-of-two``, SGLang's ``power_of_two`` counted as in-flight requests): two
+  distinct instances drawn up front per request (the first uniform, the second uniform among the others, as Dynamo's
+  ``p2c_select_from``; :func:`static_routes` codes the pair as ``first·x + second``), the one with fewer outstanding
+  requests at the arrival, the first on a tie.
 
 One prompt at a time (``service_s`` given): completion ``d_k = max(d_{k−1}, a_k) + S_k`` per
 instance (Lindley). For random / round-robin in open loop it is vectorised as
 ``d = C + cummax(a − C + S)`` with ``C = cumsum(S)``; least-work and closed loop use an O(log x)
-heap per request.
+heap per request; least-loaded and power-of-two count each instance's unfinished requests at each arrival (O(x)).
 
 Batched prefill (``batch_time_s`` given, §1.4 dynamic batching): an instance that becomes idle
 takes the FCFS head requests while their token sum fits ``max_batch_tokens`` (always at least one;
@@ -22,7 +29,8 @@ finish together after ``batch_time_s(Σl, Σl²)``.
 
 Dispatched prefill (``start`` given, :class:`DispatchedPrefill`): one prompt at a time, event-driven, the service
 asked of ``start(request, instance, now)`` when the prompt starts on its instance (a prefix cache's hit is known only
-there and then). The same queues as above: per-instance FCFS queues for random, round-robin and pinned ``routes``;
+there and then). The same queues as above: per-instance FCFS queues for random, round-robin, least-loaded,
+power-of-two and pinned ``routes``;
 for least-work one central FCFS queue, its head started on the idle instance that has been idle longest (lowest
 index on a tie), which is the M/G/c queue of :class:`UnbatchedPrefill`.
 """
@@ -52,15 +60,35 @@ def lindley_done_s(arrival_s: FloatArray, service_s: FloatArray) -> FloatArray:
     return np.asarray(cum + np.maximum.accumulate(arrival_s - cum + service_s), dtype=np.float64)
 
 
+COUNT_ROUTINGS = ("least-loaded", "power-of-two")
+"""Policies that route by the count of each instance's unfinished requests at the arrival (module docstring)."""
+
+
 def static_routes(routing: str, n: int, instances: int, rng: np.random.Generator) -> IntArray:
-    """Instance per request id for random (pre-drawn) or round-robin routing; zeros otherwise."""
+    """Instance per request id for random (pre-drawn) or round-robin routing; power-of-two: the two instances drawn
+    per request, coded ``first·x + second`` (:func:`count_pick`); zeros otherwise."""
     if routing not in PREFILL_ROUTINGS:
         raise SpecError(f"routing must be one of {', '.join(PREFILL_ROUTINGS)}, got {routing!r}")
     if routing == "random":
         return rng.integers(instances, size=n).astype(np.int64)
     if routing == "round-robin":
         return np.arange(n, dtype=np.int64) % instances
+    if routing == "power-of-two" and instances > 1:
+        first = rng.integers(instances, size=n)
+        second = (first + 1 + rng.integers(instances - 1, size=n)) % instances  # uniform among the others
+        return (first * instances + second).astype(np.int64)
     return np.zeros(n, dtype=np.int64)
+
+
+def count_pick(routing: str, counts: list[int], draw: int) -> int:
+    """The instance a count-based router picks (module docstring): least-loaded the fewest unfinished requests (the
+    lowest index on a tie); power-of-two the fewer of the two drawn (``draw = first·x + second``; the first on a tie).
+
+    Example: counts [2, 0, 1]: least-loaded → 1; power-of-two with draw 2·3 + 0 (instances 2 and 0) → 2."""
+    if routing == "least-loaded":
+        return counts.index(min(counts))
+    first, second = divmod(draw, len(counts))
+    return first if counts[first] <= counts[second] else second
 
 
 def open_loop_done_s(
@@ -71,7 +99,7 @@ def open_loop_done_s(
     segments: Segments,
 ) -> tuple[FloatArray, IntArray]:
     """Completion times and serving instance of one-at-a-time prefill for sorted arrivals."""
-    if pool.routing == "least-work":
+    if pool.routing == "least-work" or pool.routing in COUNT_ROUTINGS:
         online = UnbatchedPrefill(pool, service_s, routes, segments)
         done = np.array([online.submit(i, float(a)) for i, a in enumerate(arrival_s)])
         return done, np.asarray(online.instance_of, dtype=np.int64)
@@ -89,8 +117,10 @@ class UnbatchedPrefill:
     def __init__(self, pool: PrefillPool, service_s: FloatArray, routes: IntArray, segments: Segments) -> None:
         self.least_work = pool.routing == "least-work"
         self.round_robin = pool.routing == "round-robin"
+        self.counted = pool.routing if pool.routing in COUNT_ROUTINGS else None
         self.free = [(0.0, i) for i in range(pool.instances)]  # heap for least-work
         self.free_at = [0.0] * pool.instances
+        self.ends: list[deque[float]] = [deque() for _ in range(pool.instances)]  # unfinished requests' ends
         self.service: list[float] = service_s.tolist()
         self.routes = routes.tolist()
         self.instances = pool.instances
@@ -106,9 +136,16 @@ class UnbatchedPrefill:
             start = max(free, now_s)
             heapq.heappush(self.free, (start + service, inst))
         else:
-            inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
+            if self.counted is not None:
+                for ends in self.ends:  # FCFS per instance: its ends come in order
+                    while ends and ends[0] <= now_s:
+                        ends.popleft()
+                inst = count_pick(self.counted, [len(e) for e in self.ends], self.routes[req])
+            else:
+                inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
             start = max(self.free_at[inst], now_s)
             self.free_at[inst] = start + service
+            self.ends[inst].append(start + service)
         self.arrivals += 1
         self.instance_of[req] = inst
         self.seg.add(start, start + service, 1, 1)
@@ -128,6 +165,7 @@ class BatchedPrefill:
         self.budget = pool.max_batch_tokens
         self.central = pool.routing == "least-work"
         self.round_robin = pool.routing == "round-robin"
+        self.counted = pool.routing if pool.routing in COUNT_ROUTINGS else None
         self.instances = pool.instances
         queues = 1 if self.central else pool.instances
         self.queues: list[deque[int]] = [deque() for _ in range(queues)]
@@ -147,7 +185,11 @@ class BatchedPrefill:
             if idle:
                 self._start(idle[0], now_s)
         else:
-            inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
+            if self.counted is not None:  # unfinished: queued there plus the batch it runs
+                counts = [len(q) + len(r or ()) for q, r in zip(self.queues, self.running, strict=True)]
+                inst = count_pick(self.counted, counts, self.routes[req])
+            else:
+                inst = self.arrivals % self.instances if self.round_robin else self.routes[req]
             self.queues[inst].append(req)
             if self.running[inst] is None:
                 self._start(inst, now_s)
@@ -188,6 +230,8 @@ class DispatchedPrefill:
         self.start = pool.start
         self.central = routes is None and pool.routing == "least-work"
         self.round_robin = routes is None and pool.routing == "round-robin"
+        self.counted = pool.routing if routes is None and pool.routing in COUNT_ROUTINGS else None
+        self.draws: list[int] = []  # power-of-two's drawn pairs, set by the engine (static_routes)
         self.routes = routes
         self.instances = pool.instances
         self.queues: list[deque[int]] = [deque() for _ in range(1 if self.central else pool.instances)]
@@ -208,16 +252,25 @@ class DispatchedPrefill:
             if idle:
                 self._start(min(idle)[1], now_s)
         else:
-            if self.routes is not None:
-                inst = self.routes[req]
-            elif self.round_robin:
-                inst = self.arrivals % self.instances
-            else:
-                raise AssertionError("per-instance queues need routes or round-robin")
+            inst = self.pick(req)
             self.queues[inst].append(req)
             if not self.busy[inst]:
                 self._start(inst, now_s)
         self.arrivals += 1
+
+    def pick(self, req: int) -> int:
+        """The instance an arriving ``req`` joins now (not the central queue): pinned, round-robin's next, or the
+        count-based router's pick over each instance's queued and running prompts."""
+        if self.routes is not None:
+            return self.routes[req]
+        if self.round_robin:
+            return self.arrivals % self.instances
+        if self.counted is not None:
+            counts = [len(q) + int(b) for q, b in zip(self.queues, self.busy, strict=True)]
+            if self.counted == "power-of-two" and not self.draws:
+                raise SpecError("power-of-two routing needs its drawn pairs (static_routes) set on the pool's draws")
+            return count_pick(self.counted, counts, self.draws[req] if self.draws else 0)
+        raise AssertionError("per-instance queues need routes, round-robin or a count-based router")
 
     def release(self, inst: int, now_s: float) -> None:
         """The prompt on ``inst`` is done: start the next one of its queue (central: of the shared queue)."""

@@ -72,13 +72,13 @@ class RequestEvents(Protocol):
         """``request``'s last token at ``now_s``; returns (request, arrival time) of a request this releases."""
 
 
-PrefillRouting = Literal["random", "round-robin", "least-work"]
-DecodeRouting = Literal["random", "round-robin", "least-work"]
+PrefillRouting = Literal["random", "round-robin", "least-work", "least-loaded", "power-of-two"]
+DecodeRouting = Literal["random", "round-robin", "least-work", "power-of-two"]
 ColocatedRouting = Literal["random", "least-work"]
 Scheduler = Literal["prefill-first", "chunked"]
 Convention = Literal["A", "B"]
-PREFILL_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work")
-DECODE_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work")
+PREFILL_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work", "least-loaded", "power-of-two")
+DECODE_ROUTINGS: tuple[str, ...] = ("random", "round-robin", "least-work", "power-of-two")
 COLOCATED_ROUTINGS: tuple[str, ...] = ("random", "least-work")
 SCHEDULERS: tuple[str, ...] = ("prefill-first", "chunked")
 

@@ -26,12 +26,12 @@ session's first decoded turn takes the pool's policy), so the next turn finds it
 pd_tpot)/pd_tpot``, decode when > 0; its repository reads the four figures from benchmarked tables). The simulator
 estimates them from its own state at the turn's arrival, never from the closed form:
 
-* ``pd_ttft`` = the prefill wait + the turn's prefill + (convention A) its KV transfer and one decode step. The wait
-  is the rest of the prompt running on its prefill instance (affinity: the session's; random: its draw;
-  round-robin: the next; the central least-work queue: the mean over the instances of their rest and the queued
-  prompts, or the shortest rest when none is queued) plus the queued prompts' prefills; every prefill is priced as
-  the simulation prices it (the roofline price of its new tokens over the hit its instance's prefix cache gives now;
-  the central queue: the best instance's hit), slower tiers' load not counted.
+* ``pd_ttft`` = the prefill wait + the turn's prefill + (convention A) its KV transfer and one decode step. The wait is
+  the rest of the prompt running on its prefill instance (affinity: the session's; random: its draw; round-robin: the
+  next; least-loaded / power-of-two: the count-based router's pick now; the central least-work queue: the mean over the
+  instances of their rest and the queued prompts, or the shortest rest when none is queued) plus the queued prompts'
+  prefills; every prefill is priced as the simulation prices it (the roofline price of its new tokens over the hit its
+  instance's prefix cache gives now; the central queue: the best instance's hit), slower tiers' load not counted.
 * ``ppd_ttft`` = the mixed steps that the prompt tokens of the appends ahead on the decode instance and the turn's
   own append (its prompt less the history) need at ``budget − B`` tokens a step, each a decode step of the current
   batch, plus the chunk price of those tokens (the turn's own over its history, the others' over nothing).
@@ -245,7 +245,7 @@ class TurnPlacer:
             queued = sum(min(self._price_s(q, i) for i in range(x)) for q in pre.queues[0])
             wait = (sum(rest) + queued) / x if pre.queues[0] else min(rest)
             return wait + min(self._price_s(request, i) for i in range(x))
-        inst = pre.routes[request] if pre.routes is not None else pre.arrivals % x  # pinned or drawn; round-robin
+        inst = pre.pick(request)  # pinned or drawn; round-robin's next; a count-based router's pick now
         queued = sum(self._price_s(q, inst) for q in pre.queues[inst])
         return rest[inst] + queued + self._price_s(request, inst)
 

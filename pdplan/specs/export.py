@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pdplan.specs.base import FrozenModel
+from pdplan.types import Routing
 
 Granularity = Literal["request", "layer", "chunk"]
 Vendor = Literal["nvidia", "amd"]
@@ -60,7 +61,7 @@ class Priced(_Lenient):
 
     engine: str | None = None
     engine_version: str | None = None
-    routing: dict[str, Literal["random", "round-robin", "least-work"]] = Field(default_factory=dict)
+    routing: dict[str, Routing] = Field(default_factory=dict)
     transfer_backend: str | None = None
     """The KV data plane backend the transfer was priced with (``nixl-ucx``, ``mooncake-te``; pdplan/data/
     kv_backends.yaml); None: priced on the link alone, or not recorded."""
@@ -103,7 +104,7 @@ class ExportPlan(_Lenient):
     colocated: PlanRole | None = None
     granularity: Granularity | None = None
     scheduler: Literal["chunked", "prefill-first"] | None = None
-    routing: Literal["random", "round-robin", "least-work"] | None = None
+    routing: Routing | None = None
     max_num_seqs: int | None = Field(default=None, ge=1)
     num_gpus: int = Field(ge=1)
     goodput_rps: float = Field(ge=0)
@@ -259,12 +260,26 @@ class EngineData(FrozenModel):
     (``sources.multinode``)."""
 
 
+class RouterData(FrozenModel):
+    """One target's request router (``routers`` in targets.yaml): the priced routing policies it runs (``runs``:
+    policy → the value of ``flag``), the value written for one it lacks (``nearest``, with a warning), and its other
+    choices (``other``, not priced)."""
+
+    name: str
+    flag: str | None
+    runs: dict[Routing, str]
+    nearest: dict[Routing, str] = Field(default_factory=dict)
+    other: list[str] = Field(default_factory=list)
+    sources: dict[str, str]
+
+
 class ExportTargets(FrozenModel):
     """``pdplan/data/export/targets.yaml``."""
 
     schema_version: Literal[1] = 1
     dynamo: DynamoData
     engines: dict[Literal["vllm", "sglang"], EngineData]
+    routers: dict[Literal["vllm", "sglang", "dynamo"], RouterData]
 
 
 class NodeLabel(FrozenModel):

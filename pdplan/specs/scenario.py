@@ -7,18 +7,19 @@ Two deployment shapes (``mode``):
 
 * ``disaggregated`` (xPyD): ``prefill: {gpu, tp, pp, count}`` and ``decode: {gpu, tp, pp, count}``,
   joined by ``link`` with ``granularity`` request | layer | chunk and ``routing`` of prompts over
-  the prefill pool (random | round-robin | least-work). ``granularity`` defaults to ``request``: the one every
-  shipped engine's KV connector runs (its profile's ``kv_connector.granularities``: vLLM's NixlConnector and
-  TensorRT-LLM's cache transceiver send a request's KV after its prefill, SGLang also per chunk), so a scenario
-  that leaves it out is priced as the engine runs it (issue #25); ``layer`` (DistServe/Splitwise-style streaming)
-  is priced only when asked for, with a warning naming the engine that does not run it.
+  the prefill pool (random | round-robin | least-work | least-loaded | power-of-two). ``granularity`` defaults to
+  ``request``: the one every shipped engine's KV connector runs (its profile's ``kv_connector.granularities``: vLLM's
+  NixlConnector and TensorRT-LLM's cache transceiver send a request's KV after its prefill, SGLang also per chunk),
+  so a scenario that leaves it out is priced as the engine runs it (issue #25); ``layer`` (DistServe/Splitwise-style
+  streaming) is priced only when asked for, with a warning naming the engine that does not run it.
 * ``colocated``: ``colocated: {gpu, tp, pp, count, scheduler, chunk_tokens}`` — every instance does
   both phases, with ``prefill-first`` (vanilla vLLM) or ``chunked`` (Sarathi-Serve) batching.
 
 ``routing`` is the router's policy for both pools, as in vLLM's disaggregated proxy and SGLang's
 mini load balancer (one policy picks the prefill and the decode instance): ``random``,
-``round-robin`` (decode in prefill-completion order) or ``least-work`` (prefill: least unfinished
-work; decode: fewest outstanding requests).
+``round-robin`` (decode in prefill-completion order), ``least-work`` (prefill: least unfinished
+work; decode: fewest outstanding requests), or what Dynamo's and SGLang's routers run (pdplan.queueing.jsq):
+``least-loaded`` (fewest in-flight requests) and ``power-of-two`` (the fewer of two instances drawn at random).
 
 ``prefill_max_batch_tokens`` (a positive integer; default none = one prompt at a time) turns on
 batched prefill on each prefill instance of a disaggregated deployment, with this token budget

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -130,3 +132,21 @@ def test_bigger_batch_budget_never_lowers_prefill_capacity(
     assert np.all(np.diff(caps) >= -0.01 * np.asarray(caps[:-1]))
     alone = 1.0 / float(p @ price(lens, lens**2))
     assert caps[-1] >= alone * 0.97 or max(budgets) < float(lens.max())
+
+
+@settings(deadline=None, max_examples=25)
+@given(services, st.floats(0.05, 0.95), st.integers(2, 12))
+def test_count_routers_between_least_work_and_random(values: list[float], rho: float, x: int) -> None:
+    # the mean prefill wait: least-work ≤ least-loaded ≤ power-of-two ≤ random; the P50/P90/P99: least-loaded ≤
+    # power-of-two ≤ random (against least-work the quantiles near the atom can swap, since JSQ's π is below Erlang C:
+    # pdplan.queueing.jsq, "Orderings"; hypothesis found the P90 swapped at S = 1 s, ρ = 0.625, x = 9)
+    s, p = _pmf(values)
+    rate = [rho * x / float(p @ s)]
+    order = ["least-work", "least-loaded", "power-of-two", "random"]
+    waits = [prefill_wait_distribution(policy, rate, s, p, x) for policy in order]
+    means = [float(w.mean_s[0]) for w in waits]
+    assert all(a <= b * (1 + 1e-9) + 1e-12 for a, b in itertools.pairwise(means)), means
+    for q in (0.5, 0.9, 0.99):
+        qs = [float(w.quantile(q)[0]) for w in waits[1:]]
+        cell = max(float(w.h_s[0]) for w in waits[1:])  # the lattices differ in step: one cell of the coarser
+        assert all(a <= b + 2 * cell for a, b in itertools.pairwise(qs)), (q, qs)

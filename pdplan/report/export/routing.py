@@ -1,27 +1,32 @@
 """The request routing a plan was priced with, written in each target's terms, and a warning wherever the target
 cannot express it.
 
-pdplan prices the prefill pool of an xPyD plan with its ``routing`` (random | round-robin | least-work:
-docs/queueing.md; the plan's ``priced.routing.prefill``), and the decode pool and colocated instances as a random
-split of the arrivals (``priced.routing.decode`` / ``.colocated``; pdplan/serving/disaggregated.py, colocated.py).
+pdplan prices the prefill pool of an xPyD plan with its ``routing`` (random | round-robin | least-work | least-loaded
+| power-of-two: docs/queueing.md §1.3; the plan's ``priced.routing.prefill``), and the decode pool and colocated
+instances as a random split of the arrivals (``priced.routing.decode`` / ``.colocated``;
+pdplan/serving/disaggregated.py, colocated.py). Which policies each target's router runs, and what it is told for a
+policy it lacks, is data (``routers`` in pdplan/data/export/targets.yaml, each entry with its source):
 
 * **vLLM proxy** (vllm-project/vllm ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``): it cycles
   through its prefiller and decoder clients in turn (round-robin) and has no policy option. A colocated plan runs
   behind vLLM's data-parallel balancer where it fits one node as priced (:mod:`pdplan.report.export.vllm_dp`: the
   engine with the fewest ``4 · waiting + running``), else behind none (vLLM ships none for separate servers).
-* **SGLang router** (sgl-project/sglang ``sgl-router/py_src/sglang_router/router_args.py``): ``--policy``,
-  ``--prefill-policy`` and ``--decode-policy`` take ``random``, ``round_robin``, ``cache_aware`` (the default) or
-  ``power_of_two`` (the less loaded of two random workers); none is least-work, so least-work is written as
-  ``power_of_two``, the nearest load-aware choice, with a warning.
+* **SGLang router** (sglang-router 0.3.2 ``sglang_router/router_args.py``): ``--policy``, ``--prefill-policy`` and
+  ``--decode-policy`` take ``random``, ``round_robin``, ``power_of_two`` (the less loaded of two random workers),
+  ``cache_aware`` (the default), ``bucket`` and ``manual``. random, round-robin and power-of-two are written as
+  priced; least-work and least-loaded as ``power_of_two``, the nearest load-aware choice, with a warning. Its
+  ``power_of_two`` compares the token loads it polls from the workers (every ``--worker-load-check-interval`` s),
+  not the in-flight counts pdplan's power-of-two prices, so a plan priced with it gets a warning too.
 * **Dynamo frontend** (ai-dynamo 1.2.1 wheel ``dynamo/common/configuration/groups/router_args.py``:
   ``--router-mode`` ``round-robin`` (the default), ``random``, ``power-of-two``, ``kv``, ``direct``,
   ``least-loaded``, ``device-aware-weighted``; ``dynamo/frontend/main.py`` maps each to the runtime's
   ``RouterMode``); it routes to every worker of the graph, so a colocated plan's aggregated workers need no other
-  balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker service). Least-work is written
-  as ``least-loaded`` ("routes to the worker with the fewest active requests", the flag's help), the nearest: it
-  counts requests, not the prefill work left that least-work prices, and "in disaggregated prefill mode ...
-  skip[s] bootstrap optimization and fall[s] back to the synchronous prefill path"; one warning names both
-  differences (:func:`routing_warnings`).
+  balancer (``examples/backends/vllm/deploy/agg.yaml``: a Frontend and one worker service). random, round-robin,
+  power-of-two and least-loaded are written as priced (``least-loaded`` routes to the fewest in-flight requests, the
+  rule pdplan's least-loaded prices: :mod:`pdplan.queueing.jsq`). Least-work is written as ``least-loaded``, the
+  nearest, with a warning: it counts requests, not the prefill work left that least-work prices. In disaggregated
+  prefill mode both count-based modes "skip bootstrap optimization and fall back to the synchronous prefill path"
+  (the flag's help): that warning says so, and for a plan priced with least-loaded or power-of-two the routing line.
 
 A plan priced with prefix caching and ``affinity`` routing (its ``cache``: a prefix's requests stay on the instance
 that holds it) needs a router that keeps it: the SGLang router's ``cache_aware`` policy for the caching pool
@@ -42,13 +47,35 @@ clusters' workers; :func:`prfaas_warnings` names, in one line, the length rule t
 
 from __future__ import annotations
 
+from pdplan.errors import SpecError
+from pdplan.io.export_data import export_targets
 from pdplan.report.export.cache import cache_affinity, cache_role
 from pdplan.report.export.common import Chosen, ExportContext
 from pdplan.report.export.vllm_dp import BALANCER, vllm_dp_front
+from pdplan.specs.export import RouterData
 
-SGLANG_POLICY = {"random": "random", "round-robin": "round_robin", "least-work": "power_of_two"}
-DYNAMO_MODE = {"random": "random", "round-robin": "round-robin", "least-work": "least-loaded"}
 SEARCH_HINT = "search with `routing: [{0}]` in the scenario's search block for numbers this router meets"
+COUNT_MODES = ("least-loaded", "power-of-two")
+"""Dynamo modes that skip the bootstrap overlap in disaggregated prefill mode (``sources.bootstrap``)."""
+
+
+def router(target: str) -> RouterData:
+    """The ``routers`` entry of ``target`` (``vllm``, ``sglang``, ``dynamo``) in targets.yaml."""
+    routers = {str(name): data for name, data in export_targets().routers.items()}
+    if target not in routers:
+        raise SpecError(f"no router data for target {target!r} (routers in targets.yaml)")
+    return routers[target]
+
+
+def router_value(target: str, policy: str) -> str:
+    """What ``target``'s router is told for a priced ``policy``: its own value where it runs the policy, else the
+    nearest (module docstring); SpecError where the data names neither."""
+    data = router(target)
+    known = {str(name): value for name, value in (*data.nearest.items(), *data.runs.items())}
+    value = known.get(policy)
+    if value is None:
+        raise SpecError(f"{data.name} has no routing policy for {policy!r} (routers.{target} in targets.yaml)")
+    return value
 
 
 def priced_routing(chosen: Chosen) -> dict[str, str | None]:
@@ -74,7 +101,7 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
     pool, policy = _front_pool(chosen)
     if policy is None:
         return [f"the plan document records no {pool} routing policy: the router's default applies"]
-    if target == "vllm" and chosen.plan.mode == "disaggregated" and policy != "round-robin":
+    if target == "vllm" and chosen.plan.mode == "disaggregated" and policy not in router("vllm").runs:
         return [
             f"the plan was priced with {policy} {pool} routing, but vLLM's toy proxy round-robins requests over the "
             f"prefillers (it has no policy option), so its TTFT may differ from the plan's: "
@@ -82,19 +109,26 @@ def routing_warnings(chosen: Chosen, target: str) -> list[str]:
         ]
     if target in ("sglang", "dynamo") and cache_affinity(chosen):
         return []  # the cache-aware router replaces the priced policy (module docstring)
-    if target == "sglang" and policy == "least-work":
+    if target == "sglang" and policy in router("sglang").nearest:
         return [
-            f"the plan was priced with least-work {pool} routing; the SGLang router has no least-work policy, so "
-            "--prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT "
-            "tail may exceed the plan's; " + SEARCH_HINT.format("random")
+            f"the plan was priced with {policy} {pool} routing; the SGLang router has no {policy} policy, so "
+            f"--prefill-policy {router_value('sglang', policy)} (the less loaded of two random workers) is written, "
+            "the nearest: its TTFT tail may exceed the plan's; " + SEARCH_HINT.format("random")
         ]
-    if target == "dynamo" and policy == "least-work":
+    if target == "sglang" and policy == "power-of-two":
         return [
-            f"the plan was priced with least-work {pool} routing; Dynamo's frontend has no least-work mode, so "
-            "--router-mode least-loaded is written, the nearest: it sends each request to the worker with the fewest "
-            "active requests, not the least prefill work left (a short prompt can wait behind a long one), and "
-            "waits for each prefill before the decode (no bootstrap overlap), so its TTFT tail may exceed the "
-            "plan's"
+            f"the plan was priced with power-of-two {pool} routing on current in-flight request counts; the SGLang "
+            "router's power_of_two compares the token loads it polls from the workers every "
+            "--worker-load-check-interval s (10 by default) when it has them, a staler signal, so its TTFT tail may "
+            "exceed the plan's"
+        ]
+    if target == "dynamo" and policy in router("dynamo").nearest:
+        return [
+            f"the plan was priced with {policy} {pool} routing; Dynamo's frontend has no {policy} mode, so "
+            f"--router-mode {router_value('dynamo', policy)} is written, the nearest: it sends each request to the "
+            "worker with the fewest active requests, not the least prefill work left (a short prompt can wait behind "
+            "a long one), and waits for each prefill before the decode (no bootstrap overlap), so its TTFT tail may "
+            "exceed the plan's"
         ]
     return []
 
@@ -120,6 +154,8 @@ def routing_line(chosen: Chosen, target: str, ctx: ExportContext | None = None) 
         does = f"Dynamo's frontend balances over the {workers} aggregated worker(s) with --router-mode {mode}"
     else:
         does = f"Dynamo's frontend runs --router-mode {dynamo_router_mode(chosen) or 'its default'}"
+        if policy in COUNT_MODES and not cache_affinity(chosen):  # least-work's warning says so already
+            does += " (which waits for each prefill before the decode: no bootstrap overlap, routers.dynamo.sources)"
     return f"routing: {priced}; {does}"
 
 
@@ -148,7 +184,7 @@ def sglang_policy_flags(chosen: Chosen) -> list[tuple[str, str]]:
     pool ``cache_aware`` under prefix affinity. A PrfaaS plan's ``remote-prefill`` pool has no flag of its own: its
     router (``remote-router``) takes these same flags, and pdplan prices the remote pool with the scenario's routing,
     the local prefill pool's (pdplan/search/priced.py)."""
-    routing = {name: SGLANG_POLICY[p] for name, p in priced_routing(chosen).items() if p is not None}
+    routing = {name: router_value("sglang", p) for name, p in priced_routing(chosen).items() if p is not None}
     if cache_affinity(chosen):
         routing[cache_role(chosen)] = "cache_aware"
     flags = {"colocated": "--policy", "prefill": "--prefill-policy", "decode": "--decode-policy"}
@@ -161,7 +197,7 @@ def dynamo_router_mode(chosen: Chosen) -> str | None:
     if cache_affinity(chosen):
         return "kv"
     policy = _front_pool(chosen)[1]
-    return None if policy is None else DYNAMO_MODE[policy]
+    return None if policy is None else router_value("dynamo", policy)
 
 
 def prfaas_threshold_tokens(chosen: Chosen) -> int | None:

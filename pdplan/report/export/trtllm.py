@@ -197,7 +197,7 @@ def trtllm_warnings(chosen: Chosen, ctx: ExportContext, server: bool = True) -> 
         )
     pool = "colocated" if chosen.plan.mode == "colocated" else "prefill"
     policy = priced_routing(chosen).get(pool)
-    if server and chosen.plan.mode == "disaggregated" and policy in ("least-work", "random"):
+    if server and chosen.plan.mode == "disaggregated" and policy in ("least-work", "random", "power-of-two"):
         router = router_type(_data(ctx), policy)
         out.append(
             f"the plan was priced with {policy} {pool} routing; TensorRT-LLM's disaggregated server has no such "

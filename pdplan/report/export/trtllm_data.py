@@ -11,7 +11,7 @@ from pydantic import Field
 from pdplan.specs.base import FrozenModel, validate_spec
 from pdplan.specs.export import Granularity, Vendor
 
-Policy = Literal["random", "round-robin", "least-work"]
+Policy = Literal["random", "round-robin", "least-work", "least-loaded", "power-of-two"]
 
 
 class TrtllmData(FrozenModel):
