@@ -579,11 +579,15 @@ def _landing_row(
     busy = (cdf_w - cdf_w[0]) / max(1.0 - float(cdf_w[0]), 1e-12)  # W_f given W_f > 0
     acc = np.zeros(size // 2 + 1, dtype=np.complex128)
     mean = p_full * fill_s
+    phi_less_1 = phi - 1.0
+    pmf_part = np.empty(n)
     for t, weight, full, others in parts:
         if weight > 0.0:
             rest = np.clip(edges / t, 0.0, 1.0)  # U·t
             cdf = busy * rest if full else rest
-            acc += weight * np.fft.rfft(np.diff(cdf, prepend=0.0), size) * np.exp(others * (phi - 1.0))
+            pmf_part[0] = cdf[0] - 0.0  # np.diff(cdf, prepend=0.0) without its concatenation: the same doubles
+            np.subtract(cdf[1:], cdf[:-1], out=pmf_part[1:])
+            acc += weight * np.fft.rfft(pmf_part, size) * np.exp(others * phi_less_1)
             first = h * float(np.sum(1.0 - cdf[:-1] / 2.0 - cdf[1:] / 2.0)) if full else t / 2.0  # E[max] by trapezoid
             mean += weight * (first + others * e1)
     pmf = np.fft.irfft(acc, size)[:n]
