@@ -1,0 +1,30 @@
+"""Keys and freezing for the queueing layer's memos of pure functions (results looked up by the exact doubles of
+their inputs, never by an object's identity)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def exact_key(*groups: tuple[object, ...]) -> bytes:
+    """Every value of ``groups`` (floats, ints, arrays, None) by its float64 doubles, each preceded by a tag and its
+    length, so that no two different input lists give the same key (ints up to 2^53 are exact as doubles)."""
+    parts: list[bytes] = []
+    for group in groups:
+        for value in group:
+            if value is None:
+                parts.append(b"N")
+                continue
+            x = np.ascontiguousarray(value, dtype=np.float64).ravel()
+            parts += [b"A", np.int64(x.size).tobytes(), x.tobytes()]
+    return b"".join(parts)
+
+
+def read_only(value: object, depth: int) -> None:
+    """Every numpy array ``value`` is or holds in its dataclass fields, ``depth`` levels deep, made read-only (a
+    memoised result shared by later callers fails loudly if one tries to change it)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif depth > 0 and hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            read_only(getattr(value, name), depth - 1)
