@@ -12,6 +12,7 @@ with relative sd below 1e-6 is a point mass at m_k. ``P(T_i ≤ b) = Σ_k w_k P(
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import numpy.typing as npt
 
 from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import GammaMixture, mixture_quantile
+from pdplan.queueing.exact_memo import exact_key
 from pdplan.types import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -103,13 +105,52 @@ class ComponentMixture(GammaMixture):
 
     def quantile(self, q: float) -> FloatArray:
         """Mixture quantile per rate by brentq on the cdf; shape ``[R]``. Each rate's cdf is :meth:`first_cdf` of
-        :meth:`row` with the row's masks taken once (the same doubles)."""
+        :meth:`row` with the row's masks taken once (the same doubles). Memoised on the exact doubles of ``q`` and
+        every field (a search reads the same percentile of one colocated plan several times); a fresh copy each
+        call."""
+        key = exact_key((q, *self.shape.shape), tuple(getattr(self, name) for name in _FIELDS))
+        hit = _QUANTILES.get(key)
+        if hit is None:
+            hit = self._quantile(q)
+            _QUANTILES[key] = hit
+            if len(_QUANTILES) > _QUANTILE_ENTRIES:
+                _QUANTILES.popitem(last=False)
+        else:
+            _QUANTILES.move_to_end(key)
+        return hit.copy()
+
+    def _quantile(self, q: float) -> FloatArray:
+        """:meth:`quantile` computed."""
         out = np.empty(self.offset_s.shape[0])
         for r in range(out.shape[0]):
             lo = float(self.offset_s[r].min())
             top = self.offset_s[r] + self.comp_mean_s[:, r] + 60.0 * np.sqrt(self.comp_var_s2[:, r])
             out[r] = mixture_quantile(_first_cdf(self.row(r)), q, lo, float(top.max()) + 1e-12, "TPOT")
         return out
+
+
+_FIELDS = (
+    "offset_s",
+    "prob",
+    "weights",
+    "comp_mean_s",
+    "comp_var_s2",
+    "comp_lo_s",
+    "comp_hi_s",
+    "shape",
+    "scale",
+    "norm",
+)
+"""The fields :meth:`ComponentMixture.quantile` reads."""
+_QUANTILES: OrderedDict[bytes, FloatArray] = OrderedDict()
+_QUANTILE_ENTRIES = 256
+"""Quantiles kept, least recently used dropped first (12 default-family sweep points ask for 19 distinct ones, 76
+times)."""
+
+
+def clear_memo() -> None:
+    """Forget the memoised quantiles (a search timed from scratch)."""
+    _QUANTILES.clear()
 
 
 def _first_cdf(one: ComponentMixture) -> Callable[[float], float]:

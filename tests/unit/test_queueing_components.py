@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdplan.numerics.special import gammainc
+from pdplan.queueing import components
 from pdplan.queueing.components import ComponentMixture
 from pdplan.types import FloatArray
 
@@ -58,3 +59,16 @@ def test_quantile_is_the_root_of_the_first_rows_cdf() -> None:
             one = mix.row(r)
             assert float(one.cdf_per_bin(float(got[r]) + 1e-6)[0] @ one.prob) >= q
             assert float(one.cdf_per_bin(float(got[r]) - 1e-6)[0] @ one.prob) < q
+
+
+def test_quantile_memo_gives_fresh_doubles_in_a_fresh_copy() -> None:
+    mix = _mixture()
+    components.clear_memo()
+    first = mix.quantile(0.9)
+    first[0] = -1.0  # the caller's copy
+    again = mix.quantile(0.9)
+    assert again.tobytes() == mix._quantile(0.9).tobytes()
+    moved = ComponentMixture.of(
+        mix.offset_s + 1e-3, mix.weights, mix.comp_mean_s, mix.comp_var_s2, mix.prob, mix.comp_lo_s, mix.comp_hi_s
+    )
+    assert moved.quantile(0.9).tobytes() == moved._quantile(0.9).tobytes() != again.tobytes()
