@@ -152,7 +152,7 @@ from pdplan.queueing.decode import (
     load_noise,
 )
 from pdplan.queueing.distributions import GammaMixture, ShiftedMixture, WaitDistribution, as_rates
-from pdplan.queueing.exact_memo import exact_key, read_only
+from pdplan.queueing.exact_memo import exact_key, forgets, read_only
 from pdplan.queueing.gig1 import delay_probability, gig1_wait
 from pdplan.queueing.link_delay import no_delay
 from pdplan.queueing.mg1 import mg1_wait_distribution, pk_wait_moments
@@ -358,6 +358,7 @@ _CHUNKED_ENTRIES = 32
 points asks for 21 distinct ones, 102 times)."""
 
 
+@forgets
 def clear_memo() -> None:
     """Forget the chunked results :func:`colocated_chunked` memoised (a search timed from scratch)."""
     _CHUNKED.clear()

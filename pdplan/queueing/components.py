@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import GammaMixture, mixture_quantile
-from pdplan.queueing.exact_memo import exact_key
+from pdplan.queueing.exact_memo import exact_key, forgets
 from pdplan.types import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -148,6 +148,7 @@ _QUANTILE_ENTRIES = 256
 times)."""
 
 
+@forgets
 def clear_memo() -> None:
     """Forget the memoised quantiles (a search timed from scratch)."""
     _QUANTILES.clear()

@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 
 from pdplan.numerics.roots import brentq
 from pdplan.queueing.distributions import GammaMixture, as_rates, check_pmf
+from pdplan.queueing.exact_memo import forgets
 from pdplan.types import Z99, FloatArray
 
 ComplexArray = npt.NDArray[np.complex128]
@@ -344,6 +345,7 @@ _COVARIANCES_BUDGET = 2**22
 _COVARIANCES_HELD = [0]
 
 
+@forgets
 def clear_memo() -> None:
     """Forget the load covariances :func:`_load_covariances` memoised (a search timed from scratch)."""
     _COVARIANCES.clear()

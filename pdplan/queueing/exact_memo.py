@@ -3,7 +3,24 @@ their inputs, never by an object's identity)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+_CLEARS: list[Callable[[], None]] = []
+
+
+def forgets(clear: Callable[[], None]) -> Callable[[], None]:
+    """Register a memo's ``clear`` with :func:`clear_all` (a decorator; returns ``clear``)."""
+    _CLEARS.append(clear)
+    return clear
+
+
+def clear_all() -> None:
+    """Empty every queueing memo registered with :func:`forgets` (a search timed from scratch: benchmarks/; the
+    memos are keyed by value, so nothing in them goes stale)."""
+    for clear in _CLEARS:
+        clear()
 
 
 def exact_key(*groups: tuple[object, ...]) -> bytes:

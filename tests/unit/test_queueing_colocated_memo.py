@@ -73,3 +73,15 @@ def test_the_memo_keeps_its_last_entries(monkeypatch: pytest.MonkeyPatch) -> Non
         cq.colocated_chunked([rate], WL, STEP, **KW)
     assert len(cq._CHUNKED) == 2
     cq.clear_memo()
+
+
+def test_clear_all_empties_every_queueing_memo() -> None:
+    from pdplan.queueing import components, decode
+    from pdplan.queueing.exact_memo import clear_all
+
+    r = cq.colocated_chunked([1.0], WL, STEP, **KW)
+    r.tpot.quantile(0.9)
+    memos = (cq._CHUNKED, components._QUANTILES, decode._COVARIANCES)
+    assert all(len(m) > 0 for m in memos)
+    clear_all()
+    assert all(len(m) == 0 for m in memos)
