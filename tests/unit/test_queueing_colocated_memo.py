@@ -29,13 +29,13 @@ def _numbers(r: cq.ColocatedResult) -> tuple[bytes, ...]:
 
 
 def test_a_hit_is_the_first_result_read_only_and_fresh() -> None:
-    cq.clear_memo()
+    cq.colocated_chunked.clear()
     first = cq.colocated_chunked([1.0, 2.0], WL, STEP, **KW)
     again = cq.colocated_chunked(np.array([1.0, 2.0]), WL, STEP, **KW)
     assert again is first
     with pytest.raises(ValueError, match="read-only"):
         first.ttft.wait.cdf_grid[0, 0] = 0.5
-    fresh = cq._colocated_chunked([1.0, 2.0], WL, STEP, **KW)
+    fresh = cq.colocated_chunked.__wrapped__([1.0, 2.0], WL, STEP, **KW)
     assert _numbers(fresh) == _numbers(first)
 
 
@@ -52,27 +52,37 @@ def test_a_hit_is_the_first_result_read_only_and_fresh() -> None:
 def test_a_changed_input_is_computed_afresh(
     rates: list[float], wl: DecodeWorkload, step: LinearStepTime, kw: dict[str, Any]
 ) -> None:
-    cq.clear_memo()
+    cq.colocated_chunked.clear()
     base = cq.colocated_chunked([1.0, 2.0], WL, STEP, **KW)
     other = cq.colocated_chunked(rates, wl, step, **kw)
     assert other is not base
-    assert _numbers(other) == _numbers(cq._colocated_chunked(rates, wl, step, **kw))
+    assert _numbers(other) == _numbers(cq.colocated_chunked.__wrapped__(rates, wl, step, **kw))
 
 
-def test_keys_tell_none_lengths_and_values_apart() -> None:
-    assert exact_key((None, [1.0])) != exact_key(([1.0], None))
-    assert exact_key(([1.0, 2.0], [3.0])) != exact_key(([1.0], [2.0, 3.0]))
-    assert exact_key((1.0,)) != exact_key((np.nextafter(1.0, 2.0),))
-    assert exact_key((2, 1.5)) == exact_key((2.0, np.array([1.5])))
+def test_keys_tell_none_lengths_types_and_values_apart() -> None:
+    assert exact_key(None, [1.0]) != exact_key([1.0], None)
+    assert exact_key([1.0, 2.0], [3.0]) != exact_key([1.0], [2.0, 3.0])
+    assert exact_key((1.0, 2.0), 3.0) != exact_key(1.0, (2.0, 3.0))
+    assert exact_key(1.0) != exact_key(np.nextafter(1.0, 2.0))
+    assert exact_key(2, 1.5) == exact_key(2.0, np.array([1.5]))
+    assert exact_key(("a", 1.0)) != exact_key(("b", 1.0))
+    assert exact_key(WL) != exact_key(replace(WL, window_tokens=4096.0))
+    assert exact_key(STEP) != exact_key((8e-3, 50e-6, 3.9e-8))  # a dataclass is tagged with its type
 
 
-def test_the_memo_keeps_its_last_entries(monkeypatch: pytest.MonkeyPatch) -> None:
-    cq.clear_memo()
-    monkeypatch.setattr(cq, "_CHUNKED_ENTRIES", 2)
+def test_the_memo_stays_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    memo = cq.colocated_chunked
+    memo.clear()
+    monkeypatch.setattr(memo, "entries", 2)
     for rate in (1.0, 1.5, 2.0):
-        cq.colocated_chunked([rate], WL, STEP, **KW)
-    assert len(cq._CHUNKED) == 2
-    cq.clear_memo()
+        memo([rate], WL, STEP, **KW)
+    assert len(memo.held) == 1  # emptied when the third came
+    monkeypatch.setattr(memo, "max_bytes", 8 * 1000)
+    memo.clear()
+    memo([1.0], WL, STEP, **KW)  # above an eighth of the bytes: not kept
+    assert len(memo.held) == 0
+    assert memo.held_bytes == 0
+    memo.clear()
 
 
 def test_clear_all_empties_every_queueing_memo() -> None:
@@ -81,7 +91,7 @@ def test_clear_all_empties_every_queueing_memo() -> None:
 
     r = cq.colocated_chunked([1.0], WL, STEP, **KW)
     r.tpot.quantile(0.9)
-    memos = (cq._CHUNKED, components._QUANTILES, decode._COVARIANCES)
+    memos = (cq.colocated_chunked.held, components._QUANTILES, decode._COVARIANCES)
     assert all(len(m) > 0 for m in memos)
     clear_all()
     assert all(len(m) == 0 for m in memos)
