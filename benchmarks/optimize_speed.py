@@ -5,8 +5,9 @@ reuse-aware search within 1.5x the default's time).
 Times the library call (``pdplan.search.optimize``) in a warm process — the same work the CLI does after its imports
 — as the best of 3 runs, with and without the capacity-review extras (sensitivity and latency-vs-rate curve, computed
 only for Markdown/JSON/plot output). Run: ``python benchmarks/optimize_speed.py [EXAMPLE.yaml ...]``. Each timed run
-starts with nothing memoised (:func:`pdplan.search.memo.clear`: a search after another of the same scenario reuses
-its rate-independent parts, which a sweep gains and one ``pdplan optimize`` does not), so the figure is one command's
+starts with nothing memoised (:func:`pdplan.search.memo.clear` and :func:`pdplan.queueing.exact_memo.clear_all`: a
+search after another of the same scenario reuses its rate-independent parts, which a sweep gains and one ``pdplan
+optimize`` does not), so the figure is one command's
 search. (``--cpu``: the process's own CPU seconds instead of wall clock, for a machine shared with other jobs;
 examples named: only those; ``--before DIR``: also time the pdplan package of an older checkout at DIR, e.g. ``git
 archive main | tar -x -C DIR``, in a child process of the same run, each case alternating old and new, so that the
@@ -37,6 +38,21 @@ except ImportError:  # an older checkout (--before) memoises nothing between sea
         """Nothing to forget."""
 
 
+try:
+    from pdplan.queueing.exact_memo import clear_all as clear_queueing_memos
+except ImportError:  # an older checkout has no value-keyed queueing memos
+
+    def clear_queueing_memos() -> None:
+        """Nothing to forget."""
+
+
+def forget() -> None:
+    """Nothing memoised by an earlier search: the search memo and the queueing layer's memos
+    (:mod:`pdplan.queueing.exact_memo`, which a search after another also reuses)."""
+    clear_memo()
+    clear_queueing_memos()
+
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = (
     "default.yaml",
@@ -65,7 +81,7 @@ def timed(name: str, clock_cpu: bool) -> tuple[int, float, float]:
 
 def _cold(scenario: Scenario, catalog: Catalog, *, analyse: bool) -> object:
     """One search with nothing memoised by an earlier one (an older checkout has no memo)."""
-    clear_memo()
+    forget()
     return optimize(scenario, catalog=catalog, analyse=analyse)
 
 

@@ -42,6 +42,21 @@ except ImportError:  # an older checkout (--before) memoises nothing between sea
         """Nothing to forget."""
 
 
+try:
+    from pdplan.queueing.exact_memo import clear_all as clear_queueing_memos
+except ImportError:  # an older checkout has no value-keyed queueing memos
+
+    def clear_queueing_memos() -> None:
+        """Nothing to forget."""
+
+
+def forget() -> None:
+    """Nothing memoised by an earlier search: the search memo and the queueing layer's memos
+    (:mod:`pdplan.queueing.exact_memo`, which a search after another also reuses)."""
+    clear_memo()
+    clear_queueing_memos()
+
+
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "examples/sweeps/fleet.yaml"
 DOC = ROOT / "docs/sweep.md"
@@ -59,12 +74,12 @@ def _in_process(job: SweepJob, cold: bool = False) -> tuple[float, float]:
     its imports)."""
     open_job(job)
     list(in_process(job, [(0, job.points[0])]))
-    clear_memo()  # the warm-up pays the imports and the catalogue, and shares nothing with the timed points
+    forget()  # the warm-up pays the imports and the catalogue, and shares nothing with the timed points
     todo = list(enumerate(job.points))
     wall, cpu = time.perf_counter(), time.process_time()
     for one in todo:
         if cold:
-            clear_memo()
+            forget()
         list(in_process(job, [one]))
     return (time.perf_counter() - wall) / len(todo), (time.process_time() - cpu) / len(todo)
 

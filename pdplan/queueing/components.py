@@ -12,13 +12,19 @@ with relative sd below 1e-6 is a point mass at m_k. ``P(T_i ≤ b) = Σ_k w_k P(
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import GammaMixture, mixture_quantile
+from pdplan.queueing.exact_memo import exact_key, forgets
 from pdplan.types import FloatArray
+
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,18 +83,7 @@ class ComponentMixture(GammaMixture):
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``Σ_k w_k P(offset + X_k ≤ b)`` per bin, shape ``[R, M]``."""
-        x = b_s - self.offset_s[None] - self.comp_lo_s
-        random = np.isfinite(self.shape)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(random, np.clip(x, 0.0, None) / np.where(random, self.scale, 1.0), 0.0)
-        gam = gammainc(np.where(random, self.shape, 1.0), z) / self.norm
-        below = b_s - self.offset_s[None] < self.comp_hi_s
-        per = np.where(
-            random,
-            np.where(below, np.minimum(gam, 1.0), 1.0),
-            (b_s - self.offset_s[None] >= self.comp_mean_s).astype(np.float64),
-        )
-        return np.asarray(np.sum(per * self.weights, axis=0), dtype=np.float64)
+        return _cdf_per_bin(b_s - self.offset_s[None], self, _live(self))
 
     def row(self, r: int) -> ComponentMixture:
         """The mixture at rate index ``r`` alone (``R = 1``)."""
@@ -109,11 +104,83 @@ class ComponentMixture(GammaMixture):
         )
 
     def quantile(self, q: float) -> FloatArray:
-        """Mixture quantile per rate by brentq on the cdf; shape ``[R]``."""
+        """Mixture quantile per rate by brentq on the cdf; shape ``[R]``. Each rate's cdf is :meth:`first_cdf` of
+        :meth:`row` with the row's masks taken once (the same doubles). Memoised on the exact doubles of ``q`` and
+        every field (a search reads the same percentile of one colocated plan several times); a fresh copy each
+        call."""
+        key = exact_key((q, *self.shape.shape), tuple(getattr(self, name) for name in _FIELDS))
+        hit = _QUANTILES.get(key)
+        if hit is None:
+            hit = self._quantile(q)
+            _QUANTILES[key] = hit
+            if len(_QUANTILES) > _QUANTILE_ENTRIES:
+                _QUANTILES.popitem(last=False)
+        else:
+            _QUANTILES.move_to_end(key)
+        return hit.copy()
+
+    def _quantile(self, q: float) -> FloatArray:
+        """:meth:`quantile` computed."""
         out = np.empty(self.offset_s.shape[0])
         for r in range(out.shape[0]):
-            one = self.row(r)
             lo = float(self.offset_s[r].min())
             top = self.offset_s[r] + self.comp_mean_s[:, r] + 60.0 * np.sqrt(self.comp_var_s2[:, r])
-            out[r] = mixture_quantile(one.first_cdf, q, lo, float(top.max()) + 1e-12, "TPOT")
+            out[r] = mixture_quantile(_first_cdf(self.row(r)), q, lo, float(top.max()) + 1e-12, "TPOT")
         return out
+
+
+_FIELDS = (
+    "offset_s",
+    "prob",
+    "weights",
+    "comp_mean_s",
+    "comp_var_s2",
+    "comp_lo_s",
+    "comp_hi_s",
+    "shape",
+    "scale",
+    "norm",
+)
+"""The fields :meth:`ComponentMixture.quantile` reads."""
+_QUANTILES: OrderedDict[bytes, FloatArray] = OrderedDict()
+_QUANTILE_ENTRIES = 256
+"""Quantiles kept, least recently used dropped first (12 default-family sweep points ask for 19 distinct ones, 76
+times)."""
+
+
+@forgets
+def clear_memo() -> None:
+    """Forget the memoised quantiles (a search timed from scratch)."""
+    _QUANTILES.clear()
+
+
+def _first_cdf(one: ComponentMixture) -> Callable[[float], float]:
+    """``one.first_cdf`` with the masks of :func:`_live` and the offsets taken once (the same doubles)."""
+    live, offset = _live(one), one.offset_s[None]
+
+    def cdf(b_s: float) -> float:
+        return float(_cdf_per_bin(b_s - offset, one, live)[0] @ one.prob)
+
+    return cdf
+
+
+def _live(mix: ComponentMixture) -> BoolArray:
+    """The components whose cdf needs ``gammainc``: random (finite shape) and of nonzero weight."""
+    return np.asarray(np.isfinite(mix.shape) & (mix.weights > 0.0), dtype=np.bool_)
+
+
+def _cdf_per_bin(d_s: FloatArray, mix: ComponentMixture, live: BoolArray) -> FloatArray:
+    """``Σ_k w_k P(X_k ≤ d)`` per bin at ``d = b − offset`` (``[1, R, M]``), ``live`` = :func:`_live` of ``mix``.
+
+    ``gammainc`` runs only where its value counts: a live component below its cap ``hi`` with ``x = d − lo > 0``.
+    Elsewhere the value is what the full formula gives, without the call: past the cap 1; at ``x ≤ 0`` 0 (its
+    argument is 0 and ``P(k, 0) = 0``); a zero-weight component contributes ``0·w = 0`` whatever its cdf (finite,
+    in [0, 1]); a point mass at m is the indicator ``d ≥ m``. Same doubles as evaluating ``gammainc`` everywhere
+    (tests/unit/queueing/test_components.py)."""
+    x = d_s - mix.comp_lo_s
+    below = d_s < mix.comp_hi_s
+    random = np.isfinite(mix.shape)
+    per = np.where(random, np.where(below, 0.0, 1.0), (d_s >= mix.comp_mean_s).astype(np.float64))
+    run = live & below & (x > 0.0)
+    per[run] = np.minimum(gammainc(mix.shape[run], x[run] / mix.scale[run]) / mix.norm[run], 1.0)
+    return np.asarray(np.sum(per * mix.weights, axis=0), dtype=np.float64)

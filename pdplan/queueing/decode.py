@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 
 from pdplan.numerics.roots import brentq
 from pdplan.queueing.distributions import GammaMixture, as_rates, check_pmf
+from pdplan.queueing.exact_memo import forgets
 from pdplan.types import Z99, FloatArray
 
 ComplexArray = npt.NDArray[np.complex128]
@@ -337,11 +338,53 @@ def feedback_factor(state: DecodeFixedPoint, workload: DecodeWorkload) -> FloatA
     return factor
 
 
-def _load_covariances(
+Covariances = tuple[tuple[npt.NDArray[np.intp], FloatArray, FloatArray], ...]
+_COVARIANCES: dict[tuple[bytes, bytes], Covariances] = {}
+_COVARIANCES_BUDGET = 2**22
+"""Doubles of covariance :func:`_load_covariances` keeps (32 MiB); past it the memo is emptied."""
+_COVARIANCES_HELD = [0]
+
+
+@forgets
+def clear_memo() -> None:
+    """Forget the load covariances :func:`_load_covariances` memoised (a search timed from scratch)."""
+    _COVARIANCES.clear()
+    _COVARIANCES_HELD[0] = 0
+
+
+def _load_covariances(state: DecodeFixedPoint, workload: DecodeWorkload) -> Covariances:
+    """Per batch of busy rates: their indices, the load covariance ``C_m`` (m = 0 … n_max + 1) of each and F =
+    ``C_0/(λτ̄ r_0)`` (1 where that is 0: no noise). F = 1 for an idle rate (not yielded).
+
+    Memoised on the exact doubles it reads (the workload's bins and window, each rate's λ, τ̄, u, t1, t2): a search
+    asks for the same state again (a rate's TPOT and its capacity bounds' F, the KV and seat searches of one
+    instance), about three calls in four in a default-family sweep. The arrays kept are read-only."""
+    rates = b"".join(np.ascontiguousarray(x, np.float64).tobytes() for x in _state_inputs(state))
+    key = (_workload_key(workload), rates)
+    hit = _COVARIANCES.get(key)
+    if hit is not None:
+        return hit
+    out = tuple(_computed_covariances(state, workload))
+    for idx, cov, fac in out:
+        for x in (idx, cov, fac):
+            x.flags.writeable = False
+    size = sum(cov.size for _, cov, _ in out)
+    if _COVARIANCES_HELD[0] + size > _COVARIANCES_BUDGET:
+        clear_memo()
+    _COVARIANCES[key] = out
+    _COVARIANCES_HELD[0] += size
+    return out
+
+
+def _state_inputs(state: DecodeFixedPoint) -> tuple[FloatArray, ...]:
+    """What :func:`_computed_covariances` reads of a fixed point."""
+    return (state.rate_per_s, state.tau_mean_s, state.utilisation, state.t1_s_per_seq, state.t2_s_per_token)
+
+
+def _computed_covariances(
     state: DecodeFixedPoint, workload: DecodeWorkload
 ) -> Iterator[tuple[npt.NDArray[np.intp], FloatArray, FloatArray]]:
-    """Per batch of busy rates: their indices, the load covariance ``C_m`` (m = 0 … n_max + 1) of each and F =
-    ``C_0/(λτ̄ r_0)`` (1 where that is 0: no noise). F = 1 for an idle rate (not yielded)."""
+    """:func:`_load_covariances` computed (each covariance copied out of its FFT's buffer)."""
     n_max = int(np.ceil(workload.decode_steps.max()))
     u_top = float(np.clip(state.utilisation.max(), 0.0, 0.999))
     need = max(4.0, _GRID_FACTOR / (1.0 - u_top)) * (n_max + 2)
@@ -360,7 +403,7 @@ def _load_covariances(
             lam = state.rate_per_s[idx, None]
             lt = lam * state.tau_mean_s[idx, None]
             spec = lt * spec_r[None, :] / np.abs(1.0 - lam * g_hat[None, :]) ** 2
-            cov = np.fft.irfft(spec, n=length, axis=1)[:, : n_max + 2]
+            cov = np.fft.irfft(spec, n=length, axis=1)[:, : n_max + 2].copy()
             denom = lt[:, 0] * r0  # 0 when w ≡ 0 or λτ̄ underflows: no noise, F = 1
             yield idx, cov, np.where(denom > 0.0, cov[:, 0] / np.where(denom > 0.0, denom, 1.0), 1.0)
 
