@@ -250,7 +250,7 @@ def term_rows(run: Any, flat_run: Flat) -> list[str]:
 
 def term_table(runs: list[Any]) -> list[str]:
     lines = [
-        "| profile | term | stands for | shipped (joint fit) | fitted H100 / H200 / joint | "
+        "| profile | term | stands for | shipped | fitted H100 / H200 / joint | "
         "range over the fits (all terms free: one GPU, joint, folds) | "
         "cross-GPU TPOT / TTFT median \\|err\\| % with → without | in-sample with → without | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -340,9 +340,11 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         *held_table(flat),
         "## 5. Fitted end-to-end terms",
         "",
-        "Each term of each shipped profile that was fitted on end-to-end rows (since issue #23 item 2 the joint fit "
-        "of both GPUs' rows, each GPU weighted to half the total: `benchmarks/fit_shipped_profile.py`; "
-        '`benchmarks/cross_gpu_fit.py`). "Without": the term held at its unfitted '
+        "Each term of each shipped profile that was fitted on end-to-end rows. Shipped: since issue #23 item 2 the "
+        "joint fit of both GPUs' rows, each GPU weighted to half the total (`benchmarks/fit_shipped_profile.py`), "
+        "for vllm and vllm-0.18; SGLang and TensorRT-LLM keep their H100 fits, the joint fit refused by that "
+        "script's rule (it worsened their GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
+        'fitters). "Without": the term held at its unfitted '
         "value and the others refitted; errors pooled over both directions (cross-GPU) or both GPUs (in-sample) on "
         "the profile's rows. Verdict: what the term does to the cross-GPU medians, in points (helps: removing it "
         "worsens the median by more than 0.5 points; hurts: removing it improves it by more than 0.5).",
