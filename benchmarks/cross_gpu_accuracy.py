@@ -10,9 +10,12 @@ them and their fitters) are refitted, the kernel terms staying the kernel tables
 
 * **in-sample**: fitted on one GPU's rows, scored on the same rows;
 * **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse;
-* **joint**: fitted on both GPUs' rows (the issue's "once per engine version, jointly on both GPUs");
+* **joint**: fitted on both GPUs' rows (the issue's "once per engine version, jointly on both GPUs"), each GPU's
+  rows weighted to half the total (``cross_gpu_fit.gpu_balanced_weights``): what the shipped profiles carry since
+  issue #23 item 2 (``benchmarks/fit_shipped_profile.py``);
 * **leave one model out** / **leave one engine version out**: fitted on both GPUs' rows but one model's (one
-  version's), scored on those held out; versions only where the profile's rows span several;
+  version's), weighted as the joint fit, scored on those held out; versions only where the profile's rows span
+  several;
 * **without a term**: the cross-GPU fits again with one term held at its unfitted value
   (``cross_gpu_fit.UNFITTED``), the others refitted;
 * **shipped** (the profiles as they are) and **no fitted term** (every fitted term at its unfitted value).
@@ -44,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cross_gpu_fit import FITTED, UNFITTED, Fit, fit, linearise
+from cross_gpu_fit import FITTED, UNFITTED, Fit, fit, gpu_balanced_weights, linearise
 from cross_gpu_rows import SILICON, PricePool, read_gpu, why_not
 from data_root import calibration_path
 
@@ -176,14 +179,15 @@ def run_profile(
     if full:
         none = {k: UNFITTED[k] for k in terms}
         fits["none"] = Fit(none, frozenset(), *price(none))
+    gpu = np.array([r["gpu"] for r in rows])
     for label, train, fixed, held in _experiments(rows, terms, full):
         if train.sum() >= len(terms):
             need = ~train if held else None
-            fits[label] = fit(lin, price, run.meas_ttft, run.meas_tpot, train, fixed=fixed, need=need)
+            weights = gpu_balanced_weights(gpu, train)
+            fits[label] = fit(lin, price, run.meas_ttft, run.meas_tpot, train, fixed=fixed, need=need, weights=weights)
     run.preds = _held_out(fits, rows, terms)
     if full:
         run.removed = removal_candidates(run, terms)
-        gpu = np.array([r["gpu"] for r in rows])
         for g in GPUS:
             fixed = {t: UNFITTED[t] for t in run.removed}
             fits[f"reduced fit {g}"] = fit(lin, price, run.meas_ttft, run.meas_tpot, gpu == g, fixed=fixed)

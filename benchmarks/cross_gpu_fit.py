@@ -4,11 +4,11 @@ The numerical pieces are pdplan calibrate's own (:mod:`pdplan.calibrate.engine_f
 ``in_span``, ``solve_log_residuals``); this module holds only what differs: the terms, their stages and losses, the
 chord iteration over a fixed Jacobian.
 
-Which terms (:data:`FITTED`): those the shipped profiles fitted on end-to-end rows, read from the fitters and the
-profiles' ``source`` texts. All were fitted on H100 rows only (``aiconfigurator-silicon/h100_sxm.csv``):
+Which terms (:data:`FITTED`): those the shipped profiles fit on end-to-end rows. Until issue #23 item 2 each was
+fitted on H100 rows only (``aiconfigurator-silicon/h100_sxm.csv``), by its own fitter:
 
-* ``vllm`` (0.12.0): ``step_s`` (TPOT) on the 93 vLLM 0.12.0 dense rows (``benchmarks/fit_shipped_profile.py``,
-  pdplan calibrate's two-stage fit with every other term held);
+* ``vllm`` (0.12.0): ``step_s`` (TPOT) on the 93 vLLM 0.12.0 dense rows (pdplan calibrate's two-stage fit with every
+  other term held, the former ``benchmarks/fit_shipped_profile.py``);
 * ``vllm-0.18``: ``step_s`` (nnls on the TPOT deficit) on the 88 vLLM 0.18.0 MoE rows
   (``benchmarks/fit_vllm018_overheads.py``);
 * ``sglang`` (0.5.1.post1): ``step_s`` on its 84 dense rows of 0.5.1.post1 and 0.5.8.post1
@@ -16,6 +16,10 @@ profiles' ``source`` texts. All were fitted on H100 rows only (``aiconfigurator-
 * ``trtllm`` (1.0.0rc3): ``step_s`` on its 357 dense rows (``fit_engine_overheads.py``), ``request_s`` and
   ``startup_cohorts`` on its 353 1.0.0rc3 dense rows (``benchmarks/fit_startup_cohorts.py``, least-median),
   ``eager_s_per_moe_layer`` on its 126 1.0.0rc3 Qwen3-235B rows (``benchmarks/fit_eager_moe_step.py``).
+
+Since issue #23 item 2 (2026-12-07) every one of them is fitted once per profile, jointly on the rows of both GPUs
+that the profile prices (dense, MoE and disaggregated), by :func:`fit` with :func:`gpu_balanced_weights`
+(``benchmarks/fit_shipped_profile.py``, which writes the values and their source into the engine YAMLs).
 
 Issue #23 removed (2026-12-06; the table of docs/cross_gpu_accuracy.md §8.4) the terms that did not improve the
 cross-GPU error: vLLM 0.12 ``step_s_per_seq``, ``request_s`` and ``startup_cohorts``; vLLM 0.18
@@ -164,22 +168,37 @@ def constrained(lin: Linearised, train: np.ndarray, free: Sequence[str]) -> set[
 
 
 def _solve(
-    pred: np.ndarray, slopes: np.ndarray, meas: np.ndarray, x0: np.ndarray, names: list[str], loss: tuple[str, ...]
+    pred: np.ndarray,
+    slopes: np.ndarray,
+    meas: np.ndarray,
+    x0: np.ndarray,
+    names: list[str],
+    loss: tuple[str, ...],
+    weights: np.ndarray,
 ) -> np.ndarray:
-    """Bounded robust least squares of log((pred + slopes·(x − x0))/meas), losses applied in turn
-    (``engine_fit.solve_log_residuals``; predictions in ms, floored at 1e-6 ms)."""
+    """Bounded robust least squares of log((pred + slopes·(x − x0))/meas), each residual weighted, losses applied in
+    turn (``engine_fit.solve_log_residuals``; predictions in ms, floored at 1e-6 ms)."""
     scale = np.array([STEPS[k] for k in names])
     bounds = [BOUNDS[k] for k in names]
-    return solve_log_residuals(pred, slopes, x0, meas, bounds=bounds, scale=scale, losses=loss, floor=1e-6)
+    return solve_log_residuals(
+        pred, slopes, x0, meas, bounds=bounds, scale=scale, losses=loss, floor=1e-6, weights=weights
+    )
 
 
 LOSSES = {"tpot": ("linear", "soft_l1"), "both": ("linear", "soft_l1"), "ttft": ("linear", "soft_l1", "cauchy")}
 
 
 def _step(
-    lin: Linearised, theta: dict[str, float], pred: np.ndarray, meas: np.ndarray, train: np.ndarray, free: list[str]
+    lin: Linearised,
+    theta: dict[str, float],
+    pred: np.ndarray,
+    meas: np.ndarray,
+    train: np.ndarray,
+    free: list[str],
+    weights: np.ndarray,
 ) -> dict[str, float]:
-    """One chord step: the stages in order on ``pred`` (exact at ``theta``) + the fixed Jacobian."""
+    """One chord step: the stages in order on ``pred`` (exact at ``theta``) + the fixed Jacobian; ``weights`` per
+    row (length of the stacked (TTFT, TPOT) vector)."""
     names = list(lin.theta0)
     delta = np.zeros(len(names))
     for stage, terms in STAGES:
@@ -191,7 +210,9 @@ def _step(
         stage_pred = pred[rows] + lin.jac[rows] @ delta
         ok = np.isfinite(stage_pred) & np.isfinite(meas[rows])
         x0 = np.array([theta[k] for k in mine])
-        x = _solve(stage_pred[ok], lin.jac[rows][ok][:, cols], meas[rows][ok], x0, mine, LOSSES[stage])
+        x = _solve(
+            stage_pred[ok], lin.jac[rows][ok][:, cols], meas[rows][ok], x0, mine, LOSSES[stage], weights[rows][ok]
+        )
         delta[cols] = x - x0
     return {k: theta[k] + float(delta[i]) for i, k in enumerate(names)}
 
@@ -205,10 +226,14 @@ def fit(
     *,
     fixed: Mapping[str, float] | None = None,
     need: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> Fit:
-    """Fit the profile's terms on the ``train`` rows (boolean mask), ``fixed`` ones held at the given values; the
-    result carries exact predictions at the fitted terms of the ``need`` rows (default: every row; NaN elsewhere).
-    Intermediate chord passes price the training rows only."""
+    """Fit the profile's terms on the ``train`` rows (boolean mask), ``fixed`` ones held at the given values, each
+    row's residuals weighted by ``weights`` (per row; default 1: see :func:`gpu_balanced_weights`); the result carries
+    exact predictions at the fitted terms of the ``need`` rows (default: every row; NaN elsewhere). Intermediate chord
+    passes price the training rows only."""
+    row_w = np.ones(train.size) if weights is None else np.asarray(weights, float)
+    stacked_w = np.concatenate([row_w, row_w])
     fixed = dict(fixed or {})
     theta = {**lin.theta0, **fixed}
     free = [k for k in lin.theta0 if k not in fixed]
@@ -217,7 +242,7 @@ def fit(
     meas = np.concatenate([meas_ttft, meas_tpot])
     ttft, tpot = (lin.ttft_ms, lin.tpot_ms) if not fixed else price(theta, train)
     for i in range(CHORD_PASSES if free else 0):
-        new = _step(lin, theta, np.concatenate([ttft, tpot]), meas, train, free)
+        new = _step(lin, theta, np.concatenate([ttft, tpot]), meas, train, free, stacked_w)
         moved = max(abs(new[k] - theta[k]) / STEPS[k] for k in free)
         theta = new
         if i == CHORD_PASSES - 1 or moved < 0.05:
@@ -225,3 +250,21 @@ def fit(
         ttft, tpot = price(theta, train)
     ttft, tpot = price(theta, np.ones(train.size, bool) if need is None else need)
     return Fit(theta, frozenset(frozen), ttft, tpot)
+
+
+def gpu_balanced_weights(gpu: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Per row, the weight that gives each GPU's training rows the same total: ``n / (g · n_gpu)`` for ``n`` training
+    rows over ``g`` GPUs, ``n_gpu`` of them on the row's GPU (mean weight 1; 0 outside ``train``).
+
+    Why: a host term (per step, per request, start-up) is CPU-side, the same on both GPUs, so the joint fit should
+    settle it where the two GPUs' residuals balance, not where the GPU with more rows lies (TensorRT-LLM: 507 H100
+    rows against 305 H200 rows; SGLang: 130 against 182). Equal totals make the joint fit the counterpart of the two
+    cross-GPU folds, each of which trusts one GPU fully. Each stage's loss (least squares, then soft-L1, Cauchy)
+    sees ``sqrt(weight)``-scaled log residuals (``engine_fit.solve_log_residuals``)."""
+    out = np.zeros(gpu.size)
+    labels = np.unique(gpu[train])
+    n = int(train.sum())
+    for g in labels:
+        mask = train & (gpu == g)
+        out[mask] = n / (labels.size * int(mask.sum()))
+    return out

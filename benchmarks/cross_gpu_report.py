@@ -250,7 +250,7 @@ def term_rows(run: Any, flat_run: Flat) -> list[str]:
 
 def term_table(runs: list[Any]) -> list[str]:
     lines = [
-        "| profile | term | stands for | shipped (H100 fit) | fitted H100 / H200 / joint | "
+        "| profile | term | stands for | shipped | fitted H100 / H200 / joint | "
         "range over the fits (all terms free: one GPU, joint, folds) | "
         "cross-GPU TPOT / TTFT median \\|err\\| % with → without | in-sample with → without | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -333,14 +333,18 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         *pairs_table(flat),
         "## 4. Held out: one model, one engine version",
         "",
-        "The joint fit takes every row of both GPUs; each fold leaves out one model's (one engine version's) rows "
+        "The joint fit takes every row of both GPUs, each GPU's rows weighted to half the total "
+        "(`cross_gpu_fit.gpu_balanced_weights`); each fold leaves out one model's (one engine version's) rows "
         "on both GPUs and predicts them.",
         "",
         *held_table(flat),
         "## 5. Fitted end-to-end terms",
         "",
-        "Each term of each shipped profile that was fitted on end-to-end rows (all on H100 rows: "
-        '`benchmarks/cross_gpu_fit.py` names the fitter of each). "Without": the term held at its unfitted '
+        "Each term of each shipped profile that was fitted on end-to-end rows. Shipped: since issue #23 item 2 the "
+        "joint fit of both GPUs' rows, each GPU weighted to half the total (`benchmarks/fit_shipped_profile.py`), "
+        "for vllm and vllm-0.18; SGLang and TensorRT-LLM keep their H100 fits, the joint fit refused by that "
+        "script's rule (it worsened their GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
+        'fitters). "Without": the term held at its unfitted '
         "value and the others refitted; errors pooled over both directions (cross-GPU) or both GPUs (in-sample) on "
         "the profile's rows. Verdict: what the term does to the cross-GPU medians, in points (helps: removing it "
         "worsens the median by more than 0.5 points; hurts: removing it improves it by more than 0.5).",

@@ -12,6 +12,11 @@ Until issue #23 the regressors were ``[1, 2·layers·(TP > 1)]``, the second for
 (``collective_s``); it came out 14.9 µs for SGLang and 1.7 µs for TensorRT-LLM on these rows, 0 on the H200 rows,
 and holding it at 0 did not worsen the cross-GPU error (docs/cross_gpu_accuracy.md §8.4), so it is held at
 :data:`HELD_COLLECTIVE_S` and has no column.
+
+Issue #23 item 2 (2026-12-07): the shipped step_s of SGLang and TensorRT-LLM stay this H100 fit's; the joint fit on
+the H100 and H200 rows (``benchmarks/fit_shipped_profile.py``) was refused by its rule for both (SGLang 1.48 ms: the
+TPOT median |error| worse on both GPUs; TensorRT-LLM: its TTFT terms worsened the H100 TTFT). vLLM 0.12's step_s is
+the joint fit's.
 """
 
 from __future__ import annotations

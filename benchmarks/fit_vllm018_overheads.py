@@ -16,6 +16,9 @@ over both models is taken, with its bootstrap spread. A bound from one row that 
 TP8 1024/1024 gpt-oss run measures TTFT = 32 ms, which must hold at least the prompt's prefill, one decode step (the
 async scheduler returns the token one step later), the 5 ms per request and the tokeniser, so the per-layer term is
 at most (32 − those)/36 layers (printed). Run: ``python benchmarks/fit_vllm018_overheads.py``.
+
+Issue #23 item 2 (2026-12-07): the shipped step_s is now the joint fit on the H100 and H200 rows
+(``benchmarks/fit_shipped_profile.py``: 0.179 ms); this H100-only fit is kept as a study of that GPU's rows.
 """
 
 from __future__ import annotations

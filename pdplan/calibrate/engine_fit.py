@@ -179,17 +179,20 @@ def solve_log_residuals(
     scale: FloatArray,
     losses: tuple[str, ...],
     floor: float,
+    weights: FloatArray | None = None,
 ) -> FloatArray:
     """Bounded least squares of log(max(base + jac·(x − x0), ``floor``) / meas) over x, each loss of ``losses`` in
     turn from the previous optimum (``linear`` first: from far off, soft-L1's flat tails stop trf on ftol before it
     has moved), solved in units of ``scale`` (comparable magnitudes) with :data:`_F_SCALE` as the robust losses'
-    scale (module docstring)."""
+    scale (module docstring). ``weights`` (one per residual, default 1) multiply each log residual by its square
+    root, so a residual counts ``weight`` times in the linear loss's sum of squares."""
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
+    root_w = np.ones(meas.size) if weights is None else np.sqrt(np.asarray(weights, float))
 
     def residuals(z: FloatArray) -> FloatArray:
         pred = base + jac @ (z * scale - x0)
-        out: FloatArray = np.log(np.maximum(pred, floor) / meas)
+        out: FloatArray = root_w * np.log(np.maximum(pred, floor) / meas)
         return out
 
     z, box = np.clip(x0, lo, hi) / scale, (lo / scale, hi / scale)

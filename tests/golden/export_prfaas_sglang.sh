@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 2 from examples/prfaas-h200-h100.yaml
-# plan: 1P3D h100-sxm TP4 / h100-sxm TP4 layer + PrfaaS 2x h200-sxm TP4; 24 GPUs; goodput 7.69 req/s
+# plan: 1P3D h100-sxm TP4 / h100-sxm TP4 layer + PrfaaS 2x h200-sxm TP4; 24 GPUs; goodput 7.845 req/s
 # model: Qwen/Qwen3-Next-80B-A3B-Instruct
 # prefill: 1 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 3 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # remote-prefill: 2 x TP4 (4 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
-# PrfaaS: prompts of more than 28926 tokens are prefilled on the remote-prefill cluster, their KV sent to the local decode instances over dci-100g
+# PrfaaS: prompts of more than 28992 tokens are prefilled on the remote-prefill cluster, their KV sent to the local decode instances over dci-100g
 # WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
 # WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
-# WARNING: no sglang router routes by prompt length: configure your gateway by hand to send prompts of more than 28926 tokens to the remote-router (port 8001, the remote prefill cluster) and the rest to the router (port 8000)
+# WARNING: no sglang router routes by prompt length: configure your gateway by hand to send prompts of more than 28992 tokens to the remote-router (port 8001, the remote prefill cluster) and the rest to the router (port 8000)
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
 # routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #

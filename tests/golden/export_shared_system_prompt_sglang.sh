@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache load-balance; 6 GPUs; goodput 167.7 req/s
-# at that rate: TTFT P90 426.8 ms, TPOT P90 33.54 ms
+# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache affinity; 6 GPUs; goodput 172.8 req/s
+# at that rate: TTFT P90 499.7 ms, TPOT P90 32.97 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
 # prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
-# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
+# routing: priced with least-work prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
@@ -68,7 +67,7 @@ case "$role" in
     exec python -m sglang_router.launch_router \
       --pd-disaggregation \
       "${urls[@]}" \
-      --prefill-policy power_of_two \
+      --prefill-policy cache_aware \
       --decode-policy random \
       --host 0.0.0.0 \
       --port 8000

@@ -2,7 +2,8 @@
 with the prompt-length threshold named where no router can apply it (pdplan/report/export/routing.py).
 
 The golden prfaas-h200-h100 report's rank 1: 1P3D H100 TP4 locally, 2 x H200 TP4 remote prefill over a 100 Gb/s DCI,
-threshold 28,926.25 tokens (prompts of 28,927 tokens or more go remote, so the rule reads "more than 28926").
+threshold 28,992.04 tokens (prompts of 28,993 tokens or more go remote, so the rule reads "more than 28992"; 28,926.25
+before issue #23 item 2 fitted the vllm step_s jointly on H100 and H200 rows).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def test_the_remote_cluster_is_a_prefill_role_on_its_own_gpus() -> None:
     assert "--max-running-requests" not in remote  # a prefill role: no decode batch cap
     assert remote["--mem-fraction-static"] != local["--mem-fraction-static"]  # SGLang's rule at H200's 141 GB
     assert "remote-prefill: 2 x TP4 (4 GPUs each) on h200-sxm" in result.text
-    assert "# PrfaaS: prompts of more than 28926 tokens are prefilled on the remote-prefill cluster" in result.text
+    assert "# PrfaaS: prompts of more than 28992 tokens are prefilled on the remote-prefill cluster" in result.text
 
 
 def test_two_fronts_and_one_line_for_the_length_rule() -> None:
@@ -60,7 +61,7 @@ def test_two_fronts_and_one_line_for_the_length_rule() -> None:
     assert "REMOTE_PREFILL_HOSTS" in result.text
     lines = [w for w in result.warnings if "prompt length" in w]
     assert len(lines) == 1
-    assert "more than 28926 tokens to the remote-router (port 8001" in lines[0]
+    assert "more than 28992 tokens to the remote-router (port 8001" in lines[0]
     assert "\n" not in lines[0]
 
 
