@@ -20,6 +20,10 @@ mini load balancer (one policy picks the prefill and the decode instance): ``ran
 ``round-robin`` (decode in prefill-completion order), ``least-work`` (prefill: least unfinished
 work; decode: fewest outstanding requests), or what Dynamo's and SGLang's routers run (pdplan.queueing.jsq):
 ``least-loaded`` (fewest in-flight requests) and ``power-of-two`` (the fewer of two instances drawn at random).
+The default is ``least-loaded``: the load-aware policy a shipped router runs as priced (Dynamo's frontend
+``--router-mode least-loaded``, TensorRT-LLM's ``load_balancing`` router; pdplan/data/export/targets.yaml
+``routers``), so a default plan is exported as it was priced (issue #25). No router runs ``least-work`` (the
+exports write the nearest with a warning); ask for it to price an ideal work-aware router.
 
 ``prefill_max_batch_tokens`` (a positive integer; default none = one prompt at a time) turns on
 batched prefill on each prefill instance of a disaggregated deployment, with this token budget
@@ -191,7 +195,7 @@ class Scenario(FrozenModel):
     link: Annotated[str, Field(min_length=1)] = "ib-ndr"
     nics_per_instance: PosInt | None = None
     granularity: Granularity = "request"
-    routing: Routing = "least-work"
+    routing: Routing = "least-loaded"
     workload: WorkloadSpec
     slo: SloSpec = SloSpec()
     ttft_convention: Convention = "A"
