@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/default.yaml
-# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.68 req/s
-# at that rate: TTFT P90 1883 ms, TPOT P90 37.81 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.63 req/s
+# at that rate: TTFT P90 1998 ms, TPOT P90 37.78 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
-# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
+# WARNING: the plan was priced with least-loaded prefill routing; the SGLang router has no least-loaded policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
+# routing: priced with least-loaded prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

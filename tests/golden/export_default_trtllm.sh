@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/default.yaml
-# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.68 req/s
-# at that rate: TTFT P90 1883 ms, TPOT P90 37.81 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.63 req/s
+# at that rate: TTFT P90 1998 ms, TPOT P90 37.78 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for trtllm
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
-# WARNING: the plan was priced with least-work prefill routing; TensorRT-LLM's disaggregated server has no such router, so router type load_balancing is written, the nearest: its TTFT may differ from the plan's
 # engine: targets TensorRT-LLM 1.3.0rc14 (pinned by Dynamo 1.2.1; its arguments: pdplan/data/export/engine_args/trtllm-*.json); the plan was priced with the vllm engine profile
-# routing: priced with least-work prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
+# routing: priced with least-loaded prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE server
 #   prefill (context), decode (generation): once per instance, on its node, with HOST_IP set to that node's address;

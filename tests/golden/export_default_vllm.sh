@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 1 of 5 from examples/default.yaml
-# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.68 req/s
-# at that rate: TTFT P90 1883 ms, TPOT P90 37.81 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.63 req/s
+# at that rate: TTFT P90 1998 ms, TPOT P90 37.78 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # WARNING: the plan was priced with the vllm 0.12.0 engine profile, but this file targets vLLM 0.20.1 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are vLLM 0.12.0's (host time per step, scheduler defaults); before relying on them, fit a profile to vLLM 0.20.1 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
-# WARNING: the plan was priced with least-work prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
+# WARNING: the plan was priced with least-loaded prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins over prefillers and decoders
+# routing: priced with least-loaded prefill routing; vLLM's toy proxy round-robins over prefillers and decoders
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE proxy
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

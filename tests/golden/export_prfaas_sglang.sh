@@ -8,10 +8,10 @@
 # PrfaaS: prompts of more than 28992 tokens are prefilled on the remote-prefill cluster, their KV sent to the local decode instances over dci-100g
 # WARNING: the plan priced layer-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
-# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
+# WARNING: the plan was priced with least-loaded prefill routing; the SGLang router has no least-loaded policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # WARNING: no sglang router routes by prompt length: configure your gateway by hand to send prompts of more than 28992 tokens to the remote-router (port 8001, the remote prefill cluster) and the rest to the router (port 8000)
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
+# routing: priced with least-loaded prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

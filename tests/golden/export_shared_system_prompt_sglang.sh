@@ -8,7 +8,7 @@
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-work prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
+# routing: priced with least-loaded prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

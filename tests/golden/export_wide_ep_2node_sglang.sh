@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 2 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node)
 # plan: 2P2D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 64 GPUs; goodput 113.9 req/s
-# at that rate: TTFT P90 530.7 ms, TPOT P90 149.2 ms
+# at that rate: TTFT P90 593.8 ms, TPOT P90 149.2 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
 # WARNING: the plan was priced with the sglang 0.5.1.post1 engine profile, but this file targets SGLang 0.5.11 (the release pdplan/data/export/targets.yaml names, whose flags it writes): its TTFT and TPOT are SGLang 0.5.1.post1's (host time per step, scheduler defaults); before relying on them, fit a profile to SGLang 0.5.11 benchmark results (`pdplan calibrate RESULTS... -o ENGINE.yaml`) and re-run `pdplan optimize --engine ENGINE.yaml`
-# WARNING: the plan was priced with least-work prefill routing; the SGLang router has no least-work policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
+# WARNING: the plan was priced with least-loaded prefill routing; the SGLang router has no least-loaded policy, so --prefill-policy power_of_two (the less loaded of two random workers) is written, the nearest: its TTFT tail may exceed the plan's; search with `routing: [random]` in the scenario's search block for numbers this router meets
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the sglang 0.5.1.post1 engine profile
-# routing: priced with least-work prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
+# routing: priced with least-loaded prefill routing; the SGLang router runs --prefill-policy power_of_two --decode-policy random
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node-no-tbo)
 # plan: 1P1D h100-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 32 GPUs; goodput 45.34 req/s
-# at that rate: TTFT P90 595.8 ms, TPOT P90 149.5 ms
+# at that rate: TTFT P90 674.1 ms, TPOT P90 149.5 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
@@ -9,9 +9,8 @@
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
 # WARNING: the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint (no online quantization flag), so pass one with --model-id
 # WARNING: the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ; WIDEEP is a MoeConfig.backend choice in the source copy the keys were checked against, but not in NVIDIA's LLM-API reference for 1.3.0rc26 and later: check that your release accepts it
-# WARNING: the plan was priced with least-work prefill routing; TensorRT-LLM's disaggregated server has no such router, so router type load_balancing is written, the nearest: its TTFT may differ from the plan's
 # engine: targets TensorRT-LLM 1.3.0rc14 (pinned by Dynamo 1.2.1; its arguments: pdplan/data/export/engine_args/trtllm-*.json); the plan was priced with the sglang engine profile
-# routing: priced with least-work prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
+# routing: priced with least-loaded prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
 # instances over nodes: srun --nodes --ntasks --distribution arbitrary --mpi pmix, checked against Slurm 25.11.7's options (pdplan/data/export/engine_args/srun-25.11.7.json); not checked: that this cluster's Slurm has the PMIx plugin (srun --mpi=list), and trtllm-llmapi-launch, which has no options to check (it runs the command it is given: the server on rank 0, MPI workers on the other ranks)
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE server

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 2 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node)
 # plan: 2P2D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 64 GPUs; goodput 113.9 req/s
-# at that rate: TTFT P90 530.7 ms, TPOT P90 149.2 ms
+# at that rate: TTFT P90 593.8 ms, TPOT P90 149.2 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # WARNING: the plan was priced with the sglang engine profile, but it is exported for vllm
-# WARNING: the plan was priced with least-work prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
+# WARNING: the plan was priced with least-loaded prefill routing, but vLLM's toy proxy round-robins requests over the prefillers (it has no policy option), so its TTFT may differ from the plan's: search with `routing: [round-robin]` in the scenario's search block for numbers this router meets
 # WARNING: the plan priced its KV transfer with the mooncake-te backend, which vllm is not set up to run here (engines.vllm.transfer_backends in pdplan/data/export/targets.yaml): NixlConnector is written, so the transfer time may differ from the plan's
 # engine: targets vLLM 0.20.1 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the sglang 0.5.1.post1 engine profile
-# routing: priced with least-work prefill routing; vLLM's toy proxy round-robins over prefillers and decoders
+# routing: priced with least-loaded prefill routing; vLLM's toy proxy round-robins over prefillers and decoders
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE proxy
 #   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the

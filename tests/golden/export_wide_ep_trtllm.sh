@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-no-tbo)
 # plan: 1P2D h200-sxm TP1 DP8 EP8 / h200-sxm TP1 DP8 EP8 request; 24 GPUs; goodput 24.34 req/s
-# at that rate: TTFT P90 3428 ms, TPOT P90 78.74 ms
+# at that rate: TTFT P90 3443 ms, TPOT P90 78.74 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 1 x TP1 DP8 EP8 (8 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP8 EP8 (8 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
@@ -9,9 +9,8 @@
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
 # WARNING: the plan is priced with FP8 weights: TensorRT-LLM loads them from an FP8-quantized checkpoint (no online quantization flag), so pass one with --model-id
 # WARNING: the plan's MoE layers were priced with DeepEP all-to-all and DeepGEMM experts; TensorRT-LLM's WIDEEP backend, written for them, runs its own all-to-all and expert GEMMs, so its step times may differ; WIDEEP is a MoeConfig.backend choice in the source copy the keys were checked against, but not in NVIDIA's LLM-API reference for 1.3.0rc26 and later: check that your release accepts it
-# WARNING: the plan was priced with least-work prefill routing; TensorRT-LLM's disaggregated server has no such router, so router type load_balancing is written, the nearest: its TTFT may differ from the plan's
 # engine: targets TensorRT-LLM 1.3.0rc14 (pinned by Dynamo 1.2.1; its arguments: pdplan/data/export/engine_args/trtllm-*.json); the plan was priced with the sglang engine profile
-# routing: priced with least-work prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
+# routing: priced with least-loaded prefill, random decode routing; trtllm-serve disaggregated runs context_servers router load_balancing, generation_servers router round_robin
 #
 # Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE server
 #   prefill (context), decode (generation): once per instance, on its node, with HOST_IP set to that node's address;
