@@ -29,6 +29,7 @@ from pdplan.serving.dual_path_setup import StorageReadStage, read_residual_s
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.ppd_decode import decode_at, decode_side, scaled
 from pdplan.serving.ppd_pool import PpdPool
+from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.resolve import ResolvedScenario, resolve
 
 ROOT = Path(__file__).parents[2]
@@ -142,3 +143,52 @@ def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> No
     # the decode rows (a turn appended on the decode instance holding its session) read nothing
     rows = np.flatnonzero(ppd.pool.decode_rows)
     assert np.all(after.delay_s(np.array([20.0]), ppd.bin_prob.size)[0, rows, :] == 0.0)
+
+
+def _agent_sessions(tmp_path: Path, think: dict[str, Any]) -> ResolvedScenario[Any]:
+    """The example with ``turn_placement: ppd`` and its preset's sessions written out, the think time ``think``."""
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "agent-dualpath.yaml").read_text())
+    doc.pop("search", None)
+    doc["cache"] |= {"turn_placement": {"policy": "ppd"}}
+    doc["workload"] = {
+        "sessions": {
+            "turns": {"dist": "fixed", "value": 157},
+            "new_tokens": {"dist": "fixed", "value": 253},
+            "output_tokens": {"dist": "fixed", "value": 176},
+            "think_time": think,
+            "system_prompt_tokens": 0,
+        }
+    }
+    path = tmp_path / f"agent-ppd-{think['dist']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return resolve(load_scenario(path), open_catalog())
+
+
+@pytest.mark.parametrize(
+    "think", [{"dist": "fixed", "value": "11.6s"}, {"dist": "exponential", "mean": "11.6s"}], ids=lambda t: t["dist"]
+)
+def test_only_turn_1_is_left_on_the_prefill_pool(tmp_path: Path, think: dict[str, Any]) -> None:
+    # 157 turns of 253 new and 176 output tokens: turn t's prompt is 253 + 429·(t − 1) tokens, Turn 1 is 1/157 of
+    # the requests. At 20 req/s every Turn 2+ history is held on decode and ppd places it there, so the prefill pool
+    # serves Turn 1 alone: bin 0 (prompts below its upper edge of 3,148.75 tokens: turns 1–7) has 6/7 of its requests
+    # on decode, every other bin all of them. Before, the bins' shares read the placed mass on one token grid (step 5:
+    # 255 + 175 tokens a turn) over all the mass on another (step 2: 252 + 176), and the two bins where a turn
+    # crossed an edge between them kept 1/8 and 1/6 on the prefill pool: 49K- and 64K-token misses, 1.2 % of the
+    # requests, which took the pool to 0.24 utilisation and Turn 1's TTFT P90 to 1.44 s with the exponential think.
+    model = _model(_agent_sessions(tmp_path, think), 20.0)
+    assert isinstance(model.pool, PpdPool)
+    p = model.pool.placement
+    assert p is not None
+    assert np.all(p.held[1:] == 1.0)
+    expected = np.ones(p.decode_by_bin.size)
+    expected[0] = 6.0 / 7.0
+    assert p.decode_by_bin == pytest.approx(expected, abs=1e-6)
+    k = model.res.lengths.input_tokens.size
+    rows = model.bin_prob.reshape(k, -1)
+    assert float(rows[:, :-1].sum()) == pytest.approx(1.0 / 157.0, rel=1e-6)  # the prefill side: Turn 1 alone
+    assert float(rows[0, 0]) == pytest.approx(1.0 / 157.0, rel=1e-6)  # bin 0, a miss (no system prompt)
+    report = ppd_report(model.res, model)
+    assert report is not None
+    # Turn 1: a 253-token prefill (bin 0's points go to 2,666 tokens, ≤ 0.06 s), the link and the decode boundary on
+    # an idle pool; the simulator's P90 is 0.25 s (docs/prefix_cache.md §11)
+    assert report.ttft_turn1_p90_s < 0.3
