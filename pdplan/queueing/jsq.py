@@ -73,8 +73,9 @@ load ρ = λE[S]/c < 1):
 Measured against the simulator (:mod:`pdplan.sim.prefill`, which routes by the count at each arrival):
 docs/queueing.md §1.3 (``benchmarks/routing_closed_form_vs_sim.py``: TTFT P50 and P90 within 7.5 % over 2–16
 instances at loads 0.3–0.9). Cost: π_c solves a sparse chain of about c²/2 states per (c, ρ), cached; the screen
-needs it on its 32 tabulated loads per prefill server count (c = 64: about 0.4 s, c = 128: about 2 s, c = 256:
-about 10 s on one core), and only when a search includes ``least-loaded``. Gupta, Harchol-Balter, Sigman and Whitt
+needs it on its 32 tabulated loads per prefill server count (c = 64: about 0.4 s on one core; the chain grows as c²,
+so above :data:`CHAIN_MAX_SERVERS` the Erlang C upper bound is priced instead), and only when a search includes
+``least-loaded``. Gupta, Harchol-Balter, Sigman and Whitt
 ("Analysis of join-the-shortest-queue routing for web server farms", Performance Evaluation 64, 2007) analyse JSQ
 with *processor-sharing* servers, whose mean is nearly insensitive to the service law; FCFS JSQ is not (the E[R]
 above grows with c_s²), so their single-queue approximation is not used here.
@@ -117,6 +118,15 @@ def _chain(servers: int) -> tuple[IntArray, IntArray, FloatArray, FloatArray, In
     lam_coef = np.concatenate([np.ones(i.size), np.zeros(n_mu)])
     mu_coef = np.concatenate([np.zeros(i.size), one[ends_one], (c - i - one)[ends_two], [c]]).astype(np.float64)
     return frm, to, lam_coef, mu_coef, np.append(np.flatnonzero(i == 0), agg), index[: c + 1, 0].copy()
+
+
+CHAIN_MAX_SERVERS = 64
+"""The most instances whose π_c is solved from the chain (about c²/2 states: c = 64 about 0.4 s of a search's
+screen on one core, c = 480 hours). Above it π_c is priced as the Erlang C of one central queue, which bounds it
+from above (an idle instance never waits beside a waiting request there): the delay probability is overstated, so
+the wait and the plan are conservative; at c = 64 π_c / Erlang C is 0.33 at ρ = 0.8, 0.41 at 0.9, 0.88 at 0.99 and
+falls as c grows (tests/unit/test_queueing_jsq.py). A search over more than 64 prefill instances per pool with
+``least-loaded`` routing therefore prices those counts pessimistically."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -163,6 +173,10 @@ def jsq_delay_probability(servers: int, rho: ArrayLike) -> FloatArray:
         raise ValueError(f"per-instance load must lie in [0, 1), got {r}")
     if servers == 1:
         return np.asarray(r.copy(), dtype=np.float64)
+    if servers > CHAIN_MAX_SERVERS:  # Erlang C: an upper bound on π_c, priced instead of a chain of c²/2 states
+        from pdplan.queueing.mgc import erlang_c
+
+        return np.asarray(np.clip(erlang_c(servers, servers * r), 0.0, 1.0), dtype=np.float64)
     out = np.array([_all_busy(servers, float(x)) if x > 0.0 else 0.0 for x in r])
     return np.asarray(np.clip(out, 0.0, 1.0), dtype=np.float64)
 

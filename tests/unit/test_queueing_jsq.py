@@ -137,3 +137,19 @@ def test_rejects_unstable_and_unknown() -> None:
         count_routing_terms("least-work", 2, [0.5])
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         jsq_delay_probability(3, [1.0])
+
+
+def test_above_the_chain_limit_the_delay_probability_is_erlang_c_an_upper_bound() -> None:
+    """Past CHAIN_MAX_SERVERS instances π_c is Erlang C (jsq.CHAIN_MAX_SERVERS' docstring): the chain at the limit
+    lies below Erlang C at every load (an idle instance never waits beside a waiting request in one central queue),
+    so the bound is conservative; at c = 64, ρ = 0.9 the chain gives about 0.126 against Erlang C's 0.311."""
+    from pdplan.queueing.jsq import CHAIN_MAX_SERVERS
+    from pdplan.queueing.mgc import erlang_c
+
+    rho = np.array([0.5, 0.8, 0.9, 0.95, 0.99])
+    c = CHAIN_MAX_SERVERS
+    chain = jsq_delay_probability(c, rho)
+    assert np.all(chain <= erlang_c(c, c * rho))
+    assert chain[2] == pytest.approx(0.1259, abs=5e-4)
+    above = jsq_delay_probability(c + 1, rho)
+    assert np.array_equal(above, np.clip(erlang_c(c + 1, (c + 1) * rho), 0.0, 1.0))
