@@ -34,6 +34,7 @@ from pdplan.queueing.distributions import (
     WaitDistribution,
     mixture_quantile,
 )
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.mg1 import (
     distserve_inter_op_ttft_s,
     distserve_intra_op_ttft_s,
@@ -47,7 +48,6 @@ from pdplan.queueing.mgc import (
     ROUTING_POLICIES,
     RoutingPolicy,
     allen_cunneen_wait_s,
-    erlang_c,
     least_work_wait_distribution,
     prefill_wait_distribution,
     round_robin_wait_distribution,

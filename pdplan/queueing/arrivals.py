@@ -71,9 +71,10 @@ from numpy.typing import ArrayLike
 
 from pdplan.numerics.special import gammainc
 from pdplan.queueing.distributions import WaitDistribution, as_rates
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.gig1 import gig1_wait, gigc_wait
 from pdplan.queueing.mg1 import service_moments
-from pdplan.queueing.mgc import ROUTING_POLICIES, erlang_c, prefill_wait_distribution
+from pdplan.queueing.mgc import ROUTING_POLICIES, prefill_wait_distribution
 from pdplan.specs.arrivals import ArrivalProcess, ConstantArrival, GammaArrival, PoissonArrival
 from pdplan.types import FloatArray
 

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from pdplan.queueing.batched import BatchedPrefill, ChainState, chain_state
 from pdplan.queueing.distributions import as_rates
-from pdplan.queueing.mgc import erlang_c
+from pdplan.queueing.erlang import erlang_c
 from pdplan.types import FloatArray, IntArray
 
 TTFT_CELLS = 2**11

@@ -89,6 +89,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
@@ -120,6 +121,9 @@ def _chain(servers: int) -> tuple[IntArray, IntArray, FloatArray, FloatArray, In
     return frm, to, lam_coef, mu_coef, np.append(np.flatnonzero(i == 0), agg), index[: c + 1, 0].copy()
 
 
+DENSE_MAX_SERVERS = 16
+"""Chains of at most this many instances are solved densely with numpy (the default search's pools: up to 16)."""
+
 CHAIN_MAX_SERVERS = 64
 """The most instances whose π_c is solved from the chain (about c²/2 states: c = 64 about 0.4 s of a search's
 screen on one core, c = 480 hours). Above it π_c is priced as the Erlang C of one central queue, which bounds it
@@ -136,10 +140,9 @@ def _chain_cached(servers: int) -> tuple[IntArray, IntArray, FloatArray, FloatAr
 
 @functools.lru_cache(maxsize=8192)
 def _all_busy(servers: int, rho: float) -> float:
-    """π_c(ρ) of one (c, ρ): the balanced JSQ chain's P(i = 0), solved as a sparse linear system."""
-    import scipy.sparse as sp  # deferred: the default search never routes by count
-    import scipy.sparse.linalg as spl
-
+    """π_c(ρ) of one (c, ρ): the balanced JSQ chain's P(i = 0), solved as a linear system: dense (numpy) up to
+    :data:`DENSE_MAX_SERVERS` instances (at most 152 states: no SciPy import on the default search's path), sparse
+    LU above."""
     frm, to, lam_coef, mu_coef, busy, level = _chain_cached(servers)
     n = int(frm.max()) + 1
     rates = lam_coef * (servers * rho) + mu_coef
@@ -154,10 +157,18 @@ def _all_busy(servers: int, rho: float) -> float:
     row = np.append(row[kept], pin)
     col = np.append(col[kept], pin)
     val = np.append(val[kept], 1.0)
-    system = sp.csc_matrix((val, (row, col)), shape=(n, n))
     rhs = np.zeros(n)
     rhs[pin] = 1.0
-    p = np.asarray(spl.spsolve(system, rhs, permc_spec="MMD_AT_PLUS_A"), dtype=np.float64)
+    if servers <= DENSE_MAX_SERVERS:
+        dense = np.zeros((n, n))
+        np.add.at(dense, (row, col), val)
+        p = np.linalg.solve(dense, rhs)
+    else:
+        import scipy.sparse as sp  # deferred: only a search over more than DENSE_MAX_SERVERS instances needs it
+        import scipy.sparse.linalg as spl
+
+        system = sp.csc_matrix((val, (row, col)), shape=(n, n))
+        p = np.asarray(spl.spsolve(system, rhs, permc_spec="MMD_AT_PLUS_A"), dtype=np.float64)
     p /= p.sum()
     return float(p[busy].sum())
 
@@ -174,8 +185,6 @@ def jsq_delay_probability(servers: int, rho: ArrayLike) -> FloatArray:
     if servers == 1:
         return np.asarray(r.copy(), dtype=np.float64)
     if servers > CHAIN_MAX_SERVERS:  # Erlang C: an upper bound on π_c, priced instead of a chain of c²/2 states
-        from pdplan.queueing.mgc import erlang_c
-
         return np.asarray(np.clip(erlang_c(servers, servers * r), 0.0, 1.0), dtype=np.float64)
     out = np.array([_all_busy(servers, float(x)) if x > 0.0 else 0.0 for x in r])
     return np.asarray(np.clip(out, 0.0, 1.0), dtype=np.float64)

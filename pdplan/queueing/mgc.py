@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.gig1 import gig1_wait
 from pdplan.queueing.jsq import count_routed_wait_distribution
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
@@ -40,24 +41,6 @@ from pdplan.types import FloatArray
 
 RoutingPolicy = Literal["random", "round-robin", "least-work", "least-loaded", "power-of-two"]
 ROUTING_POLICIES: tuple[str, ...] = ("random", "round-robin", "least-work", "least-loaded", "power-of-two")
-
-
-def erlang_c(servers: int, offered_load: ArrayLike) -> FloatArray:
-    """Erlang-C probability of waiting ``C(c, a)`` for M/M/c, a = λE[S] in Erlangs (a < c).
-
-    Textbook values: C(1, a) = a; C(2, 1) = 1/3 (B₁ = 1/2, B₂ = 1/5, C = 2·0.2/(2 − 0.8) = 1/3).
-    """
-    if servers < 1:
-        raise ValueError(f"servers must be >= 1, got {servers}")
-    a = np.atleast_1d(np.asarray(offered_load, dtype=np.float64))
-    if np.any(a < 0) or np.any(a >= servers):
-        raise ValueError(f"offered load must lie in [0, {servers}), got {a}")
-    b = np.ones_like(a)
-    for k in range(1, servers + 1):
-        b = a * b / (k + a * b)
-        if k > a.max() and not b.any():  # B_k decreases faster than a/k once k > a: zero stays zero
-            break
-    return np.asarray(servers * b / (servers - a * (1.0 - b)), dtype=np.float64)
 
 
 def allen_cunneen_wait_s(rate_per_s: ArrayLike, service_s: ArrayLike, prob: ArrayLike, servers: int) -> FloatArray:

@@ -84,7 +84,7 @@ from pdplan.cache.dual_path import (
     snic_balanced_split,
 )
 from pdplan.errors import SpecError
-from pdplan.queueing.mgc import erlang_c
+from pdplan.queueing.erlang import erlang_c
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.types import FloatArray
 

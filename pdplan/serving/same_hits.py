@@ -59,7 +59,7 @@ def fingerprint(model: object) -> bytes | None:
 
     h = hashlib.blake2b(digest_size=16)
     for f in dataclasses.fields(model):
-        if f.name in SHARED_FIELDS:
+        if f.name in SHARED_FIELDS or not f.compare:  # compare=False: a memo of the model's own answers, not input
             continue
         value = getattr(model, f.name)
         if isinstance(value, CacheClasses):

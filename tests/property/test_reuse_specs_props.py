@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdplan.queueing.arrivals import gg1_wait_scale
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.gig1 import delay_probability, gig1_wait, gigc_delay_probability, gigc_wait, klb_factor
 from pdplan.queueing.mg1 import mg1_wait_distribution
-from pdplan.queueing.mgc import erlang_c
 from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
 from pdplan.specs.token_pmf import length_pmf
 from pdplan.specs.workload import WorkloadSpec

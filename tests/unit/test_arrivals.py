@@ -26,10 +26,11 @@ from pdplan.queueing.arrivals import (
     split_ca2,
     window_count_mean,
 )
+from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.gig1 import delay_probability, gig1_wait, gigc_delay_probability, klb_factor
 from pdplan.queueing.mg1 import mg1_wait_distribution
 from pdplan.queueing.mgc import ROUTING_POLICIES as ROUTING
-from pdplan.queueing.mgc import erlang_c, prefill_wait_distribution
+from pdplan.queueing.mgc import prefill_wait_distribution
 from pdplan.specs.arrivals import ArrivalProcess, ConstantArrival, GammaArrival, PoissonArrival, TraceArrival
 
 POISSON, CONSTANT = PoissonArrival(), ConstantArrival(process="constant")

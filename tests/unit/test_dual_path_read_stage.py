@@ -16,7 +16,7 @@ import yaml
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
-from pdplan.queueing.mgc import erlang_c
+from pdplan.queueing.erlang import erlang_c
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import StorageReadStage

@@ -236,7 +236,7 @@ def test_reports_record_what_each_plan_was_priced_with() -> None:
     # a token (80 layers × 8 KV heads × 128 × K,V × 2 B) = 35,089.3 tokens
     assert default["roles"]["prefill"]["max_model_len"] == 35089
     assert default["roles"]["decode"]["max_model_len"] == 131072  # TP4 holds more: capped at the model's window
-    assert default["routing"] == {"prefill": "least-work", "decode": "random"}
+    assert default["routing"] == {"prefill": "least-loaded", "decode": "random"}  # the default since issue #25
     assert (default["engine"], default["engine_version"]) == ("vllm", "0.12.0")
     wide_ep = json.loads((DEFAULT_JSON.parent / "deepseek-v3-wide-ep.json").read_text())["plans"][0]["priced"]
     prefill = wide_ep["roles"]["prefill"]

@@ -107,7 +107,7 @@ def test_prefix_caching_off_is_written_off_and_drops_the_tier(tmp_path: Path) ->
     sglang = export(doc, 1, "sglang")
     assert "--disable-radix-cache" in _flags(sglang, "prefill")
     assert "--enable-hierarchical-cache" not in _flags(sglang, "prefill")
-    assert _flags(sglang, "router")["--prefill-policy"] == "power_of_two"  # the priced least-work, as before
+    assert _flags(sglang, "router")["--prefill-policy"] == "power_of_two"  # the priced least-loaded's nearest, warned
 
 
 def test_dynamo_runs_the_kv_router_with_events_from_the_caching_workers(tmp_path: Path) -> None:
@@ -135,7 +135,8 @@ def test_load_balance_routing_keeps_the_priced_policy(tmp_path: Path) -> None:
     doc = _doc(tmp_path, routing="load-balance")
     result = export(doc, 1, "dynamo", "vllm")
     assert "--kv-events-config" not in _flags(result, "prefill")
-    assert any("least-work" in w for w in result.warnings)  # the priced least-work, written as kv with a warning
+    assert _flags(result, "frontend")["--router-mode"] == "least-loaded"  # the priced least-loaded, as priced
+    assert not any("prefill routing" in w for w in result.warnings)  # Dynamo runs it: no nearest-policy warning
     assert not any("affinity" in w for w in export(doc, 1, "vllm").warnings)
 
 

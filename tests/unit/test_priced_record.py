@@ -83,6 +83,6 @@ def test_prfaas_reports_carry_the_record_exports_read() -> None:
         for plan in json.loads((GOLDEN / f"{name}.json").read_text())["plans"]:
             roles = plan["priced"]["roles"]
             assert set(roles) == {"prefill", "decode", "remote-prefill"}
-            assert plan["priced"]["routing"]["remote-prefill"] == "least-work"  # the examples' routing
+            assert plan["priced"]["routing"]["remote-prefill"] == "least-loaded"  # the examples' routing
     colocated = json.loads((GOLDEN / "opt-13b-a100-distserve.json").read_text())["plans"]
     assert all(p["priced"]["transfer_backend"] is None for p in colocated if p["mode"] == "colocated")

@@ -143,8 +143,8 @@ def test_above_the_chain_limit_the_delay_probability_is_erlang_c_an_upper_bound(
     """Past CHAIN_MAX_SERVERS instances π_c is Erlang C (jsq.CHAIN_MAX_SERVERS' docstring): the chain at the limit
     lies below Erlang C at every load (an idle instance never waits beside a waiting request in one central queue),
     so the bound is conservative; at c = 64, ρ = 0.9 the chain gives about 0.126 against Erlang C's 0.311."""
+    from pdplan.queueing.erlang import erlang_c
     from pdplan.queueing.jsq import CHAIN_MAX_SERVERS
-    from pdplan.queueing.mgc import erlang_c
 
     rho = np.array([0.5, 0.8, 0.9, 0.95, 0.99])
     c = CHAIN_MAX_SERVERS

@@ -31,8 +31,8 @@ def test_begin_then_end() -> None:
     assert gc.get_threshold() == (700, 10, 10)
     frozen = gc.get_freeze_count()
     assert frozen > 0
-    start_up.end()  # a second end does nothing
-    assert gc.get_freeze_count() == frozen
+    start_up.end()  # a second end does nothing: no second freeze (frozen objects freed meanwhile lower the count)
+    assert gc.get_freeze_count() <= frozen
 
 
 @pytest.mark.usefixtures("clean_gc")
