@@ -23,35 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from timing import best_of
+from timing import best_of, forget
 
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.search.optimize import optimize
 from pdplan.specs.scenario import Scenario
-
-try:
-    from pdplan.search.memo import clear as clear_memo
-except ImportError:  # an older checkout (--before) memoises nothing between searches
-
-    def clear_memo() -> None:
-        """Nothing to forget."""
-
-
-try:
-    from pdplan.queueing.exact_memo import clear_all as clear_queueing_memos
-except ImportError:  # an older checkout has no value-keyed queueing memos
-
-    def clear_queueing_memos() -> None:
-        """Nothing to forget."""
-
-
-def forget() -> None:
-    """Nothing memoised by an earlier search: the search memo and the queueing layer's memos
-    (:mod:`pdplan.queueing.exact_memo`, which a search after another also reuses)."""
-    clear_memo()
-    clear_queueing_memos()
-
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = (

@@ -30,32 +30,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from timing import forget
+
 from pdplan.sweep.executors import in_process, process_pool
 from pdplan.sweep.job import SweepJob, load_job
 from pdplan.sweep.worker import open_job
-
-try:
-    from pdplan.search.memo import clear as clear_memo
-except ImportError:  # an older checkout (--before) memoises nothing between searches
-
-    def clear_memo() -> None:
-        """Nothing to forget."""
-
-
-try:
-    from pdplan.queueing.exact_memo import clear_all as clear_queueing_memos
-except ImportError:  # an older checkout has no value-keyed queueing memos
-
-    def clear_queueing_memos() -> None:
-        """Nothing to forget."""
-
-
-def forget() -> None:
-    """Nothing memoised by an earlier search: the search memo and the queueing layer's memos
-    (:mod:`pdplan.queueing.exact_memo`, which a search after another also reuses)."""
-    clear_memo()
-    clear_queueing_memos()
-
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "examples/sweeps/fleet.yaml"

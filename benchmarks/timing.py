@@ -19,3 +19,26 @@ def best_of(
         fn()
         best = min(best, clock() - start)
     return best
+
+
+try:
+    from pdplan.search.memo import clear as clear_memo
+except ImportError:  # an older checkout (--before) memoises nothing between searches
+
+    def clear_memo() -> None:
+        """Nothing to forget."""
+
+
+try:
+    from pdplan.queueing.exact_memo import clear_all as clear_queueing_memos
+except ImportError:  # an older checkout has no value-keyed queueing memos
+
+    def clear_queueing_memos() -> None:
+        """Nothing to forget."""
+
+
+def forget() -> None:
+    """Nothing memoised by an earlier search: the search memo and the queueing layer's memos
+    (:mod:`pdplan.queueing.exact_memo`, which a search after another also reuses)."""
+    clear_memo()
+    clear_queueing_memos()
