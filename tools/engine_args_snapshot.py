@@ -23,7 +23,8 @@ Each run writes ``pdplan/data/export/engine_args/<engine>-<release>.json`` (``--
 header (engine, release, the artifact read, the files and functions read, this script) and, per group of flags
 (the parts a program combines: vLLM's engine arguments and its OpenAI server's, Dynamo's runtime, worker
 (vLLM, SGLang, TensorRT-LLM) and frontend groups), each flag's names, type, choices, nargs, action, default and file.
-Nothing is imported: the sources are read with :mod:`ast` (:mod:`engine_args.source`), so the script needs neither the engines nor a GPU.
+Nothing is imported: the sources are read with :mod:`ast` (:mod:`engine_args.source`), so the script needs neither
+the engines nor a GPU.
 What the AST pass cannot evaluate (a choice list or default computed at run time, a flag added in a loop over a
 run-time list) is recorded as ``{"unresolved": <source text>}`` or under the group's ``unresolved``, never guessed.
 """
