@@ -165,7 +165,7 @@ def chunk_queue(
     el, el2 = float(p @ lin), float(p @ lin**2)
     attn, rem, drain = _cell_costs(wl, token_budget, t_p, t_a, attention_s, drain_s)
     ea = float(p @ attn)
-    u_d = rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+    u_d = rate * st.per_request_s(wl)
     u_p = rate * (t_p * el + ea)
     if np.any(u_d + u_p >= 1.0):
         raise ValueError(

@@ -178,7 +178,7 @@ class ColocatedResult:
 
 
 def _decode_util(rate: FloatArray, wl: DecodeWorkload, st: LinearStepTime) -> FloatArray:
-    return np.asarray(rate * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work), np.float64)
+    return np.asarray(rate * st.per_request_s(wl), np.float64)
 
 
 def _state(rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, st: LinearStepTime) -> DecodeFixedPoint:

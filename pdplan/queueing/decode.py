@@ -72,6 +72,11 @@ class LinearStepTime:
             dtype=np.float64,
         )
 
+    def per_request_s(self, workload: DecodeWorkload) -> float:
+        """``t1·E[steps] + t2·E[Σ context over its steps]``: the step time one request adds over its stay beyond the
+        shared ``t0`` (the load a request puts on the step law: u = λ·this; τ̄ = t0/(1 − u))."""
+        return self.t1_s_per_seq * workload.mean_steps + self.t2_s_per_token * workload.mean_work
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeWorkload:

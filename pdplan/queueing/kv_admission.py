@@ -230,7 +230,7 @@ def kv_mean_rate(
     the ``cells``' context, W = ``held.work``). ``prefill_s_per_request``: p, the prefill seconds per request riding
     the decode steps of a colocated instance (*Colocated instances* below): τ̄ = t0/(1 − λ(per + p)), so
     ``λ_kv = M/(t0 W + M·(per + p))``; 0 (a decode instance) adds nothing."""
-    per = step.t1_s_per_seq * cells.mean_steps + step.t2_s_per_token * cells.mean_work + prefill_s_per_request
+    per = step.per_request_s(cells) + prefill_s_per_request
     return kv_capacity_tokens / (step.t0_s * held.work + kv_capacity_tokens * per)
 
 
@@ -306,7 +306,7 @@ class RidingKvAdmission:
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
         """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate."""
         st, wl = self.step, self.cells
-        per = st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work + self.prefill_s_per_request
+        per = st.per_request_s(wl) + self.prefill_s_per_request
         return np.asarray(st.t0_s / (1.0 - np.asarray(rates_per_s, dtype=np.float64) * per), dtype=np.float64)
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:

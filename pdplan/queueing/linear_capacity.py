@@ -60,7 +60,7 @@ def _bound_rates(
     counts the KV footprint ``held`` = (E[token·steps held], E[Σ over the steps of the tokens held²]) (§2.3,
     :func:`pdplan.queueing.decode.kv_footprint`, :func:`pdplan.queueing.kv_admission.kv_held`). ``riding_per``:
     seconds of prefill per request riding the decode steps (colocated, u_p = λ·riding_per, τ̄ = t0/(1 − u_d − u_p))."""
-    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
+    per = step.per_request_s(wl)
     work, square_sum = held
 
     def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
@@ -132,7 +132,7 @@ def fast_decode_capacity(
     PD decode server, :func:`pdplan.queueing.kv_admission.decode_server_footprint`): the KV bound counts the context
     shifted by s + R, and a request fits only if its final footprint and its prompt plus R each fit the pool.
     """
-    per = step.t1_s_per_seq * wl.mean_steps + step.t2_s_per_token * wl.mean_work
+    per = step.per_request_s(wl)
     lam_u = utilisation_max / per
     held = kv_footprint(wl, state_tokens_per_seq)
     if (
