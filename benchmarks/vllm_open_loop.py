@@ -36,12 +36,11 @@ import numpy as np
 import yaml
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.evaluation import evaluate
-from pdplan.evaluation.evaluate import Evaluation
+from pdplan.evaluation import Evaluation, evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
-from pdplan.serving.resolve import resolve
+from pdplan.serving.resolve import ColocatedHardware, resolve
 from pdplan.serving.roles import prefill_split_s
 from pdplan.specs.scenario import Scenario
 
@@ -152,6 +151,8 @@ class Row:
         """pdplan's mean step at the decoding occupancy the run measured (module docstring, third bullet)."""
         m, ev = self.measured, self.limit
         a = ev.assumptions
+        if a is None:
+            raise ValueError(f"{self.run['name']}: the evaluation carries no step assumptions")
         n_dec = m.decoding
         context = round(self.run["prompt_len"]["mean"]) + (self.scenario_output_tokens() - 1.0) / 2.0
         u_p = ev.utilisation_at_goodput["prefill"] * m.rate_rps / ev.goodput_rps
@@ -168,7 +169,8 @@ class Row:
         m = self.measured
         res = resolve(self.scenario, open_catalog())
         model = build_model(res)
-        assert isinstance(model, ColocatedModel)
+        if not isinstance(model, ColocatedModel) or not isinstance(res.hardware, ColocatedHardware):
+            raise TypeError(f"{self.run['name']}: not a colocated deployment")
         c = m.rate_rps * m.tpot_s * round(self.run["prompt_len"]["mean"])
         g, _ = prefill_split_s(res.hardware.colocated, np.array([n_dec, n_dec + c]))
         return c * model.prefill_s_per_token, float(g[1] - g[0])
