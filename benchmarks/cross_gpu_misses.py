@@ -9,7 +9,7 @@ tables, each for one miss, and the checks that find its cause:
    per TP, ISL and C; and the twin check: rows of one file that record the same measurement (same ISL, OSL, C, TTFT
    and TPOT to every digit) under different deployments; the H200 DeepSeek-R1 TP8 runs by measured date (one
    engine version, two dates); and what a step carrying a prompt adds to the decodes riding beside it, from the
-   Qwen3-235B TPOT at two OSLs (:func:`prompt_step_excess`).
+   Qwen3-235B TPOT at two OSLs (:func:`prompt_step_excess`), checked on the dense rows of the same harness.
 2. **TensorRT-LLM disaggregated TPOT on H200**: the rows per decode worker layout (TP8 or attention DP8).
 3. and 4. **Llama-3.1-70B TTFT, TensorRT-LLM (H200) and vLLM (both GPUs)**, the only rows of the 2026-04-06 dump
    among the dense groups: the TTFT at C ≤ 8 in units of the row's own prefill step S (one prompt's step beside
@@ -247,6 +247,7 @@ def report(rows: list[dict[str, Any]]) -> str:
     trt_moe = [r for r in rows if r["engine"] == "trtllm" and r["kind"] == "moe"]
     qwen = [r for r in trt_moe if r["model"] == "qwen3-235b-a22b" and r["version"] == "1.0.0rc3"]
     disagg = [r for r in rows if r["engine"] == "trtllm" and r["kind"] == "disagg"]
+    dense_trt = [r for r in rows if r["engine"] == "trtllm" and r["kind"] == "dense" and r["version"] == "1.0.0rc3"]
     lines = [
         "# The four cross-GPU misses without a cause, row by row (issue #23)",
         "",
@@ -272,6 +273,13 @@ def report(rows: list[dict[str, Any]]) -> str:
         "94 MoE layers × 0.62 ms = 58 ms:",
         "",
         *prompt_step_excess(qwen),
+        "",
+        "The same check on the dense rows of the same harness and version (no MoE layer, so no eager floor), "
+        "Qwen3-32B then Llama-3.1-8B:",
+        "",
+        *prompt_step_excess([r for r in dense_trt if r["model"] == "qwen3-32b"]),
+        "",
+        *prompt_step_excess([r for r in dense_trt if r["model"] == "llama-3.1-8b"]),
         "",
         "Rows recording one measurement under different deployments (H200):",
         "",
