@@ -23,8 +23,9 @@ model are unchanged. Measured against the simulator in docs/queueing.md §2.6.
 
 Engines (docs/queueing.md §2.6): what a request is admitted on is the engine profile's ``scheduling.kv_admission``
 (:func:`admission_footprint`), the one source of truth. ``on_demand`` (vLLM) admits on its prompt's blocks and
-preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and the
-recompute work of a preemption is not priced. ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
+preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and on a
+disaggregated decode instance the recompute work of a preemption is not priced (a colocated one prices it:
+*Preemption with recompute* below). ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
 pdplan's simulator) admits a request only when its final footprint fits, so it holds ``L + s + n`` for all n steps:
 W = E[n(L + s + n)] and the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable
 (growing-context P99) one, the comfortable limit stays the stability limit.
@@ -73,8 +74,52 @@ there, P_w = 0.011), and β, P_w and the wait follow as above. A request waiting
 (the engines admit a request to its first chunk only with its KV), so the wait delays token 1: it adds to TTFT as a
 delay independent of the prompt queue's (the same independence the disaggregated model takes between the link's wait
 and the admission wait), and the TPOT model is unchanged (waiting requests hold no KV and run no step). The serving
-model uses the band only for the engines that hold a request back until its KV fits (``reserve``, ``ratio``): an
-``on_demand`` engine preempts and recomputes, whose work is not priced here (:mod:`pdplan.serving.colocated`).
+model uses the band for every engine: those that hold a request back until its KV fits (``reserve``, ``ratio``) as
+above, and an ``on_demand`` engine (vLLM) with its preemptions priced as follows.
+
+**Preemption with recompute** (``on_demand``, vLLM V1; vllm-project/vllm ``vllm/v1/core/sched/scheduler.py``
+``Scheduler.schedule`` and ``_preempt_request`` @ 00024d314514900f361ad072af6931e403b7f589, the loop unchanged since
+V1's first releases). Each step the running requests are given their new tokens' blocks first, in admission order;
+when ``allocate_slots`` fails, the last request of ``self.running`` (the newest admitted) is preempted: its blocks are
+freed (``kv_cache_manager.free``, tail blocks first into the free queue, their hashes kept), ``num_computed_tokens``
+is reset to 0 and it is put back at the *head* of the waiting queue (``waiting.prepend_request``); no waiting request
+is admitted in a step that preempted; a waiting request is admitted while its next chunk's blocks fit. When admitted
+again it is prefilled anew over its prompt and the tokens it had generated; with prefix caching on, the blocks of its
+context that no other request took in between are hits (``get_computed_blocks``). So vLLM admits greedily on the
+current context and, once the pool is *pinned* (a queue waits and the admissions fill what the completions free), the
+decode batch's own growth overflows it. Two pieces:
+
+* *How often the pool is pinned*: the admission queue above, whose P_w is the chance an arrival finds the pool full,
+  from the occupancy law of the P99 limit (the Gaussian margin β = (M_kv − K̄)/sd K; P_w = 0.011 at the comfortable
+  limit, 1 at the mean limit).
+* *What a pinned pool overflows* (:func:`pinned_overflow_share`): after the greedy admissions the room left is R, less
+  than the waiting head's need ℓ (a prompt, or a preempted request's context: ≈ E[L] + s, the victim being the newest
+  admitted), taken uniform on [0, ℓ). The batch then grows by N̄ tokens a step and a completion comes every
+  1/(λτ̄) steps, so the growth between completions is N̄/(λτ̄) = E[n] tokens on average; taking it exponential
+  (Poisson completions), the growth G outruns R with probability ``E_R[e^{−R/E[n]}] = (1 − e^{−x})/x = f``, x =
+  ℓ/E[n], and each such overrun preempts one request (the newest, whose context ≈ ℓ ≥ the overrun). A request
+  completes once per such cycle, so a pinned pool preempts f times per request.
+
+Hence π = f·P_w preemptions per request, each recomputing the victim's context c̄ = E[L] + s (the newest admitted:
+its prompt and a few tokens) as a prompt; with prefix caching only the overrun itself is lost (the growth took the
+victim's tail blocks; its head blocks are hits), whose mean given an overrun is E[n] (memoryless), so c̄ = min(E[L] +
+s, E[n]). r = c̄·(p/E[computed prompt tokens]) seconds of prefill per preemption ride the steps like the prompts,
+so τ̄ = t0/(1 − λ(per + p + π r)); P_w depends on τ̄ (through K̄ and sd K), and π on P_w, so π is the least fixed
+point of π = f·P_w(τ̄(π)) (:meth:`RidingKvAdmission._settle`). The feedback is positive (more recompute, longer
+steps, a fuller pool, more recompute), so past some rate the fixed point vanishes (a saddle-node: the iteration's
+mean occupancy reaches M_kv) and the recompute runs away, as pdplan's simulator does (docs/accuracy.md §6): that
+rate is found by bisection between the comfortable and the plain mean limit (:func:`recompute_limit`); it lies
+below λ_kv of the plain footprint and above the *pinned limit* λ_pin = M/(t0 W + M(per + p + f r)), the throughput
+of a pool pinned throughout (P_w = 1, π = f). The fixed point is a mean field: past λ_pin one pinned stretch (a
+rare fluctuation) lowers the throughput below λ and the queue that pinned it never drains, a metastable collapse that
+pdplan's simulator shows (docs/accuracy.md §6, *vLLM past its comfortable KV limit*: saturated throughput 5.49
+req/s against λ_pin 5.354 and the fixed point's 5.613 on OPT-13B, 3.975 against 4.011 and 4.449 on Llama-3.1-70B).
+So the stability limit of an ``on_demand`` engine ("decode KV capacity") is min(fixed-point limit, λ_pin), and at
+least the comfortable limit, as before (below it the pool pins on fewer than 1 % of arrivals). F is taken at u_p = λp
+(the recompute left out of the feedback factor). What the recompute costs: τ̄ stretches for every decode (the
+TPOT), the admission wait at the stretched τ̄ delays token 1 (the TTFT), and a preempted request pauses for its wait
+and its recompute (spread over its steps in TPOT, as a mean shift). Left out: the recompute's
+share of the prompt queue's (chunk queue's) load, and its reruns (a re-admitted victim is the newest again).
 """
 
 from __future__ import annotations
@@ -83,6 +128,7 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.numerics.normal import log_ndtr
 from pdplan.queueing.decode import (
@@ -293,7 +339,10 @@ def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
 class RidingKvAdmission:
     """A colocated instance's KV admission queue (*Colocated instances* in the module docstring): the fields of
     :class:`KvAdmission` plus p = ``prefill_s_per_request``, the prefill seconds per request riding the decode steps
-    (u_p = λp), which stretch τ̄ and the load feedback."""
+    (u_p = λp), which stretch τ̄ and the load feedback. An ``on_demand`` engine (vLLM, *Preemption with recompute*)
+    adds f = ``overflow_share``, the share of the pinned pool's growth that overflows, and r =
+    ``recompute_s_per_preemption``, the prefill seconds one preemption's recompute costs; both 0 for the engines that
+    hold a request back (no preemption, the plain τ̄)."""
 
     cells: DecodeWorkload
     held: KvFootprint
@@ -302,32 +351,134 @@ class RidingKvAdmission:
     comfort_rate_per_s: float
     mean_rate_per_s: float
     prefill_s_per_request: float
+    overflow_share: float = 0.0
+    recompute_s_per_preemption: float = 0.0
 
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
-        """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate."""
+        """The colocated mean token interval per per-instance rate: ``t0/(1 − λ(per + p))``, and for ``on_demand``
+        in the band ``t0/(1 − λ(per + p + π r))`` at the preemption fixed point (:meth:`preemptions_per_request`)."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        tau = self._tau(rates, np.zeros(rates.size))
+        band = self._band(rates)
+        if band.size and self.recompute_s_per_preemption > 0.0:
+            tau[band] = self._pinned(rates[band])[0]
+        return tau
+
+    def _tau(self, rates: FloatArray, preemptions: FloatArray) -> FloatArray:
+        """``t0/(1 − λ(per + p + π r))`` per rate, π preemptions per request."""
         st, wl = self.step, self.cells
-        per = st.per_request_s(wl) + self.prefill_s_per_request
-        return np.asarray(st.t0_s / (1.0 - np.asarray(rates_per_s, dtype=np.float64) * per), dtype=np.float64)
+        per = st.per_request_s(wl) + self.prefill_s_per_request + preemptions * self.recompute_s_per_preemption
+        return np.asarray(st.t0_s / (1.0 - rates * per), dtype=np.float64)
+
+    def _band(self, rates: FloatArray) -> npt.NDArray[np.intp]:
+        """Indices of the rates strictly between the comfortable and the mean limit."""
+        return np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
+
+    def _feedback(self, rates: FloatArray) -> FloatArray:
+        """F of the riding decodes per rate (:func:`~pdplan.queueing.linear_capacity.riding_feedback`, at u_p = λp)."""
+        return np.array([riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in rates])
+
+    def _pinned(self, lam: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """``(τ̄, P_w, E[W | W > 0], π)`` per band rate at the preemption fixed point π = f·P_w(τ̄(π)) (module
+        docstring, *Preemption with recompute*); ValueError where it has none (past the recompute limit)."""
+        settled = self._settle(lam)
+        if settled is None:
+            raise ValueError(f"no preemption fixed point at rates {lam.tolist()}: past the recompute limit")
+        return settled
+
+    def _settle(self, lam: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
+        """:meth:`_pinned`'s fixed point, iterated from π = 0: every step raises π (a larger π stretches τ̄, fills
+        the pool and raises P_w), so π climbs to the least fixed point if there is one; None where an iterate's mean
+        occupancy reaches M_kv (no fixed point below it: the recompute runs away) or it has not settled in
+        :data:`_FIXED_POINT_STEPS`. With f = 0 (no preemption) one pass, the plain τ̄."""
+        factor = self._feedback(lam)
+        pre = np.zeros(lam.size)
+        for _ in range(_FIXED_POINT_STEPS):
+            tau = self._tau(lam, pre)
+            if np.any(tau <= 0.0) or np.any(lam * tau * self.held.work >= self.kv_capacity_tokens):
+                return None
+            prob, cond = _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+            nxt = self.overflow_share * prob
+            if self.overflow_share == 0.0 or np.all(np.abs(nxt - pre) <= 1e-10 * nxt):
+                return tau, prob, cond, nxt
+            pre = nxt
+        return None
+
+    def settles(self, rate_per_s: float) -> bool:
+        """Whether the preemption fixed point exists at per-instance ``rate_per_s`` (:meth:`_settle`)."""
+        return self._settle(np.array([float(rate_per_s)])) is not None
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(P_w, E[W | W > 0])`` per per-instance rate: zeros at or below the comfortable limit and at or past the
         mean one (the latter is refused by the deployment's limit)."""
         rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
         prob, cond = np.zeros(rates.size), np.zeros(rates.size)
-        beyond = np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
+        beyond = self._band(rates)
         if beyond.size == 0:
             return prob, cond
-        lam = rates[beyond]
-        tau = self.tau_s(lam)
-        factor = np.array(
-            [riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in lam.tolist()]
-        )
-        prob[beyond], cond[beyond] = _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        _, prob[beyond], cond[beyond], _ = self._pinned(rates[beyond])
         return prob, cond
+
+    def preemptions_per_request(self, rates_per_s: FloatArray) -> FloatArray:
+        """π, the preemptions per request per per-instance rate (``on_demand``; 0 outside the band and for the
+        engines that hold a request back): f·P_w at the fixed point of :meth:`_pinned`."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        out = np.zeros(rates.size)
+        beyond = self._band(rates)
+        if beyond.size and self.overflow_share > 0.0:
+            out[beyond] = self._pinned(rates[beyond])[3]
+        return out
+
+    def recompute_s(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(Δτ̄, π·pause)`` per per-instance rate (``on_demand``, module docstring): the stretch of the mean token
+        interval by the recompute, ``t0/(1 − λ(per + p + π r)) − t0/(1 − λ(per + p))``, and a request's mean pause,
+        π times a preempted request's wait at the head (E[W | W > 0]) and its recompute r; zeros outside the band
+        and for the engines that hold a request back."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        stretch, pause = np.zeros(rates.size), np.zeros(rates.size)
+        band = self._band(rates)
+        if band.size and self.overflow_share > 0.0:
+            lam = rates[band]
+            tau, _, cond, pre = self._pinned(lam)
+            stretch[band] = tau - self._tau(lam, np.zeros(lam.size))
+            pause[band] = pre * (cond + self.recompute_s_per_preemption)
+        return stretch, pause
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a one-bin :class:`BinDelay` (as :meth:`KvAdmission.delay`)."""
         return _wait_delay(*self.wait(rates_per_s), points)
+
+
+_FIXED_POINT_STEPS = 2000
+"""Iterations of the preemption fixed point (:meth:`RidingKvAdmission._settle`): 5–40 on the OPT-13B example below
+its recompute limit, more within a fraction of a percent of it (the map's slope reaches 1 there)."""
+
+
+def recompute_limit(admission: RidingKvAdmission, lo_per_s: float, hi_per_s: float) -> float:
+    """The largest per-instance rate in [lo, hi] where the preemption fixed point exists (module docstring,
+    *Preemption with recompute*), by bisection to 1e-6 relative: ``lo`` where even it has none (the caller's
+    comfortable limit, below which nothing is pinned), ``hi`` where it still has one."""
+    if admission.settles(hi_per_s):
+        return hi_per_s
+    if not admission.settles(lo_per_s):
+        return lo_per_s
+    lo, hi = lo_per_s, hi_per_s
+    while hi - lo > 1e-6 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if admission.settles(mid) else (lo, mid)
+    return lo
+
+
+def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:
+    """f = (1 − e^{−x})/x with x = ℓ/E[n] (module docstring, *Preemption with recompute*): the chance that the
+    decode batch's growth between two completions of a pinned pool outruns the room the greedy admission left, a
+    uniform residual on [0, ℓ) (ℓ = ``context_tokens``, the waiting head's need), when the growth between completions
+    is exponential with mean E[n] = ``mean_steps`` tokens. Example: ℓ = E[n]: f = 1 − 1/e = 0.632; ℓ = 600,
+    E[n] = 400: x = 1.5, f = (1 − e^{−1.5})/1.5 = 0.518."""
+    if context_tokens <= 0.0 or mean_steps <= 0.0:
+        raise ValueError(f"need a positive context and step count, got {context_tokens} and {mean_steps}")
+    x = context_tokens / mean_steps
+    return float(-np.expm1(-x) / x)
 
 
 def add_delays(first: BinDelay, second: BinDelay, points: int) -> BinDelay:

@@ -43,10 +43,13 @@ report's words of :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT`), and only th
 ``λ τ̄ W = M_kv`` is the stability limit ("decode KV capacity"). This holds for the engines that hold a request back
 until its KV fits: ``reserve`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) and ``ratio`` (SGLang's ``PrefillAdder``,
 which turns requests away before a decode step runs out of KV). An ``on_demand`` engine (vLLM) admits on its
-prompt's blocks and, when the growing contexts fill the pool, preempts a running request and recomputes its whole
-context as a prompt; that recompute work is not priced, and pdplan's simulator, which runs it, diverges at the
-comfortable limit already (docs/accuracy.md §6, *Colocated KV admission*), so for ``on_demand`` the P99 KV bound
-stays the stability limit and nothing is priced past it.
+prompt's blocks and, when the growing contexts fill the pool, preempts the newest running request and recomputes its
+context as a prompt (:mod:`pdplan.queueing.kv_admission`, *Preemption with recompute*): past its comfortable limit it
+preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w the admission queue's), each costing
+the victim's context as prefill; that work stretches τ̄ (every TPOT), the admission wait at the stretched τ̄ delays
+token 1, each victim's wait and recompute are spread over its steps (TPOT, as a mean shift), and its stability limit
+is the rate where the recompute runs away (the preemption fixed point vanishes), between the comfortable and the mean
+KV limit (docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -79,7 +82,13 @@ from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import RidingKvAdmission, admission_footprint, kv_mean_rate
+from pdplan.queueing.kv_admission import (
+    RidingKvAdmission,
+    admission_footprint,
+    kv_mean_rate,
+    pinned_overflow_share,
+    recompute_limit,
+)
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -143,6 +152,9 @@ class ColocatedModel:
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
+    _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """An ``on_demand`` engine's admission queue with its recompute limit, solved once per model
+    (:meth:`kv_admission`)."""
 
     @property
     def prefill_cell_s(self) -> FloatArray:
@@ -216,18 +228,41 @@ class ColocatedModel:
         """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
         footprint the engine's profile admits on (:func:`~pdplan.queueing.kv_admission.admission_footprint`:
         reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
-        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, which
-        is not priced, so its band is empty and the P99 bound stays its stability limit (module docstring)."""
+        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, priced
+        with its overflow share and recompute seconds and stable to its recompute limit
+        (:func:`~pdplan.queueing.kv_admission.recompute_limit`, solved once per model; module docstring)."""
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
         riding = self._u_prefill(1.0)
         mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
-        if scheduling.kv_admission == "on_demand":
-            mean = comfort
-        return RidingKvAdmission(
-            self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
-        )
+        if scheduling.kv_admission != "on_demand":
+            return RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
+            )
+        if "on_demand" not in self._admission:
+            share, recompute_s = self._recompute(riding)
+            plain = RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, mean, riding, share,
+                recompute_s,
+            )  # fmt: skip
+            pinned = kv_mean_rate(  # a pool pinned throughout: π = f (module docstring of kv_admission)
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding + share * recompute_s
+            )
+            top = min(recompute_limit(plain, comfort, mean * (1.0 - 1e-9)), pinned) if mean > comfort else comfort
+            self._admission["on_demand"] = dataclasses.replace(plain, mean_rate_per_s=max(top, comfort))
+        return self._admission["on_demand"]
+
+    def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:
+        """``(f, r)`` of an ``on_demand`` engine (vLLM; :mod:`pdplan.queueing.kv_admission`, *Preemption with
+        recompute*): f the pinned pool's overflow share at the head's need ℓ = E[L] + s, and r the prefill seconds of
+        one preemption's recompute, c̄ = E[L] + s tokens (with a prefix cache min(E[L] + s, E[n]): the victim's
+        blocks the growth did not take are hits) at the instance's mean prefill seconds per computed prompt token."""
+        wl = self.cells
+        context = float(wl.prob @ wl.input_tokens) + self.decode.state_tokens_per_seq
+        share = pinned_overflow_share(context, wl.mean_steps)
+        lost = context if self.cache is None else min(context, wl.mean_steps)
+        return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
 
     def bound_rates(self) -> BoundRates:
         """The per-instance utilisation limit λ_u and the rates (at most λ_u) of the §2.3 P99 KV and seat bounds at
@@ -295,14 +330,22 @@ class ColocatedModel:
     def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
         """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module
         docstring): the TTFT law becomes a :class:`~pdplan.queueing.ttft_mixture.TtftMixture` whose one-bin delay is
-        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point)."""
+        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point); for
+        ``on_demand`` the TPOT law is shifted per cell by the recompute's stretch of τ̄ and the mean pause of a
+        preempted request spread over the cell's steps (:meth:`~pdplan.queueing.kv_admission.RidingKvAdmission.
+        recompute_s`)."""
         lam = rates / self.z
         if not np.any(lam > self.bound_rates().kv_rate_per_s):
             return out
         admission = self.kv_admission()
         if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
-            return out  # no rate in the band (on_demand: the band is empty)
+            return out  # no rate in the band
         delay = admission.delay(lam)
+        if admission.overflow_share > 0.0:  # on_demand: the recompute stretches τ̄ and pauses its victims (TPOT)
+            stretch, pause = admission.recompute_s(lam)
+            steps = np.maximum(self.cells.decode_steps, 1.0)
+            shift = stretch[:, None] + pause[:, None] / steps[None, :]
+            out = dataclasses.replace(out, tpot=dataclasses.replace(out.tpot, offset_s=out.tpot.offset_s + shift))
         ttft = out.ttft
         if isinstance(ttft, TtftMixture):
             return dataclasses.replace(out, ttft=dataclasses.replace(ttft, link=delay))

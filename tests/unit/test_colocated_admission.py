@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from support.opt13b_colocated import opt13b_colocated
 
+from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.queueing import LinearStepTime, decode_workload
-from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate, pinned_overflow_share
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
@@ -92,16 +93,84 @@ def test_limit_is_the_mean_kv_limit_with_the_comfortable_one_below(engine: str) 
     assert float(adm.tau_s(np.array([lam]))[0]) == pytest.approx(model.token_interval_s(lam), rel=1e-12)
 
 
-def test_on_demand_engine_is_refused_past_the_comfortable_limit() -> None:
-    # vLLM preempts and recomputes where the others queue; the recompute is not priced (and pdplan's simulator
-    # diverges at the comfortable limit, docs/accuracy.md §6), so the P99 bound stays the limit, unmarked.
+def test_on_demand_engine_stops_where_a_pinned_pool_cannot_keep_up() -> None:
+    # vLLM preempts and recomputes where the others queue (kv_admission, *Preemption with recompute*). On this pick a
+    # pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 5.354 req/s, below the comfortable limit
+    # (5.498; the simulator saturates at 5.49): the preemption fixed point exists up to 5.613, but past λ_pin one
+    # pinned stretch never drains, so the limit stays the comfortable one, unmarked.
     model = _opt13b_kv_bound("vllm")
     limit = model.limit()
+    adm = model.kv_admission()
+    comfort = model.bound_rates().kv_rate_per_s
+    pinned = kv_mean_rate(
+        model.cells,
+        adm.held,
+        adm.step,
+        adm.kv_capacity_tokens,
+        adm.prefill_s_per_request + adm.overflow_share * adm.recompute_s_per_preemption,
+    )
+    plain_mean = kv_mean_rate(model.cells, adm.held, adm.step, adm.kv_capacity_tokens, adm.prefill_s_per_request)
+    assert pinned < comfort < plain_mean
+    assert adm.settles(1.02 * comfort)  # the mean field alone would run past the comfortable limit
     assert limit.binding is Binding.DECODE_KV
-    assert limit.rate_rps == pytest.approx(model.bound_rates().kv_rate_per_s * model.z, rel=1e-12)
+    assert limit.rate_rps == pytest.approx(comfort * model.z, rel=1e-12)
     assert limit.kv_comfort_rps is None
-    prob, _ = model.kv_admission().wait(np.array([1.001, 1.05]) * model.bound_rates().kv_rate_per_s)
-    assert not prob.any()
+    # with the recompute price held fixed, the band opens where the pinned limit clears the comfortable one
+    cheap = dataclasses.replace(
+        adm, recompute_s_per_preemption=0.1 * adm.recompute_s_per_preemption, mean_rate_per_s=plain_mean
+    )
+    rates = np.array([0.99, 1.005, 1.015]) * comfort
+    prob, _ = cheap.wait(rates)
+    pre = cheap.preemptions_per_request(rates)
+    assert prob[0] == pre[0] == 0.0
+    assert 0.0 < pre[1] < pre[2] < cheap.overflow_share
+    np.testing.assert_allclose(pre[1:], cheap.overflow_share * prob[1:], rtol=1e-9)
+    stretch, _ = cheap.recompute_s(rates)
+    assert stretch[0] == 0.0
+    assert np.all(stretch[1:] > 0.0)
+
+
+def test_on_demand_engine_is_refused_past_its_recompute_limit() -> None:
+    sc = opt13b_colocated("vllm", output_mean=400, ttft="1s")
+    model = _opt13b_kv_bound("vllm")
+    top = model.kv_admission().mean_rate_per_s * model.z
+    with pytest.raises(NoFeasiblePlanError, match="decode KV capacity") as err:
+        evaluate(sc, rate=1.01 * top)
+    assert err.value.binding_constraint is Binding.DECODE_KV
+
+
+def test_pinned_overflow_share_by_hand() -> None:
+    # f = (1 − e^{−x})/x, x = ℓ/E[n]: ℓ = E[n] gives 1 − 1/e; ℓ = 600, E[n] = 400 gives (1 − e^{−1.5})/1.5
+    assert pinned_overflow_share(400.0, 400.0) == pytest.approx(1.0 - math.exp(-1.0), rel=1e-12)
+    assert pinned_overflow_share(600.0, 400.0) == pytest.approx(0.5179132, rel=1e-6)  # e^{−1.5} = 0.2231302
+    assert pinned_overflow_share(1e-6, 400.0) == pytest.approx(1.0, rel=1e-8)  # no room left: every cycle overruns
+    with pytest.raises(ValueError, match="positive context"):
+        pinned_overflow_share(0.0, 400.0)
+
+
+def test_preemption_rate_by_hand() -> None:
+    # The one-step instance at β = 1 (P_w = 0.223364, test_halfin_whitt_wait_by_hand) with f = 0.5 and a free
+    # recompute (r = 0): τ̄ does not move, so π = f·P_w = 0.111682 preemptions per request.
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    kv = 1000.0 + SD_K
+    mean = kv_mean_rate(ONE_STEP, held, STEP, kv, PREFILL_S)
+    free = RidingKvAdmission(ONE_STEP, held, STEP, kv, 300.0, mean, PREFILL_S, 0.5, 0.0)
+    p_w = 1.0 / (1.0 + 0.8413447460685429 / 0.24197072451914337)
+    assert free.preemptions_per_request(np.array([400.0]))[0] == pytest.approx(0.5 * p_w, rel=1e-6)
+    # a recompute of r = 0.2 ms per preemption: π is the fixed point of π = f·P_w(τ̄(π)), τ̄ = t0/(1 − λ(per + p + πr))
+    paid = dataclasses.replace(free, recompute_s_per_preemption=0.2e-3)
+    pre = float(paid.preemptions_per_request(np.array([400.0]))[0])
+    tau = 10e-3 / (1.0 - 400.0 * (1e-3 + PREFILL_S + pre * 0.2e-3))
+    assert float(paid.tau_s(np.array([400.0]))[0]) == pytest.approx(tau, rel=1e-12)
+    k_mean = 400.0 * tau * 100.0
+    beta = (kv - k_mean) / math.sqrt(400.0 * tau * 100.0**2 * F)
+    phi = math.exp(-beta * beta / 2.0) / math.sqrt(2.0 * math.pi)
+    cdf = 0.5 * (1.0 + math.erf(beta / math.sqrt(2.0)))
+    assert pre == pytest.approx(0.5 / (1.0 + beta * cdf / phi), rel=1e-8)
+    assert pre > 0.5 * p_w  # the recompute stretches τ̄, fills the pool and raises the rate
+    stretch, pause = paid.recompute_s(np.array([400.0]))
+    assert stretch[0] == pytest.approx(tau - 0.025, rel=1e-9)
+    assert pause[0] > pre * 0.2e-3
 
 
 def test_admission_wait_adds_to_ttft_only_past_the_comfortable_limit() -> None:
