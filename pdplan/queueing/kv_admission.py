@@ -89,9 +89,8 @@ context that no other request took in between are hits (``get_computed_blocks``)
 current context and, once the pool is *pinned* (a queue waits and the admissions fill what the completions free), the
 decode batch's own growth overflows it. Two pieces:
 
-* *How often the pool is pinned*: the admission queue above, whose P_w is the chance an arrival finds the pool full,
-  from the occupancy law of the P99 limit (the Gaussian margin β = (M_kv − K̄)/sd K; P_w = 0.011 at the comfortable
-  limit, 1 at the mean limit).
+* *How often the pool is pinned*: an admission queue whose P_w is the chance an arrival finds the pool full (the
+  Halfin–Whitt queue above, its queue drained by a full pool: below).
 * *What a pinned pool overflows* (:func:`pinned_overflow_share`): after the greedy admissions the room left is R, less
   than the waiting head's need ℓ (a prompt, or a preempted request's context: ≈ E[L] + s, the victim being the newest
   admitted), taken uniform on [0, ℓ). The batch then grows by N̄ tokens a step and a completion comes every
@@ -100,26 +99,31 @@ decode batch's own growth overflows it. Two pieces:
   ℓ/E[n], and each such overrun preempts one request (the newest, whose context ≈ ℓ ≥ the overrun). A request
   completes once per such cycle, so a pinned pool preempts f times per request.
 
-Hence π = f·P_w preemptions per request, each recomputing the victim's context c̄ = E[L] + s (the newest admitted:
-its prompt and a few tokens) as a prompt; with prefix caching only the overrun itself is lost (the growth took the
-victim's tail blocks; its head blocks are hits), whose mean given an overrun is E[n] (memoryless), so c̄ = min(E[L] +
-s, E[n]). r = c̄·(p/E[computed prompt tokens]) seconds of prefill per preemption ride the steps like the prompts,
-so τ̄ = t0/(1 − λ(per + p + π r)); P_w depends on τ̄ (through K̄ and sd K), and π on P_w, so π is the least fixed
-point of π = f·P_w(τ̄(π)) (:meth:`RidingKvAdmission._settle`). The feedback is positive (more recompute, longer
-steps, a fuller pool, more recompute), so past some rate the fixed point vanishes (a saddle-node: the iteration's
-mean occupancy reaches M_kv) and the recompute runs away, as pdplan's simulator does (docs/accuracy.md §6): that
-rate is found by bisection between the comfortable and the plain mean limit (:func:`recompute_limit`); it lies
-below λ_kv of the plain footprint and above the *pinned limit* λ_pin = M/(t0 W + M(per + p + f r)), the throughput
-of a pool pinned throughout (P_w = 1, π = f). The fixed point is a mean field: past λ_pin one pinned stretch (a
-rare fluctuation) lowers the throughput below λ and the queue that pinned it never drains, a metastable collapse that
-pdplan's simulator shows (docs/accuracy.md §6, *vLLM past its comfortable KV limit*: saturated throughput 5.49
-req/s against λ_pin 5.354 and the fixed point's 5.613 on OPT-13B, 3.975 against 4.011 and 4.449 on Llama-3.1-70B).
-So the stability limit of an ``on_demand`` engine ("decode KV capacity") is min(fixed-point limit, λ_pin), and at
-least the comfortable limit, as before (below it the pool pins on fewer than 1 % of arrivals). F is taken at u_p = λp
-(the recompute left out of the feedback factor). What the recompute costs: τ̄ stretches for every decode (the
-TPOT), the admission wait at the stretched τ̄ delays token 1 (the TTFT), and a preempted request pauses for its wait
-and its recompute (spread over its steps in TPOT, as a mean shift). Left out: the recompute's
-share of the prompt queue's (chunk queue's) load, and its reruns (a re-admitted victim is the newest again).
+Each preemption recomputes the victim's context c̄ = E[L] + s (the newest admitted: its prompt and a few tokens)
+as a prompt; with prefix caching only the overrun itself is lost (the growth
+took the victim's tail blocks; its head blocks are hits), whose mean given an overrun is E[n] (memoryless), so c̄ =
+min(E[L] + s, E[n]). Each costs r = c̄·(p/E[computed prompt tokens]) seconds of prefill riding the steps, so a pool
+pinned throughout serves the **pinned limit** ``λ_pin = M/(t0 W + M(per + p + f r))`` (the fluid limit with f r more
+prefill per request), the stability limit of an ``on_demand`` engine ("decode KV capacity") where it lies above the
+P99 bound: past it one pinned stretch lowers the throughput below the offered rate and never drains (pdplan's
+simulator, which runs vLLM's preemption, saturates at 5.49 req/s on OPT-13B against λ_pin 5.354, 3.975 on a
+Llama-3.1-70B pick against 4.011, 1.831 on a Llama-3.1-70B chat pick against 1.846; docs/accuracy.md §6, *vLLM
+past its comfortable KV limit*).
+
+The queue (:func:`_pinned_wait`) is the Halfin–Whitt queue above with its queue drained by a *full* pool: in M/M/c
+P_w = P_c·cμ/(cμ − λ), P_c the mass at c busy seats (reached through the occupancy law of the P99 limit, the fluid
+margin M_kv − K̄ against sd K) times the geometric queue beyond it, whose drain cμ − λ is λ_pin − λ here (a full
+pool's steps are longer, K = M_kv, and carry the recompute) where the fluid queue has λM_kv/K̄ − λ. So P_w is the
+fluid one times (λ_pin/(λ_pin − λ))·((M_kv − K̄)/M_kv), at most 1, and E[W | W > 0] = (1 + c_s²)/2 · 1/(λ_pin − λ);
+π = f·P_w preemptions per request. The comfortable limit stays the P99 KV bound (the factor is 1.35 there on the
+Llama-3.1-70B chat pick of docs/accuracy.md §6: P_w 0.015 where the other engines have 0.011). Where λ_pin lies at
+or below the P99 bound nothing of this applies: the P99 bound stays the limit, as before (the simulator saturates
+near λ_pin there, so the rates between are metastable: left to the lead). What the recompute costs: the wait delays
+token 1 (TTFT); the recompute stretches τ̄ to t0/(1 − λ(per + p + π r)) for every decode, and a preempted request
+pauses for its recompute and its wait at the head of the queue (the next completion of a full pool, 1/λ_pin), spread
+over its steps (TPOT, as mean shifts). Left out: the recompute's share of the prompt queue's (chunk queue's) load,
+the skew of K (its third cumulant, γ ≈ 0.7 on that pick, where a shifted gamma would raise P_w 1.1–1.8× near the
+comfortable limit), and a victim among requests still in prefill.
 """
 
 from __future__ import annotations
@@ -320,10 +324,14 @@ def _halfin_whitt(
     mean ``(1 + c_s²)/2 · W τ̄/(M_kv − λτ̄W)``."""
     sd = np.sqrt(lt * held.square_sum * factor)
     free = kv_capacity_tokens - lt * held.work
-    beta = free / sd
-    # β Φ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)): in logs, no overflow of exp(β²/2) before the ratio is formed
+    return _waiting_probability(free / sd), (1.0 + held.scv) / 2.0 * held.work * tau_s / free
+
+
+def _waiting_probability(beta: FloatArray) -> FloatArray:
+    """Halfin–Whitt's ``P_w = [1 + βΦ(β)/φ(β)]⁻¹``; βΦ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)), in logs so that
+    exp(β²/2) does not overflow before the ratio is formed."""
     ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
-    return 1.0 / (1.0 + ratio), (1.0 + held.scv) / 2.0 * held.work * tau_s / free
+    return np.asarray(1.0 / (1.0 + ratio), dtype=np.float64)
 
 
 def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
@@ -340,9 +348,9 @@ class RidingKvAdmission:
     """A colocated instance's KV admission queue (*Colocated instances* in the module docstring): the fields of
     :class:`KvAdmission` plus p = ``prefill_s_per_request``, the prefill seconds per request riding the decode steps
     (u_p = λp), which stretch τ̄ and the load feedback. An ``on_demand`` engine (vLLM, *Preemption with recompute*)
-    adds f = ``overflow_share``, the share of the pinned pool's growth that overflows, and r =
-    ``recompute_s_per_preemption``, the prefill seconds one preemption's recompute costs; both 0 for the engines that
-    hold a request back (no preemption, the plain τ̄)."""
+    adds f = ``overflow_share``, the share of the pinned pool's growth that overruns, and r =
+    ``recompute_s_per_preemption``, the prefill seconds one preemption's recompute costs; its ``mean_rate_per_s`` is
+    then the pinned limit λ_pin and its queue the pinned one. Both 0 for the engines that hold a request back."""
 
     cells: DecodeWorkload
     held: KvFootprint
@@ -355,14 +363,9 @@ class RidingKvAdmission:
     recompute_s_per_preemption: float = 0.0
 
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
-        """The colocated mean token interval per per-instance rate: ``t0/(1 − λ(per + p))``, and for ``on_demand``
-        in the band ``t0/(1 − λ(per + p + π r))`` at the preemption fixed point (:meth:`preemptions_per_request`)."""
+        """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate (no recompute)."""
         rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
-        tau = self._tau(rates, np.zeros(rates.size))
-        band = self._band(rates)
-        if band.size and self.recompute_s_per_preemption > 0.0:
-            tau[band] = self._pinned(rates[band])[0]
-        return tau
+        return self._tau(rates, np.zeros(rates.size))
 
     def _tau(self, rates: FloatArray, preemptions: FloatArray) -> FloatArray:
         """``t0/(1 − λ(per + p + π r))`` per rate, π preemptions per request."""
@@ -374,39 +377,18 @@ class RidingKvAdmission:
         """Indices of the rates strictly between the comfortable and the mean limit."""
         return np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
 
-    def _feedback(self, rates: FloatArray) -> FloatArray:
+    def feedback(self, rates: FloatArray) -> FloatArray:
         """F of the riding decodes per rate (:func:`~pdplan.queueing.linear_capacity.riding_feedback`, at u_p = λp)."""
         return np.array([riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in rates])
 
-    def _pinned(self, lam: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """``(τ̄, P_w, E[W | W > 0], π)`` per band rate at the preemption fixed point π = f·P_w(τ̄(π)) (module
-        docstring, *Preemption with recompute*); ValueError where it has none (past the recompute limit)."""
-        settled = self._settle(lam)
-        if settled is None:
-            raise ValueError(f"no preemption fixed point at rates {lam.tolist()}: past the recompute limit")
-        return settled
-
-    def _settle(self, lam: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
-        """:meth:`_pinned`'s fixed point, iterated from π = 0: every step raises π (a larger π stretches τ̄, fills
-        the pool and raises P_w), so π climbs to the least fixed point if there is one; None where an iterate's mean
-        occupancy reaches M_kv (no fixed point below it: the recompute runs away) or it has not settled in
-        :data:`_FIXED_POINT_STEPS`. With f = 0 (no preemption) one pass, the plain τ̄."""
-        factor = self._feedback(lam)
-        pre = np.zeros(lam.size)
-        for _ in range(_FIXED_POINT_STEPS):
-            tau = self._tau(lam, pre)
-            if np.any(tau <= 0.0) or np.any(lam * tau * self.held.work >= self.kv_capacity_tokens):
-                return None
-            prob, cond = _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
-            nxt = self.overflow_share * prob
-            if self.overflow_share == 0.0 or np.all(np.abs(nxt - pre) <= 1e-10 * nxt):
-                return tau, prob, cond, nxt
-            pre = nxt
-        return None
-
-    def settles(self, rate_per_s: float) -> bool:
-        """Whether the preemption fixed point exists at per-instance ``rate_per_s`` (:meth:`_settle`)."""
-        return self._settle(np.array([float(rate_per_s)])) is not None
+    def _queue(self, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(P_w, E[W | W > 0])`` at per-instance rates ``lam`` below the mean limit (:func:`_halfin_whitt`; for
+        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`)."""
+        tau = self.tau_s(lam)
+        factor = self.feedback(lam)
+        if self.overflow_share == 0.0:
+            return _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        return _pinned_wait(lam, tau, factor, self.held, self.kv_capacity_tokens, self.mean_rate_per_s)
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(P_w, E[W | W > 0])`` per per-instance rate: zeros at or below the comfortable limit and at or past the
@@ -416,57 +398,42 @@ class RidingKvAdmission:
         beyond = self._band(rates)
         if beyond.size == 0:
             return prob, cond
-        _, prob[beyond], cond[beyond], _ = self._pinned(rates[beyond])
+        prob[beyond], cond[beyond] = self._queue(rates[beyond])
         return prob, cond
 
     def preemptions_per_request(self, rates_per_s: FloatArray) -> FloatArray:
-        """π, the preemptions per request per per-instance rate (``on_demand``; 0 outside the band and for the
-        engines that hold a request back): f·P_w at the fixed point of :meth:`_pinned`."""
-        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
-        out = np.zeros(rates.size)
-        beyond = self._band(rates)
-        if beyond.size and self.overflow_share > 0.0:
-            out[beyond] = self._pinned(rates[beyond])[3]
-        return out
+        """π = f·P_w, the preemptions per request per per-instance rate (``on_demand``; 0 outside the band and for
+        the engines that hold a request back)."""
+        return self.overflow_share * self.wait(rates_per_s)[0]
 
     def recompute_s(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(Δτ̄, π·pause)`` per per-instance rate (``on_demand``, module docstring): the stretch of the mean token
         interval by the recompute, ``t0/(1 − λ(per + p + π r)) − t0/(1 − λ(per + p))``, and a request's mean pause,
-        π times a preempted request's wait at the head (E[W | W > 0]) and its recompute r; zeros outside the band
-        and for the engines that hold a request back."""
+        π times a preempted request's wait at the head of the queue, the next completion of a full pool (1/λ_pin),
+        and its recompute r; zeros outside the band and for the engines that hold a request back."""
         rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
-        stretch, pause = np.zeros(rates.size), np.zeros(rates.size)
-        band = self._band(rates)
-        if band.size and self.overflow_share > 0.0:
-            lam = rates[band]
-            tau, _, cond, pre = self._pinned(lam)
-            stretch[band] = tau - self._tau(lam, np.zeros(lam.size))
-            pause[band] = pre * (cond + self.recompute_s_per_preemption)
-        return stretch, pause
+        pre = self.overflow_share * self.wait(rates)[0]
+        stretch = self._tau(rates, pre) - self.tau_s(rates)
+        return stretch, pre * (1.0 / self.mean_rate_per_s + self.recompute_s_per_preemption)
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a one-bin :class:`BinDelay` (as :meth:`KvAdmission.delay`)."""
         return _wait_delay(*self.wait(rates_per_s), points)
 
 
-_FIXED_POINT_STEPS = 2000
-"""Iterations of the preemption fixed point (:meth:`RidingKvAdmission._settle`): 5–40 on the OPT-13B example below
-its recompute limit, more within a fraction of a percent of it (the map's slope reaches 1 there)."""
-
-
-def recompute_limit(admission: RidingKvAdmission, lo_per_s: float, hi_per_s: float) -> float:
-    """The largest per-instance rate in [lo, hi] where the preemption fixed point exists (module docstring,
-    *Preemption with recompute*), by bisection to 1e-6 relative: ``lo`` where even it has none (the caller's
-    comfortable limit, below which nothing is pinned), ``hi`` where it still has one."""
-    if admission.settles(hi_per_s):
-        return hi_per_s
-    if not admission.settles(lo_per_s):
-        return lo_per_s
-    lo, hi = lo_per_s, hi_per_s
-    while hi - lo > 1e-6 * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if admission.settles(mid) else (lo, mid)
-    return lo
+def _pinned_wait(
+    lam: FloatArray, tau_s: FloatArray, factor: FloatArray, held: KvFootprint, kv_capacity_tokens: float, pinned: float
+) -> tuple[FloatArray, FloatArray]:
+    """``(P_w, E[W | W > 0])`` of an ``on_demand`` pool (module docstring, *Preemption with recompute*): M/M/c whose
+    queue beyond c a full pool drains at λ_pin = ``pinned``. M/M/c's P_w = P_c·cμ/(cμ − λ) (P_c the mass at c busy
+    seats, the geometric queue beyond it); :func:`_halfin_whitt` gives P_w at the fluid cμ = λM_kv/K̄, so the pinned
+    one is ``P_w · (λ_pin/(λ_pin − λ)) · ((M_kv − K̄)/M_kv)`` (at most 1), and E[W | W > 0] = (1 + c_s²)/2 ·
+    1/(λ_pin − λ) (Allen–Cunneen)."""
+    lt = lam * tau_s
+    fluid, _ = _halfin_whitt(lt, tau_s, factor, held, kv_capacity_tokens)
+    free = (kv_capacity_tokens - lt * held.work) / kv_capacity_tokens
+    prob = np.minimum(fluid * pinned / (pinned - lam) * free, 1.0)
+    return prob, (1.0 + held.scv) / 2.0 / (pinned - lam)
 
 
 def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:

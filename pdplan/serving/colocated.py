@@ -45,11 +45,11 @@ until its KV fits: ``reserve`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) and ``ra
 which turns requests away before a decode step runs out of KV). An ``on_demand`` engine (vLLM) admits on its
 prompt's blocks and, when the growing contexts fill the pool, preempts the newest running request and recomputes its
 context as a prompt (:mod:`pdplan.queueing.kv_admission`, *Preemption with recompute*): past its comfortable limit it
-preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w the admission queue's), each costing
-the victim's context as prefill; that work stretches τ̄ (every TPOT), the admission wait at the stretched τ̄ delays
-token 1, each victim's wait and recompute are spread over its steps (TPOT, as a mean shift), and its stability limit
-is the rate where the recompute runs away (the preemption fixed point vanishes), between the comfortable and the mean
-KV limit (docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
+preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w its admission queue's), each costing
+the victim's context as prefill: its stability limit is the pinned limit λ_pin, the throughput of a pool pinned
+throughout (f recomputes per request), where that lies above the P99 bound (else the P99 bound, as before), its
+admission queue drained at λ_pin, the wait delays token 1, and the recompute stretches τ̄ and pauses its victims (TPOT,
+mean shifts; docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -87,7 +87,6 @@ from pdplan.queueing.kv_admission import (
     admission_footprint,
     kv_mean_rate,
     pinned_overflow_share,
-    recompute_limit,
 )
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
@@ -229,8 +228,9 @@ class ColocatedModel:
         footprint the engine's profile admits on (:func:`~pdplan.queueing.kv_admission.admission_footprint`:
         reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
         queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, priced
-        with its overflow share and recompute seconds and stable to its recompute limit
-        (:func:`~pdplan.queueing.kv_admission.recompute_limit`, solved once per model; module docstring)."""
+        with its overflow share and recompute seconds: stable to its pinned limit where that lies above the P99 bound,
+        its queue drained at that limit; else the P99 bound stays its limit, as before (solved once per model; module
+        docstring)."""
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
@@ -242,15 +242,15 @@ class ColocatedModel:
             )
         if "on_demand" not in self._admission:
             share, recompute_s = self._recompute(riding)
-            plain = RidingKvAdmission(
-                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, mean, riding, share,
-                recompute_s,
-            )  # fmt: skip
-            pinned = kv_mean_rate(  # a pool pinned throughout: π = f (module docstring of kv_admission)
+            pinned = kv_mean_rate(  # a pool pinned throughout (module docstring of kv_admission): f r more prefill
                 self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding + share * recompute_s
             )
-            top = min(recompute_limit(plain, comfort, mean * (1.0 - 1e-9)), pinned) if mean > comfort else comfort
-            self._admission["on_demand"] = dataclasses.replace(plain, mean_rate_per_s=max(top, comfort))
+            queue = RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, pinned, riding, share,
+                recompute_s,
+            )  # fmt: skip
+            # a full pool serving less than the P99 bound: the bound stays the limit (kv_admission's docstring)
+            self._admission["on_demand"] = dataclasses.replace(queue, mean_rate_per_s=max(pinned, comfort))
         return self._admission["on_demand"]
 
     def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +15,13 @@ from support.opt13b_colocated import opt13b_colocated
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime, decode_workload
 from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate, pinned_overflow_share
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.specs.scenario import Scenario
 from pdplan.types import Binding
 
 # One-step requests (n = 1, L = 100) on t0 = 10 ms, t1 = 1 ms per sequence, with p = 0.5 ms of prefill per request
@@ -93,13 +96,11 @@ def test_limit_is_the_mean_kv_limit_with_the_comfortable_one_below(engine: str) 
     assert float(adm.tau_s(np.array([lam]))[0]) == pytest.approx(model.token_interval_s(lam), rel=1e-12)
 
 
-def test_on_demand_engine_stops_where_a_pinned_pool_cannot_keep_up() -> None:
-    # vLLM preempts and recomputes where the others queue (kv_admission, *Preemption with recompute*). On this pick a
-    # pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 5.354 req/s, below the comfortable limit
-    # (5.498; the simulator saturates at 5.49): the preemption fixed point exists up to 5.613, but past λ_pin one
-    # pinned stretch never drains, so the limit stays the comfortable one, unmarked.
+def test_on_demand_engine_keeps_its_p99_limit_where_a_full_pool_serves_less() -> None:
+    # On this pick a pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 5.354 req/s, below the P99
+    # bound (5.498; pdplan's simulator saturates at 5.49): nothing is priced past the bound, which stays the limit,
+    # unmarked, as before (kv_admission, *Preemption with recompute*).
     model = _opt13b_kv_bound("vllm")
-    limit = model.limit()
     adm = model.kv_admission()
     comfort = model.bound_rates().kv_rate_per_s
     pinned = kv_mean_rate(
@@ -109,33 +110,54 @@ def test_on_demand_engine_stops_where_a_pinned_pool_cannot_keep_up() -> None:
         adm.kv_capacity_tokens,
         adm.prefill_s_per_request + adm.overflow_share * adm.recompute_s_per_preemption,
     )
-    plain_mean = kv_mean_rate(model.cells, adm.held, adm.step, adm.kv_capacity_tokens, adm.prefill_s_per_request)
-    assert pinned < comfort < plain_mean
-    assert adm.settles(1.02 * comfort)  # the mean field alone would run past the comfortable limit
+    assert pinned < comfort
+    assert adm.comfort_rate_per_s == adm.mean_rate_per_s == comfort
+    limit = model.limit()
     assert limit.binding is Binding.DECODE_KV
     assert limit.rate_rps == pytest.approx(comfort * model.z, rel=1e-12)
     assert limit.kv_comfort_rps is None
-    # with the recompute price held fixed, the band opens where the pinned limit clears the comfortable one
-    cheap = dataclasses.replace(
-        adm, recompute_s_per_preemption=0.1 * adm.recompute_s_per_preemption, mean_rate_per_s=plain_mean
-    )
-    rates = np.array([0.99, 1.005, 1.015]) * comfort
-    prob, _ = cheap.wait(rates)
-    pre = cheap.preemptions_per_request(rates)
-    assert prob[0] == pre[0] == 0.0
-    assert 0.0 < pre[1] < pre[2] < cheap.overflow_share
-    np.testing.assert_allclose(pre[1:], cheap.overflow_share * prob[1:], rtol=1e-9)
-    stretch, _ = cheap.recompute_s(rates)
-    assert stretch[0] == 0.0
-    assert np.all(stretch[1:] > 0.0)
 
 
-def test_on_demand_engine_is_refused_past_its_recompute_limit() -> None:
-    sc = opt13b_colocated("vllm", output_mean=400, ttft="1s")
-    model = _opt13b_kv_bound("vllm")
-    top = model.kv_admission().mean_rate_per_s * model.z
+def _llama70b_chat() -> Scenario:
+    """Llama-3.1-70B on one 2x H100 colocated instance, chat workload (the default example's colocated baseline):
+    35,090 KV tokens for 1,628-token mean prompts, so the P99 bound holds few sequences and lies far below λ_pin."""
+    data = {
+        "model": "llama-3.1-70b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 2, "count": 1, "scheduler": "chunked"},
+        "workload": "chat",
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "ttft_convention": "A",
+        "engine": "vllm",
+    }
+    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
+
+
+def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
+    # It used to be refused at its P99 bound, 1.123 req/s; a full pool serves λ_pin = 1.846 req/s (pdplan's simulator
+    # saturates at 1.831), so the plan is priced between the two, its admission queue drained at λ_pin, and marked.
+    sc = _llama70b_chat()
+    model = build_model(resolve(sc, open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    adm = model.kv_admission()
+    p99 = model.bound_rates().kv_rate_per_s
+    limit = model.limit()
+    assert limit.binding is Binding.DECODE_KV
+    assert limit.rate_rps == pytest.approx(adm.mean_rate_per_s * model.z, rel=1e-12)
+    assert adm.comfort_rate_per_s == p99 < adm.mean_rate_per_s
+    assert limit.kv_comfort_rps == pytest.approx(p99 * model.z, rel=1e-12)
+    rates = np.array([0.99, 1.1, 1.3]) * p99
+    prob, _ = adm.wait(rates)
+    assert prob[0] == 0.0
+    assert 0.011 < prob[1] < prob[2] < 1.0
+    np.testing.assert_allclose(adm.preemptions_per_request(rates), adm.overflow_share * prob, rtol=1e-12)
+    ev = evaluate(sc, rate=float(rates[2]) * model.z)
+    assert ev.beyond_kv_comfort
+    plain, priced = model._loaded(rates * model.z).tpot, model._distributions(rates * model.z).tpot
+    assert priced.mean_s[0] == pytest.approx(plain.mean_s[0], rel=1e-12)
+    assert np.all(priced.mean_s[1:] > plain.mean_s[1:])  # the recompute stretches τ̄ and pauses its victims
     with pytest.raises(NoFeasiblePlanError, match="decode KV capacity") as err:
-        evaluate(sc, rate=1.01 * top)
+        evaluate(sc, rate=1.01 * limit.rate_rps)
     assert err.value.binding_constraint is Binding.DECODE_KV
 
 
@@ -148,29 +170,24 @@ def test_pinned_overflow_share_by_hand() -> None:
         pinned_overflow_share(0.0, 400.0)
 
 
-def test_preemption_rate_by_hand() -> None:
-    # The one-step instance at β = 1 (P_w = 0.223364, test_halfin_whitt_wait_by_hand) with f = 0.5 and a free
-    # recompute (r = 0): τ̄ does not move, so π = f·P_w = 0.111682 preemptions per request.
+def test_pinned_queue_by_hand() -> None:
+    # The one-step instance at β = 1 (M = 1,000 + sd K, λ = 400/s: K̄ = 1,000, fluid P_w = 0.223364,
+    # test_halfin_whitt_wait_by_hand) with a pinned limit λ_pin = 500/s, f = 0.5 and r = 1 ms: P_w = 0.223364 ·
+    # (500/100) · (sd K/M), E[W | W > 0] = (1 + c_s²)/2/(λ_pin − λ) = ½/100 = 5 ms (one length: c_s² = 0), π = f·P_w.
     held = kv_held(ONE_STEP, 0.0, reserve=False)
     kv = 1000.0 + SD_K
-    mean = kv_mean_rate(ONE_STEP, held, STEP, kv, PREFILL_S)
-    free = RidingKvAdmission(ONE_STEP, held, STEP, kv, 300.0, mean, PREFILL_S, 0.5, 0.0)
-    p_w = 1.0 / (1.0 + 0.8413447460685429 / 0.24197072451914337)
-    assert free.preemptions_per_request(np.array([400.0]))[0] == pytest.approx(0.5 * p_w, rel=1e-6)
-    # a recompute of r = 0.2 ms per preemption: π is the fixed point of π = f·P_w(τ̄(π)), τ̄ = t0/(1 − λ(per + p + πr))
-    paid = dataclasses.replace(free, recompute_s_per_preemption=0.2e-3)
-    pre = float(paid.preemptions_per_request(np.array([400.0]))[0])
-    tau = 10e-3 / (1.0 - 400.0 * (1e-3 + PREFILL_S + pre * 0.2e-3))
-    assert float(paid.tau_s(np.array([400.0]))[0]) == pytest.approx(tau, rel=1e-12)
-    k_mean = 400.0 * tau * 100.0
-    beta = (kv - k_mean) / math.sqrt(400.0 * tau * 100.0**2 * F)
-    phi = math.exp(-beta * beta / 2.0) / math.sqrt(2.0 * math.pi)
-    cdf = 0.5 * (1.0 + math.erf(beta / math.sqrt(2.0)))
-    assert pre == pytest.approx(0.5 / (1.0 + beta * cdf / phi), rel=1e-8)
-    assert pre > 0.5 * p_w  # the recompute stretches τ̄, fills the pool and raises the rate
-    stretch, pause = paid.recompute_s(np.array([400.0]))
-    assert stretch[0] == pytest.approx(tau - 0.025, rel=1e-9)
-    assert pause[0] > pre * 0.2e-3
+    adm = RidingKvAdmission(ONE_STEP, held, STEP, kv, 300.0, 500.0, PREFILL_S, 0.5, 1e-3)
+    fluid = 1.0 / (1.0 + 0.8413447460685429 / 0.24197072451914337)
+    p_w = fluid * 5.0 * SD_K / kv
+    prob, cond = adm.wait(np.array([400.0]))
+    assert prob[0] == pytest.approx(p_w, rel=1e-6)
+    assert cond[0] == pytest.approx(0.005, rel=1e-12)
+    pre = 0.5 * p_w
+    assert adm.preemptions_per_request(np.array([400.0]))[0] == pytest.approx(pre, rel=1e-6)
+    # the recompute stretches τ̄ = 10 ms/(1 − 400(1.5 ms + π·1 ms)) from 25 ms; a victim pauses 1/λ_pin + r = 3 ms
+    stretch, pause = adm.recompute_s(np.array([400.0]))
+    assert stretch[0] == pytest.approx(10e-3 / (1.0 - 400.0 * (1.5e-3 + pre * 1e-3)) - 0.025, rel=1e-6)
+    assert pause[0] == pytest.approx(pre * 3e-3, rel=1e-6)
 
 
 def test_admission_wait_adds_to_ttft_only_past_the_comfortable_limit() -> None:
