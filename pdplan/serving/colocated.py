@@ -152,7 +152,7 @@ class ColocatedModel:
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
     _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """An ``on_demand`` engine's admission queue with its recompute limit, solved once per model
+    """An ``on_demand`` engine's admission queue with its pinned limit, solved once per model
     (:meth:`kv_admission`)."""
 
     @property
