@@ -115,8 +115,9 @@ P_w = P_c·cμ/(cμ − λ), P_c the mass at c busy seats (reached through the o
 margin M_kv − K̄ against sd K) times the geometric queue beyond it, whose drain cμ − λ is λ_pin − λ here (a full
 pool's steps are longer, K = M_kv, and carry the recompute) where the fluid queue has λM_kv/K̄ − λ. So P_w is the
 fluid one times (λ_pin/(λ_pin − λ))·((M_kv − K̄)/M_kv), at most 1, and E[W | W > 0] = (1 + c_s²)/2 · 1/(λ_pin − λ);
-π = f·P_w preemptions per request. The comfortable limit stays the P99 KV bound (the factor is 1.35 there on the
-Llama-3.1-70B chat pick of docs/accuracy.md §6: P_w 0.015 where the other engines have 0.011). Where λ_pin lies at
+π = f·P_w preemptions per request. The comfortable limit is where this P_w is the P99 rule's 0.011 (Halfin–Whitt's
+at β = z₉₉; :func:`pinned_comfort_rate`), or the P99 KV bound if that comes first: the factor is above 1 near the
+bound, so the wait starts below it rather than jumping there. Where λ_pin lies at
 or below the P99 bound nothing of this applies: the P99 bound stays the limit, as before (the simulator saturates
 near λ_pin there, so the rates between are metastable: left to the lead). What the recompute costs: the wait delays
 token 1 (TTFT); the recompute stretches τ̄ to t0/(1 − λ(per + p + π r)) for every decode, and a preempted request
@@ -145,7 +146,7 @@ from pdplan.queueing.decode import (
 from pdplan.queueing.linear_capacity import riding_feedback
 from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.specs.engine import Scheduling
-from pdplan.types import FloatArray
+from pdplan.types import Z99, FloatArray
 
 ADMISSION_POINTS = 8
 """Quantile points (plus the atom at 0) of the admission wait mixed into TTFT or TPOT (:func:`tail_bands`)."""
@@ -434,6 +435,29 @@ def _pinned_wait(
     free = (kv_capacity_tokens - lt * held.work) / kv_capacity_tokens
     prob = np.minimum(fluid * pinned / (pinned - lam) * free, 1.0)
     return prob, (1.0 + held.scv) / 2.0 / (pinned - lam)
+
+
+def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> float:
+    """The per-instance rate below ``p99_rate_per_s`` where an ``on_demand`` queue's P_w (:func:`_pinned_wait`) is the
+    one the P99 rule allows, Halfin–Whitt's at β = z₉₉ (0.011), by bisection to 1e-9 relative (P_w rises with λ):
+    the P99 bound where P_w is below it there, so that the wait starts at 0.011 instead of jumping at the bound
+    (module docstring)."""
+    target = float(_waiting_probability(np.array([Z99]))[0])
+
+    def prob(lam: float) -> float:
+        rate = np.array([lam])
+        tau = admission.tau_s(rate)
+        factor = admission.feedback(rate)
+        pinned = admission.mean_rate_per_s
+        return float(_pinned_wait(rate, tau, factor, admission.held, admission.kv_capacity_tokens, pinned)[0][0])
+
+    if prob(p99_rate_per_s) <= target:
+        return p99_rate_per_s
+    lo, hi = 0.0, p99_rate_per_s
+    while hi - lo > 1e-9 * p99_rate_per_s:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if prob(mid) <= target else (lo, mid)
+    return lo
 
 
 def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:

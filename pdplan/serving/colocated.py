@@ -48,8 +48,9 @@ context as a prompt (:mod:`pdplan.queueing.kv_admission`, *Preemption with recom
 preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w its admission queue's), each costing
 the victim's context as prefill: its stability limit is the pinned limit λ_pin, the throughput of a pool pinned
 throughout (f recomputes per request), where that lies above the P99 bound (else the P99 bound, as before), its
-admission queue drained at λ_pin, the wait delays token 1, and the recompute stretches τ̄ and pauses its victims (TPOT,
-mean shifts; docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
+admission queue drained at λ_pin (comfortable where its P_w is the P99 rule's 0.011), the wait delays token 1, and
+the recompute stretches τ̄ and pauses its victims (TPOT, mean shifts; docs/accuracy.md §6, *vLLM past its
+comfortable KV limit*).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -86,6 +87,7 @@ from pdplan.queueing.kv_admission import (
     RidingKvAdmission,
     admission_footprint,
     kv_mean_rate,
+    pinned_comfort_rate,
     pinned_overflow_share,
 )
 from pdplan.queueing.linear_capacity import riding_capacity
@@ -229,8 +231,9 @@ class ColocatedModel:
         reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
         queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, priced
         with its overflow share and recompute seconds: stable to its pinned limit where that lies above the P99 bound,
-        its queue drained at that limit; else the P99 bound stays its limit, as before (solved once per model; module
-        docstring)."""
+        its queue drained at that limit and comfortable where its P_w is the P99 rule's
+        (:func:`~pdplan.queueing.kv_admission.pinned_comfort_rate`); else the P99 bound stays its limit, as before
+        (solved once per model; module docstring)."""
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
@@ -249,19 +252,23 @@ class ColocatedModel:
                 self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, pinned, riding, share,
                 recompute_s,
             )  # fmt: skip
-            # a full pool serving less than the P99 bound: the bound stays the limit (kv_admission's docstring)
-            self._admission["on_demand"] = dataclasses.replace(queue, mean_rate_per_s=max(pinned, comfort))
+            if pinned <= comfort:  # a full pool serves less than the P99 bound: it stays the limit (kv_admission)
+                queue = dataclasses.replace(queue, mean_rate_per_s=comfort)
+            else:  # the wait starts where its P_w is the P99 rule's, at or below the bound
+                queue = dataclasses.replace(queue, comfort_rate_per_s=pinned_comfort_rate(queue, comfort))
+            self._admission["on_demand"] = queue
         return self._admission["on_demand"]
 
     def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:
         """``(f, r)`` of an ``on_demand`` engine (vLLM; :mod:`pdplan.queueing.kv_admission`, *Preemption with
         recompute*): f the pinned pool's overflow share at the head's need ℓ = E[L] + s, and r the prefill seconds of
-        one preemption's recompute, c̄ = E[L] + s tokens (with a prefix cache min(E[L] + s, E[n]): the victim's
-        blocks the growth did not take are hits) at the instance's mean prefill seconds per computed prompt token."""
+        one preemption's recompute, c̄ = min(E[L] + s, E[n]) tokens (vLLM V1 caches prefixes by default: the victim's
+        blocks the growth did not take are hits; docs/engines.md §1.2) at the instance's mean prefill seconds per
+        computed prompt token."""
         wl = self.cells
         context = float(wl.prob @ wl.input_tokens) + self.decode.state_tokens_per_seq
         share = pinned_overflow_share(context, wl.mean_steps)
-        lost = context if self.cache is None else min(context, wl.mean_steps)
+        lost = min(context, wl.mean_steps)
         return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
 
     def bound_rates(self) -> BoundRates:
@@ -335,7 +342,8 @@ class ColocatedModel:
         preempted request spread over the cell's steps (:meth:`~pdplan.queueing.kv_admission.RidingKvAdmission.
         recompute_s`)."""
         lam = rates / self.z
-        if not np.any(lam > self.bound_rates().kv_rate_per_s):
+        on_demand = self.res.engine.scheduling.kv_admission == "on_demand"  # its comfortable limit may lie lower
+        if not on_demand and not np.any(lam > self.bound_rates().kv_rate_per_s):
             return out
         admission = self.kv_admission()
         if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):

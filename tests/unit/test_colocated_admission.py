@@ -96,11 +96,27 @@ def test_limit_is_the_mean_kv_limit_with_the_comfortable_one_below(engine: str) 
     assert float(adm.tau_s(np.array([lam]))[0]) == pytest.approx(model.token_interval_s(lam), rel=1e-12)
 
 
+def _llama70b_long() -> Scenario:
+    """Llama-3.1-70B on one 4x H100 colocated instance, prompts and outputs lognormal with means of 1,000 tokens."""
+    lengths = {"dist": "lognormal", "mean": 1000, "sigma": 1.0, "min": 4, "max": 4000}
+    data = {
+        "model": "llama-3.1-70b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 4, "count": 1, "scheduler": "chunked"},
+        "workload": {"input_tokens": lengths, "output_tokens": lengths},
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "ttft_convention": "A",
+        "engine": "vllm",
+    }
+    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
+
+
 def test_on_demand_engine_keeps_its_p99_limit_where_a_full_pool_serves_less() -> None:
-    # On this pick a pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 5.354 req/s, below the P99
-    # bound (5.498; pdplan's simulator saturates at 5.49): nothing is priced past the bound, which stays the limit,
-    # unmarked, as before (kv_admission, *Preemption with recompute*).
-    model = _opt13b_kv_bound("vllm")
+    # A pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 4.012 req/s, below the P99 bound (4.387;
+    # pdplan's simulator saturates at 3.98): nothing is priced past the bound, which stays the limit, unmarked, as
+    # before (kv_admission, *Preemption with recompute*).
+    model = build_model(resolve(_llama70b_long(), open_catalog()))
+    assert isinstance(model, ColocatedModel)
     adm = model.kv_admission()
     comfort = model.bound_rates().kv_rate_per_s
     pinned = kv_mean_rate(
@@ -134,8 +150,9 @@ def _llama70b_chat() -> Scenario:
 
 
 def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
-    # It used to be refused at its P99 bound, 1.123 req/s; a full pool serves λ_pin = 1.846 req/s (pdplan's simulator
-    # saturates at 1.831), so the plan is priced between the two, its admission queue drained at λ_pin, and marked.
+    # It used to be refused at its P99 bound, 1.123 req/s; a full pool serves λ_pin = 1.911 req/s (pdplan's simulator
+    # saturates at 1.887), so the plan is priced up to λ_pin, its admission queue drained at λ_pin, comfortable where
+    # that queue's P_w is the P99 rule's (1.099 req/s), and marked past it.
     sc = _llama70b_chat()
     model = build_model(resolve(sc, open_catalog()))
     assert isinstance(model, ColocatedModel)
@@ -144,9 +161,12 @@ def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
     limit = model.limit()
     assert limit.binding is Binding.DECODE_KV
     assert limit.rate_rps == pytest.approx(adm.mean_rate_per_s * model.z, rel=1e-12)
-    assert adm.comfort_rate_per_s == p99 < adm.mean_rate_per_s
-    assert limit.kv_comfort_rps == pytest.approx(p99 * model.z, rel=1e-12)
-    rates = np.array([0.99, 1.1, 1.3]) * p99
+    assert adm.comfort_rate_per_s < p99 < adm.mean_rate_per_s
+    assert limit.kv_comfort_rps == pytest.approx(adm.comfort_rate_per_s * model.z, rel=1e-12)
+    # the wait starts at the P99 rule's P_w (Halfin–Whitt's at β = z99) where the comfortable limit lies
+    foot = adm.comfort_rate_per_s * (1.0 + 1e-9)
+    assert adm.wait(np.array([foot]))[0][0] == pytest.approx(0.01144, rel=1e-3)  # 1/(1 + 2.3263·0.99/0.026652)
+    rates = np.array([0.99 * adm.comfort_rate_per_s, 1.1 * p99, 1.3 * p99])
     prob, _ = adm.wait(rates)
     assert prob[0] == 0.0
     assert 0.011 < prob[1] < prob[2] < 1.0
