@@ -106,9 +106,9 @@ min(E[L] + s, E[n]). Each costs r = c̄·(p/E[computed prompt tokens]) seconds o
 pinned throughout serves the **pinned limit** ``λ_pin = M/(t0 W + M(per + p + f r))`` (the fluid limit with f r more
 prefill per request), the stability limit of an ``on_demand`` engine ("decode KV capacity") where it lies above the
 P99 bound: past it one pinned stretch lowers the throughput below the offered rate and never drains (pdplan's
-simulator, which runs vLLM's preemption, saturates at 5.49 req/s on OPT-13B against λ_pin 5.354, 3.975 on a
-Llama-3.1-70B pick against 4.011, 1.831 on a Llama-3.1-70B chat pick against 1.846; docs/accuracy.md §6, *vLLM
-past its comfortable KV limit*).
+simulator, which runs vLLM's preemption and its prefix-cache hits, saturates at 5.70 req/s on an OPT-13B pick against
+λ_pin 5.538, 4.74 on another against 4.683, 1.879 on a Llama-3.1-70B chat pick against 1.911, 4.30 on a
+Llama-3.1-70B pick against 4.012; docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
 
 The queue (:func:`_pinned_wait`) is the Halfin–Whitt queue above with its queue drained by a *full* pool: in M/M/c
 P_w = P_c·cμ/(cμ − λ), P_c the mass at c busy seats (reached through the occupancy law of the P99 limit, the fluid
@@ -118,8 +118,9 @@ fluid one times (λ_pin/(λ_pin − λ))·((M_kv − K̄)/M_kv), at most 1, and 
 π = f·P_w preemptions per request. The comfortable limit is where this P_w is the P99 rule's 0.011 (Halfin–Whitt's
 at β = z₉₉; :func:`pinned_comfort_rate`), or the P99 KV bound if that comes first: the factor is above 1 near the
 bound, so the wait starts below it rather than jumping there. Where λ_pin lies at
-or below the P99 bound nothing of this applies: the P99 bound stays the limit, as before (the simulator saturates
-near λ_pin there, so the rates between are metastable: left to the lead). What the recompute costs: the wait delays
+or below the P99 bound nothing of this applies: the P99 bound stays the limit, as before (on the Llama-3.1-70B pick
+above the simulator runs 4.4 req/s, collapses at 4.5 and saturates at 4.30 against the bound's 4.387: λ_pin's
+min(E[L], E[n]) tokens per recompute overstates what its victims lose there). What the recompute costs: the wait delays
 token 1 (TTFT); the recompute stretches τ̄ to t0/(1 − λ(per + p + π r)) for every decode, and a preempted request
 pauses for its recompute and its wait at the head of the queue (the next completion of a full pool, 1/λ_pin), spread
 over its steps (TPOT, as mean shifts). Left out: the recompute's share of the prompt queue's (chunk queue's) load,

@@ -1,12 +1,13 @@
 """vLLM's preemption with recompute on a colocated instance (issue #23 item 5; pdplan.queueing.kv_admission,
 *Preemption with recompute*) against pdplan's simulator, which runs vLLM V1's preemption (the newest running request's
-KV freed, the request put back at the head of the waiting queue and its context recomputed as a prompt).
+KV freed, the request put back at the head of the waiting queue and its context recomputed as a prompt, less the
+prefix its prefix cache still holds: pdplan.sim.recompute_hits).
 
 The pinned limit λ_pin = M/(t0 W + M(per + p + f r)) is the throughput of a pool pinned throughout: overloaded, the
-simulated instance serves it. Measured on the shared 2-core machine (20,000 requests, seed 0, Poisson at 3 req/s):
-Llama-3.1-70B on one 2x H100 colocated instance, chat workload (the default example's colocated baseline), λ_pin
-1.846 req/s, simulated 1.831 (50,000 requests: 1.821 with 0.121 preemptions per request against f = 0.129); the
-in-band table is in docs/accuracy.md §6, *vLLM past its comfortable KV limit*.
+simulated instance serves it. Measured on the shared 2-core machine (seed 0, Poisson at 3 req/s): Llama-3.1-70B on
+one 2x H100 colocated instance, chat workload (the default example's colocated baseline), λ_pin 1.911 req/s,
+simulated 1.879 with 50,000 requests (0.121 preemptions per request against f = 0.129); the in-band table is in
+docs/accuracy.md §6, *vLLM past its comfortable KV limit*.
 """
 
 from __future__ import annotations
