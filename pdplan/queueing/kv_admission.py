@@ -23,8 +23,9 @@ model are unchanged. Measured against the simulator in docs/queueing.md §2.6.
 
 Engines (docs/queueing.md §2.6): what a request is admitted on is the engine profile's ``scheduling.kv_admission``
 (:func:`admission_footprint`), the one source of truth. ``on_demand`` (vLLM) admits on its prompt's blocks and
-preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and the
-recompute work of a preemption is not priced. ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
+preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and on a
+disaggregated decode instance the recompute work of a preemption is not priced (a colocated one prices it:
+*Preemption with recompute* below). ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
 pdplan's simulator) admits a request only when its final footprint fits, so it holds ``L + s + n`` for all n steps:
 W = E[n(L + s + n)] and the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable
 (growing-context P99) one, the comfortable limit stays the stability limit.
@@ -73,8 +74,58 @@ there, P_w = 0.011), and β, P_w and the wait follow as above. A request waiting
 (the engines admit a request to its first chunk only with its KV), so the wait delays token 1: it adds to TTFT as a
 delay independent of the prompt queue's (the same independence the disaggregated model takes between the link's wait
 and the admission wait), and the TPOT model is unchanged (waiting requests hold no KV and run no step). The serving
-model uses the band only for the engines that hold a request back until its KV fits (``reserve``, ``ratio``): an
-``on_demand`` engine preempts and recomputes, whose work is not priced here (:mod:`pdplan.serving.colocated`).
+model uses the band for every engine: those that hold a request back until its KV fits (``reserve``, ``ratio``) as
+above, and an ``on_demand`` engine (vLLM) with its preemptions priced as follows.
+
+**Preemption with recompute** (``on_demand``, vLLM V1; vllm-project/vllm ``vllm/v1/core/sched/scheduler.py``
+``Scheduler.schedule`` and ``_preempt_request`` @ 00024d314514900f361ad072af6931e403b7f589, the loop unchanged since
+V1's first releases). Each step the running requests are given their new tokens' blocks first, in admission order;
+when ``allocate_slots`` fails, the last request of ``self.running`` (the newest admitted) is preempted: its blocks are
+freed (``kv_cache_manager.free``, tail blocks first into the free queue, their hashes kept), ``num_computed_tokens``
+is reset to 0 and it is put back at the *head* of the waiting queue (``waiting.prepend_request``); no waiting request
+is admitted in a step that preempted; a waiting request is admitted while its next chunk's blocks fit. When admitted
+again it is prefilled anew over its prompt and the tokens it had generated; with prefix caching on, the blocks of its
+context that no other request took in between are hits (``get_computed_blocks``). So vLLM admits greedily on the
+current context and, once the pool is *pinned* (a queue waits and the admissions fill what the completions free), the
+decode batch's own growth overflows it. Two pieces:
+
+* *How often the pool is pinned*: an admission queue whose P_w is the chance an arrival finds the pool full (the
+  Halfin–Whitt queue above, its queue drained by a full pool: below).
+* *What a pinned pool overflows* (:func:`pinned_overflow_share`): after the greedy admissions the room left is R, less
+  than the waiting head's need ℓ (a prompt, or a preempted request's context: ≈ E[L] + s, the victim being the newest
+  admitted), taken uniform on [0, ℓ). The batch then grows by N̄ tokens a step and a completion comes every
+  1/(λτ̄) steps, so the growth between completions is N̄/(λτ̄) = E[n] tokens on average; taking it exponential
+  (Poisson completions), the growth G outruns R with probability ``E_R[e^{−R/E[n]}] = (1 − e^{−x})/x = f``, x =
+  ℓ/E[n], and each such overrun preempts one request (the newest, whose context ≈ ℓ ≥ the overrun). A request
+  completes once per such cycle, so a pinned pool preempts f times per request.
+
+Each preemption recomputes the victim's context c̄ = E[L] + s (the newest admitted: its prompt and a few tokens)
+as a prompt; with prefix caching only the overrun itself is lost (the growth
+took the victim's tail blocks; its head blocks are hits), whose mean given an overrun is E[n] (memoryless), so c̄ =
+min(E[L] + s, E[n]). Each costs r = c̄·(p/E[computed prompt tokens]) seconds of prefill riding the steps, so a pool
+pinned throughout serves the **pinned limit** ``λ_pin = M/(t0 W + M(per + p + f r))`` (the fluid limit with f r more
+prefill per request), the stability limit of an ``on_demand`` engine ("decode KV capacity") where it lies above the
+P99 bound: past it one pinned stretch lowers the throughput below the offered rate and never drains (pdplan's
+simulator, which runs vLLM's preemption and its prefix-cache hits, saturates at 5.70 req/s on an OPT-13B pick against
+λ_pin 5.538, 4.74 on another against 4.683, 1.879 on a Llama-3.1-70B chat pick against 1.911, 4.30 on a
+Llama-3.1-70B pick against 4.012; docs/accuracy.md §6, *vLLM past its comfortable KV limit*).
+
+The queue (:func:`_pinned_wait`) is the Halfin–Whitt queue above with its queue drained by a *full* pool: in M/M/c
+P_w = P_c·cμ/(cμ − λ), P_c the mass at c busy seats (reached through the occupancy law of the P99 limit, the fluid
+margin M_kv − K̄ against sd K) times the geometric queue beyond it, whose drain cμ − λ is λ_pin − λ here (a full
+pool's steps are longer, K = M_kv, and carry the recompute) where the fluid queue has λM_kv/K̄ − λ. So P_w is the
+fluid one times (λ_pin/(λ_pin − λ))·((M_kv − K̄)/M_kv), at most 1, and E[W | W > 0] = (1 + c_s²)/2 · 1/(λ_pin − λ);
+π = f·P_w preemptions per request. The comfortable limit is where this P_w is the P99 rule's 0.011 (Halfin–Whitt's
+at β = z₉₉; :func:`pinned_comfort_rate`), or the P99 KV bound if that comes first: the factor is above 1 near the
+bound, so the wait starts below it rather than jumping there. Where λ_pin lies at
+or below the P99 bound nothing of this applies: the P99 bound stays the limit, as before (on the Llama-3.1-70B pick
+above the simulator runs 4.4 req/s, collapses at 4.5 and saturates at 4.30 against the bound's 4.387: λ_pin's
+min(E[L], E[n]) tokens per recompute overstates what its victims lose there). What the recompute costs: the wait delays
+token 1 (TTFT); the recompute stretches τ̄ to t0/(1 − λ(per + p + π r)) for every decode, and a preempted request
+pauses for its recompute and its wait at the head of the queue (the next completion of a full pool, 1/λ_pin), spread
+over its steps (TPOT, as mean shifts). Left out: the recompute's share of the prompt queue's (chunk queue's) load,
+the skew of K (its third cumulant, γ ≈ 0.7 on that pick, where a shifted gamma would raise P_w 1.1–1.8× near the
+comfortable limit), and a victim among requests still in prefill.
 """
 
 from __future__ import annotations
@@ -83,6 +134,7 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.numerics.normal import log_ndtr
 from pdplan.queueing.decode import (
@@ -95,7 +147,7 @@ from pdplan.queueing.decode import (
 from pdplan.queueing.linear_capacity import riding_feedback
 from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.specs.engine import Scheduling
-from pdplan.types import FloatArray
+from pdplan.types import Z99, FloatArray
 
 ADMISSION_POINTS = 8
 """Quantile points (plus the atom at 0) of the admission wait mixed into TTFT or TPOT (:func:`tail_bands`)."""
@@ -274,10 +326,14 @@ def _halfin_whitt(
     mean ``(1 + c_s²)/2 · W τ̄/(M_kv − λτ̄W)``."""
     sd = np.sqrt(lt * held.square_sum * factor)
     free = kv_capacity_tokens - lt * held.work
-    beta = free / sd
-    # β Φ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)): in logs, no overflow of exp(β²/2) before the ratio is formed
+    return _waiting_probability(free / sd), (1.0 + held.scv) / 2.0 * held.work * tau_s / free
+
+
+def _waiting_probability(beta: FloatArray) -> FloatArray:
+    """Halfin–Whitt's ``P_w = [1 + βΦ(β)/φ(β)]⁻¹``; βΦ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)), in logs so that
+    exp(β²/2) does not overflow before the ratio is formed."""
     ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
-    return 1.0 / (1.0 + ratio), (1.0 + held.scv) / 2.0 * held.work * tau_s / free
+    return np.asarray(1.0 / (1.0 + ratio), dtype=np.float64)
 
 
 def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
@@ -293,7 +349,10 @@ def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
 class RidingKvAdmission:
     """A colocated instance's KV admission queue (*Colocated instances* in the module docstring): the fields of
     :class:`KvAdmission` plus p = ``prefill_s_per_request``, the prefill seconds per request riding the decode steps
-    (u_p = λp), which stretch τ̄ and the load feedback."""
+    (u_p = λp), which stretch τ̄ and the load feedback. An ``on_demand`` engine (vLLM, *Preemption with recompute*)
+    adds f = ``overflow_share``, the share of the pinned pool's growth that overruns, and r =
+    ``recompute_s_per_preemption``, the prefill seconds one preemption's recompute costs; its ``mean_rate_per_s`` is
+    then the pinned limit λ_pin and its queue the pinned one. Both 0 for the engines that hold a request back."""
 
     cells: DecodeWorkload
     held: KvFootprint
@@ -302,32 +361,116 @@ class RidingKvAdmission:
     comfort_rate_per_s: float
     mean_rate_per_s: float
     prefill_s_per_request: float
+    overflow_share: float = 0.0
+    recompute_s_per_preemption: float = 0.0
 
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
-        """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate."""
+        """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate (no recompute)."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        return self._tau(rates, np.zeros(rates.size))
+
+    def _tau(self, rates: FloatArray, preemptions: FloatArray) -> FloatArray:
+        """``t0/(1 − λ(per + p + π r))`` per rate, π preemptions per request."""
         st, wl = self.step, self.cells
-        per = st.per_request_s(wl) + self.prefill_s_per_request
-        return np.asarray(st.t0_s / (1.0 - np.asarray(rates_per_s, dtype=np.float64) * per), dtype=np.float64)
+        per = st.per_request_s(wl) + self.prefill_s_per_request + preemptions * self.recompute_s_per_preemption
+        return np.asarray(st.t0_s / (1.0 - rates * per), dtype=np.float64)
+
+    def _band(self, rates: FloatArray) -> npt.NDArray[np.intp]:
+        """Indices of the rates strictly between the comfortable and the mean limit."""
+        return np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
+
+    def feedback(self, rates: FloatArray) -> FloatArray:
+        """F of the riding decodes per rate (:func:`~pdplan.queueing.linear_capacity.riding_feedback`, at u_p = λp)."""
+        return np.array([riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in rates])
+
+    def _queue(self, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(P_w, E[W | W > 0])`` at per-instance rates ``lam`` below the mean limit (:func:`_halfin_whitt`; for
+        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`)."""
+        tau = self.tau_s(lam)
+        factor = self.feedback(lam)
+        if self.overflow_share == 0.0:
+            return _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        return _pinned_wait(lam, tau, factor, self.held, self.kv_capacity_tokens, self.mean_rate_per_s)
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(P_w, E[W | W > 0])`` per per-instance rate: zeros at or below the comfortable limit and at or past the
         mean one (the latter is refused by the deployment's limit)."""
         rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
         prob, cond = np.zeros(rates.size), np.zeros(rates.size)
-        beyond = np.flatnonzero((rates > self.comfort_rate_per_s) & (rates < self.mean_rate_per_s))
+        beyond = self._band(rates)
         if beyond.size == 0:
             return prob, cond
-        lam = rates[beyond]
-        tau = self.tau_s(lam)
-        factor = np.array(
-            [riding_feedback(x, x * self.prefill_s_per_request, self.cells, self.step) for x in lam.tolist()]
-        )
-        prob[beyond], cond[beyond] = _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        prob[beyond], cond[beyond] = self._queue(rates[beyond])
         return prob, cond
+
+    def preemptions_per_request(self, rates_per_s: FloatArray) -> FloatArray:
+        """π = f·P_w, the preemptions per request per per-instance rate (``on_demand``; 0 outside the band and for
+        the engines that hold a request back)."""
+        return self.overflow_share * self.wait(rates_per_s)[0]
+
+    def recompute_s(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(Δτ̄, π·pause)`` per per-instance rate (``on_demand``, module docstring): the stretch of the mean token
+        interval by the recompute, ``t0/(1 − λ(per + p + π r)) − t0/(1 − λ(per + p))``, and a request's mean pause,
+        π times a preempted request's wait at the head of the queue, the next completion of a full pool (1/λ_pin),
+        and its recompute r; zeros outside the band and for the engines that hold a request back."""
+        rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
+        pre = self.overflow_share * self.wait(rates)[0]
+        stretch = self._tau(rates, pre) - self.tau_s(rates)
+        return stretch, pre * (1.0 / self.mean_rate_per_s + self.recompute_s_per_preemption)
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a one-bin :class:`BinDelay` (as :meth:`KvAdmission.delay`)."""
         return _wait_delay(*self.wait(rates_per_s), points)
+
+
+def _pinned_wait(
+    lam: FloatArray, tau_s: FloatArray, factor: FloatArray, held: KvFootprint, kv_capacity_tokens: float, pinned: float
+) -> tuple[FloatArray, FloatArray]:
+    """``(P_w, E[W | W > 0])`` of an ``on_demand`` pool (module docstring, *Preemption with recompute*): M/M/c whose
+    queue beyond c a full pool drains at λ_pin = ``pinned``. M/M/c's P_w = P_c·cμ/(cμ − λ) (P_c the mass at c busy
+    seats, the geometric queue beyond it); :func:`_halfin_whitt` gives P_w at the fluid cμ = λM_kv/K̄, so the pinned
+    one is ``P_w · (λ_pin/(λ_pin − λ)) · ((M_kv − K̄)/M_kv)`` (at most 1), and E[W | W > 0] = (1 + c_s²)/2 ·
+    1/(λ_pin − λ) (Allen–Cunneen)."""
+    lt = lam * tau_s
+    fluid, _ = _halfin_whitt(lt, tau_s, factor, held, kv_capacity_tokens)
+    free = (kv_capacity_tokens - lt * held.work) / kv_capacity_tokens
+    prob = np.minimum(fluid * pinned / (pinned - lam) * free, 1.0)
+    return prob, (1.0 + held.scv) / 2.0 / (pinned - lam)
+
+
+def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> float:
+    """The per-instance rate below ``p99_rate_per_s`` where an ``on_demand`` queue's P_w (:func:`_pinned_wait`) is the
+    one the P99 rule allows, Halfin–Whitt's at β = z₉₉ (0.011), by bisection to 1e-9 relative (P_w rises with λ):
+    the P99 bound where P_w is below it there, so that the wait starts at 0.011 instead of jumping at the bound
+    (module docstring)."""
+    target = float(_waiting_probability(np.array([Z99]))[0])
+
+    def prob(lam: float) -> float:
+        rate = np.array([lam])
+        tau = admission.tau_s(rate)
+        factor = admission.feedback(rate)
+        pinned = admission.mean_rate_per_s
+        return float(_pinned_wait(rate, tau, factor, admission.held, admission.kv_capacity_tokens, pinned)[0][0])
+
+    if prob(p99_rate_per_s) <= target:
+        return p99_rate_per_s
+    lo, hi = 0.0, p99_rate_per_s
+    while hi - lo > 1e-9 * p99_rate_per_s:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if prob(mid) <= target else (lo, mid)
+    return lo
+
+
+def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:
+    """f = (1 − e^{−x})/x with x = ℓ/E[n] (module docstring, *Preemption with recompute*): the chance that the
+    decode batch's growth between two completions of a pinned pool outruns the room the greedy admission left, a
+    uniform residual on [0, ℓ) (ℓ = ``context_tokens``, the waiting head's need), when the growth between completions
+    is exponential with mean E[n] = ``mean_steps`` tokens. Example: ℓ = E[n]: f = 1 − 1/e = 0.632; ℓ = 600,
+    E[n] = 400: x = 1.5, f = (1 − e^{−1.5})/1.5 = 0.518."""
+    if context_tokens <= 0.0 or mean_steps <= 0.0:
+        raise ValueError(f"need a positive context and step count, got {context_tokens} and {mean_steps}")
+    x = context_tokens / mean_steps
+    return float(-np.expm1(-x) / x)
 
 
 def add_delays(first: BinDelay, second: BinDelay, points: int) -> BinDelay:

@@ -15,8 +15,10 @@ The KV follows the engine (``Colocated.reserve_kv``; docs/queueing.md §2.6):
   during its j-th step (vLLM ``allocate_slots`` before each step). When the next step would not fit, the most
   recently admitted decode is preempted (vLLM ``self.running.pop()``): its KV is freed, it goes back to the head of
   the waiting requests, and when admitted again its whole context ``l + j`` is recomputed as a prompt (chunks,
-  priced by ``chunk_time_s``) before it decodes its n − j remaining steps; its first token is not emitted again
-  (vLLM's recompute also samples a token, here left to the next decode step). No waiting request is admitted at a
+  priced by ``chunk_time_s``; with ``Colocated.recompute_hits``, vLLM V1's prefix caching, less the prefix of it the
+  pool's allocations left in the free block queue: :mod:`pdplan.sim.recompute_hits`) before it decodes its n − j
+  remaining steps; its first token is not emitted again (vLLM's recompute also samples a token, here left to the next
+  decode step). No waiting request is admitted at a
   boundary that preempted (vLLM V1 schedules waiting requests only when none was preempted). Decode-only segments
   end at the step the pool would overflow.
 * *ratio* (SGLang, ``Colocated.ratio_admission``; chunked only): the pool holds the growing context as above, but a
@@ -58,6 +60,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
 from pdplan.sim.ratio_admission import RatioBook
+from pdplan.sim.recompute_hits import FreedQueue
 from pdplan.sim.spec import ChunkTimeFn, Colocated, PrefillStart
 from pdplan.types import FloatArray
 
@@ -103,6 +106,8 @@ class ColocatedInstance:
         self.hold = False  # growing: this boundary preempted, admit no waiting request
         self.preemptions = 0
         self.book = None if spec.ratio_admission is None else RatioBook(spec.ratio_admission)
+        hits = spec.recompute_hits and not self.reserve and self.book is None
+        self.lru = FreedQueue(self.kv_cap) if hits else None  # vLLM with prefix caching: what a victim finds again
         self.counted: dict[int, int] = {}  # ratio: each request in prefill → the output its admission counted
         self.pending_out = 0  # ratio: Σ counted
         self.prefilling = 0  # seats held by admitted sequences still in prefill
@@ -140,6 +145,7 @@ class ColocatedInstance:
         if self.kind == _DECODE:
             k = self.next_k + 1
             self.seg.add(self.t, now, act.b, k)
+            self._taken(k * act.b)  # one token per sequence per step
             act.s += k
             if self.book is not None:
                 self.book.decoded(k)
@@ -148,6 +154,7 @@ class ColocatedInstance:
         elif self.kind == _MIXED:
             self.seg.add(self.t, now, act.b, 1 if act.b else 0)
             act.s += 1
+            self._taken(act.b)
             if self.book is not None and act.b:
                 self.book.decoded(1)
         self.t = now
@@ -167,12 +174,19 @@ class ColocatedInstance:
             self._plan_prefill_first()
         return done
 
+    def _taken(self, tokens: float) -> None:
+        """Allocations from the free block queue (vLLM with prefix caching; :mod:`pdplan.sim.recompute_hits`)."""
+        if self.lru is not None:
+            self.lru.taken(tokens)
+
     def _finish(self, req: int, now: float, done: list[int]) -> None:
         self.tl.finish[req] = now
         if self.reserve:
             self.kv_used -= self._need(req)
         elif req in self.running:  # its KV was the decode batch's (or released at its prefill's end)
             del self.running[req]
+            if self.lru is not None:
+                self.lru.freed(min(self.prompt[req] + self.steps[req], self.window) + self.state)
             if self.book is not None:
                 self.book.leave(req)
         done.append(req)
@@ -203,6 +217,8 @@ class ColocatedInstance:
                 self.book.leave(req)
             context, steps_left = self.act.remove(req)
             self.resumed[req] = (context, steps_left)
+            if self.lru is not None:
+                self.lru.preempted(req, min(context, self.window) + self.state)
             self.left[req] = context
             self.backlog += context
             if self.book is None:
@@ -277,8 +293,16 @@ class ColocatedInstance:
         self.kv_used += need
         self.prefilling += 1
         self.admitted += 1
-        if req in self.resumed:  # a recompute: no cache lookup, its context is all to compute
+        if req in self.resumed:  # a recompute: its own blocks left in the free queue are hits (recompute_hits)
+            if self.lru is not None:
+                hit = min(self.lru.hits(req), self.left[req] - 1.0)  # at least one token is computed (vLLM)
+                self.lru.taken(need - hit)
+                cached = max(int(hit), 0)
+                self.left[req] -= cached
+                self.backlog -= cached
             return True
+        if self.lru is not None:
+            self.lru.taken(need)
         if self.start is not None:
             begun = self.start(req, self.t)
             self.left[req] -= begun.cached_tokens

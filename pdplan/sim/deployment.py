@@ -274,6 +274,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         chunk_time_s=chunk_time,
         reserve_kv=model.scheduler != "chunked" or res.engine.scheduling.kv_admission == "reserve",
         ratio_admission=ratio_admission(res.engine.scheduling) if model.scheduler == "chunked" else None,
+        recompute_hits=res.engine.scheduling.kv_admission == "on_demand",  # vLLM V1: prefix caching on by default
     )
     delay = request_delay_s(hw, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)

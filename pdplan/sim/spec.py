@@ -256,6 +256,10 @@ class Colocated:
     """With ``reserve_kv=False``: SGLang's rule instead of vLLM's, admission against the running requests'
     ratio-weighted remaining output and retraction of the least-decoded request to the queue's tail
     (:mod:`pdplan.sim.ratio_admission`); None = vLLM's."""
+    recompute_hits: bool = False
+    """vLLM's rule with prefix caching (V1's default): a preempted request readmitted finds the prefix of its context
+    that the pool's allocations did not take in between and recomputes the rest (:mod:`pdplan.sim.recompute_hits`);
+    False: it recomputes its whole context."""
 
 
 Deployment = Disaggregated | Colocated

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.opt13b_colocated import opt13b_colocated
 
+from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime, decode_workload
-from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate, pinned_overflow_share
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.specs.scenario import Scenario
 from pdplan.types import Binding
 
 # One-step requests (n = 1, L = 100) on t0 = 10 ms, t1 = 1 ms per sequence, with p = 0.5 ms of prefill per request
@@ -92,16 +96,118 @@ def test_limit_is_the_mean_kv_limit_with_the_comfortable_one_below(engine: str) 
     assert float(adm.tau_s(np.array([lam]))[0]) == pytest.approx(model.token_interval_s(lam), rel=1e-12)
 
 
-def test_on_demand_engine_is_refused_past_the_comfortable_limit() -> None:
-    # vLLM preempts and recomputes where the others queue; the recompute is not priced (and pdplan's simulator
-    # diverges at the comfortable limit, docs/accuracy.md §6), so the P99 bound stays the limit, unmarked.
-    model = _opt13b_kv_bound("vllm")
+def _llama70b_long() -> Scenario:
+    """Llama-3.1-70B on one 4x H100 colocated instance, prompts and outputs lognormal with means of 1,000 tokens."""
+    lengths = {"dist": "lognormal", "mean": 1000, "sigma": 1.0, "min": 4, "max": 4000}
+    data = {
+        "model": "llama-3.1-70b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 4, "count": 1, "scheduler": "chunked"},
+        "workload": {"input_tokens": lengths, "output_tokens": lengths},
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "ttft_convention": "A",
+        "engine": "vllm",
+    }
+    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
+
+
+def test_on_demand_engine_keeps_its_p99_limit_where_a_full_pool_serves_less() -> None:
+    # A pool pinned throughout serves λ_pin = M/(t0 W + M(per + p + f r)) = 4.012 req/s, below the P99 bound (4.387;
+    # pdplan's simulator saturates at 3.98): nothing is priced past the bound, which stays the limit, unmarked, as
+    # before (kv_admission, *Preemption with recompute*).
+    model = build_model(resolve(_llama70b_long(), open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    adm = model.kv_admission()
+    comfort = model.bound_rates().kv_rate_per_s
+    pinned = kv_mean_rate(
+        model.cells,
+        adm.held,
+        adm.step,
+        adm.kv_capacity_tokens,
+        adm.prefill_s_per_request + adm.overflow_share * adm.recompute_s_per_preemption,
+    )
+    assert pinned < comfort
+    assert adm.comfort_rate_per_s == adm.mean_rate_per_s == comfort
     limit = model.limit()
     assert limit.binding is Binding.DECODE_KV
-    assert limit.rate_rps == pytest.approx(model.bound_rates().kv_rate_per_s * model.z, rel=1e-12)
+    assert limit.rate_rps == pytest.approx(comfort * model.z, rel=1e-12)
     assert limit.kv_comfort_rps is None
-    prob, _ = model.kv_admission().wait(np.array([1.001, 1.05]) * model.bound_rates().kv_rate_per_s)
-    assert not prob.any()
+
+
+def _llama70b_chat() -> Scenario:
+    """Llama-3.1-70B on one 2x H100 colocated instance, chat workload (the default example's colocated baseline):
+    35,090 KV tokens for 1,628-token mean prompts, so the P99 bound holds few sequences and lies far below λ_pin."""
+    data = {
+        "model": "llama-3.1-70b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 2, "count": 1, "scheduler": "chunked"},
+        "workload": "chat",
+        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
+        "ttft_convention": "A",
+        "engine": "vllm",
+    }
+    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
+
+
+def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
+    # It used to be refused at its P99 bound, 1.123 req/s; a full pool serves λ_pin = 1.911 req/s (pdplan's simulator
+    # saturates at 1.887), so the plan is priced up to λ_pin, its admission queue drained at λ_pin, comfortable where
+    # that queue's P_w is the P99 rule's (1.099 req/s), and marked past it.
+    sc = _llama70b_chat()
+    model = build_model(resolve(sc, open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    adm = model.kv_admission()
+    p99 = model.bound_rates().kv_rate_per_s
+    limit = model.limit()
+    assert limit.binding is Binding.DECODE_KV
+    assert limit.rate_rps == pytest.approx(adm.mean_rate_per_s * model.z, rel=1e-12)
+    assert adm.comfort_rate_per_s < p99 < adm.mean_rate_per_s
+    assert limit.kv_comfort_rps == pytest.approx(adm.comfort_rate_per_s * model.z, rel=1e-12)
+    # the wait starts at the P99 rule's P_w (Halfin–Whitt's at β = z99) where the comfortable limit lies
+    foot = adm.comfort_rate_per_s * (1.0 + 1e-9)
+    assert adm.wait(np.array([foot]))[0][0] == pytest.approx(0.01144, rel=1e-3)  # 1/(1 + 2.3263·0.99/0.026652)
+    rates = np.array([0.99 * adm.comfort_rate_per_s, 1.1 * p99, 1.3 * p99])
+    prob, _ = adm.wait(rates)
+    assert prob[0] == 0.0
+    assert 0.011 < prob[1] < prob[2] < 1.0
+    np.testing.assert_allclose(adm.preemptions_per_request(rates), adm.overflow_share * prob, rtol=1e-12)
+    ev = evaluate(sc, rate=float(rates[2]) * model.z)
+    assert ev.beyond_kv_comfort
+    plain, priced = model._loaded(rates * model.z).tpot, model._distributions(rates * model.z).tpot
+    assert priced.mean_s[0] == pytest.approx(plain.mean_s[0], rel=1e-12)
+    assert np.all(priced.mean_s[1:] > plain.mean_s[1:])  # the recompute stretches τ̄ and pauses its victims
+    with pytest.raises(NoFeasiblePlanError, match="decode KV capacity") as err:
+        evaluate(sc, rate=1.01 * limit.rate_rps)
+    assert err.value.binding_constraint is Binding.DECODE_KV
+
+
+def test_pinned_overflow_share_by_hand() -> None:
+    # f = (1 − e^{−x})/x, x = ℓ/E[n]: ℓ = E[n] gives 1 − 1/e; ℓ = 600, E[n] = 400 gives (1 − e^{−1.5})/1.5
+    assert pinned_overflow_share(400.0, 400.0) == pytest.approx(1.0 - math.exp(-1.0), rel=1e-12)
+    assert pinned_overflow_share(600.0, 400.0) == pytest.approx(0.5179132, rel=1e-6)  # e^{−1.5} = 0.2231302
+    assert pinned_overflow_share(1e-6, 400.0) == pytest.approx(1.0, rel=1e-8)  # no room left: every cycle overruns
+    with pytest.raises(ValueError, match="positive context"):
+        pinned_overflow_share(0.0, 400.0)
+
+
+def test_pinned_queue_by_hand() -> None:
+    # The one-step instance at β = 1 (M = 1,000 + sd K, λ = 400/s: K̄ = 1,000, fluid P_w = 0.223364,
+    # test_halfin_whitt_wait_by_hand) with a pinned limit λ_pin = 500/s, f = 0.5 and r = 1 ms: P_w = 0.223364 ·
+    # (500/100) · (sd K/M), E[W | W > 0] = (1 + c_s²)/2/(λ_pin − λ) = ½/100 = 5 ms (one length: c_s² = 0), π = f·P_w.
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    kv = 1000.0 + SD_K
+    adm = RidingKvAdmission(ONE_STEP, held, STEP, kv, 300.0, 500.0, PREFILL_S, 0.5, 1e-3)
+    fluid = 1.0 / (1.0 + 0.8413447460685429 / 0.24197072451914337)
+    p_w = fluid * 5.0 * SD_K / kv
+    prob, cond = adm.wait(np.array([400.0]))
+    assert prob[0] == pytest.approx(p_w, rel=1e-6)
+    assert cond[0] == pytest.approx(0.005, rel=1e-12)
+    pre = 0.5 * p_w
+    assert adm.preemptions_per_request(np.array([400.0]))[0] == pytest.approx(pre, rel=1e-6)
+    # the recompute stretches τ̄ = 10 ms/(1 − 400(1.5 ms + π·1 ms)) from 25 ms; a victim pauses 1/λ_pin + r = 3 ms
+    stretch, pause = adm.recompute_s(np.array([400.0]))
+    assert stretch[0] == pytest.approx(10e-3 / (1.0 - 400.0 * (1.5e-3 + pre * 1e-3)) - 0.025, rel=1e-6)
+    assert pause[0] == pytest.approx(pre * 3e-3, rel=1e-6)
 
 
 def test_admission_wait_adds_to_ttft_only_past_the_comfortable_limit() -> None:
