@@ -12,7 +12,9 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 * :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept);
 * :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``;
 * :mod:`~pdplan.numerics.fft`: SciPy's compiled real FFT (the session laws' convolutions), loaded without
-  ``scipy.fft``.
+  ``scipy.fft``;
+* :mod:`~pdplan.numerics.sorted_stats`: ``numpy.unique`` and ``numpy.median`` of an array, without the ``numpy.ma``
+  import that numpy's own functions make.
 
 SciPy's ``gammainc`` stays, and so does SciPy's NNLS routine (docs/accuracy.md §7 says why and what numpy twins of
 them measured).
