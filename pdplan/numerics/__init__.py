@@ -13,6 +13,10 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 * :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``;
 * :mod:`~pdplan.numerics.fft`: SciPy's compiled real FFT (the session laws' convolutions), loaded without
   ``scipy.fft``;
+* :mod:`~pdplan.numerics.pchip`: SciPy's PCHIP interpolant (a PrfaaS measured profile), its doubles, without
+  ``scipy.interpolate``;
+* :mod:`~pdplan.numerics.bounded_min`: SciPy's bounded Brent minimiser (``minimize_scalar(method="bounded")``, the
+  PrfaaS threshold searches), the same points and answer;
 * :mod:`~pdplan.numerics.sorted_stats`: ``numpy.unique`` and ``numpy.median`` of an array, without the ``numpy.ma``
   import that numpy's own functions make.
 
