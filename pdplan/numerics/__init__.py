@@ -17,6 +17,8 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
   ``scipy.interpolate``;
 * :mod:`~pdplan.numerics.bounded_min`: SciPy's bounded Brent minimiser (``minimize_scalar(method="bounded")``, the
   PrfaaS threshold searches), the same points and answer;
+* :mod:`~pdplan.numerics.sparse_solve`: SciPy's ``spsolve`` (SuperLU) of a triplet-given system (the JSQ chain
+  above 16 instances), loaded without ``scipy.sparse``;
 * :mod:`~pdplan.numerics.sorted_stats`: ``numpy.unique`` and ``numpy.median`` of an array, without the ``numpy.ma``
   import that numpy's own functions make.
 
