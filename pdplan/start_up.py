@@ -1,5 +1,19 @@
-"""The cyclic garbage collector while a ``pdplan`` command starts up: collections deferred while the imports build
-their classes, then the start-up's objects frozen out of every later collection.
+"""How a ``pdplan`` command's process starts: one BLAS thread, and the cyclic garbage collector's collections deferred
+while the imports build their classes, then the start-up's objects frozen out of every later collection.
+
+**One BLAS thread** (:func:`single_threaded_blas`, before numpy is imported). The linear algebra pdplan runs is small:
+the JSQ chain's dense solve (``queueing/jsq.py``, at most 152 states), least-squares fits of a few columns, products of
+vectors with small matrices. numpy's and SciPy's wheels bundle OpenBLAS, which starts one thread per core and splits
+an LU factorisation above ~100 rows across them; at these sizes the threads' hand-offs cost more than the work, and on
+a busy machine the waiting threads spin. Measured on the 2-core development machine (2026-12-07, load average 5–11
+from other sessions): ``numpy.linalg.solve`` of a 100×100 system 3.6 ms of CPU (7.9 ms wall) with OpenBLAS's default
+threads against 0.065 ms (0.19 ms) with one; the default ``optimize``, which makes ~500 such solves, 1.8–6.4 CPU s
+against 0.85–0.97. The console entry point therefore sets ``OPENBLAS_NUM_THREADS=1`` unless the user has set it (a
+user who wants OpenBLAS threads sets the variable); the library, imported from Python, leaves the process's threads
+alone. OpenBLAS's results can depend on its thread count in the last bit (a threaded product sums its blocks in
+another order): of the 14 examples' ``optimize -f json``, two differ from a 2-thread run in a few TTFT means and
+quantiles, by at most 1.3·10⁻¹⁵ relative (9 ulp; ``fp8-h200``, ``mixed-fleet``), as a run on a machine with another
+core count does.
 
 A default ``pdplan evaluate`` imports some 650 modules, whose classes, functions and pydantic schemas are about
 10⁵ container objects that live as long as the process. With CPython's default thresholds (700, 10, 10) the
@@ -20,12 +34,22 @@ Results are unaffected: the collector frees only unreachable cycles.
 from __future__ import annotations
 
 import gc
+import os
 
 START_UP_THRESHOLD_0 = 100_000
 """Gen-0 threshold while a command starts up: above the ~10⁵ container objects its imports create, so the imports run
 about one young collection and no full one (module docstring)."""
 
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
+"""OpenBLAS's thread count, read once when the library loads (numpy's and SciPy's wheels bundle OpenBLAS)."""
+
 _saved: list[tuple[int, ...]] = []
+
+
+def single_threaded_blas() -> None:
+    """Ask OpenBLAS for one thread unless the environment names a count (module docstring). Has an effect only
+    before numpy is imported: the console entry point calls it first."""
+    os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
 
 
 def begin() -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from pdplan.benchmark.colocated_loop import LoopInputs, benchmark_counts, benchmark_loop
 from pdplan.benchmark.records import BenchmarkLoop
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.queueing.decode import windowed_mean_context
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.request_overhead import request_delay_s
@@ -31,7 +32,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     spread = engine is not None and engine.scheduling.steady_arrivals == "spread"
     eager_s = eager_step_s(hw)
     budget = res.chunk_tokens if model.scheduler == "chunked" else max(round(isl), 1)
-    grid = np.unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
+    grid = sorted_unique(np.geomspace(1.0, max(float(budget), isl, 2.0) + res.max_num_seqs, 64))
     gemm, _ = prefill_split_s(hw, grid)
     batches = decode_batch_grid(res.max_num_seqs)
     kappa = windowed_mean_context(isl, osl, model.decode.window_tokens)  # isl + osl/2 without a window
@@ -69,7 +70,7 @@ def decode_batch_grid(max_num_seqs: int) -> np.ndarray:
     """Batch sizes for the loop's τ_d(B): every B up to 64 (where a MoE step bends as its experts saturate), then
     geometric steps to the engine's seats (the step is near-linear there: weights read once, KV per sequence)."""
     top = max(float(max_num_seqs), 2.0)
-    return np.unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0), np.geomspace(min(top, 64.0), top, 32)]))
+    return sorted_unique(np.concatenate([np.arange(1.0, min(top, 64.0) + 1.0), np.geomspace(min(top, 64.0), top, 32)]))
 
 
 def eager_step_s(hw: RoleHardware) -> float:

@@ -12,7 +12,15 @@ One concept per module, each tested against SciPy (``tests/unit/test_numerics_*.
 * :mod:`~pdplan.numerics.digest`: a memo key for numpy arrays (the chain solves and trace distances kept);
 * :mod:`~pdplan.numerics.nnls`: SciPy's compiled NNLS (the decode-step fit), loaded without ``scipy.optimize``;
 * :mod:`~pdplan.numerics.fft`: SciPy's compiled real FFT (the session laws' convolutions), loaded without
-  ``scipy.fft``.
+  ``scipy.fft``;
+* :mod:`~pdplan.numerics.pchip`: SciPy's PCHIP interpolant (a PrfaaS measured profile), its doubles, without
+  ``scipy.interpolate``;
+* :mod:`~pdplan.numerics.bounded_min`: SciPy's bounded Brent minimiser (``minimize_scalar(method="bounded")``, the
+  PrfaaS threshold searches), the same points and answer;
+* :mod:`~pdplan.numerics.sparse_solve`: SciPy's ``spsolve`` (SuperLU) of a triplet-given system (the JSQ chain
+  above 16 instances), loaded without ``scipy.sparse``;
+* :mod:`~pdplan.numerics.sorted_stats`: ``numpy.unique`` and ``numpy.median`` of an array, without the ``numpy.ma``
+  import that numpy's own functions make.
 
 SciPy's ``gammainc`` stays, and so does SciPy's NNLS routine (docs/accuracy.md §7 says why and what numpy twins of
 them measured).

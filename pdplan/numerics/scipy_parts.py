@@ -39,7 +39,9 @@ CHECKED_SCIPY_VERSIONS = frozenset({(1, 17)})
 ``scipy.optimize._slsqplib.nnls(A, b, maxiter) -> (x, rnorm, info)``, and ``scipy/fft/_pocketfft/basic.py``'s
 ``rfft``/``irfft`` call ``scipy.fft._pocketfft.pypocketfft.r2c(x, axes, forward, norm, out, workers)`` and
 ``c2r(x, axes, n, forward, norm, out, workers)``, ``next_fast_len(n, real=True)`` its ``good_size(n, True)``
-(:mod:`pdplan.numerics.fft`)."""
+(:mod:`pdplan.numerics.fft`), and ``scipy/sparse/linalg/_dsolve/linsolve.py``'s ``spsolve`` calls
+``scipy.sparse.linalg._dsolve._superlu.gssv(N, nnz, data, indices, indptr, b, flag, options={"ColPerm": ...})``
+(:mod:`pdplan.numerics.sparse_solve`)."""
 
 
 def scipy_version(version: str) -> tuple[int, int]:

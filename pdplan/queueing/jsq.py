@@ -88,6 +88,7 @@ import functools
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pdplan.numerics.sparse_solve import solve_triplets
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf, delayed_tail_wait
 from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
@@ -141,8 +142,7 @@ def _chain_cached(servers: int) -> tuple[IntArray, IntArray, FloatArray, FloatAr
 @functools.lru_cache(maxsize=8192)
 def _all_busy(servers: int, rho: float) -> float:
     """π_c(ρ) of one (c, ρ): the balanced JSQ chain's P(i = 0), solved as a linear system: dense (numpy) up to
-    :data:`DENSE_MAX_SERVERS` instances (at most 152 states: no SciPy import on the default search's path), sparse
-    LU above."""
+    :data:`DENSE_MAX_SERVERS` instances (at most 152 states), SciPy's sparse LU (SuperLU) above."""
     frm, to, lam_coef, mu_coef, busy, level = _chain_cached(servers)
     n = int(frm.max()) + 1
     rates = lam_coef * (servers * rho) + mu_coef
@@ -163,12 +163,8 @@ def _all_busy(servers: int, rho: float) -> float:
         dense = np.zeros((n, n))
         np.add.at(dense, (row, col), val)
         p = np.linalg.solve(dense, rhs)
-    else:
-        import scipy.sparse as sp  # deferred: only a search over more than DENSE_MAX_SERVERS instances needs it
-        import scipy.sparse.linalg as spl
-
-        system = sp.csc_matrix((val, (row, col)), shape=(n, n))
-        p = np.asarray(spl.spsolve(system, rhs, permc_spec="MMD_AT_PLUS_A"), dtype=np.float64)
+    else:  # SciPy's spsolve (SuperLU), without importing scipy.sparse (pdplan.numerics.sparse_solve)
+        p = solve_triplets(row, col, val, rhs, column_order="MMD_AT_PLUS_A")
     p /= p.sum()
     return float(p[busy].sum())
 

@@ -111,6 +111,7 @@ import numpy.typing as npt
 
 from pdplan.errors import UnsettledWaitError
 from pdplan.numerics.gamma import gammaln, xlogy
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.queueing.chain_accel import Step, anderson_run, krylov, power
 from pdplan.types import FloatArray, IntArray
 
@@ -415,7 +416,7 @@ def _carried_flat(values: FloatArray, a_cell: IntArray, cells: int, size: int) -
     part, masked, is the loop's sum bit for bit: a cumulative sum adds in sequence."""
     n_live, two_levels = values.shape
     first = (a_cell[:, None] + np.arange(2)[None, :]).ravel()  # [K'·2], in the loop's order
-    cuts = np.unique(np.concatenate([[0], first, first + cells]))
+    cuts = sorted_unique(np.concatenate([[0], first, first + cells]))
     cuts = cuts[cuts < size]
     inside = (first[None, :] <= cuts[:, None]) & (cuts[:, None] < first[None, :] + cells)  # [segments, K'·2]
     parts = values.reshape(n_live * 2, two_levels // 2)

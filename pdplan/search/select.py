@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.types import FloatArray, IntArray
 
 
@@ -124,5 +125,5 @@ def pareto_front(x_better: FloatArray, y_better: FloatArray, limit: int = 12) ->
     best_before = np.concatenate(([-np.inf], np.maximum.accumulate(y_sorted)[:-1]))
     picked = np.asarray(order[y_sorted > best_before], dtype=np.intp)  # each point that improves y
     if picked.size > limit:
-        picked = picked[np.unique(np.round(np.linspace(0, picked.size - 1, limit)).astype(np.intp))]
+        picked = picked[sorted_unique(np.round(np.linspace(0, picked.size - 1, limit)).astype(np.intp))]
     return picked

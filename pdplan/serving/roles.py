@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.numerics.nnls import nnls
+from pdplan.numerics.sorted_stats import median, sorted_unique
 from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
@@ -392,11 +393,11 @@ def decode_perf(
     max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
     b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))
-    batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
+    batch = sorted_unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
     ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
     window = hw.model.kv_window_tokens
     if window is not None:  # K is the windowed context (module docstring): c never exceeds the window
-        ctx = np.unique(np.minimum(ctx, window))
+        ctx = sorted_unique(np.minimum(ctx, window))
     bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
     keep = bb * (cc + state) <= kv_cap
     bb, cc = bb[keep], cc[keep]
@@ -412,7 +413,7 @@ def decode_perf(
     rel = np.abs(fit / tau - 1.0)
     return DecodePerf(
         LinearStepTime(float(t0), float(t1), float(t2)),
-        float(np.median(rel)),
+        median(rel),
         float(rel.max()),
         kv_cap,
         float(max_num_seqs),

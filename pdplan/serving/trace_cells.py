@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.serving.prefix_cache import CacheClasses, TraceRequests
 from pdplan.serving.resolve import WORKLOAD_BINS, ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
@@ -101,7 +102,7 @@ def own_points(
     order = np.argsort(price_s, kind="stable")
     order = order[order >= requests.counted_from]
     cell_of = requests.bin[order] * h + requests.cls[order]
-    for cell in np.unique(cell_of):
+    for cell in sorted_unique(cell_of):
         rows = order[cell_of == cell]
         pick = rows[np.minimum((levels * rows.size).astype(np.int64), rows.size - 1)]
         out[cell] = np.maximum(prompt[pick] * factor[cell // h], 1.0)

@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.numerics import fft
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.specs.length_laws import HistogramDist, ParametricDist, UniformDist
 from pdplan.types import FloatArray, Int64Array
 
@@ -128,7 +129,7 @@ def _coarser_histogram(edges: FloatArray, weights: FloatArray) -> tuple[FloatArr
     half = MAX_HISTOGRAM_BINS // 2 - 1
     by_width = np.linspace(edges[0], edges[-1], half + 1)
     by_mass = np.interp(np.linspace(0.0, cum[-1], half + 1), cum, edges)
-    new_edges = np.unique(np.concatenate([by_width, by_mass]))
+    new_edges = sorted_unique(np.concatenate([by_width, by_mass]))
     return new_edges, np.diff(np.interp(new_edges, edges, cum))
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.io.workloads import load_trace
+from pdplan.numerics.sorted_stats import median, sorted_unique
 from pdplan.specs.length_laws import ParametricDist, UniformDist
 from pdplan.specs.workload import WorkloadSpec
 from pdplan.types import FloatArray
@@ -127,7 +128,7 @@ def bin_distribution(dist: ParametricDist, max_bins: int) -> tuple[FloatArray, F
         return np.array([point]), np.array([1.0])
     lo, hi = max(1, math.ceil(dist.lower)), math.floor(dist.upper)
     cuts = np.floor(dist.ppf(quantile_levels(max_bins)[1:-1])) + 0.5
-    cuts = np.unique(cuts[(cuts > lo) & (cuts < hi)])
+    cuts = sorted_unique(cuts[(cuts > lo) & (cuts < hi)])
     edges = np.concatenate([[lo - 0.5], cuts, [hi + 0.5]])
     cdf, part = _integer_cdf(dist, edges, lo, hi)
     p, m = np.diff(cdf), np.diff(part)
@@ -223,7 +224,7 @@ def discretize(
         assert spec.trace is not None
         trace = load_trace(spec.trace.file)
         lin, n = trace.input_tokens.astype(float), trace.output_tokens.astype(float)
-        _check_window(float(np.median(lin)), context_window)
+        _check_window(median(lin), context_window)
         w = np.full(lin.size, 1.0 / lin.size)
         clipped = 0.0
         if context_window is not None:

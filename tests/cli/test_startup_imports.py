@@ -1,8 +1,9 @@
 """What the console entry point imports (issue #27, start-up): ``evaluate`` and ``optimize`` of the default scenario
 import only what they run (not the other commands' modules, the prefix cache, PPD, batched prefill or PrfaaS, the
-benchmark loops, the simulator, the calibration fits, the plot module or
-matplotlib, nor SciPy's subpackages whose compiled routines pdplan.numerics loads alone); ``--help`` loads no numeric
-code; the garbage collector's start-up mode (pdplan.start_up) is over once the command's work starts."""
+benchmark loops, the simulator, the calibration fits, the plot module or matplotlib, nor SciPy's subpackages whose
+compiled routines pdplan.numerics loads alone, nor ``numpy.ma``); the PrfaaS and wide-EP examples import no SciPy
+subpackage; ``--help`` loads no numeric code; the garbage collector's start-up mode (pdplan.start_up) is over once
+the command's work starts."""
 
 from __future__ import annotations
 
@@ -59,12 +60,15 @@ SCIPY_PACKAGES = (
     "scipy.optimize",
     "scipy.linalg",
     "scipy.sparse",
+    "scipy.sparse.linalg",
     "numpy.testing",
+    "numpy.ma",
     "unittest",
 )
-"""Imported by ``scipy/special/__init__.py``, ``scipy/optimize/__init__.py`` and ``scipy/fft/__init__.py``;
-pdplan.numerics.special, pdplan.numerics.nnls and pdplan.numerics.fft load the compiled modules without them where
-SciPy's layout is known."""
+"""Imported by ``scipy/special/__init__.py``, ``scipy/optimize/__init__.py``, ``scipy/fft/__init__.py`` and
+``scipy/sparse/linalg/__init__.py`` (``numpy.ma`` by their array-API layer, and by ``numpy.unique``/``numpy.median``:
+pdplan.numerics.sorted_stats); pdplan.numerics.special, nnls, fft and sparse_solve load the compiled modules without
+them where SciPy's layout is known."""
 NOT_FOR_HELP = ("numpy", "scipy", "yaml", "pdplan.serving", "pdplan.specs.scenario", "pdplan.io.catalog")
 
 
@@ -100,6 +104,14 @@ def test_session_example_evaluate_convolves_without_scipy_fft() -> None:
     """The session laws' convolutions (chat-sessions) run on SciPy's compiled pocketfft alone."""
     names = SCIPY_PACKAGES if private_layout_known() else ()
     assert _loaded(["evaluate", str(EXAMPLES / "chat-sessions.yaml")], names) == []
+
+
+@pytest.mark.parametrize("example", ["prfaas-h200-h20", "prfaas-h200-h100", "deepseek-v3-wide-ep"])
+def test_examples_that_used_scipy_optimize_or_sparse_import_neither(example: str) -> None:
+    """PrfaaS's PCHIP profile and threshold searches (pdplan.numerics.pchip, bounded_min) and the JSQ chain above 16
+    instances (pdplan.numerics.sparse_solve) run without ``scipy.interpolate``, ``scipy.optimize``, ``scipy.sparse``."""
+    names = ("scipy.interpolate", *SCIPY_PACKAGES) if private_layout_known() else ("scipy.interpolate",)
+    assert _loaded(["evaluate", str(EXAMPLES / f"{example}.yaml")], names) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["evaluate", "--help"]])

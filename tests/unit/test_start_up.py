@@ -1,9 +1,13 @@
 """pdplan.start_up: begin raises the gen-0 threshold and remembers the thresholds it found; end freezes what is
-alive and restores them; both are idempotent, and end without begin changes nothing."""
+alive and restores them; both are idempotent, and end without begin changes nothing. The console entry point asks
+OpenBLAS for one thread before numpy loads, unless the user named a count."""
 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -41,3 +45,34 @@ def test_end_without_begin_changes_nothing() -> None:
     start_up.end()
     assert gc.get_threshold() == (500, 7, 3)
     assert gc.get_freeze_count() == 0
+
+
+def test_single_threaded_blas_keeps_a_users_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(start_up.BLAS_THREADS_VARIABLE, raising=False)
+    start_up.single_threaded_blas()
+    assert os.environ[start_up.BLAS_THREADS_VARIABLE] == "1"
+    monkeypatch.setenv(start_up.BLAS_THREADS_VARIABLE, "4")
+    start_up.single_threaded_blas()
+    assert os.environ[start_up.BLAS_THREADS_VARIABLE] == "4"
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
+def test_console_entry_point_asks_one_blas_thread_before_numpy(given: str | None, expected: str) -> None:
+    """The console entry point (``pdplan.__main__.main``) sets the variable before numpy is imported (OpenBLAS reads
+    it once, when numpy loads it); a value the user gave stays."""
+    code = (
+        "import os, sys\n"
+        "sys.argv = ['pdplan', '--help']\n"
+        "from pdplan.__main__ import main\n"
+        "import pdplan.start_up as s\n"
+        "seen = []\n"
+        "original = s.single_threaded_blas\n"
+        "s.single_threaded_blas = lambda: (seen.append('numpy' in sys.modules), original())\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(seen, os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != start_up.BLAS_THREADS_VARIABLE}
+    if given is not None:
+        env[start_up.BLAS_THREADS_VARIABLE] = given
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert out.stderr.strip().splitlines()[-1] == f"[False] {expected}"

@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.perf.op_types import PassShape, Phase
 from pdplan.perf.ops import forward_ops
 from pdplan.queueing import decode_fixed_point, kv_footprint
@@ -329,14 +330,14 @@ def _below(snap: Snapshot, floor: FloatArray) -> FloatArray:
     read once per octave of floors at the octave's top (a bin clear there is clear at its own floor:
     the cdf rises) and then at its own floor only for a bin not clear at the top."""
     out = np.zeros((snap.rates.size, floor.size))
-    levels = np.unique(floor[np.isfinite(floor)])
+    levels = sorted_unique(floor[np.isfinite(floor)])
     while levels.size:
         group = levels[levels < 2.0 * levels[0]]
         levels = levels[group.size :]
         mask = (floor >= group[0]) & (floor <= group[-1])
         top = snap.ttft.cdf_per_bin(float(group[-1]) * (1.0 - REL_TOL))[:, mask]
         suspect = np.flatnonzero(mask)[top.max(axis=0) > REL_TOL]
-        for f in np.unique(floor[suspect]):
+        for f in sorted_unique(floor[suspect]):
             own = floor == f
             out[:, own] = snap.ttft.cdf_per_bin(float(f) * (1.0 - REL_TOL))[:, own]
     return np.where(out > REL_TOL, out, 0.0)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.numerics.bounded_min import minimize_bounded
 from pdplan.serving.prfaas.lengths import SplitLaw
 from pdplan.serving.prfaas.profile import Curves
 from pdplan.types import FloatArray
@@ -165,25 +166,18 @@ def search_threshold(
 ) -> SplitCapacity:
     """The Eq. 7 threshold: maximise the prefill-side bound over ``t`` in ``[lo, hi]`` (default: the law's range).
 
-    The bound is unimodal in ``t`` (see the module docstring), so scipy's bounded Brent search finds its
-    maximum; both ends (offload everything, offload nothing) are compared too, so an optimum on the boundary
-    is kept exactly.
+    The bound is unimodal in ``t`` (see the module docstring), so a bounded Brent search (SciPy's
+    ``method="bounded"``, :mod:`pdplan.numerics.bounded_min`) finds its maximum; both ends (offload everything,
+    offload nothing) are compared too, so an optimum on the boundary is kept exactly.
     """
-    from scipy import optimize  # lazy: keeps CLI start-up light
-
     lo = inp.law.lower - 1.0 if lo_tokens is None else float(lo_tokens)
     hi = inp.law.upper if hi_tokens is None else float(hi_tokens)
     if inp.remote.instances == 0 or hi <= lo:
         return capacity_at(inp, hi)
     if inp.local.instances == 0:
         return capacity_at(inp, lo)
-    res = optimize.minimize_scalar(
-        lambda t: -_prefill_bound(inp, float(t)),
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": THRESHOLD_XATOL_TOKENS},
-    )
-    candidates = (float(res.x), lo, hi)
+    res = minimize_bounded(lambda t: -_prefill_bound(inp, t), lo, hi, xatol=THRESHOLD_XATOL_TOKENS)
+    candidates = (res.x, lo, hi)
     best = max(candidates, key=lambda t: _prefill_bound(inp, t))
     return capacity_at(inp, best)
 

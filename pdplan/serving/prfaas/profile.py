@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pdplan.errors import SpecError
+from pdplan.numerics.pchip import Pchip
 from pdplan.serving.prfaas.lengths import Curve
 from pdplan.types import FloatArray
 
@@ -46,7 +47,7 @@ class MeasuredProfile:
     prefill_s: FloatArray
     kv_bytes: FloatArray | None = None
     source: str = "measured profile"
-    _pchip: object = field(init=False, repr=False)
+    _pchip: Pchip = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         tok, t_s = np.asarray(self.tokens, float), np.asarray(self.prefill_s, float)
@@ -60,9 +61,7 @@ class MeasuredProfile:
             kv = np.asarray(self.kv_bytes, float)
             if kv.shape != tok.shape or np.any(kv <= 0) or np.any(np.diff(kv) < 0):
                 raise SpecError("profile kv_bytes must be > 0 and non-decreasing in tokens", source=self.source)
-        from scipy.interpolate import PchipInterpolator  # lazy: scipy.interpolate is slow to import
-
-        object.__setattr__(self, "_pchip", PchipInterpolator(tok, t_s, extrapolate=False))
+        object.__setattr__(self, "_pchip", Pchip(tok, t_s))  # SciPy's PchipInterpolator's doubles (numerics.pchip)
 
     @property
     def max_tokens(self) -> float:
@@ -79,7 +78,7 @@ class MeasuredProfile:
 
     def prefill_time_s(self, tokens: FloatArray) -> FloatArray:
         l_tok = np.clip(np.asarray(tokens, float), self.tokens[0], self.tokens[-1])
-        return np.asarray(self._pchip(l_tok), dtype=np.float64)  # type: ignore[operator]
+        return self._pchip(l_tok)
 
     def kv_bytes_of(self, tokens: FloatArray) -> FloatArray:
         if self.kv_bytes is None:

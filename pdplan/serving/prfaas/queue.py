@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.numerics.bounded_min import minimize_bounded
+from pdplan.numerics.roots import brentq
 from pdplan.queueing.arrivals import gg_prefill_wait_distribution, split_ca2
 from pdplan.queueing.distributions import ShiftedMixture, mixture_quantile
 from pdplan.queueing.mg1 import pk_wait_moments
@@ -182,8 +184,6 @@ def goodput(
     the stability limit (Brent's method). ``hint_rps`` (a nearby threshold's goodput) only narrows the bracket
     to ``±HINT_BRACKET`` around it when the signs there allow; the root and its tolerance are the same.
     """
-    from scipy import optimize  # lazy
-
     cap = capacity_at(setup.capacity, threshold_tokens)
     hi = cap.lambda_max_rps * STABLE
 
@@ -198,7 +198,7 @@ def goodput(
     a, b = _bracket(gap, hi * 1e-4, hi, hint_rps)
     if a is None:
         return PathGoodput(threshold_tokens, 0.0, "TTFT", cap.lambda_max_rps)
-    rate = float(optimize.brentq(gap, a, b, rtol=RATE_XTOL, xtol=hi * 1e-6))
+    rate = brentq(gap, a, b, rtol=RATE_XTOL, xtol=hi * 1e-6)
     if gap(rate) < 0.0:  # brentq's root lies within its tolerance on either side; a goodput must meet the SLO
         back = rate - 2.0 * (hi * 1e-6 + RATE_XTOL * rate)  # twice the tolerance, as pdplan.serving.goodput
         rate = back if back > a and gap(back) >= 0.0 else a
@@ -227,7 +227,7 @@ def search_goodput_threshold(
     (long prompts at a tight SLO), a plateau on which a bounded Brent search over ``[lower, upper]`` stalls
     (it returned ``t*`` at 1.908 req/s where 16.5K tokens gives 1.935 on the case study at a 4 s SLO). So
     ``SCAN_POINTS`` thresholds, log-spaced over the law's range (the law is lognormal-like, so ``log t`` is its
-    natural scale), plus ``t*`` locate the best cell; scipy's bounded Brent search then refines ``log t``
+    natural scale), plus ``t*`` locate the best cell; a bounded Brent search then refines ``log t``
     between that point's neighbours to ``xatol_tokens`` there.
 
     The ends (offload everything / nothing) are compared too; when goodput is flat in ``t`` (decode binds) the
@@ -266,20 +266,16 @@ def search_goodput_threshold(
 def _scan_and_refine(
     at: Callable[[float], PathGoodput], lo: float, hi: float, t_star: float, xatol_tokens: float
 ) -> float:
-    """The best of ``SCAN_POINTS`` log-spaced thresholds and ``t*``, refined by scipy's bounded Brent search in
-    ``log t`` between its neighbours (:func:`search_goodput_threshold`); returns the best threshold seen."""
-    from scipy import optimize  # lazy
-
+    """The best of ``SCAN_POINTS`` log-spaced thresholds and ``t*``, refined by a bounded Brent search (SciPy's
+    ``method="bounded"``, :mod:`pdplan.numerics.bounded_min`) in ``log t`` between its neighbours
+    (:func:`search_goodput_threshold`); returns the best threshold seen."""
     scan = sorted({*np.geomspace(max(lo, 1.0), hi, SCAN_POINTS).tolist(), t_star})
     k = max(range(len(scan)), key=lambda i: at(scan[i]).goodput_rps)
     a, b = scan[max(k - 1, 0)], scan[min(k + 1, len(scan) - 1)]
-    res = optimize.minimize_scalar(
-        lambda u: -at(math.exp(float(u))).goodput_rps,
-        bounds=(math.log(a), math.log(b)),
-        method="bounded",
-        options={"xatol": xatol_tokens / scan[k]},
+    res = minimize_bounded(
+        lambda u: -at(math.exp(u)).goodput_rps, math.log(a), math.log(b), xatol=xatol_tokens / scan[k]
     )
-    refined = math.exp(float(res.x))
+    refined = math.exp(res.x)
     return refined if at(refined).goodput_rps >= at(scan[k]).goodput_rps else scan[k]
 
 
