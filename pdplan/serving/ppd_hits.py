@@ -36,18 +36,28 @@ prompt at the mean append), which is :func:`~pdplan.cache.lru_closed_form.sessio
 session-affine, s_2 = s_3 = p: ``T_2 = S + a``, ``T_3 = (1 − p)·(S + a + o + ā_P) + p·(S + a)``, ā_P = (a −
 p·m̄)/(1 − p).
 
-**In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): per prompt bin b the ratio ``ρ_b =
-Σ_k u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k`` (:func:`bin_hit_scale`; u_k = P(turn k)·(1 − s_k), the turns left
-on the prefill pool) scales the bin's prefill-side hit mass (the difference moves to or from its misses; each hit
-class keeps its tokens, so the pool's prefill work is priced with the PPD hits), then one factor over the bins sets
-the prefill side's hit tokens per request to ``Σ_k u_k·T_k / Σ_k P(k)·T⁰_k`` of plain disaggregation's
-(:func:`remaining_share`: per turn, where the per-bin removal of the turns placed on decode takes each out at its
-bin's mean hit, though a short append placed on decode had more hit tokens than a long one of the same prompt
-length left). Limits: the placements are taken independent of the survival (a history no longer held on decode
-after a long think time is also the likelier to be gone from the prefill cache); P(b | k) is the turn's whole
-prompt law, not its prefill-pool turns'; a remote pool's hits and the split of the hits among the local tiers are
-scaled with the total (one band's T_C: the last local one's); the appends are taken at their means in the items
-(as the plain closed form does).
+**In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): a prefill-pool turn's hit splits into how
+often it hits at all, ``P_k = F_k + (1 − F_k)·h_S`` (:func:`hit_probability`), and how many tokens a hit holds,
+``T_k / P_k``. Per prompt bin b, with u_k = P(turn k)·(1 − s_k) (the turns left on the prefill pool),
+
+    ρ^P_b = Σ_k u_k·P(b | k)·P_k / Σ_k u_k·P(b | k)·P⁰_k,     ρ_b = Σ_k u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k
+
+(:func:`bin_hit_scale` of either): the bin's prefill-side hit mass scales by ρ^P_b (the difference moves to or from
+its misses) and its hit classes' tokens by ``ρ_b / ρ^P_b``, so that the mass times the tokens scale by ρ_b; the
+pool's rows are then priced at those hit tokens (:mod:`pdplan.serving.ppd_prices`). Scaling the mass alone by ρ_b
+(the form before) kept the mean hit but not its law: a turn that finds an older, shorter prompt of its session
+(its previous turn ran on decode) was priced as a share of turns hitting the whole previous prompt and a share
+missing everything, full prefills the pool never serves (3 turns, zero think time, threshold 256: the prefill
+service's second moment 17 % above the simulator's, its TTFT P90 +11 % over five seeds). One factor over the bins
+then scales the hit classes' tokens so that the prefill side's hit tokens per request are ``Σ_k u_k·T_k / Σ_k
+P(k)·T⁰_k`` of plain disaggregation's (:func:`remaining_share`: per turn, where the per-bin removal of the turns
+placed on decode takes each out at its bin's mean hit, though a short append placed on decode had more hit tokens
+than a long one of the same prompt length left). Limits: the placements are taken independent of the survival (a
+history no longer held on decode after a long think time is also the likelier to be gone from the prefill cache);
+P(b | k) is the turn's whole prompt law, not its prefill-pool turns'; a bin's hit holds one number of tokens (the
+simulator's spread within a bin is wider); a remote pool's hits and the split of the hits among the local tiers are
+scaled with the total (one band's T_C: the last local one's); the appends are taken at their means in the items (as
+the plain closed form does).
 """
 
 from __future__ import annotations
@@ -117,15 +127,34 @@ def expected_hits(law: FloatArray, survive: FloatArray, items: FloatArray, syste
                   ) -> FloatArray:  # fmt: skip
     """``[N]`` T_k = Σ_{m=1}^{k−1} a_{k,m}·c_m·item_{k−m} + (1 − F_k)·h_S·S (module docstring): the own history,
     then a shared system prompt's S tokens, cached with probability h_S, where the history is not found (F_k =
-    Σ_m a_{k,m}·c_m); ``system`` (S, h_S)."""
+    Σ_m a_{k,m}·c_m, :func:`history_found`); ``system`` (S, h_S)."""
     n = items.size
-    out, found = np.zeros(n), np.zeros(n)
+    out = np.zeros(n)
     for k in range(1, n):
         j = k - np.arange(1, k + 1)  # 0-based index of turn (k + 1) − m, m = 1..k
         out[k] = float(np.sum(law[k, :k] * survive[:k] * items[j]))
-        found[k] = float(np.sum(law[k, :k] * survive[:k]))
     tokens, hit = system
-    return np.asarray(out + (1.0 - found) * hit * tokens, dtype=np.float64)
+    return np.asarray(out + (1.0 - history_found(law, survive)) * hit * tokens, dtype=np.float64)
+
+
+def history_found(law: FloatArray, survive: FloatArray) -> FloatArray:
+    """``[N]`` F_k = Σ_{m=1}^{k−1} a_{k,m}·c_m: P(a prefill-pool turn k finds an earlier prompt of its session in
+    its prefill cache) (module docstring; F_1 = 0)."""
+    n = survive.size
+    found = np.zeros(n)
+    for k in range(1, n):
+        found[k] = float(np.sum(law[k, :k] * survive[:k]))
+    return found
+
+
+def hit_probability(law: FloatArray, survive: FloatArray, system: tuple[float, float] = (0.0, 0.0)) -> FloatArray:
+    """``[N]`` P(a prefill-pool turn k hits at all): ``F_k + (1 − F_k)·h_S`` where the sessions share a system
+    prompt (``system`` (S, h_S), S > 0), else F_k (:func:`history_found`). With :func:`expected_hits` it splits T_k
+    into how often a turn hits and how many tokens a hit holds, ``T_k / P(hit)`` (module docstring, In the serving
+    model)."""
+    found = history_found(law, survive)
+    tokens, hit = system
+    return np.asarray(found + (1.0 - found) * (hit if tokens > 0 else 0.0), dtype=np.float64)
 
 
 def shared_system(workload: SessionWorkload, instances: int, placed: FloatArray) -> tuple[float, float]:
@@ -215,15 +244,37 @@ class PrefillView:
         """``(T [N], T⁰ [N])``: per turn the expected hit tokens (its own history, else a shared system prompt) of a
         prefill-pool turn under the placement (its own characteristic time, :func:`prefill_characteristic_time_s`)
         and under plain disaggregation (module docstring)."""
+        got = self.prefill_hits(placed, placed_append_tokens)
+        return got.tokens, got.plain_tokens
+
+    def prefill_hits(self, placed: FloatArray, placed_append_tokens: FloatArray) -> PrefillHits:
+        """:meth:`hits` with each turn's probability of a hit at all, under the placement and plain
+        disaggregation (:func:`hit_probability`)."""
         n, w = len(placed), self.workload
         items = prefill_items(w, placed, placed_append_tokens)
         t_c = prefill_characteristic_time_s(w, self.capacity_tokens, self.instances, self.landing, placed, items)
         zero = np.zeros(n)
-        plain = expected_hits(last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n),
-                              w.prompt_tokens[:n], _system_hit(w, self.instances, zero, self.plain_t_c_s))  # fmt: skip
-        ppd = expected_hits(last_prefill_law(placed, self.landing), survival(w, t_c, n), items,
-                            _system_hit(w, self.instances, placed, t_c))  # fmt: skip
-        return ppd, plain
+        plain_law, plain_survive = last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n)
+        plain_system = _system_hit(w, self.instances, zero, self.plain_t_c_s)
+        law, survive = last_prefill_law(placed, self.landing), survival(w, t_c, n)
+        system = _system_hit(w, self.instances, placed, t_c)
+        return PrefillHits(
+            expected_hits(law, survive, items, system),
+            expected_hits(plain_law, plain_survive, w.prompt_tokens[:n], plain_system),
+            hit_probability(law, survive, system),
+            hit_probability(plain_law, plain_survive, plain_system),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillHits:
+    """Per turn ``[N]``: a prefill-pool turn's expected hit tokens T_k and probability of a hit, under the placement
+    and under plain disaggregation (:meth:`PrefillView.prefill_hits`)."""
+
+    tokens: FloatArray
+    plain_tokens: FloatArray
+    hit_probability: FloatArray
+    plain_hit_probability: FloatArray
 
 
 def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> PrefillView:

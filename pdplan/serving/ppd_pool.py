@@ -82,6 +82,10 @@ class TurnPlacement:
     prefill_hit_scale: FloatArray | None = None
     """``[K]`` ρ_b: per prompt bin, a prefill-pool turn's expected hit tokens under the placement over plain
     disaggregation's (:mod:`pdplan.serving.ppd_hits`); None: 1 (nothing scaled)."""
+    prefill_hit_probability_scale: FloatArray | None = None
+    """``[K]`` ρ^P_b: per prompt bin, a prefill-pool turn's probability of a hit at all under the placement over plain
+    disaggregation's (:mod:`pdplan.serving.ppd_hits`, In the serving model): the bin's hit mass scales by it, its hit
+    classes' tokens by ρ_b/ρ^P_b; None: the mass by ρ_b (tokens kept)."""
     prefill_hit_share: float | None = None
     """The prefill pool's hit tokens per request under the placement over plain disaggregation's, turn
     by turn (:func:`pdplan.serving.ppd_hits.remaining_share`); None: the per-bin scaling alone."""

@@ -25,6 +25,7 @@ from pdplan.serving.ppd_hits import (
     prefill_items,
     remaining_share,
 )
+from pdplan.serving.ppd_prices import placed_prices
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import resolve
 from pdplan.specs.cache import TurnPlacementSpec
@@ -170,3 +171,44 @@ def test_model_prefill_hit_ratio_three_turns_threshold_by_hand() -> None:
     assert share == pytest.approx(hits / (a + 2.0 * a + 250.0), rel=1e-4)
     assert placement.prefill_hit_share == pytest.approx(share, rel=1e-9)
     assert model.cache.token_hit_ratio == pytest.approx(hits / (6.0 * a + 750.0), rel=6e-3)
+
+
+@pytest.mark.slow
+def test_model_prefill_hits_keep_how_often_a_turn_hits() -> None:
+    """The same three turns: every turn left on the prefill pool but turn 1 finds an earlier prompt of its session
+    (zero think time, ample cache), so the prefill side's hit mass is 2(1 − p)/3 of the requests and a hit holds
+    603/(2(1 − p)) tokens on average (what it finds is often turn 1's prompt, shorter than plain's previous prompt).
+    Scaling the hit mass by ρ_b instead (before issue #24's fix) gave 0.387 of the prefill-side turns where the
+    simulator counts 0.491 hitting, the rest priced as full prefills."""
+    res = with_cache_rate(resolve(_threshold_scenario(), open_catalog()), 5.0)
+    model = build_model(res)
+    law = length_pmf(res.cache.reuse.sessions.new_tokens)
+    values, prob = np.asarray(law.values, dtype=np.float64), np.asarray(law.prob, dtype=np.float64)
+    p = float(prob[values < 256].sum())
+    rows = model.bin_prob.reshape(res.lengths.input_tokens.size, -1)  # miss, HBM, decode
+    assert rows[:, 1].sum() == pytest.approx(2.0 * (1.0 - p) / 3.0, rel=5e-3)
+    assert model.cache is not None
+    hit_tokens = float(rows[:, 1] @ model.cache.hit_tokens[:, 1]) / float(rows[:, 1].sum())
+    assert hit_tokens == pytest.approx(603.0 / (2.0 * (1.0 - p)), rel=5e-3)
+
+
+@pytest.mark.parametrize("granularity", ["layer", "request"])
+def test_placed_prices_at_own_hit_tokens_are_the_model_prices(granularity: str) -> None:
+    """pdplan/serving/ppd_prices.py: the plain model's own hit tokens give its own prices (pool, exposed transfer,
+    slack), and half the hit tokens cost more prefill on the hit rows."""
+    sc = _threshold_scenario().model_copy(update={"granularity": granularity})
+    res = with_cache_rate(resolve(sc, open_catalog()), 5.0)
+    pd = res.cache.spec.model_copy(update={"turn_placement": TurnPlacementSpec(policy="pd")})
+    model = build_model(dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=pd)))
+    assert model.cache is not None
+    prices = placed_prices(model, model.cache.hit_tokens)
+    np.testing.assert_allclose(prices.point_latency_s, model.pool.point_latency_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.point_service_s, model.pool.point_service_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.exposed_s, model.exposed_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.point_exposed_s, model.point_exposed_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.link_slack_s, model.link_slack_s, rtol=1e-12)
+    k = res.lengths.input_tokens.size
+    fewer = placed_prices(model, model.cache.hit_tokens * 0.5).point_service_s.reshape(k, 2, -1)[:, 1]
+    plain = model.pool.point_service_s.reshape(k, 2, -1)[:, 1]
+    assert np.all(fewer >= plain)
+    assert np.any(fewer > plain)
