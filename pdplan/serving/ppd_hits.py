@@ -301,6 +301,49 @@ def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> Prefil
     return PrefillView(workload, edge, domain.instances, landing, plain.characteristic_time_s)
 
 
+@dataclass(frozen=True, slots=True)
+class LeftHits:
+    """Per prompt bin ``[K]``, the turns a placement leaves on the prefill pool (:func:`left_bin_hits`)."""
+
+    fraction: FloatArray
+    """The share of them that hit."""
+    token_scale: FloatArray
+    """What a hit holds under the placement over plain disaggregation (scales the bin's plain hit tokens)."""
+    mean_tokens: FloatArray
+    """A hit's mean tokens, turn by turn (where plain disaggregation has no hit in the bin)."""
+    modelled: FloatArray
+    """1 where the local tiers' closed form gives them a hit in plain disaggregation (Σ_k L_{k,b}·P⁰_k > 0), else 0:
+    their hits there, if any, are a remote pool's, which this form does not model (the plain hit mass less the
+    placed is kept)."""
+
+
+def left_bin_hits(left: FloatArray, hits: PrefillHits) -> LeftHits:
+    """:class:`LeftHits` of the prefill-pool turns per prompt bin (module docstring, In the serving model), ``left``
+    ``[N, K]`` L_{k,b}: P(turn k, its prompt in bin b, left on the prefill pool) (the placed turns' own prompt law
+    taken out: :mod:`pdplan.serving.ppd_bins`):
+
+        fraction_b    = Σ_k L_{k,b}·P_k / Σ_k L_{k,b}                        (P(a bin-b turn left there hits))
+        token_scale_b = Σ_k L_{k,b}·P_k·r_k / Σ_k L_{k,b}·P_k,   r_k = (T_k/P_k) / (T⁰_k/P⁰_k)
+        mean_tokens_b = Σ_k L_{k,b}·T_k / Σ_k L_{k,b}·P_k                     (a hit's mean tokens, turn by turn)
+
+    r_k is what a turn-k hit holds under the placement over what it holds in plain disaggregation (the found prompt
+    is older where the turns since ran on decode); it scales the bin's plain hit tokens, which keep their rise with
+    the prompt's length within a turn (a longer prompt holds a longer history), where ``mean_tokens`` (per turn, not
+    per length) stands in where plain disaggregation has no hit in the bin. r_k = 1 where either side has no hit;
+    fraction 0 and scale 1 in a bin with nothing left."""
+    left = np.asarray(left, dtype=np.float64)
+    p, t = hits.hit_probability[: left.shape[0]], hits.tokens[: left.shape[0]]
+    p0, t0 = hits.plain_hit_probability[: left.shape[0]], hits.plain_tokens[: left.shape[0]]
+    ok = (p > 0) & (p0 > 0) & (t0 > 0)
+    r = np.where(ok, (t / np.maximum(p, 1e-300)) / np.maximum(t0 / np.maximum(p0, 1e-300), 1e-300), 1.0)
+    mass, hit = left.sum(axis=0), p @ left
+    fraction = np.where(mass > 0, hit / np.maximum(mass, 1e-300), 0.0)
+    scale = np.where(hit > 0, (p * r) @ left / np.maximum(hit, 1e-300), 1.0)
+    mean = np.where(hit > 0, t @ left / np.maximum(hit, 1e-300), 0.0)
+    modelled = (p0 @ left > 0).astype(np.float64)
+    return LeftHits(*(np.asarray(a, dtype=np.float64) for a in (np.clip(fraction, 0.0, 1.0), scale, mean, modelled)))
+
+
 def remaining_share(turn_share: FloatArray, placed: FloatArray, hits: FloatArray, plain_hits: FloatArray) -> float:
     """``Σ_k P(k)·(1 − s_k)·T_k / Σ_k P(k)·T⁰_k``: the hit tokens per request left on the prefill pool
     under the placement over plain disaggregation's (module docstring; 1 where plain disaggregation hits nothing).

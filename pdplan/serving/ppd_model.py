@@ -296,7 +296,12 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     """The per-bin shares, bytes saved and the decode rows' offsets of the placement ``f``."""
     from pdplan.serving.ppd import turns_pmf  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_hits import (  # lazy: start-up (issue #27)
+        bin_hit_scale,
+        left_bin_hits,
+        prefill_view,
+        remaining_share,
+    )
     from pdplan.serving.ppd_pool import TurnPlacement  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import bin_edges, turn_bins  # lazy: start-up (issue #27)
 
@@ -346,12 +351,22 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
         as_ppd=f.as_ppd,
         prefill_hit_scale=bin_hit_scale(f.turn_share, f.placed, per_turn, hits, plain_hits),
-        prefill_hit_probability_scale=bin_hit_scale(
-            f.turn_share, f.placed, per_turn, found.hit_probability, found.plain_hit_probability
-        ),
+        prefill_hits=left_bin_hits(_left_by_bin(setup, f, edges), found),
         prefill_hit_share=remaining_share(f.turn_share, f.placed, hits, plain_hits),
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift, *side)
+
+
+def _left_by_bin(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
+    """``[N, K]`` L_{t,k} = P(turn t)·Σ_c (1 − held_t·chosen[t, c])·P(bin k, class c | t): the requests of turn t
+    with prompts in bin k that the placement leaves on the prefill pool, on :func:`_decode_bins`' token grid (a
+    threshold leaves the long appends, whose prompts are longer)."""
+    from pdplan.serving.ppd_bins import class_bins  # lazy: start-up (issue #27)
+
+    spec = setup.spec.turn_placement
+    joint = class_bins(setup.reuse.sessions, f.placed.size, edges, float(spec.append_threshold_tokens))
+    stay = 1.0 - f.held[:, None] * f.chosen
+    return np.asarray(f.turn_share[:, None] * np.einsum("tc,ctk->tk", stay, joint), dtype=np.float64)
 
 
 def _decode_bins(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
@@ -416,40 +431,65 @@ def _column(values: FloatArray, k: int, fill: FloatArray | float) -> FloatArray:
     return np.concatenate((per_bin, extra), axis=1).reshape(-1, *arr.shape[1:])
 
 
-def _rows(model: Any, decode_by_bin: FloatArray, hit_scale: FloatArray) -> FloatArray:
-    """``[K, H+1]`` P(bin, class) with each bin's decode share taken out of its hit classes in proportion (the rest,
-    if any, out of its misses; module docstring), then the hit mass left on the prefill side scaled by ``hit_scale``
-    ρ^P_b (:mod:`pdplan.serving.ppd_hits`, In the serving model: how often a prefill-pool turn hits there under the
-    placement against plain disaggregation), the difference moved to or from the bin's misses; the hit tokens are
-    :func:`_placed_hit_tokens`'."""
+def _rows(model: Any, decode_by_bin: FloatArray, placement: TurnPlacement) -> FloatArray:
+    """``[K, H+1]`` P(bin, class): each bin's decode share taken out of its hit classes in proportion (the rest, if
+    any, out of its misses; module docstring); then the bin's prefill-side mass R_b split into hits, ``R_b·fraction_b``
+    (:func:`pdplan.serving.ppd_hits.left_bin_hits`: how often the turns the placement leaves in bin b hit), shared
+    among the hit classes as what is left of plain disaggregation's (as plain disaggregation's before the removal
+    where nothing is left, the fastest tier where it had none), and misses. Plain less placed is not the left turns'
+    hits: with every held history placed a bin keeps no hit mass, while the turns whose history their decode
+    instance no longer held find their session's earlier prompt in the prefill cache, which under the placement sees
+    few inserts (ppd-geo-think: 0 against the simulator's 0.0056 of the tokens). Without ``prefill_hits`` the hit
+    mass left scales by :attr:`~pdplan.serving.ppd_pool.TurnPlacement.prefill_hit_scale` ρ_b instead."""
     k = model.res.lengths.input_tokens.size
-    p = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
+    before = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
+    p = before.copy()
     moved = p.sum(axis=1) * decode_by_bin
     hit = p[:, 1:].sum(axis=1)
     from_hits = np.minimum(moved, hit)
     p[:, 1:] *= np.where(hit > 0, 1.0 - from_hits / np.maximum(hit, 1e-300), 1.0)[:, None]
     p[:, 0] = np.maximum(p[:, 0] - (moved - from_hits), 0.0)
-    _scale_hits(p, hit_scale)
+    left = placement.prefill_hits
+    if left is None:
+        _scale_hits(p, np.ones(k) if placement.prefill_hit_scale is None else placement.prefill_hit_scale)
+        return np.concatenate((p, moved[:, None]), axis=1)
+    side, on = p.sum(axis=1), left.modelled > 0
+    split = _hit_split(p[:, 1:], before[:, 1:])
+    p[on, 1:] = (side * left.fraction)[on, None] * split[on]
+    p[on, 0] = (side * (1.0 - left.fraction))[on]
     return np.concatenate((p, moved[:, None]), axis=1)
+
+
+def _hit_split(left: FloatArray, plain: FloatArray) -> FloatArray:
+    """``[K, H−1]`` each bin's hit mass shared among its hit classes: as ``left``'s (the plain hit mass left after the
+    decode share), else as ``plain``'s, else all in the first (fastest) tier."""
+    out = np.zeros_like(left)
+    out[:, 0] = 1.0
+    for mass in (plain, left):  # the later wins where it has mass
+        total = mass.sum(axis=1, keepdims=True)
+        has = total[:, 0] > 0
+        out[has] = mass[has] / total[has]
+    return out
 
 
 def _placed_hit_tokens(model: Any, rows: FloatArray, p: TurnPlacement) -> FloatArray:
     """``[K, H]`` the hit tokens of the prefill side's classes under the placement (:mod:`pdplan.serving.ppd_hits`,
-    In the serving model): each bin's hit classes' tokens scaled by ``ρ_b / ρ^P_b`` (what a hit holds: the prompt of
-    the session's last prefill-pool turn, often older and shorter than plain disaggregation's previous prompt), then
-    by one factor over the bins so that the hit tokens per request of ``rows`` ``[K, H+1]`` are
-    ``prefill_hit_share`` of plain disaggregation's: the per-bin removal of the turns placed on decode (:func:`_rows`)
-    takes them out at the bin's mean hit, where within a bin a turn placed on decode (a short append) had more hit
-    tokens than one left (a long append on a shorter history); the share is per turn
-    (:func:`pdplan.serving.ppd_hits.remaining_share`), free of that. Where the placement gives no probability scale
-    (None) the tokens keep plain disaggregation's and :func:`_rows` scaled the mass by ρ_b."""
+    In the serving model): each bin's hit classes' tokens scaled by what a turn-k hit holds under the placement over
+    plain disaggregation, mixed over the turns left in the bin (``token_scale`` of
+    :func:`~pdplan.serving.ppd_hits.left_bin_hits`: the prompt of the session's last prefill-pool turn, often older
+    and shorter than plain disaggregation's previous prompt; a hit's mean tokens turn by turn where plain
+    disaggregation has none in the bin), then by one factor over the bins so that the hit tokens per request of
+    ``rows`` ``[K, H+1]`` are ``prefill_hit_share`` of plain disaggregation's
+    (:func:`pdplan.serving.ppd_hits.remaining_share`, per turn; the per-bin figures mix turns at their means). Without
+    ``prefill_hits`` the tokens keep plain disaggregation's and :func:`_rows` scaled the mass by ρ_b."""
     k = rows.shape[0]
     before = model.bin_prob.reshape(k, -1)
     h = before.shape[1]
     tokens = np.array(model.cache.hit_tokens, dtype=np.float64)
-    if p.prefill_hit_scale is not None and p.prefill_hit_probability_scale is not None:
-        prob = p.prefill_hit_probability_scale
-        tokens[:, 1:] *= np.where(prob > 0, p.prefill_hit_scale / np.maximum(prob, 1e-300), 1.0)[:, None]
+    left = p.prefill_hits
+    if left is not None:
+        placed = np.where(tokens[:, 1:] > 0, tokens[:, 1:] * left.token_scale[:, None], left.mean_tokens[:, None])
+        tokens[:, 1:] = np.where(left.modelled[:, None] > 0, placed, tokens[:, 1:])
     if p.prefill_hit_share is not None:
         old = float((before[:, 1:] * model.cache.hit_tokens[:, 1:]).sum())
         now = float((rows[:, 1:h] * tokens[:, 1:]).sum())
@@ -532,8 +572,7 @@ def place_turns(built: M) -> M:
     plan = _plan(model)
     p = plan.placement
     k = model.res.lengths.input_tokens.size
-    scale = p.prefill_hit_scale if p.prefill_hit_probability_scale is None else p.prefill_hit_probability_scale
-    rows = _rows(model, p.decode_by_bin, np.ones(k) if scale is None else scale)
+    rows = _rows(model, p.decode_by_bin, p)
     hit_tokens = _placed_hit_tokens(model, rows, p)
     prices = placed_prices(model, hit_tokens)
     pool_rows = rows.copy()
