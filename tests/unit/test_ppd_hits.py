@@ -16,6 +16,7 @@ from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, geometric_t
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.ppd import turns_pmf
 from pdplan.serving.ppd_hits import (
     PrefillView,
     bin_hit_scale,
@@ -23,6 +24,7 @@ from pdplan.serving.ppd_hits import (
     last_prefill_law,
     prefill_characteristic_time_s,
     prefill_items,
+    prefill_view,
     remaining_share,
 )
 from pdplan.serving.ppd_prices import placed_prices
@@ -212,3 +214,33 @@ def test_placed_prices_at_own_hit_tokens_are_the_model_prices(granularity: str) 
     plain = model.pool.point_service_s.reshape(k, 2, -1)[:, 1]
     assert np.all(fewer >= plain)
     assert np.any(fewer > plain)
+
+
+@pytest.mark.slow
+def test_ppd_leaves_the_unheld_turns_their_prefill_hits() -> None:
+    """Policy ppd, geometric turns, 5 s think times: every held Turn 2+ runs on decode, so plain disaggregation's hit
+    mass less the placed is nothing; the turns whose history their decode instance no longer holds (1 − held_k) find
+    their session's earlier prompt in the prefill cache with probability P_k (ppd_hits.hit_probability), so the
+    prefill side's hit mass is Σ_k P(k)·(1 − held_k)·P_k (before issue #24's fix: 0, where the simulator counted
+    0.005 of the prompt tokens as hits)."""
+    sc = _threshold_scenario()
+    wl = sc.workload.model_dump(mode="json", exclude_none=True)
+    wl["sessions"] |= {"turns": {"dist": "geometric", "mean": 3.1},
+                       "think_time": {"dist": "exponential", "mean": 5.0}}  # fmt: skip
+    cache = sc.cache.model_copy(update={"turn_placement": TurnPlacementSpec(policy="ppd")})
+    sc = sc.model_copy(update={"workload": type(sc.workload).model_validate(wl), "cache": cache})
+    res = with_cache_rate(resolve(sc, open_catalog()), 35.0)
+    model = build_model(res)
+    placement = placement_of(model)
+    assert placement is not None
+    assert 0.95 < float(placement.held[1]) < 1.0
+    view = prefill_view(res, turns_pmf(res.cache.reuse.sessions), 0.017)  # T_C far past the gaps: P_k ≈ F_k ≈ 1
+    law = length_pmf(res.cache.reuse.sessions.new_tokens)
+    mean_append = float(np.asarray(law.prob) @ np.asarray(law.values, dtype=np.float64))  # ppd places every append
+    got = view.prefill_hits(placement.placed, np.full(placement.placed.size, mean_append))
+    left = placement.turn_share * (1.0 - placement.held)
+    left[0] = 0.0
+    rows = model.bin_prob.reshape(res.lengths.input_tokens.size, -1)
+    assert rows[:, 1].sum() == pytest.approx(float(left @ got.hit_probability), rel=0.02)
+    assert model.cache is not None
+    assert model.cache.token_hit_ratio > 0.0
