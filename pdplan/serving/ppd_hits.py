@@ -38,26 +38,28 @@ p·m̄)/(1 − p).
 
 **In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): a prefill-pool turn's hit splits into how
 often it hits at all, ``P_k = F_k + (1 − F_k)·h_S`` (:func:`hit_probability`), and how many tokens a hit holds,
-``T_k / P_k``. Per prompt bin b, with u_k = P(turn k)·(1 − s_k) (the turns left on the prefill pool),
-
-    ρ^P_b = Σ_k u_k·P(b | k)·P_k / Σ_k u_k·P(b | k)·P⁰_k,     ρ_b = Σ_k u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k
-
-(:func:`bin_hit_scale` of either): the bin's prefill-side hit mass scales by ρ^P_b (the difference moves to or from
-its misses) and its hit classes' tokens by ``ρ_b / ρ^P_b``, so that the mass times the tokens scale by ρ_b; the
-pool's rows are then priced at those hit tokens (:mod:`pdplan.serving.ppd_prices`). Scaling the mass alone by ρ_b
-(the form before) kept the mean hit but not its law: a turn that finds an older, shorter prompt of its session
-(its previous turn ran on decode) was priced as a share of turns hitting the whole previous prompt and a share
-missing everything, full prefills the pool never serves (3 turns, zero think time, threshold 256: the prefill
-service's second moment 17 % above the simulator's, its TTFT P90 +11 % over five seeds). One factor over the bins
-then scales the hit classes' tokens so that the prefill side's hit tokens per request are ``Σ_k u_k·T_k / Σ_k
-P(k)·T⁰_k`` of plain disaggregation's (:func:`remaining_share`: per turn, where the per-bin removal of the turns
-placed on decode takes each out at its bin's mean hit, though a short append placed on decode had more hit tokens
-than a long one of the same prompt length left). Limits: the placements are taken independent of the survival (a
-history no longer held on decode after a long think time is also the likelier to be gone from the prefill cache);
-P(b | k) is the turn's whole prompt law, not its prefill-pool turns'; a bin's hit holds one number of tokens (the
-simulator's spread within a bin is wider); a remote pool's hits and the split of the hits among the local tiers are
-scaled with the total (one band's T_C: the last local one's); the appends are taken at their means in the items (as
-the plain closed form does).
+``T_k / P_k``. With L_{k,b} the requests of turn k whose prompt falls in bin b and that the placement leaves on the
+prefill pool (the placed turns' own prompt law taken out, :mod:`pdplan.serving.ppd_bins`), :func:`left_bin_hits`
+gives per bin the share of them that hits, ``Σ_k L_{k,b}·P_k / Σ_k L_{k,b}``, and what a hit holds against plain
+disaggregation, ``r_k = (T_k/P_k)/(T⁰_k/P⁰_k)`` mixed by ``L_{k,b}·P_k``: the bin's prefill-side mass splits into
+hits and misses by that share, its hit classes' tokens are plain disaggregation's times that ratio, and one factor
+over the bins sets the prefill side's hit tokens per request to ``Σ_k u_k·T_k / Σ_k P(k)·T⁰_k`` of plain
+disaggregation's, u_k = P(turn k)·(1 − s_k) (:func:`remaining_share`: per turn, free of the per-bin figures'
+mixing of turns at their means); the pool's rows are then priced at those hit tokens
+(:mod:`pdplan.serving.ppd_prices`). Two earlier forms missed: scaling the bin's hit mass by ``ρ_b = Σ_k
+u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k`` (:func:`bin_hit_scale`) kept the mean hit but priced a turn that finds an
+older, shorter prompt of its session as a share of whole-prompt hits and a share of full prefills (3 turns, zero
+think time, threshold 256: 0.387 of the prefill-side turns hitting where the simulator has 0.491, the prefill
+service's second moment 17 % above the simulator's, 14 % after); and plain disaggregation's hit mass less the placed
+turns' is nothing under ``ppd`` (every held history placed), while the turns whose history their decode instance no
+longer held find their session's earlier prompt here (geometric turns, 5 s think times: a prefill token hit ratio of
+0 against the simulator's 0.005). Limits: the placements are taken independent of the survival (a history no longer
+held on decode after a long think time is also the likelier to be gone from the prefill cache); a bin's hit holds one
+number of tokens over its quadrature points (plain disaggregation's form: the simulator's computed tokens vary with
+the append alone, docs/prefix_cache.md §11); a remote pool's hits are not modelled (a bin whose plain hits are a
+remote pool's alone keeps plain disaggregation's hit mass less the placed); the split of the hits among the local
+tiers is plain disaggregation's (one band's T_C: the last local one's); the appends are taken at their means in the
+items (as the plain closed form does).
 """
 
 from __future__ import annotations

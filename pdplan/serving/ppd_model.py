@@ -12,11 +12,11 @@ prefix-cache class per prompt bin, ``decode``:
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
 * **What the turns left find in the prefill caches** (:mod:`pdplan.serving.ppd_hits`): the prompt of their session's
   last turn prefilled on the pool, surviving the gaps since that turn under the prefill caches' own characteristic
-  time with the placement, not the previous turn's: each bin's prefill-side hit mass is scaled by how often such a
-  turn hits at all against plain disaggregation (the difference to or from its misses; :func:`_rows`), its hit
-  classes' tokens by what a hit holds, then by one factor over the bins that sets the per-request total turn by turn
-  (:func:`_placed_hit_tokens`), and the pool's rows, exposed transfer and slack are priced at those tokens
-  (:mod:`pdplan.serving.ppd_prices`).
+  time with the placement, not the previous turn's: each bin's prefill-side mass splits into hits and misses by how
+  often the turns the placement leaves in it hit (:func:`_rows`), its hit classes' tokens scale by what a hit holds
+  against plain disaggregation, then by one factor over the bins that sets the per-request total turn by turn
+  (:func:`_placed_hit_tokens`), and the pool's rows, exposed transfer, slack and DualPath read stage are priced at
+  those tokens (:mod:`pdplan.serving.ppd_prices`).
 * **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
   ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
   prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from pdplan.serving.ppd_decode import DecodeAt
     from pdplan.serving.ppd_pool import TurnPlacement
     from pdplan.serving.prefix_cache import CacheClasses
+    from pdplan.transfer.kv_inputs import TransferConfig
 
 M = TypeVar("M")
 """The serving model placed (a DisaggregatedModel)."""
@@ -555,10 +556,12 @@ def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray, 
     return {"tiers": tiers, "token_hit_ratio": ratio}
 
 
-def place_turns(built: M) -> M:
+def place_turns(built: M, transfer: TransferConfig | None = None) -> M:
     """``model`` (a :class:`~pdplan.serving.disaggregated.DisaggregatedModel` of plain disaggregation; typed Any: the
     module it is built in imports this one) with the policy's turns on decode (module docstring); unchanged where PPD
-    does not apply (:func:`applies`)."""
+    does not apply (:func:`applies`). ``transfer``: the scenario's KV-transfer configuration the model was built with
+    (:func:`pdplan.serving.disaggregated.transfer_config`), which the prefill rows are priced again with
+    (:mod:`pdplan.serving.ppd_prices`); required where PPD applies."""
     model: Any = built
     if not applies(model.res) or model.cache is None:
         return built
@@ -574,7 +577,9 @@ def place_turns(built: M) -> M:
     k = model.res.lengths.input_tokens.size
     rows = _rows(model, p.decode_by_bin, p)
     hit_tokens = _placed_hit_tokens(model, rows, p)
-    prices = placed_prices(model, hit_tokens)
+    if transfer is None:
+        raise SpecError("PPD placement needs the model's KV-transfer configuration", field="cache.turn_placement")
+    prices = placed_prices(model, hit_tokens, transfer)
     pool_rows = rows.copy()
     pool_rows[:, -1] = 0.0
     prefill_share = float(pool_rows.sum())

@@ -33,6 +33,7 @@ from pdplan.types import FloatArray
 
 if TYPE_CHECKING:
     from pdplan.serving.dual_path_setup import StorageReadStage
+    from pdplan.transfer.kv_inputs import TransferConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +49,10 @@ class PlacedPrices:
     """Plain disaggregation's rows (``[K·H]``, no decode class) read at the placed hits; None: no DualPath stage."""
 
 
-def placed_prices(model: Any, hit_tokens: FloatArray) -> PlacedPrices:
+def placed_prices(model: Any, hit_tokens: FloatArray, cfg: TransferConfig) -> PlacedPrices:
     """The prices of ``model``'s (a plain :class:`~pdplan.serving.disaggregated.DisaggregatedModel` with a session
-    cache) prefill rows with each (bin, class) holding ``hit_tokens`` ``[K, H]`` (module docstring)."""
-    from pdplan.serving.disaggregated import transfer_config  # lazy: the module imports ppd_model, which imports this
+    cache) prefill rows with each (bin, class) holding ``hit_tokens`` ``[K, H]`` (module docstring), its KV transfer
+    configured by ``cfg`` (:func:`pdplan.serving.disaggregated.transfer_config`, as the model was built)."""
     from pdplan.serving.dual_path_setup import storage_read_stage
     from pdplan.serving.prefix_cache import point_prices  # lazy: start-up (issue #27)
     from pdplan.serving.roles import cached_prefill_perf
@@ -72,7 +73,6 @@ def placed_prices(model: Any, hit_tokens: FloatArray) -> PlacedPrices:
     tokens = np.repeat(res.lengths.input_tokens, h)
     base = cached_prefill_perf(hw, tokens, hits.ravel())
     kv = kv_shape_from_model(res.model, hw.precision.kv_bytes)
-    cfg = transfer_config(res)
     link = res.hardware.link
     xfer = kv_transfer(tokens, kv, link, cfg, prefill_time_s=base.latency_s + load.mean(axis=1))
     point_xfer = kv_transfer(points.ravel(), kv, link, cfg, prefill_time_s=priced.perf.latency_s + load.ravel())

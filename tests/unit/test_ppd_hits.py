@@ -16,6 +16,7 @@ from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, geometric_t
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.disaggregated import transfer_config
 from pdplan.serving.ppd import turns_pmf
 from pdplan.serving.ppd_hits import (
     PrefillView,
@@ -203,14 +204,15 @@ def test_placed_prices_at_own_hit_tokens_are_the_model_prices(granularity: str) 
     pd = res.cache.spec.model_copy(update={"turn_placement": TurnPlacementSpec(policy="pd")})
     model = build_model(dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=pd)))
     assert model.cache is not None
-    prices = placed_prices(model, model.cache.hit_tokens)
+    cfg = transfer_config(res)
+    prices = placed_prices(model, model.cache.hit_tokens, cfg)
     np.testing.assert_allclose(prices.point_latency_s, model.pool.point_latency_s, rtol=1e-12)
     np.testing.assert_allclose(prices.point_service_s, model.pool.point_service_s, rtol=1e-12)
     np.testing.assert_allclose(prices.exposed_s, model.exposed_s, rtol=1e-12)
     np.testing.assert_allclose(prices.point_exposed_s, model.point_exposed_s, rtol=1e-12)
     np.testing.assert_allclose(prices.link_slack_s, model.link_slack_s, rtol=1e-12)
     k = res.lengths.input_tokens.size
-    fewer = placed_prices(model, model.cache.hit_tokens * 0.5).point_service_s.reshape(k, 2, -1)[:, 1]
+    fewer = placed_prices(model, model.cache.hit_tokens * 0.5, cfg).point_service_s.reshape(k, 2, -1)[:, 1]
     plain = model.pool.point_service_s.reshape(k, 2, -1)[:, 1]
     assert np.all(fewer >= plain)
     assert np.any(fewer > plain)
