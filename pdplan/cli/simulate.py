@@ -40,6 +40,15 @@ StepOpt = Annotated[
         help="Decode step in the simulator: linear (as the closed form) | roofline (slower; tests the linear fit too).",
     ),
 ]
+SessionStartOpt = Annotated[
+    str,
+    Opt(
+        "--session-start",
+        help="A sessions workload's sessions in progress at t = 0: measured (placed with the run's own mean turn "
+        "latency, 2-6 runs: offers the nominal rate but for the sample) | zero (as if turns took no time: one run, "
+        "offers less than the nominal rate where turns are long against the think time).",
+    ),
+]
 
 
 @takes_overrides
@@ -55,12 +64,16 @@ def simulate_command(
         bool, Opt("--goodput", help="Also find the simulated goodput (bisection on rate, ~8 runs).")
     ] = False,
     step: StepOpt = "linear",
+    session_start: SessionStartOpt = "measured",
     hardware_db: HardwareDbOpt = None,
     kernel_tables: KernelTablesOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
     """Simulate one deployment and compare it with the closed form of `evaluate`.
+
+    A sessions workload's run prints the rate its counted requests offered (offered_rps) beside the rate the closed
+    form is evaluated at, and warns where they differ by more than 5 %.
 
     Example: pdplan simulate examples/default.yaml --rate 8 --goodput --format json
     """
@@ -74,6 +87,9 @@ def simulate_command(
     step = step.lower()
     if step not in ("linear", "roofline"):
         raise SpecError(f"{step!r} is not one of linear, roofline", field="--step")
+    start = session_start.lower()
+    if start not in ("measured", "zero"):
+        raise SpecError(f"{session_start!r} is not one of measured, zero", field="--session-start")
     result = with_progress(
         "simulating",
         lambda stage: simulate_scenario(
@@ -86,10 +102,14 @@ def simulate_command(
             goodput=goodput,
             step="roofline" if step == "roofline" else "linear",
             stage=stage,
+            turn_latency_s=None if start == "measured" else 0.0,
         ),
     )
     for line in result.evaluation.warnings:
         warn(line)
+    offered = offered_gap(result)
+    if offered is not None:
+        warn(offered)
     view = comparison_view(result)
     rows = list(view.records)
     last = len(rows) - 1 if rows and rows[-1]["quantity"] == "seconds" else len(rows)  # the run time stays last
@@ -114,6 +134,9 @@ def cache_records(result: Comparison) -> list[dict[str, Any]]:
     rows = [row("token_hit_ratio", None if cache is None else cache.token_hit_ratio, sim["token_hit_ratio"])]
     rows += [row(f"token_hit_ratio_{t['name']}", closed.get(t["name"]), t["token_hit_ratio"]) for t in sim["tiers"]]
     rows.append(row("request_hit_share", None, sim["request_hit_share"]))
+    rate = result.settings.get("rate_rps")
+    if sim.get("offered_rps") is not None and rate is not None:
+        rows.append(row("offered_rps", rate, sim["offered_rps"]))
     turns = sim.get("turn_placement")
     if turns is not None:
         rows += [row(key, None, turns[key]) for key in TURN_ROWS if turns[key] is not None]
@@ -126,6 +149,26 @@ def cache_records(result: Comparison) -> list[dict[str, Any]]:
             row(f"read_paths_{k.replace(' ', '_')}_utilisation", use.get(k), reads["utilisation"][k]) for k in SNICS
         ]
     return rows
+
+
+OFFERED_REL_TOL = 0.05
+"""``pdplan simulate`` warns where a sessions run's offered rate is off the nominal one by more than this share."""
+
+
+def offered_gap(result: Comparison) -> str | None:
+    """A warning where a sessions run's counted requests offered a rate more than :data:`OFFERED_REL_TOL` off the
+    nominal rate the closed form is evaluated at (the sessions' sample, or ``--session-start zero`` at a load
+    where turns take long against the think time: :mod:`pdplan.sim.reuse_sessions`, Stationary start); None
+    otherwise."""
+    sim, rate = result.reuse, result.settings.get("rate_rps")
+    offered = None if sim is None else sim.get("offered_rps")
+    if offered is None or rate is None or abs(offered / rate - 1.0) <= OFFERED_REL_TOL:
+        return None
+    return (
+        f"the simulated sessions offered {offered:.4g} req/s against the nominal {rate:.4g} req/s the closed form is "
+        f"evaluated at ({offered / rate - 1.0:+.1%}; session start {result.settings.get('session_start')}): compare "
+        "the two at the offered rate (pdplan evaluate --rate), or simulate more requests"
+    )
 
 
 SNICS = ("PE SNIC", "DE SNIC")

@@ -453,7 +453,7 @@ def build_disaggregated(
         _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
         side.storage_read,
     )
-    return place_turns(model)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
+    return place_turns(model, cfg)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
 
 
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,

@@ -36,18 +36,30 @@ prompt at the mean append), which is :func:`~pdplan.cache.lru_closed_form.sessio
 session-affine, s_2 = s_3 = p: ``T_2 = S + a``, ``T_3 = (1 − p)·(S + a + o + ā_P) + p·(S + a)``, ā_P = (a −
 p·m̄)/(1 − p).
 
-**In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): per prompt bin b the ratio ``ρ_b =
-Σ_k u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k`` (:func:`bin_hit_scale`; u_k = P(turn k)·(1 − s_k), the turns left
-on the prefill pool) scales the bin's prefill-side hit mass (the difference moves to or from its misses; each hit
-class keeps its tokens, so the pool's prefill work is priced with the PPD hits), then one factor over the bins sets
-the prefill side's hit tokens per request to ``Σ_k u_k·T_k / Σ_k P(k)·T⁰_k`` of plain disaggregation's
-(:func:`remaining_share`: per turn, where the per-bin removal of the turns placed on decode takes each out at its
-bin's mean hit, though a short append placed on decode had more hit tokens than a long one of the same prompt
-length left). Limits: the placements are taken independent of the survival (a history no longer held on decode
-after a long think time is also the likelier to be gone from the prefill cache); P(b | k) is the turn's whole
-prompt law, not its prefill-pool turns'; a remote pool's hits and the split of the hits among the local tiers are
-scaled with the total (one band's T_C: the last local one's); the appends are taken at their means in the items
-(as the plain closed form does).
+**In the serving model** (:func:`pdplan.serving.ppd_model.place_turns`): a prefill-pool turn's hit splits into how
+often it hits at all, ``P_k = F_k + (1 − F_k)·h_S`` (:func:`hit_probability`), and how many tokens a hit holds,
+``T_k / P_k``. With L_{k,b} the requests of turn k whose prompt falls in bin b and that the placement leaves on the
+prefill pool (the placed turns' own prompt law taken out, :mod:`pdplan.serving.ppd_bins`), :func:`left_bin_hits`
+gives per bin the share of them that hits, ``Σ_k L_{k,b}·P_k / Σ_k L_{k,b}``, and what a hit holds against plain
+disaggregation, ``r_k = (T_k/P_k)/(T⁰_k/P⁰_k)`` mixed by ``L_{k,b}·P_k``: the bin's prefill-side mass splits into
+hits and misses by that share, its hit classes' tokens are plain disaggregation's times that ratio, and one factor
+over the bins sets the prefill side's hit tokens per request to ``Σ_k u_k·T_k / Σ_k P(k)·T⁰_k`` of plain
+disaggregation's, u_k = P(turn k)·(1 − s_k) (:func:`remaining_share`: per turn, free of the per-bin figures'
+mixing of turns at their means); the pool's rows are then priced at those hit tokens
+(:mod:`pdplan.serving.ppd_prices`). Two earlier forms missed: scaling the bin's hit mass by ``ρ_b = Σ_k
+u_k·P(b | k)·T_k / Σ_k u_k·P(b | k)·T⁰_k`` (:func:`bin_hit_scale`) kept the mean hit but priced a turn that finds an
+older, shorter prompt of its session as a share of whole-prompt hits and a share of full prefills (3 turns, zero
+think time, threshold 256: 0.387 of the prefill-side turns hitting where the simulator has 0.491, the prefill
+service's second moment 17 % above the simulator's, 14 % after); and plain disaggregation's hit mass less the placed
+turns' is nothing under ``ppd`` (every held history placed), while the turns whose history their decode instance no
+longer held find their session's earlier prompt here (geometric turns, 5 s think times: a prefill token hit ratio of
+0 against the simulator's 0.005). Limits: the placements are taken independent of the survival (a history no longer
+held on decode after a long think time is also the likelier to be gone from the prefill cache); a bin's hit holds one
+number of tokens over its quadrature points (plain disaggregation's form: the simulator's computed tokens vary with
+the append alone, docs/prefix_cache.md §11); a remote pool's hits are not modelled (a bin whose plain hits are a
+remote pool's alone keeps plain disaggregation's hit mass less the placed); the split of the hits among the local
+tiers is plain disaggregation's (one band's T_C: the last local one's); the appends are taken at their means in the
+items (as the plain closed form does).
 """
 
 from __future__ import annotations
@@ -117,15 +129,34 @@ def expected_hits(law: FloatArray, survive: FloatArray, items: FloatArray, syste
                   ) -> FloatArray:  # fmt: skip
     """``[N]`` T_k = Σ_{m=1}^{k−1} a_{k,m}·c_m·item_{k−m} + (1 − F_k)·h_S·S (module docstring): the own history,
     then a shared system prompt's S tokens, cached with probability h_S, where the history is not found (F_k =
-    Σ_m a_{k,m}·c_m); ``system`` (S, h_S)."""
+    Σ_m a_{k,m}·c_m, :func:`history_found`); ``system`` (S, h_S)."""
     n = items.size
-    out, found = np.zeros(n), np.zeros(n)
+    out = np.zeros(n)
     for k in range(1, n):
         j = k - np.arange(1, k + 1)  # 0-based index of turn (k + 1) − m, m = 1..k
         out[k] = float(np.sum(law[k, :k] * survive[:k] * items[j]))
-        found[k] = float(np.sum(law[k, :k] * survive[:k]))
     tokens, hit = system
-    return np.asarray(out + (1.0 - found) * hit * tokens, dtype=np.float64)
+    return np.asarray(out + (1.0 - history_found(law, survive)) * hit * tokens, dtype=np.float64)
+
+
+def history_found(law: FloatArray, survive: FloatArray) -> FloatArray:
+    """``[N]`` F_k = Σ_{m=1}^{k−1} a_{k,m}·c_m: P(a prefill-pool turn k finds an earlier prompt of its session in
+    its prefill cache) (module docstring; F_1 = 0)."""
+    n = survive.size
+    found = np.zeros(n)
+    for k in range(1, n):
+        found[k] = float(np.sum(law[k, :k] * survive[:k]))
+    return found
+
+
+def hit_probability(law: FloatArray, survive: FloatArray, system: tuple[float, float] = (0.0, 0.0)) -> FloatArray:
+    """``[N]`` P(a prefill-pool turn k hits at all): ``F_k + (1 − F_k)·h_S`` where the sessions share a system
+    prompt (``system`` (S, h_S), S > 0), else F_k (:func:`history_found`). With :func:`expected_hits` it splits T_k
+    into how often a turn hits and how many tokens a hit holds, ``T_k / P(hit)`` (module docstring, In the serving
+    model)."""
+    found = history_found(law, survive)
+    tokens, hit = system
+    return np.asarray(found + (1.0 - found) * (hit if tokens > 0 else 0.0), dtype=np.float64)
 
 
 def shared_system(workload: SessionWorkload, instances: int, placed: FloatArray) -> tuple[float, float]:
@@ -215,15 +246,37 @@ class PrefillView:
         """``(T [N], T⁰ [N])``: per turn the expected hit tokens (its own history, else a shared system prompt) of a
         prefill-pool turn under the placement (its own characteristic time, :func:`prefill_characteristic_time_s`)
         and under plain disaggregation (module docstring)."""
+        got = self.prefill_hits(placed, placed_append_tokens)
+        return got.tokens, got.plain_tokens
+
+    def prefill_hits(self, placed: FloatArray, placed_append_tokens: FloatArray) -> PrefillHits:
+        """:meth:`hits` with each turn's probability of a hit at all, under the placement and plain
+        disaggregation (:func:`hit_probability`)."""
         n, w = len(placed), self.workload
         items = prefill_items(w, placed, placed_append_tokens)
         t_c = prefill_characteristic_time_s(w, self.capacity_tokens, self.instances, self.landing, placed, items)
         zero = np.zeros(n)
-        plain = expected_hits(last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n),
-                              w.prompt_tokens[:n], _system_hit(w, self.instances, zero, self.plain_t_c_s))  # fmt: skip
-        ppd = expected_hits(last_prefill_law(placed, self.landing), survival(w, t_c, n), items,
-                            _system_hit(w, self.instances, placed, t_c))  # fmt: skip
-        return ppd, plain
+        plain_law, plain_survive = last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n)
+        plain_system = _system_hit(w, self.instances, zero, self.plain_t_c_s)
+        law, survive = last_prefill_law(placed, self.landing), survival(w, t_c, n)
+        system = _system_hit(w, self.instances, placed, t_c)
+        return PrefillHits(
+            expected_hits(law, survive, items, system),
+            expected_hits(plain_law, plain_survive, w.prompt_tokens[:n], plain_system),
+            hit_probability(law, survive, system),
+            hit_probability(plain_law, plain_survive, plain_system),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillHits:
+    """Per turn ``[N]``: a prefill-pool turn's expected hit tokens T_k and probability of a hit, under the placement
+    and under plain disaggregation (:meth:`PrefillView.prefill_hits`)."""
+
+    tokens: FloatArray
+    plain_tokens: FloatArray
+    hit_probability: FloatArray
+    plain_hit_probability: FloatArray
 
 
 def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> PrefillView:
@@ -248,6 +301,49 @@ def prefill_view(res: Any, turns: FloatArray, token_interval_s: float) -> Prefil
     plain = session_cache(workload, edge, instances=domain.instances, routing=kind)
     landing = 1.0 if affine else 1.0 / domain.instances
     return PrefillView(workload, edge, domain.instances, landing, plain.characteristic_time_s)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftHits:
+    """Per prompt bin ``[K]``, the turns a placement leaves on the prefill pool (:func:`left_bin_hits`)."""
+
+    fraction: FloatArray
+    """The share of them that hit."""
+    token_scale: FloatArray
+    """What a hit holds under the placement over plain disaggregation (scales the bin's plain hit tokens)."""
+    mean_tokens: FloatArray
+    """A hit's mean tokens, turn by turn (where plain disaggregation has no hit in the bin)."""
+    modelled: FloatArray
+    """1 where the local tiers' closed form gives them a hit in plain disaggregation (Σ_k L_{k,b}·P⁰_k > 0), else 0:
+    their hits there, if any, are a remote pool's, which this form does not model (the plain hit mass less the
+    placed is kept)."""
+
+
+def left_bin_hits(left: FloatArray, hits: PrefillHits) -> LeftHits:
+    """:class:`LeftHits` of the prefill-pool turns per prompt bin (module docstring, In the serving model), ``left``
+    ``[N, K]`` L_{k,b}: P(turn k, its prompt in bin b, left on the prefill pool) (the placed turns' own prompt law
+    taken out: :mod:`pdplan.serving.ppd_bins`):
+
+        fraction_b    = Σ_k L_{k,b}·P_k / Σ_k L_{k,b}                        (P(a bin-b turn left there hits))
+        token_scale_b = Σ_k L_{k,b}·P_k·r_k / Σ_k L_{k,b}·P_k,   r_k = (T_k/P_k) / (T⁰_k/P⁰_k)
+        mean_tokens_b = Σ_k L_{k,b}·T_k / Σ_k L_{k,b}·P_k                     (a hit's mean tokens, turn by turn)
+
+    r_k is what a turn-k hit holds under the placement over what it holds in plain disaggregation (the found prompt
+    is older where the turns since ran on decode); it scales the bin's plain hit tokens, which keep their rise with
+    the prompt's length within a turn (a longer prompt holds a longer history), where ``mean_tokens`` (per turn, not
+    per length) stands in where plain disaggregation has no hit in the bin. r_k = 1 where either side has no hit;
+    fraction 0 and scale 1 in a bin with nothing left."""
+    left = np.asarray(left, dtype=np.float64)
+    p, t = hits.hit_probability[: left.shape[0]], hits.tokens[: left.shape[0]]
+    p0, t0 = hits.plain_hit_probability[: left.shape[0]], hits.plain_tokens[: left.shape[0]]
+    ok = (p > 0) & (p0 > 0) & (t0 > 0)
+    r = np.where(ok, (t / np.maximum(p, 1e-300)) / np.maximum(t0 / np.maximum(p0, 1e-300), 1e-300), 1.0)
+    mass, hit = left.sum(axis=0), p @ left
+    fraction = np.where(mass > 0, hit / np.maximum(mass, 1e-300), 0.0)
+    scale = np.where(hit > 0, (p * r) @ left / np.maximum(hit, 1e-300), 1.0)
+    mean = np.where(hit > 0, t @ left / np.maximum(hit, 1e-300), 0.0)
+    modelled = (p0 @ left > 0).astype(np.float64)
+    return LeftHits(*(np.asarray(a, dtype=np.float64) for a in (np.clip(fraction, 0.0, 1.0), scale, mean, modelled)))
 
 
 def remaining_share(turn_share: FloatArray, placed: FloatArray, hits: FloatArray, plain_hits: FloatArray) -> float:

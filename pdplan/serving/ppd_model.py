@@ -12,9 +12,11 @@ prefix-cache class per prompt bin, ``decode``:
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
 * **What the turns left find in the prefill caches** (:mod:`pdplan.serving.ppd_hits`): the prompt of their session's
   last turn prefilled on the pool, surviving the gaps since that turn under the prefill caches' own characteristic
-  time with the placement, not the previous turn's: each bin's prefill-side hit mass is scaled by the ratio of those
-  hits to plain disaggregation's (the difference to or from its misses, so the pool's prefill work is priced with
-  them; :func:`_rows`), then one factor over the bins sets the per-request total turn by turn (:func:`_match_total`).
+  time with the placement, not the previous turn's: each bin's prefill-side mass splits into hits and misses by how
+  often the turns the placement leaves in it hit (:func:`_rows`), its hit classes' tokens scale by what a hit holds
+  against plain disaggregation, then by one factor over the bins that sets the per-request total turn by turn
+  (:func:`_placed_hit_tokens`), and the pool's rows, exposed transfer, slack and DualPath read stage are priced at
+  those tokens (:mod:`pdplan.serving.ppd_prices`).
 * **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
   ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
   prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
@@ -76,12 +78,18 @@ if TYPE_CHECKING:
     from pdplan.serving.ppd_decode import AppendNoise, DecodeAt
     from pdplan.serving.ppd_pool import TurnPlacement
     from pdplan.serving.prefix_cache import CacheClasses
+    from pdplan.transfer.kv_inputs import TransferConfig
 
 M = TypeVar("M")
 """The serving model placed (a DisaggregatedModel)."""
 
 DECODE_CLASS = "decode"
 """The name of the prefill-side class that holds the turns placed on decode."""
+
+RESIDUE = 1e-9
+"""Hit tokens per request on the prefill side below this share of plain disaggregation's are the rounding of the
+decode share taken out of the hit classes (every Turn 2+ placed: agent sessions), not hits to scale up to the
+placement's total (:func:`_placed_hit_tokens`)."""
 
 
 def applies(res: Any) -> bool:
@@ -299,7 +307,12 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     """The per-bin shares, bytes saved and the decode rows' offsets of the placement ``f``."""
     from pdplan.serving.ppd import turns_pmf  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd_hits import bin_hit_scale, prefill_view, remaining_share  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_hits import (  # lazy: start-up (issue #27)
+        bin_hit_scale,
+        left_bin_hits,
+        prefill_view,
+        remaining_share,
+    )
     from pdplan.serving.ppd_pool import TurnPlacement  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import bin_edges, turn_bins  # lazy: start-up (issue #27)
 
@@ -312,7 +325,8 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     latency, excess = _append_offsets(model, f)
-    hits, plain_hits = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).hits(f.placed, f.placed_append)
+    found = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).prefill_hits(f.placed, f.placed_append)
+    hits, plain_hits = found.tokens, found.plain_tokens
     boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_s)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     # a decode row's first step is τ_p plus its append; the other appends in it are in its wait (StepBoundary.carried)
@@ -349,9 +363,22 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
         as_ppd=f.as_ppd,
         prefill_hit_scale=bin_hit_scale(f.turn_share, f.placed, per_turn, hits, plain_hits),
+        prefill_hits=left_bin_hits(_left_by_bin(setup, f, edges), found),
         prefill_hit_share=remaining_share(f.turn_share, f.placed, hits, plain_hits),
     )
     return _Plan(placement, step, np.asarray(latency, dtype=np.float64), shift, *side)
+
+
+def _left_by_bin(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
+    """``[N, K]`` L_{t,k} = P(turn t)·Σ_c (1 − held_t·chosen[t, c])·P(bin k, class c | t): the requests of turn t
+    with prompts in bin k that the placement leaves on the prefill pool, on :func:`_decode_bins`' token grid (a
+    threshold leaves the long appends, whose prompts are longer)."""
+    from pdplan.serving.ppd_bins import class_bins  # lazy: start-up (issue #27)
+
+    spec = setup.spec.turn_placement
+    joint = class_bins(setup.reuse.sessions, f.placed.size, edges, float(spec.append_threshold_tokens))
+    stay = 1.0 - f.held[:, None] * f.chosen
+    return np.asarray(f.turn_share[:, None] * np.einsum("tc,ctk->tk", stay, joint), dtype=np.float64)
 
 
 def _decode_bins(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
@@ -416,34 +443,71 @@ def _column(values: FloatArray, k: int, fill: FloatArray | float) -> FloatArray:
     return np.concatenate((per_bin, extra), axis=1).reshape(-1, *arr.shape[1:])
 
 
-def _rows(model: Any, decode_by_bin: FloatArray, hit_scale: FloatArray) -> FloatArray:
-    """``[K, H+1]`` P(bin, class) with each bin's decode share taken out of its hit classes in proportion (the rest,
-    if any, out of its misses; module docstring), then the hit mass left on the prefill side scaled by ``hit_scale``
-    ρ_b (:mod:`pdplan.serving.ppd_hits`: what a prefill-pool turn finds there under the placement against plain
-    disaggregation), the difference moved to or from the bin's misses (each hit class keeping its tokens)."""
+def _rows(model: Any, decode_by_bin: FloatArray, placement: TurnPlacement) -> FloatArray:
+    """``[K, H+1]`` P(bin, class): each bin's decode share taken out of its hit classes in proportion (the rest, if
+    any, out of its misses; module docstring); then the bin's prefill-side mass R_b split into hits, ``R_b·fraction_b``
+    (:func:`pdplan.serving.ppd_hits.left_bin_hits`: how often the turns the placement leaves in bin b hit), shared
+    among the hit classes as what is left of plain disaggregation's (as plain disaggregation's before the removal
+    where nothing is left, the fastest tier where it had none), and misses. Plain less placed is not the left turns'
+    hits: with every held history placed a bin keeps no hit mass, while the turns whose history their decode
+    instance no longer held find their session's earlier prompt in the prefill cache, which under the placement sees
+    few inserts (ppd-geo-think: 0 against the simulator's 0.0056 of the tokens). Without ``prefill_hits`` the hit
+    mass left scales by :attr:`~pdplan.serving.ppd_pool.TurnPlacement.prefill_hit_scale` ρ_b instead."""
     k = model.res.lengths.input_tokens.size
-    p = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
+    before = np.array(model.bin_prob, dtype=np.float64).reshape(k, -1)
+    p = before.copy()
     moved = p.sum(axis=1) * decode_by_bin
     hit = p[:, 1:].sum(axis=1)
     from_hits = np.minimum(moved, hit)
     p[:, 1:] *= np.where(hit > 0, 1.0 - from_hits / np.maximum(hit, 1e-300), 1.0)[:, None]
     p[:, 0] = np.maximum(p[:, 0] - (moved - from_hits), 0.0)
-    _scale_hits(p, hit_scale)
+    left = placement.prefill_hits
+    if left is None:
+        _scale_hits(p, np.ones(k) if placement.prefill_hit_scale is None else placement.prefill_hit_scale)
+        return np.concatenate((p, moved[:, None]), axis=1)
+    side, on = p.sum(axis=1), left.modelled > 0
+    split = _hit_split(p[:, 1:], before[:, 1:])
+    p[on, 1:] = (side * left.fraction)[on, None] * split[on]
+    p[on, 0] = (side * (1.0 - left.fraction))[on]
     return np.concatenate((p, moved[:, None]), axis=1)
 
 
-def _match_total(rows: FloatArray, before: FloatArray, hit_tokens: FloatArray, share: float) -> None:
-    """Scale the prefill-side hit mass of ``rows`` ``[K, H+1]`` (in place, by one factor over the bins) so that its
-    hit tokens per request are ``share`` of plain disaggregation's (``before`` ``[K, H]``): the per-bin scaling of
-    :func:`_rows` takes the turns placed on decode out of a bin at the bin's mean hit, where within a bin a turn
-    placed on decode (a short append) had more hit tokens than one left (a long append on a shorter history); the
-    share is per turn (:func:`pdplan.serving.ppd_hits.remaining_share`), free of that."""
+def _hit_split(left: FloatArray, plain: FloatArray) -> FloatArray:
+    """``[K, H−1]`` each bin's hit mass shared among its hit classes: as ``left``'s (the plain hit mass left after the
+    decode share), else as ``plain``'s, else all in the first (fastest) tier."""
+    out = np.zeros_like(left)
+    out[:, 0] = 1.0
+    for mass in (plain, left):  # the later wins where it has mass
+        total = mass.sum(axis=1, keepdims=True)
+        has = total[:, 0] > 0
+        out[has] = mass[has] / total[has]
+    return out
+
+
+def _placed_hit_tokens(model: Any, rows: FloatArray, p: TurnPlacement) -> FloatArray:
+    """``[K, H]`` the hit tokens of the prefill side's classes under the placement (:mod:`pdplan.serving.ppd_hits`,
+    In the serving model): each bin's hit classes' tokens scaled by what a turn-k hit holds under the placement over
+    plain disaggregation, mixed over the turns left in the bin (``token_scale`` of
+    :func:`~pdplan.serving.ppd_hits.left_bin_hits`: the prompt of the session's last prefill-pool turn, often older
+    and shorter than plain disaggregation's previous prompt; a hit's mean tokens turn by turn where plain
+    disaggregation has none in the bin), then by one factor over the bins so that the hit tokens per request of
+    ``rows`` ``[K, H+1]`` are ``prefill_hit_share`` of plain disaggregation's
+    (:func:`pdplan.serving.ppd_hits.remaining_share`, per turn; the per-bin figures mix turns at their means). Without
+    ``prefill_hits`` the tokens keep plain disaggregation's and :func:`_rows` scaled the mass by ρ_b."""
+    k = rows.shape[0]
+    before = model.bin_prob.reshape(k, -1)
     h = before.shape[1]
-    old = float((before[:, 1:] * hit_tokens[:, 1:]).sum())
-    now = float((rows[:, 1:h] * hit_tokens[:, 1:]).sum())
-    if now > 0:
-        view = rows[:, :h]
-        _scale_hits(view, np.full(rows.shape[0], share * old / now))
+    tokens = np.array(model.cache.hit_tokens, dtype=np.float64)
+    left = p.prefill_hits
+    if left is not None:
+        placed = np.where(tokens[:, 1:] > 0, tokens[:, 1:] * left.token_scale[:, None], left.mean_tokens[:, None])
+        tokens[:, 1:] = np.where(left.modelled[:, None] > 0, placed, tokens[:, 1:])
+    if p.prefill_hit_share is not None:
+        old = float((before[:, 1:] * model.cache.hit_tokens[:, 1:]).sum())
+        now = float((rows[:, 1:h] * tokens[:, 1:]).sum())
+        if now > RESIDUE * old:  # else what is left is the decode share's rounding: no hit to scale
+            tokens[:, 1:] *= p.prefill_hit_share * old / now
+    return tokens
 
 
 def _scale_hits(p: FloatArray, hit_scale: FloatArray) -> None:
@@ -455,9 +519,11 @@ def _scale_hits(p: FloatArray, hit_scale: FloatArray) -> None:
     p[:, 0] -= np.where(hit > 0, delta, 0.0)
 
 
-def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, decode_hits: FloatArray) -> CacheClasses:
-    """The prefix cache's classes with the decode class appended (its hit tokens: the history it appends to), and
-    their hit ratios those of the prefill side that is left (:func:`_prefill_tiers`)."""
+def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, hit_tokens: FloatArray,
+             decode_hits: FloatArray) -> CacheClasses:  # fmt: skip
+    """The prefix cache's classes with the prefill side's placed ``hit_tokens`` ``[K, H]`` (:func:`_placed_hit_tokens`)
+    and the decode class appended (its hit tokens: the history it appends to), and their hit ratios those of the
+    prefill side that is left (:func:`_prefill_tiers`)."""
     mass = rows.sum(axis=1, keepdims=True)
     weights = np.where(mass > 0, rows / np.maximum(mass, 1e-300), 0.0)
     weights[mass[:, 0] <= 0, 0] = 1.0
@@ -468,23 +534,24 @@ def _classes(classes: CacheClasses, before: FloatArray, rows: FloatArray, decode
         classes,
         names=(*classes.names, DECODE_CLASS),
         weights=weights,
-        hit_tokens=np.concatenate((classes.hit_tokens, decode_hits[:, None]), axis=1),
+        hit_tokens=np.concatenate((hit_tokens, decode_hits[:, None]), axis=1),
         load_from=(*classes.load_from, None),
         tier_share=share,
         joint=None if classes.joint is None else rows / max(float(rows.sum()), 1e-300),
-        **_prefill_tiers(classes, before, rows),
+        **_prefill_tiers(classes, before, rows, hit_tokens),
     )
 
 
-def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray) -> dict[str, Any]:
+def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray, hit_tokens: FloatArray
+                   ) -> dict[str, Any]:  # fmt: skip
     """The prefill caches' token hit ratios (all tiers and each), read bytes and read-path utilisations with the
-    turns placed on decode taken out of their hit classes (:func:`_rows`): each class's hit tokens scale by
-    ``Σ_k P'(k, h)·hit[k, h] / Σ_k P(k, h)·hit[k, h]`` (over the same prompt tokens, every turn's, as the simulator
-    counts them; a session's class h is tier h's, :attr:`~pdplan.serving.prefix_cache.CacheClasses.tier_share` the
-    identity)."""
+    turns placed on decode taken out of their hit classes (:func:`_rows`) and the placed ``hit_tokens``
+    (:func:`_placed_hit_tokens`): each class's hit tokens scale by ``Σ_k P'(k, h)·hit'[k, h] / Σ_k P(k, h)·hit[k,
+    h]`` (over the same prompt tokens, every turn's, as the simulator counts them; a session's class h is tier h's,
+    :attr:`~pdplan.serving.prefix_cache.CacheClasses.tier_share` the identity)."""
     h = classes.weights.shape[1]
     old = (before[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
-    new = (rows[:, 1:h] * classes.hit_tokens[:, 1:]).sum(axis=0)
+    new = (rows[:, 1:h] * hit_tokens[:, 1:]).sum(axis=0)
     scale = np.where(old > 0, new / np.maximum(old, 1e-300), 1.0)
     tiers = tuple(
         dataclasses.replace(
@@ -500,26 +567,30 @@ def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray) 
     return {"tiers": tiers, "token_hit_ratio": ratio}
 
 
-def place_turns(built: M) -> M:
+def place_turns(built: M, transfer: TransferConfig | None = None) -> M:
     """``model`` (a :class:`~pdplan.serving.disaggregated.DisaggregatedModel` of plain disaggregation; typed Any: the
     module it is built in imports this one) with the policy's turns on decode (module docstring); unchanged where PPD
-    does not apply (:func:`applies`)."""
+    does not apply (:func:`applies`). ``transfer``: the scenario's KV-transfer configuration the model was built with
+    (:func:`pdplan.serving.disaggregated.transfer_config`), which the prefill rows are priced again with
+    (:mod:`pdplan.serving.ppd_prices`); required where PPD applies."""
     model: Any = built
     if not applies(model.res) or model.cache is None:
         return built
     from pdplan.serving.dual_path_setup import placed_read_stage  # lazy: PPD only (start-up, issue #27)
     from pdplan.serving.ppd_decode import kv_admission
     from pdplan.serving.ppd_pool import PpdPool
+    from pdplan.serving.ppd_prices import placed_prices
 
     if model.pool.batched is not None:
         raise SpecError("PPD placement with batched prefill is not modelled", field="cache.turn_placement")
     plan = _plan(model)
     p = plan.placement
     k = model.res.lengths.input_tokens.size
-    scale = np.ones(k) if p.prefill_hit_scale is None else p.prefill_hit_scale
-    rows = _rows(model, p.decode_by_bin, scale)
-    if p.prefill_hit_share is not None:
-        _match_total(rows, model.bin_prob.reshape(k, -1), model.cache.hit_tokens, p.prefill_hit_share)
+    rows = _rows(model, p.decode_by_bin, p)
+    hit_tokens = _placed_hit_tokens(model, rows, p)
+    if transfer is None:
+        raise SpecError("PPD placement needs the model's KV-transfer configuration", field="cache.turn_placement")
+    prices = placed_prices(model, hit_tokens, transfer)
     pool_rows = rows.copy()
     pool_rows[:, -1] = 0.0
     prefill_share = float(pool_rows.sum())
@@ -528,8 +599,8 @@ def place_turns(built: M) -> M:
         pool.routing,
         pool.instances,
         (pool_rows / max(prefill_share, 1e-300)).ravel(),
-        _column(pool.point_latency_s - plan.prefill_shift_s, k, plan.decode_latency_s[:, None, :]),
-        _column(pool.point_service_s, k, 0.0),
+        _column(prices.point_latency_s - plan.prefill_shift_s, k, plan.decode_latency_s[:, None, :]),
+        _column(prices.point_service_s, k, 0.0),
         None,
         pool.arrival_ca2,
         prefill_share,
@@ -538,23 +609,23 @@ def place_turns(built: M) -> M:
     )
     decode_hits = np.maximum(model.res.lengths.input_tokens - p.append_tokens, 0.0)
     decode, capacity = plan.decode, plan.capacity
-    classes = _classes(model.cache, model.bin_prob.reshape(k, -1), rows, decode_hits)
+    classes = _classes(model.cache, model.bin_prob.reshape(k, -1), rows, hit_tokens, decode_hits)
     placed: M = dataclasses.replace(
         model,
         pool=ppd_pool,
-        exposed_s=_column(model.exposed_s, k, 0.0),
-        point_exposed_s=_column(model.point_exposed_s, k, 0.0),
+        exposed_s=_column(prices.exposed_s, k, 0.0),
+        point_exposed_s=_column(prices.point_exposed_s, k, 0.0),
         transfer_bytes=_column(model.transfer_bytes, k, 0.0),
         decode=decode,
         capacity=capacity,
         link_service_s=_column(model.link_service_s, k, 0.0),
-        link_slack_s=_column(model.link_slack_s, k, math.inf),
+        link_slack_s=_column(prices.link_slack_s, k, math.inf),
         tandem=None,  # the link's wait as the M/G/1 on its busy times (module docstring)
         far_service_s=None,
         bin_prob=rows.ravel(),
         cache=classes,
         admission=None if model.admission is None else kv_admission(model, decode, capacity),
-        storage_read=placed_read_stage(model.res, model.storage_read, classes, rows.ravel()),
+        storage_read=placed_read_stage(model.res, prices.storage_read, classes, rows.ravel()),
         append_noise=plan.noise,
     )
     return placed

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from pdplan.serving.ppd_boundary import BoundaryLaw
 from pdplan.serving.prefill_pool import PrefillPool
 from pdplan.serving.ttft import prefill_wait
 from pdplan.types import FloatArray
+
+if TYPE_CHECKING:
+    from pdplan.serving.ppd_hits import LeftHits
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,10 @@ class TurnPlacement:
     prefill_hit_scale: FloatArray | None = None
     """``[K]`` ρ_b: per prompt bin, a prefill-pool turn's expected hit tokens under the placement over plain
     disaggregation's (:mod:`pdplan.serving.ppd_hits`); None: 1 (nothing scaled)."""
+    prefill_hits: LeftHits | None = None
+    """Per prompt bin, the share of the prefill-pool turns that hit, the scale of its hit classes' tokens and a hit's
+    mean tokens turn by turn (:func:`pdplan.serving.ppd_hits.left_bin_hits`); None: the hit mass scaled by
+    :attr:`prefill_hit_scale`, tokens kept."""
     prefill_hit_share: float | None = None
     """The prefill pool's hit tokens per request under the placement over plain disaggregation's, turn
     by turn (:func:`pdplan.serving.ppd_hits.remaining_share`); None: the per-bin scaling alone."""

@@ -395,6 +395,7 @@ def simulate_scenario(
         rate = native_rate_rps(trace_requests(scenario.workload, None)[2])
     _check_arguments(rate, concurrency, goodput=goodput, step=step, n_requests=n_requests)
     reuse = reuses_kv(scenario)
+    reuse_sessions = reuse and scenario.workload.sessions is not None
     if reuse and concurrency is not None:
         raise SpecError("a KV-reuse workload is simulated open loop at a rate; give --rate", field="concurrency")
     cat = catalog or open_catalog()
@@ -429,14 +430,24 @@ def simulate_scenario(
             _counted(runner.attainment, tell, n_requests), scenario.slo.attainment, max(ev.goodput_rps, 1e-9)
         )
     settings = {
+        "rate_rps": rate,
         "arrivals": _arrivals_name(scenario.workload, replay, reuse, process),
         "requests": n_requests,
         "seed": seed,
         "warmup_fraction": WARMUP_FRACTION,
         "step": step,
         "concurrency": concurrency,
+        **({"session_start": _session_start(turn_latency_s)} if reuse_sessions else {}),
     }
     return Comparison(ev, closed, point, ev.goodput_rps, sim_good, settings, time.perf_counter() - start, cache)
+
+
+def _session_start(turn_latency_s: float | None) -> str:
+    """How a sessions run placed its sessions in progress at t = 0 (:mod:`pdplan.sim.reuse_sessions`): ``zero``
+    (turns taking no time), ``measured`` (the run's own mean turn latency) or the latency given."""
+    if turn_latency_s is None:
+        return "measured"
+    return "zero" if turn_latency_s == 0.0 else f"{turn_latency_s:g} s"
 
 
 def _arrivals_name(workload: WorkloadSpec, replay: bool, reuse: bool, process: ArrivalProcess) -> str:

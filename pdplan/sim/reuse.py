@@ -398,6 +398,13 @@ class ReuseResult:
                 out[k] = Summary(float(v.mean()), float(p50), float(p90), float(p99), int(v.size))
         return out
 
+    def _offered_or_none(self) -> float | None:
+        """:attr:`offered_rps`, None where it is undefined (fewer than two counted requests at distinct times)."""
+        try:
+            return self.offered_rps
+        except SpecError:
+            return None
+
     def as_dict(self) -> dict[str, object]:
         """The JSON view: per-tier figures and the totals."""
         return {
@@ -407,6 +414,7 @@ class ReuseResult:
             "tiers": [dataclasses.asdict(t) for t in self.tiers],
             "truncated_sessions": self.truncated_sessions,
             "price_misses": self.price_misses,
+            "offered_rps": self._offered_or_none(),
             **({} if self.turns is None else {"turn_placement": self.turns.as_dict()}),
             **({} if self.read_paths is None else {"read_paths": dataclasses.asdict(self.read_paths)}),
         }

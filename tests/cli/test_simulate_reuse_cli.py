@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -48,3 +49,51 @@ def test_simulate_prints_hit_ratios_per_tier(cli: Callable[..., CliResult], tmp_
     assert [t["name"] for t in doc["cache"]["simulated"]["tiers"]] == ["hbm", "host-dram-pcie5"]
     assert [t["name"] for t in doc["cache"]["closed_form"]["tiers"]] == ["hbm", "host-dram-pcie5"]
     assert doc["simulation"]["arrivals"] == "sessions"
+
+
+@pytest.mark.slow
+def test_simulate_sessions_start_at_their_own_turn_latency(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """A sessions run starts its sessions in progress placed with the run's own mean turn latency by default (the
+    library's ``turn_latency_s=None``), ``--session-start zero`` as if turns took no time; the rate the counted
+    requests offered is a row beside the nominal rate the closed form is evaluated at."""
+    from pdplan.io.catalog import open_catalog
+    from pdplan.io.scenario import load_scenario
+    from pdplan.sim.compare import simulate_scenario
+
+    path = tmp_path / "reuse.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    args = ("simulate", path, "--rate", "4", "--requests", "1000", "--format", "json")
+    measured = json.loads(cli(*args).out)
+    zero = json.loads(cli(*args, "--session-start", "zero").out)
+    assert measured["simulation"]["session_start"] == "measured"
+    assert zero["simulation"]["session_start"] == "zero"
+    assert measured["simulation"]["rate_rps"] == 4.0
+    sc = load_scenario(path)
+    for doc, latency in ((measured, None), (zero, 0.0)):
+        lib = simulate_scenario(sc, catalog=open_catalog(), rate=4.0, n_requests=1000, turn_latency_s=latency)
+        assert lib.reuse is not None
+        assert doc["cache"]["simulated"]["offered_rps"] == pytest.approx(lib.reuse["offered_rps"], rel=1e-12)
+    table = cli("simulate", path, "--rate", "4", "--requests", "1000", "--format", "csv")
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in table.out.splitlines()}
+    assert float(rows["offered_rps"][0]) == 4.0
+    assert float(rows["offered_rps"][1]) == pytest.approx(measured["cache"]["simulated"]["offered_rps"], rel=1e-9)
+    bad = cli(*args, "--session-start", "warm")
+    assert bad.code != 0
+    assert "measured, zero" in bad.err
+
+
+def test_offered_rate_gap_is_warned() -> None:
+    from typing import Any, cast
+
+    from pdplan.cli.simulate import offered_gap
+
+    def result(offered: float | None, rate: float | None) -> Any:
+        return cast(
+            Any, SimpleNamespace(reuse={"offered_rps": offered}, settings={"rate_rps": rate, "session_start": "zero"})
+        )
+
+    assert offered_gap(result(14.1, 20.0)) is not None
+    assert "14.1 req/s against the nominal 20 req/s" in str(offered_gap(result(14.1, 20.0)))
+    assert offered_gap(result(19.2, 20.0)) is None  # within 5 %
+    assert offered_gap(result(None, 20.0)) is None
+    assert offered_gap(result(14.1, None)) is None

@@ -127,14 +127,14 @@ def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> No
     p = ppd.pool.placement
     assert p is not None
     # the pool's only hit tier is the 3FS pool (HBM hits nothing here), so the SNICs' load per req/s is plain
-    # disaggregation's times the prefill-side rows' hit tokens per request over plain's: Σ_b P'(b, h)·hit(b, h) over
-    # the hit classes (the decode class, last, reads nothing)
+    # disaggregation's times the prefill-side rows' hit tokens per request over plain's: Σ_b P'(b, h)·hit'(b, h) over
+    # the hit classes at their placed hit tokens (the decode class, last, reads nothing)
     assert ppd.cache is not None
     assert plain.cache is not None
     assert [t.token_hit_ratio for t in ppd.cache.tiers if t.name == "hbm"] == [0.0]
     k, h = plain.cache.weights.shape
     hits = plain.cache.hit_tokens[:, 1:]
-    placed_hits = np.sum(ppd.bin_prob.reshape(k, h + 1)[:, 1:h] * hits)
+    placed_hits = np.sum(ppd.bin_prob.reshape(k, h + 1)[:, 1:h] * ppd.cache.hit_tokens[:, 1:h])
     share = float(placed_hits / np.sum(plain.bin_prob.reshape(k, h)[:, 1:] * hits))
     assert 0.0 < share < 0.05  # Turn 1 reads nothing; a turn whose history its decode instance no longer holds does
     for b, a in zip(before.snic_utilisation_per_rps, after.snic_utilisation_per_rps, strict=True):

@@ -16,6 +16,8 @@ from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, geometric_t
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.disaggregated import transfer_config
+from pdplan.serving.ppd import turns_pmf
 from pdplan.serving.ppd_hits import (
     PrefillView,
     bin_hit_scale,
@@ -23,8 +25,10 @@ from pdplan.serving.ppd_hits import (
     last_prefill_law,
     prefill_characteristic_time_s,
     prefill_items,
+    prefill_view,
     remaining_share,
 )
+from pdplan.serving.ppd_prices import placed_prices
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import resolve
 from pdplan.specs.cache import TurnPlacementSpec
@@ -170,3 +174,75 @@ def test_model_prefill_hit_ratio_three_turns_threshold_by_hand() -> None:
     assert share == pytest.approx(hits / (a + 2.0 * a + 250.0), rel=1e-4)
     assert placement.prefill_hit_share == pytest.approx(share, rel=1e-9)
     assert model.cache.token_hit_ratio == pytest.approx(hits / (6.0 * a + 750.0), rel=6e-3)
+
+
+@pytest.mark.slow
+def test_model_prefill_hits_keep_how_often_a_turn_hits() -> None:
+    """The same three turns: every turn left on the prefill pool but turn 1 finds an earlier prompt of its session
+    (zero think time, ample cache), so the prefill side's hit mass is 2(1 − p)/3 of the requests and a hit holds
+    603/(2(1 − p)) tokens on average (what it finds is often turn 1's prompt, shorter than plain's previous prompt).
+    Scaling the hit mass by ρ_b instead (before issue #24's fix) gave 0.387 of the prefill-side turns where the
+    simulator counts 0.491 hitting, the rest priced as full prefills."""
+    res = with_cache_rate(resolve(_threshold_scenario(), open_catalog()), 5.0)
+    model = build_model(res)
+    law = length_pmf(res.cache.reuse.sessions.new_tokens)
+    values, prob = np.asarray(law.values, dtype=np.float64), np.asarray(law.prob, dtype=np.float64)
+    p = float(prob[values < 256].sum())
+    rows = model.bin_prob.reshape(res.lengths.input_tokens.size, -1)  # miss, HBM, decode
+    assert rows[:, 1].sum() == pytest.approx(2.0 * (1.0 - p) / 3.0, rel=5e-3)
+    assert model.cache is not None
+    hit_tokens = float(rows[:, 1] @ model.cache.hit_tokens[:, 1]) / float(rows[:, 1].sum())
+    assert hit_tokens == pytest.approx(603.0 / (2.0 * (1.0 - p)), rel=5e-3)
+
+
+@pytest.mark.parametrize("granularity", ["layer", "request"])
+def test_placed_prices_at_own_hit_tokens_are_the_model_prices(granularity: str) -> None:
+    """pdplan/serving/ppd_prices.py: the plain model's own hit tokens give its own prices (pool, exposed transfer,
+    slack), and half the hit tokens cost more prefill on the hit rows."""
+    sc = _threshold_scenario().model_copy(update={"granularity": granularity})
+    res = with_cache_rate(resolve(sc, open_catalog()), 5.0)
+    pd = res.cache.spec.model_copy(update={"turn_placement": TurnPlacementSpec(policy="pd")})
+    model = build_model(dataclasses.replace(res, cache=dataclasses.replace(res.cache, spec=pd)))
+    assert model.cache is not None
+    cfg = transfer_config(res)
+    prices = placed_prices(model, model.cache.hit_tokens, cfg)
+    np.testing.assert_allclose(prices.point_latency_s, model.pool.point_latency_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.point_service_s, model.pool.point_service_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.exposed_s, model.exposed_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.point_exposed_s, model.point_exposed_s, rtol=1e-12)
+    np.testing.assert_allclose(prices.link_slack_s, model.link_slack_s, rtol=1e-12)
+    k = res.lengths.input_tokens.size
+    fewer = placed_prices(model, model.cache.hit_tokens * 0.5, cfg).point_service_s.reshape(k, 2, -1)[:, 1]
+    plain = model.pool.point_service_s.reshape(k, 2, -1)[:, 1]
+    assert np.all(fewer >= plain)
+    assert np.any(fewer > plain)
+
+
+@pytest.mark.slow
+def test_ppd_leaves_the_unheld_turns_their_prefill_hits() -> None:
+    """Policy ppd, geometric turns, 5 s think times: every held Turn 2+ runs on decode, so plain disaggregation's hit
+    mass less the placed is nothing; the turns whose history their decode instance no longer holds (1 − held_k) find
+    their session's earlier prompt in the prefill cache with probability P_k (ppd_hits.hit_probability), so the
+    prefill side's hit mass is Σ_k P(k)·(1 − held_k)·P_k (before issue #24's fix: 0, where the simulator counted
+    0.005 of the prompt tokens as hits)."""
+    sc = _threshold_scenario()
+    wl = sc.workload.model_dump(mode="json", exclude_none=True)
+    wl["sessions"] |= {"turns": {"dist": "geometric", "mean": 3.1},
+                       "think_time": {"dist": "exponential", "mean": 5.0}}  # fmt: skip
+    cache = sc.cache.model_copy(update={"turn_placement": TurnPlacementSpec(policy="ppd")})
+    sc = sc.model_copy(update={"workload": type(sc.workload).model_validate(wl), "cache": cache})
+    res = with_cache_rate(resolve(sc, open_catalog()), 35.0)
+    model = build_model(res)
+    placement = placement_of(model)
+    assert placement is not None
+    assert 0.95 < float(placement.held[1]) < 1.0
+    view = prefill_view(res, turns_pmf(res.cache.reuse.sessions), 0.017)  # T_C far past the gaps: P_k ≈ F_k ≈ 1
+    law = length_pmf(res.cache.reuse.sessions.new_tokens)
+    mean_append = float(np.asarray(law.prob) @ np.asarray(law.values, dtype=np.float64))  # ppd places every append
+    got = view.prefill_hits(placement.placed, np.full(placement.placed.size, mean_append))
+    left = placement.turn_share * (1.0 - placement.held)
+    left[0] = 0.0
+    rows = model.bin_prob.reshape(res.lengths.input_tokens.size, -1)
+    assert rows[:, 1].sum() == pytest.approx(float(left @ got.hit_probability), rel=0.02)
+    assert model.cache is not None
+    assert model.cache.token_hit_ratio > 0.0

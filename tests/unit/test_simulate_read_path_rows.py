@@ -14,7 +14,7 @@ def _result(dual_path: Any) -> Any:
     reads = {"de_share": 0.5, "utilisation": {"PE SNIC": 0.4, "DE SNIC": 0.2}}
     sim = {"token_hit_ratio": 0.9, "tiers": [], "request_hit_share": 1.0, "read_paths": reads}
     cache = SimpleNamespace(tiers=[], token_hit_ratio=0.8, dual_path=dual_path)
-    return SimpleNamespace(reuse=sim, evaluation=SimpleNamespace(cache=cache))
+    return SimpleNamespace(reuse=sim, evaluation=SimpleNamespace(cache=cache), settings={})
 
 
 def test_read_path_rows_beside_the_closed_form_s_dual_path_report() -> None:
