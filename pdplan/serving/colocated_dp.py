@@ -23,25 +23,28 @@ split, with a per-rank step law derived from the instance's:
 * *A rank's chunk and the other ranks' chunks (issue #24 item 6).* Each rank schedules its own chunk (TensorRT-LLM:
   one ``PyExecutor`` scheduler per rank, requests handed to ranks by ``executor_request_queue.py``; its
   ``attention_dp_config.enable_balance``, which withholds context until every rank has some, is off by default,
-  ``llmapi/llm_args.py``). Every MoE layer then runs over the tokens of ALL ranks of that step: the experts
-  all-gather ``all_rank_num_tokens`` rows, each rank's own count, unpadded on Hopper (NVIDIA/TensorRT-LLM
-  ``tensorrt_llm/_torch/modules/fused_moe/communication/allgather_reducescatter.py``, ``AllGatherReduceScatter.
-  dispatch``: ``sizes = all_rank_num_tokens``; ``models/modeling_deepseekv3.py`` pads to the largest rank only on
-  SM120). So a rank's chunk of n tokens costs the step its own dense layers, all-to-all share and causal attention
-  (those of the pass in which every rank carries n: the step waits for its rank) plus the routed experts of its
-  own n tokens, not of D·n (:func:`rank_prefill_split_s`, the split :func:`pdplan.serving.roles.chunk_price`
-  prices a rank's chunks with: ``t_p`` and a lone prompt's ``g(L)``). The other D − 1 ranks' chunks ride in the
-  same steps whether or not this rank carries one. In the mean field (each rank's load that of the others, as the
-  balanced step already takes for decode) a rank pushes ``λ_r·L̄`` prompt tokens a second and holds
-  ``b = λ_r·τ·E[n]`` decoding sequences (Little, n its decode steps), so the other ranks put
-  ``(D − 1)·b·L̄/E[n]`` chunk tokens through the experts per step, at ``e`` seconds each (the experts' added time
-  per token when the other ranks carry a chunk: :func:`others_expert_s_per_token`): a per-sequence term
-  ``(D − 1)·e·L̄/E[n]`` added to the rank's t1 (:func:`others_chunk_s_per_seq`, chunked schedules only). The
-  mean step is that of the symmetric pass in which every rank carries its chunk; what the term moves is WHEN the
-  others' expert tokens are paid: in every step, not only in this rank's chunk steps. The earlier price (the pass
-  of D chunks per rank chunk, D·n expert tokens) charged them only when this rank chunked (the ranks' chunks
-  perfectly correlated): a lone prompt at λ → 0 cost the D-rank pass, and on DeepSeek-V3 B200 TP1 DP8 EP8 at
-  2000/1000 and 20 req/s the closed form's TTFT P90 stood 48 % above the simulator's per-rank price.
+  ``llmapi/llm_args.py``). Every MoE layer then runs over the tokens of ALL ranks of that step: the experts all-gather
+  ``all_rank_num_tokens`` rows, each rank's own count, unpadded on Hopper (NVIDIA/TensorRT-LLM
+  ``tensorrt_llm/_torch/modules/fused_moe/communication/allgather_reducescatter.py`` at 0f39b2d,
+  ``AllGatherReduceScatter.dispatch``: ``sizes = all_rank_num_tokens``; ``models/modeling_deepseekv3.py`` pads to the
+  largest rank only on SM120). SGLang alike: a step with a prefill in it gathers the ranks' tokens at their sum
+  (sgl-project/sglang ``python/sglang/srt/layers/dp_attention.py`` at 0016109, ``DpPaddingMode.get_dp_padding_mode``:
+  ``SUM_LEN`` for an extend batch over several ranks; its pplx all-to-all backend pads every rank to the largest,
+  where the symmetric pass would be the price). So a rank's chunk of n tokens costs the step its own dense layers,
+  all-to-all share and causal attention (those of the pass in which every rank carries n: the step waits for its rank)
+  plus the routed experts of its own n tokens, not of D·n (:func:`rank_prefill_split_s`, the split
+  :func:`pdplan.serving.roles.chunk_price` prices a rank's chunks with: ``t_p`` and a lone prompt's ``g(L)``). The
+  other D − 1 ranks' chunks ride in the same steps whether or not this rank carries one. In the mean field (each
+  rank's load that of the others, as the balanced step already takes for decode) a rank pushes ``λ_r·L̄`` prompt
+  tokens a second and holds ``b = λ_r·τ·E[n]`` decoding sequences (Little, n its decode steps), so the other ranks put
+  ``(D − 1)·b·L̄/E[n]`` chunk tokens through the experts per step, at ``e`` seconds each (the experts' added time per
+  token when the other ranks carry a chunk: :func:`others_expert_s_per_token`): a per-sequence term
+  ``(D − 1)·e·L̄/E[n]`` added to the rank's t1 (:func:`others_chunk_s_per_seq`, chunked schedules only). The mean step is
+  that of the symmetric pass in which every rank carries its chunk; what the term moves is WHEN the others' expert
+  tokens are paid: in every step, not only in this rank's chunk steps. The earlier price (the pass of D chunks per
+  rank chunk, D·n expert tokens) charged them only when this rank chunked (the ranks' chunks perfectly correlated): a
+  lone prompt at λ → 0 cost the D-rank pass, and on DeepSeek-V3 B200 TP1 DP8 EP8 at 2000/1000 and 20 req/s the closed
+  form's TTFT P90 stood 48 % above the simulator's per-rank price.
 * *The slowest rank (new; the disaggregated decode prices its ranks balanced and has no such term).* A step ends
   when the rank with the most attention work ends. A rank's decode attention reads its own context
   ``K_r`` at ``t2' = D·t2`` per token (the KV read is the rank's alone). Under the random split the ranks'
