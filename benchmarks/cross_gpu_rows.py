@@ -41,7 +41,7 @@ from engine_accuracy import MODELS
 from moe_rows import moe_rows, profile_of, scenario_dict
 
 from pdplan.calibrate import silicon_rows
-from pdplan.errors import PdplanError
+from pdplan.errors import PdplanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
@@ -87,11 +87,6 @@ def read_gpu(gpu: str) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any],
         if r["concurrency"] is None or r.get("c_inferred"):
             skipped.append((r, "no recorded benchmark concurrency"))
             continue
-        if r["engine"] == "trtllm" and r["mode"] == "agg" and r.get("dp", 1) > 1 and r["tp"] * r["dp"] != r["ep"]:
-            skipped.append(
-                (r, f"attention_dp_size {r['dp']} at TP{r['tp']} EP{r['ep']}: a column-scaled copy of a DP8 row")
-            )
-            continue
         out.append(r)
     return out, [({**r, "gpu": gpu}, why) for r, why in skipped]
 
@@ -108,6 +103,12 @@ def row_scenario(row: dict[str, Any], engine_ref: str | None = None) -> dict[str
     spec = scenario_dict(row) if moe else silicon_rows.dense_scenario(row, row["gpu_name"])
     if attention_dp(row):
         spec["colocated"]["dp"] = row["dp"]
+    elif row.get("engine") == "trtllm" and row.get("mode") == "agg" and row.get("dp", 1) > 1:
+        # left in the row list (and out of the priced rows) so that every k-th row stays the row it was
+        raise SpecError(
+            f"attention_dp_size {row['dp']} at TP{row['tp']} EP{row['ep']}: a column-scaled copy of a TP1 DP8 EP8 "
+            "row (module docstring)"
+        )
     for role in ("colocated", "prefill", "decode"):
         if role in spec:
             spec[role] = {**spec[role], "gpu": row["gpu_name"]}
