@@ -440,3 +440,31 @@ def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str
     }
     body = yaml.safe_dump(doc, sort_keys=False, width=118, default_flow_style=None, allow_unicode=True)
     return ERROR_YAML_HEADER + body
+
+
+PARTIAL_SECTIONS = ("## 1. ", "## 2. ", "## 7. ")
+"""The sections :func:`write_partial_doc` rewrites: those a ``--yaml-only`` run's fits fill (in-sample, cross-GPU,
+shipped) and the rows left out."""
+
+
+def write_partial_doc(
+    path: Path, runs: list[Any], left: list[tuple[dict[str, Any], str]], header: Mapping[str, Any], note: str
+) -> None:
+    """Rewrite §1, §2 and §7 of the generated block of ``path`` from ``runs`` (``--yaml-only --reuse``), keep §3-§6
+    as they were, and put ``note`` (which sections are whose run) after the preamble, which is rewritten."""
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    block, tail = rest.split(END, 1)
+    fresh = "\n".join(generated(runs, left, header))
+
+    def sections(body: str) -> list[str]:
+        parts = body.split("\n## ")
+        return [parts[0], *("## " + p for p in parts[1:])]
+
+    old, new = sections(block.strip("\n")), sections(fresh)
+    if [s.split("\n", 1)[0] for s in old[1:]] != [s.split("\n", 1)[0] for s in new[1:]]:
+        raise SystemExit(f"{path}: the generated block's sections differ from this script's; rerun it whole")
+    out = [new[0].rstrip("\n") + "\n\n" + note + "\n"]
+    out += [n if n.startswith(PARTIAL_SECTIONS) else o for o, n in zip(old[1:], new[1:], strict=True)]
+    body = "\n".join(s.rstrip("\n") + "\n" for s in out)
+    path.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}", encoding="utf-8")
