@@ -304,11 +304,9 @@ def reuse(runs: list[ProfileRun], header: dict[str, Any], path: Path) -> tuple[l
     if set(fresh) - set(FITTED):
         raise SystemExit(f"--reuse: unknown profiles {sorted(set(fresh) - set(FITTED))}")
     kept = ", ".join(p for p in FITTED if p not in fresh)
-    command = (
-        f"{header['command']} --profiles {','.join(fresh)} --reuse (the {kept} runs of {old_header['date']}'s "
-        f"`{old_header['command']}`)"
-    )
-    return merged, {**header, "command": command}
+    command = f"{header['command']} --profiles {','.join(fresh)} --reuse FILE"
+    reused = f"{kept} reused from the {old_header['date']} run of {old_header['command']}"
+    return merged, {**header, "command": command, "reused": reused}
 
 
 def main() -> None:

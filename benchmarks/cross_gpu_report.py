@@ -302,6 +302,7 @@ def _preamble(rows: int, left: int, header: Mapping[str, Any]) -> str:
         f"end-to-end sample, {header['data']}. {rows} rows priced, {left} left out (§7). Cells: "
         "median \\|error\\| / P90 \\|error\\| / signed median, in %, over the rows of the group; a fit on one GPU is "
         f"scored on the other (cross-GPU) and on its own rows (in-sample). Unfitted values of the terms: {unfitted}."
+        + (f" Runs {header['reused']} (`--reuse`)." if header.get("reused") else "")
     )
 
 
@@ -434,7 +435,9 @@ def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str
     doc = {
         "schema_version": 2,
         "source": f"benchmarks/cross_gpu_accuracy.py (docs/cross_gpu_accuracy.md §1-§2), generated {header['date']} "
-        f"by `{header['command']}` on the AIConfigurator 0.12.0 end-to-end sample: {header['data']}",
+        f"by `{header['command']}`"
+        + (f" ({header['reused']})" if header.get("reused") else "")
+        + f" on the AIConfigurator 0.12.0 end-to-end sample: {header['data']}",
         "bands": bands,
         "coverage": coverage,
     }

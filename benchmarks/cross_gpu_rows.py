@@ -107,7 +107,7 @@ def row_scenario(row: dict[str, Any], engine_ref: str | None = None) -> dict[str
         # left in the row list (and out of the priced rows) so that every k-th row stays the row it was
         raise SpecError(
             f"attention_dp_size {row['dp']} at TP{row['tp']} EP{row['ep']}: a column-scaled copy of a TP1 DP8 EP8 "
-            "row (module docstring)"
+            "row (benchmarks/cross_gpu_rows.py docstring)"
         )
     for role in ("colocated", "prefill", "decode"):
         if role in spec:
