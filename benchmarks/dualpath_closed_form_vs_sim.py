@@ -35,7 +35,11 @@ later, already spaced: a collision cancels itself at later turns (docs/prefix_ca
 the simulated SNIC waits fall below the M/G/1 ones the closed form takes. ``--think uniform`` draws the think time
 uniform on 11.6 ± :data:`THINK_SPREAD_S` s: the same mean, spread enough to undo the synchrony (partners drift apart by
 far more than a ~0.1 s read in one turn) and never below the HBM's characteristic time, so the tiers' hit ratios
-are the fixed law's (the closed form's mean storage read 0.0931 s under both).
+are the fixed law's (the closed form's mean storage read 0.0931 s under both). The simulations start as
+:func:`pdplan.sim.reuse.simulate_reuse` does by default, sessions placed as if turns took no time: under the fixed
+think time that start leaves a persistent gap in the sessions' phases (a 15 s wave in the reads), and at the
+own-latency start the prefill-only error is +23 %, not +10 % (``benchmarks/dualpath_snic_sync.py``, which measures
+the SNICs' arrivals and waits under both laws and starts).
 
 Sizes: :data:`N_REQUESTS` counted requests at cache blocks of :data:`BLOCK_TOKENS` tokens (a 33K-token history is then
 130 blocks: the run's LRU work, not its queues, sets its time; the token hit ratio 0.984 against 0.987 with 16-token

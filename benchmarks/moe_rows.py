@@ -11,7 +11,13 @@ Column meanings (AIConfigurator's silicon dump; docs/engines.md §2.2, §2.3):
 * colocated rows: ``tp_size`` attention TP, ``moe_ep_size`` expert parallelism (0 or empty = 1), attention DP 1;
   the MiniMax-M2.5 rows of the 2026-04-06 dump give ``moe_ep_size`` 16 (and ``batch_size`` C/4) for the TP4 EP4
   runs their ids name (the 2026-03-25 dump has the same measurements at ``moe_ep_size`` 4): where ``moe_ep_size``
-  does not divide ``tp_size`` the id's ``_ep<N>_`` is taken;
+  does not divide ``tp_size`` the id's ``_ep<N>_`` is taken. The TensorRT-LLM DeepSeek-R1 rows of the H200 2026-04-06
+  dump give ``tp_size`` 64, ``moe_tp_size`` 8, ``moe_ep_size`` 8 for the measurements the 2026-03-25 dump records
+  at TP 8, ``moe_tp_size`` 1, EP 8 (same measured date, same TTFT and TPOT to every digit), and the ``db-dump``
+  ``dsr1_*_cfg181`` rows use the same form: ``tp_size`` multiplied by ``moe_tp_size``. A TP group larger than one
+  node (``gpus_per_node`` of the row's GPU, 8 on HGX H100/H200; AIConfigurator's colocated runs stay in one node)
+  with ``moe_tp_size`` > 1 is read as that form, TP = ``tp_size / moe_tp_size`` (:func:`colocated_tp`); before,
+  they were priced at TP 64;
 * disaggregated rows: ``{prefill,decode}_{tp,attention_dp,moe_ep}_size`` per role and ``*_num_workers`` the instance
   counts. The DeepSeek-R1 rows of the 2026-03-25 / 2026-04-06 dumps leave the worker counts empty; where a row of
   the ``dsr1_*_cfg*`` dump records the same measurement (same ISL/OSL, C and TTFT) its deployment is taken from
@@ -46,6 +52,7 @@ its MXFP4 experts whatever ``dtype`` says (the checkpoint's ``quantization_confi
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -121,7 +128,7 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
         row["c_inferred"] = not _recorded(r) and r["mode"] == "disagg"
         row["client_connections"] = connections_of(row, r["silicon_data_source"])
         if r["mode"] == "agg":
-            tp, ep = _int(r["tp_size"]), _int(r["moe_ep_size"])
+            tp, ep = colocated_tp(r), _int(r["moe_ep_size"])
             if tp % ep:  # module docstring: the 2026-04-06 MiniMax rows scale ep (and batch) by 4; the id keeps it
                 found = re.search(r"_ep(\d+)_", r["id"])
                 ep = int(found.group(1)) if found else ep
@@ -143,6 +150,24 @@ def moe_rows(path: Path) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any
             row["decode_seats"] = seats
         out.append(row)
     return out, skipped
+
+
+def colocated_tp(r: dict[str, str]) -> int:
+    """A colocated row's attention TP: ``tp_size``, or ``tp_size / moe_tp_size`` where ``tp_size`` exceeds one node
+    of the row's GPU and ``moe_tp_size`` > 1 (the column-scaled form of the module docstring: ``tp_size`` 64,
+    ``moe_tp_size`` 8 → TP 8)."""
+    tp, moe_tp = _int(r["tp_size"]), _int(r["moe_tp_size"])
+    if moe_tp > 1 and tp % moe_tp == 0 and tp > _node_gpus(r["system"]):
+        return tp // moe_tp
+    return tp
+
+
+@functools.cache
+def _node_gpus(system: str) -> int:
+    """GPUs in one node of a CSV ``system`` (``h200_sxm`` → the catalogue's ``h200-sxm`` ``gpus_per_node``)."""
+    from pdplan.io.catalog import open_catalog
+
+    return int(open_catalog().gpu(system.replace("_", "-")).gpus_per_node)
 
 
 def decode_seats(r: dict[str, str]) -> int | None:

@@ -174,6 +174,30 @@ class WaitDistribution:
         return out
 
 
+def delayed_tail_wait(
+    conditional: WaitDistribution,
+    delay_prob: FloatArray,
+    load: FloatArray,
+    *,
+    time_scale: FloatArray | float,
+    mean_s: FloatArray,
+) -> WaitDistribution:
+    """A many-server wait as "wait with chance π, then the M/G/1 conditional tail": ``P(W ≤ t) = 1 − (π/ρ)·(1 −
+    F_ρ(t/σ))``, where ``F_ρ`` (``conditional``) is an M/G/1 wait cdf at load ρ, whose waiting mass is ρ, so π/ρ
+    rescales it to the delay probability π; σ stretches its time axis. The M/G/c (π = Erlang C, σ = 1 on a 1/c
+    service) and the count-routed (π from the JSQ chain, σ its stretch) waits are both this shape.
+    ``mean_s`` is passed in, each model's own analytic mean; π/ρ is 0 on an idle row."""
+    busy = load > 0.0
+    share = np.where(busy, delay_prob / np.where(busy, load, 1.0), 0.0)  # π/ρ
+    cdf = 1.0 - share[:, None] * (1.0 - conditional.cdf_grid)
+    return WaitDistribution(
+        h_s=conditional.h_s * time_scale,
+        cdf_grid=np.clip(cdf, 0.0, 1.0),
+        atom=1.0 - delay_prob,
+        mean_s=mean_s,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ShiftedMixture:
     """``T = W + g_l``, ``l ~ prob``: e.g. TTFT = prefill wait + per-class service/transfer.

@@ -88,7 +88,7 @@ import functools
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf, delayed_tail_wait
 from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 from pdplan.types import FloatArray
@@ -269,12 +269,5 @@ def count_routed_wait_distribution(
         raise ValueError(f"{policy} over {servers}: unstable, utilisation {float(rho.max()):.4f} >= 1")
     w1 = mg1_wait_distribution(rate / servers, s, p, max_cells=max_cells)
     pi, sigma = count_routing_terms(policy, servers, rho)
-    busy = rho > 0.0
-    share = np.where(busy, pi / np.where(busy, rho, 1.0), 0.0)  # π/ρ
-    cdf = 1.0 - share[:, None] * (1.0 - w1.cdf_grid)
-    return WaitDistribution(
-        h_s=w1.h_s * sigma,
-        cdf_grid=np.clip(cdf, 0.0, 1.0),
-        atom=1.0 - pi,
-        mean_s=pi * sigma * (m2 / (2.0 * m1)) / (1.0 - rho),
-    )
+    mean_s = pi * sigma * (m2 / (2.0 * m1)) / (1.0 - rho)
+    return delayed_tail_wait(w1, pi, rho, time_scale=sigma, mean_s=mean_s)

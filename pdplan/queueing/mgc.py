@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf
+from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf, delayed_tail_wait
 from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.gig1 import gig1_wait
 from pdplan.queueing.jsq import count_routed_wait_distribution
@@ -73,13 +73,7 @@ def least_work_wait_distribution(
     rho = a / servers
     busy = rho > 0
     ratio = np.where(busy, c / np.where(busy, rho, 1.0), 0.0)  # C(c,a)/ρ; 0 when idle
-    cdf = 1.0 - ratio[:, None] * (1.0 - w1.cdf_grid)
-    return WaitDistribution(
-        h_s=w1.h_s,
-        cdf_grid=np.clip(cdf, 0.0, 1.0),
-        atom=1.0 - c,
-        mean_s=ratio * w1.mean_s,
-    )
+    return delayed_tail_wait(w1, c, rho, time_scale=1.0, mean_s=ratio * w1.mean_s)
 
 
 def round_robin_wait_distribution(

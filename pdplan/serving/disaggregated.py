@@ -117,6 +117,7 @@ from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 if TYPE_CHECKING:
+    from pdplan.serving.ppd_decode import AppendNoise
     from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 
 TPOT_LINK_POINTS = 8
@@ -158,6 +159,9 @@ class DisaggregatedModel:
     storage_read: StorageReadStage | None = None
     """DualPath's storage → DRAM stage before the prefill queue (:mod:`pdplan.serving.dual_path_setup`); None:
     the tiers' loads are all in the prefill's price."""
+    append_noise: AppendNoise | None = None
+    """PPD: the spread the appends placed on decode give each request's TPOT (:mod:`pdplan.serving.ppd_decode`);
+    None: no appends on decode."""
 
     @property
     def input_prob(self) -> FloatArray:
@@ -314,6 +318,8 @@ class DisaggregatedModel:
         if self.storage_read is not None:  # DualPath: the hit is read into DRAM before the request's prefill queue
             offsets += self.storage_read.delay_s(rates, offsets.shape[1])
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
+        if self.append_noise is not None:
+            tpot = self.append_noise.tpot(tpot, rates, tau, self.cells.decode_steps)
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":
             boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]

@@ -52,6 +52,13 @@ SNIC but the other prefill nodes': the P + D SNICs are taken as one central M/G/
 utilisation (exact with one prefill node; the rule's tie to the prefill node and its fluid split below saturation
 are left out: the fluid split sets the utilisations, **the limit**).
 
+Poisson reads are the waits' one assumption about the sessions. Sessions with a fixed think time and fixed outputs
+return spaced by the reads that separated them, and their SNIC waits fall below the M/G/1's (the agent preset at
+the prefill-only split: 11–30 % in the mean, 34–42 % at P90, below the same services behind Poisson arrivals) while
+their gaps are burstier (c² 1.2–1.6): the arrivals depend on the queue's own past, which no correction by the gaps'
+c² (Kingman, QNA) describes (it moves the wait up); not modelled (docs/prefix_cache.md §10, *Can the closed form
+price the synchrony?*; ``benchmarks/dualpath_snic_sync.py``).
+
 The simulator (:mod:`pdplan.sim.storage_paths`) replays the same two stages over FCFS servers, from the mechanism.
 
 **The comparison.** The report adds the same plan with every read over the prefill nodes in the same resource model

@@ -36,6 +36,28 @@ mean of neither when the steps differ (the residual of a mix of short and long s
 spread; a PPD model gives these rows the law of ``D = R' + (S1 − τ_p)`` as part of their wait and takes
 ``busy·τ'/2 + (τ' − τ_p)`` out of their offset (:mod:`pdplan.serving.ppd_pool`), so that the two add to
 ``R' + S1``. Plain disaggregation keeps the model's boundary: its steps carry no appends.
+
+**The appends that share the append's step** (:meth:`StepBoundary.carried`; issue #24). The engine admits at a step
+boundary every append that arrived during the step in flight, and the step that carries them lasts the plain step
+plus all their work (the simulator's mixed step, :mod:`pdplan.sim.decode_append`: ``decode_step_s(B) + Σ chunk_s``;
+every append in it emits token 1 at its end when the token budget holds them all). So an append's first step is not
+the mean step τ' but ``τ_p + w + O``, O the work of the *other* appends that arrived during the same step in flight.
+The other sessions' appends are a Poisson stream of rate λ_a independent of the tagged one (Poisson arrivals see the
+stream's own law, PASTA), so given a step in flight of length s their count is Poisson(λ_a·s) and O a compound
+Poisson sum, each term an append's work taken at its mean w̄ (``append_work_s``: the placed appends' E[w]; agent
+sessions' w spreads ±8 %). R and the count are independent given s, and s is the step in flight's length in the law
+above (τ_p or τ_m; the think-tied first step S1 included), so
+
+    F_{R+O}(a) = 1 − busy + Σ_{σ ∈ {p, m}} Σ_k e^{−λ_a s_σ} (λ_a s_σ)^k / k! · F_R(a − k·w̄, σ)
+
+with ``F_R(a, σ) = busy·[P(S1 = s_σ)·(F_G(s_σ) − F_G(s_σ − a)) + C·π_σ·min(a/s_σ, 1)]``, C = Σ_s P(S1 = s)·(1 −
+F_G(s)) the share arriving after S1, π_p = 1 − π_m (an idle instance admits at once, with no others: O = 0). Its
+mean, ``λ_a·w̄·E[s_in flight]`` with the in-flight step length-biased, exceeds the ``ρ_a·τ' = λ_a·w̄·E[s]`` that the
+mean step τ' holds: a decode row's offset prices its first step at τ_p and its wait takes this law instead
+(:mod:`pdplan.serving.ppd_model`). The count's spread is what moves the percentile: with λ_a·τ_m ≈ 0.4 a fifth of
+the agent example's appends share their step with another one (~70 ms more), which the mean (~9 ms) does not show.
+Left out: an append whose tokens overflow the step's budget behind the others (a later step), the others' spread of
+w, and the count's dependence on the step sequence before (steps independent, as above).
 """
 
 from __future__ import annotations
@@ -53,6 +75,10 @@ LAW_POINTS = 513
 interpolation)."""
 
 
+COUNT_TAIL = 1e-6
+"""The Poisson tail left out of :meth:`StepBoundary.carried`'s count of other appends."""
+
+
 @dataclass(frozen=True, slots=True)
 class StepBoundary:
     """The step-in-flight wait R of a Turn 2+ on decode (module docstring)."""
@@ -66,16 +92,22 @@ class StepBoundary:
     busy: float
     """P(a step is in flight)."""
     think: ThinkTime
+    append_rate_per_s: float = 0.0
+    """λ_a: appends placed on one decode instance per second."""
+    append_work_s: float = 0.0
+    """w̄: an append's mean work in its step (:meth:`carried`)."""
 
     @classmethod
     def of(cls, tau_s: float, rho_append: float, append_rate_per_s: float, busy: float,
-           think: ThinkTime) -> StepBoundary:  # fmt: skip
-        """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance."""
+           think: ThinkTime, append_work_s: float = 0.0) -> StepBoundary:  # fmt: skip
+        """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance
+        (and an append's mean work w̄, for :meth:`carried`)."""
         rho = min(max(rho_append, 0.0), 1.0)
-        q = float(-math.expm1(-max(append_rate_per_s, 0.0) * tau_s)) if math.isfinite(tau_s) else 1.0
+        lam = max(append_rate_per_s, 0.0)
+        q = float(-math.expm1(-lam * tau_s)) if math.isfinite(tau_s) else 1.0
         plain = tau_s * (1.0 - rho)
         mixed = plain + rho * tau_s / q if q > 0 else plain
-        return cls(plain, mixed, q, min(max(busy, 0.0), 1.0), think)
+        return cls(plain, mixed, q, min(max(busy, 0.0), 1.0), think, lam, max(append_work_s, 0.0))
 
     @property
     def finite(self) -> bool:
@@ -96,6 +128,49 @@ class StepBoundary:
             before = self.think.cdf(s)
             busy += p * (before - cdf_g(s - a) + (1.0 - before) * eq)
         return np.asarray(np.clip(1.0 - self.busy + self.busy * busy, 0.0, 1.0), dtype=np.float64)
+
+    def carried(self) -> BoundaryLaw:
+        """The law of ``R + O``: the wait for the step in flight and the work of the other appends admitted with
+        this one at its end (module docstring, The appends that share the append's step), tabulated on
+        ``[0, τ_m + K·w̄]`` with K the count past which the Poisson tail at ``λ_a·τ_m`` is below
+        :data:`COUNT_TAIL`. Each step length's part ``F_R(·, σ)`` is tabulated on its own grid over [0, s_σ] (constant
+        past s_σ: R ≤ s_σ) and read shifted by k·w̄ by linear interpolation. Without appends (λ_a·w̄ = 0) it is
+        :meth:`tabulated`."""
+        if not self.finite:
+            return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
+        lam, work = self.append_rate_per_s, self.append_work_s
+        if lam * work <= 0.0:
+            return self.tabulated()
+        top = _poisson_top(lam * self.mixed_s)
+        a = np.linspace(0.0, self.mixed_s + top * work, LAW_POINTS * (top + 1))
+        cdf = np.full(a.shape, 1.0 - self.busy)
+        counts = np.arange(top + 1, dtype=np.float64)
+        log_factorial = np.cumsum(np.log(np.maximum(counts, 1.0)))
+        for s, own, part in self._joint():
+            mean = lam * s
+            pmf = np.exp(-mean + counts * math.log(mean) - log_factorial) if mean > 0 else (counts == 0) * 1.0
+            for count, p in zip(counts.tolist(), pmf.tolist(), strict=True):
+                cdf += p * np.interp(a - count * work, own, part, left=0.0, right=float(part[-1]))
+        cdf = np.clip(cdf, 0.0, 1.0)
+        return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
+
+    def _joint(self) -> list[tuple[float, FloatArray, FloatArray]]:
+        """Per step length s_σ in flight (τ_p, τ_m): ``(s_σ, x, P(busy, the step in flight is s_σ, R ≤ x))`` on a
+        grid x of :data:`LAW_POINTS` over [0, s_σ] (module docstring): the terms of :meth:`cdf` split by the step in
+        flight."""
+        cdf_g = np.vectorize(self.think.cdf, otypes=[np.float64])
+        draws = ((self.plain_s, 1.0 - self.mixed_share), (self.mixed_s, self.mixed_share))
+        after = sum(p * (1.0 - self.think.cdf(s)) for s, p in draws if p > 0)  # C: arrived after S1
+        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
+        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
+        out: list[tuple[float, FloatArray, FloatArray]] = []
+        for (s, p), pi in zip(draws, (1.0 - pi_m, pi_m), strict=True):
+            if p <= 0 and pi <= 0:
+                continue
+            x = np.linspace(0.0, s, LAW_POINTS)
+            tied = p * (self.think.cdf(s) - cdf_g(s - x)) if p > 0 else np.zeros(x.shape)
+            out.append((s, x, np.asarray(self.busy * (tied + after * pi * _uniform(x, s)), dtype=np.float64)))
+        return out
 
     def _residual(self, a: FloatArray) -> FloatArray:
         """``F_eq(a)``: the step in flight at a random time, uniform over a plain step or, with probability π_m, a
@@ -175,6 +250,16 @@ class BoundaryLaw:
         size = 2 * cells
         spectrum = np.fft.rfft(pmf[:, :cells], size, axis=1) * np.fft.rfft(self.on_lattice(h_s, cells), size)[None, :]
         return np.asarray(np.clip(np.fft.irfft(spectrum, size, axis=1)[:, :cells], 0.0, 1.0), dtype=np.float64)
+
+
+def _poisson_top(mean: float) -> int:
+    """The smallest K with P(Poisson(mean) > K) < :data:`COUNT_TAIL` (at least 1)."""
+    k, term, total = 0, math.exp(-mean), math.exp(-mean)
+    while 1.0 - total >= COUNT_TAIL and k < 10_000:
+        k += 1
+        term *= mean / k
+        total += term
+    return max(k, 1)
 
 
 def _trapezoid(y: FloatArray, x: FloatArray) -> float:

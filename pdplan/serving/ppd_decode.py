@@ -1,7 +1,8 @@
 """The decode side of a PPD model (docs/prefix_cache.md §11; :mod:`pdplan.serving.ppd_model` places the turns):
 the decode fixed point at the hit rates' rate on a given step (the plain step, or the step stretched by the appends'
 load, :mod:`pdplan.serving.ppd`), and the instance's capacity and KV admission queue recomputed on the stretched step,
-as :mod:`pdplan.serving.disaggregated` builds them for plain disaggregation."""
+as :mod:`pdplan.serving.disaggregated` builds them for plain disaggregation; and the spread the appends give each
+request's mean token interval (:class:`AppendNoise`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import numpy as np
 
 from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
+from pdplan.queueing.distributions import GammaMixture
 from pdplan.queueing.kv_admission import KvAdmission, kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
+from pdplan.types import FloatArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +84,47 @@ def kv_admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmis
     return KvAdmission(
         model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendNoise:
+    """The spread the appends give a request's TPOT on the stretched step (issue #24).
+
+    The stretched step ``τ' = τ_p/(1 − ρ_a)`` puts every request's mean token interval at τ': the appends' work
+    spread evenly over the steps. A request's n steps carry the work of the appends that arrive during its stay
+    instead, a Poisson number of them (:mod:`pdplan.sim.decode_append`: a mixed step lasts the plain step plus its
+    appends' work, which every co-running sequence waits for). Its interval sum is ``n·τ_p + A``, A the appends'
+    work in its steps: appends arrive at rate λ_a per instance over the stay, and each one's work w stretches the
+    stay by w, during which Poisson(λ_a·w) more arrive and ride in it. So A is a compound Poisson sum over the
+    ``λ_a·n·τ_p`` appends arriving in the stay's plain part of *clusters*, an append and the appends its work lets in
+    (a Galton–Watson tree whose offspring is Poisson(λ_a·w)). A cluster's work Y = w + Σ_{j ≤ N(w)} Y_j, N(w) ~
+    Poisson(λ_a·w), has ``E[Y] = E[w]/(1 − ρ_a)`` and, from ``E[Y²] = E[w²] + 2λ_a·E[w²]·E[Y] + λ_a·E[w]·E[Y²] +
+    λ_a²·E[w²]·E[Y]²``, ``E[Y²] = E[w²]·(1 + λ_a·E[Y])²/(1 − ρ_a) = E[w²]/(1 − ρ_a)³`` (ρ_a = λ_a·E[w]). Then
+    ``E[A] = λ_a·n·τ_p·E[Y] = n·ρ_a·τ'`` (the stretched step's mean, unchanged) and
+
+        Var A = λ_a·n·τ_p·E[Y²] = λ_a·n·τ'·E[w²]/(1 − ρ_a)²,    Var X̄(n) += λ_a·τ'·E[w²] / ((1 − ρ_a)²·n)
+
+    added to each cell's load variance of :func:`pdplan.queueing.tpot_distribution` (the appends' arrivals are
+    independent of the batch's own fluctuations). With the agent example at 18.1 req/s (λ_a ≈ 4.5/s, τ' ≈ 28 ms,
+    w ≈ 70 ms, ρ_a ≈ 0.31, n = 175): a standard deviation of ~2.8 ms on the 28 ms mean interval. Left out: the
+    load's imbalance over the instances under session-affine routing (each instance's λ_a and batch differ)."""
+
+    appends_per_request: float
+    """λ_a over the model's rate: the share of requests placed on decode over the decode instances (``s_D/y``)."""
+    work_sq_s2: float
+    """E[w²] over the placed appends."""
+    rho: float
+    """ρ_a, the model's (the step is stretched by it at every rate; capped at ``DECODE_U_MAX``)."""
+
+    def var_s2(self, rates_rps: FloatArray, tau_s: FloatArray, steps: FloatArray) -> FloatArray:
+        """``[R, M]`` the added variance of X̄(n) at the model's rates ``[R]``, mean steps τ' ``[R]`` and cells' steps
+        ``[M]`` (class docstring)."""
+        rho = min(max(self.rho, 0.0), DECODE_U_MAX)
+        lam = self.appends_per_request * np.asarray(rates_rps, dtype=np.float64)
+        per_step = lam * np.asarray(tau_s, dtype=np.float64) * self.work_sq_s2 / (1.0 - rho) ** 2
+        n = np.maximum(np.asarray(steps, dtype=np.float64), 1.0)
+        return np.asarray(per_step[:, None] / n[None, :], dtype=np.float64)
+
+    def tpot(self, law: GammaMixture, rates_rps: FloatArray, tau_s: FloatArray, steps: FloatArray) -> GammaMixture:
+        """``law`` with :meth:`var_s2` added to its load variance."""
+        return dataclasses.replace(law, load_var_s2=law.load_var_s2 + self.var_s2(rates_rps, tau_s, steps))

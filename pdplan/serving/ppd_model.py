@@ -33,14 +33,19 @@ prefix-cache class per prompt bin, ``decode``:
   turn, in equal-mass groups; ρ_a takes E[w] over it (not w at the mean append: w is not linear in m, the GEMM ridge
   makes short appends nearly free) and a decode row's TTFT mixes its groups.
 * **TTFT of a decode row**: its wait R for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), then the
-  step that carries its append's (first) chunk and the append's further steps: ``R + τ' + w(m, h) + (⌈m/C⌉ − 1)·τ'``
-  with m drawn from the placed groups. The row's offset holds the shortest group's ``w + (⌈m/C⌉ − 1)·τ'`` (per
-  quadrature point, h its prompt less the append) and its wait law ``R + D``, D each group's excess over it (the
-  bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under convention A the model adds
-  ``(1 + busy/2)·τ'`` to every row (:func:`pdplan.serving.ttft.first_token_s`: the step in flight as ``busy·τ'/2``
-  and the first step), so a decode row's offset gives up ``busy·τ'/2`` (its step in flight is R alone; exact at the
-  hit rates' rate, where the goodput's fixed point evaluates it). Under B, where the model adds nothing (the prefill
-  streams token 1 elsewhere), the offset adds ``τ'``.
+  step that carries its append's (first) chunk, a plain step τ_p plus its append's work and the work O of the other
+  appends admitted with it (those that arrived during the same step in flight,
+  :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`), and the append's further steps:
+  ``R + O + τ_p + w(m, h) + (⌈m/C⌉ − 1)·τ'`` with m drawn from the placed groups. The row's offset holds the shortest
+  group's ``w + (⌈m/C⌉ − 1)·τ'`` (per quadrature point, h its prompt less the append) and its wait law ``R + O + D``,
+  D each group's excess over it (the bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under
+  convention A the model adds ``(1 + busy/2)·τ'`` to every row (:func:`pdplan.serving.ttft.first_token_s`: the step
+  in flight as ``busy·τ'/2`` and the first step), so a decode row's offset gives up ``busy·τ'/2`` (its step in
+  flight is R alone; exact at the hit rates' rate, where the goodput's fixed point evaluates it) and ``τ' − τ_p``
+  (the appends' mean share of a step, which O replaces). Under B, where the model adds nothing (the prefill streams
+  token 1 elsewhere), the offset adds ``τ_p``. The score rule's decisions (:func:`_decisions`) keep the mean step.
+* **TPOT**: the stretched step's law, plus the variance of the appends' work in a request's own steps (a Poisson
+  number of appends and the ones their work lets in; :class:`~pdplan.serving.ppd_decode.AppendNoise`).
 * **Prefill-side rows under convention A**: their KV arrives over the link at a random time of steps of two lengths;
   their offsets give up ``busy·τ'/2 + (τ' − τ_p)`` and their wait law takes the decode side's law instead
   (:meth:`pdplan.serving.ppd_boundary.StepBoundary.arrival_law`). Where the policy places nothing (one-turn
@@ -68,7 +73,7 @@ from pdplan.types import FloatArray
 if TYPE_CHECKING:
     from pdplan.cache.lru_closed_form import ThinkTime
     from pdplan.serving.ppd import AppendGroups
-    from pdplan.serving.ppd_decode import DecodeAt
+    from pdplan.serving.ppd_decode import AppendNoise, DecodeAt
     from pdplan.serving.ppd_pool import TurnPlacement
     from pdplan.serving.prefix_cache import CacheClasses
 
@@ -98,6 +103,8 @@ class _Plan:
     decode: DecodePerf
     capacity: DecodeCapacity
     """The decode instance's perf and capacity on :attr:`step` (:func:`pdplan.serving.ppd_decode.decode_side`)."""
+    noise: AppendNoise | None = None
+    """The appends' spread of each request's TPOT (:class:`pdplan.serving.ppd_decode.AppendNoise`)."""
 
 
 def _pd_ttft_s(model: Any, rate_rps: float, prompt_tokens: FloatArray, base: DecodeAt) -> FloatArray:
@@ -173,7 +180,7 @@ def _plan(model: Any) -> _Plan:
         held_probability,
         turns_pmf,
     )
-    from pdplan.serving.ppd_decode import decode_at, decode_side, scaled  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_decode import AppendNoise, decode_at, decode_side, scaled  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import think_law  # lazy: start-up (issue #27)
 
     res = model.res
@@ -204,8 +211,10 @@ def _plan(model: Any) -> _Plan:
     w_turn, _ = append_work_s(
         hw, x0.batch, np.tile(appends.tokens, n), np.repeat(hist, appends.tokens.size), res.chunk_tokens
     )
+    w_sq_turn = (w_turn**2).reshape(n, -1) @ appends.prob
     w_turn = w_turn.reshape(n, -1) @ appends.prob
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
+    work_sq_s2 = float(share @ (placed * w_sq_turn)) / on_decode if on_decode > 0 else 0.0
     rho = append_load(rate * on_decode / y, work_s)
     step = scaled(model.decode.step, rho)
     side = decode_side(model, step)
@@ -214,7 +223,8 @@ def _plan(model: Any) -> _Plan:
     facts = _Facts(
         rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd, m_bar
     )
-    return _finish(model, facts, step, side)
+    noise = AppendNoise(on_decode / y, work_sq_s2, rho) if on_decode > 0 else None
+    return dataclasses.replace(_finish(model, facts, step, side), noise=noise)
 
 
 def _as_ppd(spec: Any, values: FloatArray, groups: AppendGroups, decisions: FloatArray | None) -> bool:
@@ -303,12 +313,13 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     latency, excess = _append_offsets(model, f)
     hits, plain_hits = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).hits(f.placed, f.placed_append)
-    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think)
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_s)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
+    # a decode row's first step is τ_p plus its append; the other appends in it are in its wait (StepBoundary.carried)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
-        latency = latency + f.x.tau_s
+        latency = latency + boundary.plain_s
     elif math.isfinite(f.x.tau_s):  # the step in flight is the row's wait (PpdPool.wait), not the model's τ̄·busy/2
-        latency = latency - step_boundary_s(f.x.busy, f.x.tau_s)
+        latency = latency - step_boundary_s(f.x.busy, f.x.tau_s) - boundary.excess_s
         shift = step_boundary_s(f.x.busy, f.x.tau_s) + boundary.excess_s if f.on_decode > 0 else 0.0
     rows = np.zeros((k, model.cache.classes + 1))
     rows[:, -1] = 1.0
@@ -332,7 +343,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
         turn1_bins=np.asarray(per_turn[0], dtype=np.float64),
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
-        boundary=boundary.tabulated(),
+        boundary=boundary.carried(),
         append_prob=f.appends.prob,
         append_excess_s=excess,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
@@ -544,5 +555,6 @@ def place_turns(built: M) -> M:
         cache=classes,
         admission=None if model.admission is None else kv_admission(model, decode, capacity),
         storage_read=placed_read_stage(model.res, model.storage_read, classes, rows.ravel()),
+        append_noise=plan.noise,
     )
     return placed

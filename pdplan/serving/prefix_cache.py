@@ -342,8 +342,7 @@ def turn_bins(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
 @functools.lru_cache(maxsize=64)
 def _turn_bins_cached(spec_json: str, turns: int, edges: tuple[float, ...]) -> FloatArray:
     """Keyed by the spec's JSON: a spec holding lists (a histogram length law) cannot be hashed itself."""
-    spec = SessionsSpec.model_validate_json(spec_json)
-    out = _turn_bins_of(spec, turns, np.asarray(edges, dtype=np.float64))
+    out = _binned(*_turn_laws(spec_json, turns), np.asarray(edges, dtype=np.float64))
     out.flags.writeable = False
     return out
 
@@ -351,7 +350,18 @@ def _turn_bins_cached(spec_json: str, turns: int, edges: tuple[float, ...]) -> F
 def _turn_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArray:
     """``[T, K]``: P(prompt bin k | turn t), turn t's prompt being the system prompt, t new parts and t − 1 outputs
     (independent). Computed on one token grid (a step of ``span / 2^16`` tokens at most, rounding the parts' lengths
-    to it: far finer than the bins) with one FFT per part law and one inverse per turn."""
+    to it: far finer than the bins) with one FFT per part law and one inverse per turn (:func:`_turn_laws`), each
+    turn's law then summed over the bins (:func:`_binned`)."""
+    return _binned(*_turn_laws(spec.model_dump_json(), turns), edges)
+
+
+@functools.lru_cache(maxsize=2)
+def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
+    """(the grid's token counts ``[size]``, each turn's prompt law on it ``[T, size]``, read-only) of
+    :func:`_turn_bins_of`: they do not depend on the bin edges, which the sensitivity rows scale (ISL x0.8 and x1.2
+    bin the same laws again: examples/chat-ppd.yaml's three binnings share one set of 36 inverse FFTs of 2^16 cells).
+    The last two kept (36 x 2^16 doubles, 19 MB, each)."""
+    spec = SessionsSpec.model_validate_json(spec_json)
     new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
     span = turns * int(new.values[-1]) + (turns - 1) * int(out.values[-1]) + 1
     step = max(1, math.ceil(span / 2**16))
@@ -364,14 +374,22 @@ def _turn_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArr
         return dense
 
     new_hat, out_hat = np.fft.rfft(on_grid(new)), np.fft.rfft(on_grid(out))
-    tokens = spec.system_prompt_tokens + np.arange(size) * float(step)
-    idx = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, edges.size - 2)
-    rows = []
+    tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
+    laws = np.empty((turns, size))
     spectrum = new_hat.copy()
-    for _ in range(turns):
-        dense = np.clip(np.fft.irfft(spectrum, size), 0.0, None)
-        rows.append(np.bincount(idx, weights=dense, minlength=edges.size - 1) / max(dense.sum(), 1e-300))
+    for t in range(turns):
+        laws[t] = np.clip(np.fft.irfft(spectrum, size), 0.0, None)
         spectrum = spectrum * out_hat * new_hat
+    tokens.flags.writeable = False
+    laws.flags.writeable = False
+    return tokens, laws
+
+
+def _binned(tokens: FloatArray, laws: FloatArray, edges: FloatArray) -> FloatArray:
+    """``[T, K]``: each turn's law (a row of ``laws`` on the grid ``tokens``) summed over the bins ``edges``, over its
+    total."""
+    idx = np.clip(np.searchsorted(edges, tokens, side="right") - 1, 0, edges.size - 2)
+    rows = [np.bincount(idx, weights=law, minlength=edges.size - 1) / max(law.sum(), 1e-300) for law in laws]
     return np.asarray(rows)
 
 

@@ -40,6 +40,7 @@ half a bin.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,8 +132,29 @@ def _coarser_histogram(edges: FloatArray, weights: FloatArray) -> tuple[FloatArr
     return new_edges, np.diff(np.interp(new_edges, edges, cum))
 
 
+LENGTH_PMFS_KEPT = 64
+"""Part laws :func:`length_pmf` keeps (a search asks for the same few: each session model build reads its scenario's
+new-token and output laws; examples/chat-ppd.yaml's ``optimize``: 132 calls of its two laws)."""
+_LENGTH_PMFS: OrderedDict[str, TokenPmf] = OrderedDict()
+
+
 def length_pmf(dist: ParametricDist) -> TokenPmf:
-    """The law of the token count one part is sampled as (module docstring)."""
+    """The law of the token count one part is sampled as (module docstring). Kept by the law's type and JSON (every
+    field; a histogram's lists make the law itself unhashable), the last :data:`LENGTH_PMFS_KEPT`: a hit is the
+    :class:`TokenPmf` the first call built, whose arrays are read-only."""
+    key = f"{type(dist).__qualname__}:{dist.model_dump_json()}"
+    hit = _LENGTH_PMFS.get(key)
+    if hit is None:
+        hit = _LENGTH_PMFS[key] = _length_pmf(dist)
+        if len(_LENGTH_PMFS) > LENGTH_PMFS_KEPT:
+            _LENGTH_PMFS.popitem(last=False)
+    else:
+        _LENGTH_PMFS.move_to_end(key)
+    return hit
+
+
+def _length_pmf(dist: ParametricDist) -> TokenPmf:
+    """:func:`length_pmf` computed."""
     point = dist.point_value()
     if point is not None:
         return TokenPmf(np.array([max(1, round(point))]), np.array([1.0]))

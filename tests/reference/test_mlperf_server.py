@@ -19,7 +19,10 @@ Tolerances, from the recorded errors plus margin:
 * Known miss, xfail (strict): the H200's published 101.25 req/s is still beyond the closed form's stable limit, the
   utilisation limit 99.34 req/s, with the mean (fluid) KV limit of the reserved footprint 99.40 just above it; the
   real run served it with a P99 TTFT of 0.453 s. pdplan's step at the run's occupancy is +7.8 % slow, amplified
-  about 5x by the occupancy's feedback, so its occupancy, and the KV it holds, is high there.
+  about 5x by the occupancy's feedback, so its occupancy, and the KV it holds, is high there. The limit stays (issue
+  #23 item 4, docs/accuracy.md section 6, "Why the H200's published rate stays refused"): 0.85 is the highest load at
+  which the TPOT model was validated (docs/queueing.md section 6), not an engine property; pdplan's prices put the
+  run at u = 0.866, and a step 7.8 % cheaper would put it near 0.80, inside it: the step price is what fails.
 * pdplan's mean step priced at the occupancy each run measured (Little's law): -6.1 % / +7.0 % recorded; held to
   the issue #23 dense TPOT target, 10 %.
 * P99 TTFT at the H100's published rate: -5.6 % recorded (0.435 s against 0.461 s; the chunked TTFT's landing-step

@@ -132,3 +132,31 @@ def test_seat_cap_reaches_the_decode_model(monkeypatch: pytest.MonkeyPatch, tmp_
     # 2 seats per decode worker (TP16, no attention DP), against the profile's 256 without the cap
     assert models[2].decode.max_num_seqs == 2.0
     assert models[None].decode.max_num_seqs == 256.0
+
+
+def _agg(rid: str, tp: str, moe_tp: str, ep: str, system: str = "h200_sxm") -> dict[str, str]:
+    row = _row(rid, "trtllm", "deepseek-ai/DeepSeek-R1", 4, "494.0", mode="agg", system=system)
+    row.update(tp_size=tp, moe_tp_size=moe_tp, moe_ep_size=ep, attention_dp_size="1", silicon_tpot_ms="8.58")
+    return row
+
+
+def test_column_scaled_tp64_row_reads_as_its_tp8_twin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The H200 2026-04-06 dump records the 2026-03-25 dump's TP8 EP8 DeepSeek-R1 measurement (same TTFT 494.0 ms,
+    TPOT 8.58 ms) as tp_size 64, moe_tp_size 8, moe_ep_size 8: one 8-GPU node cannot hold a TP64 group, so the
+    row reads as TP 64 / 8 = 8, the twin's deployment. A TP4 row with MoE TP2 x EP2 (the H100 Qwen3-235B form) and
+    a TP16 row without MoE TP keep their tp_size."""
+    mr = _moe_rows(monkeypatch)
+    rows = [
+        _agg("2026_03_25_dsr1_c4", "8", "1", "8"),
+        _agg("2026_04_06_dsr1_c4", "64", "8", "8"),
+        _agg("h100_tp4_moetp2_ep2", "4", "2", "2", system="h100_sxm"),
+        _agg("h200_tp16_ep16", "16", "1", "16"),
+    ]
+    todo, _ = mr.moe_rows(_write(tmp_path / "rows.csv", rows))
+    by_id = {r["id"]: (r["tp"], r["ep"]) for r in todo}
+    assert by_id == {
+        "2026_03_25_dsr1_c4": (8, 8),
+        "2026_04_06_dsr1_c4": (8, 8),
+        "h100_tp4_moetp2_ep2": (4, 2),
+        "h200_tp16_ep16": (16, 16),
+    }

@@ -192,3 +192,26 @@ def test_only_turn_1_is_left_on_the_prefill_pool(tmp_path: Path, think: dict[str
     # Turn 1: a 253-token prefill (bin 0's points go to 2,666 tokens, ≤ 0.06 s), the link and the decode boundary on
     # an idle pool; the simulator's P90 is 0.25 s (docs/prefix_cache.md §11)
     assert report.ttft_turn1_p90_s < 0.3
+
+
+def test_appends_sharing_a_step_and_their_count_per_request_are_priced(tmp_path: Path) -> None:
+    # issue #24 item 6. The simulator (`pdplan/sim/decode_append.py`) at nominal 20 req/s with the exponential think
+    # time and the sessions' start at their own turn latency (5.11 s; offered 18.108 req/s, 8,000 requests, seed 0,
+    # 2026-12-07): 21.0 % of appends share their mixed step with another (0.26 others on average), TPOT mean / P90
+    # 28.93 / 33.35 ms, Turn 2+ TTFT P90 0.290 s. Before, the closed form priced each append alone in a step of the
+    # mean length τ' and every request's steps stretched alike: TPOT P90 29.23 ms (−12 %), Turn 2+ 0.242 s (−16 %).
+    model = _model(_agent_sessions(tmp_path, {"dist": "exponential", "mean": "11.6s"}), 18.108)
+    assert isinstance(model.pool, PpdPool)
+    p = model.pool.placement
+    assert p is not None
+    noise = model.append_noise
+    assert noise is not None
+    assert noise.appends_per_request == pytest.approx(p.share_on_decode / model.y, rel=1e-12)
+    assert noise.rho == p.rho_append
+    assert noise.work_sq_s2 >= p.work_s**2  # E[w²] ≥ E[w]²
+    snap = model.snapshot(np.array([18.108]))
+    tpot_p90 = float(snap.tpot_summary(90)[0].at_percentile)
+    report = ppd_report(model.res, model)
+    assert report is not None
+    assert tpot_p90 == pytest.approx(0.03335, rel=0.10)
+    assert report.ttft_turn2_p90_s == pytest.approx(0.290, rel=0.10)

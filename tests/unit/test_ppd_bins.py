@@ -58,3 +58,24 @@ def test_turn_law_of_a_histogram_spec() -> None:
     np.testing.assert_allclose(bins.sum(axis=1), 1.0, atol=1e-9)
     assert bins[2, 2] == pytest.approx(0.5**3 / 6, abs=2e-3)
     assert bins[2, 3] == pytest.approx(1.0 - 0.5**3 / 6, abs=2e-3)
+
+
+def test_turn_bins_of_other_edges_bin_the_same_turn_laws() -> None:
+    """The sensitivity rows scale the bin edges (ISL x0.8, x1.2): the turns' laws on the token grid do not depend on
+    them and are computed once (prefix_cache._turn_laws), and each binning is the one computed from scratch, bit for
+    bit; every turn's row still sums to 1, and by hand: turn 1's prompt (system 20 + one append of 100 or 400) lands
+    half below 150 and half in [300, 450) of the x1 edges, half in [120, 240) and half past 360 of the x0.8 ones."""
+    from pdplan.serving import prefix_cache
+
+    spec = _spec({"dist": "histogram", "bins": [99.5, 100.5, 399.5, 400.5], "weights": [1, 0, 1]}, system=20)
+    prefix_cache._turn_laws.cache_clear()
+    prefix_cache._turn_bins_cached.cache_clear()
+    edges = [EDGES, EDGES * 0.8, EDGES * 1.2]
+    shared = [turn_bins(spec, 3, e) for e in edges]
+    assert prefix_cache._turn_laws.cache_info().misses == 1
+    for e, bins in zip(edges, shared, strict=True):
+        prefix_cache._turn_laws.cache_clear()
+        assert np.array_equal(bins, prefix_cache._turn_bins_of(spec, 3, e))
+        np.testing.assert_allclose(bins.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(shared[0][0], [0.5, 0.0, 0.5, 0.0], atol=1e-12)
+    np.testing.assert_allclose(shared[1][0], [0.0, 0.5, 0.0, 0.5], atol=1e-12)  # 120 on its edge: the bin above

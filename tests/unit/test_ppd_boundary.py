@@ -105,3 +105,56 @@ def test_an_unbounded_excess_never_completes() -> None:
     got = law.shifted_on_lattice(0.005, 8, np.array([[0.0, np.inf], [np.inf, np.inf]]), np.array([0.5, 0.5]))
     np.testing.assert_allclose(got[0], 0.5 * law.on_lattice(0.005, 8), atol=1e-12)
     assert np.all(got[1] == 0.0)
+
+
+def test_without_appends_the_carried_law_is_the_wait_alone() -> None:
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG)  # no work given: nothing rides with the append
+    law, plain = b.carried(), b.tabulated()
+    np.testing.assert_array_equal(law.cdf_grid, plain.cdf_grid)
+    assert law.mean_s == plain.mean_s
+
+
+def test_zero_think_time_carries_the_appends_that_arrived_during_the_whole_step() -> None:
+    # τ' = 20 ms, ρ_a = 0.1 from λ_a = 10/s appends of w̄ = 10 ms: τ_p = 18 ms, q = 1 − e^{−0.2} = 0.18127,
+    # τ_m = 18 + 2/q = 29.033 ms. At zero think time R = S1, and the others that arrived during S1 are Poisson(λ_a·S1):
+    # R + O has atoms at τ_p + k·w̄ with probability (1 − q)·Poisson(k; 0.18) and at τ_m + k·w̄ with q·Poisson(k; λ_a·τ_m)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, append_work_s=0.010)
+    law = b.carried()
+    q, tm = 1.0 - math.exp(-0.2), 0.018 + 0.002 / (1.0 - math.exp(-0.2))
+    assert tm == pytest.approx(0.029033, abs=1e-6)
+
+    def at(a: float) -> float:
+        return float(np.interp(a, law.grid_s, law.cdf_grid))
+
+    # just past τ_p = 18 ms: a plain S1 and no other append, 0.81873 × e^{−0.18} = 0.68386
+    assert at(0.0185) == pytest.approx((1.0 - q) * math.exp(-0.18), abs=2e-3)
+    assert at(0.0185) == pytest.approx(0.68386, abs=2e-3)
+    # just past 28 ms (τ_p + one other): + 0.81873 × 0.18·e^{−0.18} = 0.12309
+    assert at(0.0285) == pytest.approx(0.68386 + 0.12309, abs=2e-3)
+    # the mean: E[S1] + w̄·λ_a·E[S1] = 20 ms + 10 ms × 10/s × 20 ms = 22 ms
+    assert law.mean_s == pytest.approx(0.022, rel=2e-3)
+
+
+def test_long_think_time_carries_the_appends_of_a_length_biased_step() -> None:
+    # a random arrival sees the step in flight length-biased: E[O] = λ_a·w̄·E[S²]/E[S], above the ρ_a·τ' = λ_a·w̄·E[S]
+    # the mean step holds; with τ_p = 18 ms, τ_m = 29.033 ms, q = 0.18127: E[S²] = 0.81873·18² + 0.18127·29.033²
+    # = 265.27 + 152.80 = 418.07 ms², so E[R] = 418.07/40 = 10.452 ms and E[O] = 0.1 × 418.07/20 = 2.0903 ms
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010)
+    second = (1 - b.mixed_share) * b.plain_s**2 + b.mixed_share * b.mixed_s**2
+    assert second == pytest.approx(418.07e-6, rel=1e-4)
+    law = b.carried()
+    assert law.mean_s == pytest.approx(0.010452 + 0.0020903, rel=2e-3)
+    assert law.mean_s - b.tabulated().mean_s > 0.002  # more than the mean step's ρ_a·τ' = 2 ms
+    # below w̄ only arrivals with no other append count: at a = 9 ms (half a plain step), Σ_σ π_σ·e^{−λ_a s_σ}·a/s_σ
+    # with π_m = q·τ_m/τ' = 0.26314: 0.73686·e^{−0.18}·0.5 + 0.26314·e^{−0.29033}·9/29.033 = 0.30773 + 0.06102
+    pi_m = b.mixed_share * b.mixed_s / 0.020
+    assert pi_m == pytest.approx(0.26314, abs=1e-5)
+    assert float(np.interp(0.009, law.grid_s, law.cdf_grid)) == pytest.approx(0.36875, abs=2e-3)
+
+
+def test_an_idle_instance_carries_no_other_append() -> None:
+    b = StepBoundary.of(0.020, 0.1, 10.0, 0.25, LONG, append_work_s=0.010)  # busy 1/4: an atom of 3/4 at 0
+    law = b.carried()
+    assert float(law.cdf_grid[0]) == pytest.approx(0.75)
+    busy = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010).carried()
+    assert law.mean_s == pytest.approx(0.25 * busy.mean_s, rel=1e-3)

@@ -121,3 +121,20 @@ def test_token_pmf_checks_and_quantiles() -> None:
     assert pmf.second_moment() == pytest.approx(0.2 * 100 + 0.3 * 400 + 0.5 * 900)
     with pytest.raises(ValueError, match="increasing"):
         _pmf([3, 2], [0.5, 0.5])
+
+
+def test_length_pmf_is_kept_by_value() -> None:
+    """A law asked for again (an equal law, another object) is the TokenPmf built the first time, read-only and equal
+    to a fresh computation; a law differing in one field is its own."""
+    token_pmf._LENGTH_PMFS.clear()
+    first = length_pmf(LognormalDist(dist="lognormal", mean=400, sigma=1.0, max=8192))
+    again = length_pmf(LognormalDist(dist="lognormal", mean=400, sigma=1.0, max=8192))
+    assert again is first
+    fresh = token_pmf._length_pmf(LognormalDist(dist="lognormal", mean=400, sigma=1.0, max=8192))
+    assert np.array_equal(first.values, fresh.values)
+    assert np.array_equal(first.prob, fresh.prob)
+    with pytest.raises(ValueError, match="read-only"):
+        first.prob[0] = 0.0
+    other = length_pmf(LognormalDist(dist="lognormal", mean=400, sigma=1.0, max=4096))
+    assert other is not first
+    assert int(other.values[-1]) == 4096
