@@ -27,8 +27,12 @@ cross-GPU error without each; and ``pdplan/data/cross_gpu_error.yaml``, the band
 (``cross_gpu_report.error_yaml``: per engine, mode and predicted GPU the cross-GPU median / P90 |error| and signed
 median, and the engine versions, model families and GPUs the rows cover). ``--yaml-only`` runs only the fits that
 file needs (in-sample and cross-GPU, as the gate) and writes only it. ``--gate FILE`` writes the figures the CI gate
-compares against instead (``tests/reference/test_cross_gpu_accuracy.py``). Run:
-``python benchmarks/cross_gpu_accuracy.py [--workers N]``.
+compares against instead (``tests/reference/test_cross_gpu_accuracy.py``). ``--profiles P --reuse FILE`` reruns
+only the profiles P and takes every other profile's run from ``FILE`` (pickled by ``--save`` on an earlier tree):
+for a change that moves one profile's rows only, as a profile's fits use its own rows alone; the rows left out are
+this run's, and the header names both. With ``--yaml-only`` as well it rewrites §1, §2 and §7 of the document (the
+sections those fits fill) and says that §3 to §6 are the last whole run's.
+Run: ``python benchmarks/cross_gpu_accuracy.py [--workers N]``.
 """
 
 from __future__ import annotations
@@ -288,6 +292,23 @@ def write_error_yaml(path: Path, runs: list[ProfileRun], header: Mapping[str, An
     print(f"wrote {path}", file=sys.stderr)
 
 
+def reuse(runs: list[ProfileRun], header: dict[str, Any], path: Path) -> tuple[list[ProfileRun], dict[str, Any]]:
+    """This run's profiles and, in :data:`FITTED` order, every other profile's run pickled in ``path`` (``--save``);
+    the header's command names the file and its run's date and command."""
+    import __main__
+
+    __main__.ProfileRun = ProfileRun  # type: ignore[attr-defined]  # pickles written by the script's own main
+    old, _, old_header = pickle.loads(path.read_bytes())
+    fresh = {r.profile: r for r in runs}
+    merged = [fresh.get(p) or next(r for r in old if r.profile == p) for p in FITTED]
+    if set(fresh) - set(FITTED):
+        raise SystemExit(f"--reuse: unknown profiles {sorted(set(fresh) - set(FITTED))}")
+    kept = ", ".join(p for p in FITTED if p not in fresh)
+    command = f"{header['command']} --profiles {','.join(fresh)} --reuse FILE"
+    reused = f"{kept} reused from the {old_header['date']} run of {old_header['command']}"
+    return merged, {**header, "command": command, "reused": reused}
+
+
 def main() -> None:
     from cross_gpu_report import write_doc
 
@@ -306,6 +327,7 @@ def main() -> None:
         "every row of every profile; a partial run writes it only here)",
     )
     ap.add_argument("--yaml-only", action="store_true", help="the in-sample and cross-GPU fits only; the bands file")
+    ap.add_argument("--reuse", type=Path, help="take the profiles not in --profiles from runs pickled by --save")
     args = ap.parse_args()
     if args.gate:
         record = {
@@ -322,9 +344,21 @@ def main() -> None:
         runs, left, header = compute(args.workers, args.every, args.profiles.split(","), full=not args.yaml_only)
     if args.save:
         args.save.write_bytes(pickle.dumps((runs, left, header)))
-    whole = args.every == 1 and set(args.profiles.split(",")) == set(FITTED)
+    if args.reuse:
+        runs, header = reuse(runs, header, args.reuse)
+    whole = args.every == 1 and {r.profile for r in runs} == set(FITTED)
     if args.error_yaml or whole:
         write_error_yaml(args.error_yaml or ERROR_YAML, runs, header)
+    if args.yaml_only and args.reuse:
+        from cross_gpu_report import write_partial_doc
+
+        note = (
+            "§1, §2 and §7 are this run's (the command above: the rerun profiles' in-sample and cross-GPU fits, the "
+            "other profiles' runs reused); §3 to §6 are the last whole run's, from before this run's change (rerun "
+            "the script whole to refresh them)."
+        )
+        write_partial_doc(args.output, runs, left, header, note)
+        print(f"wrote §1, §2, §7 of {args.output}", file=sys.stderr)
     if args.yaml_only:
         return
     write_doc(args.output, runs, left, header)

@@ -302,6 +302,7 @@ def _preamble(rows: int, left: int, header: Mapping[str, Any]) -> str:
         f"end-to-end sample, {header['data']}. {rows} rows priced, {left} left out (§7). Cells: "
         "median \\|error\\| / P90 \\|error\\| / signed median, in %, over the rows of the group; a fit on one GPU is "
         f"scored on the other (cross-GPU) and on its own rows (in-sample). Unfitted values of the terms: {unfitted}."
+        + (f" Runs {header['reused']} (`--reuse`)." if header.get("reused") else "")
     )
 
 
@@ -434,9 +435,39 @@ def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str
     doc = {
         "schema_version": 2,
         "source": f"benchmarks/cross_gpu_accuracy.py (docs/cross_gpu_accuracy.md §1-§2), generated {header['date']} "
-        f"by `{header['command']}` on the AIConfigurator 0.12.0 end-to-end sample: {header['data']}",
+        f"by `{header['command']}`"
+        + (f" ({header['reused']})" if header.get("reused") else "")
+        + f" on the AIConfigurator 0.12.0 end-to-end sample: {header['data']}",
         "bands": bands,
         "coverage": coverage,
     }
     body = yaml.safe_dump(doc, sort_keys=False, width=118, default_flow_style=None, allow_unicode=True)
     return ERROR_YAML_HEADER + body
+
+
+PARTIAL_SECTIONS = ("## 1. ", "## 2. ", "## 7. ")
+"""The sections :func:`write_partial_doc` rewrites: those a ``--yaml-only`` run's fits fill (in-sample, cross-GPU,
+shipped) and the rows left out."""
+
+
+def write_partial_doc(
+    path: Path, runs: list[Any], left: list[tuple[dict[str, Any], str]], header: Mapping[str, Any], note: str
+) -> None:
+    """Rewrite §1, §2 and §7 of the generated block of ``path`` from ``runs`` (``--yaml-only --reuse``), keep §3-§6
+    as they were, and put ``note`` (which sections are whose run) after the preamble, which is rewritten."""
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    block, tail = rest.split(END, 1)
+    fresh = "\n".join(generated(runs, left, header))
+
+    def sections(body: str) -> list[str]:
+        parts = body.split("\n## ")
+        return [parts[0], *("## " + p for p in parts[1:])]
+
+    old, new = sections(block.strip("\n")), sections(fresh)
+    if [s.split("\n", 1)[0] for s in old[1:]] != [s.split("\n", 1)[0] for s in new[1:]]:
+        raise SystemExit(f"{path}: the generated block's sections differ from this script's; rerun it whole")
+    out = [new[0].rstrip("\n") + "\n\n" + note + "\n"]
+    out += [n if n.startswith(PARTIAL_SECTIONS) else o for o, n in zip(old[1:], new[1:], strict=True)]
+    body = "\n".join(s.rstrip("\n") + "\n" for s in out)
+    path.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}", encoding="utf-8")

@@ -7,7 +7,14 @@ Rows (``aiconfigurator-silicon/{h100_sxm,h200_sxm}.csv`` via ``benchmarks/data_r
   reads them (its model names, plus NVIDIA's FP8 checkpoint of Llama-3.1-8B that only the H200 rows use: the same
   architecture, FP8 weights), priced with :func:`pdplan.calibrate.silicon_rows.dense_scenario` on the row's GPU;
 * MoE colocated rows and every disaggregated row, read by ``benchmarks/moe_rows.py`` (deployment, benchmark
-  concurrency, client connection cap, decode seats) and priced with its ``scenario_dict``.
+  concurrency, client connection cap, decode seats) and priced with its ``scenario_dict``;
+* colocated rows with attention DP (``attention_dp_size`` D > 1) are priced as run, D attention-DP ranks
+  (:mod:`pdplan.serving.colocated_dp`), where ``tp_size · D = moe_ep_size``: the TensorRT-LLM DeepSeek-R1 TP1 DP8
+  EP8 rows of the 2026-03-25 H200 dump, one 8-GPU node (``benchmarks/colocated_dp_rows.py`` prices the same rows
+  with their per-rank seats). The same measurements appear again in the 2026-04-06 and ``db-dump`` H200 rows with
+  ``attention_dp_size`` 64 and EP 8 on TP1 (same TTFT and TPOT: a column scaling, as ``benchmarks/moe_rows.py``
+  describes for MiniMax-M2.5); they are left out as copies, not priced twice. The vLLM MiniMax-M2.5 rows whose
+  ``attention_dp_size`` does not make ``tp · D = ep`` keep ``moe_rows``' reading (attention DP 1, the id's EP).
 
 Each scenario is the one those scripts build, with the row's own GPU (``h100-sxm`` or ``h200-sxm``: its kernel table
 and datasheet) in every role. The engine profile is the row's (``moe_rows.profile_of``: ``vllm-0.18`` for vLLM 0.18
@@ -34,7 +41,7 @@ from engine_accuracy import MODELS
 from moe_rows import moe_rows, profile_of, scenario_dict
 
 from pdplan.calibrate import silicon_rows
-from pdplan.errors import PdplanError
+from pdplan.errors import PdplanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
@@ -84,10 +91,24 @@ def read_gpu(gpu: str) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any],
     return out, [({**r, "gpu": gpu}, why) for r, why in skipped]
 
 
+def attention_dp(row: dict[str, Any]) -> bool:
+    """Whether a colocated row runs attention DP as pdplan prices it: D = ``dp`` > 1 ranks of ``tp`` GPUs whose
+    ``tp·D`` GPUs are the expert-parallel group (module docstring)."""
+    return row.get("mode") == "agg" and row.get("dp", 1) > 1 and row["tp"] * row["dp"] == row["ep"]
+
+
 def row_scenario(row: dict[str, Any], engine_ref: str | None = None) -> dict[str, Any]:
     """The scenario of one row on its own GPU, under ``engine_ref`` (a profile name or YAML path; None: the row's)."""
     moe = "prefill" in row or "ep" in row
     spec = scenario_dict(row) if moe else silicon_rows.dense_scenario(row, row["gpu_name"])
+    if attention_dp(row):
+        spec["colocated"]["dp"] = row["dp"]
+    elif row.get("engine") == "trtllm" and row.get("mode") == "agg" and row.get("dp", 1) > 1:
+        # left in the row list (and out of the priced rows) so that every k-th row stays the row it was
+        raise SpecError(
+            f"attention_dp_size {row['dp']} at TP{row['tp']} EP{row['ep']}: a column-scaled copy of a TP1 DP8 EP8 "
+            "row (benchmarks/cross_gpu_rows.py docstring)"
+        )
     for role in ("colocated", "prefill", "decode"):
         if role in spec:
             spec[role] = {**spec[role], "gpu": row["gpu_name"]}

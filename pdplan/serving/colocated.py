@@ -481,10 +481,14 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     cells = decode_cells(res)
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
+    split = None
     if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
-        from pdplan.serving.colocated_dp import rank_decode  # lazy: attention DP only (start-up, issue #27)
+        from pdplan.serving import colocated_dp  # lazy: attention DP only (start-up, issue #27)
 
-        dperf = rank_decode(dperf, hw.dp, cells)
+        chunked = d.scheduler == "chunked"
+        others = colocated_dp.others_chunk_s_per_seq(hw, float(res.chunk_tokens), cells) if chunked else 0.0
+        dperf = colocated_dp.rank_decode(dperf, hw.dp, cells, others)
+        split = colocated_dp.rank_prefill_split_s
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
@@ -496,7 +500,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     lens, points = res.lengths, res.input_points
     per_point = prefill_perf(hw, points.ravel()).latency_s.reshape(points.shape)
     cell_s = np.repeat(per_point, lens.output_tokens.size, axis=0)  # cells are prompt-major over the output bins
-    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
+    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens, split)
     return ColocatedModel(
         res,
         d.scheduler,

@@ -19,12 +19,32 @@ split, with a per-rank step law derived from the instance's:
   disaggregated decode pool uses the same law). With every rank at b sequences and k context tokens, ``B = D·b``,
   ``K = D·k``, so one rank sees ``τ = t0 + (D·t1)·b + (D·t2)·k``. Its seats and KV are the instance's over D (the
   law's seat cap is ``max_num_seqs·D``, the memory model's KV capacity the sum over the ranks,
-  :mod:`pdplan.perf.memory`). The chunked-prefill price is the same pass at one prompt on every rank
-  (:func:`pdplan.serving.roles.chunk_price`: batch D, attention per rank, MoE over the D chunks): its secant per
-  chunk token ``t_p`` is, per token of one rank's chunk, what the shared step costs when all ranks carry chunks
-  alike. In the mean field that is exact for the linear terms: each rank's tokens add ``t_p`` of step time per
-  token (the expert layers' share for all D ranks' tokens plus the rank's own attention), the step time is what all
-  ranks see.
+  :mod:`pdplan.perf.memory`).
+* *A rank's chunk and the other ranks' chunks (issue #24 item 6).* Each rank schedules its own chunk (TensorRT-LLM:
+  one ``PyExecutor`` scheduler per rank, requests handed to ranks by ``executor_request_queue.py``; its
+  ``attention_dp_config.enable_balance``, which withholds context until every rank has some, is off by default,
+  ``llmapi/llm_args.py``). Every MoE layer then runs over the tokens of ALL ranks of that step: the experts all-gather
+  ``all_rank_num_tokens`` rows, each rank's own count, unpadded on Hopper (NVIDIA/TensorRT-LLM
+  ``tensorrt_llm/_torch/modules/fused_moe/communication/allgather_reducescatter.py`` at 0f39b2d,
+  ``AllGatherReduceScatter.dispatch``: ``sizes = all_rank_num_tokens``; ``models/modeling_deepseekv3.py`` pads to the
+  largest rank only on SM120). SGLang alike: a step with a prefill in it gathers the ranks' tokens at their sum
+  (sgl-project/sglang ``python/sglang/srt/layers/dp_attention.py`` at 0016109, ``DpPaddingMode.get_dp_padding_mode``:
+  ``SUM_LEN`` for an extend batch over several ranks; its pplx all-to-all backend pads every rank to the largest,
+  where the symmetric pass would be the price). So a rank's chunk of n tokens costs the step its own dense layers,
+  all-to-all share and causal attention (those of the pass in which every rank carries n: the step waits for its rank)
+  plus the routed experts of its own n tokens, not of D·n (:func:`rank_prefill_split_s`, the split
+  :func:`pdplan.serving.roles.chunk_price` prices a rank's chunks with: ``t_p`` and a lone prompt's ``g(L)``). The
+  other D − 1 ranks' chunks ride in the same steps whether or not this rank carries one. In the mean field (each
+  rank's load that of the others, as the balanced step already takes for decode) a rank pushes ``λ_r·L̄`` prompt
+  tokens a second and holds ``b = λ_r·τ·E[n]`` decoding sequences (Little, n its decode steps), so the other ranks put
+  ``(D − 1)·b·L̄/E[n]`` chunk tokens through the experts per step, at ``e`` seconds each (the experts' added time per
+  token when the other ranks carry a chunk: :func:`others_expert_s_per_token`): a per-sequence term
+  ``(D − 1)·e·L̄/E[n]`` added to the rank's t1 (:func:`others_chunk_s_per_seq`, chunked schedules only). The mean step is
+  that of the symmetric pass in which every rank carries its chunk; what the term moves is WHEN the others' expert
+  tokens are paid: in every step, not only in this rank's chunk steps. The earlier price (the pass of D chunks per
+  rank chunk, D·n expert tokens) charged them only when this rank chunked (the ranks' chunks perfectly correlated): a
+  lone prompt at λ → 0 cost the D-rank pass, and on DeepSeek-V3 B200 TP1 DP8 EP8 at 2000/1000 and 20 req/s the closed
+  form's TTFT P90 stood 48 % above the simulator's per-rank price.
 * *The slowest rank (new; the disaggregated decode prices its ranks balanced and has no such term).* A step ends
   when the rank with the most attention work ends. A rank's decode attention reads its own context
   ``K_r`` at ``t2' = D·t2`` per token (the KV read is the rank's alone). Under the random split the ranks'
@@ -42,12 +62,13 @@ split, with a per-rank step law derived from the instance's:
 
 **Approximations and their limits.**
 
-* Ranks' prefill chunks land independently, and are priced in the mean field (each rank's chunk tokens at the
-  symmetric secant t_p). A step where only some ranks carry a chunk really waits for the slowest rank's chunk
-  attention and attention GEMMs: with each of D ranks carrying a chunk in a fraction ρ of steps, that part of the
-  step is paid in a fraction ``1 − (1 − ρ)^D`` of steps, not ρ. The model understates it most at low-to-mid
-  chunk load (ρ = 0.2, D = 8: 0.83 vs 0.2 of the per-rank chunk part), and is exact at ρ → 1. A linear step law
-  cannot carry it (the chord of ``1 − (1 − ρ)^D`` over [0, 1] is ρ itself).
+* Ranks' prefill chunks land independently, and are priced in the mean field (a rank's own chunk at its own
+  price, the others' expert tokens at their mean through the per-sequence term). A step where only some ranks
+  carry a chunk really waits for the slowest rank's chunk attention and attention GEMMs: with each of D ranks
+  carrying a chunk in a fraction ρ of steps, that part of the step is paid in a fraction ``1 − (1 − ρ)^D`` of
+  steps, not ρ. The model understates it most at low-to-mid chunk load (ρ = 0.2, D = 8: 0.83 vs 0.2 of the
+  per-rank chunk part), and is exact at ρ → 1. A linear step law cannot carry it (the chord of
+  ``1 − (1 − ρ)^D`` over [0, 1] is ρ itself).
 * The split is random. The engines balance: TensorRT-LLM hands requests to the rank with the fewest tokens
   (``executor_request_queue.py``, a min-heap on tokens), SGLang's DP controller round-robins (its default
   ``load_balance_method``), vLLM's front end picks the least-loaded engine. The straggler term of a random split is
@@ -55,8 +76,14 @@ split, with a per-rank step law derived from the instance's:
 * The per-sequence part of the decode step (t1) is treated as shared (the MoE reads grow with the instance's
   tokens); its per-rank share (the rank's attention projections) gets no straggler term.
 * TTFT is that of the rank's own queue; a prompt is never moved between ranks.
-* The simulator's colocated deployment runs independent instances, so it cannot express the step shared across
-  ranks; there is no simulator twin of this model.
+* The other ranks' expert tokens are priced at the experts' time only: the all-to-all bytes they send to this
+  rank's experts are not added (the symmetric pass's all-to-all is the rank's own). Prompts whose prefix is cached
+  (:mod:`pdplan.serving.colocated_cache`) keep the uncached prompt's L̄ in the others' term (an upper bound).
+  Prefill-first schedules keep the symmetric pass (``prefill_perf``).
+* The simulator's colocated deployment runs independent ranks, so it cannot couple them: it prices a rank's own
+  chunk with its own roofline tables (``pdplan.sim.deployment.rank_split_s``, own tokens through the experts) and
+  takes the others' expert tokens from the rank's linear step law (the per-sequence term above), which it shares
+  with this model by design (``step="linear"``).
 
 D = 1 is today's colocated model unchanged (e_1 = 0, every factor 1).
 """
@@ -70,8 +97,11 @@ import math
 import numpy as np
 
 from pdplan.numerics.normal import ndtr
+from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import DecodeWorkload, LinearStepTime
+from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import DecodePerf
+from pdplan.types import FloatArray
 
 _MAX_GRID = np.linspace(-9.0, 9.0, 3601)
 """Grid of the e_D integral: the integrand ``x·D·φ(x)·Φ(x)^(D−1)`` is below 1e-15 outside ±9 for D ≤ 10⁴."""
@@ -107,14 +137,74 @@ def straggler_s_per_seq(
     return t2_rank_s_per_token * e_d * math.sqrt(mean_square / n_max)
 
 
-def rank_decode(decode: DecodePerf, ranks: int, cells: DecodeWorkload) -> DecodePerf:
+def rank_decode(decode: DecodePerf, ranks: int, cells: DecodeWorkload, others_s_per_seq: float = 0.0) -> DecodePerf:
     """One attention-DP rank's step law, seats and KV from the instance's (module docstring): ``t0``,
-    ``D·t1 + straggler``, ``D·t2``; seats and KV capacity over D. D = 1 returns the same numbers."""
+    ``D·t1 + straggler + others``, ``D·t2``; seats and KV capacity over D; ``others_s_per_seq`` the other ranks'
+    chunk tokens per sequence (:func:`others_chunk_s_per_seq`). D = 1 returns the same numbers."""
     d = float(ranks)
     st = decode.step
     t2 = st.t2_s_per_token * d
     seats = decode.max_num_seqs / d
     kv = decode.kv_capacity_tokens / d
     extra = straggler_s_per_seq(t2, ranks, cells, seats, kv, decode.state_tokens_per_seq)
-    step = LinearStepTime(st.t0_s, st.t1_s_per_seq * d + extra, t2)
+    step = LinearStepTime(st.t0_s, st.t1_s_per_seq * d + extra + others_s_per_seq, t2)
     return dataclasses.replace(decode, step=step, kv_capacity_tokens=kv, max_num_seqs=seats)
+
+
+def _pass(hw: RoleHardware, batch: float, tokens: FloatArray) -> PhaseTime:
+    """The roofline prefill pass of ``batch`` prompts of ``tokens`` on one instance of ``hw`` (the batch over its
+    attention-DP ranks: ``batch = D`` is every rank carrying ``tokens``, ``batch = 1`` the instance carrying
+    ``tokens`` in all)."""
+    return phase_time(
+        hw.model, hw.gpu, hw.table, phase="prefill", batch=batch, tokens=tokens, tp=hw.tp, pp=hw.pp,
+        precision=hw.precision, detail=False, dp=hw.dp, ep=hw.ep, expert_gather=hw.expert_gather,
+        routing=hw.prefill_routing, **hw.moe_options,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _of_kind(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
+    out = np.zeros(shape)
+    for op in pt.ops:
+        if op.kind == kind:
+            out = out + op.time_s
+    return np.asarray(out, dtype=np.float64)
+
+
+def rank_prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(G, A) of a chunk of ``tokens`` prompt tokens on ONE attention-DP rank (module docstring, "A rank's chunk"):
+    ``G = P_D − A_D − X_D + X_1`` and ``A = A_D``, with P_D the pass in which every rank carries ``tokens``
+    (``batch = D``), A_D its causal-attention kernels, X_D its routed-expert op and X_1 the routed-expert op of the
+    pass in which the instance carries ``tokens`` in all (``batch = 1``): the rank's dense layers, all-to-all share
+    and attention, and the experts over its own tokens only. Without attention DP or experts it is the batch-D
+    pass (:func:`pdplan.serving.roles.prefill_split_s`)."""
+    tok = np.asarray(tokens, dtype=np.float64)
+    every = _pass(hw, float(hw.dp), tok)
+    attention = _of_kind(every, "attn_prefill", tok.shape)
+    gemm = np.broadcast_to(every.time_s, tok.shape) - attention
+    if hw.dp > 1 and hw.model.moe is not None:
+        gemm = gemm - _of_kind(every, "moe", tok.shape) + _of_kind(_pass(hw, 1.0, tok), "moe", tok.shape)
+    return np.asarray(gemm, dtype=np.float64), attention
+
+
+def others_expert_s_per_token(hw: RoleHardware, budget_tokens: float) -> float:
+    """e: the routed experts' added seconds per token of the other ranks' chunks, at the chunk size C the scheduler
+    runs: ``(X_D(C) − X_1(C)) / ((D − 1)·C)``, the experts' time when every rank carries C tokens less that when
+    one rank does, over the (D − 1)·C tokens the others add (:func:`rank_prefill_split_s`'s X). 0 without attention
+    DP or experts."""
+    if hw.dp <= 1 or hw.model.moe is None:
+        return 0.0
+    c = np.array([float(max(int(budget_tokens), 2))])
+    every = float(_of_kind(_pass(hw, float(hw.dp), c), "moe", c.shape)[0])
+    one = float(_of_kind(_pass(hw, 1.0, c), "moe", c.shape)[0])
+    return max(every - one, 0.0) / ((hw.dp - 1) * float(c[0]))
+
+
+def others_chunk_s_per_seq(hw: RoleHardware, budget_tokens: float, cells: DecodeWorkload) -> float:
+    """The other ranks' chunk tokens through the experts, per decoding sequence of a rank (module docstring):
+    ``(D − 1)·e·L̄/E[n]``, L̄ the mean computed prompt tokens and E[n] the mean decode steps of ``cells``, e
+    :func:`others_expert_s_per_token`. 0 for D = 1."""
+    e = others_expert_s_per_token(hw, budget_tokens)
+    if e == 0.0:
+        return 0.0
+    prompt = float(cells.prob @ cells.computed_tokens)
+    return (hw.dp - 1) * e * prompt / cells.mean_steps

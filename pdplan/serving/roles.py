@@ -49,6 +49,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,6 +212,10 @@ class ChunkPrice:
     drain_s: FloatArray
 
 
+PrefillSplit = Callable[[RoleHardware, FloatArray], tuple[FloatArray, FloatArray]]
+"""(hardware, tokens) → (G, A) of a prefill piece of that many tokens (:func:`prefill_split_s`'s signature)."""
+
+
 def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Batch-1 prefill pass latency of ``tokens`` tokens split into (G, A): everything but the causal
     attention kernels, and those kernels (op kind ``attn_prefill``), seconds (module docstring)."""
@@ -224,18 +229,22 @@ def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, F
     return np.asarray(total - attn, dtype=np.float64), np.asarray(attn, dtype=np.float64)
 
 
-def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray) -> ChunkPrice:
+def chunk_price(
+    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, split: PrefillSplit | None = None
+) -> ChunkPrice:
     """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
     one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
-    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring)."""
+    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring). ``split``: the (G, A) of a chunk's tokens (None:
+    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`)."""
+    split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
     last = lens - budget * full
-    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
+    g, _ = split(hw, np.concatenate(([1.0, budget], last)))
     t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
     k_max = int(full.max())
-    _, attn = prefill_split_s(
+    _, attn = split(
         hw,
         np.concatenate((budget * np.sqrt(2.0 * np.arange(k_max) + 1.0), np.sqrt(last * (2.0 * budget * full + last)))),
     )
@@ -245,27 +254,32 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
 
 
 def cached_chunk_price(
-    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, cached_tokens: FloatArray
+    hw: RoleHardware,
+    budget_tokens: float,
+    prompt_tokens: FloatArray,
+    cached_tokens: FloatArray,
+    split: PrefillSplit | None = None,
 ) -> ChunkPrice:
     """:func:`chunk_price` for prompts whose first ``h`` tokens come from a prefix cache: only the ``m = L − h``
     missed tokens are chunked (at least one, as :func:`cached_prefill_perf`), k = ⌈m/C⌉ − 1 full chunks and a last
     one of ``m_L = m − kC``. Chunk j starts after ``h + jC`` keys, so its causal attention has
     ``C(2(h + jC) + C)/2`` query-key pairs, those of a from-scratch prompt of ``√(C(2h + 2jC + C))`` tokens (the
     equivalence of :func:`cached_prefill_perf`); the last chunk's ``√(m_L(2(h + kC) + m_L))``. With ``h = 0`` this
-    is :func:`chunk_price`'s sum term by term."""
+    is :func:`chunk_price`'s sum term by term (``split`` as there)."""
+    split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     cached = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, lens - 1.0)
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
+    g, _ = split(hw, np.concatenate(([1.0, budget], last)))
     t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
     eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
-    _, attn = prefill_split_s(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
     return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
