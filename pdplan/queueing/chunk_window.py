@@ -75,6 +75,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pdplan.numerics.special import gammainc, gammaln
+from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
 from pdplan.types import FloatArray
 
@@ -154,19 +155,31 @@ def chunk_queue(
     t_a: float,
     attention_s: FloatArray | None = None,
     drain_s: FloatArray | None = None,
+    width: GemmWidth | None = None,
 ) -> ChunkQueue:
     """Mean field, plain/chunk step times and drain-corrected service (module docstring);
     ``attention_s[i]`` = A_i per cell (None: ``t_a L_i²/2``), ``drain_s[i]`` = d_L, the GEMM-side work
-    of its last chunk alone (None: ``t_p m_L``).
+    of its last chunk alone (None: ``t_p m_L``). ``width``: the prompt tokens priced at the step's width
+    (:mod:`pdplan.queueing.chunk_width`): t_p per rate from :func:`~pdplan.queueing.chunk_width.riding_mean_field`
+    (the scalar ``t_p`` is then not used) and a drain step's own work ``E(N, m) = G(N + m) − G(N)``, its last chunk
+    beside the N decode tokens (``drain_s`` must then be None).
 
     ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
     """
     lin, p = wl.computed_tokens, wl.prob
     el, el2 = float(p @ lin), float(p @ lin**2)
+    if width is not None and drain_s is not None:
+        raise ValueError("chunk_queue: with a GemmWidth the drain work is priced at the step's width; drain_s is None")
     attn, rem, drain = _cell_costs(wl, token_budget, t_p, t_a, attention_s, drain_s)
     ea = float(p @ attn)
     u_d = rate * st.per_request_s(wl)
-    u_p = rate * (t_p * el + ea)
+    t_p_r = np.full_like(rate, t_p)
+    if width is not None:
+        riding = riding_mean_field(rate, wl, st, token_budget, width, attn)
+        if not np.all(riding.stable):
+            raise ValueError("colocated chunked: no stable mean step before the decode batch fills the token budget")
+        t_p_r = riding.s_per_token
+    u_p = rate * (t_p_r * el + ea)
     if np.any(u_d + u_p >= 1.0):
         raise ValueError(
             f"colocated chunked: unstable, prefill + decode utilisation {float((u_d + u_p).max()):.4f} >= 1"
@@ -178,15 +191,17 @@ def chunk_queue(
             f"chunked: token budget {token_budget} <= mean decode batch {float((token_budget - chunk).max()):.1f}"
         )
     tau_p = st.t0_s + u_d * tau
-    extra = chunk * (t_p + ea / el)
+    extra = chunk * (t_p_r + ea / el)
     m = np.minimum(rem[None, :], chunk[:, None])
-    own = drain[None, :] * m / rem[None, :]  # the drain step's own GEMM work, d_L at m = m_L
-    waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - t_p * m, 0.0)
+    # the drain step's own GEMM work: d_L at m = m_L, or with a width its last chunk beside the N = C − c decodes
+    own = drain[None, :] * m / rem[None, :] if width is None else width.extra_s((token_budget - chunk)[:, None], m)
+    tp2 = t_p_r[:, None]
+    waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - tp2 * m, 0.0)
     rho_f = rate * el * (tau_p + extra) / chunk
     per_step, per_prompt, tau_d = _drain_counts(rate, tau_p, (own + m * ea / el) @ p)
-    saving = (t_p * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
+    saving = (tp2 * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
     rho, p_drain = _drain_rho(rate, rho_f, tau_p, per_step, per_prompt, saving)
-    fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + attn)[None, :]
+    fluid = lin[None, :] * (tau_p / chunk)[:, None] + tp2 * lin[None, :] + attn[None, :]
     service = fluid + p_drain[:, None] * waste
     drain_time = np.minimum(rate * (1.0 - rho) * per_step * tau_d, rho)
     return ChunkQueue(

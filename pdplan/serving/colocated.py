@@ -75,11 +75,12 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
+from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field
 from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import RidingKvAdmission, admission_footprint, kv_mean_rate
+from pdplan.queueing.kv_admission import KvFootprint, RidingKvAdmission, admission_footprint, kv_mean_rate
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -95,6 +96,12 @@ from pdplan.types import Binding, FloatArray, IntArray, Utilisation
 
 if TYPE_CHECKING:
     from pdplan.serving.prefix_cache import CacheClasses
+
+
+_KV_MEAN_ITERATIONS = 50
+"""Fixed-point steps for the mean KV rate with p(λ) (:meth:`ColocatedModel._kv_mean`): λ_kv = M/(t0 W + M(per +
+p(λ_kv))) is decreasing in p and p increasing in λ, so the iterates alternate around the root and contract by the
+slope of p, a few per cent per step here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +148,10 @@ class ColocatedModel:
     """With a prefix cache, ``[C, J]`` the same at each of the cell's quadrature lengths (prefill-first)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
+    gemm_width: GemmWidth | None = None
+    """chunked: G(n) up to the budget (:attr:`~pdplan.serving.roles.ChunkPrice.width`); the prompt tokens riding in a
+    step are priced at its width, ``G(N + c) − G(N)`` (:mod:`pdplan.queueing.chunk_width`), not at t_p and
+    :attr:`drain_cell_s`. None: at t_p and the drain prices (a model built by hand, the queue's tests)."""
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
 
@@ -160,10 +171,28 @@ class ColocatedModel:
         return st.t0_s / max(1e-12, 1.0 - u_d - self._u_prefill(lam))
 
     def _u_prefill(self, lam: float) -> float:
+        return lam * self.riding_s_per_request(lam)
+
+    def riding_s_per_request(self, lam: float) -> float:
+        """p(λ): the prefill seconds per request riding the decode steps at per-instance rate ``lam`` (u_p = λ·p).
+        prefill-first: E[S]; chunked: ``t_p E[L] + E[A]``, with a :attr:`gemm_width` t_p(λ) at the step's width
+        (:func:`~pdplan.queueing.chunk_width.riding_mean_field`; past its stable range, at the edge N = C, so that p
+        stays defined and increasing for the bounds that bisect over λ)."""
         p, lin = self.cells.prob, self.cells.computed_tokens
         if self.scheduler == "prefill-first":
-            return lam * float(p @ self.prefill_cell_s)
-        return lam * (self.prefill_s_per_token * float(p @ lin) + float(p @ self.attention_cell_s))
+            return float(p @ self.prefill_cell_s)
+        t_p = self.prefill_s_per_token
+        if self.gemm_width is not None:
+            step = riding_mean_field(
+                np.array([lam]),
+                self.cells,
+                self.decode.step,
+                float(self.res.chunk_tokens),
+                self.gemm_width,
+                self.attention_cell_s,
+            )
+            t_p = float(step.s_per_token[0])
+        return t_p * float(p @ lin) + float(p @ self.attention_cell_s)
 
     def _utilisation(self, lam: float) -> float:
         st, wl = self.decode.step, self.cells
@@ -181,7 +210,8 @@ class ColocatedModel:
             self.prefill_s_per_token,
             0.0,
             self.attention_cell_s,
-            self.drain_cell_s,
+            self.drain_cell_s if self.gemm_width is None else None,
+            self.gemm_width,
         )
 
     def _chunk_rho(self, lam: float) -> float:
@@ -221,13 +251,28 @@ class ColocatedModel:
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
-        riding = self._u_prefill(1.0)
-        mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
+        riding, mean = self._kv_mean(held)
         if scheduling.kv_admission == "on_demand":
             mean = comfort
         return RidingKvAdmission(
             self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
         )
+
+    def _kv_mean(self, held: KvFootprint) -> tuple[float, float]:
+        """(p, λ_kv): the mean (fluid) KV rate ``λ τ̄(λ) W = M_kv`` with the riding prefill p = p(λ_kv) of
+        :meth:`riding_s_per_request` (constant but for the step-width price: then a fixed point, p increasing in λ,
+        iterated from p(λ_u) until λ_kv moves by under 1e-9); the admission queue's band takes p there."""
+        fixed_price = self.scheduler == "prefill-first" or self.gemm_width is None
+        lam = self.bound_rates().utilisation_rate_per_s
+        riding = self.riding_s_per_request(lam)
+        mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
+        for _ in range(0 if fixed_price else _KV_MEAN_ITERATIONS):
+            riding = self.riding_s_per_request(mean)
+            again = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
+            if abs(again - mean) <= 1e-9 * mean:
+                return riding, again
+            mean = again
+        return riding, mean
 
     def bound_rates(self) -> BoundRates:
         """The per-instance utilisation limit λ_u and the rates (at most λ_u) of the §2.3 P99 KV and seat bounds at
@@ -242,7 +287,7 @@ class ColocatedModel:
             kv, seats = riding_capacity(
                 self.cells,
                 self.decode.step,
-                prefill_s_per_request=self._u_prefill(1.0),  # u_p is linear in λ (both schedulers)
+                prefill_s_per_request=self.riding_s_per_request,  # p(λ): u_p = λ·p(λ)
                 rate_max=lam_u,
                 kv_capacity_tokens=self.decode.kv_capacity_tokens,
                 max_num_seqs=self.decode.max_num_seqs,
@@ -332,9 +377,10 @@ class ColocatedModel:
             token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
             attention_s=self.attention_cell_s,
-            drain_s=self.drain_cell_s,
+            drain_s=self.drain_cell_s if self.gemm_width is None else None,
             max_cells=GRID_CELLS,
             arrival_ca2=instance_ca2("random", self.arrival_ca2, self.z),
+            width=self.gemm_width,
         )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
@@ -420,6 +466,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         cell_input_bin=split.input_bin,
         plain=plain,
         load_point_s=split.load_point_s,
+        gemm_width=split.price.width if plain.scheduler == "chunked" else None,
     )
 
 
@@ -456,6 +503,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
         price.attention_s,
         price.drain_s,
         d.instance.count * hw.dp,  # servers: every attention-DP rank of every instance
+        gemm_width=price.width if d.scheduler == "chunked" else None,
     )
 
 

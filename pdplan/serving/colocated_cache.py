@@ -120,7 +120,9 @@ def cached_cells(
     computed = per_cell(prompt - cached)
     cells = DecodeWorkload(context, steps.copy(), prob, computed, plain.window_tokens)
     chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel())
-    price = ChunkPrice(chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s))
+    price = ChunkPrice(
+        chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s), chunks.width
+    )
     return CachedCells(
         cells,
         per_point(points.perf.latency_s.reshape(lengths.shape)),

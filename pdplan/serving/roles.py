@@ -59,6 +59,7 @@ from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
+from pdplan.queueing.chunk_width import GemmWidth
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.types import FloatArray
 
@@ -202,12 +203,37 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
 @dataclass(frozen=True, slots=True)
 class ChunkPrice:
     """Roofline price of chunked prefill per prompt length (module docstring): ``s_per_token`` = t_p,
-    ``attention_s`` = the attention of the prompt's chunks, ``drain_s`` = g(m_L) of its last chunk."""
+    ``attention_s`` = the attention of the prompt's chunks, ``drain_s`` = g(m_L) of its last chunk, ``width`` = G(n)
+    tabulated up to the budget, for the prompt tokens priced at the step's width (:mod:`pdplan.queueing.chunk_width`:
+    what the colocated queue charges; t_p and g(m_L) are the full-chunk secant and the lone last chunk of a step with
+    one decode token)."""
 
     budget_tokens: float
     s_per_token: float
     attention_s: FloatArray
     drain_s: FloatArray
+    width: GemmWidth
+
+
+_WIDTH_POINTS = 96
+"""Geometric grid of token counts 1..C on which :class:`~pdplan.queueing.chunk_width.GemmWidth` tabulates G(n): the
+roofline's GEMM side is flat below its compute knee and near-linear above it, so linear interpolation between points
+about 8 % apart (C = 2,048) keeps its shape; the tile-wave steps in between are smoothed."""
+
+
+def _width_grid(budget: float) -> FloatArray:
+    """Token counts for G(n): 1..``budget`` geometric, the budget and one token past it included (a step is at most
+    the budget; the extra point keeps the price at that edge inside the table)."""
+    return np.unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget, budget + 1.0])))
+
+
+def _gemm_side(hw: RoleHardware, budget: float, last: FloatArray) -> tuple[float, FloatArray, GemmWidth]:
+    """t_p, g(m_L) = G(m_L) − G(1) and the table of G(n) up to the budget, from one roofline call."""
+    grid = _width_grid(budget)
+    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last, grid)))
+    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    table = np.maximum.accumulate(g[2 + last.size :])  # G is non-decreasing in tokens (a pass of more does no less)
+    return t_p, np.maximum(g[2 : 2 + last.size] - g[0], 0.0), GemmWidth(grid, table)
 
 
 def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -231,8 +257,7 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
     last = lens - budget * full
-    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
-    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    t_p, drain, width = _gemm_side(hw, budget, last)
     k_max = int(full.max())
     _, attn = prefill_split_s(
         hw,
@@ -240,7 +265,7 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
     )
     full_sum = np.concatenate(([0.0], np.cumsum(attn[:k_max])))
     attention = full_sum[full.astype(np.intp)] + attn[k_max:]
-    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+    return ChunkPrice(budget, t_p, attention, drain, width)
 
 
 def cached_chunk_price(
@@ -258,8 +283,7 @@ def cached_chunk_price(
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last)))
-    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    t_p, drain, width = _gemm_side(hw, budget, last)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
@@ -267,7 +291,7 @@ def cached_chunk_price(
     _, attn = prefill_split_s(hw, np.concatenate((eq_full.ravel(), eq_last)))
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
-    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+    return ChunkPrice(budget, t_p, attention, drain, width)
 
 
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
