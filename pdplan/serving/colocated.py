@@ -72,6 +72,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.numerics.roots import brentq
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
@@ -96,12 +97,6 @@ from pdplan.types import Binding, FloatArray, IntArray, Utilisation
 
 if TYPE_CHECKING:
     from pdplan.serving.prefix_cache import CacheClasses
-
-
-_KV_MEAN_ITERATIONS = 50
-"""Fixed-point steps for the mean KV rate with p(λ) (:meth:`ColocatedModel._kv_mean`): λ_kv = M/(t0 W + M(per +
-p(λ_kv))) is decreasing in p and p increasing in λ, so the iterates alternate around the root and contract by the
-slope of p, a few per cent per step here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,20 +254,21 @@ class ColocatedModel:
         )
 
     def _kv_mean(self, held: KvFootprint) -> tuple[float, float]:
-        """(p, λ_kv): the mean (fluid) KV rate ``λ τ̄(λ) W = M_kv`` with the riding prefill p = p(λ_kv) of
-        :meth:`riding_s_per_request` (constant but for the step-width price: then a fixed point, p increasing in λ,
-        iterated from p(λ_u) until λ_kv moves by under 1e-9); the admission queue's band takes p there."""
-        fixed_price = self.scheduler == "prefill-first" or self.gemm_width is None
-        lam = self.bound_rates().utilisation_rate_per_s
-        riding = self.riding_s_per_request(lam)
-        mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
-        for _ in range(0 if fixed_price else _KV_MEAN_ITERATIONS):
-            riding = self.riding_s_per_request(mean)
-            again = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
-            if abs(again - mean) <= 1e-9 * mean:
-                return riding, again
-            mean = again
-        return riding, mean
+        """(p, λ_kv): the mean (fluid) KV rate, ``λ τ̄(λ) W = M_kv``, with the riding prefill p = p(λ_kv) of
+        :meth:`riding_s_per_request`; the admission queue's band takes p there. p is constant but for the step-width
+        price, and then λ_kv is the root of ``λ − λ_kv(p(λ))`` (``λ_kv(p) = M/(t0 W + M(per + p))`` falls as p rises
+        with λ: one root; brentq on (0, λ_u], or past λ_u the value there, which no limit reads beyond λ_u)."""
+        cap = self.decode.kv_capacity_tokens
+
+        def mean_at(lam: float) -> float:
+            return kv_mean_rate(self.cells, held, self.decode.step, cap, self.riding_s_per_request(lam))
+
+        lam_u = self.bound_rates().utilisation_rate_per_s
+        top = mean_at(lam_u)
+        if self.scheduler == "prefill-first" or self.gemm_width is None or top >= lam_u:
+            return self.riding_s_per_request(lam_u), top
+        root = brentq(lambda lam: lam - mean_at(lam), 0.0, lam_u, xtol=1e-15, rtol=1e-14, f_b=lam_u - top)
+        return self.riding_s_per_request(root), root
 
     def bound_rates(self) -> BoundRates:
         """The per-instance utilisation limit λ_u and the rates (at most λ_u) of the §2.3 P99 KV and seat bounds at
