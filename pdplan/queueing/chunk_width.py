@@ -33,6 +33,19 @@ the lone prompt's batch-1 GEMM side; for long prompts (E[L] ≥ C − N) every p
 and ``t_p = (G(C) − G(N))/(C − N)``, the old secant taken from the decode batch rather than from one token.
 Using the mean width rather than the law of the step's tokens under-prices a convex G (Jensen) where the number of
 prompts per step scatters; the Poisson conditioning above keeps the main term, the width of a step that carries one.
+
+**Tile waves** (:func:`lower_convex_hull`). The kernel table's G is not the clean ``max(compute, weights)``: its
+GEMMs run in waves of tiles, so G climbs in steps (Llama-2-70B at TP1 on H200: 171 µs a token from 512 to 768
+tokens, 43 µs from 768 to 1,024). A price at one exact width reads those steps as noise, t_p swinging by 1.6x as τ̄
+moves by a few per cent, and the mean field then has several fixed points and jumps between them (MLPerf's
+H200 deployment: τ̄ 142 → 198 ms for 1e-5 more load). G is therefore taken as its lower convex envelope, the
+greatest convex function below it: the roofline's own shape (flat, then the compute rate), through the points where
+the waves are full, and every secant of it grows with both ends, so t_p never falls as the steps widen and the map
+``τ̄ ↦ t0 + τ̄(u_d + λE[A] + λE[L]t_p(τ̄))`` is increasing with one stable (least) fixed point, gone past a fold
+where the instance is unstable. Its end points are G's own: a full chunk beside one decode token is
+priced ``G(C) − G(1)`` as the full-budget secant priced it. A MoE's expert reads, concave in the tokens that touch
+them, are spread along the chord as that secant spread them. The simulator keeps the raw table
+(:class:`pdplan.sim.deployment.SimChunkPrice`, an iteration at its own width): the two do not share this choice.
 """
 
 from __future__ import annotations
@@ -49,9 +62,28 @@ from pdplan.types import FloatArray
 _REGULA_FALSI_STEPS = 100
 """Illinois iterations at most (each halves the stale end's weight); converged rows stop moving."""
 _REL_TOL = 1e-12
+_EDGE_TOKENS = 1e-6
+"""How far past the table's last count a step may read (the budget edge N = C of :func:`riding_mean_field` asks for
+C plus the 1e-9 tokens of an empty room)."""
 _BRACKET_POINTS = 48
 """Geometric grid points from τ_lo to the budget edge on which :func:`riding_mean_field` looks for the gap's first
 sign change (about 15 % apart at a 1e3 ratio of the ends; the root is then refined by regula falsi)."""
+
+
+def lower_convex_hull(tokens: FloatArray, gemm_s: FloatArray) -> FloatArray:
+    """The greatest convex function below the points ``(tokens, gemm_s)`` (``tokens`` increasing), at ``tokens``
+    (Andrew's monotone chain, lower half). :class:`GemmWidth` prices on it (module docstring, *Tile waves*)."""
+    x, y = np.asarray(tokens, dtype=np.float64), np.asarray(gemm_s, dtype=np.float64)
+    hull: list[int] = []
+    for i in range(x.size):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (y[b] - y[a]) * (x[i] - x[a]) >= (y[i] - y[a]) * (x[b] - x[a]):  # b lies on or above the chord a-i
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return np.asarray(np.interp(x, x[hull], y[hull]), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +105,7 @@ class GemmWidth:
         """``E(N, c) = G(max(N, 1) + c) − G(max(N, 1))`` (broadcast; ValueError past the table)."""
         n = np.maximum(np.asarray(decode_tokens, dtype=np.float64), 1.0)
         top = n + np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 0.0)
-        if np.any(top > self.tokens[-1] * (1.0 + 1e-12)):
+        if np.any(top > self.tokens[-1] + _EDGE_TOKENS):
             raise ValueError(f"GemmWidth: a step of {float(top.max()):.0f} tokens is past the table ({self.top:.0f})")
         out = np.interp(top, self.tokens, self.gemm_s) - np.interp(n, self.tokens, self.gemm_s)
         return np.asarray(np.maximum(out, 0.0), dtype=np.float64)

@@ -7,7 +7,9 @@ already prefilled, ``A_i`` in all for a prompt of L_i tokens (:func:`pdplan.serv
 prices both from the roofline at the scheduler's chunk sizes). Without per-cell ``A_i`` the attention
 is ``t_a·x`` for the token at position x, ``A_i = t_a L_i²/2``.
 
-Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + E[A])``,
+Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + E[A])`` (with a
+:class:`~pdplan.queueing.chunk_width.GemmWidth`, t_p per rate at the step's width and τ̄ below the fixed point of
+:func:`~pdplan.queueing.chunk_width.riding_mean_field`; the drain step's own work ``d = G(N + m) − G(N)``),
 ``τ̄ = t0/(1 − u_d − u_p)``, N = λE[n]τ̄, K̄ = λE[work]τ̄, chunk ``c = C − N``. A *plain* step (no
 prefill) lasts ``τ_p = t0 + t1 N + t2 K̄ = t0 + u_d τ̄``; a full chunk step adds
 ``e = c(t_p + E[A]/E[L])`` (the attention work per prefilled token, token-weighted; with

@@ -13,12 +13,15 @@ Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
   (:func:`pdplan.queueing.colocated_prefill_first`).
 * ``chunked`` (Sarathi-Serve, token budget C = ``chunk_tokens``): prefill is served in chunks
   riding on decode steps (:func:`pdplan.queueing.colocated_chunked`), priced from the roofline at
-  the chunk sizes the scheduler runs (:func:`pdplan.serving.roles.chunk_price`): t_p per chunk
-  token is the secant ``(G(C) − G(1))/(C − 1)`` of the pass without attention between one token
-  and a full budget, a prompt's attention is that of its chunks over the context already
-  prefilled (full chunks of C tokens and a last one of m_L), and that last chunk alone costs
-  ``G(m_L) − G(1)`` on the GEMM side (the drain step of the chunk queue). This used to
-  be a fit ``S(l) ≈ a + b·l + c·l²`` to the workload's own prompt lengths (t_p = b, t_a = 2c),
+  the width of the steps they ride in (:mod:`pdplan.queueing.chunk_width`, issue #23): c prompt tokens beside N
+  decode tokens add ``G(N + c) − G(N)`` of the pass without attention (G tabulated up to the budget by
+  :func:`pdplan.serving.roles.chunk_price`), at the mean field's N and the tokens of a step that carries a prompt, a
+  fixed point with τ̄; a prompt's attention is that of its chunks over the context already
+  prefilled (full chunks of C tokens and a last one of m_L), and that last chunk costs
+  ``G(N + m_L) − G(N)`` on the GEMM side (the drain step of the chunk queue). Until issue #23 every prompt token cost
+  the full-budget secant ``(G(C) − G(1))/(C − 1)`` and the last chunk ``G(m_L) − G(1)``. The price per request p(λ)
+  moves with the rate, so the bounds below take it at each trial rate (:meth:`ColocatedModel.riding_s_per_request`).
+  This used to be a fit ``S(l) ≈ a + b·l + c·l²`` to the workload's own prompt lengths (t_p = b, t_a = 2c),
   which for one fixed length returns (S, 0, 0): chunked prefill was free (opt-13b on an A100,
   512/64 tokens: 22.3 req/s where the prefill alone caps it at 16.7).
 
@@ -172,7 +175,8 @@ class ColocatedModel:
         """p(λ): the prefill seconds per request riding the decode steps at per-instance rate ``lam`` (u_p = λ·p).
         prefill-first: E[S]; chunked: ``t_p E[L] + E[A]``, with a :attr:`gemm_width` t_p(λ) at the step's width
         (:func:`~pdplan.queueing.chunk_width.riding_mean_field`; past its stable range, at the edge N = C, so that p
-        stays defined and increasing for the bounds that bisect over λ)."""
+        stays finite for the bounds that search over λ). Not monotone in general: a MoE's lone prompt reads every
+        expert, a prompt beside a large decode batch only the GEMM work the batch has not paid."""
         p, lin = self.cells.prob, self.cells.computed_tokens
         if self.scheduler == "prefill-first":
             return float(p @ self.prefill_cell_s)
@@ -256,8 +260,8 @@ class ColocatedModel:
     def _kv_mean(self, held: KvFootprint) -> tuple[float, float]:
         """(p, λ_kv): the mean (fluid) KV rate, ``λ τ̄(λ) W = M_kv``, with the riding prefill p = p(λ_kv) of
         :meth:`riding_s_per_request`; the admission queue's band takes p there. p is constant but for the step-width
-        price, and then λ_kv is the root of ``λ − λ_kv(p(λ))`` (``λ_kv(p) = M/(t0 W + M(per + p))`` falls as p rises
-        with λ: one root; brentq on (0, λ_u], or past λ_u the value there, which no limit reads beyond λ_u)."""
+        price, and then λ_kv is a root of ``λ − λ_kv(p(λ))`` (``λ_kv(p) = M/(t0 W + M(per + p))``), by brentq on
+        (0, λ_u] where it changes sign there (negative at 0); else λ_kv(p(λ_u)) ≥ λ_u, which no limit reads past λ_u."""
         cap = self.decode.kv_capacity_tokens
 
         def mean_at(lam: float) -> float:

@@ -42,7 +42,10 @@
   the chunk that drains the queue) costs ``g(m_L) = G(m_L) − G(1)`` on the GEMM side — less than
   t_p·m_L, because below the GEMM ridge extra tokens ride on the weight read: at λ → 0 a lone prompt
   of L ≤ C tokens then costs t0 + g(L) + A(L), its batch-1 roofline prefill. All evaluated at the
-  scheduler's chunk sizes, none fitted: one length gives one exact value.
+  scheduler's chunk sizes, none fitted: one length gives one exact value. The colocated queue charges neither t_p nor
+  g: it prices the prompt tokens at the width of the step they ride in, ``G(N + c) − G(N)`` beside its N decode
+  tokens (:mod:`pdplan.queueing.chunk_width`), from the table of G up to the budget that :class:`ChunkPrice` carries
+  (``width``); t_p remains the full-chunk figure that reports and the benchmark loop quote.
 * **Memory**: :func:`instance_budget` and the instance type :class:`RoleHardware` live in
   :mod:`pdplan.serving.role_hardware` (imported here as well, so ``pdplan.serving.roles`` still names them).
 """
@@ -59,7 +62,7 @@ from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
-from pdplan.queueing.chunk_width import GemmWidth
+from pdplan.queueing.chunk_width import GemmWidth, lower_convex_hull
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.types import FloatArray
 
@@ -222,9 +225,8 @@ about 8 % apart (C = 2,048) keeps its shape; the tile-wave steps in between are 
 
 
 def _width_grid(budget: float) -> FloatArray:
-    """Token counts for G(n): 1..``budget`` geometric, the budget and one token past it included (a step is at most
-    the budget; the extra point keeps the price at that edge inside the table)."""
-    return np.unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget, budget + 1.0])))
+    """Token counts for G(n): 1..``budget`` geometric, the budget included (a step runs at most the budget)."""
+    return np.unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget])))
 
 
 def _gemm_side(hw: RoleHardware, budget: float, last: FloatArray) -> tuple[float, FloatArray, GemmWidth]:
@@ -232,7 +234,7 @@ def _gemm_side(hw: RoleHardware, budget: float, last: FloatArray) -> tuple[float
     grid = _width_grid(budget)
     g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last, grid)))
     t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
-    table = np.maximum.accumulate(g[2 + last.size :])  # G is non-decreasing in tokens (a pass of more does no less)
+    table = lower_convex_hull(grid, g[2 + last.size :])  # tile waves smoothed (pdplan.queueing.chunk_width)
     return t_p, np.maximum(g[2 : 2 + last.size] - g[0], 0.0), GemmWidth(grid, table)
 
 
