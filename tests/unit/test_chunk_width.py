@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field, step_price
+from pdplan.queueing.chunk_width import GemmWidth, lower_convex_hull, riding_mean_field, step_price
 from pdplan.queueing.chunk_window import chunk_queue
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
 from pdplan.sim.deployment import SimChunkPrice
@@ -137,3 +137,17 @@ def test_simulator_prices_the_step_width_its_own_way() -> None:
     assert price(np.array([400.0]), none, 0.0)[0] == pytest.approx(0.016 - 0.010, rel=1e-12)
     # two pieces share the step's GEMM side by tokens
     np.testing.assert_allclose(price(np.array([100.0, 300.0]), np.zeros(2), 100.0), [0.0025, 0.0075], rtol=1e-12)
+
+
+def test_tile_waves_are_priced_on_the_convex_envelope() -> None:
+    # a staircase G (tile waves: 10 ms up to 128 tokens, 20 ms to 256, 30 ms to 384) has its envelope through the
+    # points where each wave is full, (1, 10), (128, 10), (256, 20), (384, 30): flat, then 10 ms per 128 tokens; the
+    # price per token no longer jumps with the width (129 tokens: 10 + 10/128 ms, not 20)
+    tokens = np.array([1.0, 64.0, 128.0, 129.0, 192.0, 256.0, 257.0, 320.0, 384.0])
+    stairs = np.array([10.0, 10.0, 10.0, 20.0, 20.0, 20.0, 30.0, 30.0, 30.0]) * 1e-3
+    hull = lower_convex_hull(tokens, stairs)
+    np.testing.assert_allclose(hull[[0, 1, 2, 5, 8]], stairs[[0, 1, 2, 5, 8]], rtol=1e-12)
+    assert hull[3] == pytest.approx(0.010 + 0.010 / 128.0, rel=1e-12)
+    assert hull[4] == pytest.approx(0.015, rel=1e-12)
+    assert np.all(hull <= stairs + 1e-15)
+    assert np.all(np.diff(np.diff(hull) / np.diff(tokens)) >= -1e-12)  # convex: slopes never fall
