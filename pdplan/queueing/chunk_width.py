@@ -38,13 +38,17 @@ prompts per step scatters; the Poisson conditioning above keeps the main term, t
 GEMMs run in waves of tiles, so G climbs in steps (Llama-2-70B at TP1 on H200: 171 µs a token from 512 to 768
 tokens, 43 µs from 768 to 1,024). A price at one exact width reads those steps as noise, t_p swinging by 1.6x as τ̄
 moves by a few per cent, and the mean field then has several fixed points and jumps between them (MLPerf's
-H200 deployment: τ̄ 142 → 198 ms for 1e-5 more load). G is therefore taken as its lower convex envelope, the
-greatest convex function below it: the roofline's own shape (flat, then the compute rate), through the points where
-the waves are full, and every secant of it grows with both ends, so t_p never falls as the steps widen and the map
-``τ̄ ↦ t0 + τ̄(u_d + λE[A] + λE[L]t_p(τ̄))`` is increasing with one stable (least) fixed point, gone past a fold
-where the instance is unstable. Its end points are G's own: a full chunk beside one decode token is
-priced ``G(C) − G(1)`` as the full-budget secant priced it. A MoE's expert reads, concave in the tokens that touch
-them, are spread along the chord as that secant spread them. The simulator keeps the raw table
+H200 deployment: τ̄ 142 → 198 ms for 1e-5 more load). G is therefore taken as its lower convex envelope on a
+dense grid of token counts (:func:`~pdplan.serving.roles.chunk_price`: every token to about 600, then steps under
+0.4 %): the roofline's own shape (flat, then the compute rate) through the points where a wave is full, whose slope
+over a run of waves is their mean rise per token. Steps of random width meet the waves at random phases, so
+E[G(b) − G(a)] is that mean slope times b − a; one exact width would read one wave's edge (Llama-2-70B TP2 on H100:
+G(255) = 28.9 ms, G(260) = 41.8 ms: MLPerf's H100 drain step of N = 76 decodes and a 222-token prompt costs 23.2
+ms at its exact width, 13.0 ms on the envelope). Every secant of a convex G grows with both ends, so t_p never falls
+as the steps widen and the map ``τ̄ ↦ t0 + τ̄(u_d + λE[A] + λE[L]t_p(τ̄))`` is increasing with one stable (least)
+fixed point, gone past a fold where the instance is unstable. The envelope meets G at both ends: a full chunk
+beside one decode token is priced ``G(C) − G(1)`` as the full-budget secant priced it. A MoE's expert reads, concave
+in the tokens that touch them, are spread along it as that secant spread them. The simulator keeps the raw table
 (:class:`pdplan.sim.deployment.SimChunkPrice`, an iteration at its own width): the two do not share this choice.
 """
 
@@ -72,7 +76,9 @@ sign change (about 15 % apart at a 1e3 ratio of the ends; the root is then refin
 
 def lower_convex_hull(tokens: FloatArray, gemm_s: FloatArray) -> FloatArray:
     """The greatest convex function below the points ``(tokens, gemm_s)`` (``tokens`` increasing), at ``tokens``
-    (Andrew's monotone chain, lower half). :class:`GemmWidth` prices on it (module docstring, *Tile waves*)."""
+    (Andrew's monotone chain, lower half; its slopes are the weighted isotonic regression of the slopes ΔG/Δn, Barlow
+    et al., *Statistical Inference under Order Restrictions*, 1972). :class:`GemmWidth` prices on it (module
+    docstring, *Tile waves*)."""
     x, y = np.asarray(tokens, dtype=np.float64), np.asarray(gemm_s, dtype=np.float64)
     hull: list[int] = []
     for i in range(x.size):
