@@ -196,7 +196,9 @@ def chunk_queue(
     extra = chunk * (t_p_r + ea / el)
     m = np.minimum(rem[None, :], chunk[:, None])
     # the drain step's own GEMM work: d_L at m = m_L, or with a width its last chunk beside the N = C − c decodes
-    own = drain[None, :] * m / rem[None, :] if width is None else width.extra_s((token_budget - chunk)[:, None], m)
+    decodes = (token_budget - chunk)[:, None]  # N; a step of N + m tokens, N counted as at least one, fits C
+    fit = np.minimum(m, token_budget - np.maximum(decodes, 1.0))
+    own = drain[None, :] * m / rem[None, :] if width is None else width.extra_s(decodes, fit)
     tp2 = t_p_r[:, None]
     waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - tp2 * m, 0.0)
     rho_f = rate * el * (tau_p + extra) / chunk
