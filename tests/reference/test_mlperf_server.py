@@ -15,8 +15,9 @@ Tolerances, from the recorded errors plus margin:
   from admission, ``GUARANTEED_NO_EVICT``) with the load-feedback factor (issue #23, docs/accuracy.md section 6 "A KV
   knee"): its comfortable (P99) KV limit, 96.0 req/s (95.5 with the step-width price), bound below the utilisation
   limit (99.3; 98.7), -5.2 %. With the
-  colocated KV admission queue (issue #23 item 5) the plan runs past it, marked, to 97.36 req/s, where the
-  admission wait brings the P99 TTFT to MLPerf's 2 s (P99 TPOT 160 ms of 200 ms). Whether NVIDIA's harness ran the
+  colocated KV admission queue (issue #23 item 5) the plan runs past it, marked, to 97.36 req/s (96.69 with the
+  step-width price), where the admission wait brings the P99 TTFT to MLPerf's 2 s (1.79 s; the joint TTFT x TPOT
+  attainment binds first) (P99 TPOT 160 ms of 200 ms). Whether NVIDIA's harness ran the
   default ``GUARANTEED_NO_EVICT`` is not in the submission's files.
 * Known miss, xfail (strict): the H200's published 101.25 req/s is still beyond the closed form's stable limit, the
   utilisation limit 99.34 req/s, with the mean (fluid) KV limit of the reserved footprint 99.40 just above it; the
@@ -128,7 +129,9 @@ def test_h200_runs_past_its_comfortable_kv_limit_within_the_p99_limits(rows: dic
     assert ev.beyond_kv_comfort
     assert ev.kv_comfort_limit_rps == pytest.approx(95.54, abs=0.05)
     point = row.at_goodput.operating_point
-    assert point.ttft_s.p99 == pytest.approx(float(row.scenario.slo.ttft), rel=0.02)  # the admission wait binds
+    # the admission wait binds: the joint TTFT x TPOT attainment reaches 99 % at 96.69 req/s, where the P99 TTFT alone
+    # is 1.79 s and rising 1.1 s per req/s (1.97 s at 97.36 req/s before the step-width pricing)
+    assert 0.85 * float(row.scenario.slo.ttft) <= point.ttft_s.p99 <= float(row.scenario.slo.ttft)
     assert point.tpot_s.p99 < float(row.scenario.slo.tpot)
 
 
