@@ -142,13 +142,15 @@ def step_price(
 ) -> tuple[FloatArray, FloatArray]:
     """``(t_p, c_s)``: the price per prompt token at the width of a step that carries prompt tokens beside N =
     ``decode_tokens`` decodes, when x = ``arrivals_per_step`` prompts of ``mean_prompt_tokens`` arrive per step:
-    ``c_s = min(C − max(N, 1), E[L]·x/(1 − e^{−x}))``, ``t_p = E(N, c_s)/c_s`` (module docstring; broadcast)."""
-    n = np.asarray(decode_tokens, dtype=np.float64)
+    ``c_s = min(C − N, E[L]·x/(1 − e^{−x}))``, ``t_p = E(N, c_s)/c_s`` with N held in [1, C − 1] and c_s at least one
+    token (module docstring; broadcast)."""
+    # a step runs at most the budget, its decodes counted as at least one token; at the budget's edge (N → C, no
+    # room) the price is the table's last slope, its limit, read over the last token
+    n = np.clip(np.asarray(decode_tokens, dtype=np.float64), 1.0, budget - 1.0)
     x = np.asarray(arrivals_per_step, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_step = np.where(x > 1e-9, x / -np.expm1(-np.where(x > 1e-9, x, 1.0)), 1.0 + x / 2.0)
-    room = budget - np.maximum(n, 1.0)  # a step runs at most the budget, its decodes counted as at least one token
-    c_s = np.maximum(np.minimum(room, mean_prompt_tokens * per_step), 1e-9)
+    c_s = np.maximum(np.minimum(budget - n, mean_prompt_tokens * per_step), 1.0)
     return np.asarray(width.extra_s(n, c_s) / c_s, dtype=np.float64), np.asarray(c_s, dtype=np.float64)
 
 
