@@ -205,7 +205,9 @@ def compare(system: dict[str, Any], data: dict[str, Any], *, simulate: bool = Tr
             point = simulate_scenario(sc, rate=rate, n_requests=SIM_REQUESTS).simulated
             sim_at = None if point is None else point.as_dict()
         sim_good = simulate_scenario(sc, goodput=True, n_requests=SIM_GOODPUT_REQUESTS).goodput_simulated_rps
-    at_goodput = evaluate(sc, rate=good.goodput_rps) if at_rate is None else None
+    # the goodput is the stable limit itself where every SLO holds up to it, and the limit is never admitted
+    at_good = min(good.goodput_rps, good.stability_limit_rps * (1.0 - 1e-9))
+    at_goodput = evaluate(sc, rate=at_good) if at_rate is None else None
     return Row(system, sc, good, at_rate, sim_at, sim_good, at_goodput)
 
 

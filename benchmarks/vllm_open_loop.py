@@ -17,7 +17,8 @@ Poisson arrivals: inference-perf's ``constant`` load spaces its requests by expo
 * pdplan's step price at the occupancy the run measured, as ``benchmarks/mlperf_server.py`` does: by Little's law a
   run holds ``N = λ (E2E - TTFT)`` decoding requests; pdplan's plain step there is ``τ_p = t0 + t1 N + t2 N K``
   (``K = L + (n - 1)/2``, the mean context of a decoding request with fixed lengths), the prefill takes the share
-  ``u_p`` (linear in the rate) and the mean step is ``τ̄ = τ_p/(1 − u_p)`` (pdplan/queueing/chunk_window.py, module
+  ``u_p = λ(t_p L + A)``, each prompt token at the width of a step that carries one beside the N decodes
+  (pdplan/queueing/chunk_width.py), and the mean step is ``τ̄ = τ_p/(1 − u_p)`` (pdplan/queueing/chunk_window.py, module
   docstring), against the measured time per token. This checks the step model apart from the occupancy it predicts.
 
 Two engine profiles are priced: ``vllm-0.18`` (async scheduling, on by default from about vLLM 0.14, so the nearer to
@@ -38,6 +39,7 @@ import yaml
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import Evaluation, evaluate
 from pdplan.io.catalog import open_catalog
+from pdplan.queueing.chunk_width import step_price
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.resolve import ColocatedHardware, resolve
@@ -155,10 +157,29 @@ class Row:
             raise ValueError(f"{self.run['name']}: the evaluation carries no step assumptions")
         n_dec = m.decoding
         context = round(self.run["prompt_len"]["mean"]) + (self.scenario_output_tokens() - 1.0) / 2.0
-        u_p = ev.utilisation_at_goodput["prefill"] * m.rate_rps / ev.goodput_rps
         plain = a.decode_step_t0_s + (a.decode_step_t1_s_per_seq + a.decode_step_t2_s_per_token * context) * n_dec
         riding, roofline = self._riding_prefill(n_dec)
+        u_p = m.rate_rps * self._riding_s_per_request(n_dec)
         return StepCheck(n_dec, plain, u_p, plain / (1.0 - u_p), m.tpot_s, riding, roofline)
+
+    def _riding_s_per_request(self, n_dec: float) -> float:
+        """pdplan's prefill seconds per request riding the steps, at the run's occupancy: each prompt's tokens at the
+        width of a step that carries one beside the N measured decodes (pdplan/queueing/chunk_width.py step_price,
+        x = λ τ prompts arriving per measured step τ), plus its attention."""
+        m = self.measured
+        model = self._model()
+        if model.gemm_width is None:
+            raise TypeError(f"{self.run['name']}: the chunked model carries no GemmWidth")
+        el = float(model.cells.prob @ model.cells.computed_tokens)
+        x = np.array([m.rate_rps * m.tpot_s])
+        t_p, _ = step_price(np.array([n_dec]), x, el, float(model.res.chunk_tokens), model.gemm_width)
+        return float(t_p[0]) * el + float(model.cells.prob @ model.attention_cell_s)
+
+    def _model(self) -> ColocatedModel:
+        model = build_model(resolve(self.scenario, open_catalog()))
+        if not isinstance(model, ColocatedModel):
+            raise TypeError(f"{self.run['name']}: not a colocated deployment")
+        return model
 
     def _riding_prefill(self, n_dec: float) -> tuple[float, float]:
         """The prompt tokens one measured step carries, ``c = λ τ L`` (λ the run's rate, τ its measured time per
@@ -184,7 +205,8 @@ class StepCheck:
     plain_step_s: float
     """t0 + t1 N + t2 N K: pdplan's decode step without the prefill riding on it."""
     prefill_share: float
-    """u_p: the share of time pdplan gives the prefill at the run's rate."""
+    """u_p: the share of time pdplan gives the prefill at the run's rate and measured occupancy (the prompt tokens at
+    the width of the steps that carry them, :meth:`Row._riding_s_per_request`)."""
     step_s: float
     """(t0 + t1 N + t2 N K)/(1 − u_p)."""
     measured_tpot_s: float

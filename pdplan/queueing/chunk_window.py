@@ -7,7 +7,9 @@ already prefilled, ``A_i`` in all for a prompt of L_i tokens (:func:`pdplan.serv
 prices both from the roofline at the scheduler's chunk sizes). Without per-cell ``A_i`` the attention
 is ``t_a·x`` for the token at position x, ``A_i = t_a L_i²/2``.
 
-Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + E[A])``,
+Mean field (§3): ``u_d = λ(t1 E[n] + t2 E[nL + n(n−1)/2])``, ``u_p = λ(t_p E[L] + E[A])`` (with a
+:class:`~pdplan.queueing.chunk_width.GemmWidth`, t_p per rate at the step's width and τ̄ below the fixed point of
+:func:`~pdplan.queueing.chunk_width.riding_mean_field`; the drain step's own work ``d = G(N + m) − G(N)``),
 ``τ̄ = t0/(1 − u_d − u_p)``, N = λE[n]τ̄, K̄ = λE[work]τ̄, chunk ``c = C − N``. A *plain* step (no
 prefill) lasts ``τ_p = t0 + t1 N + t2 K̄ = t0 + u_d τ̄``; a full chunk step adds
 ``e = c(t_p + E[A]/E[L])`` (the attention work per prefilled token, token-weighted; with
@@ -54,7 +56,11 @@ prompt and unit 1 − ρ, each τ_d long), the rest of ρ in full steps. (Agains
 benchmarks/chunk_queue_vs_sim.py with 40,000 requests, from half the stable limit to 0.95 of it: ρ within 0.008 of
 the simulated chunk-busy fraction, for MLPerf's 222-token prompts at a 4,096-token budget, up to 1.8 prompts a
 step, and the long-prompt cases alike; the previous count, a stretch per arrival finding the queue empty and one
-prompt per drain step, was +0.050 at 0.95 on MLPerf.)
+prompt per drain step, was +0.050 at 0.95 on MLPerf. Since both price the prompt tokens at the step's width, issue
+#23, the long-prompt cases stay within 0.011 and MLPerf's is -0.037 / -0.068 / +0.023 / +0.006 at 0.5 / 0.7 / 0.85 /
+0.95 of the limit: the simulator's drain steps of ~76 decodes and a 222-token prompt sit just past a tile wave of the
+kernel table, which it pays at their exact width and this module at the envelope's mean slope,
+:mod:`pdplan.queueing.chunk_width`.)
 
 Decode window of a tagged request (:func:`window_components`): its n decode steps start at its own
 departure from the chunk queue. What is left then is the work of the N prompts that arrived during
@@ -75,6 +81,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pdplan.numerics.special import gammainc, gammaln
+from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field
 from pdplan.queueing.decode import DecodeWorkload, LinearStepTime
 from pdplan.types import FloatArray
 
@@ -154,19 +161,31 @@ def chunk_queue(
     t_a: float,
     attention_s: FloatArray | None = None,
     drain_s: FloatArray | None = None,
+    width: GemmWidth | None = None,
 ) -> ChunkQueue:
     """Mean field, plain/chunk step times and drain-corrected service (module docstring);
     ``attention_s[i]`` = A_i per cell (None: ``t_a L_i²/2``), ``drain_s[i]`` = d_L, the GEMM-side work
-    of its last chunk alone (None: ``t_p m_L``).
+    of its last chunk alone (None: ``t_p m_L``). ``width``: the prompt tokens priced at the step's width
+    (:mod:`pdplan.queueing.chunk_width`): t_p per rate from :func:`~pdplan.queueing.chunk_width.riding_mean_field`
+    (the scalar ``t_p`` is then not used) and a drain step's own work ``E(N, m) = G(N + m) − G(N)``, its last chunk
+    beside the N decode tokens (``drain_s`` must then be None).
 
     ValueError when u_d + u_p ≥ 1 or the mean decode batch fills the token budget.
     """
     lin, p = wl.computed_tokens, wl.prob
     el, el2 = float(p @ lin), float(p @ lin**2)
+    if width is not None and drain_s is not None:
+        raise ValueError("chunk_queue: with a GemmWidth the drain work is priced at the step's width; drain_s is None")
     attn, rem, drain = _cell_costs(wl, token_budget, t_p, t_a, attention_s, drain_s)
     ea = float(p @ attn)
     u_d = rate * st.per_request_s(wl)
-    u_p = rate * (t_p * el + ea)
+    t_p_r = np.full_like(rate, t_p)
+    if width is not None:
+        riding = riding_mean_field(rate, wl, st, token_budget, width, attn)
+        if not np.all(riding.stable):
+            raise ValueError("colocated chunked: no stable mean step before the decode batch fills the token budget")
+        t_p_r = riding.s_per_token
+    u_p = rate * (t_p_r * el + ea)
     if np.any(u_d + u_p >= 1.0):
         raise ValueError(
             f"colocated chunked: unstable, prefill + decode utilisation {float((u_d + u_p).max()):.4f} >= 1"
@@ -178,15 +197,19 @@ def chunk_queue(
             f"chunked: token budget {token_budget} <= mean decode batch {float((token_budget - chunk).max()):.1f}"
         )
     tau_p = st.t0_s + u_d * tau
-    extra = chunk * (t_p + ea / el)
+    extra = chunk * (t_p_r + ea / el)
     m = np.minimum(rem[None, :], chunk[:, None])
-    own = drain[None, :] * m / rem[None, :]  # the drain step's own GEMM work, d_L at m = m_L
-    waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - t_p * m, 0.0)
+    # the drain step's own GEMM work: d_L at m = m_L, or with a width its last chunk beside the N = C − c decodes
+    decodes = (token_budget - chunk)[:, None]  # N; a step of N + m tokens, N counted as at least one, fits C
+    fit = np.minimum(m, token_budget - np.maximum(decodes, 1.0))
+    own = drain[None, :] * m / rem[None, :] if width is None else width.extra_s(decodes, fit)
+    tp2 = t_p_r[:, None]
+    waste = np.maximum(tau_p[:, None] * (1.0 - m / chunk[:, None]) + own - tp2 * m, 0.0)
     rho_f = rate * el * (tau_p + extra) / chunk
     per_step, per_prompt, tau_d = _drain_counts(rate, tau_p, (own + m * ea / el) @ p)
-    saving = (t_p * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
+    saving = (tp2 * m + m * (tau_p / chunk)[:, None] - own) @ p  # per prompt in a drain step, vs the fluid charge
     rho, p_drain = _drain_rho(rate, rho_f, tau_p, per_step, per_prompt, saving)
-    fluid = lin[None, :] * (tau_p / chunk)[:, None] + (t_p * lin + attn)[None, :]
+    fluid = lin[None, :] * (tau_p / chunk)[:, None] + tp2 * lin[None, :] + attn[None, :]
     service = fluid + p_drain[:, None] * waste
     drain_time = np.minimum(rate * (1.0 - rho) * per_step * tau_d, rho)
     return ChunkQueue(

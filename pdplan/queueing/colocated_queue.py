@@ -141,6 +141,7 @@ from numpy.typing import ArrayLike
 
 from pdplan.numerics.special import gammainc, gammaincc, gammaincinv
 from pdplan.queueing.arrivals import service_scv, window_count_mean
+from pdplan.queueing.chunk_width import GemmWidth
 from pdplan.queueing.chunk_window import ChunkQueue, busy_left, chunk_queue, gamma_cdf, window_components
 from pdplan.queueing.components import ComponentMixture
 from pdplan.queueing.decode import (
@@ -364,10 +365,12 @@ def colocated_chunked(
     drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
     arrival_ca2: float = 1.0,
+    width: GemmWidth | None = None,
 ) -> ColocatedResult:
     """Sarathi-style chunked prefill, token budget C (t_p s/token; attention ``attention_s[i]`` s
     per prompt of cell i, or t_a s/token² as ``t_a L²/2`` when None; ``drain_s[i]`` the GEMM-side
-    work of its last chunk alone, or ``t_p m_L`` when None: :func:`~pdplan.queueing.chunk_window.
+    work of its last chunk alone, or ``t_p m_L`` when None; ``width``: the prompt tokens priced at the step's width
+    instead of t_p and drain_s, :mod:`pdplan.queueing.chunk_width`: :func:`~pdplan.queueing.chunk_window.
     chunk_queue`).
 
     ``max_cells`` caps the FFT lattice of the chunk-queue wait (:func:`mg1_wait_distribution`); ``arrival_ca2``
@@ -380,7 +383,9 @@ def colocated_chunked(
     p = workload.prob
     attn = None if attention_s is None else np.asarray(attention_s, dtype=np.float64).ravel()
     drain = None if drain_s is None else np.asarray(drain_s, dtype=np.float64).ravel()
-    q = chunk_queue(rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2, attn, drain)
+    q = chunk_queue(
+        rate, workload, step_time, token_budget, prefill_s_per_token, attention_s_per_token2, attn, drain, width
+    )
     if np.any(q.rho >= 1.0):
         raise ValueError(f"chunked: prefill capacity exceeded (chunk-step utilisation {q.rho.max():.4f} >= 1)")
     fluid_wait = _chunk_wait(rate, workload, q.fluid_service_s, max_cells, arrival_ca2)
@@ -728,6 +733,7 @@ def colocated_distributions(
     drain_s: ArrayLike | None = None,
     max_cells: int = 2**16,
     arrival_ca2: float = 1.0,
+    width: GemmWidth | None = None,
 ) -> ColocatedResult:
     """Dispatch on ``scheduler`` ∈ {"prefill-first", "chunked"}; ValueError on missing inputs. ``arrival_ca2``: the
     c² of one instance's arrival gaps (1: Poisson)."""
@@ -749,5 +755,6 @@ def colocated_distributions(
             drain_s=drain_s,
             max_cells=max_cells,
             arrival_ca2=arrival_ca2,
+            width=width,
         )
     raise ValueError(f"unknown scheduler {scheduler!r}; valid: {', '.join(SCHEDULERS)}")

@@ -54,17 +54,19 @@ def _bound_rates(
     seats: float,
     factor: Callable[[float], float],
     held: tuple[float, float],
-    riding_per: float = 0.0,
+    riding_per: Callable[[float], float] | float = 0.0,
 ) -> tuple[float, float]:
     """Rates at which ``K̄ + z·sd K = M_kv`` and ``N + z·sqrt(N F) = seats`` (inf if > lam_u), F = ``factor(λ)``; K
     counts the KV footprint ``held`` = (E[token·steps held], E[Σ over the steps of the tokens held²]) (§2.3,
     :func:`pdplan.queueing.decode.kv_footprint`, :func:`pdplan.queueing.kv_admission.kv_held`). ``riding_per``:
-    seconds of prefill per request riding the decode steps (colocated, u_p = λ·riding_per, τ̄ = t0/(1 − u_d − u_p))."""
+    seconds of prefill per request riding the decode steps (colocated, u_p = λ·riding_per, τ̄ = t0/(1 − u_d − u_p)),
+    a number or p(λ) (the prompt tokens priced at the step's width, :mod:`pdplan.queueing.chunk_width`)."""
     per = step.per_request_s(wl)
     work, square_sum = held
+    riding = riding_per if callable(riding_per) else (lambda _lam: float(riding_per))
 
     def lt(lam: float) -> float:  # λ·τ̄(λ), τ̄ = t0/(1 − u)
-        return lam * step.t0_s / (1.0 - lam * (per + riding_per))
+        return lam * step.t0_s / (1.0 - lam * (per + riding(lam)))
 
     def kv(lam: float) -> float:
         x = lt(lam)
@@ -85,7 +87,7 @@ def riding_capacity(
     wl: DecodeWorkload,
     step: LinearStepTime,
     *,
-    prefill_s_per_request: float,
+    prefill_s_per_request: Callable[[float], float] | float,
     rate_max: float,
     kv_capacity_tokens: float,
     max_num_seqs: float,
@@ -93,21 +95,29 @@ def riding_capacity(
 ) -> tuple[float, float]:
     """Per-instance KV and seat rates (inf where they do not bind below ``rate_max``) of an instance whose decode
     steps carry prefill (colocated, docs/queueing.md §3): the §2.3 P99 bounds at τ̄ = t0/(1 − u_d − u_p),
-    u_p = λ·``prefill_s_per_request``, with the load-feedback factor of :func:`riding_feedback` evaluated at each
-    trial rate (F moves more with load here than on a decode instance, 2.8–3.6 against 1.8–2.0 near the OPT-13B
-    colocated knee, docs/accuracy.md §6, so it is not held fixed as in :func:`fast_decode_capacity`; one §2.4
-    inverse FFT per trial). ``held``: (E[token·steps held], E[Σ tokens held²]) of the footprint the engine admits
-    on (:func:`pdplan.queueing.kv_admission.kv_held`). F is kept per trial rate for this call: the KV and seat
-    searches both start at ``rate_max`` and often cross the same rates (a value-keyed memo that ends with the call,
-    the same doubles as solving again)."""
+    u_p = λ·``prefill_s_per_request`` (a number, or p(λ) where the riding prefill's price moves with the rate: the
+    prompt tokens priced at the step's width, :mod:`pdplan.queueing.chunk_width`), with the load-feedback factor of
+    :func:`riding_feedback` evaluated at each trial rate (F moves more with load here than on a decode instance,
+    2.8–3.6 against 1.8–2.0 near the OPT-13B colocated knee, docs/accuracy.md §6, so it is not held fixed as in
+    :func:`fast_decode_capacity`; one §2.4 inverse FFT per trial). ``held``: (E[token·steps held], E[Σ tokens
+    held²]) of the footprint the engine admits on (:func:`pdplan.queueing.kv_admission.kv_held`). F and p are kept per
+    trial rate for this call: the KV and seat searches both start at ``rate_max`` and often cross the same rates (a
+    value-keyed memo that ends with the call, the same doubles as solving again)."""
     seen: dict[float, float] = {}
+    prices: dict[float, float] = {}
+    given = prefill_s_per_request
+
+    def riding(lam: float) -> float:
+        if lam not in prices:
+            prices[lam] = given(lam) if callable(given) else float(given)
+        return prices[lam]
 
     def factor(lam: float) -> float:
         if lam not in seen:
-            seen[lam] = riding_feedback(lam, lam * prefill_s_per_request, wl, step)
+            seen[lam] = riding_feedback(lam, lam * riding(lam), wl, step)
         return seen[lam]
 
-    return _bound_rates(wl, step, rate_max, kv_capacity_tokens, max_num_seqs, factor, held, prefill_s_per_request)
+    return _bound_rates(wl, step, rate_max, kv_capacity_tokens, max_num_seqs, factor, held, riding)
 
 
 def fast_decode_capacity(

@@ -13,12 +13,15 @@ Random routing splits λ evenly (λ_c = λ/z per instance). Per instance:
   (:func:`pdplan.queueing.colocated_prefill_first`).
 * ``chunked`` (Sarathi-Serve, token budget C = ``chunk_tokens``): prefill is served in chunks
   riding on decode steps (:func:`pdplan.queueing.colocated_chunked`), priced from the roofline at
-  the chunk sizes the scheduler runs (:func:`pdplan.serving.roles.chunk_price`): t_p per chunk
-  token is the secant ``(G(C) − G(1))/(C − 1)`` of the pass without attention between one token
-  and a full budget, a prompt's attention is that of its chunks over the context already
-  prefilled (full chunks of C tokens and a last one of m_L), and that last chunk alone costs
-  ``G(m_L) − G(1)`` on the GEMM side (the drain step of the chunk queue). This used to
-  be a fit ``S(l) ≈ a + b·l + c·l²`` to the workload's own prompt lengths (t_p = b, t_a = 2c),
+  the width of the steps they ride in (:mod:`pdplan.queueing.chunk_width`, issue #23): c prompt tokens beside N
+  decode tokens add ``G(N + c) − G(N)`` of the pass without attention (G tabulated up to the budget by
+  :func:`pdplan.serving.roles.chunk_price`), at the mean field's N and the tokens of a step that carries a prompt, a
+  fixed point with τ̄; a prompt's attention is that of its chunks over the context already
+  prefilled (full chunks of C tokens and a last one of m_L), and that last chunk costs
+  ``G(N + m_L) − G(N)`` on the GEMM side (the drain step of the chunk queue). Until issue #23 every prompt token cost
+  the full-budget secant ``(G(C) − G(1))/(C − 1)`` and the last chunk ``G(m_L) − G(1)``. The price per request p(λ)
+  moves with the rate, so the bounds below take it at each trial rate (:meth:`ColocatedModel.riding_s_per_request`).
+  This used to be a fit ``S(l) ≈ a + b·l + c·l²`` to the workload's own prompt lengths (t_p = b, t_a = 2c),
   which for one fixed length returns (S, 0, 0): chunked prefill was free (opt-13b on an A100,
   512/64 tokens: 22.3 req/s where the prefill alone caps it at 16.7).
 
@@ -43,14 +46,10 @@ report's words of :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT`), and only th
 ``λ τ̄ W = M_kv`` is the stability limit ("decode KV capacity"). This holds for the engines that hold a request back
 until its KV fits: ``reserve`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) and ``ratio`` (SGLang's ``PrefillAdder``,
 which turns requests away before a decode step runs out of KV). An ``on_demand`` engine (vLLM) admits on its
-prompt's blocks and, when the growing contexts fill the pool, preempts the newest running request and recomputes its
-context as a prompt (:mod:`pdplan.queueing.kv_admission`, *Preemption with recompute*): past its comfortable limit it
-preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w its admission queue's), each costing
-the victim's context as prefill: its stability limit is the pinned limit λ_pin, the throughput of a pool pinned
-throughout (f recomputes per request), where that lies above the P99 bound (else the P99 bound, as before), its
-admission queue drained at λ_pin (comfortable where its P_w is the P99 rule's 0.011), the wait delays token 1, and
-the recompute stretches τ̄ and pauses its victims (TPOT, mean shifts; docs/accuracy.md §6, *vLLM past its
-comfortable KV limit*).
+prompt's blocks and, when the growing contexts fill the pool, preempts a running request and recomputes its whole
+context as a prompt; that recompute work is not priced, and pdplan's simulator, which runs it, diverges at the
+comfortable limit already (docs/accuracy.md §6, *Colocated KV admission*), so for ``on_demand`` the P99 KV bound
+stays the stability limit and nothing is priced past it.
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -76,20 +75,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.numerics.roots import brentq
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
+from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field
 from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import (
-    RidingKvAdmission,
-    admission_footprint,
-    kv_mean_rate,
-    pinned_comfort_rate,
-    pinned_overflow_share,
-)
+from pdplan.queueing.kv_admission import KvFootprint, RidingKvAdmission, admission_footprint, kv_mean_rate
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -151,11 +146,12 @@ class ColocatedModel:
     """With a prefix cache, ``[C, J]`` the same at each of the cell's quadrature lengths (prefill-first)."""
     arrival_ca2: float = 1.0
     """c_a² of the arrival gaps; an instance sees their random z-way split (:mod:`pdplan.queueing.arrivals`)."""
+    gemm_width: GemmWidth | None = None
+    """chunked: G(n) up to the budget (:attr:`~pdplan.serving.roles.ChunkPrice.width`); the prompt tokens riding in a
+    step are priced at its width, ``G(N + c) − G(N)`` (:mod:`pdplan.queueing.chunk_width`), not at t_p and
+    :attr:`drain_cell_s`. None: at t_p and the drain prices (a model built by hand, the queue's tests)."""
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
-    _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """An ``on_demand`` engine's admission queue with its pinned limit, solved once per model
-    (:meth:`kv_admission`)."""
 
     @property
     def prefill_cell_s(self) -> FloatArray:
@@ -173,10 +169,29 @@ class ColocatedModel:
         return st.t0_s / max(1e-12, 1.0 - u_d - self._u_prefill(lam))
 
     def _u_prefill(self, lam: float) -> float:
+        return lam * self.riding_s_per_request(lam)
+
+    def riding_s_per_request(self, lam: float) -> float:
+        """p(λ): the prefill seconds per request riding the decode steps at per-instance rate ``lam`` (u_p = λ·p).
+        prefill-first: E[S]; chunked: ``t_p E[L] + E[A]``, with a :attr:`gemm_width` t_p(λ) at the step's width
+        (:func:`~pdplan.queueing.chunk_width.riding_mean_field`; past its stable range, at the edge N = C, so that p
+        stays finite for the bounds that search over λ). Not monotone in general: a MoE's lone prompt reads every
+        expert, a prompt beside a large decode batch only the GEMM work the batch has not paid."""
         p, lin = self.cells.prob, self.cells.computed_tokens
         if self.scheduler == "prefill-first":
-            return lam * float(p @ self.prefill_cell_s)
-        return lam * (self.prefill_s_per_token * float(p @ lin) + float(p @ self.attention_cell_s))
+            return float(p @ self.prefill_cell_s)
+        t_p = self.prefill_s_per_token
+        if self.gemm_width is not None:
+            step = riding_mean_field(
+                np.array([lam]),
+                self.cells,
+                self.decode.step,
+                float(self.res.chunk_tokens),
+                self.gemm_width,
+                self.attention_cell_s,
+            )
+            t_p = float(step.s_per_token[0])
+        return t_p * float(p @ lin) + float(p @ self.attention_cell_s)
 
     def _utilisation(self, lam: float) -> float:
         st, wl = self.decode.step, self.cells
@@ -194,7 +209,8 @@ class ColocatedModel:
             self.prefill_s_per_token,
             0.0,
             self.attention_cell_s,
-            self.drain_cell_s,
+            self.drain_cell_s if self.gemm_width is None else None,
+            self.gemm_width,
         )
 
     def _chunk_rho(self, lam: float) -> float:
@@ -229,47 +245,34 @@ class ColocatedModel:
         """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
         footprint the engine's profile admits on (:func:`~pdplan.queueing.kv_admission.admission_footprint`:
         reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
-        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, priced
-        with its overflow share and recompute seconds: stable to its pinned limit where that lies above the P99 bound,
-        its queue drained at that limit and comfortable where its P_w is the P99 rule's
-        (:func:`~pdplan.queueing.kv_admission.pinned_comfort_rate`); else the P99 bound stays its limit, as before
-        (solved once per model; module docstring)."""
+        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, which
+        is not priced, so its band is empty and the P99 bound stays its stability limit (module docstring)."""
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
-        riding = self._u_prefill(1.0)
-        mean = kv_mean_rate(self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding)
-        if scheduling.kv_admission != "on_demand":
-            return RidingKvAdmission(
-                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
-            )
-        if "on_demand" not in self._admission:
-            share, recompute_s = self._recompute(riding)
-            pinned = kv_mean_rate(  # a pool pinned throughout (module docstring of kv_admission): f r more prefill
-                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, riding + share * recompute_s
-            )
-            queue = RidingKvAdmission(
-                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, pinned, riding, share,
-                recompute_s,
-            )  # fmt: skip
-            if pinned <= comfort:  # a full pool serves less than the P99 bound: it stays the limit (kv_admission)
-                queue = dataclasses.replace(queue, mean_rate_per_s=comfort)
-            else:  # the wait starts where its P_w is the P99 rule's, at or below the bound
-                queue = dataclasses.replace(queue, comfort_rate_per_s=pinned_comfort_rate(queue, comfort))
-            self._admission["on_demand"] = queue
-        return self._admission["on_demand"]
+        riding, mean = self._kv_mean(held)
+        if scheduling.kv_admission == "on_demand":
+            mean = comfort
+        return RidingKvAdmission(
+            self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
+        )
 
-    def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:
-        """``(f, r)`` of an ``on_demand`` engine (vLLM; :mod:`pdplan.queueing.kv_admission`, *Preemption with
-        recompute*): f the pinned pool's overflow share at the head's need ℓ = E[L] + s, and r the prefill seconds of
-        one preemption's recompute, c̄ = min(E[L] + s, E[n]) tokens (vLLM V1 caches prefixes by default: the victim's
-        blocks the growth did not take are hits; docs/engines.md §1.2) at the instance's mean prefill seconds per
-        computed prompt token."""
-        wl = self.cells
-        context = float(wl.prob @ wl.input_tokens) + self.decode.state_tokens_per_seq
-        share = pinned_overflow_share(context, wl.mean_steps)
-        lost = min(context, wl.mean_steps)
-        return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
+    def _kv_mean(self, held: KvFootprint) -> tuple[float, float]:
+        """(p, λ_kv): the mean (fluid) KV rate, ``λ τ̄(λ) W = M_kv``, with the riding prefill p = p(λ_kv) of
+        :meth:`riding_s_per_request`; the admission queue's band takes p there. p is constant but for the step-width
+        price, and then λ_kv is a root of ``λ − λ_kv(p(λ))`` (``λ_kv(p) = M/(t0 W + M(per + p))``), by brentq on
+        (0, λ_u] where it changes sign there (negative at 0); else λ_kv(p(λ_u)) ≥ λ_u, which no limit reads past λ_u."""
+        cap = self.decode.kv_capacity_tokens
+
+        def mean_at(lam: float) -> float:
+            return kv_mean_rate(self.cells, held, self.decode.step, cap, self.riding_s_per_request(lam))
+
+        lam_u = self.bound_rates().utilisation_rate_per_s
+        top = mean_at(lam_u)
+        if self.scheduler == "prefill-first" or self.gemm_width is None or top >= lam_u:
+            return self.riding_s_per_request(lam_u), top
+        root = brentq(lambda lam: lam - mean_at(lam), 0.0, lam_u, xtol=1e-15, rtol=1e-14, f_b=lam_u - top)
+        return self.riding_s_per_request(root), root
 
     def bound_rates(self) -> BoundRates:
         """The per-instance utilisation limit λ_u and the rates (at most λ_u) of the §2.3 P99 KV and seat bounds at
@@ -284,7 +287,7 @@ class ColocatedModel:
             kv, seats = riding_capacity(
                 self.cells,
                 self.decode.step,
-                prefill_s_per_request=self._u_prefill(1.0),  # u_p is linear in λ (both schedulers)
+                prefill_s_per_request=self.riding_s_per_request,  # p(λ): u_p = λ·p(λ)
                 rate_max=lam_u,
                 kv_capacity_tokens=self.decode.kv_capacity_tokens,
                 max_num_seqs=self.decode.max_num_seqs,
@@ -337,23 +340,14 @@ class ColocatedModel:
     def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
         """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module
         docstring): the TTFT law becomes a :class:`~pdplan.queueing.ttft_mixture.TtftMixture` whose one-bin delay is
-        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point); for
-        ``on_demand`` the TPOT law is shifted per cell by the recompute's stretch of τ̄ and the mean pause of a
-        preempted request spread over the cell's steps (:meth:`~pdplan.queueing.kv_admission.RidingKvAdmission.
-        recompute_s`)."""
+        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point)."""
         lam = rates / self.z
-        on_demand = self.res.engine.scheduling.kv_admission == "on_demand"  # its comfortable limit may lie lower
-        if not on_demand and not np.any(lam > self.bound_rates().kv_rate_per_s):
+        if not np.any(lam > self.bound_rates().kv_rate_per_s):
             return out
         admission = self.kv_admission()
         if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
-            return out  # no rate in the band
+            return out  # no rate in the band (on_demand: the band is empty)
         delay = admission.delay(lam)
-        if admission.overflow_share > 0.0:  # on_demand: the recompute stretches τ̄ and pauses its victims (TPOT)
-            stretch, pause = admission.recompute_s(lam)
-            steps = np.maximum(self.cells.decode_steps, 1.0)
-            shift = stretch[:, None] + pause[:, None] / steps[None, :]
-            out = dataclasses.replace(out, tpot=dataclasses.replace(out.tpot, offset_s=out.tpot.offset_s + shift))
         ttft = out.ttft
         if isinstance(ttft, TtftMixture):
             return dataclasses.replace(out, ttft=dataclasses.replace(ttft, link=delay))
@@ -383,9 +377,10 @@ class ColocatedModel:
             token_budget=float(self.res.chunk_tokens),
             prefill_s_per_token=self.prefill_s_per_token,
             attention_s=self.attention_cell_s,
-            drain_s=self.drain_cell_s,
+            drain_s=self.drain_cell_s if self.gemm_width is None else None,
             max_cells=GRID_CELLS,
             arrival_ca2=instance_ca2("random", self.arrival_ca2, self.z),
+            width=self.gemm_width,
         )
 
     def snapshot(self, rates: FloatArray) -> Snapshot:
@@ -471,6 +466,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         cell_input_bin=split.input_bin,
         plain=plain,
         load_point_s=split.load_point_s,
+        gemm_width=split.price.width if plain.scheduler == "chunked" else None,
     )
 
 
@@ -481,14 +477,10 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     cells = decode_cells(res)
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
-    split = None
     if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
-        from pdplan.serving import colocated_dp  # lazy: attention DP only (start-up, issue #27)
+        from pdplan.serving.colocated_dp import rank_decode  # lazy: attention DP only (start-up, issue #27)
 
-        chunked = d.scheduler == "chunked"
-        others = colocated_dp.others_chunk_s_per_seq(hw, float(res.chunk_tokens), cells) if chunked else 0.0
-        dperf = colocated_dp.rank_decode(dperf, hw.dp, cells, others)
-        split = colocated_dp.rank_prefill_split_s
+        dperf = rank_decode(dperf, hw.dp, cells)
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
@@ -500,7 +492,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     lens, points = res.lengths, res.input_points
     per_point = prefill_perf(hw, points.ravel()).latency_s.reshape(points.shape)
     cell_s = np.repeat(per_point, lens.output_tokens.size, axis=0)  # cells are prompt-major over the output bins
-    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens, split)
+    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
     return ColocatedModel(
         res,
         d.scheduler,
@@ -511,6 +503,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
         price.attention_s,
         price.drain_s,
         d.instance.count * hw.dp,  # servers: every attention-DP rank of every instance
+        gemm_width=price.width if d.scheduler == "chunked" else None,
     )
 
 

@@ -42,25 +42,27 @@
   the chunk that drains the queue) costs ``g(m_L) = G(m_L) − G(1)`` on the GEMM side — less than
   t_p·m_L, because below the GEMM ridge extra tokens ride on the weight read: at λ → 0 a lone prompt
   of L ≤ C tokens then costs t0 + g(L) + A(L), its batch-1 roofline prefill. All evaluated at the
-  scheduler's chunk sizes, none fitted: one length gives one exact value.
+  scheduler's chunk sizes, none fitted: one length gives one exact value. The colocated queue charges neither t_p nor
+  g: it prices the prompt tokens at the width of the step they ride in, ``G(N + c) − G(N)`` beside its N decode
+  tokens (:mod:`pdplan.queueing.chunk_width`), from the table of G up to the budget that :class:`ChunkPrice` carries
+  (``width``); t_p remains the full-chunk figure that reports and the benchmark loop quote.
 * **Memory**: :func:`instance_budget` and the instance type :class:`RoleHardware` live in
   :mod:`pdplan.serving.role_hardware` (imported here as well, so ``pdplan.serving.roles`` still names them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from pdplan.numerics.nnls import nnls
-from pdplan.numerics.sorted_stats import median, sorted_unique
 from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
+from pdplan.queueing.chunk_width import GemmWidth, lower_convex_hull
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.types import FloatArray
 
@@ -204,16 +206,38 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
 @dataclass(frozen=True, slots=True)
 class ChunkPrice:
     """Roofline price of chunked prefill per prompt length (module docstring): ``s_per_token`` = t_p,
-    ``attention_s`` = the attention of the prompt's chunks, ``drain_s`` = g(m_L) of its last chunk."""
+    ``attention_s`` = the attention of the prompt's chunks, ``drain_s`` = g(m_L) of its last chunk, ``width`` = G(n)
+    tabulated up to the budget, for the prompt tokens priced at the step's width (:mod:`pdplan.queueing.chunk_width`:
+    what the colocated queue charges; t_p and g(m_L) are the full-chunk secant and the lone last chunk of a step with
+    one decode token)."""
 
     budget_tokens: float
     s_per_token: float
     attention_s: FloatArray
     drain_s: FloatArray
+    width: GemmWidth
 
 
-PrefillSplit = Callable[[RoleHardware, FloatArray], tuple[FloatArray, FloatArray]]
-"""(hardware, tokens) → (G, A) of a prefill piece of that many tokens (:func:`prefill_split_s`'s signature)."""
+_WIDTH_POINTS = 2048
+"""Token counts 1..C, geometric and rounded to whole tokens (every token up to about 600 at C = 2,048, then steps under
+0.4 %), on which :class:`~pdplan.queueing.chunk_width.GemmWidth` tabulates G(n) before taking its lower convex envelope:
+dense enough that the envelope runs through the roofline's full tile waves (G steps by up to 45 % at a 256-token
+wave edge, Llama-2-70B TP2 on H100), not through whichever points a sparse grid happens to land on (about 1 ms for
+the roofline and 1 ms for the envelope)."""
+
+
+def _width_grid(budget: float) -> FloatArray:
+    """Token counts for G(n): 1..``budget`` geometric, the budget included (a step runs at most the budget)."""
+    return np.unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget])))
+
+
+def _gemm_side(hw: RoleHardware, budget: float, last: FloatArray) -> tuple[float, FloatArray, GemmWidth]:
+    """t_p, g(m_L) = G(m_L) − G(1) and the table of G(n) up to the budget, from one roofline call."""
+    grid = _width_grid(budget)
+    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last, grid)))
+    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    table = lower_convex_hull(grid, g[2 + last.size :])  # tile waves smoothed (pdplan.queueing.chunk_width)
+    return t_p, np.maximum(g[2 : 2 + last.size] - g[0], 0.0), GemmWidth(grid, table)
 
 
 def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -229,60 +253,49 @@ def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, F
     return np.asarray(total - attn, dtype=np.float64), np.asarray(attn, dtype=np.float64)
 
 
-def chunk_price(
-    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, split: PrefillSplit | None = None
-) -> ChunkPrice:
+def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray) -> ChunkPrice:
     """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
     one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
-    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring). ``split``: the (G, A) of a chunk's tokens (None:
-    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`)."""
-    split = prefill_split_s if split is None else split
+    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring)."""
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
     last = lens - budget * full
-    g, _ = split(hw, np.concatenate(([1.0, budget], last)))
-    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    t_p, drain, width = _gemm_side(hw, budget, last)
     k_max = int(full.max())
-    _, attn = split(
+    _, attn = prefill_split_s(
         hw,
         np.concatenate((budget * np.sqrt(2.0 * np.arange(k_max) + 1.0), np.sqrt(last * (2.0 * budget * full + last)))),
     )
     full_sum = np.concatenate(([0.0], np.cumsum(attn[:k_max])))
     attention = full_sum[full.astype(np.intp)] + attn[k_max:]
-    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+    return ChunkPrice(budget, t_p, attention, drain, width)
 
 
 def cached_chunk_price(
-    hw: RoleHardware,
-    budget_tokens: float,
-    prompt_tokens: FloatArray,
-    cached_tokens: FloatArray,
-    split: PrefillSplit | None = None,
+    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, cached_tokens: FloatArray
 ) -> ChunkPrice:
     """:func:`chunk_price` for prompts whose first ``h`` tokens come from a prefix cache: only the ``m = L − h``
     missed tokens are chunked (at least one, as :func:`cached_prefill_perf`), k = ⌈m/C⌉ − 1 full chunks and a last
     one of ``m_L = m − kC``. Chunk j starts after ``h + jC`` keys, so its causal attention has
     ``C(2(h + jC) + C)/2`` query-key pairs, those of a from-scratch prompt of ``√(C(2h + 2jC + C))`` tokens (the
     equivalence of :func:`cached_prefill_perf`); the last chunk's ``√(m_L(2(h + kC) + m_L))``. With ``h = 0`` this
-    is :func:`chunk_price`'s sum term by term (``split`` as there)."""
-    split = prefill_split_s if split is None else split
+    is :func:`chunk_price`'s sum term by term."""
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     cached = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, lens - 1.0)
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    g, _ = split(hw, np.concatenate(([1.0, budget], last)))
-    t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
+    t_p, drain, width = _gemm_side(hw, budget, last)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
     eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
-    _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    _, attn = prefill_split_s(hw, np.concatenate((eq_full.ravel(), eq_last)))
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
-    return ChunkPrice(budget, t_p, attention, np.maximum(g[2:] - g[0], 0.0))
+    return ChunkPrice(budget, t_p, attention, drain, width)
 
 
 def fit_quadratic(tokens: FloatArray, time_s: FloatArray) -> tuple[float, float, float]:
@@ -407,11 +420,11 @@ def decode_perf(
     max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
     b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))
-    batch = sorted_unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
+    batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
     ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
     window = hw.model.kv_window_tokens
     if window is not None:  # K is the windowed context (module docstring): c never exceeds the window
-        ctx = sorted_unique(np.minimum(ctx, window))
+        ctx = np.unique(np.minimum(ctx, window))
     bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
     keep = bb * (cc + state) <= kv_cap
     bb, cc = bb[keep], cc[keep]
@@ -427,7 +440,7 @@ def decode_perf(
     rel = np.abs(fit / tau - 1.0)
     return DecodePerf(
         LinearStepTime(float(t0), float(t1), float(t2)),
-        median(rel),
+        float(np.median(rel)),
         float(rel.max()),
         kv_cap,
         float(max_num_seqs),

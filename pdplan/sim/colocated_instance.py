@@ -357,7 +357,7 @@ class ColocatedInstance:
         batch = np.array([riding])
         context = np.array([float(self.act.context()) if riding else 0.0])
         step = float(np.asarray(self.act.step_fn(batch, context))[0])
-        chunk = float(np.sum(self.chunk_fn(tokens, before)))
+        chunk = float(np.sum(self.chunk_fn(tokens, before, riding)))
         self.plan = plan
         self.kind = _MIXED if self.mixed else _PREFILL
         self.next_time = self.t + step + chunk + self.load_s

@@ -203,7 +203,7 @@ class AppendDecodeInstance(DecodeInstance):
             budget -= take
         tokens = np.array([float(c) for _, c in plan])
         before = np.array([float(self.prompt[r] - self.left[r]) for r, _ in plan])
-        step = self.step_s() + float(np.sum(self.work.chunk_s(tokens, before)))
+        step = self.step_s() + float(np.sum(self.work.chunk_s(tokens, before, float(self.act.b))))
         self.plan = plan
         self.next_time = self.t + step
         if self.emits_first_token:

@@ -30,22 +30,24 @@ the queueing approximations and nothing else:
   simulator's own roofline tables (:class:`SimChunkPrice`), not by the closed form's per-token
   secant and per-prompt attention, so that neither can inherit the other's mistake (the two used to
   share one fit to the workload's own lengths, which made chunked prefill free for a fixed length
-  in both and so passed the comparison). An iteration's pieces (pieces of several prompts when one
-  ends inside it) cost ``G(Σc) − G(1)`` for their GEMM side — G(n) the roofline batch-1 prefill
-  pass of n tokens less its attention kernels; the decode step already pays the weight read and
-  fixed costs G(1) holds — split over the pieces by tokens, plus per piece one causal-attention
+  in both and so passed the comparison). An iteration that runs B decoding sequences beside its pieces
+  (pieces of several prompts when one ends inside it) runs B + Σc tokens through its GEMMs, which read the weights
+  once: the pieces cost ``G(B + Σc) − G(B)`` for their GEMM side (issue #23: the prompt tokens at the step's own
+  width; below the GEMM ridge they ride on the weight read, above it each costs its FLOPs) — G(n) the roofline
+  batch-1 prefill pass of n tokens less its attention kernels, read off an integer table of n; the decode step
+  already pays what G(B) holds (a prefill-only iteration, B = 0: ``G(Σc) − G(1)``, the decode step of none paying
+  the weight read) — split over the pieces by tokens, plus per piece one causal-attention
   kernel of the same FLOPs as its c queries over ``before + c`` keys: the roofline attention
   A(s_eq) of ``s_eq = √(c(2·before + c))`` tokens (causal FLOPs ∝ (before + c)² − before² = s_eq²).
-  The mixed step's GEMMs really run B + c tokens: when the decode batch B is itself past the
-  GEMM ridge, ``G(B + c) − G(B)`` exceeds ``G(c) − G(1)`` by up to B tokens' compute (≈ 2 % at
-  B = 64 for Llama-3.1-70B on H100 TP4).
+  The closed form prices the same physics its own way, at the mean field's step width
+  (:mod:`pdplan.queueing.chunk_width`: a geometric table, the width of a step that carries prompt tokens).
   *Per rank*: with attention DP an iteration's pieces run on ONE attention-DP rank (:func:`rank_split_s`): its
   dense layers, all-to-all share and causal attention are those of the pass in which every rank carries the
   pieces' tokens (the step waits for the busiest rank), its routed experts (spread over EP GPUs) see those tokens
   only, not dp times them. So a 253-token append on a 33K history on DeepSeek-V3's B200 TP1 DP8 EP8 decode instance
   costs 0.075 s (it cost 0.161 s priced at TP1 alone: all 256 experts on one GPU; issue #24). Pieces of several
   prompts in one iteration are all priced on that one rank (an engine whose ranks schedule their own prompts would
-  run them side by side), and ``G(Σc) − G(1)`` still pays for expert weights the decode step already read.
+  run them side by side); B is that rank's decoding batch (each rank is a simulated instance).
   Its KV follows the engine (:mod:`pdplan.sim.colocated_instance`): a chunked instance of an engine whose profile
   does not say ``kv_admission: reserve`` holds the growing context and preempts with recompute, vLLM's way
   (``on_demand``) or SGLang's (``ratio``: admission against the running requests' ratio-weighted remaining output,
@@ -197,18 +199,24 @@ class SimChunkPrice:
     attention_tokens: FloatArray
     attention_s: FloatArray
 
-    def __call__(self, tokens: FloatArray, before: FloatArray) -> FloatArray:
-        """Seconds per piece for pieces of ``tokens`` after ``before`` prefilled tokens (one iteration)."""
+    def __call__(self, tokens: FloatArray, before: FloatArray, decode_tokens: float = 0.0) -> FloatArray:
+        """Seconds per piece for pieces of ``tokens`` after ``before`` prefilled tokens (one iteration that also runs
+        ``decode_tokens`` = B decoding sequences: the GEMM side ``G(B + Σc) − G(B)``; B = 0, a prefill-only
+        iteration whose decode step of none still pays G(1): ``G(Σc) − G(1)``)."""
         tok = np.asarray(tokens, dtype=np.float64)
         total = float(tok.sum())
         if total <= 0.0:
             return np.zeros_like(tok)
-        top, slope = float(self.gemm_tokens[-1]), float(self.gemm_s[-1] - self.gemm_s[-2])
-        over = max(total - top, 0.0) * slope
-        gemm = max(float(np.interp(total, self.gemm_tokens, self.gemm_s)) + over - float(self.gemm_s[0]), 0.0)
+        riding = float(decode_tokens)
+        gemm = max(self._gemm_at(riding + total) - self._gemm_at(max(riding, 1.0)), 0.0)
         s_eq = np.sqrt(tok * (2.0 * np.asarray(before, dtype=np.float64) + tok))
         attn = np.interp(s_eq, self.attention_tokens, self.attention_s)
         return np.asarray(gemm * tok / total + attn, dtype=np.float64)
+
+    def _gemm_at(self, n: float) -> float:
+        """``G(n)``: read off the integer table, beyond it at its last slope."""
+        top, slope = float(self.gemm_tokens[-1]), float(self.gemm_s[-1] - self.gemm_s[-2])
+        return float(np.interp(n, self.gemm_tokens, self.gemm_s)) + max(n - top, 0.0) * slope
 
 
 def _pass(hw: RoleHardware, batch: float, tokens: FloatArray) -> PhaseTime:

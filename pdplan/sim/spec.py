@@ -39,8 +39,9 @@ StepTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
 """``decode_step_s(batch_size[m], total_context_tokens[m]) -> seconds[m]`` (vectorised)."""
 BatchPrefillFn = Callable[[float, float], float]
 """``prefill_batch_time_s(total_tokens, sum_sq_tokens) -> seconds`` for one prefill batch."""
-ChunkTimeFn = Callable[[FloatArray, FloatArray], FloatArray]
-"""``chunk_time_s(chunk_tokens[m], context_before_chunk[m]) -> seconds[m]`` (vectorised)."""
+ChunkTimeFn = Callable[[FloatArray, FloatArray, float], FloatArray]
+"""``chunk_time_s(chunk_tokens[m], context_before_chunk[m], decode_tokens) -> seconds[m]`` (vectorised): the pieces
+of one iteration that also runs ``decode_tokens`` decoding sequences (0: a prefill-only iteration)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,9 +222,9 @@ class TurnPlacer:
         prompt = self.prompt[request]
         append = prompt - history_tokens
         tau = dec.step_s(1, float(prompt))
-        own = float(np.sum(self.work.chunk_s(np.array([float(append)]), np.array([float(history_tokens)]))))
+        own = float(np.sum(self.work.chunk_s(np.array([float(append)]), np.array([float(history_tokens)]), 0.0)))
         ahead = dec.append_tokens_ahead()
-        others = 0.0 if ahead == 0 else float(np.sum(self.work.chunk_s(np.array([float(ahead)]), np.zeros(1))))
+        others = 0.0 if ahead == 0 else float(np.sum(self.work.chunk_s(np.array([float(ahead)]), np.zeros(1), 0.0)))
         room = max(self.work.budget_tokens - dec.act.b, 1)
         ppd_ttft = math.ceil((ahead + append) / room) * dec.step_s() + own + others
         pd_ttft = self._prefill_wait_s(request, now_s)

@@ -68,7 +68,7 @@ def check_colocated(dep: Colocated, req: Requests) -> None:
         )
     if dep.chunk_time_s is None:
         raise SpecError("scheduler 'chunked' needs chunk_time_s")
-    probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0])), dtype=np.float64)
+    probe = np.asarray(dep.chunk_time_s(np.array([1.0, 64.0]), np.array([0.0, 512.0]), 0.0), dtype=np.float64)
     if probe.shape != (2,) or not np.all(np.isfinite(probe)) or np.any(probe < 0):
         raise SpecError("chunk_time_s must map arrays [m] to finite non-negative seconds [m]")
 

@@ -114,7 +114,8 @@ def test_colocated_prompt_queue_takes_the_random_split() -> None:
         "token_budget": float(model.res.chunk_tokens),
         "prefill_s_per_token": model.prefill_s_per_token,
         "attention_s": model.attention_cell_s,
-        "drain_s": model.drain_cell_s,
+        "drain_s": None if model.gemm_width is not None else model.drain_cell_s,
+        "width": model.gemm_width,
         "max_cells": GRID_CELLS,
     }
     ref = colocated_distributions(model.scheduler, rates / 2, model.cells, model.decode.step, **kwargs).ttft.wait

@@ -163,7 +163,9 @@ def test_a_priced_deployment_keeps_every_invariant() -> None:
 def _free_chunks(model: ColocatedModel) -> ColocatedModel:
     """The colocated model as it was for a fixed length: the fit's (S, 0, 0) made chunks free."""
     zero = np.zeros_like(model.attention_cell_s)
-    return dataclasses.replace(model, prefill_s_per_token=0.0, attention_cell_s=zero, drain_cell_s=zero)
+    return dataclasses.replace(
+        model, prefill_s_per_token=0.0, attention_cell_s=zero, drain_cell_s=zero, gemm_width=None
+    )
 
 
 def test_free_chunked_prefill_breaks_the_ttft_floor() -> None:

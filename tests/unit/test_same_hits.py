@@ -120,7 +120,9 @@ def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted)
     res, model, good = goodput_model(_bound(), slo, EMPTY_RPS[0])
-    assert len(searched) == 4  # of six probes
+    # since the prompt tokens are priced at the step's width (issue #23, pdplan/queueing/chunk_width.py) the probes
+    # differ (9.36 req/s searches to 8.01, whose model the next probes share): three searches, four before
+    assert len(searched) == 3
 
     class Own(SameHits):
         def goodput(self, res: Any, model: Any, slo: Any, near_rps: float | None) -> Any:
@@ -148,7 +150,7 @@ def test_the_exact_probes_read_the_screens_searches(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted)
     _, _, good = goodput_model(_bound(), slo, EMPTY_RPS[0], PpdProbes(same=same))
-    assert len(searched) == 3
+    assert len(searched) == 2  # three before the step-width pricing (issue #23), as in the test above
     assert good.rate_rps == goodput_model(_bound(), slo, EMPTY_RPS[0])[2].rate_rps
 
 

@@ -52,7 +52,7 @@ def _deployments(n: int, req: Requests) -> list[Disaggregated | Colocated]:
             routing="random",
             token_budget=256,
             max_batch=64,
-            chunk_time_s=lambda c, ctx: 1e-4 * c,
+            chunk_time_s=lambda c, ctx, _b: 1e-4 * c,
         ),
     ]
 
@@ -130,7 +130,7 @@ _REQ = Requests.of([10, 10], [2, 2])
         (Disaggregated(PrefillPool(1, service_s=[1, -1]), DecodePool(1, _step)), [0, 1], ">= 0"),
         (Disaggregated(PrefillPool(1, service_s=[1, 1]), DecodePool(1, lambda b, k: 0 * b)), [0, 1], "positive"),
         (Colocated(1, _step, scheduler="prefill-first"), [0, 1], "prefill_service_s"),
-        (Colocated(1, _step, token_budget=8, max_batch=8, chunk_time_s=lambda c, x: c), [0, 1], "token_budget"),
+        (Colocated(1, _step, token_budget=8, max_batch=8, chunk_time_s=lambda c, x, _b: c), [0, 1], "token_budget"),
         (Colocated(1, _step, chunk_time_s=None), [0, 1], "chunk_time_s"),
     ],
 )

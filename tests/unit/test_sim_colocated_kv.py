@@ -36,7 +36,7 @@ def _two_requests(reserve_kv: bool) -> tuple[FloatArray, FloatArray]:
         scheduler="chunked",
         token_budget=8,
         max_batch=4,
-        chunk_time_s=lambda c, ctx: 0.01 * np.asarray(c),
+        chunk_time_s=lambda c, ctx, _b: 0.01 * np.asarray(c),
         kv_capacity_tokens=20,
         reserve_kv=reserve_kv,
     )
@@ -109,7 +109,7 @@ def _sglang_three() -> tuple[FloatArray, FloatArray]:
         scheduler="chunked",
         token_budget=8,
         max_batch=4,
-        chunk_time_s=lambda c, ctx: 0.01 * np.asarray(c),
+        chunk_time_s=lambda c, ctx, _b: 0.01 * np.asarray(c),
         kv_capacity_tokens=36,
         reserve_kv=False,
         ratio_admission=rule,
@@ -137,7 +137,7 @@ def test_sglang_ratio_admission_and_retraction_by_hand() -> None:
 
 def test_ratio_admission_needs_growing_kv() -> None:
     rule = RatioAdmission(init_ratio=0.7, min_ratio=0.098, decay_steps=600, clip_tokens=4096, retract_steps=20)
-    dep = Colocated(1, step_time_s=_step, chunk_time_s=lambda c, ctx: 0.01 * np.asarray(c), ratio_admission=rule)
+    dep = Colocated(1, step_time_s=_step, chunk_time_s=lambda c, ctx, _b: 0.01 * np.asarray(c), ratio_admission=rule)
     with pytest.raises(SpecError, match="ratio_admission"):
         simulate([0.0], Requests.of([4], [3]), dep, np.random.default_rng(0))
 

@@ -131,7 +131,7 @@ def test_colocated_chunked_by_hand() -> None:
         scheduler="chunked",
         token_budget=8,
         max_batch=4,
-        chunk_time_s=lambda c, ctx: 0.01 * c + 0.001 * ctx,
+        chunk_time_s=lambda c, ctx, _b: 0.01 * c + 0.001 * ctx,
     )
     res = simulate([0.0, 0.05], Requests.of([10, 4], [3, 2]), dep, _rng(), warmup_fraction=0.0)
     np.testing.assert_allclose(res.first_token_s, [0.348, 0.348])

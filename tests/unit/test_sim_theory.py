@@ -115,7 +115,7 @@ def test_closed_loop_throughput(colocated: bool) -> None:
             scheduler="chunked",
             token_budget=512,
             max_batch=64,
-            chunk_time_s=lambda c, ctx: 1e-4 * c + 1e-8 * c * ctx,
+            chunk_time_s=lambda c, ctx, _b: 1e-4 * c + 1e-8 * c * ctx,
         )
     else:
         dep = Disaggregated(PrefillPool(1, service_s=service), DecodePool(2, _step))

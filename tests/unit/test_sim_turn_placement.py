@@ -131,7 +131,7 @@ def test_append_rides_in_one_mixed_step_and_slows_the_running_sequence() -> None
     # the mixed one: it finishes 1.6 ms late, at 0.1016.
     blocks = {0: [7, 8], 1: [100, 101, 102, 103]}
 
-    def chunk_s(tokens: FloatArray, before: FloatArray) -> FloatArray:
+    def chunk_s(tokens: FloatArray, before: FloatArray, _decode_tokens: float) -> FloatArray:
         return np.asarray(1e-4 * tokens, dtype=np.float64)
 
     work = AppendWork(
