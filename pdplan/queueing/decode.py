@@ -329,8 +329,7 @@ def load_noise(state: DecodeFixedPoint, workload: DecodeWorkload) -> tuple[Float
     factor = np.ones(state.rate_per_s.size)
     for idx, cov, fac in _load_covariances(state, workload):
         factor[idx] = fac
-        for k, r in enumerate(idx.tolist()):
-            var_bins[r] = _average_variance(cov[k], workload.decode_steps)
+        var_bins[idx] = _average_variance(cov, workload.decode_steps)
     return var_bins, factor
 
 
@@ -414,15 +413,17 @@ def _computed_covariances(
 
 
 def _average_variance(cov: FloatArray, steps: FloatArray) -> FloatArray:
-    """``Var X̄(n) = (n C_0 + 2Σ_{m=1}^{n−1}(n−m)C_m)/n²``, linearly interpolated at real n."""
+    """``Var X̄(n) = (n C_0 + 2Σ_{m=1}^{n−1}(n−m)C_m)/n²``, linearly interpolated at real n; one row per covariance
+    row (``cov`` ``[B, m]`` → ``[B, M]``: the running sums along each row are the sequential sums of one row)."""
     n_max = int(np.ceil(steps.max())) + 1
-    c = cov[:n_max]
+    c = cov[:, :n_max]
     m = np.arange(n_max, dtype=np.float64)
-    cs1 = np.concatenate(([0.0], np.cumsum(c[1:])))  # Σ_{m=1}^{j} C_m
-    cs2 = np.concatenate(([0.0], np.cumsum(m[1:] * c[1:])))
+    zero = np.zeros((c.shape[0], 1))
+    cs1 = np.concatenate((zero, np.cumsum(c[:, 1:], axis=1)), axis=1)  # Σ_{m=1}^{j} C_m
+    cs2 = np.concatenate((zero, np.cumsum(m[1:] * c[:, 1:], axis=1)), axis=1)
     n = np.arange(1, n_max, dtype=np.float64)
-    var_n = (n * c[0] + 2.0 * (n * cs1[:-1] - cs2[:-1])) / n**2
-    return np.asarray(np.interp(steps, n, np.maximum(var_n, 0.0)), dtype=np.float64)
+    var_n = np.maximum((n * c[:, :1] + 2.0 * (n * cs1[:, :-1] - cs2[:, :-1])) / n**2, 0.0)
+    return np.array([np.interp(steps, n, row) for row in var_n], dtype=np.float64).reshape(c.shape[0], steps.size)
 
 
 def tpot_distribution(rate_per_s: ArrayLike, workload: DecodeWorkload, step_time: StepTimeFn) -> GammaMixture:
