@@ -183,8 +183,17 @@ class _Prepared:
     @classmethod
     def of(cls, mix: ComponentMixture) -> _Prepared:
         random = np.isfinite(mix.shape)
-        flat = (mix.weights, mix.comp_mean_s, mix.comp_lo_s, mix.comp_hi_s, mix.shape, mix.scale, mix.norm)
-        return cls(*(np.ascontiguousarray(x) for x in flat), random, random & (mix.weights > 0.0))
+        return cls(
+            weights=np.ascontiguousarray(mix.weights),
+            mean_s=np.ascontiguousarray(mix.comp_mean_s),
+            lo_s=np.ascontiguousarray(mix.comp_lo_s),
+            hi_s=np.ascontiguousarray(mix.comp_hi_s),
+            shape=np.ascontiguousarray(mix.shape),
+            scale=np.ascontiguousarray(mix.scale),
+            norm=np.ascontiguousarray(mix.norm),
+            random=random,
+            live=random & (mix.weights > 0.0),
+        )
 
 
 def _cdf_per_bin(d_s: FloatArray, mix: _Prepared) -> FloatArray:
