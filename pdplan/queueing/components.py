@@ -83,7 +83,7 @@ class ComponentMixture(GammaMixture):
 
     def cdf_per_bin(self, b_s: float) -> FloatArray:
         """``Σ_k w_k P(offset + X_k ≤ b)`` per bin, shape ``[R, M]``."""
-        return _cdf_per_bin(b_s - self.offset_s[None], self, _live(self))
+        return _cdf_per_bin(b_s - self.offset_s[None], _Prepared.of(self))
 
     def row(self, r: int) -> ComponentMixture:
         """The mixture at rate index ``r`` alone (``R = 1``)."""
@@ -155,32 +155,59 @@ def clear_memo() -> None:
 
 
 def _first_cdf(one: ComponentMixture) -> Callable[[float], float]:
-    """``one.first_cdf`` with the masks of :func:`_live` and the offsets taken once (the same doubles)."""
-    live, offset = _live(one), one.offset_s[None]
+    """``one.first_cdf`` with the masks of :class:`_Prepared` and the offsets taken once (the same doubles)."""
+    prepared, offset = _Prepared.of(one), one.offset_s[None]
 
     def cdf(b_s: float) -> float:
-        return float(_cdf_per_bin(b_s - offset, one, live)[0] @ one.prob)
+        return float(_cdf_per_bin(b_s - offset, prepared)[0] @ one.prob)
 
     return cdf
 
 
-def _live(mix: ComponentMixture) -> BoolArray:
-    """The components whose cdf needs ``gammainc``: random (finite shape) and of nonzero weight."""
-    return np.asarray(np.isfinite(mix.shape) & (mix.weights > 0.0), dtype=np.bool_)
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What :func:`_cdf_per_bin` reads of a mixture, taken once per mixture: its component arrays as contiguous
+    ``[K, R, M]`` doubles (so that one flat index reads each), which components are random (finite shape) and which
+    are live: random and of nonzero weight (those whose cdf needs ``gammainc``)."""
+
+    weights: FloatArray
+    mean_s: FloatArray
+    lo_s: FloatArray
+    hi_s: FloatArray
+    shape: FloatArray
+    scale: FloatArray
+    norm: FloatArray
+    random: BoolArray
+    live: BoolArray
+
+    @classmethod
+    def of(cls, mix: ComponentMixture) -> _Prepared:
+        random = np.isfinite(mix.shape)
+        return cls(
+            weights=np.ascontiguousarray(mix.weights),
+            mean_s=np.ascontiguousarray(mix.comp_mean_s),
+            lo_s=np.ascontiguousarray(mix.comp_lo_s),
+            hi_s=np.ascontiguousarray(mix.comp_hi_s),
+            shape=np.ascontiguousarray(mix.shape),
+            scale=np.ascontiguousarray(mix.scale),
+            norm=np.ascontiguousarray(mix.norm),
+            random=random,
+            live=random & (mix.weights > 0.0),
+        )
 
 
-def _cdf_per_bin(d_s: FloatArray, mix: ComponentMixture, live: BoolArray) -> FloatArray:
-    """``Σ_k w_k P(X_k ≤ d)`` per bin at ``d = b − offset`` (``[1, R, M]``), ``live`` = :func:`_live` of ``mix``.
+def _cdf_per_bin(d_s: FloatArray, mix: _Prepared) -> FloatArray:
+    """``Σ_k w_k P(X_k ≤ d)`` per bin at ``d = b − offset`` (``[1, R, M]``).
 
     ``gammainc`` runs only where its value counts: a live component below its cap ``hi`` with ``x = d − lo > 0``.
     Elsewhere the value is what the full formula gives, without the call: past the cap 1; at ``x ≤ 0`` 0 (its
     argument is 0 and ``P(k, 0) = 0``); a zero-weight component contributes ``0·w = 0`` whatever its cdf (finite,
     in [0, 1]); a point mass at m is the indicator ``d ≥ m``. Same doubles as evaluating ``gammainc`` everywhere
-    (tests/unit/queueing/test_components.py)."""
-    x = d_s - mix.comp_lo_s
-    below = d_s < mix.comp_hi_s
-    random = np.isfinite(mix.shape)
-    per = np.where(random, np.where(below, 0.0, 1.0), (d_s >= mix.comp_mean_s).astype(np.float64))
-    run = live & below & (x > 0.0)
-    per[run] = np.minimum(gammainc(mix.shape[run], x[run] / mix.scale[run]) / mix.norm[run], 1.0)
+    (tests/unit/queueing/test_components.py). The components it runs on are read by one flat index each."""
+    x = d_s - mix.lo_s
+    below = d_s < mix.hi_s
+    per = np.where(mix.random, ~below, d_s >= mix.mean_s).astype(np.float64)  # random: 1 past the cap, else 0
+    run = np.flatnonzero(mix.live & below & (x > 0.0))
+    gam = gammainc(mix.shape.take(run), x.take(run) / mix.scale.take(run)) / mix.norm.take(run)
+    per.put(run, np.minimum(gam, 1.0))
     return np.asarray(np.sum(per * mix.weights, axis=0), dtype=np.float64)

@@ -144,15 +144,25 @@ class WaitDistribution:
         (the last cell held beyond the grid), 0 where ``x < 0``; ``x − k`` is never below 0 where ``x ≥ 0``, so the
         fraction needs no lower clip. The two cells are read from the flattened grid by one flat index each."""
         extra = t_s.ndim - 1
-        n_cells = self.cdf_grid.shape[1]
+        n_rows, n_cells = self.cdf_grid.shape
         x = t_s / self.h_s.reshape((-1,) + (1,) * extra)
-        k = np.minimum(np.maximum(np.floor(x), 0.0), n_cells - 1.0).astype(np.intp)
-        frac = np.minimum(x - k, 1.0)
-        at = k + (np.arange(self.cdf_grid.shape[0]) * n_cells).reshape((-1,) + (1,) * extra)
+        cell = np.floor(x)  # k as a double (exact: an integer below 2^53), so x − k reads the same doubles
+        np.maximum(cell, 0.0, out=cell)
+        np.minimum(cell, n_cells - 1.0, out=cell)
+        frac = x - cell
+        np.minimum(frac, 1.0, out=frac)
+        at = cell.astype(np.intp)
+        if n_rows > 1:
+            at += (np.arange(n_rows) * n_cells).reshape((-1,) + (1,) * extra)
         flat = self.cdf_grid.reshape(-1)
         lo = flat.take(at)
-        out = lo + frac * (flat.take(np.where(k < n_cells - 1, at + 1, at)) - lo)
-        return np.asarray(np.where(x < 0, 0.0, out), dtype=np.float64)
+        at += cell < n_cells - 1.0  # the next cell, the last one held
+        out = flat.take(at)
+        out -= lo
+        out *= frac
+        out += lo  # lo + frac·(F_{k+1} − F_k): the same rounding, sum and product commute exactly
+        out[x < 0] = 0.0
+        return out
 
     def row(self, r: int) -> WaitDistribution:
         """The distribution for rate index ``r`` alone (``R = 1``)."""
@@ -368,11 +378,21 @@ class GammaMixture:
 
     @staticmethod
     def _gamma_cdf(x: FloatArray, m: FloatArray, v: FloatArray) -> FloatArray:
-        """``P(X ≤ x)`` for X ~ Gamma(mean m, variance v) (a point mass when v ≈ 0)."""
-        random_part, shape, scale = _gamma_shape(x, m, v)
-        gam = gammainc(shape, np.clip(x, 0.0, None) / scale)
-        det = (x >= np.broadcast_to(m, x.shape)).astype(np.float64)
-        return np.asarray(np.where(random_part, np.where(x > 0, gam, 0.0), det), dtype=np.float64)
+        """``P(X ≤ x)`` for X ~ Gamma(mean m, variance v) (a point mass when v ≈ 0).
+
+        The law's (random part, shape k, scale θ) are :func:`_gamma_shape`'s, computed on ``m`` and ``v`` as given
+        (``[R, M, 1]`` against an ``x`` of ``[R, M, P]``: once per bin, not per delay point; the same doubles
+        elementwise) and broadcast by the ufuncs; ``P(k, x/θ)`` is read at ``max(x, 0)`` and replaced by 0 where
+        ``x ≤ 0``, as ``P(k, 0) = 0``."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            cv = np.sqrt(v) / m
+        random_part = (m > 0) & (v > 0) & (cv > 1e-6)
+        cv2 = np.where(random_part, cv, 1.0) ** 2
+        gam = gammainc(1.0 / cv2, np.maximum(x, 0.0) / (np.where(random_part, m, 1.0) * cv2))
+        out = np.where(random_part, np.where(x > 0, gam, 0.0), x >= m)
+        if out.shape != x.shape:
+            raise ValueError(f"gamma cdf: mean/variance of shape {np.shape(m)} do not broadcast to x {x.shape}")
+        return np.asarray(out, dtype=np.float64)
 
     def cdf(self, b_s: ArrayLike) -> FloatArray:
         """Mixture cdf ``Σ_i p_i P(T_i ≤ b)``, shape ``[R, *b.shape]``."""

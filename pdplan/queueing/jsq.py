@@ -91,6 +91,7 @@ from numpy.typing import ArrayLike
 from pdplan.numerics.sparse_solve import solve_triplets
 from pdplan.queueing.distributions import WaitDistribution, as_rates, check_pmf, delayed_tail_wait
 from pdplan.queueing.erlang import erlang_c
+from pdplan.queueing.exact_memo import forgets
 from pdplan.queueing.mg1 import _MAX_CELLS, mg1_wait_distribution, service_moments
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
@@ -232,10 +233,38 @@ def power_of_two_terms(servers: int, rho: ArrayLike) -> tuple[FloatArray, FloatA
 
 def count_routing_terms(policy: str, servers: int, rho: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """(π, σ) per per-instance load ρ for a router that counts requests (``least-loaded`` or ``power-of-two``): the
-    wait is ``P(W ≤ t) = 1 − (π/ρ)·(1 − F_ρ(t/σ))``, F_ρ the M/G/1 wait cdf of one instance at ρ."""
+    wait is ``P(W ≤ t) = 1 − (π/ρ)·(1 − F_ρ(t/σ))``, F_ρ the M/G/1 wait cdf of one instance at ρ.
+
+    Memoised on ``(policy, servers)`` and the exact doubles of ρ (the screen asks for the same 32 tabulated loads of
+    each server count twice per prefill option, 3,072 calls over 24 default-family sweep points); fresh copies each
+    call."""
     if servers < 1:
         raise ValueError(f"servers must be >= 1, got {servers}")
     r = np.atleast_1d(np.asarray(rho, dtype=np.float64))
+    key = (policy, servers, r.shape, r.tobytes())
+    hit = _TERMS.get(key)
+    if hit is None:
+        hit = _count_routing_terms(policy, servers, r)
+        if len(_TERMS) >= _TERMS_ENTRIES:
+            _TERMS.clear()
+        _TERMS[key] = hit
+    return hit[0].copy(), hit[1].copy()
+
+
+_TERMS: dict[tuple[str, int, tuple[int, ...], bytes], tuple[FloatArray, FloatArray]] = {}
+_TERMS_ENTRIES = 1024
+"""(π, σ) pairs :func:`count_routing_terms` keeps (each of the screen's 32 loads: 0.5 KiB); past it the memo is
+emptied."""
+
+
+@forgets
+def clear_memo() -> None:
+    """Forget the memoised (π, σ) of :func:`count_routing_terms` (a search timed from scratch)."""
+    _TERMS.clear()
+
+
+def _count_routing_terms(policy: str, servers: int, r: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`count_routing_terms` computed, on 1-D loads ``r``."""
     if np.any(r < 0.0) or np.any(r >= 1.0):
         raise ValueError(f"per-instance load must lie in [0, 1), got {r}")
     if policy == "least-loaded":

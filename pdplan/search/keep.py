@@ -200,7 +200,7 @@ def _tally(rows: Rows, keep: Keep, groups: Groups, tally: Tally) -> None:
     c = rows.cands
     tally.screened += c.size
     tally.feasible += int(_feasible(_restricted(rows, keep), keep).sum())
-    words, word_id = np.unique(c.binding.astype(str), return_inverse=True)
+    words, word_id = _factorised(c.binding)
     for role, gid, labels in (
         ("prefill", groups.prefill_label[c.prefill], groups.labels[0]),
         ("decode", groups.decode_label[c.decode], groups.labels[1]),
@@ -213,6 +213,17 @@ def _tally(rows: Rows, keep: Keep, groups: Groups, tally: Tally) -> None:
             seen[str(words[w])] = (count + n, min(where, int(c.index[at])))
     for w, n in zip(words.tolist(), np.bincount(word_id, minlength=words.size).tolist(), strict=True):
         tally.binding[str(w)] += n
+
+
+def _factorised(labels: npt.NDArray[np.object_]) -> tuple[npt.NDArray[np.str_], IntArray]:
+    """``np.unique(labels.astype(str), return_inverse=True)``: the distinct words (as ``str``, sorted) and each
+    label's index among them, by one dict lookup per label instead of a sort of the strings (a screen chunk holds a
+    handful of distinct binding words over thousands of rows: 8,192 rows, 3.4 ms instead of 10.7)."""
+    index: dict[str, int] = {}
+    first = np.fromiter((index.setdefault(str(w), len(index)) for w in labels.tolist()), np.intp, labels.size)
+    words = np.array(sorted(index), dtype=str)
+    rank = np.searchsorted(words, np.array(list(index), dtype=str))
+    return words, np.asarray(rank[first], dtype=np.intp)
 
 
 def _selected(rows: Rows, keep: Keep, groups: Groups) -> npt.NDArray[np.bool_]:
@@ -252,39 +263,77 @@ def _witnesses(rows: Rows, m: Metrics, ok: npt.NDArray[np.bool_], groups: Groups
     with np.errstate(divide="ignore", invalid="ignore"):
         priced = ok & np.isfinite(cost) & (cost > 0)
         per_dollar, tokens_per_dollar = m.goodput_rps / cost, m.output_tokens_per_s / cost
-    zero = np.zeros(c.size)
-    pair = c.prefill.astype(np.int64) * (int(c.decode.max()) + 1) + c.decode
-    out = [_first_best(pair, zero, np.ones(c.size, dtype=bool))]
-    for group in (groups.prefill_label[c.prefill], groups.decode_label[c.decode]):
+    every = np.ones(c.size, dtype=bool)
+    pair = _Grouped.of(c.prefill.astype(np.int64) * (int(c.decode.max()) + 1) + c.decode)
+    out = [pair.first(every)]
+    for labels in (groups.prefill_label[c.prefill], groups.decode_label[c.decode]):
+        group = _Grouped.of(labels)
         out += [
-            _first_best(group, zero, np.ones(c.size, dtype=bool)),
-            _first_best(group, zero, good),
-            _first_best(group, m.goodput_rps / m.num_gpus, ok),
-            _first_best(group, -cost, priced),
-            _first_best(group, per_dollar, priced),
-            _first_best(group, tokens_per_dollar, priced),
+            group.first(every),
+            group.first(good),
+            group.best(m.goodput_rps / m.num_gpus, ok),
+            group.best(-cost, priced),
+            group.best(per_dollar, priced),
+            group.best(tokens_per_dollar, priced),
         ]
-    one = np.zeros(c.size, dtype=np.intp)
+    one = _Grouped.of(np.zeros(c.size, dtype=np.intp))
     within = m.num_gpus <= (keep.budget_gpus or np.inf)
     out += [
-        _first_best(one, zero, good),
-        _first_best(one, zero, good & np.isfinite(cost)),
-        _first_best(one, np.where(within, m.goodput_rps, -1.0), np.ones(c.size, dtype=bool)),
-        _first_best(one, -m.num_gpus, good),
+        one.first(good),
+        one.first(good & np.isfinite(cost)),
+        one.best(np.where(within, m.goodput_rps, -1.0), every),
+        one.best(-m.num_gpus, good),
     ]
     return out
 
 
 def _first_best(group: npt.NDArray[np.integer], value: FloatArray, mask: npt.NDArray[np.bool_]) -> IntArray:
     """Per group, the first row (in row order) with the largest ``value`` among the rows ``mask`` admits (the row
-    :func:`numpy.argmax` finds over that group's rows)."""
-    at = np.flatnonzero(mask)
-    if not at.size:
-        return at
-    order = np.lexsort((at, -value[at], group[at]))
-    g = group[at][order]
-    starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
-    return np.asarray(at[order[starts]], dtype=np.intp)
+    :func:`numpy.argmax` finds over that group's rows); :meth:`_Grouped.best`."""
+    return _Grouped.of(group).best(value, mask)
+
+
+@dataclass(frozen=True)
+class _Grouped:
+    """Rows sorted by group label once (stably: row order within a group) for several :meth:`best` calls."""
+
+    order: IntArray
+    """Row indices, by group then row."""
+    label: npt.NDArray[np.integer]
+    """The group label of each row of ``order``."""
+
+    @classmethod
+    def of(cls, group: npt.NDArray[np.integer]) -> _Grouped:
+        """``group`` sorted; labels that fit int16 sort as int16 (NumPy's stable sort is then a radix sort, about
+        10x faster than on int64; the same order)."""
+        small = group.size > 0 and int(group.min()) >= -(2**15) and int(group.max()) < 2**15
+        order = np.argsort(group.astype(np.int16) if small else group, kind="stable")
+        return cls(np.asarray(order, dtype=np.intp), group[order])
+
+    def _admitted(self, mask: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
+        """(the rows ``mask`` admits, by group then row; where each group's run of them starts)."""
+        keep = mask[self.order]
+        at, label = self.order[keep], self.label[keep]
+        starts = np.flatnonzero(np.concatenate(([True], label[1:] != label[:-1]))) if at.size else at
+        return at, np.asarray(starts, dtype=np.intp)
+
+    def first(self, mask: npt.NDArray[np.bool_]) -> IntArray:
+        """Per group, the first row ``mask`` admits (:meth:`best` of a constant value)."""
+        at, starts = self._admitted(mask)
+        return np.asarray(at[starts], dtype=np.intp)
+
+    def best(self, value: FloatArray, mask: npt.NDArray[np.bool_]) -> IntArray:
+        """Per group (ascending label), the first row with the largest ``value`` among the rows ``mask`` admits; NaN
+        ranks below every number (a group of NaNs only gives its first row), -0.0 ties with 0.0 (the order of
+        ``np.lexsort((row, -value, group))``, whose first row per group this is)."""
+        at, starts = self._admitted(mask)
+        if not at.size:
+            return at
+        v = value[at]
+        top = np.repeat(np.fmax.reduceat(v, starts), np.diff(np.append(starts, at.size)))  # NaN: the group is all NaN
+        hit = np.flatnonzero((v == top) | np.isnan(top))
+        run = np.searchsorted(starts, hit, side="right")  # 1 + the group of each hit
+        return np.asarray(at[hit[np.concatenate(([True], run[1:] != run[:-1]))]], dtype=np.intp)
 
 
 def _concat_candidates(parts: list[Candidates]) -> Candidates:

@@ -132,13 +132,19 @@ def ttft_grid(
 
 
 def goodput_from_curve(att: FloatArray, lam: FloatArray, target: float) -> tuple[FloatArray, IntArray]:
-    """Largest λ with A(λ) ≥ target along the last axis (A made non-increasing first), and the first failing index."""
-    mono = np.minimum.accumulate(att, axis=-1)
-    n_ok = (mono >= target).sum(axis=-1)
-    first_bad = np.minimum(n_ok, lam.size - 1)
+    """Largest λ with A(λ) ≥ target along the last axis (A made non-increasing first), and the first failing index.
+
+    With ``mono`` the running minimum of A (NaN from a NaN on), ``n_ok`` (how many ``mono ≥ target``) is the index of
+    the first A that fails ``A ≥ target`` (all of them pass: the length), ``mono`` at ``n_ok − 1`` the least A before
+    it (one masked minimum; a minimum is exact in any order) and ``mono`` at ``n_ok`` that times the failing A (the
+    accumulation's own last step): the values of the running minimum at the two points read, without it."""
+    size = lam.size
+    fail = ~(att >= target)
+    n_ok = np.where(fail.any(axis=-1), fail.argmax(axis=-1), size)
+    first_bad = np.minimum(n_ok, size - 1)
     prev = np.maximum(n_ok - 1, 0)
-    a_prev = np.take_along_axis(mono, prev[..., None], -1)[..., 0]
-    a_bad = np.take_along_axis(mono, first_bad[..., None], -1)[..., 0]
+    a_prev = np.where(np.arange(size) <= prev[..., None], att, np.inf).min(axis=-1)
+    a_bad = np.minimum(a_prev, np.take_along_axis(att, first_bad[..., None], -1)[..., 0])
     frac = np.clip((a_prev - target) / np.maximum(a_prev - a_bad, 1e-12), 0.0, 1.0)
     log_lam = np.log(lam[prev]) + frac * (np.log(lam[first_bad]) - np.log(lam[prev]))
     good = np.where(n_ok == 0, 0.0, np.exp(log_lam))

@@ -58,3 +58,13 @@ def test_the_memo_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> No
         load_noise(decode_fixed_point([rate], WORKLOAD, STEP), WORKLOAD)
         assert decode_module._COVARIANCES_HELD[0] <= 1000 or len(decode_module._COVARIANCES) == 1
     decode_module.clear_memo()
+
+
+def test_average_variance_of_a_batch_is_each_rows_by_hand() -> None:
+    """Var X̄(n) = (n C_0 + 2 Σ_{m<n} (n − m) C_m)/n²: C = (4, 2, 1) gives 4 at n = 1, (2·4 + 2·2)/4 = 3 at n = 2 and
+    (3·4 + 2(2·2 + 1·1))/9 = 22/9 at n = 3, 3.5 halfway between 1 and 2; a second row C = (1, 0, 0) gives 1/n."""
+    cov = np.array([[4.0, 2.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
+    steps = np.array([1.0, 2.0, 3.0, 1.5])
+    got = decode_module._average_variance(cov, steps)
+    np.testing.assert_allclose(got, [[4.0, 3.0, 22.0 / 9.0, 3.5], [1.0, 0.5, 1.0 / 3.0, 0.75]], rtol=1e-15)
+    assert got[1].tobytes() == decode_module._average_variance(cov[1:], steps)[0].tobytes()

@@ -153,3 +153,21 @@ def test_above_the_chain_limit_the_delay_probability_is_erlang_c_an_upper_bound(
     assert chain[2] == pytest.approx(0.1259, abs=5e-4)
     above = jsq_delay_probability(c + 1, rho)
     assert np.array_equal(above, np.clip(erlang_c(c + 1, (c + 1) * rho), 0.0, 1.0))
+
+
+def test_count_routing_terms_memo_gives_fresh_copies_of_the_same_doubles() -> None:
+    from pdplan.queueing import jsq
+
+    rho = np.array([0.2, 0.5, 0.9])
+    jsq.clear_memo()
+    first = count_routing_terms("least-loaded", 3, rho)
+    assert first[0].tobytes() == jsq_delay_probability(3, rho).tobytes()
+    assert first[1].tobytes() == jsq_stretch(3, rho).tobytes()
+    first[0][:] = -1.0  # the caller's copy
+    again = count_routing_terms("least-loaded", 3, rho)
+    assert again[0].tobytes() == jsq_delay_probability(3, rho).tobytes()
+    assert count_routing_terms("least-loaded", 3, rho[:2])[0].tobytes() == again[0][:2].tobytes()
+    with pytest.raises(ValueError, match="not a count-based"):
+        count_routing_terms("random", 3, rho)
+    with pytest.raises(ValueError, match="per-instance load"):
+        count_routing_terms("least-loaded", 3, [1.0])

@@ -21,7 +21,7 @@ from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.report import to_json_text
-from pdplan.search.keep import _first_best
+from pdplan.search.keep import _factorised, _first_best, _Grouped
 from pdplan.search.optimize import optimize
 from pdplan.search.screen import GRID_POINTS, tile_sides
 from pdplan.specs.ceilings import SCREEN_CHUNK_CANDIDATES
@@ -83,6 +83,32 @@ def test_first_best_is_argmax_per_group_with_the_first_row_on_ties() -> None:
     value = np.array([1.0, 5.0, 3.0, 5.0, 3.0, 9.0])
     mask = np.array([True, True, True, True, True, False])
     assert sorted(_first_best(group, value, mask).tolist()) == [1, 2]  # group 2 has no admitted row
+
+
+def test_first_best_ranks_nan_last_ties_signed_zeros_and_reads_groups_in_order() -> None:
+    """By hand: group 0 holds NaN, -inf, -0.0, 0.0 (rows 0-3): the best is -0.0 at row 2, as 0.0 ties it and comes
+    later; group 1 holds only NaN (rows 4, 6): its first row; group -3 (rows 5, 7) holds 2.0 twice: the first; the
+    answer is in ascending group label (-3, 0, 1), the order of ``np.lexsort((row, -value, group))``."""
+    group = np.array([0, 0, 0, 0, 1, -3, 1, -3])
+    value = np.array([np.nan, -np.inf, -0.0, 0.0, np.nan, 2.0, np.nan, 2.0])
+    every = np.ones(8, dtype=bool)
+    assert _first_best(group, value, every).tolist() == [5, 2, 4]
+    grouped = _Grouped.of(group)
+    assert grouped.first(every).tolist() == [5, 0, 4]
+    assert grouped.best(value, group != 0).tolist() == [5, 4]
+    assert grouped.best(value, np.zeros(8, dtype=bool)).size == 0
+    wide = group.astype(np.int64) * 2**40  # labels beyond int16: sorted as they are, the same rows
+    assert _first_best(wide, value, every).tolist() == [5, 2, 4]
+
+
+def test_factorised_is_unique_of_the_strings() -> None:
+    labels = np.array(["TTFT at P90", "link", "TPOT at P90", "link", "TTFT at P90"], dtype=object)
+    words, index = _factorised(labels)
+    assert words.tolist() == ["TPOT at P90", "TTFT at P90", "link"]
+    assert index.tolist() == [1, 2, 0, 2, 1]
+    none, at = _factorised(np.array([], dtype=object))
+    assert none.size == 0
+    assert at.size == 0
 
 
 _PEAK = """

@@ -69,3 +69,22 @@ def test_goodput_from_curve_interpolates_in_log_rate() -> None:
     good, first_bad = goodput_from_curve(att, lam, 0.9)
     assert good.tolist() == pytest.approx([2.0 * np.sqrt(2.0), 8.0, 0.0])
     assert first_bad.tolist() == [2, 3, 0]
+
+
+def test_goodput_from_curve_reads_the_running_minimum() -> None:
+    """A curve that dips and recovers counts as failed from the dip (A is made non-increasing): 0.95 at 2 then 0.85
+    at 4 crosses 0.9 halfway in log rate, the later 0.99 notwithstanding; a NaN fails where it stands and gives no
+    number; the interpolation reads the running minimum before the failing rate (0.92 at 2, not the 0.99 at 1)."""
+    lam = np.array([1.0, 2.0, 4.0, 8.0])
+    att = np.array(
+        [
+            [0.99, 0.95, 0.85, 0.99],
+            [0.99, np.nan, 0.99, 0.99],
+            [0.99, 0.92, 0.93, 0.88],  # running minimum 0.99, 0.92, 0.92, 0.88: crosses 0.9 between 4 and 8
+        ]
+    )
+    good, first_bad = goodput_from_curve(att, lam, 0.9)
+    assert first_bad.tolist() == [2, 1, 3]
+    assert good[0] == pytest.approx(2.0 * np.sqrt(2.0))
+    assert np.isnan(good[1])
+    assert good[2] == pytest.approx(4.0 * 2.0 ** ((0.92 - 0.9) / (0.92 - 0.88)))
