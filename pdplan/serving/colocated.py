@@ -46,10 +46,14 @@ report's words of :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT`), and only th
 ``λ τ̄ W = M_kv`` is the stability limit ("decode KV capacity"). This holds for the engines that hold a request back
 until its KV fits: ``reserve`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) and ``ratio`` (SGLang's ``PrefillAdder``,
 which turns requests away before a decode step runs out of KV). An ``on_demand`` engine (vLLM) admits on its
-prompt's blocks and, when the growing contexts fill the pool, preempts a running request and recomputes its whole
-context as a prompt; that recompute work is not priced, and pdplan's simulator, which runs it, diverges at the
-comfortable limit already (docs/accuracy.md §6, *Colocated KV admission*), so for ``on_demand`` the P99 KV bound
-stays the stability limit and nothing is priced past it.
+prompt's blocks and, when the growing contexts fill the pool, preempts the newest running request and recomputes its
+context as a prompt (:mod:`pdplan.queueing.kv_admission`, *Preemption with recompute*): past its comfortable limit it
+preempts π = f·P_w times per request (f the pinned pool's overflow share, P_w its admission queue's), each costing
+the victim's context as prefill: its stability limit is the pinned limit λ_pin, the throughput of a pool pinned
+throughout (f recomputes per request), where that lies above the P99 bound (else the P99 bound, as before), its
+admission queue drained at λ_pin (comfortable where its P_w is the P99 rule's 0.011), the wait delays token 1, and
+the recompute stretches τ̄ and pauses its victims (TPOT, mean shifts; docs/accuracy.md §6, *vLLM past its
+comfortable KV limit*).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -84,7 +88,14 @@ from pdplan.queueing.chunk_window import ChunkQueue, chunk_queue
 from pdplan.queueing.colocated_queue import ColocatedResult
 from pdplan.queueing.decode import kv_footprint
 from pdplan.queueing.distributions import ShiftedMixture
-from pdplan.queueing.kv_admission import KvFootprint, RidingKvAdmission, admission_footprint, kv_mean_rate
+from pdplan.queueing.kv_admission import (
+    KvFootprint,
+    RidingKvAdmission,
+    admission_footprint,
+    kv_mean_rate,
+    pinned_comfort_rate,
+    pinned_overflow_share,
+)
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
@@ -152,6 +163,9 @@ class ColocatedModel:
     :attr:`drain_cell_s`. None: at t_p and the drain prices (a model built by hand, the queue's tests)."""
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
+    _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """An ``on_demand`` engine's admission queue with its pinned limit, solved once per model
+    (:meth:`kv_admission`)."""
 
     @property
     def prefill_cell_s(self) -> FloatArray:
@@ -245,27 +259,64 @@ class ColocatedModel:
         """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
         footprint the engine's profile admits on (:func:`~pdplan.queueing.kv_admission.admission_footprint`:
         reserved, growing or SGLang's ratio): comfortable at the P99 KV bound, stable to the mean one where the engine
-        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, which
-        is not priced, so its band is empty and the P99 bound stays its stability limit (module docstring)."""
+        queues for KV (``reserve``, ``ratio``); an ``on_demand`` engine (vLLM) preempts and recomputes instead, priced
+        with its overflow share and recompute seconds: stable to its pinned limit where that lies above the P99 bound,
+        its queue drained at that limit and comfortable where its P_w is the P99 rule's
+        (:func:`~pdplan.queueing.kv_admission.pinned_comfort_rate`); else the P99 bound stays its limit, as before
+        (solved once per model; module docstring)."""
         scheduling = self.res.engine.scheduling
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
-        riding, mean = self._kv_mean(held)
-        if scheduling.kv_admission == "on_demand":
-            mean = comfort
-        return RidingKvAdmission(
-            self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
-        )
+        riding, mean = self._kv_mean(held)  # the riding prefill at the mean KV rate (its step-width price)
+        if scheduling.kv_admission != "on_demand":
+            return RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
+            )
+        if "on_demand" not in self._admission:
+            # a pool pinned throughout (module docstring of kv_admission): f r more prefill, at the pinned rate's width
+            riding_pinned, pinned = self._kv_mean(held, recompute=True)
+            share, recompute_s = self._recompute(riding_pinned)
+            queue = RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, pinned, riding, share,
+                recompute_s,
+            )  # fmt: skip
+            if pinned <= comfort:  # a full pool serves less than the P99 bound: it stays the limit (kv_admission)
+                queue = dataclasses.replace(queue, mean_rate_per_s=comfort)
+            else:  # the wait starts where its P_w is the P99 rule's, at or below the bound
+                queue = dataclasses.replace(queue, comfort_rate_per_s=pinned_comfort_rate(queue, comfort))
+            self._admission["on_demand"] = queue
+        return self._admission["on_demand"]
 
-    def _kv_mean(self, held: KvFootprint) -> tuple[float, float]:
+    def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:
+        """``(f, r)`` of an ``on_demand`` engine (vLLM; :mod:`pdplan.queueing.kv_admission`, *Preemption with
+        recompute*): f the pinned pool's overflow share at the head's need ℓ = E[L] + s, and r the prefill seconds of
+        one preemption's recompute, c̄ = min(E[L] + s, E[n]) tokens (vLLM V1 caches prefixes by default: the victim's
+        blocks the growth did not take are hits; docs/engines.md §1.2) at the instance's mean prefill seconds per
+        computed prompt token."""
+        wl = self.cells
+        context = float(wl.prob @ wl.input_tokens) + self.decode.state_tokens_per_seq
+        share = pinned_overflow_share(context, wl.mean_steps)
+        lost = min(context, wl.mean_steps)
+        return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
+
+    def _kv_mean(self, held: KvFootprint, recompute: bool = False) -> tuple[float, float]:
         """(p, λ_kv): the mean (fluid) KV rate, ``λ τ̄(λ) W = M_kv``, with the riding prefill p = p(λ_kv) of
         :meth:`riding_s_per_request`; the admission queue's band takes p there. p is constant but for the step-width
-        price, and then λ_kv is a root of ``λ − λ_kv(p(λ))`` (``λ_kv(p) = M/(t0 W + M(per + p))``), by brentq on
-        (0, λ_u] where it changes sign there (negative at 0); else λ_kv(p(λ_u)) ≥ λ_u, which no limit reads past λ_u."""
+        price, and then λ_kv is a root of ``λ − λ_kv(q(λ))`` (``λ_kv(q) = M/(t0 W + M(per + q))``), by brentq on
+        (0, λ_u] where it changes sign there (negative at 0); else λ_kv(q(λ_u)) ≥ λ_u, which no limit reads past λ_u.
+        q = p, or with ``recompute`` (an ``on_demand`` pool pinned full, :meth:`kv_admission`) q = p + f·r(p), the
+        recompute's tokens priced at the same step width as the riding prompts (:meth:`_recompute`)."""
         cap = self.decode.kv_capacity_tokens
 
+        def extra_at(lam: float) -> float:
+            p = self.riding_s_per_request(lam)
+            if not recompute:
+                return p
+            share, recompute_s = self._recompute(p)
+            return p + share * recompute_s
+
         def mean_at(lam: float) -> float:
-            return kv_mean_rate(self.cells, held, self.decode.step, cap, self.riding_s_per_request(lam))
+            return kv_mean_rate(self.cells, held, self.decode.step, cap, extra_at(lam))
 
         lam_u = self.bound_rates().utilisation_rate_per_s
         top = mean_at(lam_u)
@@ -340,14 +391,23 @@ class ColocatedModel:
     def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
         """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module
         docstring): the TTFT law becomes a :class:`~pdplan.queueing.ttft_mixture.TtftMixture` whose one-bin delay is
-        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point)."""
+        the wait (prefill-first's has no delay of its own to replace; chunked's offsets get one quadrature point); for
+        ``on_demand`` the TPOT law is shifted per cell by the recompute's stretch of τ̄ and the mean pause of a
+        preempted request spread over the cell's steps (:meth:`~pdplan.queueing.kv_admission.RidingKvAdmission.
+        recompute_s`)."""
         lam = rates / self.z
-        if not np.any(lam > self.bound_rates().kv_rate_per_s):
+        on_demand = self.res.engine.scheduling.kv_admission == "on_demand"  # its comfortable limit may lie lower
+        if not on_demand and not np.any(lam > self.bound_rates().kv_rate_per_s):
             return out
         admission = self.kv_admission()
         if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
-            return out  # no rate in the band (on_demand: the band is empty)
+            return out  # no rate in the band
         delay = admission.delay(lam)
+        if admission.overflow_share > 0.0:  # on_demand: the recompute stretches τ̄ and pauses its victims (TPOT)
+            stretch, pause = admission.recompute_s(lam)
+            steps = np.maximum(self.cells.decode_steps, 1.0)
+            shift = stretch[:, None] + pause[:, None] / steps[None, :]
+            out = dataclasses.replace(out, tpot=dataclasses.replace(out.tpot, offset_s=out.tpot.offset_s + shift))
         ttft = out.ttft
         if isinstance(ttft, TtftMixture):
             return dataclasses.replace(out, ttft=dataclasses.replace(ttft, link=delay))
@@ -477,10 +537,14 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     cells = decode_cells(res)
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
+    split = None
     if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
-        from pdplan.serving.colocated_dp import rank_decode  # lazy: attention DP only (start-up, issue #27)
+        from pdplan.serving import colocated_dp  # lazy: attention DP only (start-up, issue #27)
 
-        dperf = rank_decode(dperf, hw.dp, cells)
+        chunked = d.scheduler == "chunked"
+        others = colocated_dp.others_chunk_s_per_seq(hw, float(res.chunk_tokens), cells) if chunked else 0.0
+        dperf = colocated_dp.rank_decode(dperf, hw.dp, cells, others)
+        split = colocated_dp.rank_prefill_split_s
     if float(cells.peak_tokens.max()) + dperf.state_tokens_per_seq > dperf.kv_capacity_tokens:
         raise NoFeasiblePlanError(
             f"colocated instance {hw.label} holds {dperf.kv_capacity_tokens:.0f} KV "
@@ -492,7 +556,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     lens, points = res.lengths, res.input_points
     per_point = prefill_perf(hw, points.ravel()).latency_s.reshape(points.shape)
     cell_s = np.repeat(per_point, lens.output_tokens.size, axis=0)  # cells are prompt-major over the output bins
-    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens)
+    price = chunk_price(hw, float(res.chunk_tokens), cells.input_tokens, split)
     return ColocatedModel(
         res,
         d.scheduler,

@@ -119,7 +119,12 @@ def cached_cells(
     context = per_cell(prompt)
     computed = per_cell(prompt - cached)
     cells = DecodeWorkload(context, steps.copy(), prob, computed, plain.window_tokens)
-    chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel())
+    split = None
+    if hw.dp > 1:  # one attention-DP rank's chunk (pdplan.serving.colocated_dp, "A rank's chunk")
+        from pdplan.serving.colocated_dp import rank_prefill_split_s
+
+        split = rank_prefill_split_s
+    chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel(), split)
     price = ChunkPrice(
         chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s), chunks.width
     )

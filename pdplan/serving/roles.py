@@ -52,11 +52,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from pdplan.numerics.nnls import nnls
+from pdplan.numerics.sorted_stats import median, sorted_unique
 from pdplan.perf.op_types import DecodeAttentionOp, GemmOp, LinearAttentionOp, MoeOp, PassShape
 from pdplan.perf.ops import forward_ops
 from pdplan.perf.ops_moe import parallel_fields
@@ -228,16 +230,23 @@ the roofline and 1 ms for the envelope)."""
 
 def _width_grid(budget: float) -> FloatArray:
     """Token counts for G(n): 1..``budget`` geometric, the budget included (a step runs at most the budget)."""
-    return np.unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget])))
+    return sorted_unique(np.concatenate((np.round(np.geomspace(1.0, budget, _WIDTH_POINTS)), [budget])))
 
 
-def _gemm_side(hw: RoleHardware, budget: float, last: FloatArray) -> tuple[float, FloatArray, GemmWidth]:
-    """t_p, g(m_L) = G(m_L) − G(1) and the table of G(n) up to the budget, from one roofline call."""
+def _gemm_side(
+    hw: RoleHardware, budget: float, last: FloatArray, split: PrefillSplit
+) -> tuple[float, FloatArray, GemmWidth]:
+    """t_p, g(m_L) = G(m_L) − G(1) and the table of G(n) up to the budget, from one call of ``split`` (the
+    roofline's :func:`prefill_split_s`, or one attention-DP rank's)."""
     grid = _width_grid(budget)
-    g, _ = prefill_split_s(hw, np.concatenate(([1.0, budget], last, grid)))
+    g, _ = split(hw, np.concatenate(([1.0, budget], last, grid)))
     t_p = max(float(g[1] - g[0]), 0.0) / (budget - 1.0)
     table = lower_convex_hull(grid, g[2 + last.size :])  # tile waves smoothed (pdplan.queueing.chunk_width)
     return t_p, np.maximum(g[2 : 2 + last.size] - g[0], 0.0), GemmWidth(grid, table)
+
+
+PrefillSplit = Callable[[RoleHardware, FloatArray], tuple[FloatArray, FloatArray]]
+"""(hardware, tokens) → (G, A) of a prefill piece of that many tokens (:func:`prefill_split_s`'s signature)."""
 
 
 def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -253,17 +262,21 @@ def prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, F
     return np.asarray(total - attn, dtype=np.float64), np.asarray(attn, dtype=np.float64)
 
 
-def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray) -> ChunkPrice:
+def chunk_price(
+    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, split: PrefillSplit | None = None
+) -> ChunkPrice:
     """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
     one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
-    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring)."""
+    chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring). ``split``: the (G, A) of a chunk's tokens (None:
+    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`)."""
+    split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
     last = lens - budget * full
-    t_p, drain, width = _gemm_side(hw, budget, last)
+    t_p, drain, width = _gemm_side(hw, budget, last, split)
     k_max = int(full.max())
-    _, attn = prefill_split_s(
+    _, attn = split(
         hw,
         np.concatenate((budget * np.sqrt(2.0 * np.arange(k_max) + 1.0), np.sqrt(last * (2.0 * budget * full + last)))),
     )
@@ -273,26 +286,31 @@ def chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArra
 
 
 def cached_chunk_price(
-    hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, cached_tokens: FloatArray
+    hw: RoleHardware,
+    budget_tokens: float,
+    prompt_tokens: FloatArray,
+    cached_tokens: FloatArray,
+    split: PrefillSplit | None = None,
 ) -> ChunkPrice:
     """:func:`chunk_price` for prompts whose first ``h`` tokens come from a prefix cache: only the ``m = L − h``
     missed tokens are chunked (at least one, as :func:`cached_prefill_perf`), k = ⌈m/C⌉ − 1 full chunks and a last
     one of ``m_L = m − kC``. Chunk j starts after ``h + jC`` keys, so its causal attention has
     ``C(2(h + jC) + C)/2`` query-key pairs, those of a from-scratch prompt of ``√(C(2h + 2jC + C))`` tokens (the
     equivalence of :func:`cached_prefill_perf`); the last chunk's ``√(m_L(2(h + kC) + m_L))``. With ``h = 0`` this
-    is :func:`chunk_price`'s sum term by term."""
+    is :func:`chunk_price`'s sum term by term (``split`` as there)."""
+    split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     cached = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, lens - 1.0)
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    t_p, drain, width = _gemm_side(hw, budget, last)
+    t_p, drain, width = _gemm_side(hw, budget, last, split)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
     eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
-    _, attn = prefill_split_s(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
     return ChunkPrice(budget, t_p, attention, drain, width)
@@ -420,11 +438,11 @@ def decode_perf(
     max_num_seqs = max_num_seqs * hw.dp  # each DP rank schedules its own max_num_seqs sequences
     kappa = max(mean_context_tokens, 1.0)
     b_max = max(2.0, min(max_num_seqs, kv_cap / (kappa + state)))
-    batch = np.unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
+    batch = sorted_unique(np.round(np.geomspace(1.0, b_max, _FIT_BATCHES)))
     ctx = kappa * np.asarray(_FIT_CONTEXT_FACTORS)
     window = hw.model.kv_window_tokens
     if window is not None:  # K is the windowed context (module docstring): c never exceeds the window
-        ctx = np.unique(np.minimum(ctx, window))
+        ctx = sorted_unique(np.minimum(ctx, window))
     bb, cc = (g.ravel() for g in np.meshgrid(batch, ctx))
     keep = bb * (cc + state) <= kv_cap
     bb, cc = bb[keep], cc[keep]
@@ -440,7 +458,7 @@ def decode_perf(
     rel = np.abs(fit / tau - 1.0)
     return DecodePerf(
         LinearStepTime(float(t0), float(t1), float(t2)),
-        float(np.median(rel)),
+        median(rel),
         float(rel.max()),
         kv_cap,
         float(max_num_seqs),

@@ -50,4 +50,7 @@ def test_pinned_limit_is_the_simulated_saturated_throughput() -> None:
     setup = sim_deployment(model, lin, out)
     arrivals = np.cumsum(np.random.default_rng([0, 1]).exponential(1.0 / OVERLOAD_RPS, REQUESTS))
     run = simulate(arrivals, setup.requests, setup.deployment, np.random.default_rng([0, 2]))
-    assert run.throughput_rps == pytest.approx(pinned, rel=0.03), (run.throughput_rps, pinned)
+    # 3 % before the step-width price of riding prompts (λ_pin 1.911 vs 1.879 simulated, +1.7 %); since, the closed
+    # form prices them on G's lower convex envelope and the simulator on the raw table's tile waves
+    # (pdplan.queueing.chunk_width), which puts λ_pin 4.1 % above the simulated saturation (1.963 vs 1.885)
+    assert run.throughput_rps == pytest.approx(pinned, rel=0.05), (run.throughput_rps, pinned)
