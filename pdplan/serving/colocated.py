@@ -164,7 +164,7 @@ class ColocatedModel:
     _memo: dict[str, BoundRates] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The per-instance utilisation, P99 KV and seat rates, solved once per model (:meth:`bound_rates`)."""
     _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """An ``on_demand`` engine's admission queue with its pinned limit, solved once per model
+    """The instance's KV admission queue (an ``on_demand`` engine's with its pinned limit), solved once per model
     (:meth:`kv_admission`)."""
 
     @property
@@ -265,14 +265,16 @@ class ColocatedModel:
         (:func:`~pdplan.queueing.kv_admission.pinned_comfort_rate`); else the P99 bound stays its limit, as before
         (solved once per model; module docstring)."""
         scheduling = self.res.engine.scheduling
+        if scheduling.kv_admission in self._admission:
+            return self._admission[scheduling.kv_admission]
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
         riding, mean = self._kv_mean(held)  # the riding prefill at the mean KV rate (its step-width price)
         if scheduling.kv_admission != "on_demand":
-            return RidingKvAdmission(
+            self._admission[scheduling.kv_admission] = RidingKvAdmission(
                 self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
             )
-        if "on_demand" not in self._admission:
+        else:
             # a pool pinned throughout (module docstring of kv_admission): f r more prefill, at the pinned rate's width
             riding_pinned, pinned = self._kv_mean(held, recompute=True)
             share, recompute_s = self._recompute(riding_pinned)
@@ -285,7 +287,7 @@ class ColocatedModel:
             else:  # the wait starts where its P_w is the P99 rule's, at or below the bound
                 queue = dataclasses.replace(queue, comfort_rate_per_s=pinned_comfort_rate(queue, comfort))
             self._admission["on_demand"] = queue
-        return self._admission["on_demand"]
+        return self._admission[scheduling.kv_admission]
 
     def _recompute(self, prefill_s_per_request: float) -> tuple[float, float]:
         """``(f, r)`` of an ``on_demand`` engine (vLLM; :mod:`pdplan.queueing.kv_admission`, *Preemption with
