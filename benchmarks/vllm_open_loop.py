@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from doc_block import write_block
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.evaluation import Evaluation, evaluate
@@ -318,12 +319,7 @@ pdplan's step at the decoding occupancy each run measured (Little's law), with a
 
 def write_section(text: str, section: str = SECTION) -> None:
     """Replace the block between this section's markers in docs/accuracy.md (the markers must be there)."""
-    begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
-    doc = DOC.read_text(encoding="utf-8")
-    if begin not in doc or end not in doc:
-        raise SystemExit(f"{DOC} has no {begin} ... {end} block")
-    head, rest = doc.split(begin, 1)
-    DOC.write_text(f"{head}{begin}\n{text}{end}{rest.split(end, 1)[1]}", encoding="utf-8")
+    write_block(DOC, section, text)
 
 
 def main() -> None:
