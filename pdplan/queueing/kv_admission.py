@@ -414,7 +414,7 @@ class RidingKvAdmission:
         π times a preempted request's wait at the head of the queue, the next completion of a full pool (1/λ_pin),
         and its recompute r; zeros outside the band and for the engines that hold a request back."""
         rates = np.atleast_1d(np.asarray(rates_per_s, dtype=np.float64))
-        pre = self.overflow_share * self.wait(rates)[0]
+        pre = self.preemptions_per_request(rates)
         stretch = self._tau(rates, pre) - self.tau_s(rates)
         return stretch, pre * (1.0 / self.mean_rate_per_s + self.recompute_s_per_preemption)
 
@@ -446,11 +446,7 @@ def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> 
     target = float(_waiting_probability(np.array([Z99]))[0])
 
     def prob(lam: float) -> float:
-        rate = np.array([lam])
-        tau = admission.tau_s(rate)
-        factor = admission.feedback(rate)
-        pinned = admission.mean_rate_per_s
-        return float(_pinned_wait(rate, tau, factor, admission.held, admission.kv_capacity_tokens, pinned)[0][0])
+        return float(admission._queue(np.array([lam]))[0][0])  # the pinned queue's P_w (overflow_share > 0)
 
     if prob(p99_rate_per_s) <= target:
         return p99_rate_per_s
