@@ -7,7 +7,10 @@ The runs (``benchmarks/data/vllm_open_loop.yaml``, every figure with its file an
 tokens and outputs of 245-250 (``ignore_eos``). For each run this script builds the same deployment as a pdplan
 scenario (colocated, one instance, the ``chunked`` scheduler at the run's 2,048-token budget, its seat cap, bf16,
 Poisson arrivals: inference-perf's ``constant`` load spaces its requests by exponential gaps, docs/reuse_workloads.md
-§5; both lengths fixed at the run's measured means) and compares
+§5; the traffic as the harness sent it: a fixed list of 10 x 10 prompts, each a group's system prompt plus its own
+question, request n sending prompt n mod 100 (the data file says how that was read from the runs' own configs), so
+that vLLM's prefix cache, on by default, serves every repeat but its last token; both lengths fixed at the run's
+measured means) and compares
 
 * pdplan's stable limit (and what sets it) with the run's rate: a run pdplan refuses is a run it says cannot be
   served, and the published one served it;
@@ -17,7 +20,8 @@ Poisson arrivals: inference-perf's ``constant`` load spaces its requests by expo
 * pdplan's step price at the occupancy the run measured, as ``benchmarks/mlperf_server.py`` does: by Little's law a
   run holds ``N = λ (E2E - TTFT)`` decoding requests; pdplan's plain step there is ``τ_p = t0 + t1 N + t2 N K``
   (``K = L + (n - 1)/2``, the mean context of a decoding request with fixed lengths), the prefill takes the share
-  ``u_p = λ(t_p L + A)``, each prompt token at the width of a step that carries one beside the N decodes
+  ``u_p = λ(t_p L + A)`` (L the prompt tokens computed, after the prefix cache's hits at the run's rate), each prompt
+  token at the width of a step that carries one beside the N decodes
   (pdplan/queueing/chunk_width.py), and the mean step is ``τ̄ = τ_p/(1 − u_p)`` (pdplan/queueing/chunk_window.py, module
   docstring), against the measured time per token. This checks the step model apart from the occupancy it predicts.
 
@@ -28,6 +32,7 @@ Run: ``python benchmarks/vllm_open_loop.py`` (a few seconds); it rewrites its se
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,12 +82,7 @@ def scenario(run: dict[str, Any], gpu: str, engine: str) -> Scenario:
                 "scheduler": "chunked",
                 "chunk_tokens": run["max_num_batched_tokens"],
             },
-            "workload": {
-                "name": run["name"],
-                "input_tokens": {"dist": "fixed", "value": round(run["prompt_len"]["mean"])},
-                "output_tokens": {"dist": "fixed", "value": round(run["output_len"]["mean"])},
-                "arrival": "poisson",
-            },
+            "workload": workload(run),
             "slo": LOOSE_SLO,
             "dtype": "bf16",
             "kv_dtype": "bf16",
@@ -91,6 +91,24 @@ def scenario(run: dict[str, Any], gpu: str, engine: str) -> Scenario:
             "engine": engine,
         }
     )
+
+
+def workload(run: dict[str, Any]) -> dict[str, Any]:
+    """The run's traffic as inference-perf sent it (module docstring): a fixed list of G x U prompts, request i
+    sending prompt i mod G.U, each a group's system prompt plus its own question; lengths fixed at the measured mean."""
+    harness = run["harness_shared_prefix"]
+    system = int(harness["system_prompt_len"])
+    return {
+        "name": run["name"],
+        "arrival": "poisson",
+        "shared_prefix": {
+            "num_prefixes": int(harness["num_groups"]),
+            "questions_per_prefix": int(harness["num_prompts_per_group"]),
+            "prefix_tokens": {"dist": "fixed", "value": system},
+            "question_tokens": {"dist": "fixed", "value": round(run["prompt_len"]["mean"]) - system},
+            "output_tokens": {"dist": "fixed", "value": round(run["output_len"]["mean"])},
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -177,7 +195,9 @@ class Row:
         return float(t_p[0]) * el + float(model.cells.prob @ model.attention_cell_s)
 
     def _model(self) -> ColocatedModel:
-        model = build_model(resolve(self.scenario, open_catalog()))
+        """The run's deployment with the prefix cache's hit rates at the run's rate."""
+        res = dataclasses.replace(resolve(self.scenario, open_catalog()), cache_rate_rps=self.measured.rate_rps)
+        model = build_model(res)
         if not isinstance(model, ColocatedModel):
             raise TypeError(f"{self.run['name']}: not a colocated deployment")
         return model
@@ -190,10 +210,10 @@ class Row:
         partly riding on the weight read). Seconds per step."""
         m = self.measured
         res = resolve(self.scenario, open_catalog())
-        model = build_model(res)
-        if not isinstance(model, ColocatedModel) or not isinstance(res.hardware, ColocatedHardware):
+        model = self._model()
+        if not isinstance(res.hardware, ColocatedHardware):
             raise TypeError(f"{self.run['name']}: not a colocated deployment")
-        c = m.rate_rps * m.tpot_s * round(self.run["prompt_len"]["mean"])
+        c = m.rate_rps * m.tpot_s * float(model.cells.prob @ model.cells.computed_tokens)
         g, _ = prefill_split_s(res.hardware.colocated, np.array([n_dec, n_dec + c]))
         return c * model.prefill_s_per_token, float(g[1] - g[0])
 

@@ -53,6 +53,18 @@ at λ per instance). Prefix j's gaps are exponential with rate λ·p_j, so ``λ 
 and ``W(T) = Σ_j L_j (1 − e^{−λ p_j T}) + λ (question + output) T``: each request also inserts its own question
 and output, never reused. P(hit of prefix j) = ``1 − e^{−λ p_j T_C}``.
 
+*Resent questions* (``questions_per_prefix`` U: a benchmark's fixed prompt list, inference-perf's ``shared_prefix``
+data sending prefix j's k-th request its question k mod U, docs/reuse_workloads.md §5). Each of prefix j's U prompts
+recurs every U-th request of the prefix: its gaps are Erlang-U of rate μ_j = λ p_j (mean U/μ_j), not exponential. An
+item with renewal gaps G reached at rate 1/E[G] holds the cache for ``E[min(T, G)]/E[G]`` of the time (the Che form
+for renewal requests, Fricker, Robert & Roberts, "A versatile and accurate approximation for LRU cache performance",
+ITC 2012), and E[min(T, G)] = T·(1 − F_U(μT)) + (U/μ)·F_{U+1}(μT) for Erlang-U (F_k the regularised lower incomplete
+gamma P(k, ·): E[G; G ≤ T] = (U/μ)·F_{U+1}(μT)); so the questions add
+``Σ_j U·Q·[(μ_j T/U)(1 − F_U(μ_j T)) + F_{U+1}(μ_j T)]`` to W(T) in place of λ·Q·T, and a request finds its whole
+prompt (prefix and question) cached with P = F_U(μ_j T_C), the chance that the prompt's last use lies within T_C. (U = 1
+is the exponential case: the question recurs with the prefix.) The prefix always holds where its prompt does (its
+last use is at least as recent), so the classes are: whole prompt, prefix only (P(prefix) − P(prompt)), nothing.
+
 Capacities are in tokens (the exact model works in blocks: a capacity of b blocks is b·block_tokens tokens).
 """
 
@@ -69,7 +81,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.numerics.normal import ndtr
 from pdplan.numerics.roots import brentq
-from pdplan.numerics.special import gammainc
+from pdplan.numerics.special import gammainc, gammaincc
 from pdplan.types import FloatArray, IntArray
 
 SessionRouting = Literal["session-affine", "random"]
@@ -455,6 +467,8 @@ class SharedPrefixWorkload:
     popularity: tuple[float, ...]
     question_tokens: float
     output_tokens: float
+    questions_per_prefix: int | None = None
+    """U distinct questions per prefix, resent in turn (module docstring, *Resent questions*); None: each new."""
 
     def __post_init__(self) -> None:
         p = np.asarray(self.popularity, dtype=np.float64)
@@ -462,6 +476,8 @@ class SharedPrefixWorkload:
             raise SpecError("needs one probability per prefix, summing to 1", field="popularity")
         if self.request_rate_per_s <= 0 or min(self.question_tokens, self.output_tokens) < 0:
             raise SpecError("needs a rate > 0 and token counts >= 0", field="shared_prefixes")
+        if self.questions_per_prefix is not None and self.questions_per_prefix < 1:
+            raise SpecError("must be an integer >= 1 (or absent: every question new)", field="questions_per_prefix")
 
 
 def zipf_popularity(n_prefixes: int, exponent: float) -> tuple[float, ...]:
@@ -477,21 +493,44 @@ class SharedPrefixResult:
     hit_probability: FloatArray
     """Per prefix: 1 − exp(−λ p_j T_C)."""
     token_hit_ratio: float
-    """Σ_j p_j L_j h_j / (Σ_j p_j L_j + question tokens)."""
+    """Σ_j p_j (L_j h_j + Q g_j) / (Σ_j p_j L_j + Q): the cached share of the prompt tokens."""
+    prompt_hit_probability: FloatArray
+    """Per prefix: g_j = P(a request finds its whole prompt cached) = F_U(λ p_j T_C) with resent questions (module
+    docstring); 0 where every question is new."""
 
 
 def shared_prefix_cache(workload: SharedPrefixWorkload, capacity_tokens: float) -> SharedPrefixResult:
-    """Hit probability per prefix and the token hit ratio of an LRU of ``capacity_tokens``."""
+    """Hit probabilities per prefix (of the prefix, and of the whole prompt) and the token hit ratio of an LRU of
+    ``capacity_tokens`` (module docstring)."""
     lengths = np.asarray(workload.prefix_tokens, dtype=np.float64)
     rates = workload.request_rate_per_s * np.asarray(workload.popularity, dtype=np.float64)
-    unique = workload.request_rate_per_s * (workload.question_tokens + workload.output_tokens)
+    resent = workload.questions_per_prefix
+    question = 0.0 if resent is not None else workload.question_tokens
+    unique = workload.request_rate_per_s * (question + workload.output_tokens)
 
     def occupancy(t: float) -> float:
-        return float(np.sum(lengths * -np.expm1(-rates * t)) + unique * t)
+        held = float(np.sum(lengths * -np.expm1(-rates * t)) + unique * t)
+        if resent is not None:
+            held += resent * workload.question_tokens * float(np.sum(_erlang_held(rates * t, resent)))
+        return held
 
-    saturation = math.inf if unique > 0 else float(np.sum(lengths[rates > 0]))
+    live = rates > 0
+    saturation = math.inf if unique > 0 else float(np.sum(lengths[live]))
+    if resent is not None and unique <= 0:
+        saturation += resent * workload.question_tokens * int(np.count_nonzero(live))
     t_c = characteristic_time_s(occupancy, capacity_tokens, saturation)
-    hit = np.where(rates > 0, 1.0, 0.0) if math.isinf(t_c) else -np.expm1(-rates * t_c)
+    hit = np.where(live, 1.0, 0.0) if math.isinf(t_c) else -np.expm1(-rates * t_c)
+    whole = np.zeros_like(hit)
+    if resent is not None:
+        whole = np.where(live, 1.0, 0.0) if math.isinf(t_c) else np.asarray(gammainc(resent, rates * t_c))
     p = np.asarray(workload.popularity, dtype=np.float64)
-    ratio = float(np.sum(p * lengths * hit) / (np.sum(p * lengths) + workload.question_tokens))
-    return SharedPrefixResult(capacity_tokens, t_c, hit, ratio)
+    cached = np.sum(p * (lengths * hit + workload.question_tokens * whole))
+    ratio = float(cached / (np.sum(p * lengths) + workload.question_tokens))
+    return SharedPrefixResult(capacity_tokens, t_c, hit, ratio, whole)
+
+
+def _erlang_held(mu_t: FloatArray, shape: int) -> FloatArray:
+    """Per prompt, the share of time an item with Erlang-``shape`` gaps of mean shape/μ is held by an LRU of
+    characteristic time T: ``E[min(T, G)]/E[G] = (μT/k)(1 − F_k(μT)) + F_{k+1}(μT)`` (module docstring)."""
+    x = np.asarray(mu_t, dtype=np.float64)
+    return np.asarray(x / shape * gammaincc(shape, x) + gammainc(shape + 1, x), dtype=np.float64)

@@ -87,23 +87,42 @@ def session_traces(
 def shared_prefix_trace(
     workload: SharedPrefixWorkload, n_requests: int, block_tokens: int, *, seed: int = 0
 ) -> BlockTrace:
-    """One instance's trace: each request is its prefix's blocks, its own question blocks, then its output
-    blocks (Poisson arrivals only fix the order, which is all an LRU sees)."""
+    """One instance's trace: each request is its prefix's blocks, its question blocks, then its output blocks
+    (Poisson arrivals only fix the order, which is all an LRU sees). With ``questions_per_prefix`` U, prefix j's k-th
+    request resends its question k mod U (the same block ids after the same prefix); else each question is new."""
     rng = np.random.default_rng(seed)
     prefix = np.array([_blocks(t, block_tokens) for t in workload.prefix_tokens], dtype=np.int64)
     question = _blocks(workload.question_tokens, block_tokens)
     output = _blocks(workload.output_tokens, block_tokens)
     choice = rng.choice(len(prefix), n_requests, p=np.asarray(workload.popularity))
-    own = question + output
+    resent = workload.questions_per_prefix
+    own = output if resent is not None else question + output
     prefix_base = np.concatenate(([0], np.cumsum(prefix)[:-1]))
-    unique_base = int(prefix.sum()) + own * np.arange(n_requests, dtype=np.int64)
-    lengths = prefix[choice] + own
+    question_base = int(prefix.sum())
+    unique_base = question_base + (question * len(prefix) * resent if resent else 0) + own * np.arange(n_requests)
+    shared = prefix[choice] + (question if resent is not None else 0)  # blocks another request may send again
+    lengths = prefix[choice] + question + output
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     within = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], lengths)
     in_prefix = within < np.repeat(prefix[choice], lengths)
+    slot = _nth_of_prefix(choice) % resent if resent else np.zeros(n_requests, np.int64)
+    question_start = question_base + (choice * (resent or 1) + slot) * question - prefix[choice]
     ids = np.where(
         in_prefix,
         np.repeat(prefix_base[choice], lengths) + within,
-        np.repeat(unique_base - prefix[choice], lengths) + within,
+        np.where(
+            within < np.repeat(shared, lengths),
+            np.repeat(question_start, lengths) + within,
+            np.repeat(unique_base - shared, lengths) + within,
+        ),
     )
     return BlockTrace(offsets, ids.astype(np.int64), block_tokens, prompt_blocks=prefix[choice] + question)
+
+
+def _nth_of_prefix(choice: Int64Array) -> Int64Array:
+    """Per request, how many earlier requests chose the same prefix."""
+    order = np.argsort(choice, kind="stable")
+    first = np.searchsorted(choice[order], choice[order], side="left")
+    nth = np.empty(choice.size, dtype=np.int64)
+    nth[order] = np.arange(choice.size) - first
+    return nth

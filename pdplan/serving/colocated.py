@@ -509,9 +509,43 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
         plain = dataclasses.replace(plain, res=res)
     if res.cache is None:
         return plain
+    rate, capacity = cache_rate(res), plain.decode.kv_capacity_tokens
+    resident = resident_tokens(plain, rate)
+    if resident >= capacity:  # past the plain pole: start from an empty pool (the warmed-up, cached state)
+        resident = 0.0
+    model = _with_cache(res, plain, resident)
+    for _ in range(RESIDENT_ROUNDS):
+        own = resident_tokens(model, rate)
+        if abs(own - resident) <= RESIDENT_RTOL * capacity:
+            break
+        resident = own
+        model = _with_cache(res, plain, resident)
+    return model
+
+
+RESIDENT_RTOL = 0.01
+"""The HBM cache is taken at the KV its own (cached) model leaves free, to this share of the KV capacity."""
+RESIDENT_ROUNDS = 8
+"""At most this many rebuilds toward that fixed point (each one :func:`cached_cells` call)."""
+
+
+def _with_cache(res: ResolvedScenario[ColocatedHardware], plain: ColocatedModel, resident: float) -> ColocatedModel:
+    """The deployment's model with the prefix cache's classes, its HBM cache the KV capacity less ``resident``
+    tokens of decoding sequences.
+
+    Which resident KV: the cached deployment's own, λ τ̄ E[held] at its τ̄ (:func:`resident_tokens`), a fixed point
+    in it: the hits lower the prefill share and so τ̄ and the resident KV, which leaves more for the cache. It is
+    reached from the plain model's (every prompt new, the most resident KV: today's first guess), each round the KV
+    the previous round's model holds, until it moves by less than :data:`RESIDENT_RTOL` of the capacity. Where the
+    plain model is past its pole (its resident KV capped at the capacity, no room for a cache, a fixed point of its
+    own: no hits, so the pole) the rounds start from an empty pool instead, as a deployment that warms up from idle
+    does: a workload whose prompts repeat (a benchmark's fixed prompt list, an agent's 98 % hits) is then served in
+    its cached state, as the engines serve it (docs/prefix_cache.md §4)."""
     from pdplan.serving.colocated_cache import cached_cells  # lazy: a prefix cache only (start-up, issue #27)
 
-    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident_tokens(plain, cache_rate(res)))
+    if res.cache is None:
+        raise ValueError("_with_cache needs a deployment with a prefix cache")
+    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident)
     return ColocatedModel(
         res,
         plain.scheduler,

@@ -26,7 +26,9 @@ distances its capacity covers (:class:`pdplan.cache.tiers.TierHierarchy`). Per w
   so the turn index gives each bin its mix of turns;
 * **shared prefixes**: the Che form per prefix (:func:`~pdplan.cache.lru_closed_form.shared_prefix_cache`): prefix j
   hits with ``1 − e^{−λ p_j T_C}``; a prefix-affine router gives each prefix one instance (the deployment then acts
-  as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x;
+  as one cache of the summed capacity), a load-balancing one shows every instance every prefix at λ/x; with resent
+  questions (``questions_per_prefix``, a benchmark's fixed prompt list) a hit finds the whole prompt with the
+  probability that form gives the prompt, and loads all of it but the last token, which the engine computes;
 * **traces with block hashes** (Mooncake): the exact LRU stack distances of each instance's request stream
   (:func:`pdplan.cache.stack_distance.prefix_distances`; affinity: requests go to the instance their first block
   hashes to; load-balance: round robin), no approximation, counted over the requests after the trace's first tenth,
@@ -519,19 +521,23 @@ def _prefix_keys(
     q, o = length_pmf(spec.question_tokens), length_pmf(spec.output_tokens)
     affine = routing == "affinity"  # each prefix on one instance: the deployment acts as one cache of x times
 
-    def hits(capacity: float, rate: float) -> FloatArray:
+    # a resent prompt found whole is loaded but for its last token, which the engine computes to sample from it (vLLM
+    # ``KVCacheManager.get_computed_blocks``: ``max_cache_hit_length = request.num_tokens - 1``; block rounding of
+    # the hit is not modelled, as for every class of the closed form)
+    question_hit = max(q.mean() - 1.0, 0.0)
+
+    def hits(capacity: float, rate: float) -> tuple[FloatArray, FloatArray]:
+        """Per prefix: P(hit) and the mean hit tokens (the prefix, or the whole prompt when its question is cached)."""
         output = o.mean() if domain.holds_outputs else 0.0  # an xPyD prefill instance never holds the outputs
-        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), output)
-        return shared_prefix_cache(work, capacity).hit_probability
+        work = SharedPrefixWorkload(rate, tuple(lengths), tuple(p), q.mean(), output, spec.questions_per_prefix)
+        res = shared_prefix_cache(work, capacity)
+        return res.hit_probability, res.hit_probability * lengths + res.prompt_hit_probability * question_hit
 
     x = domain.instances
     scale, rate = (x, rate_rps) if affine else (1, rate_rps / x)
-    levels = np.array([hits(float(e) * scale, rate) for e in bands.edges])
-    pool = None
-    if bands.pool is not None:
-        g = hits(bands.pool.capacity_tokens, rate_rps)
-        pool = (g, g * lengths)
-    probs, toks = _bands_from_levels(levels, levels * lengths[None, :], pool)
+    levels, tokens = (np.array(a) for a in zip(*(hits(float(e) * scale, rate) for e in bands.edges), strict=True))
+    pool = hits(bands.pool.capacity_tokens, rate_rps) if bands.pool is not None else None
+    probs, toks = _bands_from_levels(levels, tokens, pool)
     values, inverse = np.unique(lengths, return_inverse=True)
     share = np.bincount(inverse, weights=p)
     probs_g = np.array([np.bincount(inverse, weights=p * probs[:, h]) for h in range(probs.shape[1])]).T

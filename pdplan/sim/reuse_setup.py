@@ -10,9 +10,9 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 
 * **HBM per instance**: the instance's KV capacity less what its running work holds: a disaggregated prefill
   instance the longest prompt it prefills (one prompt at a time); a colocated one the mean resident KV of its
-  decoding sequences at the rate, taken from the same deployment without a cache
-  (:func:`pdplan.serving.colocated.resident_tokens`, the closed form's own figure; a rate past the mean-field pole
-  leaves no HBM to the cache). It depends on the rate, so a run at another rate takes its inputs anew.
+  decoding sequences at the rate, taken from the cached deployment's model
+  (:func:`pdplan.serving.colocated.resident_tokens`, the closed form's own figure, an input the simulator's cache is
+  sized with, not a piece under test; a rate past the mean-field pole leaves no HBM to the cache). It depends on the rate, so a run at another rate takes its inputs anew.
 * **Tiers** (``cache.tiers``): host DRAM and local SSD are per node, each instance holding its share
   ``capacity / instances per node`` as its own LRU (each engine process keeps its own offload store: vLLM's
   offloading connector, SGLang HiCache; scope ``"instance"``); a remote pool is one LRU of the pool's capacity shared
@@ -37,7 +37,6 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,7 +44,6 @@ import numpy as np
 
 from pdplan.cache.tiers import CacheTier, Inclusion
 from pdplan.errors import SpecError
-from pdplan.serving.build import build_model
 from pdplan.serving.cache_domain import colocated_domain, prefill_domain
 from pdplan.serving.colocated import ColocatedModel, resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
@@ -157,6 +155,4 @@ def _domain(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> Doma
     """The caching instances' domain: HBM less the running work (module docstring)."""
     if isinstance(model, DisaggregatedModel):
         return prefill_domain(model.res)
-    plain = build_model(dataclasses.replace(model.res, cache=None))
-    assert isinstance(plain, ColocatedModel)
-    return colocated_domain(model.res, resident_tokens(plain, rate_rps))
+    return colocated_domain(model.res, resident_tokens(model, rate_rps))

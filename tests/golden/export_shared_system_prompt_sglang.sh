@@ -1,53 +1,30 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: 2P4D h100-sxm TP1 / h100-sxm TP1 request cache affinity; 6 GPUs; goodput 172.8 req/s
-# at that rate: TTFT P90 499.7 ms, TPOT P90 32.97 ms
+# plan: colocated 1x h100-sxm TP1 chunked cache affinity; 1 GPUs; goodput 37.29 req/s
+# at that rate: TTFT P90 441.7 ms, TPOT P90 32.47 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
-# prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-# WARNING: the plan priced request-granularity KV transfer, but sglang transfers KV per chunk (engines.sglang.sources in pdplan/data/export/targets.yaml), so its TTFT may differ from the plan's: re-run `pdplan optimize --granularity chunk` for numbers this engine can meet
+# colocated: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# tokens per step: 8192, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)
 # WARNING: the plan was priced with the vllm engine profile, but it is exported for sglang
 # engine: targets SGLang 0.5.11 (its flags: pdplan/data/export/engine_flags.yaml); the plan was priced with the vllm 0.12.0 engine profile
-# routing: priced with least-loaded prefill routing and prefix affinity on the prefill pool (cache.routing affinity); the SGLang router runs --prefill-policy cache_aware --decode-policy random
+# routing: priced with random colocated routing and prefix affinity on the colocated pool (cache.routing affinity); the SGLang router runs --policy cache_aware
 #
-# Usage: bash THIS_FILE prefill|decode SLOT, or bash THIS_FILE router
-#   prefill, decode: once per instance, on its node, with HOST_IP set to that node's address; SLOT picks the
-#     instance's GPUs (--base-gpu-id), --port and --disaggregation-bootstrap-port on a shared node.
-#   router: once, with PREFILL_HOSTS and DECODE_HOSTS (the pools' node addresses, space-separated, in node order).
+# Usage: bash THIS_FILE colocated SLOT, or bash THIS_FILE router
+#   colocated: once per instance, on its node, with HOST_IP set (SLOT picks its GPUs and --port).
+#   router: once, the load balancer, with COLOCATED_HOSTS (the node addresses, space-separated, in node order).
 set -euo pipefail
-role="${1:?usage: $0 prefill|decode|router}"
+role="${1:?usage: $0 colocated|router}"
 case "$role" in
-  prefill)
-    # prefill: 2 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 2 a node in slots 0..1, 1 node(s) of 8 GPUs; on node n, instance n*2+SLOT: bash THIS_FILE prefill SLOT
+  colocated)
+    # colocated: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # 1 a node in slots 0..0, 1 node(s) of 8 GPUs; on node n, instance n*1+SLOT: bash THIS_FILE colocated SLOT
     SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 1 ] || { echo "SLOT must be 0..1 (2 instance(s) a node)" >&2; exit 2; }
+    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 0 ] || { echo "SLOT must be 0..0 (1 instance(s) a node)" >&2; exit 2; }
     exec python -m sglang.launch_server \
       --model-path meta-llama/Llama-3.1-8B-Instruct \
       --host "${HOST_IP:?set HOST_IP to the address of this instance}" \
       --port "$((30000 + SLOT))" \
       --base-gpu-id "$((SLOT * 1))" \
-      --disaggregation-mode prefill \
-      --disaggregation-transfer-backend nixl \
-      --disaggregation-bootstrap-port "$((8998 + SLOT))" \
-      --tp-size 1 \
-      --chunked-prefill-size 8192 \
-      --mem-fraction-static 0.875 \
-      --context-length 131072 \
-      --dtype bfloat16
-    ;;
-  decode)
-    # decode: 4 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
-    # 4 a node in slots 0..3, 1 node(s) of 8 GPUs; on node n, instance n*4+SLOT: bash THIS_FILE decode SLOT
-    SLOT="${2:-0}"
-    [[ "$SLOT" =~ ^[0-9]+$ ]] && [ "$SLOT" -le 3 ] || { echo "SLOT must be 0..3 (4 instance(s) a node)" >&2; exit 2; }
-    exec python -m sglang.launch_server \
-      --model-path meta-llama/Llama-3.1-8B-Instruct \
-      --host "${HOST_IP:?set HOST_IP to the address of this instance}" \
-      --port "$((30001 + SLOT))" \
-      --base-gpu-id "$((SLOT * 1))" \
-      --disaggregation-mode decode \
-      --disaggregation-transfer-backend nixl \
       --tp-size 1 \
       --max-running-requests 256 \
       --chunked-prefill-size 8192 \
@@ -56,21 +33,16 @@ case "$role" in
       --dtype bfloat16
     ;;
   router)
-    # routes each request to a prefill and a decode instance
-    read -r -a prefill_hosts <<< "${PREFILL_HOSTS:?set PREFILL_HOSTS to the 1 node addresses}"
-    [ "${#prefill_hosts[@]}" -eq 1 ] || { echo "PREFILL_HOSTS needs 1 addresses" >&2; exit 2; }
-    read -r -a decode_hosts <<< "${DECODE_HOSTS:?set DECODE_HOSTS to the 1 node addresses}"
-    [ "${#decode_hosts[@]}" -eq 1 ] || { echo "DECODE_HOSTS needs 1 addresses" >&2; exit 2; }
+    # balances requests over the instances
+    read -r -a colocated_hosts <<< "${COLOCATED_HOSTS:?set COLOCATED_HOSTS to the 1 node addresses}"
+    [ "${#colocated_hosts[@]}" -eq 1 ] || { echo "COLOCATED_HOSTS needs 1 addresses" >&2; exit 2; }
     urls=()
-    for ((i = 0; i < 2; i++)); do h=${prefill_hosts[i / 2]}; k=$((i % 2)); urls+=(--prefill "http://$h:$((30000 + k))" $((8998 + k))); done
-    for ((i = 0; i < 4; i++)); do h=${decode_hosts[i / 4]}; k=$((i % 4)); urls+=(--decode "http://$h:$((30001 + k))"); done
+    for ((i = 0; i < 1; i++)); do h=${colocated_hosts[i / 1]}; k=$((i % 1)); urls+=("http://$h:$((30000 + k))"); done
     exec python -m sglang_router.launch_router \
-      --pd-disaggregation \
-      "${urls[@]}" \
-      --prefill-policy cache_aware \
-      --decode-policy random \
+      --worker-urls "${urls[@]}" \
+      --policy cache_aware \
       --host 0.0.0.0 \
       --port 8000
     ;;
-  *) echo "usage: $0 prefill|decode|router" >&2; exit 2 ;;
+  *) echo "usage: $0 colocated|router" >&2; exit 2 ;;
 esac

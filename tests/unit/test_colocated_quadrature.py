@@ -113,7 +113,7 @@ def _colocated(tmp_path: Path, cache: dict[str, Any] | None, scheduler: str = "p
 def test_plain_cells_are_priced_at_the_quadrature_lengths(tmp_path: Path) -> None:
     """Every prompt new: cell (i, j)'s row is the batch-1 prefill at bin i's quadrature lengths (the xPyD pool's
     points), the mean field's λE[S] the mean over them, and the snapshot's TTFT reads them per cell."""
-    model = _colocated(tmp_path, None)
+    model = _colocated(tmp_path, {"prefix_caching": False})
     res = model.res
     points, n_out = res.input_points, res.lengths.output_tokens.size
     assert points.shape[1] > 1

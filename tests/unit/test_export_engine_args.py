@@ -97,8 +97,8 @@ def test_the_default_plan_carries_the_kv_transfer_config_routing_and_a_fitting_c
 @pytest.mark.xdist_group("optimized")
 def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Optimized, tmp_path: Path) -> None:
     """chat-sessions rank 3 (affinity, 1 TiB host DRAM per 8-GPU node: 128 GiB per TP1 prefill instance) on
-    Dynamo / vLLM and plain vLLM, and shared-system-prompt's best plan with prefix affinity on SGLang, as the engines
-    parse them."""
+    Dynamo / vLLM and plain vLLM, and shared-system-prompt's best plan with prefix affinity on SGLang (colocated since
+    the HBM cache is what the cached deployment's sequences leave free), as the engines parse them."""
     chat = document("chat-sessions", optimized)
     parsed = _check_export(export(chat, 3, "dynamo", "vllm"), "dynamo", tmp_path / "dynamo")
     prefill = next(ns for _, ns in parsed if getattr(ns, "disaggregation_mode", None) == "prefill")
@@ -119,7 +119,9 @@ def test_kv_aware_plans_parse_with_the_cache_they_were_priced_with(optimized: Op
     )
     parsed = _check_export(export(shared, affine, "sglang"), "sglang", tmp_path / "sglang")
     router = next(ns for p, ns in parsed if p == "python -m sglang_router.launch_router")
-    assert router.prefill_policy == "cache_aware"
+    # a colocated plan's router balances one pool (--policy), an xPyD plan's its prefill pool (--prefill-policy)
+    key = "policy" if shared.plans[affine - 1]["mode"] == "colocated" else "prefill_policy"
+    assert getattr(router, key) == "cache_aware"
     assert all(ns.disable_radix_cache is not True for p, ns in parsed if p == "python -m sglang.launch_server")
 
 

@@ -252,6 +252,52 @@ def test_shared_prefixes_close_to_exact_lru() -> None:
         assert closed == pytest.approx(exact, abs=0.03)
 
 
+def test_resent_questions_hand_worked() -> None:
+    """One prefix of 100 tokens and U = 2 questions of 50 tokens resent in turn, outputs of 10, 1 request/s.
+
+    W(T) = 100 (1 − e^{−T}) + 2·50·[(T/2)(1 − F_2(T)) + F_3(T)] + 10 T (module docstring, *Resent questions*). At
+    T = 2 s: F_2(2) = 1 − 3e^{−2} = 0.593994, F_3(2) = 1 − 5e^{−2} = 0.323324, so W = 86.4665 + 100·(0.406006 +
+    0.323324) + 20 = 179.40 tokens; a cache of that size has T_C = 2 s, finds the prefix with 1 − e^{−2} = 0.864665
+    and the whole prompt with F_2(2) = 0.593994 (a question recurs every second request of its prefix: Erlang-2
+    gaps)."""
+    work = SharedPrefixWorkload(1.0, (100.0,), (1.0,), 50.0, 10.0, questions_per_prefix=2)
+    e2 = math.exp(-2.0)
+    capacity = 100.0 * (1 - e2) + 100.0 * ((1 - (1 - 3 * e2)) + (1 - 5 * e2)) + 20.0
+    assert capacity == pytest.approx(179.40, abs=0.01)
+    res = shared_prefix_cache(work, capacity)
+    assert res.characteristic_time_s == pytest.approx(2.0, rel=1e-9)
+    assert res.hit_probability.tolist() == pytest.approx([1 - e2])
+    assert res.prompt_hit_probability.tolist() == pytest.approx([1 - 3 * e2])
+    assert res.token_hit_ratio == pytest.approx((100 * (1 - e2) + 50 * (1 - 3 * e2)) / 150.0)
+    # U = 1 is the prompt resent with its prefix: the exponential case, the whole prompt with the prefix's probability
+    one = shared_prefix_cache(dataclasses.replace(work, questions_per_prefix=1), 120.0)
+    assert one.prompt_hit_probability == pytest.approx(one.hit_probability, rel=1e-12)
+    # new questions: the whole prompt is never cached
+    new = shared_prefix_cache(dataclasses.replace(work, questions_per_prefix=None), 120.0)
+    assert new.prompt_hit_probability[0] == 0
+    # a cache that holds every prefix and question: all of it hits
+    assert shared_prefix_cache(dataclasses.replace(work, output_tokens=0.0), 200.0).token_hit_ratio == 1.0
+
+
+@pytest.mark.parametrize("questions", [1, 4, 10])
+def test_resent_questions_close_to_exact_lru(questions: int) -> None:
+    """The Erlang-gap Che form against an exact LRU over a trace that resends prefix j's k-th question k mod U: within
+    0.02 of the token hit ratio at every size (recorded: at most +0.020 for U = 1, +0.009 for U = 4, 10)."""
+    lengths = tuple(float(BLOCK * (1 + j % 8)) for j in range(50))
+    workload = SharedPrefixWorkload(10.0, lengths, zipf_popularity(50, 1.0), 4 * BLOCK, 2 * BLOCK, questions)
+    curve = hit_ratio_curve(shared_prefix_trace(workload, 60_000, BLOCK, seed=2))
+    total_blocks = (sum(lengths) + 50 * questions * 4 * BLOCK) / BLOCK
+    for fraction in (0.05, 0.2, 0.5, 1.0):
+        exact = curve.token_hit_ratio(fraction * total_blocks).item()
+        closed = shared_prefix_cache(workload, fraction * total_blocks * BLOCK).token_hit_ratio
+        assert closed == pytest.approx(exact, abs=0.025)
+
+
+def test_resent_questions_need_one_or_more() -> None:
+    with pytest.raises(SpecError, match="questions_per_prefix"):
+        SharedPrefixWorkload(1.0, (10.0,), (1.0,), 16.0, 16.0, questions_per_prefix=0)
+
+
 def test_synthetic_traces_need_whole_blocks() -> None:
     workload = SharedPrefixWorkload(1.0, (10.0,), (1.0,), 16.0, 16.0)
     with pytest.raises(SpecError, match="whole blocks"):

@@ -17,7 +17,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.kv_offload import load_kv_offload
 from pdplan.io.scenario import load_scenario
 from pdplan.serving.build import build_model, with_cache_rate
-from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.colocated import ColocatedModel, resident_tokens
 from pdplan.serving.prefix_cache import CacheSetup, Domain, Reuse, affinity_owner, cache_classes
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
@@ -236,3 +236,68 @@ def test_shared_prefixes_weigh_the_bins_by_their_own_layout() -> None:
     per_turn = cache_classes(sessions, domain, np.array([1500.0, 3000.0]), 1.0, 0.0)
     assert per_turn.joint is None
     assert np.array_equal(per_turn.bin_class_probability(marginal), marginal[:, None] * per_turn.weights)
+
+
+def test_a_resent_prompt_is_loaded_but_its_last_token() -> None:
+    """One 1,000-token prefix with U = 4 questions of 201 tokens resent in turn, at 2 requests/s into a cache that
+    holds them all (HBM 1e6 tokens: T_C is infinite): every request finds its whole 1,201-token prompt and loads
+    1,200 tokens of it, the engine computing the last (vLLM ``max_cache_hit_length = num_tokens - 1``). Without
+    ``questions_per_prefix`` each question is new and only the prefix hits."""
+    doc = {
+        "num_prefixes": 1,
+        "prefix_tokens": {"dist": "fixed", "value": 1000},
+        "question_tokens": {"dist": "fixed", "value": 201},
+        "output_tokens": {"dist": "fixed", "value": 100},
+        "questions_per_prefix": 4,
+    }
+    domain = Domain(hbm_tokens=1e6, kv_bytes_per_token=131_072.0, instances=1, instances_per_node=1, layers=32)
+    prompts = np.array([1201.0])
+    resent = CacheSetup(CacheSpec(), None, (), (), Reuse(shared_prefix=SharedPrefixSpec.model_validate(doc)))
+    classes = cache_classes(resent, domain, prompts, 2.0, 0.0)
+    assert classes.weights[0].tolist() == pytest.approx([0.0, 1.0])
+    assert classes.hit_tokens[0, 1] == pytest.approx(1200.0)
+    new = dataclasses.replace(
+        resent, reuse=Reuse(shared_prefix=SharedPrefixSpec.model_validate(doc | {"questions_per_prefix": None}))
+    )
+    assert cache_classes(new, domain, prompts, 2.0, 0.0).hit_tokens[0, 1] == pytest.approx(1000.0)
+
+
+def test_a_repeated_prompt_list_is_served_cached_past_the_uncached_pole(tmp_path: Path) -> None:
+    """A benchmark's fixed list of 100 prompts of 2,100 tokens resent in turn (inference-perf's shared_prefix data),
+    Llama-3.1-8B on one H100. With every prompt computed the instance's mean field has its pole near 13 req/s; the
+    prefix cache serves every repeat but its last token, so the cached deployment is stable well past it. Its HBM cache
+    is the KV its own decoding sequences leave free (``build_colocated``'s fixed point), not the uncached model's,
+    whose sequences fill the whole pool past that pole and would leave no cache at all."""
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "name": "resent-prompts",
+        "model": "llama-3.1-8b",
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": 1, "count": 1, "scheduler": "chunked"},
+        "workload": {
+            "name": "fixed-prompt-list",
+            "shared_prefix": {
+                "num_prefixes": 10,
+                "questions_per_prefix": 10,
+                "prefix_tokens": {"dist": "fixed", "value": 100},
+                "question_tokens": {"dist": "fixed", "value": 2000},
+                "output_tokens": {"dist": "fixed", "value": 100},
+            },
+        },
+        "slo": {"ttft": "60s", "tpot": "10s", "percentile": 99},
+    }
+    path = tmp_path / "resent.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cached = evaluate(load_scenario(path))
+    path.write_text(yaml.safe_dump(doc | {"cache": {"prefix_caching": False}}))
+    plain = evaluate(load_scenario(path))
+    assert cached.cache is not None
+    assert cached.cache.token_hit_ratio > 0.99
+    assert cached.stability_limit_rps > 1.5 * plain.stability_limit_rps
+    # the HBM cache it reports is the KV its own sequences leave at the rate the hits hold at (within the 1 % stop)
+    sc = Scenario.model_validate(doc)
+    rate = cached.cache.rate_rps
+    model = build_model(with_cache_rate(resolve(sc, CATALOG), rate))
+    assert isinstance(model, ColocatedModel)
+    free = model.decode.kv_capacity_tokens - resident_tokens(model, rate)
+    assert cached.cache.tiers[0].capacity_tokens == pytest.approx(free, abs=0.01 * model.decode.kv_capacity_tokens)
