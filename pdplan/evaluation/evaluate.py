@@ -171,6 +171,7 @@ def evaluate(
         stability_limit_rps=good.limit.rate_rps,
         stability_binding=good.limit.binding,
         kv_comfort_limit_rps=good.limit.kv_comfort_rps,
+        seat_comfort_limit_rps=good.limit.seat_comfort_rps,
         binding_constraint=good.binding,
         convention=convention_words(scenario.mode, scenario.ttft_convention),
         slo=scenario.slo.model_dump(),

@@ -5,7 +5,8 @@ with a rate or a concurrency also ``ttft_s`` / ``tpot_s`` objects with ``mean p5
 ``attainment``; plus ``utilisation`` (at that rate, else at the goodput rate),
 ``binding_constraint``, ``convention``, ``warnings``, ``expected_error`` (:mod:`pdplan.evaluation.error_band`);
 where the comfortable (P99) decode KV limit lies below the stability limit also ``comfortable_kv_limit_rps`` and
-``beyond_comfortable_kv_limit``.
+``beyond_comfortable_kv_limit`` (a colocated one's seat limit: ``comfortable_seat_limit_rps``,
+``beyond_comfortable_seat_limit``).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ class Evaluation:
     kv_comfort_limit_rps: float | None = None
     """The comfortable (P99) decode KV limit when it lies below the stability limit (past it requests queue for KV
     admission, :mod:`pdplan.queueing.kv_admission`); JSON ``comfortable_kv_limit_rps``, only then."""
+    seat_comfort_limit_rps: float | None = None
+    """A colocated deployment's comfortable (P99) seat limit when it lies below the stability limit (past it requests
+    queue for a seat, :mod:`pdplan.queueing.kv_admission` *Seats*); JSON ``comfortable_seat_limit_rps``, only then."""
     expected_error: ExpectedError | None = None
     """The cross-validated error band of the latencies and where the deployment sits outside the validation
     (:mod:`pdplan.evaluation.error_band`); JSON ``expected_error``."""
@@ -179,6 +183,9 @@ class Evaluation:
         if self.kv_comfort_limit_rps is not None:
             doc["comfortable_kv_limit_rps"] = self.kv_comfort_limit_rps
             doc["beyond_comfortable_kv_limit"] = self.beyond_kv_comfort
+        if self.seat_comfort_limit_rps is not None:
+            doc["comfortable_seat_limit_rps"] = self.seat_comfort_limit_rps
+            doc["beyond_comfortable_seat_limit"] = self.goodput_rps > self.seat_comfort_limit_rps
         doc["utilisation"] = self.utilisation_at_goodput
         doc.update(self._load_fields())
         doc["engine"] = self.engine

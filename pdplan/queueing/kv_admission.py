@@ -77,6 +77,16 @@ and the admission wait), and the TPOT model is unchanged (waiting requests hold 
 model uses the band for every engine: those that hold a request back until its KV fits (``reserve``, ``ratio``) as
 above, and an ``on_demand`` engine (vLLM) with its preemptions priced as follows.
 
+**Seats** (:func:`seat_held`; a colocated instance, :meth:`pdplan.serving.colocated.ColocatedModel.seat_admission`).
+The engines cap the requests running at once (``max_num_seqs``, SGLang's ``max_running_requests``, TensorRT-LLM's
+``max_batch_size``) and keep the rest waiting FCFS (vLLM's ``waiting`` queue, ``Scheduler.schedule``: a request is
+admitted only while ``len(self.running) < max_num_running_reqs``). That is the same many-server queue with one seat
+per request in place of its KV tokens: the footprint is 1 at each of its n steps (W = E[n], Σf² = E[n]), the P99 rule
+is the §2.3 seat bound, the fluid limit λτ̄E[n] = max_num_seqs, and between them the Halfin–Whitt wait above, which
+delays token 1 (a waiting request has not started its prefill). Where both the KV and the seat queues are in their
+bands a request waits for whichever is scarcer: the serving model takes the queue with the larger mean wait (a
+lower bound on a wait for both; the two rarely bind together).
+
 **Preemption with recompute** (``on_demand``, vLLM V1; vllm-project/vllm ``vllm/v1/core/sched/scheduler.py``
 ``Scheduler.schedule`` and ``_preempt_request`` @ 00024d314514900f361ad072af6931e403b7f589, the loop unchanged since
 V1's first releases). Each step the running requests are given their new tokens' blocks first, in admission order;
@@ -162,6 +172,15 @@ class KvFootprint:
     work: float
     square_sum: float
     scv: float
+
+
+def seat_held(cells: DecodeWorkload) -> KvFootprint:
+    """A request's seat over its life (*Seats* in the module docstring): one of ``max_num_seqs`` at each of its n
+    decode steps, as the P99 seat bound counts it (``N + z₉₉ √(N F) ≤ max_num_seqs`` with N = λτ̄E[n],
+    :func:`pdplan.queueing.linear_capacity.riding_capacity`): work E[n] seat·steps, Σ 1² = E[n], c_s² = Var n/E[n]²."""
+    n, p = cells.decode_steps, cells.prob
+    mean = float(p @ n)
+    return KvFootprint(mean, mean, max(float(p @ n**2) / mean**2 - 1.0, 0.0))
 
 
 def kv_held(cells: DecodeWorkload, state_tokens_per_seq: float, *, reserve: bool) -> KvFootprint:
@@ -315,7 +334,7 @@ class KvAdmission:
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a :class:`BinDelay` (one bin for all): an atom ``1 − P_w`` at 0 and ``points`` band quantiles
         of the exponential ``E[W | W > 0]``."""
-        return _wait_delay(*self.wait(rates_per_s), points)
+        return wait_delay(*self.wait(rates_per_s), points)
 
 
 def _halfin_whitt(
@@ -336,7 +355,7 @@ def _waiting_probability(beta: FloatArray) -> FloatArray:
     return np.asarray(1.0 / (1.0 + ratio), dtype=np.float64)
 
 
-def _wait_delay(prob: FloatArray, cond: FloatArray, points: int) -> BinDelay:
+def wait_delay(prob: FloatArray, cond: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
     """An admission wait ``(P_w, E[W | W > 0])`` per rate as a one-bin :class:`BinDelay`: an atom ``1 − P_w`` at 0
     and ``points`` band quantiles of the exponential of mean ``E[W | W > 0]``."""
     mids, widths = tail_bands(points)
@@ -420,7 +439,7 @@ class RidingKvAdmission:
 
     def delay(self, rates_per_s: FloatArray, points: int = ADMISSION_POINTS) -> BinDelay:
         """The wait as a one-bin :class:`BinDelay` (as :meth:`KvAdmission.delay`)."""
-        return _wait_delay(*self.wait(rates_per_s), points)
+        return wait_delay(*self.wait(rates_per_s), points)
 
 
 def _pinned_wait(

@@ -54,6 +54,11 @@ throughout (f recomputes per request), where that lies above the P99 bound (else
 admission queue drained at λ_pin (comfortable where its P_w is the P99 rule's 0.011), the wait delays token 1, and
 the recompute stretches τ̄ and pauses its victims (TPOT, mean shifts; docs/accuracy.md §6, *vLLM past its
 comfortable KV limit*).
+Seats alike (:meth:`ColocatedModel.seat_admission`, since 2026-12-07): past the P99 seat bound a request waits for a
+seat (``max_num_seqs``; the same Halfin–Whitt band with one seat per request, :mod:`pdplan.queueing.kv_admission`
+*Seats*), the plan is marked beyond its comfortable seat limit (JSON ``beyond_comfortable_seat_limit``), and the fluid
+seat limit λτ̄E[n] = max_num_seqs is the stability limit ("decode seats"). A request past both comfortable limits
+waits in the queue with the larger mean wait (:meth:`ColocatedModel.admission_wait`).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -95,6 +100,8 @@ from pdplan.queueing.kv_admission import (
     kv_mean_rate,
     pinned_comfort_rate,
     pinned_overflow_share,
+    seat_held,
+    wait_delay,
 )
 from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
@@ -243,17 +250,45 @@ class ColocatedModel:
         cands = [Limit(lam_u, Binding.COLOCATED_UTILISATION)]
         if self.scheduler == "chunked":
             cands.append(Limit(_root(lambda lam: self._chunk_rho(lam) - PREFILL_RHO_MAX, lam_u), Binding.PREFILL_CHUNK))
-        admission = self.kv_admission()
+        admission, seats = self.kv_admission(), self.seat_admission()
         cands.append(Limit(min(admission.mean_rate_per_s, lam_u), Binding.DECODE_KV))
-        cands.append(Limit(bounds.seats_rate_per_s, Binding.DECODE_SEATS))
+        cands.append(Limit(min(seats.mean_rate_per_s, lam_u), Binding.DECODE_SEATS))
         best = min(cands, key=lambda c: c.rate_rps)
         read = cache_read_limit(self.cache)  # a deployment rate already
         if read is not None and read.rate_rps < best.rate_rps * self.z:
             best = Limit(read.rate_rps / self.z, read.binding)
-        comfort = admission.comfort_rate_per_s
-        if comfort < best.rate_rps:
-            return Limit(best.rate_rps * self.z, best.binding, comfort * self.z)
-        return Limit(best.rate_rps * self.z, best.binding)
+        kv, seat = (q.comfort_rate_per_s for q in (admission, seats))
+        return Limit(
+            best.rate_rps * self.z,
+            best.binding,
+            kv * self.z if kv < best.rate_rps else None,
+            seat * self.z if seat < best.rate_rps else None,
+        )
+
+    def seat_admission(self) -> RidingKvAdmission:
+        """The instance's seat admission queue (:mod:`pdplan.queueing.kv_admission`, *Seats*): the KV queue's
+        Halfin–Whitt band with one seat per request (:func:`~pdplan.queueing.kv_admission.seat_held`) and
+        ``max_num_seqs`` seats, comfortable at the P99 seat bound (:meth:`bound_rates`), stable to the fluid seat
+        limit λτ̄E[n] = max_num_seqs, with the riding prefill p at that limit as the KV queue takes it (solved once
+        per model). Until 2026-12-07 the P99 seat bound was the deployment's limit."""
+        if "seats" not in self._admission:
+            held = seat_held(self.cells)
+            riding, mean = self._kv_mean(held, capacity=self.decode.max_num_seqs)
+            comfort = self.bound_rates().seats_rate_per_s
+            self._admission["seats"] = RidingKvAdmission(
+                self.cells, held, self.decode.step, self.decode.max_num_seqs, comfort, max(mean, comfort), riding
+            )
+        return self._admission["seats"]
+
+    def admission_wait(self, lam: FloatArray) -> tuple[RidingKvAdmission, FloatArray, FloatArray]:
+        """``(queue, P_w, E[W | W > 0])`` per per-instance rate of the admission queue a request waits in: the KV or
+        the seat queue, whichever has the larger mean wait P_w·E[W | W > 0] at the rates (module docstring of
+        :mod:`pdplan.queueing.kv_admission`, *Seats*: a lower bound on waiting for both, which rarely bind together)."""
+        kv, seats = self.kv_admission(), self.seat_admission()
+        (p_kv, c_kv), (p_seat, c_seat) = kv.wait(lam), seats.wait(lam)
+        if float(np.sum(p_seat * c_seat)) > float(np.sum(p_kv * c_kv)):
+            return seats, p_seat, c_seat
+        return kv, p_kv, c_kv
 
     def kv_admission(self) -> RidingKvAdmission:
         """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
@@ -301,14 +336,17 @@ class ColocatedModel:
         lost = min(context, wl.mean_steps)
         return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
 
-    def _kv_mean(self, held: KvFootprint, recompute: bool = False) -> tuple[float, float]:
+    def _kv_mean(
+        self, held: KvFootprint, recompute: bool = False, capacity: float | None = None
+    ) -> tuple[float, float]:
         """(p, λ_kv): the mean (fluid) KV rate, ``λ τ̄(λ) W = M_kv``, with the riding prefill p = p(λ_kv) of
         :meth:`riding_s_per_request`; the admission queue's band takes p there. p is constant but for the step-width
         price, and then λ_kv is a root of ``λ − λ_kv(q(λ))`` (``λ_kv(q) = M/(t0 W + M(per + q))``), by brentq on
         (0, λ_u] where it changes sign there (negative at 0); else λ_kv(q(λ_u)) ≥ λ_u, which no limit reads past λ_u.
         q = p, or with ``recompute`` (an ``on_demand`` pool pinned full, :meth:`kv_admission`) q = p + f·r(p), the
-        recompute's tokens priced at the same step width as the riding prompts (:meth:`_recompute`)."""
-        cap = self.decode.kv_capacity_tokens
+        recompute's tokens priced at the same step width as the riding prompts (:meth:`_recompute`). ``capacity``:
+        the pool ``held`` fills (None: the KV capacity; the seats' ``max_num_seqs`` for :meth:`seat_admission`)."""
+        cap = self.decode.kv_capacity_tokens if capacity is None else capacity
 
         def extra_at(lam: float) -> float:
             p = self.riding_s_per_request(lam)
@@ -368,7 +406,7 @@ class ColocatedModel:
         ttft = self._distributions(rates).ttft
         mean_offset = _cell_offsets_s(ttft) @ ttft.prob
         load_s = self._mean_load_s()  # the offsets carry the loads (:meth:`_distributions`): counted once, here
-        prob, cond = self.kv_admission().wait(rates / self.z)  # the KV admission wait, zero below the comfortable limit
+        _, prob, cond = self.admission_wait(rates / self.z)  # the KV or seat wait, zero below the comfortable limits
         admission_s = float(prob[0] * cond[0])  # P_w · E[W | W > 0]
         return TtftParts(
             queue_s=float(ttft.wait.mean_s[0]) + admission_s,
@@ -399,14 +437,16 @@ class ColocatedModel:
         recompute_s`)."""
         lam = rates / self.z
         on_demand = self.res.engine.scheduling.kv_admission == "on_demand"  # its comfortable limit may lie lower
-        if not on_demand and not np.any(lam > self.bound_rates().kv_rate_per_s):
+        bounds = self.bound_rates()
+        if not on_demand and not np.any(lam > min(bounds.kv_rate_per_s, bounds.seats_rate_per_s)):
             return out
-        admission = self.kv_admission()
-        if not np.any((lam > admission.comfort_rate_per_s) & (lam < admission.mean_rate_per_s)):
-            return out  # no rate in the band
-        delay = admission.delay(lam)
-        if admission.overflow_share > 0.0:  # on_demand: the recompute stretches τ̄ and pauses its victims (TPOT)
-            stretch, pause = admission.recompute_s(lam)
+        _, prob, cond = self.admission_wait(lam)
+        if not np.any(prob > 0.0):
+            return out  # no rate in either band
+        delay = wait_delay(prob, cond)
+        kv = self.kv_admission()
+        if kv.overflow_share > 0.0:  # on_demand: the recompute stretches τ̄ and pauses its victims (TPOT)
+            stretch, pause = kv.recompute_s(lam)
             steps = np.maximum(self.cells.decode_steps, 1.0)
             shift = stretch[:, None] + pause[:, None] / steps[None, :]
             out = dataclasses.replace(out, tpot=dataclasses.replace(out.tpot, offset_s=out.tpot.offset_s + shift))

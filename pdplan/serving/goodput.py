@@ -64,7 +64,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, UnsettledWaitError
 from pdplan.numerics.roots import brentq
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.limits import BEYOND_KV_COMFORT, Limit
+from pdplan.serving.limits import BEYOND_KV_COMFORT, BEYOND_SEAT_COMFORT, Limit
 from pdplan.serving.snapshot import Snapshot
 from pdplan.specs.scenario import SloSpec
 from pdplan.types import Binding, FloatArray, Utilisation, tpot_at, ttft_at
@@ -251,8 +251,11 @@ def _near_crossing(
 
 def _words(limit: Limit, rate: float, binding: str) -> str:
     """The binding words, with :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT` when ``rate`` lies past the
-    comfortable decode KV limit."""
-    return f"{binding} ({BEYOND_KV_COMFORT})" if limit.beyond_kv_comfort(rate) else binding
+    comfortable decode KV limit, and :data:`~pdplan.serving.limits.BEYOND_SEAT_COMFORT` past the comfortable seat
+    limit."""
+    if limit.beyond_kv_comfort(rate):
+        binding = f"{binding} ({BEYOND_KV_COMFORT})"
+    return f"{binding} ({BEYOND_SEAT_COMFORT})" if limit.beyond_seat_comfort(rate) else binding
 
 
 def _grid_margin(model: ServingModel, grid: FloatArray, slo: SloSpec) -> FloatArray:

@@ -32,6 +32,9 @@ DECODE_U_MAX = 0.85
 BEYOND_KV_COMFORT = "beyond the comfortable decode KV limit: requests queue for KV admission"
 """Appended to a goodput's binding words when the goodput lies past the comfortable (P99) decode KV limit
 (:mod:`pdplan.queueing.kv_admission`)."""
+BEYOND_SEAT_COMFORT = "beyond the comfortable seat limit: requests queue for a seat (max_num_seqs)"
+"""Appended to a goodput's binding words when the goodput lies past the comfortable (P99) seat limit of a colocated
+instance (:mod:`pdplan.queueing.kv_admission`, *Seats*)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +46,17 @@ class Limit:
     rate_rps: float
     binding: str
     kv_comfort_rps: float | None = None
+    seat_comfort_rps: float | None = None
+    """The deployment rate of a colocated instance's comfortable (P99) seat limit when it lies below ``rate_rps``
+    (past it requests queue for a seat, :mod:`pdplan.queueing.kv_admission` *Seats*), else None."""
 
     def beyond_kv_comfort(self, rate_rps: float) -> bool:
         """Whether ``rate_rps`` lies past the comfortable decode KV limit."""
         return self.kv_comfort_rps is not None and rate_rps > self.kv_comfort_rps
+
+    def beyond_seat_comfort(self, rate_rps: float) -> bool:
+        """Whether ``rate_rps`` lies past the comfortable seat limit."""
+        return self.seat_comfort_rps is not None and rate_rps > self.seat_comfort_rps
 
 
 _DECODE_BINDING = {"utilisation": Binding.DECODE_UTILISATION, "kv": Binding.DECODE_KV, "seqs": Binding.DECODE_SEATS}

@@ -17,7 +17,7 @@ from pdplan.evaluation import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing import LinearStepTime, decode_workload
-from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate, pinned_overflow_share
+from pdplan.queueing.kv_admission import RidingKvAdmission, kv_held, kv_mean_rate, pinned_overflow_share, seat_held
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
@@ -251,3 +251,40 @@ def test_past_the_mean_kv_limit_it_is_refused() -> None:
     assert limit.rate_rps < model.limit().rate_rps
     assert limit.kv_comfort_rps is not None
     assert limit.kv_comfort_rps < limit.rate_rps
+
+
+def test_seat_footprint_by_hand() -> None:
+    """One seat at each decode step: steps 10 and 30 at 1/2 each give W = Σf² = E[n] = 20 seat·steps and
+    c_s² = E[n²]/E[n]² − 1 = 500/400 − 1 = 0.25."""
+    held = seat_held(decode_workload([100.0, 100.0], [10.0, 30.0], [0.5, 0.5]))
+    assert (held.work, held.square_sum, held.scv) == pytest.approx((20.0, 20.0, 0.25))
+
+
+def test_past_the_p99_seat_bound_requests_queue_for_a_seat() -> None:
+    """OPT-13B on one A100 TP4, chunked (the DistServe example's colocated baseline), 256 seats (vLLM's default): the
+    P99 seat bound lies below the utilisation limit, so past it the plan is priced with the seat wait on TTFT and
+    marked, and refused only past the fluid seat limit λτ̄E[n] = 256 (module docstring of kv_admission, *Seats*)."""
+    doc = opt13b_colocated("vllm").model_dump(mode="json", exclude_none=True)
+    doc["colocated"]["tp"] = 4
+    sc = scenario_from_dict(doc, source="test", base_dir=Path.cwd())
+    model = build_model(resolve(sc, open_catalog()))
+    assert isinstance(model, ColocatedModel)
+    seats = model.seat_admission()
+    assert seats.kv_capacity_tokens == model.decode.max_num_seqs == 256.0  # vLLM's default max_num_seqs
+    assert seats.comfort_rate_per_s == pytest.approx(model.bound_rates().seats_rate_per_s)
+    assert seats.comfort_rate_per_s < seats.mean_rate_per_s
+    lt = seats.mean_rate_per_s * seats.tau_s(np.array([seats.mean_rate_per_s]))[0]
+    assert lt * seats.held.work == pytest.approx(256.0, rel=1e-6)  # the fluid seat limit fills the seats
+    foot = seats.wait(np.array([seats.comfort_rate_per_s * (1.0 + 1e-9)]))[0][0]
+    # Halfin–Whitt at β = z₉₉ gives the P99 rule's own 0.0114; the queue takes the riding prefill p at the fluid limit
+    # (0.021318 s) where the bound took p(λ) at its own rate (0.021240 s): 0.0141 at its foot
+    assert foot == pytest.approx(0.0114, abs=0.004)
+    limit = model.limit()
+    assert limit.seat_comfort_rps is not None
+    assert limit.seat_comfort_rps < limit.rate_rps
+    mid = 0.5 * (limit.seat_comfort_rps + limit.rate_rps)
+    _, prob, cond = model.admission_wait(np.array([mid]) / model.z)
+    assert prob[0] > 0.0114
+    assert model.ttft_parts(mid).queue_s >= prob[0] * cond[0]
+    report = evaluate(sc).to_document()
+    assert report["comfortable_seat_limit_rps"] == pytest.approx(limit.seat_comfort_rps)
