@@ -2,9 +2,8 @@
 pydantic evaluates a string annotation with a ``compile`` and an ``eval`` when the class is created; see
 ``pdplan/specs/__init__.py``)."""
 
-from __future__ import annotations
-
 import __future__
+
 import importlib
 import pkgutil
 
@@ -31,7 +30,7 @@ def test_model_modules_do_not_postpone_annotations() -> None:
     postponed = []
     for name in _spec_modules():
         module = importlib.import_module(name)
-        if _models_of(module) and isinstance(getattr(module, "annotations", None), __future__._Feature):
+        if _models_of(module) and getattr(module, "annotations", None) is __future__.annotations:
             postponed.append(name)
     assert postponed == []
 
