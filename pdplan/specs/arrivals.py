@@ -7,8 +7,6 @@ for a trace, whose value is measured from its times), the input of the G/G/1 cor
 comparing ``spec.arrival == "trace"`` keeps working; ``constant`` and ``gamma`` are mappings.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag

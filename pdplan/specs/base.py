@@ -3,8 +3,6 @@
 Validation without files: :mod:`pdplan.io` reads a file and hands the mapping to :func:`validate_spec`.
 """
 
-from __future__ import annotations
-
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError

@@ -8,8 +8,6 @@ docs/engines.md §3). Units are SI (seconds); files carry milliseconds and are c
 edge.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field

@@ -15,8 +15,6 @@ whole context's KV still crosses the P→D link unless the decode instance alrea
 the decode side is a later mechanism). Colocated instances cache on themselves.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Literal
 

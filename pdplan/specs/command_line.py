@@ -12,8 +12,6 @@ scenario file; ``None`` keeps the scenario's value. Prefill and decode values st
 :func:`flag` (``SpecError(..., field=flag("isl"))``), and :mod:`pdplan.cli.options` declares each option with it.
 """
 
-from __future__ import annotations
-
 from types import MappingProxyType
 
 from pdplan.specs.base import FrozenModel
@@ -68,7 +66,7 @@ class ScenarioOverrides(FrozenModel):
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
 
-    def without(self, fields: tuple[str, ...]) -> ScenarioOverrides:
+    def without(self, fields: tuple[str, ...]) -> "ScenarioOverrides":
         """A copy with ``fields`` reset to ``None`` (kept from the scenario)."""
         return self.model_copy(update=dict.fromkeys(fields))
 

@@ -9,8 +9,6 @@ mode it also names what the rows covered (engine versions, model families and mo
 them is told so (:mod:`pdplan.evaluation.error_band`).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field

@@ -30,8 +30,6 @@ carries its ``source`` and the profile names the engine ``version`` it holds for
 ``kernels`` is the profile with no engine at all: zero overheads, pdplan's former serving defaults.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -77,7 +75,7 @@ class Limits(FrozenModel):
     source: Text
 
     @model_validator(mode="after")
-    def _catch_all(self) -> Limits:
+    def _catch_all(self) -> "Limits":
         last = self.classes[-1]
         if last.min_memory_gib != 0.0 or last.exclude_gpus:
             raise ValueError("the last class must apply to every GPU: min_memory_gib 0 and no exclude_gpus")
@@ -125,7 +123,7 @@ class KvMemory(FrozenModel):
     source: Text
 
     @model_validator(mode="after")
-    def _tiers_catch_all(self) -> KvMemory:
+    def _tiers_catch_all(self) -> "KvMemory":
         if self.reserve_tiers and self.reserve_tiers[-1].below_memory_bytes is not None:
             raise ValueError("the last reserve tier must apply to every GPU: no below_memory_bytes")
         return self
@@ -234,7 +232,7 @@ class Scheduling(FrozenModel):
     source: Text
 
     @model_validator(mode="after")
-    def _ratio_with_share(self) -> Scheduling:
+    def _ratio_with_share(self) -> "Scheduling":
         if (self.kv_admission == "ratio") != (self.kv_reserve_ratio is not None):
             raise ValueError("kv_reserve_ratio is given with kv_admission: ratio, and only with it")
         return self

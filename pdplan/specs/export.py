@@ -6,8 +6,6 @@ key they do use: a plan must name its mode, its roles' GPU / TP / count, and for
 transfer granularity it was priced with. The data models forbid unknown keys, like every other pdplan data file.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -120,7 +118,7 @@ class ExportPlan(_Lenient):
     """The KV block size a ``search.kv_block_tokens`` search chose (docs/kv_data_plane.md §6); None: not searched."""
 
     @model_validator(mode="after")
-    def _roles(self) -> ExportPlan:
+    def _roles(self) -> "ExportPlan":
         if self.prfaas is not None and self.mode != "disaggregated":
             raise ValueError("a Prefill-as-a-Service plan (prfaas) must be disaggregated")
         if self.mode == "disaggregated" and (self.prefill is None or self.decode is None):

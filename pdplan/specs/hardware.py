@@ -21,8 +21,6 @@ Conventions:
   memory and links); each missing one is a warning line (:meth:`GpuSpec.missing_fact_warnings`).
 """
 
-from __future__ import annotations
-
 import math
 import re
 from typing import Annotated, Literal
@@ -119,7 +117,7 @@ class PriceRange(FrozenModel):
     high_usd_per_gpu_hour: UsdPerHour
 
     @model_validator(mode="after")
-    def _ordered(self) -> PriceRange:
+    def _ordered(self) -> "PriceRange":
         if self.low_usd_per_gpu_hour > self.high_usd_per_gpu_hour:
             raise ValueError(
                 f"low_usd_per_gpu_hour ({self.low_usd_per_gpu_hour}) must be <= "
@@ -173,7 +171,7 @@ class GpuSpec(FrozenModel):
         return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _plausible_memory(self) -> GpuSpec:
+    def _plausible_memory(self) -> "GpuSpec":
         if not MIN_GPU_MEMORY_BYTES <= self.memory_bytes <= MAX_GPU_MEMORY_BYTES:
             raise ValueError(
                 f"memory_bytes {self.memory_bytes:.4g} is outside the plausible 4 GiB to 4 TiB of one accelerator"
@@ -181,7 +179,7 @@ class GpuSpec(FrozenModel):
         return self
 
     @model_validator(mode="after")
-    def _sourced(self) -> GpuSpec:
+    def _sourced(self) -> "GpuSpec":
         facts = {field: getattr(self, field) for field in GPU_FACT_FIELDS}
         _check_sources(self.sources, facts, GPU_FACT_FIELDS)
         return self
@@ -225,7 +223,7 @@ class LinkSpec(FrozenModel):
         return self.line_rate_bytes_per_s * self.efficiency
 
     @model_validator(mode="after")
-    def _sourced(self) -> LinkSpec:
+    def _sourced(self) -> "LinkSpec":
         facts = {field: getattr(self, field) for field in LINK_FACT_FIELDS}
         _check_sources(self.sources, facts, LINK_FACT_FIELDS)
         return self

@@ -4,8 +4,6 @@ CTA tiling (formulas in :mod:`pdplan.perf.kernels` and :mod:`pdplan.perf.tiling`
 Split out of :mod:`pdplan.specs.kernel_table`, whose :class:`~pdplan.specs.kernel_table.KernelTable` holds them.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from pydantic import Field

@@ -9,8 +9,6 @@ entries live in :mod:`pdplan.specs.kernel_attention`, the number types in :mod:`
 (import them from there).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal, Protocol
 
 from pydantic import Field, model_validator
@@ -122,10 +120,10 @@ class GemmParams(FrozenModel):
     k_sat_elements: Positive = 1.0
     m_tile: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
     small_m_tokens: Annotated[int, Field(strict=True, ge=0, le=4096)] = 0
-    small_m: GemmParams | None = None
+    small_m: "GemmParams | None" = None
 
     @model_validator(mode="after")
-    def _small_m_pairs(self) -> GemmParams:
+    def _small_m_pairs(self) -> "GemmParams":
         if (self.small_m is None) != (self.small_m_tokens == 0):
             raise ValueError("small_m and small_m_tokens: give both (a small-M entry and its row threshold) or neither")
         if self.small_m is not None and self.small_m.small_m is not None:
@@ -333,7 +331,7 @@ class KernelTable(FrozenModel):
     """Fitted Gated DeltaNet kernels (``benchmarks/fit_gdn_tables.py``); empty: the roofline fallback."""
 
     @model_validator(mode="after")
-    def _tiled_needs_sm_count(self) -> KernelTable:
+    def _tiled_needs_sm_count(self) -> "KernelTable":
         tiled = [
             f"{group}.{k}"
             for group, entries in (

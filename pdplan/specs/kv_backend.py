@@ -16,8 +16,6 @@ accepts (what a search may choose from). Every number carries its source; the fo
 :mod:`pdplan.transfer.data_plane`.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -93,7 +91,7 @@ class KvConnector(FrozenModel):
     granularities_source: Text | None = None
 
     @model_validator(mode="after")
-    def _default_supported(self) -> KvConnector:
+    def _default_supported(self) -> "KvConnector":
         if self.block_tokens not in self.block_tokens_supported:
             raise ValueError(f"block_tokens {self.block_tokens} is not in block_tokens_supported")
         return self

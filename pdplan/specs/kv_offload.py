@@ -8,8 +8,6 @@ a fact that could not be found has ``value: null`` and ``source: "not found"``, 
 ``inclusion`` and ``layerwise_overlap`` (:mod:`pdplan.cache.tiers`).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -34,7 +32,7 @@ class TiersFact(_Fact):
     value: list[Literal["gpu-hbm", "host-dram", "local-ssd", "remote-pool"]] | None
 
     @model_validator(mode="after")
-    def _sourced(self) -> TiersFact:
+    def _sourced(self) -> "TiersFact":
         self._check(self.value)
         return self
 
@@ -43,7 +41,7 @@ class TextFact(_Fact):
     value: Annotated[str, Field(min_length=1)] | None
 
     @model_validator(mode="after")
-    def _sourced(self) -> TextFact:
+    def _sourced(self) -> "TextFact":
         self._check(self.value)
         return self
 
@@ -52,7 +50,7 @@ class InclusionFact(_Fact):
     value: Literal["inclusive", "exclusive"] | None
 
     @model_validator(mode="after")
-    def _sourced(self) -> InclusionFact:
+    def _sourced(self) -> "InclusionFact":
         self._check(self.value)
         return self
 
@@ -61,7 +59,7 @@ class FlagFact(_Fact):
     value: bool | None
 
     @model_validator(mode="after")
-    def _sourced(self) -> FlagFact:
+    def _sourced(self) -> "FlagFact":
         self._check(self.value)
         return self
 

@@ -13,8 +13,6 @@ sampling rounds (:func:`pdplan.workload.bins.sample`).
   a bin (as ``numpy.histogram``).
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Literal
 
@@ -117,7 +115,7 @@ class UniformDist(_Continuous):
     max: TokenCount
 
     @model_validator(mode="after")
-    def _ordered(self) -> UniformDist:
+    def _ordered(self) -> "UniformDist":
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
         return self
@@ -204,7 +202,7 @@ class NormalDist(_Truncated):
     std: FiniteFloat = Field(ge=0)
 
     @model_validator(mode="after")
-    def _check(self) -> NormalDist:
+    def _check(self) -> "NormalDist":
         if self.min >= self.max:
             raise ValueError(f"min ({self.min}) must be < max ({self.max}); use dist: fixed")
         if not self.min <= self.mean <= self.max:
@@ -240,7 +238,7 @@ class LognormalDist(_Truncated):
     _mu: float = PrivateAttr(default=0.0)
 
     @model_validator(mode="after")
-    def _check(self) -> LognormalDist:
+    def _check(self) -> "LognormalDist":
         if (self.mean is None) == (self.mu is None):
             raise ValueError("give exactly one of mean (truncated mean) or mu (log-space location)")
         if self.min >= self.max:
@@ -297,7 +295,7 @@ class HistogramDist(_Continuous):
     weights: list[FiniteFloat] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _check(self) -> HistogramDist:
+    def _check(self) -> "HistogramDist":
         edges = np.asarray(self.bins)
         if len(self.weights) != len(self.bins) - 1:
             raise ValueError(

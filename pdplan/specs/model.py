@@ -12,8 +12,6 @@ tiny buffers (DeepSeek's router correction bias). MTP modules (``num_mtp_layers`
 in totals or weight bytes: engines run them only for speculative decoding.
 """
 
-from __future__ import annotations
-
 import difflib
 from typing import Annotated, Any, Literal
 
@@ -101,7 +99,7 @@ class ModelSpec(FrozenModel, ModelKvMixin):
     weight_block_size: PosInt | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> ModelSpec:
+    def _check(self) -> "ModelSpec":
         check_model(self)  # the cross-field rules (below)
         return self
 
@@ -381,7 +379,7 @@ class ModelSpec(FrozenModel, ModelKvMixin):
         return 1.0 if self.weight_dtype == "fp8" else 2.0
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> ModelSpec:
+    def from_mapping(cls, data: dict[str, Any], *, source: str | None = None) -> "ModelSpec":
         """Validate a mapping; a failure becomes one :class:`SpecError` naming source and field."""
         try:
             return cls.model_validate(data)

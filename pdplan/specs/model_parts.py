@@ -2,8 +2,6 @@
 and the plain shapes/counts derived from a model (weight matrices, per-layer parameter counts).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -43,7 +41,7 @@ class MoeSpec(FrozenModel):
     dense_layers: tuple[NonNegInt, ...] = ()  # more dense-FFN layers (HF mlp_only_layers), 0-based
 
     @model_validator(mode="after")
-    def _check(self) -> MoeSpec:
+    def _check(self) -> "MoeSpec":
         if self.experts_per_token > self.num_experts:
             raise FieldError("experts_per_token", f"{self.experts_per_token} > num_experts {self.num_experts}")
         if (self.num_shared_experts > 0) != (self.shared_expert_intermediate_size > 0):
@@ -84,7 +82,7 @@ class LinearAttentionSpec(FrozenModel):
     conv_state_dtype_bytes: ElemBytes
 
     @model_validator(mode="after")
-    def _check(self) -> LinearAttentionSpec:
+    def _check(self) -> "LinearAttentionSpec":
         if (self.full_attention_interval is None) == (self.full_attention_layers is None):
             raise FieldError(
                 "full_attention_interval", "give exactly one of full_attention_interval and full_attention_layers"

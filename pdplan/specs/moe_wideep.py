@@ -10,8 +10,6 @@ The formula that uses these numbers is :func:`pdplan.perf.moe_wideep.wideep_moe_
   *masked* grouped GEMM computes only each expert's ``masked_m`` rows (``forward_deepgemm_masked``, CUDA graphs).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field

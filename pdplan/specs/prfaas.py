@@ -12,8 +12,6 @@ bundled name, see :mod:`pdplan.io.profiles`; relative paths resolve against the 
 (``BS_max / T_decode`` of the paper's Eq. 5).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -15,8 +15,6 @@ in :mod:`pdplan.specs.arrivals`, the laws of turn counts and think times in :mod
 Specs hold no file I/O (docs/architecture.md §5); token counts are integers ≥ 1.
 """
 
-from __future__ import annotations
-
 import functools
 from typing import Annotated, Any, Literal
 
@@ -61,7 +59,7 @@ class SessionRate(FrozenModel):
     requests_per_s: PositiveRate | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> SessionRate:
+    def _one(self) -> "SessionRate":
         if (self.sessions_per_s is None) == (self.requests_per_s is None):
             raise ValueError("give exactly one of sessions_per_s or requests_per_s")
         return self

@@ -46,8 +46,6 @@ they are seconds. Engine settings left out (``max_num_seqs``, ``gpu_memory_utili
 ``chunk_tokens``) come from ``pdplan/data/serving_defaults.yaml`` (with sources).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -81,7 +79,7 @@ class RoleSpec(FrozenModel):
     """Prefill, ep > 1: ZeRO-Prefill's expert-weight all-gather instead of the EP all-to-all."""
 
     @model_validator(mode="after")
-    def _ep_divides(self) -> RoleSpec:
+    def _ep_divides(self) -> "RoleSpec":
         if (self.tp * self.dp) % self.ep:
             raise ValueError(f"ep {self.ep} must divide tp·dp = {self.tp * self.dp} (moe_tp = tp·dp/ep GPUs)")
         return self
@@ -239,7 +237,7 @@ class Scenario(FrozenModel):
         return value
 
     @model_validator(mode="after")
-    def _shape(self) -> Scenario:
+    def _shape(self) -> "Scenario":
         if self.mode == "disaggregated":
             if self.prefill is None or self.decode is None:
                 raise ValueError("mode disaggregated needs both prefill: and decode: blocks")

@@ -9,8 +9,6 @@
   (min, max). Each gives its mean, squared coefficient of variation, cdf and quantile function.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Any, Literal
 
@@ -76,7 +74,7 @@ class UniformTurns(_TurnLaw):
     max: TurnCount
 
     @model_validator(mode="after")
-    def _ordered(self) -> UniformTurns:
+    def _ordered(self) -> "UniformTurns":
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
         return self
@@ -117,7 +115,7 @@ class HistogramTurns(_TurnLaw):
     weights: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _check(self) -> HistogramTurns:
+    def _check(self) -> "HistogramTurns":
         if len(self.values) != len(self.weights):
             raise ValueError(
                 f"need one weight per value; got {len(self.weights)} weights for {len(self.values)} values"
@@ -225,7 +223,7 @@ class UniformTime(_TimeLaw):
     max: NonNegSeconds
 
     @model_validator(mode="after")
-    def _ordered(self) -> UniformTime:
+    def _ordered(self) -> "UniformTime":
         if self.min > self.max:
             raise ValueError(f"min ({self.min} s) must be <= max ({self.max} s)")
         return self

@@ -17,8 +17,6 @@ Conventions:
   period is an assumption and the note says so.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Literal
 
@@ -79,7 +77,7 @@ class StorageSpec(FrozenModel):
         return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _consistent(self) -> StorageSpec:
+    def _consistent(self) -> "StorageSpec":
         if self.kind != "remote-pool" and self.capacity_bytes is None:
             raise ValueError(f"capacity_bytes: required for a {self.kind} tier (only a remote pool may leave it null)")
         if self.kind == "local-ssd" and self.drives is None:

@@ -11,8 +11,6 @@ order the file lists its values; a list keeps its own order. :meth:`SweepPoint.p
 point's overrides (not of its position), so a rerun of an edited grid still finds the points it already ran.
 """
 
-from __future__ import annotations
-
 import hashlib
 import itertools
 import json
@@ -85,7 +83,7 @@ class SweepPoint(FrozenModel):
         return _gpu_list(value)
 
     @model_validator(mode="after")
-    def _rate_or_budget(self) -> SweepPoint:
+    def _rate_or_budget(self) -> "SweepPoint":
         if self.rate is not None and self.gpus is not None:
             raise ValueError("give rate (a forecast to meet) or gpus (a budget), not both")
         return self
@@ -125,7 +123,7 @@ class SweepGrid(FrozenModel):
         return [_gpu_list(v) for v in value] if isinstance(value, list) else value
 
     @model_validator(mode="after")
-    def _shape(self) -> SweepGrid:
+    def _shape(self) -> "SweepGrid":
         if self.rate is not None and self.gpus is not None:
             raise ValueError("give rate (forecasts to meet) or gpus (budgets), not both")
         if not any(getattr(self, d) for d in DIMENSIONS):
@@ -164,7 +162,7 @@ class SweepSpec(FrozenModel):
     points: list[SweepPoint] | None = Field(default=None, alias="list", min_length=1)
 
     @model_validator(mode="after")
-    def _shape(self) -> SweepSpec:
+    def _shape(self) -> "SweepSpec":
         if (self.grid is None) == (self.points is None):
             raise ValueError("give either grid: (dimensions to combine) or list: (points), not both or neither")
         size = self.grid.size() if self.grid is not None else len(self.points or [])

@@ -13,8 +13,6 @@ lengths per request, multi-turn ``sessions`` or a ``shared_prefix`` workload (bo
   that names it (pass ``context={"base_dir": folder}`` to validation).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -49,7 +47,7 @@ class TraceDist(FrozenModel):
     block_tokens: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
-    def _format(self) -> TraceDist:
+    def _format(self) -> "TraceDist":
         implied = trace_format_of(self.file)
         if self.format is not None and self.format != implied:
             raise ValueError(
@@ -120,7 +118,7 @@ class WorkloadSpec(FrozenModel):
         return data
 
     @model_validator(mode="after")
-    def _shape(self) -> WorkloadSpec:
+    def _shape(self) -> "WorkloadSpec":
         if isinstance(self.output_tokens, TraceDist):
             raise ValueError("output_tokens: a trace gives both lengths; use trace: {file: ...}")
         given = [name for name in ("trace", "sessions", "shared_prefix") if getattr(self, name) is not None]
