@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -31,7 +31,9 @@ from pdplan.specs.engine import EngineProfile
 from pdplan.specs.hardware import GpuSpec, LinkSpec, PriceRange
 from pdplan.specs.kernel_table import KernelTable
 from pdplan.specs.model import ModelSpec
-from pdplan.specs.storage import StorageSpec
+
+if TYPE_CHECKING:  # loaded where a storage tier is read: the default path has none (start-up, issue #27)
+    from pdplan.specs.storage import StorageSpec
 
 HARDWARE_DB_ENV = "PDPLAN_HARDWARE_DB"
 Kind = Literal["gpu", "link", "storage", "model", "kernel table", "engine"]
@@ -120,6 +122,8 @@ class Catalog:
 
     def storage(self, name: str) -> StorageSpec:
         """Load a storage tier (host DRAM, local SSD, remote pool) by name or path."""
+        from pdplan.specs.storage import StorageSpec  # lazy: start-up (issue #27)
+
         return _load_named(StorageSpec, self.path_of("storage", name), looks_like_path(name))
 
     def list_storage(self) -> list[str]:

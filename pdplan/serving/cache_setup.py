@@ -18,12 +18,12 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.engine import EngineProfile
-from pdplan.specs.kv_offload import OffloadMechanism
 from pdplan.specs.scenario import Scenario
-from pdplan.specs.storage import StorageSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the default path loads neither spec (start-up, issue #27)
     from pdplan.serving.prefix_cache import CacheSetup, Reuse
+    from pdplan.specs.kv_offload import OffloadMechanism
+    from pdplan.specs.storage import StorageSpec
 
 MECHANISM_ENGINE = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 """Which mechanisms of ``kv_offload.yaml`` an engine profile runs (by the engine the profile describes)."""

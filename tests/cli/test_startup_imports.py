@@ -46,6 +46,8 @@ NOT_NEEDED = (
     "pdplan.benchmark.records",
     "pdplan.io.traces_mooncake",
     "pdplan.io.hf_config",
+    "pdplan.specs.kv_offload",  # a cache's lower tiers only (serving/cache_setup.py, io/catalog.py storage())
+    "pdplan.specs.storage",
     # the other commands' modules (pdplan.cli.app.app_for: one command's app)
     "pdplan.cli.simulate",
     "pdplan.cli.sweep",
