@@ -5,7 +5,9 @@ how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 i* (its longest cached prefix reaches down to tier i: its KV is loaded, only the rest of the prompt is computed). The
 serving models price each (bin, class) pair as its own prefill (:func:`pdplan.serving.roles.cached_prefill_perf` plus
 the exposed load of the class's hit tokens in each tier below HBM, :meth:`CacheClasses.exposed_load_s`) and mix the
-classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin
+(a session's: its turns' mean given the bin, spread over the bin's quadrature points as the tokens it computes spread,
+:mod:`pdplan.serving.session_spread`).
 The bins weigh ``P(bin k)·w[k, h]`` with the prompt law's marginal, except where the cache model lays out the prompts
 itself (shared prefixes: the prefixes' lengths and popularity make the prompts), whose classes weigh by the keys' own
 (bin × class) mass (:attr:`CacheClasses.joint`): with Zipf popularity and spread lengths the popular prefixes' bins,

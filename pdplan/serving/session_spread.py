@@ -1,5 +1,5 @@
 """A session hit within a prompt bin: its mean tokens, and the spread of the tokens it leaves to compute
-(docs/prefix_cache.md §8, Prices; issue #24 item 6).
+(docs/prefix_cache.md §11, "The base model's hits per bin"; issue #24 item 6).
 
 The session cache model (:func:`pdplan.cache.lru_closed_form.session_cache`) gives each turn index t and class h the
 mean hit tokens x̄_th of the turns that hit, one count for every prompt length. Inside a prompt bin the turns mix and a
