@@ -12,8 +12,9 @@ exponential think time of 5 s, ``ppd`` on 1P2D) at a nominal rate, per seed:
   that arrived during the step before (each admitted at the next boundary), an append's TTFT its wait for that
   boundary, then the step that carries it (τ_p, its own work and the others'). The appends arrive at λ_a = ρ_a/E[w]
   (the closed form's ρ_a and τ') with the work ``append_work_s`` of the simulated decode turns' own (computed,
-  held) tokens, drawn at random; once with every append's work as drawn, once with the others' work (in the step in
-  flight and in its own step) at the mean, as the closed form takes it (:mod:`pdplan.serving.ppd_boundary`). The
+  held) tokens, drawn at random: with every append's work as drawn; with the steps' lengths at the mean work of the
+  appends they carry (the step in flight as the closed form's two-point law takes it); with the others in the
+  tagged append's own step at the mean (:meth:`pdplan.serving.ppd_boundary.StepBoundary.carried`); with both. The
   engine's host time is left out of the Monte Carlo.
 
 Run: ``python benchmarks/ppd_decode_tail.py [--rate 40.15] [--seeds 0,1,2] [--requests 8000]``.
@@ -43,6 +44,13 @@ from pdplan.types import FloatArray
 CASE = "ppd-geo-think"
 LENGTHS = ((0.0, 1000.0), (1000.0, 3000.0), (3000.0, float("inf")))
 """Prompt-length ranges (tokens) the decode turns are split by."""
+VARIANTS = (
+    ("every append as drawn", False, False),
+    ("steps at the mean work", True, False),
+    ("own step's others at the mean", False, True),
+    ("both at the mean", True, True),
+)
+"""The Monte Carlo's variants: (label, the steps' lengths at the mean work, the own step's others at the mean)."""
 
 
 def _ms(x: FloatArray) -> str:
@@ -98,8 +106,11 @@ def closed(offered: float) -> tuple[Any, FloatArray, FloatArray, FloatArray, Any
     return inner, decode, turn2, model.res.lengths.input_tokens, p
 
 
-def monte_carlo(work: FloatArray, rate_per_s: float, plain_s: float, mean_others: bool, seconds: float) -> FloatArray:
-    """Appends' TTFT on one busy decode instance (module docstring), host time left out."""
+def monte_carlo(work: FloatArray, rate_per_s: float, plain_s: float, flight_mean: bool, own_mean: bool,
+                seconds: float) -> FloatArray:  # fmt: skip
+    """Appends' TTFT on one busy decode instance (module docstring), host time left out; ``flight_mean``: the steps'
+    lengths (so the step in flight's) with the appends they carry at the mean work, ``own_mean``: the other appends
+    in the tagged one's step at the mean work."""
     rng = np.random.default_rng(1)
     n = int(rng.poisson(rate_per_s * seconds))
     arrival = np.sort(rng.uniform(0.0, seconds, n))
@@ -108,11 +119,10 @@ def monte_carlo(work: FloatArray, rate_per_s: float, plain_s: float, mean_others
     ttft = np.full(n, np.nan)
     start, first, carried = 0.0, 0, np.zeros(0, dtype=np.intp)
     while first < n or carried.size:
-        others_s = carried.size * mean if mean_others else float(w[carried].sum())
-        end = start + plain_s + others_s
-        own_total = float(w[carried].sum())
+        total = float(w[carried].sum())
+        end = start + plain_s + (carried.size * mean if flight_mean else total)
         for j in carried:
-            rest = (carried.size - 1) * mean if mean_others else own_total - w[j]
+            rest = (carried.size - 1) * mean if own_mean else total - w[j]
             ttft[j] = (start - arrival[j]) + plain_s + w[j] + rest
         last = int(np.searchsorted(arrival, end, side="left"))
         carried, first, start = np.arange(first, last), last, end
@@ -153,10 +163,10 @@ def main(argv: list[str]) -> None:
         rate_a = p.rho_append / p.work_s  # λ_a per decode instance: ρ_a = λ_a·E[w]
         tau_prime = -np.log1p(-p.steps_with_append) / rate_a  # q = 1 − e^{−λ_a τ'}
         plain = tau_prime * (1.0 - p.rho_append)
-        for mean_others in (False, True):
-            t = monte_carlo(work, rate_a, plain, mean_others, 4000.0)
-            label = "others at their mean" if mean_others else "every append as drawn"
-            print(f"  Monte Carlo, {label}: {_ms(t)} (E[w] {1e3 * work.mean():.2f} ms, tau' {1e3 * tau_prime:.1f} ms)")
+        print(f"  Monte Carlo (E[w] {1e3 * work.mean():.2f} ms, P90 {1e3 * np.percentile(work, 90):.2f} ms; "
+              f"tau' {1e3 * tau_prime:.1f} ms):")  # fmt: skip
+        for label, flight, own in VARIANTS:
+            print(f"    {label}: {_ms(monte_carlo(work, rate_a, plain, flight, own, 4000.0))}")
 
 
 if __name__ == "__main__":
