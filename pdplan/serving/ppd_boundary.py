@@ -232,9 +232,9 @@ class BoundaryLaw:
 
     def shifted_on_lattice(self, h_s: float, cells: int, shifts_s: FloatArray, prob: FloatArray) -> FloatArray:
         """``[K, cells]``: per row k the law of R + D_k on the lattice, D_k = ``shifts_s[k, g]`` with probability
-        ``prob[g]`` independent of R: ``Σ_g prob_g·F_R(a − d_kg)`` (0 below 0). Each atom is split between the two
-        whole cells around d_kg (linear, as the lattice reads every law) and the sum is one product of spectra per
-        row."""
+        ``prob[g]`` (or the row's own ``prob[k, g]``) independent of R: ``Σ_g prob_g·F_R(a − d_kg)`` (0 below
+        0). Each atom is split between the two whole cells around d_kg (linear, as the lattice reads every law) and
+        the sum is one product of spectra per row."""
         shifts = np.asarray(shifts_s, dtype=np.float64)
         rows = shifts.shape[0]
         if not math.isfinite(self.mean_s):
@@ -242,7 +242,7 @@ class BoundaryLaw:
         pos = np.where(np.isfinite(shifts), shifts / h_s, float(cells))  # an unbounded excess never completes
         whole = np.floor(np.minimum(pos, float(cells))).astype(np.intp)
         frac = pos - whole
-        weight = np.broadcast_to(np.asarray(prob, dtype=np.float64)[None, :], shifts.shape)
+        weight = np.broadcast_to(np.atleast_2d(np.asarray(prob, dtype=np.float64)), shifts.shape)
         pmf = np.zeros((rows, cells + 1))
         row = np.broadcast_to(np.arange(rows)[:, None], shifts.shape)
         np.add.at(pmf, (row, np.minimum(whole, cells)), weight * (1.0 - frac))

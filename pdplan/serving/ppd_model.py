@@ -358,7 +358,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
         decode_by_bin=np.asarray(decode_bins, dtype=np.float64),
         decode_rows=rows.ravel(),
         boundary=boundary.carried(),
-        append_prob=f.appends.prob,
+        append_prob=_bin_appends(setup, f, edges),
         append_excess_s=excess,
         arrival=boundary.arrival_law() if model.convention == "A" and f.on_decode > 0 else None,
         as_ppd=f.as_ppd,
@@ -402,6 +402,35 @@ def _decode_bins(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
     mass = np.einsum("t,tc,ctk->k", f.turn_share * f.held, f.chosen, joint)
     marginal = np.einsum("t,ctk->k", f.turn_share, joint)
     return np.asarray(np.clip(np.where(marginal > 0, mass / np.maximum(marginal, 1e-300), 0.0), 0.0, 1.0))
+
+
+def _bin_appends(setup: Any, f: _Facts, edges: FloatArray) -> FloatArray:
+    """``[K, G]`` per prompt bin, the law of its placed appends over the placed law's groups (``f.appends``): a long
+    prompt more often ends in a long append (issue #24 item 6: ``ppd-geo-think``'s decode turns of 3,000+ prompt
+    tokens computed 649 tokens on average in the simulator, those under 1,000 tokens 214), so a decode row mixes its
+    own bin's groups, not the placed law. With the append classes c of :mod:`pdplan.serving.ppd_bins` (P(bin k, class
+    c | turn t), the policy's choice per turn and class, as :func:`_decode_bins`),
+
+        P(g | k) ∝ Σ_c [Σ_t P(turn t)·f_t·chosen[t, c]·P(bin k, class c | t)]·P(g | c),
+
+    P(g | c) the share of class c's appends in group g (a class is one sixteenth of the append law or less, taken to
+    fall in bins alike within it). A bin with no placed append keeps the placed law."""
+    from pdplan.serving.ppd import AppendGroups  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_bins import append_classes, class_bins  # lazy: start-up (issue #27)
+
+    spec, law = setup.spec.turn_placement, length_pmf(setup.reuse.sessions.new_tokens)
+    values, prob = np.asarray(law.values, dtype=np.float64), np.asarray(law.prob, dtype=np.float64)
+    threshold = float(spec.append_threshold_tokens)
+    classes = append_classes(values, AppendGroups.of(values, prob), threshold)
+    joint = class_bins(setup.reuse.sessions, f.placed.size, edges, threshold)  # [C, T, K]
+    mass = np.einsum("t,tc,ctk->kc", f.turn_share * f.held, f.chosen, joint)  # [K, C] placed per bin and class
+    size = (joint.shape[0], f.appends.prob.size)
+    in_class = np.zeros(size)
+    np.add.at(in_class, (classes, f.appends.member), prob)
+    in_class /= np.maximum(in_class.sum(axis=1, keepdims=True), 1e-300)  # P(g | c)
+    per_bin = mass @ in_class
+    total = per_bin.sum(axis=1, keepdims=True)
+    return np.asarray(np.where(total > 0, per_bin / np.maximum(total, 1e-300), f.appends.prob[None, :]), np.float64)
 
 
 def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:

@@ -72,7 +72,8 @@ class TurnPlacement:
     boundary: BoundaryLaw
     """A decode row's wait for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`)."""
     append_prob: FloatArray
-    """``[G]`` the law of the appends placed on decode, in groups."""
+    """``[K, G]`` per prompt bin, the law of the appends placed on decode from it, in the placed law's groups
+    (:func:`pdplan.serving.ppd_model._bin_appends`)."""
     append_excess_s: FloatArray
     """``[K, G]`` per prompt bin, each group's time on decode beyond the shortest group's (in the row's offset)."""
     arrival: BoundaryLaw | None
@@ -145,7 +146,7 @@ class PpdPool(PrefillPool):
         grid[:, rows, :] = np.stack([p.boundary.shifted_on_lattice(float(hr), cells, p.append_excess_s,
                                                                      p.append_prob) for hr in h])  # fmt: skip
         mean = np.repeat(mean_pool[:, None], n, axis=1)
-        mean[:, rows] = p.boundary.mean_s + p.append_excess_s @ p.append_prob
+        mean[:, rows] = p.boundary.mean_s + np.sum(p.append_excess_s * p.append_prob, axis=1)
         return PerBinWait(h, grid, mean, load), load
 
 

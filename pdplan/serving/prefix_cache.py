@@ -5,7 +5,9 @@ how many tokens, and what loading them costs (docs/prefix_cache.md §4, §8).
 i* (its longest cached prefix reaches down to tier i: its KV is loaded, only the rest of the prompt is computed). The
 serving models price each (bin, class) pair as its own prefill (:func:`pdplan.serving.roles.cached_prefill_perf` plus
 the exposed load of the class's hit tokens in each tier below HBM, :meth:`CacheClasses.exposed_load_s`) and mix the
-classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin.
+classes per bin with weights ``w[k, h]`` (:class:`CacheClasses`); the hit tokens of a class are its mean in that bin
+(a session's: its turns' mean given the bin, spread over the bin's quadrature points as the tokens it computes spread,
+:mod:`pdplan.serving.session_spread`).
 The bins weigh ``P(bin k)·w[k, h]`` with the prompt law's marginal, except where the cache model lays out the prompts
 itself (shared prefixes: the prefixes' lengths and popularity make the prompts), whose classes weigh by the keys' own
 (bin × class) mass (:attr:`CacheClasses.joint`): with Zipf popularity and spread lengths the popular prefixes' bins,
@@ -70,6 +72,14 @@ from pdplan.cache.trace import BlockTrace, counted_from
 from pdplan.errors import SpecError
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
+from pdplan.serving.session_spread import (
+    TurnHitLaws,
+    bin_factors,
+    computed_slices,
+    on_grid,
+    point_spread,
+    turn_hit_laws,
+)
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.kv_offload import OffloadMechanism
 from pdplan.specs.reuse import SessionsSpec, SharedPrefixSpec
@@ -189,6 +199,10 @@ class CacheClasses:
     (:data:`pdplan.cache.trace.WARMUP_SHARE`); 0 for sessions and shared prefixes (stationary closed forms)."""
     requests: TraceRequests | None = None
     """A trace's requests, each with its own prompt and hit (None for sessions and shared prefixes)."""
+    spread: FloatArray | None = None
+    """``[K, H, SLICES]`` sessions: each (bin, class)'s computed tokens' deviations from their mean in equal-mass
+    slices, NaN where the hit is one count (:func:`pdplan.serving.session_spread.computed_slices`), spread over a
+    bin's quadrature points by :func:`point_prices`; None: every point of a (bin, class) holds its mean hit."""
 
     @property
     def classes(self) -> int:
@@ -240,11 +254,14 @@ def point_prices(
     hw: RoleHardware, classes: CacheClasses, points: FloatArray, point_hits: FloatArray, kv_bytes_per_token: float
 ) -> ClassPrices:
     """:class:`ClassPrices` of each (bin, class) at its own prompt lengths ``points`` ``[K, H, J]`` with hits
-    ``point_hits`` (broadcast to them): ``min(hit, l − 1)`` tokens cached (at least 0), the rest computed, the hit's
-    exposed load against that compute; ``cached_tokens`` and ``load_s`` ``[K, H, J]``, ``perf`` over the points
-    flattened. The xPyD prefill pool's points (quadrature lengths, or a trace's own requests,
-    :mod:`pdplan.serving.disaggregated`) and the colocated prefill-first cells'
+    ``point_hits`` (broadcast to them; with the classes' :attr:`~CacheClasses.spread`, each point's hit its (bin,
+    class)'s ``point_hits`` plus its offset, :func:`pdplan.serving.session_spread.point_spread`): ``min(hit, l − 1)``
+    tokens cached (at least 0), the rest computed, the hit's exposed load against that compute; ``cached_tokens`` and
+    ``load_s`` ``[K, H, J]``, ``perf`` over the points flattened. The xPyD prefill pool's points (quadrature lengths,
+    or a trace's own requests, :mod:`pdplan.serving.disaggregated`) and the colocated prefill-first cells'
     (:mod:`pdplan.serving.colocated_cache`)."""
+    if classes.spread is not None:
+        point_hits = point_hits + point_spread(classes.spread, points)
     cached = np.clip(np.minimum(point_hits, points - 1.0), 0.0, None)
     perf = cached_prefill_perf(hw, np.ravel(points), cached.ravel())
     load = classes.exposed_load_s(cached, kv_bytes_per_token, perf.latency_s.reshape(cached.shape))
@@ -370,12 +387,7 @@ def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
     cells = span // step + turns + 2
     size = int(2 ** math.ceil(math.log2(cells)))
 
-    def on_grid(pmf: TokenPmf) -> FloatArray:
-        dense = np.zeros(size)
-        np.add.at(dense, np.round(pmf.values / step).astype(np.int64), pmf.prob)
-        return dense
-
-    new_hat, out_hat = np.fft.rfft(on_grid(new)), np.fft.rfft(on_grid(out))
+    new_hat, out_hat = np.fft.rfft(on_grid(new, step, size)), np.fft.rfft(on_grid(out, step, size))
     tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
     laws = np.empty((turns, size))
     spectrum = new_hat.copy()
@@ -407,6 +419,11 @@ class _PerKey:
     """``[N, H, H]``: the hit tokens of each class that each class's tier serves (None: all in the class's own)."""
     own_bins: bool = False
     """Whether the keys lay out the prompts themselves (their bin masses, not the prompt law's, weigh the bins)."""
+    bin_factor: FloatArray | None = None
+    """``[N, K]`` sessions: each turn's hit tokens in a bin over its mean (:func:`pdplan.serving.session_spread.
+    bin_factors`); None: the same in every bin."""
+    laws: TurnHitLaws | None = None
+    """Sessions: the turns' hit and computed tokens per bin (:func:`pdplan.serving.session_spread.turn_hit_laws`)."""
 
     def tier_tokens(self, g: int) -> FloatArray:
         """``[N]``: each key's mean hit tokens served by the tier of class g, over all its requests."""
@@ -420,7 +437,8 @@ def _by_bin(keys: _PerKey) -> tuple[FloatArray, FloatArray, FloatArray, FloatArr
     (a bin no key reaches: all misses)."""
     mass = keys.bins.sum(axis=0)  # [K]
     joint = keys.bins.T @ keys.probs  # [K, H]
-    tok = keys.bins.T @ (keys.probs * keys.tokens)
+    factor = np.ones_like(keys.bins) if keys.bin_factor is None else keys.bin_factor
+    tok = (keys.bins * factor).T @ (keys.probs * keys.tokens)
     weights = np.where(mass[:, None] > 0, joint / np.maximum(mass, 1e-300)[:, None], 0.0)
     weights[mass <= 0, 0] = 1.0
     hits = np.where(joint > 0, tok / np.maximum(joint, 1e-300), 0.0)
@@ -500,7 +518,19 @@ def _session_keys(
         pool = (glob.hit_probability, glob.hit_tokens)
     probs, toks = _bands_from_levels(levels, tokens, pool)
     turn_share = reach[:n] / reach[:n].sum()
-    return _PerKey(probs, toks, turn_share[:, None] * turn_bins(spec, n, edges))
+    bins = turn_bins(spec, n, edges)
+    laws = _hit_laws_cached(spec.model_dump_json(), n, tuple(float(e) for e in edges), domain.holds_outputs)
+    return _PerKey(probs, toks, turn_share[:, None] * bins, bin_factor=bin_factors(laws, bins), laws=laws)
+
+
+@functools.lru_cache(maxsize=64)
+def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds_outputs: bool) -> TurnHitLaws:
+    """:func:`pdplan.serving.session_spread.turn_hit_laws` of a sessions spec (by its JSON) on :func:`_turn_laws`'
+    grid: like :func:`turn_bins`, independent of the rate and the capacities."""
+    spec = SessionsSpec.model_validate_json(spec_json)
+    tokens, laws = _turn_laws(spec_json, turns)
+    new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
+    return turn_hit_laws(tokens, laws, new, out, np.asarray(edges, np.float64), holds_outputs=holds_outputs)
 
 
 def _prefix_lengths(spec: SharedPrefixSpec) -> FloatArray:
@@ -667,6 +697,10 @@ def cache_classes(
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
     weights, hits, share, joint = _by_bin(keys)
+    spread = None
+    if keys.laws is not None and keys.bin_factor is not None:  # sessions: module session_spread
+        at = keys.bins[:, :, None] * keys.probs[:, None, :]
+        spread = computed_slices(keys.laws, at, keys.tokens[:, None, :] * keys.bin_factor[:, :, None])
     tiers = [*bands.local, *([bands.pool] if bands.pool is not None else [])]
     names = ("miss", *(t.name for t in tiers))
     load_from = (None, None, *tiers[1:])  # misses and HBM hits load nothing
@@ -684,6 +718,7 @@ def cache_classes(
         joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
         warmup_requests=0 if reuse.trace is None else counted_from(reuse.trace.n_requests),
         requests=requests,
+        spread=spread,
     )
 
 

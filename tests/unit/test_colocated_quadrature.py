@@ -21,6 +21,7 @@ from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_prefill_perf, prefill_perf
+from pdplan.serving.session_spread import point_spread
 
 CATALOG = open_catalog()
 STEP = LinearStepTime(8e-3, 50e-6, 3.9e-8)
@@ -132,7 +133,8 @@ def test_plain_cells_are_priced_at_the_quadrature_lengths(tmp_path: Path) -> Non
 def test_cached_cells_price_each_point_on_its_missed_tokens(tmp_path: Path) -> None:
     """With a prefix cache each (bin, class) cell is priced at its bin's quadrature lengths, the hit at most the
     point less one token (as the xPyD cached prefill side): each point computing its new
-    tokens, a DRAM hit's exposed load against each point's own compute, added to that point's TTFT offset."""
+    tokens, a DRAM hit's exposed load against each point's own compute, added to that point's TTFT offset. A session
+    hit is spread over the points (pdplan/serving/session_spread.py: the class's mean plus each point's offset)."""
     model = _colocated(tmp_path, {"routing": "load-balance", "tiers": [DRAM]})
     res = model.res
     assert model.cache is not None
@@ -145,7 +147,15 @@ def test_cached_cells_price_each_point_on_its_missed_tokens(tmp_path: Path) -> N
     hits = cells.input_tokens - cells.prefill_tokens  # min(hit, rep − 1): the hit itself where below rep − 1
     exact = hits < cells.input_tokens - 1.0
     assert np.any(exact & (hits > 0))
-    cached = np.clip(np.minimum(hits[:, None], points - 1.0), 0.0, None)
+    classes = model.cache
+    assert classes.spread is not None
+    k, h = classes.weights.shape
+    offsets = point_spread(classes.spread, np.broadcast_to(res.input_points[:, None, :], (k, h, points.shape[1])))
+    bins = model.cell_input_bin
+    cls = np.array([int(np.argmin(np.abs(classes.hit_tokens[b] - x))) for b, x in zip(bins, hits, strict=True)])
+    spread = offsets[bins, cls]
+    assert np.any(np.abs(spread[exact]) > 1.0)
+    cached = np.clip(np.minimum(hits[:, None] + spread, points - 1.0), 0.0, None)
     want = cached_prefill_perf(hw, points[exact], cached[exact]).latency_s
     np.testing.assert_allclose(model.prefill_point_s[exact], want, rtol=1e-12)
     assert np.any(model.load_point_s > 0.0)  # DRAM hits load

@@ -168,9 +168,12 @@ def test_ppd_model_at_ten_rps() -> None:
     wait, _ = model.pool.wait(rate)
     rows = p.decode_rows.astype(bool)
     k = model.res.lengths.input_tokens.size
-    np.testing.assert_allclose(wait.mean_s[0, rows], p.boundary.mean_s + p.append_excess_s @ p.append_prob)
+    np.testing.assert_allclose(
+        wait.mean_s[0, rows], p.boundary.mean_s + np.sum(p.append_excess_s * p.append_prob, axis=1)
+    )
     assert 0.0 < p.boundary.mean_s <= p.boundary.span_s
-    assert p.append_excess_s.shape == (k, p.append_prob.size)
+    assert p.append_excess_s.shape == p.append_prob.shape == (k, p.append_prob.shape[1])
+    np.testing.assert_allclose(p.append_prob.sum(axis=1), 1.0)
     assert p.arrival is not None  # convention A: the prefill-side rows' decode side is part of their wait
     assert p.arrival.mean_s > 0.0
     assert np.all(wait.mean_s[0, ~rows] > 0.0)

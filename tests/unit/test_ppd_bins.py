@@ -3,12 +3,20 @@ prefix-cache model's turn law, a threshold keeps the short appends' prompts, by 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.build import build_model, with_cache_rate
+from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.ppd import AppendGroups
 from pdplan.serving.ppd_bins import append_classes, class_bins
+from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.prefix_cache import turn_bins
+from pdplan.serving.resolve import resolve
 from pdplan.specs.reuse import SessionsSpec
 from pdplan.specs.token_pmf import length_pmf
 
@@ -79,3 +87,49 @@ def test_turn_bins_of_other_edges_bin_the_same_turn_laws() -> None:
         np.testing.assert_allclose(bins.sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(shared[0][0], [0.5, 0.0, 0.5, 0.0], atol=1e-12)
     np.testing.assert_allclose(shared[1][0], [0.0, 0.5, 0.0, 0.5], atol=1e-12)  # 120 on its edge: the bin above
+
+
+def test_decode_rows_take_their_own_bins_appends() -> None:
+    """``ppd`` places every held append, so the placed law is the append law (lognormal, mean 400, σ = 1): over the
+    decode rows' mass the bins' laws mix back to it (mean 400 within 3 %: the resolved prompt bins against the class
+    grid's), while a long prompt's placed append is longer than a short one's (pdplan.serving.ppd_model._bin_appends,
+    issue #24 item 6: the simulator's decode turns computed 214 tokens under 1,000 prompt tokens, 649 over 3,000)."""
+    lognormal = {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192}
+    data = {
+        "schema_version": 1,
+        "name": "geo-think",
+        "model": "llama-3.1-8b",
+        "workload": {
+            "sessions": {
+                "turns": {"dist": "geometric", "mean": 3.1},
+                "new_tokens": lognormal,
+                "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 4096},
+                "think_time": {"dist": "exponential", "mean": "5s"},
+            }
+        },
+        "cache": {"routing": "affinity", "turn_placement": {"policy": "ppd"}},
+        "slo": {"ttft": "200ms", "tpot": "30ms", "percentile": 90, "attainment": 0.9},
+        "mode": "disaggregated",
+        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
+        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 2},
+        "link": "ib-ndr",
+        "granularity": "layer",
+    }
+    res = with_cache_rate(resolve(scenario_from_dict(data, source="test", base_dir=Path(".")), open_catalog()), 20.0)
+    model = build_model(res)
+    assert isinstance(model, DisaggregatedModel)
+    p = placement_of(model)
+    assert p is not None
+    law = length_pmf(_spec(lognormal).new_tokens)
+    tokens = AppendGroups.of(np.asarray(law.values, dtype=np.float64), law.prob).tokens
+    assert p.append_prob.shape == (res.lengths.input_tokens.size, tokens.size)
+    np.testing.assert_allclose(p.append_prob.sum(axis=1), 1.0)
+    per_bin = p.append_prob @ tokens
+    k = res.lengths.input_tokens.size
+    rows = np.asarray(model.bin_prob).reshape(k, -1)[:, -1]
+    assert float(rows @ per_bin) / float(rows.sum()) == pytest.approx(float(law.prob @ law.values), rel=0.03)
+    reps = res.lengths.input_tokens
+    short, long = (reps < 1000) & (rows > 0), reps > 3000
+    assert float(rows[long] @ per_bin[long]) / float(rows[long].sum()) > 1.5 * float(
+        rows[short] @ per_bin[short]
+    ) / float(rows[short].sum())

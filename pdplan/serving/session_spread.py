@@ -1,0 +1,211 @@
+"""A session hit within a prompt bin: its mean tokens, and the spread of the tokens it leaves to compute
+(docs/prefix_cache.md §11, "The base model's hits per bin"; issue #24 item 6).
+
+The session cache model (:func:`pdplan.cache.lru_closed_form.session_cache`) gives each turn index t and class h the
+mean hit tokens x̄_th of the turns that hit, one count for every prompt length. Inside a prompt bin the turns mix and a
+turn's hit is not independent of its prompt. On an xPyD prefill instance turn t's prompt is ``P_t = X_t + D_t``:
+``X_t = P_{t−1}``, the previous turn's prompt (what a hit on the session's history finds), and ``D_t = new_t +
+out_{t−1}``, the append and the previous output it computes again; a colocated instance holds the outputs, ``X_t =
+P_{t−1} + out_{t−1}``, ``D_t = new_t``; turn 1 ``X_1 = S`` (the system prompt), ``D_1 = P_1 − S``. X_t and D_t are
+independent (other parts of the session), so with F_X the law's CDF and ``G_X(y) = Σ_{x<y} x·f_X(x)``, for bin k
+``[a_k, b_k)``:
+
+    P(D_t = d, P_t ∈ k) = f_D(d)·[F_X(b_k − d) − F_X(a_k − d)]
+    E[X_t | P_t ∈ k] = Σ_d f_D(d)·[G_X(b_k − d) − G_X(a_k − d)] / P(P_t ∈ k)
+
+(:func:`turn_hit_laws`, on the token grid the prompt laws are computed on, :func:`pdplan.serving.prefix_cache.
+turn_bins`). Pricing every point of a bin at the bins' common x̄_th made the computed tokens ``l − x̄`` spread as the
+bin's prompts l: a short prompt of a turn priced with more hit than it can hold (clipped to the prompt), a long one
+with less; on lognormal appends of mean 400 (σ = 1) the hit rows' computed tokens' second moment came out 0.98·10⁶
+against the simulator's 0.67·10⁶ (the law's E[D²] = 0.70·10⁶), and with it the prefill wait and the TTFT tail
+(docs/prefix_cache.md §11).
+
+**Mean** (:func:`bin_factors`). Class h's hit of turn t in bin k is ``x̄_th·E[X_t | k]/E[X_t]``, the factors scaled to
+average 1 over the turn's bins, so each turn's hit tokens and the token hit ratio do not move. Exact where the
+class's hit is the previous turn's prompt (session-affine routing, no system prompt); a class that also holds older
+histories (random routing) or system-prompt-only hits is scaled alike, an approximation.
+
+**Spread** (:func:`computed_slices`). The tokens a hit leaves to compute in bin k are D_t | P_t ∈ k (:data:`SLICES`
+equal-mass slice means per turn and bin), shifted to the class's mean there, ``E[P_t | k] − hit_tkh``, and mixed
+over the turns with their bin and class weights into :data:`SLICES` equal-mass slices again (slice means: the mean
+exact, the second moment that of the slices). :func:`pdplan.serving.prefix_cache.point_prices` pairs the bin's
+quadrature points (prompt lengths l_j, ascending) with them in order, comonotone (a longer prompt computes more; D ≤ P
+makes D's quantiles at most P's): point j holds ``x̄_kh + (l_j − l̄) − s_j``, s_j the slices' deviation from their
+mean (:func:`point_spread`), where it held x̄_kh.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdplan.specs.token_pmf import TokenPmf
+from pdplan.types import FloatArray
+
+SLICES = 16
+"""Equal-mass slices a (bin, class)'s computed tokens are kept in (the pool's quadrature takes 4 of them: 16 is 4
+times finer, and a multiple of it)."""
+NOISE = 1e-12
+"""Cells of the FFT-computed law of D below this share of its largest cell are round-off, not support."""
+MIN_BIN_MASS = 1e-12
+"""A turn whose prompt reaches a bin with less probability than this takes the turn's overall figures there (its
+weight in the bin is below that)."""
+
+
+def on_grid(pmf: TokenPmf, step: int, size: int) -> FloatArray:
+    """A token law on a grid of ``size`` cells of ``step`` tokens (each value rounded to its nearest cell)."""
+    dense = np.zeros(size)
+    np.add.at(dense, np.round(pmf.values / step).astype(np.int64), pmf.prob)
+    return dense
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHitLaws:
+    """Per turn t (``[T]``) and prompt bin k (``[K]``) (module docstring): E[X_t | k] (tokens) and D_t | P_t ∈ k as
+    :data:`SLICES` equal-mass slice means (``[T, K, SLICES]``, tokens); E[X_t] over all bins (``[T]``)."""
+
+    history_mean: FloatArray
+    history_overall: FloatArray
+    missed: FloatArray
+
+
+def turn_hit_laws(
+    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, edges: FloatArray, *, holds_outputs: bool
+) -> TurnHitLaws:
+    """:class:`TurnHitLaws` from the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
+    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws, the bin
+    ``edges`` and whether the cache holds the outputs (module docstring)."""
+    size = laws.shape[1]
+    step = max(1, round(float(tokens[1] - tokens[0]))) if size > 1 else 1
+    new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
+    d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
+    x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
+    if holds_outputs and x_laws.shape[0]:
+        x_laws = np.clip(np.fft.irfft(np.fft.rfft(x_laws, axis=1) * np.fft.rfft(out_grid), size, axis=1), 0.0, None)
+    lo = np.searchsorted(tokens, edges[:-1], side="left")  # bin k: the cells with edges[k] <= tokens < edges[k + 1]
+    hi = np.searchsorted(tokens, edges[1:], side="left")
+    first = _first_turn(laws[0], lo, hi)
+    later = _conditional(x_laws, d_law, lo, hi)
+    mass, held, slices = (np.concatenate((a[None], b)) for a, b in zip(first, later, strict=True))
+    history = float(tokens[0]) + step * held
+    overall = np.sum(mass * history, axis=1) / np.maximum(mass.sum(axis=1), 1e-300)
+    return TurnHitLaws(history, overall, slices * step)
+
+
+def _convolve(a: FloatArray, b: FloatArray, size: int) -> FloatArray:
+    """The law of the sum of two independent laws on the grid, directly over their supports (no FFT round-off), cut
+    to ``size`` cells (the grid spans every turn's prompt, so nothing of a turn's parts falls beyond)."""
+    ta, tb = int(np.flatnonzero(a)[-1]) + 1, int(np.flatnonzero(b)[-1]) + 1
+    out = np.zeros(size)
+    full = np.convolve(a[:ta], b[:tb])[:size]
+    out[: full.size] = full
+    return out
+
+
+def _first_turn(law: FloatArray, lo: np.ndarray, hi: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Turn 1 (X = S, an atom at the grid's origin; D = P_1 − S) per bin: its mass, E[X | bin] − S = 0 and the slice
+    means of D | bin (cells); a bin it does not reach takes its whole law."""
+    cells = np.flatnonzero(law > NOISE * float(law.max()))  # an FFT's law: its round-off is no support
+    mass = np.array([law[a:b].sum() for a, b in zip(lo, hi, strict=True)])
+    inside = (cells[None, :] >= lo[:, None]) & (cells[None, :] < hi[:, None]) & (mass[:, None] > MIN_BIN_MASS)
+    weights = np.where(inside | (mass[:, None] <= MIN_BIN_MASS), law[cells][None, :], 0.0)
+    return mass, np.zeros(lo.size), _sorted_slice_means(cells.astype(np.float64), weights)
+
+
+def _conditional(
+    x_laws: FloatArray, d_law: FloatArray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per turn ``[T]`` (X's law a row of ``x_laws``, D's ``d_law`` for all) and bin ``[K]`` (cells ``[lo, hi)``):
+    P(X + D in it), E[X | it] and the slice means of D | it (``[T, K, SLICES]``), in grid cells. A bin takes the D
+    that fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there."""
+    turns, size = x_laws.shape
+    cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
+    cdf = np.concatenate((np.zeros((turns, 1)), np.cumsum(x_laws, axis=1)), axis=1)
+    first = np.concatenate((np.zeros((turns, 1)), np.cumsum(x_laws * np.arange(size), axis=1)), axis=1)
+    mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)
+    mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
+    slices = np.zeros((turns, lo.size, SLICES))
+    for k, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        c = cells[cells < b]
+        top, bottom = b - c, np.maximum(a - c, 0)
+        joint = d_law[c] * (cdf[:, top] - cdf[:, bottom])  # [T, cells]: P(D = d, X + D in bin k)
+        mass[:, k] = joint.sum(axis=1)
+        ok = mass[:, k] > MIN_BIN_MASS
+        held[:, k] = np.where(
+            ok, (d_law[c] * (first[:, top] - first[:, bottom])).sum(axis=1) / np.maximum(mass[:, k], 1e-300), mean_x
+        )
+        weights = np.where(ok[:, None], joint, d_law[cells][None, : c.size])
+        slices[:, k] = _sorted_slice_means(c.astype(np.float64), weights)
+    return mass, held, slices
+
+
+def _sorted_slice_means(values: FloatArray, weights: FloatArray) -> FloatArray:
+    """:func:`slice_means` of ascending ``values`` (``[n]``, or one row per row of ``weights``) under each row of
+    ``weights`` ``[R, n]`` (a row of no weight: zeros)."""
+    total = np.maximum(weights.sum(axis=1, keepdims=True), 1e-300)
+    start = np.zeros((weights.shape[0], 1))
+    mass = np.concatenate((start, np.cumsum(weights, axis=1) / total), axis=1)
+    integral = np.concatenate((start, np.cumsum(weights * values, axis=1) / total), axis=1)
+    u = np.linspace(0.0, 1.0, SLICES + 1)
+    at = np.array([np.interp(u, m, i) for m, i in zip(mass, integral, strict=True)]).reshape(-1, SLICES + 1)
+    return np.asarray(np.diff(at, axis=1) * SLICES, dtype=np.float64)
+
+
+def slice_means(values: FloatArray, weights: FloatArray, slices: int = SLICES) -> FloatArray:
+    """The means of ``slices`` equal-mass slices of the law putting ``weights`` on ``values`` (any order), lowest
+    first: ``slices·∫ Q(u) du`` over each slice, Q the law's quantile function (an atom is split between slices)."""
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], np.clip(weights[order], 0.0, None)
+    total = float(w.sum())
+    if not total > 0.0:
+        return np.full(slices, float(np.mean(values)) if values.size else 0.0)
+    mass = np.concatenate(([0.0], np.cumsum(w) / total))
+    integral = np.concatenate(([0.0], np.cumsum(w * v) / total))
+    at = np.interp(np.linspace(0.0, 1.0, slices + 1), mass, integral)
+    return np.asarray(np.diff(at) * slices, dtype=np.float64)
+
+
+def bin_factors(laws: TurnHitLaws, turn_bins: FloatArray) -> FloatArray:
+    """``[T, K]``: E[X_t | k]/E[X_t] (1 where the turn holds no history), scaled so that its mean over the turn's bin
+    law ``turn_bins [T, K]`` is 1 (module docstring, Mean)."""
+    ratio = np.where(
+        laws.history_overall[:, None] > 0.0, laws.history_mean / np.maximum(laws.history_overall, 1e-300)[:, None], 1.0
+    )
+    norm = np.sum(turn_bins * ratio, axis=1, keepdims=True)
+    return np.asarray(np.where(norm > 0.0, ratio / np.maximum(norm, 1e-300), 1.0), dtype=np.float64)
+
+
+def computed_slices(laws: TurnHitLaws, weights: FloatArray, hits: FloatArray) -> FloatArray:
+    """``[K, H, SLICES]``: each (bin, class)'s computed tokens' deviations from their mean, lowest first (module
+    docstring, Spread), from the turns' ``weights [T, K, H]`` (P(turn, bin, class)) and class hits ``hits [T, K, H]``;
+    NaN for the misses (class 0) and for a (bin, class) no turn reaches (one hit count there)."""
+    turns, bins, classes = weights.shape
+    shift = laws.history_mean[:, :, None] - hits  # computed = D + E[X | k] − hit: mean E[P | k] − hit
+    values = laws.missed[:, :, None, :] + shift[:, :, 1:, None]  # [T, K, H − 1, SLICES]
+    values = values.transpose(1, 2, 0, 3).reshape(bins, classes - 1, turns * SLICES)
+    w = np.repeat(weights[:, :, 1:].transpose(1, 2, 0), SLICES, axis=2)  # each slice 1/SLICES of its turn
+    order = np.argsort(values, axis=2, kind="stable")
+    v, w = np.take_along_axis(values, order, axis=2), np.take_along_axis(w, order, axis=2)
+    rows = (w.sum(axis=2) > 0.0).ravel()
+    means = np.full((bins * (classes - 1), SLICES), math.nan)
+    flat_v, flat_w = v.reshape(-1, turns * SLICES)[rows], w.reshape(-1, turns * SLICES)[rows]
+    means[rows] = _sorted_slice_means(flat_v, np.clip(flat_w, 0.0, None))
+    out = np.full((bins, classes, SLICES), math.nan)
+    out[:, 1:] = (means - means.mean(axis=1, keepdims=True)).reshape(bins, classes - 1, SLICES)
+    return out
+
+
+def point_spread(spread: FloatArray, points: FloatArray) -> FloatArray:
+    """``[K, H, J]``: the offset of each quadrature point's hit from its (bin, class)'s mean, ``(l_j − l̄) − s_j``
+    with s_j the ``spread [K, H, SLICES]`` cut into J equal-mass slices and paired with the points ``[K, H, J]`` in
+    their order (module docstring, Spread); 0 where the spread is NaN (one hit count)."""
+    j = points.shape[2]
+    knots = np.concatenate((np.zeros((*spread.shape[:2], 1)), np.cumsum(spread, axis=2) / SLICES), axis=2)
+    grid, u = np.linspace(0.0, 1.0, SLICES + 1), np.linspace(0.0, 1.0, j + 1)
+    interp = np.array([np.interp(u, grid, node) for node in np.eye(SLICES + 1)])  # [SLICES + 1, J + 1]
+    s = np.diff(knots @ interp, axis=2) * j  # [K, H, J]: ∫ Q over each of J equal-mass slices, ascending
+    rank = np.argsort(np.argsort(points, axis=2, kind="stable"), axis=2, kind="stable")
+    offset = points - points.mean(axis=2, keepdims=True) - np.take_along_axis(s, rank, axis=2)
+    return np.asarray(np.where(np.isnan(offset), 0.0, offset), dtype=np.float64)
