@@ -9,9 +9,10 @@ and walks k levels down the tree by their signs, so it returns the scalar loop's
 of ``steps`` where the function gives each point the value it gives it alone.
 
 Two exact shortcuts: a step whose midpoint has a positive lower bound (``lower``: a cheap function below f, e.g.
-the decode share of a utilisation that the prefill share only raises) goes right without evaluating f; and once the
-midpoint is one of the ends (the bracket is two adjacent doubles) no later step moves it (``f(top) > 0`` and
-``f(lo) ≤ 0`` for a ``lo`` that is not the start, so ``lo = mid`` or ``top = mid`` leaves both), so the loop stops.
+the decode share of a utilisation that the prefill share only raises) goes right without evaluating f (as does
+``hi`` itself: past the crossing); and once the midpoint is one of the ends (the bracket is two adjacent doubles) no
+later step moves it (``f(top) > 0`` and ``f(lo) ≤ 0`` for a ``lo`` that is not the start, so ``lo = mid`` or
+``top = mid`` leaves both), so the loop stops.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def bisect_rows(
     ``lower > 0`` is decided without ``f``)."""
     if levels < 1 or steps < 0:
         raise ValueError(f"bisect_rows needs levels >= 1 and steps >= 0, got {levels} and {steps}")
-    if float(f(np.array([hi]))[0]) <= 0.0:
+    if (lower is None or lower(hi) <= 0.0) and float(f(np.array([hi]))[0]) <= 0.0:
         return hi
     lo, top, done = 0.0, hi, 0
     while done < steps:
