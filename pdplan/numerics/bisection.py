@@ -28,7 +28,7 @@ RowsFunction = Callable[[FloatArray], FloatArray]
 
 TREE_LEVELS = 5
 """Levels of the bisection tree evaluated per call (31 points): a mean field over rates costs about 1.2x per call at
-31 rates what it costs at one (:func:`~pdplan.queueing.chunk_width.riding_mean_field`, docs/accuracy.md §7.3)."""
+31 rates what it costs at one (:func:`~pdplan.queueing.chunk_width.riding_mean_field`, docs/accuracy.md §7.4)."""
 
 
 def bisect_rows(
