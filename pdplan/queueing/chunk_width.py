@@ -146,20 +146,21 @@ def step_price(
     token (module docstring; broadcast)."""
     # a step runs at most the budget, its decodes counted as at least one token; at the budget's edge (N → C, no
     # room) the price is the table's last slope, its limit, read over the last token
-    n = np.clip(np.asarray(decode_tokens, dtype=np.float64), 1.0, budget - 1.0)
+    n = np.minimum(np.maximum(np.asarray(decode_tokens, dtype=np.float64), 1.0), budget - 1.0)
     x = np.asarray(arrivals_per_step, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_step = np.where(x > 1e-9, x / -np.expm1(-np.where(x > 1e-9, x, 1.0)), 1.0 + x / 2.0)
+    many = x > 1e-9  # x/(1 − e^{−x}) where the divisor is at least 1e-9 (inf/1 = inf), its limit 1 + x/2 below
+    per_step = np.where(many, x / -np.expm1(-np.where(many, x, 1.0)), 1.0 + x / 2.0)
     c_s = np.maximum(np.minimum(budget - n, mean_prompt_tokens * per_step), 1.0)
     return np.asarray(width.extra_s(n, c_s) / c_s, dtype=np.float64), np.asarray(c_s, dtype=np.float64)
 
 
 def _width_price(
-    rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, budget: float, width: GemmWidth
+    rate: FloatArray, tau: FloatArray, wl: DecodeWorkload, budget: float, width: GemmWidth, mean_prompt_tokens: float
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``(t_p, N, c_s)`` at the mean step ``tau`` (:func:`step_price` at N = λE[n]τ̄, x = λτ̄)."""
+    """``(t_p, N, c_s)`` at the mean step ``tau`` (:func:`step_price` at N = λE[n]τ̄, x = λτ̄; E[L] =
+    ``mean_prompt_tokens``)."""
     n = rate * wl.mean_steps * tau
-    t_p, c_s = step_price(n, rate * tau, float(wl.prob @ wl.computed_tokens), budget, width)
+    t_p, c_s = step_price(n, rate * tau, mean_prompt_tokens, budget, width)
     return t_p, np.asarray(n, dtype=np.float64), c_s
 
 
@@ -182,7 +183,7 @@ def riding_mean_field(
 
     def gap(tau: FloatArray) -> FloatArray:  # τ − map(τ): ≤ 0 below the least fixed point
         r = rate if tau.ndim == 1 else rate[:, None]
-        t_p = _width_price(r, tau, wl, budget, width)[0]
+        t_p = _width_price(r, tau, wl, budget, width, el)[0]
         return np.asarray(tau - st.t0_s - tau * ((load if tau.ndim == 1 else load[:, None]) + r * el * t_p), np.float64)
 
     # the first sign change of the gap on a geometric grid from lo to the edge brackets the least fixed point (the
@@ -198,7 +199,7 @@ def riding_mean_field(
     hi_b, lo_b = grid[rows, j_hi], grid[rows, j_lo]
     g_hi, g_lo = g[rows, j_hi], np.minimum(g[rows, j_lo], 0.0)
     tau = np.where(stable, _illinois(gap, lo_b, hi_b, np.where(j_hi == 0, g_hi, g_lo), g_hi), top)
-    t_p, n, c_s = _width_price(rate, tau, wl, budget, width)
+    t_p, n, c_s = _width_price(rate, tau, wl, budget, width, el)
     return RidingStep(tau, t_p, n, c_s, stable)
 
 

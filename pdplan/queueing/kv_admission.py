@@ -147,6 +147,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.numerics.normal import log_ndtr
+from pdplan.numerics.roots import brentq
 from pdplan.queueing.decode import (
     DecodeWorkload,
     LinearStepTime,
@@ -459,21 +460,18 @@ def _pinned_wait(
 
 def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> float:
     """The per-instance rate below ``p99_rate_per_s`` where an ``on_demand`` queue's P_w (:func:`_pinned_wait`) is the
-    one the P99 rule allows, Halfin–Whitt's at β = z₉₉ (0.011), by bisection to 1e-9 relative (P_w rises with λ):
-    the P99 bound where P_w is below it there, so that the wait starts at 0.011 instead of jumping at the bound
-    (module docstring)."""
+    one the P99 rule allows, Halfin–Whitt's at β = z₉₉ (0.011), by brentq on (0, p99] to 1e-12 relative (P_w rises
+    with λ from 0 at λ → 0, where β → ∞): the P99 bound where P_w is below it there, so that the wait starts at 0.011
+    instead of jumping at the bound (module docstring)."""
     target = float(_waiting_probability(np.array([Z99]))[0])
 
-    def prob(lam: float) -> float:
-        return float(admission._queue(np.array([lam]))[0][0])  # the pinned queue's P_w (overflow_share > 0)
+    def excess(lam: float) -> float:
+        return float(admission._queue(np.array([lam]))[0][0]) - target  # the pinned queue's P_w (overflow_share > 0)
 
-    if prob(p99_rate_per_s) <= target:
+    top = excess(p99_rate_per_s)
+    if top <= 0.0:
         return p99_rate_per_s
-    lo, hi = 0.0, p99_rate_per_s
-    while hi - lo > 1e-9 * p99_rate_per_s:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if prob(mid) <= target else (lo, mid)
-    return lo
+    return brentq(excess, 0.0, p99_rate_per_s, xtol=1e-15, rtol=1e-12, f_a=-target, f_b=top)
 
 
 def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:

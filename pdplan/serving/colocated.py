@@ -84,6 +84,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.numerics.bisection import bisect_rows
 from pdplan.numerics.roots import brentq
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
@@ -173,6 +174,9 @@ class ColocatedModel:
     _admission: dict[str, RidingKvAdmission] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The instance's KV admission queue (an ``on_demand`` engine's with its pinned limit), solved once per model
     (:meth:`kv_admission`)."""
+    _riding: dict[float, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """p(λ) per per-instance rate already priced (:meth:`riding_s_per_request`): the bounds' searches cross the same
+    rates (λ_u is read again by the KV searches and the mean KV rate, each brentq root again by its caller)."""
 
     @property
     def prefill_cell_s(self) -> FloatArray:
@@ -185,9 +189,7 @@ class ColocatedModel:
 
     def _tau(self, lam: float) -> float:
         """Mean-field token interval per instance at per-instance rate ``lam`` (§3)."""
-        st, wl = self.decode.step, self.cells
-        u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
-        return st.t0_s / max(1e-12, 1.0 - u_d - self._u_prefill(lam))
+        return self.decode.step.t0_s / max(1e-12, 1.0 - self._decode_share(lam) - self._u_prefill(lam))
 
     def _u_prefill(self, lam: float) -> float:
         return lam * self.riding_s_per_request(lam)
@@ -197,27 +199,61 @@ class ColocatedModel:
         prefill-first: E[S]; chunked: ``t_p E[L] + E[A]``, with a :attr:`gemm_width` t_p(λ) at the step's width
         (:func:`~pdplan.queueing.chunk_width.riding_mean_field`; past its stable range, at the edge N = C, so that p
         stays finite for the bounds that search over λ). Not monotone in general: a MoE's lone prompt reads every
-        expert, a prompt beside a large decode batch only the GEMM work the batch has not paid."""
+        expert, a prompt beside a large decode batch only the GEMM work the batch has not paid. Kept per rate
+        (:attr:`_riding`; a rate's mean field is the same doubles alone or among others, so the kept value is the one
+        solving it again gives)."""
+        lam = float(lam)
+        if lam not in self._riding:
+            self._riding_rows(np.array([lam]))
+        return self._riding[lam]
+
+    def _riding_rows(self, lams: FloatArray) -> FloatArray:
+        """p(λ) (:meth:`riding_s_per_request`) at every per-instance rate of ``lams``, the rates not yet kept solved
+        in one :func:`~pdplan.queueing.chunk_width.riding_mean_field` call (vectorised over rates, each row the
+        doubles it has alone)."""
+        keys = np.asarray(lams, dtype=np.float64).tolist()
+        new = [x for x in dict.fromkeys(keys) if x not in self._riding]
+        if new:
+            self._riding.update(zip(new, self._price_rows(np.array(new)).tolist(), strict=True))
+        return np.array([self._riding[x] for x in keys], dtype=np.float64)
+
+    def _price_rows(self, lams: FloatArray) -> FloatArray:
+        """p(λ) per rate, solved (:meth:`riding_s_per_request`)."""
         p, lin = self.cells.prob, self.cells.computed_tokens
         if self.scheduler == "prefill-first":
-            return float(p @ self.prefill_cell_s)
-        t_p = self.prefill_s_per_token
+            return np.full(lams.size, float(p @ self.prefill_cell_s))
+        t_p = np.full(lams.size, self.prefill_s_per_token)
         if self.gemm_width is not None:
             step = riding_mean_field(
-                np.array([lam]),
+                lams,
                 self.cells,
                 self.decode.step,
                 float(self.res.chunk_tokens),
                 self.gemm_width,
                 self.attention_cell_s,
             )
-            t_p = float(step.s_per_token[0])
-        return t_p * float(p @ lin) + float(p @ self.attention_cell_s)
+            t_p = step.s_per_token
+        return np.asarray(t_p * float(p @ lin) + float(p @ self.attention_cell_s), dtype=np.float64)
 
-    def _utilisation(self, lam: float) -> float:
+    def _riding_floor_s(self) -> float:
+        """A floor of p(λ) over every rate: p itself where it does not move with λ (prefill-first, or no
+        :attr:`gemm_width`), else E[A] (t_p ≥ 0: :meth:`~pdplan.queueing.chunk_width.GemmWidth.extra_s` is clipped
+        at 0). Rounding is monotone, so ``u_d + λ·floor ≤ u_d + λ·p(λ)`` holds for the doubles as well."""
+        if self.scheduler == "chunked" and self.gemm_width is not None:
+            return float(self.cells.prob @ self.attention_cell_s)
+        return self.riding_s_per_request(0.0)
+
+    def _decode_share(self, lam: float) -> float:
+        """u_d = λ(t1 E[n] + t2 E[work]) per instance (§3)."""
         st, wl = self.decode.step, self.cells
-        u_d = lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
-        return u_d + self._u_prefill(lam)
+        return lam * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+
+    def _utilisation_rows(self, lams: FloatArray) -> FloatArray:
+        """u_d + u_p at every per-instance rate of ``lams`` (each the double :meth:`_decode_share` plus
+        :meth:`_u_prefill` give it alone: the same operations elementwise)."""
+        st, wl = self.decode.step, self.cells
+        u_d = lams * (st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work)
+        return np.asarray(u_d + lams * self._riding_rows(lams), dtype=np.float64)
 
     def chunk_queue_at(self, lam_per_instance: FloatArray) -> ChunkQueue:
         """The chunked-prefill queue of one instance at per-instance rates (:func:`pdplan.queueing.chunk_queue`);
@@ -373,7 +409,12 @@ class ColocatedModel:
         once per model (:attr:`_memo`): :meth:`limit` and every :meth:`snapshot` past the comfortable KV limit read
         them."""
         if "rates" not in self._memo:
-            lam_u = _root(lambda lam: self._utilisation(lam) - DECODE_U_MAX, 1e9)
+            floor = self._riding_floor_s()  # _root's bisection on (0, 1e9], 31 trial rates per mean-field call
+            lam_u = bisect_rows(
+                lambda lams: self._utilisation_rows(lams) - DECODE_U_MAX,
+                1e9,
+                lower=lambda lam: self._decode_share(lam) + lam * floor - DECODE_U_MAX,
+            )
             held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, self.res.engine.scheduling)
             kv, seats = riding_capacity(
                 self.cells,

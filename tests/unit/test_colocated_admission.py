@@ -166,6 +166,9 @@ def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
     # the wait starts at the P99 rule's P_w (Halfin–Whitt's at β = z99) where the comfortable limit lies
     foot = adm.comfort_rate_per_s * (1.0 + 1e-9)
     assert adm.wait(np.array([foot]))[0][0] == pytest.approx(0.01144, rel=1e-3)  # 1/(1 + 2.3263·0.99/0.026652)
+    z99 = 2.3263478740408408  # Φ⁻¹(0.99); the comfortable rate is brentq's root of P_w = 1/(1 + z Φ(z)/φ(z))
+    target = 1.0 / (1.0 + z99 * 0.99 / (math.exp(-(z99**2) / 2.0) / math.sqrt(2.0 * math.pi)))
+    assert adm._queue(np.array([adm.comfort_rate_per_s]))[0][0] == pytest.approx(target, rel=1e-9)
     rates = np.array([0.99 * adm.comfort_rate_per_s, 1.1 * p99, 1.3 * p99])
     prob, _ = adm.wait(rates)
     assert prob[0] == 0.0
