@@ -4,6 +4,7 @@ of :mod:`pdplan.search.inputs_record`, built from the scenario, the search space
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 from pdplan.io.catalog import Catalog
@@ -24,9 +25,11 @@ from pdplan.serving.engine_bind import engine_record
 from pdplan.version import VERSION as __version__
 
 
-def _sha256(path: object) -> str:
+def _sha256(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 ("unavailable" where it cannot be read); the file is closed."""
     try:
-        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]  # type: ignore[call-overload]
+        with path.open("rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
     except OSError:
         return "unavailable"
 
