@@ -340,15 +340,17 @@ class ColocatedModel:
             return self._admission[scheduling.kv_admission]
         held = admission_footprint(self.cells, self.decode.state_tokens_per_seq, scheduling)
         comfort = self.bound_rates().kv_rate_per_s
-        riding, mean = self._kv_mean(held)  # the riding prefill at the mean KV rate (its step-width price)
         if scheduling.kv_admission != "on_demand":
+            riding, mean = self._kv_mean(held)  # the riding prefill at the mean KV rate (its step-width price)
             self._admission[scheduling.kv_admission] = RidingKvAdmission(
                 self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, max(mean, comfort), riding
             )
         else:
-            # a pool pinned throughout (module docstring of kv_admission): f r more prefill, at the pinned rate's width
-            riding_pinned, pinned = self._kv_mean(held, recompute=True)
-            share, recompute_s = self._recompute(riding_pinned)
+            # a pool pinned throughout (module docstring of kv_admission): f r more prefill, at the pinned rate's width;
+            # the queue's riding prefill is the one at λ_pin too, so that its τ̄ with π → f there is the pinned fixed
+            # point's (λ_pin τ̄ W = M_kv)
+            riding, pinned = self._kv_mean(held, recompute=True)
+            share, recompute_s = self._recompute(riding)
             queue = RidingKvAdmission(
                 self.cells, held, self.decode.step, self.decode.kv_capacity_tokens, comfort, pinned, riding, share,
                 recompute_s,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 3 from examples/opt-13b-a100-distserve.yaml
-# plan: colocated 4x a100-sxm-80gb TP2 chunked; 8 GPUs; goodput 38.36 req/s
-# at that rate: TTFT P90 248.7 ms, TPOT P90 75.94 ms
+# plan: colocated 4x a100-sxm-80gb TP2 chunked; 8 GPUs; goodput 38.34 req/s
+# at that rate: TTFT P90 244.5 ms, TPOT P90 75.65 ms
 # model: facebook/opt-13b
 # colocated: 4 x TP2 (2 GPUs each) on a100-sxm-80gb (NVIDIA A100 SXM4 80GB)
 # tokens per step: 2048, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 1 of 5 from examples/opt-13b-a100-distserve.yaml
-# plan: colocated 1x a100-sxm-80gb TP2 chunked; 2 GPUs; goodput 9.59 req/s
-# at that rate: TTFT P90 248.7 ms, TPOT P90 75.94 ms
+# plan: colocated 1x a100-sxm-80gb TP2 chunked; 2 GPUs; goodput 9.585 req/s
+# at that rate: TTFT P90 244.5 ms, TPOT P90 75.65 ms
 # model: facebook/opt-13b
 # colocated: 1 x TP2 (2 GPUs each) on a100-sxm-80gb (NVIDIA A100 SXM4 80GB)
 # tokens per step: 2048, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)

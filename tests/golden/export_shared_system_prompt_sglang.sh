@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/shared-system-prompt.yaml
-# plan: colocated 1x h100-sxm TP1 chunked cache affinity; 1 GPUs; goodput 37.35 req/s
-# at that rate: TTFT P90 470.3 ms, TPOT P90 32.66 ms
+# plan: colocated 1x h100-sxm TP1 chunked cache affinity; 1 GPUs; goodput 37.3 req/s
+# at that rate: TTFT P90 443 ms, TPOT P90 32.5 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
 # colocated: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # tokens per step: 8192, the chunk pdplan priced chunked prefill with (priced.roles.colocated.max_num_batched_tokens)
