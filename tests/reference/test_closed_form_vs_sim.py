@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.goodput_bracket import goodput_bracket
 
 from pdplan.evaluation import evaluate
 from pdplan.io.overrides import apply_overrides
@@ -52,9 +53,10 @@ def test_prefill_nic_tandem_link() -> None:
 
 
 def test_goodput_within_ten_percent() -> None:
-    sc = load_scenario(default_scenario_path())
-    cmp = simulate_scenario(sc, goodput=True, n_requests=4_000)
-    assert abs(cmp.relative_error()["goodput_rps"]) < 0.10
+    """Two 4,000-request runs at closed / 1.1 and closed / 0.9 (tests/support/goodput_bracket.py), the decision the
+    4,000-request bisection made in about eight."""
+    bracket = goodput_bracket(load_scenario(default_scenario_path()), 0.10, 4_000)
+    assert bracket.holds(), bracket
 
 
 def _batched_short_chat() -> Scenario:
@@ -87,5 +89,5 @@ def test_batched_prefill_percentiles_and_goodput() -> None:
         assert abs(err[key]["p90"]) < 0.12, (key, err[key])
         assert abs(err[key]["p99"]) < 0.15, (key, err[key])
     assert abs(err["utilisation"]["prefill"]) < 0.05
-    cmp = simulate_scenario(sc, goodput=True, n_requests=4_000)
-    assert abs(cmp.relative_error()["goodput_rps"]) < 0.10
+    bracket = goodput_bracket(sc, 0.10, 4_000)  # goodput within ±10 %, two runs (tests/support/goodput_bracket.py)
+    assert bracket.holds(), bracket

@@ -27,6 +27,7 @@ takes holds here.
 from __future__ import annotations
 
 import pytest
+from support.goodput_bracket import goodput_bracket
 from support.opt13b_colocated import opt13b_colocated
 
 from pdplan.evaluation import evaluate
@@ -57,10 +58,12 @@ def test_simulator_goodput_within_six_percent_of_the_closed_form(engine: str) ->
 
 @pytest.mark.slow
 def test_sglang_kv_bound_goodput_within_six_percent_of_the_simulator() -> None:
+    """|closed / simulated − 1| ≤ 6 % decided by two runs instead of a goodput bisection
+    (tests/support/goodput_bracket.py): at seed 0 the closed form's 5.668 req/s, the simulation's attainment 0.993 at
+    5.347 and 0.237 at 5.832 (0.999 × the stability limit, below 5.668 / 0.94)."""
     sc = opt13b_colocated("sglang", output_mean=400, ttft="1s")
-    comparison = simulate_scenario(sc, goodput=True, n_requests=REQUESTS)
-    assert comparison.evaluation.stability_binding is Binding.DECODE_KV  # the mean (fluid) KV limit
-    assert comparison.evaluation.beyond_kv_comfort  # past the comfortable one: requests queue for KV admission
-    simulated = comparison.goodput_simulated_rps
-    assert simulated is not None
-    assert abs(comparison.goodput_closed_rps / simulated - 1.0) <= TOLERANCE, (comparison.goodput_closed_rps, simulated)
+    ev = evaluate(sc)
+    assert ev.stability_binding is Binding.DECODE_KV  # the mean (fluid) KV limit
+    assert ev.beyond_kv_comfort  # past the comfortable one: requests queue for KV admission
+    bracket = goodput_bracket(sc, TOLERANCE, REQUESTS)
+    assert bracket.holds(), bracket

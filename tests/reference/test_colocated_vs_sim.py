@@ -13,6 +13,7 @@ over few steps, pdplan/queueing/colocated_queue.py). Seeds fixed: deterministic.
 from __future__ import annotations
 
 import pytest
+from support.goodput_bracket import goodput_bracket
 
 from pdplan.evaluation import evaluate
 from pdplan.io.overrides import apply_overrides
@@ -47,5 +48,7 @@ def test_colocated_percentiles(workload: str, scheduler: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["chunked", "prefill-first"])
 def test_colocated_goodput(scheduler: str) -> None:
-    cmp = simulate_scenario(_colocated("splitwise-coding", scheduler), goodput=True, n_requests=4_000)
-    assert abs(cmp.relative_error()["goodput_rps"]) < 0.10
+    """Goodput within ±10 %: two 4,000-request runs at closed / 1.1 and closed / 0.9 (tests/support/goodput_bracket.py),
+    the decision the 4,000-request bisection made in about eight."""
+    bracket = goodput_bracket(_colocated("splitwise-coding", scheduler), 0.10, 4_000)
+    assert bracket.holds(), bracket

@@ -9,6 +9,7 @@ body or a type-checking block is found as surely as a module-level one.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pdplan"
@@ -27,6 +28,12 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _tree(module: str) -> ast.Module:
+    """``module``'s parsed source, parsed once per test process (the checks below read each module many times)."""
+    return ast.parse(MODULES[module].read_text())
+
+
 def _resolve(name: str) -> str | None:
     """The module a dotted name lives in (``pdplan.serving.ttft.TtftParts`` → ``pdplan.serving.ttft``)."""
     while name and name not in MODULES:
@@ -36,9 +43,8 @@ def _resolve(name: str) -> str | None:
 
 def _imports(module: str) -> set[str]:
     """Every pdplan module ``module`` imports, wherever the import statement is."""
-    path = MODULES[module]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(module)):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -108,9 +114,10 @@ def test_no_import_cycle() -> None:
     assert not _cycles(graph), "import cycles: " + "; ".join(" <-> ".join(c) for c in _cycles(graph))
 
 
+@functools.cache
 def _defined_and_imported(module: str) -> tuple[set[str], dict[str, str]]:
     """(names ``module`` defines, names it imports from other pdplan modules → their module)."""
-    tree = ast.parse(MODULES[module].read_text())
+    tree = _tree(module)
     defined: set[str] = set()
     imported: dict[str, str] = {}
     for node in tree.body:
@@ -131,7 +138,7 @@ def test_no_module_re_exports_another_modules_names() -> None:
     faces = {m for m, p in MODULES.items() if p.name == "__init__.py"}
     problems = []
     for module in MODULES:
-        for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        for node in ast.walk(_tree(module)):
             if not (isinstance(node, ast.ImportFrom) and node.module in MODULES and node.module not in faces):
                 continue
             defined, imported = _defined_and_imported(node.module)

@@ -253,7 +253,8 @@ def test_landing_row_matches_monte_carlo() -> None:
     w_busy = _sample_md1_busy(rate, 0.15, rng, n)
     wait = np.where(kind == 2, np.maximum(w_busy, rest), rest)
     count = rng.poisson(rate * t)
-    others = np.array([rng.choice(work, size=c, p=prob).sum() for c in count])
+    draws = rng.choice(work, size=int(count.sum()), p=prob)  # each request's others: its run of ``count`` draws
+    others = np.bincount(np.repeat(np.arange(n), count), weights=draws, minlength=n)
     sample = wait + others + np.where(rng.uniform(size=n) < 0.2, 0.05, 0.0)
     grid = np.arange(cdf.size) * h
     for x in np.quantile(sample, [0.25, 0.5, 0.9, 0.99]):
@@ -262,11 +263,11 @@ def test_landing_row_matches_monte_carlo() -> None:
 
 
 def _sample_md1_busy(rate: float, service: float, rng: np.random.Generator, n: int) -> FloatArray:
-    """M/D/1 waits given > 0, by Lindley's recursion over a long run."""
+    """M/D/1 waits given > 0, by Lindley's recursion ``W' = max(0, W + S − A)`` over a long run, vectorised as the
+    running sum less its running minimum (as :func:`support.lindley.round_robin_wait`)."""
     gaps = rng.exponential(1.0 / rate, size=20 * n)
-    w = np.zeros(gaps.size)
-    for i in range(1, gaps.size):
-        w[i] = max(0.0, w[i - 1] + service - gaps[i])
+    steps = np.concatenate(([0.0], np.cumsum(service - gaps[1:])))
+    w = steps - np.minimum(0.0, np.minimum.accumulate(steps))
     busy = w[w > 0]
     return np.asarray(rng.choice(busy, size=n), dtype=np.float64)
 

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from scipy import sparse
+from scipy.sparse.linalg import spsolve
 
 from pdplan.queueing import mg1_wait_distribution, prefill_wait_distribution
 from pdplan.queueing.jsq import (
@@ -73,22 +75,28 @@ def _exact_jsq2_exponential(rho: float, top: int = 60) -> tuple[float, float]:
     """P(W > 0) and E[W]/E[S] of exact JSQ over two exponential servers (ties split evenly): the chain on both queue
     lengths (n₁, n₂), truncated at ``top`` each; the arrival waits min(n₁, n₂) services."""
     lam, n = 2.0 * rho, (top + 1) ** 2
-    q = np.zeros((n, n))
+    rows: list[int] = []
+    cols: list[int] = []
+    rates: list[float] = []
     for a in range(top + 1):
         for b in range(top + 1):
             k = a * (top + 1) + b
-            if a < top and a <= b:
-                q[k, k + top + 1] += lam if a < b else lam / 2.0
-            if b < top and b <= a:
-                q[k, k + 1] += lam if b < a else lam / 2.0
-            if a > 0:
-                q[k, k - top - 1] += 1.0
-            if b > 0:
-                q[k, k - 1] += 1.0
-    q -= np.diag(q.sum(axis=1))
-    system = q.T.copy()
-    system[0] = 1.0
-    p = np.linalg.solve(system, np.eye(n)[0]).reshape(top + 1, top + 1)
+            moves = [
+                (a < top and a <= b, k + top + 1, lam if a < b else lam / 2.0),
+                (b < top and b <= a, k + 1, lam if b < a else lam / 2.0),
+                (a > 0, k - top - 1, 1.0),
+                (b > 0, k - 1, 1.0),
+            ]
+            for allowed, to, rate in moves:
+                if allowed:
+                    rows.append(k)
+                    cols.append(to)
+                    rates.append(rate)
+    q = sparse.csr_matrix((rates, (rows, cols)), shape=(n, n))  # duplicate entries are summed, as += did
+    q = q - sparse.diags(np.asarray(q.sum(axis=1)).ravel())
+    system = q.T.tolil()
+    system[0, :] = 1.0  # the balance equation of state 0 replaced by the normalisation (a direct sparse LU solve)
+    p = np.asarray(spsolve(system.tocsc(), np.eye(n)[0])).reshape(top + 1, top + 1)
     ahead = np.minimum.outer(np.arange(top + 1), np.arange(top + 1))
     return float(p[ahead >= 1].sum()), float((p * ahead).sum())
 
