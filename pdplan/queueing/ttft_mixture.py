@@ -12,6 +12,7 @@ come from this mixture cdf by brentq — never by adding quantiles. The serving 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,20 +71,20 @@ class TtftMixture:
         sl = slice(r, r + 1)
         return TtftMixture(self.wait.row(r), self.link.row(r), self.offsets_s[sl], self.prob)
 
-    def _rows_cdf(self, a_s: FloatArray, rows: npt.NDArray[np.intp], low_s: FloatArray) -> FloatArray:
+    def _rows_cdf(self, a_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
         """Mixture cdf of rate ``rows[k]`` at ``a_s[k]``: the value :meth:`first_cdf` of :meth:`row` gives. The wait's
-        cdf is read for every rate at once (the others at their bracket's low end ``low_s``, their value unused);
-        each rate in ``rows`` is then reduced on its own, as :meth:`cdf_per_bin` of its one-rate mixture reduces it
-        (a reduction over several rates at once may add in another order)."""
-        at = np.array(low_s, dtype=np.float64)
-        at[rows] = a_s
-        t = at[:, None, None, None] - self.offsets_s[:, :, :, None] - self.link.points_s[:, :, None, :]
-        c = self.wait.cdf_rowwise(t)
+        cdf is read for the rates in ``rows`` alone, all at once: each rate's cdf is elementwise in its own row, so
+        leaving the others out gives the same doubles, and a step of Brent's with few rates still running
+        (:func:`pdplan.numerics.brent_rows.brentq_rows`) costs those rates' lattices, not every rate's. Each rate is
+        then reduced on its own, as :meth:`cdf_per_bin` of its one-rate mixture reduces it (a reduction over several
+        rates at once may add in another order)."""
+        t = a_s[:, None, None, None] - self.offsets_s[rows, :, :, None] - self.link.points_s[rows, :, None, :]
+        c = _wait_rows(self.wait, rows).cdf_rowwise(t)
         j = self.offsets_s.shape[2]
         out = np.empty(rows.size)
         for k, r in enumerate(rows.tolist()):
             wts = np.broadcast_to(self.link.weights[r : r + 1], (1, self.offsets_s.shape[1], c.shape[3]))
-            out[k] = float((np.einsum("rkjp,rkp->rk", c[r : r + 1], wts) / j @ self.prob)[0])
+            out[k] = float((np.einsum("rkjp,rkp->rk", c[k : k + 1], wts) / j @ self.prob)[0])
         return out
 
     def quantile(self, q: float) -> FloatArray:
@@ -93,11 +94,15 @@ class TtftMixture:
         low = np.asarray(self.offsets_s.reshape(n_rates, -1).min(axis=1), dtype=np.float64)  # the least offset
         span = _span_s(self.wait).reshape(n_rates, -1).max(axis=1)
         top = self.offsets_s.reshape(n_rates, -1).max(axis=1) + self.link.points_s.reshape(n_rates, -1).max(axis=1)
+        return mixture_quantile_rows(self._rows_cdf, q, low, top + span, "TTFT")
 
-        def cdf_rows(a_s: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
-            return self._rows_cdf(a_s, rows, low)
 
-        return mixture_quantile_rows(cdf_rows, q, low, top + span, "TTFT")
+def _wait_rows(wait: WaitDistribution | PerBinWait, rows: npt.NDArray[np.intp]) -> WaitDistribution | PerBinWait:
+    """``wait`` at the rates ``rows`` alone: every field taken along its leading rate axis, as ``wait.row`` slices
+    one rate; ``wait`` itself where ``rows`` is every rate in order."""
+    if rows.size == wait.h_s.shape[0] and bool(np.all(rows == np.arange(rows.size))):
+        return wait
+    return type(wait)(*(getattr(wait, f.name)[rows] for f in dataclasses.fields(wait)))
 
 
 def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:

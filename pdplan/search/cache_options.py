@@ -203,8 +203,9 @@ def screened_goodput(
     :func:`pdplan.serving.build.goodput_model` brackets the self-consistent rate: r₁ = g(r₀) from ``start_rps`` (a
     neighbouring setting's estimate; None: :func:`pdplan.serving.cache_domain.cache_rate`), then g(r₁), and the rate
     where the secant of h(r) = g(r) − r through the two crosses 0, kept between g(r₀) and g(r₁) (one build when a warm
-    start is already within :data:`WARM_RTOL` of self-consistent). The plans the pool
-    ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself.
+    start is already within :data:`WARM_RTOL` of self-consistent; the second reuses the first's parts the hit rates do
+    not change, as :func:`~pdplan.serving.build.goodput_model`'s probes do: the same model, bit for bit). The plans the
+    pool ranks best are re-evaluated exactly (:mod:`pdplan.search.exact`). Without a cache: the goodput itself.
     ``same``: the search's colocated goodput searches (:class:`pdplan.serving.same_hits.SameHits`), which the exact
     plans' probes read where they build one of these models (an emptied cache) and start in the same interval."""
     if res.cache is None:
@@ -218,7 +219,7 @@ def screened_goodput(
         return first, model, good  # a neighbouring setting's rate was already (nearly) self-consistent here
     g0 = good.rate_rps
     second = with_cache_rate(res, g0)
-    model = build_model(second)
+    model = build_model(second, model)  # the first build's parts the hit rates do not change, reused (build_model)
     good = search.goodput(second, model, slo, None)
     h0, h1 = g0 - r0, good.rate_rps - g0
     r = g0 - h1 * (g0 - r0) / (h1 - h0) if h1 != h0 else good.rate_rps

@@ -21,6 +21,7 @@ from pdplan.search.priced import priced_record
 from pdplan.serving import (
     GOODPUT_REL_TOL,
     Colocated,
+    ColocatedModel,
     Disaggregated,
     DisaggregatedHardware,
     Goodput,
@@ -185,9 +186,19 @@ class Comparisons:
             dep = key[0]
             known = self.uncached_rps.get(dep) if setup is None and isinstance(dep, Colocated) else None
             near = self.near_rps.get(_uncached(variant))
-            good = known if known is not None else _goodput_or_zero(build_model(variant), variant.scenario.slo, near)
+            good = known if known is not None else _goodput_or_zero(_built(e, variant), variant.scenario.slo, near)
             self.found[key] = good / (1.0 + e.headroom)
         return self.found[key]
+
+
+def _built(e: Exact, variant: ResolvedScenario[Any]) -> LocalModel:
+    """The model of ``variant``. A colocated one without a cache is the model without the cache that ``e``'s model
+    holds (:attr:`~pdplan.serving.colocated.ColocatedModel.plain`: priced from the bound deployment's hardware, lengths
+    and settings alone, none of which taking the cache away changes), reused by ``build_model`` rather than priced
+    again: the same model, bit for bit."""
+    if variant.cache is None and isinstance(e.model, ColocatedModel):
+        return build_model(variant, e.model)
+    return build_model(variant)
 
 
 def _uncached(res: ResolvedScenario[Any]) -> object:

@@ -150,6 +150,19 @@ def test_ttft_quantiles_any_level(seed: int, per_bin_wait: bool, q: float) -> No
     assert mix.quantile(q).tolist() == _ttft_scalar(mix, q)
 
 
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 2**31), per_bin_wait=st.booleans(), data=st.data())
+def test_ttft_cdf_of_some_rates_is_each_rates_own(seed: int, per_bin_wait: bool, data: st.DataObject) -> None:
+    """The batched cdf reads the wait of the rates asked alone (any increasing subset, as Brent's running rows are):
+    rate r's value is its one-rate mixture's ``first_cdf``, bit for bit."""
+    mix = _ttft_mixture(seed, per_bin_wait)
+    n_rates = mix.offsets_s.shape[0]
+    rows = np.array(sorted(data.draw(st.sets(st.integers(0, n_rates - 1), min_size=1))), dtype=np.intp)
+    a_s = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=rows.size, max_size=rows.size)))
+    got = mix._rows_cdf(a_s, rows)
+    assert got.tolist() == [mix.row(int(r)).first_cdf(float(a)) for r, a in zip(rows, a_s, strict=True)]
+
+
 def _cdf_rowwise_before(wait: WaitDistribution, t_s: np.ndarray) -> np.ndarray:
     """WaitDistribution.cdf_rowwise as it was (clipped cell and fraction, 2-D fancy indexing)."""
     extra = t_s.ndim - 1

@@ -163,3 +163,28 @@ def test_another_deployment_does_not_share() -> None:
     res = dataclasses.replace(first.res, hardware=dataclasses.replace(first.res.hardware, deployment=other))
     assert same.goodput(res, first, slo, None) is not found  # the deployment is part of the key
     assert same.goodput(first.res, first, slo, None) is found
+
+
+def test_the_model_without_the_cache_reuses_the_cached_models_plain() -> None:
+    """The report's comparison without the cache (pdplan.search.exact.Comparisons) builds the deployment's model
+    without the cache from the plan model's ``plain`` (priced from hardware, lengths and settings the cache does not
+    change): the same model as one priced afresh, every field and its snapshots bit for bit."""
+    from pdplan.search.exact import _built
+
+    cached = _at(HITS_RPS)
+    variant = dataclasses.replace(_bound(), cache=None)
+    exact: Any = type("E", (), {"model": cached})()
+    reused, fresh = _built(exact, variant), build_model(variant)
+    assert reused.res is variant
+    assert reused.cache is None
+    assert fresh.cache is None
+    assert reused.decode is cached.plain.decode  # reused, not priced again
+    assert fresh.decode is not cached.plain.decode
+    printed = fingerprint(dataclasses.replace(reused, cache=cached.cache))
+    assert printed is not None
+    assert printed == fingerprint(dataclasses.replace(fresh, cache=cached.cache))  # every field but res and plain
+    rates = np.array([1.0, 4.0, 7.5])
+    a, b = reused.snapshot(rates), fresh.snapshot(rates)
+    assert a.attainment(1.0, 0.05).tolist() == b.attainment(1.0, 0.05).tolist()
+    assert a.ttft_at_percentile_s(90).tolist() == b.ttft_at_percentile_s(90).tolist()
+    assert reused.limit() == fresh.limit()
