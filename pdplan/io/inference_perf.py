@@ -30,7 +30,9 @@ Every field's meaning is read from the tool's source, ``kubernetes-sigs/inferenc
 **How pdplan maps it.** Arrivals are ``poisson``. The planning rate is the **highest stage rate**: a plan must hold
 at the benchmark's hardest stage; all stage rates and durations are kept (:class:`InferencePerfWorkload`).
 Without multi-turn chat the workload is a ``shared_prefix`` block: G prefixes of law S, uniform popularity (every
-group has U prompts, sent in turn), questions Q, outputs O, ``questions_per_prefix`` U. With multi-turn chat it is a
+group has U prompts, sent in turn), questions Q, outputs O, and ``questions_per_prefix`` U where the stages send more
+requests R than the list's G·U prompts (each is then resent every G·U requests; the prefix cache prices the steady
+state); where R ≤ G·U no prompt is sent twice and every question is new. With multi-turn chat it is a
 ``sessions`` block: G·U sessions share G system prompts of S tokens; new tokens per turn S + Q; outputs O; the turns
 per session follow from the requests R the stages send (``int(rate·duration)`` each; their mean for ``poisson``):
 R mod G·U users get ⌈R/G·U⌉ turns, the others ⌊R/G·U⌋; the think time is the start-to-start spacing G·U/λ of a user's
@@ -123,7 +125,7 @@ def inference_perf_workload(data: dict[str, Any], *, source: str, name: str) -> 
     rate = max(r for r, _ in stages)
     requests, load_note = _requests(data.get("load") or {}, stages)
     notes = [load_note, f"planning rate: the highest stage rate, {rate:g} requests/s"]
-    block = _sessions(gen, requests, rate, notes, source) if gen["multi_turn"] else _shared_prefix(gen, notes)
+    block = _sessions(gen, requests, rate, notes, source) if gen["multi_turn"] else _shared_prefix(gen, requests, notes)
     spec_data = {
         "name": name,
         "description": "; ".join(n for n in notes if n),
@@ -295,19 +297,32 @@ def _clip_note(name: str, law: ParametricDist) -> str:
     return ""
 
 
-def _shared_prefix(gen: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+def _shared_prefix(gen: dict[str, Any], requests: int, notes: list[str]) -> dict[str, Any]:
+    """The ``shared_prefix`` block (module docstring). The prompts recur only if the stages send more requests R than
+    the G·U prompts of the list: then ``questions_per_prefix`` U (the prefix cache prices the steady state, in which a
+    resent prompt finds itself cached; the list's first pass, G·U of the R requests, finds only its system prompt);
+    else no prompt is sent twice and every question is new to the cache."""
     for role in ("system", "question", "output"):
         notes.append(_clip_note(role, gen[role]))
-    return {
-        "shared_prefix": {
-            "num_prefixes": gen["groups"],
-            "prefix_tokens": gen["system"].model_dump(),
-            "question_tokens": gen["question"].model_dump(),
-            "output_tokens": gen["output"].model_dump(),
-            "popularity": "uniform",
-            "questions_per_prefix": gen["users"],
-        }
+    prompts = gen["groups"] * gen["users"]
+    if requests > prompts:
+        notes.append(
+            f"prompts resent: the stages send {requests} requests over a list of {prompts} prompts, each resent every "
+            f"{prompts} requests; priced in the steady state (the list's first pass, {prompts / requests:.1%} of the "
+            "requests, finds only its system prompt)"
+        )
+    else:
+        notes.append(f"no prompt resent: the stages send {requests} requests, at most the list's {prompts} prompts")
+    block = {
+        "num_prefixes": gen["groups"],
+        "prefix_tokens": gen["system"].model_dump(),
+        "question_tokens": gen["question"].model_dump(),
+        "output_tokens": gen["output"].model_dump(),
+        "popularity": "uniform",
     }
+    if requests > prompts:
+        block["questions_per_prefix"] = gen["users"]
+    return {"shared_prefix": block}
 
 
 def _sessions(gen: dict[str, Any], requests: int, rate: float, notes: list[str], source: str) -> dict[str, Any]:

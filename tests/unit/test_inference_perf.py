@@ -82,11 +82,25 @@ def test_shared_prefix_config(tmp_path: Path) -> None:
     assert spec.arrival == "poisson"
     assert spec.shared_prefix is not None
     block = spec.shared_prefix
-    assert (block.num_prefixes, block.questions_per_prefix, block.distinct_prompts()) == (10, 10, 100)
+    # 90 requests over a list of 100 prompts: none is sent twice, so every question is new to the cache
+    assert (block.num_prefixes, block.questions_per_prefix, block.distinct_prompts()) == (10, None, None)
+    assert "no prompt resent" in spec.description
     assert block.prefix_probabilities().tolist() == [0.1] * 10
     assert {int(v) for v in block.prompt_pmf().values} == {150}
     assert "highest stage rate, 2 requests/s" in spec.description
     assert "7de5ef2" in spec.source
+
+
+def test_a_prompt_list_sent_more_than_once_resends_its_questions(tmp_path: Path) -> None:
+    """inference-perf sends request n the prompt n mod G·U of its fixed list (module docstring): with 150 s at the
+    same rates (int(1 x 150) + int(2 x 150) = 450 requests over 100 prompts) each prompt is resent, so the block keeps
+    U = 10 questions per prefix and says the steady state is priced (the first pass, 100 of 450 requests, 22.2 %)."""
+    result = load_inference_perf(_config(tmp_path, SHARED.replace("duration: 30", "duration: 150")))
+    assert result.requests == 450
+    block = result.workload.shared_prefix
+    assert block is not None
+    assert (block.questions_per_prefix, block.distinct_prompts()) == (10, 100)
+    assert "22.2% of the requests" in result.workload.description
 
 
 def test_multi_turn_config_is_sessions(tmp_path: Path) -> None:
