@@ -1,5 +1,6 @@
 """A prefix cache's fixed point skips the goodput search of a colocated probe that builds the model an earlier probe
-built (pdplan.serving.same_hits): examples/chat-ppd.yaml's colocated pick empties its HBM cache above ~9 req/s."""
+built (pdplan.serving.same_hits): examples/chat-ppd.yaml's colocated pick empties its HBM cache above ~14.5 req/s
+(9 req/s until 2026-12-07, when the HBM cache was what the uncached model's sequences left free)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,12 @@ from pdplan.serving.resolve import ResolvedScenario, bind, resolve
 from pdplan.serving.same_hits import SameHits, fingerprint
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "chat-ppd.yaml"
-EMPTY_RPS = (9.358294478171889, 9.5)
-"""Two rates where the pick's cache holds nothing (token hit ratio exactly 0: it empties between 9.0 and 9.25 req/s
-since the joint vLLM step fit, issue #23; 9.36 is a probe of the pick's search)."""
-HITS_RPS = 8.879963678482364
-"""A probe where it holds some (hit ratio 0.57)."""
+EMPTY_RPS = (16.5, 17.0)
+"""Two rates where the pick's cache holds nothing (token hit ratio exactly 0: it empties between 14 and 15 req/s, where
+the cached deployment's own decoding sequences fill the pool), both above 7/8 of the emptied model's limit (18.63
+req/s): a search from either starts at the top."""
+HITS_RPS = 12.0
+"""A rate where it holds some (hit ratio 0.85)."""
 
 
 @cache
@@ -72,9 +74,9 @@ def test_the_shared_search_is_the_search_bit_for_bit() -> None:
     same = SameHits()
     found = same.goodput(first.res, first, slo, EMPTY_RPS[0])
     # another start in the same interval (the search from the top: both at or above the grid's 7/8)
-    assert start_interval(found.limit, 15.9) == start_interval(found.limit, EMPTY_RPS[0]) is None
-    shared = same.goodput(again.res, again, slo, 15.9)
-    own = find_goodput(again, slo, 15.9)
+    assert start_interval(found.limit, 17.5) == start_interval(found.limit, EMPTY_RPS[0]) is None
+    shared = same.goodput(again.res, again, slo, 17.5)
+    own = find_goodput(again, slo, 17.5)
     assert shared is found
     assert (shared.rate_rps, shared.limit, shared.binding) == (own.rate_rps, own.limit, own.binding)
     # a start in another interval searches again
@@ -108,9 +110,9 @@ def test_a_changed_array_changes_the_fingerprint() -> None:
 
 @pytest.mark.slow
 def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the pick's fixed point from the screen's 9.36 req/s probes 9.36, 7.69, 9.08, 8.88, 9.02 and 8.98 req/s, the
-    # cache empty at 9.36, 9.08 and 9.02: the last two read the first's search. The same model and goodput as with
-    # every probe searched
+    # from 16.5 req/s (cache empty) the pick's fixed point probes both regimes, the emptied cache's goodput (8.0 req/s)
+    # and the held cache's (14-17 req/s), and comes back to models it built before: those probes read the first
+    # search. Fewer searches than probes, and the same model and goodput as with every probe searched
     slo = _bound().scenario.slo
     searched: list[float | None] = []
 
@@ -120,16 +122,16 @@ def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted)
     res, model, good = goodput_model(_bound(), slo, EMPTY_RPS[0])
-    # since the prompt tokens are priced at the step's width (issue #23, pdplan/queueing/chunk_width.py) the probes
-    # differ (9.36 req/s searches to 8.01, whose model the next probes share): three searches, four before
-    assert len(searched) == 3
+    probes: list[float | None] = []
 
     class Own(SameHits):
         def goodput(self, res: Any, model: Any, slo: Any, near_rps: float | None) -> Any:
+            probes.append(near_rps)
             return find_goodput(model, slo, near_rps)
 
     monkeypatch.setattr(sys.modules["pdplan.serving.build"], "SameHits", Own)  # the package exports a build()
     own_res, own_model, own_good = goodput_model(_bound(), slo, EMPTY_RPS[0])
+    assert len(searched) < len(probes)
     assert (good.rate_rps, good.limit, good.binding) == (own_good.rate_rps, own_good.limit, own_good.binding)
     assert res.cache_rate_rps == own_res.cache_rate_rps
     assert fingerprint(model) == fingerprint(own_model)
@@ -137,21 +139,27 @@ def test_the_fixed_point_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 def test_the_exact_probes_read_the_screens_searches(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the screen (from the default cache rate) builds the emptied-cache model the exact fixed point first probes at
-    # 9.36 req/s, searched from the top both times: with the search's SameHits, three of the six probes search
+    # the screen (from the default cache rate) builds models the exact fixed point probes again: with the search's
+    # SameHits the exact stage searches fewer models than it would alone, with the same goodput
     slo = _bound().scenario.slo
+    alone: list[float | None] = []
+
+    def counted_into(into: list[float | None]) -> Any:
+        def counted(model: Any, slo: Any, near_rps: float | None = None) -> Any:
+            into.append(near_rps)
+            return find_goodput(model, slo, near_rps)
+
+        return counted
+
+    monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted_into(alone))
+    _, _, good_alone = goodput_model(_bound(), slo, EMPTY_RPS[0], PpdProbes(same=SameHits()))
     same = SameHits()
     screened_goodput(_bound(), slo, None, same)
     searched: list[float | None] = []
-
-    def counted(model: Any, slo: Any, near_rps: float | None = None) -> Any:
-        searched.append(near_rps)
-        return find_goodput(model, slo, near_rps)
-
-    monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted)
+    monkeypatch.setattr(sys.modules["pdplan.serving.same_hits"], "find_goodput", counted_into(searched))
     _, _, good = goodput_model(_bound(), slo, EMPTY_RPS[0], PpdProbes(same=same))
-    assert len(searched) == 2  # three before the step-width pricing (issue #23), as in the test above
-    assert good.rate_rps == goodput_model(_bound(), slo, EMPTY_RPS[0])[2].rate_rps
+    assert len(searched) < len(alone)
+    assert good.rate_rps == good_alone.rate_rps
 
 
 def test_another_deployment_does_not_share() -> None:
