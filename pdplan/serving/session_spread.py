@@ -122,8 +122,10 @@ def _conditional(
     that fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there."""
     turns, size = x_laws.shape
     cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
-    cdf = np.concatenate((np.zeros((turns, 1)), np.cumsum(x_laws, axis=1)), axis=1)
-    first = np.concatenate((np.zeros((turns, 1)), np.cumsum(x_laws * np.arange(size), axis=1)), axis=1)
+    cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
+    np.cumsum(x_laws, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
+    np.multiply(x_laws, np.arange(size), out=first[:, 1:])
+    np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
     mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)
     mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
     slices = np.zeros((turns, lo.size, SLICES))
