@@ -316,15 +316,13 @@ class ColocatedModel:
             )
         return self._admission["seats"]
 
-    def admission_wait(self, lam: FloatArray) -> tuple[RidingKvAdmission, FloatArray, FloatArray]:
-        """``(queue, P_w, E[W | W > 0])`` per per-instance rate of the admission queue a request waits in: the KV or
-        the seat queue, whichever has the larger mean wait P_w·E[W | W > 0] at the rates (module docstring of
+    def admission_wait(self, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(P_w, E[W | W > 0])`` per per-instance rate of the admission queue a request waits in there: the KV or
+        the seat queue, whichever has the larger mean wait P_w·E[W | W > 0] at that rate (module docstring of
         :mod:`pdplan.queueing.kv_admission`, *Seats*: a lower bound on waiting for both, which rarely bind together)."""
-        kv, seats = self.kv_admission(), self.seat_admission()
-        (p_kv, c_kv), (p_seat, c_seat) = kv.wait(lam), seats.wait(lam)
-        if float(np.sum(p_seat * c_seat)) > float(np.sum(p_kv * c_kv)):
-            return seats, p_seat, c_seat
-        return kv, p_kv, c_kv
+        (p_kv, c_kv), (p_seat, c_seat) = self.kv_admission().wait(lam), self.seat_admission().wait(lam)
+        seat = p_seat * c_seat > p_kv * c_kv
+        return np.where(seat, p_seat, p_kv), np.where(seat, c_seat, c_kv)
 
     def kv_admission(self) -> RidingKvAdmission:
         """The instance's KV admission queue (:class:`~pdplan.queueing.kv_admission.RidingKvAdmission`) on the
@@ -449,7 +447,7 @@ class ColocatedModel:
         ttft = self._distributions(rates).ttft
         mean_offset = _cell_offsets_s(ttft) @ ttft.prob
         load_s = self._mean_load_s()  # the offsets carry the loads (:meth:`_distributions`): counted once, here
-        _, prob, cond = self.admission_wait(rates / self.z)  # the KV or seat wait, zero below the comfortable limits
+        prob, cond = self.admission_wait(rates / self.z)  # the KV or seat wait, zero below the comfortable limits
         admission_s = float(prob[0] * cond[0])  # P_w · E[W | W > 0]
         return TtftParts(
             queue_s=float(ttft.wait.mean_s[0]) + admission_s,
@@ -483,7 +481,7 @@ class ColocatedModel:
         bounds = self.bound_rates()
         if not on_demand and not np.any(lam > min(bounds.kv_rate_per_s, bounds.seats_rate_per_s)):
             return out
-        _, prob, cond = self.admission_wait(lam)
+        prob, cond = self.admission_wait(lam)
         if not np.any(prob > 0.0):
             return out  # no rate in either band
         delay = wait_delay(prob, cond)

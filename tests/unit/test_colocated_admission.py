@@ -286,7 +286,7 @@ def test_past_the_p99_seat_bound_requests_queue_for_a_seat() -> None:
     assert limit.seat_comfort_rps is not None
     assert limit.seat_comfort_rps < limit.rate_rps
     mid = 0.5 * (limit.seat_comfort_rps + limit.rate_rps)
-    _, prob, cond = model.admission_wait(np.array([mid]) / model.z)
+    prob, cond = model.admission_wait(np.array([mid]) / model.z)
     assert prob[0] > 0.0114
     assert model.ttft_parts(mid).queue_s >= prob[0] * cond[0]
     report = evaluate(sc).to_document()
