@@ -351,8 +351,10 @@ def _halfin_whitt(
 
 def _waiting_probability(beta: FloatArray) -> FloatArray:
     """Halfin–Whitt's ``P_w = [1 + βΦ(β)/φ(β)]⁻¹``; βΦ(β)/φ(β) = β √(2π) exp(β²/2 + log Φ(β)), in logs so that
-    exp(β²/2) does not overflow before the ratio is formed."""
-    ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
+    exp(β²/2) does not overflow before the ratio is formed; a margin so wide that β·e^700 still overflows gives the
+    ratio +inf and P_w 0, as it should (the overflow is not reported)."""
+    with np.errstate(over="ignore"):
+        ratio = beta * np.sqrt(2.0 * np.pi) * np.exp(np.minimum(beta**2 / 2.0 + log_ndtr(beta), 700.0))
     return np.asarray(1.0 / (1.0 + ratio), dtype=np.float64)
 
 
