@@ -90,6 +90,7 @@ from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
 from pdplan.serving.dual_path_setup import (
     StorageReadStage,
+    add_read_wait,
     dual_path_cache,
     dual_path_setting,
     storage_read_stage,
@@ -316,7 +317,7 @@ class DisaggregatedModel:
             self.res.hardware.prefill, self.res.lengths.mean_input()
         )  # engine: API server, tokeniser
         if self.storage_read is not None:  # DualPath: the hit is read into DRAM before the request's prefill queue
-            offsets += self.storage_read.delay_s(rates, offsets.shape[1])
+            offsets += self.storage_read.fixed_s(offsets.shape[1])[None, :, :]
         tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
         if self.append_noise is not None:
             tpot = self.append_noise.tpot(tpot, rates, tau, self.cells.decode_steps)
@@ -338,6 +339,8 @@ class DisaggregatedModel:
                 UniformPart(tau[:, None] / n[None, :], busy_p),
             )
             link = no_delay(rates.size)
+        if self.storage_read is not None:  # and waits for a storage NIC first: its law joins the link's delay
+            link = add_read_wait(link, self.storage_read.wait_law(rates, offsets.shape[1]))
         mixture = TtftMixture(wait, link, offsets, p)
         ttft: TtftMixture | GroupedTtft = mixture if self.cache is None else GroupedTtft(mixture, self.cache.weights)
         util = self.utilisation(rates, busy)

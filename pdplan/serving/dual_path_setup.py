@@ -27,9 +27,9 @@ future work), the decode path with probability f (the split).
   ``b / v``. Each SNIC is a FCFS queue of reads of service ``X = b/S``, ρ its utilisation of the fluid model at the
   rate (PE SNIC for the prefill path, DE SNIC for the decode path, each proportional to the rate at fixed hit rates),
   the moments over the requests that read the tier (Poisson thinning: a node's SNIC sees a fraction of a Poisson
-  stream); the waits are in **The SNIC waits**. The stage adds ``b/v + (1 − f)·W_PE + f·W_DE`` to the request's
-  TTFT as a fixed delay (its mean wait: a first form, the wait's spread is left out) and does not hold the prefill
-  instance; its rate limit is the fluid bound (**the limit**), unchanged.
+  stream); the waits are in **The SNIC waits**. The stage adds the fixed ``b/v`` and the SNIC wait's law (**The
+  wait's law**) to the request's TTFT and does not hold the prefill instance; its rate limit is the fluid bound
+  (**the limit**), unchanged.
 * *DRAM → GPU, under the prefill* (:func:`dual_path_cache`): the buffer reaches the prefill instance's k GPUs over
   their PCIe (prefill path) or the compute network (decode path, one CNIC per GPU), ``k·min(p, B)`` (the decode
   node's g CNICs carry ``g·B ≥ k·B`` for k ≤ g); the tier's path is that hop alone, exposed against the compute by
@@ -51,6 +51,23 @@ each read to its prefill node's SNIC or the least-loaded decode node's, the shor
 SNIC but the other prefill nodes': the P + D SNICs are taken as one central M/G/(P + D) queue at their common fluid
 utilisation (exact with one prefill node; the rule's tie to the prefill node and its fluid split below saturation
 are left out: the fluid split sets the utilisations, **the limit**).
+
+**The wait's law.** Each path's wait is an atom ``1 − P_w`` at 0 and an exponential tail of mean
+``E[W | W > 0]``: for the M/G/1, ``P_w = ρ`` (the server's busy probability, which a Poisson arrival sees: PASTA)
+and ``E[W | W > 0] = W/ρ = R/(1 − ρ)``; for the M/G/c, ``P_w = C(c, cρ)`` and ``E[W | W > 0] = W/C =
+R/(c(1 − ρ))``, the Allen–Cunneen mean over the Erlang-C probability. The split mixes them: a read takes the prefill
+path with probability 1 − f and the decode path with f (DualPath's rule: its one pooled queue). Exact for the
+M/M/c, whose waiting time is ``P(W > t) = C(c, cρ)·e^{−(cμ − λ)t}``, so W given W > 0 exponential of mean
+``E[X]/(c(1 − ρ))`` (Gross, Shortle, Thompson and Harris, *Fundamentals of Queueing Theory*, 4th ed., 2008, §2.3;
+c = 1: ``P(W > t) = ρe^{−(1 − ρ)t/E[X]}``). For general X the shape is kept and its scale set by the mean above (the
+M/M/c's tail with Allen–Cunneen's ``(1 + c_s²)/2`` factor, as :mod:`pdplan.queueing.kv_admission` prices its
+admission wait): a two-moment approximation whose mean is the M/G/c's, its tail exponential only asymptotically
+(Cramér–Lundberg: the M/G/1 wait's tail decays exponentially at a rate the service law's transform sets). Its
+mean is ``Σ share·P_w·E[W | W > 0]``, the means above exactly: each path's tail is discretised at
+:func:`~pdplan.queueing.link_delay.tail_bands`' probability bands, each point the exponential's conditional mean over
+its band (:func:`exponential_band_means`, which average to 1), not its mid-band quantile. The wait is independent of
+the request's prefill wait (two queues; the prefill queue's arrivals are the reads' departures, taken Poisson as
+before) and of the KV link's delay: the laws are convolved (:func:`add_read_wait`).
 
 Poisson reads are the waits' one assumption about the sessions. Sessions with a fixed think time and fixed outputs
 return spaced by the reads that separated them, and their SNIC waits fall below the M/G/1's (the agent preset at
@@ -79,6 +96,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy.special import xlogy
 
 from pdplan.cache.dual_path import (
     DualPathCluster,
@@ -92,6 +110,7 @@ from pdplan.cache.dual_path import (
 )
 from pdplan.errors import SpecError
 from pdplan.queueing.erlang import erlang_c
+from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.types import FloatArray
 
@@ -100,6 +119,11 @@ if TYPE_CHECKING:
 
 SNIC_KINDS = ("remote-pool",)
 """Storage kinds read over a node's storage NIC."""
+
+
+WAIT_POINTS = 8
+"""Band points of each read path's exponential wait tail (:meth:`StorageReadStage.wait_law`), as many as the KV
+admission wait's (:data:`pdplan.queueing.kv_admission.ADMISSION_POINTS`)."""
 
 
 HELD_HOP = "DRAM buffer -> GPU (PCIe, or the compute network from a decode node), one GPU"
@@ -176,7 +200,8 @@ def dual_path_cache(res: ResolvedScenario[Any], setup: CacheSetup) -> CacheSetup
 class StorageReadStage:
     """DualPath's storage → DRAM stage of each (bin-class, point) before its prefill queue (module docstring). With
     PPD (``cache: turn_placement``) each bin gains a decode class whose appends read nothing from the tier
-    (:mod:`pdplan.serving.ppd_model`): :meth:`delay_s` and :meth:`mean_s` take those rows as zero."""
+    (:mod:`pdplan.serving.ppd_model`): :meth:`fixed_s`, :meth:`wait_law` and :meth:`mean_s` take those rows as
+    zero."""
 
     transfer_s: FloatArray
     """``[K·H, J]`` the tier's hit bytes over ``min(S, M)``."""
@@ -204,26 +229,59 @@ class StorageReadStage:
         ``(1 − f)·W_PE + f·W_DE``, W_PE the prefill node's M/G/1 and W_DE the M/G/c_D of the decode nodes' SNICs,
         or under DualPath's rule the M/G/c of the pooled SNICs at their common (fluid, balanced) utilisation."""
         rates = np.atleast_1d(np.asarray(rates_rps, dtype=np.float64))
-        pe, de = self.snic_utilisation_per_rps
-        if self.pooled_servers > 0:
-            return self._mgc_wait_s(rates * max(pe, de), self.pooled_servers)
-        f, total = self.de_fraction, np.zeros_like(rates)
-        for share, per_rps, servers in ((1.0 - f, pe, 1), (f, de, self.decode_servers)):
-            if share > 0.0:
-                total += share * self._mgc_wait_s(rates * per_rps, servers)
+        total = np.zeros_like(rates)
+        for share, prob, cond in self._paths(rates):
+            total += share * self._mean(prob, cond)
         return total
 
-    def _mgc_wait_s(self, rho: FloatArray, servers: int) -> FloatArray:
-        """The M/G/c mean wait at utilisation ρ per server, ``R·C(c, cρ)/(c(1 − ρ))`` (R = :attr:`residual_s`,
-        Allen–Cunneen; c = 1: the M/G/1's ``R·ρ/(1 − ρ)``, C(1, ρ) = ρ); inf at ρ ≥ 1."""
-        out = np.full(rho.shape, math.inf)
+    def _paths(self, rates: FloatArray) -> list[tuple[float, FloatArray, FloatArray]]:
+        """``(share, P_w, E[W | W > 0])`` of each path a read may take (module docstring, **The wait's law**): the
+        prefill node's SNIC with 1 − f, the decode nodes' with f (a path of no share left out), or DualPath's rule's
+        pooled SNICs with 1."""
+        pe, de = self.snic_utilisation_per_rps
+        if self.pooled_servers > 0:
+            return [(1.0, *self._mgc_wait(rates * max(pe, de), self.pooled_servers))]
+        f = self.de_fraction
+        paths = ((1.0 - f, pe, 1), (f, de, self.decode_servers))
+        return [(share, *self._mgc_wait(rates * per_rps, c)) for share, per_rps, c in paths if share > 0.0]
+
+    @staticmethod
+    def _mean(prob: FloatArray, cond: FloatArray) -> FloatArray:
+        """``P_w·E[W | W > 0]``, 0 where nothing waits (also where nothing is read: R = 0)."""
+        return np.where(prob > 0.0, prob * cond, 0.0)
+
+    def _mgc_wait(self, rho: FloatArray, servers: int) -> tuple[FloatArray, FloatArray]:
+        """``(P_w, E[W | W > 0])`` of the M/G/c at utilisation ρ per server: ``(C(c, cρ), R/(c(1 − ρ)))`` (R =
+        :attr:`residual_s`; Allen–Cunneen's mean ``R·C/(c(1 − ρ))`` over C; c = 1: C(1, ρ) = ρ, the M/G/1's
+        ``R·ρ/(1 − ρ)``); ``(1, inf)`` at ρ ≥ 1."""
+        prob, cond = np.ones(rho.shape), np.full(rho.shape, math.inf)
         ok = rho < 1.0
-        if servers == 1:
-            out[ok] = rho[ok] / (1.0 - rho[ok]) * self.residual_s
-        elif np.any(ok):
-            c = erlang_c(servers, servers * rho[ok])
-            out[ok] = self.residual_s * c / (servers * (1.0 - rho[ok]))
-        return out
+        if np.any(ok):
+            prob[ok] = rho[ok] if servers == 1 else erlang_c(servers, servers * rho[ok])
+            cond[ok] = self.residual_s / (servers * (1.0 - rho[ok]))
+        return prob, cond
+
+    def wait_law(self, rates_rps: FloatArray, rows: int, points: int = WAIT_POINTS) -> BinDelay:
+        """The SNIC wait's law per rate and row (module docstring, **The wait's law**): an atom ``1 − Σ share·P_w``
+        at 0 and, per path, ``points`` band points of its exponential tail at the bands' conditional means, of
+        weights ``share·P_w·width``; its mean is :meth:`wait_s` (to rounding). ``[R, 1, ·]`` when every row reads
+        the tier, else ``[R, rows, ·]`` with the rows that read nothing (PPD's decode rows) an atom 1 at 0."""
+        rates = np.atleast_1d(np.asarray(rates_rps, dtype=np.float64))
+        _, reads = self._rows(rows)
+        _, widths = tail_bands(points)
+        factors = exponential_band_means(points)
+        paths = self._paths(rates)
+        tails = [np.where(prob > 0.0, cond, 0.0)[:, None] * factors[None, :] for _, prob, cond in paths]
+        masses = [share * prob[:, None] * widths[None, :] for share, prob, _ in paths]
+        waiting = np.concatenate(masses, axis=1)  # [R, paths·points]
+        pts = np.concatenate([np.zeros((rates.size, 1)), *tails], axis=1)
+        wts = np.concatenate([1.0 - waiting.sum(axis=1, keepdims=True), waiting], axis=1)
+        if bool(np.all(reads > 0)):
+            return BinDelay(pts[:, None, :], wts[:, None, :])
+        none = np.zeros_like(wts)
+        none[:, 0] = 1.0
+        on = reads[None, :, None] > 0
+        return BinDelay(np.where(on, pts[:, None, :], 0.0), np.where(on, wts[:, None, :], none[:, None, :]))
 
     def _rows(self, rows: int) -> tuple[FloatArray, FloatArray]:
         """(transfer ``[rows, J]``, 1 where the row reads the tier ``[rows]``) for ``rows`` = K·H, or K·(H + 1)
@@ -239,16 +297,44 @@ class StorageReadStage:
         reads = np.concatenate((np.ones((k, h)), np.zeros((k, 1))), axis=1).ravel()
         return padded, reads
 
-    def delay_s(self, rates_rps: FloatArray, rows: int) -> FloatArray:
-        """``[R, rows, J]`` each point's stage at each rate: its transfer plus the mean SNIC wait."""
-        transfer, reads = self._rows(rows)
-        wait = self.wait_s(rates_rps)
-        return transfer[None, :, :] + np.where(reads[None, :, None] > 0, wait[:, None, None], 0.0)
+    def fixed_s(self, rows: int) -> FloatArray:
+        """``[rows, J]`` each point's fixed part of the stage, its transfer ``b/v`` (the wait: :meth:`wait_law`)."""
+        return self._rows(rows)[0]
 
     def mean_s(self, rate_rps: float, prob: FloatArray) -> float:
         """The stage's mean at ``rate_rps`` over the rows' probabilities ``prob``."""
         transfer, reads = self._rows(prob.size)
         return float(prob @ transfer.mean(axis=1) + (prob @ reads) * self.wait_s(np.array([rate_rps]))[0])
+
+
+def exponential_band_means(points: int) -> FloatArray:
+    """``E[Y | Y in band j]`` ``[points]`` of the unit exponential Y over the probability bands ``[a, b]`` of
+    :func:`~pdplan.queueing.link_delay.tail_bands`:
+    ``∫_a^b −ln(1 − u) du / (b − a) = 1 + ((1 − b)ln(1 − b) − (1 − a)ln(1 − a))/(b − a)``
+    (``(1 − u)ln(1 − u) + u`` is ``−ln(1 − u)``'s antiderivative; its first term is 0 at u = 0 and at u = 1).
+    Weighted by the widths they sum to 1, the telescoped ``1 + (0 − 0)``: the discretised tail keeps its mean."""
+    _, widths = tail_bands(points)
+    edges = np.concatenate(([0.0], np.cumsum(widths)))
+    edges[-1] = 1.0
+    term = xlogy(1.0 - edges, 1.0 - edges)
+    return np.asarray(1.0 + np.diff(term) / widths, dtype=np.float64)
+
+
+def add_read_wait(link: BinDelay, wait: BinDelay) -> BinDelay:
+    """The sum of the KV link's delay and the independent SNIC wait (module docstring, **The wait's law**), exactly:
+    every pair of points, weights multiplied (``[R, bins, P·Q]``; a bin axis of length 1 broadcasts). No link delay
+    (one point at 0): the wait itself."""
+    if link.points_s.shape[2] == 1 and not np.any(link.points_s):
+        return wait
+    r = max(link.points_s.shape[0], wait.points_s.shape[0])
+    bins = max(link.points_s.shape[1], wait.points_s.shape[1])
+    p, q = link.points_s.shape[2], wait.points_s.shape[2]
+    pts = link.points_s[:, :, :, None] + wait.points_s[:, :, None, :]
+    wts = link.weights[:, :, :, None] * wait.weights[:, :, None, :]
+    shape = (r, bins, p, q)
+    return BinDelay(
+        np.broadcast_to(pts, shape).reshape(r, bins, p * q), np.broadcast_to(wts, shape).reshape(r, bins, p * q)
+    )
 
 
 def storage_read_stage(

@@ -17,9 +17,10 @@ import yaml
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.queueing.erlang import erlang_c
+from pdplan.queueing.link_delay import BinDelay, no_delay, tail_bands
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.dual_path_setup import StorageReadStage
+from pdplan.serving.dual_path_setup import StorageReadStage, add_read_wait, exponential_band_means
 from pdplan.serving.resolve import resolve
 
 ROOT = Path(__file__).parents[2]
@@ -32,18 +33,66 @@ def test_stage_by_hand() -> None:
     stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0, 1)
     # W_PE = 0.5/0.5 · 0.05 = 0.05; W_DE = 0.25/0.75 · 0.05 = 1/60; mean = 0.05/3 + (2/3)/60 = 1/36
     assert stage.wait_s(np.array([25.0]))[0] == pytest.approx(1.0 / 36.0, rel=1e-12)
-    assert stage.delay_s(np.array([25.0]), 1)[0, 0, 0] == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
+    assert stage.fixed_s(1)[0, 0] == pytest.approx(0.1, rel=1e-12)
+    assert stage.wait_law(np.array([25.0]), 1).bin_mean_s[0, 0] == pytest.approx(1.0 / 36.0, rel=1e-12)
     # PPD's decode class appended to the bin reads nothing: no transfer, no wait
-    assert stage.delay_s(np.array([25.0]), 2)[0, :, 0] == pytest.approx([0.1 + 1.0 / 36.0, 0.0], rel=1e-12)
+    assert stage.fixed_s(2)[:, 0] == pytest.approx([0.1, 0.0], rel=1e-12)
+    assert stage.wait_law(np.array([25.0]), 2).bin_mean_s[0] == pytest.approx([1.0 / 36.0, 0.0], rel=1e-12)
     assert stage.mean_s(25.0, np.array([0.5, 0.5])) == pytest.approx((0.1 + 1.0 / 36.0) / 2, rel=1e-12)
     with pytest.raises(ValueError, match="asked for 3"):
-        stage.delay_s(np.array([25.0]), 3)
+        stage.fixed_s(3)
     assert stage.mean_s(25.0, np.array([1.0])) == pytest.approx(0.1 + 1.0 / 36.0, rel=1e-12)
     assert stage.wait_s(np.array([0.0]))[0] == 0.0
     assert math.isinf(stage.wait_s(np.array([50.0]))[0])  # the PE SNIC full: no finite wait
     # f = 0: the DE SNIC carries nothing and its term drops out (even where its utilisation would be past 1)
     alone = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 1.0), 0.0, 1)
     assert alone.wait_s(np.array([25.0]))[0] == pytest.approx(0.05, rel=1e-12)
+
+
+def test_wait_law_by_hand() -> None:
+    # the stage above at 25 req/s: PE SNIC at 0.5 (share 1/3), DE SNIC at 0.25 (share 2/3), R = 0.05 s, c = 1 each
+    stage = StorageReadStage(np.array([[0.1]]), 0.05, (0.02, 0.01), 2.0 / 3.0, 1)
+    law = stage.wait_law(np.array([25.0]), 1, points=8)
+    _, widths = tail_bands(8)
+    factors = exponential_band_means(8)
+    # atom 1 − (1/3)·0.5 − (2/3)·0.25 = 2/3; E[W | W > 0] = R/(1 − ρ): 0.1 s (PE), 1/15 s (DE)
+    assert law.weights[0, 0, 0] == pytest.approx(2.0 / 3.0, rel=1e-12)
+    assert law.points_s[0, 0, 0] == 0.0
+    assert law.weights[0, 0, 1:] == pytest.approx(np.concatenate((widths / 6, widths / 6)), rel=1e-12)
+    assert law.points_s[0, 0, 1:] == pytest.approx(np.concatenate((0.1 * factors, factors / 15)), rel=1e-12)
+    # its mean is the mean wait the stage priced before the law, 1/36 s
+    assert law.bin_mean_s[0, 0] == pytest.approx(1.0 / 36.0, rel=1e-12)
+    # DualPath's rule over 3 SNICs at 0.5: P_w = C(3, 1.5) = 9/38, E[W | W > 0] = 0.05/(3·0.5) = 1/30, mean 3/380
+    rule = StorageReadStage(np.array([[0.1]]), 0.05, (0.01, 0.01), 0.5, 1, 1.0, None, 2, 3)
+    pooled = rule.wait_law(np.array([50.0]), 1, points=8)
+    assert pooled.weights[0, 0, 0] == pytest.approx(29.0 / 38.0, rel=1e-12)
+    assert pooled.points_s[0, 0, 1:] == pytest.approx(factors / 30, rel=1e-12)
+    assert pooled.bin_mean_s[0, 0] == pytest.approx(3.0 / 380.0, rel=1e-12)
+    # nothing read (R = 0) or no load: an atom 1 at 0
+    idle = stage.wait_law(np.array([0.0]), 1)
+    assert idle.bin_mean_s[0, 0] == 0.0
+    assert idle.weights[0, 0, 0] == pytest.approx(1.0, abs=1e-15)
+
+
+def test_exponential_band_means_by_hand() -> None:
+    # tail_bands(8)'s edges 1 − (1 − j/8)²: the first band [0, 15/64], the last [63/64, 1]
+    factors = exponential_band_means(8)
+    _, widths = tail_bands(8)
+    # E[Y | band] = 1 + ((1 − b)ln(1 − b) − (1 − a)ln(1 − a))/(b − a) for the unit exponential
+    assert factors[0] == pytest.approx(1.0 + (49.0 / 64.0) * math.log(49.0 / 64.0) / (15.0 / 64.0), rel=1e-12)
+    assert factors[-1] == pytest.approx(1.0 + math.log(64.0), rel=1e-12)
+    assert float(widths @ factors) == pytest.approx(1.0, rel=1e-14)  # the tail keeps its mean
+    assert np.all(np.diff(factors) > 0)
+
+
+def test_add_read_wait_by_hand() -> None:
+    link = BinDelay(np.array([[[0.0, 1.0]]]), np.array([[[0.5, 0.5]]]))
+    wait = BinDelay(np.array([[[0.0, 2.0]]]), np.array([[[0.75, 0.25]]]))
+    both = add_read_wait(link, wait)
+    assert both.points_s[0, 0] == pytest.approx([0.0, 2.0, 1.0, 3.0])
+    assert both.weights[0, 0] == pytest.approx([0.375, 0.125, 0.375, 0.125])
+    assert both.bin_mean_s[0, 0] == pytest.approx(1.0, rel=1e-12)  # 0.5 + 0.5
+    assert add_read_wait(no_delay(1), wait) is wait
 
 
 def _model(tmp_path: Path, **cache: Any) -> DisaggregatedModel:
@@ -87,6 +136,8 @@ def test_the_example_stage_at_the_optimal_split(tmp_path: Path) -> None:
     assert tier.bottleneck_bytes_per_s == pytest.approx(8 * 43.5e9, rel=1e-12)
     parts = model.ttft_parts(20.0)
     assert parts.cache_load_s == pytest.approx(stage.mean_s(20.0, model.input_prob), rel=1e-12)
+    # the TTFT law carries the wait's law, whose mean is the mean wait: the snapshot's mean is the parts' sum
+    assert model.snapshot(np.array([20.0])).ttft.mean_s[0] == pytest.approx(parts.total_s, rel=1e-9)
 
 
 def test_decode_path_and_dualpath_rule_waits_by_hand() -> None:
