@@ -14,10 +14,10 @@ of prompt tokens read from the pool) with ``read_paths: dual`` and three splits:
 
 **The closed form** is ``evaluate`` (:mod:`pdplan.serving.dual_path_setup`: each resource's load linear in the split,
 the busiest one sets the read limit; a request's hit read over one storage NIC into DRAM before its prefill queue,
-with the M/G/1 mean wait at the SNICs' utilisations, then moved to the GPU under the prefill). **The simulator** is
-:func:`pdplan.sim.reuse.simulate_reuse` with the tier read over :mod:`pdplan.sim.storage_paths` (FCFS servers per
-node: SNIC, DRAM, CNIC, host-to-device; the read fetched into a DRAM buffer from the request's arrival, moved to the
-GPU layer by layer under the prefill).
+with the SNIC wait's law at the SNICs' utilisations (an atom at 0 and an exponential tail of the M/G/c mean), then
+moved to the GPU under the prefill). **The simulator** is :func:`pdplan.sim.reuse.simulate_reuse` with the tier
+read over :mod:`pdplan.sim.storage_paths` (FCFS servers per node: SNIC, DRAM, CNIC, host-to-device; the read
+fetched into a DRAM buffer from the request's arrival, moved to the GPU layer by layer under the prefill).
 
 **Rows.** At the nominal rate 0.7 × the closed form's goodput (the closed form evaluated at the simulation's offered
 rate, as ``benchmarks/reuse_closed_form_vs_sim.py`` does): the busiest SNIC's utilisation, the decode path's share of
