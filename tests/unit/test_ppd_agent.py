@@ -114,8 +114,10 @@ def test_read_residual_by_hand() -> None:
     assert read_residual_s(np.zeros((2, 2)), np.array([0.5, 0.5]), 1.0) == 0.0
     # the rows that read nothing (the decode row) wait for no SNIC
     stage = StorageReadStage(transfer, 0.0625, (0.02, 0.01), 0.0, 1, 0.5, np.array([1.0, 1.0, 0.0]))
-    delay = stage.delay_s(np.array([25.0]), 3)[0]  # W_PE = 0.5/0.5·0.0625
-    assert delay[:, 0] == pytest.approx([0.0625, 0.1625, 0.0], rel=1e-12)
+    assert stage.fixed_s(3)[:, 0] == pytest.approx([0.0, 0.1, 0.0], rel=1e-12)
+    law = stage.wait_law(np.array([25.0]), 3)  # W_PE = 0.5/0.5·0.0625
+    assert law.bin_mean_s[0] == pytest.approx([0.0625, 0.0625, 0.0], rel=1e-12)
+    assert law.weights[0, 2, 0] == 1.0  # the decode row: an atom 1 at 0
 
 
 def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> None:
@@ -142,7 +144,8 @@ def test_only_the_prefill_pool_turns_load_the_storage_nics(tmp_path: Path) -> No
     assert after.residual_s == pytest.approx(read_residual_s(after.transfer_s, ppd.bin_prob, after.fetch_over_snic))
     # the decode rows (a turn appended on the decode instance holding its session) read nothing
     rows = np.flatnonzero(ppd.pool.decode_rows)
-    assert np.all(after.delay_s(np.array([20.0]), ppd.bin_prob.size)[0, rows, :] == 0.0)
+    assert np.all(after.fixed_s(ppd.bin_prob.size)[rows, :] == 0.0)
+    assert np.all(after.wait_law(np.array([20.0]), ppd.bin_prob.size).points_s[0, rows, :] == 0.0)
 
 
 def _agent_sessions(tmp_path: Path, think: dict[str, Any]) -> ResolvedScenario[Any]:
