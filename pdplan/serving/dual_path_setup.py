@@ -96,7 +96,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import xlogy
 
 from pdplan.cache.dual_path import (
     DualPathCluster,
@@ -316,7 +315,8 @@ def exponential_band_means(points: int) -> FloatArray:
     _, widths = tail_bands(points)
     edges = np.concatenate(([0.0], np.cumsum(widths)))
     edges[-1] = 1.0
-    term = xlogy(1.0 - edges, 1.0 - edges)
+    rest = 1.0 - edges
+    term = np.where(rest > 0.0, rest * np.log(np.where(rest > 0.0, rest, 1.0)), 0.0)  # x ln x, 0 at x = 0
     return np.asarray(1.0 + np.diff(term) / widths, dtype=np.float64)
 
 
