@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.specs.token_pmf import TokenPmf
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
 
 SLICES = 16
 """Equal-mass slices a (bin, class)'s computed tokens are kept in (the pool's quadrature takes 4 of them: 16 is 4
@@ -71,12 +71,32 @@ class TurnHitLaws:
     missed: FloatArray
 
 
-def turn_hit_laws(
-    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, edges: FloatArray, *, holds_outputs: bool
-) -> TurnHitLaws:
-    """:class:`TurnHitLaws` from the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
-    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws, the bin
-    ``edges`` and whether the cache holds the outputs (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class HistoryGrid:
+    """The part of :func:`turn_hit_laws` that the bin edges do not enter (read-only arrays, grid cells): the grid's
+    origin and step (tokens), turn 1's prompt law ``[size]``, D's law ``[size]`` and its support ``d_cells``, and per
+    later turn the cumulated laws of X, ``cdf[t, y] = P(X_t < y)`` and ``first[t, y] = Σ_{x<y} x·f_X(x)``
+    (``[T − 1, size + 1]``, column 0 nothing below the grid) with E[X_t] ``mean_x``. The sensitivity rows rebin the
+    same laws at scaled edges: computed once per (spec, holds_outputs), each binning reads it
+    (:func:`laws_in_bins`)."""
+
+    origin: float
+    step: int
+    tokens: FloatArray
+    first_law: FloatArray
+    d_law: FloatArray
+    d_cells: IntArray
+    cdf: FloatArray
+    first: FloatArray
+    mean_x: FloatArray
+
+
+def history_grid(
+    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, *, holds_outputs: bool
+) -> HistoryGrid:
+    """:class:`HistoryGrid` of the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
+    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws and
+    whether the cache holds the outputs (module docstring)."""
     size = laws.shape[1]
     step = max(1, round(float(tokens[1] - tokens[0]))) if size > 1 else 1
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
@@ -84,14 +104,39 @@ def turn_hit_laws(
     x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
     if holds_outputs and x_laws.shape[0]:
         x_laws = np.clip(np.fft.irfft(np.fft.rfft(x_laws, axis=1) * np.fft.rfft(out_grid), size, axis=1), 0.0, None)
-    lo = np.searchsorted(tokens, edges[:-1], side="left")  # bin k: the cells with edges[k] <= tokens < edges[k + 1]
-    hi = np.searchsorted(tokens, edges[1:], side="left")
-    first = _first_turn(laws[0], lo, hi)
-    later = _conditional(x_laws, d_law, lo, hi)
+    turns = x_laws.shape[0]
+    cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
+    np.cumsum(x_laws, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
+    np.multiply(x_laws, np.arange(size), out=first[:, 1:])
+    np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
+    mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)
+    d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
+    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, cdf, first, mean_x)  # views: the callers' stay writable
+    for a in arrays:
+        a.flags.writeable = False
+    return HistoryGrid(float(tokens[0]), step, *arrays)
+
+
+def turn_hit_laws(
+    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, edges: FloatArray, *, holds_outputs: bool
+) -> TurnHitLaws:
+    """:class:`TurnHitLaws` from the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
+    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws, the bin
+    ``edges`` and whether the cache holds the outputs (module docstring): :func:`laws_in_bins` of
+    :func:`history_grid`."""
+    return laws_in_bins(history_grid(tokens, laws, new, out, holds_outputs=holds_outputs), edges)
+
+
+def laws_in_bins(grid: HistoryGrid, edges: FloatArray) -> TurnHitLaws:
+    """:class:`TurnHitLaws` of a :class:`HistoryGrid` in the prompt bins of ``edges`` (module docstring)."""
+    lo = np.searchsorted(grid.tokens, edges[:-1], side="left")  # bin k: the cells with edges[k] <= tokens < edges[k+1]
+    hi = np.searchsorted(grid.tokens, edges[1:], side="left")
+    first = _first_turn(grid.first_law, lo, hi)
+    later = _conditional(grid, lo, hi)
     mass, held, slices = (np.concatenate((a[None], b)) for a, b in zip(first, later, strict=True))
-    history = float(tokens[0]) + step * held
+    history = grid.origin + grid.step * held
     overall = np.sum(mass * history, axis=1) / np.maximum(mass.sum(axis=1), 1e-300)
-    return TurnHitLaws(history, overall, slices * step)
+    return TurnHitLaws(history, overall, slices * grid.step)
 
 
 def _convolve(a: FloatArray, b: FloatArray, size: int) -> FloatArray:
@@ -114,19 +159,12 @@ def _first_turn(law: FloatArray, lo: np.ndarray, hi: np.ndarray) -> tuple[FloatA
     return mass, np.zeros(lo.size), _sorted_slice_means(cells.astype(np.float64), weights)
 
 
-def _conditional(
-    x_laws: FloatArray, d_law: FloatArray, lo: np.ndarray, hi: np.ndarray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per turn ``[T]`` (X's law a row of ``x_laws``, D's ``d_law`` for all) and bin ``[K]`` (cells ``[lo, hi)``):
-    P(X + D in it), E[X | it] and the slice means of D | it (``[T, K, SLICES]``), in grid cells. A bin takes the D
-    that fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there."""
-    turns, size = x_laws.shape
-    cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
-    cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
-    np.cumsum(x_laws, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
-    np.multiply(x_laws, np.arange(size), out=first[:, 1:])
-    np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
-    mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)
+def _conditional(grid: HistoryGrid, lo: np.ndarray, hi: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per later turn ``[T − 1]`` (X's cumulated laws and D's law those of ``grid``) and bin ``[K]`` (cells ``[lo,
+    hi)``): P(X + D in it), E[X | it] and the slice means of D | it (``[T − 1, K, SLICES]``), in grid cells. A bin
+    takes the D that fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there."""
+    cdf, first, mean_x, d_law, cells = grid.cdf, grid.first, grid.mean_x, grid.d_law, grid.d_cells
+    turns = cdf.shape[0]
     mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
     slices = np.zeros((turns, lo.size, SLICES))
     for k, (a, b) in enumerate(zip(lo, hi, strict=True)):
