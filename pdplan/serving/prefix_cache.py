@@ -532,15 +532,23 @@ def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds
     return laws_in_bins(_history_grid_cached(spec_json, turns, holds_outputs), np.asarray(edges, np.float64))
 
 
-@functools.lru_cache(maxsize=2)
+_GRID: dict[tuple[str, int, bool], HistoryGrid] = {}
+"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's holds two [156, 2^16 + 1] arrays,
+164 MB, dropped before the next is computed so that the peak memory stays that of one)."""
+
+
 def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> HistoryGrid:
     """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
     :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it; in
-    examples/agent-dualpath.yaml three binnings share one FFT and two [156, 2^16] cumulations)."""
-    spec = SessionsSpec.model_validate_json(spec_json)
-    tokens, laws = _turn_laws(spec_json, turns)
-    new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
-    return history_grid(tokens, laws, new, out, holds_outputs=holds_outputs)
+    examples/agent-dualpath.yaml three binnings share one FFT and two [156, 2^16 + 1] cumulations)."""
+    key = (spec_json, turns, holds_outputs)
+    if key not in _GRID:
+        _GRID.clear()
+        spec = SessionsSpec.model_validate_json(spec_json)
+        tokens, laws = _turn_laws(spec_json, turns)
+        new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
+        _GRID[key] = history_grid(tokens, laws, new, out, holds_outputs=holds_outputs)
+    return _GRID[key]
 
 
 def _prefix_lengths(spec: SharedPrefixSpec) -> FloatArray:
