@@ -103,7 +103,11 @@ def history_grid(
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
     x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
     if holds_outputs and x_laws.shape[0]:
-        x_laws = np.clip(np.fft.irfft(np.fft.rfft(x_laws, axis=1) * np.fft.rfft(out_grid), size, axis=1), 0.0, None)
+        spectrum = np.fft.rfft(x_laws, axis=1)
+        spectrum *= np.fft.rfft(out_grid)  # in place: [T − 1, size/2 + 1] complex is 82 MB in agent-dualpath
+        x_laws = np.fft.irfft(spectrum, size, axis=1)
+        del spectrum
+        np.clip(x_laws, 0.0, None, out=x_laws)
     turns = x_laws.shape[0]
     cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
     np.cumsum(x_laws, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
