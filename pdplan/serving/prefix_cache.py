@@ -533,14 +533,14 @@ def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds
 
 
 _GRID: dict[tuple[str, int, bool], HistoryGrid] = {}
-"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's holds two [156, 2^16 + 1] arrays,
-164 MB, dropped before the next is computed so that the peak memory stays that of one)."""
+"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's held-output grid holds a [156, 2^16]
+law of X, 82 MB, dropped before the next is computed so that the peak memory stays that of one)."""
 
 
 def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> HistoryGrid:
     """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
     :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it; in
-    examples/agent-dualpath.yaml three binnings share one FFT and two [156, 2^16 + 1] cumulations)."""
+    examples/agent-dualpath.yaml -f json three binnings share one [156, 2^16] FFT)."""
     key = (spec_json, turns, holds_outputs)
     if key not in _GRID:
         _GRID.clear()

@@ -15,6 +15,7 @@ from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
 from pdplan.serving.session_spread import (
     SLICES,
+    _cumulated,
     bin_factors,
     computed_slices,
     history_grid,
@@ -82,7 +83,7 @@ def test_one_grid_rebinned_is_each_binning_from_scratch() -> None:
     base = np.array([-math.inf, 5.0, 7.0, math.inf])
     for holds in (False, True):
         grid = history_grid(tokens, laws, new, out, holds_outputs=holds)
-        assert not grid.cdf.flags.writeable  # the cache's arrays frozen
+        assert not grid.x_laws.flags.writeable  # the cache's arrays frozen
         assert laws.flags.writeable  # the caller's not
         for edges in (base, base * 0.8, base * 1.2):
             shared = laws_in_bins(grid, edges)
@@ -91,6 +92,20 @@ def test_one_grid_rebinned_is_each_binning_from_scratch() -> None:
                 assert np.array_equal(getattr(shared, name), getattr(fresh, name), equal_nan=True), (holds, name)
     xpyd = laws_in_bins(history_grid(tokens, laws, new, out, holds_outputs=False), base)
     np.testing.assert_allclose(xpyd.history_mean[1], [1.0, 2.0, 3.0], atol=1e-9)
+
+
+def test_chained_cumulation_is_the_full_cumsum_bit_for_bit() -> None:
+    """:func:`_cumulated` chains running sums between the columns read: each column the very double of the whole
+    grid's cumsum (and of Σ i·x), column 0 a 0, whatever columns (few: chained; many: the whole grid)."""
+    rng = np.random.default_rng(7)
+    x = rng.random((5, 3000)) * (rng.random((5, 3000)) < 0.3)
+    cdf = np.concatenate((np.zeros((5, 1)), np.cumsum(x, axis=1)), axis=1)
+    first = np.concatenate((np.zeros((5, 1)), np.cumsum(x * np.arange(3000), axis=1)), axis=1)
+    for cols in (np.array([0, 1, 2, 3000]), np.unique(rng.integers(0, 3001, 40)), np.arange(0, 3001, 3)):
+        got_cdf, got_first = _cumulated(x, cols)
+        assert np.array_equal(got_cdf, cdf[:, cols])
+        assert np.array_equal(got_first, first[:, cols])
+    assert _cumulated(x, np.array([0, 3000]))[0][0, 0] == 0.0
 
 
 def test_prefix_cache_computes_one_grid_per_spec_and_holding() -> None:
