@@ -190,7 +190,7 @@ def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
     """``cdf[:, y] = Σ_{i<y} x[:, i]`` and ``first[:, y] = Σ_{i<y} i·x[:, i]`` at the ascending columns ``cols``
     (``[T, cols]``; column 0 is 0), each the running sum :func:`numpy.cumsum` gives, in the same order: a column's sum
     continues the previous column's (the buffer's first cell) over the cells between them, so only the columns read
-    are kept (agent-dualpath's held-output binnings read 47 of 2^16 + 1)."""
+    are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
     turns, size = x.shape
     if cols.size > CHAINED_COLUMNS:
         cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
