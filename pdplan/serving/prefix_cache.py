@@ -73,12 +73,14 @@ from pdplan.errors import SpecError
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
 from pdplan.serving.session_spread import (
+    HistoryGrid,
     TurnHitLaws,
     bin_factors,
     computed_slices,
+    history_grid,
+    laws_in_bins,
     on_grid,
     point_spread,
-    turn_hit_laws,
 )
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.kv_offload import OffloadMechanism
@@ -527,10 +529,26 @@ def _session_keys(
 def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds_outputs: bool) -> TurnHitLaws:
     """:func:`pdplan.serving.session_spread.turn_hit_laws` of a sessions spec (by its JSON) on :func:`_turn_laws`'
     grid: like :func:`turn_bins`, independent of the rate and the capacities."""
-    spec = SessionsSpec.model_validate_json(spec_json)
-    tokens, laws = _turn_laws(spec_json, turns)
-    new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
-    return turn_hit_laws(tokens, laws, new, out, np.asarray(edges, np.float64), holds_outputs=holds_outputs)
+    return laws_in_bins(_history_grid_cached(spec_json, turns, holds_outputs), np.asarray(edges, np.float64))
+
+
+_GRID: dict[tuple[str, int, bool], HistoryGrid] = {}
+"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's held-output grid holds a [156, 2^16]
+law of X, 82 MB, dropped before the next is computed so that the peak memory stays that of one)."""
+
+
+def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> HistoryGrid:
+    """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
+    :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it; in
+    examples/agent-dualpath.yaml -f json three binnings share one [156, 2^16] FFT)."""
+    key = (spec_json, turns, holds_outputs)
+    if key not in _GRID:
+        _GRID.clear()
+        spec = SessionsSpec.model_validate_json(spec_json)
+        tokens, laws = _turn_laws(spec_json, turns)
+        new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
+        _GRID[key] = history_grid(tokens, laws, new, out, holds_outputs=holds_outputs)
+    return _GRID[key]
 
 
 def _prefix_lengths(spec: SharedPrefixSpec) -> FloatArray:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.specs.token_pmf import TokenPmf
-from pdplan.types import FloatArray
+from pdplan.types import FloatArray, IntArray
 
 SLICES = 16
 """Equal-mass slices a (bin, class)'s computed tokens are kept in (the pool's quadrature takes 4 of them: 16 is 4
@@ -71,27 +71,67 @@ class TurnHitLaws:
     missed: FloatArray
 
 
-def turn_hit_laws(
-    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, edges: FloatArray, *, holds_outputs: bool
-) -> TurnHitLaws:
-    """:class:`TurnHitLaws` from the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
-    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws, the bin
-    ``edges`` and whether the cache holds the outputs (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class HistoryGrid:
+    """The part of :func:`turn_hit_laws` that the bin edges do not enter (read-only arrays, grid cells): the grid's
+    origin and step (tokens), turn 1's prompt law ``[size]``, D's law ``[size]`` and its support ``d_cells``, and
+    per later turn X's law ``x_laws`` (``[T − 1, size]``). The sensitivity rows rebin the same laws at scaled edges:
+    computed once per (spec, holds_outputs), each binning reads it (:func:`laws_in_bins`, which cumulates X's laws
+    at the columns its bins read, :func:`_cumulated`)."""
+
+    origin: float
+    step: int
+    tokens: FloatArray
+    first_law: FloatArray
+    d_law: FloatArray
+    d_cells: IntArray
+    x_laws: FloatArray
+
+
+def history_grid(
+    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, *, holds_outputs: bool
+) -> HistoryGrid:
+    """:class:`HistoryGrid` of the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
+    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws and
+    whether the cache holds the outputs (module docstring)."""
     size = laws.shape[1]
     step = max(1, round(float(tokens[1] - tokens[0]))) if size > 1 else 1
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
     x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
     if holds_outputs and x_laws.shape[0]:
-        x_laws = np.clip(np.fft.irfft(np.fft.rfft(x_laws, axis=1) * np.fft.rfft(out_grid), size, axis=1), 0.0, None)
-    lo = np.searchsorted(tokens, edges[:-1], side="left")  # bin k: the cells with edges[k] <= tokens < edges[k + 1]
-    hi = np.searchsorted(tokens, edges[1:], side="left")
-    first = _first_turn(laws[0], lo, hi)
-    later = _conditional(x_laws, d_law, lo, hi)
+        spectrum = np.fft.rfft(x_laws, axis=1)
+        spectrum *= np.fft.rfft(out_grid)  # in place: [T − 1, size/2 + 1] complex is 82 MB in agent-dualpath
+        x_laws = np.fft.irfft(spectrum, size, axis=1)
+        del spectrum
+        np.clip(x_laws, 0.0, None, out=x_laws)
+    d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
+    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, x_laws.view())  # views: the callers' stay writable
+    for a in arrays:
+        a.flags.writeable = False
+    return HistoryGrid(float(tokens[0]), step, *arrays)
+
+
+def turn_hit_laws(
+    tokens: FloatArray, laws: FloatArray, new: TokenPmf, out: TokenPmf, edges: FloatArray, *, holds_outputs: bool
+) -> TurnHitLaws:
+    """:class:`TurnHitLaws` from the turns' prompt laws ``laws [T, size]`` on the grid ``tokens`` (the system prompt
+    plus a whole number of steps, :func:`pdplan.serving.prefix_cache.turn_bins`), the append and output laws, the bin
+    ``edges`` and whether the cache holds the outputs (module docstring): :func:`laws_in_bins` of
+    :func:`history_grid`."""
+    return laws_in_bins(history_grid(tokens, laws, new, out, holds_outputs=holds_outputs), edges)
+
+
+def laws_in_bins(grid: HistoryGrid, edges: FloatArray) -> TurnHitLaws:
+    """:class:`TurnHitLaws` of a :class:`HistoryGrid` in the prompt bins of ``edges`` (module docstring)."""
+    lo = np.searchsorted(grid.tokens, edges[:-1], side="left")  # bin k: the cells with edges[k] <= tokens < edges[k+1]
+    hi = np.searchsorted(grid.tokens, edges[1:], side="left")
+    first = _first_turn(grid.first_law, lo, hi)
+    later = _conditional(grid, lo, hi)
     mass, held, slices = (np.concatenate((a[None], b)) for a, b in zip(first, later, strict=True))
-    history = float(tokens[0]) + step * held
+    history = grid.origin + grid.step * held
     overall = np.sum(mass * history, axis=1) / np.maximum(mass.sum(axis=1), 1e-300)
-    return TurnHitLaws(history, overall, slices * step)
+    return TurnHitLaws(history, overall, slices * grid.step)
 
 
 def _convolve(a: FloatArray, b: FloatArray, size: int) -> FloatArray:
@@ -114,24 +154,22 @@ def _first_turn(law: FloatArray, lo: np.ndarray, hi: np.ndarray) -> tuple[FloatA
     return mass, np.zeros(lo.size), _sorted_slice_means(cells.astype(np.float64), weights)
 
 
-def _conditional(
-    x_laws: FloatArray, d_law: FloatArray, lo: np.ndarray, hi: np.ndarray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per turn ``[T]`` (X's law a row of ``x_laws``, D's ``d_law`` for all) and bin ``[K]`` (cells ``[lo, hi)``):
-    P(X + D in it), E[X | it] and the slice means of D | it (``[T, K, SLICES]``), in grid cells. A bin takes the D
-    that fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there."""
-    turns, size = x_laws.shape
-    cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
-    cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
-    np.cumsum(x_laws, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
-    np.multiply(x_laws, np.arange(size), out=first[:, 1:])
-    np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
-    mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)
+def _conditional(grid: HistoryGrid, lo: np.ndarray, hi: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per later turn ``[T − 1]`` (X's and D's laws those of ``grid``) and bin ``[K]`` (cells ``[lo, hi)``): P(X + D
+    in it), E[X | it] and the slice means of D | it (``[T − 1, K, SLICES]``), in grid cells. A bin takes the D that
+    fit below its top (X ≥ 0); a turn that does not reach a bin takes its overall figures there. With F_X's
+    ``cdf[t, y] = P(X_t < y)`` and ``first[t, y] = Σ_{x<y} x·f_X(x)`` (:func:`_cumulated`, at the columns read)."""
+    d_law, cells, size = grid.d_law, grid.d_cells, grid.x_laws.shape[1]
+    reads = [(b - cells[cells < b], np.maximum(a - cells[cells < b], 0)) for a, b in zip(lo, hi, strict=True)]
+    cols = np.unique(np.concatenate([np.concatenate(r) for r in reads] + [np.array([size])]))
+    cdf, first = _cumulated(grid.x_laws, cols)
+    mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)  # column ``size``: the whole law
+    turns = cdf.shape[0]
     mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
     slices = np.zeros((turns, lo.size, SLICES))
-    for k, (a, b) in enumerate(zip(lo, hi, strict=True)):
+    for k, b in enumerate(hi):
         c = cells[cells < b]
-        top, bottom = b - c, np.maximum(a - c, 0)
+        top, bottom = (np.searchsorted(cols, r) for r in reads[k])  # their places among the cumulated columns
         joint = d_law[c] * (cdf[:, top] - cdf[:, bottom])  # [T, cells]: P(D = d, X + D in bin k)
         mass[:, k] = joint.sum(axis=1)
         ok = mass[:, k] > MIN_BIN_MASS
@@ -141,6 +179,44 @@ def _conditional(
         weights = np.where(ok[:, None], joint, d_law[cells][None, : c.size])
         slices[:, k] = _sorted_slice_means(c.astype(np.float64), weights)
     return mass, held, slices
+
+
+CHAINED_COLUMNS = 512
+"""Up to this many columns read, :func:`_cumulated` chains the running sums from column to column in one buffer;
+more, it cumulates the whole grid (the same doubles either way)."""
+
+
+def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
+    """``cdf[:, y] = Σ_{i<y} x[:, i]`` and ``first[:, y] = Σ_{i<y} i·x[:, i]`` at the ascending columns ``cols``
+    (``[T, cols]``; column 0 is 0), each the running sum :func:`numpy.cumsum` gives, in the same order: a column's sum
+    continues the previous column's (the buffer's first cell) over the cells between them, so only the columns read
+    are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
+    turns, size = x.shape
+    if cols.size > CHAINED_COLUMNS:
+        cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
+        np.cumsum(x, axis=1, out=cdf[:, 1:])  # into the slice: no concatenated copy of a [T, size] array
+        np.multiply(x, np.arange(size), out=first[:, 1:])
+        np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
+        return cdf[:, cols], first[:, cols]
+    cdf, first = np.zeros((turns, cols.size)), np.zeros((turns, cols.size))
+    buffer = np.empty((turns, int(np.max(np.diff(cols, prepend=0), initial=0)) + 1))
+    start = 0  # the columns before ``start`` are summed; nothing yet
+    for i, y in enumerate(cols):
+        if y == 0:
+            continue
+        for out, part in ((cdf, None), (first, np.arange(start, y))):
+            lead = 1 if start else 0  # after the first column: the previous sum is the buffer's first cell
+            run = buffer[:, : lead + y - start]
+            if lead:
+                run[:, 0] = out[:, i - 1]
+            if part is None:
+                run[:, lead:] = x[:, start:y]
+            else:
+                np.multiply(x[:, start:y], part, out=run[:, lead:])
+            np.cumsum(run, axis=1, out=run)
+            out[:, i] = run[:, -1]
+        start = y
+    return cdf, first
 
 
 def _sorted_slice_means(values: FloatArray, weights: FloatArray) -> FloatArray:

@@ -15,8 +15,11 @@ from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
 from pdplan.serving.session_spread import (
     SLICES,
+    _cumulated,
     bin_factors,
     computed_slices,
+    history_grid,
+    laws_in_bins,
     point_spread,
     slice_means,
     turn_hit_laws,
@@ -70,6 +73,77 @@ def test_turn_hit_laws_colocated_holds_the_outputs() -> None:
     got = turn_hit_laws(tokens, laws, new, out, edges, holds_outputs=True)
     np.testing.assert_allclose(got.history_mean[1], [3.0, 4.0, 5.0], atol=1e-9)
     np.testing.assert_allclose(got.missed[1, 1], [1.0] * (SLICES // 2) + [3.0] * (SLICES // 2), atol=1e-9)
+
+
+def test_one_grid_rebinned_is_each_binning_from_scratch() -> None:
+    """The sensitivity rows scale the bin edges: one :func:`history_grid` binned at each set of edges gives what
+    :func:`turn_hit_laws` computes from scratch, bit for bit (the grid does not depend on the edges), both with and
+    without the outputs held; the by-hand bins still give E[X_2 | bin] = 1, 2, 3 from the shared grid."""
+    tokens, laws, new, out = _two_turn_laws()
+    base = np.array([-math.inf, 5.0, 7.0, math.inf])
+    for holds in (False, True):
+        grid = history_grid(tokens, laws, new, out, holds_outputs=holds)
+        assert not grid.x_laws.flags.writeable  # the cache's arrays frozen
+        assert laws.flags.writeable  # the caller's not
+        for edges in (base, base * 0.8, base * 1.2):
+            shared = laws_in_bins(grid, edges)
+            fresh = turn_hit_laws(tokens, laws, new, out, edges, holds_outputs=holds)
+            for name in ("history_mean", "history_overall", "missed"):
+                assert np.array_equal(getattr(shared, name), getattr(fresh, name), equal_nan=True), (holds, name)
+    xpyd = laws_in_bins(history_grid(tokens, laws, new, out, holds_outputs=False), base)
+    np.testing.assert_allclose(xpyd.history_mean[1], [1.0, 2.0, 3.0], atol=1e-9)
+
+
+def test_chained_cumulation_is_the_full_cumsum_bit_for_bit() -> None:
+    """:func:`_cumulated` chains running sums between the columns read: each column the very double of the whole
+    grid's cumsum (and of Σ i·x), column 0 a 0, whatever columns (few: chained; many: the whole grid)."""
+    rng = np.random.default_rng(7)
+    x = rng.random((5, 3000)) * (rng.random((5, 3000)) < 0.3)
+    cdf = np.concatenate((np.zeros((5, 1)), np.cumsum(x, axis=1)), axis=1)
+    first = np.concatenate((np.zeros((5, 1)), np.cumsum(x * np.arange(3000), axis=1)), axis=1)
+    for cols in (np.array([0, 1, 2, 3000]), np.unique(rng.integers(0, 3001, 40)), np.arange(0, 3001, 3)):
+        got_cdf, got_first = _cumulated(x, cols)
+        assert np.array_equal(got_cdf, cdf[:, cols])
+        assert np.array_equal(got_first, first[:, cols])
+    assert _cumulated(x, np.array([0, 3000]))[0][0, 0] == 0.0
+
+
+def test_prefix_cache_computes_one_grid_per_spec_and_holding() -> None:
+    """prefix_cache keeps the last grid: the three binnings of one spec with the outputs held compute it once, and a
+    binning already seen is not recomputed; a change of holding computes the other grid."""
+    from pdplan.serving import prefix_cache
+    from pdplan.specs.reuse import SessionsSpec
+
+    spec = SessionsSpec.model_validate(
+        {
+            "system_prompt_tokens": 20,
+            "new_tokens": {"dist": "histogram", "bins": [99.5, 100.5, 399.5, 400.5], "weights": [1, 0, 1]},
+            "output_tokens": {"dist": "fixed", "value": 50},
+            "turns": {"dist": "fixed", "value": 3},
+            "think_time": {"dist": "fixed", "value": 1},
+        }
+    )
+    js = spec.model_dump_json()
+    edges = np.array([-math.inf, 150.0, 300.0, 450.0, math.inf])
+    prefix_cache._hit_laws_cached.cache_clear()
+    prefix_cache._GRID.clear()
+    computed: list[bool] = []
+    real = prefix_cache.history_grid
+
+    def counted(*args: object, **kwargs: bool) -> object:
+        computed.append(kwargs["holds_outputs"])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    prefix_cache.history_grid = counted  # type: ignore[assignment]
+    try:
+        for scale in (1.0, 0.8, 1.2):
+            prefix_cache._hit_laws_cached(js, 3, tuple(float(e) for e in edges * scale), True)
+        prefix_cache._hit_laws_cached(js, 3, tuple(float(e) for e in edges), False)
+    finally:
+        prefix_cache.history_grid = real  # type: ignore[assignment]
+        prefix_cache._hit_laws_cached.cache_clear()
+        prefix_cache._GRID.clear()
+    assert computed == [True, False]
 
 
 def test_computed_slices_mix_turns_and_pair_with_the_points() -> None:
