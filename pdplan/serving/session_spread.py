@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.specs.token_pmf import TokenPmf
 from pdplan.types import FloatArray, IntArray
 
@@ -161,7 +162,7 @@ def _conditional(grid: HistoryGrid, lo: np.ndarray, hi: np.ndarray) -> tuple[Flo
     ``cdf[t, y] = P(X_t < y)`` and ``first[t, y] = Σ_{x<y} x·f_X(x)`` (:func:`_cumulated`, at the columns read)."""
     d_law, cells, size = grid.d_law, grid.d_cells, grid.x_laws.shape[1]
     reads = [(b - cells[cells < b], np.maximum(a - cells[cells < b], 0)) for a, b in zip(lo, hi, strict=True)]
-    cols = np.unique(np.concatenate([np.concatenate(r) for r in reads] + [np.array([size])]))
+    cols = sorted_unique(np.concatenate([np.concatenate(r) for r in reads] + [np.array([size])]))
     cdf, first = _cumulated(grid.x_laws, cols)
     mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)  # column ``size``: the whole law
     turns = cdf.shape[0]
