@@ -108,6 +108,7 @@ from pdplan.cache.dual_path import (
     snic_balanced_split,
 )
 from pdplan.errors import SpecError
+from pdplan.numerics.gamma import xlogy
 from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.link_delay import BinDelay, tail_bands
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
@@ -315,8 +316,7 @@ def exponential_band_means(points: int) -> FloatArray:
     _, widths = tail_bands(points)
     edges = np.concatenate(([0.0], np.cumsum(widths)))
     edges[-1] = 1.0
-    rest = 1.0 - edges
-    term = np.where(rest > 0.0, rest * np.log(np.where(rest > 0.0, rest, 1.0)), 0.0)  # x ln x, 0 at x = 0
+    term = xlogy(1.0 - edges, 1.0 - edges)
     return np.asarray(1.0 + np.diff(term) / widths, dtype=np.float64)
 
 
