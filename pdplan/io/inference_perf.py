@@ -304,15 +304,6 @@ def _shared_prefix(gen: dict[str, Any], requests: int, notes: list[str]) -> dict
     else no prompt is sent twice and every question is new to the cache."""
     for role in ("system", "question", "output"):
         notes.append(_clip_note(role, gen[role]))
-    prompts = gen["groups"] * gen["users"]
-    if requests > prompts:
-        notes.append(
-            f"prompts resent: the stages send {requests} requests over a list of {prompts} prompts, each resent every "
-            f"{prompts} requests; priced in the steady state (the list's first pass, {prompts / requests:.1%} of the "
-            "requests, finds only its system prompt)"
-        )
-    else:
-        notes.append(f"no prompt resent: the stages send {requests} requests, at most the list's {prompts} prompts")
     block = {
         "num_prefixes": gen["groups"],
         "prefix_tokens": gen["system"].model_dump(),
@@ -320,8 +311,16 @@ def _shared_prefix(gen: dict[str, Any], requests: int, notes: list[str]) -> dict
         "output_tokens": gen["output"].model_dump(),
         "popularity": "uniform",
     }
+    prompts = gen["groups"] * gen["users"]
     if requests > prompts:
         block["questions_per_prefix"] = gen["users"]
+        notes.append(
+            f"prompts resent: the stages send {requests} requests over a list of {prompts} prompts, each resent every "
+            f"{prompts} requests; priced in the steady state (the list's first pass, {prompts / requests:.1%} of the "
+            "requests, finds only its system prompt)"
+        )
+    else:
+        notes.append(f"no prompt resent: the stages send {requests} requests, at most the list's {prompts} prompts")
     return {"shared_prefix": block}
 
 
