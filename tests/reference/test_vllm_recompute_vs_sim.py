@@ -12,13 +12,11 @@ docs/accuracy.md §6, *vLLM past its comfortable KV limit*.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from support.llama70b_colocated import llama70b_chat
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.sim import simulate
@@ -31,16 +29,7 @@ OVERLOAD_RPS = 3.0
 
 @pytest.mark.slow
 def test_pinned_limit_is_the_simulated_saturated_throughput() -> None:
-    data = {
-        "model": "llama-3.1-70b",
-        "mode": "colocated",
-        "colocated": {"gpu": "h100-sxm", "tp": 2, "count": 1, "scheduler": "chunked"},
-        "workload": "chat",
-        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-        "ttft_convention": "A",
-        "engine": "vllm",
-    }
-    sc = scenario_from_dict(data, source="test", base_dir=Path.cwd())
+    sc = llama70b_chat()
     model = build_model(resolve(sc, open_catalog()))
     assert isinstance(model, ColocatedModel)
     pinned = model.kv_admission().mean_rate_per_s * model.z

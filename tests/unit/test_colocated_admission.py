@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.llama70b_colocated import llama70b_chat
 from support.opt13b_colocated import opt13b_colocated
 
 from pdplan.errors import NoFeasiblePlanError
@@ -134,26 +135,11 @@ def test_on_demand_engine_keeps_its_p99_limit_where_a_full_pool_serves_less() ->
     assert limit.kv_comfort_rps is None
 
 
-def _llama70b_chat() -> Scenario:
-    """Llama-3.1-70B on one 2x H100 colocated instance, chat workload (the default example's colocated baseline):
-    35,090 KV tokens for 1,628-token mean prompts, so the P99 bound holds few sequences and lies far below λ_pin."""
-    data = {
-        "model": "llama-3.1-70b",
-        "mode": "colocated",
-        "colocated": {"gpu": "h100-sxm", "tp": 2, "count": 1, "scheduler": "chunked"},
-        "workload": "chat",
-        "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-        "ttft_convention": "A",
-        "engine": "vllm",
-    }
-    return scenario_from_dict(data, source="test", base_dir=Path.cwd())
-
-
 def test_on_demand_engine_is_priced_past_its_p99_bound() -> None:
     # It used to be refused at its P99 bound, 1.123 req/s; a full pool serves λ_pin = 1.911 req/s (pdplan's simulator
     # saturates at 1.887), so the plan is priced up to λ_pin, its admission queue drained at λ_pin, comfortable where
     # that queue's P_w is the P99 rule's (1.099 req/s), and marked past it.
-    sc = _llama70b_chat()
+    sc = llama70b_chat()
     model = build_model(resolve(sc, open_catalog()))
     assert isinstance(model, ColocatedModel)
     adm = model.kv_admission()
