@@ -97,10 +97,10 @@ import math
 import numpy as np
 
 from pdplan.numerics.normal import ndtr
-from pdplan.perf.roofline import PhaseTime, phase_time
+from pdplan.perf.roofline import PhaseTime
 from pdplan.queueing import DecodeWorkload, LinearStepTime
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import DecodePerf
+from pdplan.serving.roles import DecodePerf, prefill_pass_time
 from pdplan.types import FloatArray
 
 _MAX_GRID = np.linspace(-9.0, 9.0, 3601)
@@ -151,17 +151,6 @@ def rank_decode(decode: DecodePerf, ranks: int, cells: DecodeWorkload, others_s_
     return dataclasses.replace(decode, step=step, kv_capacity_tokens=kv, max_num_seqs=seats)
 
 
-def _pass(hw: RoleHardware, batch: float, tokens: FloatArray) -> PhaseTime:
-    """The roofline prefill pass of ``batch`` prompts of ``tokens`` on one instance of ``hw`` (the batch over its
-    attention-DP ranks: ``batch = D`` is every rank carrying ``tokens``, ``batch = 1`` the instance carrying
-    ``tokens`` in all)."""
-    return phase_time(
-        hw.model, hw.gpu, hw.table, phase="prefill", batch=batch, tokens=tokens, tp=hw.tp, pp=hw.pp,
-        precision=hw.precision, detail=False, dp=hw.dp, ep=hw.ep, expert_gather=hw.expert_gather,
-        routing=hw.prefill_routing, **hw.moe_options,  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
 def _of_kind(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
     out = np.zeros(shape)
     for op in pt.ops:
@@ -178,11 +167,12 @@ def rank_prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArr
     and attention, and the experts over its own tokens only. Without attention DP or experts it is the batch-D
     pass (:func:`pdplan.serving.roles.prefill_split_s`)."""
     tok = np.asarray(tokens, dtype=np.float64)
-    every = _pass(hw, float(hw.dp), tok)
+    every = prefill_pass_time(hw, batch=float(hw.dp), tokens=tok, detail=False)
     attention = _of_kind(every, "attn_prefill", tok.shape)
     gemm = np.broadcast_to(every.time_s, tok.shape) - attention
     if hw.dp > 1 and hw.model.moe is not None:
-        gemm = gemm - _of_kind(every, "moe", tok.shape) + _of_kind(_pass(hw, 1.0, tok), "moe", tok.shape)
+        alone = prefill_pass_time(hw, batch=1.0, tokens=tok, detail=False)  # the instance carries the tokens in all
+        gemm = gemm - _of_kind(every, "moe", tok.shape) + _of_kind(alone, "moe", tok.shape)
     return np.asarray(gemm, dtype=np.float64), attention
 
 
@@ -194,8 +184,10 @@ def others_expert_s_per_token(hw: RoleHardware, budget_tokens: float) -> float:
     if hw.dp <= 1 or hw.model.moe is None:
         return 0.0
     c = np.array([float(max(int(budget_tokens), 2))])
-    every = float(_of_kind(_pass(hw, float(hw.dp), c), "moe", c.shape)[0])
-    one = float(_of_kind(_pass(hw, 1.0, c), "moe", c.shape)[0])
+    every, one = (
+        float(_of_kind(prefill_pass_time(hw, batch=b, tokens=c, detail=False), "moe", c.shape)[0])
+        for b in (float(hw.dp), 1.0)
+    )
     return max(every - one, 0.0) / ((hw.dp - 1) * float(c[0]))
 
 

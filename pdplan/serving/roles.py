@@ -81,7 +81,7 @@ class PrefillPerf:
     service_s: FloatArray
 
 
-def _prefill_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
+def prefill_pass_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
     """The roofline prefill pass of ``batch`` prompts × ``tokens`` on one instance of ``hw`` (its TP, PP, DP, EP,
     precision and ZeRO-Prefill gather)."""
     return phase_time(
@@ -106,7 +106,7 @@ def _prefill_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatA
 def _one_prompt(hw: RoleHardware, tokens: FloatArray, *, detail: bool = True) -> PhaseTime:
     """The roofline prefill of one prompt of ``tokens`` tokens on ``hw`` (per element of ``tokens``)."""
     # one prompt on each DP rank (each rank is a server of the prefill pool)
-    return _prefill_time(hw, batch=float(hw.dp), tokens=tokens, detail=detail)
+    return prefill_pass_time(hw, batch=float(hw.dp), tokens=tokens, detail=detail)
 
 
 def prefill_perf(hw: RoleHardware, input_tokens: FloatArray) -> PrefillPerf:
@@ -200,7 +200,8 @@ def prefill_batch_time(hw: RoleHardware, max_tokens: float, extra_s: float) -> P
     log_b = np.linspace(0.0, log_tok[-1], _TABLE_PROMPTS)
     tok, prompts = np.exp(log_tok)[:, None], np.exp(log_b)[None, :]
     per_prompt = np.maximum(tok / prompts, 1.0)
-    pt = _prefill_time(hw, batch=hw.dp * tok / per_prompt, tokens=per_prompt, detail=False)  # same batch per DP rank
+    # the same batch per DP rank
+    pt = prefill_pass_time(hw, batch=hw.dp * tok / per_prompt, tokens=per_prompt, detail=False)
     table = np.broadcast_to(pt.stage_time_s, per_prompt.shape).astype(np.float64)
     return PrefillBatchTime(log_tok, log_b, table, float(extra_s))
 

@@ -11,7 +11,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.perf.precision import Precision
 from pdplan.serving.engine_bind import eplb_prefill_routing, with_engine
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import _prefill_time
+from pdplan.serving.roles import prefill_pass_time
 from pdplan.specs.routing_law import RoutingLaw
 
 
@@ -40,8 +40,8 @@ def test_eplb_prices_the_busiest_gpu_in_prefill_only() -> None:
     sglang = open_catalog().engine("sglang")
     on, off = with_engine(_hw(32, 32), sglang), with_engine(_hw(32, 0), sglang)
     tokens = np.array([4096.0])
-    slow = float(_prefill_time(on, batch=128.0, tokens=tokens, detail=False).time_s[0])
-    even = float(_prefill_time(off, batch=128.0, tokens=tokens, detail=False).time_s[0])
+    slow = float(prefill_pass_time(on, batch=128.0, tokens=tokens, detail=False).time_s[0])
+    even = float(prefill_pass_time(off, batch=128.0, tokens=tokens, detail=False).time_s[0])
     assert slow > even  # the busiest GPU carries 1.44x the mean load (0.8 x 1.80)
 
 
