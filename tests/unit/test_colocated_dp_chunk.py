@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from support.role_pass import kind_s, prefill_pass
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
-from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_dp import rank_decode, straggler_s_per_seq
@@ -57,25 +56,13 @@ def _hw(sc: Scenario) -> RoleHardware:
     return hardware.colocated
 
 
-def _pass(hw: RoleHardware, batch: float, tokens: float) -> PhaseTime:
-    return phase_time(
-        hw.model, hw.gpu, hw.table, phase="prefill", batch=batch, tokens=np.array([tokens]), tp=hw.tp, pp=hw.pp,
-        precision=hw.precision, detail=False, dp=hw.dp, ep=hw.ep, expert_gather=hw.expert_gather,
-        routing=hw.prefill_routing, **hw.moe_options,  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
-def _kind(pt: PhaseTime, kind: str) -> float:
-    return float(sum(float(np.sum(op.time_s)) for op in pt.ops if op.kind == kind))
-
-
 def _g(hw: RoleHardware, tokens: float, own: bool) -> float:
     """G by hand: the pass in which all 8 ranks carry ``tokens`` less its attention; ``own``: its experts replaced by
     those of the pass in which the instance carries ``tokens`` in all (one rank's chunk)."""
-    every = _pass(hw, 8.0, tokens)
-    g = float(every.time_s[0]) - _kind(every, "attn_prefill")
+    every = prefill_pass(hw, 8.0, tokens)
+    g = float(every.time_s[0]) - kind_s(every, "attn_prefill")
     if own:
-        g += _kind(_pass(hw, 1.0, tokens), "moe") - _kind(every, "moe")
+        g += kind_s(prefill_pass(hw, 1.0, tokens), "moe") - kind_s(every, "moe")
     return g
 
 
@@ -104,7 +91,7 @@ def test_the_other_ranks_chunks_ride_in_every_step() -> None:
     # L = 2000 prompt tokens, n = 999 decode steps (1000 output tokens, the first from the prefill).
     sc = _scenario()
     hw, model = _hw(sc), _model(sc)
-    e = (_kind(_pass(hw, 8.0, C), "moe") - _kind(_pass(hw, 1.0, C), "moe")) / (7.0 * C)
+    e = (kind_s(prefill_pass(hw, 8.0, C), "moe") - kind_s(prefill_pass(hw, 1.0, C), "moe")) / (7.0 * C)
     assert e > 0.0
     res = model.res
     cells = model.cells
@@ -116,7 +103,7 @@ def test_the_other_ranks_chunks_ride_in_every_step() -> None:
     assert model.decode.step.t1_s_per_seq == pytest.approx(plain.step.t1_s_per_seq + others, rel=1e-6)
     # in the mean the step is the symmetric pass's: own chunk + the others' expert tokens = every rank's chunk,
     # up to the experts at one token per rank against one token in all (X_8(1) - X_1(1))
-    ones = _kind(_pass(hw, 8.0, 1.0), "moe") - _kind(_pass(hw, 1.0, 1.0), "moe")
+    ones = kind_s(prefill_pass(hw, 8.0, 1.0), "moe") - kind_s(prefill_pass(hw, 1.0, 1.0), "moe")
     full = model.prefill_s_per_token * (C - 1) + 7.0 * C * e
     assert full == pytest.approx(_g(hw, C, False) - _g(hw, 1.0, False) + ones, rel=1e-9)
     # the straggler term is untouched by the chunk term
@@ -141,8 +128,8 @@ def test_dp1_chunk_price_unchanged() -> None:
     # without attention DP the split is the batch-1 pass and the rank law has no others' term
     sc = _scenario(dp=1, colocated={"gpu": "b200", "tp": 8, "ep": 8, "count": 1, "scheduler": "chunked"})
     hw, model = _hw(sc), _model(sc)
-    every = _pass(hw, 1.0, C)
-    one = _pass(hw, 1.0, 1.0)
-    g_c = float(every.time_s[0]) - _kind(every, "attn_prefill")
-    g_1 = float(one.time_s[0]) - _kind(one, "attn_prefill")
+    every = prefill_pass(hw, 1.0, C)
+    one = prefill_pass(hw, 1.0, 1.0)
+    g_c = float(every.time_s[0]) - kind_s(every, "attn_prefill")
+    g_1 = float(one.time_s[0]) - kind_s(one, "attn_prefill")
     assert model.prefill_s_per_token == pytest.approx((g_c - g_1) / (C - 1), rel=1e-9)

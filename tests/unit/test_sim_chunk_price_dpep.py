@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.role_pass import kind_s, prefill_pass
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
-from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.serving import resolve
 from pdplan.serving.resolve import ColocatedHardware
 from pdplan.serving.role_hardware import RoleHardware
@@ -46,18 +46,6 @@ def _hw(model: str, gpu: str, dp: int, ep: int, engine: str = "sglang") -> RoleH
     return hardware.colocated
 
 
-def _pass(hw: RoleHardware, batch: float, tokens: float) -> PhaseTime:
-    return phase_time(
-        hw.model, hw.gpu, hw.table, phase="prefill", batch=batch, tokens=np.array([tokens]), tp=hw.tp, pp=hw.pp,
-        precision=hw.precision, detail=False, dp=hw.dp, ep=hw.ep, expert_gather=hw.expert_gather,
-        routing=hw.prefill_routing, **hw.moe_options,  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
-def _kind(pt: PhaseTime, kind: str) -> float:
-    return float(sum(float(np.sum(op.time_s)) for op in pt.ops if op.kind == kind))
-
-
 def test_one_append_on_a_dp8_ep8_b200_instance_priced_per_rank() -> None:
     # One append of N = 256 tokens over an H = 36,864-token history: causal attention of N queries over H + N keys,
     # N(2H + N)/2 query-key pairs, those of a from-scratch prompt of s = sqrt(N(2H + N)) = 256·17 = 4,352 tokens
@@ -72,12 +60,12 @@ def test_one_append_on_a_dp8_ep8_b200_instance_priced_per_rank() -> None:
     assert s == 4352.0
 
     def g(tokens: float) -> float:
-        rank, whole = _pass(hw, 8.0, tokens), _pass(hw, 1.0, tokens)
-        dense = float(rank.time_s[0]) - _kind(rank, "attn_prefill") - _kind(rank, "moe")
-        return dense + _kind(whole, "moe")
+        rank, whole = prefill_pass(hw, 8.0, tokens), prefill_pass(hw, 1.0, tokens)
+        dense = float(rank.time_s[0]) - kind_s(rank, "attn_prefill") - kind_s(rank, "moe")
+        return dense + kind_s(whole, "moe")
 
     gpu = dataclasses.replace(hw, dp=1, ep=1)
-    attention = _kind(_pass(gpu, 1.0, s), "attn_prefill")
+    attention = kind_s(prefill_pass(gpu, 1.0, s), "attn_prefill")
     by_hand = g(n) - g(1.0) + attention
     chunk = sim_chunk_price(hw, 16384, h + n)
     priced = float(chunk(np.array([n]), np.array([h]))[0])
@@ -86,7 +74,7 @@ def test_one_append_on_a_dp8_ep8_b200_instance_priced_per_rank() -> None:
     alone = sim_chunk_price(gpu, 16384, h + n)
     assert float(alone(np.array([n]), np.array([h]))[0]) > 2.0 * priced
     # the rank's attention is that of one GPU, not an eighth of a prompt spread over the ranks
-    assert _kind(_pass(hw, 8.0, s), "attn_prefill") == pytest.approx(attention, rel=1e-12)
+    assert kind_s(prefill_pass(hw, 8.0, s), "attn_prefill") == pytest.approx(attention, rel=1e-12)
 
 
 def test_a_rank_sends_fewer_tokens_to_the_experts_than_eight_ranks() -> None:
@@ -94,18 +82,20 @@ def test_a_rank_sends_fewer_tokens_to_the_experts_than_eight_ranks() -> None:
     hw = _hw("deepseek-v3", "b200", 8, 8)
     tokens = np.array([1.0, 64.0, 512.0, 4096.0])
     g, _ = rank_split_s(hw, tokens)
-    every = np.array([float(_pass(hw, 8.0, t).time_s[0]) - _kind(_pass(hw, 8.0, t), "attn_prefill") for t in tokens])
+    every = np.array(
+        [float(prefill_pass(hw, 8.0, t).time_s[0]) - kind_s(prefill_pass(hw, 8.0, t), "attn_prefill") for t in tokens]
+    )
     assert np.all(g <= every + 1e-15)
     assert g[-1] < every[-1]
     assert np.all(np.diff(g) > 0.0)
 
 
-def test_without_attention_dp_the_price_is_the_batch_one_pass() -> None:
+def test_without_attention_dp_the_price_is_the_batch_oneprefill_pass() -> None:
     # A dense model at TP1 (dp = 1): one rank is the instance; G and A are those of the batch-1 pass.
     hw = _hw("llama-3.1-8b", "h100-sxm", 1, 1, engine="vllm")
     tokens = np.array([1.0, 100.0, 2048.0])
     g, a = rank_split_s(hw, tokens)
     for i, t in enumerate(tokens):
-        pt = _pass(hw, 1.0, float(t))
-        assert a[i] == pytest.approx(_kind(pt, "attn_prefill"), rel=1e-12)
+        pt = prefill_pass(hw, 1.0, float(t))
+        assert a[i] == pytest.approx(kind_s(pt, "attn_prefill"), rel=1e-12)
         assert g[i] == pytest.approx(float(pt.time_s[0]) - a[i], rel=1e-12)
