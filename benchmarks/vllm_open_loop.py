@@ -19,6 +19,7 @@ measured means) and compares
   ``(E2E mean - TTFT mean)/(n - 1)`` (the data file says why inference-perf's own TPOT field is not used);
 * pdplan's step price at the occupancy the run measured, as ``benchmarks/mlperf_server.py`` does: by Little's law a
   run holds ``N = λ (E2E - TTFT)`` decoding requests; pdplan's plain step there is ``τ_p = t0 + t1 N + t2 N K``
+  (a MoE's concave step: the least of its lines there, pdplan/serving/decode_lines.py)
   (``K = L + (n - 1)/2``, the mean context of a decoding request with fixed lengths), the prefill takes the share
   ``u_p = λ(t_p L + A)`` (L the prompt tokens computed, after the prefix cache's hits at the run's rate), each prompt
   token at the width of a step that carries one beside the N decodes
@@ -48,6 +49,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.queueing.chunk_width import step_price
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.resolve import ColocatedHardware, resolve
 from pdplan.serving.roles import prefill_split_s
 from pdplan.specs.scenario import Scenario
@@ -170,13 +172,12 @@ class Row:
 
     def step_check(self) -> StepCheck:
         """pdplan's mean step at the decoding occupancy the run measured (module docstring, third bullet)."""
-        m, ev = self.measured, self.limit
-        a = ev.assumptions
-        if a is None:
-            raise ValueError(f"{self.run['name']}: the evaluation carries no step assumptions")
+        m = self.measured
         n_dec = m.decoding
         context = round(self.run["prompt_len"]["mean"]) + (self.scenario_output_tokens() - 1.0) / 2.0
-        plain = a.decode_step_t0_s + (a.decode_step_t1_s_per_seq + a.decode_step_t2_s_per_token * context) * n_dec
+        perf = role_decode_perf(resolve(self.scenario, open_catalog()))  # a MoE's step: the minimum of its lines
+        lines = perf.lines or (perf.step,)
+        plain = min(ln.t0_s + (ln.t1_s_per_seq + ln.t2_s_per_token * context) * n_dec for ln in lines)
         riding, roofline = self._riding_prefill(n_dec)
         u_p = m.rate_rps * self._riding_s_per_request(n_dec)
         return StepCheck(n_dec, plain, u_p, plain / (1.0 - u_p), m.tpot_s, riding, roofline)

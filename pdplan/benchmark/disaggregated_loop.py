@@ -291,7 +291,7 @@ def disagg_loop_inputs(model: DisaggregatedModel) -> DisaggLoopInputs:
         transfer_s=float(weights @ model.point_exposed_s.ravel()),
         request_delay_s=request_delay_s(res.hardware.prefill, res.lengths.mean_input()),
         overlap_steps=engine.scheduling.overlap_extra_steps if engine is not None else 0.0,
-        step=model.decode.step,
+        step=model.decode.line_fit,  # the one-line fit, not a concave law's line (decode_lines)
         input_tokens=res.lengths.mean_input(),
         output_tokens=res.lengths.mean_output(),
         decode_instances=model.y,

@@ -38,7 +38,7 @@ def loop_inputs(model: ColocatedModel) -> LoopInputs:
     kappa = windowed_mean_context(isl, osl, model.decode.window_tokens)  # isl + osl/2 without a window
     ratio = engine.scheduling.kv_reserve_ratio if engine is not None else None  # SGLang's ratio admission
     return LoopInputs(
-        step=model.decode.step,
+        step=model.decode.line_fit,  # the one-line fit, not a concave law's line (decode_lines)
         prompt_s=prompt_s,
         input_tokens=isl,
         output_tokens=osl,

@@ -23,15 +23,16 @@ from pdplan.evaluation.record import Assumptions, Evaluation, PrefillAssumptions
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.kernel_tables import cross_gpu_error
 from pdplan.queueing.arrivals import instance_ca2
-from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
+from pdplan.serving.build import LocalModel, goodput, goodput_model, model_at_rate, with_cache_rate
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.decode_lines import line_count
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import dual_path_report
 from pdplan.serving.engine_bind import engine_record
-from pdplan.serving.goodput import ServingModel, find_goodput
+from pdplan.serving.goodput import ServingModel
 from pdplan.serving.limits import Limit
 from pdplan.serving.operating_point import OperatingPoint, operating_point
 from pdplan.serving.ppd_report import ppd_report
@@ -81,6 +82,7 @@ def _assumptions(model: DisaggregatedModel | ColocatedModel, res: ResolvedScenar
         ),
         prefill=_prefill_assumptions(model) if isinstance(model, DisaggregatedModel) else None,
         arrival_process=_arrival_words(model, res.scenario.workload.arrival_process()),
+        decode_step_lines=tuple((x.t0_s, x.t1_s_per_seq, x.t2_s_per_token) for x in model.decode.lines),
     )
 
 
@@ -153,10 +155,11 @@ def evaluate(
     check_scenario(scenario)
     _check_load(rate, concurrency, requests, warmup)
     catalog = (catalog or open_catalog()).with_prices(prices or (scenario.search.prices if scenario.search else None))
-    res, model, good = goodput_model(resolve(scenario, catalog), scenario.slo)
+    base = resolve(scenario, catalog)
+    res, model, good = goodput_model(base, scenario.slo)
     bounds = check_result(res, model, good.rate_rps, good.limit.rate_rps)
     rate, loop, bench = _load_regime(model, rate, concurrency, requests, warmup)
-    at_rate = model if rate is None or res.cache is None else build_model(with_cache_rate(res, rate))
+    at_rate = _model_at(base, model, rate)
     limit = good.limit if at_rate is model else at_rate.limit()
     point = None if rate is None else _operating_point(at_rate, rate, limit, bounds if at_rate is model else None)
     at_good = model.utilisation(np.array([max(good.rate_rps, 1e-12)]))
@@ -191,15 +194,28 @@ def evaluate(
     )
 
 
+def _model_at(base: ResolvedScenario[Any], model: LocalModel, rate: float | None) -> LocalModel:
+    """The model at the operating rate: ``model`` (the goodput's) where no rate is given, or where neither the
+    prefix cache's hit rates nor a concave decode law's line (:mod:`pdplan.serving.decode_lines`) moves with it;
+    else the one built for that rate."""
+    if rate is None or (base.cache is None and line_count(base) == 0):
+        return model
+    return model_at_rate(with_cache_rate(base, rate), rate)
+
+
 def _cache_report(res: ResolvedScenario[Any], model: LocalModel, scenario: Scenario) -> CacheReport | None:
     """The prefix cache's hit rates (at the model's rate) and the same deployment's goodput without it."""
     from pdplan.serving.cache_report import CacheReport  # only a scenario with a prefix cache (start-up, issue #27)
 
     if model.cache is None:
         return None
-    without = find_goodput(build_model(dataclasses.replace(res, cache=None)), scenario.slo).rate_rps
-    dual = dual_path_report(res, model.cache, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
-    ppd = ppd_report(res, model, lambda r: find_goodput(build_model(r), scenario.slo).rate_rps)
+
+    def rate_of(other: ResolvedScenario[Any]) -> float:  # on every line of a concave decode law (decode_lines)
+        return goodput(dataclasses.replace(other, decode_line=None), scenario.slo).rate_rps
+
+    without = rate_of(dataclasses.replace(res, cache=None))
+    dual = dual_path_report(res, model.cache, rate_of)
+    ppd = ppd_report(res, model, rate_of)
     return CacheReport.of(model.cache, without, mode=res.hardware.deployment.mode, dual_path=dual, turn_placement=ppd)
 
 

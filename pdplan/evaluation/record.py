@@ -61,6 +61,10 @@ class Assumptions:
     arrival_process: str | None = None
     """A workload whose arrivals are not Poisson: the process, its c_a² and how the model treats it, in words (None:
     Poisson, the serving model's default, and the key is left out)."""
+    decode_step_lines: tuple[tuple[float, float, float], ...] = ()
+    """A decode step concave in B (a MoE's): the lines ``(t0_s, t1_s_per_seq, t2_s_per_token)`` whose minimum is its
+    law, steepest first; the ``decode_step_*`` keys are then the line the goodput runs on and the fit errors the
+    law's (:mod:`pdplan.serving.decode_lines`). Empty: one line, and the key is left out."""
 
     def to_document(self) -> dict[str, Any]:
         """The ``assumptions`` JSON object (the fixed state only where a sequence holds one; the prefill pool's
@@ -73,6 +77,8 @@ class Assumptions:
             "decode_fit_max_rel_err": self.decode_fit_max_rel_err,
             "decode_kv_capacity_tokens": self.decode_kv_capacity_tokens,
         }
+        if self.decode_step_lines:
+            doc["decode_step_lines"] = [list(line) for line in self.decode_step_lines]
         if self.decode_state_tokens_per_seq:
             doc["decode_state_tokens_per_seq"] = self.decode_state_tokens_per_seq
         doc.update(

@@ -16,6 +16,7 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.search.pool import Pool, screen_plan
 from pdplan.serving import ResolvedScenario, bind, build_model
+from pdplan.serving.build import model_at_rate
 
 MAX_TRIED = 16
 """Instance-type pairs evaluated at light load (a bounded cost on a path that already failed)."""
@@ -38,9 +39,9 @@ def light_load_miss(res: ResolvedScenario[Any], pool: Pool, index: int) -> tuple
     """(worst latency / threshold, words) of candidate ``index`` at light load; None when it cannot be built."""
     slo = res.scenario.slo
     try:
-        model = build_model(bind(res, pool.deployment(index)))
-        rate = LIGHT_LOAD * model.limit().rate_rps
-        snap = model.snapshot(np.array([rate]))
+        bound = bind(res, pool.deployment(index))
+        rate = LIGHT_LOAD * build_model(bound).limit().rate_rps
+        snap = model_at_rate(bound, rate).snapshot(np.array([rate]))  # a concave decode law's line there
     except NoFeasiblePlanError:
         return None
     q = slo.percentile / 100.0

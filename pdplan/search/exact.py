@@ -9,7 +9,7 @@ goodput).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +38,10 @@ from pdplan.serving import (
     instance_budget,
     operating_point,
 )
-from pdplan.serving.build import PpdProbes, goodput_model, with_cache_rate
+from pdplan.serving.build import PpdProbes, line_goodput_model, with_cache_rate
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
+from pdplan.serving.decode_lines import best_line, limit_bound, line_count
 from pdplan.serving.dual_path_setup import dual_path_report
 from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.snapshot import Latency
@@ -186,7 +187,14 @@ class Comparisons:
             dep = key[0]
             known = self.uncached_rps.get(dep) if setup is None and isinstance(dep, Colocated) else None
             near = self.near_rps.get(_uncached(variant))
-            good = known if known is not None else _goodput_or_zero(_built(e, variant), variant.scenario.slo, near)
+            if known is None:  # on every line of a concave decode law (pdplan.serving.decode_lines), the best
+                slo = variant.scenario.slo
+                known = best_line(
+                    dataclasses.replace(variant, decode_line=None),
+                    lambda r: _goodput_or_zero(_built(e, r), slo, near),
+                    float,
+                )
+            good = known
             self.found[key] = good / (1.0 + e.headroom)
         return self.found[key]
 
@@ -221,6 +229,9 @@ def with_cache_report(e: Exact, known: Comparisons | None = None) -> Exact:
     return dataclasses.replace(e, plan=dataclasses.replace(e.plan, cache=report))
 
 
+Found = tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]
+
+
 def _goodput(
     base: ResolvedScenario[Any],
     d: Disaggregated | Colocated,
@@ -229,26 +240,65 @@ def _goodput(
     start_rps: float | None = None,
     probes: PpdProbes | None = None,
     known: dict[Hashable, Any] | None = None,
-) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
+) -> Found:
     """The bound deployment, its model, the model goodput is found on (one instance of each pool down under
-    ``n+1``) and that goodput. With a prefix cache the hit rates are those at the target rate when there is one (the
-    plan must hold there), else at the goodput itself (:func:`pdplan.serving.build.goodput_model`). Without one the
-    outcome is read from ``known`` where an earlier search found it (:func:`evaluate_exact`)."""
+    ``n+1``) and that goodput (:func:`_line_goodput`); where the decode step is the minimum of lines (a MoE's), the
+    best of its lines' (the law's goodput, :mod:`pdplan.serving.decode_lines`)."""
+
+    def on(line: ResolvedScenario[Any]) -> Found:
+        return _line_goodput(base, d, line.decode_line, target_rps, redundancy, start_rps, probes, known)
+
+    bound = limit_bound(_capacity_model(base, d, redundancy))
+    return best_line(bind(base, d), on, lambda found: found[3].rate_rps, bound)
+
+
+def _capacity_model(
+    base: ResolvedScenario[Any], d: Disaggregated | Colocated, redundancy: str
+) -> Callable[[ResolvedScenario[Any]], LocalModel]:
+    """The model goodput is found on, of a bound scenario's decode line (one instance of each pool down under
+    ``n+1``): :func:`best_line`'s bound reads its stable limit."""
+
+    def build(res: ResolvedScenario[Any]) -> LocalModel:
+        if redundancy != "n+1":
+            return build_model(res)
+        return build_model(dataclasses.replace(bind(base, degraded(d)), decode_line=res.decode_line))
+
+    return build
+
+
+def _line_goodput(
+    base: ResolvedScenario[Any],
+    d: Disaggregated | Colocated,
+    line: int | None,
+    target_rps: float | None,
+    redundancy: str,
+    start_rps: float | None = None,
+    probes: PpdProbes | None = None,
+    known: dict[Hashable, Any] | None = None,
+) -> Found:
+    """:func:`_goodput` on decode line ``line`` (None: the one-line fit). With a prefix cache the hit rates are those
+    at the target rate when there is one (the plan must hold there), else at the goodput itself
+    (:func:`pdplan.serving.build.goodput_model`). Without one the outcome is read from ``known`` where an earlier
+    search found it (:func:`evaluate_exact`)."""
     slo = base.scenario.slo
-    res = bind(base, d)
+
+    def bound(dep: Disaggregated | Colocated) -> ResolvedScenario[Any]:
+        return dataclasses.replace(bind(base, dep), decode_line=line)
+
+    res = bound(d)
     if res.cache is None:
-        return _uncached_goodput(base, res, d, redundancy, known)
+        return _uncached_goodput(base, res, d, redundancy, known, bound)
     if target_rps is not None:
         res = with_cache_rate(res, target_rps)
         model = build_model(res)
-        down = with_cache_rate(bind(base, degraded(d)), target_rps) if redundancy == "n+1" else None
+        down = with_cache_rate(bound(degraded(d)), target_rps) if redundancy == "n+1" else None
         capacity = model if down is None else build_model(down)
         return res, model, capacity, find_goodput(capacity, slo)
     if redundancy == "n+1":
-        down, capacity, good = goodput_model(bind(base, degraded(d)), slo, start_rps, probes)
+        down, capacity, good = line_goodput_model(bound(degraded(d)), slo, start_rps, probes)
         res = with_cache_rate(res, good.rate_rps)
         return res, build_model(res), capacity, good
-    res, model, good = goodput_model(res, slo, start_rps, probes)
+    res, model, good = line_goodput_model(res, slo, start_rps, probes)
     return res, model, model, good
 
 
@@ -258,10 +308,12 @@ def _uncached_goodput(
     d: Disaggregated | Colocated,
     redundancy: str,
     known: dict[Hashable, Any] | None,
-) -> tuple[ResolvedScenario[Any], LocalModel, LocalModel, Goodput]:
-    """:func:`_goodput` of ``res`` (``d`` bound to ``base``, without a cache): its outcome (the goodput, or the
-    failure) is a function of ``d``, the redundancy and ``base`` alone, kept in ``known``."""
-    key = ("goodput", d, redundancy)
+    bound: Callable[[Disaggregated | Colocated], ResolvedScenario[Any]],
+) -> Found:
+    """:func:`_goodput` of ``res`` (``d`` bound to ``base`` on its decode line by ``bound``, without a cache): its
+    outcome (the goodput, or the failure) is a function of ``d``, the redundancy, the line and ``base`` alone, kept in
+    ``known``."""
+    key = ("goodput", d, redundancy, res.decode_line)
     hit = None if known is None else known.get(key)
     if isinstance(hit, NoFeasiblePlanError):
         raise hit
@@ -269,7 +321,7 @@ def _uncached_goodput(
         return hit  # type: ignore[no-any-return]
     try:
         model = build_model(res)
-        capacity = build_model(bind(base, degraded(d))) if redundancy == "n+1" else model
+        capacity = build_model(bound(degraded(d))) if redundancy == "n+1" else model
         found = res, model, capacity, find_goodput(capacity, base.scenario.slo)
     except NoFeasiblePlanError as err:
         if known is not None:
@@ -338,16 +390,19 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
     if isinstance(pick.res.hardware, DisaggregatedHardware):
         link = pick.res.hardware.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
-        good = pick.goodput_rps(_rebuilt(pick, link=slower), slo)
+        good = _law_goodput(pick, _rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
     capacity = pick.capacity or pick.model
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
-        good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
+        if line_count(dataclasses.replace(capacity.res, decode_line=None)) == 0:
+            good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
+        else:  # another SLO may run on another line of a concave decode law
+            good = _law_goodput(pick, capacity.res, scaled)
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
     for which in ("input", "output"):
         for factor in (0.8, 1.2):
-            good = pick.goodput_rps(_rebuilt(pick, lengths=_scaled_lengths(pick.res, which, factor)), slo)
+            good = _law_goodput(pick, _rebuilt(pick, lengths=_scaled_lengths(pick.res, which, factor)), slo)
             name = "ISL" if which == "input" else "OSL"
             rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
     return tuple(rows)
@@ -383,14 +438,22 @@ def _scaled_lengths(res: ResolvedScenario[Any], which: str, factor: float) -> Re
     return dataclasses.replace(res, lengths=dataclasses.replace(lens, output_tokens=outputs))
 
 
-def _rebuilt(pick: Exact, *, link: LinkSpec | None = None, lengths: ResolvedScenario[Any] | None = None) -> LocalModel:
-    """The pick's capacity model (one instance of each pool down under n+1) with a slower link or scaled lengths."""
+def _rebuilt(
+    pick: Exact, *, link: LinkSpec | None = None, lengths: ResolvedScenario[Any] | None = None
+) -> ResolvedScenario[Any]:
+    """The pick's capacity scenario (one instance of each pool down under n+1) with a slower link or scaled lengths."""
     res = lengths if lengths is not None else pick.res
     if pick.capacity is not None:
         res = bind(res, degraded(res.hardware.deployment))  # before the link: bind looks the link up again
     if link is not None:
         res = dataclasses.replace(res, hardware=dataclasses.replace(res.hardware, link=link))
-    return build_model(res)
+    return res
+
+
+def _law_goodput(pick: Exact, res: ResolvedScenario[Any], slo: SloSpec) -> float:
+    """The goodput the plan reports (margins applied) for the model of ``res`` under ``slo``: on each line of a
+    concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise."""
+    return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build_model(r), slo), float)
 
 
 def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
-from pdplan.queueing import DecodeCapacity, DecodeWorkload, decode_fixed_point, mg1_wait_distribution, tpot_distribution
+from pdplan.queueing import (
+    DecodeCapacity,
+    DecodeWorkload,
+    LinearStepTime,
+    decode_fixed_point,
+    mg1_wait_distribution,
+    tpot_distribution,
+)
 from pdplan.queueing.kv_admission import kv_held, kv_mean_rate
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving import DECODE_U_MAX, PREFILL_RHO_MAX, DecodePerf, PrefillPerf, RoleHardware, decode_perf
@@ -188,30 +195,53 @@ def decode_tables(
     """
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps), partial)  # as the exact model's
-    caps = [
-        fast_decode_capacity(
-            cells,
-            perf.step,
-            kv_capacity_tokens=perf.kv_capacity_tokens,
-            max_num_seqs=float(s),
-            utilisation_max=DECODE_U_MAX,
-            state_tokens_per_seq=perf.state_tokens_per_seq,
-        )
-        for s in seat_caps
-    ]
-    caps = [_at_mean_kv(cap, cells, perf) for cap in caps]
+    lines = perf.lines or (perf.step,)  # a concave step: the minimum of its lines (pdplan.serving.decode_lines)
+    caps = [max((_capacity(cells, perf, line, s) for line in lines), key=lambda c: c.max_rate_per_s) for s in seat_caps]
     top = max(c.max_rate_per_s for c in caps)
     if top <= 0.0:
         return []
     rates = top * DECODE_GRID
-    ok = tpot_distribution(rates, cells, perf.step).cdf_per_bin(tpot_slo_s)
+    ok, tau = _law_rows(rates, cells, lines, tpot_slo_s)
     by_input = (ok * cells.prob[None, :]).reshape(rates.size, n_inputs, -1).sum(axis=2)
-    tau = np.asarray(decode_fixed_point(rates, cells, perf.step).tau_mean_s, dtype=np.float64)
     return [
         DecodeTable(hw, seats, perf, cap, rates, by_input, tau)
         for seats, cap in zip(seat_caps, caps, strict=True)
         if cap.max_rate_per_s > 0.0
     ]
+
+
+def _capacity(cells: DecodeWorkload, perf: DecodePerf, step: LinearStepTime, seats: int) -> DecodeCapacity:
+    """One line's capacity at ``seats`` seats (the law's is the best of its lines', :mod:`pdplan.serving.
+    decode_lines`), with the exact model's KV stability limit (:func:`_at_mean_kv`)."""
+    cap = fast_decode_capacity(
+        cells,
+        step,
+        kv_capacity_tokens=perf.kv_capacity_tokens,
+        max_num_seqs=float(seats),
+        utilisation_max=DECODE_U_MAX,
+        state_tokens_per_seq=perf.state_tokens_per_seq,
+    )
+    return _at_mean_kv(cap, cells, dataclasses.replace(perf, step=step))
+
+
+def _law_rows(
+    rates: FloatArray, cells: DecodeWorkload, lines: tuple[LinearStepTime, ...], tpot_slo_s: float
+) -> tuple[FloatArray, FloatArray]:
+    """(P(TPOT ≤ SLO) per rate and cell, τ̄ per rate) of the step law: each rate on the line whose τ̄ is the least
+    there (:mod:`pdplan.serving.decode_lines`; one line: that line's, as before)."""
+    if len(lines) == 1:
+        ok = tpot_distribution(rates, cells, lines[0]).cdf_per_bin(tpot_slo_s)
+        return ok, np.asarray(decode_fixed_point(rates, cells, lines[0]).tau_mean_s, dtype=np.float64)
+    oks = np.zeros((len(lines), rates.size, cells.prob.size))
+    taus = np.full((len(lines), rates.size), np.inf)
+    for i, line in enumerate(lines):
+        stable = rates * line.per_request_s(cells) < 1.0
+        if stable.any():
+            oks[i, stable] = tpot_distribution(rates[stable], cells, line).cdf_per_bin(tpot_slo_s)
+            taus[i, stable] = decode_fixed_point(rates[stable], cells, line).tau_mean_s
+    pick = np.argmin(taus, axis=0)
+    rows = np.arange(rates.size)
+    return oks[pick, rows], taus[pick, rows]
 
 
 def _at_mean_kv(cap: DecodeCapacity, cells: DecodeWorkload, perf: DecodePerf) -> DecodeCapacity:

@@ -22,13 +22,17 @@ TPOT tail is somewhat pessimistic for smooth arrivals and optimistic for bursty 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.colocated import ColocatedModel, build_colocated
+from pdplan.serving.decode_lines import best_line, limit_bound, line_at_rate, mean_decode_step_s
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
@@ -72,7 +76,8 @@ def build_model(res: ResolvedScenario[Any], like: LocalModel | None = None) -> L
         return colocated if ca2 == 1.0 else dataclasses.replace(colocated, arrival_ca2=ca2)
     if isinstance(hw, DisaggregatedHardware):
         # PPD places turns on decode by the hit rates (its decode side then depends on them): priced afresh
-        reuse = isinstance(like, DisaggregatedModel) and not ppd_applies(res)
+        same_line = like is not None and like.res.decode_line == res.decode_line
+        reuse = isinstance(like, DisaggregatedModel) and same_line and not ppd_applies(res)
         side = DecodeSide.of(like) if reuse and isinstance(like, DisaggregatedModel) else None
         model = build_disaggregated(res, side)
         pool = model.pool if ca2 == 1.0 else dataclasses.replace(model.pool, arrival_ca2=ca2)
@@ -127,8 +132,8 @@ class PpdProbes:
     the goodput bit for bit), so its goodput search, started at the same rate, is that model's: a ``score`` plan
     repeats its ``ppd`` twin's probes and their answers (examples/chat-ppd.yaml: five searches). Keyed by the
     deployment less its cache, the cache setting with its turn placement read as ``ppd`` at that threshold (the score
-    rule's weights only decide), the cache rate, the start rate and the SLO; a probe whose placement is not ``ppd``'s
-    is neither read nor kept."""
+    rule's weights only decide), the cache rate, the decode line, the start rate and the SLO; a probe whose placement
+    is not ``ppd``'s is neither read nor kept."""
 
     found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
     same: SameHits = field(default_factory=SameHits)
@@ -146,7 +151,7 @@ class PpdProbes:
         same = TurnPlacementSpec(policy="ppd", append_threshold_tokens=spec.turn_placement.append_threshold_tokens)
         twin = spec.model_copy(update={"turn_placement": same})
         bare = dataclasses.replace(res.hardware.deployment, cache=None)
-        return bare, twin, res.cache_rate_rps, near_rps, slo.model_dump_json()
+        return bare, twin, res.cache_rate_rps, res.decode_line, near_rps, slo.model_dump_json()
 
     def goodput(self, res: ResolvedScenario[Any], model: LocalModel, slo: SloSpec, near_rps: float | None) -> Goodput:
         """:func:`find_goodput` of ``model`` (built on ``res``) from ``near_rps``, or its ``ppd`` twin's answer."""
@@ -176,7 +181,39 @@ def _probe_goodput(
 def goodput_model(
     res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None, probes: PpdProbes | None = None
 ) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
-    """The model whose goodput is reported, and that goodput. Without a prefix cache: the model of ``res``.
+    """The model whose goodput is reported, and that goodput (:func:`line_goodput_model`); where the decode step is
+    the minimum of lines (a MoE's, :mod:`pdplan.serving.decode_lines`), the best of its lines' (the law's goodput)."""
+    bound = limit_bound(build_model)
+    return best_line(res, lambda r: line_goodput_model(r, slo, start_rps, probes), lambda got: got[2].rate_rps, bound)
+
+
+def goodput(res: ResolvedScenario[Any], slo: SloSpec, near_rps: float | None = None) -> Goodput:
+    """:func:`find_goodput` of the model of ``res`` (no cache-rate fixed point: ``res`` fixes the hit rates), the best
+    line's where the decode step is the minimum of lines (:mod:`pdplan.serving.decode_lines`)."""
+    bound = limit_bound(build_model)
+    return best_line(res, lambda r: find_goodput(build_model(r), slo, near_rps), lambda g: g.rate_rps, bound)
+
+
+def model_at_rate(res: ResolvedScenario[Any], rate_rps: float) -> LocalModel:
+    """The model of ``res`` at ``rate_rps``: on the line of a concave decode law that rate runs on (the least mean
+    step there, :func:`pdplan.serving.decode_lines.line_at_rate`)."""
+    return line_at_rate(res, rate_rps, mean_step_s, build_model)
+
+
+def mean_step_s(model: LocalModel, rate_rps: float) -> float:
+    """τ̄ of ``model``'s decode steps at deployment rate ``rate_rps`` (inf past its stable range)."""
+    if isinstance(model, ColocatedModel):
+        u = model.utilisation(np.array([rate_rps]))
+        stable = float(u["prefill"][0] + u["decode"][0]) < 1.0
+        return model.token_interval_s(rate_rps / model.z) if stable else math.inf
+    return mean_decode_step_s(model.decode, model.cells, rate_rps / model.y)
+
+
+def line_goodput_model(
+    res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None, probes: PpdProbes | None = None
+) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
+    """The model whose goodput is reported, and that goodput, on the decode line ``res`` names. Without a prefix
+    cache: the model of ``res``.
 
     With one, hit rates depend on the rate (a faster stream churns the cache sooner): g(r), the goodput of the model
     whose hit rates are those at rate r, falls as r rises, and the reported goodput is the largest self-consistent

@@ -86,7 +86,6 @@ import numpy.typing as npt
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.numerics.bisection import bisect_rows
 from pdplan.numerics.roots import brentq
-from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import DecodeWorkload, GammaMixture, colocated_distributions
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.queueing.chunk_width import GemmWidth, riding_mean_field
@@ -108,11 +107,12 @@ from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
+from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
-from pdplan.serving.roles import DecodePerf, chunk_price, decode_perf, prefill_perf
+from pdplan.serving.roles import DecodePerf, chunk_price, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
@@ -584,7 +584,7 @@ def build_colocated(res: ResolvedScenario[ColocatedHardware], plain: ColocatedMo
     """Price the colocated instance type (NoFeasiblePlanError if it does not fit). ``plain``: the model without the
     cache of the same bound deployment (:attr:`ColocatedModel.plain` of a model at another cache rate), reused as it
     is (None: priced here)."""
-    if plain is None:
+    if plain is None or plain.res.decode_line != res.decode_line:
         plain = _plain_colocated(res)
     elif plain.res is not res:
         plain = dataclasses.replace(plain, res=res)
@@ -652,8 +652,7 @@ def _plain_colocated(res: ResolvedScenario[ColocatedHardware]) -> ColocatedModel
     hw = res.hardware.colocated
     d = res.hardware.deployment
     cells = decode_cells(res)
-    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
-    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
+    dperf = role_decode_perf(res)  # on the line of a concave law res names (pdplan.serving.decode_lines)
     split = None
     if hw.dp > 1:  # each attention-DP rank is a colocated server of its own (pdplan.serving.colocated_dp)
         from pdplan.serving import colocated_dp  # lazy: attention DP only (start-up, issue #27)

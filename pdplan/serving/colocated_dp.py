@@ -142,13 +142,19 @@ def rank_decode(decode: DecodePerf, ranks: int, cells: DecodeWorkload, others_s_
     ``D·t1 + straggler + others``, ``D·t2``; seats and KV capacity over D; ``others_s_per_seq`` the other ranks'
     chunk tokens per sequence (:func:`others_chunk_s_per_seq`). D = 1 returns the same numbers."""
     d = float(ranks)
-    st = decode.step
-    t2 = st.t2_s_per_token * d
     seats = decode.max_num_seqs / d
     kv = decode.kv_capacity_tokens / d
-    extra = straggler_s_per_seq(t2, ranks, cells, seats, kv, decode.state_tokens_per_seq)
-    step = LinearStepTime(st.t0_s, st.t1_s_per_seq * d + extra + others_s_per_seq, t2)
-    return dataclasses.replace(decode, step=step, kv_capacity_tokens=kv, max_num_seqs=seats)
+
+    def rank(st: LinearStepTime) -> LinearStepTime:
+        t2 = st.t2_s_per_token * d
+        extra = straggler_s_per_seq(t2, ranks, cells, seats, kv, decode.state_tokens_per_seq)
+        return LinearStepTime(st.t0_s, st.t1_s_per_seq * d + extra + others_s_per_seq, t2)
+
+    one = None if decode.one_line is None else rank(decode.one_line)  # a concave law's line: its one-line fit too
+    lines = tuple(rank(line) for line in decode.lines)  # and the law's lines (the simulator's linear step)
+    return dataclasses.replace(
+        decode, step=rank(decode.step), kv_capacity_tokens=kv, max_num_seqs=seats, one_line=one, lines=lines
+    )
 
 
 def _of_kind(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:

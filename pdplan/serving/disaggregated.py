@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import (
     DecodeCapacity,
     DecodeWorkload,
@@ -88,6 +87,7 @@ from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
+from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.dual_path_setup import (
     StorageReadStage,
     add_read_wait,
@@ -108,7 +108,7 @@ from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
-from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, decode_perf, prefill_perf
+from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
@@ -560,10 +560,8 @@ def _decode_capacity(
     """One decode instance's step model and its capacity bounds (NoFeasiblePlanError if no request fits), the KV
     bound on the footprint its server admits on (SGLang's PD decode: the context plus
     :func:`~pdplan.queueing.kv_admission.pd_decode_reserved_tokens`)."""
-    hw = res.hardware.decode
     reserved = pd_decode_reserved_tokens(res.engine.scheduling)
-    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
-    dperf = decode_perf(hw, cells.mean_work / cells.mean_steps, res.max_num_seqs, partial)
+    dperf = role_decode_perf(res)  # on decode_cells(res), the line of a concave law res names (decode_lines)
     cap = fast_decode_capacity(
         cells,
         dperf.step,

@@ -118,6 +118,9 @@ class ResolvedScenario(Generic[H]):
     cache_rate_rps: float | None = None
     """The request rate the cache's hit rates are evaluated at (None: a first estimate; :mod:`pdplan.serving.
     prefix_cache`, "The rate")."""
+    decode_line: int | None = None
+    """The line of a concave decode step law (:attr:`pdplan.serving.roles.DecodePerf.lines`) the models price
+    (:mod:`pdplan.serving.decode_lines`); None: the one-line fit, what a step of one line prices anyway."""
 
     @property
     def roles(self) -> tuple[tuple[str, RoleHardware], ...]:

@@ -19,13 +19,22 @@
   (:func:`step_bytes`; a constrained least squares when the plain one breaks it). That binds for
   MoE, whose expert reads saturate in B (Mixtral-8x7B on H100 TP2: at B ≈ 7 the plain fit gave
   10.4 ms, the weights alone take 11.9 ms at 3.35 TB/s, the roofline 16.1 ms): the linear form
-  cannot follow that curve, and is kept physically possible rather than close. With PP = p a decode instance runs p
+  cannot follow that curve, and is kept physically possible rather than close (but see *Concave steps*). With PP = p a
+  decode instance runs p
   micro-batches of B/p; a sequence gets one token per pipeline cycle, so
   ``τ(B, K) = p · stage_time(B/p, K/B)``. A model whose every layer is windowed (Mistral-7B v0.1) reads
   min(c, w) tokens per sequence (:mod:`pdplan.perf.ops_attention`), so beyond the window its roofline is flat in c
   and not linear in B·c: its law's K is the windowed context Σ min(c_i, w), the grid's c is capped at w, and the
   queueing model sums the same windowed context (:class:`pdplan.queueing.decode.DecodeWorkload`'s
   ``window_tokens``); κ is then the mean windowed context.
+* **Concave steps** (:func:`concave_lines`; issue #23): where the one line errs by more than
+  :data:`LINE_SPLIT_REL_ERR` somewhere on the grid, the step is also fitted as the minimum of two lines, each fitted
+  the same way (relative least squares, above the HBM floor over the whole range, so their minimum is too) to the
+  grid points on its side of a split batch, the split the one whose minimum errs least at its worst; kept where it at
+  least halves the worst error. A minimum of lines is concave, as a MoE step is while its expert reads saturate
+  (Mixtral-8x7B on H100 TP2 at 700 tokens of context: the one line +68 % at B = 1, −26 % at B = 8, +26 % at B = 101;
+  the two lines within 7 % over the grid). The serving models price one line each, and the line a rate runs on is
+  the one whose mean-field step is the least there (:mod:`pdplan.serving.decode_lines`, with the derivation).
 * **Chunked prefill** (:func:`chunk_price`, Sarathi-Serve token budget C): a chunk step runs the
   decode batch plus up to C prefill tokens through the same GEMMs, so the chunk adds what the
   roofline pass of its tokens costs beyond the weight read and fixed costs the decode step pays
@@ -52,6 +61,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -343,6 +353,30 @@ class DecodePerf:
     max_num_seqs: float
     state_tokens_per_seq: float = 0.0
     window_tokens: float | None = None  # the KV/context cap of an all-windowed model (ModelSpec.kv_window_tokens)
+    lines: tuple[LinearStepTime, ...] = ()
+    """A step concave in B (a MoE's expert reads saturate) as the minimum of these lines, steepest first
+    (:func:`concave_lines`; module docstring); empty where one line fits (``step`` is then the law)."""
+    lines_rel_err: tuple[float, float] = (0.0, 0.0)
+    """(median, worst) relative error of the minimum of :attr:`lines` over the fit's grid."""
+    one_line: LinearStepTime | None = None
+    """On a line of the law (:meth:`on_line`): the one-line fit it replaced, which the closed-loop benchmark
+    prices (:mod:`pdplan.serving.decode_lines`, what is left out); None: ``step`` is that fit."""
+
+    @property
+    def line_fit(self) -> LinearStepTime:
+        """The one-line fit of the step (``step`` itself unless priced on a line of a concave law)."""
+        return self.step if self.one_line is None else self.one_line
+
+    def on_line(self, line: int) -> DecodePerf:
+        """The same instance priced on line ``line`` of its concave law (module docstring, *Concave steps*): the
+        serving models take one line each, and the one a rate runs on is the line whose mean step is the least
+        there (:mod:`pdplan.serving.decode_lines`). Its fit errors become the law's."""
+        if not 0 <= line < len(self.lines):
+            raise ValueError(f"decode line {line} of a law of {len(self.lines)} lines")
+        med, worst = self.lines_rel_err
+        return dataclasses.replace(
+            self, step=self.lines[line], fit_median_rel_err=med, fit_max_rel_err=worst, one_line=self.line_fit
+        )
 
 
 def decode_step_fn(hw: RoleHardware, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
@@ -457,6 +491,7 @@ def decode_perf(
     t0, t1, t2 = _above_floor(hw, design / scale, scale, coef, b_max) / scale
     fit = t0 + t1 * bb + t2 * bb * cc
     rel = np.abs(fit / tau - 1.0)
+    lines, law_rel = concave_lines(hw, (bb, cc, tau), design / scale, scale, b_max, float(rel.max()))
     return DecodePerf(
         LinearStepTime(float(t0), float(t1), float(t2)),
         median(rel),
@@ -465,4 +500,52 @@ def decode_perf(
         float(max_num_seqs),
         state,
         window,
+        lines,
+        law_rel,
     )
+
+
+LINE_SPLIT_REL_ERR = 0.10
+"""A one-line fit whose worst relative error on the grid exceeds this (the 10 % TPOT target of issue #23) is
+replaced by the minimum of two lines where that at least halves the worst error (module docstring, *Concave
+steps*)."""
+
+
+def concave_lines(
+    hw: RoleHardware,
+    grid: tuple[FloatArray, FloatArray, FloatArray],
+    a: FloatArray,
+    scale: FloatArray,
+    b_max: float,
+    line_max_rel_err: float,
+) -> tuple[tuple[LinearStepTime, ...], tuple[float, float]]:
+    """The step as the minimum of two lines, each fitted (relative least squares, above the HBM floor over the
+    whole range) to the grid points on its side of a split batch, the split the one whose minimum errs least at its
+    worst; ``((), (0, 0))`` where the one line errs by at most :data:`LINE_SPLIT_REL_ERR` or two do not halve
+    its worst error. ``grid``: the fit's (B, c, τ) points; ``a``, ``scale``: its scaled design rows."""
+    bb, cc, tau = grid
+    none: tuple[tuple[LinearStepTime, ...], tuple[float, float]] = ((), (0.0, 0.0))
+    batches = sorted_unique(bb)
+    if line_max_rel_err <= LINE_SPLIT_REL_ERR or batches.size < 6:
+        return none
+    cols = np.stack([np.ones_like(bb), bb, bb * cc], axis=1)
+    best: tuple[float, FloatArray, FloatArray] | None = None
+    for split in batches[2:-2]:  # each side keeps at least three batches (three coefficients)
+        low, high = bb <= split, bb >= split
+        pair = [nnls(a[side], np.ones(int(side.sum())))[0] / scale for side in (low, high)]
+        worst = float(np.abs(np.minimum(cols @ pair[0], cols @ pair[1]) / tau - 1.0).max())
+        if best is None or worst < best[0]:
+            best = (worst, low, high)
+    if best is None:
+        return none
+    coefs = []
+    for side in best[1:]:
+        coef, _ = nnls(a[side], np.ones(int(side.sum())))
+        if coef[0] <= 0.0:  # the fixed point needs a step at B = 0 (as the one line's fit)
+            coef[0] = float(tau[side].min()) * 0.5 * scale[0]
+        coefs.append(_above_floor(hw, a[side], scale, coef, b_max) / scale)
+    rel = np.abs(np.minimum(cols @ coefs[0], cols @ coefs[1]) / tau - 1.0)
+    if float(rel.max()) > 0.5 * line_max_rel_err:
+        return none
+    lines = sorted((LinearStepTime(*(float(x) for x in c)) for c in coefs), key=lambda s: -s.t1_s_per_seq)
+    return tuple(lines), (median(rel), float(rel.max()))

@@ -71,7 +71,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import decode_step_fn, prefill_perf
+from pdplan.serving.roles import DecodePerf, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.sim.spec import StepTimeFn
@@ -99,9 +99,19 @@ class SimSetup:
     service less that stage time; :mod:`pdplan.sim.reuse` adds it to a cached prefill's price)."""
 
 
-def _step_fn(hw: RoleHardware, linear: StepTimeFn, step: StepModel) -> StepTimeFn:
+def _step_fn(hw: RoleHardware, decode: DecodePerf, step: StepModel) -> StepTimeFn:
+    """The step each iteration prices: ``linear``, the closed form's law (its line, or for a step concave in B the
+    minimum of its lines, evaluated at each iteration's own B and K: the closed form's mean field takes one line per
+    rate, :mod:`pdplan.serving.decode_lines`, the simulator none); ``roofline``, the roofline step itself."""
     if step == "linear":
-        return linear
+        if not decode.lines:
+            return decode.step
+        lines = decode.lines
+
+        def law(batch: FloatArray, context: FloatArray) -> FloatArray:
+            return np.asarray(np.minimum.reduce([line(batch, context) for line in lines]), dtype=np.float64)
+
+        return law
 
     def roofline(batch: FloatArray, context: FloatArray) -> FloatArray:
         return decode_step_fn(hw, batch, context)
@@ -145,7 +155,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(
             model.y,
-            _step_fn(hw.decode, dec.step, step),
+            _step_fn(hw.decode, dec, step),
             max_batch=res.max_num_seqs,
             kv_capacity_tokens=dec.kv_capacity_tokens,
             routing=decode_routing,
@@ -270,7 +280,7 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         service = prefill_perf(hw, req.input_tokens.astype(np.float64)).latency_s
     dep = Colocated(
         instances=model.z,
-        step_time_s=_step_fn(hw, dec.step, step),
+        step_time_s=_step_fn(hw, dec, step),
         scheduler="chunked" if model.scheduler == "chunked" else "prefill-first",
         routing="random",
         max_batch=res.max_num_seqs,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 2 from examples/prfaas-h200-h100.yaml
-# plan: 1P3D h100-sxm TP4 / h100-sxm TP4 layer + PrfaaS 2x h200-sxm TP4; 24 GPUs; goodput 7.845 req/s
+# plan: 1P3D h100-sxm TP4 / h100-sxm TP4 layer + PrfaaS 2x h200-sxm TP4; 24 GPUs; goodput 8.713 req/s
 # model: Qwen/Qwen3-Next-80B-A3B-Instruct
 # prefill: 1 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 3 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)

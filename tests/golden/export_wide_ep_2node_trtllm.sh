@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node-no-tbo)
-# plan: 1P1D h100-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 32 GPUs; goodput 45.34 req/s
-# at that rate: TTFT P90 674.1 ms, TPOT P90 149.5 ms
+# plan: 1P1D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 32 GPUs; goodput 50.32 req/s
+# at that rate: TTFT P90 711.8 ms, TPOT P90 149.9 ms
 # model: deepseek-ai/DeepSeek-V3
-# prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+# prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # WARNING: the plan was priced with the sglang engine profile, but it is exported for trtllm
 # WARNING: kv_cache_config.free_gpu_memory_fraction is not written: TensorRT-LLM's is a share of the memory left after the weights (default 0.9), not the share of the whole GPU the plan records; set it by hand so that each server holds the KV the plan priced
@@ -28,7 +28,7 @@ set -euo pipefail
 role="${1:?usage: $0 prefill|decode|server}"
 case "$role" in
   prefill)
-    # prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
+    # prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
     # one instance on 2 nodes of 8 GPUs: one MPI world of 16 ranks, 8 a node, rank 0 (the server) on node 0; 2 node(s); instance i on nodes i*2..i*2+1: bash THIS_FILE prefill once, inside a Slurm allocation holding them, with PREFILL_NODES their names (node 0 first)
     read -r -a nodes <<< "${PREFILL_NODES:?set PREFILL_NODES to the 2 node addresses}"
     [ "${#nodes[@]}" -eq 2 ] || { echo "PREFILL_NODES needs 2 addresses" >&2; exit 2; }

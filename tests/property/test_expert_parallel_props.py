@@ -16,7 +16,8 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.io.serving_defaults import serving_defaults
 from pdplan.perf.expert_parallel import parallelism_error
 from pdplan.perf.memory import instance_memory
-from pdplan.serving import build_model, resolve
+from pdplan.serving import resolve
+from pdplan.serving.build import model_at_rate
 from pdplan.serving.checks.physics import operating_point_breaches
 
 CATALOG = open_catalog()
@@ -88,5 +89,6 @@ def test_moe_dp_ep_plans_keep_the_invariants(spec: dict[str, object], load: floa
     with contextlib.suppress(NoFeasiblePlanError):
         ev = evaluate(sc, catalog=CATALOG)  # checks its own operating point; a breach raises
         res = resolve(sc, CATALOG)
-        model = build_model(res)
-        assert operating_point_breaches(res, model, load * ev.stability_limit_rps) == []
+        rate = load * ev.stability_limit_rps
+        model = model_at_rate(res, rate)  # a MoE step concave in B: the line that rate runs on (decode_lines)
+        assert operating_point_breaches(model.res, model, rate) == []

@@ -187,7 +187,7 @@ def test_the_model_without_the_cache_reuses_the_cached_models_plain() -> None:
     assert reused.cache is None
     assert fresh.cache is None
     assert reused.decode is cached.plain.decode  # reused, not priced again
-    assert fresh.decode is not cached.plain.decode
+    assert fresh.decode == cached.plain.decode  # (the decode law's fit is kept per instance type: decode_lines)
     printed = fingerprint(dataclasses.replace(reused, cache=cached.cache))
     assert printed is not None
     assert printed == fingerprint(dataclasses.replace(fresh, cache=cached.cache))  # every field but res and plain

@@ -122,18 +122,22 @@ def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_
     if window is not None:
         mean_context = min(mean_context, window)
     perf = decode_perf(hw, mean_context, float(max_num_seqs))
-    step = perf.step
-    per_seq = step.t1_s_per_seq + step.t2_s_per_token * mean_context
-    b_slo = (tpot_s - step.t0_s) / per_seq if per_seq > 0 else float(max_num_seqs)
+    lines = perf.lines or (perf.step,)  # a step concave in B: the minimum of its lines (pdplan.serving.decode_lines)
+    per_seq = [ln.t1_s_per_seq + ln.t2_s_per_token * mean_context for ln in lines]
+    # τ(B) = min over the lines rises with B: it stays within the SLO up to the largest of the lines' own B
+    b_slo = max((tpot_s - ln.t0_s) / k if k > 0 else float(max_num_seqs) for ln, k in zip(lines, per_seq, strict=True))
     seat_tokens = max(mean_context, 1.0) + perf.state_tokens_per_seq  # context + fixed state (pdplan.perf.memory)
     b_star = min(float(max_num_seqs), perf.kv_capacity_tokens / seat_tokens, b_slo)
+
+    def step_s(batch: float) -> float:
+        return min(float(ln(np.array(batch), np.array(batch * mean_context))) for ln in lines)
+
     if b_star < 1.0:
-        one_s = float(step(np.array(1.0), np.array(mean_context)))
         raise NoFeasiblePlanError(
-            f"a decode step of one sequence on {hw.label} takes {one_s:.3g} s, above the TPOT SLO {tpot_s:.3g} s",
+            f"a decode step of one sequence on {hw.label} takes {step_s(1.0):.3g} s, above the TPOT SLO {tpot_s:.3g} s",
             binding_constraint="decode utilisation",
         )
-    return b_star / float(step(np.array(b_star), np.array(b_star * mean_context)))
+    return b_star / step_s(b_star)
 
 
 def prfaas_local(res: ResolvedScenario[Any]) -> tuple[ResolvedScenario[DisaggregatedHardware], Prfaas]:

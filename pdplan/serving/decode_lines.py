@@ -1,0 +1,167 @@
+"""Which line of a concave decode step a serving model prices, and the best of them (issue #23: Mixtral's refusal).
+
+A MoE's decode step is concave in the batch: its expert reads saturate once the batch touches every expert
+(Mixtral-8x7B on H100 TP2 at 700 tokens of context: 7.1 ms at B = 1, 17.7 ms at B = 8, 21.5 ms at B = 101 by the
+roofline). One line ``t0 + t1·B + t2·K`` misses that curve by up to 68 % (+26 % at the 101 decodes a vLLM run
+measured), so :func:`pdplan.serving.roles.decode_perf` prices such a step as the minimum of two lines
+(:func:`pdplan.serving.roles.concave_lines`, within 7 % there).
+
+**Derivation.** Let ``τ(B, K) = min_i ℓ_i(B, K)``, ``ℓ_i = t0_i + t1_i·B + t2_i·K``. The mean field
+(docs/queueing.md §2.2) solves ``τ̄ = τ(λE[n]τ̄, λE[W]τ̄)``; with ``g_i(τ) = t0_i + u_i·τ``, ``u_i = λ(t1_i E[n] +
+t2_i E[W])``, the least fixed point of ``min_i g_i`` is ``min_i τ̄_i``, ``τ̄_i = t0_i/(1 − u_i)`` over the lines with
+``u_i < 1``: below ``τ̄_i`` every ``g_i(τ) > τ``, and at ``τ* = min_i τ̄_i`` every ``g_i(τ*) ≥ τ*``, with equality
+for the minimiser. So at each rate the law runs on one line, the one with the least τ̄_i, and its linearisation there
+(the §2.4 load noise, the KV variance) is that line's own: the law's model at that rate *is* that line's model. A
+colocated instance's ``τ̄ = t0/(1 − u_d − u_p)`` keeps the property (the riding prefill's u_p is the same on every
+line). At a given rate N and K̄ are proportional to τ̄, so the least-τ̄ line also leaves the most room under every
+mean bound (seats, KV): the law's stable limit is the largest of its lines'. Every line prices at least the law's τ̄
+at every rate, so where a line meets the SLO the law does, and at a rate past every line's goodput the line the law
+runs on misses it: the law's goodput is the largest of its lines' goodputs. :func:`best_line` searches each line's
+model (a step of one line: the model as before) and keeps the best; :func:`line_at_rate` picks the line a given rate
+runs on. The optimiser's screen (:mod:`pdplan.search.tables`) takes each rate's line the same way, and the simulator's
+``linear`` step is the minimum itself at each iteration's batch (:mod:`pdplan.sim.deployment`). Left out: a model's
+rows at rates far from the one its line was chosen at (a report's rate curve, the sensitivity rows at rate ±20 %)
+stay on that line, which prices at least the law's step there; the closed-loop benchmark's loops keep the one-line
+fit for their prefill-only steps (their decode steps are the roofline's own per batch, :mod:`pdplan.benchmark`), and
+its mean-value fixed point runs on the goodput's line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.perf.kv_blocks import resident_partial_block_tokens
+from pdplan.queueing import decode_fixed_point
+from pdplan.queueing.exact_memo import forgets
+from pdplan.serving.cells import decode_cells
+from pdplan.serving.resolve import ResolvedScenario
+from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.roles import DecodePerf, decode_perf
+
+T = TypeVar("T")
+
+
+def decode_role(res: ResolvedScenario[Any]) -> RoleHardware:
+    """The instance type that decodes: a colocated instance, or an xPyD deployment's decode instance."""
+    hw = res.hardware
+    role: RoleHardware = hw.colocated if hasattr(hw, "colocated") else hw.decode
+    return role
+
+
+def role_decode_perf(res: ResolvedScenario[Any]) -> DecodePerf:
+    """The decode step law of the bound deployment's decoding instance (:func:`~pdplan.serving.roles.decode_perf` on
+    the workload's cells; the partial last KV block of its lengths), on line :attr:`ResolvedScenario.decode_line`
+    where one is set and the law has lines (a line chosen for other lengths, a what-if's, where one line fits these:
+    the one-line fit, which is then the law)."""
+    hw = decode_role(res)
+    cells = decode_cells(res)
+    partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
+    perf = _fitted(hw, cells.mean_work / cells.mean_steps, float(res.max_num_seqs), partial)
+    if res.decode_line is None or not perf.lines:  # a line named for other lengths, where one line fits these
+        return perf
+    return perf.on_line(min(res.decode_line, len(perf.lines) - 1))
+
+
+_FITS: dict[tuple[int, float, float, float], tuple[RoleHardware, DecodePerf]] = {}
+_FITS_MAX = 32
+
+
+def _fitted(hw: RoleHardware, context_tokens: float, max_num_seqs: float, partial_tokens: float) -> DecodePerf:
+    """:func:`~pdplan.serving.roles.decode_perf`, kept for the instance type object it was fitted on (held with it,
+    so that its identity is not reused) and the three numbers it reads besides: a search asks for one deployment's law
+    about four times (its line count, each line's build, a line's limit), the same doubles each time."""
+    key = (id(hw), context_tokens, max_num_seqs, partial_tokens)
+    hit = _FITS.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    perf = decode_perf(hw, context_tokens, max_num_seqs, partial_tokens)
+    if len(_FITS) >= _FITS_MAX:
+        _FITS.pop(next(iter(_FITS)))
+    _FITS[key] = (hw, perf)
+    return perf
+
+
+@forgets
+def clear_fits() -> None:
+    """Forget the fits :func:`_fitted` kept (a search timed from scratch)."""
+    _FITS.clear()
+
+
+def line_count(res: ResolvedScenario[Any]) -> int:
+    """How many lines the bound deployment's decode law has (0: one line fits, the law is its fit)."""
+    if res.decode_line is not None:
+        return 0
+    return len(role_decode_perf(res).lines)
+
+
+def best_line(
+    res: ResolvedScenario[Any],
+    search: Callable[[ResolvedScenario[Any]], T],
+    rate_of: Callable[[T], float],
+    bound: Callable[[ResolvedScenario[Any]], float] | None = None,
+) -> T:
+    """``search(res)`` where the decode law is one line; else ``search`` on each line's scenario and the result with
+    the highest ``rate_of`` (the law's goodput, module docstring). The lines are searched flattest first (the one a
+    loaded instance runs on), and a later line is skipped where ``bound`` (an upper bound of its ``rate_of``: a
+    model's stable limit) does not exceed the best found; on a tie the line searched first is kept. A line on which
+    no rate holds is skipped; where none holds, the last error is raised."""
+    count = line_count(res)
+    if count == 0:
+        return search(res)
+    best: T | None = None
+    failure: NoFeasiblePlanError | None = None
+    for line in reversed(range(count)):
+        on = dataclasses.replace(res, decode_line=line)
+        if best is not None and bound is not None and bound(on) <= rate_of(best):
+            continue
+        try:
+            got = search(on)
+        except NoFeasiblePlanError as err:
+            failure = err
+            continue
+        if best is None or rate_of(got) > rate_of(best):
+            best = got
+    if best is None:
+        assert failure is not None
+        raise failure
+    return best
+
+
+def limit_bound(build: Callable[[ResolvedScenario[Any]], Any]) -> Callable[[ResolvedScenario[Any]], float]:
+    """:func:`best_line`'s ``bound`` for scenarios without a prefix cache: the stable limit of the model ``build``
+    makes (no goodput exceeds it); None-like (infinite) with a cache, whose limit moves with the hit rates."""
+
+    def bound(res: ResolvedScenario[Any]) -> float:
+        if res.cache is not None:
+            return float("inf")
+        try:
+            return float(build(res).limit().rate_rps)
+        except NoFeasiblePlanError:
+            return 0.0
+
+    return bound
+
+
+def line_at_rate(res: ResolvedScenario[Any], rate_rps: float, mean_step_s: Callable[[Any, float], float],
+                 build: Callable[[ResolvedScenario[Any]], T]) -> T:  # fmt: skip
+    """The model of ``res`` at ``rate_rps``: built on the line whose mean step there is the least (module docstring;
+    ``mean_step_s(model, rate)``, inf past a line's stable range); the one-line model where the law is one line."""
+    count = line_count(res)
+    if count == 0:
+        return build(res)
+    models = [build(dataclasses.replace(res, decode_line=line)) for line in range(count)]
+    steps = np.array([mean_step_s(m, rate_rps) for m in models])
+    return models[int(np.argmin(steps))]
+
+
+def mean_decode_step_s(perf: DecodePerf, cells: Any, rate_per_instance: float) -> float:
+    """τ̄ of a decode pool at a per-instance rate (inf past its stable range)."""
+    try:
+        return float(decode_fixed_point(np.array([rate_per_instance]), cells, perf.step).tau_mean_s[0])
+    except ValueError:
+        return float("inf")

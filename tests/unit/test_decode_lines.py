@@ -1,0 +1,133 @@
+"""The concave decode step law (pdplan.serving.roles.concave_lines) and the line a model prices
+(pdplan.serving.decode_lines): hand-worked fixed points, the fit on a MoE and a dense step, and the best line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pdplan.errors import NoFeasiblePlanError
+from pdplan.io.catalog import open_catalog
+from pdplan.io.scenario import scenario_from_dict
+from pdplan.queueing import LinearStepTime, decode_fixed_point, decode_workload
+from pdplan.serving.build import goodput_model, model_at_rate
+from pdplan.serving.decode_lines import best_line, decode_role, line_count, role_decode_perf
+from pdplan.serving.resolve import ResolvedScenario, resolve
+from pdplan.serving.roles import LINE_SPLIT_REL_ERR, decode_step_fn
+
+CATALOG = open_catalog()
+STEEP = LinearStepTime(0.005, 0.002, 0.0)
+FLAT = LinearStepTime(0.017, 0.00004, 0.0)
+
+
+def _colocated(model: str, tp: int, **extra: Any) -> ResolvedScenario[Any]:
+    data: dict[str, Any] = {
+        "model": model,
+        "mode": "colocated",
+        "colocated": {"gpu": "h100-sxm", "tp": tp, "count": 1, "scheduler": "chunked", "chunk_tokens": 2048},
+        "workload": {"input_tokens": {"dist": "fixed", "value": 575}, "output_tokens": {"dist": "fixed", "value": 246}},
+        "slo": {"ttft": "60s", "tpot": "10s", "percentile": 99},
+        "dtype": "bf16",
+        "kv_dtype": "bf16",
+        "max_num_seqs": 128,
+        "max_model_len": 4096,
+        "engine": "vllm-0.18",
+    }
+    data.update(extra)
+    return resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), CATALOG)
+
+
+def test_fixed_point_of_the_minimum_is_the_least_of_the_lines() -> None:
+    """n = 100 steps, t2 = 0. At λ = 0.02/s: u = 0.02·0.002·100 = 0.004 on the steep line, τ̄ = 5/0.996 = 5.0201 ms;
+    the flat one 17/(1 − 0.00008) = 17.0014 ms: the law runs on the steep line. At λ = 4/s: u = 0.8, τ̄ = 25 ms on
+    the steep line; 17/(1 − 0.016) = 17.2764 ms on the flat one, which the law runs on. The general-step solver
+    (brentq on the minimum itself) finds the same τ̄ and the running line's slope."""
+    wl = decode_workload([500.0], [100.0], [1.0])
+
+    def law(b: np.ndarray, k: np.ndarray) -> np.ndarray:
+        return np.minimum(STEEP(b, k), FLAT(b, k))
+
+    fixed = decode_fixed_point(np.array([0.02, 4.0]), wl, law)
+    assert fixed.tau_mean_s[0] == pytest.approx(0.005 / 0.996, rel=1e-9)
+    assert fixed.tau_mean_s[1] == pytest.approx(0.017 / (1.0 - 0.016), rel=1e-9)
+    assert fixed.t1_s_per_seq == pytest.approx([0.002, 0.00004], rel=1e-6)
+    for rate, line in ((0.02, STEEP), (4.0, FLAT)):
+        own = decode_fixed_point(np.array([rate]), wl, line).tau_mean_s[0]
+        assert own == pytest.approx(float(decode_fixed_point(np.array([rate]), wl, law).tau_mean_s[0]), rel=1e-9)
+
+
+def test_a_moe_step_is_two_lines_within_seven_percent() -> None:
+    """Mixtral-8x7B on H100 TP2 at 700 tokens of context: the roofline 7.1 ms at B = 1, 21.5 ms at B = 101; the one
+    line misses it by up to 68 % over its grid, the minimum of two lines by at most 7 %; the steep line first."""
+    res = _colocated("mixtral-8x7b", 2)
+    perf = role_decode_perf(res)
+    assert perf.fit_max_rel_err > 0.6
+    assert len(perf.lines) == 2
+    assert perf.lines_rel_err[1] <= 0.07
+    assert perf.lines[0].t1_s_per_seq > perf.lines[1].t1_s_per_seq
+    batch = np.array([1.0, 8.0, 101.0])
+    roof = decode_step_fn(decode_role(res), batch, batch * 700.0)
+    law = np.minimum(perf.lines[0](batch, batch * 700.0), perf.lines[1](batch, batch * 700.0))
+    assert np.all(np.abs(law / roof - 1.0) <= 0.07)
+    assert float(roof[0]) == pytest.approx(7.14e-3, rel=0.01)
+
+
+def test_a_dense_step_stays_one_line() -> None:
+    """Llama-3.1-70B on H100 TP4: the one line fits within the split threshold, so the law is that line."""
+    res = _colocated("llama-3.1-70b", 4)
+    perf = role_decode_perf(res)
+    assert perf.fit_max_rel_err <= LINE_SPLIT_REL_ERR
+    assert perf.lines == ()
+    assert line_count(res) == 0
+
+
+def test_on_line_prices_that_line_with_the_law_errors() -> None:
+    res = dataclasses.replace(_colocated("mixtral-8x7b", 2), decode_line=1)
+    perf = role_decode_perf(res)
+    assert perf.step == perf.lines[1]
+    assert (perf.fit_median_rel_err, perf.fit_max_rel_err) == perf.lines_rel_err
+    with pytest.raises(ValueError, match="decode line 2 of a law of 2 lines"):
+        perf.on_line(2)
+
+
+def test_best_line_keeps_the_highest_and_skips_failures() -> None:
+    res = _colocated("mixtral-8x7b", 2)
+    seen: list[int | None] = []
+
+    def search(r: ResolvedScenario[Any]) -> float:
+        seen.append(r.decode_line)
+        if r.decode_line == 0:
+            raise NoFeasiblePlanError("no rate holds on the steep line", binding_constraint="TPOT")
+        return 3.0
+
+    assert best_line(res, search, float) == 3.0
+    assert seen == [1, 0]  # flattest first
+    seen.clear()
+    assert best_line(res, search, float, bound=lambda r: 2.0) == 3.0  # the steep line's limit is below: not searched
+    assert seen == [1]
+
+    def never(r: ResolvedScenario[Any]) -> float:
+        raise NoFeasiblePlanError(f"line {r.decode_line}", binding_constraint="TPOT")
+
+    with pytest.raises(NoFeasiblePlanError, match="line 0"):
+        best_line(res, never, float)
+
+
+def test_goodput_is_the_best_line_and_a_light_rate_runs_on_the_steep_one() -> None:
+    """The law's goodput is the best of its lines' (here the flat one at the stable limit); at 0.05 req/s (a batch of
+    about one) the model runs on the steep line, whose mean step lies below the flat one's."""
+    res = _colocated("mixtral-8x7b", 2)
+    chosen, _, good = goodput_model(res, res.scenario.slo)
+    others = []
+    for line in (0, 1):
+        _, _, g = goodput_model(dataclasses.replace(res, decode_line=line), res.scenario.slo)
+        others.append(g.rate_rps)
+    assert good.rate_rps == max(others)
+    assert chosen.decode_line == int(np.argmax(others))
+    light = model_at_rate(res, 0.05)
+    assert light.res.decode_line == 0
+    assert light.decode.step == role_decode_perf(res).lines[0]
