@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pdplan.cache.lru_closed_form import ThinkTime
-from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_boundary import AppendWork, StepBoundary
 from pdplan.serving.ppd_pool import _convolved
 
 ZERO = ThinkTime("fixed", 1e-9)
@@ -118,7 +118,7 @@ def test_zero_think_time_carries_the_appends_that_arrived_during_the_whole_step(
     # τ' = 20 ms, ρ_a = 0.1 from λ_a = 10/s appends of w̄ = 10 ms: τ_p = 18 ms, q = 1 − e^{−0.2} = 0.18127,
     # τ_m = 18 + 2/q = 29.033 ms. At zero think time R = S1, and the others that arrived during S1 are Poisson(λ_a·S1):
     # R + O has atoms at τ_p + k·w̄ with probability (1 − q)·Poisson(k; 0.18) and at τ_m + k·w̄ with q·Poisson(k; λ_a·τ_m)
-    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, append_work_s=0.010)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=AppendWork.point(0.010), slices=1)
     law = b.carried()
     q, tm = 1.0 - math.exp(-0.2), 0.018 + 0.002 / (1.0 - math.exp(-0.2))
     assert tm == pytest.approx(0.029033, abs=1e-6)
@@ -139,7 +139,7 @@ def test_long_think_time_carries_the_appends_of_a_length_biased_step() -> None:
     # a random arrival sees the step in flight length-biased: E[O] = λ_a·w̄·E[S²]/E[S], above the ρ_a·τ' = λ_a·w̄·E[S]
     # the mean step holds; with τ_p = 18 ms, τ_m = 29.033 ms, q = 0.18127: E[S²] = 0.81873·18² + 0.18127·29.033²
     # = 265.27 + 152.80 = 418.07 ms², so E[R] = 418.07/40 = 10.452 ms and E[O] = 0.1 × 418.07/20 = 2.0903 ms
-    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=AppendWork.point(0.010), slices=1)
     second = (1 - b.mixed_share) * b.plain_s**2 + b.mixed_share * b.mixed_s**2
     assert second == pytest.approx(418.07e-6, rel=1e-4)
     law = b.carried()
@@ -153,8 +153,9 @@ def test_long_think_time_carries_the_appends_of_a_length_biased_step() -> None:
 
 
 def test_an_idle_instance_carries_no_other_append() -> None:
-    b = StepBoundary.of(0.020, 0.1, 10.0, 0.25, LONG, append_work_s=0.010)  # busy 1/4: an atom of 3/4 at 0
+    one = AppendWork.point(0.010)  # the two-point law, each other append at 10 ms
+    b = StepBoundary.of(0.020, 0.1, 10.0, 0.25, LONG, work=one, slices=1)  # busy 1/4: an atom of 3/4 at 0
     law = b.carried()
     assert float(law.cdf_grid[0]) == pytest.approx(0.75)
-    busy = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010).carried()
+    busy = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=one, slices=1).carried()
     assert law.mean_s == pytest.approx(0.25 * busy.mean_s, rel=1e-3)
