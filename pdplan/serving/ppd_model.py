@@ -37,7 +37,8 @@ prefix-cache class per prompt bin, ``decode``:
 * **TTFT of a decode row**: its wait R for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), then the
   step that carries its append's (first) chunk, a plain step τ_p plus its append's work and the work O of the other
   appends admitted with it (those that arrived during the same step in flight,
-  :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`), and the append's further steps:
+  :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`; the step in flight and the others' work are of the placed
+  appends' work law over turns and groups, :func:`_work_law`), and the append's further steps:
   ``R + O + τ_p + w(m, h) + (⌈m/C⌉ − 1)·τ'`` with m drawn from the placed groups. The row's offset holds the shortest
   group's ``w + (⌈m/C⌉ − 1)·τ'`` (per quadrature point, h its prompt less the append) and its wait law ``R + O + D``,
   D each group's excess over it (the bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under
