@@ -88,7 +88,7 @@ LAW_POINTS = 513
 """Points of the law's own grid over [0, max s_σ] (the think time's cdf, :meth:`StepBoundary.tabulated`; a lattice
 reads it by interpolation)."""
 
-LAW_CELLS = 4096
+LAW_CELLS = 2048
 """Cells of the lattices of the compound Poisson sums (the mixed steps' work, :meth:`StepBoundary.carried`)."""
 
 MIXED_SLICES = 16
@@ -256,11 +256,10 @@ class StepBoundary:
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
         s, p, _ = self._steps()
-        top = float(s.max())
-        a = np.linspace(0.0, 2.0 * top - self.plain_s, LAW_POINTS)
-        x = a[None, :] - (s - self.plain_s)[:, None]
-        waited = np.where(x < 0.0, 0.0, 1.0 - self.busy + self.busy * self._residual(np.maximum(x, 0.0)))
-        cdf = np.clip(p @ waited, 0.0, 1.0)
+        a = np.linspace(0.0, 2.0 * float(s.max()) - self.plain_s, LAW_POINTS)
+        waited = 1.0 - self.busy + self.busy * self._residual(a)  # R' on the grid; piecewise linear, read shifted
+        shifted = np.interp(a[None, :] - (s - self.plain_s)[:, None], a, waited, left=0.0)
+        cdf = np.clip(p @ shifted, 0.0, 1.0)
         return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
 
 
