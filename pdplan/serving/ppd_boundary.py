@@ -265,8 +265,9 @@ class StepBoundary:
 
 @dataclass(frozen=True, slots=True)
 class BoundaryLaw:
-    """``F_R`` tabulated on [0, τ_m] (:meth:`StepBoundary.tabulated`); beyond τ_m it is 1 (R ≤ τ_m), and where the
-    steps are unbounded it is 0 everywhere (past the decode's stable range)."""
+    """A wait's cdf tabulated on [0, span] (:meth:`StepBoundary.tabulated`, :meth:`~StepBoundary.carried`,
+    :meth:`~StepBoundary.arrival_law`); beyond its span it is 1 (R ≤ max s_σ; the carried law cut at ``1 −``
+    :data:`COUNT_TAIL`), and where the steps are unbounded it is 0 everywhere (past the decode's stable range)."""
 
     grid_s: FloatArray
     cdf_grid: FloatArray
@@ -274,12 +275,12 @@ class BoundaryLaw:
 
     @property
     def span_s(self) -> float:
-        """The largest wait, τ_m (infinite past the stable range)."""
+        """The largest wait tabulated (infinite past the stable range)."""
         return float(self.grid_s[-1]) if math.isfinite(self.mean_s) else math.inf
 
     def on_lattice(self, h_s: float, cells: int) -> FloatArray:
-        """``F_R(i·h)``, i = 0..cells − 1, by linear interpolation of the table (its steps at τ_p and τ_m spread
-        over one of its cells)."""
+        """``F_R(i·h)``, i = 0..cells − 1, by linear interpolation of the table (its steps at the steps' lengths
+        spread over one of its cells)."""
         if not math.isfinite(self.mean_s):
             return np.zeros(cells)
         a = np.arange(cells, dtype=np.float64) * h_s
