@@ -14,8 +14,11 @@ exponential think time of 5 s, ``ppd`` on 1P2D) at a nominal rate, per seed:
   (the closed form's ρ_a and τ') with the work ``append_work_s`` of the simulated decode turns' own (computed,
   held) tokens, drawn at random: with every append's work as drawn; with the steps' lengths at the mean work of the
   appends they carry (the step in flight as the closed form's two-point law takes it); with the others in the
-  tagged append's own step at the mean (:meth:`pdplan.serving.ppd_boundary.StepBoundary.carried`); with both. The
-  engine's host time is left out of the Monte Carlo.
+  tagged append's own step at the mean; with both (the two-point law the closed form took before its mixed steps'
+  law). The engine's host time is left out of the Monte Carlo;
+* the closed form's law of the same quantity, ``R + O + τ_p + w`` (:meth:`pdplan.serving.ppd_boundary.StepBoundary.
+  carried` at the same λ_a, τ' and ρ_a with the same work, its own w drawn), with the mixed steps' law and the others'
+  work as drawn, and as the two-point law with the others at the mean.
 
 Run: ``python benchmarks/ppd_decode_tail.py [--rate 40.15] [--seeds 0,1,2] [--requests 8000]``.
 """
@@ -29,11 +32,13 @@ from typing import Any
 import numpy as np
 import reuse_closed_form_vs_sim as grid
 
+from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.queueing import decode_fixed_point
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.ppd import append_work_s
+from pdplan.serving.ppd_boundary import AppendWork, StepBoundary
 from pdplan.serving.ppd_report import placement_of, turn_weights, weighted_quantile
 from pdplan.serving.resolve import resolve
 from pdplan.sim import reuse as sim_reuse
@@ -129,6 +134,22 @@ def monte_carlo(work: FloatArray, rate_per_s: float, plain_s: float, flight_mean
     return ttft
 
 
+def closed_law(work: FloatArray, rate_per_s: float, tau_s: float, rho: float, two_point: bool) -> FloatArray:
+    """``(mean, P50, P90)`` of the closed form's ``R + O + τ_p + w`` on one busy instance (module docstring): the law
+    of :meth:`StepBoundary.carried` at a long think time (a random arrival, as the Monte Carlo's), w drawn from
+    ``work`` independent of it; ``two_point``: the mixed steps at their mean and the others at the mean work."""
+    law = AppendWork(work, np.ones(work.size))
+    if two_point:
+        law = AppendWork.point(float(work.mean()))
+    b = StepBoundary.of(tau_s, rho, rate_per_s, 1.0, ThinkTime("exponential", 1e4), law, 1 if two_point else 16)
+    carried = b.carried()
+    a = np.linspace(0.0, carried.span_s + b.plain_s + float(work.max()), 4001)
+    own = np.random.default_rng(2).choice(work, 4000)
+    cdf = np.mean([np.interp(a - b.plain_s - w, carried.grid_s, carried.cdf_grid, left=0.0) for w in own], axis=0)
+    mean = carried.mean_s + b.plain_s + float(own.mean())
+    return np.array([mean, np.interp(0.5, cdf, a), np.interp(0.9, cdf, a)])
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=40.15, help="nominal rate, req/s")
@@ -167,6 +188,9 @@ def main(argv: list[str]) -> None:
               f"tau' {1e3 * tau_prime:.1f} ms):")  # fmt: skip
         for label, flight, own in VARIANTS:
             print(f"    {label}: {_ms(monte_carlo(work, rate_a, plain, flight, own, 4000.0))}")
+        for label, two in (("mixed steps' law, others as drawn", False), ("two-point law, others at the mean", True)):
+            m, p50, p90 = 1e3 * closed_law(work, rate_a, float(tau_prime), p.rho_append, two)
+            print(f"  closed form's law, {label}: mean {m:.2f}, P50 {p50:.2f}, P90 {p90:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -7,57 +7,71 @@ then rides in the next step. The generic boundary of :func:`pdplan.serving.ttft.
 the arrival at a random time of a step of mean length: it is not the wait of an arrival tied to a boundary (zero
 think time: R is a whole step, not half of one), nor of one in a mix of short and long steps.
 
-**Steps.** A step is plain, ``τ_p``, or carries appends, ``τ_m``. From the placement's decode (:mod:`pdplan.serving.
-ppd`): the mean step is ``τ' = τ_p/(1 − ρ_a)``; appends arrive as a Poisson stream of rate λ_a, so a share
-``q = 1 − e^{−λ_a τ'}`` of the steps carries at least one; the appends' time per step, ``ρ_a·τ'`` on average, falls
-in those steps only, so ``τ_m = τ_p + ρ_a·τ'/q``. Steps are taken independent, of this two-point law (the batch's own
-fluctuations are left out).
+**Steps.** A step is plain, ``τ_p``, or carries appends: the engine admits at a boundary every append that arrived
+during the step before, and the step lasts τ_p plus their work (the simulator's mixed step, :mod:`pdplan.sim.
+decode_append`: ``decode_step_s(B) + Σ chunk_s``). So step n lasts ``S_n = τ_p + X_n``, ``X_n = w_1 + … + w_K``
+with K ~ Poisson(λ_a·S_{n−1}) appends of work w drawn from the placed appends' law (:class:`AppendWork`); in the
+stationary sequence ``E[S] = τ_p + λ_a·E[w]·E[S]``, so ``E[S] = τ_p/(1 − ρ_a) = τ'``, the placement's mean step
+(:mod:`pdplan.serving.ppd`, ρ_a = λ_a·E[w]). Steps are taken independent, the step before at its mean: K ~
+Poisson(μ), μ = λ_a·τ', and X compound Poisson, ``P(X = 0) = e^{−μ} = 1 − q`` (q the share of steps carrying an
+append) and ``E[X] = μ·E[w] = ρ_a·τ'``: the mean step is τ' exactly. The part K ≥ 1 (mass q, mean ``ρ_a·τ'/q``) is
+split into M equal-mass slices (:data:`MIXED_SLICES`) by X's own order, each at its conditional mean: mixed steps
+``τ_{m,j} = τ_p + E[X | slice j]`` of probability q/M each, which keeps the mean. With M = 1 (or without a work law)
+this is the two-point law ``τ_m = τ_p + ρ_a·τ'/q`` with probability q. X|K ≥ 1 is tabulated on a lattice by its
+spectrum, ``exp(μ·(φ_w − 1)) − e^{−μ}`` (φ_w the spectrum of the work law, each value split between its two cells so
+that its mean is kept; the Poisson tail past :data:`COUNT_TAIL` left out of the span and the slices scaled back to
+the mean ``ρ_a·τ'``). Write s_σ for the steps' lengths (σ = p, or a slice j) and P_σ for their probabilities by
+count.
 
-**The wait.** S1, the step that starts at the previous turn's last boundary, is a step drawn by count: ``P(S1 = τ_m)
-= q``. If G < S1 the turn arrives during it: ``R = S1 − G``. Otherwise it arrives during a later step, taken to be at
-a random time of the stationary step sequence (renewal theory's length-biased residual, exact as G ≫ τ'): the step in
-flight carries appends with probability ``π_m = q·τ_m/τ'`` (their share of the time) and R is uniform over it,
-``F_eq(a) = (1 − π_m)·min(a/τ_p, 1) + π_m·min(a/τ_m, 1)``. With P(busy) the probability that the instance has a step
-in flight at all (:func:`pdplan.serving.ttft.first_token_s`'s ``1 − e^{−N}``; an idle instance admits at once):
+**The wait.** S1, the step that starts at the previous turn's last boundary, is a step drawn by count: ``P(S1 = s_σ)
+= P_σ``. If G < S1 the turn arrives during it: ``R = S1 − G``. Otherwise it arrives during a later step, taken to be
+at a random time of the stationary step sequence (renewal theory's length-biased residual, exact as G ≫ τ'): the step
+in flight is s_σ with probability ``π_σ = P_σ·s_σ/τ'`` (its share of the time) and R is uniform over it, ``F_eq(a) =
+Σ_σ π_σ·min(a/s_σ, 1)``. With P(busy) the probability that the instance has a step in flight at all
+(:func:`pdplan.serving.ttft.first_token_s`'s ``1 − e^{−N}``; an idle instance admits at once):
 
-    F_R(a) = 1 − busy + busy · Σ_{s ∈ {τ_p, τ_m}} P(S1 = s) · [F_G(s) − F_G(s − a) + (1 − F_G(s)) · F_eq(a)]
+    F_R(a) = 1 − busy + busy · Σ_σ P_σ · [F_G(s_σ) − F_G(s_σ − a) + (1 − F_G(s_σ)) · F_eq(a)]
 
-with F_G the think-time law's cdf (:class:`pdplan.cache.lru_closed_form.ThinkTime`; F_G(t) = 0 for t ≤ 0). Exact at
-G = 0 (R = S1) and as G → ∞ (R the equilibrium residual, mean ``E[S²]/(2E[S])``); an approximation for think times
-of one to a few steps, where the arrival lands in the second or third step after the boundary, not at a random time
-of the sequence. The engine's host time (API server, tokeniser) is added to TTFT apart, as for every row, and does
-not delay the arrival here (the simulator's convention too).
+with F_G the think-time law's cdf (:class:`pdplan.cache.lru_closed_form.ThinkTime`; F_G(t) = 0 for t ≤ 0; read by
+linear interpolation on :data:`LAW_POINTS` points over [0, max s_σ]). Exact at G = 0 (R = S1) and as G → ∞ (R the
+equilibrium residual, mean ``E[S²]/(2E[S])``); an approximation for think times of one to a few steps, where the
+arrival lands in the second or third step after the boundary, not at a random time of the sequence. The engine's host
+time (API server, tokeniser) is added to TTFT apart, as for every row, and does not delay the arrival here (the
+simulator's convention too).
 
 **Arrivals over the link** (:meth:`StepBoundary.arrival_law`). A request whose KV came over the P→D link (Turn 1,
 and a Turn 2+ whose history its decode instance no longer holds) arrives at a random time of the step sequence: it
 waits R' (0 on an idle instance, else the equilibrium residual ``F_eq``), and its first step is a step drawn by count
-(the model's ``τ'`` on average, ``τ_p`` or ``τ_m``). The model's convention-A boundary ``(1 + busy/2)·τ'`` is the
-mean of neither when the steps differ (the residual of a mix of short and long steps is length-biased) and has no
+(the model's ``τ'`` on average, s_σ with probability P_σ). The model's convention-A boundary ``(1 + busy/2)·τ'`` is
+the mean of neither when the steps differ (the residual of a mix of short and long steps is length-biased) and has no
 spread; a PPD model gives these rows the law of ``D = R' + (S1 − τ_p)`` as part of their wait and takes
 ``busy·τ'/2 + (τ' − τ_p)`` out of their offset (:mod:`pdplan.serving.ppd_pool`), so that the two add to
 ``R' + S1``. Plain disaggregation keeps the model's boundary: its steps carry no appends.
 
-**The appends that share the append's step** (:meth:`StepBoundary.carried`; issue #24). The engine admits at a step
-boundary every append that arrived during the step in flight, and the step that carries them lasts the plain step
-plus all their work (the simulator's mixed step, :mod:`pdplan.sim.decode_append`: ``decode_step_s(B) + Σ chunk_s``;
-every append in it emits token 1 at its end when the token budget holds them all). So an append's first step is not
-the mean step τ' but ``τ_p + w + O``, O the work of the *other* appends that arrived during the same step in flight.
-The other sessions' appends are a Poisson stream of rate λ_a independent of the tagged one (Poisson arrivals see the
-stream's own law, PASTA), so given a step in flight of length s their count is Poisson(λ_a·s) and O a compound
-Poisson sum, each term an append's work taken at its mean w̄ (``append_work_s``: the placed appends' E[w]; agent
-sessions' w spreads ±8 %). R and the count are independent given s, and s is the step in flight's length in the law
-above (τ_p or τ_m; the think-tied first step S1 included), so
+**The appends that share the append's step** (:meth:`StepBoundary.carried`; issue #24). Every append that arrived
+during the step in flight is admitted with this one, and the step that carries them lasts the plain step plus all
+their work (every append in it emits token 1 at its end when the token budget holds them all). So an append's first
+step is not the mean step τ' but ``τ_p + w + O``, O the work of the *other* appends that arrived during the same step
+in flight. The other sessions' appends are a Poisson stream of rate λ_a independent of the tagged one (Poisson
+arrivals see the stream's own law, PASTA), so given a step in flight of length s their count is Poisson(λ_a·s) and O
+is compound Poisson, each term's work drawn from the law (:class:`AppendWork`). R and O are independent given s, and
+s is the step in flight's length in the law above (the think-tied first step S1 included), so
 
-    F_{R+O}(a) = 1 − busy + Σ_{σ ∈ {p, m}} Σ_k e^{−λ_a s_σ} (λ_a s_σ)^k / k! · F_R(a − k·w̄, σ)
+    F_{R+O}(a) = 1 − busy + Σ_σ (F_R(·, σ) ⊛ f_{O|s_σ})(a),    f_{O|s} = compound Poisson(λ_a·s) of the work law,
 
-with ``F_R(a, σ) = busy·[P(S1 = s_σ)·(F_G(s_σ) − F_G(s_σ − a)) + C·π_σ·min(a/s_σ, 1)]``, C = Σ_s P(S1 = s)·(1 −
-F_G(s)) the share arriving after S1, π_p = 1 − π_m (an idle instance admits at once, with no others: O = 0). Its
-mean, ``λ_a·w̄·E[s_in flight]`` with the in-flight step length-biased, exceeds the ``ρ_a·τ' = λ_a·w̄·E[s]`` that the
+with ``F_R(a, σ) = busy·[P_σ·(F_G(s_σ) − F_G(s_σ − a)) + C·π_σ·min(a/s_σ, 1)]``, C = Σ_σ P_σ·(1 − F_G(s_σ)) the
+share arriving after S1 (an idle instance admits at once, with no others: O = 0). Each convolution is a product of
+spectra on one lattice (:data:`LAW_CELLS` cells over [0, max s_σ + K·max w], K the count past which the Poisson tail
+at ``λ_a·max s_σ`` is below :data:`COUNT_TAIL`; the law is cut where its cdf passes ``1 − COUNT_TAIL``). Its mean,
+``λ_a·E[w]·E[s_in flight]`` with the in-flight step length-biased, exceeds the ``ρ_a·τ' = λ_a·E[w]·E[s]`` that the
 mean step τ' holds: a decode row's offset prices its first step at τ_p and its wait takes this law instead
-(:mod:`pdplan.serving.ppd_model`). The count's spread is what moves the percentile: with λ_a·τ_m ≈ 0.4 a fifth of
-the agent example's appends share their step with another one (~70 ms more), which the mean (~9 ms) does not show.
-Left out: an append whose tokens overflow the step's budget behind the others (a later step), the others' spread of
-w, and the count's dependence on the step sequence before (steps independent, as above).
+(:mod:`pdplan.serving.ppd_model`). The spread is what moves the percentile: a step carrying a long append lasts long,
+and an append arriving during it waits its length-biased residual and shares its own step with more others
+(``ppd-geo-think``: the appends' work E[w] 7.9 ms, P90 17.6 ms; a Monte Carlo of one busy instance,
+``benchmarks/ppd_decode_tail.py``, put 3.2 ms of the decode turns' P90 in the step in flight's spread and 0.9 ms in
+the others' of the own step). Left out: an append whose tokens overflow the step's budget behind the others (a later
+step; an append's work is its whole work, as in ρ_a), the count's dependence on the step before (K mixed Poisson
+over the previous step's length, not Poisson(λ_a·τ')), and the spread inside each slice.
 """
 
 from __future__ import annotations
@@ -71,12 +85,46 @@ from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.types import FloatArray
 
 LAW_POINTS = 513
-"""Points of the law's own grid over [0, τ_m] (the mean is its trapezoid, R ≤ τ_m; a lattice reads it by
-interpolation)."""
+"""Points of the law's own grid over [0, max s_σ] (the think time's cdf, :meth:`StepBoundary.tabulated`; a lattice
+reads it by interpolation)."""
 
+LAW_CELLS = 2048
+"""Cells of the lattices of the compound Poisson sums (the mixed steps' work, :meth:`StepBoundary.carried`)."""
+
+MIXED_SLICES = 16
+"""M: the equal-mass slices of the mixed steps' law (module docstring, Steps; as the placed appends' 16 groups,
+:data:`pdplan.serving.ppd.APPEND_GROUPS`)."""
 
 COUNT_TAIL = 1e-6
-"""The Poisson tail left out of :meth:`StepBoundary.carried`'s count of other appends."""
+"""The Poisson tail left out of the compound Poisson sums' span, and the law's tail cut from :meth:`carried`."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendWork:
+    """The law of an append's work in the step that carries it: values (seconds) and their probabilities."""
+
+    values_s: FloatArray
+    prob: FloatArray
+
+    @classmethod
+    def point(cls, work_s: float) -> AppendWork:
+        """Every append's work ``work_s`` (no spread)."""
+        return cls(np.array([float(work_s)]), np.ones(1))
+
+    @property
+    def mean_s(self) -> float:
+        return float(self.prob @ self.values_s) / float(self.prob.sum())
+
+    def spectrum(self, h_s: float, size: int) -> FloatArray:
+        """φ_w: the rfft of the law on a lattice of step ``h_s`` (``size`` cells), each value split between its two
+        cells (linear: its mean kept)."""
+        pos = np.maximum(self.values_s, 0.0) / h_s
+        whole = np.floor(pos).astype(np.intp)
+        frac = pos - whole
+        p = self.prob / float(self.prob.sum())
+        pmf = np.bincount(np.minimum(whole, size - 1), p * (1.0 - frac), minlength=size)
+        pmf += np.bincount(np.minimum(whole + 1, size - 1), p * frac, minlength=size)
+        return np.asarray(np.fft.rfft(pmf[:size]), dtype=np.complex128)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,33 +133,72 @@ class StepBoundary:
 
     plain_s: float
     """τ_p: a step without appends."""
-    mixed_s: float
-    """τ_m: a step carrying appends (their mean time in it included)."""
-    mixed_share: float
-    """q: the share of steps that carry appends."""
+    mixed_steps_s: FloatArray
+    """τ_{m,j}: the steps carrying appends, one per slice (their work in them included)."""
+    mixed_prob: FloatArray
+    """P(S = τ_{m,j}) by count; they sum to q, the share of steps that carry appends."""
     busy: float
     """P(a step is in flight)."""
     think: ThinkTime
     append_rate_per_s: float = 0.0
     """λ_a: appends placed on one decode instance per second."""
-    append_work_s: float = 0.0
-    """w̄: an append's mean work in its step (:meth:`carried`)."""
+    work: AppendWork | None = None
+    """The law of an append's work (:meth:`carried`); None: the others in an append's step are left out."""
 
     @classmethod
-    def of(cls, tau_s: float, rho_append: float, append_rate_per_s: float, busy: float,
-           think: ThinkTime, append_work_s: float = 0.0) -> StepBoundary:  # fmt: skip
-        """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance
-        (and an append's mean work w̄, for :meth:`carried`)."""
+    def of(cls, tau_s: float, rho_append: float, append_rate_per_s: float, busy: float, think: ThinkTime,
+           work: AppendWork | None = None, slices: int = MIXED_SLICES) -> StepBoundary:  # fmt: skip
+        """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance, and
+        the law of an append's work (module docstring, Steps: the mixed steps in ``slices`` slices of its compound
+        Poisson sum, at the mean ``ρ_a/λ_a`` the placement holds; without it, or with one slice, the two-point law)."""
+        if slices < 1:
+            raise ValueError(f"slices must be at least 1, got {slices}")
         rho = min(max(rho_append, 0.0), 1.0)
         lam = max(append_rate_per_s, 0.0)
         q = float(-math.expm1(-lam * tau_s)) if math.isfinite(tau_s) else 1.0
         plain = tau_s * (1.0 - rho)
-        mixed = plain + rho * tau_s / q if q > 0 else plain
-        return cls(plain, mixed, q, min(max(busy, 0.0), 1.0), think, lam, max(append_work_s, 0.0))
+        busy = min(max(busy, 0.0), 1.0)
+        if q <= 0:
+            return cls(plain, np.zeros(0), np.zeros(0), busy, think, lam, work)
+        excess = rho * tau_s / q  # E[X | K ≥ 1]
+        if work is None or slices == 1 or not math.isfinite(tau_s) or excess <= 0:
+            return cls(plain, np.array([plain + excess]), np.array([q]), busy, think, lam, work)
+        means = _mixed_slices(lam * tau_s, work, slices)
+        means *= excess / float(means.mean())  # the Poisson tail left out of the lattice: the mean kept exactly
+        return cls(plain, plain + means, np.full(slices, q / slices), busy, think, lam, work)
+
+    @property
+    def mixed_share(self) -> float:
+        """q: the share of steps that carry appends."""
+        return float(self.mixed_prob.sum())
+
+    @property
+    def mixed_s(self) -> float:
+        """τ_m: the mean step carrying appends (τ_p where none does)."""
+        q = self.mixed_share
+        return float(self.mixed_prob @ self.mixed_steps_s) / q if q > 0 else self.plain_s
 
     @property
     def finite(self) -> bool:
-        return math.isfinite(self.plain_s) and math.isfinite(self.mixed_s)
+        return math.isfinite(self.plain_s) and bool(np.all(np.isfinite(self.mixed_steps_s)))
+
+    def _steps(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(s_σ, P_σ, π_σ)``: the steps' lengths, their probabilities by count and by time (module docstring)."""
+        s = np.concatenate(([self.plain_s], self.mixed_steps_s))
+        p = np.concatenate(([1.0 - self.mixed_share], self.mixed_prob))
+        mean = float(p @ s)
+        return s, p, (p * s / mean if mean > 0 else p)
+
+    def _parts(self, x: FloatArray) -> FloatArray:
+        """``[σ, x]``: P(busy, the step in flight is s_σ, R ≤ x) (module docstring: the terms of ``F_R`` by the step
+        in flight)."""
+        s, p, pi = self._steps()
+        t = np.union1d(np.linspace(0.0, float(s.max()), LAW_POINTS), s)
+        g = np.vectorize(self.think.cdf, otypes=[np.float64])(t)
+        before = np.interp(s, t, g)
+        tied = p[:, None] * (before[:, None] - np.interp(s[:, None] - x[None, :], t, g, left=0.0))
+        after = float(p @ (1.0 - before))  # C: arrived after S1
+        return np.asarray(self.busy * (tied + after * pi[:, None] * _uniform(x, s)), dtype=np.float64)
 
     def cdf(self, a_s: FloatArray) -> FloatArray:
         """``F_R(a)`` (module docstring); 0 everywhere when the steps are unbounded (past the decode's stable
@@ -119,99 +206,68 @@ class StepBoundary:
         a = np.maximum(np.asarray(a_s, dtype=np.float64), 0.0)
         if not self.finite:
             return np.zeros(a.shape)
-        cdf_g = np.vectorize(self.think.cdf, otypes=[np.float64])
-        eq = self._residual(a)
-        busy = np.zeros(a.shape)
-        for s, p in ((self.plain_s, 1.0 - self.mixed_share), (self.mixed_s, self.mixed_share)):
-            if p <= 0:
-                continue
-            before = self.think.cdf(s)
-            busy += p * (before - cdf_g(s - a) + (1.0 - before) * eq)
-        return np.asarray(np.clip(1.0 - self.busy + self.busy * busy, 0.0, 1.0), dtype=np.float64)
+        flat = self._parts(a.ravel()).sum(axis=0).reshape(a.shape)
+        return np.asarray(np.clip(1.0 - self.busy + flat, 0.0, 1.0), dtype=np.float64)
 
     def carried(self) -> BoundaryLaw:
         """The law of ``R + O``: the wait for the step in flight and the work of the other appends admitted with
-        this one at its end (module docstring, The appends that share the append's step), tabulated on
-        ``[0, τ_m + K·w̄]`` with K the count past which the Poisson tail at ``λ_a·τ_m`` is below
-        :data:`COUNT_TAIL`. Each step length's part ``F_R(·, σ)`` is tabulated on its own grid over [0, s_σ] (constant
-        past s_σ: R ≤ s_σ) and read shifted by k·w̄ by linear interpolation. Without appends (λ_a·w̄ = 0) it is
-        :meth:`tabulated`."""
+        this one at its end (module docstring, The appends that share the append's step), on a lattice of
+        :data:`LAW_CELLS` cells over ``[0, max s_σ + K·max w]``, cut where it passes ``1 −`` :data:`COUNT_TAIL`.
+        Without appends (λ_a·E[w] = 0, or no work law) it is :meth:`tabulated`."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
-        lam, work = self.append_rate_per_s, self.append_work_s
-        if lam * work <= 0.0:
+        lam, work = self.append_rate_per_s, self.work
+        if work is None or lam * work.mean_s <= 0.0:
             return self.tabulated()
-        top = _poisson_top(lam * self.mixed_s)
-        a = np.linspace(0.0, self.mixed_s + top * work, LAW_POINTS * (top + 1))
-        cdf = np.full(a.shape, 1.0 - self.busy)
-        counts = np.arange(top + 1, dtype=np.float64)
-        log_factorial = np.cumsum(np.log(np.maximum(counts, 1.0)))
-        for s, own, part in self._joint():
-            mean = lam * s
-            pmf = np.exp(-mean + counts * math.log(mean) - log_factorial) if mean > 0 else (counts == 0) * 1.0
-            for count, p in zip(counts.tolist(), pmf.tolist(), strict=True):
-                cdf += p * np.interp(a - count * work, own, part, left=0.0, right=float(part[-1]))
-        cdf = np.clip(cdf, 0.0, 1.0)
-        return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
-
-    def _joint(self) -> list[tuple[float, FloatArray, FloatArray]]:
-        """Per step length s_σ in flight (τ_p, τ_m): ``(s_σ, x, P(busy, the step in flight is s_σ, R ≤ x))`` on a
-        grid x of :data:`LAW_POINTS` over [0, s_σ] (module docstring): the terms of :meth:`cdf` split by the step in
-        flight."""
-        cdf_g = np.vectorize(self.think.cdf, otypes=[np.float64])
-        draws = ((self.plain_s, 1.0 - self.mixed_share), (self.mixed_s, self.mixed_share))
-        after = sum(p * (1.0 - self.think.cdf(s)) for s, p in draws if p > 0)  # C: arrived after S1
-        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
-        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
-        out: list[tuple[float, FloatArray, FloatArray]] = []
-        for (s, p), pi in zip(draws, (1.0 - pi_m, pi_m), strict=True):
-            if p <= 0 and pi <= 0:
-                continue
-            x = np.linspace(0.0, s, LAW_POINTS)
-            tied = p * (self.think.cdf(s) - cdf_g(s - x)) if p > 0 else np.zeros(x.shape)
-            out.append((s, x, np.asarray(self.busy * (tied + after * pi * _uniform(x, s)), dtype=np.float64)))
-        return out
+        s, _, _ = self._steps()
+        top = _poisson_top(lam * float(s.max()))
+        a = np.linspace(0.0, float(s.max()) + top * float(work.values_s.max()), LAW_CELLS)
+        size = 2 * LAW_CELLS
+        others = np.exp(lam * s[:, None] * (work.spectrum(float(a[1]), size)[None, :] - 1.0))  # O | s_σ
+        spectrum = (np.fft.rfft(self._parts(a), size, axis=1) * others).sum(axis=0)
+        cdf = np.clip(1.0 - self.busy + np.fft.irfft(spectrum, size)[:LAW_CELLS], 0.0, 1.0)
+        cdf = np.maximum.accumulate(cdf)  # the FFT's rounding: a cdf does not fall
+        end = min(int(np.searchsorted(cdf, 1.0 - COUNT_TAIL)) + 1, LAW_CELLS)
+        return BoundaryLaw(a[:end], cdf[:end], _trapezoid(1.0 - cdf[:end], a[:end]))
 
     def _residual(self, a: FloatArray) -> FloatArray:
-        """``F_eq(a)``: the step in flight at a random time, uniform over a plain step or, with probability π_m, a
-        step carrying appends (module docstring)."""
-        mean = self.plain_s * (1.0 - self.mixed_share) + self.mixed_s * self.mixed_share
-        pi_m = self.mixed_share * self.mixed_s / mean if mean > 0 else 0.0
-        return (1.0 - pi_m) * _uniform(a, self.plain_s) + pi_m * _uniform(a, self.mixed_s)
+        """``F_eq(a)``: the step in flight at a random time, s_σ with probability π_σ, uniform over it (module
+        docstring)."""
+        s, _, pi = self._steps()
+        return np.asarray(np.tensordot(pi, _uniform(a, s), axes=1), dtype=np.float64)
 
     def tabulated(self) -> BoundaryLaw:
-        """The law on its own grid of :data:`LAW_POINTS` over [0, τ_m], for reading on any lattice."""
+        """The law on its own grid of :data:`LAW_POINTS` over [0, max s_σ], for reading on any lattice."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
-        a = np.linspace(0.0, self.mixed_s, LAW_POINTS)
+        a = np.linspace(0.0, float(np.max(self.mixed_steps_s, initial=self.plain_s)), LAW_POINTS)
         cdf = self.cdf(a)
         return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
 
     @property
     def excess_s(self) -> float:
-        """``q·(τ_m − τ_p) = τ' − τ_p``: a first step's mean excess over a plain step."""
-        return self.mixed_share * (self.mixed_s - self.plain_s) if self.finite else math.inf
+        """``Σ_j P_j·(τ_{m,j} − τ_p) = τ' − τ_p``: a first step's mean excess over a plain step."""
+        return float(self.mixed_prob @ (self.mixed_steps_s - self.plain_s)) if self.finite else math.inf
 
     def arrival_law(self) -> BoundaryLaw:
         """A request whose KV came over the link (module docstring, Arrivals over the link): ``D = R' + X``, R' the
         step in flight at a random time (0 on an idle instance), X its first step's excess over a plain step,
-        ``τ_m − τ_p`` with probability q; tabulated on [0, 2τ_m − τ_p]."""
+        ``s_σ − τ_p`` with probability P_σ; tabulated on [0, 2·max s_σ − τ_p]."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
-        a = np.linspace(0.0, 2.0 * self.mixed_s - self.plain_s, LAW_POINTS)
-        q, jump = self.mixed_share, self.mixed_s - self.plain_s
-
-        def waited(x: FloatArray) -> FloatArray:
-            return np.where(x < 0.0, 0.0, 1.0 - self.busy + self.busy * self._residual(np.maximum(x, 0.0)))
-
-        cdf = np.clip((1.0 - q) * waited(a) + q * waited(a - jump), 0.0, 1.0)
+        s, p, _ = self._steps()
+        a = np.linspace(0.0, 2.0 * float(s.max()) - self.plain_s, LAW_POINTS)
+        waited = 1.0 - self.busy + self.busy * self._residual(a)  # R' on the grid; piecewise linear, read shifted
+        shifted = np.interp(a[None, :] - (s - self.plain_s)[:, None], a, waited, left=0.0)
+        cdf = np.clip(p @ shifted, 0.0, 1.0)
         return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))
 
 
 @dataclass(frozen=True, slots=True)
 class BoundaryLaw:
-    """``F_R`` tabulated on [0, τ_m] (:meth:`StepBoundary.tabulated`); beyond τ_m it is 1 (R ≤ τ_m), and where the
-    steps are unbounded it is 0 everywhere (past the decode's stable range)."""
+    """A wait's cdf tabulated on [0, span] (:meth:`StepBoundary.tabulated`, :meth:`~StepBoundary.carried`,
+    :meth:`~StepBoundary.arrival_law`); beyond its span it is 1 (R ≤ max s_σ; the carried law cut at ``1 −``
+    :data:`COUNT_TAIL`), and where the steps are unbounded it is 0 everywhere (past the decode's stable range)."""
 
     grid_s: FloatArray
     cdf_grid: FloatArray
@@ -219,12 +275,12 @@ class BoundaryLaw:
 
     @property
     def span_s(self) -> float:
-        """The largest wait, τ_m (infinite past the stable range)."""
+        """The largest wait tabulated (infinite past the stable range)."""
         return float(self.grid_s[-1]) if math.isfinite(self.mean_s) else math.inf
 
     def on_lattice(self, h_s: float, cells: int) -> FloatArray:
-        """``F_R(i·h)``, i = 0..cells − 1, by linear interpolation of the table (its steps at τ_p and τ_m spread
-        over one of its cells)."""
+        """``F_R(i·h)``, i = 0..cells − 1, by linear interpolation of the table (its steps at the steps' lengths
+        spread over one of its cells)."""
         if not math.isfinite(self.mean_s):
             return np.zeros(cells)
         a = np.arange(cells, dtype=np.float64) * h_s
@@ -267,8 +323,24 @@ def _trapezoid(y: FloatArray, x: FloatArray) -> float:
     return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0)
 
 
-def _uniform(a: FloatArray, length_s: float) -> FloatArray:
-    """P(U ≤ a) for U uniform on [0, length] (a point at 0 when the length is 0)."""
-    if length_s <= 0:
-        return np.ones(a.shape)
-    return np.asarray(np.clip(a / length_s, 0.0, 1.0), dtype=np.float64)
+def _uniform(x: FloatArray, lengths_s: FloatArray) -> FloatArray:
+    """``[σ, *x.shape]``: P(U_σ ≤ x) for U_σ uniform on [0, lengths_s[σ]] (a point at 0 where the length is 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    s = np.asarray(lengths_s, dtype=np.float64).reshape(-1, *([1] * x.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(s > 0, np.clip(x[None] / s, 0.0, 1.0), 1.0), dtype=np.float64)
+
+
+def _mixed_slices(mean_count: float, work: AppendWork, slices: int) -> FloatArray:
+    """``[M]``: E[X | slice j] of the compound Poisson sum X of Poisson(``mean_count``) appends' work, its part K ≥ 1
+    in ``slices`` equal-mass slices by X's order (module docstring, Steps), on a lattice of :data:`LAW_CELLS` cells
+    over [0, K·max w] (K: :func:`_poisson_top`)."""
+    span = _poisson_top(mean_count) * float(work.values_s.max())
+    size = 2 * LAW_CELLS
+    x = np.linspace(0.0, span, LAW_CELLS)
+    spectrum = np.exp(mean_count * (work.spectrum(float(x[1]), size) - 1.0)) - math.exp(-mean_count)
+    pmf = np.maximum(np.fft.irfft(spectrum, size)[:LAW_CELLS], 0.0)  # K ≥ 1; the FFT's rounding below 0 dropped
+    mass = np.concatenate(([0.0], np.cumsum(pmf)))
+    moment = np.concatenate(([0.0], np.cumsum(pmf * x)))
+    at = np.interp(np.linspace(0.0, float(mass[-1]), slices + 1), mass, moment)  # a cell's mass at its point
+    return np.asarray(np.diff(at) / (float(mass[-1]) / slices), dtype=np.float64)

@@ -37,7 +37,8 @@ prefix-cache class per prompt bin, ``decode``:
 * **TTFT of a decode row**: its wait R for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`), then the
   step that carries its append's (first) chunk, a plain step τ_p plus its append's work and the work O of the other
   appends admitted with it (those that arrived during the same step in flight,
-  :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`), and the append's further steps:
+  :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`; the step in flight and the others' work are of the placed
+  appends' work law over turns and groups, :func:`_work_law`), and the append's further steps:
   ``R + O + τ_p + w(m, h) + (⌈m/C⌉ − 1)·τ'`` with m drawn from the placed groups. The row's offset holds the shortest
   group's ``w + (⌈m/C⌉ − 1)·τ'`` (per quadrature point, h its prompt less the append) and its wait law ``R + O + D``,
   D each group's excess over it (the bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under
@@ -75,6 +76,7 @@ from pdplan.types import FloatArray
 if TYPE_CHECKING:
     from pdplan.cache.lru_closed_form import ThinkTime
     from pdplan.serving.ppd import AppendGroups
+    from pdplan.serving.ppd_boundary import AppendWork
     from pdplan.serving.ppd_decode import AppendNoise, DecodeAt
     from pdplan.serving.ppd_pool import TurnPlacement
     from pdplan.serving.prefix_cache import CacheClasses
@@ -219,6 +221,8 @@ def _plan(model: Any) -> _Plan:
     w_turn, _ = append_work_s(
         hw, x0.batch, np.tile(appends.tokens, n), np.repeat(hist, appends.tokens.size), res.chunk_tokens
     )
+    weight = (share * placed)[:, None] * appends.prob[None, :]  # P(turn t, group g) among the placed, × on_decode
+    work_law = _work_law(w_turn, weight.ravel())
     w_sq_turn = (w_turn**2).reshape(n, -1) @ appends.prob
     w_turn = w_turn.reshape(n, -1) @ appends.prob
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
@@ -228,11 +232,23 @@ def _plan(model: Any) -> _Plan:
     side = decode_side(model, step)
     x = decode_at(model, rate, step, side[1])
     as_ppd = _as_ppd(spec, values, groups, decisions)
-    facts = _Facts(
-        rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd, m_bar
-    )
+    fact = (rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd)
+    facts = _Facts(*fact, m_bar, work_law)
     noise = AppendNoise(on_decode / y, work_sq_s2, rho) if on_decode > 0 else None
     return dataclasses.replace(_finish(model, facts, step, side), noise=noise)
+
+
+def _work_law(work_s: FloatArray, weight: FloatArray) -> AppendWork | None:
+    """The law of a placed append's work ``w(m_g, H_{t−1})`` over turns t and append groups g (``weight``: P(turn t,
+    group g) among the placed, up to a factor; :func:`_placed`): its mean is the ``work_s`` that prices ρ_a, its
+    spread the mixed steps' and the other appends' (:mod:`pdplan.serving.ppd_boundary`). None where nothing is
+    placed."""
+    from pdplan.serving.ppd_boundary import AppendWork  # lazy: start-up (issue #27)
+
+    keep = weight > 0
+    if not np.any(keep):
+        return None
+    return AppendWork(np.asarray(work_s[keep], dtype=np.float64), np.asarray(weight[keep], dtype=np.float64))
 
 
 def _as_ppd(spec: Any, values: FloatArray, groups: AppendGroups, decisions: FloatArray | None) -> bool:
@@ -301,6 +317,8 @@ class _Facts:
     """:attr:`~pdplan.serving.ppd_pool.TurnPlacement.as_ppd`."""
     placed_append: FloatArray
     """``[N]`` m̄_t: the mean append of turn t's turns placed on decode (:func:`_placed`)."""
+    work_law: AppendWork | None
+    """The law of a placed append's work over every turn and group (:func:`_work_law`; None: nothing placed)."""
 
 
 def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf, DecodeCapacity]) -> _Plan:
@@ -327,7 +345,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     latency, excess = _append_offsets(model, f)
     found = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).prefill_hits(f.placed, f.placed_append)
     hits, plain_hits = found.tokens, found.plain_tokens
-    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_s)
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_law)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     # a decode row's first step is τ_p plus its append; the other appends in it are in its wait (StepBoundary.carried)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A

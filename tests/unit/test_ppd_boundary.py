@@ -1,7 +1,9 @@
 """The wait of a Turn 2+ append for the decode step in flight (pdplan/serving/ppd_boundary.py), worked by hand: zero
 think time waits a whole step, a long think time the steps' length-biased residual, an idle instance nothing; the
 two-point step law keeps the mean step; the law read on a lattice; a KV over the link waiting the residual and then a
-step drawn by count; the appends' groups mixed; two waits added on a lattice (pdplan/serving/ppd_pool.py)."""
+step drawn by count; the appends' groups mixed; two waits added on a lattice (pdplan/serving/ppd_pool.py); the mixed
+steps' law from the appends' work (one slice and one work value: the two-point law; two slices by hand; the mean step
+kept) and the other appends' work drawn from its law."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 from pdplan.cache.lru_closed_form import ThinkTime
-from pdplan.serving.ppd_boundary import StepBoundary
+from pdplan.serving.ppd_boundary import AppendWork, StepBoundary
 from pdplan.serving.ppd_pool import _convolved
 
 ZERO = ThinkTime("fixed", 1e-9)
@@ -118,7 +120,7 @@ def test_zero_think_time_carries_the_appends_that_arrived_during_the_whole_step(
     # τ' = 20 ms, ρ_a = 0.1 from λ_a = 10/s appends of w̄ = 10 ms: τ_p = 18 ms, q = 1 − e^{−0.2} = 0.18127,
     # τ_m = 18 + 2/q = 29.033 ms. At zero think time R = S1, and the others that arrived during S1 are Poisson(λ_a·S1):
     # R + O has atoms at τ_p + k·w̄ with probability (1 − q)·Poisson(k; 0.18) and at τ_m + k·w̄ with q·Poisson(k; λ_a·τ_m)
-    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, append_work_s=0.010)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=AppendWork.point(0.010), slices=1)
     law = b.carried()
     q, tm = 1.0 - math.exp(-0.2), 0.018 + 0.002 / (1.0 - math.exp(-0.2))
     assert tm == pytest.approx(0.029033, abs=1e-6)
@@ -139,7 +141,7 @@ def test_long_think_time_carries_the_appends_of_a_length_biased_step() -> None:
     # a random arrival sees the step in flight length-biased: E[O] = λ_a·w̄·E[S²]/E[S], above the ρ_a·τ' = λ_a·w̄·E[S]
     # the mean step holds; with τ_p = 18 ms, τ_m = 29.033 ms, q = 0.18127: E[S²] = 0.81873·18² + 0.18127·29.033²
     # = 265.27 + 152.80 = 418.07 ms², so E[R] = 418.07/40 = 10.452 ms and E[O] = 0.1 × 418.07/20 = 2.0903 ms
-    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010)
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=AppendWork.point(0.010), slices=1)
     second = (1 - b.mixed_share) * b.plain_s**2 + b.mixed_share * b.mixed_s**2
     assert second == pytest.approx(418.07e-6, rel=1e-4)
     law = b.carried()
@@ -153,8 +155,79 @@ def test_long_think_time_carries_the_appends_of_a_length_biased_step() -> None:
 
 
 def test_an_idle_instance_carries_no_other_append() -> None:
-    b = StepBoundary.of(0.020, 0.1, 10.0, 0.25, LONG, append_work_s=0.010)  # busy 1/4: an atom of 3/4 at 0
+    one = AppendWork.point(0.010)  # the two-point law, each other append at 10 ms
+    b = StepBoundary.of(0.020, 0.1, 10.0, 0.25, LONG, work=one, slices=1)  # busy 1/4: an atom of 3/4 at 0
     law = b.carried()
     assert float(law.cdf_grid[0]) == pytest.approx(0.75)
-    busy = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, append_work_s=0.010).carried()
+    busy = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=one, slices=1).carried()
     assert law.mean_s == pytest.approx(0.25 * busy.mean_s, rel=1e-3)
+
+
+def test_one_slice_and_one_work_value_is_the_two_point_law() -> None:
+    # the degenerate case: a one-point work law in one slice gives exactly the two-point law τ_p / τ_m
+    two = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO)
+    one = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=AppendWork.point(0.010), slices=1)
+    q = 1.0 - math.exp(-0.2)
+    for b in (two, one):
+        np.testing.assert_allclose(b.mixed_steps_s, [0.018 + 0.1 * 0.020 / q], rtol=1e-15)
+        np.testing.assert_allclose(b.mixed_prob, [q], rtol=1e-15)
+    np.testing.assert_array_equal(two.cdf(np.linspace(0.0, 0.03, 7)), one.cdf(np.linspace(0.0, 0.03, 7)))
+
+
+def test_mixed_steps_are_slices_of_the_compound_poisson_work() -> None:
+    # λ_a = 10/s, τ' = 20 ms, appends of 10 ms each: K ~ Poisson(0.2); given K ≥ 1 (q = 0.18127), K = 1 with
+    # probability 0.2·e^{−0.2}/q = 0.90333. Two slices of mass 1/2: the lower all K = 1 (X = 10 ms); the upper mean
+    # 2·E[X | K ≥ 1] − 10 = 2·(2/q) − 10 = 12.0667 ms. Steps 28 and 30.0667 ms, q/2 each
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=AppendWork.point(0.010), slices=2)
+    q = 1.0 - math.exp(-0.2)
+    assert 0.2 * math.exp(-0.2) / q == pytest.approx(0.90333, abs=1e-5)
+    # (on the lattice: within half a cell, 10 ms × 5 counts / 2047 cells / 2 ≈ 12 µs)
+    np.testing.assert_allclose(b.mixed_steps_s, [0.028, 0.0300667], atol=1.3e-5)
+    np.testing.assert_allclose(b.mixed_prob, [q / 2, q / 2], rtol=1e-12)
+
+
+def test_sliced_steps_keep_the_mean_step() -> None:
+    work = AppendWork(np.array([0.002, 0.005, 0.030]), np.array([0.5, 0.3, 0.2]))  # E[w] = 8.5 ms
+    b = StepBoundary.of(0.020, 0.17, 20.0, 1.0, LONG, work=work)  # ρ_a = λ_a·E[w] = 0.17
+    assert b.mixed_steps_s.size == 16
+    assert (1.0 - b.mixed_share) * b.plain_s + float(b.mixed_prob @ b.mixed_steps_s) == pytest.approx(0.020, rel=1e-12)
+    assert b.excess_s == pytest.approx(0.020 - b.plain_s, rel=1e-12)
+    assert np.all(np.diff(b.mixed_steps_s) >= -1e-15)  # ordered by X
+    assert b.mixed_steps_s[0] == pytest.approx(b.plain_s + 0.002, rel=0.05)  # the lightest: one short append
+    # the random arrival's residual E[S²]/(2τ') and the others' λ_a·E[w]·E[S²]/τ', over the sliced law's own steps
+    s = np.r_[b.plain_s, b.mixed_steps_s]
+    p = np.r_[1.0 - b.mixed_share, b.mixed_prob]
+    second = float(p @ s**2)
+    assert b.carried().mean_s == pytest.approx(second / 0.040 + 0.17 * second / 0.020, rel=2e-3)
+    assert b.arrival_law().mean_s == pytest.approx(second / 0.040 + 0.020 - b.plain_s, rel=2e-3)
+
+
+def test_the_others_work_is_drawn_from_its_law() -> None:
+    # as test_zero_think_time_carries_..., the others' work 5 or 15 ms with probability 1/2 each (mean 10 ms): R = S1,
+    # S1 = τ_p = 18 ms with probability e^{−0.2} and the others Poisson(0.18). Past 18 ms: no other, 0.68386; past
+    # 23 ms: + one of 5 ms, 0.68386 × 0.18 × 0.5 = 0.06155; past 28 ms: + two of 5 ms, 0.68386 × 0.0162 × 0.25 =
+    # 0.00277 (one of 15 ms lands at 33 ms; the point law at 10 ms put 0.12309 at 28 ms); the mean is the point law's
+    work = AppendWork(np.array([0.005, 0.015]), np.array([0.5, 0.5]))
+    law = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=work, slices=1).carried()
+
+    def at(a: float) -> float:
+        return float(np.interp(a, law.grid_s, law.cdf_grid))
+
+    assert at(0.0185) == pytest.approx(0.68386, abs=2e-3)
+    assert at(0.0235) == pytest.approx(0.68386 + 0.06155, abs=2e-3)
+    assert at(0.0285) == pytest.approx(0.68386 + 0.06155 + 0.00277, abs=2e-3)
+    assert law.mean_s == pytest.approx(0.022, rel=2e-3)
+
+
+def test_a_spread_of_work_lengthens_the_tail_not_the_mean_step() -> None:
+    work = AppendWork(np.array([0.002, 0.005, 0.030]), np.array([0.5, 0.3, 0.2]))
+    two = StepBoundary.of(0.020, 0.17, 20.0, 1.0, LONG, work=AppendWork.point(work.mean_s), slices=1).carried()
+    spread = StepBoundary.of(0.020, 0.17, 20.0, 1.0, LONG, work=work).carried()
+    p90 = [float(np.interp(0.9, law.cdf_grid, law.grid_s)) for law in (two, spread)]
+    assert p90[1] > p90[0] + 0.003
+    assert spread.mean_s > two.mean_s  # the in-flight step's second moment grows with the spread
+
+
+def test_fewer_than_one_slice_is_refused() -> None:
+    with pytest.raises(ValueError, match="slices"):
+        StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=AppendWork.point(0.010), slices=0)
