@@ -393,9 +393,11 @@ def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
     tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
     laws = np.empty((turns, size))
     spectrum = new_hat.copy()
-    for t in range(turns):
-        laws[t] = np.clip(np.fft.irfft(spectrum, size), 0.0, None)
-        spectrum = spectrum * out_hat * new_hat
+    for t in range(turns):  # in place, into each row: the same products and transforms, no temporaries
+        np.fft.irfft(spectrum, size, out=laws[t])
+        np.clip(laws[t], 0.0, None, out=laws[t])
+        spectrum *= out_hat
+        spectrum *= new_hat
     tokens.flags.writeable = False
     laws.flags.writeable = False
     return tokens, laws

@@ -14,8 +14,10 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
 from pdplan.serving.session_spread import (
+    FFT_ROWS,
     SLICES,
     _cumulated,
+    _shifted_by,
     bin_factors,
     computed_slices,
     history_grid,
@@ -106,6 +108,20 @@ def test_chained_cumulation_is_the_full_cumsum_bit_for_bit() -> None:
         assert np.array_equal(got_cdf, cdf[:, cols])
         assert np.array_equal(got_first, first[:, cols])
     assert _cumulated(x, np.array([0, 3000]))[0][0, 0] == 0.0
+
+
+def test_row_blocked_convolution_is_the_whole_array_fft_bit_for_bit() -> None:
+    """:func:`_shifted_by` transforms :data:`FFT_ROWS` rows at a time: each row the very doubles of one rfft / product
+    / irfft / clip over the whole array (a row count that is not a multiple of the block, a law of many cells)."""
+    rng = np.random.default_rng(11)
+    laws = rng.random((2 * FFT_ROWS + 3, 4096)) ** 6
+    out = np.zeros(4096)
+    out[3:60] = rng.random(57)
+    out_hat = np.fft.rfft(out / out.sum())
+    spectrum = np.fft.rfft(laws, axis=1)
+    spectrum *= out_hat
+    whole = np.clip(np.fft.irfft(spectrum, 4096, axis=1), 0.0, None)
+    assert np.array_equal(_shifted_by(laws, out_hat), whole)
 
 
 def test_prefix_cache_computes_one_grid_per_spec_and_holding() -> None:
