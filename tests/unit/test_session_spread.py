@@ -11,6 +11,7 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving import session_spread
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
 from pdplan.serving.session_spread import (
@@ -108,6 +109,22 @@ def test_chained_cumulation_is_the_full_cumsum_bit_for_bit() -> None:
         assert np.array_equal(got_cdf, cdf[:, cols])
         assert np.array_equal(got_first, first[:, cols])
     assert _cumulated(x, np.array([0, 3000]))[0][0, 0] == 0.0
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 5000])
+def test_blocked_cumulation_is_the_full_cumsum_bit_for_bit(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chained sums advance :data:`CUMULATED_BLOCK` cells at a time: whatever the block (one cell, one that
+    splits the gaps unevenly, one wider than the grid), every column read is the very double of the whole grid's
+    cumsum and of Σ i·x, gaps wider than the block included (0 to 1, 1 to 1500, 1500 to 3000)."""
+    monkeypatch.setattr(session_spread, "CUMULATED_BLOCK", block)
+    rng = np.random.default_rng(8)
+    x = rng.random((4, 3000)) * (rng.random((4, 3000)) < 0.5)
+    cdf = np.concatenate((np.zeros((4, 1)), np.cumsum(x, axis=1)), axis=1)
+    first = np.concatenate((np.zeros((4, 1)), np.cumsum(x * np.arange(3000), axis=1)), axis=1)
+    for cols in (np.array([0, 1, 1500, 3000]), np.array([2999]), np.unique(rng.integers(1, 3001, 30))):
+        got_cdf, got_first = _cumulated(x, cols)
+        assert np.array_equal(got_cdf, cdf[:, cols])
+        assert np.array_equal(got_first, first[:, cols])
 
 
 def test_row_blocked_convolution_is_the_whole_array_fft_bit_for_bit() -> None:
