@@ -77,6 +77,7 @@ from pdplan.serving.session_spread import (
     TurnHitLaws,
     bin_factors,
     computed_slices,
+    held_laws,
     history_grid,
     laws_in_bins,
     on_grid,
@@ -535,21 +536,30 @@ def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds
 
 
 _GRID: dict[tuple[str, int, bool], HistoryGrid] = {}
-"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's held-output grid holds a [156, 2^16]
-law of X, 82 MB, dropped before the next is computed so that the peak memory stays that of one)."""
+"""The last :func:`_history_grid_cached` grid (one at a time; a grid holds views of :func:`_turn_laws`' laws, D's law
+and, with the outputs held, the output law's spectrum: a binning convolves the held laws of X a few rows at a time,
+:func:`pdplan.serving.session_spread.history_grid`), with whether it has been binned yet."""
+_BINNED: set[tuple[str, int, bool]] = set()
 
 
 def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> HistoryGrid:
     """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
-    :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it; in
-    examples/agent-dualpath.yaml -f json three binnings share one [156, 2^16] FFT)."""
+    :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it), for one binning
+    (each call one). The first binning convolves the held laws of X as it cumulates them, a few rows at a time (a
+    table's search bins each grid once: agent-dualpath's [156, 2^16] held laws, 82 MB, never exist whole); the
+    second keeps them whole for the later ones (``-f json`` bins them three times:
+    :func:`pdplan.serving.session_spread.held_laws`). The same doubles either way."""
     key = (spec_json, turns, holds_outputs)
     if key not in _GRID:
         _GRID.clear()
+        _BINNED.clear()
         spec = SessionsSpec.model_validate_json(spec_json)
         tokens, laws = _turn_laws(spec_json, turns)
         new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
         _GRID[key] = history_grid(tokens, laws, new, out, holds_outputs=holds_outputs)
+    elif key in _BINNED:
+        _GRID[key] = held_laws(_GRID[key])
+    _BINNED.add(key)
     return _GRID[key]
 
 

@@ -36,6 +36,7 @@ mean (:func:`point_spread`), where it held x̄_kh.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -77,9 +78,10 @@ class TurnHitLaws:
 class HistoryGrid:
     """The part of :func:`turn_hit_laws` that the bin edges do not enter (read-only arrays, grid cells): the grid's
     origin and step (tokens), turn 1's prompt law ``[size]``, D's law ``[size]`` and its support ``d_cells``, and
-    per later turn X's law ``x_laws`` (``[T − 1, size]``). The sensitivity rows rebin the same laws at scaled edges:
-    computed once per (spec, holds_outputs), each binning reads it (:func:`laws_in_bins`, which cumulates X's laws
-    at the columns its bins read, :func:`_cumulated`)."""
+    per later turn X's law: ``x_laws`` (``[T − 1, size]``, the previous turns' prompt laws), each convolved with the
+    output law whose spectrum is ``out_hat`` where the cache holds the outputs (None: X is the previous prompt). The
+    sensitivity rows rebin the same laws at scaled edges: computed once per (spec, holds_outputs), each binning reads
+    it (:func:`laws_in_bins`, which cumulates X's laws at the columns its bins read, :func:`_x_cumulated`)."""
 
     origin: float
     step: int
@@ -88,6 +90,7 @@ class HistoryGrid:
     d_law: FloatArray
     d_cells: IntArray
     x_laws: FloatArray
+    out_hat: npt.NDArray[np.complex128] | None = None
 
 
 def history_grid(
@@ -100,36 +103,60 @@ def history_grid(
     step = max(1, round(float(tokens[1] - tokens[0]))) if size > 1 else 1
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
-    x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
-    if holds_outputs and x_laws.shape[0]:
-        x_laws = _shifted_by(x_laws, np.fft.rfft(out_grid))
+    # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held (convolved when binned, a few rows
+    # at a time: agent-dualpath's [156, 2^16] held laws, 82 MB of fresh memory, cost more system time than their FFTs)
+    out_hat = np.fft.rfft(out_grid) if holds_outputs and laws.shape[0] > 1 else None
     d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
-    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, x_laws.view())  # views: the callers' stay writable
-    for a in arrays:
+    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, laws[:-1].view())  # views: the callers' stay writable
+    for a in (*arrays, *(() if out_hat is None else (out_hat,))):
         a.flags.writeable = False
-    return HistoryGrid(float(tokens[0]), step, *arrays)
+    return HistoryGrid(float(tokens[0]), step, *arrays, out_hat=out_hat)
 
 
 FFT_ROWS = 8
-"""Rows of X's laws transformed at a time by :func:`_shifted_by` (each row's transform is its own: the same doubles in
-any grouping)."""
+"""Rows of X's held-output laws convolved at a time (:func:`_x_cumulated`; each row's transform is its own: the same
+doubles in any grouping)."""
 
 
 def _shifted_by(laws: FloatArray, out_hat: npt.NDArray[np.complex128]) -> FloatArray:
     """Each row of ``laws [T, size]`` convolved with the law whose spectrum is ``out_hat`` (``[size/2 + 1]``), by FFT,
-    clipped at 0 (round-off below). :data:`FFT_ROWS` rows at a time into the one output array: each row's forward
-    transform, product and inverse are the whole-array call's (pocketfft transforms every row alone), but the
-    complex spectra and the transforms' buffers are a few rows' (agent-dualpath: 4 MB) rather than
-    ``[T, size/2 + 1]`` complex (82 MB), whose first touch of fresh memory cost more system CPU time than the
-    transforms (0.36 s at 0.09 s of user time, huge-page faults) and whose size was the command's peak memory."""
-    rows, size = laws.shape
-    out = np.empty((rows, size))
-    for lo in range(0, rows, FFT_ROWS):
-        spectrum = np.fft.rfft(laws[lo : lo + FFT_ROWS], axis=1)
-        spectrum *= out_hat
-        np.fft.irfft(spectrum, size, axis=1, out=out[lo : lo + FFT_ROWS])
+    clipped at 0 (round-off below): each row's forward transform, product and inverse are a whole-array call's
+    (pocketfft transforms every row alone)."""
+    spectrum = np.fft.rfft(laws, axis=1)
+    spectrum *= out_hat
+    out = np.fft.irfft(spectrum, laws.shape[1], axis=1)
     np.clip(out, 0.0, None, out=out)
     return out
+
+
+def held_laws(grid: HistoryGrid) -> HistoryGrid:
+    """``grid`` with X's held-output laws convolved once and kept whole (``[T − 1, size]``, read-only; ``grid`` itself
+    where X's laws are already kept): for a grid binned more than once, the same doubles as each binning's
+    :func:`_x_cumulated` blocks (each row's transform is its own), computed once."""
+    if grid.out_hat is None:
+        return grid
+    rows = grid.x_laws.shape[0]
+    held = np.empty(grid.x_laws.shape)
+    for lo in range(0, rows, FFT_ROWS):
+        held[lo : lo + FFT_ROWS] = _shifted_by(grid.x_laws[lo : lo + FFT_ROWS], grid.out_hat)
+    held.flags.writeable = False
+    return dataclasses.replace(grid, x_laws=held, out_hat=None)
+
+
+def _x_cumulated(grid: HistoryGrid, cols: IntArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`_cumulated` of X's laws (:class:`HistoryGrid`): with the outputs held, :data:`FFT_ROWS` rows at a time,
+    each block convolved (:func:`_shifted_by`) and cumulated while in cache, then dropped: every row the doubles of
+    the whole held array's (each row's transform and running sums are its own), without its ``[T − 1, size]`` doubles
+    and complex spectra (agent-dualpath: 82 MB each, whose first touch of fresh memory cost 0.36 s of system time
+    against the transforms' 0.09 s of user time; huge-page faults) or the command's peak memory they set."""
+    if grid.out_hat is None:
+        return _cumulated(grid.x_laws, cols)
+    rows = grid.x_laws.shape[0]
+    cdf, first = np.empty((rows, cols.size)), np.empty((rows, cols.size))
+    for lo in range(0, rows, FFT_ROWS):
+        block = slice(lo, lo + FFT_ROWS)
+        cdf[block], first[block] = _cumulated(_shifted_by(grid.x_laws[block], grid.out_hat), cols)
+    return cdf, first
 
 
 def turn_hit_laws(
@@ -182,7 +209,7 @@ def _conditional(grid: HistoryGrid, lo: np.ndarray, hi: np.ndarray) -> tuple[Flo
     d_law, cells, size = grid.d_law, grid.d_cells, grid.x_laws.shape[1]
     reads = [(b - cells[cells < b], np.maximum(a - cells[cells < b], 0)) for a, b in zip(lo, hi, strict=True)]
     cols = sorted_unique(np.concatenate([np.concatenate(r) for r in reads] + [np.array([size])]))
-    cdf, first = _cumulated(grid.x_laws, cols)
+    cdf, first = _x_cumulated(grid, cols)
     mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)  # column ``size``: the whole law
     turns = cdf.shape[0]
     mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
