@@ -707,11 +707,19 @@ def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatAr
 
 
 def cache_classes(
-    setup: CacheSetup, domain: Domain, representatives: FloatArray, rate_rps: float, turn_duration_s: float
+    setup: CacheSetup,
+    domain: Domain,
+    representatives: FloatArray,
+    rate_rps: float,
+    turn_duration_s: float,
+    *,
+    spread: bool = True,
 ) -> CacheClasses:
     """The classes of every prompt bin (bins given by their representative lengths) at ``rate_rps`` (the whole
     deployment's request rate); ``turn_duration_s``: a session turn's mean time from arrival to its last token (the
-    part of the gap between turns that is not think time)."""
+    part of the gap between turns that is not think time). ``spread``: whether to compute a session workload's
+    :attr:`CacheClasses.spread`, which only :func:`point_prices` reads (False: None; the screen's per-bin class
+    prices, :func:`pdplan.search.cache_options.screened_prefill`, price each (bin, class) at its mean hit)."""
     bands = _bands(setup, domain)
     edges = bin_edges(representatives)
     routing = setup.spec.routing
@@ -727,10 +735,10 @@ def cache_classes(
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
     weights, hits, share, joint = _by_bin(keys)
-    spread = None
-    if keys.laws is not None and keys.bin_factor is not None:  # sessions: module session_spread
+    slices = None
+    if spread and keys.laws is not None and keys.bin_factor is not None:  # sessions: module session_spread
         at = keys.bins[:, :, None] * keys.probs[:, None, :]
-        spread = computed_slices(keys.laws, at, keys.tokens[:, None, :] * keys.bin_factor[:, :, None])
+        slices = computed_slices(keys.laws, at, keys.tokens[:, None, :] * keys.bin_factor[:, :, None])
     tiers = [*bands.local, *([bands.pool] if bands.pool is not None else [])]
     names = ("miss", *(t.name for t in tiers))
     load_from = (None, None, *tiers[1:])  # misses and HBM hits load nothing
@@ -748,7 +756,7 @@ def cache_classes(
         joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
         warmup_requests=0 if reuse.trace is None else counted_from(reuse.trace.n_requests),
         requests=requests,
-        spread=spread,
+        spread=slices,
     )
 
 
