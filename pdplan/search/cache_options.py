@@ -185,7 +185,7 @@ def screened_prefill(res: ResolvedScenario[Any], hw: RoleHardware, spec: CacheSp
     perf = PrefillPerf(lens.input_tokens, service, service)
     for _ in range(SCREEN_ROUNDS):
         rate = SCREEN_LOAD * hw.dp / max(float(prob @ perf.service_s), 1e-12)
-        classes = cache_classes(setup, domain, lens.input_tokens, rate, duration_s)
+        classes = cache_classes(setup, domain, lens.input_tokens, rate, duration_s, spread=False)  # per-bin prices
         priced = class_prices(hw, classes, lens.input_tokens, kvb)
         each, load, w = priced.perf, priced.load_s, classes.weights
         perf = PrefillPerf(

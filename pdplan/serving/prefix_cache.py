@@ -77,6 +77,7 @@ from pdplan.serving.session_spread import (
     TurnHitLaws,
     bin_factors,
     computed_slices,
+    held_laws,
     history_grid,
     laws_in_bins,
     on_grid,
@@ -393,9 +394,11 @@ def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
     tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
     laws = np.empty((turns, size))
     spectrum = new_hat.copy()
-    for t in range(turns):
-        laws[t] = np.clip(np.fft.irfft(spectrum, size), 0.0, None)
-        spectrum = spectrum * out_hat * new_hat
+    for t in range(turns):  # in place, into each row: the same products and transforms, no temporaries
+        np.fft.irfft(spectrum, size, out=laws[t])
+        np.clip(laws[t], 0.0, None, out=laws[t])
+        spectrum *= out_hat
+        spectrum *= new_hat
     tokens.flags.writeable = False
     laws.flags.writeable = False
     return tokens, laws
@@ -533,21 +536,30 @@ def _hit_laws_cached(spec_json: str, turns: int, edges: tuple[float, ...], holds
 
 
 _GRID: dict[tuple[str, int, bool], HistoryGrid] = {}
-"""The last :func:`_history_grid_cached` grid (one at a time: agent-dualpath's held-output grid holds a [156, 2^16]
-law of X, 82 MB, dropped before the next is computed so that the peak memory stays that of one)."""
+"""The last :func:`_history_grid_cached` grid (one at a time; a grid holds views of :func:`_turn_laws`' laws, D's law
+and, with the outputs held, the output law's spectrum: a binning convolves the held laws of X a few rows at a time,
+:func:`pdplan.serving.session_spread.history_grid`), with whether it has been binned yet."""
+_BINNED: set[tuple[str, int, bool]] = set()
 
 
 def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> HistoryGrid:
     """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
-    :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it; in
-    examples/agent-dualpath.yaml -f json three binnings share one [156, 2^16] FFT)."""
+    :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it), for one binning
+    (each call one). The first binning convolves the held laws of X as it cumulates them, a few rows at a time (a
+    table's search bins each grid once: agent-dualpath's [156, 2^16] held laws, 82 MB, never exist whole); the
+    second keeps them whole for the later ones (``-f json`` bins them three times:
+    :func:`pdplan.serving.session_spread.held_laws`). The same doubles either way."""
     key = (spec_json, turns, holds_outputs)
     if key not in _GRID:
         _GRID.clear()
+        _BINNED.clear()
         spec = SessionsSpec.model_validate_json(spec_json)
         tokens, laws = _turn_laws(spec_json, turns)
         new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
         _GRID[key] = history_grid(tokens, laws, new, out, holds_outputs=holds_outputs)
+    elif key in _BINNED:
+        _GRID[key] = held_laws(_GRID[key])
+    _BINNED.add(key)
     return _GRID[key]
 
 
@@ -695,11 +707,19 @@ def _trace_keys(trace: BlockTrace, bands: _Bands, domain: Domain, edges: FloatAr
 
 
 def cache_classes(
-    setup: CacheSetup, domain: Domain, representatives: FloatArray, rate_rps: float, turn_duration_s: float
+    setup: CacheSetup,
+    domain: Domain,
+    representatives: FloatArray,
+    rate_rps: float,
+    turn_duration_s: float,
+    *,
+    spread: bool = True,
 ) -> CacheClasses:
     """The classes of every prompt bin (bins given by their representative lengths) at ``rate_rps`` (the whole
     deployment's request rate); ``turn_duration_s``: a session turn's mean time from arrival to its last token (the
-    part of the gap between turns that is not think time)."""
+    part of the gap between turns that is not think time). ``spread``: whether to compute a session workload's
+    :attr:`CacheClasses.spread`, which only :func:`point_prices` reads (False: None; the screen's per-bin class
+    prices, :func:`pdplan.search.cache_options.screened_prefill`, price each (bin, class) at its mean hit)."""
     bands = _bands(setup, domain)
     edges = bin_edges(representatives)
     routing = setup.spec.routing
@@ -715,10 +735,10 @@ def cache_classes(
     else:
         raise SpecError("the workload reuses no KV: give sessions, shared_prefix or a trace with block hashes")
     weights, hits, share, joint = _by_bin(keys)
-    spread = None
-    if keys.laws is not None and keys.bin_factor is not None:  # sessions: module session_spread
+    slices = None
+    if spread and keys.laws is not None and keys.bin_factor is not None:  # sessions: module session_spread
         at = keys.bins[:, :, None] * keys.probs[:, None, :]
-        spread = computed_slices(keys.laws, at, keys.tokens[:, None, :] * keys.bin_factor[:, :, None])
+        slices = computed_slices(keys.laws, at, keys.tokens[:, None, :] * keys.bin_factor[:, :, None])
     tiers = [*bands.local, *([bands.pool] if bands.pool is not None else [])]
     names = ("miss", *(t.name for t in tiers))
     load_from = (None, None, *tiers[1:])  # misses and HBM hits load nothing
@@ -736,7 +756,7 @@ def cache_classes(
         joint=joint / max(float(joint.sum()), 1e-300) if keys.own_bins else None,
         warmup_requests=0 if reuse.trace is None else counted_from(reuse.trace.n_requests),
         requests=requests,
-        spread=spread,
+        spread=slices,
     )
 
 

@@ -36,10 +36,12 @@ mean (:func:`point_spread`), where it held x̄_kh.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.specs.token_pmf import TokenPmf
@@ -76,9 +78,10 @@ class TurnHitLaws:
 class HistoryGrid:
     """The part of :func:`turn_hit_laws` that the bin edges do not enter (read-only arrays, grid cells): the grid's
     origin and step (tokens), turn 1's prompt law ``[size]``, D's law ``[size]`` and its support ``d_cells``, and
-    per later turn X's law ``x_laws`` (``[T − 1, size]``). The sensitivity rows rebin the same laws at scaled edges:
-    computed once per (spec, holds_outputs), each binning reads it (:func:`laws_in_bins`, which cumulates X's laws
-    at the columns its bins read, :func:`_cumulated`)."""
+    per later turn X's law: ``x_laws`` (``[T − 1, size]``, the previous turns' prompt laws), each convolved with the
+    output law whose spectrum is ``out_hat`` where the cache holds the outputs (None: X is the previous prompt). The
+    sensitivity rows rebin the same laws at scaled edges: computed once per (spec, holds_outputs), each binning reads
+    it (:func:`laws_in_bins`, which cumulates X's laws at the columns its bins read, :func:`_x_cumulated`)."""
 
     origin: float
     step: int
@@ -87,6 +90,7 @@ class HistoryGrid:
     d_law: FloatArray
     d_cells: IntArray
     x_laws: FloatArray
+    out_hat: npt.NDArray[np.complex128] | None = None
 
 
 def history_grid(
@@ -99,18 +103,60 @@ def history_grid(
     step = max(1, round(float(tokens[1] - tokens[0]))) if size > 1 else 1
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
-    x_laws = laws[:-1]  # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held
-    if holds_outputs and x_laws.shape[0]:
-        spectrum = np.fft.rfft(x_laws, axis=1)
-        spectrum *= np.fft.rfft(out_grid)  # in place: [T − 1, size/2 + 1] complex is 82 MB in agent-dualpath
-        x_laws = np.fft.irfft(spectrum, size, axis=1)
-        del spectrum
-        np.clip(x_laws, 0.0, None, out=x_laws)
+    # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held (convolved when binned, a few rows
+    # at a time: agent-dualpath's [156, 2^16] held laws, 82 MB of fresh memory, cost more system time than their FFTs)
+    out_hat = np.fft.rfft(out_grid) if holds_outputs and laws.shape[0] > 1 else None
     d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
-    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, x_laws.view())  # views: the callers' stay writable
-    for a in arrays:
+    arrays = (tokens.view(), laws[0].view(), d_law, d_cells, laws[:-1].view())  # views: the callers' stay writable
+    for a in (*arrays, *(() if out_hat is None else (out_hat,))):
         a.flags.writeable = False
-    return HistoryGrid(float(tokens[0]), step, *arrays)
+    return HistoryGrid(float(tokens[0]), step, *arrays, out_hat=out_hat)
+
+
+FFT_ROWS = 8
+"""Rows of X's held-output laws convolved at a time (:func:`_x_cumulated`; each row's transform is its own: the same
+doubles in any grouping)."""
+
+
+def _shifted_by(laws: FloatArray, out_hat: npt.NDArray[np.complex128]) -> FloatArray:
+    """Each row of ``laws [T, size]`` convolved with the law whose spectrum is ``out_hat`` (``[size/2 + 1]``), by FFT,
+    clipped at 0 (round-off below): each row's forward transform, product and inverse are a whole-array call's
+    (pocketfft transforms every row alone)."""
+    spectrum = np.fft.rfft(laws, axis=1)
+    spectrum *= out_hat
+    out = np.fft.irfft(spectrum, laws.shape[1], axis=1)
+    np.clip(out, 0.0, None, out=out)
+    return out
+
+
+def held_laws(grid: HistoryGrid) -> HistoryGrid:
+    """``grid`` with X's held-output laws convolved once and kept whole (``[T − 1, size]``, read-only; ``grid`` itself
+    where X's laws are already kept): for a grid binned more than once, the same doubles as each binning's
+    :func:`_x_cumulated` blocks (each row's transform is its own), computed once."""
+    if grid.out_hat is None:
+        return grid
+    rows = grid.x_laws.shape[0]
+    held = np.empty(grid.x_laws.shape)
+    for lo in range(0, rows, FFT_ROWS):
+        held[lo : lo + FFT_ROWS] = _shifted_by(grid.x_laws[lo : lo + FFT_ROWS], grid.out_hat)
+    held.flags.writeable = False
+    return dataclasses.replace(grid, x_laws=held, out_hat=None)
+
+
+def _x_cumulated(grid: HistoryGrid, cols: IntArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`_cumulated` of X's laws (:class:`HistoryGrid`): with the outputs held, :data:`FFT_ROWS` rows at a time,
+    each block convolved (:func:`_shifted_by`) and cumulated while in cache, then dropped: every row the doubles of
+    the whole held array's (each row's transform and running sums are its own), without its ``[T − 1, size]`` doubles
+    and complex spectra (agent-dualpath: 82 MB each, whose first touch of fresh memory cost 0.36 s of system time
+    against the transforms' 0.09 s of user time; huge-page faults) or the command's peak memory they set."""
+    if grid.out_hat is None:
+        return _cumulated(grid.x_laws, cols)
+    rows = grid.x_laws.shape[0]
+    cdf, first = np.empty((rows, cols.size)), np.empty((rows, cols.size))
+    for lo in range(0, rows, FFT_ROWS):
+        block = slice(lo, lo + FFT_ROWS)
+        cdf[block], first[block] = _cumulated(_shifted_by(grid.x_laws[block], grid.out_hat), cols)
+    return cdf, first
 
 
 def turn_hit_laws(
@@ -163,7 +209,7 @@ def _conditional(grid: HistoryGrid, lo: np.ndarray, hi: np.ndarray) -> tuple[Flo
     d_law, cells, size = grid.d_law, grid.d_cells, grid.x_laws.shape[1]
     reads = [(b - cells[cells < b], np.maximum(a - cells[cells < b], 0)) for a, b in zip(lo, hi, strict=True)]
     cols = sorted_unique(np.concatenate([np.concatenate(r) for r in reads] + [np.array([size])]))
-    cdf, first = _cumulated(grid.x_laws, cols)
+    cdf, first = _x_cumulated(grid, cols)
     mean_x = first[:, -1] / np.maximum(cdf[:, -1], 1e-300)  # column ``size``: the whole law
     turns = cdf.shape[0]
     mass, held = np.zeros((turns, lo.size)), np.zeros((turns, lo.size))
@@ -187,11 +233,17 @@ CHAINED_COLUMNS = 512
 more, it cumulates the whole grid (the same doubles either way)."""
 
 
+CUMULATED_BLOCK = 4096
+"""The chained running sums of :func:`_cumulated` advance this many grid cells at a time (any size gives the same
+doubles): a buffer of ``[T, 4097]`` (5 MB in agent-dualpath) that stays in cache, not one as wide as the widest gap
+between two columns read (the last, up to the whole law: 2^15 cells there, 40 MB of fresh memory per binning)."""
+
+
 def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
     """``cdf[:, y] = Σ_{i<y} x[:, i]`` and ``first[:, y] = Σ_{i<y} i·x[:, i]`` at the ascending columns ``cols``
     (``[T, cols]``; column 0 is 0), each the running sum :func:`numpy.cumsum` gives, in the same order: a column's sum
-    continues the previous column's (the buffer's first cell) over the cells between them, so only the columns read
-    are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
+    continues the previous column's (the buffer's first cell) over the cells between them, :data:`CUMULATED_BLOCK`
+    cells at a time, so only the columns read are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
     turns, size = x.shape
     if cols.size > CHAINED_COLUMNS:
         cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
@@ -200,24 +252,41 @@ def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
         np.cumsum(first[:, 1:], axis=1, out=first[:, 1:])
         return cdf[:, cols], first[:, cols]
     cdf, first = np.zeros((turns, cols.size)), np.zeros((turns, cols.size))
-    buffer = np.empty((turns, int(np.max(np.diff(cols, prepend=0), initial=0)) + 1))
+    gap = int(np.max(np.diff(cols, prepend=0), initial=0))
+    buffer = np.empty((turns, min(gap, CUMULATED_BLOCK) + 1))
     start = 0  # the columns before ``start`` are summed; nothing yet
     for i, y in enumerate(cols):
         if y == 0:
             continue
-        for out, part in ((cdf, None), (first, np.arange(start, y))):
-            lead = 1 if start else 0  # after the first column: the previous sum is the buffer's first cell
-            run = buffer[:, : lead + y - start]
-            if lead:
-                run[:, 0] = out[:, i - 1]
-            if part is None:
-                run[:, lead:] = x[:, start:y]
-            else:
-                np.multiply(x[:, start:y], part, out=run[:, lead:])
-            np.cumsum(run, axis=1, out=run)
-            out[:, i] = run[:, -1]
+        cdf[:, i] = _running(x, start, y, None if not start else cdf[:, i - 1], buffer, weighted=False)
+        first[:, i] = _running(x, start, y, None if not start else first[:, i - 1], buffer, weighted=True)
         start = y
     return cdf, first
+
+
+def _running(
+    x: FloatArray, start: int, stop: int, carried: FloatArray | None, buffer: FloatArray, *, weighted: bool
+) -> FloatArray:
+    """``carried`` (the running sum of the cells before ``start``; None: none, ``start`` is 0) continued over the
+    cells ``[start, stop)`` of each row of ``x`` (times the cell's index if ``weighted``), in ``buffer``'s width at a
+    time: each block's cumsum starts from the previous sum in its first cell, the additions of one cumsum over the
+    row in its order."""
+    total = carried
+    for a in range(start, stop, buffer.shape[1] - 1):
+        b = min(a + buffer.shape[1] - 1, stop)
+        lead = 0 if total is None else 1
+        run = buffer[:, : lead + b - a]
+        if total is not None:
+            run[:, 0] = total
+        if weighted:
+            np.multiply(x[:, a:b], np.arange(a, b), out=run[:, lead:])
+        else:
+            run[:, lead:] = x[:, a:b]
+        np.cumsum(run, axis=1, out=run)
+        total = run[:, -1].copy()
+    if total is None:
+        raise ValueError("_running needs stop > start")
+    return total
 
 
 def _sorted_slice_means(values: FloatArray, weights: FloatArray) -> FloatArray:

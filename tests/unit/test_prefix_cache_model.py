@@ -238,6 +238,22 @@ def test_shared_prefixes_weigh_the_bins_by_their_own_layout() -> None:
     assert np.array_equal(per_turn.bin_class_probability(marginal), marginal[:, None] * per_turn.weights)
 
 
+def test_classes_without_the_spread_are_the_same_classes() -> None:
+    """``spread=False`` (the screen's per-bin prices) leaves out only the sessions' computed-token spread, which
+    :func:`point_prices` alone reads: every other field the very doubles of the classes with it."""
+    setup = CacheSetup(CacheSpec(), None, (), (), Reuse(sessions=SessionsSpec.model_validate(SESSIONS)))
+    domain = Domain(hbm_tokens=3e4, kv_bytes_per_token=131_072.0, instances=1, instances_per_node=1, layers=32)
+    reps = np.array([1500.0, 3000.0, 6000.0])
+    full = cache_classes(setup, domain, reps, 4.0, 2.0)
+    bare = cache_classes(setup, domain, reps, 4.0, 2.0, spread=False)
+    assert full.spread is not None
+    assert bare.spread is None
+    for f in dataclasses.fields(full):
+        if f.name != "spread":
+            a, b = getattr(full, f.name), getattr(bare, f.name)
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, f.name
+
+
 def test_a_resent_prompt_is_loaded_but_its_last_token() -> None:
     """One 1,000-token prefix with U = 4 questions of 201 tokens resent in turn, at 2 requests/s into a cache that
     holds them all (HBM 1e6 tokens: T_C is infinite): every request finds its whole 1,201-token prompt and loads

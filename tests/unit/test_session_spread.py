@@ -11,11 +11,15 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving import session_spread
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
 from pdplan.serving.session_spread import (
+    CHAINED_COLUMNS,
+    FFT_ROWS,
     SLICES,
     _cumulated,
+    _x_cumulated,
     bin_factors,
     computed_slices,
     history_grid,
@@ -108,6 +112,45 @@ def test_chained_cumulation_is_the_full_cumsum_bit_for_bit() -> None:
     assert _cumulated(x, np.array([0, 3000]))[0][0, 0] == 0.0
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 5000])
+def test_blocked_cumulation_is_the_full_cumsum_bit_for_bit(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chained sums advance :data:`CUMULATED_BLOCK` cells at a time: whatever the block (one cell, one that
+    splits the gaps unevenly, one wider than the grid), every column read is the very double of the whole grid's
+    cumsum and of Σ i·x, gaps wider than the block included (0 to 1, 1 to 1500, 1500 to 3000)."""
+    monkeypatch.setattr(session_spread, "CUMULATED_BLOCK", block)
+    rng = np.random.default_rng(8)
+    x = rng.random((4, 3000)) * (rng.random((4, 3000)) < 0.5)
+    cdf = np.concatenate((np.zeros((4, 1)), np.cumsum(x, axis=1)), axis=1)
+    first = np.concatenate((np.zeros((4, 1)), np.cumsum(x * np.arange(3000), axis=1)), axis=1)
+    for cols in (np.array([0, 1, 1500, 3000]), np.array([2999]), np.unique(rng.integers(1, 3001, 30))):
+        got_cdf, got_first = _cumulated(x, cols)
+        assert np.array_equal(got_cdf, cdf[:, cols])
+        assert np.array_equal(got_first, first[:, cols])
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_held_laws_cumulated_by_row_blocks_are_the_whole_array_bit_for_bit(many: bool) -> None:
+    """With the outputs held, X's laws are convolved and cumulated :data:`FFT_ROWS` rows at a time
+    (:func:`_x_cumulated`): each row the very doubles of one rfft / product / irfft / clip over the whole array, then
+    cumulated (a row count that is not a multiple of the block, laws of many cells; few columns read: chained, many:
+    the whole grid)."""
+    rng = np.random.default_rng(11)
+    size = 4096
+    laws = rng.random((2 * FFT_ROWS + 4, size)) ** 6
+    laws /= laws.sum(axis=1, keepdims=True)
+    tokens = np.arange(size, dtype=np.float64)
+    new, out = TokenPmf(np.array([1, 3]), np.array([0.5, 0.5])), TokenPmf(np.arange(3, 60), np.full(57, 1.0 / 57))
+    grid = history_grid(tokens, laws, new, out, holds_outputs=True)
+    assert grid.out_hat is not None
+    spectrum = np.fft.rfft(laws[:-1], axis=1)
+    spectrum *= grid.out_hat
+    whole = np.clip(np.fft.irfft(spectrum, size, axis=1), 0.0, None)
+    cols = np.arange(0, size + 1, 3) if many else np.array([0, 5, 700, 2048, size])
+    assert (cols.size > CHAINED_COLUMNS) == many
+    for got, want in zip(_x_cumulated(grid, cols), _cumulated(whole, cols), strict=True):
+        assert np.array_equal(got, want)
+
+
 def test_prefix_cache_computes_one_grid_per_spec_and_holding() -> None:
     """prefix_cache keeps the last grid: the three binnings of one spec with the outputs held compute it once, and a
     binning already seen is not recomputed; a change of holding computes the other grid."""
@@ -144,6 +187,42 @@ def test_prefix_cache_computes_one_grid_per_spec_and_holding() -> None:
         prefix_cache._hit_laws_cached.cache_clear()
         prefix_cache._GRID.clear()
     assert computed == [True, False]
+
+
+def test_a_grid_binned_again_keeps_its_held_laws_whole_with_the_same_doubles() -> None:
+    """prefix_cache's first binning of a held-output grid convolves X's laws block by block (the grid keeps only the
+    output law's spectrum); the second keeps them whole (:func:`held_laws`), which the third reads: every binning the
+    very doubles of :func:`turn_hit_laws` from scratch."""
+    from pdplan.serving import prefix_cache
+    from pdplan.specs.reuse import SessionsSpec
+
+    spec = SessionsSpec.model_validate(
+        {
+            "new_tokens": {"dist": "lognormal", "mean": 60, "sigma": 0.8, "max": 400},
+            "output_tokens": {"dist": "lognormal", "mean": 40, "sigma": 0.6, "max": 200},
+            "turns": {"dist": "fixed", "value": 12},
+            "think_time": {"dist": "fixed", "value": 1},
+        }
+    )
+    js = spec.model_dump_json()
+    tokens, laws = prefix_cache._turn_laws(js, 12)
+    new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
+    edges = np.array([-math.inf, 150.0, 300.0, 450.0, 900.0, math.inf])
+    prefix_cache._hit_laws_cached.cache_clear()
+    prefix_cache._GRID.clear()
+    kept: list[bool] = []
+    try:
+        for scale in (1.0, 0.8, 1.2):
+            cut = tuple(float(e) for e in edges * scale)
+            got = prefix_cache._hit_laws_cached(js, 12, cut, True)
+            kept.append(next(iter(prefix_cache._GRID.values())).out_hat is None)
+            fresh = turn_hit_laws(tokens, laws, new, out, np.array(cut), holds_outputs=True)
+            for name in ("history_mean", "history_overall", "missed"):
+                assert np.array_equal(getattr(got, name), getattr(fresh, name), equal_nan=True), (scale, name)
+    finally:
+        prefix_cache._hit_laws_cached.cache_clear()
+        prefix_cache._GRID.clear()
+    assert kept == [False, True, True]
 
 
 def test_computed_slices_mix_turns_and_pair_with_the_points() -> None:
