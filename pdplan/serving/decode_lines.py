@@ -39,7 +39,7 @@ from pdplan.perf.kv_blocks import resident_partial_block_tokens
 from pdplan.queueing import decode_fixed_point
 from pdplan.queueing.exact_memo import forgets
 from pdplan.serving.cells import decode_cells
-from pdplan.serving.resolve import ResolvedScenario
+from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import DecodePerf, decode_perf
 
@@ -49,8 +49,11 @@ T = TypeVar("T")
 def decode_role(res: ResolvedScenario[Any]) -> RoleHardware:
     """The instance type that decodes: a colocated instance, or an xPyD deployment's decode instance."""
     hw = res.hardware
-    role: RoleHardware = hw.colocated if hasattr(hw, "colocated") else hw.decode
-    return role
+    if isinstance(hw, ColocatedHardware):
+        return hw.colocated
+    if isinstance(hw, DisaggregatedHardware):
+        return hw.decode
+    raise TypeError(f"no decoding instance in hardware {type(hw).__name__}")
 
 
 def role_decode_perf(res: ResolvedScenario[Any]) -> DecodePerf:
