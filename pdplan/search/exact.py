@@ -246,7 +246,7 @@ def _goodput(
     best of its lines' (the law's goodput, :mod:`pdplan.serving.decode_lines`)."""
 
     def on(line: ResolvedScenario[Any]) -> Found:
-        return _line_goodput(base, d, line.decode_line, target_rps, redundancy, start_rps, probes, known)
+        return _line_goodput(base, line, target_rps, redundancy, start_rps, probes, known)
 
     bound = limit_bound(_capacity_model(base, d, redundancy))
     return best_line(bind(base, d), on, lambda found: found[3].rate_rps, bound)
@@ -268,24 +268,24 @@ def _capacity_model(
 
 def _line_goodput(
     base: ResolvedScenario[Any],
-    d: Disaggregated | Colocated,
-    line: int | None,
+    bound_res: ResolvedScenario[Any],
     target_rps: float | None,
     redundancy: str,
     start_rps: float | None = None,
     probes: PpdProbes | None = None,
     known: dict[Hashable, Any] | None = None,
 ) -> Found:
-    """:func:`_goodput` on decode line ``line`` (None: the one-line fit). With a prefix cache the hit rates are those
-    at the target rate when there is one (the plan must hold there), else at the goodput itself
-    (:func:`pdplan.serving.build.goodput_model`). Without one the outcome is read from ``known`` where an earlier
-    search found it (:func:`evaluate_exact`)."""
+    """:func:`_goodput` of ``bound_res`` (the deployment bound to ``base``, on its decode line: None, the one-line
+    fit). With a prefix cache the hit rates are those at the target rate when there is one (the plan must hold there),
+    else at the goodput itself (:func:`pdplan.serving.build.goodput_model`). Without one the outcome is read from
+    ``known`` where an earlier search found it (:func:`evaluate_exact`)."""
     slo = base.scenario.slo
+    d, line = bound_res.hardware.deployment, bound_res.decode_line
 
     def bound(dep: Disaggregated | Colocated) -> ResolvedScenario[Any]:
-        return dataclasses.replace(bind(base, dep), decode_line=line)
+        return bound_res if dep is d else dataclasses.replace(bind(base, dep), decode_line=line)
 
-    res = bound(d)
+    res = bound_res
     if res.cache is None:
         return _uncached_goodput(base, res, d, redundancy, known, bound)
     if target_rps is not None:
