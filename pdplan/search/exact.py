@@ -246,10 +246,25 @@ def _goodput(
     best of its lines' (the law's goodput, :mod:`pdplan.serving.decode_lines`)."""
 
     def on(line: ResolvedScenario[Any]) -> Found:
-        return _line_goodput(base, line, target_rps, redundancy, start_rps, probes, known)
+        return _line_goodput(base, line, target_rps, redundancy, start_rps, probes)
 
-    bound = limit_bound(_capacity_model(base, d, redundancy))
-    return best_line(bind(base, d), on, lambda found: found[3].rate_rps, bound)
+    res = bind(base, d)
+    keep = known if res.cache is None else None  # without a cache: a function of d, the redundancy and base alone
+    key = ("goodput", d, redundancy)
+    hit = None if keep is None else keep.get(key)
+    if isinstance(hit, NoFeasiblePlanError):
+        raise hit
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    try:
+        found = best_line(res, on, lambda got: got[3].rate_rps, limit_bound(_capacity_model(base, d, redundancy)))
+    except NoFeasiblePlanError as err:
+        if keep is not None:
+            keep[key] = err
+        raise
+    if keep is not None:
+        keep[key] = found
+    return found
 
 
 def _capacity_model(
@@ -273,12 +288,10 @@ def _line_goodput(
     redundancy: str,
     start_rps: float | None = None,
     probes: PpdProbes | None = None,
-    known: dict[Hashable, Any] | None = None,
 ) -> Found:
     """:func:`_goodput` of ``bound_res`` (the deployment bound to ``base``, on its decode line: None, the one-line
     fit). With a prefix cache the hit rates are those at the target rate when there is one (the plan must hold there),
-    else at the goodput itself (:func:`pdplan.serving.build.goodput_model`). Without one the outcome is read from
-    ``known`` where an earlier search found it (:func:`evaluate_exact`)."""
+    else at the goodput itself (:func:`pdplan.serving.build.goodput_model`)."""
     slo = base.scenario.slo
     d, line = bound_res.hardware.deployment, bound_res.decode_line
 
@@ -287,7 +300,7 @@ def _line_goodput(
 
     res = bound_res
     if res.cache is None:
-        return _uncached_goodput(base, res, d, redundancy, known, bound)
+        return _uncached_goodput(base, res, d, redundancy, bound)
     if target_rps is not None:
         res = with_cache_rate(res, target_rps)
         model = build_model(res)
@@ -307,29 +320,13 @@ def _uncached_goodput(
     res: ResolvedScenario[Any],
     d: Disaggregated | Colocated,
     redundancy: str,
-    known: dict[Hashable, Any] | None,
     bound: Callable[[Disaggregated | Colocated], ResolvedScenario[Any]],
 ) -> Found:
-    """:func:`_goodput` of ``res`` (``d`` bound to ``base`` on its decode line by ``bound``, without a cache): its
-    outcome (the goodput, or the failure) is a function of ``d``, the redundancy, the line and ``base`` alone, kept in
-    ``known``."""
-    key = ("goodput", d, redundancy, res.decode_line)
-    hit = None if known is None else known.get(key)
-    if isinstance(hit, NoFeasiblePlanError):
-        raise hit
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
-    try:
-        model = build_model(res)
-        capacity = build_model(bound(degraded(d))) if redundancy == "n+1" else model
-        found = res, model, capacity, find_goodput(capacity, base.scenario.slo)
-    except NoFeasiblePlanError as err:
-        if known is not None:
-            known[key] = err
-        raise
-    if known is not None:
-        known[key] = found
-    return found
+    """:func:`_goodput` of ``res`` (``d`` bound to ``base`` on its decode line by ``bound``, without a cache); its
+    outcome is kept by :func:`_goodput` (a function of ``d``, the redundancy and ``base`` alone)."""
+    model = build_model(res)
+    capacity = build_model(bound(degraded(d))) if redundancy == "n+1" else model
+    return res, model, capacity, find_goodput(capacity, base.scenario.slo)
 
 
 def _itl_mean_s(snap: Snapshot) -> float:
