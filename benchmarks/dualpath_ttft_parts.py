@@ -19,9 +19,9 @@ exposed KV transfer and ``(1 + busy/2)·τ̄``, :func:`pdplan.serving.ttft.first
 Pollaczek-Khinchine wait of each prefill instance at its simulated rate and services (the simulated queue behind
 Poisson arrivals), and the index of dispersion of the arrivals' counts over 1, 5 and 15 s windows (1 for Poisson).
 
-Run: ``python benchmarks/dualpath_ttft_parts.py [--law law|line|off] [--seed S] [--start zero|own] [--requests N]``
-(one law a process: ``off`` patches the decode fit); prints a Markdown table (means and P90s in ms) and the CPU time,
-about 20 s (``own``: 70 s). docs/prefix_cache.md §10 records its output.
+Run: ``python benchmarks/dualpath_ttft_parts.py [--law law|line|off] [--seed S] [--start zero|own] [--requests N]
+[--block TOKENS]`` (one law a process: ``off`` patches the decode fit); prints a Markdown table (means and P90s in
+ms) and the CPU time, about 20 s (``own``: 70 s). docs/prefix_cache.md §10 records its output.
 """
 
 from __future__ import annotations
@@ -33,14 +33,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dualpath_closed_form_vs_sim import BLOCK_TOKENS, RATE_SHARE, SPLITS, scenario
+
 import pdplan.serving.roles as roles
 import pdplan.sim.deployment as sim_deployment
 import pdplan.sim.reuse as sim_reuse
-from benchmarks.dualpath_closed_form_vs_sim import BLOCK_TOKENS, RATE_SHARE, SPLITS, scenario
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.serving.build import build_model
@@ -107,7 +111,9 @@ def logged(law: str) -> Iterator[Log]:
         sim_reuse._result, sim_deployment._step_fn, roles.concave_lines = result, step_fn, concave
 
 
-def simulate(sc: Scenario, rate: float, requests: int, seed: int, start: str = "zero") -> ReuseResult:
+def simulate(
+    sc: Scenario, rate: float, requests: int, seed: int, start: str = "zero", block_tokens: int = BLOCK_TOKENS
+) -> ReuseResult:
     """``benchmarks/dualpath_closed_form_vs_sim.py``'s simulation of ``sc`` at ``rate``, seeded ``seed``; ``start``
     ``own``: the sessions placed with the run's own mean turn latency (:func:`pdplan.sim.reuse.simulate_reuse`'s
     ``turn_latency_s=None``), ``zero`` as if turns took no time (that benchmark's start)."""
@@ -115,7 +121,7 @@ def simulate(sc: Scenario, rate: float, requests: int, seed: int, start: str = "
     inputs = reuse_inputs(model, rate)
     return simulate_reuse(
         model, sc.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=requests, seed=seed, block_tokens=BLOCK_TOKENS,
+        exposed_load_s=inputs.exposed_load_s, n_requests=requests, seed=seed, block_tokens=block_tokens,
         turn_latency_s=None if start == "own" else 0.0,
     )  # fmt: skip
 
@@ -147,12 +153,15 @@ def _ms(values: FloatArray) -> str:
     return f"{1e3 * float(np.mean(values)):.1f} / {1e3 * float(np.percentile(values, 90)):.1f}"
 
 
-def run(law: str, requests: int, seed: int = 0, start: str = "zero") -> list[tuple[str, str, str]]:
-    """The rows of one step law: (part, simulated mean / P90, closed form's mean)."""
+def run(
+    law: str, requests: int, seed: int = 0, start: str = "zero", block_tokens: int = BLOCK_TOKENS
+) -> list[tuple[str, str, str]]:
+    """The rows of one step law: (part, simulated mean / P90, closed form's mean); ``block_tokens`` the cache's
+    block (that benchmark's 256 by default)."""
     sc = scenario(SPLITS["optimal"], think="uniform")
     with logged(law) as log:
         rate = RATE_SHARE * evaluate(sc).goodput_rps
-        result = simulate(sc, rate, requests, seed, start)
+        result = simulate(sc, rate, requests, seed, start, block_tokens)
         closed = evaluate(sc, rate=result.offered_rps)
     sim, order = result.run, np.asarray(log.order)
     fetched_s = np.array([log.fetched_s.get(int(i), np.nan) for i in order])
@@ -189,13 +198,14 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=N_REQUESTS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--block", type=int, default=BLOCK_TOKENS, help="the cache's block (tokens)")
     parser.add_argument("--start", default="zero", choices=("zero", "own"))
     parser.add_argument("--law", default="law", choices=("law", "line", "off"), help="the decode step (docstring)")
     args = parser.parse_args(argv)
     start = time.process_time()
     print("| step | part | simulated mean / P90 (ms) | closed form (ms) |")
     print("|---|---|---:|---:|")
-    for part, sim, closed in run(args.law, args.requests, args.seed, args.start):
+    for part, sim, closed in run(args.law, args.requests, args.seed, args.start, args.block):
         print(f"| {args.law} | {part} | {sim} | {closed} |")
     print(f"CPU time: {time.process_time() - start:.1f} s")
 
