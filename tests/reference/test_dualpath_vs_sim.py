@@ -47,7 +47,9 @@ lines (pdplan/serving/decode_lines.py), the simulated turns decode slower, the o
 req/s and at 1,500 requests the optimal split's P90 TTFT (uniform think) read -12.9 % and its busiest SNIC utilisation
 (fixed think) -11.6 %; at 5,000 (same seed) they read -9.3 % and -1.4 % (the 1,500-request figures the sample's
 noise: the SNIC utilisation -1.5 % at 5,000 with the uniform think). Prefill-only: +8.4 % (uniform) and +27.0 %
-(fixed, the strict xfail); optimal fixed -14.1 % (the strict xfail); saturation read rates within 1.5 %."""
+(fixed, the strict xfail); optimal fixed -14.1 % (the strict xfail); saturation read rates within 1.5 %. Why the
+uniform-think optimal row moved (-4.7 -> -9.3 %): docs/prefix_cache.md §10 (the decode side is priced; the
+benchmark's zero-latency start, the seed and its 256-token blocks' hit rounding set the rest)."""
 DUAL_TTFT_MISS = (
     "known miss since 2026-12-07: P90 TTFT with both paths 383 ms against 460 simulated (-16.9 %, 1,500 requests; "
     "373 against 434 ms, -14.1 %, at 5,000 with the concave decode law; -19.5 % with the "
