@@ -3,13 +3,11 @@ prefix-cache model's turn law, a threshold keeps the short appends' prompts, by 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from support.sessions_1p2d import sessions_1p2d
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.ppd import AppendGroups
@@ -95,27 +93,14 @@ def test_decode_rows_take_their_own_bins_appends() -> None:
     grid's), while a long prompt's placed append is longer than a short one's (pdplan.serving.ppd_model._bin_appends,
     issue #24 item 6: the simulator's decode turns computed 214 tokens under 1,000 prompt tokens, 649 over 3,000)."""
     lognormal = {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192}
-    data = {
-        "schema_version": 1,
-        "name": "geo-think",
-        "model": "llama-3.1-8b",
-        "workload": {
-            "sessions": {
-                "turns": {"dist": "geometric", "mean": 3.1},
-                "new_tokens": lognormal,
-                "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 4096},
-                "think_time": {"dist": "exponential", "mean": "5s"},
-            }
-        },
-        "cache": {"routing": "affinity", "turn_placement": {"policy": "ppd"}},
-        "slo": {"ttft": "200ms", "tpot": "30ms", "percentile": 90, "attainment": 0.9},
-        "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 2},
-        "link": "ib-ndr",
-        "granularity": "layer",
+    sessions = {
+        "turns": {"dist": "geometric", "mean": 3.1},
+        "new_tokens": lognormal,
+        "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 4096},
+        "think_time": {"dist": "exponential", "mean": "5s"},
     }
-    res = with_cache_rate(resolve(scenario_from_dict(data, source="test", base_dir=Path(".")), open_catalog()), 20.0)
+    sc = sessions_1p2d("geo-think", sessions, {"routing": "affinity", "turn_placement": {"policy": "ppd"}})
+    res = with_cache_rate(resolve(sc, open_catalog()), 20.0)
     model = build_model(res)
     assert isinstance(model, DisaggregatedModel)
     p = placement_of(model)

@@ -6,15 +6,14 @@ fixed turns under a threshold policy against the hand value."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.sessions_1p2d import sessions_1p2d
 
 from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, geometric_turns, session_cache
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.disaggregated import transfer_config
 from pdplan.serving.ppd import turns_pmf
@@ -120,29 +119,15 @@ def test_fewer_inserts_lengthen_the_characteristic_time() -> None:
 
 
 def _threshold_scenario() -> Any:
-    data = {
-        "schema_version": 1,
-        "name": "ppd-3turn-zero-threshold",
-        "model": "llama-3.1-8b",
-        "workload": {
-            "sessions": {
-                "turns": {"dist": "fixed", "value": 3},
-                "new_tokens": {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192},
-                "output_tokens": {"dist": "fixed", "value": 250},
-                "think_time": {"dist": "fixed", "value": 0},
-                "system_prompt_tokens": 0,
-            }
-        },
-        "cache": {"routing": "affinity", "turn_placement": {"policy": "threshold", "append_threshold_tokens": 256}},
-        "slo": {"ttft": "200ms", "tpot": "30ms", "percentile": 90, "attainment": 0.9},
-        "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 2},
-        "link": "ib-ndr",
-        "granularity": "layer",
-        "routing": "least-work",
+    sessions = {
+        "turns": {"dist": "fixed", "value": 3},
+        "new_tokens": {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192},
+        "output_tokens": {"dist": "fixed", "value": 250},
+        "think_time": {"dist": "fixed", "value": 0},
+        "system_prompt_tokens": 0,
     }
-    return scenario_from_dict(data, source="test", base_dir=Path(__file__).parent)
+    cache = {"routing": "affinity", "turn_placement": {"policy": "threshold", "append_threshold_tokens": 256}}
+    return sessions_1p2d("ppd-3turn-zero-threshold", sessions, cache, routing="least-work")
 
 
 @pytest.mark.slow

@@ -4,13 +4,12 @@ to compute, with hand-worked laws (issue #24 item 6)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support.sessions_1p2d import sessions_1p2d
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving import session_spread
 from pdplan.serving.build import build_model, with_cache_rate
 from pdplan.serving.resolve import resolve
@@ -251,27 +250,14 @@ def test_pool_points_compute_the_appends_law() -> None:
     E[D²] = 0.674·10⁶ on the law). The hit rows' computed tokens at the pool's quadrature points follow it: the mean
     within 1.5 % (the resolved prompt bins'), the second moment within 5 % (the slices' means lose the spread inside
     each slice: 0.649·10⁶); pricing each bin's points at one hit count gave 0.98·10⁶ (docs/prefix_cache.md §11)."""
-    data = {
-        "schema_version": 1,
-        "name": "three turns",
-        "model": "llama-3.1-8b",
-        "workload": {
-            "sessions": {
-                "turns": {"dist": "fixed", "value": 3},
-                "new_tokens": {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192},
-                "output_tokens": {"dist": "fixed", "value": 250},
-                "think_time": {"dist": "fixed", "value": 0},
-            }
-        },
-        "cache": {"routing": "affinity"},
-        "slo": {"ttft": "200ms", "tpot": "30ms", "percentile": 90, "attainment": 0.9},
-        "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "count": 2},
-        "link": "ib-ndr",
-        "granularity": "layer",
+    sessions = {
+        "turns": {"dist": "fixed", "value": 3},
+        "new_tokens": {"dist": "lognormal", "mean": 400, "sigma": 1.0, "max": 8192},
+        "output_tokens": {"dist": "fixed", "value": 250},
+        "think_time": {"dist": "fixed", "value": 0},
     }
-    res = with_cache_rate(resolve(scenario_from_dict(data, source="test", base_dir=Path(".")), open_catalog()), 5.0)
+    sc = sessions_1p2d("three turns", sessions, {"routing": "affinity"})
+    res = with_cache_rate(resolve(sc, open_catalog()), 5.0)
     classes = build_model(res).cache
     assert classes is not None
     assert classes.spread is not None
