@@ -9,20 +9,7 @@ import numpy as np
 import pytest
 
 from pdplan.numerics.bisection import bisect_rows
-
-
-def _scalar(fn: Callable[[float], float], hi: float, steps: int = 80) -> float:
-    """The loop :func:`bisect_rows` reproduces (colocated's ``_root`` before it)."""
-    if fn(hi) <= 0.0:
-        return hi
-    lo, top = 0.0, hi
-    for _ in range(steps):
-        mid = 0.5 * (lo + top)
-        if fn(mid) <= 0.0:
-            lo = mid
-        else:
-            top = mid
-    return lo
+from pdplan.serving.colocated import _root as _scalar  # the scalar loop bisect_rows reproduces, 80 halvings
 
 
 def _rows(fn: Callable[[float], float], calls: list[int]) -> Callable[[np.ndarray], np.ndarray]:
