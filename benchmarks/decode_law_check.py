@@ -47,12 +47,8 @@ def _rows(example: str) -> list[str]:
     perf = role_decode_perf(bind(res, plan.deployment))  # the one-line fit and, for a concave step, its lines
     y = getattr(model, "y", 1)
     pct = scenario.slo.percentile
-    lines = perf.lines or (perf.step,)
-
-    def law(batch: np.ndarray, context: np.ndarray) -> np.ndarray:
-        return np.asarray(np.min([line(batch, context) for line in lines], axis=0), dtype=np.float64)
-
-    laws = {"line": perf.step, "law": law, "roofline": partial(decode_step_fn, hw)}
+    # the law as a general step (brentq on the minimum itself), not through the lines' closed forms
+    laws = {"line": perf.step, "law": perf.law_step_s, "roofline": partial(decode_step_fn, hw)}
     rates = np.array(FRACTIONS) * plan.goodput_rps / y
     fits = {k: decode_fixed_point(rates, model.cells, f) for k, f in laws.items()}
     p90 = {k: tpot_distribution(rates, model.cells, f).quantile(pct / 100.0) for k, f in laws.items()}

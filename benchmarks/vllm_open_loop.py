@@ -176,8 +176,7 @@ class Row:
         n_dec = m.decoding
         context = round(self.run["prompt_len"]["mean"]) + (self.scenario_output_tokens() - 1.0) / 2.0
         perf = role_decode_perf(resolve(self.scenario, open_catalog()))  # a MoE's step: the minimum of its lines
-        lines = perf.lines or (perf.step,)
-        plain = min(ln.t0_s + (ln.t1_s_per_seq + ln.t2_s_per_token * context) * n_dec for ln in lines)
+        plain = float(perf.law_step_s(np.array(n_dec), np.array(n_dec * context)))
         riding, roofline = self._riding_prefill(n_dec)
         u_p = m.rate_rps * self._riding_s_per_request(n_dec)
         return StepCheck(n_dec, plain, u_p, plain / (1.0 - u_p), m.tpot_s, riding, roofline)

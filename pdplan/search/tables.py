@@ -195,7 +195,7 @@ def decode_tables(
     """
     partial = resident_partial_block_tokens(cells.input_tokens, cells.decode_steps, cells.prob, hw.kv_block_tokens)
     perf = decode_perf(hw, cells.mean_work / cells.mean_steps, max(seat_caps), partial)  # as the exact model's
-    lines = perf.lines or (perf.step,)  # a concave step: the minimum of its lines (pdplan.serving.decode_lines)
+    lines = perf.law_lines  # a concave step: the minimum of its lines (pdplan.serving.decode_lines)
     caps = [max((_capacity(cells, perf, line, s) for line in lines), key=lambda c: c.max_rate_per_s) for s in seat_caps]
     top = max(c.max_rate_per_s for c in caps)
     if top <= 0.0:

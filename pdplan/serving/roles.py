@@ -363,6 +363,16 @@ class DecodePerf:
     prices (:mod:`pdplan.serving.decode_lines`, what is left out); None: ``step`` is that fit."""
 
     @property
+    def law_lines(self) -> tuple[LinearStepTime, ...]:
+        """The lines whose minimum is the step law: :attr:`lines`, or ``step`` alone where one line fits."""
+        return self.lines or (self.step,)
+
+    def law_step_s(self, batch: FloatArray, context_tokens: FloatArray) -> FloatArray:
+        """τ(B, K) of the law at each (B, K): the least of :attr:`law_lines` there (a step concave in B,
+        :func:`concave_lines`; ``step`` itself where one line fits)."""
+        return np.asarray(np.minimum.reduce([line(batch, context_tokens) for line in self.law_lines]), np.float64)
+
+    @property
     def line_fit(self) -> LinearStepTime:
         """The one-line fit of the step (``step`` itself unless priced on a line of a concave law)."""
         return self.step if self.one_line is None else self.one_line

@@ -104,14 +104,7 @@ def _step_fn(hw: RoleHardware, decode: DecodePerf, step: StepModel) -> StepTimeF
     minimum of its lines, evaluated at each iteration's own B and K: the closed form's mean field takes one line per
     rate, :mod:`pdplan.serving.decode_lines`, the simulator none); ``roofline``, the roofline step itself."""
     if step == "linear":
-        if not decode.lines:
-            return decode.step
-        lines = decode.lines
-
-        def law(batch: FloatArray, context: FloatArray) -> FloatArray:
-            return np.asarray(np.minimum.reduce([line(batch, context) for line in lines]), dtype=np.float64)
-
-        return law
+        return decode.law_step_s if decode.lines else decode.step
 
     def roofline(batch: FloatArray, context: FloatArray) -> FloatArray:
         return decode_step_fn(hw, batch, context)

@@ -122,7 +122,7 @@ def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_
     if window is not None:
         mean_context = min(mean_context, window)
     perf = decode_perf(hw, mean_context, float(max_num_seqs))
-    lines = perf.lines or (perf.step,)  # a step concave in B: the minimum of its lines (pdplan.serving.decode_lines)
+    lines = perf.law_lines  # a step concave in B: the minimum of its lines (pdplan.serving.decode_lines)
     per_seq = [ln.t1_s_per_seq + ln.t2_s_per_token * mean_context for ln in lines]
     # τ(B) = min over the lines rises with B: it stays within the SLO up to the largest of the lines' own B
     b_slo = max((tpot_s - ln.t0_s) / k if k > 0 else float(max_num_seqs) for ln, k in zip(lines, per_seq, strict=True))
@@ -130,7 +130,7 @@ def decode_capacity_tokens_per_s(hw: RoleHardware, mean_context: float, max_num_
     b_star = min(float(max_num_seqs), perf.kv_capacity_tokens / seat_tokens, b_slo)
 
     def step_s(batch: float) -> float:
-        return min(float(ln(np.array(batch), np.array(batch * mean_context))) for ln in lines)
+        return float(perf.law_step_s(np.array(batch), np.array(batch * mean_context)))
 
     if b_star < 1.0:
         raise NoFeasiblePlanError(
