@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
+from pdplan.search.law_rows import model_at, rate_rows
 from pdplan.search.plans import Plan, Sensitivity
 from pdplan.search.priced import priced_record
 from pdplan.serving import (
@@ -128,6 +129,9 @@ def evaluate_exact(
             failures.append(err)
         return None
     rate = target_rps if target_rps is not None else good.rate_rps * (1.0 - 1e-6)
+    if target_rps is not None:  # the target's own line of a concave decode law (pdplan.search.law_rows)
+        model = model_at(res, model, rate)
+        res = model.res
     snap = model.snapshot(np.array([rate]))
     check_operating_point(res, model, rate, snapshot=snap)  # a plan that breaks physics is a bug, never output
     point = operating_point(snap, slo)
@@ -383,7 +387,7 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
     time), with the plan's margins (headroom, redundancy) applied to every recomputed goodput."""
     slo = pick.res.scenario.slo
     need = target_rps if target_rps is not None else pick.plan.operating_rate_rps
-    rows = list(_rate_rows(pick))
+    rows = list(rate_rows(pick))
     if isinstance(pick.res.hardware, DisaggregatedHardware):
         link = pick.res.hardware.link
         slower = link.model_copy(update={"line_rate_bytes_per_s": link.line_rate_bytes_per_s * 0.5})
@@ -402,24 +406,6 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
             good = _law_goodput(pick, _rebuilt(pick, lengths=_scaled_lengths(pick.res, which, factor)), slo)
             name = "ISL" if which == "input" else "OSL"
             rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
-    return tuple(rows)
-
-
-def _rate_rows(pick: Exact) -> tuple[Sensitivity, ...]:
-    """The offered rate ±20 %: the plan does not change, so its goodput (a highest rate) does not either; the
-    rows report what does — the attainment at that rate and the requests/s meeting both SLOs there
-    (rate × attainment), the quantity a moved load changes."""
-    slo = pick.res.scenario.slo
-    limit = pick.model.limit().rate_rps
-    rate = pick.plan.operating_rate_rps
-    rows = []
-    for factor in (0.8, 1.2):
-        r = rate * factor
-        att = float(pick.model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0]) if r < limit else 0.0
-        note = "goodput here: req/s meeting both SLOs at this rate (rate x attainment)"
-        if r >= limit:
-            note += f"; beyond the stable limit of {limit:.4g} req/s"
-        rows.append(Sensitivity(f"rate x{factor:g} ({r:.4g} req/s)", r * att, att, att >= slo.attainment, note))
     return tuple(rows)
 
 
@@ -451,15 +437,3 @@ def _law_goodput(pick: Exact, res: ResolvedScenario[Any], slo: SloSpec) -> float
     """The goodput the plan reports (margins applied) for the model of ``res`` under ``slo``: on each line of a
     concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise."""
     return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build_model(r), slo), float)
-
-
-def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
-    """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot."""
-    model = pick.model
-    slo = pick.res.scenario.slo
-    rates = model.limit().rate_rps * np.linspace(0.05, 0.98, points)
-    snap = model.snapshot(rates)
-    att = snap.attainment(slo.ttft, slo.tpot)
-    ttft = snap.ttft_at_percentile_s(slo.percentile)  # only the SLO's percentile: the summaries' P50/P99 go unread
-    tpot = snap.tpot_at_percentile_s(slo.percentile)
-    return tuple((float(r), float(a), float(t), float(p)) for r, a, t, p in zip(rates, att, ttft, tpot, strict=True))

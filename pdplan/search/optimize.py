@@ -25,8 +25,9 @@ from pdplan.evaluation.error_band import of_resolved
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.search.closest import with_closest
 from pdplan.search.describe import describe_assumptions, describe_inputs
-from pdplan.search.exact import Comparisons, Exact, evaluate_exact, rate_curve, sensitivity, with_cache_report
+from pdplan.search.exact import Comparisons, Exact, evaluate_exact, sensitivity, with_cache_report
 from pdplan.search.kv_gain import kv_gain_notes
+from pdplan.search.law_rows import rate_curve
 from pdplan.search.memo import Context, Recent, context
 from pdplan.search.planning import (
     comparable_baseline,

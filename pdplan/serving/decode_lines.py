@@ -19,11 +19,12 @@ at every rate, so where a line meets the SLO the law does, and at a rate past ev
 runs on misses it: the law's goodput is the largest of its lines' goodputs. :func:`best_line` searches each line's
 model (a step of one line: the model as before) and keeps the best; :func:`line_at_rate` picks the line a given rate
 runs on. The optimiser's screen (:mod:`pdplan.search.tables`) takes each rate's line the same way, and the simulator's
-``linear`` step is the minimum itself at each iteration's batch (:mod:`pdplan.sim.deployment`). Left out: a model's
-rows at rates far from the one its line was chosen at (a report's rate curve, the sensitivity rows at rate ±20 %)
-stay on that line, which prices at least the law's step there; the closed-loop benchmark's loops keep the one-line
-fit for their prefill-only steps (their decode steps are the roofline's own per batch, :mod:`pdplan.benchmark`), and
-its mean-value fixed point runs on the goodput's line.
+``linear`` step is the minimum itself at each iteration's batch (:mod:`pdplan.sim.deployment`). A plan's rows away
+from its goodput (its operating point at a target rate, the report's rate curve, the sensitivity rows at rate ±20 %)
+read each rate's own line (:mod:`pdplan.search.law_rows`, since 2026-12-07), with the hit rates of a prefix cache
+kept at the plan's. Left out: the closed-loop benchmark's loops keep the one-line fit for their prefill-only steps
+(their decode steps are the roofline's own per batch, :mod:`pdplan.benchmark`), and its mean-value fixed point runs
+on the goodput's line.
 """
 
 from __future__ import annotations
