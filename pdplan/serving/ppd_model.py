@@ -38,7 +38,8 @@ prefix-cache class per prompt bin, ``decode``:
   step that carries its append's (first) chunk, a plain step τ_p plus its append's work and the work O of the other
   appends admitted with it (those that arrived during the same step in flight,
   :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`; the step in flight and the others' work are of the placed
-  appends' work law over turns and groups, :func:`_work_law`), and the append's further steps:
+  appends' work law over turns and groups, :func:`_work_law`; on D attention-DP ranks those of its own rank), and
+  the append's further steps:
   ``R + O + τ_p + w(m, h) + (⌈m/C⌉ − 1)·τ'`` with m drawn from the placed groups. The row's offset holds the shortest
   group's ``w + (⌈m/C⌉ − 1)·τ'`` (per quadrature point, h its prompt less the append) and its wait law ``R + O + D``,
   D each group's excess over it (the bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under
@@ -345,7 +346,8 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     latency, excess = _append_offsets(model, f)
     found = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).prefill_hits(f.placed, f.placed_append)
     hits, plain_hits = found.tokens, found.plain_tokens
-    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_law)
+    lam = f.rate_rps * f.on_decode / model.y
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, lam, f.x.busy, f.think, f.work_law, ranks=hw.dp)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     # a decode row's first step is τ_p plus its append; the other appends in it are in its wait (StepBoundary.carried)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A
