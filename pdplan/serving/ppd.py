@@ -31,9 +31,11 @@ default) → decode ("short input bypass"); else decode iff the PD benchmark of 
 four figures from its measured PD (x = 0) and PPD (x = 1) configurations per (context class, workload type, QPS);
 here they come from this model per (turn index, append-length group) at the rate: PD's TTFT of that turn on the
 prefill pool, PPD's on decode, and the decode TPOT without appends (x = 0) and with every held Turn 2+ appended on
-decode (x = 1). The rule decides per group only the group's appends at or above the bypass (those below it go to
-decode by length), represented by their own mean (:meth:`AppendGroups.above`); where it places every append, its
-placement is ``ppd``'s, by the same expressions (:func:`places_every_append`).
+decode (x = 1), each on the decode step law (a concave MoE law's least mean step over its lines, whichever line the
+model is priced on: :func:`pdplan.serving.ppd_model._law_at`). The rule decides per group only the group's appends
+at or above the bypass (those below it go to decode by length), represented by their own mean
+(:meth:`AppendGroups.above`); where it places every append, its placement is ``ppd``'s, by the same expressions
+(:func:`places_every_append`).
 
 **Mixed-batch pricing** (:func:`append_work_s`). A decode step runs the GEMMs of its B̄ sequences' rows and their
 decode attention; an append of m ≤ C tokens (C the engine's step token budget) adds m GEMM rows and its own causal

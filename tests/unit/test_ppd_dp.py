@@ -6,6 +6,7 @@ a lone append's price and on a DP4 PPD run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ def _fixed(n: float) -> dict[str, Any]:
     return {"dist": "fixed", "value": n}
 
 
-def _resolved(dp: int, policy: str = "ppd") -> ResolvedScenario[Any]:
+def _resolved(dp: int, policy: str = "ppd", **placement: Any) -> ResolvedScenario[Any]:
     """Qwen3-30B-A3B (128 experts, 8 a token) 1P1D on H100, decode TP1 DP``dp``/EP``dp``; 4-turn sessions of 600
     new and 100 output tokens, 2 s exponential think time."""
     sessions = {"turns": _fixed(4), "new_tokens": _fixed(600), "output_tokens": _fixed(100),
@@ -43,7 +44,7 @@ def _resolved(dp: int, policy: str = "ppd") -> ResolvedScenario[Any]:
         "decode": {"gpu": "h100-sxm", "tp": 1, "dp": dp, "ep": dp, "count": 1},
         "link": "ib-ndr", "granularity": "layer", "routing": "least-loaded", "engine": "vllm",
         "workload": {"sessions": sessions},
-        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": policy}},
+        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": policy, **placement}},
         "slo": {"ttft": "2s", "tpot": "100ms"},
     }  # fmt: skip
     return resolve(scenario_from_dict(doc, source="test", base_dir=Path(".")), open_catalog())
@@ -191,3 +192,32 @@ def test_dp4_ppd_run_against_the_closed_form() -> None:
     closed_tpot = closed.snapshot(np.array([offered])).tpot_summary(90)[0].mean
     assert closed_tpot == pytest.approx(float(np.nanmean(tpot)), rel=0.05)
     assert report.ttft_turn2_p90_s == pytest.approx(float(np.percentile(ttft[turn > 1], 90)), rel=0.05)
+
+
+# ---- the score rule on the step law ----
+
+
+def test_the_score_decides_on_the_law_whichever_line_is_priced() -> None:
+    # Qwen3-30B-A3B's decode step is concave in the batch, the minimum of two lines (pdplan/serving/decode_lines.py).
+    # One decode instance (DP1) at 10 req/s: the law runs on line 1, τ̄ = 23.73 ms (line 0's own fixed point is
+    # 63.4 ms; decode_at clamps it at 0.99 of that line's capacity, 45.2 ms). The score rule compares PD's and PPD's
+    # figures of the deployment, so every line's model decides on the law's: at w_tpot = 3.2 the 600-token appends
+    # of turns 2 and 3 stay on the prefill pool (TTFT gain 0.346 < 3.2 × TPOT loss 0.1146 = 0.367) and turn 4's
+    # goes to decode (gain 0.40). Priced on line 0's own steps (45.2 → 48.2 ms: a TPOT loss of 0.066) the line-0
+    # model placed every Turn 2+.
+    from pdplan.queueing import decode_fixed_point
+    from pdplan.serving.ppd_model import _law_at
+
+    res = with_cache_rate(_resolved(1, "score", tpot_weight=3.2), 10.0)
+    models = [build_model(dataclasses.replace(res, decode_line=line)) for line in (0, 1)]
+    plain = build_model(with_cache_rate(_resolved(1, "pd"), 10.0))
+    lines = plain.decode.law_lines
+    assert len(lines) == 2
+    taus = [float(decode_fixed_point(np.array([10.0]), plain.cells, line).tau_mean_s[0]) for line in lines[1:]]
+    assert _law_at(plain, 10.0, 0.0).tau_s == pytest.approx(taus[0], rel=1e-12)
+    assert taus[0] == pytest.approx(0.02373, abs=1e-5)
+    for model in models:
+        p = placement_of(model)
+        assert p is not None
+        placed = p.placed / np.maximum(p.held, 1e-300)
+        np.testing.assert_array_equal(placed, [0.0, 0.0, 0.0, 1.0])
