@@ -142,10 +142,12 @@ class TurnPlacer:
 
     def decode_instance(self, setup: DecodeSetup) -> AppendDecodeInstance:
         """A decode instance of the run (the engine builds one per instance)."""
-        if self.work.budget_tokens <= setup.max_batch:
+        ranks = self.work.ranks
+        seats = setup.max_batch if ranks is None else -(-setup.max_batch // ranks.ranks)  # a rank's seats
+        if self.work.budget_tokens <= seats:
             raise SpecError(
                 f"the decode step's token budget ({self.work.budget_tokens}) must exceed max_num_seqs "
-                f"({setup.max_batch}) for append-prefills to ride in decode steps",
+                f"({seats}{'' if ranks is None else ' a rank'}) for append-prefills to ride in decode steps",
                 field="chunk_tokens",
             )
         inst = AppendDecodeInstance(setup, self.work)
