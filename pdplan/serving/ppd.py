@@ -31,9 +31,11 @@ default) → decode ("short input bypass"); else decode iff the PD benchmark of 
 four figures from its measured PD (x = 0) and PPD (x = 1) configurations per (context class, workload type, QPS);
 here they come from this model per (turn index, append-length group) at the rate: PD's TTFT of that turn on the
 prefill pool, PPD's on decode, and the decode TPOT without appends (x = 0) and with every held Turn 2+ appended on
-decode (x = 1). The rule decides per group only the group's appends at or above the bypass (those below it go to
-decode by length), represented by their own mean (:meth:`AppendGroups.above`); where it places every append, its
-placement is ``ppd``'s, by the same expressions (:func:`places_every_append`).
+decode (x = 1), each on the decode step law (a concave MoE law's least mean step over its lines, whichever line the
+model is priced on: :func:`pdplan.serving.ppd_model._law_at`). The rule decides per group only the group's appends
+at or above the bypass (those below it go to decode by length), represented by their own mean
+(:meth:`AppendGroups.above`); where it places every append, its placement is ``ppd``'s, by the same expressions
+(:func:`places_every_append`).
 
 **Mixed-batch pricing** (:func:`append_work_s`). A decode step runs the GEMMs of its B̄ sequences' rows and their
 decode attention; an append of m ≤ C tokens (C the engine's step token budget) adds m GEMM rows and its own causal
@@ -46,6 +48,26 @@ pass without causal attention, A the causal-attention kernels) the step grows by
 those of a from-scratch prompt of √(m(2h + m)) tokens). A longer append runs as ⌈m/C⌉ − 1 full chunks of C tokens and
 a last one, each chunk j attending over h + jC cached keys, one per step. Below the GEMM ridge the extra rows ride on
 the weight read the step pays anyway (G(B̄ + m) ≈ G(B̄)); above it they cost their FLOPs.
+
+**Attention data parallelism** (:func:`rank_gemm_s`; a decode instance of D > 1 attention-DP ranks, e.g. DeepSeek-V3
+on DP8/EP8). A session's history lives in one rank's KV (the cache domains above are ranks), so its append's
+prefill runs in that rank's step alone: the rank's own budget C, its own B̄ = N̄/D decoding sequences, its dense
+layers, all-to-all share and causal attention over its own m tokens, and the routed experts over the instance's
+D·B̄ tokens plus those m. The engines synchronise every MoE layer across the ranks (SGLang ``--enable-dp-attention``
+with DeepEP: each rank's dispatch and combine wait for every rank's, a rank with nothing to run an idle batch, the
+scheduler's ``prepare_mlp_sync_batch`` gathering every rank's token count, sgl-project/sglang; vLLM's
+data-parallel MoE engines step in lockstep, ``vllm/v1/engine/core.py`` ``DPEngineCoreProc`` running a dummy batch
+on an idle rank), so the rank carrying the append holds every rank's step by its work: the whole instance's step,
+hence every co-running sequence on every rank, stretches by ``w``, and ρ_a is the instance's appends' rate times
+E[w] as below. The pass :func:`~pdplan.serving.roles.prefill_split_s` prices puts one prompt on *every* rank
+(``batch = D``): its ``G(B̄ + m) − G(B̄)`` sends D·m tokens through the experts, as if each rank carried an append
+(until 2026-12-07: a 1,000-token append over 64 sequences a rank of the agent example's DP8/EP8 B200 instance cost
+its experts 17.5 ms where the m tokens over the instance's 512 cost 0.70 ms). The others admitted with an append in its
+step are those of its own rank (:class:`~pdplan.serving.ppd_boundary.StepBoundary`, ``ranks``). *Approximation*:
+ρ_a and the steps' lengths sum the work of the appends on different ranks in one step, where the ranks' parts run in
+parallel and the step lasts the longest rank's part plus every append's experts; the sum is an upper bound, by
+about ``(1 − 1/D)·λ_a·τ'/2`` of ρ_a where each rank carries at most one (~6 % at the agent example's 0.13 appends a
+step). The simulator runs the ranks (:mod:`pdplan.sim.append_ranks`).
 
 **Interference** (:func:`append_load`). Appends arrive at a decode instance at ``λ_a = λ·s_D / D`` (s_D the share
 of all requests placed on decode) and each adds ``E[w]`` to the step that carries it. Appends that arrive during a
@@ -73,9 +95,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.cache.lru_closed_form import SessionWorkload, session_cache
+from pdplan.perf.roofline import PhaseTime
 from pdplan.serving.prefix_cache import session_workload
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.serving.roles import prefill_split_s
+from pdplan.serving.roles import prefill_pass_time, prefill_split_s
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.reuse import SessionsSpec
 from pdplan.specs.session_laws import GeometricTurns
@@ -260,9 +283,8 @@ def append_work_s(
     h = np.maximum(np.asarray(cached_tokens, dtype=np.float64), 0.0)
     full = np.ceil(m / budget) - 1.0
     last = m - budget * full
-    b = max(float(batch), 1.0)
-    g, _ = prefill_split_s(hw, np.concatenate(([b, b + budget], b + last)))
-    gemm = full * max(float(g[1] - g[0]), 0.0) + np.maximum(g[2:] - g[0], 0.0)
+    added = rank_gemm_s(hw, max(float(batch), 1.0), np.concatenate(([budget], last)))
+    gemm = full * float(added[0]) + added[1:]
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = h[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
@@ -271,6 +293,35 @@ def append_work_s(
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
     return np.asarray(gemm + attention, dtype=np.float64), full + 1.0
+
+
+def rank_gemm_s(hw: RoleHardware, batch: float, tokens: FloatArray) -> FloatArray:
+    """``[n]`` the GEMM side that ``tokens`` prompt tokens of one rank add to a decode step whose every rank runs
+    ``batch`` sequences (module docstring, *Attention data parallelism*): ``G(B̄ + c) − G(B̄)`` on the
+    :func:`~pdplan.serving.roles.prefill_split_s` pass without attention DP or experts; with D > 1 ranks and routed
+    experts, the rank's own part ``R(B̄ + c) − R(B̄)`` (the pass in which every rank carries that many tokens, less
+    its causal attention and its experts) plus the experts' ``X(D·B̄ + c) − X(D·B̄)`` over the instance's tokens
+    (the experts' op of the pass in which the instance carries that many tokens in all)."""
+    tok = np.concatenate(([batch], batch + np.asarray(tokens, dtype=np.float64)))
+    if hw.dp <= 1 or hw.model.moe is None:
+        g, _ = prefill_split_s(hw, tok)
+        return np.asarray(np.maximum(g[1:] - g[0], 0.0), dtype=np.float64)
+    ranks = float(hw.dp)
+    every = prefill_pass_time(hw, batch=ranks, tokens=tok, detail=False)
+    rest = np.broadcast_to(every.time_s, tok.shape) - _kind_s(every, "attn_prefill", tok.shape)
+    rest = rest - _kind_s(every, "moe", tok.shape)
+    total = tok + (ranks - 1.0) * batch  # the instance's tokens: D·B̄ + c
+    experts = _kind_s(prefill_pass_time(hw, batch=1.0, tokens=total, detail=False), "moe", tok.shape)
+    return np.asarray(np.maximum(rest[1:] - rest[0] + experts[1:] - experts[0], 0.0), dtype=np.float64)
+
+
+def _kind_s(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
+    """The seconds of ``pt``'s ops of ``kind`` (zeros where it has none)."""
+    out = np.zeros(shape)
+    for op in pt.ops:
+        if op.kind == kind:
+            out = out + op.time_s
+    return np.asarray(out, dtype=np.float64)
 
 
 def append_load(rate_per_instance: float, work_s: float) -> float:

@@ -69,9 +69,13 @@ mean step τ' holds: a decode row's offset prices its first step at τ_p and its
 and an append arriving during it waits its length-biased residual and shares its own step with more others
 (``ppd-geo-think``: the appends' work E[w] 7.9 ms, P90 17.6 ms; a Monte Carlo of one busy instance,
 ``benchmarks/ppd_decode_tail.py``, put 3.2 ms of the decode turns' P90 in the step in flight's spread and 0.9 ms in
-the others' of the own step). Left out: an append whose tokens overflow the step's budget behind the others (a later
-step; an append's work is its whole work, as in ρ_a), the count's dependence on the step before (K mixed Poisson
-over the previous step's length, not Poisson(λ_a·τ')), and the spread inside each slice.
+the others' of the own step). On a decode instance of D attention-DP ranks (``ranks``; :mod:`pdplan.serving.ppd`,
+*Attention data parallelism*) an append shares its rank's part of the step only with the others on its rank, a
+Poisson stream of rate λ_a/D: the others' parts run in parallel on their own ranks (they lengthen the step only where
+a rank's total exceeds this one's, and by their experts' tokens; left out). Left out: an append whose tokens
+overflow the step's budget behind the others (a later step; an append's work is its whole work, as in ρ_a), the
+count's dependence on the step before (K mixed Poisson over the previous step's length, not Poisson(λ_a·τ')), and
+the spread inside each slice.
 """
 
 from __future__ import annotations
@@ -144,10 +148,13 @@ class StepBoundary:
     """λ_a: appends placed on one decode instance per second."""
     work: AppendWork | None = None
     """The law of an append's work (:meth:`carried`); None: the others in an append's step are left out."""
+    ranks: int = 1
+    """The decode instance's attention-DP ranks D: the others that share an append's step on its own rank arrive
+    at λ_a/D (:meth:`carried`)."""
 
     @classmethod
     def of(cls, tau_s: float, rho_append: float, append_rate_per_s: float, busy: float, think: ThinkTime,
-           work: AppendWork | None = None, slices: int = MIXED_SLICES) -> StepBoundary:  # fmt: skip
+           work: AppendWork | None = None, slices: int = MIXED_SLICES, ranks: int = 1) -> StepBoundary:  # fmt: skip
         """From the placement's decode: the mean step τ' with appends, their load ρ_a and rate λ_a per instance, and
         the law of an append's work (module docstring, Steps: the mixed steps in ``slices`` slices of its compound
         Poisson sum, at the mean ``ρ_a/λ_a`` the placement holds; without it, or with one slice, the two-point law)."""
@@ -159,13 +166,13 @@ class StepBoundary:
         plain = tau_s * (1.0 - rho)
         busy = min(max(busy, 0.0), 1.0)
         if q <= 0:
-            return cls(plain, np.zeros(0), np.zeros(0), busy, think, lam, work)
+            return cls(plain, np.zeros(0), np.zeros(0), busy, think, lam, work, ranks)
         excess = rho * tau_s / q  # E[X | K ≥ 1]
         if work is None or slices == 1 or not math.isfinite(tau_s) or excess <= 0:
-            return cls(plain, np.array([plain + excess]), np.array([q]), busy, think, lam, work)
+            return cls(plain, np.array([plain + excess]), np.array([q]), busy, think, lam, work, ranks)
         means = _mixed_slices(lam * tau_s, work, slices)
         means *= excess / float(means.mean())  # the Poisson tail left out of the lattice: the mean kept exactly
-        return cls(plain, plain + means, np.full(slices, q / slices), busy, think, lam, work)
+        return cls(plain, plain + means, np.full(slices, q / slices), busy, think, lam, work, ranks)
 
     @property
     def mixed_share(self) -> float:
@@ -216,7 +223,7 @@ class StepBoundary:
         Without appends (λ_a·E[w] = 0, or no work law) it is :meth:`tabulated`."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
-        lam, work = self.append_rate_per_s, self.work
+        lam, work = self.append_rate_per_s / max(self.ranks, 1), self.work  # the others on this append's rank
         if work is None or lam * work.mean_s <= 0.0:
             return self.tabulated()
         s, _, _ = self._steps()

@@ -38,7 +38,8 @@ prefix-cache class per prompt bin, ``decode``:
   step that carries its append's (first) chunk, a plain step τ_p plus its append's work and the work O of the other
   appends admitted with it (those that arrived during the same step in flight,
   :meth:`~pdplan.serving.ppd_boundary.StepBoundary.carried`; the step in flight and the others' work are of the placed
-  appends' work law over turns and groups, :func:`_work_law`), and the append's further steps:
+  appends' work law over turns and groups, :func:`_work_law`; on D attention-DP ranks those of its own rank), and
+  the append's further steps:
   ``R + O + τ_p + w(m, h) + (⌈m/C⌉ − 1)·τ'`` with m drawn from the placed groups. The row's offset holds the shortest
   group's ``w + (⌈m/C⌉ − 1)·τ'`` (per quadrature point, h its prompt less the append) and its wait law ``R + O + D``,
   D each group's excess over it (the bin's mean over its points; :class:`~pdplan.serving.ppd_pool.PpdPool`). Under
@@ -46,7 +47,18 @@ prefix-cache class per prompt bin, ``decode``:
   in flight as ``busy·τ'/2`` and the first step), so a decode row's offset gives up ``busy·τ'/2`` (its step in
   flight is R alone; exact at the hit rates' rate, where the goodput's fixed point evaluates it) and ``τ' − τ_p``
   (the appends' mean share of a step, which O replaces). Under B, where the model adds nothing (the prefill streams
-  token 1 elsewhere), the offset adds ``τ_p``. The score rule's decisions (:func:`_decisions`) keep the mean step.
+  token 1 elsewhere), the offset adds ``τ_p``.
+* **The score rule's figures** (:func:`_decisions`, :func:`_law_at`): the decode at x = 0 and x = 1 on the step
+  *law*, not on the line the model is priced on. A concave MoE step is the minimum of lines, and each line's model
+  is built and the best goodput kept (:mod:`pdplan.serving.decode_lines`); the rule compares the deployment's PD and
+  PPD figures (the repository measures them on the engine), so every line's model decides on the law's: the least
+  mean step over the law's lines, each stretched by ``1/(1 − ρ_1)`` at x = 1 (the mean field of ``min_i ℓ_i`` is
+  ``min_i τ̄_i``, that module's derivation). On a line the mean step τ̄ is already the step at the operating batch
+  and context, ``ℓ(λE[n]τ̄, λE[W]τ̄)``; what differed was the line: Qwen3-30B-A3B DP1 at 10 req/s, whose law runs on
+  line 1 (τ̄ 23.7 ms, 26.4 ms at x = 1), was decided on line 0's own steps in that line's model (45.2 → 48.2 ms, a
+  TPOT loss of 0.066 against the law's 0.115), and at ``tpot_weight: 3.2`` placed every Turn 2+ where the line-1
+  model placed turn 4 alone (``tests/unit/test_ppd_dp.py``). Left line-dependent: PD's TTFT reads the model's own
+  prefill pool, whose cache hits follow its decode turn durations (8.9 against 8.5 ms of wait there).
 * **TPOT**: the stretched step's law, plus the variance of the appends' work in a request's own steps (a Poisson
   number of appends and the ones their work lets in; :class:`~pdplan.serving.ppd_decode.AppendNoise`).
 * **Prefill-side rows under convention A**: their KV arrives over the link at a random time of steps of two lengths;
@@ -142,7 +154,6 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
     from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
     from pdplan.serving.ppd import append_load, append_work_s  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd_decode import decode_at, scaled  # lazy: start-up (issue #27)
 
     res, rate, y = model.res, cache_rate(model.res), model.y
     n, g = hist.size, groups.tokens.size
@@ -150,9 +161,23 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
         res.hardware.decode, x0.batch, np.tile(groups.tokens, n), np.repeat(hist, g), res.chunk_tokens
     )
     rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work.reshape(n, g)[1:] @ groups.prob))))
-    x1 = decode_at(model, rate, scaled(model.decode.step, rho1))
+    x1 = _law_at(model, rate, rho1)
     wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
     return x1, wait1.mean_s
+
+
+def _law_at(model: Any, rate_rps: float, rho: float) -> DecodeAt:
+    """The decode at ``rate_rps`` on its step *law* stretched by ``1/(1 − ρ)``: the least mean step over the law's
+    lines (:attr:`~pdplan.serving.roles.DecodePerf.law_lines`, each stretched alike), the line the law runs on there
+    (:mod:`pdplan.serving.decode_lines`: the mean field of ``min_i ℓ_i`` is ``min_i τ̄_i``); ``model.decode.step``
+    itself where the law is one line and ρ = 0. What the score rule decides on (:func:`_decisions`, module
+    docstring): the deployment's figures, whichever line a model is priced on."""
+    from pdplan.serving.ppd_decode import decode_at, scaled  # lazy: start-up (issue #27)
+
+    lines = model.decode.law_lines
+    if len(lines) == 1 and rho == 0.0:
+        return decode_at(model, rate_rps, model.decode.step)
+    return min((decode_at(model, rate_rps, scaled(line, rho)) for line in lines), key=lambda at: at.tau_s)
 
 
 def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray, x0: DecodeAt,
@@ -210,10 +235,11 @@ def _plan(model: Any) -> _Plan:
     groups = AppendGroups.of(values, law.prob)
     n = turns.size
     decisions = None
-    if spec.policy == "score":
+    if spec.policy == "score":  # on the law's figures, not the line priced (_law_at)
         _, above = groups.above(values, law.prob, float(spec.append_threshold_tokens))
-        x1 = _all_on_decode(model, x0, hist, groups, share, held, think)
-        decisions = _decisions(model, rate, hist, above, x0, x1)
+        law0 = x0 if len(model.decode.law_lines) == 1 else _law_at(model, rate, 0.0)
+        x1 = _all_on_decode(model, law0, hist, groups, share, held, think)
+        decisions = _decisions(model, rate, hist, above, law0, x1)
     pi, m_bar, appends, chosen = _placed(spec, values, law.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
@@ -345,7 +371,8 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     latency, excess = _append_offsets(model, f)
     found = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).prefill_hits(f.placed, f.placed_append)
     hits, plain_hits = found.tokens, found.plain_tokens
-    boundary = StepBoundary.of(f.x.tau_s, f.rho, f.rate_rps * f.on_decode / model.y, f.x.busy, f.think, f.work_law)
+    lam = f.rate_rps * f.on_decode / model.y
+    boundary = StepBoundary.of(f.x.tau_s, f.rho, lam, f.x.busy, f.think, f.work_law, ranks=hw.dp)
     shift = 0.0  # what the prefill-side rows' offsets give up for their arrival law (ppd_boundary)
     # a decode row's first step is τ_p plus its append; the other appends in it are in its wait (StepBoundary.carried)
     if model.convention == "B":  # token 1 of a decode row comes from the decode step, as under convention A

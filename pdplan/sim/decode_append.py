@@ -19,6 +19,11 @@ reserving ``l + n + s`` KV slots at admission) with two additions that :mod:`pdp
   then joins the decode batch for its remaining ``output − 1`` steps. Sequences admitted at the boundary of a
   mixed step take their first step in it (convention A: token 1 at its end).
 
+**Attention-DP ranks** (``AppendWork.ranks``, an instance of D > 1 ranks; :mod:`pdplan.sim.append_ranks`): an
+append runs on the rank that holds its session, the FCFS fill is per rank with the rank's own budget (less its
+⌈B/D⌉ decoding sequences), and a mixed step lasts the decode step plus the slowest rank's pieces and the experts over
+every rank's tokens.
+
 Between mixed steps the instance plans plain decode segments as :class:`~pdplan.sim.decode.DecodeInstance` does; an
 arriving append cuts the segment at the next step boundary (as an arriving KV does when a seat is free).
 """
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pdplan.sim.append_ranks import RankPieces
 from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.decode_cache import DecodeKvCache
 from pdplan.sim.spec import ChunkTimeFn
@@ -59,6 +65,11 @@ class AppendWork:
     """Decode steps after token 1 of a turn whose prompt runs here: ``output − 1``."""
     hit_tokens: list[int]
     """Out: per request, the history tokens its decode instance's cache gave it at admission (appends only)."""
+    ranks: RankPieces | None = None
+    """An instance of D > 1 attention-DP ranks: its mixed steps' price per rank (:mod:`pdplan.sim.append_ranks`);
+    None: one rank, :attr:`chunk_s` summed over the pieces."""
+    rank_of: list[int] | None = None
+    """With :attr:`ranks`: per request, the rank that holds its session (and so runs its append)."""
 
 
 class AppendDecodeInstance(DecodeInstance):
@@ -123,11 +134,21 @@ class AppendDecodeInstance(DecodeInstance):
         context = np.array([float(act.context() if act.b else 0) + extra_context])
         return float(np.asarray(act.step_fn(batch, context))[0])
 
-    def append_tokens_ahead(self) -> int:
-        """Prompt tokens of the appends placed here and not yet computed (the cache's hits taken off those
-        admitted; those still queued counted whole: their hit is known only at admission)."""
-        queued = sum(self.prompt[r] for r in self.appends if r not in self.left)
-        return queued + sum(self.left[r] for r in self.prefilling)
+    def append_tokens_ahead(self, rank: int | None = None) -> int:
+        """Prompt tokens of the appends placed here (on ``rank``: those its rank runs) and not yet computed (the
+        cache's hits taken off those admitted; those still queued counted whole: their hit is known only at
+        admission)."""
+        of = self.work.rank_of
+        mine = (lambda r: True) if rank is None or of is None else (lambda r: of[r] == rank)
+        queued = sum(self.prompt[r] for r in self.appends if r not in self.left and mine(r))
+        return queued + sum(self.left[r] for r in self.prefilling if mine(r))
+
+    def prompt_room(self) -> int:
+        """Prompt tokens one rank's step may carry now: the budget less the rank's decoding sequences."""
+        ranks = self.work.ranks
+        if ranks is None:
+            return self.work.budget_tokens - self.act.b
+        return ranks.rank_budget(self.work.budget_tokens, self.act.b)
 
     def seats_in_use(self) -> int:
         """Seats held by decoding sequences and admitted appends."""
@@ -193,19 +214,39 @@ class AppendDecodeInstance(DecodeInstance):
         if not self.prefilling:
             super()._plan(admitted)
             return
-        budget = self.work.budget_tokens - self.act.b
-        plan: list[tuple[int, int]] = []
-        for req in self.prefilling:
-            if budget <= 0:
-                break
-            take = min(self.left[req], budget)
-            plan.append((req, take))
-            budget -= take
+        work = self.work
+        room = self.prompt_room()
+        if work.ranks is None:
+            plan = self._fill(self.prefilling, room)
+        else:  # each rank fills its own budget with its own appends, FCFS (module docstring)
+            rank_of = work.rank_of
+            assert rank_of is not None
+            plan = []
+            for r in sorted({rank_of[q] for q in self.prefilling}):
+                plan += self._fill([q for q in self.prefilling if rank_of[q] == r], room)
         tokens = np.array([float(c) for _, c in plan])
         before = np.array([float(self.prompt[r] - self.left[r]) for r, _ in plan])
-        step = self.step_s() + float(np.sum(self.work.chunk_s(tokens, before, float(self.act.b))))
+        if work.ranks is None:
+            added = float(np.sum(work.chunk_s(tokens, before, float(self.act.b))))
+        else:
+            assert work.rank_of is not None
+            ranks = np.array([work.rank_of[r] for r, _ in plan])
+            added = work.ranks.added_s(tokens, before, ranks, float(self.act.b))
+        step = self.step_s() + added
         self.plan = plan
         self.next_time = self.t + step
         if self.emits_first_token:
             for req in admitted:
                 self.tl.first_token[req] = self.next_time
+
+    def _fill(self, queue: list[int] | deque[int], budget: int) -> list[tuple[int, int]]:
+        """``(append, tokens)``: the admitted appends of ``queue`` in order, each taking what it has left of
+        ``budget`` prompt tokens."""
+        plan: list[tuple[int, int]] = []
+        for req in queue:
+            if budget <= 0:
+                break
+            take = min(self.left[req], budget)
+            plan.append((req, take))
+            budget -= take
+        return plan

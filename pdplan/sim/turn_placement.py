@@ -46,7 +46,9 @@ linear`` the linear fit of the decode instance's roofline with no appends (:func
 at the workload's mean context, as plain disaggregation builds it), not the step of the model it is given: a PPD
 model's step is the closed form's, stretched by its appends' load, and the appends' time is what the mixed steps
 here add themselves (priced apart, it would count twice and the simulator would share the closed form's piece under
-test). The roofline step (``step: roofline``) is the hardware's, used as it is.
+test). The roofline step (``step: roofline``) is the hardware's, used as it is. On a decode instance of D > 1
+attention-DP ranks a session's appends run on its rank (``session mod D``), priced per rank by
+:mod:`pdplan.sim.append_ranks` (the score's estimates too: its own rank's budget and appends ahead).
 
 **Stationary start.** Sessions in progress at t = 0 (:mod:`pdplan.sim.reuse_sessions`) hold their history on a
 decode instance drawn uniformly (``default_rng([seed, 60])``), touched oldest first into its cache; under affinity
@@ -66,6 +68,7 @@ from pdplan.errors import SpecError
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import decode_perf
+from pdplan.sim.append_ranks import rank_pieces
 from pdplan.sim.decode import DecodeSetup
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
 from pdplan.sim.deployment import SimSetup, sim_chunk_price
@@ -74,6 +77,7 @@ from pdplan.sim.prefix_cache import PrefixCaches
 from pdplan.sim.reuse_requests import ReuseRequests, blocks_of
 from pdplan.sim.spec import Disaggregated, PrefillStart
 from pdplan.specs.cache import TurnPlacementSpec
+from pdplan.types import FloatArray
 
 PLACING_POLICIES: tuple[str, ...] = ("ppd", "threshold", "score")
 """The policies that place turns on decode (``pd`` is today's deployment)."""
@@ -138,10 +142,12 @@ class TurnPlacer:
 
     def decode_instance(self, setup: DecodeSetup) -> AppendDecodeInstance:
         """A decode instance of the run (the engine builds one per instance)."""
-        if self.work.budget_tokens <= setup.max_batch:
+        ranks = self.work.ranks
+        seats = setup.max_batch if ranks is None else -(-setup.max_batch // ranks.ranks)  # a rank's seats
+        if self.work.budget_tokens <= seats:
             raise SpecError(
                 f"the decode step's token budget ({self.work.budget_tokens}) must exceed max_num_seqs "
-                f"({setup.max_batch}) for append-prefills to ride in decode steps",
+                f"({seats}{'' if ranks is None else ' a rank'}) for append-prefills to ride in decode steps",
                 field="chunk_tokens",
             )
         inst = AppendDecodeInstance(setup, self.work)
@@ -223,9 +229,9 @@ class TurnPlacer:
         append = prompt - history_tokens
         tau = dec.step_s(1, float(prompt))
         own = float(np.sum(self.work.chunk_s(np.array([float(append)]), np.array([float(history_tokens)]), 0.0)))
-        ahead = dec.append_tokens_ahead()
+        ahead = dec.append_tokens_ahead(None if self.work.rank_of is None else self.work.rank_of[request])
         others = 0.0 if ahead == 0 else float(np.sum(self.work.chunk_s(np.array([float(ahead)]), np.zeros(1), 0.0)))
-        room = max(self.work.budget_tokens - dec.act.b, 1)
+        room = max(dec.prompt_room(), 1)
         ppd_ttft = math.ceil((ahead + append) / room) * dec.step_s() + own + others
         pd_ttft = self._prefill_wait_s(request, now_s)
         if self.convention_a:
@@ -263,6 +269,10 @@ class TurnPlacer:
         return price
 
 
+def _no_chunk(tokens: FloatArray, before: FloatArray, decode_tokens: float) -> FloatArray:
+    raise AssertionError("an attention-DP decode prices its pieces per rank (AppendWork.ranks)")
+
+
 def _unattached(request: int) -> int:
     raise AssertionError("TurnPlacer.attach was not called")
 
@@ -282,9 +292,8 @@ def turn_placer(
     res = model.res
     hw = res.hardware.decode
     runs = reqs.block_lists()
-    chunk = sim_chunk_price(hw, res.chunk_tokens, float(reqs.input_tokens.max()))
     work = AppendWork(
-        chunk_s=chunk,
+        chunk_s=sim_chunk_price(hw, res.chunk_tokens, float(reqs.input_tokens.max())) if hw.dp <= 1 else _no_chunk,
         budget_tokens=int(res.chunk_tokens),
         block_tokens=reqs.block_tokens,
         blocks=lambda request, count: blocks_of(runs, request, count),
@@ -294,5 +303,9 @@ def turn_placer(
         append_steps=(setup.requests.output_tokens - 1).tolist(),
         hit_tokens=[0] * reqs.count,
     )
+    if hw.dp > 1:  # attention-DP ranks: each append on its session's rank (module docstring, The decode step)
+        ranks = rank_pieces(hw, int(res.chunk_tokens), int(model.decode.max_num_seqs), float(reqs.input_tokens.max()))
+        rank_of = (reqs.session % hw.dp).tolist()
+        work = dataclasses.replace(work, chunk_s=ranks, ranks=ranks, rank_of=rank_of)
     plain = decode_perf(hw, model.cells.mean_work / model.cells.mean_steps, res.max_num_seqs).step
     return TurnPlacer(spec, reqs, tracker, work, setup, affinity, seed, plain)

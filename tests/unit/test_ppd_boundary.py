@@ -231,3 +231,16 @@ def test_a_spread_of_work_lengthens_the_tail_not_the_mean_step() -> None:
 def test_fewer_than_one_slice_is_refused() -> None:
     with pytest.raises(ValueError, match="slices"):
         StepBoundary.of(0.020, 0.1, 10.0, 1.0, LONG, work=AppendWork.point(0.010), slices=0)
+
+
+def test_on_attention_dp_ranks_an_append_carries_the_others_of_its_own_rank() -> None:
+    # As above (τ' = 20 ms, ρ_a = 0.1, λ_a = 10/s, w̄ = 10 ms, zero think time) on D = 4 ranks: the steps are the
+    # instance's (τ_p = 18 ms, q = 0.18127, τ_m = 29.033 ms), and the others that share the append's part of its
+    # step are its own rank's, Poisson(λ_a·S1/4): just past τ_p, 0.81873 × e^{−0.045} = 0.78271; the mean
+    # E[S1] + w̄·(λ_a/4)·E[S1] = 20 + 10 × 2.5 × 0.020 ms = 20.5 ms.
+    b = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=AppendWork.point(0.010), slices=1, ranks=4)
+    one = StepBoundary.of(0.020, 0.1, 10.0, 1.0, ZERO, work=AppendWork.point(0.010), slices=1)
+    np.testing.assert_array_equal(b.mixed_steps_s, one.mixed_steps_s)
+    law = b.carried()
+    assert float(np.interp(0.0185, law.grid_s, law.cdf_grid)) == pytest.approx(0.78271, abs=2e-3)
+    assert law.mean_s == pytest.approx(0.0205, rel=2e-3)
