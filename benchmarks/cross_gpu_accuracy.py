@@ -3,7 +3,8 @@
 Data: AIConfigurator 0.12.0's end-to-end sample, H100 and H200 rows (``aiconfigurator-silicon/h100_sxm.csv`` and
 ``h200_sxm.csv`` via ``benchmarks/data_root.py``), every row pdplan can price (``benchmarks/cross_gpu_rows.py``:
 dense and MoE colocated rows, disaggregated rows), each on its own GPU's kernel table and datasheet. A row is priced
-with its engine's shipped profile (vLLM 0.18 rows: ``vllm-0.18``), as ``benchmarks/engine_accuracy.py`` prices it.
+with its engine version's shipped profile (``cross_gpu_rows.VERSION_PROFILES``: vLLM 0.18 rows ``vllm-0.18``, SGLang
+0.5.6 to 0.5.9 rows ``sglang-0.5.9``), as ``benchmarks/engine_accuracy.py`` prices it (vLLM's split alone there).
 
 Per profile, the terms the shipped profile fitted on end-to-end rows (``benchmarks/cross_gpu_fit.py``, which names
 them and their fitters) are refitted, the kernel terms staying the kernel tables' (per GPU, never from these rows):
@@ -88,12 +89,16 @@ def _pooled_median(run: ProfileRun, label: str, metric: str) -> float:
     pred = run.preds[label][0 if metric == "ttft" else 1]
     meas = run.meas_ttft if metric == "ttft" else run.meas_tpot
     e = np.abs(pred / meas - 1.0) * 100.0
-    return float(np.median(e[np.isfinite(e)]))
+    e = e[np.isfinite(e)]
+    return float(np.median(e)) if e.size else float("nan")
 
 
 def removal_candidates(run: ProfileRun, terms: tuple[str, ...]) -> tuple[str, ...]:
     """The fitted terms that do not help the cross-GPU error (:data:`HELPS_POINTS`), removed together in the
-    "reduced" fits (each one alone in the "without" fits)."""
+    "reduced" fits (each one alone in the "without" fits); none where the profile's rows lie on one GPU (no
+    cross-GPU prediction to judge by)."""
+    if not np.isfinite(run.preds["cross"][1]).any():
+        return ()
     out = []
     for t in terms:
         worse = [
@@ -193,6 +198,8 @@ def run_profile(
     if full:
         run.removed = removal_candidates(run, terms)
         for g in GPUS:
+            if (gpu == g).sum() < len(terms):
+                continue  # no rows on this GPU to fit on (a profile of one GPU's rows)
             fixed = {t: UNFITTED[t] for t in run.removed}
             fits[f"reduced fit {g}"] = fit(lin, price, run.meas_ttft, run.meas_tpot, gpu == g, fixed=fixed)
         other = np.where(gpu == "h100", "h200", "h100")

@@ -19,7 +19,7 @@ BEGIN, END = "<!-- BEGIN cross_gpu_accuracy -->", "<!-- END cross_gpu_accuracy -
 TARGETS: Mapping[str, tuple[float, float]] = {"dense": (10.0, 25.0), "moe": (15.0, 30.0), "disagg": (15.0, 30.0)}
 """Mode → (TPOT, TTFT) median |error| targets, % (issue #23)."""
 MODES = ("dense", "moe", "disagg")
-REGIMES: Mapping[str, int] = {"vllm": 1, "vllm-0.18": 1, "sglang": 0, "trtllm": 1}
+REGIMES: Mapping[str, int] = {"vllm": 1, "vllm-0.18": 1, "sglang": 0, "sglang-0.5.9": 0, "trtllm": 1}
 """Regimes chosen on the H100 rows besides the fitted numbers (``steady_arrivals: spread``; cross_gpu_fit)."""
 
 
@@ -194,7 +194,7 @@ def detail_table(flat: Flat) -> list[str]:
         cells = []
         for lab in ("shipped", "none", "in-sample", "cross"):
             tp, tt = stats(flat.errors(lab, "tpot", m))[3], stats(flat.errors(lab, "ttft", m))[3]
-            cells.append(f"{tp:+.0f} / {tt:+.0f}")
+            cells.append("–" if np.isnan(tp) else f"{tp:+.0f} / {tt:+.0f}")
         lines.append(f"| {key} | {int(m.sum())} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -220,6 +220,11 @@ def _verdict(with_: list[float], without: list[float]) -> str:
     return "; ".join(parts) or "no effect (both within 0.5)"
 
 
+def _pair(medians: list[float]) -> str:
+    """TPOT / TTFT medians, or – where a profile's rows have no such prediction (one GPU: no cross-GPU fit)."""
+    return "–" if not np.isfinite(medians).all() else f"{medians[0]:.1f} / {medians[1]:.1f}"
+
+
 def term_rows(run: Any, flat_run: Flat) -> list[str]:
     """One profile's fitted terms: values across the fits, cross-GPU and in-sample error with and without each."""
     out = []
@@ -239,10 +244,10 @@ def term_rows(run: Any, flat_run: Flat) -> list[str]:
         shown = " / ".join("–" if v is None else _fmt(t, v) for v in fits)
         w_cross = [stats(flat_run.errors(f"cross without {t}", k, everything))[1] for k in ("tpot", "ttft")]
         w_in = [stats(flat_run.errors(f"in-sample without {t}", k, everything))[1] for k in ("tpot", "ttft")]
-        verdict = _verdict(with_cross, w_cross)
+        verdict = _verdict(with_cross, w_cross) if np.isfinite(with_cross).all() else "no cross-GPU rows (one GPU)"
         out.append(
             f"| {run.profile} | `{t}` | {MEANING[t]} | {_fmt(t, run.thetas['shipped'][t])} | {shown} | {spread} | "
-            f"{with_cross[0]:.1f} / {with_cross[1]:.1f} → {w_cross[0]:.1f} / {w_cross[1]:.1f} | "
+            f"{_pair(with_cross)} → {_pair(w_cross)} | "
             f"{with_in[0]:.1f} / {with_in[1]:.1f} → {w_in[0]:.1f} / {w_in[1]:.1f} | {verdict} |"
         )
     return out
@@ -343,8 +348,9 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         "",
         "Each term of each shipped profile that was fitted on end-to-end rows. Shipped: since issue #23 item 2 the "
         "joint fit of both GPUs' rows, each GPU weighted to half the total (`benchmarks/fit_shipped_profile.py`), "
-        "for vllm and vllm-0.18; SGLang and TensorRT-LLM keep their H100 fits, the joint fit refused by that "
-        "script's rule (it worsened their GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
+        "for vllm, vllm-0.18 and sglang-0.5.9; SGLang 0.5.1.post1 (`sglang`, H100 rows only since issue #23 item 3: "
+        "no cross-GPU fit) and TensorRT-LLM keep their H100 fits, the joint fit refused by that script's rule for "
+        "TensorRT-LLM (it worsened its GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
         'fitters). "Without": the term held at its unfitted '
         "value and the others refitted; errors pooled over both directions (cross-GPU) or both GPUs (in-sample) on "
         "the profile's rows. Verdict: what the term does to the cross-GPU medians, in points (helps: removing it "

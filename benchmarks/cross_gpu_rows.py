@@ -17,8 +17,10 @@ Rows (``aiconfigurator-silicon/{h100_sxm,h200_sxm}.csv`` via ``benchmarks/data_r
   ``attention_dp_size`` does not make ``tp · D = ep`` keep ``moe_rows``' reading (attention DP 1, the id's EP).
 
 Each scenario is the one those scripts build, with the row's own GPU (``h100-sxm`` or ``h200-sxm``: its kernel table
-and datasheet) in every role. The engine profile is the row's (``moe_rows.profile_of``: ``vllm-0.18`` for vLLM 0.18
-rows, else the engine's shipped profile) unless the caller names another profile file (a refitted trial profile).
+and datasheet) in every role. The engine profile is the row's version's (:data:`VERSION_PROFILES`: ``vllm-0.18`` for
+vLLM 0.18 rows, ``sglang-0.5.9`` for SGLang 0.5.6 to 0.5.9 rows, else the engine's shipped default) unless the caller
+names another profile file (a refitted trial profile). ``benchmarks/engine_accuracy.py`` (the H100 tables of
+docs/accuracy_engines.md) keeps ``moe_rows.VERSION_PROFILES``, vLLM's alone.
 
 Pricing is ``engine_accuracy.predict``'s (:func:`pdplan.calibrate.silicon_rows.aic_benchmark`: aiperf's 20·C
 measured requests after 2·C warm-up, the client's connection cap): on the H100 rows with the shipped profiles it
@@ -34,11 +36,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import moe_rows
 import numpy as np
 from client_connections import client_ttft_s
 from data_root import calibration_path
 from engine_accuracy import MODELS
-from moe_rows import moe_rows, profile_of, scenario_dict
+from moe_rows import moe_rows as read_moe_rows
+from moe_rows import scenario_dict
 
 from pdplan.calibrate import silicon_rows
 from pdplan.errors import PdplanError, SpecError
@@ -52,6 +56,24 @@ SILICON = {
     "h200": ("aiconfigurator-silicon/h200_sxm.csv", "h200-sxm"),
 }
 """GPU label → (calibration file, pdplan GPU name)."""
+VERSION_PROFILES: dict[tuple[str, str], str] = {
+    **moe_rows.VERSION_PROFILES,
+    **{("sglang", v): "sglang-0.5.9" for v in ("0.5.6", "0.5.7", "0.5.8", "0.5.9")},
+}
+"""(engine, version prefix) → the profile its rows are priced with (issue #23 item 3: each row on its own version's
+profile); the rest with the engine's default. SGLang 0.5.6 to 0.5.9 share the rule the ``sglang-0.5.9`` profile
+holds (PR #10975's ``mem_fraction_static`` formula, merged 2025-09-27, before all four; docs/engines.md §4.2);
+0.5.1.post1 rows keep ``sglang``."""
+
+
+def profile_of(row: dict[str, Any]) -> str:
+    """The engine profile a row is priced with (:data:`VERSION_PROFILES`, else the engine's own name)."""
+    for (engine, prefix), profile in VERSION_PROFILES.items():
+        if row["engine"] == engine and (row["version"] == prefix or row["version"].startswith(prefix + ".")):
+            return profile
+    return str(row["engine"])
+
+
 DENSE = {**MODELS, "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
 """Dense catalogue models: engine_accuracy's, and NVIDIA's FP8 Llama-3.1-8B checkpoint (H200 vLLM 0.12.0 rows)."""
 
@@ -77,7 +99,7 @@ def read_gpu(gpu: str) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any],
     path = calibration_path(relative)
     sources = {r["id"]: r["silicon_data_source"] for r in csv.DictReader(path.open(newline=""))}
     rows = [{**r, "kind": "dense"} for r in dense_rows(path)]
-    more, skipped = moe_rows(path)
+    more, skipped = read_moe_rows(path)
     for r in more:
         dense_model = r["model"] in DENSE.values()
         rows.append({**r, "kind": "disagg" if r["mode"] == "disagg" else ("dense" if dense_model else "moe")})

@@ -6,7 +6,8 @@ profile takes them from one fit on the rows of both GPUs together, not from one 
 Rows: every row of AIConfigurator 0.12.0's end-to-end sample (``aiconfigurator-silicon/h100_sxm.csv`` and
 ``h200_sxm.csv`` via ``benchmarks/data_root.py``) that the profile prices, dense and MoE colocated and disaggregated,
 each on its own GPU's kernel table and datasheet (``benchmarks/cross_gpu_rows.py``; the rows of
-``benchmarks/cross_gpu_accuracy.py``, whose profile is the row's engine version: ``vllm-0.18`` for vLLM 0.18 rows).
+``benchmarks/cross_gpu_accuracy.py``, whose profile is the row's engine version: ``vllm-0.18`` for vLLM 0.18 rows,
+``sglang-0.5.9`` for SGLang 0.5.6 to 0.5.9 rows).
 
 Terms: the profile's fitted terms (``cross_gpu_fit.FITTED``; the rest stay as the profile has them). Method:
 ``cross_gpu_fit.fit`` on all the rows (staged bounded robust least squares of log residuals, linearised at the
@@ -134,6 +135,10 @@ def summary(profile: str, rows: list[dict[str, Any]], shipped: Fit, joint: Fit) 
     return lines
 
 
+WAS: Mapping[str, str] = {"sglang-0.5.9": "carried from the sglang (0.5.1.post1) profile's H100 fit"}
+"""How a profile's shipped value came about, where not "fitted on H100 rows alone" (the source text's "was")."""
+
+
 def source_text(profile: str, term: str, rows: list[dict[str, Any]], shipped: Fit, joint: Fit) -> str:
     """The ``source`` of a jointly fitted term."""
     meas_tpot = np.array([r["tpot_ms"] for r in rows])
@@ -150,7 +155,8 @@ def source_text(profile: str, term: str, rows: list[dict[str, Any]], shipped: Fi
         f"end-to-end sample; the {len(rows)} rows this profile prices, {counts}, {kinds} rows; {SCRIPT}, "
         f"{date}: the staged robust fit of log residuals of benchmarks/cross_gpu_fit.py, each GPU's rows weighted to "
         f"half the total so neither GPU dominates by row count; issue #23 item 2): {_fmt(term, joint.theta[term])}, "
-        f"was {_fmt(term, shipped.theta[term])} fitted on H100 rows alone; pooled in-sample median |err| TPOT "
+        f"was {_fmt(term, shipped.theta[term])} {WAS.get(profile, 'fitted on H100 rows alone')}; pooled in-sample "
+        f"median |err| TPOT "
         f"{tpot[0]:.1f} -> {tpot[1]:.1f} %, TTFT {ttft[0]:.1f} -> {ttft[1]:.1f} %. Cross-GPU check of the term: "
         f"docs/cross_gpu_accuracy.md §5"
     )

@@ -17,7 +17,7 @@ CATALOG = open_catalog()
 
 
 def test_packaged_profiles_load_with_versions() -> None:
-    assert packaged_engine_names() == ["kernels", "sglang", "trtllm", "vllm", "vllm-0.18"]
+    assert packaged_engine_names() == ["kernels", "sglang", "sglang-0.5.9", "trtllm", "vllm", "vllm-0.18"]
     for name in packaged_engine_names():
         profile = load_engine(name)
         assert profile.name == name
@@ -183,3 +183,49 @@ def test_engine_at_unknown_version_lists_the_versions(key: str, needle: str) -> 
     with pytest.raises(SpecError, match=needle) as caught:
         load_engine(key)
     assert "vllm@0.12.0, vllm@0.18.0" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "name", "version"),
+    [
+        ("sglang", "sglang", "0.5.1.post1"),
+        ("sglang@0.5.1", "sglang", "0.5.1.post1"),
+        ("sglang@0.5.9", "sglang-0.5.9", "0.5.9"),
+        ("SGLANG@0.5.9", "sglang-0.5.9", "0.5.9"),
+    ],
+)
+def test_sglang_at_version_picks_that_profile(key: str, name: str, version: str) -> None:
+    profile = load_engine(key)
+    assert (profile.name, profile.engine, profile.version) == (name, "sglang", version)
+
+
+def test_sglang_at_a_shared_prefix_lists_both_versions() -> None:
+    with pytest.raises(SpecError, match="several profiles") as caught:
+        load_engine("sglang@0.5")
+    assert "sglang@0.5.1.post1, sglang@0.5.9" in str(caught.value)
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("memory_mib", "chunk", "graph", "gpus", "dp", "fraction"),
+    [
+        # H100 TP1: 512 + 1.5 x 8192 + 2 x 256 + 1024/8 = 13440 MiB; (81920 - 13440)/81920 = 0.83594
+        (81920, 8192, 256, 1, False, 0.836),
+        # H200 (134468.08 MiB) TP8: 512 + 12288 + 512 + 1024 = 14336 MiB; 120132.08/134468.08 = 0.89339
+        (134468.0786, 8192, 256, 8, False, 0.893),
+        # the same with attention DP: + 18432 MiB = 32768 MiB; 101700.08/134468.08 = 0.75631
+        (134468.0786, 8192, 256, 8, True, 0.756),
+        # a 2048-token chunk on 80 GiB: 512 + 3072 + 512 + 128 = 4224 MiB, below the 10 GiB floor; 71680/81920 = 0.875
+        (81920, 2048, 256, 1, False, 0.875),
+        # 48 GiB, no floor (not above 60 GiB): 512 + 6144 + 64 + 128 = 6848 MiB; 42304/49152 = 0.86068
+        (49152, 4096, 32, 1, False, 0.861),
+    ],
+)
+def test_sglang_059_reserve_is_pr_10975_formula(
+    memory_mib: float, chunk: int, graph: int, gpus: int, dp: bool, fraction: float
+) -> None:
+    memory = CATALOG.engine("sglang-0.5.9").kv_memory
+    got = memory.usable_fraction(memory_mib * MIB, chunk_tokens=chunk, graph_seqs=graph, gpus=gpus, dp_attention=dp)
+    assert got == fraction
