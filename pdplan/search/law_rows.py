@@ -14,17 +14,28 @@ target rate, or its goodput), as before: only the decode line moves with the rat
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from pdplan.search.plans import Sensitivity
+from pdplan.search.plans import Plan, Sensitivity
 from pdplan.serving import LocalModel, ResolvedScenario, build_model
 from pdplan.serving.build import mean_step_s
 from pdplan.serving.decode_lines import line_count
 
-if TYPE_CHECKING:
-    from pdplan.search.exact import Exact
+
+class Pick(Protocol):
+    """What the rows read of a plan evaluated exactly (:class:`pdplan.search.exact.Exact`): its bound scenario, the
+    model built on it and the plan (its operating rate)."""
+
+    @property
+    def res(self) -> ResolvedScenario[Any]: ...
+
+    @property
+    def model(self) -> LocalModel: ...
+
+    @property
+    def plan(self) -> Plan: ...
 
 
 def line_models(res: ResolvedScenario[Any], model: LocalModel) -> tuple[LocalModel, ...]:
@@ -60,7 +71,7 @@ def _limit_rps(models: tuple[LocalModel, ...]) -> float:
     return max(m.limit().rate_rps for m in models)
 
 
-def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
+def rate_curve(pick: Pick, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
     """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot; each rate on
     its own decode line."""
     models = line_models(pick.res, pick.model)
@@ -79,7 +90,7 @@ def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float
     return tuple((float(r), float(a), float(t), float(p)) for r, a, t, p in zip(rates, att, ttft, tpot, strict=True))
 
 
-def rate_rows(pick: Exact) -> tuple[Sensitivity, ...]:
+def rate_rows(pick: Pick) -> tuple[Sensitivity, ...]:
     """The offered rate ±20 %: the plan does not change, so its goodput (a highest rate) does not either; the
     rows report what does — the attainment at that rate and the requests/s meeting both SLOs there
     (rate × attainment), the quantity a moved load changes — each rate on its own decode line."""
