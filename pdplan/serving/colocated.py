@@ -61,7 +61,8 @@ seat limit λτ̄E[n] = max_num_seqs is the stability limit ("decode seats"). A 
 waits in the queue with the larger mean wait (:meth:`ColocatedModel.admission_wait`).
 The overlap scheduler's extra steps (``scheduling.overlap_extra_steps`` = k, :mod:`pdplan.serving.ttft`): token 1 is
 sampled by the iteration that ends the prompt and sent k iterations of the same instance later, so TTFT gains k of
-its iterations at the rate (:meth:`ColocatedModel.overlap_step_s`; a constant shift of the TTFT law per rate). Which
+its iterations at the rate (:meth:`ColocatedModel.overlap_step_law`: two points, a plain step or one carrying prompt
+work, coupled to the request's own TTFT by :class:`~pdplan.serving.overlap_ttft.OverlapTtft`). Which
 iteration: the one after a prompt's end, and a departing prompt leaves its queue holding work with probability ρ, the
 queue's busy share of *time* (an M/G/1 in time: departures see what arrivals see, PASTA), so the next iteration is
 length-biased towards the long ones, not the mean token interval τ̄. chunked (the chunk queue of
@@ -124,11 +125,12 @@ from pdplan.serving.cache_domain import cache_rate
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
+from pdplan.serving.overlap_ttft import OverlapTtft, shifted
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, chunk_price, prefill_perf
-from pdplan.serving.snapshot import Snapshot
+from pdplan.serving.snapshot import Snapshot, TtftLike
 from pdplan.serving.ttft import GRID_CELLS, TtftParts, overlap_s, overlap_steps
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
 
@@ -460,7 +462,7 @@ class ColocatedModel:
         extra iterations; one instance does both phases, so no KV crosses a link and token 1 is sampled where the
         prefill ends."""
         rates = np.array([float(rate_rps)])
-        out = self._admitted(self._loaded(rates), rates)  # before the overlap steps, which are a part of their own
+        out = self._distributions(rates)
         ttft = out.ttft
         mean_offset = _cell_offsets_s(ttft) @ ttft.prob
         load_s = self._mean_load_s()  # the offsets carry the loads (:meth:`_distributions`): counted once, here
@@ -485,44 +487,44 @@ class ColocatedModel:
         return float(self.cells.prob @ self.load_cell_s)
 
     def _distributions(self, rates: FloatArray) -> ColocatedResult:
-        return self._overlapped(self._admitted(self._loaded(rates), rates), rates)
+        return self._admitted(self._loaded(rates), rates)
 
-    def overlap_step_s(self, rates: FloatArray, out: ColocatedResult) -> FloatArray:
-        """The mean iteration token 1 waits for behind the one that sampled it, per deployment rate of ``out``
-        (module docstring): chunked ``ρ τ_b + (1 − ρ) τ_p``; prefill-first ``ρ_p E[S] + (1 − ρ_p)²·τ̄``."""
+    def overlap_step_law(self, rates: FloatArray, out: ColocatedResult) -> tuple[FloatArray, FloatArray]:
+        """The iteration token 1 waits for behind the one that sampled it, per deployment rate of ``out`` (module
+        docstring), as two points ``[R, 2]`` and their weights: chunked a plain step τ_p (1 − ρ) or a chunk-carrying
+        one τ_b (ρ); prefill-first a plain decode step (1 − ρ_p)·τ̄ (1 − ρ_p) or another prompt's pass E[S] (ρ_p)."""
         if self.scheduler == "prefill-first":
             rho, tau = out.prefill_utilisation, out.tpot_mean_s
-            mean_s = float(self.cells.prob @ self.prefill_cell_s)
-            return np.asarray(rho * mean_s + (1.0 - rho) ** 2 * tau, dtype=np.float64)
-        q = self.chunk_queue_at(rates / self.z)
-        rho = np.minimum(q.rho, 1.0)
-        drain = np.minimum(q.drain_time, rho)
-        steps_per_s = (rho - drain) / q.tau_chunk_s + drain / q.tau_drain_s  # chunk-carrying steps per second
-        busy_s = np.divide(rho, steps_per_s, out=np.asarray(q.tau_chunk_s, dtype=np.float64), where=steps_per_s > 0)
-        return np.asarray(rho * busy_s + (1.0 - rho) * q.tau_plain_s, dtype=np.float64)
+            plain, busy = (1.0 - rho) * tau, np.full_like(tau, float(self.cells.prob @ self.prefill_cell_s))
+        else:
+            q = self.chunk_queue_at(rates / self.z)
+            rho = np.minimum(q.rho, 1.0)
+            drain = np.minimum(q.drain_time, rho)
+            steps_per_s = (rho - drain) / q.tau_chunk_s + drain / q.tau_drain_s  # chunk-carrying steps a second
+            plain = q.tau_plain_s
+            busy = np.divide(rho, steps_per_s, out=np.array(q.tau_chunk_s, dtype=np.float64), where=steps_per_s > 0)
+        points = np.stack((plain, busy), axis=1)
+        return np.asarray(points, dtype=np.float64), np.stack((1.0 - rho, rho), axis=1)
 
     def _overlap_shift_s(self, rates: FloatArray, out: ColocatedResult) -> FloatArray:
-        """The overlap scheduler's extra steps on token 1 per rate, ``k·``:meth:`overlap_step_s` (0 for k = 0)."""
+        """The overlap scheduler's mean extra time on token 1 per rate, k times the mean of
+        :meth:`overlap_step_law` (0 for k = 0)."""
         k = overlap_steps(self.res.hardware.colocated.engine)
         if k == 0.0:
             return np.zeros_like(out.tpot_mean_s)
-        return overlap_s(k, self.overlap_step_s(rates, out))
+        points, weights = self.overlap_step_law(rates, out)
+        return overlap_s(k, np.sum(points * weights, axis=1))
 
-    def _overlapped(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
-        """``out`` with token 1 the overlap scheduler's extra steps later (module docstring): every offset of the
-        TTFT law shifted by the rate's :meth:`_overlap_shift_s`."""
-        if overlap_steps(self.res.hardware.colocated.engine) == 0.0:
-            return out
-        shift = self._overlap_shift_s(rates, out)
-        ttft = out.ttft
-        if isinstance(ttft, TtftMixture):
-            later: TtftMixture | ShiftedMixture = dataclasses.replace(
-                ttft, offsets_s=ttft.offsets_s + shift[:, None, None]
-            )
-        else:
-            offsets = np.broadcast_to(ttft.offsets_s, (shift.size, ttft.prob.size))
-            later = ShiftedMixture(ttft.wait, offsets + shift[:, None], ttft.prob)
-        return dataclasses.replace(out, ttft=later)
+    def _overlapped(self, out: ColocatedResult, rates: FloatArray) -> TtftLike:
+        """``out``'s TTFT law with token 1 the overlap scheduler's k iterations later (module docstring): the
+        two-point step of :meth:`overlap_step_law` coupled to the TTFT (:class:`~pdplan.serving.overlap_ttft.
+        OverlapTtft`); the law itself for k = 0."""
+        k = overlap_steps(self.res.hardware.colocated.engine)
+        if k == 0.0:
+            return out.ttft
+        points, weights = self.overlap_step_law(rates, out)
+        steps = overlap_s(k, points)
+        return OverlapTtft(shifted(out.ttft, steps[:, 0]), shifted(out.ttft, steps[:, 1]), weights[:, 1])
 
     def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
         """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module
@@ -596,7 +598,10 @@ class ColocatedModel:
             rates,
             self.cells.prob,
             self.cells.decode_steps,
-            DelayedTtft(out.ttft, request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input())),
+            DelayedTtft(
+                self._overlapped(out, rates),
+                request_delay_s(self.res.hardware.colocated, self.res.lengths.mean_input()),
+            ),
             np.arange(self.cells.prob.size),
             tpot,
             util,

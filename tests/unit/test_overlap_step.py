@@ -18,6 +18,7 @@ from pdplan.queueing.decode import decode_fixed_point
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
+from pdplan.serving.overlap_ttft import OverlapTtft, shifted
 from pdplan.serving.resolve import resolve
 from pdplan.serving.ttft import overlap_s, overlap_steps
 from pdplan.sim import Colocated, Disaggregated, Requests, simulate
@@ -196,3 +197,30 @@ def test_shift_against_the_simulator(colocated: int, scheduler: str | None) -> N
     np.testing.assert_allclose(with_k.values("tpot"), without.values("tpot"), rtol=1e-12)
     e2e_shift = with_k.values("e2e") - without.values("e2e")
     np.testing.assert_allclose(e2e_shift, with_k.values("ttft") - without.values("ttft"), rtol=1e-9, atol=1e-12)
+
+
+def test_coupled_step_by_hand() -> None:
+    """OverlapTtft (colocated chunked SGLang at half its limit): ρ = 0 is the law shifted by the plain step, ρ = 1 by
+    the busy one; in between the mean mixes them and every quantile lies between theirs; a bin's cdf is
+    ``min(1 − ρ, F_p) + max(0, F_b − (1 − ρ))`` (at ρ = 0.25 and F_p = 0.9, F_b = 0.5: 0.75 + 0)."""
+    sc = apply_overrides(_scenario("sglang"), ScenarioOverrides(colocated=3, scheduler="chunked"))
+    model = build_model(resolve(sc, CATALOG))
+    assert isinstance(model, ColocatedModel)
+    rates = np.array([0.5 * model.limit().rate_rps])
+    out = model._distributions(rates)
+    points, weights = model.overlap_step_law(rates, out)
+    plain, busy = shifted(out.ttft, points[:, 0]), shifted(out.ttft, points[:, 1])
+    assert points[0, 1] > points[0, 0]  # a step carrying prompt work is the longer one
+    for rho, law in ((0.0, plain), (1.0, busy)):
+        coupled = OverlapTtft(plain, busy, np.array([rho]))
+        assert coupled.quantile(0.9)[0] == pytest.approx(float(law.quantile(0.9)[0]), rel=1e-9)
+        assert coupled.mean_s[0] == pytest.approx(float(law.mean_s[0]), rel=1e-12)
+    mixed = OverlapTtft(plain, busy, weights[:, 1])
+    for q in (0.5, 0.9, 0.99):
+        assert float(plain.quantile(q)[0]) <= float(mixed.quantile(q)[0]) <= float(busy.quantile(q)[0])
+    mean = (1.0 - weights[0, 1]) * plain.mean_s[0] + weights[0, 1] * busy.mean_s[0]
+    assert mixed.mean_s[0] == pytest.approx(mean, rel=1e-12)
+    a = float(plain.quantile(0.9)[0])
+    f_p, f_b = plain.cdf_per_bin(a), busy.cdf_per_bin(a)
+    quarter = OverlapTtft(plain, busy, np.array([0.25])).cdf_per_bin(a)
+    np.testing.assert_allclose(quarter, np.minimum(0.75, f_p) + np.maximum(0.0, f_b - 0.75), rtol=1e-12)
