@@ -335,7 +335,9 @@ class DisaggregatedModel:
             tpot = self.append_noise.tpot(tpot, rates, tau, self.cells.decode_steps)
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":
-            boundary = first_token_s("A", tau, busy_p) + overlap_s(self.overlap_steps, tau)  # + E[J_d], k·τ̄_d
+            boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]
+            if self.overlap_steps:  # the decode engine's overlap scheduler: k·τ̄_d
+                boundary = boundary + overlap_s(self.overlap_steps, tau)
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
             n = self.cells.decode_steps
