@@ -10,7 +10,9 @@ rate λ/y. On one log-spaced grid of λ this is a batched matrix product over a 
 λ with A(λ) ≥ α* (linear interpolation between grid points, capped by the stability limit
 min(ρ_max·x/E[S], y·λ_d,max, link)). The screen takes the TTFT parts of :mod:`pdplan.serving.ttft`
 (docs/queueing.md §1.5) with two shortcuts: the decode side of convention-A TTFT is
-:func:`pdplan.serving.ttft.first_token_s` at the zero-load step t0 with the instance taken busy (1.5·t0), and it
+:func:`pdplan.serving.ttft.first_token_s` at the zero-load step t0 with the instance taken busy (1.5·t0), plus the
+decode engine's overlap steps at the same step (:func:`pdplan.serving.ttft.overlap_s`, ``k·t0``: the exact model's
+``k·τ̄_d`` with τ̄_d ≥ t0), and it
 leaves out link queueing below the link's stability limit and the engine's per-request time; the plans it ranks
 highest are then re-evaluated exactly by :func:`pdplan.evaluation.evaluate`, which reports the final numbers.
 """
@@ -29,7 +31,7 @@ from pdplan.queueing.gig1 import delay_probability, stretch
 from pdplan.queueing.jsq import count_routing_terms
 from pdplan.search.tables import RHO_GRID, DecodeTable, PrefillBase, erlang_c_grid, interp_rows, prefill_wait_table
 from pdplan.serving import PREFILL_RHO_MAX, decode_binding
-from pdplan.serving.ttft import first_token_s
+from pdplan.serving.ttft import first_token_s, overlap_s, overlap_steps
 from pdplan.specs.scenario import SloSpec
 from pdplan.types import Binding, FloatArray, Int64Array, IntArray, Routing, tpot_at, ttft_at
 
@@ -166,8 +168,10 @@ class PairInputs:
 def pair_ttft(p: PairInputs, wait: object, mean_s: float, scv: float, lam: FloatArray, xs: FloatArray) -> FloatArray:
     """T [X, G, L] of one prefill option for a decode option's zero-load step (shared by its batch caps)."""
     offsets = p.base.latency_s.copy()
-    if p.convention == "A":  # the decode side at zero load, each instance taken busy: (1 + 1/2)·t0
-        offsets += p.base.exposed_s + float(first_token_s("A", np.array(p.table.perf.step.t0_s), 1.0))
+    if p.convention == "A":  # the decode side at zero load, each instance taken busy: (1 + 1/2)·t0, and k·t0
+        t0 = np.array(p.table.perf.step.t0_s)
+        extra = overlap_s(overlap_steps(p.table.hw.engine), t0)
+        offsets += p.base.exposed_s + float(first_token_s("A", t0, 1.0) + extra)
     return ttft_grid(wait, mean_s, scv, p.slo.ttft - offsets, p.routing, xs, lam)
 
 

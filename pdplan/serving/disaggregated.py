@@ -31,7 +31,10 @@
   ``W_p + S_p(l) + D_link(l) + T_kv(l) + E[J_d] + τ̄_d``. J_d, the wait for the decode step
   boundary, is 0 when the decode instance is idle (probability ``e^{−N}``, N the mean sequences
   in flight: M/G/∞ occupancy seen at arrival) and else ≈ U(0, τ̄_d), so ``E[J_d] = (1 −
-  e^{−N}) τ̄_d/2``; convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``, and
+  e^{−N}) τ̄_d/2``, plus under A the overlap scheduler's extra steps of the decode instance that samples token 1,
+  ``k·τ̄_d`` (k = ``scheduling.overlap_extra_steps`` of the decode instance's engine: :func:`pdplan.serving.ttft.
+  overlap_s`, a constant shift of the law per rate; the step is the decode instance's because its loop launches the
+  next decode step before it sends the token); convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``, and
   then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + D_link(l) + J_d)/n``
   (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow
   link), with D_link mixed in per prompt bin as a random delay (its atom plus
@@ -110,7 +113,7 @@ from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, prefill_perf
 from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s
+from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s, overlap_s, overlap_steps
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
@@ -264,17 +267,19 @@ class DisaggregatedModel:
     def ttft_parts(self, rate_rps: float) -> TtftParts:
         """The mean TTFT's parts at ``rate_rps`` (:mod:`pdplan.serving.ttft`; they add up to :meth:`snapshot`'s mean):
         the prefill wait, the prompt's own prefill, the engine's request time, and under convention A the exposed KV
-        transfer with the link's wait and the first decode step (under B those delay token 2, not token 1)."""
+        transfer with the link's wait, the first decode step and the overlap scheduler's extra steps (under B those
+        delay token 2, not token 1, and the prefill instance streams token 1)."""
         rates = np.array([float(rate_rps)])
         p = self.input_prob
         wait, _ = self.pool.wait(rates)
         wait_mean = wait.mean_s @ p if wait.mean_s.ndim == 2 else wait.mean_s
-        kv_s = first_s = 0.0
+        kv_s = first_s = extra_s = 0.0
         if self.convention == "A":
             link = np.broadcast_to(self.link_delay(rates).bin_mean_s, (1, p.size))[0]
             kv_s = float(p @ (self.point_exposed_s.mean(axis=1) + link))
             fixed = decode_fixed_point(rates / self.y, self.cells, self.decode.step)
             first_s = float(first_token_s("A", fixed.tau_mean_s, -np.expm1(-fixed.mean_seqs))[0])
+            extra_s = float(overlap_s(self.overlap_steps, fixed.tau_mean_s)[0])
             if self.admission is not None:  # the KV admission wait delays the first decode step
                 prob, cond = self.admission.wait(rates / self.y)
                 first_s += float(prob[0] * cond[0])
@@ -286,7 +291,14 @@ class DisaggregatedModel:
             kv_transfer_s=kv_s,
             first_token_s=first_s,
             request_overhead_s=float(request_delay_s(self.res.hardware.prefill, self.res.lengths.mean_input())),
+            overlap_s=extra_s,
         )
+
+    @property
+    def overlap_steps(self) -> float:
+        """k: the decode instance's overlap steps on token 1 (convention A; :func:`pdplan.serving.ttft.overlap_steps`
+        of the decode instance type's engine)."""
+        return overlap_steps(self.res.hardware.decode.engine)
 
     def _per_prompt_bin(self, link: BinDelay) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Convention B's TPOT terms per prompt bin: (exposed transfer ``[K]``, link-delay points and weights
@@ -324,6 +336,8 @@ class DisaggregatedModel:
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":
             boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]
+            if self.overlap_steps:  # the decode engine's overlap scheduler: k·τ̄_d
+                boundary = boundary + overlap_s(self.overlap_steps, tau)
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
             n = self.cells.decode_steps

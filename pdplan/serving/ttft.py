@@ -16,6 +16,17 @@ A request's TTFT is the sum of
   ``(1 + (1 − e^{−N})/2)·τ̄`` (:func:`first_token_s`). Convention B (the prefill instance streams token 1, as
   DistServe measures): 0 — the KV transfer and the step boundary then delay token 2, and the serving model spreads
   them over the request's TPOT instead;
+* ``overlap_s`` — the overlap scheduler's extra steps: an engine that launches step s + 1 before it processes step
+  s's output (vLLM ``async_scheduling``: ``EngineCore.step_with_batch_queue``; SGLang's overlap scheduler:
+  ``Scheduler.event_loop_overlap`` processes the last batch's result after launching the next; TensorRT-LLM's overlap
+  scheduler, which "introduces one extra decoding step") sends token 1 ``k = scheduling.overlap_extra_steps`` steps
+  after the step that sampled it, k steps *of the instance that samples it* (:func:`overlap_s`): the decode
+  instance's τ̄_d under convention A (disaggregated), the colocated instance's mean iteration (its mixed step;
+  :mod:`pdplan.serving.colocated`). Under convention B the prefill instance streams token 1 and nothing is added
+  (TensorRT-LLM's disaggregated recipes turn the overlap scheduler off on prefill workers, AIConfigurator's
+  ``generator/rule_plugin/trtllm.rule``). The step is the mean-field mean, so the TTFT law shifts by the constant
+  k·step at each rate (its percentiles too); k = 0 (vLLM 0.12, the kernel-only profile) adds nothing. Until
+  2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
 * ``request_overhead_s`` — the engine's host time per request outside the queues (API server, tokeniser, per-layer
   dispatch: :mod:`pdplan.serving.request_overhead`);
 * ``cache_load_s`` — reading a request's cached prefix KV back from a storage tier (0 until the prefix cache is
@@ -37,6 +48,7 @@ import numpy as np
 
 from pdplan.queueing import WaitDistribution
 from pdplan.queueing.arrivals import gg_prefill_wait_distribution
+from pdplan.specs.engine import EngineProfile
 from pdplan.types import Convention, FloatArray, Mode
 
 LINK_POINTS = 16
@@ -64,6 +76,7 @@ class TtftParts:
     first_token_s: float
     request_overhead_s: float
     cache_load_s: float = 0.0
+    overlap_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -77,8 +90,9 @@ class TtftParts:
 
     @property
     def decode_side_s(self) -> float:
-        """The end of the prefill to token 1: exposed KV transfer and the first decode step (convention A)."""
-        return self.kv_transfer_s + self.first_token_s
+        """The end of the prefill to token 1: exposed KV transfer, the first decode step (convention A) and the
+        overlap scheduler's extra steps."""
+        return self.kv_transfer_s + self.first_token_s + self.overlap_s
 
 
 def first_token_s(convention: Convention, tau_s: FloatArray, busy_prob: FloatArray | float) -> FloatArray:
@@ -88,6 +102,18 @@ def first_token_s(convention: Convention, tau_s: FloatArray, busy_prob: FloatArr
     if convention == "B":
         return np.zeros_like(tau)
     return np.asarray((1.0 + 0.5 * np.asarray(busy_prob, dtype=np.float64)) * tau, dtype=np.float64)
+
+
+def overlap_steps(engine: EngineProfile | None) -> float:
+    """k: the steps the engine's overlap scheduler adds to token 1 (``scheduling.overlap_extra_steps``; 0 without an
+    engine profile, kernel time only)."""
+    return 0.0 if engine is None else float(engine.scheduling.overlap_extra_steps)
+
+
+def overlap_s(steps: float, step_s: FloatArray) -> FloatArray:
+    """The overlap scheduler's part of TTFT, ``k·step`` (module docstring): ``steps`` = k of :func:`overlap_steps`,
+    ``step_s`` the mean step of the instance that samples token 1, per rate."""
+    return np.asarray(steps * np.asarray(step_s, dtype=np.float64), dtype=np.float64)
 
 
 def step_boundary_s(busy_prob: float, tau_s: float) -> float:

@@ -175,7 +175,7 @@ class Segments:
 class Timeline:
     """Per-request event times (absolute seconds; NaN until the event happens)."""
 
-    __slots__ = ("admit", "arrival", "finish", "first_token", "prefill_done")
+    __slots__ = ("admit", "arrival", "finish", "first_lag", "first_token", "prefill_done")
 
     def __init__(self, n: int) -> None:
         nan = float("nan")
@@ -183,4 +183,7 @@ class Timeline:
         self.prefill_done: list[float] = [nan] * n
         self.admit: list[float] = [nan] * n  # joined a decode batch
         self.first_token: list[float] = [nan] * n
+        self.first_lag: list[float] = [0.0] * n
+        """How long after ``first_token`` (the end of the iteration that sampled it) the client gets token 1: the
+        overlap scheduler's iterations (:mod:`pdplan.sim.overlap_lag`); 0 without overlap."""
         self.finish: list[float] = [nan] * n

@@ -48,7 +48,8 @@ def simulate_benchmark(
     setup = sim_deployment(model, np.full(requests, isl), np.full(requests, osl), step)
     dep = setup.deployment
     assert isinstance(dep, Colocated)
-    dep = dataclasses.replace(dep, instances=1, mixed=inp.mixed)
+    # the overlap step is the closed loop's constant here (extra below), not the replay's own lag (sim.overlap_lag)
+    dep = dataclasses.replace(dep, instances=1, mixed=inp.mixed, overlap_steps=0)
     run = simulate_closed_loop(
         concurrency,
         setup.requests,

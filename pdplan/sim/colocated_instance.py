@@ -2,9 +2,10 @@
 
 Common model: arriving requests join an FCFS prefill queue. A request is *admitted* (takes a seat out
 of ``max_batch`` and KV, below) when its prefill starts; the queue head blocks the rest while it does not fit. The
-iteration that completes a prompt emits token 1 (TTFT) and the sequence joins the decode batch for the next
-iteration; it then needs n decode steps (n = output − 1), each giving every decoding sequence one token (context
-``l + j`` at its j-th step).
+iteration that completes a prompt samples token 1, out at its end (TTFT) or, with an overlap scheduler of k extra
+steps (``Colocated.overlap_steps``), at the end of the k-th iteration after it, whatever those iterations carry
+(:mod:`pdplan.sim.overlap_lag`); the sequence joins the decode batch for the next iteration; it then needs n decode
+steps (n = output − 1), each giving every decoding sequence one token (context ``l + j`` at its j-th step).
 
 The KV follows the engine (``Colocated.reserve_kv``; docs/queueing.md §2.6):
 
@@ -59,6 +60,7 @@ import numpy as np
 
 from pdplan.errors import SpecError
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
+from pdplan.sim.overlap_lag import OverlapLag, overlap_iterations
 from pdplan.sim.ratio_admission import RatioBook
 from pdplan.sim.recompute_hits import FreedQueue
 from pdplan.sim.spec import ChunkTimeFn, Colocated, PrefillStart
@@ -99,6 +101,7 @@ class ColocatedInstance:
         self.window = math.inf if spec.window_tokens is None else spec.window_tokens  # min(l + n, w) held at most
         self.prompt, self.steps, self.service, self.left = prompt, steps, service, left
         self.tl, self.seg = timeline, segments
+        self.lag = OverlapLag(overlap_iterations(spec.overlap_steps), timeline)
         self.kv_used = 0.0  # reserved: every admitted request's footprint; growing: the prompts still prefilling
         self.reserve = spec.reserve_kv
         self.running: dict[int, None] = {}  # growing: decoding sequences in admission order (the last is preempted)
@@ -145,14 +148,17 @@ class ColocatedInstance:
         if self.kind == _DECODE:
             k = self.next_k + 1
             self.seg.add(self.t, now, act.b, k)
+            self.lag.ended((self.t + self.bounds[:k]).tolist())
             self._taken(k * act.b)  # one token per sequence per step
             act.s += k
             if self.book is not None:
                 self.book.decoded(k)
         elif self.kind == _PREFILL:
             self.seg.add(self.t, now, act.b, 0)  # decodes stalled: resident, no step
+            self.lag.ended((now,))
         elif self.kind == _MIXED:
             self.seg.add(self.t, now, act.b, 1 if act.b else 0)
+            self.lag.ended((now,))
             act.s += 1
             self._taken(act.b)
             if self.book is not None and act.b:
@@ -172,6 +178,8 @@ class ColocatedInstance:
             self._plan_chunked()
         else:
             self._plan_prefill_first()
+        if self.kind == _IDLE:  # nothing launched behind a token sampled here: it is out now
+            self.lag.idle(now)
         return done
 
     def _taken(self, tokens: float) -> None:
@@ -261,7 +269,7 @@ class ColocatedInstance:
             if resumed is not None:
                 self._join(req, resumed[0], resumed[1])
                 return
-        self.tl.first_token[req] = now
+        self.lag.sampled(req, now)
         if self.prefilled is not None:
             self.prefilled(req, now)
         if self.steps[req] > 0:

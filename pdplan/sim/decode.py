@@ -13,7 +13,9 @@ Model and policy:
   requests behind it — head-of-line blocking, no skipping).
 * Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
   active sequence gains one token. A sequence admitted at the boundary of step s finishes at the end
-  of step ``s + n − 1``; under convention A its first token is emitted at the end of step s.
+  of step ``s + n − 1``; under convention A its first token is sampled at the end of step s and, with an overlap
+  scheduler of k extra steps (``DecodeSetup.overlap_steps``), reaches the client at the end of step s + k
+  (:mod:`pdplan.sim.overlap_lag`; at once where the instance goes idle first).
 * Step times between events are planned in one vectorised call (:class:`~pdplan.sim.batch.ActiveSet`);
   an event is the next completion, or the first boundary at or after the next ready time when a seat
   may be free. Ties: a request ready exactly at a boundary is admitted at that boundary.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.sim.batch import ActiveSet, Segments, Timeline
+from pdplan.sim.overlap_lag import OverlapLag
 from pdplan.sim.spec import StepTimeFn
 from pdplan.types import FloatArray
 
@@ -48,6 +51,9 @@ class DecodeSetup:
     segments: Segments
     emits_first_token: bool
     state_tokens: float = 0.0
+    overlap_steps: int = 0
+    """Iterations token 1 waits behind the step that sampled it (the engine's overlap scheduler,
+    :mod:`pdplan.sim.overlap_lag`)."""
 
 
 class DecodeInstance:
@@ -65,6 +71,7 @@ class DecodeInstance:
         self.tl = setup.timeline
         self.seg = setup.segments
         self.emits_first_token = setup.emits_first_token
+        self.lag = OverlapLag(setup.overlap_steps, setup.timeline)
         self.t = 0.0  # time of the last processed boundary
         self.pending: list[tuple[float, int]] = []  # heap (ready time, request): KV not yet here
         self.waiting: deque[int] = deque()  # ready, not admitted (FCFS)
@@ -92,6 +99,7 @@ class DecodeInstance:
         if act.b > 0:
             k = self.next_k + 1
             self.seg.add(self.t, now, act.b, k)
+            self.lag.ended((self.t + self.bounds[:k]).tolist())
             act.s += k
         self.t = now
         done = act.pop_finished()
@@ -128,6 +136,7 @@ class DecodeInstance:
 
     def _plan(self, admitted: list[int]) -> None:
         if self.act.b == 0:
+            self.lag.idle(self.t)
             self.bounds = _EMPTY
             self.next_k = -1
             self.next_time = self.pending[0][0] if self.pending else math.inf
@@ -136,7 +145,7 @@ class DecodeInstance:
         if self.emits_first_token and admitted:
             first = self.t + float(bounds[0])
             for req in admitted:
-                self.tl.first_token[req] = first
+                self.lag.sampled(req, first)
         k = bounds.size - 1
         if self.pending and not self.waiting and self.act.b < self.max_batch:
             k = min(k, int(np.searchsorted(bounds, self.pending[0][0] - self.t)))

@@ -54,7 +54,10 @@ the queueing approximations and nothing else:
   retraction of the least-decoded request; :func:`ratio_admission`, the profile's ``kv_reserve_ratio``);
   TensorRT-LLM, and every prefill-first instance, reserve ``l + n`` at admission.
 * **TTFT convention**: A (decode streams token 1: n = output steps, the first emits token 1) or B
-  (prefill streams token 1: n = output − 1); colocated: the iteration finishing the prompt.
+  (prefill streams token 1: n = output − 1); colocated: the iteration finishing the prompt. With an engine whose
+  overlap scheduler costs token 1 k extra steps (``scheduling.overlap_extra_steps``) the instance that samples it
+  (the decode instance under A, the colocated one) sends it k of its own simulated iterations later
+  (:mod:`pdplan.sim.overlap_lag`); under B the prefill instance sends it at once, as the closed form prices it.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import DecodePerf, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
+from pdplan.sim.overlap_lag import overlap_iterations
 from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.sim.spec import StepTimeFn
 from pdplan.specs.engine import Scheduling
@@ -154,6 +158,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             routing=decode_routing,
             state_tokens_per_seq=dec.state_tokens_per_seq,
             window_tokens=dec.window_tokens,
+            overlap_steps=_overlap(hw.decode),  # the decode instance samples token 1 (convention A)
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -290,9 +295,17 @@ def _colocated(model: ColocatedModel, req: Requests, step: StepModel) -> SimSetu
         reserve_kv=model.scheduler != "chunked" or res.engine.scheduling.kv_admission == "reserve",
         ratio_admission=ratio_admission(res.engine.scheduling) if model.scheduler == "chunked" else None,
         recompute_hits=res.engine.scheduling.kv_admission == "on_demand",  # vLLM V1: prefix caching on by default
+        overlap_steps=_overlap(hw),
     )
     delay = request_delay_s(hw, res.lengths.mean_input())  # engine host time, as the closed form
     return SimSetup(dep, req, np.full(req.count, delay), dec.step.t0_s)
+
+
+def _overlap(hw: RoleHardware) -> int:
+    """The iterations token 1 waits behind the one that sampled it on this instance type: its engine's overlap
+    scheduler (``scheduling.overlap_extra_steps``; 0 without an engine), counted by the simulator itself
+    (:mod:`pdplan.sim.overlap_lag`), not priced as the closed form's steps."""
+    return 0 if hw.engine is None else overlap_iterations(hw.engine.scheduling.overlap_extra_steps)
 
 
 def ratio_admission(scheduling: Scheduling) -> RatioAdmission | None:

@@ -54,6 +54,7 @@ from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.colocated_instance import ColocatedInstance, PrefilledFn
 from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.metrics import SimResult, build_result
+from pdplan.sim.overlap_lag import overlap_iterations
 from pdplan.sim.prefill import (
     BatchedPrefill,
     DispatchedPrefill,
@@ -220,6 +221,7 @@ class _DisaggEngine(_Engine):
             self.decode_seg,
             not self.convention_b,
             d.state_tokens_per_seq,
+            overlap_iterations(d.overlap_steps),
         )
         self.servers = self.decoders = [make(setup) for _ in range(d.instances)]
         self.unbatched = (

@@ -4,7 +4,9 @@ Conventions:
 
 * ``ttft_s`` = first token − arrival (TTFT convention A or B, see :mod:`pdplan.sim.spec`);
   ``tpot_s`` = (finish − first token)/(output_tokens − 1), the mean time per output token after the
-  first (NaN for one-token outputs); ``e2e_s`` = finish − arrival.
+  first (NaN for one-token outputs); ``e2e_s`` = finish − arrival. With an overlap scheduler every token reaches the
+  client the first token's lag after the iteration that sampled it (:mod:`pdplan.sim.overlap_lag`): ``first_token_s``,
+  ``finish_s``, TTFT and E2E carry it, TPOT and the throughput window are the engine's own.
 * Warm-up: the first ``warmup_count = floor(warmup_fraction · N)`` requests (by request id, i.e.
   arrival/issue order) are simulated but excluded from every statistic.
 * Measurement window ``[w0, w1]``: w0 = arrival of the first counted request, w1 = arrival of the last
@@ -163,14 +165,16 @@ def build_result(
     """Assemble a :class:`SimResult` from the recorded timeline and busy segments."""
     warm = warmup_count(req.count, warmup_fraction)
     arrival = np.asarray(tl.arrival, dtype=np.float64)
-    first = np.asarray(tl.first_token, dtype=np.float64)
-    finish = np.asarray(tl.finish, dtype=np.float64)
+    sampled = np.asarray(tl.first_token, dtype=np.float64)
+    done = np.asarray(tl.finish, dtype=np.float64)
+    lag = np.asarray(tl.first_lag, dtype=np.float64)  # the overlap scheduler's: every token that late (overlap_lag)
+    first, finish = sampled + lag, done + lag
     out = req.output_tokens
     after_first = np.where(out > 1, out - 1, 0).astype(np.float64)
-    tpot = np.divide(finish - first, after_first, out=np.full_like(first, np.nan), where=after_first > 0)
-    window = _window(arrival, finish, warm)
+    tpot = np.divide(done - sampled, after_first, out=np.full_like(first, np.nan), where=after_first > 0)
+    window = _window(arrival, done, warm)
     w0, w1 = window
-    inside = (finish > w0) & (finish <= w1)
+    inside = (done > w0) & (done <= w1)
     span = w1 - w0
     return SimResult(
         input_tokens=req.input_tokens,

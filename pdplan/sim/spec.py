@@ -187,6 +187,9 @@ class DecodePool:
     """Every layer windowed (:attr:`pdplan.specs.model.ModelSpec.kv_window_tokens`): a sequence holds and reads
     min(l + j, w) tokens, so it reserves min(l + n, w) + s and the step's K is the windowed sum
     (:class:`pdplan.sim.batch.ActiveSet`). None: no cap."""
+    overlap_steps: int = 0
+    """Convention A: iterations token 1 waits behind the step that sampled it (the engine's overlap scheduler,
+    ``scheduling.overlap_extra_steps``, :mod:`pdplan.sim.overlap_lag`); 0: out at that step's end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +260,9 @@ class Colocated:
     """With ``reserve_kv=False``: SGLang's rule instead of vLLM's, admission against the running requests'
     ratio-weighted remaining output and retraction of the least-decoded request to the queue's tail
     (:mod:`pdplan.sim.ratio_admission`); None = vLLM's."""
+    overlap_steps: int = 0
+    """Iterations token 1 waits behind the iteration that sampled it: the engine's overlap scheduler
+    (``scheduling.overlap_extra_steps``, :mod:`pdplan.sim.overlap_lag`); 0: out at that iteration's end."""
     recompute_hits: bool = False
     """vLLM's rule with prefix caching (V1's default): a preempted request readmitted finds the prefix of its context
     that the pool's allocations did not take in between and recomputes the rest (:mod:`pdplan.sim.recompute_hits`);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 2 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node)
 # plan: 2P2D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 64 GPUs; goodput 126.7 req/s
-# at that rate: TTFT P90 1217 ms, TPOT P90 121.1 ms
+# at that rate: TTFT P90 1337 ms, TPOT P90 121.1 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-2node-no-tbo)
 # plan: 1P1D h200-sxm TP1 DP16 EP16 / h200-sxm TP1 DP16 EP16 request; 32 GPUs; goodput 50.32 req/s
-# at that rate: TTFT P90 711.8 ms, TPOT P90 149.9 ms
+# at that rate: TTFT P90 857.7 ms, TPOT P90 149.9 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 1 x TP1 DP16 EP16 (16 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)

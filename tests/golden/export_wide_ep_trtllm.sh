@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to trtllm: plan 1 of 5 from examples/deepseek-v3-wide-ep.yaml (wide-ep-request-no-tbo)
 # plan: 1P2D h200-sxm TP1 DP8 EP8 / h200-sxm TP1 DP8 EP8 request; 24 GPUs; goodput 31.18 req/s
-# at that rate: TTFT P90 4842 ms, TPOT P90 59.93 ms
+# at that rate: TTFT P90 4895 ms, TPOT P90 59.93 ms
 # model: deepseek-ai/DeepSeek-V3
 # prefill: 1 x TP1 DP8 EP8 (8 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
 # decode: 2 x TP1 DP8 EP8 (8 GPUs each) on h200-sxm (NVIDIA H200 SXM 141GB)
