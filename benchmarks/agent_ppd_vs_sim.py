@@ -190,6 +190,8 @@ def _instance_steps(spans: np.ndarray, window_s: float) -> dict[str, float]:
     length = spans[:, 1] - spans[:, 0]
     steps, added = spans[:, 3].sum(), spans[:, 5].sum()
     alone = spans[:, 4] == 1  # the mixed steps that carry one append
+    if not alone.any():
+        raise SystemExit("a decode instance ran no mixed step of one append in the counted window: run more requests")
     return {
         "step": length.sum() / steps,
         "plain_step": (length.sum() - added) / steps,
