@@ -23,7 +23,8 @@ import yaml
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
 from pdplan.queueing import decode_fixed_point
-from pdplan.serving.build import build_model, goodput_model, with_cache_rate
+from pdplan.serving.build import build_model, goodput_model, model_at_rate, with_cache_rate
+from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import StorageReadStage, read_residual_s
 from pdplan.serving.limits import DECODE_U_MAX
@@ -31,6 +32,7 @@ from pdplan.serving.ppd_decode import decode_at, decode_side, scaled
 from pdplan.serving.ppd_pool import PpdPool
 from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.resolve import ResolvedScenario, resolve
+from pdplan.serving.roles import decode_step_fn
 
 ROOT = Path(__file__).parents[2]
 
@@ -206,9 +208,21 @@ def test_appends_sharing_a_step_and_their_count_per_request_are_priced(tmp_path:
     # alike: TPOT P90 29.23 ms (−12 %), Turn 2+ 0.242 s (−16 %). With each append on its session's DP rank (the
     # slowest rank sets a mixed step, pdplan/sim/append_ranks.py; the closed form's others in an append's step those
     # of its own rank, pdplan/serving/ppd_boundary.py), offered 17.57 req/s: 18.1 % sharing (0.21 others), Turn 2+
-    # TTFT P90 0.242 s (closed form 0.239 s, −1.3 %), TPOT mean / P90 32.26 / 37.41 ms (closed form 27.28 / 31.01 ms,
-    # −15 / −17 %: the run before this change gave 33.15 / 39.05 ms, the gap is not the appends' ranks; open).
-    model = _model(_agent_sessions(tmp_path, {"dist": "exponential", "mean": "11.6s"}), 17.57)
+    # TTFT P90 0.242 s, TPOT mean / P90 32.26 / 37.41 ms. The closed form here was built with `build_model`, which
+    # without a decode line prices the one-line fit of the concave decode law (next test): TPOT 27.28 / 31.01 ms
+    # (−15 / −17 %), while the simulator's `linear` step is the law, the minimum of its two lines at each iteration's
+    # batch. On the line the law runs on at this rate (`model_at_rate`, as `pdplan evaluate` prices a rate: line 0,
+    # plain step 23.4 ms at 25.7 sequences an instance): TPOT 33.91 / 39.34 ms (+5.1 / +5.2 %), Turn 2+ TTFT P90
+    # 0.248 s (+2.6 %), 19.5 % sharing (0.23 others). Both sides on the one-line fit (`--one-line`, offered 18.43
+    # req/s): TPOT 28.15 / 32.11 ms against 27.05 / 30.40 ms (+4.1 / +5.6 %): the gap was the step law. The +5 % left
+    # is mostly appends of different ranks sharing a step, priced as a sum where the simulator's step takes the
+    # slowest rank (ρ_a 0.299 against 0.274; docs/prefix_cache.md §11, *The agent's TPOT gap*).
+    rate = 17.57
+    model = model_at_rate(
+        with_cache_rate(_agent_sessions(tmp_path, {"dist": "exponential", "mean": "11.6s"}), rate), rate
+    )
+    assert isinstance(model, DisaggregatedModel)
+    assert model.res.decode_line == 0  # the steep line: the least mean step at this rate
     assert isinstance(model.pool, PpdPool)
     p = model.pool.placement
     assert p is not None
@@ -217,9 +231,32 @@ def test_appends_sharing_a_step_and_their_count_per_request_are_priced(tmp_path:
     assert noise.appends_per_request == pytest.approx(p.share_on_decode / model.y, rel=1e-12)
     assert noise.rho == p.rho_append
     assert noise.work_sq_s2 >= p.work_s**2  # E[w²] ≥ E[w]²
-    snap = model.snapshot(np.array([17.57]))
-    tpot_p90 = float(snap.tpot_summary(90)[0].at_percentile)
+    tpot = model.snapshot(np.array([rate])).tpot_summary(90)[0]
     report = ppd_report(model.res, model)
     assert report is not None
-    assert tpot_p90 == pytest.approx(0.03741, rel=0.20)  # the open gap above
-    assert report.ttft_turn2_p90_s == pytest.approx(0.242, rel=0.05)
+    assert tpot.mean == pytest.approx(0.03226, rel=0.07)  # +5.1 %
+    assert float(tpot.at_percentile) == pytest.approx(0.03741, rel=0.07)  # +5.2 %
+    assert report.ttft_turn2_p90_s == pytest.approx(0.242, rel=0.05)  # +2.6 %
+
+
+def test_the_agent_decode_step_is_its_law_not_the_one_line_fit(tmp_path: Path) -> None:
+    # DeepSeek-V3 FP8 on a B200 DP8/EP8 decode instance: the step is concave in the batch (expert reads saturate), so
+    # the law is the minimum of two lines (pdplan/serving/decode_lines.py). At 20 sequences of 33,800 tokens (the
+    # batch and mean context these runs hold an instance; 676,000 tokens in all) the roofline gives 22.38 ms, the law
+    # 21.45 ms (line 0: 14.47 + 0.3019·20 + 1.395e-6·676,000 ms), the one-line fit 18.84 ms (16.22 + 0.0510·20 +
+    # 2.374e-6·676,000 ms): 16 % low. A closed form on the one-line fit therefore priced TPOT 15–17 % below a
+    # simulator stepping on the law.
+    res = _agent_sessions(tmp_path, {"dist": "exponential", "mean": "11.6s"})
+    perf = role_decode_perf(res)
+    assert len(perf.lines) == 2
+    batch = np.array([20.0])
+    context = batch * 33_800.0
+    roof = float(decode_step_fn(res.hardware.decode, batch, context)[0])
+    law = float(perf.law_step_s(batch, context)[0])
+    one = float(perf.step(batch, context)[0])
+    line0 = perf.lines[0]
+    assert law == pytest.approx(line0.t0_s + 20.0 * line0.t1_s_per_seq + 676_000.0 * line0.t2_s_per_token, rel=1e-12)
+    assert roof == pytest.approx(0.02238, rel=0.01)
+    assert law == pytest.approx(0.02145, rel=0.01)
+    assert one == pytest.approx(0.01884, rel=0.01)
+    assert one < 0.86 * roof < law
