@@ -41,9 +41,10 @@ from pdplan.evaluation.evaluate import evaluate
 from pdplan.evaluation.record import Evaluation
 from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.queueing import decode_fixed_point
-from pdplan.serving.build import build_model
+from pdplan.serving.build import build_model, model_at_rate
 from pdplan.serving.cache_setup import reuses_kv
 from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.decode_lines import line_count
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.serving.snapshot import LatencySummary
@@ -415,8 +416,9 @@ def simulate_scenario(
         runner = _Runner(sim_deployment(model, lin, out, step), seed, scenario.slo, arrivals, process)
     closed: dict[str, Any] = {}
     point, cache = None, None
-    if ev.operating_point is not None:
-        closed = _closed_form(ev, model)
+    if ev.operating_point is not None:  # on the line of a concave decode law the rate runs on, as evaluate's
+        line = model if line_count(res) == 0 else model_at_rate(res, ev.operating_point.rate_rps)
+        closed = _closed_form(ev, line)
         tell(f"simulating {n_requests:,} requests")
         if isinstance(runner, _ReuseRunner):
             assert rate is not None
