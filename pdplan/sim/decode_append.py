@@ -15,9 +15,10 @@ reserving ``l + n + s`` KV slots at admission) with two additions that :mod:`pdp
   ``decode_step_s(B, K) + Σ chunk_s(c_i, before_i)``: the colocated simulator's price of an iteration with prefill
   pieces (:class:`pdplan.sim.deployment.SimChunkPrice`, the roofline tables of this instance's hardware; the decode
   step with B = 0 when only the append runs, so its fixed part is paid), which every co-running sequence waits
-  for: the interference on their TPOT. The step that completes an append's prompt emits its token 1 (its TTFT); it
-  then joins the decode batch for its remaining ``output − 1`` steps. Sequences admitted at the boundary of a
-  mixed step take their first step in it (convention A: token 1 at its end).
+  for: the interference on their TPOT. The step that completes an append's prompt samples its token 1, which is out
+  at its end or, under the engine's overlap scheduler, k iterations later (:mod:`pdplan.sim.overlap_lag`, as every
+  instance's first tokens); it then joins the decode batch for its remaining ``output − 1`` steps. Sequences
+  admitted at the boundary of a mixed step take their first step in it (convention A: token 1 sampled at its end).
 
 **Attention-DP ranks** (``AppendWork.ranks``, an instance of D > 1 ranks; :mod:`pdplan.sim.append_ranks`): an
 append runs on the rank that holds its session, the FCFS fill is per rank with the rank's own budget (less its
@@ -107,9 +108,11 @@ class AppendDecodeInstance(DecodeInstance):
         if self.plan:
             self.seg.add(self.t, now, act.b, 1 if act.b else 0)
             act.s += 1
+            self.lag.ended((now,))
         elif act.b > 0:
             k = self.next_k + 1
             self.seg.add(self.t, now, act.b, k)
+            self.lag.ended((self.t + self.bounds[:k]).tolist())
             act.s += k
         self.t = now
         done = act.pop_finished()
@@ -170,7 +173,8 @@ class AppendDecodeInstance(DecodeInstance):
         self.appends.discard(req)
         del self.left[req]
         tl = self.tl
-        tl.prefill_done[req] = tl.first_token[req] = tl.admit[req] = now
+        tl.prefill_done[req] = tl.admit[req] = now
+        self.lag.sampled(req, now)  # token 1 sampled at the append's last step, out k iterations later
         steps = self.work.append_steps[req]
         if steps > 0:
             self.act.add(req, self.prompt[req], steps)
@@ -237,7 +241,7 @@ class AppendDecodeInstance(DecodeInstance):
         self.next_time = self.t + step
         if self.emits_first_token:
             for req in admitted:
-                self.tl.first_token[req] = self.next_time
+                self.lag.sampled(req, self.next_time)
 
     def _fill(self, queue: list[int] | deque[int], budget: int) -> list[tuple[int, int]]:
         """``(append, tokens)``: the admitted appends of ``queue`` in order, each taking what it has left of
