@@ -10,9 +10,11 @@ docs/accuracy.md §6; tests/reference/test_colocated_vs_sim.py checks the percen
 * Short prompts (the MLPerf DGX-H100 deployment, 222-token prompts at a ~3,600-token chunk): every step takes all the
   prompts that arrived during the step before. The gated bulk mean TTFT (the script's docstring), priced at the
   simulator's own decode batch, checks that explanation (held to 6 %); the closed form's ρ (recorded +0.009, held to
-  0.03) and P99 TTFT (recorded +7.5 %, the landing-step wait of colocated_chunked; held to the ~15 % of the issue)
-  agree. Known miss, xfail (strict: it fails once the benchmark's estimate agrees): the prefill wait P99, +26 % (the
-  benchmark's own sum of the fluid M/G/1 wait and the rest of the landing step, taken independent).
+  0.03) agrees. P99 TTFT: recorded +7.5 % (the landing-step wait of colocated_chunked) before the overlap scheduler's
+  extra iteration (TensorRT-LLM, k = 1) entered both sides on 2026-12-07; since then 0.445 against 0.529 s, −16.0 %,
+  a strict xfail (:data:`OVERLAP_P99_MISS`). Known miss, xfail (strict: it fails once the benchmark's estimate
+  agrees): the prefill wait P99, +26 % (the benchmark's own sum of the fluid M/G/1 wait and the rest of the landing
+  step, taken independent).
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ FRACTION = 0.95
 BUSY_TOLERANCE = 0.03
 GATED_TOLERANCE = 0.06
 P99_TARGET = 0.15
+OVERLAP_P99_MISS = (
+    "known miss since 2026-12-07: with the overlap scheduler's extra iteration on token 1 the P99 TTFT is 0.445 s "
+    "against the simulator's 0.529 s (-16.0 %; +7.5 % before). At 95 % of the limit the iteration after a prompt's "
+    "last chunk is a full chunk step most of the time; the simulator waits for its end, the closed form "
+    "(pdplan/serving/overlap_ttft.py) gives the longest share rho of the TTFTs the per-step mean of the full and "
+    "drain steps, which in this tail is short"
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +89,7 @@ def test_short_prompts_wait_p99(points: dict[str, Any]) -> None:
     assert abs(pt.closed["wait_p99"] / pt.sim["wait_p99"] - 1.0) < P99_TARGET, (pt.closed, pt.sim)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=OVERLAP_P99_MISS)
 def test_short_prompts_ttft_p99(points: dict[str, Any]) -> None:
     pt = points["MLPerf DGX-H100"]
     assert abs(pt.closed_ttft_p99_s / pt.sim["ttft_p99"] - 1.0) < P99_TARGET, (pt.closed_ttft_p99_s, pt.sim)
