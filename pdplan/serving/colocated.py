@@ -112,7 +112,7 @@ from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_re
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
-from pdplan.serving.roles import DecodePerf, chunk_price, prefill_perf
+from pdplan.serving.roles import ChunkPrice, DecodePerf, chunk_price, prefill_perf
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import GRID_CELLS, TtftParts
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
@@ -138,9 +138,11 @@ class ColocatedModel:
     res: ResolvedScenario[ColocatedHardware]
     scheduler: str
     cells: DecodeWorkload
-    prefill_point_s: FloatArray
+    prefill_point_s: FloatArray | None
     """prefill-first: ``[C, J]`` per cell, the batch-1 prefill of its prompt at each of its bin's J quadrature lengths
-    (equal weights; with a prefix cache, of the point's missed tokens), seconds."""
+    (equal weights; with a prefix cache, of the point's missed tokens), seconds. None: not priced (a chunked model
+    with a prefix cache, whose prompts ride the decode steps at the representative lengths:
+    :mod:`~pdplan.serving.colocated_cache`, *Chunked models*)."""
     decode: DecodePerf
     prefill_s_per_token: float
     """t_p: seconds per chunk token (GEMM side, :func:`~pdplan.serving.roles.chunk_price`)."""
@@ -181,6 +183,8 @@ class ColocatedModel:
     @property
     def prefill_cell_s(self) -> FloatArray:
         """prefill-first: per cell the mean of :attr:`prefill_point_s` over its points (its share of λE[S])."""
+        if self.prefill_point_s is None:
+            raise ValueError("this colocated model prices no quadrature points (a chunked model with a prefix cache)")
         return np.asarray(self.prefill_point_s.mean(axis=1), dtype=np.float64)
 
     def token_interval_s(self, lam: float) -> float:
@@ -663,7 +667,11 @@ def _with_cache(res: ResolvedScenario[ColocatedHardware], plain: ColocatedModel,
 
     if res.cache is None:
         raise ValueError("_with_cache needs a deployment with a prefix cache")
-    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident)
+    chunked = None
+    if plain.scheduler == "chunked" and plain.gemm_width is not None:  # the points go unread: not priced
+        width = plain.gemm_width  # tabulated up to the budget, which it ends at (roles._width_grid)
+        chunked = ChunkPrice(width.top, plain.prefill_s_per_token, plain.attention_cell_s, plain.drain_cell_s, width)
+    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident, chunked)
     return ColocatedModel(
         res,
         plain.scheduler,
