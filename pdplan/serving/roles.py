@@ -313,8 +313,9 @@ def cached_chunk_price(
 
     ``like``: a price of the same ``hw``, budget and ``split`` (the deployment's :func:`chunk_price` without the
     cache), whose t_p and G(n) table, which read neither the prompts nor the hits, are taken as they are: only G(1)
-    and G(m_L) are priced here (the roofline prices each token count on its own, so these are the doubles
-    :func:`_gemm_side` gives; tests/unit/test_colocated_points.py, bit for bit)."""
+    and G(m_L) are priced here, in the one roofline call that prices the chunks' attention (the roofline prices each
+    token count on its own, so these are the doubles :func:`_gemm_side` and a call of their own give;
+    tests/unit/test_colocated_points.py, bit for bit)."""
     split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
@@ -322,17 +323,18 @@ def cached_chunk_price(
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    if like is None or like.budget_tokens != budget:
-        t_p, drain, width = _gemm_side(hw, budget, last, split)
-    else:
-        t_p, width = like.s_per_token, like.width
-        g, _ = split(hw, np.concatenate(([1.0], last)))
-        drain = np.maximum(g[1:] - g[0], 0.0)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
     eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
-    _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    if like is None or like.budget_tokens != budget:
+        t_p, drain, width = _gemm_side(hw, budget, last, split)
+        _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    else:  # G(1) and G(m_L) first, then the attention's token counts
+        t_p, width = like.s_per_token, like.width
+        g, attn = split(hw, np.concatenate(([1.0], last, eq_full.ravel(), eq_last)))
+        drain = np.maximum(g[1 : 1 + last.size] - g[0], 0.0)
+        attn = attn[1 + last.size :]
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
     return ChunkPrice(budget, t_p, attention, drain, width)
