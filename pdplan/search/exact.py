@@ -390,12 +390,13 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
         good = _law_goodput(pick, _rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
     capacity = pick.capacity or pick.model
+    lines = _line_models(capacity)
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
         if line_count(dataclasses.replace(capacity.res, decode_line=None)) == 0:
             good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
-        else:  # another SLO may run on another line of a concave decode law
-            good = _law_goodput(pick, capacity.res, scaled)
+        else:  # another SLO may run on another line of a concave decode law: each line's model, built once
+            good = _law_goodput(pick, capacity.res, scaled, lines)
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
     for which in ("input", "output"):
         for factor in (0.8, 1.2):
@@ -403,6 +404,20 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
             name = "ISL" if which == "input" else "OSL"
             rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
     return tuple(rows)
+
+
+def _line_models(capacity: LocalModel) -> Callable[[ResolvedScenario[Any]], LocalModel]:
+    """The model of ``capacity``'s bound scenario on a line of its decode law, for the SLO rows (which do not change
+    it): ``capacity`` itself on its own line (the model :func:`build_model` makes of its ``res``, whose stability limit
+    it has already solved), each other line's built once for both rows (the model reads no SLO)."""
+    built: dict[int | None, LocalModel] = {capacity.res.decode_line: capacity}
+
+    def model(res: ResolvedScenario[Any]) -> LocalModel:
+        if res.decode_line not in built:
+            built[res.decode_line] = build_model(res)
+        return built[res.decode_line]
+
+    return model
 
 
 def _rate_rows(pick: Exact) -> tuple[Sensitivity, ...]:
@@ -447,10 +462,16 @@ def _rebuilt(
     return res
 
 
-def _law_goodput(pick: Exact, res: ResolvedScenario[Any], slo: SloSpec) -> float:
+def _law_goodput(
+    pick: Exact,
+    res: ResolvedScenario[Any],
+    slo: SloSpec,
+    build: Callable[[ResolvedScenario[Any]], LocalModel] = build_model,
+) -> float:
     """The goodput the plan reports (margins applied) for the model of ``res`` under ``slo``: on each line of a
-    concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise."""
-    return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build_model(r), slo), float)
+    concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise. ``build``: the model
+    of ``res`` on a line (:func:`build_model`, or models already built: :func:`_line_models`)."""
+    return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build(r), slo), float)
 
 
 def rate_curve(pick: Exact, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:

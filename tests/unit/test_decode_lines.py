@@ -131,3 +131,25 @@ def test_goodput_is_the_best_line_and_a_light_rate_runs_on_the_steep_one() -> No
     light = model_at_rate(res, 0.05)
     assert light.res.decode_line == 0
     assert light.decode.step == role_decode_perf(res).lines[0]
+
+
+def test_sensitivity_slo_rows_reuse_the_line_models_bit_for_bit() -> None:
+    """The SLO rows of a concave law's pick search each line's model: the pick's own model on its line and the other
+    line's built once for both rows (pdplan.search.exact._line_models); the goodputs are those of models built
+    afresh per row, bit for bit."""
+    from pdplan.search.exact import _law_goodput, _line_models, evaluate_exact, sensitivity
+
+    res = _colocated("mixtral-8x7b", 2)
+    pick = evaluate_exact(res, res.hardware.deployment, target_rps=None)
+    assert pick is not None
+    capacity = pick.capacity or pick.model
+    assert line_count(dataclasses.replace(capacity.res, decode_line=None)) == 2
+    lines = _line_models(capacity)
+    assert lines(capacity.res) is capacity
+    other = dataclasses.replace(capacity.res, decode_line=1 - (capacity.res.decode_line or 0))
+    assert lines(other) is lines(other)  # built once
+    rows = {s.change: s.goodput_rps for s in sensitivity(pick, target_rps=None)}
+    slo = res.scenario.slo
+    for factor in (0.8, 1.2):
+        scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
+        assert rows[f"SLO thresholds x{factor:g}"] == _law_goodput(pick, capacity.res, scaled)
