@@ -153,3 +153,66 @@ def test_sensitivity_slo_rows_reuse_the_line_models_bit_for_bit() -> None:
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
         assert rows[f"SLO thresholds x{factor:g}"] == _law_goodput(pick, capacity.res, scaled)
+
+
+SESSIONS: dict[str, Any] = {
+    "turns": {"dist": "geometric", "mean": 3.0},
+    "new_tokens": {"dist": "fixed", "value": 300},
+    "output_tokens": {"dist": "fixed", "value": 150},
+    "think_time": {"dist": "exponential", "mean": "5s"},
+    "system_prompt_tokens": 500,
+}
+
+
+def _cached_xpyd(policy: str) -> ResolvedScenario[Any]:
+    data: dict[str, Any] = {
+        "model": "mixtral-8x7b",
+        "mode": "disaggregated",
+        "prefill": {"gpu": "h100-sxm", "tp": 2, "count": 1},
+        "decode": {"gpu": "h100-sxm", "tp": 2, "count": 1},
+        "workload": {"sessions": SESSIONS},
+        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": policy}},
+        "slo": {"ttft": "2s", "tpot": "100ms"},
+        "dtype": "bf16",
+        "kv_dtype": "bf16",
+    }
+    return resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), CATALOG)
+
+
+def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
+    """pdplan.search.exact._line_bound: with a prefix cache an xPyD line's bound is its decode pool's stable limit,
+    the same at any cache rate (the decode side reads no hit rate) and at least the line's self-consistent goodput;
+    PPD's decode side moves with the hits and a colocated model's limit too: no bound (inf)."""
+    from pdplan.search.exact import _capacity_model, _line_bound, _line_goodput
+    from pdplan.serving.build import build_model, with_cache_rate
+    from pdplan.serving.disaggregated import DisaggregatedModel
+
+    res = _cached_xpyd("pd")
+    d = res.hardware.deployment
+    assert line_count(res) == 2
+    bound = _line_bound(_capacity_model(res, d, "none"))
+    for line in (0, 1):
+        on = dataclasses.replace(res, decode_line=line)
+        limits = set()
+        for rate in (0.5, 2.0, 8.0):
+            model = build_model(with_cache_rate(on, rate))
+            assert isinstance(model, DisaggregatedModel)
+            limits.add(model.decode_limit().rate_rps)
+            assert model.limit().rate_rps <= model.decode_limit().rate_rps
+        assert limits == {bound(on)}  # one decode limit at every cache rate
+        _, _, _, good = _line_goodput(res, on, None, "none")
+        assert good.rate_rps <= bound(on)
+    ppd = _cached_xpyd("ppd")
+    assert _line_bound(_capacity_model(ppd, ppd.hardware.deployment, "none"))(
+        dataclasses.replace(ppd, decode_line=0)
+    ) == float("inf")
+    colocated = _colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
+    assert colocated.cache is not None
+    assert _line_bound(_capacity_model(colocated, colocated.hardware.deployment, "none"))(
+        dataclasses.replace(colocated, decode_line=0)
+    ) == float("inf")
+    uncached = _colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
+    on = dataclasses.replace(uncached, decode_line=0)
+    assert _line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on) == (
+        build_model(on).limit().rate_rps
+    )
