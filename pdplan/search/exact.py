@@ -22,10 +22,10 @@ from pdplan.search.priced import priced_record
 from pdplan.serving import (
     GOODPUT_REL_TOL,
     Colocated,
+    ColocatedHardware,
     ColocatedModel,
     Disaggregated,
     DisaggregatedHardware,
-    DisaggregatedModel,
     Goodput,
     LatencySummary,
     LocalModel,
@@ -286,26 +286,30 @@ def _capacity_model(
 
 def _line_bound(build: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callable[[ResolvedScenario[Any]], float]:
     """:func:`best_line`'s bound on a line's goodput (:func:`_line_goodput`), read from the model ``build`` makes of
-    the line's scenario (:func:`_capacity_model`): without a prefix cache its stable limit (:func:`limit_bound`);
-    with one, on an xPyD deployment whose decode side the hit rates do not change (not PPD, :class:`~pdplan.serving.
-    disaggregated.DecodeSide`), its decode pool's stable limit, the same at every cache rate and a candidate of every
-    probe's limit, which bounds that probe's goodput and so the self-consistent one (at most a holding probe's
-    goodput); else none (inf: a colocated model's limit moves with the hit rates, and so does PPD's decode side).
-    Without the bound a MoE's steep decode line, decode-bound far below the flat line's goodput (agent-dualpath:
-    13.9 req/s against 28.8-35.1), ran its whole cache-rate search on every xPyD plan."""
+    the line's scenario (:func:`_capacity_model`): without a prefix cache its stable limit (:func:`limit_bound`).
+    With one, a bound that holds at every cache rate, so that it bounds every probe's goodput and so the
+    self-consistent one (at most a holding probe's goodput): on an xPyD deployment whose decode side the hit rates
+    do not change (not PPD, :class:`~pdplan.serving.disaggregated.DecodeSide`), its decode pool's stable limit, the
+    same at every cache rate and a candidate of every probe's limit; on a colocated one whose cache keeps the cells'
+    masses (not a shared-prefix layout), the decode share's own cap
+    (:meth:`~pdplan.serving.colocated.ColocatedModel.decode_rate_bound`, read from the model without the cache); else
+    none (inf: PPD's decode side moves with the hits). Without it a MoE's steep decode line, decode-bound far below
+    the flat line's goodput (agent-dualpath: 13.9 req/s against 28.8-35.1 on xPyD, 8.1 against 8.8 colocated), ran
+    its whole cache-rate search."""
     uncached = limit_bound(build)
 
     def bound(res: ResolvedScenario[Any]) -> float:
         if res.cache is None:
             return uncached(res)
-        if not isinstance(res.hardware, DisaggregatedHardware) or ppd_applies(res):
+        colocated = isinstance(res.hardware, ColocatedHardware) and res.cache.reuse.shared_prefix is None
+        if not colocated and (not isinstance(res.hardware, DisaggregatedHardware) or ppd_applies(res)):
             return math.inf
-        try:
-            model = build(res)
+        try:  # a colocated model without the cache: its cells' means are every cache rate's (no fixed point)
+            model = build(dataclasses.replace(res, cache=None) if colocated else res)
         except NoFeasiblePlanError:  # at this cache rate: the search decides (another may hold)
             return math.inf
-        if not isinstance(model, DisaggregatedModel):
-            return math.inf
+        if isinstance(model, ColocatedModel):
+            return model.decode_rate_bound()
         return model.decode_limit().rate_rps
 
     return bound

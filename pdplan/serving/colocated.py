@@ -247,6 +247,18 @@ class ColocatedModel:
             return float(self.cells.prob @ self.attention_cell_s)
         return self.riding_s_per_request(0.0)
 
+    def decode_rate_bound(self) -> float:
+        """A deployment rate no stable limit of this deployment exceeds at any hit rates: where the decode share alone
+        reaches the utilisation cap, ``z·DECODE_U_MAX/(t1 E[n] + t2 E[work])`` (one part in 10⁶ above, for the
+        round-off of the cells' means). Every candidate of :meth:`limit` is at most λ_u, the root of u_d + u_p =
+        DECODE_U_MAX with u_p = λ·p(λ) ≥ 0 (:meth:`_riding_floor_s`), so λ_u lies below it. A prefix cache's cells
+        keep each (prompt, output) cell's mass (its classes' weights sum to 1 per prompt bin, unless the cache lays
+        out the prompts itself: :func:`~pdplan.serving.colocated_cache._bin_reweighted`) and its context and steps,
+        so E[n] and E[work], and this bound, are the model's without the cache (:attr:`plain`) at every cache rate."""
+        st, wl = self.decode.step, self.cells
+        per = st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work
+        return math.inf if per <= 0.0 else self.z * DECODE_U_MAX / per * (1.0 + 1e-6)
+
     def _decode_share(self, lam: float) -> float:
         """u_d = λ(t1 E[n] + t2 E[work]) per instance (§3)."""
         st, wl = self.decode.step, self.cells

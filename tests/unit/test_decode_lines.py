@@ -206,13 +206,43 @@ def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
     assert _line_bound(_capacity_model(ppd, ppd.hardware.deployment, "none"))(
         dataclasses.replace(ppd, decode_line=0)
     ) == float("inf")
-    colocated = _colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
-    assert colocated.cache is not None
-    assert _line_bound(_capacity_model(colocated, colocated.hardware.deployment, "none"))(
-        dataclasses.replace(colocated, decode_line=0)
-    ) == float("inf")
     uncached = _colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
     on = dataclasses.replace(uncached, decode_line=0)
     assert _line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on) == (
         build_model(on).limit().rate_rps
     )
+
+
+def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
+    """A colocated line with a session cache: the bound is the plain model's decode-share cap
+    (ColocatedModel.decode_rate_bound), the cached models' own at every cache rate but for round-off, above each of
+    their stable limits and the line's self-consistent goodput; a shared-prefix layout reweights the cells: none."""
+    from pdplan.search.exact import _capacity_model, _line_bound, _line_goodput
+    from pdplan.serving.build import build_model, with_cache_rate
+    from pdplan.serving.colocated import ColocatedModel
+
+    res = _colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
+    assert res.cache is not None
+    bound = _line_bound(_capacity_model(res, res.hardware.deployment, "none"))
+    for line in (0, 1):
+        on = dataclasses.replace(res, decode_line=line)
+        plain = build_model(dataclasses.replace(on, cache=None))
+        assert isinstance(plain, ColocatedModel)
+        assert bound(on) == plain.decode_rate_bound() < float("inf")
+        for rate in (0.2, 1.0, 5.0):
+            model = build_model(with_cache_rate(on, rate))
+            assert isinstance(model, ColocatedModel)
+            assert model.cache is not None
+            assert model.decode_rate_bound() == pytest.approx(bound(on), rel=1e-12)
+            assert model.limit().rate_rps <= bound(on)
+        _, _, _, good = _line_goodput(res, on, None, "none")
+        assert good.rate_rps <= bound(on)
+    part = {"dist": "fixed", "value": 200}
+    shared = {
+        "shared_prefix": {"num_prefixes": 4, "prefix_tokens": part, "question_tokens": part, "output_tokens": part}
+    }
+    layout = _colocated("mixtral-8x7b", 2, workload=shared, cache={"prefix_caching": True})
+    assert layout.cache is not None
+    assert _line_bound(_capacity_model(layout, layout.hardware.deployment, "none"))(
+        dataclasses.replace(layout, decode_line=0)
+    ) == float("inf")
