@@ -304,7 +304,7 @@ def _line_bound(build: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callabl
         colocated = isinstance(res.hardware, ColocatedHardware) and res.cache.reuse.shared_prefix is None
         if not colocated and (not isinstance(res.hardware, DisaggregatedHardware) or ppd_applies(res)):
             return math.inf
-        try:  # a colocated model without the cache: its cells' means are every cache rate's (no fixed point)
+        try:  # colocated: the model without the cache (under n+1 the degraded one's, cached): every rate's means
             model = build(dataclasses.replace(res, cache=None) if colocated else res)
         except NoFeasiblePlanError:  # at this cache rate: the search decides (another may hold)
             return math.inf
