@@ -9,6 +9,7 @@ goodput).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from pdplan.search.priced import priced_record
 from pdplan.serving import (
     GOODPUT_REL_TOL,
     Colocated,
+    ColocatedHardware,
     ColocatedModel,
     Disaggregated,
     DisaggregatedHardware,
@@ -44,6 +46,7 @@ from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.decode_lines import best_line, limit_bound, line_count
 from pdplan.serving.dual_path_setup import dual_path_report
+from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
@@ -261,7 +264,7 @@ def _goodput(
     if hit is not None:
         return hit  # type: ignore[no-any-return]
     try:
-        found = best_line(res, on, lambda got: got[3].rate_rps, limit_bound(_capacity_model(base, d, redundancy)))
+        found = best_line(res, on, lambda got: got[3].rate_rps, _line_bound(_capacity_model(base, d, redundancy)))
     except NoFeasiblePlanError as err:
         if keep is not None:
             keep[key] = err
@@ -283,6 +286,37 @@ def _capacity_model(
         return build_model(dataclasses.replace(bind(base, degraded(d)), decode_line=res.decode_line))
 
     return build
+
+
+def _line_bound(build: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callable[[ResolvedScenario[Any]], float]:
+    """:func:`best_line`'s bound on a line's goodput (:func:`_line_goodput`), read from the model ``build`` makes of
+    the line's scenario (:func:`_capacity_model`): without a prefix cache its stable limit (:func:`limit_bound`).
+    With one, a bound that holds at every cache rate, so that it bounds every probe's goodput and so the
+    self-consistent one (at most a holding probe's goodput): on an xPyD deployment whose decode side the hit rates
+    do not change (not PPD, :class:`~pdplan.serving.disaggregated.DecodeSide`), its decode pool's stable limit, the
+    same at every cache rate and a candidate of every probe's limit; on a colocated one whose cache keeps the cells'
+    masses (not a shared-prefix layout), the decode share's own cap
+    (:meth:`~pdplan.serving.colocated.ColocatedModel.decode_rate_bound`, read from the model without the cache); else
+    none (inf: PPD's decode side moves with the hits). Without it a MoE's steep decode line, decode-bound far below
+    the flat line's goodput (agent-dualpath: 13.9 req/s against 28.8-35.1 on xPyD, 8.1 against 8.8 colocated), ran
+    its whole cache-rate search."""
+    uncached = limit_bound(build)
+
+    def bound(res: ResolvedScenario[Any]) -> float:
+        if res.cache is None:
+            return uncached(res)
+        colocated = isinstance(res.hardware, ColocatedHardware) and res.cache.reuse.shared_prefix is None
+        if not colocated and (not isinstance(res.hardware, DisaggregatedHardware) or ppd_applies(res)):
+            return math.inf
+        try:  # colocated: the model without the cache (under n+1 the degraded one's, cached): every rate's means
+            model = build(dataclasses.replace(res, cache=None) if colocated else res)
+        except NoFeasiblePlanError:  # at this cache rate: the search decides (another may hold)
+            return math.inf
+        if isinstance(model, ColocatedModel):
+            return model.decode_rate_bound()
+        return model.decode_limit().rate_rps
+
+    return bound
 
 
 def _line_goodput(
@@ -394,12 +428,13 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
         good = _law_goodput(pick, _rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
     capacity = pick.capacity or pick.model
+    lines = _line_models(capacity)
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
         if line_count(dataclasses.replace(capacity.res, decode_line=None)) == 0:
             good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
-        else:  # another SLO may run on another line of a concave decode law
-            good = _law_goodput(pick, capacity.res, scaled)
+        else:  # another SLO may run on another line of a concave decode law: each line's model, built once
+            good = _law_goodput(pick, capacity.res, scaled, lines)
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
     for which in ("input", "output"):
         for factor in (0.8, 1.2):
@@ -407,6 +442,20 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
             name = "ISL" if which == "input" else "OSL"
             rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
     return tuple(rows)
+
+
+def _line_models(capacity: LocalModel) -> Callable[[ResolvedScenario[Any]], LocalModel]:
+    """The model of ``capacity``'s bound scenario on a line of its decode law, for the SLO rows (which do not change
+    it): ``capacity`` itself on its own line (the model :func:`build_model` makes of its ``res``, whose stability limit
+    it has already solved), each other line's built once for both rows (the model reads no SLO)."""
+    built: dict[int | None, LocalModel] = {capacity.res.decode_line: capacity}
+
+    def model(res: ResolvedScenario[Any]) -> LocalModel:
+        if res.decode_line not in built:
+            built[res.decode_line] = build_model(res)
+        return built[res.decode_line]
+
+    return model
 
 
 def _scaled_lengths(res: ResolvedScenario[Any], which: str, factor: float) -> ResolvedScenario[Any]:
@@ -433,7 +482,13 @@ def _rebuilt(
     return res
 
 
-def _law_goodput(pick: Exact, res: ResolvedScenario[Any], slo: SloSpec) -> float:
+def _law_goodput(
+    pick: Exact,
+    res: ResolvedScenario[Any],
+    slo: SloSpec,
+    build: Callable[[ResolvedScenario[Any]], LocalModel] = build_model,
+) -> float:
     """The goodput the plan reports (margins applied) for the model of ``res`` under ``slo``: on each line of a
-    concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise."""
-    return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build_model(r), slo), float)
+    concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise. ``build``: the model
+    of ``res`` on a line (:func:`build_model`, or models already built: :func:`_line_models`)."""
+    return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build(r), slo), float)

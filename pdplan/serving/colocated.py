@@ -129,7 +129,7 @@ from pdplan.serving.overlap_ttft import OverlapTtft, shifted
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
-from pdplan.serving.roles import DecodePerf, chunk_price, prefill_perf
+from pdplan.serving.roles import ChunkPrice, DecodePerf, chunk_price, prefill_perf
 from pdplan.serving.snapshot import Snapshot, TtftLike
 from pdplan.serving.ttft import GRID_CELLS, TtftParts, overlap_s, overlap_steps
 from pdplan.types import Binding, FloatArray, IntArray, Utilisation
@@ -155,9 +155,11 @@ class ColocatedModel:
     res: ResolvedScenario[ColocatedHardware]
     scheduler: str
     cells: DecodeWorkload
-    prefill_point_s: FloatArray
+    prefill_point_s: FloatArray | None
     """prefill-first: ``[C, J]`` per cell, the batch-1 prefill of its prompt at each of its bin's J quadrature lengths
-    (equal weights; with a prefix cache, of the point's missed tokens), seconds."""
+    (equal weights; with a prefix cache, of the point's missed tokens), seconds. None: not priced (a chunked model
+    with a prefix cache, whose prompts ride the decode steps at the representative lengths:
+    :mod:`~pdplan.serving.colocated_cache`, *Chunked models*)."""
     decode: DecodePerf
     prefill_s_per_token: float
     """t_p: seconds per chunk token (GEMM side, :func:`~pdplan.serving.roles.chunk_price`)."""
@@ -198,6 +200,8 @@ class ColocatedModel:
     @property
     def prefill_cell_s(self) -> FloatArray:
         """prefill-first: per cell the mean of :attr:`prefill_point_s` over its points (its share of λE[S])."""
+        if self.prefill_point_s is None:
+            raise ValueError("this colocated model prices no quadrature points (a chunked model with a prefix cache)")
         return np.asarray(self.prefill_point_s.mean(axis=1), dtype=np.float64)
 
     def token_interval_s(self, lam: float) -> float:
@@ -259,6 +263,18 @@ class ColocatedModel:
         if self.scheduler == "chunked" and self.gemm_width is not None:
             return float(self.cells.prob @ self.attention_cell_s)
         return self.riding_s_per_request(0.0)
+
+    def decode_rate_bound(self) -> float:
+        """A deployment rate no stable limit of this deployment exceeds at any hit rates: where the decode share alone
+        reaches the utilisation cap, ``z·DECODE_U_MAX/(t1 E[n] + t2 E[work])`` (one part in 10⁶ above, for the
+        round-off of the cells' means). Every candidate of :meth:`limit` is at most λ_u, the root of u_d + u_p =
+        DECODE_U_MAX with u_p = λ·p(λ) ≥ 0 (:meth:`_riding_floor_s`), so λ_u lies below it. A prefix cache's cells
+        keep each (prompt, output) cell's mass (its classes' weights sum to 1 per prompt bin, unless the cache lays
+        out the prompts itself: :func:`~pdplan.serving.colocated_cache._bin_reweighted`) and its context and steps,
+        so E[n] and E[work], and this bound, are the model's without the cache (:attr:`plain`) at every cache rate."""
+        st, wl = self.decode.step, self.cells
+        per = st.t1_s_per_seq * wl.mean_steps + st.t2_s_per_token * wl.mean_work
+        return math.inf if per <= 0.0 else self.z * DECODE_U_MAX / per * (1.0 + 1e-6)
 
     def _decode_share(self, lam: float) -> float:
         """u_d = λ(t1 E[n] + t2 E[work]) per instance (§3)."""
@@ -723,7 +739,11 @@ def _with_cache(res: ResolvedScenario[ColocatedHardware], plain: ColocatedModel,
 
     if res.cache is None:
         raise ValueError("_with_cache needs a deployment with a prefix cache")
-    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident)
+    chunked = None
+    if plain.scheduler == "chunked" and plain.gemm_width is not None:  # the points go unread: not priced
+        width = plain.gemm_width  # tabulated up to the budget, which it ends at (roles._width_grid)
+        chunked = ChunkPrice(width.top, plain.prefill_s_per_token, plain.attention_cell_s, plain.drain_cell_s, width)
+    split = cached_cells(res, res.cache, plain.cells, tpot_defined(res), resident, chunked)
     return ColocatedModel(
         res,
         plain.scheduler,

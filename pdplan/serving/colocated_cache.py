@@ -19,6 +19,13 @@
   the exposed load — what the engine's layer-by-layer overlap does not hide behind the prefill compute
   (:meth:`pdplan.cache.tiers.CacheTier.exposed_load_s`) — delays the request's TTFT without occupying the GPU
   (prefill-first: per quadrature length, against that length's compute; chunked: at the representative).
+* **Chunked models** price no quadrature points: their prefill rides the decode steps at the representative lengths
+  (above), so :attr:`CachedCells.prefill_point_s`, :attr:`CachedCells.load_point_s` and the sessions' computed-token
+  spread, which only the points read (:func:`pdplan.serving.prefix_cache.point_prices`), are left out (None), and
+  the chunk price takes the model without the cache's t_p and G(n) table, which read neither the prompts nor the
+  hits (:func:`pdplan.serving.roles.cached_chunk_price` ``like``). A fixed point's every round builds these cells
+  (:func:`pdplan.serving.colocated._resident_fixed_point`): the skipped parts were a third to a half of a round's CPU
+  (cProfile of examples/chat-ppd.yaml and agent-dualpath.yaml, docs/accuracy.md §7.10).
 * **Cells kept**: a class with less than :data:`MIN_CLASS_WEIGHT` of its bin is folded into the others (most bins
   are nearly all misses or nearly all hits), so the distributions are not priced on cells of no weight.
 * **HBM left for the cache** is the instance's KV capacity less the decoding sequences' mean KV at the rate the hit
@@ -51,14 +58,15 @@ class CachedCells:
     """The colocated cells split by cache class (module docstring), ``[I·H·J]`` in (prompt, class, output) order."""
 
     cells: DecodeWorkload
-    prefill_point_s: FloatArray
-    """prefill-first: ``[C, J]`` the missed tokens' pass per cell at each quadrature length, seconds."""
+    prefill_point_s: FloatArray | None
+    """prefill-first: ``[C, J]`` the missed tokens' pass per cell at each quadrature length, seconds (None: not
+    priced, a chunked model's)."""
     price: ChunkPrice
     """chunked: t_p, and per cell the attention of its chunks and its last chunk's GEMM side."""
     load_cell_s: FloatArray
     """Per cell, the exposed load of its hit tokens (a TTFT delay; chunked), seconds."""
-    load_point_s: FloatArray
-    """``[C, J]`` the same at each quadrature length (prefill-first), seconds."""
+    load_point_s: FloatArray | None
+    """``[C, J]`` the same at each quadrature length (prefill-first), seconds (None: not priced)."""
     tpot_defined: npt.NDArray[np.bool_]
     classes: CacheClasses
     input_bin: IntArray
@@ -84,12 +92,15 @@ def cached_cells(
     plain: DecodeWorkload,
     defined: npt.NDArray[np.bool_],
     resident_tokens: float,
+    chunked: ChunkPrice | None = None,
 ) -> CachedCells:
-    """Split ``plain`` (the cells without a cache, prompt-major over the output bins) into the cache's classes."""
+    """Split ``plain`` (the cells without a cache, prompt-major over the output bins) into the cache's classes.
+    ``chunked``: a chunked model's price without the cache (:func:`~pdplan.serving.roles.chunk_price` of the same
+    hardware, budget and split): the quadrature points are then not priced and the chunk price reuses its t_p and
+    G(n) table (module docstring, *Chunked models*); None: every part priced."""
     hw, lens = res.hardware.colocated, res.lengths
-    classes = cache_classes(
-        setup, colocated_domain(res, resident_tokens), lens.input_tokens, cache_rate(res), turn_duration_s(res)
-    )
+    domain, rate, duration = colocated_domain(res, resident_tokens), cache_rate(res), turn_duration_s(res)
+    classes = cache_classes(setup, domain, lens.input_tokens, rate, duration, spread=chunked is None)
     n_in, n_out = lens.input_tokens.size, lens.output_tokens.size
     k, h = classes.weights.shape
     shape = (n_in, h, n_out)
@@ -97,8 +108,6 @@ def cached_cells(
     kvb = res.model.kv_bytes_per_token(hw.precision.kv_bytes)
     priced = class_prices(hw, classes, lens.input_tokens, kvb)
     cached, load = priced.cached_tokens, priced.load_s
-    lengths = np.broadcast_to(res.input_points[:, None, :], (k, h, res.input_points.shape[1]))
-    points = point_prices(hw, classes, lengths, classes.hit_tokens[:, :, None], kvb)
 
     w = np.where(classes.weights >= MIN_CLASS_WEIGHT, classes.weights, 0.0)
     w[np.arange(k), np.argmax(classes.weights, axis=1)] = classes.weights.max(axis=1)  # each bin keeps a class
@@ -124,16 +133,22 @@ def cached_cells(
         from pdplan.serving.colocated_dp import rank_prefill_split_s
 
         split = rank_prefill_split_s
-    chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel(), split)
+    chunks = cached_chunk_price(hw, float(res.chunk_tokens), prompt.ravel(), cached.ravel(), split, chunked)
     price = ChunkPrice(
         chunks.budget_tokens, chunks.s_per_token, per_cell(chunks.attention_s), per_cell(chunks.drain_s), chunks.width
     )
+    point_s: FloatArray | None = None
+    point_load_s: FloatArray | None = None
+    if chunked is None:
+        lengths = np.broadcast_to(res.input_points[:, None, :], (k, h, res.input_points.shape[1]))
+        points = point_prices(hw, classes, lengths, classes.hit_tokens[:, :, None], kvb)
+        point_s, point_load_s = per_point(points.perf.latency_s.reshape(lengths.shape)), per_point(points.load_s)
     return CachedCells(
         cells,
-        per_point(points.perf.latency_s.reshape(lengths.shape)),
+        point_s,
         price,
         per_cell(load),
-        per_point(points.load_s),
+        point_load_s,
         np.broadcast_to(defined.reshape(n_in, 1, n_out), shape).ravel()[keep].copy(),
         classes,
         np.broadcast_to(np.arange(n_in)[:, None, None], shape).ravel()[keep].copy(),

@@ -201,6 +201,12 @@ class DisaggregatedModel:
         comfort = self.y * self.capacity.kv_rate_per_s
         return Limit(best.rate_rps, best.binding, comfort) if comfort < best.rate_rps else best
 
+    def decode_limit(self) -> Limit:
+        """The decode pool's stable rate alone: at least :meth:`limit` (one of its candidates), and the same at every
+        cache rate of one bound deployment where the hit rates do not change the decode side (:class:`DecodeSide`:
+        every xPyD model but PPD's), so it bounds the goodput of every such model."""
+        return self._decode_limit()
+
     def _decode_limit(self) -> Limit:
         """The decode pool's stable rate: utilisation, seats, and KV at the mean (fluid) occupancy when the KV
         admission queue is modelled (:mod:`pdplan.queueing.kv_admission`), else at the P99 one."""

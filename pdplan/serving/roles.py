@@ -302,13 +302,20 @@ def cached_chunk_price(
     prompt_tokens: FloatArray,
     cached_tokens: FloatArray,
     split: PrefillSplit | None = None,
+    like: ChunkPrice | None = None,
 ) -> ChunkPrice:
     """:func:`chunk_price` for prompts whose first ``h`` tokens come from a prefix cache: only the ``m = L − h``
     missed tokens are chunked (at least one, as :func:`cached_prefill_perf`), k = ⌈m/C⌉ − 1 full chunks and a last
     one of ``m_L = m − kC``. Chunk j starts after ``h + jC`` keys, so its causal attention has
     ``C(2(h + jC) + C)/2`` query-key pairs, those of a from-scratch prompt of ``√(C(2h + 2jC + C))`` tokens (the
     equivalence of :func:`cached_prefill_perf`); the last chunk's ``√(m_L(2(h + kC) + m_L))``. With ``h = 0`` this
-    is :func:`chunk_price`'s sum term by term (``split`` as there)."""
+    is :func:`chunk_price`'s sum term by term (``split`` as there).
+
+    ``like``: a price of the same ``hw``, budget and ``split`` (the deployment's :func:`chunk_price` without the
+    cache), whose t_p and G(n) table, which read neither the prompts nor the hits, are taken as they are: only G(1)
+    and G(m_L) are priced here, in the one roofline call that prices the chunks' attention (the roofline prices each
+    token count on its own, so these are the doubles :func:`_gemm_side` and a call of their own give;
+    tests/unit/test_colocated_points.py, bit for bit)."""
     split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
@@ -316,12 +323,18 @@ def cached_chunk_price(
     new = lens - cached
     full = np.ceil(new / budget) - 1.0
     last = new - budget * full
-    t_p, drain, width = _gemm_side(hw, budget, last, split)
     j = np.arange(max(int(full.max()), 1), dtype=np.float64)
     starts = cached[:, None] + budget * j[None, :]
     eq_full = np.sqrt(budget * (2.0 * starts + budget))
     eq_last = np.sqrt(last * (2.0 * (cached + budget * full) + last))
-    _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    if like is None or like.budget_tokens != budget:
+        t_p, drain, width = _gemm_side(hw, budget, last, split)
+        _, attn = split(hw, np.concatenate((eq_full.ravel(), eq_last)))
+    else:  # G(1) and G(m_L) first, then the attention's token counts
+        t_p, width = like.s_per_token, like.width
+        g, attn = split(hw, np.concatenate(([1.0], last, eq_full.ravel(), eq_last)))
+        drain = np.maximum(g[1 : 1 + last.size] - g[0], 0.0)
+        attn = attn[1 + last.size :]
     per_chunk = attn[: eq_full.size].reshape(eq_full.shape)
     attention = np.where(j[None, :] < full[:, None], per_chunk, 0.0).sum(axis=1) + attn[eq_full.size :]
     return ChunkPrice(budget, t_p, attention, drain, width)

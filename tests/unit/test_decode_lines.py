@@ -142,3 +142,118 @@ def test_simulate_compares_the_mean_batch_of_the_laws_line() -> None:
     res = _colocated("mixtral-8x7b", 2)
     got = simulate_scenario(res.scenario, rate=8.0, n_requests=1500)
     assert got.relative_error()["utilisation"]["decode_mean_seqs"] == pytest.approx(0.0, abs=0.06)
+
+
+def test_sensitivity_slo_rows_reuse_the_line_models_bit_for_bit() -> None:
+    """The SLO rows of a concave law's pick search each line's model: the pick's own model on its line and the other
+    line's built once for both rows (pdplan.search.exact._line_models); the goodputs are those of models built
+    afresh per row, bit for bit."""
+    from pdplan.search.exact import _law_goodput, _line_models, evaluate_exact, sensitivity
+
+    res = _colocated("mixtral-8x7b", 2)
+    pick = evaluate_exact(res, res.hardware.deployment, target_rps=None)
+    assert pick is not None
+    capacity = pick.capacity or pick.model
+    assert line_count(dataclasses.replace(capacity.res, decode_line=None)) == 2
+    lines = _line_models(capacity)
+    assert lines(capacity.res) is capacity
+    other = dataclasses.replace(capacity.res, decode_line=1 - (capacity.res.decode_line or 0))
+    assert lines(other) is lines(other)  # built once
+    rows = {s.change: s.goodput_rps for s in sensitivity(pick, target_rps=None)}
+    slo = res.scenario.slo
+    for factor in (0.8, 1.2):
+        scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
+        assert rows[f"SLO thresholds x{factor:g}"] == _law_goodput(pick, capacity.res, scaled)
+
+
+SESSIONS: dict[str, Any] = {
+    "turns": {"dist": "geometric", "mean": 3.0},
+    "new_tokens": {"dist": "fixed", "value": 300},
+    "output_tokens": {"dist": "fixed", "value": 150},
+    "think_time": {"dist": "exponential", "mean": "5s"},
+    "system_prompt_tokens": 500,
+}
+
+
+def _cached_xpyd(policy: str) -> ResolvedScenario[Any]:
+    data: dict[str, Any] = {
+        "model": "mixtral-8x7b",
+        "mode": "disaggregated",
+        "prefill": {"gpu": "h100-sxm", "tp": 2, "count": 1},
+        "decode": {"gpu": "h100-sxm", "tp": 2, "count": 1},
+        "workload": {"sessions": SESSIONS},
+        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": policy}},
+        "slo": {"ttft": "2s", "tpot": "100ms"},
+        "dtype": "bf16",
+        "kv_dtype": "bf16",
+    }
+    return resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), CATALOG)
+
+
+def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
+    """pdplan.search.exact._line_bound: with a prefix cache an xPyD line's bound is its decode pool's stable limit,
+    the same at any cache rate (the decode side reads no hit rate) and at least the line's self-consistent goodput;
+    PPD's decode side moves with the hits and a colocated model's limit too: no bound (inf)."""
+    from pdplan.search.exact import _capacity_model, _line_bound, _line_goodput
+    from pdplan.serving.build import build_model, with_cache_rate
+    from pdplan.serving.disaggregated import DisaggregatedModel
+
+    res = _cached_xpyd("pd")
+    d = res.hardware.deployment
+    assert line_count(res) == 2
+    bound = _line_bound(_capacity_model(res, d, "none"))
+    for line in (0, 1):
+        on = dataclasses.replace(res, decode_line=line)
+        limits = set()
+        for rate in (0.5, 2.0, 8.0):
+            model = build_model(with_cache_rate(on, rate))
+            assert isinstance(model, DisaggregatedModel)
+            limits.add(model.decode_limit().rate_rps)
+            assert model.limit().rate_rps <= model.decode_limit().rate_rps
+        assert limits == {bound(on)}  # one decode limit at every cache rate
+        _, _, _, good = _line_goodput(res, on, None, "none")
+        assert good.rate_rps <= bound(on)
+    ppd = _cached_xpyd("ppd")
+    assert _line_bound(_capacity_model(ppd, ppd.hardware.deployment, "none"))(
+        dataclasses.replace(ppd, decode_line=0)
+    ) == float("inf")
+    uncached = _colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
+    on = dataclasses.replace(uncached, decode_line=0)
+    assert _line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on) == (
+        build_model(on).limit().rate_rps
+    )
+
+
+def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
+    """A colocated line with a session cache: the bound is the plain model's decode-share cap
+    (ColocatedModel.decode_rate_bound), the cached models' own at every cache rate but for round-off, above each of
+    their stable limits and the line's self-consistent goodput; a shared-prefix layout reweights the cells: none."""
+    from pdplan.search.exact import _capacity_model, _line_bound, _line_goodput
+    from pdplan.serving.build import build_model, with_cache_rate
+    from pdplan.serving.colocated import ColocatedModel
+
+    res = _colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
+    assert res.cache is not None
+    bound = _line_bound(_capacity_model(res, res.hardware.deployment, "none"))
+    for line in (0, 1):
+        on = dataclasses.replace(res, decode_line=line)
+        plain = build_model(dataclasses.replace(on, cache=None))
+        assert isinstance(plain, ColocatedModel)
+        assert bound(on) == plain.decode_rate_bound() < float("inf")
+        for rate in (0.2, 1.0, 5.0):
+            model = build_model(with_cache_rate(on, rate))
+            assert isinstance(model, ColocatedModel)
+            assert model.cache is not None
+            assert model.decode_rate_bound() == pytest.approx(bound(on), rel=1e-12)
+            assert model.limit().rate_rps <= bound(on)
+        _, _, _, good = _line_goodput(res, on, None, "none")
+        assert good.rate_rps <= bound(on)
+    part = {"dist": "fixed", "value": 200}
+    shared = {
+        "shared_prefix": {"num_prefixes": 4, "prefix_tokens": part, "question_tokens": part, "output_tokens": part}
+    }
+    layout = _colocated("mixtral-8x7b", 2, workload=shared, cache={"prefix_caching": True})
+    assert layout.cache is not None
+    assert _line_bound(_capacity_model(layout, layout.hardware.deployment, "none"))(
+        dataclasses.replace(layout, decode_line=0)
+    ) == float("inf")
