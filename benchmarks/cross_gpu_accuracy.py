@@ -10,7 +10,9 @@ Per profile, the terms the shipped profile fitted on end-to-end rows (``benchmar
 them and their fitters) are refitted, the kernel terms staying the kernel tables' (per GPU, never from these rows):
 
 * **in-sample**: fitted on one GPU's rows, scored on the same rows;
-* **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse;
+* **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse; a profile whose rows lie on one
+  GPU (``sglang``, 0.5.1.post1: H100 only) is fitted on the other GPU's rows of its engine, other versions priced
+  with this profile (:func:`donor_rows`), so that its figure is cross-GPU and cross-version (conservative);
 * **joint**: fitted on both GPUs' rows (the issue's "once per engine version, jointly on both GPUs"), each GPU's
   rows weighted to half the total (``cross_gpu_fit.gpu_balanced_weights``): what the shipped profiles carry since
   issue #23 item 2 (``benchmarks/fit_shipped_profile.py``);

@@ -403,8 +403,11 @@ ERROR_YAML_HEADER = """\
 # cross-GPU validation of benchmarks/cross_gpu_accuracy.py, each engine profile's end-to-end terms fitted on one
 # GPU's measured runs and the other GPU's runs predicted (kernel terms from each GPU's own kernel table). Per engine,
 # mode and predicted GPU: median / P90 absolute error and signed median (predicted/measured - 1, + = pdplan slower) of
-# mean TPOT and TTFT, in %; per engine and mode: what the rows covered (engine versions, model families and models,
-# GPUs). Generated: do not edit by hand, rerun the script.
+# mean TPOT and TTFT, in %, and the engine versions of the rows the terms were fitted on (fitted_versions); for an
+# engine priced with several profiles also per profile version ("<engine>@<version> <mode> <gpu>", that profile's rows
+# alone; a profile whose rows lie on one GPU is fitted on the other GPU's rows of other versions); per engine and
+# mode: what the rows covered (engine versions, model families and models, GPUs). Generated: do not edit by hand,
+# rerun the script.
 """
 
 
