@@ -10,7 +10,9 @@ Per profile, the terms the shipped profile fitted on end-to-end rows (``benchmar
 them and their fitters) are refitted, the kernel terms staying the kernel tables' (per GPU, never from these rows):
 
 * **in-sample**: fitted on one GPU's rows, scored on the same rows;
-* **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse;
+* **cross-GPU**: fitted on the H100 rows, scored on the H200 rows, and the reverse; a profile whose rows lie on one
+  GPU (``sglang``, 0.5.1.post1: H100 only) is fitted on the other GPU's rows of its engine, other versions priced
+  with this profile (:func:`donor_rows`), so that its figure is cross-GPU and cross-version (conservative);
 * **joint**: fitted on both GPUs' rows (the issue's "once per engine version, jointly on both GPUs"), each GPU's
   rows weighted to half the total (``cross_gpu_fit.gpu_balanced_weights``): what the shipped profiles carry since
   issue #23 item 2 (``benchmarks/fit_shipped_profile.py``);
@@ -78,6 +80,11 @@ class ProfileRun:
     frozen: dict[str, frozenset[str]] = field(default_factory=dict)
     removed: tuple[str, ...] = ()
     """The terms whose removal does not worsen the cross-GPU error (:func:`removal_candidates`)."""
+    donor_gpu: str | None = None
+    """Where the profile's rows lie on one GPU: the other GPU, whose rows of other versions of the engine its
+    cross-GPU fit was trained on (:func:`donor_rows`); None otherwise."""
+    donor_versions: tuple[str, ...] = ()
+    """The engine versions of those donor rows."""
 
 
 HELPS_POINTS = 0.5
@@ -137,20 +144,43 @@ def _held(fits: Mapping[str, Fit], key: np.ndarray, label: str) -> tuple[np.ndar
     return ttft, tpot
 
 
+def donor_rows(profile: str, by_profile: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """For a profile whose rows lie on one GPU, the other GPU's rows of the same engine (other profiles' rows, so
+    other engine versions), on which its cross-GPU fit is trained: the profile's terms fitted there, the rows priced
+    with this profile, its own GPU's rows predicted. The figure is then cross-GPU and cross-version, which can only
+    add error (conservative). Empty where the profile's rows span both GPUs. (SGLang 0.5.1.post1: its 78 rows are
+    H100 only since issue #23 item 3 split off ``sglang-0.5.9``; as before the split, its terms are fitted on the
+    SGLang H200 rows, now 0.5.6.post2 to 0.5.9.)"""
+    own = by_profile[profile]
+    gpus = {r["gpu"] for r in own}
+    engines = {r["engine"] for r in own}
+    if len(gpus) != 1:
+        return []
+    return [
+        r
+        for p, rows in by_profile.items()
+        if p != profile
+        for r in rows
+        if r["engine"] in engines and r["gpu"] not in gpus
+    ]
+
+
 def _experiments(
-    rows: list[dict[str, Any]], terms: tuple[str, ...], full: bool
+    rows: list[dict[str, Any]], terms: tuple[str, ...], full: bool, own: np.ndarray
 ) -> list[tuple[str, np.ndarray, dict[str, float], bool]]:
-    """(label, training rows, terms held fixed, whether only the held-out rows need predicting) of every fit."""
+    """(label, training rows, terms held fixed, whether only the held-out rows need predicting) of every fit;
+    ``own`` masks the profile's own rows (the rest are donor rows, :func:`donor_rows`, trained on by the fits of
+    their GPU alone)."""
     gpu = np.array([r["gpu"] for r in rows])
     out = [(f"fit {g}", gpu == g, {}, False) for g in GPUS]
     if not full:
         return out
-    out.append(("joint", np.ones(len(rows), bool), {}, False))
+    out.append(("joint", own.copy(), {}, False))
     for key, label in (("model", "lomo"), ("version", "lovo")):
         values = np.array([r[key] for r in rows])
-        if key == "version" and np.unique(values).size < 2:
+        if key == "version" and np.unique(values[own]).size < 2:
             continue
-        out += [(f"{label} {v}", values != v, {}, True) for v in np.unique(values)]
+        out += [(f"{label} {v}", (values != v) & own, {}, True) for v in np.unique(values[own])]
     out += [(f"without {t} fit {g}", gpu == g, {t: UNFITTED[t]}, False) for t in terms for g in GPUS]
     return out
 
@@ -174,37 +204,64 @@ def _held_out(fits: Mapping[str, Fit], rows: list[dict[str, Any]], terms: tuple[
 
 
 def run_profile(
-    profile: str, rows: list[dict[str, Any]], pool: PricePool, catalog: Catalog, tmp: Path, *, full: bool = True
+    profile: str,
+    rows: list[dict[str, Any]],
+    pool: PricePool,
+    catalog: Catalog,
+    tmp: Path,
+    *,
+    full: bool = True,
+    donors: list[dict[str, Any]] | None = None,
 ) -> ProfileRun:
     """Every experiment of the module docstring for one profile (``full`` False: the in-sample and cross-GPU fits
-    only, as the CI gate runs them)."""
+    only, as the CI gate runs them); ``donors`` (:func:`donor_rows`) are trained on by the fits of their GPU and
+    left out of the result, whose rows are the profile's own."""
+    run = _run_all(profile, rows + list(donors or []), pool, catalog, tmp, full=full)
+    if not donors:
+        return run
+    keep = np.arange(len(rows))
+    run.preds = {k: (t[keep], p[keep]) for k, (t, p) in run.preds.items()}
+    run.rows, run.meas_ttft, run.meas_tpot = rows, run.meas_ttft[keep], run.meas_tpot[keep]
+    run.donor_gpu = str(donors[0]["gpu"])
+    run.donor_versions = tuple(sorted({str(r["version"]) for r in donors}))
+    return run
+
+
+def _run_all(
+    profile: str, rows: list[dict[str, Any]], pool: PricePool, catalog: Catalog, tmp: Path, *, full: bool
+) -> ProfileRun:
+    """:func:`run_profile` on ``rows``, the profile's own rows first and any donor rows after them."""
     t0 = time.perf_counter()
     base = catalog.engine(profile)
     terms = FITTED[profile]
+    own = np.array([r["profile"] == profile for r in rows])
     run = ProfileRun(profile, rows, np.array([r["ttft_ms"] for r in rows]), np.array([r["tpot_ms"] for r in rows]))
     price = Pricer(base, rows, pool, tmp)
     lin = linearise(price, {k: cb.term_value(base, k) for k in terms})
     fits: dict[str, Fit] = {"shipped": Fit(dict(lin.theta0), frozenset(), lin.ttft_ms, lin.tpot_ms)}
     if full:
         none = {k: UNFITTED[k] for k in terms}
-        fits["none"] = Fit(none, frozenset(), *price(none))
+        fits["none"] = Fit(none, frozenset(), *price(none, own))
     gpu = np.array([r["gpu"] for r in rows])
-    for label, train, fixed, held in _experiments(rows, terms, full):
+    for label, train, fixed, held in _experiments(rows, terms, full, own):
         if train.sum() >= len(terms):
-            need = ~train if held else None
+            need = ~train & own if held else own
             weights = gpu_balanced_weights(gpu, train)
             fits[label] = fit(lin, price, run.meas_ttft, run.meas_tpot, train, fixed=fixed, need=need, weights=weights)
-    run.preds = _held_out(fits, rows, terms)
+    run.preds = {
+        k: (np.where(own, t, np.nan), np.where(own, p, np.nan)) for k, (t, p) in _held_out(fits, rows, terms).items()
+    }
     if full:
         run.removed = removal_candidates(run, terms)
         for g in GPUS:
             if (gpu == g).sum() < len(terms):
                 continue  # no rows on this GPU to fit on (a profile of one GPU's rows)
             fixed = {t: UNFITTED[t] for t in run.removed}
-            fits[f"reduced fit {g}"] = fit(lin, price, run.meas_ttft, run.meas_tpot, gpu == g, fixed=fixed)
+            fits[f"reduced fit {g}"] = fit(lin, price, run.meas_ttft, run.meas_tpot, gpu == g, fixed=fixed, need=own)
         other = np.where(gpu == "h100", "h200", "h100")
-        run.preds["cross reduced"] = _held(fits, other, "reduced fit ")
-        run.preds["in-sample reduced"] = _held(fits, gpu, "reduced fit ")
+        for label, key in (("cross reduced", other), ("in-sample reduced", gpu)):
+            ttft, tpot = _held(fits, key, "reduced fit ")
+            run.preds[label] = (np.where(own, ttft, np.nan), np.where(own, tpot, np.nan))
     run.thetas = {k: f.theta for k, f in fits.items()}
     run.frozen = {k: f.frozen for k, f in fits.items()}
     seconds = time.perf_counter() - t0
@@ -248,7 +305,10 @@ def gate_run(every: int = GATE_EVERY, workers: int = 1) -> dict[str, dict[str, f
     try:
         by_profile, _ = load_rows(catalog, pool, every)
         with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
-            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=False) for p in FITTED]
+            runs = [
+                run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=False, donors=donor_rows(p, by_profile))
+                for p in FITTED
+            ]
     finally:
         pool.close()
     return gate_figures(runs)
@@ -273,7 +333,10 @@ def compute(
     try:
         by_profile, left = load_rows(catalog, pool, every)
         with tempfile.TemporaryDirectory(prefix="pdplan-xgpu-") as tmp:
-            runs = [run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=full) for p in profiles]
+            runs = [
+                run_profile(p, by_profile[p], pool, catalog, Path(tmp), full=full, donors=donor_rows(p, by_profile))
+                for p in profiles
+            ]
     finally:
         pool.close()
     command = "python benchmarks/cross_gpu_accuracy.py" + (f" --every {every}" if every > 1 else "")
@@ -291,11 +354,12 @@ ERROR_YAML = ROOT / "pdplan" / "data" / "cross_gpu_error.yaml"
 
 
 def write_error_yaml(path: Path, runs: list[ProfileRun], header: Mapping[str, Any]) -> None:
-    """The bands file (``cross_gpu_report.error_yaml``), model families from the catalogue."""
+    """The bands file (``cross_gpu_report.error_yaml``), model families and profile versions from the catalogue."""
     from cross_gpu_report import error_yaml
 
     catalog = open_catalog()
-    path.write_text(error_yaml(runs, header, lambda name: catalog.model(name).family), encoding="utf-8")
+    text = error_yaml(runs, header, lambda name: catalog.model(name).family, lambda p: catalog.engine(p).version)
+    path.write_text(text, encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
 
 

@@ -13,7 +13,8 @@ fitted on H100 rows only (``aiconfigurator-silicon/h100_sxm.csv``), by its own f
   (``benchmarks/fit_vllm018_overheads.py``);
 * ``sglang`` (0.5.1.post1): ``step_s`` on its 84 dense rows of 0.5.1.post1 and 0.5.8.post1
   (``benchmarks/fit_engine_overheads.py``, nnls); since issue #23 item 3 (2026-12-07) it prices the 0.5.1.post1 rows
-  alone (78, H100 only) and ``sglang-0.5.9`` the 0.5.6 to 0.5.9 rows of both GPUs, its ``step_s`` from the joint fit;
+  alone (78, H100 only; its cross-GPU fit on the SGLang H200 rows, ``cross_gpu_accuracy.donor_rows``) and
+  ``sglang-0.5.9`` the 0.5.6 to 0.5.9 rows of both GPUs, its ``step_s`` from the joint fit;
 * ``trtllm`` (1.0.0rc3): ``step_s`` on its 357 dense rows (``fit_engine_overheads.py``), ``request_s`` and
   ``startup_cohorts`` on its 353 1.0.0rc3 dense rows (``benchmarks/fit_startup_cohorts.py``, least-median),
   ``eager_s_per_moe_layer`` on its 126 1.0.0rc3 Qwen3-235B rows (``benchmarks/fit_eager_moe_step.py``).

@@ -322,7 +322,10 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         *main_table(flat),
         "## 2. Per predicted GPU",
         "",
-        "Cross-GPU on an H200 row: fitted on the H100 rows; on an H100 row: fitted on the H200 rows.",
+        "Cross-GPU on an H200 row: fitted on the H100 rows; on an H100 row: fitted on the H200 rows. A profile "
+        "whose rows lie on one GPU (`sglang`, SGLang 0.5.1.post1: H100 only) has its terms fitted on the other "
+        "GPU's rows of its engine, other versions priced with that profile (`cross_gpu_accuracy.donor_rows`): its "
+        "cross-GPU figure is cross-version too, which can only add error.",
         "",
         *main_table(flat, lambda r: f"on {r['gpu'].upper()}"),
         "## 3. Engine versions measured on both GPUs",
@@ -349,7 +352,8 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         "Each term of each shipped profile that was fitted on end-to-end rows. Shipped: since issue #23 item 2 the "
         "joint fit of both GPUs' rows, each GPU weighted to half the total (`benchmarks/fit_shipped_profile.py`), "
         "for vllm, vllm-0.18 and sglang-0.5.9; SGLang 0.5.1.post1 (`sglang`, H100 rows only since issue #23 item 3: "
-        "no cross-GPU fit) and TensorRT-LLM keep their H100 fits, the joint fit refused by that script's rule for "
+        "its H200 fit is on the SGLang 0.5.6-0.5.9 H200 rows, §2) and TensorRT-LLM keep their H100 fits, the joint "
+        "fit refused by that script's rule for "
         "TensorRT-LLM (it worsened its GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
         'fitters). "Without": the term held at its unfitted '
         "value and the others refitted; errors pooled over both directions (cross-GPU) or both GPUs (in-sample) on "
@@ -399,35 +403,79 @@ ERROR_YAML_HEADER = """\
 # cross-GPU validation of benchmarks/cross_gpu_accuracy.py, each engine profile's end-to-end terms fitted on one
 # GPU's measured runs and the other GPU's runs predicted (kernel terms from each GPU's own kernel table). Per engine,
 # mode and predicted GPU: median / P90 absolute error and signed median (predicted/measured - 1, + = pdplan slower) of
-# mean TPOT and TTFT, in %; per engine and mode: what the rows covered (engine versions, model families and models,
-# GPUs). Generated: do not edit by hand, rerun the script.
+# mean TPOT and TTFT, in %, and the engine versions of the rows the terms were fitted on (fitted_versions); for an
+# engine priced with several profiles also per profile version ("<engine>@<version> <mode> <gpu>", that profile's rows
+# alone; a profile whose rows lie on one GPU is fitted on the other GPU's rows of other versions); per engine and
+# mode: what the rows covered (engine versions, model families and models, GPUs). Generated: do not edit by hand,
+# rerun the script.
 """
 
 
-def _band(flat: Flat, m: np.ndarray, fitted_on: str) -> dict[str, Any]:
-    """One group's cross-GPU band (rows counted on TPOT; TTFT over the same rows, both finite where priced)."""
+def trained_versions(runs: list[Any]) -> dict[tuple[str, str], set[str]]:
+    """(profile, GPU label) → the engine versions of the rows that profile's fit on that GPU was trained on: its own
+    rows there, or, for a profile whose rows lie on the other GPU alone, the donor rows
+    (``cross_gpu_accuracy.donor_rows``: other versions of the engine)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        for r in run.rows:
+            out.setdefault((run.profile, str(r["gpu"])), set()).add(str(r["version"]))
+        if run.donor_gpu is not None:  # a class default: runs pickled before donor rows existed have None
+            out[(run.profile, run.donor_gpu)] = set(run.donor_versions)
+    return out
+
+
+def _band(flat: Flat, m: np.ndarray, fitted_on: str, versions: list[str]) -> dict[str, Any]:
+    """One group's cross-GPU band (rows counted on TPOT; TTFT over the same rows, both finite where priced), and the
+    engine versions of the rows its terms were fitted on."""
     out: dict[str, Any] = {"rows": int(flat.errors("cross", "tpot", m).size), "fitted_on": fitted_on}
     for k in ("tpot", "ttft"):
         _, med, p90, signed = stats(flat.errors("cross", k, m))
         out |= {f"{k}_median_abs_pct": round(med, 1), f"{k}_p90_abs_pct": round(p90, 1)}
         out[f"{k}_signed_median_pct"] = round(signed, 1)
+    out["fitted_versions"] = versions
     return out
 
 
-def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str], str]) -> str:
-    """``pdplan/data/cross_gpu_error.yaml`` (schema 2) from the runs' cross-GPU predictions: per ``"<engine> <mode>
-    <gpu>"`` (the predicted GPU's catalogue name) the band of :func:`_band`, per ``"<engine> <mode>"`` the coverage;
-    ``family`` maps a catalogue model name to its family."""
+def _bands(runs: list[Any], version: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """Per ``"<engine> <mode> <gpu>"`` the band of every row of the engine; for an engine priced with several
+    profiles also per ``"<engine>@<profile version> <mode> <gpu>"`` the band of that profile's rows alone."""
+    flat = Flat(runs)
+    names = {r["gpu"]: r["gpu_name"] for r in flat.rows}
+    trained = trained_versions(runs)
+    profiles: dict[str, set[str]] = {}
+    for r in flat.rows:
+        profiles.setdefault(_engine(r), set()).add(str(r["profile"]))
+
+    def head(r: dict[str, Any]) -> str:
+        return _engine(r) if len(profiles[_engine(r)]) == 1 else f"{_engine(r)}@{version(str(r['profile']))}"
+
+    bands = {}
+    for key_of in (
+        lambda r: f"{_engine(r)} {r['kind']} {r['gpu_name']}",
+        lambda r: f"{head(r)} {r['kind']} {r['gpu_name']}",
+    ):
+        group = flat.keys(key_of)
+        for key in sorted(set(group) - set(bands), key=lambda k: _mode_order(k.replace(" ", "|", 2))):
+            m = group == key
+            gpu = flat.rows[int(np.flatnonzero(m)[0])]["gpu"]
+            other = "h100" if gpu == "h200" else "h200"
+            used = {str(r["profile"]) for r, x in zip(flat.rows, m, strict=True) if x}
+            versions = sorted(set().union(*(trained.get((p, other), set()) for p in used)))
+            bands[key] = _band(flat, m, names[other], versions)
+    return bands
+
+
+def error_yaml(
+    runs: list[Any], header: Mapping[str, Any], family: Callable[[str], str], version: Callable[[str], str]
+) -> str:
+    """``pdplan/data/cross_gpu_error.yaml`` (schema 2) from the runs' cross-GPU predictions: the bands of
+    :func:`_bands` (per ``"<engine> <mode> <gpu>"``, the predicted GPU's catalogue name, and per profile version of an
+    engine with several profiles), per ``"<engine> <mode>"`` the coverage; ``family`` maps a catalogue model name to
+    its family, ``version`` a profile name to its engine version."""
     import yaml
 
     flat = Flat(runs)
-    names = {r["gpu"]: r["gpu_name"] for r in flat.rows}
-    group = flat.keys(lambda r: f"{_engine(r)} {r['kind']} {r['gpu_name']}")
-    bands = {}
-    for key in sorted(set(group), key=lambda k: _mode_order(k.replace(" ", "|", 2))):
-        m = group == key
-        gpu = flat.rows[int(np.flatnonzero(m)[0])]["gpu"]
-        bands[key] = _band(flat, m, names["h100" if gpu == "h200" else "h200"])
+    bands = _bands(runs, version)
     coverage: dict[str, dict[str, list[str]]] = {}
     by_mode = flat.keys(lambda r: f"{_engine(r)} {r['kind']}")
     for key in sorted(set(by_mode), key=lambda k: _mode_order(k.replace(" ", "|") + "|")):
@@ -447,7 +495,15 @@ def error_yaml(runs: list[Any], header: Mapping[str, Any], family: Callable[[str
         "bands": bands,
         "coverage": coverage,
     }
-    body = yaml.safe_dump(doc, sort_keys=False, width=118, default_flow_style=None, allow_unicode=True)
+
+    class Dumper(yaml.SafeDumper):
+        """Each band on one flow mapping (with its list of versions), the rest as ``safe_dump`` writes it."""
+
+    def mapping(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.MappingNode:
+        return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True if "rows" in data else None)
+
+    Dumper.add_representer(dict, mapping)
+    body = yaml.dump(doc, Dumper=Dumper, sort_keys=False, width=118, default_flow_style=None, allow_unicode=True)
     return ERROR_YAML_HEADER + body
 
 

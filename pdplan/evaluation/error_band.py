@@ -12,6 +12,11 @@ disaggregated) and predicted GPU. A plan takes the band of its engine and mode o
   bound: :meth:`pdplan.specs.cross_gpu_error.CrossGpuError.warning`);
 * several GPUs in one plan: the widest of their bands (largest TPOT + TTFT median).
 
+An engine priced with one profile per version (SGLang 0.5.1.post1 and 0.5.6-0.5.9) has bands per profile version
+too: a plan takes its own version's first, the engine's pooled band where its version has none there (with a note).
+Where the band's terms were fitted on runs of other engine versions only (a profile whose runs lie on one GPU is
+fitted on the other GPU's runs of other versions: docs/cross_gpu_accuracy.md §1), the band's words say so.
+
 Notes name what the validation rows never covered: the plan's GPU, its model family, its engine version, a mode with
 no priced rows (then no band: the error is unknown, never guessed), an engine profile without an engine (kernel
 tables only). Goodput has no measured counterpart in the rows (they report latencies at a benchmark concurrency, not
@@ -74,6 +79,10 @@ class ExpectedError:
     band_gpu: str | None
     """The GPU whose predicted runs gave the band (None: no band)."""
     fitted_on: str | None
+    fitted_versions: tuple[str, ...]
+    """The engine versions of the runs the band's terms were fitted on (empty: not recorded)."""
+    band_version: str | None
+    """The profile version whose runs alone gave the band (None: the engine's runs of every version)."""
     rows: int
     tpot: MetricBand | None
     ttft: MetricBand | None
@@ -86,8 +95,16 @@ class ExpectedError:
         if self.tpot is None or self.ttft is None or self.band_gpu is None:
             return f"unknown, no validated band ({self.engine} {self.mode}); {GOODPUT_SHORT}"
         on = short_gpu(self.band_gpu) + (", the widest of the plan's GPUs" if len(self.gpus) > 1 else "")
+        engine = self.engine + (f" {self.band_version}" if self.band_version else "")
+        fitted = ""
+        known = self.fitted_versions and "?" not in self.fitted_versions  # "?": a run's version not recorded
+        if known and self.engine_version not in self.fitted_versions and self.fitted_on:
+            fitted = (
+                f", terms fitted on {short_gpu(self.fitted_on)} runs of other versions "
+                f"({', '.join(self.fitted_versions)})"
+            )
         return (
-            f"{self.engine} {self.mode} on {on}, cross-GPU over {self.rows} runs: TPOT {self.tpot.words()}, "
+            f"{engine} {self.mode} on {on}, cross-GPU over {self.rows} runs{fitted}: TPOT {self.tpot.words()}, "
             f"TTFT {self.ttft.words()} (bias +: priced slower than measured); {GOODPUT_SHORT}"
         )
 
@@ -106,6 +123,8 @@ class ExpectedError:
             "gpus": list(self.gpus),
             "band_gpu": self.band_gpu,
             "fitted_on": self.fitted_on,
+            "fitted_versions": list(self.fitted_versions),
+            "band_version": self.band_version,
             "rows": self.rows,
             "tpot": None if self.tpot is None else self.tpot.to_document(),
             "ttft": None if self.ttft is None else self.ttft.to_document(),
@@ -161,13 +180,18 @@ def expected_error(
         notes = ["engine profile without an engine (kernel tables only): no end-to-end validation"]
         return _record(engine, engine_version, mode, gpus, None, notes, data.source)
     notes = _coverage_notes(data, engine, engine_version, mode, family)
+    cover = data.coverage.get(f"{engine} {mode}")
+    # an engine version with bands of its own, in the rows of this mode, but with none on a GPU: say whose it gets
+    own = data.has_version(engine, engine_version) and cover is not None and engine_version in cover.versions
     picked: list[tuple[str, ErrorBand]] = []
     for gpu in gpus:
-        band = data.band(engine, mode, gpu)
+        band = data.band(engine, mode, gpu, engine_version)
         if band is not None and gpu not in borrowed:
             picked.append((gpu, band))
+            if own and f"{engine}@{engine_version} {mode} {gpu}" not in data.bands:
+                notes.append(f"no {engine} {engine_version} {mode} runs on {short_gpu(gpu)}: other versions' band")
             continue
-        transfer = data.transfer_band(engine, mode)
+        transfer = data.transfer_band(engine, mode, version=engine_version)
         if transfer is None:
             continue
         how = "its kernel table borrowed" if gpu in borrowed else "no measured runs on it validated"
@@ -175,7 +199,10 @@ def expected_error(
         notes.append(f"GPU {gpu}: {how}, band of {donor} shown")
         picked.append(transfer)
     chosen = max(picked, key=lambda gb: gb[1].tpot_median_abs_pct + gb[1].ttft_median_abs_pct, default=None)
-    return _record(engine, engine_version, mode, gpus, chosen, notes, data.source)
+    mine = chosen is not None and any(
+        key.startswith(f"{engine}@{engine_version} ") and band is chosen[1] for key, band in data.bands.items()
+    )
+    return _record(engine, engine_version, mode, gpus, chosen, notes, data.source, engine_version if mine else None)
 
 
 def _coverage_notes(data: CrossGpuError, engine: str, version: str, mode: str, family: str) -> list[str]:
@@ -200,6 +227,7 @@ def _record(
     chosen: tuple[str, ErrorBand] | None,
     notes: list[str],
     source: str,
+    band_version: str | None = None,
 ) -> ExpectedError:
     band = None if chosen is None else chosen[1]
     return ExpectedError(
@@ -209,6 +237,8 @@ def _record(
         gpus=gpus,
         band_gpu=None if chosen is None else chosen[0],
         fitted_on=None if band is None else band.fitted_on,
+        fitted_versions=() if band is None or band.fitted_versions is None else band.fitted_versions,
+        band_version=band_version,
         rows=0 if band is None else band.rows,
         tpot=None if band is None else _metric(band, "tpot"),
         ttft=None if band is None else _metric(band, "ttft"),

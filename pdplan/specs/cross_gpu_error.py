@@ -7,6 +7,13 @@ measured runs alone and this GPU's runs are predicted (kernel terms from each GP
 predicted / measured − 1: a positive signed median means pdplan prices the runs slower than they ran. Per engine and
 mode it also names what the rows covered (engine versions, model families and models, GPUs), so that a plan outside
 them is told so (:mod:`pdplan.evaluation.error_band`).
+
+An engine priced with several profiles (one per engine version: ``sglang`` 0.5.1.post1 and ``sglang-0.5.9``) also
+has a band per profile version, ``"<engine>@<version> <mode> <gpu>"``, over that profile's rows alone, which a plan
+on that version takes first. A profile whose rows lie on one GPU has its terms fitted on the other GPU's rows of the
+same engine (other versions, priced with this profile): its band is cross-GPU and cross-version, and says so in
+``fitted_versions``, the engine versions of the rows a band's terms were fitted on (absent in files written before
+2026-12-07).
 """
 
 from typing import Annotated, Literal
@@ -32,6 +39,8 @@ class ErrorBand(FrozenModel):
     ttft_median_abs_pct: Percent
     ttft_p90_abs_pct: Percent
     ttft_signed_median_pct: Signed
+    fitted_versions: Names | None = None
+    """The engine versions of the rows the terms were fitted on (None: not recorded)."""
 
 
 class Coverage(FrozenModel):
@@ -44,26 +53,39 @@ class Coverage(FrozenModel):
 
 
 class CrossGpuError(FrozenModel):
-    """``bands`` per ``"<engine> <mode> <gpu>"`` (the predicted GPU), ``coverage`` per ``"<engine> <mode>"``."""
+    """``bands`` per ``"<engine> <mode> <gpu>"`` (the predicted GPU) and per ``"<engine>@<version> <mode> <gpu>"``
+    (module docstring), ``coverage`` per ``"<engine> <mode>"``."""
 
     schema_version: Literal[2]
     source: Annotated[str, Field(min_length=1)]
     bands: dict[str, ErrorBand]
     coverage: dict[str, Coverage]
 
-    def band(self, engine: str, mode: str, gpu: str) -> ErrorBand | None:
+    def band(self, engine: str, mode: str, gpu: str, version: str | None = None) -> ErrorBand | None:
         """The band of ``engine`` (``vllm``, ``sglang``, ``trtllm``) in ``mode`` (dense, moe, disagg) predicted on
-        ``gpu`` (a catalogue GPU name); None where the validation has no such rows."""
+        ``gpu`` (a catalogue GPU name): the band of the profile of ``version`` where there is one, else the engine's;
+        None where the validation has no such rows."""
+        if version is not None and f"{engine}@{version} {mode} {gpu}" in self.bands:
+            return self.bands[f"{engine}@{version} {mode} {gpu}"]
         return self.bands.get(f"{engine} {mode} {gpu}")
 
-    def transfer_band(self, engine: str, mode: str, fitted_on: str = "h100-sxm") -> tuple[str, ErrorBand] | None:
-        """(predicted GPU, band) of the group of ``engine`` and ``mode`` whose terms were fitted on ``fitted_on``
-        alone: the shipped profiles' situation on a GPU they were not fitted on (their terms come from the H100
-        rows: docs/cross_gpu_accuracy.md §5); None where there is none."""
-        for key, band in sorted(self.bands.items()):
-            head, _, gpu = key.rpartition(" ")
-            if head == f"{engine} {mode}" and band.fitted_on == fitted_on:
-                return gpu, band
+    def has_version(self, engine: str, version: str) -> bool:
+        """Whether ``engine`` at ``version`` has bands of its own (a profile's rows apart from the engine's)."""
+        return any(key.startswith(f"{engine}@{version} ") for key in self.bands)
+
+    def transfer_band(
+        self, engine: str, mode: str, fitted_on: str = "h100-sxm", version: str | None = None
+    ) -> tuple[str, ErrorBand] | None:
+        """(predicted GPU, band) of the group of ``engine`` (the profile of ``version`` first, as :meth:`band`) and
+        ``mode`` whose terms were fitted on ``fitted_on`` alone: the shipped profiles' situation on a GPU they were
+        not fitted on (their terms come from the H100 rows: docs/cross_gpu_accuracy.md §5); None where there is
+        none."""
+        heads = ([f"{engine}@{version} {mode}"] if version is not None else []) + [f"{engine} {mode}"]
+        for want in heads:
+            for key, band in sorted(self.bands.items()):
+                head, _, gpu = key.rpartition(" ")
+                if head == want and band.fitted_on == fitted_on:
+                    return gpu, band
         return None
 
     def warning(self, gpu: str, donor: str, engine: str, mode: str) -> str:

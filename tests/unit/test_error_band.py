@@ -158,3 +158,85 @@ def test_prfaas_names_its_remote_gpu_and_the_missing_rows() -> None:
     assert ev.expected_error.outside[0] == (
         "PrfaaS (prefill on a remote cluster over a cross-datacenter link): no validation rows"
     )
+
+
+VERSIONED = CrossGpuError(
+    schema_version=2,
+    source="hand-written for the test",
+    bands={
+        # the engine's pooled bands: 0.5.1 rows (H100 only) and 0.5.9 rows (both GPUs) together
+        "sglang dense h100-sxm": {
+            **_band(12, "h200-sxm", (6.0, 9.0, 1.0), (14.0, 30.0, -2.0)),
+            "fitted_versions": ["0.5.9"],
+        },
+        "sglang dense h200-sxm": {
+            **_band(5, "h100-sxm", (30.0, 40.0, -30.0), (200.0, 300.0, 200.0)),
+            "fitted_versions": ["0.5.9"],
+        },
+        # per profile version: 0.5.1's 10 H100 rows, fitted on the 0.5.9 H200 rows (cross-version)
+        "sglang@0.5.1 dense h100-sxm": {
+            **_band(10, "h200-sxm", (5.0, 8.0, 1.0), (12.0, 25.0, -1.0)),
+            "fitted_versions": ["0.5.9"],
+        },
+        "sglang@0.5.9 dense h100-sxm": {
+            **_band(2, "h200-sxm", (8.0, 19.0, 8.0), (86.0, 94.0, -86.0)),
+            "fitted_versions": ["0.5.9"],
+        },
+        "sglang@0.5.9 dense h200-sxm": {
+            **_band(5, "h100-sxm", (30.0, 40.0, -30.0), (200.0, 300.0, 200.0)),
+            "fitted_versions": ["0.5.9"],
+        },
+    },
+    coverage={
+        "sglang dense": {
+            "versions": ["0.5.1", "0.5.9"],
+            "families": ["llama"],
+            "models": ["llama-3.1-8b"],
+            "gpus": ["h100-sxm", "h200-sxm"],
+        }
+    },
+)
+
+
+def test_a_version_takes_its_own_band_and_names_cross_version_fits() -> None:
+    """sglang 0.5.1 on H100 takes its profile's 10-row band (not the pooled 12), whose terms were fitted on 0.5.9
+    runs: the words say so; 0.5.9 on H100 takes its own 2 rows, fitted on its own version (no such words)."""
+    old = expected_error("sglang", "0.5.1", "dense", "llama", ("h100-sxm",), data=VERSIONED)
+    assert (old.rows, old.band_version, old.fitted_versions) == (10, "0.5.1", ("0.5.9",))
+    assert old.ttft is not None
+    assert old.ttft.median_abs_pct == 12.0
+    assert old.outside == ()
+    assert old.lines()[0].startswith(
+        "expected error: sglang 0.5.1 dense on H100, cross-GPU over 10 runs, terms fitted on H200 runs of other "
+        "versions (0.5.9): TPOT 5 % median"
+    )
+    new = expected_error("sglang", "0.5.9", "dense", "llama", ("h100-sxm",), data=VERSIONED)
+    assert (new.rows, new.band_version) == (2, "0.5.9")
+    assert new.lines()[0].startswith("expected error: sglang 0.5.9 dense on H100, cross-GPU over 2 runs: TPOT 8 %")
+    doc = old.to_document()
+    assert (doc["band_version"], doc["fitted_versions"]) == ("0.5.1", ["0.5.9"])
+
+
+def test_a_version_without_a_band_on_its_gpu_gets_the_pooled_one_with_a_note() -> None:
+    """0.5.1 has no H200 rows: the pooled H200 band (0.5.9's rows), and a note that it is other versions'."""
+    err = expected_error("sglang", "0.5.1", "dense", "llama", ("h200-sxm",), data=VERSIONED)
+    assert (err.band_gpu, err.rows, err.band_version) == ("h200-sxm", 5, None)
+    assert err.outside == ("no sglang 0.5.1 dense runs on H200: other versions' band",)
+    # an unknown version has no bands of its own: the pooled band, and only the coverage note
+    other = expected_error("sglang", "0.5.4", "dense", "llama", ("h100-sxm",), data=VERSIONED)
+    assert (other.rows, other.band_version) == (12, None)
+    assert other.outside == ("sglang 0.5.4 not in the validation rows (0.5.1, 0.5.9)",)
+
+
+def test_an_unmeasured_gpu_takes_its_versions_transfer_band() -> None:
+    """B200 on 0.5.9: the 0.5.9 band predicted from H100 alone; on 0.5.1 (no band fitted on H100) the pooled one."""
+    err = expected_error("sglang", "0.5.9", "dense", "llama", ("b200",), data=VERSIONED)
+    assert (err.band_gpu, err.band_version, err.rows) == ("h200-sxm", "0.5.9", 5)
+    old = expected_error("sglang", "0.5.1", "dense", "llama", ("b200",), data=VERSIONED)
+    assert (old.band_gpu, old.band_version, old.rows) == ("h200-sxm", None, 5)
+
+
+def test_old_files_without_fitted_versions_still_load() -> None:
+    assert HAND.bands["trtllm dense h100-sxm"].fitted_versions is None
+    err = expected_error("trtllm", "1.0.0rc3", "dense", "llama", ("h100-sxm",), data=HAND)
+    assert (err.fitted_versions, err.band_version) == ((), None)
