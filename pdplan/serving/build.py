@@ -31,7 +31,8 @@ import numpy as np
 from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
-from pdplan.serving.colocated import ColocatedModel, build_colocated
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.colocated_build import build_colocated
 from pdplan.serving.decode_lines import best_line, limit_bound, line_at_rate, mean_decode_step_s
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated

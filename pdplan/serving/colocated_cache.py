@@ -24,14 +24,15 @@
   spread, which only the points read (:func:`pdplan.serving.prefix_cache.point_prices`), are left out (None), and
   the chunk price takes the model without the cache's t_p and G(n) table, which read neither the prompts nor the
   hits (:func:`pdplan.serving.roles.cached_chunk_price` ``like``). A fixed point's every round builds these cells
-  (:func:`pdplan.serving.colocated._resident_fixed_point`): the skipped parts were a third to a half of a round's CPU
-  (cProfile of examples/chat-ppd.yaml and agent-dualpath.yaml, docs/accuracy.md §7.10).
+  (:func:`pdplan.serving.colocated_build._resident_fixed_point`): the skipped parts were a third to a half of a
+  round's CPU (cProfile of examples/chat-ppd.yaml and agent-dualpath.yaml, docs/accuracy.md §7.10).
 * **Cells kept**: a class with less than :data:`MIN_CLASS_WEIGHT` of its bin is folded into the others (most bins
   are nearly all misses or nearly all hits), so the distributions are not priced on cells of no weight.
 * **HBM left for the cache** is the instance's KV capacity less the decoding sequences' mean KV at the rate the hit
-  rates hold at, taken from the same instance without a cache (:func:`resident_tokens`): with a cache the prefill
-  takes less time, the token interval is shorter and the resident KV smaller, so this leaves the cache a little less
-  HBM than it has (conservative).
+  rates hold at, taken from the same instance without a cache
+  (:func:`pdplan.serving.colocated_build.resident_tokens`): with a cache the prefill takes less time, the token
+  interval is shorter and the resident KV smaller, so this leaves the cache a little less HBM than it has
+  (conservative).
 """
 
 from __future__ import annotations

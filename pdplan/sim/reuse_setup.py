@@ -11,9 +11,9 @@ tiers' physics (:func:`pdplan.serving.prefix_cache.lower_tiers`: sizes per insta
 * **HBM per instance**: the instance's KV capacity less what its running work holds: a disaggregated prefill
   instance the longest prompt it prefills (one prompt at a time); a colocated one the mean resident KV of its
   decoding sequences at the rate, taken from the cached deployment's model
-  (:func:`pdplan.serving.colocated.resident_tokens`, the closed form's own figure, an input the simulator's cache is
-  sized with, not a piece under test; a rate past the mean-field pole leaves no HBM to the cache). It depends on the
-  rate, so a run at another rate takes its inputs anew.
+  (:func:`pdplan.serving.colocated_build.resident_tokens`, the closed form's own figure, an input the simulator's
+  cache is sized with, not a piece under test; a rate past the mean-field pole leaves no HBM to the cache). It
+  depends on the rate, so a run at another rate takes its inputs anew.
 * **Tiers** (``cache.tiers``): host DRAM and local SSD are per node, each instance holding its share
   ``capacity / instances per node`` as its own LRU (each engine process keeps its own offload store: vLLM's
   offloading connector, SGLang HiCache; scope ``"instance"``); a remote pool is one LRU of the pool's capacity shared
@@ -46,7 +46,8 @@ import numpy as np
 from pdplan.cache.tiers import CacheTier, Inclusion
 from pdplan.errors import SpecError
 from pdplan.serving.cache_domain import colocated_domain, prefill_domain
-from pdplan.serving.colocated import ColocatedModel, resident_tokens
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.colocated_build import resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import SNIC_KINDS, dual_path_setting
 from pdplan.serving.prefix_cache import CacheSetup, Domain, lower_tiers

@@ -168,10 +168,10 @@ def _p90(values: FloatArray) -> float:
 
 HIT_TOLERANCE = {"least-work": 0.10, "colocated": 0.12}
 """The token hit ratio, closed / simulated − 1. Colocated: +9.6 % recorded until 2026-12-07 (fifth session), +10.1 %
-since the HBM cache's resident-KV fixed point is solved to its tolerance (pdplan.serving.colocated
-_resident_fixed_point; before, its rounds stopped at 8, and the simulator's cache is sized from the same model); the
-colocated grid reads +12.1 / +13.2 % at its higher rates, not settled (docs/prefix_cache.md §9, colocated rows): held
-to 12 %."""
+since the HBM cache's resident-KV fixed point is solved to its tolerance
+(pdplan.serving.colocated_build._resident_fixed_point; before, its rounds stopped at 8, and the simulator's cache is
+sized from the same model); the colocated grid reads +12.1 / +13.2 % at its higher rates, not settled
+(docs/prefix_cache.md §9, colocated rows): held to 12 %."""
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The colocated HBM cache's resident-KV fixed point (pdplan.serving.colocated._resident_fixed_point): hand-worked
+"""The colocated HBM cache's resident-KV fixed point (pdplan.serving.colocated_build._resident_fixed_point): hand-worked
 rounds on a stand-in g(r), the KV a model with (capacity − r) of cache holds."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.serving import colocated
+from pdplan.serving import colocated_build as colocated
 
 CAPACITY = 1000.0
 
