@@ -63,6 +63,15 @@ class PhaseTime:
     pp_handoff_s: FloatArray
     ops: tuple[OpTime, ...]
 
+    def kind_s(self, kind: str, shape: tuple[int, ...]) -> FloatArray:
+        """The seconds of the ops of ``kind`` (``attn_prefill``, ``moe``, …) over the pass's points, broadcast to
+        ``shape`` (zeros where it has none)."""
+        out = np.zeros(shape)
+        for op in self.ops:
+            if op.kind == kind:
+                out = out + op.time_s
+        return np.asarray(out, dtype=np.float64)
+
     def bound(self) -> str:
         """compute | memory | communication | overhead: the category holding the most time (first element)."""
         totals = dict.fromkeys(BOUNDS, 0.0)

@@ -97,7 +97,6 @@ import math
 import numpy as np
 
 from pdplan.numerics.normal import ndtr
-from pdplan.perf.roofline import PhaseTime
 from pdplan.queueing import DecodeWorkload, LinearStepTime
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import DecodePerf, prefill_pass_time
@@ -157,14 +156,6 @@ def rank_decode(decode: DecodePerf, ranks: int, cells: DecodeWorkload, others_s_
     )
 
 
-def _of_kind(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
-    out = np.zeros(shape)
-    for op in pt.ops:
-        if op.kind == kind:
-            out = out + op.time_s
-    return np.asarray(out, dtype=np.float64)
-
-
 def rank_prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
     """(G, A) of a chunk of ``tokens`` prompt tokens on ONE attention-DP rank (module docstring, "A rank's chunk"):
     ``G = P_D − A_D − X_D + X_1`` and ``A = A_D``, with P_D the pass in which every rank carries ``tokens``
@@ -174,11 +165,11 @@ def rank_prefill_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArr
     pass (:func:`pdplan.serving.roles.prefill_split_s`)."""
     tok = np.asarray(tokens, dtype=np.float64)
     every = prefill_pass_time(hw, batch=float(hw.dp), tokens=tok, detail=False)
-    attention = _of_kind(every, "attn_prefill", tok.shape)
+    attention = every.kind_s("attn_prefill", tok.shape)
     gemm = np.broadcast_to(every.time_s, tok.shape) - attention
     if hw.dp > 1 and hw.model.moe is not None:
         alone = prefill_pass_time(hw, batch=1.0, tokens=tok, detail=False)  # the instance carries the tokens in all
-        gemm = gemm - _of_kind(every, "moe", tok.shape) + _of_kind(alone, "moe", tok.shape)
+        gemm = gemm - every.kind_s("moe", tok.shape) + alone.kind_s("moe", tok.shape)
     return np.asarray(gemm, dtype=np.float64), attention
 
 
@@ -191,7 +182,7 @@ def others_expert_s_per_token(hw: RoleHardware, budget_tokens: float) -> float:
         return 0.0
     c = np.array([float(max(int(budget_tokens), 2))])
     every, one = (
-        float(_of_kind(prefill_pass_time(hw, batch=b, tokens=c, detail=False), "moe", c.shape)[0])
+        float(prefill_pass_time(hw, batch=b, tokens=c, detail=False).kind_s("moe", c.shape)[0])
         for b in (float(hw.dp), 1.0)
     )
     return max(every - one, 0.0) / ((hw.dp - 1) * float(c[0]))

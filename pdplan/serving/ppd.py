@@ -95,7 +95,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.cache.lru_closed_form import SessionWorkload, session_cache
-from pdplan.perf.roofline import PhaseTime
 from pdplan.serving.prefix_cache import session_workload
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import prefill_pass_time, prefill_split_s
@@ -308,20 +307,11 @@ def rank_gemm_s(hw: RoleHardware, batch: float, tokens: FloatArray) -> FloatArra
         return np.asarray(np.maximum(g[1:] - g[0], 0.0), dtype=np.float64)
     ranks = float(hw.dp)
     every = prefill_pass_time(hw, batch=ranks, tokens=tok, detail=False)
-    rest = np.broadcast_to(every.time_s, tok.shape) - _kind_s(every, "attn_prefill", tok.shape)
-    rest = rest - _kind_s(every, "moe", tok.shape)
+    rest = np.broadcast_to(every.time_s, tok.shape) - every.kind_s("attn_prefill", tok.shape)
+    rest = rest - every.kind_s("moe", tok.shape)
     total = tok + (ranks - 1.0) * batch  # the instance's tokens: D·B̄ + c
-    experts = _kind_s(prefill_pass_time(hw, batch=1.0, tokens=total, detail=False), "moe", tok.shape)
+    experts = prefill_pass_time(hw, batch=1.0, tokens=total, detail=False).kind_s("moe", tok.shape)
     return np.asarray(np.maximum(rest[1:] - rest[0] + experts[1:] - experts[0], 0.0), dtype=np.float64)
-
-
-def _kind_s(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
-    """The seconds of ``pt``'s ops of ``kind`` (zeros where it has none)."""
-    out = np.zeros(shape)
-    for op in pt.ops:
-        if op.kind == kind:
-            out = out + op.time_s
-    return np.asarray(out, dtype=np.float64)
 
 
 def append_load(rate_per_instance: float, work_s: float) -> float:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.serving.role_hardware import RoleHardware
-from pdplan.sim.deployment import _kind_s, _pass
+from pdplan.sim.deployment import _pass
 from pdplan.types import FloatArray
 
 
@@ -95,12 +95,12 @@ def rank_pieces(hw: RoleHardware, budget_tokens: int, max_batch: int, max_contex
     to a full batch of the instance (``max_batch`` sequences) and one rank's budget, A up to the longest prompt."""
     rest_tokens = np.arange(1.0, max(int(budget_tokens), 2) + 2.0)
     every = _pass(hw, float(hw.dp), rest_tokens)
-    rest = np.broadcast_to(every.time_s, rest_tokens.shape) - _kind_s(every, "attn_prefill", rest_tokens.shape)
-    rest = rest - _kind_s(every, "moe", rest_tokens.shape)
+    rest = np.broadcast_to(every.time_s, rest_tokens.shape) - every.kind_s("attn_prefill", rest_tokens.shape)
+    rest = rest - every.kind_s("moe", rest_tokens.shape)
     expert_tokens = np.arange(1.0, max_batch + max(int(budget_tokens), 2) + 2.0)
-    experts = _kind_s(_pass(hw, 1.0, expert_tokens), "moe", expert_tokens.shape)
+    experts = _pass(hw, 1.0, expert_tokens).kind_s("moe", expert_tokens.shape)
     grid = np.arange(1.0, math.ceil(max(float(max_context), 2.0)) + 2.0)
-    attn = _kind_s(_pass(hw, float(hw.dp), grid), "attn_prefill", grid.shape)
+    attn = _pass(hw, float(hw.dp), grid).kind_s("attn_prefill", grid.shape)
     return RankPieces(
         int(hw.dp),
         rest_tokens,

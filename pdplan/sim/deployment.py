@@ -241,10 +241,6 @@ def _pass(hw: RoleHardware, batch: float, tokens: FloatArray) -> PhaseTime:
     )  # fmt: skip
 
 
-def _kind_s(pt: PhaseTime, kind: str, shape: tuple[int, ...]) -> FloatArray:
-    return np.asarray(sum((op.time_s for op in pt.ops if op.kind == kind), np.zeros(shape)), np.float64)
-
-
 def rank_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
     """(G, A) of ``tokens`` prompt tokens run on ONE attention-DP rank of ``hw`` (module docstring, *per rank*).
 
@@ -254,10 +250,10 @@ def rank_split_s(hw: RoleHardware, tokens: FloatArray) -> tuple[FloatArray, Floa
     ``tokens`` in all, ``batch = 1``), not ``dp`` times them. With ``dp = 1`` both passes are the batch-1 pass."""
     tok = np.asarray(tokens, dtype=np.float64)
     rank = _pass(hw, float(hw.dp), tok)
-    attn = _kind_s(rank, "attn_prefill", tok.shape)
+    attn = rank.kind_s("attn_prefill", tok.shape)
     gemm = np.broadcast_to(rank.time_s, tok.shape) - attn
     if hw.dp > 1 and hw.model.moe is not None:
-        gemm = gemm - _kind_s(rank, "moe", tok.shape) + _kind_s(_pass(hw, 1.0, tok), "moe", tok.shape)
+        gemm = gemm - rank.kind_s("moe", tok.shape) + _pass(hw, 1.0, tok).kind_s("moe", tok.shape)
     return np.asarray(gemm, np.float64), attn
 
 
@@ -266,7 +262,7 @@ def sim_chunk_price(hw: RoleHardware, budget_tokens: int, max_context: float) ->
     gemm_tokens = np.arange(1.0, max(int(budget_tokens), 2) + 1.0)
     gemm_s, _ = rank_split_s(hw, gemm_tokens)
     grid = np.arange(1.0, math.ceil(max(float(max_context), 2.0)) + 2.0)
-    attn = _kind_s(_pass(hw, float(hw.dp), grid), "attn_prefill", grid.shape)  # A of rank_split_s
+    attn = _pass(hw, float(hw.dp), grid).kind_s("attn_prefill", grid.shape)  # A of rank_split_s
     return SimChunkPrice(gemm_tokens, gemm_s, np.concatenate(([0.0], grid)), np.concatenate(([0.0], attn)))
 
 
