@@ -17,7 +17,8 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.kv_offload import load_kv_offload
 from pdplan.io.scenario import load_scenario
 from pdplan.serving.build import build_model, with_cache_rate
-from pdplan.serving.colocated import ColocatedModel, resident_tokens
+from pdplan.serving.colocated import ColocatedModel
+from pdplan.serving.colocated_build import resident_tokens
 from pdplan.serving.prefix_cache import CacheSetup, Domain, Reuse, affinity_owner, cache_classes
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price, prefill_split_s
