@@ -245,8 +245,8 @@ def test_colocated_zipf_prefixes_against_the_simulator() -> None:
     the hits, a short prefill plus the rest of the decode step in progress. It was −14.2 % while the closed form took
     that rest at its mean τ_p/2; its uniform law on [0, τ_p] (:func:`pdplan.queueing.colocated_prefill_first`) gave
     −3.8 % at seed 0 (at 3.0 req/s). Since the HBM cache is what the cached deployment's own decoding sequences leave
-    free (:func:`pdplan.serving.colocated.build_colocated`; before, the plain model's, whose pole at 4.6 req/s capped
-    the goodput at 4.37 req/s), the goodput is 7.58 req/s and 0.7 of it, 5.2 req/s, is busier: −12.3 % here (the
+    free (:func:`pdplan.serving.colocated_build.build_colocated`; before, the plain model's, whose pole at 4.6 req/s
+    capped the goodput at 4.37 req/s), the goodput is 7.58 req/s and 0.7 of it, 5.2 req/s, is busier: −12.3 % here (the
     simulation rerun at its offered rate), −10.8 / −8.3 % at seeds 0 / 1 at 5.2 req/s flat (−0.5 / −0.1 % at 3.0 req/s,
     −26 / −15 % at 6.0: the closed form's wait tail grows slower than the simulator's as the instance fills). Held to
     15 %."""
