@@ -20,7 +20,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.overlap_ttft import OverlapTtft, shifted
 from pdplan.serving.resolve import resolve
-from pdplan.serving.ttft import overlap_s, overlap_steps
+from pdplan.serving.ttft import overlap_append_steps, overlap_s, overlap_steps
 from pdplan.sim import Colocated, Disaggregated, Requests, simulate
 from pdplan.sim.batch import Timeline
 from pdplan.sim.deployment import sim_deployment
@@ -54,6 +54,21 @@ def test_overlap_s_by_hand() -> None:
     assert overlap_s(2.0, tau).tolist() == [0.04, 0.035]
     assert overlap_s(0.0, tau).tolist() == [0.0, 0.0]
     assert overlap_steps(None) == 0.0  # kernel time only: no engine, no overlap
+
+
+def test_append_steps_by_hand() -> None:
+    # PPD's decode instance (pdplan/serving/ttft.py overlap_append_steps): τ' = 33.4 ms, ρ_a = 0.3, k = 1: a plain
+    # step τ_p = 0.7 × 33.4 = 23.38 ms with probability 0.7, one carrying append work τ_p + τ' = 56.78 ms with 0.3;
+    # the mean 0.7 × 23.38 + 0.3 × 56.78 = 16.366 + 17.034 = 33.4 ms, k·τ' as overlap_s.
+    points, weights = overlap_append_steps(1.0, np.array([0.0334]), 0.3)
+    assert points[0] == pytest.approx([0.02338, 0.05678], rel=1e-12)
+    assert weights[0] == pytest.approx([0.7, 0.3], rel=1e-12)
+    assert float(points[0] @ weights[0]) == pytest.approx(float(overlap_s(1.0, np.array([0.0334]))[0]), rel=1e-12)
+    two, _ = overlap_append_steps(2.0, np.array([0.0334]), 0.3)  # k steps alike
+    assert two[0] == pytest.approx(2.0 * points[0], rel=1e-12)
+    none, w0 = overlap_append_steps(1.0, np.array([0.0334]), 0.0)  # no appends: the constant k·τ'
+    assert none[0, 0] == pytest.approx(0.0334, rel=1e-12)
+    assert w0[0, 1] == 0.0
 
 
 def test_the_profiles_steps() -> None:
