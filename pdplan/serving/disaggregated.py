@@ -36,10 +36,10 @@
   overlap_s`, a constant shift of the law per rate; the step is the decode instance's because its loop launches the
   next decode step before it sends the token; with PPD's appends on that instance the step is plain, τ_p, or carries
   append work, τ_p + τ̄_d, with probability ρ_a, coupled to the TTFT: :func:`pdplan.serving.ttft.
-  overlap_append_steps`, :class:`pdplan.serving.overlap_ttft.OverlapTtft`); convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``, and
-  then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + D_link(l) + J_d)/n``
-  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow
-  link), with D_link mixed in per prompt bin as a random delay (its atom plus
+  overlap_append_steps`, :class:`pdplan.serving.overlap_ttft.OverlapTtft`); convention B (prefill streams token 1,
+  DistServe) ``W_p + S_p(l)``, and then token 2 waits for the KV: each request's TPOT gains
+  ``(T_kv(l) + D_link(l) + J_d)/n`` (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short
+  outputs over a slow link), with D_link mixed in per prompt bin as a random delay (its atom plus
   ``TPOT_LINK_POINTS`` quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d exactly
   as that idle/uniform mixture (:class:`~pdplan.queueing.GammaMixture` ``uniform``; moment
   matching it into the load's gamma put the n = 1 tail 10 % low).
@@ -108,7 +108,7 @@ from pdplan.serving.limits import (
     cache_read_limit,
     decode_binding,
 )
-from pdplan.serving.overlap_ttft import OverlapTtft, shifted
+from pdplan.serving.overlap_ttft import OverlapTtft, coupled
 from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
@@ -386,7 +386,7 @@ class DisaggregatedModel:
         law: TtftMixture | OverlapTtft = mixture
         if self.convention == "A" and self.overlap_steps and self.append_share:  # PPD: plain or append-carrying
             points, weights = overlap_append_steps(self.overlap_steps, tau, self.append_share)
-            law = OverlapTtft(shifted(mixture, points[:, 0]), shifted(mixture, points[:, 1]), weights[:, 1])
+            law = coupled(mixture, points, weights)
         ttft: TtftLike = law if self.cache is None else GroupedTtft(law, self.cache.weights)
         util = self.utilisation(rates, busy)
         tpot, defined = no_tpot(tpot, tpot_defined(self.res))
