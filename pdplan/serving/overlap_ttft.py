@@ -114,10 +114,14 @@ class OverlapTtft:
 
 def coupled(ttft: TtftMixture | ShiftedMixture, steps_s: FloatArray, weights: FloatArray) -> OverlapTtft:
     """``ttft`` with the next iterations ``steps_s[r, i]`` (k steps each, seconds) of weights ``weights[r, i]``
-    coupled to it comonotonically (module docstring): the steps sorted per rate, each column a shifted law."""
-    order = np.argsort(steps_s, axis=1, kind="stable")
-    steps = np.take_along_axis(np.asarray(steps_s, dtype=np.float64), order, axis=1)
-    w = np.take_along_axis(np.broadcast_to(np.asarray(weights, dtype=np.float64), steps.shape), order, axis=1)
+    coupled to it comonotonically (module docstring): the steps sorted per rate, each column a shifted law (the
+    columns of weight 0 at every rate left out)."""
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), np.shape(steps_s))
+    kept = np.any(w > 0.0, axis=0)  # a step of weight 0 at every rate adds a law's cost and nothing else
+    kept[0] |= not kept.any()
+    order = np.argsort(np.asarray(steps_s, dtype=np.float64)[:, kept], axis=1, kind="stable")
+    steps = np.take_along_axis(np.asarray(steps_s, dtype=np.float64)[:, kept], order, axis=1)
+    w = np.take_along_axis(w[:, kept], order, axis=1)
     return OverlapTtft(tuple(shifted(ttft, steps[:, i]) for i in range(steps.shape[1])), np.array(w))
 
 
