@@ -27,7 +27,8 @@ A request's TTFT is the sum of
   ``generator/rule_plugin/trtllm.rule``). On a plain decode instance the step is the mean-field mean, so the TTFT law
   shifts by the constant k·step at each rate (its percentiles too); where the next step may carry prompt work (a
   colocated instance; a PPD decode instance's appends, :func:`overlap_append_steps`) its law has several points whose
-  mean is that step, coupled to the TTFT (:mod:`pdplan.serving.overlap_ttft`); k = 0 (vLLM 0.12, the kernel-only profile) adds nothing. Until
+  mean is that step, coupled to the TTFT (:mod:`pdplan.serving.overlap_ttft`); k = 0 (vLLM 0.12, the kernel-only
+  profile) adds nothing. Until
   2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
 * ``request_overhead_s`` — the engine's host time per request outside the queues (API server, tokeniser, per-layer
   dispatch: :mod:`pdplan.serving.request_overhead`);
