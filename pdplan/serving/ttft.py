@@ -28,8 +28,7 @@ A request's TTFT is the sum of
   shifts by the constant k·step at each rate (its percentiles too); where the next step may carry prompt work (a
   colocated instance; a PPD decode instance's appends, :func:`overlap_append_steps`) its law has several points whose
   mean is that step, coupled to the TTFT (:mod:`pdplan.serving.overlap_ttft`); k = 0 (vLLM 0.12, the kernel-only
-  profile) adds nothing. Until
-  2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
+  profile) adds nothing. Until 2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
 * ``request_overhead_s`` — the engine's host time per request outside the queues (API server, tokeniser, per-layer
   dispatch: :mod:`pdplan.serving.request_overhead`);
 * ``cache_load_s`` — reading a request's cached prefix KV back from a storage tier (0 until the prefix cache is
