@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -110,6 +110,16 @@ def _span_s(wait: WaitDistribution | PerBinWait) -> FloatArray:
     return np.asarray(wait.h_s * (wait.cdf_grid.shape[-1] - 1), dtype=np.float64)
 
 
+class BinnedTtft(Protocol):
+    """A TTFT law read per bin (:class:`TtftMixture`, or one with the overlap scheduler's step coupled to it,
+    :class:`pdplan.serving.overlap_ttft.OverlapTtft`)."""
+
+    @property
+    def mean_s(self) -> FloatArray: ...
+    def cdf_per_bin(self, a_s: float) -> FloatArray: ...
+    def quantile(self, q: float) -> FloatArray: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GroupedTtft:
     """A TTFT law over ``K·H`` sub-bins (bin k's H classes, e.g. the prefix-cache classes of
@@ -117,7 +127,7 @@ class GroupedTtft:
 
     ``inner`` weighs sub-bin (k, h) by ``p_k·w[k, h]``, so its mean and quantiles are already the whole law's."""
 
-    inner: TtftMixture
+    inner: BinnedTtft
     weights: FloatArray
     """``[K, H]``, rows summing to 1."""
 

@@ -60,21 +60,18 @@ seat (``max_num_seqs``; the same Halfin–Whitt band with one seat per request, 
 seat limit λτ̄E[n] = max_num_seqs is the stability limit ("decode seats"). A request past both comfortable limits
 waits in the queue with the larger mean wait (:meth:`ColocatedModel.admission_wait`).
 The overlap scheduler's extra steps (``scheduling.overlap_extra_steps`` = k, :mod:`pdplan.serving.ttft`): token 1 is
-sampled by the iteration that ends the prompt and sent k iterations of the same instance later, so TTFT gains k of
-its iterations at the rate (:meth:`ColocatedModel.overlap_step_law`: two points, a plain step or one carrying prompt
-work, coupled to the request's own TTFT by :class:`~pdplan.serving.overlap_ttft.OverlapTtft`). Which
-iteration: the one after a prompt's end, and a departing prompt leaves its queue holding work with probability ρ, the
-queue's busy share of *time* (an M/G/1 in time: departures see what arrivals see, PASTA), so the next iteration is
-length-biased towards the long ones, not the mean token interval τ̄. chunked (the chunk queue of
-:mod:`pdplan.queueing.chunk_window`): with probability ρ a step carrying prompt tokens, of mean τ_b = ρ/(n_c + n_d)
-over the full chunk steps (τ_c, ``n_c = (ρ − f_d)/τ_c`` a second) and the drain steps (τ_d, ``n_d = f_d/τ_d``), else a
-plain step τ_p = t0 + u_d τ̄, so ``ρ τ_b + (1 − ρ) τ_p``. For SGLang's colocated chat on the default hardware (3 ×
-TP4, chunk budget 8,192, prompts of 1,628 tokens on average: most chunk steps are drains) that is 41 / 61 / 104 ms at
-0.3 / 0.5 / 0.8 of the limit against 41 / 66 / 139 ms simulated (the mean token interval τ̄, 22 / 28 / 50 ms,
-averages per step, ρ_steps < ρ; the full chunk step τ_c, 490 ms, is far too long; past half the limit a departing
-prompt leaves work behind more often than ρ says, not modelled). prefill-first: another prompt's pass where one
-waits (probability ρ_p), else a plain decode step of mean (1 − ρ_p)·τ̄, so ``ρ_p E[S] + (1 − ρ_p)²·τ̄`` (38 / 52 /
-73 ms against 38 / 52 / 73 ms simulated on the same deployment).
+sampled by the iteration that ends the prompt and sent k iterations of the same instance later (:meth:`ColocatedModel.
+overlap_step_law`, coupled to the request's own TTFT by :class:`~pdplan.serving.overlap_ttft.OverlapTtft`). A
+departing prompt leaves its queue holding work with probability ρ, the queue's busy share of *time* (departures see
+what arrivals see, PASTA), so the next iteration is length-biased, not the mean token interval τ̄. chunked
+(:mod:`pdplan.queueing.chunk_window`): with probability ρ a step carrying prompt tokens, by count a full chunk step
+(τ_c, ``n_c = (ρ − f_d)/τ_c`` a second) or a drain step (``n_d = f_d/τ_d``; since 2026-12-07 in slices of its law,
+:func:`~pdplan.serving.overlap_ttft.chunk_step_law`), else a plain step τ_p = t0 + u_d τ̄; mean ``ρ τ_b + (1 − ρ)
+τ_p``, τ_b = ρ/(n_c + n_d). SGLang's colocated chat on the default hardware (3 × TP4, chunk budget 8,192, prompts of
+1,628 tokens on average: mostly drains): 41 / 61 / 104 ms at 0.3 / 0.5 / 0.8 of the limit against 41 / 66 / 139 ms
+simulated (τ̄, 22 / 28 / 50 ms, averages per step; τ_c, 490 ms, is far too long; past half the limit a departing prompt
+leaves work behind more often than ρ says, not modelled). prefill-first: another prompt's pass (probability ρ_p),
+else a plain decode step of mean (1 − ρ_p)·τ̄: ``ρ_p E[S] + (1 − ρ_p)²·τ̄`` (38 / 52 / 73 ms, as simulated).
 TTFT/TPOT attainment is taken as a product per cell (an approximation on one instance, §5.2).
 One-token outputs have no TPOT (:func:`~pdplan.serving.cells.tpot_defined`): they are left
 out of the TPOT percentiles and meet any TPOT threshold, as in the simulator and the disaggregated
@@ -122,7 +119,7 @@ from pdplan.queueing.linear_capacity import riding_capacity
 from pdplan.queueing.ttft_mixture import TtftMixture
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.limits import DECODE_U_MAX, PREFILL_RHO_MAX, Limit, cache_read_limit
-from pdplan.serving.overlap_ttft import OverlapTtft, shifted
+from pdplan.serving.overlap_ttft import chunk_step_law, coupled
 from pdplan.serving.request_overhead import DelayedTtft, request_delay_s
 from pdplan.serving.resolve import ColocatedHardware, ResolvedScenario
 from pdplan.serving.roles import DecodePerf
@@ -503,25 +500,18 @@ class ColocatedModel:
         return self._admitted(self._loaded(rates), rates)
 
     def overlap_step_law(self, rates: FloatArray, out: ColocatedResult) -> tuple[FloatArray, FloatArray]:
-        """The iteration token 1 waits for behind the one that sampled it, per deployment rate of ``out`` (module
-        docstring), as two points ``[R, 2]`` and their weights: chunked a plain step τ_p (1 − ρ) or a chunk-carrying
-        one τ_b (ρ); prefill-first a plain decode step (1 − ρ_p)·τ̄ (1 − ρ_p) or another prompt's pass E[S] (ρ_p)."""
+        """The iteration token 1 waits for behind the one that sampled it, per rate of ``out`` (module docstring),
+        points ``[R, n]`` and their weights: chunked :func:`~pdplan.serving.overlap_ttft.chunk_step_law`;
+        prefill-first a plain decode step (1 − ρ_p)·τ̄ (1 − ρ_p) or another prompt's pass E[S] (ρ_p)."""
         if self.scheduler == "prefill-first":
             rho, tau = out.prefill_utilisation, out.tpot_mean_s
             plain, busy = (1.0 - rho) * tau, np.full_like(tau, float(self.cells.prob @ self.prefill_cell_s))
-        else:
-            q = self.chunk_queue_at(rates / self.z)
-            rho = np.minimum(q.rho, 1.0)
-            drain = np.minimum(q.drain_time, rho)
-            steps_per_s = (rho - drain) / q.tau_chunk_s + drain / q.tau_drain_s  # chunk-carrying steps a second
-            plain = q.tau_plain_s
-            busy = np.divide(rho, steps_per_s, out=np.array(q.tau_chunk_s, dtype=np.float64), where=steps_per_s > 0)
-        points = np.stack((plain, busy), axis=1)
-        return np.asarray(points, dtype=np.float64), np.stack((1.0 - rho, rho), axis=1)
+            return np.stack((plain, busy), axis=1), np.stack((1.0 - rho, rho), axis=1)
+        lam = rates / self.z
+        return chunk_step_law(lam, self.chunk_queue_at(lam))
 
     def _overlap_shift_s(self, rates: FloatArray, out: ColocatedResult) -> FloatArray:
-        """The overlap scheduler's mean extra time on token 1 per rate, k times the mean of
-        :meth:`overlap_step_law` (0 for k = 0)."""
+        """The overlap scheduler's mean extra time on token 1 per rate, k times :meth:`overlap_step_law`'s mean."""
         k = overlap_steps(self.res.hardware.colocated.engine)
         if k == 0.0:
             return np.zeros_like(out.tpot_mean_s)
@@ -529,15 +519,13 @@ class ColocatedModel:
         return overlap_s(k, np.sum(points * weights, axis=1))
 
     def _overlapped(self, out: ColocatedResult, rates: FloatArray) -> TtftLike:
-        """``out``'s TTFT law with token 1 the overlap scheduler's k iterations later (module docstring): the
-        two-point step of :meth:`overlap_step_law` coupled to the TTFT (:class:`~pdplan.serving.overlap_ttft.
-        OverlapTtft`); the law itself for k = 0."""
+        """``out``'s TTFT law with token 1 k iterations of :meth:`overlap_step_law` later, coupled to the TTFT
+        (:func:`~pdplan.serving.overlap_ttft.coupled`); the law itself for k = 0."""
         k = overlap_steps(self.res.hardware.colocated.engine)
         if k == 0.0:
             return out.ttft
         points, weights = self.overlap_step_law(rates, out)
-        steps = overlap_s(k, points)
-        return OverlapTtft(shifted(out.ttft, steps[:, 0]), shifted(out.ttft, steps[:, 1]), weights[:, 1])
+        return coupled(out.ttft, overlap_s(k, points), weights)
 
     def _admitted(self, out: ColocatedResult, rates: FloatArray) -> ColocatedResult:
         """``out`` with the KV admission wait before token 1 at the rates past the comfortable KV limit (module

@@ -34,10 +34,12 @@
   e^{−N}) τ̄_d/2``, plus under A the overlap scheduler's extra steps of the decode instance that samples token 1,
   ``k·τ̄_d`` (k = ``scheduling.overlap_extra_steps`` of the decode instance's engine: :func:`pdplan.serving.ttft.
   overlap_s`, a constant shift of the law per rate; the step is the decode instance's because its loop launches the
-  next decode step before it sends the token); convention B (prefill streams token 1, DistServe) ``W_p + S_p(l)``, and
-  then token 2 waits for the KV: each request's TPOT gains ``(T_kv(l) + D_link(l) + J_d)/n``
-  (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short outputs over a slow
-  link), with D_link mixed in per prompt bin as a random delay (its atom plus
+  next decode step before it sends the token; with PPD's appends on that instance the step is plain, τ_p, or carries
+  append work, τ_p + τ̄_d, with probability ρ_a, coupled to the TTFT: :func:`pdplan.serving.ttft.
+  overlap_append_steps`, :class:`pdplan.serving.overlap_ttft.OverlapTtft`); convention B (prefill streams token 1,
+  DistServe) ``W_p + S_p(l)``, and then token 2 waits for the KV: each request's TPOT gains
+  ``(T_kv(l) + D_link(l) + J_d)/n`` (found by ``pdplan simulate``: without it TPOT P99 was −40 % for short
+  outputs over a slow link), with D_link mixed in per prompt bin as a random delay (its atom plus
   ``TPOT_LINK_POINTS`` quantile points; for n = 1–3 its tail *is* the TPOT tail) and J_d exactly
   as that idle/uniform mixture (:class:`~pdplan.queueing.GammaMixture` ``uniform``; moment
   matching it into the load's gamma put the n = 1 tail 10 % low).
@@ -106,14 +108,23 @@ from pdplan.serving.limits import (
     cache_read_limit,
     decode_binding,
 )
+from pdplan.serving.overlap_ttft import OverlapTtft, coupled
 from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.serving.role_hardware import instance_budget
 from pdplan.serving.roles import DecodePerf, PrefillPerf, cached_prefill_perf, prefill_perf
-from pdplan.serving.snapshot import Snapshot
-from pdplan.serving.ttft import GRID_CELLS, LINK_POINTS, TtftParts, first_token_s, overlap_s, overlap_steps
+from pdplan.serving.snapshot import Snapshot, TtftLike
+from pdplan.serving.ttft import (
+    GRID_CELLS,
+    LINK_POINTS,
+    TtftParts,
+    first_token_s,
+    overlap_append_steps,
+    overlap_s,
+    overlap_steps,
+)
 from pdplan.transfer.fan_in import LinkQueue, fan_in_link_queue, side_busy_s
 from pdplan.transfer.kv import TransferResult, kv_transfer
 from pdplan.transfer.kv_inputs import TransferConfig, kv_shape_from_model
@@ -306,6 +317,16 @@ class DisaggregatedModel:
         of the decode instance type's engine)."""
         return overlap_steps(self.res.hardware.decode.engine)
 
+    @property
+    def append_share(self) -> float:
+        """ρ_a: the decode instance's share of time on Turn 2+ appends placed on it (PPD,
+        :attr:`pdplan.serving.ppd_pool.TurnPlacement.rho_append`; 0 without PPD): the overlap scheduler's extra step
+        carries append work with this probability (:func:`pdplan.serving.ttft.overlap_append_steps`)."""
+        placement = getattr(self.pool, "placement", None)
+        if placement is None or placement.share_on_decode <= 0.0:
+            return 0.0
+        return float(placement.rho_append)
+
     def _per_prompt_bin(self, link: BinDelay) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Convention B's TPOT terms per prompt bin: (exposed transfer ``[K]``, link-delay points and weights
         ``[R, K or 1, P]``); with a prefix cache each bin mixes its classes (points of every class, weighted)."""
@@ -342,7 +363,7 @@ class DisaggregatedModel:
         m = self.res.lengths.output_tokens.size
         if self.convention == "A":
             boundary = first_token_s("A", tau, busy_p)  # first step + E[J_d]
-            if self.overlap_steps:  # the decode engine's overlap scheduler: k·τ̄_d
+            if self.overlap_steps and not self.append_share:  # the decode engine's overlap scheduler: k·τ̄_d
                 boundary = boundary + overlap_s(self.overlap_steps, tau)
             offsets += self.point_exposed_s[None, :, :] + boundary[:, None, None]
         else:  # token 2 waits for the KV, the link and a step boundary: spread over n intervals
@@ -362,7 +383,11 @@ class DisaggregatedModel:
         if self.storage_read is not None:  # and waits for a storage NIC first: its law joins the link's delay
             link = add_read_wait(link, self.storage_read.wait_law(rates, offsets.shape[1]))
         mixture = TtftMixture(wait, link, offsets, p)
-        ttft: TtftMixture | GroupedTtft = mixture if self.cache is None else GroupedTtft(mixture, self.cache.weights)
+        law: TtftMixture | OverlapTtft = mixture
+        if self.convention == "A" and self.overlap_steps and self.append_share:  # PPD: plain or append-carrying
+            points, weights = overlap_append_steps(self.overlap_steps, tau, self.append_share)
+            law = coupled(mixture, points, weights)
+        ttft: TtftLike = law if self.cache is None else GroupedTtft(law, self.cache.weights)
         util = self.utilisation(rates, busy)
         tpot, defined = no_tpot(tpot, tpot_defined(self.res))
         return Snapshot(

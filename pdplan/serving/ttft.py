@@ -24,9 +24,11 @@ A request's TTFT is the sum of
   instance's τ̄_d under convention A (disaggregated), the colocated instance's mean iteration (its mixed step;
   :mod:`pdplan.serving.colocated`). Under convention B the prefill instance streams token 1 and nothing is added
   (TensorRT-LLM's disaggregated recipes turn the overlap scheduler off on prefill workers, AIConfigurator's
-  ``generator/rule_plugin/trtllm.rule``). The step is the mean-field mean, so the TTFT law shifts by the constant
-  k·step at each rate (its percentiles too); k = 0 (vLLM 0.12, the kernel-only profile) adds nothing. Until
-  2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
+  ``generator/rule_plugin/trtllm.rule``). On a plain decode instance the step is the mean-field mean, so the TTFT law
+  shifts by the constant k·step at each rate (its percentiles too); where the next step may carry prompt work (a
+  colocated instance; a PPD decode instance's appends, :func:`overlap_append_steps`) its law has several points whose
+  mean is that step, coupled to the TTFT (:mod:`pdplan.serving.overlap_ttft`); k = 0 (vLLM 0.12, the kernel-only
+  profile) adds nothing. Until 2026-12-07 only the closed-loop benchmark models (:mod:`pdplan.benchmark`) added it;
 * ``request_overhead_s`` — the engine's host time per request outside the queues (API server, tokeniser, per-layer
   dispatch: :mod:`pdplan.serving.request_overhead`);
 * ``cache_load_s`` — reading a request's cached prefix KV back from a storage tier (0 until the prefix cache is
@@ -114,6 +116,29 @@ def overlap_s(steps: float, step_s: FloatArray) -> FloatArray:
     """The overlap scheduler's part of TTFT, ``k·step`` (module docstring): ``steps`` = k of :func:`overlap_steps`,
     ``step_s`` the mean step of the instance that samples token 1, per rate."""
     return np.asarray(steps * np.asarray(step_s, dtype=np.float64), dtype=np.float64)
+
+
+def overlap_append_steps(steps: float, tau_s: FloatArray, rho_append: float) -> tuple[FloatArray, FloatArray]:
+    """The overlap scheduler's extra iterations on a PPD decode instance (the appends of Turn 2+ share its steps,
+    :mod:`pdplan.serving.ppd_boundary`), as two points ``[R, 2]`` of ``k`` steps each and their weights: a plain step
+    τ_p = (1 − ρ_a)·τ' with probability 1 − ρ_a, a step carrying append work τ_p + τ' with probability ρ_a.
+
+    Which step: the one after token 1's sampling step, which carries append work where an append is queued or in
+    progress at its start. The decode instance spends the share ρ_a = λ_a·E[w] of its time on append work (the
+    stretch τ' = τ_p/(1 − ρ_a) of :mod:`pdplan.serving.ppd`), and takes that share as the probability: the simulator's
+    share of next steps carrying an append, 0.27–0.30 against ρ_a 0.27–0.30 on the agent example (docs/prefix_cache.md
+    §11), where the share of steps by count, ``1 − e^{−λ_a τ'}`` (0.14), is that of a step at a random boundary, not
+    after one carrying the own append. The mixed step's length follows from the mean: a step boundary at the end of a
+    step is followed by a step of mean τ' (the stationary sequence's, :mod:`pdplan.serving.ppd_boundary` *Steps*), so
+    ``(1 − ρ_a)·τ_p + ρ_a·τ_m = τ'`` gives ``τ_m = τ_p + τ'`` (the append work of a mixed step, τ', a mean chunk's
+    work; the simulator's ~68 ms against τ_p + τ' = 57 ms there). The mean, k·τ', is :func:`overlap_s`'s; with
+    ρ_a = 0 both points are τ' (plain disaggregation). The k steps are taken alike (k = 1 in every profile)."""
+    tau = np.asarray(tau_s, dtype=np.float64)
+    rho = min(max(rho_append, 0.0), 1.0)
+    plain = (1.0 - rho) * tau
+    points = steps * np.stack((plain, plain + tau), axis=1)
+    weights = np.broadcast_to(np.array([1.0 - rho, rho]), points.shape)
+    return np.asarray(points, dtype=np.float64), np.asarray(weights, dtype=np.float64)
 
 
 def step_boundary_s(busy_prob: float, tau_s: float) -> float:

@@ -18,9 +18,9 @@ from pdplan.queueing.decode import decode_fixed_point
 from pdplan.serving.build import build_model
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.overlap_ttft import OverlapTtft, shifted
+from pdplan.serving.overlap_ttft import OverlapTtft, coupled, drain_step_slices, drain_step_var_s2, shifted
 from pdplan.serving.resolve import resolve
-from pdplan.serving.ttft import overlap_s, overlap_steps
+from pdplan.serving.ttft import overlap_append_steps, overlap_s, overlap_steps
 from pdplan.sim import Colocated, Disaggregated, Requests, simulate
 from pdplan.sim.batch import Timeline
 from pdplan.sim.deployment import sim_deployment
@@ -54,6 +54,21 @@ def test_overlap_s_by_hand() -> None:
     assert overlap_s(2.0, tau).tolist() == [0.04, 0.035]
     assert overlap_s(0.0, tau).tolist() == [0.0, 0.0]
     assert overlap_steps(None) == 0.0  # kernel time only: no engine, no overlap
+
+
+def test_append_steps_by_hand() -> None:
+    # PPD's decode instance (pdplan/serving/ttft.py overlap_append_steps): τ' = 33.4 ms, ρ_a = 0.3, k = 1: a plain
+    # step τ_p = 0.7 × 33.4 = 23.38 ms with probability 0.7, one carrying append work τ_p + τ' = 56.78 ms with 0.3;
+    # the mean 0.7 × 23.38 + 0.3 × 56.78 = 16.366 + 17.034 = 33.4 ms, k·τ' as overlap_s.
+    points, weights = overlap_append_steps(1.0, np.array([0.0334]), 0.3)
+    assert points[0] == pytest.approx([0.02338, 0.05678], rel=1e-12)
+    assert weights[0] == pytest.approx([0.7, 0.3], rel=1e-12)
+    assert float(points[0] @ weights[0]) == pytest.approx(float(overlap_s(1.0, np.array([0.0334]))[0]), rel=1e-12)
+    two, _ = overlap_append_steps(2.0, np.array([0.0334]), 0.3)  # k steps alike
+    assert two[0] == pytest.approx(2.0 * points[0], rel=1e-12)
+    none, w0 = overlap_append_steps(1.0, np.array([0.0334]), 0.0)  # no appends: the constant k·τ'
+    assert none[0, 0] == pytest.approx(0.0334, rel=1e-12)
+    assert w0[0, 1] == 0.0
 
 
 def test_the_profiles_steps() -> None:
@@ -212,15 +227,61 @@ def test_coupled_step_by_hand() -> None:
     plain, busy = shifted(out.ttft, points[:, 0]), shifted(out.ttft, points[:, 1])
     assert points[0, 1] > points[0, 0]  # a step carrying prompt work is the longer one
     for rho, law in ((0.0, plain), (1.0, busy)):
-        coupled = OverlapTtft(plain, busy, np.array([rho]))
+        coupled = OverlapTtft.two(plain, busy, np.array([rho]))
         assert coupled.quantile(0.9)[0] == pytest.approx(float(law.quantile(0.9)[0]), rel=1e-9)
         assert coupled.mean_s[0] == pytest.approx(float(law.mean_s[0]), rel=1e-12)
-    mixed = OverlapTtft(plain, busy, weights[:, 1])
+    mixed = OverlapTtft.two(plain, busy, weights[:, 1])
     for q in (0.5, 0.9, 0.99):
         assert float(plain.quantile(q)[0]) <= float(mixed.quantile(q)[0]) <= float(busy.quantile(q)[0])
     mean = (1.0 - weights[0, 1]) * plain.mean_s[0] + weights[0, 1] * busy.mean_s[0]
     assert mixed.mean_s[0] == pytest.approx(mean, rel=1e-12)
     a = float(plain.quantile(0.9)[0])
     f_p, f_b = plain.cdf_per_bin(a), busy.cdf_per_bin(a)
-    quarter = OverlapTtft(plain, busy, np.array([0.25])).cdf_per_bin(a)
+    quarter = OverlapTtft.two(plain, busy, np.array([0.25])).cdf_per_bin(a)
     np.testing.assert_allclose(quarter, np.minimum(0.75, f_p) + np.maximum(0.0, f_b - 0.75), rtol=1e-12)
+
+
+def test_drain_slices_by_hand() -> None:
+    """Equal-mass slices of a gamma law (pdplan/serving/overlap_ttft.py drain_step_slices): shape 1 (mean = sd = θ),
+    two slices split at the median θ·ln 2; the lower half's mean 2θ(1 − (1 + ln 2)/2) = 0.30685θ, the upper's
+    2θ − 0.30685θ = 1.69315θ. No variance: every slice at the mean."""
+    theta = 0.1
+    halves = drain_step_slices(np.array([theta]), np.array([theta**2]), 2)[0]
+    assert halves == pytest.approx([0.30685282 * theta, 1.69314718 * theta], rel=1e-7)
+    four = drain_step_slices(np.array([0.095, 0.15]), np.array([0.025**2, 0.04**2]), 4)
+    assert four.mean(axis=1) == pytest.approx([0.095, 0.15], rel=1e-12)  # the mean kept
+    assert np.all(np.diff(four, axis=1) > 0)
+    assert drain_step_slices(np.array([0.095]), np.array([0.0]), 4)[0] == pytest.approx([0.095] * 4, rel=1e-15)
+    with pytest.raises(ValueError, match="slices"):
+        drain_step_slices(np.array([0.095]), np.array([0.0]), 0)
+
+
+def test_drain_variance_by_hand() -> None:
+    """drain_step_var_s2: λ = 10/s, τ_d = 100 ms, τ_p = 50 ms: μ = λτ_d = 1, m = 1/(1 − e^{−1}) = 1.58198
+    prompts a drain step, their count's variance m(1 + μ − m) = 0.66130, w̄ = 50 ms/m = 31.606 ms, λw̄ = 0.31606,
+    Var S = w̄²·0.66130/(1 − 0.31606²) = 7.3392e−4 s² (sd 27.1 ms); no drain time, no spread."""
+    var = drain_step_var_s2(np.full(2, 10.0), np.full(2, 0.1), np.full(2, 0.05), np.array([0.5, 0.0]))
+    assert var == pytest.approx([7.339167e-4, 0.0], rel=1e-6)
+
+
+def test_comonotone_steps_by_hand() -> None:
+    """coupled(): steps sorted per rate, a zero-weight step changes nothing, and with three steps of weights 0.5 /
+    0.3 / 0.2 a bin's cdf is Σ_i min(w_i, max(0, F_i − c_{i−1})) (e.g. at F = 0.9 / 0.6 / 0.3: 0.5 + 0.1 + 0 = 0.6)."""
+    sc = apply_overrides(_scenario("sglang"), ScenarioOverrides(colocated=3, scheduler="chunked"))
+    model = build_model(resolve(sc, CATALOG))
+    assert isinstance(model, ColocatedModel)
+    rates = np.array([0.5 * model.limit().rate_rps])
+    base = model._distributions(rates).ttft
+    steps = np.array([[0.12, 0.02, 0.05]])
+    three = coupled(base, steps, np.array([[0.0, 0.75, 0.25]]))
+    two = OverlapTtft.two(shifted(base, steps[:, 1]), shifted(base, steps[:, 2]), np.array([0.25]))
+    assert three.quantile(0.9)[0] == pytest.approx(float(two.quantile(0.9)[0]), rel=1e-9)
+    assert three.mean_s[0] == pytest.approx(float(two.mean_s[0]), rel=1e-12)
+    law = coupled(base, steps, np.array([[0.2, 0.5, 0.3]]))  # sorted: 0.02 (0.5), 0.05 (0.3), 0.12 (0.2)
+    a = float(shifted(base, steps[:, 1]).quantile(0.9)[0])
+    f = [law.laws[i].cdf_per_bin(a)[0] for i in range(3)]
+    expect = np.minimum(0.5, f[0]) + np.minimum(0.3, np.maximum(0.0, f[1] - 0.5))
+    expect += np.minimum(0.2, np.maximum(0.0, f[2] - 0.8))
+    np.testing.assert_allclose(law.cdf_per_bin(a)[0], expect, rtol=1e-12)
+    assert float(f[0] @ base.prob) == pytest.approx(0.9, abs=1e-6)
+    assert float(law.mean_s[0]) == pytest.approx(float(base.mean_s[0]) + 0.5 * 0.02 + 0.3 * 0.05 + 0.2 * 0.12)
