@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.vllm018_colocated import vllm018_colocated
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.io.catalog import open_catalog
@@ -22,23 +23,6 @@ from pdplan.serving.roles import LINE_SPLIT_REL_ERR, decode_step_fn
 CATALOG = open_catalog()
 STEEP = LinearStepTime(0.005, 0.002, 0.0)
 FLAT = LinearStepTime(0.017, 0.00004, 0.0)
-
-
-def _colocated(model: str, tp: int, **extra: Any) -> ResolvedScenario[Any]:
-    data: dict[str, Any] = {
-        "model": model,
-        "mode": "colocated",
-        "colocated": {"gpu": "h100-sxm", "tp": tp, "count": 1, "scheduler": "chunked", "chunk_tokens": 2048},
-        "workload": {"input_tokens": {"dist": "fixed", "value": 575}, "output_tokens": {"dist": "fixed", "value": 246}},
-        "slo": {"ttft": "60s", "tpot": "10s", "percentile": 99},
-        "dtype": "bf16",
-        "kv_dtype": "bf16",
-        "max_num_seqs": 128,
-        "max_model_len": 4096,
-        "engine": "vllm-0.18",
-    }
-    data.update(extra)
-    return resolve(scenario_from_dict(data, source="test", base_dir=Path.cwd()), CATALOG)
 
 
 def test_fixed_point_of_the_minimum_is_the_least_of_the_lines() -> None:
@@ -63,7 +47,7 @@ def test_fixed_point_of_the_minimum_is_the_least_of_the_lines() -> None:
 def test_a_moe_step_is_two_lines_within_seven_percent() -> None:
     """Mixtral-8x7B on H100 TP2 at 700 tokens of context: the roofline 7.1 ms at B = 1, 21.5 ms at B = 101; the one
     line misses it by up to 68 % over its grid, the minimum of two lines by at most 7 %; the steep line first."""
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     perf = role_decode_perf(res)
     assert perf.fit_max_rel_err > 0.6
     assert len(perf.lines) == 2
@@ -78,7 +62,7 @@ def test_a_moe_step_is_two_lines_within_seven_percent() -> None:
 
 def test_a_dense_step_stays_one_line() -> None:
     """Llama-3.1-70B on H100 TP4: the one line fits within the split threshold, so the law is that line."""
-    res = _colocated("llama-3.1-70b", 4)
+    res = vllm018_colocated("llama-3.1-70b", 4)
     perf = role_decode_perf(res)
     assert perf.fit_max_rel_err <= LINE_SPLIT_REL_ERR
     assert perf.lines == ()
@@ -86,7 +70,7 @@ def test_a_dense_step_stays_one_line() -> None:
 
 
 def test_on_line_prices_that_line_with_the_law_errors() -> None:
-    res = dataclasses.replace(_colocated("mixtral-8x7b", 2), decode_line=1)
+    res = dataclasses.replace(vllm018_colocated("mixtral-8x7b", 2), decode_line=1)
     perf = role_decode_perf(res)
     assert perf.step == perf.lines[1]
     assert (perf.fit_median_rel_err, perf.fit_max_rel_err) == perf.lines_rel_err
@@ -95,7 +79,7 @@ def test_on_line_prices_that_line_with_the_law_errors() -> None:
 
 
 def test_best_line_keeps_the_highest_and_skips_failures() -> None:
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     seen: list[int | None] = []
 
     def search(r: ResolvedScenario[Any]) -> float:
@@ -120,7 +104,7 @@ def test_best_line_keeps_the_highest_and_skips_failures() -> None:
 def test_goodput_is_the_best_line_and_a_light_rate_runs_on_the_steep_one() -> None:
     """The law's goodput is the best of its lines' (here the flat one at the stable limit); at 0.05 req/s (a batch of
     about one) the model runs on the steep line, whose mean step lies below the flat one's."""
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     chosen, _, good = goodput_model(res, res.scenario.slo)
     others = []
     for line in (0, 1):
@@ -139,7 +123,7 @@ def test_simulate_compares_the_mean_batch_of_the_laws_line() -> None:
     on the one-line fit it read 39.7 (−8.3 %)."""
     from pdplan.sim.compare import simulate_scenario
 
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     got = simulate_scenario(res.scenario, rate=8.0, n_requests=1500)
     assert got.relative_error()["utilisation"]["decode_mean_seqs"] == pytest.approx(0.0, abs=0.06)
 
@@ -150,7 +134,7 @@ def test_sensitivity_slo_rows_reuse_the_line_models_bit_for_bit() -> None:
     afresh per row, bit for bit."""
     from pdplan.search.exact import _law_goodput, _line_models, evaluate_exact, sensitivity
 
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     pick = evaluate_exact(res, res.hardware.deployment, target_rps=None)
     assert pick is not None
     capacity = pick.capacity or pick.model
@@ -217,7 +201,7 @@ def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
     assert _line_bound(_capacity_model(ppd, ppd.hardware.deployment, "none"))(
         dataclasses.replace(ppd, decode_line=0)
     ) == float("inf")
-    uncached = _colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
+    uncached = vllm018_colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
     on = dataclasses.replace(uncached, decode_line=0)
     assert _line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on) == (
         build_model(on).limit().rate_rps
@@ -232,7 +216,7 @@ def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
     from pdplan.serving.build import build_model, with_cache_rate
     from pdplan.serving.colocated import ColocatedModel
 
-    res = _colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
+    res = vllm018_colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
     assert res.cache is not None
     bound = _line_bound(_capacity_model(res, res.hardware.deployment, "none"))
     for line in (0, 1):
@@ -252,7 +236,7 @@ def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
     shared = {
         "shared_prefix": {"num_prefixes": 4, "prefix_tokens": part, "question_tokens": part, "output_tokens": part}
     }
-    layout = _colocated("mixtral-8x7b", 2, workload=shared, cache={"prefix_caching": True})
+    layout = vllm018_colocated("mixtral-8x7b", 2, workload=shared, cache={"prefix_caching": True})
     assert layout.cache is not None
     assert _line_bound(_capacity_model(layout, layout.hardware.deployment, "none"))(
         dataclasses.replace(layout, decode_line=0)

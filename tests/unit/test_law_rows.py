@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.vllm018_colocated import vllm018_colocated
 
 from pdplan.search.exact import evaluate_exact
 from pdplan.search.law_rows import line_models, line_of_rates, rate_curve, rate_rows
 from pdplan.serving.build import goodput_model, model_at_rate
-from tests.unit.test_decode_lines import _colocated
 
 
 @pytest.fixture(scope="module")
 def pick() -> Any:
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     bound, model, good = goodput_model(res, res.scenario.slo)
     plan = SimpleNamespace(operating_rate_rps=good.rate_rps)
     return SimpleNamespace(res=bound, model=model, plan=plan)
@@ -66,7 +66,7 @@ def test_rate_rows_use_the_laws_limit(pick: Any) -> None:
 def test_a_target_rates_operating_point_runs_on_its_line() -> None:
     """``optimize --rate 1``: the plan's goodput is the law's (the flat line's, 15.92 req/s), its latencies at 1 req/s
     those of the steep line that rate runs on, as ``evaluate --rate 1`` prices them."""
-    res = _colocated("mixtral-8x7b", 2)
+    res = vllm018_colocated("mixtral-8x7b", 2)
     exact = evaluate_exact(res, res.hardware.deployment, target_rps=1.0)
     assert exact is not None
     assert exact.res.decode_line == 0
