@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from support.chat_sessions import CHAT_SESSIONS
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
@@ -22,13 +23,7 @@ from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import cached_chunk_price, chunk_price
 
 CATALOG = open_catalog()
-SESSIONS: dict[str, Any] = {
-    "turns": {"dist": "geometric", "mean": 3.1},
-    "new_tokens": {"dist": "lognormal", "mean": 300, "sigma": 1.0, "max": 8192},
-    "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 2048},
-    "think_time": {"dist": "exponential", "mean": "5s"},
-    "system_prompt_tokens": 500,
-}
+SESSIONS = CHAT_SESSIONS
 DRAM = {"storage": "host-dram-pcie5", "capacity": "64 GiB"}
 HARDWARE = {  # a dense model on one GPU, and an MoE with expert parallelism (a roofline of its own)
     "llama": {"model": "llama-3.1-8b", "colocated": {"gpu": "h100-sxm", "tp": 1, "count": 2}},

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from support.chat_sessions import CHAT_SESSIONS
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
@@ -29,13 +30,7 @@ WL = decode_workload([500.0, 2000.0], [50.0, 200.0], [0.5, 0.5])
 S = np.array([0.05, 0.2])
 POINTS = np.array([[0.03, 0.07], [0.1, 0.3]])  # each row's mean is S: the bins' means kept
 DRAM = {"storage": "host-dram-pcie5", "capacity": "2 TiB"}
-SESSIONS: dict[str, Any] = {
-    "turns": {"dist": "geometric", "mean": 3.1},
-    "new_tokens": {"dist": "lognormal", "mean": 300, "sigma": 1.0, "max": 8192},
-    "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 2048},
-    "think_time": {"dist": "exponential", "mean": "5s"},
-    "system_prompt_tokens": 500,
-}
+SESSIONS = CHAT_SESSIONS
 
 
 def test_prompt_queue_and_ttft_take_the_points_by_hand() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from support.chat_sessions import CHAT_SESSIONS
 
 from pdplan.cache.trace import BlockTrace
 from pdplan.evaluation.evaluate import evaluate
@@ -28,13 +29,7 @@ from pdplan.specs.scenario import Scenario
 
 CATALOG = open_catalog()
 
-SESSIONS: dict[str, Any] = {
-    "turns": {"dist": "geometric", "mean": 3.1},
-    "new_tokens": {"dist": "lognormal", "mean": 300, "sigma": 1.0, "max": 8192},
-    "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 2048},
-    "think_time": {"dist": "exponential", "mean": "5s"},
-    "system_prompt_tokens": 500,
-}
+SESSIONS = CHAT_SESSIONS
 
 
 def _scenario(tmp_path: Path, mode: str, cache: dict[str, Any] | None, scheduler: str = "chunked") -> Scenario:
