@@ -12,12 +12,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError
-from pdplan.search.law_rows import model_at, rate_rows
+from pdplan.search.law_rows import line_models, model_at, rate_rows
 from pdplan.search.plans import Plan, Sensitivity
 from pdplan.search.priced import priced_record
 from pdplan.serving import (
@@ -82,6 +83,18 @@ class Exact:
     def goodput_rps(self, model: ServingModel, slo: SloSpec) -> float:
         """The goodput the plan reports for ``model`` (built like :attr:`capacity`) under ``slo``, margins applied."""
         return _goodput_or_zero(model, slo) / (1.0 + self.headroom)
+
+    @cached_property
+    def lines(self) -> tuple[LocalModel, ...]:
+        """:attr:`model` on each line of its decode law (:func:`pdplan.search.law_rows.line_models`: ``model``
+        itself on its own line), built once for the rate curve and the rate rows."""
+        return line_models(self.res, self.model)
+
+    @cached_property
+    def capacity_lines(self) -> tuple[LocalModel, ...]:
+        """The same of the model goodput is found on (:attr:`capacity`, or :attr:`model`: then :attr:`lines`), for
+        the SLO rows, which do not change the model."""
+        return self.lines if self.capacity is None else line_models(self.capacity.res, self.capacity)
 
 
 def degraded(d: Disaggregated | Colocated) -> Disaggregated | Colocated:
@@ -428,13 +441,13 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
         good = _law_goodput(pick, _rebuilt(pick, link=slower), slo)
         rows.append(Sensitivity("link bandwidth x0.5", good, None, _meets(good, need)))
     capacity = pick.capacity or pick.model
-    lines = _line_models(capacity)
+    lines = pick.capacity_lines
     for factor in (0.8, 1.2):
         scaled = slo.model_copy(update={"ttft": slo.ttft * factor, "tpot": slo.tpot * factor})
         if line_count(dataclasses.replace(capacity.res, decode_line=None)) == 0:
             good = pick.goodput_rps(capacity, scaled)  # the model does not depend on the SLO: reuse it
         else:  # another SLO may run on another line of a concave decode law: each line's model, built once
-            good = _law_goodput(pick, capacity.res, scaled, lines)
+            good = _law_goodput(pick, capacity.res, scaled, lambda r: lines[r.decode_line or 0])
         rows.append(Sensitivity(f"SLO thresholds x{factor:g}", good, None, _meets(good, need)))
     for which in ("input", "output"):
         for factor in (0.8, 1.2):
@@ -442,20 +455,6 @@ def sensitivity(pick: Exact, *, target_rps: float | None) -> tuple[Sensitivity, 
             name = "ISL" if which == "input" else "OSL"
             rows.append(Sensitivity(f"{name} x{factor:g} (every {which} length)", good, None, _meets(good, need)))
     return tuple(rows)
-
-
-def _line_models(capacity: LocalModel) -> Callable[[ResolvedScenario[Any]], LocalModel]:
-    """The model of ``capacity``'s bound scenario on a line of its decode law, for the SLO rows (which do not change
-    it): ``capacity`` itself on its own line (the model :func:`build_model` makes of its ``res``, whose stability limit
-    it has already solved), each other line's built once for both rows (the model reads no SLO)."""
-    built: dict[int | None, LocalModel] = {capacity.res.decode_line: capacity}
-
-    def model(res: ResolvedScenario[Any]) -> LocalModel:
-        if res.decode_line not in built:
-            built[res.decode_line] = build_model(res)
-        return built[res.decode_line]
-
-    return model
 
 
 def _scaled_lengths(res: ResolvedScenario[Any], which: str, factor: float) -> ResolvedScenario[Any]:
@@ -490,5 +489,5 @@ def _law_goodput(
 ) -> float:
     """The goodput the plan reports (margins applied) for the model of ``res`` under ``slo``: on each line of a
     concave decode law, the best (:mod:`pdplan.serving.decode_lines`); the one model otherwise. ``build``: the model
-    of ``res`` on a line (:func:`build_model`, or models already built: :func:`_line_models`)."""
+    of ``res`` on a line (:func:`build_model`, or models already built: :attr:`Exact.capacity_lines`)."""
     return best_line(dataclasses.replace(res, decode_line=None), lambda r: pick.goodput_rps(build(r), slo), float)

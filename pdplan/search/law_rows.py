@@ -26,13 +26,17 @@ from pdplan.serving.decode_lines import line_count
 
 class Pick(Protocol):
     """What the rows read of a plan evaluated exactly (:class:`pdplan.search.exact.Exact`): its bound scenario, the
-    model built on it and the plan (its operating rate)."""
+    model built on it, that model on each line of its decode law (:func:`line_models`, built once per plan) and the
+    plan (its operating rate)."""
 
     @property
     def res(self) -> ResolvedScenario[Any]: ...
 
     @property
     def model(self) -> LocalModel: ...
+
+    @property
+    def lines(self) -> tuple[LocalModel, ...]: ...
 
     @property
     def plan(self) -> Plan: ...
@@ -74,7 +78,7 @@ def _limit_rps(models: tuple[LocalModel, ...]) -> float:
 def rate_curve(pick: Pick, points: int = 24) -> tuple[tuple[float, float, float, float], ...]:
     """(rate, attainment, TTFT P, TPOT P) of the pick from light load to its stable limit, for the plot; each rate on
     its own decode line."""
-    models = line_models(pick.res, pick.model)
+    models = pick.lines
     slo = pick.res.scenario.slo
     rates = _limit_rps(models) * np.linspace(0.05, 0.98, points)
     lines = line_of_rates(models, rates)
@@ -95,7 +99,7 @@ def rate_rows(pick: Pick) -> tuple[Sensitivity, ...]:
     rows report what does — the attainment at that rate and the requests/s meeting both SLOs there
     (rate × attainment), the quantity a moved load changes — each rate on its own decode line."""
     slo = pick.res.scenario.slo
-    models = line_models(pick.res, pick.model)
+    models = pick.lines
     limit = _limit_rps(models)
     rate = pick.plan.operating_rate_rps
     rows = []

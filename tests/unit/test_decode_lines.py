@@ -130,19 +130,19 @@ def test_simulate_compares_the_mean_batch_of_the_laws_line() -> None:
 
 def test_sensitivity_slo_rows_reuse_the_line_models_bit_for_bit() -> None:
     """The SLO rows of a concave law's pick search each line's model: the pick's own model on its line and the other
-    line's built once for both rows (pdplan.search.exact._line_models); the goodputs are those of models built
+    line's built once for both rows (pdplan.search.exact.Exact.capacity_lines); the goodputs are those of models built
     afresh per row, bit for bit."""
-    from pdplan.search.exact import _law_goodput, _line_models, evaluate_exact, sensitivity
+    from pdplan.search.exact import _law_goodput, evaluate_exact, sensitivity
 
     res = vllm018_colocated("mixtral-8x7b", 2)
     pick = evaluate_exact(res, res.hardware.deployment, target_rps=None)
     assert pick is not None
     capacity = pick.capacity or pick.model
     assert line_count(dataclasses.replace(capacity.res, decode_line=None)) == 2
-    lines = _line_models(capacity)
-    assert lines(capacity.res) is capacity
-    other = dataclasses.replace(capacity.res, decode_line=1 - (capacity.res.decode_line or 0))
-    assert lines(other) is lines(other)  # built once
+    lines = pick.capacity_lines
+    assert lines[capacity.res.decode_line or 0] is capacity
+    other = 1 - (capacity.res.decode_line or 0)
+    assert pick.capacity_lines[other] is lines[other]  # built once
     rows = {s.change: s.goodput_rps for s in sensitivity(pick, target_rps=None)}
     slo = res.scenario.slo
     for factor in (0.8, 1.2):

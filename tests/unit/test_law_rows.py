@@ -22,7 +22,7 @@ def pick() -> Any:
     res = vllm018_colocated("mixtral-8x7b", 2)
     bound, model, good = goodput_model(res, res.scenario.slo)
     plan = SimpleNamespace(operating_rate_rps=good.rate_rps)
-    return SimpleNamespace(res=bound, model=model, plan=plan)
+    return SimpleNamespace(res=bound, model=model, plan=plan, lines=line_models(bound, model))
 
 
 def test_light_loads_run_on_the_steep_line(pick: Any) -> None:
