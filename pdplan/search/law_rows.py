@@ -21,7 +21,7 @@ import numpy as np
 from pdplan.search.plans import Plan, Sensitivity
 from pdplan.serving import LocalModel, ResolvedScenario, build_model
 from pdplan.serving.build import mean_step_s
-from pdplan.serving.decode_lines import line_count
+from pdplan.serving.decode_lines import least_step_lines, line_count
 
 
 class Pick(Protocol):
@@ -54,20 +54,10 @@ def line_models(res: ResolvedScenario[Any], model: LocalModel) -> tuple[LocalMod
     )
 
 
-def line_of_rates(models: tuple[LocalModel, ...], rates_rps: np.ndarray) -> np.ndarray:
-    """Index into ``models`` of the line each rate runs on: the least mean decode step there (inf past a line's
-    stable range; where every line is past it, the first)."""
-    if len(models) == 1:
-        return np.zeros(len(rates_rps), dtype=int)
-    steps = np.array([[mean_step_s(m, float(r)) for r in rates_rps] for m in models])
-    lines: np.ndarray = np.argmin(steps, axis=0)
-    return lines
-
-
 def model_at(res: ResolvedScenario[Any], model: LocalModel, rate_rps: float) -> LocalModel:
     """The model of ``res``'s deployment at ``rate_rps`` (``model``: the one built on ``res``'s line)."""
     models = line_models(res, model)
-    return models[int(line_of_rates(models, np.array([rate_rps]))[0])]
+    return models[int(least_step_lines(models, np.array([rate_rps]), mean_step_s)[0])]
 
 
 def _limit_rps(models: tuple[LocalModel, ...]) -> float:
@@ -81,7 +71,7 @@ def rate_curve(pick: Pick, points: int = 24) -> tuple[tuple[float, float, float,
     models = pick.lines
     slo = pick.res.scenario.slo
     rates = _limit_rps(models) * np.linspace(0.05, 0.98, points)
-    lines = line_of_rates(models, rates)
+    lines = least_step_lines(models, rates, mean_step_s)
     att, ttft, tpot = (np.empty(points) for _ in range(3))
     for index, model in enumerate(models):
         on = lines == index
@@ -107,7 +97,7 @@ def rate_rows(pick: Pick) -> tuple[Sensitivity, ...]:
         r = rate * factor
         att = 0.0
         if r < limit:
-            model = models[int(line_of_rates(models, np.array([r]))[0])]
+            model = models[int(least_step_lines(models, np.array([r]), mean_step_s)[0])]
             att = float(model.snapshot(np.array([r])).attainment(slo.ttft, slo.tpot)[0])
         note = "goodput here: req/s meeting both SLOs at this rate (rate x attainment)"
         if r >= limit:

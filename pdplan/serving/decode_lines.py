@@ -30,10 +30,11 @@ on the goodput's line.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from pdplan.errors import NoFeasiblePlanError
 from pdplan.perf.kv_blocks import resident_partial_block_tokens
@@ -159,8 +160,18 @@ def line_at_rate(res: ResolvedScenario[Any], rate_rps: float, mean_step_s: Calla
     if count == 0:
         return build(res)
     models = [build(dataclasses.replace(res, decode_line=line)) for line in range(count)]
-    steps = np.array([mean_step_s(m, rate_rps) for m in models])
-    return models[int(np.argmin(steps))]
+    return models[int(least_step_lines(models, np.array([rate_rps]), mean_step_s)[0])]
+
+
+def least_step_lines(
+    models: Sequence[T], rates_rps: np.ndarray, mean_step_s: Callable[[T, float], float]
+) -> npt.NDArray[np.intp]:
+    """Index into ``models`` (one per line of a law) of the line each rate runs on: the least mean step there
+    (module docstring; ``mean_step_s`` inf past a line's stable range; where every line is past it, the first)."""
+    if len(models) == 1:
+        return np.zeros(len(rates_rps), dtype=np.intp)
+    steps = np.array([[mean_step_s(m, float(r)) for r in rates_rps] for m in models])
+    return np.asarray(np.argmin(steps, axis=0), dtype=np.intp)
 
 
 def mean_decode_step_s(perf: DecodePerf, cells: Any, rate_per_instance: float) -> float:

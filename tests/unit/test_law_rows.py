@@ -13,8 +13,9 @@ import pytest
 from support.vllm018_colocated import vllm018_colocated
 
 from pdplan.search.exact import evaluate_exact
-from pdplan.search.law_rows import line_models, line_of_rates, rate_curve, rate_rows
-from pdplan.serving.build import goodput_model, model_at_rate
+from pdplan.search.law_rows import line_models, rate_curve, rate_rows
+from pdplan.serving.build import goodput_model, mean_step_s, model_at_rate
+from pdplan.serving.decode_lines import least_step_lines
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_light_loads_run_on_the_steep_line(pick: Any) -> None:
     models = line_models(pick.res, pick.model)
     assert len(models) == 2
     assert models[1] is pick.model
-    assert list(line_of_rates(models, np.array([0.2, pick.plan.operating_rate_rps * 0.9]))) == [0, 1]
+    assert list(least_step_lines(models, np.array([0.2, pick.plan.operating_rate_rps * 0.9]), mean_step_s)) == [0, 1]
     steep, flat = (float(m.snapshot(np.array([0.2])).tpot_at_percentile_s(90)[0]) for m in models)
     assert steep < 0.55 * flat
 
