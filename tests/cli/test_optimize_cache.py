@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.chat_sessions import CHAT_SESSIONS
 from typer.testing import CliRunner
 
 from pdplan.cli.app import app
@@ -17,13 +18,7 @@ from pdplan.search.cache_options import cache_variants, colocated_caches
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.scenario import Scenario
 
-SESSIONS: dict[str, Any] = {
-    "turns": {"dist": "geometric", "mean": 3.1},
-    "new_tokens": {"dist": "lognormal", "mean": 300, "sigma": 1.0, "max": 8192},
-    "output_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.0, "max": 2048},
-    "think_time": {"dist": "exponential", "mean": "10s"},
-    "system_prompt_tokens": 500,
-}
+SESSIONS: dict[str, Any] = {**CHAT_SESSIONS, "think_time": {"dist": "exponential", "mean": "10s"}}
 
 
 def _doc(search_cache: dict[str, Any] | None) -> dict[str, Any]:
