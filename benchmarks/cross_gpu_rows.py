@@ -47,6 +47,7 @@ from moe_rows import scenario_dict
 from pdplan.calibrate import silicon_rows
 from pdplan.errors import PdplanError, SpecError
 from pdplan.io.catalog import Catalog, open_catalog
+from pdplan.io.engines import version_has_prefix
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model
 from pdplan.serving.resolve import resolve
@@ -69,7 +70,7 @@ holds (PR #10975's ``mem_fraction_static`` formula, merged 2025-09-27, before al
 def profile_of(row: dict[str, Any]) -> str:
     """The engine profile a row is priced with (:data:`VERSION_PROFILES`, else the engine's own name)."""
     for (engine, prefix), profile in VERSION_PROFILES.items():
-        if row["engine"] == engine and (row["version"] == prefix or row["version"].startswith(prefix + ".")):
+        if row["engine"] == engine and version_has_prefix(str(row["version"]), prefix):
             return profile
     return str(row["engine"])
 

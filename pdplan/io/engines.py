@@ -55,13 +55,19 @@ def load_engine(name_or_path: str | Path, user_files: dict[str, Path] | None = N
     return load_engine_file(found, by_name=True)
 
 
+def version_has_prefix(version: str, prefix: str) -> bool:
+    """Whether ``version`` is ``prefix`` or starts with it as whole components: ``0.5.1.post1`` has ``0.5.1`` and
+    ``0.5``, ``0.5.60`` has not ``0.5.6``."""
+    return version == prefix or version.startswith(prefix + ".")
+
+
 def _engine_at_version(key: str, files: dict[str, Path]) -> EngineProfile:
     """The one profile of ``ENGINE@VERSION`` (module docstring); SpecError listing the versions there are."""
     engine, _, version = key.partition("@")
     profiles = [load_engine_file(path, by_name=True) for path in files.values()]
     same = [p for p in profiles if p.engine == engine.strip()]
     want = version.strip()
-    found = [p for p in same if p.version == want or p.version.startswith(want + ".")]
+    found = [p for p in same if version_has_prefix(p.version, want)]
     if len(found) == 1:
         return found[0]
     versions = ", ".join(sorted(f"{p.engine}@{p.version}" for p in same)) or "none"
