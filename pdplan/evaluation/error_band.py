@@ -183,25 +183,32 @@ def expected_error(
     cover = data.coverage.get(f"{engine} {mode}")
     # an engine version with bands of its own, in the rows of this mode, but with none on a GPU: say whose it gets
     own = data.has_version(engine, engine_version) and cover is not None and engine_version in cover.versions
-    picked: list[tuple[str, ErrorBand]] = []
+    versioned = f"{engine}@{engine_version} "
+    picked: list[tuple[str, str]] = []  # (GPU the band is shown for, its key)
     for gpu in gpus:
-        band = data.band(engine, mode, gpu, engine_version)
-        if band is not None and gpu not in borrowed:
-            picked.append((gpu, band))
-            if own and f"{engine}@{engine_version} {mode} {gpu}" not in data.bands:
+        key = data.band_key(engine, mode, gpu, engine_version)
+        if key is not None and gpu not in borrowed:
+            picked.append((gpu, key))
+            if own and not key.startswith(versioned):
                 notes.append(f"no {engine} {engine_version} {mode} runs on {short_gpu(gpu)}: other versions' band")
             continue
-        transfer = data.transfer_band(engine, mode, version=engine_version)
-        if transfer is None:
+        key = data.transfer_key(engine, mode, version=engine_version)
+        if key is None:
             continue
+        band = data.bands[key]
         how = "its kernel table borrowed" if gpu in borrowed else "no measured runs on it validated"
-        donor = f"{short_gpu(transfer[0])} predicted from {short_gpu(transfer[1].fitted_on)}"
-        notes.append(f"GPU {gpu}: {how}, band of {donor} shown")
-        picked.append(transfer)
-    chosen = max(picked, key=lambda gb: gb[1].tpot_median_abs_pct + gb[1].ttft_median_abs_pct, default=None)
-    mine = chosen is not None and any(
-        key.startswith(f"{engine}@{engine_version} ") and band is chosen[1] for key, band in data.bands.items()
+        predicted = key.rpartition(" ")[2]
+        notes.append(
+            f"GPU {gpu}: {how}, band of {short_gpu(predicted)} predicted from {short_gpu(band.fitted_on)} shown"
+        )
+        picked.append((predicted, key))
+    worst = max(
+        picked,
+        key=lambda gk: data.bands[gk[1]].tpot_median_abs_pct + data.bands[gk[1]].ttft_median_abs_pct,
+        default=None,
     )
+    chosen = None if worst is None else (worst[0], data.bands[worst[1]])
+    mine = worst is not None and worst[1].startswith(versioned)
     return _record(engine, engine_version, mode, gpus, chosen, notes, data.source, engine_version if mine else None)
 
 

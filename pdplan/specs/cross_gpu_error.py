@@ -65,9 +65,14 @@ class CrossGpuError(FrozenModel):
         """The band of ``engine`` (``vllm``, ``sglang``, ``trtllm``) in ``mode`` (dense, moe, disagg) predicted on
         ``gpu`` (a catalogue GPU name): the band of the profile of ``version`` where there is one, else the engine's;
         None where the validation has no such rows."""
-        if version is not None and f"{engine}@{version} {mode} {gpu}" in self.bands:
-            return self.bands[f"{engine}@{version} {mode} {gpu}"]
-        return self.bands.get(f"{engine} {mode} {gpu}")
+        key = self.band_key(engine, mode, gpu, version)
+        return None if key is None else self.bands[key]
+
+    def band_key(self, engine: str, mode: str, gpu: str, version: str | None = None) -> str | None:
+        """The key of :meth:`band`'s band (``"<engine>@<version> <mode> <gpu>"`` where the version has one, else
+        ``"<engine> <mode> <gpu>"``); None where there is none."""
+        keys = ([f"{engine}@{version} {mode} {gpu}"] if version is not None else []) + [f"{engine} {mode} {gpu}"]
+        return next((key for key in keys if key in self.bands), None)
 
     def has_version(self, engine: str, version: str) -> bool:
         """Whether ``engine`` at ``version`` has bands of its own (a profile's rows apart from the engine's)."""
@@ -80,12 +85,18 @@ class CrossGpuError(FrozenModel):
         ``mode`` whose terms were fitted on ``fitted_on`` alone: the shipped profiles' situation on a GPU they were
         not fitted on (their terms come from the H100 rows: docs/cross_gpu_accuracy.md §5); None where there is
         none."""
+        key = self.transfer_key(engine, mode, fitted_on, version)
+        return None if key is None else (key.rpartition(" ")[2], self.bands[key])
+
+    def transfer_key(
+        self, engine: str, mode: str, fitted_on: str = "h100-sxm", version: str | None = None
+    ) -> str | None:
+        """The key of :meth:`transfer_band`'s band; None where there is none."""
         heads = ([f"{engine}@{version} {mode}"] if version is not None else []) + [f"{engine} {mode}"]
         for want in heads:
             for key, band in sorted(self.bands.items()):
-                head, _, gpu = key.rpartition(" ")
-                if head == want and band.fitted_on == fitted_on:
-                    return gpu, band
+                if key.rpartition(" ")[0] == want and band.fitted_on == fitted_on:
+                    return key
         return None
 
     def warning(self, gpu: str, donor: str, engine: str, mode: str) -> str:

@@ -240,3 +240,13 @@ def test_old_files_without_fitted_versions_still_load() -> None:
     assert HAND.bands["trtllm dense h100-sxm"].fitted_versions is None
     err = expected_error("trtllm", "1.0.0rc3", "dense", "llama", ("h100-sxm",), data=HAND)
     assert (err.fitted_versions, err.band_version) == ((), None)
+
+
+def test_band_keys_say_whose_band_it_is() -> None:
+    """The key tells a version's own band from the pooled one even where their figures are equal (0.5.9 on H200)."""
+    assert VERSIONED.band_key("sglang", "dense", "h200-sxm", "0.5.9") == "sglang@0.5.9 dense h200-sxm"
+    assert VERSIONED.band_key("sglang", "dense", "h200-sxm", "0.5.1") == "sglang dense h200-sxm"
+    assert VERSIONED.band_key("sglang", "dense", "b200", "0.5.9") is None
+    assert VERSIONED.transfer_key("sglang", "dense", version="0.5.9") == "sglang@0.5.9 dense h200-sxm"
+    assert VERSIONED.transfer_key("sglang", "dense", version="0.5.1") == "sglang dense h200-sxm"
+    assert VERSIONED.transfer_key("vllm", "dense") is None
