@@ -144,7 +144,8 @@ def test_two_appends_on_two_ranks_share_one_mixed_step_by_hand() -> None:
     setup = DecodeSetup(lambda b, k: np.full(np.shape(b), 0.01), 8, math.inf, [32, 48, 40], [10, 4, 4], tl,
                         Segments(), True, 0.0)  # fmt: skip
     inst = AppendDecodeInstance(setup, work)
-    inst.cache.keep([100, 101, 200, 201], free_tokens=math.inf)
+    inst.caches[0].keep([100, 101], free_tokens=math.inf)  # each session's history in its rank's KV
+    inst.caches[1].keep([200, 201], free_tokens=math.inf)
     inst.submit(0, 0.0)
     while inst.next_time <= 0.025:
         inst.fire()
@@ -159,6 +160,32 @@ def test_two_appends_on_two_ranks_share_one_mixed_step_by_hand() -> None:
     assert tl.first_token[1] == pytest.approx(0.04 + added, rel=1e-12)
     assert tl.first_token[2] == pytest.approx(0.04 + added, rel=1e-12)
     assert tl.finish[0] == pytest.approx(0.1 + added, rel=1e-12)
+
+
+def test_each_rank_keeps_its_own_sessions_kv_by_hand() -> None:
+    # 128 KV slots on two ranks, 64 (4 blocks of 16) each. Request 0 (session on rank 0: prompt 32, 10 steps)
+    # reserves 42 slots of rank 0, which leaves its session KV ⌊22/16⌋ = 1 block and rank 1's its 4 (one cache for
+    # the instance: ⌊86/16⌋ = 5). When it finishes its 2 whole blocks are rank 0's, not rank 1's; 5 histories'
+    # blocks on rank 1 keep its 4 most recent, where the instance's 128 slots would hold all 5.
+    work = AppendWork(
+        chunk_s=_linear_pieces(), budget_tokens=64, block_tokens=16, blocks=lambda r, c: [7, 8][:c],
+        lookup_blocks=[1], prompt_blocks=[2], sequence_blocks=[2], append_steps=[9], hit_tokens=[0],
+        ranks=_linear_pieces(), rank_of=[0],
+    )  # fmt: skip
+    setup = DecodeSetup(lambda b, k: np.full(np.shape(b), 0.01), 8, 128.0, [32], [10], Timeline(1), Segments(), True,
+                        0.0)  # fmt: skip
+    inst = AppendDecodeInstance(setup, work)
+    inst.submit(0, 0.0)
+    inst.fire()
+    assert (inst.free_tokens(0), inst.free_tokens(1)) == (22.0, 64.0)
+    assert [c.lru.capacity for c in inst.caches] == [1, 4]
+    while inst.next_time < math.inf:
+        inst.fire()
+    assert inst.caches[0].held_prefix([7, 8]) == 2
+    assert inst.caches[1].held_prefix([7, 8]) == 0
+    inst.caches[1].keep([300, 301, 302, 303, 304], inst.free_tokens(1))
+    assert inst.caches[1].held_prefix([300]) == 0
+    assert inst.caches[1].held_prefix([301, 302, 303, 304]) == 4
 
 
 # ---- the closed form against the simulator ----
