@@ -13,31 +13,37 @@ rank's tokens:
 (the simulator's :mod:`pdplan.sim.append_ranks`, priced there apart on its own tables). The sum ``Σ_i w_i`` that
 ``ρ_a = λ_a·E[w]`` holds is its upper bound, exact on one rank.
 
-**Balls in bins, Poissonized.** A step carries the K appends that arrived during the step before, K ~
-Poisson(μ), μ = λ_a·τ' (the steps' law of :mod:`pdplan.serving.ppd_boundary`: the step before at its mean), each on
-its session's rank, uniform over the D ranks (sessions hashed to ranks; the simulator's ``session mod D``). By the
-splitting property of the Poisson law (a Poisson(μ) number of balls thrown uniformly into D bins leaves D
-independent Poisson(μ/D) counts: Kingman, *Poisson Processes*, 1993, §1.3 colouring theorem; the Poissonization of
-the maximum load, Gonnet, "Expected length of the longest probe sequence in hash code searching", J. ACM 28(2), 1981,
-and Raab & Steger, "Balls into bins: a simple and tight analysis", RANDOM 1998) each rank's load L_r is an
-independent compound Poisson sum of Poisson(μ/D) own parts, each drawn from the placed appends' law, and
+**Balls in bins, Poissonized.** A step carries the K appends that arrived during the step before, K ~ Poisson(μ), μ
+= λ_a·S (S the step before's length), each on its session's rank, uniform over the D ranks (sessions hashed to
+ranks; the simulator's ``session mod D``). By the splitting property of the Poisson law (a Poisson(μ) number of
+balls thrown uniformly into D bins leaves D independent Poisson(μ/D) counts: Kingman, *Poisson Processes*, 1993,
+§1.3 colouring theorem; the Poissonization of the maximum load, Gonnet, "Expected length of the longest probe
+sequence in hash code searching", J. ACM 28(2), 1981, and Raab & Steger, "Balls into bins: a simple and tight
+analysis", RANDOM 1998) each rank's load L_r is an independent compound Poisson sum of Poisson(μ/D) own parts, each
+drawn from the placed appends' law, and
 
-    E[max_r L_r] = ∫_0^∞ (1 − F_L(a)^D) da,
+    E[max_r L_r | μ] = ∫_0^∞ (1 − F_L(a)^D) da,
 
 F_L the compound Poisson cdf (:func:`max_rank_work_s`: on a lattice whose step divides the largest own part, so a
 point law is exact; its atoms split linearly between two cells otherwise). With point parts u it is u·E[max of D
 Poisson(μ/D)] = u·Σ_{n ≥ 0} (1 − F_{Poisson(μ/D)}(n)^D); for a fixed K it is u times the multinomial expected
 maximum (two appends on D ranks: 1 + 1/D, three on two ranks: 9/4), which the Poisson mixture over K gives back
-(``tests/unit/test_ppd_ranks.py``). Then the appends' share of the instance's time is
+(``tests/unit/test_ppd_ranks.py``).
 
-    ρ_a(τ') = (E[max_r L_r](λ_a·τ') + λ_a·τ'·E[x]) / τ',
+**The step before** (:meth:`RankWork.share`). S is the two-point law of
+:class:`~pdplan.serving.ppd_boundary.StepBoundary`: a plain step ``τ_p = τ'·(1 − ρ_a)`` with probability ``1 − q``
+and a mixed one ``τ_p + ρ_a·τ'/q`` with probability ``q = 1 − e^{−λ_a·τ'}`` (mean τ'). E[max] is concave in μ, so
+the spread of S puts fewer appends' own parts in the max than S at its mean would (a long mixed step lets several
+appends into the next: the agent example's simulator has 9.4 % of its mixed steps carry two or more, Poisson(λ_a·τ')
+7 %). The appends' share of the instance's time is then
 
-which depends on τ' (the more appends a step carries, the more of them run side by side; ρ_a → λ_a·E[w] as μ → 0),
-while τ' = τ_p/(1 − ρ_a) is the decode fixed point on the step stretched by it: :func:`settle` iterates the two from
-the sum's ρ_a (an upper bound) until ρ_a moves by less than :data:`RHO_TOLERANCE` of itself. *Approximations*: the
-rank's own parts of two appends on one rank add (``R`` linear above its ridge, as the sum took them), the experts'
-parts add (X linear above the ridge), the step before at its mean (K is mixed Poisson over the previous step's
-length: by Jensen, for the concave E[max](μ), slightly fewer side by side than the spread gives), an append's work
+    ρ_a = ((1 − q)·E[max | λ_a·τ_p] + q·E[max | λ_a·τ_m]) / τ' + λ_a·E[x],
+
+a fixed point in ρ_a at a given τ' (:meth:`RankWork.load`, from the sum's), and τ' = τ_p/(1 − ρ_a) is the decode
+fixed point on the step stretched by it: :func:`settle` iterates the two from the sum's ρ_a (an upper bound, exact
+as μ → 0 or on one rank) until ρ_a moves by less than :data:`RHO_TOLERANCE` of itself. *Approximations*: the rank's
+own parts of two appends on one rank add (``R`` linear above its ridge, as the sum took them), the experts' parts
+add (X linear above the ridge), steps independent (the mixed step at its mean, not its slices), an append's work
 whole in one step (a chunked append's later chunks too).
 """
 
