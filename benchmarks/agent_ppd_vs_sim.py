@@ -25,8 +25,9 @@ the share of appends that share their step with another and the mean number of o
 the per-request TPOT's standard deviation against the closed form's added one
 (:class:`pdplan.serving.ppd_decode.AppendNoise`). Last, the decode steps of the counted window against the closed
 form's fixed point: the mean step (τ'), its part without the appends' work (τ_p = τ'·(1 − ρ_a)), the time-averaged
-batch of an instance (E[B] = λE[n]τ'), the appends' share of the time (ρ_a) and an append's mean work (E[w]; the
-simulator's also over the mixed steps that carry one append alone: the closed form prices each append alone); the
+batch of an instance (E[B] = λE[n]τ'), the appends' share of the time (ρ_a) and their time per append (ρ_a/λ_a: the
+closed form's with the appends of different ranks side by side, :mod:`pdplan.serving.ppd_ranks`), and a lone
+append's work (the simulator's over the mixed steps that carry one append alone, the closed form's E[w]); the
 simulator's per instance (recorded at each boundary, :meth:`pdplan.sim.decode_append.AppendDecodeInstance.fire`,
 wrapped here: a mixed step's work beyond the decode step it carries is its appends').
 
@@ -141,7 +142,7 @@ def closed_form(sc: Any, rate: float, one_line: bool = False) -> dict[str, float
         "plain_step": plain,
         "batch": float(fixed.mean_seqs[0]),
         "rho_a": p.rho_append,
-        "work": p.work_s,
+        "work": p.rho_append / lam,  # the appends' time per append: on D ranks side by side (pdplan.serving.ppd_ranks)
         "work_alone": p.work_s,
     }
 
@@ -246,7 +247,7 @@ def _print_steps(closed: dict[str, float], instances: list[dict[str, float]]) ->
     for key, label, scale in (
         ("step", "mean step τ' (ms)", 1e3), ("plain_step", "step less the appends' work τ_p (ms)", 1e3),
         ("batch", "batch per instance E[B]", 1.0), ("rho_a", "appends' share of the time ρ_a", 1.0),
-        ("work", "an append's work E[w] (ms)", 1e3), ("work_alone", "the work of a step's lone append (ms)", 1e3),
+        ("work", "time per append ρ_a/λ_a (ms)", 1e3), ("work_alone", "a lone append's work E[w] (ms)", 1e3),
     ):  # fmt: skip
         each = [i[key] * scale for i in instances]
         mean = float(np.mean(each)) if key in ("batch", "rho_a") else _pooled(instances, key) * scale

@@ -58,16 +58,21 @@ with DeepEP: each rank's dispatch and combine wait for every rank's, a rank with
 scheduler's ``prepare_mlp_sync_batch`` gathering every rank's token count, sgl-project/sglang; vLLM's
 data-parallel MoE engines step in lockstep, ``vllm/v1/engine/core.py`` ``DPEngineCoreProc`` running a dummy batch
 on an idle rank), so the rank carrying the append holds every rank's step by its work: the whole instance's step,
-hence every co-running sequence on every rank, stretches by ``w``, and ρ_a is the instance's appends' rate times
-E[w] as below. The pass :func:`~pdplan.serving.roles.prefill_split_s` prices puts one prompt on *every* rank
-(``batch = D``): its ``G(B̄ + m) − G(B̄)`` sends D·m tokens through the experts, as if each rank carried an append
-(until 2026-12-07: a 1,000-token append over 64 sequences a rank of the agent example's DP8/EP8 B200 instance cost
-its experts 17.5 ms where the m tokens over the instance's 512 cost 0.70 ms). The others admitted with an append in its
-step are those of its own rank (:class:`~pdplan.serving.ppd_boundary.StepBoundary`, ``ranks``). *Approximation*:
-ρ_a and the steps' lengths sum the work of the appends on different ranks in one step, where the ranks' parts run in
-parallel and the step lasts the longest rank's part plus every append's experts; the sum is an upper bound, by
-about ``(1 − 1/D)·λ_a·τ'/2`` of ρ_a where each rank carries at most one (~6 % at the agent example's 0.13 appends a
-step). The simulator runs the ranks (:mod:`pdplan.sim.append_ranks`).
+hence every co-running sequence on every rank, stretches by ``w``. The pass
+:func:`~pdplan.serving.roles.prefill_split_s` prices puts one prompt on *every* rank (``batch = D``): its ``G(B̄ +
+m) − G(B̄)`` sends D·m tokens through the experts, as if each rank carried an append (until 2026-12-07: a
+1,000-token append over 64 sequences a rank of the agent example's DP8/EP8 B200 instance cost its experts 17.5 ms
+where the m tokens over the instance's 512 cost 0.70 ms). The others admitted with an append in its step are those
+of its own rank (:class:`~pdplan.serving.ppd_boundary.StepBoundary`, ``ranks``). The appends of different ranks in
+one step run side by side: the step lasts the slowest rank's own parts plus every append's experts, so ρ_a is not
+``λ_a·E[w]`` (the sum, an upper bound) but the balls-in-bins expectation of :mod:`pdplan.serving.ppd_ranks`, settled
+with the mean step it depends on (until 2026-12-07 the sum: ρ_a 0.299 against the simulator's 0.274 on the agent
+example). The simulator runs the ranks (:mod:`pdplan.sim.append_ranks`). A session's history lives in its rank's KV
+pool (SGLang's ``--enable-dp-attention`` runs one scheduler, with its own KV pool and radix cache, per rank and
+dispatches each request to one, ``DataParallelController`` in
+``python/sglang/srt/managers/data_parallel_controller.py``; vLLM's DP ranks are engine cores each with its own
+scheduler and ``KVCacheManager``): :func:`held_probability` takes each rank as a cache domain holding the instance's
+free KV over D (:func:`pdplan.serving.ppd_decode.decode_at`).
 
 **Interference** (:func:`append_load`). Appends arrive at a decode instance at ``λ_a = λ·s_D / D`` (s_D the share
 of all requests placed on decode) and each adds ``E[w]`` to the step that carries it. Appends that arrive during a
@@ -300,18 +305,48 @@ def rank_gemm_s(hw: RoleHardware, batch: float, tokens: FloatArray) -> FloatArra
     :func:`~pdplan.serving.roles.prefill_split_s` pass without attention DP or experts; with D > 1 ranks and routed
     experts, the rank's own part ``R(B̄ + c) − R(B̄)`` (the pass in which every rank carries that many tokens, less
     its causal attention and its experts) plus the experts' ``X(D·B̄ + c) − X(D·B̄)`` over the instance's tokens
-    (the experts' op of the pass in which the instance carries that many tokens in all)."""
+    (the experts' op of the pass in which the instance carries that many tokens in all: :func:`rank_parts_s`)."""
     tok = np.concatenate(([batch], batch + np.asarray(tokens, dtype=np.float64)))
     if hw.dp <= 1 or hw.model.moe is None:
         g, _ = prefill_split_s(hw, tok)
         return np.asarray(np.maximum(g[1:] - g[0], 0.0), dtype=np.float64)
+    rest, experts = _rank_tables(hw, tok)
+    return np.asarray(np.maximum(rest[1:] - rest[0] + experts[1:] - experts[0], 0.0), dtype=np.float64)
+
+
+def rank_parts_s(hw: RoleHardware, batch: float, tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``([n], [n])``: the rank's own part ``R(B̄ + c) − R(B̄)`` and the experts' ``X(D·B̄ + c) − X(D·B̄)`` of
+    :func:`rank_gemm_s` on D = ``hw.dp`` ranks (the experts' part 0 without routed experts). The rank's part runs
+    in parallel with the other ranks' appends in one step; the experts' part adds up over them
+    (:mod:`pdplan.serving.ppd_ranks`)."""
+    rest, experts = _rank_tables(hw, np.concatenate(([batch], batch + np.asarray(tokens, dtype=np.float64))))
+    return np.asarray(rest[1:] - rest[0], dtype=np.float64), np.asarray(experts[1:] - experts[0], dtype=np.float64)
+
+
+def _rank_tables(hw: RoleHardware, tok: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(R, X)`` at a rank's token counts ``tok`` (every rank's batch ``tok[0]``): the rank's pass less its causal
+    attention and its experts, and the experts over the instance's ``tok + (D − 1)·tok[0]`` tokens (zeros without
+    routed experts)."""
     ranks = float(hw.dp)
     every = prefill_pass_time(hw, batch=ranks, tokens=tok, detail=False)
     rest = np.broadcast_to(every.time_s, tok.shape) - every.kind_s("attn_prefill", tok.shape)
     rest = rest - every.kind_s("moe", tok.shape)
-    total = tok + (ranks - 1.0) * batch  # the instance's tokens: D·B̄ + c
+    if hw.model.moe is None:
+        return np.asarray(rest, dtype=np.float64), np.zeros(tok.shape)
+    total = tok + (ranks - 1.0) * float(tok[0])  # the instance's tokens: D·B̄ + c
     experts = prefill_pass_time(hw, batch=1.0, tokens=total, detail=False).kind_s("moe", tok.shape)
-    return np.asarray(np.maximum(rest[1:] - rest[0] + experts[1:] - experts[0], 0.0), dtype=np.float64)
+    return np.asarray(rest, dtype=np.float64), np.asarray(experts, dtype=np.float64)
+
+
+def append_expert_s(hw: RoleHardware, batch: float, new_tokens: FloatArray, budget_tokens: float) -> FloatArray:
+    """``[n]`` the experts' part of :func:`append_work_s`'s w on D > 1 ranks: ``(⌈m/C⌉ − 1)·x(C) + x(last)``, x the
+    experts' ``X(D·B̄ + c) − X(D·B̄)`` of :func:`rank_parts_s` (0 without routed experts); the rest of w is the
+    append's rank's own (:mod:`pdplan.serving.ppd_ranks`)."""
+    budget = float(max(int(budget_tokens), 1))
+    m = np.maximum(np.asarray(new_tokens, dtype=np.float64), 1.0)
+    full = np.ceil(m / budget) - 1.0
+    _, experts = rank_parts_s(hw, max(float(batch), 1.0), np.concatenate(([budget], m - budget * full)))
+    return np.asarray(full * float(experts[0]) + experts[1:], dtype=np.float64)
 
 
 def append_load(rate_per_instance: float, work_s: float) -> float:

@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from pdplan.serving.ppd_boundary import AppendWork
     from pdplan.serving.ppd_decode import AppendNoise, DecodeAt
     from pdplan.serving.ppd_pool import TurnPlacement
+    from pdplan.serving.ppd_ranks import RankWork
     from pdplan.serving.prefix_cache import CacheClasses
     from pdplan.transfer.kv_inputs import TransferConfig
 
@@ -152,8 +153,9 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
     repository's x = 1 configuration: ρ_1 = λ/y·Σ_t P(turn t)·f_t·E[w | turn t] over the whole append law in its
     groups) and a decode row's mean wait for the step in flight there (:mod:`pdplan.serving.ppd_boundary`)."""
     from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd import append_load, append_work_s  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import append_expert_s, append_load, append_work_s  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_ranks import RankWork, settle  # lazy: start-up (issue #27)
 
     res, rate, y = model.res, cache_rate(model.res), model.y
     n, g = hist.size, groups.tokens.size
@@ -161,8 +163,19 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
         res.hardware.decode, x0.batch, np.tile(groups.tokens, n), np.repeat(hist, g), res.chunk_tokens
     )
     rho1 = append_load(rate / y, float(share[1:] @ (held[1:] * (work.reshape(n, g)[1:] @ groups.prob))))
-    x1 = _law_at(model, rate, rho1)
-    wait1 = StepBoundary.of(x1.tau_s, rho1, rate / y * float(share[1:] @ held[1:]), x1.busy, think).tabulated()
+    lam1 = rate / y * float(share[1:] @ held[1:])
+    hw = res.hardware.decode
+    ranks = None
+    if hw.dp > 1:  # the ranks' own parts run side by side in a step (pdplan.serving.ppd_ranks)
+        weight = np.outer(np.r_[0.0, share[1:] * held[1:]], groups.prob)
+        experts = np.tile(append_expert_s(hw, x0.batch, groups.tokens, res.chunk_tokens), n)
+        ranks = RankWork.of(hw.dp, work, experts, weight)
+    if ranks is None:
+        x1 = _law_at(model, rate, rho1)
+    else:
+        load = ranks.load
+        rho1, x1 = settle(rho1, lambda r: _law_at(model, rate, r), lambda a: a.tau_s, lambda t: load(lam1, t))
+    wait1 = StepBoundary.of(x1.tau_s, rho1, lam1, x1.busy, think).tabulated()
     return x1, wait1.mean_s
 
 
@@ -209,13 +222,15 @@ def _plan(model: Any) -> _Plan:
     from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
     from pdplan.serving.ppd import (  # lazy: start-up (issue #27)
         AppendGroups,
+        append_expert_s,
         append_load,
         append_work_s,
         decode_session_workload,
         held_probability,
         turns_pmf,
     )
-    from pdplan.serving.ppd_decode import AppendNoise, decode_at, decode_side, scaled  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_decode import AppendNoise, decode_at  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_ranks import RankWork  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import think_law  # lazy: start-up (issue #27)
 
     res = model.res
@@ -249,19 +264,40 @@ def _plan(model: Any) -> _Plan:
     )
     weight = (share * placed)[:, None] * appends.prob[None, :]  # P(turn t, group g) among the placed, × on_decode
     work_law = _work_law(w_turn, weight.ravel())
+    ranks = None
+    if hw.dp > 1:  # the ranks' own parts run side by side in a step (pdplan.serving.ppd_ranks)
+        experts = np.tile(append_expert_s(hw, x0.batch, appends.tokens, res.chunk_tokens), n)
+        ranks = RankWork.of(hw.dp, w_turn, experts, weight)
     w_sq_turn = (w_turn**2).reshape(n, -1) @ appends.prob
     w_turn = w_turn.reshape(n, -1) @ appends.prob
     work_s = float(share @ (placed * w_turn)) / on_decode if on_decode > 0 else 0.0
     work_sq_s2 = float(share @ (placed * w_sq_turn)) / on_decode if on_decode > 0 else 0.0
-    rho = append_load(rate * on_decode / y, work_s)
-    step = scaled(model.decode.step, rho)
-    side = decode_side(model, step)
-    x = decode_at(model, rate, step, side[1])
+    rho, (step, side, x) = _stretched(
+        model, rate, append_load(rate * on_decode / y, work_s), rate * on_decode / y, ranks
+    )
     as_ppd = _as_ppd(spec, values, groups, decisions)
     fact = (rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd)
     facts = _Facts(*fact, m_bar, work_law)
     noise = AppendNoise(on_decode / y, work_sq_s2, rho) if on_decode > 0 else None
     return dataclasses.replace(_finish(model, facts, step, side), noise=noise)
+
+
+def _stretched(model: Any, rate_rps: float, rho_sum: float, append_rate_per_s: float, ranks: RankWork | None
+               ) -> tuple[float, tuple[LinearStepTime, tuple[DecodePerf, DecodeCapacity], DecodeAt]]:  # fmt: skip
+    """``(ρ_a, (step, side, x))``: the decode on the step stretched by the appends' load, its capacity and fixed point
+    at the rate. ρ_a is the sum's ``λ_a·E[w]`` on one rank; on D > 1 ranks the appends of different ranks in one step
+    run side by side and ρ_a depends on the mean step, settled with it (:mod:`pdplan.serving.ppd_ranks`)."""
+    from pdplan.serving.ppd_decode import decode_at, decode_side, scaled  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_ranks import settle  # lazy: start-up (issue #27)
+
+    def at(rho: float) -> tuple[LinearStepTime, tuple[DecodePerf, DecodeCapacity], DecodeAt]:
+        step = scaled(model.decode.step, rho)
+        side = decode_side(model, step)
+        return step, side, decode_at(model, rate_rps, step, side[1])
+
+    if ranks is None:
+        return rho_sum, at(rho_sum)
+    return settle(rho_sum, at, lambda point: point[2].tau_s, lambda tau: ranks.load(append_rate_per_s, tau))
 
 
 def _work_law(work_s: FloatArray, weight: FloatArray) -> AppendWork | None:

@@ -23,7 +23,14 @@ reserving ``l + n + s`` KV slots at admission) with two additions that :mod:`pdp
 **Attention-DP ranks** (``AppendWork.ranks``, an instance of D > 1 ranks; :mod:`pdplan.sim.append_ranks`): an
 append runs on the rank that holds its session, the FCFS fill is per rank with the rank's own budget (less its
 ⌈B/D⌉ decoding sequences), and a mixed step lasts the decode step plus the slowest rank's pieces and the experts over
-every rank's tokens.
+every rank's tokens. Each rank keeps its own sessions' KV (SGLang's ``--enable-dp-attention``: one scheduler, KV pool
+and radix cache per rank, ``DataParallelController.launch_dp_attention_schedulers`` in
+``python/sglang/srt/managers/data_parallel_controller.py``, sgl-project/sglang 000a3db; vLLM: each DP rank an engine
+core with its own scheduler and ``KVCacheManager``): one :class:`~pdplan.sim.decode_cache.DecodeKvCache` per rank, of
+the instance's capacity / D less what the rank's admitted sequences (their sessions' rank) reserve, so a rank's
+histories compete for its own room alone (until 2026-12-07 one cache per instance, every rank's histories in one
+LRU). Admission stays the instance's (its KV and seats over every rank, as the balanced step law runs B/D a rank), so
+a rank's sequences may reserve past its D-th: its cache then holds nothing.
 
 Between mixed steps the instance plans plain decode segments as :class:`~pdplan.sim.decode.DecodeInstance` does; an
 arriving append cuts the segment at the next step boundary (as an arriving KV does when a seat is free).
@@ -79,7 +86,10 @@ class AppendDecodeInstance(DecodeInstance):
     def __init__(self, setup: DecodeSetup, work: AppendWork) -> None:
         super().__init__(setup)
         self.work = work
-        self.cache = DecodeKvCache(setup.kv_capacity_tokens, work.block_tokens)
+        ranks = 1 if work.ranks is None else work.ranks.ranks
+        # one session KV per rank, each of the instance's capacity / D (module docstring, Attention-DP ranks)
+        self.caches = [DecodeKvCache(setup.kv_capacity_tokens / ranks, work.block_tokens) for _ in range(ranks)]
+        self.rank_used = [0.0] * ranks  # KV slots reserved by the admitted sequences of each rank
         self.appends: set[int] = set()  # placed here, not yet through their prefill
         self.left: dict[int, int] = {}  # admitted append -> prompt tokens still to compute
         self.prefilling: deque[int] = deque()  # admitted appends, FCFS
@@ -153,6 +163,22 @@ class AppendDecodeInstance(DecodeInstance):
             return self.work.budget_tokens - self.act.b
         return ranks.rank_budget(self.work.budget_tokens, self.act.b)
 
+    def rank_of(self, req: int) -> int:
+        """The rank that holds ``req``'s session (0 on one rank)."""
+        of = self.work.rank_of
+        return 0 if of is None or len(self.caches) == 1 else of[req]
+
+    def cache_of(self, req: int) -> DecodeKvCache:
+        """The session KV of the rank that holds ``req``'s session."""
+        return self.caches[self.rank_of(req)]
+
+    def free_tokens(self, rank: int) -> float:
+        """The KV slots ``rank`` leaves free to its session KV: its capacity (the instance's / D) less what its
+        admitted sequences reserve (at least 0: the instance admits over all ranks, module docstring)."""
+        if len(self.caches) == 1:
+            return self.kv_cap - self.kv_used
+        return max(self.kv_cap / len(self.caches) - self.rank_used[rank], 0.0)
+
     def seats_in_use(self) -> int:
         """Seats held by decoding sequences and admitted appends."""
         return self.act.b + len(self.prefilling)
@@ -162,10 +188,13 @@ class AppendDecodeInstance(DecodeInstance):
     def _release(self, req: int, now: float) -> None:
         """A sequence finished: free its reservation, keep its whole blocks as session KV."""
         self.tl.finish[req] = now
-        self.kv_used -= self.prompt[req] + self.steps[req] + self.state
-        work = self.work
-        self.cache.release(self.taken.pop(req))
-        self.cache.keep(work.blocks(req, work.sequence_blocks[req]), self.kv_cap - self.kv_used)
+        need = self.prompt[req] + self.steps[req] + self.state
+        self.kv_used -= need
+        rank = self.rank_of(req)
+        self.rank_used[rank] -= need
+        work, cache = self.work, self.caches[rank]
+        cache.release(self.taken.pop(req))
+        cache.keep(work.blocks(req, work.sequence_blocks[req]), self.free_tokens(rank))
 
     def _prefilled(self, req: int, now: float, done: list[int]) -> None:
         """An append's prompt is complete at ``now``: token 1 is out; it joins the decode batch (or finishes)."""
@@ -189,7 +218,7 @@ class AppendDecodeInstance(DecodeInstance):
         while pending and pending[0][0] <= now:
             waiting.append(heapq.heappop(pending)[1])
         admitted: list[int] = []
-        act, work, cache = self.act, self.work, self.cache
+        act, work = self.act, self.work
         while waiting and act.b + len(self.prefilling) < self.max_batch:
             req = waiting[0]
             need = self.prompt[req] + self.steps[req] + self.state
@@ -197,6 +226,9 @@ class AppendDecodeInstance(DecodeInstance):
                 break
             waiting.popleft()
             self.kv_used += need
+            rank = self.rank_of(req)
+            self.rank_used[rank] += need
+            cache = self.caches[rank]
             if req in self.appends:
                 hit = cache.held_prefix(work.blocks(req, work.lookup_blocks[req]))
                 self.taken[req] = work.blocks(req, hit)
@@ -210,7 +242,7 @@ class AppendDecodeInstance(DecodeInstance):
                 act.add(req, self.prompt[req], self.steps[req])
                 self.tl.admit[req] = now
                 admitted.append(req)
-            cache.resize(self.kv_cap - self.kv_used)
+            cache.resize(self.free_tokens(rank))
         return admitted
 
     def _plan(self, admitted: list[int]) -> None:

@@ -1,8 +1,9 @@
 """A decode instance's session KV (PPD, arXiv 2603.13358): finished sequences' blocks kept in the HBM that the
 running sequences leave free, so that a session's next turn can append onto them (:mod:`pdplan.sim.turn_placement`).
 
-One LRU of block ids per decode instance, the same :class:`~pdplan.sim.prefix_cache.BlockLru` the prefill instances'
-prefix caches use (block ids and prefix matching as :mod:`pdplan.sim.reuse_requests`). Its capacity is not fixed: it
+One LRU of block ids per decode instance (per attention-DP rank, of its share of the KV:
+:mod:`pdplan.sim.decode_append`), the same :class:`~pdplan.sim.prefix_cache.BlockLru` the prefill instances' prefix
+caches use (block ids and prefix matching as :mod:`pdplan.sim.reuse_requests`). Its capacity is not fixed: it
 is the instance's KV capacity less what its admitted sequences reserve (:mod:`pdplan.sim.decode`: a sequence reserves
 its final footprint ``l + n + s`` at admission), in whole blocks, so:
 

@@ -163,7 +163,7 @@ class TurnPlacer:
         for req, count in zip(reqs.warm_request.tolist(), reqs.warm_blocks.tolist(), strict=True):
             inst = int(rng.integers(len(self.decoders)))
             dec = self.decoders[inst]
-            dec.cache.keep(work.blocks(req, count), dec.kv_cap - dec.kv_used)
+            dec.cache_of(req).keep(work.blocks(req, count), dec.free_tokens(dec.rank_of(req)))
             if self.affinity:
                 self.session_decode[self.session[req]] = inst
 
@@ -186,7 +186,7 @@ class TurnPlacer:
         else:
             inst = self.route_decode(request)
         dec = self.decoders[inst]
-        if dec.cache.held_prefix(self.work.blocks(request, whole)) < whole:
+        if dec.cache_of(request).held_prefix(self.work.blocks(request, whole)) < whole:
             return -1
         self.held[request] = True
         if not self._decides(request, dec, whole * self.work.block_tokens, now_s):

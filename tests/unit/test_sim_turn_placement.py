@@ -140,7 +140,7 @@ def test_append_rides_in_one_mixed_step_and_slows_the_running_sequence() -> None
     )  # fmt: skip
     tl = Timeline(2)
     inst = _instance(work, tl)
-    inst.cache.keep([100, 101], free_tokens=math.inf)
+    inst.caches[0].keep([100, 101], free_tokens=math.inf)
     inst.submit(0, 0.0)
     _drain(inst, 0.025)
     inst.submit_append(1, 0.025)
@@ -152,7 +152,7 @@ def test_append_rides_in_one_mixed_step_and_slows_the_running_sequence() -> None
     assert tl.finish[1] == pytest.approx(0.0716)
     assert tl.finish[0] == pytest.approx(0.1016)
     assert inst.kv_used == 0.0
-    assert inst.cache.held_prefix([100, 101, 102]) == 3  # request 1's sequence kept (blocks of 48 + 4 tokens)
+    assert inst.caches[0].held_prefix([100, 101, 102]) == 3  # request 1's sequence kept (blocks of 48 + 4 tokens)
 
 
 # ---- one session by hand ----
