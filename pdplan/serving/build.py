@@ -164,7 +164,8 @@ class PpdProbes:
         about 7 ms on examples/chat-ppd.yaml) and a probe of this search built its ``ppd`` twin (:meth:`twin_key`),
         that model with ``res`` and the policy's name (:func:`pdplan.serving.ppd_model.as_ppd_twin`: the same model
         as built, field for field) instead of its placement priced again (about 20 ms a probe there; five probes,
-        those of the ``ppd`` plan). A ``ppd`` model built here is kept for its twins."""
+        those of the ``ppd`` plan). Where the rule keeps some append on prefill the model is built as before, the
+        decisions' few ms spent. A ``ppd`` model built here is kept for its twins."""
         key = self.twin_key(res)
         if key is None:
             return build_model(res, like)
