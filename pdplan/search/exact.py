@@ -209,14 +209,47 @@ class Comparisons:
             near = self.near_rps.get(_uncached(variant))
             if known is None:  # on every line of a concave decode law (pdplan.serving.decode_lines), the best
                 slo = variant.scenario.slo
+                built: dict[int | None, LocalModel] = {}  # each line's model, for its bound and its search
+
+                def on(r: ResolvedScenario[Any]) -> LocalModel:
+                    if r.decode_line not in built:
+                        built[r.decode_line] = _built(e, r)
+                    return built[r.decode_line]
+
                 known = best_line(
                     dataclasses.replace(variant, decode_line=None),
-                    lambda r: _goodput_or_zero(_built(e, r), slo, near),
+                    lambda r: _goodput_or_zero(on(r), slo, near),
                     float,
+                    _comparison_bound(on),
                 )
             good = known
             self.found[key] = good / (1.0 + e.headroom)
         return self.found[key]
+
+
+def _comparison_bound(on: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callable[[ResolvedScenario[Any]], float]:
+    """:func:`best_line`'s bound on a comparison's goodput on a line (:meth:`Comparisons.goodput_rps`: one model, its
+    hit rates fixed, searched by :func:`_goodput_or_zero`), read from the line's model ``on`` builds (the one the
+    search then takes): a ceiling of its stable limit, which no goodput :func:`find_goodput` returns exceeds (the SLO
+    holding at the top, the limit itself; else a root below the grid's top), cheap to read where the limit is dear.
+    An xPyD model's decode pool limit (:meth:`~pdplan.serving.disaggregated.DisaggregatedModel.decode_limit`, one of
+    its limit's candidates; a PPD model's own placed decode side), a colocated model's decode-share cap
+    (:meth:`~pdplan.serving.colocated.ColocatedModel.decode_rate_bound`, above every candidate of its limit); 0 where
+    the model cannot be built (the search fails there too and the line is skipped either way). A line whose bound does
+    not exceed the best goodput found cannot beat it, so the answer is the same (examples/agent-dualpath.yaml: the
+    plan with both read paths compared against prefill-only reads, whose steep decode line's decode limit is 13.9
+    req/s against 30.7 found on the flat one, skips that search)."""
+
+    def bound(res: ResolvedScenario[Any]) -> float:
+        try:
+            model = on(res)
+        except NoFeasiblePlanError:
+            return 0.0
+        if isinstance(model, ColocatedModel):
+            return model.decode_rate_bound()
+        return float(model.decode_limit().rate_rps)
+
+    return bound
 
 
 def _built(e: Exact, variant: ResolvedScenario[Any]) -> LocalModel:

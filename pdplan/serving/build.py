@@ -35,7 +35,7 @@ from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_build import build_colocated
 from pdplan.serving.decode_lines import best_line, limit_bound, line_at_rate, mean_decode_step_s
 from pdplan.serving.deployment import Deployment
-from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated
+from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated, unplaced_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
 from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.ppd_report import placement_of
@@ -139,6 +139,48 @@ class PpdProbes:
     found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
     same: SameHits = field(default_factory=SameHits)
     """The search's colocated goodput searches, shared by the screen and the exact plans (:class:`SameHits`)."""
+    models: dict[tuple[object, ...], LocalModel] = field(default_factory=dict)
+    """The ``ppd`` models the probes built, by :meth:`twin_key` (:meth:`built`)."""
+
+    @staticmethod
+    def twin_key(res: ResolvedScenario[Any]) -> tuple[object, ...] | None:
+        """The deployment less its cache, the cache setting with its turn placement read as ``ppd`` at its bypass
+        threshold, the cache rate and the decode line, where ``res`` is an xPyD scenario whose placement is ``ppd`` or
+        ``score``; None otherwise. Within one search (one resolved base scenario) it fixes the ``ppd`` model."""
+        setup = res.cache
+        if not isinstance(res.hardware, DisaggregatedHardware) or setup is None or not ppd_applies(res):
+            return None
+        placement = setup.spec.turn_placement
+        if placement.policy not in ("ppd", "score"):
+            return None
+        same = TurnPlacementSpec(policy="ppd", append_threshold_tokens=placement.append_threshold_tokens)
+        twin = setup.spec.model_copy(update={"turn_placement": same})
+        bare = dataclasses.replace(res.hardware.deployment, cache=None)
+        return bare, twin, res.cache_rate_rps, res.decode_line
+
+    def built(self, res: ResolvedScenario[Any], like: LocalModel | None = None) -> LocalModel:
+        """:func:`build_model` of ``res`` (``like`` as there), or where ``res``'s placement is ``score``'s and places
+        as ``ppd`` does (:func:`pdplan.serving.ppd_model.places_as_ppd`: the rule's decisions on the plain model,
+        about 7 ms on examples/chat-ppd.yaml) and a probe of this search built its ``ppd`` twin (:meth:`twin_key`),
+        that model with ``res`` and the policy's name (:func:`pdplan.serving.ppd_model.as_ppd_twin`: the same model
+        as built, field for field) instead of its placement priced again (about 20 ms a probe there; five probes,
+        those of the ``ppd`` plan). Where the rule keeps some append on prefill the model is built as before, the
+        decisions' few ms spent. A ``ppd`` model built here is kept for its twins."""
+        key = self.twin_key(res)
+        if key is None:
+            return build_model(res, like)
+        policy = res.cache.spec.turn_placement.policy if res.cache is not None else None
+        twin = self.models.get(key)
+        if policy == "score" and twin is not None:
+            from pdplan.serving.ppd_model import as_ppd_twin, places_as_ppd  # lazy: PPD only (start-up, issue #27)
+
+            plain, _ = unplaced_disaggregated(res)
+            if places_as_ppd(plain):
+                return as_ppd_twin(twin, res)
+        model = build_model(res, like)
+        if policy == "ppd":
+            self.models[key] = model
+        return model
 
     @staticmethod
     def key(
@@ -241,7 +283,8 @@ def line_goodput_model(
 
     def at(rate_rps: float) -> _AtRate:
         nxt = with_cache_rate(res, rate_rps)
-        model = build_model(nxt, first[0] if first else None)
+        like = first[0] if first else None
+        model = build_model(nxt, like) if probes is None else probes.built(nxt, like)
         if not first:
             first.append(model)
         start = near[-1] if near else None

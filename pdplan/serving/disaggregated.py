@@ -443,6 +443,16 @@ def build_disaggregated(
 ) -> DisaggregatedModel:
     """Price both roles, the transfer and the decode capacity (NoFeasiblePlanError if none). ``decode_side``: that of
     a model of the same bound deployment (``res`` at another cache rate), reused as it is (None: priced here)."""
+    model, cfg = unplaced_disaggregated(res, decode_side)
+    return place_turns(model, cfg)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
+
+
+def unplaced_disaggregated(
+    res: ResolvedScenario[DisaggregatedHardware], decode_side: DecodeSide | None = None
+) -> tuple[DisaggregatedModel, TransferConfig]:
+    """:func:`build_disaggregated`'s model before PPD places its turns (plain disaggregation's; the model itself
+    where PPD does not apply) and the KV-transfer configuration it was priced with, which
+    :func:`~pdplan.serving.ppd_model.place_turns` takes."""
     hw = res.hardware
     d = hw.deployment
     _check_prefill_memory(res)
@@ -501,7 +511,7 @@ def build_disaggregated(
         _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
         side.storage_read,
     )
-    return place_turns(model, cfg)  # PPD: Turn 2+ appends on decode (cache: turn_placement; pd leaves it unchanged)
+    return model, cfg
 
 
 def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,

@@ -86,6 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.cache.lru_closed_form import ThinkTime
+from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.types import FloatArray
 
 LAW_POINTS = 513
@@ -200,7 +201,7 @@ class StepBoundary:
         """``[σ, x]``: P(busy, the step in flight is s_σ, R ≤ x) (module docstring: the terms of ``F_R`` by the step
         in flight)."""
         s, p, pi = self._steps()
-        t = np.union1d(np.linspace(0.0, float(s.max()), LAW_POINTS), s)
+        t = sorted_unique(np.concatenate((np.linspace(0.0, float(s.max()), LAW_POINTS), s)))  # np.union1d's array
         g = np.vectorize(self.think.cdf, otypes=[np.float64])(t)
         before = np.interp(s, t, g)
         tied = p[:, None] * (before[:, None] - np.interp(s[:, None] - x[None, :], t, g, left=0.0))

@@ -217,20 +217,31 @@ def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray
     return out
 
 
-def _plan(model: Any) -> _Plan:
-    """Where the turns go at the hit rates' rate, the appends' load and the decode rows' offsets (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """What :func:`_plan` reads before it places anything: the decode at the hit rates' rate with nothing appended
+    (``x0``), the turns' shares, P(held) and histories, the append law in its groups and, under ``score``, the rule's
+    decision per (turn, group) (:func:`_decisions`; None for the other policies)."""
+
+    rate_rps: float
+    x0: DecodeAt
+    turns: FloatArray
+    share: FloatArray
+    think: ThinkTime
+    held: FloatArray
+    free_tokens: float
+    hist: FloatArray
+    values: FloatArray
+    prob: FloatArray
+    groups: AppendGroups
+    decisions: FloatArray | None
+
+
+def _setting(model: Any) -> _Setting:
+    """:class:`_Setting` of the plain model ``model`` (module docstring)."""
     from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd import (  # lazy: start-up (issue #27)
-        AppendGroups,
-        append_expert_s,
-        append_load,
-        append_work_s,
-        decode_session_workload,
-        held_probability,
-        turns_pmf,
-    )
-    from pdplan.serving.ppd_decode import AppendNoise, decode_at  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd_ranks import RankWork  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import AppendGroups, decode_session_workload, held_probability, turns_pmf  # lazy (#27)
+    from pdplan.serving.ppd_decode import decode_at  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import think_law  # lazy: start-up (issue #27)
 
     res = model.res
@@ -248,14 +259,29 @@ def _plan(model: Any) -> _Plan:
     law = length_pmf(sessions.new_tokens)
     values = np.asarray(law.values, dtype=np.float64)
     groups = AppendGroups.of(values, law.prob)
-    n = turns.size
     decisions = None
     if spec.policy == "score":  # on the law's figures, not the line priced (_law_at)
         _, above = groups.above(values, law.prob, float(spec.append_threshold_tokens))
         law0 = x0 if len(model.decode.law_lines) == 1 else _law_at(model, rate, 0.0)
         x1 = _all_on_decode(model, law0, hist, groups, share, held, think)
         decisions = _decisions(model, rate, hist, above, law0, x1)
-    pi, m_bar, appends, chosen = _placed(spec, values, law.prob, groups, decisions, share * held)
+    return _Setting(rate, x0, turns, share, think, held, free, hist, values, law.prob, groups, decisions)
+
+
+def _plan(model: Any) -> _Plan:
+    """Where the turns go at the hit rates' rate, the appends' load and the decode rows' offsets (module docstring)."""
+    from pdplan.serving.ppd import append_expert_s, append_load, append_work_s  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_decode import AppendNoise  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd_ranks import RankWork  # lazy: start-up (issue #27)
+
+    res = model.res
+    setup, hw = res.cache, res.hardware.decode
+    spec = setup.spec.turn_placement
+    y = model.y
+    s = _setting(model)
+    rate, x0, share, held, hist, groups, decisions = s.rate_rps, s.x0, s.share, s.held, s.hist, s.groups, s.decisions
+    n = s.turns.size
+    pi, m_bar, appends, chosen = _placed(spec, s.values, s.prob, groups, decisions, share * held)
     placed = held * pi
     on_decode = float(share @ placed)
     mean_m = float(share @ (placed * m_bar)) / on_decode if on_decode > 0 else 0.0
@@ -275,9 +301,9 @@ def _plan(model: Any) -> _Plan:
     rho, (step, side, x) = _stretched(
         model, rate, append_load(rate * on_decode / y, work_s), rate * on_decode / y, ranks
     )
-    as_ppd = _as_ppd(spec, values, groups, decisions)
-    fact = (rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, free, think, appends, chosen, as_ppd)
-    facts = _Facts(*fact, m_bar, work_law)
+    as_ppd = _as_ppd(spec, s.values, groups, decisions)
+    fact = (rate, x0, x, held, placed, share, on_decode, mean_m, work_s, rho, s.free_tokens, s.think, appends, chosen)
+    facts = _Facts(*fact, as_ppd, m_bar, work_law)
     noise = AppendNoise(on_decode / y, work_sq_s2, rho) if on_decode > 0 else None
     return dataclasses.replace(_finish(model, facts, step, side), noise=noise)
 
@@ -739,3 +765,33 @@ def place_turns(built: M, transfer: TransferConfig | None = None) -> M:
         append_noise=plan.noise,
     )
     return placed
+
+
+def places_as_ppd(built: Any) -> bool:
+    """Whether the policy places the turns of the plain model ``built`` (what :func:`place_turns` is given) as ``ppd``
+    does (:attr:`~pdplan.serving.ppd_pool.TurnPlacement.as_ppd`: the policy ``ppd``, or ``score`` where its rule
+    sends every append of every Turn 2+ to decode), read from the rule's decisions alone (:func:`_setting`), without
+    placing anything: a ``score`` setting's decisions cost about a fifth of its placement (examples/chat-ppd.yaml:
+    3 ms against 16 ms). False where PPD does not apply or :func:`place_turns` refuses (batched prefill)."""
+    model: Any = built
+    if not applies(model.res) or model.cache is None or model.pool.batched is not None:
+        return False
+    s = _setting(model)
+    return _as_ppd(model.res.cache.spec.turn_placement, s.values, s.groups, s.decisions)
+
+
+def as_ppd_twin(twin: M, res: Any) -> M:
+    """The model :func:`place_turns` builds on ``res``, taken from ``twin``: the model it built on ``res``'s ``ppd``
+    twin (the same bound deployment, bypass threshold, cache rate and decode line, the placement's policy ``ppd``),
+    where ``res``'s placement is ``ppd``'s (:func:`places_as_ppd` of its plain model). Only the policy's name and the
+    score rule's weights differ between the two settings, and the placement reads them only through the rule's
+    decisions, which then place every append as ``ppd`` does (:func:`pdplan.serving.ppd.places_every_append`:
+    :func:`~pdplan.serving.ppd.placed_law` is the law times one and :func:`~pdplan.serving.ppd.decode_share`
+    ``ppd``'s expressions), so every other field is the twin's, bit for bit: ``res`` and the placement's ``policy``
+    are ``res``'s (tests/unit/test_ppd_score.py, field for field against a fresh build)."""
+    model: Any = twin
+    pool = model.pool
+    policy = res.cache.spec.turn_placement.policy
+    placement = dataclasses.replace(pool.placement, policy=policy)
+    renamed: M = dataclasses.replace(model, res=res, pool=dataclasses.replace(pool, placement=placement))
+    return renamed

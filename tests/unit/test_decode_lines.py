@@ -241,3 +241,47 @@ def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
     assert _line_bound(_capacity_model(layout, layout.hardware.deployment, "none"))(
         dataclasses.replace(layout, decode_line=0)
     ) == float("inf")
+
+
+@pytest.mark.slow
+def test_a_comparisons_line_bound_is_above_its_goodput() -> None:
+    """pdplan.search.exact._comparison_bound (a report's comparison: one model per line, its hit rates fixed): an
+    xPyD model's decode pool limit (PPD's too: its own placed decode side) and a colocated model's decode-share cap
+    lie at or above the model's stable limit and so above its goodput, on both lines of Mixtral-8x7B's law, cached or
+    not; the best line found with the bound is the one found without it, the steep line's search skipped; a model
+    that cannot be built bounds at 0."""
+    from pdplan.search.exact import _comparison_bound, _goodput_or_zero
+    from pdplan.serving.build import build_model, with_cache_rate
+
+    colocated = vllm018_colocated("mixtral-8x7b", 2, workload={"sessions": SESSIONS}, cache={"prefix_caching": True})
+    cases = [with_cache_rate(_cached_xpyd(p), 2.0) for p in ("pd", "ppd")]
+    cases += [with_cache_rate(colocated, 1.0), dataclasses.replace(colocated, cache=None)]
+    for res in cases:
+        built: dict[int | None, Any] = {}
+
+        def on(r: ResolvedScenario[Any], built: dict[int | None, Any] = built) -> Any:
+            return built.setdefault(r.decode_line, build_model(r))
+
+        bound, slo = _comparison_bound(on), res.scenario.slo
+        goods = []
+        for line in (0, 1):
+            line_res = dataclasses.replace(res, decode_line=line)
+            model = on(line_res)
+            good = _goodput_or_zero(model, slo)
+            assert good <= model.limit().rate_rps <= bound(line_res) < float("inf")
+            goods.append(good)
+        whole = dataclasses.replace(res, decode_line=None)
+        searched: list[int | None] = []
+
+        def search(r: ResolvedScenario[Any], slo: Any = slo, searched: list[int | None] = searched) -> float:
+            searched.append(r.decode_line)
+            return float(_goodput_or_zero(on(r), slo))
+
+        assert best_line(whole, search, float, bound) == max(goods)
+        assert searched == [1]  # the steep line (2.6-2.9 req/s here) is bounded below the flat line's goodput
+        assert best_line(whole, search, float) == max(goods)
+
+    def fails(r: ResolvedScenario[Any]) -> Any:
+        raise NoFeasiblePlanError("does not fit", binding_constraint="memory")
+
+    assert _comparison_bound(fails)(cases[0]) == 0.0

@@ -138,3 +138,48 @@ def test_score_placing_everything_reads_its_ppd_twins_search() -> None:
     assert len(probes.found) == 1
     probes.goodput(ppd.res, ppd, slo, 7.0)
     assert len(probes.found) == 2
+
+
+def _same_deep(x: Any, y: Any) -> bool:
+    """:func:`_same`, also through tuples, lists and dicts (a model's fields hold them)."""
+    if isinstance(x, tuple | list):
+        return type(x) is type(y) and len(x) == len(y) and all(_same_deep(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, dict):
+        return isinstance(y, dict) and x.keys() == y.keys() and all(_same_deep(x[k], y[k]) for k in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = dataclasses.fields(x)
+        return type(x) is type(y) and all(_same_deep(getattr(x, f.name), getattr(y, f.name)) for f in fields)
+    return _same(x, y)
+
+
+@pytest.mark.slow
+def test_score_placing_everything_is_its_ppd_twins_model_renamed() -> None:
+    """``PpdProbes.built``: a ``score`` probe whose rule places every append (its decisions alone, on the plain
+    model) takes the model its ``ppd`` twin built at the same cache rate with ``res`` and the policy's name, which is
+    the model a fresh build gives, field for field and bit for bit, through every nested field; a ``score`` rule that
+    keeps appends on prefill, a ``threshold`` and another cache rate are built afresh."""
+    from pdplan.serving.disaggregated import unplaced_disaggregated
+    from pdplan.serving.ppd_model import places_as_ppd
+
+    score, ppd = _model("score", 8.0), _model("ppd", 8.0)
+    keeps = _model(TurnPlacementSpec(policy="score", tpot_weight=1e6), 8.0)
+    assert places_as_ppd(unplaced_disaggregated(score.res)[0])
+    assert places_as_ppd(unplaced_disaggregated(ppd.res)[0])
+    assert not places_as_ppd(unplaced_disaggregated(keeps.res)[0])
+    threshold = _model(TurnPlacementSpec(policy="threshold", append_threshold_tokens=256), 8.0)
+    assert not places_as_ppd(unplaced_disaggregated(threshold.res)[0])
+
+    probes = PpdProbes()
+    twin = probes.built(ppd.res)
+    assert _same_deep(twin, ppd)
+    taken = probes.built(score.res)
+    assert taken.decode is twin.decode  # read from the twin, not priced again
+    assert taken.res is score.res
+    assert _same_deep(taken, score)  # the model a fresh build gives, every nested field
+    assert placement_of(taken).policy == "score"  # type: ignore[union-attr]
+    assert placement_of(twin).policy == "ppd"  # type: ignore[union-attr]
+    for fresh in (keeps, threshold, _model("score", 6.0)):
+        built = probes.built(fresh.res)
+        assert built.decode is not twin.decode
+        assert _same_deep(built, fresh)
+    assert len(probes.models) == 1
