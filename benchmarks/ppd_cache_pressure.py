@@ -1,19 +1,19 @@
 """PPD where the decode instance's history cache binds: the closed form's held histories against the simulator's
 (issue #24 item 6; docs/prefix_cache.md §11, *Held histories under cache pressure*).
 
-The deployment: Qwen3-30B-A3B 1P1D on H100, decode TP1 DP4/EP4 (four ranks, each its own session KV), sessions of
-fixed turns, new and output tokens, exponential think times, ``turn_placement: {policy: ppd}`` under session-affine
-decode routing (the case of ``tests/unit/test_ppd_dp.py`` with longer think times). The simulator
-(:func:`pdplan.sim.reuse.simulate_reuse`, own-latency stationary start, seed 0, warm-up 0.2) at a nominal rate; the
-closed form (:func:`pdplan.serving.build.model_at_rate`) at the rate the run offered. Per case: the share of all turns
-placed on decode and of Turn 2+ whose history the decode rank held (the simulator's per turn index too), the closed
-form's characteristic time T_C of a rank's history LRU (:func:`pdplan.cache.lru_closed_form.session_cache` on its
-free KV, as :func:`pdplan.serving.ppd.held_probability` takes it) against the run's warm-up and counted window, a
-rank's free KV (the simulator's sampled at every resize of a rank's cache, :meth:`pdplan.sim.decode_cache.DecodeKvCache
-.resize`, wrapped here, past the first fifth of the samples) against the closed form's mean, the Turn 2+ held share in
-the counted window's first and last fifth (the cache's warm-up: the stationary start touches the histories of the
-sessions in progress into the caches, not the last histories of sessions finished before t = 0, which hold a steady
-cache's room for T_C), TTFT P90 of Turn 1 and Turn 2+, TPOT mean.
+The deployment: Qwen3-30B-A3B 1P1D on H100, decode TP1 DP4/EP4 (four ranks, each its own session KV), sessions of fixed
+turns, new and output tokens, exponential think times, ``turn_placement: {policy: ppd}`` (``--policy score``: PPD's
+score rule) under session-affine decode routing (the case of ``tests/unit/test_ppd_dp.py`` with longer think times). The
+simulator (:func:`pdplan.sim.reuse.simulate_reuse`, own-latency stationary start, seed 0, warm-up 0.2) at a nominal
+rate; the closed form (:func:`pdplan.serving.build.model_at_rate`) at the rate the run offered. Per case: the share of
+all turns placed on decode and of Turn 2+ whose history the decode rank held, the closed form's characteristic time T_C
+of a rank's history LRU (:func:`pdplan.cache.lru_closed_form.session_cache` on its free KV, as
+:func:`pdplan.serving.ppd.held_probability` takes it) against the run's warm-up and counted window, a rank's free KV
+(the simulator's sampled at every resize of a rank's cache, :meth:`pdplan.sim.decode_cache.DecodeKvCache.resize`,
+wrapped here, past the first fifth of the samples) against the closed form's mean, the Turn 2+ held share in the counted
+window's first and last fifth (the cache's warm-up: the stationary start touches the histories of the sessions in
+progress into the caches, not the last histories of sessions finished before t = 0, which hold a steady cache's room for
+T_C), TTFT P90 of Turn 1 and Turn 2+, TPOT mean.
 
 Cases: (a) 4 turns of 600 new / 100 output tokens, 60 s think, 30 req/s, the 3,000-request run of the issue and one
 of 12,000; (b) 20 turns of 3,000 new / 100 output tokens, 60 s think, 2 req/s: turn k's prompt and output are
@@ -22,8 +22,8 @@ of 12,000; (b) 20 turns of 3,000 new / 100 output tokens, 60 s think, 2 req/s: t
 closed form keeps the 20 turns (their prompts clipped to the window in its length bins, ``resolve``'s warning); and
 the same sessions at 13 turns, at 1.3 req/s (the truncated run's sessions' rate) and 2 req/s.
 
-Run: ``python benchmarks/ppd_cache_pressure.py [--cases a3k,a12k,b20,b13,b13x]`` (about 30 s of CPU for all on this
-machine; prints one Markdown table).
+Run: ``python benchmarks/ppd_cache_pressure.py [--cases a3k,a12k,b20,b13,b13x] [--policy ppd|score]`` (about 30 s
+of CPU for all on this machine; prints one Markdown table).
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ class Probe:
         setattr(sim_reuse, "placed_turns", on_placed)  # noqa: B010 (the name pdplan.sim.reuse calls)
 
 
-def measure(name: str, case: Case, probe: Probe) -> dict[str, Any]:
+def measure(name: str, case: Case, probe: Probe, policy: str = "ppd") -> dict[str, Any]:
     """One case's row (module docstring)."""
-    res = resolved(case)
+    res = resolved(case, policy)
     model = build_model(res)
     inputs = reuse_inputs(model, case.rate_rps)
     probe.free.clear()
@@ -187,11 +187,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--policy", default="ppd", choices=["ppd", "score"], help="the turn placement's policy")
     args = parser.parse_args()
     probe = Probe()
     rows = []
     for name in args.cases.split(","):
-        rows.append(measure(name, CASES[name], probe))
+        rows.append(measure(name, CASES[name], probe, args.policy))
         print(f"{name}: simulated in {rows[-1]['sim_cpu']:.1f} CPU s", flush=True)
     print(table(rows))
 

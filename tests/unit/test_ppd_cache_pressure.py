@@ -18,7 +18,7 @@ from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd import decode_session_workload, held_probability, turns_pmf
 from pdplan.serving.ppd_report import placement_of
-from pdplan.serving.resolve import ResolvedScenario, resolve
+from pdplan.serving.resolve import SESSIONS_PAST_WINDOW, ResolvedScenario, resolve
 from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.reuse import SessionsSpec
@@ -81,15 +81,26 @@ def test_larger_histories_in_the_same_room_by_hand() -> None:
 # ---- the closed form against the simulator ----
 
 
-def _resolved() -> ResolvedScenario[Any]:
-    """Qwen3-30B-A3B 1P1D on H100, decode DP4/EP4 (each rank its own session KV); 4-turn sessions of 2,000 new and
-    100 output tokens, 20 s exponential think time, every held Turn 2+ appended on decode."""
+def test_sessions_past_the_window_are_flagged() -> None:
+    # 20 turns of 3,000 new and 100 output tokens: turn k's prompt and output are 3,100·k tokens, past
+    # Qwen3-30B-A3B's 40,960 from turn 14 on (7 turns of 20: 35 % of the requests). The simulator ends each session
+    # after 13 turns; the closed form keeps the 20, so the warning says the two answer different workloads.
+    res = _resolved(_sessions(20, 3000, 100, 60.0))
+    (warning,) = res.warnings
+    assert warning.startswith("35.00% of requests exceed qwen3-30b-a3b's context window of 40960 tokens")
+    assert warning.endswith(SESSIONS_PAST_WINDOW)
+    assert not _resolved(_sessions(13, 3000, 100, 60.0)).warnings
+
+
+def _resolved(sessions: dict[str, Any] | None = None) -> ResolvedScenario[Any]:
+    """Qwen3-30B-A3B 1P1D on H100, decode DP4/EP4 (each rank its own session KV); by default 4-turn sessions of 2,000
+    new and 100 output tokens, 20 s exponential think time; every held Turn 2+ appended on decode."""
     doc: dict[str, Any] = {
         "schema_version": 1, "name": "ppd-cache-pressure", "model": "qwen3-30b-a3b", "mode": "disaggregated",
         "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
         "decode": {"gpu": "h100-sxm", "tp": 1, "dp": 4, "ep": 4, "count": 1},
         "link": "ib-ndr", "granularity": "layer", "routing": "least-loaded", "engine": "vllm",
-        "workload": {"sessions": _sessions(4, 2000, 100, 20.0)},
+        "workload": {"sessions": sessions or _sessions(4, 2000, 100, 20.0)},
         "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": "ppd"}},
         "slo": {"ttft": "2s", "tpot": "100ms"},
     }  # fmt: skip
