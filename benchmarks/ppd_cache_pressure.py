@@ -20,15 +20,18 @@ of 12,000; (b) 20 turns of 3,000 new / 100 output tokens, 60 s think, 2 req/s: t
 3,100·k tokens, beyond Qwen3-30B-A3B's 40,960-token window from turn 14 on, so the simulator ends every session after
 13 turns (:mod:`pdplan.sim.reuse_sessions`, ``truncated_sessions``) and offers 13/20 of the nominal rate, where the
 closed form keeps the 20 turns (their prompts clipped to the window in its length bins, ``resolve``'s warning); and
-the same sessions at 13 turns, at 1.3 req/s (the truncated run's sessions' rate) and 2 req/s.
+the same sessions at 13 turns, at 1.3 req/s (the truncated run's sessions' rate) and 2 req/s; (c) the case of
+``tests/unit/test_ppd_cache_pressure.py``, 4 turns of 2,000 new / 100 output tokens, 20 s think, 20 req/s, 4,000
+requests. A second table splits Turn 2+ by where it ran.
 
-Run: ``python benchmarks/ppd_cache_pressure.py [--cases a3k,a12k,b20,b13,b13x] [--policy ppd|score]`` (about 30 s
-of CPU for all on this machine; prints one Markdown table).
+Run: ``python benchmarks/ppd_cache_pressure.py [--cases a3k,a12k,b20,b13,b13x,c20] [--policy ppd|score]`` (about 35 s
+of CPU for all on this machine; prints two Markdown tables).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +47,7 @@ from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd import decode_session_workload, turns_pmf
-from pdplan.serving.ppd_report import placement_of, ppd_report
+from pdplan.serving.ppd_report import placement_of, ppd_report, turn_weights, weighted_quantile
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
@@ -66,6 +69,7 @@ CASES = {
     "b20": Case(20, 3000, 100, 60.0, 2.0, 3000),
     "b13": Case(13, 3000, 100, 60.0, 1.3, 3000),
     "b13x": Case(13, 3000, 100, 60.0, 2.0, 3000),
+    "c20": Case(4, 2000, 100, 20.0, 20.0, 4000),
 }
 
 
@@ -157,6 +161,32 @@ def measure(name: str, case: Case, probe: Probe, policy: str = "ppd") -> dict[st
         "ttft2": (float(np.percentile(ttft[later], 90)), report.ttft_turn2_p90_s),
         "tpot": (float(np.nanmean(run.run.tpot_s[warm:])),
                  float(closed.snapshot(np.array([offered])).tpot_summary(90)[0].mean)),
+        **_split(run, probe, closed, placement),
+    }  # fmt: skip
+
+
+def _split(run: Any, probe: Probe, closed: Any, placement: Any) -> dict[str, tuple[float, float]]:
+    """Turn 2+ apart by where it ran: TTFT P90 on decode and on the prefill pool, and the share of those on the
+    prefill pool that hit the prefill caches (the closed form's: its left turns' hit share per prompt bin,
+    :attr:`pdplan.serving.ppd_pool.TurnPlacement.prefill_hits`, over the bins' Turn 2+ prefill-side weights)."""
+    warm = run.run.warmup_count
+    on = probe.placer.on_decode[probe.order][warm:]
+    later, ttft = run.turn[warm:] > 1, run.ttft_s[warm:]
+    hit = np.asarray(run.hit_tokens)[warm:] > 0
+    rate = min(placement.rate_rps, 0.999 * closed.limit().rate_rps)
+    inner = closed.snapshot(np.array([rate])).ttft.inner
+    weights = turn_weights(closed, placement)[1].reshape(closed.res.lengths.input_tokens.size, -1)
+    decode, prefill = np.zeros_like(weights), weights.copy()
+    decode[:, -1], prefill[:, -1] = weights[:, -1], 0.0
+    left = prefill.sum(axis=1)
+    found = placement.prefill_hits
+    closed_hit = math.nan if found is None else float(found.fraction @ left / left.sum())
+    return {
+        "ttft2_decode": (float(np.percentile(ttft[later & on], 90)),
+                         weighted_quantile(inner.cdf_per_bin, (decode / decode.sum()).ravel(), 0.9)),
+        "ttft2_prefill": (float(np.percentile(ttft[later & ~on], 90)),
+                          weighted_quantile(inner.cdf_per_bin, (prefill / prefill.sum()).ravel(), 0.9)),
+        "prefill_hit2": (float(hit[later & ~on].mean()), closed_hit),
     }  # fmt: skip
 
 
@@ -181,6 +211,11 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{f[0] / 1e3:.0f} ({f[1] / 1e3:.0f}–{f[2] / 1e3:.0f}) / {f[3] / 1e3:.0f} | {_pair(r['ttft1'])} | "
             f"{_pair(r['ttft2'])} | {r['tpot'][0] * 1e3:.2f} / {r['tpot'][1] * 1e3:.2f} |"
         )
+    split = "| case | Turn 2+ on decode: TTFT P90 s | on the prefill pool: TTFT P90 s | those hitting a prefill cache |"
+    lines += ["", split, "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {_pair(r['ttft2_decode'])} | {_pair(r['ttft2_prefill'])} | ")
+        lines[-1] += f"{_pair(r['prefill_hit2'])} |"
     return "\n".join(lines)
 
 
