@@ -150,6 +150,16 @@ class ResolvedScenario(Generic[H]):
         return dict(sorted(prices.items()))
 
 
+SESSIONS_PAST_WINDOW = (
+    "; the closed form keeps a session's turns past the window (their prompts clipped), `pdplan simulate` ends the "
+    "session before the first of them and offers fewer requests than the nominal rate: the two answer different "
+    "workloads "
+    "(docs/prefix_cache.md §11, Held histories under cache pressure)"
+)
+"""What the context-window warning adds for a sessions workload (the closed form's length bins clip a turn's prompt
+to the window; the simulator's sessions end before it, :mod:`pdplan.sim.reuse_sessions`)."""
+
+
 def _share(fraction: float) -> str:
     """A share of requests for a warning: ``2.31%``, and for a small nonzero one its leading digits (``0.0042%``),
     never ``0.00%``."""
@@ -226,7 +236,10 @@ def resolve(scenario: Scenario, catalog: Catalog) -> ResolvedScenario[Hardware]:
             field="workload",
         )
     if lengths.clipped_fraction > 0.0:
-        warnings.append(f"{_share(lengths.clipped_fraction)} of requests exceed {limit} and are clipped to it")
+        warnings.append(
+            f"{_share(lengths.clipped_fraction)} of requests exceed {limit} and are clipped to it"
+            + (SESSIONS_PAST_WINDOW if scenario.workload.sessions is not None else "")
+        )
     engine = scenario_engine(catalog, scenario)
     deployment = deployment_of(scenario)
     hardware = bind_hardware(catalog, model, scenario, engine, local_part(deployment))

@@ -20,7 +20,11 @@ in the gap after its j-th turn with T drawn ∝ ``(t − 1)·P(T = t)`` (a t-tur
 gaps), j uniform on 1..T − 1, that gap Z length-biased (density ``z·f(z)/E[Z]``) and its remaining time uniform on
 (0, Z) (the residual of a renewal interval). Turns 1..j are not simulated: their history is touched into the caches
 before t = 0, oldest first (``warm_*``), each on the instance its session routes to. Sessions finished just before 0
-hold no cache room; the warm-up fraction absorbs that. Real turns also take their latency D, so more sessions are in
+hold no cache room (their last histories hold a steady cache's room until evicted); the warm-up fraction absorbs that
+when it outlasts the caches' characteristic time T_C, not otherwise: PPD's decode ranks at 60 s think times have
+T_C ≈ 60 s, and 3,000 requests of 4-turn sessions at 30 requests/s (a 21 s warm-up) found 0.74 of the Turn 2+
+histories held where 12,000 (81 s) find 0.64, the closed form 0.63 (``benchmarks/ppd_cache_pressure.py``). Real turns
+also take their latency D, so more sessions are in
 progress than this says: the run lacks the turns that those latencies push past ``t_end``, about
 ``λ_s·D·E[T(T − 1)]/2`` of them, and offers its counted requests at a rate below the nominal one by that many (2.9 %
 at 17 requests/s of 3.1-turn sessions with 60 s think times, D ≈ 6.1 s). The missing turns are late ones (a session
