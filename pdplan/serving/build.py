@@ -302,19 +302,17 @@ def line_goodput_model(
 
     probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)
     lo, hi = (probe, None) if probe.holds else (None, probe)
+    kept = _Kept()
     for _ in range(CACHE_RATE_ROUNDS):
         if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
             return probe.res, probe.model, probe.good  # r = g(r) to the tolerance
         if lo is not None and hi is not None:
             if hi.rate_rps - lo.rate_rps <= CACHE_RATE_RTOL * hi.rate_rps:
                 break
-            probe = at(_between(lo, hi))
+            probe = at(_between(lo, hi, kept))
         else:
             probe = at(probe.good.rate_rps)  # r ← g(r) until it crosses
-        if probe.holds:
-            lo = probe if lo is None or probe.rate_rps > lo.rate_rps else lo
-        else:
-            hi = probe if hi is None or probe.rate_rps < hi.rate_rps else hi
+        lo, hi = kept.narrow(lo, hi, probe)
     if lo is None:
         raise NoFeasiblePlanError(
             f"no rate holds the SLO with the prefix cache's hit rates at that rate (tried down to "
@@ -324,11 +322,44 @@ def line_goodput_model(
     return lo.res, lo.model, _consistent(lo, hi)
 
 
-def _between(lo: _AtRate, hi: _AtRate) -> float:
-    """The next rate inside the bracket: where the chord of h(r) = g(r) − r crosses 0 (false position; g is smooth
-    except where a tier's hit rate collapses), or the midpoint when the chord falls within a tenth of the width of
-    either end (a collapse: false position would creep towards it)."""
-    h_lo, h_hi = lo.good.rate_rps - lo.rate_rps, hi.good.rate_rps - hi.rate_rps
+@dataclass(slots=True)
+class _Kept:
+    """The Illinois weights of the bracket's ends (Dowell & Jarratt, BIT 11, 1971): false position keeps one end
+    while the other creeps towards the root when h is convex or concave across the bracket, as at a cache tier's
+    collapse (examples/chat-ppd.yaml's colocated pick: eight probes each moving the holding end by a tenth of the
+    bracket, the failing end fixed at g = 0.57 r). Each time the same end moves twice running, the kept end's h is
+    halved in the chord, which pulls the next probe across the root; a moved end's weight is reset to 1."""
+
+    lo: float = 1.0
+    hi: float = 1.0
+    last_holds: bool | None = None
+
+    def narrow(self, lo: _AtRate | None, hi: _AtRate | None, probe: _AtRate) -> tuple[_AtRate | None, _AtRate | None]:
+        """The bracket with ``probe`` as its low end where it holds (its high end where it fails), the weights
+        updated where it was a bracket before."""
+        if lo is not None and hi is not None:
+            self.moved(probe.holds)
+        if probe.holds:
+            return (probe if lo is None or probe.rate_rps > lo.rate_rps else lo), hi
+        return lo, (probe if hi is None or probe.rate_rps < hi.rate_rps else hi)
+
+    def moved(self, holds: bool) -> None:
+        """Record that the last probe moved the low end (``holds``) or the high end."""
+        if holds:
+            self.lo = 1.0
+            self.hi = self.hi * 0.5 if self.last_holds is True else self.hi
+        else:
+            self.hi = 1.0
+            self.lo = self.lo * 0.5 if self.last_holds is False else self.lo
+        self.last_holds = holds
+
+
+def _between(lo: _AtRate, hi: _AtRate, kept: _Kept) -> float:
+    """The next rate inside the bracket: where the chord of h(r) = g(r) − r crosses 0 (false position, each end's h
+    weighted by ``kept``: the Illinois variant; g is smooth except where a tier's hit rate collapses), or the midpoint
+    when the chord falls within a tenth of the width of either end (a collapse: the chord would creep towards it)."""
+    h_lo = kept.lo * (lo.good.rate_rps - lo.rate_rps)
+    h_hi = kept.hi * (hi.good.rate_rps - hi.rate_rps)
     width = hi.rate_rps - lo.rate_rps
     chord = lo.rate_rps + width * h_lo / (h_lo - h_hi) if h_lo > h_hi else lo.rate_rps
     inside = lo.rate_rps + 0.1 * width <= chord <= hi.rate_rps - 0.1 * width
