@@ -352,7 +352,7 @@ def _stall_tpot(
     )
 
 
-@value_memo(entries=32, max_bytes=2**26)
+@value_memo(entries=128, max_bytes=2**26)
 def colocated_chunked(
     rate_per_s: ArrayLike,
     workload: DecodeWorkload,
@@ -377,7 +377,9 @@ def colocated_chunked(
     corrects it for non-Poisson arrivals (module docstring). Memoised on the exact doubles of every input
     (:func:`~pdplan.queueing.exact_memo.value_memo`; arrays read-only): a search asks for the same instance at the same
     rate again (its goodput root and its snapshot, a sweep's next forecast), 102 calls for 21 results over 12
-    default-family sweep points.
+    default-family sweep points. 128 results (at most 64 MiB of arrays) span one ``optimize`` of every bundled
+    example: with 32 the memo emptied twice in ``examples/h100-prefill-l40s-decode.yaml``, whose 90 calls then
+    computed 90 results for 75 distinct inputs (``shared-system-prompt.yaml``: 45 for 33).
     """
     rate = as_rates(rate_per_s)
     p = workload.prob
