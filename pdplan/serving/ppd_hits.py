@@ -53,8 +53,12 @@ think time, threshold 256: 0.387 of the prefill-side turns hitting where the sim
 service's second moment 17 % above the simulator's, 14 % after); and plain disaggregation's hit mass less the placed
 turns' is nothing under ``ppd`` (every held history placed), while the turns whose history their decode instance no
 longer held find their session's earlier prompt here (geometric turns, 5 s think times: a prefill token hit ratio of
-0 against the simulator's 0.005). Limits: the placements are taken independent of the survival (a history no longer
-held on decode after a long think time is also the likelier to be gone from the prefill cache); a bin's hit holds one
+0 against the simulator's 0.005). The survivals c_m are conditioned on the placement where a ``miss``
+(:class:`pdplan.serving.ppd_miss.DecodeMiss`) is given, as the serving model gives it: a turn left on the prefill pool
+after its history left the decode rank had a long think time, which its session's prompt in the prefill cache must
+also have survived (:func:`pdplan.serving.ppd_miss.conditioned_survival`; before 2026-12-07 they were taken
+independent: 5–23 % of those turns hit a prefill cache where the simulator has 0–2 %, docs/prefix_cache.md §11).
+Limits: the prefill characteristic time's occupancy takes the gaps unconditioned; a bin's hit holds one
 number of tokens over its quadrature points (plain disaggregation's form: the simulator's computed tokens vary with
 the append alone, docs/prefix_cache.md §11); a remote pool's hits are not modelled (a bin whose plain hits are a
 remote pool's alone keeps plain disaggregation's hit mass less the placed); the split of the hits among the local
