@@ -53,8 +53,12 @@ think time, threshold 256: 0.387 of the prefill-side turns hitting where the sim
 service's second moment 17 % above the simulator's, 14 % after); and plain disaggregation's hit mass less the placed
 turns' is nothing under ``ppd`` (every held history placed), while the turns whose history their decode instance no
 longer held find their session's earlier prompt here (geometric turns, 5 s think times: a prefill token hit ratio of
-0 against the simulator's 0.005). Limits: the placements are taken independent of the survival (a history no longer
-held on decode after a long think time is also the likelier to be gone from the prefill cache); a bin's hit holds one
+0 against the simulator's 0.005). The survivals c_m are conditioned on the placement where a ``miss``
+(:class:`pdplan.serving.ppd_miss.DecodeMiss`) is given, as the serving model gives it: a turn left on the prefill pool
+after its history left the decode rank had a long think time, which its session's prompt in the prefill cache must
+also have survived (:func:`pdplan.serving.ppd_miss.conditioned_survival`; before 2026-12-07 they were taken
+independent: 5–23 % of those turns hit a prefill cache where the simulator has 0–2 %, docs/prefix_cache.md §11).
+Limits: the prefill characteristic time's occupancy takes the gaps unconditioned; a bin's hit holds one
 number of tokens over its quadrature points (plain disaggregation's form: the simulator's computed tokens vary with
 the append alone, docs/prefix_cache.md §11); a remote pool's hits are not modelled (a bin whose plain hits are a
 remote pool's alone keeps plain disaggregation's hit mass less the placed); the split of the hits among the local
@@ -78,6 +82,7 @@ from pdplan.cache.lru_closed_form import (
     session_cache,
 )
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
+from pdplan.serving.ppd_miss import DecodeMiss, conditioned_survival
 from pdplan.serving.prefix_cache import lower_tiers, session_workload
 from pdplan.types import FloatArray
 
@@ -131,10 +136,10 @@ def expected_hits(law: FloatArray, survive: FloatArray, items: FloatArray, syste
     then a shared system prompt's S tokens, cached with probability h_S, where the history is not found (F_k =
     Σ_m a_{k,m}·c_m, :func:`history_found`); ``system`` (S, h_S)."""
     n = items.size
-    out = np.zeros(n)
+    out, rows = np.zeros(n), _rows(survive, n)
     for k in range(1, n):
         j = k - np.arange(1, k + 1)  # 0-based index of turn (k + 1) − m, m = 1..k
-        out[k] = float(np.sum(law[k, :k] * survive[:k] * items[j]))
+        out[k] = float(np.sum(law[k, :k] * rows[k, :k] * items[j]))
     tokens, hit = system
     return np.asarray(out + (1.0 - history_found(law, survive)) * hit * tokens, dtype=np.float64)
 
@@ -142,11 +147,18 @@ def expected_hits(law: FloatArray, survive: FloatArray, items: FloatArray, syste
 def history_found(law: FloatArray, survive: FloatArray) -> FloatArray:
     """``[N]`` F_k = Σ_{m=1}^{k−1} a_{k,m}·c_m: P(a prefill-pool turn k finds an earlier prompt of its session in
     its prefill cache) (module docstring; F_1 = 0)."""
-    n = survive.size
-    found = np.zeros(n)
+    n = law.shape[0]
+    found, rows = np.zeros(n), _rows(survive, n)
     for k in range(1, n):
-        found[k] = float(np.sum(law[k, :k] * survive[:k]))
+        found[k] = float(np.sum(law[k, :k] * rows[k, :k]))
     return found
+
+
+def _rows(survive: FloatArray, n: int) -> FloatArray:
+    """``[N, N]`` c[k − 1, m − 1]: ``survive`` as given where it is per turn (conditioned on the placement,
+    :func:`pdplan.serving.ppd_miss.conditioned_survival`), else the one c_m in every row."""
+    c = np.asarray(survive, dtype=np.float64)
+    return c if c.ndim == 2 else np.broadcast_to(c[:n], (n, n))
 
 
 def hit_probability(law: FloatArray, survive: FloatArray, system: tuple[float, float] = (0.0, 0.0)) -> FloatArray:
@@ -242,23 +254,27 @@ class PrefillView:
     plain_t_c_s: float
     """Plain disaggregation's characteristic time (:func:`pdplan.cache.lru_closed_form.session_cache`)."""
 
-    def hits(self, placed: FloatArray, placed_append_tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def hits(self, placed: FloatArray, placed_append_tokens: FloatArray, miss: DecodeMiss | None = None
+             ) -> tuple[FloatArray, FloatArray]:  # fmt: skip
         """``(T [N], T⁰ [N])``: per turn the expected hit tokens (its own history, else a shared system prompt) of a
         prefill-pool turn under the placement (its own characteristic time, :func:`prefill_characteristic_time_s`)
         and under plain disaggregation (module docstring)."""
-        got = self.prefill_hits(placed, placed_append_tokens)
+        got = self.prefill_hits(placed, placed_append_tokens, miss)
         return got.tokens, got.plain_tokens
 
-    def prefill_hits(self, placed: FloatArray, placed_append_tokens: FloatArray) -> PrefillHits:
+    def prefill_hits(self, placed: FloatArray, placed_append_tokens: FloatArray, miss: DecodeMiss | None = None
+                     ) -> PrefillHits:  # fmt: skip
         """:meth:`hits` with each turn's probability of a hit at all, under the placement and plain
-        disaggregation (:func:`hit_probability`)."""
+        disaggregation (:func:`hit_probability`). ``miss``: why the placement left turns on the prefill pool, the
+        gaps conditioned on it (:func:`pdplan.serving.ppd_miss.conditioned_survival`); None: unconditioned."""
         n, w = len(placed), self.workload
         items = prefill_items(w, placed, placed_append_tokens)
         t_c = prefill_characteristic_time_s(w, self.capacity_tokens, self.instances, self.landing, placed, items)
         zero = np.zeros(n)
         plain_law, plain_survive = last_prefill_law(zero, self.landing), survival(w, self.plain_t_c_s, n)
         plain_system = _system_hit(w, self.instances, zero, self.plain_t_c_s)
-        law, survive = last_prefill_law(placed, self.landing), survival(w, t_c, n)
+        law = last_prefill_law(placed, self.landing)
+        survive = survival(w, t_c, n) if miss is None else conditioned_survival(w, t_c, placed, self.landing, miss)
         system = _system_hit(w, self.instances, placed, t_c)
         return PrefillHits(
             expected_hits(law, survive, items, system),

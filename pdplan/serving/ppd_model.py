@@ -11,12 +11,12 @@ prefix-cache class per prompt bin, ``decode``:
   They are taken out of the bin's prefill-side hit classes in proportion (a history the decode instance holds was
   refreshed in the prefill cache by the same turn: taken to be a hit there too), the rest, if any, out of its misses.
 * **What the turns left find in the prefill caches** (:mod:`pdplan.serving.ppd_hits`): the prompt of their session's
-  last turn prefilled on the pool, surviving the gaps since that turn under the prefill caches' own characteristic
-  time with the placement, not the previous turn's: each bin's prefill-side mass splits into hits and misses by how
-  often the turns the placement leaves in it hit (:func:`_rows`), its hit classes' tokens scale by what a hit holds
-  against plain disaggregation, then by one factor over the bins that sets the per-request total turn by turn
-  (:func:`_placed_hit_tokens`), and the pool's rows, exposed transfer, slack and DualPath read stage are priced at
-  those tokens (:mod:`pdplan.serving.ppd_prices`).
+  last turn prefilled on the pool, surviving the gaps since that turn (given why the turns missed on decode:
+  :mod:`~pdplan.serving.ppd_miss`) under the prefill caches' own characteristic time with the placement, not the
+  previous turn's: each bin's prefill-side mass splits into hits and misses by how often the turns the placement
+  leaves in it hit (:func:`_rows`), its hit classes' tokens scale by what a hit holds against plain disaggregation,
+  then by one factor over the bins that sets the per-request total turn by turn (:func:`_placed_hit_tokens`), and
+  the pool's rows, exposed transfer, slack and DualPath read stage are priced at those tokens (ppd_prices).
 * **Prefill pool** (:class:`~pdplan.serving.ppd_pool.PpdPool`): the pool serves only the prefill-side rows, at
   ``λ·(1 − s_D)``; its FCFS wait is that of the thinned stream; the decode rows have no service and wait for no
   prefill, only for the decode step in flight (:mod:`pdplan.serving.ppd_boundary`).
@@ -419,6 +419,7 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
         prefill_view,
         remaining_share,
     )
+    from pdplan.serving.ppd_miss import miss_of  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_pool import TurnPlacement  # lazy: start-up (issue #27)
     from pdplan.serving.prefix_cache import bin_edges, turn_bins  # lazy: start-up (issue #27)
 
@@ -431,7 +432,9 @@ def _finish(model: Any, f: _Facts, step: LinearStepTime, side: tuple[DecodePerf,
     bin_mass = model.bin_prob.reshape(k, -1).sum(axis=1)
     per_bin_bytes = np.asarray(model.transfer_bytes).reshape(k, -1)[:, 0]
     latency, excess = _append_offsets(model, f)
-    found = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s).prefill_hits(f.placed, f.placed_append)
+    miss = miss_of(res, f.rate_rps, f.free_tokens, model.y * hw.dp, f.held, f.placed)  # the gaps given the misses
+    view = prefill_view(res, turns_pmf(setup.reuse.sessions), f.x0.tau_s)
+    found = view.prefill_hits(f.placed, f.placed_append, miss)
     hits, plain_hits = found.tokens, found.plain_tokens
     lam = f.rate_rps * f.on_decode / model.y
     boundary = StepBoundary.of(f.x.tau_s, f.rho, lam, f.x.busy, f.think, f.work_law, ranks=hw.dp)

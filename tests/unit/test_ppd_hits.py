@@ -27,6 +27,7 @@ from pdplan.serving.ppd_hits import (
     prefill_view,
     remaining_share,
 )
+from pdplan.serving.ppd_miss import miss_of
 from pdplan.serving.ppd_prices import placed_prices
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import resolve
@@ -213,7 +214,8 @@ def test_ppd_leaves_the_unheld_turns_their_prefill_hits() -> None:
     mass less the placed is nothing; the turns whose history their decode instance no longer holds (1 − held_k) find
     their session's earlier prompt in the prefill cache with probability P_k (ppd_hits.hit_probability), so the
     prefill side's hit mass is Σ_k P(k)·(1 − held_k)·P_k (before issue #24's fix: 0, where the simulator counted
-    0.005 of the prompt tokens as hits)."""
+    0.005 of the prompt tokens as hits), P_k with the gaps conditioned on the misses as the model takes them
+    (pdplan/serving/ppd_miss.py: 0.0117 of the requests, 0.0121 unconditioned)."""
     sc = _threshold_scenario()
     wl = sc.workload.model_dump(mode="json", exclude_none=True)
     wl["sessions"] |= {"turns": {"dist": "geometric", "mean": 3.1},
@@ -228,7 +230,8 @@ def test_ppd_leaves_the_unheld_turns_their_prefill_hits() -> None:
     view = prefill_view(res, turns_pmf(res.cache.reuse.sessions), 0.017)  # T_C far past the gaps: P_k ≈ F_k ≈ 1
     law = length_pmf(res.cache.reuse.sessions.new_tokens)
     mean_append = float(np.asarray(law.prob) @ np.asarray(law.values, dtype=np.float64))  # ppd places every append
-    got = view.prefill_hits(placement.placed, np.full(placement.placed.size, mean_append))
+    miss = miss_of(res, placement.rate_rps, placement.free_tokens, placement.domains, placement.held, placement.placed)
+    got = view.prefill_hits(placement.placed, np.full(placement.placed.size, mean_append), miss)
     left = placement.turn_share * (1.0 - placement.held)
     left[0] = 0.0
     rows = model.bin_prob.reshape(res.lengths.input_tokens.size, -1)
