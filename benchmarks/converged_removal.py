@@ -8,8 +8,10 @@ depends on that point (TensorRT-LLM ``startup_cohorts``: 26.1 vs 27.0 % TTFT fro
 is ``cross_gpu_fit.fit_converged`` (the same staged objective, re-linearised until every term moves by less than a
 tenth of its 1σ).
 
-Rows: the profile's rows of AIConfigurator 0.12.0's end-to-end sample, H100 and H200
-(``benchmarks/cross_gpu_accuracy.load_rows``; the rows of ``cross_gpu_accuracy.py``). Fits, on each GPU's rows:
+The profile's fitted terms are ``cross_gpu_fit.FITTED``'s and the term (added back, free, where the profile has
+removed it: the check reruns from the shipped profile either way). Rows: the profile's rows of AIConfigurator
+0.12.0's end-to-end sample, H100 and H200 (``benchmarks/cross_gpu_accuracy.load_rows``; the rows of
+``cross_gpu_accuracy.py``). Fits, on each GPU's rows:
 *with* every fitted term free, *without* the term held at its unfitted value; each from two starts, the shipped
 values (start A) and the other fit's converged values (start B: *without*'s terms for *with*, the term at its
 unfitted value; *with*'s terms for *without*, the term then held at it), so that each fit is reached from a point
@@ -39,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cross_gpu_accuracy import GPUS, HELPS_POINTS, Pricer, load_rows
-from cross_gpu_fit import FITTED, UNFITTED, Converged, fit_converged, gpu_balanced_weights
+from cross_gpu_fit import FITTED, UNFITTED, Converged, Fit, fit_converged, gpu_balanced_weights
 from cross_gpu_rows import PricePool
 from fit_shipped_profile import balanced_median
 
@@ -109,7 +111,8 @@ def main() -> None:
         by_profile, _ = load_rows(catalog, pool, args.every)
         rows = by_profile[args.profile]
         base = catalog.engine(args.profile)
-        shipped = {k: cb.term_value(base, k) for k in FITTED[args.profile]}
+        terms = FITTED[args.profile] + (() if args.term in FITTED[args.profile] else (args.term,))
+        shipped = {k: cb.term_value(base, k) for k in terms}
         gpu = np.array([r["gpu"] for r in rows])
         meas_ttft = np.array([r["ttft_ms"] for r in rows])
         meas_tpot = np.array([r["tpot_ms"] for r in rows])
@@ -144,7 +147,9 @@ def main() -> None:
             print(f"passes so far: {price.count}, rows priced {price.priced}", flush=True)
             report(rows, fits, meas_ttft, meas_tpot, record)
             if not args.no_joint:
-                joint_vs_h100(price, rows, shipped, fits, meas_ttft, meas_tpot, record)
+                for label, fixed in (("with", {}), ("without", held)):
+                    h100 = fits[f"{label} A"]["h100"].fit
+                    joint_vs_h100(price, rows, shipped, h100, meas_ttft, meas_tpot, record, label, fixed)
     finally:
         pool.close()
     if args.json:
@@ -191,19 +196,25 @@ def joint_vs_h100(
     price: Pricer,
     rows: list[dict[str, Any]],
     shipped: Mapping[str, float],
-    fits: Mapping[str, Mapping[str, Converged]],
+    h100: Fit,
     meas_ttft: np.ndarray,
     meas_tpot: np.ndarray,
     record: dict[str, Any],
+    label: str,
+    fixed: Mapping[str, float],
 ) -> None:
-    """The converged joint fit (every term free) against the converged H100 fit, per GPU and GPU-balanced."""
+    """The converged joint fit (``fixed`` terms held, the rest free, from the shipped values) against the converged
+    H100 fit ``h100`` of the same terms, per GPU, pooled and GPU-balanced (``fit_shipped_profile``'s rule)."""
     gpu = np.array([r["gpu"] for r in rows])
     every = np.ones(len(rows), bool)
     w = gpu_balanced_weights(gpu, every)
-    joint = fit_converged(price, shipped, meas_ttft, meas_tpot, every, need=every, weights=w)
-    print(describe("joint (both GPUs, balanced)", joint), flush=True)
-    record["fits"]["joint"] = {"theta": joint.fit.theta, "std": joint.std, "converged": joint.converged}
-    h100 = fits["with A"]["h100"].fit
+    joint = fit_converged(price, shipped, meas_ttft, meas_tpot, every, fixed=fixed, need=every, weights=w)
+    print(describe(f"joint {label} (both GPUs, balanced)", joint), flush=True)
+    record.setdefault("fits", {})[f"joint {label}"] = {
+        "theta": joint.fit.theta,
+        "std": joint.std,
+        "converged": joint.converged,
+    }
     out = {}
     for label, f in (("h100 fit", h100), ("joint fit", joint.fit)):
         cells = {}
@@ -219,7 +230,7 @@ def joint_vs_h100(
             f"  {label}: "
             + "; ".join(f"{m.upper()} " + ", ".join(f"{k} {v:.1f}" for k, v in c.items()) for m, c in cells.items())
         )
-    record["joint_vs_h100"] = out
+    record[f"joint_vs_h100 {label}"] = out
     worse = [
         m for m in ("tpot", "ttft") if out["joint fit"][m]["balanced"] - out["h100 fit"][m]["balanced"] > HELPS_POINTS
     ]
