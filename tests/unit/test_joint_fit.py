@@ -75,3 +75,40 @@ def test_writing_a_term_replaces_its_value_and_source_only(monkeypatch: pytest.M
     assert max(len(line) for line in text.splitlines()) <= 118
     with pytest.raises(ValueError, match="found 0"):
         shipped.replace_term(PROFILE, "startup_cohorts", 2.0, "x")
+
+
+def test_converged_fit_lands_on_the_same_terms_from_two_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rows whose TPOT is 1 + x and (1 + x)² ms (x = step_s in ms), measured 2 and 8, plain least squares of log
+    residuals. With the forward-difference Jacobian (step h = 0.5 ms: slopes 1 and 2(1 + x) + h) the Gauss–Newton
+    fixed point solves Σ rᵢ·Jᵢ/pᵢ = 0, rᵢ = ln(pᵢ/mᵢ): x = 1.6519 ms, by bisection below (the exact minimum,
+    ln(1 + x) = 1.4 ln 2, is x = 1.6390: the secant's offset). From x = 0 and x = 5 ms the converged fit lands there
+    within a tenth of its 1σ (0.34 ms); the chord passes on the start's Jacobian land at 1.24 and 2.19 ms."""
+    fit = _bench(monkeypatch, "cross_gpu_fit")
+    monkeypatch.setitem(fit.LOSSES, "tpot", ("linear",))
+    meas = np.array([2.0, 8.0])
+
+    def price(terms: dict[str, float], mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        x = 1000.0 * terms["step_s"]
+        p = np.array([1.0 + x, (1.0 + x) ** 2])
+        return p.copy(), p.copy()
+
+    def condition(x: float) -> float:
+        p = np.array([1.0 + x, (1.0 + x) ** 2])
+        return float(np.sum(np.log(p / meas) * np.array([1.0, 2.0 * (1.0 + x) + 0.5]) / p))
+
+    lo, hi = 0.0, 5.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if condition(mid) < 0 else (lo, mid)
+    root_s = lo / 1000.0
+    assert root_s == pytest.approx(1.6519e-3, abs=1e-7)
+    train = np.ones(2, bool)
+    chord = []
+    for start in (0.0, 0.005):
+        got = fit.fit_converged(price, {"step_s": start}, meas, meas, train)
+        assert got.converged
+        assert abs(got.fit.theta["step_s"] - root_s) < 0.1 * got.std["step_s"]
+        assert got.std["step_s"] == pytest.approx(3.4e-4, rel=0.05)
+        chord.append(fit.fit(fit.linearise(price, {"step_s": start}), price, meas, meas, train).theta["step_s"])
+    assert chord[0] == pytest.approx(1.245e-3, rel=1e-2)
+    assert chord[1] == pytest.approx(2.192e-3, rel=1e-2)
