@@ -45,8 +45,9 @@ class Latency:
     """Mean and percentiles of one latency (seconds). Each percentile is either given or solved from the latency's
     law on its first read and kept (:meth:`solved`): a plan records P50, P90 and P99, but a table shows one of them,
     and each is a root search over a mixture cdf (issue #27). A read value is the same double an eager solve gives
-    (the same function of the same law at the same quantile); once all three are read the law is let go. Immutable;
-    equality, hashing, ``repr`` and pickling read every percentile (a pickled latency carries numbers, not its law)."""
+    (the same function of the same law at the same quantile); once all three are read the law is let go. Not changed
+    once built; equality, hashing, ``repr`` and pickling read every percentile (a pickled latency carries numbers, not
+    its law)."""
 
     __slots__ = ("_found", "_mean", "_solve")
 
@@ -88,7 +89,7 @@ class Latency:
         if found is not None:
             return found
         if self._solve is None:
-            raise ValueError(f"quantile {q:g} is not recorded in {self!r} and its law is not held")
+            raise ValueError(f"quantile {q:g} is not recorded (latency of mean {self.mean:g} s), its law not held")
         found = self._found[q] = self._solve(q)
         if all(r in self._found for r in RECORDED):
             self._solve = None  # every recorded percentile read: the law's arrays need not stay alive
