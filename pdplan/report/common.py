@@ -82,6 +82,10 @@ def role_text(role: Role | None) -> str:
     )
 
 
+_RECORDED = (50, 90, 99)
+"""The percentiles a plan records (:data:`pdplan.serving.snapshot.RECORDED`, in percent)."""
+
+
 def p90(plan: Plan, which: str) -> float | None:
     """The plan's TTFT or TPOT P90 in seconds (``which`` is ``"ttft"`` or ``"tpot"``)."""
     return at_percentile(plan, which, 90)
@@ -92,7 +96,9 @@ def at_percentile(plan: Plan, which: str, percentile: int) -> float | None:
     latency = plan.ttft_s if which == "ttft" else plan.tpot_s
     if latency is None:
         return None
-    return {50: latency.p50, 90: latency.p90, 99: latency.p99}[percentile]
+    if percentile not in _RECORDED:
+        raise KeyError(percentile)
+    return latency.quantile(percentile / 100.0)  # that percentile alone: each is solved on first read
 
 
 def shown_percentile(result: PlanResult) -> int:

@@ -171,14 +171,15 @@ def _refine(
 
 
 def _latency(setup: PrfaasSetup, threshold: float, rate_rps: float, ttft_slo_s: float) -> tuple[Latency, float]:
-    """TTFT of the path mixture at ``rate_rps`` (mean and P50/P90/P99) and the share of requests within the TTFT
-    SLO (the attainment the goodput root holds at its target; decode runs at the TPOT SLO by construction)."""
+    """TTFT of the path mixture at ``rate_rps`` (mean, and P50/P90/P99 each solved on first read:
+    :meth:`Latency.solved`) and the share of requests within the TTFT SLO (the attainment the goodput root holds at
+    its target; decode runs at the TPOT SLO by construction)."""
     mix = path_mixture(setup, threshold, rate_rps)
     p = mix.offload_fraction
     mean = (p * float(mix.remote.mean_s[0]) if mix.remote is not None else 0.0) + (
         (1 - p) * float(mix.local.mean_s[0]) if mix.local is not None else 0.0
     )
-    return Latency(mean, mix.quantile(0.5), mix.quantile(0.9), mix.quantile(0.99)), mix.cdf(ttft_slo_s)
+    return Latency.solved(mean, mix.quantile), mix.cdf(ttft_slo_s)
 
 
 def _price(catalog: Catalog, gpu: str) -> float | None:

@@ -16,6 +16,8 @@ mixture is renormalised over the defined cells) and meet any TPOT threshold in t
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -35,24 +37,113 @@ class TtftLike(Protocol):
     def quantile(self, q: float) -> FloatArray: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Latency:
-    """Mean and percentiles of one latency (seconds)."""
+RECORDED = (0.5, 0.9, 0.99)
+"""The quantiles a :class:`Latency` records: P50, P90, P99."""
 
-    mean: float
-    p50: float
-    p90: float
-    p99: float
+
+class Latency:
+    """Mean and percentiles of one latency (seconds). Each percentile is either given or solved from the latency's
+    law on its first read and kept (:meth:`solved`): a plan records P50, P90 and P99, but a table shows one of them,
+    and each is a root search over a mixture cdf (issue #27). A read value is the same double an eager solve gives
+    (the same function of the same law at the same quantile); once all three are read the law is let go. Not changed
+    once built; equality, hashing, ``repr`` and pickling read every percentile (a pickled latency carries numbers, not
+    its law)."""
+
+    __slots__ = ("_found", "_mean", "_solve")
+
+    def __init__(self, mean: float, p50: float, p90: float, p99: float) -> None:
+        self._mean = mean
+        self._found: dict[float, float] = {0.5: p50, 0.9: p90, 0.99: p99}
+        self._solve: Callable[[float], float] | None = None
+
+    @classmethod
+    def solved(cls, mean: float, solve: Callable[[float], float], found: dict[float, float] | None = None) -> Latency:
+        """A latency of mean ``mean`` whose quantile q is ``solve(q)``, solved when first read; ``found``: quantiles
+        already solved (kept, and shared with the caller: what either solves later, both read)."""
+        out = cls.__new__(cls)
+        out._init_solved(mean, solve, {} if found is None else found)
+        return out
+
+    def _init_solved(self, mean: float, solve: Callable[[float], float], found: dict[float, float]) -> None:
+        self._mean, self._found, self._solve = mean, found, solve
+
+    @property
+    def mean(self) -> float:
+        return self._mean
+
+    @property
+    def p50(self) -> float:
+        return self.quantile(0.5)
+
+    @property
+    def p90(self) -> float:
+        return self.quantile(0.9)
+
+    @property
+    def p99(self) -> float:
+        return self.quantile(0.99)
+
+    def quantile(self, q: float) -> float:
+        """The latency's q-quantile (seconds): recorded, or solved now from its law (ValueError: neither)."""
+        found = self._found.get(q)
+        if found is not None:
+            return found
+        if self._solve is None:
+            raise ValueError(f"quantile {q:g} is not recorded (latency of mean {self.mean:g} s), its law not held")
+        found = self._found[q] = self._solve(q)
+        if all(r in self._found for r in RECORDED):
+            self._solve = None  # every recorded percentile read: the law's arrays need not stay alive
+        return found
+
+    def plain(self) -> Latency:
+        """This latency as a plain :class:`Latency`, sharing what is solved and its law."""
+        if self._solve is None:
+            return Latency(self.mean, self.p50, self.p90, self.p99)
+        return Latency.solved(self.mean, self._solve, self._found)
 
     def as_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
 
+    def _values(self) -> tuple[float, ...]:
+        return (self.mean, self.p50, self.p90, self.p99)
 
-@dataclass(frozen=True, slots=True)
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Latency)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        names = ("mean", "p50", "p90", "p99", "at_percentile")
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in zip(names, self._values(), strict=False))})"
+
+    def __reduce__(self) -> tuple[type[Latency], tuple[float, ...]]:
+        return type(self), self._values()
+
+
 class LatencySummary(Latency):
-    """:class:`Latency` plus its value at the SLO's percentile (seconds)."""
+    """:class:`Latency` plus its value at the SLO's percentile (seconds), solved at once."""
 
-    at_percentile: float
+    __slots__ = ("at_percentile",)
+
+    def __init__(self, mean: float, p50: float, p90: float, p99: float, at_percentile: float) -> None:
+        super().__init__(mean, p50, p90, p99)
+        self.at_percentile = at_percentile
+
+    @classmethod
+    def solved_at(cls, mean: float, solve: Callable[[float], float], percentile: float) -> LatencySummary:
+        """The summary of mean ``mean`` and quantiles ``solve(q)``, its value at ``percentile`` solved now (the rest
+        on first read, :meth:`Latency.solved`)."""
+        out = cls.__new__(cls)
+        out._init_solved(mean, solve, {})
+        out.at_percentile = out.quantile(percentile / 100.0)
+        return out
+
+    def _values(self) -> tuple[float, ...]:
+        return (*super()._values(), self.at_percentile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +236,26 @@ class Snapshot:
         return np.asarray(self.tpot_reported.quantile(percentile / 100.0), dtype=np.float64)
 
 
-def _summaries(mean: FloatArray, quantile: object, percentile: float) -> list[LatencySummary]:
-    assert callable(quantile)
-    levels = {0.5: None, 0.9: None, 0.99: None, percentile / 100.0: None}
-    found = {q: quantile(q) for q in levels}  # the SLO percentile is often one of the three
-    q50, q90, q99, qp = found[0.5], found[0.9], found[0.99], found[percentile / 100.0]
+def _summaries(mean: FloatArray, quantile: Callable[[float], FloatArray], percentile: float) -> list[LatencySummary]:
+    """One summary per rate, each quantile solved once for the batch of rates when a rate's summary first reads it
+    (the SLO's percentile at once)."""
+    batch = _BatchQuantiles(quantile)
     return [
-        LatencySummary(float(mean[r]), float(q50[r]), float(q90[r]), float(q99[r]), float(qp[r]))
+        LatencySummary.solved_at(float(mean[r]), functools.partial(batch.at_row, r), percentile)
         for r in range(mean.size)
     ]
+
+
+class _BatchQuantiles:
+    """A batch's quantile function ``q -> [R]``, each q solved once for every rate."""
+
+    __slots__ = ("_found", "_quantile")
+
+    def __init__(self, quantile: Callable[[float], FloatArray]) -> None:
+        self._quantile = quantile
+        self._found: dict[float, FloatArray] = {}
+
+    def at_row(self, r: int, q: float) -> float:
+        if q not in self._found:
+            self._found[q] = self._quantile(q)
+        return float(self._found[q][r])
