@@ -42,7 +42,15 @@ simulator's convention too).
 **Arrivals over the link** (:meth:`StepBoundary.arrival_law`). A request whose KV came over the P→D link (Turn 1,
 and a Turn 2+ whose history its decode instance no longer holds) arrives at a random time of the step sequence: it
 waits R' (0 on an idle instance, else the equilibrium residual ``F_eq``), and its first step is a step drawn by count
-(the model's ``τ'`` on average, s_σ with probability P_σ). The model's convention-A boundary ``(1 + busy/2)·τ'`` is
+(the model's ``τ'`` on average, s_σ with probability P_σ). The appends' work is a share of all time, not of the busy
+time alone: an append that arrives while the instance has no sequence to decode (the share 1 − busy; Poisson arrivals
+see time averages) runs a step of its own (the simulator's mixed step on an empty batch). So the idle share holds
+append steps for ``u = (1 − busy)·ρ_a`` of all time, taken at the mixed steps' lengths (length-biased, π_σ over the
+mixed σ alone), and ``F_{R'}(a) = 1 − busy − u + busy·F_eq(a) + u·F_eq,mixed(a)``. Without u the mixed steps' share
+of all time was busy·(ρ_a + q·τ_p/τ'), below ρ_a where busy < 1: Qwen3-30B-A3B 1P1D, decode DP4, 13-turn sessions of
+3,000 new tokens at 1.32 req/s (docs/prefix_cache.md §11, *The prefill pool's TTFT, piece by piece*), busy 0.723,
+0.100 of the KVs met a mixed step where the simulator's instance spent 0.138 of its time in them; with u 0.135.
+The model's convention-A boundary ``(1 + busy/2)·τ'`` is
 the mean of neither when the steps differ (the residual of a mix of short and long steps is length-biased) and has no
 spread; a PPD model gives these rows the law of ``D = R' + (S1 − τ_p)`` as part of their wait and takes
 ``busy·τ'/2 + (τ' − τ_p)`` out of their offset (:mod:`pdplan.serving.ppd_pool`), so that the two add to
@@ -187,6 +195,17 @@ class StepBoundary:
         return float(self.mixed_prob @ self.mixed_steps_s) / q if q > 0 else self.plain_s
 
     @property
+    def idle_append_share(self) -> float:
+        """u = (1 − busy)·ρ_a: the share of all time the instance has no sequence to decode and runs an append's step
+        (module docstring, Arrivals over the link); ρ_a = q·(τ_m − τ_p)/τ' read back from the steps."""
+        s, p, _ = self._steps()
+        mean = float(p @ s)
+        if not (self.mixed_prob.size and mean > 0 and math.isfinite(mean)):
+            return 0.0
+        rho = float(self.mixed_prob @ (self.mixed_steps_s - self.plain_s)) / mean
+        return (1.0 - self.busy) * min(max(rho, 0.0), 1.0)
+
+    @property
     def finite(self) -> bool:
         return math.isfinite(self.plain_s) and bool(np.all(np.isfinite(self.mixed_steps_s)))
 
@@ -263,9 +282,11 @@ class StepBoundary:
         ``s_σ − τ_p`` with probability P_σ; tabulated on [0, 2·max s_σ − τ_p]."""
         if not self.finite:
             return BoundaryLaw(np.zeros(1), np.zeros(1), math.inf)
-        s, p, _ = self._steps()
+        s, p, pi = self._steps()
         a = np.linspace(0.0, 2.0 * float(s.max()) - self.plain_s, LAW_POINTS)
-        waited = 1.0 - self.busy + self.busy * self._residual(a)  # R' on the grid; piecewise linear, read shifted
+        idle = self.idle_append_share
+        mixed = np.tensordot(pi[1:], _uniform(a, s[1:]), axes=1) / max(float(pi[1:].sum()), 1e-300)
+        waited = 1.0 - self.busy - idle + self.busy * self._residual(a) + idle * mixed  # R' on the grid
         shifted = np.interp(a[None, :] - (s - self.plain_s)[:, None], a, waited, left=0.0)
         cdf = np.clip(p @ shifted, 0.0, 1.0)
         return BoundaryLaw(a, cdf, _trapezoid(1.0 - cdf, a))

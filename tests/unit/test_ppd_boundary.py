@@ -85,6 +85,26 @@ def test_arrival_over_the_link_waits_the_residual_then_a_step_drawn_by_count() -
     assert idle.mean_s == pytest.approx(0.0, abs=1e-9)
 
 
+def test_arrival_over_the_link_meets_the_idle_shares_append_steps() -> None:
+    # τ' = 20 ms, ρ_a = 0.25, λ_a = 25/s: λ_a·τ' = 0.5, q = 1 − e^{−0.5} = 0.393469, τ_p = 15 ms and
+    # τ_m = 15 + 0.25·20/0.393469 = 27.708 ms; by time π_p = 0.606531·15/20 = 0.454898, π_m = 0.545102. busy = 0.6:
+    # the idle share's append steps u = 0.4·0.25 = 0.1 of all time, at τ_m. At a = 5 ms (below τ_p: the first step's
+    # excess, 0 or 12.708 ms, must be 0) F_D = (1 − q)·F_R'(a), F_R'(a) = 1 − 0.6 − 0.1 + 0.6·(0.454898·5/15 +
+    # 0.545102·5/27.708) + 0.1·5/27.708 = 0.3 + 0.149999 + 0.018045 = 0.468044: F_D = 0.283883 (without u, the
+    # busy share's mixed steps alone: 0.4 + 0.149999, F_D = 0.333590). The mean adds u·τ_m/2 = 1.3854 ms.
+    b = StepBoundary.of(0.020, 0.25, 25.0, 0.6, ZERO)
+    assert b.mixed_share == pytest.approx(0.393469, abs=1e-6)
+    assert b.mixed_s == pytest.approx(0.027708, abs=1e-6)
+    assert b.idle_append_share == pytest.approx(0.1, rel=1e-9)
+    law = b.arrival_law()
+    assert float(np.interp(0.005, law.grid_s, law.cdf_grid)) == pytest.approx(0.283883, abs=2e-4)
+    busy_only = StepBoundary.of(0.020, 0.25, 25.0, 1.0, ZERO)
+    q, tp, tm = busy_only.mixed_share, busy_only.plain_s, busy_only.mixed_s
+    residual = ((1 - q) * tp**2 + q * tm**2) / (2 * 0.020)
+    assert law.mean_s == pytest.approx(0.6 * residual + 0.1 * tm / 2 + q * (tm - tp), rel=2e-3)
+    assert busy_only.idle_append_share == 0.0  # always busy: the sequence holds every append step
+
+
 def test_shifted_law_mixes_the_groups() -> None:
     law = StepBoundary.of(0.020, 0.0, 0.0, 1.0, LONG).tabulated()  # uniform on [0, 20 ms]
     shifts = np.array([[0.0, 0.010], [0.0, 0.0]])
