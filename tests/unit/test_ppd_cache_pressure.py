@@ -6,30 +6,19 @@ characteristic time with each turn's history its own item size) by hand, and aga
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from support.ppd_pressure import pressure_case, pressure_sessions
 
 from pdplan.cache.lru_closed_form import session_cache
-from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd import decode_session_workload, held_probability, turns_pmf
 from pdplan.serving.ppd_report import placement_of
-from pdplan.serving.resolve import SESSIONS_PAST_WINDOW, ResolvedScenario, resolve
+from pdplan.serving.resolve import SESSIONS_PAST_WINDOW
 from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.reuse import SessionsSpec
-
-
-def _sessions(turns: int, new: int, output: int, think_s: float) -> dict[str, Any]:
-    fixed = {"dist": "fixed"}
-    return {"turns": {**fixed, "value": turns}, "new_tokens": {**fixed, "value": new},
-            "output_tokens": {**fixed, "value": output},
-            "think_time": {"dist": "exponential", "mean": f"{think_s}s"}, "system_prompt_tokens": 0}  # fmt: skip
-
 
 # ---- the law by hand ----
 
@@ -37,7 +26,7 @@ def _sessions(turns: int, new: int, output: int, think_s: float) -> dict[str, An
 def _two_turns() -> SessionsSpec:
     """Two turns of 600 new and 400 output tokens, 10 s exponential think: the decode side's items are the histories
     H_1 = 1,000 tokens (reused by turn 2 after a think time G) and H_2 = 2,000 (the session's last: never reused)."""
-    return SessionsSpec.model_validate(_sessions(2, 600, 400, 10.0))
+    return SessionsSpec.model_validate(pressure_sessions(2, 600, 400, 10.0))
 
 
 def test_held_law_with_two_history_sizes_by_hand() -> None:
@@ -73,7 +62,7 @@ def test_larger_histories_in_the_same_room_by_hand() -> None:
     # 0.01·(2,000·10·(1 − e^{−T/10}) + 4,000·T) = 263.212 at T = 4.7040 s (the fixed point of
     # T ← (26,321.2 − 20,000·(1 − e^{−T/10}))/4,000, a contraction: slope ≤ 1/2), and f_2 = 1 − e^{−0.47040} = 0.37525
     # where the smaller histories' is 0.63212: the items' sizes set T, not their count.
-    big = SessionsSpec.model_validate(_sessions(2, 600, 1400, 10.0))
+    big = SessionsSpec.model_validate(pressure_sessions(2, 600, 1400, 10.0))
     held, _ = held_probability(decode_session_workload(big, 0.02, turns_pmf(big)), 263.212, 1, affine=True)
     assert held[1] == pytest.approx(0.37525, abs=1e-5)
 
@@ -85,26 +74,11 @@ def test_sessions_past_the_window_are_flagged() -> None:
     # 20 turns of 3,000 new and 100 output tokens: turn k's prompt and output are 3,100·k tokens, past
     # Qwen3-30B-A3B's 40,960 from turn 14 on (7 turns of 20: 35 % of the requests). The simulator ends each session
     # after 13 turns; the closed form keeps the 20, so the warning says the two answer different workloads.
-    res = _resolved(_sessions(20, 3000, 100, 60.0))
+    res = pressure_case(pressure_sessions(20, 3000, 100, 60.0))
     (warning,) = res.warnings
     assert warning.startswith("35.00% of requests exceed qwen3-30b-a3b's context window of 40960 tokens")
     assert warning.endswith(SESSIONS_PAST_WINDOW)
-    assert not _resolved(_sessions(13, 3000, 100, 60.0)).warnings
-
-
-def _resolved(sessions: dict[str, Any] | None = None) -> ResolvedScenario[Any]:
-    """Qwen3-30B-A3B 1P1D on H100, decode DP4/EP4 (each rank its own session KV); by default 4-turn sessions of 2,000
-    new and 100 output tokens, 20 s exponential think time; every held Turn 2+ appended on decode."""
-    doc: dict[str, Any] = {
-        "schema_version": 1, "name": "ppd-cache-pressure", "model": "qwen3-30b-a3b", "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "dp": 4, "ep": 4, "count": 1},
-        "link": "ib-ndr", "granularity": "layer", "routing": "least-loaded", "engine": "vllm",
-        "workload": {"sessions": sessions or _sessions(4, 2000, 100, 20.0)},
-        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": "ppd"}},
-        "slo": {"ttft": "2s", "tpot": "100ms"},
-    }  # fmt: skip
-    return resolve(scenario_from_dict(doc, source="test", base_dir=Path(".")), open_catalog())
+    assert not pressure_case(pressure_sessions(13, 3000, 100, 60.0)).warnings
 
 
 @pytest.mark.slow
@@ -116,7 +90,7 @@ def test_held_histories_against_the_simulator_where_the_cache_binds() -> None:
     # outlasts T_C: the stationary start warms the caches with the sessions in progress only, and the runs whose
     # counted window starts within T_C of it hold more (3,000 requests of 4-turn sessions at 60 s think: 0.553
     # against 0.481 over 12,000).
-    res = _resolved()
+    res = pressure_case()
     rate = 20.0
     model = build_model(res)
     inputs = reuse_inputs(model, rate)

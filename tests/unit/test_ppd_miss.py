@@ -6,19 +6,15 @@ the think times, and the model's prefill-pool hit share on the case of tests/uni
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from support.ppd_pressure import pressure_case
 
 from pdplan.cache.lru_closed_form import SessionWorkload, ThinkTime, gap_sums
-from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import model_at_rate, with_cache_rate
 from pdplan.serving.ppd_miss import DecodeMiss, conditioned_survival
 from pdplan.serving.ppd_report import placement_of
-from pdplan.serving.resolve import resolve
 from pdplan.types import FloatArray
 
 MU, TAU, D = 10.0, 8.0, 0.5
@@ -139,31 +135,12 @@ def test_lognormal_against_draws() -> None:
     np.testing.assert_allclose(c[4, :4], [0.9255, 0.8283, 0.6828, 0.5187], atol=0.003)
 
 
-def _pressure_case() -> Any:
-    """tests/unit/test_ppd_cache_pressure.py's case: Qwen3-30B-A3B 1P1D H100, decode DP4/EP4, 4-turn sessions of
-    2,000 new and 100 output tokens, 20 s exponential think time, ``ppd`` under session-affine routing."""
-    fixed = {"dist": "fixed"}
-    sessions = {"turns": {**fixed, "value": 4}, "new_tokens": {**fixed, "value": 2000},
-                "output_tokens": {**fixed, "value": 100}, "think_time": {"dist": "exponential", "mean": "20s"},
-                "system_prompt_tokens": 0}  # fmt: skip
-    doc: dict[str, Any] = {
-        "schema_version": 1, "name": "ppd-miss", "model": "qwen3-30b-a3b", "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "dp": 4, "ep": 4, "count": 1},
-        "link": "ib-ndr", "granularity": "layer", "routing": "least-loaded", "engine": "vllm",
-        "workload": {"sessions": sessions},
-        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": "ppd"}},
-        "slo": {"ttft": "2s", "tpot": "100ms"},
-    }  # fmt: skip
-    return resolve(scenario_from_dict(doc, source="test", base_dir=Path(".")), open_catalog())
-
-
 def test_the_misses_find_nothing_in_the_prefill_cache_where_it_is_shorter() -> None:
     # The case of tests/unit/test_ppd_cache_pressure.py at the 19.58 req/s its simulator run offered (4 turns of
     # 2,000 new / 100 output tokens, 20 s think, `ppd`): the prefill cache's T_P (5.5 s) is below the decode rank's
     # τ (31.8 s), so the Turn 2+ left on the prefill pool (every one a decode miss) hit it 0 % of the time, as the
     # simulator's (0.000, benchmarks/ppd_cache_pressure.py), where the unconditioned gaps gave them 9.2 %.
-    res = _pressure_case()
+    res = pressure_case(name="ppd-miss")
     placement = placement_of(model_at_rate(with_cache_rate(res, 19.58), 19.58))
     assert placement is not None
     assert placement.prefill_hits is not None

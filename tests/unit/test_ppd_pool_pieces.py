@@ -6,39 +6,17 @@ says at the load it has."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.ppd_pressure import pressure_case
 
 import pdplan.sim.prefill as sim_prefill
-from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
-from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.ttft import prefill_wait
 from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
-
-
-def _resolved() -> ResolvedScenario[Any]:
-    """Qwen3-30B-A3B 1P1D on H100, decode DP4/EP4, 4-turn sessions of 2,000 new and 100 output tokens, 20 s
-    exponential think time, every held Turn 2+ appended on decode (tests/unit/test_ppd_cache_pressure.py's case)."""
-    fixed = {"dist": "fixed"}
-    sessions = {"turns": {**fixed, "value": 4}, "new_tokens": {**fixed, "value": 2000},
-                "output_tokens": {**fixed, "value": 100},
-                "think_time": {"dist": "exponential", "mean": "20s"}, "system_prompt_tokens": 0}  # fmt: skip
-    doc: dict[str, Any] = {
-        "schema_version": 1, "name": "ppd-pool-pieces", "model": "qwen3-30b-a3b", "mode": "disaggregated",
-        "prefill": {"gpu": "h100-sxm", "tp": 1, "count": 1},
-        "decode": {"gpu": "h100-sxm", "tp": 1, "dp": 4, "ep": 4, "count": 1},
-        "link": "ib-ndr", "granularity": "layer", "routing": "least-loaded", "engine": "vllm",
-        "workload": {"sessions": sessions},
-        "cache": {"prefix_caching": True, "routing": "affinity", "turn_placement": {"policy": "ppd"}},
-        "slo": {"ttft": "2s", "tpot": "100ms"},
-    }  # fmt: skip
-    return resolve(scenario_from_dict(doc, source="test", base_dir=Path(".")), open_catalog())
 
 
 def test_the_closed_form_pool_is_pollaczek_khinchine_on_the_thinned_stream() -> None:
@@ -47,7 +25,7 @@ def test_the_closed_form_pool_is_pollaczek_khinchine_on_the_thinned_stream() -> 
     # no prefill-cache hit: a prefill-pool Turn 2+ missed on decode because its think time outlasted T_C, and the
     # prefill cache's T_P is shorter; docs/prefix_cache.md §11) has E[S] = 73.20 ms and c² = 0.286, so
     # ρ = 0.5779 and the FCFS mean wait λ_p·E[S²]/(2(1 − ρ)) = 7.895 · 0.07320² · 1.286 / (2 · 0.4221) = 64.45 ms.
-    res = _resolved()
+    res = pressure_case(name="ppd-pool-pieces")
     rate = 19.584
     model = model_at_rate(with_cache_rate(res, rate), rate)
     pool = model.pool
@@ -97,7 +75,7 @@ def test_the_simulated_pool_queues_as_pollaczek_khinchine_at_its_own_load(monkey
     monkeypatch.setattr(sim_prefill.DispatchedPrefill, "__init__", fresh)
     monkeypatch.setattr(sim_prefill.DispatchedPrefill, "submit", record_submit)
     monkeypatch.setattr(sim_prefill.DispatchedPrefill, "_start", record_start)
-    res = _resolved()
+    res = pressure_case(name="ppd-pool-pieces")
     model = build_model(res)
     inputs = reuse_inputs(model, 20.0)
     run = simulate_reuse(
