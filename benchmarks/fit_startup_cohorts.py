@@ -139,7 +139,8 @@ def engine_section(engine: str, version: str, sel: list[dict[str, Any]], p: list
         "",
         f"Fit: k = **{k:.2f} ± {ks.std():.2f}** first cohorts, request_s = **{r * 1e3:.1f} ± {rs.std() * 1e3:.1f} ms**"
         f" (1σ, bootstrap). Median |TTFT error| at the fit: {med_err(p, k, r):.1f} %; with k = 1 (the burst cohort"
-        f" alone, the unfitted value: vLLM's since issue #23) and r refitted, r = {r1 * 1e3:.1f} ±"
+        f" alone, the unfitted value, shipped by vLLM 0.12 and TensorRT-LLM since issue #23:"
+        f" docs/cross_gpu_accuracy.md §8.4) and r refitted, r = {r1 * 1e3:.1f} ±"
         f" {rs1.std() * 1e3:.1f} ms:"
         f" {med_err(p, 1.0, r1):.1f} %; with k = 0 (steady state only):"
         f" {med_err(p, *fit(p, 0.0)):.1f} %.",
