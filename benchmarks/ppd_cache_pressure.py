@@ -49,7 +49,6 @@ from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd import decode_session_workload, turns_pmf
 from pdplan.serving.ppd_report import placement_of, ppd_report, turn_weights, weighted_quantile
 from pdplan.serving.resolve import ResolvedScenario, resolve
-from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 
 
@@ -122,10 +121,9 @@ def measure(name: str, case: Case, probe: Probe, policy: str = "ppd") -> dict[st
     inputs = reuse_inputs(model, case.rate_rps)
     probe.free.clear()
     t0 = time.process_time()
-    run = simulate_reuse(
-        model, res.scenario.workload, inputs.layout, rate_rps=case.rate_rps, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=case.requests, seed=0, warmup_fraction=0.2,
-        placement=inputs.placement, turn_latency_s=None,
+    run = inputs.simulate(
+        model, res.scenario.workload, rate_rps=case.rate_rps, n_requests=case.requests,
+        seed=0, warmup_fraction=0.2, turn_latency_s=None,
     )  # fmt: skip
     sim_cpu = time.process_time() - t0
     offered = run.offered_rps

@@ -31,7 +31,6 @@ import pdplan.sim.prefill as sim_prefill
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd_report import placement_of, turn_weights, weighted_quantile
 from pdplan.serving.ttft import prefill_wait
-from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 
 
@@ -73,10 +72,9 @@ def simulated(case: Case, probe: Probe, pool: PoolProbe, seed: int = 0) -> tuple
     res = resolved(case)
     model = build_model(res)
     inputs = reuse_inputs(model, case.rate_rps)
-    run = simulate_reuse(
-        model, res.scenario.workload, inputs.layout, rate_rps=case.rate_rps, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=case.requests, seed=seed, warmup_fraction=0.2,
-        placement=inputs.placement, turn_latency_s=None,
+    run = inputs.simulate(
+        model, res.scenario.workload, rate_rps=case.rate_rps, n_requests=case.requests,
+        seed=seed, warmup_fraction=0.2, turn_latency_s=None,
     )  # fmt: skip
     warm, order = run.run.warmup_count, probe.order
     ids = order[warm:]

@@ -51,7 +51,7 @@ from pdplan.serving.snapshot import LatencySummary
 from pdplan.sim import SimResult, simulate, simulate_closed_loop
 from pdplan.sim.arrival_times import arrival_name, arrival_times_s
 from pdplan.sim.deployment import STEP_MODELS, SimSetup, StepModel, sim_deployment
-from pdplan.sim.reuse import ReuseResult, simulate_reuse
+from pdplan.sim.reuse import ReuseResult
 from pdplan.sim.reuse_setup import ReuseInputs, reuse_inputs
 from pdplan.sim.trace_replay import native_rate_rps, replays_trace, scaled_arrivals_s, trace_requests
 from pdplan.specs.arguments import check_count, check_positive, check_scenario
@@ -260,10 +260,9 @@ class _ReuseRunner:
 
     def run(self, rate: float) -> ReuseResult:
         inputs = self.inputs if isinstance(self.model, DisaggregatedModel) else reuse_inputs(self.model, rate)
-        return simulate_reuse(
-            self.model, self.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-            exposed_load_s=inputs.exposed_load_s, n_requests=self.n_requests, seed=self.seed, step=self.step,
-            warmup_fraction=WARMUP_FRACTION, placement=inputs.placement, turn_latency_s=self.turn_latency_s,
+        return inputs.simulate(
+            self.model, self.workload, rate_rps=rate, n_requests=self.n_requests, seed=self.seed, step=self.step,
+            warmup_fraction=WARMUP_FRACTION, turn_latency_s=self.turn_latency_s,
         )  # fmt: skip
 
     def point(self, rate: float) -> tuple[SimulatedPoint, ReuseResult]:

@@ -52,9 +52,19 @@ from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.dual_path_setup import SNIC_KINDS, dual_path_setting
 from pdplan.serving.prefix_cache import CacheSetup, Domain, lower_tiers
 from pdplan.serving.resolve import DisaggregatedHardware
-from pdplan.sim.reuse import CacheLayout, CacheRouting, ExposedLoadFn, SimTier
+from pdplan.sim.deployment import StepModel
+from pdplan.sim.reuse import (
+    WARMUP_FRACTION,
+    CacheLayout,
+    CacheRouting,
+    ExposedLoadFn,
+    ReuseResult,
+    SimTier,
+    simulate_reuse,
+)
 from pdplan.sim.storage_paths import ReadPathNodes, ReadPolicy
 from pdplan.specs.cache import TurnPlacementSpec
+from pdplan.specs.workload import WorkloadSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,26 @@ class ReuseInputs:
     exposed_load_s: ExposedLoadFn | None
     routing: CacheRouting
     placement: TurnPlacementSpec | None = None
+
+    def simulate(
+        self,
+        model: DisaggregatedModel | ColocatedModel,
+        workload: WorkloadSpec,
+        *,
+        rate_rps: float,
+        n_requests: int,
+        seed: int = 0,
+        step: StepModel = "linear",
+        warmup_fraction: float = WARMUP_FRACTION,
+        turn_latency_s: float | None = 0.0,
+    ) -> ReuseResult:
+        """:func:`pdplan.sim.reuse.simulate_reuse` of ``model`` serving ``workload`` at ``rate_rps`` with these
+        inputs (its layout, routing, exposed load and turn placement); the other arguments are that function's."""
+        return simulate_reuse(
+            model, workload, self.layout, rate_rps=rate_rps, routing=self.routing, exposed_load_s=self.exposed_load_s,
+            n_requests=n_requests, seed=seed, step=step, warmup_fraction=warmup_fraction, placement=self.placement,
+            turn_latency_s=turn_latency_s,
+        )  # fmt: skip
 
 
 def reuse_inputs(model: DisaggregatedModel | ColocatedModel, rate_rps: float) -> ReuseInputs:

@@ -16,7 +16,6 @@ from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ppd import decode_session_workload, held_probability, turns_pmf
 from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import SESSIONS_PAST_WINDOW
-from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 from pdplan.specs.reuse import SessionsSpec
 
@@ -94,11 +93,9 @@ def test_held_histories_against_the_simulator_where_the_cache_binds() -> None:
     rate = 20.0
     model = build_model(res)
     inputs = reuse_inputs(model, rate)
-    run = simulate_reuse(
-        model, res.scenario.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=4000, seed=0, warmup_fraction=0.2,
-        placement=inputs.placement, turn_latency_s=None,
-    )  # fmt: skip
+    run = inputs.simulate(
+        model, res.scenario.workload, rate_rps=rate, n_requests=4000, seed=0, warmup_fraction=0.2, turn_latency_s=None
+    )
     offered = run.offered_rps
     placement = placement_of(model_at_rate(with_cache_rate(res, offered), offered))
     assert placement is not None

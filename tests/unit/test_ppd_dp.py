@@ -25,7 +25,6 @@ from pdplan.sim.append_ranks import RankPieces, rank_pieces
 from pdplan.sim.batch import Segments, Timeline
 from pdplan.sim.decode import DecodeSetup
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
-from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 
 
@@ -201,11 +200,9 @@ def test_dp4_ppd_run_against_the_closed_form() -> None:
     rate = 30.0
     model = build_model(res)
     inputs = reuse_inputs(model, rate)
-    run = simulate_reuse(
-        model, res.scenario.workload, inputs.layout, rate_rps=rate, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=3000, seed=0, warmup_fraction=0.2,
-        placement=inputs.placement, turn_latency_s=None,
-    )  # fmt: skip
+    run = inputs.simulate(
+        model, res.scenario.workload, rate_rps=rate, n_requests=3000, seed=0, warmup_fraction=0.2, turn_latency_s=None
+    )
     offered = run.offered_rps
     closed = model_at_rate(with_cache_rate(res, offered), offered)
     placement, report = placement_of(closed), ppd_report(res, closed)

@@ -15,7 +15,6 @@ from support.ppd_pressure import pressure_case
 import pdplan.sim.prefill as sim_prefill
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
 from pdplan.serving.ttft import prefill_wait
-from pdplan.sim.reuse import simulate_reuse
 from pdplan.sim.reuse_setup import reuse_inputs
 
 
@@ -78,11 +77,9 @@ def test_the_simulated_pool_queues_as_pollaczek_khinchine_at_its_own_load(monkey
     res = pressure_case(name="ppd-pool-pieces")
     model = build_model(res)
     inputs = reuse_inputs(model, 20.0)
-    run = simulate_reuse(
-        model, res.scenario.workload, inputs.layout, rate_rps=20.0, routing=inputs.routing,
-        exposed_load_s=inputs.exposed_load_s, n_requests=4000, seed=0, warmup_fraction=0.2,
-        placement=inputs.placement, turn_latency_s=None,
-    )  # fmt: skip
+    run = inputs.simulate(
+        model, res.scenario.workload, rate_rps=20.0, n_requests=4000, seed=0, warmup_fraction=0.2, turn_latency_s=None
+    )
     lo, hi = run.run.window_s
     counted = [r for r, t in submit.items() if lo <= t <= hi and r in started]
     wait = np.array([started[r][0] - submit[r] for r in counted])
