@@ -70,8 +70,6 @@ from typing import Any
 import numpy as np
 
 from pdplan.cache.lru_closed_form import SessionRouting, SessionWorkload, ThinkTime, gap_sums, session_cache
-from pdplan.numerics.normal import ndtr
-from pdplan.numerics.special import gammainc
 from pdplan.types import FloatArray
 
 GRID_POINTS = 1023
@@ -106,28 +104,6 @@ def decode_miss(workload: SessionWorkload, free_tokens: float, domains: int, aff
     return DecodeMiss(workload.think_time, threshold, 1.0 if affine else 1.0 / domains, np.clip(chosen, 0.0, 1.0))
 
 
-def _limited(think: ThinkTime, t: FloatArray) -> FloatArray:
-    """E[min(Z, t)] for ``t`` ≥ 0 element by element (:meth:`ThinkTime.mean_min`'s expressions)."""
-    t = np.asarray(t, dtype=np.float64)
-    mean = think.mean_s
-    if think.kind == "exponential":
-        return np.asarray(-mean * np.expm1(-t / mean), dtype=np.float64)
-    pos = np.maximum(t, 1e-300)
-    if think.kind == "erlang":
-        x = pos * think.sigma / mean
-        out = mean * gammainc(think.sigma + 1, x) + pos * (1.0 - gammainc(think.sigma, x))
-    else:  # lognormal
-        mu = math.log(mean) - think.sigma**2 / 2
-        log_t = np.log(pos)
-        out = mean * ndtr((log_t - mu - think.sigma**2) / think.sigma) + pos * (1.0 - ndtr((log_t - mu) / think.sigma))
-    return np.asarray(np.where(t > 0, out, 0.0), dtype=np.float64)
-
-
-def _cdf(think: ThinkTime, t: float) -> float:
-    """F(t) = P(Z ≤ t) (0 at t ≤ 0, 1 at ∞)."""
-    return 1.0 if math.isinf(t) else think.cdf(t)
-
-
 def _masses(levels: FloatArray, h: float) -> FloatArray:
     """Point masses at 0, h, …, G·h matching each interval's first moment, from E[min(Y, i·h)], i = 0..G + 1:
     ``f_0 = 1 − E[min(Y, h)]/h``, ``f_i = (2E[min(Y, ih)] − E[min(Y, (i − 1)h)] − E[min(Y, (i + 1)h)])/h``."""
@@ -146,12 +122,12 @@ def _laws(miss: DecodeMiss, span_s: float, points: int) -> tuple[FloatArray, Flo
         h = tau / max(math.floor(tau / h), 1)  # a step no finer than asked: the FFTs keep their length
         points = math.ceil(span_s / h - 1e-9)
     grid = h * np.arange(points + 2, dtype=np.float64)
-    p = _cdf(think, tau)
+    p = think.cdf(tau)
     u = np.minimum(grid, tau)
-    whole = _limited(think, grid)
-    below = (_limited(think, u) - u * (1.0 - p)) / p
-    at_tau = float(_limited(think, np.array([tau]))[0])
-    above = (_limited(think, np.asarray(tau + grid, dtype=np.float64)) - at_tau) / (1.0 - p)
+    whole = think.mean_min_array(grid)
+    below = (think.mean_min_array(u) - u * (1.0 - p)) / p
+    at_tau = float(think.mean_min_array(np.array([tau]))[0])
+    above = (think.mean_min_array(np.asarray(tau + grid, dtype=np.float64)) - at_tau) / (1.0 - p)
     return _masses(below, h), _masses(above, h), _masses(whole, h), h
 
 
@@ -242,7 +218,7 @@ def conditioned_survival(workload: SessionWorkload, t_p_s: float, placed: FloatA
     rows = np.array(np.broadcast_to(np.asarray(plain, dtype=np.float64), (n, n)))
     if miss is None or miss.think.kind == "fixed" or math.isinf(t_p_s) or not np.any(s > 0):
         return rows
-    p = _cdf(miss.think, miss.threshold_s)
+    p = miss.think.cdf(miss.threshold_s)
     if not 0.0 < p < 1.0:
         return rows
     pi = np.asarray(miss.chosen, dtype=np.float64)[:n]

@@ -350,3 +350,17 @@ def test_a_turn_whose_history_is_gone_still_hits_the_system_prompt() -> None:
     assert long.characteristic_time_s == pytest.approx(20.0, rel=1e-9)
     assert long.hit_tokens.tolist() == pytest.approx([1000.0 * h_s, 1600.0], rel=1e-9)
     assert long.token_hit_ratio == pytest.approx((1000.0 * h_s + 1600.0) / 3600.0, rel=1e-9)
+
+
+def test_mean_min_array_is_mean_min_element_by_element() -> None:
+    """The array form (pdplan/serving/ppd_miss.py's grids) gives the scalar form's E[min(Z, t)] for every law."""
+    t = np.array([0.0, 0.3, 2.0, 7.5, 40.0])
+    laws = (
+        ThinkTime("exponential", 5.0),
+        ThinkTime("fixed", 5.0),
+        ThinkTime("erlang", 5.0, 3.0),
+        ThinkTime("lognormal", 5.0, 0.8),
+    )
+    for law in laws:
+        want = [law.mean_min(float(x)) for x in t]
+        assert law.mean_min_array(t) == pytest.approx(want, rel=1e-12, abs=1e-15), law.kind
