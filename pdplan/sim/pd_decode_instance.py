@@ -24,8 +24,9 @@ on an empty instance, and with R = 0 (no room kept for growth) a boundary's admi
 their own tokens, retracted one step later.
 
 Example (M = 3,000, R = 512, no state or window): two running requests holding 1,000 and 600 tokens leave
-3,000 − 1,600 − 2 × 512 = 376 allocatable tokens, so no prompt is admitted (l + 512 > 376); reserving final
-footprints, a request of l + n ≤ 3,000 − (their two final footprints) would be (tests/unit/test_sim_pd_decode.py).
+3,000 − 1,600 − 2 × 512 = 376 allocatable tokens, so no prompt is admitted (l + 512 > 376), where a reserving
+instance admits any request whose l + n fits beside the two's final footprints (more hand-worked cases:
+tests/unit/test_sim_pd_decode.py).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class PdDecodeInstance(DecodeInstance):
         self.clip = rule.clip_tokens
         self.retracted: deque[int] = deque()
         self.resume: dict[int, tuple[int, int]] = {}  # retracted request → (its context, steps left)
-        self.retractions = 0
+        self.retractions = 0  # requests retracted so far (a count for checks and benchmarks)
         # the largest l + min(n, c) of any request: bounds the one-request room, which is computed only past it
         self.top = max(p + min(n, self.clip) for p, n in zip(setup.prompt, setup.steps, strict=True))
 
