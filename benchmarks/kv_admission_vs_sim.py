@@ -2,13 +2,16 @@
 
 xPyD cases whose decode pool binds on its KV: three cases of the reuse grid (``benchmarks/reuse_closed_form_vs_sim.py``,
 whose docstring defines them; affinity routing, HBM only unless ``+dram``) and one without reuse (the DistServe OPT-13B
-example, ``examples/opt-13b-a100-distserve.yaml``, convention B), with its default engine vLLM (whose footprint grows)
-and with TensorRT-LLM (which reserves L + n at admission, as the simulator does). Per case: the closed form's
+example, ``examples/opt-13b-a100-distserve.yaml``, convention B), with its default engine vLLM (whose footprint grows),
+with TensorRT-LLM (which reserves L + n at admission, as the simulator does) and with SGLang (whose decode server
+counts each request's context plus 512 reserved tokens; the simulator runs that rule, retraction included,
+:mod:`pdplan.sim.pd_decode_rule`). Per case: the closed form's
 comfortable (P99) KV limit, its stability (mean KV) limit and its goodput (:func:`pdplan.evaluation.evaluate.evaluate`),
 and the simulated goodput (:func:`pdplan.sim.compare.simulate_scenario`, bisection on the rate at the same SLO), with
 P90 TTFT of both at the closed form's goodput. Error = closed / simulated − 1.
 
-Run: ``python benchmarks/kv_admission_vs_sim.py [--requests N]``; prints a Markdown table (docs/queueing.md §7).
+Run: ``python benchmarks/kv_admission_vs_sim.py [--requests N] [--only TEXT]``; prints a Markdown table
+(docs/queueing.md §7).
 """
 
 from __future__ import annotations
@@ -41,17 +44,21 @@ def cases() -> list[tuple[str, Scenario]]:
     distserve = load_scenario(ROOT / "examples" / "opt-13b-a100-distserve.yaml")
     out.append(("opt-13b-a100-distserve 1P1D (no reuse)", distserve))
     out.append(("same, engine trtllm (reserves L + n)", revalidate(distserve, {"engine": "trtllm"})))
+    out.append(("same, engine sglang (context + 512, its PD decode rule)", revalidate(distserve, {"engine": "sglang"})))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=8000)
+    parser.add_argument("--only", default="", help="run only the cases whose label contains this text")
     args = parser.parse_args()
     print("| case | P99 KV limit | mean KV limit | goodput closed | goodput simulated | error | "
           "P90 TTFT closed / sim at closed goodput (ms) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
     for label, sc in cases():
+        if args.only not in label:
+            continue
         start = time.perf_counter()
         ev = evaluate(sc)
         cmp = simulate_scenario(sc, rate=ev.goodput_rps, n_requests=args.requests, goodput=True)

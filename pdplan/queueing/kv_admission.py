@@ -242,6 +242,23 @@ def decode_server_footprint(cells: DecodeWorkload, state_tokens_per_seq: float, 
     return kv_held(cells, state_tokens_per_seq, reserve=scheduling.kv_admission == "reserve")
 
 
+def decode_server_admission(
+    cells: DecodeWorkload,
+    state_tokens_per_seq: float,
+    scheduling: Scheduling,
+    step: LinearStepTime,
+    kv_capacity_tokens: float,
+    comfort_rate_per_s: float,
+) -> KvAdmission:
+    """One disaggregated decode instance's KV admission queue on the footprint its server admits on
+    (:func:`decode_server_footprint`), with the comfortable (P99) rate of its capacity and the fluid limit
+    :func:`kv_mean_rate` (at least the comfortable one): the one builder of the plain disaggregated model
+    (:mod:`pdplan.serving.disaggregated`) and PPD's decode instances (:mod:`pdplan.serving.ppd_decode`)."""
+    held = decode_server_footprint(cells, state_tokens_per_seq, scheduling)
+    mean = kv_mean_rate(cells, held, step, kv_capacity_tokens)
+    return KvAdmission(cells, held, step, kv_capacity_tokens, comfort_rate_per_s, max(mean, comfort_rate_per_s))
+
+
 def kv_ratio_held(cells: DecodeWorkload, state_tokens_per_seq: float, ratio: float, clip_tokens: float) -> KvFootprint:
     """SGLang's admission-counted footprint ``f_j = min(L + s + j, w + s) + r·min(n − j, c)`` (module docstring):
     ``work`` = E[Σ_j f_j], ``square_sum`` = E[Σ_j f_j²], summed over the stretches where f_j is affine. Example

@@ -76,8 +76,7 @@ from pdplan.queueing.distributions import SpreadDelay, UniformPart
 from pdplan.queueing.kv_admission import (
     KvAdmission,
     add_delays,
-    decode_server_footprint,
-    kv_mean_rate,
+    decode_server_admission,
     pd_decode_reserved_tokens,
 )
 from pdplan.queueing.linear_capacity import fast_decode_capacity
@@ -508,23 +507,19 @@ def unplaced_disaggregated(
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
-        _admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
+        decode_server_admission(
+            cells,
+            dperf.state_tokens_per_seq,
+            res.engine.scheduling,
+            dperf.step,
+            dperf.kv_capacity_tokens,
+            cap.kv_rate_per_s,
+        )
+        if decode_side is None
+        else decode_side.admission,
         side.storage_read,
     )
     return model, cfg
-
-
-def _admission(res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, dperf: DecodePerf,
-               cap: DecodeCapacity) -> KvAdmission:  # fmt: skip
-    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`), on the footprint its decode
-    server admits on (:func:`~pdplan.queueing.kv_admission.decode_server_footprint`: SGLang's PD decode server its
-    context plus ``num_reserved_decode_tokens``, else reserved where the profile's ``kv_admission`` is ``reserve``
-    and growing otherwise)."""
-    held = decode_server_footprint(cells, dperf.state_tokens_per_seq, res.engine.scheduling)
-    mean = kv_mean_rate(cells, held, dperf.step, dperf.kv_capacity_tokens)
-    return KvAdmission(
-        cells, held, dperf.step, dperf.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
-    )
 
 
 @dataclass(frozen=True, slots=True)

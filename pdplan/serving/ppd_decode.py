@@ -16,7 +16,7 @@ import numpy as np
 from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.queueing.distributions import GammaMixture
-from pdplan.queueing.kv_admission import KvAdmission, kv_held, kv_mean_rate
+from pdplan.queueing.kv_admission import KvAdmission, decode_server_admission, pd_decode_reserved_tokens
 from pdplan.queueing.linear_capacity import fast_decode_capacity
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
@@ -63,7 +63,9 @@ def scaled(step: LinearStepTime, rho: float) -> LinearStepTime:
 
 
 def decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCapacity]:
-    """The decode instance's perf and capacity on the stretched step."""
+    """The decode instance's perf and capacity on the stretched step, its KV bound on the footprint its server admits
+    on (as :mod:`pdplan.serving.disaggregated`: SGLang's PD decode server counts each request's context plus R,
+    :func:`~pdplan.queueing.kv_admission.pd_decode_reserved_tokens`; :func:`kv_admission`)."""
     decode = dataclasses.replace(model.decode, step=step)
     capacity = fast_decode_capacity(
         model.cells,
@@ -72,17 +74,28 @@ def decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCap
         max_num_seqs=decode.max_num_seqs,
         utilisation_max=DECODE_U_MAX,
         state_tokens_per_seq=decode.state_tokens_per_seq,
+        reserved_tokens_per_seq=pd_decode_reserved_tokens(model.res.engine.scheduling),
     )
     return decode, capacity
 
 
 def kv_admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
-    """One decode instance's KV admission queue on the stretched step (as :mod:`pdplan.serving.disaggregated`)."""
-    reserve = model.res.engine.scheduling.kv_admission == "reserve"
-    held = kv_held(model.cells, decode.state_tokens_per_seq, reserve=reserve)
-    mean = kv_mean_rate(model.cells, held, decode.step, decode.kv_capacity_tokens)
-    return KvAdmission(
-        model.cells, held, decode.step, decode.kv_capacity_tokens, cap.kv_rate_per_s, max(mean, cap.kv_rate_per_s)
+    """One decode instance's KV admission queue on the stretched step, on the footprint its decode server admits on:
+    the plain disaggregated model's (:func:`~pdplan.queueing.kv_admission.decode_server_admission`), for every
+    engine. A turn placed on decode is a request of that server like any other: its cell's prompt is the whole
+    prompt (history h plus append m), its context grows from there, and SGLang's rule counts it at that context plus
+    R (``num_reserved_decode_tokens``) while it runs, as ``_allocatable_tokens`` counts every running, transferring
+    or waiting request. The histories the instance keeps between a session's turns are not requests: they sit in the
+    free KV as evictable prefix-cache blocks (:mod:`pdplan.serving.ppd`), which ``_allocatable_tokens`` counts as
+    free (the decode radix cache's ``evictable_size``) and charges no R, so they do not enter the footprint; a held
+    history is counted, with its R, only from the moment its next turn is admitted on it."""
+    return decode_server_admission(
+        model.cells,
+        decode.state_tokens_per_seq,
+        model.res.engine.scheduling,
+        decode.step,
+        decode.kv_capacity_tokens,
+        cap.kv_rate_per_s,
     )
 
 

@@ -1,7 +1,9 @@
 """A disaggregated decode instance that also runs append-prefills (PPD, arXiv 2603.13358) and keeps sessions' KV.
 
 It is :class:`~pdplan.sim.decode.DecodeInstance` (continuous batching, FCFS admission at step boundaries, a sequence
-reserving ``l + n + s`` KV slots at admission) with two additions that :mod:`pdplan.sim.turn_placement` uses:
+reserving ``l + n + s`` KV slots at admission, under every engine: SGLang's decode server rule,
+:class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance`, is not run here, a limit where the closed form's PPD decode
+instances count SGLang's context plus R) with two additions that :mod:`pdplan.sim.turn_placement` uses:
 
 * **Session KV** (:class:`~pdplan.sim.decode_cache.DecodeKvCache`): a finished sequence's whole blocks stay in the
   free KV until running sequences or newer histories need the room.

@@ -68,7 +68,7 @@ from typing import Literal
 
 import numpy as np
 
-from pdplan.errors import NoFeasiblePlanError
+from pdplan.errors import NoFeasiblePlanError, SpecError
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
@@ -77,6 +77,7 @@ from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import DecodePerf, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.overlap_lag import overlap_iterations
+from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.sim.spec import StepTimeFn
 from pdplan.specs.engine import Scheduling
@@ -117,10 +118,21 @@ def _step_fn(hw: RoleHardware, decode: DecodePerf, step: StepModel) -> StepTimeF
 
 
 def _check_fits(
-    req: Requests, steps: IntArray, kv_cap: float, label: str, state: float, window: float | None = None
+    req: Requests,
+    steps: IntArray,
+    kv_cap: float,
+    label: str,
+    state: float,
+    window: float | None = None,
+    reserved: float = 0.0,
 ) -> None:
-    top = req.input_tokens + steps  # at most the window when every layer is windowed (ModelSpec.kv_window_tokens)
-    need = float((top if window is None else np.minimum(top, window)).max()) + state  # + the fixed state's slots
+    """Every sampled request fits an empty instance: its final footprint, and with a decode server's R
+    (:func:`pd_admission`) its prompt + R."""
+    cap = math.inf if window is None else window  # a windowed sequence holds at most w (ModelSpec.kv_window_tokens)
+    top = np.minimum(req.input_tokens + steps, cap)
+    if reserved > 0.0:
+        top = np.maximum(top, np.minimum(req.input_tokens, cap) + reserved)
+    need = float(top.max()) + state  # + the fixed state's slots
     if need > kv_cap:
         raise NoFeasiblePlanError(
             f"a sampled request needs {int(need)} KV tokens, more than the {label} "
@@ -147,7 +159,9 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
         busy, pbusy = side_busy_s(xfer, hw.link, nics_d), side_busy_s(xfer, hw.link, nics_p)
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
-    _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq, dec.window_tokens)
+    admission = pd_admission(res.engine.scheduling)
+    reserved = 0.0 if admission is None else float(admission.reserved_tokens)
+    _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq, dec.window_tokens, reserved)
     dep = Disaggregated(
         prefill=_prefill_pool(model, base.service_s + xfer.prefill_extra_s),
         decode=DecodePool(
@@ -159,6 +173,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             state_tokens_per_seq=dec.state_tokens_per_seq,
             window_tokens=dec.window_tokens,
             overlap_steps=_overlap(hw.decode),  # the decode instance samples token 1 (convention A)
+            pd_admission=admission,
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -317,6 +332,25 @@ def ratio_admission(scheduling: Scheduling) -> RatioAdmission | None:
         clip_tokens=ratio.clip_tokens,
         retract_steps=ratio.retract_steps,
     )
+
+
+def pd_admission(scheduling: Scheduling) -> PdDecodeAdmission | None:
+    """SGLang's PD decode rule from the profile's ``pd_decode_reserved_tokens`` R and ``kv_reserve_ratio``'s clip
+    (the same ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``: :mod:`pdplan.sim.pd_decode_rule`); None for an engine whose
+    profile has no R (its decode instances reserve, :mod:`pdplan.sim.decode`)."""
+    reserved = scheduling.pd_decode_reserved_tokens
+    if reserved is None:
+        return None
+    ratio = scheduling.kv_reserve_ratio
+    if ratio is None:
+        raise SpecError(
+            "the profile's pd_decode_reserved_tokens needs kv_reserve_ratio.clip_tokens (CLIP_MAX_NEW_TOKEN) for the "
+            "simulator's decode admission"
+        )
+    value = float(reserved.value)
+    if value != int(value):
+        raise SpecError(f"pd_decode_reserved_tokens must be a whole number of tokens, got {value}")
+    return PdDecodeAdmission(reserved_tokens=int(value), clip_tokens=ratio.clip_tokens)
 
 
 def sim_deployment(

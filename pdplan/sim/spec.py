@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pdplan.errors import SpecError
+from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.types import FloatArray
 from pdplan.types import Int64Array as IntArray
@@ -169,8 +170,9 @@ class DecodePool:
     """y decode instances with continuous batching (see :mod:`pdplan.sim.decode`).
 
     ``max_batch`` seats per instance; ``kv_capacity_tokens`` KV slots per instance (admission
-    reserves ``l + n`` tokens, the sequence's final context). ``routing`` picks the decode instance
-    when a prefill ends (:mod:`pdplan.sim.event_loop`): ``"random"`` (uniform, pre-drawn per request),
+    reserves ``l + n`` tokens, the sequence's final context, unless ``pd_admission`` gives the engine's own
+    rule). ``routing`` picks the decode instance when a prefill ends (:mod:`pdplan.sim.event_loop`): ``"random"``
+    (uniform, pre-drawn per request),
     ``"round-robin"`` (in prefill-completion order) or ``"least-work"`` (fewest requests routed
     there and not finished: join-the-shortest-queue by count).
     """
@@ -190,6 +192,11 @@ class DecodePool:
     overlap_steps: int = 0
     """Convention A: iterations token 1 waits behind the step that sampled it (the engine's overlap scheduler,
     ``scheduling.overlap_extra_steps``, :mod:`pdplan.sim.overlap_lag`); 0: out at that step's end."""
+    pd_admission: PdDecodeAdmission | None = None
+    """SGLang's decode server rule instead of the reservation: the pool holds the growing context, a request is
+    admitted against the free KV less R for every request held, and the least-decoded request is retracted when a
+    step does not fit (:mod:`pdplan.sim.pd_decode_rule`, the profile's ``pd_decode_reserved_tokens``); None: every
+    request reserves min(l + n, w) + s at admission (:mod:`pdplan.sim.decode`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,14 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
     steps = decode_steps(req, dep.convention)
     check_capacity(req, steps, dec.max_batch, dec.kv_capacity_tokens, dec.state_tokens_per_seq, dec.window_tokens)
     check_step_fn(dec.step_time_s, dec.max_batch, dec.kv_capacity_tokens, "decode.step_time_s")
+    if dec.pd_admission is not None:
+        prompt = req.input_tokens if dec.window_tokens is None else np.minimum(req.input_tokens, dec.window_tokens)
+        need = float(prompt.max()) + dec.state_tokens_per_seq + dec.pd_admission.reserved_tokens
+        if need > dec.kv_capacity_tokens:
+            raise SpecError(
+                f"decode.kv_capacity_tokens={dec.kv_capacity_tokens} is smaller than the largest prompt + state + "
+                f"reserved decode tokens ({need:.0f}): the decode server could never admit it"
+            )
 
 
 def check_colocated(dep: Colocated, req: Requests) -> None:

@@ -1,0 +1,53 @@
+"""SGLang's disaggregated decode admission, as the simulator's decode instances run it
+(:class:`pdplan.sim.pd_decode_instance.PdDecodeInstance`).
+
+Written from SGLang's decode server (sgl-project/sglang ``python/sglang/srt/disaggregation/decode.py``, stored copy
+at commit 0035ca42c2d6, ``DecodePreallocQueue``), not from pdplan's closed form
+(:func:`pdplan.queueing.kv_admission.decode_server_footprint`), which it checks. With R =
+``num_reserved_decode_tokens`` (``SGLANG_NUM_RESERVED_DECODE_TOKENS``, 512 by default) and c =
+``CLIP_MAX_NEW_TOKEN`` (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, 4096):
+
+* **Allocatable tokens** (``_allocatable_token_budgets``): the free KV less ``max(R × (running + transferring +
+  waiting requests), need_space_for_single_req)`` and less, for every retracted request, what its resumption needs
+  (``_prealloc_required_tokens``: its context plus R). ``need_space_for_single_req`` is the largest
+  ``len(origin_input_ids) + min(max_new_tokens, c)`` over the running requests less the tokens they hold
+  (``retractable_tokens``, Σ input + output): room for any one of them to finish were the others retracted.
+* **Admission** (``pop_preallocated``, FCFS, stop at the first that does not fit): a transferred request is taken
+  while ``max(prompt + R, prompt + min(max_new_tokens, c) − retractable_tokens)`` fits the allocatable tokens, which
+  are recomputed after each with one more request counted. Retracted requests are resumed first
+  (``resume_retracted_reqs``: context + R against the allocatable tokens without the retracted ones' share).
+* **Retraction** (``Scheduler.update_running_batch``, ``ScheduleBatch.retract_decode``): when the next decode step
+  finds no free slot for every running request (``check_decode_mem``), requests are retracted one by one, the fewest
+  output tokens first (ties: the longest prompt), until the step fits, always keeping one. On a decode server a
+  retracted request's KV is offloaded to host memory and the request joins the prealloc queue's
+  ``retracted_queue`` (``_add_request_to_queue(req, is_retracted=True)``); ``resume_retracted_reqs`` loads it back
+  (``load_kv_cache``), so it resumes with the context it had, nothing recomputed.
+
+In the simulator's terms a request of prompt l and n decode steps has ``max_new_tokens`` n (its remaining output on
+arrival) and, after j steps, holds l + j tokens (+ s fixed-state slots; windowed: min(l + j, w) + s). Left out: the
+time the offload and the reload take (the request resumes at a step boundary with nothing priced), page rounding
+(one token a page, SGLang's default), the prebuilt-extend pass that moves a transferred request into the running
+batch (it joins at the boundary that admits it) and the preallocation itself happening *before* the KV transfer
+(the simulator admits a request once its KV is ready, as for every engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pdplan.errors import SpecError
+
+
+@dataclass(frozen=True, slots=True)
+class PdDecodeAdmission:
+    """SGLang's PD decode admission parameters (module docstring): R and the clip c; from the engine profile's
+    ``pd_decode_reserved_tokens`` and ``kv_reserve_ratio.clip_tokens`` (:func:`pdplan.sim.deployment.pd_admission`)."""
+
+    reserved_tokens: int
+    """R, ``num_reserved_decode_tokens``: counted for every request the server holds."""
+    clip_tokens: int
+    """c, ``CLIP_MAX_NEW_TOKEN``: the clip on ``max_new_tokens`` in the one-request room check."""
+
+    def __post_init__(self) -> None:
+        if self.reserved_tokens < 0 or self.clip_tokens < 1:
+            raise SpecError(f"PD decode admission needs reserved_tokens >= 0 and clip_tokens >= 1, got {self}")
