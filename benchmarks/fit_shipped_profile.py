@@ -19,7 +19,8 @@ the shipped values, re-linearised until every term moves by less than a tenth of
 depend on where it was linearised as the chord passes' does (docs/cross_gpu_accuracy.md §8.4); TensorRT-LLM's joint
 values were written so (2026-12-07), and a run that does not converge is not written. The source text names the
 engine versions of the rows and their count per GPU: one profile per engine version is the aim, and where a profile
-prices rows of several versions (TensorRT-LLM: no version has rows on both GPUs) the joint fit mixes them.
+prices rows of several versions (TensorRT-LLM: no version has rows on both GPUs) the joint fit mixes them;
+``--version V`` fits the profile's rows of version V alone (printed, never written: the profile prices the others).
 
 Rule (issue #23: a term stays as fitted only if it does not worsen the error): the joint values replace the shipped
 ones unless they worsen the GPU-balanced in-sample median |error| (:func:`balanced_median`: the mean of the two GPUs'
@@ -31,7 +32,7 @@ GPU, shipped → joint; with ``--write`` replaces each fitted term's ``value`` a
 ``pdplan/data/engines/<profile>.yaml`` (the rest of the file untouched). The cross-GPU folds of
 ``benchmarks/cross_gpu_accuracy.py`` (fit on one GPU, score the other) do not read these values except as the point
 their Jacobian is taken at. Run:
-``python benchmarks/fit_shipped_profile.py [--profiles vllm,...] [--converged] [--write]``.
+``python benchmarks/fit_shipped_profile.py [--profiles vllm,...] [--converged] [--write | --version V]``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from cross_gpu_rows import PricePool
 
 from pdplan.calibrate import benchmarks as cb
 from pdplan.io.catalog import open_catalog
-from pdplan.io.engines import ENGINE_DIR
+from pdplan.io.engines import ENGINE_DIR, version_has_prefix
 
 SCRIPT = "benchmarks/fit_shipped_profile.py"
 WORSE_POINTS = HELPS_POINTS
@@ -265,13 +266,22 @@ def main() -> None:
     ap.add_argument(
         "--converged", action="store_true", help="iterate the joint fit to convergence (cross_gpu_fit.fit_converged)"
     )
+    ap.add_argument(
+        "--version",
+        help="fit only the profile's rows of this engine version (prefix by whole components, e.g. 0.8.1): a "
+        "per-version joint fit, printed, never written",
+    )
     args = ap.parse_args()
+    if args.version and args.write:
+        ap.error("--version fits a part of the profile's rows: it is printed, not written")
     pool = PricePool(args.workers)
     try:
         by_profile, _ = load_rows(open_catalog(), pool)
         with tempfile.TemporaryDirectory(prefix="pdplan-jointfit-") as tmp:
             for profile in args.profiles.split(","):
                 rows = by_profile[profile]
+                if args.version:
+                    rows = [r for r in rows if version_has_prefix(str(r["version"]), args.version)]
                 shipped, joint, run = joint_fit(profile, rows, pool, Path(tmp), args.converged)
                 print("\n".join(summary(profile, rows, shipped, joint, run)), flush=True)
                 refused = worsened(rows, shipped, joint)
