@@ -52,7 +52,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cross_gpu_accuracy import GPUS, HELPS_POINTS, Pricer, load_rows
-from cross_gpu_fit import FITTED, Converged, Fit, fit, fit_converged, gpu_balanced_weights, linearise
+from cross_gpu_fit import FITTED, MEANING, Converged, Fit, fit, fit_converged, gpu_balanced_weights, linearise
 from cross_gpu_rows import PricePool
 
 from pdplan.calibrate import benchmarks as cb
@@ -163,14 +163,23 @@ WAS: Mapping[str, str] = {"sglang-0.5.9": "carried from the sglang (0.5.1.post1)
 """How a profile's shipped value came about, where not "fitted on H100 rows alone" (the source text's "was")."""
 
 
+def _version(row: dict[str, Any]) -> str:
+    """The row's engine version; ``unnamed`` where the sample gives none (read as ``?``)."""
+    return str(row["version"]) if row["version"] not in ("", "?") else "unnamed"
+
+
 def versions_text(rows: list[dict[str, Any]]) -> str:
-    """The engine versions of the rows with their count per GPU, e.g. ``1.0.0rc3 (479 H100), 0.8.1.post1 (117
-    H200)``; a row without a version reads ``unnamed``."""
-    out = []
-    for v in sorted({str(r["version"] or "unnamed") for r in rows}):
-        n = {g: sum(str(r["version"] or "unnamed") == v and r["gpu"] == g for r in rows) for g in GPUS}
+    """The engine versions of the rows with their count per GPU, e.g. ``1.0.0rc3 (479 H100), 0.8.1.post1 (61
+    H200)``, and whether the fit mixes versions (which of them have rows on both GPUs)."""
+    out, shared = [], []
+    for v in sorted({_version(r) for r in rows}):
+        n = {g: sum(_version(r) == v and r["gpu"] == g for r in rows) for g in GPUS}
         out.append(f"{v} ({', '.join(f'{c} {g.upper()}' for g, c in n.items() if c)})")
-    return ", ".join(out)
+        shared += [v] if all(n.values()) else []
+    if len(out) == 1:
+        return out[0]
+    both = f"on both GPUs only {', '.join(shared)}" if shared else "no version has rows on both GPUs"
+    return f"{', '.join(out)} ({both}: the fit mixes versions)"
 
 
 def _value_text(term: str, joint: Fit, run: Converged | None) -> str:
@@ -206,7 +215,7 @@ def source_text(
         f"tests/data/calibration/aiconfigurator-silicon/h100_sxm.csv and h200_sxm.csv (AIConfigurator 0.12.0 "
         f"end-to-end sample; the {len(rows)} rows this profile prices, {counts}, {kinds} rows; engine versions "
         f"{versions_text(rows)}; {command}, {date}: {method}, each GPU's rows weighted to half the total so neither "
-        f"GPU dominates by row count; issue #23 item 2): {_value_text(term, joint, run)}, was "
+        f"GPU dominates by row count; issue #23 item 2): {_value_text(term, joint, run)}, {MEANING[term]}; was "
         f"{_fmt(term, shipped.theta[term])} {WAS.get(profile, 'fitted on H100 rows alone')}; GPU-balanced "
         f"in-sample median |err| (the mean of the two GPUs' medians) TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} %, TTFT "
         f"{ttft[0]:.1f} -> {ttft[1]:.1f} %. Cross-GPU check of the term: docs/cross_gpu_accuracy.md §5"
