@@ -15,9 +15,10 @@ shipped values, chord passes), each row weighted by ``cross_gpu_fit.gpu_balanced
 carry half the total weight whatever their count.
 
 ``--converged`` iterates the same objective to convergence by Gauss–Newton (``cross_gpu_fit.fit_converged``, from
-the shipped values, re-linearised until every term moves by less than a tenth of its 1σ), whose result does not
-depend on where it was linearised as the chord passes' does (docs/cross_gpu_accuracy.md §8.4); TensorRT-LLM's joint
-values were written so (2026-12-07), and a run that does not converge is not written. The source text names the
+the shipped values, re-linearised until every term moves by less than a tenth of its 1σ): unlike the chord passes'
+its result does not depend on where it was linearised (docs/cross_gpu_accuracy.md §8.4). TensorRT-LLM's joint values
+were written so (2026-12-07: 5 linearisations, about 18 minutes on two shared cores); a run that does not converge
+is not written. The source text names the
 engine versions of the rows and their count per GPU: one profile per engine version is the aim, and where a profile
 prices rows of several versions (TensorRT-LLM: no version has rows on both GPUs) the joint fit mixes them;
 ``--version V`` fits the profile's rows of version V alone (printed, never written: the profile prices the others).
@@ -184,12 +185,11 @@ def versions_text(rows: list[dict[str, Any]]) -> str:
 
 def _value_text(term: str, joint: Fit, run: Converged | None) -> str:
     """The fitted value, with its 1σ where the fit was iterated to convergence."""
+    text = _fmt(term, joint.theta[term])
     if run is None or term not in run.std:
-        return _fmt(term, joint.theta[term])
-    sigma = run.std[term] if term == "startup_cohorts" else run.std[term] * 1e3
-    return f"{_fmt(term, joint.theta[term])} +- {sigma:.2g}".replace(" ms +- ", " +- ") + (
-        "" if term == "startup_cohorts" else " ms"
-    )
+        return text
+    scale, unit = (1.0, "") if term == "startup_cohorts" else (1e3, " ms")
+    return f"{text.removesuffix(unit)} +- {run.std[term] * scale:.2g}{unit}"
 
 
 def source_text(
