@@ -351,11 +351,11 @@ def generated(runs: list[Any], left: list[tuple[dict[str, Any], str]], header: M
         "",
         "Each term of each shipped profile that was fitted on end-to-end rows. Shipped: since issue #23 item 2 the "
         "joint fit of both GPUs' rows, each GPU weighted to half the total (`benchmarks/fit_shipped_profile.py`), "
-        "for vllm, vllm-0.18 and sglang-0.5.9; SGLang 0.5.1.post1 (`sglang`, H100 rows only since issue #23 item 3: "
-        "its H200 fit is on the SGLang 0.5.6-0.5.9 H200 rows, §2) and TensorRT-LLM keep their H100 fits, the joint "
-        "fit refused by that script's rule for "
-        "TensorRT-LLM (it worsened its GPU-balanced in-sample median; `benchmarks/cross_gpu_fit.py` names the "
-        'fitters). "Without": the term held at its unfitted '
+        "for vllm, vllm-0.18, sglang-0.5.9 and trtllm (TensorRT-LLM's iterated to convergence, `--converged`, "
+        "since 2026-12-07: its rows' engine versions differ per GPU, so the fit mixes them, §8.4); SGLang "
+        "0.5.1.post1 (`sglang`, H100 rows only since issue #23 item 3: its H200 fit is on the SGLang 0.5.6-0.5.9 "
+        'H200 rows, §2) keeps its H100 fit (`benchmarks/cross_gpu_fit.py` names the fitters). "Without": the term '
+        "held at its unfitted "
         "value and the others refitted; errors pooled over both directions (cross-GPU) or both GPUs (in-sample) on "
         "the profile's rows. Verdict: what the term does to the cross-GPU medians, in points (helps: removing it "
         "worsens the median by more than 0.5 points; hurts: removing it improves it by more than 0.5).",

@@ -3,6 +3,13 @@ then MoE and disaggregated rows); kept apart so the script stays short."""
 
 MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
+* **2026-12-07, issue #23 item 2: TensorRT-LLM's end-to-end terms fitted jointly on both GPUs**
+  (`python benchmarks/fit_shipped_profile.py --profiles trtllm --converged --write`: its 818 H100 and H200 rows, each
+  GPU's rows weighted to half the total, iterated to convergence): step_s 0.915 → 0.828 ms, request_s 83.8 → 72.1 ms,
+  eager_s_per_moe_layer 0.490 → 0.515 ms. Qwen3-235B on TensorRT-LLM reads TPOT +13.3 / 15.3 % and TTFT
+  -7.2 / 13.5 % (were +12.9 / 14.6 % and -4.8 / 13.3 %: the eager floor is 2.4 ms higher per context step, the
+  request 11.7 ms shorter), DeepSeek-R1 / V3 disaggregated TPOT 11.1 / 9.1 % (10.6 / 8.6 %), their TTFT 94 % low as
+  before.
 * **2026-12-07, issue #23 item 2: the vLLM step times fitted jointly on both GPUs**
   (`benchmarks/fit_shipped_profile.py`, each GPU's rows weighted to half the total): `vllm-0.18` step_s 0.222 → 0.179
   ms, so gpt-oss-120b on vLLM reads TPOT +1.7 / 5.1 % and TTFT +1.6 / 21.1 % (were +3.8 / 5.2 % and +1.7 / 21.0 %),
@@ -403,6 +410,12 @@ MOE_NOTES = """### Findings (MoE and disaggregated rows)
 
 NOTES = """### Findings
 
+* **2026-12-07, issue #23 item 2: TensorRT-LLM's end-to-end terms fitted jointly on both GPUs**
+  (`python benchmarks/fit_shipped_profile.py --profiles trtllm --converged --write`: its 818 H100 and H200 rows, each
+  GPU's rows weighted to half the total, iterated to convergence; docs/cross_gpu_accuracy.md §8.4): step_s 0.915 →
+  0.828 ms, request_s 83.8 → 72.1 ms, eager_s_per_moe_layer 0.490 → 0.515 ms, were the H100 fitters' values on
+  these rows. Here TensorRT-LLM reads TPOT -1.0 / 4.8 % and TTFT -11.2 / 16.9 % (were -0.4 / 4.7 % and
+  -7.6 / 16.8 %): the shorter per-request time puts TTFT 3.6 points lower, signed, and 0.1 point worse, absolute.
 * **2026-12-07, issue #23 item 2:** vLLM 0.12's step_s is now fitted jointly on the H100 and H200 rows of its profile
   (`benchmarks/fit_shipped_profile.py`, each GPU's rows weighted to half the total): 2.16 ms, was 3.00 ms on the 93
   H100 0.12.0 rows alone. Here vLLM reads TPOT -3.4 / 7.3 % and TTFT -34.7 / 41.5 % (were +2.1 / 7.4 % and

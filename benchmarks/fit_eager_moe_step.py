@@ -24,7 +24,10 @@ Run: ``python benchmarks/fit_eager_moe_step.py`` (writes ``docs/fit_eager_moe_st
 
 Issue #23 item 2 (2026-12-07): the joint fit on the H100 and H200 rows (``benchmarks/fit_shipped_profile.py``) was
 tried for TensorRT-LLM (0.592 ms here) and refused by its rule (it worsened the H100 TTFT median |error| from 13.4 to
-16.8 %, the GPU-balanced one by more than 0.5 points), so the shipped value is still this H100 fit's.
+16.8 %, the GPU-balanced one by more than 0.5 points), so the shipped value stayed this H100 fit's. Since
+2026-12-07 (with ``startup_cohorts`` removed) the shipped value is the converged joint fit's, 0.515 ms
+(``fit_shipped_profile.py --profiles trtllm --converged``; docs/cross_gpu_accuracy.md §8.4): this script's 0.490 ms
+(``docs/fit_eager_moe_step.md``) is the H100 rows' alone, and a rerun prices with the joint step and request terms.
 """
 
 from __future__ import annotations

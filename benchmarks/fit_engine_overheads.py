@@ -13,10 +13,11 @@ Until issue #23 the regressors were ``[1, 2·layers·(TP > 1)]``, the second for
 and holding it at 0 did not worsen the cross-GPU error (docs/cross_gpu_accuracy.md §8.4), so it is held at
 :data:`HELD_COLLECTIVE_S` and has no column.
 
-Issue #23 item 2 (2026-12-07): the shipped step_s of SGLang and TensorRT-LLM stay this H100 fit's; the joint fit on
-the H100 and H200 rows (``benchmarks/fit_shipped_profile.py``) was refused by its rule for both (SGLang 1.48 ms: the
-TPOT median |error| worse on both GPUs; TensorRT-LLM: its TTFT terms worsened the H100 TTFT). vLLM 0.12's step_s is
-the joint fit's.
+Issue #23 item 2 (2026-12-07): the shipped step_s of SGLang 0.5.1.post1 stays this H100 fit's; the joint fit on
+the H100 and H200 rows (``benchmarks/fit_shipped_profile.py``) was refused by its rule (SGLang 1.48 ms: the TPOT
+median |error| worse on both GPUs). vLLM 0.12's step_s is the joint fit's, and TensorRT-LLM's too since its
+``startup_cohorts`` went (0.828 ms, was this script's 0.915 ms; ``fit_shipped_profile.py --profiles trtllm
+--converged``, docs/cross_gpu_accuracy.md §8.4).
 """
 
 from __future__ import annotations

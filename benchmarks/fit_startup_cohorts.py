@@ -21,7 +21,8 @@ tried for TensorRT-LLM and refused by its rule (it gave request_s 46.7 ms and st
 H100 TTFT median |error| from 13.4 to 16.8 %, the GPU-balanced one by more than 0.5 points), so the shipped values are
 still this H100 fit's. Issue #23 item 3 (2026-12-07): TensorRT-LLM's k was removed (held at 1: fits iterated to
 convergence, ``benchmarks/converged_removal.py``, found the cross-GPU error no worse without it;
-docs/cross_gpu_accuracy.md §8.4), and its shipped ``request_s`` is this script's k = 1 refit (83.8 ms).
+docs/cross_gpu_accuracy.md §8.4), and its shipped ``request_s`` was this script's k = 1 refit (83.8 ms) until the
+converged joint fit replaced it (72.1 ms, ``fit_shipped_profile.py --profiles trtllm --converged``, 2026-12-07).
 """
 
 from __future__ import annotations

@@ -42,11 +42,11 @@ def _model(name: str, engine: str, tp: int, ep: int = 1) -> ColocatedModel:
 
 
 def test_floor_is_layers_times_the_per_layer_time() -> None:
-    """94 MoE layers x 0.49 ms = 46.06 ms; no entry = no floor."""
+    """94 MoE layers x 0.515 ms = 48.41 ms; no entry = no floor."""
     over = CATALOG.engine("trtllm").overheads
     assert over.eager_s_per_moe_layer is not None
-    assert over.eager_s_per_moe_layer.value == pytest.approx(4.9e-4)
-    assert over.eager_step_floor_s(94) == pytest.approx(0.04606)
+    assert over.eager_s_per_moe_layer.value == pytest.approx(5.15e-4)
+    assert over.eager_step_floor_s(94) == pytest.approx(0.04841)
     without = over.model_copy(update={"eager_s_per_moe_layer": None})
     assert without.eager_step_floor_s(94) == 0.0
     one = over.model_copy(update={"eager_s_per_moe_layer": Sourced(value=1e-3, source="test")})
@@ -54,12 +54,12 @@ def test_floor_is_layers_times_the_per_layer_time() -> None:
 
 
 def test_trtllm_qwen3_235b_gets_the_floor_and_dense_models_do_not() -> None:
-    """Qwen3-235B-A22B: all 94 layers MoE, at TP4 EP4 on TensorRT-LLM H = 94 x 0.49 ms; Qwen3-32B (dense): 0; vLLM and
+    """Qwen3-235B-A22B: all 94 layers MoE, at TP4 EP4 on TensorRT-LLM H = 94 x 0.515 ms; Qwen3-32B (dense): 0; vLLM and
     SGLang ship no eager term (piecewise CUDA graphs / not fitted): 0."""
     moe = _model("qwen3-235b-a22b", "trtllm", 4, 4)
     assert moe.res.hardware.colocated is not None
     assert len(moe.res.hardware.colocated.model.moe_layer_indices) == 94
-    assert loop_inputs(moe).eager_step_s == pytest.approx(94 * 4.9e-4)
+    assert loop_inputs(moe).eager_step_s == pytest.approx(94 * 5.15e-4)
     dense = _model("qwen3-32b", "trtllm", 2)
     assert dense.res.hardware.colocated is not None
     assert eager_step_s(dense.res.hardware.colocated) == 0.0
