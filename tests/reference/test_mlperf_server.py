@@ -127,14 +127,17 @@ def test_h200_runs_past_its_comfortable_kv_limit_within_the_p99_limits(rows: dic
     row = rows[SYSTEMS[1]]
     ev = row.goodput
     assert ev.beyond_kv_comfort
-    assert ev.kv_comfort_limit_rps == pytest.approx(95.54, abs=0.05)
+    # 95.54 with TensorRT-LLM's H100-fitted host terms; 95.61 since the joint fit of both GPUs (issue #23 item 2,
+    # 2026-12-07: step_s 0.828 ms, request_s 72.1 ms; docs/cross_gpu_accuracy.md §8.4)
+    assert ev.kv_comfort_limit_rps == pytest.approx(95.61, abs=0.05)
     point = row.at_goodput.operating_point
     # the admission wait binds: the joint TTFT x TPOT attainment reaches 99 % at 96.69 req/s, where the P99 TTFT alone
     # is 1.79 s and rising 1.1 s per req/s (1.97 s at 97.36 req/s before the step-width pricing). Since the overlap
     # step's drain slices (pdplan/serving/overlap_ttft.py chunk_step_law, 2026-12-07) the SLO margin crosses 0 at
     # 96.71 req/s and the search reports its feasible side, 96.52 (brentq's root 96.718 misses by 1.5e-4; the step
     # back is 2 × 1e-3 of the limit), where the P99 TTFT is 1.58 s: at 1.1 s per req/s the search's resolution alone
-    # spans 0.2 s of it
+    # spans 0.2 s of it. With the joint TensorRT-LLM terms (2026-12-07) the search reports 96.56 req/s, P99 TTFT
+    # 1.58 s (96.49 and 1.59 s before)
     assert 0.75 * float(row.scenario.slo.ttft) <= point.ttft_s.p99 <= float(row.scenario.slo.ttft)
     assert point.tpot_s.p99 < float(row.scenario.slo.tpot)
 
