@@ -82,6 +82,7 @@ from pdplan.serving.session_spread import (
     laws_in_bins,
     on_grid,
     point_spread,
+    turn_prompt_laws,
 )
 from pdplan.specs.cache import CacheSpec
 from pdplan.specs.kv_offload import OffloadMechanism
@@ -392,13 +393,7 @@ def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
 
     new_hat, out_hat = np.fft.rfft(on_grid(new, step, size)), np.fft.rfft(on_grid(out, step, size))
     tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
-    laws = np.empty((turns, size))
-    spectrum = new_hat.copy()
-    for t in range(turns):  # in place, into each row: the same products and transforms, no temporaries
-        np.fft.irfft(spectrum, size, out=laws[t])
-        np.clip(laws[t], 0.0, None, out=laws[t])
-        spectrum *= out_hat
-        spectrum *= new_hat
+    laws = turn_prompt_laws(new_hat, out_hat, turns, size)
     tokens.flags.writeable = False
     laws.flags.writeable = False
     return tokens, laws
