@@ -126,7 +126,8 @@ def turn_prompt_laws(
     each the previous one times O then N, inverted and clipped at 0 (round-off below). The spectra are inverted
     :data:`FFT_ROWS` rows at a time, each row alone (the same doubles as one transform per row), so that one
     transform plan serves a block: numpy's pocketfft plans every call afresh, and a 2^16-point plan's twiddle
-    factors cost about a fifth of its transform (agent-dualpath's 157 turns: 0.13 G instructions)."""
+    factors cost about a fifth of its transform (agent-dualpath's 157 turns at 2^16 cells: 0.45 G instructions fewer
+    than a call per turn, docs/accuracy.md §7.17)."""
     laws = np.empty((turns, size))
     spectra = np.empty((min(turns, FFT_ROWS), out_hat.size), np.complex128)
     last: npt.NDArray[np.complex128] | None = None  # the previous turn's spectrum
