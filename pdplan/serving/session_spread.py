@@ -104,7 +104,7 @@ def history_grid(
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
     # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held (convolved when binned, a few rows
-    # at a time: agent-dualpath's [156, 2^16] held laws, 82 MB of fresh memory, cost more system time than their FFTs)
+    # at a time: agent-dualpath's held laws, 82 MB of fresh memory at 2^16 cells, cost more system time than their FFTs)
     out_hat = np.fft.rfft(out_grid) if holds_outputs and laws.shape[0] > 1 else None
     d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
     arrays = (tokens.view(), laws[0].view(), d_law, d_cells, laws[:-1].view())  # views: the callers' stay writable
@@ -116,6 +116,34 @@ def history_grid(
 FFT_ROWS = 8
 """Rows of X's held-output laws convolved at a time (:func:`_x_cumulated`; each row's transform is its own: the same
 doubles in any grouping)."""
+
+
+def turn_prompt_laws(
+    new_hat: npt.NDArray[np.complex128], out_hat: npt.NDArray[np.complex128], turns: int, size: int
+) -> FloatArray:
+    """``[turns, size]``: each turn's prompt law on a grid of ``size`` cells (:func:`pdplan.serving.prefix_cache.
+    turn_bins`) from the spectra of the append and output laws (``[size/2 + 1]``): turn t's spectrum N·(O·N)^(t−1),
+    each the previous one times O then N, inverted and clipped at 0 (round-off below). The spectra are inverted
+    :data:`FFT_ROWS` rows at a time, each row alone (the same doubles as one transform per row), so that one
+    transform plan serves a block: numpy's pocketfft plans every call afresh, and a 2^16-point plan's twiddle
+    factors cost about a fifth of its transform (agent-dualpath's 157 turns at 2^16 cells: 0.45 G instructions fewer
+    than a call per turn, docs/accuracy.md §7.17)."""
+    laws = np.empty((turns, size))
+    spectra = np.empty((min(turns, FFT_ROWS), out_hat.size), np.complex128)
+    last: npt.NDArray[np.complex128] | None = None  # the previous turn's spectrum
+    for lo in range(0, turns, FFT_ROWS):
+        rows = spectra[: min(FFT_ROWS, turns - lo)]
+        for row in rows:
+            if last is None:
+                row[...] = new_hat
+            else:  # the products of one running spectrum, in place, in the same order
+                np.multiply(last, out_hat, out=row)
+                row *= new_hat
+            last = row
+        block = laws[lo : lo + rows.shape[0]]
+        np.fft.irfft(rows, size, axis=1, out=block)
+        np.clip(block, 0.0, None, out=block)
+    return laws
 
 
 def _shifted_by(laws: FloatArray, out_hat: npt.NDArray[np.complex128]) -> FloatArray:
@@ -243,7 +271,7 @@ def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
     """``cdf[:, y] = Σ_{i<y} x[:, i]`` and ``first[:, y] = Σ_{i<y} i·x[:, i]`` at the ascending columns ``cols``
     (``[T, cols]``; column 0 is 0), each the running sum :func:`numpy.cumsum` gives, in the same order: a column's sum
     continues the previous column's (the buffer's first cell) over the cells between them, :data:`CUMULATED_BLOCK`
-    cells at a time, so only the columns read are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
+    cells at a time, so only the columns read are kept (agent-dualpath's binnings read 25 of 33,751)."""
     turns, size = x.shape
     if cols.size > CHAINED_COLUMNS:
         cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
