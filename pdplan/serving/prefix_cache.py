@@ -70,7 +70,6 @@ from pdplan.cache.stack_distance import memo_arrival_distances, memo_prefix_dist
 from pdplan.cache.tiers import CacheTier, PathElement, tier_from_storage
 from pdplan.cache.trace import BlockTrace, counted_from
 from pdplan.errors import SpecError
-from pdplan.numerics.fft import next_fast_len
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import PrefillPerf, cached_prefill_perf
 from pdplan.serving.session_spread import (
@@ -383,16 +382,14 @@ def _turn_bins_of(spec: SessionsSpec, turns: int, edges: FloatArray) -> FloatArr
 def _turn_laws(spec_json: str, turns: int) -> tuple[FloatArray, FloatArray]:
     """(the grid's token counts ``[size]``, each turn's prompt law on it ``[T, size]``, read-only) of
     :func:`_turn_bins_of`: they do not depend on the bin edges, which the sensitivity rows scale (ISL x0.8 and x1.2
-    bin the same laws again: examples/chat-ppd.yaml's three binnings share one set of 36 inverse FFTs of 64,000 cells).
-    The last two kept (36 x 64,000 doubles, 18 MB, each). The grid's length is the least ≥ its cells (every turn's
-    whole law: no wrap-around) with factors 2, 3 and 5 only, which pocketfft transforms fast (before 2026-12-07 the
-    next power of two, up to twice as long: agent-dualpath's 33,748 cells in 65,536 rather than 33,750)."""
+    bin the same laws again: examples/chat-ppd.yaml's three binnings share one set of 36 inverse FFTs of 2^16 cells).
+    The last two kept (36 x 2^16 doubles, 19 MB, each)."""
     spec = SessionsSpec.model_validate_json(spec_json)
     new, out = length_pmf(spec.new_tokens), length_pmf(spec.output_tokens)
     span = turns * int(new.values[-1]) + (turns - 1) * int(out.values[-1]) + 1
     step = max(1, math.ceil(span / 2**16))
     cells = span // step + turns + 2
-    size = next_fast_len(cells)
+    size = int(2 ** math.ceil(math.log2(cells)))
 
     new_hat, out_hat = np.fft.rfft(on_grid(new, step, size)), np.fft.rfft(on_grid(out, step, size))
     tokens = np.asarray(spec.system_prompt_tokens + np.arange(size) * float(step), dtype=np.float64)
@@ -544,7 +541,7 @@ def _history_grid_cached(spec_json: str, turns: int, holds_outputs: bool) -> His
     """:func:`pdplan.serving.session_spread.history_grid` of a sessions spec on :func:`_turn_laws`' grid: the part of
     :func:`_hit_laws_cached` the bin edges do not enter (the sensitivity rows' scaled edges rebin it), for one binning
     (each call one). The first binning convolves the held laws of X as it cumulates them, a few rows at a time (a
-    table's search bins each grid once: agent-dualpath's [156, 33,750] held laws, 42 MB, never exist whole); the
+    table's search bins each grid once: agent-dualpath's [156, 2^16] held laws, 82 MB, never exist whole); the
     second keeps them whole for the later ones (``-f json`` bins them three times:
     :func:`pdplan.serving.session_spread.held_laws`). The same doubles either way."""
     key = (spec_json, turns, holds_outputs)

@@ -104,7 +104,7 @@ def history_grid(
     new_grid, out_grid = on_grid(new, step, size), on_grid(out, step, size)
     d_law = new_grid if holds_outputs else _convolve(new_grid, out_grid, size)
     # turn t ≥ 2: X_t = P_{t−1}, or P_{t−1} + out_{t−1} where the outputs are held (convolved when binned, a few rows
-    # at a time: agent-dualpath's held laws, 82 MB of fresh memory at 2^16 cells, cost more system time than their FFTs)
+    # at a time: agent-dualpath's [156, 2^16] held laws, 82 MB of fresh memory, cost more system time than their FFTs)
     out_hat = np.fft.rfft(out_grid) if holds_outputs and laws.shape[0] > 1 else None
     d_cells = np.flatnonzero(d_law > NOISE * float(d_law.max()))
     arrays = (tokens.view(), laws[0].view(), d_law, d_cells, laws[:-1].view())  # views: the callers' stay writable
@@ -271,7 +271,7 @@ def _cumulated(x: FloatArray, cols: IntArray) -> tuple[FloatArray, FloatArray]:
     """``cdf[:, y] = Σ_{i<y} x[:, i]`` and ``first[:, y] = Σ_{i<y} i·x[:, i]`` at the ascending columns ``cols``
     (``[T, cols]``; column 0 is 0), each the running sum :func:`numpy.cumsum` gives, in the same order: a column's sum
     continues the previous column's (the buffer's first cell) over the cells between them, :data:`CUMULATED_BLOCK`
-    cells at a time, so only the columns read are kept (agent-dualpath's binnings read 25 of 33,751)."""
+    cells at a time, so only the columns read are kept (agent-dualpath's binnings read 25 of 2^16 + 1)."""
     turns, size = x.shape
     if cols.size > CHAINED_COLUMNS:
         cdf, first = np.zeros((turns, size + 1)), np.zeros((turns, size + 1))  # column 0: nothing below the grid
