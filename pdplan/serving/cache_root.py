@@ -105,8 +105,8 @@ Evaluate = Callable[[ResolvedScenario[Any], M, float], "Probe[M]"]
 
 @dataclass(frozen=True, slots=True)
 class Probe(Generic[M]):
-    """c at one rate: the model with the hit rates of that rate, its SLO margin there (``UNSETTLED_MARGIN`` past its
-    stability limit or where a wait does not settle) and its snapshot there (None where not evaluated)."""
+    """c at one rate: the model with the hit rates of that rate, its stability limit, c there (:func:`probe`) and the
+    model's snapshot there (None past the limit or where a wait does not settle)."""
 
     res: ResolvedScenario[Any]
     model: M
@@ -122,12 +122,13 @@ class Probe(Generic[M]):
 
     @property
     def stable(self) -> bool:
+        """The rate lies within the model's stable range (at or below the search grid's top)."""
         return self.rate_rps <= self.limit.rate_rps * TOP_FRACTION
 
 
 def probe(res: ResolvedScenario[Any], model: M, rate_rps: float, slo: SloSpec) -> Probe[M]:
-    """c(``rate_rps``) on ``model`` (module docstring); past the model's stability limit, minus the rate's excess over
-    the grid's top as a fraction of it (module docstring)."""
+    """c(``rate_rps``) on ``model``: its SLO margin there; past its stability limit, minus the rate's excess over the
+    grid's top as a fraction of it; ``UNSETTLED_MARGIN`` where a wait does not settle (module docstring)."""
     limit = model.limit()
     top = limit.rate_rps * TOP_FRACTION
     if rate_rps > top:

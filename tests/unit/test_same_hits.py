@@ -1,6 +1,7 @@
-"""A prefix cache's fixed point skips the goodput search of a colocated probe that builds the model an earlier probe
-built (pdplan.serving.same_hits): examples/chat-ppd.yaml's colocated pick empties its HBM cache above ~14.5 req/s
-(9 req/s until 2026-12-07, when the HBM cache was what the uncached model's sequences left free)."""
+"""A prefix cache's fixed point (its first search) and the screen skip the goodput search of a colocated model an
+earlier search of the scenario built (pdplan.serving.same_hits): examples/chat-ppd.yaml's colocated pick empties its
+HBM cache above ~14.5 req/s (9 req/s until 2026-12-07, when the HBM cache was what the uncached model's sequences left
+free)."""
 
 from __future__ import annotations
 
