@@ -220,15 +220,14 @@ def _collapsed_tier(at: Probe[M], above: Probe[M], slo: SloSpec) -> str | None:
     while ``above`` fails, the cache's hit rates fail it there, not the rate: the tier whose token hit ratio falls most
     from ``at`` to ``above``; None otherwise."""
     ours, theirs = at.model.cache, above.model.cache
-    if (
-        ours is None
-        or theirs is None
-        or not probe(at.res, at.model, at.rate_rps * (1.0 + COLLAPSE_HEADROOM), slo).holds
-    ):
+    if ours is None or theirs is None:
         return None
-    return max((a.token_hit_ratio - b.token_hit_ratio, a.name) for a, b in zip(ours.tiers, theirs.tiers, strict=True))[
-        1
-    ]
+    if not probe(at.res, at.model, at.rate_rps * (1.0 + COLLAPSE_HEADROOM), slo).holds:
+        return None
+    _, tier = max(
+        (a.token_hit_ratio - b.token_hit_ratio, a.name) for a, b in zip(ours.tiers, theirs.tiers, strict=True)
+    )
+    return tier
 
 
 def _failing_words(got: Probe[M], slo: SloSpec) -> str:

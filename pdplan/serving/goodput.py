@@ -159,7 +159,7 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     i, margin = crossing
     lo, hi = float(grid[i - 1]), float(grid[i])
 
-    # every rate brentq evaluates, by rate: its root (read again by feasible_side and for the binding constraint) is
+    # every rate brentq evaluates, by rate: its root (read again by _feasible_side and for the binding constraint) is
     # often not its last evaluation; a single-rate snapshot is a few bins' laws, and a search evaluates about ten
     seen: dict[float, Snapshot] = {}
     ends = {lo: float(margin[0]), hi: float(margin[1])}  # each rate's margin; brentq starts from the bracket's ends
@@ -175,7 +175,7 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
 
     xtol = REL_TOL * limit.rate_rps
     rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))
-    rate = feasible_side(gap, rate, lo, xtol)
+    rate = _feasible_side(gap, rate, lo, xtol)
     binding = latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo)
     return Goodput(rate, limit, binding_words(limit, rate, binding))
 
@@ -275,7 +275,7 @@ def _grid_margin(model: ServingModel, grid: FloatArray, slo: SloSpec) -> FloatAr
     return margin
 
 
-def feasible_side(gap: Callable[[float], float], rate: float, lo: float, xtol: float) -> float:
+def _feasible_side(gap: Callable[[float], float], rate: float, lo: float, xtol: float) -> float:
     """brentq's root lies within its tolerance of the crossing, on either side; a goodput must meet the SLO, so
     an infeasible root steps back by that tolerance (``xtol + rtol·rate``, doubled), or to the bracket's feasible
     end ``lo``."""

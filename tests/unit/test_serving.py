@@ -120,7 +120,7 @@ def test_closed_loop_fixed_point() -> None:
 def test_goodput_meets_target_exactly_when_latency_binds() -> None:
     """The goodput holds the attainment target and lies within the search's tolerance of the rate that misses it:
     brentq to ``REL_TOL`` of the stable limit, stepped back to the feasible side by at most twice that
-    (pdplan/serving/goodput.py ``feasible_side``). Attainment falls ~0.06 per req/s here, so a check on the
+    (pdplan/serving/goodput.py ``_feasible_side``). Attainment falls ~0.06 per req/s here, so a check on the
     attainment alone (the earlier ±0.002) tested where inside that tolerance the root happened to land."""
     sc = small(slo={"ttft": "300ms", "tpot": "50ms"})
     ev = evaluate(sc, catalog=CATALOG, rate=None)
