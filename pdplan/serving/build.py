@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.errors import SpecError
 from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
+from pdplan.serving.cache_root import Probe, probe, self_consistent
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_build import build_colocated
 from pdplan.serving.decode_lines import best_line, limit_bound, line_at_rate, mean_decode_step_s
@@ -44,7 +45,6 @@ from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.specs.scenario import SloSpec
 from pdplan.specs.workload import WorkloadSpec
-from pdplan.types import Binding
 from pdplan.workload.bins import trace_arrivals_s
 
 LocalModel = DisaggregatedModel | ColocatedModel
@@ -91,12 +91,6 @@ def build(res: ResolvedScenario[Any], deployment: Deployment) -> LocalModel:
     return build_model(bind(res, deployment))
 
 
-CACHE_RATE_RTOL = 0.01
-"""The self-consistent goodput with a prefix cache is bracketed to this relative width."""
-CACHE_RATE_ROUNDS = 24
-"""At most this many models are built to bracket it (each a build and a goodput search)."""
-
-
 def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScenario[Any]:
     """``res`` with the prefix cache's hit rates evaluated at ``rate_rps`` (unchanged without a cache)."""
     if res.cache is None:
@@ -104,43 +98,28 @@ def with_cache_rate(res: ResolvedScenario[Any], rate_rps: float) -> ResolvedScen
     return dataclasses.replace(res, cache_rate_rps=max(float(rate_rps), 1e-9))
 
 
-@dataclass(frozen=True, slots=True)
-class _AtRate:
-    """The model with the hit rates of rate r, and its goodput g(r)."""
-
-    res: ResolvedScenario[Any]
-    model: LocalModel
-    good: Goodput
-
-    @property
-    def rate_rps(self) -> float:
-        return float(self.res.cache_rate_rps or 0.0)
-
-    @property
-    def holds(self) -> bool:
-        """g(r) ≥ r: at rate r, with the hit rates of rate r, the SLO holds."""
-        return self.good.rate_rps >= self.rate_rps * (1.0 - 1e-9)
-
-
 @dataclass
 class PpdProbes:
-    """The goodput searches of :func:`goodput_model`'s probes on PPD models whose placement is ``ppd``'s
-    (:attr:`pdplan.serving.ppd_pool.TurnPlacement.as_ppd`: the policy ``ppd``, or ``score`` where its rule places
-    every append of every turn), shared by the plans of one search (one resolved base scenario).
+    """The first goodput search and the SLO margins (c, :mod:`pdplan.serving.cache_root`) of :func:`goodput_model`'s
+    fixed points on PPD models whose placement is ``ppd``'s (:attr:`pdplan.serving.ppd_pool.TurnPlacement.as_ppd`:
+    the policy ``ppd``, or ``score`` where its rule places every append of every turn), shared by the plans of one
+    search (one resolved base scenario).
 
     Such a model is the ``ppd`` model of the same deployment, bypass threshold and cache rate but for the policy's
     name, which no latency reads (tests/unit/test_ppd_score.py: the placement field for field, the latencies and
-    the goodput bit for bit), so its goodput search, started at the same rate, is that model's: a ``score`` plan
-    repeats its ``ppd`` twin's probes and their answers (examples/chat-ppd.yaml: five searches). Keyed by the
-    deployment less its cache, the cache setting with its turn placement read as ``ppd`` at that threshold (the score
-    rule's weights only decide), the cache rate, the decode line, the start rate and the SLO; a probe whose placement
-    is not ``ppd``'s is neither read nor kept."""
+    the goodput bit for bit), so its goodput search, started at the same rate, and its margin at a rate are that
+    model's: a ``score`` plan repeats its ``ppd`` twin's rates and their answers (examples/chat-ppd.yaml: one search
+    and seven margins). Keyed by the deployment less its cache, the cache setting with its turn placement read as
+    ``ppd`` at that threshold (the score rule's weights only decide), the cache rate, the decode line, the start rate
+    (the rate, for a margin) and the SLO; a model whose placement is not ``ppd``'s is neither read nor kept."""
 
     found: dict[tuple[object, ...], Goodput] = field(default_factory=dict)
     same: SameHits = field(default_factory=SameHits)
     """The search's colocated goodput searches, shared by the screen and the exact plans (:class:`SameHits`)."""
     models: dict[tuple[object, ...], LocalModel] = field(default_factory=dict)
     """The ``ppd`` models the probes built, by :meth:`twin_key` (:meth:`built`)."""
+    margins: dict[tuple[object, ...], Probe[LocalModel]] = field(default_factory=dict)
+    """c at a rate on a model placed as ``ppd`` (:meth:`margin`)."""
 
     @staticmethod
     def twin_key(res: ResolvedScenario[Any]) -> tuple[object, ...] | None:
@@ -205,6 +184,16 @@ class PpdProbes:
             self.found[key] = find_goodput(model, slo, near_rps)
         return self.found[key]
 
+    def margin(self, res: ResolvedScenario[Any], model: LocalModel, rate_rps: float, slo: SloSpec) -> Probe[LocalModel]:
+        """:func:`~pdplan.serving.cache_root.probe` of ``model`` (built on ``res``) at ``rate_rps``, or its ``ppd``
+        twin's (the same snapshot: the same model but for the policy's name) with ``res`` and ``model``."""
+        key = self.key(res, model, slo, rate_rps)
+        if key is None:
+            return probe(res, model, rate_rps, slo)
+        if key not in self.margins:
+            self.margins[key] = probe(res, model, rate_rps, slo)
+        return dataclasses.replace(self.margins[key], res=res, model=model)
+
 
 def _probe_goodput(
     probes: PpdProbes | None,
@@ -256,126 +245,32 @@ def line_goodput_model(
     res: ResolvedScenario[Any], slo: SloSpec, start_rps: float | None = None, probes: PpdProbes | None = None
 ) -> tuple[ResolvedScenario[Any], LocalModel, Goodput]:
     """The model whose goodput is reported, and that goodput, on the decode line ``res`` names. Without a prefix
-    cache: the model of ``res``.
+    cache: the model of ``res``. With one: the self-consistent rate, the root of c(r) = the SLO margin at r of the
+    model whose hit rates are those at r (:mod:`pdplan.serving.cache_root`), from ``start_rps`` (a neighbouring
+    variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`), where a whole goodput search gives the
+    first model's goodput and each later rate costs a build and one snapshot.
 
-    With one, hit rates depend on the rate (a faster stream churns the cache sooner): g(r), the goodput of the model
-    whose hit rates are those at rate r, falls as r rises, and the reported goodput is the largest self-consistent
-    rate, g(r) ≥ r. Iterating r ← g(r) converges where g is smooth but oscillates where an LRU's hit rate collapses
-    (the working set outgrows a tier), so r is bracketed — a rate that holds below, one that fails above — and
-    bisected to :data:`CACHE_RATE_RTOL`. Where the bracket closes on a collapse (g(lo) well above lo), the binding
-    constraint is the cache tier whose hit ratio falls across it: ``cache capacity (tier)``. ``start_rps``: the first
-    rate tried (a neighbouring variant's goodput; None: :func:`pdplan.serving.cache_domain.cache_rate`). Each probe
-    after the first rebuilds from the first probe's model, reusing what the hit rates do not change
-    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. Each probe's goodput search
-    starts near the last probe's goodput (``start_rps`` for the first; :func:`find_goodput` ``near_rps``, which
-    changes the rates solved, the goodput at most by a batch-wide grid's rounding): from one probe to the next the
-    hit rates move it little. A colocated probe that builds the model an earlier one built (a rate past which the
-    cache holds nothing: every class a miss) and starts in the same grid interval reads that probe's goodput
-    (:mod:`pdplan.serving.same_hits`: the same search, bit for bit). ``probes``: the search's :class:`PpdProbes`
-    (None: each probe searched here)."""
+    Each model after the first is rebuilt from the first, reusing what the hit rates do not change
+    (:func:`build_model` ``like``): the same models as built from scratch, bit for bit. The first search starts near
+    ``start_rps`` (:func:`find_goodput` ``near_rps``); a colocated model an earlier search of this scenario built (an
+    emptied cache) reads that search's goodput (:mod:`pdplan.serving.same_hits`). ``probes``: the search's
+    :class:`PpdProbes` (None: each model built and searched here)."""
     if res.cache is None:
         model = build_model(res)
         return res, model, find_goodput(model, slo)
+    start = start_rps if start_rps is not None and start_rps > 0 else None
+    same = probes.same if probes is not None else SameHits()
+    first: list[LocalModel] = []  # the first model: the parts the hit rates do not change are reused
 
-    first: list[LocalModel] = []  # the first probe's model: the parts the hit rates do not change are reused
-    near: list[float] = [] if start_rps is None or start_rps <= 0 else [start_rps]  # the last goodput found
-    same = probes.same if probes is not None else SameHits()  # colocated probes building one model share its search
-
-    def at(rate_rps: float) -> _AtRate:
+    def built(rate_rps: float) -> tuple[ResolvedScenario[Any], LocalModel]:
         nxt = with_cache_rate(res, rate_rps)
         like = first[0] if first else None
         model = build_model(nxt, like) if probes is None else probes.built(nxt, like)
-        if not first:
-            first.append(model)
-        start = near[-1] if near else None
-        try:
-            good = _probe_goodput(probes, same, nxt, model, slo, start)
-        except NoFeasiblePlanError as err:
-            if model is first[0]:
-                raise
-            # after the first probe, a model (the hit rates of r) that meets the SLO at no rate has g(r) = 0 < r: it
-            # fails there (a PPD plan past its decode's stable range at r, its appends' load frozen at r's: the
-            # agent-dualpath example with turn_placement ppd, issue #24)
-            good = Goodput(0.0, model.limit(), err.binding_constraint)
-        near.append(good.rate_rps)
-        return _AtRate(nxt, model, good)
+        first[:] = first or [model]
+        return nxt, model
 
-    probe = at(cache_rate(res) if start_rps is None or start_rps <= 0 else start_rps)
-    lo, hi = (probe, None) if probe.holds else (None, probe)
-    kept = _Kept()
-    for _ in range(CACHE_RATE_ROUNDS):
-        if abs(probe.rate_rps - probe.good.rate_rps) <= CACHE_RATE_RTOL * probe.rate_rps:
-            return probe.res, probe.model, probe.good  # r = g(r) to the tolerance
-        if lo is not None and hi is not None:
-            if hi.rate_rps - lo.rate_rps <= CACHE_RATE_RTOL * hi.rate_rps:
-                break
-            probe = at(_between(lo, hi, kept))
-        else:
-            probe = at(probe.good.rate_rps)  # r ← g(r) until it crosses
-        lo, hi = kept.narrow(lo, hi, probe)
-    if lo is None:
-        raise NoFeasiblePlanError(
-            f"no rate holds the SLO with the prefix cache's hit rates at that rate (tried down to "
-            f"{probe.rate_rps:.4g} req/s)",
-            binding_constraint=probe.good.binding,
-        )
-    return lo.res, lo.model, _consistent(lo, hi)
+    def searched(at: ResolvedScenario[Any], model: LocalModel) -> Goodput:
+        return _probe_goodput(probes, same, at, model, slo, start)
 
-
-@dataclass(slots=True)
-class _Kept:
-    """The Illinois weights of the bracket's ends (Dowell & Jarratt, BIT 11, 1971): false position keeps one end
-    while the other creeps towards the root when h is convex or concave across the bracket, as at a cache tier's
-    collapse (examples/chat-ppd.yaml's colocated pick: eight probes each moving the holding end by a tenth of the
-    bracket, the failing end fixed at g = 0.57 r). Each time the same end moves twice running, the kept end's h is
-    halved in the chord, which pulls the next probe across the root; a moved end's weight is reset to 1."""
-
-    lo: float = 1.0
-    hi: float = 1.0
-    last_holds: bool | None = None
-
-    def narrow(self, lo: _AtRate | None, hi: _AtRate | None, probe: _AtRate) -> tuple[_AtRate | None, _AtRate | None]:
-        """The bracket with ``probe`` as its low end where it holds (its high end where it fails), the weights
-        updated where it was a bracket before."""
-        if lo is not None and hi is not None:
-            self.moved(probe.holds)
-        if probe.holds:
-            return (probe if lo is None or probe.rate_rps > lo.rate_rps else lo), hi
-        return lo, (probe if hi is None or probe.rate_rps < hi.rate_rps else hi)
-
-    def moved(self, holds: bool) -> None:
-        """Record that the last probe moved the low end (``holds``) or the high end."""
-        if holds:
-            self.lo = 1.0
-            self.hi = self.hi * 0.5 if self.last_holds is True else self.hi
-        else:
-            self.hi = 1.0
-            self.lo = self.lo * 0.5 if self.last_holds is False else self.lo
-        self.last_holds = holds
-
-
-def _between(lo: _AtRate, hi: _AtRate, kept: _Kept) -> float:
-    """The next rate inside the bracket: where the chord of h(r) = g(r) − r crosses 0 (false position, each end's h
-    weighted by ``kept``: the Illinois variant; g is smooth except where a tier's hit rate collapses), or the midpoint
-    when the chord falls within a tenth of the width of either end (a collapse: the chord would creep towards it)."""
-    h_lo = kept.lo * (lo.good.rate_rps - lo.rate_rps)
-    h_hi = kept.hi * (hi.good.rate_rps - hi.rate_rps)
-    width = hi.rate_rps - lo.rate_rps
-    chord = lo.rate_rps + width * h_lo / (h_lo - h_hi) if h_lo > h_hi else lo.rate_rps
-    inside = lo.rate_rps + 0.1 * width <= chord <= hi.rate_rps - 0.1 * width
-    return chord if inside else lo.rate_rps + 0.5 * width
-
-
-def _consistent(lo: _AtRate, hi: _AtRate | None) -> Goodput:
-    """The goodput at the bracket's low end: g(lo) itself when it is within tolerance of lo, else lo with the tier
-    whose hit ratio falls across the bracket named as the binding constraint."""
-    if hi is None or lo.good.rate_rps <= lo.rate_rps * (1.0 + CACHE_RATE_RTOL):
-        return lo.good
-    if lo.model.cache is None or hi.model.cache is None:
-        return lo.good
-    drops = [
-        (a.token_hit_ratio - b.token_hit_ratio, a.name)
-        for a, b in zip(lo.model.cache.tiers, hi.model.cache.tiers, strict=True)
-    ]
-    tier = max(drops)[1]
-    return Goodput(lo.rate_rps, lo.good.limit, f"{Binding.CACHE_CAPACITY} ({tier})")
+    evaluate = None if probes is None else (lambda at, model, rate: probes.margin(at, model, rate, slo))
+    return self_consistent(built, searched, slo, cache_rate(res) if start is None else start, evaluate)

@@ -73,6 +73,8 @@ GRID_POINTS = 8
 REL_TOL = 1e-3
 ZERO_LOAD_FRACTION = 1e-4
 UNSETTLED_MARGIN = -1.0  # a rate whose wait cannot be computed misses the SLO (_grid_margin)
+TOP_FRACTION = 1.0 - 1e-6
+"""The grid's top rate as a fraction of the stability limit: the highest rate a search evaluates."""
 
 
 class ServingModel(Protocol):
@@ -153,7 +155,7 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
         near_rps = _chain_free_estimate(model, slo, limit) or near_rps
     crossing = _near_crossing(model, grid, slo, near_rps) or _crossing(model, grid, slo)
     if crossing is None:
-        return Goodput(limit.rate_rps, limit, _words(limit, limit.rate_rps, limit.binding))
+        return Goodput(limit.rate_rps, limit, binding_words(limit, limit.rate_rps, limit.binding))
     i, margin = crossing
     lo, hi = float(grid[i - 1]), float(grid[i])
 
@@ -175,13 +177,13 @@ def find_goodput(model: ServingModel, slo: SloSpec, near_rps: float | None = Non
     rate = float(brentq(gap, lo, hi, xtol=xtol, rtol=1e-6))
     rate = _feasible_side(gap, rate, lo, xtol)
     binding = latency_binding(seen.get(rate) or model.snapshot(np.array([rate])), slo)
-    return Goodput(rate, limit, _words(limit, rate, binding))
+    return Goodput(rate, limit, binding_words(limit, rate, binding))
 
 
 def _grid(limit: Limit) -> FloatArray:
     """The search's rate grid (module docstring, **Grid**): near-zero load, then ``GRID_POINTS`` equal steps up to
     just below the stability limit."""
-    top = limit.rate_rps * (1.0 - 1e-6)
+    top = limit.rate_rps * TOP_FRACTION
     return np.asarray(top * np.concatenate(([ZERO_LOAD_FRACTION], np.arange(1, GRID_POINTS + 1) / GRID_POINTS)))
 
 
@@ -249,7 +251,7 @@ def _near_crossing(
     return i, margin[i - 1 : i + 1]
 
 
-def _words(limit: Limit, rate: float, binding: str) -> str:
+def binding_words(limit: Limit, rate: float, binding: str) -> str:
     """The binding words, with :data:`~pdplan.serving.limits.BEYOND_KV_COMFORT` when ``rate`` lies past the
     comfortable decode KV limit, and :data:`~pdplan.serving.limits.BEYOND_SEAT_COMFORT` past the comfortable seat
     limit."""

@@ -1,10 +1,11 @@
 """Goodput searches a prefix cache's fixed point can skip: a colocated probe whose hit rates changed nothing.
 
-:func:`pdplan.serving.build.goodput_model` brackets the self-consistent rate with one model per cache rate it
-probes. Where an LRU's hit rate collapses to exactly 0 above some rate (the cache holds no history long enough for
-the user to come back), every probe above it builds the same colocated model: the same classes (all misses), the
-same cells and prices, and so the same snapshots. examples/chat-ppd.yaml's colocated pick probes 9.36, 9.08 and
-9.02 req/s there, each with its own goodput search (0.04 CPU s each) that finds the same 7.6937292541612665 req/s.
+:func:`pdplan.serving.build.goodput_model` starts its self-consistent rate with one goodput search
+(:mod:`pdplan.serving.cache_root`), and the screen searches two models per cache setting. Where an LRU's hit rate
+collapses to exactly 0 above some rate (the cache holds no history long enough for the user to come back), every
+model built above it is the same colocated model: the same classes (all misses), the same cells and prices, and so
+the same snapshots. examples/chat-ppd.yaml's colocated pick probed 9.36, 9.08 and 9.02 req/s there when each probe
+was a goodput search (until the root, docs/accuracy.md §7.16), each finding the same 7.6937292541612665 req/s.
 
 Two models of one bound deployment (one resolved scenario: a search's) are taken as the same when their
 **fingerprint** is: a digest of the exact bytes of every field of the :class:`~pdplan.serving.colocated.ColocatedModel`
