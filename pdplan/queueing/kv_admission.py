@@ -557,8 +557,8 @@ def pinned_decode_admission(
     instance*): :class:`RidingKvAdmission` with no riding prefill (p = 0), f = ``overflow_share`` and r =
     ``recompute_s_per_preemption``; stable to the pinned limit λ_pin = M/(t0 W + M(per + f r)) where that lies above
     the P99 bound ``comfort_rate_per_s``, comfortable where its P_w is the P99 rule's (:func:`pinned_comfort_rate`);
-    else the P99 bound stays its limit and nothing waits. Example (hand-worked in tests/unit/test_kv_admission.py):
-    t0 = 10 ms, per = 0, W = 1,000, M = 10,000, f r = 0.01 s: λ_pin = 10,000/(10 + 100) = 90.9 /s."""
+    else the P99 bound stays its limit and nothing waits. Example (tests/unit/test_decode_recompute.py): t0 = 10 ms,
+    per = 1 ms, W = 100, M = 2,000, f = 0.5, r = 1 ms: λ_pin = 2,000/(1 + 2,000 · 1.5 ms) = 500 /s."""
     pinned = kv_mean_rate(cells, held, step, kv_capacity_tokens, overflow_share * recompute_s_per_preemption)
     queue = RidingKvAdmission(
         cells, held, step, kv_capacity_tokens, comfort_rate_per_s, pinned, 0.0, overflow_share,
