@@ -13,9 +13,9 @@ r, the seconds one preemption's recompute adds to the decode steps that carry it
 min(E[L] + s, E[n]) tokens over the E[L] − c̄ of the victim's context its prefix cache still holds
 (:func:`~pdplan.queueing.kv_admission.recompute_tokens`), in chunks of the engine's token budget riding the decode
 steps of a pinned pool, N̄ = M_kv·E[n]/W sequences (:func:`~pdplan.queueing.kv_admission.pinned_batch`): exactly the
-price of a PPD append-prefill on a decode instance (:func:`pdplan.serving.ppd.append_work_s`: ``G(N̄ + c) − G(N̄)``
-per chunk of c tokens plus the chunk's causal attention over the keys before it, on the decode role's own tables),
-which is used as it is (one source of truth). N̄ does not depend on the rate, so neither does r.
+price of a PPD append-prefill on a decode instance (:func:`pdplan.serving.append_price.append_work_s`:
+``G(N̄ + c) − G(N̄)`` per chunk of c tokens plus the chunk's causal attention over the keys before it, on the decode
+role's own tables), which is used as it is (one source of truth). N̄ does not depend on the rate, so neither does r.
 
 Left out: PPD's decode instances keep the plain queue (:mod:`pdplan.serving.ppd_decode`), and the recompute's chunks
 are priced at the pinned batch, not at the batch of the steps that carry them.
@@ -37,6 +37,7 @@ from pdplan.queueing.kv_admission import (
     pinned_decode_admission,
     recompute_tokens,
 )
+from pdplan.serving.append_price import append_work_s
 
 if TYPE_CHECKING:
     from pdplan.queueing import DecodeCapacity, DecodeWorkload
@@ -56,9 +57,8 @@ def recompute_s(
     hw: RoleHardware, cells: DecodeWorkload, decode: DecodePerf, batch: float, budget_tokens: float
 ) -> float:
     """r: the seconds one preemption's recompute adds to the decode steps carrying it on a decode instance of
-    ``hw`` running ``batch`` sequences (module docstring): :func:`pdplan.serving.ppd.append_work_s` of c̄ new tokens
-    over max(E[L] − c̄, 0) cached ones, in chunks of ``budget_tokens``."""
-    from pdplan.serving.ppd import append_work_s  # lazy: start-up (issue #27)
+    ``hw`` running ``batch`` sequences (module docstring): :func:`pdplan.serving.append_price.append_work_s` of c̄ new
+    tokens over max(E[L] − c̄, 0) cached ones, in chunks of ``budget_tokens``."""
 
     _, lost, _ = recompute_tokens(cells, decode.state_tokens_per_seq)
     cached = max(float(cells.prob @ cells.input_tokens) - lost, 0.0)

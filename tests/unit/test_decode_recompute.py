@@ -23,9 +23,9 @@ from pdplan.queueing.kv_admission import (
     recompute_tokens,
 )
 from pdplan.serving import build_model, resolve
+from pdplan.serving.append_price import append_work_s
 from pdplan.serving.decode_recompute import recompute_s
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.ppd import append_work_s
 from pdplan.types import Binding
 
 ROOT = Path(__file__).resolve().parents[2]
