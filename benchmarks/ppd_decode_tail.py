@@ -36,8 +36,8 @@ from pdplan.cache.lru_closed_form import ThinkTime
 from pdplan.evaluation.evaluate import evaluate
 from pdplan.io.catalog import open_catalog
 from pdplan.queueing import decode_fixed_point
+from pdplan.serving.append_price import append_work_s
 from pdplan.serving.build import build_model, with_cache_rate
-from pdplan.serving.ppd import append_work_s
 from pdplan.serving.ppd_boundary import AppendWork, StepBoundary
 from pdplan.serving.ppd_report import placement_of, turn_weights, weighted_quantile
 from pdplan.serving.resolve import resolve

@@ -23,9 +23,9 @@ model are unchanged. Measured against the simulator in docs/queueing.md §2.6.
 
 Engines (docs/queueing.md §2.6): what a request is admitted on is the engine profile's ``scheduling.kv_admission``
 (:func:`admission_footprint`), the one source of truth. ``on_demand`` (vLLM) admits on its prompt's blocks and
-preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and on a
-disaggregated decode instance the recompute work of a preemption is not priced (a colocated one prices it:
-*Preemption with recompute* below). ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
+preempts (recompute) when blocks run out: it holds the growing context of §2.2, ``L + s + j`` at step j, and both a
+colocated and a disaggregated decode instance price its preemptions (*Preemption with recompute* and *A disaggregated
+decode instance* below). ``reserve`` (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``, and
 pdplan's simulator) admits a request only when its final footprint fits, so it holds ``L + s + n`` for all n steps:
 W = E[n(L + s + n)] and the variance sum E[n(L + s + n)²]. Where that reserved mean limit lies below the comfortable
 (growing-context P99) one, the comfortable limit stays the stability limit.
@@ -136,10 +136,45 @@ pauses for its recompute and its wait at the head of the queue (the next complet
 over its steps (TPOT, as mean shifts). Left out: the recompute's share of the prompt queue's (chunk queue's) load,
 the skew of K (its third cumulant, γ ≈ 0.7 on that pick, where a shifted gamma would raise P_w 1.1–1.8× near the
 comfortable limit), and a victim among requests still in prefill.
+
+**A disaggregated decode instance** (vLLM, :func:`pinned_decode_admission`; :mod:`pdplan.serving.decode_recompute`
+builds it). A vLLM decode instance runs the same ``Scheduler.schedule`` (vllm-project/vllm
+``vllm/v1/core/sched/scheduler.py`` @ 00024d314514900f361ad072af6931e403b7f589) with a KV connector, read here for
+NixlConnector (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`` @
+002a1057e9ae674d7bdc9c4be95bc29d65d2e808):
+
+* *On receipt it allocates the prompt's blocks only.* For a waiting request with ``num_computed_tokens == 0`` the
+  scheduler asks ``connector.get_num_new_matched_tokens``; ``NixlConnectorScheduler.get_num_new_matched_tokens``
+  answers, "if params is not None and params.get("do_remote_prefill")": "Remote prefill: get all prompt blocks from
+  remote", ``count = len(token_ids) - num_computed_tokens``, ``return count, True`` (asynchronous). The scheduler
+  then calls ``allocate_slots(request, num_new_tokens=0, ..., num_external_computed_tokens=..., delay_cache_blocks=
+  load_kv_async)`` ("KVTransfer: loading remote KV, do not allocate for new work") and parks the request in
+  ``WAITING_FOR_REMOTE_KVS``; when the transfer ends, ``_update_waiting_for_remote_kv`` caches those blocks and sets
+  ``num_computed_tokens`` (the received tokens, at most the prompt less one), and the request is admitted like any
+  other, on the blocks its known tokens need, while they fit (``if new_blocks is None: ... break``).
+* *It grows on demand and preempts the newest running request.* In the running loop, "Schedule newly needed KV
+  blocks for the request": when ``allocate_slots`` returns None, "Preempt the lowest-priority request", under the
+  default FCFS policy ``preempted_req = self.running.pop()`` (the last admitted), then ``_preempt_request``:
+  ``kv_cache_manager.free(request)``, ``request.num_computed_tokens = 0``, ``self.waiting.prepend_request(request)``;
+  no waiting request is admitted in a step that preempted (``if not preempted_reqs``). The colocated rule, unchanged.
+* *The recompute is a local prefill.* ``NixlConnectorScheduler.update_state_after_alloc`` consumed the remote KV
+  params at the first admission: "Only trigger 1 KV transfer per request. params["do_remote_prefill"] = False". So
+  when the preempted request is admitted again (``num_computed_tokens == 0``) the connector matches no tokens
+  (``return 0, False``), ``get_computed_blocks`` gives the local prefix-cache hits (the received prompt's blocks
+  were cached on receipt), and ``num_new_tokens = request.num_tokens - num_computed_tokens`` ("We use
+  `request.num_tokens` instead of `request.num_prompt_tokens` to consider the resumed requests, which have output
+  tokens") are prefilled on the decode instance, in chunks of the token budget riding its decode steps.
+
+So the decode instance's queue is the colocated ``on_demand`` one with p = 0 (no prefill of its own rides its steps):
+the pinned limit ``λ_pin = M/(t0 W + M(per + f r))``, the pinned wait, π = f·P_w preemptions per request, the
+recompute's stretch of τ̄ and its victims' pause (TPOT), the comfortable limit where P_w is the P99 rule's. Only r
+differs: the recompute is priced as a PPD append-prefill on that instance (:mod:`pdplan.serving.decode_recompute`),
+not at a colocated instance's riding prefill price.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -491,6 +526,47 @@ def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> 
     if top <= 0.0:
         return p99_rate_per_s
     return brentq(excess, 0.0, p99_rate_per_s, xtol=1e-15, rtol=1e-12, f_a=-target, f_b=top)
+
+
+def recompute_tokens(cells: DecodeWorkload, state_tokens_per_seq: float) -> tuple[float, float, float]:
+    """``(f, c̄, ℓ)`` of an ``on_demand`` pool (module docstring, *Preemption with recompute*): the waiting head's need
+    ℓ = E[L] + s (the victim, the newest admitted, holds about as much), the pinned pool's overflow share f at ℓ
+    (:func:`pinned_overflow_share`) and the tokens one preemption's recompute computes, c̄ = min(ℓ, E[n]) (prefix
+    caching keeps the victim's head blocks that the growth did not take). Example: E[L] = 600, s = 0, E[n] = 400:
+    ℓ = 600, f = 0.518, c̄ = 400."""
+    context = float(cells.prob @ cells.input_tokens) + state_tokens_per_seq
+    return pinned_overflow_share(context, cells.mean_steps), min(context, cells.mean_steps), context
+
+
+def pinned_batch(held: KvFootprint, cells: DecodeWorkload, kv_capacity_tokens: float) -> float:
+    """N̄ of a pool pinned full: λτ̄W = M_kv there, so λτ̄ = M_kv/W and N̄ = λτ̄E[n] = M_kv·E[n]/W sequences in a step
+    (whatever the rate that pins it). Example: M_kv = 100,000, W = 50,000 token·steps, E[n] = 100: N̄ = 200."""
+    return kv_capacity_tokens * cells.mean_steps / held.work
+
+
+def pinned_decode_admission(
+    cells: DecodeWorkload,
+    held: KvFootprint,
+    step: LinearStepTime,
+    kv_capacity_tokens: float,
+    comfort_rate_per_s: float,
+    overflow_share: float,
+    recompute_s_per_preemption: float,
+) -> RidingKvAdmission:
+    """A disaggregated ``on_demand`` (vLLM) decode instance's queue (module docstring, *A disaggregated decode
+    instance*): :class:`RidingKvAdmission` with no riding prefill (p = 0), f = ``overflow_share`` and r =
+    ``recompute_s_per_preemption``; stable to the pinned limit λ_pin = M/(t0 W + M(per + f r)) where that lies above
+    the P99 bound ``comfort_rate_per_s``, comfortable where its P_w is the P99 rule's (:func:`pinned_comfort_rate`);
+    else the P99 bound stays its limit and nothing waits. Example (tests/unit/test_decode_recompute.py): t0 = 10 ms,
+    per = 1 ms, W = 100, M = 2,000, f = 0.5, r = 1 ms: λ_pin = 2,000/(1 + 2,000 · 1.5 ms) = 500 /s."""
+    pinned = kv_mean_rate(cells, held, step, kv_capacity_tokens, overflow_share * recompute_s_per_preemption)
+    queue = RidingKvAdmission(
+        cells, held, step, kv_capacity_tokens, comfort_rate_per_s, pinned, 0.0, overflow_share,
+        recompute_s_per_preemption,
+    )  # fmt: skip
+    if pinned <= comfort_rate_per_s:  # a full pool serves less than the P99 bound: it stays the limit
+        return dataclasses.replace(queue, mean_rate_per_s=comfort_rate_per_s)
+    return dataclasses.replace(queue, comfort_rate_per_s=pinned_comfort_rate(queue, comfort_rate_per_s))
 
 
 def pinned_overflow_share(context_tokens: float, mean_steps: float) -> float:

@@ -111,7 +111,7 @@ from pdplan.queueing.kv_admission import (
     admission_footprint,
     kv_mean_rate,
     pinned_comfort_rate,
-    pinned_overflow_share,
+    recompute_tokens,
     seat_held,
     wait_delay,
 )
@@ -394,9 +394,7 @@ class ColocatedModel:
         blocks the growth did not take are hits; docs/engines.md §1.2) at the instance's mean prefill seconds per
         computed prompt token."""
         wl = self.cells
-        context = float(wl.prob @ wl.input_tokens) + self.decode.state_tokens_per_seq
-        share = pinned_overflow_share(context, wl.mean_steps)
-        lost = min(context, wl.mean_steps)
+        share, lost, _ = recompute_tokens(wl, self.decode.state_tokens_per_seq)
         return share, lost * prefill_s_per_request / float(wl.prob @ wl.computed_tokens)
 
     def _kv_mean(

@@ -50,14 +50,17 @@
 * **KV admission** (:mod:`pdplan.queueing.kv_admission`): past the comfortable (P99) KV limit a request waits for free
   KV; that wait joins the link delay (token 1 under A, token 2 under B). Both KV limits count the footprint the decode
   server admits on (:func:`pdplan.queueing.kv_admission.decode_server_footprint`; SGLang: context plus 512 reserved
-  tokens a request, its ``DecodePreallocQueue``).
+  tokens a request, its ``DecodePreallocQueue``). vLLM's decode instances preempt the newest request and recompute it
+  locally instead (:mod:`pdplan.serving.decode_recompute`): their stability limit is the pinned one, and the
+  recompute's stretch of τ̄ and its victims' pause join TPOT.
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
-queueing for seats beyond the seat margin, the recompute work of a preemption.
+queueing for seats beyond the seat margin, the recompute work of a preemption on PPD's decode instances.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,8 +78,8 @@ from pdplan.queueing import (
 from pdplan.queueing.distributions import SpreadDelay, UniformPart
 from pdplan.queueing.kv_admission import (
     KvAdmission,
+    RidingKvAdmission,
     add_delays,
-    decode_server_admission,
     pd_decode_reserved_tokens,
 )
 from pdplan.queueing.linear_capacity import fast_decode_capacity
@@ -92,6 +95,7 @@ from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duratio
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
 from pdplan.serving.decode_lines import role_decode_perf
+from pdplan.serving.decode_recompute import decode_admission
 from pdplan.serving.dual_path_setup import (
     StorageReadStage,
     add_read_wait,
@@ -168,8 +172,9 @@ class DisaggregatedModel:
     """The prefill side's bins: the prompt bins, or with a prefix cache each bin's classes (``[K·H]``)."""
     cache: CacheClasses | None = None
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
-    admission: KvAdmission | None = None
-    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`); None: not modelled."""
+    admission: KvAdmission | RidingKvAdmission | None = None
+    """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`; vLLM's with its preemptions
+    priced, :mod:`pdplan.serving.decode_recompute`); None: not modelled."""
     storage_read: StorageReadStage | None = None
     """DualPath's storage → DRAM stage before the prefill queue (:mod:`pdplan.serving.dual_path_setup`); None:
     the tiers' loads are all in the prefill's price."""
@@ -208,7 +213,8 @@ class DisaggregatedModel:
         if read is not None:
             cands.append(read)
         best = min(cands, key=lambda c: c.rate_rps)
-        comfort = self.y * self.capacity.kv_rate_per_s
+        kv = self.capacity.kv_rate_per_s if self.admission is None else self.admission.comfort_rate_per_s
+        comfort = self.y * kv  # vLLM's pinned queue: where its P_w is the P99 rule's (decode_recompute)
         return Limit(best.rate_rps, best.binding, comfort) if comfort < best.rate_rps else best
 
     def decode_limit(self) -> Limit:
@@ -239,6 +245,18 @@ class DisaggregatedModel:
             return link
         points = LINK_POINTS if self.convention == "A" else TPOT_LINK_POINTS
         return add_delays(link, self.admission.delay(rates / self.y), points)
+
+    def _recomputed(self, tpot: GammaMixture, rates: FloatArray) -> GammaMixture:
+        """``tpot`` with vLLM's preemptions priced (:mod:`pdplan.serving.decode_recompute`): per cell, the
+        recompute's stretch of τ̄ plus a preempted request's mean pause spread over the cell's steps
+        (:meth:`~pdplan.queueing.kv_admission.RidingKvAdmission.recompute_s`, as the colocated model's TPOT); ``tpot``
+        itself where the instances do not preempt or no rate lies past the comfortable limit."""
+        queue = self.admission
+        if not isinstance(queue, RidingKvAdmission) or not np.any(rates / self.y > queue.comfort_rate_per_s):
+            return tpot
+        stretch, pause = queue.recompute_s(rates / self.y)
+        steps = np.maximum(self.cells.decode_steps, 1.0)
+        return dataclasses.replace(tpot, offset_s=tpot.offset_s + stretch[:, None] + pause[:, None] / steps[None, :])
 
     def utilisation(self, rates: FloatArray, prefill_busy: FloatArray | None = None) -> Utilisation:
         """Prefill load, decode u, decode KV occupancy K̄/M_kv and link ρ per rate.
@@ -356,7 +374,7 @@ class DisaggregatedModel:
         )  # engine: API server, tokeniser
         if self.storage_read is not None:  # DualPath: the hit is read into DRAM before the request's prefill queue
             offsets += self.storage_read.fixed_s(offsets.shape[1])[None, :, :]
-        tpot = tpot_distribution(rates / self.y, self.cells, self.decode.step)
+        tpot = self._recomputed(tpot_distribution(rates / self.y, self.cells, self.decode.step), rates)
         if self.append_noise is not None:
             tpot = self.append_noise.tpot(tpot, rates, tau, self.cells.decode_steps)
         m = self.res.lengths.output_tokens.size
@@ -427,7 +445,7 @@ class DecodeSide:
     cells: DecodeWorkload
     decode: DecodePerf
     capacity: DecodeCapacity
-    admission: KvAdmission
+    admission: KvAdmission | RidingKvAdmission
 
     @classmethod
     def of(cls, model: DisaggregatedModel) -> DecodeSide:
@@ -507,16 +525,7 @@ def unplaced_disaggregated(
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
-        decode_server_admission(
-            cells,
-            dperf.state_tokens_per_seq,
-            res.engine.scheduling,
-            dperf.step,
-            dperf.kv_capacity_tokens,
-            cap.kv_rate_per_s,
-        )
-        if decode_side is None
-        else decode_side.admission,
+        decode_admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
         side.storage_read,
     )
     return model, cfg

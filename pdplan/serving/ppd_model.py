@@ -79,6 +79,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.queueing import DecodeCapacity
 from pdplan.queueing.decode import LinearStepTime
+from pdplan.serving.append_price import append_expert_s, append_work_s
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, step_boundary_s
@@ -153,7 +154,7 @@ def _all_on_decode(model: Any, x0: DecodeAt, hist: FloatArray, groups: AppendGro
     repository's x = 1 configuration: ρ_1 = λ/y·Σ_t P(turn t)·f_t·E[w | turn t] over the whole append law in its
     groups) and a decode row's mean wait for the step in flight there (:mod:`pdplan.serving.ppd_boundary`)."""
     from pdplan.serving.cache_domain import cache_rate  # lazy: start-up (issue #27)
-    from pdplan.serving.ppd import append_expert_s, append_load, append_work_s  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import append_load  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_boundary import StepBoundary  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_ranks import RankWork, settle  # lazy: start-up (issue #27)
 
@@ -200,7 +201,7 @@ def _decisions(model: Any, rate_rps: float, hist: FloatArray, tokens: FloatArray
     (:meth:`~pdplan.serving.ppd.AppendGroups.above`: the part of the group the rule decides), with PD's TTFT from the
     plain model and PPD's on decode at x = 1 (``x1``: :func:`_all_on_decode`, the mean wait for the step in flight
     there, then the append's steps)."""
-    from pdplan.serving.ppd import append_work_s, routes_to_decode  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import routes_to_decode  # lazy: start-up (issue #27)
 
     res = model.res
     spec = res.cache.spec.turn_placement
@@ -270,7 +271,7 @@ def _setting(model: Any) -> _Setting:
 
 def _plan(model: Any) -> _Plan:
     """Where the turns go at the hit rates' rate, the appends' load and the decode rows' offsets (module docstring)."""
-    from pdplan.serving.ppd import append_expert_s, append_load, append_work_s  # lazy: start-up (issue #27)
+    from pdplan.serving.ppd import append_load  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_decode import AppendNoise  # lazy: start-up (issue #27)
     from pdplan.serving.ppd_ranks import RankWork  # lazy: start-up (issue #27)
 
@@ -548,7 +549,6 @@ def _append_offsets(model: Any, f: _Facts) -> tuple[FloatArray, FloatArray]:
     ``w(m, h) + (⌈m/C⌉ − 1)·τ'`` with h the point's prompt less the append, at the shortest placed append group
     (per quadrature point), and each group's excess over it (the bin's mean over its points): the row's TTFT law
     mixes the groups (:meth:`pdplan.serving.ppd_boundary.BoundaryLaw.shifted_on_lattice`)."""
-    from pdplan.serving.ppd import append_work_s  # lazy: start-up (issue #27)
 
     res = model.res
     points = res.input_points

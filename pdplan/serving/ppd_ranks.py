@@ -3,8 +3,9 @@ docs/prefix_cache.md §11, *Appends on different ranks share a step*; :mod:`pdpl
 parallelism*).
 
 An append's work splits into its rank's own part u (the rank's dense layers, all-to-all share and causal attention:
-``R(B̄ + c) − R(B̄) + A(…)``, :func:`pdplan.serving.ppd.rank_parts_s`) and the experts' part x (``X(D·B̄ + c) −
-X(D·B̄)``, :func:`pdplan.serving.ppd.append_expert_s`). The ranks synchronise at every MoE layer, so a step carrying
+``R(B̄ + c) − R(B̄) + A(…)``, :func:`pdplan.serving.append_price.rank_parts_s`) and the experts' part x (``X(D·B̄ + c) −
+X(D·B̄)``, :func:`pdplan.serving.append_price.append_expert_s`). The ranks synchronise at every MoE layer, so a step
+carrying
 appends on several ranks lasts the plain step plus the *slowest* rank's own parts plus the experts over every
 rank's tokens:
 

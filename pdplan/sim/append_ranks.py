@@ -1,6 +1,6 @@
 """The append-prefills of a mixed step on a decode instance of D > 1 attention-DP ranks (PPD; docs/prefix_cache.md §11,
-*Attention data parallelism*), priced apart from the closed form (:func:`pdplan.serving.ppd.rank_gemm_s`): the two
-share the roofline, not the formula.
+*Attention data parallelism*), priced apart from the closed form (:func:`pdplan.serving.append_price.rank_gemm_s`): the
+two share the roofline, not the formula.
 
 A session's history lives in one rank's KV, so its append runs in that rank's step: with the rank's own token budget
 (the engine's ``max_num_batched_tokens`` per rank less the rank's decoding sequences) and at the rank's own price. The

@@ -10,23 +10,18 @@ Model and policy:
   hybrid's fixed state; every layer windowed: min(l + n, w) + s, as it never holds more than the window w). A
   request reserves its final footprint ``l + n + s`` at admission and releases it at
   completion, so no preemption is ever needed; the queue is strictly FCFS (a head that does not fit blocks the
-  requests behind it — head-of-line blocking, no skipping). That is TensorRT-LLM's rule and the one kept for vLLM
-  (below); an engine whose decode server admits on its own rule runs
-  :class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance` instead (SGLang's ``num_reserved_decode_tokens``,
-  ``DecodePool.pd_admission``).
+  requests behind it — head-of-line blocking, no skipping). That is TensorRT-LLM's rule; an engine whose decode
+  server admits on its own rule runs its own instance: SGLang's ``num_reserved_decode_tokens``
+  (:class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance`, ``DecodePool.pd_admission``) and vLLM's growth on
+  demand with preemption and recompute (:class:`~pdplan.sim.preempt_decode.PreemptDecodeInstance`,
+  ``DecodePool.recompute``).
 
-  *Why reservation for these two.* TensorRT-LLM's disaggregated generation server runs the same capacity scheduler
+  *Why reservation for TensorRT-LLM.* Its disaggregated generation server runs the same capacity scheduler
   as a colocated one (``GuaranteedNoEvictScheduler``, its default ``GUARANTEED_NO_EVICT`` policy), which admits a
   request, a ``DISAGG_GENERATION_INIT`` one included, only while the blocks of its whole remaining sequence fit
   beside the running requests' (NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp``,
-  ``GuaranteedNoEvictScheduler::impl``): the reservation here. vLLM's decode instance admits a request whose KV
-  arrives over a connector on its prompt's blocks (``Scheduler.schedule``: ``get_num_new_matched_tokens`` of the KV
-  connector, the request parked in ``WAITING_FOR_REMOTE_KVS`` until the transfer ends) and grows on demand, preempting
-  the newest request with recompute when blocks run out (``_preempt_request``; vllm-project/vllm
-  ``vllm/v1/core/sched/scheduler.py``). The simulator keeps the reservation for it: pricing a decode instance's
-  recompute needs the prefill price on that instance, which the disaggregated simulator does not carry (a limit:
-  it admits fewer vLLM requests near the KV limit than vLLM does, where the closed form prices vLLM's decode on its
-  growing context, :func:`pdplan.queueing.kv_admission.decode_server_footprint`).
+  ``GuaranteedNoEvictScheduler::impl``): the reservation here. Until 2026-12-07 vLLM's decode instances reserved
+  too (their recompute was not priced on a decode instance).
 * Each step lasts ``decode_step_s(B, K)`` with K the current total context (``l_i + j_i``); every
   active sequence gains one token. A sequence admitted at the boundary of step s finishes at the end
   of step ``s + n − 1``; under convention A its first token is sampled at the end of step s and, with an overlap

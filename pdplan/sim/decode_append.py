@@ -2,7 +2,8 @@
 
 It is :class:`~pdplan.sim.decode.DecodeInstance` (continuous batching, FCFS admission at step boundaries, a sequence
 reserving ``l + n + s`` KV slots at admission, under every engine: SGLang's decode server rule,
-:class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance`, is not run here, a limit where the closed form's PPD decode
+:class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance`, and vLLM's preemption with recompute,
+:class:`~pdplan.sim.preempt_decode.PreemptDecodeInstance`, are not run here, a limit where the closed form's PPD decode
 instances count SGLang's context plus R) with two additions that :mod:`pdplan.sim.turn_placement` uses:
 
 * **Session KV** (:class:`~pdplan.sim.decode_cache.DecodeKvCache`): a finished sequence's whole blocks stay in the

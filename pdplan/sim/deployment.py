@@ -79,7 +79,7 @@ from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, Prefill
 from pdplan.sim.overlap_lag import overlap_iterations
 from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 from pdplan.sim.ratio_admission import RatioAdmission
-from pdplan.sim.spec import StepTimeFn
+from pdplan.sim.spec import DecodeRecompute, StepTimeFn
 from pdplan.specs.engine import Scheduling
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_transfer
@@ -174,6 +174,7 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
             window_tokens=dec.window_tokens,
             overlap_steps=_overlap(hw.decode),  # the decode instance samples token 1 (convention A)
             pd_admission=admission,
+            recompute=decode_recompute(model, float((req.input_tokens + steps).max())),
         ),
         transfer=KvTransfer(
             time_s=pipe + np.asarray(xfer.exposed_s),
@@ -351,6 +352,19 @@ def pd_admission(scheduling: Scheduling) -> PdDecodeAdmission | None:
     if value != int(value):
         raise SpecError(f"pd_decode_reserved_tokens must be a whole number of tokens, got {value}")
     return PdDecodeAdmission(reserved_tokens=int(value), clip_tokens=ratio.clip_tokens)
+
+
+def decode_recompute(model: DisaggregatedModel, max_context: float) -> DecodeRecompute | None:
+    """vLLM's decode instances (the profile's ``kv_admission: on_demand`` without ``pd_decode_reserved_tokens``)
+    grow on demand and preempt with recompute (:mod:`pdplan.sim.preempt_decode`), the recompute priced by the
+    simulator's own chunk tables of the decode hardware (one rank's pieces, :class:`SimChunkPrice`) up to
+    ``max_context`` tokens, in the engine's token budget, with vLLM V1's prefix caching; None for the other engines."""
+    res = model.res
+    scheduling = res.engine.scheduling
+    if scheduling.kv_admission != "on_demand" or scheduling.pd_decode_reserved_tokens is not None:
+        return None
+    price = sim_chunk_price(res.hardware.decode, res.chunk_tokens, max_context)
+    return DecodeRecompute(price, int(res.chunk_tokens))
 
 
 def sim_deployment(

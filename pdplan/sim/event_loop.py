@@ -56,6 +56,7 @@ from pdplan.sim.decode import DecodeInstance, DecodeSetup
 from pdplan.sim.metrics import SimResult, build_result
 from pdplan.sim.overlap_lag import overlap_iterations
 from pdplan.sim.pd_decode_instance import PdDecodeInstance
+from pdplan.sim.preempt_decode import PreemptDecodeInstance
 from pdplan.sim.prefill import (
     BatchedPrefill,
     DispatchedPrefill,
@@ -211,12 +212,12 @@ class _DisaggEngine(_Engine):
         self.placement = placement
         # a placement's instances (append-prefills, pdplan.sim.turn_placement) count every token of a sequence; the
         # window cap (DecodePool.window_tokens) reaches only the plain instance: an upper bound for windowed models
-        # PPD's instances (pdplan.sim.decode_append) reserve l + n + s under every engine, pd_admission or not
-        plain: Callable[[DecodeSetup], DecodeInstance] = (
-            partial(DecodeInstance, window=d.window_tokens)
-            if d.pd_admission is None
-            else partial(PdDecodeInstance, rule=d.pd_admission, window=d.window_tokens)
-        )
+        # PPD's instances (pdplan.sim.decode_append) reserve l + n + s under every engine, whatever its decode rule
+        plain: Callable[[DecodeSetup], DecodeInstance] = partial(DecodeInstance, window=d.window_tokens)
+        if d.pd_admission is not None:
+            plain = partial(PdDecodeInstance, rule=d.pd_admission, window=d.window_tokens)
+        elif d.recompute is not None:
+            plain = partial(PreemptDecodeInstance, work=d.recompute, window=d.window_tokens)
         make = plain if placement is None else placement.decode_instance
         setup = DecodeSetup(
             d.step_time_s,

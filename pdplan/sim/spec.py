@@ -166,6 +166,20 @@ class PrefillPool:
 
 
 @dataclass(frozen=True, slots=True)
+class DecodeRecompute:
+    """What a decode instance that preempts with recompute (vLLM's, :mod:`pdplan.sim.preempt_decode`) prices its
+    recompute with."""
+
+    chunk_s: ChunkTimeFn
+    """Prefill pieces' time on the decode instance (:class:`pdplan.sim.deployment.SimChunkPrice` of its hardware)."""
+    budget_tokens: int
+    """Tokens one iteration may carry (decodes and recompute pieces): the engine's ``max_num_batched_tokens``."""
+    hits: bool = True
+    """Prefix caching (vLLM V1's default): a victim's blocks left in the free block queue are hits at its
+    readmission (:mod:`pdplan.sim.recompute_hits`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DecodePool:
     """y decode instances with continuous batching (see :mod:`pdplan.sim.decode`).
 
@@ -197,6 +211,10 @@ class DecodePool:
     admitted against the free KV less R for every request held, and the least-decoded request is retracted when a
     step does not fit (:mod:`pdplan.sim.pd_decode_rule`, the profile's ``pd_decode_reserved_tokens``); None: every
     request reserves min(l + n, w) + s at admission (:mod:`pdplan.sim.decode`)."""
+    recompute: DecodeRecompute | None = None
+    """vLLM's rule instead of the reservation: the pool holds the growing context and the newest running request is
+    preempted and recomputed on the instance when a step does not fit (:mod:`pdplan.sim.preempt_decode`); None:
+    the reservation (or ``pd_admission``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,9 @@ def test_goodput_never_rises_with_a_slower_link() -> None:
 
 def test_goodput_never_rises_with_fewer_instances() -> None:
     g = [_goodput(prefill={"gpu": "h100-sxm", "count": n}) for n in (3, 2, 1)]
-    assert g[0] >= g[1] >= g[2]
+    # as with the links above: 3P and 2P cross the SLO at the same point, the decode's comfortable KV limit (vLLM's
+    # pinned queue starts its wait there at the P99 rule's P_w), and brentq lands within REL_TOL of it either way
+    assert all(a >= b - REL_TOL * LIMIT for a, b in itertools.pairwise(g))
+    assert g[0] > g[-1]
     d = [_goodput(decode={"gpu": "h100-sxm", "count": n}, prefill={"gpu": "h100-sxm", "count": 4}) for n in (2, 1)]
     assert d[0] >= d[1]

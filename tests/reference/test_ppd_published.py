@@ -44,8 +44,9 @@ import yaml
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.serving.append_price import append_work_s
 from pdplan.serving.build import build_model, goodput_model, with_cache_rate
-from pdplan.serving.ppd import append_work_s, routes_to_decode
+from pdplan.serving.ppd import routes_to_decode
 from pdplan.serving.ppd_report import placement_of, turn_weights, weighted_quantile, without_ppd
 from pdplan.serving.resolve import resolve
 from pdplan.serving.roles import decode_step_fn

@@ -3,7 +3,7 @@ on 2P4D B200 nodes, decode DP8/EP8, the agent-dualpath-64k sessions (253 new tok
 tokens, 11.6 s think time), DualPath or prefill-only reads of a 3FS pool.
 
 Each append costs its decode instance w ≈ 0.07 s (253 GEMM rows and their attention over a ~33K history,
-:func:`pdplan.serving.ppd.append_work_s`), so at 60 req/s (15 appends/s per instance) the appends alone take
+:func:`pdplan.serving.append_price.append_work_s`), so at 60 req/s (15 appends/s per instance) the appends alone take
 ρ_a ≈ 0.94 of it. The cache-rate bisection probes such rates; there the step stretched by 1/(1 − ρ_a) had its
 fixed point sought at the *plain* step's capacity (none: an infinite step, the decode rows' offsets 0·∞ = NaN, 0 %
 attainment at every rate) and the probe's 'cannot be met at any rate' ended the search instead of failing the

@@ -1,6 +1,6 @@
 """PPD appends on a decode instance of D > 1 attention-DP ranks (issue #24 item 1; docs/prefix_cache.md §11,
 *Attention data parallelism*): the closed form's append price puts the append's m tokens through the experts once,
-not D times (pdplan/serving/ppd.py ``rank_gemm_s``); the simulator runs each append on its session's rank, the
+not D times (pdplan/serving/append_price.py ``rank_gemm_s``); the simulator runs each append on its session's rank, the
 slowest rank's pieces and every rank's experts setting the mixed step (pdplan/sim/append_ranks.py); the two agree on
 a lone append's price and on a DP4 PPD run."""
 
@@ -16,8 +16,8 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import scenario_from_dict
+from pdplan.serving.append_price import append_work_s, rank_gemm_s
 from pdplan.serving.build import build_model, model_at_rate, with_cache_rate
-from pdplan.serving.ppd import append_work_s, rank_gemm_s
 from pdplan.serving.ppd_report import placement_of, ppd_report
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.roles import prefill_pass_time, prefill_split_s
