@@ -168,3 +168,20 @@ class DecodeInstance:
         self.bounds = bounds
         self.next_k = k
         self.next_time = self.t + float(bounds[k])
+
+
+class MixedStepInstance(DecodeInstance):
+    """A decode instance whose steps may be mixed (a prefill riding the decode step): :attr:`plan` holds the
+    (request, tokens) of the mixed step under way, empty between; a request whose KV is ready during one waits for
+    its end (:class:`~pdplan.sim.decode_append.AppendDecodeInstance`, PPD's appends;
+    :class:`~pdplan.sim.preempt_decode.PreemptDecodeInstance`, vLLM's recomputes)."""
+
+    plan: list[tuple[int, int]]
+
+    def submit(self, req: int, ready_s: float) -> None:
+        """As :meth:`DecodeInstance.submit`; during a mixed step the request waits for its end."""
+        if self.plan:
+            heapq.heappush(self.pending, (ready_s, req))
+            self.load += 1
+            return
+        super().submit(req, ready_s)

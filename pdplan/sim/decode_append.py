@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdplan.sim.append_ranks import RankPieces
-from pdplan.sim.decode import DecodeInstance, DecodeSetup
+from pdplan.sim.decode import DecodeSetup, MixedStepInstance
 from pdplan.sim.decode_cache import DecodeKvCache
 from pdplan.sim.spec import ChunkTimeFn
 
@@ -83,7 +83,7 @@ class AppendWork:
     """With :attr:`ranks`: per request, the rank that holds its session (and so runs its append)."""
 
 
-class AppendDecodeInstance(DecodeInstance):
+class AppendDecodeInstance(MixedStepInstance):
     """A decode instance running append-prefills in mixed steps, with its sessions' KV (module docstring)."""
 
     def __init__(self, setup: DecodeSetup, work: AppendWork) -> None:
@@ -105,14 +105,6 @@ class AppendDecodeInstance(DecodeInstance):
         """Turn ``req`` runs its prefill here, from ``now_s`` (no KV transfer)."""
         self.appends.add(req)
         self.submit(req, now_s)
-
-    def submit(self, req: int, ready_s: float) -> None:
-        """As :meth:`DecodeInstance.submit`; during a mixed step the request waits for its end."""
-        if self.plan:
-            heapq.heappush(self.pending, (ready_s, req))
-            self.load += 1
-            return
-        super().submit(req, ready_s)
 
     def fire(self) -> list[int]:
         """Process the boundary at ``next_time`` (a mixed step's end or a decode segment's event)."""

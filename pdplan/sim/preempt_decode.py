@@ -46,12 +46,12 @@ from collections import deque
 
 import numpy as np
 
-from pdplan.sim.decode import DecodeInstance, DecodeSetup
+from pdplan.sim.decode import DecodeSetup, MixedStepInstance
 from pdplan.sim.recompute_hits import FreedQueue
 from pdplan.sim.spec import DecodeRecompute
 
 
-class PreemptDecodeInstance(DecodeInstance):
+class PreemptDecodeInstance(MixedStepInstance):
     """A decode instance on vLLM's on-demand growth and preemption with recompute (module docstring)."""
 
     def __init__(self, setup: DecodeSetup, work: DecodeRecompute, window: float | None = None) -> None:
@@ -64,14 +64,6 @@ class PreemptDecodeInstance(DecodeInstance):
         self.plan: list[tuple[int, int]] = []  # (victim, tokens) of the mixed step under way
         self.lru = FreedQueue(self.kv_cap) if work.hits else None
         self.preemptions = 0  # a count for checks and benchmarks
-
-    def submit(self, req: int, ready_s: float) -> None:
-        """As :meth:`DecodeInstance.submit`; during a mixed step the request waits for its end."""
-        if self.plan:
-            heapq.heappush(self.pending, (ready_s, req))
-            self.load += 1
-            return
-        super().submit(req, ready_s)
 
     def fire(self) -> list[int]:
         """Process the boundary at ``next_time`` (a mixed step's end or a decode segment's event)."""
