@@ -26,13 +26,12 @@ Run: ``python benchmarks/aiconfigurator_side_by_side.py --aiconfigurator /tmp/ai
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timing import child_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PDPLAN_ARGS = ("optimize",)
@@ -60,16 +59,9 @@ AIC_ARGS = (
 )
 
 
-def _child_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_once(argv: list[str]) -> tuple[float, float]:
     """Wall-clock and CPU seconds of one process ``argv``, run in the checkout's root (its output discarded)."""
-    cpu0, wall0 = _child_cpu_s(), time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - wall0, _child_cpu_s() - cpu0
+    return child_seconds(argv, ROOT)
 
 
 def _aiconfigurator(path: str) -> str:

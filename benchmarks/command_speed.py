@@ -21,13 +21,12 @@ tree's row of the same command.
 from __future__ import annotations
 
 import argparse
-import resource
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timing import child_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_COMMANDS = (
@@ -38,23 +37,10 @@ DEFAULT_COMMANDS = (
 )
 
 
-def _child_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_once(args: list[str], root: Path = ROOT) -> tuple[float, float]:
     """Wall-clock and CPU seconds of one ``pdplan`` process (``python -m pdplan``: the console entry point) run in
     the checkout ``root``."""
-    cpu0, wall0 = _child_cpu_s(), time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "pdplan", *args],
-        cwd=root,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - wall0, _child_cpu_s() - cpu0
+    return child_seconds([sys.executable, "-m", "pdplan", *args], root)
 
 
 def main() -> None:

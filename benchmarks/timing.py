@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def best_of(
@@ -19,6 +22,16 @@ def best_of(
         fn()
         best = min(best, clock() - start)
     return best
+
+
+def child_seconds(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (user + system, from ``resource.getrusage(RUSAGE_CHILDREN)`` differences) of one
+    process ``argv`` run in ``cwd``, its output discarded: a command as a user runs it, start-up included."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0, wall0 = usage.ru_utime + usage.ru_stime, time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - wall0, usage.ru_utime + usage.ru_stime - cpu0
 
 
 try:
