@@ -67,6 +67,7 @@ from pdplan.sim.prefill import (
 )
 from pdplan.sim.spec import (
     Colocated,
+    DecodePool,
     Deployment,
     Disaggregated,
     PrefillStart,
@@ -173,6 +174,16 @@ class _Engine:
         raise NotImplementedError
 
 
+def _plain_decode_instance(d: DecodePool) -> Callable[[DecodeSetup], DecodeInstance]:
+    """The decode instance of the pool's engine: SGLang's PD decode rule (:class:`PdDecodeInstance`), vLLM's growth
+    with preemption and recompute (:class:`PreemptDecodeInstance`), or the reservation of the final footprint."""
+    if d.pd_admission is not None:
+        return partial(PdDecodeInstance, rule=d.pd_admission, window=d.window_tokens)
+    if d.recompute is not None:
+        return partial(PreemptDecodeInstance, work=d.recompute, window=d.window_tokens)
+    return partial(DecodeInstance, window=d.window_tokens)
+
+
 class _DisaggEngine(_Engine):
     def __init__(
         self,
@@ -213,12 +224,7 @@ class _DisaggEngine(_Engine):
         # a placement's instances (append-prefills, pdplan.sim.turn_placement) count every token of a sequence; the
         # window cap (DecodePool.window_tokens) reaches only the plain instance: an upper bound for windowed models
         # PPD's instances (pdplan.sim.decode_append) reserve l + n + s under every engine, whatever its decode rule
-        plain: Callable[[DecodeSetup], DecodeInstance] = partial(DecodeInstance, window=d.window_tokens)
-        if d.pd_admission is not None:
-            plain = partial(PdDecodeInstance, rule=d.pd_admission, window=d.window_tokens)
-        elif d.recompute is not None:
-            plain = partial(PreemptDecodeInstance, work=d.recompute, window=d.window_tokens)
-        make = plain if placement is None else placement.decode_instance
+        make = _plain_decode_instance(d) if placement is None else placement.decode_instance
         setup = DecodeSetup(
             d.step_time_s,
             d.max_batch,
