@@ -79,7 +79,7 @@ from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, Prefill
 from pdplan.sim.overlap_lag import overlap_iterations
 from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 from pdplan.sim.ratio_admission import RatioAdmission
-from pdplan.sim.spec import DecodeRecompute, StepTimeFn
+from pdplan.sim.spec import DecodeRecompute, StepTimeFn, largest_need_tokens
 from pdplan.specs.engine import Scheduling
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_transfer
@@ -128,11 +128,7 @@ def _check_fits(
 ) -> None:
     """Every sampled request fits an empty instance: its final footprint, and with a decode server's R
     (:func:`pd_admission`) its prompt + R."""
-    cap = math.inf if window is None else window  # a windowed sequence holds at most w (ModelSpec.kv_window_tokens)
-    top = np.minimum(req.input_tokens + steps, cap)
-    if reserved > 0.0:
-        top = np.maximum(top, np.minimum(req.input_tokens, cap) + reserved)
-    need = float(top.max()) + state  # + the fixed state's slots
+    need = largest_need_tokens(req, steps, state, window, reserved)  # window: ModelSpec.kv_window_tokens
     if need > kv_cap:
         raise NoFeasiblePlanError(
             f"a sampled request needs {int(need)} KV tokens, more than the {label} "

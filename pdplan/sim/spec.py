@@ -313,6 +313,19 @@ def check_step_fn(fn: StepTimeFn, max_batch: int, kv_capacity: float, name: str)
         raise SpecError(f"{name} must map arrays [m] to finite positive seconds [m]")
 
 
+def largest_need_tokens(
+    req: Requests, steps: IntArray, state: float = 0.0, window: float | None = None, reserved: float = 0.0
+) -> float:
+    """The most KV slots any one request needs on an empty instance: its final footprint min(l + n, w) + s, and with
+    a decode server's R (``reserved``, SGLang's PD decode rule: :mod:`pdplan.sim.pd_decode_rule`) its prompt
+    min(l, w) + R + s where that is more."""
+    cap = np.inf if window is None else window  # a windowed sequence holds at most w
+    top = np.minimum(req.input_tokens + steps, cap)
+    if reserved > 0.0:
+        top = np.maximum(top, np.minimum(req.input_tokens, cap) + reserved)
+    return float(top.max()) + state
+
+
 def check_capacity(
     req: Requests, steps: IntArray, max_batch: int, kv_cap: float, state: float = 0.0, window: float | None = None
 ) -> None:
@@ -324,8 +337,7 @@ def check_capacity(
         raise SpecError(f"state_tokens_per_seq must be >= 0, got {state!r}")
     if window is not None and not window > 0.0:
         raise SpecError(f"window_tokens must be > 0, got {window!r}")
-    top = req.input_tokens + steps
-    need = float((top if window is None else np.minimum(top, window)).max()) + state
+    need = largest_need_tokens(req, steps, state, window)
     if not kv_cap > 0 or need > kv_cap:
         raise SpecError(
             f"kv_capacity_tokens={kv_cap} is smaller than the largest request footprint "

@@ -18,6 +18,7 @@ from pdplan.sim.spec import (
     check_count,
     check_step_fn,
     decode_steps,
+    largest_need_tokens,
 )
 
 
@@ -41,8 +42,8 @@ def check_disaggregated(dep: Disaggregated, req: Requests) -> None:
     check_capacity(req, steps, dec.max_batch, dec.kv_capacity_tokens, dec.state_tokens_per_seq, dec.window_tokens)
     check_step_fn(dec.step_time_s, dec.max_batch, dec.kv_capacity_tokens, "decode.step_time_s")
     if dec.pd_admission is not None:
-        prompt = req.input_tokens if dec.window_tokens is None else np.minimum(req.input_tokens, dec.window_tokens)
-        need = float(prompt.max()) + dec.state_tokens_per_seq + dec.pd_admission.reserved_tokens
+        reserved = dec.pd_admission.reserved_tokens  # the final footprint fits (check_capacity): prompt + R binds
+        need = largest_need_tokens(req, steps, dec.state_tokens_per_seq, dec.window_tokens, reserved)
         if need > dec.kv_capacity_tokens:
             raise SpecError(
                 f"decode.kv_capacity_tokens={dec.kv_capacity_tokens} is smaller than the largest prompt + state + "
