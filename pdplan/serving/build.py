@@ -266,7 +266,8 @@ def line_goodput_model(
         nxt = with_cache_rate(res, rate_rps)
         like = first[0] if first else None
         model = build_model(nxt, like) if probes is None else probes.built(nxt, like)
-        first[:] = first or [model]
+        if not first:
+            first.append(model)
         return nxt, model
 
     def searched(at: ResolvedScenario[Any], model: LocalModel) -> Goodput:
