@@ -52,10 +52,12 @@
   server admits on (:func:`pdplan.queueing.kv_admission.decode_server_footprint`; SGLang: context plus 512 reserved
   tokens a request, its ``DecodePreallocQueue``). vLLM's decode instances preempt the newest request and recompute it
   locally instead (:mod:`pdplan.serving.decode_recompute`): their stability limit is the pinned one, and the
-  recompute's stretch of τ̄ and its victims' pause join TPOT.
+  recompute's stretch of τ̄ and its victims' pause join TPOT. PPD's decode instances too, on the step the appends
+  stretch (:func:`pdplan.serving.ppd_decode.kv_admission`, which :func:`~pdplan.serving.ppd_model.place_turns` puts
+  in ``admission``).
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
-queueing for seats beyond the seat margin, the recompute work of a preemption on PPD's decode instances.
+queueing for seats beyond the seat margin.
 """
 
 from __future__ import annotations
