@@ -42,16 +42,16 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "chat-ppd.yaml"
 CATALOG = open_catalog()
 
 
-def _ppd(engine: str, rate_rps: float = 10.0, **update: Any) -> Any:
-    """The chat-ppd example under ``engine``, every held Turn 2+ on decode, at ``rate_rps`` (10 req/s); ``update``:
-    more fields of the scenario."""
+def _ppd(engine: str, rate_rps: float = 10.0, policy: str = "ppd", **update: Any) -> Any:
+    """The chat-ppd example under ``engine``, every held Turn 2+ on decode (``policy`` pd: none), at the hit rates of
+    ``rate_rps`` (10 req/s); ``update``: more fields of the scenario."""
     sc = load_scenario(EXAMPLE)
     assert sc.cache is not None
-    cache = sc.cache.model_copy(update={"turn_placement": TurnPlacementSpec(policy="ppd")})
+    cache = sc.cache.model_copy(update={"turn_placement": TurnPlacementSpec(policy=policy)})
     sc = sc.model_copy(update={"cache": cache, "engine": engine, **update})
     res = with_cache_rate(resolve(sc, CATALOG), rate_rps)
     model = build_model(res)
-    assert placement_of(model) is not None
+    assert (placement_of(model) is not None) == (policy != "pd")
     return model
 
 
@@ -91,15 +91,15 @@ def test_ppd_decode_of_an_engine_without_reserve_is_the_plain_rule() -> None:
         assert dataclasses.astuple(model.admission.held) == dataclasses.astuple(expect)
 
 
-def _two_one(rate_rps: float, engine: str = "vllm") -> Any:
+def _two_one(rate_rps: float, engine: str = "vllm", policy: str = "ppd") -> Any:
     """The chat-ppd example as 2P1D over InfiniBand NDR (``ib-ndr``): the decode instance's KV, not the 25 GbE link,
-    sets the stability limit, at the hit rates of ``rate_rps``."""
+    sets the stability limit, at the hit rates of ``rate_rps``; ``policy`` pd: plain disaggregation's model."""
     sc = load_scenario(EXAMPLE)
     deployment = {
         "prefill": sc.prefill.model_copy(update={"count": 2}),
         "decode": sc.decode.model_copy(update={"count": 1}),
     }
-    return _ppd(engine, rate_rps, link="ib-ndr", **deployment)
+    return _ppd(engine, rate_rps, policy, link="ib-ndr", **deployment)
 
 
 def test_ppd_pinned_limit_by_hand() -> None:
@@ -141,7 +141,8 @@ def test_ppd_decode_under_vllm_is_the_pinned_queue_on_the_stretched_step() -> No
     model = _two_one(20.0)
     adm, dec, cells, placement = model.admission, model.decode, model.cells, model.pool.placement
     assert isinstance(adm, RidingKvAdmission)
-    plain, _ = unplaced_disaggregated(model.res)
+    assert unplaced_disaggregated(model.res)[0].admission is None  # priced by place_turns alone
+    plain = _two_one(20.0, policy="pd")
     assert placement.rho_append > 0.0
     assert adm.step == dec.step == scaled(plain.decode.step, placement.rho_append)
     assert adm.prefill_s_per_request == 0.0
@@ -194,7 +195,7 @@ def test_ppd_vllm_limit_never_exceeds_the_plain_limits(rate_rps: float) -> None:
     model = _two_one(rate_rps)
     adm, dec = model.admission, model.decode
     assert isinstance(adm, RidingKvAdmission)
-    plain, _ = unplaced_disaggregated(model.res)
+    plain = _two_one(rate_rps, policy="pd")
     assert isinstance(plain.admission, RidingKvAdmission)
     assert adm.mean_rate_per_s <= kv_mean_rate(model.cells, adm.held, dec.step, dec.kv_capacity_tokens)
     assert adm.mean_rate_per_s <= plain.admission.mean_rate_per_s
