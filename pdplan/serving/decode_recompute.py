@@ -28,7 +28,10 @@ instance's time and the recompute λπr (π preemptions a request, r seconds eac
 stretched ``t0' = t0/(1 − ρ_a)``, ``per' = per/(1 − ρ_a)`` and ``r' = r/(1 − ρ_a)``: r is stretched as the step is
 (:func:`decode_admission`'s ``stretch``), and ``λ_pin = M/(t0' W + M(per' + f r'))`` is the plain pinned limit times
 (1 − ρ_a), the time the appends leave. Example: ρ_a = 0.2, t0 = 10 ms, per = 1 ms, W = 100, M = 2,000, f = 0.5,
-r = 1 ms: λ_pin = 0.8 · 500 = 400 /s (tests/unit/test_ppd_decode_admission.py). The histories the instance keeps
+r = 1 ms: λ_pin = 0.8 · 500 = 400 /s (tests/unit/test_ppd_decode_admission.py). More generally every term of the
+queue reads the rate only as λ times a stretched time (λτ̄, λ·t1', λ·t2' in the load feedback, λ·r'), so the PPD
+instance at λ is the plain one at λ/(1 − ρ_a) with its times stretched: its comfortable limit too is the plain one
+times 1 − ρ_a (equal to 1e-9 in that test's chat-ppd 2P1D plan). The histories the instance keeps
 between a session's turns are freed blocks in vLLM's free block queue, their hashes kept, which any request may take
 (*Preemption with recompute* in :mod:`pdplan.queueing.kv_admission`: a preempted request's blocks are hits only where
 no other request took them in between), so they are free KV, not footprint.

@@ -155,6 +155,11 @@ def test_ppd_decode_under_vllm_is_the_pinned_queue_on_the_stretched_step() -> No
     fluid = kv_mean_rate(cells, adm.held, dec.step, dec.kv_capacity_tokens)
     assert adm.mean_rate_per_s == pytest.approx(pinned, rel=1e-12)
     assert adm.comfort_rate_per_s <= model.capacity.kv_rate_per_s < adm.mean_rate_per_s < fluid
+    # the rate enters only as λ times a stretched time: both limits are plain disaggregation's times 1 − ρ_a
+    assert isinstance(plain.admission, RidingKvAdmission)
+    factor = stretch(placement.rho_append)
+    assert adm.mean_rate_per_s * factor == pytest.approx(plain.admission.mean_rate_per_s, rel=1e-9)
+    assert adm.comfort_rate_per_s * factor == pytest.approx(plain.admission.comfort_rate_per_s, rel=1e-9)
     limit = model.limit()
     assert limit.binding is Binding.DECODE_KV
     assert limit.rate_rps == pytest.approx(model.y * adm.mean_rate_per_s, rel=1e-12)
