@@ -52,10 +52,12 @@
   server admits on (:func:`pdplan.queueing.kv_admission.decode_server_footprint`; SGLang: context plus 512 reserved
   tokens a request, its ``DecodePreallocQueue``). vLLM's decode instances preempt the newest request and recompute it
   locally instead (:mod:`pdplan.serving.decode_recompute`): their stability limit is the pinned one, and the
-  recompute's stretch of τ̄ and its victims' pause join TPOT.
+  recompute's stretch of τ̄ and its victims' pause join TPOT. PPD's decode instances too, on the step the appends
+  stretch (:func:`pdplan.serving.ppd_decode.kv_admission`, which :func:`~pdplan.serving.ppd_model.place_turns` puts
+  in ``admission``).
 
 Not modelled: KV-ingest HBM interference on decode (§2.5, ≈ λ_d E[l] kvb / BW, typically < 1e−3),
-queueing for seats beyond the seat margin, the recompute work of a preemption on PPD's decode instances.
+queueing for seats beyond the seat margin.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ from pdplan.serving.limits import (
     decode_binding,
 )
 from pdplan.serving.overlap_ttft import OverlapTtft, coupled
+from pdplan.serving.ppd_model import applies as ppd_applies
 from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
@@ -174,7 +177,8 @@ class DisaggregatedModel:
     """The prefix cache's classes per prompt bin (:mod:`pdplan.serving.prefix_cache`); None: every prompt new."""
     admission: KvAdmission | RidingKvAdmission | None = None
     """One decode instance's KV admission queue (:mod:`pdplan.queueing.kv_admission`; vLLM's with its preemptions
-    priced, :mod:`pdplan.serving.decode_recompute`); None: not modelled."""
+    priced, :mod:`pdplan.serving.decode_recompute`); None: not modelled, or not yet on a model PPD is about to place
+    (:func:`unplaced_disaggregated`)."""
     storage_read: StorageReadStage | None = None
     """DualPath's storage → DRAM stage before the prefill queue (:mod:`pdplan.serving.dual_path_setup`); None:
     the tiers' loads are all in the prefill's price."""
@@ -469,7 +473,10 @@ def unplaced_disaggregated(
 ) -> tuple[DisaggregatedModel, TransferConfig]:
     """:func:`build_disaggregated`'s model before PPD places its turns (plain disaggregation's; the model itself
     where PPD does not apply) and the KV-transfer configuration it was priced with, which
-    :func:`~pdplan.serving.ppd_model.place_turns` takes."""
+    :func:`~pdplan.serving.ppd_model.place_turns` takes. Where PPD applies the model's ``admission`` is None:
+    :func:`~pdplan.serving.ppd_model.place_turns` prices the placed model's on its stretched step, and the plain one
+    would be thrown away (under vLLM its comfortable limit is a root search of about a dozen load-feedback FFTs,
+    :func:`~pdplan.queueing.kv_admission.pinned_comfort_rate`)."""
     hw = res.hardware
     d = hw.deployment
     _check_prefill_memory(res)
@@ -525,10 +532,18 @@ def unplaced_disaggregated(
         res.scenario.ttft_convention,
         side.prob,
         side.classes,
-        decode_admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
+        _plain_admission(res, cells, dperf, cap) if decode_side is None else decode_side.admission,
         side.storage_read,
     )
     return model, cfg
+
+
+def _plain_admission(
+    res: ResolvedScenario[DisaggregatedHardware], cells: DecodeWorkload, decode: DecodePerf, cap: DecodeCapacity
+) -> KvAdmission | RidingKvAdmission | None:
+    """The plain decode instance's KV admission queue (:func:`~pdplan.serving.decode_recompute.decode_admission`);
+    None where PPD places turns on it (:func:`unplaced_disaggregated`)."""
+    return None if ppd_applies(res) else decode_admission(res, cells, decode, cap)
 
 
 @dataclass(frozen=True, slots=True)

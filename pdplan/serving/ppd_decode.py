@@ -16,8 +16,9 @@ import numpy as np
 from pdplan.queueing import DecodeCapacity, decode_fixed_point
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.queueing.distributions import GammaMixture
-from pdplan.queueing.kv_admission import KvAdmission, decode_server_admission, pd_decode_reserved_tokens
+from pdplan.queueing.kv_admission import KvAdmission, RidingKvAdmission, pd_decode_reserved_tokens
 from pdplan.queueing.linear_capacity import fast_decode_capacity
+from pdplan.serving.decode_recompute import decode_admission
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
 from pdplan.types import FloatArray
@@ -56,9 +57,15 @@ def decode_at(model: Any, rate_rps: float, step: LinearStepTime, capacity: Decod
     return DecodeAt(float(fixed.tau_mean_s[0]), seqs / dp, float(-math.expm1(-seqs)), free)
 
 
+def stretch(rho: float) -> float:
+    """``1/(1 − ρ_a)``, the factor the appends' load ρ_a stretches a decode step by (ρ_a capped at ``DECODE_U_MAX``;
+    :mod:`pdplan.serving.ppd`). Example: ρ_a = 0.2: 1.25."""
+    return 1.0 / (1.0 - min(max(rho, 0.0), DECODE_U_MAX))
+
+
 def scaled(step: LinearStepTime, rho: float) -> LinearStepTime:
-    """The step stretched by ``1/(1 − ρ_a)`` (ρ_a capped at ``DECODE_U_MAX``; :mod:`pdplan.serving.ppd`)."""
-    factor = 1.0 / (1.0 - min(max(rho, 0.0), DECODE_U_MAX))
+    """The step stretched by :func:`stretch` of ρ_a."""
+    factor = stretch(rho)
     return LinearStepTime(step.t0_s * factor, step.t1_s_per_seq * factor, step.t2_s_per_token * factor)
 
 
@@ -79,24 +86,21 @@ def decode_side(model: Any, step: LinearStepTime) -> tuple[DecodePerf, DecodeCap
     return decode, capacity
 
 
-def kv_admission(model: Any, decode: DecodePerf, cap: DecodeCapacity) -> KvAdmission:
-    """One decode instance's KV admission queue on the stretched step, on the footprint its decode server admits on:
-    the plain disaggregated model's (:func:`~pdplan.queueing.kv_admission.decode_server_admission`), for every
-    engine. A turn placed on decode is a request of that server like any other: its cell's prompt is the whole
+def kv_admission(model: Any, decode: DecodePerf, cap: DecodeCapacity, rho: float) -> KvAdmission | RidingKvAdmission:
+    """One decode instance's KV admission queue on the stretched step, the plain disaggregated decode's
+    (:func:`pdplan.serving.decode_recompute.decode_admission`) at the appends' load ``rho`` (ρ_a): the queue on the
+    footprint its decode server admits on, and vLLM's pinned queue with its preemptions' recompute, whose seconds the
+    appends stretch as they stretch the step (:func:`stretch`; :mod:`pdplan.serving.decode_recompute`, *PPD's decode
+    instances*). A turn placed on decode is a request of that server like any other: its cell's prompt is the whole
     prompt (history h plus append m), its context grows from there, and SGLang's rule counts it at that context plus
     R (``num_reserved_decode_tokens``) while it runs, as ``_allocatable_tokens`` counts every running, transferring
     or waiting request. The histories the instance keeps between a session's turns are not requests: they sit in the
     free KV as evictable prefix-cache blocks (:mod:`pdplan.serving.ppd`), which ``_allocatable_tokens`` counts as
-    free (the decode radix cache's ``evictable_size``) and charges no R, so they do not enter the footprint; a held
-    history is counted, with its R, only from the moment its next turn is admitted on it."""
-    return decode_server_admission(
-        model.cells,
-        decode.state_tokens_per_seq,
-        model.res.engine.scheduling,
-        decode.step,
-        decode.kv_capacity_tokens,
-        cap.kv_rate_per_s,
-    )
+    free (the decode radix cache's ``evictable_size``) and charges no R, and which vLLM keeps in its free block queue
+    with their hashes, for any request to take (:mod:`pdplan.queueing.kv_admission`, *Preemption with recompute*),
+    so they do not enter the footprint; a held history is counted, with its R, only from the moment its next turn
+    is admitted on it."""
+    return decode_admission(model.res, model.cells, decode, cap, stretch(rho))
 
 
 @dataclass(frozen=True, slots=True)

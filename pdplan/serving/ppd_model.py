@@ -763,7 +763,7 @@ def place_turns(built: M, transfer: TransferConfig | None = None) -> M:
         far_service_s=None,
         bin_prob=rows.ravel(),
         cache=classes,
-        admission=None if model.admission is None else kv_admission(model, decode, capacity),
+        admission=kv_admission(model, decode, capacity, p.rho_append),  # priced here only (unplaced_disaggregated)
         storage_read=placed_read_stage(model.res, prices.storage_read, classes, rows.ravel()),
         append_noise=plan.noise,
     )
