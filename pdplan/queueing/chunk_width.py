@@ -181,10 +181,7 @@ def riding_mean_field(
         lo = np.where(load < 1.0, st.t0_s / np.maximum(1.0 - load, 1e-300), np.inf)
     lo = np.minimum(lo, edge)
 
-    def gap(tau: FloatArray) -> FloatArray:  # τ − map(τ): ≤ 0 below the least fixed point
-        r = rate if tau.ndim == 1 else rate[:, None]
-        t_p = _width_price(r, tau, wl, budget, width, el)[0]
-        return np.asarray(tau - st.t0_s - tau * ((load if tau.ndim == 1 else load[:, None]) + r * el * t_p), np.float64)
+    gap = _Gap(rate, load, wl, el, st.t0_s, budget, width)  # τ − map(τ): ≤ 0 below the least fixed point
 
     # the first sign change of the gap on a geometric grid from lo to the edge brackets the least fixed point (the
     # gap need not stay positive past it: G's tile waves make its slope jump near the budget)
@@ -198,9 +195,59 @@ def riding_mean_field(
     j_hi, j_lo = first, np.maximum(first - 1, 0)
     hi_b, lo_b = grid[rows, j_hi], grid[rows, j_lo]
     g_hi, g_lo = g[rows, j_hi], np.minimum(g[rows, j_lo], 0.0)
-    tau = np.where(stable, _illinois(gap, lo_b, hi_b, np.where(j_hi == 0, g_hi, g_lo), g_hi), top)
+    root = _illinois_one if rate.size == 1 else _illinois
+    tau = np.where(stable, root(gap, lo_b, hi_b, np.where(j_hi == 0, g_hi, g_lo), g_hi), top)
     t_p, n, c_s = _width_price(rate, tau, wl, budget, width, el)
     return RidingStep(tau, t_p, n, c_s, stable)
+
+
+class _Gap:
+    """``τ − map(τ)`` of :func:`riding_mean_field` per rate (``τ`` of shape [R], or [R, K] for the bracket's grid):
+    ``τ − t0 − τ(u_d + λE[A] + λE[L]·t_p(τ))`` with t_p of :func:`step_price` at N = λE[n]τ and x = λτ
+    (:func:`_width_price`), the same operations in the same order on the same doubles, with the rate's products and
+    the clips a step's N and c_s already satisfy taken once: ``max(N, 1)`` and ``max(c_s, 0)`` of
+    :meth:`GemmWidth.extra_s` (N is held in [1, C − 1] and c_s ≥ 1 before it, so they return their argument; a
+    budget under 2 tokens, where C − 1 < 1, takes :func:`_width_price` itself), and ``x/(1 − e^{−x})`` without its
+    small-x branch where every x exceeds it (the branch then selects the same quotient). About a third of a
+    colocated limit's and snapshot's Python calls (docs/accuracy.md §7.22)."""
+
+    __slots__ = ("budget", "el", "load", "per_token", "rate", "rows", "steps", "t0", "width", "wl")
+
+    def __init__(
+        self,
+        rate: FloatArray,
+        load: FloatArray,
+        wl: DecodeWorkload,
+        el: float,
+        t0_s: float,
+        budget: float,
+        w: GemmWidth,
+    ) -> None:
+        self.rate, self.load, self.wl, self.steps, self.el, self.t0, self.budget, self.width = (
+            rate, load, wl, wl.mean_steps, el, t0_s, budget, w,
+        )  # fmt: skip
+        self.per_token = rate * el  # λE[L], as ``r * el`` computes it
+        self.rows = (rate[:, None], load[:, None], self.per_token[:, None])
+
+    def __call__(self, tau: FloatArray) -> FloatArray:
+        r, load, per_token = (self.rate, self.load, self.per_token) if tau.ndim == 1 else self.rows
+        if self.budget - 1.0 < 1.0:
+            t_p = _width_price(r, tau, self.wl, self.budget, self.width, self.el)[0]
+            return np.asarray(tau - self.t0 - tau * (load + per_token * t_p), np.float64)
+        n = np.minimum(np.maximum(r * self.steps * tau, 1.0), self.budget - 1.0)
+        x = r * tau
+        many = x > 1e-9
+        if many.all():
+            per_step = x / -np.expm1(-x)
+        else:
+            per_step = np.where(many, x / -np.expm1(-np.where(many, x, 1.0)), 1.0 + x / 2.0)
+        c_s = np.maximum(np.minimum(self.budget - n, self.el * per_step), 1.0)
+        top = n + c_s
+        w = self.width
+        if (top > w.tokens[-1] + _EDGE_TOKENS).any():
+            raise ValueError(f"GemmWidth: a step of {float(top.max()):.0f} tokens is past the table ({w.top:.0f})")
+        extra = np.maximum(np.interp(top, w.tokens, w.gemm_s) - np.interp(n, w.tokens, w.gemm_s), 0.0)
+        return np.asarray(tau - self.t0 - tau * (load + per_token * (extra / c_s)), np.float64)
 
 
 def _illinois(
@@ -228,3 +275,34 @@ def _illinois(
         side = np.where(right, -1.0, np.where(left, 1.0, side))
         a, b = np.where(hit, x, a), np.where(hit, x, b)
     return np.asarray(x, dtype=np.float64)
+
+
+def _illinois_one(
+    fn: Callable[[FloatArray], FloatArray], lo: FloatArray, hi: FloatArray, f_lo: FloatArray, f_hi: FloatArray
+) -> FloatArray:
+    """:func:`_illinois` of one row, its steps on Python floats: the same operations on the same doubles (IEEE
+    arithmetic rounds a product, difference or quotient alike in numpy and Python; ``fn`` is called on the same
+    one-element arrays), without the dozen array calls a step of the vectorised loop makes (docs/accuracy.md
+    §7.22)."""
+    a, b, fa, fb = float(lo[0]), float(hi[0]), float(f_lo[0]), float(f_hi[0])
+    side = 0.0
+    x = a if fa >= 0.0 else b
+    for _ in range(_REGULA_FALSI_STEPS):
+        if not (b - a > _REL_TOL * b and fa < 0.0):
+            break
+        x = (a * fb - b * fa) / (fb - fa)
+        fx = float(fn(np.array([x]))[0])
+        hit = abs(fx) <= _REL_TOL * x
+        if fx < 0.0:  # the root lies above x
+            a, fa = x, fx
+            if side < 0:
+                fb = fb / 2.0
+            side = -1.0
+        else:
+            b, fb = x, fx
+            if side > 0:
+                fa = fa / 2.0
+            side = 1.0
+        if hit:
+            a, b = x, x
+    return np.array([x])

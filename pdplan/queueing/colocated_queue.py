@@ -601,12 +601,11 @@ def _landing_row(
     block = np.zeros((min(len(kept), LANDING_ROWS), size))  # each row a part's pmf, zero-padded to the lattice
     for lo in range(0, len(kept), LANDING_ROWS):
         rows = kept[lo : lo + LANDING_ROWS]
+        cdf = _landing_cdfs(edges, rows, busy)
+        block[: len(rows), 0] = cdf[:, 0] - 0.0  # np.diff(cdf, prepend=0.0) without its concatenation: the same doubles
+        np.subtract(cdf[:, 1:], cdf[:, :-1], out=block[: len(rows), 1:n])
         for j, (t, weight, full, others) in enumerate(rows):
-            rest = np.clip(edges / t, 0.0, 1.0)  # U·t
-            cdf = busy * rest if full else rest
-            block[j, 0] = cdf[0] - 0.0  # np.diff(cdf, prepend=0.0) without its concatenation: the same doubles
-            np.subtract(cdf[1:], cdf[:-1], out=block[j, 1:n])
-            first = h * float(np.sum(1.0 - cdf[:-1] / 2.0 - cdf[1:] / 2.0)) if full else t / 2.0  # E[max] by trapezoid
+            first = h * float(np.sum(1.0 - cdf[j, :-1] / 2.0 - cdf[j, 1:] / 2.0)) if full else t / 2.0  # E[max]
             mean += weight * (first + others * e1)
         for (_, weight, _, others), spectrum in zip(rows, np.fft.rfft(block[: len(rows)], axis=1), strict=True):
             acc += weight * spectrum * np.exp(others * phi_less_1)  # in the parts' order, as one part at a time
@@ -615,6 +614,19 @@ def _landing_row(
     pmf = (1.0 - p_full) * pmf + p_full * np.concatenate((np.zeros(shift), pmf))[:n]
     landing = np.clip(np.cumsum(pmf), 0.0, 1.0)
     return h, np.clip(atom * cdf_w + (1.0 - atom) * landing, 0.0, 1.0), mean
+
+
+def _landing_cdfs(edges: FloatArray, parts: list[tuple[float, float, bool, float]], busy: FloatArray) -> FloatArray:
+    """Each landing part's cdf on the lattice ``edges`` (one row a part, :func:`_landing_row`): ``U·t``'s,
+    ``clip(edges/t, 0, 1)``, times W_f's given W_f > 0 (``busy``) for a full step (the max's cdf). The rows in one
+    array call (the same elementwise operations on the same doubles as one call per part: 34 a rate, each a clip's
+    Python wrappers; docs/accuracy.md §7.22)."""
+    t = np.array([part[0] for part in parts])
+    cdf = np.clip(edges[None, :] / t[:, None], 0.0, 1.0)
+    full = np.array([part[2] for part in parts])
+    if full.any():
+        cdf[full] = busy * cdf[full]
+    return np.asarray(cdf, dtype=np.float64)
 
 
 def _last_chunk_tokens(q: ChunkQueue, workload: DecodeWorkload) -> FloatArray:
