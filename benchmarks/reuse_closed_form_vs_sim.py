@@ -48,7 +48,7 @@ the P→D bytes saved and Turn-1 and Turn-2+ TTFT P90 (the closed form's ``cache
 simulator's :class:`pdplan.sim.turn_stats.TurnStats`); ``token_hit_ratio`` is the prefill caches'.
 
 Run: ``python benchmarks/reuse_closed_form_vs_sim.py [--requests N] [--cases NAME,...] [--deployment D]
-[--no-goodput]``; prints a
+[--no-goodput] [--engine vllm|sglang|trtllm]``; prints a
 Markdown table, the counts within the criterion and the run time (the tables in docs/prefix_cache.md, "Closed form
 against the simulator" in §9 and §11, are its output).
 """
@@ -159,16 +159,19 @@ grid's 2 s / 100 ms it is set by the closed form's stability margins, decode KV 
 0.85 utilisation caps, which the simulator does not have: docs/prefix_cache.md §11)."""
 
 
-def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") -> Scenario:
+def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D", engine: str = "vllm") -> Scenario:
     """One grid case as a scenario (module docstring); ``deployment``: ``xPyD`` (x, y < 10) or ``colocated`` (two
-    colocated instances, prefill-first); a ``ppd`` workload with its turn placement."""
+    colocated instances, prefill-first); a ``ppd`` workload with its turn placement; ``engine``: the engine profile
+    (``sglang``: chunk-wise transfer, the streaming granularity its profile lists, where vLLM's is layer-wise)."""
     wl = dict(PPD[workload][0] if workload in PPD else WORKLOADS[workload])
     if "trace" in wl:
         wl["trace"] = {**wl["trace"], "file": str(_trace_file())}
     data: dict[str, Any] = {
         "schema_version": 1,
-        "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {deployment}",
+        "name": f"{workload} {routing} {'hbm+dram' if dram else 'hbm'} {deployment}"
+        + ("" if engine == "vllm" else f" {engine}"),
         "model": "llama-3.1-8b",
+        "engine": engine,
         "workload": wl,
         "cache": {"routing": routing, "tiers": [DRAM] if dram else []}
         | ({"turn_placement": PPD[workload][1]} if workload in PPD else {}),
@@ -182,7 +185,7 @@ def scenario(workload: str, routing: str, dram: bool, deployment: str = "2P1D") 
             prefill={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[0])},
             decode={"gpu": "h100-sxm", "tp": 1, "count": int(deployment[2])},
             link="ib-ndr",
-            granularity="layer",
+            granularity="chunk" if engine == "sglang" else "layer",
             routing="round-robin" if "trace" in wl else "least-work",
         )
     return scenario_from_dict(data, source="benchmark", base_dir=ROOT)
@@ -476,6 +479,7 @@ def main(argv: list[str]) -> None:
         "--deployment", default=None, help="only the cases on this deployment (2P1D, 1P1D, colocated, 1P2D)"
     )
     parser.add_argument("--no-goodput", action="store_true", help="skip the simulated goodput (bisection)")
+    parser.add_argument("--engine", default="vllm", help="the engine profile (vllm, sglang, trtllm; default vllm)")
     parser.add_argument(
         "--trace-arrivals",
         type=int,
@@ -495,7 +499,7 @@ def main(argv: list[str]) -> None:
     for workload, routing, dram, deployment in cases(names):
         if args.deployment is not None and deployment != args.deployment:
             continue
-        sc = scenario(workload, routing, dram, deployment)
+        sc = scenario(workload, routing, dram, deployment, args.engine)
         case = run_case(sc, args.requests, not args.no_goodput)
         label = f"{sc.name} @ {case.rate_rps:.3g} rps, offered {case.offered_rps:.3g} ({case.seconds:.0f} s)"
         for quantity, closed, sim in rows(case):

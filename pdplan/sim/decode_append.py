@@ -1,10 +1,9 @@
 """A disaggregated decode instance that also runs append-prefills (PPD, arXiv 2603.13358) and keeps sessions' KV.
 
 It is :class:`~pdplan.sim.decode.DecodeInstance` (continuous batching, FCFS admission at step boundaries, a sequence
-reserving ``l + n + s`` KV slots at admission, under every engine: SGLang's decode server rule,
-:class:`~pdplan.sim.pd_decode_instance.PdDecodeInstance`, and vLLM's preemption with recompute,
-:class:`~pdplan.sim.preempt_decode.PreemptDecodeInstance`, are not run here, a limit where the closed form's PPD decode
-instances count SGLang's context plus R) with two additions that :mod:`pdplan.sim.turn_placement` uses:
+reserving ``l + n + s`` KV slots at admission: TensorRT-LLM's rule; SGLang's and vLLM's decode servers grow on demand
+and run their own rules, :mod:`pdplan.sim.append_growth`, whose instances derive from this one) with two additions
+that :mod:`pdplan.sim.turn_placement` uses:
 
 * **Session KV** (:class:`~pdplan.sim.decode_cache.DecodeKvCache`): a finished sequence's whole blocks stay in the
   free KV until running sequences or newer histories need the room.
@@ -201,7 +200,7 @@ class AppendDecodeInstance(MixedStepInstance):
         self.lag.sampled(req, now)  # token 1 sampled at the append's last step, out k iterations later
         steps = self.work.append_steps[req]
         if steps > 0:
-            self.act.add(req, self.prompt[req], steps)
+            self._join(req, self.prompt[req], steps)
         else:
             self._release(req, now)
             done.append(req)
@@ -213,32 +212,44 @@ class AppendDecodeInstance(MixedStepInstance):
         while pending and pending[0][0] <= now:
             waiting.append(heapq.heappop(pending)[1])
         admitted: list[int] = []
-        act, work = self.act, self.work
-        while waiting and act.b + len(self.prefilling) < self.max_batch:
+        while waiting and self.seats_in_use() < self.max_batch:
             req = waiting[0]
             need = self.prompt[req] + self.steps[req] + self.state
             if self.kv_used + need > self.kv_cap:
                 break
             waiting.popleft()
             self.kv_used += need
-            rank = self.rank_of(req)
-            self.rank_used[rank] += need
-            cache = self.caches[rank]
-            if req in self.appends:
-                hit = cache.held_prefix(work.blocks(req, work.lookup_blocks[req]))
-                self.taken[req] = work.blocks(req, hit)
-                cache.take(self.taken[req])
-                work.hit_tokens[req] = hit * work.block_tokens
-                self.left[req] = self.prompt[req] - hit * work.block_tokens
-                self.prefilling.append(req)
-            else:
-                self.taken[req] = work.blocks(req, work.prompt_blocks[req])
-                cache.take(self.taken[req])
-                act.add(req, self.prompt[req], self.steps[req])
-                self.tl.admit[req] = now
-                admitted.append(req)
-            cache.resize(self.free_tokens(rank))
+            self.rank_used[self.rank_of(req)] += need
+            self._start(req, now, admitted)
         return admitted
+
+    def _start(self, req: int, now: float, admitted: list[int]) -> None:
+        """Admitted ``req`` takes its blocks out of its rank's cache: an append its cached history, whose rest it has
+        to compute; a sequence whose KV came over the link its prompt's blocks, joining the decode batch."""
+        work, rank = self.work, self.rank_of(req)
+        cache = self.caches[rank]
+        if req in self.appends:
+            hit = cache.held_prefix(work.blocks(req, work.lookup_blocks[req]))
+            self.taken[req] = work.blocks(req, hit)
+            cache.take(self.taken[req])
+            work.hit_tokens[req] = hit * work.block_tokens
+            self.left[req] = self.prompt[req] - hit * work.block_tokens
+            self.prefilling.append(req)
+        else:
+            self.taken[req] = work.blocks(req, work.prompt_blocks[req])
+            cache.take(self.taken[req])
+            self._join(req, self.prompt[req], self.steps[req])
+            self.tl.admit[req] = now
+            admitted.append(req)
+        cache.resize(self.free_tokens(rank))
+
+    def _join(self, req: int, context: int, steps: int) -> None:
+        """``req`` joins the decode batch with ``context`` tokens and ``steps`` steps to go."""
+        self.act.add(req, context, steps)
+
+    def _computed(self, req: int) -> int:
+        """Prompt tokens of admitted ``req`` already in its KV (its hit and the pieces computed so far)."""
+        return self.prompt[req] - self.left[req]
 
     def _plan(self, admitted: list[int]) -> None:
         """A mixed step while an admitted append has tokens left (module docstring), else as the base instance."""
@@ -256,7 +267,7 @@ class AppendDecodeInstance(MixedStepInstance):
             for r in sorted({rank_of[q] for q in self.prefilling}):
                 plan += self._fill([q for q in self.prefilling if rank_of[q] == r], room)
         tokens = np.array([float(c) for _, c in plan])
-        before = np.array([float(self.prompt[r] - self.left[r]) for r, _ in plan])
+        before = np.array([float(self._computed(r)) for r, _ in plan])
         if work.ranks is None:
             added = float(np.sum(work.chunk_s(tokens, before, float(self.act.b))))
         else:

@@ -5,7 +5,8 @@ One LRU of block ids per decode instance (per attention-DP rank, of its share of
 :mod:`pdplan.sim.decode_append`), the same :class:`~pdplan.sim.prefix_cache.BlockLru` the prefill instances' prefix
 caches use (block ids and prefix matching as :mod:`pdplan.sim.reuse_requests`). Its capacity is not fixed: it
 is the instance's KV capacity less what its admitted sequences reserve (:mod:`pdplan.sim.decode`: a sequence reserves
-its final footprint ``l + n + s`` at admission), in whole blocks, so:
+its final footprint ``l + n + s`` at admission; under SGLang's and vLLM's rules what they hold now, their growing
+context, :mod:`pdplan.sim.append_growth`), in whole blocks, so:
 
 * a sequence that finishes frees its reservation and its whole blocks (prompt and output, ``⌊(P + O)/B⌋``) become
   the most recent blocks of the cache (:meth:`DecodeKvCache.keep`; vLLM's free-block queue, SGLang's radix tree: a

@@ -223,7 +223,7 @@ class _DisaggEngine(_Engine):
         self.placement = placement
         # a placement's instances (append-prefills, pdplan.sim.turn_placement) count every token of a sequence; the
         # window cap (DecodePool.window_tokens) reaches only the plain instance: an upper bound for windowed models
-        # PPD's instances (pdplan.sim.decode_append) reserve l + n + s under every engine, whatever its decode rule
+        # PPD's instances run their engine's decode rule too (pdplan.sim.append_growth.append_instance)
         make = _plain_decode_instance(d) if placement is None else placement.decode_instance
         setup = DecodeSetup(
             d.step_time_s,

@@ -32,11 +32,10 @@ tests/unit/test_sim_pd_decode.py).
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 
 from pdplan.sim.decode import DecodeInstance, DecodeSetup
-from pdplan.sim.pd_decode_rule import PdDecodeAdmission
+from pdplan.sim.pd_decode_rule import PdDecodeAdmission, PdRule
 
 
 class PdDecodeInstance(DecodeInstance):
@@ -44,13 +43,11 @@ class PdDecodeInstance(DecodeInstance):
 
     def __init__(self, setup: DecodeSetup, rule: PdDecodeAdmission, window: float | None = None) -> None:
         super().__init__(setup, window)
-        self.reserved = float(rule.reserved_tokens)
-        self.clip = rule.clip_tokens
+        self.rule = PdRule(rule, setup.prompt, setup.steps, self.state, self.window)
+        self.reserved = self.rule.reserved
         self.retracted: deque[int] = deque()
         self.resume: dict[int, tuple[int, int]] = {}  # retracted request → (its context, steps left)
         self.retractions = 0  # requests retracted so far (a count for checks and benchmarks)
-        # the largest l + min(n, c) of any request: bounds the one-request room, which is computed only past it
-        self.top = max(p + min(n, self.clip) for p, n in zip(setup.prompt, setup.steps, strict=True))
 
     def _held(self) -> float:
         """Tokens the running requests hold: their (windowed) context and fixed state."""
@@ -61,60 +58,37 @@ class PdDecodeInstance(DecodeInstance):
         next step (module docstring, 1)."""
         act = self.act
         while act.b > 1 and act.context() + act.b * (1.0 + self.state) > self.kv_cap:
-            req = self._least_decoded()
+            req = self.rule.victim(act)
             context, left = act.remove(req)
             self.resume[req] = (context, left)
             self.retracted.append(req)
             self.retractions += 1
 
-    def _least_decoded(self) -> int:
-        """The retraction victim: fewest output tokens (context − prompt), ties the longest prompt, then the latest
-        request (``retract_decode`` sorts the batch by (output, −prompt) descending and pops from its end)."""
-        s, prompt = self.act.s, self.prompt
-        entries = ((offset + s - prompt[req], -prompt[req], -req) for _, req, offset in self.act.finish)
-        return -min(entries)[2]
-
-    def _single(self, retractable: float) -> float:
-        """``need_space_for_single_req``: the largest l + min(n, c) over the running requests less the tokens they
-        hold (``retractable``); 0 with none running, −inf where no request could make it count (``top``)."""
-        act = self.act
-        if act.b == 0:
-            return 0.0
-        if self.top - retractable <= self.reserved * act.b:
-            return -math.inf  # below R·B: max(R·B, single) is R·B whatever the running requests
-        prompt, steps, clip = self.prompt, self.steps, self.clip
-        return max(prompt[req] + min(steps[req], clip) for _, req, _ in act.finish) - retractable
-
-    def _need(self, context: int) -> float:
-        """The KV a request of ``context`` tokens takes in the pool, with R: min(context, w) + s + R."""
-        return min(context, self.window) + self.state + self.reserved
-
     def _admit(self, now: float) -> list[int]:
         pending, waiting, act = self.pending, self.waiting, self.act
         while pending and pending[0][0] <= now:
             waiting.append(heapq.heappop(pending)[1])
-        retractable = float(act.context())
-        single = self._single(retractable)
+        retractable, rule = float(act.context()), self.rule
+        single = rule.single(act, retractable, act.b)
         budget = self.kv_cap - self._held() - max(self.reserved * act.b, single)
         while self.retracted and act.b < self.max_batch:  # resume_retracted_reqs (count_retracted=False)
             req = self.retracted[0]
             context, left = self.resume[req]
-            if self._need(context) > budget and act.b > 0:  # an empty instance takes it whatever (docstring)
+            if rule.need(context) > budget and act.b > 0:  # an empty instance takes it whatever (docstring)
                 break
             self.retracted.popleft()
             del self.resume[req]
             act.add(req, context, left)
-            budget -= self._need(context)
-        owed = sum(self._need(self.resume[req][0]) for req in self.retracted)
+            budget -= rule.need(context)
+        owed = sum(rule.need(self.resume[req][0]) for req in self.retracted)
         admitted: list[int] = []
         while waiting and act.b < self.max_batch:  # pop_preallocated (count_retracted=True)
             req = waiting[0]
-            prompt = self.prompt[req]
             budget = self.kv_cap - self._held() - max(self.reserved * act.b, single) - owed
-            if max(self._need(prompt), prompt + min(self.steps[req], self.clip) - retractable) > budget:
+            if rule.newcomer(req, retractable) > budget:
                 break
             waiting.popleft()
-            act.add(req, prompt, self.steps[req])
+            act.add(req, self.prompt[req], self.steps[req])
             self.tl.admit[req] = now
             admitted.append(req)
         return admitted

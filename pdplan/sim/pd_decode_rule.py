@@ -1,5 +1,6 @@
 """SGLang's disaggregated decode admission, as the simulator's decode instances run it
-(:class:`pdplan.sim.pd_decode_instance.PdDecodeInstance`).
+(:class:`pdplan.sim.pd_decode_instance.PdDecodeInstance`, and PPD's, :class:`pdplan.sim.append_growth.PdAppendInstance`,
+both through :class:`PdRule`).
 
 Written from SGLang's decode server (sgl-project/sglang ``python/sglang/srt/disaggregation/decode.py``, stored copy
 at commit 0035ca42c2d6, ``DecodePreallocQueue``), not from pdplan's closed form
@@ -33,9 +34,14 @@ batch (it joins at the boundary that admits it) and the preallocation itself hap
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pdplan.errors import SpecError
+
+if TYPE_CHECKING:  # pdplan.sim.spec imports this module, and batch imports spec
+    from pdplan.sim.batch import ActiveSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +57,51 @@ class PdDecodeAdmission:
     def __post_init__(self) -> None:
         if self.reserved_tokens < 0 or self.clip_tokens < 1:
             raise SpecError(f"PD decode admission needs reserved_tokens >= 0 and clip_tokens >= 1, got {self}")
+
+
+class PdRule:
+    """The rule's arithmetic over one decode instance's running batch (module docstring), which the plain PD decode
+    instance (:class:`pdplan.sim.pd_decode_instance.PdDecodeInstance`) and PPD's append instance under SGLang
+    (:class:`pdplan.sim.append_growth.PdAppendInstance`) both run: the need of a request in the pool, the one-request
+    room, the admission need of a newcomer and the retraction victim. ``prompt`` and ``steps`` are the run's
+    per-request prompt tokens l and decode steps n (``max_new_tokens``); ``state`` the fixed-state slots s and
+    ``window`` w (inf: none) of a sequence."""
+
+    __slots__ = ("clip", "prompt", "reserved", "state", "steps", "top", "window")
+
+    def __init__(
+        self, rule: PdDecodeAdmission, prompt: list[int], steps: list[int], state: float, window: float
+    ) -> None:
+        self.reserved = float(rule.reserved_tokens)
+        self.clip = rule.clip_tokens
+        self.prompt, self.steps, self.state, self.window = prompt, steps, state, window
+        # the largest l + min(n, c) of any request: bounds the one-request room, which is computed only past it
+        self.top = max((p + min(n, self.clip) for p, n in zip(prompt, steps, strict=True)), default=0)
+
+    def need(self, context: int) -> float:
+        """The KV a request of ``context`` tokens takes in the pool, with R: min(context, w) + s + R."""
+        return min(context, self.window) + self.state + self.reserved
+
+    def newcomer(self, req: int, retractable: float) -> float:
+        """What a transferred request needs of the allocatable tokens: ``max(l + s + R, l + min(n, c) − K₀)``
+        (``retractable``: K₀, the running requests' context before this boundary's admissions)."""
+        prompt = self.prompt[req]
+        return max(self.need(prompt), prompt + min(self.steps[req], self.clip) - retractable)
+
+    def single(self, act: ActiveSet, retractable: float, held_requests: int) -> float:
+        """``need_space_for_single_req``: the largest l + min(n, c) over the running requests less the tokens they
+        hold (``retractable``); 0 with none running, −inf where it cannot exceed R × ``held_requests``
+        (``top``), so that ``max(R·held, single)`` is R·held whatever the running requests."""
+        if act.b == 0:
+            return 0.0
+        if self.top - retractable <= self.reserved * held_requests:
+            return -math.inf
+        prompt, steps, clip = self.prompt, self.steps, self.clip
+        return max(prompt[req] + min(steps[req], clip) for _, req, _ in act.finish) - retractable
+
+    def victim(self, act: ActiveSet) -> int:
+        """The retraction victim: fewest output tokens (context − prompt), ties the longest prompt, then the latest
+        request (``retract_decode`` sorts the batch by (output, −prompt) descending and pops from its end)."""
+        s, prompt = act.s, self.prompt
+        entries = ((offset + s - prompt[req], -prompt[req], -req) for _, req, offset in act.finish)
+        return -min(entries)[2]

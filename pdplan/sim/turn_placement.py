@@ -68,6 +68,7 @@ from pdplan.errors import SpecError
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.roles import decode_perf
+from pdplan.sim.append_growth import append_instance
 from pdplan.sim.append_ranks import rank_pieces
 from pdplan.sim.decode import DecodeSetup
 from pdplan.sim.decode_append import AppendDecodeInstance, AppendWork
@@ -122,6 +123,7 @@ class TurnPlacer:
         dep = setup.deployment
         assert isinstance(dep, Disaggregated)
         self.convention_a = dep.convention == "A"
+        self.pool = dep.decode  # its engine's admission rule (pdplan.sim.append_growth)
         assert dep.transfer is not None
         transfer = np.broadcast_to(np.asarray(dep.transfer.time_s, dtype=np.float64), (reqs.count,))
         self.transfer_s: list[float] = transfer.tolist()
@@ -141,7 +143,8 @@ class TurnPlacer:
     # ---- hooks of pdplan.sim.event_loop ----
 
     def decode_instance(self, setup: DecodeSetup) -> AppendDecodeInstance:
-        """A decode instance of the run (the engine builds one per instance)."""
+        """A decode instance of the run (the engine builds one per instance), on its engine's KV admission
+        (:func:`pdplan.sim.append_growth.append_instance`)."""
         ranks = self.work.ranks
         seats = setup.max_batch if ranks is None else -(-setup.max_batch // ranks.ranks)  # a rank's seats
         if self.work.budget_tokens <= seats:
@@ -150,7 +153,7 @@ class TurnPlacer:
                 f"({seats}{'' if ranks is None else ' a rank'}) for append-prefills to ride in decode steps",
                 field="chunk_tokens",
             )
-        inst = AppendDecodeInstance(setup, self.work)
+        inst = append_instance(setup, self.work, self.pool)
         self.decoders.append(inst)
         return inst
 
