@@ -437,6 +437,10 @@ class RidingKvAdmission:
     prefill_s_per_request: float
     overflow_share: float = 0.0
     recompute_s_per_preemption: float = 0.0
+    recompute_in_occupancy: bool = False
+    """The queue of an ``on_demand`` decode instance (:func:`pinned_decode_admission`): the Halfin–Whitt queue at
+    the mean step its own preemptions' recompute stretches (:func:`_recompute_wait`) in place of the pinned one
+    (:func:`_pinned_wait`, the colocated instance's)."""
 
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
         """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate (no recompute)."""
@@ -459,11 +463,14 @@ class RidingKvAdmission:
 
     def _queue(self, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(P_w, E[W | W > 0])`` at per-instance rates ``lam`` below the mean limit (:func:`_halfin_whitt`; for
-        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`)."""
+        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`, or on a decode instance the queue at the step
+        its recompute stretches, :func:`_recompute_wait`)."""
         tau = self.tau_s(lam)
         factor = self.feedback(lam)
         if self.overflow_share == 0.0:
             return _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        if self.recompute_in_occupancy:
+            return _recompute_wait(self, lam, factor)
         return _pinned_wait(lam, tau, factor, self.held, self.kv_capacity_tokens, self.mean_rate_per_s)
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -510,6 +517,43 @@ def _pinned_wait(
     free = (kv_capacity_tokens - lt * held.work) / kv_capacity_tokens
     prob = np.minimum(fluid * pinned / (pinned - lam) * free, 1.0)
     return prob, (1.0 + held.scv) / 2.0 / (pinned - lam)
+
+
+RECOMPUTE_GRID = 32
+"""Cells of [0, 1] on which :func:`_recompute_wait` looks for the first sign change of HW(P) − P."""
+RECOMPUTE_BISECTIONS = 40
+"""Halvings of that cell (1/32 · 2⁻⁴⁰ ≈ 3e-14 of P_w)."""
+
+
+def _recompute_wait(queue: RidingKvAdmission, lam: FloatArray, factor: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(P_w, E[W | W > 0])`` of a disaggregated ``on_demand`` (vLLM) decode instance at per-instance rates ``lam``
+    (module docstring, *A disaggregated decode instance*): the Halfin–Whitt queue of :func:`_halfin_whitt` at the mean
+    step the instance's own recompute stretches, ``τ̄(P) = t0/(1 − λ(per + p + f·P·r))`` (π = f·P preemptions per
+    request, each r seconds of prefill riding the steps, as :meth:`RidingKvAdmission.recompute_s` prices them), so
+    K̄ = λτ̄(P)W. P_w is the least fixed point of ``P = HW(P)`` (HW rises with P, so it is where the iteration P ← HW(P)
+    from 0 ends: the pool's ordinary state, not a pinned one it might also hold): HW(0) ≥ 0, and at P = 1 K̄ < M_kv
+    exactly where λ < λ_pin (λ_pin solves λτ̄(1)W = M_kv), so HW(1) < 1 and HW(P) − P changes sign on [0, 1]; the first
+    of :data:`RECOMPUTE_GRID` cells where it does is halved :data:`RECOMPUTE_BISECTIONS` times (two sign changes within
+    one cell, 1/32 of P_w, would be missed). F is the load feedback at λ without the recompute (``factor``). As
+    λ → λ_pin the fixed point tends to 1 and the wait diverges. Example (tests/unit/test_decode_recompute.py)."""
+    st, held, m = queue.step, queue.held, queue.kv_capacity_tokens
+    per = st.per_request_s(queue.cells) + queue.prefill_s_per_request
+    recompute = queue.overflow_share * queue.recompute_s_per_preemption
+    rate, noise = lam[:, None], factor[:, None]
+
+    def hw(prob: FloatArray) -> tuple[FloatArray, FloatArray]:
+        tau = np.asarray(st.t0_s / (1.0 - rate * (per + recompute * prob)), dtype=np.float64)
+        return _halfin_whitt(rate * tau, tau, noise, held, m)
+
+    grid = np.linspace(0.0, 1.0, RECOMPUTE_GRID + 1)[None, :]
+    first = np.argmax(hw(grid)[0] <= grid, axis=1)  # HW(1) < 1: some cell ends at or below the diagonal
+    low, high = grid[0, np.maximum(first - 1, 0)][:, None], grid[0, first][:, None]
+    for _ in range(RECOMPUTE_BISECTIONS):
+        mid = (low + high) / 2.0
+        above = hw(mid)[0] > mid  # the fixed point lies above mid
+        low, high = np.where(above, mid, low), np.where(above, high, mid)
+    prob, cond = hw(high)
+    return prob[:, 0], cond[:, 0]
 
 
 def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> float:
@@ -562,7 +606,7 @@ def pinned_decode_admission(
     pinned = kv_mean_rate(cells, held, step, kv_capacity_tokens, overflow_share * recompute_s_per_preemption)
     queue = RidingKvAdmission(
         cells, held, step, kv_capacity_tokens, comfort_rate_per_s, pinned, 0.0, overflow_share,
-        recompute_s_per_preemption,
+        recompute_s_per_preemption, recompute_in_occupancy=True,
     )  # fmt: skip
     if pinned <= comfort_rate_per_s:  # a full pool serves less than the P99 bound: it stays the limit
         return dataclasses.replace(queue, mean_rate_per_s=comfort_rate_per_s)
