@@ -88,7 +88,8 @@ def test_recompute_wait_by_hand() -> None:
     # (the colocated instance's, drained at λ_pin − λ), which overstated the simulator's waits (docs/queueing.md §2.6)
     plain = 0.01 / (1.0 - 400.0 * 1e-3)
     fluid = _hw((1200.0 - 400.0 * plain * 100.0) / math.sqrt(400.0 * plain * 100.0**2 * factor))
-    assert fluid == pytest.approx(0.034906, rel=1e-4) and fluid < prob
+    assert fluid == pytest.approx(0.034906, rel=1e-4)
+    assert fluid < prob
     pinned = _pinned_wait(np.array([400.0]), np.array([plain]), np.array([factor]), held, 1200.0, adm.mean_rate_per_s)
     assert float(pinned[0][0]) == pytest.approx(0.232705, rel=1e-4)
     # comfortable where P_w is the P99 rule's, 370.695/s below the bound of 428/s
