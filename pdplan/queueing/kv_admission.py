@@ -556,15 +556,15 @@ def _recompute_wait(queue: RidingKvAdmission, lam: FloatArray, factor: FloatArra
     """``(P_w, E[W | W > 0])`` of a disaggregated ``on_demand`` (vLLM) decode instance at per-instance rates ``lam``
     (module docstring, *A disaggregated decode instance*): the Halfin–Whitt queue of :func:`_halfin_whitt` at the mean
     step the instance's own recompute stretches, ``τ̄(P) = t0/(1 − λ(per + p + f·P·r))`` (π = f·P preemptions per
-    request, each r seconds of prefill riding the steps, as :meth:`RidingKvAdmission.recompute_s` prices them), so
-    K̄ = λτ̄(P)W (:func:`_stretched_hw`). P_w is the least fixed point of ``P = HW(P)`` (HW rises with P, so it is where
-    the iteration P ← HW(P) from 0 ends: the pool's ordinary state, not a pinned one it might also hold): HW(0) ≥ 0,
-    and at P = 1 K̄ < M_kv exactly where λ < λ_pin (λ_pin solves λτ̄(1)W = M_kv), so HW(1) < 1 and HW(P) − P changes
-    sign on [0, 1]. The first of :data:`RECOMPUTE_GRID` cells where it does is narrowed by the Illinois variant of
-    regula falsi (Dowell and Jarratt 1971, BIT 11: the retained end's value halved when it is kept twice), at most
-    :data:`RECOMPUTE_STEPS` steps, to :data:`RECOMPUTE_XTOL` (two sign changes within one cell, 1/8 of P_w, would be
-    missed). F is the load feedback at λ without the recompute (``factor``). Example
-    (tests/unit/test_decode_recompute.py)."""
+    request, each r seconds of prefill riding the steps, as :meth:`RidingKvAdmission.recompute_s` prices them), so K̄ =
+    λτ̄(P)W (:func:`_stretched_hw`). P_w is the least fixed point of ``P = HW(P)`` (HW rises with P, so it is where the
+    iteration P ← HW(P) from 0 ends: the pool's ordinary state, not a pinned one it might also hold): HW(0) ≥ 0, and at
+    P = 1 K̄ < M_kv exactly where λ < λ_pin (λ_pin solves λτ̄(1)W = M_kv), so HW(1) < 1 and HW(P) − P changes sign on
+    [0, 1] (a rate where it does not, HW(P) > P throughout, raises ValueError: no wait is invented). The first of
+    :data:`RECOMPUTE_GRID` cells where it does is narrowed by the Illinois variant of regula falsi (Dowell and Jarratt
+    1971, BIT 11: the retained end's value halved when it is kept twice), at most :data:`RECOMPUTE_STEPS` steps, to
+    :data:`RECOMPUTE_XTOL` (two sign changes within one cell, 1/8 of P_w, would be missed). F is the load feedback at λ
+    without the recompute (``factor``). Example (tests/unit/test_decode_recompute.py)."""
     rate, noise = lam[:, None], factor[:, None]
 
     def gap(prob: FloatArray) -> FloatArray:
@@ -572,6 +572,8 @@ def _recompute_wait(queue: RidingKvAdmission, lam: FloatArray, factor: FloatArra
 
     grid = np.linspace(0.0, 1.0, RECOMPUTE_GRID + 1)[None, :]
     values = gap(grid)
+    if not np.all(np.any(values <= 0.0, axis=1)):  # HW(P) > P throughout (β < 0 at P = 1): no fixed point
+        raise ValueError(f"rates {lam} lie past the pinned limit {queue.mean_rate_per_s}: the queue has no fixed point")
     first = np.argmax(values <= 0.0, axis=1)  # HW(1) < 1: some cell ends at or below the diagonal
     rows = np.arange(lam.size)
     low, high = grid[0, np.maximum(first - 1, 0)][:, None], grid[0, first][:, None]

@@ -18,6 +18,7 @@ from pdplan.queueing.kv_admission import (
     RidingKvAdmission,
     _halfin_whitt,
     _pinned_wait,
+    _recompute_wait,
     kv_held,
     kv_mean_rate,
     pinned_batch,
@@ -110,6 +111,10 @@ def test_recompute_wait_is_the_least_fixed_point() -> None:
         prob = _halfin_whitt(rates * tau, tau, factor, held, 1200.0)[0]
     np.testing.assert_allclose(adm.wait(rates)[0], prob, rtol=1e-9)
     assert np.all(np.diff(prob) > 0.0)
+    # at 600/s, past λ_pin (428.57/s) and the fluid limit (545.45/s), K̄ > M_kv already at P = 0 and HW(P) > P on
+    # all of [0, 1] (β < 0): no fixed point, and the search says so rather than pricing a wait (the band ends at λ_pin)
+    with pytest.raises(ValueError, match="pinned limit"):
+        _recompute_wait(adm, np.array([400.0, 600.0]), adm.feedback(np.array([400.0, 600.0])))
 
 
 def test_pinned_limit_below_the_p99_bound_keeps_the_bound() -> None:
