@@ -165,11 +165,24 @@ NixlConnector (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`
   `request.num_tokens` instead of `request.num_prompt_tokens` to consider the resumed requests, which have output
   tokens") are prefilled on the decode instance, in chunks of the token budget riding its decode steps.
 
-So the decode instance's queue is the colocated ``on_demand`` one with p = 0 (no prefill of its own rides its steps):
-the pinned limit ``λ_pin = M/(t0 W + M(per + f r))``, the pinned wait, π = f·P_w preemptions per request, the
-recompute's stretch of τ̄ and its victims' pause (TPOT), the comfortable limit where P_w is the P99 rule's. Only r
-differs: the recompute is priced as a PPD append-prefill on that instance (:mod:`pdplan.serving.decode_recompute`),
-not at a colocated instance's riding prefill price.
+So the decode instance is the colocated ``on_demand`` one with p = 0 (no prefill of its own rides its steps): the pinned
+limit ``λ_pin = M/(t0 W + M(per + f r))`` as its stability limit, π = f·P_w preemptions per request, the recompute's
+stretch of τ̄ and its victims' pause (TPOT), the comfortable limit where P_w is the P99 rule's. r is priced as a PPD
+append-prefill on that instance (:mod:`pdplan.serving.decode_recompute`), not at a colocated instance's riding prefill
+price. Its **wait** (:func:`_recompute_wait`) is not the pinned one: the Halfin–Whitt queue above, whose β, P_w and
+Allen–Cunneen wait are read at the mean step its own preemptions stretch, ``τ̄(P) = t0/(1 − λ(per + f·P·r))`` (K̄ =
+λ·τ̄(P)·W), with P_w the least fixed point of P = HW(P). It rises from the plain queue's P_w where preemptions are rare;
+at λ_pin the pinned pool is a fixed point (P_w = 1: τ̄(1) makes K̄ = M_kv), and on the pools measured (below) the least
+fixed point climbs to it, so the wait diverges at the stability limit as the pinned queue's does. Where it stays low up
+to λ_pin (a pool far from full whose λ_pin is set by a large recompute share: tests/unit/test_decode_recompute.py's M =
+2,000 pool, P_w 0.0035 at 499.9 of λ_pin 500/s) the wait jumps there, and λ_pin, the rate a pinned pool serves, stays
+the limit (conservative). The pinned queue (a queue beyond c drained at λ_pin − λ, P_w raised by λ_pin/(λ_pin − λ)·(M_kv
+− K̄)/M_kv) prices every wait as if the pool were pinned from the first full step; pdplan's simulator
+(:mod:`pdplan.sim.preempt_decode`, vLLM's scheduler) does not wait so: on the DistServe OPT-13B example (20,000
+requests, seed 0) it measures P_w 0.04–0.07, 0.21–0.25 and 0.46–0.50 at 5.9, 6.2 and 6.4 req/s and a mean wait of 34,
+366 and 1,470 ms, where the pinned queue gave P_w 0.18, 1 and 1 and 479 ms, 6.4 s and 209 s, and this queue gives 0.054,
+0.25 and 0.89 and 31 ms, 252 ms and 9.5 s (its λ_pin, 6.41, lies 4 % below the simulator's saturation, 6.67;
+docs/queueing.md §2.6). A colocated ``on_demand`` instance keeps the pinned queue (not measured here).
 """
 
 from __future__ import annotations
@@ -437,6 +450,10 @@ class RidingKvAdmission:
     prefill_s_per_request: float
     overflow_share: float = 0.0
     recompute_s_per_preemption: float = 0.0
+    recompute_in_occupancy: bool = False
+    """The queue of an ``on_demand`` decode instance (:func:`pinned_decode_admission`): the Halfin–Whitt queue at
+    the mean step its own preemptions' recompute stretches (:func:`_recompute_wait`) in place of the pinned one
+    (:func:`_pinned_wait`, the colocated instance's)."""
 
     def tau_s(self, rates_per_s: FloatArray) -> FloatArray:
         """The colocated mean token interval ``τ̄ = t0/(1 − λ(per + p))`` per per-instance rate (no recompute)."""
@@ -459,11 +476,14 @@ class RidingKvAdmission:
 
     def _queue(self, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(P_w, E[W | W > 0])`` at per-instance rates ``lam`` below the mean limit (:func:`_halfin_whitt`; for
-        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`)."""
+        ``on_demand`` the wait of a pinned pool, :func:`_pinned_wait`, or on a decode instance the queue at the step
+        its recompute stretches, :func:`_recompute_wait`)."""
         tau = self.tau_s(lam)
         factor = self.feedback(lam)
         if self.overflow_share == 0.0:
             return _halfin_whitt(lam * tau, tau, factor, self.held, self.kv_capacity_tokens)
+        if self.recompute_in_occupancy:
+            return _recompute_wait(self, lam, factor)
         return _pinned_wait(lam, tau, factor, self.held, self.kv_capacity_tokens, self.mean_rate_per_s)
 
     def wait(self, rates_per_s: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -512,15 +532,88 @@ def _pinned_wait(
     return prob, (1.0 + held.scv) / 2.0 / (pinned - lam)
 
 
+RECOMPUTE_GRID = 8
+"""Cells of [0, 1] on which :func:`_recompute_wait` looks for the first sign change of HW(P) − P."""
+RECOMPUTE_STEPS = 60
+"""At most this many Illinois steps in that cell (:func:`_recompute_wait`); they stop at :data:`RECOMPUTE_XTOL`."""
+RECOMPUTE_XTOL = 1e-13
+"""The width in P_w at which the Illinois steps stop (or where |HW(P) − P| is below 1e-3 of it)."""
+
+
+def _stretched_hw(queue: RidingKvAdmission, lam: FloatArray, factor: FloatArray, prob: FloatArray) -> tuple[
+    FloatArray, FloatArray
+]:  # fmt: skip
+    """:func:`_halfin_whitt` at the mean step the recompute of π = f·``prob`` preemptions per request stretches,
+    ``τ̄ = t0/(1 − λ(per + p + f·prob·r))`` (:func:`_recompute_wait`); the arrays broadcast."""
+    st = queue.step
+    per = st.per_request_s(queue.cells) + queue.prefill_s_per_request
+    recompute = queue.overflow_share * queue.recompute_s_per_preemption
+    tau = np.asarray(st.t0_s / (1.0 - lam * (per + recompute * prob)), dtype=np.float64)
+    return _halfin_whitt(lam * tau, tau, factor, queue.held, queue.kv_capacity_tokens)
+
+
+def _recompute_wait(queue: RidingKvAdmission, lam: FloatArray, factor: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(P_w, E[W | W > 0])`` of a disaggregated ``on_demand`` (vLLM) decode instance at per-instance rates ``lam``
+    (module docstring, *A disaggregated decode instance*): the Halfin–Whitt queue of :func:`_halfin_whitt` at the mean
+    step the instance's own recompute stretches, ``τ̄(P) = t0/(1 − λ(per + p + f·P·r))`` (π = f·P preemptions per
+    request, each r seconds of prefill riding the steps, as :meth:`RidingKvAdmission.recompute_s` prices them), so K̄ =
+    λτ̄(P)W (:func:`_stretched_hw`). P_w is the least fixed point of ``P = HW(P)`` (HW rises with P, so it is where the
+    iteration P ← HW(P) from 0 ends: the pool's ordinary state, not a pinned one it might also hold): HW(0) ≥ 0, and at
+    P = 1 K̄ < M_kv exactly where λ < λ_pin (λ_pin solves λτ̄(1)W = M_kv), so HW(1) < 1 and HW(P) − P changes sign on
+    [0, 1] (a rate where it does not, HW(P) > P throughout, raises ValueError: no wait is invented). The first of
+    :data:`RECOMPUTE_GRID` cells where it does is narrowed by the Illinois variant of regula falsi (Dowell and Jarratt
+    1971, BIT 11: the retained end's value halved when it is kept twice), at most :data:`RECOMPUTE_STEPS` steps, to
+    :data:`RECOMPUTE_XTOL` (two sign changes within one cell, 1/8 of P_w, would be missed). F is the load feedback at λ
+    without the recompute (``factor``). Example (tests/unit/test_decode_recompute.py)."""
+    rate, noise = lam[:, None], factor[:, None]
+
+    def gap(prob: FloatArray) -> FloatArray:
+        return _stretched_hw(queue, rate, noise, prob)[0] - prob
+
+    grid = np.linspace(0.0, 1.0, RECOMPUTE_GRID + 1)[None, :]
+    values = gap(grid)
+    if not np.all(np.any(values <= 0.0, axis=1)):  # HW(P) > P throughout (β < 0 at P = 1): no fixed point
+        raise ValueError(f"rates {lam} lie past the pinned limit {queue.mean_rate_per_s}: the queue has no fixed point")
+    first = np.argmax(values <= 0.0, axis=1)  # HW(1) < 1: some cell ends at or below the diagonal
+    rows = np.arange(lam.size)
+    low, high = grid[0, np.maximum(first - 1, 0)][:, None], grid[0, first][:, None]
+    f_low, f_high = values[rows, np.maximum(first - 1, 0)][:, None], values[rows, first][:, None]
+    kept = np.zeros((lam.size, 1), dtype=np.int8)  # +1: low was kept last step, −1: high
+    best, f_best = high.copy(), f_high.copy()  # the point of least |HW(P) − P| so far (true values)
+    for _ in range(RECOMPUTE_STEPS):
+        if np.all((high - low <= RECOMPUTE_XTOL) | (np.abs(f_best) <= RECOMPUTE_XTOL * 1e-3)):
+            break
+        span = f_low - f_high
+        mid = np.where(span > 0.0, (low * f_high - high * f_low) / np.where(span > 0.0, -span, 1.0), low)
+        mid = np.clip(mid, low, high)
+        f_mid = gap(mid)
+        closer = np.abs(f_mid) < np.abs(f_best)
+        best, f_best = np.where(closer, mid, best), np.where(closer, f_mid, f_best)
+        up = f_mid > 0.0  # the fixed point lies above mid
+        f_high = np.where(up & (kept == -1), f_high / 2.0, f_high)
+        f_low = np.where(~up & (kept == 1), f_low / 2.0, f_low)
+        low, f_low = np.where(up, mid, low), np.where(up, f_mid, f_low)
+        high, f_high = np.where(up, high, mid), np.where(up, f_high, f_mid)
+        kept = np.where(up, -1, 1).astype(np.int8)
+    prob, cond = _stretched_hw(queue, rate, noise, best)
+    return prob[:, 0], cond[:, 0]
+
+
 def pinned_comfort_rate(admission: RidingKvAdmission, p99_rate_per_s: float) -> float:
     """The per-instance rate below ``p99_rate_per_s`` where an ``on_demand`` queue's P_w (:func:`_pinned_wait`) is the
     one the P99 rule allows, Halfin–Whitt's at β = z₉₉ (0.011), by brentq on (0, p99] to 1e-12 relative (P_w rises
     with λ from 0 at λ → 0, where β → ∞): the P99 bound where P_w is below it there, so that the wait starts at 0.011
-    instead of jumping at the bound (module docstring)."""
+    instead of jumping at the bound (module docstring). On a decode instance (:func:`_recompute_wait`) P_w is that
+    0.011 where it is a fixed point, HW(0.011) = 0.011 at the step 0.011·f preemptions per request stretch: one
+    equation in λ (:func:`_stretched_hw`), no inner search."""
     target = float(_waiting_probability(np.array([Z99]))[0])
 
     def excess(lam: float) -> float:
-        return float(admission._queue(np.array([lam]))[0][0]) - target  # the pinned queue's P_w (overflow_share > 0)
+        rate = np.array([lam])
+        if admission.recompute_in_occupancy:
+            prob = _stretched_hw(admission, rate, admission.feedback(rate), np.array([target]))[0]
+            return float(prob[0]) - target
+        return float(admission._queue(rate)[0][0]) - target  # the pinned queue's P_w (overflow_share > 0)
 
     top = excess(p99_rate_per_s)
     if top <= 0.0:
@@ -554,15 +647,16 @@ def pinned_decode_admission(
     recompute_s_per_preemption: float,
 ) -> RidingKvAdmission:
     """A disaggregated ``on_demand`` (vLLM) decode instance's queue (module docstring, *A disaggregated decode
-    instance*): :class:`RidingKvAdmission` with no riding prefill (p = 0), f = ``overflow_share`` and r =
-    ``recompute_s_per_preemption``; stable to the pinned limit λ_pin = M/(t0 W + M(per + f r)) where that lies above
-    the P99 bound ``comfort_rate_per_s``, comfortable where its P_w is the P99 rule's (:func:`pinned_comfort_rate`);
-    else the P99 bound stays its limit and nothing waits. Example (tests/unit/test_decode_recompute.py): t0 = 10 ms,
-    per = 1 ms, W = 100, M = 2,000, f = 0.5, r = 1 ms: λ_pin = 2,000/(1 + 2,000 · 1.5 ms) = 500 /s."""
+    instance*): :class:`RidingKvAdmission` with no riding prefill (p = 0), f = ``overflow_share``, r =
+    ``recompute_s_per_preemption`` and the queue at the step its recompute stretches (:func:`_recompute_wait`); stable
+    to the pinned limit λ_pin = M/(t0 W + M(per + f r)) where that lies above the P99 bound ``comfort_rate_per_s``,
+    comfortable where its P_w is the P99 rule's (:func:`pinned_comfort_rate`); else the P99 bound stays its limit and
+    nothing waits. Example (tests/unit/test_decode_recompute.py): t0 = 10 ms, per = 1 ms, W = 100, M = 2,000, f = 0.5,
+    r = 1 ms: λ_pin = 2,000/(1 + 2,000 · 1.5 ms) = 500 /s."""
     pinned = kv_mean_rate(cells, held, step, kv_capacity_tokens, overflow_share * recompute_s_per_preemption)
     queue = RidingKvAdmission(
         cells, held, step, kv_capacity_tokens, comfort_rate_per_s, pinned, 0.0, overflow_share,
-        recompute_s_per_preemption,
+        recompute_s_per_preemption, recompute_in_occupancy=True,
     )  # fmt: skip
     if pinned <= comfort_rate_per_s:  # a full pool serves less than the P99 bound: it stays the limit
         return dataclasses.replace(queue, mean_rate_per_s=comfort_rate_per_s)

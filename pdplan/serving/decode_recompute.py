@@ -7,7 +7,8 @@ demand and, when a running request's next block cannot be allocated, preempts th
 recomputed *on the decode instance* by a local prefill (the source, quoted, in :mod:`pdplan.queueing.kv_admission`,
 *A disaggregated decode instance*). So its queue is the colocated ``on_demand`` one
 (:func:`~pdplan.queueing.kv_admission.pinned_decode_admission`: the pinned limit with f·r of recompute per request,
-the pinned wait, the recompute's stretch of τ̄) with no riding prefill of its own, and one piece this module prices:
+the Halfin–Whitt wait at the step that recompute stretches, the recompute's stretch of τ̄) with no riding prefill of
+its own, and one piece this module prices:
 
 r, the seconds one preemption's recompute adds to the decode steps that carry it. The recompute computes c̄ =
 min(E[L] + s, E[n]) tokens over the E[L] − c̄ of the victim's context its prefix cache still holds

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to vllm: plan 3 of 5 from examples/chat-sessions.yaml
-# plan: 1P1D h100-sxm TP1 / h100-sxm TP1 request cache affinity + host-dram-pcie5 1.00 TiB; 2 GPUs; goodput 20.49 req/s
-# at that rate: TTFT P90 931.3 ms, TPOT P90 29.32 ms
+# plan: 1P1D h100-sxm TP1 / h100-sxm TP1 request cache affinity + host-dram-pcie5 1.00 TiB; 2 GPUs; goodput 21.41 req/s
+# at that rate: TTFT P90 889.5 ms, TPOT P90 32.41 ms
 # model: meta-llama/Llama-3.1-8B-Instruct
 # prefill: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 1 x TP1 (1 GPU each) on h100-sxm (NVIDIA H100 SXM5 80GB)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pdplan export --to sglang: plan 1 of 5 from examples/default.yaml
-# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.35 req/s
-# at that rate: TTFT P90 1908 ms, TPOT P90 37.69 ms
+# plan: 10P2D h100-sxm TP2 / h100-sxm TP4 request; 28 GPUs; goodput 54.52 req/s
+# at that rate: TTFT P90 1914 ms, TPOT P90 37.74 ms
 # model: meta-llama/Llama-3.1-70B-Instruct
 # prefill: 10 x TP2 (2 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)
 # decode: 2 x TP4 (4 GPUs each) on h100-sxm (NVIDIA H100 SXM5 80GB)

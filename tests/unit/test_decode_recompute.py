@@ -16,6 +16,9 @@ from pdplan.queueing import LinearStepTime, decode_workload
 from pdplan.queueing.kv_admission import (
     KvAdmission,
     RidingKvAdmission,
+    _halfin_whitt,
+    _pinned_wait,
+    _recompute_wait,
     kv_held,
     kv_mean_rate,
     pinned_batch,
@@ -47,14 +50,71 @@ def test_pinned_limit_and_no_riding_prefill_by_hand() -> None:
     assert kv_mean_rate(ONE_STEP, held, STEP, 2000.0) == pytest.approx(2000.0 / 3.0, rel=1e-12)
     assert adm.prefill_s_per_request == 0.0
     assert adm.tau_s(np.array([400.0]))[0] == pytest.approx(0.01 / 0.6, rel=1e-12)
-    # comfortable where the pinned queue's P_w is the P99 rule's (478.3/s), below a P99 bound of 490/s; with a
-    # bound of 470/s, where P_w is still below it, the bound itself
-    assert adm.comfort_rate_per_s == pytest.approx(478.336, rel=1e-5)
-    assert adm._queue(np.array([adm.comfort_rate_per_s]))[0][0] == pytest.approx(Z99_WAIT, rel=1e-9)
-    assert pinned_decode_admission(ONE_STEP, held, STEP, 2000.0, 470.0, 0.5, 1e-3).comfort_rate_per_s == 470.0
-    prob, _ = adm.wait(np.array([0.99 * adm.comfort_rate_per_s, 480.0, 510.0]))
-    assert prob[0] == 0.0 < prob[1]
+    # comfortable at the P99 bound of 490/s: the queue's P_w there (K̄ ≈ 970 of 2,000 tokens) is 0.0022, below the
+    # P99 rule's 0.011 (test_recompute_wait_by_hand has a pool whose comfortable limit lies below its bound)
+    assert adm.comfort_rate_per_s == 490.0
+    prob, _ = adm.wait(np.array([0.99 * adm.comfort_rate_per_s, 495.0, 510.0]))
+    assert prob[0] == 0.0 < prob[1] < Z99_WAIT
     assert prob[2] == 0.0  # past λ_pin: refused by the deployment's limit, not priced
+
+
+def _hw(beta: float) -> float:
+    """Halfin–Whitt's P_w = [1 + βΦ(β)/φ(β)]⁻¹ by hand."""
+    cdf = 0.5 * (1.0 + math.erf(beta / math.sqrt(2.0)))
+    pdf = math.exp(-beta * beta / 2.0) / math.sqrt(2.0 * math.pi)
+    return 1.0 / (1.0 + beta * cdf / pdf)
+
+
+def test_recompute_wait_by_hand() -> None:
+    # The one-step pool on M = 1,200 tokens, f = 0.5, r = 1 ms: λ_pin = 1,200/(0.01·100 + 1,200·1.5 ms) = 428.57/s,
+    # the fluid limit without recompute 1,200/2.2 = 545.45/s. At 400/s the load feedback is F = 1.190477 and the
+    # queue's P_w is the fixed point P = HW(β(P)) of the recompute-stretched step: P = 0.038673 gives
+    # τ̄ = 10 ms/(1 − 400·(1 ms + 0.5·P·1 ms)) = 16.8843 ms, K̄ = 400·τ̄·100 = 675.37 tokens,
+    # sd = √(400·τ̄·100²·F) = 283.55, β = (1,200 − 675.37)/283.55 = 1.8502 and HW(1.8502) = 0.038673 again;
+    # E[W | W > 0] = (1 + 0)/2 · W τ̄/(M − K̄) = 0.5·100·16.8843 ms/524.63 = 1.6092 ms (c_s² = 0: n = 1, L = 100).
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    adm = pinned_decode_admission(ONE_STEP, held, STEP, 1200.0, 428.0, 0.5, 1e-3)
+    assert adm.mean_rate_per_s == pytest.approx(1200.0 / 2.8, rel=1e-12)
+    factor = float(adm.feedback(np.array([400.0]))[0])
+    assert factor == pytest.approx(1.190477, rel=1e-6)
+    prob, cond = (float(x[0]) for x in adm.wait(np.array([400.0])))
+    tau = 0.01 / (1.0 - 400.0 * (1e-3 + 0.5 * prob * 1e-3))
+    occupancy = 400.0 * tau * 100.0
+    beta = (1200.0 - occupancy) / math.sqrt(400.0 * tau * 100.0**2 * factor)
+    assert (tau, occupancy, beta) == pytest.approx((16.8843e-3, 675.37, 1.8502), rel=1e-4)
+    assert prob == pytest.approx(_hw(beta), rel=1e-9) == pytest.approx(0.038673, rel=1e-4)
+    assert cond == pytest.approx(0.5 * 100.0 * tau / (1200.0 - occupancy), rel=1e-9)
+    assert cond == pytest.approx(1.6092e-3, rel=1e-4)
+    # the recompute raises P_w above the queue at the plain step (0.0349) and far below the pinned queue's 0.2327
+    # (the colocated instance's, drained at λ_pin − λ), which overstated the simulator's waits (docs/queueing.md §2.6)
+    plain = 0.01 / (1.0 - 400.0 * 1e-3)
+    fluid = _hw((1200.0 - 400.0 * plain * 100.0) / math.sqrt(400.0 * plain * 100.0**2 * factor))
+    assert fluid == pytest.approx(0.034906, rel=1e-4)
+    assert fluid < prob
+    pinned = _pinned_wait(np.array([400.0]), np.array([plain]), np.array([factor]), held, 1200.0, adm.mean_rate_per_s)
+    assert float(pinned[0][0]) == pytest.approx(0.232705, rel=1e-4)
+    # comfortable where P_w is the P99 rule's, 370.695/s below the bound of 428/s
+    assert adm.comfort_rate_per_s == pytest.approx(370.695, rel=1e-5)
+    assert adm._queue(np.array([adm.comfort_rate_per_s]))[0][0] == pytest.approx(Z99_WAIT, rel=1e-9)
+
+
+def test_recompute_wait_is_the_least_fixed_point() -> None:
+    # P ← HW(P) from 0 rises to the least fixed point; the grid-and-halving search lands on the same one, at every
+    # rate of the band
+    held = kv_held(ONE_STEP, 0.0, reserve=False)
+    adm = pinned_decode_admission(ONE_STEP, held, STEP, 1200.0, 428.0, 0.5, 1e-3)
+    rates = np.array([380.0, 400.0, 420.0, 428.0])
+    factor = adm.feedback(rates)
+    prob = np.zeros(rates.size)
+    for _ in range(500):
+        tau = 0.01 / (1.0 - rates * (1e-3 + 0.5e-3 * prob))
+        prob = _halfin_whitt(rates * tau, tau, factor, held, 1200.0)[0]
+    np.testing.assert_allclose(adm.wait(rates)[0], prob, rtol=1e-9)
+    assert np.all(np.diff(prob) > 0.0)
+    # at 600/s, past λ_pin (428.57/s) and the fluid limit (545.45/s), K̄ > M_kv already at P = 0 and HW(P) > P on
+    # all of [0, 1] (β < 0): no fixed point, and the search says so rather than pricing a wait (the band ends at λ_pin)
+    with pytest.raises(ValueError, match="pinned limit"):
+        _recompute_wait(adm, np.array([400.0, 600.0]), adm.feedback(np.array([400.0, 600.0])))
 
 
 def test_pinned_limit_below_the_p99_bound_keeps_the_bound() -> None:
