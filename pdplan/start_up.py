@@ -24,7 +24,14 @@ starts its work (:func:`pdplan.cli.common.with_progress`), moves every object al
 (:func:`gc.freeze`: ignored by every later collection) and restores the
 thresholds found at :func:`begin`, so the work itself is collected as usual and no collection re-traverses the
 imported modules. A command that never calls :func:`end` (e.g. ``pdplan hardware list``) runs with the raised
-gen-0 threshold: the collector still runs, every 10⁵ allocations, and memory stays bounded.
+gen-0 threshold: the collector still runs, every 2.5·10⁵ allocations, and memory stays bounded.
+
+The threshold sits above what the start-up allocates, not at it: a young collection of ~10⁵ objects is not cheap.
+With 10⁵ (2026-12-07 to 12-08) the default ``optimize``'s imports crossed it by a few thousand and ran one young
+collection while ``pdplan.evaluation.error_band`` loaded (it showed as that module's 28 ms of "self" import time in
+``python -X importtime``): 34–37 ms of CPU in the ``gc.callbacks`` (``time.process_time``, 5 runs, load average 12),
+though only 29 million instructions (cachegrind): the traversal of 10⁵ objects scattered over the heap waits on
+memory. 2.5·10⁵ leaves every measured command's start-up without a collection (:data:`START_UP_THRESHOLD_0`).
 
 Measured in fresh processes (``benchmarks/command_speed.py --repeats 7``, medians, interleaved, 2026-12-07 on the
 2-core machine at load average 11): the default ``evaluate`` 0.74 → 0.62 CPU s, ``optimize`` 1.23 → 1.10.
@@ -36,9 +43,12 @@ from __future__ import annotations
 import gc
 import os
 
-START_UP_THRESHOLD_0 = 100_000
-"""Gen-0 threshold while a command starts up: above the ~10⁵ container objects its imports create, so the imports run
-about one young collection and no full one (module docstring)."""
+START_UP_THRESHOLD_0 = 250_000
+"""Gen-0 threshold while a command starts up: above the container objects its imports create, so the imports run no
+collection at all (module docstring). Measured 2026-12-08 (``gc.get_count()`` when :func:`end` is called, main at
+e438fd4): the default ``evaluate`` 98,809, the default ``optimize`` 103,244, ``optimize`` of chat-ppd,
+agent-dualpath, chat-sessions and prfaas-h200-h20 103,234–103,322, ``simulate --rate 2`` 107,421; 250,000 leaves
+2.3x room (``tests/unit/test_start_up.py`` runs a default ``optimize``'s start-up and fails on any collection)."""
 
 BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 """OpenBLAS's thread count, read once when the library loads (numpy's and SciPy's wheels bundle OpenBLAS)."""

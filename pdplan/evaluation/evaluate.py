@@ -24,18 +24,17 @@ from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.kernel_tables import cross_gpu_error
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.serving.build import LocalModel, goodput, goodput_model, model_at_rate, with_cache_rate
+from pdplan.serving.cache_mechanisms import dual_path_report, ppd_report
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.decode_lines import line_count
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.dual_path_setup import dual_path_report
 from pdplan.serving.engine_bind import engine_record
 from pdplan.serving.goodput import ServingModel
 from pdplan.serving.limits import Limit
 from pdplan.serving.operating_point import OperatingPoint, operating_point
-from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.resolve import ResolvedScenario, resolve
 from pdplan.serving.snapshot import Snapshot
 from pdplan.serving.ttft import convention_words

@@ -34,8 +34,8 @@ from pdplan.errors import SpecError
 from pdplan.io.catalog import Catalog
 from pdplan.serving.build import LocalModel, build_model, goodput_model, with_cache_rate
 from pdplan.serving.cache_domain import cache_rate, decode_duration_s, role_domain
+from pdplan.serving.cache_mechanisms import SNIC_KINDS
 from pdplan.serving.cache_setup import cache_setup, reuses_kv
-from pdplan.serving.dual_path_setup import SNIC_KINDS
 from pdplan.serving.goodput import Goodput
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware

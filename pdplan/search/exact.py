@@ -43,12 +43,10 @@ from pdplan.serving import (
     operating_point,
 )
 from pdplan.serving.build import PpdProbes, line_goodput_model, with_cache_rate
+from pdplan.serving.cache_mechanisms import dual_path_report, ppd_applies, ppd_report
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.decode_lines import best_line, limit_bound, line_count
-from pdplan.serving.dual_path_setup import dual_path_report
-from pdplan.serving.ppd_model import applies as ppd_applies
-from pdplan.serving.ppd_report import ppd_report
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec

@@ -31,6 +31,7 @@ import numpy as np
 from pdplan.errors import SpecError
 from pdplan.queueing.arrivals import empirical_ca2
 from pdplan.serving.cache_domain import cache_rate
+from pdplan.serving.cache_mechanisms import placement_of, ppd_applies
 from pdplan.serving.cache_root import Probe, probe, self_consistent
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_build import build_colocated
@@ -38,8 +39,6 @@ from pdplan.serving.decode_lines import best_line, limit_bound, line_at_rate, me
 from pdplan.serving.deployment import Deployment
 from pdplan.serving.disaggregated import DecodeSide, DisaggregatedModel, build_disaggregated, unplaced_disaggregated
 from pdplan.serving.goodput import Goodput, find_goodput
-from pdplan.serving.ppd_model import applies as ppd_applies
-from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ColocatedHardware, DisaggregatedHardware, ResolvedScenario, bind
 from pdplan.serving.same_hits import SameHits
 from pdplan.specs.cache import TurnPlacementSpec

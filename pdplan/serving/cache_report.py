@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pdplan.serving.dual_path_setup import DualPathReport
-from pdplan.serving.ppd_report import PpdReport
-
 if TYPE_CHECKING:
+    from pdplan.serving.dual_path_setup import DualPathReport
+    from pdplan.serving.ppd_report import PpdReport
     from pdplan.serving.prefix_cache import CacheClasses, TierUse
 
 

@@ -94,17 +94,18 @@ from pdplan.queueing.link_delay import (
 )
 from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
+from pdplan.serving.cache_mechanisms import (
+    add_read_wait,
+    dual_path_cache,
+    dual_path_setting,
+    place_turns,
+    ppd_applies,
+    storage_read_stage,
+)
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
 from pdplan.serving.decode_lines import role_decode_perf
 from pdplan.serving.decode_recompute import decode_admission
-from pdplan.serving.dual_path_setup import (
-    StorageReadStage,
-    add_read_wait,
-    dual_path_cache,
-    dual_path_setting,
-    storage_read_stage,
-)
 from pdplan.serving.limits import (
     DECODE_U_MAX,
     LINK_QUEUE_MIN_RHO,
@@ -114,8 +115,6 @@ from pdplan.serving.limits import (
     decode_binding,
 )
 from pdplan.serving.overlap_ttft import OverlapTtft, coupled
-from pdplan.serving.ppd_model import applies as ppd_applies
-from pdplan.serving.ppd_model import place_turns
 from pdplan.serving.prefill_pool import PrefillPool, prefill_pool
 from pdplan.serving.request_overhead import request_delay_s
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
@@ -138,6 +137,7 @@ from pdplan.transfer.plane_setup import resolve_data_plane
 from pdplan.types import Binding, Convention, FloatArray, Utilisation
 
 if TYPE_CHECKING:
+    from pdplan.serving.dual_path_setup import StorageReadStage
     from pdplan.serving.ppd_decode import AppendNoise
     from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
 

@@ -111,14 +111,12 @@ from pdplan.errors import SpecError
 from pdplan.numerics.gamma import xlogy
 from pdplan.queueing.erlang import erlang_c
 from pdplan.queueing.link_delay import BinDelay, tail_bands
+from pdplan.serving.cache_mechanisms import SNIC_KINDS
 from pdplan.serving.resolve import DisaggregatedHardware, ResolvedScenario
 from pdplan.types import FloatArray
 
 if TYPE_CHECKING:
     from pdplan.serving.prefix_cache import CacheClasses, CacheSetup
-
-SNIC_KINDS = ("remote-pool",)
-"""Storage kinds read over a node's storage NIC."""
 
 
 WAIT_POINTS = 8

@@ -80,6 +80,7 @@ from pdplan.errors import SpecError
 from pdplan.queueing import DecodeCapacity
 from pdplan.queueing.decode import LinearStepTime
 from pdplan.serving.append_price import append_expert_s, append_work_s
+from pdplan.serving.cache_mechanisms import ppd_applies
 from pdplan.serving.limits import DECODE_U_MAX
 from pdplan.serving.roles import DecodePerf
 from pdplan.serving.ttft import first_token_s, step_boundary_s
@@ -106,13 +107,6 @@ RESIDUE = 1e-9
 """Hit tokens per request on the prefill side below this share of plain disaggregation's are the rounding of the
 decode share taken out of the hit classes (every Turn 2+ placed: agent sessions), not hits to scale up to the
 placement's total (:func:`_placed_hit_tokens`)."""
-
-
-def applies(res: Any) -> bool:
-    """Whether PPD placement changes this resolved xPyD scenario: a prefix cache, a ``sessions`` workload and a
-    policy other than ``pd``."""
-    setup = res.cache
-    return bool(setup is not None and setup.reuse.sessions is not None and setup.spec.turn_placement.policy != "pd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -709,11 +703,11 @@ def _prefill_tiers(classes: CacheClasses, before: FloatArray, rows: FloatArray, 
 def place_turns(built: M, transfer: TransferConfig | None = None) -> M:
     """``model`` (a :class:`~pdplan.serving.disaggregated.DisaggregatedModel` of plain disaggregation; typed Any: the
     module it is built in imports this one) with the policy's turns on decode (module docstring); unchanged where PPD
-    does not apply (:func:`applies`). ``transfer``: the scenario's KV-transfer configuration the model was built with
-    (:func:`pdplan.serving.disaggregated.transfer_config`), which the prefill rows are priced again with
-    (:mod:`pdplan.serving.ppd_prices`); required where PPD applies."""
+    does not apply (:func:`~pdplan.serving.cache_mechanisms.ppd_applies`). ``transfer``: the scenario's KV-transfer
+    configuration the model was built with (:func:`pdplan.serving.disaggregated.transfer_config`), which the prefill
+    rows are priced again with (:mod:`pdplan.serving.ppd_prices`); required where PPD applies."""
     model: Any = built
-    if not applies(model.res) or model.cache is None:
+    if not ppd_applies(model.res) or model.cache is None:
         return built
     from pdplan.serving.dual_path_setup import placed_read_stage  # lazy: PPD only (start-up, issue #27)
     from pdplan.serving.ppd_decode import kv_admission
@@ -777,7 +771,7 @@ def places_as_ppd(built: Any) -> bool:
     placing anything: a ``score`` setting's decisions cost about a fifth of its placement (examples/chat-ppd.yaml:
     3 ms against 16 ms). False where PPD does not apply or :func:`place_turns` refuses (batched prefill)."""
     model: Any = built
-    if not applies(model.res) or model.cache is None or model.pool.batched is not None:
+    if not ppd_applies(model.res) or model.cache is None or model.pool.batched is not None:
         return False
     s = _setting(model)
     return _as_ppd(model.res.cache.spec.turn_placement, s.values, s.groups, s.decisions)

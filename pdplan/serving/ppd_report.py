@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pdplan.numerics.roots import brentq
+from pdplan.serving.cache_mechanisms import placement_of
 from pdplan.specs.cache import TurnPlacementSpec
 from pdplan.types import FloatArray
 
@@ -84,14 +84,6 @@ class PpdReport:
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         doc["gain_vs_pd"] = self.gain(goodput_rps)
         return doc
-
-
-def placement_of(model: Any) -> TurnPlacement | None:
-    """The model's PPD placement (None: plain disaggregation)."""
-    pool = getattr(model, "pool", None)
-    ppd_pool = sys.modules.get("pdplan.serving.ppd_pool")  # a PpdPool exists only once its module is imported: the
-    # default path need not import it (start-up, issue #27)
-    return pool.placement if ppd_pool is not None and isinstance(pool, ppd_pool.PpdPool) else None
 
 
 def without_ppd(res: Any) -> Any:

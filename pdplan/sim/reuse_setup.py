@@ -46,10 +46,11 @@ import numpy as np
 from pdplan.cache.tiers import CacheTier, Inclusion
 from pdplan.errors import SpecError
 from pdplan.serving.cache_domain import colocated_domain, prefill_domain
+from pdplan.serving.cache_mechanisms import SNIC_KINDS
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.colocated_build import resident_tokens
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.dual_path_setup import SNIC_KINDS, dual_path_setting
+from pdplan.serving.dual_path_setup import dual_path_setting
 from pdplan.serving.prefix_cache import CacheSetup, Domain, lower_tiers
 from pdplan.serving.resolve import DisaggregatedHardware
 from pdplan.sim.deployment import StepModel

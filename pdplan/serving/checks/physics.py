@@ -62,10 +62,10 @@ from pdplan.numerics.sorted_stats import sorted_unique
 from pdplan.perf.op_types import PassShape, Phase
 from pdplan.perf.ops import forward_ops
 from pdplan.queueing import decode_fixed_point, kv_footprint
+from pdplan.serving.cache_mechanisms import placement_of
 from pdplan.serving.cells import tpot_defined
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel
-from pdplan.serving.ppd_report import placement_of
 from pdplan.serving.resolve import ResolvedScenario
 from pdplan.serving.role_hardware import RoleHardware
 from pdplan.serving.roles import step_bytes
