@@ -76,6 +76,7 @@ from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.queueing.chunk_width import GemmWidth, lower_convex_hull
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
+from pdplan.serving.role_memo import HardwareMemo, arguments_key
 from pdplan.types import FloatArray
 
 _FIT_BATCHES = 12
@@ -91,9 +92,19 @@ class PrefillPerf:
     service_s: FloatArray
 
 
+_PASSES: HardwareMemo[PhaseTime] = HardwareMemo()
+"""The prefill passes priced, by instance type and shape (:mod:`pdplan.serving.role_memo`)."""
+
+
 def prefill_pass_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
     """The roofline prefill pass of ``batch`` prompts × ``tokens`` on one instance of ``hw`` (its TP, PP, DP, EP,
-    precision and ZeRO-Prefill gather)."""
+    precision and ZeRO-Prefill gather); kept by value for the process (:mod:`pdplan.serving.role_memo`: its arrays
+    read-only)."""
+    key = arguments_key(batch, tokens, detail)
+    return _PASSES.get(hw, key, lambda: _pass_time(hw, batch, tokens, detail))
+
+
+def _pass_time(hw: RoleHardware, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
     return phase_time(
         hw.model,
         hw.gpu,
@@ -279,8 +290,21 @@ def chunk_price(
     """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
     one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
     chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring). ``split``: the (G, A) of a chunk's tokens (None:
-    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`)."""
-    split = prefill_split_s if split is None else split
+    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`).
+    With the roofline's own split, kept by value for the process (:mod:`pdplan.serving.role_memo`: every colocated
+    model of the instance type prices the same chunks, a concave decode law's lines among them)."""
+    if split is not None:
+        return _chunk_price(hw, budget_tokens, prompt_tokens, split)
+    key = arguments_key(budget_tokens, prompt_tokens)
+    return _CHUNKS.get(hw, key, lambda: _chunk_price(hw, budget_tokens, prompt_tokens, prefill_split_s))
+
+
+_CHUNKS: HardwareMemo[ChunkPrice] = HardwareMemo()
+"""The chunk prices of :func:`prefill_split_s`, by instance type, budget and prompts
+(:mod:`pdplan.serving.role_memo`)."""
+
+
+def _chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, split: PrefillSplit) -> ChunkPrice:
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
@@ -488,7 +512,20 @@ def decode_perf(
     """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range, above the HBM floor
     (module docstring). A sequence holds, besides its context, its fixed state and the empty slots of its last KV
     block (``partial_block_tokens``, :func:`pdplan.perf.kv_blocks.resident_partial_block_tokens` of the workload;
-    None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``)."""
+    None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``). Kept by value for
+    the process (:mod:`pdplan.serving.role_memo`): the screen's decode tables and every model built on the instance
+    type fit the same law."""
+    key = arguments_key(mean_context_tokens, max_num_seqs, partial_block_tokens)
+    return _FITS.get(hw, key, lambda: _decode_fit(hw, mean_context_tokens, max_num_seqs, partial_block_tokens))
+
+
+_FITS: HardwareMemo[DecodePerf] = HardwareMemo()
+"""The decode laws fitted, by instance type and the three numbers the fit reads (:mod:`pdplan.serving.role_memo`)."""
+
+
+def _decode_fit(
+    hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float, partial_block_tokens: float | None
+) -> DecodePerf:
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
     partial = (hw.kv_block_tokens - 1) / 2.0 if partial_block_tokens is None else partial_block_tokens
