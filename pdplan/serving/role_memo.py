@@ -14,7 +14,9 @@ their exact doubles with their shapes and dtypes (:func:`pdplan.queueing.exact_m
 object the first call built, with every array it holds made read-only (a caller that tried to change one fails
 loudly), so a later caller reads exactly what a fresh computation gives: the functions kept are pure. Nothing is
 looked up by an object's identity. At most :data:`ENTRIES` results per memo, the oldest dropped first;
-:func:`pdplan.queueing.exact_memo.clear_all` empties it (a search timed from scratch).
+:func:`pdplan.queueing.exact_memo.clear_all` empties it (a search timed from scratch). The colocated chunk prices
+(:func:`~pdplan.serving.roles.chunk_price`) are not kept: measured, keeping them cost more instructions than they
+saved on the default and mixed-fleet, whose colocated instance types are priced once each (docs/accuracy.md §7.21).
 """
 
 from __future__ import annotations

@@ -290,21 +290,8 @@ def chunk_price(
     """t_p at the token budget C; per prompt of L tokens cut into k = ⌈L/C⌉ − 1 full chunks and a last
     one of ``m = L − kC``: the attention ``Σ_{j<k} A(C√(2j + 1)) + A(√(m(2kC + m)))`` and the last
     chunk's GEMM side ``g(m) = G(m) − G(1)`` (module docstring). ``split``: the (G, A) of a chunk's tokens (None:
-    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`).
-    With the roofline's own split, kept by value for the process (:mod:`pdplan.serving.role_memo`: every colocated
-    model of the instance type prices the same chunks, a concave decode law's lines among them)."""
-    if split is not None:
-        return _chunk_price(hw, budget_tokens, prompt_tokens, split)
-    key = arguments_key(budget_tokens, prompt_tokens)
-    return _CHUNKS.get(hw, key, lambda: _chunk_price(hw, budget_tokens, prompt_tokens, prefill_split_s))
-
-
-_CHUNKS: HardwareMemo[ChunkPrice] = HardwareMemo()
-"""The chunk prices of :func:`prefill_split_s`, by instance type, budget and prompts
-(:mod:`pdplan.serving.role_memo`)."""
-
-
-def _chunk_price(hw: RoleHardware, budget_tokens: float, prompt_tokens: FloatArray, split: PrefillSplit) -> ChunkPrice:
+    :func:`prefill_split_s`; attention DP: one rank's, :func:`pdplan.serving.colocated_dp.rank_prefill_split_s`)."""
+    split = prefill_split_s if split is None else split
     budget = float(max(int(budget_tokens), 2))
     lens = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
     full = np.ceil(lens / budget) - 1.0
