@@ -501,9 +501,11 @@ def decode_perf(
     block (``partial_block_tokens``, :func:`pdplan.perf.kv_blocks.resident_partial_block_tokens` of the workload;
     None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``). Kept by value for
     the process (:mod:`pdplan.serving.role_memo`): the screen's decode tables and every model built on the instance
-    type fit the same law."""
-    key = arguments_key(mean_context_tokens, max_num_seqs, partial_block_tokens)
-    return _FITS.get(hw, key, lambda: _decode_fit(hw, mean_context_tokens, max_num_seqs, partial_block_tokens))
+    type fit the same law (the batch cap read as a float: the screen's tables pass an int, the models a float, the
+    same fit)."""
+    seqs = float(max_num_seqs)
+    key = arguments_key(mean_context_tokens, seqs, partial_block_tokens)
+    return _FITS.get(hw, key, lambda: _decode_fit(hw, mean_context_tokens, seqs, partial_block_tokens))
 
 
 _FITS: HardwareMemo[DecodePerf] = HardwareMemo()

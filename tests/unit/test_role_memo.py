@@ -40,6 +40,7 @@ def test_equal_instance_types_share_one_price_bit_for_bit() -> None:
     fresh = prefill_pass(second, 1.0, float(tokens[-1]))  # the roofline itself, no memo
     assert float(a.time_s[-1]) == float(fresh.time_s[0])
     assert decode_perf(second, 700.0, 256.0, 7.5) is decode_perf(first, 700.0, 256.0, 7.5)
+    assert decode_perf(first, 700.0, 256, 7.5) is decode_perf(first, 700.0, 256.0, 7.5)  # an int cap: one fit
     perf = prefill_perf(first, tokens)
     assert np.array_equal(perf.latency_s, prefill_perf(second, tokens).latency_s)
 
