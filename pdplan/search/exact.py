@@ -46,7 +46,7 @@ from pdplan.serving.build import PpdProbes, line_goodput_model, with_cache_rate
 from pdplan.serving.cache_mechanisms import dual_path_report, ppd_applies, ppd_report
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
-from pdplan.serving.decode_lines import best_line, limit_bound, line_count
+from pdplan.serving.decode_lines import LineBound, best_line, limit_bound, line_count
 from pdplan.serving.snapshot import Latency
 from pdplan.specs.hardware import LinkSpec
 from pdplan.specs.scenario import SloSpec
@@ -333,7 +333,9 @@ def _capacity_model(
     return build
 
 
-def _line_bound(build: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callable[[ResolvedScenario[Any]], float]:
+def _line_bound(
+    build: Callable[[ResolvedScenario[Any]], LocalModel],
+) -> Callable[[ResolvedScenario[Any]], LineBound]:
     """:func:`best_line`'s bound on a line's goodput (:func:`_line_goodput`), read from the model ``build`` makes of
     the line's scenario (:func:`_capacity_model`): without a prefix cache its stable limit (:func:`limit_bound`).
     With one, a bound that holds at every cache rate, so that it bounds every probe's goodput and so the
@@ -347,7 +349,7 @@ def _line_bound(build: Callable[[ResolvedScenario[Any]], LocalModel]) -> Callabl
     its whole cache-rate search."""
     uncached = limit_bound(build)
 
-    def bound(res: ResolvedScenario[Any]) -> float:
+    def bound(res: ResolvedScenario[Any]) -> LineBound:
         if res.cache is None:
             return uncached(res)
         colocated = isinstance(res.hardware, ColocatedHardware) and res.cache.reuse.shared_prefix is None

@@ -76,6 +76,7 @@ from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.queueing import LinearStepTime
 from pdplan.queueing.chunk_width import GemmWidth, lower_convex_hull
 from pdplan.serving.role_hardware import RoleHardware, instance_budget
+from pdplan.serving.role_memo import HardwareMemo, arguments_key
 from pdplan.types import FloatArray
 
 _FIT_BATCHES = 12
@@ -91,9 +92,19 @@ class PrefillPerf:
     service_s: FloatArray
 
 
+_PASSES: HardwareMemo[PhaseTime] = HardwareMemo()
+"""The prefill passes priced, by instance type and shape (:mod:`pdplan.serving.role_memo`)."""
+
+
 def prefill_pass_time(hw: RoleHardware, *, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
     """The roofline prefill pass of ``batch`` prompts × ``tokens`` on one instance of ``hw`` (its TP, PP, DP, EP,
-    precision and ZeRO-Prefill gather)."""
+    precision and ZeRO-Prefill gather); kept by value for the process (:mod:`pdplan.serving.role_memo`: its arrays
+    read-only)."""
+    key = arguments_key(batch, tokens, detail)
+    return _PASSES.get(hw, key, lambda: _pass_time(hw, batch, tokens, detail))
+
+
+def _pass_time(hw: RoleHardware, batch: FloatArray | float, tokens: FloatArray, detail: bool) -> PhaseTime:
     return phase_time(
         hw.model,
         hw.gpu,
@@ -488,7 +499,22 @@ def decode_perf(
     """Fit ``τ = t0 + t1·B + t2·K`` to the roofline over the operating range, above the HBM floor
     (module docstring). A sequence holds, besides its context, its fixed state and the empty slots of its last KV
     block (``partial_block_tokens``, :func:`pdplan.perf.kv_blocks.resident_partial_block_tokens` of the workload;
-    None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``)."""
+    None: ``(b − 1)/2``, the mean for lengths not aligned to the block ``b = hw.kv_block_tokens``). Kept by value for
+    the process (:mod:`pdplan.serving.role_memo`): the screen's decode tables and every model built on the instance
+    type fit the same law (the batch cap read as a float: the screen's tables pass an int, the models a float, the
+    same fit)."""
+    seqs = float(max_num_seqs)
+    key = arguments_key(mean_context_tokens, seqs, partial_block_tokens)
+    return _FITS.get(hw, key, lambda: _decode_fit(hw, mean_context_tokens, seqs, partial_block_tokens))
+
+
+_FITS: HardwareMemo[DecodePerf] = HardwareMemo()
+"""The decode laws fitted, by instance type and the three numbers the fit reads (:mod:`pdplan.serving.role_memo`)."""
+
+
+def _decode_fit(
+    hw: RoleHardware, mean_context_tokens: float, max_num_seqs: float, partial_block_tokens: float | None
+) -> DecodePerf:
     mem = instance_budget(hw, "decode")
     kv_cap = float(np.ravel(mem.kv_capacity_tokens)[0])
     partial = (hw.kv_block_tokens - 1) / 2.0 if partial_block_tokens is None else partial_block_tokens

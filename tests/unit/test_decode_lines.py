@@ -180,6 +180,7 @@ def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
     PPD's decode side moves with the hits and a colocated model's limit too: no bound (inf)."""
     from pdplan.search.exact import _capacity_model, _line_bound, _line_goodput
     from pdplan.serving.build import build_model, with_cache_rate
+    from pdplan.serving.colocated import ColocatedModel
     from pdplan.serving.disaggregated import DisaggregatedModel
 
     res = _cached_xpyd("pd")
@@ -201,11 +202,13 @@ def test_a_cached_xpyd_line_is_bounded_by_its_decode_pool() -> None:
     assert _line_bound(_capacity_model(ppd, ppd.hardware.deployment, "none"))(
         dataclasses.replace(ppd, decode_line=0)
     ) == float("inf")
-    uncached = vllm018_colocated("mixtral-8x7b", 2)  # without a cache: the model's stable limit, as before
+    uncached = vllm018_colocated("mixtral-8x7b", 2)  # without a cache: the decode-share cap, then the stable limit
     on = dataclasses.replace(uncached, decode_line=0)
-    assert _line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on) == (
-        build_model(on).limit().rate_rps
-    )
+    model = build_model(on)
+    assert isinstance(model, ColocatedModel)
+    bounds = list(_line_bound(_capacity_model(uncached, uncached.hardware.deployment, "none"))(on))
+    assert bounds == [model.decode_rate_bound(), model.limit().rate_rps]
+    assert bounds[0] >= bounds[1]
 
 
 def test_a_cached_colocated_line_is_bounded_by_its_decode_share() -> None:
@@ -285,3 +288,34 @@ def test_a_comparisons_line_bound_is_above_its_goodput() -> None:
         raise NoFeasiblePlanError("does not fit", binding_constraint="memory")
 
     assert _comparison_bound(fails)(cases[0]) == 0.0
+
+
+def test_a_colocated_line_whose_decode_cap_loses_is_skipped_before_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """limit_bound: a colocated line's decode-share cap comes before its stable limit, and best_line stops at the cap
+    where it does not exceed the best goodput found (the limit's roots are not solved); where it does, the limit is
+    read as before."""
+    from pdplan.serving.build import build_model
+    from pdplan.serving.colocated import ColocatedModel
+    from pdplan.serving.decode_lines import limit_bound
+
+    res = vllm018_colocated("mixtral-8x7b", 2)
+    assert line_count(res) == 2
+    steep = build_model(dataclasses.replace(res, decode_line=0))
+    assert isinstance(steep, ColocatedModel)
+    cap, limit = steep.decode_rate_bound(), steep.limit().rate_rps
+    assert cap >= limit
+    solved: list[int | None] = []
+    original = ColocatedModel.limit
+    monkeypatch.setattr(ColocatedModel, "limit", lambda self: (solved.append(self.res.decode_line), original(self))[1])
+    searched: list[int | None] = []
+    for best, limit_read in ((cap, False), (0.5 * (cap + limit), True)):
+        solved.clear()
+        searched.clear()
+
+        def search(on: ResolvedScenario[Any], best: float = best) -> float:
+            searched.append(on.decode_line)
+            return best if on.decode_line == 1 else 0.0
+
+        assert best_line(res, search, float, limit_bound(build_model)) == best
+        assert searched == [1]  # the steep line skipped either way: its limit lies below the best
+        assert solved == ([0] if limit_read else [])
