@@ -24,7 +24,7 @@ from pdplan.io.catalog import Catalog, open_catalog
 from pdplan.io.kernel_tables import cross_gpu_error
 from pdplan.queueing.arrivals import instance_ca2
 from pdplan.serving.build import LocalModel, goodput, goodput_model, model_at_rate, with_cache_rate
-from pdplan.serving.cache_mechanisms import dual_path_report, ppd_report
+from pdplan.serving.cache_mechanism_calls import dual_path_report, ppd_report
 from pdplan.serving.checks.decode_law import law_warnings
 from pdplan.serving.checks.physics import PhysicsBounds, check_operating_point, check_result
 from pdplan.serving.checks.vendors import cross_vendor_warning

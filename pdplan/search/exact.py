@@ -43,7 +43,8 @@ from pdplan.serving import (
     operating_point,
 )
 from pdplan.serving.build import PpdProbes, line_goodput_model, with_cache_rate
-from pdplan.serving.cache_mechanisms import dual_path_report, ppd_applies, ppd_report
+from pdplan.serving.cache_mechanism_calls import dual_path_report, ppd_report
+from pdplan.serving.cache_mechanisms import ppd_applies
 from pdplan.serving.cache_report import CacheReport
 from pdplan.serving.checks.vendors import cross_vendor_warning
 from pdplan.serving.decode_lines import LineBound, best_line, limit_bound, line_count

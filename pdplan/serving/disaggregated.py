@@ -94,14 +94,14 @@ from pdplan.queueing.link_delay import (
 )
 from pdplan.queueing.ttft_mixture import GroupedTtft, TtftMixture
 from pdplan.serving.cache_domain import cache_rate, prefill_domain, turn_duration_s
-from pdplan.serving.cache_mechanisms import (
+from pdplan.serving.cache_mechanism_calls import (
     add_read_wait,
     dual_path_cache,
     dual_path_setting,
     place_turns,
-    ppd_applies,
     storage_read_stage,
 )
+from pdplan.serving.cache_mechanisms import ppd_applies
 from pdplan.serving.cells import decode_cells, tpot_defined
 from pdplan.serving.colocated import no_tpot
 from pdplan.serving.decode_lines import role_decode_perf

@@ -36,12 +36,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pdplan.errors import SpecError
 
-if TYPE_CHECKING:  # pdplan.sim.spec imports this module, and batch imports spec
-    from pdplan.sim.batch import ActiveSet
+
+class RunningBatch(Protocol):
+    """What :class:`PdRule` reads of a decode instance's running batch (:class:`pdplan.sim.batch.ActiveSet`, which
+    is not imported here: :mod:`pdplan.sim.spec` imports this module and ``batch`` imports ``spec``)."""
+
+    b: int
+    """Running requests."""
+    s: int
+    """Decode steps taken so far."""
+    finish: list[tuple[int, int, int]]
+    """(finish step, request, l − s at admission) of each running request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,7 @@ class PdRule:
         prompt = self.prompt[req]
         return max(self.need(prompt), prompt + min(self.steps[req], self.clip) - retractable)
 
-    def single(self, act: ActiveSet, retractable: float, held_requests: int) -> float:
+    def single(self, act: RunningBatch, retractable: float, held_requests: int) -> float:
         """``need_space_for_single_req``: the largest l + min(n, c) over the running requests less the tokens they
         hold (``retractable``); 0 with none running, −inf where it cannot exceed R × ``held_requests``
         (``top``), so that ``max(R·held, single)`` is R·held whatever the running requests."""
@@ -99,7 +108,7 @@ class PdRule:
         prompt, steps, clip = self.prompt, self.steps, self.clip
         return max(prompt[req] + min(steps[req], clip) for _, req, _ in act.finish) - retractable
 
-    def victim(self, act: ActiveSet) -> int:
+    def victim(self, act: RunningBatch) -> int:
         """The retraction victim: fewest output tokens (context − prompt), ties the longest prompt, then the latest
         request (``retract_decode`` sorts the batch by (output, −prompt) descending and pops from its end)."""
         s, prompt = act.s, self.prompt

@@ -37,7 +37,7 @@ NOT_NEEDED = (
     "pdplan.serving.colocated_dp",
     "pdplan.serving.trace_cells",
     "pdplan.serving.ppd_pool",
-    "pdplan.serving.ppd_model",  # PPD's and DualPath's entry points: pdplan.serving.cache_mechanisms
+    "pdplan.serving.ppd_model",  # PPD's and DualPath's entry points: pdplan.serving.cache_mechanism_calls
     "pdplan.serving.ppd_report",
     "pdplan.serving.dual_path_setup",
     "pdplan.cache.dual_path",

@@ -1,6 +1,7 @@
-"""pdplan.serving.cache_mechanisms: each guarded entry point gives what the DualPath or PPD function of the same name
-gives, for the bundled examples with and without each mechanism, and its first test says "off" exactly where that
-function's own does (a scenario without the mechanism need not import its modules: tests/cli/test_startup_imports.py).
+"""pdplan.serving.cache_mechanisms (the guards) and cache_mechanism_calls (the entry points behind them): each guarded
+entry point gives what the DualPath or PPD function of the same name gives, for the bundled examples with and
+without each mechanism, and its first test says "off" exactly where that function's own does (a scenario without
+the mechanism need not import its modules: tests/cli/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from pdplan.io.catalog import open_catalog
 from pdplan.io.scenario import load_scenario
+from pdplan.serving import cache_mechanism_calls as calls
 from pdplan.serving import cache_mechanisms as guarded
 from pdplan.serving import dual_path_setup, ppd_model
 from pdplan.serving.resolve import ResolvedScenario, resolve
@@ -32,9 +34,9 @@ def test_dual_path_guard_is_the_settings_own(name: str) -> None:
     res = _resolved(name)
     setting = dual_path_setup.dual_path_setting(res)
     assert guarded.reads_over_both_paths(res) == (setting is not None) == (name == DUAL_PATH)
-    assert guarded.dual_path_setting(res) == setting
+    assert calls.dual_path_setting(res) == setting
     if res.cache is not None:
-        assert guarded.dual_path_cache(res, res.cache) == dual_path_setup.dual_path_cache(res, res.cache)
+        assert calls.dual_path_cache(res, res.cache) == dual_path_setup.dual_path_cache(res, res.cache)
 
 
 @pytest.mark.parametrize("name", CASES)
