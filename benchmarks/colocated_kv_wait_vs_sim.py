@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pdplan.io.catalog import open_catalog
-from pdplan.io.scenario import scenario_from_dict
 from pdplan.queueing.kv_admission import RidingKvAdmission, _pinned_wait, pinned_comfort_rate
 from pdplan.serving import build_model, resolve
 from pdplan.serving.colocated import ColocatedModel
@@ -53,37 +52,14 @@ from pdplan.workload.bins import sample
 WARMUP = 0.1
 SATURATION_RUN = 20_000  # requests of the overloaded run that reads the saturated throughput
 
-LLAMA70B_CHAT: dict[str, Any] = {  # tests/support/llama70b_colocated.py
-    "model": "llama-3.1-70b",
-    "mode": "colocated",
-    "colocated": {"gpu": "h100-sxm", "tp": 2, "count": 1, "scheduler": "chunked"},
-    "workload": "chat",
-    "slo": {"ttft": "2s", "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-    "ttft_convention": "A",
-    "engine": "vllm",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the reference tests' scenarios, one source
+from support.llama70b_colocated import llama70b_chat  # noqa: E402
+from support.opt13b_colocated import opt13b_colocated  # noqa: E402
 
-
-def _opt13b(output_mean: int, ttft: str) -> dict[str, Any]:
-    """tests/support/opt13b_colocated.py under vLLM."""
-    return {
-        "model": "opt-13b",
-        "mode": "colocated",
-        "colocated": {"gpu": "a100-sxm-80gb", "tp": 2, "count": 1, "scheduler": "chunked"},
-        "workload": {
-            "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 1.0, "min": 4, "max": 1800},
-            "output_tokens": {"dist": "lognormal", "mean": output_mean, "sigma": 1.0, "min": 2, "max": 1024},
-        },
-        "slo": {"ttft": ttft, "tpot": "100ms", "percentile": 90, "attainment": 0.9},
-        "ttft_convention": "B",
-        "engine": "vllm",
-    }
-
-
-CASES: dict[str, tuple[dict[str, Any], tuple[float, ...], float]] = {  # scenario, rates, overload rate
-    "llama70b-chat": (LLAMA70B_CHAT, (1.15, 1.20, 1.25, 1.30, 1.40, 1.60, 1.80), 3.0),
-    "opt13b-400-1s": (_opt13b(400, "1s"), (5.40, 5.45, 5.50, 5.55), 6.5),
-    "opt13b-200": (_opt13b(200, "250ms"), (9.65, 9.80, 9.90), 12.0),
+CASES: dict[str, tuple[Scenario, tuple[float, ...], float]] = {  # scenario, rates, overload rate
+    "llama70b-chat": (llama70b_chat(), (1.15, 1.20, 1.25, 1.30, 1.40, 1.60, 1.80), 3.0),
+    "opt13b-400-1s": (opt13b_colocated("vllm", 400, "1s"), (5.40, 5.45, 5.50, 5.55), 6.5),
+    "opt13b-200": (opt13b_colocated("vllm", 200, "250ms"), (9.65, 9.80, 9.90), 12.0),
 }
 
 
@@ -209,8 +185,7 @@ def _span(values: list[float], fmt: str) -> str:
 
 def case_rows(name: str, requests: int, seeds: int) -> list[str]:
     """The table rows of one case."""
-    data, rates, overload = CASES[name]
-    sc = scenario_from_dict(data, source="benchmark", base_dir=Path.cwd())
+    sc, rates, overload = CASES[name]
     model = build_model(resolve(sc, open_catalog()))
     assert isinstance(model, ColocatedModel)
     queue: RidingKvAdmission = model.kv_admission()
