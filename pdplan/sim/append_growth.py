@@ -27,8 +27,10 @@ retracted request's KV to host memory); then the retracted are resumed first, FC
 ``M − held − max(R·H, single)`` (H: the sequences decoding and the appends held), and then the waiting requests, a
 transferred prompt and an append alike (PPD's append is a prompt the decode server takes), each needing
 ``max(l + s + R, l + min(n, c) − K₀)`` of ``M − held − max(R·H, single) − Σ retracted (context + s + R)``.
-A resumed request joins the batch at the boundary that resumes it with the context it had: the offload and the
-reload over the host link are not priced (as on the plain pool, :mod:`pdplan.sim.pd_decode_rule`).
+A resumed request joins the batch at the boundary that resumes it with the context it had. The offload and the
+reload over the host link stall the instance as on the plain pool (:mod:`pdplan.sim.pd_decode_rule`): the step (or
+mixed step) after a boundary that retracts or resumes starts Σ over those requests of context ×
+``host_copy_s_per_token`` later.
 
 **vLLM** (:class:`PreemptAppendInstance`, as :class:`~pdplan.sim.preempt_decode.PreemptDecodeInstance`): at each
 boundary, while the next step does not fit, the newest decoding sequence (the last to join the batch) is preempted to
@@ -176,13 +178,15 @@ class PdAppendInstance(GrowingAppendInstance):
         self.rule = rule
         self.retracted: deque[int] = deque()
         self.retractions = 0  # requests retracted so far (a count for checks and benchmarks)
+        self.copy_s = 0.0  # this boundary's host copy: the next step starts that much later (module docstring)
 
     def _make_room(self) -> bool:
         """Retract the fewest-output decoding sequence while the next step does not fit, keeping one."""
         act, retracted = self.act, False
         while act.b > 1 and self.next_step_tokens() > self.kv_cap:
             req = self.rule.victim(act)
-            self._take_out(req)
+            context, _ = self._take_out(req)
+            self.copy_s += self.rule.copy_s(context)
             self.retracted.append(req)
             self.retractions += 1
             retracted = True
@@ -208,6 +212,7 @@ class PdAppendInstance(GrowingAppendInstance):
             self.taken[req] = work.blocks(req, context // work.block_tokens)  # its KV loaded back
             self.cache_of(req).take(self.taken[req])
             self._join(req, context, left)
+            self.copy_s += rule.copy_s(context)
             budget -= rule.need(context)
         owed = sum(rule.need(self.resumed[req][0]) for req in self.retracted)
         admitted: list[int] = []
@@ -219,6 +224,12 @@ class PdAppendInstance(GrowingAppendInstance):
             waiting.popleft()
             self._start(req, now, admitted)
         return admitted
+
+    def _plan(self, admitted: list[int]) -> None:
+        """The plan from the end of the boundary's host copy (module docstring, SGLang)."""
+        self.t += self.copy_s
+        self.copy_s = 0.0
+        super()._plan(admitted)
 
 
 class PreemptAppendInstance(GrowingAppendInstance):

@@ -62,13 +62,15 @@ the queueing approximations and nothing else:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from pdplan.errors import NoFeasiblePlanError, SpecError
+from pdplan.errors import NoFeasiblePlanError, SpecError, UnknownNameError
+from pdplan.perf.memory import kv_replication
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
@@ -81,11 +83,15 @@ from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 from pdplan.sim.ratio_admission import RatioAdmission
 from pdplan.sim.spec import DecodeRecompute, StepTimeFn, largest_need_tokens
 from pdplan.specs.engine import Scheduling
+from pdplan.specs.hardware import LinkSpec
 from pdplan.transfer.fan_in import side_busy_s
 from pdplan.transfer.kv import kv_transfer
 from pdplan.transfer.kv_inputs import kv_shape_from_model
 from pdplan.types import Binding, FloatArray
 from pdplan.types import Int64Array as IntArray
+
+if TYPE_CHECKING:
+    from pdplan.io.catalog import Catalog
 
 StepModel = Literal["linear", "roofline"]
 STEP_MODELS: tuple[str, ...] = ("linear", "roofline")
@@ -156,6 +162,9 @@ def _disaggregated(model: DisaggregatedModel, req: Requests, step: StepModel) ->
     dec = model.decode
     steps = req.output_tokens - (0 if sc.ttft_convention == "A" else 1)
     admission = pd_admission(res.engine.scheduling)
+    if admission is not None:  # SGLang's retraction copies KV to host and back (pdplan.sim.pd_decode_rule)
+        host = host_link(res.catalog, hw.decode)
+        admission = dataclasses.replace(admission, host_copy_s_per_token=host_copy_s_per_token(hw.decode, host))
     reserved = 0.0 if admission is None else float(admission.reserved_tokens)
     _check_fits(req, steps, dec.kv_capacity_tokens, "decode", dec.state_tokens_per_seq, dec.window_tokens, reserved)
     dep = Disaggregated(
@@ -348,6 +357,34 @@ def pd_admission(scheduling: Scheduling) -> PdDecodeAdmission | None:
     if value != int(value):
         raise SpecError(f"pd_decode_reserved_tokens must be a whole number of tokens, got {value}")
     return PdDecodeAdmission(reserved_tokens=int(value), clip_tokens=ratio.clip_tokens)
+
+
+def host_link(catalog: Catalog, hw: RoleHardware) -> LinkSpec:
+    """The link between a decode GPU and host memory: the catalogue's ``pcie<gen>`` entry of the GPU's ``pcie_gen``
+    (``hardware_db/links/pcie5.yaml`` for an H100); a clear error where the catalogue has none."""
+    name = f"pcie{hw.gpu.pcie_gen}"
+    try:
+        return catalog.link(name)
+    except UnknownNameError as exc:
+        raise SpecError(
+            f"the simulator prices SGLang's retraction offload over the decode GPU's host link, and GPU "
+            f"{hw.gpu.name} has pcie_gen {hw.gpu.pcie_gen} but the catalogue has no link {name!r}: add "
+            f"links/{name}.yaml (line rate, efficiency, with sources) to a --hardware-db folder"
+        ) from exc
+
+
+def host_copy_s_per_token(hw: RoleHardware, link: LinkSpec) -> float:
+    """Seconds one context token's KV takes to copy between a decode instance's HBM and host memory, one way
+    (:attr:`pdplan.sim.pd_decode_rule.PdDecodeAdmission.host_copy_s_per_token`): each of the instance's t·p GPUs
+    copies its share of the token's KV, ``kv_bytes_per_token · r / (t·p)`` (r the KV replication over the t ranks,
+    :func:`pdplan.perf.memory.kv_replication`; the same bytes the KV capacity divides by), over its own host link at
+    the link's achievable rate (line rate × efficiency), all at once: ``share / rate``. An H100 TP4 instance of
+    Llama-3.1-70B (bf16 KV: 327,680 bytes a token, r = 1, 81,920 a GPU) over PCIe Gen5 (63 GB/s × 0.89 =
+    56.07 GB/s): 1.46 µs a token, so retracting a 4,000-token request stalls the instance 5.8 ms. Left out: the
+    per-message latency, a node's GPUs sharing the host's PCIe root, the fixed per-sequence state."""
+    t, p = hw.tp, hw.pp
+    per_token = hw.model.kv_bytes_per_token(hw.precision.kv_bytes) * float(kv_replication(hw.model, t))
+    return per_token / (t * p) / link.achievable_bytes_per_s
 
 
 def decode_recompute(model: DisaggregatedModel, max_context: float) -> DecodeRecompute | None:

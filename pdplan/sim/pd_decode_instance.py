@@ -17,6 +17,11 @@ final footprint. At every boundary, after the completions:
    the running requests' context before this boundary's admissions, is SGLang's ``retractable_tokens``; single is
    taken over those same requests).
 
+4. *The copy* (:meth:`~pdplan.sim.pd_decode_rule.PdRule.copy_s`): the retracted requests' KV goes to host memory and
+   the resumed ones' comes back while nothing runs, so the boundary's next step starts Σ over both of
+   ``min(context, w) × host_copy_s_per_token`` later (the planned steps start from ``t`` pushed past the boundary by
+   that much; a request whose KV is ready meanwhile waits for the first step's end).
+
 Between boundaries a segment of steps is planned as in the base class, cut at the first step that would not fit
 (the pool grows by one token per growing sequence a step), so that boundary retracts. Two departures keep the
 simulation going where SGLang would stall: a retracted request whose context + s + R exceeds the whole pool is resumed
@@ -48,6 +53,7 @@ class PdDecodeInstance(DecodeInstance):
         self.retracted: deque[int] = deque()
         self.resume: dict[int, tuple[int, int]] = {}  # retracted request → (its context, steps left)
         self.retractions = 0  # requests retracted so far (a count for checks and benchmarks)
+        self.copy_s = 0.0  # this boundary's host copy: the next step starts that much later (module docstring, 4)
 
     def _held(self) -> float:
         """Tokens the running requests hold: their (windowed) context and fixed state."""
@@ -60,6 +66,7 @@ class PdDecodeInstance(DecodeInstance):
         while act.b > 1 and act.context() + act.b * (1.0 + self.state) > self.kv_cap:
             req = self.rule.victim(act)
             context, left = act.remove(req)
+            self.copy_s += self.rule.copy_s(context)
             self.resume[req] = (context, left)
             self.retracted.append(req)
             self.retractions += 1
@@ -79,6 +86,7 @@ class PdDecodeInstance(DecodeInstance):
             self.retracted.popleft()
             del self.resume[req]
             act.add(req, context, left)
+            self.copy_s += rule.copy_s(context)
             budget -= rule.need(context)
         owed = sum(rule.need(self.resume[req][0]) for req in self.retracted)
         admitted: list[int] = []
@@ -94,7 +102,10 @@ class PdDecodeInstance(DecodeInstance):
         return admitted
 
     def _plan(self, admitted: list[int]) -> None:
-        """The base plan, cut at the first step that would not fit the pool (module docstring)."""
+        """The base plan from the end of the boundary's host copy, cut at the first step that would not fit the pool
+        (module docstring)."""
+        self.t += self.copy_s
+        self.copy_s = 0.0
         super()._plan(admitted)
         act = self.act
         if act.b == 0:

@@ -23,10 +23,20 @@ at commit 0035ca42c2d6, ``DecodePreallocQueue``), not from pdplan's closed form
   retracted request's KV is offloaded to host memory and the request joins the prealloc queue's
   ``retracted_queue`` (``_add_request_to_queue(req, is_retracted=True)``); ``resume_retracted_reqs`` loads it back
   (``load_kv_cache``), so it resumes with the context it had, nothing recomputed.
+* **The copy's time** (:attr:`PdDecodeAdmission.host_copy_s_per_token`): ``Req.offload_kv_cache`` and
+  ``load_kv_cache`` (``python/sglang/srt/managers/schedule_batch.py``) call the pool's ``get_cpu_copy`` /
+  ``load_cpu_copy``, which copy every layer's K and V of the request's tokens between ``torch.cuda.synchronize()``
+  calls (``python/sglang/srt/mem_cache/memory_pool.py``, ``MHATokenToKVPool``, stored copy at commit 000ccdba94d4),
+  on the scheduler's thread: no step runs while they copy. So the boundary that retracts is late by Σ over the
+  retracted requests of their context × the seconds a KV token takes over the host link, and the boundary that
+  resumes by Σ over the resumed ones likewise (:meth:`PdRule.copy_s`); every running request waits, the next step
+  starting that much later. (SGLang copies ``seqlen − 1`` tokens, the last sampled token's KV not yet written; the
+  simulator prices the context it holds, one token more.)
 
 In the simulator's terms a request of prompt l and n decode steps has ``max_new_tokens`` n (its remaining output on
 arrival) and, after j steps, holds l + j tokens (+ s fixed-state slots; windowed: min(l + j, w) + s). Left out: the
-time the offload and the reload take (the request resumes at a step boundary with nothing priced), page rounding
+fixed state's copy (a hybrid model's recurrent state, priced at nothing), the host link's per-message latency and any
+sharing of the host's PCIe root among a node's GPUs (each GPU copies its share over its own link), page rounding
 (one token a page, SGLang's default), the prebuilt-extend pass that moves a transferred request into the running
 batch (it joins at the boundary that admits it) and the preallocation itself happening *before* the KV transfer
 (the simulator admits a request once its KV is ready, as for every engine).
@@ -62,8 +72,14 @@ class PdDecodeAdmission:
     """R, ``num_reserved_decode_tokens``: counted for every request the server holds."""
     clip_tokens: int
     """c, ``CLIP_MAX_NEW_TOKEN``: the clip on ``max_new_tokens`` in the one-request room check."""
+    host_copy_s_per_token: float = 0.0
+    """Seconds one context token's KV takes to copy to host memory, or back, on the decode instance (module
+    docstring: each GPU's share of the token's KV over its host link,
+    :func:`pdplan.sim.deployment.host_copy_s_per_token`); 0: the copy not priced."""
 
     def __post_init__(self) -> None:
+        if not self.host_copy_s_per_token >= 0.0:
+            raise SpecError(f"PD decode admission needs host_copy_s_per_token >= 0, got {self.host_copy_s_per_token}")
         if self.reserved_tokens < 0 or self.clip_tokens < 1:
             raise SpecError(f"PD decode admission needs reserved_tokens >= 0 and clip_tokens >= 1, got {self}")
 
@@ -76,13 +92,14 @@ class PdRule:
     per-request prompt tokens l and decode steps n (``max_new_tokens``); ``state`` the fixed-state slots s and
     ``window`` w (inf: none) of a sequence."""
 
-    __slots__ = ("clip", "prompt", "reserved", "state", "steps", "top", "window")
+    __slots__ = ("clip", "copy_s_per_token", "prompt", "reserved", "state", "steps", "top", "window")
 
     def __init__(
         self, rule: PdDecodeAdmission, prompt: list[int], steps: list[int], state: float, window: float
     ) -> None:
         self.reserved = float(rule.reserved_tokens)
         self.clip = rule.clip_tokens
+        self.copy_s_per_token = rule.host_copy_s_per_token
         self.prompt, self.steps, self.state, self.window = prompt, steps, state, window
         # the largest l + min(n, c) of any request: bounds the one-request room, which is computed only past it
         self.top = max((p + min(n, self.clip) for p, n in zip(prompt, steps, strict=True)), default=0)
@@ -90,6 +107,11 @@ class PdRule:
     def need(self, context: int) -> float:
         """The KV a request of ``context`` tokens takes in the pool, with R: min(context, w) + s + R."""
         return min(context, self.window) + self.state + self.reserved
+
+    def copy_s(self, context: int) -> float:
+        """Seconds the offload (or the reload) of a request of ``context`` tokens stalls the instance: its KV tokens,
+        min(context, w), × :attr:`PdDecodeAdmission.host_copy_s_per_token` (module docstring)."""
+        return min(context, self.window) * self.copy_s_per_token
 
     def newcomer(self, req: int, retractable: float) -> float:
         """What a transferred request needs of the allocatable tokens: ``max(l + s + R, l + min(n, c) − K₀)``

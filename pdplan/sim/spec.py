@@ -209,8 +209,9 @@ class DecodePool:
     pd_admission: PdDecodeAdmission | None = None
     """SGLang's decode server rule instead of the reservation: the pool holds the growing context, a request is
     admitted against the free KV less R for every request held, and the least-decoded request is retracted when a
-    step does not fit (:mod:`pdplan.sim.pd_decode_rule`, the profile's ``pd_decode_reserved_tokens``); None: every
-    request reserves min(l + n, w) + s at admission (:mod:`pdplan.sim.decode`)."""
+    step does not fit, the instance stalling while its KV goes to host memory and comes back (its
+    ``host_copy_s_per_token``, :mod:`pdplan.sim.pd_decode_rule`, the profile's ``pd_decode_reserved_tokens``); None:
+    every request reserves min(l + n, w) + s at admission (:mod:`pdplan.sim.decode`)."""
     recompute: DecodeRecompute | None = None
     """vLLM's rule instead of the reservation: the pool holds the growing context and the newest running request is
     preempted and recomputed on the instance when a step does not fit (:mod:`pdplan.sim.preempt_decode`); None:

@@ -4,6 +4,7 @@ Both prompts' KV is ready at 1.0 s (two prefill instances of 1 s each, no transf
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from pdplan.serving.build import build_model
 from pdplan.serving.disaggregated import DisaggregatedModel
 from pdplan.serving.resolve import resolve
 from pdplan.sim import DecodePool, Disaggregated, PrefillPool, Requests, simulate
-from pdplan.sim.deployment import pd_admission, sim_deployment
+from pdplan.sim.deployment import host_link, pd_admission, sim_deployment
 from pdplan.sim.pd_decode_rule import PdDecodeAdmission
 
 STEP_S = 0.1
@@ -87,6 +88,20 @@ def test_retraction_when_the_batch_outgrows_its_reserve() -> None:
     np.testing.assert_allclose(finish, [86.0, 51.0], rtol=1e-9)
 
 
+def test_retraction_and_resumption_stall_for_the_host_copy() -> None:
+    # The same run with 1 ms a KV token to host or back: the boundary at 26 s offloads r0's 550 tokens, so r1's last
+    # 250 steps start 0.55 s later and end at 51.55 s; the boundary there loads r0's 550 back, another 0.55 s before
+    # its 35 s of steps: 51.55 + 0.55 + 35 = 87.10 s. Without a retraction the copy costs nothing (the first case's
+    # times unchanged).
+    rule = PdDecodeAdmission(reserved_tokens=100, clip_tokens=1, host_copy_s_per_token=1e-3)
+    admit, finish = _run([300, 200], [601, 501], 1000.0, rule)
+    np.testing.assert_allclose(admit, [1.0, 1.0])
+    np.testing.assert_allclose(finish, [87.10, 51.55], rtol=1e-9)
+    rule = PdDecodeAdmission(reserved_tokens=100, clip_tokens=4096, host_copy_s_per_token=1e-3)
+    admit, finish = _run([500, 400], [801, 201], 1600.0, rule)
+    np.testing.assert_allclose(finish, [81.0, 21.0], rtol=1e-9)
+
+
 def test_prompt_plus_reserve_must_fit_the_pool() -> None:
     # l + n = 700 fits 1,000, l + R = 1,100 does not: the decode server could never admit it
     rule = PdDecodeAdmission(reserved_tokens=500, clip_tokens=4096)
@@ -99,6 +114,8 @@ def test_rule_parameters_are_checked() -> None:
         PdDecodeAdmission(reserved_tokens=-1, clip_tokens=4096)
     with pytest.raises(SpecError):
         PdDecodeAdmission(reserved_tokens=512, clip_tokens=0)
+    with pytest.raises(SpecError):
+        PdDecodeAdmission(reserved_tokens=512, clip_tokens=4096, host_copy_s_per_token=-1.0)
 
 
 def test_deployment_reads_the_profile() -> None:
@@ -113,4 +130,21 @@ def test_deployment_reads_the_profile() -> None:
     assert isinstance(model, DisaggregatedModel)
     setup = sim_deployment(model, np.array([600, 900]), np.array([200, 50]))
     assert isinstance(setup.deployment, Disaggregated)
-    assert setup.deployment.decode.pd_admission == PdDecodeAdmission(512, 4096)
+    # the host copy: OPT-13B's bf16 KV, 2 × 40 layers × 5,120 × 2 bytes = 819,200 bytes a token, on one A100
+    # (TP1, r = 1) over PCIe Gen4 (hardware_db/links/pcie4.yaml: 31.5 GB/s × 0.89 = 28.035 GB/s): 29.22 µs a token
+    admission = setup.deployment.decode.pd_admission
+    assert admission is not None
+    assert (admission.reserved_tokens, admission.clip_tokens) == (512, 4096)
+    assert admission.host_copy_s_per_token == pytest.approx(819_200 / 28.035e9, rel=1e-12)
+
+
+def test_host_link_missing_is_an_error() -> None:
+    """A decode GPU whose PCIe generation has no catalogue link cannot price the retraction offload: a clear error,
+    no number invented."""
+    catalog = open_catalog()
+    sc = load_scenario(Path(__file__).parents[2] / "examples" / "opt-13b-a100-distserve.yaml")
+    decode = resolve(sc.model_copy(update={"engine": "sglang"}), catalog).hardware.decode
+    assert host_link(catalog, decode).name == "pcie4"
+    gen7 = dataclasses.replace(decode, gpu=decode.gpu.model_copy(update={"pcie_gen": 7}))
+    with pytest.raises(SpecError, match="no link 'pcie7'"):
+        host_link(catalog, gen7)

@@ -90,6 +90,19 @@ def test_sglang_admits_on_context_plus_r_then_retracts_the_fewest_output() -> No
     assert inst.held_tokens() == 0.0
 
 
+def test_sglang_retraction_stalls_for_the_host_copy() -> None:
+    # The same run with 10 µs a KV token to host or back: the boundary at 1,834.8 ms retracts r1's 417 tokens, so
+    # r0's remaining 117 steps start 4.17 ms later and it ends at 3.0048 + 0.00417 = 3.00897 s; the boundary that
+    # resumes r1 there loads them back, another 4.17 ms before its 122 steps: 4.2248 + 2 × 0.00417 = 4.23314 s.
+    tl = Timeline(2)
+    rule = PdDecodeAdmission(reserved_tokens=50, clip_tokens=4096, host_copy_s_per_token=1e-5)
+    inst = PdAppendInstance(_setup(tl), _work(), PdRule(rule, [400, 240], [300, 300], 0.0, math.inf))
+    _run(inst)
+    assert inst.retractions == 1
+    assert tl.first_token[1] == pytest.approx(0.0648)
+    assert tl.finish == pytest.approx([3.00897, 4.23314], abs=1e-9)
+
+
 @pytest.mark.parametrize(("hits", "finish_s"), [(True, 3.0048 + 0.0101 + 1.22), (False, 3.0048 + 0.0517 + 1.22)])
 def test_vllm_preempts_the_newest_and_recomputes_it_here(hits: bool, finish_s: float) -> None:
     # r1 is admitted at 50 ms on its prompt (405 + 1 + 240 ≤ 1,000) and runs as under SGLang until 1,834.8 ms, where
