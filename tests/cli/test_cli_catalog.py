@@ -36,6 +36,7 @@ LINK_IDS = [
     "nvlink5",
     "pcie4",
     "pcie5",
+    "pcie6",
     "ib-hdr",
     "ib-ndr",
     "ib-xdr",
