@@ -164,10 +164,7 @@ class GrowingAppendInstance(AppendDecodeInstance):
         act = self.act
         if self.plan or act.b == 0:
             return
-        last = max(int((self.kv_cap - self.next_step_tokens()) // act.b), 0)  # steps k = 0..last fit
-        if last < self.next_k:
-            self.next_k = last
-            self.next_time = self.t + float(self.bounds[last])
+        self._cut_at_room(self.kv_cap - self.next_step_tokens(), act.b)
 
 
 class PdAppendInstance(GrowingAppendInstance):

@@ -169,6 +169,16 @@ class DecodeInstance:
         self.next_k = k
         self.next_time = self.t + float(bounds[k])
 
+    def _cut_at_room(self, room_tokens: float, grows: int) -> None:
+        """End the planned decode segment at its last step that fits: with ``room_tokens`` KV slots left after the
+        next step and ``grows`` sequences taking one more slot a step, steps k = 0..⌊room/grows⌋ fit (none past the
+        pool: the boundary after them retracts or preempts, as the engine does). Used by the instances whose pool
+        holds the growing context."""
+        last = max(int(room_tokens // grows), 0)
+        if last < self.next_k:
+            self.next_k = last
+            self.next_time = self.t + float(self.bounds[last])
+
 
 class MixedStepInstance(DecodeInstance):
     """A decode instance whose steps may be mixed (a prefill riding the decode step): :attr:`plan` holds the

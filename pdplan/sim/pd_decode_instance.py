@@ -113,8 +113,5 @@ class PdDecodeInstance(DecodeInstance):
         grows = act.b if act.window is None else len(act.growing)
         if grows == 0:
             return
-        room = self.kv_cap - (act.context() + act.b * (1.0 + self.state))
-        last = max(int(room // grows), 0)  # steps k = 0..last fit: K + g·k + B(1 + s) ≤ M (R = 0: see docstring)
-        if last < self.next_k:
-            self.next_k = last
-            self.next_time = self.t + float(self.bounds[last])
+        # steps k fit while K + g·k + B(1 + s) ≤ M (R = 0: see docstring)
+        self._cut_at_room(self.kv_cap - (act.context() + act.b * (1.0 + self.state)), grows)

@@ -171,10 +171,7 @@ class PreemptDecodeInstance(MixedStepInstance):
         grows = act.b if act.window is None else len(act.growing)
         if act.b == 0 or grows == 0:
             return
-        last = max(int((self.kv_cap - self._next_step()) // grows), 0)  # steps k = 0..last fit
-        if last < self.next_k:
-            self.next_k = last
-            self.next_time = self.t + float(self.bounds[last])
+        self._cut_at_room(self.kv_cap - self._next_step(), grows)
 
     def _plan_mixed(self, admitted: list[int]) -> None:
         """One mixed step: the decode batch and up to ``budget − B`` recompute tokens, FCFS."""
