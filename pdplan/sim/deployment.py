@@ -70,12 +70,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from pdplan.errors import NoFeasiblePlanError, SpecError, UnknownNameError
-from pdplan.perf.memory import kv_replication
 from pdplan.perf.roofline import PhaseTime, phase_time
 from pdplan.serving.colocated import ColocatedModel
 from pdplan.serving.disaggregated import DisaggregatedModel, transfer_config
 from pdplan.serving.request_overhead import request_delay_s
-from pdplan.serving.role_hardware import RoleHardware
+from pdplan.serving.role_hardware import RoleHardware, instance_budget
 from pdplan.serving.roles import DecodePerf, decode_step_fn, prefill_perf
 from pdplan.sim import Colocated, DecodePool, Disaggregated, KvTransfer, PrefillPool, Requests
 from pdplan.sim.overlap_lag import overlap_iterations
@@ -377,14 +376,14 @@ def host_copy_s_per_token(hw: RoleHardware, link: LinkSpec) -> float:
     """Seconds one context token's KV takes to copy between a decode instance's HBM and host memory, one way
     (:attr:`pdplan.sim.pd_decode_rule.PdDecodeAdmission.host_copy_s_per_token`): each of the instance's t·p GPUs
     copies its share of the token's KV, ``kv_bytes_per_token · r / (t·p)`` (r the KV replication over the t ranks,
-    :func:`pdplan.perf.memory.kv_replication`; the same bytes the KV capacity divides by), over its own host link at
+    :func:`pdplan.perf.memory.kv_replication`; the instance memory's ``kv_bytes_per_token_instance``, the bytes its KV
+    capacity divides by, :func:`pdplan.serving.role_hardware.instance_budget`), over its own host link at
     the link's achievable rate (line rate × efficiency), all at once: ``share / rate``. An H100 TP4 instance of
     Llama-3.1-70B (bf16 KV: 327,680 bytes a token, r = 1, 81,920 a GPU) over PCIe Gen5 (63 GB/s × 0.89 =
     56.07 GB/s): 1.46 µs a token, so retracting a 4,000-token request stalls the instance 5.8 ms. Left out: the
     per-message latency, a node's GPUs sharing the host's PCIe root, the fixed per-sequence state."""
-    t, p = hw.tp, hw.pp
-    per_token = hw.model.kv_bytes_per_token(hw.precision.kv_bytes) * float(kv_replication(hw.model, t))
-    return per_token / (t * p) / link.achievable_bytes_per_s
+    per_token = float(np.ravel(instance_budget(hw, "decode").kv_bytes_per_token_instance)[0])
+    return per_token / (hw.tp * hw.pp) / link.achievable_bytes_per_s
 
 
 def decode_recompute(model: DisaggregatedModel, max_context: float) -> DecodeRecompute | None:
